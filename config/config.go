@@ -1,0 +1,104 @@
+// Package config holds gpumarket's settings: Default(), then the YAML file,
+// then the environment, then flags (applied by cmd), then Validate().
+package config
+
+import (
+	"time"
+)
+
+// Config is the whole configuration. Every key of the file is optional.
+type Config struct {
+	// Providers are the default sources; none configured means "sim".
+	Providers []string `yaml:"providers"`
+	Regions   []string `yaml:"regions"`
+	GPUs      []string `yaml:"gpus"`
+	// Window is the default history window ("24h"), as ParseWindow reads it.
+	Window Window `yaml:"window"`
+	// Refresh is the live poll interval of the cloud providers.
+	Refresh Duration `yaml:"refresh"`
+	Risk    Risk     `yaml:"risk"`
+	Budget  Budget   `yaml:"budget"`
+	Sim     Sim      `yaml:"sim"`
+	AWS     AWS      `yaml:"aws"`
+	Azure   Azure    `yaml:"azure"`
+	Serve   Serve    `yaml:"serve"`
+
+	// Path is the file the config was read from, "" when none was.
+	Path string `yaml:"-"`
+}
+
+// Risk are the assumptions behind the risk-adjusted price.
+type Risk struct {
+	CheckpointInterval Duration `yaml:"checkpoint_interval"`
+	RestartOverhead    Duration `yaml:"restart_overhead"`
+}
+
+// Budget caps what gpumarket may spend.
+type Budget struct {
+	// MaxBookingUSD caps one purchase's total; 0 means no cap.
+	MaxBookingUSD float64 `yaml:"max_booking_usd"`
+	// MaxDailyUSD caps the ledger's sum for one UTC day; 0 means no cap.
+	MaxDailyUSD float64 `yaml:"max_daily_usd"`
+}
+
+// Sim configures the simulated market.
+type Sim struct {
+	Seed int64    `yaml:"seed"`
+	Tick Duration `yaml:"tick"`
+}
+
+// AWS configures the AWS provider.
+type AWS struct {
+	Profile        string `yaml:"profile"`
+	AdvisorURL     string `yaml:"advisor_url"`
+	LaunchTemplate string `yaml:"launch_template"`
+}
+
+// Azure configures the Azure provider.
+type Azure struct {
+	SubscriptionID string `yaml:"subscription_id"`
+	ResourceGroup  string `yaml:"resource_group"`
+	PricesURL      string `yaml:"prices_url"`
+	// The spot scale set's image and network.
+	ImageID       string `yaml:"image_id"`
+	SubnetID      string `yaml:"subnet_id"`
+	AdminUsername string `yaml:"admin_username"`
+	SSHPublicKey  string `yaml:"ssh_public_key"`
+}
+
+// Serve configures `gpumarket serve`.
+type Serve struct {
+	Listen         string   `yaml:"listen"`
+	HostKey        string   `yaml:"host_key"`
+	AuthorizedKeys string   `yaml:"authorized_keys"`
+	IdleTimeout    Duration `yaml:"idle_timeout"`
+	MaxSessions    int      `yaml:"max_sessions"`
+	// Roles maps a key fingerprint ("SHA256:…") to "viewer" or "booker".
+	Roles map[string]string `yaml:"roles"`
+}
+
+// Duration is a time.Duration written as Go writes it ("30s", "15m").
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Window is a history window written as "24h", "7d" or "2w".
+type Window time.Duration
+
+// D returns the time.Duration.
+func (w Window) D() time.Duration { return time.Duration(w) }
+
+// Default returns the built-in configuration.
+func Default() Config {
+	return Config{
+		Window:  Window(24 * time.Hour),
+		Refresh: Duration(30 * time.Second),
+		Risk:    Risk{CheckpointInterval: Duration(15 * time.Minute), RestartOverhead: Duration(6 * time.Minute)},
+		Budget:  Budget{MaxBookingUSD: 5000, MaxDailyUSD: 20000},
+		Sim:     Sim{Seed: 1, Tick: Duration(2 * time.Second)},
+		AWS:     AWS{AdvisorURL: "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"},
+		Azure:   Azure{PricesURL: "https://prices.azure.com/api/retail/prices"},
+		Serve:   Serve{Listen: "127.0.0.1:2222", IdleTimeout: Duration(30 * time.Minute), MaxSessions: 100},
+	}
+}

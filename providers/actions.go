@@ -1,0 +1,131 @@
+package providers
+
+import (
+	"math"
+	"time"
+)
+
+// OfferingQuery asks for capacity blocks: GPU model, size, duration and
+// the range the start may fall in.
+type OfferingQuery struct {
+	GPU string
+	// Instances is the number of instances wanted. When zero, GPUs is
+	// used and rounded up to whole instances of each type.
+	Instances int
+	GPUs      int
+	Duration  time.Duration
+	// StartAfter and StartBefore bound the block's start; zero means now
+	// and the furthest the cloud allows (8 weeks for AWS).
+	StartAfter, StartBefore time.Time
+	Regions                 []string
+}
+
+// Offering is a capacity block (or a fixed-window reservation) on sale.
+type Offering struct {
+	// ID is the cloud's offering id (AWS "cb-…"); for clouds that have no
+	// offering ids, one gpumarket makes from the terms.
+	ID            string
+	Provider      string
+	Cloud         Cloud
+	Region, Zone  string
+	InstanceType  string
+	GPU           GPUSpec
+	InstanceCount int
+	Start, End    time.Time
+	UpfrontUSD    float64
+	Currency      string
+	Simulated     bool
+}
+
+// DurationHours is the block's length in hours.
+func (o Offering) DurationHours() float64 { return o.End.Sub(o.Start).Hours() }
+
+// GPUCount counts every GPU in the block.
+func (o Offering) GPUCount() float64 { return o.GPU.Count * float64(o.InstanceCount) }
+
+// USDPerGPUHour is the upfront fee spread over every GPU-hour of the block.
+func (o Offering) USDPerGPUHour() float64 {
+	gh := o.GPUCount() * o.DurationHours()
+	if gh <= 0 {
+		return math.NaN()
+	}
+	return o.UpfrontUSD / gh
+}
+
+// BookRequest asks a Booker to buy an offering.
+type BookRequest struct {
+	Offering Offering
+	DryRun   bool
+	// After is when the intent was recorded: a reconciliation looks only
+	// at reservations made since.
+	After time.Time
+	// Ref is the ledger's id for the intent, for tagging where the cloud
+	// allows it.
+	Ref string
+}
+
+// Booking is what a purchase bought (or, with DryRun, would buy).
+type Booking struct {
+	// ProviderRef is the cloud's id: "cr-…", an Azure resource id.
+	ProviderRef   string
+	Provider      string
+	Region, Zone  string
+	InstanceType  string
+	InstanceCount int
+	Start, End    time.Time
+	CostUSD       float64
+	// State is one of the ledger states: "scheduled", "active", "ended",
+	// "failed", "deleted".
+	State  string
+	DryRun bool
+	// Message is the cloud's own answer, shown to the user (a dry-run's
+	// "would succeed", say).
+	Message string
+}
+
+// Allocation strategies of a spot fleet.
+const (
+	StrategyPriceCapacityOptimized = "price-capacity-optimized"
+	StrategyCapacityOptimized      = "capacity-optimized"
+	StrategyLowestPrice            = "lowest-price"
+	StrategyDiversified            = "diversified"
+)
+
+// Strategies lists the accepted allocation strategies, default first.
+var Strategies = []string{StrategyPriceCapacityOptimized, StrategyCapacityOptimized, StrategyLowestPrice, StrategyDiversified}
+
+// FleetSpec describes a spot fleet to launch.
+type FleetSpec struct {
+	Provider      string
+	Region        string
+	InstanceTypes []string
+	// Zones restricts the fleet to these zones; empty means any.
+	Zones []string
+	// TargetCapacity is the number of instances in all.
+	TargetCapacity int
+	// OnDemandBase of them are on-demand, the rest spot.
+	OnDemandBase int
+	Strategy     string
+	// MaxPriceUSD caps the spot price per instance-hour; nil means the
+	// on-demand price.
+	MaxPriceUSD *float64
+	// LaunchTemplate is the AWS launch template id (or the Azure image
+	// and network profile named in config).
+	LaunchTemplate string
+	// ClientToken makes the launch idempotent: the ledger intent's id.
+	ClientToken string
+	DryRun      bool
+}
+
+// Fleet is a launched fleet's state.
+type Fleet struct {
+	ID            string // "fleet-…", an Azure scale set id
+	Provider      string
+	Region        string
+	State         string // ledger state
+	Instances     int    // running instances
+	Target        int
+	EstimatedUSDh float64 // current cost per hour, 0 if unknown
+	DryRun        bool
+	Message       string
+}

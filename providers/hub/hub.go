@@ -1,0 +1,472 @@
+// Package hub runs one poll loop per market data source and fans immutable
+// snapshots of the market out to any number of subscribers: TUI sessions
+// (one per SSH client) and CLI commands. Thirty subscribers cost the clouds
+// the same API calls as one.
+package hub
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// Options tune a hub.
+type Options struct {
+	// Query filters what the hub fetches; its Window is the first
+	// back-fill's depth (default 24h).
+	Query providers.Query
+	// Interval returns the refresh interval of a provider (default 30s).
+	Interval func(provider string) time.Duration
+	// PublishEvery coalesces bursts of events into one snapshot at most
+	// this often (default 100ms).
+	PublishEvery time.Duration
+	// MaxBackoff caps the wait after failed fetches (default 5m).
+	MaxBackoff time.Duration
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Hub polls sources and publishes snapshots.
+type Hub struct {
+	opt     Options
+	sources []providers.Provider
+
+	mu      sync.Mutex
+	pools   map[string]*poolState
+	keys    []string // sorted
+	status  map[string]*sourceState
+	seq     uint64
+	dirty   bool
+	latest  *Snapshot
+	subs    map[int]chan *Snapshot
+	nextSub int
+	window  time.Duration
+	closed  bool
+
+	wake map[string]chan struct{}
+}
+
+type poolState struct {
+	pool    providers.Pool
+	key     string
+	series  providers.Series
+	changed uint64
+}
+
+type sourceState struct {
+	SourceStatus
+	regions  map[string]*RegionStatus
+	haveFrom time.Time // history back-filled from here
+	started  bool      // first back-fill finished
+	failed   bool      // last fetch failed
+}
+
+// New makes a hub over the sources. Call Run to start polling.
+func New(sources []providers.Provider, opt Options) *Hub {
+	if opt.Query.Window <= 0 {
+		opt.Query.Window = 24 * time.Hour
+	}
+	if opt.Interval == nil {
+		opt.Interval = func(string) time.Duration { return 30 * time.Second }
+	}
+	if opt.PublishEvery <= 0 {
+		opt.PublishEvery = 100 * time.Millisecond
+	}
+	if opt.MaxBackoff <= 0 {
+		opt.MaxBackoff = 5 * time.Minute
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Hub{
+		opt: opt, sources: sources,
+		pools:  map[string]*poolState{},
+		status: map[string]*sourceState{},
+		subs:   map[int]chan *Snapshot{},
+		window: opt.Query.Window,
+		wake:   map[string]chan struct{}{},
+	}
+	for _, p := range sources {
+		h.status[p.Name()] = &sourceState{
+			SourceStatus: SourceStatus{Provider: p.Name(), State: StateLoading, Interval: opt.Interval(p.Name())},
+			regions:      map[string]*RegionStatus{},
+		}
+		h.wake[p.Name()] = make(chan struct{}, 1)
+	}
+	h.latest = h.buildLocked()
+	return h
+}
+
+// Providers returns the hub's sources, for the actions (booking, fleets)
+// that some of them offer.
+func (h *Hub) Providers() []providers.Provider { return h.sources }
+
+// Provider returns the named source.
+func (h *Hub) Provider(name string) (providers.Provider, bool) {
+	for _, p := range h.sources {
+		if p.Name() == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// Run polls every source until ctx ends, then closes every subscription.
+func (h *Hub) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, p := range h.sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.loop(ctx, p)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		h.publishLoop(ctx)
+	}()
+	wg.Wait()
+	h.mu.Lock()
+	h.closed = true
+	for id, ch := range h.subs {
+		close(ch)
+		delete(h.subs, id)
+	}
+	h.mu.Unlock()
+}
+
+// Snapshot returns the latest published snapshot.
+func (h *Hub) Snapshot() *Snapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.latest
+}
+
+// Subscribe returns a channel that receives the latest snapshot at once and
+// then every newer one. A slow reader misses intermediate snapshots, never
+// the newest. The channel is closed when ctx ends or the hub stops; nothing
+// of the subscription is left behind.
+func (h *Hub) Subscribe(ctx context.Context) <-chan *Snapshot {
+	ch := make(chan *Snapshot, 1)
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		close(ch)
+		return ch
+	}
+	id := h.nextSub
+	h.nextSub++
+	h.subs[id] = ch
+	ch <- h.latest
+	h.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		h.mu.Lock()
+		if _, ok := h.subs[id]; ok {
+			delete(h.subs, id)
+			close(ch)
+		}
+		h.mu.Unlock()
+	}()
+	return ch
+}
+
+// Subscribers counts the live subscriptions.
+func (h *Hub) Subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
+
+// WaitReady waits until every source has finished its first back-fill and
+// returns the snapshot that says so.
+func (h *Hub) WaitReady(ctx context.Context) (*Snapshot, error) {
+	sub, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for s := range h.Subscribe(sub) {
+		if s.Ready {
+			return s, nil
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return nil, errors.New("hub stopped before the sources answered")
+}
+
+// Extend asks for history back to now − window (at most 90 days). The
+// sources back-fill the missing part at their next turn, which comes at
+// once.
+func (h *Hub) Extend(window time.Duration) {
+	if window > providers.MaxWindow {
+		window = providers.MaxWindow
+	}
+	h.mu.Lock()
+	grow := window > h.window
+	if grow {
+		h.window = window
+	}
+	h.mu.Unlock()
+	if grow {
+		h.Refresh()
+	}
+}
+
+// Window is the history depth the hub keeps.
+func (h *Hub) Window() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.window
+}
+
+// Refresh makes every source poll now instead of at its next interval
+// (after a booking, say). A poll already running is not duplicated.
+func (h *Hub) Refresh() {
+	for _, w := range h.wake {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (h *Hub) loop(ctx context.Context, p providers.Provider) {
+	name := p.Name()
+	interval := h.opt.Interval(name)
+	var lastUntil time.Time
+	failures := 0
+	for ctx.Err() == nil {
+		now := h.opt.Now()
+		h.mu.Lock()
+		want := now.Add(-h.window)
+		st := h.status[name]
+		haveFrom := st.haveFrom
+		h.mu.Unlock()
+
+		req := providers.FetchRequest{Query: h.opt.Query, Until: now}
+		switch {
+		case haveFrom.IsZero():
+			req.Since, req.Backfill = want, true
+		case want.Before(haveFrom):
+			req.Since, req.Until, req.Backfill = want, haveFrom, true
+		default:
+			req.Since = lastUntil
+		}
+		req.Query.Window = now.Sub(req.Since)
+		err := p.Fetch(ctx, req, func(ev providers.Event) { h.apply(name, ev) })
+		if ctx.Err() != nil {
+			return
+		}
+		h.mu.Lock()
+		st.started = true
+		if err != nil {
+			failures++
+			st.failed = true
+			st.Err = err.Error()
+			if st.LastOK.IsZero() {
+				st.State = StateError
+			}
+			h.opt.Logger.Warn("fetch failed", "provider", name, "err", err)
+		} else {
+			failures = 0
+			st.failed = false
+			st.Err = ""
+			st.State = StateReady
+			st.LastOK = h.opt.Now()
+			if req.Backfill {
+				st.haveFrom = req.Since
+			}
+			if !req.Backfill || haveFrom.IsZero() {
+				lastUntil = now
+			}
+		}
+		h.dirty = true
+		h.mu.Unlock()
+
+		wait := interval
+		if failures > 0 {
+			wait = backoff(interval, failures, h.opt.MaxBackoff)
+		}
+		h.mu.Lock()
+		more := err == nil && h.opt.Now().Add(-h.window).Before(st.haveFrom)
+		h.mu.Unlock()
+		if more {
+			continue // the window grew while we fetched
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-h.wake[name]:
+			t.Stop()
+		}
+	}
+}
+
+func backoff(base time.Duration, failures int, max time.Duration) time.Duration {
+	d := base
+	for i := 1; i < failures && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	return d
+}
+
+// apply folds one event into the hub's state. Providers may call it from
+// several goroutines.
+func (h *Hub) apply(provider string, ev providers.Event) {
+	if ev.Provider == "" {
+		ev.Provider = provider
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next := h.seq + 1
+	st := h.status[provider]
+	for _, p := range ev.Pools {
+		key := p.Key().String()
+		ps, ok := h.pools[key]
+		if !ok {
+			ps = &poolState{key: key}
+			h.insertKeyLocked(key)
+			h.pools[key] = ps
+		}
+		ps.pool = p
+		ps.changed = next
+	}
+	if len(ev.Points) > 0 {
+		byPool := map[providers.PoolKey][]int{}
+		for i, pt := range ev.Points {
+			byPool[pt.Pool] = append(byPool[pt.Pool], i)
+		}
+		for k, idx := range byPool {
+			key := k.String()
+			ps, ok := h.pools[key]
+			if !ok {
+				ps = &poolState{key: key, pool: poolFromKey(k)}
+				h.insertKeyLocked(key)
+				h.pools[key] = ps
+			}
+			at := make([]int64, len(idx))
+			usd := make([]float64, len(idx))
+			for j, i := range idx {
+				at[j] = ev.Points[i].At.Unix()
+				usd[j] = ev.Points[i].USDHour
+			}
+			ps.series = ps.series.Merge(at, usd)
+			ps.changed = next
+		}
+	}
+	if st != nil {
+		if ev.Region != "" {
+			rs := st.regions[ev.Region]
+			if rs == nil {
+				rs = &RegionStatus{Region: ev.Region}
+				st.regions[ev.Region] = rs
+			}
+			if ev.Progress != nil {
+				rs.Done, rs.Total = ev.Progress.Done, ev.Progress.Total
+			}
+			if ev.Err != nil {
+				rs.Err = ev.Err.Error()
+			} else if len(ev.Points) > 0 || len(ev.Pools) > 0 || ev.Progress != nil {
+				rs.Err = ""
+				rs.LastOK = h.opt.Now()
+			}
+		} else if ev.Err != nil {
+			st.Err = ev.Err.Error()
+		}
+		if ev.Note != "" {
+			st.Note = ev.Note
+		}
+	}
+	h.dirty = true
+}
+
+func poolFromKey(k providers.PoolKey) providers.Pool {
+	p := providers.Pool{Provider: k.Provider, Region: k.Region, Zone: k.Zone, InstanceType: k.InstanceType}
+	if e, ok := providers.LookupGPU(k.InstanceType); ok {
+		p.Cloud, p.GPU = e.Cloud, e.GPU
+	}
+	return p
+}
+
+func (h *Hub) insertKeyLocked(key string) {
+	i := sort.SearchStrings(h.keys, key)
+	h.keys = append(h.keys, "")
+	copy(h.keys[i+1:], h.keys[i:])
+	h.keys[i] = key
+}
+
+func (h *Hub) publishLoop(ctx context.Context) {
+	t := time.NewTicker(h.opt.PublishEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			h.publish()
+		}
+	}
+}
+
+// publish builds and sends a snapshot if anything changed.
+func (h *Hub) publish() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.dirty {
+		return
+	}
+	h.dirty = false
+	h.seq++
+	s := h.buildLocked()
+	h.latest = s
+	for _, ch := range h.subs {
+		select { // latest wins: drop the one the reader has not taken
+		case <-ch:
+		default:
+		}
+		ch <- s
+	}
+}
+
+func (h *Hub) buildLocked() *Snapshot {
+	now := h.opt.Now()
+	s := &Snapshot{Seq: h.seq, Taken: now, Pools: make([]PoolView, len(h.keys)), Ready: true}
+	for i, k := range h.keys {
+		ps := h.pools[k]
+		s.Pools[i] = PoolView{Pool: ps.pool, Key: k, History: ps.series, Changed: ps.changed}
+	}
+	for _, p := range h.sources {
+		st := h.status[p.Name()]
+		ss := st.SourceStatus
+		ss.Regions = make([]RegionStatus, 0, len(st.regions))
+		for _, r := range st.regions {
+			ss.Regions = append(ss.Regions, *r)
+		}
+		sort.Slice(ss.Regions, func(i, j int) bool { return ss.Regions[i].Region < ss.Regions[j].Region })
+		ss.Stale = st.failed || (!st.LastOK.IsZero() && now.Sub(st.LastOK) > 3*st.Interval)
+		s.Sources = append(s.Sources, ss)
+		if !st.started {
+			s.Ready = false
+		}
+		if s.HistoryFrom.IsZero() || st.haveFrom.After(s.HistoryFrom) {
+			s.HistoryFrom = st.haveFrom
+		}
+	}
+	return s
+}

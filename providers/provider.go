@@ -1,0 +1,96 @@
+package providers
+
+import (
+	"context"
+	"time"
+)
+
+// Provider is a source of market data: the simulated market, AWS or Azure.
+// The hub calls Fetch from one goroutine per provider, never two at once:
+// first to back-fill the window, then every refresh interval for what
+// changed since the previous call.
+type Provider interface {
+	// Name is the provider's name as users write it: "sim", "aws", "azure".
+	Name() string
+	// Fetch reports the pools matching q and their prices observed in
+	// [req.Since, req.Until] through sink, in as many events as suit the
+	// source (one per page, say), and returns when done. An error for one
+	// region goes to sink as an Event with Err set and the fetch goes on
+	// with the others; the returned error means the whole fetch failed.
+	Fetch(ctx context.Context, req FetchRequest, sink Sink) error
+}
+
+// FetchRequest is one poll of a provider.
+type FetchRequest struct {
+	Query Query
+	// Since and Until bound the prices wanted. A back-fill asks for the
+	// whole window; a live poll asks from the last time it saw.
+	Since, Until time.Time
+	// Backfill is true for the first fetch of a window (or of its
+	// extension to the past): the provider reports progress as it goes.
+	Backfill bool
+}
+
+// Sink receives a provider's events. It is safe to call from several
+// goroutines at once and does not keep the slices it is given.
+type Sink func(Event)
+
+// Event is one piece of news from a provider. Any of its parts may be set.
+type Event struct {
+	Provider string
+	// Region the event is about; "" for the provider as a whole.
+	Region string
+	// Pools are new or changed pool descriptions (interruption data,
+	// on-demand price, placement score). A pool is known once described.
+	Pools []Pool
+	// Points are price observations, in any order.
+	Points []PricePoint
+	// Progress, when set, is the back-fill progress of Region.
+	Progress *Progress
+	// Err is a failure of Region (or of the provider when Region is "").
+	// The region's earlier data stays; the UI marks it stale.
+	Err error
+	// Note is a short status for the header, such as "advisor data from
+	// 2025-06 (embedded)".
+	Note string
+}
+
+// PricePoint is one observed spot price of a pool.
+type PricePoint struct {
+	Pool    PoolKey
+	At      time.Time
+	USDHour float64
+}
+
+// Progress counts the units of work of a back-fill (pages, instance types).
+type Progress struct {
+	Done, Total int
+}
+
+// OfferingFinder is a provider that sells capacity blocks (or reservations)
+// for a fixed window.
+type OfferingFinder interface {
+	FindOfferings(ctx context.Context, q OfferingQuery) ([]Offering, error)
+}
+
+// Booker buys an offering. PurchaseCapacityBlock has no idempotency token,
+// so a purchase whose answer was lost is never retried blindly: the caller
+// asks FindBooking first.
+type Booker interface {
+	// Book buys the offering. With req.DryRun it only asks the cloud
+	// whether the purchase would succeed and returns a Booking whose
+	// DryRun is true.
+	Book(ctx context.Context, req BookRequest) (Booking, error)
+	// FindBooking looks for a reservation that a request may have made
+	// (same type, zone, count and dates, created after req.After). It
+	// returns nil, nil when there is none.
+	FindBooking(ctx context.Context, req BookRequest) (*Booking, error)
+}
+
+// FleetLauncher launches and deletes spot fleets.
+type FleetLauncher interface {
+	LaunchFleet(ctx context.Context, spec FleetSpec) (Fleet, error)
+	DeleteFleet(ctx context.Context, region, id string) error
+	// DescribeFleet returns the fleet's current state.
+	DescribeFleet(ctx context.Context, region, id string) (Fleet, error)
+}

@@ -1,0 +1,210 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// env is what every command needs: the settings after config file,
+// environment and flags, the query they select, and the streams. It is
+// built per command run, so two runs (tests, SSH sessions) share nothing.
+type env struct {
+	cfg     config.Config
+	query   providers.Query
+	dataDir string
+	log     *slog.Logger
+	out     io.Writer
+	errOut  io.Writer
+	stdin   io.Reader
+}
+
+// Names of the persistent flags every command shares.
+const (
+	flagProvider = "provider"
+	flagGPU      = "gpu"
+	flagRegion   = "region"
+	flagWindow   = "window"
+	flagConfig   = "config"
+	flagSeed     = "seed"
+)
+
+// addCommonFlags adds the common flags of DESIGN.md to the root command.
+// Their values are read back by setup from the command's flag set, so the
+// command tree holds no shared mutable state.
+func addCommonFlags(root *cobra.Command) {
+	pf := root.PersistentFlags()
+	pf.String(flagProvider, "", "market data sources, a comma list of sim, aws, azure (default: config providers, else sim)")
+	pf.String(flagGPU, "", "GPU models, a comma list such as H100,A100 (one of "+strings.Join(providers.GPUModels, ", ")+")")
+	pf.String(flagRegion, "", "regions, a comma list such as us-east-1,eastus")
+	pf.String(flagWindow, "", "history window: "+providers.WindowForm+" (default: config window, else 24h)")
+	pf.String(flagConfig, "", "config file (default: $GPUMARKET_CONFIG, else $XDG_CONFIG_HOME/gpumarket/config.yaml)")
+	pf.Int64(flagSeed, 0, "seed of the simulated market (default: config sim.seed, else 1)")
+}
+
+// setup loads the config (Default → file → env → flags → Validate) and
+// builds the query of the common flags. Bad flag values are usage errors
+// naming the flag; a bad config file is a runtime error naming file:line:col.
+func setup(cmd *cobra.Command) (*env, error) {
+	flags := cmd.Flags()
+	path, _ := flags.GetString(flagConfig)
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+
+	if flags.Changed(flagProvider) {
+		v, _ := flags.GetString(flagProvider)
+		list := providers.SplitList(v)
+		if len(list) == 0 {
+			return nil, usagef("--provider %q: want a comma list of %s", v, strings.Join(config.ProviderNames, ", "))
+		}
+		for i, p := range list {
+			p = strings.ToLower(p)
+			list[i] = p
+			if !contains(config.ProviderNames, p) {
+				return nil, usagef("--provider %q: unknown provider %q; want a comma list of %s", v, p, strings.Join(config.ProviderNames, ", "))
+			}
+		}
+		cfg.Providers = dedupe(list)
+	}
+	if flags.Changed(flagGPU) {
+		v, _ := flags.GetString(flagGPU)
+		list := providers.SplitList(v)
+		if len(list) == 0 {
+			return nil, usagef("--gpu %q: want a comma list of %s", v, strings.Join(providers.GPUModels, ", "))
+		}
+		for i, g := range list {
+			m, ok := config.CanonicalGPU(g)
+			if !ok {
+				return nil, usagef("--gpu %q: unknown GPU %q; want a comma list of %s", v, g, strings.Join(providers.GPUModels, ", "))
+			}
+			list[i] = m
+		}
+		cfg.GPUs = dedupe(list)
+	}
+	if flags.Changed(flagRegion) {
+		v, _ := flags.GetString(flagRegion)
+		list := providers.SplitList(v)
+		if len(list) == 0 {
+			return nil, usagef("--region %q: want a comma list of regions (%s)", v, config.RegionForm)
+		}
+		for i, r := range list {
+			r = strings.ToLower(r)
+			list[i] = r
+			if !config.ValidRegion(r) {
+				return nil, usagef("--region %q: bad region %q; want a comma list of regions (%s)", v, r, config.RegionForm)
+			}
+		}
+		cfg.Regions = dedupe(list)
+	}
+	if flags.Changed(flagWindow) {
+		v, _ := flags.GetString(flagWindow)
+		d, err := providers.ParseWindow(v)
+		if err != nil {
+			return nil, usagef("--window %q: want %s", v, providers.WindowForm)
+		}
+		cfg.Window = config.Window(d)
+	}
+	if flags.Changed(flagSeed) {
+		cfg.Sim.Seed, _ = flags.GetInt64(flagSeed)
+	}
+	if err := cfg.Validate(); err != nil {
+		if cfg.Path != "" {
+			return nil, fmt.Errorf("config %s: %w", cfg.Path, err)
+		}
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if len(cfg.Providers) == 0 {
+		cfg.Providers = []string{"sim"}
+	}
+
+	dataDir, err := config.DataDir()
+	if err != nil {
+		return nil, err
+	}
+	e := &env{
+		cfg:     cfg,
+		dataDir: dataDir,
+		out:     cmd.OutOrStdout(),
+		errOut:  cmd.ErrOrStderr(),
+		stdin:   cmd.InOrStdin(),
+		query: providers.Query{
+			Providers: cfg.Providers,
+			GPUs:      cfg.GPUs,
+			Regions:   cfg.Regions,
+			Window:    cfg.Window.D(),
+		},
+	}
+	level := slog.LevelWarn
+	if os.Getenv("GPUMARKET_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: level}))
+	return e, nil
+}
+
+// providers builds the sources the query names.
+func (e *env) providers(ctx context.Context) ([]providers.Provider, error) {
+	return buildProviders(ctx, e, e.query.Providers)
+}
+
+// newHub makes a hub over the sources for the env's query. The simulated
+// market ticks at sim.tick; the clouds are polled every refresh.
+func (e *env) newHub(ps []providers.Provider) *hub.Hub {
+	simTick, refresh := e.cfg.Sim.Tick.D(), e.cfg.Refresh.D()
+	return hub.New(ps, hub.Options{
+		Query: e.query,
+		Interval: func(name string) time.Duration {
+			if name == "sim" {
+				return simTick
+			}
+			return refresh
+		},
+		Logger: e.log,
+	})
+}
+
+// risk returns the risk assumptions of config risk.* for one instance.
+func (e *env) risk() providers.RiskParams {
+	return providers.RiskParams{
+		CheckpointInterval: e.cfg.Risk.CheckpointInterval.D(),
+		RestartOverhead:    e.cfg.Risk.RestartOverhead.D(),
+		Instances:          1,
+	}
+}
+
+// simulated reports whether the simulated market is one of the sources.
+func (e *env) simulated() bool { return contains(e.query.Providers, "sim") }
+
+// simBanner is said first wherever simulated prices are shown.
+const simBanner = "SIMULATED MARKET: prices are generated by gpumarket's simulator, not quoted by a cloud (use --provider aws or azure for real ones)"
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func dedupe(list []string) []string {
+	out := list[:0]
+	for _, v := range list {
+		if !contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,133 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// Exit codes of DESIGN.md's CLI contract.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// usageError is bad usage: an unknown flag, a bad flag value, a missing
+// argument. It exits 2 and its message is one line naming the flag and
+// the accepted form.
+type usageError struct {
+	msg string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+// usagef returns a usage error (exit 2). Name the flag and what it
+// accepts: usagef("--window %q: want %s", v, providers.WindowForm).
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// Execute runs gpumarket with the process's arguments and returns the exit
+// code. SIGINT and SIGTERM cancel the command's context.
+func Execute() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+}
+
+// run executes one command line with the given streams; tests call it
+// in-process.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	if msg, ok := usageMessage(err); ok {
+		fmt.Fprintf(stderr, "gpumarket: %s\n", oneLine(msg))
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "gpumarket: %s\n", oneLine(err.Error()))
+	return exitFailure
+}
+
+// usageMessage recognises bad usage: our usageErrors, pflag's parse errors
+// and cobra's argument checks, and words them as one line.
+func usageMessage(err error) (string, bool) {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return ue.msg, true
+	}
+	var iv *pflag.InvalidValueError
+	if errors.As(err, &iv) {
+		f := iv.GetFlag()
+		return fmt.Sprintf("--%s %q: want %s", f.Name, iv.GetValue(), flagForm(f)), true
+	}
+	var vr *pflag.ValueRequiredError
+	if errors.As(err, &vr) {
+		return vr.Error(), true
+	}
+	var ne *pflag.NotExistError
+	if errors.As(err, &ne) {
+		return ne.Error() + " (see --help for the accepted flags)", true
+	}
+	var se *pflag.InvalidSyntaxError
+	if errors.As(err, &se) {
+		return se.Error(), true
+	}
+	// cobra words its own checks of commands and arguments as plain
+	// errors; these prefixes are all of them in cobra v1.10.
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "accepts ", "requires at least", "requires at most", "received ", "invalid argument", "unknown flag", "unknown shorthand flag", "flag needs an argument", "bad flag syntax", "if any flags in the group", "required flag"} {
+		if strings.HasPrefix(msg, p) {
+			return msg + " (see --help)", true
+		}
+	}
+	return "", false
+}
+
+// flagForm says what a flag of a built-in type accepts.
+func flagForm(f *pflag.Flag) string {
+	switch f.Value.Type() {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "a whole number"
+	case "float32", "float64":
+		return "a number"
+	case "duration":
+		return "a duration such as 30s, 2m or 1h"
+	case "bool":
+		return "true or false"
+	case "stringSlice", "stringArray":
+		return "a comma list"
+	}
+	return "a " + f.Value.Type()
+}
+
+// flagErrorFunc marks every flag parse error as a usage error.
+func flagErrorFunc(_ *cobra.Command, err error) error {
+	if msg, ok := usageMessage(err); ok {
+		return &usageError{msg: msg}
+	}
+	return &usageError{msg: err.Error()}
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}

@@ -1,0 +1,116 @@
+package cmd
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// historyRow is one spot price of one pool in `gpumarket history`.
+type historyRow struct {
+	Provider     string    `json:"provider"`
+	Cloud        string    `json:"cloud"`
+	Region       string    `json:"region"`
+	Zone         *string   `json:"zone"`
+	InstanceType string    `json:"instance_type"`
+	At           time.Time `json:"at"`
+	USDHour      float64   `json:"usd_hour"`
+}
+
+func newHistoryCmd() *cobra.Command {
+	var output, instanceType string
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "history",
+		Short: "The spot price history of the matching pools over the window",
+		Long: `history prints every spot price change of the pools matching the filters over
+the window, oldest first, one pool after another. Prices are a step function:
+each holds until the next row of its pool. The first row of each pool is the
+price in force when the window starts, reported at the window's start time
+(its "at" is the window start, not when the cloud first quoted it).`,
+		Example: `  gpumarket history --gpu H100 --region us-east-1 --window 7d -o csv
+  gpumarket history --instance-type p5.48xlarge -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if timeout <= 0 {
+				return usagef("--timeout %s: want a positive duration such as 2m", timeout)
+			}
+			if cmd.Flags().Changed("instance-type") && !validInstanceType(instanceType) {
+				return usagef("--instance-type %q: want an instance type or VM size such as p5.48xlarge or Standard_ND96isr_H100_v5", instanceType)
+			}
+			e, err := setup(cmd)
+			if err != nil {
+				return err
+			}
+			snap, err := e.readySnapshot(cmd.Context(), timeout)
+			if err != nil {
+				return err
+			}
+			rows := e.historyRows(snap, instanceType)
+			e.banner(output)
+			return writeRows(e.out, output, rows)
+		},
+	}
+	addOutputFlag(c, &output)
+	c.Flags().StringVar(&instanceType, "instance-type", "", "only this instance type or VM size (case-insensitive)")
+	c.Flags().DurationVar(&timeout, "timeout", defaultTimeout, "how long to wait for the sources to answer")
+	return c
+}
+
+func validInstanceType(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// historyRows lists the price points of the matching pools in the window,
+// by pool key then time. The price in force at the window start is
+// reported at the window start.
+func (e *env) historyRows(snap *hub.Snapshot, instanceType string) []historyRow {
+	to := snap.Taken.Unix()
+	from := snap.Taken.Add(-e.query.Window).Unix()
+	var rows []historyRow
+	for i := range snap.Pools { // snapshot pools are sorted by key
+		pv := &snap.Pools[i]
+		if !e.query.Matches(pv.Pool) {
+			continue
+		}
+		if instanceType != "" && !strings.EqualFold(pv.InstanceType, instanceType) {
+			continue
+		}
+		base := historyRow{
+			Provider: pv.Provider, Cloud: string(pv.Cloud), Region: pv.Region,
+			Zone: optString(pv.Zone), InstanceType: pv.InstanceType,
+		}
+		s := pv.History
+		j := sort.Search(len(s.At), func(i int) bool { return s.At[i] > from })
+		if j > 0 { // the price in force at the window start
+			r := base
+			r.At, r.USDHour = time.Unix(from, 0).UTC(), s.USD[j-1]
+			rows = append(rows, r)
+		}
+		for ; j < len(s.At) && s.At[j] <= to; j++ {
+			r := base
+			r.At, r.USDHour = time.Unix(s.At[j], 0).UTC(), s.USD[j]
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 && instanceType != "" {
+		fmt.Fprintf(e.errOut, "gpumarket: warning: no pool of instance type %q matches the filters\n", instanceType)
+	}
+	return rows
+}

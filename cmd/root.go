@@ -1,0 +1,95 @@
+// Package cmd is gpumarket's command line: thin cobra wiring over the hub,
+// the providers and the TUI. Each command has its own file.
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// newRootCmd builds the whole command tree. It is called once per run so
+// that no flag value outlives a run.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "gpumarket",
+		Short: "A terminal UI for the GPU capacity market",
+		Long: `gpumarket streams spot prices, interruption rates and capacity-block offerings
+of AWS and Azure GPU instances into one live screen, compares pools by their
+risk-adjusted price per GPU-hour, and books capacity with a keypress.
+
+With no config file and no --provider it shows a simulated market.`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRoot(cmd)
+		},
+	}
+	root.SetFlagErrorFunc(flagErrorFunc)
+	addCommonFlags(root)
+	root.AddCommand(newPricesCmd(), newHistoryCmd())
+	for _, add := range extraCommands {
+		root.AddCommand(add())
+	}
+	return root
+}
+
+// extraCommands lists the constructors of the commands other files add
+// (offerings, book, fleet, ledger, serve), so root.go need not be edited
+// for each: a file adds itself with
+//
+//	func init() { extraCommands = append(extraCommands, newLedgerCmd) }
+//
+// The slice is written only by init functions, before main runs.
+var extraCommands []func() *cobra.Command
+
+func runRoot(cmd *cobra.Command) error {
+	e, err := setup(cmd)
+	if err != nil {
+		return err
+	}
+	// Under the TUI nothing may print to the terminal: logs go to a file.
+	logPath := filepath.Join(e.dataDir, "gpumarket.log")
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open log: %w", err)
+	}
+	defer lf.Close()
+	e.log = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	ps, err := e.providers(ctx)
+	if err != nil {
+		return err
+	}
+	h := e.newHub(ps)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Run(ctx)
+	}()
+	err = runTUI(ctx, e, h)
+	cancel()
+	<-done
+	if errors.Is(err, context.Canceled) {
+		return nil // SIGINT/SIGTERM: a clean exit
+	}
+	return err
+}
+
+// runTUI runs the TUI on the terminal until the user quits.
+func runTUI(ctx context.Context, e *env, h *hub.Hub) error {
+	_ = ctx
+	_ = e
+	_ = h
+	return errors.New("the TUI is not built yet: use `gpumarket prices` or `gpumarket history`")
+}

@@ -1,0 +1,591 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// Environment variables gpumarket reads for its own settings.
+const (
+	EnvConfig         = "GPUMARKET_CONFIG"
+	EnvDataDir        = "GPUMARKET_DATA_DIR"
+	EnvAWSAdvisorURL  = "GPUMARKET_AWS_ADVISOR_URL"
+	EnvAzurePricesURL = "GPUMARKET_AZURE_PRICES_URL"
+	EnvAzureSubID     = "AZURE_SUBSCRIPTION_ID"
+	EnvAWSProfile     = "AWS_PROFILE"
+)
+
+// ProviderNames are the sources a config or --provider may name.
+var ProviderNames = []string{"sim", "aws", "azure"}
+
+// Roles are the values serve.roles accepts.
+var Roles = []string{"viewer", "booker"}
+
+// ConfigPath returns the config file to read when none is named: the
+// $GPUMARKET_CONFIG file if set, else config.yaml in $XDG_CONFIG_HOME/gpumarket
+// (~/.config/gpumarket). explicit is true for $GPUMARKET_CONFIG, whose file
+// must then exist.
+func ConfigPath() (path string, explicit bool, err error) {
+	if p := os.Getenv(EnvConfig); p != "" {
+		return p, true, nil
+	}
+	dir := os.Getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", false, fmt.Errorf("find the config dir: set %s or XDG_CONFIG_HOME: %w", EnvConfig, err)
+		}
+		dir = filepath.Join(home, ".config")
+	}
+	return filepath.Join(dir, "gpumarket", "config.yaml"), false, nil
+}
+
+// DataDir returns the directory for gpumarket's history cache, ledger and
+// offering searches: $GPUMARKET_DATA_DIR, else $XDG_DATA_HOME/gpumarket, else
+// ~/.local/share/gpumarket. It creates the directory (0700: the ledger says
+// what the user bought) when it is missing.
+func DataDir() (string, error) {
+	dir := os.Getenv(EnvDataDir)
+	if dir == "" {
+		base := os.Getenv("XDG_DATA_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("find the data dir: set %s or XDG_DATA_HOME: %w", EnvDataDir, err)
+			}
+			base = filepath.Join(home, ".local", "share")
+		}
+		dir = filepath.Join(base, "gpumarket")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create data dir: %w", err)
+	}
+	return dir, nil
+}
+
+// Load returns the configuration: Default(), then the YAML file, then the
+// environment. With path "" it reads ConfigPath(), and a missing default
+// file just means the defaults; a file named by path or $GPUMARKET_CONFIG
+// must exist. Unknown keys and bad values in the file are errors of the form
+// "file:line:col: key: what is wrong; want what is accepted". Flags are
+// applied by the caller, which then calls Validate.
+func Load(path string) (Config, error) {
+	explicit := path != ""
+	if !explicit {
+		p, exp, err := ConfigPath()
+		if err != nil {
+			return Config{}, err
+		}
+		path, explicit = p, exp
+	}
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist) && !explicit:
+		c := Default()
+		c.ApplyEnv(os.Getenv)
+		return c, nil
+	default:
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	c, err := Parse(path, data)
+	if err != nil {
+		return Config{}, err
+	}
+	c.ApplyEnv(os.Getenv)
+	return c, nil
+}
+
+// Parse reads a config file's bytes over Default(). name is used in error
+// messages and recorded as Path. The result is validated.
+func Parse(name string, data []byte) (Config, error) {
+	c := Default()
+	c.Path = name
+	pos := map[string]position{}
+	file, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return Config{}, fileError(name, err)
+	}
+	for _, doc := range file.Docs {
+		if doc == nil || doc.Body == nil {
+			continue
+		}
+		if err := checkKeys(doc.Body, reflect.TypeFor[Config](), "", pos); err != nil {
+			return Config{}, fileError(name, err)
+		}
+	}
+	if err := yaml.UnmarshalWithOptions(data, &c, yaml.DisallowUnknownField()); err != nil {
+		return Config{}, fileError(name, explain(err, pos))
+	}
+	c.Path = name
+	if err := c.Validate(); err != nil {
+		var ke *KeyError
+		if errors.As(err, &ke) {
+			if p, ok := pos[ke.Key]; ok {
+				return Config{}, fmt.Errorf("%s:%d:%d: %w", name, p.line, p.col, err)
+			}
+		}
+		return Config{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return c, nil
+}
+
+// ApplyEnv lets the environment override the file. getenv is os.Getenv
+// outside tests.
+func (c *Config) ApplyEnv(getenv func(string) string) {
+	if v := getenv(EnvAWSAdvisorURL); v != "" {
+		c.AWS.AdvisorURL = v
+	}
+	if v := getenv(EnvAzurePricesURL); v != "" {
+		c.Azure.PricesURL = v
+	}
+	// AZURE_SUBSCRIPTION_ID is a general Azure variable that may point at
+	// another subscription than the one chosen for gpumarket: the file wins.
+	if v := getenv(EnvAzureSubID); v != "" && c.Azure.SubscriptionID == "" {
+		c.Azure.SubscriptionID = v
+	}
+	if v := getenv(EnvAWSProfile); v != "" {
+		c.AWS.Profile = v
+	}
+}
+
+// KeyError is a bad value of one key, named as it is written in the file
+// ("serve.roles.SHA256:abc", "providers[1]").
+type KeyError struct {
+	Key string
+	Msg string
+}
+
+func (e *KeyError) Error() string { return e.Key + ": " + e.Msg }
+
+func keyErr(key, format string, args ...any) error {
+	return &KeyError{Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+var regionRE = regexp.MustCompile(`^[a-z][a-z0-9-]{1,40}[a-z0-9]$`)
+
+// ValidRegion reports whether s has the shape of a cloud region name
+// ("us-east-1", "eastus", "westus2"); whether the cloud has it is for the
+// provider to say.
+func ValidRegion(s string) bool { return regionRE.MatchString(s) }
+
+// RegionForm is the accepted form of a region, for error messages.
+const RegionForm = "lower-case letters, digits and dashes, such as us-east-1 or eastus"
+
+// CanonicalGPU returns the catalog's name of a GPU model written in any case
+// ("h100" → "H100"), or false when the catalog does not know it.
+func CanonicalGPU(s string) (string, bool) {
+	for _, m := range providers.GPUModels {
+		if strings.EqualFold(strings.TrimSpace(s), m) {
+			return m, true
+		}
+	}
+	return "", false
+}
+
+// Validate checks every value and normalises the GPU names. Its error is a
+// *KeyError naming the key and what it accepts.
+func (c *Config) Validate() error {
+	for i, p := range c.Providers {
+		if !contains(ProviderNames, p) {
+			return keyErr(fmt.Sprintf("providers[%d]", i), "unknown provider %q; want one of %s", p, strings.Join(ProviderNames, ", "))
+		}
+	}
+	for i, g := range c.GPUs {
+		m, ok := CanonicalGPU(g)
+		if !ok {
+			return keyErr(fmt.Sprintf("gpus[%d]", i), "unknown GPU %q; want one of %s", g, strings.Join(providers.GPUModels, ", "))
+		}
+		c.GPUs[i] = m
+	}
+	for i, r := range c.Regions {
+		if !ValidRegion(r) {
+			return keyErr(fmt.Sprintf("regions[%d]", i), "bad region %q; want %s", r, RegionForm)
+		}
+	}
+	if c.Window.D() <= 0 || c.Window.D() > providers.MaxWindow {
+		return keyErr("window", "%s is out of range; want %s", c.Window.D(), providers.WindowForm)
+	}
+	if c.Refresh.D() < time.Second {
+		return keyErr("refresh", "%s is too short; want at least 1s (the clouds rate-limit)", c.Refresh.D())
+	}
+	if c.Sim.Tick.D() < 100*time.Millisecond {
+		return keyErr("sim.tick", "%s is too short; want at least 100ms", c.Sim.Tick.D())
+	}
+	if c.Risk.CheckpointInterval.D() <= 0 {
+		return keyErr("risk.checkpoint_interval", "%s; want a positive duration such as 15m", c.Risk.CheckpointInterval.D())
+	}
+	if c.Risk.RestartOverhead.D() < 0 {
+		return keyErr("risk.restart_overhead", "%s; want a duration of 0s or more such as 6m", c.Risk.RestartOverhead.D())
+	}
+	if bad(c.Budget.MaxBookingUSD) {
+		return keyErr("budget.max_booking_usd", "%v; want a number ≥ 0 (0 means no cap)", c.Budget.MaxBookingUSD)
+	}
+	if bad(c.Budget.MaxDailyUSD) {
+		return keyErr("budget.max_daily_usd", "%v; want a number ≥ 0 (0 means no cap)", c.Budget.MaxDailyUSD)
+	}
+	for key, u := range map[string]string{"aws.advisor_url": c.AWS.AdvisorURL, "azure.prices_url": c.Azure.PricesURL} {
+		if u == "" {
+			continue
+		}
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return keyErr(key, "bad URL %q; want an http:// or https:// URL", u)
+		}
+	}
+	if c.Serve.Listen != "" {
+		if _, port, err := net.SplitHostPort(c.Serve.Listen); err != nil || port == "" {
+			return keyErr("serve.listen", "bad address %q; want host:port such as 127.0.0.1:2222", c.Serve.Listen)
+		}
+	}
+	if c.Serve.IdleTimeout.D() < 0 {
+		return keyErr("serve.idle_timeout", "%s; want a duration of 0s or more (0 means none)", c.Serve.IdleTimeout.D())
+	}
+	if c.Serve.MaxSessions < 1 {
+		return keyErr("serve.max_sessions", "%d; want a whole number ≥ 1", c.Serve.MaxSessions)
+	}
+	keys := make([]string, 0, len(c.Serve.Roles))
+	for k := range c.Serve.Roles {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "SHA256:") {
+			return keyErr("serve.roles."+k, "bad key fingerprint %q; want SHA256:… as ssh-keygen -lf prints it", k)
+		}
+		if v := c.Serve.Roles[k]; !contains(Roles, v) {
+			return keyErr("serve.roles."+k, "unknown role %q; want one of %s", v, strings.Join(Roles, ", "))
+		}
+	}
+	return nil
+}
+
+func bad(v float64) bool { return v < 0 || math.IsNaN(v) || math.IsInf(v, 0) }
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// UnmarshalYAML reads a Go duration ("30s", "15m", "1h30m").
+func (d *Duration) UnmarshalYAML(node ast.Node) error {
+	s, ok := scalar(node)
+	if !ok {
+		return nodeErr(node, "want a duration such as 30s or 15m")
+	}
+	if s == "" {
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return nodeErr(node, "bad duration %q; want a number and a unit such as 30s, 15m or 1h30m", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as UnmarshalYAML reads it.
+func (d Duration) MarshalYAML() ([]byte, error) { return []byte(d.D().String()), nil }
+
+// UnmarshalYAML reads a window as providers.ParseWindow does ("24h", "7d").
+func (w *Window) UnmarshalYAML(node ast.Node) error {
+	s, ok := scalar(node)
+	if !ok {
+		return nodeErr(node, "want a window: %s", providers.WindowForm)
+	}
+	if s == "" {
+		return nil
+	}
+	v, err := providers.ParseWindow(s)
+	if err != nil {
+		return nodeErr(node, "%v", err)
+	}
+	*w = Window(v)
+	return nil
+}
+
+// MarshalYAML writes the window as UnmarshalYAML reads it.
+func (w Window) MarshalYAML() ([]byte, error) { return []byte(providers.FormatWindow(w.D())), nil }
+
+// scalar returns the text of a scalar node; "" for null.
+func scalar(node ast.Node) (string, bool) {
+	switch n := node.(type) {
+	case *ast.NullNode:
+		return "", true
+	case *ast.StringNode:
+		return n.Value, true
+	case *ast.IntegerNode, *ast.FloatNode, *ast.LiteralNode:
+		if tk := node.GetToken(); tk != nil {
+			return tk.Value, true
+		}
+	case *ast.TagNode:
+		return scalar(n.Value)
+	case *ast.AnchorNode:
+		return scalar(n.Value)
+	}
+	return "", false
+}
+
+// posError is a bad value at a place in the file.
+type posError struct {
+	line, col int
+	msg       string
+}
+
+func (e *posError) Error() string { return fmt.Sprintf("%d:%d: %s", e.line, e.col, e.msg) }
+
+type position struct{ line, col int }
+
+func nodeErr(node ast.Node, format string, args ...any) error {
+	e := &posError{msg: fmt.Sprintf(format, args...)}
+	if tk := node.GetToken(); tk != nil && tk.Position != nil {
+		e.line, e.col = tk.Position.Line, tk.Position.Column
+	}
+	return e
+}
+
+// explain names the key of a decoding error by its place in the file and,
+// for a value of the wrong type, says what the key accepts.
+func explain(err error, pos map[string]position) error {
+	line, col := 0, 0
+	var pe *posError
+	var ye yaml.Error
+	switch {
+	case errors.As(err, &pe):
+		line, col = pe.line, pe.col
+	case errors.As(err, &ye) && ye.GetToken() != nil && ye.GetToken().Position != nil:
+		line, col = ye.GetToken().Position.Line, ye.GetToken().Position.Column
+	default:
+		return err
+	}
+	key, best := "", 0
+	for k, p := range pos {
+		if p.line == line && p.col <= col && p.col >= best {
+			key, best = k, p.col
+		}
+	}
+	if key == "" {
+		return err
+	}
+	if pe != nil {
+		return &posError{line: line, col: col, msg: key + ": " + pe.msg}
+	}
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		if t, ok := typeAt(key); ok {
+			return &posError{line: line, col: col, msg: fmt.Sprintf("%s: want %s", key, kindName(t))}
+		}
+	}
+	return &posError{line: line, col: col, msg: key + ": " + ye.GetMessage()}
+}
+
+// typeAt returns the Go type of the value at a key path such as "sim.seed"
+// or "gpus[0]".
+func typeAt(path string) (reflect.Type, bool) {
+	t := reflect.TypeFor[Config]()
+	for _, part := range strings.Split(path, ".") {
+		name, idx, _ := strings.Cut(part, "[")
+		switch t.Kind() {
+		case reflect.Struct:
+			found := false
+			for i := 0; i < t.NumField(); i++ {
+				if strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0] == name {
+					t, found = t.Field(i).Type, true
+					break
+				}
+			}
+			if !found {
+				return nil, false
+			}
+		case reflect.Map:
+			// keys of a map may hold dots ("SHA256:a.b"): its value type
+			// is all that matters
+			return t.Elem(), true
+		default:
+			return nil, false
+		}
+		if idx != "" && t.Kind() == reflect.Slice {
+			t = t.Elem()
+		}
+	}
+	return t, true
+}
+
+// fileError turns a parser or decoder error into one line
+// "file:line:col: message".
+func fileError(name string, err error) error {
+	var pe *posError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s:%d:%d: %s", name, pe.line, pe.col, pe.msg)
+	}
+	var ye yaml.Error
+	if errors.As(err, &ye) {
+		if tk := ye.GetToken(); tk != nil && tk.Position != nil {
+			return fmt.Errorf("%s:%d:%d: %s", name, tk.Position.Line, tk.Position.Column, ye.GetMessage())
+		}
+		return fmt.Errorf("%s: %s", name, ye.GetMessage())
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// checkKeys walks the document against the Config struct so an unknown key
+// is reported with the keys accepted where it stands (the decoder alone
+// only says "unknown field"), and records where each key is written so
+// Validate's errors can point at the line.
+func checkKeys(node ast.Node, typ reflect.Type, path string, pos map[string]position) error {
+	for typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	switch n := node.(type) {
+	case *ast.TagNode:
+		return checkKeys(n.Value, typ, path, pos)
+	case *ast.AnchorNode:
+		return checkKeys(n.Value, typ, path, pos)
+	case *ast.MappingValueNode:
+		return checkMapping([]*ast.MappingValueNode{n}, node, typ, path, pos)
+	case *ast.MappingNode:
+		return checkMapping(n.Values, node, typ, path, pos)
+	case *ast.SequenceNode:
+		if typ.Kind() != reflect.Slice {
+			return nodeErr(node, "%s: want %s, not a list", orTop(path), kindName(typ))
+		}
+		for i, v := range n.Values {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			record(pos, p, v)
+			if err := checkKeys(v, typ.Elem(), p, pos); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *ast.NullNode, *ast.AliasNode, *ast.CommentGroupNode:
+		return nil
+	}
+	if typ.Kind() == reflect.Slice {
+		return nodeErr(node, "%s: want a list such as [a, b], not a single value", orTop(path))
+	}
+	if typ.Kind() == reflect.Struct && typ != reflect.TypeFor[time.Time]() {
+		return nodeErr(node, "%s: want a mapping of keys, not a value", orTop(path))
+	}
+	return nil
+}
+
+func checkMapping(values []*ast.MappingValueNode, node ast.Node, typ reflect.Type, path string, pos map[string]position) error {
+	switch typ.Kind() {
+	case reflect.Struct:
+		fields := map[string]reflect.Type{}
+		var names []string
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if tag == "" || tag == "-" || !f.IsExported() {
+				continue
+			}
+			fields[tag] = f.Type
+			names = append(names, tag)
+		}
+		for _, mv := range values {
+			if mv == nil || mv.Key == nil {
+				continue
+			}
+			k := keyText(mv.Key)
+			if k == "<<" {
+				continue // merge keys are checked by the decoder
+			}
+			ft, ok := fields[k]
+			if !ok {
+				return nodeErr(mv.Key, "unknown key %q in %s; want one of %s", k, orTop(path), strings.Join(names, ", "))
+			}
+			p := join(path, k)
+			record(pos, p, mv.Key)
+			if err := checkKeys(mv.Value, ft, p, pos); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		for _, mv := range values {
+			if mv == nil || mv.Key == nil {
+				continue
+			}
+			p := join(path, keyText(mv.Key))
+			record(pos, p, mv.Key)
+			if err := checkKeys(mv.Value, typ.Elem(), p, pos); err != nil {
+				return err
+			}
+		}
+	default:
+		return nodeErr(node, "%s: want %s, not a mapping", orTop(path), kindName(typ))
+	}
+	return nil
+}
+
+func keyText(k ast.MapKeyNode) string {
+	if s, ok := scalar(k); ok {
+		return s
+	}
+	if tk := k.GetToken(); tk != nil {
+		return tk.Value
+	}
+	return ""
+}
+
+func record(pos map[string]position, path string, node ast.Node) {
+	if tk := node.GetToken(); tk != nil && tk.Position != nil {
+		pos[path] = position{tk.Position.Line, tk.Position.Column}
+	}
+}
+
+func join(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+func orTop(path string) string {
+	if path == "" {
+		return "the top level"
+	}
+	return path
+}
+
+func kindName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Slice:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a mapping"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		if t == reflect.TypeFor[Duration]() || t == reflect.TypeFor[Window]() {
+			return "a duration"
+		}
+		return "a whole number"
+	case reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	}
+	return "a value"
+}

@@ -1,0 +1,308 @@
+package tui
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"github.com/guptarohit/asciigraph"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// backMsg asks the root to return to the previous view.
+type backMsg struct{}
+
+// maxLegend caps the legend lines so a chart of many marked pools keeps
+// room for the plot.
+const maxLegend = 6
+
+// chartView draws the price history of one or more pools.
+type chartView struct {
+	c    *common
+	keys chartKeys
+
+	snap     *hub.Snapshot
+	poolKeys []string
+	changed  map[string]uint64 // Changed of each charted pool when last drawn
+
+	width, height int
+
+	// The last frame, redrawn only when the pools, the window, the size or
+	// the styles change: a spinner tick in the header must not re-plot.
+	cache     string
+	dirty     bool
+	windowSeq int
+}
+
+func newChart(c *common) *chartView {
+	return &chartView{c: c, keys: newChartKeys(&c.keys), changed: map[string]uint64{}, dirty: true}
+}
+
+func (v *chartView) Title() string       { return "Chart" }
+func (v *chartView) KeyMap() help.KeyMap { return v.keys }
+
+func (v *chartView) SetSize(w, h int) {
+	if w != v.width || h != v.height {
+		v.width, v.height = max(w, 0), max(h, 0)
+		v.dirty = true
+	}
+}
+
+// setPools chooses what to chart.
+func (v *chartView) setPools(keys []string) {
+	v.poolKeys = append([]string(nil), keys...)
+	v.dirty = true
+}
+
+func (v *chartView) Update(msg tea.Msg) (view, tea.Cmd) {
+	switch msg := msg.(type) {
+	case snapshotMsg:
+		v.snap = msg.snap
+		if v.snap == nil {
+			return v, nil
+		}
+		for _, k := range v.poolKeys {
+			pv, ok := v.snap.Pool(k)
+			if !ok || pv.Changed != v.changed[k] {
+				v.dirty = true
+			}
+		}
+	case windowChangedMsg, stylesChangedMsg:
+		v.dirty = true
+	case tea.KeyPressMsg:
+		switch {
+		case key.Matches(msg, v.keys.Window):
+			v.c.cycleWindow()
+			return v, windowChanged
+		case key.Matches(msg, v.keys.Back):
+			return v, func() tea.Msg { return backMsg{} }
+		}
+	}
+	return v, nil
+}
+
+func (v *chartView) View() string {
+	if v.dirty || v.windowSeq != v.c.windowSeq {
+		v.cache = v.render()
+		v.dirty = false
+		v.windowSeq = v.c.windowSeq
+	}
+	return v.cache
+}
+
+// render draws the plot: for each pool two lines of one colour, the
+// maximum and the minimum of each column, so a spike shorter than a column
+// still shows; a time axis under it; a legend.
+func (v *chartView) render() string {
+	w, h := v.width, v.height
+	if w <= 0 || h <= 0 {
+		return ""
+	}
+	st := &v.c.styles
+	from, to := v.c.span()
+	title := fmt.Sprintf("Spot price, $ per instance-hour · last %s · min/max per column", providers.FormatWindow(v.c.window))
+	if len(v.poolKeys) == 0 {
+		return clip(title+"\n\n"+st.dim.Render("Nothing to chart: pick a pool in the Market view and press enter."), w, h)
+	}
+
+	type line struct {
+		pv         *hub.PoolView
+		mins, maxs []float64
+	}
+	var pools []*hub.PoolView
+	var missing []string
+	for _, k := range v.poolKeys {
+		if v.snap == nil {
+			missing = append(missing, k)
+			continue
+		}
+		pv, ok := v.snap.Pool(k)
+		if !ok {
+			missing = append(missing, k)
+			continue
+		}
+		v.changed[k] = pv.Changed
+		pools = append(pools, pv)
+	}
+	legendN := min(len(pools), maxLegend)
+	if len(pools) > maxLegend {
+		legendN++
+	}
+	if len(missing) > 0 {
+		legendN++
+	}
+	// title, plot, axis line, time labels, legend
+	plotH := h - 1 - 2 - legendN
+	var b strings.Builder
+	b.WriteString(st.title.Render(fit(title, w, false)))
+	if len(pools) == 0 || plotH < 2 || w < 20 {
+		b.WriteString("\n")
+		if len(pools) == 0 {
+			b.WriteString(st.dim.Render("The pools are not in the market (yet)."))
+		} else {
+			b.WriteString(st.dim.Render("Too small for a chart: enlarge the terminal."))
+		}
+		v.legend(&b, pools, missing, w)
+		return clip(b.String(), w, h)
+	}
+
+	// The y labels' width decides the plot's; find the range first with a
+	// coarse pass over the window.
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, pv := range pools {
+		s := pv.History.Stats(from, to)
+		if s.OK {
+			lo, hi = math.Min(lo, s.Min), math.Max(hi, s.Max)
+		}
+	}
+	if math.IsInf(lo, 0) {
+		b.WriteString("\n")
+		b.WriteString(st.dim.Render("No prices in this window yet."))
+		v.legend(&b, pools, missing, w)
+		return clip(b.String(), w, h)
+	}
+	decimals := axisDecimals(lo, hi, plotH)
+	yfmt := func(x float64) string { return "$" + fmt.Sprintf("%.*f", decimals, x) }
+	labelW := max(len(yfmt(lo)), len(yfmt(hi)), len(yfmt(-math.Abs(hi))))
+	const offset = 2
+	leftPad := labelW + offset
+	cols := w - leftPad - 1
+	if cols < 2 {
+		b.WriteString("\n")
+		b.WriteString(st.dim.Render("Too narrow for a chart."))
+		return clip(b.String(), w, h)
+	}
+
+	var data [][]float64
+	var colors []asciigraph.AnsiColor
+	lines := make([]line, len(pools))
+	for i, pv := range pools {
+		mins, maxs := pv.History.Downsample(from, to, cols)
+		lines[i] = line{pv, mins, maxs}
+		c, _ := st.seriesColor(i)
+		data = append(data, maxs)
+		colors = append(colors, c)
+		if !sameFloats(mins, maxs) {
+			data = append(data, mins)
+			colors = append(colors, c)
+		}
+	}
+	opts := []asciigraph.Option{
+		asciigraph.Height(plotH - 1),
+		asciigraph.Offset(offset),
+		asciigraph.YAxisValueFormatter(yfmt),
+		asciigraph.LowerBound(lo),
+		asciigraph.UpperBound(hi),
+	}
+	if !st.noColor {
+		opts = append(opts, asciigraph.SeriesColors(colors...))
+	}
+	b.WriteString("\n")
+	b.WriteString(asciigraph.PlotMany(data, opts...))
+	b.WriteString("\n")
+	b.WriteString(timeAxis(from, to, leftPad, cols, v.c.now().Location(), v.c.window))
+	v.legend(&b, pools, missing, w)
+	return clip(b.String(), w, h)
+}
+
+// legend writes one line per pool: its colour, key, current price and the
+// window's range.
+func (v *chartView) legend(b *strings.Builder, pools []*hub.PoolView, missing []string, w int) {
+	st := &v.c.styles
+	from, to := v.c.span()
+	for i, pv := range pools {
+		if i == maxLegend {
+			fmt.Fprintf(b, "\n  … and %d more", len(pools)-maxLegend)
+			break
+		}
+		_, sw := st.seriesColor(i)
+		swatch := "━━"
+		if st.noColor {
+			swatch = fmt.Sprintf("%d)", i+1)
+		}
+		text := pv.Key
+		if _, usd, ok := pv.History.Last(); ok {
+			text += fmt.Sprintf("  now $%s/h ($%s/GPU-h)", money(usd), money(providers.PerGPUHour(usd, pv.GPU.Count)))
+		}
+		if s := pv.History.Stats(from, to); s.OK {
+			text += fmt.Sprintf("  min $%s  avg $%s  max $%s", money(s.Min), money(s.Avg), money(s.Max))
+		}
+		if pv.Simulated {
+			text += "  (simulated)"
+		}
+		b.WriteString("\n")
+		b.WriteString(sw.Render(swatch))
+		b.WriteString(" ")
+		b.WriteString(fit(text, max(w-3, 0), false))
+	}
+	if len(missing) > 0 {
+		b.WriteString("\n")
+		b.WriteString(st.dim.Render(fit("not in the market now: "+strings.Join(missing, ", "), w, false)))
+	}
+}
+
+// axisDecimals picks enough decimals that neighbouring y labels differ.
+func axisDecimals(lo, hi float64, rows int) int {
+	step := (hi - lo) / float64(max(rows, 1))
+	if step <= 0 {
+		step = math.Abs(hi) / 100
+	}
+	if step <= 0 {
+		return 2
+	}
+	d := int(math.Ceil(-math.Log10(step)))
+	return min(max(d, 0), 4)
+}
+
+func sameFloats(a, b []float64) bool {
+	for i := range a {
+		if a[i] != b[i] && !(math.IsNaN(a[i]) && math.IsNaN(b[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// timeAxis draws the axis line under the plot and the start, middle and end
+// times in the viewer's time zone.
+func timeAxis(from, to int64, leftPad, cols int, loc *time.Location, window time.Duration) string {
+	layout := "Mon 15:04"
+	if window > 2*24*time.Hour {
+		layout = "Mon Jan 2"
+	}
+	label := func(t int64) string { return time.Unix(t, 0).In(loc).Format(layout) }
+	start, mid, end := label(from), label(from+(to-from)/2), label(to)
+
+	axis := []rune(strings.Repeat(" ", leftPad-1) + "└" + strings.Repeat("─", cols))
+	axis[leftPad] = '┬'
+	axis[leftPad+cols/2] = '┬'
+	axis[leftPad+cols-1] = '┬'
+
+	labels := []rune(strings.Repeat(" ", leftPad+cols))
+	put := func(at int, s string) {
+		r := []rune(s)
+		if at < 0 {
+			at = 0
+		}
+		if at+len(r) > len(labels) {
+			at = len(labels) - len(r)
+		}
+		for i, c := range r {
+			if at+i >= 0 && at+i < len(labels) {
+				labels[at+i] = c
+			}
+		}
+	}
+	put(leftPad, start)
+	if cols > 3*len([]rune(mid))+4 {
+		put(leftPad+cols/2-len([]rune(mid))/2, mid)
+	}
+	put(leftPad+cols-len([]rune(end)), end)
+	return string(axis) + "\n" + strings.TrimRight(string(labels), " ")
+}

@@ -1,0 +1,189 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// compactBelow is the terminal height under which the header shrinks to
+// one line, leaving the rows to the table.
+const compactBelow = 14
+
+func (m *Model) headerHeight() int {
+	if m.c.height <= 0 {
+		return 0
+	}
+	if m.c.height < compactBelow {
+		return 1
+	}
+	n := 1
+	if m.snap != nil {
+		n += len(m.snap.Sources)
+	} else if m.opt.Hub != nil {
+		n++
+	}
+	return min(n, m.c.height)
+}
+
+// simulated reports whether anything on screen comes from the simulated
+// market, so the badge is shown even before the first snapshot.
+func (m *Model) simulated() bool {
+	if m.snap != nil && m.snap.Simulated() {
+		return true
+	}
+	if m.opt.Hub != nil {
+		for _, p := range m.opt.Hub.Providers() {
+			if p.Name() == "sim" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// header is the title and tab bar, then one line per source.
+func (m *Model) header() string {
+	st := &m.c.styles
+	w := m.c.width
+	var b strings.Builder
+	b.WriteString(st.title.Render("gpumarket"))
+	b.WriteString(" ")
+	for i, v := range m.views {
+		b.WriteString(" ")
+		if i == m.active {
+			b.WriteString(st.activeTab.Render(v.Title()))
+		} else {
+			b.WriteString(st.tab.Render(v.Title()))
+		}
+	}
+	if m.simulated() {
+		b.WriteString("  ")
+		b.WriteString(st.badgeSim.Render(" SIMULATED MARKET "))
+	}
+	if m.readOnly() {
+		b.WriteString("  ")
+		b.WriteString(st.dim.Render("read-only"))
+	}
+	if m.headerHeight() == 1 {
+		// compact: one word per source
+		for _, s := range m.sources() {
+			b.WriteString("  ")
+			b.WriteString(m.sourceWord(s))
+		}
+		return clipLine(b.String(), w)
+	}
+	lines := []string{clipLine(b.String(), w)}
+	if m.snap == nil {
+		lines = append(lines, st.dim.Render(clipLine(m.spin.View()+" connecting to the market…", w)))
+	}
+	for _, s := range m.sources() {
+		lines = append(lines, clipLine(m.sourceLine(s), w))
+	}
+	return strings.Join(lines[:min(len(lines), m.headerHeight())], "\n")
+}
+
+func (m *Model) sources() []hub.SourceStatus {
+	if m.snap == nil {
+		return nil
+	}
+	return m.snap.Sources
+}
+
+// sourceWord is a source in the compact header: name and a state glyph.
+func (m *Model) sourceWord(s hub.SourceStatus) string {
+	st := &m.c.styles
+	switch {
+	case s.State == hub.StateError:
+		return st.badgeErr.Render(s.Provider + " ✗")
+	case s.State == hub.StateLoading:
+		return s.Provider + " " + m.spin.View()
+	case s.Stale:
+		return st.stale.Render(s.Provider + " stale")
+	case failedRegions(s) > 0:
+		return s.Provider + st.badgeErr.Render(fmt.Sprintf(" %d✗", failedRegions(s)))
+	}
+	return s.Provider + st.ok.Render(" ●")
+}
+
+func failedRegions(s hub.SourceStatus) int {
+	n := 0
+	for _, r := range s.Regions {
+		if r.Err != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// sourceLine is a source's full status: state, back-fill progress, error
+// badges per region, staleness and its note.
+func (m *Model) sourceLine(s hub.SourceStatus) string {
+	st := &m.c.styles
+	var b strings.Builder
+	b.WriteString(fmt.Sprintf("%-6s", s.Provider))
+	done, total := 0, 0
+	loading := s.State == hub.StateLoading
+	for _, r := range s.Regions {
+		done += min(r.Done, r.Total)
+		total += r.Total
+		if r.Loading() {
+			loading = true
+		}
+	}
+	switch {
+	case s.State == hub.StateError:
+		b.WriteString(st.badgeErr.Render(" error "))
+		if s.Err != "" {
+			b.WriteString(" " + st.footerErr.Render(shortErr(s.Err, 60)))
+		}
+	case loading:
+		b.WriteString(m.spin.View() + " loading")
+	default:
+		b.WriteString(st.ok.Render("● live"))
+	}
+	if total > 0 && done < total {
+		b.WriteString(" " + progressBar(done, total, 16) + fmt.Sprintf(" %d/%d", done, total))
+	} else if n := len(s.Regions); n > 0 {
+		b.WriteString(st.dim.Render(fmt.Sprintf(" · %d regions", n)))
+	}
+	if s.Stale {
+		b.WriteString(" " + st.stale.Render("stale"))
+		if !s.LastOK.IsZero() {
+			b.WriteString(st.stale.Render(" (data from " + s.LastOK.In(m.c.now().Location()).Format("15:04") + ")"))
+		}
+	}
+	for _, r := range s.Regions {
+		if r.Err != "" {
+			b.WriteString(" ")
+			b.WriteString(st.badgeErr.Render(" " + r.Region + " "))
+			b.WriteString(" " + st.footerErr.Render(shortErr(r.Err, 40)))
+		}
+	}
+	if s.Note != "" {
+		b.WriteString(st.dim.Render(" · " + s.Note))
+	}
+	return b.String()
+}
+
+// progressBar draws done/total as a bar of w cells.
+func progressBar(done, total, w int) string {
+	if total <= 0 || w <= 0 {
+		return ""
+	}
+	fill := done * w / total
+	return "▕" + strings.Repeat("█", fill) + strings.Repeat("░", w-fill) + "▏"
+}
+
+// shortErr keeps the first line of an error, cut to n runes.
+func shortErr(s string, n int) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	r := []rune(s)
+	if len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,101 @@
+package tui
+
+import "charm.land/bubbles/v2/key"
+
+// globalKeys are the keys every view honours. A session builds its own
+// (newGlobalKeys), never a package-level value, so a binding disabled in one
+// SSH session is not disabled in another.
+type globalKeys struct {
+	NextView, PrevView, Help, Quit, Back key.Binding
+}
+
+func newGlobalKeys() globalKeys {
+	return globalKeys{
+		NextView: key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next view")),
+		PrevView: key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "prev view")),
+		Help:     key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
+		Quit:     key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+		Back:     key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
+	}
+}
+
+// marketKeys are the Market view's keys.
+type marketKeys struct {
+	Up, Down, PageUp, PageDown, Home, End key.Binding
+	Mark, Sort, Reverse, Window, GPU      key.Binding
+	Region, Filter, Chart, ClearFilter    key.Binding
+	global                                *globalKeys
+}
+
+func newMarketKeys(g *globalKeys) marketKeys {
+	return marketKeys{
+		Up:          key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
+		Down:        key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		PageUp:      key.NewBinding(key.WithKeys("pgup", "ctrl+b"), key.WithHelp("pgup", "page up")),
+		PageDown:    key.NewBinding(key.WithKeys("pgdown", "ctrl+f"), key.WithHelp("pgdn", "page down")),
+		Home:        key.NewBinding(key.WithKeys("home"), key.WithHelp("home", "first")),
+		End:         key.NewBinding(key.WithKeys("end"), key.WithHelp("end", "last")),
+		Mark:        key.NewBinding(key.WithKeys("space"), key.WithHelp("space", "mark")),
+		Sort:        key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "sort")),
+		Reverse:     key.NewBinding(key.WithKeys("S"), key.WithHelp("S", "reverse sort")),
+		Window:      key.NewBinding(key.WithKeys("w"), key.WithHelp("w", "window")),
+		GPU:         key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "gpu filter")),
+		Region:      key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "region filter")),
+		Filter:      key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+		Chart:       key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "chart")),
+		ClearFilter: key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear filter")),
+		global:      g,
+	}
+}
+
+// ShortHelp is the footer's one line.
+func (k marketKeys) ShortHelp() []key.Binding {
+	return []key.Binding{k.Chart, k.Mark, k.Filter, k.Sort, k.Window, k.GPU, k.Region, k.global.NextView, k.global.Help, k.global.Quit}
+}
+
+// FullHelp is the `?` screen.
+func (k marketKeys) FullHelp() [][]key.Binding {
+	return [][]key.Binding{
+		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
+		{k.Chart, k.Mark, k.Sort, k.Reverse, k.Window},
+		{k.Filter, k.ClearFilter, k.GPU, k.Region},
+		{k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit},
+	}
+}
+
+// chartKeys are the Chart view's keys.
+type chartKeys struct {
+	Window, Back key.Binding
+	global       *globalKeys
+}
+
+func newChartKeys(g *globalKeys) chartKeys {
+	return chartKeys{
+		Window: key.NewBinding(key.WithKeys("w"), key.WithHelp("w", "window")),
+		Back:   key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back to market")),
+		global: g,
+	}
+}
+
+// ShortHelp is the footer's one line.
+func (k chartKeys) ShortHelp() []key.Binding {
+	return []key.Binding{k.Window, k.Back, k.global.NextView, k.global.Help, k.global.Quit}
+}
+
+// FullHelp is the `?` screen.
+func (k chartKeys) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{k.Window, k.Back}, {k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+}
+
+// filterKeys are shown while the free-text filter is being typed.
+type filterKeys struct{ Apply, Cancel key.Binding }
+
+func newFilterKeys() filterKeys {
+	return filterKeys{
+		Apply:  key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "keep filter")),
+		Cancel: key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear filter")),
+	}
+}
+
+func (k filterKeys) ShortHelp() []key.Binding  { return []key.Binding{k.Apply, k.Cancel} }
+func (k filterKeys) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }

@@ -1,0 +1,419 @@
+// Package tui is gpumarket's terminal UI: a Bubble Tea root model over
+// views (Market, Chart) fed by a hub subscription. One Model serves one
+// session; nothing is shared between sessions but the hub.
+package tui
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/spinner"
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// Role is what a session may do.
+type Role int
+
+const (
+	// RoleBooker is the local user (or an SSH user granted booking): may
+	// spend money after confirmation.
+	RoleBooker Role = iota
+	// RoleViewer is a read-only SSH session: it watches the market and
+	// cannot book or launch anything.
+	RoleViewer
+)
+
+// Options configure one TUI session.
+type Options struct {
+	// Hub is the market feed; the model subscribes to it. The caller runs
+	// it (hub.Run).
+	Hub *hub.Hub
+	// Window is the initial history window (default 24h).
+	Window time.Duration
+	// GPUs and Regions are the initial filters; empty shows everything.
+	GPUs, Regions []string
+	// Risk is the job model behind the effective $/GPU-h.
+	Risk providers.RiskParams
+	Role Role
+	// Actor is who is at the keyboard, for the ledger ("local:alice",
+	// "ssh:SHA256:… alice@laptop").
+	Actor string
+	// NoColor turns every colour and text attribute off (NO_COLOR).
+	NoColor bool
+	// Now is the clock (default time.Now); its Location is the zone the
+	// chart's time labels are in.
+	Now func() time.Time
+	// Context is the session's context; the hub subscription ends with it.
+	Context context.Context
+	// Logger receives diagnostics; it must not write to the terminal.
+	Logger *slog.Logger
+}
+
+// view is one screen of the TUI. Adding a view (Blocks, Fleet, Ledger) is
+// a type with these methods and a line in New.
+type view interface {
+	Update(tea.Msg) (view, tea.Cmd)
+	View() string
+	SetSize(w, h int)
+	KeyMap() help.KeyMap
+	Title() string
+}
+
+// capturer is a view that sometimes wants every key (a text input): the
+// root then passes q, tab and ? through instead of acting on them.
+type capturer interface{ capturing() bool }
+
+// Messages between the root and its views.
+type (
+	snapshotMsg      struct{ snap *hub.Snapshot }
+	subClosedMsg     struct{}
+	windowChangedMsg struct{}
+	stylesChangedMsg struct{}
+	// noticeMsg is a transient footer message.
+	noticeMsg struct {
+		text string
+		err  bool
+	}
+	noticeExpiredMsg struct{ id int }
+)
+
+func windowChanged() tea.Msg { return windowChangedMsg{} }
+
+// notify returns a command that shows text in the footer for a while.
+func notify(text string) tea.Cmd {
+	return func() tea.Msg { return noticeMsg{text: text} }
+}
+
+// notifyErr shows an error in the footer: errors are messages, never panics
+// or prints.
+func notifyErr(err error) tea.Cmd {
+	return func() tea.Msg { return noticeMsg{text: err.Error(), err: true} }
+}
+
+// noticeFor is how long a footer message stays.
+const noticeFor = 4 * time.Second
+
+// Model is the root of one TUI session. It implements tea.Model.
+type Model struct {
+	opt    Options
+	c      *common
+	views  []view
+	market *marketView
+	chart  *chartView
+	active int
+	prev   int
+
+	sub     <-chan *hub.Snapshot
+	snap    *hub.Snapshot
+	spin    spinner.Model
+	spinOn  bool
+	help    help.Model
+	full    bool
+	notice  noticeMsg
+	noticeN int
+	isDark  bool
+}
+
+// New builds a session's model. It does not subscribe until Init.
+func New(opt Options) *Model {
+	if opt.Window <= 0 {
+		opt.Window = 24 * time.Hour
+	}
+	if opt.Window > providers.MaxWindow {
+		opt.Window = providers.MaxWindow
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Context == nil {
+		opt.Context = context.Background()
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Risk == (providers.RiskParams{}) {
+		opt.Risk = providers.DefaultRisk
+	}
+	c := &common{
+		styles: newStyles(true, opt.NoColor),
+		keys:   newGlobalKeys(),
+		logger: opt.Logger,
+		hub:    opt.Hub,
+		risk:   opt.Risk,
+		now:    opt.Now,
+		window: opt.Window,
+		role:   opt.Role,
+		actor:  opt.Actor,
+	}
+	m := &Model{opt: opt, c: c, isDark: true}
+	m.market = newMarket(c, opt.GPUs, opt.Regions)
+	m.chart = newChart(c)
+	m.views = []view{m.market, m.chart}
+	m.spin = spinner.New(spinner.WithSpinner(spinner.MiniDot))
+	m.help = help.New()
+	m.applyStyles()
+	return m
+}
+
+func (m *Model) applyStyles() {
+	m.help.Styles = m.c.styles.help
+	m.spin.Style = m.c.styles.ok
+	m.market.applyStyles()
+}
+
+// readOnly reports whether this session may not spend money. Every key
+// that books or launches checks it first and answers with readOnlyNotice.
+func (m *Model) readOnly() bool { return m.c.role == RoleViewer }
+
+// readOnlyNotice is the footer's answer to a money-spending key in a
+// read-only session.
+func readOnlyNotice() tea.Cmd {
+	return func() tea.Msg { return noticeMsg{text: "read-only session: booking is disabled", err: true} }
+}
+
+// Init subscribes to the hub and asks the terminal for its background.
+func (m *Model) Init() tea.Cmd {
+	cmds := []tea.Cmd{tea.RequestBackgroundColor}
+	if m.opt.Hub != nil && m.sub == nil {
+		m.sub = m.opt.Hub.Subscribe(m.opt.Context)
+		cmds = append(cmds, waitSnapshot(m.sub))
+	}
+	return tea.Batch(cmds...)
+}
+
+// waitSnapshot receives one snapshot; the root re-arms it after each.
+func waitSnapshot(ch <-chan *hub.Snapshot) tea.Cmd {
+	return func() tea.Msg {
+		s, ok := <-ch
+		if !ok {
+			return subClosedMsg{}
+		}
+		return snapshotMsg{snap: s}
+	}
+}
+
+func (m *Model) bodyHeight() int {
+	return max(m.c.height-m.headerHeight()-1, 0)
+}
+
+func (m *Model) resize() {
+	for _, v := range m.views {
+		v.SetSize(m.c.width, m.bodyHeight())
+	}
+	m.help.SetWidth(m.c.width)
+}
+
+// Update handles one message.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.c.width, m.c.height = max(msg.Width, 0), max(msg.Height, 0)
+		m.resize()
+		return m, nil
+	case tea.BackgroundColorMsg:
+		m.isDark = msg.IsDark()
+		m.c.styles = newStyles(m.isDark, m.opt.NoColor)
+		m.applyStyles()
+		return m, m.broadcast(stylesChangedMsg{})
+	case snapshotMsg:
+		hadHeader := m.headerHeight()
+		m.snap = msg.snap
+		cmds := []tea.Cmd{m.broadcast(msg)}
+		if m.headerHeight() != hadHeader {
+			m.resize()
+		}
+		if m.sub != nil {
+			cmds = append(cmds, waitSnapshot(m.sub))
+		}
+		if m.loading() && !m.spinOn {
+			m.spinOn = true
+			cmds = append(cmds, m.spin.Tick)
+		}
+		return m, tea.Batch(cmds...)
+	case subClosedMsg:
+		m.sub = nil
+		return m, nil
+	case spinner.TickMsg:
+		// Let the chain of ticks die when nothing loads, so an idle
+		// session sends nothing over the wire.
+		if !m.loading() {
+			m.spinOn = false
+			return m, nil
+		}
+		var cmd tea.Cmd
+		m.spin, cmd = m.spin.Update(msg)
+		return m, cmd
+	case windowChangedMsg:
+		return m, tea.Batch(m.broadcast(msg), notify("window: "+providers.FormatWindow(m.c.window)))
+	case noticeMsg:
+		m.notice = msg
+		m.noticeN++
+		id := m.noticeN
+		return m, tea.Tick(noticeFor, func(time.Time) tea.Msg { return noticeExpiredMsg{id: id} })
+	case noticeExpiredMsg:
+		if msg.id == m.noticeN {
+			m.notice = noticeMsg{}
+		}
+		return m, nil
+	case openChartMsg:
+		m.chart.setPools(msg.keys)
+		m.chart.Update(snapshotMsg{snap: m.snap})
+		m.switchTo(m.indexOf(m.chart))
+		return m, nil
+	case backMsg:
+		m.switchTo(m.prev)
+		return m, nil
+	case tea.KeyPressMsg:
+		return m.updateKey(msg)
+	}
+	v, cmd := m.views[m.active].Update(msg)
+	m.views[m.active] = v
+	return m, cmd
+}
+
+func (m *Model) updateKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	g := m.c.keys
+	if msg.String() == "ctrl+c" {
+		return m, tea.Quit
+	}
+	if c, ok := m.views[m.active].(capturer); !ok || !c.capturing() {
+		switch {
+		case key.Matches(msg, g.Quit):
+				return m, tea.Quit
+		case key.Matches(msg, g.Help):
+			m.full = !m.full
+			return m, nil
+		case m.full && key.Matches(msg, g.Back):
+			m.full = false
+			return m, nil
+		case key.Matches(msg, g.NextView):
+			m.switchTo((m.active + 1) % len(m.views))
+			return m, nil
+		case key.Matches(msg, g.PrevView):
+			m.switchTo((m.active + len(m.views) - 1) % len(m.views))
+			return m, nil
+		}
+	}
+	v, cmd := m.views[m.active].Update(msg)
+	m.views[m.active] = v
+	return m, cmd
+}
+
+func (m *Model) indexOf(v view) int {
+	for i, x := range m.views {
+		if x == v {
+			return i
+		}
+	}
+	return 0
+}
+
+func (m *Model) switchTo(i int) {
+	if i == m.active || i < 0 || i >= len(m.views) {
+		return
+	}
+	m.prev, m.active = m.active, i
+	m.full = false
+}
+
+// broadcast gives a message to every view (snapshots, window and style
+// changes concern hidden views too).
+func (m *Model) broadcast(msg tea.Msg) tea.Cmd {
+	var cmds []tea.Cmd
+	for i, v := range m.views {
+		nv, cmd := v.Update(msg)
+		m.views[i] = nv
+		cmds = append(cmds, cmd)
+	}
+	return tea.Batch(cmds...)
+}
+
+// loading reports whether any source is still back-filling.
+func (m *Model) loading() bool {
+	if m.snap == nil {
+		return m.opt.Hub != nil
+	}
+	for _, s := range m.snap.Sources {
+		if s.State == hub.StateLoading {
+			return true
+		}
+		for _, r := range s.Regions {
+			if r.Loading() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// View renders the frame: header, the active view, footer.
+func (m *Model) View() tea.View {
+	var v tea.View
+	v.AltScreen = true
+	v.WindowTitle = "gpumarket"
+	w, h := m.c.width, m.c.height
+	if w <= 0 || h <= 0 {
+		return v
+	}
+	var b strings.Builder
+	b.WriteString(m.header())
+	bh := m.bodyHeight()
+	if bh > 0 {
+		b.WriteString("\n")
+		var body string
+		if m.full {
+			body = m.help.FullHelpView(m.views[m.active].KeyMap().FullHelp())
+		} else {
+			body = m.views[m.active].View()
+		}
+		b.WriteString(clip(body, w, bh))
+	}
+	if h > m.headerHeight() {
+		b.WriteString("\n")
+		b.WriteString(m.footer())
+	}
+	v.SetContent(clip(b.String(), w, h))
+	return v
+}
+
+// footer is the transient message, or else the short help.
+func (m *Model) footer() string {
+	st := &m.c.styles
+	if m.notice.text != "" {
+		if m.notice.err {
+			return st.footerErr.Render(fit(m.notice.text, m.c.width, false))
+		}
+		return st.footerMsg.Render(fit(m.notice.text, m.c.width, false))
+	}
+	return m.help.ShortHelpView(m.views[m.active].KeyMap().ShortHelp())
+}
+
+// Run runs a session on the terminal (or on the input and output given as
+// program options, as the SSH server does) in the alternate screen until
+// the user quits or ctx ends. Quitting returns nil and leaves the terminal
+// as it was.
+func Run(ctx context.Context, opt Options, popts ...tea.ProgramOption) error {
+	if opt.Context == nil {
+		opt.Context = ctx
+	}
+	sub, cancel := context.WithCancel(opt.Context)
+	defer cancel()
+	opt.Context = sub
+	p := tea.NewProgram(New(opt), append([]tea.ProgramOption{tea.WithContext(ctx)}, popts...)...)
+	_, err := p.Run()
+	if err != nil && errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+		return nil // the caller ended the session
+	}
+	if err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,323 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Kinds of ledger rows.
+const (
+	KindBlock       = "block"
+	KindFleet       = "fleet"
+	KindReservation = "reservation"
+)
+
+// States of a ledger row (DESIGN.md's contract).
+const (
+	// StatePending: the intent is recorded and the call is being made.
+	StatePending = "pending"
+	// StateUnknown: the call was made (or may have been) but its answer
+	// was lost (timeout, crash); it must be reconciled before any retry.
+	StateUnknown   = "unknown"
+	StateScheduled = "scheduled"
+	StateActive    = "active"
+	StateEnded     = "ended"
+	StateFailed    = "failed"
+	StateDeleted   = "deleted"
+)
+
+// States lists every ledger state.
+var States = []string{StatePending, StateUnknown, StateScheduled, StateActive, StateEnded, StateFailed, StateDeleted}
+
+// Row is one ledger row: an action that spends money, from its intent to
+// its outcome.
+type Row struct {
+	// ID is sortable by creation time (a ULID).
+	ID            string
+	Kind          string
+	Provider      string
+	Cloud         string
+	Region        string
+	Zone          string
+	InstanceType  string
+	InstanceCount int
+	GPUCount      float64
+	// Start and End bound a block; zero for a fleet.
+	Start, End time.Time
+	// CostUSD is the expected cost at intent and the actual cost once
+	// known. CostNote says what the figure is when it is an estimate (a
+	// fleet has no fixed total).
+	CostUSD  float64
+	CostNote string
+	State    string
+	// ProviderRef is the cloud's id: "cr-…", "fleet-…", an Azure id.
+	ProviderRef string
+	Actor       string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	Error       string
+	// Request is the JSON of what was asked: the offering, the fleet spec.
+	Request json.RawMessage
+	// IdemKey makes the action idempotent: the offering id of a block,
+	// the client token of a fleet. At most one row of a kind that is not
+	// failed may hold a key.
+	IdemKey string
+}
+
+// Settled reports whether the row's outcome is known.
+func (r Row) Settled() bool { return r.State != StatePending && r.State != StateUnknown }
+
+// ErrDuplicate is returned (wrapped in a *DuplicateError) when a row that
+// is not failed already holds the idempotency key.
+var ErrDuplicate = errors.New("already in the ledger")
+
+// DuplicateError names the row that already holds an idempotency key.
+type DuplicateError struct{ Existing Row }
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("already recorded: ledger row %s (%s %s, state %s)", e.Existing.ID, e.Existing.Kind, e.Existing.IdemKey, e.Existing.State)
+}
+
+// Unwrap lets errors.Is(err, ErrDuplicate) match.
+func (e *DuplicateError) Unwrap() error { return ErrDuplicate }
+
+// ErrNotFound is returned for an id the store does not hold.
+var ErrNotFound = errors.New("not found")
+
+// NewID returns a ULID: 48 bits of milliseconds and 80 random bits in
+// Crockford base32, 26 characters, sortable by time. It is also a valid
+// AWS ClientToken (at most 64 ASCII characters).
+func NewID(now time.Time) string {
+	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+	var b [16]byte
+	ms := uint64(now.UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	if _, err := rand.Read(b[6:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on supported platforms
+	}
+	// 128 bits → 26 base32 digits, most significant first.
+	var out [26]byte
+	hi := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 | uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+	lo := uint64(b[8])<<56 | uint64(b[9])<<48 | uint64(b[10])<<40 | uint64(b[11])<<32 | uint64(b[12])<<24 | uint64(b[13])<<16 | uint64(b[14])<<8 | uint64(b[15])
+	for i := 25; i >= 0; i-- {
+		out[i] = alphabet[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return string(out[:])
+}
+
+// IntentCheck is called inside the intent's transaction, with the write
+// lock held, so no other process can record a purchase between the check
+// and the insert. daySpent is the UTC day's sum of cost over rows that are
+// not failed; existing is the row that already holds the key, or nil.
+type IntentCheck func(daySpent float64, existing *Row) error
+
+// RecordIntent writes the row (its State is usually pending) and commits
+// durably before it returns. It fails with a *DuplicateError when a row
+// that is not failed holds the same kind and key, and with check's error
+// when check refuses.
+func (s *Store) RecordIntent(ctx context.Context, r Row, check IntentCheck) (Row, error) {
+	if r.ID == "" {
+		r.ID = NewID(s.now())
+	}
+	if r.Kind == "" || r.Provider == "" || r.IdemKey == "" || r.State == "" {
+		return Row{}, fmt.Errorf("record intent: kind, provider, idempotency key and state are required")
+	}
+	now := s.now()
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = now
+	}
+	r.UpdatedAt = now
+	if len(r.Request) == 0 {
+		r.Request = json.RawMessage("{}")
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Row{}, fmt.Errorf("record intent: %w", err)
+	}
+	defer tx.Rollback()
+	existing, err := scanOne(tx.QueryRowContext(ctx, `SELECT `+columns+` FROM ledger WHERE kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return Row{}, fmt.Errorf("record intent: %w", err)
+	}
+	var ex *Row
+	if err == nil {
+		ex = &existing
+	}
+	if check != nil {
+		spent, err := daySum(ctx, tx, r.CreatedAt)
+		if err != nil {
+			return Row{}, fmt.Errorf("record intent: %w", err)
+		}
+		if err := check(spent, ex); err != nil {
+			return Row{}, err
+		}
+	}
+	if ex != nil {
+		return Row{}, &DuplicateError{Existing: *ex}
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO ledger (`+columns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, r.args()...)
+	if err != nil {
+		return Row{}, fmt.Errorf("record intent: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Row{}, fmt.Errorf("record intent: commit: %w", err)
+	}
+	return r, nil
+}
+
+// Update writes the row's outcome fields (everything but id, kind,
+// created_at, request and idem_key) and commits durably.
+func (s *Store) Update(ctx context.Context, r Row) (Row, error) {
+	r.UpdatedAt = s.now()
+	res, err := s.db.ExecContext(ctx, `UPDATE ledger SET provider=?, cloud=?, region=?, zone=?, instance_type=?, instance_count=?,
+		gpu_count=?, start_at=?, end_at=?, cost_usd=?, cost_note=?, state=?, provider_ref=?, actor=?, updated_at=?, error=? WHERE id=?`,
+		r.Provider, r.Cloud, r.Region, r.Zone, r.InstanceType, r.InstanceCount, r.GPUCount, fmtTime(r.Start), fmtTime(r.End),
+		r.CostUSD, r.CostNote, r.State, r.ProviderRef, r.Actor, fmtTime(r.UpdatedAt), r.Error, r.ID)
+	if err != nil {
+		return Row{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return Row{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
+	}
+	return r, nil
+}
+
+// Get returns one row.
+func (s *Store) Get(ctx context.Context, id string) (Row, error) {
+	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+columns+` FROM ledger WHERE id = ?`, id))
+	if err != nil {
+		return Row{}, fmt.Errorf("ledger row %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// FindByRef returns the newest row with the provider's id, such as a
+// fleet's "fleet-…".
+func (s *Store) FindByRef(ctx context.Context, ref string) (Row, error) {
+	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+columns+` FROM ledger WHERE provider_ref = ? ORDER BY id DESC LIMIT 1`, ref))
+	if err != nil {
+		return Row{}, fmt.Errorf("ledger row for %s: %w", ref, err)
+	}
+	return r, nil
+}
+
+// List returns the rows, newest first. With states given, only rows in
+// them.
+func (s *Store) List(ctx context.Context, states ...string) ([]Row, error) {
+	q := `SELECT ` + columns + ` FROM ledger`
+	var args []any
+	if len(states) > 0 {
+		q += ` WHERE state IN (?` + strings.Repeat(",?", len(states)-1) + `)`
+		for _, st := range states {
+			args = append(args, st)
+		}
+	}
+	q += ` ORDER BY id DESC`
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list ledger: %w", err)
+	}
+	defer rows.Close()
+	var out []Row
+	for rows.Next() {
+		r, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list ledger: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list ledger: %w", err)
+	}
+	return out, nil
+}
+
+// DaySpent is the sum of cost over rows created on t's UTC day that are
+// not failed: what max_daily_usd caps.
+func (s *Store) DaySpent(ctx context.Context, t time.Time) (float64, error) {
+	return daySum(ctx, s.db, t)
+}
+
+// HeldKeys returns the idempotency keys of a kind held by rows that are not
+// failed: for blocks, the offerings already bought (or being bought).
+func (s *Store) HeldKeys(ctx context.Context, kind string) (map[string]bool, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT idem_key FROM ledger WHERE kind = ? AND state <> 'failed'`, kind)
+	if err != nil {
+		return nil, fmt.Errorf("ledger keys: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("ledger keys: %w", err)
+		}
+		out[k] = true
+	}
+	return out, rows.Err()
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func daySum(ctx context.Context, q querier, t time.Time) (float64, error) {
+	day := t.UTC().Truncate(24 * time.Hour)
+	var sum float64
+	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0) FROM ledger WHERE state <> 'failed' AND created_at >= ? AND created_at < ?`,
+		fmtTime(day), fmtTime(day.Add(24*time.Hour))).Scan(&sum)
+	if err != nil {
+		return 0, fmt.Errorf("sum of the day's spending: %w", err)
+	}
+	return sum, nil
+}
+
+const columns = `id, kind, provider, cloud, region, zone, instance_type, instance_count, gpu_count, start_at, end_at,
+	cost_usd, cost_note, state, provider_ref, actor, created_at, updated_at, error, request, idem_key`
+
+func (r Row) args() []any {
+	return []any{r.ID, r.Kind, r.Provider, r.Cloud, r.Region, r.Zone, r.InstanceType, r.InstanceCount, r.GPUCount,
+		fmtTime(r.Start), fmtTime(r.End), r.CostUSD, r.CostNote, r.State, r.ProviderRef, r.Actor,
+		fmtTime(r.CreatedAt), fmtTime(r.UpdatedAt), r.Error, string(r.Request), r.IdemKey}
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanOne(sc *sql.Row) (Row, error) {
+	r, err := scan(sc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Row{}, ErrNotFound
+	}
+	return r, err
+}
+
+func scan(sc scanner) (Row, error) {
+	var r Row
+	var start, end, created, updated, req string
+	err := sc.Scan(&r.ID, &r.Kind, &r.Provider, &r.Cloud, &r.Region, &r.Zone, &r.InstanceType, &r.InstanceCount, &r.GPUCount,
+		&start, &end, &r.CostUSD, &r.CostNote, &r.State, &r.ProviderRef, &r.Actor, &created, &updated, &r.Error, &req, &r.IdemKey)
+	if err != nil {
+		return Row{}, err
+	}
+	r.Request = json.RawMessage(req)
+	for _, f := range []struct {
+		s string
+		t *time.Time
+	}{{start, &r.Start}, {end, &r.End}, {created, &r.CreatedAt}, {updated, &r.UpdatedAt}} {
+		if *f.t, err = parseTime(f.s); err != nil {
+			return Row{}, fmt.Errorf("ledger row %s: %w", r.ID, err)
+		}
+	}
+	return r, nil
+}

@@ -1,0 +1,176 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+func openTest(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestPragmas(t *testing.T) {
+	s := openTest(t)
+	var mode string
+	var sync int
+	if err := s.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.QueryRow(`PRAGMA synchronous`).Scan(&sync); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" || sync != 2 {
+		t.Fatalf("journal_mode %q synchronous %d, want wal and 2 (FULL)", mode, sync)
+	}
+}
+
+func TestReopenKeepsRowsAndRunsMigrationsOnce(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StatePending, CostUSD: 10}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Get(ctx, r.ID)
+	if err != nil || got.IdemKey != "cb-1" || got.State != StatePending {
+		t.Fatalf("after reopen: %+v, %v", got, err)
+	}
+	var n int
+	s.db.QueryRow(`SELECT COUNT(*) FROM migrations`).Scan(&n)
+	if n != len(migrations) {
+		t.Fatalf("%d migrations recorded, want %d", n, len(migrations))
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	first, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StatePending}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StatePending}, nil)
+	var dup *DuplicateError
+	if !errors.As(err, &dup) || dup.Existing.ID != first.ID || !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("second intent: %v, want duplicate of %s", err, first.ID)
+	}
+	// The same key of another kind is another action.
+	if _, err := s.RecordIntent(ctx, Row{Kind: KindFleet, Provider: "sim", IdemKey: "cb-1", State: StatePending}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A failed purchase frees its key for a retry.
+	first.State, first.Error = StateFailed, "insufficient capacity"
+	if _, err := s.Update(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StatePending}, nil); err != nil {
+		t.Fatalf("retry after failure: %v", err)
+	}
+	held, err := s.HeldKeys(ctx, KindBlock)
+	if err != nil || !held["cb-1"] || len(held) != 1 {
+		t.Fatalf("held keys %v, %v", held, err)
+	}
+}
+
+func TestDaySpentAndCheck(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	day := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	add := func(key string, cost float64, at time.Time, state string) {
+		t.Helper()
+		if _, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: key, State: state, CostUSD: cost, CreatedAt: at}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("a", 100, day, StateScheduled)
+	add("b", 50, day.Add(15*time.Hour), StateActive) // next UTC day, 01:00
+	add("c", 1000, day.Add(time.Hour), StateFailed)
+	add("d", 7, day.Add(-10*time.Hour+time.Minute), StateUnknown) // same day, 00:01
+	got, err := s.DaySpent(ctx, day)
+	if err != nil || got != 107 {
+		t.Fatalf("day spent %v, %v; want 107", got, err)
+	}
+	refuse := errors.New("over budget")
+	_, err = s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: "e", State: StatePending, CostUSD: 5, CreatedAt: day},
+		func(spent float64, ex *Row) error {
+			if spent != 107 || ex != nil {
+				return fmt.Errorf("check saw spent %v existing %v", spent, ex)
+			}
+			return refuse
+		})
+	if !errors.Is(err, refuse) {
+		t.Fatalf("check: %v", err)
+	}
+	if held, _ := s.HeldKeys(ctx, KindBlock); held["e"] {
+		t.Fatal("a refused intent was written")
+	}
+}
+
+func TestIDsSortByTime(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var ids []string
+	for i := 0; i < 50; i++ {
+		ids = append(ids, NewID(base.Add(time.Duration(i)*time.Millisecond)))
+	}
+	if !sort.StringsAreSorted(ids) {
+		t.Fatalf("ids not sorted by time: %v", ids)
+	}
+	if len(ids[0]) != 26 || ids[0] == ids[1] {
+		t.Fatalf("bad id %q", ids[0])
+	}
+}
+
+func TestOfferingCache(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	o := providers.Offering{ID: "cb-123", Provider: "sim", Cloud: providers.CloudAWS, Region: "us-east-1", Zone: "us-east-1a",
+		InstanceType: "p5.48xlarge", GPU: providers.GPUSpec{Model: "H100", Count: 8, MemoryGiB: 80}, InstanceCount: 2,
+		Start: now.Add(24 * time.Hour), End: now.Add(72 * time.Hour), UpfrontUSD: 12345.5, Currency: "USD"}
+	q := providers.OfferingQuery{GPU: "H100", Instances: 2, Duration: 48 * time.Hour}
+	if err := s.SaveOfferings(ctx, q, []providers.Offering{o}, now); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Offering(ctx, "cb-123", now.Add(30*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Offering.Start.Equal(o.Start) || c.Offering.UpfrontUSD != o.UpfrontUSD || c.Offering.GPU != o.GPU || c.Query.Instances != 2 {
+		t.Fatalf("round trip: %+v", c)
+	}
+	if _, err := s.Offering(ctx, "cb-123", now.Add(2*time.Hour)); !errors.Is(err, ErrOfferingExpired) {
+		t.Fatalf("after TTL: %v", err)
+	}
+	if _, err := s.Offering(ctx, "cb-nope", now); !errors.Is(err, ErrOfferingUnknown) {
+		t.Fatalf("unknown id: %v", err)
+	}
+	// A search just before the start still refuses once the start is past.
+	if err := s.SaveOfferings(ctx, q, []providers.Offering{o}, o.Start.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Offering(ctx, "cb-123", o.Start.Add(time.Second)); !errors.Is(err, ErrOfferingExpired) {
+		t.Fatalf("after start: %v", err)
+	}
+}

@@ -153,12 +153,16 @@ func (s Series) Merge(at []int64, usd []float64) Series {
 	if len(at) == 0 {
 		return s
 	}
+	n := len(s.At)
+	if len(at) == 1 && (n == 0 || at[0] > s.At[n-1]) && cap(s.At) > n && cap(s.USD) > n {
+		// The live tick's common case: one newer point, room to append.
+		return Series{At: append(s.At, at[0]), USD: append(s.USD, usd[0])}
+	}
 	pts := make([]int, len(at))
 	for i := range pts {
 		pts[i] = i
 	}
 	sort.SliceStable(pts, func(a, b int) bool { return at[pts[a]] < at[pts[b]] })
-	n := len(s.At)
 	if n == 0 || at[pts[0]] > s.At[n-1] {
 		out := s
 		if cap(out.At)-len(out.At) < len(at) {
@@ -183,7 +187,7 @@ func (s Series) Merge(at []int64, usd []float64) Series {
 	for i < n || j < len(pts) {
 		var t int64
 		var p float64
-		if j >= len(pts) || (i < n && s.At[i] < at[pts[j]]) {
+		if j >= len(pts) || (i < n && s.At[i] <= at[pts[j]]) {
 			t, p = s.At[i], s.USD[i]
 			i++
 		} else {

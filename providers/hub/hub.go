@@ -38,8 +38,8 @@ type Hub struct {
 	sources []providers.Provider
 
 	mu      sync.Mutex
-	pools   map[string]*poolState
-	keys    []string // sorted
+	pools   map[providers.PoolKey]*poolState
+	order   []*poolState // sorted by key
 	status  map[string]*sourceState
 	seq     uint64
 	dirty   bool
@@ -89,7 +89,7 @@ func New(sources []providers.Provider, opt Options) *Hub {
 	}
 	h := &Hub{
 		opt: opt, sources: sources,
-		pools:  map[string]*poolState{},
+		pools:  map[providers.PoolKey]*poolState{},
 		status: map[string]*sourceState{},
 		subs:   map[int]chan *Snapshot{},
 		window: opt.Query.Window,
@@ -337,38 +337,27 @@ func (h *Hub) apply(provider string, ev providers.Event) {
 	next := h.seq + 1
 	st := h.status[provider]
 	for _, p := range ev.Pools {
-		key := p.Key().String()
-		ps, ok := h.pools[key]
-		if !ok {
-			ps = &poolState{key: key}
-			h.insertKeyLocked(key)
-			h.pools[key] = ps
-		}
+		ps := h.poolLocked(p.Key())
 		ps.pool = p
 		ps.changed = next
 	}
-	if len(ev.Points) > 0 {
-		byPool := map[providers.PoolKey][]int{}
-		for i, pt := range ev.Points {
-			byPool[pt.Pool] = append(byPool[pt.Pool], i)
+	// Providers send each pool's points together; take them a run at a time.
+	for i := 0; i < len(ev.Points); {
+		k := ev.Points[i].Pool
+		j := i + 1
+		for j < len(ev.Points) && ev.Points[j].Pool == k {
+			j++
 		}
-		for k, idx := range byPool {
-			key := k.String()
-			ps, ok := h.pools[key]
-			if !ok {
-				ps = &poolState{key: key, pool: poolFromKey(k)}
-				h.insertKeyLocked(key)
-				h.pools[key] = ps
-			}
-			at := make([]int64, len(idx))
-			usd := make([]float64, len(idx))
-			for j, i := range idx {
-				at[j] = ev.Points[i].At.Unix()
-				usd[j] = ev.Points[i].USDHour
-			}
-			ps.series = ps.series.Merge(at, usd)
-			ps.changed = next
+		at := make([]int64, j-i)
+		usd := make([]float64, j-i)
+		for x := i; x < j; x++ {
+			at[x-i] = ev.Points[x].At.Unix()
+			usd[x-i] = ev.Points[x].USDHour
 		}
+		ps := h.poolLocked(k)
+		ps.series = ps.series.Merge(at, usd)
+		ps.changed = next
+		i = j
 	}
 	if st != nil {
 		if ev.Region != "" {
@@ -396,6 +385,18 @@ func (h *Hub) apply(provider string, ev providers.Event) {
 	h.dirty = true
 }
 
+// poolLocked returns the pool's state, creating it (described from the
+// catalog) when the provider sends prices before describing the pool.
+func (h *Hub) poolLocked(k providers.PoolKey) *poolState {
+	if ps, ok := h.pools[k]; ok {
+		return ps
+	}
+	ps := &poolState{key: k.String(), pool: poolFromKey(k)}
+	h.pools[k] = ps
+	h.insertKeyLocked(ps)
+	return ps
+}
+
 func poolFromKey(k providers.PoolKey) providers.Pool {
 	p := providers.Pool{Provider: k.Provider, Region: k.Region, Zone: k.Zone, InstanceType: k.InstanceType}
 	if e, ok := providers.LookupGPU(k.InstanceType); ok {
@@ -404,11 +405,11 @@ func poolFromKey(k providers.PoolKey) providers.Pool {
 	return p
 }
 
-func (h *Hub) insertKeyLocked(key string) {
-	i := sort.SearchStrings(h.keys, key)
-	h.keys = append(h.keys, "")
-	copy(h.keys[i+1:], h.keys[i:])
-	h.keys[i] = key
+func (h *Hub) insertKeyLocked(ps *poolState) {
+	i := sort.Search(len(h.order), func(i int) bool { return h.order[i].key >= ps.key })
+	h.order = append(h.order, nil)
+	copy(h.order[i+1:], h.order[i:])
+	h.order[i] = ps
 }
 
 func (h *Hub) publishLoop(ctx context.Context) {
@@ -446,10 +447,9 @@ func (h *Hub) publish() {
 
 func (h *Hub) buildLocked() *Snapshot {
 	now := h.opt.Now()
-	s := &Snapshot{Seq: h.seq, Taken: now, Pools: make([]PoolView, len(h.keys)), Ready: true}
-	for i, k := range h.keys {
-		ps := h.pools[k]
-		s.Pools[i] = PoolView{Pool: ps.pool, Key: k, History: ps.series, Changed: ps.changed}
+	s := &Snapshot{Seq: h.seq, Taken: now, Pools: make([]PoolView, len(h.order)), Ready: true}
+	for i, ps := range h.order {
+		s.Pools[i] = PoolView{Pool: ps.pool, Key: ps.key, History: ps.series, Changed: ps.changed}
 	}
 	for _, p := range h.sources {
 		st := h.status[p.Name()]

@@ -1,0 +1,189 @@
+package providers
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func series(pts ...float64) Series {
+	// pts are (at, usd) pairs
+	var s Series
+	for i := 0; i+1 < len(pts); i += 2 {
+		s.At = append(s.At, int64(pts[i]))
+		s.USD = append(s.USD, pts[i+1])
+	}
+	return s
+}
+
+func TestStatsTimeWeighted(t *testing.T) {
+	// 1.0 from t=0, 3.0 from t=90, 2.0 from t=100.
+	s := series(0, 1, 90, 3, 100, 2)
+	w := s.Stats(50, 150)
+	// [50,90) at 1 → 40, [90,100) at 3 → 30, [100,150] at 2 → 100: 170/100.
+	if !w.OK || w.Min != 1 || w.Max != 3 || !near(w.Avg, 1.7) || w.First != 1 || w.Last != 2 || w.Points != 2 {
+		t.Fatalf("stats = %+v", w)
+	}
+	// The point before the window counts as the price at its start.
+	w = s.Stats(95, 99)
+	if !w.OK || w.Min != 3 || w.Max != 3 || w.Avg != 3 || w.Points != 0 {
+		t.Fatalf("inner stats = %+v", w)
+	}
+	// A window that starts before the series leaves the unknown part out.
+	w = series(100, 2, 200, 4).Stats(0, 300)
+	if !w.OK || !near(w.Avg, 3) || w.First != 2 {
+		t.Fatalf("early window = %+v", w)
+	}
+	if w := s.Stats(-100, -50); w.OK {
+		t.Fatalf("window before the series = %+v", w)
+	}
+	if w := (Series{}).Stats(0, 10); w.OK {
+		t.Fatal("empty series has stats")
+	}
+}
+
+func TestPriceAt(t *testing.T) {
+	s := series(10, 1, 20, 2)
+	for at, want := range map[int64]float64{10: 1, 15: 1, 20: 2, 99: 2} {
+		if got, ok := s.PriceAt(at); !ok || got != want {
+			t.Errorf("PriceAt(%d) = %v %v", at, got, ok)
+		}
+	}
+	if _, ok := s.PriceAt(9); ok {
+		t.Error("price before the first point")
+	}
+}
+
+func TestDownsampleKeepsSpikes(t *testing.T) {
+	// A flat 1.0 with a 1-second spike to 9.0 in the middle of a long span.
+	s := series(0, 1, 5000, 9, 5001, 1)
+	mins, maxs := s.Downsample(0, 10000, 10)
+	if len(mins) != 10 || len(maxs) != 10 {
+		t.Fatalf("len = %d %d", len(mins), len(maxs))
+	}
+	if maxs[5] != 9 || mins[5] != 1 {
+		t.Fatalf("spike column = [%v, %v], want [1, 9]", mins[5], maxs[5])
+	}
+	for c := range 10 {
+		if c != 5 && (mins[c] != 1 || maxs[c] != 1) {
+			t.Errorf("column %d = [%v, %v], want flat 1", c, mins[c], maxs[c])
+		}
+	}
+	// Columns before the first point are NaN.
+	mins, _ = series(500, 2).Downsample(0, 1000, 4)
+	if !math.IsNaN(mins[0]) || !math.IsNaN(mins[1]) || mins[2] != 2 || mins[3] != 2 {
+		t.Fatalf("leading columns = %v", mins)
+	}
+}
+
+func TestDownsampleMatchesBruteForce(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var s Series
+	at := int64(0)
+	for range 2000 {
+		at += 1 + r.Int64N(100)
+		s.At = append(s.At, at)
+		s.USD = append(s.USD, r.Float64())
+	}
+	from, to, cols := int64(5000), at-3000, 37
+	mins, maxs := s.Downsample(from, to, cols)
+	span := float64(to - from)
+	for c := range cols {
+		c0 := from + int64(span*float64(c)/float64(cols))
+		c1 := from + int64(span*float64(c+1)/float64(cols))
+		lo, _ := s.PriceAt(c0)
+		hi := lo
+		for i, t := range s.At {
+			if t > c0 && t < c1 {
+				lo, hi = math.Min(lo, s.USD[i]), math.Max(hi, s.USD[i])
+			}
+		}
+		if mins[c] != lo || maxs[c] != hi {
+			t.Fatalf("column %d = [%v, %v], brute force [%v, %v]", c, mins[c], maxs[c], lo, hi)
+		}
+	}
+}
+
+func TestMerge(t *testing.T) {
+	s := series(10, 1, 20, 2)
+	// Appending newer points shares nothing a reader of s can see.
+	a := s.Merge([]int64{40, 30}, []float64{4, 3})
+	if a.Len() != 4 || a.At[2] != 30 || a.USD[3] != 4 || s.Len() != 2 {
+		t.Fatalf("append = %+v (s %+v)", a, s)
+	}
+	// Older and interleaved points, and a duplicate second replaced.
+	b := a.Merge([]int64{5, 20, 25}, []float64{0.5, 2.5, 2.7})
+	want := series(5, 0.5, 10, 1, 20, 2.5, 25, 2.7, 30, 3, 40, 4)
+	if b.Len() != want.Len() {
+		t.Fatalf("merge = %+v", b)
+	}
+	for i := range want.At {
+		if b.At[i] != want.At[i] || b.USD[i] != want.USD[i] {
+			t.Fatalf("merge = %+v, want %+v", b, want)
+		}
+	}
+	// a is untouched by a merge that rebuilt.
+	if a.At[0] != 10 || a.USD[1] != 2 {
+		t.Fatalf("a changed: %+v", a)
+	}
+	// Duplicates within one batch: the later one wins.
+	c := Series{}.Merge([]int64{1, 1, 2}, []float64{1, 9, 2})
+	if c.Len() != 2 || c.USD[0] != 9 {
+		t.Fatalf("dup batch = %+v", c)
+	}
+}
+
+func BenchmarkDownsample100k(b *testing.B) {
+	var s Series
+	for i := range 100_000 {
+		s.At = append(s.At, int64(i*60))
+		s.USD = append(s.USD, 1+math.Sin(float64(i)/100))
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		s.Downsample(0, 100_000*60, 120)
+	}
+}
+
+func BenchmarkStats(b *testing.B) {
+	var s Series
+	for i := range 2160 {
+		s.At = append(s.At, int64(i*3600))
+		s.USD = append(s.USD, 1+math.Sin(float64(i)/10))
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		s.Stats(1000*3600, 2160*3600)
+	}
+}
+
+func FuzzMerge(f *testing.F) {
+	f.Add([]byte{1, 5, 3, 9, 3, 2}, []byte{4, 4, 0, 7})
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var s Series
+		for _, x := range a {
+			s = s.Merge([]int64{int64(x)}, []float64{float64(x)})
+		}
+		at := make([]int64, len(b))
+		usd := make([]float64, len(b))
+		for i, x := range b {
+			at[i], usd[i] = int64(x), float64(x)+0.5
+		}
+		m := s.Merge(at, usd)
+		seen := map[int64]bool{}
+		for _, x := range a {
+			seen[int64(x)] = true
+		}
+		for _, x := range at {
+			seen[x] = true
+		}
+		if m.Len() != len(seen) {
+			t.Fatalf("merged %d points, want %d distinct", m.Len(), len(seen))
+		}
+		for i := 1; i < m.Len(); i++ {
+			if m.At[i] <= m.At[i-1] {
+				t.Fatalf("not strictly ascending at %d: %v", i, m.At)
+			}
+		}
+	})
+}

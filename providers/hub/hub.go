@@ -48,6 +48,7 @@ type Hub struct {
 	nextSub int
 	window  time.Duration
 	closed  bool
+	trimmed time.Time // when history was last trimmed to the window
 
 	wake map[string]chan struct{}
 }
@@ -434,6 +435,7 @@ func (h *Hub) publish() {
 	}
 	h.dirty = false
 	h.seq++
+	h.trimLocked()
 	s := h.buildLocked()
 	h.latest = s
 	for _, ch := range h.subs {
@@ -469,4 +471,26 @@ func (h *Hub) buildLocked() *Snapshot {
 		}
 	}
 	return s
+}
+
+// trimLocked drops, at most once an hour, the points older than the window
+// (keeping the one in force at its start), so a server that runs for weeks
+// holds 90 days at most. Readers keep the arrays they have; trimmed series
+// are new arrays.
+func (h *Hub) trimLocked() {
+	now := h.opt.Now()
+	if now.Sub(h.trimmed) < time.Hour {
+		return
+	}
+	h.trimmed = now
+	cut := now.Add(-h.window - 24*time.Hour).Unix()
+	for _, ps := range h.order {
+		at := ps.series.At
+		i := sort.Search(len(at), func(i int) bool { return at[i] > cut }) - 1
+		if i <= 0 {
+			continue
+		}
+		ps.series = providers.Series{}.Merge(at[i:], ps.series.USD[i:])
+		ps.changed = h.seq
+	}
 }

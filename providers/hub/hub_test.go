@@ -290,3 +290,20 @@ func BenchmarkApplyTick5000(b *testing.B) {
 		h.publish()
 	}
 }
+
+func TestTrimKeepsWindowAndPriceInForce(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	h := New([]providers.Provider{&fakeSource{name: "fake"}}, Options{Query: providers.Query{Window: time.Hour}, Now: func() time.Time { return now }})
+	var pts []providers.PricePoint
+	for d := 10; d >= 0; d-- {
+		pts = append(pts, providers.PricePoint{Pool: key, At: now.Add(-time.Duration(d) * 24 * time.Hour), USDHour: float64(d)})
+	}
+	h.apply("fake", providers.Event{Points: pts})
+	h.publish()
+	pv, _ := h.Snapshot().Pool(key.String())
+	// Window 1h + a day of margin: the points of the last day, plus the one
+	// in force at the cut (two days ago).
+	if pv.History.Len() != 3 || pv.History.USD[0] != 2 {
+		t.Fatalf("after trim: %+v", pv.History)
+	}
+}

@@ -1,0 +1,376 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// Capacity-block terms, as AWS sells them.
+const (
+	// MaxBlockInstances is the most instances one block holds.
+	MaxBlockInstances = 64
+	// MaxStartAhead is how far ahead a block may start.
+	MaxStartAhead = 8 * 7 * 24 * time.Hour
+	// blockStartUTC is when AWS capacity blocks start and end: 11:30 UTC.
+	blockStartUTC = 11*time.Hour + 30*time.Minute
+	// offersPerPool caps the start times offered per pool and query.
+	offersPerPool = 3
+)
+
+// DurationForm names the accepted block durations, for error messages.
+const DurationForm = "1 to 14 days in 1-day steps, or 21 to 182 days in 7-day steps"
+
+// dryRunMessage is EC2's own answer to a dry run that would succeed.
+const dryRunMessage = "Request would have succeeded, but DryRun flag is set. (simulated market)"
+
+// blockRate is the range of a block's price per GPU-hour by instance type
+// (AWS; what capacity blocks cost in 2025, a bit above spot and below
+// on-demand).
+var blockRate = map[string][2]float64{
+	"p5.48xlarge":   {3.9, 4.9},
+	"p5e.48xlarge":  {4.4, 5.6},
+	"p5en.48xlarge": {4.5, 5.7},
+	"p4d.24xlarge":  {1.9, 2.6},
+	"p4de.24xlarge": {2.3, 3.1},
+}
+
+// azureReservable are the Azure families the sim sells fixed-window
+// capacity reservations of (at the on-demand price).
+var azureReservable = map[string]bool{"ND H100 v5": true, "NC H100 v5": true, "NC A100 v4": true, "ND A100 v4": true}
+
+// ValidateBlockDuration checks a block duration against AWS's steps.
+func ValidateBlockDuration(d time.Duration) error {
+	day := 24 * time.Hour
+	if d <= 0 || d%day != 0 {
+		return fmt.Errorf("duration %s: capacity blocks last %s", providers.FormatWindow(d), DurationForm)
+	}
+	days := int(d / day)
+	switch {
+	case days >= 1 && days <= 14:
+		return nil
+	case days >= 21 && days <= 182 && days%7 == 0:
+		return nil
+	}
+	return fmt.Errorf("duration %s: capacity blocks last %s", providers.FormatWindow(d), DurationForm)
+}
+
+// offerQuery is a validated OfferingQuery.
+type offerQuery struct {
+	gpu                     string // canonical, "" for every block GPU
+	instances, gpus         int
+	dur                     time.Duration
+	startAfter, startBefore time.Time
+	regions                 []string
+}
+
+func (m *Market) validateOfferingQuery(q providers.OfferingQuery) (offerQuery, error) {
+	v := offerQuery{instances: q.Instances, gpus: q.GPUs, dur: q.Duration, regions: q.Regions}
+	if q.GPU != "" {
+		g, ok := providers.NormalizeGPUModel(q.GPU)
+		if !ok {
+			return v, fmt.Errorf("GPU %q: want one of %s", q.GPU, strings.Join(providers.GPUModels, ", "))
+		}
+		if !contains(blockGPUs, g) {
+			return v, fmt.Errorf("GPU %s: the simulated market sells blocks of %s only", g, strings.Join(blockGPUs, ", "))
+		}
+		v.gpu = g
+	}
+	switch {
+	case q.Instances < 0 || q.GPUs < 0:
+		return v, fmt.Errorf("count: want a positive number of instances (1-%d) or GPUs", MaxBlockInstances)
+	case q.Instances > MaxBlockInstances:
+		return v, fmt.Errorf("instance count %d: a capacity block holds 1 to %d instances", q.Instances, MaxBlockInstances)
+	case q.Instances == 0 && q.GPUs == 0:
+		return v, fmt.Errorf("count: want the number of instances (1-%d) or of GPUs", MaxBlockInstances)
+	case q.Instances == 0 && q.GPUs > 8*MaxBlockInstances:
+		return v, fmt.Errorf("GPU count %d: a capacity block holds at most %d instances (%d GPUs of 8-GPU types)", q.GPUs, MaxBlockInstances, 8*MaxBlockInstances)
+	}
+	if err := ValidateBlockDuration(q.Duration); err != nil {
+		return v, err
+	}
+	now := m.opt.Now().UTC()
+	limit := now.Add(MaxStartAhead)
+	v.startAfter, v.startBefore = q.StartAfter.UTC(), q.StartBefore.UTC()
+	if q.StartAfter.IsZero() || v.startAfter.Before(now) {
+		v.startAfter = now
+	}
+	if q.StartBefore.IsZero() || v.startBefore.After(limit) {
+		v.startBefore = limit
+	}
+	if v.startAfter.After(limit) {
+		return v, fmt.Errorf("start after %s: blocks start within 8 weeks (by %s)", v.startAfter.Format(time.RFC3339), limit.Format(time.RFC3339))
+	}
+	if v.startBefore.Before(v.startAfter) {
+		return v, fmt.Errorf("start before %s is earlier than start after %s", v.startBefore.Format(time.RFC3339), v.startAfter.Format(time.RFC3339))
+	}
+	return v, nil
+}
+
+// FindOfferings returns the blocks on sale for the query, cheapest per
+// GPU-hour first: AWS capacity blocks (starting 11:30 UTC, AWS's steps of
+// duration) for p5, p5e, p5en, p4d and p4de, and Azure fixed-window
+// capacity reservations at the on-demand price for the ND/NC H100 and A100
+// sizes. What is on sale is a pure function of the seed and the terms;
+// offerings booked in this process are left out.
+func (m *Market) FindOfferings(ctx context.Context, q providers.OfferingQuery) ([]providers.Offering, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sim offerings: %w", err)
+	}
+	v, err := m.validateOfferingQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	var out []providers.Offering
+	for _, p := range m.pools {
+		if !p.blockable() || (v.gpu != "" && p.spec.Desc.GPU.Model != v.gpu) || !providers.Query.WantsRegion(providers.Query{Regions: v.regions}, p.spec.Region.Name) {
+			continue
+		}
+		n := v.instances
+		if n == 0 {
+			n = int(math.Ceil(float64(v.gpus) / p.spec.Desc.GPU.Count))
+		}
+		if n < 1 || n > MaxBlockInstances {
+			continue
+		}
+		out = append(out, m.offersOf(p, n, v)...)
+	}
+	m.mu.Lock()
+	kept := out[:0]
+	for _, o := range out {
+		if !m.bookedLocked(o) {
+			kept = append(kept, o)
+		}
+	}
+	m.mu.Unlock()
+	sort.SliceStable(kept, func(i, j int) bool {
+		a, b := kept[i].USDPerGPUHour(), kept[j].USDPerGPUHour()
+		if a != b {
+			return a < b
+		}
+		return kept[i].Start.Before(kept[j].Start)
+	})
+	return kept, nil
+}
+
+func (p *simPool) blockable() bool {
+	if p.spec.Desc.Cloud == providers.CloudAWS {
+		_, ok := blockRate[p.spec.Desc.InstanceType]
+		return ok
+	}
+	return azureReservable[p.spec.Family]
+}
+
+// offersOf returns up to offersPerPool offerings of n instances of a pool.
+func (m *Market) offersOf(p *simPool, n int, v offerQuery) []providers.Offering {
+	var starts []time.Time
+	aws := p.spec.Desc.Cloud == providers.CloudAWS
+	if aws {
+		day := v.startAfter.Truncate(24 * time.Hour).Add(blockStartUTC)
+		if day.Before(v.startAfter) {
+			day = day.Add(24 * time.Hour)
+		}
+		for ; !day.After(v.startBefore); day = day.Add(24 * time.Hour) {
+			starts = append(starts, day)
+		}
+	} else {
+		// Azure reservations start on the hour, today or on a later day.
+		first := v.startAfter.Truncate(time.Hour)
+		if first.Before(v.startAfter) {
+			first = first.Add(time.Hour)
+		}
+		for s := first; !s.After(v.startBefore); s = s.Add(24 * time.Hour) {
+			starts = append(starts, s)
+		}
+	}
+	// Large and long blocks are scarcer.
+	odds := 0.3
+	if n > 8 {
+		odds *= 0.6
+	}
+	if n > 32 {
+		odds *= 0.5
+	}
+	if v.dur > 14*24*time.Hour {
+		odds *= 0.5
+	}
+	if !aws {
+		odds *= 1.5
+	}
+	key := p.spec.Desc.Key().String()
+	var out []providers.Offering
+	for _, s := range starts {
+		h := mix(uint64(m.opt.Seed)*0x9e3779b97f4a7c15 ^ strHash("offer", key, s.Format(time.RFC3339), fmt.Sprint(n), v.dur.String()))
+		if unit(h) >= odds {
+			continue
+		}
+		o := providers.Offering{
+			Provider: Name, Cloud: p.spec.Desc.Cloud, Region: p.spec.Region.Name, Zone: p.spec.Desc.Zone,
+			InstanceType: p.spec.Desc.InstanceType, GPU: p.spec.Desc.GPU, InstanceCount: n,
+			Start: s, End: s.Add(v.dur), Currency: "USD", Simulated: true,
+		}
+		hours := v.dur.Hours()
+		if aws {
+			r := blockRate[o.InstanceType]
+			// Sooner starts are dearer; the rest is the day's demand.
+			// Lead time counts from today's date, so a price holds all day.
+			today := m.opt.Now().UTC().Truncate(24 * time.Hour)
+			lead := s.Sub(today).Hours() / MaxStartAhead.Hours()
+			u := 0.6*unit(mix(h)) + 0.4*(1-math.Min(1, lead))
+			rate := r[0] + (r[1]-r[0])*u
+			o.UpfrontUSD = math.Round(rate*o.GPU.Count*float64(n)*hours*100) / 100
+		} else {
+			o.UpfrontUSD = math.Round(*p.spec.Desc.OnDemandUSDHour*float64(n)*hours*100) / 100
+		}
+		o.ID = m.offeringID(o)
+		out = append(out, o)
+		if len(out) == offersPerPool {
+			break
+		}
+	}
+	return out
+}
+
+// offeringID derives an offering's id from the seed and every term, so a
+// later process with the same seed recognises it and a changed term (or
+// price) does not pass for it.
+func (m *Market) offeringID(o providers.Offering) string {
+	h := mix(uint64(m.opt.Seed)*0x9e3779b97f4a7c15 ^ strHash("id", string(o.Cloud), o.Region, o.Zone, o.InstanceType,
+		fmt.Sprint(o.InstanceCount, o.Start.Unix(), o.End.Unix(), int64(math.Round(o.UpfrontUSD*100)))))
+	if o.Cloud == providers.CloudAzure {
+		return fmt.Sprintf("azcr-%016x", h)
+	}
+	return fmt.Sprintf("cb-%016x%x", h, mix(h)&0xf)
+}
+
+// booking is a block bought in this process.
+type booking struct {
+	offering providers.Offering
+	booking  providers.Booking
+}
+
+// checkOffering verifies that an offering is one the market made and can
+// still be bought at now.
+func (m *Market) checkOffering(o providers.Offering, now time.Time) error {
+	if o.Provider != Name || !o.Simulated {
+		return fmt.Errorf("offering %s is from provider %q, not the simulated market", o.ID, o.Provider)
+	}
+	if o.ID == "" || m.offeringID(o) != o.ID {
+		return fmt.Errorf("offering %s is not one the simulated market (seed %d) made with these terms: search again", o.ID, m.opt.Seed)
+	}
+	if !o.End.After(now) {
+		return fmt.Errorf("offering %s ended at %s: search again", o.ID, o.End.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// ErrAlreadyBooked is returned for an offering bought before.
+var ErrAlreadyBooked = errors.New("offering already booked")
+
+// Book buys an offering (in memory). With req.DryRun it answers whether
+// the purchase would succeed and changes nothing. A booked offering
+// disappears from later FindOfferings; booking it again fails.
+func (m *Market) Book(ctx context.Context, req providers.BookRequest) (providers.Booking, error) {
+	if err := ctx.Err(); err != nil {
+		return providers.Booking{}, fmt.Errorf("sim book %s: %w", req.Offering.ID, err)
+	}
+	o := req.Offering
+	now := m.opt.Now()
+	if err := m.checkOffering(o, now); err != nil {
+		return providers.Booking{}, fmt.Errorf("sim book: %w", err)
+	}
+	b := providers.Booking{
+		Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
+		InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD,
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if prev, ok := m.bookings[o.ID]; ok {
+		return providers.Booking{}, fmt.Errorf("sim book: offering %s: %w as %s; search again for another", o.ID, ErrAlreadyBooked, prev.booking.ProviderRef)
+	}
+	if m.bookedLocked(o) {
+		return providers.Booking{}, fmt.Errorf("sim book: offering %s: %w (the same capacity and window was bought); search again for another", o.ID, ErrAlreadyBooked)
+	}
+	if req.DryRun {
+		b.DryRun = true
+		b.Message = dryRunMessage
+		return b, nil
+	}
+	b.ProviderRef = m.reservationRef(o)
+	b.State = "scheduled"
+	if !now.Before(o.Start) {
+		b.State = "active"
+	}
+	b.Message = fmt.Sprintf("simulated %s booked: %d × %s in %s from %s to %s, $%.2f",
+		b.ProviderRef, o.InstanceCount, o.InstanceType, o.Zone, o.Start.UTC().Format(time.RFC3339), o.End.UTC().Format(time.RFC3339), o.UpfrontUSD)
+	m.bookings[o.ID] = &booking{offering: o, booking: b}
+	return b, nil
+}
+
+// reservationRef is the id the booking gets: AWS "cr-…", or an Azure
+// capacity reservation's resource id.
+func (m *Market) reservationRef(o providers.Offering) string {
+	h := mix(strHash("cr", o.ID))
+	if o.Cloud == providers.CloudAzure {
+		return fmt.Sprintf("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/gpumarket-sim/providers/Microsoft.Compute/capacityReservationGroups/gpumarket-%s/capacityReservations/cr-%016x", o.Region, h)
+	}
+	return fmt.Sprintf("cr-%016x%x", h, mix(h)&0xf)
+}
+
+// FindBooking returns the booking made in this process for the request's
+// offering (same id, or same type, zone, count and dates), nil if none.
+// req.After is not needed: an offering can be booked only once, and the
+// sim's bookings live only as long as the process.
+func (m *Market) FindBooking(ctx context.Context, req providers.BookRequest) (*providers.Booking, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sim find booking %s: %w", req.Offering.ID, err)
+	}
+	o := req.Offering
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b, ok := m.bookings[o.ID]; ok {
+		c := b.booking
+		return &c, nil
+	}
+	for _, b := range m.bookings {
+		if sameWindow(b.offering, o) && b.offering.InstanceCount == o.InstanceCount {
+			c := b.booking
+			return &c, nil
+		}
+	}
+	return nil, nil
+}
+
+// bookedLocked reports whether the capacity of an offering was bought: the
+// same pool and window, whatever the price or count it was offered at.
+func (m *Market) bookedLocked(o providers.Offering) bool {
+	if _, ok := m.bookings[o.ID]; ok {
+		return true
+	}
+	for _, b := range m.bookings {
+		if sameWindow(b.offering, o) {
+			return true
+		}
+	}
+	return false
+}
+
+func sameWindow(a, b providers.Offering) bool {
+	return a.Region == b.Region && a.Zone == b.Zone && a.InstanceType == b.InstanceType &&
+		a.Start.Equal(b.Start) && a.End.Equal(b.End)
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

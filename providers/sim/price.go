@@ -1,0 +1,235 @@
+package sim
+
+import (
+	"math"
+)
+
+// The price model. A pool's spot price is a step function of time that is a
+// pure function of (seed, pool, t): whoever asks, in whatever chunks, gets
+// the same points. Time is cut into slots; a hash of (pool, slot) decides
+// whether the price changes in the slot and at which second, and rare
+// spikes are decided per hour. The value at a change is the band-limited
+//
+//	ratio(t) = lo + (hi-lo)·σ(z₀ + vol·noise(t) + daily(t) + weekly(t) + spike(t))
+//
+// of the on-demand price, where σ is the logistic function: whatever the
+// walk does, spot stays 60.5-90.5 % below on-demand.
+const (
+	slotSec      = 15 * 60 // a price changes at most once a slot…
+	slotsPerHour = 3600 / slotSec
+	forcedEvery  = 8 // …and surely once every 8 slots (2 h), so the price in force is never far back
+	// spikeOdds is the chance that an hour holds a spike (about five per
+	// pool in 90 days).
+	spikeOdds = 1.0 / 400
+	ratioLo   = 0.095 // spot / on-demand, the band's bottom: 90.5 % saving
+	ratioHi   = 0.395 // the band's top: 60.5 % saving
+
+	dailyAmp   = 0.25 // z amplitude of the daily cycle on weekdays
+	weekendAmp = 0.35 // z drop on the region's Saturday and Sunday
+)
+
+// noise octaves: knots every period seconds with values in [-amp, amp],
+// smoothly interpolated; together a slow random walk with faster wiggles.
+var octaves = [...]struct {
+	period int64
+	amp    float64
+}{{36 * 3600, 0.6}, {8 * 3600, 0.35}, {2 * 3600, 0.12}}
+
+// mix is splitmix64's finaliser: a fast, well-spread 64-bit hash step.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// unit maps a hash onto [0, 1).
+func unit(h uint64) float64 { return float64(h>>11) / (1 << 53) }
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+// model is the price process of one pool.
+type model struct {
+	id        uint64 // hash of seed and pool key
+	od        float64
+	z0        float64 // logit of the base ratio within the band
+	vol       float64 // scales the noise: some pools are jumpier
+	offset    int64   // region's UTC offset in seconds
+}
+
+// hourBusy is the market's activity by local hour: 0 at night, 1 at 14:00.
+var hourBusy = func() (b [24]float64) {
+	for h := range b {
+		b[h] = 0.5 + 0.5*math.Cos(2*math.Pi*(float64(h)-14)/24)
+	}
+	return b
+}()
+
+func newModel(seed int64, s *poolSpec) model {
+	id := mix(uint64(seed)*0x9e3779b97f4a7c15 ^ strHash(s.Desc.Key().String()))
+	u := (s.BaseRatio - ratioLo) / (ratioHi - ratioLo)
+	u = math.Max(0.02, math.Min(0.98, u))
+	return model{
+		id:     id,
+		od:     *s.Desc.OnDemandUSDHour,
+		z0:     math.Log(u / (1 - u)),
+		vol:    0.7 + 0.6*unit(mix(id^0x5eed)),
+		offset: int64(s.Region.UTCOffset * 3600),
+	}
+}
+
+// localDay returns the local day number and second of day of t.
+func (m *model) local(t int64) (day, sec int64) {
+	lt := t + m.offset
+	day = floorDiv(lt, 86400)
+	return day, lt - day*86400
+}
+
+// weekend reports whether t falls on the region's Saturday or Sunday.
+func weekend(day int64) bool {
+	dow := ((day+4)%7 + 7) % 7 // 1970-01-01 was a Thursday; 0 = Sunday
+	return dow == 0 || dow == 6
+}
+
+// slotHash is the randomness of one slot of the pool.
+func (m *model) slotHash(s int64) uint64 { return mix(m.id ^ uint64(s)*0xd1b54a32d192ed03) }
+
+// changeAt reports whether the price changes in slot s, and when.
+func (m *model) changeAt(s int64) (int64, bool) {
+	h := m.slotHash(s)
+	start := s * slotSec
+	at := start + int64((h>>16)%slotSec)
+	if s%forcedEvery == 0 {
+		return at, true
+	}
+	day, sec := m.local(start)
+	busy := hourBusy[sec/3600]
+	if weekend(day) {
+		busy *= 0.5
+	}
+	// Busy hours move more: 25 % of slots at night, 60 % at 14:00.
+	p := 0.25 + 0.35*busy
+	return at, float64(h&0xffff) < p*65536
+}
+
+// spike returns the hour's spike, if it has one: [from, to) and its z lift.
+func (m *model) spike(hour int64) (from, to int64, lift float64, ok bool) {
+	h := mix(m.id ^ uint64(hour)*0x8cb92ba72f3d8dd7 ^ 0xa5a5)
+	if unit(h) >= spikeOdds {
+		return 0, 0, 0, false
+	}
+	g := mix(h)
+	dur := int64(300 + (g&0xffff)%2100) // 5 to 40 minutes
+	from = hour*3600 + int64((g>>16)%uint64(3600-dur))
+	lift = 1.2 + 1.4*unit(mix(g))
+	return from, from + dur, lift, true
+}
+
+// knot is a noise knot value in [-1, 1].
+func (m *model) knot(oct int, k int64) float64 {
+	return 2*unit(mix(m.id^uint64(oct+1)*0x9e3779b97f4a7c15^uint64(k)*0xbf58476d1ce4e5b9)) - 1
+}
+
+// noise is the pool's smooth random walk at t.
+func (m *model) noise(t int64) float64 {
+	var v float64
+	for i, o := range octaves {
+		k := floorDiv(t, o.period)
+		f := float64(t-k*o.period) / float64(o.period)
+		f = f * f * (3 - 2*f)
+		a, b := m.knot(i, k), m.knot(i, k+1)
+		v += o.amp * (a + (b-a)*f)
+	}
+	return v
+}
+
+// priceAt is the value a change at t takes; spikeLift is the z lift of a
+// spike in force at t (0 for none).
+func (m *model) priceAt(t int64, spikeLift float64) float64 {
+	day, sec := m.local(t)
+	hour := float64(sec) / 3600
+	daily := dailyAmp * math.Cos(2*math.Pi*(hour-14)/24)
+	z := m.z0 + m.vol*m.noise(t) + spikeLift
+	if weekend(day) {
+		z += 0.4*daily - weekendAmp
+	} else {
+		z += daily
+	}
+	r := ratioLo + (ratioHi-ratioLo)/(1+math.Exp(-z))
+	return math.Round(m.od*r*1e4) / 1e4
+}
+
+// hourPoints writes the price points of hour h, ascending and unique, into
+// at/usd and returns how many there are (at most slotsPerHour+2).
+func (m *model) hourPoints(h int64, at *[slotsPerHour + 2]int64, usd *[slotsPerHour + 2]float64) int {
+	n := 0
+	for s := h * slotsPerHour; s < (h+1)*slotsPerHour; s++ {
+		if t, ok := m.changeAt(s); ok {
+			at[n] = t
+			n++
+		}
+	}
+	from, to, lift, spiky := m.spike(h)
+	if spiky {
+		n = insertTime(at, n, from)
+		n = insertTime(at, n, to)
+	}
+	for i := 0; i < n; i++ {
+		l := 0.0
+		if spiky && at[i] >= from && at[i] < to {
+			l = lift
+		}
+		usd[i] = m.priceAt(at[i], l)
+	}
+	return n
+}
+
+// insertTime inserts t into the ascending at[:n], skipping duplicates.
+func insertTime(at *[slotsPerHour + 2]int64, n int, t int64) int {
+	i := n
+	for i > 0 && at[i-1] > t {
+		i--
+	}
+	if i > 0 && at[i-1] == t {
+		return n
+	}
+	copy(at[i+1:n+1], at[i:n])
+	at[i] = t
+	return n + 1
+}
+
+// inForce returns the point in force at t: the last change at or before t.
+func (m *model) inForce(t int64) (int64, float64) {
+	var at [slotsPerHour + 2]int64
+	var usd [slotsPerHour + 2]float64
+	for h := floorDiv(t, 3600); ; h-- {
+		n := m.hourPoints(h, &at, &usd)
+		for i := n - 1; i >= 0; i-- {
+			if at[i] <= t {
+				return at[i], usd[i]
+			}
+		}
+	}
+}
+
+// points calls emit for every point in (from, to], ascending.
+func (m *model) points(from, to int64, emit func(at int64, usd float64)) {
+	var at [slotsPerHour + 2]int64
+	var usd [slotsPerHour + 2]float64
+	for h := floorDiv(from+1, 3600); h*3600 <= to; h++ {
+		n := m.hourPoints(h, &at, &usd)
+		for i := 0; i < n; i++ {
+			if at[i] > from && at[i] <= to {
+				emit(at[i], usd[i])
+			}
+		}
+	}
+}

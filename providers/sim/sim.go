@@ -1,0 +1,301 @@
+// Package sim is the embedded simulated GPU market: the default source when
+// no cloud is configured. It imitates both clouds — real AWS regions and
+// zones, real Azure regions with zones "1", "2", "3", the real GPU families
+// and their list prices — and its spot prices move with a daily and a
+// weekly cycle, a random walk and rare spikes, always 60-91 % below
+// on-demand. Interruption buckets start from AWS's Spot Advisor figures of
+// June 2025.
+//
+// Everything is deterministic for a seed: a pool's price at t is a pure
+// function of (seed, pool, t), so history and live ticks agree however they
+// are asked for, and nothing is generated until a Fetch asks for it.
+//
+// The Market also sells capacity blocks, books them and launches fleets, in
+// memory, so the whole booking flow works without a cloud account. Every
+// pool, offering and event says it is simulated.
+package sim
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// Name is the provider name of the simulated market.
+const Name = "sim"
+
+// Options configure the simulated market.
+type Options struct {
+	// Seed picks one of the possible markets (config sim.seed).
+	Seed int64
+	// Now is the clock for offerings, bookings and fleets (default
+	// time.Now). Fetch takes its times from the request.
+	Now func() time.Time
+}
+
+// Market is the simulated market. It is safe for concurrent use.
+type Market struct {
+	opt     Options
+	note    string
+	pools   []*simPool
+	regions []regionPools
+	byKey   map[string]*simPool
+
+	mu       sync.Mutex
+	bookings map[string]*booking // by offering id
+	fleets   map[string]*fleetState
+	byToken  map[string]string // client token → fleet id
+	nFleets  int
+}
+
+// simPool is one pool: its fixed terms and its price process.
+type simPool struct {
+	spec  poolSpec
+	model model
+}
+
+// regionPools are the pools of one region, grouped by family: a family is
+// one chunk of a back-fill.
+type regionPools struct {
+	name     string
+	families [][]*simPool
+}
+
+// Interface checks: the sim offers every ability the UI knows.
+var (
+	_ providers.Provider       = (*Market)(nil)
+	_ providers.OfferingFinder = (*Market)(nil)
+	_ providers.Booker         = (*Market)(nil)
+	_ providers.FleetLauncher  = (*Market)(nil)
+)
+
+// New builds the simulated market for a seed.
+func New(opt Options) *Market {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	m := &Market{
+		opt:      opt,
+		note:     fmt.Sprintf("SIMULATED MARKET (seed %d)", opt.Seed),
+		byKey:    map[string]*simPool{},
+		bookings: map[string]*booking{},
+		fleets:   map[string]*fleetState{},
+		byToken:  map[string]string{},
+	}
+	specs := buildSpecs()
+	famIdx := map[string]int{}
+	for i := range specs {
+		p := &simPool{spec: specs[i]}
+		p.model = newModel(opt.Seed, &p.spec)
+		m.pools = append(m.pools, p)
+		m.byKey[p.spec.Desc.Key().String()] = p
+		r := p.spec.Region.Name
+		if len(m.regions) == 0 || m.regions[len(m.regions)-1].name != r {
+			m.regions = append(m.regions, regionPools{name: r})
+			clear(famIdx)
+		}
+		rp := &m.regions[len(m.regions)-1]
+		fi, ok := famIdx[p.spec.Family]
+		if !ok {
+			fi = len(rp.families)
+			famIdx[p.spec.Family] = fi
+			rp.families = append(rp.families, nil)
+		}
+		rp.families[fi] = append(rp.families[fi], p)
+	}
+	return m
+}
+
+// Name returns "sim".
+func (m *Market) Name() string { return Name }
+
+// Seed returns the market's seed.
+func (m *Market) Seed() int64 { return m.opt.Seed }
+
+// Pools describes every pool of the market as it is at t.
+func (m *Market) Pools(t time.Time) []providers.Pool {
+	out := make([]providers.Pool, len(m.pools))
+	for i, p := range m.pools {
+		out[i] = p.describe(t)
+	}
+	return out
+}
+
+// describe returns the pool's description at t: its interruption bucket is
+// one step calmer on the region's weekend, its placement score a point
+// better.
+func (p *simPool) describe(t time.Time) providers.Pool {
+	d := p.spec.Desc
+	b, score := p.spec.Bucket, p.spec.Placement
+	day, _ := p.model.local(t.Unix())
+	if weekend(day) {
+		if b > 0 {
+			b--
+		}
+		if score > 0 && score < 10 {
+			score++
+		}
+	}
+	label := providers.Buckets[b]
+	upper, _ := providers.BucketUpperPct(label)
+	d.Interruption = &providers.Interruption{Bucket: label, UpperPct: upper, Source: p.spec.Source, AsOf: t.UTC()}
+	if score > 0 {
+		d.PlacementScore = providers.Int(score)
+	}
+	return d
+}
+
+// sameDescription reports whether the pool's description is the same at
+// both times: it moves only when the region's weekend starts or ends.
+func (p *simPool) sameDescription(a, b time.Time) bool {
+	da, _ := p.model.local(a.Unix())
+	db, _ := p.model.local(b.Unix())
+	return weekend(da) == weekend(db)
+}
+
+// Fetch reports the matching pools and their prices in [req.Since,
+// req.Until], plus the point in force at Since (the price before the window
+// counts as the price at its start). A back-fill goes region by region, one
+// chunk per instance family, with progress; a live poll (Backfill false)
+// reports only the points in (Since, Until] and the descriptions that
+// changed in it (the hub knows the rest from its back-fill). A window
+// longer than 90 days is cut to its last 90 days.
+func (m *Market) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
+	until := req.Until
+	if until.IsZero() {
+		until = m.opt.Now()
+	}
+	since := req.Since
+	if since.After(until) {
+		return fmt.Errorf("sim fetch: since %s is after until %s", since.Format(time.RFC3339), until.Format(time.RFC3339))
+	}
+	if min := until.Add(-providers.MaxWindow); since.Before(min) {
+		since = min
+	}
+	if req.Backfill {
+		return m.backfill(ctx, req.Query, since, until, sink)
+	}
+	return m.live(ctx, req.Query, since, until, sink)
+}
+
+// matching returns the region's families cut down to the pools the query
+// wants; empty families are dropped.
+func (m *Market) matching(q providers.Query, rp regionPools) [][]*simPool {
+	if !q.WantsRegion(rp.name) {
+		return nil
+	}
+	var out [][]*simPool
+	for _, fam := range rp.families {
+		var keep []*simPool
+		for _, p := range fam {
+			if q.Matches(p.spec.Desc) {
+				keep = append(keep, p)
+			}
+		}
+		if len(keep) > 0 {
+			out = append(out, keep)
+		}
+	}
+	return out
+}
+
+func (m *Market) backfill(ctx context.Context, q providers.Query, since, until time.Time, sink providers.Sink) error {
+	type work struct {
+		region   string
+		families [][]*simPool
+	}
+	var todo []work
+	// Describe every pool and announce every region's chunk count first,
+	// so the progress bars know the whole job from the start.
+	for _, rp := range m.regions {
+		fams := m.matching(q, rp)
+		if len(fams) == 0 {
+			continue
+		}
+		var pools []providers.Pool
+		for _, fam := range fams {
+			for _, p := range fam {
+				pools = append(pools, p.describe(until))
+			}
+		}
+		sink(providers.Event{Provider: Name, Region: rp.name, Pools: pools,
+			Progress: &providers.Progress{Done: 0, Total: len(fams)}, Note: m.note})
+		todo = append(todo, work{rp.name, fams})
+	}
+	if len(todo) == 0 {
+		sink(providers.Event{Provider: Name, Note: m.note})
+		return nil
+	}
+	from, to := since.Unix(), until.Unix()
+	var buf []providers.PricePoint // reused: the sink keeps no slices
+	for _, w := range todo {
+		for i, fam := range w.families {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("sim back-fill of %s: %w", w.region, err)
+			}
+			buf = buf[:0]
+			for _, p := range fam {
+				key := p.spec.Desc.Key()
+				at, usd := p.model.inForce(from)
+				buf = append(buf, providers.PricePoint{Pool: key, At: time.Unix(at, 0).UTC(), USDHour: usd})
+				p.model.points(from, to, func(at int64, usd float64) {
+					buf = append(buf, providers.PricePoint{Pool: key, At: time.Unix(at, 0).UTC(), USDHour: usd})
+				})
+			}
+			sink(providers.Event{Provider: Name, Region: w.region, Points: buf,
+				Progress: &providers.Progress{Done: i + 1, Total: len(w.families)}, Note: m.note})
+		}
+	}
+	return nil
+}
+
+func (m *Market) live(ctx context.Context, q providers.Query, since, until time.Time, sink providers.Sink) error {
+	from, to := since.Unix(), until.Unix()
+	sent := false
+	var buf []providers.PricePoint
+	for _, rp := range m.regions {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("sim poll of %s: %w", rp.name, err)
+		}
+		fams := m.matching(q, rp)
+		if len(fams) == 0 || to <= from {
+			continue
+		}
+		buf = buf[:0]
+		var pools []providers.Pool
+		for _, fam := range fams {
+			for _, p := range fam {
+				if !p.sameDescription(since, until) {
+					pools = append(pools, p.describe(until))
+				}
+				key := p.spec.Desc.Key()
+				p.model.points(from, to, func(at int64, usd float64) {
+					buf = append(buf, providers.PricePoint{Pool: key, At: time.Unix(at, 0).UTC(), USDHour: usd})
+				})
+			}
+		}
+		if len(buf) == 0 && len(pools) == 0 {
+			continue
+		}
+		sink(providers.Event{Provider: Name, Region: rp.name, Pools: pools, Points: buf, Note: m.note})
+		sent = true
+	}
+	if !sent {
+		sink(providers.Event{Provider: Name, Note: m.note})
+	}
+	return nil
+}
+
+// SpotPrice returns the spot price of a pool in force at t, for fleets
+// and tests.
+func (m *Market) SpotPrice(key providers.PoolKey, t time.Time) (float64, bool) {
+	p, ok := m.byKey[key.String()]
+	if !ok {
+		return 0, false
+	}
+	_, usd := p.model.inForce(t.Unix())
+	return usd, true
+}

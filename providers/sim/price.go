@@ -58,11 +58,11 @@ func floorDiv(a, b int64) int64 {
 
 // model is the price process of one pool.
 type model struct {
-	id        uint64 // hash of seed and pool key
-	od        float64
-	z0        float64 // logit of the base ratio within the band
-	vol       float64 // scales the noise: some pools are jumpier
-	offset    int64   // region's UTC offset in seconds
+	id     uint64 // hash of seed and pool key
+	od     float64
+	z0     float64 // logit of the base ratio within the band
+	vol    float64 // scales the noise: some pools are jumpier
+	offset int64   // region's UTC offset in seconds
 }
 
 // hourBusy is the market's activity by local hour: 0 at night, 1 at 14:00.

@@ -106,15 +106,11 @@ func (v *chartView) render() string {
 	}
 	st := &v.c.styles
 	from, to := v.c.span()
-	title := fmt.Sprintf("Spot price, $ per instance-hour · last %s · min/max per column", providers.FormatWindow(v.c.window))
+	title := fmt.Sprintf("Spot price, $ per instance-hour · last %s · min/max per column", windowLabel(v.c.window))
 	if len(v.poolKeys) == 0 {
 		return clip(title+"\n\n"+st.dim.Render("Nothing to chart: pick a pool in the Market view and press enter."), w, h)
 	}
 
-	type line struct {
-		pv         *hub.PoolView
-		mins, maxs []float64
-	}
 	var pools []*hub.PoolView
 	var missing []string
 	for _, k := range v.poolKeys {
@@ -181,16 +177,19 @@ func (v *chartView) render() string {
 
 	var data [][]float64
 	var colors []asciigraph.AnsiColor
-	lines := make([]line, len(pools))
+	var chars []asciigraph.CharSet
 	for i, pv := range pools {
 		mins, maxs := pv.History.Downsample(from, to, cols)
-		lines[i] = line{pv, mins, maxs}
+		line, other := extremes(mins, maxs)
 		c, _ := st.seriesColor(i)
-		data = append(data, maxs)
+		cs := seriesChars(i, st.noColor)
+		data = append(data, line)
 		colors = append(colors, c)
-		if !sameFloats(mins, maxs) {
-			data = append(data, mins)
+		chars = append(chars, cs)
+		if other != nil {
+			data = append(data, other)
 			colors = append(colors, c)
+			chars = append(chars, cs)
 		}
 	}
 	opts := []asciigraph.Option{
@@ -200,7 +199,9 @@ func (v *chartView) render() string {
 		asciigraph.LowerBound(lo),
 		asciigraph.UpperBound(hi),
 	}
-	if !st.noColor {
+	if st.noColor {
+		opts = append(opts, asciigraph.SeriesChars(chars...))
+	} else {
 		opts = append(opts, asciigraph.SeriesColors(colors...))
 	}
 	b.WriteString("\n")
@@ -224,17 +225,15 @@ func (v *chartView) legend(b *strings.Builder, pools []*hub.PoolView, missing []
 		_, sw := st.seriesColor(i)
 		swatch := "━━"
 		if st.noColor {
-			swatch = fmt.Sprintf("%d)", i+1)
+			swatch = fmt.Sprintf("%d%s", i+1, seriesChars(i, true).Horizontal)
 		}
-		text := pv.Key
+		text := ""
 		if _, usd, ok := pv.History.Last(); ok {
-			text += fmt.Sprintf("  now $%s/h ($%s/GPU-h)", money(usd), money(providers.PerGPUHour(usd, pv.GPU.Count)))
+			text = fmt.Sprintf("$%s/h ($%s/GPU-h)  ", money(usd), money(providers.PerGPUHour(usd, pv.GPU.Count)))
 		}
+		text += pv.Key
 		if s := pv.History.Stats(from, to); s.OK {
-			text += fmt.Sprintf("  min $%s  avg $%s  max $%s", money(s.Min), money(s.Avg), money(s.Max))
-		}
-		if pv.Simulated {
-			text += "  (simulated)"
+			text += fmt.Sprintf("  min %s avg %s max %s", money(s.Min), money(s.Avg), money(s.Max))
 		}
 		b.WriteString("\n")
 		b.WriteString(sw.Render(swatch))
@@ -260,13 +259,66 @@ func axisDecimals(lo, hi float64, rows int) int {
 	return min(max(d, 0), 4)
 }
 
-func sameFloats(a, b []float64) bool {
-	for i := range a {
-		if a[i] != b[i] && !(math.IsNaN(a[i]) && math.IsNaN(b[i])) {
-			return false
+// extremes turns a column's minimum and maximum into one line that keeps
+// spikes: each column takes whichever extreme lies further from the price
+// before it, so a spike up (or down) inside one column is drawn, and a step
+// is drawn where it happens. When a column swings both ways, the extreme the
+// line leaves out and its neighbours do not reach goes into other (NaN
+// elsewhere), drawn in the same colour; other is nil when nothing is left
+// out, which is the common case.
+func extremes(mins, maxs []float64) (line, other []float64) {
+	line = make([]float64, len(maxs))
+	prev := math.NaN()
+	for c := range maxs {
+		lo, hi := mins[c], maxs[c]
+		switch {
+		case math.IsNaN(hi):
+			line[c] = math.NaN()
+		case math.IsNaN(prev) || math.Abs(hi-prev) >= math.Abs(prev-lo):
+			line[c] = hi
+		default:
+			line[c] = lo
+		}
+		if !math.IsNaN(line[c]) {
+			prev = line[c]
 		}
 	}
-	return true
+	for c := range maxs {
+		if math.IsNaN(line[c]) {
+			continue
+		}
+		left := mins[c]
+		if line[c] == mins[c] {
+			left = maxs[c]
+		}
+		// the vertical strokes at column c span line[c-1..c+1]
+		lo, hi := line[c], line[c]
+		for _, n := range []int{c - 1, c + 1} {
+			if n >= 0 && n < len(line) && !math.IsNaN(line[n]) {
+				lo, hi = math.Min(lo, line[n]), math.Max(hi, line[n])
+			}
+		}
+		if left < lo || left > hi {
+			if other == nil {
+				other = make([]float64, len(line))
+				for i := range other {
+					other[i] = math.NaN()
+				}
+			}
+			other[c] = left
+		}
+	}
+	return line, other
+}
+
+// seriesChars gives each pool its own glyphs when there is no colour to
+// tell the lines apart.
+func seriesChars(i int, noColor bool) asciigraph.CharSet {
+	if !noColor || i == 0 {
+		return asciigraph.DefaultCharSet
+	}
+	glyphs := []string{"•", "+", "x", "o", "#", "*", "="}
+	return asciigraph.CreateCharSet(glyphs[(i-1)%len(glyphs)])
 }
 
 // timeAxis draws the axis line under the plot and the start, middle and end

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/gpumarket/gpumarket/providers"
@@ -62,4 +63,12 @@ func (c *common) setWindow(d time.Duration) {
 func (c *common) span() (from, to int64) {
 	now := c.now()
 	return now.Add(-c.window).Unix(), now.Unix()
+}
+
+// windowLabel names a window the way people say it: 24h rather than 1d.
+func windowLabel(d time.Duration) string {
+	if d < 48*time.Hour && d%time.Hour == 0 {
+		return strconv.Itoa(int(d/time.Hour)) + "h"
+	}
+	return providers.FormatWindow(d)
 }

@@ -32,6 +32,9 @@ const (
 
 var sortNames = [numSorts]string{"effective $/GPU-h", "$/GPU-h", "spot $/h", "savings", "interruption", "GPU", "region"}
 
+// sortShort names the sort in the status line.
+var sortShort = [numSorts]string{"effective", "$/GPU-h", "spot", "savings", "interruption", "GPU", "region"}
+
 // column ids, in display order.
 const (
 	colGPU = iota
@@ -56,15 +59,15 @@ type column struct {
 }
 
 var columns = [numCols]column{
-	colGPU:       {"GPU", 14, 0, false},
-	colInstance:  {"INSTANCE", 18, 4, false},
+	colGPU:       {"GPU", 12, 0, false},
+	colInstance:  {"INSTANCE", 18, 5, false},
 	colLocation:  {"REGION/ZONE", 15, 2, false},
 	colCloud:     {"CLOUD", 5, 8, false},
-	colSpot:      {"SPOT $/H", 8, 5, true},
+	colSpot:      {"SPOT $/H", 8, 6, true},
 	colPerGPU:    {"$/GPU-H", 8, 3, true},
 	colSavings:   {"SAVE", 4, 7, true},
-	colInterrupt: {"INTR", 6, 6, false},
-	colEffective: {"EFF $/GPU-H", 11, 1, true},
+	colInterrupt: {"INTR", 6, 4, false},
+	colEffective: {"EFF $/GPU-H", 12, 1, true},
 	colTrend:     {"TREND", 12, 9, false},
 }
 
@@ -72,8 +75,9 @@ var columns = [numCols]column{
 // once per change of a pool, not per frame.
 const sparkCols = 12
 
-// gutter is the mark and restricted columns before the first cell.
-const gutter = 2
+// gutter is the cursor, mark and restricted columns before the first
+// cell. The cursor has a glyph of its own so it shows without colour too.
+const gutter = 3
 
 // row is one pool with its derived figures, recomputed only when the pool
 // changes or the window does.
@@ -672,13 +676,13 @@ func (m *marketView) View() string {
 		if m.reverse {
 			arrow = "↓"
 		}
-		status := fmt.Sprintf("%d/%d pools · sort %s %s · window %s · gpu %s · region %s",
-			len(m.list), len(m.all), sortNames[m.sortBy], arrow, providers.FormatWindow(m.c.window), listOrAll(m.gpus), listOrAll(m.regions))
+		status := fmt.Sprintf("%d/%d pools · sort %s%s · window %s · gpu %s · region %s",
+			len(m.list), len(m.all), sortShort[m.sortBy], arrow, windowLabel(m.c.window), listOrAll(m.gpus), listOrAll(m.regions))
 		if m.needle != "" {
 			status += " · /" + m.needle
 		}
 		if n := len(m.marked); n > 0 {
-			status += fmt.Sprintf(" · %d marked", n)
+			status += fmt.Sprintf(" · marked %d", n)
 		}
 		b.WriteString(st.dim.Render(fit(status, m.width, false)))
 	}
@@ -716,13 +720,17 @@ func (m *marketView) View() string {
 		b.WriteByte('\n')
 		line.Reset()
 		cur := i == m.cursor
-		mark, restr := " ", " "
+		pointer, mark, restr := " ", " ", " "
+		if cur {
+			pointer = "›"
+		}
 		if m.marked[r.pv.Key] {
 			mark = "●"
 		}
 		if r.pv.Restricted {
 			restr = "⊘"
 		}
+		line.WriteString(pointer)
 		if cur || st.noColor {
 			line.WriteString(mark)
 			line.WriteString(restr)

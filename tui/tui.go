@@ -252,7 +252,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.spin, cmd = m.spin.Update(msg)
 		return m, cmd
 	case windowChangedMsg:
-		return m, tea.Batch(m.broadcast(msg), notify("window: "+providers.FormatWindow(m.c.window)))
+		return m, tea.Batch(m.broadcast(msg), notify("window: "+windowLabel(m.c.window)))
 	case noticeMsg:
 		m.notice = msg
 		m.noticeN++
@@ -287,7 +287,7 @@ func (m *Model) updateKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	if c, ok := m.views[m.active].(capturer); !ok || !c.capturing() {
 		switch {
 		case key.Matches(msg, g.Quit):
-				return m, tea.Quit
+			return m, tea.Quit
 		case key.Matches(msg, g.Help):
 			m.full = !m.full
 			return m, nil

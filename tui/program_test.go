@@ -1,0 +1,172 @@
+package tui
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/teatest/v2"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// fixtureProvider serves the fixture market through the real hub: pools
+// and their history on the back-fill, nothing new afterwards.
+type fixtureProvider struct{}
+
+func (fixtureProvider) Name() string { return "sim" }
+
+func (fixtureProvider) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
+	if !req.Backfill {
+		return nil
+	}
+	s := fixtureSnapshot()
+	var ev providers.Event
+	for _, pv := range s.Pools {
+		ev.Pools = append(ev.Pools, pv.Pool)
+		for i, at := range pv.History.At {
+			ev.Points = append(ev.Points, providers.PricePoint{Pool: pv.Pool.Key(), At: time.Unix(at, 0), USDHour: pv.History.USD[i]})
+		}
+	}
+	ev.Region = "us-east-1"
+	ev.Progress = &providers.Progress{Done: 1, Total: 1}
+	ev.Note = "fixture market"
+	sink(ev)
+	return nil
+}
+
+func startHub(t *testing.T) *hub.Hub {
+	t.Helper()
+	h := hub.New([]providers.Provider{fixtureProvider{}}, hub.Options{
+		Query: providers.Query{Window: 24 * time.Hour}, Now: nowFn,
+		Interval: func(string) time.Duration { return time.Hour }, PublishEvery: 10 * time.Millisecond,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return h
+}
+
+func waitFor(t *testing.T, tm *teatest.TestModel, what string, ok func(screen string) bool) {
+	t.Helper()
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return ok(ansi.Strip(string(b))) },
+		teatest.WithDuration(10*time.Second), teatest.WithCheckInterval(20*time.Millisecond))
+}
+
+// TestProgramFilterChartQuit drives the whole program over the hub: filter
+// H100, chart the selection, quit.
+func TestProgramFilterChartQuit(t *testing.T) {
+	h := startHub(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := New(Options{Hub: h, Now: nowFn, NoColor: true, Context: ctx})
+	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(120, 40))
+
+	waitFor(t, tm, "market", func(s string) bool { return strings.Contains(s, "Standard_NC4as_T4_v3") })
+	tm.Type("/H100")
+	tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})
+	waitFor(t, tm, "filtered", func(s string) bool { return strings.Contains(s, "3/9 pools") })
+	tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})
+	waitFor(t, tm, "chart", func(s string) bool { return strings.Contains(s, "min/max per column") })
+	tm.Type("q")
+	tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
+
+	final := tm.FinalModel(t).(*Model)
+	if final.views[final.active] != final.chart {
+		t.Fatalf("final view %s, want Chart", final.views[final.active].Title())
+	}
+	if len(final.chart.poolKeys) != 1 || !strings.Contains(final.chart.poolKeys[0], "H100") {
+		t.Errorf("charted %v, want one H100 pool", final.chart.poolKeys)
+	}
+	out := ansi.Strip(final.View().Content)
+	for _, want := range []string{"Sun 14:00", "Mon 14:00", "H100", "/GPU-h", "┤", "SIMULATED MARKET"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("final chart lacks %q:\n%s", want, out)
+		}
+	}
+	for _, r := range final.market.list {
+		if r.pv.GPU.Model != "H100" {
+			t.Errorf("filter let %s through", r.pv.Key)
+		}
+	}
+}
+
+// TestProgramMarkedChartAndSubscriptionEnds marks two pools, charts both,
+// and checks that ending the session's context ends its subscription.
+func TestProgramMarkedChartAndSubscriptionEnds(t *testing.T) {
+	h := startHub(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	m := New(Options{Hub: h, Now: nowFn, NoColor: true, Context: ctx})
+	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(80, 24))
+	waitFor(t, tm, "market", func(s string) bool { return strings.Contains(s, "9/9 pools") })
+	tm.Send(tea.KeyPressMsg{Code: tea.KeySpace, Text: " "})
+	tm.Send(tea.KeyPressMsg{Code: tea.KeySpace, Text: " "})
+	tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})
+	waitFor(t, tm, "legend", func(s string) bool { return strings.Contains(s, "1─") && strings.Contains(s, "2•") })
+	if h.Subscribers() != 1 {
+		t.Errorf("%d subscribers, want 1", h.Subscribers())
+	}
+	tm.Send(tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl})
+	tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
+	cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.Subscribers() != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := h.Subscribers(); n != 0 {
+		t.Errorf("%d subscribers after the session ended", n)
+	}
+}
+
+// TestRunQuitsCleanly runs Run itself on a fake terminal: q exits with nil
+// and the alternate screen is left.
+func TestRunQuitsCleanly(t *testing.T) {
+	h := startHub(t)
+	in := &slowReader{data: []byte("q"), after: 200 * time.Millisecond}
+	var out bytes.Buffer
+	err := Run(context.Background(), Options{Hub: h, Now: nowFn, NoColor: true},
+		tea.WithInput(in), tea.WithOutput(&out), tea.WithWindowSize(80, 24), tea.WithoutSignals())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	s := out.String()
+	if !strings.Contains(s, "\x1b[?1049h") || !strings.Contains(s, "\x1b[?1049l") {
+		t.Errorf("alternate screen not entered and left: %q", s[max(0, len(s)-200):])
+	}
+}
+
+func TestRunEndsWithContext(t *testing.T) {
+	h := startHub(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var out bytes.Buffer
+	err := Run(ctx, Options{Hub: h, Now: nowFn}, tea.WithInput(&slowReader{after: time.Hour}),
+		tea.WithOutput(&out), tea.WithWindowSize(80, 24), tea.WithoutSignals())
+	if err != nil {
+		t.Fatalf("Run after the context ended: %v", err)
+	}
+}
+
+// slowReader gives its data after a pause, then blocks as a terminal does.
+type slowReader struct {
+	data  []byte
+	after time.Duration
+	sent  bool
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if r.sent {
+		time.Sleep(time.Hour)
+		return 0, io.EOF
+	}
+	time.Sleep(r.after)
+	r.sent = true
+	return copy(p, r.data), nil
+}

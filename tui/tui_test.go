@@ -1,0 +1,550 @@
+package tui
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+func newTestModel(t testing.TB, w, h int, opt Options) *Model {
+	t.Helper()
+	if opt.Now == nil {
+		opt.Now = nowFn
+	}
+	opt.NoColor = true
+	m := New(opt)
+	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+	m.Update(snapshotMsg{snap: fixtureSnapshot()})
+	return m
+}
+
+// press sends keys: single characters, or names such as "enter", "esc",
+// "down", "space", "tab".
+func press(m *Model, keys ...string) []tea.Msg {
+	var out []tea.Msg
+	for _, k := range keys {
+		var msg tea.KeyPressMsg
+		switch k {
+		case "enter":
+			msg = tea.KeyPressMsg{Code: tea.KeyEnter}
+		case "esc":
+			msg = tea.KeyPressMsg{Code: tea.KeyEscape}
+		case "down":
+			msg = tea.KeyPressMsg{Code: tea.KeyDown}
+		case "up":
+			msg = tea.KeyPressMsg{Code: tea.KeyUp}
+		case "space":
+			msg = tea.KeyPressMsg{Code: tea.KeySpace, Text: " "}
+		case "tab":
+			msg = tea.KeyPressMsg{Code: tea.KeyTab}
+		case "end":
+			msg = tea.KeyPressMsg{Code: tea.KeyEnd}
+		case "pgdown":
+			msg = tea.KeyPressMsg{Code: tea.KeyPgDown}
+		default:
+			r := []rune(k)[0]
+			msg = tea.KeyPressMsg{Code: r, Text: k}
+		}
+		_, cmd := m.Update(msg)
+		out = append(out, run(m, cmd)...)
+	}
+	return out
+}
+
+// run executes a command the way the program would, feeding its messages
+// (but not timers, which would block) back into the model.
+func run(m *Model, cmd tea.Cmd) []tea.Msg {
+	if cmd == nil {
+		return nil
+	}
+	msg := runNoWait(cmd)
+	var out []tea.Msg
+	switch msg := msg.(type) {
+	case nil:
+	case tea.BatchMsg:
+		for _, c := range msg {
+			out = append(out, run(m, c)...)
+		}
+	default:
+		out = append(out, msg)
+		_, next := m.Update(msg)
+		out = append(out, run(m, next)...)
+	}
+	return out
+}
+
+// runNoWait runs a command unless it is a timer (tea.Tick) that would make
+// the test wait: those are recognised by not answering at once.
+func runNoWait(cmd tea.Cmd) tea.Msg {
+	ch := make(chan tea.Msg, 1)
+	go func() { ch <- cmd() }()
+	select {
+	case msg := <-ch:
+		return msg
+	case <-time.After(20 * time.Millisecond):
+		return nil
+	}
+}
+
+func listKeys(m *Model) []string {
+	var ks []string
+	for _, r := range m.market.list {
+		ks = append(ks, r.pv.Key)
+	}
+	return ks
+}
+
+func cursorKey(m *Model) string {
+	return m.market.list[m.market.cursor].pv.Key
+}
+
+func TestCursorStaysOnPoolWhenPoolsAppearAbove(t *testing.T) {
+	m := newTestModel(t, 120, 14, Options{})
+	press(m, "down", "down", "down", "down", "down", "down")
+	want := cursorKey(m)
+	screenRow := m.market.cursor - m.market.offset
+
+	// Cheaper pools, which sort above the cursor.
+	s := fixtureSnapshot()
+	s.Seq = 2
+	for i := range 4 {
+		f := fixturePools[4]
+		f.zone = "us-east-2" + string(rune('w'+i))
+		f.spot = 0.01 + float64(i)/1000
+		pv := fixturePool0(i, f)
+		pv.Changed = 2
+		s.Pools = append(s.Pools, pv)
+	}
+	sortPools(s)
+	m.Update(snapshotMsg{snap: s})
+
+	if got := cursorKey(m); got != want {
+		t.Fatalf("cursor moved from %s to %s", want, got)
+	}
+	if got := m.market.cursor - m.market.offset; got != screenRow {
+		t.Errorf("cursor's screen row %d, want %d (scroll kept)", got, screenRow)
+	}
+	if m.market.list[0].pv.InstanceType != "g4dn.xlarge" || m.market.list[0].spot > 0.02 {
+		t.Errorf("new cheap pools not on top: %s", listKeys(m)[0])
+	}
+}
+
+func TestCursorFollowsPoolWhenItsPriceMoves(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{})
+	want := cursorKey(m) // the cheapest
+	s := fixtureSnapshot()
+	s.Seq = 2
+	for i := range s.Pools {
+		if s.Pools[i].Key == want {
+			pv := &s.Pools[i]
+			pv.History = pv.History.Merge([]int64{fixedNow.Unix() + 60}, []float64{500})
+			pv.Changed = 2
+		}
+	}
+	m.Update(snapshotMsg{snap: s})
+	if cursorKey(m) != want {
+		t.Fatalf("cursor on %s, want %s", cursorKey(m), want)
+	}
+	if m.market.cursor != len(m.market.list)-1-unknownEffective(m) {
+		t.Errorf("repriced pool at row %d of %d, want it last among known prices", m.market.cursor, len(m.market.list))
+	}
+}
+
+func unknownEffective(m *Model) int {
+	n := 0
+	for _, r := range m.market.list {
+		if math.IsNaN(r.effective) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestFilterAppliesAsYouType(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{})
+	all := len(m.market.list)
+	press(m, "/", "H", "1", "0", "0")
+	if !m.market.typing {
+		t.Fatal("filter input closed while typing")
+	}
+	assertAll(t, m, "H100")
+	press(m, "enter")
+	if m.market.typing {
+		t.Fatal("enter did not close the filter input")
+	}
+	assertAll(t, m, "H100")
+	if got := len(m.market.list); got != 3 {
+		t.Errorf("H100 pools %d, want 3", got)
+	}
+	// q and tab typed into the filter are text, not commands.
+	press(m, "/", "q")
+	if m.market.needle != "h100q" {
+		t.Errorf("needle %q, want h100q", m.market.needle)
+	}
+	press(m, "esc")
+	if len(m.market.list) != all || m.market.needle != "" {
+		t.Errorf("esc left %d of %d pools, needle %q", len(m.market.list), all, m.market.needle)
+	}
+}
+
+func TestFilterMatchesEveryField(t *testing.T) {
+	for _, tc := range []struct {
+		needle string
+		want   int
+	}{
+		{"p5.48xlarge", 2}, {"eastus", 2}, {"us-east-1a", 1}, {"azure", 3}, {"t4", 2}, {"sim", len(fixturePools)}, {"nothing-such", 0},
+	} {
+		m := newTestModel(t, 120, 40, Options{})
+		press(m, "/")
+		press(m, strings.Split(tc.needle, "")...)
+		if got := len(m.market.list); got != tc.want {
+			t.Errorf("/%s: %d pools, want %d", tc.needle, got, tc.want)
+		}
+	}
+}
+
+func assertAll(t *testing.T, m *Model, gpu string) {
+	t.Helper()
+	if len(m.market.list) == 0 {
+		t.Fatal("no pools left")
+	}
+	for _, r := range m.market.list {
+		if r.pv.GPU.Model != gpu {
+			t.Errorf("%s left by filter for %s", r.pv.Key, gpu)
+		}
+	}
+}
+
+func TestGPUAndRegionFiltersCycle(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{GPUs: []string{"h100"}})
+	assertAll(t, m, "H100")
+	press(m, "g") // the next model in the market after H100
+	assertAll(t, m, "L40S")
+	press(m, "g")
+	assertAll(t, m, "T4")
+	for range 10 {
+		if len(m.market.gpus) == 0 {
+			break
+		}
+		press(m, "g")
+	}
+	if len(m.market.list) != len(fixturePools) {
+		t.Errorf("cycling back to all shows %d pools", len(m.market.list))
+	}
+	press(m, "r")
+	for _, r := range m.market.list {
+		if r.pv.Region != "ap-northeast-1" {
+			t.Errorf("region filter let %s through", r.pv.Key)
+		}
+	}
+}
+
+func TestSortModes(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{})
+	fields := []func(*row) float64{
+		func(r *row) float64 { return r.effective },
+		func(r *row) float64 { return r.perGPU },
+		func(r *row) float64 { return r.spot },
+		func(r *row) float64 { return -r.savings },
+		func(r *row) float64 { return float64(r.bucketRank) },
+	}
+	for mode, f := range fields {
+		if int(m.market.sortBy) != mode {
+			t.Fatalf("sort mode %d, want %d", m.market.sortBy, mode)
+		}
+		for _, reverse := range []bool{false, true} {
+			prev := math.Inf(-1)
+			if reverse {
+				prev = math.Inf(1)
+			}
+			seenNaN := false
+			for _, r := range m.market.list {
+				v := f(r)
+				if math.IsNaN(v) || (mode == int(sortInterruption) && r.bucketRank == len(providers.Buckets)) {
+					seenNaN = true
+					continue
+				}
+				if seenNaN {
+					t.Errorf("%s reverse=%v: %s after an unknown value", sortNames[mode], reverse, r.pv.Key)
+				}
+				if (!reverse && v < prev) || (reverse && v > prev) {
+					t.Errorf("%s reverse=%v: %s out of order (%v after %v)", sortNames[mode], reverse, r.pv.Key, v, prev)
+				}
+				prev = v
+			}
+			press(m, "S")
+		}
+		press(m, "s")
+	}
+	if m.market.sortBy != sortGPU {
+		t.Fatalf("after five presses sort is %s", sortNames[m.market.sortBy])
+	}
+	for i := 1; i < len(m.market.list); i++ {
+		if m.market.list[i-1].pv.GPU.Model > m.market.list[i].pv.GPU.Model {
+			t.Errorf("GPU sort: %s before %s", m.market.list[i-1].pv.GPU.Model, m.market.list[i].pv.GPU.Model)
+		}
+	}
+	press(m, "s", "s")
+	if m.market.sortBy != sortEffective {
+		t.Errorf("sort does not wrap around: %s", sortNames[m.market.sortBy])
+	}
+}
+
+func TestMarkAndOpenChart(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{})
+	first := cursorKey(m)
+	press(m, "space") // marks and moves down
+	press(m, "down")
+	third := cursorKey(m)
+	press(m, "space")
+	if len(m.market.marked) != 2 {
+		t.Fatalf("%d marked, want 2", len(m.market.marked))
+	}
+	press(m, "enter")
+	if m.views[m.active] != m.chart {
+		t.Fatal("enter did not open the chart")
+	}
+	if got := m.chart.poolKeys; len(got) != 2 || got[0] != first || got[1] != third {
+		t.Errorf("chart pools %v, want [%s %s]", got, first, third)
+	}
+	cur := m.market.cursor
+	press(m, "esc")
+	if m.views[m.active] != m.market || m.market.cursor != cur {
+		t.Errorf("esc: view %s, cursor %d (want Market, %d)", m.views[m.active].Title(), m.market.cursor, cur)
+	}
+	// unmarking the first leaves the second
+	press(m, "home", "space")
+	if len(m.market.marked) != 1 || !m.market.marked[third] {
+		t.Errorf("marks after unmarking: %v", m.market.marked)
+	}
+}
+
+func TestEnterWithoutMarksChartsTheCursorPool(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{})
+	press(m, "down", "down")
+	want := cursorKey(m)
+	press(m, "enter")
+	if got := m.chart.poolKeys; len(got) != 1 || got[0] != want {
+		t.Errorf("chart pools %v, want [%s]", got, want)
+	}
+	out := ansi.Strip(m.View().Content)
+	if !strings.Contains(out, want) {
+		t.Errorf("chart legend lacks %s:\n%s", want, out)
+	}
+}
+
+func TestWindowCycleExtendsHub(t *testing.T) {
+	h := hub.New(nil, hub.Options{Query: providers.Query{Window: 24 * time.Hour}})
+	m := newTestModel(t, 120, 40, Options{Hub: h, Window: 6 * time.Hour})
+	press(m, "w")
+	if m.c.window != 24*time.Hour || h.Window() != 24*time.Hour {
+		t.Fatalf("after w: window %v, hub %v", m.c.window, h.Window())
+	}
+	press(m, "w")
+	if m.c.window != 7*24*time.Hour || h.Window() != 7*24*time.Hour {
+		t.Fatalf("after w: window %v, hub %v (want 168h both)", m.c.window, h.Window())
+	}
+	press(m, "w", "w", "w") // 30d, 90d, back to 1h
+	if m.c.window != time.Hour || h.Window() != 90*24*time.Hour {
+		t.Errorf("after wrap: window %v, hub %v", m.c.window, h.Window())
+	}
+	// The chart's w moves the same window.
+	press(m, "enter", "w")
+	if m.c.window != 6*time.Hour {
+		t.Errorf("chart w: window %v, want 6h", m.c.window)
+	}
+}
+
+func TestWindowChangeRecomputesRows(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{Window: time.Hour})
+	r := m.market.list[0]
+	before := r.cells[colTrend]
+	press(m, "w", "w", "w") // 6h, 24h, 7d
+	if r.windowSeq != m.c.windowSeq {
+		t.Fatal("row not recomputed after the window changed")
+	}
+	if r.cells[colTrend] == before {
+		t.Errorf("trend unchanged from 1h to 7d: %q", before)
+	}
+}
+
+func TestTabCyclesViewsAndHelpToggles(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{})
+	press(m, "tab")
+	if m.active != 1 {
+		t.Fatalf("tab: active %d", m.active)
+	}
+	press(m, "tab")
+	if m.active != 0 {
+		t.Fatalf("tab wrap: active %d", m.active)
+	}
+	press(m, "?")
+	out := ansi.Strip(m.View().Content)
+	if !strings.Contains(out, "reverse sort") || !strings.Contains(out, "region filter") {
+		t.Errorf("full help missing bindings:\n%s", out)
+	}
+	press(m, "?")
+	if m.full {
+		t.Error("? did not close the help")
+	}
+}
+
+func TestQuit(t *testing.T) {
+	for _, k := range []tea.KeyPressMsg{{Code: 'q', Text: "q"}, {Code: 'c', Mod: tea.ModCtrl}} {
+		m := newTestModel(t, 80, 24, Options{})
+		_, cmd := m.Update(k)
+		if cmd == nil {
+			t.Fatalf("%s: no command", k)
+		}
+		if _, ok := cmd().(tea.QuitMsg); !ok {
+			t.Errorf("%s does not quit", k)
+		}
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	if New(Options{Role: RoleViewer}).readOnly() != true || New(Options{}).readOnly() {
+		t.Fatal("readOnly does not follow the role")
+	}
+	msg := readOnlyNotice()()
+	if n, ok := msg.(noticeMsg); !ok || !n.err || !strings.Contains(n.text, "read-only") {
+		t.Errorf("notice %#v", msg)
+	}
+}
+
+func TestNoticeShowsInFooterAndExpires(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{})
+	m.Update(noticeMsg{text: "eastus: throttled", err: true})
+	if out := m.View().Content; !strings.Contains(out, "eastus: throttled") {
+		t.Fatalf("notice not in the footer:\n%s", out)
+	}
+	m.Update(noticeExpiredMsg{id: m.noticeN})
+	if out := m.View().Content; strings.Contains(out, "eastus: throttled") {
+		t.Error("notice outlived its timer")
+	}
+}
+
+func TestTinySizesNeverPanic(t *testing.T) {
+	sizes := [][2]int{{0, 0}, {1, 1}, {2, 2}, {20, 5}, {5, 20}, {40, 8}, {80, 24}, {120, 40}, {300, 100}}
+	for _, sz := range sizes {
+		for _, v := range []string{"market", "chart", "help", "filter"} {
+			m := newTestModel(t, 120, 40, Options{})
+			switch v {
+			case "chart":
+				press(m, "space", "space", "enter")
+			case "help":
+				press(m, "?")
+			case "filter":
+				press(m, "/", "a")
+			}
+			m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
+			press(m, "down", "pgdown", "end", "w")
+			out := m.View().Content
+			lines := strings.Split(out, "\n")
+			if out != "" && len(lines) > sz[1] {
+				t.Errorf("%s at %dx%d: %d lines", v, sz[0], sz[1], len(lines))
+			}
+			for _, l := range lines {
+				if w := ansi.StringWidth(l); w > sz[0] {
+					t.Errorf("%s at %dx%d: line of %d cells: %q", v, sz[0], sz[1], w, l)
+				}
+			}
+		}
+	}
+}
+
+func TestEmptyMarket(t *testing.T) {
+	m := New(Options{Now: nowFn, NoColor: true})
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	m.Update(snapshotMsg{snap: &hub.Snapshot{Sources: []hub.SourceStatus{{Provider: "aws", State: hub.StateLoading,
+		Regions: []hub.RegionStatus{{Region: "us-east-1", Done: 3, Total: 10}, {Region: "eu-west-1", Err: "AccessDenied: not authorized"}}}}}})
+	press(m, "enter", "space", "s", "g", "r")
+	out := ansi.Strip(m.View().Content)
+	for _, want := range []string{"waiting for the market", "loading", "3/10", "eu-west-1", "AccessDenied"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("empty market screen lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "SIMULATED") {
+		t.Error("aws-only market says SIMULATED")
+	}
+}
+
+func TestNoColorHasNoEscapes(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{})
+	press(m, "space", "down", "space", "enter")
+	for _, out := range []string{m.View().Content} {
+		if strings.Contains(out, "\x1b") {
+			t.Errorf("NoColor output has escape codes: %q", out[:min(len(out), 200)])
+		}
+	}
+	press(m, "esc")
+	if strings.Contains(m.View().Content, "\x1b") {
+		t.Error("NoColor market has escape codes")
+	}
+}
+
+func TestColorStylesFollowBackground(t *testing.T) {
+	m := New(Options{Now: nowFn})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	m.Update(snapshotMsg{snap: fixtureSnapshot()})
+	dark := m.View().Content
+	m.Update(tea.BackgroundColorMsg{Color: lightGray{}})
+	light := m.View().Content
+	if m.isDark || dark == light {
+		t.Error("a light background did not change the styles")
+	}
+	if !strings.Contains(light, "\x1b[") {
+		t.Error("colour output has no escape codes")
+	}
+}
+
+type lightGray struct{}
+
+func (lightGray) RGBA() (r, g, b, a uint32) { return 0xeeee, 0xeeee, 0xeeee, 0xffff }
+
+func TestSparkline(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want string
+	}{
+		{[]float64{1, 2, 3, 4, 5, 6, 7, 8}, "▁▂▃▄▅▆▇█"},
+		{[]float64{2, 2, 2}, "▁▁▁"},
+		{[]float64{math.NaN(), 1, 3}, " ▁█"},
+		{nil, ""},
+	} {
+		if got := sparkline(tc.in); got != tc.want {
+			t.Errorf("sparkline(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestFitColumnsByPriority(t *testing.T) {
+	all := fitColumns(1000)
+	if len(all) != numCols {
+		t.Fatalf("wide: %d columns", len(all))
+	}
+	narrow := fitColumns(80 - gutter)
+	has := map[int]bool{}
+	for _, c := range narrow {
+		has[c] = true
+	}
+	for _, must := range []int{colGPU, colEffective, colLocation, colPerGPU} {
+		if !has[must] {
+			t.Errorf("80 columns drop %s", columns[must].title)
+		}
+	}
+	if has[colTrend] && !has[colInstance] {
+		t.Error("trend kept before instance type")
+	}
+	if got := fitColumns(3); len(got) != 0 {
+		t.Errorf("3 cells: %v", got)
+	}
+}

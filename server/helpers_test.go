@@ -1,0 +1,417 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// waitFor bounds every wait in these tests. It is a ceiling against a hung
+// test, not a performance assertion.
+const waitFor = 15 * time.Second
+
+// countingSource is a fake market source named "sim" (so snapshots say
+// SIMULATED MARKET) that counts its fetches.
+type countingSource struct {
+	fetches atomic.Int64
+}
+
+func (c *countingSource) Name() string { return "sim" }
+
+func (c *countingSource) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
+	n := c.fetches.Add(1)
+	key := providers.PoolKey{Provider: "sim", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge"}
+	sink(providers.Event{
+		Region: "us-east-1",
+		Pools:  []providers.Pool{{Provider: "sim", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge"}},
+		Points: []providers.PricePoint{{Pool: key, At: req.Until, USDHour: 30 + float64(n)}},
+	})
+	return nil
+}
+
+// fakeBooker counts purchases; a viewer's session must leave it at zero.
+type fakeBooker struct{ calls atomic.Int64 }
+
+// testModel is a small stand-in for the TUI with the behaviour the server
+// must carry: a hub subscription under the session context, the role, the
+// window size, a booking key, a key that panics.
+type testModel struct {
+	info    SessionInfo
+	hub     *hub.Hub
+	booker  *fakeBooker
+	sub     <-chan *hub.Snapshot
+	snap    *hub.Snapshot
+	width   int
+	status  string
+	typed   string
+	history []string
+}
+
+type snapMsg struct{ s *hub.Snapshot }
+
+func newTestModel(info SessionInfo, h *hub.Hub, b *fakeBooker) *testModel {
+	return &testModel{info: info, hub: h, booker: b, sub: h.Subscribe(info.Context), width: info.Width}
+}
+
+func (m *testModel) wait() tea.Cmd {
+	sub := m.sub
+	return func() tea.Msg {
+		s, ok := <-sub
+		if !ok {
+			return nil
+		}
+		return snapMsg{s}
+	}
+}
+
+func (m *testModel) Init() tea.Cmd { return m.wait() }
+
+func (m *testModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case snapMsg:
+		m.snap = msg.s
+		return m, m.wait()
+	case tea.WindowSizeMsg:
+		m.width = msg.Width
+	case tea.KeyPressMsg:
+		switch k := msg.String(); k {
+		case "q":
+			return m, tea.Quit
+		case "P":
+			panic("test model told to panic")
+		case "b":
+			if m.info.Role != RoleBooker {
+				m.status = "READ-ONLY-SESSION"
+			} else {
+				m.booker.calls.Add(1)
+				m.status = "BOOKED-BY-" + strings.ReplaceAll(m.info.Comment, " ", "_")
+			}
+		default:
+			m.typed += k
+		}
+	}
+	return m, nil
+}
+
+func (m *testModel) View() tea.View {
+	var b strings.Builder
+	if m.snap != nil && m.snap.Simulated() && len(m.snap.Pools) > 0 {
+		b.WriteString("SIMULATED MARKET\n")
+		fmt.Fprintf(&b, "pools=%d\n", len(m.snap.Pools))
+	} else {
+		b.WriteString("loading\n")
+	}
+	fmt.Fprintf(&b, "role=%s\n", m.info.Role)
+	fmt.Fprintf(&b, "cols=%d\n", m.width)
+	fmt.Fprintf(&b, "typed=%s\n", m.typed)
+	b.WriteString(m.status)
+	v := tea.NewView(b.String())
+	v.AltScreen = true
+	return v
+}
+
+// rig is a server on 127.0.0.1:0 over a hub of a counting source.
+type rig struct {
+	t       *testing.T
+	dir     string
+	akPath  string
+	srv     *Server
+	hub     *hub.Hub
+	source  *countingSource
+	booker  *fakeBooker
+	infos   chan SessionInfo
+	serveCh chan error
+	cancel  context.CancelFunc
+	stop    func()
+	started time.Time
+}
+
+type rigOptions struct {
+	interval    time.Duration
+	idle        time.Duration
+	maxSessions int
+	roles       map[string]string
+	newModel    func(SessionInfo, *hub.Hub) tea.Model
+	drain       func(context.Context) error
+	dataDir     string
+}
+
+func newRig(t *testing.T, authorized string, ro rigOptions) *rig {
+	t.Helper()
+	if ro.interval == 0 {
+		ro.interval = time.Hour
+	}
+	dir := t.TempDir()
+	ak := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(ak, []byte(authorized), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, dir: dir, akPath: ak, source: &countingSource{}, booker: &fakeBooker{},
+		infos: make(chan SessionInfo, 200), serveCh: make(chan error, 1)}
+	r.hub = hub.New([]providers.Provider{r.source}, hub.Options{
+		Interval:     func(string) time.Duration { return ro.interval },
+		PublishEvery: 10 * time.Millisecond,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	hubDone := make(chan struct{})
+	r.started = time.Now()
+	go func() { r.hub.Run(ctx); close(hubDone) }()
+
+	if ro.dataDir == "" {
+		ro.dataDir = filepath.Join(dir, "data")
+	}
+	newModel := ro.newModel
+	if newModel == nil {
+		newModel = func(info SessionInfo, h *hub.Hub) tea.Model { return newTestModel(info, h, r.booker) }
+	}
+	srv, err := New(Options{
+		DataDir:            ro.dataDir,
+		AuthorizedKeysPath: ak,
+		Roles:              ro.roles,
+		IdleTimeout:        ro.idle,
+		MaxSessions:        ro.maxSessions,
+		Hub:                r.hub,
+		Drain:              ro.drain,
+		ShutdownTimeout:    waitFor,
+		NewModel: func(info SessionInfo) tea.Model {
+			r.infos <- info
+			return newModel(info, r.hub)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.srv = srv
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.serveCh <- srv.Serve(ctx, ln) }()
+	var once sync.Once
+	r.stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-r.serveCh:
+			case <-time.After(waitFor):
+				t.Error("server did not stop")
+			}
+			<-hubDone
+		})
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *rig) addr() string {
+	for i := 0; i < 1000; i++ {
+		if a := r.srv.Addr(); a != nil {
+			return a.String()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.t.Fatal("server never listened")
+	return ""
+}
+
+// newKey makes a client key and its authorized_keys line (without a
+// newline; prefix and suffix are options and comment).
+func newKey(t *testing.T, options, comment string) (gossh.Signer, string) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := gossh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(signer.PublicKey())))
+	if options != "" {
+		line = options + " " + line
+	}
+	if comment != "" {
+		line += " " + comment
+	}
+	return signer, line
+}
+
+func dial(addr string, signer gossh.Signer) (*gossh.Client, error) {
+	return gossh.Dial("tcp", addr, &gossh.ClientConfig{
+		User:            "tester",
+		Auth:            []gossh.AuthMethod{gossh.PublicKeys(signer)},
+		HostKeyCallback: gossh.InsecureIgnoreHostKey(),
+		Timeout:         waitFor,
+	})
+}
+
+func mustDial(t *testing.T, addr string, signer gossh.Signer) *gossh.Client {
+	t.Helper()
+	c, err := dial(addr, signer)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// screen is the output of one session, read as it comes.
+type screen struct {
+	mu     sync.Mutex
+	out    bytes.Buffer
+	errOut bytes.Buffer
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (s *screen) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ansi.Strip(s.out.String())
+}
+
+func (s *screen) stderr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.errOut.String()
+}
+
+// term is a client session with a PTY.
+type term struct {
+	sess  *gossh.Session
+	in    io.WriteCloser
+	scr   *screen
+	done  chan error
+	wrote int // bytes of output already consumed by waits
+}
+
+func openTerm(t *testing.T, c *gossh.Client, w, h int, env map[string]string) *term {
+	t.Helper()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatalf("new session: %v", err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	for k, v := range env {
+		if err := sess.Setenv(k, v); err != nil {
+			t.Fatalf("setenv %s: %v", k, err)
+		}
+	}
+	if err := sess.RequestPty("xterm-256color", h, w, gossh.TerminalModes{}); err != nil {
+		t.Fatalf("request pty: %v", err)
+	}
+	return startShell(t, sess)
+}
+
+func startShell(t *testing.T, sess *gossh.Session) *term {
+	t.Helper()
+	scr := &screen{}
+	sess.Stdout = lockedWriter{&scr.mu, &scr.out}
+	sess.Stderr = lockedWriter{&scr.mu, &scr.errOut}
+	in, err := sess.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Shell(); err != nil {
+		t.Fatalf("shell: %v", err)
+	}
+	tm := &term{sess: sess, in: in, scr: scr, done: make(chan error, 1)}
+	go func() { tm.done <- sess.Wait() }()
+	return tm
+}
+
+// waitText waits until the screen shows want (in output not yet consumed
+// by an earlier wait) and consumes it.
+func (tm *term) waitText(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for time.Now().Before(deadline) {
+		txt := tm.scr.text()
+		if i := strings.Index(txt[min(tm.wrote, len(txt)):], want); i >= 0 {
+			tm.wrote += i + len(want)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("screen never showed %q; it shows:\n%s\nstderr: %s", want, tm.scr.text(), tm.scr.stderr())
+}
+
+func (tm *term) waitStderr(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for time.Now().Before(deadline) {
+		if strings.Contains(tm.scr.stderr(), want) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("stderr never said %q; it says %q", want, tm.scr.stderr())
+}
+
+func (tm *term) press(t *testing.T, keys string) {
+	t.Helper()
+	if _, err := io.WriteString(tm.in, keys); err != nil {
+		t.Fatalf("type %q: %v", keys, err)
+	}
+}
+
+// exitStatus waits for the session to end and returns its exit status.
+func (tm *term) exitStatus(t *testing.T) int {
+	t.Helper()
+	select {
+	case err := <-tm.done:
+		if err == nil {
+			return 0
+		}
+		var ee *gossh.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitStatus()
+		}
+		t.Fatalf("session ended without a status: %v", err)
+	case <-time.After(waitFor):
+		t.Fatal("session did not end")
+	}
+	return -1
+}
+
+// eventually polls cond until it holds, bounded by waitFor.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("never: %s", what)
+}

@@ -1,0 +1,317 @@
+package server
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/colorprofile"
+	gossh "golang.org/x/crypto/ssh"
+)
+
+func TestMarketAppearsAndSessionUnsubscribes(t *testing.T) {
+	k, line := newKey(t, "", "alice@laptop")
+	r := newRig(t, line+"\n", rigOptions{})
+	c := mustDial(t, r.addr(), k)
+	tm := openTerm(t, c, 100, 30, nil)
+	tm.waitText(t, "SIMULATED MARKET")
+	tm.waitText(t, "role=viewer")
+
+	info := <-r.infos
+	if info.Role != RoleViewer || info.Comment != "alice@laptop" {
+		t.Errorf("session info = role %q comment %q, want viewer alice@laptop", info.Role, info.Comment)
+	}
+	fp := gossh.FingerprintSHA256(k.PublicKey())
+	if info.Fingerprint != fp || info.Actor != "ssh:"+fp+" alice@laptop" {
+		t.Errorf("fingerprint %q actor %q, want %q and ssh:%s alice@laptop", info.Fingerprint, info.Actor, fp, fp)
+	}
+	if info.Width != 100 || info.Height != 30 || info.Term != "xterm-256color" {
+		t.Errorf("pty %dx%d %q, want 100x30 xterm-256color", info.Width, info.Height, info.Term)
+	}
+	if info.ColorProfile != colorprofile.ANSI256 || info.NoColor {
+		t.Errorf("profile %v no_color %v, want ANSI256 from TERM=xterm-256color", info.ColorProfile, info.NoColor)
+	}
+	if n := r.hub.Subscribers(); n != 1 {
+		t.Errorf("hub subscribers with one session = %d, want 1", n)
+	}
+
+	tm.press(t, "q")
+	if st := tm.exitStatus(t); st != 0 {
+		t.Errorf("exit status after q = %d, want 0", st)
+	}
+	eventually(t, "the session's subscription ends", func() bool { return r.hub.Subscribers() == 0 })
+	eventually(t, "the server forgets the session", func() bool { return r.srv.Sessions() == 0 })
+}
+
+func TestUnknownKeyRefused(t *testing.T) {
+	_, line := newKey(t, "", "listed")
+	stranger, _ := newKey(t, "", "")
+	r := newRig(t, line+"\n", rigOptions{})
+	if _, err := dial(r.addr(), stranger); err == nil || !strings.Contains(err.Error(), "unable to authenticate") {
+		t.Fatalf("dial with a key not in the file: err = %v, want unable to authenticate", err)
+	}
+	if r.srv.Sessions() != 0 || len(r.infos) != 0 {
+		t.Error("a refused key got a session")
+	}
+}
+
+func TestOnlyPublicKeyAuthOffered(t *testing.T) {
+	_, line := newKey(t, "", "")
+	r := newRig(t, line+"\n", rigOptions{})
+	var offered []string
+	passwordAsked := false
+	_, err := gossh.Dial("tcp", r.addr(), &gossh.ClientConfig{
+		User: "tester",
+		Auth: []gossh.AuthMethod{
+			gossh.PasswordCallback(func() (string, error) { passwordAsked = true; return "hunter2", nil }),
+			gossh.KeyboardInteractive(func(string, string, []string, []bool) ([]string, error) {
+				passwordAsked = true
+				return nil, nil
+			}),
+		},
+		AuthCallback: func(ctx *gossh.ClientAuthContext) (gossh.AuthMethod, error) {
+			if offered == nil {
+				offered = ctx.AllowedMethods
+			}
+			return nil, nil
+		},
+		HostKeyCallback: gossh.InsecureIgnoreHostKey(),
+		Timeout:         waitFor,
+	})
+	if err == nil {
+		t.Fatal("password client logged in")
+	}
+	if !slices.Equal(offered, []string{"publickey"}) {
+		t.Errorf("server offers %v, want only [publickey]", offered)
+	}
+	if passwordAsked {
+		t.Error("the client was asked for a password or keyboard-interactive answer")
+	}
+}
+
+func TestViewerCannotBookBookerCan(t *testing.T) {
+	viewer, vline := newKey(t, "", "attendee")
+	byOption, oline := newKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
+	byComment, cline := newKey(t, "", "oncall gpumarket-role=booker")
+	byConfig, fline := newKey(t, "", "lead")
+	r := newRig(t, strings.Join([]string{vline, oline, cline, fline}, "\n")+"\n", rigOptions{
+		roles: map[string]string{gossh.FingerprintSHA256(byConfig.PublicKey()): "booker"},
+	})
+	addr := r.addr()
+
+	v := openTerm(t, mustDial(t, addr, viewer), 80, 24, nil)
+	v.waitText(t, "SIMULATED MARKET")
+	v.press(t, "b")
+	v.waitText(t, "READ-ONLY-SESSION")
+	if n := r.booker.calls.Load(); n != 0 {
+		t.Fatalf("a viewer's b made %d purchases, want 0", n)
+	}
+
+	for i, tc := range []struct {
+		key     gossh.Signer
+		comment string
+	}{{byOption, "organizer"}, {byComment, "oncall"}, {byConfig, "lead"}} {
+		b := openTerm(t, mustDial(t, addr, tc.key), 80, 24, nil)
+		b.waitText(t, "role=booker")
+		b.press(t, "b")
+		b.waitText(t, "BOOKED-BY-"+tc.comment)
+		if n := r.booker.calls.Load(); n != int64(i+1) {
+			t.Errorf("after %s booked: %d purchases, want %d", tc.comment, n, i+1)
+		}
+	}
+}
+
+func TestConfigRoleOverridesFile(t *testing.T) {
+	k, line := newKey(t, `environment="GPUMARKET_ROLE=booker"`, "demoted")
+	r := newRig(t, line+"\n", rigOptions{roles: map[string]string{gossh.FingerprintSHA256(k.PublicKey()): "viewer"}})
+	tm := openTerm(t, mustDial(t, r.addr(), k), 80, 24, nil)
+	tm.waitText(t, "role=viewer")
+}
+
+func TestNoPTY(t *testing.T) {
+	k, line := newKey(t, "", "")
+	r := newRig(t, line+"\n", rigOptions{})
+	c := mustDial(t, r.addr(), k)
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := startShell(t, sess)
+	if st := tm.exitStatus(t); st != 1 {
+		t.Errorf("exit status without a PTY = %d, want 1", st)
+	}
+	if got := tm.scr.stderr(); !strings.Contains(got, "gpumarket needs a terminal: connect with ssh -t") {
+		t.Errorf("stderr = %q, want the needs-a-terminal message", got)
+	}
+	if len(r.infos) != 0 {
+		t.Error("a model was built for a session without a terminal")
+	}
+}
+
+func TestWindowResize(t *testing.T) {
+	k, line := newKey(t, "", "")
+	r := newRig(t, line+"\n", rigOptions{})
+	tm := openTerm(t, mustDial(t, r.addr(), k), 80, 24, nil)
+	tm.waitText(t, "cols=80")
+	if err := tm.sess.WindowChange(40, 132); err != nil {
+		t.Fatal(err)
+	}
+	tm.waitText(t, "cols=132")
+}
+
+func TestColourProfileFromClient(t *testing.T) {
+	k, line := newKey(t, "", "")
+	r := newRig(t, line+"\n", rigOptions{})
+	c := mustDial(t, r.addr(), k)
+	openTerm(t, c, 80, 24, map[string]string{"NO_COLOR": "1"}).waitText(t, "SIMULATED MARKET")
+	if info := <-r.infos; !info.NoColor || info.ColorProfile != colorprofile.ASCII {
+		t.Errorf("with NO_COLOR: no_color %v profile %v, want true ASCII", info.NoColor, info.ColorProfile)
+	}
+	openTerm(t, c, 80, 24, map[string]string{"COLORTERM": "truecolor"}).waitText(t, "SIMULATED MARKET")
+	if info := <-r.infos; info.NoColor || info.ColorProfile != colorprofile.TrueColor {
+		t.Errorf("with COLORTERM=truecolor: no_color %v profile %v, want false TrueColor", info.NoColor, info.ColorProfile)
+	}
+}
+
+func TestPanicEndsOnlyThatSession(t *testing.T) {
+	k, line := newKey(t, "", "")
+	r := newRig(t, line+"\n", rigOptions{})
+	c := mustDial(t, r.addr(), k)
+	calm := openTerm(t, c, 80, 24, nil)
+	calm.waitText(t, "SIMULATED MARKET")
+	doomed := openTerm(t, c, 80, 24, nil)
+	doomed.waitText(t, "SIMULATED MARKET")
+	doomed.press(t, "P")
+	if st := doomed.exitStatus(t); st != 1 {
+		t.Errorf("exit status after a panic = %d, want 1", st)
+	}
+	doomed.waitStderr(t, "internal error")
+
+	calm.press(t, "x")
+	calm.waitText(t, "typed=x")
+	late := openTerm(t, mustDial(t, r.addr(), k), 80, 24, nil)
+	late.waitText(t, "SIMULATED MARKET")
+}
+
+func TestMaxSessions(t *testing.T) {
+	k, line := newKey(t, "", "")
+	r := newRig(t, line+"\n", rigOptions{maxSessions: 2})
+	c := mustDial(t, r.addr(), k)
+	for range 2 {
+		openTerm(t, c, 80, 24, nil).waitText(t, "SIMULATED MARKET")
+	}
+	third := openTerm(t, c, 80, 24, nil)
+	if st := third.exitStatus(t); st != 1 {
+		t.Errorf("exit status of the session over the cap = %d, want 1", st)
+	}
+	if got := third.scr.stderr(); !strings.Contains(got, "server is full (2 sessions") {
+		t.Errorf("stderr = %q, want the server-is-full message", got)
+	}
+}
+
+func TestIdleTimeout(t *testing.T) {
+	k, line := newKey(t, "", "")
+	r := newRig(t, line+"\n", rigOptions{idle: 300 * time.Millisecond, interval: 20 * time.Millisecond})
+	tm := openTerm(t, mustDial(t, r.addr(), k), 80, 24, nil)
+	tm.waitText(t, "SIMULATED MARKET")
+	// The market keeps redrawing (20ms polls), yet without a keypress the
+	// session ends: output is not activity.
+	if st := tm.exitStatus(t); st != 0 {
+		t.Errorf("exit status after idling = %d, want 0", st)
+	}
+	tm.waitStderr(t, "closed after 300ms without input")
+	eventually(t, "the idle session's subscription ends", func() bool { return r.hub.Subscribers() == 0 })
+}
+
+func TestShutdownTellsSessionsAndDrains(t *testing.T) {
+	k, line := newKey(t, "", "")
+	var drained sync.WaitGroup
+	drained.Add(1)
+	r := newRig(t, line+"\n", rigOptions{drain: func(context.Context) error { drained.Done(); return nil }})
+	c := mustDial(t, r.addr(), k)
+	a := openTerm(t, c, 80, 24, nil)
+	b := openTerm(t, c, 80, 24, nil)
+	a.waitText(t, "SIMULATED MARKET")
+	b.waitText(t, "SIMULATED MARKET")
+
+	r.cancel() // what SIGTERM does in cmd/serve.go
+	for _, tm := range []*term{a, b} {
+		tm.waitStderr(t, "server shutting down")
+		tm.exitStatus(t)
+	}
+	select {
+	case err := <-r.serveCh:
+		r.serveCh <- err // for the cleanup
+		if err != nil {
+			t.Errorf("Serve after a graceful shutdown = %v, want nil", err)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("Serve did not return after its context ended")
+	}
+	drained.Wait()
+	if _, err := dial(r.addr(), k); err == nil {
+		t.Error("a stopped server accepted a connection")
+	}
+}
+
+func TestAuthorizedKeysReloadedWithoutRestart(t *testing.T) {
+	first, line := newKey(t, "", "first")
+	r := newRig(t, line+"\n", rigOptions{})
+	late, lateLine := newKey(t, "", "late gpumarket-role=booker")
+	if _, err := dial(r.addr(), late); err == nil {
+		t.Fatal("a key not yet in the file logged in")
+	}
+	if err := os.WriteFile(r.akPath, []byte(line+"\n"+lateLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tm := openTerm(t, mustDial(t, r.addr(), late), 80, 24, nil)
+	tm.waitText(t, "role=booker")
+
+	// A file that stops parsing keeps the last good keys.
+	if err := os.WriteFile(r.akPath, []byte(line+"\nnot a key at all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustDial(t, r.addr(), first)
+	mustDial(t, r.addr(), late)
+}
+
+func TestHostKeyCreatedOnceAndReused(t *testing.T) {
+	k, line := newKey(t, "", "")
+	dataDir := filepath.Join(t.TempDir(), "data")
+	var seen []string
+	for run := range 2 { // the same data dir across a restart
+		r := newRig(t, line+"\n", rigOptions{dataDir: dataDir})
+		var hostKey string
+		c, err := gossh.Dial("tcp", r.addr(), &gossh.ClientConfig{
+			User: "tester",
+			Auth: []gossh.AuthMethod{gossh.PublicKeys(k)},
+			HostKeyCallback: func(_ string, _ net.Addr, key gossh.PublicKey) error {
+				hostKey = gossh.FingerprintSHA256(key)
+				return nil
+			},
+			Timeout: waitFor,
+		})
+		if err != nil {
+			t.Fatalf("run %d: dial: %v", run, err)
+		}
+		c.Close()
+		seen = append(seen, hostKey)
+		fi, err := os.Stat(filepath.Join(dataDir, HostKeyName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("host key mode %04o, want 0600", fi.Mode().Perm())
+		}
+		r.stop()
+	}
+	if seen[0] == "" || seen[0] != seen[1] {
+		t.Errorf("host key across a restart: %q then %q, want the same", seen[0], seen[1])
+	}
+}

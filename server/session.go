@@ -1,0 +1,300 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/ssh"
+	"charm.land/wish/v2/bubbletea"
+	"github.com/charmbracelet/colorprofile"
+)
+
+// Messages a session's user reads in their terminal after the TUI is gone.
+const (
+	msgNoPTY    = "gpumarket needs a terminal: connect with ssh -t"
+	msgShutdown = "gpumarket: server shutting down"
+	msgPanic    = "gpumarket: this session hit an internal error and was closed; the server is still running, reconnect to start afresh"
+	msgRevoked  = "gpumarket: your key is no longer in the authorized keys file"
+)
+
+// quitGrace is how long a session's program gets to quit on its own (final
+// render, terminal restored) before it is killed.
+const quitGrace = 2 * time.Second
+
+// SessionInfo is what the model factory knows about one SSH session.
+type SessionInfo struct {
+	// Role is what the key may do.
+	Role Role
+	// Actor names the key for the ledger: "ssh:SHA256:… alice@laptop".
+	Actor string
+	// Fingerprint is the key's "SHA256:…" fingerprint.
+	Fingerprint string
+	// Comment is the key's authorized_keys comment ("alice@laptop").
+	Comment string
+	// User is the SSH user name the client gave; it proves nothing.
+	User       string
+	RemoteAddr string
+	// Width and Height are the terminal's size at connect time; later
+	// sizes arrive as tea.WindowSizeMsg.
+	Width, Height int
+	// Term is the client's TERM.
+	Term string
+	// ColorProfile is the client terminal's colour profile, from its TERM
+	// and environment (COLORTERM, NO_COLOR, CLICOLOR_FORCE).
+	ColorProfile colorprofile.Profile
+	// NoColor is set when the client sent NO_COLOR (ssh -o SendEnv=NO_COLOR).
+	NoColor bool
+	// Environ is the environment the client sent, plus TERM.
+	Environ []string
+	// Context ends when the session ends: the model subscribes to the hub
+	// with it, so a session that leaves unsubscribes. Money-spending
+	// actions must not run under it alone, or a dropped connection would
+	// cut a purchase midway.
+	Context context.Context
+}
+
+// Actor formats the ledger's name for a key.
+func Actor(fingerprint, comment string) string {
+	if comment == "" {
+		return "ssh:" + fingerprint
+	}
+	return "ssh:" + fingerprint + " " + comment
+}
+
+// session is one running TUI program.
+type session struct {
+	program *tea.Program
+	cancel  context.CancelFunc // kills the program
+
+	mu     sync.Mutex
+	reason string
+
+	lastInput atomic.Int64 // unix nanoseconds of the last byte the user typed
+}
+
+// end asks the program to quit and records why, for the message shown
+// afterwards. A program that does not quit within quitGrace is killed.
+func (st *session) end(reason string) {
+	st.mu.Lock()
+	if st.reason == "" {
+		st.reason = reason
+	}
+	st.mu.Unlock()
+	go st.program.Quit() // Quit blocks until the event loop reads it
+	time.AfterFunc(quitGrace, st.cancel)
+}
+
+func (st *session) endReason() string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.reason
+}
+
+// sessionMiddleware runs the TUI for one session. It stands in for wish's
+// activeterm and bubbletea middlewares because it needs what they hide:
+// the program's exit error (to tell a panic from a quit), the user's
+// input (for the idle timeout) and a handle to end the program at
+// shutdown.
+func (s *Server) sessionMiddleware(next ssh.Handler) ssh.Handler {
+	return func(sess ssh.Session) {
+		code := s.runSession(sess)
+		_ = sess.Exit(code)
+		next(sess)
+	}
+}
+
+// runSession runs the session and returns its exit status.
+func (s *Server) runSession(sess ssh.Session) int {
+	k, ok := s.keys.lookup(sess.PublicKey())
+	if !ok { // removed from the file between login and session
+		tell(sess, msgRevoked)
+		return 1
+	}
+	pty, winch, ok := sess.Pty()
+	if !ok {
+		tell(sess, msgNoPTY)
+		return 1
+	}
+
+	env := append(sess.Environ(), "TERM="+pty.Term)
+	noColor := lookupEnv(env, "NO_COLOR") != ""
+	profile := colorprofile.Env(env)
+	if noColor && profile > colorprofile.ASCII {
+		profile = colorprofile.ASCII
+	}
+
+	ctx, cancelSession := context.WithCancel(sess.Context())
+	defer cancelSession()
+	info := SessionInfo{
+		Role: k.Role, Actor: Actor(k.Fingerprint, k.Comment),
+		Fingerprint: k.Fingerprint, Comment: k.Comment,
+		User: sess.User(), RemoteAddr: addrString(sess.RemoteAddr()),
+		Width: pty.Window.Width, Height: pty.Window.Height, Term: pty.Term,
+		ColorProfile: profile, NoColor: noColor, Environ: env,
+		Context: ctx,
+	}
+
+	progCtx, cancelProg := context.WithCancel(ctx)
+	defer cancelProg()
+	st := &session{cancel: cancelProg}
+	st.lastInput.Store(time.Now().UnixNano())
+
+	if msg := s.register(st); msg != "" {
+		tell(sess, msg)
+		return 1
+	}
+	defer s.unregister(st)
+
+	model := s.opt.NewModel(info)
+	if model == nil {
+		tell(sess, "gpumarket: could not start a session")
+		return 1
+	}
+	opts := append(bubbletea.MakeOptions(sess),
+		tea.WithInput(inputClock{r: sess, last: &st.lastInput}),
+		tea.WithColorProfile(profile),
+		tea.WithContext(progCtx),
+		// The server's SIGINT/SIGTERM are the server's to handle: one
+		// signal must not quit a hundred programs behind its back.
+		tea.WithoutSignalHandler(),
+	)
+	st.program = tea.NewProgram(model, opts...)
+
+	go func() {
+		for {
+			select {
+			case <-progCtx.Done():
+				return
+			case w, ok := <-winch:
+				if !ok {
+					return
+				}
+				st.program.Send(tea.WindowSizeMsg{Width: w.Width, Height: w.Height})
+			}
+		}
+	}()
+	if d := s.opt.IdleTimeout; d > 0 {
+		stop := watchIdle(st, d)
+		defer stop()
+	}
+
+	s.log.Info("session start", "actor", info.Actor, "role", info.Role, "term", info.Term,
+		"size", fmt.Sprintf("%dx%d", info.Width, info.Height), "profile", profile.String(),
+		"sessions", s.Sessions(), "subscribers", s.subscribers())
+	_, err := st.program.Run()
+	st.program.Kill() // restores the terminal if Run was cut short
+	cancelSession()
+
+	reason := st.endReason()
+	s.log.Info("session end", "actor", info.Actor, "reason", reason, "err", err)
+	switch {
+	case errors.Is(err, tea.ErrProgramPanic):
+		s.log.Error("session panicked; the session was closed, the server goes on", "actor", info.Actor)
+		tell(sess, msgPanic)
+		return 1
+	case reason != "":
+		tell(sess, reason)
+		return 0
+	case err != nil && !errors.Is(err, tea.ErrProgramKilled):
+		tell(sess, "gpumarket: "+err.Error())
+		return 1
+	}
+	return 0
+}
+
+// register admits a session unless the server is full or closing; it
+// returns the message for the refused user, "" when admitted.
+func (s *Server) register(st *session) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return msgShutdown
+	}
+	if max := s.opt.MaxSessions; max > 0 && len(s.sessions) >= max {
+		s.log.Warn("refused session: server full", "max_sessions", max)
+		return fmt.Sprintf("gpumarket: the server is full (%d sessions, its maximum); try again later", max)
+	}
+	s.sessions[st] = struct{}{}
+	s.active.Add(1)
+	return ""
+}
+
+func (s *Server) unregister(st *session) {
+	s.mu.Lock()
+	delete(s.sessions, st)
+	s.mu.Unlock()
+	s.active.Done()
+}
+
+func (s *Server) subscribers() int {
+	if s.opt.Hub == nil {
+		return 0
+	}
+	return s.opt.Hub.Subscribers()
+}
+
+// watchIdle ends the session once no byte has been typed for d; it
+// returns the function that stops watching.
+func watchIdle(st *session, d time.Duration) (stop func()) {
+	var t *time.Timer
+	var mu sync.Mutex
+	stopped := false
+	check := func() {
+		idle := time.Since(time.Unix(0, st.lastInput.Load()))
+		if idle >= d {
+			st.end(fmt.Sprintf("gpumarket: closed after %s without input", d))
+			return
+		}
+		mu.Lock()
+		if !stopped {
+			t.Reset(d - idle)
+		}
+		mu.Unlock()
+	}
+	mu.Lock()
+	t = time.AfterFunc(d, check)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+	}
+}
+
+// inputClock notes when the user last typed.
+type inputClock struct {
+	r    io.Reader
+	last *atomic.Int64
+}
+
+func (c inputClock) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.last.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// tell writes a line to the session's stderr, which the client prints
+// after the TUI has restored the terminal.
+func tell(sess ssh.Session, msg string) {
+	_, _ = io.WriteString(sess.Stderr(), "\r"+msg+"\r\n")
+}
+
+func lookupEnv(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val // the last one wins, as in a shell
+		}
+	}
+	return v
+}

@@ -1,0 +1,289 @@
+// Package booking wraps every action of gpumarket that spends money:
+// capacity-block purchases and spot-fleet launches. Each goes through the
+// same discipline: budget and idempotency checks, an intent row committed
+// durably to the ledger before the call, a bounded call, and an outcome
+// row. An answer that never came is "unknown" and is reconciled — looked
+// up at the cloud — never retried blindly.
+package booking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+// DefaultTimeout bounds each API call that spends money.
+const DefaultTimeout = 60 * time.Second
+
+// Budget caps spending (config budget.*). Zero means no cap.
+type Budget struct {
+	MaxBookingUSD float64
+	MaxDailyUSD   float64
+}
+
+// Options configure a Service.
+type Options struct {
+	Budget Budget
+	// Now is the clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Timeout bounds each purchase, launch or delete call; 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// Actor is who acts when a request names no one ("alice@host").
+	Actor string
+}
+
+// Service books and launches through the ledger. It is safe for
+// concurrent use by several TUI sessions; the ledger's transactions keep
+// two sessions (or processes) from buying the same offering.
+type Service struct {
+	st    *store.Store
+	provs map[string]providers.Provider
+	names []string
+	opt   Options
+
+	rememberOnce sync.Once
+}
+
+// New returns a service over the store and the providers in use.
+func New(st *store.Store, ps []providers.Provider, opt Options) *Service {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = DefaultTimeout
+	}
+	s := &Service{st: st, provs: map[string]providers.Provider{}, opt: opt}
+	for _, p := range ps {
+		s.provs[p.Name()] = p
+		s.names = append(s.names, p.Name())
+	}
+	return s
+}
+
+// Store is the ledger the service writes.
+func (s *Service) Store() *store.Store { return s.st }
+
+// Budget is the service's budget.
+func (s *Service) Budget() Budget { return s.opt.Budget }
+
+// Timeout is the bound of each call.
+func (s *Service) Timeout() time.Duration { return s.opt.Timeout }
+
+// CanBook reports whether any provider in use sells capacity blocks.
+func (s *Service) CanBook() bool {
+	for _, p := range s.provs {
+		if _, ok := p.(providers.Booker); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// CanLaunch reports whether the named provider launches fleets.
+func (s *Service) CanLaunch(provider string) bool {
+	_, ok := s.provs[provider].(providers.FleetLauncher)
+	return ok
+}
+
+// BudgetError is a refusal because the action would exceed a cap. It
+// carries the figures so the user sees how far over it is.
+type BudgetError struct {
+	// Cap is "max_booking_usd" or "max_daily_usd".
+	Cap      string
+	CapUSD   float64
+	CostUSD  float64
+	SpentUSD float64 // the day's sum so far, for max_daily_usd
+}
+
+func (e *BudgetError) Error() string {
+	if e.Cap == "max_daily_usd" {
+		return fmt.Sprintf("refused: today's (UTC) spending $%.2f + this $%.2f = $%.2f is over budget.max_daily_usd $%.2f; nothing was bought",
+			e.SpentUSD, e.CostUSD, e.SpentUSD+e.CostUSD, e.CapUSD)
+	}
+	return fmt.Sprintf("refused: $%.2f is over budget.max_booking_usd $%.2f; nothing was bought", e.CostUSD, e.CapUSD)
+}
+
+// ErrBudget is matched by every *BudgetError.
+var ErrBudget = errors.New("over budget")
+
+// Is lets errors.Is(err, ErrBudget) match.
+func (e *BudgetError) Is(target error) bool { return target == ErrBudget }
+
+// ErrUnknownOutcome is matched by an *UnknownError.
+var ErrUnknownOutcome = errors.New("outcome unknown")
+
+// UnknownError says a purchase or launch was sent but its answer was lost:
+// it may or may not have happened. The row stays "unknown" until a
+// reconciliation settles it; the action is never re-sent meanwhile.
+type UnknownError struct {
+	Row   store.Row
+	Cause error
+}
+
+func (e *UnknownError) Error() string {
+	return fmt.Sprintf("outcome unknown (ledger row %s): %v; it is NOT retried — `gpumarket ledger` looks it up at the provider", e.Row.ID, e.Cause)
+}
+
+// Is lets errors.Is(err, ErrUnknownOutcome) match.
+func (e *UnknownError) Is(target error) bool { return target == ErrUnknownOutcome }
+
+// Unwrap returns the call's error.
+func (e *UnknownError) Unwrap() error { return e.Cause }
+
+// checkBudget refuses a cost over a cap.
+func (s *Service) checkBudget(cost, spent float64) error {
+	b := s.opt.Budget
+	if math.IsNaN(cost) {
+		return errors.New("refused: the cost is unknown, so the budget cannot be checked; nothing was bought")
+	}
+	if b.MaxBookingUSD > 0 && cost > b.MaxBookingUSD {
+		return &BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: cost}
+	}
+	if b.MaxDailyUSD > 0 && spent+cost > b.MaxDailyUSD {
+		return &BudgetError{Cap: "max_daily_usd", CapUSD: b.MaxDailyUSD, CostUSD: cost, SpentUSD: spent}
+	}
+	return nil
+}
+
+// declined reports whether err is the provider's definitive "no" rather
+// than a lost answer. Providers mark theirs with providers.ErrDeclined;
+// an API error with a code (the AWS SDK's smithy.APIError) is an answer
+// too, unless the code is a server fault, after which the purchase may
+// or may not have been made.
+func declined(err error) bool {
+	if errors.Is(err, providers.ErrDeclined) {
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var coded interface{ ErrorCode() string }
+	if errors.As(err, &coded) {
+		code := coded.ErrorCode()
+		for _, fault := range []string{"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable", "RequestTimeout"} {
+			if strings.EqualFold(code, fault) {
+				return false
+			}
+		}
+		return code != ""
+	}
+	return false
+}
+
+// Search is what FindOfferings found.
+type Search struct {
+	Offerings []providers.Offering
+	// Failed maps a provider to its error; the others' offerings stand.
+	Failed map[string]error
+	// Hidden counts offerings left out because the ledger holds them.
+	Hidden int
+	At     time.Time
+}
+
+// FindOfferings asks every provider in use that sells blocks, leaves out
+// the offerings the ledger holds as bought, sorts the rest by $/GPU-h
+// (then start) and keeps them in the store for a later Book by id.
+func (s *Service) FindOfferings(ctx context.Context, q providers.OfferingQuery) (Search, error) {
+	s.remember(ctx)
+	res := Search{Failed: map[string]error{}, At: s.opt.Now()}
+	asked := 0
+	for _, name := range s.names {
+		f, ok := s.provs[name].(providers.OfferingFinder)
+		if !ok {
+			continue
+		}
+		asked++
+		offs, err := f.FindOfferings(ctx, q)
+		if err != nil {
+			res.Failed[name] = err
+			continue
+		}
+		res.Offerings = append(res.Offerings, offs...)
+	}
+	if asked == 0 {
+		return res, fmt.Errorf("none of the providers in use (%s) sells capacity blocks", strings.Join(s.names, ", "))
+	}
+	held, err := s.st.HeldKeys(ctx, store.KindBlock)
+	if err != nil {
+		return res, err
+	}
+	kept := res.Offerings[:0]
+	for _, o := range res.Offerings {
+		if held[o.ID] {
+			res.Hidden++
+			continue
+		}
+		kept = append(kept, o)
+	}
+	res.Offerings = kept
+	sort.SliceStable(res.Offerings, func(i, j int) bool {
+		a, b := res.Offerings[i], res.Offerings[j]
+		pa, pb := a.USDPerGPUHour(), b.USDPerGPUHour()
+		if pa != pb && !math.IsNaN(pa) && !math.IsNaN(pb) {
+			return pa < pb
+		}
+		return a.Start.Before(b.Start)
+	})
+	if err := s.st.SaveOfferings(ctx, q, res.Offerings, res.At); err != nil {
+		return res, err
+	}
+	if len(res.Failed) == asked {
+		var errs []error
+		for name, err := range res.Failed {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+		return res, fmt.Errorf("find offerings: %w", errors.Join(errs...))
+	}
+	return res, nil
+}
+
+// remember tells providers that forget their bookings between processes
+// (the simulated market) which offerings the ledger holds, once.
+func (s *Service) remember(ctx context.Context) {
+	s.rememberOnce.Do(func() {
+		var rem []providers.BookingRememberer
+		for _, name := range s.names {
+			if r, ok := s.provs[name].(providers.BookingRememberer); ok {
+				rem = append(rem, r)
+			}
+		}
+		if len(rem) == 0 {
+			return
+		}
+		rows, err := s.st.List(ctx)
+		if err != nil {
+			s.opt.Logger.Warn("read ledger for the simulated market", "err", err)
+			return
+		}
+		byProvider := map[string][]providers.BookedOffering{}
+		for _, r := range rows {
+			if r.Kind != store.KindBlock || r.State == store.StateFailed {
+				continue
+			}
+			o, err := offeringOf(r)
+			if err != nil {
+				continue
+			}
+			byProvider[r.Provider] = append(byProvider[r.Provider], providers.BookedOffering{Offering: o, Booking: bookingOf(r)})
+		}
+		for _, name := range s.names {
+			if r, ok := s.provs[name].(providers.BookingRememberer); ok && len(byProvider[name]) > 0 {
+				r.RememberBookings(byProvider[name])
+			}
+		}
+	})
+}

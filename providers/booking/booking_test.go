@@ -1,0 +1,494 @@
+package booking_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	st   *store.Store
+	fake *bookingtest.Fake
+	svc  *booking.Service
+	now  time.Time
+}
+
+func newFixture(t *testing.T, dir, provider string, budget booking.Budget) *fixture {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f := &fixture{st: st, now: t0}
+	f.fake = bookingtest.New(provider,
+		bookingtest.Offering(provider, "cb-cheap", t0.Add(24*time.Hour), 48, 1, 2000),
+		bookingtest.Offering(provider, "cb-dear", t0.Add(48*time.Hour), 24, 2, 9000),
+	)
+	f.svc = booking.New(st, []providers.Provider{f.fake}, booking.Options{Budget: budget, Now: func() time.Time { return f.now },
+		Timeout: time.Second, Actor: "tester"})
+	return f
+}
+
+func (f *fixture) search(t *testing.T) booking.Search {
+	t.Helper()
+	res, err := f.svc.FindOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestBookRecordsOutcome(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	res := f.search(t)
+	if len(res.Offerings) != 2 || res.Offerings[0].ID != "cb-cheap" {
+		t.Fatalf("offerings sorted by $/GPU-h: %+v", res.Offerings)
+	}
+	ctx := context.Background()
+	out, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := out.Row
+	if r.State != store.StateScheduled || r.ProviderRef != "cr-cb-cheap" || r.CostUSD != 2000 || r.GPUCount != 8 ||
+		r.Actor != "tester" || !r.Start.Equal(t0.Add(24*time.Hour)) || r.Kind != store.KindBlock {
+		t.Fatalf("row %+v", r)
+	}
+	if n := f.fake.Calls("Book"); n != 1 {
+		t.Fatalf("%d purchases, want 1", n)
+	}
+	// The booked offering disappears from later searches, even when the
+	// provider still offers it (the sim in another process).
+	if res := f.search(t); len(res.Offerings) != 1 || res.Offerings[0].ID != "cb-dear" {
+		t.Fatalf("after booking: %+v", res.Offerings)
+	}
+}
+
+func TestDoubleBookRefused(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	f.search(t)
+	ctx := context.Background()
+	first, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"})
+	if !errors.Is(err, store.ErrDuplicate) || !strings.Contains(err.Error(), first.Row.ID) || !strings.Contains(err.Error(), "already booked") {
+		t.Fatalf("second purchase: %v", err)
+	}
+	if n := f.fake.Calls("Book"); n != 1 {
+		t.Fatalf("%d purchases, want 1", n)
+	}
+}
+
+func TestBudgetRefusedBeforeAnyCall(t *testing.T) {
+	ctx := context.Background()
+	t.Run("max_booking_usd", func(t *testing.T) {
+		f := newFixture(t, "", "aws", booking.Budget{MaxBookingUSD: 5000})
+		f.search(t)
+		_, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-dear"})
+		var be *booking.BudgetError
+		if !errors.As(err, &be) || be.CostUSD != 9000 || be.CapUSD != 5000 || !strings.Contains(err.Error(), "$9000.00") {
+			t.Fatalf("err %v", err)
+		}
+		if _, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-dear", DryRun: true}); !errors.Is(err, booking.ErrBudget) {
+			t.Fatalf("dry run over budget: %v", err)
+		}
+		if f.fake.Calls("Book")+f.fake.Calls("BookDryRun") != 0 {
+			t.Fatal("a purchase call was made over budget")
+		}
+		if rows, _ := f.st.List(ctx); len(rows) != 0 {
+			t.Fatalf("rows written: %+v", rows)
+		}
+	})
+	t.Run("max_daily_usd", func(t *testing.T) {
+		f := newFixture(t, "", "aws", booking.Budget{MaxBookingUSD: 10000, MaxDailyUSD: 10000})
+		f.search(t)
+		if _, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-dear"})
+		var be *booking.BudgetError
+		if !errors.As(err, &be) || be.Cap != "max_daily_usd" || be.SpentUSD != 2000 || !strings.Contains(err.Error(), "$11000.00") {
+			t.Fatalf("err %v", err)
+		}
+		if n := f.fake.Calls("Book"); n != 1 {
+			t.Fatalf("%d purchases, want 1", n)
+		}
+		// The next UTC day has its own budget.
+		f.now = f.now.Add(20 * time.Hour)
+		f.search(t)
+		if _, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-dear"}); err != nil {
+			t.Fatalf("next day: %v", err)
+		}
+	})
+}
+
+func TestDryRunBuysNothing(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	f.search(t)
+	res, err := f.svc.Book(context.Background(), booking.BookRequest{OfferingID: "cb-cheap", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.DryRun || !res.Booking.DryRun || !strings.Contains(res.Booking.Message, "would have succeeded") {
+		t.Fatalf("dry run result %+v", res)
+	}
+	if f.fake.Calls("Book") != 0 || f.fake.Calls("BookDryRun") != 1 || f.fake.Bought("cb-cheap") {
+		t.Fatalf("calls: book %d dry %d", f.fake.Calls("Book"), f.fake.Calls("BookDryRun"))
+	}
+	if rows, _ := f.st.List(context.Background()); len(rows) != 0 {
+		t.Fatalf("a dry run wrote rows: %+v", rows)
+	}
+}
+
+func TestExpiredOrUnknownOfferingRefused(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	f.search(t)
+	f.now = f.now.Add(2 * time.Hour)
+	if _, err := f.svc.Book(context.Background(), booking.BookRequest{OfferingID: "cb-cheap"}); !errors.Is(err, store.ErrOfferingExpired) ||
+		!strings.Contains(err.Error(), "search again") {
+		t.Fatalf("expired: %v", err)
+	}
+	if _, err := f.svc.Book(context.Background(), booking.BookRequest{OfferingID: "cb-nope"}); !errors.Is(err, store.ErrOfferingUnknown) {
+		t.Fatalf("unknown: %v", err)
+	}
+	if f.fake.Calls("Book") != 0 {
+		t.Fatal("purchase sent")
+	}
+}
+
+func TestTimedOutPurchaseIsNeverResent(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	f.search(t)
+	// The cloud buys, then the answer never comes within the timeout.
+	f.fake.BuyThenFail = true
+	f.fake.BookHook = func(ctx context.Context, _ providers.BookRequest) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	ctx := context.Background()
+	_, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"})
+	var ue *booking.UnknownError
+	if !errors.As(err, &ue) || !errors.Is(err, booking.ErrUnknownOutcome) {
+		t.Fatalf("timed out purchase: %v", err)
+	}
+	row, _ := f.st.Get(ctx, ue.Row.ID)
+	if row.State != store.StateUnknown {
+		t.Fatalf("row state %q, want unknown", row.State)
+	}
+	f.fake.BookHook = nil
+	// Running the same command again reconciles, finds the purchase, and
+	// still does not buy again.
+	_, err = f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"})
+	if !errors.Is(err, store.ErrDuplicate) {
+		t.Fatalf("retry: %v", err)
+	}
+	if n := f.fake.Calls("Book"); n != 1 {
+		t.Fatalf("%d purchases sent, want 1", n)
+	}
+	row, _ = f.st.Get(ctx, ue.Row.ID)
+	if row.State != store.StateScheduled || row.ProviderRef != "cr-cb-cheap" {
+		t.Fatalf("reconciled row %+v", row)
+	}
+}
+
+func TestUnknownNotFoundStaysUnknown(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	f.search(t)
+	f.fake.BookHook = func(ctx context.Context, _ providers.BookRequest) error {
+		return errors.New("connection reset by peer")
+	}
+	ctx := context.Background()
+	if _, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"}); !errors.Is(err, booking.ErrUnknownOutcome) {
+		t.Fatalf("lost answer: %v", err)
+	}
+	rep, err := f.svc.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Unsettled) != 1 || rep.Unsettled[0].Row.State != store.StateUnknown || !strings.Contains(rep.Unsettled[0].Reason, "never retried") {
+		t.Fatalf("report %+v", rep)
+	}
+	_, err = f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"})
+	if err == nil || !strings.Contains(err.Error(), "unknown outcome") {
+		t.Fatalf("retry while unknown: %v", err)
+	}
+	if n := f.fake.Calls("Book"); n != 1 {
+		t.Fatalf("%d purchases sent, want 1", n)
+	}
+}
+
+func TestDeclinedIsFailedAndRetryable(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	f.search(t)
+	f.fake.BookHook = func(ctx context.Context, _ providers.BookRequest) error {
+		return errors.Join(providers.ErrDeclined, errors.New("InsufficientInstanceCapacity"))
+	}
+	ctx := context.Background()
+	res, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"})
+	if err == nil || res.Row.State != store.StateFailed || !strings.Contains(res.Row.Error, "InsufficientInstanceCapacity") {
+		t.Fatalf("declined: %v %+v", err, res.Row)
+	}
+	f.fake.BookHook = nil
+	if _, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"}); err != nil {
+		t.Fatalf("retry after a declined purchase: %v", err)
+	}
+	// The failed row does not count against the day's budget.
+	spent, _ := f.st.DaySpent(ctx, f.now)
+	if spent != 2000 {
+		t.Fatalf("day spent %v, want 2000", spent)
+	}
+}
+
+type codedErr struct{ code string }
+
+func (e codedErr) Error() string     { return "api error " + e.code }
+func (e codedErr) ErrorCode() string { return e.code }
+
+func TestAPIErrorCodes(t *testing.T) {
+	for code, want := range map[string]string{"InsufficientInstanceCapacity": store.StateFailed, "InternalError": store.StateUnknown} {
+		f := newFixture(t, "", "aws", booking.Budget{})
+		f.search(t)
+		f.fake.BookHook = func(context.Context, providers.BookRequest) error { return codedErr{code} }
+		res, _ := f.svc.Book(context.Background(), booking.BookRequest{OfferingID: "cb-cheap"})
+		if res.Row.State != want {
+			t.Errorf("%s: state %q, want %q", code, res.Row.State, want)
+		}
+	}
+}
+
+func TestBlocksFollowTheClock(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	f.search(t)
+	ctx := context.Background()
+	res, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{{t0.Add(25 * time.Hour), store.StateActive}, {t0.Add(80 * time.Hour), store.StateEnded}} {
+		f.now = c.at
+		if _, err := f.svc.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := f.st.Get(ctx, res.Row.ID)
+		if r.State != c.want {
+			t.Fatalf("at %s: %s, want %s", c.at, r.State, c.want)
+		}
+	}
+}
+
+func TestSimRowLostWithItsProcessIsSettledFailed(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, dir, "sim", booking.Budget{})
+	f.search(t)
+	f.fake.BookHook = func(ctx context.Context, _ providers.BookRequest) error { return context.DeadlineExceeded }
+	if _, err := f.svc.Book(context.Background(), booking.BookRequest{OfferingID: "cb-cheap"}); !errors.Is(err, booking.ErrUnknownOutcome) {
+		t.Fatal(err)
+	}
+	// A new process: a fresh simulated market that never heard of it.
+	g := newFixture(t, dir, "sim", booking.Budget{})
+	rep, err := g.svc.Reconcile(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Settled) != 1 || rep.Settled[0].State != store.StateFailed || !strings.Contains(rep.Settled[0].Error, "nothing was spent") {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+// The crash test re-runs this test binary as a child that records a
+// purchase intent and is killed (SIGKILL) inside the purchase call.
+const crashEnv = "GPUMARKET_BOOKING_CRASH_DIR"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashEnv); dir != "" {
+		crashChild(dir)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func crashChild(dir string) {
+	st, err := store.Open(dir)
+	if err != nil {
+		os.Exit(3)
+	}
+	fake := bookingtest.New("aws")
+	fake.BookHook = func(context.Context, providers.BookRequest) error {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	svc := booking.New(st, []providers.Provider{fake}, booking.Options{})
+	svc.Book(context.Background(), booking.BookRequest{OfferingID: "cb-cheap"})
+	os.Exit(4) // never reached: the kill comes first
+}
+
+func TestKilledBetweenIntentAndOutcome(t *testing.T) {
+	for _, boughtAtCloud := range []bool{true, false} {
+		dir := t.TempDir()
+		// The parent searches (so the id is in the store) with the real
+		// clock: the child books with it.
+		f := newFixture(t, dir, "aws", booking.Budget{})
+		f.now = time.Now()
+		f.fake = bookingtest.New("aws", bookingtest.Offering("aws", "cb-cheap", time.Now().Add(24*time.Hour), 48, 1, 2000))
+		f.svc = booking.New(f.st, []providers.Provider{f.fake}, booking.Options{Now: time.Now})
+		f.search(t)
+
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), crashEnv+"="+dir)
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("child: %v", err)
+		}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("child did not die by SIGKILL: %v", err)
+		}
+		ctx := context.Background()
+		rows, err := f.st.List(ctx)
+		if err != nil || len(rows) != 1 || rows[0].State != store.StatePending {
+			t.Fatalf("after the crash: %+v, %v", rows, err)
+		}
+		id := rows[0].ID
+
+		// The next start, later than the call's timeout: the cloud is asked.
+		if boughtAtCloud {
+			o := bookingtest.Offering("aws", "cb-cheap", time.Now().Add(24*time.Hour), 48, 1, 2000)
+			f.fake.Book(ctx, providers.BookRequest{Offering: o})
+		}
+		later := time.Now().Add(5 * time.Minute)
+		next := booking.New(f.st, []providers.Provider{f.fake}, booking.Options{Now: func() time.Time { return later }, Timeout: time.Second})
+		rep, err := next.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := f.st.Get(ctx, id)
+		if boughtAtCloud {
+			if len(rep.Settled) != 1 || r.State != store.StateScheduled || r.ProviderRef != "cr-cb-cheap" {
+				t.Fatalf("reconciled: %+v / %+v", rep, r)
+			}
+		} else {
+			if len(rep.Unsettled) != 1 || r.State != store.StateUnknown {
+				t.Fatalf("not found: %+v / %+v", rep, r)
+			}
+		}
+		if f.fake.Calls("FindBooking") != 1 {
+			t.Fatalf("FindBooking calls %d", f.fake.Calls("FindBooking"))
+		}
+	}
+}
+
+func TestFleetLaunchAndDelete(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{MaxBookingUSD: 1000})
+	f.fake.SpotUSDHour = 40
+	ctx := context.Background()
+	spec := providers.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 4, OnDemandBase: 1}
+
+	dry := spec
+	dry.DryRun = true
+	res, err := f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: dry})
+	if err != nil || !res.Fleet.DryRun || f.fake.Calls("LaunchFleet") != 0 {
+		t.Fatalf("dry run: %+v %v", res, err)
+	}
+	if rows, _ := f.st.List(ctx); len(rows) != 0 {
+		t.Fatal("dry run wrote a row")
+	}
+
+	res, err = f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1 on-demand at 120 $/h + 3 spot at 40 $/h.
+	r := res.Row
+	if r.State != store.StateActive || r.ProviderRef != "fleet-0001" || r.CostUSD != 240 || r.GPUCount != 32 ||
+		r.IdemKey != r.ID || !strings.Contains(r.CostNote, "first hour") {
+		t.Fatalf("row %+v", r)
+	}
+	if math.Abs(res.Estimate.USDHour-240) > 1e-9 {
+		t.Fatalf("estimate %+v", res.Estimate)
+	}
+
+	big := spec
+	big.TargetCapacity = 40
+	if _, err := f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: big}); !errors.Is(err, booking.ErrBudget) {
+		t.Fatalf("over budget: %v", err)
+	}
+	if n := f.fake.Calls("LaunchFleet"); n != 1 {
+		t.Fatalf("%d launches", n)
+	}
+
+	d, err := f.svc.DeleteFleet(ctx, "fleet-0001", "tester")
+	if err != nil || d.State != store.StateDeleted {
+		t.Fatalf("delete: %+v %v", d, err)
+	}
+	if _, err := f.svc.DeleteFleet(ctx, r.ID, "tester"); err == nil {
+		t.Fatal("deleting twice should say it is deleted")
+	}
+}
+
+func TestFleetLostAnswerIsFoundByToken(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	ctx := context.Background()
+	var token string
+	f.fake.LaunchHook = func(ctx context.Context, spec providers.FleetSpec) error {
+		token = spec.ClientToken
+		return context.DeadlineExceeded
+	}
+	spec := providers.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 2}
+	max := 30.0
+	spec.MaxPriceUSD = &max
+	res, err := f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec})
+	if !errors.Is(err, booking.ErrUnknownOutcome) || token != res.Row.ID {
+		t.Fatalf("lost launch: %v, token %q row %q", err, token, res.Row.ID)
+	}
+	// The launch did land: the cloud has a fleet for the token.
+	f.fake.LaunchHook = nil
+	f.fake.LaunchFleet(ctx, providers.FleetSpec{Region: "us-east-1", ClientToken: token, TargetCapacity: 2})
+	rep, err := f.svc.Reconcile(ctx)
+	if err != nil || len(rep.Settled) != 1 || rep.Settled[0].ProviderRef != "fleet-0001" {
+		t.Fatalf("reconcile: %+v %v", rep, err)
+	}
+}
+
+func TestCheckFleet(t *testing.T) {
+	ok := providers.FleetSpec{Provider: "aws", Region: "r", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 2}
+	if err := booking.CheckFleet(ok); err != nil {
+		t.Fatal(err)
+	}
+	bad := []func(*providers.FleetSpec){
+		func(s *providers.FleetSpec) { s.Region = "" },
+		func(s *providers.FleetSpec) { s.InstanceTypes = nil },
+		func(s *providers.FleetSpec) { s.TargetCapacity = 0 },
+		func(s *providers.FleetSpec) { s.OnDemandBase = 3 },
+		func(s *providers.FleetSpec) { s.Strategy = "cheapest" },
+		func(s *providers.FleetSpec) { s.MaxPriceUSD = providers.Float(-1) },
+	}
+	for i, mut := range bad {
+		s := ok
+		mut(&s)
+		if err := booking.CheckFleet(s); err == nil {
+			t.Errorf("case %d accepted", i)
+		}
+	}
+}

@@ -1,0 +1,215 @@
+// Package bookingtest is a fake provider that sells capacity blocks and
+// launches fleets in memory, counting every call, for tests of the
+// booking service, the commands and the TUI views.
+package bookingtest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// Fake is a provider with every booking ability. Its zero value is not
+// usable: build it with New.
+type Fake struct {
+	name string
+
+	mu        sync.Mutex
+	offerings []providers.Offering
+	bought    map[string]providers.Booking // by offering id
+	fleets    map[string]providers.Fleet   // by fleet id
+	tokens    map[string]string            // client token → fleet id
+
+	// Calls counts calls by method; "Book" counts real purchases only,
+	// "BookDryRun" the dry runs.
+	calls map[string]int
+
+	// BookHook, when set, runs inside Book before it answers. Returning
+	// an error makes Book return it; the purchase is recorded first when
+	// BuyThenFail is true (the answer was lost after the cloud bought).
+	BookHook    func(ctx context.Context, req providers.BookRequest) error
+	BuyThenFail bool
+	// LaunchHook is BookHook for LaunchFleet.
+	LaunchHook func(ctx context.Context, spec providers.FleetSpec) error
+	// SpotUSDHour is the spot price Fetch reports for every fleet type.
+	SpotUSDHour float64
+}
+
+// New returns a fake provider named name that sells the offerings.
+func New(name string, offerings ...providers.Offering) *Fake {
+	return &Fake{name: name, offerings: offerings, bought: map[string]providers.Booking{},
+		fleets: map[string]providers.Fleet{}, tokens: map[string]string{}, calls: map[string]int{}}
+}
+
+// Offering returns a plausible H100 block offering for tests.
+func Offering(provider, id string, start time.Time, hours int, instances int, upfront float64) providers.Offering {
+	return providers.Offering{ID: id, Provider: provider, Cloud: providers.CloudAWS, Region: "us-east-1", Zone: "us-east-1a",
+		InstanceType: "p5.48xlarge", GPU: providers.GPUSpec{Model: "H100", Count: 8, MemoryGiB: 80}, InstanceCount: instances,
+		Start: start, End: start.Add(time.Duration(hours) * time.Hour), UpfrontUSD: upfront, Currency: "USD"}
+}
+
+// Name is the provider's name.
+func (f *Fake) Name() string { return f.name }
+
+// Calls returns how many times method was called.
+func (f *Fake) Calls(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[method]
+}
+
+// Bought reports whether the offering was bought.
+func (f *Fake) Bought(offeringID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.bought[offeringID]
+	return ok
+}
+
+func (f *Fake) count(m string) {
+	f.mu.Lock()
+	f.calls[m]++
+	f.mu.Unlock()
+}
+
+// Fetch reports one pool per fleet instance type it is asked about, with
+// SpotUSDHour, so fleet estimates have a price.
+func (f *Fake) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
+	f.count("Fetch")
+	if f.SpotUSDHour <= 0 {
+		return nil
+	}
+	for _, t := range []string{"p5.48xlarge", "p4d.24xlarge"} {
+		e, _ := providers.LookupGPU(t)
+		region := "us-east-1"
+		if len(req.Query.Regions) > 0 {
+			region = req.Query.Regions[0]
+		}
+		key := providers.PoolKey{Provider: f.name, Region: region, Zone: region + "a", InstanceType: t}
+		sink(providers.Event{Provider: f.name, Region: region,
+			Pools:  []providers.Pool{{Provider: f.name, Cloud: providers.CloudAWS, Region: region, Zone: key.Zone, InstanceType: t, GPU: e.GPU, OnDemandUSDHour: providers.Float(f.SpotUSDHour * 3)}},
+			Points: []providers.PricePoint{{Pool: key, At: req.Until, USDHour: f.SpotUSDHour}}})
+	}
+	return nil
+}
+
+// FindOfferings returns the offerings not yet bought that match the GPU.
+func (f *Fake) FindOfferings(ctx context.Context, q providers.OfferingQuery) ([]providers.Offering, error) {
+	f.count("FindOfferings")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []providers.Offering
+	for _, o := range f.offerings {
+		if _, ok := f.bought[o.ID]; ok {
+			continue
+		}
+		if q.GPU != "" && q.GPU != o.GPU.Model {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// Book buys (or with DryRun, checks) an offering.
+func (f *Fake) Book(ctx context.Context, req providers.BookRequest) (providers.Booking, error) {
+	if req.DryRun {
+		f.count("BookDryRun")
+		return providers.Booking{Provider: f.name, DryRun: true, Message: "Request would have succeeded, but DryRun flag is set."}, nil
+	}
+	f.count("Book")
+	o := req.Offering
+	bk := providers.Booking{ProviderRef: fmt.Sprintf("cr-%s", o.ID), Provider: f.name, Region: o.Region, Zone: o.Zone,
+		InstanceType: o.InstanceType, InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, State: "scheduled"}
+	if f.BookHook != nil {
+		if f.BuyThenFail {
+			f.mu.Lock()
+			f.bought[o.ID] = bk
+			f.mu.Unlock()
+		}
+		if err := f.BookHook(ctx, req); err != nil {
+			return providers.Booking{}, err
+		}
+	}
+	f.mu.Lock()
+	f.bought[o.ID] = bk
+	f.mu.Unlock()
+	return bk, nil
+}
+
+// FindBooking finds a purchase of the offering.
+func (f *Fake) FindBooking(ctx context.Context, req providers.BookRequest) (*providers.Booking, error) {
+	f.count("FindBooking")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if bk, ok := f.bought[req.Offering.ID]; ok {
+		return &bk, nil
+	}
+	return nil, nil
+}
+
+// LaunchFleet launches a fleet; the same client token returns the same
+// fleet, as CreateFleet does.
+func (f *Fake) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (providers.Fleet, error) {
+	if spec.DryRun {
+		f.count("LaunchFleetDryRun")
+		return providers.Fleet{Provider: f.name, Region: spec.Region, DryRun: true, Message: "Request would have succeeded, but DryRun flag is set."}, nil
+	}
+	f.count("LaunchFleet")
+	if f.LaunchHook != nil {
+		if err := f.LaunchHook(ctx, spec); err != nil {
+			return providers.Fleet{}, err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id, ok := f.tokens[spec.ClientToken]; ok {
+		return f.fleets[id], nil
+	}
+	id := fmt.Sprintf("fleet-%04d", len(f.fleets)+1)
+	fl := providers.Fleet{ID: id, Provider: f.name, Region: spec.Region, State: "active", Instances: spec.TargetCapacity, Target: spec.TargetCapacity}
+	f.fleets[id] = fl
+	f.tokens[spec.ClientToken] = id
+	return fl, nil
+}
+
+// DeleteFleet deletes a fleet.
+func (f *Fake) DeleteFleet(ctx context.Context, region, id string) error {
+	f.count("DeleteFleet")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fl, ok := f.fleets[id]
+	if !ok {
+		return fmt.Errorf("fleet %s: %w", id, providers.ErrDeclined)
+	}
+	fl.State, fl.Instances = "deleted", 0
+	f.fleets[id] = fl
+	return nil
+}
+
+// DescribeFleet returns a fleet's state.
+func (f *Fake) DescribeFleet(ctx context.Context, region, id string) (providers.Fleet, error) {
+	f.count("DescribeFleet")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fl, ok := f.fleets[id]
+	if !ok {
+		return fl, fmt.Errorf("fleet %s not found", id)
+	}
+	return fl, nil
+}
+
+// FindFleet finds a fleet by client token.
+func (f *Fake) FindFleet(ctx context.Context, region, token string) (*providers.Fleet, error) {
+	f.count("FindFleet")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id, ok := f.tokens[token]; ok {
+		fl := f.fleets[id]
+		return &fl, nil
+	}
+	return nil, nil
+}

@@ -1,0 +1,378 @@
+package booking
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+// FleetEstimate is what a fleet is expected to cost. A fleet has no fixed
+// total: it bills by the hour until deleted, so gpumarket books the first
+// hour against the budget and says so in the row.
+type FleetEstimate struct {
+	// USDHour is the whole fleet's expected cost per hour; NaN if unknown.
+	USDHour float64
+	// Basis says where the figure comes from, for the row and the screen.
+	Basis string
+	// GPUs counts the fleet's GPUs (target × GPUs of the first type).
+	GPUs float64
+}
+
+// FirstHourNote is the cost note of a fleet row.
+func (e FleetEstimate) FirstHourNote() string {
+	return fmt.Sprintf("estimate: first hour at %s; a fleet bills until deleted", e.Basis)
+}
+
+// EstimateFleet prices a fleet from its provider's current prices: spot
+// instances at the highest latest spot price among the types (the fleet
+// may land on any), on-demand base at the on-demand price (or spot when
+// unknown). A max price caps the spot part. USDHour is NaN when nothing
+// is known.
+func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) FleetEstimate {
+	est := FleetEstimate{USDHour: math.NaN()}
+	if len(spec.InstanceTypes) > 0 {
+		if e, ok := providers.LookupGPU(spec.InstanceTypes[0]); ok {
+			est.GPUs = e.GPU.Count * float64(spec.TargetCapacity)
+		}
+	}
+	p, ok := s.provs[spec.Provider]
+	if !ok {
+		est.Basis = "unknown prices"
+		return est
+	}
+	now := s.opt.Now()
+	want := map[string]bool{}
+	for _, t := range spec.InstanceTypes {
+		want[strings.ToLower(t)] = true
+	}
+	type seen struct {
+		at        time.Time
+		spot, ond float64
+	}
+	latest := map[string]*seen{}
+	sink := func(ev providers.Event) {
+		for _, pl := range ev.Pools {
+			if want[strings.ToLower(pl.InstanceType)] && pl.OnDemandUSDHour != nil {
+				v := latest[strings.ToLower(pl.InstanceType)]
+				if v == nil {
+					v = &seen{}
+					latest[strings.ToLower(pl.InstanceType)] = v
+				}
+				v.ond = *pl.OnDemandUSDHour
+			}
+		}
+		for _, pt := range ev.Points {
+			k := strings.ToLower(pt.Pool.InstanceType)
+			if !want[k] {
+				continue
+			}
+			v := latest[k]
+			if v == nil {
+				v = &seen{}
+				latest[k] = v
+			}
+			if pt.At.After(v.at) || (pt.At.Equal(v.at) && pt.USDHour > v.spot) {
+				v.at, v.spot = pt.At, pt.USDHour
+			}
+		}
+	}
+	// The sink is called from several goroutines: collect under a channel.
+	evs := make(chan providers.Event, 64)
+	done := make(chan struct{})
+	go func() {
+		for ev := range evs {
+			sink(ev)
+		}
+		close(done)
+	}()
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	err := p.Fetch(cctx, providers.FetchRequest{
+		Query: providers.Query{Providers: []string{spec.Provider}, Regions: []string{spec.Region}},
+		Since: now.Add(-6 * time.Hour), Until: now,
+	}, func(ev providers.Event) { evs <- ev })
+	cancel()
+	close(evs)
+	<-done
+	var spot, ond float64
+	for _, v := range latest {
+		spot = math.Max(spot, v.spot)
+		ond = math.Max(ond, v.ond)
+	}
+	basis := fmt.Sprintf("current prices in %s ($%.4f/h spot", spec.Region, spot)
+	if spec.MaxPriceUSD != nil && (spot == 0 || *spec.MaxPriceUSD < spot) {
+		spot = *spec.MaxPriceUSD
+		basis = fmt.Sprintf("the max price ($%.4f/h spot", spot)
+	}
+	if spot == 0 {
+		if err != nil {
+			est.Basis = "unknown prices: " + err.Error()
+		} else {
+			est.Basis = "unknown prices"
+		}
+		return est
+	}
+	if ond == 0 {
+		ond = spot
+		basis += ", on-demand unknown so priced as spot)"
+	} else {
+		basis += fmt.Sprintf(", $%.4f/h on-demand)", ond)
+	}
+	base := min(spec.OnDemandBase, spec.TargetCapacity)
+	est.USDHour = float64(base)*ond + float64(spec.TargetCapacity-base)*spot
+	est.Basis = basis
+	return est
+}
+
+// FleetRequest asks to launch a fleet.
+type FleetRequest struct {
+	Spec providers.FleetSpec
+	// Estimate is the fleet's expected cost; when its USDHour is NaN or
+	// zero the service estimates it.
+	Estimate FleetEstimate
+	Actor    string
+}
+
+// FleetResult is a launch's outcome.
+type FleetResult struct {
+	Row      store.Row
+	Fleet    providers.Fleet
+	Estimate FleetEstimate
+	DryRun   bool
+}
+
+// CheckFleet validates a fleet spec: what the provider needs and a sane
+// shape. It names the field and the accepted form.
+func CheckFleet(spec providers.FleetSpec) error {
+	switch {
+	case spec.Region == "":
+		return errors.New("fleet: region is required")
+	case len(spec.InstanceTypes) == 0:
+		return errors.New("fleet: at least one instance type is required")
+	case spec.TargetCapacity < 1:
+		return fmt.Errorf("fleet: target capacity %d: want a whole number of instances, at least 1", spec.TargetCapacity)
+	case spec.OnDemandBase < 0 || spec.OnDemandBase > spec.TargetCapacity:
+		return fmt.Errorf("fleet: on-demand base %d: want 0 to the target capacity %d", spec.OnDemandBase, spec.TargetCapacity)
+	case spec.MaxPriceUSD != nil && !(*spec.MaxPriceUSD > 0):
+		return fmt.Errorf("fleet: max price %v: want a positive $/instance-hour", *spec.MaxPriceUSD)
+	}
+	for _, st := range providers.Strategies {
+		if spec.Strategy == st || spec.Strategy == "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("fleet: strategy %q: want one of %s", spec.Strategy, strings.Join(providers.Strategies, ", "))
+}
+
+// LaunchFleet launches a fleet through the ledger: the intent row (its id
+// is the fleet's ClientToken, so the cloud itself makes the launch
+// idempotent) is committed before the call; the first hour's estimate is
+// checked against the budget. DryRun sends only the dry-run call and
+// writes nothing.
+func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResult, error) {
+	spec := req.Spec
+	if spec.Strategy == "" {
+		spec.Strategy = providers.Strategies[0]
+	}
+	if err := CheckFleet(spec); err != nil {
+		return FleetResult{}, err
+	}
+	res := FleetResult{DryRun: spec.DryRun}
+	p, ok := s.provs[spec.Provider]
+	if !ok {
+		return res, fmt.Errorf("provider %s is not in use in this run (add it to --provider)", spec.Provider)
+	}
+	fl, ok := p.(providers.FleetLauncher)
+	if !ok {
+		return res, fmt.Errorf("provider %s does not launch fleets", spec.Provider)
+	}
+	est := req.Estimate
+	if math.IsNaN(est.USDHour) || est.USDHour <= 0 {
+		est = s.EstimateFleet(ctx, spec)
+	}
+	res.Estimate = est
+	b := s.opt.Budget
+	if math.IsNaN(est.USDHour) && (b.MaxBookingUSD > 0 || b.MaxDailyUSD > 0) {
+		return res, fmt.Errorf("refused: the fleet's cost is unknown (%s), so the budget cannot be checked; pass a max price", est.Basis)
+	}
+	cost := est.USDHour
+	if math.IsNaN(cost) {
+		cost = 0
+	}
+	now := s.opt.Now()
+	spent, err := s.st.DaySpent(ctx, now)
+	if err != nil {
+		return res, err
+	}
+	if err := s.checkBudget(cost, spent); err != nil {
+		return res, err
+	}
+	actor := req.Actor
+	if actor == "" {
+		actor = s.opt.Actor
+	}
+
+	if spec.DryRun {
+		cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+		defer cancel()
+		f, err := fl.LaunchFleet(cctx, spec)
+		if err != nil {
+			return res, fmt.Errorf("dry run of the fleet at %s: %w", spec.Provider, err)
+		}
+		f.DryRun = true
+		res.Fleet = f
+		return res, nil
+	}
+
+	id := store.NewID(now)
+	if spec.ClientToken == "" {
+		spec.ClientToken = id
+	}
+	reqJSON, err := json.Marshal(spec)
+	if err != nil {
+		return res, fmt.Errorf("launch fleet: %w", err)
+	}
+	var cloud string
+	if e, ok := providers.LookupGPU(spec.InstanceTypes[0]); ok {
+		cloud = string(e.Cloud)
+	}
+	intent := store.Row{
+		ID: id, Kind: store.KindFleet, Provider: spec.Provider, Cloud: cloud, Region: spec.Region,
+		Zone: strings.Join(spec.Zones, ","), InstanceType: strings.Join(spec.InstanceTypes, ","),
+		InstanceCount: spec.TargetCapacity, GPUCount: est.GPUs, CostUSD: cost, CostNote: est.FirstHourNote(),
+		State: store.StatePending, Actor: actor, CreatedAt: now, Request: reqJSON, IdemKey: spec.ClientToken,
+	}
+	row, err := s.st.RecordIntent(ctx, intent, func(spent float64, existing *store.Row) error {
+		if existing != nil {
+			return nil
+		}
+		return s.checkBudget(cost, spent)
+	})
+	if err != nil {
+		var dup *store.DuplicateError
+		if errors.As(err, &dup) {
+			return res, fmt.Errorf("refused: a fleet with client token %s is already in the ledger: row %s (%s, state %s)",
+				spec.ClientToken, dup.Existing.ID, dup.Existing.ProviderRef, dup.Existing.State)
+		}
+		return res, err
+	}
+	res.Row = row
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	f, callErr := fl.LaunchFleet(cctx, spec)
+	cancel()
+	wctx := context.WithoutCancel(ctx)
+	if callErr != nil {
+		if declined(callErr) {
+			row.State, row.Error = store.StateFailed, callErr.Error()
+			if res.Row, err = s.st.Update(wctx, row); err != nil {
+				return res, fmt.Errorf("record failed launch %s: %w (launch error: %v)", row.ID, err, callErr)
+			}
+			return res, fmt.Errorf("fleet launch declined by %s: %w", spec.Provider, callErr)
+		}
+		row.State, row.Error = store.StateUnknown, "no answer: "+callErr.Error()
+		if res.Row, err = s.st.Update(wctx, row); err != nil {
+			return res, fmt.Errorf("record unknown launch %s: %w (launch error: %v)", row.ID, err, callErr)
+		}
+		return res, &UnknownError{Row: res.Row, Cause: callErr}
+	}
+	res.Fleet = f
+	if res.Row, err = s.st.Update(wctx, settleFleet(row, f)); err != nil {
+		return res, fmt.Errorf("record launch %s (launched: %s): %w", row.ID, f.ID, err)
+	}
+	return res, nil
+}
+
+// settleFleet writes what a Fleet says into a row.
+func settleFleet(r store.Row, f providers.Fleet) store.Row {
+	if f.ID != "" {
+		r.ProviderRef = f.ID
+	}
+	r.State = f.State
+	if r.State == "" {
+		r.State = store.StateActive
+	}
+	if r.State != store.StateFailed {
+		r.Error = ""
+	} else if f.Message != "" {
+		r.Error = f.Message
+	}
+	return r
+}
+
+// FleetRow finds a fleet's ledger row by its row id or provider id.
+func (s *Service) FleetRow(ctx context.Context, id string) (store.Row, error) {
+	r, err := s.st.Get(ctx, id)
+	if err != nil {
+		if r, err = s.st.FindByRef(ctx, id); err != nil {
+			return store.Row{}, fmt.Errorf("no fleet %q in the ledger (give its ledger id or fleet id)", id)
+		}
+	}
+	if r.Kind != store.KindFleet {
+		return store.Row{}, fmt.Errorf("ledger row %s is a %s, not a fleet", r.ID, r.Kind)
+	}
+	return r, nil
+}
+
+// DeleteFleet deletes a launched fleet (and terminates its instances) and
+// records the row "deleted". A lost answer leaves the row as it was and
+// says so: deleting twice is harmless, so the user may simply try again.
+func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (store.Row, error) {
+	r, err := s.FleetRow(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	switch {
+	case r.State == store.StateDeleted:
+		return r, fmt.Errorf("fleet %s is already deleted", r.ProviderRef)
+	case r.ProviderRef == "":
+		return r, fmt.Errorf("ledger row %s has no fleet id (state %s): reconcile it first with `gpumarket ledger`", r.ID, r.State)
+	}
+	p, ok := s.provs[r.Provider].(providers.FleetLauncher)
+	if !ok {
+		return r, fmt.Errorf("provider %s is not in use in this run or does not launch fleets", r.Provider)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	if err := p.DeleteFleet(cctx, r.Region, r.ProviderRef); err != nil {
+		return r, fmt.Errorf("delete fleet %s: %w (the ledger still shows it %s; deleting again is safe)", r.ProviderRef, err, r.State)
+	}
+	r.State, r.Error = store.StateDeleted, ""
+	if actor != "" {
+		r.Error = "deleted by " + actor
+	}
+	return s.st.Update(context.WithoutCancel(ctx), r)
+}
+
+// RefreshFleet asks the provider for a fleet's state and records it.
+func (s *Service) RefreshFleet(ctx context.Context, id string) (providers.Fleet, store.Row, error) {
+	r, err := s.FleetRow(ctx, id)
+	if err != nil {
+		return providers.Fleet{}, r, err
+	}
+	if r.ProviderRef == "" {
+		return providers.Fleet{}, r, fmt.Errorf("ledger row %s has no fleet id yet (state %s)", r.ID, r.State)
+	}
+	p, ok := s.provs[r.Provider].(providers.FleetLauncher)
+	if !ok {
+		return providers.Fleet{}, r, fmt.Errorf("provider %s is not in use in this run or does not launch fleets", r.Provider)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	f, err := p.DescribeFleet(cctx, r.Region, r.ProviderRef)
+	if err != nil {
+		return f, r, fmt.Errorf("describe fleet %s: %w", r.ProviderRef, err)
+	}
+	if f.State != "" && f.State != r.State && r.State != store.StateDeleted {
+		r.State = f.State
+		if r, err = s.st.Update(ctx, r); err != nil {
+			return f, r, err
+		}
+	}
+	return f, r, nil
+}

@@ -1,0 +1,168 @@
+package booking
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+// inFlightGrace is added to the call timeout to tell a pending row whose
+// call may still be running (in another process) from one whose process
+// died: only the latter is reconciled.
+const inFlightGrace = 30 * time.Second
+
+// Unsettled is a row a reconciliation could not settle, and why.
+type Unsettled struct {
+	Row    store.Row
+	Reason string
+}
+
+// Report is what Reconcile did.
+type Report struct {
+	// Settled are rows whose outcome it found (or whose dates moved them
+	// along: scheduled → active → ended).
+	Settled   []store.Row
+	Unsettled []Unsettled
+}
+
+// Reconcile settles every pending or unknown row it can: it asks the
+// provider whether the purchase or launch happened (AWS:
+// DescribeCapacityReservations for the block's type, zone and dates) and
+// records what it finds. A row the provider does not (yet) show stays
+// "unknown" — never guessed "failed" — and is listed in Unsettled. Blocks
+// whose dates have come are moved to active or ended. Each lookup is
+// bounded by the timeout.
+func (s *Service) Reconcile(ctx context.Context) (Report, error) {
+	s.remember(ctx)
+	var rep Report
+	rows, err := s.st.List(ctx)
+	if err != nil {
+		return rep, err
+	}
+	now := s.opt.Now()
+	for _, r := range rows {
+		if r.Settled() {
+			if next := advance(r, now); next.State != r.State {
+				next, err = s.st.Update(ctx, next)
+				if err != nil {
+					return rep, err
+				}
+				rep.Settled = append(rep.Settled, next)
+			}
+			continue
+		}
+		if r.State == store.StatePending && now.Sub(r.UpdatedAt) < s.opt.Timeout+inFlightGrace {
+			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: r, Reason: "the call is still in flight"})
+			continue
+		}
+		next, settled, reason := s.reconcileRow(ctx, r)
+		if settled {
+			rep.Settled = append(rep.Settled, next)
+		} else {
+			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: reason})
+		}
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+	}
+	return rep, nil
+}
+
+// reconcileRow looks one unsettled row up at its provider. It returns the
+// row as now recorded, whether it is settled, and if not, why.
+func (s *Service) reconcileRow(ctx context.Context, r store.Row) (store.Row, bool, string) {
+	if r.State == store.StatePending {
+		// The process that sent it is gone (or timed out without saying):
+		// from here on the row is unknown until the provider says.
+		r.State = store.StateUnknown
+		if r.Error == "" {
+			r.Error = "no outcome recorded: the process stopped between intent and answer"
+		}
+		if u, err := s.st.Update(ctx, r); err == nil {
+			r = u
+		}
+	}
+	switch r.Kind {
+	case store.KindBlock:
+		return s.reconcileBlock(ctx, r)
+	case store.KindFleet:
+		return s.reconcileFleet(ctx, r)
+	}
+	return r, false, fmt.Sprintf("gpumarket cannot look up a %s row", r.Kind)
+}
+
+func (s *Service) reconcileBlock(ctx context.Context, r store.Row) (store.Row, bool, string) {
+	b, err := s.booker(r.Provider)
+	if err != nil {
+		return r, false, err.Error()
+	}
+	o, err := offeringOf(r)
+	if err != nil {
+		return r, false, err.Error()
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	found, err := b.FindBooking(cctx, providers.BookRequest{Offering: o, After: r.CreatedAt, Ref: r.ID})
+	if err != nil {
+		return r, false, fmt.Sprintf("look-up at %s failed: %v", r.Provider, err)
+	}
+	if found == nil {
+		if o.Simulated || r.Provider == "sim" {
+			// The simulated market lives in its process's memory: a
+			// purchase it does not know of was lost with the process that
+			// sent it, and nothing was ever spent. That is settled.
+			r.State = store.StateFailed
+			r.Error = "simulated market: the purchase was lost with the process that sent it; nothing was spent"
+			u, err := s.st.Update(ctx, r)
+			if err != nil {
+				return r, false, err.Error()
+			}
+			return u, true, ""
+		}
+		return r, false, fmt.Sprintf("%s shows no reservation for %s %s×%d from %s yet; left unknown (never retried): check again later or in the console",
+			r.Provider, r.Zone, r.InstanceType, r.InstanceCount, r.Start.UTC().Format(time.RFC3339))
+	}
+	u, err := s.st.Update(ctx, settleBlock(r, *found, s.opt.Now()))
+	if err != nil {
+		return r, false, err.Error()
+	}
+	s.opt.Logger.Info("reconciled purchase", "row", r.ID, "ref", u.ProviderRef, "state", u.State)
+	return u, true, ""
+}
+
+func (s *Service) reconcileFleet(ctx context.Context, r store.Row) (store.Row, bool, string) {
+	p, ok := s.provs[r.Provider]
+	if !ok {
+		return r, false, fmt.Sprintf("provider %s is not in use in this run (add it to --provider)", r.Provider)
+	}
+	f, ok := p.(providers.FleetFinder)
+	if !ok {
+		if r.Provider == "sim" {
+			r.State = store.StateFailed
+			r.Error = "simulated market: the launch was lost with the process that sent it; nothing was spent"
+			u, err := s.st.Update(ctx, r)
+			if err != nil {
+				return r, false, err.Error()
+			}
+			return u, true, ""
+		}
+		return r, false, fmt.Sprintf("%s cannot look a fleet up by its client token %s; left unknown: check the console", r.Provider, r.IdemKey)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	fl, err := f.FindFleet(cctx, r.Region, r.IdemKey)
+	if err != nil {
+		return r, false, fmt.Sprintf("look-up at %s failed: %v", r.Provider, err)
+	}
+	if fl == nil {
+		return r, false, fmt.Sprintf("%s shows no fleet with client token %s yet; left unknown (never retried)", r.Provider, r.IdemKey)
+	}
+	u, err := s.st.Update(ctx, settleFleet(r, *fl))
+	if err != nil {
+		return r, false, err.Error()
+	}
+	return u, true, ""
+}

@@ -63,7 +63,9 @@ type testModel struct {
 	width   int
 	status  string
 	typed   string
-	history []string
+	// lastSeq is the Seq of the newest snapshot the model took, read by
+	// tests from their own goroutine.
+	lastSeq atomic.Uint64
 }
 
 type snapMsg struct{ s *hub.Snapshot }
@@ -89,6 +91,7 @@ func (m *testModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case snapMsg:
 		m.snap = msg.s
+		m.lastSeq.Store(msg.s.Seq)
 		return m, m.wait()
 	case tea.WindowSizeMsg:
 		m.width = msg.Width
@@ -143,6 +146,16 @@ type rig struct {
 	cancel  context.CancelFunc
 	stop    func()
 	started time.Time
+
+	mu   sync.Mutex
+	hook func(*testModel)
+}
+
+// newModelHook sees every test model the server builds from now on.
+func (r *rig) newModelHook(f func(*testModel)) {
+	r.mu.Lock()
+	r.hook = f
+	r.mu.Unlock()
 }
 
 type rigOptions struct {
@@ -182,7 +195,16 @@ func newRig(t *testing.T, authorized string, ro rigOptions) *rig {
 	}
 	newModel := ro.newModel
 	if newModel == nil {
-		newModel = func(info SessionInfo, h *hub.Hub) tea.Model { return newTestModel(info, h, r.booker) }
+		newModel = func(info SessionInfo, h *hub.Hub) tea.Model {
+			m := newTestModel(info, h, r.booker)
+			r.mu.Lock()
+			hook := r.hook
+			r.mu.Unlock()
+			if hook != nil {
+				hook(m)
+			}
+			return m
+		}
 	}
 	srv, err := New(Options{
 		DataDir:            ro.dataDir,

@@ -315,3 +315,52 @@ func TestHostKeyCreatedOnceAndReused(t *testing.T) {
 		t.Errorf("host key across a restart: %q then %q, want the same", seen[0], seen[1])
 	}
 }
+
+// Fifty sessions cost the source what one does: the hub polls once per
+// interval however many sessions watch, and every session gets the news.
+func TestFiftySessionsOnePollPerInterval(t *testing.T) {
+	const sessions = 50
+	const interval = 100 * time.Millisecond
+	k, line := newKey(t, "", "")
+	var mu sync.Mutex
+	var models []*testModel
+	r := newRig(t, line+"\n", rigOptions{interval: interval})
+	r.newModelHook(func(m *testModel) {
+		mu.Lock()
+		models = append(models, m)
+		mu.Unlock()
+	})
+	addr := r.addr()
+	clients := make([]*gossh.Client, sessions)
+	for i := range clients {
+		clients[i] = mustDial(t, addr, k)
+		openTerm(t, clients[i], 80, 24, nil).waitText(t, "SIMULATED MARKET")
+	}
+	if n := r.hub.Subscribers(); n != sessions {
+		t.Fatalf("hub subscribers = %d, want %d", n, sessions)
+	}
+	// Let the source be polled several times with all fifty watching.
+	start := r.source.fetches.Load()
+	eventually(t, "five more polls", func() bool { return r.source.fetches.Load() >= start+5 })
+	fetches := r.source.fetches.Load()
+	elapsed := time.Since(r.started)
+	if limit := int64(elapsed/interval) + 1; fetches > limit {
+		t.Errorf("%d fetches in %s at one per %s: more than %d, the sessions multiplied the polls", fetches, elapsed, interval, limit)
+	}
+	newest := r.hub.Snapshot().Seq
+	eventually(t, "every session has the newest snapshot", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range models {
+			if m.lastSeq.Load() < newest {
+				return false
+			}
+		}
+		return len(models) == sessions
+	})
+	for _, c := range clients {
+		c.Close()
+	}
+	eventually(t, "all subscriptions end", func() bool { return r.hub.Subscribers() == 0 })
+	eventually(t, "all sessions end", func() bool { return r.srv.Sessions() == 0 })
+}

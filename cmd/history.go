@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -54,9 +55,8 @@ price in force when the window starts, reported at the window's start time
 			if err != nil {
 				return err
 			}
-			rows := e.historyRows(snap, instanceType)
 			e.banner(output)
-			return writeRows(e.out, output, rows)
+			return e.writeHistory(snap, instanceType, output)
 		},
 	}
 	addOutputFlag(c, &output)
@@ -77,40 +77,71 @@ func validInstanceType(s string) bool {
 	return true
 }
 
-// historyRows lists the price points of the matching pools in the window,
-// by pool key then time. The price in force at the window start is
-// reported at the window start.
-func (e *env) historyRows(snap *hub.Snapshot, instanceType string) []historyRow {
-	to := snap.Taken.Unix()
-	from := snap.Taken.Add(-e.query.Window).Unix()
+// writeHistory writes the history rows pool by pool, so that 90 days of
+// every pool need not be held at once.
+func (e *env) writeHistory(snap *hub.Snapshot, instanceType, format string) error {
+	rw, err := newRowWriter(e.out, format, reflect.TypeFor[historyRow]())
+	if err != nil {
+		return err
+	}
+	from, to := e.windowOf(snap)
 	var rows []historyRow
-	for i := range snap.Pools { // snapshot pools are sorted by key
+	for i := range snap.Pools {
 		pv := &snap.Pools[i]
-		if !e.query.Matches(pv.Pool) {
+		if !e.wantHistory(pv, instanceType) {
 			continue
 		}
-		if instanceType != "" && !strings.EqualFold(pv.InstanceType, instanceType) {
-			continue
-		}
-		base := historyRow{
-			Provider: pv.Provider, Cloud: string(pv.Cloud), Region: pv.Region,
-			Zone: optString(pv.Zone), InstanceType: pv.InstanceType,
-		}
-		s := pv.History
-		j := sort.Search(len(s.At), func(i int) bool { return s.At[i] > from })
-		if j > 0 { // the price in force at the window start
-			r := base
-			r.At, r.USDHour = time.Unix(from, 0).UTC(), s.USD[j-1]
-			rows = append(rows, r)
-		}
-		for ; j < len(s.At) && s.At[j] <= to; j++ {
-			r := base
-			r.At, r.USDHour = time.Unix(s.At[j], 0).UTC(), s.USD[j]
-			rows = append(rows, r)
+		rows = poolHistory(rows[:0], pv, from, to)
+		if err := rw.write(rows); err != nil {
+			return err
 		}
 	}
-	if len(rows) == 0 && instanceType != "" {
+	if rw.n == 0 && instanceType != "" {
 		fmt.Fprintf(e.errOut, "gpumarket: warning: no pool of instance type %q matches the filters\n", instanceType)
+	}
+	return rw.close()
+}
+
+// historyRows lists the price points of the matching pools in the window,
+// by pool key then time.
+func (e *env) historyRows(snap *hub.Snapshot, instanceType string) []historyRow {
+	from, to := e.windowOf(snap)
+	var rows []historyRow
+	for i := range snap.Pools { // snapshot pools are sorted by key
+		if pv := &snap.Pools[i]; e.wantHistory(pv, instanceType) {
+			rows = poolHistory(rows, pv, from, to)
+		}
+	}
+	return rows
+}
+
+// windowOf is the env's window ending at the snapshot, in Unix seconds.
+func (e *env) windowOf(snap *hub.Snapshot) (from, to int64) {
+	return snap.Taken.Add(-e.query.Window).Unix(), snap.Taken.Unix()
+}
+
+func (e *env) wantHistory(pv *hub.PoolView, instanceType string) bool {
+	return e.query.Matches(pv.Pool) && (instanceType == "" || strings.EqualFold(pv.InstanceType, instanceType))
+}
+
+// poolHistory appends the pool's points in [from, to] to rows. The price in
+// force at the window start is reported at the window start.
+func poolHistory(rows []historyRow, pv *hub.PoolView, from, to int64) []historyRow {
+	base := historyRow{
+		Provider: pv.Provider, Cloud: string(pv.Cloud), Region: pv.Region,
+		Zone: optString(pv.Zone), InstanceType: pv.InstanceType,
+	}
+	s := pv.History
+	j := sort.Search(len(s.At), func(i int) bool { return s.At[i] > from })
+	if j > 0 && s.At[j-1] <= to {
+		r := base
+		r.At, r.USDHour = time.Unix(from, 0).UTC(), s.USD[j-1]
+		rows = append(rows, r)
+	}
+	for ; j < len(s.At) && s.At[j] <= to; j++ {
+		r := base
+		r.At, r.USDHour = time.Unix(s.At[j], 0).UTC(), s.USD[j]
+		rows = append(rows, r)
 	}
 	return rows
 }

@@ -1,6 +1,8 @@
 package cmd
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -47,29 +49,164 @@ func checkOutput(format string) error {
 // `table:"%.2f"` tag to round it for people, or `table:"-"` to leave it out
 // of the table; JSON and CSV keep every column and every digit.
 func writeRows(w io.Writer, format string, rows any) error {
-	if err := checkOutput(format); err != nil {
-		return err
-	}
 	rv := reflect.ValueOf(rows)
 	if rv.Kind() != reflect.Slice {
 		return fmt.Errorf("writeRows: want a slice of structs, got %T", rows)
 	}
-	et := rv.Type().Elem()
+	rw, err := newRowWriter(w, format, rv.Type().Elem())
+	if err != nil {
+		return err
+	}
+	if err := rw.write(rows); err != nil {
+		return err
+	}
+	return rw.close()
+}
+
+// rowWriter writes rows of one struct type in several batches, so that a
+// command with millions of rows (`history --window 90d`) need not hold them
+// all: json and csv stream; a table is aligned, so it is held until close.
+type rowWriter struct {
+	format string
+	typ    reflect.Type
+	cols   []column
+	buf    *bufio.Writer
+	tw     *tabwriter.Writer
+	csv    *csv.Writer
+	keys   [][]byte // JSON object keys with their colon
+	rec    []string
+	n      int
+}
+
+// newRowWriter starts writing rows of type rowType (a struct, or a pointer
+// to one) and writes the header.
+func newRowWriter(w io.Writer, format string, rowType reflect.Type) (*rowWriter, error) {
+	if err := checkOutput(format); err != nil {
+		return nil, err
+	}
+	et := rowType
 	for et.Kind() == reflect.Pointer {
 		et = et.Elem()
 	}
 	if et.Kind() != reflect.Struct {
-		return fmt.Errorf("writeRows: want a slice of structs, got %T", rows)
+		return nil, fmt.Errorf("rows of %s: want flat structs", rowType)
 	}
-	cols := columnsOf(et)
+	rw := &rowWriter{format: format, typ: rowType, buf: bufio.NewWriterSize(w, 64<<10)}
+	for _, c := range columnsOf(et) {
+		if format == formatTable && c.tableFmt == "-" {
+			continue
+		}
+		rw.cols = append(rw.cols, c)
+	}
+	rw.rec = make([]string, len(rw.cols))
 	switch format {
 	case formatJSON:
-		return writeJSON(w, rv, cols)
+		rw.keys = make([][]byte, len(rw.cols))
+		for j, c := range rw.cols {
+			k, err := marshal(c.name)
+			if err != nil {
+				return nil, err
+			}
+			rw.keys[j] = append(k, ':')
+		}
+		rw.buf.WriteString("[")
 	case formatCSV:
-		return writeCSV(w, rv, cols)
+		rw.csv = csv.NewWriter(rw.buf)
+		for j, c := range rw.cols {
+			rw.rec[j] = c.name
+		}
+		if err := rw.csv.Write(rw.rec); err != nil {
+			return nil, err
+		}
 	default:
-		return writeTable(w, rv, cols)
+		rw.tw = tabwriter.NewWriter(rw.buf, 0, 0, 2, ' ', 0)
+		for j, c := range rw.cols {
+			rw.rec[j] = strings.ToUpper(c.name)
+		}
+		fmt.Fprintln(rw.tw, strings.Join(rw.rec, "\t"))
 	}
+	return rw, nil
+}
+
+// write writes a batch: a slice of the row type.
+func (rw *rowWriter) write(rows any) error {
+	rv := reflect.ValueOf(rows)
+	if rv.Kind() != reflect.Slice || rv.Type().Elem() != rw.typ {
+		return fmt.Errorf("rowWriter: want []%s, got %T", rw.typ, rows)
+	}
+	for i := 0; i < rv.Len(); i++ {
+		r := rowAt(rv, i)
+		var err error
+		switch rw.format {
+		case formatJSON:
+			err = rw.jsonRow(r)
+		case formatCSV:
+			for j, c := range rw.cols {
+				v, ok := cell(r.Field(c.index))
+				if !ok {
+					rw.rec[j] = ""
+					continue
+				}
+				rw.rec[j] = plain(v)
+			}
+			err = rw.csv.Write(rw.rec)
+		default:
+			for j, c := range rw.cols {
+				rw.rec[j] = tableCell(r.Field(c.index), c.tableFmt)
+			}
+			_, err = fmt.Fprintln(rw.tw, strings.Join(rw.rec, "\t"))
+		}
+		if err != nil {
+			return err
+		}
+		rw.n++
+	}
+	return nil
+}
+
+// close ends the output and flushes it.
+func (rw *rowWriter) close() error {
+	switch rw.format {
+	case formatJSON:
+		if rw.n > 0 {
+			rw.buf.WriteString("\n")
+		}
+		rw.buf.WriteString("]\n")
+	case formatCSV:
+		rw.csv.Flush()
+		if err := rw.csv.Error(); err != nil {
+			return err
+		}
+	default:
+		if err := rw.tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return rw.buf.Flush()
+}
+
+func (rw *rowWriter) jsonRow(r reflect.Value) error {
+	b := rw.buf
+	if rw.n > 0 {
+		b.WriteString(",")
+	}
+	b.WriteString("\n  {")
+	for j, c := range rw.cols {
+		if j > 0 {
+			b.WriteString(",")
+		}
+		b.Write(rw.keys[j])
+		v, ok := cell(r.Field(c.index))
+		if !ok {
+			b.WriteString("null")
+			continue
+		}
+		if err := writeJSONValue(b, v); err != nil {
+			return fmt.Errorf("encode %s: %w", c.name, err)
+		}
+	}
+	b.WriteString("}")
+	return nil
 }
 
 type column struct {
@@ -116,50 +253,46 @@ func cell(v reflect.Value) (reflect.Value, bool) {
 
 var timeType = reflect.TypeFor[time.Time]()
 
-func writeJSON(w io.Writer, rv reflect.Value, cols []column) error {
-	var b strings.Builder
-	b.WriteString("[")
-	for i := 0; i < rv.Len(); i++ {
-		if i > 0 {
-			b.WriteString(",")
+// writeJSONValue writes a known value; the common kinds without reflection
+// through encoding/json.
+func writeJSONValue(b *bufio.Writer, v reflect.Value) error {
+	if v.Type() == timeType {
+		t := v.Interface().(time.Time)
+		if t.IsZero() {
+			b.WriteString("null")
+			return nil
 		}
-		b.WriteString("\n  {")
-		r := rowAt(rv, i)
-		for j, c := range cols {
-			if j > 0 {
-				b.WriteString(",")
-			}
-			k, _ := json.Marshal(c.name)
-			b.Write(k)
-			b.WriteString(":")
-			v, ok := cell(r.Field(c.index))
-			if !ok {
-				b.WriteString("null")
-				continue
-			}
-			var val any = v.Interface()
-			if v.Type() == timeType {
-				t := v.Interface().(time.Time)
-				if t.IsZero() {
-					b.WriteString("null")
-					continue
-				}
-				val = t.UTC().Format(time.RFC3339)
-			}
-			enc, err := json.Marshal(val)
-			if err != nil {
-				return fmt.Errorf("encode %s: %w", c.name, err)
-			}
-			b.Write(enc)
-		}
-		b.WriteString("}")
+		b.WriteByte('"')
+		b.WriteString(t.UTC().Format(time.RFC3339))
+		b.WriteByte('"')
+		return nil
 	}
-	if rv.Len() > 0 {
-		b.WriteString("\n")
+	var buf [32]byte
+	switch v.Kind() {
+	case reflect.Float64, reflect.Float32:
+		b.Write(strconv.AppendFloat(buf[:0], v.Float(), 'f', -1, 64))
+		return nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		b.Write(strconv.AppendInt(buf[:0], v.Int(), 10))
+		return nil
 	}
-	b.WriteString("]\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	enc, err := marshal(v.Interface())
+	if err != nil {
+		return err
+	}
+	b.Write(enc)
+	return nil
+}
+
+// marshal is json.Marshal without HTML escaping, so "<5%" stays readable.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // plain renders a known value for CSV: every digit, times RFC 3339 UTC.
@@ -180,72 +313,23 @@ func plain(v reflect.Value) string {
 	return fmt.Sprint(v.Interface())
 }
 
-func writeCSV(w io.Writer, rv reflect.Value, cols []column) error {
-	cw := csv.NewWriter(w)
-	rec := make([]string, len(cols))
-	for j, c := range cols {
-		rec[j] = c.name
-	}
-	if err := cw.Write(rec); err != nil {
-		return err
-	}
-	for i := 0; i < rv.Len(); i++ {
-		r := rowAt(rv, i)
-		for j, c := range cols {
-			v, ok := cell(r.Field(c.index))
-			if !ok {
-				rec[j] = ""
-				continue
-			}
-			rec[j] = plain(v)
+func tableCell(f reflect.Value, format string) string {
+	v, ok := cell(f)
+	switch {
+	case !ok:
+		return "-"
+	case v.Type() == timeType:
+		t := v.Interface().(time.Time)
+		if t.IsZero() {
+			return "-"
 		}
-		if err := cw.Write(rec); err != nil {
-			return err
-		}
+		return t.UTC().Format(time.RFC3339)
+	case format != "":
+		return fmt.Sprintf(format, v.Interface())
+	case v.Kind() == reflect.Float64 || v.Kind() == reflect.Float32:
+		return strconv.FormatFloat(v.Float(), 'f', -1, 64)
+	case v.Kind() == reflect.String && v.String() == "":
+		return "-"
 	}
-	cw.Flush()
-	return cw.Error()
-}
-
-func writeTable(w io.Writer, rv reflect.Value, all []column) error {
-	var cols []column
-	for _, c := range all {
-		if c.tableFmt != "-" {
-			cols = append(cols, c)
-		}
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	names := make([]string, len(cols))
-	for j, c := range cols {
-		names[j] = strings.ToUpper(c.name)
-	}
-	fmt.Fprintln(tw, strings.Join(names, "\t"))
-	cells := make([]string, len(cols))
-	for i := 0; i < rv.Len(); i++ {
-		r := rowAt(rv, i)
-		for j, c := range cols {
-			v, ok := cell(r.Field(c.index))
-			switch {
-			case !ok:
-				cells[j] = "-"
-			case v.Type() == timeType:
-				t := v.Interface().(time.Time)
-				if t.IsZero() {
-					cells[j] = "-"
-				} else {
-					cells[j] = t.UTC().Format(time.RFC3339)
-				}
-			case c.tableFmt != "":
-				cells[j] = fmt.Sprintf(c.tableFmt, v.Interface())
-			case v.Kind() == reflect.Float64 || v.Kind() == reflect.Float32:
-				cells[j] = strconv.FormatFloat(v.Float(), 'f', -1, 64)
-			case v.Kind() == reflect.String && v.String() == "":
-				cells[j] = "-"
-			default:
-				cells[j] = fmt.Sprint(v.Interface())
-			}
-		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
-	}
-	return tw.Flush()
+	return fmt.Sprint(v.Interface())
 }

@@ -92,6 +92,13 @@ func (e *env) readySnapshot(parent context.Context, timeout time.Duration) (*hub
 	if err != nil {
 		return nil, err
 	}
+	return e.snapshotOf(ctx, ps, timeout)
+}
+
+// snapshotOf is readySnapshot over given sources.
+func (e *env) snapshotOf(parent context.Context, ps []providers.Provider, timeout time.Duration) (*hub.Snapshot, error) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
 	h := e.newHub(ps)
 	done := make(chan struct{})
 	go func() {
@@ -156,8 +163,7 @@ func (e *env) banner(format string) {
 // priceRows makes one row per pool of the snapshot that matches the query,
 // sorted by effective $/GPU-hour (unknown last), then by pool key.
 func (e *env) priceRows(snap *hub.Snapshot) []priceRow {
-	to := snap.Taken.Unix()
-	from := snap.Taken.Add(-e.query.Window).Unix()
+	from, to := e.windowOf(snap)
 	risk := e.risk()
 	rows := make([]priceRow, 0, len(snap.Pools))
 	for i := range snap.Pools {

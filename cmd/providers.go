@@ -2,11 +2,11 @@ package cmd
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/sim"
 )
 
 // buildProviders makes the named sources. Each cloud's case builds its
@@ -18,9 +18,7 @@ func buildProviders(ctx context.Context, e *env, names []string) ([]providers.Pr
 	for _, name := range names {
 		switch name {
 		case "sim":
-			// TEMPORARY until providers/sim lands:
-			// out = append(out, sim.New(sim.Options{Seed: e.cfg.Sim.Seed}))
-			return nil, errors.New("the simulated market (providers/sim) is not in this build yet")
+			out = append(out, sim.New(sim.Options{Seed: e.cfg.Sim.Seed}))
 
 		// case "aws": added by the AWS provider's engineer (providers/aws).
 

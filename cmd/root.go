@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/tui"
 )
 
 // newRootCmd builds the whole command tree. It is called once per run so
@@ -88,8 +90,27 @@ func runRoot(cmd *cobra.Command) error {
 
 // runTUI runs the TUI on the terminal until the user quits.
 func runTUI(ctx context.Context, e *env, h *hub.Hub) error {
-	_ = ctx
-	_ = e
-	_ = h
-	return errors.New("the TUI is not built yet: use `gpumarket prices` or `gpumarket history`")
+	return tui.Run(ctx, tui.Options{
+		Hub:     h,
+		Window:  e.query.Window,
+		GPUs:    e.query.GPUs,
+		Regions: e.query.Regions,
+		Risk:    e.risk(),
+		Role:    tui.RoleBooker,
+		Actor:   localActor(),
+		NoColor: os.Getenv("NO_COLOR") != "",
+		Context: ctx,
+		Logger:  e.log,
+	})
+}
+
+// localActor names the user at the keyboard for the ledger: "local:alice".
+func localActor() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "local:" + u.Username
+	}
+	if n := os.Getenv("USER"); n != "" {
+		return "local:" + n
+	}
+	return "local"
 }

@@ -1,0 +1,306 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// pricesFields is DESIGN.md's contract for `prices` rows, in order.
+var pricesFields = []string{"provider", "cloud", "region", "zone", "instance_type", "gpu_model", "gpu_count",
+	"gpu_memory_gib", "spot_usd_hour", "spot_usd_gpu_hour", "on_demand_usd_hour", "savings_pct",
+	"window_min_usd_hour", "window_avg_usd_hour", "window_max_usd_hour", "interruption", "placement_score",
+	"effective_usd_gpu_hour", "observed_at"}
+
+var historyFields = []string{"provider", "cloud", "region", "zone", "instance_type", "at", "usd_hour"}
+
+// fakeMarket is a provider with three pools of known prices, relative to
+// a fixed now, and optionally a failing region.
+type fakeMarket struct {
+	now        time.Time
+	failRegion string
+	failAll    bool
+}
+
+func (f *fakeMarket) Name() string { return "fake" }
+
+func (f *fakeMarket) Fetch(_ context.Context, req providers.FetchRequest, sink providers.Sink) error {
+	if f.failAll {
+		return errors.New("credentials expired")
+	}
+	h100, _ := providers.NewInterruption(">20%", "test", time.Time{})
+	a := providers.Pool{Provider: "fake", Cloud: providers.CloudAWS, Region: "us-east-1", Zone: "us-east-1a",
+		InstanceType: "p5.48xlarge", GPU: providers.GPUSpec{Model: "H100", Count: 8, MemoryGiB: 80},
+		OnDemandUSDHour: providers.Float(98.32), Interruption: h100, PlacementScore: providers.Int(7)}
+	b := providers.Pool{Provider: "fake", Cloud: providers.CloudAzure, Region: "eastus",
+		InstanceType: "Standard_NC24ads_A100_v4", GPU: providers.GPUSpec{Model: "A100", Count: 1, MemoryGiB: 80}}
+	c := providers.Pool{Provider: "fake", Cloud: providers.CloudAWS, Region: "us-west-2", Zone: "us-west-2b",
+		InstanceType: "g5.xlarge", GPU: providers.GPUSpec{Model: "A10G", Count: 1, MemoryGiB: 24}}
+	at := func(h float64) time.Time { return f.now.Add(time.Duration(-h * float64(time.Hour))) }
+	for _, ev := range []providers.Event{
+		{Region: "us-east-1", Pools: []providers.Pool{a}, Points: []providers.PricePoint{
+			{Pool: a.Key(), At: at(48), USDHour: 30}, {Pool: a.Key(), At: at(10), USDHour: 20}, {Pool: a.Key(), At: at(1), USDHour: 25}}},
+		{Region: "eastus", Pools: []providers.Pool{b}, Points: []providers.PricePoint{{Pool: b.Key(), At: at(2), USDHour: 1.5}}},
+		{Region: "us-west-2", Pools: []providers.Pool{c}},
+	} {
+		if ev.Region == f.failRegion {
+			sink(providers.Event{Region: ev.Region, Err: errors.New("UnauthorizedOperation: not allowed")})
+			continue
+		}
+		sink(ev)
+	}
+	return nil
+}
+
+func testEnv(t *testing.T, q providers.Query) (*env, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cfg := config.Default()
+	if q.Window == 0 {
+		q.Window = 24 * time.Hour
+	}
+	return &env{cfg: cfg, query: q, out: &out, errOut: &errOut, stdin: strings.NewReader(""),
+		log: slogDiscard()}, &out, &errOut
+}
+
+func fakeSnapshot(t *testing.T, e *env, f *fakeMarket) *hub.Snapshot {
+	t.Helper()
+	snap, err := e.snapshotOf(context.Background(), []providers.Provider{f}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+func TestPriceRowsJSONContract(t *testing.T) {
+	e, out, _ := testEnv(t, providers.Query{})
+	f := &fakeMarket{now: time.Now()}
+	snap := fakeSnapshot(t, e, f)
+	rows := e.priceRows(snap)
+	if err := writeRows(out, "json", rows); err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]json.RawMessage
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("got %d rows, want 3:\n%s", len(got), out)
+	}
+	for _, r := range got {
+		var keys []string
+		for k := range r {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		want := slices.Clone(pricesFields)
+		slices.Sort(want)
+		if !slices.Equal(keys, want) {
+			t.Errorf("keys %v, want %v", keys, want)
+		}
+	}
+	// key order in the text is the contract's order
+	first := out.String()[:strings.Index(out.String(), "}")]
+	last := -1
+	for _, k := range pricesFields {
+		i := strings.Index(first, `"`+k+`":`)
+		if i < last {
+			t.Errorf("key %s out of order", k)
+		}
+		last = i
+	}
+
+	// row 1: the H100 pool, every value known
+	a := got[0]
+	want := map[string]string{
+		"provider": `"fake"`, "cloud": `"aws"`, "region": `"us-east-1"`, "zone": `"us-east-1a"`,
+		"instance_type": `"p5.48xlarge"`, "gpu_model": `"H100"`, "gpu_count": "8", "gpu_memory_gib": "80",
+		"spot_usd_hour": "25", "spot_usd_gpu_hour": "3.125", "on_demand_usd_hour": "98.32",
+		"savings_pct": "74.57", "window_min_usd_hour": "20", "window_max_usd_hour": "30",
+"interruption": `">20%"`, "placement_score": "7",
+	}
+	for k, v := range want {
+		if string(a[k]) != v {
+			t.Errorf("%s = %s, want %s", k, a[k], v)
+		}
+	}
+	// (14 h at 30, 9 h at 20, 1 h at 25) / 24 h, give or take the
+	// milliseconds between the fake's clock and the snapshot's
+	var avg float64
+	json.Unmarshal(a["window_avg_usd_hour"], &avg)
+	if math.Abs(avg-625.0/24) > 1e-3 {
+		t.Errorf("window_avg_usd_hour = %v, want time-weighted %v", avg, 625.0/24)
+	}
+	lambda := providers.RatePerHour(0.30)
+	eff := 3.125 / (1 - lambda*(0.25/2+0.1))
+	var gotEff float64
+	json.Unmarshal(a["effective_usd_gpu_hour"], &gotEff)
+	if math.Abs(gotEff-eff) > 1e-6 {
+		t.Errorf("effective = %v, want %v", gotEff, eff)
+	}
+	var obs time.Time
+	if err := json.Unmarshal(a["observed_at"], &obs); err != nil || !strings.HasSuffix(string(a["observed_at"]), `Z"`) {
+		t.Errorf("observed_at = %s, want RFC 3339 UTC", a["observed_at"])
+	}
+
+	// row 2: the Azure pool knows no on-demand price, no interruption, no zone
+	b := got[1]
+	if string(b["instance_type"]) != `"Standard_NC24ads_A100_v4"` {
+		t.Fatalf("row 2 is %s, want the A100 pool (unknown effective sorts last among priced rows?)", b["instance_type"])
+	}
+	for _, k := range []string{"zone", "on_demand_usd_hour", "savings_pct", "interruption", "placement_score", "effective_usd_gpu_hour"} {
+		if string(b[k]) != "null" {
+			t.Errorf("azure %s = %s, want null", k, b[k])
+		}
+	}
+	if string(b["spot_usd_hour"]) != "1.5" {
+		t.Errorf("azure spot = %s", b["spot_usd_hour"])
+	}
+	// row 3: no price at all
+	c := got[2]
+	for _, k := range []string{"spot_usd_hour", "spot_usd_gpu_hour", "window_min_usd_hour", "window_avg_usd_hour", "window_max_usd_hour", "observed_at"} {
+		if string(c[k]) != "null" {
+			t.Errorf("unpriced %s = %s, want null", k, c[k])
+		}
+	}
+}
+
+func TestPriceRowsFilterAndSort(t *testing.T) {
+	e, _, _ := testEnv(t, providers.Query{GPUs: []string{"H100"}})
+	snap := fakeSnapshot(t, e, &fakeMarket{now: time.Now()})
+	rows := e.priceRows(snap)
+	if len(rows) != 1 || *rows[0].GPUModel != "H100" {
+		t.Errorf("--gpu H100 gave %d rows", len(rows))
+	}
+	e.query = providers.Query{Regions: []string{"eastus", "us-west-2"}, Window: 24 * time.Hour}
+	rows = e.priceRows(snap)
+	if len(rows) != 2 || rows[0].Region != "eastus" || rows[1].Region != "us-west-2" {
+		t.Errorf("region filter gave %+v", rows)
+	}
+}
+
+func TestPricesRegionErrors(t *testing.T) {
+	e, _, errOut := testEnv(t, providers.Query{})
+	snap := fakeSnapshot(t, e, &fakeMarket{now: time.Now(), failRegion: "eastus"})
+	if got := errOut.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "fake eastus: UnauthorizedOperation") {
+		t.Errorf("stderr %q, want one warning naming the region", got)
+	}
+	if n := len(e.priceRows(snap)); n != 2 {
+		t.Errorf("got %d rows, want the 2 that answered", n)
+	}
+
+	e, _, _ = testEnv(t, providers.Query{})
+	_, err := e.snapshotOf(context.Background(), []providers.Provider{&fakeMarket{now: time.Now(), failAll: true}}, time.Minute)
+	if err == nil {
+		t.Error("no source answered, yet no error")
+	}
+}
+
+func TestPricesCSVHeader(t *testing.T) {
+	e, out, _ := testEnv(t, providers.Query{})
+	snap := fakeSnapshot(t, e, &fakeMarket{now: time.Now()})
+	if err := writeRows(out, "csv", e.priceRows(snap)); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(out).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(recs[0], pricesFields) {
+		t.Errorf("header %v, want %v", recs[0], pricesFields)
+	}
+	if len(recs) != 4 {
+		t.Errorf("%d records, want header + 3", len(recs))
+	}
+}
+
+func TestHistoryRows(t *testing.T) {
+	e, out, _ := testEnv(t, providers.Query{Window: 24 * time.Hour})
+	snap := fakeSnapshot(t, e, &fakeMarket{now: time.Now()})
+	rows := e.historyRows(snap, "P5.48XLARGE")
+	if len(rows) != 3 {
+		t.Fatalf("got %d rows, want 3 (window start + 2 changes): %+v", len(rows), rows)
+	}
+	start := snap.Taken.Add(-24 * time.Hour).Unix()
+	if rows[0].At.Unix() != start || rows[0].USDHour != 30 {
+		t.Errorf("first row %+v, want the price in force (30) at the window start", rows[0])
+	}
+	if rows[1].USDHour != 20 || rows[2].USDHour != 25 || !rows[1].At.Before(rows[2].At) {
+		t.Errorf("rows %+v", rows)
+	}
+	if err := writeRows(out, "json", rows); err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]any
+	json.Unmarshal(out.Bytes(), &got)
+	for _, r := range got {
+		if len(r) != len(historyFields) {
+			t.Errorf("row %v, want keys %v", r, historyFields)
+		}
+		for _, k := range historyFields {
+			if _, ok := r[k]; !ok {
+				t.Errorf("row lacks %s", k)
+			}
+		}
+	}
+	// a window of 1h holds only the newest change: the window start row
+	// carries the 20 in force then
+	e.query.Window = 90 * time.Minute
+	rows = e.historyRows(snap, "p5.48xlarge")
+	if len(rows) != 2 || rows[0].USDHour != 20 || rows[1].USDHour != 25 {
+		t.Errorf("90m window: %+v", rows)
+	}
+}
+
+func TestBanner(t *testing.T) {
+	e, out, errOut := testEnv(t, providers.Query{Providers: []string{"sim"}})
+	e.banner("json")
+	if out.Len() != 0 || !strings.Contains(errOut.String(), "SIMULATED MARKET") {
+		t.Errorf("json: stdout %q stderr %q, want the banner on stderr", out, errOut)
+	}
+	out.Reset()
+	errOut.Reset()
+	e.banner("table")
+	if !strings.HasPrefix(out.String(), "SIMULATED MARKET") || errOut.Len() != 0 {
+		t.Errorf("table: stdout %q, want the banner first", out)
+	}
+	e, out, errOut = testEnv(t, providers.Query{Providers: []string{"aws"}})
+	e.banner("table")
+	if out.Len()+errOut.Len() != 0 {
+		t.Error("banner without the sim")
+	}
+}
+
+var _ io.Writer = (*bytes.Buffer)(nil)
+
+func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestWriteHistoryStreamsSameAsRows(t *testing.T) {
+	for _, format := range []string{"json", "csv", "table"} {
+		e, out, _ := testEnv(t, providers.Query{Window: 48 * time.Hour})
+		snap := fakeSnapshot(t, e, &fakeMarket{now: time.Now()})
+		if err := e.writeHistory(snap, "", format); err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		if err := writeRows(&want, format, e.historyRows(snap, "")); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != want.String() {
+			t.Errorf("%s: streamed\n%s\nwant\n%s", format, out, want.String())
+		}
+	}
+}

@@ -130,7 +130,7 @@ func TestPriceRowsJSONContract(t *testing.T) {
 		"instance_type": `"p5.48xlarge"`, "gpu_model": `"H100"`, "gpu_count": "8", "gpu_memory_gib": "80",
 		"spot_usd_hour": "25", "spot_usd_gpu_hour": "3.125", "on_demand_usd_hour": "98.32",
 		"savings_pct": "74.57", "window_min_usd_hour": "20", "window_max_usd_hour": "30",
-"interruption": `">20%"`, "placement_score": "7",
+		"interruption": `">20%"`, "placement_score": "7",
 	}
 	for k, v := range want {
 		if string(a[k]) != v {

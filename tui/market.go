@@ -91,6 +91,7 @@ type row struct {
 	bucketRank                       int
 	cells                            [numCols]string
 	search                           string // lowercased text the `/` filter matches
+	moving                           bool   // scratch for resort
 }
 
 func (r *row) compute(c *common, from, to int64) {
@@ -163,6 +164,12 @@ type marketView struct {
 	rows map[string]*row
 	all  []*row // in snapshot order
 	list []*row // filtered and sorted: what the table shows
+	// listValid is false until list is built for the current filters and
+	// sort; after that live updates only move the rows that changed.
+	listValid bool
+	changed   []*row
+	spare     []*row // reused buffers for resort
+	movedBuf  []*row
 
 	cursor, offset int
 	cursorKey      string
@@ -288,6 +295,8 @@ func (m *marketView) applySnapshot(s *hub.Snapshot) {
 	m.snap = s
 	from, to := m.c.span()
 	ws := m.c.windowSeq
+	structural := len(s.Pools) != len(m.all)
+	m.changed = m.changed[:0]
 	m.all = m.all[:0]
 	for i := range s.Pools {
 		pv := &s.Pools[i]
@@ -295,23 +304,31 @@ func (m *marketView) applySnapshot(s *hub.Snapshot) {
 		if r == nil {
 			r = &row{}
 			m.rows[pv.Key] = r
+			structural = true
 		}
 		stale := r.pv == nil || r.changed != pv.Changed || r.windowSeq != ws
 		r.pv = pv
 		r.seen = s.Seq
 		if stale {
 			r.compute(m.c, from, to)
+			m.changed = append(m.changed, r)
 		}
 		m.all = append(m.all, r)
 	}
 	if len(m.rows) != len(s.Pools) {
+		structural = true
 		for k, r := range m.rows {
 			if r.seen != s.Seq {
 				delete(m.rows, k)
 			}
 		}
 	}
-	m.rebuild()
+	switch {
+	case structural || !m.listValid || 4*len(m.changed) > len(m.all):
+		m.rebuild()
+	case len(m.changed) > 0:
+		m.resort(m.changed)
+	}
 }
 
 // refreshWindow recomputes every row after the window changed.
@@ -352,6 +369,54 @@ func (m *marketView) rebuild() {
 		}
 	}
 	slices.SortFunc(m.list, m.compare)
+	m.listValid = true
+	m.placeCursor(screenRow)
+}
+
+// resort moves the rows whose figures changed to their new places: the
+// others keep their order, so this is a merge of the few changed rows into
+// the sorted rest, not a sort of everything. A live tick changes a few
+// pools out of thousands.
+func (m *marketView) resort(changed []*row) {
+	screenRow := m.cursor - m.offset
+	for _, r := range changed {
+		r.moving = true
+	}
+	kept := m.spare[:0]
+	for _, r := range m.list {
+		if !r.moving {
+			kept = append(kept, r)
+		}
+	}
+	moved := m.movedBuf[:0]
+	for _, r := range changed {
+		r.moving = false
+		if m.matches(r) {
+			moved = append(moved, r)
+		}
+	}
+	slices.SortFunc(moved, m.compare)
+	out := m.list[:0]
+	if cap(out) < len(kept)+len(moved) {
+		out = make([]*row, 0, len(kept)+len(moved))
+	}
+	i, j := 0, 0
+	for i < len(kept) || j < len(moved) {
+		if j >= len(moved) || (i < len(kept) && m.compare(kept[i], moved[j]) <= 0) {
+			out = append(out, kept[i])
+			i++
+		} else {
+			out = append(out, moved[j])
+			j++
+		}
+	}
+	m.list, m.spare, m.movedBuf = out, kept, moved
+	m.placeCursor(screenRow)
+}
+
+// placeCursor puts the cursor back on the pool it was on, at the same
+// height on screen when it can.
+func (m *marketView) placeCursor(screenRow int) {
 	m.cursor = 0
 	if m.cursorKey != "" {
 		for i, r := range m.list {
@@ -735,37 +800,31 @@ func (m *marketView) View() string {
 			line.WriteString(mark)
 			line.WriteString(restr)
 		} else {
-			line.WriteString(st.marked.Render(mark))
-			line.WriteString(st.restricted.Render(restr))
+			line.WriteString(st.pMarked.wrap(mark))
+			line.WriteString(st.pRestricted.wrap(restr))
 		}
 		for j, c := range m.cols {
 			cell := fit(r.cells[c], ws[j], columns[c].right)
 			if c == colInterrupt && !cur && !st.noColor {
 				switch {
 				case r.bucketRank <= 0:
-					cell = st.calm.Render(cell)
+					cell = st.pCalm.wrap(cell)
 				case r.bucketRank >= 3 && r.bucketRank < len(providers.Buckets):
-					cell = st.rough.Render(cell)
+					cell = st.pRough.wrap(cell)
 				}
 			}
 			line.WriteString(cell)
 			line.WriteByte(' ')
 		}
+		// The cells add up to at most the width (colWidths), so the line
+		// needs no measuring.
 		if cur {
-			b.WriteString(st.cursor.Render(fit(line.String(), m.width, false)))
+			b.WriteString(st.pCursor.wrap(fit(line.String(), m.width, false)))
 		} else {
-			b.WriteString(ansiFit(line.String(), m.width))
+			b.WriteString(line.String())
 		}
 	}
 	return b.String()
-}
-
-// ansiFit cuts a styled line to w cells; it is not padded.
-func ansiFit(s string, w int) string {
-	if len(s) <= w { // bytes ≥ cells: short enough for sure
-		return s
-	}
-	return clipLine(s, w)
 }
 
 func sortColumn(s sortMode) int {

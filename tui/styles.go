@@ -33,6 +33,9 @@ type styles struct {
 
 	help help.Styles
 
+	// paints are the hot-path styles of the table rows.
+	pCursor, pMarked, pRestricted, pCalm, pRough paint
+
 	// series are the chart's line colours, one per marked pool, in the
 	// 256-colour palette asciigraph speaks; seriesStyle renders the legend
 	// swatch in the same colour.
@@ -80,6 +83,8 @@ func newStyles(isDark, noColor bool) styles {
 		filter:     lipgloss.NewStyle().Foreground(fg("#0B5CAD", "#79C0FF")),
 		help:       help.DefaultStyles(isDark),
 	}
+	s.pCursor, s.pMarked, s.pRestricted = newPaint(s.cursor.Render), newPaint(s.marked.Render), newPaint(s.restricted.Render)
+	s.pCalm, s.pRough = newPaint(s.calm.Render), newPaint(s.rough.Render)
 	if isDark {
 		s.series = []asciigraph.AnsiColor{asciigraph.Cyan, asciigraph.Yellow, asciigraph.Magenta,
 			asciigraph.Lime, asciigraph.Red, asciigraph.DodgerBlue, asciigraph.Orange, asciigraph.White}

@@ -15,10 +15,15 @@ import (
 
 func newTestModel(t testing.TB, w, h int, opt Options) *Model {
 	t.Helper()
+	opt.NoColor = true
+	return newColorModel(t, w, h, opt)
+}
+
+func newColorModel(t testing.TB, w, h int, opt Options) *Model {
+	t.Helper()
 	if opt.Now == nil {
 		opt.Now = nowFn
 	}
-	opt.NoColor = true
 	m := New(opt)
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	m.Update(snapshotMsg{snap: fixtureSnapshot()})
@@ -434,10 +439,14 @@ func TestNoticeShowsInFooterAndExpires(t *testing.T) {
 func TestTinySizesNeverPanic(t *testing.T) {
 	sizes := [][2]int{{0, 0}, {1, 1}, {2, 2}, {20, 5}, {5, 20}, {40, 8}, {80, 24}, {120, 40}, {300, 100}}
 	for _, sz := range sizes {
-		for _, v := range []string{"market", "chart", "help", "filter"} {
+		for _, v := range []string{"market", "chart", "help", "filter", "colour market", "colour chart"} {
 			m := newTestModel(t, 120, 40, Options{})
+			if strings.HasPrefix(v, "colour") {
+				m = newColorModel(t, 120, 40, Options{})
+				press(m, "space", "space")
+			}
 			switch v {
-			case "chart":
+			case "chart", "colour chart":
 				press(m, "space", "space", "enter")
 			case "help":
 				press(m, "?")
@@ -546,5 +555,45 @@ func TestFitColumnsByPriority(t *testing.T) {
 	}
 	if got := fitColumns(3); len(got) != 0 {
 		t.Errorf("3 cells: %v", got)
+	}
+}
+
+// TestLiveUpdateOrderMatchesFullSort checks the incremental re-sort of a
+// live tick against sorting everything, in every sort mode.
+func TestLiveUpdateOrderMatchesFullSort(t *testing.T) {
+	for mode := range numSorts {
+		m := New(Options{Now: nowFn, NoColor: true})
+		m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+		base := bigSnapshot(300)
+		m.Update(snapshotMsg{snap: base})
+		for range mode {
+			press(m, "s")
+		}
+		press(m, "/", "a", "enter") // a filter must hold for moved rows too
+		for step := 1; step <= 5; step++ {
+			s := *base
+			s.Seq = base.Seq + uint64(step)
+			s.Pools = append(s.Pools[:0:0], base.Pools...)
+			for i := step; i < len(s.Pools); i += 37 {
+				pv := &s.Pools[i]
+				at, usd, _ := pv.History.Last()
+				pv.History = pv.History.Merge([]int64{at + int64(step)*60}, []float64{usd * (0.5 + float64(i%7)/5)})
+				pv.Changed = s.Seq
+			}
+			m.Update(snapshotMsg{snap: &s})
+			got := listKeys(m)
+			m.market.rebuild()
+			if want := listKeys(m); strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("sort %s step %d: incremental order differs from a full sort", sortNames[mode], step)
+			}
+		}
+	}
+}
+
+func TestCellWidthAgreesWithAnsi(t *testing.T) {
+	for _, s := range []string{"", "abc", "H100×8 80G", "▁▂▃█", "›●⊘", "\x1b[7mrev\x1b[m", "日本", "e\u0301", "a\u200bb", "⚡x", "━━ ⠋ …"} {
+		if got, want := cellWidth(s), ansi.StringWidth(s); got != want {
+			t.Errorf("cellWidth(%q) = %d, ansi says %d", s, got, want)
+		}
 	}
 }

@@ -1,0 +1,70 @@
+package tui
+
+import (
+	"testing"
+
+	tea "charm.land/bubbletea/v2"
+)
+
+func benchModel(b *testing.B, noColor bool) *Model {
+	b.Helper()
+	m := New(Options{Now: nowFn, NoColor: noColor})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	m.Update(snapshotMsg{snap: bigSnapshot(5000)})
+	return m
+}
+
+// BenchmarkMarketView5000 renders one frame of 5,000 pools at 120×40
+// (target < 2 ms).
+func BenchmarkMarketView5000(b *testing.B) {
+	m := benchModel(b, false)
+	press(m, "pgdown", "pgdown")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		_ = m.View()
+	}
+}
+
+// BenchmarkApplySnapshot5000 applies a snapshot in which 50 of 5,000 pools
+// changed (target < 1 ms). The two snapshots alternate, so each apply
+// recomputes 100 pools: the 50 that changed and the 50 that changed back.
+func BenchmarkApplySnapshot5000(b *testing.B) {
+	m := benchModel(b, false)
+	base := m.snap
+	snaps := make([]*snapshotMsg, 2)
+	for k := range snaps {
+		s := *base
+		s.Seq = base.Seq + uint64(k) + 1
+		s.Pools = append(s.Pools[:0:0], base.Pools...)
+		for i := k; i < len(s.Pools); i += 100 {
+			pv := &s.Pools[i]
+			_, last, _ := pv.History.Last()
+			at, _, _ := pv.History.Last()
+			pv.History = pv.History.Merge([]int64{at + 60}, []float64{last * 1.01})
+			pv.Changed = s.Seq
+		}
+		snaps[k] = &snapshotMsg{snap: &s}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		// alternate, so each apply sees 50 pools change (and 50 change back)
+		m.Update(*snaps[i%2])
+		i++
+	}
+}
+
+// BenchmarkChartView renders the chart of four pools with a day of
+// five-minute prices at 120×40.
+func BenchmarkChartView(b *testing.B) {
+	m := benchModel(b, false)
+	press(m, "space", "space", "space", "space", "enter")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		m.chart.dirty = true
+		_ = m.View()
+	}
+}

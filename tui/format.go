@@ -1,10 +1,10 @@
 package tui
 
 import (
-	"unicode/utf8"
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
 )

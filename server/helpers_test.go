@@ -55,14 +55,14 @@ type fakeBooker struct{ calls atomic.Int64 }
 // must carry: a hub subscription under the session context, the role, the
 // window size, a booking key, a key that panics.
 type testModel struct {
-	info    SessionInfo
-	hub     *hub.Hub
-	booker  *fakeBooker
-	sub     <-chan *hub.Snapshot
-	snap    *hub.Snapshot
-	width   int
-	status  string
-	typed   string
+	info   SessionInfo
+	hub    *hub.Hub
+	booker *fakeBooker
+	sub    <-chan *hub.Snapshot
+	snap   *hub.Snapshot
+	width  int
+	status string
+	typed  string
 	// lastSeq is the Seq of the newest snapshot the model took, read by
 	// tests from their own goroutine.
 	lastSeq atomic.Uint64

@@ -277,7 +277,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		open = append(open, st)
 	}
 	s.mu.Unlock()
-	s.log.Info("shutting down", "sessions", len(open))
+	s.log.Info("shutting down", "sessions", len(open), "hub_subscribers", s.subscribers())
 	for _, st := range open {
 		st.end(msgShutdown)
 	}

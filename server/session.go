@@ -187,7 +187,7 @@ func (s *Server) runSession(sess ssh.Session) int {
 
 	s.log.Info("session start", "actor", info.Actor, "role", info.Role, "term", info.Term,
 		"size", fmt.Sprintf("%dx%d", info.Width, info.Height), "profile", profile.String(),
-		"sessions", s.Sessions(), "subscribers", s.subscribers())
+		"sessions", s.Sessions())
 	_, err := st.program.Run()
 	st.program.Kill() // restores the terminal if Run was cut short
 	cancelSession()

@@ -1,0 +1,155 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/server"
+	"github.com/gpumarket/gpumarket/tui"
+)
+
+func init() { extraCommands = append(extraCommands, newServeCmd) }
+
+const (
+	flagListen         = "listen"
+	flagHostKey        = "host-key"
+	flagAuthorizedKeys = "authorized-keys"
+)
+
+func newServeCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the TUI over SSH to the keys of an authorized_keys file",
+		Long: `serve runs an SSH server whose every session is the gpumarket TUI, all
+watching one shared market feed (thirty sessions cost the clouds what one does).
+
+Only public keys listed in the authorized_keys file may log in; the file is
+re-read at every login, so adding a key needs no restart. Each key is a viewer
+(sees everything, spends nothing) unless given the booker role, by, in order:
+  config serve.roles:   {"SHA256:…": booker}   (fingerprint as ssh-keygen -lf prints it)
+  the key's options:    environment="GPUMARKET_ROLE=booker" ssh-ed25519 AAAA… alice
+  the key's comment:    ssh-ed25519 AAAA… alice gpumarket-role=booker
+The ledger records each action with the key's fingerprint and comment.
+
+Connect with: ssh -t -p PORT HOST`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runServe(cmd)
+		},
+	}
+	f := c.Flags()
+	f.String(flagListen, "", "address to listen on, host:port (default: config serve.listen, else 127.0.0.1:2222)")
+	f.String(flagHostKey, "", "the server's SSH host key, created on first use (default: config serve.host_key, else <data dir>/"+server.HostKeyName+")")
+	f.String(flagAuthorizedKeys, "", "authorized_keys file of the keys that may log in (default: config serve.authorized_keys; required)")
+	return c
+}
+
+func runServe(cmd *cobra.Command) error {
+	e, err := setup(cmd)
+	if err != nil {
+		return err
+	}
+	sc := e.cfg.Serve
+	flags := cmd.Flags()
+	if flags.Changed(flagListen) {
+		sc.Listen, _ = flags.GetString(flagListen)
+		if _, port, err := net.SplitHostPort(sc.Listen); err != nil || port == "" {
+			return usagef("--listen %q: want host:port such as 127.0.0.1:2222", sc.Listen)
+		}
+	}
+	if flags.Changed(flagHostKey) {
+		sc.HostKey, _ = flags.GetString(flagHostKey)
+		if sc.HostKey == "" {
+			return usagef("--host-key %q: want a file path", sc.HostKey)
+		}
+	}
+	if flags.Changed(flagAuthorizedKeys) {
+		sc.AuthorizedKeys, _ = flags.GetString(flagAuthorizedKeys)
+	}
+	if sc.AuthorizedKeys == "" {
+		return usagef("--authorized-keys: no authorized_keys file given (flag or config serve.authorized_keys); without one nobody could log in")
+	}
+	if _, err := os.Stat(sc.AuthorizedKeys); errors.Is(err, fs.ErrNotExist) {
+		return usagef("--authorized-keys %q: no such file; want an authorized_keys file listing the keys that may log in", sc.AuthorizedKeys)
+	}
+
+	// A server has no TUI of its own: its log goes to stderr.
+	level := slog.LevelInfo
+	if os.Getenv("GPUMARKET_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: level}))
+
+	// The hub outlives the signal: on SIGTERM the sessions are told and
+	// drained first, then the feed stops.
+	feedCtx, stopFeed := context.WithCancel(context.WithoutCancel(cmd.Context()))
+	defer stopFeed()
+	ps, err := e.providers(feedCtx)
+	if err != nil {
+		return err
+	}
+	h := e.newHub(ps)
+	var feed sync.WaitGroup
+	feed.Add(1)
+	go func() {
+		defer feed.Done()
+		h.Run(feedCtx)
+	}()
+	defer feed.Wait()
+	defer stopFeed()
+
+	srv, err := server.New(server.Options{
+		Listen:             sc.Listen,
+		HostKeyPath:        sc.HostKey,
+		DataDir:            e.dataDir,
+		AuthorizedKeysPath: sc.AuthorizedKeys,
+		Roles:              sc.Roles,
+		IdleTimeout:        sc.IdleTimeout.D(),
+		MaxSessions:        sc.MaxSessions,
+		Hub:                h,
+		NewModel:           sessionModel(e, h),
+		Logger:             e.log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := srv.ListenAndServe(cmd.Context()); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// sessionModel returns the factory of one SSH session's TUI: the shared
+// hub, the session's own role, actor, colours and context.
+func sessionModel(e *env, h *hub.Hub) func(server.SessionInfo) tea.Model {
+	return func(info server.SessionInfo) tea.Model {
+		role := tui.RoleViewer
+		if info.Role == server.RoleBooker {
+			role = tui.RoleBooker
+		}
+		return tui.New(tui.Options{
+			Hub:     h,
+			Window:  e.query.Window,
+			GPUs:    e.query.GPUs,
+			Regions: e.query.Regions,
+			Risk:    e.risk(),
+			Role:    role,
+			Actor:   info.Actor,
+			NoColor: info.NoColor,
+			Context: info.Context,
+			Logger:  e.log.With("actor", info.Actor),
+		})
+	}
+}

@@ -1,0 +1,222 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
+	gossh "golang.org/x/crypto/ssh"
+)
+
+// serveWait bounds the waits of the serve tests (a ceiling against a hung
+// test, not a performance assertion).
+const serveWait = 20 * time.Second
+
+func TestServeUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve"}, "--authorized-keys"},
+		{[]string{"serve", "--authorized-keys", "/nonexistent/ak"}, "--authorized-keys"},
+		{[]string{"serve", "--authorized-keys", "/dev/null", "--listen", "2222"}, "--listen"},
+	} {
+		code, _, stderr := runCmd(t, tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d stderr %q, want exit 2 naming %s", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+// TestServeRealTUI runs `gpumarket serve` in-process on the simulated
+// market and connects two SSH clients: each gets the real TUI, a viewer's
+// is read-only, their screens are their own, and a shutdown tells them.
+func TestServeRealTUI(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	viewer, vline := clientKey(t, "", "attendee")
+	booker, bline := clientKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
+	ak := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(ak, []byte(vline+"\n"+bline+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"serve", "--listen", addr, "--authorized-keys", ak}, strings.NewReader(""), io.Discard, &logs)
+	}()
+
+	a := sshTerm(t, addr, viewer, 120, 40)
+	a.wait(t, "SIMULATED MARKET")
+	a.wait(t, "read-only")
+	a.wait(t, "sort effective")
+	b := sshTerm(t, addr, booker, 120, 40)
+	b.wait(t, "SIMULATED MARKET")
+	b.wait(t, "sort effective")
+	if strings.Contains(b.text(), "read-only") {
+		t.Error("a booker's session says read-only")
+	}
+
+	// One session's sort is its own: after a full redraw (a resize), the
+	// other still sorts by the effective price.
+	b.press(t, "s")
+	b.wait(t, "sort $/GPU-h")
+	if err := a.sess.WindowChange(40, 110); err != nil {
+		t.Fatal(err)
+	}
+	a.wait(t, "sort effective")
+
+	cancel() // SIGTERM
+	a.waitStderr(t, "server shutting down")
+	b.waitStderr(t, "server shutting down")
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Errorf("serve exit %d after a shutdown, want 0; log:\n%s", code, logs.String())
+		}
+	case <-time.After(serveWait):
+		t.Fatal("serve did not return after its context ended")
+	}
+	for _, want := range []string{"session start", "role=viewer", "role=booker", "organizer"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the server log lacks %q:\n%s", want, logs.String())
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func clientKey(t *testing.T, options, comment string) (gossh.Signer, string) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := gossh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(signer.PublicKey())))
+	if options != "" {
+		line = options + " " + line
+	}
+	return signer, line + " " + comment
+}
+
+type sshScreen struct {
+	sess   *gossh.Session
+	in     io.Writer
+	out    syncBuffer
+	errOut syncBuffer
+	seen   int
+}
+
+// sshTerm dials addr (retrying while the server starts) and opens a
+// session with a PTY of w×h.
+func sshTerm(t *testing.T, addr string, key gossh.Signer, w, h int) *sshScreen {
+	t.Helper()
+	var c *gossh.Client
+	var err error
+	for deadline := time.Now().Add(serveWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		c, err = gossh.Dial("tcp", addr, &gossh.ClientConfig{
+			User: "tester", Auth: []gossh.AuthMethod{gossh.PublicKeys(key)},
+			HostKeyCallback: gossh.InsecureIgnoreHostKey(), Timeout: serveWait,
+		})
+		var op *net.OpError
+		if err == nil || !errors.As(err, &op) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sshScreen{sess: sess}
+	sess.Stdout, sess.Stderr = &s.out, &s.errOut
+	if s.in, err = sess.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.RequestPty("xterm-256color", h, w, gossh.TerminalModes{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Shell(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *sshScreen) text() string { return ansi.Strip(s.out.String()) }
+
+// wait waits for want in the output after what earlier waits consumed.
+func (s *sshScreen) wait(t *testing.T, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(serveWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		txt := s.text()
+		if i := strings.Index(txt[min(s.seen, len(txt)):], want); i >= 0 {
+			s.seen += i + len(want)
+			return
+		}
+	}
+	t.Fatalf("the screen never showed %q; it shows:\n%s", want, s.text())
+}
+
+func (s *sshScreen) waitStderr(t *testing.T, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(serveWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if strings.Contains(s.errOut.String(), want) {
+			return
+		}
+	}
+	t.Fatalf("stderr never said %q; it says %q", want, s.errOut.String())
+}
+
+func (s *sshScreen) press(t *testing.T, keys string) {
+	t.Helper()
+	if _, err := io.WriteString(s.in, keys); err != nil {
+		t.Fatal(err)
+	}
+}

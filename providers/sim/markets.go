@@ -107,7 +107,10 @@ type family struct {
 }
 
 var families = []family{
-	{Name: "p5", Cloud: providers.CloudAWS, Types: []string{"p5.48xlarge"}, MinZones: 1, MaxZones: 2},
+	// The advisor lists p5 in ten of the sim's regions; the sim keeps the
+	// six where it is easiest to find, in one or two zones.
+	{Name: "p5", Cloud: providers.CloudAWS, Types: []string{"p5.48xlarge"},
+		Regions: []string{"us-east-1", "us-east-2", "us-west-2", "eu-west-2", "eu-north-1", "ap-northeast-1"}, MinZones: 1, MaxZones: 2},
 	{Name: "p5e", Cloud: providers.CloudAWS, Types: []string{"p5e.48xlarge"}, Regions: []string{"us-east-2", "us-west-2"}, MinZones: 1, MaxZones: 1},
 	{Name: "p5en", Cloud: providers.CloudAWS, Types: []string{"p5en.48xlarge"}, MinZones: 1, MaxZones: 2},
 	{Name: "p4d", Cloud: providers.CloudAWS, Types: []string{"p4d.24xlarge"}, MinZones: 1, MaxZones: 2},

@@ -1,0 +1,85 @@
+package sim
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// BenchmarkHistory90d generates 90 days of history for every pool, as the
+// first back-fill of a 90-day window does, into a sink that only counts.
+func BenchmarkHistory90d(b *testing.B) {
+	m := newAt(1, wed)
+	req := providers.FetchRequest{Since: wed.Add(-providers.MaxWindow), Until: wed, Backfill: true}
+	var points int
+	b.ReportAllocs()
+	for b.Loop() {
+		points = 0
+		if err := m.Fetch(context.Background(), req, func(ev providers.Event) { points += len(ev.Points) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(points), "points")
+	b.ReportMetric(float64(len(m.pools)), "pools")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(points), "ns/point")
+}
+
+// BenchmarkHistory90dSeries does the same into one providers.Series per
+// pool, the way the hub keeps history, and reports what the series hold:
+// bytes of backing arrays per point.
+func BenchmarkHistory90dSeries(b *testing.B) {
+	m := newAt(1, wed)
+	req := providers.FetchRequest{Since: wed.Add(-providers.MaxWindow), Until: wed, Backfill: true}
+	var bytes, points int
+	for b.Loop() {
+		series := map[providers.PoolKey]providers.Series{}
+		var at []int64
+		var usd []float64
+		err := m.Fetch(context.Background(), req, func(ev providers.Event) {
+			// A chunk holds whole pools, in order: cut it per pool.
+			for i := 0; i < len(ev.Points); {
+				j := i
+				for j < len(ev.Points) && ev.Points[j].Pool == ev.Points[i].Pool {
+					j++
+				}
+				at, usd = at[:0], usd[:0]
+				for _, pt := range ev.Points[i:j] {
+					at = append(at, pt.At.Unix())
+					usd = append(usd, pt.USDHour)
+				}
+				k := ev.Points[i].Pool
+				series[k] = series[k].Merge(at, usd)
+				i = j
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		bytes, points = 0, 0
+		for _, s := range series {
+			bytes += 8*cap(s.At) + 8*cap(s.USD)
+			points += s.Len()
+		}
+	}
+	b.ReportMetric(float64(points), "points")
+	b.ReportMetric(float64(bytes)/float64(points), "B/point")
+}
+
+// BenchmarkLiveTick is one 2-second live poll of every pool.
+func BenchmarkLiveTick(b *testing.B) {
+	m := newAt(1, wed)
+	var points, ticks int
+	since := wed
+	b.ReportAllocs()
+	for b.Loop() {
+		until := since.Add(2 * time.Second)
+		if err := m.Fetch(context.Background(), providers.FetchRequest{Since: since, Until: until}, func(ev providers.Event) { points += len(ev.Points) }); err != nil {
+			b.Fatal(err)
+		}
+		since = until
+		ticks++
+	}
+	b.ReportMetric(float64(points)/float64(ticks), "points/tick")
+}

@@ -1,0 +1,149 @@
+package sim
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+func fleetSpec() providers.FleetSpec {
+	return providers.FleetSpec{Region: "us-east-1", InstanceTypes: []string{"g5.xlarge", "g6.xlarge"}, TargetCapacity: 4, OnDemandBase: 1, ClientToken: "intent-1"}
+}
+
+func TestFleetValidation(t *testing.T) {
+	m := newAt(1, wed)
+	for _, tc := range []struct {
+		name   string
+		change func(s *providers.FleetSpec)
+		err    string
+	}{
+		{"unknown region", func(s *providers.FleetSpec) { s.Region = "mars-1" }, "the simulated market has us-east-1"},
+		{"no types", func(s *providers.FleetSpec) { s.InstanceTypes = nil }, "at least one instance type"},
+		{"type not sold", func(s *providers.FleetSpec) { s.InstanceTypes = []string{"p5e.48xlarge"} }, "not sold in us-east-1"},
+		{"unknown zone", func(s *providers.FleetSpec) { s.Zones = []string{"us-east-1e"} }, "has zones us-east-1a"},
+		{"zero target", func(s *providers.FleetSpec) { s.TargetCapacity, s.OnDemandBase = 0, 0 }, "target capacity 0"},
+		{"base over target", func(s *providers.FleetSpec) { s.OnDemandBase = 5 }, "on-demand base 5"},
+		{"negative base", func(s *providers.FleetSpec) { s.OnDemandBase = -1 }, "on-demand base -1"},
+		{"bad strategy", func(s *providers.FleetSpec) { s.Strategy = "cheapest" }, "price-capacity-optimized, capacity-optimized, lowest-price, diversified"},
+		{"zero max price", func(s *providers.FleetSpec) { s.MaxPriceUSD = providers.Float(0) }, "max price"},
+		{"other provider", func(s *providers.FleetSpec) { s.Provider = "aws" }, "provider \"aws\""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := fleetSpec()
+			tc.change(&s)
+			for _, dry := range []bool{true, false} {
+				s.DryRun = dry
+				if _, err := m.LaunchFleet(ctx, s); err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("dry run %v: %v, want an error saying %q", dry, err, tc.err)
+				}
+			}
+		})
+	}
+	if len(m.fleets) != 0 {
+		t.Errorf("refused launches left %d fleets", len(m.fleets))
+	}
+}
+
+func TestFleetIdempotentAndDryRun(t *testing.T) {
+	m := newAt(1, wed)
+	s := fleetSpec()
+	s.DryRun = true
+	dry, err := m.LaunchFleet(ctx, s)
+	if err != nil || !dry.DryRun || dry.ID != "" || !strings.Contains(dry.Message, "would have succeeded") || len(m.fleets) != 0 {
+		t.Fatalf("dry run: %+v, %v, %d fleets", dry, err, len(m.fleets))
+	}
+	s.DryRun = false
+	f, err := m.LaunchFleet(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^fleet-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(f.ID) {
+		t.Errorf("fleet id %q, want fleet- and a UUID", f.ID)
+	}
+	if f.State != "active" || f.Instances != 4 || f.Target != 4 || f.EstimatedUSDh <= 0 {
+		t.Errorf("fleet %+v", f)
+	}
+	again, err := m.LaunchFleet(ctx, s)
+	if err != nil || again.ID != f.ID || len(m.fleets) != 1 {
+		t.Errorf("same client token: %+v, %v, %d fleets; want fleet %s again", again, err, len(m.fleets), f.ID)
+	}
+	if other, _ := newAt(1, wed).LaunchFleet(ctx, s); other.ID != f.ID {
+		t.Errorf("same token and seed in a fresh market gave %s, want %s", other.ID, f.ID)
+	}
+	changed := s
+	changed.TargetCapacity = 5
+	if _, err := m.LaunchFleet(ctx, changed); err == nil || !strings.Contains(err.Error(), "IdempotentParameterMismatch") {
+		t.Errorf("same token, other request: %v", err)
+	}
+	s.ClientToken = ""
+	a, _ := m.LaunchFleet(ctx, s)
+	b, _ := m.LaunchFleet(ctx, s)
+	if a.ID == b.ID || a.ID == f.ID {
+		t.Errorf("launches without a token got ids %s and %s", a.ID, b.ID)
+	}
+
+	got, err := m.DescribeFleet(ctx, "us-east-1", f.ID)
+	if err != nil || got.ID != f.ID || got.Instances != 4 {
+		t.Errorf("describe: %+v, %v", got, err)
+	}
+	if _, err := m.DescribeFleet(ctx, "us-west-2", f.ID); err == nil {
+		t.Error("describe in another region found the fleet")
+	}
+	if err := m.DeleteFleet(ctx, "us-east-1", f.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := m.DescribeFleet(ctx, "us-east-1", f.ID); got.State != "deleted" || got.Instances != 0 || got.EstimatedUSDh != 0 {
+		t.Errorf("after delete: %+v", got)
+	}
+	if err := m.DeleteFleet(ctx, "us-east-1", "fleet-nope"); err == nil {
+		t.Error("deleting an unknown fleet: no error")
+	}
+}
+
+func TestFleetAllocation(t *testing.T) {
+	m := newAt(1, wed)
+	types := []string{"g4dn.xlarge", "g5.xlarge", "g6.xlarge", "g6e.xlarge"}
+	cheapest, n := "", 0
+	best := 1e9
+	for _, p := range m.pools {
+		if p.spec.Region.Name == "us-east-1" && contains(types, p.spec.Desc.InstanceType) {
+			n++
+			if _, usd := p.model.inForce(wed.Unix()); usd < best {
+				best, cheapest = usd, p.spec.Desc.Key().String()
+			}
+		}
+	}
+	for _, tc := range []struct {
+		strategy string
+		check    func(f *fleetState) string
+	}{
+		{providers.StrategyLowestPrice, func(f *fleetState) string {
+			if len(f.alloc) != 1 || f.alloc[0].pool.spec.Desc.Key().String() != cheapest {
+				return "want all in the cheapest pool " + cheapest
+			}
+			return ""
+		}},
+		{providers.StrategyDiversified, func(f *fleetState) string {
+			if len(f.alloc) != 8 || len(f.alloc) > n {
+				return "want 8 pools of one instance"
+			}
+			return ""
+		}},
+	} {
+		t.Run(tc.strategy, func(t *testing.T) {
+			fl, err := m.LaunchFleet(ctx, providers.FleetSpec{Region: "us-east-1", InstanceTypes: types, TargetCapacity: 8, Strategy: tc.strategy, ClientToken: tc.strategy})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg := tc.check(m.fleets[fl.ID]); msg != "" {
+				t.Errorf("%+v: %s", m.fleets[fl.ID].alloc, msg)
+			}
+		})
+	}
+	fl, err := m.LaunchFleet(ctx, providers.FleetSpec{Region: "us-east-1", InstanceTypes: types, TargetCapacity: 3, OnDemandBase: 1, MaxPriceUSD: providers.Float(0.001), ClientToken: "cheapskate"})
+	if err != nil || fl.Instances != 1 || !strings.Contains(fl.Message, "2 spot instances pending") {
+		t.Errorf("max price under every pool: %+v, %v; want 1 on-demand running and 2 pending", fl, err)
+	}
+}

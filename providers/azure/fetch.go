@@ -1,0 +1,251 @@
+package azure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// interruptionSource names Azure's eviction rates in the UI.
+const interruptionSource = "azure resource graph"
+
+// Fetch reports the GPU pools of the query's Azure regions with their list
+// prices and, with an account, spot price history and eviction rates. Each
+// region is fetched on its own: one that fails is reported in an Event with
+// Err and the others go on. The returned error means every region failed.
+func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
+	regions := p.regions(req.Query)
+	if len(regions) == 0 {
+		return nil // the query names only other clouds' regions
+	}
+	c, authErr := p.clients(ctx)
+	if authErr != nil {
+		sink(providers.Event{Provider: Name, Note: "list prices only: spot history, eviction rates and actions need a signed-in Azure account (" + authErr.Error() + ")"})
+	} else {
+		sink(providers.Event{Provider: Name, Note: "signed in to subscription " + c.subID})
+	}
+	sem := make(chan struct{}, p.opt.Concurrency)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, region := range regions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			if err := p.fetchRegion(ctx, c, region, req, sink); err != nil {
+				sink(providers.Event{Provider: Name, Region: region, Err: err})
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(errs) == len(regions) {
+		return fmt.Errorf("azure: every region failed: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// fetchRegion does one region. Its hard errors (no sizes, no prices) are
+// returned; failures of the account-only data (history, eviction rates)
+// are reported after the region's pools, so the pools still show.
+func (p *Provider) fetchRegion(ctx context.Context, c *armClients, region string, req providers.FetchRequest, sink providers.Sink) error {
+	total, done := 2, 0
+	if c != nil {
+		total = 4
+	}
+	step := func() {
+		done++
+		if req.Backfill && done < total {
+			sink(providers.Event{Provider: Name, Region: region, Progress: &providers.Progress{Done: done, Total: total}})
+		}
+	}
+	all, err := p.sizesFor(ctx, c, region)
+	if err != nil {
+		return err
+	}
+	step()
+	prices, err := p.retailFor(ctx, region, all)
+	if err != nil {
+		return err
+	}
+	step()
+	var sizes []gpuSize
+	var names []string
+	for _, s := range all {
+		if req.Query.WantsGPU(s.GPU.Model) {
+			sizes = append(sizes, s)
+			names = append(names, s.Name)
+		}
+	}
+	var soft []error
+	var evict map[string]string
+	var hist map[string][]spotPoint
+	if c != nil && len(names) > 0 {
+		if evict, err = p.evictionsFor(ctx, c, region, names); err != nil {
+			soft = append(soft, err)
+		}
+		step()
+		if hist, err = p.history(ctx, c, region, names, req); err != nil {
+			soft = append(soft, err)
+		}
+		step()
+	}
+	ev := providers.Event{Provider: Name, Region: region, Progress: &providers.Progress{Done: total, Total: total}}
+	p.cacheMu.Lock()
+	for _, s := range sizes {
+		key := strings.ToLower(s.Name)
+		rp, priced := prices[key]
+		if c == nil && !priced {
+			continue // without ResourceSKUs, a size with no meter here is not sold here
+		}
+		var inter *providers.Interruption
+		if label, ok := evict[key]; ok {
+			if in, ok := providers.NewInterruption(label, interruptionSource, time.Time{}); ok {
+				inter = in
+			} else {
+				soft = append(soft, fmt.Errorf("eviction rate of %s in %s: unknown label %q (want 0-5, 5-10, 10-15, 15-20 or 20+)", s.Name, region, label))
+			}
+		}
+		zones := s.Zones
+		if len(zones) == 0 {
+			zones = []string{""}
+		}
+		for _, z := range zones {
+			pool := providers.Pool{
+				Provider: Name, Cloud: providers.CloudAzure, Region: region, Zone: z,
+				InstanceType: s.Name, GPU: s.GPU, Interruption: inter, Restricted: s.Restricted(z),
+			}
+			if rp.OnDemand != nil {
+				pool.OnDemandUSDHour = providers.Float(*rp.OnDemand)
+			}
+			ev.Pools = append(ev.Pools, pool)
+			k := pool.Key()
+			// Azure's spot prices are per region: each zone gets the
+			// region's price.
+			if pts := hist[key]; len(pts) > 0 {
+				p.hasHistory[k] = true
+				for _, pt := range pts {
+					ev.Points = append(ev.Points, providers.PricePoint{Pool: k, At: pt.At, USDHour: pt.USD})
+				}
+			} else if rp.Spot != nil && !p.hasHistory[k] {
+				at := rp.SpotAt
+				if at.IsZero() || at.After(req.Until) {
+					at = req.Until
+				}
+				ev.Points = append(ev.Points, providers.PricePoint{Pool: k, At: at, USDHour: *rp.Spot})
+			}
+		}
+	}
+	p.cacheMu.Unlock()
+	sink(ev)
+	if len(soft) > 0 {
+		sink(providers.Event{Provider: Name, Region: region, Err: errors.Join(soft...)})
+	}
+	return nil
+}
+
+// sizesFor returns the region's GPU sizes: from ResourceSKUs with an
+// account (cached for ListTTL), else from the catalog.
+func (p *Provider) sizesFor(ctx context.Context, c *armClients, region string) ([]gpuSize, error) {
+	if c == nil {
+		return catalogSizes(), nil
+	}
+	p.cacheMu.Lock()
+	e, ok := p.skus[region]
+	p.cacheMu.Unlock()
+	if ok && p.now().Sub(e.at) < p.opt.ListTTL {
+		return e.v, nil
+	}
+	sizes, err := p.listGPUSizes(ctx, c, region)
+	if err != nil {
+		return nil, err
+	}
+	p.cacheMu.Lock()
+	p.skus[region] = cached[[]gpuSize]{v: sizes, at: p.now()}
+	p.cacheMu.Unlock()
+	return sizes, nil
+}
+
+// retailFor returns the region's list prices of the sizes, cached for
+// ListTTL.
+func (p *Provider) retailFor(ctx context.Context, region string, sizes []gpuSize) (map[string]retailPrice, error) {
+	p.cacheMu.Lock()
+	e, ok := p.prices[region]
+	p.cacheMu.Unlock()
+	if ok && p.now().Sub(e.at) < p.opt.ListTTL {
+		return e.v, nil
+	}
+	names := make([]string, len(sizes))
+	for i, s := range sizes {
+		names[i] = s.Name
+	}
+	if len(names) == 0 {
+		return map[string]retailPrice{}, nil
+	}
+	prices, _, err := p.fetchRetail(ctx, region, names)
+	if err != nil {
+		return nil, err
+	}
+	p.cacheMu.Lock()
+	p.prices[region] = cached[map[string]retailPrice]{v: prices, at: p.now()}
+	p.cacheMu.Unlock()
+	return prices, nil
+}
+
+// evictionsFor returns the region's eviction-rate labels, cached for
+// ListTTL.
+func (p *Provider) evictionsFor(ctx context.Context, c *armClients, region string, names []string) (map[string]string, error) {
+	key := region + "|" + strings.Join(names, ",")
+	p.cacheMu.Lock()
+	e, ok := p.evict[key]
+	p.cacheMu.Unlock()
+	if ok && p.now().Sub(e.at) < p.opt.ListTTL {
+		return e.v, nil
+	}
+	rows, _, err := p.graphRows(ctx, c, evictionQuery(region, names))
+	if err != nil {
+		return nil, fmt.Errorf("eviction rates in %s: %w", region, err)
+	}
+	m, err := parseEvictionRows(rows)
+	if err != nil {
+		return nil, fmt.Errorf("eviction rates in %s: %w", region, err)
+	}
+	p.cacheMu.Lock()
+	p.evict[key] = cached[map[string]string]{v: m, at: p.now()}
+	p.cacheMu.Unlock()
+	return m, nil
+}
+
+// history returns the spot price history the request asks for.
+func (p *Provider) history(ctx context.Context, c *armClients, region string, names []string, req providers.FetchRequest) (map[string][]spotPoint, error) {
+	live := !req.Backfill && !req.Since.IsZero()
+	from := req.Since
+	if live {
+		from = req.Since.Add(-p.opt.HistoryLookback)
+	}
+	rows, _, err := p.graphRows(ctx, c, historyQuery(region, names, from, live))
+	if err != nil {
+		return nil, fmt.Errorf("spot price history in %s: %w", region, err)
+	}
+	h, err := parseHistoryRows(rows, req.Since, req.Until, live)
+	if err != nil {
+		return nil, fmt.Errorf("spot price history in %s: %w", region, err)
+	}
+	return h, nil
+}

@@ -1,0 +1,348 @@
+package azure
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// maxMixSizes is the most VM sizes one scale set's instance mix takes.
+const maxMixSizes = 5
+
+// missingFleetConfig names the config keys a spot scale set needs that
+// are not set.
+func (p *Provider) missingFleetConfig() []string {
+	var miss []string
+	if p.opt.ResourceGroup == "" {
+		miss = append(miss, "azure.resource_group")
+	}
+	if p.opt.ImageID == "" {
+		miss = append(miss, "azure.image_id")
+	}
+	if p.opt.SubnetID == "" {
+		miss = append(miss, "azure.subnet_id")
+	}
+	if p.opt.AdminUsername == "" {
+		miss = append(miss, "azure.admin_username")
+	}
+	if p.opt.SSHPublicKey == "" {
+		miss = append(miss, "azure.ssh_public_key")
+	}
+	return miss
+}
+
+// allocation maps gpumarket's strategies onto a scale set's instance-mix
+// strategy. Azure has no price-and-capacity blend: price-capacity-optimized
+// takes CapacityOptimized, since a cheap pool that is evicted at once saves
+// nothing. Azure has no diversified strategy at all.
+func allocation(strategy string) (armcompute.AllocationStrategy, error) {
+	switch strategy {
+	case "", providers.StrategyPriceCapacityOptimized, providers.StrategyCapacityOptimized:
+		return armcompute.AllocationStrategyCapacityOptimized, nil
+	case providers.StrategyLowestPrice:
+		return armcompute.AllocationStrategyLowestPrice, nil
+	}
+	return "", fmt.Errorf("strategy %q is not available on Azure: want %s, %s or %s",
+		strategy, providers.StrategyPriceCapacityOptimized, providers.StrategyCapacityOptimized, providers.StrategyLowestPrice)
+}
+
+// imageReference reads azure.image_id: a resource id ("/subscriptions/…")
+// or a marketplace URN "publisher:offer:sku:version".
+func imageReference(image string) (*armcompute.ImageReference, error) {
+	if strings.HasPrefix(image, "/") {
+		return &armcompute.ImageReference{ID: to.Ptr(image)}, nil
+	}
+	parts := strings.Split(image, ":")
+	if len(parts) == 4 && parts[0] != "" && parts[1] != "" && parts[2] != "" && parts[3] != "" {
+		return &armcompute.ImageReference{Publisher: &parts[0], Offer: &parts[1], SKU: &parts[2], Version: &parts[3]}, nil
+	}
+	return nil, fmt.Errorf("azure.image_id %q: want an image resource id (/subscriptions/…) or a marketplace URN publisher:offer:sku:version", image)
+}
+
+// sshKey reads azure.ssh_public_key: the key itself or a file holding it.
+func sshKey(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if strings.HasPrefix(v, "ssh-") || strings.HasPrefix(v, "ecdsa-") {
+		return v, nil
+	}
+	data, err := os.ReadFile(v)
+	if err != nil {
+		return "", fmt.Errorf("azure.ssh_public_key: neither a public key (ssh-ed25519 …, ssh-rsa …) nor a readable file: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+// scaleSet builds the scale set of a fleet. The on-demand base uses the
+// scale set's PriorityMixPolicy (BaseRegularPriorityCount) rather than a
+// second, regular scale set: one resource to create, watch and delete, and
+// Azure itself keeps the base regular when spot VMs are evicted. Priority
+// mix and instance mix need Flexible orchestration.
+func (p *Provider) scaleSet(spec providers.FleetSpec) (armcompute.VirtualMachineScaleSet, error) {
+	img, err := imageReference(p.opt.ImageID)
+	if err != nil {
+		return armcompute.VirtualMachineScaleSet{}, err
+	}
+	key, err := sshKey(p.opt.SSHPublicKey)
+	if err != nil {
+		return armcompute.VirtualMachineScaleSet{}, err
+	}
+	strategy, err := allocation(spec.Strategy)
+	if err != nil {
+		return armcompute.VirtualMachineScaleSet{}, err
+	}
+	maxPrice := -1.0 // up to the on-demand price: never evicted for price
+	if spec.MaxPriceUSD != nil {
+		maxPrice = *spec.MaxPriceUSD
+	}
+	user := p.opt.AdminUsername
+	props := &armcompute.VirtualMachineScaleSetProperties{
+		OrchestrationMode:        to.Ptr(armcompute.OrchestrationModeFlexible),
+		PlatformFaultDomainCount: to.Ptr[int32](1),
+		SinglePlacementGroup:     to.Ptr(false),
+		PriorityMixPolicy: &armcompute.PriorityMixPolicy{
+			BaseRegularPriorityCount:           to.Ptr(int32(spec.OnDemandBase)),
+			RegularPriorityPercentageAboveBase: to.Ptr[int32](0),
+		},
+		VirtualMachineProfile: &armcompute.VirtualMachineScaleSetVMProfile{
+			Priority:       to.Ptr(armcompute.VirtualMachinePriorityTypesSpot),
+			EvictionPolicy: to.Ptr(armcompute.VirtualMachineEvictionPolicyTypesDelete),
+			BillingProfile: &armcompute.BillingProfile{MaxPrice: &maxPrice},
+			StorageProfile: &armcompute.VirtualMachineScaleSetStorageProfile{
+				ImageReference: img,
+				OSDisk: &armcompute.VirtualMachineScaleSetOSDisk{
+					CreateOption: to.Ptr(armcompute.DiskCreateOptionTypesFromImage),
+					DeleteOption: to.Ptr(armcompute.DiskDeleteOptionTypesDelete),
+				},
+			},
+			OSProfile: &armcompute.VirtualMachineScaleSetOSProfile{
+				ComputerNamePrefix: to.Ptr("gpum"),
+				AdminUsername:      &user,
+				LinuxConfiguration: &armcompute.LinuxConfiguration{
+					DisablePasswordAuthentication: to.Ptr(true),
+					SSH: &armcompute.SSHConfiguration{PublicKeys: []*armcompute.SSHPublicKey{{
+						Path: to.Ptr("/home/" + user + "/.ssh/authorized_keys"), KeyData: &key,
+					}}},
+				},
+			},
+			NetworkProfile: &armcompute.VirtualMachineScaleSetNetworkProfile{
+				NetworkAPIVersion: to.Ptr(armcompute.NetworkAPIVersionTwoThousandTwenty1101),
+				NetworkInterfaceConfigurations: []*armcompute.VirtualMachineScaleSetNetworkConfiguration{{
+					Name: to.Ptr("nic"),
+					Properties: &armcompute.VirtualMachineScaleSetNetworkConfigurationProperties{
+						Primary: to.Ptr(true),
+						IPConfigurations: []*armcompute.VirtualMachineScaleSetIPConfiguration{{
+							Name: to.Ptr("ip"),
+							Properties: &armcompute.VirtualMachineScaleSetIPConfigurationProperties{
+								Primary: to.Ptr(true),
+								Subnet:  &armcompute.APIEntityReference{ID: to.Ptr(p.opt.SubnetID)},
+							},
+						}},
+					},
+				}},
+			},
+		},
+	}
+	sku := &armcompute.SKU{Name: to.Ptr(spec.InstanceTypes[0]), Capacity: to.Ptr(int64(spec.TargetCapacity))}
+	if len(spec.InstanceTypes) > 1 {
+		// Instance mix: Azure picks among the sizes by the strategy.
+		sku.Name = to.Ptr("Mix")
+		prof := &armcompute.SKUProfile{AllocationStrategy: &strategy}
+		for _, t := range spec.InstanceTypes {
+			prof.VMSizes = append(prof.VMSizes, &armcompute.SKUProfileVMSize{Name: to.Ptr(t)})
+		}
+		props.SKUProfile = prof
+	}
+	ss := armcompute.VirtualMachineScaleSet{
+		Location:   to.Ptr(spec.Region),
+		SKU:        sku,
+		Properties: props,
+		Tags:       map[string]*string{TagManaged: to.Ptr("gpumarket"), TagRef: to.Ptr(spec.ClientToken)},
+	}
+	for _, z := range spec.Zones {
+		ss.Zones = append(ss.Zones, to.Ptr(z))
+	}
+	return ss, nil
+}
+
+// LaunchFleet creates a spot scale set (Priority Spot, eviction policy
+// Delete, MaxPrice from the spec or -1 for "up to on-demand") of
+// spec.TargetCapacity VMs, spec.OnDemandBase of them regular. Several
+// instance types make an instance mix. The scale set is named after the
+// ClientToken, so a retried launch updates the same scale set. With
+// spec.DryRun it only validates the request locally: Azure has no dry run.
+func (p *Provider) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (providers.Fleet, error) {
+	c, err := p.clients(ctx)
+	if err != nil {
+		return providers.Fleet{}, fmt.Errorf("azure fleet: %w (%v)", errNoAccount, err)
+	}
+	if miss := p.missingFleetConfig(); len(miss) > 0 {
+		return providers.Fleet{}, fmt.Errorf("azure fleet: a spot scale set needs these config keys, not set: %s", strings.Join(miss, ", "))
+	}
+	if !IsRegion(spec.Region) {
+		return providers.Fleet{}, fmt.Errorf("azure fleet: region %q: want an Azure region such as eastus", spec.Region)
+	}
+	if len(spec.InstanceTypes) == 0 || len(spec.InstanceTypes) > maxMixSizes {
+		return providers.Fleet{}, fmt.Errorf("azure fleet: %d instance types: want 1 to %d", len(spec.InstanceTypes), maxMixSizes)
+	}
+	if spec.TargetCapacity <= 0 || spec.OnDemandBase < 0 || spec.OnDemandBase > spec.TargetCapacity {
+		return providers.Fleet{}, fmt.Errorf("azure fleet: target %d with on-demand base %d: want a positive target and a base from 0 to the target", spec.TargetCapacity, spec.OnDemandBase)
+	}
+	var checked []string
+	sizes := map[string]gpuSize{}
+	for _, t := range spec.InstanceTypes {
+		s, err := p.validateSize(ctx, c, spec.Region, t, spec.Zones)
+		if err != nil {
+			return providers.Fleet{}, fmt.Errorf("azure fleet: %w", err)
+		}
+		sizes[t] = s
+		checked = append(checked, s.Name)
+	}
+	ss, err := p.scaleSet(spec)
+	if err != nil {
+		return providers.Fleet{}, fmt.Errorf("azure fleet: %w", err)
+	}
+	f := providers.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, EstimatedUSDh: p.estimate(spec)}
+	if spec.DryRun {
+		quota, err := p.checkQuota(ctx, c, spec.Region, sizes[spec.InstanceTypes[0]], spec.TargetCapacity)
+		if err != nil {
+			return providers.Fleet{}, fmt.Errorf("azure fleet: %w", err)
+		}
+		f.DryRun = true
+		f.Message = fmt.Sprintf("%s: %s offered in %s and not restricted; config complete; %s", NoDryRunMessage, strings.Join(checked, ", "), spec.Region, quota)
+		return f, nil
+	}
+	name := resourceName(spec.ClientToken, fleetHash(spec))
+	poller, err := c.vmss.BeginCreateOrUpdate(ctx, c.resGroup, name, ss, nil)
+	if err != nil {
+		return providers.Fleet{}, fmt.Errorf("azure fleet: create scale set %s: %w", name, err)
+	}
+	resp, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: p.opt.PollFrequency})
+	if err != nil {
+		return providers.Fleet{}, fmt.Errorf("azure fleet: scale set %s: %w", name, err)
+	}
+	f.ID = deref(resp.ID)
+	f.State = "pending"
+	if resp.Properties != nil {
+		f.State = ledgerState(deref(resp.Properties.ProvisioningState))
+	}
+	f.Message = fmt.Sprintf("spot scale set %s: %d VMs, %d of them regular priority; evicted spot VMs are deleted", name, spec.TargetCapacity, spec.OnDemandBase)
+	return f, nil
+}
+
+func fleetHash(spec providers.FleetSpec) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s|%v|%d|%d", spec.Region, spec.InstanceTypes, spec.TargetCapacity, spec.OnDemandBase)))
+	return hex.EncodeToString(h[:6])
+}
+
+// estimate is the fleet's cost per hour from cached list prices, 0 when
+// they are not known: the base at on-demand, the rest at the first size's
+// spot price.
+func (p *Provider) estimate(spec providers.FleetSpec) float64 {
+	p.cacheMu.Lock()
+	defer p.cacheMu.Unlock()
+	e, ok := p.prices[spec.Region]
+	if !ok || len(spec.InstanceTypes) == 0 {
+		return 0
+	}
+	rp, ok := e.v[strings.ToLower(spec.InstanceTypes[0])]
+	if !ok || rp.OnDemand == nil || rp.Spot == nil {
+		return 0
+	}
+	return float64(spec.OnDemandBase)**rp.OnDemand + float64(spec.TargetCapacity-spec.OnDemandBase)**rp.Spot
+}
+
+// scaleSetID parses a scale set id, or a bare name in the configured
+// resource group.
+func (p *Provider) scaleSetID(c *armClients, id string) (rg, name string, err error) {
+	if !strings.HasPrefix(id, "/") {
+		if c.resGroup == "" {
+			return "", "", errors.New("azure.resource_group is not set")
+		}
+		return c.resGroup, id, nil
+	}
+	rid, err := arm.ParseResourceID(id)
+	if err != nil || !strings.EqualFold(rid.ResourceType.String(), "Microsoft.Compute/virtualMachineScaleSets") {
+		return "", "", fmt.Errorf("%q is not a scale set resource id", id)
+	}
+	return rid.ResourceGroupName, rid.Name, nil
+}
+
+// DescribeFleet reads a scale set's state and how many of its VMs are
+// provisioned. A scale set that is gone is reported "deleted".
+func (p *Provider) DescribeFleet(ctx context.Context, region, id string) (providers.Fleet, error) {
+	c, err := p.clients(ctx)
+	if err != nil {
+		return providers.Fleet{}, fmt.Errorf("azure fleet: %w (%v)", errNoAccount, err)
+	}
+	rg, name, err := p.scaleSetID(c, id)
+	if err != nil {
+		return providers.Fleet{}, fmt.Errorf("azure fleet: %w", err)
+	}
+	f := providers.Fleet{ID: id, Provider: Name, Region: region}
+	got, err := c.vmss.Get(ctx, rg, name, nil)
+	if isNotFound(err) {
+		f.State = "deleted"
+		return f, nil
+	}
+	if err != nil {
+		return providers.Fleet{}, fmt.Errorf("azure fleet %s: %w", name, err)
+	}
+	if got.SKU != nil {
+		f.Target = int(deref(got.SKU.Capacity))
+	}
+	if got.Properties != nil {
+		f.State = ledgerState(deref(got.Properties.ProvisioningState))
+	}
+	view, err := c.vmss.GetInstanceView(ctx, rg, name, nil)
+	if err != nil {
+		return providers.Fleet{}, fmt.Errorf("azure fleet %s: instance view: %w", name, err)
+	}
+	if view.VirtualMachine != nil {
+		for _, s := range view.VirtualMachine.StatusesSummary {
+			if s != nil && strings.EqualFold(deref(s.Code), "ProvisioningState/succeeded") {
+				f.Instances += int(deref(s.Count))
+			}
+		}
+	}
+	return f, nil
+}
+
+// DeleteFleet deletes a scale set (and its VMs). Given a capacity
+// reservation's id it deletes the reservation instead, so the ledger can
+// end both kinds of Azure resource through one call. A resource already
+// gone is not an error.
+func (p *Provider) DeleteFleet(ctx context.Context, region, id string) error {
+	if strings.Contains(strings.ToLower(id), "/capacityreservationgroups/") {
+		return p.DeleteBooking(ctx, id)
+	}
+	c, err := p.clients(ctx)
+	if err != nil {
+		return fmt.Errorf("azure fleet: %w (%v)", errNoAccount, err)
+	}
+	rg, name, err := p.scaleSetID(c, id)
+	if err != nil {
+		return fmt.Errorf("azure delete fleet: %w", err)
+	}
+	poller, err := c.vmss.BeginDelete(ctx, rg, name, nil)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("azure delete fleet %s: %w", name, err)
+	}
+	if _, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: p.opt.PollFrequency}); err != nil && !isNotFound(err) {
+		return fmt.Errorf("azure delete fleet %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,259 @@
+package azure
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// retailItem is one meter of the Retail Prices API, the fields gpumarket
+// reads.
+type retailItem struct {
+	CurrencyCode         string  `json:"currencyCode"`
+	RetailPrice          float64 `json:"retailPrice"`
+	UnitPrice            float64 `json:"unitPrice"`
+	ArmRegionName        string  `json:"armRegionName"`
+	EffectiveStartDate   string  `json:"effectiveStartDate"`
+	MeterName            string  `json:"meterName"`
+	ProductName          string  `json:"productName"`
+	SkuName              string  `json:"skuName"`
+	ServiceName          string  `json:"serviceName"`
+	ArmSkuName           string  `json:"armSkuName"`
+	Type                 string  `json:"type"`
+	UnitOfMeasure        string  `json:"unitOfMeasure"`
+	IsPrimaryMeterRegion *bool   `json:"isPrimaryMeterRegion"`
+}
+
+// pricesPage is one page of the Retail Prices API.
+type pricesPage struct {
+	BillingCurrency string       `json:"BillingCurrency"`
+	Items           []retailItem `json:"Items"`
+	NextPageLink    string       `json:"NextPageLink"`
+	Count           int          `json:"Count"`
+}
+
+// retailPrice is what the list prices say of one VM size in one region.
+type retailPrice struct {
+	Size       string // armSkuName as the API spells it
+	Spot       *float64
+	SpotAt     time.Time // the spot meter's effectiveStartDate
+	OnDemand   *float64
+	spotPrim   bool
+	odPrim     bool
+	spotItemAt time.Time
+}
+
+// parsePricesPage reads one Retail Prices page. It accepts the API's
+// documented shape and refuses anything else with an error saying what was
+// wrong; it never panics on bad input.
+func parsePricesPage(data []byte) (pricesPage, error) {
+	var page pricesPage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&page); err != nil {
+		return pricesPage{}, fmt.Errorf("retail prices page is not the API's JSON (want an object with Items and NextPageLink): %w", err)
+	}
+	if page.Items == nil {
+		var probe map[string]json.RawMessage
+		if json.Unmarshal(data, &probe) != nil || probe["Items"] == nil {
+			return pricesPage{}, errors.New("retail prices page has no Items array")
+		}
+	}
+	for i, it := range page.Items {
+		if math.IsNaN(it.RetailPrice) || math.IsInf(it.RetailPrice, 0) || it.RetailPrice < 0 {
+			return pricesPage{}, fmt.Errorf("retail prices item %d (%s): retailPrice %v is not a price", i, it.ArmSkuName, it.RetailPrice)
+		}
+	}
+	if page.NextPageLink != "" {
+		u, err := url.Parse(page.NextPageLink)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return pricesPage{}, fmt.Errorf("retail prices NextPageLink %q: want an absolute http(s) URL", page.NextPageLink)
+		}
+	}
+	return page, nil
+}
+
+// priceFilter is the OData filter of one region's GPU meters. Sizes are
+// named so the API does not page through every VM meter of the region
+// (thousands); the client still checks every item, since a compatible
+// endpoint may ignore parts of the filter.
+func priceFilter(region string, sizes []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "serviceName eq 'Virtual Machines' and armRegionName eq '%s' and priceType eq 'Consumption'", odataQuote(region))
+	if len(sizes) > 0 {
+		b.WriteString(" and (")
+		for i, s := range sizes {
+			if i > 0 {
+				b.WriteString(" or ")
+			}
+			fmt.Fprintf(&b, "armSkuName eq '%s'", odataQuote(s))
+		}
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+func odataQuote(s string) string { return strings.ReplaceAll(s, "'", "''") }
+
+// priceChunk bounds the sizes named in one filter, keeping URLs short.
+const priceChunk = 25
+
+// maxPricePages guards against a server whose NextPageLink never ends.
+const maxPricePages = 1000
+
+// fetchRetail returns the Linux spot and on-demand list prices of the
+// given GPU sizes (keyed by lower-case armSkuName) in a region, following
+// every NextPageLink.
+func (p *Provider) fetchRetail(ctx context.Context, region string, sizes []string) (map[string]retailPrice, int, error) {
+	want := map[string]bool{}
+	for _, s := range sizes {
+		want[strings.ToLower(s)] = true
+	}
+	sort.Strings(sizes)
+	out := map[string]retailPrice{}
+	pages := 0
+	for start := 0; start < len(sizes); start += priceChunk {
+		end := min(start+priceChunk, len(sizes))
+		next := p.pricesU + "?$filter=" + strings.ReplaceAll(url.QueryEscape(priceFilter(region, sizes[start:end])), "+", "%20")
+		seen := map[string]bool{}
+		for next != "" {
+			if seen[next] {
+				return nil, pages, fmt.Errorf("retail prices in %s: NextPageLink repeats %s", region, next)
+			}
+			seen[next] = true
+			if pages++; pages > maxPricePages {
+				return nil, pages, fmt.Errorf("retail prices in %s: more than %d pages", region, maxPricePages)
+			}
+			body, err := p.getWithRetry(ctx, next)
+			if err != nil {
+				return nil, pages, fmt.Errorf("retail prices in %s (page %d): %w", region, pages, err)
+			}
+			page, err := parsePricesPage(body)
+			if err != nil {
+				return nil, pages, fmt.Errorf("retail prices in %s (page %d): %w", region, pages, err)
+			}
+			for _, it := range page.Items {
+				addRetailItem(out, it, region, want)
+			}
+			next = page.NextPageLink
+		}
+	}
+	return out, pages, nil
+}
+
+// addRetailItem folds one meter into the region's prices if it is a Linux
+// spot or on-demand hourly meter of a wanted GPU size.
+func addRetailItem(out map[string]retailPrice, it retailItem, region string, want map[string]bool) {
+	key := strings.ToLower(it.ArmSkuName)
+	switch {
+	case !want[key]: // not a GPU size
+	case !strings.EqualFold(it.ArmRegionName, region):
+	case it.ServiceName != "" && it.ServiceName != "Virtual Machines":
+	case it.Type != "Consumption":
+	case it.CurrencyCode != "" && it.CurrencyCode != "USD":
+	case it.UnitOfMeasure != "" && it.UnitOfMeasure != "1 Hour":
+	case strings.Contains(it.ProductName, "Windows"):
+	case strings.HasSuffix(it.SkuName, " Low Priority"), strings.Contains(it.MeterName, "Low Priority"):
+	default:
+		rp := out[key]
+		rp.Size = it.ArmSkuName
+		primary := it.IsPrimaryMeterRegion == nil || *it.IsPrimaryMeterRegion
+		at, _ := time.Parse(time.RFC3339, it.EffectiveStartDate)
+		price := it.RetailPrice
+		if strings.HasSuffix(it.SkuName, " Spot") {
+			// A region sometimes lists a meter twice; the primary
+			// meter region's and then the newest one wins.
+			if rp.Spot == nil || (primary && !rp.spotPrim) || (primary == rp.spotPrim && at.After(rp.spotItemAt)) {
+				rp.Spot, rp.SpotAt, rp.spotPrim, rp.spotItemAt = &price, at, primary, at
+			}
+		} else if rp.OnDemand == nil || (primary && !rp.odPrim) {
+			rp.OnDemand, rp.odPrim = &price, primary
+		}
+		out[key] = rp
+	}
+}
+
+// getWithRetry GETs a URL, retrying 429 (honouring Retry-After) and 5xx
+// with exponential backoff.
+func (p *Provider) getWithRetry(ctx context.Context, u string) ([]byte, error) {
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", "application/json")
+		resp, err := p.http.Do(req)
+		if err != nil {
+			if ctx.Err() != nil || attempt >= p.opt.MaxRetries {
+				return nil, err
+			}
+			if err := p.sleep(ctx, p.backoff(attempt)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		body, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			if rerr != nil {
+				return nil, fmt.Errorf("read body: %w", rerr)
+			}
+			return body, nil
+		}
+		retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
+		if !retryable || attempt >= p.opt.MaxRetries {
+			return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(body))
+		}
+		wait := p.backoff(attempt)
+		if ra, ok := retryAfter(resp.Header.Get("Retry-After"), p.now()); ok {
+			wait = ra
+		}
+		p.log.Debug("azure retail prices: retrying", "status", resp.StatusCode, "wait", wait)
+		if err := p.sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// maxRetryWait caps one wait, whatever a server asks.
+const maxRetryWait = 2 * time.Minute
+
+func (p *Provider) backoff(attempt int) time.Duration {
+	d := p.opt.RetryBase << min(attempt, 16)
+	return min(d, maxRetryWait)
+}
+
+// retryAfter reads a Retry-After header: seconds or an HTTP date.
+func retryAfter(h string, now time.Time) (time.Duration, bool) {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0, false
+	}
+	if n, err := strconv.Atoi(h); err == nil && n >= 0 {
+		return min(time.Duration(n)*time.Second, maxRetryWait), true
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return min(max(t.Sub(now), 0), maxRetryWait), true
+	}
+	return 0, false
+}
+
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	if s == "" {
+		s = "(empty body)"
+	}
+	return s
+}

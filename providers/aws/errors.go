@@ -1,0 +1,62 @@
+package aws
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/smithy-go"
+)
+
+// apiCode returns the AWS error code of err ("RequestLimitExceeded",
+// "DryRunOperation"), or "".
+func apiCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// credentialCodes are the answers AWS gives to missing, wrong or expired
+// keys.
+var credentialCodes = map[string]bool{
+	"AuthFailure": true, "ExpiredToken": true, "ExpiredTokenException": true, "RequestExpired": true,
+	"InvalidClientTokenId": true, "UnrecognizedClientException": true, "SignatureDoesNotMatch": true,
+	"InvalidAccessKeyId": true,
+}
+
+// explain turns the SDK's credential failures into one clear error that
+// wraps ErrNoCredentials; other errors pass through.
+func explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	var missing config.SharedConfigProfileNotExistError
+	switch {
+	case errors.As(err, &missing):
+		return fmt.Errorf("%w: profile %q is not in the shared config; %s", ErrNoCredentials, missing.Profile, credentialHint)
+	case strings.Contains(err.Error(), "failed to retrieve credentials"), strings.Contains(err.Error(), "failed to refresh cached credentials"):
+		return fmt.Errorf("%w: %s (%v)", ErrNoCredentials, credentialHint, shortCause(err))
+	case credentialCodes[apiCode(err)]:
+		return fmt.Errorf("%w: AWS refused the credentials (%s): they may have expired; %s", ErrNoCredentials, apiCode(err), credentialHint)
+	}
+	return err
+}
+
+// shortCause keeps the innermost message of the SDK's long error chains.
+func shortCause(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			break
+		}
+		err = next
+	}
+	s := err.Error()
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}

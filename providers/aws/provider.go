@@ -1,0 +1,247 @@
+// Package aws is the AWS market source on aws-sdk-go-v2: spot price history
+// (DescribeSpotPriceHistory), GPU instance types (DescribeInstanceTypes),
+// interruption buckets (the Spot Instance Advisor), placement scores
+// (GetSpotPlacementScores), on-demand prices (the Price List API), capacity
+// blocks (DescribeCapacityBlockOfferings, PurchaseCapacityBlock,
+// DescribeCapacityReservations) and spot fleets (CreateFleet, DescribeFleets,
+// DeleteFleets). Only cmd imports it: service/ec2 is a very large package.
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// Name is the provider's name.
+const Name = "aws"
+
+// ErrNoCredentials is wrapped by the error New returns when the AWS
+// credential chain finds nothing usable (or finds an expired SSO token).
+var ErrNoCredentials = errors.New("aws: no credentials")
+
+// Options configure the provider. Zero values mean the defaults.
+type Options struct {
+	// Regions are used when a query names none; when both are empty the
+	// account's regions come from DescribeRegions.
+	Regions []string
+	// Profile is the shared-config profile (AWS_PROFILE otherwise).
+	Profile string
+	// AdvisorURL is the Spot Instance Advisor JSON; "" uses only the
+	// embedded snapshot.
+	AdvisorURL string
+	// LaunchTemplate is the fleet launch template (id "lt-…" or name)
+	// used when a FleetSpec names none.
+	LaunchTemplate string
+	// DataDir holds the day-long caches (instance types, on-demand
+	// prices, the advisor file); "" caches in memory only.
+	DataDir string
+	Now     func() time.Time
+	Logger  *slog.Logger
+	// Concurrency bounds the regions fetched at once (default 4).
+	Concurrency int
+	// Config, when set, replaces config.LoadDefaultConfig: tests pass one
+	// with static credentials and a BaseEndpoint.
+	Config *awssdk.Config
+	// HTTPClient fetches the advisor file (default: http.DefaultClient).
+	HTTPClient *http.Client
+	// MaxAttempts and MaxBackoff tune the SDK retryer for throttling and
+	// 5xx answers (defaults 6 and 20s).
+	MaxAttempts int
+	MaxBackoff  time.Duration
+	// AdvisorTimeout bounds the live advisor fetch (default 3s).
+	AdvisorTimeout time.Duration
+}
+
+// Provider is the AWS source. It implements providers.Provider,
+// OfferingFinder, Booker and FleetLauncher.
+type Provider struct {
+	opt     Options
+	cfg     awssdk.Config
+	pricing pricingAPI
+	home    string // region for account-wide calls
+
+	mu       sync.Mutex
+	clients  map[string]ec2API
+	regionsM []string // DescribeRegions, once
+	state    map[string]*regionState
+
+	adv       advisorState
+	scores    scoreState
+	onDemandC onDemandCache
+}
+
+var (
+	_ providers.Provider       = (*Provider)(nil)
+	_ providers.OfferingFinder = (*Provider)(nil)
+	_ providers.Booker         = (*Provider)(nil)
+	_ providers.FleetLauncher  = (*Provider)(nil)
+)
+
+// ec2API is the part of the EC2 client the provider uses.
+type ec2API interface {
+	DescribeRegions(context.Context, *ec2.DescribeRegionsInput, ...func(*ec2.Options)) (*ec2.DescribeRegionsOutput, error)
+	ec2.DescribeInstanceTypesAPIClient
+	ec2.DescribeSpotPriceHistoryAPIClient
+	ec2.GetSpotPlacementScoresAPIClient
+	ec2.DescribeCapacityBlockOfferingsAPIClient
+	ec2.DescribeCapacityReservationsAPIClient
+	PurchaseCapacityBlock(context.Context, *ec2.PurchaseCapacityBlockInput, ...func(*ec2.Options)) (*ec2.PurchaseCapacityBlockOutput, error)
+	CreateFleet(context.Context, *ec2.CreateFleetInput, ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
+	DescribeFleets(context.Context, *ec2.DescribeFleetsInput, ...func(*ec2.Options)) (*ec2.DescribeFleetsOutput, error)
+	DeleteFleets(context.Context, *ec2.DeleteFleetsInput, ...func(*ec2.Options)) (*ec2.DeleteFleetsOutput, error)
+}
+
+// pricingAPI is the part of the Price List client the provider uses.
+type pricingAPI interface {
+	pricing.GetProductsAPIClient
+}
+
+// New loads the AWS configuration the AWS way (profile, SSO, environment,
+// IMDS; AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_EC2 are honoured by the SDK)
+// and checks that there are credentials, so a missing login is one clear
+// error before any fetch.
+func New(ctx context.Context, opt Options) (*Provider, error) {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opt.Concurrency <= 0 {
+		opt.Concurrency = 4
+	}
+	if opt.HTTPClient == nil {
+		opt.HTTPClient = http.DefaultClient
+	}
+	if opt.MaxAttempts <= 0 {
+		opt.MaxAttempts = 6
+	}
+	if opt.MaxBackoff <= 0 {
+		opt.MaxBackoff = 20 * time.Second
+	}
+	if opt.AdvisorTimeout <= 0 {
+		opt.AdvisorTimeout = 3 * time.Second
+	}
+	var cfg awssdk.Config
+	if opt.Config != nil {
+		cfg = opt.Config.Copy()
+	} else {
+		var lo []func(*config.LoadOptions) error
+		if opt.Profile != "" {
+			lo = append(lo, config.WithSharedConfigProfile(opt.Profile))
+		}
+		c, err := config.LoadDefaultConfig(ctx, lo...)
+		if err != nil {
+			return nil, explain(fmt.Errorf("aws: load configuration: %w", err))
+		}
+		cfg = c
+	}
+	cfg.Retryer = newRetryer(opt.MaxAttempts, opt.MaxBackoff)
+	home := cfg.Region
+	if home == "" {
+		home = "us-east-1"
+	}
+	if cfg.Credentials == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoCredentials, credentialHint)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	_, err := cfg.Credentials.Retrieve(cctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s (%v)", ErrNoCredentials, credentialHint, shortCause(err))
+	}
+	p := &Provider{opt: opt, cfg: cfg, home: home, clients: map[string]ec2API{}, state: map[string]*regionState{}}
+	// The Price List API answers only in a few regions; us-east-1 is the
+	// one that lists every region's prices.
+	p.pricing = pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = "us-east-1" })
+	return p, nil
+}
+
+const credentialHint = "set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), or run `aws sso login`"
+
+// newRetryer retries throttling and 5xx answers with jittered exponential
+// backoff. The client-side retry quota is off: a back-fill of many regions
+// is throttled on purpose by AWS and must not exhaust a shared bucket.
+func newRetryer(attempts int, maxBackoff time.Duration) func() awssdk.Retryer {
+	return func() awssdk.Retryer {
+		r := retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = attempts
+			o.MaxBackoff = maxBackoff
+			o.Backoff = retry.NewExponentialJitterBackoff(maxBackoff)
+			o.RateLimiter = ratelimit.None
+		})
+		return retry.AddWithErrorCodes(r, "RequestLimitExceeded", "Throttling", "ServiceUnavailable", "Unavailable", "InternalError")
+	}
+}
+
+// Name returns "aws".
+func (p *Provider) Name() string { return Name }
+
+// client returns the EC2 client of a region.
+func (p *Provider) client(region string) ec2API {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.clients[region]
+	if !ok {
+		c = ec2.NewFromConfig(p.cfg, func(o *ec2.Options) { o.Region = region })
+		p.clients[region] = c
+	}
+	return c
+}
+
+// SetClient replaces a region's EC2 client (tests that fake the client
+// rather than the endpoint).
+func (p *Provider) SetClient(region string, c ec2API) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clients[region] = c
+}
+
+// regions returns the regions a query asks for: its own, the options',
+// or every region of the account.
+func (p *Provider) regions(ctx context.Context, q providers.Query) ([]string, error) {
+	if len(q.Regions) > 0 {
+		return q.Regions, nil
+	}
+	if len(p.opt.Regions) > 0 {
+		return p.opt.Regions, nil
+	}
+	p.mu.Lock()
+	cached := p.regionsM
+	p.mu.Unlock()
+	if cached != nil {
+		return cached, nil
+	}
+	out, err := p.client(p.home).DescribeRegions(ctx, &ec2.DescribeRegionsInput{})
+	if err != nil {
+		return nil, explain(fmt.Errorf("aws: describe regions in %s: %w", p.home, err))
+	}
+	var names []string
+	for _, r := range out.Regions {
+		if r.RegionName != nil {
+			names = append(names, *r.RegionName)
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("aws: describe regions in %s: the account has no regions enabled", p.home)
+	}
+	p.mu.Lock()
+	p.regionsM = names
+	p.mu.Unlock()
+	return names, nil
+}

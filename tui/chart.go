@@ -256,6 +256,9 @@ func axisDecimals(lo, hi float64, rows int) int {
 		return 2
 	}
 	d := int(math.Ceil(-math.Log10(step)))
+	if math.Abs(hi) < 1000 {
+		d = max(d, 2) // dollars and cents at least
+	}
 	return min(max(d, 0), 4)
 }
 

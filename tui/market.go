@@ -60,8 +60,8 @@ type column struct {
 
 var columns = [numCols]column{
 	colGPU:       {"GPU", 12, 0, false},
-	colInstance:  {"INSTANCE", 18, 5, false},
-	colLocation:  {"REGION/ZONE", 15, 2, false},
+	colInstance:  {"INSTANCE", 17, 5, false},
+	colLocation:  {"REGION/ZONE", 16, 2, false},
 	colCloud:     {"CLOUD", 5, 8, false},
 	colSpot:      {"SPOT $/H", 8, 6, true},
 	colPerGPU:    {"$/GPU-H", 8, 3, true},
@@ -138,7 +138,7 @@ func (r *row) compute(c *common, from, to int64) {
 	_, maxs := pv.History.Downsample(from, to, sparkCols)
 	r.cells = [numCols]string{
 		colGPU:       gpu,
-		colInstance:  pv.InstanceType,
+		colInstance:  displayType(pv.InstanceType),
 		colLocation:  loc,
 		colCloud:     string(pv.Cloud),
 		colSpot:      money(r.spot),
@@ -741,13 +741,19 @@ func (m *marketView) View() string {
 		if m.reverse {
 			arrow = "↓"
 		}
-		status := fmt.Sprintf("%d/%d pools · sort %s%s · window %s · gpu %s · region %s",
-			len(m.list), len(m.all), sortShort[m.sortBy], arrow, windowLabel(m.c.window), listOrAll(m.gpus), listOrAll(m.regions))
+		status := fmt.Sprintf("%d/%d pools · sort %s%s · window %s",
+			len(m.list), len(m.all), sortShort[m.sortBy], arrow, windowLabel(m.c.window))
+		if len(m.gpus) > 0 {
+			status += " · gpu " + listOrAll(m.gpus)
+		}
+		if len(m.regions) > 0 {
+			status += " · region " + listOrAll(m.regions)
+		}
 		if m.needle != "" {
 			status += " · /" + m.needle
 		}
 		if n := len(m.marked); n > 0 {
-			status += fmt.Sprintf(" · marked %d", n)
+			status += fmt.Sprintf(" · %d marked", n)
 		}
 		b.WriteString(st.dim.Render(fit(status, m.width, false)))
 	}
@@ -845,4 +851,10 @@ func sortColumn(s sortMode) int {
 		return colLocation
 	}
 	return -1
+}
+
+// displayType shortens Azure's "Standard_NC40ads_H100_v5" to the
+// "NC40ads_H100_v5" people say; the filter still matches the full name.
+func displayType(t string) string {
+	return strings.TrimPrefix(t, "Standard_")
 }

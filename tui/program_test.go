@@ -69,7 +69,7 @@ func TestProgramFilterChartQuit(t *testing.T) {
 	m := New(Options{Hub: h, Now: nowFn, NoColor: true, Context: ctx})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(120, 40))
 
-	waitFor(t, tm, "market", func(s string) bool { return strings.Contains(s, "Standard_NC4as_T4_v3") })
+	waitFor(t, tm, "market", func(s string) bool { return strings.Contains(s, "NC4as_T4_v3") })
 	tm.Type("/H100")
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})
 	waitFor(t, tm, "filtered", func(s string) bool { return strings.Contains(s, "3/9 pools") })

@@ -56,65 +56,53 @@ func addCommonFlags(root *cobra.Command) {
 // builds the query of the common flags. Bad flag values are usage errors
 // naming the flag; a bad config file is a runtime error naming file:line:col.
 func setup(cmd *cobra.Command) (*env, error) {
+	// The flags first: a bad flag is bad usage (exit 2) whatever the
+	// config file holds.
 	flags := cmd.Flags()
+	var provs, gpus, regions []string
+	var window time.Duration
+	var err error
+	if flags.Changed(flagProvider) {
+		v, _ := flags.GetString(flagProvider)
+		if provs, err = parseProviderFlag(v); err != nil {
+			return nil, err
+		}
+	}
+	if flags.Changed(flagGPU) {
+		v, _ := flags.GetString(flagGPU)
+		if gpus, err = parseGPUFlag(v); err != nil {
+			return nil, err
+		}
+	}
+	if flags.Changed(flagRegion) {
+		v, _ := flags.GetString(flagRegion)
+		if regions, err = parseRegionFlag(v); err != nil {
+			return nil, err
+		}
+	}
+	if flags.Changed(flagWindow) {
+		v, _ := flags.GetString(flagWindow)
+		if window, err = providers.ParseWindow(v); err != nil {
+			return nil, usagef("--window %q: want %s", v, providers.WindowForm)
+		}
+	}
+
 	path, _ := flags.GetString(flagConfig)
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, fmt.Errorf("load config: %w", err)
 	}
-
-	if flags.Changed(flagProvider) {
-		v, _ := flags.GetString(flagProvider)
-		list := providers.SplitList(v)
-		if len(list) == 0 {
-			return nil, usagef("--provider %q: want a comma list of %s", v, strings.Join(config.ProviderNames, ", "))
-		}
-		for i, p := range list {
-			p = strings.ToLower(p)
-			list[i] = p
-			if !contains(config.ProviderNames, p) {
-				return nil, usagef("--provider %q: unknown provider %q; want a comma list of %s", v, p, strings.Join(config.ProviderNames, ", "))
-			}
-		}
-		cfg.Providers = dedupe(list)
+	if provs != nil {
+		cfg.Providers = provs
 	}
-	if flags.Changed(flagGPU) {
-		v, _ := flags.GetString(flagGPU)
-		list := providers.SplitList(v)
-		if len(list) == 0 {
-			return nil, usagef("--gpu %q: want a comma list of %s", v, strings.Join(providers.GPUModels, ", "))
-		}
-		for i, g := range list {
-			m, ok := config.CanonicalGPU(g)
-			if !ok {
-				return nil, usagef("--gpu %q: unknown GPU %q; want a comma list of %s", v, g, strings.Join(providers.GPUModels, ", "))
-			}
-			list[i] = m
-		}
-		cfg.GPUs = dedupe(list)
+	if gpus != nil {
+		cfg.GPUs = gpus
 	}
-	if flags.Changed(flagRegion) {
-		v, _ := flags.GetString(flagRegion)
-		list := providers.SplitList(v)
-		if len(list) == 0 {
-			return nil, usagef("--region %q: want a comma list of regions (%s)", v, config.RegionForm)
-		}
-		for i, r := range list {
-			r = strings.ToLower(r)
-			list[i] = r
-			if !config.ValidRegion(r) {
-				return nil, usagef("--region %q: bad region %q; want a comma list of regions (%s)", v, r, config.RegionForm)
-			}
-		}
-		cfg.Regions = dedupe(list)
+	if regions != nil {
+		cfg.Regions = regions
 	}
-	if flags.Changed(flagWindow) {
-		v, _ := flags.GetString(flagWindow)
-		d, err := providers.ParseWindow(v)
-		if err != nil {
-			return nil, usagef("--window %q: want %s", v, providers.WindowForm)
-		}
-		cfg.Window = config.Window(d)
+	if window > 0 {
+		cfg.Window = config.Window(window)
 	}
 	if flags.Changed(flagSeed) {
 		cfg.Sim.Seed, _ = flags.GetInt64(flagSeed)
@@ -152,6 +140,56 @@ func setup(cmd *cobra.Command) (*env, error) {
 	}
 	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: level}))
 	return e, nil
+}
+
+// parseProviderFlag reads --provider: a comma list of sim, aws, azure.
+func parseProviderFlag(v string) ([]string, error) {
+	list := providers.SplitList(v)
+	if len(list) == 0 {
+		return nil, usagef("--provider %q: want a comma list of %s", v, strings.Join(config.ProviderNames, ", "))
+	}
+	for i, p := range list {
+		p = strings.ToLower(p)
+		list[i] = p
+		if !contains(config.ProviderNames, p) {
+			return nil, usagef("--provider %q: unknown provider %q; want a comma list of %s", v, p, strings.Join(config.ProviderNames, ", "))
+		}
+	}
+	return dedupe(list), nil
+}
+
+// parseGPUFlag reads --gpu: a comma list of catalog models in any case,
+// returned in the catalog's spelling.
+func parseGPUFlag(v string) ([]string, error) {
+	list := providers.SplitList(v)
+	if len(list) == 0 {
+		return nil, usagef("--gpu %q: want a comma list of %s", v, strings.Join(providers.GPUModels, ", "))
+	}
+	for i, g := range list {
+		m, ok := config.CanonicalGPU(g)
+		if !ok {
+			return nil, usagef("--gpu %q: unknown GPU %q; want a comma list of %s", v, g, strings.Join(providers.GPUModels, ", "))
+		}
+		list[i] = m
+	}
+	return dedupe(list), nil
+}
+
+// parseRegionFlag reads --region: a comma list of region names. Whether a
+// cloud has the region is for its provider to say.
+func parseRegionFlag(v string) ([]string, error) {
+	list := providers.SplitList(v)
+	if len(list) == 0 {
+		return nil, usagef("--region %q: want a comma list of regions (%s)", v, config.RegionForm)
+	}
+	for i, r := range list {
+		r = strings.ToLower(r)
+		list[i] = r
+		if !config.ValidRegion(r) {
+			return nil, usagef("--region %q: bad region %q; want a comma list of regions (%s)", v, r, config.RegionForm)
+		}
+	}
+	return dedupe(list), nil
 }
 
 // providers builds the sources the query names.

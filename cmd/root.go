@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/user"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -97,20 +96,9 @@ func runTUI(ctx context.Context, e *env, h *hub.Hub) error {
 		Regions: e.query.Regions,
 		Risk:    e.risk(),
 		Role:    tui.RoleBooker,
-		Actor:   localActor(),
+		Actor:   localActor(), // book.go's: the ledger's actor for this terminal
 		NoColor: os.Getenv("NO_COLOR") != "",
 		Context: ctx,
 		Logger:  e.log,
 	})
-}
-
-// localActor names the user at the keyboard for the ledger: "local:alice".
-func localActor() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return "local:" + u.Username
-	}
-	if n := os.Getenv("USER"); n != "" {
-		return "local:" + n
-	}
-	return "local"
 }

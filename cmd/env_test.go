@@ -1,0 +1,131 @@
+package cmd
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+func TestParseFlags(t *testing.T) {
+	if got, err := parseGPUFlag(" h100, A100 ,h100"); err != nil || !slices.Equal(got, []string{"H100", "A100"}) {
+		t.Errorf("--gpu: %v %v", got, err)
+	}
+	if got, err := parseProviderFlag("SIM,aws"); err != nil || !slices.Equal(got, []string{"sim", "aws"}) {
+		t.Errorf("--provider: %v %v", got, err)
+	}
+	if got, err := parseRegionFlag("us-east-1,EastUS"); err != nil || !slices.Equal(got, []string{"us-east-1", "eastus"}) {
+		t.Errorf("--region: %v %v", got, err)
+	}
+}
+
+// FuzzFilterFlags checks that the filter flags never panic, name their
+// flag when they refuse, and return only what they accept.
+func FuzzFilterFlags(f *testing.F) {
+	for _, s := range []string{"", ",", "H100", "h100,a100", "sim,aws,azure", "us-east-1, eastus", "  ,x,", "A10G,A10", "ü,\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		var ue *usageError
+		if got, err := parseGPUFlag(v); err != nil {
+			if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "--gpu") {
+				t.Fatalf("--gpu %q: %v", v, err)
+			}
+		} else {
+			for _, g := range got {
+				if !slices.Contains(providers.GPUModels, g) {
+					t.Fatalf("--gpu %q gave %q", v, g)
+				}
+			}
+		}
+		if got, err := parseProviderFlag(v); err != nil {
+			if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "--provider") {
+				t.Fatalf("--provider %q: %v", v, err)
+			}
+		} else {
+			for _, p := range got {
+				if !slices.Contains(config.ProviderNames, p) {
+					t.Fatalf("--provider %q gave %q", v, p)
+				}
+			}
+		}
+		if got, err := parseRegionFlag(v); err != nil {
+			if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "--region") {
+				t.Fatalf("--region %q: %v", v, err)
+			}
+		} else {
+			for _, r := range got {
+				if !config.ValidRegion(r) {
+					t.Fatalf("--region %q gave %q", v, r)
+				}
+			}
+		}
+	})
+}
+
+// TestSetupOrder checks Default → file → env → flags.
+func TestSetupOrder(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.yaml")
+	os.WriteFile(p, []byte("providers: [sim]\ngpus: [A100]\nwindow: 7d\nsim: {seed: 5, tick: 1s}\naws: {profile: file}\n"), 0o600)
+	t.Setenv("AWS_PROFILE", "env")
+
+	root := newRootCmd()
+	pc, _, err := root.Find([]string{"prices"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.ParseFlags([]string{"--config", p, "--gpu", "h100", "--seed", "9"}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := setup(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(e.query.GPUs, []string{"H100"}) || e.cfg.Sim.Seed != 9 {
+		t.Errorf("flags did not win: gpus %v seed %d", e.query.GPUs, e.cfg.Sim.Seed)
+	}
+	if e.query.Window.Hours() != 7*24 || e.cfg.AWS.Profile != "env" || e.cfg.Sim.Tick.D().Seconds() != 1 {
+		t.Errorf("file/env: window %v profile %q tick %v", e.query.Window, e.cfg.AWS.Profile, e.cfg.Sim.Tick.D())
+	}
+	if !slices.Equal(e.query.Providers, []string{"sim"}) {
+		t.Errorf("providers %v", e.query.Providers)
+	}
+}
+
+func TestSetupDefaultsToSim(t *testing.T) {
+	isolate(t)
+	root := newRootCmd()
+	pc, _, _ := root.Find([]string{"prices"})
+	pc.ParseFlags(nil)
+	e, err := setup(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(e.query.Providers, []string{"sim"}) || !e.simulated() {
+		t.Errorf("providers %v, want sim", e.query.Providers)
+	}
+	if fi, err := os.Stat(e.dataDir); err != nil || !fi.IsDir() {
+		t.Errorf("data dir %q: %v", e.dataDir, err)
+	}
+}
+
+func TestBadFlagBeatsBadConfig(t *testing.T) {
+	isolate(t)
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(p, []byte("bogus: 1\n"), 0o600)
+	code, _, stderr := runCmd(t, "prices", "--config", p, "--window", "3x")
+	if code != 2 || !strings.Contains(stderr, "--window") {
+		t.Errorf("exit %d %q", code, stderr)
+	}
+	code, _, stderr = runCmd(t, "prices", "--config", p)
+	if code != 1 || !strings.Contains(stderr, p+":1:1:") {
+		t.Errorf("exit %d %q, want 1 with file:line:col", code, stderr)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -96,9 +97,26 @@ func runTUI(ctx context.Context, e *env, h *hub.Hub) error {
 		Regions: e.query.Regions,
 		Risk:    e.risk(),
 		Role:    tui.RoleBooker,
-		Actor:   localActor(), // book.go's: the ledger's actor for this terminal
+		Actor:   terminalActor(),
 		NoColor: os.Getenv("NO_COLOR") != "",
 		Context: ctx,
 		Logger:  e.log,
 	})
+}
+
+// terminalActor names who acts from this terminal, "user@host", in the
+// ledger's form (book.go's localActor writes the same; they should become
+// one function once book.go is committed).
+func terminalActor() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	if name == "" {
+		name = "unknown"
+	}
+	if host, _ := os.Hostname(); host != "" {
+		return name + "@" + host
+	}
+	return name
 }

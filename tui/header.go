@@ -176,10 +176,20 @@ func progressBar(done, total, w int) string {
 	return "▕" + strings.Repeat("█", fill) + strings.Repeat("░", w-fill) + "▏"
 }
 
-// shortErr keeps the first line of an error, cut to n runes.
+// shortErr keeps the cause of an error for a badge: its first line, and of
+// a wrapped error ("describe spot prices in eu-west-1: UnauthorizedOperation")
+// the innermost part, which the badge's region already gives context to;
+// cut to n runes.
 func shortErr(s string, n int) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
+	}
+	if parts := strings.Split(s, ": "); len(parts) > 1 {
+		last := parts[len(parts)-1]
+		if len(last) < 12 {
+			last = parts[len(parts)-2] + ": " + last
+		}
+		s = last
 	}
 	r := []rune(s)
 	if len(r) > n {

@@ -597,3 +597,46 @@ func TestCellWidthAgreesWithAnsi(t *testing.T) {
 		}
 	}
 }
+
+// TestSpinnerTicksOnlyWhileLoading: an idle session must not redraw.
+func TestSpinnerTicksOnlyWhileLoading(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{})
+	loading := fixtureSnapshot()
+	loading.Seq = 2
+	loading.Sources = []hub.SourceStatus{{Provider: "sim", State: hub.StateReady,
+		Regions: []hub.RegionStatus{{Region: "us-east-1", Done: 2, Total: 8}}}}
+	_, cmd := m.Update(snapshotMsg{snap: loading})
+	if !m.spinOn || cmd == nil {
+		t.Fatal("no spinner while a region back-fills")
+	}
+	out := ansi.Strip(m.View().Content)
+	if !strings.Contains(out, "loading") || !strings.Contains(out, "2/8") {
+		t.Errorf("header lacks the back-fill progress:\n%s", out)
+	}
+	tick := m.spin.Tick()
+	if _, cmd := m.Update(tick); cmd == nil {
+		t.Error("spinner stopped while loading")
+	}
+	ready := fixtureSnapshot()
+	ready.Seq = 3
+	m.Update(snapshotMsg{snap: ready})
+	if _, cmd := m.Update(m.spin.Tick()); cmd != nil || m.spinOn {
+		t.Error("spinner still ticking with nothing loading")
+	}
+}
+
+func TestHeaderShowsRegionErrorsAndStale(t *testing.T) {
+	m := newTestModel(t, 160, 40, Options{})
+	s := fixtureSnapshot()
+	s.Seq = 2
+	s.Sources = append(s.Sources, hub.SourceStatus{Provider: "aws", State: hub.StateReady, Stale: true, LastOK: fixedNow.Add(-5 * time.Minute),
+		Regions: []hub.RegionStatus{{Region: "us-east-1"}, {Region: "eu-west-1", Err: "describe spot prices in eu-west-1: UnauthorizedOperation"}},
+		Note:    "advisor data from 2025-06 (embedded)"})
+	m.Update(snapshotMsg{snap: s})
+	out := ansi.Strip(m.View().Content)
+	for _, want := range []string{"aws", "stale", "eu-west-1", "UnauthorizedOperation", "advisor data from 2025-06", "SIMULATED MARKET"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("header lacks %q:\n%s", want, out)
+		}
+	}
+}

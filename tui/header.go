@@ -136,7 +136,7 @@ func (m *Model) sourceLine(s hub.SourceStatus) string {
 	case s.State == hub.StateError:
 		b.WriteString(st.badgeErr.Render(" error "))
 		if s.Err != "" {
-			b.WriteString(" " + st.footerErr.Render(shortErr(s.Err, 60)))
+			b.WriteString(" " + st.footerErr.Render(shortErr("", s.Err, 60)))
 		}
 	case loading:
 		b.WriteString(m.spin.View() + " loading")
@@ -158,7 +158,7 @@ func (m *Model) sourceLine(s hub.SourceStatus) string {
 		if r.Err != "" {
 			b.WriteString(" ")
 			b.WriteString(st.badgeErr.Render(" " + r.Region + " "))
-			b.WriteString(" " + st.footerErr.Render(shortErr(r.Err, 40)))
+			b.WriteString(" " + st.footerErr.Render(shortErr(r.Region, r.Err, 48)))
 		}
 	}
 	if s.Note != "" {
@@ -176,20 +176,20 @@ func progressBar(done, total, w int) string {
 	return "▕" + strings.Repeat("█", fill) + strings.Repeat("░", w-fill) + "▏"
 }
 
-// shortErr keeps the cause of an error for a badge: its first line, and of
-// a wrapped error ("describe spot prices in eu-west-1: UnauthorizedOperation")
-// the innermost part, which the badge's region already gives context to;
+// shortErr keeps the first line of an error for a badge, without the
+// leading context that names the region the badge already shows
+// ("describe spot prices in eu-west-1: UnauthorizedOperation" → the cause),
 // cut to n runes.
-func shortErr(s string, n int) string {
+func shortErr(region, s string, n int) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	if parts := strings.Split(s, ": "); len(parts) > 1 {
-		last := parts[len(parts)-1]
-		if len(last) < 12 {
-			last = parts[len(parts)-2] + ": " + last
+	for region != "" {
+		i := strings.Index(s, ": ")
+		if i < 0 || !strings.Contains(s[:i], region) {
+			break
 		}
-		s = last
+		s = s[i+2:]
 	}
 	r := []rune(s)
 	if len(r) > n {

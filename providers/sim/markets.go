@@ -311,8 +311,8 @@ func newSpec(adv *advisor.Data, r *region, f family, t, zone string, gpu provide
 	}
 	savings += unit(strHash("sav", r.Name, zone, t))*8 - 4
 	// Keep the typical saving inside the band the sim promises (60-91 %),
-	// with room for the cycles to move either way.
-	savings = math.Max(63, math.Min(88, savings))
+	// with room for the cycles and spikes to move either way.
+	savings = math.Max(65, math.Min(87, savings))
 	s.BaseRatio = 1 - savings/100
 	return s
 }

@@ -8,12 +8,13 @@ import (
 // pure function of (seed, pool, t): whoever asks, in whatever chunks, gets
 // the same points. Time is cut into slots; a hash of (pool, slot) decides
 // whether the price changes in the slot and at which second, and rare
-// spikes are decided per hour. The value at a change is the band-limited
+// spikes are decided per hour. The value at a change is the share
 //
-//	ratio(t) = lo + (hi-lo)·σ(z₀ + vol·noise(t) + daily(t) + weekly(t) + spike(t))
+//	ratio(t) = clip(base · exp(vol·noise(t) + daily(t) + weekly(t) + jitter(t) + spike(t)))
 //
-// of the on-demand price, where σ is the logistic function: whatever the
-// walk does, spot stays 60.5-90.5 % below on-demand.
+// of the on-demand price: multiplicative moves of a few percent, and clip
+// bends them smoothly into the band, so whatever the walk does, spot stays
+// 60.5-90.5 % below on-demand.
 const (
 	slotSec      = 15 * 60 // a price changes at most once a slot…
 	slotsPerHour = 3600 / slotSec
@@ -24,8 +25,13 @@ const (
 	ratioLo   = 0.095 // spot / on-demand, the band's bottom: 90.5 % saving
 	ratioHi   = 0.395 // the band's top: 60.5 % saving
 
-	dailyAmp   = 0.25 // z amplitude of the daily cycle on weekdays
-	weekendAmp = 0.35 // z drop on the region's Saturday and Sunday
+	ratioKnee = 0.03  // clip bends the ratio this close to the band's edges
+
+	// Log amplitudes: the daily cycle (±4 % on weekdays), the weekend's
+	// drop (6 %), and each change's own jitter (±1.5 %).
+	dailyAmp   = 0.04
+	weekendAmp = 0.06
+	jitterAmp  = 0.015
 )
 
 // noise octaves: knots every period seconds with values in [-amp, amp],
@@ -33,7 +39,7 @@ const (
 var octaves = [...]struct {
 	period int64
 	amp    float64
-}{{36 * 3600, 0.6}, {8 * 3600, 0.35}, {2 * 3600, 0.12}}
+}{{36 * 3600, 0.10}, {8 * 3600, 0.06}, {2 * 3600, 0.03}}
 
 // mix is splitmix64's finaliser: a fast, well-spread 64-bit hash step.
 func mix(x uint64) uint64 {
@@ -60,7 +66,7 @@ func floorDiv(a, b int64) int64 {
 type model struct {
 	id     uint64 // hash of seed and pool key
 	od     float64
-	z0     float64 // logit of the base ratio within the band
+	base   float64 // the typical spot / on-demand ratio
 	vol    float64 // scales the noise: some pools are jumpier
 	offset int64   // region's UTC offset in seconds
 }
@@ -75,12 +81,10 @@ var hourBusy = func() (b [24]float64) {
 
 func newModel(seed int64, s *poolSpec) model {
 	id := mix(uint64(seed)*0x9e3779b97f4a7c15 ^ strHash(s.Desc.Key().String()))
-	u := (s.BaseRatio - ratioLo) / (ratioHi - ratioLo)
-	u = math.Max(0.02, math.Min(0.98, u))
 	return model{
 		id:     id,
 		od:     *s.Desc.OnDemandUSDHour,
-		z0:     math.Log(u / (1 - u)),
+		base:   s.BaseRatio,
 		vol:    0.7 + 0.6*unit(mix(id^0x5eed)),
 		offset: int64(s.Region.UTCOffset * 3600),
 	}
@@ -131,7 +135,7 @@ func (m *model) spike(hour int64) (from, to int64, lift float64, ok bool) {
 	g := mix(h)
 	dur := int64(300 + (g&0xffff)%2100) // 5 to 40 minutes
 	from = hour*3600 + int64((g>>16)%uint64(3600-dur))
-	lift = 1.2 + 1.4*unit(mix(g))
+	lift = 0.25 + 0.45*unit(mix(g)) // +28 % to +100 %, before the clip
 	return from, from + dur, lift, true
 }
 
@@ -177,19 +181,31 @@ var dailyCycle = func() (d [24 * 60]float64) {
 	return d
 }()
 
-// priceAt is the value a change at t takes; spikeLift is the z lift of a
-// spike in force at t (0 for none).
+// priceAt is the value a change at t takes; spikeLift is the log lift of
+// a spike in force at t (0 for none).
 func (m *model) priceAt(t int64, spikeLift float64, c *knots) float64 {
 	day, sec := m.local(t)
 	daily := dailyCycle[sec/60]
-	z := m.z0 + m.vol*m.noise(t, c) + spikeLift
+	jitter := jitterAmp * (2*unit(mix(m.id^uint64(t)*0x2545f4914f6cdd1d)) - 1)
+	v := m.vol*m.noise(t, c) + jitter + spikeLift
 	if weekend(day) {
-		z += 0.4*daily - weekendAmp
+		v += 0.4*daily - weekendAmp
 	} else {
-		z += daily
+		v += daily
 	}
-	r := ratioLo + (ratioHi-ratioLo)/(1+math.Exp(-z))
-	return math.Round(m.od*r*1e4) / 1e4
+	return math.Round(m.od*clip(m.base*math.Exp(v))*1e4) / 1e4
+}
+
+// clip bends a ratio smoothly into [ratioLo, ratioHi]: unchanged in the
+// middle, approaching each edge asymptotically within ratioKnee of it.
+func clip(r float64) float64 {
+	if k := ratioHi - ratioKnee; r > k {
+		return k + ratioKnee*(1-math.Exp(-(r-k)/ratioKnee))
+	}
+	if k := ratioLo + ratioKnee; r < k {
+		return k - ratioKnee*(1-math.Exp(-(k-r)/ratioKnee))
+	}
+	return r
 }
 
 // hour is the change times of one hour of a pool, ascending and unique,

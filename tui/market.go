@@ -802,7 +802,7 @@ func (m *marketView) View() string {
 			restr = "⊘"
 		}
 		line.WriteString(pointer)
-		if cur || st.noColor {
+		if cur || st.noColor || (mark == " " && restr == " ") {
 			line.WriteString(mark)
 			line.WriteString(restr)
 		} else {

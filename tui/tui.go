@@ -322,6 +322,11 @@ func (m *Model) switchTo(i int) {
 	}
 	m.prev, m.active = m.active, i
 	m.full = false
+	// Tabbing to an empty Chart shows what enter would have.
+	if m.views[i] == m.chart && len(m.chart.poolKeys) == 0 {
+		m.chart.setPools(m.market.chartKeys())
+		m.chart.Update(snapshotMsg{snap: m.snap})
+	}
 }
 
 // broadcast gives a message to every view (snapshots, window and style

@@ -640,3 +640,34 @@ func TestHeaderShowsRegionErrorsAndStale(t *testing.T) {
 		}
 	}
 }
+
+func TestTabToEmptyChartShowsCursorPool(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{})
+	want := cursorKey(m)
+	press(m, "tab")
+	if got := m.chart.poolKeys; len(got) != 1 || got[0] != want {
+		t.Errorf("chart after tab: %v, want [%s]", got, want)
+	}
+}
+
+// FuzzFilter types arbitrary text into the `/` filter: it must never panic,
+// and every pool left must contain the text.
+func FuzzFilter(f *testing.F) {
+	for _, s := range []string{"H100", "us-east-1a", "", " ", "Standard_", "×", "\x1b[31m", "日本"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m := newTestModel(t, 80, 24, Options{})
+		m.Update(tea.KeyPressMsg{Code: '/', Text: "/"})
+		for _, r := range s {
+			m.Update(tea.KeyPressMsg{Code: r, Text: string(r)})
+		}
+		needle := strings.ToLower(strings.TrimSpace(m.market.filter.Value()))
+		for _, r := range m.market.list {
+			if !strings.Contains(r.search, needle) {
+				t.Fatalf("%s left for %q", r.pv.Key, needle)
+			}
+		}
+		_ = m.View()
+	})
+}

@@ -298,9 +298,17 @@ func (m *marketView) applySnapshot(s *hub.Snapshot) {
 	structural := len(s.Pools) != len(m.all)
 	m.changed = m.changed[:0]
 	m.all = m.all[:0]
+	prev := len(m.all)
 	for i := range s.Pools {
 		pv := &s.Pools[i]
-		r := m.rows[pv.Key]
+		// Snapshots are sorted by key and rarely gain a pool, so the row at
+		// the same index is almost always the one: no map lookup needed.
+		var r *row
+		if i < prev && m.all[i].pv.Key == pv.Key {
+			r = m.all[i]
+		} else {
+			r = m.rows[pv.Key]
+		}
 		if r == nil {
 			r = &row{}
 			m.rows[pv.Key] = r
@@ -400,16 +408,17 @@ func (m *marketView) resort(changed []*row) {
 	if cap(out) < len(kept)+len(moved) {
 		out = make([]*row, 0, len(kept)+len(moved))
 	}
-	i, j := 0, 0
-	for i < len(kept) || j < len(moved) {
-		if j >= len(moved) || (i < len(kept) && m.compare(kept[i], moved[j]) <= 0) {
-			out = append(out, kept[i])
-			i++
-		} else {
-			out = append(out, moved[j])
-			j++
-		}
+	// Each moved row goes in after the kept rows that sort before it:
+	// a binary search per moved row and block copies in between.
+	at := 0
+	for _, r := range moved {
+		rest := kept[at:]
+		j, _ := slices.BinarySearchFunc(rest, r, m.compare)
+		out = append(out, rest[:j]...)
+		out = append(out, r)
+		at += j
 	}
+	out = append(out, kept[at:]...)
 	m.list, m.spare, m.movedBuf = out, kept, moved
 	m.placeCursor(screenRow)
 }
@@ -418,9 +427,9 @@ func (m *marketView) resort(changed []*row) {
 // height on screen when it can.
 func (m *marketView) placeCursor(screenRow int) {
 	m.cursor = 0
-	if m.cursorKey != "" {
+	if want := m.rows[m.cursorKey]; want != nil {
 		for i, r := range m.list {
-			if r.pv.Key == m.cursorKey {
+			if r == want {
 				m.cursor = i
 				break
 			}

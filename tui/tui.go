@@ -240,7 +240,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tea.Batch(cmds...)
 	case subClosedMsg:
 		m.sub = nil
-		return m, nil
+		return m, notifyErr(errors.New("the market feed has stopped; the prices shown are the last known"))
 	case spinner.TickMsg:
 		// Let the chain of ticks die when nothing loads, so an idle
 		// session sends nothing over the wire.

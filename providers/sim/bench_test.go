@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,17 +15,18 @@ import (
 func BenchmarkHistory90d(b *testing.B) {
 	m := newAt(1, wed)
 	req := providers.FetchRequest{Since: wed.Add(-providers.MaxWindow), Until: wed, Backfill: true}
-	var points int
+	var points atomic.Int64
 	b.ReportAllocs()
 	for b.Loop() {
-		points = 0
-		if err := m.Fetch(context.Background(), req, func(ev providers.Event) { points += len(ev.Points) }); err != nil {
+		points.Store(0)
+		if err := m.Fetch(context.Background(), req, func(ev providers.Event) { points.Add(int64(len(ev.Points))) }); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(points), "points")
+	n := float64(points.Load())
+	b.ReportMetric(n, "points")
 	b.ReportMetric(float64(len(m.pools)), "pools")
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(points), "ns/point")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/point")
 }
 
 // BenchmarkHistory90dSeries does the same into one providers.Series per
@@ -37,7 +40,10 @@ func BenchmarkHistory90dSeries(b *testing.B) {
 		series := map[providers.PoolKey]providers.Series{}
 		var at []int64
 		var usd []float64
+		var mu sync.Mutex // the hub, too, applies events under its lock
 		err := m.Fetch(context.Background(), req, func(ev providers.Event) {
+			mu.Lock()
+			defer mu.Unlock()
 			// A chunk holds whole pools, in order: cut it per pool.
 			for i := 0; i < len(ev.Points); {
 				j := i

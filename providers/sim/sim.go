@@ -18,6 +18,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -159,7 +160,8 @@ func (p *simPool) sameDescription(a, b time.Time) bool {
 // Fetch reports the matching pools and their prices in [req.Since,
 // req.Until], plus the point in force at Since (the price before the window
 // counts as the price at its start). A back-fill goes region by region, one
-// chunk per instance family, with progress; a live poll (Backfill false)
+// chunk per instance family, with progress, and describes the pools as they
+// are at the later of req.Until and Options.Now; a live poll (Backfill false)
 // reports only the points in (Since, Until] and the descriptions that
 // changed in it (the hub knows the rest from its back-fill). A window
 // longer than 90 days is cut to its last 90 days.
@@ -208,6 +210,12 @@ func (m *Market) backfill(ctx context.Context, q providers.Query, since, until t
 		families [][]*simPool
 	}
 	var todo []work
+	// Pools are described as they are now, not at the end of the window:
+	// extending the history to the past must not bring back old buckets.
+	descAt := until
+	if now := m.opt.Now(); now.After(descAt) {
+		descAt = now
+	}
 	// Describe every pool and announce every region's chunk count first,
 	// so the progress bars know the whole job from the start.
 	for _, rp := range m.regions {
@@ -218,7 +226,7 @@ func (m *Market) backfill(ctx context.Context, q providers.Query, since, until t
 		var pools []providers.Pool
 		for _, fam := range fams {
 			for _, p := range fam {
-				pools = append(pools, p.describe(until))
+				pools = append(pools, p.describe(descAt))
 			}
 		}
 		sink(providers.Event{Provider: Name, Region: rp.name, Pools: pools,
@@ -230,32 +238,61 @@ func (m *Market) backfill(ctx context.Context, q providers.Query, since, until t
 		return nil
 	}
 	from, to := since.Unix(), until.Unix()
-	// One buffer for every chunk (the sink keeps no slices), sized for
-	// the largest so it is allocated once: about 0.6 changes a slot.
+	// Regions are generated in parallel, each by one worker in chunk
+	// order (the sink may be called from several goroutines). A worker
+	// reuses one buffer for its chunks (the sink keeps no slices), sized
+	// for the largest so it is allocated once: about 0.6 changes a slot.
 	largest := 0
 	for _, w := range todo {
 		for _, fam := range w.families {
 			largest = max(largest, len(fam))
 		}
 	}
-	buf := make([]providers.PricePoint, 0, largest*int(float64(to-from)/slotSec*0.7+8))
+	size := largest * int(float64(to-from)/slotSec*0.7+8)
+	next := make(chan work)
+	errs := make(chan error, len(todo))
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(todo), maxWorkers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]providers.PricePoint, 0, size)
+			for w := range next {
+				if err := m.backfillRegion(ctx, w.region, w.families, from, to, buf, sink); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
 	for _, w := range todo {
-		for i, fam := range w.families {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("sim back-fill of %s: %w", w.region, err)
-			}
-			buf = buf[:0]
-			for _, p := range fam {
-				key := p.spec.Desc.Key()
-				at, usd := p.model.inForce(from)
-				buf = append(buf, providers.PricePoint{Pool: key, At: time.Unix(at, 0).UTC(), USDHour: usd})
-				p.model.points(from, to, func(at int64, usd float64) {
-					buf = append(buf, providers.PricePoint{Pool: key, At: time.Unix(at, 0).UTC(), USDHour: usd})
-				})
-			}
-			sink(providers.Event{Provider: Name, Region: w.region, Points: buf,
-				Progress: &providers.Progress{Done: i + 1, Total: len(w.families)}, Note: m.note})
+		next <- w
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	return <-errs // nil when no worker failed
+}
+
+// maxWorkers caps the goroutines of a back-fill.
+const maxWorkers = 4
+
+// backfillRegion sends one region's history, one chunk per family.
+func (m *Market) backfillRegion(ctx context.Context, region string, families [][]*simPool, from, to int64, buf []providers.PricePoint, sink providers.Sink) error {
+	for i, fam := range families {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("sim back-fill of %s: %w", region, err)
 		}
+		buf = buf[:0]
+		for _, p := range fam {
+			key := p.spec.Desc.Key()
+			at, usd := p.model.inForce(from)
+			buf = append(buf, providers.PricePoint{Pool: key, At: time.Unix(at, 0).UTC(), USDHour: usd})
+			p.model.points(from, to, func(at int64, usd float64) {
+				buf = append(buf, providers.PricePoint{Pool: key, At: time.Unix(at, 0).UTC(), USDHour: usd})
+			})
+		}
+		sink(providers.Event{Provider: Name, Region: region, Points: buf,
+			Progress: &providers.Progress{Done: i + 1, Total: len(families)}, Note: m.note})
 	}
 	return nil
 }

@@ -255,17 +255,22 @@ func TestDeterministicWhateverTheChunks(t *testing.T) {
 
 func TestSpotBand(t *testing.T) {
 	m := newAt(1, wed)
+	var mu sync.Mutex
 	od := map[providers.PoolKey]float64{}
-	n := 0
-	// Checked in the sink: 90 days of every pool is millions of points.
+	n, bad := 0, 0
+	// Checked in the sink (called from several goroutines): 90 days of
+	// every pool is millions of points.
 	err := m.Fetch(context.Background(), providers.FetchRequest{Since: wed.Add(-providers.MaxWindow), Until: wed, Backfill: true}, func(ev providers.Event) {
+		mu.Lock()
+		defer mu.Unlock()
 		for _, p := range ev.Pools {
 			od[p.Key()] = *p.OnDemandUSDHour
 		}
 		for _, pt := range ev.Points {
 			n++
-			if s := providers.SavingsPct(pt.USDHour, od[pt.Pool]); s < 60 || s > 91 {
-				t.Fatalf("%s at %s: spot %.4f vs on-demand %.4f saves %.1f %%, want 60-91 %%", pt.Pool, pt.At, pt.USDHour, od[pt.Pool], s)
+			if s := providers.SavingsPct(pt.USDHour, od[pt.Pool]); (s < 60 || s > 91) && bad < 10 {
+				bad++
+				t.Errorf("%s at %s: spot %.4f vs on-demand %.4f saves %.1f %%, want 60-91 %%", pt.Pool, pt.At, pt.USDHour, od[pt.Pool], s)
 			}
 		}
 	})
@@ -515,21 +520,41 @@ func TestBackfillProgressAndNote(t *testing.T) {
 	}
 }
 
+func TestPastBackfillDescribesPoolsAsTheyAreNow(t *testing.T) {
+	m := newAt(1, wed)
+	sat := time.Date(2026, 11, 21, 15, 0, 0, 0, time.UTC)
+	c := fetch(t, m, providers.FetchRequest{Since: sat.Add(-time.Hour), Until: sat, Backfill: true})
+	now := m.Pools(wed)
+	for _, p := range now {
+		got := c.pools[p.Key().String()]
+		if got.Interruption == nil || got.Interruption.Bucket != p.Interruption.Bucket || !got.Interruption.AsOf.Equal(wed) {
+			t.Fatalf("%s: described %+v by a past back-fill, want %+v as of now", p.Key(), got.Interruption, p.Interruption)
+		}
+	}
+}
+
 func TestBackfillHonoursContext(t *testing.T) {
 	m := newAt(1, wed)
 	ctx, cancel := context.WithCancel(context.Background())
-	chunks := 0
+	var mu sync.Mutex
+	chunks, all := 0, 0
+	for _, r := range m.regions {
+		all += len(r.families)
+	}
 	err := m.Fetch(ctx, providers.FetchRequest{Since: wed.Add(-7 * 24 * time.Hour), Until: wed, Backfill: true}, func(ev providers.Event) {
 		if len(ev.Points) > 0 {
+			mu.Lock()
 			chunks++
+			mu.Unlock()
 			cancel()
 		}
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled back-fill returned %v, want context.Canceled", err)
 	}
-	if chunks != 1 {
-		t.Errorf("%d chunks sent after the cancel, want 1", chunks)
+	// Each worker finishes at most the chunk it was making.
+	if chunks > maxWorkers || chunks >= all {
+		t.Errorf("%d of %d chunks sent after the cancel, want at most %d", chunks, all, maxWorkers)
 	}
 }
 

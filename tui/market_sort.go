@@ -1,0 +1,260 @@
+package tui
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// sortMode is the Market view's order.
+type sortMode int
+
+const (
+	sortEffective sortMode = iota
+	sortPerGPU
+	sortSpot
+	sortSavings
+	sortInterruption
+	sortGPU
+	sortRegion
+	numSorts
+)
+
+var sortNames = [numSorts]string{"effective $/GPU-h", "$/GPU-h", "spot $/h", "savings", "interruption", "GPU", "region"}
+
+// sortShort names the sort in the status line.
+var sortShort = [numSorts]string{"effective", "$/GPU-h", "spot", "savings", "interruption", "GPU", "region"}
+
+// applySnapshot folds a new snapshot into the rows. Only pools whose Changed
+// moved (or all of them, after a window change) are recomputed.
+func (m *marketView) applySnapshot(s *hub.Snapshot) {
+	if s == nil {
+		return
+	}
+	m.snap = s
+	from, to := m.c.span()
+	ws := m.c.windowSeq
+	structural := len(s.Pools) != len(m.all)
+	m.changed = m.changed[:0]
+	m.all = m.all[:0]
+	prev := len(m.all)
+	for i := range s.Pools {
+		pv := &s.Pools[i]
+		// Snapshots are sorted by key and rarely gain a pool, so the row at
+		// the same index is almost always the one: no map lookup needed.
+		var r *row
+		if i < prev && m.all[i].pv.Key == pv.Key {
+			r = m.all[i]
+		} else {
+			r = m.rows[pv.Key]
+		}
+		if r == nil {
+			r = &row{}
+			m.rows[pv.Key] = r
+			structural = true
+		}
+		stale := r.pv == nil || r.changed != pv.Changed || r.windowSeq != ws
+		r.pv = pv
+		r.seen = s.Seq
+		if stale {
+			r.compute(m.c, from, to)
+			m.changed = append(m.changed, r)
+		}
+		m.all = append(m.all, r)
+	}
+	if len(m.rows) != len(s.Pools) {
+		structural = true
+		for k, r := range m.rows {
+			if r.seen != s.Seq {
+				delete(m.rows, k)
+			}
+		}
+	}
+	switch {
+	case structural || !m.listValid || 4*len(m.changed) > len(m.all):
+		m.rebuild()
+	case len(m.changed) > 0:
+		m.resort(m.changed)
+	}
+}
+
+// refreshWindow recomputes every row after the window changed.
+func (m *marketView) refreshWindow() {
+	if m.snap != nil {
+		m.applySnapshot(m.snap)
+	}
+}
+
+func (m *marketView) matches(r *row) bool {
+	pv := r.pv
+	if len(m.gpus) > 0 && !containsFold(m.gpus, pv.GPU.Model) {
+		return false
+	}
+	if len(m.regions) > 0 && !containsFold(m.regions, pv.Region) {
+		return false
+	}
+	return m.needle == "" || strings.Contains(r.search, m.needle)
+}
+
+func containsFold(list []string, v string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// rebuild filters and sorts the rows, then puts the cursor back on the pool
+// it was on, at the same height on screen.
+func (m *marketView) rebuild() {
+	screenRow := m.cursor - m.offset
+	m.list = m.list[:0]
+	for _, r := range m.all {
+		if m.matches(r) {
+			m.list = append(m.list, r)
+		}
+	}
+	slices.SortFunc(m.list, m.compare)
+	m.listValid = true
+	m.placeCursor(screenRow)
+}
+
+// resort moves the rows whose figures changed to their new places: the
+// others keep their order, so this is a merge of the few changed rows into
+// the sorted rest, not a sort of everything. A live tick changes a few
+// pools out of thousands.
+func (m *marketView) resort(changed []*row) {
+	screenRow := m.cursor - m.offset
+	for _, r := range changed {
+		r.moving = true
+	}
+	kept := m.spare[:0]
+	for _, r := range m.list {
+		if !r.moving {
+			kept = append(kept, r)
+		}
+	}
+	moved := m.movedBuf[:0]
+	for _, r := range changed {
+		r.moving = false
+		if m.matches(r) {
+			moved = append(moved, r)
+		}
+	}
+	slices.SortFunc(moved, m.compare)
+	out := m.list[:0]
+	if cap(out) < len(kept)+len(moved) {
+		out = make([]*row, 0, len(kept)+len(moved))
+	}
+	// Each moved row goes in after the kept rows that sort before it:
+	// a binary search per moved row and block copies in between.
+	at := 0
+	for _, r := range moved {
+		rest := kept[at:]
+		j, _ := slices.BinarySearchFunc(rest, r, m.compare)
+		out = append(out, rest[:j]...)
+		out = append(out, r)
+		at += j
+	}
+	out = append(out, kept[at:]...)
+	m.list, m.spare, m.movedBuf = out, kept, moved
+	m.placeCursor(screenRow)
+}
+
+// placeCursor puts the cursor back on the pool it was on, at the same
+// height on screen when it can.
+func (m *marketView) placeCursor(screenRow int) {
+	m.cursor = 0
+	if want := m.rows[m.cursorKey]; want != nil {
+		for i, r := range m.list {
+			if r == want {
+				m.cursor = i
+				break
+			}
+		}
+	}
+	m.offset = m.cursor - screenRow
+	m.scrollToCursor()
+	m.syncCursorKey()
+}
+
+// compare orders two rows by the sort mode; unknown figures go last in
+// either direction, and ties fall back to the pool key so the order is
+// stable between snapshots.
+func (m *marketView) compare(a, b *row) int {
+	var c int
+	switch m.sortBy {
+	case sortEffective:
+		c = m.cmpFloat(a.effective, b.effective)
+	case sortPerGPU:
+		c = m.cmpFloat(a.perGPU, b.perGPU)
+	case sortSpot:
+		c = m.cmpFloat(a.spot, b.spot)
+	case sortSavings:
+		// the biggest saving first; NaN stays NaN when negated, so last
+		c = m.cmpFloat(-a.savings, -b.savings)
+	case sortInterruption:
+		unknownA, unknownB := a.bucketRank >= len(providers.Buckets), b.bucketRank >= len(providers.Buckets)
+		if unknownA != unknownB {
+			c = map[bool]int{true: 1, false: -1}[unknownA]
+		} else {
+			c = m.dir(cmp.Compare(a.bucketRank, b.bucketRank))
+		}
+		if c == 0 {
+			c = cmpNaNLast(a.effective, b.effective)
+		}
+	case sortGPU:
+		c = m.dir(cmp.Or(strings.Compare(a.pv.GPU.Model, b.pv.GPU.Model), cmp.Compare(b.pv.GPU.Count, a.pv.GPU.Count)))
+		if c == 0 {
+			c = cmpNaNLast(a.effective, b.effective)
+		}
+	case sortRegion:
+		c = m.dir(cmp.Or(strings.Compare(a.pv.Region, b.pv.Region), strings.Compare(a.pv.Zone, b.pv.Zone)))
+		if c == 0 {
+			c = cmpNaNLast(a.effective, b.effective)
+		}
+	}
+	if c != 0 {
+		return c
+	}
+	return strings.Compare(a.pv.Key, b.pv.Key)
+}
+
+func (m *marketView) dir(c int) int {
+	if m.reverse {
+		return -c
+	}
+	return c
+}
+
+// cmpFloat compares in the sort direction with NaN always last.
+func (m *marketView) cmpFloat(a, b float64) int {
+	an, bn := math.IsNaN(a), math.IsNaN(b)
+	switch {
+	case an && bn:
+		return 0
+	case an:
+		return 1
+	case bn:
+		return -1
+	}
+	return m.dir(cmp.Compare(a, b))
+}
+
+func cmpNaNLast(a, b float64) int {
+	an, bn := math.IsNaN(a), math.IsNaN(b)
+	switch {
+	case an && bn:
+		return 0
+	case an:
+		return 1
+	case bn:
+		return -1
+	}
+	return cmp.Compare(a, b)
+}

@@ -504,3 +504,5 @@ func TestMalformedGraphRows(t *testing.T) {
 		})
 	}
 }
+
+func queryRegions(regions ...string) providers.Query { return providers.Query{Regions: regions} }

@@ -1,7 +1,6 @@
 package azure
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,15 +57,11 @@ type retailPrice struct {
 // wrong; it never panics on bad input.
 func parsePricesPage(data []byte) (pricesPage, error) {
 	var page pricesPage
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&page); err != nil {
+	if err := json.Unmarshal(data, &page); err != nil {
 		return pricesPage{}, fmt.Errorf("retail prices page is not the API's JSON (want an object with Items and NextPageLink): %w", err)
 	}
-	if page.Items == nil {
-		var probe map[string]json.RawMessage
-		if json.Unmarshal(data, &probe) != nil || probe["Items"] == nil {
-			return pricesPage{}, errors.New("retail prices page has no Items array")
-		}
+	if page.Items == nil { // absent or null
+		return pricesPage{}, errors.New("retail prices page has no Items array")
 	}
 	for i, it := range page.Items {
 		if math.IsNaN(it.RetailPrice) || math.IsInf(it.RetailPrice, 0) || it.RetailPrice < 0 {

@@ -1,0 +1,395 @@
+package azure
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+func a100Offerings(t *testing.T, p *Provider, q providers.OfferingQuery) []providers.Offering {
+	t.Helper()
+	offs, err := p.FindOfferings(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return offs
+}
+
+func TestFindOfferings(t *testing.T) {
+	f := newFakeARM(t)
+	p := newTestProvider(t, f.options())
+	q := providers.OfferingQuery{GPU: "A100", Instances: 2, Duration: 24 * time.Hour, Regions: []string{"eastus"}}
+	offs := a100Offerings(t, p, q)
+	// NC24ads in zones 1-3, NC96ads in zones 1-2 (zone 3 is restricted).
+	if len(offs) != 5 {
+		t.Fatalf("%d offerings %+v, want 5", len(offs), offs)
+	}
+	cheapest := offs[0]
+	if cheapest.InstanceType != "Standard_NC24ads_A100_v4" || cheapest.InstanceCount != 2 || !strings.HasPrefix(cheapest.ID, OfferingPrefix) {
+		t.Errorf("cheapest = %+v", cheapest)
+	}
+	if want := 3.673 * 2 * 24; math.Abs(cheapest.UpfrontUSD-want) > 1e-9 || cheapest.Currency != "USD" {
+		t.Errorf("cost = %v, want on-demand × instances × hours = %v", cheapest.UpfrontUSD, want)
+	}
+	if !cheapest.Start.Equal(testNow) || cheapest.DurationHours() != 24 {
+		t.Errorf("window %v-%v, want now for 24h", cheapest.Start, cheapest.End)
+	}
+	for _, o := range offs {
+		if o.InstanceType == "Standard_NC96ads_A100_v4" && o.Zone == "3" {
+			t.Errorf("offered a restricted zone: %+v", o)
+		}
+	}
+	// The same terms make the same id; other terms another.
+	again := a100Offerings(t, p, q)
+	if again[0].ID != cheapest.ID {
+		t.Errorf("id not stable: %s then %s", cheapest.ID, again[0].ID)
+	}
+	if offs[1].ID == cheapest.ID {
+		t.Errorf("two offerings share id %s", cheapest.ID)
+	}
+	// A later start is held from now: every hour until the end is paid.
+	later := q
+	later.StartAfter = testNow.Add(12 * time.Hour)
+	lo := a100Offerings(t, p, later)[0]
+	if !lo.Start.Equal(testNow) || !lo.End.Equal(testNow.Add(36*time.Hour)) || math.Abs(lo.UpfrontUSD-3.673*2*36) > 1e-9 {
+		t.Errorf("later start: %v-%v $%v, want now to start+24h and 36 paid hours", lo.Start, lo.End, lo.UpfrontUSD)
+	}
+	// GPUs round up to whole instances.
+	byGPU := q
+	byGPU.Instances, byGPU.GPUs = 0, 6
+	for _, o := range a100Offerings(t, p, byGPU) {
+		if want := map[string]int{"Standard_NC24ads_A100_v4": 6, "Standard_NC96ads_A100_v4": 2}[o.InstanceType]; o.InstanceCount != want {
+			t.Errorf("%s: %d instances for 6 GPUs, want %d", o.InstanceType, o.InstanceCount, want)
+		}
+	}
+	// A start window already past has nothing.
+	past := q
+	past.StartBefore = testNow.Add(-time.Hour)
+	if offs := a100Offerings(t, p, past); len(offs) != 0 {
+		t.Errorf("past window: %d offerings", len(offs))
+	}
+	if _, err := p.FindOfferings(context.Background(), providers.OfferingQuery{GPU: "A100", Instances: 1}); err == nil {
+		t.Errorf("zero duration accepted")
+	}
+}
+
+func TestBookReservation(t *testing.T) {
+	f := newFakeARM(t)
+	p := newTestProvider(t, f.options())
+	offs := a100Offerings(t, p, providers.OfferingQuery{GPU: "A100", Instances: 2, Duration: 24 * time.Hour, Regions: []string{"eastus"}})
+	var off providers.Offering
+	for _, o := range offs {
+		if o.InstanceType == "Standard_NC24ads_A100_v4" && o.Zone == "2" {
+			off = o
+		}
+	}
+	req := providers.BookRequest{Offering: off, Ref: "led-42", After: testNow.Add(-time.Minute)}
+
+	// Nothing booked yet: reconciliation finds nothing (the group is missing).
+	if b, err := p.FindBooking(context.Background(), req); err != nil || b != nil {
+		t.Fatalf("FindBooking before booking = %+v, %v", b, err)
+	}
+
+	dry := req
+	dry.DryRun = true
+	b, err := p.Book(context.Background(), dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.DryRun || !strings.HasPrefix(b.Message, NoDryRunMessage) || !strings.Contains(b.Message, "standardNCADSA100v4Family 0+48 of 96") {
+		t.Errorf("dry run = %+v", b)
+	}
+	if n := f.putCount(""); n != 0 {
+		t.Fatalf("dry run made %d PUTs", n)
+	}
+
+	b, err = p.Book(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRef := "/subscriptions/" + testSub + "/resourceGroups/rg-gpu/providers/Microsoft.Compute/capacityReservationGroups/gpumarket-eastus-z2/capacityReservations/gpumarket-led-42"
+	if b.ProviderRef != wantRef || b.State != "active" || b.InstanceCount != 2 || b.Zone != "2" || b.CostUSD != off.UpfrontUSD {
+		t.Errorf("booking = %+v, want %s active", b, wantRef)
+	}
+	if !strings.Contains(b.Message, "until it is deleted") {
+		t.Errorf("message %q does not say the reservation bills until deleted", b.Message)
+	}
+	if g, r := f.putCount("/capacityreservationgroups/gpumarket-eastus-z2"), f.putCount("/capacityreservations/gpumarket-led-42"); g != 1 || r != 1 {
+		t.Errorf("PUTs: group %d, reservation %d, want 1 and 1", g, r)
+	}
+	res := f.resources[strings.ToLower(wantRef)]
+	sku := res["sku"].(map[string]any)
+	if sku["name"] != "Standard_NC24ads_A100_v4" || sku["capacity"] != 2.0 || res["zones"].([]any)[0] != "2" {
+		t.Errorf("reservation body = %v", res)
+	}
+	if tags := res["tags"].(map[string]any); tags[TagRef] != "led-42" || tags[TagOffering] != off.ID {
+		t.Errorf("tags = %v", tags)
+	}
+
+	// Reconciliation finds it by the ref, and not for another ref.
+	found, err := p.FindBooking(context.Background(), req)
+	if err != nil || found == nil || found.ProviderRef != wantRef || found.State != "active" {
+		t.Fatalf("FindBooking = %+v, %v", found, err)
+	}
+	other := req
+	other.Ref = "led-43"
+	if found, err := p.FindBooking(context.Background(), other); err != nil || found != nil {
+		t.Errorf("FindBooking(other ref) = %+v, %v", found, err)
+	}
+	// Without a ref, the terms and time match.
+	noRef := req
+	noRef.Ref = ""
+	if found, err := p.FindBooking(context.Background(), noRef); err != nil || found == nil {
+		t.Errorf("FindBooking(no ref) = %+v, %v", found, err)
+	}
+	noRef.After = testNow.Add(time.Minute)
+	if found, err := p.FindBooking(context.Background(), noRef); err != nil || found != nil {
+		t.Errorf("FindBooking(no ref, made before After) = %+v, %v", found, err)
+	}
+
+	// A retry with the same ref updates the same reservation: still one.
+	if _, err := p.Book(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for k := range f.resources {
+		if strings.Contains(k, "/capacityreservations/") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d reservations after a retried booking, want 1", n)
+	}
+
+	// Deleting ends it; deleting again is no error.
+	if err := p.DeleteFleet(context.Background(), "eastus", wantRef); err != nil {
+		t.Fatal(err)
+	}
+	if f.resources[strings.ToLower(wantRef)] != nil {
+		t.Errorf("reservation still there after delete")
+	}
+	if err := p.DeleteBooking(context.Background(), wantRef); err != nil {
+		t.Errorf("second delete: %v", err)
+	}
+	if err := p.DeleteBooking(context.Background(), "/subscriptions/x/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/y"); err == nil {
+		t.Errorf("DeleteBooking accepted a scale set id")
+	}
+}
+
+func TestBookRefusals(t *testing.T) {
+	f := newFakeARM(t)
+	p := newTestProvider(t, f.options())
+	base := providers.Offering{ID: "azcr-0123456789abcdef", Provider: "azure", Region: "eastus", Zone: "1",
+		InstanceType: "Standard_NC96ads_A100_v4", InstanceCount: 1, Start: testNow, End: testNow.Add(time.Hour)}
+	for _, tc := range []struct {
+		name string
+		edit func(*providers.Offering)
+		want string
+	}{
+		{"restricted zone", func(o *providers.Offering) { o.Zone = "3" }, "not offered to this subscription in eastus zone 3"},
+		{"missing zone", func(o *providers.Offering) { o.Zone = "4" }, "not offered in eastus zone 4"},
+		{"restricted region", func(o *providers.Offering) { o.InstanceType = "Standard_ND96isr_H100_v5" }, "not offered to this subscription in eastus"},
+		{"quota", func(o *providers.Offering) { o.InstanceCount = 2 }, "quota standardNCADSA100v4Family in eastus: 0 of 96 vCPUs used, 192 more needed"},
+		{"unknown size", func(o *providers.Offering) { o.InstanceType = "Standard_D2s_v3" }, "not a GPU size offered in eastus"},
+		{"foreign id", func(o *providers.Offering) { o.ID = "cb-0123" }, `want an id azcr-`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := base
+			tc.edit(&o)
+			_, err := p.Book(context.Background(), providers.BookRequest{Offering: o, Ref: "led-1", DryRun: true})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if n := f.putCount(""); n != 0 {
+		t.Errorf("%d PUTs for refused bookings", n)
+	}
+	opt := f.options()
+	opt.ResourceGroup = ""
+	p = newTestProvider(t, opt)
+	if _, err := p.Book(context.Background(), providers.BookRequest{Offering: base}); err == nil || !strings.Contains(err.Error(), "azure.resource_group") {
+		t.Errorf("no resource group: %v", err)
+	}
+}
+
+func TestActionsWithoutAccount(t *testing.T) {
+	t.Setenv("AZURE_SUBSCRIPTION_ID", "")
+	f := newFakeARM(t)
+	opt := f.options()
+	opt.SubscriptionID = ""
+	p := newTestProvider(t, opt)
+	ctx := context.Background()
+	_, e1 := p.FindOfferings(ctx, providers.OfferingQuery{GPU: "A100", Instances: 1, Duration: time.Hour})
+	_, e2 := p.Book(ctx, providers.BookRequest{})
+	_, e3 := p.LaunchFleet(ctx, providers.FleetSpec{})
+	e4 := p.DeleteFleet(ctx, "eastus", "x")
+	for i, err := range []error{e1, e2, e3, e4} {
+		if !errors.Is(err, errNoAccount) || !strings.Contains(err.Error(), "signed-in account") {
+			t.Errorf("action %d: err = %v, want the signed-in account error", i, err)
+		}
+	}
+}
+
+func fleetOptions(f *fakeARM) Options {
+	opt := f.options()
+	opt.ImageID = "Canonical:ubuntu-24_04-lts:server:latest"
+	opt.SubnetID = "/subscriptions/" + testSub + "/resourceGroups/rg-net/providers/Microsoft.Network/virtualNetworks/vnet/subnets/gpu"
+	opt.AdminUsername = "azureuser"
+	opt.SSHPublicKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFake gpumarket"
+	return opt
+}
+
+func TestLaunchFleet(t *testing.T) {
+	f := newFakeARM(t)
+	p := newTestProvider(t, fleetOptions(f))
+	ctx := context.Background()
+	spec := providers.FleetSpec{
+		Provider: "azure", Region: "eastus", InstanceTypes: []string{"Standard_NC24ads_A100_v4", "Standard_NC40ads_H100_v5"},
+		Zones: []string{"1", "2"}, TargetCapacity: 4, OnDemandBase: 1, Strategy: providers.StrategyLowestPrice, ClientToken: "led-7",
+	}
+	dry := spec
+	dry.DryRun = true
+	fl, err := p.LaunchFleet(ctx, dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fl.DryRun || !strings.HasPrefix(fl.Message, NoDryRunMessage) || f.putCount("") != 0 {
+		t.Errorf("dry run = %+v, %d PUTs", fl, f.putCount(""))
+	}
+
+	fl, err = p.LaunchFleet(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantID := "/subscriptions/" + testSub + "/resourceGroups/rg-gpu/providers/Microsoft.Compute/virtualMachineScaleSets/gpumarket-led-7"
+	if fl.ID != wantID || fl.State != "active" || fl.Target != 4 {
+		t.Errorf("fleet = %+v", fl)
+	}
+	var body struct {
+		SKU struct {
+			Name     string
+			Capacity int
+		} `json:"sku"`
+		Zones      []string `json:"zones"`
+		Properties struct {
+			OrchestrationMode string `json:"orchestrationMode"`
+			PriorityMixPolicy struct {
+				Base  int `json:"baseRegularPriorityCount"`
+				Above int `json:"regularPriorityPercentageAboveBase"`
+			} `json:"priorityMixPolicy"`
+			SKUProfile struct {
+				AllocationStrategy string                  `json:"allocationStrategy"`
+				VMSizes            []struct{ Name string } `json:"vmSizes"`
+			} `json:"skuProfile"`
+			VM struct {
+				Priority       string `json:"priority"`
+				EvictionPolicy string `json:"evictionPolicy"`
+				BillingProfile struct {
+					MaxPrice float64 `json:"maxPrice"`
+				} `json:"billingProfile"`
+				StorageProfile struct {
+					ImageReference map[string]string `json:"imageReference"`
+				} `json:"storageProfile"`
+				OSProfile struct {
+					AdminUsername string `json:"adminUsername"`
+				} `json:"osProfile"`
+			} `json:"virtualMachineProfile"`
+		} `json:"properties"`
+	}
+	raw, _ := json.Marshal(f.resources[strings.ToLower(wantID)])
+	if err := json.Unmarshal(raw, &body); err != nil {
+		t.Fatal(err)
+	}
+	pr := body.Properties
+	if body.SKU.Name != "Mix" || body.SKU.Capacity != 4 || len(body.Zones) != 2 ||
+		pr.OrchestrationMode != "Flexible" || pr.PriorityMixPolicy.Base != 1 || pr.PriorityMixPolicy.Above != 0 ||
+		pr.SKUProfile.AllocationStrategy != "LowestPrice" || len(pr.SKUProfile.VMSizes) != 2 ||
+		pr.VM.Priority != "Spot" || pr.VM.EvictionPolicy != "Delete" || pr.VM.BillingProfile.MaxPrice != -1 ||
+		pr.VM.StorageProfile.ImageReference["publisher"] != "Canonical" || pr.VM.OSProfile.AdminUsername != "azureuser" {
+		t.Errorf("scale set body = %s", raw)
+	}
+
+	got, err := p.DescribeFleet(ctx, "eastus", fl.ID)
+	if err != nil || got.Instances != 4 || got.Target != 4 || got.State != "active" {
+		t.Errorf("DescribeFleet = %+v, %v", got, err)
+	}
+	if err := p.DeleteFleet(ctx, "eastus", fl.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err = p.DescribeFleet(ctx, "eastus", fl.ID)
+	if err != nil || got.State != "deleted" {
+		t.Errorf("after delete: %+v, %v", got, err)
+	}
+	if err := p.DeleteFleet(ctx, "eastus", fl.ID); err != nil {
+		t.Errorf("second delete: %v", err)
+	}
+}
+
+func TestLaunchFleetRefusals(t *testing.T) {
+	f := newFakeARM(t)
+	opt := f.options() // no image, subnet, user or key
+	p := newTestProvider(t, opt)
+	spec := providers.FleetSpec{Region: "eastus", InstanceTypes: []string{"Standard_NC24ads_A100_v4"}, TargetCapacity: 2}
+	_, err := p.LaunchFleet(context.Background(), spec)
+	if err == nil || !strings.Contains(err.Error(), "azure.image_id, azure.subnet_id, azure.admin_username, azure.ssh_public_key") {
+		t.Errorf("missing config: %v", err)
+	}
+	p = newTestProvider(t, fleetOptions(f))
+	for _, tc := range []struct {
+		name string
+		edit func(*providers.FleetSpec)
+		want string
+	}{
+		{"strategy", func(s *providers.FleetSpec) { s.Strategy = providers.StrategyDiversified }, `strategy "diversified" is not available on Azure`},
+		{"base over target", func(s *providers.FleetSpec) { s.OnDemandBase = 3 }, "base from 0 to the target"},
+		{"restricted zone", func(s *providers.FleetSpec) {
+			s.InstanceTypes = []string{"Standard_NC96ads_A100_v4"}
+			s.Zones = []string{"3"}
+		}, "zone 3"},
+		{"aws region", func(s *providers.FleetSpec) { s.Region = "us-east-1" }, "want an Azure region"},
+		{"too many types", func(s *providers.FleetSpec) { s.InstanceTypes = []string{"a", "b", "c", "d", "e", "f"} }, "want 1 to 5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := spec
+			tc.edit(&s)
+			if _, err := p.LaunchFleet(context.Background(), s); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	bad := fleetOptions(f)
+	bad.ImageID = "ubuntu"
+	p = newTestProvider(t, bad)
+	if _, err := p.LaunchFleet(context.Background(), spec); err == nil || !strings.Contains(err.Error(), "publisher:offer:sku:version") {
+		t.Errorf("bad image: %v", err)
+	}
+	if n := f.putCount(""); n != 0 {
+		t.Errorf("%d PUTs for refused launches", n)
+	}
+}
+
+func TestResourceName(t *testing.T) {
+	for in, want := range map[string]string{
+		"led-42":                "gpumarket-led-42",
+		"01J/ab cd":             "gpumarket-01J-ab-cd",
+		strings.Repeat("x", 80): "",
+	} {
+		got := resourceName(in, "fallback")
+		if want != "" && got != want {
+			t.Errorf("resourceName(%q) = %q, want %q", in, got, want)
+		}
+		if len(got) > 64 {
+			t.Errorf("resourceName(%q) is %d long", in, len(got))
+		}
+	}
+	if a, b := resourceName(strings.Repeat("x", 80), ""), resourceName(strings.Repeat("x", 81), ""); a == b {
+		t.Errorf("long refs collide: %s", a)
+	}
+}

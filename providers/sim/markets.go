@@ -297,7 +297,10 @@ func newSpec(adv *advisor.Data, r *region, f family, t, zone string, gpu provide
 	} else {
 		s.Source = sourcePrior
 	}
-	jitter := unit(strHash("int", r.Name, zone, t))*0.9 - 0.45
+	// Blending pulls scores to the middle; stretch them back so the calm
+	// and the wild buckets stay as common as they are in the real data.
+	score = 2 + 1.35*(score-2)
+	jitter := unit(strHash("int", r.Name, zone, t)) - 0.5
 	score += r.Busy + jitter
 	s.Bucket = clampInt(int(math.Round(score)), 0, len(providers.Buckets)-1)
 

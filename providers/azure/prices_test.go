@@ -107,7 +107,9 @@ func TestRetailItemFilter(t *testing.T) {
 		{"linux spot", func(*retailItem) {}, true, false},
 		{"linux on-demand", func(it *retailItem) { it.SkuName, it.MeterName = "NC24ads A100 v4", "NC24ads A100 v4" }, false, true},
 		{"windows", func(it *retailItem) { it.ProductName += " Windows" }, false, false},
-		{"low priority", func(it *retailItem) { it.SkuName, it.MeterName = "NC24ads A100 v4 Low Priority", "NC24ads A100 v4 Low Priority" }, false, false},
+		{"low priority", func(it *retailItem) {
+			it.SkuName, it.MeterName = "NC24ads A100 v4 Low Priority", "NC24ads A100 v4 Low Priority"
+		}, false, false},
 		{"non-GPU", func(it *retailItem) { it.ArmSkuName = "Standard_D2s_v3" }, false, false},
 		{"other region", func(it *retailItem) { it.ArmRegionName = "westus" }, false, false},
 		{"reservation", func(it *retailItem) { it.Type = "Reservation" }, false, false},

@@ -36,13 +36,13 @@ var columns = [numCols]column{
 	colGPU:       {"GPU", 12, 0, false},
 	colInstance:  {"INSTANCE", 17, 5, false},
 	colLocation:  {"REGION/ZONE", 16, 2, false},
-	colCloud:     {"CLOUD", 5, 8, false},
+	colCloud:     {"CLOUD", 5, 9, false},
 	colSpot:      {"SPOT $/H", 8, 6, true},
 	colPerGPU:    {"$/GPU-H", 8, 3, true},
-	colSavings:   {"SAVE", 4, 7, true},
+	colSavings:   {"SAVE", 4, 8, true},
 	colInterrupt: {"INTR", 6, 4, false},
 	colEffective: {"EFF $/GPU-H", 12, 1, true},
-	colTrend:     {"TREND", 12, 9, false},
+	colTrend:     {"TREND", 12, 7, false},
 }
 
 // sparkCols is the width of the trend sparkline; fixed so it is computed

@@ -152,6 +152,9 @@ func (p *simPool) describe(t time.Time) providers.Pool {
 // sameDescription reports whether the pool's description is the same at
 // both times: it moves only when the region's weekend starts or ends.
 func (p *simPool) sameDescription(a, b time.Time) bool {
+	if b.Sub(a) >= 24*time.Hour {
+		return false // a whole weekend may lie between
+	}
 	da, _ := p.model.local(a.Unix())
 	db, _ := p.model.local(b.Unix())
 	return weekend(da) == weekend(db)
@@ -174,8 +177,8 @@ func (m *Market) Fetch(ctx context.Context, req providers.FetchRequest, sink pro
 	if since.After(until) {
 		return fmt.Errorf("sim fetch: since %s is after until %s", since.Format(time.RFC3339), until.Format(time.RFC3339))
 	}
-	if min := until.Add(-providers.MaxWindow); since.Before(min) {
-		since = min
+	if oldest := until.Add(-providers.MaxWindow); since.Before(oldest) {
+		since = oldest
 	}
 	if req.Backfill {
 		return m.backfill(ctx, req.Query, since, until, sink)

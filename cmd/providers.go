@@ -3,9 +3,12 @@ package cmd
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/aws"
+	"github.com/gpumarket/gpumarket/providers/azure"
 	"github.com/gpumarket/gpumarket/providers/sim"
 )
 
@@ -20,9 +23,30 @@ func buildProviders(ctx context.Context, e *env, names []string) ([]providers.Pr
 		case "sim":
 			out = append(out, sim.New(sim.Options{Seed: e.cfg.Sim.Seed}))
 
-		// case "aws": added by the AWS provider's engineer (providers/aws).
+		case "aws":
+			p, err := aws.New(ctx, aws.Options{
+				Regions: e.query.Regions, Profile: e.cfg.AWS.Profile, AdvisorURL: e.cfg.AWS.AdvisorURL,
+				LaunchTemplate: e.cfg.AWS.LaunchTemplate, DataDir: e.dataDir, Logger: e.log,
+			})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, p)
 
-		// case "azure": added by the Azure provider's engineer (providers/azure).
+		case "azure":
+			// Without a subscription or a login the provider shows list
+			// prices only; the short credential timeout keeps a machine
+			// with no Azure identity from waiting on IMDS.
+			a := e.cfg.Azure
+			p, err := azure.New(ctx, azure.Options{
+				SubscriptionID: a.SubscriptionID, ResourceGroup: a.ResourceGroup, PricesURL: a.PricesURL,
+				CredentialTimeout: 5 * time.Second, Logger: e.log,
+				ImageID: a.ImageID, SubnetID: a.SubnetID, AdminUsername: a.AdminUsername, SSHPublicKey: a.SSHPublicKey,
+			})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, p)
 
 		default:
 			return nil, usagef("--provider: unknown or not yet available provider %q; want a comma list of %s", name, strings.Join(config.ProviderNames, ", "))

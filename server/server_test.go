@@ -213,6 +213,12 @@ func TestMaxSessions(t *testing.T) {
 	if got := third.scr.stderr(); !strings.Contains(got, "server is full (2 sessions") {
 		t.Errorf("stderr = %q, want the server-is-full message", got)
 	}
+	if n := len(r.infos); n != 2 {
+		t.Errorf("%d models built, want 2: none for the refused session", n)
+	}
+	if n := r.hub.Subscribers(); n != 2 {
+		t.Errorf("hub subscribers %d, want 2", n)
+	}
 }
 
 func TestIdleTimeout(t *testing.T) {

@@ -146,12 +146,10 @@ func (s *Server) runSession(sess ssh.Session) int {
 	st := &session{cancel: cancelProg}
 	st.lastInput.Store(time.Now().UnixNano())
 
-	if msg := s.register(st); msg != "" {
+	if msg := s.refusal(); msg != "" { // spare building a model for nothing
 		tell(sess, msg)
 		return 1
 	}
-	defer s.unregister(st)
-
 	model := s.opt.NewModel(info)
 	if model == nil {
 		tell(sess, "gpumarket: could not start a session")
@@ -166,6 +164,13 @@ func (s *Server) runSession(sess ssh.Session) int {
 		tea.WithoutSignalHandler(),
 	)
 	st.program = tea.NewProgram(model, opts...)
+	// Registered only now that the program exists: Shutdown may end any
+	// registered session at once.
+	if msg := s.register(st); msg != "" {
+		tell(sess, msg)
+		return 1
+	}
+	defer s.unregister(st)
 
 	go func() {
 		for {
@@ -214,6 +219,22 @@ func (s *Server) runSession(sess ssh.Session) int {
 func (s *Server) register(st *session) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if msg := s.refusalLocked(); msg != "" {
+		return msg
+	}
+	s.sessions[st] = struct{}{}
+	s.active.Add(1)
+	return ""
+}
+
+// refusal says why a new session cannot open now, "" when it can.
+func (s *Server) refusal() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusalLocked()
+}
+
+func (s *Server) refusalLocked() string {
 	if s.closing {
 		return msgShutdown
 	}
@@ -221,8 +242,6 @@ func (s *Server) register(st *session) string {
 		s.log.Warn("refused session: server full", "max_sessions", max)
 		return fmt.Sprintf("gpumarket: the server is full (%d sessions, its maximum); try again later", max)
 	}
-	s.sessions[st] = struct{}{}
-	s.active.Add(1)
 	return ""
 }
 

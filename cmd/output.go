@@ -262,13 +262,21 @@ func writeJSONValue(b *bufio.Writer, v reflect.Value) error {
 			b.WriteString("null")
 			return nil
 		}
+		var tb [40]byte
 		b.WriteByte('"')
-		b.WriteString(t.UTC().Format(time.RFC3339))
+		b.Write(t.UTC().AppendFormat(tb[:0], time.RFC3339))
 		b.WriteByte('"')
 		return nil
 	}
 	var buf [32]byte
 	switch v.Kind() {
+	case reflect.String:
+		if str := v.String(); plainJSONString(str) {
+			b.WriteByte('"')
+			b.WriteString(str)
+			b.WriteByte('"')
+			return nil
+		}
 	case reflect.Float64, reflect.Float32:
 		b.Write(strconv.AppendFloat(buf[:0], v.Float(), 'f', -1, 64))
 		return nil
@@ -282,6 +290,19 @@ func writeJSONValue(b *bufio.Writer, v reflect.Value) error {
 	}
 	b.Write(enc)
 	return nil
+}
+
+// plainJSONString reports whether s can be written between quotes as it
+// is: printable ASCII without quote or backslash (the rest goes through
+// encoding/json).
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // marshal is json.Marshal without HTML escaping, so "<5%" stays readable.

@@ -65,7 +65,7 @@ func (f *fakeMarket) Fetch(_ context.Context, req providers.FetchRequest, sink p
 	return nil
 }
 
-func testEnv(t *testing.T, q providers.Query) (*env, *bytes.Buffer, *bytes.Buffer) {
+func testEnv(t testing.TB, q providers.Query) (*env, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	cfg := config.Default()

@@ -78,6 +78,13 @@ func usageMessage(err error) (string, bool) {
 	}
 	var vr *pflag.ValueRequiredError
 	if errors.As(err, &vr) {
+		if f := vr.GetFlag(); f != nil {
+			name := "--" + f.Name
+			if vr.GetSpecifiedShortnames() != "" && f.Shorthand != "" {
+				name = "-" + f.Shorthand
+			}
+			return fmt.Sprintf("%s needs a value: %s", name, f.Usage), true
+		}
 		return vr.Error(), true
 	}
 	var ne *pflag.NotExistError

@@ -47,6 +47,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"history", "--instance-type", "p5 48x"}, "--instance-type"},
 		{[]string{"prices", "--bogus"}, "--bogus"},
 		{[]string{"prices", "--window"}, "--window"},
+		{[]string{"prices", "-o"}, "-o needs a value"},
+		{[]string{"prices", "--gpu"}, "H100"},
 		{[]string{"pricez"}, "pricez"},
 		{[]string{"prices", "extra"}, "extra"},
 	}

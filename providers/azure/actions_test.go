@@ -202,9 +202,11 @@ func TestBookRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := base
 			tc.edit(&o)
-			_, err := p.Book(context.Background(), providers.BookRequest{Offering: o, Ref: "led-1", DryRun: true})
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want %q", err, tc.want)
+			for _, dry := range []bool{true, false} {
+				_, err := p.Book(context.Background(), providers.BookRequest{Offering: o, Ref: "led-1", DryRun: dry})
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, providers.ErrDeclined) {
+					t.Errorf("dry %v: err = %v, want %q, declined", dry, err, tc.want)
+				}
 			}
 		})
 	}
@@ -359,8 +361,8 @@ func TestLaunchFleetRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := spec
 			tc.edit(&s)
-			if _, err := p.LaunchFleet(context.Background(), s); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want %q", err, tc.want)
+			if _, err := p.LaunchFleet(context.Background(), s); err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, providers.ErrDeclined) {
+				t.Errorf("err = %v, want %q, declined", err, tc.want)
 			}
 		})
 	}
@@ -391,5 +393,61 @@ func TestResourceName(t *testing.T) {
 	}
 	if a, b := resourceName(strings.Repeat("x", 80), ""), resourceName(strings.Repeat("x", 81), ""); a == b {
 		t.Errorf("long refs collide: %s", a)
+	}
+}
+
+// The ledger records a definitive "no" as failed and anything else as
+// unknown; the provider's errors must say which.
+func TestBookOutcomeClassification(t *testing.T) {
+	off := providers.Offering{ID: "azcr-0123456789abcdef", Provider: "azure", Region: "eastus", Zone: "2",
+		InstanceType: "Standard_NC24ads_A100_v4", InstanceCount: 1, Start: testNow, End: testNow.Add(time.Hour)}
+	for _, tc := range []struct {
+		name     string
+		status   int
+		failLRO  bool
+		declined bool
+		want     string
+	}{
+		{"bad request", 400, false, true, "InvalidParameter"},
+		{"conflict", 409, false, true, "Conflict"},
+		{"server fault", 500, false, false, "InternalServerError"},
+		{"operation failed", 0, true, true, "AllocationFailed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeARM(t)
+			f.putStatus, f.failLRO = tc.status, tc.failLRO
+			p := newTestProvider(t, f.options())
+			_, err := p.Book(context.Background(), providers.BookRequest{Offering: off, Ref: "led-9"})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if errors.Is(err, providers.ErrDeclined) != tc.declined {
+				t.Errorf("declined = %v, want %v (%v)", !tc.declined, tc.declined, err)
+			}
+		})
+	}
+}
+
+func TestFindFleet(t *testing.T) {
+	f := newFakeARM(t)
+	p := newTestProvider(t, fleetOptions(f))
+	ctx := context.Background()
+	if got, err := p.FindFleet(ctx, "eastus", "led-8"); err != nil || got != nil {
+		t.Fatalf("before launch: %+v, %v", got, err)
+	}
+	spec := providers.FleetSpec{Region: "eastus", InstanceTypes: []string{"Standard_NC24ads_A100_v4"}, TargetCapacity: 2, ClientToken: "led-8"}
+	fl, err := p.LaunchFleet(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.FindFleet(ctx, "eastus", "led-8")
+	if err != nil || got == nil || got.ID != fl.ID || got.Instances != 2 {
+		t.Errorf("FindFleet = %+v, %v, want %s", got, err, fl.ID)
+	}
+	if got, err := p.FindFleet(ctx, "eastus", "led-other"); err != nil || got != nil {
+		t.Errorf("other token: %+v, %v", got, err)
+	}
+	if f.putCount("virtualmachinescalesets/gpumarket-led-8") != 1 {
+		t.Errorf("PUTs = %d, want 1", f.putCount("virtualmachinescalesets/gpumarket-led-8"))
 	}
 }

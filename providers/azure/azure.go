@@ -330,4 +330,5 @@ var (
 	_ providers.OfferingFinder = (*Provider)(nil)
 	_ providers.Booker         = (*Provider)(nil)
 	_ providers.FleetLauncher  = (*Provider)(nil)
+	_ providers.FleetFinder    = (*Provider)(nil)
 )

@@ -60,6 +60,8 @@ type fakeARM struct {
 	graphPageSize int
 	failSKURegion string // ResourceSKUs of this region answer 500
 	failGraph     bool
+	putStatus     int  // when set, reservation and scale set PUTs answer it
+	failLRO       bool // long-running PUTs end Failed
 	usage         []map[string]any
 
 	graphQueries []string
@@ -238,6 +240,10 @@ func (f *fakeARM) serveARM(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.puts[path]++
+		if f.putStatus != 0 {
+			armError(w, f.putStatus, map[int]string{400: "InvalidParameter", 409: "Conflict", 500: "InternalServerError"}[f.putStatus], "faked failure")
+			return
+		}
 		typ := "Microsoft.Compute/virtualMachineScaleSets"
 		if reRes.MatchString(path) {
 			typ = "Microsoft.Compute/capacityReservationGroups/capacityReservations"
@@ -324,6 +330,13 @@ func (f *fakeARM) serveOperation(w http.ResponseWriter, r *http.Request, id stri
 	if op.del {
 		delete(f.resources, op.path)
 		w.WriteHeader(204)
+		return
+	}
+	if f.failLRO {
+		if res := f.resources[op.path]; res != nil {
+			res["properties"].(map[string]any)["provisioningState"] = "Failed"
+		}
+		writeJSON(w, 200, map[string]any{"status": "Failed", "error": map[string]any{"code": "AllocationFailed", "message": "no capacity for Standard_NC24ads_A100_v4 in zone 2"}})
 		return
 	}
 	if res := f.resources[op.path]; res != nil {

@@ -184,39 +184,39 @@ func (p *Provider) scaleSet(spec providers.FleetSpec) (armcompute.VirtualMachine
 func (p *Provider) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (providers.Fleet, error) {
 	c, err := p.clients(ctx)
 	if err != nil {
-		return providers.Fleet{}, fmt.Errorf("azure fleet: %w (%v)", errNoAccount, err)
+		return providers.Fleet{}, refuse("azure fleet: %w (%v)", errNoAccount, err)
 	}
 	if miss := p.missingFleetConfig(); len(miss) > 0 {
-		return providers.Fleet{}, fmt.Errorf("azure fleet: a spot scale set needs these config keys, not set: %s", strings.Join(miss, ", "))
+		return providers.Fleet{}, refuse("azure fleet: a spot scale set needs these config keys, not set: %s", strings.Join(miss, ", "))
 	}
 	if !IsRegion(spec.Region) {
-		return providers.Fleet{}, fmt.Errorf("azure fleet: region %q: want an Azure region such as eastus", spec.Region)
+		return providers.Fleet{}, refuse("azure fleet: region %q: want an Azure region such as eastus", spec.Region)
 	}
 	if len(spec.InstanceTypes) == 0 || len(spec.InstanceTypes) > maxMixSizes {
-		return providers.Fleet{}, fmt.Errorf("azure fleet: %d instance types: want 1 to %d", len(spec.InstanceTypes), maxMixSizes)
+		return providers.Fleet{}, refuse("azure fleet: %d instance types: want 1 to %d", len(spec.InstanceTypes), maxMixSizes)
 	}
 	if spec.TargetCapacity <= 0 || spec.OnDemandBase < 0 || spec.OnDemandBase > spec.TargetCapacity {
-		return providers.Fleet{}, fmt.Errorf("azure fleet: target %d with on-demand base %d: want a positive target and a base from 0 to the target", spec.TargetCapacity, spec.OnDemandBase)
+		return providers.Fleet{}, refuse("azure fleet: target %d with on-demand base %d: want a positive target and a base from 0 to the target", spec.TargetCapacity, spec.OnDemandBase)
 	}
 	var checked []string
 	sizes := map[string]gpuSize{}
 	for _, t := range spec.InstanceTypes {
 		s, err := p.validateSize(ctx, c, spec.Region, t, spec.Zones)
 		if err != nil {
-			return providers.Fleet{}, fmt.Errorf("azure fleet: %w", err)
+			return providers.Fleet{}, refuse("azure fleet: %w", err)
 		}
 		sizes[t] = s
 		checked = append(checked, s.Name)
 	}
 	ss, err := p.scaleSet(spec)
 	if err != nil {
-		return providers.Fleet{}, fmt.Errorf("azure fleet: %w", err)
+		return providers.Fleet{}, refuse("azure fleet: %w", err)
 	}
 	f := providers.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, EstimatedUSDh: p.estimate(spec)}
 	if spec.DryRun {
 		quota, err := p.checkQuota(ctx, c, spec.Region, sizes[spec.InstanceTypes[0]], spec.TargetCapacity)
 		if err != nil {
-			return providers.Fleet{}, fmt.Errorf("azure fleet: %w", err)
+			return providers.Fleet{}, refuse("azure fleet: %w", err)
 		}
 		f.DryRun = true
 		f.Message = fmt.Sprintf("%s: %s offered in %s and not restricted; config complete; %s", NoDryRunMessage, strings.Join(checked, ", "), spec.Region, quota)
@@ -225,11 +225,11 @@ func (p *Provider) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (p
 	name := resourceName(spec.ClientToken, fleetHash(spec))
 	poller, err := c.vmss.BeginCreateOrUpdate(ctx, c.resGroup, name, ss, nil)
 	if err != nil {
-		return providers.Fleet{}, fmt.Errorf("azure fleet: create scale set %s: %w", name, err)
+		return providers.Fleet{}, settle(fmt.Errorf("azure fleet: create scale set %s: %w", name, err))
 	}
 	resp, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: p.opt.PollFrequency})
 	if err != nil {
-		return providers.Fleet{}, fmt.Errorf("azure fleet: scale set %s: %w", name, err)
+		return providers.Fleet{}, settle(fmt.Errorf("azure fleet: scale set %s: %w", name, err))
 	}
 	f.ID = deref(resp.ID)
 	f.State = "pending"
@@ -328,21 +328,54 @@ func (p *Provider) DeleteFleet(ctx context.Context, region, id string) error {
 	}
 	c, err := p.clients(ctx)
 	if err != nil {
-		return fmt.Errorf("azure fleet: %w (%v)", errNoAccount, err)
+		return refuse("azure fleet: %w (%v)", errNoAccount, err)
 	}
 	rg, name, err := p.scaleSetID(c, id)
 	if err != nil {
-		return fmt.Errorf("azure delete fleet: %w", err)
+		return refuse("azure delete fleet: %w", err)
 	}
 	poller, err := c.vmss.BeginDelete(ctx, rg, name, nil)
 	if isNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("azure delete fleet %s: %w", name, err)
+		return settle(fmt.Errorf("azure delete fleet %s: %w", name, err))
 	}
 	if _, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: p.opt.PollFrequency}); err != nil && !isNotFound(err) {
-		return fmt.Errorf("azure delete fleet %s: %w", name, err)
+		return settle(fmt.Errorf("azure delete fleet %s: %w", name, err))
 	}
 	return nil
+}
+
+// FindFleet finds the scale set a launch with the client token made, so an
+// intent whose answer was lost can be settled: the scale set's name comes
+// from the token, and its tag must carry it. It returns nil, nil when
+// there is none.
+func (p *Provider) FindFleet(ctx context.Context, region, clientToken string) (*providers.Fleet, error) {
+	if clientToken == "" {
+		return nil, errors.New("azure fleet lookup: want the launch's client token")
+	}
+	c, err := p.clients(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("azure fleet lookup: %w (%v)", errNoAccount, err)
+	}
+	if c.resGroup == "" {
+		return nil, errors.New("azure fleet lookup: azure.resource_group is not set")
+	}
+	name := resourceName(clientToken, "")
+	got, err := c.vmss.Get(ctx, c.resGroup, name, nil)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("azure fleet lookup %s: %w", name, err)
+	}
+	if t := got.Tags[TagRef]; t == nil || *t != clientToken {
+		return nil, nil // a scale set of that name that gpumarket did not make for this token
+	}
+	f, err := p.DescribeFleet(ctx, region, deref(got.ID))
+	if err != nil {
+		return nil, err
+	}
+	return &f, nil
 }

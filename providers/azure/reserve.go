@@ -243,24 +243,24 @@ func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (provide
 	o := req.Offering
 	c, err := p.clients(ctx)
 	if err != nil {
-		return providers.Booking{}, fmt.Errorf("azure booking: %w (%v)", errNoAccount, err)
+		return providers.Booking{}, refuse("azure booking: %w (%v)", errNoAccount, err)
 	}
 	if !strings.HasPrefix(o.ID, OfferingPrefix) {
-		return providers.Booking{}, fmt.Errorf("azure booking: offering id %q: want an id %s… from an Azure offerings search", o.ID, OfferingPrefix)
+		return providers.Booking{}, refuse("azure booking: offering id %q: want an id %s… from an Azure offerings search", o.ID, OfferingPrefix)
 	}
 	if o.InstanceCount <= 0 || o.InstanceType == "" || !IsRegion(o.Region) {
-		return providers.Booking{}, fmt.Errorf("azure booking %s: want an instance type, a region and a positive instance count", o.ID)
+		return providers.Booking{}, refuse("azure booking %s: want an instance type, a region and a positive instance count", o.ID)
 	}
 	if c.resGroup == "" {
-		return providers.Booking{}, errors.New("azure booking: azure.resource_group is not set: reservations are made in a resource group")
+		return providers.Booking{}, refuse("azure booking: azure.resource_group is not set: reservations are made in a resource group")
 	}
 	size, err := p.validateSize(ctx, c, o.Region, o.InstanceType, []string{o.Zone})
 	if err != nil {
-		return providers.Booking{}, fmt.Errorf("azure booking %s: %w", o.ID, err)
+		return providers.Booking{}, refuse("azure booking %s: %w", o.ID, err)
 	}
 	quota, err := p.checkQuota(ctx, c, o.Region, size, o.InstanceCount)
 	if err != nil {
-		return providers.Booking{}, fmt.Errorf("azure booking %s: %w", o.ID, err)
+		return providers.Booking{}, refuse("azure booking %s: %w", o.ID, err)
 	}
 	now := p.now().UTC()
 	b := providers.Booking{
@@ -281,7 +281,7 @@ func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (provide
 		g.Zones = []*string{to.Ptr(o.Zone)}
 	}
 	if _, err := c.groups.CreateOrUpdate(ctx, c.resGroup, group, g, nil); err != nil {
-		return providers.Booking{}, fmt.Errorf("azure booking %s: create reservation group %s: %w", o.ID, group, err)
+		return providers.Booking{}, settle(fmt.Errorf("azure booking %s: create reservation group %s: %w", o.ID, group, err))
 	}
 	name := resourceName(req.Ref, o.ID)
 	r := armcompute.CapacityReservation{
@@ -297,11 +297,11 @@ func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (provide
 	}
 	poller, err := c.reserve.BeginCreateOrUpdate(ctx, c.resGroup, group, name, r, nil)
 	if err != nil {
-		return providers.Booking{}, fmt.Errorf("azure booking %s: create reservation %s: %w", o.ID, name, err)
+		return providers.Booking{}, settle(fmt.Errorf("azure booking %s: create reservation %s: %w", o.ID, name, err))
 	}
 	resp, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: p.opt.PollFrequency})
 	if err != nil {
-		return providers.Booking{}, fmt.Errorf("azure booking %s: reservation %s: %w", o.ID, name, err)
+		return providers.Booking{}, settle(fmt.Errorf("azure booking %s: reservation %s: %w", o.ID, name, err))
 	}
 	got := bookingFrom(&resp.CapacityReservation, o.Region)
 	b.ProviderRef, b.State = got.ProviderRef, got.State
@@ -420,21 +420,21 @@ func matchesRequest(r *armcompute.CapacityReservation, req providers.BookRequest
 func (p *Provider) DeleteBooking(ctx context.Context, providerRef string) error {
 	c, err := p.clients(ctx)
 	if err != nil {
-		return fmt.Errorf("azure delete reservation: %w (%v)", errNoAccount, err)
+		return refuse("azure delete reservation: %w (%v)", errNoAccount, err)
 	}
 	id, err := arm.ParseResourceID(providerRef)
 	if err != nil || !strings.EqualFold(id.ResourceType.String(), "Microsoft.Compute/capacityReservationGroups/capacityReservations") || id.Parent == nil {
-		return fmt.Errorf("azure delete reservation: %q is not a capacity reservation resource id", providerRef)
+		return refuse("azure delete reservation: %q is not a capacity reservation resource id", providerRef)
 	}
 	poller, err := c.reserve.BeginDelete(ctx, id.ResourceGroupName, id.Parent.Name, id.Name, nil)
 	if isNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("azure delete reservation %s: %w", id.Name, err)
+		return settle(fmt.Errorf("azure delete reservation %s: %w", id.Name, err))
 	}
 	if _, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: p.opt.PollFrequency}); err != nil && !isNotFound(err) {
-		return fmt.Errorf("azure delete reservation %s: %w", id.Name, err)
+		return settle(fmt.Errorf("azure delete reservation %s: %w", id.Name, err))
 	}
 	return nil
 }
@@ -442,4 +442,34 @@ func (p *Provider) DeleteBooking(ctx context.Context, providerRef string) error 
 func isNotFound(err error) bool {
 	var re *azcore.ResponseError
 	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
+}
+
+// declinedError is a definitive refusal: the action was not done. It
+// reads as its cause and matches providers.ErrDeclined, so the ledger
+// records "failed" instead of reconciling.
+type declinedError struct{ err error }
+
+func (e declinedError) Error() string   { return e.err.Error() }
+func (e declinedError) Unwrap() []error { return []error{e.err, providers.ErrDeclined} }
+
+// refuse makes a declinedError for a request refused before any call that
+// spends: nothing was made.
+func refuse(format string, args ...any) error {
+	return declinedError{fmt.Errorf(format, args...)}
+}
+
+// settle classifies an ARM call's error for the ledger: a 4xx answer (but
+// 408 and 429) or a long-running operation that ended Failed is the
+// cloud's definitive "no"; a timeout, a lost connection or a 5xx leaves
+// the outcome unknown.
+func settle(err error) error {
+	var re *azcore.ResponseError
+	if err == nil || !errors.As(err, &re) {
+		return err
+	}
+	switch {
+	case re.StatusCode == http.StatusRequestTimeout, re.StatusCode == http.StatusTooManyRequests, re.StatusCode >= 500:
+		return err
+	}
+	return declinedError{err}
 }

@@ -40,15 +40,18 @@ func (m *marketView) applySnapshot(s *hub.Snapshot) {
 	ws := m.c.windowSeq
 	structural := len(s.Pools) != len(m.all)
 	m.changed = m.changed[:0]
+	// old and the new m.all share an array: iteration i reads old[i]
+	// before it appends (writes) index i, so nothing is read after it is
+	// overwritten.
+	old := m.all
 	m.all = m.all[:0]
-	prev := len(m.all)
 	for i := range s.Pools {
 		pv := &s.Pools[i]
 		// Snapshots are sorted by key and rarely gain a pool, so the row at
 		// the same index is almost always the one: no map lookup needed.
 		var r *row
-		if i < prev && m.all[i].pv.Key == pv.Key {
-			r = m.all[i]
+		if i < len(old) && old[i].pv.Key == pv.Key {
+			r = old[i]
 		} else {
 			r = m.rows[pv.Key]
 		}

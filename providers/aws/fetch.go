@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -94,7 +95,7 @@ func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink p
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if int(failed.Load()) == len(regions) {
+	if len(regions) > 0 && int(failed.Load()) == len(regions) {
 		if errors.Is(firstErr, ErrNoCredentials) {
 			return firstErr
 		}
@@ -244,7 +245,7 @@ func pricePoint(region string, sp ec2types.SpotPrice) (providers.PricePoint, boo
 		return providers.PricePoint{}, false, nil
 	}
 	usd, err := strconv.ParseFloat(*sp.SpotPrice, 64)
-	if err != nil || usd < 0 {
+	if err != nil || !(usd >= 0) || math.IsInf(usd, 0) {
 		return providers.PricePoint{}, false, fmt.Errorf("spot price %q of %s in %s is not a price", *sp.SpotPrice, sp.InstanceType, *sp.AvailabilityZone)
 	}
 	return providers.PricePoint{

@@ -366,3 +366,26 @@ func TestRejectedCredentials(t *testing.T) {
 		t.Fatalf("Fetch: %v, want ErrNoCredentials naming AuthFailure", err)
 	}
 }
+
+func TestFetchSkipsOtherCloudsRegions(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider(t, nil)
+	c := newCollector()
+	req := backfill(time.Hour)
+	req.Query.Regions = []string{"eastus", "us-east-1"}
+	if err := p.Fetch(context.Background(), req, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.errs) != 0 {
+		t.Errorf("errors %v", c.errs)
+	}
+	for k := range c.pools {
+		if k.Region != "us-east-1" {
+			t.Errorf("pool %s", k)
+		}
+	}
+	req.Query.Regions = []string{"westeurope"}
+	if err := p.Fetch(context.Background(), req, c.sink); err != nil {
+		t.Errorf("Fetch with only Azure regions: %v", err)
+	}
+}

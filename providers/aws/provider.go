@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"sync"
 	"time"
 
@@ -214,12 +215,16 @@ func (p *Provider) SetClient(region string, c ec2API) {
 
 // regions returns the regions a query asks for: its own, the options',
 // or every region of the account.
+//
+// A region list may mix clouds (--region us-east-1,eastus): only the names
+// shaped like AWS regions are kept, and a list with none of them selects
+// no AWS region at all.
 func (p *Provider) regions(ctx context.Context, q providers.Query) ([]string, error) {
 	if len(q.Regions) > 0 {
-		return q.Regions, nil
+		return awsRegions(q.Regions), nil
 	}
 	if len(p.opt.Regions) > 0 {
-		return p.opt.Regions, nil
+		return awsRegions(p.opt.Regions), nil
 	}
 	p.mu.Lock()
 	cached := p.regionsM
@@ -244,4 +249,18 @@ func (p *Provider) regions(ctx context.Context, q providers.Query) ([]string, er
 	p.regionsM = names
 	p.mu.Unlock()
 	return names, nil
+}
+
+// awsRegionPattern matches AWS region names: us-east-1, eu-central-2,
+// us-gov-west-1, ap-southeast-5.
+var awsRegionPattern = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$`)
+
+func awsRegions(names []string) []string {
+	out := []string{}
+	for _, n := range names {
+		if awsRegionPattern.MatchString(n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -74,7 +74,11 @@ func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Ti
 				return advisorState{data: d, live: true, fetched: now, triedLive: now}
 			}
 		}
-		p.opt.Logger.Warn("spot advisor: live fetch failed, using the older copy", "url", p.opt.AdvisorURL, "err", err)
+		fallback := "the embedded 2025-06 snapshot"
+		if cached != nil {
+			fallback = "the cached copy of " + cachedAt.UTC().Format(time.RFC3339)
+		}
+		p.opt.Logger.Warn("spot advisor: live fetch failed, showing "+fallback, "url", p.opt.AdvisorURL, "err", err)
 	}
 	if cached != nil {
 		return advisorState{data: cached, live: true, fetched: cachedAt, triedLive: st.triedLive}

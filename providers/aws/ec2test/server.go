@@ -137,6 +137,14 @@ func (s *Server) AddFault(f Fault) {
 	s.faults = append(s.faults, f)
 }
 
+// ClearFaults removes every misbehaviour.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
+	s.faultHits = map[int]map[string]int{}
+}
+
 // Calls returns a copy of the calls so far.
 func (s *Server) Calls() []Call {
 	s.mu.Lock()

@@ -90,14 +90,14 @@ func newModel(seed int64, s *poolSpec) model {
 	}
 }
 
-// localDay returns the local day number and second of day of t.
+// local returns the region's local day number and second of day at t.
 func (m *model) local(t int64) (day, sec int64) {
 	lt := t + m.offset
 	day = floorDiv(lt, 86400)
 	return day, lt - day*86400
 }
 
-// weekend reports whether t falls on the region's Saturday or Sunday.
+// weekend reports whether a local day number is a Saturday or Sunday.
 func weekend(day int64) bool {
 	dow := ((day+4)%7 + 7) % 7 // 1970-01-01 was a Thursday; 0 = Sunday
 	return dow == 0 || dow == 6
@@ -126,7 +126,8 @@ func (m *model) changeAt(s int64) (int64, bool) {
 	return at, float64(h&0xffff) < p*65536
 }
 
-// spike returns the hour's spike, if it has one: [from, to) and its z lift.
+// spike returns the hour's spike, if it has one: [from, to) and its log
+// lift. A spike starts and ends within its hour.
 func (m *model) spike(hour int64) (from, to int64, lift float64, ok bool) {
 	h := mix(m.id ^ uint64(hour)*0x8cb92ba72f3d8dd7 ^ 0xa5a5)
 	if unit(h) >= spikeOdds {

@@ -49,7 +49,7 @@ func (c fakeCredential) GetToken(context.Context, policy.TokenRequestOptions) (a
 // and DELETEs through Location polling. It also serves the Retail Prices
 // API under /api/retail/prices.
 type fakeARM struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *httptest.Server
 	prices *azuretest.PricesServer
 
@@ -102,7 +102,7 @@ func readTestdata(t testing.TB, name string) []byte {
 	return b
 }
 
-func newFakeARM(t *testing.T) *fakeARM {
+func newFakeARM(t testing.TB) *fakeARM {
 	t.Helper()
 	f := &fakeARM{
 		t: t, skus: map[string][]json.RawMessage{}, graphPageSize: 2,

@@ -37,12 +37,13 @@ func (s *Service) Quote(ctx context.Context, offeringID string) (Quote, error) {
 	if err := s.checkBudget(q.CostUSD, q.DaySpentUSD); err != nil {
 		return q, err
 	}
-	held, err := s.st.HeldKeys(ctx, store.KindBlock)
-	if err != nil {
+	if r, err := s.st.Holder(ctx, store.KindBlock, offeringID); err == nil {
+		if !r.Settled() {
+			return q, fmt.Errorf("refused: an earlier purchase of %s (ledger row %s) has an unknown outcome; it is not re-sent: reconcile with `gpumarket ledger`", offeringID, r.ID)
+		}
+		return q, fmt.Errorf("refused: already booked: ledger row %s (%s, state %s): %w", r.ID, r.ProviderRef, r.State, store.ErrDuplicate)
+	} else if !errors.Is(err, store.ErrNotFound) {
 		return q, err
-	}
-	if held[offeringID] {
-		return q, fmt.Errorf("offering %s is already in the ledger: see `gpumarket ledger`", offeringID)
 	}
 	if _, err := s.booker(c.Offering.Provider); err != nil {
 		return q, err
@@ -156,7 +157,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	// happened, and the ledger must say so.
 	wctx := context.WithoutCancel(ctx)
 	if callErr != nil {
-		if declined(callErr) {
+		if declined(o.Provider, callErr) {
 			row.State, row.Error = store.StateFailed, callErr.Error()
 			res.Row, err = s.st.Update(wctx, row)
 			if err != nil {

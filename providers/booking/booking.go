@@ -163,13 +163,18 @@ func (s *Service) checkBudget(cost, spent float64) error {
 // than a lost answer. Providers mark theirs with providers.ErrDeclined;
 // an API error with a code (the AWS SDK's smithy.APIError) is an answer
 // too, unless the code is a server fault, after which the purchase may
-// or may not have been made.
-func declined(err error) bool {
+// or may not have been made. The simulated market answers in memory, in
+// the caller's process: any error of its but a cancelled context is its
+// answer.
+func declined(provider string, err error) bool {
 	if errors.Is(err, providers.ErrDeclined) {
 		return true
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return false
+	}
+	if provider == "sim" {
+		return true
 	}
 	var coded interface{ ErrorCode() string }
 	if errors.As(err, &coded) {

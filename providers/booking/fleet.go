@@ -268,7 +268,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	cancel()
 	wctx := context.WithoutCancel(ctx)
 	if callErr != nil {
-		if declined(callErr) {
+		if declined(spec.Provider, callErr) {
 			row.State, row.Error = store.StateFailed, callErr.Error()
 			if res.Row, err = s.st.Update(wctx, row); err != nil {
 				return res, fmt.Errorf("record failed launch %s: %w (launch error: %v)", row.ID, err, callErr)

@@ -268,6 +268,16 @@ func (s *Store) HeldKeys(ctx context.Context, kind string) (map[string]bool, err
 	return out, rows.Err()
 }
 
+// Holder returns the row that is not failed and holds the kind's key, or
+// ErrNotFound.
+func (s *Store) Holder(ctx context.Context, kind, key string) (Row, error) {
+	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+columns+` FROM ledger WHERE kind = ? AND idem_key = ? AND state <> 'failed'`, kind, key))
+	if err != nil {
+		return Row{}, fmt.Errorf("ledger holder of %s %s: %w", kind, key, err)
+	}
+	return r, nil
+}
+
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }

@@ -1,0 +1,312 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// offeringsFields and ledgerFields are DESIGN.md's contract, in order.
+var offeringsFields = []string{"id", "provider", "cloud", "region", "zone", "instance_type", "gpu_model", "gpu_count",
+	"instance_count", "start", "end", "duration_hours", "upfront_usd", "currency", "usd_gpu_hour"}
+
+var ledgerFields = []string{"id", "kind", "provider", "cloud", "region", "zone", "instance_type", "instance_count",
+	"gpu_count", "start", "end", "cost_usd", "state", "provider_ref", "actor", "created_at", "error"}
+
+// session runs several command lines against one data dir (and config),
+// as a user does in one shell.
+type session struct {
+	t *testing.T
+}
+
+func newSession(t *testing.T, configYAML string) *session {
+	t.Helper()
+	isolate(t)
+	dir := t.TempDir()
+	t.Setenv("GPUMARKET_DATA_DIR", filepath.Join(dir, "data"))
+	if configYAML != "" {
+		p := filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(p, []byte(configYAML), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("GPUMARKET_CONFIG", p)
+	}
+	return &session{t: t}
+}
+
+func (s *session) run(args ...string) (int, string, string) {
+	s.t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// jsonRows decodes a JSON array of objects, keeping each object's keys in
+// order.
+func jsonRows(t *testing.T, s string) ([]map[string]any, [][]string) {
+	t.Helper()
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(s), &rows); err != nil {
+		t.Fatalf("not a JSON array of objects: %v\n%s", err, s)
+	}
+	var raw []json.RawMessage
+	json.Unmarshal([]byte(s), &raw)
+	var keys [][]string
+	for _, r := range raw {
+		dec := json.NewDecoder(bytes.NewReader(r))
+		dec.Token()
+		var ks []string
+		for dec.More() {
+			k, _ := dec.Token()
+			ks = append(ks, k.(string))
+			var v json.RawMessage
+			dec.Decode(&v)
+		}
+		keys = append(keys, ks)
+	}
+	return rows, keys
+}
+
+func (s *session) search() []map[string]any {
+	s.t.Helper()
+	code, out, errOut := s.run("offerings", "--gpu", "H100", "--count", "1", "--duration", "48h", "-o", "json")
+	if code != 0 {
+		s.t.Fatalf("offerings: exit %d: %s", code, errOut)
+	}
+	rows, keys := jsonRows(s.t, out)
+	if len(rows) == 0 {
+		s.t.Fatal("the simulated market offered nothing")
+	}
+	for _, k := range keys {
+		if !slices.Equal(k, offeringsFields) {
+			s.t.Fatalf("offering fields %v, want %v", k, offeringsFields)
+		}
+	}
+	return rows
+}
+
+func (s *session) ledger() ([]map[string]any, string) {
+	s.t.Helper()
+	code, out, errOut := s.run("ledger", "-o", "json")
+	if code != 0 {
+		s.t.Fatalf("ledger: exit %d: %s", code, errOut)
+	}
+	rows, keys := jsonRows(s.t, out)
+	for _, k := range keys {
+		if !slices.Equal(k, ledgerFields) {
+			s.t.Fatalf("ledger fields %v, want %v", k, ledgerFields)
+		}
+	}
+	return rows, errOut
+}
+
+func TestBookFlowOnSim(t *testing.T) {
+	s := newSession(t, "")
+	offers := s.search()
+	id := offers[0]["id"].(string)
+	if offers[0]["gpu_count"].(float64) != 8 || offers[0]["provider"] != "sim" {
+		t.Fatalf("offering %v", offers[0])
+	}
+
+	// No terminal and no --yes: exit 2, one line naming --yes, nothing bought.
+	code, _, errOut := s.run("book", id)
+	if code != 2 || !strings.Contains(errOut, "pass --yes") {
+		t.Fatalf("book without --yes: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, "Total upfront: $") || !strings.Contains(errOut, "8 × H100") {
+		t.Fatalf("the terms are not shown first: %s", errOut)
+	}
+	if rows, _ := s.ledger(); len(rows) != 0 {
+		t.Fatalf("refused book wrote %v", rows)
+	}
+
+	// A dry run answers and records nothing.
+	code, out, errOut := s.run("book", id, "--dry-run")
+	if code != 0 || !strings.Contains(out, "would have succeeded") {
+		t.Fatalf("dry run: exit %d: %s %s", code, out, errOut)
+	}
+	if rows, _ := s.ledger(); len(rows) != 0 {
+		t.Fatalf("dry run wrote %v", rows)
+	}
+
+	code, out, errOut = s.run("book", id, "--yes", "-o", "json")
+	if code != 0 {
+		t.Fatalf("book --yes: exit %d: %s", code, errOut)
+	}
+	booked, _ := jsonRows(t, out)
+	if len(booked) != 1 || booked[0]["state"] != "scheduled" || !strings.HasPrefix(booked[0]["provider_ref"].(string), "cr-") {
+		t.Fatalf("booked %v", booked)
+	}
+
+	// The same command again buys nothing.
+	code, _, errOut = s.run("book", id, "--yes")
+	if code != 1 || !strings.Contains(errOut, "already booked") {
+		t.Fatalf("second book: exit %d: %s", code, errOut)
+	}
+	rows, _ := s.ledger()
+	if len(rows) != 1 || rows[0]["id"] != booked[0]["id"] || rows[0]["cost_usd"] != offers[0]["upfront_usd"] ||
+		rows[0]["start"] != offers[0]["start"] || rows[0]["end"] != offers[0]["end"] {
+		t.Fatalf("ledger %v\noffer %v", rows, offers[0])
+	}
+	// A new process's search no longer offers it.
+	for _, o := range s.search() {
+		if o["id"] == id {
+			t.Fatalf("booked offering %s offered again", id)
+		}
+	}
+}
+
+func TestBookOverBudgetRefused(t *testing.T) {
+	s := newSession(t, "budget: {max_booking_usd: 100, max_daily_usd: 1000}\n")
+	id := s.search()[0]["id"].(string)
+	for _, args := range [][]string{{"book", id, "--yes"}, {"book", id, "--dry-run"}} {
+		code, _, errOut := s.run(args...)
+		if code != 1 || !strings.Contains(errOut, "max_booking_usd $100.00") || !strings.Contains(errOut, "nothing was bought") {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+	if rows, _ := s.ledger(); len(rows) != 0 {
+		t.Fatalf("over-budget book wrote %v", rows)
+	}
+}
+
+func TestBookUnknownID(t *testing.T) {
+	s := newSession(t, "")
+	code, _, errOut := s.run("book", "cb-nosuch", "--yes")
+	if code != 1 || !strings.Contains(errOut, "search again") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
+func TestOfferingsUsage(t *testing.T) {
+	s := newSession(t, "")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"offerings", "--count", "1", "--duration", "2d"}, "--gpu is required"},
+		{[]string{"offerings", "--gpu", "H100", "--count", "0", "--duration", "2d"}, "--count 0"},
+		{[]string{"offerings", "--gpu", "H100"}, "--duration is required"},
+		{[]string{"offerings", "--gpu", "H100", "--duration", "5h"}, "1-day steps"},
+		{[]string{"offerings", "--gpu", "H100", "--duration", "2x"}, "--duration"},
+		{[]string{"offerings", "--gpu", "H100", "--duration", "2d", "--start-after", "tomorrow"}, "--start-after"},
+		{[]string{"offerings", "--gpu", "H100,A100", "--duration", "2d"}, "one GPU model"},
+		{[]string{"offerings", "--gpu", "H100", "--duration", "2d", "--start-after", "+3d", "--start-before", "+1d"}, "is not after"},
+		{[]string{"book"}, "accepts 1 arg"},
+		{[]string{"fleet", "launch", "--instance-types", "p5.48xlarge", "--target", "2"}, "--region is required"},
+		{[]string{"fleet", "launch", "--region", "us-east-1", "--instance-types", "p5.48xlarge", "--target", "2", "--strategy", "cheap"}, "--strategy"},
+		{[]string{"fleet", "launch", "--region", "us-east-1", "--instance-types", "m5.large", "--target", "2"}, "m5.large"},
+		{[]string{"fleet", "launch", "--region", "us-east-1", "--instance-types", "p5.48xlarge", "--target", "2", "--on-demand-base", "3"}, "--on-demand-base"},
+	} {
+		code, _, errOut := s.run(c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 naming %q in one line", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+func TestFleetFlowOnSim(t *testing.T) {
+	s := newSession(t, "")
+	launch := []string{"fleet", "launch", "--region", "us-east-1", "--instance-types", "p5.48xlarge,p4d.24xlarge", "--target", "2", "--on-demand-base", "1"}
+	code, _, errOut := s.run(launch...)
+	if code != 2 || !strings.Contains(errOut, "pass --yes") || !strings.Contains(errOut, "Estimated cost: $") {
+		t.Fatalf("launch without --yes: exit %d: %s", code, errOut)
+	}
+	code, out, errOut := s.run(append(launch, "--dry-run")...)
+	if code != 0 || !strings.Contains(out, "dry run") {
+		t.Fatalf("dry run: exit %d: %s %s", code, out, errOut)
+	}
+	if rows, _ := s.ledger(); len(rows) != 0 {
+		t.Fatalf("rows after refusals and dry run: %v", rows)
+	}
+	code, out, errOut = s.run(append(launch, "--yes", "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("launch: exit %d: %s", code, errOut)
+	}
+	rows, _ := jsonRows(t, out)
+	if len(rows) != 1 || rows[0]["kind"] != "fleet" || rows[0]["start"] != nil || !(rows[0]["cost_usd"].(float64) > 0) {
+		t.Fatalf("launched %v", rows)
+	}
+	ref, _ := rows[0]["provider_ref"].(string)
+	if ref == "" {
+		t.Fatalf("no fleet id: %v", rows[0])
+	}
+	// The sim forgets its fleets between processes: deleting it from a
+	// new process is the provider's answer to give, but the row is found.
+	code, _, errOut = s.run("fleet", "delete", rows[0]["id"].(string))
+	if code != 2 || !strings.Contains(errOut, "pass --yes") {
+		t.Fatalf("delete without --yes: exit %d: %s", code, errOut)
+	}
+}
+
+func TestParseWhen(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"2026-12-03T10:00:00Z":      time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC),
+		"2026-12-03T10:00:00+01:00": time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC),
+		"2026-12-03":                time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC),
+		"+2d":                       now.Add(48 * time.Hour),
+		"+6h":                       now.Add(6 * time.Hour),
+		"+1w":                       now.Add(7 * 24 * time.Hour),
+	} {
+		got, err := parseWhen(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("%q: %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "+", "+0d", "-2d", "+2m", "tomorrow", "2026-13-01", "+999999999999w"} {
+		if _, err := parseWhen(in, now); err == nil || !strings.Contains(err.Error(), "RFC 3339") {
+			t.Errorf("%q accepted or unclear: %v", in, err)
+		}
+	}
+}
+
+func TestParseSpan(t *testing.T) {
+	for in, want := range map[string]time.Duration{"48h": 48 * time.Hour, "2d": 48 * time.Hour, "26w": 182 * 24 * time.Hour} {
+		if got, err := parseSpan(in); err != nil || got != want {
+			t.Errorf("%q: %v %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"", "h", "0d", "183d", "27w", "1.5d", "-1d", "2 d", "30m"} {
+		if _, err := parseSpan(in); err == nil {
+			t.Errorf("%q accepted", in)
+		}
+	}
+}
+
+func FuzzParseWhen(f *testing.F) {
+	for _, s := range []string{"+2d", "2026-12-01", "2026-12-01T09:00:00Z", "+", "+99999999999999999999h"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := parseWhen(s, now)
+		if err != nil {
+			if !strings.Contains(err.Error(), "want") {
+				t.Fatalf("%q: error does not say what is accepted: %v", s, err)
+			}
+			return
+		}
+		if strings.HasPrefix(strings.TrimSpace(s), "+") && (!got.After(now) || got.Sub(now) > maxBlockSpan) {
+			t.Fatalf("%q: offset %v out of range", s, got.Sub(now))
+		}
+	})
+}
+
+func FuzzParseSpan(f *testing.F) {
+	for _, s := range []string{"48h", "2d", "1w", "182d", "0d", "9999999999999999999w"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := parseSpan(s)
+		if err == nil && (d <= 0 || d > maxBlockSpan || d%time.Hour != 0) {
+			t.Fatalf("%q → %v", s, d)
+		}
+	})
+}

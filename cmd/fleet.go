@@ -1,0 +1,264 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+)
+
+func init() { extraCommands = append(extraCommands, newFleetCmd) }
+
+func newFleetCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "fleet",
+		Short: "Launch or delete a spot fleet (through the ledger)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("fleet needs a subcommand: launch or delete (see gpumarket fleet --help)")
+		},
+	}
+	c.AddCommand(newFleetLaunchCmd(), newFleetDeleteCmd())
+	return c
+}
+
+// fleetLaunchFlags are `fleet launch`'s own flags.
+type fleetLaunchFlags struct {
+	types          string
+	target, odBase int
+	strategy       string
+	maxPrice       float64
+	template       string
+	dryRun, yes    bool
+	timeout        time.Duration
+	output         string
+}
+
+func newFleetLaunchCmd() *cobra.Command {
+	var f fleetLaunchFlags
+	c := &cobra.Command{
+		Use:   "launch --region R --instance-types T1,T2 --target N",
+		Short: "Launch a spot fleet (asks for a yes first)",
+		Long: `fleet launch launches a fleet of --target instances of the given types in one
+region (--region, exactly one), --on-demand-base of them on-demand and the rest
+spot, with the allocation strategy and an optional max spot price per
+instance-hour. It shows the estimated cost per hour first and asks you to type
+yes; without --yes and with no terminal on stdin it refuses (exit 2).
+
+The launch is recorded in the ledger before it is sent, and its ledger id is
+the fleet's ClientToken, so the cloud itself never launches it twice. The
+ledger's cost_usd is the estimated first hour (checked against the budget); a
+fleet bills until ` + "`gpumarket fleet delete`" + `.`,
+		Example: `  gpumarket fleet launch --region us-east-1 --instance-types p5.48xlarge,p4d.24xlarge --target 4 --dry-run
+  gpumarket fleet launch --provider aws --region us-east-1 --instance-types p5.48xlarge --target 2 --on-demand-base 1 --max-price 60 --yes`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(f.output); err != nil {
+				return err
+			}
+			if f.timeout <= 0 {
+				return usagef("--timeout %s: want %s", f.timeout, timeoutForm)
+			}
+			if !cmd.Flags().Changed(flagRegion) {
+				return usagef("--region is required: one region such as us-east-1")
+			}
+			types := providers.SplitList(f.types)
+			if len(types) == 0 {
+				return usagef("--instance-types is required: a comma list of GPU instance types such as p5.48xlarge,p4d.24xlarge")
+			}
+			for _, t := range types {
+				if _, ok := providers.LookupGPU(t); !ok {
+					return usagef("--instance-types: %q is not a GPU instance type gpumarket knows (such as p5.48xlarge or Standard_ND96isr_H100_v5)", t)
+				}
+			}
+			if f.target < 1 {
+				return usagef("--target %d: want a whole number of instances, at least 1", f.target)
+			}
+			if f.odBase < 0 || f.odBase > f.target {
+				return usagef("--on-demand-base %d: want 0 to --target (%d)", f.odBase, f.target)
+			}
+			if !contains(providers.Strategies, f.strategy) {
+				return usagef("--strategy %q: want one of %s", f.strategy, strings.Join(providers.Strategies, ", "))
+			}
+			if cmd.Flags().Changed("max-price") && !(f.maxPrice > 0) || math.IsInf(f.maxPrice, 0) {
+				return usagef("--max-price %v: want a positive price in $ per instance-hour", f.maxPrice)
+			}
+			e, err := setup(cmd)
+			if err != nil {
+				return err
+			}
+			if len(e.query.Regions) != 1 {
+				return usagef("--region %s: a fleet is launched in exactly one region", strings.Join(e.query.Regions, ","))
+			}
+			if len(e.query.Providers) != 1 {
+				return usagef("--provider %s: a fleet is launched by exactly one provider", strings.Join(e.query.Providers, ","))
+			}
+			spec := providers.FleetSpec{Provider: e.query.Providers[0], Region: e.query.Regions[0], InstanceTypes: types,
+				TargetCapacity: f.target, OnDemandBase: f.odBase, Strategy: f.strategy, LaunchTemplate: f.template, DryRun: f.dryRun}
+			if spec.LaunchTemplate == "" {
+				spec.LaunchTemplate = e.cfg.AWS.LaunchTemplate
+			}
+			if cmd.Flags().Changed("max-price") {
+				spec.MaxPriceUSD = providers.Float(f.maxPrice)
+			}
+			return e.runFleetLaunch(cmd.Context(), spec, f)
+		},
+	}
+	addOutputFlag(c, &f.output)
+	fl := c.Flags()
+	fl.StringVar(&f.types, "instance-types", "", "instance types the fleet may use, a comma list such as p5.48xlarge,p4d.24xlarge")
+	fl.IntVar(&f.target, "target", 0, "instances in all")
+	fl.IntVar(&f.odBase, "on-demand-base", 0, "how many of them are on-demand (the rest are spot)")
+	fl.StringVar(&f.strategy, "strategy", providers.Strategies[0], "spot allocation strategy: "+strings.Join(providers.Strategies, ", "))
+	fl.Float64Var(&f.maxPrice, "max-price", 0, "highest spot price to pay, $ per instance-hour (default: the on-demand price)")
+	fl.StringVar(&f.template, "launch-template", "", "AWS launch template id (default: config aws.launch_template)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "only ask the provider whether the launch would succeed; nothing is launched or recorded")
+	fl.BoolVar(&f.yes, "yes", false, "launch without asking (required when stdin is not a terminal)")
+	fl.DurationVar(&f.timeout, "timeout", booking.DefaultTimeout, "bound on each call to the provider")
+	return c
+}
+
+func fleetSummary(spec providers.FleetSpec, est booking.FleetEstimate, simulated bool) string {
+	var b strings.Builder
+	if simulated {
+		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is launched.")
+	}
+	if math.IsNaN(est.USDHour) {
+		fmt.Fprintf(&b, "Estimated cost: unknown (%s); a fleet bills until deleted\n", est.Basis)
+	} else {
+		fmt.Fprintf(&b, "Estimated cost: $%.2f per hour (%s); a fleet bills until deleted\n", est.USDHour, est.Basis)
+		if est.GPUs > 0 {
+			fmt.Fprintf(&b, "  per GPU    $%.4f per GPU-hour over %g GPUs\n", est.USDHour/est.GPUs, est.GPUs)
+		}
+	}
+	fmt.Fprintf(&b, "  fleet      %d instances of %s in %s (%s)\n", spec.TargetCapacity, strings.Join(spec.InstanceTypes, ", "), spec.Region, spec.Provider)
+	fmt.Fprintf(&b, "  on-demand  %d, spot %d, strategy %s\n", spec.OnDemandBase, spec.TargetCapacity-spec.OnDemandBase, spec.Strategy)
+	if spec.MaxPriceUSD != nil {
+		fmt.Fprintf(&b, "  max price  $%.4f per instance-hour\n", *spec.MaxPriceUSD)
+	}
+	if spec.LaunchTemplate != "" {
+		fmt.Fprintf(&b, "  template   %s\n", spec.LaunchTemplate)
+	}
+	return b.String()
+}
+
+// fleetDryRunRow is what `fleet launch --dry-run` prints with -o json|csv.
+type fleetDryRunRow struct {
+	Provider string  `json:"provider"`
+	Region   string  `json:"region"`
+	DryRun   bool    `json:"dry_run"`
+	USDHour  float64 `json:"estimated_usd_hour" table:"%.2f"`
+	Message  string  `json:"message"`
+}
+
+func (e *env) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fleetLaunchFlags) error {
+	ps, err := e.providers(ctx)
+	if err != nil {
+		return err
+	}
+	svc, st, err := e.openBooking(ps, f.timeout)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if !svc.CanLaunch(spec.Provider) {
+		return fmt.Errorf("provider %s does not launch fleets", spec.Provider)
+	}
+	est := svc.EstimateFleet(ctx, spec)
+	fmt.Fprint(e.errOut, fleetSummary(spec, est, spec.Provider == "sim"))
+	if !spec.DryRun && !f.yes {
+		what := "launch it"
+		if !math.IsNaN(est.USDHour) {
+			what = fmt.Sprintf("launch it at about $%.2f per hour", est.USDHour)
+		}
+		if err := e.confirm("fleet launch", what); err != nil {
+			return err
+		}
+	}
+	res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec, Estimate: est})
+	if spec.DryRun {
+		if err != nil {
+			return err
+		}
+		msg := res.Fleet.Message
+		if msg == "" {
+			msg = "the provider accepted the dry run: the launch would succeed"
+		}
+		if f.output == formatTable {
+			fmt.Fprintf(e.out, "dry run (nothing launched): %s\n", msg)
+			return nil
+		}
+		return writeRows(e.out, f.output, []fleetDryRunRow{{Provider: spec.Provider, Region: spec.Region, DryRun: true, USDHour: est.USDHour, Message: msg}})
+	}
+	if res.Row.ID != "" {
+		if werr := writeRows(e.out, f.output, []ledgerRow{ledgerRowOf(res.Row)}); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err == nil {
+		fmt.Fprintf(e.errOut, "launched: %s, ledger row %s, state %s\n", res.Row.ProviderRef, res.Row.ID, res.Row.State)
+	}
+	return err
+}
+
+func newFleetDeleteCmd() *cobra.Command {
+	var yes bool
+	var timeout time.Duration
+	var output string
+	c := &cobra.Command{
+		Use:   "delete ID",
+		Short: "Delete a fleet launched by gpumarket (its fleet id or ledger id) and terminate its instances",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if timeout <= 0 {
+				return usagef("--timeout %s: want %s", timeout, timeoutForm)
+			}
+			e, err := setup(cmd)
+			if err != nil {
+				return err
+			}
+			return e.runFleetDelete(cmd.Context(), strings.TrimSpace(args[0]), yes, timeout, output)
+		},
+	}
+	addOutputFlag(c, &output)
+	c.Flags().BoolVar(&yes, "yes", false, "delete without asking (required when stdin is not a terminal)")
+	c.Flags().DurationVar(&timeout, "timeout", booking.DefaultTimeout, "bound on the call to the provider")
+	return c
+}
+
+func (e *env) runFleetDelete(ctx context.Context, id string, yes bool, timeout time.Duration, output string) error {
+	ps, err := e.providers(ctx)
+	if err != nil {
+		return err
+	}
+	svc, st, err := e.openBooking(ps, timeout)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	r, err := svc.FleetRow(ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.errOut, "fleet %s (ledger row %s): %d × %s in %s, state %s\n", r.ProviderRef, r.ID, r.InstanceCount, r.InstanceType, r.Region, r.State)
+	if !yes {
+		if err := e.confirm("fleet delete", "delete it and terminate its instances"); err != nil {
+			return err
+		}
+	}
+	r, err = svc.DeleteFleet(ctx, id, localActor())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.errOut, "deleted: %s\n", r.ProviderRef)
+	return writeRows(e.out, output, []ledgerRow{ledgerRowOf(r)})
+}

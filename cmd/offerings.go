@@ -1,0 +1,227 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/sim"
+)
+
+func init() { extraCommands = append(extraCommands, newOfferingsCmd) }
+
+// offeringRow is one offering with DESIGN.md's fields, exactly.
+type offeringRow struct {
+	ID            string    `json:"id"`
+	Provider      string    `json:"provider"`
+	Cloud         string    `json:"cloud" table:"-"`
+	Region        string    `json:"region"`
+	Zone          *string   `json:"zone"`
+	InstanceType  string    `json:"instance_type"`
+	GPUModel      string    `json:"gpu_model"`
+	GPUCount      float64   `json:"gpu_count" table:"%g"`
+	InstanceCount int       `json:"instance_count"`
+	Start         time.Time `json:"start"`
+	End           time.Time `json:"end"`
+	DurationHours float64   `json:"duration_hours" table:"%g"`
+	UpfrontUSD    float64   `json:"upfront_usd" table:"%.2f"`
+	Currency      string    `json:"currency" table:"-"`
+	USDGPUHour    float64   `json:"usd_gpu_hour" table:"%.4f"`
+}
+
+func offeringRowOf(o providers.Offering) offeringRow {
+	return offeringRow{ID: o.ID, Provider: o.Provider, Cloud: string(o.Cloud), Region: o.Region, Zone: optString(o.Zone),
+		InstanceType: o.InstanceType, GPUModel: o.GPU.Model, GPUCount: o.GPUCount(), InstanceCount: o.InstanceCount,
+		Start: o.Start.UTC(), End: o.End.UTC(), DurationHours: o.DurationHours(), UpfrontUSD: o.UpfrontUSD,
+		Currency: currency(o.Currency), USDGPUHour: o.USDPerGPUHour()}
+}
+
+// whenForm is the accepted form of --start-after and --start-before.
+const whenForm = "an RFC 3339 time (2026-12-01T09:00:00Z), a date (2026-12-01, midnight UTC) or an offset from now (+6h, +2d, +1w)"
+
+// parseWhen reads a start bound: RFC 3339, a date, or "+N" with a unit
+// h, d or w from now.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	t := strings.TrimSpace(s)
+	if strings.HasPrefix(t, "+") {
+		d, err := parseSpan(t[1:])
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%q: want %s", s, whenForm)
+		}
+		return now.Add(d), nil
+	}
+	if v, err := time.Parse(time.RFC3339, t); err == nil {
+		return v, nil
+	}
+	if v, err := time.Parse("2006-01-02", t); err == nil {
+		return v, nil
+	}
+	return time.Time{}, fmt.Errorf("%q: want %s", s, whenForm)
+}
+
+// durationForm is the accepted form of --duration.
+const durationForm = "a whole number of hours, days or weeks (48h, 2d, 1w), at most 182d"
+
+// maxBlockSpan is the longest block the clouds sell (AWS: 182 days).
+const maxBlockSpan = 182 * 24 * time.Hour
+
+// parseSpan reads a positive whole number and a unit h, d or w, at most
+// 182 days.
+func parseSpan(s string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	if len(t) < 2 {
+		return 0, fmt.Errorf("%q: want %s", s, durationForm)
+	}
+	var per time.Duration
+	switch t[len(t)-1] {
+	case 'h':
+		per = time.Hour
+	case 'd':
+		per = 24 * time.Hour
+	case 'w':
+		per = 7 * 24 * time.Hour
+	default:
+		return 0, fmt.Errorf("%q: want %s", s, durationForm)
+	}
+	digits := t[:len(t)-1]
+	for _, r := range digits {
+		if r < '0' || r > '9' {
+			return 0, fmt.Errorf("%q: want %s", s, durationForm)
+		}
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n <= 0 || n > int64(maxBlockSpan/per) {
+		return 0, fmt.Errorf("%q: want %s", s, durationForm)
+	}
+	return time.Duration(n) * per, nil
+}
+
+// checkBlockDuration checks the duration against the steps of the
+// providers asked: AWS (and the simulated market, which imitates it) sell
+// 1-14 days in days, then weeks; Azure reservations any whole hours.
+func checkBlockDuration(d time.Duration, names []string) error {
+	for _, n := range names {
+		if n == "aws" || n == "sim" {
+			if err := sim.ValidateBlockDuration(d); err != nil {
+				return fmt.Errorf("%s (%s)", err.Error(), n)
+			}
+		}
+	}
+	return nil
+}
+
+func newOfferingsCmd() *cobra.Command {
+	var output, duration, after, before string
+	var count int
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "offerings",
+		Short: "Capacity blocks on sale for a GPU, size, duration and start range, cheapest $/GPU-h first",
+		Long: `offerings searches every provider that sells capacity blocks (AWS Capacity
+Blocks for ML; fixed-window reservations) for --count instances with the --gpu
+model, lasting --duration and starting between --start-after and
+--start-before. Rows are sorted by price per GPU-hour. gpu_count counts every
+GPU in the block.
+
+What a search finds is kept in the data dir for an hour: book one with
+` + "`gpumarket book ID`" + `. Offerings already in the ledger are left out.`,
+		Example: `  gpumarket offerings --gpu H100 --count 1 --duration 48h
+  gpumarket offerings --gpu H100 --count 2 --duration 2d --start-after +1d --start-before 2026-12-20 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("gpu") {
+				return usagef("--gpu is required: one GPU model such as H100 (one of %s)", strings.Join(providers.GPUModels, ", "))
+			}
+			if count < 1 || count > sim.MaxBlockInstances {
+				return usagef("--count %d: want a whole number of instances from 1 to %d", count, sim.MaxBlockInstances)
+			}
+			if duration == "" {
+				return usagef("--duration is required: want %s", durationForm)
+			}
+			d, err := parseSpan(duration)
+			if err != nil {
+				return usagef("--duration %s", err)
+			}
+			if timeout <= 0 {
+				return usagef("--timeout %s: want %s", timeout, timeoutForm)
+			}
+			now := time.Now()
+			q := providers.OfferingQuery{Instances: count, Duration: d}
+			if after != "" {
+				if q.StartAfter, err = parseWhen(after, now); err != nil {
+					return usagef("--start-after %s", err)
+				}
+			}
+			if before != "" {
+				if q.StartBefore, err = parseWhen(before, now); err != nil {
+					return usagef("--start-before %s", err)
+				}
+			}
+			if !q.StartAfter.IsZero() && !q.StartBefore.IsZero() && !q.StartBefore.After(q.StartAfter) {
+				return usagef("--start-before %s is not after --start-after %s", before, after)
+			}
+			e, err := setup(cmd)
+			if err != nil {
+				return err
+			}
+			if len(e.query.GPUs) != 1 {
+				return usagef("--gpu %s: offerings searches one GPU model at a time", strings.Join(e.query.GPUs, ","))
+			}
+			q.GPU = e.query.GPUs[0]
+			q.Regions = e.query.Regions
+			if err := checkBlockDuration(d, e.query.Providers); err != nil {
+				return usagef("--duration %s", err)
+			}
+			return e.runOfferings(cmd.Context(), q, timeout, output)
+		},
+	}
+	addOutputFlag(c, &output)
+	c.Flags().IntVar(&count, "count", 1, "instances in the block (a p5.48xlarge has 8 GPUs)")
+	c.Flags().StringVar(&duration, "duration", "", "length of the block: "+durationForm)
+	c.Flags().StringVar(&after, "start-after", "", "earliest start: "+whenForm+" (default now)")
+	c.Flags().StringVar(&before, "start-before", "", "latest start, same forms (default: as far as the cloud sells, 8 weeks for AWS)")
+	c.Flags().DurationVar(&timeout, "timeout", booking.DefaultTimeout, "bound on the search")
+	return c
+}
+
+func (e *env) runOfferings(parent context.Context, q providers.OfferingQuery, timeout time.Duration, output string) error {
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	ps, err := e.providers(ctx)
+	if err != nil {
+		return err
+	}
+	svc, st, err := e.openBooking(ps, timeout)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	res, err := svc.FindOfferings(ctx, q)
+	for name, perr := range res.Failed {
+		fmt.Fprintf(e.errOut, "gpumarket: offerings: %s: %v\n", name, perr)
+	}
+	if err != nil {
+		return err
+	}
+	if res.Hidden > 0 {
+		fmt.Fprintf(e.errOut, "gpumarket: offerings: %d offering(s) already in the ledger left out\n", res.Hidden)
+	}
+	e.banner(output)
+	rows := make([]offeringRow, 0, len(res.Offerings))
+	for _, o := range res.Offerings {
+		rows = append(rows, offeringRowOf(o))
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(e.errOut, "gpumarket: offerings: nothing on sale for these terms; try other dates, a shorter duration or fewer instances")
+	}
+	return writeRows(e.out, output, rows)
+}

@@ -8,7 +8,7 @@ import (
 
 func benchModel(b *testing.B, noColor bool) *Model {
 	b.Helper()
-	m := New(Options{Now: nowFn, NoColor: noColor})
+	m := newBare(Options{Now: nowFn, NoColor: noColor})
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 	m.Update(snapshotMsg{snap: bigSnapshot(5000)})
 	return m

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	tea "charm.land/bubbletea/v2"
 	"log/slog"
 	"strconv"
 	"time"
@@ -26,6 +27,9 @@ type common struct {
 	windowSeq int
 	role      Role
 	actor     string
+	// after is tea.Tick; the Update tests replace it so that running a
+	// command never means waiting on a clock.
+	after func(time.Duration, func(time.Time) tea.Msg) tea.Cmd
 }
 
 // windows are the steps `w` cycles through.

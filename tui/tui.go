@@ -152,6 +152,7 @@ func New(opt Options) *Model {
 		window: opt.Window,
 		role:   opt.Role,
 		actor:  opt.Actor,
+		after:  tea.Tick,
 	}
 	m := &Model{opt: opt, c: c, isDark: true}
 	m.market = newMarket(c, opt.GPUs, opt.Regions)
@@ -257,7 +258,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.notice = msg
 		m.noticeN++
 		id := m.noticeN
-		return m, tea.Tick(noticeFor, func(time.Time) tea.Msg { return noticeExpiredMsg{id: id} })
+		return m, m.c.after(noticeFor, func(time.Time) tea.Msg { return noticeExpiredMsg{id: id} })
 	case noticeExpiredMsg:
 		if msg.id == m.noticeN {
 			m.notice = noticeMsg{}

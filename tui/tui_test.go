@@ -24,9 +24,16 @@ func newColorModel(t testing.TB, w, h int, opt Options) *Model {
 	if opt.Now == nil {
 		opt.Now = nowFn
 	}
-	m := New(opt)
+	m := newBare(opt)
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	m.Update(snapshotMsg{snap: fixtureSnapshot()})
+	return m
+}
+
+// newBare is New with the timers off, for tests that run commands.
+func newBare(opt Options) *Model {
+	m := New(opt)
+	m.c.after = func(time.Duration, func(time.Time) tea.Msg) tea.Cmd { return nil }
 	return m
 }
 
@@ -64,14 +71,14 @@ func press(m *Model, keys ...string) []tea.Msg {
 }
 
 // run executes a command the way the program would, feeding its messages
-// (but not timers, which would block) back into the model.
+// back into the model. Timers are switched off in test models (c.after),
+// so no command waits on a clock.
 func run(m *Model, cmd tea.Cmd) []tea.Msg {
 	if cmd == nil {
 		return nil
 	}
-	msg := runNoWait(cmd)
 	var out []tea.Msg
-	switch msg := msg.(type) {
+	switch msg := cmd().(type) {
 	case nil:
 	case tea.BatchMsg:
 		for _, c := range msg {
@@ -83,19 +90,6 @@ func run(m *Model, cmd tea.Cmd) []tea.Msg {
 		out = append(out, run(m, next)...)
 	}
 	return out
-}
-
-// runNoWait runs a command unless it is a timer (tea.Tick) that would make
-// the test wait: those are recognised by not answering at once.
-func runNoWait(cmd tea.Cmd) tea.Msg {
-	ch := make(chan tea.Msg, 1)
-	go func() { ch <- cmd() }()
-	select {
-	case msg := <-ch:
-		return msg
-	case <-time.After(20 * time.Millisecond):
-		return nil
-	}
 }
 
 func listKeys(m *Model) []string {
@@ -470,7 +464,7 @@ func TestTinySizesNeverPanic(t *testing.T) {
 }
 
 func TestEmptyMarket(t *testing.T) {
-	m := New(Options{Now: nowFn, NoColor: true})
+	m := newBare(Options{Now: nowFn, NoColor: true})
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
 	m.Update(snapshotMsg{snap: &hub.Snapshot{Sources: []hub.SourceStatus{{Provider: "aws", State: hub.StateLoading,
 		Regions: []hub.RegionStatus{{Region: "us-east-1", Done: 3, Total: 10}, {Region: "eu-west-1", Err: "AccessDenied: not authorized"}}}}}})
@@ -501,7 +495,7 @@ func TestNoColorHasNoEscapes(t *testing.T) {
 }
 
 func TestColorStylesFollowBackground(t *testing.T) {
-	m := New(Options{Now: nowFn})
+	m := newBare(Options{Now: nowFn})
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 	m.Update(snapshotMsg{snap: fixtureSnapshot()})
 	dark := m.View().Content
@@ -562,7 +556,7 @@ func TestFitColumnsByPriority(t *testing.T) {
 // live tick against sorting everything, in every sort mode.
 func TestLiveUpdateOrderMatchesFullSort(t *testing.T) {
 	for mode := range numSorts {
-		m := New(Options{Now: nowFn, NoColor: true})
+		m := newBare(Options{Now: nowFn, NoColor: true})
 		m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 		base := bigSnapshot(300)
 		m.Update(snapshotMsg{snap: base})

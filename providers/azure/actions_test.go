@@ -271,6 +271,9 @@ func TestLaunchFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantID := "/subscriptions/" + testSub + "/resourceGroups/rg-gpu/providers/Microsoft.Compute/virtualMachineScaleSets/gpumarket-led-7"
+	if want := 3.673 + 3*0.7346; math.Abs(fl.EstimatedUSDh-want) > 1e-9 {
+		t.Errorf("estimate = %v, want one on-demand and three spot A100s = %v", fl.EstimatedUSDh, want)
+	}
 	if fl.ID != wantID || fl.State != "active" || fl.Target != 4 {
 		t.Errorf("fleet = %+v", fl)
 	}

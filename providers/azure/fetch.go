@@ -185,12 +185,6 @@ func (p *Provider) sizesFor(ctx context.Context, c *armClients, region string) (
 // retailFor returns the region's list prices of the sizes, cached for
 // ListTTL.
 func (p *Provider) retailFor(ctx context.Context, region string, sizes []gpuSize) (map[string]retailPrice, error) {
-	p.cacheMu.Lock()
-	e, ok := p.prices[region]
-	p.cacheMu.Unlock()
-	if ok && p.now().Sub(e.at) < p.opt.ListTTL {
-		return e.v, nil
-	}
 	names := make([]string, len(sizes))
 	for i, s := range sizes {
 		names[i] = s.Name
@@ -198,12 +192,21 @@ func (p *Provider) retailFor(ctx context.Context, region string, sizes []gpuSize
 	if len(names) == 0 {
 		return map[string]retailPrice{}, nil
 	}
+	// Keyed by the sizes too: signing in later brings sizes the catalog
+	// does not know.
+	key := region + "|" + strings.Join(names, ",")
+	p.cacheMu.Lock()
+	e, ok := p.prices[key]
+	p.cacheMu.Unlock()
+	if ok && p.now().Sub(e.at) < p.opt.ListTTL {
+		return e.v, nil
+	}
 	prices, _, err := p.fetchRetail(ctx, region, names)
 	if err != nil {
 		return nil, err
 	}
 	p.cacheMu.Lock()
-	p.prices[region] = cached[map[string]retailPrice]{v: prices, at: p.now()}
+	p.prices[key] = cached[map[string]retailPrice]{v: prices, at: p.now()}
 	p.cacheMu.Unlock()
 	return prices, nil
 }

@@ -212,7 +212,7 @@ func (p *Provider) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (p
 	if err != nil {
 		return providers.Fleet{}, refuse("azure fleet: %w", err)
 	}
-	f := providers.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, EstimatedUSDh: p.estimate(spec)}
+	f := providers.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, EstimatedUSDh: p.estimate(ctx, c, spec)}
 	if spec.DryRun {
 		quota, err := p.checkQuota(ctx, c, spec.Region, sizes[spec.InstanceTypes[0]], spec.TargetCapacity)
 		if err != nil {
@@ -245,17 +245,19 @@ func fleetHash(spec providers.FleetSpec) string {
 	return hex.EncodeToString(h[:6])
 }
 
-// estimate is the fleet's cost per hour from cached list prices, 0 when
+// estimate is the fleet's cost per hour from the list prices, 0 when
 // they are not known: the base at on-demand, the rest at the first size's
-// spot price.
-func (p *Provider) estimate(spec providers.FleetSpec) float64 {
-	p.cacheMu.Lock()
-	defer p.cacheMu.Unlock()
-	e, ok := p.prices[spec.Region]
-	if !ok || len(spec.InstanceTypes) == 0 {
+// spot price (a ceiling: Azure bills the spot price of the moment).
+func (p *Provider) estimate(ctx context.Context, c *armClients, spec providers.FleetSpec) float64 {
+	sizes, err := p.sizesFor(ctx, c, spec.Region)
+	if err != nil {
 		return 0
 	}
-	rp, ok := e.v[strings.ToLower(spec.InstanceTypes[0])]
+	prices, err := p.retailFor(ctx, spec.Region, sizes)
+	if err != nil {
+		return 0
+	}
+	rp, ok := prices[strings.ToLower(spec.InstanceTypes[0])]
 	if !ok || rp.OnDemand == nil || rp.Spot == nil {
 		return 0
 	}

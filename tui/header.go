@@ -53,7 +53,11 @@ func (m *Model) header() string {
 	for i, v := range m.views {
 		b.WriteString(" ")
 		if i == m.active {
-			b.WriteString(st.activeTab.Render(v.Title()))
+			title := v.Title()
+			if st.noColor { // no underline to tell it by
+				title = "[" + title + "]"
+			}
+			b.WriteString(st.activeTab.Render(title))
 		} else {
 			b.WriteString(st.tab.Render(v.Title()))
 		}

@@ -89,6 +89,14 @@ func (m *marketView) KeyMap() help.KeyMap {
 	return m.keys
 }
 
+func (m *marketView) helpNote() string {
+	return strings.Join([]string{
+		"›  cursor    ●  marked (enter charts the marked pools)    ⊘  restricted: not offered to this account in this zone",
+		"EFF $/GPU-H  spot $/GPU-h / (1 − expected share of paid time lost to interruptions); - when the interruption rate is unknown",
+		"INTR  share of instances interrupted per month (AWS Spot Advisor, Azure eviction rate)    TREND  highest price per slice of the window",
+	}, "\n")
+}
+
 // capturing reports that the filter input wants every key, q and tab too.
 func (m *marketView) capturing() bool { return m.typing }
 

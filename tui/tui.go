@@ -67,6 +67,10 @@ type view interface {
 	Title() string
 }
 
+// helpNoter is a view with more to say on the full help screen than its
+// keys: what its marks and columns mean.
+type helpNoter interface{ helpNote() string }
+
 // capturer is a view that sometimes wants every key (a text input): the
 // root then passes q, tab and ? through instead of acting on them.
 type capturer interface{ capturing() bool }
@@ -377,6 +381,9 @@ func (m *Model) View() tea.View {
 		var body string
 		if m.full {
 			body = m.help.FullHelpView(m.views[m.active].KeyMap().FullHelp())
+			if n, ok := m.views[m.active].(helpNoter); ok {
+				body += "\n\n" + m.c.styles.dim.Render(n.helpNote())
+			}
 		} else {
 			body = m.views[m.active].View()
 		}

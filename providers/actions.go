@@ -35,6 +35,10 @@ type Offering struct {
 	UpfrontUSD    float64
 	Currency      string
 	Simulated     bool
+	// Note is what a buyer must know of the terms that the fields do not
+	// say, shown before the confirmation; "" when there is nothing. Azure:
+	// a capacity reservation starts now and bills until it is deleted.
+	Note string
 }
 
 // DurationHours is the block's length in hours.

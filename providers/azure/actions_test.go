@@ -37,6 +37,9 @@ func TestFindOfferings(t *testing.T) {
 	if want := 3.673 * 2 * 24; math.Abs(cheapest.UpfrontUSD-want) > 1e-9 || cheapest.Currency != "USD" {
 		t.Errorf("cost = %v, want on-demand × instances × hours = %v", cheapest.UpfrontUSD, want)
 	}
+	if !strings.Contains(cheapest.Note, "billed at the on-demand rate from now (Azure cannot start it later) until it is deleted") {
+		t.Errorf("note = %q, want the billing terms said", cheapest.Note)
+	}
 	if !cheapest.Start.Equal(testNow) || cheapest.DurationHours() != 24 {
 		t.Errorf("window %v-%v, want now for 24h", cheapest.Start, cheapest.End)
 	}
@@ -59,6 +62,9 @@ func TestFindOfferings(t *testing.T) {
 	lo := a100Offerings(t, p, later)[0]
 	if !lo.Start.Equal(testNow) || !lo.End.Equal(testNow.Add(36*time.Hour)) || math.Abs(lo.UpfrontUSD-3.673*2*36) > 1e-9 {
 		t.Errorf("later start: %v-%v $%v, want now to start+24h and 36 paid hours", lo.Start, lo.End, lo.UpfrontUSD)
+	}
+	if !strings.Contains(lo.Note, "including the 12 h before the requested start") {
+		t.Errorf("later start note = %q", lo.Note)
 	}
 	// GPUs round up to whole instances.
 	byGPU := q

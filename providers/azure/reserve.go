@@ -70,6 +70,11 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 		end = q.StartAfter.Add(q.Duration)
 	}
 	hours := end.Sub(now).Hours()
+	note := fmt.Sprintf("On-demand Capacity Reservation: held and billed at the on-demand rate from now (Azure cannot start it later) until it is deleted; gpumarket prices it to %s",
+		end.Format(time.RFC3339))
+	if q.StartAfter.After(now) {
+		note += fmt.Sprintf(", including the %.0f h before the requested start", q.StartAfter.Sub(now).Hours())
+	}
 	var out []providers.Offering
 	var errs []error
 	regions := p.regions(providers.Query{Regions: q.Regions})
@@ -107,7 +112,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 				out = append(out, providers.Offering{
 					ID: offeringID(region, z, s.Name, n, now, end), Provider: Name, Cloud: providers.CloudAzure,
 					Region: region, Zone: z, InstanceType: s.Name, GPU: s.GPU, InstanceCount: n,
-					Start: now, End: end, UpfrontUSD: *rp.OnDemand * float64(n) * hours, Currency: "USD",
+					Start: now, End: end, UpfrontUSD: *rp.OnDemand * float64(n) * hours, Currency: "USD", Note: note,
 				})
 			}
 		}

@@ -1,0 +1,146 @@
+package cmd
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
+)
+
+// stallPurchases wraps the fake EC2 endpoint: while stall is set, a real
+// (not dry-run) PurchaseCapacityBlock is carried out but its answer is
+// held until the caller gives up — a purchase whose answer never comes.
+func stallPurchases(fake *ec2test.Server, stall *atomic.Bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stall.Load() && r.Method == http.MethodPost {
+			if err := r.ParseForm(); err == nil && r.PostForm.Get("Action") == "PurchaseCapacityBlock" && r.PostForm.Get("DryRun") != "true" {
+				fake.ServeHTTP(httptest.NewRecorder(), r)
+				<-r.Context().Done()
+				return
+			}
+		}
+		fake.ServeHTTP(w, r)
+	})
+}
+
+// TestBookAgainstFakeEC2 is issue 4's "Done when", against the EC2
+// endpoint of providers/aws/ec2test on loopback.
+func TestBookAgainstFakeEC2(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Minute)
+	fake := ec2test.New(ec2test.Generate(1, []string{"us-east-1"}, now.Add(-24*time.Hour), now, time.Hour)...)
+	var stall atomic.Bool
+	srv := httptest.NewServer(stallPurchases(fake, &stall))
+	defer srv.Close()
+
+	s := newSession(t, "budget: {max_booking_usd: 1000000, max_daily_usd: 5000000}\n")
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
+	t.Setenv("AWS_ENDPOINT_URL_EC2", srv.URL)
+	t.Setenv("GPUMARKET_AWS_ADVISOR_URL", srv.URL+"/spot-advisor-data.json")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+
+	search := func(duration string, min int) []map[string]any {
+		t.Helper()
+		code, out, errOut := s.run("offerings", "--provider", "aws", "--region", "us-east-1", "--gpu", "H100", "--count", "1", "--duration", duration, "-o", "json")
+		if code != 0 {
+			t.Fatalf("offerings: exit %d: %s", code, errOut)
+		}
+		rows, _ := jsonRows(t, out)
+		if len(rows) < min {
+			t.Fatalf("want %d offerings at least, got %v (%s)", min, rows, errOut)
+		}
+		return rows
+	}
+	purchases := func() (real, dry int) {
+		for _, c := range fake.Calls() {
+			if c.Action == "PurchaseCapacityBlock" {
+				if c.Params.Get("DryRun") == "true" {
+					dry++
+				} else {
+					real++
+				}
+			}
+		}
+		return
+	}
+	offers := search("2d", 2)
+	id := offers[0]["id"].(string)
+	if !strings.HasPrefix(id, "cb-") {
+		t.Fatalf("offering id %q", id)
+	}
+
+	// --dry-run sends exactly one PurchaseCapacityBlock, with DryRun.
+	code, out, errOut := s.run("book", id, "--provider", "aws", "--region", "us-east-1", "--dry-run")
+	if code != 0 || !strings.Contains(out, "would succeed") {
+		t.Fatalf("dry run: exit %d: %s %s", code, out, errOut)
+	}
+	if r, d := purchases(); r != 0 || d != 1 {
+		t.Fatalf("after the dry run: %d purchases, %d dry runs", r, d)
+	}
+
+	// --yes sends exactly one, and the ledger lists its id, cost and dates.
+	code, _, errOut = s.run("book", id, "--provider", "aws", "--region", "us-east-1", "--yes")
+	if code != 0 {
+		t.Fatalf("book: exit %d: %s", code, errOut)
+	}
+	if r, d := purchases(); r != 1 || d != 1 {
+		t.Fatalf("after the purchase: %d purchases, %d dry runs", r, d)
+	}
+	res := fake.Reservations()
+	if len(res) != 1 {
+		t.Fatalf("reservations at the fake: %+v", res)
+	}
+	rows, _ := s.ledger()
+	if len(rows) != 1 || rows[0]["provider_ref"] != res[0].ID || rows[0]["cost_usd"] != offers[0]["upfront_usd"] ||
+		rows[0]["start"] != offers[0]["start"] || rows[0]["end"] != offers[0]["end"] || rows[0]["state"] != "scheduled" {
+		t.Fatalf("ledger %v\nreservation %+v\noffer %v", rows, res[0], offers[0])
+	}
+
+	// A purchase whose answer does not come within --timeout is left
+	// unknown and not re-sent; a later `ledger` finds it.
+	id2 := offers[1]["id"].(string)
+	stall.Store(true)
+	code, _, errOut = s.run("book", id2, "--provider", "aws", "--region", "us-east-1", "--yes", "--timeout", "2s")
+	stall.Store(false)
+	if code != 1 || !strings.Contains(errOut, "outcome unknown") || !strings.Contains(errOut, "NOT retried") {
+		t.Fatalf("stalled purchase: exit %d: %s", code, errOut)
+	}
+	code, _, errOut = s.run("book", id2, "--provider", "aws", "--region", "us-east-1", "--yes")
+	if code != 1 || !strings.Contains(errOut, "unknown outcome") {
+		t.Fatalf("retry of an unknown purchase: exit %d: %s", code, errOut)
+	}
+	if r, _ := purchases(); r != 2 {
+		t.Fatalf("%d purchases sent, want 2 (never re-sent)", r)
+	}
+	rows, errOut = s.ledger()
+	if len(rows) != 2 || rows[0]["state"] != "scheduled" || rows[0]["provider_ref"] == nil || !strings.Contains(errOut, "reconciled") {
+		t.Fatalf("after reconciliation: %v\n%s", rows, errOut)
+	}
+	if got := fake.Reservations(); len(got) != 2 || rows[0]["provider_ref"] != got[1].ID {
+		t.Fatalf("reconciled ref %v, reservations %+v", rows[0]["provider_ref"], got)
+	}
+	if r, _ := purchases(); r != 2 {
+		t.Fatalf("%d purchases sent after reconciliation, want 2", r)
+	}
+
+	// Over budget.max_booking_usd: refused before any purchase call.
+	before, _ := purchases()
+	s = newSession(t, "budget: {max_booking_usd: 10}\n")
+	// (The fake sells each block once: both 2-day blocks are gone.)
+	offers = search("3d", 1)
+	code, _, errOut = s.run("book", offers[0]["id"].(string), "--provider", "aws", "--region", "us-east-1", "--yes")
+	if code != 1 || !strings.Contains(errOut, "max_booking_usd $10.00") {
+		t.Fatalf("over budget: exit %d: %s", code, errOut)
+	}
+	if after, _ := purchases(); after != before {
+		t.Fatalf("a purchase was sent over budget (%d → %d)", before, after)
+	}
+}

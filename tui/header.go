@@ -70,6 +70,10 @@ func (m *Model) header() string {
 		b.WriteString("  ")
 		b.WriteString(st.dim.Render("read-only"))
 	}
+	if m.snap != nil && !m.snap.Taken.IsZero() {
+		b.WriteString("  ")
+		b.WriteString(st.dim.Render("updated " + m.snap.Taken.In(m.c.now().Location()).Format("15:04:05")))
+	}
 	if m.headerHeight() == 1 {
 		// compact: one word per source
 		for _, s := range m.sources() {

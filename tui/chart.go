@@ -57,6 +57,7 @@ func (v *chartView) SetSize(w, h int) {
 // setPools chooses what to chart.
 func (v *chartView) setPools(keys []string) {
 	v.poolKeys = append([]string(nil), keys...)
+	v.changed = map[string]uint64{}
 	v.dirty = true
 }
 

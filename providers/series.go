@@ -204,10 +204,13 @@ func (s Series) Merge(at []int64, usd []float64) Series {
 	return out
 }
 
+// grow picks the capacity for appending extra points to n: an eighth more
+// for long series (live ticks add a point at a time; doubling would leave a
+// back-filled history at 32 bytes a point), at least 16.
 func grow(n, extra int) int {
 	c := n + extra
-	if c < 2*n {
-		c = 2 * n
+	if c < n+n/8 {
+		c = n + n/8
 	}
 	if c < 16 {
 		c = 16

@@ -71,9 +71,13 @@ func TestServeRealTUI(t *testing.T) {
 		t.Error("a booker's session says read-only")
 	}
 
-	// One session's sort is its own: after a full redraw (a resize), the
-	// other still sorts by the effective price.
+	// One session's sort is its own. The renderer redraws only the cells
+	// that change, so each screen is read after a full redraw (a resize).
 	b.press(t, "s")
+	b.wait(t, "$/GPU-h") // the changed cells of the status line: the key landed
+	if err := b.sess.WindowChange(40, 110); err != nil {
+		t.Fatal(err)
+	}
 	b.wait(t, "sort $/GPU-h")
 	if err := a.sess.WindowChange(40, 110); err != nil {
 		t.Fatal(err)

@@ -111,7 +111,7 @@ func (s *Server) sessionMiddleware(next ssh.Handler) ssh.Handler {
 }
 
 // runSession runs the session and returns its exit status.
-func (s *Server) runSession(sess ssh.Session) int {
+func (s *Server) runSession(sess ssh.Session) (code int) {
 	k, ok := s.keys.lookup(sess.PublicKey())
 	if !ok { // removed from the file between login and session
 		tell(sess, msgRevoked)
@@ -171,6 +171,10 @@ func (s *Server) runSession(sess ssh.Session) int {
 		return 1
 	}
 	defer s.unregister(st)
+	// The exit status goes out before the session counts as ended:
+	// Shutdown closes the connections once no session is left, and the
+	// client must have its status (and the message) by then.
+	defer func() { _ = sess.Exit(code) }()
 
 	go func() {
 		for {

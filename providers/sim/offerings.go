@@ -374,3 +374,33 @@ func contains(list []string, v string) bool {
 	}
 	return false
 }
+
+// RememberBookings takes the ledger's booked offerings at start, since the
+// sim's own memory ends with its process: they are not sold again, and
+// FindBooking finds them. A row whose outcome was never recorded (the
+// process died between intent and answer) counts as bought: the simulated
+// purchase is instant, so an intent that reached the ledger is taken to
+// have gone through — the safe side, since it never sells twice.
+func (m *Market) RememberBookings(booked []providers.BookedOffering) {
+	now := m.opt.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, bo := range booked {
+		o := bo.Offering
+		if _, ok := m.bookings[o.ID]; ok || o.ID == "" {
+			continue
+		}
+		b := bo.Booking
+		if b.ProviderRef == "" {
+			b = providers.Booking{
+				Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
+				InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD,
+				ProviderRef: m.reservationRef(o), State: "scheduled",
+			}
+			if !now.Before(o.Start) {
+				b.State = "active"
+			}
+		}
+		m.bookings[o.ID] = &booking{offering: o, booking: b}
+	}
+}

@@ -304,3 +304,39 @@ func FuzzFindOfferings(f *testing.F) {
 		}
 	})
 }
+
+func TestRememberBookingsAcrossProcesses(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	first := New(Options{Seed: 7, Now: func() time.Time { return now }})
+	offs, err := first.FindOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour})
+	if err != nil || len(offs) < 2 {
+		t.Fatalf("offerings: %d, %v", len(offs), err)
+	}
+	booked, lost := offs[0], offs[1]
+	b, err := first.Book(context.Background(), providers.BookRequest{Offering: booked})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new process learns from the ledger: one settled booking, one whose
+	// answer was lost.
+	second := New(Options{Seed: 7, Now: func() time.Time { return now }})
+	second.RememberBookings([]providers.BookedOffering{{Offering: booked, Booking: b}, {Offering: lost}})
+	for _, o := range []providers.Offering{booked, lost} {
+		got, err := second.FindBooking(context.Background(), providers.BookRequest{Offering: o})
+		if err != nil || got == nil || got.ProviderRef == "" {
+			t.Fatalf("FindBooking(%s) = %+v, %v", o.ID, got, err)
+		}
+		if _, err := second.Book(context.Background(), providers.BookRequest{Offering: o}); !errors.Is(err, ErrAlreadyBooked) {
+			t.Fatalf("re-booking %s: %v", o.ID, err)
+		}
+	}
+	if got, _ := second.FindBooking(context.Background(), providers.BookRequest{Offering: booked}); got.ProviderRef != b.ProviderRef {
+		t.Fatalf("remembered ref %q, want %q", got.ProviderRef, b.ProviderRef)
+	}
+	again, _ := second.FindOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour})
+	for _, o := range again {
+		if o.ID == booked.ID || o.ID == lost.ID {
+			t.Fatalf("booked offering %s offered again", o.ID)
+		}
+	}
+}

@@ -29,7 +29,11 @@ type chartView struct {
 
 	snap     *hub.Snapshot
 	poolKeys []string
-	changed  map[string]uint64 // Changed of each charted pool when last drawn
+	// perGPU plots $ per GPU-hour instead of per instance-hour, so pools
+	// of different sizes share a scale: the default when several pools are
+	// charted; `u` toggles it.
+	perGPU  bool
+	changed map[string]uint64 // Changed of each charted pool when last drawn
 
 	width, height int
 
@@ -57,6 +61,7 @@ func (v *chartView) SetSize(w, h int) {
 // setPools chooses what to chart.
 func (v *chartView) setPools(keys []string) {
 	v.poolKeys = append([]string(nil), keys...)
+	v.perGPU = len(keys) > 1
 	v.changed = map[string]uint64{}
 	v.dirty = true
 }
@@ -81,6 +86,10 @@ func (v *chartView) Update(msg tea.Msg) (view, tea.Cmd) {
 		case key.Matches(msg, v.keys.Window):
 			v.c.cycleWindow()
 			return v, windowChanged
+		case key.Matches(msg, v.keys.Unit):
+			v.perGPU = !v.perGPU
+			v.dirty = true
+			return v, nil
 		case key.Matches(msg, v.keys.Back):
 			return v, func() tea.Msg { return backMsg{} }
 		}
@@ -107,7 +116,11 @@ func (v *chartView) render() string {
 	}
 	st := &v.c.styles
 	from, to := v.c.span()
-	title := fmt.Sprintf("Spot price, $ per instance-hour · last %s · min/max per column", windowLabel(v.c.window))
+	unit := "instance-hour"
+	if v.perGPU {
+		unit = "GPU-hour"
+	}
+	title := fmt.Sprintf("Spot price, $ per %s · last %s · min/max per column", unit, windowLabel(v.c.window))
 	if len(v.poolKeys) == 0 {
 		return clip(title+"\n\n"+st.dim.Render("Nothing to chart: pick a pool in the Market view and press enter."), w, h)
 	}
@@ -155,7 +168,8 @@ func (v *chartView) render() string {
 	for _, pv := range pools {
 		s := pv.History.Stats(from, to)
 		if s.OK {
-			lo, hi = math.Min(lo, s.Min), math.Max(hi, s.Max)
+			k := v.scale(pv)
+			lo, hi = math.Min(lo, s.Min*k), math.Max(hi, s.Max*k)
 		}
 	}
 	if math.IsInf(lo, 0) {
@@ -166,7 +180,7 @@ func (v *chartView) render() string {
 	}
 	decimals := axisDecimals(lo, hi, plotH)
 	yfmt := func(x float64) string { return "$" + fmt.Sprintf("%.*f", decimals, x) }
-	labelW := max(len(yfmt(lo)), len(yfmt(hi)), len(yfmt(-math.Abs(hi))))
+	labelW := max(len(yfmt(lo)), len(yfmt(hi)))
 	const offset = 2
 	leftPad := labelW + offset
 	cols := w - leftPad - 1
@@ -181,7 +195,13 @@ func (v *chartView) render() string {
 	var chars []asciigraph.CharSet
 	for i, pv := range pools {
 		mins, maxs := pv.History.Downsample(from, to, cols)
-		line, other := extremes(mins, maxs)
+		if k := v.scale(pv); k != 1 {
+			for c := range mins {
+				mins[c] *= k
+				maxs[c] *= k
+			}
+		}
+		line, other := extremes(mins, maxs, (hi-lo)/float64(plotH))
 		c, _ := st.seriesColor(i)
 		cs := seriesChars(i, st.noColor)
 		data = append(data, line)
@@ -234,7 +254,8 @@ func (v *chartView) legend(b *strings.Builder, pools []*hub.PoolView, missing []
 		}
 		text += pv.Key
 		if s := pv.History.Stats(from, to); s.OK {
-			text += fmt.Sprintf("  min %s avg %s max %s", money(s.Min), money(s.Avg), money(s.Max))
+			k := v.scale(pv)
+			text += fmt.Sprintf("  min %s avg %s max %s", money(s.Min*k), money(s.Avg*k), money(s.Max*k))
 		}
 		b.WriteString("\n")
 		b.WriteString(sw.Render(swatch))
@@ -270,7 +291,11 @@ func axisDecimals(lo, hi float64, rows int) int {
 // line leaves out and its neighbours do not reach goes into other (NaN
 // elsewhere), drawn in the same colour; other is nil when nothing is left
 // out, which is the common case.
-func extremes(mins, maxs []float64) (line, other []float64) {
+//
+// rowH is the price one row of the plot spans: a left-out extreme within
+// half a row of the line would land on the line's own row, so it is not
+// drawn.
+func extremes(mins, maxs []float64, rowH float64) (line, other []float64) {
 	line = make([]float64, len(maxs))
 	prev := math.NaN()
 	for c := range maxs {
@@ -302,7 +327,7 @@ func extremes(mins, maxs []float64) (line, other []float64) {
 				lo, hi = math.Min(lo, line[n]), math.Max(hi, line[n])
 			}
 		}
-		if left < lo || left > hi {
+		if left < lo-rowH/2 || left > hi+rowH/2 {
 			if other == nil {
 				other = make([]float64, len(line))
 				for i := range other {
@@ -313,6 +338,14 @@ func extremes(mins, maxs []float64) (line, other []float64) {
 		}
 	}
 	return line, other
+}
+
+// scale converts a pool's instance-hour prices to the chart's unit.
+func (v *chartView) scale(pv *hub.PoolView) float64 {
+	if v.perGPU && pv.GPU.Count > 0 {
+		return 1 / pv.GPU.Count
+	}
+	return 1
 }
 
 // seriesChars gives each pool its own glyphs when there is no colour to

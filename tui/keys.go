@@ -65,13 +65,14 @@ func (k marketKeys) FullHelp() [][]key.Binding {
 
 // chartKeys are the Chart view's keys.
 type chartKeys struct {
-	Window, Back key.Binding
-	global       *globalKeys
+	Window, Unit, Back key.Binding
+	global             *globalKeys
 }
 
 func newChartKeys(g *globalKeys) chartKeys {
 	return chartKeys{
 		Window: key.NewBinding(key.WithKeys("w"), key.WithHelp("w", "window")),
+		Unit:   key.NewBinding(key.WithKeys("u"), key.WithHelp("u", "$/h ↔ $/GPU-h")),
 		Back:   key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back to market")),
 		global: g,
 	}
@@ -79,12 +80,12 @@ func newChartKeys(g *globalKeys) chartKeys {
 
 // ShortHelp is the footer's one line.
 func (k chartKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Window, k.Back, k.global.NextView, k.global.Help, k.global.Quit}
+	return []key.Binding{k.Window, k.Unit, k.Back, k.global.NextView, k.global.Help, k.global.Quit}
 }
 
 // FullHelp is the `?` screen.
 func (k chartKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Window, k.Back}, {k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	return [][]key.Binding{{k.Window, k.Unit, k.Back}, {k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
 }
 
 // filterKeys are shown while the free-text filter is being typed.

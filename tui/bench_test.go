@@ -68,3 +68,15 @@ func BenchmarkChartView(b *testing.B) {
 		_ = m.View()
 	}
 }
+
+// BenchmarkWindowChange5000 recomputes every row of 5,000 pools (a day of
+// five-minute prices each) after `w`.
+func BenchmarkWindowChange5000(b *testing.B) {
+	m := benchModel(b, false)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		m.c.windowSeq++
+		m.market.refreshWindow()
+	}
+}

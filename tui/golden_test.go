@@ -48,3 +48,9 @@ func TestGoldenChartMarked(t *testing.T) {
 		})
 	}
 }
+
+func TestGoldenHelp(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{})
+	press(m, "?")
+	golden.RequireEqual(t, ansi.Strip(m.View().Content))
+}

@@ -91,9 +91,11 @@ func (m *marketView) KeyMap() help.KeyMap {
 
 func (m *marketView) helpNote() string {
 	return strings.Join([]string{
-		"›  cursor    ●  marked (enter charts the marked pools)    ⊘  restricted: not offered to this account in this zone",
-		"EFF $/GPU-H  spot $/GPU-h / (1 − expected share of paid time lost to interruptions); - when the interruption rate is unknown",
-		"INTR  share of instances interrupted per month (AWS Spot Advisor, Azure eviction rate)    TREND  highest price per slice of the window",
+		"›  cursor    ●  marked: enter charts them    ⊘  restricted: not offered here",
+		"EFF $/GPU-H  $/GPU-h ÷ (1 − share of paid time lost to interruptions)",
+		"             - when the interruption rate is unknown",
+		"INTR         instances interrupted per month (AWS Spot Advisor, Azure)",
+		"TREND        highest price in each slice of the window",
 	}, "\n")
 }
 

@@ -30,7 +30,7 @@ func (m *Model) headerHeight() int {
 // simulated reports whether anything on screen comes from the simulated
 // market, so the badge is shown even before the first snapshot.
 func (m *Model) simulated() bool {
-	if m.snap != nil && m.snap.Simulated() {
+	if m.snap != nil && (m.snap.Simulated() || m.simPools) {
 		return true
 	}
 	if m.opt.Hub != nil {

@@ -124,6 +124,9 @@ type Model struct {
 	notice  noticeMsg
 	noticeN int
 	isDark  bool
+	// simPools is set when any pool of the snapshot is simulated, whatever
+	// its source is called: the badge must not depend on a name.
+	simPools bool
 }
 
 // New builds a session's model. It does not subscribe until Init.
@@ -231,6 +234,15 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case snapshotMsg:
 		hadHeader := m.headerHeight()
 		m.snap = msg.snap
+		m.simPools = false
+		if m.snap != nil {
+			for i := range m.snap.Pools {
+				if m.snap.Pools[i].Simulated {
+					m.simPools = true
+					break
+				}
+			}
+		}
 		cmds := []tea.Cmd{m.broadcast(msg)}
 		if m.headerHeight() != hadHeader {
 			m.resize()

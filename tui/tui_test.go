@@ -665,3 +665,24 @@ func FuzzFilter(f *testing.F) {
 		_ = m.View()
 	})
 }
+
+func TestSimulatedBadgeFollowsPools(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{})
+	s := fixtureSnapshot()
+	s.Seq = 2
+	s.Sources[0].Provider = "replay" // not named sim, but its pools say simulated
+	for i := range s.Pools {
+		s.Pools[i].Provider = "replay"
+	}
+	m.Update(snapshotMsg{snap: s})
+	if !strings.Contains(m.View().Content, "SIMULATED MARKET") {
+		t.Error("simulated pools without the badge")
+	}
+	for i := range s.Pools {
+		s.Pools[i].Simulated = false
+	}
+	m.Update(snapshotMsg{snap: s})
+	if strings.Contains(m.View().Content, "SIMULATED MARKET") {
+		t.Error("badge on a market with nothing simulated")
+	}
+}

@@ -134,7 +134,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 		Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, State: store.StatePending, Actor: actor,
 		CreatedAt: now, Request: reqJSON, IdemKey: o.ID,
 	}
-	row, err := s.st.RecordIntent(ctx, intent, func(spent float64, existing *store.Row) error {
+	row, err := s.intent(ctx, intent, func(spent float64, existing *store.Row) error {
 		if existing != nil {
 			return nil // reported as a duplicate below
 		}
@@ -159,14 +159,14 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	if callErr != nil {
 		if declined(o.Provider, callErr) {
 			row.State, row.Error = store.StateFailed, callErr.Error()
-			res.Row, err = s.st.Update(wctx, row)
+			res.Row, err = s.update(wctx, row)
 			if err != nil {
 				return res, fmt.Errorf("record failed purchase %s: %w (purchase error: %v)", row.ID, err, callErr)
 			}
 			return res, fmt.Errorf("purchase of %s declined by %s: %w", o.ID, o.Provider, callErr)
 		}
 		row.State, row.Error = store.StateUnknown, "no answer: "+callErr.Error()
-		res.Row, err = s.st.Update(wctx, row)
+		res.Row, err = s.update(wctx, row)
 		if err != nil {
 			return res, fmt.Errorf("record unknown purchase %s: %w (purchase error: %v)", row.ID, err, callErr)
 		}
@@ -174,7 +174,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 		return res, &UnknownError{Row: res.Row, Cause: callErr}
 	}
 	res.Booking = bk
-	res.Row, err = s.st.Update(wctx, settleBlock(row, bk, s.opt.Now()))
+	res.Row, err = s.update(wctx, settleBlock(row, bk, s.opt.Now()))
 	if err != nil {
 		return res, fmt.Errorf("record purchase %s (bought: %s): %w", row.ID, bk.ProviderRef, err)
 	}

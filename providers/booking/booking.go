@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpumarket/gpumarket/providers"
@@ -53,6 +54,26 @@ type Service struct {
 	opt   Options
 
 	rememberOnce sync.Once
+	// changes counts the ledger writes made through the service, so a
+	// view can tell cheaply that it should reread the ledger.
+	changes atomic.Uint64
+}
+
+// Changes grows by one with every ledger row the service writes.
+func (s *Service) Changes() uint64 { return s.changes.Load() }
+
+func (s *Service) update(ctx context.Context, r store.Row) (store.Row, error) {
+	out, err := s.st.Update(ctx, r)
+	s.changes.Add(1)
+	return out, err
+}
+
+func (s *Service) intent(ctx context.Context, r store.Row, check store.IntentCheck) (store.Row, error) {
+	out, err := s.st.RecordIntent(ctx, r, check)
+	if err == nil {
+		s.changes.Add(1)
+	}
+	return out, err
 }
 
 // New returns a service over the store and the providers in use.

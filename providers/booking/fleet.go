@@ -248,7 +248,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		InstanceCount: spec.TargetCapacity, GPUCount: est.GPUs, CostUSD: cost, CostNote: est.FirstHourNote(),
 		State: store.StatePending, Actor: actor, CreatedAt: now, Request: reqJSON, IdemKey: spec.ClientToken,
 	}
-	row, err := s.st.RecordIntent(ctx, intent, func(spent float64, existing *store.Row) error {
+	row, err := s.intent(ctx, intent, func(spent float64, existing *store.Row) error {
 		if existing != nil {
 			return nil
 		}
@@ -270,19 +270,19 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if callErr != nil {
 		if declined(spec.Provider, callErr) {
 			row.State, row.Error = store.StateFailed, callErr.Error()
-			if res.Row, err = s.st.Update(wctx, row); err != nil {
+			if res.Row, err = s.update(wctx, row); err != nil {
 				return res, fmt.Errorf("record failed launch %s: %w (launch error: %v)", row.ID, err, callErr)
 			}
 			return res, fmt.Errorf("fleet launch declined by %s: %w", spec.Provider, callErr)
 		}
 		row.State, row.Error = store.StateUnknown, "no answer: "+callErr.Error()
-		if res.Row, err = s.st.Update(wctx, row); err != nil {
+		if res.Row, err = s.update(wctx, row); err != nil {
 			return res, fmt.Errorf("record unknown launch %s: %w (launch error: %v)", row.ID, err, callErr)
 		}
 		return res, &UnknownError{Row: res.Row, Cause: callErr}
 	}
 	res.Fleet = f
-	if res.Row, err = s.st.Update(wctx, settleFleet(row, f)); err != nil {
+	if res.Row, err = s.update(wctx, settleFleet(row, f)); err != nil {
 		return res, fmt.Errorf("record launch %s (launched: %s): %w", row.ID, f.ID, err)
 	}
 	return res, nil
@@ -346,7 +346,7 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (store.Row,
 	if actor != "" {
 		r.Error = "deleted by " + actor
 	}
-	return s.st.Update(context.WithoutCancel(ctx), r)
+	return s.update(context.WithoutCancel(ctx), r)
 }
 
 // RefreshFleet asks the provider for a fleet's state and records it.
@@ -370,7 +370,7 @@ func (s *Service) RefreshFleet(ctx context.Context, id string) (providers.Fleet,
 	}
 	if f.State != "" && f.State != r.State && r.State != store.StateDeleted {
 		r.State = f.State
-		if r, err = s.st.Update(ctx, r); err != nil {
+		if r, err = s.update(ctx, r); err != nil {
 			return f, r, err
 		}
 	}

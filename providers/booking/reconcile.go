@@ -46,7 +46,7 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	for _, r := range rows {
 		if r.Settled() {
 			if next := advance(r, now); next.State != r.State {
-				next, err = s.st.Update(ctx, next)
+				next, err = s.update(ctx, next)
 				if err != nil {
 					return rep, err
 				}
@@ -81,7 +81,7 @@ func (s *Service) reconcileRow(ctx context.Context, r store.Row) (store.Row, boo
 		if r.Error == "" {
 			r.Error = "no outcome recorded: the process stopped between intent and answer"
 		}
-		if u, err := s.st.Update(ctx, r); err == nil {
+		if u, err := s.update(ctx, r); err == nil {
 			r = u
 		}
 	}
@@ -116,7 +116,7 @@ func (s *Service) reconcileBlock(ctx context.Context, r store.Row) (store.Row, b
 			// sent it, and nothing was ever spent. That is settled.
 			r.State = store.StateFailed
 			r.Error = "simulated market: the purchase was lost with the process that sent it; nothing was spent"
-			u, err := s.st.Update(ctx, r)
+			u, err := s.update(ctx, r)
 			if err != nil {
 				return r, false, err.Error()
 			}
@@ -125,7 +125,7 @@ func (s *Service) reconcileBlock(ctx context.Context, r store.Row) (store.Row, b
 		return r, false, fmt.Sprintf("%s shows no reservation for %s %s×%d from %s yet; left unknown (never retried): check again later or in the console",
 			r.Provider, r.Zone, r.InstanceType, r.InstanceCount, r.Start.UTC().Format(time.RFC3339))
 	}
-	u, err := s.st.Update(ctx, settleBlock(r, *found, s.opt.Now()))
+	u, err := s.update(ctx, settleBlock(r, *found, s.opt.Now()))
 	if err != nil {
 		return r, false, err.Error()
 	}
@@ -143,7 +143,7 @@ func (s *Service) reconcileFleet(ctx context.Context, r store.Row) (store.Row, b
 		if r.Provider == "sim" {
 			r.State = store.StateFailed
 			r.Error = "simulated market: the launch was lost with the process that sent it; nothing was spent"
-			u, err := s.st.Update(ctx, r)
+			u, err := s.update(ctx, r)
 			if err != nil {
 				return r, false, err.Error()
 			}
@@ -160,7 +160,7 @@ func (s *Service) reconcileFleet(ctx context.Context, r store.Row) (store.Row, b
 	if fl == nil {
 		return r, false, fmt.Sprintf("%s shows no fleet with client token %s yet; left unknown (never retried)", r.Provider, r.IdemKey)
 	}
-	u, err := s.st.Update(ctx, settleFleet(r, *fl))
+	u, err := s.update(ctx, settleFleet(r, *fl))
 	if err != nil {
 		return r, false, err.Error()
 	}

@@ -1,0 +1,533 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+type (
+	offersMsg struct {
+		seq int
+		res booking.Search
+		err error
+	}
+	quoteMsg struct {
+		seq   int
+		quote booking.Quote
+		dry   booking.BookResult
+		err   error
+		dryOK bool
+	}
+	bookedMsg struct {
+		seq int
+		res booking.BookResult
+		err error
+	}
+)
+
+// blocksKeys are the Blocks view's keys.
+type blocksKeys struct {
+	Up, Down, Book, Form, Search key.Binding
+	global                       *globalKeys
+}
+
+func newBlocksKeys(g *globalKeys) blocksKeys {
+	return blocksKeys{
+		Up:     key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
+		Down:   key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		Book:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book")),
+		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e", "edit search")),
+		Search: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "search again")),
+		global: g,
+	}
+}
+
+// ShortHelp is the footer's one line.
+func (k blocksKeys) ShortHelp() []key.Binding {
+	return []key.Binding{k.Book, k.Form, k.Search, k.Up, k.Down, k.global.NextView, k.global.Help, k.global.Quit}
+}
+
+// FullHelp is the `?` screen.
+func (k blocksKeys) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{k.Up, k.Down}, {k.Book, k.Form, k.Search}, {k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+}
+
+// Fields of the Blocks search form.
+const (
+	fieldGPU = iota
+	fieldSize
+	fieldUnit
+	fieldDuration
+	fieldAfter
+	fieldBefore
+	numFields
+)
+
+var fieldNames = [numFields]string{"GPU", "Size", "Count", "Duration", "Earliest start", "Latest start"}
+
+// blocksForm is what the user asks for. Text fields hold what was typed;
+// parse checks them.
+type blocksForm struct {
+	gpu       string
+	size      string
+	instances bool // size counts instances, else GPUs
+	duration  string
+	after     string
+	before    string
+}
+
+// parse turns the form into a query, naming the field that is wrong.
+func (f blocksForm) parse(now time.Time) (providers.OfferingQuery, error) {
+	q := providers.OfferingQuery{GPU: f.gpu}
+	n, err := strconv.Atoi(strings.TrimSpace(f.size))
+	if err != nil || n < 1 || n > 64*8 {
+		return q, fmt.Errorf("size %q: want a whole number from 1", f.size)
+	}
+	if f.instances {
+		if n > 64 {
+			return q, fmt.Errorf("size %d: a block holds at most 64 instances", n)
+		}
+		q.Instances = n
+	} else {
+		q.GPUs = n
+	}
+	if q.Duration, err = providers.ParseWindow(strings.TrimSpace(f.duration)); err != nil || q.Duration%time.Hour != 0 {
+		return q, fmt.Errorf("duration %q: want whole hours, days or weeks such as 48h, 2d, 1w", f.duration)
+	}
+	for _, b := range []struct {
+		s    string
+		t    *time.Time
+		name string
+	}{{f.after, &q.StartAfter, "earliest start"}, {f.before, &q.StartBefore, "latest start"}} {
+		s := strings.TrimSpace(b.s)
+		if s == "" {
+			continue
+		}
+		t, err := parseStart(s, now)
+		if err != nil {
+			return q, fmt.Errorf("%s %q: want +6h, +2d, 2026-12-01 or an RFC 3339 time", b.name, s)
+		}
+		*b.t = t
+	}
+	if !q.StartAfter.IsZero() && !q.StartBefore.IsZero() && !q.StartBefore.After(q.StartAfter) {
+		return q, errors.New("the latest start is not after the earliest")
+	}
+	return q, nil
+}
+
+// parseStart reads "+2d" (from now), "2026-12-01" or RFC 3339.
+func parseStart(s string, now time.Time) (time.Time, error) {
+	if strings.HasPrefix(s, "+") {
+		d, err := providers.ParseWindow(s[1:])
+		if err != nil {
+			return time.Time{}, err
+		}
+		return now.Add(d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Parse("2006-01-02", s)
+}
+
+// blocksView searches capacity blocks and books one through the
+// confirmation.
+type blocksView struct {
+	c    *common
+	ctx  context.Context
+	svc  *booking.Service
+	keys blocksKeys
+	box  *mailbox
+	w, h int
+
+	form    blocksForm
+	editing bool
+	field   int
+	formErr string
+
+	snap      *hub.Snapshot
+	offers    []providers.Offering
+	failed    map[string]error
+	searched  bool
+	searching bool
+	at        time.Time
+	cur       int
+	seq       int // of the latest search
+	act       int // of the latest confirmation or purchase
+
+	confirm confirmBox
+	pending providers.Offering
+}
+
+func newBlocksView(c *common, ctx context.Context, svc *booking.Service) *blocksView {
+	return &blocksView{c: c, ctx: ctx, svc: svc, keys: newBlocksKeys(&c.keys), box: &mailbox{},
+		form: blocksForm{gpu: "H100", size: "8", duration: "2d"}}
+}
+
+func (v *blocksView) Title() string       { return "Blocks" }
+func (v *blocksView) KeyMap() help.KeyMap { return v.keys }
+func (v *blocksView) SetSize(w, h int)    { v.w, v.h = w, h }
+func (v *blocksView) capturing() bool     { return v.editing || v.confirm.open }
+
+func (v *blocksView) helpNote() string {
+	return "A capacity block is paid up front and never interrupted. SPOT ALT is the cheapest spot pool for the same GPUs and hours,\n" +
+		"risk-adjusted: its price divided by the share of paid time that survives interruptions (config risk.*)."
+}
+
+// search starts a search with the form's terms.
+func (v *blocksView) search() tea.Cmd {
+	if v.svc == nil {
+		return nil
+	}
+	q, err := v.form.parse(v.c.now())
+	if err != nil {
+		v.formErr = err.Error()
+		return nil
+	}
+	v.formErr = ""
+	v.seq++
+	v.searching, v.searched = true, true
+	seq, ctx, svc := v.seq, v.ctx, v.svc
+	return v.box.cmd(func() tea.Msg {
+		res, err := svc.FindOfferings(ctx, q)
+		return offersMsg{seq: seq, res: res, err: err}
+	})
+}
+
+func (v *blocksView) Update(msg tea.Msg) (view, tea.Cmd) {
+	var cmds []tea.Cmd
+	for _, r := range v.box.drain() {
+		cmds = append(cmds, v.apply(r))
+	}
+	switch msg := msg.(type) {
+	case snapshotMsg:
+		v.snap = msg.snap
+		if !v.searched {
+			cmds = append(cmds, v.search())
+		}
+	case tea.KeyPressMsg:
+		cmds = append(cmds, v.updateKey(msg))
+	}
+	return v, tea.Batch(cmds...)
+}
+
+func (v *blocksView) apply(msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case offersMsg:
+		if msg.seq != v.seq {
+			return nil // an older search
+		}
+		v.searching = false
+		v.offers, v.failed, v.at = msg.res.Offerings, msg.res.Failed, msg.res.At
+		v.cur = min(v.cur, max(len(v.offers)-1, 0))
+		if msg.err != nil {
+			return notifyErr(msg.err)
+		}
+	case quoteMsg:
+		if msg.seq != v.act || !v.confirm.open {
+			return nil
+		}
+		v.confirm.busy = ""
+		if msg.err != nil {
+			v.confirm.problem = msg.err.Error()
+			return nil
+		}
+		if msg.dryOK {
+			v.confirm.dryRun = orDefault(msg.dry.Booking.Message, "the provider says the purchase would succeed")
+		}
+	case bookedMsg:
+		if msg.seq != v.act {
+			return nil
+		}
+		v.confirm = confirmBox{}
+		if msg.err != nil {
+			return tea.Batch(notifyErr(msg.err), v.search())
+		}
+		r := msg.res.Row
+		return tea.Batch(notify(fmt.Sprintf("booked %s: %s, $%.2f (ledger row %s) — see the Ledger view", r.ProviderRef, r.State, r.CostUSD, short(r.ID))), v.search())
+	}
+	return nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
+	if v.confirm.open {
+		if v.confirm.key(msg) {
+			v.confirm.send("buying")
+			v.act++
+			seq, ctx, svc, id, actor := v.act, v.ctx, v.svc, v.pending.ID, v.c.actor
+			return v.box.cmd(func() tea.Msg {
+				res, err := svc.Book(ctx, booking.BookRequest{OfferingID: id, Actor: actor})
+				return bookedMsg{seq: seq, res: res, err: err}
+			})
+		}
+		return nil
+	}
+	if v.editing {
+		return v.editKey(msg)
+	}
+	switch {
+	case key.Matches(msg, v.keys.Up):
+		v.cur = max(v.cur-1, 0)
+	case key.Matches(msg, v.keys.Down):
+		v.cur = min(v.cur+1, max(len(v.offers)-1, 0))
+	case key.Matches(msg, v.keys.Form):
+		v.editing = true
+	case key.Matches(msg, v.keys.Search):
+		return v.search()
+	case key.Matches(msg, v.keys.Book):
+		return v.book()
+	}
+	return nil
+}
+
+// book opens the confirmation for the selected offering and asks for the
+// terms (budget, ledger) and the provider's dry run at once.
+func (v *blocksView) book() tea.Cmd {
+	if v.c.role == RoleViewer {
+		return readOnlySpend()
+	}
+	if v.svc == nil {
+		return noBooking()
+	}
+	if v.cur >= len(v.offers) {
+		return notify("no offering selected: search first (e)")
+	}
+	o := v.offers[v.cur]
+	v.pending = o
+	now := v.c.now()
+	v.confirm = confirmBox{open: true, verb: "buy", busy: "checking the budget and asking the provider for a dry run",
+		title: fmt.Sprintf("Buy this capacity block for $%.2f?", o.UpfrontUSD),
+		lines: offeringLines(o, now)}
+	v.act++
+	seq, ctx, svc, id := v.act, v.ctx, v.svc, o.ID
+	return v.box.cmd(func() tea.Msg {
+		q, err := svc.Quote(ctx, id)
+		if err != nil {
+			return quoteMsg{seq: seq, quote: q, err: err}
+		}
+		dry, err := svc.Book(ctx, booking.BookRequest{OfferingID: id, DryRun: true})
+		if err != nil {
+			return quoteMsg{seq: seq, quote: q, err: fmt.Errorf("the dry run was refused: %w", err)}
+		}
+		return quoteMsg{seq: seq, quote: q, dry: dry, dryOK: true}
+	})
+}
+
+// offeringLines are the confirmation's terms, the total first.
+func offeringLines(o providers.Offering, now time.Time) []string {
+	loc := now.Location()
+	sim := ""
+	if o.Simulated || o.Provider == "sim" {
+		sim = "  (SIMULATED MARKET: nothing real is bought)"
+	}
+	return []string{
+		fmt.Sprintf("Total upfront: $%.2f %s, non-refundable · $%.4f per GPU-hour%s", o.UpfrontUSD, orDefault(o.Currency, "USD"), o.USDPerGPUHour(), sim),
+		fmt.Sprintf("%d × %s (%s GPUs: %s) in %s %s · %s", o.InstanceCount, o.InstanceType, gpuCount(o.GPUCount()), o.GPU.Model, o.Region, o.Zone, o.Provider),
+		fmt.Sprintf("start  %s   (%s UTC)", o.Start.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.Start.UTC().Format("2006-01-02 15:04")),
+		fmt.Sprintf("end    %s   (%s UTC) · %g h", o.End.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.End.UTC().Format("2006-01-02 15:04"), o.DurationHours()),
+		"offering " + o.ID,
+	}
+}
+
+func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
+	f := &v.form
+	text := func() *string {
+		switch v.field {
+		case fieldSize:
+			return &f.size
+		case fieldDuration:
+			return &f.duration
+		case fieldAfter:
+			return &f.after
+		case fieldBefore:
+			return &f.before
+		}
+		return nil
+	}
+	switch msg.String() {
+	case "esc":
+		v.editing = false
+		return nil
+	case "enter":
+		v.editing = false
+		return v.search()
+	case "tab", "down":
+		v.field = (v.field + 1) % numFields
+	case "shift+tab", "up":
+		v.field = (v.field + numFields - 1) % numFields
+	case "left", "right", "space":
+		switch v.field {
+		case fieldGPU:
+			step := 1
+			if msg.String() == "left" {
+				step = len(providers.GPUModels) - 1
+			}
+			i := 0
+			for j, g := range providers.GPUModels {
+				if g == f.gpu {
+					i = j
+				}
+			}
+			f.gpu = providers.GPUModels[(i+step)%len(providers.GPUModels)]
+		case fieldUnit:
+			f.instances = !f.instances
+		}
+	case "backspace":
+		if p := text(); p != nil && *p != "" {
+			r := []rune(*p)
+			*p = string(r[:len(r)-1])
+		}
+	default:
+		if p := text(); p != nil && msg.Text != "" {
+			*p += msg.Text
+		}
+	}
+	return nil
+}
+
+// spotAlt is the cheapest spot alternative to a block: the pool with the
+// lowest risk-adjusted $/GPU-h for the same GPU model, with the job
+// spread over as many instances as the block's GPUs need.
+type spotAlt struct {
+	pool      *hub.PoolView
+	effective float64 // $/GPU-h
+	total     float64 // for the block's GPUs and hours
+}
+
+func (v *blocksView) spotAlternative(o providers.Offering) (spotAlt, bool) {
+	best := spotAlt{effective: math.Inf(1)}
+	if v.snap == nil {
+		return best, false
+	}
+	gpus := o.GPUCount()
+	for i := range v.snap.Pools {
+		pv := &v.snap.Pools[i]
+		if !strings.EqualFold(pv.GPU.Model, o.GPU.Model) || pv.GPU.Count <= 0 {
+			continue
+		}
+		_, usd, ok := pv.History.Last()
+		lambda, known := pv.Interruption.Rate()
+		if !ok || !known {
+			continue
+		}
+		r := v.c.risk
+		r.Instances = int(math.Ceil(gpus / pv.GPU.Count))
+		eff := r.Effective(providers.PerGPUHour(usd, pv.GPU.Count), lambda)
+		if eff < best.effective {
+			best = spotAlt{pool: pv, effective: eff, total: eff * gpus * o.DurationHours()}
+		}
+	}
+	return best, best.pool != nil
+}
+
+func (v *blocksView) View() string {
+	if v.w <= 0 || v.h <= 0 {
+		return ""
+	}
+	st := &v.c.styles
+	if v.confirm.open {
+		return v.confirm.view(st, v.w)
+	}
+	var b strings.Builder
+	if v.svc == nil {
+		return st.dim.Render("Capacity blocks cannot be booked in this session (no ledger).")
+	}
+	// the form, on one line (or one field per line while editing)
+	unit := "GPUs"
+	if v.form.instances {
+		unit = "instances"
+	}
+	vals := [numFields]string{v.form.gpu, v.form.size, unit, v.form.duration, orDefault(v.form.after, "now"), orDefault(v.form.before, "as far as sold")}
+	if v.editing {
+		for i := 0; i < numFields; i++ {
+			line := fmt.Sprintf("%-15s %s", fieldNames[i], vals[i])
+			if i == fieldGPU || i == fieldUnit {
+				line += st.dim.Render("   ←/→ change")
+			}
+			if i == v.field {
+				line = st.cursor.Render(fmt.Sprintf("%-15s %s", fieldNames[i], vals[i]+"▏"))
+			}
+			b.WriteString(line + "\n")
+		}
+		b.WriteString(st.dim.Render("tab/↑/↓ field · enter search · esc close"))
+		if v.formErr != "" {
+			b.WriteString("\n" + st.footerErr.Render(v.formErr))
+		}
+		return b.String()
+	}
+	summary := fmt.Sprintf("%s × %s %s for %s, starting %s … %s", v.form.size, v.form.gpu, unit, v.form.duration, vals[fieldAfter], vals[fieldBefore])
+	switch {
+	case v.formErr != "":
+		summary += " · " + v.formErr
+	case v.searching:
+		summary += " · searching…"
+	case !v.at.IsZero():
+		summary += fmt.Sprintf(" · %d offerings at %s", len(v.offers), v.at.In(v.c.now().Location()).Format("15:04"))
+	}
+	b.WriteString(st.dim.Render(fit(summary+"   (e edits)", v.w, false)))
+	for name, err := range v.failed {
+		b.WriteString("\n" + st.footerErr.Render(fit(name+": "+err.Error(), v.w, false)))
+	}
+	cols := []struct {
+		title string
+		w     int
+		right bool
+	}{{"$/GPU-h", 8, true}, {"UPFRONT $", 10, true}, {"INSTANCES", 19, false}, {"GPUs", 5, true}, {"WHERE", 16, false},
+		{"START (local)", 16, false}, {"HOURS", 5, true}, {"SPOT ALT $/GPU-h", 16, true}, {"SPOT ALT TOTAL $", 16, true}, {"SPOT POOL", 22, false}}
+	var hdr []string
+	for _, c := range cols {
+		hdr = append(hdr, fit(c.title, c.w, c.right))
+	}
+	b.WriteString("\n  " + st.header.Render(strings.Join(hdr, " ")))
+	if len(v.offers) == 0 && !v.searching && v.searched {
+		b.WriteString("\n  " + st.dim.Render("No offerings for these terms. e: try other dates, a shorter duration or fewer GPUs."))
+	}
+	loc := v.c.now().Location()
+	rows := max(v.h-3, 1)
+	first := max(0, v.cur-rows+1)
+	for i := first; i < len(v.offers) && i < first+rows; i++ {
+		o := v.offers[i]
+		alt, altEff, altTotal := "-", "-", "-"
+		if a, ok := v.spotAlternative(o); ok {
+			altEff, altTotal = money(a.effective), money(a.total)
+			alt = displayType(a.pool.InstanceType) + " " + a.pool.Region
+		}
+		where := o.Region
+		if o.Zone != "" {
+			where = o.Zone
+		}
+		cells := []string{money(o.USDPerGPUHour()), fmt.Sprintf("%.2f", o.UpfrontUSD), fmt.Sprintf("%d×%s", o.InstanceCount, displayType(o.InstanceType)),
+			gpuCount(o.GPUCount()), where, o.Start.In(loc).Format("01-02 15:04 MST"), fmt.Sprintf("%g", o.DurationHours()), altEff, altTotal, alt}
+		var line []string
+		for j, c := range cols {
+			line = append(line, fit(cells[j], c.w, c.right))
+		}
+		text := strings.Join(line, " ")
+		prefix := "  "
+		if i == v.cur {
+			prefix, text = "› ", st.cursor.Render(text)
+		}
+		b.WriteString("\n" + prefix + text)
+	}
+	return b.String()
+}

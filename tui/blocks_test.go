@@ -1,0 +1,222 @@
+package tui
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+// moneyFixture is a session with the money views over a fake provider
+// named "sim" (the fixture market's pools are the sim's), a real ledger
+// in a temp dir, and the fixture clock.
+type moneyFixture struct {
+	m    *Model
+	fake *bookingtest.Fake
+	svc  *booking.Service
+	st   *store.Store
+}
+
+func newMoneyFixture(t *testing.T, role Role, budget booking.Budget) *moneyFixture {
+	t.Helper()
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	fake := bookingtest.New("sim",
+		bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000),
+		bookingtest.Offering("sim", "cb-dear", fixedNow.Add(48*time.Hour), 48, 1, 6000),
+	)
+	fake.SpotUSDHour = 20
+	svc := booking.New(st, []providers.Provider{fake}, booking.Options{Budget: budget, Now: nowFn, Timeout: time.Second, Actor: "tester"})
+	m := newBare(Options{Now: nowFn, NoColor: true, Role: role, Actor: "local:tester"})
+	m.addMoneyViews(context.Background(), svc)
+	m.Update(tea.WindowSizeMsg{Width: 160, Height: 40})
+	run(m, m.broadcast(snapshotMsg{snap: fixtureSnapshot()}))
+	return &moneyFixture{m: m, fake: fake, svc: svc, st: st}
+}
+
+// show switches to the named view and lets it catch up on its mailbox,
+// as the next market tick does.
+func (f *moneyFixture) show(t *testing.T, title string) {
+	t.Helper()
+	for i := 0; i < len(f.m.views) && f.m.views[f.m.active].Title() != title; i++ {
+		press(f.m, "tab")
+	}
+	if f.m.views[f.m.active].Title() != title {
+		t.Fatalf("no %s view", title)
+	}
+	f.tick()
+}
+
+// tick delivers a market snapshot to every view.
+func (f *moneyFixture) tick() {
+	_, cmd := f.m.Update(snapshotMsg{snap: fixtureSnapshot()})
+	run(f.m, cmd)
+}
+
+func (f *moneyFixture) screen() string {
+	return ansi.Strip(f.m.View().Content)
+}
+
+func (f *moneyFixture) blocks() *blocksView {
+	for _, v := range f.m.views {
+		if b, ok := v.(*blocksView); ok {
+			return b
+		}
+	}
+	return nil
+}
+
+func TestBlocksSelectBookConfirmLedgerRow(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.show(t, "Blocks")
+	b := f.blocks()
+	if len(b.offers) != 2 || b.offers[0].ID != "cb-cheap" {
+		t.Fatalf("offers %+v", b.offers)
+	}
+	scr := f.screen()
+	if !strings.Contains(scr, "SPOT ALT") || !strings.Contains(scr, "3000.00") {
+		t.Fatalf("blocks screen:\n%s", scr)
+	}
+	// The spot alternative is the cheapest risk-adjusted H100 pool.
+	if alt, ok := b.spotAlternative(b.offers[0]); !ok || alt.pool.GPU.Model != "H100" || !(alt.effective > 0) {
+		t.Fatalf("spot alternative %+v %v", alt, ok)
+	}
+
+	press(f.m, "down") // select the dearer one, then back: selection follows the cursor
+	press(f.m, "up")
+	press(f.m, "b")
+	scr = f.screen()
+	total := strings.Index(scr, "Total upfront: $3000.00")
+	if total < 0 || !strings.Contains(scr, "dry run: Request would have succeeded") || !strings.Contains(scr, "Type y then enter") ||
+		!strings.Contains(scr, "14:00 UTC)") || !strings.Contains(scr, "per GPU-hour") {
+		t.Fatalf("confirmation:\n%s", scr)
+	}
+	if f.fake.Calls("BookDryRun") != 1 || f.fake.Calls("Book") != 0 {
+		t.Fatalf("before yes: %d dry runs, %d purchases", f.fake.Calls("BookDryRun"), f.fake.Calls("Book"))
+	}
+	// enter alone is "no"; q and tab do not leave the box.
+	press(f.m, "enter", "tab")
+	if f.fake.Calls("Book") != 0 || !b.confirm.open || f.m.views[f.m.active] != b {
+		t.Fatal("enter without y bought, or the box let go")
+	}
+	press(f.m, "y", "enter")
+	if n := f.fake.Calls("Book"); n != 1 {
+		t.Fatalf("%d purchases, want 1", n)
+	}
+	if b.confirm.open {
+		t.Fatal("the box is still open after the purchase")
+	}
+	if !strings.Contains(f.m.notice.text, "booked cr-cb-cheap") {
+		t.Fatalf("footer %q", f.m.notice.text)
+	}
+	rows, err := f.st.List(context.Background())
+	if err != nil || len(rows) != 1 || rows[0].State != store.StateScheduled || rows[0].IdemKey != "cb-cheap" || rows[0].Actor != "local:tester" {
+		t.Fatalf("ledger %+v %v", rows, err)
+	}
+	// The booked offering is gone from the list; b again books the other
+	// only after its own confirmation.
+	if len(b.offers) != 1 || b.offers[0].ID != "cb-dear" {
+		t.Fatalf("after booking: %+v", b.offers)
+	}
+
+	// The Ledger view shows the row with its countdown.
+	f.show(t, "Ledger")
+	scr = f.screen()
+	if !strings.Contains(scr, "cr-cb-cheap") || !strings.Contains(scr, "starts in 1d 0h") || !strings.Contains(scr, "scheduled") {
+		t.Fatalf("ledger screen:\n%s", scr)
+	}
+}
+
+func TestBlocksCancelAndBudget(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{MaxBookingUSD: 4000})
+	f.show(t, "Blocks")
+	press(f.m, "b", "n")
+	if f.blocks().confirm.open || f.fake.Calls("Book") != 0 {
+		t.Fatal("n did not cancel")
+	}
+	press(f.m, "down", "b")
+	scr := f.screen()
+	if !strings.Contains(scr, "max_booking_usd $4000.00") || !strings.Contains(scr, "nothing was spent") {
+		t.Fatalf("over budget:\n%s", scr)
+	}
+	press(f.m, "y", "enter")
+	if f.fake.Calls("Book")+f.fake.Calls("BookDryRun") != 1 { // only the first offering's dry run
+		t.Fatalf("calls over budget: book %d dry %d", f.fake.Calls("Book"), f.fake.Calls("BookDryRun"))
+	}
+	press(f.m, "esc")
+	if f.blocks().confirm.open {
+		t.Fatal("esc did not close")
+	}
+}
+
+func TestReadOnlySessionSpendsNothing(t *testing.T) {
+	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+	f.show(t, "Blocks")
+	press(f.m, "b")
+	if f.blocks().confirm.open || !strings.Contains(f.m.notice.text, "read-only session") || !strings.Contains(f.m.notice.text, "nothing was spent") {
+		t.Fatalf("viewer b: box %v, footer %q", f.blocks().confirm.open, f.m.notice.text)
+	}
+	f.show(t, "Fleet")
+	press(f.m, "L")
+	f.show(t, "Ledger")
+	press(f.m, "d")
+	if !strings.Contains(f.m.notice.text, "read-only") {
+		t.Fatalf("viewer d: %q", f.m.notice.text)
+	}
+	if n := f.fake.Calls("Book") + f.fake.Calls("BookDryRun") + f.fake.Calls("LaunchFleet") + f.fake.Calls("LaunchFleetDryRun"); n != 0 {
+		t.Fatalf("a viewer made %d money calls", n)
+	}
+}
+
+func TestBlocksForm(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.show(t, "Blocks")
+	b := f.blocks()
+	press(f.m, "e")
+	if !b.capturing() {
+		t.Fatal("the form does not capture keys")
+	}
+	// size field: 8 → 16; unit → instances; duration 2d → 3d
+	press(f.m, "down", "6", "down", "right", "down", "backspace", "backspace", "3", "d", "enter")
+	if b.editing || b.form.size != "86" || !b.form.instances || b.form.duration != "3d" {
+		t.Fatalf("form %+v editing %v", b.form, b.editing)
+	}
+	if !strings.Contains(b.formErr, "at most 64 instances") {
+		t.Fatalf("form error %q", b.formErr)
+	}
+	q, err := blocksForm{gpu: "A100", size: "16", duration: "48h", after: "+1d", before: "2026-12-20"}.parse(fixedNow)
+	if err != nil || q.GPUs != 16 || q.Instances != 0 || q.Duration != 48*time.Hour || !q.StartAfter.Equal(fixedNow.Add(24*time.Hour)) {
+		t.Fatalf("parse: %+v %v", q, err)
+	}
+	for _, bad := range []blocksForm{{gpu: "H100", size: "x", duration: "2d"}, {gpu: "H100", size: "8", duration: "90m"},
+		{gpu: "H100", size: "8", duration: "2d", after: "soon"}, {gpu: "H100", size: "8", duration: "2d", after: "+3d", before: "+1d"}} {
+		if _, err := bad.parse(fixedNow); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+func FuzzBlocksForm(f *testing.F) {
+	f.Add("8", "2d", "+1d", "2026-12-20")
+	f.Add("0", "90m", "x", "")
+	f.Fuzz(func(t *testing.T, size, dur, after, before string) {
+		q, err := blocksForm{gpu: "H100", size: size, duration: dur, after: after, before: before}.parse(fixedNow)
+		if err != nil {
+			return
+		}
+		if q.Duration <= 0 || q.Duration%time.Hour != 0 || (q.GPUs < 1 && q.Instances < 1) {
+			t.Fatalf("accepted %+v", q)
+		}
+	})
+}

@@ -1,0 +1,478 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+// fleetPoll is how often a launched fleet's state is asked for.
+const fleetPoll = 15 * time.Second
+
+type (
+	fleetQuoteMsg struct {
+		seq   int
+		est   booking.FleetEstimate
+		dry   booking.FleetResult
+		err   error
+		dryOK bool
+	}
+	fleetLaunchedMsg struct {
+		seq int
+		res booking.FleetResult
+		err error
+	}
+	fleetStateMsg struct {
+		rowID string
+		fleet providers.Fleet
+		row   store.Row
+		err   error
+	}
+	fleetTickMsg struct{ seq int }
+)
+
+// fleetKeys are the Fleet view's keys.
+type fleetKeys struct {
+	Launch, Form key.Binding
+	global       *globalKeys
+}
+
+func newFleetKeys(g *globalKeys) fleetKeys {
+	return fleetKeys{
+		Launch: key.NewBinding(key.WithKeys("L"), key.WithHelp("L", "launch")),
+		Form:   key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit fleet")),
+		global: g,
+	}
+}
+
+// ShortHelp is the footer's one line.
+func (k fleetKeys) ShortHelp() []key.Binding {
+	return []key.Binding{k.Launch, k.Form, k.global.NextView, k.global.Help, k.global.Quit}
+}
+
+// FullHelp is the `?` screen.
+func (k fleetKeys) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{k.Launch, k.Form}, {k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+}
+
+// Fields of the fleet form.
+const (
+	ffTarget = iota
+	ffOnDemand
+	ffStrategy
+	ffMaxPrice
+	ffTemplate
+	numFleetFields
+)
+
+var fleetFieldNames = [numFleetFields]string{"Target", "On-demand base", "Strategy", "Max price $/h", "Launch template"}
+
+// fleetForm is the fleet's terms as typed.
+type fleetForm struct {
+	target, onDemand string
+	strategy         int
+	maxPrice         string
+	template         string
+}
+
+// fleetView composes a spot fleet from the pools marked in the Market
+// view, launches it through the confirmation, and follows its state.
+type fleetView struct {
+	c      *common
+	ctx    context.Context
+	svc    *booking.Service
+	keys   fleetKeys
+	box    *mailbox
+	marked func() []string
+	w, h   int
+
+	form    fleetForm
+	editing bool
+	field   int
+	formErr string
+
+	poolKeys []string
+
+	confirm confirmBox
+	spec    providers.FleetSpec
+	est     booking.FleetEstimate
+	act     int
+
+	// the fleet being followed
+	rowID    string
+	row      store.Row
+	fleet    providers.Fleet
+	followed bool
+	polling  bool
+	lastPoll time.Time
+	tick     int
+	pollErr  string
+}
+
+func newFleetView(c *common, ctx context.Context, svc *booking.Service, marked func() []string) *fleetView {
+	return &fleetView{c: c, ctx: ctx, svc: svc, keys: newFleetKeys(&c.keys), box: &mailbox{}, marked: marked,
+		form: fleetForm{target: "2", onDemand: "0"}}
+}
+
+func (v *fleetView) Title() string       { return "Fleet" }
+func (v *fleetView) KeyMap() help.KeyMap { return v.keys }
+func (v *fleetView) SetSize(w, h int)    { v.w, v.h = w, h }
+func (v *fleetView) capturing() bool     { return v.editing || v.confirm.open }
+
+func (v *fleetView) helpNote() string {
+	return "Mark pools in the Market view (space): their instance types, in one region, become the fleet. A fleet bills until deleted\n" +
+		"(Ledger view, d); the ledger records the estimate of its first hour."
+}
+
+// compose builds the fleet spec from the marked pools and the form.
+func (v *fleetView) compose() (providers.FleetSpec, error) {
+	var spec providers.FleetSpec
+	if len(v.poolKeys) == 0 {
+		return spec, fmt.Errorf("no pools: mark spot pools in the Market view (space), all in one region")
+	}
+	provs, regions, types, zones := map[string]bool{}, map[string]bool{}, []string{}, []string{}
+	seenType, seenZone := map[string]bool{}, map[string]bool{}
+	for _, k := range v.poolKeys {
+		parts := strings.SplitN(k, "/", 4)
+		if len(parts) != 4 {
+			continue
+		}
+		provs[parts[0]], regions[parts[1]] = true, true
+		if !seenZone[parts[2]] && parts[2] != "" {
+			seenZone[parts[2]] = true
+			zones = append(zones, parts[2])
+		}
+		if !seenType[parts[3]] {
+			seenType[parts[3]] = true
+			types = append(types, parts[3])
+		}
+	}
+	if len(provs) != 1 || len(regions) != 1 {
+		return spec, fmt.Errorf("the marked pools span %d providers and %d regions: a fleet is one provider's, in one region", len(provs), len(regions))
+	}
+	for p := range provs {
+		spec.Provider = p
+	}
+	for r := range regions {
+		spec.Region = r
+	}
+	spec.InstanceTypes, spec.Zones = types, zones
+	var err error
+	if spec.TargetCapacity, err = strconv.Atoi(strings.TrimSpace(v.form.target)); err != nil || spec.TargetCapacity < 1 {
+		return spec, fmt.Errorf("target %q: want a whole number of instances, at least 1", v.form.target)
+	}
+	if spec.OnDemandBase, err = strconv.Atoi(strings.TrimSpace(v.form.onDemand)); err != nil || spec.OnDemandBase < 0 || spec.OnDemandBase > spec.TargetCapacity {
+		return spec, fmt.Errorf("on-demand base %q: want 0 to the target", v.form.onDemand)
+	}
+	spec.Strategy = providers.Strategies[v.form.strategy%len(providers.Strategies)]
+	if s := strings.TrimSpace(v.form.maxPrice); s != "" {
+		p, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(p > 0) || math.IsInf(p, 0) {
+			return spec, fmt.Errorf("max price %q: want a positive $ per instance-hour, or empty for the on-demand price", s)
+		}
+		spec.MaxPriceUSD = &p
+	}
+	spec.LaunchTemplate = strings.TrimSpace(v.form.template)
+	return spec, booking.CheckFleet(spec)
+}
+
+func (v *fleetView) Update(msg tea.Msg) (view, tea.Cmd) {
+	var cmds []tea.Cmd
+	for _, r := range v.box.drain() {
+		cmds = append(cmds, v.apply(r))
+	}
+	switch msg := msg.(type) {
+	case snapshotMsg:
+		if !v.confirm.open && v.marked != nil {
+			v.poolKeys = v.marked()
+		}
+		// The tick chain dies when its message reaches another view;
+		// the market's snapshots, which reach every view, revive it.
+		if v.followed && v.c.now().Sub(v.lastPoll) >= fleetPoll {
+			cmds = append(cmds, v.poll())
+		}
+	case fleetTickMsg:
+		if msg.seq == v.tick && v.followed {
+			cmds = append(cmds, v.poll())
+		}
+	case tea.KeyPressMsg:
+		if !v.confirm.open && !v.editing && v.marked != nil {
+			v.poolKeys = v.marked()
+		}
+		cmds = append(cmds, v.updateKey(msg))
+	}
+	return v, tea.Batch(cmds...)
+}
+
+// poll asks for the followed fleet's state, then re-arms the tick.
+func (v *fleetView) poll() tea.Cmd {
+	if v.polling || v.svc == nil || v.rowID == "" {
+		return nil
+	}
+	v.polling, v.lastPoll = true, v.c.now()
+	svc, ctx, id := v.svc, v.ctx, v.rowID
+	return v.box.cmd(func() tea.Msg {
+		f, r, err := svc.RefreshFleet(ctx, id)
+		return fleetStateMsg{rowID: id, fleet: f, row: r, err: err}
+	})
+}
+
+func (v *fleetView) apply(msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case fleetQuoteMsg:
+		if msg.seq != v.act || !v.confirm.open {
+			return nil
+		}
+		v.confirm.busy = ""
+		v.est = msg.est
+		v.confirm.lines = append(fleetLines(v.spec, msg.est), v.confirm.lines...)
+		if msg.err != nil {
+			v.confirm.problem = msg.err.Error()
+			return nil
+		}
+		if msg.dryOK {
+			v.confirm.dryRun = orDefault(msg.dry.Fleet.Message, "the provider says the launch would succeed")
+		}
+	case fleetLaunchedMsg:
+		if msg.seq != v.act {
+			return nil
+		}
+		v.confirm = confirmBox{}
+		if msg.res.Row.ID != "" {
+			v.rowID, v.row, v.followed = msg.res.Row.ID, msg.res.Row, true
+			v.fleet = msg.res.Fleet
+			v.lastPoll = v.c.now()
+		}
+		if msg.err != nil {
+			return notifyErr(msg.err)
+		}
+		v.tick++
+		seq := v.tick
+		return tea.Batch(notify(fmt.Sprintf("launched %s (ledger row %s)", msg.res.Row.ProviderRef, short(msg.res.Row.ID))),
+			v.c.after(fleetPoll, func(time.Time) tea.Msg { return fleetTickMsg{seq: seq} }))
+	case fleetStateMsg:
+		if msg.rowID != v.rowID {
+			return nil
+		}
+		v.polling = false
+		if msg.err != nil {
+			v.pollErr = msg.err.Error()
+		} else {
+			v.pollErr, v.fleet, v.row = "", msg.fleet, msg.row
+		}
+		if v.row.State == store.StateDeleted || v.row.State == store.StateFailed || v.row.State == store.StateEnded {
+			v.followed = false
+			return nil
+		}
+		v.tick++
+		seq := v.tick
+		return v.c.after(fleetPoll, func(time.Time) tea.Msg { return fleetTickMsg{seq: seq} })
+	}
+	return nil
+}
+
+func (v *fleetView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
+	if v.confirm.open {
+		if v.confirm.key(msg) {
+			v.confirm.send("launching")
+			v.act++
+			seq, ctx, svc, spec, est, actor := v.act, v.ctx, v.svc, v.spec, v.est, v.c.actor
+			return v.box.cmd(func() tea.Msg {
+				res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
+				return fleetLaunchedMsg{seq: seq, res: res, err: err}
+			})
+		}
+		return nil
+	}
+	if v.editing {
+		return v.editKey(msg)
+	}
+	switch {
+	case key.Matches(msg, v.keys.Form):
+		v.editing = true
+	case key.Matches(msg, v.keys.Launch):
+		return v.launch()
+	}
+	return nil
+}
+
+// launch opens the confirmation: the estimate first, then the dry run.
+func (v *fleetView) launch() tea.Cmd {
+	if v.c.role == RoleViewer {
+		return readOnlySpend()
+	}
+	if v.svc == nil {
+		return noBooking()
+	}
+	spec, err := v.compose()
+	if err != nil {
+		v.formErr = err.Error()
+		return notifyErr(err)
+	}
+	v.formErr = ""
+	v.spec = spec
+	sim := ""
+	if spec.Provider == "sim" {
+		sim = " (SIMULATED MARKET: nothing real is launched)"
+	}
+	v.confirm = confirmBox{open: true, verb: "launch", busy: "estimating the cost and asking the provider for a dry run",
+		title: fmt.Sprintf("Launch a spot fleet of %d instances in %s?%s", spec.TargetCapacity, spec.Region, sim)}
+	v.act++
+	seq, ctx, svc := v.act, v.ctx, v.svc
+	return v.box.cmd(func() tea.Msg {
+		est := svc.EstimateFleet(ctx, spec)
+		dry := spec
+		dry.DryRun = true
+		res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: dry, Estimate: est})
+		if err != nil {
+			return fleetQuoteMsg{seq: seq, est: est, err: err}
+		}
+		return fleetQuoteMsg{seq: seq, est: est, dry: res, dryOK: true}
+	})
+}
+
+// fleetLines are the confirmation's terms, the cost first.
+func fleetLines(spec providers.FleetSpec, est booking.FleetEstimate) []string {
+	var out []string
+	if math.IsNaN(est.USDHour) {
+		out = append(out, "Estimated cost: unknown ("+est.Basis+"); a fleet bills until deleted")
+	} else {
+		line := fmt.Sprintf("Estimated cost: $%.2f per hour (%s); a fleet bills until deleted", est.USDHour, est.Basis)
+		if est.GPUs > 0 {
+			line += fmt.Sprintf(" · $%.4f per GPU-hour", est.USDHour/est.GPUs)
+		}
+		out = append(out, line)
+	}
+	out = append(out,
+		fmt.Sprintf("%d instances: %d on-demand, %d spot · strategy %s", spec.TargetCapacity, spec.OnDemandBase, spec.TargetCapacity-spec.OnDemandBase, spec.Strategy),
+		fmt.Sprintf("types %s · %s %s · %s", strings.Join(spec.InstanceTypes, ", "), spec.Region, strings.Join(spec.Zones, ","), spec.Provider))
+	if spec.MaxPriceUSD != nil {
+		out = append(out, fmt.Sprintf("max spot price $%.4f per instance-hour", *spec.MaxPriceUSD))
+	}
+	if spec.LaunchTemplate != "" {
+		out = append(out, "launch template "+spec.LaunchTemplate)
+	}
+	return out
+}
+
+func (v *fleetView) editKey(msg tea.KeyPressMsg) tea.Cmd {
+	f := &v.form
+	var p *string
+	switch v.field {
+	case ffTarget:
+		p = &f.target
+	case ffOnDemand:
+		p = &f.onDemand
+	case ffMaxPrice:
+		p = &f.maxPrice
+	case ffTemplate:
+		p = &f.template
+	}
+	switch msg.String() {
+	case "esc", "enter":
+		v.editing = false
+		if _, err := v.compose(); err != nil {
+			v.formErr = err.Error()
+		} else {
+			v.formErr = ""
+		}
+	case "tab", "down":
+		v.field = (v.field + 1) % numFleetFields
+	case "shift+tab", "up":
+		v.field = (v.field + numFleetFields - 1) % numFleetFields
+	case "left", "right", "space":
+		if v.field == ffStrategy {
+			n := len(providers.Strategies)
+			if msg.String() == "left" {
+				f.strategy = (f.strategy + n - 1) % n
+			} else {
+				f.strategy = (f.strategy + 1) % n
+			}
+		}
+	case "backspace":
+		if p != nil && *p != "" {
+			r := []rune(*p)
+			*p = string(r[:len(r)-1])
+		}
+	default:
+		if p != nil && msg.Text != "" {
+			*p += msg.Text
+		}
+	}
+	return nil
+}
+
+func (v *fleetView) View() string {
+	if v.w <= 0 || v.h <= 0 {
+		return ""
+	}
+	st := &v.c.styles
+	if v.confirm.open {
+		return v.confirm.view(st, v.w)
+	}
+	if v.svc == nil {
+		return st.dim.Render("Fleets cannot be launched in this session (no ledger).")
+	}
+	var b strings.Builder
+	b.WriteString(st.title.Render("Pools (marked in Market)") + "\n")
+	if len(v.poolKeys) == 0 {
+		b.WriteString("  " + st.dim.Render("none: mark spot pools of one region in the Market view with space") + "\n")
+	}
+	keys := append([]string(nil), v.poolKeys...)
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.WriteString("  " + k + "\n")
+	}
+	mp := v.form.maxPrice
+	if strings.TrimSpace(mp) == "" {
+		mp = "on-demand price"
+	}
+	vals := [numFleetFields]string{v.form.target, v.form.onDemand, providers.Strategies[v.form.strategy%len(providers.Strategies)], mp, orDefault(v.form.template, "provider default (config aws.launch_template)")}
+	b.WriteString("\n" + st.title.Render("Fleet") + "\n")
+	for i := 0; i < numFleetFields; i++ {
+		line := fmt.Sprintf("  %-16s %s", fleetFieldNames[i], vals[i])
+		if v.editing && i == v.field {
+			line = st.cursor.Render(fmt.Sprintf("  %-16s %s▏", fleetFieldNames[i], vals[i]))
+		}
+		b.WriteString(line + "\n")
+	}
+	if v.editing {
+		b.WriteString(st.dim.Render("  tab/↑/↓ field · ←/→ strategy · enter or esc done") + "\n")
+	} else {
+		b.WriteString(st.dim.Render("  e edits · L launches (after a confirmation that shows the cost)") + "\n")
+	}
+	if v.formErr != "" {
+		b.WriteString("  " + st.footerErr.Render(v.formErr) + "\n")
+	}
+	if v.rowID != "" {
+		b.WriteString("\n" + st.title.Render("Launched") + "\n")
+		state := v.row.State
+		b.WriteString(fmt.Sprintf("  %s  state %s  instances %d/%d", orDash(v.row.ProviderRef), state, v.fleet.Instances, max(v.fleet.Target, v.row.InstanceCount)))
+		if v.fleet.EstimatedUSDh > 0 {
+			b.WriteString(fmt.Sprintf("  $%.2f/h now", v.fleet.EstimatedUSDh))
+		}
+		b.WriteString(fmt.Sprintf("  ledger row %s", v.rowID))
+		if !v.lastPoll.IsZero() {
+			b.WriteString(st.dim.Render(fmt.Sprintf("  (checked %s)", v.lastPoll.In(v.c.now().Location()).Format("15:04:05"))))
+		}
+		if v.pollErr != "" {
+			b.WriteString("\n  " + st.footerErr.Render(v.pollErr))
+		}
+		if v.row.Error != "" {
+			b.WriteString("\n  " + st.footerErr.Render(v.row.Error))
+		}
+	}
+	return b.String()
+}

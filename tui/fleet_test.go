@@ -1,0 +1,142 @@
+package tui
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+func (f *moneyFixture) fleet() *fleetView {
+	for _, v := range f.m.views {
+		if x, ok := v.(*fleetView); ok {
+			return x
+		}
+	}
+	return nil
+}
+
+func (f *moneyFixture) ledger() *ledgerView {
+	for _, v := range f.m.views {
+		if x, ok := v.(*ledgerView); ok {
+			return x
+		}
+	}
+	return nil
+}
+
+func TestFleetLaunchFollowDelete(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{MaxBookingUSD: 1000})
+	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
+	f.m.market.toggleMark("sim/us-east-1/us-east-1b/g6e.xlarge")
+	f.show(t, "Fleet")
+	fv := f.fleet()
+	if len(fv.poolKeys) != 2 || !strings.Contains(f.screen(), "sim/us-east-1/us-east-1a/p5.48xlarge") {
+		t.Fatalf("pools %v\n%s", fv.poolKeys, f.screen())
+	}
+	// target 3, one on-demand
+	press(f.m, "e", "backspace", "3", "down", "backspace", "1", "enter")
+	if fv.form.target != "3" || fv.form.onDemand != "1" || fv.formErr != "" {
+		t.Fatalf("form %+v err %q", fv.form, fv.formErr)
+	}
+	press(f.m, "L")
+	scr := f.screen()
+	// 1 on-demand at 60 $/h + 2 spot at 20 $/h (the fake's prices).
+	if !strings.Contains(scr, "Estimated cost: $100.00 per hour") || !strings.Contains(scr, "dry run:") || !strings.Contains(scr, "Type y then enter to launch") {
+		t.Fatalf("confirmation:\n%s", scr)
+	}
+	if f.fake.Calls("LaunchFleetDryRun") != 1 || f.fake.Calls("LaunchFleet") != 0 {
+		t.Fatal("the dry run was not the only call")
+	}
+	press(f.m, "y", "enter")
+	if f.fake.Calls("LaunchFleet") != 1 {
+		t.Fatalf("%d launches", f.fake.Calls("LaunchFleet"))
+	}
+	if fv.rowID == "" || fv.row.ProviderRef != "fleet-0001" || !strings.Contains(f.screen(), "fleet-0001") {
+		t.Fatalf("following %q %+v\n%s", fv.rowID, fv.row, f.screen())
+	}
+	row, _ := f.st.Get(context.Background(), fv.rowID)
+	if row.Kind != store.KindFleet || row.CostUSD != 100 || row.IdemKey != row.ID || row.InstanceType != "p5.48xlarge,g6e.xlarge" {
+		t.Fatalf("ledger row %+v", row)
+	}
+	// The tick asks for the fleet's state.
+	run(f.m, func() tea.Msg { return fleetTickMsg{seq: fv.tick} })
+	if f.fake.Calls("DescribeFleet") != 1 {
+		t.Fatalf("DescribeFleet calls %d", f.fake.Calls("DescribeFleet"))
+	}
+
+	// Delete it from the Ledger view, through its confirmation.
+	f.show(t, "Ledger")
+	lv := f.ledger()
+	if len(lv.rows) != 1 || lv.rows[0].ProviderRef != "fleet-0001" {
+		t.Fatalf("ledger rows %+v", lv.rows)
+	}
+	press(f.m, "d")
+	if !strings.Contains(f.screen(), "Delete fleet fleet-0001?") {
+		t.Fatalf("delete box:\n%s", f.screen())
+	}
+	press(f.m, "enter")
+	if f.fake.Calls("DeleteFleet") != 0 {
+		t.Fatal("deleted without y")
+	}
+	press(f.m, "y", "enter")
+	if f.fake.Calls("DeleteFleet") != 1 {
+		t.Fatalf("%d deletes", f.fake.Calls("DeleteFleet"))
+	}
+	row, _ = f.st.Get(context.Background(), fv.rowID)
+	if row.State != store.StateDeleted {
+		t.Fatalf("after delete: %+v", row)
+	}
+}
+
+func TestFleetComposeNeedsOneRegion(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
+	f.m.market.toggleMark("sim/us-west-2/us-west-2b/p5.48xlarge")
+	f.show(t, "Fleet")
+	press(f.m, "L")
+	if f.fleet().confirm.open || !strings.Contains(f.fleet().formErr, "one region") {
+		t.Fatalf("two regions accepted: %q", f.fleet().formErr)
+	}
+}
+
+func TestLedgerOrderAndCountdown(t *testing.T) {
+	now := fixedNow
+	rows := []store.Row{
+		{ID: "01", Kind: store.KindBlock, State: store.StateEnded, Start: now.Add(-72 * time.Hour), End: now.Add(-24 * time.Hour)},
+		{ID: "02", Kind: store.KindBlock, State: store.StateScheduled, Start: now.Add(50 * time.Hour), End: now.Add(98 * time.Hour)},
+		{ID: "03", Kind: store.KindBlock, State: store.StateScheduled, Start: now.Add(3*time.Hour + 20*time.Minute), End: now.Add(27 * time.Hour)},
+		{ID: "04", Kind: store.KindBlock, State: store.StateActive, Start: now.Add(-time.Hour), End: now.Add(45 * time.Minute)},
+		{ID: "05", Kind: store.KindFleet, State: store.StateDeleted},
+		{ID: "06", Kind: store.KindBlock, State: store.StateUnknown, Start: now.Add(time.Hour), End: now.Add(25 * time.Hour)},
+	}
+	var got []string
+	for _, r := range orderLedger(rows, now) {
+		got = append(got, r.ID+" "+timeLeft(r, now))
+	}
+	want := []string{"04 ends in 45m", "03 starts in 3h 20m", "02 starts in 2d 2h", "06 starts in 1h 0m", "05 -", "01 ended"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("order\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestNoBookingService(t *testing.T) {
+	m := newBare(Options{Now: nowFn, NoColor: true})
+	m.addMoneyViews(context.Background(), nil)
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
+	run(m, m.broadcast(snapshotMsg{snap: fixtureSnapshot()}))
+	for _, title := range []string{"Blocks", "Fleet", "Ledger"} {
+		for m.views[m.active].Title() != title {
+			press(m, "tab")
+		}
+		press(m, "b", "L", "d")
+		if !strings.Contains(m.views[m.active].View(), "session") {
+			t.Errorf("%s without a ledger: %q", title, m.views[m.active].View())
+		}
+	}
+}

@@ -1,0 +1,511 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+// addMoneyViews adds the Blocks, Fleet and Ledger views to a session whose
+// booking service is svc (nil: the views say that nothing can be booked
+// here). The root calls it in New, after the Market and Chart views:
+//
+//	m.addMoneyViews(opt.Context, opt.Booking)
+func (m *Model) addMoneyViews(ctx context.Context, svc *booking.Service) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	blocks := newBlocksView(m.c, ctx, svc)
+	fleet := newFleetView(m.c, ctx, svc, m.market.chartKeys)
+	ledger := newLedgerView(m.c, ctx, svc)
+	m.views = append(m.views, blocks, fleet, ledger)
+	m.resize()
+}
+
+// mailbox carries a view's command results back to that view. The root
+// hands an ordinary message to the active view only, so a result that
+// arrives after the user tabbed away would be lost; a command therefore
+// posts its result here and returns a mailNudge, and the view drains the
+// box on every Update — snapshots reach every view, so a hidden view
+// catches up within a tick. The box holds results, never the model.
+type mailbox struct {
+	mu   sync.Mutex
+	msgs []tea.Msg
+}
+
+// mailNudge tells a view that its mailbox has news.
+type mailNudge struct{}
+
+// cmd runs f as a command whose result goes to the mailbox.
+func (b *mailbox) cmd(f func() tea.Msg) tea.Cmd {
+	return func() tea.Msg {
+		msg := f()
+		b.mu.Lock()
+		b.msgs = append(b.msgs, msg)
+		b.mu.Unlock()
+		return mailNudge{}
+	}
+}
+
+func (b *mailbox) drain() []tea.Msg {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.msgs
+	b.msgs = nil
+	return out
+}
+
+// readOnlySpend is the answer to b, L or d in a viewer session.
+func readOnlySpend() tea.Cmd {
+	return func() tea.Msg {
+		return noticeMsg{text: "read-only session: booking, launching and deleting are disabled here; nothing was spent", err: true}
+	}
+}
+
+// noBooking is the answer when the session has no booking service.
+func noBooking() tea.Cmd {
+	return func() tea.Msg {
+		return noticeMsg{text: "booking is not available in this session (no ledger); nothing was spent", err: true}
+	}
+}
+
+// confirmBox is the confirmation every money-spending action passes:
+// the total first, the terms, the provider's dry-run answer, and an
+// explicit "y" then enter. Anything else (n, esc) cancels; "no" is what
+// happens unless the user types y.
+type confirmBox struct {
+	open  bool
+	title string
+	lines []string
+	// busy is set while the terms or the dry run, or the action itself,
+	// are being asked for.
+	busy string
+	// problem, when set, is why the action cannot go ahead (over budget,
+	// the dry run refused): only esc is accepted.
+	problem string
+	dryRun  string
+	typed   string
+	verb    string // "buy", "launch", "delete"
+	// sending is set once the action is sent: it can no longer be
+	// cancelled, so every key is ignored until its answer.
+	sending bool
+}
+
+// send marks the box as sending its action.
+func (b *confirmBox) send(what string) {
+	b.busy, b.sending, b.typed = what, true, ""
+}
+
+// key handles a key in the open box. It reports whether y then enter
+// confirmed the action, and closes the box on a cancel.
+func (b *confirmBox) key(msg tea.KeyPressMsg) (confirmed bool) {
+	if b.sending {
+		return false
+	}
+	switch msg.String() {
+	case "esc", "n", "N", "q":
+		*b = confirmBox{}
+		return false
+	case "y", "Y":
+		if b.busy == "" && b.problem == "" {
+			b.typed = "y"
+		}
+	case "backspace":
+		b.typed = ""
+	case "enter":
+		if b.typed == "y" && b.busy == "" && b.problem == "" {
+			return true
+		}
+	default:
+		b.typed = ""
+	}
+	return false
+}
+
+func (b *confirmBox) view(st *styles, w int) string {
+	var s strings.Builder
+	s.WriteString(st.title.Render(b.title))
+	s.WriteString("\n")
+	for _, l := range b.lines {
+		s.WriteString("  " + l + "\n")
+	}
+	if b.dryRun != "" {
+		s.WriteString("  " + st.ok.Render("dry run: "+b.dryRun) + "\n")
+	}
+	switch {
+	case b.busy != "":
+		s.WriteString("\n  " + st.dim.Render(b.busy+"…"))
+	case b.problem != "":
+		s.WriteString("\n  " + st.footerErr.Render(b.problem) + "\n  " + st.dim.Render("esc closes; nothing was spent"))
+	default:
+		answer := "[no]"
+		if b.typed == "y" {
+			answer = "[yes]"
+		}
+		s.WriteString(fmt.Sprintf("\n  Type y then enter to %s · n or esc cancels    %s", b.verb, answer))
+	}
+	return s.String()
+}
+
+// ledgerReload is how often the Ledger view rereads the ledger when the
+// market ticks: other sessions and processes write to it too.
+const ledgerReload = 5 * time.Second
+
+type (
+	ledgerLoadedMsg struct {
+		seq  int
+		rows []store.Row
+		rep  *booking.Report
+		err  error
+	}
+	fleetDeletedMsg struct {
+		row store.Row
+		err error
+	}
+)
+
+// ledgerKeys are the Ledger view's keys.
+type ledgerKeys struct {
+	Up, Down, Delete, Reconcile key.Binding
+	global                      *globalKeys
+}
+
+func newLedgerKeys(g *globalKeys) ledgerKeys {
+	return ledgerKeys{
+		Up:        key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
+		Down:      key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		Delete:    key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "delete fleet")),
+		Reconcile: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reconcile")),
+		global:    g,
+	}
+}
+
+// ShortHelp is the footer's one line.
+func (k ledgerKeys) ShortHelp() []key.Binding {
+	return []key.Binding{k.Up, k.Down, k.Delete, k.Reconcile, k.global.NextView, k.global.Help, k.global.Quit}
+}
+
+// FullHelp is the `?` screen.
+func (k ledgerKeys) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{k.Up, k.Down}, {k.Delete, k.Reconcile}, {k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+}
+
+// ledgerView lists what was booked or launched: current and upcoming
+// reservations first with the time left (the workshop view), then the
+// rest, newest first.
+type ledgerView struct {
+	c     *common
+	ctx   context.Context
+	svc   *booking.Service
+	keys  ledgerKeys
+	box   *mailbox
+	w, h  int
+	rows  []store.Row
+	cur   int
+	err   string
+	note  string // what the last reconciliation could not settle
+	seq   int
+	busy  bool
+	last  time.Time
+	ready bool // the first load (with reconciliation) is done
+	// changes is the service's change count at the last load.
+	changes uint64
+
+	confirm confirmBox
+	target  store.Row
+}
+
+func newLedgerView(c *common, ctx context.Context, svc *booking.Service) *ledgerView {
+	return &ledgerView{c: c, ctx: ctx, svc: svc, keys: newLedgerKeys(&c.keys), box: &mailbox{}}
+}
+
+func (v *ledgerView) Title() string       { return "Ledger" }
+func (v *ledgerView) KeyMap() help.KeyMap { return v.keys }
+func (v *ledgerView) SetSize(w, h int)    { v.w, v.h = w, h }
+func (v *ledgerView) capturing() bool     { return v.confirm.open }
+
+func (v *ledgerView) helpNote() string {
+	return "Every purchase and launch is written here before it is sent. unknown: the answer was lost; it is looked up (r), never re-sent.\n" +
+		"A fleet's cost is the estimate of its first hour: a fleet bills until deleted."
+}
+
+// load reads the ledger; with reconcile it first settles unknown rows.
+func (v *ledgerView) load(reconcile bool) tea.Cmd {
+	if v.svc == nil || v.busy {
+		return nil
+	}
+	v.busy = true
+	v.seq++
+	v.changes = v.svc.Changes()
+	seq, ctx, svc := v.seq, v.ctx, v.svc
+	return v.box.cmd(func() tea.Msg {
+		var rep *booking.Report
+		if reconcile {
+			r, err := svc.Reconcile(ctx)
+			if err != nil {
+				return ledgerLoadedMsg{seq: seq, err: err}
+			}
+			rep = &r
+		}
+		rows, err := svc.Store().List(ctx)
+		return ledgerLoadedMsg{seq: seq, rows: rows, rep: rep, err: err}
+	})
+}
+
+func (v *ledgerView) Update(msg tea.Msg) (view, tea.Cmd) {
+	var cmds []tea.Cmd
+	for _, r := range v.box.drain() {
+		cmds = append(cmds, v.apply(r))
+	}
+	switch msg := msg.(type) {
+	case snapshotMsg:
+		now := v.c.now()
+		if !v.ready {
+			cmds = append(cmds, v.load(true))
+		} else if now.Sub(v.last) >= ledgerReload {
+			cmds = append(cmds, v.load(false))
+		}
+	case tea.KeyPressMsg:
+		cmds = append(cmds, v.updateKey(msg))
+	}
+	// This session (another view, another SSH session) wrote to the
+	// ledger: reread it now rather than at the next reload.
+	if v.ready && v.svc != nil && v.svc.Changes() != v.changes {
+		cmds = append(cmds, v.load(false))
+	}
+	return v, tea.Batch(cmds...)
+}
+
+func (v *ledgerView) apply(msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case ledgerLoadedMsg:
+		if msg.seq != v.seq {
+			return nil
+		}
+		v.busy, v.ready, v.last = false, true, v.c.now()
+		if msg.err != nil {
+			v.err = msg.err.Error()
+			return notifyErr(msg.err)
+		}
+		v.err = ""
+		v.rows = orderLedger(msg.rows, v.c.now())
+		v.cur = min(v.cur, max(len(v.rows)-1, 0))
+		if msg.rep != nil {
+			var parts []string
+			for _, u := range msg.rep.Unsettled {
+				parts = append(parts, fmt.Sprintf("%s: %s", short(u.Row.ID), u.Reason))
+			}
+			v.note = strings.Join(parts, "; ")
+		}
+	case fleetDeletedMsg:
+		v.confirm = confirmBox{}
+		if msg.err != nil {
+			return tea.Batch(notifyErr(msg.err), v.load(false))
+		}
+		return tea.Batch(notify("deleted fleet "+msg.row.ProviderRef), v.load(false))
+	}
+	return nil
+}
+
+func (v *ledgerView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
+	if v.confirm.open {
+		if v.confirm.key(msg) {
+			v.confirm.send("deleting")
+			svc, ctx, id, actor := v.svc, v.ctx, v.target.ID, v.c.actor
+			return v.box.cmd(func() tea.Msg {
+				r, err := svc.DeleteFleet(ctx, id, actor)
+				return fleetDeletedMsg{row: r, err: err}
+			})
+		}
+		return nil
+	}
+	switch {
+	case key.Matches(msg, v.keys.Up):
+		v.cur = max(v.cur-1, 0)
+	case key.Matches(msg, v.keys.Down):
+		v.cur = min(v.cur+1, max(len(v.rows)-1, 0))
+	case key.Matches(msg, v.keys.Reconcile):
+		return tea.Batch(notify("reconciling unknown outcomes…"), v.load(true))
+	case key.Matches(msg, v.keys.Delete):
+		if v.c.role == RoleViewer {
+			return readOnlySpend()
+		}
+		if v.svc == nil {
+			return noBooking()
+		}
+		if v.cur >= len(v.rows) {
+			return nil
+		}
+		r := v.rows[v.cur]
+		if r.Kind != store.KindFleet {
+			return notify("d deletes fleets; a capacity block cannot be cancelled (it is non-refundable)")
+		}
+		if r.State == store.StateDeleted || r.ProviderRef == "" {
+			return notify(fmt.Sprintf("fleet row %s is %s: nothing to delete", short(r.ID), r.State))
+		}
+		v.target = r
+		v.confirm = confirmBox{open: true, verb: "delete it", title: "Delete fleet " + r.ProviderRef + "?",
+			lines: []string{
+				fmt.Sprintf("%d × %s in %s (%s), state %s", r.InstanceCount, r.InstanceType, r.Region, r.Provider, r.State),
+				"Its instances are terminated; work on them is lost.",
+			}}
+	}
+	return nil
+}
+
+// orderLedger puts current and upcoming blocks first (active, then by
+// start), then everything else newest first.
+func orderLedger(rows []store.Row, now time.Time) []store.Row {
+	out := append([]store.Row(nil), rows...)
+	rank := func(r store.Row) int {
+		switch {
+		case r.State == store.StateActive:
+			return 0
+		case r.State == store.StateScheduled:
+			return 1
+		case r.State == store.StatePending || r.State == store.StateUnknown:
+			return 2
+		}
+		return 3
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra < rb
+		}
+		if rank(a) <= 1 && !a.Start.Equal(b.Start) && a.Kind == store.KindBlock && b.Kind == store.KindBlock {
+			return a.Start.Before(b.Start)
+		}
+		return a.ID > b.ID
+	})
+	return out
+}
+
+// timeLeft is a block's countdown: to its start, then to its end.
+func timeLeft(r store.Row, now time.Time) string {
+	if r.Kind != store.KindBlock || r.Start.IsZero() {
+		return "-"
+	}
+	switch {
+	case now.Before(r.Start):
+		return "starts in " + span(r.Start.Sub(now))
+	case now.Before(r.End):
+		return "ends in " + span(r.End.Sub(now))
+	}
+	return "ended"
+}
+
+// span prints a duration as people read a countdown: 2d 4h, 3h 20m, 45m.
+func span(d time.Duration) string {
+	d = d.Round(time.Minute)
+	days := int(d / (24 * time.Hour))
+	hours := int(d % (24 * time.Hour) / time.Hour)
+	mins := int(d % time.Hour / time.Minute)
+	switch {
+	case days > 0:
+		return fmt.Sprintf("%dd %dh", days, hours)
+	case hours > 0:
+		return fmt.Sprintf("%dh %dm", hours, mins)
+	}
+	return fmt.Sprintf("%dm", mins)
+}
+
+// short is the tail of a ledger id, enough to tell rows apart on screen.
+func short(id string) string {
+	if len(id) > 8 {
+		return "…" + id[len(id)-6:]
+	}
+	return id
+}
+
+func (v *ledgerView) View() string {
+	if v.w <= 0 || v.h <= 0 {
+		return ""
+	}
+	st := &v.c.styles
+	if v.confirm.open {
+		return v.confirm.view(st, v.w)
+	}
+	var b strings.Builder
+	switch {
+	case v.svc == nil:
+		b.WriteString(st.dim.Render("No ledger in this session: nothing can be booked or launched here."))
+		return b.String()
+	case !v.ready:
+		b.WriteString(st.dim.Render("reading the ledger and reconciling unknown outcomes…"))
+		return b.String()
+	}
+	now := v.c.now()
+	status := fmt.Sprintf("%d rows · %s", len(v.rows), v.svc.Store().Path())
+	if v.err != "" {
+		status = "ledger error: " + v.err
+	}
+	b.WriteString(st.dim.Render(fit(status, v.w, false)))
+	if v.note != "" {
+		b.WriteString("\n" + st.stale.Render(fit("not settled yet: "+v.note, v.w, false)))
+	}
+	cols := []struct {
+		title string
+		w     int
+		right bool
+	}{{"STATE", 9, false}, {"KIND", 5, false}, {"WHAT", 24, false}, {"WHERE", 16, false}, {"START (local)", 16, false},
+		{"TIME LEFT", 16, false}, {"COST $", 10, true}, {"PROVIDER ID", 22, false}, {"BY", 14, false}, {"LEDGER ID", 26, false}}
+	var hdr []string
+	for _, c := range cols {
+		hdr = append(hdr, fit(c.title, c.w, c.right))
+	}
+	b.WriteString("\n  " + st.header.Render(strings.Join(hdr, " ")))
+	if len(v.rows) == 0 {
+		b.WriteString("\n  " + st.dim.Render("Nothing booked or launched yet. Blocks: b books an offering; Fleet: L launches."))
+	}
+	for i, r := range v.rows {
+		where := r.Region
+		if r.Zone != "" {
+			where = r.Zone
+		}
+		start := "-"
+		if !r.Start.IsZero() {
+			start = r.Start.In(now.Location()).Format("01-02 15:04 MST")
+		}
+		cost := money(r.CostUSD)
+		if r.CostNote != "" {
+			cost += "/h"
+		}
+		cells := []string{r.State, r.Kind, fmt.Sprintf("%d×%s", r.InstanceCount, displayType(r.InstanceType)), where, start,
+			timeLeft(r, now), cost, orDash(r.ProviderRef), r.Actor, r.ID}
+		var line []string
+		for j, c := range cols {
+			line = append(line, fit(cells[j], c.w, c.right))
+		}
+		text := strings.Join(line, " ")
+		prefix := "  "
+		if i == v.cur {
+			prefix = "› "
+			text = st.cursor.Render(text)
+		} else if r.State == store.StateUnknown || r.State == store.StateFailed {
+			text = st.stale.Render(text)
+		}
+		b.WriteString("\n" + prefix + text)
+		if i == v.cur && r.Error != "" {
+			b.WriteString("\n    " + st.footerErr.Render(fit(r.Error, max(v.w-4, 1), false)))
+		}
+	}
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -8,6 +8,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
@@ -219,4 +220,50 @@ func FuzzBlocksForm(f *testing.F) {
 			t.Fatalf("accepted %+v", q)
 		}
 	})
+}
+
+// TestProgramBookThroughConfirmation drives the whole program (the real
+// hub, teatest): tab to Blocks, select, b, the confirmation with the
+// total and the dry run, y enter, then the row in the Ledger view.
+func TestProgramBookThroughConfirmation(t *testing.T) {
+	h := startHub(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fake := bookingtest.New("sim", bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000))
+	svc := booking.New(st, []providers.Provider{fake}, booking.Options{Now: nowFn, Timeout: 5 * time.Second})
+	m := New(Options{Hub: h, Now: nowFn, NoColor: true, Context: ctx, Actor: "local:tester"})
+	m.addMoneyViews(ctx, svc)
+	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(160, 40))
+
+	waitFor(t, tm, "market", func(s string) bool { return strings.Contains(s, "9/9 pools") })
+	tm.Send(tea.KeyPressMsg{Code: tea.KeyTab})
+	tm.Send(tea.KeyPressMsg{Code: tea.KeyTab})
+	tm.Type("j")
+	waitFor(t, tm, "offerings", func(s string) bool { return strings.Contains(s, "3000.00") && strings.Contains(s, "SPOT ALT") })
+	tm.Type("b")
+	waitFor(t, tm, "confirmation", func(s string) bool {
+		return strings.Contains(s, "Total upfront: $3000.00") && strings.Contains(s, "dry run:") && strings.Contains(s, "Type y then enter to buy")
+	})
+	tm.Type("y")
+	tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})
+	waitFor(t, tm, "booked", func(s string) bool { return strings.Contains(s, "booked cr-cb-cheap") })
+	tm.Send(tea.KeyPressMsg{Code: tea.KeyTab})
+	tm.Send(tea.KeyPressMsg{Code: tea.KeyTab})
+	tm.Type("j")
+	waitFor(t, tm, "ledger row", func(s string) bool { return strings.Contains(s, "starts in 1d 0h") && strings.Contains(s, "cr-cb-cheap") })
+	tm.Type("q")
+	tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
+
+	rows, err := st.List(context.Background())
+	if err != nil || len(rows) != 1 || rows[0].State != store.StateScheduled || rows[0].Actor != "local:tester" {
+		t.Fatalf("ledger %+v %v", rows, err)
+	}
+	if fake.Calls("Book") != 1 || fake.Calls("BookDryRun") != 1 {
+		t.Fatalf("calls: book %d dry %d", fake.Calls("Book"), fake.Calls("BookDryRun"))
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/store"
 )
@@ -26,6 +27,11 @@ func (m *Model) addMoneyViews(ctx context.Context, svc *booking.Service) {
 		ctx = context.Background()
 	}
 	blocks := newBlocksView(m.c, ctx, svc)
+	if len(m.opt.GPUs) > 0 {
+		if g, ok := providers.NormalizeGPUModel(m.opt.GPUs[0]); ok {
+			blocks.form.gpu = g
+		}
+	}
 	fleet := newFleetView(m.c, ctx, svc, m.market.chartKeys)
 	ledger := newLedgerView(m.c, ctx, svc)
 	m.views = append(m.views, blocks, fleet, ledger)

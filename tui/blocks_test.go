@@ -255,7 +255,9 @@ func TestProgramBookThroughConfirmation(t *testing.T) {
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyTab})
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyTab})
 	tm.Type("j")
-	waitFor(t, tm, "ledger row", func(s string) bool { return strings.Contains(s, "starts in 1d 0h") && strings.Contains(s, "cr-cb-cheap") })
+	waitFor(t, tm, "ledger row", func(s string) bool {
+		return strings.Contains(s, "starts in 1d 0h") && strings.Contains(s, "cr-cb-cheap")
+	})
 	tm.Type("q")
 	tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
 

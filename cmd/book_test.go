@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 )
 
 // offeringsFields and ledgerFields are DESIGN.md's contract, in order.
@@ -309,4 +311,43 @@ func FuzzParseSpan(f *testing.F) {
 			t.Fatalf("%q → %v", s, d)
 		}
 	})
+}
+
+// TestBookAsksOnATerminal answers the prompt on a real pseudo-terminal:
+// "yes" buys, anything else does not.
+func TestBookAsksOnATerminal(t *testing.T) {
+	s := newSession(t, "")
+	offers := s.search()
+	for _, c := range []struct {
+		answer string
+		code   int
+		rows   int
+	}{{"no\n", 1, 0}, {"yes\n", 0, 1}} {
+		ptm, tty, err := pty.Open()
+		if err != nil {
+			t.Skipf("no pseudo-terminal here: %v", err)
+		}
+		go func() {
+			// The terminal echoes; drain what the command writes to it.
+			b := make([]byte, 1024)
+			for {
+				if _, err := ptm.Read(b); err != nil {
+					return
+				}
+			}
+		}()
+		if _, err := ptm.Write([]byte(c.answer)); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{"book", offers[0]["id"].(string)}, tty, &out, &errOut)
+		tty.Close()
+		ptm.Close()
+		if code != c.code || !strings.Contains(errOut.String(), "Type yes to buy it for $") {
+			t.Fatalf("answer %q: exit %d: %s", c.answer, code, errOut.String())
+		}
+		if rows, _ := s.ledger(); len(rows) != c.rows {
+			t.Fatalf("answer %q: %d ledger rows, want %d", c.answer, len(rows), c.rows)
+		}
+	}
 }

@@ -2,13 +2,16 @@ package tui
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
 	"github.com/gpumarket/gpumarket/providers/store"
 )
 
@@ -138,5 +141,20 @@ func TestNoBookingService(t *testing.T) {
 		if !strings.Contains(m.views[m.active].View(), "session") {
 			t.Errorf("%s without a ledger: %q", title, m.views[m.active].View())
 		}
+	}
+}
+
+// BenchmarkBlocksView renders the Blocks view with 100 offerings over a
+// 1000-pool market (each row looks for its spot alternative).
+func BenchmarkBlocksView(b *testing.B) {
+	v := newBlocksView(&common{styles: newStyles(true, true), keys: newGlobalKeys(), now: nowFn, risk: providers.DefaultRisk}, context.Background(), &booking.Service{})
+	v.SetSize(160, 40)
+	v.snap = bigSnapshot(1000)
+	for i := 0; i < 100; i++ {
+		v.offers = append(v.offers, bookingtest.Offering("sim", fmt.Sprintf("cb-%d", i), fixedNow.Add(time.Duration(i)*time.Hour), 48, 1, 3000+float64(i)))
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_ = v.View()
 	}
 }

@@ -174,3 +174,45 @@ func TestOfferingCache(t *testing.T) {
 		t.Fatalf("after start: %v", err)
 	}
 }
+
+// BenchmarkRecordIntent measures the durable (fsynced, WAL) intent commit
+// that every purchase waits for before it is sent.
+func BenchmarkRecordIntent(b *testing.B) {
+	s, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: fmt.Sprintf("cb-%d", i), State: StatePending, CostUSD: 1},
+			func(float64, *Row) error { return nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkList measures reading a ledger of 1000 rows (the Ledger view
+// rereads it every few seconds).
+func BenchmarkList(b *testing.B) {
+	s, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for i := 0; i < 1000; i++ {
+		if _, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: fmt.Sprintf("cb-%d", i), State: StateScheduled}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rows, err := s.List(ctx)
+		if err != nil || len(rows) != 1000 {
+			b.Fatal(len(rows), err)
+		}
+	}
+}

@@ -239,11 +239,16 @@ func TestFleetFlowOnSim(t *testing.T) {
 	if ref == "" {
 		t.Fatalf("no fleet id: %v", rows[0])
 	}
-	// The sim forgets its fleets between processes: deleting it from a
-	// new process is the provider's answer to give, but the row is found.
 	code, _, errOut = s.run("fleet", "delete", rows[0]["id"].(string))
 	if code != 2 || !strings.Contains(errOut, "pass --yes") {
 		t.Fatalf("delete without --yes: exit %d: %s", code, errOut)
+	}
+	// The simulated fleet ended with the process that launched it: the
+	// delete records that.
+	code, out, errOut = s.run("fleet", "delete", ref, "--yes", "-o", "json")
+	rows, _ = jsonRows(t, out)
+	if code != 0 || len(rows) != 1 || rows[0]["state"] != "deleted" {
+		t.Fatalf("delete: exit %d: %s %v", code, errOut, rows)
 	}
 }
 

@@ -143,8 +143,13 @@ func (e *env) runLedger(ctx context.Context, timeout time.Duration, output strin
 		return err
 	}
 	out := make([]ledgerRow, 0, len(rows))
+	fleets := false
 	for _, r := range rows {
 		out = append(out, ledgerRowOf(r))
+		fleets = fleets || r.Kind == store.KindFleet
+	}
+	if fleets && output == formatTable {
+		fmt.Fprintln(e.errOut, "gpumarket: ledger: a fleet's cost_usd is the estimate of its first hour; a fleet bills until deleted")
 	}
 	return writeRows(e.out, output, out)
 }

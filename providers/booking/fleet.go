@@ -340,6 +340,13 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (store.Row,
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()
 	if err := p.DeleteFleet(cctx, r.Region, r.ProviderRef); err != nil {
+		if r.Provider == "sim" && cctx.Err() == nil {
+			// The simulated market keeps its fleets in the memory of the
+			// process that launched them: once that process ended, so did
+			// the fleet, and nothing is left to delete or to bill.
+			r.State, r.Error = store.StateDeleted, "simulated fleet ended with the process that launched it: "+err.Error()
+			return s.update(context.WithoutCancel(ctx), r)
+		}
 		return r, fmt.Errorf("delete fleet %s: %w (the ledger still shows it %s; deleting again is safe)", r.ProviderRef, err, r.State)
 	}
 	r.State, r.Error = store.StateDeleted, ""

@@ -485,6 +485,7 @@ func (v *blocksView) View() string {
 		summary += fmt.Sprintf(" · %d offerings at %s", len(v.offers), v.at.In(v.c.now().Location()).Format("15:04"))
 	}
 	b.WriteString(st.dim.Render(fit(summary+"   (e edits)", v.w, false)))
+	b.WriteString("\n" + st.dim.Render(fit("* SPOT ALT: the cheapest spot pool's risk-adjusted $/GPU-h for the same GPUs (spread over as many instances), ALT TOTAL for the same hours", v.w, false)))
 	for name, err := range v.failed {
 		b.WriteString("\n" + st.footerErr.Render(fit(name+": "+err.Error(), v.w, false)))
 	}
@@ -492,8 +493,8 @@ func (v *blocksView) View() string {
 		title string
 		w     int
 		right bool
-	}{{"$/GPU-h", 8, true}, {"UPFRONT $", 10, true}, {"INSTANCES", 19, false}, {"GPUs", 5, true}, {"WHERE", 16, false},
-		{"START (local)", 16, false}, {"HOURS", 5, true}, {"SPOT ALT $/GPU-h", 16, true}, {"SPOT ALT TOTAL $", 16, true}, {"SPOT POOL", 22, false}}
+	}{{"$/GPU-h", 8, true}, {"UPFRONT $", 10, true}, {"INSTANCES", 16, false}, {"GPUs", 5, true}, {"WHERE", 14, false},
+		{"START (local)", 15, false}, {"HOURS", 5, true}, {"SPOT ALT*", 9, true}, {"ALT TOTAL $", 11, true}, {"SPOT POOL", 24, false}}
 	var hdr []string
 	for _, c := range cols {
 		hdr = append(hdr, fit(c.title, c.w, c.right))
@@ -503,7 +504,7 @@ func (v *blocksView) View() string {
 		b.WriteString("\n  " + st.dim.Render("No offerings for these terms. e: try other dates, a shorter duration or fewer GPUs."))
 	}
 	loc := v.c.now().Location()
-	rows := max(v.h-3, 1)
+	rows := max(v.h-4, 1)
 	first := max(0, v.cur-rows+1)
 	for i := first; i < len(v.offers) && i < first+rows; i++ {
 		o := v.offers[i]

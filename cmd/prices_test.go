@@ -304,3 +304,61 @@ func TestWriteHistoryStreamsSameAsRows(t *testing.T) {
 		}
 	}
 }
+
+// stuckMarket never finishes its back-fill.
+type stuckMarket struct{}
+
+func (stuckMarket) Name() string { return "stuck" }
+func (stuckMarket) Fetch(ctx context.Context, _ providers.FetchRequest, _ providers.Sink) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func TestPricesTimeoutNamesTheFlag(t *testing.T) {
+	e, _, _ := testEnv(t, providers.Query{})
+	_, err := e.snapshotOf(context.Background(), []providers.Provider{stuckMarket{}}, 10*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "--timeout") {
+		t.Errorf("err = %v, want one that says to raise --timeout", err)
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		t.Error("a timeout is a runtime failure (exit 1), not bad usage")
+	}
+}
+
+func TestPricesOneSourceFailsOtherAnswers(t *testing.T) {
+	e, _, errOut := testEnv(t, providers.Query{})
+	snap, err := e.snapshotOf(context.Background(), []providers.Provider{
+		&fakeMarket{now: time.Now(), failAll: true},
+		namedMarket{"other", &fakeMarket{now: time.Now()}},
+	}, time.Minute)
+	if err != nil {
+		t.Fatalf("one source answered, yet: %v", err)
+	}
+	if !strings.Contains(errOut.String(), "fake: credentials expired") {
+		t.Errorf("stderr %q, want a warning naming the failed source", errOut)
+	}
+	if len(snap.Pools) == 0 {
+		t.Error("no pools from the source that answered")
+	}
+}
+
+// namedMarket renames a provider, and its pools, so two fakes can run side
+// by side.
+type namedMarket struct {
+	name string
+	p    providers.Provider
+}
+
+func (n namedMarket) Name() string { return n.name }
+func (n namedMarket) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
+	return n.p.Fetch(ctx, req, func(ev providers.Event) {
+		for i := range ev.Pools {
+			ev.Pools[i].Provider = n.name
+		}
+		for i := range ev.Points {
+			ev.Points[i].Pool.Provider = n.name
+		}
+		sink(ev)
+	})
+}

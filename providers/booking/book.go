@@ -185,6 +185,9 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 // the first one's outcome is unknown it is reconciled first, so the user
 // learns whether it was bought.
 func (s *Service) duplicate(ctx context.Context, existing store.Row) error {
+	if existing.State == store.StatePending && s.opt.Now().Sub(existing.UpdatedAt) < s.opt.Timeout+inFlightGrace {
+		return fmt.Errorf("refused: a purchase of %s is in flight (ledger row %s, by %s); it is not sent twice", existing.IdemKey, existing.ID, existing.Actor)
+	}
 	if !existing.Settled() {
 		if r, settled, reason := s.reconcileRow(ctx, existing); settled {
 			existing = r

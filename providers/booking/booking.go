@@ -68,6 +68,17 @@ func (s *Service) update(ctx context.Context, r store.Row) (store.Row, error) {
 	return out, err
 }
 
+// settle is update for a reconciliation: only if the row is still in the
+// state it was read in. On a conflict it returns the row as now stored.
+func (s *Service) settle(ctx context.Context, r store.Row, from string) (store.Row, error) {
+	out, err := s.st.UpdateFrom(ctx, r, from)
+	if errors.Is(err, store.ErrConflict) {
+		return s.st.Get(ctx, r.ID)
+	}
+	s.changes.Add(1)
+	return out, err
+}
+
 func (s *Service) intent(ctx context.Context, r store.Row, check store.IntentCheck) (store.Row, error) {
 	out, err := s.st.RecordIntent(ctx, r, check)
 	if err == nil {

@@ -492,3 +492,34 @@ func TestCheckFleet(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondBookWhileFirstInFlight is the same key pressed twice (or the
+// same command run twice) while the first purchase is on the wire.
+func TestSecondBookWhileFirstInFlight(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	f.search(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	f.fake.BookHook = func(context.Context, providers.BookRequest) error {
+		close(started)
+		<-release
+		return nil
+	}
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() {
+		_, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"})
+		first <- err
+	}()
+	<-started
+	_, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"})
+	if err == nil || !strings.Contains(err.Error(), "in flight") {
+		t.Fatalf("second press: %v", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := f.fake.Calls("Book"); n != 1 {
+		t.Fatalf("%d purchases, want 1", n)
+	}
+}

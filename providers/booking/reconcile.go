@@ -46,7 +46,7 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	for _, r := range rows {
 		if r.Settled() {
 			if next := advance(r, now); next.State != r.State {
-				next, err = s.update(ctx, next)
+				next, err = s.settle(ctx, next, r.State)
 				if err != nil {
 					return rep, err
 				}
@@ -81,9 +81,14 @@ func (s *Service) reconcileRow(ctx context.Context, r store.Row) (store.Row, boo
 		if r.Error == "" {
 			r.Error = "no outcome recorded: the process stopped between intent and answer"
 		}
-		if u, err := s.update(ctx, r); err == nil {
-			r = u
+		u, err := s.settle(ctx, r, store.StatePending)
+		if err != nil {
+			return r, false, err.Error()
 		}
+		if u.State != store.StateUnknown {
+			return u, u.Settled(), "the call is still in flight" // its own process answered meanwhile
+		}
+		r = u
 	}
 	switch r.Kind {
 	case store.KindBlock:
@@ -116,16 +121,16 @@ func (s *Service) reconcileBlock(ctx context.Context, r store.Row) (store.Row, b
 			// sent it, and nothing was ever spent. That is settled.
 			r.State = store.StateFailed
 			r.Error = "simulated market: the purchase was lost with the process that sent it; nothing was spent"
-			u, err := s.update(ctx, r)
+			u, err := s.settle(ctx, r, store.StateUnknown)
 			if err != nil {
 				return r, false, err.Error()
 			}
-			return u, true, ""
+			return u, u.Settled(), ""
 		}
 		return r, false, fmt.Sprintf("%s shows no reservation for %s %s×%d from %s yet; left unknown (never retried): check again later or in the console",
 			r.Provider, r.Zone, r.InstanceType, r.InstanceCount, r.Start.UTC().Format(time.RFC3339))
 	}
-	u, err := s.update(ctx, settleBlock(r, *found, s.opt.Now()))
+	u, err := s.settle(ctx, settleBlock(r, *found, s.opt.Now()), store.StateUnknown)
 	if err != nil {
 		return r, false, err.Error()
 	}
@@ -143,11 +148,11 @@ func (s *Service) reconcileFleet(ctx context.Context, r store.Row) (store.Row, b
 		if r.Provider == "sim" {
 			r.State = store.StateFailed
 			r.Error = "simulated market: the launch was lost with the process that sent it; nothing was spent"
-			u, err := s.update(ctx, r)
+			u, err := s.settle(ctx, r, store.StateUnknown)
 			if err != nil {
 				return r, false, err.Error()
 			}
-			return u, true, ""
+			return u, u.Settled(), ""
 		}
 		return r, false, fmt.Sprintf("%s cannot look a fleet up by its client token %s; left unknown: check the console", r.Provider, r.IdemKey)
 	}
@@ -160,7 +165,7 @@ func (s *Service) reconcileFleet(ctx context.Context, r store.Row) (store.Row, b
 	if fl == nil {
 		return r, false, fmt.Sprintf("%s shows no fleet with client token %s yet; left unknown (never retried)", r.Provider, r.IdemKey)
 	}
-	u, err := s.update(ctx, settleFleet(r, *fl))
+	u, err := s.settle(ctx, settleFleet(r, *fl), store.StateUnknown)
 	if err != nil {
 		return r, false, err.Error()
 	}

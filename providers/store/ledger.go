@@ -179,15 +179,40 @@ func (s *Store) RecordIntent(ctx context.Context, r Row, check IntentCheck) (Row
 // Update writes the row's outcome fields (everything but id, kind,
 // created_at, request and idem_key) and commits durably.
 func (s *Store) Update(ctx context.Context, r Row) (Row, error) {
+	return s.update(ctx, r, "")
+}
+
+// ErrConflict is returned by UpdateFrom when the row is no longer in the
+// state the caller read it in: another process settled it meanwhile.
+var ErrConflict = errors.New("the row changed meanwhile")
+
+// UpdateFrom is Update only if the stored row is still in state from. A
+// reconciliation uses it so that it never overwrites the outcome the
+// process that made the call recorded in the meantime.
+func (s *Store) UpdateFrom(ctx context.Context, r Row, from string) (Row, error) {
+	return s.update(ctx, r, from)
+}
+
+func (s *Store) update(ctx context.Context, r Row, from string) (Row, error) {
 	r.UpdatedAt = s.now()
-	res, err := s.db.ExecContext(ctx, `UPDATE ledger SET provider=?, cloud=?, region=?, zone=?, instance_type=?, instance_count=?,
-		gpu_count=?, start_at=?, end_at=?, cost_usd=?, cost_note=?, state=?, provider_ref=?, actor=?, updated_at=?, error=? WHERE id=?`,
-		r.Provider, r.Cloud, r.Region, r.Zone, r.InstanceType, r.InstanceCount, r.GPUCount, fmtTime(r.Start), fmtTime(r.End),
-		r.CostUSD, r.CostNote, r.State, r.ProviderRef, r.Actor, fmtTime(r.UpdatedAt), r.Error, r.ID)
+	q := `UPDATE ledger SET provider=?, cloud=?, region=?, zone=?, instance_type=?, instance_count=?,
+		gpu_count=?, start_at=?, end_at=?, cost_usd=?, cost_note=?, state=?, provider_ref=?, actor=?, updated_at=?, error=? WHERE id=?`
+	args := []any{r.Provider, r.Cloud, r.Region, r.Zone, r.InstanceType, r.InstanceCount, r.GPUCount, fmtTime(r.Start), fmtTime(r.End),
+		r.CostUSD, r.CostNote, r.State, r.ProviderRef, r.Actor, fmtTime(r.UpdatedAt), r.Error, r.ID}
+	if from != "" {
+		q += ` AND state=?`
+		args = append(args, from)
+	}
+	res, err := s.db.ExecContext(ctx, q, args...)
 	if err != nil {
 		return Row{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
+		if from != "" {
+			if _, err := s.Get(ctx, r.ID); err == nil {
+				return Row{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
+			}
+		}
 		return Row{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
 	}
 	return r, nil

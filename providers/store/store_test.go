@@ -94,6 +94,35 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 }
 
+func TestUpdateFromConflict(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	r, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "aws", IdemKey: "cb-1", State: StatePending}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The purchasing process records its outcome...
+	done := r
+	done.State, done.ProviderRef = StateScheduled, "cr-1"
+	if _, err := s.Update(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	// ...so a reconciliation that read the row while pending must not
+	// overwrite it.
+	stale := r
+	stale.State = StateUnknown
+	if _, err := s.UpdateFrom(ctx, stale, StatePending); !errors.Is(err, ErrConflict) {
+		t.Fatalf("stale update: %v", err)
+	}
+	got, _ := s.Get(ctx, r.ID)
+	if got.State != StateScheduled || got.ProviderRef != "cr-1" {
+		t.Fatalf("row %+v", got)
+	}
+	if _, err := s.UpdateFrom(ctx, Row{ID: "nope", State: StateFailed}, StatePending); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing row: %v", err)
+	}
+}
+
 func TestDaySpentAndCheck(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()

@@ -8,12 +8,16 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/providers/store"
 	"github.com/gpumarket/gpumarket/server"
 	"github.com/gpumarket/gpumarket/tui"
 )
@@ -101,6 +105,11 @@ func runServe(cmd *cobra.Command) error {
 		return err
 	}
 	h := e.newHub(ps)
+	svc, st, err := e.openBooking(ps, 0)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
 	var feed sync.WaitGroup
 	feed.Add(1)
 	go func() {
@@ -119,7 +128,8 @@ func runServe(cmd *cobra.Command) error {
 		IdleTimeout:        sc.IdleTimeout.D(),
 		MaxSessions:        sc.MaxSessions,
 		Hub:                h,
-		NewModel:           sessionModel(e, h),
+		NewModel:           sessionModel(e, h, svc),
+		Drain:              drainLedger(st, time.Now()),
 		Logger:             e.log,
 	})
 	if err != nil {
@@ -133,7 +143,7 @@ func runServe(cmd *cobra.Command) error {
 
 // sessionModel returns the factory of one SSH session's TUI: the shared
 // hub, the session's own role, actor, colours and context.
-func sessionModel(e *env, h *hub.Hub) func(server.SessionInfo) tea.Model {
+func sessionModel(e *env, h *hub.Hub, svc *booking.Service) func(server.SessionInfo) tea.Model {
 	return func(info server.SessionInfo) tea.Model {
 		role := tui.RoleViewer
 		if info.Role == server.RoleBooker {
@@ -151,5 +161,36 @@ func sessionModel(e *env, h *hub.Hub) func(server.SessionInfo) tea.Model {
 			Context: info.Context,
 			Logger:  e.log.With("actor", info.Actor),
 		})
+	}
+}
+
+// drainLedger waits until no purchase or launch that an SSH session of
+// this server started is still pending in the ledger: Shutdown calls it
+// after the sessions have ended, so the process never exits between a
+// purchase's intent and its recorded outcome.
+func drainLedger(st *store.Store, since time.Time) func(context.Context) error {
+	return func(ctx context.Context) error {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			rows, err := st.List(context.WithoutCancel(ctx), store.StatePending)
+			if err != nil {
+				return fmt.Errorf("read the ledger: %w", err)
+			}
+			var pending []string
+			for _, r := range rows {
+				if strings.HasPrefix(r.Actor, "ssh:") && !r.CreatedAt.Before(since) {
+					pending = append(pending, r.ID)
+				}
+			}
+			if len(pending) == 0 {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("ledger rows %s still pending (they will be reconciled at the next start): %w", strings.Join(pending, ", "), ctx.Err())
+			case <-tick.C:
+			}
+		}
 	}
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpumarket/gpumarket/providers/store"
 )
 
 // serveWait bounds the waits of the serve tests (a ceiling against a hung
@@ -222,5 +224,59 @@ func (s *sshScreen) press(t *testing.T, keys string) {
 	t.Helper()
 	if _, err := io.WriteString(s.in, keys); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The shutdown drain waits for a purchase an SSH session started until
+// its outcome is recorded, ignores rows that are not the server's, and
+// gives up at its bound naming what is still pending.
+func TestDrainLedger(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	start := time.Now().Add(-time.Second)
+	intent := func(actor, key string) store.Row {
+		r, err := st.RecordIntent(ctx, store.Row{Kind: store.KindBlock, Provider: "sim", IdemKey: key,
+			State: store.StatePending, Actor: actor}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	intent("alice@laptop", "local-one") // a local purchase: not the server's to wait for
+	drain := drainLedger(st, start)
+	if err := drain(ctx); err != nil {
+		t.Fatalf("drain with only a local row pending: %v", err)
+	}
+
+	row := intent("ssh:SHA256:abc organizer", "ssh-one")
+	done := make(chan error, 1)
+	go func() { done <- drain(ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("drain returned (%v) while a session's purchase was pending", err)
+	case <-time.After(300 * time.Millisecond): // it must still be waiting; no timing is asserted
+	}
+	row.State = store.StateScheduled
+	if _, err := st.Update(ctx, row); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("drain after the outcome was recorded: %v", err)
+		}
+	case <-time.After(serveWait):
+		t.Fatal("drain did not notice the recorded outcome")
+	}
+
+	stuck := intent("ssh:SHA256:def attendee", "ssh-two")
+	bounded, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := drain(bounded); err == nil || !strings.Contains(err.Error(), stuck.ID) {
+		t.Errorf("drain past its bound = %v, want an error naming row %s", err, stuck.ID)
 	}
 }

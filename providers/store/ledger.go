@@ -133,11 +133,12 @@ func (s *Store) RecordIntent(ctx context.Context, r Row, check IntentCheck) (Row
 	if r.Kind == "" || r.Provider == "" || r.IdemKey == "" || r.State == "" {
 		return Row{}, fmt.Errorf("record intent: kind, provider, idempotency key and state are required")
 	}
-	now := s.now()
 	if r.CreatedAt.IsZero() {
-		r.CreatedAt = now
+		r.CreatedAt = s.now()
 	}
-	r.UpdatedAt = now
+	// An intent is as old as its creation: the caller's clock decides
+	// when a pending call counts as abandoned.
+	r.UpdatedAt = r.CreatedAt
 	if len(r.Request) == 0 {
 		r.Request = json.RawMessage("{}")
 	}

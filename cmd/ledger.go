@@ -125,7 +125,7 @@ func (e *env) runLedger(ctx context.Context, timeout time.Duration, output strin
 	rep, rerr := svc.Reconcile(rctx)
 	cancel()
 	for _, r := range rep.Settled {
-		if r.Kind == store.KindBlock && (r.State == store.StateActive || r.State == store.StateEnded) && r.ProviderRef != "" {
+		if store.Booked(r.Kind) && (r.State == store.StateActive || r.State == store.StateEnded) && r.ProviderRef != "" {
 			continue // moved along by its dates: not news
 		}
 		fmt.Fprintf(e.errOut, "gpumarket: ledger: reconciled %s (%s %s): %s %s\n", r.ID, r.Kind, r.InstanceType, r.State, r.ProviderRef)

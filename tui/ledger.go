@@ -389,7 +389,7 @@ func orderLedger(rows []store.Row, now time.Time) []store.Row {
 		if ra, rb := rank(a), rank(b); ra != rb {
 			return ra < rb
 		}
-		if rank(a) <= 1 && !a.Start.Equal(b.Start) && a.Kind == store.KindBlock && b.Kind == store.KindBlock {
+		if rank(a) <= 1 && !a.Start.Equal(b.Start) && store.Booked(a.Kind) && store.Booked(b.Kind) {
 			return a.Start.Before(b.Start)
 		}
 		return a.ID > b.ID
@@ -399,7 +399,7 @@ func orderLedger(rows []store.Row, now time.Time) []store.Row {
 
 // timeLeft is a block's countdown: to its start, then to its end.
 func timeLeft(r store.Row, now time.Time) string {
-	if r.Kind != store.KindBlock || r.Start.IsZero() {
+	if !store.Booked(r.Kind) || r.Start.IsZero() {
 		return "-"
 	}
 	switch {

@@ -37,7 +37,7 @@ func (s *Service) Quote(ctx context.Context, offeringID string) (Quote, error) {
 	if err := s.checkBudget(q.CostUSD, q.DaySpentUSD); err != nil {
 		return q, err
 	}
-	if r, err := s.st.Holder(ctx, store.KindBlock, offeringID); err == nil {
+	if r, err := s.st.Holder(ctx, kindOf(c.Offering), offeringID); err == nil {
 		if !r.Settled() {
 			return q, fmt.Errorf("refused: an earlier purchase of %s (ledger row %s) has an unknown outcome; it is not re-sent: reconcile with `gpumarket ledger`", offeringID, r.ID)
 		}
@@ -129,7 +129,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 		return res, fmt.Errorf("book %s: %w", o.ID, err)
 	}
 	intent := store.Row{
-		Kind: store.KindBlock, Provider: o.Provider, Cloud: string(o.Cloud), Region: o.Region, Zone: o.Zone,
+		Kind: kindOf(o), Provider: o.Provider, Cloud: string(o.Cloud), Region: o.Region, Zone: o.Zone,
 		InstanceType: o.InstanceType, InstanceCount: o.InstanceCount, GPUCount: o.GPUCount(),
 		Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, State: store.StatePending, Actor: actor,
 		CreatedAt: now, Request: reqJSON, IdemKey: o.ID,
@@ -233,7 +233,7 @@ func settleBlock(r store.Row, bk providers.Booking, now time.Time) store.Row {
 // active until the end, then ended. Capacity blocks do so on their own at
 // the cloud; the ledger follows the clock rather than ask.
 func advance(r store.Row, now time.Time) store.Row {
-	if r.Kind != store.KindBlock || r.Start.IsZero() {
+	if !store.Booked(r.Kind) || r.Start.IsZero() {
 		return r
 	}
 	switch r.State {
@@ -248,6 +248,15 @@ func advance(r store.Row, now time.Time) store.Row {
 		}
 	}
 	return r
+}
+
+// kindOf is the ledger kind of an offering: an AWS capacity block, or an
+// Azure fixed-window capacity reservation.
+func kindOf(o providers.Offering) string {
+	if o.Cloud == providers.CloudAzure {
+		return store.KindReservation
+	}
+	return store.KindBlock
 }
 
 func offeringOf(r store.Row) (providers.Offering, error) {

@@ -258,6 +258,13 @@ func (s *Service) FindOfferings(ctx context.Context, q providers.OfferingQuery) 
 	if err != nil {
 		return res, err
 	}
+	heldRes, err := s.st.HeldKeys(ctx, store.KindReservation)
+	if err != nil {
+		return res, err
+	}
+	for k := range heldRes {
+		held[k] = true
+	}
 	kept := res.Offerings[:0]
 	for _, o := range res.Offerings {
 		if held[o.ID] {
@@ -308,7 +315,7 @@ func (s *Service) remember(ctx context.Context) {
 		}
 		byProvider := map[string][]providers.BookedOffering{}
 		for _, r := range rows {
-			if r.Kind != store.KindBlock || r.State == store.StateFailed {
+			if !store.Booked(r.Kind) || r.State == store.StateFailed {
 				continue
 			}
 			o, err := offeringOf(r)

@@ -523,3 +523,23 @@ func TestSecondBookWhileFirstInFlight(t *testing.T) {
 		t.Fatalf("%d purchases, want 1", n)
 	}
 }
+
+func TestAzureOfferingIsAReservation(t *testing.T) {
+	f := newFixture(t, "", "azure", booking.Budget{})
+	o := bookingtest.Offering("azure", "azcr-1", t0.Add(24*time.Hour), 24, 1, 500)
+	o.Cloud, o.Region, o.Zone, o.InstanceType = providers.CloudAzure, "eastus", "1", "Standard_ND96isr_H100_v5"
+	f.fake = bookingtest.New("azure", o)
+	f.svc = booking.New(f.st, []providers.Provider{f.fake}, booking.Options{Now: func() time.Time { return f.now }, Timeout: time.Second})
+	f.search(t)
+	ctx := context.Background()
+	res, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "azcr-1"})
+	if err != nil || res.Row.Kind != store.KindReservation {
+		t.Fatalf("row %+v %v", res.Row, err)
+	}
+	if _, err := f.svc.Quote(ctx, "azcr-1"); !errors.Is(err, store.ErrDuplicate) {
+		t.Fatalf("quote after booking: %v", err)
+	}
+	if s := f.search(t); len(s.Offerings) != 0 {
+		t.Fatalf("booked reservation offered again: %+v", s.Offerings)
+	}
+}

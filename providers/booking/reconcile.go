@@ -91,7 +91,7 @@ func (s *Service) reconcileRow(ctx context.Context, r store.Row) (store.Row, boo
 		r = u
 	}
 	switch r.Kind {
-	case store.KindBlock:
+	case store.KindBlock, store.KindReservation:
 		return s.reconcileBlock(ctx, r)
 	case store.KindFleet:
 		return s.reconcileFleet(ctx, r)

@@ -18,6 +18,10 @@ const (
 	KindReservation = "reservation"
 )
 
+// Booked reports whether a row of the kind books a fixed window (a
+// capacity block or a reservation), as opposed to a fleet.
+func Booked(kind string) bool { return kind == KindBlock || kind == KindReservation }
+
 // States of a ledger row (DESIGN.md's contract).
 const (
 	// StatePending: the intent is recorded and the call is being made.

@@ -276,7 +276,10 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 			v.act++
 			seq, ctx, svc, id, actor := v.act, v.ctx, v.svc, v.pending.ID, v.c.actor
 			return v.box.cmd(func() tea.Msg {
-				res, err := svc.Book(ctx, booking.BookRequest{OfferingID: id, Actor: actor})
+				// Once sent, a purchase runs to its answer (bounded by the
+				// service's timeout) even if the session ends meanwhile, so
+				// its outcome is recorded rather than left unknown.
+				res, err := svc.Book(context.WithoutCancel(ctx), booking.BookRequest{OfferingID: id, Actor: actor})
 				return bookedMsg{seq: seq, res: res, err: err}
 			})
 		}

@@ -290,7 +290,8 @@ func (v *fleetView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 			v.act++
 			seq, ctx, svc, spec, est, actor := v.act, v.ctx, v.svc, v.spec, v.est, v.c.actor
 			return v.box.cmd(func() tea.Msg {
-				res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
+				// As a purchase: runs to its answer even if the session ends.
+				res, err := svc.LaunchFleet(context.WithoutCancel(ctx), booking.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
 				return fleetLaunchedMsg{seq: seq, res: res, err: err}
 			})
 		}

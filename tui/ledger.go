@@ -329,7 +329,7 @@ func (v *ledgerView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 			v.confirm.send("deleting")
 			svc, ctx, id, actor := v.svc, v.ctx, v.target.ID, v.c.actor
 			return v.box.cmd(func() tea.Msg {
-				r, err := svc.DeleteFleet(ctx, id, actor)
+				r, err := svc.DeleteFleet(context.WithoutCancel(ctx), id, actor)
 				return fleetDeletedMsg{row: r, err: err}
 			})
 		}

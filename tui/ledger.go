@@ -22,6 +22,9 @@ import (
 // here). The root calls it in New, after the Market and Chart views:
 //
 //	m.addMoneyViews(opt.Context, opt.Booking)
+//
+// and should give mailNudge messages to every view (case mailNudge:
+// return m, m.broadcast(msg)) so that a hidden view's results show at once.
 func (m *Model) addMoneyViews(ctx context.Context, svc *booking.Service) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -34,7 +37,18 @@ func (m *Model) addMoneyViews(ctx context.Context, svc *booking.Service) {
 	}
 	fleet := newFleetView(m.c, ctx, svc, m.market.chartKeys)
 	ledger := newLedgerView(m.c, ctx, svc)
-	m.views = append(m.views, blocks, fleet, ledger)
+	// Called again (tests, a session given a ledger later), it replaces
+	// the money views rather than adding a second set.
+	kept := m.views[:0]
+	for _, v := range m.views {
+		switch v.(type) {
+		case *blocksView, *fleetView, *ledgerView:
+			continue
+		}
+		kept = append(kept, v)
+	}
+	m.views = append(kept, blocks, fleet, ledger)
+	m.active, m.prev = min(m.active, len(m.views)-1), min(m.prev, len(m.views)-1)
 	m.resize()
 }
 

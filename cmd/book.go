@@ -207,7 +207,10 @@ func (e *env) runBook(ctx context.Context, id string, dryRun, yes bool, timeout 
 			msg = "the provider accepted the dry run: the purchase would succeed"
 		}
 		if output == formatTable {
-			fmt.Fprintf(e.out, "dry run (nothing bought): %s\n", msg)
+			if !strings.HasPrefix(strings.ToLower(msg), "dry run") {
+				msg = "dry run: " + msg
+			}
+			fmt.Fprintf(e.out, "%s (nothing was bought)\n", msg)
 			return nil
 		}
 		return writeRows(e.out, output, []dryRunRow{{OfferingID: id, Provider: q.Offering.Provider, DryRun: true, UpfrontUSD: q.Offering.UpfrontUSD, Message: msg}})

@@ -191,7 +191,10 @@ func (e *env) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 			msg = "the provider accepted the dry run: the launch would succeed"
 		}
 		if f.output == formatTable {
-			fmt.Fprintf(e.out, "dry run (nothing launched): %s\n", msg)
+			if !strings.HasPrefix(strings.ToLower(msg), "dry run") {
+				msg = "dry run: " + msg
+			}
+			fmt.Fprintf(e.out, "%s (nothing was launched)\n", msg)
 			return nil
 		}
 		return writeRows(e.out, f.output, []fleetDryRunRow{{Provider: spec.Provider, Region: spec.Region, DryRun: true, USDHour: est.USDHour, Message: msg}})

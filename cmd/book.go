@@ -31,13 +31,30 @@ func (e *env) openBooking(ps []providers.Provider, timeout time.Duration) (*book
 	if err != nil {
 		return nil, nil, err
 	}
-	svc := booking.New(st, ps, booking.Options{
+	return e.bookingOver(st, ps, timeout), st, nil
+}
+
+// bookingOver is a booking service over an open store.
+func (e *env) bookingOver(st *store.Store, ps []providers.Provider, timeout time.Duration) *booking.Service {
+	return booking.New(st, ps, booking.Options{
 		Budget:  booking.Budget{MaxBookingUSD: e.cfg.Budget.MaxBookingUSD, MaxDailyUSD: e.cfg.Budget.MaxDailyUSD},
 		Logger:  e.log,
 		Timeout: timeout,
 		Actor:   localActor(),
 	})
-	return svc, st, nil
+}
+
+// providersWith builds the run's sources plus the named ones: the
+// provider an offering or a ledger row belongs to, so that `book ID` and
+// `fleet delete ID` reach it without --provider.
+func (e *env) providersWith(ctx context.Context, names ...string) ([]providers.Provider, error) {
+	all := append([]string(nil), e.query.Providers...)
+	for _, n := range names {
+		if n != "" && !contains(all, n) {
+			all = append(all, n)
+		}
+	}
+	return buildProviders(ctx, e, all)
 }
 
 // localActor names who acts from this terminal: "user@host".
@@ -172,15 +189,18 @@ first.`,
 }
 
 func (e *env) runBook(ctx context.Context, id string, dryRun, yes bool, timeout time.Duration, output string) error {
-	ps, err := e.providers(ctx)
-	if err != nil {
-		return err
-	}
-	svc, st, err := e.openBooking(ps, timeout)
+	st, err := store.Open(e.dataDir)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	// The offering names its provider; an unknown id is refused below.
+	c, _ := st.Offering(ctx, id, time.Now())
+	ps, err := e.providersWith(ctx, c.Offering.Provider)
+	if err != nil {
+		return err
+	}
+	svc := e.bookingOver(st, ps, timeout)
 
 	q, err := svc.Quote(ctx, id)
 	if err != nil {

@@ -78,7 +78,7 @@ func TestBookAgainstFakeEC2(t *testing.T) {
 	}
 
 	// --dry-run sends exactly one PurchaseCapacityBlock, with DryRun.
-	code, out, errOut := s.run("book", id, "--provider", "aws", "--region", "us-east-1", "--dry-run")
+	code, out, errOut := s.run("book", id, "--dry-run")
 	if code != 0 || !strings.Contains(out, "would succeed") {
 		t.Fatalf("dry run: exit %d: %s %s", code, out, errOut)
 	}
@@ -87,7 +87,7 @@ func TestBookAgainstFakeEC2(t *testing.T) {
 	}
 
 	// --yes sends exactly one, and the ledger lists its id, cost and dates.
-	code, _, errOut = s.run("book", id, "--provider", "aws", "--region", "us-east-1", "--yes")
+	code, _, errOut = s.run("book", id, "--yes")
 	if code != 0 {
 		t.Fatalf("book: exit %d: %s", code, errOut)
 	}

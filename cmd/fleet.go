@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/store"
 )
 
 func init() { extraCommands = append(extraCommands, newFleetCmd) }
@@ -239,19 +240,20 @@ func newFleetDeleteCmd() *cobra.Command {
 }
 
 func (e *env) runFleetDelete(ctx context.Context, id string, yes bool, timeout time.Duration, output string) error {
-	ps, err := e.providers(ctx)
-	if err != nil {
-		return err
-	}
-	svc, st, err := e.openBooking(ps, timeout)
+	st, err := store.Open(e.dataDir)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	r, err := svc.FleetRow(ctx, id)
+	r, err := e.bookingOver(st, nil, timeout).FleetRow(ctx, id)
 	if err != nil {
 		return err
 	}
+	ps, err := e.providersWith(ctx, r.Provider)
+	if err != nil {
+		return err
+	}
+	svc := e.bookingOver(st, ps, timeout)
 	fmt.Fprintf(e.errOut, "fleet %s (ledger row %s): %d × %s in %s, state %s\n", r.ProviderRef, r.ID, r.InstanceCount, r.InstanceType, r.Region, r.State)
 	if !yes {
 		if err := e.confirm("fleet delete", "delete it and terminate its instances"); err != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/user"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -90,33 +89,22 @@ func runRoot(cmd *cobra.Command) error {
 
 // runTUI runs the TUI on the terminal until the user quits.
 func runTUI(ctx context.Context, e *env, h *hub.Hub) error {
+	svc, st, err := e.openBooking(h.Providers(), 0)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
 	return tui.Run(ctx, tui.Options{
+		Booking: svc,
 		Hub:     h,
 		Window:  e.query.Window,
 		GPUs:    e.query.GPUs,
 		Regions: e.query.Regions,
 		Risk:    e.risk(),
 		Role:    tui.RoleBooker,
-		Actor:   terminalActor(),
+		Actor:   localActor(),
 		NoColor: os.Getenv("NO_COLOR") != "",
 		Context: ctx,
 		Logger:  e.log,
 	})
-}
-
-// terminalActor names who acts from this terminal, "user@host", in the
-// ledger's form (book.go's localActor writes the same; they should become
-// one function once book.go is committed).
-func terminalActor() string {
-	name := os.Getenv("USER")
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		name = u.Username
-	}
-	if name == "" {
-		name = "unknown"
-	}
-	if host, _ := os.Hostname(); host != "" {
-		return name + "@" + host
-	}
-	return name
 }

@@ -16,6 +16,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
 )
 
@@ -55,6 +56,10 @@ type Options struct {
 	Context context.Context
 	// Logger receives diagnostics; it must not write to the terminal.
 	Logger *slog.Logger
+	// Booking runs every money-spending action through the ledger; nil
+	// means the Blocks, Fleet and Ledger views say nothing can be booked
+	// here.
+	Booking *booking.Service
 }
 
 // view is one screen of the TUI. Adding a view (Blocks, Fleet, Ledger) is
@@ -165,6 +170,7 @@ func New(opt Options) *Model {
 	m.market = newMarket(c, opt.GPUs, opt.Regions)
 	m.chart = newChart(c)
 	m.views = []view{m.market, m.chart}
+	m.addMoneyViews(opt.Context, opt.Booking)
 	m.spin = spinner.New(spinner.WithSpinner(spinner.MiniDot))
 	m.help = help.New()
 	m.applyStyles()
@@ -288,6 +294,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case backMsg:
 		m.switchTo(m.prev)
 		return m, nil
+	case mailNudge:
+		return m, m.broadcast(msg)
 	case tea.KeyPressMsg:
 		return m.updateKey(msg)
 	}

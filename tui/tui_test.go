@@ -380,10 +380,16 @@ func TestTabCyclesViewsAndHelpToggles(t *testing.T) {
 	if m.active != 1 {
 		t.Fatalf("tab: active %d", m.active)
 	}
-	press(m, "tab")
+	// Market, Chart, Blocks, Fleet, Ledger: four more tabs wrap around.
+	press(m, "tab", "tab", "tab", "tab")
 	if m.active != 0 {
-		t.Fatalf("tab wrap: active %d", m.active)
+		t.Fatalf("tab wrap: active %d of %d views", m.active, len(m.views))
 	}
+	press(m, "shift+tab")
+	if got := m.views[m.active].Title(); got != "Ledger" {
+		t.Fatalf("shift+tab from Market went to %q, want Ledger", got)
+	}
+	press(m, "tab")
 	press(m, "?")
 	out := ansi.Strip(m.View().Content)
 	if !strings.Contains(out, "reverse sort") || !strings.Contains(out, "region filter") {

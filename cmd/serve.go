@@ -150,6 +150,9 @@ func sessionModel(e *env, h *hub.Hub, svc *booking.Service) func(server.SessionI
 			role = tui.RoleBooker
 		}
 		return tui.New(tui.Options{
+			// One service for every session: the ledger's transactions
+			// keep two sessions from buying the same offering.
+			Booking: svc,
 			Hub:     h,
 			Window:  e.query.Window,
 			GPUs:    e.query.GPUs,

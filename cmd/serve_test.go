@@ -18,7 +18,9 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/server"
 )
 
 // serveWait bounds the waits of the serve tests (a ceiling against a hung
@@ -45,22 +47,10 @@ func TestServeUsageErrors(t *testing.T) {
 // market and connects two SSH clients: each gets the real TUI, a viewer's
 // is read-only, their screens are their own, and a shutdown tells them.
 func TestServeRealTUI(t *testing.T) {
-	isolate(t)
-	dir := t.TempDir()
 	viewer, vline := clientKey(t, "", "attendee")
 	booker, bline := clientKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
-	ak := filepath.Join(dir, "authorized_keys")
-	if err := os.WriteFile(ak, []byte(vline+"\n"+bline+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var logs syncBuffer
-	exited := make(chan int, 1)
-	go func() {
-		exited <- run(ctx, []string{"serve", "--listen", addr, "--authorized-keys", ak}, strings.NewReader(""), io.Discard, &logs)
-	}()
+	srv := startServe(t, vline+"\n"+bline+"\n")
+	addr, cancel, exited, logs := srv.addr, srv.cancel, srv.exited, &srv.logs
 
 	a := sshTerm(t, addr, viewer, 120, 40)
 	a.wait(t, "SIMULATED MARKET")
@@ -91,6 +81,7 @@ func TestServeRealTUI(t *testing.T) {
 	b.waitStderr(t, "server shutting down")
 	select {
 	case code := <-exited:
+		exited <- code // for the cleanup
 		if code != 0 {
 			t.Errorf("serve exit %d after a shutdown, want 0; log:\n%s", code, logs.String())
 		}
@@ -102,6 +93,99 @@ func TestServeRealTUI(t *testing.T) {
 			t.Errorf("the server log lacks %q:\n%s", want, logs.String())
 		}
 	}
+}
+
+// TestServeBookingRoles: over SSH, a viewer's booking key in the Blocks
+// view spends nothing and says the session is read-only; a booker's books
+// the block through the ledger, which records the key that did it.
+func TestServeBookingRoles(t *testing.T) {
+	viewer, vline := clientKey(t, "", "attendee")
+	booker, bline := clientKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
+	srv := startServe(t, vline+"\n"+bline+"\n")
+	ledger := func() []store.Row {
+		st, err := store.Open(srv.dataDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		rows, err := st.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+
+	v := sshTerm(t, srv.addr, viewer, 120, 40)
+	v.wait(t, "SIMULATED MARKET")
+	v.press(t, "\t\t") // Market → Chart → Blocks
+	v.wait(t, "offerings at")
+	v.press(t, "b")
+	v.wait(t, "read-only session")
+	if rows := ledger(); len(rows) != 0 {
+		t.Fatalf("a viewer's b wrote %d ledger rows, want none: %+v", len(rows), rows)
+	}
+
+	b := sshTerm(t, srv.addr, booker, 120, 40)
+	b.wait(t, "SIMULATED MARKET")
+	b.press(t, "\t\t")
+	b.wait(t, "offerings at")
+	b.press(t, "b")
+	b.wait(t, "Type y then enter to buy")
+	b.press(t, "y")
+	b.press(t, "\r")
+	b.wait(t, "booked ")
+	rows := ledger()
+	if len(rows) != 1 {
+		t.Fatalf("after the booker's purchase the ledger has %d rows, want 1", len(rows))
+	}
+	want := server.Actor(gossh.FingerprintSHA256(booker.PublicKey()), "organizer")
+	if r := rows[0]; r.Actor != want || r.State == store.StatePending || r.State == store.StateFailed {
+		t.Errorf("ledger row actor %q state %q, want actor %q and a settled purchase", r.Actor, r.State, want)
+	}
+}
+
+// servedCmd is `gpumarket serve` running in-process.
+type servedCmd struct {
+	addr    string
+	dataDir string
+	cancel  context.CancelFunc
+	exited  chan int
+	logs    syncBuffer
+}
+
+// startServe runs `gpumarket serve` on the simulated market (no budget
+// caps) for the given authorized_keys content.
+func startServe(t *testing.T, authorized string) *servedCmd {
+	t.Helper()
+	isolate(t)
+	dir := t.TempDir()
+	ak := filepath.Join(dir, "authorized_keys")
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(ak, []byte(authorized), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("budget: {max_booking_usd: 0, max_daily_usd: 0}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dataDir, err := config.DataDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &servedCmd{addr: freeAddr(t), dataDir: dataDir, cancel: cancel, exited: make(chan int, 1)}
+	go func() {
+		s.exited <- run(ctx, []string{"serve", "--config", cfg, "--listen", s.addr, "--authorized-keys", ak},
+			strings.NewReader(""), io.Discard, &s.logs)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.exited:
+		case <-time.After(serveWait):
+			t.Error("serve did not stop")
+		}
+	})
+	return s
 }
 
 type syncBuffer struct {

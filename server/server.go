@@ -75,6 +75,9 @@ type Server struct {
 	log  *slog.Logger
 	keys *keyring
 	ssh  *ssh.Server
+	// hostKey is the host key's fingerprint, logged so that an operator
+	// can tell users what to expect on first connect.
+	hostKey string
 
 	mu        sync.Mutex
 	sessions  map[*session]struct{}
@@ -137,7 +140,7 @@ func New(opt Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		opt: opt, log: log, keys: keys,
+		opt: opt, log: log, keys: keys, hostKey: gossh.FingerprintSHA256(signer.PublicKey()),
 		sessions: map[*session]struct{}{},
 		stopped:  make(chan struct{}),
 	}
@@ -217,7 +220,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.listeners = append(s.listeners, ln)
 	s.mu.Unlock()
-	s.log.Info("serving gpumarket over SSH", "addr", ln.Addr().String(), "authorized_keys", s.opt.AuthorizedKeysPath)
+	s.log.Info("serving gpumarket over SSH", "addr", ln.Addr().String(), "host_key", s.hostKey,
+		"authorized_keys", s.opt.AuthorizedKeysPath)
 
 	done := make(chan struct{})
 	defer close(done)

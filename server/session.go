@@ -146,6 +146,18 @@ func (s *Server) runSession(sess ssh.Session) (code int) {
 	st := &session{cancel: cancelProg}
 	st.lastInput.Store(time.Now().UnixNano())
 
+	// Window changes go to the program while it runs, and are drained
+	// until the session closes the channel: an unread change would block
+	// the session's request loop for good.
+	var resizeTo atomic.Pointer[tea.Program]
+	go func() {
+		for w := range winch {
+			if p := resizeTo.Load(); p != nil && progCtx.Err() == nil {
+				p.Send(tea.WindowSizeMsg{Width: w.Width, Height: w.Height})
+			}
+		}
+	}()
+
 	if msg := s.refusal(); msg != "" { // spare building a model for nothing
 		tell(sess, msg)
 		return 1
@@ -171,24 +183,12 @@ func (s *Server) runSession(sess ssh.Session) (code int) {
 		return 1
 	}
 	defer s.unregister(st)
+	resizeTo.Store(st.program)
 	// The exit status goes out before the session counts as ended:
 	// Shutdown closes the connections once no session is left, and the
 	// client must have its status (and the message) by then.
 	defer func() { _ = sess.Exit(code) }()
 
-	go func() {
-		for {
-			select {
-			case <-progCtx.Done():
-				return
-			case w, ok := <-winch:
-				if !ok {
-					return
-				}
-				st.program.Send(tea.WindowSizeMsg{Width: w.Width, Height: w.Height})
-			}
-		}
-	}()
 	if d := s.opt.IdleTimeout; d > 0 {
 		stop := watchIdle(st, d)
 		defer stop()

@@ -162,15 +162,21 @@ func (p *Provider) fetchRegion(ctx context.Context, region string, req providers
 		InstanceTypes:       types,
 		MaxResults:          awssdk.Int32(1000),
 	}
+	// AWS answers newest first, so every page is older than what the
+	// sink has already merged, and merging it rebuilds the pools' series.
+	// Pages are therefore sent in batches that double in size: the first
+	// page (today's prices) at once, and the whole history in about
+	// log2(pages) merges instead of one per page. Progress goes out with
+	// every page all the same.
 	pg := ec2.NewDescribeSpotPriceHistoryPaginator(p.client(region), in)
-	page := 0
+	page, sent := 0, 0
+	ev := providers.Event{Provider: Name, Region: region}
 	for pg.HasMorePages() {
 		out, err := pg.NextPage(ctx)
 		if err != nil {
 			return explain(fmt.Errorf("describe spot prices in %s: %w", region, err))
 		}
 		page++
-		ev := providers.Event{Provider: Name, Region: region, Points: make([]providers.PricePoint, 0, len(out.SpotPriceHistory))}
 		for _, sp := range out.SpotPriceHistory {
 			pt, ok, err := pricePoint(region, sp)
 			if err != nil {
@@ -197,14 +203,22 @@ func (p *Provider) fetchRegion(ctx context.Context, region string, req providers
 				ev.Pools = append(ev.Pools, pool)
 			}
 		}
+		var prog *providers.Progress
 		if req.Backfill {
 			total := page
 			if pg.HasMorePages() {
 				total++
 			}
-			ev.Progress = &providers.Progress{Done: page, Total: total}
+			prog = &providers.Progress{Done: page, Total: total}
 		}
-		sink(ev)
+		if len(ev.Points)+len(ev.Pools) > 0 && (sent == 0 || len(ev.Points) >= sent || !pg.HasMorePages()) {
+			sent += len(ev.Points)
+			ev.Progress = prog
+			sink(ev)
+			ev = providers.Event{Provider: Name, Region: region}
+		} else if prog != nil {
+			sink(providers.Event{Provider: Name, Region: region, Progress: prog})
+		}
 	}
 	// Refresh the descriptions of known pools whose interruption data or
 	// on-demand price changed (a new advisor file, a first price).

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/gpumarket/gpumarket/providers"
 )
@@ -142,7 +143,12 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 	if opt.Config != nil {
 		cfg = opt.Config.Copy()
 	} else {
-		var lo []func(*config.LoadOptions) error
+		// The SDK's own warnings ("falling back to IMDSv1") go to the
+		// debug log: the user gets one clear message from New instead.
+		sdkLog := logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+			opt.Logger.Debug(fmt.Sprintf(format, v...), "sdk", string(c))
+		})
+		lo := []func(*config.LoadOptions) error{config.WithLogger(sdkLog)}
 		if opt.Profile != "" {
 			lo = append(lo, config.WithSharedConfigProfile(opt.Profile))
 		}
@@ -153,6 +159,7 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		cfg = c
 	}
 	cfg.Retryer = newRetryer(opt.MaxAttempts, opt.MaxBackoff)
+	cfg.HTTPClient = withPlainBodies(cfg.HTTPClient)
 	home := cfg.Region
 	if home == "" {
 		home = "us-east-1"

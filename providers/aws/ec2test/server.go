@@ -107,6 +107,9 @@ type Server struct {
 	faultHits    map[int]map[string]int
 	calls        []Call
 	issued       map[string]issuedOffering
+	// selections caches the sorted history a query selects, so paging
+	// through a million points does not sort them again for every page.
+	selections map[string][]int
 	reservations []*Reservation
 	fleets       []*FleetRecord
 	seq          int
@@ -274,6 +277,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	_, _ = w.Write(body)
 }
 
@@ -507,6 +511,35 @@ func (s *Server) describeSpotPriceHistory(rd *Region, f url.Values, reqID string
 	if len(products) > 0 && !contains(products, "Linux/UNIX") {
 		return document("DescribeSpotPriceHistory", reqID, items("spotPriceHistorySet", nil)), nil
 	}
+	selKey := rd.Name + "|" + strings.Join(types, ",") + "|" + zone + "|" + f.Get("StartTime") + "|" + f.Get("EndTime") + "|" + strconv.Itoa(len(rd.Prices))
+	sel, cached := s.selections[selKey]
+	if !cached {
+		sel = selectHistory(rd, types, zone, start, hasStart, end, hasEnd)
+		if s.selections == nil {
+			s.selections = map[string][]int{}
+		}
+		s.selections[selKey] = sel
+	}
+	lo, hi, tok, err := s.page(f, len(sel), 1000, 5, 1000)
+	if err != nil {
+		return nil, err
+	}
+	zoneIDs := map[string]string{}
+	for _, z := range rd.Zones {
+		zoneIDs[z.Name] = z.ID
+	}
+	out := make([]node, 0, hi-lo)
+	for _, i := range sel[lo:hi] {
+		p := rd.Prices[i]
+		out = append(out, el("", tx("instanceType", p.InstanceType), tx("productDescription", "Linux/UNIX"),
+			tx("spotPrice", strconv.FormatFloat(p.USD, 'f', 6, 64)), tm("timestamp", p.At),
+			tx("availabilityZone", p.Zone), tx("availabilityZoneId", zoneIDs[p.Zone])))
+	}
+	return document("DescribeSpotPriceHistory", reqID, withToken([]node{items("spotPriceHistorySet", out)}, tok)...), nil
+}
+
+// selectHistory picks the history entries of a query, newest first.
+func selectHistory(rd *Region, types []string, zone string, start time.Time, hasStart bool, end time.Time, hasEnd bool) []int {
 	type pz struct{ t, z string }
 	before := map[pz]int{}
 	var sel []int
@@ -539,22 +572,7 @@ func (s *Server) describeSpotPriceHistory(rd *Region, f url.Values, reqID string
 		}
 		return pa.Zone < pb.Zone
 	})
-	lo, hi, tok, err := s.page(f, len(sel), 1000, 5, 1000)
-	if err != nil {
-		return nil, err
-	}
-	zoneIDs := map[string]string{}
-	for _, z := range rd.Zones {
-		zoneIDs[z.Name] = z.ID
-	}
-	out := make([]node, 0, hi-lo)
-	for _, i := range sel[lo:hi] {
-		p := rd.Prices[i]
-		out = append(out, el("", tx("instanceType", p.InstanceType), tx("productDescription", "Linux/UNIX"),
-			tx("spotPrice", strconv.FormatFloat(p.USD, 'f', 6, 64)), tm("timestamp", p.At),
-			tx("availabilityZone", p.Zone), tx("availabilityZoneId", zoneIDs[p.Zone])))
-	}
-	return document("DescribeSpotPriceHistory", reqID, withToken([]node{items("spotPriceHistorySet", out)}, tok)...), nil
+	return sel
 }
 
 // getSpotPlacementScores scores the set of instance types in each

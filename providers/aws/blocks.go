@@ -219,10 +219,10 @@ func noRetry(o *ec2.Options) { o.Retryer = awssdk.NopRetryer{} }
 func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (providers.Booking, error) {
 	o := req.Offering
 	if !strings.HasPrefix(o.ID, "cb-") {
-		return providers.Booking{}, fmt.Errorf("aws: offering id %q: want a capacity block offering id (cb-…) from a search", o.ID)
+		return providers.Booking{}, specErrorf("aws: offering id %q: want a capacity block offering id (cb-…) from a search", o.ID)
 	}
 	if o.Region == "" {
-		return providers.Booking{}, fmt.Errorf("aws: offering %s has no region", o.ID)
+		return providers.Booking{}, specErrorf("aws: offering %s has no region", o.ID)
 	}
 	in := &ec2.PurchaseCapacityBlockInput{
 		CapacityBlockOfferingId: awssdk.String(o.ID),

@@ -2,8 +2,8 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"math"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -236,7 +236,7 @@ func TestBookThrottledIsNotRetried(t *testing.T) {
 func TestBookRefusesBadOffering(t *testing.T) {
 	f := newFixture(t)
 	p := f.provider(t, nil)
-	if _, err := p.Book(context.Background(), providers.BookRequest{Offering: providers.Offering{ID: "sim-1", Region: "us-east-1"}}); err == nil || !strings.Contains(err.Error(), "cb-") {
+	if _, err := p.Book(context.Background(), providers.BookRequest{Offering: providers.Offering{ID: "sim-1", Region: "us-east-1"}}); err == nil || !strings.Contains(err.Error(), "cb-") || !errors.Is(err, ErrInvalidSpec) {
 		t.Errorf("Book(sim-1): %v", err)
 	}
 	if n := f.fake.Count("PurchaseCapacityBlock", ""); n != 0 {
@@ -314,7 +314,7 @@ func TestFleetValidation(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := base
 			tc.mod(&s)
-			if _, err := p.LaunchFleet(context.Background(), s); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := p.LaunchFleet(context.Background(), s); err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalidSpec) {
 				t.Errorf("err %v, want %q", err, tc.want)
 			}
 		})
@@ -329,8 +329,7 @@ func TestFleetUnknownTemplate(t *testing.T) {
 	f.fake.LaunchTemplates = []string{"lt-1"}
 	p := f.provider(t, nil)
 	_, err := p.LaunchFleet(context.Background(), providers.FleetSpec{Region: "us-east-1", InstanceTypes: []string{"g6.xlarge"}, TargetCapacity: 1, LaunchTemplate: "lt-2"})
-	if err == nil || !strings.Contains(err.Error(), "InvalidLaunchTemplateId.NotFound") {
+	if err == nil || !strings.Contains(err.Error(), "InvalidLaunchTemplateId.NotFound") || errors.Is(err, ErrInvalidSpec) {
 		t.Errorf("err %v", err)
 	}
-	_ = http.StatusOK
 }

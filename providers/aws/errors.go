@@ -60,3 +60,16 @@ func shortCause(err error) string {
 	}
 	return s
 }
+
+// ErrInvalidSpec is matched (errors.Is) by the errors of a request refused
+// before any call to AWS: a fleet without a launch template, an offering id
+// that is not "cb-…". Such a request certainly bought nothing, so a ledger
+// may mark it failed rather than unknown.
+var ErrInvalidSpec = errors.New("aws: invalid request")
+
+type specError struct{ msg string }
+
+func (e specError) Error() string        { return e.msg }
+func (e specError) Is(target error) bool { return target == ErrInvalidSpec }
+
+func specErrorf(format string, a ...any) error { return specError{fmt.Sprintf(format, a...)} }

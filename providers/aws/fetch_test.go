@@ -75,6 +75,16 @@ func TestFetchBackfillPagesThrottledRegions(t *testing.T) {
 		if calls < 4 {
 			t.Errorf("%s: %d DescribeSpotPriceHistory calls, want paging (≥4)", region, calls)
 		}
+		var first *ec2test.Call
+		for _, call := range f.fake.Calls() {
+			if call.Action == "DescribeSpotPriceHistory" && call.Region == region {
+				first = &call
+				break
+			}
+		}
+		if first == nil || !first.Faulted {
+			t.Errorf("%s: the first history call was not throttled", region)
+		}
 		prog := c.progress[region]
 		if len(prog) < 3 || prog[len(prog)-1].Done != prog[len(prog)-1].Total {
 			t.Errorf("%s: progress %v, want one per page ending done", region, prog)

@@ -114,16 +114,16 @@ func (p *Provider) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (p
 
 func (p *Provider) validateFleet(spec *providers.FleetSpec) error {
 	if spec.Region == "" {
-		return fmt.Errorf("aws: fleet: region is required")
+		return specErrorf("aws: fleet: region is required")
 	}
 	if len(spec.InstanceTypes) == 0 {
-		return fmt.Errorf("aws: fleet: at least one instance type is required")
+		return specErrorf("aws: fleet: at least one instance type is required")
 	}
 	if spec.TargetCapacity < 1 {
-		return fmt.Errorf("aws: fleet: target %d: want at least 1 instance", spec.TargetCapacity)
+		return specErrorf("aws: fleet: target %d: want at least 1 instance", spec.TargetCapacity)
 	}
 	if spec.OnDemandBase < 0 || spec.OnDemandBase > spec.TargetCapacity {
-		return fmt.Errorf("aws: fleet: on-demand base %d: want 0 to the target (%d)", spec.OnDemandBase, spec.TargetCapacity)
+		return specErrorf("aws: fleet: on-demand base %d: want 0 to the target (%d)", spec.OnDemandBase, spec.TargetCapacity)
 	}
 	if spec.Strategy == "" {
 		spec.Strategy = providers.StrategyPriceCapacityOptimized
@@ -133,16 +133,16 @@ func (p *Provider) validateFleet(spec *providers.FleetSpec) error {
 		ok = ok || s == spec.Strategy
 	}
 	if !ok {
-		return fmt.Errorf("aws: fleet: strategy %q: want one of %s", spec.Strategy, strings.Join(providers.Strategies, ", "))
+		return specErrorf("aws: fleet: strategy %q: want one of %s", spec.Strategy, strings.Join(providers.Strategies, ", "))
 	}
 	if spec.MaxPriceUSD != nil && *spec.MaxPriceUSD <= 0 {
-		return fmt.Errorf("aws: fleet: max price %g: want a positive USD per instance-hour", *spec.MaxPriceUSD)
+		return specErrorf("aws: fleet: max price %g: want a positive USD per instance-hour", *spec.MaxPriceUSD)
 	}
 	if spec.LaunchTemplate == "" {
 		spec.LaunchTemplate = p.opt.LaunchTemplate
 	}
 	if spec.LaunchTemplate == "" {
-		return fmt.Errorf("aws: fleet: no launch template: set aws.launch_template in the config file (an id lt-… or a name)")
+		return specErrorf("aws: fleet: no launch template: set aws.launch_template in the config file (an id lt-… or a name)")
 	}
 	return nil
 }

@@ -26,6 +26,8 @@ type Call struct {
 	Action string
 	Region string
 	Params url.Values
+	// Faulted is set when a Fault answered the call.
+	Faulted bool
 }
 
 // Fault makes the server misbehave for matching calls.
@@ -100,16 +102,16 @@ type Server struct {
 	// Now is the clock for creation dates (default time.Now).
 	Now func() time.Time
 
-	mu           sync.Mutex
-	regions      map[string]*Region
-	order        []string
-	faults       []Fault
-	faultHits    map[int]map[string]int
-	calls        []Call
-	issued       map[string]issuedOffering
+	mu        sync.Mutex
+	regions   map[string]*Region
+	order     []string
+	faults    []Fault
+	faultHits map[int]map[string]int
+	calls     []Call
+	issued    map[string]issuedOffering
 	// selections caches the sorted history a query selects, so paging
 	// through a million points does not sort them again for every page.
-	selections map[string][]int
+	selections   map[string][]int
 	reservations []*Reservation
 	fleets       []*FleetRecord
 	seq          int
@@ -263,6 +265,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fault, faulty := s.matchFault(action, region)
+	s.calls[len(s.calls)-1].Faulted = faulty
 	if faulty && !fault.AfterApply {
 		s.writeFault(w, fault, reqID)
 		return

@@ -1,0 +1,46 @@
+package aws
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
+)
+
+// TestGPUTypesFromPayload reads a DescribeInstanceTypes answer in AWS's
+// shape (testdata; written from AWS's documented answers, as no capture
+// of a live account is available here) through the real SDK.
+func TestGPUTypesFromPayload(t *testing.T) {
+	body, err := os.ReadFile("testdata/describe-instance-types.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, "us-east-1")
+	f.fake.AddFault(ec2test.Fault{Action: "DescribeInstanceTypes", Body: string(body)})
+	p := f.provider(t, nil)
+	types, err := p.gpuTypes(context.Background(), "us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]providers.GPUSpec{}
+	for _, typ := range types {
+		got[typ.InstanceType] = typ.GPU
+	}
+	want := map[string]providers.GPUSpec{
+		"p5.48xlarge": {Model: "H100", Count: 8, MemoryGiB: 80},
+		// AWS says 45776 MiB (44.7 GiB); the catalog's 48 GB wins.
+		"g6e.xlarge": {Model: "L40S", Count: 1, MemoryGiB: 48},
+		// Not in the catalog: AWS's own figures, the T4g read as a T4.
+		"g5g.xlarge": {Model: "T4", Count: 1, MemoryGiB: 16},
+	}
+	if len(got) != len(want) {
+		t.Errorf("types %v, want %v (no Radeon, Inferentia or CPU-only types)", got, want)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %+v, want %+v", k, got[k], w)
+		}
+	}
+}

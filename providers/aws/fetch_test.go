@@ -399,3 +399,42 @@ func TestFetchSkipsOtherCloudsRegions(t *testing.T) {
 		t.Errorf("Fetch with only Azure regions: %v", err)
 	}
 }
+
+func TestFetchBatchesPagesButReportsEachPage(t *testing.T) {
+	f := newFixture(t, "us-east-1")
+	f.fake.MaxPage = 5
+	p := f.provider(t, nil)
+	c := newCollector()
+	req := backfill(24 * time.Hour)
+	req.Query.Regions = []string{"us-east-1"}
+	if err := p.Fetch(context.Background(), req, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	pages := f.fake.Count("DescribeSpotPriceHistory", "us-east-1")
+	withPoints := 0
+	for _, ev := range c.events {
+		if len(ev.Points) > 0 {
+			withPoints++
+		}
+	}
+	prog := c.progress["us-east-1"]
+	if len(prog) != pages {
+		t.Errorf("%d progress reports for %d pages", len(prog), pages)
+	}
+	for i, pr := range prog {
+		if pr.Done != i+1 || (i < len(prog)-1 && pr.Total != pr.Done+1) {
+			t.Errorf("progress %d: %+v", i, pr)
+		}
+	}
+	if last := prog[len(prog)-1]; last.Done != last.Total {
+		t.Errorf("last progress %+v not done", last)
+	}
+	// ~1,300 points at 5 a page: 260 pages in about 9 doubling batches.
+	if pages < 100 || withPoints > 12 {
+		t.Errorf("%d pages sent in %d events with points, want few doubling batches", pages, withPoints)
+	}
+	first := c.events[1] // after the advisor note
+	if len(first.Points) != 5 {
+		t.Errorf("first event has %d points, want the first page at once", len(first.Points))
+	}
+}

@@ -75,14 +75,24 @@ func (p *Provider) onDemand(ctx context.Context, region string, types []string) 
 		}()
 	}
 	fetched := map[string]onDemandPrice{}
+	var failed []string
+	var firstErr error
 	for range missing {
 		r := <-results
 		if r.err != nil {
-			p.opt.Logger.Warn("on-demand price", "region", region, "type", r.typ, "err", r.err)
+			if firstErr == nil {
+				firstErr = r.err
+			}
+			failed = append(failed, r.typ)
 			continue
 		}
 		out[r.typ] = r.usd
 		fetched[r.typ] = onDemandPrice{USD: r.usd, Fetched: now}
+	}
+	if len(failed) > 0 {
+		// One line per region, not per type: when the Price List API is
+		// out of reach every type fails the same way.
+		p.opt.Logger.Warn("on-demand prices unknown", "region", region, "types", len(failed), "err", shortCause(firstErr))
 	}
 	if len(fetched) > 0 {
 		c.mu.Lock()
@@ -119,7 +129,9 @@ func (p *Provider) fetchOnDemand(ctx context.Context, region, instanceType strin
 	}
 	pg := pricing.NewGetProductsPaginator(p.pricing, in)
 	for pg.HasMorePages() {
-		page, err := pg.NextPage(ctx)
+		// Two attempts: a list price that cannot be had quickly is shown
+		// as unknown rather than holding up the spot market.
+		page, err := pg.NextPage(ctx, func(o *pricing.Options) { o.RetryMaxAttempts = 2 })
 		if err != nil {
 			return nil, fmt.Errorf("get on-demand price of %s in %s: %w", instanceType, region, explain(err))
 		}

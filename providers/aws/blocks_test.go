@@ -282,6 +282,14 @@ func TestFleetLaunchDescribeDelete(t *testing.T) {
 	if err != nil || d.State != "active" || d.Instances != 3 || d.Target != 3 {
 		t.Errorf("describe: %+v %v", d, err)
 	}
+	// A launch whose answer was lost is found by its client token.
+	found, err := p.FindFleet(context.Background(), "us-east-1", "L9")
+	if err != nil || found == nil || found.ID != fl.ID || found.Instances != 3 {
+		t.Errorf("find by token: %+v %v", found, err)
+	}
+	if none, err := p.FindFleet(context.Background(), "us-east-1", "never-sent"); err != nil || none != nil {
+		t.Errorf("find an unknown token: %+v %v", none, err)
+	}
 	if err := p.DeleteFleet(context.Background(), "us-east-1", fl.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go"
+
+	"github.com/gpumarket/gpumarket/providers"
 )
 
 // apiCode returns the AWS error code of err ("RequestLimitExceeded",
@@ -63,13 +65,15 @@ func shortCause(err error) string {
 
 // ErrInvalidSpec is matched (errors.Is) by the errors of a request refused
 // before any call to AWS: a fleet without a launch template, an offering id
-// that is not "cb-…". Such a request certainly bought nothing, so a ledger
-// may mark it failed rather than unknown.
+// that is not "cb-…". Such a request certainly bought nothing, so these
+// errors match providers.ErrDeclined too and the ledger marks them failed.
 var ErrInvalidSpec = errors.New("aws: invalid request")
 
 type specError struct{ msg string }
 
-func (e specError) Error() string        { return e.msg }
-func (e specError) Is(target error) bool { return target == ErrInvalidSpec }
+func (e specError) Error() string { return e.msg }
+func (e specError) Is(target error) bool {
+	return target == ErrInvalidSpec || target == providers.ErrDeclined
+}
 
 func specErrorf(format string, a ...any) error { return specError{fmt.Sprintf(format, a...)} }

@@ -170,6 +170,31 @@ func (p *Provider) DescribeFleet(ctx context.Context, region, id string) (provid
 	return providers.Fleet{}, fmt.Errorf("aws: describe fleet %s in %s: no such fleet", id, region)
 }
 
+// FindFleet finds the fleet launched with a client token, so a launch whose
+// answer was lost is settled instead of sent again. DescribeFleets has no
+// client-token filter: the region's fleets are paged through and matched.
+// It returns nil, nil when no fleet has the token.
+func (p *Provider) FindFleet(ctx context.Context, region, clientToken string) (*providers.Fleet, error) {
+	pages := ec2.NewDescribeFleetsPaginator(p.client(region), &ec2.DescribeFleetsInput{MaxResults: awssdk.Int32(1000)})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, explain(fmt.Errorf("aws: find fleet with client token %s in %s: %w", clientToken, region, err))
+		}
+		for _, fd := range out.Fleets {
+			if awssdk.ToString(fd.ClientToken) != clientToken {
+				continue
+			}
+			f, err := p.DescribeFleet(ctx, region, awssdk.ToString(fd.FleetId))
+			if err != nil {
+				return nil, err
+			}
+			return &f, nil
+		}
+	}
+	return nil, nil
+}
+
 // DeleteFleet deletes a fleet and terminates its instances (an instant
 // fleet can only be deleted that way, and a forgotten GPU instance is the
 // costliest mistake gpumarket could leave behind).
@@ -209,3 +234,4 @@ func fleetState(s ec2types.FleetStateCode) string {
 	}
 	return "unknown"
 }
+

@@ -9,7 +9,6 @@ package aws
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,7 +33,17 @@ const Name = "aws"
 
 // ErrNoCredentials is wrapped by the error New returns when the AWS
 // credential chain finds nothing usable (or finds an expired SSO token).
-var ErrNoCredentials = errors.New("aws: no credentials")
+// It also matches providers.ErrDeclined: a request AWS refused for its
+// credentials bought nothing, so the ledger records it failed, not unknown.
+var ErrNoCredentials error = declinedError("aws: no credentials")
+
+// declinedError is a sentinel that also matches providers.ErrDeclined.
+type declinedError string
+
+func (e declinedError) Error() string { return string(e) }
+func (e declinedError) Is(target error) bool {
+	return target == providers.ErrDeclined
+}
 
 // Options configure the provider. Zero values mean the defaults.
 type Options struct {
@@ -92,6 +101,7 @@ var (
 	_ providers.OfferingFinder = (*Provider)(nil)
 	_ providers.Booker         = (*Provider)(nil)
 	_ providers.FleetLauncher  = (*Provider)(nil)
+	_ providers.FleetFinder    = (*Provider)(nil)
 )
 
 // ec2API is the part of the EC2 client the provider uses.

@@ -234,4 +234,3 @@ func fleetState(s ec2types.FleetStateCode) string {
 	}
 	return "unknown"
 }
-

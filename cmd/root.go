@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -88,12 +89,24 @@ func runRoot(cmd *cobra.Command) error {
 }
 
 // runTUI runs the TUI on the terminal until the user quits.
+// ledgerKeepEvery is how often a running TUI or server reconciles the
+// ledger: lost answers settle, and reservations that bill until released
+// are released within a minute of their window's end.
+const ledgerKeepEvery = time.Minute
+
 func runTUI(ctx context.Context, e *env, h *hub.Hub) error {
 	svc, st, err := e.openBooking(h.Providers(), 0)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	keepCtx, stopKeep := context.WithCancel(ctx)
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		svc.Keep(keepCtx, ledgerKeepEvery)
+	}()
+	defer func() { stopKeep(); <-kept }() // before the store closes
 	return tui.Run(ctx, tui.Options{
 		Booking: svc,
 		Hub:     h,

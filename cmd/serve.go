@@ -111,10 +111,16 @@ func runServe(cmd *cobra.Command) error {
 	}
 	defer st.Close()
 	var feed sync.WaitGroup
-	feed.Add(1)
+	feed.Add(2)
 	go func() {
 		defer feed.Done()
 		h.Run(feedCtx)
+	}()
+	go func() {
+		// Settle lost answers and release reservations whose window
+		// ended, while the server runs.
+		defer feed.Done()
+		svc.Keep(feedCtx, ledgerKeepEvery)
 	}()
 	defer feed.Wait()
 	defer stopFeed()

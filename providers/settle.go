@@ -35,3 +35,11 @@ type BookedOffering struct {
 	Offering Offering
 	Booking  Booking
 }
+
+// BookingReleaser is a Booker whose bookings bill until they are released
+// (an Azure capacity reservation has no end date of its own): the ledger
+// releases each one when its window ends, so a fixed-window booking costs
+// its window and no more.
+type BookingReleaser interface {
+	ReleaseBooking(ctx context.Context, b Booking) error
+}

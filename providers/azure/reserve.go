@@ -478,3 +478,11 @@ func settle(err error) error {
 	}
 	return declinedError{err}
 }
+
+// ReleaseBooking deletes a capacity reservation whose window has ended:
+// Azure bills a reservation until it is deleted.
+func (p *Provider) ReleaseBooking(ctx context.Context, b providers.Booking) error {
+	return p.DeleteBooking(ctx, b.ProviderRef)
+}
+
+var _ providers.BookingReleaser = (*Provider)(nil)

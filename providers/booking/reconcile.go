@@ -44,6 +44,18 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	}
 	now := s.opt.Now()
 	for _, r := range rows {
+		if s.mustRelease(r, now) {
+			next, err := s.release(ctx, r)
+			if err != nil {
+				return rep, err
+			}
+			if next.State == store.StateEnded {
+				rep.Settled = append(rep.Settled, next)
+			} else {
+				rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: next.Error})
+			}
+			continue
+		}
 		if r.Settled() {
 			if next := advance(r, now); next.State != r.State {
 				next, err = s.settle(ctx, next, r.State)
@@ -170,4 +182,56 @@ func (s *Service) reconcileFleet(ctx context.Context, r store.Row) (store.Row, b
 		return r, false, err.Error()
 	}
 	return u, true, ""
+}
+
+// mustRelease reports whether a row is a reservation whose window has
+// ended but which bills until released (Azure's capacity reservations).
+func (s *Service) mustRelease(r store.Row, now time.Time) bool {
+	if r.Kind != store.KindReservation || r.ProviderRef == "" || r.End.IsZero() || now.Before(r.End) {
+		return false
+	}
+	if r.State != store.StateScheduled && r.State != store.StateActive {
+		return false
+	}
+	_, ok := s.provs[r.Provider].(providers.BookingReleaser)
+	return ok
+}
+
+// release releases a reservation whose window has ended and records it
+// ended. When the provider cannot be reached the row stays active with
+// the reason, and the next reconciliation tries again: it is still
+// billing, and the user must see that.
+func (s *Service) release(ctx context.Context, r store.Row) (store.Row, error) {
+	rel := s.provs[r.Provider].(providers.BookingReleaser)
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	from := r.State
+	if err := rel.ReleaseBooking(cctx, bookingOf(r)); err != nil {
+		r.State = store.StateActive
+		r.Error = fmt.Sprintf("window ended %s but the reservation is still billing: release failed: %v", r.End.UTC().Format(time.RFC3339), err)
+		s.opt.Logger.Warn("release reservation", "row", r.ID, "ref", r.ProviderRef, "err", err)
+		return s.settle(ctx, r, from)
+	}
+	r.State = store.StateEnded
+	r.Error = ""
+	s.opt.Logger.Info("released reservation at the end of its window", "row", r.ID, "ref", r.ProviderRef)
+	return s.settle(ctx, r, from)
+}
+
+// Keep reconciles the ledger every interval until ctx ends, so that lost
+// answers are settled and reservations are released when their window
+// ends while a TUI or a server is running.
+func (s *Service) Keep(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
+				s.opt.Logger.Warn("periodic reconciliation", "err", err)
+			}
+		}
+	}
 }

@@ -404,3 +404,22 @@ func (m *Market) RememberBookings(booked []providers.BookedOffering) {
 		m.bookings[o.ID] = &booking{offering: o, booking: b}
 	}
 }
+
+// ReleaseBooking ends a simulated Azure reservation, as the ledger does
+// with real ones when their window ends. The capacity is not sold again:
+// its window has passed.
+func (m *Market) ReleaseBooking(ctx context.Context, b providers.Booking) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sim release %s: %w", b.ProviderRef, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, bk := range m.bookings {
+		if bk.booking.ProviderRef == b.ProviderRef {
+			bk.booking.State = "ended"
+		}
+	}
+	return nil
+}
+
+var _ providers.BookingReleaser = (*Market)(nil)

@@ -1,0 +1,88 @@
+package booking_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+// releasingFake is a provider whose bookings bill until released, as
+// Azure's capacity reservations do.
+type releasingFake struct {
+	*bookingtest.Fake
+	mu       sync.Mutex
+	released []string
+	fail     error
+}
+
+func (f *releasingFake) ReleaseBooking(ctx context.Context, b providers.Booking) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		return f.fail
+	}
+	f.released = append(f.released, b.ProviderRef)
+	return nil
+}
+
+func TestReservationReleasedWhenItsWindowEnds(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	o := bookingtest.Offering("azure", "azcr-1", t0.Add(time.Hour), 24, 1, 2400)
+	o.Cloud = providers.CloudAzure
+	fake := &releasingFake{Fake: bookingtest.New("azure", o), fail: errors.New("connection reset")}
+	now := t0
+	svc := booking.New(st, []providers.Provider{fake}, booking.Options{Now: func() time.Time { return now }, Timeout: time.Second, Actor: "tester"})
+	ctx := context.Background()
+	if _, err := svc.FindOfferings(ctx, providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := svc.Book(ctx, booking.BookRequest{OfferingID: "azcr-1"})
+	if err != nil || out.Row.Kind != store.KindReservation {
+		t.Fatalf("book: %+v %v", out.Row, err)
+	}
+	// Inside the window: nothing to release.
+	now = o.Start.Add(time.Hour)
+	if _, err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := st.Get(ctx, out.Row.ID); r.State != store.StateActive || len(fake.released) != 0 {
+		t.Fatalf("inside the window: %s, released %v", r.State, fake.released)
+	}
+	// The window ends; the release fails: the row says it is still billing.
+	now = o.End.Add(time.Minute)
+	rep, err := svc.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := st.Get(ctx, out.Row.ID)
+	if r.State != store.StateActive || !strings.Contains(r.Error, "still billing") || len(rep.Unsettled) != 1 {
+		t.Fatalf("failed release: %+v (report %+v)", r, rep)
+	}
+	// The next reconciliation releases it and records it ended, once.
+	fake.fail = nil
+	if _, err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, _ = st.Get(ctx, out.Row.ID)
+	if r.State != store.StateEnded || r.Error != "" {
+		t.Fatalf("after release: %+v", r)
+	}
+	if len(fake.released) != 1 || fake.released[0] != r.ProviderRef {
+		t.Fatalf("released %v, want [%s] once", fake.released, r.ProviderRef)
+	}
+}

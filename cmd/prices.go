@@ -122,11 +122,16 @@ func (e *env) snapshotOf(parent context.Context, ps []providers.Provider, timeou
 	return snap, nil
 }
 
-// reportHealth writes one warning line per failed source or region and
-// reports whether anything answered.
+// reportHealth writes each source's status note (which advisor data AWS
+// shows and how old it is; that Azure shows list prices only without an
+// account), then one warning line per failed source or region, and
+// reports whether anything answered. The sim's note is the banner's.
 func (e *env) reportHealth(snap *hub.Snapshot) bool {
 	answered := false
 	for _, src := range snap.Sources {
+		if src.Note != "" && src.Provider != "sim" {
+			fmt.Fprintf(e.errOut, "gpumarket: %s: %s\n", src.Provider, oneLine(src.Note))
+		}
 		if src.Err != "" {
 			fmt.Fprintf(e.errOut, "gpumarket: warning: %s: %s\n", src.Provider, oneLine(src.Err))
 		}

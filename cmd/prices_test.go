@@ -362,3 +362,27 @@ func (n namedMarket) Fetch(ctx context.Context, req providers.FetchRequest, sink
 		sink(ev)
 	})
 }
+
+// notingMarket adds a status note to every event of a provider.
+type notingMarket struct {
+	providers.Provider
+	note string
+}
+
+func (n notingMarket) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
+	return n.Provider.Fetch(ctx, req, func(ev providers.Event) {
+		ev.Note = n.note
+		sink(ev)
+	})
+}
+
+func TestPricesSaysSourceNotes(t *testing.T) {
+	e, _, errOut := testEnv(t, providers.Query{})
+	note := "list prices only: spot history, eviction rates and actions need a signed-in Azure account"
+	if _, err := e.snapshotOf(context.Background(), []providers.Provider{notingMarket{&fakeMarket{now: time.Now()}, note}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := errOut.String(); !strings.Contains(got, "gpumarket: fake: "+note+"\n") {
+		t.Errorf("stderr %q, want the source's note", got)
+	}
+}

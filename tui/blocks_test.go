@@ -175,6 +175,9 @@ func TestReadOnlySessionSpendsNothing(t *testing.T) {
 	if !strings.Contains(f.m.notice.text, "read-only") {
 		t.Fatalf("viewer d: %q", f.m.notice.text)
 	}
+	if out := f.m.views[f.m.active].View(); !strings.Contains(out, "rows") || strings.Contains(out, ".db") {
+		t.Errorf("a viewer's Ledger view, loaded, without the ledger's path:\n%s", out)
+	}
 	if n := f.fake.Calls("Book") + f.fake.Calls("BookDryRun") + f.fake.Calls("LaunchFleet") + f.fake.Calls("LaunchFleetDryRun"); n != 0 {
 		t.Fatalf("a viewer made %d money calls", n)
 	}

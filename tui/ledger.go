@@ -466,7 +466,12 @@ func (v *ledgerView) View() string {
 		return b.String()
 	}
 	now := v.c.now()
-	status := fmt.Sprintf("%d rows · %s", len(v.rows), v.svc.Store().Path())
+	status := fmt.Sprintf("%d rows", len(v.rows))
+	if v.c.role != RoleViewer {
+		// Where the ledger lives is the operator's business, not a
+		// workshop attendee's.
+		status += " · " + v.svc.Store().Path()
+	}
 	if v.err != "" {
 		status = "ledger error: " + v.err
 	}

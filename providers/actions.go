@@ -39,6 +39,10 @@ type Offering struct {
 	// say, shown before the confirmation; "" when there is nothing. Azure:
 	// a capacity reservation starts now and bills until it is deleted.
 	Note string
+	// StartsOnPurchase is set when the reservation starts the moment it
+	// is bought (Azure's capacity reservations cannot be scheduled): Start
+	// is then the search time, and the offering stays bookable after it.
+	StartsOnPurchase bool
 }
 
 // DurationHours is the block's length in hours.

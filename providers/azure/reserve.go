@@ -113,6 +113,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 					ID: offeringID(region, z, s.Name, n, now, end), Provider: Name, Cloud: providers.CloudAzure,
 					Region: region, Zone: z, InstanceType: s.Name, GPU: s.GPU, InstanceCount: n,
 					Start: now, End: end, UpfrontUSD: *rp.OnDemand * float64(n) * hours, Currency: "USD", Note: note,
+					StartsOnPurchase: true,
 				})
 			}
 		}

@@ -85,7 +85,7 @@ func (s *Store) Offering(ctx context.Context, id string, now time.Time) (CachedO
 		return CachedOffering{}, fmt.Errorf("offering %q: %w", id, err)
 	}
 	switch {
-	case !c.Offering.Start.IsZero() && !now.Before(c.Offering.Start):
+	case !c.Offering.StartsOnPurchase && !c.Offering.Start.IsZero() && !now.Before(c.Offering.Start):
 		return c, fmt.Errorf("offering %q started at %s: %w: search again with `gpumarket offerings`",
 			id, c.Offering.Start.UTC().Format(time.RFC3339), ErrOfferingExpired)
 	case now.Sub(c.SearchedAt) > OfferingTTL:

@@ -202,6 +202,19 @@ func TestOfferingCache(t *testing.T) {
 	if _, err := s.Offering(ctx, "cb-123", o.Start.Add(time.Second)); !errors.Is(err, ErrOfferingExpired) {
 		t.Fatalf("after start: %v", err)
 	}
+	// An offering that starts when bought (an Azure reservation) stays
+	// bookable after its start, for the search's TTL.
+	az := o
+	az.ID, az.Cloud, az.Provider, az.Start, az.StartsOnPurchase = "azcr-1", providers.CloudAzure, "azure", now, true
+	if err := s.SaveOfferings(ctx, q, []providers.Offering{az}, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Offering(ctx, "azcr-1", now.Add(10*time.Minute)); err != nil {
+		t.Fatalf("starts-on-purchase offering after its start: %v", err)
+	}
+	if _, err := s.Offering(ctx, "azcr-1", now.Add(2*time.Hour)); !errors.Is(err, ErrOfferingExpired) {
+		t.Fatalf("starts-on-purchase offering after the TTL: %v", err)
+	}
 }
 
 // BenchmarkRecordIntent measures the durable (fsynced, WAL) intent commit

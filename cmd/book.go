@@ -104,7 +104,10 @@ func offeringSummary(o providers.Offering, simulated bool) string {
 	if simulated {
 		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is bought.")
 	}
-	fmt.Fprintf(&b, "Total upfront: $%.2f %s (non-refundable), $%.4f per GPU-hour\n", o.UpfrontUSD, currency(o.Currency), o.USDPerGPUHour())
+	fmt.Fprintln(&b, o.CostTerms())
+	if o.Note != "" {
+		fmt.Fprintf(&b, "  note       %s\n", o.Note)
+	}
 	fmt.Fprintf(&b, "  offering   %s (%s)\n", o.ID, o.Provider)
 	fmt.Fprintf(&b, "  instances  %d × %s in %s\n", o.InstanceCount, o.InstanceType, location(o.Region, o.Zone))
 	fmt.Fprintf(&b, "  GPUs       %g × %s\n", o.GPUCount(), o.GPU.Model)

@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
@@ -136,4 +137,19 @@ type Fleet struct {
 	EstimatedUSDh float64 // current cost per hour, 0 if unknown
 	DryRun        bool
 	Message       string
+}
+
+// CostTerms says, for a confirmation, how the offering is paid: a capacity
+// block's fee up front and non-refundable, or a reservation billed by the
+// hour until it is deleted — with the total first either way.
+func (o Offering) CostTerms() string {
+	cur := o.Currency
+	if cur == "" {
+		cur = "USD"
+	}
+	if o.StartsOnPurchase {
+		return fmt.Sprintf("Estimated cost: $%.2f %s to the end of the window, billed by the hour from purchase until the reservation is deleted (a running gpumarket, or `gpumarket ledger`, deletes it when the window ends) · $%.4f per GPU-hour",
+			o.UpfrontUSD, cur, o.USDPerGPUHour())
+	}
+	return fmt.Sprintf("Total upfront: $%.2f %s, non-refundable · $%.4f per GPU-hour", o.UpfrontUSD, cur, o.USDPerGPUHour())
 }

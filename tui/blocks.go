@@ -343,13 +343,17 @@ func offeringLines(o providers.Offering, now time.Time) []string {
 	if o.Simulated || o.Provider == "sim" {
 		sim = "  (SIMULATED MARKET: nothing real is bought)"
 	}
-	return []string{
-		fmt.Sprintf("Total upfront: $%.2f %s, non-refundable · $%.4f per GPU-hour%s", o.UpfrontUSD, orDefault(o.Currency, "USD"), o.USDPerGPUHour(), sim),
+	lines := []string{
+		o.CostTerms() + sim,
 		fmt.Sprintf("%d × %s (%s GPUs: %s) in %s %s · %s", o.InstanceCount, o.InstanceType, gpuCount(o.GPUCount()), o.GPU.Model, o.Region, o.Zone, o.Provider),
 		fmt.Sprintf("start  %s   (%s UTC)", o.Start.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.Start.UTC().Format("2006-01-02 15:04")),
 		fmt.Sprintf("end    %s   (%s UTC) · %g h", o.End.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.End.UTC().Format("2006-01-02 15:04"), o.DurationHours()),
 		"offering " + o.ID,
 	}
+	if o.Note != "" {
+		lines = append(lines, "note: "+o.Note)
+	}
+	return lines
 }
 
 func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {

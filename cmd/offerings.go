@@ -3,7 +3,6 @@ package cmd
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -74,32 +73,11 @@ const maxBlockSpan = 182 * 24 * time.Hour
 // parseSpan reads a positive whole number and a unit h, d or w, at most
 // 182 days.
 func parseSpan(s string) (time.Duration, error) {
-	t := strings.TrimSpace(s)
-	if len(t) < 2 {
+	d, err := providers.ParseSpan(s, "hdw", maxBlockSpan)
+	if err != nil {
 		return 0, fmt.Errorf("%q: want %s", s, durationForm)
 	}
-	var per time.Duration
-	switch t[len(t)-1] {
-	case 'h':
-		per = time.Hour
-	case 'd':
-		per = 24 * time.Hour
-	case 'w':
-		per = 7 * 24 * time.Hour
-	default:
-		return 0, fmt.Errorf("%q: want %s", s, durationForm)
-	}
-	digits := t[:len(t)-1]
-	for _, r := range digits {
-		if r < '0' || r > '9' {
-			return 0, fmt.Errorf("%q: want %s", s, durationForm)
-		}
-	}
-	n, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil || n <= 0 || n > int64(maxBlockSpan/per) {
-		return 0, fmt.Errorf("%q: want %s", s, durationForm)
-	}
-	return time.Duration(n) * per, nil
+	return d, nil
 }
 
 // checkBlockDuration checks the duration against the steps of the

@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -18,36 +19,42 @@ const WindowForm = "a whole number and a unit m, h, d or w (30m, 6h, 24h, 7d, 2w
 // or "90d": a positive whole number and one unit (m minutes, h hours,
 // d days, w weeks), at most 90 days.
 func ParseWindow(s string) (time.Duration, error) {
+	d, err := ParseSpan(s, "mhdw", MaxWindow)
+	switch {
+	case errors.Is(err, ErrSpanTooLong):
+		return 0, fmt.Errorf("window %q is longer than 90 days: the clouds keep 90 days of history", s)
+	case err != nil:
+		return 0, fmt.Errorf("window %q: want %s", s, WindowForm)
+	}
+	return d, nil
+}
+
+// The errors of ParseSpan; callers say what they accept.
+var (
+	ErrSpanForm    = errors.New("not a whole number and a unit")
+	ErrSpanTooLong = errors.New("too long")
+)
+
+// ParseSpan parses a positive whole number followed by one unit from
+// units, a subset of "mhdw" (minutes, hours, days, weeks), at most max.
+func ParseSpan(s, units string, max time.Duration) (time.Duration, error) {
 	t := strings.TrimSpace(s)
-	if len(t) < 2 {
-		return 0, fmt.Errorf("window %q: want %s", s, WindowForm)
+	if len(t) < 2 || !strings.ContainsRune(units, rune(t[len(t)-1])) {
+		return 0, ErrSpanForm
 	}
-	unit := t[len(t)-1]
-	var per time.Duration
-	switch unit {
-	case 'm':
-		per = time.Minute
-	case 'h':
-		per = time.Hour
-	case 'd':
-		per = 24 * time.Hour
-	case 'w':
-		per = 7 * 24 * time.Hour
-	default:
-		return 0, fmt.Errorf("window %q: want %s", s, WindowForm)
-	}
+	per := map[byte]time.Duration{'m': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour, 'w': 7 * 24 * time.Hour}[t[len(t)-1]]
 	digits := t[:len(t)-1]
 	for _, r := range digits {
 		if r < '0' || r > '9' {
-			return 0, fmt.Errorf("window %q: want %s", s, WindowForm)
+			return 0, ErrSpanForm
 		}
 	}
 	n, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("window %q: want %s", s, WindowForm)
+	if err != nil && !errors.Is(err, strconv.ErrRange) || n == 0 && err == nil {
+		return 0, ErrSpanForm
 	}
-	if n > int64(MaxWindow/per) {
-		return 0, fmt.Errorf("window %q is longer than 90 days: the clouds keep 90 days of history", s)
+	if err != nil || n > int64(max/per) {
+		return 0, ErrSpanTooLong
 	}
 	return time.Duration(n) * per, nil
 }

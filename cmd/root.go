@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
 	"github.com/gpumarket/gpumarket/tui"
 )
@@ -107,17 +108,24 @@ func runTUI(ctx context.Context, e *env, h *hub.Hub) error {
 		svc.Keep(keepCtx, ledgerKeepEvery)
 	}()
 	defer func() { stopKeep(); <-kept }() // before the store closes
-	return tui.Run(ctx, tui.Options{
+	opt := e.tuiOptions(h, svc)
+	opt.Role, opt.Actor, opt.Context = tui.RoleBooker, localActor(), ctx
+	opt.NoColor = os.Getenv("NO_COLOR") != ""
+	return tui.Run(ctx, opt)
+}
+
+// tuiOptions are what every TUI session of this process shares: the one
+// hub and booking service (the ledger's transactions keep two sessions
+// from buying the same offering), the filters and the risk model. The
+// caller adds the session's own role, actor, colours and context.
+func (e *env) tuiOptions(h *hub.Hub, svc *booking.Service) tui.Options {
+	return tui.Options{
 		Booking: svc,
 		Hub:     h,
 		Window:  e.query.Window,
 		GPUs:    e.query.GPUs,
 		Regions: e.query.Regions,
 		Risk:    e.risk(),
-		Role:    tui.RoleBooker,
-		Actor:   localActor(),
-		NoColor: os.Getenv("NO_COLOR") != "",
-		Context: ctx,
 		Logger:  e.log,
-	})
+	}
 }

@@ -155,21 +155,10 @@ func sessionModel(e *env, h *hub.Hub, svc *booking.Service) func(server.SessionI
 		if info.Role == server.RoleBooker {
 			role = tui.RoleBooker
 		}
-		return tui.New(tui.Options{
-			// One service for every session: the ledger's transactions
-			// keep two sessions from buying the same offering.
-			Booking: svc,
-			Hub:     h,
-			Window:  e.query.Window,
-			GPUs:    e.query.GPUs,
-			Regions: e.query.Regions,
-			Risk:    e.risk(),
-			Role:    role,
-			Actor:   info.Actor,
-			NoColor: info.NoColor,
-			Context: info.Context,
-			Logger:  e.log.With("actor", info.Actor),
-		})
+		opt := e.tuiOptions(h, svc)
+		opt.Role, opt.Actor, opt.NoColor, opt.Context = role, info.Actor, info.NoColor, info.Context
+		opt.Logger = e.log.With("actor", info.Actor)
+		return tui.New(opt)
 	}
 }
 

@@ -36,7 +36,7 @@ var columns = [numCols]column{
 	colGPU:       {"GPU", 12, 0, false},
 	colInstance:  {"INSTANCE", 17, 5, false},
 	colLocation:  {"REGION/ZONE", 16, 2, false},
-	colCloud:     {"CLOUD", 5, 9, false},
+	colCloud:     {"CLOUD", 9, 9, false},
 	colSpot:      {"SPOT $/H", 8, 6, true},
 	colPerGPU:    {"$/GPU-H", 8, 3, true},
 	colSavings:   {"SAVE", 4, 8, true},
@@ -114,7 +114,7 @@ func (r *row) compute(c *common, from, to int64) {
 		colGPU:       gpu,
 		colInstance:  displayType(pv.InstanceType),
 		colLocation:  loc,
-		colCloud:     string(pv.Cloud),
+		colCloud:     cloudCell(pv.Pool),
 		colSpot:      money(r.spot),
 		colPerGPU:    money(r.perGPU),
 		colSavings:   savings,
@@ -123,4 +123,14 @@ func (r *row) compute(c *common, from, to int64) {
 		colTrend:     sparkline(maxs),
 	}
 	r.search = strings.ToLower(strings.Join([]string{pv.GPU.Model, pv.InstanceType, pv.Region, pv.Zone, pv.Provider, string(pv.Cloud)}, " "))
+}
+
+// cloudCell names the pool's cloud, and the source when it is not the
+// cloud itself: a simulated pool reads "sim:aws" on every row, so it is
+// never taken for a real one when sources are mixed.
+func cloudCell(p providers.Pool) string {
+	if p.Provider == "" || p.Provider == string(p.Cloud) {
+		return string(p.Cloud)
+	}
+	return p.Provider + ":" + string(p.Cloud)
 }

@@ -30,6 +30,49 @@ type regionState struct {
 	// zoneNames maps zone ids ("use1-az1") to names ("us-east-1a"), as
 	// the price history reports them; placement scores name zone ids.
 	zoneNames map[string]string
+	// gapFrom and gapUntil span what failed fetches of this region did
+	// not get. The hub moves on when any region answers, so the region
+	// itself must ask for the gap again with its next fetch; zero when
+	// nothing is missing.
+	gapFrom, gapUntil time.Time
+}
+
+// regionRequest widens the request to cover what earlier fetches of the
+// region missed. Such a catch-up is a back-fill for the region: it
+// reports progress and fetches the on-demand prices the failed one did
+// not get.
+func (rs *regionState) regionRequest(req providers.FetchRequest) providers.FetchRequest {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.gapFrom.IsZero() {
+		return req
+	}
+	if rs.gapFrom.Before(req.Since) {
+		req.Since = rs.gapFrom
+	}
+	if rs.gapUntil.After(req.Until) {
+		req.Until = rs.gapUntil
+	}
+	req.Backfill = true
+	return req
+}
+
+// settle records the outcome of the region's fetch of req: a failure
+// leaves [req.Since, req.Until] to fetch again, a success covered every
+// earlier gap (regionRequest widened req over it).
+func (rs *regionState) settle(req providers.FetchRequest, failed bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if !failed {
+		rs.gapFrom, rs.gapUntil = time.Time{}, time.Time{}
+		return
+	}
+	if rs.gapFrom.IsZero() || req.Since.Before(rs.gapFrom) {
+		rs.gapFrom = req.Since
+	}
+	if req.Until.After(rs.gapUntil) {
+		rs.gapUntil = req.Until
+	}
 }
 
 func (p *Provider) regionState(region string) *regionState {
@@ -53,7 +96,8 @@ func (rs *regionState) setTypes(t []GPUType, at time.Time) {
 // in [req.Since, req.Until]: one event per page of DescribeSpotPriceHistory,
 // regions concurrently (Options.Concurrency at once). A region that fails
 // is reported as an Event with Err and the others go on; Fetch returns an
-// error only when every region failed.
+// error only when every region failed. A region asks again, at its next
+// fetch, for the span its failed fetches missed.
 func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
 	if !req.Until.After(req.Since) {
 		return fmt.Errorf("aws: fetch window [%s, %s] is empty", req.Since.Format(time.RFC3339), req.Until.Format(time.RFC3339))
@@ -80,7 +124,11 @@ func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink p
 				return
 			}
 			defer func() { <-sem }()
-			if err := p.fetchRegion(ctx, region, req, adv, sink); err != nil {
+			rs := p.regionState(region)
+			rreq := rs.regionRequest(req)
+			err := p.fetchRegion(ctx, region, rreq, adv, sink)
+			rs.settle(rreq, err != nil)
+			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}

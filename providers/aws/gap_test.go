@@ -1,0 +1,108 @@
+package aws
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
+)
+
+// A region whose back-fill failed while another answered (so the hub
+// counts the fetch a success and moves on to live polls from its Until)
+// must catch up on its whole window at the next poll, with its on-demand
+// prices, instead of showing only the price in force at the poll's start
+// as if it were the window's history.
+func TestFetchRegionFailedBackfillCatchesUp(t *testing.T) {
+	f := newFixture(t)
+	f.fake.AddFault(ec2test.Fault{Action: "DescribeSpotPriceHistory", Region: "us-west-2", Times: 4,
+		Status: http.StatusInternalServerError, Code: "InternalError", Message: "An internal error has occurred"})
+	p := f.provider(t, nil)
+	c := newCollector()
+	first := backfill(24 * time.Hour)
+	if err := p.Fetch(context.Background(), first, c.sink); err != nil {
+		t.Fatalf("Fetch with one region failing: %v", err)
+	}
+	if c.errs["us-west-2"] == nil {
+		t.Fatal("us-west-2 did not fail: the fault did not bite")
+	}
+	// The hub's next poll: live, from the back-fill's Until.
+	poll := providers.FetchRequest{Query: first.Query, Since: first.Until, Until: first.Until.Add(30 * time.Second)}
+	if err := p.Fetch(context.Background(), poll, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	rd := f.fake.Region("us-west-2")
+	pools := 0
+	for k, pool := range c.pools {
+		if k.Region != "us-west-2" {
+			continue
+		}
+		pools++
+		min, max, last, ok := expectedStats(rd, k.InstanceType, k.Zone, first.Since, first.Until)
+		if !ok {
+			t.Fatalf("%s: no data in the fake", k)
+		}
+		st := c.series[k].Stats(first.Since.Unix(), first.Until.Unix())
+		if !st.OK || st.Min != min || st.Max != max || st.Last != last {
+			t.Errorf("%s: window stats min %v max %v last %v, want %v %v %v (the failed back-fill was never made up)",
+				k, st.Min, st.Max, st.Last, min, max, last)
+		}
+		if want, sold := rd.OnDemand[k.InstanceType]; sold && (pool.OnDemandUSDHour == nil || *pool.OnDemandUSDHour != want) {
+			t.Errorf("%s: on-demand %v, want %v", k, pool.OnDemandUSDHour, want)
+		}
+	}
+	if pools == 0 {
+		t.Fatal("no us-west-2 pools after the catch-up poll")
+	}
+	// Caught up: the poll after asks only from its own Since again.
+	before := len(f.fake.Calls())
+	next := providers.FetchRequest{Query: first.Query, Since: poll.Until, Until: poll.Until.Add(30 * time.Second)}
+	if err := p.Fetch(context.Background(), next, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range f.fake.Calls()[before:] {
+		if call.Action == "DescribeSpotPriceHistory" && call.Params.Get("StartTime") != next.Since.Format("2006-01-02T15:04:05Z") {
+			t.Errorf("%s: StartTime %s after catching up, want %s", call.Region, call.Params.Get("StartTime"), next.Since.Format(time.RFC3339))
+		}
+	}
+}
+
+// A region that fails a live poll must not lose the changes of that
+// poll's span: the next poll asks again from where the failed one began.
+func TestFetchRegionFailedLivePollRetriesItsSpan(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider(t, nil)
+	c := newCollector()
+	first := backfill(24 * time.Hour)
+	first.Until = testNow.Add(-6 * time.Hour)
+	first.Since = first.Until.Add(-24 * time.Hour)
+	if err := p.Fetch(context.Background(), first, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	f.fake.AddFault(ec2test.Fault{Action: "DescribeSpotPriceHistory", Region: "us-west-2", Times: 4,
+		Status: http.StatusInternalServerError, Code: "InternalError", Message: "An internal error has occurred"})
+	failed := providers.FetchRequest{Query: first.Query, Since: first.Until, Until: testNow.Add(-time.Hour)}
+	if err := p.Fetch(context.Background(), failed, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	if c.errs["us-west-2"] == nil {
+		t.Fatal("us-west-2 did not fail: the fault did not bite")
+	}
+	next := providers.FetchRequest{Query: first.Query, Since: failed.Until, Until: testNow}
+	if err := p.Fetch(context.Background(), next, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	rd := f.fake.Region("us-west-2")
+	for k := range c.pools {
+		if k.Region != "us-west-2" {
+			continue
+		}
+		min, max, last, _ := expectedStats(rd, k.InstanceType, k.Zone, first.Since, testNow)
+		st := c.series[k].Stats(first.Since.Unix(), testNow.Unix())
+		if !st.OK || st.Min != min || st.Max != max || st.Last != last {
+			t.Errorf("%s: stats min %v max %v last %v, want %v %v %v (the failed poll's span is lost)", k, st.Min, st.Max, st.Last, min, max, last)
+		}
+	}
+}

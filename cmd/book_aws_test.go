@@ -144,3 +144,82 @@ func TestBookAgainstFakeEC2(t *testing.T) {
 		t.Fatalf("a purchase was sent over budget (%d → %d)", before, after)
 	}
 }
+
+// gatewayErrorOnPurchase wraps the fake EC2 endpoint: while on is set, a
+// real PurchaseCapacityBlock is carried out but the caller gets what a
+// load balancer or proxy says when the answer is lost on its way back: a
+// 5xx with no EC2 error body.
+func gatewayErrorOnPurchase(fake *ec2test.Server, on *atomic.Bool, status int, body string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if on.Load() && r.Method == http.MethodPost {
+			if err := r.ParseForm(); err == nil && r.PostForm.Get("Action") == "PurchaseCapacityBlock" && r.PostForm.Get("DryRun") != "true" {
+				fake.ServeHTTP(httptest.NewRecorder(), r)
+				w.WriteHeader(status)
+				w.Write([]byte(body))
+				return
+			}
+		}
+		fake.ServeHTTP(w, r)
+	})
+}
+
+// TestBookGatewayErrorIsUnknown: the SDK reads a 5xx answer without an EC2
+// error document as the code "UnknownError". The purchase may well have
+// been made (here it was), so the row must be "unknown" and reconciled —
+// not "failed", which would free the offering for a second purchase.
+func TestBookGatewayErrorIsUnknown(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		body   string
+	}{{http.StatusBadGateway, ""}, {http.StatusGatewayTimeout, "<html><body><h1>504 Gateway Time-out</h1></body></html>"}} {
+		now := time.Now().UTC().Truncate(time.Minute)
+		fake := ec2test.New(ec2test.Generate(1, []string{"us-east-1"}, now.Add(-24*time.Hour), now, time.Hour)...)
+		var on atomic.Bool
+		srv := httptest.NewServer(gatewayErrorOnPurchase(fake, &on, c.status, c.body))
+		s := newSession(t, "")
+		t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+		t.Setenv("AWS_REGION", "us-east-1")
+		t.Setenv("AWS_ENDPOINT_URL", srv.URL)
+		t.Setenv("AWS_ENDPOINT_URL_EC2", srv.URL)
+		t.Setenv("GPUMARKET_AWS_ADVISOR_URL", srv.URL+"/spot-advisor-data.json")
+		t.Setenv("AWS_PROFILE", "")
+		t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
+		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+
+		code, out, errOut := s.run("offerings", "--provider", "aws", "--region", "us-east-1", "--gpu", "H100", "--count", "1", "--duration", "2d", "-o", "json")
+		if code != 0 {
+			t.Fatalf("offerings: exit %d: %s", code, errOut)
+		}
+		offers, _ := jsonRows(t, out)
+		if len(offers) == 0 {
+			t.Fatal("no offerings")
+		}
+		id := offers[0]["id"].(string)
+		purchases := func() (n int) {
+			for _, call := range fake.Calls() {
+				if call.Action == "PurchaseCapacityBlock" && call.Params.Get("DryRun") != "true" {
+					n++
+				}
+			}
+			return n
+		}
+
+		on.Store(true)
+		code, _, errOut = s.run("book", id, "--yes")
+		on.Store(false)
+		if code != 1 || !strings.Contains(errOut, "outcome unknown") {
+			t.Fatalf("%d answer: exit %d, want 1 and an unknown outcome: %s", c.status, code, errOut)
+		}
+		// Running the command again must not send a second purchase.
+		code, _, errOut = s.run("book", id, "--yes")
+		if code == 0 || purchases() != 1 {
+			t.Fatalf("%d answer, then book again: exit %d, %d purchases sent (want 1): %s", c.status, code, purchases(), errOut)
+		}
+		rows, errOut := s.ledger()
+		if len(rows) != 1 || rows[0]["state"] != "scheduled" || rows[0]["provider_ref"] != fake.Reservations()[0].ID {
+			t.Fatalf("%d answer: ledger after reconciliation %v\n%s", c.status, rows, errOut)
+		}
+		srv.Close()
+	}
+}

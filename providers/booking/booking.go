@@ -198,6 +198,13 @@ func (s *Service) checkBudget(cost, spent float64) error {
 // or may not have been made. The simulated market answers in memory, in
 // the caller's process: any error of its but a cancelled context is its
 // answer.
+//
+// An HTTP 5xx is a "no" only with a code that says the request was not
+// carried out (throttled, no capacity): a load balancer or proxy that
+// lost the answer says 502 or 504, often with no EC2 error document,
+// which the AWS SDK reads as the code "UnknownError". Calling that a
+// refusal would free the offering for a second purchase of a block that
+// may have been bought.
 func declined(provider string, err error) bool {
 	if errors.Is(err, providers.ErrDeclined) {
 		return true
@@ -209,16 +216,34 @@ func declined(provider string, err error) bool {
 		return true
 	}
 	var coded interface{ ErrorCode() string }
-	if errors.As(err, &coded) {
-		code := coded.ErrorCode()
-		for _, fault := range []string{"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable", "RequestTimeout"} {
-			if strings.EqualFold(code, fault) {
-				return false
-			}
-		}
-		return code != ""
+	if !errors.As(err, &coded) || coded.ErrorCode() == "" {
+		return false
 	}
-	return false
+	code := coded.ErrorCode()
+	if notCarriedOut(code) {
+		return true
+	}
+	var status interface{ HTTPStatusCode() int }
+	if errors.As(err, &status) && status.HTTPStatusCode() >= 500 {
+		return false
+	}
+	for _, fault := range []string{"UnknownError", "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable", "RequestTimeout"} {
+		if strings.EqualFold(code, fault) {
+			return false
+		}
+	}
+	return true
+}
+
+// notCarriedOut reports whether an API error code says the request was
+// turned away before it was carried out, even when it comes with a 5xx
+// status: throttling, and EC2's Insufficient…Capacity.
+func notCarriedOut(code string) bool {
+	switch code {
+	case "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled", "TooManyRequestsException":
+		return true
+	}
+	return strings.HasPrefix(code, "Insufficient") && strings.HasSuffix(code, "Capacity")
 }
 
 // Search is what FindOfferings found.

@@ -275,6 +275,41 @@ func TestAPIErrorCodes(t *testing.T) {
 	}
 }
 
+// statusErr is an API error that came with an HTTP status, as the AWS
+// SDK's errors do (smithyhttp.ResponseError).
+type statusErr struct {
+	codedErr
+	status int
+}
+
+func (e statusErr) HTTPStatusCode() int { return e.status }
+
+// TestLostAnswerBehindAProxyIsUnknown: a 5xx whose body is not an EC2
+// error document reaches the booking service as the code "UnknownError";
+// the purchase may have been made, so it is unknown, never failed (which
+// would let the same offering be bought again).
+func TestLostAnswerBehindAProxyIsUnknown(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{statusErr{codedErr{"UnknownError"}, 502}, store.StateUnknown},
+		{statusErr{codedErr{"UnknownError"}, 400}, store.StateUnknown},
+		{statusErr{codedErr{"SomethingNew"}, 500}, store.StateUnknown},
+		{statusErr{codedErr{"RequestLimitExceeded"}, 503}, store.StateFailed},
+		{statusErr{codedErr{"InsufficientInstanceCapacity"}, 500}, store.StateFailed},
+		{statusErr{codedErr{"InvalidParameterValue"}, 400}, store.StateFailed},
+	} {
+		f := newFixture(t, "", "aws", booking.Budget{})
+		f.search(t)
+		f.fake.BookHook = func(context.Context, providers.BookRequest) error { return c.err }
+		res, _ := f.svc.Book(context.Background(), booking.BookRequest{OfferingID: "cb-cheap"})
+		if res.Row.State != c.want {
+			t.Errorf("%v (HTTP %d): state %q, want %q", c.err, c.err.(statusErr).status, res.Row.State, c.want)
+		}
+	}
+}
+
 func TestBlocksFollowTheClock(t *testing.T) {
 	f := newFixture(t, "", "aws", booking.Budget{})
 	f.search(t)

@@ -123,6 +123,8 @@ type Provider struct {
 	// hasHistory marks pools whose spot prices come from Resource
 	// Graph, so the list price's single point is not mixed in.
 	hasHistory map[providers.PoolKey]bool
+	// gaps are the regions whose history a failed fetch missed.
+	gaps map[string]historyGap
 }
 
 type cached[T any] struct {
@@ -196,6 +198,7 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		prices:     map[string]cached[map[string]retailPrice]{},
 		evict:      map[string]cached[map[string]string]{},
 		hasHistory: map[providers.PoolKey]bool{},
+		gaps:       map[string]historyGap{},
 	}, nil
 }
 

@@ -43,7 +43,10 @@ func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink p
 				return
 			}
 			defer func() { <-sem }()
-			if err := p.fetchRegion(ctx, c, region, req, sink); err != nil {
+			rreq := p.regionRequest(region, req)
+			histOK, err := p.fetchRegion(ctx, c, region, rreq, sink)
+			p.settle(region, rreq, !histOK || err != nil)
+			if err != nil {
 				sink(providers.Event{Provider: Name, Region: region, Err: err})
 				mu.Lock()
 				errs = append(errs, err)
@@ -61,10 +64,54 @@ func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink p
 	return nil
 }
 
+// historyGap spans what a region's failed fetches did not get.
+type historyGap struct{ from, until time.Time }
+
+// regionRequest widens the request over what earlier fetches of the
+// region missed: the hub moves on to live polls when any region answers,
+// so a region whose back-fill (or live poll) failed asks for that span
+// itself. The catch-up is a back-fill: whole history arrays, trimmed.
+func (p *Provider) regionRequest(region string, req providers.FetchRequest) providers.FetchRequest {
+	p.cacheMu.Lock()
+	defer p.cacheMu.Unlock()
+	g, ok := p.gaps[region]
+	if !ok {
+		return req
+	}
+	if g.from.Before(req.Since) {
+		req.Since = g.from
+	}
+	if g.until.After(req.Until) {
+		req.Until = g.until
+	}
+	req.Backfill = true
+	return req
+}
+
+// settle records whether the region's fetch of req got its history (or,
+// without an account, its list prices): a miss is asked for again.
+func (p *Provider) settle(region string, req providers.FetchRequest, failed bool) {
+	p.cacheMu.Lock()
+	defer p.cacheMu.Unlock()
+	if !failed {
+		delete(p.gaps, region)
+		return
+	}
+	g, ok := p.gaps[region]
+	if !ok || req.Since.Before(g.from) {
+		g.from = req.Since
+	}
+	if req.Until.After(g.until) {
+		g.until = req.Until
+	}
+	p.gaps[region] = g
+}
+
 // fetchRegion does one region. Its hard errors (no sizes, no prices) are
 // returned; failures of the account-only data (history, eviction rates)
-// are reported after the region's pools, so the pools still show.
-func (p *Provider) fetchRegion(ctx context.Context, c *armClients, region string, req providers.FetchRequest, sink providers.Sink) error {
+// are reported after the region's pools, so the pools still show. histOK
+// is false when the history the request asks for was not read.
+func (p *Provider) fetchRegion(ctx context.Context, c *armClients, region string, req providers.FetchRequest, sink providers.Sink) (histOK bool, err error) {
 	total, done := 2, 0
 	if c != nil {
 		total = 4
@@ -77,12 +124,12 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, region string
 	}
 	all, err := p.sizesFor(ctx, c, region)
 	if err != nil {
-		return err
+		return false, err
 	}
 	step()
 	prices, err := p.retailFor(ctx, region, all)
 	if err != nil {
-		return err
+		return false, err
 	}
 	step()
 	var sizes []gpuSize
@@ -93,6 +140,7 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, region string
 			names = append(names, s.Name)
 		}
 	}
+	histOK = true
 	var soft []error
 	var evict map[string]string
 	var hist map[string][]spotPoint
@@ -103,6 +151,7 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, region string
 		step()
 		if hist, err = p.history(ctx, c, region, names, req); err != nil {
 			soft = append(soft, err)
+			histOK = false
 		}
 		step()
 	}
@@ -157,7 +206,7 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, region string
 	if len(soft) > 0 {
 		sink(providers.Event{Provider: Name, Region: region, Err: errors.Join(soft...)})
 	}
-	return nil
+	return histOK, nil
 }
 
 // sizesFor returns the region's GPU sizes: from ResourceSKUs with an

@@ -76,7 +76,7 @@ const (
 	numFields
 )
 
-var fieldNames = [numFields]string{"GPU", "Size", "Count", "Duration", "Earliest start", "Latest start"}
+var fieldNames = [numFields]string{"GPU", "How many", "Counting", "Duration", "Earliest start", "Latest start"}
 
 // blocksForm is what the user asks for. Text fields hold what was typed;
 // parse checks them.
@@ -104,8 +104,10 @@ func (f blocksForm) parse(now time.Time) (providers.OfferingQuery, error) {
 	} else {
 		q.GPUs = n
 	}
-	if q.Duration, err = providers.ParseWindow(strings.TrimSpace(f.duration)); err != nil || q.Duration%time.Hour != 0 {
-		return q, fmt.Errorf("duration %q: want whole hours, days or weeks such as 48h, 2d, 1w", f.duration)
+	// Blocks run longer than a history window (AWS: up to 26 weeks), so
+	// the form reads spans as the offerings command does, not as windows.
+	if q.Duration, err = providers.ParseSpan(f.duration, "hdw", maxBlockSpan); err != nil {
+		return q, fmt.Errorf("duration %q: want whole hours, days or weeks such as 8h, 2d, 1w, at most 26w", f.duration)
 	}
 	for _, b := range []struct {
 		s    string
@@ -118,7 +120,7 @@ func (f blocksForm) parse(now time.Time) (providers.OfferingQuery, error) {
 		}
 		t, err := parseStart(s, now)
 		if err != nil {
-			return q, fmt.Errorf("%s %q: want +6h, +2d, 2026-12-01 or an RFC 3339 time", b.name, s)
+			return q, fmt.Errorf("%s %q: want %s", b.name, s, startForm)
 		}
 		*b.t = t
 	}
@@ -128,10 +130,18 @@ func (f blocksForm) parse(now time.Time) (providers.OfferingQuery, error) {
 	return q, nil
 }
 
-// parseStart reads "+2d" (from now), "2026-12-01" or RFC 3339.
+// maxBlockSpan is the longest block the clouds sell (AWS: 182 days).
+const maxBlockSpan = 182 * 24 * time.Hour
+
+// startForm is what the start fields accept, for their errors.
+const startForm = "2026-11-30 09:00 (your local time), 2026-11-30 (midnight UTC), +6h, +2d or an RFC 3339 time"
+
+// parseStart reads "+2d" (from now), "2026-11-30 09:00" (the session's
+// local time: the table's START column is local too), "2026-12-01"
+// (midnight UTC, as the offerings command reads it) or RFC 3339.
 func parseStart(s string, now time.Time) (time.Time, error) {
 	if strings.HasPrefix(s, "+") {
-		d, err := providers.ParseWindow(s[1:])
+		d, err := providers.ParseSpan(s[1:], "mhdw", providers.MaxWindow)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -139,6 +149,11 @@ func parseStart(s string, now time.Time) (time.Time, error) {
 	}
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02 15:04", "2006-01-02T15:04"} {
+		if t, err := time.ParseInLocation(layout, s, now.Location()); err == nil {
+			return t, nil
+		}
 	}
 	return time.Parse("2006-01-02", s)
 }
@@ -153,7 +168,11 @@ type blocksView struct {
 	box  *mailbox
 	w, h int
 
-	form    blocksForm
+	form blocksForm
+	// terms are the form as last searched: the table shows their
+	// offerings, so the summary above it says them, not an edit in
+	// progress, and esc puts the form back to them.
+	terms   blocksForm
 	editing bool
 	field   int
 	formErr string
@@ -198,6 +217,7 @@ func (v *blocksView) search() tea.Cmd {
 		return nil
 	}
 	v.formErr = ""
+	v.terms = v.form
 	v.seq++
 	v.searching, v.searched = true, true
 	seq, ctx, svc := v.seq, v.ctx, v.svc
@@ -294,7 +314,7 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, v.keys.Down):
 		v.cur = min(v.cur+1, max(len(v.offers)-1, 0))
 	case key.Matches(msg, v.keys.Form):
-		v.editing = true
+		v.editing, v.field = true, fieldGPU
 	case key.Matches(msg, v.keys.Search):
 		return v.search()
 	case key.Matches(msg, v.keys.Book):
@@ -371,18 +391,27 @@ func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 		}
 		return nil
 	}
-	switch msg.String() {
-	case "esc":
-		v.editing = false
+	s := msg.String()
+	choice := v.field == fieldGPU || v.field == fieldUnit
+	switch {
+	case s == "esc":
+		// Leaving without searching puts back the terms the table shows.
+		v.editing, v.formErr = false, ""
+		if v.searched {
+			v.form = v.terms
+		}
 		return nil
-	case "enter":
-		v.editing = false
-		return v.search()
-	case "tab", "down":
+	case s == "enter":
+		// Terms that do not parse keep the form open beside their error,
+		// rather than leave the last search's offerings under new terms.
+		cmd := v.search()
+		v.editing = v.formErr != ""
+		return cmd
+	case s == "tab" || s == "down":
 		v.field = (v.field + 1) % numFields
-	case "shift+tab", "up":
+	case s == "shift+tab" || s == "up":
 		v.field = (v.field + numFields - 1) % numFields
-	case "left", "right", "space":
+	case choice && (s == "left" || s == "right" || s == "space"):
 		switch v.field {
 		case fieldGPU:
 			step := 1
@@ -399,17 +428,45 @@ func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 		case fieldUnit:
 			f.instances = !f.instances
 		}
-	case "backspace":
+	case s == "backspace":
 		if p := text(); p != nil && *p != "" {
 			r := []rune(*p)
 			*p = string(r[:len(r)-1])
 		}
 	default:
-		if p := text(); p != nil && msg.Text != "" {
+		if p := text(); p != nil && msg.Text != "" && len(*p) < 40 {
 			*p += msg.Text
 		}
 	}
 	return nil
+}
+
+// formHints say, beside each field, what it takes and what the clouds
+// sell, for someone who has never booked a block.
+func (v *blocksView) formHints() [numFields]string {
+	now := v.c.now()
+	// 11:30 UTC in the session's zone, the hour AWS blocks start and end.
+	utc := now.UTC()
+	startAt := time.Date(utc.Year(), utc.Month(), utc.Day(), 11, 30, 0, 0, time.UTC).In(now.Location()).Format("15:04 MST")
+	return [numFields]string{
+		"←/→ change",
+		"a whole number",
+		"←/→ GPUs or instances (a block holds 1-64 instances)",
+		"8h, 2d, 1w · AWS blocks: whole days 1d-14d, then weeks to 26w · Azure: any hours",
+		"2026-11-30 09:00 (local), +6h, +2d · AWS blocks start at " + startAt,
+		"the same forms; empty: as far ahead as sold (AWS: 8 weeks)",
+	}
+}
+
+// formHelp is said under the form: the terms the clouds sell, so a need
+// such as "16 H100 tomorrow 09:00-17:00" can be put in their words.
+func (v *blocksView) formHelp() []string {
+	return []string{
+		"AWS capacity blocks start and end at 11:30 UTC, last whole days (1-14, then weeks), are paid up front and",
+		"stop their instances 30 minutes before the end: to hold GPUs for 09:00-17:00, ask for a block that starts",
+		"by 09:00 (latest start) and ends after 17:00. Azure capacity reservations start when bought, take any hours,",
+		"and bill by the hour until deleted. Both show beside the cheapest spot pool for the same GPUs and hours.",
+	}
 }
 
 // spotAlt is the cheapest spot alternative to a block: the pool with the
@@ -466,23 +523,38 @@ func (v *blocksView) View() string {
 	}
 	vals := [numFields]string{v.form.gpu, v.form.size, unit, v.form.duration, orDefault(v.form.after, "now"), orDefault(v.form.before, "as far as sold")}
 	if v.editing {
+		hints := v.formHints()
 		for i := 0; i < numFields; i++ {
-			line := fmt.Sprintf("%-15s %s", fieldNames[i], vals[i])
-			if i == fieldGPU || i == fieldUnit {
-				line += st.dim.Render("   ←/→ change")
-			}
+			val := vals[i]
 			if i == v.field {
-				line = st.cursor.Render(fmt.Sprintf("%-15s %s", fieldNames[i], vals[i]+"▏"))
+				val += "▏"
 			}
-			b.WriteString(line + "\n")
+			line := fmt.Sprintf("%-15s %-18s", fieldNames[i], val)
+			if i == v.field {
+				line = st.cursor.Render(line)
+			}
+			b.WriteString(fit(line+" "+st.dim.Render(hints[i]), v.w, false) + "\n")
 		}
-		b.WriteString(st.dim.Render("tab/↑/↓ field · enter search · esc close"))
+		b.WriteString(st.dim.Render(fit("tab/↑/↓ field · enter search · esc back to the last search", v.w, false)))
 		if v.formErr != "" {
-			b.WriteString("\n" + st.footerErr.Render(v.formErr))
+			b.WriteString("\n" + st.footerErr.Render(fit(v.formErr, v.w, false)))
+		}
+		b.WriteString("\n")
+		for _, l := range v.formHelp() {
+			b.WriteString("\n" + st.dim.Render(fit(l, v.w, false)))
 		}
 		return b.String()
 	}
-	summary := fmt.Sprintf("%s × %s %s for %s, starting %s … %s", v.form.size, v.form.gpu, unit, v.form.duration, vals[fieldAfter], vals[fieldBefore])
+	t := v.terms
+	if !v.searched {
+		t = v.form
+	}
+	tunit := "GPUs"
+	if t.instances {
+		tunit = "instances"
+	}
+	summary := fmt.Sprintf("%s × %s %s for %s, starting %s … %s", t.size, t.gpu, tunit, t.duration,
+		orDefault(t.after, "now"), orDefault(t.before, "as far as sold"))
 	switch {
 	case v.formErr != "":
 		summary += " · " + v.formErr
@@ -508,7 +580,11 @@ func (v *blocksView) View() string {
 	}
 	b.WriteString("\n  " + st.header.Render(strings.Join(hdr, " ")))
 	if len(v.offers) == 0 && !v.searching && v.searched {
-		b.WriteString("\n  " + st.dim.Render("No offerings for these terms. e: try other dates, a shorter duration or fewer GPUs."))
+		hint := "No offerings for these terms. e: try other dates, a shorter duration or fewer GPUs."
+		if len(v.failed) > 0 {
+			hint = "No offerings: the search was refused (above). e edits the terms."
+		}
+		b.WriteString("\n  " + st.dim.Render(fit(hint, max(v.w-2, 1), false)))
 	}
 	loc := v.c.now().Location()
 	rows := max(v.h-4, 1)

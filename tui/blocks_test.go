@@ -193,11 +193,42 @@ func TestBlocksForm(t *testing.T) {
 	}
 	// size field: 8 → 16; unit → instances; duration 2d → 3d
 	press(f.m, "down", "6", "down", "right", "down", "backspace", "backspace", "3", "d", "enter")
-	if b.editing || b.form.size != "86" || !b.form.instances || b.form.duration != "3d" {
+	// Terms that do not parse keep the form open beside their error.
+	if !b.editing || b.form.size != "86" || !b.form.instances || b.form.duration != "3d" {
 		t.Fatalf("form %+v editing %v", b.form, b.editing)
 	}
 	if !strings.Contains(b.formErr, "at most 64 instances") {
 		t.Fatalf("form error %q", b.formErr)
+	}
+	// esc leaves them: the form goes back to the terms the table shows,
+	// and the summary above the table says those.
+	press(f.m, "esc")
+	if b.editing || b.formErr != "" || b.form != b.terms || b.form.size != "8" {
+		t.Fatalf("after esc: form %+v terms %+v editing %v err %q", b.form, b.terms, b.editing, b.formErr)
+	}
+	if out := b.View(); !strings.Contains(out, "8 × H100 GPUs for 2d") {
+		t.Fatalf("summary after esc:\n%s", out)
+	}
+	// A start of day and hour, typed with its space, in the session's zone;
+	// an 8-hour duration is expressible (Azure reservations take any hours).
+	press(f.m, "e", "down", "backspace", "1", "6", "down", "down", "backspace", "backspace", "8", "h", "down")
+	for _, r := range "2026-11-24 09:00" {
+		press(f.m, string(r))
+	}
+	press(f.m, "enter")
+	if b.editing || b.formErr != "" || b.terms.after != "2026-11-24 09:00" || b.terms.duration != "8h" || b.terms.size != "16" {
+		t.Fatalf("start typed with a space: form %+v editing %v err %q", b.form, b.editing, b.formErr)
+	}
+	if out := b.View(); !strings.Contains(out, "16 × H100 GPUs for 8h, starting 2026-11-24 09:00") {
+		t.Fatalf("summary:\n%s", out)
+	}
+	east := time.FixedZone("EST", -5*3600)
+	at, err := parseStart("2026-11-24 09:00", fixedNow.In(east))
+	if err != nil || !at.Equal(time.Date(2026, 11, 24, 14, 0, 0, 0, time.UTC)) {
+		t.Fatalf("local start: %v %v", at, err)
+	}
+	if q, err := (blocksForm{gpu: "H100", size: "8", duration: "26w"}).parse(fixedNow); err != nil || q.Duration != 182*24*time.Hour {
+		t.Fatalf("a 26-week block: %+v %v", q, err)
 	}
 	q, err := blocksForm{gpu: "A100", size: "16", duration: "48h", after: "+1d", before: "2026-12-20"}.parse(fixedNow)
 	if err != nil || q.GPUs != 16 || q.Instances != 0 || q.Duration != 48*time.Hour || !q.StartAfter.Equal(fixedNow.Add(24*time.Hour)) {

@@ -1,14 +1,17 @@
 package cmd
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
+	"github.com/gpumarket/gpumarket/providers/store"
 )
 
 // stallPurchases wraps the fake EC2 endpoint: while stall is set, a real
@@ -221,5 +224,51 @@ func TestBookGatewayErrorIsUnknown(t *testing.T) {
 			t.Fatalf("%d answer: ledger after reconciliation %v\n%s", c.status, rows, errOut)
 		}
 		srv.Close()
+	}
+}
+
+// TestLedgerReleasesReservationsOfOtherProviders: a reservation bills
+// until released, so `gpumarket ledger` reaches the provider of one whose
+// window has ended even when this run's --provider names another, and
+// releases it; it never records it ended without that.
+func TestLedgerReleasesReservationsOfOtherProviders(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Minute)
+	fake := ec2test.New(ec2test.Generate(1, []string{"us-east-1"}, now.Add(-24*time.Hour), now, time.Hour)...)
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	s := newSession(t, "")
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
+	t.Setenv("AWS_ENDPOINT_URL_EC2", srv.URL)
+	t.Setenv("GPUMARKET_AWS_ADVISOR_URL", srv.URL+"/spot-advisor-data.json")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+
+	// A simulated Azure reservation (the sim releases reservations as
+	// Azure needs them released) whose window ended an hour ago.
+	st, err := store.Open(os.Getenv("GPUMARKET_DATA_DIR"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := st.RecordIntent(context.Background(), store.Row{Kind: store.KindReservation, Provider: "sim", Cloud: "azure",
+		Region: "eastus", InstanceType: "Standard_ND96isr_H100_v5", InstanceCount: 1, GPUCount: 8,
+		Start: now.Add(-25 * time.Hour), End: now.Add(-time.Hour), CostUSD: 2400, State: store.StateActive,
+		ProviderRef: "/subscriptions/0/resourceGroups/g/providers/Microsoft.Compute/capacityReservationGroups/x/capacityReservations/y",
+		IdemKey:     "azcr-0123456789abcdef", CreatedAt: now.Add(-26 * time.Hour)}, nil)
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut := s.run("ledger", "--provider", "aws", "--region", "us-east-1", "-o", "json")
+	if code != 0 {
+		t.Fatalf("ledger: exit %d: %s", code, errOut)
+	}
+	rows, _ := jsonRows(t, out)
+	if len(rows) != 1 || rows[0]["id"] != row.ID || rows[0]["state"] != "ended" {
+		t.Fatalf("a reservation past its window should be released and ended: %v\n%s", rows, errOut)
 	}
 }

@@ -94,15 +94,21 @@ func (e *env) runLedger(ctx context.Context, timeout time.Duration, output strin
 		return err
 	}
 	defer st.Close()
-	open, err := st.List(ctx, store.StatePending, store.StateUnknown)
+	all, err := st.List(ctx)
 	if err != nil {
 		return err
 	}
 	// Reconciling a row needs its own provider, even when this run's
-	// --provider names others.
+	// --provider names others: an unsettled row is looked up there, and
+	// a reservation whose window has ended is released there (it bills
+	// until it is).
 	names := append([]string(nil), e.query.Providers...)
-	for _, r := range open {
-		if !contains(names, r.Provider) {
+	now := time.Now()
+	for _, r := range all {
+		unsettled := !r.Settled()
+		windowOver := r.Kind == store.KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
+			(r.State == store.StateScheduled || r.State == store.StateActive)
+		if (unsettled || windowOver) && !contains(names, r.Provider) {
 			names = append(names, r.Provider)
 		}
 	}

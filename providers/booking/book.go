@@ -231,7 +231,9 @@ func settleBlock(r store.Row, bk providers.Booking, now time.Time) store.Row {
 
 // advance moves a block along its dates: scheduled until the start,
 // active until the end, then ended. Capacity blocks do so on their own at
-// the cloud; the ledger follows the clock rather than ask.
+// the cloud; the ledger follows the clock rather than ask. A reservation
+// stays active past its end: it may bill until it is released (Azure),
+// and only Reconcile, which releases it, records it ended.
 func advance(r store.Row, now time.Time) store.Row {
 	if !store.Booked(r.Kind) || r.Start.IsZero() {
 		return r
@@ -239,7 +241,7 @@ func advance(r store.Row, now time.Time) store.Row {
 	switch r.State {
 	case store.StateScheduled, store.StateActive:
 		switch {
-		case !now.Before(r.End):
+		case !now.Before(r.End) && r.Kind != store.KindReservation:
 			r.State = store.StateEnded
 		case !now.Before(r.Start):
 			r.State = store.StateActive

@@ -43,16 +43,27 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 		return rep, err
 	}
 	now := s.opt.Now()
+	// endWindow ends a reservation whose window is over; it reports
+	// whether the row was one.
+	endWindow := func(r store.Row) (bool, error) {
+		if !windowOver(r, now) {
+			return false, nil
+		}
+		next, reason, err := s.endReservation(ctx, r)
+		if err != nil {
+			return true, err
+		}
+		if reason == "" {
+			rep.Settled = append(rep.Settled, next)
+		} else {
+			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: reason})
+		}
+		return true, nil
+	}
 	for _, r := range rows {
-		if s.mustRelease(r, now) {
-			next, err := s.release(ctx, r)
+		if done, err := endWindow(r); done || err != nil {
 			if err != nil {
 				return rep, err
-			}
-			if next.State == store.StateEnded {
-				rep.Settled = append(rep.Settled, next)
-			} else {
-				rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: next.Error})
 			}
 			continue
 		}
@@ -72,6 +83,13 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 		}
 		next, settled, reason := s.reconcileRow(ctx, r)
 		if settled {
+			// Found only after its window ended: release it now.
+			if done, err := endWindow(next); done || err != nil {
+				if err != nil {
+					return rep, err
+				}
+				continue
+			}
 			rep.Settled = append(rep.Settled, next)
 		} else {
 			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: reason})
@@ -184,17 +202,47 @@ func (s *Service) reconcileFleet(ctx context.Context, r store.Row) (store.Row, b
 	return u, true, ""
 }
 
-// mustRelease reports whether a row is a reservation whose window has
-// ended but which bills until released (Azure's capacity reservations).
-func (s *Service) mustRelease(r store.Row, now time.Time) bool {
-	if r.Kind != store.KindReservation || r.ProviderRef == "" || r.End.IsZero() || now.Before(r.End) {
-		return false
+// windowOver reports whether a row is a reservation, recorded as held,
+// whose window has ended: it may bill until it is released (Azure's
+// capacity reservations), so the clock alone does not end it.
+func windowOver(r store.Row, now time.Time) bool {
+	return r.Kind == store.KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
+		(r.State == store.StateScheduled || r.State == store.StateActive)
+}
+
+// endReservation ends a reservation whose window is over: released at a
+// provider whose bookings bill until released, by the clock at one whose
+// bookings end on their own. When its provider is not in use in this run
+// nothing can be known or done: the row stays active and the reason says
+// so. reason is "" when the row was recorded ended.
+func (s *Service) endReservation(ctx context.Context, r store.Row) (store.Row, string, error) {
+	p, ok := s.provs[r.Provider]
+	if !ok {
+		if from := r.State; from != store.StateActive {
+			next := r
+			next.State = store.StateActive
+			var err error
+			if r, err = s.settle(ctx, next, from); err != nil {
+				return r, "", err
+			}
+		}
+		return r, fmt.Sprintf("window ended %s; the reservation may bill until it is released, and provider %s is not in use in this run: run `gpumarket ledger --provider %s` to release it",
+			r.End.UTC().Format(time.RFC3339), r.Provider, r.Provider), nil
 	}
-	if r.State != store.StateScheduled && r.State != store.StateActive {
-		return false
+	if _, ok := p.(providers.BookingReleaser); !ok {
+		from := r.State
+		r.State = store.StateEnded
+		next, err := s.settle(ctx, r, from)
+		return next, "", err
 	}
-	_, ok := s.provs[r.Provider].(providers.BookingReleaser)
-	return ok
+	next, err := s.release(ctx, r)
+	if err != nil {
+		return next, "", err
+	}
+	if next.State != store.StateEnded {
+		return next, next.Error, nil
+	}
+	return next, "", nil
 }
 
 // release releases a reservation whose window has ended and records it

@@ -86,3 +86,82 @@ func TestReservationReleasedWhenItsWindowEnds(t *testing.T) {
 		t.Fatalf("released %v, want [%s] once", fake.released, r.ProviderRef)
 	}
 }
+
+// TestReservationNotEndedWithoutRelease: a reservation bills until it is
+// released, so the clock alone never records it ended — not when the
+// process that reconciles has no Azure provider (`gpumarket ledger` run
+// with other providers), and not when a lost answer is found only after
+// the window ended. Either way the ledger would say "ended" while Azure
+// keeps billing, and nothing would ever release it.
+func TestReservationNotEndedWithoutRelease(t *testing.T) {
+	ctx := context.Background()
+	o := bookingtest.Offering("azure", "azcr-1", t0.Add(time.Hour), 24, 1, 2400)
+	o.Cloud = providers.CloudAzure
+
+	t.Run("provider not in use", func(t *testing.T) {
+		st, err := store.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		fake := &releasingFake{Fake: bookingtest.New("azure", o)}
+		now := t0
+		svc := booking.New(st, []providers.Provider{fake}, booking.Options{Now: func() time.Time { return now }, Timeout: time.Second})
+		if _, err := svc.FindOfferings(ctx, providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 24 * time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := svc.Book(ctx, booking.BookRequest{OfferingID: "azcr-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// After the window, a run without the azure provider.
+		now = o.End.Add(time.Hour)
+		other := booking.New(st, []providers.Provider{bookingtest.New("aws")}, booking.Options{Now: func() time.Time { return now }, Timeout: time.Second})
+		rep, err := other.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := st.Get(ctx, out.Row.ID)
+		if r.State == store.StateEnded {
+			t.Fatalf("recorded ended without being released: %+v", r)
+		}
+		if len(rep.Unsettled) != 1 || !strings.Contains(rep.Unsettled[0].Reason, "azure") {
+			t.Fatalf("the report should name the unreleased reservation and its provider: %+v", rep)
+		}
+		// A run with the azure provider releases it.
+		if _, err := svc.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := st.Get(ctx, out.Row.ID); r.State != store.StateEnded || len(fake.released) != 1 {
+			t.Fatalf("after a run with azure: %+v, released %v", r, fake.released)
+		}
+	})
+
+	t.Run("lost answer found after the window", func(t *testing.T) {
+		st, err := store.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		fake := &releasingFake{Fake: bookingtest.New("azure", o)}
+		fake.BuyThenFail = true
+		fake.BookHook = func(context.Context, providers.BookRequest) error { return context.DeadlineExceeded }
+		now := t0
+		svc := booking.New(st, []providers.Provider{fake}, booking.Options{Now: func() time.Time { return now }, Timeout: time.Second})
+		if _, err := svc.FindOfferings(ctx, providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 24 * time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := svc.Book(ctx, booking.BookRequest{OfferingID: "azcr-1"})
+		if !errors.Is(err, booking.ErrUnknownOutcome) {
+			t.Fatalf("lost answer: %v", err)
+		}
+		now = o.End.Add(time.Hour)
+		if _, err := svc.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := st.Get(ctx, out.Row.ID)
+		if len(fake.released) != 1 || r.State != store.StateEnded || r.ProviderRef == "" {
+			t.Fatalf("found after its window: %+v, released %v (want released and ended)", r, fake.released)
+		}
+	})
+}

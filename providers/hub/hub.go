@@ -430,7 +430,7 @@ func (h *Hub) publishLoop(ctx context.Context) {
 func (h *Hub) publish() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.dirty {
+	if !h.dirty && !h.staleChangedLocked() {
 		return
 	}
 	h.dirty = false
@@ -461,7 +461,7 @@ func (h *Hub) buildLocked() *Snapshot {
 			ss.Regions = append(ss.Regions, *r)
 		}
 		sort.Slice(ss.Regions, func(i, j int) bool { return ss.Regions[i].Region < ss.Regions[j].Region })
-		ss.Stale = st.failed || (!st.LastOK.IsZero() && now.Sub(st.LastOK) > 3*st.Interval)
+		ss.Stale = st.staleAt(now)
 		s.Sources = append(s.Sources, ss)
 		if !st.started {
 			s.Ready = false
@@ -471,6 +471,25 @@ func (h *Hub) buildLocked() *Snapshot {
 		}
 	}
 	return s
+}
+
+// staleAt reports whether the source's data counts as stale at now: its
+// last fetch failed, or it is older than three refresh intervals.
+func (st *sourceState) staleAt(now time.Time) bool {
+	return st.failed || (!st.LastOK.IsZero() && now.Sub(st.LastOK) > 3*st.Interval)
+}
+
+// staleChangedLocked reports whether a source turned stale (or live)
+// since the latest snapshot. A hung poll sends no events, so without this
+// its old prices would stay marked live for as long as it hangs.
+func (h *Hub) staleChangedLocked() bool {
+	now := h.opt.Now()
+	for i, p := range h.sources {
+		if i < len(h.latest.Sources) && h.latest.Sources[i].Stale != h.status[p.Name()].staleAt(now) {
+			return true
+		}
+	}
+	return false
 }
 
 // trimLocked drops, at most once an hour, the points older than the window

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
@@ -156,5 +157,48 @@ func BenchmarkBlocksView(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		_ = v.View()
+	}
+}
+
+// TestLedgerFitsAndScrolls: at 80 columns a workshop attendee still sees
+// what, where, when and the countdown; a ledger longer than the screen
+// scrolls with the cursor.
+func TestLedgerFitsAndScrolls(t *testing.T) {
+	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+	f.show(t, "Ledger")
+	lv := f.ledger()
+	var rows []store.Row
+	for i := range 30 {
+		rows = append(rows, store.Row{ID: fmt.Sprintf("01J%03d", i), Kind: store.KindBlock, State: store.StateScheduled,
+			Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge", InstanceCount: i + 1,
+			Start: fixedNow.Add(time.Duration(24*(i+1))*time.Hour + 14*time.Hour), End: fixedNow.Add(time.Duration(24*(i+3)) * time.Hour),
+			CostUSD: 1000, ProviderRef: "cr-0123456789abcdef0"})
+	}
+	lv.rows, lv.ready = orderLedger(rows, fixedNow), true
+	lv.SetSize(80, 20)
+	out := ansi.Strip(lv.View())
+	for _, want := range []string{"STATE", "WHAT", "WHERE", "START (local)", "TIME LEFT", "1×p5.48xlarge", "us-east-1a", "starts in 1d 14h", "11-25 04:00 UTC"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("80 columns: no %q in\n%s", want, out)
+		}
+	}
+	for i, l := range strings.Split(out, "\n") {
+		if w := ansi.StringWidth(l); w > 80 {
+			t.Errorf("line %d is %d wide: %q", i, w, l)
+		}
+	}
+	if n := strings.Count(out, "\n") + 1; n > 20 {
+		t.Errorf("%d lines in a 20-line view", n)
+	}
+	for range 29 {
+		press(f.m, "j")
+	}
+	out = ansi.Strip(lv.View())
+	if !strings.Contains(out, "› scheduled 30×p5.48xlarge") {
+		t.Errorf("the cursor's row scrolled out of sight:\n%s", out)
+	}
+	lv.SetSize(160, 20)
+	if out := ansi.Strip(lv.View()); !strings.Contains(out, "cr-0123456789abcdef0") || !strings.Contains(out, "COST $") {
+		t.Errorf("160 columns: no provider id or cost:\n%s", out)
 	}
 }

@@ -467,6 +467,9 @@ func (v *ledgerView) View() string {
 	}
 	now := v.c.now()
 	status := fmt.Sprintf("%d rows", len(v.rows))
+	if len(v.rows) == 1 {
+		status = "1 row"
+	}
 	if v.c.role != RoleViewer {
 		// Where the ledger lives is the operator's business, not a
 		// workshop attendee's.
@@ -476,24 +479,26 @@ func (v *ledgerView) View() string {
 		status = "ledger error: " + v.err
 	}
 	b.WriteString(st.dim.Render(fit(status, v.w, false)))
+	used := 2 // the status line and the column header
 	if v.note != "" {
 		b.WriteString("\n" + st.stale.Render(fit("not settled yet: "+v.note, v.w, false)))
+		used++
 	}
-	cols := []struct {
-		title string
-		w     int
-		right bool
-	}{{"STATE", 9, false}, {"KIND", 5, false}, {"WHAT", 24, false}, {"WHERE", 16, false}, {"START (local)", 16, false},
-		{"TIME LEFT", 16, false}, {"COST $", 10, true}, {"PROVIDER ID", 22, false}, {"BY", 14, false}, {"LEDGER ID", 26, false}}
+	cols := fitLedgerColumns(v.w - 2)
 	var hdr []string
 	for _, c := range cols {
 		hdr = append(hdr, fit(c.title, c.w, c.right))
 	}
 	b.WriteString("\n  " + st.header.Render(strings.Join(hdr, " ")))
 	if len(v.rows) == 0 {
-		b.WriteString("\n  " + st.dim.Render("Nothing booked or launched yet. Blocks: b books an offering; Fleet: L launches."))
+		b.WriteString("\n  " + st.dim.Render(fit("Nothing booked or launched yet. Blocks: b books an offering; Fleet: L launches.", max(v.w-2, 1), false)))
 	}
-	for i, r := range v.rows {
+	// Only the rows that fit, scrolled to keep the cursor (and its error
+	// line) in sight: a workshop's ledger outgrows the screen.
+	page := max(v.h-used-1, 1)
+	first := max(0, min(v.cur-page+2, len(v.rows)-page))
+	for i := first; i < len(v.rows) && i < first+page; i++ {
+		r := v.rows[i]
 		where := r.Region
 		if r.Zone != "" {
 			where = r.Zone
@@ -506,11 +511,12 @@ func (v *ledgerView) View() string {
 		if r.CostNote != "" {
 			cost += "/h"
 		}
-		cells := []string{r.State, r.Kind, fmt.Sprintf("%d×%s", r.InstanceCount, displayType(r.InstanceType)), where, start,
-			timeLeft(r, now), cost, orDash(r.ProviderRef), r.Actor, r.ID}
+		cells := map[string]string{"STATE": r.State, "KIND": r.Kind, "WHAT": fmt.Sprintf("%d×%s", r.InstanceCount, displayType(r.InstanceType)),
+			"WHERE": where, "START (local)": start, "TIME LEFT": timeLeft(r, now), "COST $": cost, "PROVIDER ID": orDash(r.ProviderRef),
+			"BY": r.Actor, "LEDGER ID": r.ID}
 		var line []string
-		for j, c := range cols {
-			line = append(line, fit(cells[j], c.w, c.right))
+		for _, c := range cols {
+			line = append(line, fit(cells[c.title], c.w, c.right))
 		}
 		text := strings.Join(line, " ")
 		prefix := "  "
@@ -526,6 +532,45 @@ func (v *ledgerView) View() string {
 		}
 	}
 	return b.String()
+}
+
+// ledgerColumn is one column of the Ledger table.
+type ledgerColumn struct {
+	title string
+	w     int
+	right bool
+	prio  int // lower stays longer as the terminal narrows
+}
+
+// ledgerColumns in display order. What a workshop attendee needs (what,
+// where, when, how long left) stays at 80 columns; the ids and who booked
+// go first.
+var ledgerColumns = []ledgerColumn{
+	{"STATE", 9, false, 0}, {"KIND", 5, false, 7}, {"WHAT", 18, false, 1}, {"WHERE", 14, false, 2},
+	{"START (local)", 15, false, 3}, {"TIME LEFT", 17, false, 4}, {"COST $", 10, true, 5},
+	{"PROVIDER ID", 22, false, 6}, {"BY", 14, false, 8}, {"LEDGER ID", 26, false, 9},
+}
+
+// fitLedgerColumns keeps the columns that fit in w cells, by priority, in
+// display order.
+func fitLedgerColumns(w int) []ledgerColumn {
+	keep := make([]bool, len(ledgerColumns))
+	used := 0
+	for p := range len(ledgerColumns) {
+		for i, c := range ledgerColumns {
+			if c.prio == p && used+c.w+1 <= w+1 {
+				keep[i] = true
+				used += c.w + 1
+			}
+		}
+	}
+	var out []ledgerColumn
+	for i, c := range ledgerColumns {
+		if keep[i] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func orDash(s string) string {

@@ -57,7 +57,7 @@ func newBlocksKeys(g *globalKeys) blocksKeys {
 
 // ShortHelp is the footer's one line.
 func (k blocksKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Book, k.Form, k.Search, k.Up, k.Down, k.global.NextView, k.global.Help, k.global.Quit}
+	return []key.Binding{k.Book, k.Form, k.Search, k.global.Help, k.global.Quit, k.global.NextView, k.Up, k.Down}
 }
 
 // FullHelp is the `?` screen.

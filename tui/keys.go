@@ -48,9 +48,11 @@ func newMarketKeys(g *globalKeys) marketKeys {
 	}
 }
 
-// ShortHelp is the footer's one line.
+// ShortHelp is the footer's one line. ? and q come before the filters and
+// tab, which the header's view names already show: at 80 columns the line
+// is cut, and help and quit must survive the cut.
 func (k marketKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Chart, k.Mark, k.Filter, k.Sort, k.Window, k.GPU, k.Region, k.global.NextView, k.global.Help, k.global.Quit}
+	return []key.Binding{k.Chart, k.Mark, k.Filter, k.Sort, k.Window, k.global.Help, k.global.Quit, k.GPU, k.Region, k.global.NextView}
 }
 
 // FullHelp is the `?` screen.
@@ -80,7 +82,7 @@ func newChartKeys(g *globalKeys) chartKeys {
 
 // ShortHelp is the footer's one line.
 func (k chartKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Window, k.Unit, k.Back, k.global.NextView, k.global.Help, k.global.Quit}
+	return []key.Binding{k.Window, k.Unit, k.Back, k.global.Help, k.global.Quit, k.global.NextView}
 }
 
 // FullHelp is the `?` screen.

@@ -212,7 +212,7 @@ func newLedgerKeys(g *globalKeys) ledgerKeys {
 
 // ShortHelp is the footer's one line.
 func (k ledgerKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Up, k.Down, k.Delete, k.Reconcile, k.global.NextView, k.global.Help, k.global.Quit}
+	return []key.Binding{k.Delete, k.Reconcile, k.global.Help, k.global.Quit, k.global.NextView, k.Up, k.Down}
 }
 
 // FullHelp is the `?` screen.

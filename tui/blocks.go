@@ -49,7 +49,7 @@ func newBlocksKeys(g *globalKeys) blocksKeys {
 		Up:     key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
 		Down:   key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
 		Book:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book")),
-		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e", "edit search")),
+		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e or /", "edit search")),
 		Search: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "search again")),
 		global: g,
 	}
@@ -62,7 +62,7 @@ func (k blocksKeys) ShortHelp() []key.Binding {
 
 // FullHelp is the `?` screen.
 func (k blocksKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down}, {k.Book, k.Form, k.Search}, {k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	return [][]key.Binding{{k.Up, k.Down}, {k.Book, k.Form, k.Search}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
 }
 
 // Fields of the Blocks search form.

@@ -202,3 +202,31 @@ func TestLedgerFitsAndScrolls(t *testing.T) {
 		t.Errorf("160 columns: no provider id or cost:\n%s", out)
 	}
 }
+
+// TestEscAndSlashEverywhere: esc goes back to the Market from the money
+// views (when no form is open) and / in a view with nothing to filter
+// opens the Market's filter, as the help says.
+func TestEscAndSlashEverywhere(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	for _, title := range []string{"Blocks", "Fleet", "Ledger"} {
+		f.show(t, title)
+		press(f.m, "esc")
+		if got := f.m.views[f.m.active].Title(); got != "Market" {
+			t.Errorf("esc in %s: in %s", title, got)
+		}
+	}
+	// esc in the Blocks form closes the form only.
+	f.show(t, "Blocks")
+	press(f.m, "e", "esc")
+	if got := f.m.views[f.m.active].Title(); got != "Blocks" || f.blocks().editing {
+		t.Errorf("esc in the Blocks form: in %s, editing %v", got, f.blocks().editing)
+	}
+	for _, title := range []string{"Chart", "Fleet", "Ledger"} {
+		f.show(t, title)
+		press(f.m, "/", "H")
+		if got := f.m.views[f.m.active].Title(); got != "Market" || !f.m.market.typing || f.m.market.needle != "h" {
+			t.Errorf("/ in %s: in %s, typing %v, needle %q", title, got, f.m.market.typing, f.m.market.needle)
+		}
+		press(f.m, "esc")
+	}
+}

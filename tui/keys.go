@@ -7,6 +7,9 @@ import "charm.land/bubbles/v2/key"
 // SSH session is not disabled in another.
 type globalKeys struct {
 	NextView, PrevView, Help, Quit, Back key.Binding
+	// Filter is / in the views that have nothing of their own to filter:
+	// it goes to the Market view with its filter open.
+	Filter key.Binding
 }
 
 func newGlobalKeys() globalKeys {
@@ -15,7 +18,8 @@ func newGlobalKeys() globalKeys {
 		PrevView: key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "prev view")),
 		Help:     key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:     key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
-		Back:     key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
+		Back:     key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back to market")),
+		Filter:   key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter the market")),
 	}
 }
 
@@ -87,7 +91,7 @@ func (k chartKeys) ShortHelp() []key.Binding {
 
 // FullHelp is the `?` screen.
 func (k chartKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Window, k.Unit, k.Back}, {k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	return [][]key.Binding{{k.Window, k.Unit, k.Back, k.global.Filter}, {k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
 }
 
 // filterKeys are shown while the free-text filter is being typed.

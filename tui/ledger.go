@@ -217,7 +217,7 @@ func (k ledgerKeys) ShortHelp() []key.Binding {
 
 // FullHelp is the `?` screen.
 func (k ledgerKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down}, {k.Delete, k.Reconcile}, {k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	return [][]key.Binding{{k.Up, k.Down}, {k.Delete, k.Reconcile}, {k.global.Back, k.global.Filter, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
 }
 
 // ledgerView lists what was booked or launched: current and upcoming

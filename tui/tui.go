@@ -326,6 +326,22 @@ func (m *Model) updateKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 			m.switchTo((m.active + len(m.views) - 1) % len(m.views))
 			return m, nil
 		}
+		switch m.views[m.active].(type) {
+		case *blocksView, *fleetView, *ledgerView:
+			// esc, with no form or confirmation open, goes home; the
+			// Chart's esc returns to where enter came from.
+			if key.Matches(msg, g.Back) {
+				m.switchTo(m.indexOf(m.market))
+				return m, nil
+			}
+		}
+		switch m.views[m.active].(type) {
+		case *chartView, *fleetView, *ledgerView:
+			// They have nothing of their own to filter: / filters the market.
+			if key.Matches(msg, g.Filter) {
+				m.switchTo(m.indexOf(m.market))
+			}
+		}
 	}
 	v, cmd := m.views[m.active].Update(msg)
 	m.views[m.active] = v

@@ -96,7 +96,10 @@ type fleetView struct {
 	keys   fleetKeys
 	box    *mailbox
 	marked func() []string
-	w, h   int
+	// cursorOnly reports that nothing is marked in the Market view, so
+	// marked gave the pool under its cursor.
+	cursorOnly func() bool
+	w, h       int
 
 	form    fleetForm
 	editing bool
@@ -121,9 +124,17 @@ type fleetView struct {
 	pollErr  string
 }
 
-func newFleetView(c *common, ctx context.Context, svc *booking.Service, marked func() []string) *fleetView {
-	return &fleetView{c: c, ctx: ctx, svc: svc, keys: newFleetKeys(&c.keys), box: &mailbox{}, marked: marked,
+func newFleetView(c *common, ctx context.Context, svc *booking.Service, marked func() []string, cursorOnly func() bool) *fleetView {
+	return &fleetView{c: c, ctx: ctx, svc: svc, keys: newFleetKeys(&c.keys), box: &mailbox{}, marked: marked, cursorOnly: cursorOnly,
 		form: fleetForm{target: "2", onDemand: "0"}}
+}
+
+// refreshPools takes the Market's marks again, unless a confirmation is
+// open (it shows the spec it was opened with).
+func (v *fleetView) refreshPools() {
+	if !v.confirm.open && !v.editing && v.marked != nil {
+		v.poolKeys = v.marked()
+	}
 }
 
 func (v *fleetView) Title() string       { return "Fleet" }
@@ -208,9 +219,7 @@ func (v *fleetView) Update(msg tea.Msg) (view, tea.Cmd) {
 			cmds = append(cmds, v.poll())
 		}
 	case tea.KeyPressMsg:
-		if !v.confirm.open && !v.editing && v.marked != nil {
-			v.poolKeys = v.marked()
-		}
+		v.refreshPools()
 		cmds = append(cmds, v.updateKey(msg))
 	}
 	return v, tea.Batch(cmds...)
@@ -427,7 +436,11 @@ func (v *fleetView) View() string {
 		return st.dim.Render("Fleets cannot be launched in this session (no ledger).")
 	}
 	var b strings.Builder
-	b.WriteString(st.title.Render("Pools (marked in Market)") + "\n")
+	if len(v.poolKeys) > 0 && v.cursorOnly != nil && v.cursorOnly() {
+		b.WriteString(st.title.Render("Pool (under the Market cursor: none marked; mark several with space)") + "\n")
+	} else {
+		b.WriteString(st.title.Render("Pools (marked in Market)") + "\n")
+	}
 	if len(v.poolKeys) == 0 {
 		b.WriteString("  " + st.dim.Render("none: mark spot pools of one region in the Market view with space") + "\n")
 	}

@@ -230,3 +230,23 @@ func TestEscAndSlashEverywhere(t *testing.T) {
 		press(f.m, "esc")
 	}
 }
+
+// TestFleetShowsMarksAsTheyAre: tabbing to Fleet right after marking shows
+// the marks (not those of the last market tick), and with nothing marked
+// it says the pool is the one under the cursor.
+func TestFleetShowsMarksAsTheyAre(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.show(t, "Fleet")
+	if scr := f.screen(); !strings.Contains(scr, "under the Market cursor: none marked") {
+		t.Fatalf("nothing marked:\n%s", scr)
+	}
+	f.show(t, "Market")
+	f.m.market.toggleMark("sim/us-east-2/us-east-2a/g4dn.xlarge")
+	for f.m.views[f.m.active].Title() != "Fleet" {
+		press(f.m, "tab") // no market tick on the way
+	}
+	scr := f.screen()
+	if !strings.Contains(scr, "Pools (marked in Market)") || !strings.Contains(scr, "sim/us-east-2/us-east-2a/g4dn.xlarge") || len(f.fleet().poolKeys) != 1 {
+		t.Fatalf("one marked pool:\n%s", scr)
+	}
+}

@@ -35,7 +35,8 @@ func (m *Model) addMoneyViews(ctx context.Context, svc *booking.Service) {
 			blocks.form.gpu = g
 		}
 	}
-	fleet := newFleetView(m.c, ctx, svc, m.market.chartKeys)
+	mk := m.market
+	fleet := newFleetView(m.c, ctx, svc, mk.chartKeys, func() bool { return mk.markedCount() == 0 })
 	ledger := newLedgerView(m.c, ctx, svc)
 	// Called again (tests, a session given a ledger later), it replaces
 	// the money views rather than adding a second set.

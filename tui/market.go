@@ -322,6 +322,17 @@ func (m *marketView) chartKeys() []string {
 	return keys
 }
 
+// markedCount is how many marked pools are still in the market.
+func (m *marketView) markedCount() int {
+	n := 0
+	for _, k := range m.markOrder {
+		if _, ok := m.rows[k]; ok {
+			n++
+		}
+	}
+	return n
+}
+
 func (m *marketView) toggleMark(k string) {
 	if m.marked[k] {
 		delete(m.marked, k)

@@ -363,6 +363,11 @@ func (m *Model) switchTo(i int) {
 	}
 	m.prev, m.active = m.active, i
 	m.full = false
+	// The Fleet view shows the marks as they are now, not as of the last
+	// market tick (30 s apart on a real cloud).
+	if f, ok := m.views[i].(*fleetView); ok {
+		f.refreshPools()
+	}
 	// Tabbing to an empty Chart shows what enter would have.
 	if m.views[i] == m.chart && len(m.chart.poolKeys) == 0 {
 		m.chart.setPools(m.market.chartKeys())

@@ -50,6 +50,7 @@ type retailPrice struct {
 	spotPrim   bool
 	odPrim     bool
 	spotItemAt time.Time
+	odItemAt   time.Time
 }
 
 // parsePricesPage reads one Retail Prices page. It accepts the API's
@@ -170,8 +171,10 @@ func addRetailItem(out map[string]retailPrice, it retailItem, region string, wan
 			if rp.Spot == nil || (primary && !rp.spotPrim) || (primary == rp.spotPrim && at.After(rp.spotItemAt)) {
 				rp.Spot, rp.SpotAt, rp.spotPrim, rp.spotItemAt = &price, at, primary, at
 			}
-		} else if rp.OnDemand == nil || (primary && !rp.odPrim) {
-			rp.OnDemand, rp.odPrim = &price, primary
+		} else if rp.OnDemand == nil || (primary && !rp.odPrim) || (primary == rp.odPrim && at.After(rp.odItemAt)) {
+			// The same rule as spot: an old price listed beside the
+			// new one must not win by coming first.
+			rp.OnDemand, rp.odPrim, rp.odItemAt = &price, primary, at
 		}
 		out[key] = rp
 	}

@@ -230,6 +230,24 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		return res, nil
 	}
 
+	// The same fleet whose launch has no known outcome yet is not
+	// launched a second time: it is looked up, or re-sent under its own
+	// ClientToken, which the cloud honours as the same launch.
+	if spec.ClientToken == "" {
+		prev, err := s.openFleet(ctx, spec)
+		if err != nil {
+			return res, err
+		}
+		if prev != nil {
+			again, retry, err := s.fleetAgain(ctx, *prev)
+			if !retry {
+				res.Row = again
+				return res, err
+			}
+			return s.sendFleet(ctx, fl, again, res)
+		}
+	}
+
 	id := store.NewID(now)
 	if spec.ClientToken == "" {
 		spec.ClientToken = id
@@ -248,9 +266,15 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		InstanceCount: spec.TargetCapacity, GPUCount: est.GPUs, CostUSD: cost, CostNote: est.FirstHourNote(),
 		State: store.StatePending, Actor: actor, CreatedAt: now, Request: reqJSON, IdemKey: spec.ClientToken,
 	}
-	row, err := s.intent(ctx, intent, func(spent float64, existing *store.Row) error {
+	row, err := s.st.RecordIntentOpen(ctx, intent, func(spent float64, existing *store.Row, open []store.Row) error {
 		if existing != nil {
 			return nil
+		}
+		// Another process recorded the same fleet since openFleet looked.
+		for _, o := range open {
+			if sameFleet(o, spec) {
+				return fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s); it is not sent twice", o.ID, o.Actor)
+			}
 		}
 		return s.checkBudget(cost, spent)
 	})
@@ -262,11 +286,23 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		}
 		return res, err
 	}
+	s.changes.Add(1)
+	return s.sendFleet(ctx, fl, row, res)
+}
+
+// sendFleet makes the launch call of a recorded intent (pending) and
+// records its outcome.
+func (s *Service) sendFleet(ctx context.Context, fl providers.FleetLauncher, row store.Row, res FleetResult) (FleetResult, error) {
 	res.Row = row
+	var spec providers.FleetSpec
+	if err := json.Unmarshal(row.Request, &spec); err != nil {
+		return res, fmt.Errorf("ledger row %s: stored fleet: %w", row.ID, err)
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	f, callErr := fl.LaunchFleet(cctx, spec)
 	cancel()
 	wctx := context.WithoutCancel(ctx)
+	var err error
 	if callErr != nil {
 		if declined(spec.Provider, callErr) {
 			row.State, row.Error = store.StateFailed, callErr.Error()
@@ -286,6 +322,76 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		return res, fmt.Errorf("record launch %s (launched: %s): %w", row.ID, f.ID, err)
 	}
 	return res, nil
+}
+
+// openFleet returns the newest fleet row whose outcome is not known yet
+// (pending or unknown) and that asks for the same fleet as spec, or nil.
+func (s *Service) openFleet(ctx context.Context, spec providers.FleetSpec) (*store.Row, error) {
+	rows, err := s.st.List(ctx, store.StatePending, store.StateUnknown)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		if r.Kind == store.KindFleet && sameFleet(r, spec) {
+			return &r, nil
+		}
+	}
+	return nil, nil
+}
+
+// sameFleet reports whether a fleet row asks for the fleet spec asks
+// for: every term but the client token.
+func sameFleet(r store.Row, spec providers.FleetSpec) bool {
+	var got providers.FleetSpec
+	if r.Kind != store.KindFleet || json.Unmarshal(r.Request, &got) != nil {
+		return false
+	}
+	got.ClientToken, got.DryRun = "", false
+	spec.ClientToken, spec.DryRun = "", false
+	a, err1 := json.Marshal(got)
+	b, err2 := json.Marshal(spec)
+	return err1 == nil && err2 == nil && string(a) == string(b)
+}
+
+// fleetAgain decides what a launch of the same fleet as an unsettled row
+// does. While that row's call may still be in flight, it is refused.
+// Otherwise the row is looked up at the provider; if that settles it, the
+// new launch is refused with what was found (nothing is sent; running the
+// command again, now that nothing is unsettled, launches a new fleet). If
+// the provider does not show it, the row is set pending again and retry
+// is true: the caller re-sends it under its own ClientToken, which the
+// cloud treats as the same launch, so at most one fleet results.
+func (s *Service) fleetAgain(ctx context.Context, prev store.Row) (row store.Row, retry bool, err error) {
+	now := s.opt.Now()
+	if prev.State == store.StatePending && now.Sub(prev.UpdatedAt) < s.opt.Timeout+inFlightGrace {
+		return prev, false, fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s); it is not sent twice", prev.ID, prev.Actor)
+	}
+	r, settled, reason := s.reconcileRow(ctx, prev)
+	if settled {
+		if r.State == store.StateFailed {
+			return r, false, fmt.Errorf("refused for now: the earlier launch of the same fleet (ledger row %s) turned out failed (%s); run the command again to launch it", r.ID, r.Error)
+		}
+		return r, false, fmt.Errorf("refused: the earlier launch of the same fleet, whose answer was lost, did land: ledger row %s (%s, state %s); nothing new was launched — run the command again to launch another",
+			r.ID, r.ProviderRef, r.State)
+	}
+	if r.State != store.StateUnknown {
+		return r, false, fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s); it is not sent twice (%s)", r.ID, r.Actor, reason)
+	}
+	// Not found at the provider: re-send under the same ClientToken. The
+	// row goes back to pending only if no one else did so meanwhile.
+	next := r
+	next.State, next.Error = store.StatePending, ""
+	u, err := s.st.UpdateFrom(ctx, next, store.StateUnknown)
+	if errors.Is(err, store.ErrConflict) {
+		cur, _ := s.st.Get(ctx, r.ID)
+		return cur, false, fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, state %s); it is not sent twice", r.ID, cur.State)
+	}
+	if err != nil {
+		return r, false, err
+	}
+	s.changes.Add(1)
+	s.opt.Logger.Info("re-sending a launch whose answer was lost, under its own client token", "row", u.ID, "token", u.IdemKey, "reason", reason)
+	return u, true, nil
 }
 
 // settleFleet writes what a Fleet says into a row.

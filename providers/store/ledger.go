@@ -131,6 +131,21 @@ type IntentCheck func(daySpent float64, existing *Row) error
 // that is not failed holds the same kind and key, and with check's error
 // when check refuses.
 func (s *Store) RecordIntent(ctx context.Context, r Row, check IntentCheck) (Row, error) {
+	var c OpenIntentCheck
+	if check != nil {
+		c = func(daySpent float64, existing *Row, _ []Row) error { return check(daySpent, existing) }
+	}
+	return s.RecordIntentOpen(ctx, r, c)
+}
+
+// OpenIntentCheck is an IntentCheck that also sees the rows of the same
+// kind whose outcome is not known yet (pending or unknown), read under the
+// same write lock: an action without a natural key (a fleet) can refuse
+// to start while the same action is in flight in another process.
+type OpenIntentCheck func(daySpent float64, existing *Row, open []Row) error
+
+// RecordIntentOpen is RecordIntent with an OpenIntentCheck.
+func (s *Store) RecordIntentOpen(ctx context.Context, r Row, check OpenIntentCheck) (Row, error) {
 	if r.ID == "" {
 		r.ID = NewID(s.now())
 	}
@@ -164,7 +179,11 @@ func (s *Store) RecordIntent(ctx context.Context, r Row, check IntentCheck) (Row
 		if err != nil {
 			return Row{}, fmt.Errorf("record intent: %w", err)
 		}
-		if err := check(spent, ex); err != nil {
+		open, err := openRows(ctx, tx, r.Kind)
+		if err != nil {
+			return Row{}, fmt.Errorf("record intent: %w", err)
+		}
+		if err := check(spent, ex, open); err != nil {
 			return Row{}, err
 		}
 	}
@@ -321,6 +340,24 @@ func daySum(ctx context.Context, q querier, t time.Time) (float64, error) {
 		return 0, fmt.Errorf("sum of the day's spending: %w", err)
 	}
 	return sum, nil
+}
+
+// openRows returns the rows of a kind whose outcome is not known yet.
+func openRows(ctx context.Context, tx *sql.Tx, kind string) ([]Row, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+columns+` FROM ledger WHERE kind = ? AND state IN (?, ?) ORDER BY id`, kind, StatePending, StateUnknown)
+	if err != nil {
+		return nil, fmt.Errorf("unsettled %s rows: %w", kind, err)
+	}
+	defer rows.Close()
+	var out []Row
+	for rows.Next() {
+		r, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("unsettled %s rows: %w", kind, err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }
 
 const columns = `id, kind, provider, cloud, region, zone, instance_type, instance_count, gpu_count, start_at, end_at,

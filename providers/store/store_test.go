@@ -258,3 +258,32 @@ func BenchmarkList(b *testing.B) {
 		}
 	}
 }
+
+func TestRecordIntentOpenSeesUnsettledRowsOfItsKind(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	pending, err := s.RecordIntent(ctx, Row{Kind: KindFleet, Provider: "aws", IdemKey: "t1", State: StatePending}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordIntent(ctx, Row{Kind: KindFleet, Provider: "aws", IdemKey: "t2", State: StateActive}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "aws", IdemKey: "cb-1", State: StateUnknown}, nil); err != nil {
+		t.Fatal(err)
+	}
+	refuse := errors.New("same fleet in flight")
+	_, err = s.RecordIntentOpen(ctx, Row{Kind: KindFleet, Provider: "aws", IdemKey: "t3", State: StatePending},
+		func(_ float64, existing *Row, open []Row) error {
+			if existing != nil || len(open) != 1 || open[0].ID != pending.ID {
+				t.Errorf("existing %v, open %+v: want only the pending fleet row", existing, open)
+			}
+			return refuse
+		})
+	if !errors.Is(err, refuse) {
+		t.Fatalf("check's refusal: %v", err)
+	}
+	if rows, _ := s.List(ctx); len(rows) != 3 {
+		t.Fatalf("a refused intent was written: %d rows", len(rows))
+	}
+}

@@ -61,6 +61,14 @@ func (f *Fake) Calls(method string) int {
 	return f.calls[method]
 }
 
+// Fleets counts the fleets launched (a repeated client token launches
+// none).
+func (f *Fake) Fleets() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.fleets)
+}
+
 // Bought reports whether the offering was bought.
 func (f *Fake) Bought(offeringID string) bool {
 	f.mu.Lock()

@@ -1,0 +1,110 @@
+package booking_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+// The same fleet launched again after the first launch's answer was lost
+// (the command run twice, L pressed again) must not launch a second
+// fleet: the earlier intent is looked up first, and when the cloud does
+// not show it, it is re-sent under the same ClientToken, which the cloud
+// honours as the same launch.
+func TestFleetLaunchAgainAfterLostAnswer(t *testing.T) {
+	spec := providers.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 2,
+		MaxPriceUSD: providers.Float(30)}
+	ctx := context.Background()
+
+	t.Run("landed", func(t *testing.T) {
+		f := newFixture(t, "", "aws", booking.Budget{})
+		// The launch lands at the cloud; its answer is lost.
+		f.fake.LaunchHook = func(ctx context.Context, spec providers.FleetSpec) error {
+			f.fake.LaunchHook = nil
+			f.fake.LaunchFleet(ctx, spec)
+			return context.DeadlineExceeded
+		}
+		first, err := f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec})
+		if !errors.Is(err, booking.ErrUnknownOutcome) {
+			t.Fatalf("lost answer: %v", err)
+		}
+		_, err = f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec})
+		if err == nil || !strings.Contains(err.Error(), first.Row.ID) {
+			t.Fatalf("launch again: %v, want a refusal naming row %s", err, first.Row.ID)
+		}
+		if n := f.fake.Fleets(); n != 1 {
+			t.Fatalf("%d fleets at the cloud, want 1", n)
+		}
+		r, _ := f.st.Get(ctx, first.Row.ID)
+		if r.State != store.StateActive || r.ProviderRef != "fleet-0001" {
+			t.Fatalf("the earlier row should be settled by the look-up: %+v", r)
+		}
+		// Once settled, launching again is a new, deliberate fleet.
+		if _, err := f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec}); err != nil {
+			t.Fatal(err)
+		}
+		if n := f.fake.Fleets(); n != 2 {
+			t.Fatalf("%d fleets, want 2 after a deliberate second launch", n)
+		}
+	})
+
+	t.Run("not found: re-sent under the same token", func(t *testing.T) {
+		f := newFixture(t, "", "aws", booking.Budget{})
+		var tokens []string
+		f.fake.LaunchHook = func(ctx context.Context, spec providers.FleetSpec) error {
+			tokens = append(tokens, spec.ClientToken)
+			if len(tokens) == 1 {
+				return context.DeadlineExceeded // lost before it reached the cloud
+			}
+			return nil
+		}
+		first, err := f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec})
+		if !errors.Is(err, booking.ErrUnknownOutcome) {
+			t.Fatalf("lost answer: %v", err)
+		}
+		again, err := f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tokens) != 2 || tokens[0] != tokens[1] || tokens[0] != first.Row.ID {
+			t.Fatalf("client tokens %v, want the first intent's %s twice", tokens, first.Row.ID)
+		}
+		rows, _ := f.st.List(ctx)
+		if len(rows) != 1 || again.Row.ID != first.Row.ID || rows[0].State != store.StateActive {
+			t.Fatalf("rows %+v, want the one intent, active", rows)
+		}
+	})
+
+	t.Run("in flight", func(t *testing.T) {
+		f := newFixture(t, "", "aws", booking.Budget{})
+		started, release := make(chan struct{}), make(chan struct{})
+		f.fake.LaunchHook = func(context.Context, providers.FleetSpec) error {
+			close(started)
+			<-release
+			return nil
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec})
+			done <- err
+		}()
+		<-started
+		f.fake.LaunchHook = nil
+		_, err := f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec})
+		close(release)
+		if err == nil || !strings.Contains(err.Error(), "in flight") {
+			t.Fatalf("second launch while the first is on the wire: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if n := f.fake.Fleets(); n != 1 {
+			t.Fatalf("%d fleets, want 1", n)
+		}
+	})
+}

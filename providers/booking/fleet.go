@@ -394,15 +394,24 @@ func (s *Service) fleetAgain(ctx context.Context, prev store.Row) (row store.Row
 	return u, true, nil
 }
 
+// fleetRowState is the ledger state of a fleet the provider answered
+// for. A provider's "pending" (instances still to come, a fleet being
+// modified) is "active" in the ledger: the fleet exists and may bill,
+// while the ledger's pending means a call with no answer yet, which a
+// reconciliation would take for a process that died mid-call.
+func fleetRowState(state string) string {
+	if state == "" || state == store.StatePending {
+		return store.StateActive
+	}
+	return state
+}
+
 // settleFleet writes what a Fleet says into a row.
 func settleFleet(r store.Row, f providers.Fleet) store.Row {
 	if f.ID != "" {
 		r.ProviderRef = f.ID
 	}
-	r.State = f.State
-	if r.State == "" {
-		r.State = store.StateActive
-	}
+	r.State = fleetRowState(f.State)
 	if r.State != store.StateFailed {
 		r.Error = ""
 	} else if f.Message != "" {
@@ -481,9 +490,12 @@ func (s *Service) RefreshFleet(ctx context.Context, id string) (providers.Fleet,
 	if err != nil {
 		return f, r, fmt.Errorf("describe fleet %s: %w", r.ProviderRef, err)
 	}
-	if f.State != "" && f.State != r.State && r.State != store.StateDeleted {
-		r.State = f.State
-		if r, err = s.update(ctx, r); err != nil {
+	if f.State != "" && fleetRowState(f.State) != r.State && r.State != store.StateDeleted {
+		// Only over the state read above: a delete recorded meanwhile
+		// (another session, `fleet delete`) is never overwritten.
+		from := r.State
+		r.State = fleetRowState(f.State)
+		if r, err = s.settle(ctx, r, from); err != nil {
 			return f, r, err
 		}
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/sim"
 	"github.com/gpumarket/gpumarket/providers/store"
 )
 
@@ -107,4 +109,46 @@ func TestFleetLaunchAgainAfterLostAnswer(t *testing.T) {
 			t.Fatalf("%d fleets, want 1", n)
 		}
 	})
+}
+
+// TestLaunchedFleetIsNeverPending: "pending" in the ledger means the call
+// is being made, and a pending row older than the call's timeout is taken
+// for a process that died mid-call. A fleet the provider answered for —
+// here a simulated one whose spot instances wait under the max price —
+// exists, so its row must not read pending, or the next reconciliation
+// records it failed ("lost with the process") while it lives on.
+func TestLaunchedFleetIsNeverPending(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := t0
+	clock := func() time.Time { return now }
+	market := sim.New(sim.Options{Seed: 1, Now: clock})
+	svc := booking.New(st, []providers.Provider{market}, booking.Options{Now: clock, Timeout: time.Second})
+	ctx := context.Background()
+	spec := providers.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge", "p4d.24xlarge"},
+		TargetCapacity: 2, MaxPriceUSD: providers.Float(0.001)}
+	res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec, Estimate: booking.FleetEstimate{USDHour: 1, GPUs: 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Row.State == store.StatePending || res.Row.ProviderRef == "" {
+		t.Fatalf("launched fleet recorded %q (%s)", res.Row.State, res.Row.ProviderRef)
+	}
+	now = now.Add(10 * time.Minute)
+	if _, err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.RefreshFleet(ctx, res.Row.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := st.Get(ctx, res.Row.ID)
+	if r.State != res.Row.State {
+		t.Fatalf("a live fleet's row went %s → %s (%s)", res.Row.State, r.State, r.Error)
+	}
 }

@@ -128,6 +128,15 @@ func (e *env) snapshotOf(parent context.Context, ps []providers.Provider, timeou
 // reports whether anything answered. The sim's note is the banner's.
 func (e *env) reportHealth(snap *hub.Snapshot) bool {
 	answered := false
+	// A region that sent prices and then failed a part (Azure's history
+	// while its list prices answered, say) has answered: its rows are
+	// printed, with its warning.
+	priced := map[[2]string]bool{}
+	for i := range snap.Pools {
+		if pv := &snap.Pools[i]; pv.History.Len() > 0 {
+			priced[[2]string{pv.Provider, pv.Region}] = true
+		}
+	}
 	for _, src := range snap.Sources {
 		if src.Note != "" && src.Provider != "sim" {
 			fmt.Fprintf(e.errOut, "gpumarket: %s: %s\n", src.Provider, oneLine(src.Note))
@@ -139,6 +148,9 @@ func (e *env) reportHealth(snap *hub.Snapshot) bool {
 		for _, r := range src.Regions {
 			if r.Err != "" {
 				fmt.Fprintf(e.errOut, "gpumarket: warning: %s %s: %s\n", src.Provider, r.Region, oneLine(r.Err))
+				if priced[[2]string{src.Provider, r.Region}] {
+					answered = true
+				}
 				continue
 			}
 			okRegions++

@@ -140,6 +140,7 @@ func (m *Model) sourceLine(s hub.SourceStatus) string {
 			loading = true
 		}
 	}
+	failed := failedRegions(s)
 	switch {
 	case s.State == hub.StateError:
 		b.WriteString(st.badgeErr.Render(" error "))
@@ -148,6 +149,14 @@ func (m *Model) sourceLine(s hub.SourceStatus) string {
 		}
 	case loading:
 		b.WriteString(m.spin.View() + " loading")
+	case s.Stale:
+		// Not "live": the prices on screen are old.
+		b.WriteString(st.stale.Render("◌ stale"))
+		if !s.LastOK.IsZero() {
+			b.WriteString(st.stale.Render(" (data from " + s.LastOK.In(m.c.now().Location()).Format("15:04") + ")"))
+		}
+	case failed > 0 && failed == len(s.Regions):
+		b.WriteString(st.badgeErr.Render(" no region answers "))
 	default:
 		b.WriteString(st.ok.Render("● live"))
 	}
@@ -156,18 +165,23 @@ func (m *Model) sourceLine(s hub.SourceStatus) string {
 	} else if n := len(s.Regions); n > 0 {
 		b.WriteString(st.dim.Render(fmt.Sprintf(" · %d regions", n)))
 	}
-	if s.Stale {
-		b.WriteString(" " + st.stale.Render("stale"))
-		if !s.LastOK.IsZero() {
-			b.WriteString(st.stale.Render(" (data from " + s.LastOK.In(m.c.now().Location()).Format("15:04") + ")"))
-		}
-	}
+	// One badge per cause, naming its regions: thirty regions refused for
+	// the same reason are one line's worth, not thirty copies.
+	var causes []string
+	regionsOf := map[string][]string{}
 	for _, r := range s.Regions {
 		if r.Err != "" {
-			b.WriteString(" ")
-			b.WriteString(st.badgeErr.Render(" " + r.Region + " "))
-			b.WriteString(" " + st.footerErr.Render(shortErr(r.Region, r.Err, 48)))
+			c := shortErr(r.Region, r.Err, 48)
+			if _, ok := regionsOf[c]; !ok {
+				causes = append(causes, c)
+			}
+			regionsOf[c] = append(regionsOf[c], r.Region)
 		}
+	}
+	for _, c := range causes {
+		b.WriteString(" ")
+		b.WriteString(st.badgeErr.Render(" " + strings.Join(regionsOf[c], " ") + " "))
+		b.WriteString(" " + st.footerErr.Render(c))
 	}
 	if s.Note != "" {
 		b.WriteString(st.dim.Render(" · " + s.Note))
@@ -198,6 +212,18 @@ func shortErr(region, s string, n int) string {
 			break
 		}
 		s = s[i+2:]
+	}
+	// The AWS SDK puts the cause last, after the operation, the attempts
+	// and the HTTP status: "operation error EC2: DescribeSpotPriceHistory,
+	// exceeded maximum number of attempts, 3, https response error …
+	// api error UnauthorizedOperation: …" or "… dial tcp …: connect:
+	// connection refused". A badge has room for the cause only.
+	if i := strings.Index(s, "api error "); i >= 0 {
+		s = s[i+len("api error "):]
+	} else if strings.HasPrefix(s, "operation error ") {
+		if i := strings.LastIndex(s, ": "); i >= 0 {
+			s = s[i+2:]
+		}
 	}
 	r := []rune(s)
 	if len(r) > n {

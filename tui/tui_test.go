@@ -692,3 +692,32 @@ func TestSimulatedBadgeFollowsPools(t *testing.T) {
 		t.Error("badge on a market with nothing simulated")
 	}
 }
+
+// TestHeaderNamesTheCause: a region's badge shows the AWS SDK error's
+// cause, not its preamble; regions failing alike share one badge; a
+// source whose data is stale is not called live.
+func TestHeaderNamesTheCause(t *testing.T) {
+	m := newTestModel(t, 160, 40, Options{})
+	s := fixtureSnapshot()
+	s.Seq = 2
+	refused := func(r string) string {
+		return "describe spot prices in " + r + ": operation error EC2: DescribeSpotPriceHistory, exceeded maximum number of attempts, 3, " +
+			"https response error StatusCode: 0, RequestID: , request send failed, Post \"http://127.0.0.1:4566/\": dial tcp 127.0.0.1:4566: connect: connection refused"
+	}
+	s.Sources = append(s.Sources, hub.SourceStatus{Provider: "aws", State: hub.StateReady, Stale: true, LastOK: fixedNow.Add(-5 * time.Minute),
+		Regions: []hub.RegionStatus{{Region: "us-east-1", Err: refused("us-east-1")}, {Region: "us-west-2", Err: refused("us-west-2")},
+			{Region: "eu-west-1", Err: "describe spot prices in eu-west-1: operation error EC2: DescribeSpotPriceHistory, https response error StatusCode: 403, RequestID: x, api error UnauthorizedOperation: You are not authorized"}}})
+	m.Update(snapshotMsg{snap: s})
+	out := ansi.Strip(m.View().Content)
+	for _, want := range []string{" us-east-1 us-west-2  connection refused", " eu-west-1  UnauthorizedOperation: You are not authorized", "◌ stale (data from 13:55)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("header lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "● live · 3 regions") || strings.Count(out, "connection refused") != 1 {
+		t.Errorf("stale source called live, or one cause repeated:\n%s", out)
+	}
+	if got := shortErr("", "plain cause", 48); got != "plain cause" {
+		t.Errorf("shortErr of a plain error: %q", got)
+	}
+}

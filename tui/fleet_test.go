@@ -250,3 +250,26 @@ func TestFleetShowsMarksAsTheyAre(t *testing.T) {
 		t.Fatalf("one marked pool:\n%s", scr)
 	}
 }
+
+// TestHelpNotesWrapAt80: the full help's notes are sentences; at 80
+// columns they wrap instead of losing their ends.
+func TestHelpNotesWrapAt80(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 40})
+	for _, v := range f.m.views {
+		n, ok := v.(helpNoter)
+		if !ok {
+			continue
+		}
+		f.show(t, v.Title())
+		press(f.m, "?")
+		scr := strings.Join(strings.Fields(f.screen()), " ")
+		for _, w := range strings.Fields(n.helpNote()) {
+			if !strings.Contains(scr, w) {
+				t.Errorf("%s help at 80 columns lacks %q:\n%s", v.Title(), w, f.screen())
+				break
+			}
+		}
+		press(f.m, "?")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/spinner"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
@@ -423,7 +424,8 @@ func (m *Model) View() tea.View {
 		if m.full {
 			body = m.help.FullHelpView(m.views[m.active].KeyMap().FullHelp())
 			if n, ok := m.views[m.active].(helpNoter); ok {
-				body += "\n\n" + m.c.styles.dim.Render(n.helpNote())
+				// Wrapped, not clipped: the notes are sentences.
+				body += "\n\n" + m.c.styles.dim.Render(ansi.Wordwrap(n.helpNote(), w, ""))
 			}
 		} else {
 			body = m.views[m.active].View()

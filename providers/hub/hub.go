@@ -503,6 +503,13 @@ func (h *Hub) trimLocked() {
 	}
 	h.trimmed = now
 	cut := now.Add(-h.window - 24*time.Hour).Unix()
+	// What is dropped is no longer held: a later Extend must back-fill it
+	// again, and HistoryFrom must not claim it.
+	for _, st := range h.status {
+		if from := time.Unix(cut, 0).In(now.Location()); !st.haveFrom.IsZero() && st.haveFrom.Before(from) {
+			st.haveFrom = from
+		}
+	}
 	for _, ps := range h.order {
 		at := ps.series.At
 		i := sort.Search(len(at), func(i int) bool { return at[i] > cut }) - 1

@@ -57,6 +57,11 @@ func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) F
 		spot, ond float64
 	}
 	latest := map[string]*seen{}
+	inForce := map[providers.PoolKey]*seen{}
+	zones := map[string]bool{} // the spec's zones; none means all
+	for _, z := range spec.Zones {
+		zones[z] = true
+	}
 	sink := func(ev providers.Event) {
 		for _, pl := range ev.Pools {
 			if want[strings.ToLower(pl.InstanceType)] && pl.OnDemandUSDHour != nil {
@@ -68,15 +73,17 @@ func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) F
 				v.ond = *pl.OnDemandUSDHour
 			}
 		}
+		// The price in force is the latest point of each pool (type and
+		// zone); the fleet may land in any of them.
 		for _, pt := range ev.Points {
 			k := strings.ToLower(pt.Pool.InstanceType)
-			if !want[k] {
+			if !want[k] || (len(zones) > 0 && !zones[pt.Pool.Zone]) {
 				continue
 			}
-			v := latest[k]
+			v := inForce[pt.Pool]
 			if v == nil {
 				v = &seen{}
-				latest[k] = v
+				inForce[pt.Pool] = v
 			}
 			if pt.At.After(v.at) || (pt.At.Equal(v.at) && pt.USDHour > v.spot) {
 				v.at, v.spot = pt.At, pt.USDHour
@@ -101,8 +108,10 @@ func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) F
 	close(evs)
 	<-done
 	var spot, ond float64
-	for _, v := range latest {
+	for _, v := range inForce {
 		spot = math.Max(spot, v.spot)
+	}
+	for _, v := range latest {
 		ond = math.Max(ond, v.ond)
 	}
 	basis := fmt.Sprintf("current prices in %s ($%.4f/h spot", spec.Region, spot)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
 	"github.com/gpumarket/gpumarket/providers/sim"
 	"github.com/gpumarket/gpumarket/providers/store"
 )
@@ -150,5 +151,44 @@ func TestLaunchedFleetIsNeverPending(t *testing.T) {
 	r, _ := st.Get(ctx, res.Row.ID)
 	if r.State != res.Row.State {
 		t.Fatalf("a live fleet's row went %s → %s (%s)", res.Row.State, r.State, r.Error)
+	}
+}
+
+// zonesFake reports, for p5.48xlarge in two zones, a price that changed
+// lately in one (cheap) and earlier in the other (dear): both are in
+// force now.
+type zonesFake struct{ *bookingtest.Fake }
+
+func (z zonesFake) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
+	pool := func(zone string) providers.PoolKey {
+		return providers.PoolKey{Provider: "aws", Region: "us-east-1", Zone: zone, InstanceType: "p5.48xlarge"}
+	}
+	sink(providers.Event{Provider: "aws", Region: "us-east-1", Points: []providers.PricePoint{
+		{Pool: pool("us-east-1a"), At: req.Until.Add(-3 * time.Hour), USDHour: 50},
+		{Pool: pool("us-east-1b"), At: req.Until.Add(-time.Hour), USDHour: 40},
+	}})
+	return nil
+}
+
+// TestFleetEstimateTakesTheDearestZone: a fleet may land in any zone of
+// its types, so its estimate (what the budget checks) is priced at the
+// dearest price in force, not at whichever zone's price changed last.
+func TestFleetEstimateTakesTheDearestZone(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p := zonesFake{bookingtest.New("aws")}
+	svc := booking.New(st, []providers.Provider{p}, booking.Options{Now: func() time.Time { return t0 }, Timeout: time.Second})
+	est := svc.EstimateFleet(context.Background(), providers.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 2})
+	if est.USDHour != 100 {
+		t.Fatalf("estimate $%v/h (%s), want $100/h: 2 × the dearest zone's $50", est.USDHour, est.Basis)
+	}
+	// A fleet held to one zone is priced there.
+	est = svc.EstimateFleet(context.Background(), providers.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"},
+		Zones: []string{"us-east-1b"}, TargetCapacity: 2})
+	if est.USDHour != 80 {
+		t.Fatalf("estimate in us-east-1b $%v/h (%s), want $80/h", est.USDHour, est.Basis)
 	}
 }

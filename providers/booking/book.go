@@ -217,8 +217,13 @@ func settleBlock(r store.Row, bk providers.Booking, now time.Time) store.Row {
 	if bk.CostUSD > 0 {
 		r.CostUSD = bk.CostUSD
 	}
+	// A booking the provider answered for or shows exists: while it is
+	// still being made (ARM's Creating) or in a state gpumarket does not
+	// know, it is scheduled and follows its dates. The ledger's pending
+	// and unknown mean a call with no answer, which is looked up again
+	// and keeps the offering refused as "outcome unknown".
 	r.State = bk.State
-	if r.State == "" {
+	if r.State == "" || r.State == store.StatePending || r.State == store.StateUnknown {
 		r.State = store.StateScheduled
 	}
 	if r.State == store.StateFailed && r.Error == "" {

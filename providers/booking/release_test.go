@@ -165,3 +165,49 @@ func TestReservationNotEndedWithoutRelease(t *testing.T) {
 		}
 	})
 }
+
+// creatingFake shows a found reservation as still being created, as ARM
+// does while a capacity reservation's provisioning state is Creating.
+type creatingFake struct{ *bookingtest.Fake }
+
+func (f creatingFake) FindBooking(ctx context.Context, req providers.BookRequest) (*providers.Booking, error) {
+	b, err := f.Fake.FindBooking(ctx, req)
+	if b != nil {
+		b.State = store.StatePending
+	}
+	return b, err
+}
+
+// TestFoundBookingIsNeverPending: a reservation the provider shows exists
+// (and bills), so the row that finds it is settled; "pending" would make
+// it read as a call in flight, refuse the offering as "unknown outcome",
+// and send it back to be looked up again.
+func TestFoundBookingIsNeverPending(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	o := bookingtest.Offering("azure", "azcr-1", t0.Add(time.Hour), 24, 1, 2400)
+	o.Cloud = providers.CloudAzure
+	fake := creatingFake{bookingtest.New("azure", o)}
+	fake.BuyThenFail = true
+	fake.BookHook = func(context.Context, providers.BookRequest) error { return context.DeadlineExceeded }
+	svc := booking.New(st, []providers.Provider{fake}, booking.Options{Now: func() time.Time { return t0 }, Timeout: time.Second})
+	ctx := context.Background()
+	if _, err := svc.FindOfferings(ctx, providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := svc.Book(ctx, booking.BookRequest{OfferingID: "azcr-1"})
+	if !errors.Is(err, booking.ErrUnknownOutcome) {
+		t.Fatalf("lost answer: %v", err)
+	}
+	rep, err := svc.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := st.Get(ctx, out.Row.ID)
+	if !r.Settled() || r.ProviderRef == "" || len(rep.Settled) != 1 {
+		t.Fatalf("found reservation recorded %q (%s); report %+v", r.State, r.ProviderRef, rep)
+	}
+}

@@ -244,7 +244,9 @@ func (e *env) runBook(ctx context.Context, id string, dryRun, yes bool, timeout 
 			return err
 		}
 	}
-	res, err := svc.Book(ctx, booking.BookRequest{OfferingID: id})
+	// What is bought is what was shown: the service refuses if a search
+	// in another session changed the terms while we asked.
+	res, err := svc.Book(ctx, booking.BookRequest{OfferingID: id, Confirmed: q.Offering})
 	if err != nil {
 		if res.Row.ID != "" {
 			writeRows(e.out, output, []ledgerRow{ledgerRowOf(res.Row)})

@@ -8,10 +8,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/store"
 )
 
 // offeringsFields and ledgerFields are DESIGN.md's contract, in order.
@@ -354,5 +358,73 @@ func TestBookAsksOnATerminal(t *testing.T) {
 		if rows, _ := s.ledger(); len(rows) != c.rows {
 			t.Fatalf("answer %q: %d ledger rows, want %d", c.answer, len(rows), c.rows)
 		}
+	}
+}
+
+// promptWatch is stderr for a command that asks on a terminal: it
+// reports when the question has been written.
+type promptWatch struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	asked chan struct{}
+	once  sync.Once
+}
+
+func (w *promptWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if strings.Contains(w.buf.String(), "Type yes") {
+		w.once.Do(func() { close(w.asked) })
+	}
+	return n, err
+}
+
+func (w *promptWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestBookBuysWhatItShowed: while `book` waits for the yes, another
+// session's search changes the offering's terms in the data dir; the yes
+// was given to the total shown, so nothing is bought.
+func TestBookBuysWhatItShowed(t *testing.T) {
+	s := newSession(t, "")
+	offers := s.search()
+	id := offers[0]["id"].(string)
+	ptm, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer ptm.Close()
+	go func() {
+		b := make([]byte, 1024)
+		for {
+			if _, err := ptm.Read(b); err != nil {
+				return
+			}
+		}
+	}()
+	errOut := &promptWatch{asked: make(chan struct{})}
+	go func() {
+		<-errOut.asked
+		st, err := store.Open(os.Getenv("GPUMARKET_DATA_DIR"))
+		if err == nil {
+			c, _ := st.Offering(context.Background(), id, time.Now())
+			c.Offering.UpfrontUSD += 500
+			st.SaveOfferings(context.Background(), c.Query, []providers.Offering{c.Offering}, time.Now())
+			st.Close()
+		}
+		ptm.Write([]byte("yes\n"))
+	}()
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"book", id}, tty, &out, errOut)
+	tty.Close()
+	if code != 1 || !strings.Contains(errOut.String(), "changed since they were shown") {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if rows, _ := s.ledger(); len(rows) != 0 {
+		t.Fatalf("bought at terms never shown: %v", rows)
 	}
 }

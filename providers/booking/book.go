@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/gpumarket/gpumarket/providers"
@@ -71,6 +72,19 @@ type BookRequest struct {
 	DryRun bool
 	// Actor is who buys; "" means Options.Actor.
 	Actor string
+	// Confirmed, when its ID is set, is the offering as the user saw it
+	// when they said yes (a Quote's). If the stored terms differ — a
+	// later search re-priced the same id meanwhile — nothing is bought:
+	// the user is never charged a total other than the one shown.
+	Confirmed providers.Offering
+}
+
+// sameTerms reports whether two offerings sell the same thing at the same
+// price, to the cent.
+func sameTerms(a, b providers.Offering) bool {
+	return a.ID == b.ID && a.Provider == b.Provider && a.Region == b.Region && a.Zone == b.Zone &&
+		a.InstanceType == b.InstanceType && a.InstanceCount == b.InstanceCount &&
+		a.Start.Equal(b.Start) && a.End.Equal(b.End) && math.Round(a.UpfrontUSD*100) == math.Round(b.UpfrontUSD*100)
 }
 
 // BookResult is a purchase's outcome.
@@ -97,6 +111,11 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	}
 	o := c.Offering
 	res := BookResult{Offering: o, DryRun: req.DryRun}
+	if req.Confirmed.ID != "" && !sameTerms(req.Confirmed, o) {
+		return res, fmt.Errorf("refused: the terms of %s changed since they were shown (now $%.2f, %d × %s from %s; shown $%.2f, %d × %s from %s); nothing was bought: look at the new terms and confirm again",
+			o.ID, o.UpfrontUSD, o.InstanceCount, o.InstanceType, o.Start.UTC().Format(time.RFC3339),
+			req.Confirmed.UpfrontUSD, req.Confirmed.InstanceCount, req.Confirmed.InstanceType, req.Confirmed.Start.UTC().Format(time.RFC3339))
+	}
 	b, err := s.booker(o.Provider)
 	if err != nil {
 		return res, err

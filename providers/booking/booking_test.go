@@ -578,3 +578,35 @@ func TestAzureOfferingIsAReservation(t *testing.T) {
 		t.Fatalf("booked reservation offered again: %+v", s.Offerings)
 	}
 }
+
+// TestTermsChangedSinceConfirmationRefused: the user confirms the total a
+// Quote showed; if another search re-prices the same offering id before
+// the purchase is sent, nothing is bought at a total they never saw.
+func TestTermsChangedSinceConfirmationRefused(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	f.search(t)
+	ctx := context.Background()
+	q, err := f.svc.Quote(ctx, "cb-cheap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Meanwhile another session searches; the cloud now asks more.
+	f.fake = bookingtest.New("aws", bookingtest.Offering("aws", "cb-cheap", t0.Add(24*time.Hour), 48, 1, 2600))
+	f.svc = booking.New(f.st, []providers.Provider{f.fake}, booking.Options{Now: func() time.Time { return f.now }, Timeout: time.Second})
+	f.search(t)
+	_, err = f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap", Confirmed: q.Offering})
+	if err == nil || !strings.Contains(err.Error(), "$2600.00") || !strings.Contains(err.Error(), "$2000.00") {
+		t.Fatalf("book at changed terms: %v", err)
+	}
+	if f.fake.Calls("Book") != 0 {
+		t.Fatal("a purchase was sent at terms the user did not confirm")
+	}
+	if rows, _ := f.st.List(ctx); len(rows) != 0 {
+		t.Fatalf("rows %+v", rows)
+	}
+	// Confirming the new terms buys.
+	q, _ = f.svc.Quote(ctx, "cb-cheap")
+	if _, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap", Confirmed: q.Offering}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -125,6 +125,9 @@ func (p *Provider) fetchOnDemand(ctx context.Context, region, instanceType strin
 		Filters: []pricingtypes.Filter{
 			term("instanceType", instanceType), term("regionCode", region), term("operatingSystem", "Linux"),
 			term("tenancy", "Shared"), term("preInstalledSw", "NA"), term("capacitystatus", "Used"),
+			// GPU types sold as capacity blocks have a second product
+			// that matches every filter above at the block's price.
+			term("marketoption", "OnDemand"),
 		},
 	}
 	pg := pricing.NewGetProductsPaginator(p.pricing, in)

@@ -67,44 +67,63 @@ func (s *Server) servePricing(w http.ResponseWriter, r *http.Request, target str
 		jsonErr(http.StatusBadRequest, "InvalidParameterException", "ServiceCode "+in.ServiceCode+" is not served here")
 		return
 	}
-	want := map[string]string{}
-	for _, f := range in.Filters {
-		want[f.Field] = f.Value
-	}
 	var list []string
 	for _, name := range s.order {
 		rd := s.regions[name]
-		if v, ok := want["regionCode"]; ok && v != name {
-			continue
-		}
-		if v, ok := want["location"]; ok && v != regionLocation[name] {
-			continue
-		}
 		for _, it := range rd.InstanceTypes {
 			od, ok := rd.OnDemand[it.Name]
-			if v, has := want["instanceType"]; !ok || (has && v != it.Name) {
+			if !ok {
 				continue
 			}
-			list = append(list, productJSON(name, it, od))
+			// As in the real Price List, a type sold as capacity blocks
+			// has a second product that shares every attribute but
+			// marketoption, at another price; it comes first here, so a
+			// client that does not filter on marketoption reads it.
+			for _, p := range []struct {
+				market string
+				usd    float64
+			}{{"CapacityBlock", od * 0.61}, {"OnDemand", od}} {
+				attrs := productAttributes(name, it, p.market)
+				if matchesFilters(attrs, in.Filters) {
+					list = append(list, productJSON(attrs, p.usd))
+				}
+			}
 		}
 	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	_ = json.NewEncoder(w).Encode(map[string]any{"FormatVersion": "aws_v1", "PriceList": list})
 }
 
+// productAttributes are a Linux, shared-tenancy product's attributes.
+func productAttributes(region string, it InstanceType, market string) map[string]string {
+	return map[string]string{
+		"instanceType": it.Name, "regionCode": region, "location": regionLocation[region],
+		"operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used",
+		"marketoption": market, "vcpu": strconv.Itoa(it.VCPUs), "servicecode": "AmazonEC2",
+	}
+}
+
+// matchesFilters applies GetProducts' TERM_MATCH filters: every filtered
+// attribute must be present with that value.
+func matchesFilters(attrs map[string]string, filters []pricingFilter) bool {
+	for _, f := range filters {
+		if v, ok := attrs[f.Field]; !ok || v != f.Value {
+			return false
+		}
+	}
+	return true
+}
+
 // productJSON renders one Price List product with its on-demand term, as
 // AWS writes it (SKU-keyed maps, prices as decimal strings).
-func productJSON(region string, it InstanceType, od float64) string {
-	sku := fmt.Sprintf("SKU%08X", len(it.Name)*7919+int(od*1000))
+func productJSON(attrs map[string]string, od float64) string {
+	name := attrs["instanceType"]
+	sku := fmt.Sprintf("SKU%08X", len(name)*7919+int(od*1000)+len(attrs["marketoption"]))
 	doc := map[string]any{
 		"product": map[string]any{
 			"productFamily": "Compute Instance",
 			"sku":           sku,
-			"attributes": map[string]string{
-				"instanceType": it.Name, "regionCode": region, "location": regionLocation[region],
-				"operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used",
-				"vcpu": strconv.Itoa(it.VCPUs), "servicecode": "AmazonEC2",
-			},
+			"attributes":    attrs,
 		},
 		"serviceCode": "AmazonEC2",
 		"terms": map[string]any{
@@ -113,7 +132,7 @@ func productJSON(region string, it InstanceType, od float64) string {
 					"offerTermCode": "JRTCKXETXF", "sku": sku,
 					"priceDimensions": map[string]any{
 						sku + ".JRTCKXETXF.6YS6EN2CT7": map[string]any{
-							"unit": "Hrs", "description": fmt.Sprintf("$%.4f per On Demand Linux %s Instance Hour", od, it.Name),
+							"unit": "Hrs", "description": fmt.Sprintf("$%.4f per On Demand Linux %s Instance Hour", od, name),
 							"pricePerUnit": map[string]string{"USD": strconv.FormatFloat(od, 'f', 10, 64)},
 						},
 					},

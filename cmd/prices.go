@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -139,15 +140,15 @@ func (e *env) reportHealth(snap *hub.Snapshot) bool {
 	}
 	for _, src := range snap.Sources {
 		if src.Note != "" && src.Provider != "sim" {
-			fmt.Fprintf(e.errOut, "gpumarket: %s: %s\n", src.Provider, oneLine(src.Note))
+			fmt.Fprintf(e.errOut, "gpumarket: %s: %s\n", src.Provider, unprefixed(src.Provider, src.Note))
 		}
 		if src.Err != "" {
-			fmt.Fprintf(e.errOut, "gpumarket: warning: %s: %s\n", src.Provider, oneLine(src.Err))
+			fmt.Fprintf(e.errOut, "gpumarket: warning: %s: %s\n", src.Provider, unprefixed(src.Provider, src.Err))
 		}
 		okRegions := 0
 		for _, r := range src.Regions {
 			if r.Err != "" {
-				fmt.Fprintf(e.errOut, "gpumarket: warning: %s %s: %s\n", src.Provider, r.Region, oneLine(r.Err))
+				fmt.Fprintf(e.errOut, "gpumarket: warning: %s %s: %s\n", src.Provider, r.Region, unprefixed(src.Provider, r.Err))
 				if priced[[2]string{src.Provider, r.Region}] {
 					answered = true
 				}
@@ -162,6 +163,12 @@ func (e *env) reportHealth(snap *hub.Snapshot) bool {
 		}
 	}
 	return answered
+}
+
+// unprefixed is a source's message on one line without the "aws: " its
+// errors start with, since the warning line names the source already.
+func unprefixed(provider, msg string) string {
+	return strings.TrimPrefix(oneLine(msg), provider+": ")
 }
 
 // banner says "SIMULATED MARKET" first when the sim is a source: on stdout

@@ -134,7 +134,7 @@ func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink p
 				}
 				failed.Add(1)
 				errOnce.Do(func() { firstErr = err })
-				p.opt.Logger.Warn("aws region failed", "region", region, "err", err)
+				p.opt.Logger.Info("aws region failed", "region", region, "err", err) // the region's Event says it to the user
 				sink(providers.Event{Provider: Name, Region: region, Err: err})
 			}
 		}()

@@ -277,7 +277,7 @@ func (h *Hub) loop(ctx context.Context, p providers.Provider) {
 			if st.LastOK.IsZero() {
 				st.State = StateError
 			}
-			h.opt.Logger.Warn("fetch failed", "provider", name, "err", err)
+			h.opt.Logger.Info("fetch failed", "provider", name, "err", err) // the source status says it to the user
 		} else {
 			failures = 0
 			st.failed = false

@@ -201,6 +201,27 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if !ok {
 		return res, fmt.Errorf("provider %s does not launch fleets", spec.Provider)
 	}
+	// The same fleet whose launch has no known outcome yet is not
+	// launched a second time: it is looked up, or re-sent under its own
+	// ClientToken, which the cloud honours as the same launch.
+	//
+	// It comes before the budget: the earlier intent already counts
+	// against the day, and its re-send spends nothing more.
+	if !spec.DryRun && spec.ClientToken == "" {
+		prev, err := s.openFleet(ctx, spec)
+		if err != nil {
+			return res, err
+		}
+		if prev != nil {
+			again, retry, err := s.fleetAgain(ctx, *prev)
+			if !retry {
+				res.Row = again
+				return res, err
+			}
+			return s.sendFleet(ctx, fl, again, res)
+		}
+	}
+
 	est := req.Estimate
 	if math.IsNaN(est.USDHour) || est.USDHour <= 0 {
 		est = s.EstimateFleet(ctx, spec)
@@ -237,24 +258,6 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		f.DryRun = true
 		res.Fleet = f
 		return res, nil
-	}
-
-	// The same fleet whose launch has no known outcome yet is not
-	// launched a second time: it is looked up, or re-sent under its own
-	// ClientToken, which the cloud honours as the same launch.
-	if spec.ClientToken == "" {
-		prev, err := s.openFleet(ctx, spec)
-		if err != nil {
-			return res, err
-		}
-		if prev != nil {
-			again, retry, err := s.fleetAgain(ctx, *prev)
-			if !retry {
-				res.Row = again
-				return res, err
-			}
-			return s.sendFleet(ctx, fl, again, res)
-		}
 	}
 
 	id := store.NewID(now)

@@ -57,7 +57,10 @@ func TestFleetLaunchAgainAfterLostAnswer(t *testing.T) {
 	})
 
 	t.Run("not found: re-sent under the same token", func(t *testing.T) {
-		f := newFixture(t, "", "aws", booking.Budget{})
+		// The lost launch already counts against the day's budget; its
+		// re-send adds nothing, so it is not refused for the budget.
+		f := newFixture(t, "", "aws", booking.Budget{MaxDailyUSD: 30})
+		f.fake.SpotUSDHour = 10
 		var tokens []string
 		f.fake.LaunchHook = func(ctx context.Context, spec providers.FleetSpec) error {
 			tokens = append(tokens, spec.ClientToken)

@@ -48,7 +48,8 @@ type Hub struct {
 	nextSub int
 	window  time.Duration
 	closed  bool
-	trimmed time.Time // when history was last trimmed to the window
+	stopped chan struct{} // closed when Run has ended
+	trimmed time.Time     // when history was last trimmed to the window
 
 	wake map[string]chan struct{}
 }
@@ -90,11 +91,12 @@ func New(sources []providers.Provider, opt Options) *Hub {
 	}
 	h := &Hub{
 		opt: opt, sources: sources,
-		pools:  map[providers.PoolKey]*poolState{},
-		status: map[string]*sourceState{},
-		subs:   map[int]chan *Snapshot{},
-		window: opt.Query.Window,
-		wake:   map[string]chan struct{}{},
+		pools:   map[providers.PoolKey]*poolState{},
+		status:  map[string]*sourceState{},
+		subs:    map[int]chan *Snapshot{},
+		window:  opt.Query.Window,
+		wake:    map[string]chan struct{}{},
+		stopped: make(chan struct{}),
 	}
 	for _, p := range sources {
 		h.status[p.Name()] = &sourceState{
@@ -143,6 +145,7 @@ func (h *Hub) Run(ctx context.Context) {
 		close(ch)
 		delete(h.subs, id)
 	}
+	close(h.stopped)
 	h.mu.Unlock()
 }
 
@@ -171,7 +174,10 @@ func (h *Hub) Subscribe(ctx context.Context) <-chan *Snapshot {
 	ch <- h.latest
 	h.mu.Unlock()
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-h.stopped: // Run closed the channel already
+		}
 		h.mu.Lock()
 		if _, ok := h.subs[id]; ok {
 			delete(h.subs, id)

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -305,5 +306,26 @@ func TestTrimKeepsWindowAndPriceInForce(t *testing.T) {
 	// in force at the cut (two days ago).
 	if pv.History.Len() != 3 || pv.History.USD[0] != 2 {
 		t.Fatalf("after trim: %+v", pv.History)
+	}
+}
+
+func TestSubscriptionsOutlivingTheHubLeaveNoGoroutine(t *testing.T) {
+	base := runtime.NumGoroutine()
+	h := New([]providers.Provider{&fakeSource{name: "fake"}}, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.Run(ctx); close(done) }()
+	for range 20 {
+		<-h.Subscribe(context.Background()) // a context that never ends
+	}
+	cancel()
+	<-done
+	// Each subscription's watcher ends with the hub; wait for them to go.
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > base {
+		t.Fatalf("%d goroutines left after the hub stopped, %d before", n, base)
 	}
 }

@@ -129,3 +129,26 @@ func TestBadFlagBeatsBadConfig(t *testing.T) {
 		t.Errorf("exit %d %q, want 1 with file:line:col", code, stderr)
 	}
 }
+
+func TestRegionFilterMustReachEachCloud(t *testing.T) {
+	for _, tc := range []struct {
+		provs, regions []string
+		ok             bool
+	}{
+		{[]string{"aws"}, []string{"eastus"}, false},
+		{[]string{"azure"}, []string{"us-east-1"}, false},
+		{[]string{"aws", "azure"}, []string{"us-east-1", "eastus"}, true},
+		{[]string{"aws"}, nil, true},
+		{[]string{"sim"}, []string{"eastus"}, true},
+		{[]string{"sim", "aws"}, []string{"eastus"}, false},
+	} {
+		err := checkRegionsFor(tc.provs, tc.regions)
+		if (err == nil) != tc.ok {
+			t.Errorf("%v %v: %v", tc.provs, tc.regions, err)
+		}
+		var ue *usageError
+		if err != nil && (!errors.As(err, &ue) || !strings.Contains(err.Error(), "--region")) {
+			t.Errorf("%v %v: %v is not a usage error naming --region", tc.provs, tc.regions, err)
+		}
+	}
+}

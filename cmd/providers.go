@@ -17,6 +17,9 @@ import (
 // source that cannot be built is a runtime error naming it.
 func buildProviders(ctx context.Context, e *env, names []string) ([]providers.Provider, error) {
 	_ = ctx // the cloud cases load SDK config with it
+	if err := checkRegionsFor(names, e.query.Regions); err != nil {
+		return nil, err
+	}
 	var out []providers.Provider
 	for _, name := range names {
 		switch name {
@@ -53,4 +56,37 @@ func buildProviders(ctx context.Context, e *env, names []string) ([]providers.Pr
 		}
 	}
 	return out, nil
+}
+
+// checkRegionsFor refuses a region filter that leaves a cloud provider
+// nothing to ask ("--provider aws --region eastus"): it would answer with
+// no rows and no error. Mixed lists are fine: each cloud takes its own.
+func checkRegionsFor(names, regions []string) error {
+	if len(regions) == 0 {
+		return nil
+	}
+	for _, name := range names {
+		var is func(string) bool
+		var example string
+		switch name {
+		case "aws":
+			is, example = aws.IsRegion, "us-east-1"
+		case "azure":
+			is, example = azure.IsRegion, "eastus"
+		default:
+			continue
+		}
+		found := false
+		for _, r := range regions {
+			if is(r) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return usagef("--region %s names no %s region (such as %s), so --provider %s would have nothing to show; add one or drop %s",
+				strings.Join(regions, ","), name, example, name, name)
+		}
+	}
+	return nil
 }

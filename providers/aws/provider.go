@@ -272,6 +272,11 @@ func (p *Provider) regions(ctx context.Context, q providers.Query) ([]string, er
 // us-gov-west-1, ap-southeast-5.
 var awsRegionPattern = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$`)
 
+// IsRegion reports whether a name is shaped like an AWS region
+// ("us-east-1", "us-gov-west-1"), so mixed region lists can be split
+// between the clouds.
+func IsRegion(name string) bool { return awsRegionPattern.MatchString(name) }
+
 func awsRegions(names []string) []string {
 	out := []string{}
 	for _, n := range names {

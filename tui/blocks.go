@@ -441,6 +441,14 @@ func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
+// blocksColumns in display order. At 80 columns the price, the total,
+// what, where, when and the spot alternative stay; the rest goes first.
+var blocksColumns = []tableColumn{
+	{"$/GPU-h", 8, true, 0}, {"UPFRONT $", 10, true, 1}, {"INSTANCES", 16, false, 4}, {"GPUs", 5, true, 7},
+	{"WHERE", 14, false, 3}, {"START (local)", 15, false, 2}, {"HOURS", 5, true, 6}, {"SPOT ALT*", 9, true, 5},
+	{"ALT TOTAL $", 11, true, 8}, {"SPOT POOL", 24, false, 9},
+}
+
 // formHints say, beside each field, what it takes and what the clouds
 // sell, for someone who has never booked a block.
 func (v *blocksView) formHints() [numFields]string {
@@ -568,12 +576,7 @@ func (v *blocksView) View() string {
 	for name, err := range v.failed {
 		b.WriteString("\n" + st.footerErr.Render(fit(name+": "+err.Error(), v.w, false)))
 	}
-	cols := []struct {
-		title string
-		w     int
-		right bool
-	}{{"$/GPU-h", 8, true}, {"UPFRONT $", 10, true}, {"INSTANCES", 16, false}, {"GPUs", 5, true}, {"WHERE", 14, false},
-		{"START (local)", 15, false}, {"HOURS", 5, true}, {"SPOT ALT*", 9, true}, {"ALT TOTAL $", 11, true}, {"SPOT POOL", 24, false}}
+	cols := fitTable(blocksColumns, v.w-2)
 	var hdr []string
 	for _, c := range cols {
 		hdr = append(hdr, fit(c.title, c.w, c.right))
@@ -600,11 +603,13 @@ func (v *blocksView) View() string {
 		if o.Zone != "" {
 			where = o.Zone
 		}
-		cells := []string{money(o.USDPerGPUHour()), fmt.Sprintf("%.2f", o.UpfrontUSD), fmt.Sprintf("%d×%s", o.InstanceCount, displayType(o.InstanceType)),
-			gpuCount(o.GPUCount()), where, o.Start.In(loc).Format("01-02 15:04 MST"), fmt.Sprintf("%g", o.DurationHours()), altEff, altTotal, alt}
+		cells := map[string]string{"$/GPU-h": money(o.USDPerGPUHour()), "UPFRONT $": fmt.Sprintf("%.2f", o.UpfrontUSD),
+			"INSTANCES": fmt.Sprintf("%d×%s", o.InstanceCount, displayType(o.InstanceType)), "GPUs": gpuCount(o.GPUCount()), "WHERE": where,
+			"START (local)": o.Start.In(loc).Format("01-02 15:04 MST"), "HOURS": fmt.Sprintf("%g", o.DurationHours()),
+			"SPOT ALT*": altEff, "ALT TOTAL $": altTotal, "SPOT POOL": alt}
 		var line []string
-		for j, c := range cols {
-			line = append(line, fit(cells[j], c.w, c.right))
+		for _, c := range cols {
+			line = append(line, fit(cells[c.title], c.w, c.right))
 		}
 		text := strings.Join(line, " ")
 		prefix := "  "

@@ -303,3 +303,17 @@ func TestProgramBookThroughConfirmation(t *testing.T) {
 		t.Fatalf("calls: book %d dry %d", fake.Calls("Book"), fake.Calls("BookDryRun"))
 	}
 }
+
+// TestBlocksAt80: on a laptop's 80 columns the offerings keep their
+// price, total, start, place, size and the spot alternative beside them.
+func TestBlocksAt80(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	f.show(t, "Blocks")
+	scr := f.screen()
+	for _, want := range []string{"$/GPU-h", "UPFRONT $", "START (local)", "WHERE", "INSTANCES", "SPOT ALT*", "3000.00", "11-24 14:00 UTC"} {
+		if !strings.Contains(scr, want) {
+			t.Errorf("80 columns: no %q in\n%s", want, scr)
+		}
+	}
+}

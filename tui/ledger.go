@@ -485,7 +485,7 @@ func (v *ledgerView) View() string {
 		b.WriteString("\n" + st.stale.Render(fit("not settled yet: "+v.note, v.w, false)))
 		used++
 	}
-	cols := fitLedgerColumns(v.w - 2)
+	cols := fitTable(ledgerColumns, v.w-2)
 	var hdr []string
 	for _, c := range cols {
 		hdr = append(hdr, fit(c.title, c.w, c.right))
@@ -535,8 +535,8 @@ func (v *ledgerView) View() string {
 	return b.String()
 }
 
-// ledgerColumn is one column of the Ledger table.
-type ledgerColumn struct {
+// tableColumn is one column of the Ledger or Blocks table.
+type tableColumn struct {
 	title string
 	w     int
 	right bool
@@ -546,27 +546,27 @@ type ledgerColumn struct {
 // ledgerColumns in display order. What a workshop attendee needs (what,
 // where, when, how long left) stays at 80 columns; the ids and who booked
 // go first.
-var ledgerColumns = []ledgerColumn{
+var ledgerColumns = []tableColumn{
 	{"STATE", 9, false, 0}, {"KIND", 5, false, 7}, {"WHAT", 18, false, 1}, {"WHERE", 14, false, 2},
 	{"START (local)", 15, false, 3}, {"TIME LEFT", 17, false, 4}, {"COST $", 10, true, 5},
 	{"PROVIDER ID", 22, false, 6}, {"BY", 14, false, 8}, {"LEDGER ID", 26, false, 9},
 }
 
-// fitLedgerColumns keeps the columns that fit in w cells, by priority, in
-// display order.
-func fitLedgerColumns(w int) []ledgerColumn {
-	keep := make([]bool, len(ledgerColumns))
+// fitTable keeps the columns that fit in w cells (one space between
+// them), by priority, in display order.
+func fitTable(cols []tableColumn, w int) []tableColumn {
+	keep := make([]bool, len(cols))
 	used := 0
-	for p := range len(ledgerColumns) {
-		for i, c := range ledgerColumns {
+	for p := range len(cols) {
+		for i, c := range cols {
 			if c.prio == p && used+c.w+1 <= w+1 {
 				keep[i] = true
 				used += c.w + 1
 			}
 		}
 	}
-	var out []ledgerColumn
-	for i, c := range ledgerColumns {
+	var out []tableColumn
+	for i, c := range cols {
 		if keep[i] {
 			out = append(out, c)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -434,6 +435,26 @@ func TestBookOutcomeClassification(t *testing.T) {
 				t.Errorf("declined = %v, want %v (%v)", !tc.declined, tc.declined, err)
 			}
 		})
+	}
+}
+
+// TestBookGroupFailureIsDeclined: when the reservation group cannot be
+// made, the reservation PUT — the only call that spends — is never sent,
+// so nothing was bought whatever the group's answer: the ledger records
+// it failed rather than leave it unknown for good (no reservation will
+// ever be found for it).
+func TestBookGroupFailureIsDeclined(t *testing.T) {
+	off := providers.Offering{ID: "azcr-0123456789abcdef", Provider: "azure", Region: "eastus", Zone: "2",
+		InstanceType: "Standard_NC24ads_A100_v4", InstanceCount: 1, Start: testNow, End: testNow.Add(time.Hour)}
+	f := newFakeARM(t)
+	f.groupStatus = http.StatusServiceUnavailable
+	p := newTestProvider(t, f.options())
+	_, err := p.Book(context.Background(), providers.BookRequest{Offering: off, Ref: "led-9"})
+	if err == nil || !errors.Is(err, providers.ErrDeclined) {
+		t.Fatalf("err = %v, want a declined error", err)
+	}
+	if n := f.putCount("/gpumarket-led-9"); n != 0 {
+		t.Fatalf("%d reservation PUTs sent after the group failed", n)
 	}
 }
 

@@ -61,6 +61,7 @@ type fakeARM struct {
 	failSKURegion string // ResourceSKUs of this region answer 500
 	failGraph     bool
 	putStatus     int  // when set, reservation and scale set PUTs answer it
+	groupStatus   int  // when set, reservation group PUTs answer it
 	failLRO       bool // long-running PUTs end Failed
 	usage         []map[string]any
 
@@ -214,6 +215,10 @@ func (f *fakeARM) serveARM(w http.ResponseWriter, r *http.Request) {
 		f.serveOperation(w, r, reOperations.FindStringSubmatch(path)[1])
 	case reGroup.MatchString(path) && r.Method == http.MethodPut:
 		f.puts[path]++
+		if f.groupStatus != 0 {
+			armError(w, f.groupStatus, "InternalServerError", "faked failure")
+			return
+		}
 		res := f.store(path, r, "Microsoft.Compute/capacityReservationGroups", "Succeeded")
 		writeJSON(w, 200, res)
 	case reResList.MatchString(path) && r.Method == http.MethodGet:

@@ -287,7 +287,9 @@ func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (provide
 		g.Zones = []*string{to.Ptr(o.Zone)}
 	}
 	if _, err := c.groups.CreateOrUpdate(ctx, c.resGroup, group, g, nil); err != nil {
-		return providers.Booking{}, settle(fmt.Errorf("azure booking %s: create reservation group %s: %w", o.ID, group, err))
+		// Whatever became of the group (which costs nothing), the
+		// reservation was not asked for: nothing was bought.
+		return providers.Booking{}, declinedError{fmt.Errorf("azure booking %s: create reservation group %s (no reservation was requested): %w", o.ID, group, firstLine(err))}
 	}
 	name := resourceName(req.Ref, o.ID)
 	r := armcompute.CapacityReservation{

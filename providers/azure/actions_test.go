@@ -458,6 +458,35 @@ func TestBookGroupFailureIsDeclined(t *testing.T) {
 	}
 }
 
+// TestBookConflictAfterRetryIsNotDeclined: azcore retries the
+// reservation PUT after a 5xx; if the first PUT did make the reservation,
+// the retry may meet a 409 Conflict. That is no "no": the reservation
+// exists and bills, so the outcome must be left for reconciliation (which
+// finds it by its tag), never recorded failed and forgotten. A 409 for a
+// reservation that does not exist stays a refusal.
+func TestBookConflictAfterRetryIsNotDeclined(t *testing.T) {
+	off := providers.Offering{ID: "azcr-0123456789abcdef", Provider: "azure", Region: "eastus", Zone: "2",
+		InstanceType: "Standard_NC24ads_A100_v4", InstanceCount: 1, Start: testNow, End: testNow.Add(time.Hour)}
+	f := newFakeARM(t)
+	f.madeThen = []int{http.StatusInternalServerError, http.StatusConflict}
+	p := newTestProvider(t, f.options())
+	_, err := p.Book(context.Background(), providers.BookRequest{Offering: off, Ref: "led-9"})
+	if err == nil || errors.Is(err, providers.ErrDeclined) {
+		t.Fatalf("err = %v: a conflict over a reservation that exists must not be a refusal", err)
+	}
+	found, ferr := p.FindBooking(context.Background(), providers.BookRequest{Offering: off, Ref: "led-9"})
+	if ferr != nil || found == nil || found.ProviderRef == "" {
+		t.Fatalf("reconciliation should find it: %+v, %v", found, ferr)
+	}
+
+	g := newFakeARM(t)
+	g.putStatus = http.StatusConflict
+	q := newTestProvider(t, g.options())
+	if _, err := q.Book(context.Background(), providers.BookRequest{Offering: off, Ref: "led-10"}); !errors.Is(err, providers.ErrDeclined) {
+		t.Fatalf("conflict, nothing made: %v, want declined", err)
+	}
+}
+
 func TestFindFleet(t *testing.T) {
 	f := newFakeARM(t)
 	p := newTestProvider(t, fleetOptions(f))

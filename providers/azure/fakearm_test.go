@@ -60,10 +60,13 @@ type fakeARM struct {
 	graphPageSize int
 	failSKURegion string // ResourceSKUs of this region answer 500
 	failGraph     bool
-	putStatus     int  // when set, reservation and scale set PUTs answer it
-	groupStatus   int  // when set, reservation group PUTs answer it
-	failLRO       bool // long-running PUTs end Failed
-	usage         []map[string]any
+	putStatus     int // when set, reservation and scale set PUTs answer it
+	groupStatus   int // when set, reservation group PUTs answer it
+	// madeThen answers successive reservation PUTs with these statuses
+	// after making the reservation: an answer lost after the work was done.
+	madeThen []int
+	failLRO  bool // long-running PUTs end Failed
+	usage    []map[string]any
 
 	graphQueries []string
 	graphPages   int
@@ -245,6 +248,13 @@ func (f *fakeARM) serveARM(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.puts[path]++
+		if len(f.madeThen) > 0 && reRes.MatchString(path) {
+			status := f.madeThen[0]
+			f.madeThen = f.madeThen[1:]
+			f.store(path, r, "Microsoft.Compute/capacityReservationGroups/capacityReservations", "Succeeded")
+			armError(w, status, map[int]string{409: "Conflict", 500: "InternalServerError", 502: "BadGateway"}[status], "faked answer after the reservation was made")
+			return
+		}
 		if f.putStatus != 0 {
 			armError(w, f.putStatus, map[int]string{400: "InvalidParameter", 409: "Conflict", 500: "InternalServerError"}[f.putStatus], "faked failure")
 			return

@@ -305,7 +305,17 @@ func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (provide
 	}
 	poller, err := c.reserve.BeginCreateOrUpdate(ctx, c.resGroup, group, name, r, nil)
 	if err != nil {
-		return providers.Booking{}, settle(fmt.Errorf("azure booking %s: create reservation %s: %w", o.ID, name, err))
+		err = fmt.Errorf("azure booking %s: create reservation %s: %w", o.ID, name, err)
+		if conflict(err) {
+			// azcore re-sends a PUT after a 5xx or a lost connection; if
+			// the first one made the reservation, the retry can meet a
+			// 409. The name is this intent's own, so a reservation under
+			// it is ours: only its absence makes the 409 a "no".
+			if _, gerr := c.reserve.Get(ctx, c.resGroup, group, name, nil); !isNotFound(gerr) {
+				return providers.Booking{}, fmt.Errorf("%w (a reservation named %s may exist: it is looked up, not re-sent)", err, name)
+			}
+		}
+		return providers.Booking{}, settle(err)
 	}
 	resp, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: p.opt.PollFrequency})
 	if err != nil {
@@ -445,6 +455,11 @@ func (p *Provider) DeleteBooking(ctx context.Context, providerRef string) error 
 		return settle(fmt.Errorf("azure delete reservation %s: %w", id.Name, err))
 	}
 	return nil
+}
+
+func conflict(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusConflict
 }
 
 func isNotFound(err error) bool {

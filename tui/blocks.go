@@ -12,6 +12,7 @@ import (
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
@@ -531,7 +532,6 @@ func (v *blocksView) View() string {
 	}
 	vals := [numFields]string{v.form.gpu, v.form.size, unit, v.form.duration, orDefault(v.form.after, "now"), orDefault(v.form.before, "as far as sold")}
 	if v.editing {
-		hints := v.formHints()
 		for i := 0; i < numFields; i++ {
 			val := vals[i]
 			if i == v.field {
@@ -541,16 +541,16 @@ func (v *blocksView) View() string {
 			if i == v.field {
 				line = st.cursor.Render(line)
 			}
-			b.WriteString(fit(line+" "+st.dim.Render(hints[i]), v.w, false) + "\n")
+			b.WriteString(fit(line, v.w, false) + "\n")
 		}
+		// The focused field's hint, and the clouds' terms, wrapped: at 80
+		// columns their ends (when blocks start) are what matters most.
+		b.WriteString(st.cursor.Render(ansi.Wordwrap(fieldNames[v.field]+": "+v.formHints()[v.field], v.w, "")) + "\n")
 		b.WriteString(st.dim.Render(fit("tab/↑/↓ field · enter search · esc back to the last search", v.w, false)))
 		if v.formErr != "" {
-			b.WriteString("\n" + st.footerErr.Render(fit(v.formErr, v.w, false)))
+			b.WriteString("\n" + st.footerErr.Render(ansi.Wordwrap(v.formErr, v.w, "")))
 		}
-		b.WriteString("\n")
-		for _, l := range v.formHelp() {
-			b.WriteString("\n" + st.dim.Render(fit(l, v.w, false)))
-		}
+		b.WriteString("\n\n" + st.dim.Render(ansi.Wordwrap(strings.Join(v.formHelp(), " "), v.w, "")))
 		return b.String()
 	}
 	t := v.terms
@@ -599,10 +599,7 @@ func (v *blocksView) View() string {
 			altEff, altTotal = money(a.effective), money(a.total)
 			alt = displayType(a.pool.InstanceType) + " " + a.pool.Region
 		}
-		where := o.Region
-		if o.Zone != "" {
-			where = o.Zone
-		}
+		where := place(o.Region, o.Zone)
 		cells := map[string]string{"$/GPU-h": money(o.USDPerGPUHour()), "UPFRONT $": fmt.Sprintf("%.2f", o.UpfrontUSD),
 			"INSTANCES": fmt.Sprintf("%d×%s", o.InstanceCount, displayType(o.InstanceType)), "GPUs": gpuCount(o.GPUCount()), "WHERE": where,
 			"START (local)": o.Start.In(loc).Format("01-02 15:04 MST"), "HOURS": fmt.Sprintf("%g", o.DurationHours()),

@@ -500,10 +500,7 @@ func (v *ledgerView) View() string {
 	first := max(0, min(v.cur-page+2, len(v.rows)-page))
 	for i := first; i < len(v.rows) && i < first+page; i++ {
 		r := v.rows[i]
-		where := r.Region
-		if r.Zone != "" {
-			where = r.Zone
-		}
+		where := place(r.Region, r.Zone)
 		start := "-"
 		if !r.Start.IsZero() {
 			start = r.Start.In(now.Location()).Format("01-02 15:04 MST")

@@ -97,14 +97,7 @@ func (r *row) compute(c *common, from, to int64) {
 	if pv.GPU.MemoryGiB > 0 {
 		gpu += fmt.Sprintf(" %.0fG", pv.GPU.MemoryGiB)
 	}
-	loc := pv.Region
-	if pv.Zone != "" {
-		if strings.HasPrefix(pv.Zone, pv.Region) {
-			loc = pv.Zone
-		} else {
-			loc = pv.Region + "/" + pv.Zone
-		}
-	}
+	loc := place(pv.Region, pv.Zone)
 	savings := "-"
 	if !math.IsNaN(r.savings) {
 		savings = fmt.Sprintf("%.0f%%", r.savings)
@@ -133,4 +126,16 @@ func cloudCell(p providers.Pool) string {
 		return string(p.Cloud)
 	}
 	return p.Provider + ":" + string(p.Cloud)
+}
+
+// place names a region and zone as one: AWS zones carry their region
+// ("us-east-1a"), Azure's do not ("1" is westeurope/1, not a place).
+func place(region, zone string) string {
+	switch {
+	case zone == "":
+		return region
+	case strings.HasPrefix(zone, region):
+		return zone
+	}
+	return region + "/" + zone
 }

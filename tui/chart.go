@@ -11,7 +11,6 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/guptarohit/asciigraph"
 
-	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/hub"
 )
 
@@ -248,14 +247,15 @@ func (v *chartView) legend(b *strings.Builder, pools []*hub.PoolView, missing []
 		if st.noColor {
 			swatch = fmt.Sprintf("%d%s", i+1, seriesChars(i, true).Horizontal)
 		}
-		text := ""
+		// The pool as people name it, then its figures in the chart's unit
+		// (the title says which): at 80 columns the whole line fits.
+		text := displayType(pv.InstanceType) + " " + place(pv.Region, pv.Zone) + " " + pv.Provider
+		k := v.scale(pv)
 		if _, usd, ok := pv.History.Last(); ok {
-			text = fmt.Sprintf("$%s/h ($%s/GPU-h)  ", money(usd), money(providers.PerGPUHour(usd, pv.GPU.Count)))
+			text += "  now " + money(usd*k)
 		}
-		text += pv.Key
 		if s := pv.History.Stats(from, to); s.OK {
-			k := v.scale(pv)
-			text += fmt.Sprintf("  min %s avg %s max %s", money(s.Min*k), money(s.Avg*k), money(s.Max*k))
+			text += fmt.Sprintf(" min %s avg %s max %s", money(s.Min*k), money(s.Avg*k), money(s.Max*k))
 		}
 		b.WriteString("\n")
 		b.WriteString(sw.Render(swatch))

@@ -334,8 +334,9 @@ func TestEnterWithoutMarksChartsTheCursorPool(t *testing.T) {
 		t.Errorf("chart pools %v, want [%s]", got, want)
 	}
 	out := ansi.Strip(m.View().Content)
-	if !strings.Contains(out, want) {
-		t.Errorf("chart legend lacks %s:\n%s", want, out)
+	pv, _ := m.chart.snap.Pool(want)
+	if name := displayType(pv.InstanceType) + " " + place(pv.Region, pv.Zone) + " " + pv.Provider; !strings.Contains(out, name) {
+		t.Errorf("chart legend lacks %s:\n%s", name, out)
 	}
 }
 

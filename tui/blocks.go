@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -573,8 +574,15 @@ func (v *blocksView) View() string {
 	}
 	b.WriteString(st.dim.Render(fit(summary+"   (e edits)", v.w, false)))
 	b.WriteString("\n" + st.dim.Render(fit("* SPOT ALT: the cheapest spot pool's risk-adjusted $/GPU-h for the same GPUs (spread over as many instances), ALT TOTAL for the same hours", v.w, false)))
-	for name, err := range v.failed {
-		b.WriteString("\n" + st.footerErr.Render(fit(name+": "+err.Error(), v.w, false)))
+	// Wrapped: a refusal's end says what is accepted. In name order, so
+	// the lines do not swap places from one search to the next.
+	names := make([]string, 0, len(v.failed))
+	for name := range v.failed {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		b.WriteString("\n" + st.footerErr.Render(ansi.Wordwrap(name+": "+v.failed[name].Error(), v.w, "")))
 	}
 	cols := fitTable(blocksColumns, v.w-2)
 	var hdr []string
@@ -590,7 +598,8 @@ func (v *blocksView) View() string {
 		b.WriteString("\n  " + st.dim.Render(fit(hint, max(v.w-2, 1), false)))
 	}
 	loc := v.c.now().Location()
-	rows := max(v.h-4, 1)
+	// the rows left under the summary, the refusals and the column header
+	rows := max(v.h-strings.Count(b.String(), "\n")-1, 1)
 	first := max(0, v.cur-rows+1)
 	for i := first; i < len(v.offers) && i < first+rows; i++ {
 		o := v.offers[i]

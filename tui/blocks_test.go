@@ -316,4 +316,12 @@ func TestBlocksAt80(t *testing.T) {
 			t.Errorf("80 columns: no %q in\n%s", want, scr)
 		}
 	}
+	// The confirmation's terms wrap whole at 80 columns.
+	press(f.m, "b")
+	scr = strings.Join(strings.Fields(f.screen()), " ")
+	for _, want := range []string{"Total upfront: $3000.00", "(SIMULATED MARKET: nothing real is bought)", "Type y then enter to buy"} {
+		if !strings.Contains(scr, want) {
+			t.Errorf("80-column confirmation: no %q in\n%s", want, f.screen())
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
@@ -154,20 +155,25 @@ func (b *confirmBox) key(msg tea.KeyPressMsg) (confirmed bool) {
 }
 
 func (b *confirmBox) view(st *styles, w int) string {
+	// Every line wraps rather than being cut: what is bought and on which
+	// terms must be read whole before the yes.
+	wrap := func(l string) string {
+		return "  " + strings.ReplaceAll(ansi.Wordwrap(l, max(w-2, 1), ""), "\n", "\n  ")
+	}
 	var s strings.Builder
-	s.WriteString(st.title.Render(b.title))
+	s.WriteString(st.title.Render(ansi.Wordwrap(b.title, max(w, 1), "")))
 	s.WriteString("\n")
 	for _, l := range b.lines {
-		s.WriteString("  " + l + "\n")
+		s.WriteString(wrap(l) + "\n")
 	}
 	if b.dryRun != "" {
-		s.WriteString("  " + st.ok.Render("dry run: "+b.dryRun) + "\n")
+		s.WriteString(st.ok.Render(wrap("dry run: "+b.dryRun)) + "\n")
 	}
 	switch {
 	case b.busy != "":
 		s.WriteString("\n  " + st.dim.Render(b.busy+"…"))
 	case b.problem != "":
-		s.WriteString("\n  " + st.footerErr.Render(b.problem) + "\n  " + st.dim.Render("esc closes; nothing was spent"))
+		s.WriteString("\n" + st.footerErr.Render(wrap(b.problem)) + "\n  " + st.dim.Render("esc closes; nothing was spent"))
 	default:
 		answer := "[no]"
 		if b.typed == "y" {

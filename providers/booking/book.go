@@ -169,6 +169,17 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	res.Row = row
 	s.opt.Logger.Info("purchase intent recorded", "row", row.ID, "offering", o.ID, "provider", o.Provider, "usd", o.UpfrontUSD)
 
+	// Cancelled (ctrl+c, a closed session) between the intent and the
+	// call: nothing is sent, and the ledger says so rather than leave an
+	// "unknown" no look-up could ever settle.
+	if err := ctx.Err(); err != nil {
+		row.State, row.Error = store.StateFailed, "not sent: cancelled before the call; nothing was bought"
+		if res.Row, err = s.update(context.WithoutCancel(ctx), row); err != nil {
+			return res, fmt.Errorf("record cancelled purchase %s: %w", row.ID, err)
+		}
+		return res, fmt.Errorf("purchase of %s not sent: %w", o.ID, ctx.Err())
+	}
+
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	bk, callErr := b.Book(cctx, providers.BookRequest{Offering: o, After: now, Ref: row.ID})
 	cancel()

@@ -3,6 +3,7 @@ package booking_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"os"
 	"os/exec"
@@ -607,6 +608,49 @@ func TestTermsChangedSinceConfirmationRefused(t *testing.T) {
 	// Confirming the new terms buys.
 	q, _ = f.svc.Quote(ctx, "cb-cheap")
 	if _, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap", Confirmed: q.Offering}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cancelOnIntent is a log handler that cancels the purchase's context
+// the moment the intent is recorded: ctrl+c between the ledger write and
+// the call.
+type cancelOnIntent struct {
+	slog.Handler
+	cancel context.CancelFunc
+}
+
+func (h cancelOnIntent) Enabled(context.Context, slog.Level) bool { return true }
+func (h cancelOnIntent) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "intent recorded") {
+		h.cancel()
+	}
+	return nil
+}
+
+// TestCancelledBeforeTheCallIsFailed: a purchase cancelled after its
+// intent is written but before the call goes out bought nothing, and the
+// ledger knows it; "unknown" would hold the offering (and the day's
+// budget) until someone checked the console, since no look-up can ever
+// find a purchase that was never sent.
+func TestCancelledBeforeTheCallIsFailed(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	f.search(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.svc = booking.New(f.st, []providers.Provider{f.fake}, booking.Options{Now: func() time.Time { return f.now }, Timeout: time.Second,
+		Logger: slog.New(cancelOnIntent{cancel: cancel})})
+	// The cloud honours a cancelled context, as the SDK does.
+	f.fake.BookHook = func(ctx context.Context, _ providers.BookRequest) error { return ctx.Err() }
+	res, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"})
+	if err == nil || res.Row.State != store.StateFailed || !strings.Contains(res.Row.Error, "not sent") {
+		t.Fatalf("cancelled before the call: %v, row %+v", err, res.Row)
+	}
+	if f.fake.Calls("Book") != 0 {
+		t.Fatal("the purchase was sent after the cancel")
+	}
+	// The offering can be bought again.
+	if _, err := f.svc.Book(context.Background(), booking.BookRequest{OfferingID: "cb-cheap"}); err != nil {
 		t.Fatal(err)
 	}
 }

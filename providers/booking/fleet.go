@@ -218,7 +218,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 				res.Row = again
 				return res, err
 			}
-			return s.sendFleet(ctx, fl, again, res)
+			return s.sendFleet(ctx, fl, again, res, false)
 		}
 	}
 
@@ -299,16 +299,29 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		return res, err
 	}
 	s.changes.Add(1)
-	return s.sendFleet(ctx, fl, row, res)
+	s.opt.Logger.Info("launch intent recorded", "row", row.ID, "provider", spec.Provider, "region", spec.Region, "usd_first_hour", cost)
+	return s.sendFleet(ctx, fl, row, res, true)
 }
 
 // sendFleet makes the launch call of a recorded intent (pending) and
-// records its outcome.
-func (s *Service) sendFleet(ctx context.Context, fl providers.FleetLauncher, row store.Row, res FleetResult) (FleetResult, error) {
+// records its outcome. fresh is false for the re-send of a lost launch.
+func (s *Service) sendFleet(ctx context.Context, fl providers.FleetLauncher, row store.Row, res FleetResult, fresh bool) (FleetResult, error) {
 	res.Row = row
 	var spec providers.FleetSpec
 	if err := json.Unmarshal(row.Request, &spec); err != nil {
 		return res, fmt.Errorf("ledger row %s: stored fleet: %w", row.ID, err)
+	}
+	// Cancelled before the call: nothing is sent. A new intent is
+	// failed; a re-send goes back to the unknown it was.
+	if err := ctx.Err(); err != nil {
+		row.State, row.Error = store.StateFailed, "not sent: cancelled before the call; nothing was launched"
+		if !fresh {
+			row.State, row.Error = store.StateUnknown, "no answer to the first launch; its re-send was cancelled before the call"
+		}
+		if res.Row, err = s.update(context.WithoutCancel(ctx), row); err != nil {
+			return res, fmt.Errorf("record cancelled launch %s: %w", row.ID, err)
+		}
+		return res, fmt.Errorf("fleet launch not sent: %w", ctx.Err())
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	f, callErr := fl.LaunchFleet(cctx, spec)

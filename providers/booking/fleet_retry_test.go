@@ -3,6 +3,7 @@ package booking_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +194,21 @@ func TestFleetEstimateTakesTheDearestZone(t *testing.T) {
 		Zones: []string{"us-east-1b"}, TargetCapacity: 2})
 	if est.USDHour != 80 {
 		t.Fatalf("estimate in us-east-1b $%v/h (%s), want $80/h", est.USDHour, est.Basis)
+	}
+}
+
+// TestFleetCancelledBeforeTheCallIsFailed is TestCancelledBeforeTheCallIsFailed
+// for a fleet launch.
+func TestFleetCancelledBeforeTheCallIsFailed(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.svc = booking.New(f.st, []providers.Provider{f.fake}, booking.Options{Now: func() time.Time { return f.now }, Timeout: time.Second,
+		Logger: slog.New(cancelOnIntent{cancel: cancel})})
+	f.fake.LaunchHook = func(ctx context.Context, _ providers.FleetSpec) error { return ctx.Err() }
+	spec := providers.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 2}
+	res, err := f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec})
+	if err == nil || res.Row.State != store.StateFailed || f.fake.Calls("LaunchFleet") != 0 {
+		t.Fatalf("cancelled before the call: %v, row %+v, %d launches", err, res.Row, f.fake.Calls("LaunchFleet"))
 	}
 }

@@ -271,4 +271,7 @@ func TestLedgerReleasesReservationsOfOtherProviders(t *testing.T) {
 	if len(rows) != 1 || rows[0]["id"] != row.ID || rows[0]["state"] != "ended" {
 		t.Fatalf("a reservation past its window should be released and ended: %v\n%s", rows, errOut)
 	}
+	if !strings.Contains(errOut, "released "+row.ID) {
+		t.Fatalf("the release should be said: %s", errOut)
+	}
 }

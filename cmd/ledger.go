@@ -131,6 +131,12 @@ func (e *env) runLedger(ctx context.Context, timeout time.Duration, output strin
 	rep, rerr := svc.Reconcile(rctx)
 	cancel()
 	for _, r := range rep.Settled {
+		if r.Kind == store.KindReservation && r.State == store.StateEnded && r.ProviderRef != "" {
+			// Released now that its window is over: it stops billing.
+			fmt.Fprintf(e.errOut, "gpumarket: ledger: released %s (reservation %s × %d, %s): its window ended %s\n",
+				r.ID, r.InstanceType, r.InstanceCount, r.ProviderRef, r.End.UTC().Format(time.RFC3339))
+			continue
+		}
 		if store.Booked(r.Kind) && (r.State == store.StateActive || r.State == store.StateEnded) && r.ProviderRef != "" {
 			continue // moved along by its dates: not news
 		}

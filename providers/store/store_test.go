@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -285,5 +286,57 @@ func TestRecordIntentOpenSeesUnsettledRowsOfItsKind(t *testing.T) {
 	}
 	if rows, _ := s.List(ctx); len(rows) != 3 {
 		t.Fatalf("a refused intent was written: %d rows", len(rows))
+	}
+}
+
+// TestBudgetHoldsAcrossProcesses: several handles on one file (several
+// processes) record intents at once under a daily cap; the check and the
+// insert share one write lock, so the day never goes over the cap and no
+// intent fails for any other reason.
+func TestBudgetHoldsAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	var handles []*Store
+	for i := 0; i < 4; i++ {
+		s, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		handles = append(handles, s)
+	}
+	ctx := context.Background()
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	over := errors.New("over the cap")
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := handles[i%len(handles)]
+			_, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "aws", IdemKey: fmt.Sprintf("cb-%d", i), State: StatePending, CostUSD: 10, CreatedAt: now},
+				func(spent float64, _ *Row) error {
+					if spent+10 > 50 {
+						return over
+					}
+					return nil
+				})
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	refused := 0
+	for err := range errs {
+		if !errors.Is(err, over) {
+			t.Errorf("intent failed for another reason: %v", err)
+		}
+		refused++
+	}
+	spent, err := handles[0].DaySpent(ctx, now)
+	if err != nil || spent != 50 || refused != 35 {
+		t.Fatalf("day spent $%v (%v), %d refused: want $50 and 35", spent, err, refused)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
@@ -171,7 +172,7 @@ func (v *fleetView) compose() (providers.FleetSpec, error) {
 		}
 	}
 	if len(provs) != 1 || len(regions) != 1 {
-		return spec, fmt.Errorf("the marked pools span %d providers and %d regions: a fleet is one provider's, in one region", len(provs), len(regions))
+		return spec, fmt.Errorf("the marked pools span %s and %s: a fleet is one provider's, in one region", plural(len(provs), "provider"), plural(len(regions), "region"))
 	}
 	for p := range provs {
 		spec.Provider = p
@@ -468,7 +469,7 @@ func (v *fleetView) View() string {
 		b.WriteString(st.dim.Render("  e edits · L launches (after a confirmation that shows the cost)") + "\n")
 	}
 	if v.formErr != "" {
-		b.WriteString("  " + st.footerErr.Render(v.formErr) + "\n")
+		b.WriteString("  " + st.footerErr.Render(wrapIndent(v.formErr, v.w)) + "\n")
 	}
 	if v.rowID != "" {
 		b.WriteString("\n" + st.title.Render("Launched") + "\n")
@@ -482,11 +483,24 @@ func (v *fleetView) View() string {
 			b.WriteString(st.dim.Render(fmt.Sprintf("  (checked %s)", v.lastPoll.In(v.c.now().Location()).Format("15:04:05"))))
 		}
 		if v.pollErr != "" {
-			b.WriteString("\n  " + st.footerErr.Render(v.pollErr))
+			b.WriteString("\n  " + st.footerErr.Render(wrapIndent(v.pollErr, v.w)))
 		}
 		if v.row.Error != "" {
-			b.WriteString("\n  " + st.footerErr.Render(v.row.Error))
+			b.WriteString("\n  " + st.footerErr.Render(wrapIndent(v.row.Error, v.w)))
 		}
 	}
 	return b.String()
+}
+
+// wrapIndent wraps an error under a two-space indent to the view's width:
+// its end says what to do.
+func wrapIndent(s string, w int) string {
+	return strings.ReplaceAll(ansi.Wordwrap(s, max(w-2, 1), ""), "\n", "\n  ")
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -107,6 +107,11 @@ func TestFleetComposeNeedsOneRegion(t *testing.T) {
 	if f.fleet().confirm.open || !strings.Contains(f.fleet().formErr, "one region") {
 		t.Fatalf("two regions accepted: %q", f.fleet().formErr)
 	}
+	// At 80 columns the whole refusal is read, wrapped.
+	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	if scr := strings.Join(strings.Fields(f.screen()), " "); !strings.Contains(scr, "span 1 provider and 2 regions: a fleet is one provider's, in one region") {
+		t.Errorf("80-column refusal:\n%s", f.screen())
+	}
 }
 
 func TestLedgerOrderAndCountdown(t *testing.T) {

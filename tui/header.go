@@ -163,7 +163,7 @@ func (m *Model) sourceLine(s hub.SourceStatus) string {
 	if total > 0 && done < total {
 		b.WriteString(" " + progressBar(done, total, 16) + fmt.Sprintf(" %d/%d", done, total))
 	} else if n := len(s.Regions); n > 0 {
-		b.WriteString(st.dim.Render(fmt.Sprintf(" · %d regions", n)))
+		b.WriteString(st.dim.Render(" · " + plural(n, "region")))
 	}
 	// One badge per cause, naming its regions: thirty regions refused for
 	// the same reason are one line's worth, not thirty copies.

@@ -440,6 +440,9 @@ func (m *marketView) View() string {
 	if len(m.list) == 0 {
 		b.WriteByte('\n')
 		switch {
+		case len(m.all) == 0 && snapshotFailed(m.snap):
+			// Not "waiting": the sources answered, with errors.
+			b.WriteString(st.footerErr.Render(fit("  no prices yet: the header above says what failed; it is asked again each refresh", m.width, false)))
 		case m.snap == nil || len(m.all) == 0:
 			b.WriteString(st.dim.Render(fit("  waiting for the market…", m.width, false)))
 		default:
@@ -494,6 +497,27 @@ func (m *marketView) View() string {
 		}
 	}
 	return b.String()
+}
+
+// snapshotFailed reports whether a source or region of the snapshot
+// failed and none is still loading: there is nothing left to wait for.
+func snapshotFailed(s *hub.Snapshot) bool {
+	if s == nil {
+		return false
+	}
+	failed := false
+	for _, src := range s.Sources {
+		if src.State == hub.StateLoading {
+			return false
+		}
+		for _, r := range src.Regions {
+			if r.Loading() {
+				return false
+			}
+		}
+		failed = failed || src.State == hub.StateError || failedRegions(src) > 0
+	}
+	return failed
 }
 
 func sortColumn(s sortMode) int {

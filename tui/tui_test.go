@@ -722,3 +722,16 @@ func TestHeaderNamesTheCause(t *testing.T) {
 		t.Errorf("shortErr of a plain error: %q", got)
 	}
 }
+
+// TestEmptyMarketSaysWhyWhenSourcesFail: with no pools and every region
+// refused, the table does not say it is waiting.
+func TestEmptyMarketSaysWhyWhenSourcesFail(t *testing.T) {
+	m := newTestModel(t, 100, 24, Options{})
+	s := &hub.Snapshot{Seq: 9, Sources: []hub.SourceStatus{{Provider: "aws", State: hub.StateReady,
+		Regions: []hub.RegionStatus{{Region: "us-east-1", Err: "describe spot prices in us-east-1: connection refused"}}}}}
+	m.Update(snapshotMsg{snap: s})
+	out := ansi.Strip(m.View().Content)
+	if strings.Contains(out, "waiting for the market") || !strings.Contains(out, "no prices yet") || !strings.Contains(out, "· 1 region ") {
+		t.Errorf("empty, failed market:\n%s", out)
+	}
+}

@@ -268,7 +268,7 @@ func (v *blocksView) apply(msg tea.Msg) tea.Cmd {
 			return nil
 		}
 		if msg.dryOK {
-			v.confirm.dryRun = orDefault(msg.dry.Booking.Message, "the provider says the purchase would succeed")
+			v.confirm.dryRun = orDefault(dryRunAnswer(msg.dry.Booking.Message), "the provider says the purchase would succeed")
 		}
 	case bookedMsg:
 		if msg.seq != v.act {

@@ -253,7 +253,7 @@ func (v *fleetView) apply(msg tea.Msg) tea.Cmd {
 			return nil
 		}
 		if msg.dryOK {
-			v.confirm.dryRun = orDefault(msg.dry.Fleet.Message, "the provider says the launch would succeed")
+			v.confirm.dryRun = orDefault(dryRunAnswer(msg.dry.Fleet.Message), "the provider says the launch would succeed")
 		}
 	case fleetLaunchedMsg:
 		if msg.seq != v.act {

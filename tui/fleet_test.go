@@ -278,3 +278,16 @@ func TestHelpNotesWrapAt80(t *testing.T) {
 		press(f.m, "?")
 	}
 }
+
+func TestDryRunAnswerSaysDryRunOnce(t *testing.T) {
+	for in, want := range map[string]string{
+		"dry run: AWS says the purchase would succeed": "AWS says the purchase would succeed",
+		"Dry run: ok": "ok",
+		"Request would have succeeded, but DryRun flag is set.": "Request would have succeeded, but DryRun flag is set.",
+		"": "",
+	} {
+		if got := dryRunAnswer(in); got != want {
+			t.Errorf("dryRunAnswer(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

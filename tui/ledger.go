@@ -154,6 +154,15 @@ func (b *confirmBox) key(msg tea.KeyPressMsg) (confirmed bool) {
 	return false
 }
 
+// dryRunAnswer is a provider's dry-run message without its own "dry run:"
+// lead, which the box already writes.
+func dryRunAnswer(msg string) string {
+	if len(msg) >= 8 && strings.EqualFold(msg[:8], "dry run:") {
+		return strings.TrimSpace(msg[8:])
+	}
+	return msg
+}
+
 func (b *confirmBox) view(st *styles, w int) string {
 	// Every line wraps rather than being cut: what is bought and on which
 	// terms must be read whole before the yes.

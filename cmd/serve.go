@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	// Clients send their TZ; a server on a minimal image still knows the zones.
+	_ "time/tzdata"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/spf13/cobra"
@@ -158,8 +160,32 @@ func sessionModel(e *env, h *hub.Hub, svc *booking.Service) func(server.SessionI
 		opt := e.tuiOptions(h, svc)
 		opt.Role, opt.Actor, opt.NoColor, opt.Context = role, info.Actor, info.NoColor, info.Context
 		opt.Logger = e.log.With("actor", info.Actor)
+		if loc := sessionZone(info.Environ); loc != nil {
+			opt.Now = func() time.Time { return time.Now().In(loc) }
+		}
 		return tui.New(opt)
 	}
+}
+
+// sessionZone is the time zone the client sent (ssh -o SetEnv=TZ=Europe/Berlin,
+// or SendEnv TZ), so that an attendee's "START (local)" and the Blocks
+// form's times are the attendee's, not the server's; nil when it sent none
+// or one this machine does not know.
+func sessionZone(environ []string) *time.Location {
+	tz := ""
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "TZ="); ok {
+			tz = strings.TrimPrefix(v, ":")
+		}
+	}
+	if tz == "" {
+		return nil
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil
+	}
+	return loc
 }
 
 // drainLedger waits until no purchase or launch that an SSH session of

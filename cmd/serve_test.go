@@ -364,3 +364,17 @@ func TestDrainLedger(t *testing.T) {
 		t.Errorf("drain past its bound = %v, want an error naming row %s", err, stuck.ID)
 	}
 }
+
+func TestSessionZone(t *testing.T) {
+	if loc := sessionZone([]string{"TERM=xterm", "TZ=America/New_York"}); loc == nil || loc.String() != "America/New_York" {
+		t.Errorf("TZ=America/New_York: %v", loc)
+	}
+	if loc := sessionZone([]string{"TZ=:Europe/Berlin"}); loc == nil || loc.String() != "Europe/Berlin" {
+		t.Errorf("TZ=:Europe/Berlin: %v", loc)
+	}
+	for _, env := range [][]string{nil, {"TERM=xterm"}, {"TZ="}, {"TZ=Not/AZone"}} {
+		if loc := sessionZone(env); loc != nil {
+			t.Errorf("%q: %v, want the server's zone", env, loc)
+		}
+	}
+}

@@ -54,6 +54,10 @@ func startHub(t *testing.T) *hub.Hub {
 	return h
 }
 
+// waitFor waits up to 10 s for the program's output to satisfy ok.
+// The output is the renderer's stream, which skips cells that did not
+// change: a wanted text must not share its leading cells with what was on
+// screen at the same place before.
 func waitFor(t *testing.T, tm *teatest.TestModel, what string, ok func(screen string) bool) {
 	t.Helper()
 	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return ok(ansi.Strip(string(b))) },

@@ -291,3 +291,30 @@ func TestDryRunAnswerSaysDryRunOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestMoneyViewsAtTinySizes: Blocks (table, form, confirmation), Fleet
+// and Ledger never panic and never draw past the terminal.
+func TestMoneyViewsAtTinySizes(t *testing.T) {
+	for _, sz := range [][2]int{{0, 0}, {1, 1}, {3, 2}, {20, 5}, {5, 20}, {40, 8}, {80, 24}} {
+		for _, c := range []struct {
+			view string
+			keys []string
+		}{{"Blocks", nil}, {"Blocks", []string{"e"}}, {"Blocks", []string{"b"}}, {"Fleet", nil}, {"Fleet", []string{"e"}},
+			{"Fleet", []string{"L"}}, {"Ledger", nil}, {"Ledger", []string{"?"}}} {
+			f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+			f.show(t, c.view)
+			press(f.m, c.keys...)
+			f.m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
+			out := f.m.View().Content
+			lines := strings.Split(out, "\n")
+			if out != "" && len(lines) > sz[1] {
+				t.Errorf("%s %v at %dx%d: %d lines", c.view, c.keys, sz[0], sz[1], len(lines))
+			}
+			for _, l := range lines {
+				if w := ansi.StringWidth(l); w > sz[0] {
+					t.Errorf("%s %v at %dx%d: line of %d cells: %q", c.view, c.keys, sz[0], sz[1], w, l)
+				}
+			}
+		}
+	}
+}

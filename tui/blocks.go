@@ -208,6 +208,15 @@ func (v *blocksView) helpNote() string {
 		"risk-adjusted: its price divided by the share of paid time that survives interruptions (config risk.*)."
 }
 
+// shown starts the first search when the view is first shown, not when
+// the session starts: a search asks every region of every cloud.
+func (v *blocksView) shown() tea.Cmd {
+	if v.searched {
+		return nil
+	}
+	return v.search()
+}
+
 // search starts a search with the form's terms.
 func (v *blocksView) search() tea.Cmd {
 	if v.svc == nil {
@@ -237,9 +246,6 @@ func (v *blocksView) Update(msg tea.Msg) (view, tea.Cmd) {
 	switch msg := msg.(type) {
 	case snapshotMsg:
 		v.snap = msg.snap
-		if !v.searched {
-			cmds = append(cmds, v.search())
-		}
 	case tea.KeyPressMsg:
 		cmds = append(cmds, v.updateKey(msg))
 	}

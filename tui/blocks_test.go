@@ -328,3 +328,24 @@ func TestBlocksAt80(t *testing.T) {
 		}
 	}
 }
+
+// TestBlocksSearchWhenFirstShown: a session that never opens the Blocks
+// view asks no cloud for offerings (a search asks every region; thirty
+// workshop attendees would ask thirty times); opening it searches once.
+func TestBlocksSearchWhenFirstShown(t *testing.T) {
+	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+	f.tick()
+	f.tick()
+	if n := f.fake.Calls("FindOfferings"); n != 0 {
+		t.Fatalf("%d searches before the Blocks view was shown", n)
+	}
+	f.show(t, "Blocks")
+	f.show(t, "Market")
+	f.show(t, "Blocks")
+	if n := f.fake.Calls("FindOfferings"); n != 1 {
+		t.Fatalf("%d searches after showing Blocks twice, want 1", n)
+	}
+	if !strings.Contains(f.screen(), "3000.00") {
+		t.Errorf("no offerings:\n%s", f.screen())
+	}
+}

@@ -290,11 +290,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case openChartMsg:
 		m.chart.setPools(msg.keys)
 		m.chart.Update(snapshotMsg{snap: m.snap})
-		m.switchTo(m.indexOf(m.chart))
-		return m, nil
+		return m, m.switchTo(m.indexOf(m.chart))
 	case backMsg:
-		m.switchTo(m.prev)
-		return m, nil
+		return m, m.switchTo(m.prev)
 	case mailNudge:
 		return m, m.broadcast(msg)
 	case tea.KeyPressMsg:
@@ -321,19 +319,16 @@ func (m *Model) updateKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 			m.full = false
 			return m, nil
 		case key.Matches(msg, g.NextView):
-			m.switchTo((m.active + 1) % len(m.views))
-			return m, nil
+			return m, m.switchTo((m.active + 1) % len(m.views))
 		case key.Matches(msg, g.PrevView):
-			m.switchTo((m.active + len(m.views) - 1) % len(m.views))
-			return m, nil
+			return m, m.switchTo((m.active + len(m.views) - 1) % len(m.views))
 		}
 		switch m.views[m.active].(type) {
 		case *blocksView, *fleetView, *ledgerView:
 			// esc, with no form or confirmation open, goes home; the
 			// Chart's esc returns to where enter came from.
 			if key.Matches(msg, g.Back) {
-				m.switchTo(m.indexOf(m.market))
-				return m, nil
+				return m, m.switchTo(m.indexOf(m.market))
 			}
 		}
 		switch m.views[m.active].(type) {
@@ -358,9 +353,14 @@ func (m *Model) indexOf(v view) int {
 	return 0
 }
 
-func (m *Model) switchTo(i int) {
+// shower is a view with work to start the first time it is shown: the
+// Blocks view's search asks every region of every cloud, so a session
+// (thirty workshop attendees) that never opens it asks nothing.
+type shower interface{ shown() tea.Cmd }
+
+func (m *Model) switchTo(i int) tea.Cmd {
 	if i == m.active || i < 0 || i >= len(m.views) {
-		return
+		return nil
 	}
 	m.prev, m.active = m.active, i
 	m.full = false
@@ -374,6 +374,10 @@ func (m *Model) switchTo(i int) {
 		m.chart.setPools(m.market.chartKeys())
 		m.chart.Update(snapshotMsg{snap: m.snap})
 	}
+	if s, ok := m.views[i].(shower); ok {
+		return s.shown()
+	}
+	return nil
 }
 
 // broadcast gives a message to every view (snapshots, window and style

@@ -302,12 +302,14 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 		if v.confirm.key(msg) {
 			v.confirm.send("buying")
 			v.act++
-			seq, ctx, svc, id, actor := v.act, v.ctx, v.svc, v.pending.ID, v.c.actor
+			seq, ctx, svc, shown, actor := v.act, v.ctx, v.svc, v.pending, v.c.actor
 			return v.box.cmd(func() tea.Msg {
 				// Once sent, a purchase runs to its answer (bounded by the
 				// service's timeout) even if the session ends meanwhile, so
-				// its outcome is recorded rather than left unknown.
-				res, err := svc.Book(context.WithoutCancel(ctx), booking.BookRequest{OfferingID: id, Actor: actor})
+				// its outcome is recorded rather than left unknown. The
+				// offering as the confirmation showed it goes along: if a
+				// search elsewhere changed its terms since, nothing is bought.
+				res, err := svc.Book(context.WithoutCancel(ctx), booking.BookRequest{OfferingID: shown.ID, Actor: actor, Confirmed: shown})
 				return bookedMsg{seq: seq, res: res, err: err}
 			})
 		}

@@ -129,6 +129,15 @@ func TestLedgerOrderAndCountdown(t *testing.T) {
 		got = append(got, r.ID+" "+timeLeft(r, now))
 	}
 	want := []string{"04 ends in 45m", "03 starts in 3h 20m", "02 starts in 2d 2h", "06 starts in 1h 0m", "05 -", "01 ended"}
+	// A reservation past its window that was not released still bills.
+	billing := store.Row{Kind: store.KindReservation, State: store.StateActive, Start: now.Add(-48 * time.Hour), End: now.Add(-time.Hour)}
+	if got := timeLeft(billing, now); got != "over: billing until released" {
+		t.Errorf("unreleased reservation: %q", got)
+	}
+	billing.State = store.StateEnded
+	if got := timeLeft(billing, now); got != "ended" {
+		t.Errorf("released reservation: %q", got)
+	}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("order\n got %v\nwant %v", got, want)
 	}

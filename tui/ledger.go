@@ -384,6 +384,9 @@ func (v *ledgerView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 		}
 		r := v.rows[v.cur]
 		if r.Kind != store.KindFleet {
+			if r.Kind == store.KindReservation {
+				return notify("d deletes fleets; a reservation is released when its window ends (a running gpumarket or `gpumarket ledger` does it)")
+			}
 			return notify("d deletes fleets; a capacity block cannot be cancelled (it is non-refundable)")
 		}
 		if r.State == store.StateDeleted || r.ProviderRef == "" {
@@ -437,6 +440,10 @@ func timeLeft(r store.Row, now time.Time) string {
 		return "starts in " + span(r.Start.Sub(now))
 	case now.Before(r.End):
 		return "ends in " + span(r.End.Sub(now))
+	case r.Kind == store.KindReservation && (r.State == store.StateActive || r.State == store.StateScheduled):
+		// Azure bills a reservation until it is deleted: its window is
+		// over, but it has not been released yet.
+		return "over: billing until released"
 	}
 	return "ended"
 }

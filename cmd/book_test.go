@@ -199,7 +199,7 @@ func TestOfferingsUsage(t *testing.T) {
 		{[]string{"offerings", "--count", "1", "--duration", "2d"}, "--gpu is required"},
 		{[]string{"offerings", "--gpu", "H100", "--count", "0", "--duration", "2d"}, "--count 0"},
 		{[]string{"offerings", "--gpu", "H100"}, "--duration is required"},
-		{[]string{"offerings", "--gpu", "H100", "--duration", "5h"}, "1-day steps"},
+		{[]string{"offerings", "--provider", "aws", "--gpu", "H100", "--duration", "5h"}, "1-day steps"},
 		{[]string{"offerings", "--gpu", "H100", "--duration", "2x"}, "--duration"},
 		{[]string{"offerings", "--gpu", "H100", "--duration", "2d", "--start-after", "tomorrow"}, "--start-after"},
 		{[]string{"offerings", "--gpu", "H100,A100", "--duration", "2d"}, "one GPU model"},

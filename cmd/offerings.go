@@ -85,7 +85,7 @@ func parseSpan(s string) (time.Duration, error) {
 // 1-14 days in days, then weeks; Azure reservations any whole hours.
 func checkBlockDuration(d time.Duration, names []string) error {
 	for _, n := range names {
-		if n == "aws" || n == "sim" {
+		if n == "aws" {
 			if err := sim.ValidateBlockDuration(d); err != nil {
 				return fmt.Errorf("%s (%s)", err.Error(), n)
 			}

@@ -68,6 +68,8 @@ type offerQuery struct {
 	dur                     time.Duration
 	startAfter, startBefore time.Time
 	regions                 []string
+	// blocks is whether the duration is one AWS sells capacity blocks for.
+	blocks bool
 }
 
 func (m *Market) validateOfferingQuery(q providers.OfferingQuery) (offerQuery, error) {
@@ -92,9 +94,12 @@ func (m *Market) validateOfferingQuery(q providers.OfferingQuery) (offerQuery, e
 	case q.Instances == 0 && q.GPUs > 8*MaxBlockInstances:
 		return v, fmt.Errorf("GPU count %d: a capacity block holds at most %d instances (%d GPUs of 8-GPU types)", q.GPUs, MaxBlockInstances, 8*MaxBlockInstances)
 	}
-	if err := ValidateBlockDuration(q.Duration); err != nil {
-		return v, err
+	// AWS's blocks come in days and weeks; Azure's reservations in any
+	// whole hours. A duration that suits only Azure gets only Azure's.
+	if q.Duration <= 0 || q.Duration%time.Hour != 0 || q.Duration > 182*24*time.Hour {
+		return v, fmt.Errorf("duration %s: want whole hours up to 182 days (AWS capacity blocks: %s)", q.Duration, DurationForm)
 	}
+	v.blocks = ValidateBlockDuration(q.Duration) == nil
 	now := m.opt.Now().UTC()
 	limit := now.Add(MaxStartAhead)
 	v.startAfter, v.startBefore = q.StartAfter.UTC(), q.StartBefore.UTC()
@@ -130,6 +135,9 @@ func (m *Market) FindOfferings(ctx context.Context, q providers.OfferingQuery) (
 	var out []providers.Offering
 	for _, p := range m.pools {
 		if !p.blockable() || (v.gpu != "" && p.spec.Desc.GPU.Model != v.gpu) || !providers.Query.WantsRegion(providers.Query{Regions: v.regions}, p.spec.Region.Name) {
+			continue
+		}
+		if p.spec.Desc.Cloud == providers.CloudAWS && !v.blocks {
 			continue
 		}
 		n := v.instances
@@ -180,14 +188,9 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []providers.Offering 
 			starts = append(starts, day)
 		}
 	} else {
-		// Azure reservations start on the hour, today or on a later day.
-		first := v.startAfter.Truncate(time.Hour)
-		if first.Before(v.startAfter) {
-			first = first.Add(time.Hour)
-		}
-		for s := first; !s.After(v.startBefore); s = s.Add(24 * time.Hour) {
-			starts = append(starts, s)
-		}
+		// As on Azure, a reservation starts when it is bought and is
+		// held (and billed) until the end of the wanted window.
+		starts = append(starts, m.opt.Now().UTC().Truncate(time.Minute))
 	}
 	// Large and long blocks are scarcer.
 	odds := 0.3
@@ -215,7 +218,16 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []providers.Offering 
 			InstanceType: p.spec.Desc.InstanceType, GPU: p.spec.Desc.GPU, InstanceCount: n,
 			Start: s, End: s.Add(v.dur), Currency: "USD", Simulated: true,
 		}
-		hours := v.dur.Hours()
+		if !aws {
+			end := v.startAfter
+			if end.Before(s) {
+				end = s
+			}
+			o.End = end.Add(v.dur)
+			o.StartsOnPurchase = true
+			o.Note = "simulated Azure capacity reservation: held and billed at the on-demand rate from purchase until deleted; gpumarket prices it, and releases it, at " + o.End.Format(time.RFC3339)
+		}
+		hours := o.End.Sub(o.Start).Hours()
 		if aws {
 			r := blockRate[o.InstanceType]
 			// Sooner starts are dearer; the rest is the day's demand.

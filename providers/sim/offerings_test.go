@@ -28,11 +28,13 @@ func TestOfferingQueryValidation(t *testing.T) {
 		{"182 days", providers.OfferingQuery{GPU: "A100", Instances: 2, Duration: 182 * day}, ""},
 		{"any GPU by GPUs", providers.OfferingQuery{GPUs: 16, Duration: 2 * day}, ""},
 		{"64 instances", providers.OfferingQuery{GPU: "h100", Instances: 64, Duration: day}, ""},
-		{"36 hours", providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 36 * time.Hour}, "1 to 14 days in 1-day steps"},
-		{"15 days", providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 15 * day}, "21 to 182 days in 7-day steps"},
-		{"22 days", providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 22 * day}, "7-day steps"},
+		// Not a capacity-block step, but Azure-style reservations take any
+		// whole hours (TestOddDurationsGetReservationsOnly).
+		{"36 hours", providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 36 * time.Hour}, ""},
+		{"15 days", providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 15 * day}, ""},
+		{"90 minutes", providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 90 * time.Minute}, "whole hours"},
 		{"189 days", providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 189 * day}, "182 days"},
-		{"no duration", providers.OfferingQuery{GPU: "H100", Instances: 1}, "capacity blocks last"},
+		{"no duration", providers.OfferingQuery{GPU: "H100", Instances: 1}, "capacity blocks: 1 to 14 days in 1-day steps"},
 		{"65 instances", providers.OfferingQuery{GPU: "H100", Instances: 65, Duration: day}, "1 to 64 instances"},
 		{"no count", providers.OfferingQuery{GPU: "H100", Duration: day}, "number of instances (1-64) or of GPUs"},
 		{"negative count", providers.OfferingQuery{GPU: "H100", Instances: -1, Duration: day}, "positive number"},
@@ -86,7 +88,12 @@ func TestOfferingTerms(t *testing.T) {
 				if o.GPU.Model != want || o.InstanceCount != tc.n(o) || !o.Simulated || o.Provider != "sim" || o.Currency != "USD" {
 					t.Errorf("%s: %+v, want %s × %d, simulated", o.ID, o, want, tc.n(o))
 				}
-				if o.End.Sub(o.Start) != tc.q.Duration || o.Start.Before(after) || o.Start.After(before) {
+				if o.StartsOnPurchase {
+					// Azure-style: held from purchase to the end of the wanted window.
+					if o.Cloud != providers.CloudAzure || !o.Start.Equal(m.opt.Now().UTC().Truncate(time.Minute)) || !o.End.Equal(after.Add(tc.q.Duration)) {
+						t.Errorf("%s: %s to %s, want from now to %s", o.ID, o.Start, o.End, after.Add(tc.q.Duration))
+					}
+				} else if o.End.Sub(o.Start) != tc.q.Duration || o.Start.Before(after) || o.Start.After(before) {
 					t.Errorf("%s: %s to %s, want %s starting in [%s, %s]", o.ID, o.Start, o.End, tc.q.Duration, after, before)
 				}
 				if i > 0 && o.USDPerGPUHour() < offers[i-1].USDPerGPUHour() {
@@ -274,6 +281,19 @@ func TestBookAzureReservation(t *testing.T) {
 	}
 }
 
+func TestOddDurationsGetReservationsOnly(t *testing.T) {
+	m := newAt(1, wed)
+	offers, err := m.FindOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 2, Duration: 8 * time.Hour})
+	if err != nil || len(offers) == 0 {
+		t.Fatalf("8 h of H100: %d offerings, %v", len(offers), err)
+	}
+	for _, o := range offers {
+		if o.Cloud != providers.CloudAzure || !o.StartsOnPurchase || o.End.Sub(o.Start) != 8*time.Hour {
+			t.Errorf("%s: %s %s to %s, want an Azure-style 8 h reservation from now", o.ID, o.Cloud, o.Start, o.End)
+		}
+	}
+}
+
 func FuzzFindOfferings(f *testing.F) {
 	f.Add("H100", 1, 0, 24, int64(0), int64(0))
 	f.Add("a100", 0, 12, 21*24, int64(3600), int64(86400*30))
@@ -295,7 +315,8 @@ func FuzzFindOfferings(f *testing.F) {
 			return
 		}
 		for _, o := range offers {
-			if o.InstanceCount < 1 || o.InstanceCount > MaxBlockInstances || o.End.Sub(o.Start) != q.Duration || o.UpfrontUSD <= 0 {
+			if o.InstanceCount < 1 || o.InstanceCount > MaxBlockInstances || o.End.Sub(o.Start) < q.Duration || o.UpfrontUSD <= 0 ||
+				(!o.StartsOnPurchase && o.End.Sub(o.Start) != q.Duration) {
 				t.Fatalf("query %+v gave offering %+v", q, o)
 			}
 			if o.Start.After(wed.Add(MaxStartAhead)) {

@@ -82,6 +82,16 @@ func stdinIsTerminal(r io.Reader) bool {
 // confirm asks "Type yes to <what>" on a terminal and reports whether the
 // answer was exactly yes. Without a terminal it refuses with a usage
 // error (exit 2): a script must say --yes.
+// needsConfirmation refuses at once, with one line, a purchase or launch
+// that would have to ask but cannot: stdin is not a terminal and neither
+// --yes nor --dry-run was given. Nothing is looked up or fetched first.
+func (e *env) needsConfirmation(cmdName string, dryRun, yes bool) error {
+	if dryRun || yes || stdinIsTerminal(e.stdin) {
+		return nil
+	}
+	return usagef("%s needs a confirmation: pass --yes to go ahead without asking, or --dry-run (stdin is not a terminal)", cmdName)
+}
+
 func (e *env) confirm(cmdName, what string) error {
 	if !stdinIsTerminal(e.stdin) {
 		return usagef("%s needs a confirmation: pass --yes to %s without asking (stdin is not a terminal)", cmdName, what)
@@ -192,6 +202,9 @@ first.`,
 }
 
 func (e *env) runBook(ctx context.Context, id string, dryRun, yes bool, timeout time.Duration, output string) error {
+	if err := e.needsConfirmation("book", dryRun, yes); err != nil {
+		return err
+	}
 	st, err := store.Open(e.dataDir)
 	if err != nil {
 		return err

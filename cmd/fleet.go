@@ -159,6 +159,9 @@ type fleetDryRunRow struct {
 }
 
 func (e *env) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fleetLaunchFlags) error {
+	if err := e.needsConfirmation("fleet launch", spec.DryRun, f.yes); err != nil {
+		return err
+	}
 	ps, err := e.providers(ctx)
 	if err != nil {
 		return err

@@ -219,7 +219,7 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []providers.Offering 
 			Start: s, End: s.Add(v.dur), Currency: "USD", Simulated: true,
 		}
 		if !aws {
-			end := v.startAfter
+			end := v.startAfter.Truncate(time.Minute)
 			if end.Before(s) {
 				end = s
 			}

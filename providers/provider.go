@@ -94,3 +94,41 @@ type FleetLauncher interface {
 	// DescribeFleet returns the fleet's current state.
 	DescribeFleet(ctx context.Context, region, id string) (Fleet, error)
 }
+
+// Gap is the span of history that a region's failed fetches did not get.
+// The hub moves on to live polls as soon as any region of a provider
+// answers, so a provider that fetches regions one by one keeps a Gap per
+// region and asks for it again with the region's next fetch. The zero Gap
+// is "nothing missing".
+type Gap struct{ From, Until time.Time }
+
+// Widen returns req widened over the gap. The catch-up is a back-fill for
+// the region (it reports progress and fetches what a back-fill does).
+func (g Gap) Widen(req FetchRequest) FetchRequest {
+	if g.From.IsZero() {
+		return req
+	}
+	if g.From.Before(req.Since) {
+		req.Since = g.From
+	}
+	if g.Until.After(req.Until) {
+		req.Until = g.Until
+	}
+	req.Backfill = true
+	return req
+}
+
+// After is the gap once a fetch of req (widened by Widen) has ended: none
+// when it succeeded, else the old gap and req's span together.
+func (g Gap) After(req FetchRequest, failed bool) Gap {
+	if !failed {
+		return Gap{}
+	}
+	if g.From.IsZero() || req.Since.Before(g.From) {
+		g.From = req.Since
+	}
+	if req.Until.After(g.Until) {
+		g.Until = req.Until
+	}
+	return g
+}

@@ -120,3 +120,24 @@ func TestCatalog(t *testing.T) {
 		t.Error("an AMD GPU was taken for an NVIDIA model")
 	}
 }
+
+func TestGap(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	back := FetchRequest{Since: t0, Until: t0.Add(24 * time.Hour), Backfill: true}
+	live := FetchRequest{Since: t0.Add(24 * time.Hour), Until: t0.Add(24*time.Hour + time.Minute)}
+	var g Gap
+	if got := g.Widen(live); got != live {
+		t.Fatalf("no gap widened %+v to %+v", live, got)
+	}
+	g = g.After(back, true) // the back-fill failed
+	w := g.Widen(live)
+	if !w.Since.Equal(t0) || !w.Until.Equal(live.Until) || !w.Backfill {
+		t.Fatalf("widened %+v", w)
+	}
+	if g = g.After(w, true); !g.From.Equal(t0) || !g.Until.Equal(live.Until) {
+		t.Fatalf("gap after a second failure %+v", g)
+	}
+	if g = g.After(w, false); g != (Gap{}) {
+		t.Fatalf("gap after success %+v", g)
+	}
+}

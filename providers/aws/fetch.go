@@ -30,49 +30,24 @@ type regionState struct {
 	// zoneNames maps zone ids ("use1-az1") to names ("us-east-1a"), as
 	// the price history reports them; placement scores name zone ids.
 	zoneNames map[string]string
-	// gapFrom and gapUntil span what failed fetches of this region did
-	// not get. The hub moves on when any region answers, so the region
-	// itself must ask for the gap again with its next fetch; zero when
-	// nothing is missing.
-	gapFrom, gapUntil time.Time
+	// gap is what failed fetches of this region did not get; the
+	// region's next fetch asks for it again.
+	gap providers.Gap
 }
 
-// regionRequest widens the request to cover what earlier fetches of the
-// region missed. Such a catch-up is a back-fill for the region: it
-// reports progress and fetches the on-demand prices the failed one did
-// not get.
+// regionRequest widens the request over what earlier fetches of the
+// region missed (a catch-up back-fill: progress, on-demand prices).
 func (rs *regionState) regionRequest(req providers.FetchRequest) providers.FetchRequest {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if rs.gapFrom.IsZero() {
-		return req
-	}
-	if rs.gapFrom.Before(req.Since) {
-		req.Since = rs.gapFrom
-	}
-	if rs.gapUntil.After(req.Until) {
-		req.Until = rs.gapUntil
-	}
-	req.Backfill = true
-	return req
+	return rs.gap.Widen(req)
 }
 
-// settle records the outcome of the region's fetch of req: a failure
-// leaves [req.Since, req.Until] to fetch again, a success covered every
-// earlier gap (regionRequest widened req over it).
+// settle records the outcome of the region's fetch of req.
 func (rs *regionState) settle(req providers.FetchRequest, failed bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if !failed {
-		rs.gapFrom, rs.gapUntil = time.Time{}, time.Time{}
-		return
-	}
-	if rs.gapFrom.IsZero() || req.Since.Before(rs.gapFrom) {
-		rs.gapFrom = req.Since
-	}
-	if req.Until.After(rs.gapUntil) {
-		rs.gapUntil = req.Until
-	}
+	rs.gap = rs.gap.After(req, failed)
 }
 
 func (p *Provider) regionState(region string) *regionState {

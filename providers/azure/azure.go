@@ -124,7 +124,7 @@ type Provider struct {
 	// Graph, so the list price's single point is not mixed in.
 	hasHistory map[providers.PoolKey]bool
 	// gaps are the regions whose history a failed fetch missed.
-	gaps map[string]historyGap
+	gaps map[string]providers.Gap
 }
 
 type cached[T any] struct {
@@ -198,7 +198,7 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		prices:     map[string]cached[map[string]retailPrice]{},
 		evict:      map[string]cached[map[string]string]{},
 		hasHistory: map[providers.PoolKey]bool{},
-		gaps:       map[string]historyGap{},
+		gaps:       map[string]providers.Gap{},
 	}, nil
 }
 

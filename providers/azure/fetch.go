@@ -64,9 +64,6 @@ func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink p
 	return nil
 }
 
-// historyGap spans what a region's failed fetches did not get.
-type historyGap struct{ from, until time.Time }
-
 // regionRequest widens the request over what earlier fetches of the
 // region missed: the hub moves on to live polls when any region answers,
 // so a region whose back-fill (or live poll) failed asks for that span
@@ -74,18 +71,7 @@ type historyGap struct{ from, until time.Time }
 func (p *Provider) regionRequest(region string, req providers.FetchRequest) providers.FetchRequest {
 	p.cacheMu.Lock()
 	defer p.cacheMu.Unlock()
-	g, ok := p.gaps[region]
-	if !ok {
-		return req
-	}
-	if g.from.Before(req.Since) {
-		req.Since = g.from
-	}
-	if g.until.After(req.Until) {
-		req.Until = g.until
-	}
-	req.Backfill = true
-	return req
+	return p.gaps[region].Widen(req)
 }
 
 // settle records whether the region's fetch of req got its history (or,
@@ -93,18 +79,11 @@ func (p *Provider) regionRequest(region string, req providers.FetchRequest) prov
 func (p *Provider) settle(region string, req providers.FetchRequest, failed bool) {
 	p.cacheMu.Lock()
 	defer p.cacheMu.Unlock()
-	if !failed {
+	if g := p.gaps[region].After(req, failed); g != (providers.Gap{}) {
+		p.gaps[region] = g
+	} else {
 		delete(p.gaps, region)
-		return
 	}
-	g, ok := p.gaps[region]
-	if !ok || req.Since.Before(g.from) {
-		g.from = req.Since
-	}
-	if req.Until.After(g.until) {
-		g.until = req.Until
-	}
-	p.gaps[region] = g
 }
 
 // fetchRegion does one region. Its hard errors (no sizes, no prices) are

@@ -126,7 +126,7 @@ func TestGap(t *testing.T) {
 	back := FetchRequest{Since: t0, Until: t0.Add(24 * time.Hour), Backfill: true}
 	live := FetchRequest{Since: t0.Add(24 * time.Hour), Until: t0.Add(24*time.Hour + time.Minute)}
 	var g Gap
-	if got := g.Widen(live); got != live {
+	if got := g.Widen(live); !got.Since.Equal(live.Since) || !got.Until.Equal(live.Until) || got.Backfill {
 		t.Fatalf("no gap widened %+v to %+v", live, got)
 	}
 	g = g.After(back, true) // the back-fill failed

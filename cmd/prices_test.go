@@ -245,7 +245,9 @@ func TestHistoryRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []map[string]any
-	json.Unmarshal(out.Bytes(), &got)
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got) != len(rows) {
+		t.Fatalf("json: %d rows, want %d: %v\n%s", len(got), len(rows), err, out)
+	}
 	for _, r := range got {
 		if len(r) != len(historyFields) {
 			t.Errorf("row %v, want keys %v", r, historyFields)

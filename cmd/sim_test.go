@@ -90,6 +90,9 @@ func TestPricesOnSimTableAndCSV(t *testing.T) {
 	if !slices.Equal(recs[0], pricesFields) {
 		t.Errorf("header %v", recs[0])
 	}
+	if len(recs) < 2 {
+		t.Fatalf("no rows for --gpu t4,a100:\n%s", stdout)
+	}
 	for _, r := range recs[1:] {
 		if r[5] != "T4" && r[5] != "A100" {
 			t.Errorf("gpu %q passed --gpu t4,a100", r[5])

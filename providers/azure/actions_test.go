@@ -70,7 +70,11 @@ func TestFindOfferings(t *testing.T) {
 	// GPUs round up to whole instances.
 	byGPU := q
 	byGPU.Instances, byGPU.GPUs = 0, 6
-	for _, o := range a100Offerings(t, p, byGPU) {
+	gpuOffs := a100Offerings(t, p, byGPU)
+	if len(gpuOffs) == 0 {
+		t.Fatal("no offerings for 6 GPUs")
+	}
+	for _, o := range gpuOffs {
 		if want := map[string]int{"Standard_NC24ads_A100_v4": 6, "Standard_NC96ads_A100_v4": 2}[o.InstanceType]; o.InstanceCount != want {
 			t.Errorf("%s: %d instances for 6 GPUs, want %d", o.InstanceType, o.InstanceCount, want)
 		}

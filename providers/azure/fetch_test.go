@@ -217,6 +217,9 @@ func TestFetchGPUFilter(t *testing.T) {
 	if err := p.Fetch(context.Background(), req, rec.sink); err != nil {
 		t.Fatal(err)
 	}
+	if len(rec.pools()) == 0 {
+		t.Fatal("no H100 pools: the filter left nothing to check")
+	}
 	for k, pool := range rec.pools() {
 		if pool.GPU.Model != "H100" {
 			t.Errorf("pool %s is %s, want only H100", k, pool.GPU.Model)

@@ -95,14 +95,19 @@ func TestFetchRegionFailedLivePollRetriesItsSpan(t *testing.T) {
 		t.Fatal(err)
 	}
 	rd := f.fake.Region("us-west-2")
+	pools := 0
 	for k := range c.pools {
 		if k.Region != "us-west-2" {
 			continue
 		}
+		pools++
 		min, max, last, _ := expectedStats(rd, k.InstanceType, k.Zone, first.Since, testNow)
 		st := c.series[k].Stats(first.Since.Unix(), testNow.Unix())
 		if !st.OK || st.Min != min || st.Max != max || st.Last != last {
 			t.Errorf("%s: stats min %v max %v last %v, want %v %v %v (the failed poll's span is lost)", k, st.Min, st.Max, st.Last, min, max, last)
 		}
+	}
+	if pools == 0 {
+		t.Fatal("no us-west-2 pools: nothing was checked")
 	}
 }

@@ -133,12 +133,22 @@ func TestOfferingTerms(t *testing.T) {
 		})
 	}
 	// The price bands of the issue, for the US regions.
-	offers, _ := m.FindOfferings(ctx, providers.OfferingQuery{Instances: 1, Duration: 24 * time.Hour, Regions: []string{"us-east-1", "us-east-2", "us-west-2"}})
+	offers, err := m.FindOfferings(ctx, providers.OfferingQuery{Instances: 1, Duration: 24 * time.Hour, Regions: []string{"us-east-1", "us-east-2", "us-west-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	banded := map[string]int{}
 	for _, o := range offers {
 		band := map[string][2]float64{"p5.48xlarge": {3.9, 4.9}, "p4d.24xlarge": {1.9, 2.6}}[o.InstanceType]
+		if band[1] > 0 {
+			banded[o.InstanceType]++
+		}
 		if band[1] > 0 && (o.USDPerGPUHour() < band[0] || o.USDPerGPUHour() > band[1]) {
 			t.Errorf("%s %s: $%.2f/GPU-h, want %.1f-%.1f", o.ID, o.InstanceType, o.USDPerGPUHour(), band[0], band[1])
 		}
+	}
+	if banded["p5.48xlarge"] == 0 || banded["p4d.24xlarge"] == 0 {
+		t.Errorf("banded offerings %v: want p5.48xlarge and p4d.24xlarge checked", banded)
 	}
 }
 
@@ -162,6 +172,9 @@ func TestOfferingsDeterministic(t *testing.T) {
 			t.Fatalf("duplicate id %s", a[i].ID)
 		}
 		ids[a[i].ID] = true
+	}
+	if len(c) == 0 {
+		t.Fatal("no offerings for seed 2")
 	}
 	for _, o := range c {
 		if ids[o.ID] {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,11 +104,16 @@ func TestFetchRequestShape(t *testing.T) {
 	if err := p.Fetch(context.Background(), req, newCollector().sink); err != nil {
 		t.Fatal(err)
 	}
+	hist := 0
 	for _, call := range f.fake.Calls() {
 		if call.Action != "DescribeSpotPriceHistory" {
 			continue
 		}
+		hist++
 		q := call.Params
+		if !q.Has("InstanceType.1") {
+			t.Errorf("history call %v names no instance type", q)
+		}
 		if q.Get("ProductDescription.1") != "Linux/UNIX" || q.Get("MaxResults") != "1000" {
 			t.Errorf("params %v: want Linux/UNIX and MaxResults 1000", q)
 		}
@@ -120,9 +126,12 @@ func TestFetchRequestShape(t *testing.T) {
 			}
 		}
 	}
+	if hist == 0 {
+		t.Fatal("no DescribeSpotPriceHistory call to check")
+	}
 }
 
-func itoa(i int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + string(rune('0'+i%10))) }
+func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestFetchLivePollAsksOnlySince(t *testing.T) {
 	f := newFixture(t)
@@ -163,6 +172,9 @@ func TestFetchLivePollAsksOnlySince(t *testing.T) {
 		if ev.Progress != nil {
 			t.Errorf("live poll reported back-fill progress")
 		}
+	}
+	if len(c2.series) == 0 {
+		t.Fatal("live poll sent no price: the price in force at its start is missing")
 	}
 	for k, s := range c2.series {
 		if s.Len() != 1 {

@@ -238,6 +238,9 @@ func TestGPUAndRegionFiltersCycle(t *testing.T) {
 		t.Errorf("cycling back to all shows %d pools", len(m.market.list))
 	}
 	press(m, "r")
+	if len(m.market.list) == 0 {
+		t.Fatal("region filter left no pools to check")
+	}
 	for _, r := range m.market.list {
 		if r.pv.Region != "ap-northeast-1" {
 			t.Errorf("region filter let %s through", r.pv.Key)

@@ -41,6 +41,9 @@ func TestThroughTheHub(t *testing.T) {
 	if src.Note != "SIMULATED MARKET (seed 1)" || !snap.Simulated() {
 		t.Errorf("source note %q, simulated %v", src.Note, snap.Simulated())
 	}
+	if len(src.Regions) == 0 {
+		t.Fatal("the sim source reports no regions")
+	}
 	for _, r := range src.Regions {
 		if r.Loading() || r.Err != "" {
 			t.Errorf("region %+v still loading or failed", r)

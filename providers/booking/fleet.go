@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpumarket/gpumarket/providers"
@@ -32,9 +33,10 @@ func (e FleetEstimate) FirstHourNote() string {
 
 // EstimateFleet prices a fleet from its provider's current prices: spot
 // instances at the highest latest spot price among the types (the fleet
-// may land on any), on-demand base at the on-demand price (or spot when
-// unknown). A max price caps the spot part. USDHour is NaN when nothing
-// is known.
+// may land on any), on-demand base at the on-demand price. A max price
+// caps the spot part. USDHour is NaN when a price it needs is unknown: a
+// spot price standing in for an unknown on-demand one would understate the
+// cost the budget checks.
 func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) FleetEstimate {
 	est := FleetEstimate{USDHour: math.NaN()}
 	if len(spec.InstanceTypes) > 0 {
@@ -90,23 +92,22 @@ func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) F
 			}
 		}
 	}
-	// The sink is called from several goroutines: collect under a channel.
-	evs := make(chan providers.Event, 64)
-	done := make(chan struct{})
-	go func() {
-		for ev := range evs {
-			sink(ev)
-		}
-		close(done)
-	}()
+	// The sink is called from several goroutines, and the provider may
+	// reuse an event's slices once the call returns (the Sink contract):
+	// read each event during its call, under a lock.
+	var mu sync.Mutex
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	err := p.Fetch(cctx, providers.FetchRequest{
 		Query: providers.Query{Providers: []string{spec.Provider}, Regions: []string{spec.Region}},
-		Since: now.Add(-6 * time.Hour), Until: now,
-	}, func(ev providers.Event) { evs <- ev })
+		// A back-fill: a provider describes its pools (and so their
+		// on-demand prices) only on the first fetch of a window.
+		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true,
+	}, func(ev providers.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		sink(ev)
+	})
 	cancel()
-	close(evs)
-	<-done
 	var spot, ond float64
 	for _, v := range inForce {
 		spot = math.Max(spot, v.spot)
@@ -127,13 +128,16 @@ func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) F
 		}
 		return est
 	}
-	if ond == 0 {
-		ond = spot
-		basis += ", on-demand unknown so priced as spot)"
-	} else {
+	base := min(spec.OnDemandBase, spec.TargetCapacity)
+	switch {
+	case ond == 0 && base > 0:
+		est.Basis = fmt.Sprintf("unknown prices: no on-demand price in %s for the %d on-demand instances", spec.Region, base)
+		return est
+	case ond == 0:
+		basis += ")"
+	default:
 		basis += fmt.Sprintf(", $%.4f/h on-demand)", ond)
 	}
-	base := min(spec.OnDemandBase, spec.TargetCapacity)
 	est.USDHour = float64(base)*ond + float64(spec.TargetCapacity-base)*spot
 	est.Basis = basis
 	return est

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -194,6 +195,49 @@ func TestFleetEstimateTakesTheDearestZone(t *testing.T) {
 		Zones: []string{"us-east-1b"}, TargetCapacity: 2})
 	if est.USDHour != 80 {
 		t.Fatalf("estimate in us-east-1b $%v/h (%s), want $80/h", est.USDHour, est.Basis)
+	}
+	// The fake knows no on-demand price: an on-demand base makes the
+	// cost unknown, not priced as spot.
+	est = svc.EstimateFleet(context.Background(), providers.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"},
+		TargetCapacity: 2, OnDemandBase: 1})
+	if !math.IsNaN(est.USDHour) || !strings.Contains(est.Basis, "no on-demand price") {
+		t.Fatalf("on-demand base at an unknown price: $%v/h (%s), want unknown", est.USDHour, est.Basis)
+	}
+}
+
+// reuseFake behaves as the real providers may: it describes its pools
+// (with their on-demand price) only on a back-fill, and reuses an event's
+// slices once the sink returns.
+type reuseFake struct{ *bookingtest.Fake }
+
+func (r reuseFake) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
+	key := providers.PoolKey{Provider: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge"}
+	if req.Backfill {
+		pools := []providers.Pool{{Provider: "aws", Cloud: providers.CloudAWS, Region: "us-east-1", Zone: "us-east-1a",
+			InstanceType: "p5.48xlarge", OnDemandUSDHour: providers.Float(100)}}
+		sink(providers.Event{Provider: "aws", Region: "us-east-1", Pools: pools})
+		pools[0] = providers.Pool{}
+	}
+	buf := []providers.PricePoint{{Pool: key, At: req.Until.Add(-time.Hour), USDHour: 40}}
+	sink(providers.Event{Provider: "aws", Region: "us-east-1", Points: buf})
+	buf[0] = providers.PricePoint{}
+	return nil
+}
+
+// TestFleetEstimateReadsEventsInTheirCall: the estimate asks for a
+// back-fill (or it never learns the on-demand price) and reads each event
+// while the sink is called, not after the provider reused its slices.
+func TestFleetEstimateReadsEventsInTheirCall(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc := booking.New(st, []providers.Provider{reuseFake{bookingtest.New("aws")}}, booking.Options{Now: func() time.Time { return t0 }, Timeout: time.Second})
+	est := svc.EstimateFleet(context.Background(), providers.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"},
+		TargetCapacity: 2, OnDemandBase: 1})
+	if est.USDHour != 140 {
+		t.Fatalf("estimate $%v/h (%s), want $140/h: $100 on-demand + $40 spot", est.USDHour, est.Basis)
 	}
 }
 

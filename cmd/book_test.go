@@ -15,6 +15,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/store"
 )
 
@@ -253,6 +254,29 @@ func TestFleetFlowOnSim(t *testing.T) {
 	rows, _ = jsonRows(t, out)
 	if code != 0 || len(rows) != 1 || rows[0]["state"] != "deleted" {
 		t.Fatalf("delete: exit %d: %s %v", code, errOut, rows)
+	}
+}
+
+// TestLedgerUnknownFleetCostIsNull: a fleet launched at unknown prices is
+// recorded with cost 0; the ledger prints null, not a price of zero.
+func TestLedgerUnknownFleetCostIsNull(t *testing.T) {
+	unknown := store.Row{ID: "01JA", Kind: store.KindFleet, State: store.StateActive,
+		CostNote: booking.FleetEstimate{Basis: "unknown prices"}.FirstHourNote()}
+	known := store.Row{ID: "01JB", Kind: store.KindFleet, State: store.StateActive, CostUSD: 240,
+		CostNote: booking.FleetEstimate{Basis: "current prices"}.FirstHourNote()}
+	var b bytes.Buffer
+	if err := writeRows(&b, "json", []ledgerRow{ledgerRowOf(unknown), ledgerRowOf(known)}); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := jsonRows(t, b.String())
+	if len(rows) != 2 {
+		t.Fatalf("%d rows:\n%s", len(rows), b.String())
+	}
+	if v, ok := rows[0]["cost_usd"]; !ok || v != nil {
+		t.Errorf("unknown fleet cost_usd = %v (present %v), want null", v, ok)
+	}
+	if rows[1]["cost_usd"] != 240.0 {
+		t.Errorf("priced fleet cost_usd = %v, want 240", rows[1]["cost_usd"])
 	}
 }
 

@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -42,6 +43,9 @@ func ledgerRowOf(r store.Row) ledgerRow {
 	out := ledgerRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region, Zone: optString(r.Zone),
 		InstanceType: r.InstanceType, InstanceCount: r.InstanceCount, GPUCount: r.GPUCount, CostUSD: r.CostUSD,
 		State: r.State, ProviderRef: optString(r.ProviderRef), Actor: r.Actor, CreatedAt: r.CreatedAt.UTC(), Error: optString(r.Error)}
+	if booking.CostUnknown(r) {
+		out.CostUSD = math.NaN() // null: the fleet's prices were unknown at launch
+	}
 	if !r.Start.IsZero() {
 		t := r.Start.UTC()
 		out.Start = &t

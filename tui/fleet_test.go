@@ -174,6 +174,29 @@ func BenchmarkBlocksView(b *testing.B) {
 	}
 }
 
+// TestLedgerUnknownFleetCost: a fleet launched at unknown prices is
+// recorded with cost 0; the ledger shows "-", not a price of zero.
+func TestLedgerUnknownFleetCost(t *testing.T) {
+	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+	f.show(t, "Ledger")
+	lv := f.ledger()
+	rows := []store.Row{
+		{ID: "01JA", Kind: store.KindFleet, State: store.StateActive, Region: "us-east-1", InstanceType: "p5.48xlarge", InstanceCount: 2,
+			CostNote: booking.FleetEstimate{Basis: "unknown prices"}.FirstHourNote(), ProviderRef: "fleet-a"},
+		{ID: "01JB", Kind: store.KindFleet, State: store.StateActive, Region: "us-east-1", InstanceType: "g6e.xlarge", InstanceCount: 3,
+			CostUSD: 240, CostNote: booking.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: "fleet-b"},
+	}
+	lv.rows, lv.ready = orderLedger(rows, fixedNow), true
+	lv.SetSize(200, 20)
+	out := ansi.Strip(lv.View())
+	if !strings.Contains(out, money(240)+"/h") {
+		t.Fatalf("no priced fleet cost %q in\n%s", money(240)+"/h", out)
+	}
+	if strings.Contains(out, money(0)) {
+		t.Errorf("an unknown fleet cost is shown as %q:\n%s", money(0), out)
+	}
+}
+
 // TestLedgerFitsAndScrolls: at 80 columns a workshop attendee still sees
 // what, where, when and the countdown; a ledger longer than the screen
 // scrolls with the cursor.

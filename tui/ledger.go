@@ -528,7 +528,10 @@ func (v *ledgerView) View() string {
 			start = r.Start.In(now.Location()).Format("01-02 15:04 MST")
 		}
 		cost := money(r.CostUSD)
-		if r.CostNote != "" {
+		switch {
+		case booking.CostUnknown(r):
+			cost = "-" // recorded as 0, but no price was known
+		case r.CostNote != "":
 			cost += "/h"
 		}
 		cells := map[string]string{"STATE": r.State, "KIND": r.Kind, "WHAT": fmt.Sprintf("%d×%s", r.InstanceCount, displayType(r.InstanceType)),

@@ -28,7 +28,20 @@ type FleetEstimate struct {
 
 // FirstHourNote is the cost note of a fleet row.
 func (e FleetEstimate) FirstHourNote() string {
-	return fmt.Sprintf("estimate: first hour at %s; a fleet bills until deleted", e.Basis)
+	return firstHour + e.Basis + "; a fleet bills until deleted"
+}
+
+const firstHour = "estimate: first hour at "
+
+// unknownPrices begins the basis of an estimate whose USDHour is NaN.
+const unknownPrices = "unknown prices"
+
+// CostUnknown reports whether a ledger row's cost is unknown: a fleet
+// launched while its prices were not known is recorded with CostUSD 0
+// (the column holds a number), which is no price and must not be shown as
+// one.
+func CostUnknown(r store.Row) bool {
+	return r.Kind == store.KindFleet && strings.HasPrefix(r.CostNote, firstHour+unknownPrices)
 }
 
 // EstimateFleet prices a fleet from its provider's current prices: spot
@@ -46,7 +59,7 @@ func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) F
 	}
 	p, ok := s.provs[spec.Provider]
 	if !ok {
-		est.Basis = "unknown prices"
+		est.Basis = unknownPrices
 		return est
 	}
 	now := s.opt.Now()
@@ -122,16 +135,16 @@ func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) F
 	}
 	if spot == 0 {
 		if err != nil {
-			est.Basis = "unknown prices: " + err.Error()
+			est.Basis = unknownPrices + ": " + err.Error()
 		} else {
-			est.Basis = "unknown prices"
+			est.Basis = unknownPrices
 		}
 		return est
 	}
 	base := min(spec.OnDemandBase, spec.TargetCapacity)
 	switch {
 	case ond == 0 && base > 0:
-		est.Basis = fmt.Sprintf("unknown prices: no on-demand price in %s for the %d on-demand instances", spec.Region, base)
+		est.Basis = fmt.Sprintf("%s: no on-demand price in %s for the %d on-demand instances", unknownPrices, spec.Region, base)
 		return est
 	case ond == 0:
 		basis += ")"

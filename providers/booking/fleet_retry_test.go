@@ -241,6 +241,29 @@ func TestFleetEstimateReadsEventsInTheirCall(t *testing.T) {
 	}
 }
 
+// TestFleetUnknownCostIsNotAPrice: a fleet launched while its prices are
+// unknown (no budget to refuse it) is recorded with CostUSD 0, and
+// CostUnknown says that 0 is no price; a priced fleet's row is not.
+func TestFleetUnknownCostIsNotAPrice(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{}) // the fake knows no price
+	ctx := context.Background()
+	spec := providers.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 2}
+	res, err := f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := f.st.Get(ctx, res.Row.ID)
+	if err != nil || !math.IsNaN(res.Estimate.USDHour) || row.CostUSD != 0 || !booking.CostUnknown(row) {
+		t.Fatalf("unpriced fleet: estimate %+v, row %+v, %v; want an unknown cost", res.Estimate, row, err)
+	}
+	f.fake.SpotUSDHour = 40
+	spec.TargetCapacity = 3
+	res, err = f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec})
+	if err != nil || res.Row.CostUSD != 120 || booking.CostUnknown(res.Row) {
+		t.Fatalf("priced fleet: row %+v, %v; want $120/h known", res.Row, err)
+	}
+}
+
 // TestFleetCancelledBeforeTheCallIsFailed is TestCancelledBeforeTheCallIsFailed
 // for a fleet launch.
 func TestFleetCancelledBeforeTheCallIsFailed(t *testing.T) {

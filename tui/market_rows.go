@@ -93,7 +93,11 @@ func (r *row) compute(c *common, from, to int64) {
 	if gpu == "" {
 		gpu = "?"
 	}
-	gpu += "×" + gpuCount(pv.GPU.Count)
+	if pv.GPU.Count > 0 {
+		gpu += "×" + gpuCount(pv.GPU.Count)
+	} else {
+		gpu += "×?" // count unknown, not zero
+	}
 	if pv.GPU.MemoryGiB > 0 {
 		gpu += fmt.Sprintf(" %.0fG", pv.GPU.MemoryGiB)
 	}

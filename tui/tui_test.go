@@ -676,6 +676,30 @@ func FuzzFilter(f *testing.F) {
 	})
 }
 
+// TestUnknownGPUCountIsNotZero: a pool whose GPU count is unknown shows
+// "?" where the count goes, not 0.
+func TestUnknownGPUCountIsNotZero(t *testing.T) {
+	m := newTestModel(t, 120, 40, Options{})
+	s := fixtureSnapshot()
+	s.Seq = 2
+	s.Pools[0].GPU = providers.GPUSpec{}
+	s.Pools[0].Changed++
+	m.Update(snapshotMsg{snap: s})
+	found := false
+	for _, r := range m.market.list {
+		if r.pv.Key != s.Pools[0].Key {
+			continue
+		}
+		found = true
+		if got := r.cells[colGPU]; got != "?×?" {
+			t.Errorf("GPU cell %q for an unknown GPU, want ?×?", got)
+		}
+	}
+	if !found {
+		t.Fatalf("pool %s not in the list", s.Pools[0].Key)
+	}
+}
+
 func TestSimulatedBadgeFollowsPools(t *testing.T) {
 	m := newTestModel(t, 120, 40, Options{})
 	s := fixtureSnapshot()

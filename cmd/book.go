@@ -24,6 +24,23 @@ func init() { extraCommands = append(extraCommands, newBookCmd) }
 // bookingForm is the accepted form of --timeout of the money commands.
 const timeoutForm = "a positive duration such as 60s or 2m"
 
+// checkTimeout refuses a --timeout that is not positive.
+func checkTimeout(timeout time.Duration) error {
+	if timeout <= 0 {
+		return usagef("--timeout %s: want %s", timeout, timeoutForm)
+	}
+	return nil
+}
+
+// checkOutputTimeout checks the -o and --timeout flags every command
+// that asks the clouds takes, before anything is loaded or fetched.
+func checkOutputTimeout(output string, timeout time.Duration) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	return checkTimeout(timeout)
+}
+
 // openBooking opens the ledger in the data dir and a booking service over
 // the sources. The caller closes the store.
 func (e *env) openBooking(ps []providers.Provider, timeout time.Duration) (*booking.Service, *store.Store, error) {
@@ -177,11 +194,8 @@ first.`,
   gpumarket book cb-0123456789abcdef0 --yes -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
-			}
-			if timeout <= 0 {
-				return usagef("--timeout %s: want %s", timeout, timeoutForm)
 			}
 			id := strings.TrimSpace(args[0])
 			if id == "" {

@@ -223,11 +223,8 @@ func newFleetDeleteCmd() *cobra.Command {
 		Short: "Delete a fleet launched by gpumarket (its fleet id or ledger id) and terminate its instances",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
-			}
-			if timeout <= 0 {
-				return usagef("--timeout %s: want %s", timeout, timeoutForm)
 			}
 			e, err := setup(cmd)
 			if err != nil {

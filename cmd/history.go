@@ -38,11 +38,8 @@ price in force when the window starts, reported at the window's start time
   gpumarket history --instance-type p5.48xlarge -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
-			}
-			if timeout <= 0 {
-				return usagef("--timeout %s: want a positive duration such as 2m", timeout)
 			}
 			if cmd.Flags().Changed("instance-type") && !validInstanceType(instanceType) {
 				return usagef("--instance-type %q: want an instance type or VM size such as p5.48xlarge or Standard_ND96isr_H100_v5", instanceType)

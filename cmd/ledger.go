@@ -74,11 +74,8 @@ estimate of its first hour: a fleet bills until deleted.`,
   gpumarket ledger -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
-			}
-			if timeout <= 0 {
-				return usagef("--timeout %s: want %s", timeout, timeoutForm)
 			}
 			e, err := setup(cmd)
 			if err != nil {

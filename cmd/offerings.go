@@ -129,8 +129,8 @@ What a search finds is kept in the data dir for an hour: book one with
 			if err != nil {
 				return usagef("--duration %s", err)
 			}
-			if timeout <= 0 {
-				return usagef("--timeout %s: want %s", timeout, timeoutForm)
+			if err := checkTimeout(timeout); err != nil {
+				return err
 			}
 			now := time.Now()
 			q := providers.OfferingQuery{Instances: count, Duration: d}

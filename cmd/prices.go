@@ -59,11 +59,8 @@ the table.`,
   gpumarket prices --provider aws --region us-east-1,us-west-2 -o csv`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
-			}
-			if timeout <= 0 {
-				return usagef("--timeout %s: want a positive duration such as 2m", timeout)
 			}
 			e, err := setup(cmd)
 			if err != nil {

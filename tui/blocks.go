@@ -336,11 +336,8 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 // book opens the confirmation for the selected offering and asks for the
 // terms (budget, ledger) and the provider's dry run at once.
 func (v *blocksView) book() tea.Cmd {
-	if v.c.role == RoleViewer {
-		return readOnlySpend()
-	}
-	if v.svc == nil {
-		return noBooking()
+	if cmd := refuseSpend(v.c, v.svc); cmd != nil {
+		return cmd
 	}
 	if v.cur >= len(v.offers) {
 		return notify("no offering selected: search first (e)")

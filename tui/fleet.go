@@ -321,11 +321,8 @@ func (v *fleetView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 
 // launch opens the confirmation: the estimate first, then the dry run.
 func (v *fleetView) launch() tea.Cmd {
-	if v.c.role == RoleViewer {
-		return readOnlySpend()
-	}
-	if v.svc == nil {
-		return noBooking()
+	if cmd := refuseSpend(v.c, v.svc); cmd != nil {
+		return cmd
 	}
 	spec, err := v.compose()
 	if err != nil {

@@ -87,18 +87,19 @@ func (b *mailbox) drain() []tea.Msg {
 	return out
 }
 
-// readOnlySpend is the answer to b, L or d in a viewer session.
-func readOnlySpend() tea.Cmd {
-	return func() tea.Msg {
-		return noticeMsg{text: "read-only session: booking, launching and deleting are disabled here; nothing was spent", err: true}
+// refuseSpend is the answer to b, L or d when this session may not spend
+// (a viewer) or cannot (no ledger); nil when it may go on.
+func refuseSpend(c *common, svc *booking.Service) tea.Cmd {
+	var text string
+	switch {
+	case c.role == RoleViewer:
+		text = "read-only session: booking, launching and deleting are disabled here; nothing was spent"
+	case svc == nil:
+		text = "booking is not available in this session (no ledger); nothing was spent"
+	default:
+		return nil
 	}
-}
-
-// noBooking is the answer when the session has no booking service.
-func noBooking() tea.Cmd {
-	return func() tea.Msg {
-		return noticeMsg{text: "booking is not available in this session (no ledger); nothing was spent", err: true}
-	}
+	return func() tea.Msg { return noticeMsg{text: text, err: true} }
 }
 
 // confirmBox is the confirmation every money-spending action passes:
@@ -373,11 +374,8 @@ func (v *ledgerView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, v.keys.Reconcile):
 		return tea.Batch(notify("reconciling unknown outcomes…"), v.load(true))
 	case key.Matches(msg, v.keys.Delete):
-		if v.c.role == RoleViewer {
-			return readOnlySpend()
-		}
-		if v.svc == nil {
-			return noBooking()
+		if cmd := refuseSpend(v.c, v.svc); cmd != nil {
+			return cmd
 		}
 		if v.cur >= len(v.rows) {
 			return nil

@@ -1,128 +1,18 @@
 package cmd
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/user"
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/store"
 )
-
-func init() { extraCommands = append(extraCommands, newBookCmd) }
-
-// bookingForm is the accepted form of --timeout of the money commands.
-const timeoutForm = "a positive duration such as 60s or 2m"
-
-// checkTimeout refuses a --timeout that is not positive.
-func checkTimeout(timeout time.Duration) error {
-	if timeout <= 0 {
-		return usagef("--timeout %s: want %s", timeout, timeoutForm)
-	}
-	return nil
-}
-
-// checkOutputTimeout checks the -o and --timeout flags every command
-// that asks the clouds takes, before anything is loaded or fetched.
-func checkOutputTimeout(output string, timeout time.Duration) error {
-	if err := checkOutput(output); err != nil {
-		return err
-	}
-	return checkTimeout(timeout)
-}
-
-// openBooking opens the ledger in the data dir and a booking service over
-// the sources. The caller closes the store.
-func (e *env) openBooking(ps []providers.Provider, timeout time.Duration) (*booking.Service, *store.Store, error) {
-	st, err := store.Open(e.dataDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	return e.bookingOver(st, ps, timeout), st, nil
-}
-
-// bookingOver is a booking service over an open store.
-func (e *env) bookingOver(st *store.Store, ps []providers.Provider, timeout time.Duration) *booking.Service {
-	return booking.New(st, ps, booking.Options{
-		Budget:  booking.Budget{MaxBookingUSD: e.cfg.Budget.MaxBookingUSD, MaxDailyUSD: e.cfg.Budget.MaxDailyUSD},
-		Logger:  e.log,
-		Timeout: timeout,
-		Actor:   localActor(),
-	})
-}
-
-// providersWith builds the run's sources plus the named ones: the
-// provider an offering or a ledger row belongs to, so that `book ID` and
-// `fleet delete ID` reach it without --provider.
-func (e *env) providersWith(ctx context.Context, names ...string) ([]providers.Provider, error) {
-	all := append([]string(nil), e.query.Providers...)
-	for _, n := range names {
-		if n != "" && !contains(all, n) {
-			all = append(all, n)
-		}
-	}
-	return buildProviders(ctx, e, all)
-}
-
-// localActor names who acts from this terminal: "user@host".
-func localActor() string {
-	name := os.Getenv("USER")
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		name = u.Username
-	}
-	host, _ := os.Hostname()
-	if name == "" {
-		name = "unknown"
-	}
-	if host == "" {
-		return name
-	}
-	return name + "@" + host
-}
-
-// stdinIsTerminal reports whether r is a terminal a person can answer on.
-func stdinIsTerminal(r io.Reader) bool {
-	f, ok := r.(interface{ Fd() uintptr })
-	return ok && term.IsTerminal(f.Fd())
-}
-
-// confirm asks "Type yes to <what>" on a terminal and reports whether the
-// answer was exactly yes. Without a terminal it refuses with a usage
-// error (exit 2): a script must say --yes.
-// needsConfirmation refuses at once, with one line, a purchase or launch
-// that would have to ask but cannot: stdin is not a terminal and neither
-// --yes nor --dry-run was given. Nothing is looked up or fetched first.
-func (e *env) needsConfirmation(cmdName string, dryRun, yes bool) error {
-	if dryRun || yes || stdinIsTerminal(e.stdin) {
-		return nil
-	}
-	return usagef("%s needs a confirmation: pass --yes to go ahead without asking, or --dry-run (stdin is not a terminal)", cmdName)
-}
-
-func (e *env) confirm(cmdName, what string) error {
-	if !stdinIsTerminal(e.stdin) {
-		return usagef("%s needs a confirmation: pass --yes to %s without asking (stdin is not a terminal)", cmdName, what)
-	}
-	fmt.Fprintf(e.errOut, "Type yes to %s: ", what)
-	line, err := bufio.NewReader(e.stdin).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("read the confirmation: %w", err)
-	}
-	if strings.TrimSpace(line) != "yes" {
-		return errors.New("not confirmed: nothing was done")
-	}
-	return nil
-}
 
 // offeringSummary is the confirmation's text: everything that is bought,
 // the total first.
@@ -143,25 +33,6 @@ func offeringSummary(o providers.Offering, simulated bool) string {
 	return b.String()
 }
 
-func currency(c string) string {
-	if c == "" {
-		return "USD"
-	}
-	return c
-}
-
-func location(region, zone string) string {
-	if zone == "" {
-		return region
-	}
-	return region + " (" + zone + ")"
-}
-
-// bothZones prints a time in local time and in UTC.
-func bothZones(t time.Time) string {
-	return fmt.Sprintf("%s  (%s)", t.Local().Format("Mon 2006-01-02 15:04 MST"), t.UTC().Format(time.RFC3339))
-}
-
 // dryRunRow is what `book --dry-run` prints with -o json|csv.
 type dryRunRow struct {
 	OfferingID string  `json:"offering_id"`
@@ -171,7 +42,7 @@ type dryRunRow struct {
 	Message    string  `json:"message"`
 }
 
-func newBookCmd() *cobra.Command {
+func (cl *cli) bookCmd() *cobra.Command {
 	var output string
 	var dryRun, yes bool
 	var timeout time.Duration
@@ -201,11 +72,12 @@ first.`,
 			if id == "" {
 				return usagef("OFFERING_ID is empty: give an id from `gpumarket offerings`")
 			}
-			e, err := setup(cmd)
+			a, err := cl.newApp(cmd)
 			if err != nil {
 				return err
 			}
-			return e.runBook(cmd.Context(), id, dryRun, yes, timeout, output)
+			defer a.Close()
+			return a.runBook(cmd.Context(), id, dryRun, yes, timeout, output)
 		},
 	}
 	addOutputFlag(c, &output)
@@ -215,22 +87,25 @@ first.`,
 	return c
 }
 
-func (e *env) runBook(ctx context.Context, id string, dryRun, yes bool, timeout time.Duration, output string) error {
+func (a *app) runBook(ctx context.Context, id string, dryRun, yes bool, timeout time.Duration, output string) error {
+	e := a.env
 	if err := e.needsConfirmation("book", dryRun, yes); err != nil {
 		return err
 	}
-	st, err := store.Open(e.dataDir)
+	st, err := a.Ledger()
 	if err != nil {
 		return err
 	}
-	defer st.Close()
 	// The offering names its provider; an unknown id is refused below.
 	c, _ := st.Offering(ctx, id, time.Now())
-	ps, err := e.providersWith(ctx, c.Offering.Provider)
+	ps, err := a.Providers(ctx, c.Offering.Provider)
 	if err != nil {
 		return err
 	}
-	svc := e.bookingOver(st, ps, timeout)
+	svc, err := a.Booking(ps, timeout)
+	if err != nil {
+		return err
+	}
 
 	q, err := svc.Quote(ctx, id)
 	if err != nil {

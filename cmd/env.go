@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/hub"
 )
 
 // env is what every command needs: the settings after config file,
@@ -42,9 +40,9 @@ const (
 // addCommonFlags adds the common flags of DESIGN.md to the root command.
 // Their values are read back by setup from the command's flag set, so the
 // command tree holds no shared mutable state.
-func addCommonFlags(root *cobra.Command) {
+func (c *cli) addCommonFlags(root *cobra.Command) {
 	pf := root.PersistentFlags()
-	pf.String(flagProvider, "", "market data sources, a comma list of sim, aws, azure (default: config providers, else sim)")
+	pf.String(flagProvider, "", "market data sources, a comma list of "+joinNames(c.table.names())+" (default: config providers, else "+c.table.fallback()+")")
 	pf.String(flagGPU, "", "GPU models, a comma list such as H100,A100 (one of "+strings.Join(providers.GPUModels, ", ")+")")
 	pf.String(flagRegion, "", "regions, a comma list such as us-east-1,eastus")
 	pf.String(flagWindow, "", "history window: "+providers.WindowForm+" (default: config window, else 24h)")
@@ -55,7 +53,7 @@ func addCommonFlags(root *cobra.Command) {
 // setup loads the config (Default → file → env → flags → Validate) and
 // builds the query of the common flags. Bad flag values are usage errors
 // naming the flag; a bad config file is a runtime error naming file:line:col.
-func setup(cmd *cobra.Command) (*env, error) {
+func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 	// The flags first: a bad flag is bad usage (exit 2) whatever the
 	// config file holds.
 	flags := cmd.Flags()
@@ -64,7 +62,7 @@ func setup(cmd *cobra.Command) (*env, error) {
 	var err error
 	if flags.Changed(flagProvider) {
 		v, _ := flags.GetString(flagProvider)
-		if provs, err = parseProviderFlag(v); err != nil {
+		if provs, err = parseProviderFlag(v, c.table.names()); err != nil {
 			return nil, err
 		}
 	}
@@ -92,9 +90,6 @@ func setup(cmd *cobra.Command) (*env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load config: %w", err)
 	}
-	if provs != nil {
-		cfg.Providers = provs
-	}
 	if gpus != nil {
 		cfg.GPUs = gpus
 	}
@@ -113,8 +108,14 @@ func setup(cmd *cobra.Command) (*env, error) {
 		}
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	// --provider is checked against the provider table (a test adds a
+	// provider of its own there); the config file's list was checked
+	// against the names a config may give.
+	if provs != nil {
+		cfg.Providers = provs
+	}
 	if len(cfg.Providers) == 0 {
-		cfg.Providers = []string{"sim"}
+		cfg.Providers = []string{c.table.fallback()}
 	}
 
 	dataDir, err := config.DataDir()
@@ -142,21 +143,23 @@ func setup(cmd *cobra.Command) (*env, error) {
 	return e, nil
 }
 
-// parseProviderFlag reads --provider: a comma list of sim, aws, azure.
-func parseProviderFlag(v string) ([]string, error) {
+// parseProviderFlag reads --provider: a comma list of the known names.
+func parseProviderFlag(v string, known []string) ([]string, error) {
 	list := providers.SplitList(v)
 	if len(list) == 0 {
-		return nil, usagef("--provider %q: want a comma list of %s", v, strings.Join(config.ProviderNames, ", "))
+		return nil, usagef("--provider %q: want a comma list of %s", v, joinNames(known))
 	}
 	for i, p := range list {
 		p = strings.ToLower(p)
 		list[i] = p
-		if !contains(config.ProviderNames, p) {
-			return nil, usagef("--provider %q: unknown provider %q; want a comma list of %s", v, p, strings.Join(config.ProviderNames, ", "))
+		if !contains(known, p) {
+			return nil, usagef("--provider %q: unknown provider %q; want a comma list of %s", v, p, joinNames(known))
 		}
 	}
 	return dedupe(list), nil
 }
+
+func joinNames(names []string) string { return strings.Join(names, ", ") }
 
 // parseGPUFlag reads --gpu: a comma list of catalog models in any case,
 // returned in the catalog's spelling.
@@ -192,27 +195,6 @@ func parseRegionFlag(v string) ([]string, error) {
 	return dedupe(list), nil
 }
 
-// providers builds the sources the query names.
-func (e *env) providers(ctx context.Context) ([]providers.Provider, error) {
-	return buildProviders(ctx, e, e.query.Providers)
-}
-
-// newHub makes a hub over the sources for the env's query. The simulated
-// market ticks at sim.tick; the clouds are polled every refresh.
-func (e *env) newHub(ps []providers.Provider) *hub.Hub {
-	simTick, refresh := e.cfg.Sim.Tick.D(), e.cfg.Refresh.D()
-	return hub.New(ps, hub.Options{
-		Query: e.query,
-		Interval: func(name string) time.Duration {
-			if name == "sim" {
-				return simTick
-			}
-			return refresh
-		},
-		Logger: e.log,
-	})
-}
-
 // risk returns the risk assumptions of config risk.* for one instance.
 func (e *env) risk() providers.RiskParams {
 	return providers.RiskParams{
@@ -222,27 +204,5 @@ func (e *env) risk() providers.RiskParams {
 	}
 }
 
-// simulated reports whether the simulated market is one of the sources.
-func (e *env) simulated() bool { return contains(e.query.Providers, "sim") }
-
 // simBanner is said first wherever simulated prices are shown.
 const simBanner = "SIMULATED MARKET: prices are generated by gpumarket's simulator, not quoted by a cloud (use --provider aws or azure for real ones)"
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-func dedupe(list []string) []string {
-	out := list[:0]
-	for _, v := range list {
-		if !contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	return out
-}

@@ -16,7 +16,7 @@ func TestParseFlags(t *testing.T) {
 	if got, err := parseGPUFlag(" h100, A100 ,h100"); err != nil || !slices.Equal(got, []string{"H100", "A100"}) {
 		t.Errorf("--gpu: %v %v", got, err)
 	}
-	if got, err := parseProviderFlag("SIM,aws"); err != nil || !slices.Equal(got, []string{"sim", "aws"}) {
+	if got, err := parseProviderFlag("SIM,aws", defaultProviders().names()); err != nil || !slices.Equal(got, []string{"sim", "aws"}) {
 		t.Errorf("--provider: %v %v", got, err)
 	}
 	if got, err := parseRegionFlag("us-east-1,EastUS"); err != nil || !slices.Equal(got, []string{"us-east-1", "eastus"}) {
@@ -43,7 +43,7 @@ func FuzzFilterFlags(f *testing.F) {
 				}
 			}
 		}
-		if got, err := parseProviderFlag(v); err != nil {
+		if got, err := parseProviderFlag(v, defaultProviders().names()); err != nil {
 			if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "--provider") {
 				t.Fatalf("--provider %q: %v", v, err)
 			}
@@ -76,7 +76,7 @@ func TestSetupOrder(t *testing.T) {
 	os.WriteFile(p, []byte("providers: [sim]\ngpus: [A100]\nwindow: 7d\nsim: {seed: 5, tick: 1s}\naws: {profile: file}\n"), 0o600)
 	t.Setenv("AWS_PROFILE", "env")
 
-	root := newRootCmd()
+	root := newCLI().rootCmd()
 	pc, _, err := root.Find([]string{"prices"})
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestSetupOrder(t *testing.T) {
 	if err := pc.ParseFlags([]string{"--config", p, "--gpu", "h100", "--seed", "9"}); err != nil {
 		t.Fatal(err)
 	}
-	e, err := setup(pc)
+	e, err := newCLI().setup(pc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,14 +101,14 @@ func TestSetupOrder(t *testing.T) {
 
 func TestSetupDefaultsToSim(t *testing.T) {
 	isolate(t)
-	root := newRootCmd()
+	root := newCLI().rootCmd()
 	pc, _, _ := root.Find([]string{"prices"})
 	pc.ParseFlags(nil)
-	e, err := setup(pc)
+	e, err := newCLI().setup(pc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(e.query.Providers, []string{"sim"}) || !e.simulated() {
+	if !slices.Equal(e.query.Providers, []string{"sim"}) || !defaultProviders().simulated(e.query.Providers) {
 		t.Errorf("providers %v, want sim", e.query.Providers)
 	}
 	if fi, err := os.Stat(e.dataDir); err != nil || !fi.IsDir() {
@@ -141,8 +141,12 @@ func TestRegionFilterMustReachEachCloud(t *testing.T) {
 		{[]string{"aws"}, nil, true},
 		{[]string{"sim"}, []string{"eastus"}, true},
 		{[]string{"sim", "aws"}, []string{"eastus"}, false},
+		// The simulated market has its own regions, under real names.
+		{[]string{"sim"}, []string{"mars-1"}, false},
+		{[]string{"sim"}, []string{"us-west-1"}, false},
+		{[]string{"sim"}, []string{"mars-1", "ap-south-1"}, true},
 	} {
-		err := checkRegionsFor(tc.provs, tc.regions)
+		err := defaultProviders().checkRegions(tc.provs, tc.regions)
 		if (err == nil) != tc.ok {
 			t.Errorf("%v %v: %v", tc.provs, tc.regions, err)
 		}

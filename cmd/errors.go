@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpumarket/gpumarket/providers"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -44,10 +45,18 @@ func Execute() int {
 	return run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }
 
-// run executes one command line with the given streams; tests call it
-// in-process.
+// run executes one command line with the given streams and the default
+// providers; tests call it in-process.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := newRootCmd()
+	return newCLI().run(ctx, args, stdin, stdout, stderr)
+}
+
+// newCLI is the command line of a normal run.
+func newCLI() *cli { return &cli{table: defaultProviders()} }
+
+// run executes one command line with the given streams.
+func (c *cli) run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := c.rootCmd()
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -70,6 +79,11 @@ func usageMessage(err error) (string, bool) {
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return ue.msg, true
+	}
+	if errors.Is(err, providers.ErrInvalidQuery) {
+		// A provider's refusal of terms it does not sell names the value
+		// and what is accepted: the input was wrong.
+		return err.Error(), true
 	}
 	var iv *pflag.InvalidValueError
 	if errors.As(err, &iv) {

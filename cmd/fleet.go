@@ -11,12 +11,9 @@ import (
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/store"
 )
 
-func init() { extraCommands = append(extraCommands, newFleetCmd) }
-
-func newFleetCmd() *cobra.Command {
+func (cl *cli) fleetCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "fleet",
 		Short: "Launch or delete a spot fleet (through the ledger)",
@@ -25,7 +22,7 @@ func newFleetCmd() *cobra.Command {
 			return usagef("fleet needs a subcommand: launch or delete (see gpumarket fleet --help)")
 		},
 	}
-	c.AddCommand(newFleetLaunchCmd(), newFleetDeleteCmd())
+	c.AddCommand(cl.fleetLaunchCmd(), cl.fleetDeleteCmd())
 	return c
 }
 
@@ -41,7 +38,7 @@ type fleetLaunchFlags struct {
 	output         string
 }
 
-func newFleetLaunchCmd() *cobra.Command {
+func (cl *cli) fleetLaunchCmd() *cobra.Command {
 	var f fleetLaunchFlags
 	c := &cobra.Command{
 		Use:   "launch --region R --instance-types T1,T2 --target N",
@@ -90,10 +87,12 @@ fleet bills until ` + "`gpumarket fleet delete`" + `.`,
 			if cmd.Flags().Changed("max-price") && !(f.maxPrice > 0) || math.IsInf(f.maxPrice, 0) {
 				return usagef("--max-price %v: want a positive price in $ per instance-hour", f.maxPrice)
 			}
-			e, err := setup(cmd)
+			a, err := cl.newApp(cmd)
 			if err != nil {
 				return err
 			}
+			defer a.Close()
+			e := a.env
 			if len(e.query.Regions) != 1 {
 				return usagef("--region %s: a fleet is launched in exactly one region", strings.Join(e.query.Regions, ","))
 			}
@@ -108,7 +107,7 @@ fleet bills until ` + "`gpumarket fleet delete`" + `.`,
 			if cmd.Flags().Changed("max-price") {
 				spec.MaxPriceUSD = providers.Float(f.maxPrice)
 			}
-			return e.runFleetLaunch(cmd.Context(), spec, f)
+			return a.runFleetLaunch(cmd.Context(), spec, f)
 		},
 	}
 	addOutputFlag(c, &f.output)
@@ -158,24 +157,24 @@ type fleetDryRunRow struct {
 	Message  string  `json:"message"`
 }
 
-func (e *env) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fleetLaunchFlags) error {
+func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fleetLaunchFlags) error {
+	e := a.env
 	if err := e.needsConfirmation("fleet launch", spec.DryRun, f.yes); err != nil {
 		return err
 	}
-	ps, err := e.providers(ctx)
+	ps, err := a.Providers(ctx)
 	if err != nil {
 		return err
 	}
-	svc, st, err := e.openBooking(ps, f.timeout)
+	svc, err := a.Booking(ps, f.timeout)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
 	if !svc.CanLaunch(spec.Provider) {
 		return fmt.Errorf("provider %s does not launch fleets", spec.Provider)
 	}
 	est := svc.EstimateFleet(ctx, spec)
-	fmt.Fprint(e.errOut, fleetSummary(spec, est, spec.Provider == "sim"))
+	fmt.Fprint(e.errOut, fleetSummary(spec, est, svc.Describe(spec.Provider).Simulated))
 	if !spec.DryRun && !f.yes {
 		what := "launch it"
 		if !math.IsNaN(est.USDHour) {
@@ -214,7 +213,7 @@ func (e *env) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 	return err
 }
 
-func newFleetDeleteCmd() *cobra.Command {
+func (cl *cli) fleetDeleteCmd() *cobra.Command {
 	var yes bool
 	var timeout time.Duration
 	var output string
@@ -226,11 +225,12 @@ func newFleetDeleteCmd() *cobra.Command {
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			e, err := setup(cmd)
+			a, err := cl.newApp(cmd)
 			if err != nil {
 				return err
 			}
-			return e.runFleetDelete(cmd.Context(), strings.TrimSpace(args[0]), yes, timeout, output)
+			defer a.Close()
+			return a.runFleetDelete(cmd.Context(), strings.TrimSpace(args[0]), yes, timeout, output)
 		},
 	}
 	addOutputFlag(c, &output)
@@ -239,21 +239,24 @@ func newFleetDeleteCmd() *cobra.Command {
 	return c
 }
 
-func (e *env) runFleetDelete(ctx context.Context, id string, yes bool, timeout time.Duration, output string) error {
-	st, err := store.Open(e.dataDir)
+func (a *app) runFleetDelete(ctx context.Context, id string, yes bool, timeout time.Duration, output string) error {
+	e := a.env
+	ledger, err := a.Booking(nil, timeout)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	r, err := e.bookingOver(st, nil, timeout).FleetRow(ctx, id)
+	r, err := ledger.FleetRow(ctx, id)
 	if err != nil {
 		return err
 	}
-	ps, err := e.providersWith(ctx, r.Provider)
+	ps, err := a.Providers(ctx, r.Provider)
 	if err != nil {
 		return err
 	}
-	svc := e.bookingOver(st, ps, timeout)
+	svc, err := a.Booking(ps, timeout)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(e.errOut, "fleet %s (ledger row %s): %d × %s in %s, state %s\n", r.ProviderRef, r.ID, r.InstanceCount, r.InstanceType, r.Region, r.State)
 	if !yes {
 		if err := e.confirm("fleet delete", "delete it and terminate its instances"); err != nil {

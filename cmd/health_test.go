@@ -15,6 +15,9 @@ import (
 type partialMarket struct{ now time.Time }
 
 func (partialMarket) Name() string { return "fake" }
+func (partialMarket) Describe() providers.Descriptor {
+	return providers.Descriptor{Name: "fake"}
+}
 
 func (m partialMarket) Fetch(_ context.Context, _ providers.FetchRequest, sink providers.Sink) error {
 	p := providers.Pool{Provider: "fake", Cloud: providers.CloudAzure, Region: "eastus", Zone: "1",

@@ -23,7 +23,7 @@ type historyRow struct {
 	USDHour      float64   `json:"usd_hour"`
 }
 
-func newHistoryCmd() *cobra.Command {
+func (cl *cli) historyCmd() *cobra.Command {
 	var output, instanceType string
 	var timeout time.Duration
 	c := &cobra.Command{
@@ -44,16 +44,17 @@ price in force when the window starts, reported at the window's start time
 			if cmd.Flags().Changed("instance-type") && !validInstanceType(instanceType) {
 				return usagef("--instance-type %q: want an instance type or VM size such as p5.48xlarge or Standard_ND96isr_H100_v5", instanceType)
 			}
-			e, err := setup(cmd)
+			a, err := cl.newApp(cmd)
 			if err != nil {
 				return err
 			}
-			snap, err := e.readySnapshot(cmd.Context(), timeout)
+			defer a.Close()
+			snap, err := a.ReadySnapshot(cmd.Context(), timeout)
 			if err != nil {
 				return err
 			}
-			e.banner(output)
-			return e.writeHistory(snap, instanceType, output)
+			a.banner(output)
+			return a.writeHistory(snap, instanceType, output)
 		},
 	}
 	addOutputFlag(c, &output)
@@ -97,19 +98,6 @@ func (e *env) writeHistory(snap *hub.Snapshot, instanceType, format string) erro
 		fmt.Fprintf(e.errOut, "gpumarket: warning: no pool of instance type %q matches the filters\n", instanceType)
 	}
 	return rw.close()
-}
-
-// historyRows lists the price points of the matching pools in the window,
-// by pool key then time.
-func (e *env) historyRows(snap *hub.Snapshot, instanceType string) []historyRow {
-	from, to := e.windowOf(snap)
-	var rows []historyRow
-	for i := range snap.Pools { // snapshot pools are sorted by key
-		if pv := &snap.Pools[i]; e.wantHistory(pv, instanceType) {
-			rows = poolHistory(rows, pv, from, to)
-		}
-	}
-	return rows
 }
 
 // windowOf is the env's window ending at the snapshot, in Unix seconds.

@@ -14,8 +14,6 @@ import (
 	"github.com/gpumarket/gpumarket/providers/store"
 )
 
-func init() { extraCommands = append(extraCommands, newLedgerCmd) }
-
 // ledgerRow is one ledger row with DESIGN.md's fields, exactly. Values
 // that do not apply or are not known yet (a fleet's dates, the provider id
 // of an unknown purchase) are null.
@@ -57,7 +55,7 @@ func ledgerRowOf(r store.Row) ledgerRow {
 	return out
 }
 
-func newLedgerCmd() *cobra.Command {
+func (cl *cli) ledgerCmd() *cobra.Command {
 	var output string
 	var timeout time.Duration
 	c := &cobra.Command{
@@ -77,11 +75,12 @@ estimate of its first hour: a fleet bills until deleted.`,
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			e, err := setup(cmd)
+			a, err := cl.newApp(cmd)
 			if err != nil {
 				return err
 			}
-			return e.runLedger(cmd.Context(), timeout, output)
+			defer a.Close()
+			return a.runLedger(cmd.Context(), timeout, output)
 		},
 	}
 	addOutputFlag(c, &output)
@@ -89,12 +88,12 @@ estimate of its first hour: a fleet bills until deleted.`,
 	return c
 }
 
-func (e *env) runLedger(ctx context.Context, timeout time.Duration, output string) error {
-	st, err := store.Open(e.dataDir)
+func (a *app) runLedger(ctx context.Context, timeout time.Duration, output string) error {
+	e := a.env
+	st, err := a.Ledger()
 	if err != nil {
 		return err
 	}
-	defer st.Close()
 	all, err := st.List(ctx)
 	if err != nil {
 		return err
@@ -115,19 +114,17 @@ func (e *env) runLedger(ctx context.Context, timeout time.Duration, output strin
 	}
 	var ps []providers.Provider
 	for _, name := range names {
-		p, err := buildProviders(ctx, e, []string{name})
+		p, err := a.provider(ctx, name)
 		if err != nil {
 			fmt.Fprintf(e.errOut, "gpumarket: ledger: cannot reach %s to reconcile: %v\n", name, err)
 			continue
 		}
-		ps = append(ps, p...)
+		ps = append(ps, p)
 	}
-	svc := booking.New(st, ps, booking.Options{
-		Budget:  booking.Budget{MaxBookingUSD: e.cfg.Budget.MaxBookingUSD, MaxDailyUSD: e.cfg.Budget.MaxDailyUSD},
-		Logger:  e.log,
-		Timeout: timeout,
-		Actor:   localActor(),
-	})
+	svc, err := a.Booking(ps, timeout)
+	if err != nil {
+		return err
+	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	rep, rerr := svc.Reconcile(rctx)
 	cancel()

@@ -10,10 +10,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/sim"
 )
-
-func init() { extraCommands = append(extraCommands, newOfferingsCmd) }
 
 // offeringRow is one offering with DESIGN.md's fields, exactly.
 type offeringRow struct {
@@ -80,21 +77,7 @@ func parseSpan(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// checkBlockDuration checks the duration against the steps of the
-// providers asked: AWS (and the simulated market, which imitates it) sell
-// 1-14 days in days, then weeks; Azure reservations any whole hours.
-func checkBlockDuration(d time.Duration, names []string) error {
-	for _, n := range names {
-		if n == "aws" {
-			if err := sim.ValidateBlockDuration(d); err != nil {
-				return fmt.Errorf("%s (%s)", err.Error(), n)
-			}
-		}
-	}
-	return nil
-}
-
-func newOfferingsCmd() *cobra.Command {
+func (cl *cli) offeringsCmd() *cobra.Command {
 	var output, duration, after, before string
 	var count int
 	var timeout time.Duration
@@ -119,8 +102,8 @@ What a search finds is kept in the data dir for an hour: book one with
 			if !cmd.Flags().Changed("gpu") {
 				return usagef("--gpu is required: one GPU model such as H100 (one of %s)", strings.Join(providers.GPUModels, ", "))
 			}
-			if count < 1 || count > sim.MaxBlockInstances {
-				return usagef("--count %d: want a whole number of instances from 1 to %d", count, sim.MaxBlockInstances)
+			if count < 1 {
+				return usagef("--count %d: want a whole number of instances, at least 1", count)
 			}
 			if duration == "" {
 				return usagef("--duration is required: want %s", durationForm)
@@ -147,19 +130,24 @@ What a search finds is kept in the data dir for an hour: book one with
 			if !q.StartAfter.IsZero() && !q.StartBefore.IsZero() && !q.StartBefore.After(q.StartAfter) {
 				return usagef("--start-before %s is not after --start-after %s", before, after)
 			}
-			e, err := setup(cmd)
+			a, err := cl.newApp(cmd)
 			if err != nil {
 				return err
 			}
+			defer a.Close()
+			e := a.env
 			if len(e.query.GPUs) != 1 {
 				return usagef("--gpu %s: offerings searches one GPU model at a time", strings.Join(e.query.GPUs, ","))
 			}
 			q.GPU = e.query.GPUs[0]
 			q.Regions = e.query.Regions
-			if err := checkBlockDuration(d, e.query.Providers); err != nil {
-				return usagef("--duration %s", err)
+			if err := a.table.checkDuration(d, e.query.Providers); err != nil {
+				return err
 			}
-			return e.runOfferings(cmd.Context(), q, timeout, output)
+			if err := a.table.checkCount(count, e.query.Providers); err != nil {
+				return err
+			}
+			return a.runOfferings(cmd.Context(), q, timeout, output)
 		},
 	}
 	addOutputFlag(c, &output)
@@ -171,29 +159,30 @@ What a search finds is kept in the data dir for an hour: book one with
 	return c
 }
 
-func (e *env) runOfferings(parent context.Context, q providers.OfferingQuery, timeout time.Duration, output string) error {
+func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, timeout time.Duration, output string) error {
+	e := a.env
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
-	ps, err := e.providers(ctx)
+	ps, err := a.Providers(ctx)
 	if err != nil {
 		return err
 	}
-	svc, st, err := e.openBooking(ps, timeout)
+	svc, err := a.Booking(ps, timeout)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
 	res, err := svc.FindOfferings(ctx, q)
+	if err != nil {
+		// Every provider failed: the error names each, once.
+		return err
+	}
 	for name, perr := range res.Failed {
 		fmt.Fprintf(e.errOut, "gpumarket: offerings: %s: %v\n", name, perr)
-	}
-	if err != nil {
-		return err
 	}
 	if res.Hidden > 0 {
 		fmt.Fprintf(e.errOut, "gpumarket: offerings: %d offering(s) already in the ledger left out\n", res.Hidden)
 	}
-	e.banner(output)
+	a.banner(output)
 	rows := make([]offeringRow, 0, len(res.Offerings))
 	for _, o := range res.Offerings {
 		rows = append(rows, offeringRowOf(o))

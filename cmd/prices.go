@@ -1,10 +1,7 @@
 package cmd
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -45,7 +42,7 @@ type priceRow struct {
 	key string
 }
 
-func newPricesCmd() *cobra.Command {
+func (cl *cli) pricesCmd() *cobra.Command {
 	var output string
 	var timeout time.Duration
 	c := &cobra.Command{
@@ -62,17 +59,18 @@ the table.`,
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			e, err := setup(cmd)
+			a, err := cl.newApp(cmd)
 			if err != nil {
 				return err
 			}
-			snap, err := e.readySnapshot(cmd.Context(), timeout)
+			defer a.Close()
+			snap, err := a.ReadySnapshot(cmd.Context(), timeout)
 			if err != nil {
 				return err
 			}
-			rows := e.priceRows(snap)
-			e.banner(output)
-			return writeRows(e.out, output, rows)
+			rows := a.priceRows(snap)
+			a.banner(output)
+			return writeRows(a.out, output, rows)
 		},
 	}
 	addOutputFlag(c, &output)
@@ -80,50 +78,11 @@ the table.`,
 	return c
 }
 
-// readySnapshot runs a hub over the env's providers until every source
-// has finished its first back-fill, warns on stderr of every failed region
-// and returns the snapshot. It fails when no region answered at all.
-func (e *env) readySnapshot(parent context.Context, timeout time.Duration) (*hub.Snapshot, error) {
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	ps, err := e.providers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return e.snapshotOf(ctx, ps, timeout)
-}
-
-// snapshotOf is readySnapshot over given sources.
-func (e *env) snapshotOf(parent context.Context, ps []providers.Provider, timeout time.Duration) (*hub.Snapshot, error) {
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	h := e.newHub(ps)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.Run(ctx)
-	}()
-	defer func() { cancel(); <-done }()
-
-	wctx, wcancel := context.WithTimeout(ctx, timeout)
-	defer wcancel()
-	snap, err := h.WaitReady(wctx)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("the sources did not finish loading within %s (raise --timeout)", timeout)
-		}
-		return nil, fmt.Errorf("wait for the sources: %w", err)
-	}
-	if !e.reportHealth(snap) {
-		return nil, errors.New("no source or region answered")
-	}
-	return snap, nil
-}
-
 // reportHealth writes each source's status note (which advisor data AWS
 // shows and how old it is; that Azure shows list prices only without an
 // account), then one warning line per failed source or region, and
-// reports whether anything answered. The sim's note is the banner's.
+// reports whether anything answered. A simulated source's note is the
+// banner's.
 func (e *env) reportHealth(snap *hub.Snapshot) bool {
 	answered := false
 	// A region that sent prices and then failed a part (Azure's history
@@ -136,7 +95,7 @@ func (e *env) reportHealth(snap *hub.Snapshot) bool {
 		}
 	}
 	for _, src := range snap.Sources {
-		if src.Note != "" && src.Provider != "sim" {
+		if src.Note != "" && !src.Simulated {
 			fmt.Fprintf(e.errOut, "gpumarket: %s: %s\n", src.Provider, unprefixed(src.Provider, src.Note))
 		}
 		if src.Err != "" {
@@ -170,8 +129,9 @@ func unprefixed(provider, msg string) string {
 
 // banner says "SIMULATED MARKET" first when the sim is a source: on stdout
 // before a table, on stderr for json and csv so scripts read clean data.
-func (e *env) banner(format string) {
-	if !e.simulated() {
+func (a *app) banner(format string) {
+	e := a.env
+	if !a.simulated() {
 		return
 	}
 	w := e.errOut
@@ -252,21 +212,4 @@ func priceRowOf(pv *hub.PoolView, from, to int64, risk providers.RiskParams) pri
 		r.WindowMaxUSDHour = providers.Float(st.Max)
 	}
 	return r
-}
-
-// round rounds a derived figure for print (a quotient has no more
-// meaningful digits than its inputs); NaN and ±Inf are unknown: nil.
-func round(v float64, digits int) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	p := math.Pow(10, float64(digits))
-	return providers.Float(math.Round(v*p) / p)
-}
-
-func optString(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }

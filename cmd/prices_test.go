@@ -36,6 +36,9 @@ type fakeMarket struct {
 }
 
 func (f *fakeMarket) Name() string { return "fake" }
+func (f *fakeMarket) Describe() providers.Descriptor {
+	return providers.Descriptor{Name: "fake"}
+}
 
 func (f *fakeMarket) Fetch(_ context.Context, req providers.FetchRequest, sink providers.Sink) error {
 	if f.failAll {
@@ -227,10 +230,29 @@ func TestPricesCSVHeader(t *testing.T) {
 	}
 }
 
+// historyOf runs `history`'s writer with -o json and reads its rows back.
+func historyOf(t *testing.T, e *env, snap *hub.Snapshot, instanceType string) ([]historyRow, []map[string]any) {
+	t.Helper()
+	var out bytes.Buffer
+	e.out = &out
+	if err := e.writeHistory(snap, instanceType, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var rows []historyRow
+	var raw []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatalf("json: %v\n%s", err, out.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	return rows, raw
+}
+
 func TestHistoryRows(t *testing.T) {
-	e, out, _ := testEnv(t, providers.Query{Window: 24 * time.Hour})
+	e, _, _ := testEnv(t, providers.Query{Window: 24 * time.Hour})
 	snap := fakeSnapshot(t, e, &fakeMarket{now: time.Now()})
-	rows := e.historyRows(snap, "P5.48XLARGE")
+	rows, got := historyOf(t, e, snap, "P5.48XLARGE")
 	if len(rows) != 3 {
 		t.Fatalf("got %d rows, want 3 (window start + 2 changes): %+v", len(rows), rows)
 	}
@@ -240,13 +262,6 @@ func TestHistoryRows(t *testing.T) {
 	}
 	if rows[1].USDHour != 20 || rows[2].USDHour != 25 || !rows[1].At.Before(rows[2].At) {
 		t.Errorf("rows %+v", rows)
-	}
-	if err := writeRows(out, "json", rows); err != nil {
-		t.Fatal(err)
-	}
-	var got []map[string]any
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got) != len(rows) {
-		t.Fatalf("json: %d rows, want %d: %v\n%s", len(got), len(rows), err, out)
 	}
 	for _, r := range got {
 		if len(r) != len(historyFields) {
@@ -261,7 +276,7 @@ func TestHistoryRows(t *testing.T) {
 	// a window of 1h holds only the newest change: the window start row
 	// carries the 20 in force then
 	e.query.Window = 90 * time.Minute
-	rows = e.historyRows(snap, "p5.48xlarge")
+	rows, _ = historyOf(t, e, snap, "p5.48xlarge")
 	if len(rows) != 2 || rows[0].USDHour != 20 || rows[1].USDHour != 25 {
 		t.Errorf("90m window: %+v", rows)
 	}
@@ -269,18 +284,19 @@ func TestHistoryRows(t *testing.T) {
 
 func TestBanner(t *testing.T) {
 	e, out, errOut := testEnv(t, providers.Query{Providers: []string{"sim"}})
-	e.banner("json")
+	a := newCLI().appOf(context.Background(), e)
+	a.banner("json")
 	if out.Len() != 0 || !strings.Contains(errOut.String(), "SIMULATED MARKET") {
 		t.Errorf("json: stdout %q stderr %q, want the banner on stderr", out, errOut)
 	}
 	out.Reset()
 	errOut.Reset()
-	e.banner("table")
+	a.banner("table")
 	if !strings.HasPrefix(out.String(), "SIMULATED MARKET") || errOut.Len() != 0 {
 		t.Errorf("table: stdout %q, want the banner first", out)
 	}
 	e, out, errOut = testEnv(t, providers.Query{Providers: []string{"aws"}})
-	e.banner("table")
+	newCLI().appOf(context.Background(), e).banner("table")
 	if out.Len()+errOut.Len() != 0 {
 		t.Error("banner without the sim")
 	}
@@ -290,6 +306,19 @@ var _ io.Writer = (*bytes.Buffer)(nil)
 
 func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
+// allHistory lists every matching pool's price points in the window at
+// once, by pool key then time: what writeHistory streams pool by pool.
+func allHistory(e *env, snap *hub.Snapshot) []historyRow {
+	from, to := e.windowOf(snap)
+	var rows []historyRow
+	for i := range snap.Pools { // snapshot pools are sorted by key
+		if pv := &snap.Pools[i]; e.wantHistory(pv, "") {
+			rows = poolHistory(rows, pv, from, to)
+		}
+	}
+	return rows
+}
+
 func TestWriteHistoryStreamsSameAsRows(t *testing.T) {
 	for _, format := range []string{"json", "csv", "table"} {
 		e, out, _ := testEnv(t, providers.Query{Window: 48 * time.Hour})
@@ -298,7 +327,7 @@ func TestWriteHistoryStreamsSameAsRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		var want bytes.Buffer
-		if err := writeRows(&want, format, e.historyRows(snap, "")); err != nil {
+		if err := writeRows(&want, format, allHistory(e, snap)); err != nil {
 			t.Fatal(err)
 		}
 		if out.String() != want.String() {
@@ -311,6 +340,9 @@ func TestWriteHistoryStreamsSameAsRows(t *testing.T) {
 type stuckMarket struct{}
 
 func (stuckMarket) Name() string { return "stuck" }
+func (stuckMarket) Describe() providers.Descriptor {
+	return providers.Descriptor{Name: "stuck"}
+}
 func (stuckMarket) Fetch(ctx context.Context, _ providers.FetchRequest, _ providers.Sink) error {
 	<-ctx.Done()
 	return ctx.Err()
@@ -353,6 +385,9 @@ type namedMarket struct {
 }
 
 func (n namedMarket) Name() string { return n.name }
+func (n namedMarket) Describe() providers.Descriptor {
+	return providers.Descriptor{Name: n.name}
+}
 func (n namedMarket) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
 	return n.p.Fetch(ctx, req, func(ev providers.Event) {
 		for i := range ev.Pools {

@@ -1,5 +1,7 @@
 // Package cmd is gpumarket's command line: thin cobra wiring over the hub,
-// the providers and the TUI. Each command has its own file.
+// the providers and the TUI. Each command has its own file; what they all
+// use is in app.go (the app assembled once), env.go (settings and common
+// flags), helpers.go (shared command helpers), output.go and errors.go.
 package cmd
 
 import (
@@ -9,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,9 +19,9 @@ import (
 	"github.com/gpumarket/gpumarket/tui"
 )
 
-// newRootCmd builds the whole command tree. It is called once per run so
+// rootCmd builds the whole command tree. It is called once per run so
 // that no flag value outlives a run.
-func newRootCmd() *cobra.Command {
+func (c *cli) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "gpumarket",
 		Short: "A terminal UI for the GPU capacity market",
@@ -33,99 +34,65 @@ With no config file and no --provider it shows a simulated market.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runRoot(cmd)
+			return c.runRoot(cmd)
 		},
 	}
 	root.SetFlagErrorFunc(flagErrorFunc)
-	addCommonFlags(root)
-	root.AddCommand(newPricesCmd(), newHistoryCmd())
-	for _, add := range extraCommands {
-		root.AddCommand(add())
-	}
+	c.addCommonFlags(root)
+	root.AddCommand(
+		c.pricesCmd(), c.historyCmd(), c.offeringsCmd(), c.bookCmd(),
+		c.fleetCmd(), c.ledgerCmd(), c.serveCmd(),
+	)
 	return root
 }
 
-// extraCommands lists the constructors of the commands other files add
-// (offerings, book, fleet, ledger, serve), so root.go need not be edited
-// for each: a file adds itself with
-//
-//	func init() { extraCommands = append(extraCommands, newLedgerCmd) }
-//
-// The slice is written only by init functions, before main runs.
-var extraCommands []func() *cobra.Command
-
-func runRoot(cmd *cobra.Command) error {
-	e, err := setup(cmd)
+func (c *cli) runRoot(cmd *cobra.Command) error {
+	a, err := c.newApp(cmd)
 	if err != nil {
 		return err
 	}
+	defer a.Close()
 	// Under the TUI nothing may print to the terminal: logs go to a file.
-	logPath := filepath.Join(e.dataDir, "gpumarket.log")
+	logPath := filepath.Join(a.dataDir, "gpumarket.log")
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open log: %w", err)
 	}
 	defer lf.Close()
-	e.log = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	a.log = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
-	ctx, cancel := context.WithCancel(cmd.Context())
-	defer cancel()
-	ps, err := e.providers(ctx)
+	ctx := cmd.Context()
+	h, err := a.Hub(ctx)
 	if err != nil {
 		return err
 	}
-	h := e.newHub(ps)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.Run(ctx)
-	}()
-	err = runTUI(ctx, e, h)
-	cancel()
-	<-done
+	svc, err := a.Booking(h.Providers(), 0)
+	if err != nil {
+		return err
+	}
+	a.KeepLedger(svc)
+	opt := a.tuiOptions(h, svc)
+	opt.Role, opt.Actor, opt.Context = tui.RoleBooker, localActor(), ctx
+	opt.NoColor = os.Getenv("NO_COLOR") != ""
+	err = tui.Run(ctx, opt)
 	if errors.Is(err, context.Canceled) {
 		return nil // SIGINT/SIGTERM: a clean exit
 	}
 	return err
 }
 
-// runTUI runs the TUI on the terminal until the user quits.
-// ledgerKeepEvery is how often a running TUI or server reconciles the
-// ledger: lost answers settle, and reservations that bill until released
-// are released within a minute of their window's end.
-const ledgerKeepEvery = time.Minute
-
-func runTUI(ctx context.Context, e *env, h *hub.Hub) error {
-	svc, st, err := e.openBooking(h.Providers(), 0)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	keepCtx, stopKeep := context.WithCancel(ctx)
-	kept := make(chan struct{})
-	go func() {
-		defer close(kept)
-		svc.Keep(keepCtx, ledgerKeepEvery)
-	}()
-	defer func() { stopKeep(); <-kept }() // before the store closes
-	opt := e.tuiOptions(h, svc)
-	opt.Role, opt.Actor, opt.Context = tui.RoleBooker, localActor(), ctx
-	opt.NoColor = os.Getenv("NO_COLOR") != ""
-	return tui.Run(ctx, opt)
-}
-
 // tuiOptions are what every TUI session of this process shares: the one
 // hub and booking service (the ledger's transactions keep two sessions
 // from buying the same offering), the filters and the risk model. The
 // caller adds the session's own role, actor, colours and context.
-func (e *env) tuiOptions(h *hub.Hub, svc *booking.Service) tui.Options {
+func (a *app) tuiOptions(h *hub.Hub, svc *booking.Service) tui.Options {
 	return tui.Options{
 		Booking: svc,
 		Hub:     h,
-		Window:  e.query.Window,
-		GPUs:    e.query.GPUs,
-		Regions: e.query.Regions,
-		Risk:    e.risk(),
-		Logger:  e.log,
+		Window:  a.query.Window,
+		GPUs:    a.query.GPUs,
+		Regions: a.query.Regions,
+		Risk:    a.risk(),
+		Logger:  a.log,
 	}
 }

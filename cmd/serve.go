@@ -9,8 +9,8 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"time"
+
 	// Clients send their TZ; a server on a minimal image still knows the zones.
 	_ "time/tzdata"
 
@@ -24,15 +24,13 @@ import (
 	"github.com/gpumarket/gpumarket/tui"
 )
 
-func init() { extraCommands = append(extraCommands, newServeCmd) }
-
 const (
 	flagListen         = "listen"
 	flagHostKey        = "host-key"
 	flagAuthorizedKeys = "authorized-keys"
 )
 
-func newServeCmd() *cobra.Command {
+func (cl *cli) serveCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the TUI over SSH to the keys of an authorized_keys file",
@@ -52,7 +50,7 @@ Connect with: ssh -t -p PORT HOST`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runServe(cmd)
+			return cl.runServe(cmd)
 		},
 	}
 	f := c.Flags()
@@ -62,11 +60,16 @@ Connect with: ssh -t -p PORT HOST`,
 	return c
 }
 
-func runServe(cmd *cobra.Command) error {
-	e, err := setup(cmd)
+func (cl *cli) runServe(cmd *cobra.Command) error {
+	a, err := cl.newApp(cmd)
 	if err != nil {
 		return err
 	}
+	// Close stops the feed and the reconcile loop after the server has
+	// drained its sessions on SIGTERM: the app's loops do not end with
+	// the command's context.
+	defer a.Close()
+	e := a.env
 	sc := e.cfg.Serve
 	flags := cmd.Flags()
 	if flags.Changed(flagListen) {
@@ -98,34 +101,18 @@ func runServe(cmd *cobra.Command) error {
 	}
 	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: level}))
 
-	// The hub outlives the signal: on SIGTERM the sessions are told and
-	// drained first, then the feed stops.
-	feedCtx, stopFeed := context.WithCancel(context.WithoutCancel(cmd.Context()))
-	defer stopFeed()
-	ps, err := e.providers(feedCtx)
+	h, err := a.Hub(cmd.Context())
 	if err != nil {
 		return err
 	}
-	h := e.newHub(ps)
-	svc, st, err := e.openBooking(ps, 0)
+	svc, err := a.Booking(h.Providers(), 0)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	var feed sync.WaitGroup
-	feed.Add(2)
-	go func() {
-		defer feed.Done()
-		h.Run(feedCtx)
-	}()
-	go func() {
-		// Settle lost answers and release reservations whose window
-		// ended, while the server runs.
-		defer feed.Done()
-		svc.Keep(feedCtx, ledgerKeepEvery)
-	}()
-	defer feed.Wait()
-	defer stopFeed()
+	st, _ := a.Ledger() // opened by Booking
+	// Settle lost answers and release reservations whose window ended,
+	// while the server runs.
+	a.KeepLedger(svc)
 
 	srv, err := server.New(server.Options{
 		Listen:             sc.Listen,
@@ -136,7 +123,7 @@ func runServe(cmd *cobra.Command) error {
 		IdleTimeout:        sc.IdleTimeout.D(),
 		MaxSessions:        sc.MaxSessions,
 		Hub:                h,
-		NewModel:           sessionModel(e, h, svc),
+		NewModel:           sessionModel(a, h, svc),
 		Drain:              drainLedger(st, time.Now()),
 		Logger:             e.log,
 	})
@@ -151,15 +138,15 @@ func runServe(cmd *cobra.Command) error {
 
 // sessionModel returns the factory of one SSH session's TUI: the shared
 // hub, the session's own role, actor, colours and context.
-func sessionModel(e *env, h *hub.Hub, svc *booking.Service) func(server.SessionInfo) tea.Model {
+func sessionModel(a *app, h *hub.Hub, svc *booking.Service) func(server.SessionInfo) tea.Model {
 	return func(info server.SessionInfo) tea.Model {
 		role := tui.RoleViewer
 		if info.Role == server.RoleBooker {
 			role = tui.RoleBooker
 		}
-		opt := e.tuiOptions(h, svc)
+		opt := a.tuiOptions(h, svc)
 		opt.Role, opt.Actor, opt.NoColor, opt.Context = role, info.Actor, info.NoColor, info.Context
-		opt.Logger = e.log.With("actor", info.Actor)
+		opt.Logger = a.log.With("actor", info.Actor)
 		if loc := sessionZone(info.Environ); loc != nil {
 			opt.Now = func() time.Time { return time.Now().In(loc) }
 		}

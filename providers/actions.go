@@ -44,6 +44,9 @@ type Offering struct {
 	// is bought (Azure's capacity reservations cannot be scheduled): Start
 	// is then the search time, and the offering stays bookable after it.
 	StartsOnPurchase bool
+	// Kind is the ledger kind the offering makes (KindBlock,
+	// KindReservation): which BookingTerms it is sold on. See Terms.
+	Kind string
 }
 
 // DurationHours is the block's length in hours.

@@ -12,6 +12,10 @@ import (
 type Provider interface {
 	// Name is the provider's name as users write it: "sim", "aws", "azure".
 	Name() string
+	// Describe says what the provider is and can do (simulated or not,
+	// its regions, the terms it sells on, how it says no): the layers
+	// above ask it instead of comparing names.
+	Describe() Descriptor
 	// Fetch reports the pools matching q and their prices observed in
 	// [req.Since, req.Until] through sink, in as many events as suit the
 	// source (one per page, say), and returns when done. An error for one

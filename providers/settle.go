@@ -3,6 +3,7 @@ package providers
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // ErrDeclined marks an error of Book, LaunchFleet or DeleteFleet that is
@@ -12,6 +13,23 @@ import (
 // a timeout, a lost connection, a server fault — leaves the outcome
 // unknown, and the ledger reconciles it instead of retrying.
 var ErrDeclined = errors.New("declined by the provider")
+
+// ErrInvalidQuery is matched by a provider's refusal of a search whose
+// terms it does not sell (a duration, a GPU, a count, a start out of its
+// range): the user's input was wrong, and the command exits 2 with the
+// provider's message, which names the value and what is accepted.
+var ErrInvalidQuery = errors.New("invalid query")
+
+// InvalidQueryf formats an error that matches ErrInvalidQuery and reads
+// as its message alone.
+func InvalidQueryf(format string, args ...any) error {
+	return invalidQuery{fmt.Sprintf(format, args...)}
+}
+
+type invalidQuery struct{ msg string }
+
+func (e invalidQuery) Error() string        { return e.msg }
+func (e invalidQuery) Is(target error) bool { return target == ErrInvalidQuery }
 
 // FleetFinder is a FleetLauncher that can find a fleet by the client token
 // it was launched with, so an intent whose answer was lost can be settled

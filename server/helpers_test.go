@@ -37,6 +37,11 @@ type countingSource struct {
 
 func (c *countingSource) Name() string { return "sim" }
 
+// Describe says it is simulated, as the market it stands in for is.
+func (c *countingSource) Describe() providers.Descriptor {
+	return providers.Descriptor{Name: "sim", Simulated: true}
+}
+
 func (c *countingSource) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
 	n := c.fetches.Add(1)
 	key := providers.PoolKey{Provider: "sim", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge"}

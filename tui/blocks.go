@@ -367,7 +367,7 @@ func (v *blocksView) book() tea.Cmd {
 func offeringLines(o providers.Offering, now time.Time) []string {
 	loc := now.Location()
 	sim := ""
-	if o.Simulated || o.Provider == "sim" {
+	if o.Simulated {
 		sim = "  (SIMULATED MARKET: nothing real is bought)"
 	}
 	lines := []string{

@@ -36,7 +36,7 @@ func newMoneyFixture(t *testing.T, role Role, budget booking.Budget) *moneyFixtu
 	fake := bookingtest.New("sim",
 		bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000),
 		bookingtest.Offering("sim", "cb-dear", fixedNow.Add(48*time.Hour), 48, 1, 6000),
-	)
+	).Simulated()
 	fake.SpotUSDHour = 20
 	svc := booking.New(st, []providers.Provider{fake}, booking.Options{Budget: budget, Now: nowFn, Timeout: time.Second, Actor: "tester"})
 	m := newBare(Options{Now: nowFn, NoColor: true, Role: role, Actor: "local:tester"})
@@ -268,7 +268,7 @@ func TestProgramBookThroughConfirmation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	fake := bookingtest.New("sim", bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000))
+	fake := bookingtest.New("sim", bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000)).Simulated()
 	svc := booking.New(st, []providers.Provider{fake}, booking.Options{Now: nowFn, Timeout: 5 * time.Second})
 	m := New(Options{Hub: h, Now: nowFn, NoColor: true, Context: ctx, Actor: "local:tester"})
 	m.addMoneyViews(ctx, svc)

@@ -332,7 +332,7 @@ func (v *fleetView) launch() tea.Cmd {
 	v.formErr = ""
 	v.spec = spec
 	sim := ""
-	if spec.Provider == "sim" {
+	if v.svc.Describe(spec.Provider).Simulated {
 		sim = " (SIMULATED MARKET: nothing real is launched)"
 	}
 	v.confirm = confirmBox{open: true, verb: "launch", busy: "estimating the cost and asking the provider for a dry run",

@@ -35,7 +35,7 @@ func (m *Model) simulated() bool {
 	}
 	if m.opt.Hub != nil {
 		for _, p := range m.opt.Hub.Providers() {
-			if p.Name() == "sim" {
+			if p.Describe().Simulated {
 				return true
 			}
 		}

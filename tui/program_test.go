@@ -21,6 +21,9 @@ import (
 type fixtureProvider struct{}
 
 func (fixtureProvider) Name() string { return "sim" }
+func (fixtureProvider) Describe() providers.Descriptor {
+	return providers.Descriptor{Name: "sim", Simulated: true}
+}
 
 func (fixtureProvider) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
 	if !req.Backfill {

@@ -18,32 +18,13 @@ import (
 	"github.com/gpumarket/gpumarket/providers"
 )
 
-// Capacity block limits (EC2 Capacity Blocks for ML).
-const (
-	// MaxBlockInstances is the most instances one block holds.
-	MaxBlockInstances = 64
-	// MaxBlockLead is how far ahead a block may start.
-	MaxBlockLead = 8 * 7 * 24 * time.Hour
-)
-
-// BlockDurationForm describes the accepted block durations, for errors.
-const BlockDurationForm = "1 to 14 days in whole days (24h … 336h), or 21 to 182 days in whole weeks (504h … 4368h)"
+// blockTerms are the terms of EC2 Capacity Blocks for ML (providers
+// holds them once for every provider, fake and view).
+var blockTerms = providers.CapacityBlockTerms
 
 // RefTag is the tag a purchase carries with the ledger's id, so that
 // reconciliation can tell our reservation from a look-alike.
 const RefTag = "gpumarket:ref"
-
-// ValidBlockHours reports whether AWS sells capacity blocks of this many
-// hours: 24 to 336 in 24 h steps, then 168 h steps up to 4368.
-func ValidBlockHours(h int) bool {
-	switch {
-	case h >= 24 && h <= 336:
-		return h%24 == 0
-	case h > 336 && h <= 4368:
-		return h%168 == 0
-	}
-	return false
-}
 
 // ValidateOfferingQuery checks an offering query against the AWS limits
 // and fills its defaults (start range now … 8 weeks ahead). Errors name
@@ -51,36 +32,36 @@ func ValidBlockHours(h int) bool {
 func ValidateOfferingQuery(q providers.OfferingQuery, now time.Time) (providers.OfferingQuery, error) {
 	model, ok := providers.NormalizeGPUModel(q.GPU)
 	if !ok {
-		return q, fmt.Errorf("gpu %q: want one of %s", q.GPU, strings.Join(providers.GPUModels, ", "))
+		return q, providers.InvalidQueryf("gpu %q: want one of %s", q.GPU, strings.Join(providers.GPUModels, ", "))
 	}
 	q.GPU = model
 	switch {
 	case q.Instances < 0 || q.GPUs < 0:
-		return q, fmt.Errorf("count: want a positive number of instances or GPUs")
+		return q, providers.InvalidQueryf("count: want a positive number of instances or GPUs")
 	case q.Instances == 0 && q.GPUs == 0:
-		return q, fmt.Errorf("count: want a positive number of instances or GPUs, got none")
-	case q.Instances > MaxBlockInstances:
-		return q, fmt.Errorf("count %d: a capacity block holds 1 to %d instances", q.Instances, MaxBlockInstances)
+		return q, providers.InvalidQueryf("count: want a positive number of instances or GPUs, got none")
+	case q.Instances > blockTerms.MaxInstances:
+		return q, providers.InvalidQueryf("count %d: a capacity block holds 1 to %d instances", q.Instances, blockTerms.MaxInstances)
 	}
-	if q.Duration%time.Hour != 0 || !ValidBlockHours(int(q.Duration/time.Hour)) {
-		return q, fmt.Errorf("duration %s: want %s", q.Duration, BlockDurationForm)
+	if q.Duration%time.Hour != 0 || !blockTerms.ValidHours(int(q.Duration/time.Hour)) {
+		return q, providers.InvalidQueryf("duration %s: want %s", q.Duration, blockTerms.DurationForm)
 	}
 	if q.StartAfter.IsZero() || q.StartAfter.Before(now) {
 		q.StartAfter = now
 	}
-	latest := now.Add(MaxBlockLead)
+	latest := now.Add(blockTerms.MaxLead)
 	if q.StartBefore.IsZero() {
 		q.StartBefore = latest
 	}
 	if q.StartAfter.After(latest) {
-		return q, fmt.Errorf("start-after %s: a capacity block starts at most 8 weeks ahead (before %s)",
+		return q, providers.InvalidQueryf("start-after %s: a capacity block starts at most 8 weeks ahead (before %s)",
 			q.StartAfter.UTC().Format(time.RFC3339), latest.UTC().Format(time.RFC3339))
 	}
 	if q.StartBefore.After(latest) {
 		q.StartBefore = latest
 	}
 	if !q.StartBefore.After(q.StartAfter) {
-		return q, fmt.Errorf("start range: start-before %s is not after start-after %s",
+		return q, providers.InvalidQueryf("start range: start-before %s is not after start-after %s",
 			q.StartBefore.UTC().Format(time.RFC3339), q.StartAfter.UTC().Format(time.RFC3339))
 	}
 	return q, nil
@@ -152,7 +133,7 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q provide
 		if count == 0 {
 			count = int(math.Ceil(float64(q.GPUs) / t.GPU.Count))
 		}
-		if count < 1 || count > MaxBlockInstances {
+		if count < 1 || count > blockTerms.MaxInstances {
 			continue
 		}
 		pg := ec2.NewDescribeCapacityBlockOfferingsPaginator(p.client(region), &ec2.DescribeCapacityBlockOfferingsInput{
@@ -203,7 +184,7 @@ func offeringOf(region string, t GPUType, o ec2types.CapacityBlockOffering) (pro
 		ID: *o.CapacityBlockOfferingId, Provider: Name, Cloud: providers.CloudAWS, Region: region,
 		Zone: awssdk.ToString(o.AvailabilityZone), InstanceType: t.InstanceType, GPU: t.GPU,
 		InstanceCount: int(*o.InstanceCount), Start: o.StartDate.UTC(), End: o.EndDate.UTC(),
-		UpfrontUSD: fee, Currency: cur,
+		UpfrontUSD: fee, Currency: cur, Kind: providers.KindBlock,
 	}, nil
 }
 

@@ -119,7 +119,7 @@ func TestValidateOfferingQuery(t *testing.T) {
 		}
 	}
 	got, err := ValidateOfferingQuery(ok, testNow)
-	if err != nil || !got.StartAfter.Equal(testNow) || !got.StartBefore.Equal(testNow.Add(MaxBlockLead)) {
+	if err != nil || !got.StartAfter.Equal(testNow) || !got.StartBefore.Equal(testNow.Add(blockTerms.MaxLead)) {
 		t.Errorf("defaults %v %v (%v), want now and 8 weeks ahead", got.StartAfter, got.StartBefore, err)
 	}
 }

@@ -75,10 +75,10 @@ func FuzzValidateOfferingQuery(f *testing.F) {
 			return
 		}
 		h := int(got.Duration / time.Hour)
-		if !ValidBlockHours(h) || got.Instances > MaxBlockInstances || (got.Instances <= 0 && got.GPUs <= 0) {
+		if !blockTerms.ValidHours(h) || got.Instances > blockTerms.MaxInstances || (got.Instances <= 0 && got.GPUs <= 0) {
 			t.Fatalf("accepted %+v", got)
 		}
-		if got.StartAfter.Before(testNow) || got.StartBefore.After(testNow.Add(MaxBlockLead)) || !got.StartBefore.After(got.StartAfter) {
+		if got.StartAfter.Before(testNow) || got.StartBefore.After(testNow.Add(blockTerms.MaxLead)) || !got.StartBefore.After(got.StartAfter) {
 			t.Fatalf("start range %v … %v accepted", got.StartAfter, got.StartBefore)
 		}
 	})

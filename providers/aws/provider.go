@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/smithy-go/logging"
+	"github.com/gpumarket/gpumarket/providers/aws/awserr"
 
 	"github.com/gpumarket/gpumarket/providers"
 )
@@ -209,6 +210,18 @@ func newRetryer(attempts int, maxBackoff time.Duration) func() awssdk.Retryer {
 
 // Name returns "aws".
 func (p *Provider) Name() string { return Name }
+
+// Describe says what the AWS provider is: real AWS, its regions, capacity
+// blocks for sale, and AWS's error codes read by awserr.
+func (p *Provider) Describe() providers.Descriptor { return Descriptor }
+
+// Descriptor is the AWS provider's descriptor.
+var Descriptor = providers.Descriptor{
+	Name: Name, Cloud: providers.CloudAWS,
+	IsRegion: IsRegion, RegionExample: "us-east-1",
+	Sells:    []*providers.BookingTerms{providers.CapacityBlockTerms},
+	Declined: awserr.Declined,
+}
 
 // client returns the EC2 client of a region.
 func (p *Provider) client(region string) ec2API {

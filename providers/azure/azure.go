@@ -205,6 +205,18 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 // Name returns "azure".
 func (p *Provider) Name() string { return Name }
 
+// Describe says what the Azure provider is: real Azure, its regions, and
+// capacity reservations for sale. Its own refusals match
+// providers.ErrDeclined; no other error is a definite "no".
+func (p *Provider) Describe() providers.Descriptor { return Descriptor }
+
+// Descriptor is the Azure provider's descriptor.
+var Descriptor = providers.Descriptor{
+	Name: Name, Cloud: providers.CloudAzure,
+	IsRegion: IsRegion, RegionExample: "eastus",
+	Sells: []*providers.BookingTerms{providers.ReservationTerms},
+}
+
 var regionRE = regexp.MustCompile(`^[a-z][a-z0-9]{2,40}$`)
 
 // IsRegion reports whether s looks like an Azure region name ("eastus",

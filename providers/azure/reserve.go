@@ -56,7 +56,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 		return nil, fmt.Errorf("azure capacity reservations: %w (%v)", errNoAccount, err)
 	}
 	if q.Duration <= 0 {
-		return nil, fmt.Errorf("azure capacity reservations: duration %v: want a positive duration", q.Duration)
+		return nil, providers.InvalidQueryf("azure capacity reservations: duration %v: want a positive duration", q.Duration)
 	}
 	if q.Instances <= 0 && q.GPUs <= 0 {
 		return nil, errors.New("azure capacity reservations: want a number of instances or GPUs")
@@ -113,7 +113,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 					ID: offeringID(region, z, s.Name, n, now, end), Provider: Name, Cloud: providers.CloudAzure,
 					Region: region, Zone: z, InstanceType: s.Name, GPU: s.GPU, InstanceCount: n,
 					Start: now, End: end, UpfrontUSD: *rp.OnDemand * float64(n) * hours, Currency: "USD", Note: note,
-					StartsOnPurchase: true,
+					StartsOnPurchase: true, Kind: providers.KindReservation,
 				})
 			}
 		}

@@ -187,7 +187,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	// happened, and the ledger must say so.
 	wctx := context.WithoutCancel(ctx)
 	if callErr != nil {
-		if declined(o.Provider, callErr) {
+		if s.declined(o.Provider, callErr) {
 			row.State, row.Error = store.StateFailed, callErr.Error()
 			res.Row, err = s.update(wctx, row)
 			if err != nil {
@@ -287,14 +287,9 @@ func advance(r store.Row, now time.Time) store.Row {
 	return r
 }
 
-// kindOf is the ledger kind of an offering: an AWS capacity block, or an
-// Azure fixed-window capacity reservation.
-func kindOf(o providers.Offering) string {
-	if o.Cloud == providers.CloudAzure {
-		return store.KindReservation
-	}
-	return store.KindBlock
-}
+// kindOf is the ledger kind of an offering: the kind of the terms it is
+// sold on.
+func kindOf(o providers.Offering) string { return o.Terms().Kind }
 
 func offeringOf(r store.Row) (providers.Offering, error) {
 	var o providers.Offering

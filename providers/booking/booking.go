@@ -106,6 +106,19 @@ func New(st *store.Store, ps []providers.Provider, opt Options) *Service {
 	return s
 }
 
+// describe returns the descriptor of a provider in use, or one that names
+// it and claims nothing for a provider not in use in this run.
+func (s *Service) describe(name string) providers.Descriptor {
+	if p, ok := s.provs[name]; ok {
+		return p.Describe()
+	}
+	return providers.Descriptor{Name: name}
+}
+
+// Describe returns the descriptor of the named provider, as describe does:
+// the views ask it whether what they show is simulated.
+func (s *Service) Describe(name string) providers.Descriptor { return s.describe(name) }
+
 // Store is the ledger the service writes.
 func (s *Service) Store() *store.Store { return s.st }
 
@@ -192,58 +205,14 @@ func (s *Service) checkBudget(cost, spent float64) error {
 }
 
 // declined reports whether err is the provider's definitive "no" rather
-// than a lost answer. Providers mark theirs with providers.ErrDeclined;
-// an API error with a code (the AWS SDK's smithy.APIError) is an answer
-// too, unless the code is a server fault, after which the purchase may
-// or may not have been made. The simulated market answers in memory, in
-// the caller's process: any error of its but a cancelled context is its
-// answer.
-//
-// An HTTP 5xx is a "no" only with a code that says the request was not
-// carried out (throttled, no capacity): a load balancer or proxy that
-// lost the answer says 502 or 504, often with no EC2 error document,
-// which the AWS SDK reads as the code "UnknownError". Calling that a
-// refusal would free the offering for a second purchase of a block that
-// may have been bought.
-func declined(provider string, err error) bool {
-	if errors.Is(err, providers.ErrDeclined) {
-		return true
+// than a lost answer: its descriptor says (providers.Descriptor.IsDeclined).
+// A provider not in use here is asked nothing: its error is not a "no".
+func (s *Service) declined(provider string, err error) bool {
+	p, ok := s.provs[provider]
+	if !ok {
+		return errors.Is(err, providers.ErrDeclined)
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return false
-	}
-	if provider == "sim" {
-		return true
-	}
-	var coded interface{ ErrorCode() string }
-	if !errors.As(err, &coded) || coded.ErrorCode() == "" {
-		return false
-	}
-	code := coded.ErrorCode()
-	if notCarriedOut(code) {
-		return true
-	}
-	var status interface{ HTTPStatusCode() int }
-	if errors.As(err, &status) && status.HTTPStatusCode() >= 500 {
-		return false
-	}
-	for _, fault := range []string{"UnknownError", "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable", "RequestTimeout"} {
-		if strings.EqualFold(code, fault) {
-			return false
-		}
-	}
-	return true
-}
-
-// notCarriedOut reports whether an API error code says the request was
-// turned away before it was carried out, even when it comes with a 5xx
-// status: throttling, and EC2's Insufficient…Capacity.
-func notCarriedOut(code string) bool {
-	switch code {
-	case "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled", "TooManyRequestsException":
-		return true
-	}
-	return strings.HasPrefix(code, "Insufficient") && strings.HasSuffix(code, "Capacity")
+	return p.Describe().IsDeclined(err)
 }
 
 // Search is what FindOfferings found.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/aws/awserr"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
 	"github.com/gpumarket/gpumarket/providers/store"
@@ -38,12 +39,25 @@ func newFixture(t *testing.T, dir, provider string, budget booking.Budget) *fixt
 	}
 	t.Cleanup(func() { st.Close() })
 	f := &fixture{st: st, now: t0}
-	f.fake = bookingtest.New(provider,
+	f.fake = describedAs(bookingtest.New(provider,
 		bookingtest.Offering(provider, "cb-cheap", t0.Add(24*time.Hour), 48, 1, 2000),
 		bookingtest.Offering(provider, "cb-dear", t0.Add(48*time.Hour), 24, 2, 9000),
-	)
+	))
 	f.svc = booking.New(st, []providers.Provider{f.fake}, booking.Options{Budget: budget, Now: func() time.Time { return f.now },
 		Timeout: time.Second, Actor: "tester"})
+	return f
+}
+
+// describedAs makes a fake named after a real provider describe itself
+// as that provider does: the simulated market's answers, AWS's error
+// codes (the booking service learns both from the descriptor only).
+func describedAs(f *bookingtest.Fake) *bookingtest.Fake {
+	switch f.Name() {
+	case "sim":
+		return f.Simulated()
+	case "aws":
+		f.Desc.Cloud, f.Desc.Declined = providers.CloudAWS, awserr.Declined
+	}
 	return f
 }
 
@@ -370,7 +384,7 @@ func crashChild(dir string) {
 	if err != nil {
 		os.Exit(3)
 	}
-	fake := bookingtest.New("aws")
+	fake := describedAs(bookingtest.New("aws"))
 	fake.BookHook = func(context.Context, providers.BookRequest) error {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
@@ -387,7 +401,7 @@ func TestKilledBetweenIntentAndOutcome(t *testing.T) {
 		// clock: the child books with it.
 		f := newFixture(t, dir, "aws", booking.Budget{})
 		f.now = time.Now()
-		f.fake = bookingtest.New("aws", bookingtest.Offering("aws", "cb-cheap", time.Now().Add(24*time.Hour), 48, 1, 2000))
+		f.fake = describedAs(bookingtest.New("aws", bookingtest.Offering("aws", "cb-cheap", time.Now().Add(24*time.Hour), 48, 1, 2000)))
 		f.svc = booking.New(f.st, []providers.Provider{f.fake}, booking.Options{Now: time.Now})
 		f.search(t)
 
@@ -592,7 +606,7 @@ func TestTermsChangedSinceConfirmationRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Meanwhile another session searches; the cloud now asks more.
-	f.fake = bookingtest.New("aws", bookingtest.Offering("aws", "cb-cheap", t0.Add(24*time.Hour), 48, 1, 2600))
+	f.fake = describedAs(bookingtest.New("aws", bookingtest.Offering("aws", "cb-cheap", t0.Add(24*time.Hour), 48, 1, 2600)))
 	f.svc = booking.New(f.st, []providers.Provider{f.fake}, booking.Options{Now: func() time.Time { return f.now }, Timeout: time.Second})
 	f.search(t)
 	_, err = f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap", Confirmed: q.Offering})

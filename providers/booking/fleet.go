@@ -346,7 +346,7 @@ func (s *Service) sendFleet(ctx context.Context, fl providers.FleetLauncher, row
 	wctx := context.WithoutCancel(ctx)
 	var err error
 	if callErr != nil {
-		if declined(spec.Provider, callErr) {
+		if s.declined(spec.Provider, callErr) {
 			row.State, row.Error = store.StateFailed, callErr.Error()
 			if res.Row, err = s.update(wctx, row); err != nil {
 				return res, fmt.Errorf("record failed launch %s: %w (launch error: %v)", row.ID, err, callErr)
@@ -497,10 +497,11 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (store.Row,
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()
 	if err := p.DeleteFleet(cctx, r.Region, r.ProviderRef); err != nil {
-		if r.Provider == "sim" && cctx.Err() == nil {
-			// The simulated market keeps its fleets in the memory of the
-			// process that launched them: once that process ended, so did
-			// the fleet, and nothing is left to delete or to bill.
+		if s.describe(r.Provider).Ephemeral && cctx.Err() == nil {
+			// An ephemeral provider (the simulated market) keeps its fleets
+			// in the memory of the process that launched them: once that
+			// process ended, so did the fleet, and nothing is left to
+			// delete or to bill.
 			r.State, r.Error = store.StateDeleted, "simulated fleet ended with the process that launched it: "+err.Error()
 			return s.update(context.WithoutCancel(ctx), r)
 		}

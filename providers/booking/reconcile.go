@@ -145,7 +145,7 @@ func (s *Service) reconcileBlock(ctx context.Context, r store.Row) (store.Row, b
 		return r, false, fmt.Sprintf("look-up at %s failed: %v", r.Provider, err)
 	}
 	if found == nil {
-		if o.Simulated || r.Provider == "sim" {
+		if o.Simulated || s.describe(r.Provider).Ephemeral {
 			// The simulated market lives in its process's memory: a
 			// purchase it does not know of was lost with the process that
 			// sent it, and nothing was ever spent. That is settled.
@@ -175,7 +175,7 @@ func (s *Service) reconcileFleet(ctx context.Context, r store.Row) (store.Row, b
 	}
 	f, ok := p.(providers.FleetFinder)
 	if !ok {
-		if r.Provider == "sim" {
+		if p.Describe().Ephemeral {
 			r.State = store.StateFailed
 			r.Error = "simulated market: the launch was lost with the process that sent it; nothing was spent"
 			u, err := s.settle(ctx, r, store.StateUnknown)

@@ -100,7 +100,7 @@ func New(sources []providers.Provider, opt Options) *Hub {
 	}
 	for _, p := range sources {
 		h.status[p.Name()] = &sourceState{
-			SourceStatus: SourceStatus{Provider: p.Name(), State: StateLoading, Interval: opt.Interval(p.Name())},
+			SourceStatus: SourceStatus{Provider: p.Name(), Simulated: p.Describe().Simulated, State: StateLoading, Interval: opt.Interval(p.Name())},
 			regions:      map[string]*RegionStatus{},
 		}
 		h.wake[p.Name()] = make(chan struct{}, 1)

@@ -24,6 +24,9 @@ type fakeSource struct {
 }
 
 func (f *fakeSource) Name() string { return f.name }
+func (f *fakeSource) Describe() providers.Descriptor {
+	return providers.Descriptor{Name: f.name}
+}
 
 func (f *fakeSource) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
 	f.mu.Lock()

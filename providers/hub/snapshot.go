@@ -62,7 +62,7 @@ func (s *Snapshot) Source(name string) (SourceStatus, bool) {
 // market.
 func (s *Snapshot) Simulated() bool {
 	for _, st := range s.Sources {
-		if st.Provider == "sim" {
+		if st.Simulated {
 			return true
 		}
 	}
@@ -79,7 +79,10 @@ const (
 // SourceStatus is a provider's health, for the header.
 type SourceStatus struct {
 	Provider string
-	State    string
+	// Simulated is set when the source is a simulated market (its
+	// descriptor says so): every screen must say it.
+	Simulated bool
+	State     string
 	// Regions are the regions the provider has reported on, sorted.
 	Regions []RegionStatus
 	// Err is the last whole-provider failure, "" when the last fetch

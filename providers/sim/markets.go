@@ -45,6 +45,19 @@ var awsRegions = []region{
 
 var azureZones = []string{"1", "2", "3"}
 
+// IsRegion reports whether the simulated market has the region (it
+// imitates eleven AWS and eight Azure regions under their real names).
+func IsRegion(name string) bool {
+	for _, list := range [][]region{awsRegions, azureRegions} {
+		for _, r := range list {
+			if r.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 var azureRegions = []region{
 	{Name: "eastus", Zones: azureZones, UTCOffset: -5, Busy: 0.3, PriceMult: 1.00, AWSTwin: "us-east-1"},
 	{Name: "eastus2", Zones: azureZones, UTCOffset: -5, Busy: 0.2, PriceMult: 1.00, AWSTwin: "us-east-2"},

@@ -12,20 +12,15 @@ import (
 	"github.com/gpumarket/gpumarket/providers"
 )
 
-// Capacity-block terms, as AWS sells them.
-const (
-	// MaxBlockInstances is the most instances one block holds.
-	MaxBlockInstances = 64
-	// MaxStartAhead is how far ahead a block may start.
-	MaxStartAhead = 8 * 7 * 24 * time.Hour
-	// blockStartUTC is when AWS capacity blocks start and end: 11:30 UTC.
-	blockStartUTC = 11*time.Hour + 30*time.Minute
-	// offersPerPool caps the start times offered per pool and query.
-	offersPerPool = 3
+// The terms the simulated market sells on are the clouds' own:
+// AWS-style capacity blocks and Azure-style capacity reservations.
+var (
+	blockTerms       = providers.CapacityBlockTerms
+	reservationTerms = providers.ReservationTerms
 )
 
-// DurationForm names the accepted block durations, for error messages.
-const DurationForm = "1 to 14 days in 1-day steps, or 21 to 182 days in 7-day steps"
+// offersPerPool caps the start times offered per pool and query.
+const offersPerPool = 3
 
 // dryRunMessage is EC2's own answer to a dry run that would succeed.
 const dryRunMessage = "Request would have succeeded, but DryRun flag is set. (simulated market)"
@@ -45,22 +40,6 @@ var blockRate = map[string][2]float64{
 // capacity reservations of (at the on-demand price).
 var azureReservable = map[string]bool{"ND H100 v5": true, "NC H100 v5": true, "NC A100 v4": true, "ND A100 v4": true}
 
-// ValidateBlockDuration checks a block duration against AWS's steps.
-func ValidateBlockDuration(d time.Duration) error {
-	day := 24 * time.Hour
-	if d <= 0 || d%day != 0 {
-		return fmt.Errorf("duration %s: capacity blocks last %s", providers.FormatWindow(d), DurationForm)
-	}
-	days := int(d / day)
-	switch {
-	case days >= 1 && days <= 14:
-		return nil
-	case days >= 21 && days <= 182 && days%7 == 0:
-		return nil
-	}
-	return fmt.Errorf("duration %s: capacity blocks last %s", providers.FormatWindow(d), DurationForm)
-}
-
 // offerQuery is a validated OfferingQuery.
 type offerQuery struct {
 	gpu                     string // canonical, "" for every block GPU
@@ -77,31 +56,31 @@ func (m *Market) validateOfferingQuery(q providers.OfferingQuery) (offerQuery, e
 	if q.GPU != "" {
 		g, ok := providers.NormalizeGPUModel(q.GPU)
 		if !ok {
-			return v, fmt.Errorf("GPU %q: want one of %s", q.GPU, strings.Join(providers.GPUModels, ", "))
+			return v, providers.InvalidQueryf("GPU %q: want one of %s", q.GPU, strings.Join(providers.GPUModels, ", "))
 		}
 		if !contains(blockGPUs, g) {
-			return v, fmt.Errorf("GPU %s: the simulated market sells blocks of %s only", g, strings.Join(blockGPUs, ", "))
+			return v, providers.InvalidQueryf("GPU %s: the simulated market sells blocks of %s only", g, strings.Join(blockGPUs, ", "))
 		}
 		v.gpu = g
 	}
 	switch {
 	case q.Instances < 0 || q.GPUs < 0:
-		return v, fmt.Errorf("count: want a positive number of instances (1-%d) or GPUs", MaxBlockInstances)
-	case q.Instances > MaxBlockInstances:
-		return v, fmt.Errorf("instance count %d: a capacity block holds 1 to %d instances", q.Instances, MaxBlockInstances)
+		return v, providers.InvalidQueryf("count: want a positive number of instances (1-%d) or GPUs", blockTerms.MaxInstances)
+	case q.Instances > blockTerms.MaxInstances:
+		return v, providers.InvalidQueryf("instance count %d: a capacity block holds 1 to %d instances", q.Instances, blockTerms.MaxInstances)
 	case q.Instances == 0 && q.GPUs == 0:
-		return v, fmt.Errorf("count: want the number of instances (1-%d) or of GPUs", MaxBlockInstances)
-	case q.Instances == 0 && q.GPUs > 8*MaxBlockInstances:
-		return v, fmt.Errorf("GPU count %d: a capacity block holds at most %d instances (%d GPUs of 8-GPU types)", q.GPUs, MaxBlockInstances, 8*MaxBlockInstances)
+		return v, providers.InvalidQueryf("count: want the number of instances (1-%d) or of GPUs", blockTerms.MaxInstances)
+	case q.Instances == 0 && q.GPUs > 8*blockTerms.MaxInstances:
+		return v, providers.InvalidQueryf("GPU count %d: a capacity block holds at most %d instances (%d GPUs of 8-GPU types)", q.GPUs, blockTerms.MaxInstances, 8*blockTerms.MaxInstances)
 	}
 	// AWS's blocks come in days and weeks; Azure's reservations in any
 	// whole hours. A duration that suits only Azure gets only Azure's.
-	if q.Duration <= 0 || q.Duration%time.Hour != 0 || q.Duration > 182*24*time.Hour {
-		return v, fmt.Errorf("duration %s: want whole hours up to 182 days (AWS capacity blocks: %s)", q.Duration, DurationForm)
+	if reservationTerms.ValidDuration(q.Duration) != nil {
+		return v, providers.InvalidQueryf("duration %s: want whole hours up to 182 days (AWS capacity blocks: %s)", q.Duration, blockTerms.DurationForm)
 	}
-	v.blocks = ValidateBlockDuration(q.Duration) == nil
+	v.blocks = blockTerms.ValidDuration(q.Duration) == nil
 	now := m.opt.Now().UTC()
-	limit := now.Add(MaxStartAhead)
+	limit := now.Add(blockTerms.MaxLead)
 	v.startAfter, v.startBefore = q.StartAfter.UTC(), q.StartBefore.UTC()
 	if q.StartAfter.IsZero() || v.startAfter.Before(now) {
 		v.startAfter = now
@@ -110,10 +89,10 @@ func (m *Market) validateOfferingQuery(q providers.OfferingQuery) (offerQuery, e
 		v.startBefore = limit
 	}
 	if v.startAfter.After(limit) {
-		return v, fmt.Errorf("start after %s: blocks start within 8 weeks (by %s)", v.startAfter.Format(time.RFC3339), limit.Format(time.RFC3339))
+		return v, providers.InvalidQueryf("start after %s: blocks start within 8 weeks (by %s)", v.startAfter.Format(time.RFC3339), limit.Format(time.RFC3339))
 	}
 	if v.startBefore.Before(v.startAfter) {
-		return v, fmt.Errorf("start before %s is earlier than start after %s", v.startBefore.Format(time.RFC3339), v.startAfter.Format(time.RFC3339))
+		return v, providers.InvalidQueryf("start before %s is earlier than start after %s", v.startBefore.Format(time.RFC3339), v.startAfter.Format(time.RFC3339))
 	}
 	return v, nil
 }
@@ -144,7 +123,7 @@ func (m *Market) FindOfferings(ctx context.Context, q providers.OfferingQuery) (
 		if n == 0 {
 			n = int(math.Ceil(float64(v.gpus) / p.spec.Desc.GPU.Count))
 		}
-		if n < 1 || n > MaxBlockInstances {
+		if n < 1 || n > blockTerms.MaxInstances {
 			continue
 		}
 		out = append(out, m.offersOf(p, n, v)...)
@@ -180,7 +159,7 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []providers.Offering 
 	var starts []time.Time
 	aws := p.spec.Desc.Cloud == providers.CloudAWS
 	if aws {
-		day := v.startAfter.Truncate(24 * time.Hour).Add(blockStartUTC)
+		day := v.startAfter.Truncate(24 * time.Hour).Add(blockTerms.StartOfDayUTC)
 		if day.Before(v.startAfter) {
 			day = day.Add(24 * time.Hour)
 		}
@@ -216,7 +195,7 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []providers.Offering 
 		o := providers.Offering{
 			Provider: Name, Cloud: p.spec.Desc.Cloud, Region: p.spec.Region.Name, Zone: p.spec.Desc.Zone,
 			InstanceType: p.spec.Desc.InstanceType, GPU: p.spec.Desc.GPU, InstanceCount: n,
-			Start: s, End: s.Add(v.dur), Currency: "USD", Simulated: true,
+			Start: s, End: s.Add(v.dur), Currency: "USD", Simulated: true, Kind: providers.KindBlock,
 		}
 		if !aws {
 			end := v.startAfter.Truncate(time.Minute)
@@ -224,7 +203,7 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []providers.Offering 
 				end = s
 			}
 			o.End = end.Add(v.dur)
-			o.StartsOnPurchase = true
+			o.StartsOnPurchase, o.Kind = true, providers.KindReservation
 			o.Note = "simulated Azure capacity reservation: held and billed at the on-demand rate from purchase until deleted; gpumarket prices it, and releases it, at " + o.End.Format(time.RFC3339)
 		}
 		hours := o.End.Sub(o.Start).Hours()
@@ -233,7 +212,7 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []providers.Offering 
 			// Sooner starts are dearer; the rest is the day's demand.
 			// Lead time counts from today's date, so a price holds all day.
 			today := m.opt.Now().UTC().Truncate(24 * time.Hour)
-			lead := s.Sub(today).Hours() / MaxStartAhead.Hours()
+			lead := s.Sub(today).Hours() / blockTerms.MaxLead.Hours()
 			u := 0.6*unit(mix(h)) + 0.4*(1-math.Min(1, lead))
 			rate := r[0] + (r[1]-r[0])*u
 			o.UpfrontUSD = math.Round(rate*o.GPU.Count*float64(n)*hours*100) / 100

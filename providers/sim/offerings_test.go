@@ -328,11 +328,11 @@ func FuzzFindOfferings(f *testing.F) {
 			return
 		}
 		for _, o := range offers {
-			if o.InstanceCount < 1 || o.InstanceCount > MaxBlockInstances || o.End.Sub(o.Start) < q.Duration || o.UpfrontUSD <= 0 ||
+			if o.InstanceCount < 1 || o.InstanceCount > blockTerms.MaxInstances || o.End.Sub(o.Start) < q.Duration || o.UpfrontUSD <= 0 ||
 				(!o.StartsOnPurchase && o.End.Sub(o.Start) != q.Duration) {
 				t.Fatalf("query %+v gave offering %+v", q, o)
 			}
-			if o.Start.After(wed.Add(MaxStartAhead)) {
+			if o.Start.After(wed.Add(blockTerms.MaxLead)) {
 				t.Fatalf("offering %s starts %s, beyond 8 weeks", o.ID, o.Start)
 			}
 		}

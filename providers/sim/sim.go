@@ -113,6 +113,20 @@ func New(opt Options) *Market {
 // Name returns "sim".
 func (m *Market) Name() string { return Name }
 
+// Describe says what the simulated market is: made up, kept in this
+// process's memory, imitating both clouds' regions and terms. It answers
+// in memory, in the caller's process: any error of its but a cancelled
+// context is its answer.
+func (m *Market) Describe() providers.Descriptor { return Descriptor }
+
+// Descriptor is the simulated market's descriptor.
+var Descriptor = providers.Descriptor{
+	Name: Name, Simulated: true, Ephemeral: true,
+	IsRegion: IsRegion, RegionExample: "us-east-1",
+	Sells:    []*providers.BookingTerms{providers.CapacityBlockTerms, providers.ReservationTerms},
+	Declined: func(error) bool { return true },
+}
+
 // Seed returns the market's seed.
 func (m *Market) Seed() int64 { return m.opt.Seed }
 

@@ -9,13 +9,15 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
 )
 
 // Kinds of ledger rows.
 const (
-	KindBlock       = "block"
-	KindFleet       = "fleet"
-	KindReservation = "reservation"
+	KindBlock       = providers.KindBlock
+	KindFleet       = providers.KindFleet
+	KindReservation = providers.KindReservation
 )
 
 // Booked reports whether a row of the kind books a fixed window (a

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
 )
 
 // Call is one request the server answered (or refused).
@@ -631,18 +633,6 @@ func (s *Server) getSpotPlacementScores(f url.Values, reqID string) ([]byte, *ap
 	return document("GetSpotPlacementScores", reqID, items("spotPlacementScoreSet", out)), nil
 }
 
-// ValidBlockHours reports whether AWS sells capacity blocks of this many
-// hours: 24 to 336 in 24 h steps, then 168 h steps up to 4368.
-func ValidBlockHours(h int) bool {
-	switch {
-	case h >= 24 && h <= 336:
-		return h%24 == 0
-	case h > 336 && h <= 4368:
-		return h%168 == 0
-	}
-	return false
-}
-
 func (s *Server) describeCapacityBlockOfferings(rd *Region, f url.Values, reqID string) ([]byte, *apiError) {
 	if err := dryRun(f); err != nil {
 		return nil, err
@@ -651,12 +641,12 @@ func (s *Server) describeCapacityBlockOfferings(rd *Region, f url.Values, reqID 
 	if herr != nil {
 		return nil, &apiError{http.StatusBadRequest, "MissingParameter", "The request must contain the parameter CapacityDurationHours"}
 	}
-	if !ValidBlockHours(hours) {
+	if !providers.CapacityBlockTerms.ValidHours(hours) {
 		return nil, badParam("CapacityDurationHours %d is not a supported duration", hours)
 	}
 	count, cerr := strconv.Atoi(f.Get("InstanceCount"))
-	if cerr != nil || count < 1 || count > 64 {
-		return nil, badParam("InstanceCount %q: want 1 to 64", f.Get("InstanceCount"))
+	if most := providers.CapacityBlockTerms.MaxInstances; cerr != nil || count < 1 || count > most {
+		return nil, badParam("InstanceCount %q: want 1 to %d", f.Get("InstanceCount"), most)
 	}
 	typ := f.Get("InstanceType")
 	if typ != "" {

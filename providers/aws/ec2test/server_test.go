@@ -67,14 +67,6 @@ func TestServerErrors(t *testing.T) {
 	}
 }
 
-func TestValidBlockHours(t *testing.T) {
-	for h, want := range map[int]bool{0: false, 23: false, 24: true, 48: true, 336: true, 360: false, 504: true, 4368: true, 4536: false} {
-		if ValidBlockHours(h) != want {
-			t.Errorf("ValidBlockHours(%d) = %v", h, !want)
-		}
-	}
-}
-
 func FuzzSignedRegion(f *testing.F) {
 	f.Add("AWS4-HMAC-SHA256 Credential=AKID/20260610/us-east-1/ec2/aws4_request, SignedHeaders=host")
 	f.Add("Credential=")

@@ -36,12 +36,17 @@ type Fake struct {
 	LaunchHook func(ctx context.Context, spec providers.FleetSpec) error
 	// SpotUSDHour is the spot price Fetch reports for every fleet type.
 	SpotUSDHour float64
+	// Desc is what Describe answers. New names it and says it sells
+	// capacity blocks; a test that needs a simulated provider, or one
+	// that reads a cloud's error codes, sets the rest.
+	Desc providers.Descriptor
 }
 
 // New returns a fake provider named name that sells the offerings.
 func New(name string, offerings ...providers.Offering) *Fake {
 	return &Fake{name: name, offerings: offerings, bought: map[string]providers.Booking{},
-		fleets: map[string]providers.Fleet{}, tokens: map[string]string{}, calls: map[string]int{}}
+		fleets: map[string]providers.Fleet{}, tokens: map[string]string{}, calls: map[string]int{},
+		Desc: providers.Descriptor{Name: name, Sells: []*providers.BookingTerms{providers.CapacityBlockTerms, providers.ReservationTerms}}}
 }
 
 // Offering returns a plausible H100 block offering for tests.
@@ -53,6 +58,23 @@ func Offering(provider, id string, start time.Time, hours int, instances int, up
 
 // Name is the provider's name.
 func (f *Fake) Name() string { return f.name }
+
+// Describe returns f.Desc.
+func (f *Fake) Describe() providers.Descriptor { return f.Desc }
+
+// Simulated makes f describe itself as the simulated market does: made
+// up, kept in memory, every error of its a definite "no", and every
+// offering of its marked simulated.
+func (f *Fake) Simulated() *Fake {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Desc.Simulated, f.Desc.Ephemeral = true, true
+	f.Desc.Declined = func(error) bool { return true }
+	for i := range f.offerings {
+		f.offerings[i].Simulated = true
+	}
+	return f
+}
 
 // Calls returns how many times method was called.
 func (f *Fake) Calls(method string) int {

@@ -1,0 +1,240 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+// cli is what the command tree of one run shares: the provider table.
+// Tests build one with a provider of their own.
+type cli struct {
+	table providerTable
+}
+
+// app is gpumarket assembled once for one run of a command: the settings
+// (env), the provider table, and what is built from them on first use —
+// the providers, one hub, the ledger and its booking service, the
+// reconcile loop. The TUI, `serve` and the one-shot commands build it the
+// same way and Close it once, which stops what runs in the reverse order
+// it started.
+type app struct {
+	*env
+	table providerTable
+
+	// ctx lives until Close: the hub and the reconcile loop run under it.
+	// It is not the command's context, so that `serve` can drain its
+	// sessions after SIGTERM while the feed still runs.
+	ctx    context.Context
+	cancel context.CancelFunc
+	loops  sync.WaitGroup
+
+	mu    sync.Mutex
+	built map[string]providers.Provider
+	hub   *hub.Hub
+	st    *store.Store
+
+	closeOnce sync.Once
+}
+
+// newApp loads the settings of the command's flags and config and returns
+// the app over them; nothing is built or started yet.
+func (c *cli) newApp(cmd *cobra.Command) (*app, error) {
+	e, err := c.setup(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return c.appOf(cmd.Context(), e), nil
+}
+
+// appOf is the app over settings already made (tests make their own).
+func (c *cli) appOf(parent context.Context, e *env) *app {
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	return &app{env: e, table: c.table, ctx: ctx, cancel: cancel, built: map[string]providers.Provider{}}
+}
+
+// provider builds the named provider once.
+func (a *app) provider(ctx context.Context, name string) (providers.Provider, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p, ok := a.built[name]; ok {
+		return p, nil
+	}
+	row, ok := a.table.lookup(name)
+	if !ok {
+		return nil, usagef("--provider: unknown provider %q; want a comma list of %s", name, joinNames(a.table.names()))
+	}
+	p, err := row.build(ctx, a.env)
+	if err != nil {
+		return nil, err
+	}
+	a.built[name] = p
+	return p, nil
+}
+
+// Providers builds the sources the query names, plus the named ones: the
+// provider an offering or a ledger row belongs to, so that `book ID` and
+// `fleet delete ID` reach it without --provider.
+func (a *app) Providers(ctx context.Context, also ...string) ([]providers.Provider, error) {
+	if err := a.table.checkRegions(a.query.Providers, a.query.Regions); err != nil {
+		return nil, err
+	}
+	names := append([]string(nil), a.query.Providers...)
+	for _, n := range also {
+		if n != "" && !contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	out := make([]providers.Provider, 0, len(names))
+	for _, n := range names {
+		p, err := a.provider(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Hub returns the one hub over the query's sources, running until Close.
+func (a *app) Hub(ctx context.Context) (*hub.Hub, error) {
+	ps, err := a.Providers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return a.hubOver(ps), nil
+}
+
+// hubOver starts the hub over the given sources (tests give fakes); a
+// second call returns the hub already running.
+func (a *app) hubOver(ps []providers.Provider) *hub.Hub {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.hub != nil {
+		return a.hub
+	}
+	simTick, refresh := a.cfg.Sim.Tick.D(), a.cfg.Refresh.D()
+	desc := map[string]providers.Descriptor{}
+	for _, p := range ps {
+		desc[p.Name()] = p.Describe()
+	}
+	a.hub = hub.New(ps, hub.Options{
+		Query: a.query,
+		// The simulated market ticks at sim.tick; the clouds are polled
+		// every refresh.
+		Interval: func(name string) time.Duration {
+			if desc[name].Simulated {
+				return simTick
+			}
+			return refresh
+		},
+		Logger: a.log,
+	})
+	h := a.hub
+	a.loops.Add(1)
+	go func() {
+		defer a.loops.Done()
+		h.Run(a.ctx)
+	}()
+	return h
+}
+
+// Ledger opens the ledger in the data dir once; Close closes it.
+func (a *app) Ledger() (*store.Store, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.st != nil {
+		return a.st, nil
+	}
+	st, err := store.Open(a.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	a.st = st
+	return st, nil
+}
+
+// Booking returns a booking service over the ledger and the given
+// providers, each call to a provider bounded by timeout (0: the default).
+func (a *app) Booking(ps []providers.Provider, timeout time.Duration) (*booking.Service, error) {
+	st, err := a.Ledger()
+	if err != nil {
+		return nil, err
+	}
+	return booking.New(st, ps, booking.Options{
+		Budget:  booking.Budget{MaxBookingUSD: a.cfg.Budget.MaxBookingUSD, MaxDailyUSD: a.cfg.Budget.MaxDailyUSD},
+		Logger:  a.log,
+		Timeout: timeout,
+		Actor:   localActor(),
+	}), nil
+}
+
+// ledgerKeepEvery is how often a running TUI or server reconciles the
+// ledger: lost answers settle, and reservations that bill until released
+// are released within a minute of their window's end.
+const ledgerKeepEvery = time.Minute
+
+// KeepLedger reconciles the ledger through svc every minute until Close.
+func (a *app) KeepLedger(svc *booking.Service) {
+	a.loops.Add(1)
+	go func() {
+		defer a.loops.Done()
+		svc.Keep(a.ctx, ledgerKeepEvery)
+	}()
+}
+
+// Close stops the reconcile loop and the hub, waits for them, and closes
+// the ledger. It is safe to call more than once.
+func (a *app) Close() {
+	a.closeOnce.Do(func() {
+		a.cancel()
+		a.loops.Wait()
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.st != nil {
+			a.st.Close()
+		}
+	})
+}
+
+// ReadySnapshot runs the hub until every source has finished its first
+// back-fill, warns on stderr of every failed region and returns the
+// snapshot. It fails when no region answered at all.
+func (a *app) ReadySnapshot(ctx context.Context, timeout time.Duration) (*hub.Snapshot, error) {
+	h, err := a.Hub(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return a.waitReady(ctx, h, timeout)
+}
+
+func (a *app) waitReady(ctx context.Context, h *hub.Hub, timeout time.Duration) (*hub.Snapshot, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	snap, err := h.WaitReady(wctx)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("the sources did not finish loading within %s (raise --timeout)", timeout)
+		}
+		return nil, fmt.Errorf("wait for the sources: %w", err)
+	}
+	if !a.reportHealth(snap) {
+		return nil, errors.New("no source or region answered")
+	}
+	return snap, nil
+}
+
+// simulated reports whether the simulated market is one of the sources.
+func (a *app) simulated() bool { return a.table.simulated(a.query.Providers) }

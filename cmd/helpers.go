@@ -1,0 +1,144 @@
+package cmd
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/x/term"
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// Helpers every command shares: the checks of flags they have in common,
+// who acts, asking for a yes, and small formatting of values.
+
+// timeoutForm is the accepted form of --timeout.
+const timeoutForm = "a positive duration such as 60s or 2m"
+
+// checkTimeout refuses a --timeout that is not positive.
+func checkTimeout(timeout time.Duration) error {
+	if timeout <= 0 {
+		return usagef("--timeout %s: want %s", timeout, timeoutForm)
+	}
+	return nil
+}
+
+// checkOutputTimeout checks the -o and --timeout flags every command
+// that asks the clouds takes, before anything is loaded or fetched.
+func checkOutputTimeout(output string, timeout time.Duration) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	return checkTimeout(timeout)
+}
+
+// localActor names who acts from this terminal: "user@host".
+func localActor() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	if name == "" {
+		name = "unknown"
+	}
+	if host == "" {
+		return name
+	}
+	return name + "@" + host
+}
+
+// stdinIsTerminal reports whether r is a terminal a person can answer on.
+func stdinIsTerminal(r io.Reader) bool {
+	f, ok := r.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(f.Fd())
+}
+
+// confirm asks "Type yes to <what>" on a terminal and reports whether the
+// answer was exactly yes. Without a terminal it refuses with a usage
+// error (exit 2): a script must say --yes.
+// needsConfirmation refuses at once, with one line, a purchase or launch
+// that would have to ask but cannot: stdin is not a terminal and neither
+// --yes nor --dry-run was given. Nothing is looked up or fetched first.
+func (e *env) needsConfirmation(cmdName string, dryRun, yes bool) error {
+	if dryRun || yes || stdinIsTerminal(e.stdin) {
+		return nil
+	}
+	return usagef("%s needs a confirmation: pass --yes to go ahead without asking, or --dry-run (stdin is not a terminal)", cmdName)
+}
+
+func (e *env) confirm(cmdName, what string) error {
+	if !stdinIsTerminal(e.stdin) {
+		return usagef("%s needs a confirmation: pass --yes to %s without asking (stdin is not a terminal)", cmdName, what)
+	}
+	fmt.Fprintf(e.errOut, "Type yes to %s: ", what)
+	line, err := bufio.NewReader(e.stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read the confirmation: %w", err)
+	}
+	if strings.TrimSpace(line) != "yes" {
+		return errors.New("not confirmed: nothing was done")
+	}
+	return nil
+}
+
+func currency(c string) string {
+	if c == "" {
+		return "USD"
+	}
+	return c
+}
+
+func location(region, zone string) string {
+	if zone == "" {
+		return region
+	}
+	return region + " (" + zone + ")"
+}
+
+// bothZones prints a time in local time and in UTC.
+func bothZones(t time.Time) string {
+	return fmt.Sprintf("%s  (%s)", t.Local().Format("Mon 2006-01-02 15:04 MST"), t.UTC().Format(time.RFC3339))
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func dedupe(list []string) []string {
+	out := list[:0]
+	for _, v := range list {
+		if !contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// round rounds a derived figure for print (a quotient has no more
+// meaningful digits than its inputs); NaN and ±Inf are unknown: nil.
+func round(v float64, digits int) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	p := math.Pow(10, float64(digits))
+	return providers.Float(math.Round(v*p) / p)
+}
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -65,7 +65,7 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 const durationForm = "a whole number of hours, days or weeks (48h, 2d, 1w), at most 182d"
 
 // maxBlockSpan is the longest block the clouds sell (AWS: 182 days).
-const maxBlockSpan = 182 * 24 * time.Hour
+var maxBlockSpan = providers.CapacityBlockTerms.MaxDuration
 
 // parseSpan reads a positive whole number and a unit h, d or w, at most
 // 182 days.

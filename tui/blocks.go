@@ -95,12 +95,13 @@ type blocksForm struct {
 func (f blocksForm) parse(now time.Time) (providers.OfferingQuery, error) {
 	q := providers.OfferingQuery{GPU: f.gpu}
 	n, err := strconv.Atoi(strings.TrimSpace(f.size))
-	if err != nil || n < 1 || n > 64*8 {
+	most := blockTerms.MaxInstances
+	if err != nil || n < 1 || n > most*8 {
 		return q, fmt.Errorf("size %q: want a whole number from 1", f.size)
 	}
 	if f.instances {
-		if n > 64 {
-			return q, fmt.Errorf("size %d: a block holds at most 64 instances", n)
+		if n > most {
+			return q, fmt.Errorf("size %d: a block holds at most %d instances", n, most)
 		}
 		q.Instances = n
 	} else {
@@ -132,8 +133,12 @@ func (f blocksForm) parse(now time.Time) (providers.OfferingQuery, error) {
 	return q, nil
 }
 
-// maxBlockSpan is the longest block the clouds sell (AWS: 182 days).
-const maxBlockSpan = 182 * 24 * time.Hour
+// blockTerms are AWS's capacity-block terms, which the form's hints
+// explain; maxBlockSpan is the longest block the clouds sell.
+var (
+	blockTerms   = providers.CapacityBlockTerms
+	maxBlockSpan = providers.CapacityBlockTerms.MaxDuration
+)
 
 // startForm is what the start fields accept, for their errors.
 const startForm = "2026-11-30 09:00 (your local time), 2026-11-30 (midnight UTC), +6h, +2d or an RFC 3339 time"
@@ -462,11 +467,11 @@ func (v *blocksView) formHints() [numFields]string {
 	now := v.c.now()
 	// 11:30 UTC in the session's zone, the hour AWS blocks start and end.
 	utc := now.UTC()
-	startAt := time.Date(utc.Year(), utc.Month(), utc.Day(), 11, 30, 0, 0, time.UTC).In(now.Location()).Format("15:04 MST")
+	startAt := time.Date(utc.Year(), utc.Month(), utc.Day(), 0, 0, 0, 0, time.UTC).Add(blockTerms.StartOfDayUTC).In(now.Location()).Format("15:04 MST")
 	return [numFields]string{
 		"←/→ change",
 		"a whole number",
-		"←/→ GPUs or instances (a block holds 1-64 instances)",
+		fmt.Sprintf("←/→ GPUs or instances (a block holds 1-%d instances)", blockTerms.MaxInstances),
 		"8h, 2d, 1w · AWS blocks: whole days 1d-14d, then weeks to 26w · Azure: any hours",
 		"2026-11-30 09:00 (local), +6h, +2d · AWS blocks start at " + startAt,
 		"the same forms; empty: as far ahead as sold (AWS: 8 weeks)",

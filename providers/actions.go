@@ -74,6 +74,8 @@ type BookRequest struct {
 	// Ref is the ledger's id for the intent, for tagging where the cloud
 	// allows it.
 	Ref string
+	// Actor is who buys, for tagging (TagActor).
+	Actor string
 }
 
 // Booking is what a purchase bought (or, with DryRun, would buy).
@@ -127,6 +129,8 @@ type FleetSpec struct {
 	// ClientToken makes the launch idempotent: the ledger intent's id.
 	ClientToken string
 	DryRun      bool
+	// Actor is who launches, for tagging (TagActor).
+	Actor string
 }
 
 // Fleet is a launched fleet's state.

@@ -186,9 +186,14 @@ func TestBookAndFind(t *testing.T) {
 	if found, err := p.FindBooking(context.Background(), later); err != nil || found != nil {
 		t.Errorf("FindBooking after the purchase: %+v, %v; want none", found, err)
 	}
-	// A sold block is gone from the offerings.
-	if _, err := p.Book(context.Background(), req); err == nil || !strings.Contains(err.Error(), "not available") {
-		t.Errorf("buying a sold block: %v", err)
+	// Buying the same offering again answers with the block bought from
+	// it (tagged with the offering), and buys nothing.
+	again, err := p.Book(context.Background(), providers.BookRequest{Offering: o, After: testNow, Ref: "L44"})
+	if err != nil || again.ProviderRef != b.ProviderRef || !strings.Contains(again.Message, "not bought again") {
+		t.Errorf("buying a bought offering: %+v, %v; want %s", again, err, b.ProviderRef)
+	}
+	if n := f.fake.Count("PurchaseCapacityBlock", ""); n != 1 {
+		t.Errorf("%d PurchaseCapacityBlock calls, want 1", n)
 	}
 }
 

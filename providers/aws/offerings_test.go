@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/gpumarket/gpumarket/providers"
@@ -500,4 +502,31 @@ func TestRefreshOffering(t *testing.T) {
 	if _, err := p.RefreshOffering(context.Background(), *flex); !errors.Is(err, providers.ErrOfferingGone) {
 		t.Errorf("refresh of a withdrawn offering: %v, want ErrOfferingGone", err)
 	}
+}
+
+// offeringOf reads AWS's answer, not user input, but an answer can hold
+// anything: it never panics, and an offering it accepts has a finite,
+// non-negative fee and an end after its start.
+func FuzzOfferingOf(f *testing.F) {
+	f.Add("283", int32(24), int32(0), true)
+	f.Add("NaN", int32(19), int32(17), false)
+	f.Add("+Inf", int32(0), int32(0), false)
+	f.Add("-1e308", int32(-5), int32(90), true)
+	f.Add("", int32(2147483647), int32(2147483647), false)
+	f.Fuzz(func(t *testing.T, fee string, hours, minutes int32, withEnd bool) {
+		start := recordedNow
+		o := ec2types.CapacityBlockOffering{CapacityBlockOfferingId: awssdk.String("cb-1"), StartDate: &start,
+			UpfrontFee: &fee, CapacityBlockDurationHours: &hours, CapacityBlockDurationMinutes: &minutes}
+		if withEnd {
+			end := start.Add(time.Duration(hours) * time.Hour)
+			o.EndDate = &end
+		}
+		got, err := offeringOf("us-east-1", GPUType{InstanceType: "p5.48xlarge", GPU: providers.GPUSpec{Model: "H100", Count: 8}}, o, 1)
+		if err != nil {
+			return
+		}
+		if got.UpfrontUSD < 0 || math.IsNaN(got.UpfrontUSD) || math.IsInf(got.UpfrontUSD, 0) || !got.End.After(got.Start) {
+			t.Fatalf("accepted %+v from fee %q, %dh%dm", got, fee, hours, minutes)
+		}
+	})
 }

@@ -59,7 +59,7 @@ func ValidateOfferingQuery(q providers.OfferingQuery, now time.Time) (providers.
 	case q.Instances > blockTerms.MaxInstances:
 		return q, providers.InvalidQueryf("count %d: a capacity block holds 1 to %d instances", q.Instances, blockTerms.MaxInstances)
 	case q.Instances == 0 && q.GPUs > maxBlockGPUs:
-		return q, providers.InvalidQueryf("gpus %d: a capacity block holds at most %d instances, %d GPUs of the largest type", q.GPUs, blockTerms.MaxInstances, maxBlockGPUs)
+		return q, providers.InvalidQueryf("gpus %d: a capacity block holds at most %d instances (%d GPUs of the largest type)", q.GPUs, blockTerms.MaxInstances, maxBlockGPUs)
 	}
 	if q.Duration%time.Hour != 0 || !blockTerms.ValidHours(int(q.Duration/time.Hour)) {
 		return q, providers.InvalidQueryf("duration %s: want %s", q.Duration, blockTerms.DurationForm)

@@ -90,13 +90,16 @@ func TestValidateOfferingQuery(t *testing.T) {
 		mod  func(*providers.OfferingQuery)
 		want string
 	}{
-		"unknown gpu":    {func(q *providers.OfferingQuery) { q.GPU = "Z80" }, "gpu \"Z80\": want one of"},
-		"no count":       {func(q *providers.OfferingQuery) { q.Instances = 0 }, "count"},
-		"too many":       {func(q *providers.OfferingQuery) { q.Instances = 65 }, "1 to 64"},
-		"30h":            {func(q *providers.OfferingQuery) { q.Duration = 30 * time.Hour }, "whole days"},
-		"15 days":        {func(q *providers.OfferingQuery) { q.Duration = 15 * 24 * time.Hour }, "whole weeks"},
-		"183 days":       {func(q *providers.OfferingQuery) { q.Duration = 183 * 24 * time.Hour }, "4368h"},
-		"start too late": {func(q *providers.OfferingQuery) { q.StartAfter = testNow.Add(60 * 24 * time.Hour) }, "8 weeks"},
+		"unknown gpu":                  {func(q *providers.OfferingQuery) { q.GPU = "Z80" }, "gpu \"Z80\": want one of"},
+		"no count":                     {func(q *providers.OfferingQuery) { q.Instances = 0 }, "count"},
+		"too many":                     {func(q *providers.OfferingQuery) { q.Instances = 65 }, "1 to 64"},
+		"30h":                          {func(q *providers.OfferingQuery) { q.Duration = 30 * time.Hour }, "whole days"},
+		"15 days":                      {func(q *providers.OfferingQuery) { q.Duration = 15 * 24 * time.Hour }, "whole weeks"},
+		"183 days":                     {func(q *providers.OfferingQuery) { q.Duration = 183 * 24 * time.Hour }, "4368h"},
+		"start too late":               {func(q *providers.OfferingQuery) { q.StartAfter = testNow.Add(60 * 24 * time.Hour) }, "8 weeks"},
+		"negative flex":                {func(q *providers.OfferingQuery) { q.FlexDuration = -time.Hour }, "flex duration"},
+		"flex as long as the duration": {func(q *providers.OfferingQuery) { q.FlexDuration = q.Duration }, "flex duration"},
+		"gpus beyond any block":        {func(q *providers.OfferingQuery) { q.Instances, q.GPUs = 0, 4294967298 }, "a capacity block holds at most 64 instances"},
 		"range backwards": {func(q *providers.OfferingQuery) {
 			q.StartBefore = testNow.Add(time.Hour)
 			q.StartAfter = testNow.Add(2 * time.Hour)

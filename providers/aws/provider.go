@@ -80,7 +80,8 @@ type Options struct {
 }
 
 // Provider is the AWS source. It implements providers.Provider,
-// OfferingFinder, Booker and FleetLauncher.
+// OfferingFinder, Booker, FleetLauncher, FleetFinder, OfferingRefresher
+// and RecordLister.
 type Provider struct {
 	opt     Options
 	cfg     awssdk.Config

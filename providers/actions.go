@@ -19,6 +19,13 @@ type OfferingQuery struct {
 	// and the furthest the cloud allows (8 weeks for AWS).
 	StartAfter, StartBefore time.Time
 	Regions                 []string
+	// FlexDuration, when positive, also accepts offerings whose length
+	// differs from Duration by at most this much (AWS answers a search
+	// with blocks of other lengths: one a little shorter, one a little
+	// longer, ending at the same time of day). They are marked
+	// FlexLength and ranked after those of the asked length. Zero keeps
+	// only offerings of exactly Duration (`--flex-duration`).
+	FlexDuration time.Duration
 }
 
 // Offering is a capacity block (or a fixed-window reservation) on sale.
@@ -47,6 +54,10 @@ type Offering struct {
 	// Kind is the ledger kind the offering makes (KindBlock,
 	// KindReservation): which BookingTerms it is sold on. See Terms.
 	Kind string
+	// FlexLength is set when the offering's length is not the duration
+	// asked for: it was kept because the query allowed a flexible length
+	// (OfferingQuery.FlexDuration), and is shown as such.
+	FlexLength bool `json:",omitempty"`
 }
 
 // DurationHours is the block's length in hours.
@@ -131,6 +142,11 @@ type FleetSpec struct {
 	DryRun      bool
 	// Actor is who launches, for tagging (TagActor).
 	Actor string
+	// Start and End schedule the fleet: the cloud launches it at Start and
+	// terminates it at End, whether or not gpumarket is running then. Zero
+	// Start means now; zero End means it runs until deleted.
+	Start time.Time `json:",omitzero"`
+	End   time.Time `json:",omitzero"`
 }
 
 // Fleet is a launched fleet's state.

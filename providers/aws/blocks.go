@@ -23,8 +23,24 @@ import (
 var blockTerms = providers.CapacityBlockTerms
 
 // RefTag is the tag a purchase carries with the ledger's id, so that
-// reconciliation can tell our reservation from a look-alike.
-const RefTag = "gpumarket:ref"
+// reconciliation can tell our reservation from a look-alike. It is
+// providers.TagRef, kept under this name for the callers that know it.
+const RefTag = providers.TagRef
+
+// Tags AWS puts on a capacity block itself. Until the block starts, its
+// TotalInstanceCount reads 0 and the count bought is only in
+// tagRequestedQuantity (EC2 User Guide, "View Capacity Blocks").
+const tagRequestedQuantity = "aws:ec2capacityreservation:incrementalRequestedQuantity"
+
+// maxBlockGPUs is the most GPUs one capacity block can hold: 64 instances
+// of the AWS instance type with the most GPUs.
+var maxBlockGPUs = func() int {
+	most := 8.0
+	for _, e := range providers.CatalogEntries(providers.CloudAWS) {
+		most = math.Max(most, e.GPU.Count)
+	}
+	return blockTerms.MaxInstances * int(most)
+}()
 
 // ValidateOfferingQuery checks an offering query against the AWS limits
 // and fills its defaults (start range now … 8 weeks ahead). Errors name
@@ -42,9 +58,14 @@ func ValidateOfferingQuery(q providers.OfferingQuery, now time.Time) (providers.
 		return q, providers.InvalidQueryf("count: want a positive number of instances or GPUs, got none")
 	case q.Instances > blockTerms.MaxInstances:
 		return q, providers.InvalidQueryf("count %d: a capacity block holds 1 to %d instances", q.Instances, blockTerms.MaxInstances)
+	case q.Instances == 0 && q.GPUs > maxBlockGPUs:
+		return q, providers.InvalidQueryf("gpus %d: a capacity block holds at most %d instances (%d GPUs of the largest type)", q.GPUs, blockTerms.MaxInstances, maxBlockGPUs)
 	}
 	if q.Duration%time.Hour != 0 || !blockTerms.ValidHours(int(q.Duration/time.Hour)) {
 		return q, providers.InvalidQueryf("duration %s: want %s", q.Duration, blockTerms.DurationForm)
+	}
+	if q.FlexDuration < 0 || q.FlexDuration >= q.Duration {
+		return q, providers.InvalidQueryf("flex duration %s: want 0 (the asked length only) up to less than the duration (%s)", q.FlexDuration, q.Duration)
 	}
 	if q.StartAfter.IsZero() || q.StartAfter.Before(now) {
 		q.StartAfter = now
@@ -68,9 +89,17 @@ func ValidateOfferingQuery(q providers.OfferingQuery, now time.Time) (providers.
 }
 
 // FindOfferings lists the capacity blocks on sale for the query's GPU in
-// its regions, cheapest per GPU-hour first. Regions are asked
-// concurrently; one that fails is logged and skipped, and only when every
-// region failed is the error returned.
+// its regions that are what was asked: the asked length (or, with
+// FlexDuration, within it, marked FlexLength), the asked count, and a
+// start within [StartAfter, StartBefore]. AWS answers a search with blocks
+// of other lengths and starts too; they are dropped here, so the top row
+// is never a block nobody asked for. Blocks of the asked length come
+// first, then the flexible ones, each cheapest per GPU-hour first.
+//
+// Regions are asked concurrently; one that fails is logged and skipped,
+// and only when every region failed is the error returned. An offering
+// AWS describes without a usable fee, id or dates is skipped with a
+// warning naming it; the others are kept.
 func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery) ([]providers.Offering, error) {
 	q, err := ValidateOfferingQuery(q, p.opt.Now())
 	if err != nil {
@@ -109,14 +138,23 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 	if failed == len(regions) && len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	rankOfferings(out)
+	return out, nil
+}
+
+// rankOfferings puts the blocks of the asked length first, then the
+// flexible ones; within each, cheapest per GPU-hour, then earliest.
+func rankOfferings(out []providers.Offering) {
 	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].FlexLength != out[j].FlexLength {
+			return !out[i].FlexLength
+		}
 		a, b := out[i].USDPerGPUHour(), out[j].USDPerGPUHour()
 		if a != b {
 			return a < b
 		}
 		return out[i].Start.Before(out[j].Start)
 	})
-	return out, nil
 }
 
 func (p *Provider) regionOfferings(ctx context.Context, region string, q providers.OfferingQuery) ([]providers.Offering, error) {
@@ -141,7 +179,9 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q provide
 			InstanceType:          awssdk.String(t.InstanceType),
 			InstanceCount:         awssdk.Int32(int32(count)),
 			StartDateRange:        awssdk.Time(q.StartAfter),
-			EndDateRange:          awssdk.Time(q.StartBefore.Add(q.Duration)),
+			// The latest end: a block of the longest accepted length
+			// starting at the latest accepted start.
+			EndDateRange: awssdk.Time(q.StartBefore.Add(q.Duration + q.FlexDuration)),
 		})
 		for pg.HasMorePages() {
 			page, err := pg.NextPage(ctx)
@@ -154,13 +194,17 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q provide
 				return out, explain(fmt.Errorf("describe capacity blocks of %s in %s: %w", t.InstanceType, region, err))
 			}
 			for _, o := range page.CapacityBlockOfferings {
-				off, err := offeringOf(region, t, o)
+				off, err := offeringOf(region, t, o, count)
 				if err != nil {
-					return out, fmt.Errorf("describe capacity blocks of %s in %s: %w", t.InstanceType, region, err)
-				}
-				if off.Start.Before(q.StartAfter) || off.Start.After(q.StartBefore) {
+					p.opt.Logger.Warn("capacity block offering skipped", "offering", awssdk.ToString(o.CapacityBlockOfferingId),
+						"region", region, "instance_type", t.InstanceType, "reason", err.Error())
 					continue
 				}
+				if why := mismatch(off, q, count); why != "" {
+					p.opt.Logger.Debug("capacity block offering not asked for", "offering", off.ID, "region", region, "why", why)
+					continue
+				}
+				off.FlexLength = off.End.Sub(off.Start) != q.Duration
 				out = append(out, off)
 			}
 		}
@@ -168,22 +212,68 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q provide
 	return out, nil
 }
 
-func offeringOf(region string, t GPUType, o ec2types.CapacityBlockOffering) (providers.Offering, error) {
-	if o.CapacityBlockOfferingId == nil || o.StartDate == nil || o.EndDate == nil || o.InstanceCount == nil {
-		return providers.Offering{}, fmt.Errorf("offering without id, dates or count")
+// mismatch says how an offering differs from what the query asked for,
+// or "" when it is what was asked.
+func mismatch(o providers.Offering, q providers.OfferingQuery, count int) string {
+	length := o.End.Sub(o.Start)
+	switch {
+	case length != q.Duration && (q.FlexDuration == 0 || (length-q.Duration).Abs() > q.FlexDuration):
+		return fmt.Sprintf("lasts %s, not %s", length, q.Duration)
+	case o.Start.Before(q.StartAfter) || o.Start.After(q.StartBefore):
+		return fmt.Sprintf("starts %s, outside [%s, %s]", o.Start.Format(time.RFC3339),
+			q.StartAfter.UTC().Format(time.RFC3339), q.StartBefore.UTC().Format(time.RFC3339))
+	case o.InstanceCount != count:
+		return fmt.Sprintf("holds %d instances, not %d", o.InstanceCount, count)
 	}
-	fee, err := strconv.ParseFloat(awssdk.ToString(o.UpfrontFee), 64)
-	if err != nil || fee < 0 {
-		return providers.Offering{}, fmt.Errorf("offering %s: upfront fee %q is not an amount", *o.CapacityBlockOfferingId, awssdk.ToString(o.UpfrontFee))
+	return ""
+}
+
+// offeringOf reads one offering of an answer. The model marks every
+// member optional: without an id, a start or a fee that is a finite
+// non-negative amount the offering cannot be shown or bought and is an
+// error; an end missing is the start plus the duration members, a count
+// missing is the count asked for, a currency missing is USD.
+func offeringOf(region string, t GPUType, o ec2types.CapacityBlockOffering, asked int) (providers.Offering, error) {
+	id := awssdk.ToString(o.CapacityBlockOfferingId)
+	if id == "" {
+		return providers.Offering{}, fmt.Errorf("offering without an id")
+	}
+	if o.StartDate == nil {
+		return providers.Offering{}, fmt.Errorf("offering %s has no start date", id)
+	}
+	start := o.StartDate.UTC()
+	var end time.Time
+	switch {
+	case o.EndDate != nil:
+		end = o.EndDate.UTC()
+	case o.CapacityBlockDurationHours != nil:
+		end = start.Add(time.Duration(*o.CapacityBlockDurationHours)*time.Hour + time.Duration(awssdk.ToInt32(o.CapacityBlockDurationMinutes))*time.Minute)
+	default:
+		return providers.Offering{}, fmt.Errorf("offering %s has neither an end date nor a duration", id)
+	}
+	if !end.After(start) {
+		return providers.Offering{}, fmt.Errorf("offering %s ends (%s) before it starts (%s)", id, end.Format(time.RFC3339), start.Format(time.RFC3339))
+	}
+	fee, err := strconv.ParseFloat(strings.TrimSpace(awssdk.ToString(o.UpfrontFee)), 64)
+	if err != nil || math.IsNaN(fee) || math.IsInf(fee, 0) || fee < 0 {
+		return providers.Offering{}, fmt.Errorf("offering %s: upfront fee %q is not an amount", id, awssdk.ToString(o.UpfrontFee))
+	}
+	count := asked
+	if o.InstanceCount != nil {
+		count = int(*o.InstanceCount)
 	}
 	cur := awssdk.ToString(o.CurrencyCode)
 	if cur == "" {
 		cur = "USD"
 	}
+	typ := t.InstanceType
+	if it := awssdk.ToString(o.InstanceType); it != "" && it != typ {
+		return providers.Offering{}, fmt.Errorf("offering %s is for %s, not the %s asked for", id, it, typ)
+	}
 	return providers.Offering{
-		ID: *o.CapacityBlockOfferingId, Provider: Name, Cloud: providers.CloudAWS, Region: region,
-		Zone: awssdk.ToString(o.AvailabilityZone), InstanceType: t.InstanceType, GPU: t.GPU,
-		InstanceCount: int(*o.InstanceCount), Start: o.StartDate.UTC(), End: o.EndDate.UTC(),
+		ID: id, Provider: Name, Cloud: providers.CloudAWS, Region: region,
+		Zone: awssdk.ToString(o.AvailabilityZone), InstanceType: typ, GPU: t.GPU,
+		InstanceCount: count, Start: start, End: end,
 		UpfrontUSD: fee, Currency: cur, Kind: providers.KindBlock,
 	}, nil
 }
@@ -193,28 +283,52 @@ func offeringOf(region string, t GPUType, o ec2types.CapacityBlockOffering) (pro
 // block, so a failed purchase is reconciled with FindBooking instead.
 func noRetry(o *ec2.Options) { o.Retryer = awssdk.NopRetryer{} }
 
-// Book buys a capacity block (PurchaseCapacityBlock, never retried). With
-// req.DryRun, AWS's DryRunOperation answer (HTTP 412) means the purchase
-// would succeed and is returned as a Booking with DryRun set; any other
-// answer is an error.
+// notSent wraps the error of a step before a purchase or launch was sent
+// (the look-up for an earlier purchase, say): nothing was bought, so it
+// matches providers.ErrDeclined and the ledger records it failed.
+type notSent struct{ err error }
+
+func (e notSent) Error() string        { return e.err.Error() }
+func (e notSent) Unwrap() error        { return e.err }
+func (e notSent) Is(target error) bool { return target == providers.ErrDeclined }
+
+// Book buys a capacity block (PurchaseCapacityBlock, never retried),
+// tagged with providers.Tags (ledger row, actor, tool, offering).
+//
+// Before buying it looks for a reservation already bought from the same
+// offering (tagged TagOffering, in any state but failed or cancelled) and
+// answers with that one instead: a purchase made by a lost ledger, or by
+// another process, is never made twice. If the look-up itself fails,
+// nothing is bought and the error matches providers.ErrDeclined.
+//
+// With req.DryRun, AWS's DryRunOperation answer (HTTP 412) means the
+// purchase would succeed and is returned as a Booking with DryRun set; any
+// other answer is an error.
 func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (providers.Booking, error) {
 	o := req.Offering
-	if !strings.HasPrefix(o.ID, "cb-") {
+	switch {
+	case !strings.HasPrefix(o.ID, "cb-"):
 		return providers.Booking{}, specErrorf("aws: offering id %q: want a capacity block offering id (cb-…) from a search", o.ID)
-	}
-	if o.Region == "" {
+	case o.Region == "":
 		return providers.Booking{}, specErrorf("aws: offering %s has no region", o.ID)
+	case o.InstanceCount < 0 || o.InstanceCount > blockTerms.MaxInstances:
+		return providers.Booking{}, limitErrorf("aws: offering %s holds %d instances: a capacity block holds 1 to %d", o.ID, o.InstanceCount, blockTerms.MaxInstances)
+	}
+	prior, err := p.boughtFrom(ctx, o.Region, o.ID)
+	if err != nil {
+		return providers.Booking{}, notSent{fmt.Errorf("aws: look for an earlier purchase of %s in %s before buying (nothing was bought): %w", o.ID, o.Region, err)}
+	}
+	if prior != nil {
+		prior.DryRun = req.DryRun
+		prior.CostUSD = o.UpfrontUSD
+		prior.Message = fmt.Sprintf("already bought from offering %s as %s%s; not bought again", o.ID, prior.ProviderRef, prior.Message)
+		return *prior, nil
 	}
 	in := &ec2.PurchaseCapacityBlockInput{
 		CapacityBlockOfferingId: awssdk.String(o.ID),
 		InstancePlatform:        ec2types.CapacityReservationInstancePlatformLinuxUnix,
 		DryRun:                  awssdk.Bool(req.DryRun),
-	}
-	if req.Ref != "" {
-		in.TagSpecifications = []ec2types.TagSpecification{{
-			ResourceType: ec2types.ResourceTypeCapacityReservation,
-			Tags:         []ec2types.Tag{{Key: awssdk.String(RefTag), Value: awssdk.String(req.Ref)}},
-		}}
+		TagSpecifications:       tagSpecs(ec2types.ResourceTypeCapacityReservation, providers.Tags(req.Ref, req.Actor, o.ID)),
 	}
 	out, err := p.client(o.Region).PurchaseCapacityBlock(ctx, in, noRetry)
 	if req.DryRun {
@@ -234,22 +348,82 @@ func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (provide
 	if out.CapacityReservation == nil {
 		return providers.Booking{}, fmt.Errorf("aws: purchase capacity block %s in %s: the answer names no reservation; check with FindBooking", o.ID, o.Region)
 	}
-	b := bookingOf(o.Region, *out.CapacityReservation)
+	b := p.bookingOf(o.Region, *out.CapacityReservation)
+	if b.InstanceCount == 0 {
+		b.InstanceCount = o.InstanceCount
+	}
 	b.CostUSD = o.UpfrontUSD
-	b.Message = "purchased " + b.ProviderRef
+	b.Message = "purchased " + b.ProviderRef + b.Message
 	return b, nil
 }
 
+// boughtFrom returns the reservation bought from an offering, as its
+// TagOffering tag says, that did not fail; nil when there is none.
+func (p *Provider) boughtFrom(ctx context.Context, region, offeringID string) (*providers.Booking, error) {
+	pg := ec2.NewDescribeCapacityReservationsPaginator(p.client(region), &ec2.DescribeCapacityReservationsInput{
+		Filters: []ec2types.Filter{{Name: awssdk.String("tag:" + providers.TagOffering), Values: []string{offeringID}}},
+	})
+	var best *providers.Booking
+	var bestCreated time.Time
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, explain(err)
+		}
+		for _, cr := range page.CapacityReservations {
+			if v, _ := tagValue(cr.Tags, providers.TagOffering); v != offeringID {
+				continue
+			}
+			b := p.bookingOf(region, cr)
+			if b.State == "failed" || b.State == "deleted" {
+				continue
+			}
+			created := awssdk.ToTime(cr.CreateDate)
+			if best == nil || created.After(bestCreated) {
+				if ref, ok := tagValue(cr.Tags, providers.TagRef); ok {
+					b.Message = " (ledger row " + ref + ")" + b.Message
+				}
+				best, bestCreated = &b, created
+			}
+		}
+	}
+	return best, nil
+}
+
+// tagSpecs is one TagSpecification of the tags for a resource type, in a
+// stable order.
+func tagSpecs(rt ec2types.ResourceType, tags map[string]string) []ec2types.TagSpecification {
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	spec := ec2types.TagSpecification{ResourceType: rt}
+	for _, k := range keys {
+		spec.Tags = append(spec.Tags, ec2types.Tag{Key: awssdk.String(k), Value: awssdk.String(tags[k])})
+	}
+	return []ec2types.TagSpecification{spec}
+}
+
 // FindBooking looks for the reservation a purchase may have made: a
-// capacity block of the offering's type, zone, dates and count, created
-// after req.After (less a few minutes of clock skew), and not tagged with
-// another ledger id. It returns nil, nil when there is none.
+// capacity block of the offering's type, zone, dates and instance count,
+// created after req.After (less a few minutes of clock skew), not tagged
+// with another ledger id nor bought from another offering. A block tagged
+// with req.Ref is preferred over an untagged look-alike (one bought
+// outside gpumarket, or by a version that did not tag). It returns nil,
+// nil when there is none.
+//
+// Until a block starts AWS shows its TotalInstanceCount as 0; the count
+// bought is then read from AWS's own incrementalRequestedQuantity tag.
 func (p *Provider) FindBooking(ctx context.Context, req providers.BookRequest) (*providers.Booking, error) {
 	o := req.Offering
 	if o.Region == "" || o.InstanceType == "" {
 		return nil, fmt.Errorf("aws: find booking: the offering has no region or instance type")
 	}
-	filters := []ec2types.Filter{{Name: awssdk.String("instance-type"), Values: []string{o.InstanceType}}}
+	filters := []ec2types.Filter{
+		{Name: awssdk.String("instance-type"), Values: []string{o.InstanceType}},
+		{Name: awssdk.String("reservation-type"), Values: []string{"capacity-block"}},
+	}
 	if o.Zone != "" {
 		filters = append(filters, ec2types.Filter{Name: awssdk.String("availability-zone"), Values: []string{o.Zone}})
 	}
@@ -257,7 +431,7 @@ func (p *Provider) FindBooking(ctx context.Context, req providers.BookRequest) (
 	pg := ec2.NewDescribeCapacityReservationsPaginator(p.client(o.Region), &ec2.DescribeCapacityReservationsInput{Filters: filters})
 	var best *providers.Booking
 	var bestCreated time.Time
-	bestTagged := false
+	bestMine := false
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)
 		if err != nil {
@@ -266,24 +440,42 @@ func (p *Provider) FindBooking(ctx context.Context, req providers.BookRequest) (
 		for _, cr := range page.CapacityReservations {
 			if cr.ReservationType != ec2types.CapacityReservationTypeCapacityBlock ||
 				cr.StartDate == nil || !cr.StartDate.Equal(o.Start) || cr.EndDate == nil || !cr.EndDate.Equal(o.End) ||
-				int(awssdk.ToInt32(cr.TotalInstanceCount)) != o.InstanceCount ||
+				reservationCount(cr) != o.InstanceCount ||
 				cr.CreateDate == nil || cr.CreateDate.Before(after) {
 				continue
 			}
-			ref, tagged := tagValue(cr.Tags, RefTag)
-			if tagged && req.Ref != "" && ref != req.Ref {
+			if from, ok := tagValue(cr.Tags, providers.TagOffering); ok && from != o.ID {
+				continue // bought from another offering
+			}
+			ref, tagged := tagValue(cr.Tags, providers.TagRef)
+			if tagged && ref != req.Ref {
 				continue // another intent's purchase
 			}
-			mine := tagged && ref == req.Ref && req.Ref != ""
-			if best == nil || (mine && !bestTagged) || (mine == bestTagged && cr.CreateDate.After(bestCreated)) {
-				b := bookingOf(o.Region, cr)
+			mine := tagged && req.Ref != ""
+			if best == nil || (mine && !bestMine) || (mine == bestMine && cr.CreateDate.After(bestCreated)) {
+				b := p.bookingOf(o.Region, cr)
 				b.CostUSD = o.UpfrontUSD
-				b.Message = "found " + b.ProviderRef
-				best, bestCreated, bestTagged = &b, *cr.CreateDate, mine
+				b.Message = "found " + b.ProviderRef + b.Message
+				best, bestCreated, bestMine = &b, *cr.CreateDate, mine
 			}
 		}
 	}
 	return best, nil
+}
+
+// reservationCount is the number of instances a capacity block holds:
+// TotalInstanceCount once it is active, AWS's requested-quantity tag
+// before; 0 when neither says.
+func reservationCount(cr ec2types.CapacityReservation) int {
+	if n := int(awssdk.ToInt32(cr.TotalInstanceCount)); n > 0 {
+		return n
+	}
+	if v, ok := tagValue(cr.Tags, tagRequestedQuantity); ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
 }
 
 func tagValue(tags []ec2types.Tag, key string) (string, bool) {
@@ -295,34 +487,154 @@ func tagValue(tags []ec2types.Tag, key string) (string, bool) {
 	return "", false
 }
 
-func bookingOf(region string, cr ec2types.CapacityReservation) providers.Booking {
+// bookingOf reads a reservation as a Booking; its Message holds what the
+// ledger state does not say (", payment pending at AWS", say).
+func (p *Provider) bookingOf(region string, cr ec2types.CapacityReservation) providers.Booking {
+	start, end := awssdk.ToTime(cr.StartDate).UTC(), awssdk.ToTime(cr.EndDate).UTC()
+	state, note := reservationState(cr.State, start, end, p.opt.Now())
 	b := providers.Booking{
 		ProviderRef: awssdk.ToString(cr.CapacityReservationId), Provider: Name, Region: region,
 		Zone: awssdk.ToString(cr.AvailabilityZone), InstanceType: awssdk.ToString(cr.InstanceType),
-		InstanceCount: int(awssdk.ToInt32(cr.TotalInstanceCount)), State: reservationState(cr.State),
+		InstanceCount: reservationCount(cr), State: state,
 	}
 	if cr.StartDate != nil {
-		b.Start = cr.StartDate.UTC()
+		b.Start = start
 	}
 	if cr.EndDate != nil {
-		b.End = cr.EndDate.UTC()
+		b.End = end
+	}
+	if note != "" {
+		b.Message = " (" + note + ")"
 	}
 	return b
 }
 
-// reservationState maps AWS's reservation states onto the ledger's.
-func reservationState(s ec2types.CapacityReservationState) string {
-	switch s {
-	case "active":
-		return "active"
-	case "expired":
+// reservationState maps each of AWS's capacity reservation states onto
+// the ledger state that means the same, with a note of what the ledger
+// state leaves out. No AWS state reads "unknown" (the ledger's word for a
+// call whose answer was lost) nor "pending" (a call in flight):
+//
+//   - active → active; expired → ended; cancelled → deleted.
+//   - cancelling → deleted: the capacity is released (charges may run on
+//     for a commitment's wind-down, which capacity blocks do not have).
+//   - failed, unsupported → failed: nothing was reserved.
+//   - payment-failed → failed: AWS could not take the upfront payment
+//     within 12 hours and released the block; nothing is held or owed.
+//   - payment-pending → scheduled (or active, by its dates): the block is
+//     bought and held for the buyer while AWS takes the payment; the note
+//     says so. The ledger has no state for "held, not yet paid", and
+//     "pending" there means a call in flight, which reconciliation would
+//     take for a process that died mid-call. A failed payment shows later
+//     as payment-failed, which FindBooking and ListRecords read as failed.
+//   - scheduled, pending, assessing, delayed → scheduled or active by the
+//     dates: the reservation exists and waits for (or is in) its window.
+//   - unavailable → scheduled or active by the dates, noted: the
+//     reservation exists (and is paid) but AWS says its capacity cannot
+//     be used now.
+//   - a state this version does not know → by the dates, noted: AWS shows
+//     the reservation, so it exists.
+func reservationState(s ec2types.CapacityReservationState, start, end, now time.Time) (state, note string) {
+	dated := func() string {
+		switch {
+		case !start.IsZero() && now.Before(start):
+			return "scheduled"
+		case end.IsZero() || now.Before(end):
+			return "active"
+		}
 		return "ended"
-	case "cancelled":
-		return "deleted"
-	case "failed", "payment-failed", "unsupported":
-		return "failed"
-	case "scheduled", "payment-pending", "pending", "assessing", "delayed":
-		return "scheduled"
 	}
-	return "unknown"
+	switch s {
+	case ec2types.CapacityReservationStateActive:
+		return "active", ""
+	case ec2types.CapacityReservationStateExpired:
+		return "ended", ""
+	case ec2types.CapacityReservationStateCancelled:
+		return "deleted", ""
+	case ec2types.CapacityReservationStateCancelling:
+		return "deleted", "AWS is cancelling it; the capacity is released"
+	case ec2types.CapacityReservationStateFailed:
+		return "failed", "AWS reports the reservation failed"
+	case ec2types.CapacityReservationStateUnsupported:
+		return "failed", "AWS cannot deliver it (unsupported)"
+	case ec2types.CapacityReservationStatePaymentFailed:
+		return "failed", "AWS could not take the upfront payment within 12 hours and released the block"
+	case ec2types.CapacityReservationStatePaymentPending:
+		return dated(), "payment pending at AWS: the block is held while AWS takes the upfront payment (up to 12 hours)"
+	case ec2types.CapacityReservationStateScheduled, ec2types.CapacityReservationStatePending,
+		ec2types.CapacityReservationStateAssessing, ec2types.CapacityReservationStateDelayed:
+		return dated(), ""
+	case ec2types.CapacityReservationStateUnavailable:
+		return dated(), "AWS reports its capacity unavailable"
+	}
+	return dated(), fmt.Sprintf("AWS state %q, which this version of gpumarket does not know", string(s))
+}
+
+// RefreshOffering describes a capacity block offering again, as AWS sells
+// it now, so the booking service buys at fresh terms: the same search
+// (type, count, the length rounded to one AWS sells, a start range around
+// the offering's) paged through for the same id. It returns the offering
+// with the price, dates, zone and count of that answer, or an error
+// matching providers.ErrOfferingGone when AWS no longer offers the id.
+func (p *Provider) RefreshOffering(ctx context.Context, o providers.Offering) (providers.Offering, error) {
+	switch {
+	case !strings.HasPrefix(o.ID, "cb-"):
+		return o, specErrorf("aws: offering id %q: want a capacity block offering id (cb-…) from a search", o.ID)
+	case o.Region == "" || o.InstanceType == "":
+		return o, specErrorf("aws: offering %s has no region or instance type", o.ID)
+	case o.InstanceCount < 1 || o.InstanceCount > blockTerms.MaxInstances:
+		return o, limitErrorf("aws: offering %s holds %d instances: a capacity block holds 1 to %d", o.ID, o.InstanceCount, blockTerms.MaxInstances)
+	case !o.End.After(o.Start):
+		return o, specErrorf("aws: offering %s has no dates", o.ID)
+	}
+	now := p.opt.Now()
+	from := o.Start.Add(-24 * time.Hour)
+	if from.Before(now) {
+		from = now
+	}
+	pg := ec2.NewDescribeCapacityBlockOfferingsPaginator(p.client(o.Region), &ec2.DescribeCapacityBlockOfferingsInput{
+		CapacityDurationHours: awssdk.Int32(int32(sellableHours(o.End.Sub(o.Start)))),
+		InstanceType:          awssdk.String(o.InstanceType),
+		InstanceCount:         awssdk.Int32(int32(o.InstanceCount)),
+		StartDateRange:        awssdk.Time(from),
+		EndDateRange:          awssdk.Time(o.End.Add(24 * time.Hour)),
+	})
+	t := GPUType{InstanceType: o.InstanceType, GPU: o.GPU}
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			if apiCode(err) == "InvalidParameterValue" || apiCode(err) == "Unsupported" {
+				break // the type is no longer sold as blocks
+			}
+			return o, explain(fmt.Errorf("aws: describe offering %s in %s again: %w", o.ID, o.Region, err))
+		}
+		for _, x := range page.CapacityBlockOfferings {
+			if awssdk.ToString(x.CapacityBlockOfferingId) != o.ID {
+				continue
+			}
+			fresh, err := offeringOf(o.Region, t, x, o.InstanceCount)
+			if err != nil {
+				return o, fmt.Errorf("aws: describe offering %s in %s again: %w", o.ID, o.Region, err)
+			}
+			fresh.FlexLength = o.FlexLength
+			return fresh, nil
+		}
+	}
+	return o, fmt.Errorf("aws: offering %s in %s (%d × %s from %s): %w", o.ID, o.Region, o.InstanceCount, o.InstanceType,
+		o.Start.UTC().Format(time.RFC3339), providers.ErrOfferingGone)
+}
+
+// sellableHours is the length AWS sells nearest to d, in hours: AWS
+// refuses a search for a length it does not sell, and answers one with
+// blocks of nearby lengths.
+func sellableHours(d time.Duration) int {
+	best, bestDiff := 24, time.Duration(math.MaxInt64)
+	for h := 24; h <= int(blockTerms.MaxDuration/time.Hour); h += 24 {
+		if !blockTerms.ValidHours(h) {
+			continue
+		}
+		if diff := (time.Duration(h)*time.Hour - d).Abs(); diff < bestDiff {
+			best, bestDiff = h, diff
+		}
+	}
+	return best
 }

@@ -90,13 +90,16 @@ func TestValidateOfferingQuery(t *testing.T) {
 		mod  func(*providers.OfferingQuery)
 		want string
 	}{
-		"unknown gpu":    {func(q *providers.OfferingQuery) { q.GPU = "Z80" }, "gpu \"Z80\": want one of"},
-		"no count":       {func(q *providers.OfferingQuery) { q.Instances = 0 }, "count"},
-		"too many":       {func(q *providers.OfferingQuery) { q.Instances = 65 }, "1 to 64"},
-		"30h":            {func(q *providers.OfferingQuery) { q.Duration = 30 * time.Hour }, "whole days"},
-		"15 days":        {func(q *providers.OfferingQuery) { q.Duration = 15 * 24 * time.Hour }, "whole weeks"},
-		"183 days":       {func(q *providers.OfferingQuery) { q.Duration = 183 * 24 * time.Hour }, "4368h"},
-		"start too late": {func(q *providers.OfferingQuery) { q.StartAfter = testNow.Add(60 * 24 * time.Hour) }, "8 weeks"},
+		"unknown gpu":                  {func(q *providers.OfferingQuery) { q.GPU = "Z80" }, "gpu \"Z80\": want one of"},
+		"no count":                     {func(q *providers.OfferingQuery) { q.Instances = 0 }, "count"},
+		"too many":                     {func(q *providers.OfferingQuery) { q.Instances = 65 }, "1 to 64"},
+		"30h":                          {func(q *providers.OfferingQuery) { q.Duration = 30 * time.Hour }, "whole days"},
+		"15 days":                      {func(q *providers.OfferingQuery) { q.Duration = 15 * 24 * time.Hour }, "whole weeks"},
+		"183 days":                     {func(q *providers.OfferingQuery) { q.Duration = 183 * 24 * time.Hour }, "4368h"},
+		"start too late":               {func(q *providers.OfferingQuery) { q.StartAfter = testNow.Add(60 * 24 * time.Hour) }, "8 weeks"},
+		"negative flex":                {func(q *providers.OfferingQuery) { q.FlexDuration = -time.Hour }, "flex duration"},
+		"flex as long as the duration": {func(q *providers.OfferingQuery) { q.FlexDuration = q.Duration }, "flex duration"},
+		"gpus beyond any block":        {func(q *providers.OfferingQuery) { q.Instances, q.GPUs = 0, 4294967298 }, "a capacity block holds at most 64 instances"},
 		"range backwards": {func(q *providers.OfferingQuery) {
 			q.StartBefore = testNow.Add(time.Hour)
 			q.StartAfter = testNow.Add(2 * time.Hour)
@@ -186,9 +189,14 @@ func TestBookAndFind(t *testing.T) {
 	if found, err := p.FindBooking(context.Background(), later); err != nil || found != nil {
 		t.Errorf("FindBooking after the purchase: %+v, %v; want none", found, err)
 	}
-	// A sold block is gone from the offerings.
-	if _, err := p.Book(context.Background(), req); err == nil || !strings.Contains(err.Error(), "not available") {
-		t.Errorf("buying a sold block: %v", err)
+	// Buying the same offering again answers with the block bought from
+	// it (tagged with the offering), and buys nothing.
+	again, err := p.Book(context.Background(), providers.BookRequest{Offering: o, After: testNow, Ref: "L44"})
+	if err != nil || again.ProviderRef != b.ProviderRef || !strings.Contains(again.Message, "not bought again") {
+		t.Errorf("buying a bought offering: %+v, %v; want %s", again, err, b.ProviderRef)
+	}
+	if n := f.fake.Count("PurchaseCapacityBlock", ""); n != 1 {
+		t.Errorf("%d PurchaseCapacityBlock calls, want 1", n)
 	}
 }
 

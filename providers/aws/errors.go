@@ -77,3 +77,17 @@ func (e specError) Is(target error) bool {
 }
 
 func specErrorf(format string, a ...any) error { return specError{fmt.Sprintf(format, a...)} }
+
+// limitError is a request refused before any call because a count is
+// beyond what the AWS API takes (CreateFleet's TotalTargetCapacity is an
+// int32, and EC2 Fleet's quota is 10,000 per fleet; a capacity block holds
+// 64 instances): the user's input was wrong, so it matches
+// providers.ErrInvalidQuery as well as ErrInvalidSpec and ErrDeclined.
+type limitError struct{ msg string }
+
+func (e limitError) Error() string { return e.msg }
+func (e limitError) Is(target error) bool {
+	return target == ErrInvalidSpec || target == providers.ErrDeclined || target == providers.ErrInvalidQuery
+}
+
+func limitErrorf(format string, a ...any) error { return limitError{fmt.Sprintf(format, a...)} }

@@ -80,7 +80,8 @@ type Options struct {
 }
 
 // Provider is the AWS source. It implements providers.Provider,
-// OfferingFinder, Booker and FleetLauncher.
+// OfferingFinder, Booker, FleetLauncher, FleetFinder, OfferingRefresher
+// and RecordLister.
 type Provider struct {
 	opt     Options
 	cfg     awssdk.Config
@@ -113,6 +114,7 @@ type ec2API interface {
 	ec2.GetSpotPlacementScoresAPIClient
 	ec2.DescribeCapacityBlockOfferingsAPIClient
 	ec2.DescribeCapacityReservationsAPIClient
+	ec2.DescribeInstancesAPIClient
 	PurchaseCapacityBlock(context.Context, *ec2.PurchaseCapacityBlockInput, ...func(*ec2.Options)) (*ec2.PurchaseCapacityBlockOutput, error)
 	CreateFleet(context.Context, *ec2.CreateFleetInput, ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
 	DescribeFleets(context.Context, *ec2.DescribeFleetsInput, ...func(*ec2.Options)) (*ec2.DescribeFleetsOutput, error)

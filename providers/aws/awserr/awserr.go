@@ -29,8 +29,10 @@ func Declined(err error) bool {
 	if NotCarriedOut(code) {
 		return true
 	}
+	// A 5xx, or a 408 (the request timed out on its way): the answer of
+	// a server, or of a proxy, that does not know what was done.
 	var status interface{ HTTPStatusCode() int }
-	if errors.As(err, &status) && status.HTTPStatusCode() >= 500 {
+	if errors.As(err, &status) && (status.HTTPStatusCode() >= 500 || status.HTTPStatusCode() == 408) {
 		return false
 	}
 	for _, fault := range serverFaults {
@@ -43,8 +45,10 @@ func Declined(err error) bool {
 
 // serverFaults are the codes AWS documents for errors on its side
 // ("Server error codes" of the EC2 API reference): the request may have
-// been carried out.
-var serverFaults = []string{"UnknownError", "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable", "RequestTimeout"}
+// been carried out. The spellings other AWS services use for the same
+// faults are included: a proxy or an SDK may report them.
+var serverFaults = []string{"UnknownError", "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable", "RequestTimeout",
+	"RequestTimeoutException", "InternalServerError", "InternalServiceError", "ServiceUnavailableException"}
 
 // NotCarriedOut reports whether an API error code says the request was
 // turned away before it was carried out, even when it comes with a 5xx

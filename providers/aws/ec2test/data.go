@@ -2,6 +2,7 @@ package ec2test
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -54,10 +55,24 @@ type Offering struct {
 	InstanceType string
 	Zone         string
 	Start        time.Time
-	Hours        int
+	// Hours and Minutes are the block's length (AWS's
+	// capacityBlockDurationHours and capacityBlockDurationMinutes: a
+	// block from 04:55 to 11:30 is 6 h 35 min).
+	Hours, Minutes int
 	// UpfrontUSDPerInstance is the fee of one instance for the whole
 	// block; an answer for n instances charges n times it.
 	UpfrontUSDPerInstance float64
+	// FeeText, when set, is sent as the upfrontFee instead ("NaN", "",
+	// "-3"): an answer a parser must survive.
+	FeeText string
+	// Omit names optional members left out of the answer
+	// ("currencyCode", "availabilityZone", "instanceCount", …).
+	Omit []string
+}
+
+// Length is the block's length.
+func (o Offering) Length() time.Duration {
+	return time.Duration(o.Hours)*time.Hour + time.Duration(o.Minutes)*time.Minute
 }
 
 // Standard instance types, GPU and not, with AWS's own figures (GPU memory
@@ -72,6 +87,33 @@ var standardTypes = []InstanceType{
 	{Name: "m7i.large", VCPUs: 2, MemoryMiB: 8192},
 	{Name: "c6i.2xlarge", VCPUs: 8, MemoryMiB: 16384},
 	{Name: "r6g.xlarge", VCPUs: 4, MemoryMiB: 32768},
+}
+
+// alternatives are the blocks AWS offers beside those of the asked length
+// (EC2 User Guide, "Find and purchase Capacity Blocks": they end at 11:30
+// UTC like every block, so those starting on other days or at odd times
+// are a little shorter or longer). They follow the documented examples:
+// 19 h 17 min and 43 h 17 min blocks from 16:13 (aws-samples' answer to a
+// 24 h query), and a block from 04:55 to 11:30 (the API reference's
+// capacityBlockDurationHours example, 6 h 35 min). Their ids come from a
+// hash, not the data's random source, so adding them left the rest of the
+// generated data as it was; one leaves out its currencyCode.
+func alternatives(region, typ string, zones []Zone, to time.Time, od float64) []Offering {
+	base := to.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	alts := []Offering{
+		{Start: base.Add(16*time.Hour + 13*time.Minute), Hours: 19, Minutes: 17, Omit: []string{"currencyCode"}},
+		{Start: base.Add(16*time.Hour + 13*time.Minute), Hours: 43, Minutes: 17},
+		{Start: base.Add(24*time.Hour + 4*time.Hour + 55*time.Minute), Hours: 6, Minutes: 35},
+	}
+	for i := range alts {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%s/%s/%d", region, typ, i)
+		alts[i].ID = fmt.Sprintf("cb-%017x", h.Sum64()>>4)
+		alts[i].InstanceType = typ
+		alts[i].Zone = zones[i%len(zones)].Name
+		alts[i].UpfrontUSDPerInstance = math.Round(od*0.55*alts[i].Length().Hours()*100) / 100
+	}
+	return alts
 }
 
 // On-demand list prices (USD per hour, us-east-1) of the standard types.
@@ -128,6 +170,7 @@ func Generate(seed uint64, regions []string, from, to time.Time, step time.Durat
 						Hours: hours, UpfrontUSDPerInstance: math.Round(fee*100) / 100,
 					})
 				}
+				r.Offerings = append(r.Offerings, alternatives(name, it.Name, r.Zones, to, od)...)
 			}
 		}
 		sort.Slice(r.Prices, func(i, j int) bool { return r.Prices[i].At.After(r.Prices[j].At) })

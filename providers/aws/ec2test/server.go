@@ -19,8 +19,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/gpumarket/gpumarket/providers"
 )
 
 // Call is one request the server answered (or refused).
@@ -59,36 +57,6 @@ func Throttle(action, region string, times int) Fault {
 		Code: "RequestLimitExceeded", Message: "Request limit exceeded."}
 }
 
-// Reservation is a capacity reservation made by PurchaseCapacityBlock.
-type Reservation struct {
-	ID           string
-	Region       string
-	InstanceType string
-	Zone         string
-	Count        int
-	Start, End   time.Time
-	Created      time.Time
-	State        string
-	Tags         map[string]string
-	OfferingID   string
-}
-
-// FleetRecord is a fleet made by CreateFleet.
-type FleetRecord struct {
-	ID          string
-	Region      string
-	Type        string
-	ClientToken string
-	State       string
-	Target      int
-	OnDemand    int
-	Strategy    string
-	Overrides   []url.Values
-	Instances   []string
-	Lifecycle   string
-	Template    string
-}
-
 // Server is the fake endpoint. Set its fields before serving; they are
 // guarded by the server's lock afterwards.
 type Server struct {
@@ -103,6 +71,10 @@ type Server struct {
 	LaunchTemplates []string
 	// Now is the clock for creation dates (default time.Now).
 	Now func() time.Time
+	// PaymentDelay is how long a purchased capacity block stays
+	// payment-pending before AWS shows it paid (0: paid at once; the
+	// purchase's own answer always says payment-pending, as AWS's does).
+	PaymentDelay time.Duration
 
 	mu        sync.Mutex
 	regions   map[string]*Region
@@ -132,6 +104,14 @@ func New(regions ...*Region) *Server {
 		s.order = append(s.order, r.Name)
 	}
 	return s
+}
+
+// Edit runs fn under the server's lock, for a test that changes the data
+// (Region) while serving: a re-priced or withdrawn offering, say.
+func (s *Server) Edit(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn()
 }
 
 // Start serves on a loopback httptest server; close it when done.
@@ -172,30 +152,8 @@ func (s *Server) Count(action, region string) int {
 	return n
 }
 
-// Reservations returns copies of the capacity reservations bought so far.
-func (s *Server) Reservations() []Reservation {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []Reservation
-	for _, r := range s.reservations {
-		out = append(out, *r)
-	}
-	return out
-}
-
-// Fleets returns copies of the fleets made so far.
-func (s *Server) Fleets() []FleetRecord {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []FleetRecord
-	for _, f := range s.fleets {
-		out = append(out, *f)
-	}
-	return out
-}
-
 // Region returns a region's data for a test to change (under no lock:
-// change it before serving).
+// change it before serving, or within Edit).
 func (s *Server) Region(name string) *Region { return s.regions[name] }
 
 func (s *Server) now() time.Time {
@@ -363,6 +321,8 @@ func (s *Server) dispatch(action, region string, f url.Values, reqID string) ([]
 		return s.describeFleets(rd, f, reqID)
 	case "DeleteFleets":
 		return s.deleteFleets(rd, f, reqID)
+	case "DescribeInstances":
+		return s.describeInstances(rd, f, reqID)
 	}
 	return nil, &apiError{http.StatusBadRequest, "InvalidAction", "The action " + action + " is not valid for this web service."}
 }
@@ -631,297 +591,4 @@ func (s *Server) getSpotPlacementScores(f url.Values, reqID string) ([]byte, *ap
 		}
 	}
 	return document("GetSpotPlacementScores", reqID, items("spotPlacementScoreSet", out)), nil
-}
-
-func (s *Server) describeCapacityBlockOfferings(rd *Region, f url.Values, reqID string) ([]byte, *apiError) {
-	if err := dryRun(f); err != nil {
-		return nil, err
-	}
-	hours, herr := strconv.Atoi(f.Get("CapacityDurationHours"))
-	if herr != nil {
-		return nil, &apiError{http.StatusBadRequest, "MissingParameter", "The request must contain the parameter CapacityDurationHours"}
-	}
-	if !providers.CapacityBlockTerms.ValidHours(hours) {
-		return nil, badParam("CapacityDurationHours %d is not a supported duration", hours)
-	}
-	count, cerr := strconv.Atoi(f.Get("InstanceCount"))
-	if most := providers.CapacityBlockTerms.MaxInstances; cerr != nil || count < 1 || count > most {
-		return nil, badParam("InstanceCount %q: want 1 to %d", f.Get("InstanceCount"), most)
-	}
-	typ := f.Get("InstanceType")
-	if typ != "" {
-		known := false
-		for _, it := range rd.InstanceTypes {
-			if it.Name == typ {
-				known = it.CapacityBlock
-			}
-		}
-		if !known {
-			return nil, badParam("The instance type %s is not supported for Capacity Blocks.", typ)
-		}
-	}
-	from, hasFrom, err := timeParam(f, "StartDateRange")
-	if err != nil {
-		return nil, err
-	}
-	to, hasTo, err := timeParam(f, "EndDateRange")
-	if err != nil {
-		return nil, err
-	}
-	var sel []Offering
-	for _, o := range rd.Offerings {
-		end := o.Start.Add(time.Duration(o.Hours) * time.Hour)
-		if (typ != "" && o.InstanceType != typ) || o.Hours != hours || (hasFrom && o.Start.Before(from)) || (hasTo && end.After(to)) {
-			continue
-		}
-		sel = append(sel, o)
-	}
-	lo, hi, tok, err := s.page(f, len(sel), 100, 1, 1000)
-	if err != nil {
-		return nil, err
-	}
-	var out []node
-	for _, o := range sel[lo:hi] {
-		s.issued[o.ID] = issuedOffering{offering: o, count: count}
-		out = append(out, el("", tx("capacityBlockOfferingId", o.ID), tx("instanceType", o.InstanceType),
-			tx("availabilityZone", o.Zone), num("instanceCount", count), tm("startDate", o.Start),
-			tm("endDate", o.Start.Add(time.Duration(o.Hours)*time.Hour)), num("capacityBlockDurationHours", o.Hours),
-			usd("upfrontFee", o.UpfrontUSDPerInstance*float64(count)), tx("currencyCode", "USD"), tx("tenancy", "default")))
-	}
-	return document("DescribeCapacityBlockOfferings", reqID, withToken([]node{items("capacityBlockOfferingSet", out)}, tok)...), nil
-}
-
-func (s *Server) purchaseCapacityBlock(rd *Region, f url.Values, reqID string) ([]byte, *apiError) {
-	id := f.Get("CapacityBlockOfferingId")
-	if id == "" {
-		return nil, &apiError{http.StatusBadRequest, "MissingParameter", "The request must contain the parameter CapacityBlockOfferingId"}
-	}
-	if f.Get("InstancePlatform") == "" {
-		return nil, &apiError{http.StatusBadRequest, "MissingParameter", "The request must contain the parameter InstancePlatform"}
-	}
-	iss, ok := s.issued[id]
-	if !ok || !s.onSale(rd, id) {
-		return nil, badParam("The capacity block offering %s is not available. Search for offerings again.", id)
-	}
-	if err := dryRun(f); err != nil {
-		return nil, err
-	}
-	o := iss.offering
-	res := &Reservation{ID: fmt.Sprintf("cr-%017x", 0xa0000+len(s.reservations)+1), Region: rd.Name, InstanceType: o.InstanceType,
-		Zone: o.Zone, Count: iss.count, Start: o.Start, End: o.Start.Add(time.Duration(o.Hours) * time.Hour),
-		Created: s.now().UTC(), State: "payment-pending", Tags: map[string]string{}, OfferingID: id}
-	for i := 1; ; i++ {
-		k := f.Get(fmt.Sprintf("TagSpecification.1.Tag.%d.Key", i))
-		if k == "" {
-			break
-		}
-		res.Tags[k] = f.Get(fmt.Sprintf("TagSpecification.1.Tag.%d.Value", i))
-	}
-	s.reservations = append(s.reservations, res)
-	// A block is sold once.
-	kept := rd.Offerings[:0]
-	for _, x := range rd.Offerings {
-		if x.ID != id {
-			kept = append(kept, x)
-		}
-	}
-	rd.Offerings = kept
-	return document("PurchaseCapacityBlock", reqID, reservationNode("capacityReservation", res, rd)), nil
-}
-
-func (s *Server) onSale(rd *Region, id string) bool {
-	for _, o := range rd.Offerings {
-		if o.ID == id {
-			return true
-		}
-	}
-	return false
-}
-
-func reservationNode(name string, r *Reservation, rd *Region) node {
-	var tags []node
-	keys := make([]string, 0, len(r.Tags))
-	for k := range r.Tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		tags = append(tags, el("", tx("key", k), tx("value", r.Tags[k])))
-	}
-	zoneID := ""
-	for _, z := range rd.Zones {
-		if z.Name == r.Zone {
-			zoneID = z.ID
-		}
-	}
-	n := el(name, tx("capacityReservationId", r.ID), tx("instanceType", r.InstanceType), tx("instancePlatform", "Linux/UNIX"),
-		tx("availabilityZone", r.Zone), tx("availabilityZoneId", zoneID), tx("tenancy", "default"),
-		num("totalInstanceCount", r.Count), num("availableInstanceCount", r.Count), tx("state", r.State),
-		tm("startDate", r.Start), tm("endDate", r.End), tx("endDateType", "limited"), tx("instanceMatchCriteria", "targeted"),
-		tm("createDate", r.Created), tx("reservationType", "capacity-block"), items("tagSet", tags))
-	return n
-}
-
-func (s *Server) describeCapacityReservations(rd *Region, f url.Values, reqID string) ([]byte, *apiError) {
-	if err := dryRun(f); err != nil {
-		return nil, err
-	}
-	ids := list(f, "CapacityReservationId")
-	flt := filters(f)
-	var sel []*Reservation
-	for _, r := range s.reservations {
-		if r.Region != rd.Name || (len(ids) > 0 && !contains(ids, r.ID)) {
-			continue
-		}
-		if v, ok := flt["instance-type"]; ok && !contains(v, r.InstanceType) {
-			continue
-		}
-		if v, ok := flt["availability-zone"]; ok && !contains(v, r.Zone) {
-			continue
-		}
-		if v, ok := flt["state"]; ok && !contains(v, r.State) {
-			continue
-		}
-		sel = append(sel, r)
-	}
-	lo, hi, tok, err := s.page(f, len(sel), 1000, 1, 1000)
-	if err != nil {
-		return nil, err
-	}
-	var out []node
-	for _, r := range sel[lo:hi] {
-		out = append(out, reservationNode("", r, rd))
-	}
-	return document("DescribeCapacityReservations", reqID, withToken([]node{items("capacityReservationSet", out)}, tok)...), nil
-}
-
-func (s *Server) createFleet(rd *Region, f url.Values, reqID string) ([]byte, *apiError) {
-	const lt = "LaunchTemplateConfigs.1.LaunchTemplateSpecification."
-	tmpl := f.Get(lt + "LaunchTemplateId")
-	if tmpl == "" {
-		tmpl = f.Get(lt + "LaunchTemplateName")
-	}
-	if tmpl == "" {
-		return nil, &apiError{http.StatusBadRequest, "MissingParameter", "The request must contain a launch template id or name"}
-	}
-	if len(s.LaunchTemplates) > 0 && !contains(s.LaunchTemplates, tmpl) {
-		return nil, &apiError{http.StatusBadRequest, "InvalidLaunchTemplateId.NotFound", "The specified launch template, with template ID " + tmpl + ", does not exist."}
-	}
-	total, err := strconv.Atoi(f.Get("TargetCapacitySpecification.TotalTargetCapacity"))
-	if err != nil || total < 1 {
-		return nil, badParam("TotalTargetCapacity %q: want a positive number", f.Get("TargetCapacitySpecification.TotalTargetCapacity"))
-	}
-	var overrides []url.Values
-	for i := 1; ; i++ {
-		p := fmt.Sprintf("LaunchTemplateConfigs.1.Overrides.%d.", i)
-		if f.Get(p+"InstanceType") == "" {
-			break
-		}
-		o := url.Values{}
-		for _, k := range []string{"InstanceType", "AvailabilityZone", "SubnetId", "MaxPrice"} {
-			if v := f.Get(p + k); v != "" {
-				o.Set(k, v)
-			}
-		}
-		overrides = append(overrides, o)
-	}
-	if len(overrides) == 0 {
-		return nil, badParam("LaunchTemplateConfigs: at least one override with an InstanceType is required by this fake")
-	}
-	if err := dryRun(f); err != nil {
-		return nil, err
-	}
-	token := f.Get("ClientToken")
-	if token != "" {
-		for _, fl := range s.fleets {
-			if fl.ClientToken == token && fl.Region == rd.Name {
-				return s.createFleetAnswer(fl, reqID), nil
-			}
-		}
-	}
-	od, _ := strconv.Atoi(f.Get("TargetCapacitySpecification.OnDemandTargetCapacity"))
-	fl := &FleetRecord{ID: fmt.Sprintf("fleet-%08x-0000-4000-8000-%012x", len(s.fleets)+1, s.seq), Region: rd.Name,
-		Type: f.Get("Type"), ClientToken: token, State: "active", Target: total, OnDemand: od,
-		Strategy: f.Get("SpotOptions.AllocationStrategy"), Overrides: overrides, Template: tmpl, Lifecycle: "spot"}
-	if fl.Type == "" {
-		fl.Type = "maintain"
-	}
-	for i := 0; i < total; i++ {
-		fl.Instances = append(fl.Instances, fmt.Sprintf("i-%017x", 0xb0000+len(s.fleets)*1000+i))
-	}
-	s.fleets = append(s.fleets, fl)
-	return s.createFleetAnswer(fl, reqID), nil
-}
-
-func (s *Server) createFleetAnswer(fl *FleetRecord, reqID string) []byte {
-	var ids []node
-	for _, id := range fl.Instances {
-		ids = append(ids, tx("", id))
-	}
-	o := fl.Overrides[0]
-	inst := el("", items("instanceIds", ids), tx("instanceType", o.Get("InstanceType")), tx("lifecycle", fl.Lifecycle),
-		tx("availabilityZone", o.Get("AvailabilityZone")))
-	return document("CreateFleet", reqID, tx("fleetId", fl.ID), items("errorSet", nil), items("fleetInstanceSet", []node{inst}))
-}
-
-func (s *Server) findFleet(region, id string) *FleetRecord {
-	for _, fl := range s.fleets {
-		if fl.ID == id && fl.Region == region {
-			return fl
-		}
-	}
-	return nil
-}
-
-func (s *Server) describeFleets(rd *Region, f url.Values, reqID string) ([]byte, *apiError) {
-	ids := list(f, "FleetId")
-	var out []node
-	for _, fl := range s.fleets {
-		if fl.Region != rd.Name || (len(ids) > 0 && !contains(ids, fl.ID)) {
-			continue
-		}
-		var insts []node
-		if len(fl.Instances) > 0 {
-			var idn []node
-			for _, id := range fl.Instances {
-				idn = append(idn, tx("", id))
-			}
-			insts = append(insts, el("", items("instanceIds", idn), tx("instanceType", fl.Overrides[0].Get("InstanceType")), tx("lifecycle", fl.Lifecycle)))
-		}
-		out = append(out, el("", tx("fleetId", fl.ID), tx("fleetState", fl.State), tx("type", fl.Type), tx("clientToken", fl.ClientToken),
-			tx("activityStatus", "fulfilled"), usd("fulfilledCapacity", float64(len(fl.Instances))),
-			el("targetCapacitySpecification", num("totalTargetCapacity", fl.Target), num("onDemandTargetCapacity", fl.OnDemand),
-				num("spotTargetCapacity", fl.Target-fl.OnDemand), tx("defaultTargetCapacityType", "spot")),
-			items("fleetInstanceSet", insts)))
-	}
-	if len(ids) > 0 && len(out) == 0 {
-		return nil, &apiError{http.StatusBadRequest, "InvalidFleetId.NotFound", "The fleet ID '" + ids[0] + "' does not exist"}
-	}
-	return document("DescribeFleets", reqID, items("fleetSet", out)), nil
-}
-
-func (s *Server) deleteFleets(rd *Region, f url.Values, reqID string) ([]byte, *apiError) {
-	if err := dryRun(f); err != nil {
-		return nil, err
-	}
-	terminate := f.Get("TerminateInstances") == "true"
-	var ok, bad []node
-	for _, id := range list(f, "FleetId") {
-		fl := s.findFleet(rd.Name, id)
-		switch {
-		case fl == nil:
-			bad = append(bad, el("", tx("fleetId", id), el("error", tx("code", "fleetIdDoesNotExist"), tx("message", "The fleet ID does not exist"))))
-		case fl.Type == "instant" && !terminate:
-			bad = append(bad, el("", tx("fleetId", id), el("error", tx("code", "unexpectedError"), tx("message", "Instant fleets can only be deleted with TerminateInstances true"))))
-		default:
-			prev := fl.State
-			fl.State = "deleted_running"
-			if terminate {
-				fl.State = "deleted_terminating"
-				fl.Instances = nil
-			}
-			ok = append(ok, el("", tx("fleetId", id), tx("currentFleetState", fl.State), tx("previousFleetState", prev)))
-		}
-	}
-	return document("DeleteFleets", reqID, items("successfulFleetDeletionSet", ok), items("unsuccessfulFleetDeletionSet", bad)), nil
 }

@@ -1,10 +1,11 @@
 package tui
 
 import (
-	tea "charm.land/bubbletea/v2"
 	"log/slog"
 	"strconv"
 	"time"
+
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/hub"
@@ -30,6 +31,25 @@ type common struct {
 	// after is tea.Tick; the Update tests replace it so that running a
 	// command never means waiting on a clock.
 	after func(time.Duration, func(time.Time) tea.Msg) tea.Cmd
+	// picker is what the Market view has picked (its marks, or the pool
+	// under its cursor): the Chart and the Fleet view show those pools.
+	picker poolPicker
+}
+
+// poolPicker is the Market view as the views that act on its picks see it.
+type poolPicker interface {
+	// picked returns the marked pools still in the market, in the order
+	// they were marked, or else the pool under the cursor; marked is false
+	// in the second case.
+	picked() (keys []string, marked bool)
+}
+
+// picked asks the picker, if the session has one.
+func (c *common) picked() (keys []string, marked bool) {
+	if c.picker == nil {
+		return nil, false
+	}
+	return c.picker.picked()
 }
 
 // windows are the steps `w` cycles through.

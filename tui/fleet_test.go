@@ -10,6 +10,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
@@ -145,7 +146,6 @@ func TestLedgerOrderAndCountdown(t *testing.T) {
 
 func TestNoBookingService(t *testing.T) {
 	m := newBare(Options{Now: nowFn, NoColor: true})
-	m.addMoneyViews(context.Background(), nil)
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
 	run(m, m.broadcast(snapshotMsg{snap: fixtureSnapshot()}))
 	for _, title := range []string{"Blocks", "Fleet", "Ledger"} {
@@ -162,7 +162,7 @@ func TestNoBookingService(t *testing.T) {
 // BenchmarkBlocksView renders the Blocks view with 100 offerings over a
 // 1000-pool market (each row looks for its spot alternative).
 func BenchmarkBlocksView(b *testing.B) {
-	v := newBlocksView(&common{styles: newStyles(true, true), keys: newGlobalKeys(), now: nowFn, risk: providers.DefaultRisk}, context.Background(), &booking.Service{})
+	v := newBlocksView(&common{styles: newStyles(true, true), keys: newGlobalKeys(), now: nowFn, risk: providers.DefaultRisk}, context.Background(), &booking.Service{}, nil)
 	v.SetSize(160, 40)
 	v.snap = bigSnapshot(1000)
 	for i := 0; i < 100; i++ {
@@ -189,11 +189,11 @@ func TestLedgerUnknownFleetCost(t *testing.T) {
 	lv.rows, lv.ready = orderLedger(rows, fixedNow), true
 	lv.SetSize(200, 20)
 	out := ansi.Strip(lv.View())
-	if !strings.Contains(out, money(240)+"/h") {
-		t.Fatalf("no priced fleet cost %q in\n%s", money(240)+"/h", out)
+	if !strings.Contains(out, market.Money(240)+"/h") {
+		t.Fatalf("no priced fleet cost %q in\n%s", market.Money(240)+"/h", out)
 	}
-	if strings.Contains(out, money(0)) {
-		t.Errorf("an unknown fleet cost is shown as %q:\n%s", money(0), out)
+	if strings.Contains(out, market.Money(0)) {
+		t.Errorf("an unknown fleet cost is shown as %q:\n%s", market.Money(0), out)
 	}
 }
 
@@ -353,5 +353,36 @@ func TestMoneyViewsAtTinySizes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFleetPollTickReachesHiddenView: a launched fleet's state is asked
+// for on its tick even while another view is on screen (the tick is routed
+// to the Fleet view, not given to whichever view is shown).
+func TestFleetPollTickReachesHiddenView(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	var ticks []tea.Cmd // the fleet's, held here and run below
+	f.m.c.after = func(_ time.Duration, fn func(time.Time) tea.Msg) tea.Cmd {
+		if r, ok := fn(fixedNow).(resultMsg); ok {
+			if _, ok := r.msg.(fleetTickMsg); ok {
+				ticks = append(ticks, func() tea.Msg { return r })
+			}
+		}
+		return nil
+	}
+	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
+	f.show(t, "Fleet")
+	press(f.m, "L", "y", "enter")
+	if f.fleet().rowID == "" || len(ticks) == 0 {
+		t.Fatalf("no fleet followed (row %q, %d ticks)", f.fleet().rowID, len(ticks))
+	}
+	f.show(t, "Ledger")
+	tick := ticks[len(ticks)-1]
+	run(f.m, tick)
+	if n := f.fake.Calls("DescribeFleet"); n != 1 {
+		t.Fatalf("the tick, delivered while the Ledger was shown, asked for the fleet's state %d times, want 1", n)
+	}
+	if f.fleet().lastPoll.IsZero() || len(ticks) < 2 {
+		t.Errorf("the hidden Fleet view did not re-arm its tick (%d ticks)", len(ticks))
 	}
 }

@@ -23,6 +23,15 @@ func newGlobalKeys() globalKeys {
 	}
 }
 
+// upKey and downKey move a list's cursor, in every view with a list.
+func upKey() key.Binding {
+	return key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up"))
+}
+
+func downKey() key.Binding {
+	return key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down"))
+}
+
 // marketKeys are the Market view's keys.
 type marketKeys struct {
 	Up, Down, PageUp, PageDown, Home, End key.Binding
@@ -33,8 +42,8 @@ type marketKeys struct {
 
 func newMarketKeys(g *globalKeys) marketKeys {
 	return marketKeys{
-		Up:          key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
-		Down:        key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		Up:          upKey(),
+		Down:        downKey(),
 		PageUp:      key.NewBinding(key.WithKeys("pgup", "ctrl+b"), key.WithHelp("pgup", "page up")),
 		PageDown:    key.NewBinding(key.WithKeys("pgdown", "ctrl+f"), key.WithHelp("pgdn", "page down")),
 		Home:        key.NewBinding(key.WithKeys("home"), key.WithHelp("home", "first")),

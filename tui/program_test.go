@@ -83,11 +83,11 @@ func TestProgramFilterChartQuit(t *testing.T) {
 	tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
 
 	final := tm.FinalModel(t).(*Model)
-	if final.views[final.active] != final.chart {
+	if final.views[final.active] != chartOf(final) {
 		t.Fatalf("final view %s, want Chart", final.views[final.active].Title())
 	}
-	if len(final.chart.poolKeys) != 1 || !strings.Contains(final.chart.poolKeys[0], "H100") {
-		t.Errorf("charted %v, want one H100 pool", final.chart.poolKeys)
+	if len(chartOf(final).poolKeys) != 1 || !strings.Contains(chartOf(final).poolKeys[0], "H100") {
+		t.Errorf("charted %v, want one H100 pool", chartOf(final).poolKeys)
 	}
 	out := ansi.Strip(final.View().Content)
 	for _, want := range []string{"Sun 14:00", "Mon 14:00", "H100", "/GPU-h", "┤", "SIMULATED MARKET"} {
@@ -96,8 +96,8 @@ func TestProgramFilterChartQuit(t *testing.T) {
 		}
 	}
 	for _, r := range final.market.list {
-		if r.pv.GPU.Model != "H100" {
-			t.Errorf("filter let %s through", r.pv.Key)
+		if r.GPU.Model != "H100" {
+			t.Errorf("filter let %s through", r.Key)
 		}
 	}
 }

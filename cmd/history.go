@@ -99,19 +99,6 @@ func (e *env) writeHistory(snap *hub.Snapshot, instanceType, format string) erro
 	return rw.close()
 }
 
-// historyRows lists the price points of the matching pools in the window,
-// by pool key then time.
-func (e *env) historyRows(snap *hub.Snapshot, instanceType string) []historyRow {
-	from, to := e.windowOf(snap)
-	var rows []historyRow
-	for i := range snap.Pools { // snapshot pools are sorted by key
-		if pv := &snap.Pools[i]; e.wantHistory(pv, instanceType) {
-			rows = poolHistory(rows, pv, from, to)
-		}
-	}
-	return rows
-}
-
 // windowOf is the env's window ending at the snapshot, in Unix seconds.
 func (e *env) windowOf(snap *hub.Snapshot) (from, to int64) {
 	return snap.Taken.Add(-e.query.Window).Unix(), snap.Taken.Unix()

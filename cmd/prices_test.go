@@ -227,10 +227,28 @@ func TestPricesCSVHeader(t *testing.T) {
 	}
 }
 
+// historyOf writes the history as `gpumarket history -o json` does and
+// reads its rows back.
+func historyOf(t *testing.T, e *env, snap *hub.Snapshot, instanceType string) []historyRow {
+	t.Helper()
+	var buf bytes.Buffer
+	out := e.out
+	e.out = &buf
+	defer func() { e.out = out }()
+	if err := e.writeHistory(snap, instanceType, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var rows []historyRow
+	if err := json.Unmarshal(buf.Bytes(), &rows); err != nil {
+		t.Fatalf("history json: %v\n%s", err, buf.String())
+	}
+	return rows
+}
+
 func TestHistoryRows(t *testing.T) {
 	e, out, _ := testEnv(t, providers.Query{Window: 24 * time.Hour})
 	snap := fakeSnapshot(t, e, &fakeMarket{now: time.Now()})
-	rows := e.historyRows(snap, "P5.48XLARGE")
+	rows := historyOf(t, e, snap, "P5.48XLARGE")
 	if len(rows) != 3 {
 		t.Fatalf("got %d rows, want 3 (window start + 2 changes): %+v", len(rows), rows)
 	}
@@ -261,7 +279,7 @@ func TestHistoryRows(t *testing.T) {
 	// a window of 1h holds only the newest change: the window start row
 	// carries the 20 in force then
 	e.query.Window = 90 * time.Minute
-	rows = e.historyRows(snap, "p5.48xlarge")
+	rows = historyOf(t, e, snap, "p5.48xlarge")
 	if len(rows) != 2 || rows[0].USDHour != 20 || rows[1].USDHour != 25 {
 		t.Errorf("90m window: %+v", rows)
 	}
@@ -298,7 +316,7 @@ func TestWriteHistoryStreamsSameAsRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		var want bytes.Buffer
-		if err := writeRows(&want, format, e.historyRows(snap, "")); err != nil {
+		if err := writeRows(&want, format, historyOf(t, e, snap, "")); err != nil {
 			t.Fatal(err)
 		}
 		if out.String() != want.String() {

@@ -200,8 +200,13 @@ func (e *env) providers(ctx context.Context) ([]providers.Provider, error) {
 // newHub makes a hub over the sources for the env's query. The simulated
 // market ticks at sim.tick; the clouds are polled every refresh.
 func (e *env) newHub(ps []providers.Provider) *hub.Hub {
+	return hub.New(ps, e.hubOptions())
+}
+
+// hubOptions are newHub's options, for a caller that adds its own.
+func (e *env) hubOptions() hub.Options {
 	simTick, refresh := e.cfg.Sim.Tick.D(), e.cfg.Refresh.D()
-	return hub.New(ps, hub.Options{
+	return hub.Options{
 		Query: e.query,
 		Interval: func(name string) time.Duration {
 			if name == "sim" {
@@ -210,7 +215,7 @@ func (e *env) newHub(ps []providers.Provider) *hub.Hub {
 			return refresh
 		},
 		Logger: e.log,
-	})
+	}
 }
 
 // risk returns the risk assumptions of config risk.* for one instance.

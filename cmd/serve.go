@@ -17,6 +17,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
 	"github.com/gpumarket/gpumarket/providers/store"
@@ -38,6 +39,8 @@ func newServeCmd() *cobra.Command {
 		Short: "Serve the TUI over SSH to the keys of an authorized_keys file",
 		Long: `serve runs an SSH server whose every session is the gpumarket TUI, all
 watching one shared market feed (thirty sessions cost the clouds what one does).
+The feed holds --window of history (default: config window); a session's w
+cycles up to it, never making the feed fetch and hold more for everyone.
 
 Only public keys listed in the authorized_keys file may log in; the file is
 re-read at every login, so adding a key needs no restart. Each key is a viewer
@@ -106,7 +109,7 @@ func runServe(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	h := e.newHub(ps)
+	h := e.sharedHub(ps)
 	svc, st, err := e.openBooking(ps, 0)
 	if err != nil {
 		return err
@@ -147,6 +150,15 @@ func runServe(cmd *cobra.Command) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// sharedHub is the hub every SSH session shares: it holds the configured
+// window (--window, config window), and no session's w makes it fetch and
+// hold more for all of them.
+func (e *env) sharedHub(ps []providers.Provider) *hub.Hub {
+	opt := e.hubOptions()
+	opt.MaxWindow = e.query.Window
+	return hub.New(ps, opt)
 }
 
 // sessionModel returns the factory of one SSH session's TUI: the shared

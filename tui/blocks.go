@@ -49,9 +49,9 @@ func newBlocksKeys(g *globalKeys) blocksKeys {
 	}
 }
 
-// ShortHelp is the footer's one line.
+// ShortHelp is the view's part of the footer.
 func (k blocksKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Book, k.Form, k.Search, k.global.Help, k.global.Quit, k.global.NextView, k.Up, k.Down}
+	return []key.Binding{k.Book, k.Form, k.Search, k.Up, k.Down}
 }
 
 // FullHelp is the `?` screen.
@@ -293,7 +293,7 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 // elsewhere changed its terms since, nothing is bought.
 func (v *blocksView) buyBlock() (*moneyAction, tea.Cmd) {
 	if v.cur >= len(v.offers) {
-		return nil, notify("no offering selected: search first (e)")
+		return nil, notifyHere("no offering selected: search first (e)")
 	}
 	o, svc, actor := v.offers[v.cur], v.svc, v.c.actor
 	return &moneyAction{
@@ -404,12 +404,15 @@ func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// blocksColumns in display order. At 80 columns the price, the total,
-// what, where, when and the spot alternative stay; the rest goes first.
+// blocksColumns in display order. At 80 columns what decides a booking
+// stays: the price, the total, the GPUs, when and for how long, where,
+// and the spot alternative with its total; the instance type (the
+// confirmation says it) and the spot pool go first.
 var blocksColumns = []tableColumn{
-	{"$/GPU-h", 8, true, 0}, {"UPFRONT $", 10, true, 1}, {"INSTANCES", 16, false, 4}, {"GPUs", 5, true, 7},
-	{"WHERE", 14, false, 3}, {"START (local)", 15, false, 2}, {"HOURS", 5, true, 6}, {"SPOT ALT*", 9, true, 5},
-	{"ALT TOTAL $", 11, true, 8}, {"SPOT POOL", 24, false, 9},
+	{title: "$/GPU-h", w: 7, right: true, prio: 0}, {title: "UPFRONT $", w: 9, right: true, prio: 1},
+	{title: "INSTANCES", w: 16, prio: 8, max: 24}, {title: "GPUs", w: 4, right: true, prio: 3},
+	{title: "WHERE", w: 13, prio: 5, max: 18}, {title: "START (local)", w: 15, prio: 2}, {title: "HOURS", w: 5, right: true, prio: 4},
+	{title: "SPOT ALT*", w: 9, right: true, prio: 6}, {title: "ALT TOTAL", w: 9, right: true, prio: 7}, {title: "SPOT POOL", w: 24, prio: 9},
 }
 
 // formHints say, beside each field, what it takes and what the clouds
@@ -530,8 +533,17 @@ func (v *blocksView) View() string {
 	case !v.at.IsZero():
 		summary += fmt.Sprintf(" · %d offerings at %s", len(v.offers), v.at.In(v.c.now().Location()).Format("15:04"))
 	}
-	b.WriteString(st.dim.Render(fit(summary+"   (e edits)", v.w, false)))
-	b.WriteString("\n" + st.dim.Render(fit("* SPOT ALT: the cheapest spot pool's risk-adjusted $/GPU-h for the same GPUs (spread over as many instances), ALT TOTAL for the same hours", v.w, false)))
+	// Wrapped, not cut: the summary ends with what it found, the footnote
+	// says what SPOT ALT means.
+	// "(e edits)" stays whole: on the summary's last line if it fits.
+	lines := strings.Split(ansi.Wordwrap(summary, v.w, ""), "\n")
+	if last := len(lines) - 1; cellWidth(lines[last])+len("   (e edits)") <= v.w {
+		lines[last] += "   (e edits)"
+	} else {
+		lines = append(lines, "(e edits)")
+	}
+	b.WriteString(st.dim.Render(strings.Join(lines, "\n")))
+	b.WriteString("\n" + st.dim.Render(ansi.Wordwrap("* SPOT ALT: the cheapest spot pool's risk-adjusted $/GPU-h for the same GPUs (spread over as many instances), ALT TOTAL for the same hours", v.w, "")))
 	// Wrapped: a refusal's end says what is accepted. In name order, so
 	// the lines do not swap places from one search to the next.
 	names := make([]string, 0, len(v.failed))
@@ -570,7 +582,7 @@ func (v *blocksView) View() string {
 		cells := map[string]string{"$/GPU-h": market.Money(o.USDPerGPUHour()), "UPFRONT $": fmt.Sprintf("%.2f", o.UpfrontUSD),
 			"INSTANCES": fmt.Sprintf("%d×%s", o.InstanceCount, market.DisplayType(o.InstanceType)), "GPUs": market.GPUCount(o.GPUCount()), "WHERE": where,
 			"START (local)": o.Start.In(loc).Format("01-02 15:04 MST"), "HOURS": fmt.Sprintf("%g", o.DurationHours()),
-			"SPOT ALT*": altEff, "ALT TOTAL $": altTotal, "SPOT POOL": alt}
+			"SPOT ALT*": altEff, "ALT TOTAL": altTotal, "SPOT POOL": alt}
 		var line []string
 		for _, c := range cols {
 			line = append(line, fit(cells[c.title], c.w, c.right))

@@ -271,7 +271,9 @@ func TestProgramBookThroughConfirmation(t *testing.T) {
 	m := New(Options{Hub: h, Now: nowFn, NoColor: true, Context: ctx, Actor: "local:tester", Booking: svc})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(160, 40))
 
-	waitFor(t, tm, "market", func(s string) bool { return strings.Contains(s, "9/9 pools") })
+	// A row's text, not the status line's "9/9 pools": the renderer
+	// rewrites only the cells of "0/0" that change.
+	waitFor(t, tm, "market", func(s string) bool { return strings.Contains(s, "ap-northeast-1a") })
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyTab})
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyTab})
 	tm.Type("j")
@@ -304,17 +306,21 @@ func TestProgramBookThroughConfirmation(t *testing.T) {
 	}
 }
 
-// TestBlocksAt80: on a laptop's 80 columns the offerings keep their
-// price, total, start, place, size and the spot alternative beside them.
+// TestBlocksAt80: on a laptop's 80 columns the offerings keep what
+// decides a booking: price, total, GPUs, start, length and place, and the
+// spot alternative with its total beside them; the footnote is read whole.
 func TestBlocksAt80(t *testing.T) {
 	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
 	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
 	f.show(t, "Blocks")
 	scr := f.screen()
-	for _, want := range []string{"$/GPU-h", "UPFRONT $", "START (local)", "WHERE", "INSTANCES", "SPOT ALT*", "3000.00", "11-24 14:00 UTC"} {
+	for _, want := range []string{"$/GPU-h", "UPFRONT $", "GPUs", "START (local)", "HOURS", "WHERE", "SPOT ALT*", "ALT TOTAL", "3000.00", "11-24 14:00 UTC"} {
 		if !strings.Contains(scr, want) {
 			t.Errorf("80 columns: no %q in\n%s", want, scr)
 		}
+	}
+	if flat := strings.Join(strings.Fields(scr), " "); !strings.Contains(flat, "ALT TOTAL for the same hours") || !strings.Contains(flat, "(e edits)") {
+		t.Errorf("80 columns: the summary or the footnote is cut:\n%s", scr)
 	}
 	// The confirmation's terms wrap whole at 80 columns.
 	press(f.m, "b")

@@ -94,8 +94,7 @@ func (v *chartView) Update(msg tea.Msg) (view, tea.Cmd) {
 	case tea.KeyPressMsg:
 		switch {
 		case key.Matches(msg, v.keys.Window):
-			v.c.cycleWindow()
-			return v, windowChanged
+			return v, v.c.cycleWindow()
 		case key.Matches(msg, v.keys.Unit):
 			v.perGPU = !v.perGPU
 			v.dirty = true

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -67,9 +68,20 @@ func nextWindow(d time.Duration) time.Duration {
 }
 
 // cycleWindow moves to the next window and asks the hub for more history
-// when the new window reaches further back than what it keeps.
-func (c *common) cycleWindow() {
-	c.setWindow(nextWindow(c.window))
+// when the new window reaches further back than what it keeps. A hub that
+// others share (the SSH server's) keeps no more than its MaxWindow: past
+// it, the cycle starts again at the first window and says why, so one
+// session never makes the hub fetch and hold more for every session.
+func (c *common) cycleWindow() tea.Cmd {
+	next := nextWindow(c.window)
+	capped := ""
+	if c.hub != nil && next > c.hub.MaxWindow() {
+		capped = fmt.Sprintf("this server keeps %s of history (its configured window): w cycles up to %s; window: %s",
+			windowLabel(c.hub.MaxWindow()), windowLabel(c.hub.MaxWindow()), windowLabel(windows[0]))
+		next = windows[0]
+	}
+	c.setWindow(next)
+	return func() tea.Msg { return windowChangedMsg{capped: capped} }
 }
 
 func (c *common) setWindow(d time.Duration) {

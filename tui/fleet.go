@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,9 +53,9 @@ func newFleetKeys(g *globalKeys) fleetKeys {
 	}
 }
 
-// ShortHelp is the footer's one line.
+// ShortHelp is the view's part of the footer.
 func (k fleetKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Launch, k.Form, k.global.NextView, k.global.Help, k.global.Quit}
+	return []key.Binding{k.Launch, k.Form}
 }
 
 // FullHelp is the `?` screen.
@@ -121,10 +122,20 @@ func newFleetView(c *common, ctx context.Context, svc *booking.Service) *fleetVi
 	return v
 }
 
-// takePools takes the Market's picks again.
+// takePools takes the Market's picks again. An error about the pools
+// is said again for the new ones, or goes: "the marked pools span 2
+// regions" must not stay once a pool is unmarked.
 func (v *fleetView) takePools() {
 	keys, marked := v.c.picked()
+	changed := !slices.Equal(keys, v.poolKeys)
 	v.poolKeys, v.cursorOnly = keys, !marked
+	if changed && v.formErr != "" {
+		if _, err := v.compose(); err != nil {
+			v.formErr = err.Error()
+		} else {
+			v.formErr = ""
+		}
+	}
 }
 
 // refreshPools takes the Market's marks again, unless a confirmation is
@@ -295,7 +306,7 @@ func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 	spec, err := v.compose()
 	if err != nil {
 		v.formErr = err.Error()
-		return nil, notifyErr(err)
+		return nil, notifyErrHere(err)
 	}
 	v.formErr = ""
 	svc, actor := v.svc, v.c.actor
@@ -304,7 +315,7 @@ func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 		sim = " (SIMULATED MARKET: nothing real is launched)"
 	}
 	return &moneyAction{
-		title: fmt.Sprintf("Launch a spot fleet of %d instances in %s?%s", spec.TargetCapacity, spec.Region, sim), verb: "launch",
+		title: fmt.Sprintf("Launch %s in %s?%s", fleetKind(spec), spec.Region, sim), verb: "launch",
 		checking: "estimating the cost and asking the provider for a dry run", sending: "launching",
 		quote: func(ctx context.Context) quoteAnswer {
 			est := svc.EstimateFleet(ctx, spec)
@@ -325,6 +336,21 @@ func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 			return ans
 		},
 	}, nil
+}
+
+// fleetKind names a fleet by what it is made of: "a spot fleet of 5
+// instances", "an on-demand fleet of 5 instances", "a fleet of 5
+// instances (2 on-demand, 3 spot)".
+func fleetKind(spec providers.FleetSpec) string {
+	n := spec.TargetCapacity
+	od := min(max(spec.OnDemandBase, 0), n)
+	switch {
+	case od == 0:
+		return fmt.Sprintf("a spot fleet of %s", plural(n, "instance"))
+	case od == n:
+		return fmt.Sprintf("an on-demand fleet of %s", plural(n, "instance"))
+	}
+	return fmt.Sprintf("a fleet of %s (%d on-demand, %d spot)", plural(n, "instance"), od, n-od)
 }
 
 // fleetLines are the confirmation's terms, the cost first.
@@ -443,15 +469,18 @@ func (v *fleetView) View() string {
 	}
 	if v.rowID != "" {
 		b.WriteString("\n" + st.title.Render("Launched") + "\n")
-		state := v.row.State
-		b.WriteString(fmt.Sprintf("  %s  state %s  instances %d/%d", orDash(v.row.ProviderRef), state, v.fleet.Instances, max(v.fleet.Target, v.row.InstanceCount)))
+		// Wrapped at the field breaks: at 80 columns the price and the
+		// time of the last check are read whole.
+		parts := []string{orDash(v.row.ProviderRef), "state " + v.row.State,
+			fmt.Sprintf("instances %d/%d", v.fleet.Instances, max(v.fleet.Target, v.row.InstanceCount))}
 		if v.fleet.EstimatedUSDh > 0 {
-			b.WriteString(fmt.Sprintf("  $%.2f/h now", v.fleet.EstimatedUSDh))
+			parts = append(parts, fmt.Sprintf("$%.2f/h now", v.fleet.EstimatedUSDh))
 		}
-		b.WriteString(fmt.Sprintf("  ledger row %s", v.rowID))
+		parts = append(parts, "ledger row "+v.rowID)
 		if !v.lastPoll.IsZero() {
-			b.WriteString(st.dim.Render(fmt.Sprintf("  (checked %s)", v.lastPoll.In(v.c.now().Location()).Format("15:04:05"))))
+			parts = append(parts, fmt.Sprintf("(checked %s)", v.lastPoll.In(v.c.now().Location()).Format("15:04:05")))
 		}
+		b.WriteString("  " + wrapIndent(strings.Join(parts, "  "), v.w))
 		if v.pollErr != "" {
 			b.WriteString("\n  " + st.footerErr.Render(wrapIndent(v.pollErr, v.w)))
 		}

@@ -61,11 +61,10 @@ func newMarketKeys(g *globalKeys) marketKeys {
 	}
 }
 
-// ShortHelp is the footer's one line. ? and q come before the filters and
-// tab, which the header's view names already show: at 80 columns the line
-// is cut, and help and quit must survive the cut.
+// ShortHelp is the view's part of the footer, most used first: the root
+// adds tab, ? and q after it, and cuts it (not them) at 80 columns.
 func (k marketKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Chart, k.Mark, k.Filter, k.Sort, k.Window, k.global.Help, k.global.Quit, k.GPU, k.Region, k.global.NextView}
+	return []key.Binding{k.Chart, k.Mark, k.Filter, k.Sort, k.Window, k.GPU, k.Region}
 }
 
 // FullHelp is the `?` screen.
@@ -93,9 +92,9 @@ func newChartKeys(g *globalKeys) chartKeys {
 	}
 }
 
-// ShortHelp is the footer's one line.
+// ShortHelp is the view's part of the footer.
 func (k chartKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Window, k.Unit, k.Back, k.global.Help, k.global.Quit, k.global.NextView}
+	return []key.Binding{k.Window, k.Unit, k.Back}
 }
 
 // FullHelp is the `?` screen.

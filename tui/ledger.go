@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers/booking"
@@ -48,9 +50,9 @@ func newLedgerKeys(g *globalKeys) ledgerKeys {
 	}
 }
 
-// ShortHelp is the footer's one line.
+// ShortHelp is the view's part of the footer.
 func (k ledgerKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Delete, k.Reconcile, k.global.Help, k.global.Quit, k.global.NextView, k.Up, k.Down}
+	return []key.Binding{k.Delete, k.Reconcile, k.Up, k.Down}
 }
 
 // FullHelp is the `?` screen.
@@ -188,7 +190,7 @@ func (v *ledgerView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, v.keys.Down):
 		v.cur = min(v.cur+1, max(len(v.rows)-1, 0))
 	case key.Matches(msg, v.keys.Reconcile):
-		return tea.Batch(notify("reconciling unknown outcomes…"), v.load(true))
+		return tea.Batch(notifyHere("reconciling unknown outcomes…"), v.load(true))
 	case key.Matches(msg, v.keys.Delete):
 		return v.confirm.offer(v.deleteFleet)
 	}
@@ -204,12 +206,12 @@ func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
 	r := v.rows[v.cur]
 	if r.Kind != store.KindFleet {
 		if r.Kind == store.KindReservation {
-			return nil, notify("d deletes fleets; a reservation is released when its window ends (a running gpumarket or `gpumarket ledger` does it)")
+			return nil, notifyHere("d deletes fleets; a reservation is released when its window ends (a running gpumarket or `gpumarket ledger` does it)")
 		}
-		return nil, notify("d deletes fleets; a capacity block cannot be cancelled (it is non-refundable)")
+		return nil, notifyHere("d deletes fleets; a capacity block cannot be cancelled (it is non-refundable)")
 	}
 	if r.State == store.StateDeleted || r.ProviderRef == "" {
-		return nil, notify(fmt.Sprintf("fleet row %s is %s: nothing to delete", short(r.ID), r.State))
+		return nil, notifyHere(fmt.Sprintf("fleet row %s is %s: nothing to delete", short(r.ID), r.State))
 	}
 	svc, id, actor := v.svc, r.ID, v.c.actor
 	return &moneyAction{
@@ -253,8 +255,19 @@ func orderLedger(rows []store.Row, now time.Time) []store.Row {
 	return out
 }
 
-// timeLeft is a block's countdown: to its start, then to its end.
+// timeLeft is a block's countdown: to its start, then to its end; a
+// fleet's time running (it bills until deleted).
 func timeLeft(r store.Row, now time.Time) string {
+	if r.Kind == store.KindFleet {
+		start, end := rowSpan(r)
+		switch {
+		case start.IsZero():
+			return "-"
+		case end.IsZero():
+			return "running " + span(now.Sub(start))
+		}
+		return "ran " + span(end.Sub(start))
+	}
 	if !store.Booked(r.Kind) || r.Start.IsZero() {
 		return "-"
 	}
@@ -334,29 +347,29 @@ func (v *ledgerView) View() string {
 	}
 	b.WriteString("\n  " + st.header.Render(strings.Join(hdr, " ")))
 	if len(v.rows) == 0 {
-		b.WriteString("\n  " + st.dim.Render(fit("Nothing booked or launched yet. Blocks: b books an offering; Fleet: L launches.", max(v.w-2, 1), false)))
+		b.WriteString("\n" + st.dim.Render(wrapIndent("  Nothing booked or launched yet. Blocks: b books an offering; Fleet: L launches.", v.w)))
+		return b.String()
 	}
-	// Only the rows that fit, scrolled to keep the cursor (and its error
-	// line) in sight: a workshop's ledger outgrows the screen.
-	page := max(v.h-used-1, 1)
-	first := max(0, min(v.cur-page+2, len(v.rows)-page))
+	// Under the cursor's row: its error, and what the columns that did
+	// not fit say (at 80 columns: where, who, the ids).
+	var detail []string
+	cur := v.rows[min(v.cur, len(v.rows)-1)]
+	if cur.Error != "" {
+		detail = append(detail, st.footerErr.Render(fit(cur.Error, max(v.w-4, 1), false)))
+	}
+	if d := hiddenCells(ledgerCells(cur, now), cols); d != "" {
+		for _, l := range strings.Split(ansi.Wordwrap(d, max(v.w-4, 1), ""), "\n") {
+			detail = append(detail, st.dim.Render(fit(l, max(v.w-4, 1), false)))
+		}
+	}
+	detail = detail[:min(len(detail), max(v.h-used-1, 0), 3)]
+	// Only the rows that fit, scrolled to keep the cursor and its lines
+	// in sight: a workshop's ledger outgrows the screen.
+	page := max(v.h-used-len(detail), 1)
+	first := max(0, min(v.cur-page+1, len(v.rows)-page))
 	for i := first; i < len(v.rows) && i < first+page; i++ {
 		r := v.rows[i]
-		where := market.Place(r.Region, r.Zone)
-		start := "-"
-		if !r.Start.IsZero() {
-			start = r.Start.In(now.Location()).Format("01-02 15:04 MST")
-		}
-		cost := market.Money(r.CostUSD)
-		switch {
-		case booking.CostUnknown(r):
-			cost = "-" // recorded as 0, but no price was known
-		case r.CostNote != "":
-			cost += "/h"
-		}
-		cells := map[string]string{"STATE": r.State, "KIND": r.Kind, "WHAT": fmt.Sprintf("%d×%s", r.InstanceCount, market.DisplayType(r.InstanceType)),
-			"WHERE": where, "START (local)": start, "TIME LEFT": timeLeft(r, now), "COST $": cost, "PROVIDER ID": orDash(r.ProviderRef),
-			"BY": r.Actor, "LEDGER ID": r.ID}
+		cells := ledgerCells(r, now)
 		var line []string
 		for _, c := range cols {
 			line = append(line, fit(cells[c.title], c.w, c.right))
@@ -370,18 +383,113 @@ func (v *ledgerView) View() string {
 			text = st.stale.Render(text)
 		}
 		b.WriteString("\n" + prefix + text)
-		if i == v.cur && r.Error != "" {
-			b.WriteString("\n    " + st.footerErr.Render(fit(r.Error, max(v.w-4, 1), false)))
+		if i == v.cur {
+			for _, l := range detail {
+				b.WriteString("\n    " + l)
+			}
 		}
 	}
 	return b.String()
 }
 
-// ledgerColumns in display order. What a workshop attendee needs (what,
-// where, when, how long left) stays at 80 columns; the ids and who booked
-// go first.
+// ledgerColumns in display order. What decides and tracks a booking (what,
+// when, how long, what it costs) stays at 80 columns; where, who and the
+// running cost of a fleet come next, then the ids. What does not fit is
+// said under the cursor's row.
 var ledgerColumns = []tableColumn{
-	{"STATE", 9, false, 0}, {"KIND", 5, false, 7}, {"WHAT", 18, false, 1}, {"WHERE", 14, false, 2},
-	{"START (local)", 15, false, 3}, {"TIME LEFT", 17, false, 4}, {"COST $", 10, true, 5},
-	{"PROVIDER ID", 22, false, 6}, {"BY", 14, false, 8}, {"LEDGER ID", 26, false, 9},
+	{title: "STATE", w: 9, prio: 0}, {title: "KIND", w: 5, prio: 9}, {title: "WHAT", w: 18, prio: 1},
+	{title: "WHERE", w: 14, prio: 5, max: 18}, {title: "START (local)", w: 15, prio: 2}, {title: "END (local)", w: 15, prio: 8},
+	{title: "TIME LEFT", w: 17, prio: 3}, {title: "COST $", w: 10, right: true, prio: 4}, {title: "SO FAR $", w: 9, right: true, prio: 7},
+	{title: "BY", w: 14, prio: 6}, {title: "PROVIDER ID", w: 22, prio: 10}, {title: "LEDGER ID", w: 26, prio: 11},
+}
+
+// ledgerCells are a row's cells by column title.
+func ledgerCells(r store.Row, now time.Time) map[string]string {
+	loc := now.Location()
+	when := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.In(loc).Format("01-02 15:04 MST")
+	}
+	start, end := rowSpan(r)
+	cost := market.Money(r.CostUSD)
+	switch {
+	case booking.CostUnknown(r):
+		cost = "-" // recorded as 0, but no price was known
+	case r.CostNote != "":
+		cost += "/h"
+	}
+	return map[string]string{"STATE": r.State, "KIND": r.Kind, "WHAT": fmt.Sprintf("%d×%s", r.InstanceCount, market.DisplayType(r.InstanceType)),
+		"WHERE": market.Place(r.Region, r.Zone), "START (local)": when(start), "END (local)": when(end), "TIME LEFT": timeLeft(r, now),
+		"COST $": cost, "SO FAR $": market.Money(costSoFar(r, now)), "PROVIDER ID": orDash(r.ProviderRef),
+		"BY": actorName(r.Actor), "LEDGER ID": r.ID}
+}
+
+// hiddenCells says what the columns that are not shown hold, and the
+// cells cut to their column, for the lines under the cursor: "WHERE
+// us-east-1a · BY alice · …". Unknown cells are left out.
+func hiddenCells(cells map[string]string, shown []tableColumn) string {
+	width := map[string]int{}
+	for _, c := range shown {
+		width[c.title] = c.w
+	}
+	var parts []string
+	for _, c := range ledgerColumns {
+		v := cells[c.title]
+		if w, on := width[c.title]; (on && cellWidth(v) <= w) || v == "" || v == "-" {
+			continue
+		}
+		parts = append(parts, c.title+" "+v)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// rowSpan is when a row's capacity started and ended: a block's or a
+// reservation's window; a fleet's time running, from when it became
+// active to when it was deleted or found ended. A fleet row that does not
+// carry those (one written before the ledger recorded them) is taken to
+// start when it was launched (its intent is written just before the
+// launch call) and, once deleted or ended, to end at its last update.
+func rowSpan(r store.Row) (start, end time.Time) {
+	start, end = r.Start, r.End
+	if r.Kind != store.KindFleet || r.ProviderRef == "" {
+		return start, end
+	}
+	if start.IsZero() {
+		start = r.CreatedAt
+	}
+	if end.IsZero() && (r.State == store.StateDeleted || r.State == store.StateEnded) {
+		end = r.UpdatedAt
+	}
+	return start, end
+}
+
+// costSoFar is what a fleet has cost up to now (or its end): its hourly
+// estimate times the hours it ran; NaN for anything else or when the
+// price is unknown.
+func costSoFar(r store.Row, now time.Time) float64 {
+	start, end := rowSpan(r)
+	if r.Kind != store.KindFleet || r.CostNote == "" || booking.CostUnknown(r) || start.IsZero() {
+		return math.NaN()
+	}
+	if end.IsZero() || end.After(now) {
+		end = now
+	}
+	return r.CostUSD * max(end.Sub(start).Hours(), 0)
+}
+
+// actorName is who booked, as a column has room for: the local user, or
+// an SSH key's comment (else its fingerprint).
+func actorName(actor string) string {
+	if a, ok := strings.CutPrefix(actor, "local:"); ok {
+		return a
+	}
+	if a, ok := strings.CutPrefix(actor, "ssh:"); ok {
+		if _, comment, ok := strings.Cut(a, " "); ok && comment != "" {
+			return comment
+		}
+		return a
+	}
+	return orDash(actor)
 }

@@ -265,21 +265,20 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 		m.sortBy = (m.sortBy + 1) % len(market.Sorts)
 		m.reverse = false
 		m.rebuild()
-		return m, notify("sort: " + market.Sorts[m.sortBy].SortName)
+		return m, notifyHere("sort: " + market.Sorts[m.sortBy].SortName)
 	case key.Matches(msg, k.Reverse):
 		m.reverse = !m.reverse
 		m.rebuild()
 	case key.Matches(msg, k.Window):
-		m.c.cycleWindow()
-		return m, windowChanged
+		return m, m.c.cycleWindow()
 	case key.Matches(msg, k.GPU):
 		m.gpus = cycleFilter(m.gpus, m.distinct(func(pv *hub.PoolView) string { return pv.GPU.Model }))
 		m.rebuild()
-		return m, notify("GPU: " + listOrAll(m.gpus))
+		return m, notifyHere("GPU: " + listOrAll(m.gpus))
 	case key.Matches(msg, k.Region):
 		m.regions = cycleFilter(m.regions, m.distinct(func(pv *hub.PoolView) string { return pv.Region }))
 		m.rebuild()
-		return m, notify("region: " + listOrAll(m.regions))
+		return m, notifyHere("region: " + listOrAll(m.regions))
 	case key.Matches(msg, k.Filter):
 		m.typing = true
 		m.filter.SetValue(m.needle)
@@ -290,12 +289,12 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 			m.filter.SetValue("")
 			m.needle, m.gpus, m.regions = "", nil, nil
 			m.rebuild()
-			return m, notify("filters cleared")
+			return m, notifyHere("filters cleared")
 		}
 	case key.Matches(msg, k.Chart):
 		keys := m.chartKeys()
 		if len(keys) == 0 {
-			return m, notify("no pool to chart")
+			return m, notifyHere("no pool to chart")
 		}
 		return m, func() tea.Msg { return openPoolsMsg{keys: keys} }
 	}

@@ -109,7 +109,9 @@ func TestProgramMarkedChartAndSubscriptionEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := New(Options{Hub: h, Now: nowFn, NoColor: true, Context: ctx})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(80, 24))
-	waitFor(t, tm, "market", func(s string) bool { return strings.Contains(s, "9/9 pools") })
+	// A row's text, not the status line's "9/9 pools": the renderer
+	// rewrites only the cells of "0/0" that change.
+	waitFor(t, tm, "market", func(s string) bool { return strings.Contains(s, "ap-northeast-1a") })
 	tm.Send(tea.KeyPressMsg{Code: tea.KeySpace, Text: " "})
 	tm.Send(tea.KeyPressMsg{Code: tea.KeySpace, Text: " "})
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})

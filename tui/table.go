@@ -6,10 +6,14 @@ type tableColumn struct {
 	w     int
 	right bool
 	prio  int // lower stays longer as the terminal narrows
+	// max, when above w, is how wide the column grows into cells the
+	// kept columns leave over (place names run long).
+	max int
 }
 
 // fitTable keeps the columns that fit in w cells (one space between
-// them), by priority, in display order.
+// them), by priority, in display order, and gives the cells left over to
+// the columns that grow.
 func fitTable(cols []tableColumn, w int) []tableColumn {
 	keep := make([]bool, len(cols))
 	used := 0
@@ -22,10 +26,16 @@ func fitTable(cols []tableColumn, w int) []tableColumn {
 		}
 	}
 	var out []tableColumn
+	spare := w + 1 - used
 	for i, c := range cols {
-		if keep[i] {
-			out = append(out, c)
+		if !keep[i] {
+			continue
 		}
+		if add := min(spare, c.max-c.w); add > 0 {
+			c.w += add
+			spare -= add
+		}
+		out = append(out, c)
 	}
 	return out
 }

@@ -66,23 +66,39 @@ type Options struct {
 
 // Messages between the root and its views.
 type (
-	snapshotMsg      struct{ snap *hub.Snapshot }
-	subClosedMsg     struct{}
-	windowChangedMsg struct{}
+	snapshotMsg  struct{ snap *hub.Snapshot }
+	subClosedMsg struct{}
+	// windowChangedMsg says the window changed; capped, when set, is why
+	// it is not the one asked for.
+	windowChangedMsg struct{ capped string }
 	stylesChangedMsg struct{}
 	// noticeMsg is a transient footer message.
 	noticeMsg struct {
 		text string
 		err  bool
+		// scoped is news about the view on screen (a filter, a sort, the
+		// window): it goes when another view is shown, where it would be
+		// stale ("region: ap-south-1" under the Ledger).
+		scoped bool
 	}
 	noticeExpiredMsg struct{ id int }
 )
 
-func windowChanged() tea.Msg { return windowChangedMsg{} }
-
 // notify returns a command that shows text in the footer for a while.
 func notify(text string) tea.Cmd {
 	return func() tea.Msg { return noticeMsg{text: text} }
+}
+
+// notifyHere is notify for news about the view on screen, which showing
+// another view clears.
+func notifyHere(text string) tea.Cmd {
+	return func() tea.Msg { return noticeMsg{text: text, scoped: true} }
+}
+
+// notifyErrHere is notifyErr for a refusal of what the view on screen
+// holds (its form, its marks), which showing another view clears.
+func notifyErrHere(err error) tea.Cmd {
+	return func() tea.Msg { return noticeMsg{text: err.Error(), err: true, scoped: true} }
 }
 
 // notifyErr shows an error in the footer: errors are messages, never panics
@@ -207,7 +223,7 @@ func waitSnapshot(ch <-chan *hub.Snapshot) tea.Cmd {
 }
 
 func (m *Model) bodyHeight() int {
-	return max(m.c.height-m.headerHeight()-1, 0)
+	return max(m.c.height-m.headerHeight()-m.footerHeight(), 0)
 }
 
 func (m *Model) resize() {
@@ -267,15 +283,19 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.spin, cmd = m.spin.Update(msg)
 		return m, cmd
 	case windowChangedMsg:
-		return m, tea.Batch(m.broadcast(msg), notify("window: "+windowLabel(m.c.window)))
+		text := "window: " + windowLabel(m.c.window)
+		if msg.capped != "" {
+			text = msg.capped
+		}
+		return m, tea.Batch(m.broadcast(msg), notifyHere(text))
 	case noticeMsg:
-		m.notice = msg
+		m.setNotice(msg)
 		m.noticeN++
 		id := m.noticeN
 		return m, m.c.after(noticeFor, func(time.Time) tea.Msg { return noticeExpiredMsg{id: id} })
 	case noticeExpiredMsg:
 		if msg.id == m.noticeN {
-			m.notice = noticeMsg{}
+			m.setNotice(noticeMsg{})
 		}
 		return m, nil
 	case resultMsg:
@@ -366,6 +386,9 @@ func (m *Model) switchTo(i int) tea.Cmd {
 	}
 	m.prev, m.active = m.active, i
 	m.full = false
+	if m.notice.scoped {
+		m.setNotice(noticeMsg{})
+	}
 	if s, ok := m.views[i].(shower); ok {
 		return s.shown()
 	}
@@ -433,22 +456,10 @@ func (m *Model) View() tea.View {
 	}
 	if h > m.headerHeight() {
 		b.WriteString("\n")
-		b.WriteString(m.footer())
+		b.WriteString(strings.Join(m.footerLines(), "\n"))
 	}
 	v.SetContent(clip(b.String(), w, h))
 	return v
-}
-
-// footer is the transient message, or else the short help.
-func (m *Model) footer() string {
-	st := &m.c.styles
-	if m.notice.text != "" {
-		if m.notice.err {
-			return st.footerErr.Render(fit(m.notice.text, m.c.width, false))
-		}
-		return st.footerMsg.Render(fit(m.notice.text, m.c.width, false))
-	}
-	return m.help.ShortHelpView(m.views[m.active].KeyMap().ShortHelp())
 }
 
 // Run runs a session on the terminal (or on the input and output given as

@@ -771,3 +771,41 @@ func TestEmptyMarketSaysWhyWhenSourcesFail(t *testing.T) {
 		t.Errorf("empty, failed market:\n%s", out)
 	}
 }
+
+// TestSessionWindowNeverWidensSharedHub: two sessions on one hub that the
+// server caps at its configured 24 hours. One session's w never makes the
+// hub fetch or hold more than that for both; that session is told what
+// the server keeps, and the other's window does not move.
+func TestSessionWindowNeverWidensSharedHub(t *testing.T) {
+	h := hub.New(nil, hub.Options{Query: providers.Query{Window: 24 * time.Hour}, MaxWindow: 24 * time.Hour})
+	a := newTestModel(t, 120, 40, Options{Hub: h, Window: 6 * time.Hour, Role: RoleViewer})
+	b := newTestModel(t, 120, 40, Options{Hub: h, Window: 24 * time.Hour})
+	press(a, "w") // 6h → 24h: what the server keeps
+	if a.c.window != 24*time.Hour || h.Window() != 24*time.Hour {
+		t.Fatalf("after w: window %v, hub %v", a.c.window, h.Window())
+	}
+	press(a, "w") // 7d: beyond what the server keeps
+	if h.Window() != 24*time.Hour {
+		t.Fatalf("one session's w widened the shared hub to %v", h.Window())
+	}
+	if a.c.window > h.MaxWindow() {
+		t.Errorf("the session's window %v is beyond what the hub holds", a.c.window)
+	}
+	if !strings.Contains(a.notice.text, "this server keeps 24h of history") {
+		t.Errorf("no notice of what the server keeps: %q", a.notice.text)
+	}
+	for range 8 {
+		press(a, "w")
+		if h.Window() != 24*time.Hour || a.c.window > 24*time.Hour {
+			t.Fatalf("w cycled to %v, hub %v", a.c.window, h.Window())
+		}
+	}
+	// The chart's w goes through the same cap.
+	press(a, "enter", "w", "w", "w", "w")
+	if h.Window() != 24*time.Hour || a.c.window > 24*time.Hour {
+		t.Errorf("chart w: window %v, hub %v", a.c.window, h.Window())
+	}
+	if b.c.window != 24*time.Hour || !strings.Contains(ansi.Strip(b.View().Content), "window 24h") {
+		t.Errorf("the other session's window moved to %v", b.c.window)
+	}
+}

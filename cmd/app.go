@@ -38,6 +38,11 @@ type app struct {
 	cancel context.CancelFunc
 	loops  sync.WaitGroup
 
+	// sharedWindow caps what the hub holds at the configured window (the
+	// hub of `serve`, shared by every session); otherwise a session may
+	// extend it to 90 days.
+	sharedWindow bool
+
 	mu    sync.Mutex
 	built map[string]providers.Provider
 	hub   *hub.Hub
@@ -130,8 +135,13 @@ func (a *app) hubOver(ps []providers.Provider) *hub.Hub {
 	for _, p := range ps {
 		desc[p.Name()] = p.Describe()
 	}
+	var maxWindow time.Duration
+	if a.sharedWindow {
+		maxWindow = a.query.Window
+	}
 	a.hub = hub.New(ps, hub.Options{
-		Query: a.query,
+		Query:     a.query,
+		MaxWindow: maxWindow,
 		// The simulated market ticks at sim.tick; the clouds are polled
 		// every refresh.
 		Interval: func(name string) time.Duration {

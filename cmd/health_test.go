@@ -41,7 +41,7 @@ func TestPricesRegionWithDataAndErrorAnswered(t *testing.T) {
 		t.Errorf("stderr %q, want the region's warning", errOut)
 	}
 	rows := e.priceRows(snap)
-	if len(rows) != 1 || rows[0].SpotUSDHour == nil || *rows[0].SpotUSDHour != 0.7346 {
+	if len(rows) != 1 || rows[0].Spot != 0.7346 {
 		t.Errorf("rows %+v, want the region's one pool with its price", rows)
 	}
 }

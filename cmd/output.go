@@ -48,12 +48,20 @@ func checkOutput(format string) error {
 // empty in CSV, "-" in a table. Times are RFC 3339 UTC. A field may carry a
 // `table:"%.2f"` tag to round it for people, or `table:"-"` to leave it out
 // of the table; JSON and CSV keep every column and every digit.
+//
+// A slice type with declared columns (a declaredTable: `prices`, whose
+// columns the market package declares once for the TUI and the CLI) is
+// written through those columns instead of its fields' tags.
 func writeRows(w io.Writer, format string, rows any) error {
 	rv := reflect.ValueOf(rows)
 	if rv.Kind() != reflect.Slice {
 		return fmt.Errorf("writeRows: want a slice of structs, got %T", rows)
 	}
-	rw, err := newRowWriter(w, format, rv.Type().Elem())
+	var cols []column
+	if d, ok := rows.(declaredTable); ok {
+		cols = d.columns()
+	}
+	rw, err := newColumnWriter(w, format, rv.Type().Elem(), cols)
 	if err != nil {
 		return err
 	}
@@ -81,6 +89,18 @@ type rowWriter struct {
 // newRowWriter starts writing rows of type rowType (a struct, or a pointer
 // to one) and writes the header.
 func newRowWriter(w io.Writer, format string, rowType reflect.Type) (*rowWriter, error) {
+	return newColumnWriter(w, format, rowType, nil)
+}
+
+// declaredTable is a slice of rows whose columns are declared rather than
+// read from struct tags.
+type declaredTable interface {
+	columns() []column
+}
+
+// newColumnWriter is newRowWriter with the columns given; nil reads them
+// from the struct's json and table tags.
+func newColumnWriter(w io.Writer, format string, rowType reflect.Type, declared []column) (*rowWriter, error) {
 	if err := checkOutput(format); err != nil {
 		return nil, err
 	}
@@ -92,7 +112,10 @@ func newRowWriter(w io.Writer, format string, rowType reflect.Type) (*rowWriter,
 		return nil, fmt.Errorf("rows of %s: want flat structs", rowType)
 	}
 	rw := &rowWriter{format: format, typ: rowType, buf: bufio.NewWriterSize(w, 64<<10)}
-	for _, c := range columnsOf(et) {
+	if declared == nil {
+		declared = columnsOf(et)
+	}
+	for _, c := range declared {
 		if format == formatTable && c.tableFmt == "-" {
 			continue
 		}
@@ -142,7 +165,7 @@ func (rw *rowWriter) write(rows any) error {
 			err = rw.jsonRow(r)
 		case formatCSV:
 			for j, c := range rw.cols {
-				v, ok := cell(r.Field(c.index))
+				v, ok := cell(c.value(r))
 				if !ok {
 					rw.rec[j] = ""
 					continue
@@ -152,7 +175,7 @@ func (rw *rowWriter) write(rows any) error {
 			err = rw.csv.Write(rw.rec)
 		default:
 			for j, c := range rw.cols {
-				rw.rec[j] = tableCell(r.Field(c.index), c.tableFmt)
+				rw.rec[j] = tableCell(c.value(r), c.tableFmt)
 			}
 			_, err = fmt.Fprintln(rw.tw, strings.Join(rw.rec, "\t"))
 		}
@@ -196,7 +219,7 @@ func (rw *rowWriter) jsonRow(r reflect.Value) error {
 			b.WriteString(",")
 		}
 		b.Write(rw.keys[j])
-		v, ok := cell(r.Field(c.index))
+		v, ok := cell(c.value(r))
 		if !ok {
 			b.WriteString("null")
 			continue
@@ -209,10 +232,13 @@ func (rw *rowWriter) jsonRow(r reflect.Value) error {
 	return nil
 }
 
+// column is one column of the output: its name (the JSON key, the CSV
+// header, upper-cased in the table), its table format and how to read it
+// from a row.
 type column struct {
 	name     string
-	index    int
 	tableFmt string
+	value    func(row reflect.Value) reflect.Value
 }
 
 func columnsOf(t reflect.Type) []column {
@@ -223,7 +249,7 @@ func columnsOf(t reflect.Type) []column {
 		if name == "" || name == "-" || !f.IsExported() {
 			continue
 		}
-		cols = append(cols, column{name: name, index: i, tableFmt: f.Tag.Get("table")})
+		cols = append(cols, column{name: name, tableFmt: f.Tag.Get("table"), value: func(r reflect.Value) reflect.Value { return r.Field(i) }})
 	}
 	return cols
 }
@@ -239,6 +265,9 @@ func rowAt(rv reflect.Value, i int) reflect.Value {
 // cell returns a field's value with pointers followed; ok is false for an
 // unknown value.
 func cell(v reflect.Value) (reflect.Value, bool) {
+	if !v.IsValid() { // a declared column's nil
+		return v, false
+	}
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
 		if v.IsNil() {
 			return v, false

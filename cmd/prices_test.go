@@ -185,7 +185,7 @@ func TestPriceRowsFilterAndSort(t *testing.T) {
 	e, _, _ := testEnv(t, providers.Query{GPUs: []string{"H100"}})
 	snap := fakeSnapshot(t, e, &fakeMarket{now: time.Now()})
 	rows := e.priceRows(snap)
-	if len(rows) != 1 || *rows[0].GPUModel != "H100" {
+	if len(rows) != 1 || rows[0].GPU.Model != "H100" {
 		t.Errorf("--gpu H100 gave %d rows", len(rows))
 	}
 	e.query = providers.Query{Regions: []string{"eastus", "us-west-2"}, Window: 24 * time.Hour}

@@ -36,6 +36,8 @@ func (cl *cli) serveCmd() *cobra.Command {
 		Short: "Serve the TUI over SSH to the keys of an authorized_keys file",
 		Long: `serve runs an SSH server whose every session is the gpumarket TUI, all
 watching one shared market feed (thirty sessions cost the clouds what one does).
+The feed holds --window of history (default: config window); a session's w
+cycles up to it, never making the feed fetch and hold more for everyone.
 
 Only public keys listed in the authorized_keys file may log in; the file is
 re-read at every login, so adding a key needs no restart. Each key is a viewer
@@ -101,6 +103,9 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 	}
 	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: level}))
 
+	// The hub every SSH session shares holds the configured window, and
+	// no session's w makes it fetch and hold more for all of them.
+	a.sharedWindow = true
 	h, err := a.Hub(cmd.Context())
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/store"
 	"github.com/gpumarket/gpumarket/server"
 )
@@ -376,5 +377,25 @@ func TestSessionZone(t *testing.T) {
 		if loc := sessionZone(env); loc != nil {
 			t.Errorf("%q: %v, want the server's zone", env, loc)
 		}
+	}
+}
+
+// TestServedHubHoldsTheConfiguredWindow: the hub the SSH sessions share
+// may hold the server's configured window and no more, whatever one
+// session's w asks for; the local TUI's hub may still go to 90 days.
+func TestServedHubHoldsTheConfiguredWindow(t *testing.T) {
+	e, _, _ := testEnv(t, providers.Query{Window: 7 * 24 * time.Hour})
+	served := newCLI().appOf(context.Background(), e)
+	defer served.Close()
+	served.sharedWindow = true
+	h := served.hubOver(nil)
+	h.Extend(providers.MaxWindow)
+	if h.MaxWindow() != 7*24*time.Hour || h.Window() != 7*24*time.Hour {
+		t.Errorf("served hub: max %v, window %v after a 90-day ask; want the configured 168h", h.MaxWindow(), h.Window())
+	}
+	local := newCLI().appOf(context.Background(), e)
+	defer local.Close()
+	if got := local.hubOver(nil).MaxWindow(); got != providers.MaxWindow {
+		t.Errorf("local hub max %v, want %v", got, providers.MaxWindow)
 	}
 }

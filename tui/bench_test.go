@@ -64,7 +64,7 @@ func BenchmarkChartView(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		m.chart.dirty = true
+		chartOf(m).dirty = true
 		_ = m.View()
 	}
 }

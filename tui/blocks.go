@@ -15,6 +15,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
@@ -26,18 +27,9 @@ type (
 		res booking.Search
 		err error
 	}
-	quoteMsg struct {
-		seq   int
-		quote booking.Quote
-		dry   booking.BookResult
-		err   error
-		dryOK bool
-	}
-	bookedMsg struct {
-		seq int
-		res booking.BookResult
-		err error
-	}
+	// bookedMsg follows a purchase, whatever its answer: the offerings
+	// are searched again (the bought one is gone; prices move).
+	bookedMsg struct{}
 )
 
 // blocksKeys are the Blocks view's keys.
@@ -48,8 +40,8 @@ type blocksKeys struct {
 
 func newBlocksKeys(g *globalKeys) blocksKeys {
 	return blocksKeys{
-		Up:     key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
-		Down:   key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		Up:     upKey(),
+		Down:   downKey(),
 		Book:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book")),
 		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e or /", "edit search")),
 		Search: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "search again")),
@@ -57,9 +49,9 @@ func newBlocksKeys(g *globalKeys) blocksKeys {
 	}
 }
 
-// ShortHelp is the footer's one line.
+// ShortHelp is the view's part of the footer.
 func (k blocksKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Book, k.Form, k.Search, k.global.Help, k.global.Quit, k.global.NextView, k.Up, k.Down}
+	return []key.Binding{k.Book, k.Form, k.Search, k.Up, k.Down}
 }
 
 // FullHelp is the `?` screen.
@@ -168,11 +160,11 @@ func parseStart(s string, now time.Time) (time.Time, error) {
 // blocksView searches capacity blocks and books one through the
 // confirmation.
 type blocksView struct {
+	owner
 	c    *common
 	ctx  context.Context
 	svc  *booking.Service
 	keys blocksKeys
-	box  *mailbox
 	w, h int
 
 	form blocksForm
@@ -192,21 +184,30 @@ type blocksView struct {
 	at        time.Time
 	cur       int
 	seq       int // of the latest search
-	act       int // of the latest confirmation or purchase
 
-	confirm confirmBox
-	pending providers.Offering
+	confirm confirmation
 }
 
-func newBlocksView(c *common, ctx context.Context, svc *booking.Service) *blocksView {
-	return &blocksView{c: c, ctx: ctx, svc: svc, keys: newBlocksKeys(&c.keys), box: &mailbox{},
+// newBlocksView searches for the first of gpus (the session's GPU filter),
+// H100 when it names none the form knows.
+func newBlocksView(c *common, ctx context.Context, svc *booking.Service, gpus []string) *blocksView {
+	v := &blocksView{c: c, ctx: ctx, svc: svc, keys: newBlocksKeys(&c.keys),
 		form: blocksForm{gpu: "H100", size: "8", duration: "2d"}}
+	if len(gpus) > 0 {
+		if g, ok := providers.NormalizeGPUModel(gpus[0]); ok {
+			v.form.gpu = g
+		}
+	}
+	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
+	return v
 }
 
 func (v *blocksView) Title() string       { return "Blocks" }
 func (v *blocksView) KeyMap() help.KeyMap { return v.keys }
 func (v *blocksView) SetSize(w, h int)    { v.w, v.h = w, h }
-func (v *blocksView) capturing() bool     { return v.editing || v.confirm.open }
+func (v *blocksView) capturing() bool     { return v.editing }
+func (v *blocksView) box() *confirmation  { return &v.confirm }
+func (v *blocksView) escGoesHome()        {}
 
 func (v *blocksView) helpNote() string {
 	return "A capacity block is paid up front and never interrupted. SPOT ALT is the cheapest spot pool for the same GPUs and hours,\n" +
@@ -237,18 +238,20 @@ func (v *blocksView) search() tea.Cmd {
 	v.seq++
 	v.searching, v.searched = true, true
 	seq, ctx, svc := v.seq, v.ctx, v.svc
-	return v.box.cmd(func() tea.Msg {
+	return v.task(func() tea.Msg {
 		res, err := svc.FindOfferings(ctx, q)
 		return offersMsg{seq: seq, res: res, err: err}
 	})
 }
 
 func (v *blocksView) Update(msg tea.Msg) (view, tea.Cmd) {
-	var cmds []tea.Cmd
-	for _, r := range v.box.drain() {
-		cmds = append(cmds, v.apply(r))
-	}
+	msg, cmd := v.confirm.update(msg)
+	cmds := []tea.Cmd{cmd}
 	switch msg := msg.(type) {
+	case offersMsg:
+		cmds = append(cmds, v.found(msg))
+	case bookedMsg:
+		cmds = append(cmds, v.search())
 	case snapshotMsg:
 		v.snap = msg.snap
 	case tea.KeyPressMsg:
@@ -257,69 +260,20 @@ func (v *blocksView) Update(msg tea.Msg) (view, tea.Cmd) {
 	return v, tea.Batch(cmds...)
 }
 
-func (v *blocksView) apply(msg tea.Msg) tea.Cmd {
-	switch msg := msg.(type) {
-	case offersMsg:
-		if msg.seq != v.seq {
-			return nil // an older search
-		}
-		v.searching = false
-		v.offers, v.failed, v.at = msg.res.Offerings, msg.res.Failed, msg.res.At
-		v.cur = min(v.cur, max(len(v.offers)-1, 0))
-		if msg.err != nil {
-			return notifyErr(msg.err)
-		}
-	case quoteMsg:
-		if msg.seq != v.act || !v.confirm.open {
-			return nil
-		}
-		v.confirm.busy = ""
-		if msg.err != nil {
-			v.confirm.problem = msg.err.Error()
-			return nil
-		}
-		if msg.dryOK {
-			v.confirm.dryRun = orDefault(dryRunAnswer(msg.dry.Booking.Message), "the provider says the purchase would succeed")
-		}
-	case bookedMsg:
-		if msg.seq != v.act {
-			return nil
-		}
-		v.confirm = confirmBox{}
-		if msg.err != nil {
-			return tea.Batch(notifyErr(msg.err), v.search())
-		}
-		r := msg.res.Row
-		return tea.Batch(notify(fmt.Sprintf("booked %s: %s, $%.2f (ledger row %s) — see the Ledger view", r.ProviderRef, r.State, r.CostUSD, short(r.ID))), v.search())
+func (v *blocksView) found(msg offersMsg) tea.Cmd {
+	if msg.seq != v.seq {
+		return nil // an older search
+	}
+	v.searching = false
+	v.offers, v.failed, v.at = msg.res.Offerings, msg.res.Failed, msg.res.At
+	v.cur = min(v.cur, max(len(v.offers)-1, 0))
+	if msg.err != nil {
+		return notifyErr(msg.err)
 	}
 	return nil
 }
 
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
-
 func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
-	if v.confirm.open {
-		if v.confirm.key(msg) {
-			v.confirm.send("buying")
-			v.act++
-			seq, ctx, svc, shown, actor := v.act, v.ctx, v.svc, v.pending, v.c.actor
-			return v.box.cmd(func() tea.Msg {
-				// Once sent, a purchase runs to its answer (bounded by the
-				// service's timeout) even if the session ends meanwhile, so
-				// its outcome is recorded rather than left unknown. The
-				// offering as the confirmation showed it goes along: if a
-				// search elsewhere changed its terms since, nothing is bought.
-				res, err := svc.Book(context.WithoutCancel(ctx), booking.BookRequest{OfferingID: shown.ID, Actor: actor, Confirmed: shown})
-				return bookedMsg{seq: seq, res: res, err: err}
-			})
-		}
-		return nil
-	}
 	if v.editing {
 		return v.editKey(msg)
 	}
@@ -333,39 +287,41 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, v.keys.Search):
 		return v.search()
 	case key.Matches(msg, v.keys.Book):
-		return v.book()
+		return v.confirm.offer(v.buyBlock)
 	}
 	return nil
 }
 
-// book opens the confirmation for the selected offering and asks for the
-// terms (budget, ledger) and the provider's dry run at once.
-func (v *blocksView) book() tea.Cmd {
-	if cmd := refuseSpend(v.c, v.svc); cmd != nil {
-		return cmd
-	}
+// buyBlock is the money action behind b, for the selected offering: the
+// terms (budget, ledger) and the provider's dry run asked at once, then
+// the purchase of the offering as the confirmation showed it: if a search
+// elsewhere changed its terms since, nothing is bought.
+func (v *blocksView) buyBlock() (*moneyAction, tea.Cmd) {
 	if v.cur >= len(v.offers) {
-		return notify("no offering selected: search first (e)")
+		return nil, notifyHere("no offering selected: search first (e)")
 	}
-	o := v.offers[v.cur]
-	v.pending = o
-	now := v.c.now()
-	v.confirm = confirmBox{open: true, verb: "buy", busy: "checking the budget and asking the provider for a dry run",
-		title: fmt.Sprintf("Buy this capacity block for $%.2f?", o.UpfrontUSD),
-		lines: offeringLines(o, now)}
-	v.act++
-	seq, ctx, svc, id := v.act, v.ctx, v.svc, o.ID
-	return v.box.cmd(func() tea.Msg {
-		q, err := svc.Quote(ctx, id)
-		if err != nil {
-			return quoteMsg{seq: seq, quote: q, err: err}
-		}
-		dry, err := svc.Book(ctx, booking.BookRequest{OfferingID: id, DryRun: true})
-		if err != nil {
-			return quoteMsg{seq: seq, quote: q, err: fmt.Errorf("the dry run was refused: %w", err)}
-		}
-		return quoteMsg{seq: seq, quote: q, dry: dry, dryOK: true}
-	})
+	o, svc, actor := v.offers[v.cur], v.svc, v.c.actor
+	return &moneyAction{
+		title: fmt.Sprintf("Buy this capacity block for $%.2f?", o.UpfrontUSD), verb: "buy",
+		lines:    offeringLines(o, v.c.now()),
+		checking: "checking the budget and asking the provider for a dry run", sending: "buying",
+		quote: func(ctx context.Context) quoteAnswer {
+			if _, err := svc.Quote(ctx, o.ID); err != nil {
+				return quoteAnswer{err: err}
+			}
+			dry, err := svc.Book(ctx, booking.BookRequest{OfferingID: o.ID, DryRun: true})
+			if err != nil {
+				return quoteAnswer{err: fmt.Errorf("the dry run was refused: %w", err)}
+			}
+			return quoteAnswer{dryRun: orDefault(dryRunAnswer(dry.Booking.Message), "the provider says the purchase would succeed")}
+		},
+		send: func(ctx context.Context) outcome {
+			res, err := svc.Book(ctx, booking.BookRequest{OfferingID: o.ID, Actor: actor, Confirmed: o})
+			r := res.Row
+			return outcome{err: err, then: bookedMsg{},
+				notice: fmt.Sprintf("booked %s: %s, $%.2f (ledger row %s) — see the Ledger view", r.ProviderRef, r.State, r.CostUSD, short(r.ID))}
+		},
+	}, nil
 }
 
 // offeringLines are the confirmation's terms, the total first.
@@ -377,7 +333,7 @@ func offeringLines(o providers.Offering, now time.Time) []string {
 	}
 	lines := []string{
 		o.CostTerms() + sim,
-		fmt.Sprintf("%d × %s (%s GPUs: %s) in %s %s · %s", o.InstanceCount, o.InstanceType, gpuCount(o.GPUCount()), o.GPU.Model, o.Region, o.Zone, o.Provider),
+		fmt.Sprintf("%d × %s (%s GPUs: %s) in %s %s · %s", o.InstanceCount, o.InstanceType, market.GPUCount(o.GPUCount()), o.GPU.Model, o.Region, o.Zone, o.Provider),
 		fmt.Sprintf("start  %s   (%s UTC)", o.Start.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.Start.UTC().Format("2006-01-02 15:04")),
 		fmt.Sprintf("end    %s   (%s UTC) · %g h", o.End.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.End.UTC().Format("2006-01-02 15:04"), o.DurationHours()),
 		"offering " + o.ID,
@@ -453,12 +409,15 @@ func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// blocksColumns in display order. At 80 columns the price, the total,
-// what, where, when and the spot alternative stay; the rest goes first.
+// blocksColumns in display order. At 80 columns what decides a booking
+// stays: the price, the total, the GPUs, when and for how long, where,
+// and the spot alternative with its total; the instance type (the
+// confirmation says it) and the spot pool go first.
 var blocksColumns = []tableColumn{
-	{"$/GPU-h", 8, true, 0}, {"UPFRONT $", 10, true, 1}, {"INSTANCES", 16, false, 4}, {"GPUs", 5, true, 7},
-	{"WHERE", 14, false, 3}, {"START (local)", 15, false, 2}, {"HOURS", 5, true, 6}, {"SPOT ALT*", 9, true, 5},
-	{"ALT TOTAL $", 11, true, 8}, {"SPOT POOL", 24, false, 9},
+	{title: "$/GPU-h", w: 7, right: true, prio: 0}, {title: "UPFRONT $", w: 9, right: true, prio: 1},
+	{title: "INSTANCES", w: 16, prio: 8, max: 24}, {title: "GPUs", w: 4, right: true, prio: 3},
+	{title: "WHERE", w: 13, prio: 5, max: 18}, {title: "START (local)", w: 15, prio: 2}, {title: "HOURS", w: 5, right: true, prio: 4},
+	{title: "SPOT ALT*", w: 9, right: true, prio: 6}, {title: "ALT TOTAL", w: 9, right: true, prio: 7}, {title: "SPOT POOL", w: 24, prio: 9},
 }
 
 // formHints say, beside each field, what it takes and what the clouds
@@ -510,13 +469,13 @@ func (v *blocksView) spotAlternative(o providers.Offering) (spotAlt, bool) {
 			continue
 		}
 		_, usd, ok := pv.History.Last()
-		lambda, known := pv.Interruption.Rate()
-		if !ok || !known {
+		if !ok {
 			continue
 		}
 		r := v.c.risk
 		r.Instances = int(math.Ceil(gpus / pv.GPU.Count))
-		eff := r.Effective(providers.PerGPUHour(usd, pv.GPU.Count), lambda)
+		// NaN (the interruption rate is unknown) is never below the best.
+		eff := market.RiskAdjusted(r, providers.PerGPUHour(usd, pv.GPU.Count), pv.Interruption)
 		if eff < best.effective {
 			best = spotAlt{pool: pv, effective: eff, total: eff * gpus * o.DurationHours()}
 		}
@@ -529,9 +488,6 @@ func (v *blocksView) View() string {
 		return ""
 	}
 	st := &v.c.styles
-	if v.confirm.open {
-		return v.confirm.view(st, v.w)
-	}
 	var b strings.Builder
 	if v.svc == nil {
 		return st.dim.Render("Capacity blocks cannot be booked in this session (no ledger).")
@@ -582,8 +538,17 @@ func (v *blocksView) View() string {
 	case !v.at.IsZero():
 		summary += fmt.Sprintf(" · %d offerings at %s", len(v.offers), v.at.In(v.c.now().Location()).Format("15:04"))
 	}
-	b.WriteString(st.dim.Render(fit(summary+"   (e edits)", v.w, false)))
-	b.WriteString("\n" + st.dim.Render(fit("* SPOT ALT: the cheapest spot pool's risk-adjusted $/GPU-h for the same GPUs (spread over as many instances), ALT TOTAL for the same hours", v.w, false)))
+	// Wrapped, not cut: the summary ends with what it found, the footnote
+	// says what SPOT ALT means.
+	// "(e edits)" stays whole: on the summary's last line if it fits.
+	lines := strings.Split(ansi.Wordwrap(summary, v.w, ""), "\n")
+	if last := len(lines) - 1; cellWidth(lines[last])+len("   (e edits)") <= v.w {
+		lines[last] += "   (e edits)"
+	} else {
+		lines = append(lines, "(e edits)")
+	}
+	b.WriteString(st.dim.Render(strings.Join(lines, "\n")))
+	b.WriteString("\n" + st.dim.Render(ansi.Wordwrap("* SPOT ALT: the cheapest spot pool's risk-adjusted $/GPU-h for the same GPUs (spread over as many instances), ALT TOTAL for the same hours", v.w, "")))
 	// Wrapped: a refusal's end says what is accepted. In name order, so
 	// the lines do not swap places from one search to the next.
 	names := make([]string, 0, len(v.failed))
@@ -615,14 +580,14 @@ func (v *blocksView) View() string {
 		o := v.offers[i]
 		alt, altEff, altTotal := "-", "-", "-"
 		if a, ok := v.spotAlternative(o); ok {
-			altEff, altTotal = money(a.effective), money(a.total)
-			alt = displayType(a.pool.InstanceType) + " " + a.pool.Region
+			altEff, altTotal = market.Money(a.effective), market.Money(a.total)
+			alt = market.DisplayType(a.pool.InstanceType) + " " + a.pool.Region
 		}
-		where := place(o.Region, o.Zone)
-		cells := map[string]string{"$/GPU-h": money(o.USDPerGPUHour()), "UPFRONT $": fmt.Sprintf("%.2f", o.UpfrontUSD),
-			"INSTANCES": fmt.Sprintf("%d×%s", o.InstanceCount, displayType(o.InstanceType)), "GPUs": gpuCount(o.GPUCount()), "WHERE": where,
+		where := market.Place(o.Region, o.Zone)
+		cells := map[string]string{"$/GPU-h": market.Money(o.USDPerGPUHour()), "UPFRONT $": fmt.Sprintf("%.2f", o.UpfrontUSD),
+			"INSTANCES": fmt.Sprintf("%d×%s", o.InstanceCount, market.DisplayType(o.InstanceType)), "GPUs": market.GPUCount(o.GPUCount()), "WHERE": where,
 			"START (local)": o.Start.In(loc).Format("01-02 15:04 MST"), "HOURS": fmt.Sprintf("%g", o.DurationHours()),
-			"SPOT ALT*": altEff, "ALT TOTAL $": altTotal, "SPOT POOL": alt}
+			"SPOT ALT*": altEff, "ALT TOTAL": altTotal, "SPOT POOL": alt}
 		var line []string
 		for _, c := range cols {
 			line = append(line, fit(cells[c.title], c.w, c.right))

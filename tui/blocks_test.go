@@ -39,15 +39,13 @@ func newMoneyFixture(t *testing.T, role Role, budget booking.Budget) *moneyFixtu
 	).Simulated()
 	fake.SpotUSDHour = 20
 	svc := booking.New(st, []providers.Provider{fake}, booking.Options{Budget: budget, Now: nowFn, Timeout: time.Second, Actor: "tester"})
-	m := newBare(Options{Now: nowFn, NoColor: true, Role: role, Actor: "local:tester"})
-	m.addMoneyViews(context.Background(), svc)
+	m := newBare(Options{Now: nowFn, NoColor: true, Role: role, Actor: "local:tester", Booking: svc})
 	m.Update(tea.WindowSizeMsg{Width: 160, Height: 40})
 	run(m, m.broadcast(snapshotMsg{snap: fixtureSnapshot()}))
 	return &moneyFixture{m: m, fake: fake, svc: svc, st: st}
 }
 
-// show switches to the named view and lets it catch up on its mailbox,
-// as the next market tick does.
+// show switches to the named view and delivers a market tick.
 func (f *moneyFixture) show(t *testing.T, title string) {
 	t.Helper()
 	for i := 0; i < len(f.m.views) && f.m.views[f.m.active].Title() != title; i++ {
@@ -270,11 +268,12 @@ func TestProgramBookThroughConfirmation(t *testing.T) {
 	defer st.Close()
 	fake := bookingtest.New("sim", bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000)).Simulated()
 	svc := booking.New(st, []providers.Provider{fake}, booking.Options{Now: nowFn, Timeout: 5 * time.Second})
-	m := New(Options{Hub: h, Now: nowFn, NoColor: true, Context: ctx, Actor: "local:tester"})
-	m.addMoneyViews(ctx, svc)
+	m := New(Options{Hub: h, Now: nowFn, NoColor: true, Context: ctx, Actor: "local:tester", Booking: svc})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(160, 40))
 
-	waitFor(t, tm, "market", func(s string) bool { return strings.Contains(s, "9/9 pools") })
+	// A row's text, not the status line's "9/9 pools": the renderer
+	// rewrites only the cells of "0/0" that change.
+	waitFor(t, tm, "market", func(s string) bool { return strings.Contains(s, "ap-northeast-1a") })
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyTab})
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyTab})
 	tm.Type("j")
@@ -307,17 +306,21 @@ func TestProgramBookThroughConfirmation(t *testing.T) {
 	}
 }
 
-// TestBlocksAt80: on a laptop's 80 columns the offerings keep their
-// price, total, start, place, size and the spot alternative beside them.
+// TestBlocksAt80: on a laptop's 80 columns the offerings keep what
+// decides a booking: price, total, GPUs, start, length and place, and the
+// spot alternative with its total beside them; the footnote is read whole.
 func TestBlocksAt80(t *testing.T) {
 	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
 	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
 	f.show(t, "Blocks")
 	scr := f.screen()
-	for _, want := range []string{"$/GPU-h", "UPFRONT $", "START (local)", "WHERE", "INSTANCES", "SPOT ALT*", "3000.00", "11-24 14:00 UTC"} {
+	for _, want := range []string{"$/GPU-h", "UPFRONT $", "GPUs", "START (local)", "HOURS", "WHERE", "SPOT ALT*", "ALT TOTAL", "3000.00", "11-24 14:00 UTC"} {
 		if !strings.Contains(scr, want) {
 			t.Errorf("80 columns: no %q in\n%s", want, scr)
 		}
+	}
+	if flat := strings.Join(strings.Fields(scr), " "); !strings.Contains(flat, "ALT TOTAL for the same hours") || !strings.Contains(flat, "(e edits)") {
+		t.Errorf("80 columns: the summary or the footnote is cut:\n%s", scr)
 	}
 	// The confirmation's terms wrap whole at 80 columns.
 	press(f.m, "b")
@@ -371,5 +374,30 @@ func TestBlocksBuysOnlyWhatTheConfirmationShowed(t *testing.T) {
 	}
 	if !strings.Contains(f.m.notice.text, "3000") {
 		t.Errorf("footer %q does not say what changed", f.m.notice.text)
+	}
+}
+
+// TestSearchAnswerReachesHiddenView: the user opens Blocks, whose first
+// search starts, and tabs on before it answers: the answer goes to the
+// Blocks view all the same (routed by its id, not to the view on screen),
+// and showing it again shows the offerings without asking again.
+func TestSearchAnswerReachesHiddenView(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	b := f.blocks()
+	search := f.m.switchTo(f.m.indexOf(b)) // the first search, not yet run
+	if search == nil || !b.searching {
+		t.Fatal("showing Blocks started no search")
+	}
+	press(f.m, "tab") // on to Fleet
+	run(f.m, search)
+	if f.m.views[f.m.active] == b {
+		t.Fatal("the answer switched views")
+	}
+	if b.searching || len(b.offers) != 2 {
+		t.Fatalf("the hidden Blocks view did not get its answer: searching %v, %d offers", b.searching, len(b.offers))
+	}
+	press(f.m, "shift+tab")
+	if !strings.Contains(f.screen(), "3000.00") || f.fake.Calls("FindOfferings") != 1 {
+		t.Errorf("%d searches; screen:\n%s", f.fake.Calls("FindOfferings"), f.screen())
 	}
 }

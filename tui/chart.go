@@ -11,11 +11,9 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/guptarohit/asciigraph"
 
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers/hub"
 )
-
-// backMsg asks the root to return to the previous view.
-type backMsg struct{}
 
 // maxLegend caps the legend lines so a chart of many marked pools keeps
 // room for the plot.
@@ -49,6 +47,19 @@ func newChart(c *common) *chartView {
 
 func (v *chartView) Title() string       { return "Chart" }
 func (v *chartView) KeyMap() help.KeyMap { return v.keys }
+func (v *chartView) slashFiltersMarket() {}
+
+// showPools charts the pools enter picked in the Market.
+func (v *chartView) showPools(keys []string) { v.setPools(keys) }
+
+// shown charts what enter would have when tab reaches an empty Chart.
+func (v *chartView) shown() tea.Cmd {
+	if len(v.poolKeys) == 0 {
+		keys, _ := v.c.picked()
+		v.setPools(keys)
+	}
+	return nil
+}
 
 func (v *chartView) SetSize(w, h int) {
 	if w != v.width || h != v.height {
@@ -83,8 +94,7 @@ func (v *chartView) Update(msg tea.Msg) (view, tea.Cmd) {
 	case tea.KeyPressMsg:
 		switch {
 		case key.Matches(msg, v.keys.Window):
-			v.c.cycleWindow()
-			return v, windowChanged
+			return v, v.c.cycleWindow()
 		case key.Matches(msg, v.keys.Unit):
 			v.perGPU = !v.perGPU
 			v.dirty = true
@@ -249,13 +259,13 @@ func (v *chartView) legend(b *strings.Builder, pools []*hub.PoolView, missing []
 		}
 		// The pool as people name it, then its figures in the chart's unit
 		// (the title says which): at 80 columns the whole line fits.
-		text := displayType(pv.InstanceType) + " " + place(pv.Region, pv.Zone) + " " + pv.Provider
+		text := market.DisplayType(pv.InstanceType) + " " + market.Place(pv.Region, pv.Zone) + " " + pv.Provider
 		k := v.scale(pv)
 		if _, usd, ok := pv.History.Last(); ok {
-			text += "  now " + money(usd*k)
+			text += "  now " + market.Money(usd*k)
 		}
 		if s := pv.History.Stats(from, to); s.OK {
-			text += fmt.Sprintf(" min %s avg %s max %s", money(s.Min*k), money(s.Avg*k), money(s.Max*k))
+			text += fmt.Sprintf(" min %s avg %s max %s", market.Money(s.Min*k), market.Money(s.Avg*k), market.Money(s.Max*k))
 		}
 		b.WriteString("\n")
 		b.WriteString(sw.Render(swatch))

@@ -1,10 +1,12 @@
 package tui
 
 import (
-	tea "charm.land/bubbletea/v2"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
+
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/hub"
@@ -30,6 +32,25 @@ type common struct {
 	// after is tea.Tick; the Update tests replace it so that running a
 	// command never means waiting on a clock.
 	after func(time.Duration, func(time.Time) tea.Msg) tea.Cmd
+	// picker is what the Market view has picked (its marks, or the pool
+	// under its cursor): the Chart and the Fleet view show those pools.
+	picker poolPicker
+}
+
+// poolPicker is the Market view as the views that act on its picks see it.
+type poolPicker interface {
+	// picked returns the marked pools still in the market, in the order
+	// they were marked, or else the pool under the cursor; marked is false
+	// in the second case.
+	picked() (keys []string, marked bool)
+}
+
+// picked asks the picker, if the session has one.
+func (c *common) picked() (keys []string, marked bool) {
+	if c.picker == nil {
+		return nil, false
+	}
+	return c.picker.picked()
 }
 
 // windows are the steps `w` cycles through.
@@ -47,9 +68,20 @@ func nextWindow(d time.Duration) time.Duration {
 }
 
 // cycleWindow moves to the next window and asks the hub for more history
-// when the new window reaches further back than what it keeps.
-func (c *common) cycleWindow() {
-	c.setWindow(nextWindow(c.window))
+// when the new window reaches further back than what it keeps. A hub that
+// others share (the SSH server's) keeps no more than its MaxWindow: past
+// it, the cycle starts again at the first window and says why, so one
+// session never makes the hub fetch and hold more for every session.
+func (c *common) cycleWindow() tea.Cmd {
+	next := nextWindow(c.window)
+	capped := ""
+	if c.hub != nil && next > c.hub.MaxWindow() {
+		capped = fmt.Sprintf("this server keeps %s of history (its configured window): w cycles up to %s; window: %s",
+			windowLabel(c.hub.MaxWindow()), windowLabel(c.hub.MaxWindow()), windowLabel(windows[0]))
+		next = windows[0]
+	}
+	c.setWindow(next)
+	return func() tea.Msg { return windowChangedMsg{capped: capped} }
 }
 
 func (c *common) setWindow(d time.Duration) {

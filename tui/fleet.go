@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,15 +24,9 @@ import (
 const fleetPoll = 15 * time.Second
 
 type (
-	fleetQuoteMsg struct {
-		seq   int
-		est   booking.FleetEstimate
-		dry   booking.FleetResult
-		err   error
-		dryOK bool
-	}
+	// fleetLaunchedMsg follows a launch, whatever its answer: a fleet
+	// with a ledger row is followed.
 	fleetLaunchedMsg struct {
-		seq int
 		res booking.FleetResult
 		err error
 	}
@@ -58,9 +53,9 @@ func newFleetKeys(g *globalKeys) fleetKeys {
 	}
 }
 
-// ShortHelp is the footer's one line.
+// ShortHelp is the view's part of the footer.
 func (k fleetKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Launch, k.Form, k.global.NextView, k.global.Help, k.global.Quit}
+	return []key.Binding{k.Launch, k.Form}
 }
 
 // FullHelp is the `?` screen.
@@ -91,28 +86,24 @@ type fleetForm struct {
 // fleetView composes a spot fleet from the pools marked in the Market
 // view, launches it through the confirmation, and follows its state.
 type fleetView struct {
-	c      *common
-	ctx    context.Context
-	svc    *booking.Service
-	keys   fleetKeys
-	box    *mailbox
-	marked func() []string
-	// cursorOnly reports that nothing is marked in the Market view, so
-	// marked gave the pool under its cursor.
-	cursorOnly func() bool
-	w, h       int
+	owner
+	c    *common
+	ctx  context.Context
+	svc  *booking.Service
+	keys fleetKeys
+	w, h int
 
 	form    fleetForm
 	editing bool
 	field   int
 	formErr string
 
-	poolKeys []string
+	// poolKeys are the Market's picks; cursorOnly says that nothing is
+	// marked there, so they are the pool under its cursor.
+	poolKeys   []string
+	cursorOnly bool
 
-	confirm confirmBox
-	spec    providers.FleetSpec
-	est     booking.FleetEstimate
-	act     int
+	confirm confirmation
 
 	// the fleet being followed
 	rowID    string
@@ -125,23 +116,50 @@ type fleetView struct {
 	pollErr  string
 }
 
-func newFleetView(c *common, ctx context.Context, svc *booking.Service, marked func() []string, cursorOnly func() bool) *fleetView {
-	return &fleetView{c: c, ctx: ctx, svc: svc, keys: newFleetKeys(&c.keys), box: &mailbox{}, marked: marked, cursorOnly: cursorOnly,
-		form: fleetForm{target: "2", onDemand: "0"}}
+func newFleetView(c *common, ctx context.Context, svc *booking.Service) *fleetView {
+	v := &fleetView{c: c, ctx: ctx, svc: svc, keys: newFleetKeys(&c.keys), form: fleetForm{target: "2", onDemand: "0"}}
+	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
+	return v
+}
+
+// takePools takes the Market's picks again. An error about the pools
+// is said again for the new ones, or goes: "the marked pools span 2
+// regions" must not stay once a pool is unmarked.
+func (v *fleetView) takePools() {
+	keys, marked := v.c.picked()
+	changed := !slices.Equal(keys, v.poolKeys)
+	v.poolKeys, v.cursorOnly = keys, !marked
+	if changed && v.formErr != "" {
+		if _, err := v.compose(); err != nil {
+			v.formErr = err.Error()
+		} else {
+			v.formErr = ""
+		}
+	}
 }
 
 // refreshPools takes the Market's marks again, unless a confirmation is
-// open (it shows the spec it was opened with).
+// open (it shows the spec it was opened with) or the form is.
 func (v *fleetView) refreshPools() {
-	if !v.confirm.open && !v.editing && v.marked != nil {
-		v.poolKeys = v.marked()
+	if !v.confirm.open && !v.editing {
+		v.takePools()
 	}
+}
+
+// shown shows the marks as they are now, not as of the last market tick
+// (30 s apart on a real cloud).
+func (v *fleetView) shown() tea.Cmd {
+	v.refreshPools()
+	return nil
 }
 
 func (v *fleetView) Title() string       { return "Fleet" }
 func (v *fleetView) KeyMap() help.KeyMap { return v.keys }
 func (v *fleetView) SetSize(w, h int)    { v.w, v.h = w, h }
-func (v *fleetView) capturing() bool     { return v.editing || v.confirm.open }
+func (v *fleetView) capturing() bool     { return v.editing }
+func (v *fleetView) box() *confirmation  { return &v.confirm }
+func (v *fleetView) escGoesHome()        {}
+func (v *fleetView) slashFiltersMarket() {}
 
 func (v *fleetView) helpNote() string {
 	return "Mark pools in the Market view (space): their instance types, in one region, become the fleet. A fleet bills until deleted\n" +
@@ -201,19 +219,16 @@ func (v *fleetView) compose() (providers.FleetSpec, error) {
 }
 
 func (v *fleetView) Update(msg tea.Msg) (view, tea.Cmd) {
-	var cmds []tea.Cmd
-	for _, r := range v.box.drain() {
-		cmds = append(cmds, v.apply(r))
-	}
+	msg, cmd := v.confirm.update(msg)
+	cmds := []tea.Cmd{cmd}
 	switch msg := msg.(type) {
+	case fleetLaunchedMsg:
+		cmds = append(cmds, v.follow(msg))
+	case fleetStateMsg:
+		cmds = append(cmds, v.polled(msg))
 	case snapshotMsg:
-		if !v.confirm.open && v.marked != nil {
-			v.poolKeys = v.marked()
-		}
-		// The tick chain dies when its message reaches another view;
-		// the market's snapshots, which reach every view, revive it.
-		if v.followed && v.c.now().Sub(v.lastPoll) >= fleetPoll {
-			cmds = append(cmds, v.poll())
+		if !v.confirm.open {
+			v.takePools()
 		}
 	case fleetTickMsg:
 		if msg.seq == v.tick && v.followed {
@@ -233,80 +248,45 @@ func (v *fleetView) poll() tea.Cmd {
 	}
 	v.polling, v.lastPoll = true, v.c.now()
 	svc, ctx, id := v.svc, v.ctx, v.rowID
-	return v.box.cmd(func() tea.Msg {
+	return v.task(func() tea.Msg {
 		f, r, err := svc.RefreshFleet(ctx, id)
 		return fleetStateMsg{rowID: id, fleet: f, row: r, err: err}
 	})
 }
 
-func (v *fleetView) apply(msg tea.Msg) tea.Cmd {
-	switch msg := msg.(type) {
-	case fleetQuoteMsg:
-		if msg.seq != v.act || !v.confirm.open {
-			return nil
-		}
-		v.confirm.busy = ""
-		v.est = msg.est
-		v.confirm.lines = append(fleetLines(v.spec, msg.est), v.confirm.lines...)
-		if msg.err != nil {
-			v.confirm.problem = msg.err.Error()
-			return nil
-		}
-		if msg.dryOK {
-			v.confirm.dryRun = orDefault(dryRunAnswer(msg.dry.Fleet.Message), "the provider says the launch would succeed")
-		}
-	case fleetLaunchedMsg:
-		if msg.seq != v.act {
-			return nil
-		}
-		v.confirm = confirmBox{}
-		if msg.res.Row.ID != "" {
-			v.rowID, v.row, v.followed = msg.res.Row.ID, msg.res.Row, true
-			v.fleet = msg.res.Fleet
-			v.lastPoll = v.c.now()
-		}
-		if msg.err != nil {
-			return notifyErr(msg.err)
-		}
-		v.tick++
-		seq := v.tick
-		return tea.Batch(notify(fmt.Sprintf("launched %s (ledger row %s)", msg.res.Row.ProviderRef, short(msg.res.Row.ID))),
-			v.c.after(fleetPoll, func(time.Time) tea.Msg { return fleetTickMsg{seq: seq} }))
-	case fleetStateMsg:
-		if msg.rowID != v.rowID {
-			return nil
-		}
-		v.polling = false
-		if msg.err != nil {
-			v.pollErr = msg.err.Error()
-		} else {
-			v.pollErr, v.fleet, v.row = "", msg.fleet, msg.row
-		}
-		if v.row.State == store.StateDeleted || v.row.State == store.StateFailed || v.row.State == store.StateEnded {
-			v.followed = false
-			return nil
-		}
-		v.tick++
-		seq := v.tick
-		return v.c.after(fleetPoll, func(time.Time) tea.Msg { return fleetTickMsg{seq: seq} })
+// follow starts following a launched fleet, once its ledger row exists.
+func (v *fleetView) follow(msg fleetLaunchedMsg) tea.Cmd {
+	if msg.res.Row.ID != "" {
+		v.rowID, v.row, v.followed = msg.res.Row.ID, msg.res.Row, true
+		v.fleet = msg.res.Fleet
+		v.lastPoll = v.c.now()
 	}
-	return nil
+	if msg.err != nil {
+		return nil
+	}
+	v.tick++
+	return v.after(v.c, fleetPoll, fleetTickMsg{seq: v.tick})
+}
+
+func (v *fleetView) polled(msg fleetStateMsg) tea.Cmd {
+	if msg.rowID != v.rowID {
+		return nil
+	}
+	v.polling = false
+	if msg.err != nil {
+		v.pollErr = msg.err.Error()
+	} else {
+		v.pollErr, v.fleet, v.row = "", msg.fleet, msg.row
+	}
+	if v.row.State == store.StateDeleted || v.row.State == store.StateFailed || v.row.State == store.StateEnded {
+		v.followed = false
+		return nil
+	}
+	v.tick++
+	return v.after(v.c, fleetPoll, fleetTickMsg{seq: v.tick})
 }
 
 func (v *fleetView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
-	if v.confirm.open {
-		if v.confirm.key(msg) {
-			v.confirm.send("launching")
-			v.act++
-			seq, ctx, svc, spec, est, actor := v.act, v.ctx, v.svc, v.spec, v.est, v.c.actor
-			return v.box.cmd(func() tea.Msg {
-				// As a purchase: runs to its answer even if the session ends.
-				res, err := svc.LaunchFleet(context.WithoutCancel(ctx), booking.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
-				return fleetLaunchedMsg{seq: seq, res: res, err: err}
-			})
-		}
-		return nil
-	}
 	if v.editing {
 		return v.editKey(msg)
 	}
@@ -314,41 +294,63 @@ func (v *fleetView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, v.keys.Form):
 		v.editing = true
 	case key.Matches(msg, v.keys.Launch):
-		return v.launch()
+		return v.confirm.offer(v.launchFleet)
 	}
 	return nil
 }
 
-// launch opens the confirmation: the estimate first, then the dry run.
-func (v *fleetView) launch() tea.Cmd {
-	if cmd := refuseSpend(v.c, v.svc); cmd != nil {
-		return cmd
-	}
+// launchFleet is the money action behind L, for the fleet the marks and
+// the form make: the estimate first, then the dry run; the launch on y
+// records that estimate in the ledger.
+func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 	spec, err := v.compose()
 	if err != nil {
 		v.formErr = err.Error()
-		return notifyErr(err)
+		return nil, notifyErrHere(err)
 	}
 	v.formErr = ""
-	v.spec = spec
+	svc, actor := v.svc, v.c.actor
 	sim := ""
 	if v.svc.Describe(spec.Provider).Simulated {
 		sim = " (SIMULATED MARKET: nothing real is launched)"
 	}
-	v.confirm = confirmBox{open: true, verb: "launch", busy: "estimating the cost and asking the provider for a dry run",
-		title: fmt.Sprintf("Launch a spot fleet of %d instances in %s?%s", spec.TargetCapacity, spec.Region, sim)}
-	v.act++
-	seq, ctx, svc := v.act, v.ctx, v.svc
-	return v.box.cmd(func() tea.Msg {
-		est := svc.EstimateFleet(ctx, spec)
-		dry := spec
-		dry.DryRun = true
-		res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: dry, Estimate: est})
-		if err != nil {
-			return fleetQuoteMsg{seq: seq, est: est, err: err}
-		}
-		return fleetQuoteMsg{seq: seq, est: est, dry: res, dryOK: true}
-	})
+	return &moneyAction{
+		title: fmt.Sprintf("Launch %s in %s?%s", fleetKind(spec), spec.Region, sim), verb: "launch",
+		checking: "estimating the cost and asking the provider for a dry run", sending: "launching",
+		quote: func(ctx context.Context) quoteAnswer {
+			est := svc.EstimateFleet(ctx, spec)
+			dry := spec
+			dry.DryRun = true
+			ans := quoteAnswer{lines: fleetLines(spec, est)}
+			res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: dry, Estimate: est})
+			if err != nil {
+				ans.err = err
+				return ans
+			}
+			ans.dryRun = orDefault(dryRunAnswer(res.Fleet.Message), "the provider says the launch would succeed")
+			ans.send = func(ctx context.Context) outcome {
+				res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
+				return outcome{err: err, then: fleetLaunchedMsg{res: res, err: err},
+					notice: fmt.Sprintf("launched %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))}
+			}
+			return ans
+		},
+	}, nil
+}
+
+// fleetKind names a fleet by what it is made of: "a spot fleet of 5
+// instances", "an on-demand fleet of 5 instances", "a fleet of 5
+// instances (2 on-demand, 3 spot)".
+func fleetKind(spec providers.FleetSpec) string {
+	n := spec.TargetCapacity
+	od := min(max(spec.OnDemandBase, 0), n)
+	switch {
+	case od == 0:
+		return fmt.Sprintf("a spot fleet of %s", plural(n, "instance"))
+	case od == n:
+		return fmt.Sprintf("an on-demand fleet of %s", plural(n, "instance"))
+	}
+	return fmt.Sprintf("a fleet of %s (%d on-demand, %d spot)", plural(n, "instance"), od, n-od)
 }
 
 // fleetLines are the confirmation's terms, the cost first.
@@ -427,14 +429,11 @@ func (v *fleetView) View() string {
 		return ""
 	}
 	st := &v.c.styles
-	if v.confirm.open {
-		return v.confirm.view(st, v.w)
-	}
 	if v.svc == nil {
 		return st.dim.Render("Fleets cannot be launched in this session (no ledger).")
 	}
 	var b strings.Builder
-	if len(v.poolKeys) > 0 && v.cursorOnly != nil && v.cursorOnly() {
+	if len(v.poolKeys) > 0 && v.cursorOnly {
 		b.WriteString(st.title.Render("Pool (under the Market cursor: none marked; mark several with space)") + "\n")
 	} else {
 		b.WriteString(st.title.Render("Pools (marked in Market)") + "\n")
@@ -470,15 +469,18 @@ func (v *fleetView) View() string {
 	}
 	if v.rowID != "" {
 		b.WriteString("\n" + st.title.Render("Launched") + "\n")
-		state := v.row.State
-		b.WriteString(fmt.Sprintf("  %s  state %s  instances %d/%d", orDash(v.row.ProviderRef), state, v.fleet.Instances, max(v.fleet.Target, v.row.InstanceCount)))
+		// Wrapped at the field breaks: at 80 columns the price and the
+		// time of the last check are read whole.
+		parts := []string{orDash(v.row.ProviderRef), "state " + v.row.State,
+			fmt.Sprintf("instances %d/%d", v.fleet.Instances, max(v.fleet.Target, v.row.InstanceCount))}
 		if v.fleet.EstimatedUSDh > 0 {
-			b.WriteString(fmt.Sprintf("  $%.2f/h now", v.fleet.EstimatedUSDh))
+			parts = append(parts, fmt.Sprintf("$%.2f/h now", v.fleet.EstimatedUSDh))
 		}
-		b.WriteString(fmt.Sprintf("  ledger row %s", v.rowID))
+		parts = append(parts, "ledger row "+v.rowID)
 		if !v.lastPoll.IsZero() {
-			b.WriteString(st.dim.Render(fmt.Sprintf("  (checked %s)", v.lastPoll.In(v.c.now().Location()).Format("15:04:05"))))
+			parts = append(parts, fmt.Sprintf("(checked %s)", v.lastPoll.In(v.c.now().Location()).Format("15:04:05")))
 		}
+		b.WriteString("  " + wrapIndent(strings.Join(parts, "  "), v.w))
 		if v.pollErr != "" {
 			b.WriteString("\n  " + st.footerErr.Render(wrapIndent(v.pollErr, v.w)))
 		}

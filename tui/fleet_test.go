@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
@@ -145,7 +147,6 @@ func TestLedgerOrderAndCountdown(t *testing.T) {
 
 func TestNoBookingService(t *testing.T) {
 	m := newBare(Options{Now: nowFn, NoColor: true})
-	m.addMoneyViews(context.Background(), nil)
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
 	run(m, m.broadcast(snapshotMsg{snap: fixtureSnapshot()}))
 	for _, title := range []string{"Blocks", "Fleet", "Ledger"} {
@@ -162,7 +163,7 @@ func TestNoBookingService(t *testing.T) {
 // BenchmarkBlocksView renders the Blocks view with 100 offerings over a
 // 1000-pool market (each row looks for its spot alternative).
 func BenchmarkBlocksView(b *testing.B) {
-	v := newBlocksView(&common{styles: newStyles(true, true), keys: newGlobalKeys(), now: nowFn, risk: providers.DefaultRisk}, context.Background(), &booking.Service{})
+	v := newBlocksView(&common{styles: newStyles(true, true), keys: newGlobalKeys(), now: nowFn, risk: providers.DefaultRisk}, context.Background(), &booking.Service{}, nil)
 	v.SetSize(160, 40)
 	v.snap = bigSnapshot(1000)
 	for i := 0; i < 100; i++ {
@@ -189,11 +190,11 @@ func TestLedgerUnknownFleetCost(t *testing.T) {
 	lv.rows, lv.ready = orderLedger(rows, fixedNow), true
 	lv.SetSize(200, 20)
 	out := ansi.Strip(lv.View())
-	if !strings.Contains(out, money(240)+"/h") {
-		t.Fatalf("no priced fleet cost %q in\n%s", money(240)+"/h", out)
+	if !strings.Contains(out, market.Money(240)+"/h") {
+		t.Fatalf("no priced fleet cost %q in\n%s", market.Money(240)+"/h", out)
 	}
-	if strings.Contains(out, money(0)) {
-		t.Errorf("an unknown fleet cost is shown as %q:\n%s", money(0), out)
+	if strings.Contains(out, market.Money(0)) {
+		t.Errorf("an unknown fleet cost is shown as %q:\n%s", market.Money(0), out)
 	}
 }
 
@@ -353,5 +354,127 @@ func TestMoneyViewsAtTinySizes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFleetPollTickReachesHiddenView: a launched fleet's state is asked
+// for on its tick even while another view is on screen (the tick is routed
+// to the Fleet view, not given to whichever view is shown).
+func TestFleetPollTickReachesHiddenView(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	var ticks []tea.Cmd // the fleet's, held here and run below
+	f.m.c.after = func(_ time.Duration, fn func(time.Time) tea.Msg) tea.Cmd {
+		if r, ok := fn(fixedNow).(resultMsg); ok {
+			if _, ok := r.msg.(fleetTickMsg); ok {
+				ticks = append(ticks, func() tea.Msg { return r })
+			}
+		}
+		return nil
+	}
+	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
+	f.show(t, "Fleet")
+	press(f.m, "L", "y", "enter")
+	if f.fleet().rowID == "" || len(ticks) == 0 {
+		t.Fatalf("no fleet followed (row %q, %d ticks)", f.fleet().rowID, len(ticks))
+	}
+	f.show(t, "Ledger")
+	tick := ticks[len(ticks)-1]
+	run(f.m, tick)
+	if n := f.fake.Calls("DescribeFleet"); n != 1 {
+		t.Fatalf("the tick, delivered while the Ledger was shown, asked for the fleet's state %d times, want 1", n)
+	}
+	if f.fleet().lastPoll.IsZero() || len(ticks) < 2 {
+		t.Errorf("the hidden Fleet view did not re-arm its tick (%d ticks)", len(ticks))
+	}
+}
+
+// TestFleetRefusalGoesWhenAPoolIsUnmarked: "the marked pools span 1
+// provider and 2 regions" is about the marks; once a pool is unmarked
+// and the rest make a fleet, the Fleet view no longer says it.
+func TestFleetRefusalGoesWhenAPoolIsUnmarked(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
+	f.m.market.toggleMark("sim/us-west-2/us-west-2b/p5.48xlarge")
+	f.show(t, "Fleet")
+	press(f.m, "L")
+	if !strings.Contains(f.screen(), "span 1 provider and 2 regions") {
+		t.Fatalf("no refusal for two regions:\n%s", f.screen())
+	}
+	f.show(t, "Market")
+	f.m.market.toggleMark("sim/us-west-2/us-west-2b/p5.48xlarge")
+	f.show(t, "Fleet")
+	if strings.Contains(f.screen(), "span 1 provider") || f.fleet().formErr != "" {
+		t.Errorf("the refusal %q outlived its marks:\n%s", f.fleet().formErr, f.screen())
+	}
+}
+
+// TestFleetTitleSaysWhatTheFleetIs: the confirmation's question names
+// the mix the user chose, not "a spot fleet" for on-demand instances.
+func TestFleetTitleSaysWhatTheFleetIs(t *testing.T) {
+	for _, tc := range []struct {
+		target, onDemand int
+		want             string
+	}{
+		{5, 5, "an on-demand fleet of 5 instances"},
+		{5, 0, "a spot fleet of 5 instances"},
+		{5, 2, "a fleet of 5 instances (2 on-demand, 3 spot)"},
+		{1, 0, "a spot fleet of 1 instance"},
+	} {
+		if got := fleetKind(providers.FleetSpec{TargetCapacity: tc.target, OnDemandBase: tc.onDemand}); got != tc.want {
+			t.Errorf("%d with %d on-demand: %q, want %q", tc.target, tc.onDemand, got, tc.want)
+		}
+	}
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
+	f.show(t, "Fleet")
+	press(f.m, "e", "backspace", "5", "down", "backspace", "5", "enter", "L")
+	scr := strings.Join(strings.Fields(f.screen()), " ")
+	if !strings.Contains(scr, "Launch an on-demand fleet of 5 instances in us-east-1?") || strings.Contains(scr, "spot fleet") {
+		t.Errorf("5 on-demand + 0 spot:\n%s", f.screen())
+	}
+	// The estimate names the pool it priced.
+	if !strings.Contains(scr, "p5.48xlarge us-east-1a") {
+		t.Errorf("the estimate names no pool:\n%s", f.screen())
+	}
+}
+
+// TestLedgerShowsWhoAndFleetTimes: the Ledger shows who booked each row
+// (a column with room, the line under the cursor at 80 columns), and for
+// a fleet its start, end, time running and cost so far.
+func TestLedgerShowsWhoAndFleetTimes(t *testing.T) {
+	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+	f.show(t, "Ledger")
+	lv := f.ledger()
+	lv.rows = orderLedger(goldenLedgerRows(), fixedNow)
+	lv.cur = 1 // the running fleet
+	f.m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	scr := f.screen()
+	for _, want := range []string{"BY", "bob@laptop", "alice", "SO FAR $", "running 2h 30m", "11-23 11:30 UTC", "250.0", "ran 3h 0m", "0.6000"} {
+		if !strings.Contains(scr, want) {
+			t.Errorf("120 columns: no %q in\n%s", want, scr)
+		}
+	}
+	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	scr = strings.Join(strings.Fields(f.screen()), " ")
+	for _, want := range []string{"BY bob@laptop", "SO FAR $ 250.0", "running 2h 30m", "100.0/h"} {
+		if !strings.Contains(scr, want) {
+			t.Errorf("80 columns: no %q in\n%s", want, f.screen())
+		}
+	}
+	// A fleet row without the times (written before the ledger kept them)
+	// is taken to start at its launch and end at its last update.
+	old := store.Row{Kind: store.KindFleet, State: store.StateDeleted, ProviderRef: "fleet-x", CostUSD: 2,
+		CostNote:  booking.FleetEstimate{Basis: "current prices"}.FirstHourNote(),
+		CreatedAt: fixedNow.Add(-5 * time.Hour), UpdatedAt: fixedNow.Add(-2 * time.Hour)}
+	if got := timeLeft(old, fixedNow); got != "ran 3h 0m" {
+		t.Errorf("old fleet row: %q", got)
+	}
+	if got := costSoFar(old, fixedNow); got != 6 {
+		t.Errorf("old fleet row cost so far %v, want 6", got)
+	}
+	unknown := old
+	unknown.CostNote = booking.FleetEstimate{Basis: "unknown prices"}.FirstHourNote()
+	if got := costSoFar(unknown, fixedNow); !math.IsNaN(got) {
+		t.Errorf("a fleet at unknown prices has cost %v so far, want unknown", got)
 	}
 }

@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gpumarket/gpumarket/providers/hub"
 )
@@ -47,42 +48,18 @@ func (m *Model) simulated() bool {
 func (m *Model) header() string {
 	st := &m.c.styles
 	w := m.c.width
-	var b strings.Builder
-	b.WriteString(st.title.Render("gpumarket"))
-	b.WriteString(" ")
-	for i, v := range m.views {
-		b.WriteString(" ")
-		if i == m.active {
-			title := v.Title()
-			if st.noColor { // no underline to tell it by
-				title = "[" + title + "]"
-			}
-			b.WriteString(st.activeTab.Render(title))
-		} else {
-			b.WriteString(st.tab.Render(v.Title()))
-		}
-	}
-	if m.simulated() {
-		b.WriteString("  ")
-		b.WriteString(st.badgeSim.Render(" SIMULATED MARKET "))
-	}
-	if m.readOnly() {
-		b.WriteString("  ")
-		b.WriteString(st.dim.Render("read-only"))
-	}
-	if m.snap != nil && !m.snap.Taken.IsZero() {
-		b.WriteString("  ")
-		b.WriteString(st.dim.Render("updated " + m.snap.Taken.In(m.c.now().Location()).Format("15:04:05")))
-	}
+	title := m.titleLine(w)
 	if m.headerHeight() == 1 {
 		// compact: one word per source
+		var b strings.Builder
+		b.WriteString(title)
 		for _, s := range m.sources() {
 			b.WriteString("  ")
 			b.WriteString(m.sourceWord(s))
 		}
 		return clipLine(b.String(), w)
 	}
-	lines := []string{clipLine(b.String(), w)}
+	lines := []string{clipLine(title, w)}
 	if m.snap == nil {
 		lines = append(lines, st.dim.Render(clipLine(m.spin.View()+" connecting to the market…", w)))
 	}
@@ -90,6 +67,67 @@ func (m *Model) header() string {
 		lines = append(lines, clipLine(m.sourceLine(s), w))
 	}
 	return strings.Join(lines[:min(len(lines), m.headerHeight())], "\n")
+}
+
+// titleLine is the title, the tabs, the simulated badge, read-only and the
+// time of the data, said shorter step by step until it fits in w: at 80
+// columns a viewer of the simulated market still reads every part whole
+// (the time cut to "updated 06:22:3" read as a wrong time).
+func (m *Model) titleLine(w int) string {
+	st := &m.c.styles
+	var updated time.Time
+	if m.snap != nil {
+		updated = m.snap.Taken.In(m.c.now().Location())
+	}
+	type form struct {
+		name, badge, updated, clock string
+	}
+	forms := []form{
+		{"gpumarket", " SIMULATED MARKET ", "updated ", "15:04:05"},
+		{"gpumarket", " SIMULATED ", "updated ", "15:04:05"},
+		{"gpumarket", " SIMULATED ", "", "15:04:05"},
+		{"gpumarket", " SIM ", "", "15:04"},
+		{"", " SIM ", "", "15:04"},
+	}
+	var line string
+	for _, f := range forms {
+		var b strings.Builder
+		if f.name != "" {
+			b.WriteString(st.title.Render(f.name))
+			b.WriteString(" ")
+		}
+		for i, v := range m.views {
+			if i > 0 || f.name != "" {
+				b.WriteString(" ")
+			}
+			if i == m.active {
+				title := v.Title()
+				if st.noColor { // no underline to tell it by
+					title = "[" + title + "]"
+				}
+				b.WriteString(st.activeTab.Render(title))
+			} else {
+				b.WriteString(st.tab.Render(v.Title()))
+			}
+		}
+		if m.simulated() {
+			b.WriteString("  ")
+			b.WriteString(st.badgeSim.Render(f.badge))
+		}
+		if m.readOnly() {
+			b.WriteString("  ")
+			b.WriteString(st.dim.Render("read-only"))
+		}
+		if !updated.IsZero() {
+			b.WriteString("  ")
+			b.WriteString(st.dim.Render(f.updated + updated.Format(f.clock)))
+		}
+		line = b.String()
+		if cellWidth(line) <= w {
+			break
+		}
+	}
+	return line
 }
 
 func (m *Model) sources() []hub.SourceStatus {

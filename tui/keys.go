@@ -23,6 +23,15 @@ func newGlobalKeys() globalKeys {
 	}
 }
 
+// upKey and downKey move a list's cursor, in every view with a list.
+func upKey() key.Binding {
+	return key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up"))
+}
+
+func downKey() key.Binding {
+	return key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down"))
+}
+
 // marketKeys are the Market view's keys.
 type marketKeys struct {
 	Up, Down, PageUp, PageDown, Home, End key.Binding
@@ -33,8 +42,8 @@ type marketKeys struct {
 
 func newMarketKeys(g *globalKeys) marketKeys {
 	return marketKeys{
-		Up:          key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
-		Down:        key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		Up:          upKey(),
+		Down:        downKey(),
 		PageUp:      key.NewBinding(key.WithKeys("pgup", "ctrl+b"), key.WithHelp("pgup", "page up")),
 		PageDown:    key.NewBinding(key.WithKeys("pgdown", "ctrl+f"), key.WithHelp("pgdn", "page down")),
 		Home:        key.NewBinding(key.WithKeys("home"), key.WithHelp("home", "first")),
@@ -52,11 +61,10 @@ func newMarketKeys(g *globalKeys) marketKeys {
 	}
 }
 
-// ShortHelp is the footer's one line. ? and q come before the filters and
-// tab, which the header's view names already show: at 80 columns the line
-// is cut, and help and quit must survive the cut.
+// ShortHelp is the view's part of the footer, most used first: the root
+// adds tab, ? and q after it, and cuts it (not them) at 80 columns.
 func (k marketKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Chart, k.Mark, k.Filter, k.Sort, k.Window, k.global.Help, k.global.Quit, k.GPU, k.Region, k.global.NextView}
+	return []key.Binding{k.Chart, k.Mark, k.Filter, k.Sort, k.Window, k.GPU, k.Region}
 }
 
 // FullHelp is the `?` screen.
@@ -84,9 +92,9 @@ func newChartKeys(g *globalKeys) chartKeys {
 	}
 }
 
-// ShortHelp is the footer's one line.
+// ShortHelp is the view's part of the footer.
 func (k chartKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Window, k.Unit, k.Back, k.global.Help, k.global.Quit, k.global.NextView}
+	return []key.Binding{k.Window, k.Unit, k.Back}
 }
 
 // FullHelp is the `?` screen.

@@ -3,9 +3,9 @@ package tui
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"charm.land/bubbles/v2/help"
@@ -13,186 +13,10 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/store"
 )
-
-// addMoneyViews adds the Blocks, Fleet and Ledger views to a session whose
-// booking service is svc (nil: the views say that nothing can be booked
-// here). The root calls it in New, after the Market and Chart views:
-//
-//	m.addMoneyViews(opt.Context, opt.Booking)
-//
-// and should give mailNudge messages to every view (case mailNudge:
-// return m, m.broadcast(msg)) so that a hidden view's results show at once.
-func (m *Model) addMoneyViews(ctx context.Context, svc *booking.Service) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	blocks := newBlocksView(m.c, ctx, svc)
-	if len(m.opt.GPUs) > 0 {
-		if g, ok := providers.NormalizeGPUModel(m.opt.GPUs[0]); ok {
-			blocks.form.gpu = g
-		}
-	}
-	mk := m.market
-	fleet := newFleetView(m.c, ctx, svc, mk.chartKeys, func() bool { return mk.markedCount() == 0 })
-	ledger := newLedgerView(m.c, ctx, svc)
-	// Called again (tests, a session given a ledger later), it replaces
-	// the money views rather than adding a second set.
-	kept := m.views[:0]
-	for _, v := range m.views {
-		switch v.(type) {
-		case *blocksView, *fleetView, *ledgerView:
-			continue
-		}
-		kept = append(kept, v)
-	}
-	m.views = append(kept, blocks, fleet, ledger)
-	m.active, m.prev = min(m.active, len(m.views)-1), min(m.prev, len(m.views)-1)
-	m.resize()
-}
-
-// mailbox carries a view's command results back to that view. The root
-// hands an ordinary message to the active view only, so a result that
-// arrives after the user tabbed away would be lost; a command therefore
-// posts its result here and returns a mailNudge, and the view drains the
-// box on every Update — snapshots reach every view, so a hidden view
-// catches up within a tick. The box holds results, never the model.
-type mailbox struct {
-	mu   sync.Mutex
-	msgs []tea.Msg
-}
-
-// mailNudge tells a view that its mailbox has news.
-type mailNudge struct{}
-
-// cmd runs f as a command whose result goes to the mailbox.
-func (b *mailbox) cmd(f func() tea.Msg) tea.Cmd {
-	return func() tea.Msg {
-		msg := f()
-		b.mu.Lock()
-		b.msgs = append(b.msgs, msg)
-		b.mu.Unlock()
-		return mailNudge{}
-	}
-}
-
-func (b *mailbox) drain() []tea.Msg {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := b.msgs
-	b.msgs = nil
-	return out
-}
-
-// refuseSpend is the answer to b, L or d when this session may not spend
-// (a viewer) or cannot (no ledger); nil when it may go on.
-func refuseSpend(c *common, svc *booking.Service) tea.Cmd {
-	var text string
-	switch {
-	case c.role == RoleViewer:
-		text = "read-only session: booking, launching and deleting are disabled here; nothing was spent"
-	case svc == nil:
-		text = "booking is not available in this session (no ledger); nothing was spent"
-	default:
-		return nil
-	}
-	return func() tea.Msg { return noticeMsg{text: text, err: true} }
-}
-
-// confirmBox is the confirmation every money-spending action passes:
-// the total first, the terms, the provider's dry-run answer, and an
-// explicit "y" then enter. Anything else (n, esc) cancels; "no" is what
-// happens unless the user types y.
-type confirmBox struct {
-	open  bool
-	title string
-	lines []string
-	// busy is set while the terms or the dry run, or the action itself,
-	// are being asked for.
-	busy string
-	// problem, when set, is why the action cannot go ahead (over budget,
-	// the dry run refused): only esc is accepted.
-	problem string
-	dryRun  string
-	typed   string
-	verb    string // "buy", "launch", "delete"
-	// sending is set once the action is sent: it can no longer be
-	// cancelled, so every key is ignored until its answer.
-	sending bool
-}
-
-// send marks the box as sending its action.
-func (b *confirmBox) send(what string) {
-	b.busy, b.sending, b.typed = what, true, ""
-}
-
-// key handles a key in the open box. It reports whether y then enter
-// confirmed the action, and closes the box on a cancel.
-func (b *confirmBox) key(msg tea.KeyPressMsg) (confirmed bool) {
-	if b.sending {
-		return false
-	}
-	switch msg.String() {
-	case "esc", "n", "N", "q":
-		*b = confirmBox{}
-		return false
-	case "y", "Y":
-		if b.busy == "" && b.problem == "" {
-			b.typed = "y"
-		}
-	case "backspace":
-		b.typed = ""
-	case "enter":
-		if b.typed == "y" && b.busy == "" && b.problem == "" {
-			return true
-		}
-	default:
-		b.typed = ""
-	}
-	return false
-}
-
-// dryRunAnswer is a provider's dry-run message without its own "dry run:"
-// lead, which the box already writes.
-func dryRunAnswer(msg string) string {
-	if len(msg) >= 8 && strings.EqualFold(msg[:8], "dry run:") {
-		return strings.TrimSpace(msg[8:])
-	}
-	return msg
-}
-
-func (b *confirmBox) view(st *styles, w int) string {
-	// Every line wraps rather than being cut: what is bought and on which
-	// terms must be read whole before the yes.
-	wrap := func(l string) string {
-		return "  " + strings.ReplaceAll(ansi.Wordwrap(l, max(w-2, 1), ""), "\n", "\n  ")
-	}
-	var s strings.Builder
-	s.WriteString(st.title.Render(ansi.Wordwrap(b.title, max(w, 1), "")))
-	s.WriteString("\n")
-	for _, l := range b.lines {
-		s.WriteString(wrap(l) + "\n")
-	}
-	if b.dryRun != "" {
-		s.WriteString(st.ok.Render(wrap("dry run: "+b.dryRun)) + "\n")
-	}
-	switch {
-	case b.busy != "":
-		s.WriteString("\n  " + st.dim.Render(b.busy+"…"))
-	case b.problem != "":
-		s.WriteString("\n" + st.footerErr.Render(wrap(b.problem)) + "\n  " + st.dim.Render("esc closes; nothing was spent"))
-	default:
-		answer := "[no]"
-		if b.typed == "y" {
-			answer = "[yes]"
-		}
-		s.WriteString(fmt.Sprintf("\n  Type y then enter to %s · n or esc cancels    %s", b.verb, answer))
-	}
-	return s.String()
-}
 
 // ledgerReload is how often the Ledger view rereads the ledger when the
 // market ticks: other sessions and processes write to it too.
@@ -205,10 +29,9 @@ type (
 		rep  *booking.Report
 		err  error
 	}
-	fleetDeletedMsg struct {
-		row store.Row
-		err error
-	}
+	// fleetDeletedMsg follows a delete, whatever its answer: the ledger
+	// is read again.
+	fleetDeletedMsg struct{}
 )
 
 // ledgerKeys are the Ledger view's keys.
@@ -219,17 +42,17 @@ type ledgerKeys struct {
 
 func newLedgerKeys(g *globalKeys) ledgerKeys {
 	return ledgerKeys{
-		Up:        key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
-		Down:      key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		Up:        upKey(),
+		Down:      downKey(),
 		Delete:    key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "delete fleet")),
 		Reconcile: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reconcile")),
 		global:    g,
 	}
 }
 
-// ShortHelp is the footer's one line.
+// ShortHelp is the view's part of the footer.
 func (k ledgerKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Delete, k.Reconcile, k.global.Help, k.global.Quit, k.global.NextView, k.Up, k.Down}
+	return []key.Binding{k.Delete, k.Reconcile, k.Up, k.Down}
 }
 
 // FullHelp is the `?` screen.
@@ -241,11 +64,11 @@ func (k ledgerKeys) FullHelp() [][]key.Binding {
 // reservations first with the time left (the workshop view), then the
 // rest, newest first.
 type ledgerView struct {
+	owner
 	c     *common
 	ctx   context.Context
 	svc   *booking.Service
 	keys  ledgerKeys
-	box   *mailbox
 	w, h  int
 	rows  []store.Row
 	cur   int
@@ -258,18 +81,30 @@ type ledgerView struct {
 	// changes is the service's change count at the last load.
 	changes uint64
 
-	confirm confirmBox
-	target  store.Row
+	confirm confirmation
 }
 
 func newLedgerView(c *common, ctx context.Context, svc *booking.Service) *ledgerView {
-	return &ledgerView{c: c, ctx: ctx, svc: svc, keys: newLedgerKeys(&c.keys), box: &mailbox{}}
+	v := &ledgerView{c: c, ctx: ctx, svc: svc, keys: newLedgerKeys(&c.keys)}
+	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
+	return v
 }
 
 func (v *ledgerView) Title() string       { return "Ledger" }
 func (v *ledgerView) KeyMap() help.KeyMap { return v.keys }
 func (v *ledgerView) SetSize(w, h int)    { v.w, v.h = w, h }
-func (v *ledgerView) capturing() bool     { return v.confirm.open }
+func (v *ledgerView) box() *confirmation  { return &v.confirm }
+func (v *ledgerView) escGoesHome()        {}
+func (v *ledgerView) slashFiltersMarket() {}
+
+// shown rereads the ledger if this session wrote to it while the view was
+// hidden (a purchase in the Blocks view): the new row is there at once.
+func (v *ledgerView) shown() tea.Cmd {
+	if v.ready && v.svc != nil && v.svc.Changes() != v.changes {
+		return v.load(false)
+	}
+	return nil
+}
 
 func (v *ledgerView) helpNote() string {
 	return "Every purchase and launch is written here before it is sent. unknown: the answer was lost; it is looked up (r), never re-sent.\n" +
@@ -285,7 +120,7 @@ func (v *ledgerView) load(reconcile bool) tea.Cmd {
 	v.seq++
 	v.changes = v.svc.Changes()
 	seq, ctx, svc := v.seq, v.ctx, v.svc
-	return v.box.cmd(func() tea.Msg {
+	return v.task(func() tea.Msg {
 		var rep *booking.Report
 		if reconcile {
 			r, err := svc.Reconcile(ctx)
@@ -300,11 +135,13 @@ func (v *ledgerView) load(reconcile bool) tea.Cmd {
 }
 
 func (v *ledgerView) Update(msg tea.Msg) (view, tea.Cmd) {
-	var cmds []tea.Cmd
-	for _, r := range v.box.drain() {
-		cmds = append(cmds, v.apply(r))
-	}
+	msg, cmd := v.confirm.update(msg)
+	cmds := []tea.Cmd{cmd}
 	switch msg := msg.(type) {
+	case ledgerLoadedMsg:
+		cmds = append(cmds, v.loaded(msg))
+	case fleetDeletedMsg:
+		cmds = append(cmds, v.load(false))
 	case snapshotMsg:
 		now := v.c.now()
 		if !v.ready {
@@ -316,88 +153,78 @@ func (v *ledgerView) Update(msg tea.Msg) (view, tea.Cmd) {
 		cmds = append(cmds, v.updateKey(msg))
 	}
 	// This session (another view, another SSH session) wrote to the
-	// ledger: reread it now rather than at the next reload.
+	// ledger: reread it at the next message that reaches this view (a
+	// market tick, its own answers, a key) rather than at the next reload.
 	if v.ready && v.svc != nil && v.svc.Changes() != v.changes {
 		cmds = append(cmds, v.load(false))
 	}
 	return v, tea.Batch(cmds...)
 }
 
-func (v *ledgerView) apply(msg tea.Msg) tea.Cmd {
-	switch msg := msg.(type) {
-	case ledgerLoadedMsg:
-		if msg.seq != v.seq {
-			return nil
+func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
+	if msg.seq != v.seq {
+		return nil
+	}
+	v.busy, v.ready, v.last = false, true, v.c.now()
+	if msg.err != nil {
+		v.err = msg.err.Error()
+		return notifyErr(msg.err)
+	}
+	v.err = ""
+	v.rows = orderLedger(msg.rows, v.c.now())
+	v.cur = min(v.cur, max(len(v.rows)-1, 0))
+	if msg.rep != nil {
+		var parts []string
+		for _, u := range msg.rep.Unsettled {
+			parts = append(parts, fmt.Sprintf("%s: %s", short(u.Row.ID), u.Reason))
 		}
-		v.busy, v.ready, v.last = false, true, v.c.now()
-		if msg.err != nil {
-			v.err = msg.err.Error()
-			return notifyErr(msg.err)
-		}
-		v.err = ""
-		v.rows = orderLedger(msg.rows, v.c.now())
-		v.cur = min(v.cur, max(len(v.rows)-1, 0))
-		if msg.rep != nil {
-			var parts []string
-			for _, u := range msg.rep.Unsettled {
-				parts = append(parts, fmt.Sprintf("%s: %s", short(u.Row.ID), u.Reason))
-			}
-			v.note = strings.Join(parts, "; ")
-		}
-	case fleetDeletedMsg:
-		v.confirm = confirmBox{}
-		if msg.err != nil {
-			return tea.Batch(notifyErr(msg.err), v.load(false))
-		}
-		return tea.Batch(notify("deleted fleet "+msg.row.ProviderRef), v.load(false))
+		v.note = strings.Join(parts, "; ")
 	}
 	return nil
 }
 
 func (v *ledgerView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
-	if v.confirm.open {
-		if v.confirm.key(msg) {
-			v.confirm.send("deleting")
-			svc, ctx, id, actor := v.svc, v.ctx, v.target.ID, v.c.actor
-			return v.box.cmd(func() tea.Msg {
-				r, err := svc.DeleteFleet(context.WithoutCancel(ctx), id, actor)
-				return fleetDeletedMsg{row: r, err: err}
-			})
-		}
-		return nil
-	}
 	switch {
 	case key.Matches(msg, v.keys.Up):
 		v.cur = max(v.cur-1, 0)
 	case key.Matches(msg, v.keys.Down):
 		v.cur = min(v.cur+1, max(len(v.rows)-1, 0))
 	case key.Matches(msg, v.keys.Reconcile):
-		return tea.Batch(notify("reconciling unknown outcomes…"), v.load(true))
+		return tea.Batch(notifyHere("reconciling unknown outcomes…"), v.load(true))
 	case key.Matches(msg, v.keys.Delete):
-		if cmd := refuseSpend(v.c, v.svc); cmd != nil {
-			return cmd
-		}
-		if v.cur >= len(v.rows) {
-			return nil
-		}
-		r := v.rows[v.cur]
-		if r.Kind != store.KindFleet {
-			if r.Kind == store.KindReservation {
-				return notify("d deletes fleets; a reservation is released when its window ends (a running gpumarket or `gpumarket ledger` does it)")
-			}
-			return notify("d deletes fleets; a capacity block cannot be cancelled (it is non-refundable)")
-		}
-		if r.State == store.StateDeleted || r.ProviderRef == "" {
-			return notify(fmt.Sprintf("fleet row %s is %s: nothing to delete", short(r.ID), r.State))
-		}
-		v.target = r
-		v.confirm = confirmBox{open: true, verb: "delete it", title: "Delete fleet " + r.ProviderRef + "?",
-			lines: []string{
-				fmt.Sprintf("%d × %s in %s (%s), state %s", r.InstanceCount, r.InstanceType, r.Region, r.Provider, r.State),
-				"Its instances are terminated; work on them is lost.",
-			}}
+		return v.confirm.offer(v.deleteFleet)
 	}
 	return nil
+}
+
+// deleteFleet is the money action behind d, for the fleet of the selected
+// row: nothing to quote, the fleet deleted through the ledger on y.
+func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
+	if v.cur >= len(v.rows) {
+		return nil, nil
+	}
+	r := v.rows[v.cur]
+	if r.Kind != store.KindFleet {
+		if r.Kind == store.KindReservation {
+			return nil, notifyHere("d deletes fleets; a reservation is released when its window ends (a running gpumarket or `gpumarket ledger` does it)")
+		}
+		return nil, notifyHere("d deletes fleets; a capacity block cannot be cancelled (it is non-refundable)")
+	}
+	if r.State == store.StateDeleted || r.ProviderRef == "" {
+		return nil, notifyHere(fmt.Sprintf("fleet row %s is %s: nothing to delete", short(r.ID), r.State))
+	}
+	svc, id, actor := v.svc, r.ID, v.c.actor
+	return &moneyAction{
+		title: "Delete fleet " + r.ProviderRef + "?", verb: "delete it", sending: "deleting",
+		lines: []string{
+			fmt.Sprintf("%d × %s in %s (%s), state %s", r.InstanceCount, r.InstanceType, r.Region, r.Provider, r.State),
+			"Its instances are terminated; work on them is lost.",
+		},
+		send: func(ctx context.Context) outcome {
+			row, err := svc.DeleteFleet(ctx, id, actor)
+			return outcome{notice: "deleted fleet " + row.ProviderRef, err: err, then: fleetDeletedMsg{}}
+		},
+	}, nil
 }
 
 // orderLedger puts current and upcoming blocks first (active, then by
@@ -428,8 +255,19 @@ func orderLedger(rows []store.Row, now time.Time) []store.Row {
 	return out
 }
 
-// timeLeft is a block's countdown: to its start, then to its end.
+// timeLeft is a block's countdown: to its start, then to its end; a
+// fleet's time running (it bills until deleted).
 func timeLeft(r store.Row, now time.Time) string {
+	if r.Kind == store.KindFleet {
+		start, end := rowSpan(r)
+		switch {
+		case start.IsZero():
+			return "-"
+		case end.IsZero():
+			return "running " + span(now.Sub(start))
+		}
+		return "ran " + span(end.Sub(start))
+	}
 	if !store.Booked(r.Kind) || r.Start.IsZero() {
 		return "-"
 	}
@@ -474,9 +312,6 @@ func (v *ledgerView) View() string {
 		return ""
 	}
 	st := &v.c.styles
-	if v.confirm.open {
-		return v.confirm.view(st, v.w)
-	}
 	var b strings.Builder
 	switch {
 	case v.svc == nil:
@@ -512,29 +347,29 @@ func (v *ledgerView) View() string {
 	}
 	b.WriteString("\n  " + st.header.Render(strings.Join(hdr, " ")))
 	if len(v.rows) == 0 {
-		b.WriteString("\n  " + st.dim.Render(fit("Nothing booked or launched yet. Blocks: b books an offering; Fleet: L launches.", max(v.w-2, 1), false)))
+		b.WriteString("\n" + st.dim.Render(wrapIndent("  Nothing booked or launched yet. Blocks: b books an offering; Fleet: L launches.", v.w)))
+		return b.String()
 	}
-	// Only the rows that fit, scrolled to keep the cursor (and its error
-	// line) in sight: a workshop's ledger outgrows the screen.
-	page := max(v.h-used-1, 1)
-	first := max(0, min(v.cur-page+2, len(v.rows)-page))
+	// Under the cursor's row: its error, and what the columns that did
+	// not fit say (at 80 columns: where, who, the ids).
+	var detail []string
+	cur := v.rows[min(v.cur, len(v.rows)-1)]
+	if cur.Error != "" {
+		detail = append(detail, st.footerErr.Render(fit(cur.Error, max(v.w-4, 1), false)))
+	}
+	if d := hiddenCells(ledgerCells(cur, now), cols); d != "" {
+		for _, l := range strings.Split(ansi.Wordwrap(d, max(v.w-4, 1), ""), "\n") {
+			detail = append(detail, st.dim.Render(fit(l, max(v.w-4, 1), false)))
+		}
+	}
+	detail = detail[:min(len(detail), max(v.h-used-1, 0), 3)]
+	// Only the rows that fit, scrolled to keep the cursor and its lines
+	// in sight: a workshop's ledger outgrows the screen.
+	page := max(v.h-used-len(detail), 1)
+	first := max(0, min(v.cur-page+1, len(v.rows)-page))
 	for i := first; i < len(v.rows) && i < first+page; i++ {
 		r := v.rows[i]
-		where := place(r.Region, r.Zone)
-		start := "-"
-		if !r.Start.IsZero() {
-			start = r.Start.In(now.Location()).Format("01-02 15:04 MST")
-		}
-		cost := money(r.CostUSD)
-		switch {
-		case booking.CostUnknown(r):
-			cost = "-" // recorded as 0, but no price was known
-		case r.CostNote != "":
-			cost += "/h"
-		}
-		cells := map[string]string{"STATE": r.State, "KIND": r.Kind, "WHAT": fmt.Sprintf("%d×%s", r.InstanceCount, displayType(r.InstanceType)),
-			"WHERE": where, "START (local)": start, "TIME LEFT": timeLeft(r, now), "COST $": cost, "PROVIDER ID": orDash(r.ProviderRef),
-			"BY": r.Actor, "LEDGER ID": r.ID}
+		cells := ledgerCells(r, now)
 		var line []string
 		for _, c := range cols {
 			line = append(line, fit(cells[c.title], c.w, c.right))
@@ -548,55 +383,113 @@ func (v *ledgerView) View() string {
 			text = st.stale.Render(text)
 		}
 		b.WriteString("\n" + prefix + text)
-		if i == v.cur && r.Error != "" {
-			b.WriteString("\n    " + st.footerErr.Render(fit(r.Error, max(v.w-4, 1), false)))
+		if i == v.cur {
+			for _, l := range detail {
+				b.WriteString("\n    " + l)
+			}
 		}
 	}
 	return b.String()
 }
 
-// tableColumn is one column of the Ledger or Blocks table.
-type tableColumn struct {
-	title string
-	w     int
-	right bool
-	prio  int // lower stays longer as the terminal narrows
-}
-
-// ledgerColumns in display order. What a workshop attendee needs (what,
-// where, when, how long left) stays at 80 columns; the ids and who booked
-// go first.
+// ledgerColumns in display order. What decides and tracks a booking (what,
+// when, how long, what it costs) stays at 80 columns; where, who and the
+// running cost of a fleet come next, then the ids. What does not fit is
+// said under the cursor's row.
 var ledgerColumns = []tableColumn{
-	{"STATE", 9, false, 0}, {"KIND", 5, false, 7}, {"WHAT", 18, false, 1}, {"WHERE", 14, false, 2},
-	{"START (local)", 15, false, 3}, {"TIME LEFT", 17, false, 4}, {"COST $", 10, true, 5},
-	{"PROVIDER ID", 22, false, 6}, {"BY", 14, false, 8}, {"LEDGER ID", 26, false, 9},
+	{title: "STATE", w: 9, prio: 0}, {title: "KIND", w: 5, prio: 9}, {title: "WHAT", w: 18, prio: 1},
+	{title: "WHERE", w: 14, prio: 5, max: 18}, {title: "START (local)", w: 15, prio: 2}, {title: "END (local)", w: 15, prio: 8},
+	{title: "TIME LEFT", w: 17, prio: 3}, {title: "COST $", w: 10, right: true, prio: 4}, {title: "SO FAR $", w: 9, right: true, prio: 7},
+	{title: "BY", w: 14, prio: 6}, {title: "PROVIDER ID", w: 22, prio: 10}, {title: "LEDGER ID", w: 26, prio: 11},
 }
 
-// fitTable keeps the columns that fit in w cells (one space between
-// them), by priority, in display order.
-func fitTable(cols []tableColumn, w int) []tableColumn {
-	keep := make([]bool, len(cols))
-	used := 0
-	for p := range len(cols) {
-		for i, c := range cols {
-			if c.prio == p && used+c.w+1 <= w+1 {
-				keep[i] = true
-				used += c.w + 1
-			}
+// ledgerCells are a row's cells by column title.
+func ledgerCells(r store.Row, now time.Time) map[string]string {
+	loc := now.Location()
+	when := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
 		}
+		return t.In(loc).Format("01-02 15:04 MST")
 	}
-	var out []tableColumn
-	for i, c := range cols {
-		if keep[i] {
-			out = append(out, c)
-		}
+	start, end := rowSpan(r)
+	cost := market.Money(r.CostUSD)
+	switch {
+	case booking.CostUnknown(r):
+		cost = "-" // recorded as 0, but no price was known
+	case r.CostNote != "":
+		cost += "/h"
 	}
-	return out
+	return map[string]string{"STATE": r.State, "KIND": r.Kind, "WHAT": fmt.Sprintf("%d×%s", r.InstanceCount, market.DisplayType(r.InstanceType)),
+		"WHERE": market.Place(r.Region, r.Zone), "START (local)": when(start), "END (local)": when(end), "TIME LEFT": timeLeft(r, now),
+		"COST $": cost, "SO FAR $": market.Money(costSoFar(r, now)), "PROVIDER ID": orDash(r.ProviderRef),
+		"BY": actorName(r.Actor), "LEDGER ID": r.ID}
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
+// hiddenCells says what the columns that are not shown hold, and the
+// cells cut to their column, for the lines under the cursor: "WHERE
+// us-east-1a · BY alice · …". Unknown cells are left out.
+func hiddenCells(cells map[string]string, shown []tableColumn) string {
+	width := map[string]int{}
+	for _, c := range shown {
+		width[c.title] = c.w
 	}
-	return s
+	var parts []string
+	for _, c := range ledgerColumns {
+		v := cells[c.title]
+		if w, on := width[c.title]; (on && cellWidth(v) <= w) || v == "" || v == "-" {
+			continue
+		}
+		parts = append(parts, c.title+" "+v)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// rowSpan is when a row's capacity started and ended: a block's or a
+// reservation's window; a fleet's time running, from when it became
+// active to when it was deleted or found ended. A fleet row that does not
+// carry those (one written before the ledger recorded them) is taken to
+// start when it was launched (its intent is written just before the
+// launch call) and, once deleted or ended, to end at its last update.
+func rowSpan(r store.Row) (start, end time.Time) {
+	start, end = r.Start, r.End
+	if r.Kind != store.KindFleet || r.ProviderRef == "" {
+		return start, end
+	}
+	if start.IsZero() {
+		start = r.CreatedAt
+	}
+	if end.IsZero() && (r.State == store.StateDeleted || r.State == store.StateEnded) {
+		end = r.UpdatedAt
+	}
+	return start, end
+}
+
+// costSoFar is what a fleet has cost up to now (or its end): its hourly
+// estimate times the hours it ran; NaN for anything else or when the
+// price is unknown.
+func costSoFar(r store.Row, now time.Time) float64 {
+	start, end := rowSpan(r)
+	if r.Kind != store.KindFleet || r.CostNote == "" || booking.CostUnknown(r) || start.IsZero() {
+		return math.NaN()
+	}
+	if end.IsZero() || end.After(now) {
+		end = now
+	}
+	return r.CostUSD * max(end.Sub(start).Hours(), 0)
+}
+
+// actorName is who booked, as a column has room for: the local user, or
+// an SSH key's comment (else its fingerprint).
+func actorName(actor string) string {
+	if a, ok := strings.CutPrefix(actor, "local:"); ok {
+		return a
+	}
+	if a, ok := strings.CutPrefix(actor, "ssh:"); ok {
+		if _, comment, ok := strings.Cut(a, " "); ok && comment != "" {
+			return comment
+		}
+		return a
+	}
+	return orDash(actor)
 }

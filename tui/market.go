@@ -11,12 +11,10 @@ import (
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/hub"
 )
-
-// openChartMsg asks the root to show the Chart of these pools.
-type openChartMsg struct{ keys []string }
 
 // marketView is the table of pools.
 type marketView struct {
@@ -40,7 +38,7 @@ type marketView struct {
 	marked         map[string]bool
 	markOrder      []string
 
-	sortBy  sortMode
+	sortBy  int // into market.Sorts
 	reverse bool
 	gpus    []string // GPU models shown; empty = all
 	regions []string
@@ -49,7 +47,7 @@ type marketView struct {
 	needle  string // lowercased free-text filter
 
 	width, height int
-	cols          []int
+	cols          []int // shown, into market.View
 }
 
 func newMarket(c *common, gpus, regions []string) *marketView {
@@ -109,18 +107,18 @@ func (m *marketView) SetSize(w, h int) {
 	m.scrollToCursor()
 }
 
-// fitColumns picks the columns that fit in w cells, most important first,
-// and returns them in display order.
+// fitColumns picks the columns of market.View that fit in w cells, most
+// important first, and returns their indices in display order.
 func fitColumns(w int) []int {
-	order := make([]int, numCols)
+	order := make([]int, len(market.View))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(columns[a].prio, columns[b].prio) })
-	keep := make([]bool, numCols)
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(market.View[a].Prio, market.View[b].Prio) })
+	keep := make([]bool, len(market.View))
 	used := 0
 	for _, c := range order {
-		need := columns[c].width + 1
+		need := market.View[c].Width + 1
 		if used+need > w {
 			continue
 		}
@@ -128,7 +126,7 @@ func fitColumns(w int) []int {
 		used += need
 	}
 	var cols []int
-	for c := range numCols {
+	for c := range market.View {
 		if keep[c] {
 			cols = append(cols, c)
 		}
@@ -137,28 +135,25 @@ func fitColumns(w int) []int {
 }
 
 // colWidths returns the width of each shown column, giving spare cells to
-// the instance type and the location, whose names run long.
+// the columns that grow (the instance type and the location, whose names
+// run long), in display order.
 func (m *marketView) colWidths() []int {
 	ws := make([]int, len(m.cols))
 	used := 0
 	for i, c := range m.cols {
-		ws[i] = columns[c].width
+		ws[i] = market.View[c].Width
 		used += ws[i] + 1
 	}
 	spare := m.width - gutter - used
-	for _, grow := range []struct{ col, upto int }{{colInstance, 26}, {colLocation, 20}} {
-		for i, c := range m.cols {
-			if c == grow.col && spare > 0 {
-				add := min(spare, grow.upto-ws[i])
-				if add > 0 {
-					ws[i] += add
-					spare -= add
-				}
-			}
+	for i, c := range m.cols {
+		if add := min(spare, market.View[c].MaxWidth-ws[i]); add > 0 {
+			ws[i] += add
+			spare -= add
 		}
 	}
 	return ws
 }
+
 func (m *marketView) pageRows() int { return max(m.height-2, 1) }
 
 func (m *marketView) scrollToCursor() {
@@ -186,7 +181,7 @@ func (m *marketView) scrollToCursor() {
 
 func (m *marketView) syncCursorKey() {
 	if m.cursor < len(m.list) {
-		m.cursorKey = m.list[m.cursor].pv.Key
+		m.cursorKey = m.list[m.cursor].Key
 	}
 }
 
@@ -263,28 +258,27 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 		m.move(len(m.list) - 1)
 	case key.Matches(msg, k.Mark):
 		if m.cursor < len(m.list) {
-			m.toggleMark(m.list[m.cursor].pv.Key)
+			m.toggleMark(m.list[m.cursor].Key)
 			m.move(m.cursor + 1)
 		}
 	case key.Matches(msg, k.Sort):
-		m.sortBy = (m.sortBy + 1) % numSorts
+		m.sortBy = (m.sortBy + 1) % len(market.Sorts)
 		m.reverse = false
 		m.rebuild()
-		return m, notify("sort: " + sortNames[m.sortBy])
+		return m, notifyHere("sort: " + market.Sorts[m.sortBy].SortName)
 	case key.Matches(msg, k.Reverse):
 		m.reverse = !m.reverse
 		m.rebuild()
 	case key.Matches(msg, k.Window):
-		m.c.cycleWindow()
-		return m, windowChanged
+		return m, m.c.cycleWindow()
 	case key.Matches(msg, k.GPU):
 		m.gpus = cycleFilter(m.gpus, m.distinct(func(pv *hub.PoolView) string { return pv.GPU.Model }))
 		m.rebuild()
-		return m, notify("GPU: " + listOrAll(m.gpus))
+		return m, notifyHere("GPU: " + listOrAll(m.gpus))
 	case key.Matches(msg, k.Region):
 		m.regions = cycleFilter(m.regions, m.distinct(func(pv *hub.PoolView) string { return pv.Region }))
 		m.rebuild()
-		return m, notify("region: " + listOrAll(m.regions))
+		return m, notifyHere("region: " + listOrAll(m.regions))
 	case key.Matches(msg, k.Filter):
 		m.typing = true
 		m.filter.SetValue(m.needle)
@@ -295,16 +289,23 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 			m.filter.SetValue("")
 			m.needle, m.gpus, m.regions = "", nil, nil
 			m.rebuild()
-			return m, notify("filters cleared")
+			return m, notifyHere("filters cleared")
 		}
 	case key.Matches(msg, k.Chart):
 		keys := m.chartKeys()
 		if len(keys) == 0 {
-			return m, notify("no pool to chart")
+			return m, notifyHere("no pool to chart")
 		}
-		return m, func() tea.Msg { return openChartMsg{keys: keys} }
+		return m, func() tea.Msg { return openPoolsMsg{keys: keys} }
 	}
 	return m, nil
+}
+
+// picked is what the Chart and the Fleet view act on: the marked pools,
+// or the one under the cursor.
+func (m *marketView) picked() (keys []string, marked bool) {
+	keys = m.chartKeys()
+	return keys, m.markedCount() > 0
 }
 
 // chartKeys returns the marked pools still in the market, in the order
@@ -317,7 +318,7 @@ func (m *marketView) chartKeys() []string {
 		}
 	}
 	if len(keys) == 0 && m.cursor < len(m.list) {
-		keys = []string{m.list[m.cursor].pv.Key}
+		keys = []string{m.list[m.cursor].Key}
 	}
 	return keys
 }
@@ -347,7 +348,7 @@ func (m *marketView) toggleMark(k string) {
 func (m *marketView) distinct(field func(*hub.PoolView) string) []string {
 	set := map[string]bool{}
 	for _, r := range m.all {
-		if v := field(r.pv); v != "" {
+		if v := field(r.PoolView); v != "" {
 			set[v] = true
 		}
 	}
@@ -405,7 +406,7 @@ func (m *marketView) View() string {
 			arrow = "↓"
 		}
 		status := fmt.Sprintf("%d/%d pools · sort %s%s · window %s",
-			len(m.list), len(m.all), sortShort[m.sortBy], arrow, windowLabel(m.c.window))
+			len(m.list), len(m.all), market.Sorts[m.sortBy].SortShort, arrow, windowLabel(m.c.window))
 		if len(m.gpus) > 0 {
 			status += " · gpu " + listOrAll(m.gpus)
 		}
@@ -428,11 +429,12 @@ func (m *marketView) View() string {
 	var hdr strings.Builder
 	hdr.WriteString(strings.Repeat(" ", min(gutter, m.width)))
 	for i, c := range m.cols {
-		title := columns[c].title
-		if sortColumn(m.sortBy) == c {
+		col := market.View[c]
+		title := col.Title
+		if market.Sorts[m.sortBy] == col {
 			title += map[bool]string{false: "↑", true: "↓"}[m.reverse]
 		}
-		hdr.WriteString(fit(title, ws[i], columns[c].right))
+		hdr.WriteString(fit(title, ws[i], col.Right))
 		hdr.WriteByte(' ')
 	}
 	b.WriteByte('\n')
@@ -461,10 +463,10 @@ func (m *marketView) View() string {
 		if cur {
 			pointer = "›"
 		}
-		if m.marked[r.pv.Key] {
+		if m.marked[r.Key] {
 			mark = "●"
 		}
-		if r.pv.Restricted {
+		if r.Restricted {
 			restr = "⊘"
 		}
 		line.WriteString(pointer)
@@ -476,12 +478,13 @@ func (m *marketView) View() string {
 			line.WriteString(st.pRestricted.wrap(restr))
 		}
 		for j, c := range m.cols {
-			cell := fit(r.cells[c], ws[j], columns[c].right)
-			if c == colInterrupt && !cur && !st.noColor {
+			col := market.View[c]
+			cell := fit(r.cells[c], ws[j], col.Right)
+			if col == market.ColInterruption && !cur && !st.noColor {
 				switch {
-				case r.bucketRank <= 0:
+				case r.BucketRank <= 0:
 					cell = st.pCalm.wrap(cell)
-				case r.bucketRank >= 3 && r.bucketRank < len(providers.Buckets):
+				case r.BucketRank >= 3 && r.BucketRank < len(providers.Buckets):
 					cell = st.pRough.wrap(cell)
 				}
 			}
@@ -518,30 +521,4 @@ func snapshotFailed(s *hub.Snapshot) bool {
 		failed = failed || src.State == hub.StateError || failedRegions(src) > 0
 	}
 	return failed
-}
-
-func sortColumn(s sortMode) int {
-	switch s {
-	case sortEffective:
-		return colEffective
-	case sortPerGPU:
-		return colPerGPU
-	case sortSpot:
-		return colSpot
-	case sortSavings:
-		return colSavings
-	case sortInterruption:
-		return colInterrupt
-	case sortGPU:
-		return colGPU
-	case sortRegion:
-		return colLocation
-	}
-	return -1
-}
-
-// displayType shortens Azure's "Standard_NC40ads_H100_v5" to the
-// "NC40ads_H100_v5" people say; the filter still matches the full name.
-func displayType(t string) string {
-	return strings.TrimPrefix(t, "Standard_")
 }

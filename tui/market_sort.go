@@ -1,33 +1,12 @@
 package tui
 
 import (
-	"cmp"
-	"math"
 	"slices"
 	"strings"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers/hub"
 )
-
-// sortMode is the Market view's order.
-type sortMode int
-
-const (
-	sortEffective sortMode = iota
-	sortPerGPU
-	sortSpot
-	sortSavings
-	sortInterruption
-	sortGPU
-	sortRegion
-	numSorts
-)
-
-var sortNames = [numSorts]string{"effective $/GPU-h", "$/GPU-h", "spot $/h", "savings", "interruption", "GPU", "region"}
-
-// sortShort names the sort in the status line.
-var sortShort = [numSorts]string{"effective", "$/GPU-h", "spot", "savings", "interruption", "GPU", "region"}
 
 // applySnapshot folds a new snapshot into the rows. Only pools whose Changed
 // moved (or all of them, after a window change) are recomputed.
@@ -50,7 +29,7 @@ func (m *marketView) applySnapshot(s *hub.Snapshot) {
 		// Snapshots are sorted by key and rarely gain a pool, so the row at
 		// the same index is almost always the one: no map lookup needed.
 		var r *row
-		if i < len(old) && old[i].pv.Key == pv.Key {
+		if i < len(old) && old[i].Key == pv.Key {
 			r = old[i]
 		} else {
 			r = m.rows[pv.Key]
@@ -60,11 +39,11 @@ func (m *marketView) applySnapshot(s *hub.Snapshot) {
 			m.rows[pv.Key] = r
 			structural = true
 		}
-		stale := r.pv == nil || r.changed != pv.Changed || r.windowSeq != ws
-		r.pv = pv
+		stale := r.PoolView == nil || r.derived != pv.Changed || r.windowSeq != ws
+		r.PoolView = pv
 		r.seen = s.Seq
 		if stale {
-			r.compute(m.c, from, to)
+			r.compute(m.c, pv, from, to)
 			m.changed = append(m.changed, r)
 		}
 		m.all = append(m.all, r)
@@ -93,11 +72,10 @@ func (m *marketView) refreshWindow() {
 }
 
 func (m *marketView) matches(r *row) bool {
-	pv := r.pv
-	if len(m.gpus) > 0 && !containsFold(m.gpus, pv.GPU.Model) {
+	if len(m.gpus) > 0 && !containsFold(m.gpus, r.GPU.Model) {
 		return false
 	}
-	if len(m.regions) > 0 && !containsFold(m.regions, pv.Region) {
+	if len(m.regions) > 0 && !containsFold(m.regions, r.Region) {
 		return false
 	}
 	return m.needle == "" || strings.Contains(r.search, m.needle)
@@ -186,78 +164,9 @@ func (m *marketView) placeCursor(screenRow int) {
 	m.syncCursorKey()
 }
 
-// compare orders two rows by the sort mode; unknown figures go last in
-// either direction, and ties fall back to the pool key so the order is
-// stable between snapshots.
+// compare orders two rows by the sort column (market.Compare: unknown
+// figures last in either direction, ties by pool key so the order is
+// stable between snapshots).
 func (m *marketView) compare(a, b *row) int {
-	var c int
-	switch m.sortBy {
-	case sortEffective:
-		c = m.cmpFloat(a.effective, b.effective)
-	case sortPerGPU:
-		c = m.cmpFloat(a.perGPU, b.perGPU)
-	case sortSpot:
-		c = m.cmpFloat(a.spot, b.spot)
-	case sortSavings:
-		// the biggest saving first; NaN stays NaN when negated, so last
-		c = m.cmpFloat(-a.savings, -b.savings)
-	case sortInterruption:
-		unknownA, unknownB := a.bucketRank >= len(providers.Buckets), b.bucketRank >= len(providers.Buckets)
-		if unknownA != unknownB {
-			c = map[bool]int{true: 1, false: -1}[unknownA]
-		} else {
-			c = m.dir(cmp.Compare(a.bucketRank, b.bucketRank))
-		}
-		if c == 0 {
-			c = cmpNaNLast(a.effective, b.effective)
-		}
-	case sortGPU:
-		c = m.dir(cmp.Or(strings.Compare(a.pv.GPU.Model, b.pv.GPU.Model), cmp.Compare(b.pv.GPU.Count, a.pv.GPU.Count)))
-		if c == 0 {
-			c = cmpNaNLast(a.effective, b.effective)
-		}
-	case sortRegion:
-		c = m.dir(cmp.Or(strings.Compare(a.pv.Region, b.pv.Region), strings.Compare(a.pv.Zone, b.pv.Zone)))
-		if c == 0 {
-			c = cmpNaNLast(a.effective, b.effective)
-		}
-	}
-	if c != 0 {
-		return c
-	}
-	return strings.Compare(a.pv.Key, b.pv.Key)
-}
-
-func (m *marketView) dir(c int) int {
-	if m.reverse {
-		return -c
-	}
-	return c
-}
-
-// cmpFloat compares in the sort direction with NaN always last.
-func (m *marketView) cmpFloat(a, b float64) int {
-	an, bn := math.IsNaN(a), math.IsNaN(b)
-	switch {
-	case an && bn:
-		return 0
-	case an:
-		return 1
-	case bn:
-		return -1
-	}
-	return m.dir(cmp.Compare(a, b))
-}
-
-func cmpNaNLast(a, b float64) int {
-	an, bn := math.IsNaN(a), math.IsNaN(b)
-	switch {
-	case an && bn:
-		return 0
-	case an:
-		return 1
-	case bn:
-		return -1
-	}
-	return cmp.Compare(a, b)
+	return market.Compare(market.Sorts[m.sortBy], &a.Row, &b.Row, m.reverse)
 }

@@ -1,6 +1,7 @@
 // Package tui is gpumarket's terminal UI: a Bubble Tea root model over
-// views (Market, Chart) fed by a hub subscription. One Model serves one
-// session; nothing is shared between sessions but the hub.
+// views (Market, Chart, Blocks, Fleet, Ledger) fed by a hub subscription.
+// One Model serves one session; nothing is shared between sessions but the
+// hub and the booking service.
 package tui
 
 import (
@@ -63,43 +64,41 @@ type Options struct {
 	Booking *booking.Service
 }
 
-// view is one screen of the TUI. Adding a view (Blocks, Fleet, Ledger) is
-// a type with these methods and a line in New.
-type view interface {
-	Update(tea.Msg) (view, tea.Cmd)
-	View() string
-	SetSize(w, h int)
-	KeyMap() help.KeyMap
-	Title() string
-}
-
-// helpNoter is a view with more to say on the full help screen than its
-// keys: what its marks and columns mean.
-type helpNoter interface{ helpNote() string }
-
-// capturer is a view that sometimes wants every key (a text input): the
-// root then passes q, tab and ? through instead of acting on them.
-type capturer interface{ capturing() bool }
-
 // Messages between the root and its views.
 type (
-	snapshotMsg      struct{ snap *hub.Snapshot }
-	subClosedMsg     struct{}
-	windowChangedMsg struct{}
+	snapshotMsg  struct{ snap *hub.Snapshot }
+	subClosedMsg struct{}
+	// windowChangedMsg says the window changed; capped, when set, is why
+	// it is not the one asked for.
+	windowChangedMsg struct{ capped string }
 	stylesChangedMsg struct{}
 	// noticeMsg is a transient footer message.
 	noticeMsg struct {
 		text string
 		err  bool
+		// scoped is news about the view on screen (a filter, a sort, the
+		// window): it goes when another view is shown, where it would be
+		// stale ("region: ap-south-1" under the Ledger).
+		scoped bool
 	}
 	noticeExpiredMsg struct{ id int }
 )
 
-func windowChanged() tea.Msg { return windowChangedMsg{} }
-
 // notify returns a command that shows text in the footer for a while.
 func notify(text string) tea.Cmd {
 	return func() tea.Msg { return noticeMsg{text: text} }
+}
+
+// notifyHere is notify for news about the view on screen, which showing
+// another view clears.
+func notifyHere(text string) tea.Cmd {
+	return func() tea.Msg { return noticeMsg{text: text, scoped: true} }
+}
+
+// notifyErrHere is notifyErr for a refusal of what the view on screen
+// holds (its form, its marks), which showing another view clears.
+func notifyErrHere(err error) tea.Cmd {
+	return func() tea.Msg { return noticeMsg{text: err.Error(), err: true, scoped: true} }
 }
 
 // notifyErr shows an error in the footer: errors are messages, never panics
@@ -113,11 +112,12 @@ const noticeFor = 4 * time.Second
 
 // Model is the root of one TUI session. It implements tea.Model.
 type Model struct {
-	opt    Options
-	c      *common
-	views  []view
+	opt   Options
+	c     *common
+	views []view
+	// market is home: esc goes back to it, / filters it, the Chart and
+	// the Fleet view act on its picks.
 	market *marketView
-	chart  *chartView
 	active int
 	prev   int
 
@@ -168,14 +168,27 @@ func New(opt Options) *Model {
 		after:  tea.Tick,
 	}
 	m := &Model{opt: opt, c: c, isDark: true}
-	m.market = newMarket(c, opt.GPUs, opt.Regions)
-	m.chart = newChart(c)
-	m.views = []view{m.market, m.chart}
-	m.addMoneyViews(opt.Context, opt.Booking)
+	// The views, in tab order: a new view is one line here.
+	m.market = addView(m, newMarket(c, opt.GPUs, opt.Regions))
+	addView(m, newChart(c))
+	addView(m, newBlocksView(c, opt.Context, opt.Booking, opt.GPUs))
+	addView(m, newFleetView(c, opt.Context, opt.Booking))
+	addView(m, newLedgerView(c, opt.Context, opt.Booking))
+	c.picker = m.market
 	m.spin = spinner.New(spinner.WithSpinner(spinner.MiniDot))
 	m.help = help.New()
 	m.applyStyles()
 	return m
+}
+
+// addView adds a view to the session's tabs and gives it its id, with
+// which its commands' results come back to it.
+func addView[V view](m *Model, v V) V {
+	if o, ok := any(v).(interface{ setID(viewID) }); ok {
+		o.setID(viewID(len(m.views)))
+	}
+	m.views = append(m.views, v)
+	return v
 }
 
 func (m *Model) applyStyles() {
@@ -184,15 +197,9 @@ func (m *Model) applyStyles() {
 	m.market.applyStyles()
 }
 
-// readOnly reports whether this session may not spend money. Every key
-// that books or launches checks it first and answers with readOnlyNotice.
+// readOnly reports whether this session may not spend money (the header
+// says so; the confirmation refuses every money key).
 func (m *Model) readOnly() bool { return m.c.role == RoleViewer }
-
-// readOnlyNotice is the footer's answer to a money-spending key in a
-// read-only session.
-func readOnlyNotice() tea.Cmd {
-	return func() tea.Msg { return noticeMsg{text: "read-only session: booking is disabled", err: true} }
-}
 
 // Init subscribes to the hub and asks the terminal for its background.
 func (m *Model) Init() tea.Cmd {
@@ -216,7 +223,7 @@ func waitSnapshot(ch <-chan *hub.Snapshot) tea.Cmd {
 }
 
 func (m *Model) bodyHeight() int {
-	return max(m.c.height-m.headerHeight()-1, 0)
+	return max(m.c.height-m.headerHeight()-m.footerHeight(), 0)
 }
 
 func (m *Model) resize() {
@@ -276,25 +283,39 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.spin, cmd = m.spin.Update(msg)
 		return m, cmd
 	case windowChangedMsg:
-		return m, tea.Batch(m.broadcast(msg), notify("window: "+windowLabel(m.c.window)))
+		text := "window: " + windowLabel(m.c.window)
+		if msg.capped != "" {
+			text = msg.capped
+		}
+		return m, tea.Batch(m.broadcast(msg), notifyHere(text))
 	case noticeMsg:
-		m.notice = msg
+		m.setNotice(msg)
 		m.noticeN++
 		id := m.noticeN
 		return m, m.c.after(noticeFor, func(time.Time) tea.Msg { return noticeExpiredMsg{id: id} })
 	case noticeExpiredMsg:
 		if msg.id == m.noticeN {
-			m.notice = noticeMsg{}
+			m.setNotice(noticeMsg{})
 		}
 		return m, nil
-	case openChartMsg:
-		m.chart.setPools(msg.keys)
-		m.chart.Update(snapshotMsg{snap: m.snap})
-		return m, m.switchTo(m.indexOf(m.chart))
+	case resultMsg:
+		// To the view that asked, shown or not.
+		if i := int(msg.to); i >= 0 && i < len(m.views) {
+			v, cmd := m.views[i].Update(msg.msg)
+			m.views[i] = v
+			return m, cmd
+		}
+		return m, nil
+	case openPoolsMsg:
+		for i, v := range m.views {
+			if s, ok := v.(poolShower); ok {
+				s.showPools(msg.keys)
+				return m, m.switchTo(i)
+			}
+		}
+		return m, nil
 	case backMsg:
 		return m, m.switchTo(m.prev)
-	case mailNudge:
-		return m, m.broadcast(msg)
 	case tea.KeyPressMsg:
 		return m.updateKey(msg)
 	}
@@ -308,7 +329,7 @@ func (m *Model) updateKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	if msg.String() == "ctrl+c" {
 		return m, tea.Quit
 	}
-	if c, ok := m.views[m.active].(capturer); !ok || !c.capturing() {
+	if !m.capturing() {
 		switch {
 		case key.Matches(msg, g.Quit):
 			return m, tea.Quit
@@ -323,25 +344,31 @@ func (m *Model) updateKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		case key.Matches(msg, g.PrevView):
 			return m, m.switchTo((m.active + len(m.views) - 1) % len(m.views))
 		}
-		switch m.views[m.active].(type) {
-		case *blocksView, *fleetView, *ledgerView:
-			// esc, with no form or confirmation open, goes home; the
-			// Chart's esc returns to where enter came from.
-			if key.Matches(msg, g.Back) {
-				return m, m.switchTo(m.indexOf(m.market))
-			}
+		// esc, with no form or confirmation open, goes home; the Chart's
+		// esc returns to where enter came from.
+		if _, ok := m.views[m.active].(escHomer); ok && key.Matches(msg, g.Back) {
+			return m, m.switchTo(m.indexOf(m.market))
 		}
-		switch m.views[m.active].(type) {
-		case *chartView, *fleetView, *ledgerView:
-			// They have nothing of their own to filter: / filters the market.
-			if key.Matches(msg, g.Filter) {
-				m.switchTo(m.indexOf(m.market))
-			}
+		// A view with nothing to filter hands / to the Market, which
+		// opens its filter.
+		if _, ok := m.views[m.active].(marketFilterer); ok && key.Matches(msg, g.Filter) {
+			m.switchTo(m.indexOf(m.market))
 		}
 	}
 	v, cmd := m.views[m.active].Update(msg)
 	m.views[m.active] = v
 	return m, cmd
+}
+
+// capturing reports whether the active view wants every key: a text
+// input, or a confirmation, is open.
+func (m *Model) capturing() bool {
+	v := m.views[m.active]
+	if c, ok := v.(confirmer); ok && c.box().open {
+		return true
+	}
+	c, ok := v.(capturer)
+	return ok && c.capturing()
 }
 
 func (m *Model) indexOf(v view) int {
@@ -353,26 +380,14 @@ func (m *Model) indexOf(v view) int {
 	return 0
 }
 
-// shower is a view with work to start the first time it is shown: the
-// Blocks view's search asks every region of every cloud, so a session
-// (thirty workshop attendees) that never opens it asks nothing.
-type shower interface{ shown() tea.Cmd }
-
 func (m *Model) switchTo(i int) tea.Cmd {
 	if i == m.active || i < 0 || i >= len(m.views) {
 		return nil
 	}
 	m.prev, m.active = m.active, i
 	m.full = false
-	// The Fleet view shows the marks as they are now, not as of the last
-	// market tick (30 s apart on a real cloud).
-	if f, ok := m.views[i].(*fleetView); ok {
-		f.refreshPools()
-	}
-	// Tabbing to an empty Chart shows what enter would have.
-	if m.views[i] == m.chart && len(m.chart.poolKeys) == 0 {
-		m.chart.setPools(m.market.chartKeys())
-		m.chart.Update(snapshotMsg{snap: m.snap})
+	if m.notice.scoped {
+		m.setNotice(noticeMsg{})
 	}
 	if s, ok := m.views[i].(shower); ok {
 		return s.shown()
@@ -425,35 +440,26 @@ func (m *Model) View() tea.View {
 	if bh > 0 {
 		b.WriteString("\n")
 		var body string
-		if m.full {
-			body = m.help.FullHelpView(m.views[m.active].KeyMap().FullHelp())
-			if n, ok := m.views[m.active].(helpNoter); ok {
+		active := m.views[m.active]
+		if c, ok := active.(confirmer); ok && c.box().open {
+			body = c.box().view(&m.c.styles, w)
+		} else if m.full {
+			body = m.help.FullHelpView(active.KeyMap().FullHelp())
+			if n, ok := active.(helpNoter); ok {
 				// Wrapped, not clipped: the notes are sentences.
 				body += "\n\n" + m.c.styles.dim.Render(ansi.Wordwrap(n.helpNote(), w, ""))
 			}
 		} else {
-			body = m.views[m.active].View()
+			body = active.View()
 		}
 		b.WriteString(clip(body, w, bh))
 	}
 	if h > m.headerHeight() {
 		b.WriteString("\n")
-		b.WriteString(m.footer())
+		b.WriteString(strings.Join(m.footerLines(), "\n"))
 	}
 	v.SetContent(clip(b.String(), w, h))
 	return v
-}
-
-// footer is the transient message, or else the short help.
-func (m *Model) footer() string {
-	st := &m.c.styles
-	if m.notice.text != "" {
-		if m.notice.err {
-			return st.footerErr.Render(fit(m.notice.text, m.c.width, false))
-		}
-		return st.footerMsg.Render(fit(m.notice.text, m.c.width, false))
-	}
-	return m.help.ShortHelpView(m.views[m.active].KeyMap().ShortHelp())
 }
 
 // Run runs a session on the terminal (or on the input and output given as

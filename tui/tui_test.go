@@ -9,6 +9,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/hub"
 )
@@ -95,13 +96,33 @@ func run(m *Model, cmd tea.Cmd) []tea.Msg {
 func listKeys(m *Model) []string {
 	var ks []string
 	for _, r := range m.market.list {
-		ks = append(ks, r.pv.Key)
+		ks = append(ks, r.Key)
 	}
 	return ks
 }
 
+// chartOf is the session's Chart view.
+func chartOf(m *Model) *chartView {
+	for _, v := range m.views {
+		if c, ok := v.(*chartView); ok {
+			return c
+		}
+	}
+	return nil
+}
+
+// cellOf is a row's cell in the Market view's column col.
+func cellOf(r *row, col *market.Column) string {
+	for i, c := range market.View {
+		if c == col {
+			return r.cells[i]
+		}
+	}
+	return ""
+}
+
 func cursorKey(m *Model) string {
-	return m.market.list[m.market.cursor].pv.Key
+	return m.market.list[m.market.cursor].Key
 }
 
 func TestCursorStaysOnPoolWhenPoolsAppearAbove(t *testing.T) {
@@ -130,7 +151,7 @@ func TestCursorStaysOnPoolWhenPoolsAppearAbove(t *testing.T) {
 	if got := m.market.cursor - m.market.offset; got != screenRow {
 		t.Errorf("cursor's screen row %d, want %d (scroll kept)", got, screenRow)
 	}
-	if m.market.list[0].pv.InstanceType != "g4dn.xlarge" || m.market.list[0].spot > 0.02 {
+	if m.market.list[0].InstanceType != "g4dn.xlarge" || m.market.list[0].Spot > 0.02 {
 		t.Errorf("new cheap pools not on top: %s", listKeys(m)[0])
 	}
 }
@@ -159,7 +180,7 @@ func TestCursorFollowsPoolWhenItsPriceMoves(t *testing.T) {
 func unknownEffective(m *Model) int {
 	n := 0
 	for _, r := range m.market.list {
-		if math.IsNaN(r.effective) {
+		if math.IsNaN(r.Effective) {
 			n++
 		}
 	}
@@ -215,8 +236,8 @@ func assertAll(t *testing.T, m *Model, gpu string) {
 		t.Fatal("no pools left")
 	}
 	for _, r := range m.market.list {
-		if r.pv.GPU.Model != gpu {
-			t.Errorf("%s left by filter for %s", r.pv.Key, gpu)
+		if r.GPU.Model != gpu {
+			t.Errorf("%s left by filter for %s", r.Key, gpu)
 		}
 	}
 }
@@ -242,8 +263,8 @@ func TestGPUAndRegionFiltersCycle(t *testing.T) {
 		t.Fatal("region filter left no pools to check")
 	}
 	for _, r := range m.market.list {
-		if r.pv.Region != "ap-northeast-1" {
-			t.Errorf("region filter let %s through", r.pv.Key)
+		if r.Region != "ap-northeast-1" {
+			t.Errorf("region filter let %s through", r.Key)
 		}
 	}
 }
@@ -251,11 +272,11 @@ func TestGPUAndRegionFiltersCycle(t *testing.T) {
 func TestSortModes(t *testing.T) {
 	m := newTestModel(t, 120, 40, Options{})
 	fields := []func(*row) float64{
-		func(r *row) float64 { return r.effective },
-		func(r *row) float64 { return r.perGPU },
-		func(r *row) float64 { return r.spot },
-		func(r *row) float64 { return -r.savings },
-		func(r *row) float64 { return float64(r.bucketRank) },
+		func(r *row) float64 { return r.Effective },
+		func(r *row) float64 { return r.PerGPU },
+		func(r *row) float64 { return r.Spot },
+		func(r *row) float64 { return -r.Savings },
+		func(r *row) float64 { return float64(r.BucketRank) },
 	}
 	for mode, f := range fields {
 		if int(m.market.sortBy) != mode {
@@ -269,15 +290,15 @@ func TestSortModes(t *testing.T) {
 			seenNaN := false
 			for _, r := range m.market.list {
 				v := f(r)
-				if math.IsNaN(v) || (mode == int(sortInterruption) && r.bucketRank == len(providers.Buckets)) {
+				if math.IsNaN(v) || (market.Sorts[mode] == market.ColInterruption && r.BucketRank == len(providers.Buckets)) {
 					seenNaN = true
 					continue
 				}
 				if seenNaN {
-					t.Errorf("%s reverse=%v: %s after an unknown value", sortNames[mode], reverse, r.pv.Key)
+					t.Errorf("%s reverse=%v: %s after an unknown value", market.Sorts[mode].SortName, reverse, r.Key)
 				}
 				if (!reverse && v < prev) || (reverse && v > prev) {
-					t.Errorf("%s reverse=%v: %s out of order (%v after %v)", sortNames[mode], reverse, r.pv.Key, v, prev)
+					t.Errorf("%s reverse=%v: %s out of order (%v after %v)", market.Sorts[mode].SortName, reverse, r.Key, v, prev)
 				}
 				prev = v
 			}
@@ -285,17 +306,17 @@ func TestSortModes(t *testing.T) {
 		}
 		press(m, "s")
 	}
-	if m.market.sortBy != sortGPU {
-		t.Fatalf("after five presses sort is %s", sortNames[m.market.sortBy])
+	if market.Sorts[m.market.sortBy] != market.ColGPU {
+		t.Fatalf("after five presses sort is %s", market.Sorts[m.market.sortBy].SortName)
 	}
 	for i := 1; i < len(m.market.list); i++ {
-		if m.market.list[i-1].pv.GPU.Model > m.market.list[i].pv.GPU.Model {
-			t.Errorf("GPU sort: %s before %s", m.market.list[i-1].pv.GPU.Model, m.market.list[i].pv.GPU.Model)
+		if m.market.list[i-1].GPU.Model > m.market.list[i].GPU.Model {
+			t.Errorf("GPU sort: %s before %s", m.market.list[i-1].GPU.Model, m.market.list[i].GPU.Model)
 		}
 	}
 	press(m, "s", "s")
-	if m.market.sortBy != sortEffective {
-		t.Errorf("sort does not wrap around: %s", sortNames[m.market.sortBy])
+	if m.market.sortBy != 0 {
+		t.Errorf("sort does not wrap around: %s", market.Sorts[m.market.sortBy].SortName)
 	}
 }
 
@@ -310,10 +331,10 @@ func TestMarkAndOpenChart(t *testing.T) {
 		t.Fatalf("%d marked, want 2", len(m.market.marked))
 	}
 	press(m, "enter")
-	if m.views[m.active] != m.chart {
+	if m.views[m.active] != chartOf(m) {
 		t.Fatal("enter did not open the chart")
 	}
-	if got := m.chart.poolKeys; len(got) != 2 || got[0] != first || got[1] != third {
+	if got := chartOf(m).poolKeys; len(got) != 2 || got[0] != first || got[1] != third {
 		t.Errorf("chart pools %v, want [%s %s]", got, first, third)
 	}
 	cur := m.market.cursor
@@ -333,12 +354,12 @@ func TestEnterWithoutMarksChartsTheCursorPool(t *testing.T) {
 	press(m, "down", "down")
 	want := cursorKey(m)
 	press(m, "enter")
-	if got := m.chart.poolKeys; len(got) != 1 || got[0] != want {
+	if got := chartOf(m).poolKeys; len(got) != 1 || got[0] != want {
 		t.Errorf("chart pools %v, want [%s]", got, want)
 	}
 	out := ansi.Strip(m.View().Content)
-	pv, _ := m.chart.snap.Pool(want)
-	if name := displayType(pv.InstanceType) + " " + place(pv.Region, pv.Zone) + " " + pv.Provider; !strings.Contains(out, name) {
+	pv, _ := chartOf(m).snap.Pool(want)
+	if name := market.DisplayType(pv.InstanceType) + " " + market.Place(pv.Region, pv.Zone) + " " + pv.Provider; !strings.Contains(out, name) {
 		t.Errorf("chart legend lacks %s:\n%s", name, out)
 	}
 }
@@ -368,12 +389,12 @@ func TestWindowCycleExtendsHub(t *testing.T) {
 func TestWindowChangeRecomputesRows(t *testing.T) {
 	m := newTestModel(t, 120, 40, Options{Window: time.Hour})
 	r := m.market.list[0]
-	before := r.cells[colTrend]
+	before := cellOf(r, market.ColTrend)
 	press(m, "w", "w", "w") // 6h, 24h, 7d
 	if r.windowSeq != m.c.windowSeq {
 		t.Fatal("row not recomputed after the window changed")
 	}
-	if r.cells[colTrend] == before {
+	if cellOf(r, market.ColTrend) == before {
 		t.Errorf("trend unchanged from 1h to 7d: %q", before)
 	}
 }
@@ -422,9 +443,13 @@ func TestReadOnly(t *testing.T) {
 	if New(Options{Role: RoleViewer}).readOnly() != true || New(Options{}).readOnly() {
 		t.Fatal("readOnly does not follow the role")
 	}
-	msg := readOnlyNotice()()
-	if n, ok := msg.(noticeMsg); !ok || !n.err || !strings.Contains(n.text, "read-only") {
-		t.Errorf("notice %#v", msg)
+	// The header says so (the refusal of each money key is
+	// TestReadOnlySessionSpendsNothing's).
+	if out := ansi.Strip(newTestModel(t, 120, 40, Options{Role: RoleViewer}).View().Content); !strings.Contains(out, "read-only") {
+		t.Errorf("a viewer's header does not say read-only:\n%s", out)
+	}
+	if out := ansi.Strip(newTestModel(t, 120, 40, Options{}).View().Content); strings.Contains(out, "read-only") {
+		t.Errorf("a booker's header says read-only:\n%s", out)
 	}
 }
 
@@ -523,38 +548,22 @@ type lightGray struct{}
 
 func (lightGray) RGBA() (r, g, b, a uint32) { return 0xeeee, 0xeeee, 0xeeee, 0xffff }
 
-func TestSparkline(t *testing.T) {
-	for _, tc := range []struct {
-		in   []float64
-		want string
-	}{
-		{[]float64{1, 2, 3, 4, 5, 6, 7, 8}, "▁▂▃▄▅▆▇█"},
-		{[]float64{2, 2, 2}, "▁▁▁"},
-		{[]float64{math.NaN(), 1, 3}, " ▁█"},
-		{nil, ""},
-	} {
-		if got := sparkline(tc.in); got != tc.want {
-			t.Errorf("sparkline(%v) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestFitColumnsByPriority(t *testing.T) {
 	all := fitColumns(1000)
-	if len(all) != numCols {
+	if len(all) != len(market.View) {
 		t.Fatalf("wide: %d columns", len(all))
 	}
 	narrow := fitColumns(80 - gutter)
-	has := map[int]bool{}
+	has := map[*market.Column]bool{}
 	for _, c := range narrow {
-		has[c] = true
+		has[market.View[c]] = true
 	}
-	for _, must := range []int{colGPU, colEffective, colLocation, colPerGPU} {
+	for _, must := range []*market.Column{market.ColGPU, market.ColEffective, market.ColPlace, market.ColPerGPU} {
 		if !has[must] {
-			t.Errorf("80 columns drop %s", columns[must].title)
+			t.Errorf("80 columns drop %s", must.Title)
 		}
 	}
-	if has[colTrend] && !has[colInstance] {
+	if has[market.ColTrend] && !has[market.ColInstance] {
 		t.Error("trend kept before instance type")
 	}
 	if got := fitColumns(3); len(got) != 0 {
@@ -565,7 +574,7 @@ func TestFitColumnsByPriority(t *testing.T) {
 // TestLiveUpdateOrderMatchesFullSort checks the incremental re-sort of a
 // live tick against sorting everything, in every sort mode.
 func TestLiveUpdateOrderMatchesFullSort(t *testing.T) {
-	for mode := range numSorts {
+	for mode := range market.Sorts {
 		m := newBare(Options{Now: nowFn, NoColor: true})
 		m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 		base := bigSnapshot(300)
@@ -588,7 +597,7 @@ func TestLiveUpdateOrderMatchesFullSort(t *testing.T) {
 			got := listKeys(m)
 			m.market.rebuild()
 			if want := listKeys(m); strings.Join(got, ",") != strings.Join(want, ",") {
-				t.Fatalf("sort %s step %d: incremental order differs from a full sort", sortNames[mode], step)
+				t.Fatalf("sort %s step %d: incremental order differs from a full sort", market.Sorts[mode].SortName, step)
 			}
 		}
 	}
@@ -649,7 +658,7 @@ func TestTabToEmptyChartShowsCursorPool(t *testing.T) {
 	m := newTestModel(t, 120, 40, Options{})
 	want := cursorKey(m)
 	press(m, "tab")
-	if got := m.chart.poolKeys; len(got) != 1 || got[0] != want {
+	if got := chartOf(m).poolKeys; len(got) != 1 || got[0] != want {
 		t.Errorf("chart after tab: %v, want [%s]", got, want)
 	}
 }
@@ -669,7 +678,7 @@ func FuzzFilter(f *testing.F) {
 		needle := strings.ToLower(strings.TrimSpace(m.market.filter.Value()))
 		for _, r := range m.market.list {
 			if !strings.Contains(r.search, needle) {
-				t.Fatalf("%s left for %q", r.pv.Key, needle)
+				t.Fatalf("%s left for %q", r.Key, needle)
 			}
 		}
 		_ = m.View()
@@ -687,11 +696,11 @@ func TestUnknownGPUCountIsNotZero(t *testing.T) {
 	m.Update(snapshotMsg{snap: s})
 	found := false
 	for _, r := range m.market.list {
-		if r.pv.Key != s.Pools[0].Key {
+		if r.Key != s.Pools[0].Key {
 			continue
 		}
 		found = true
-		if got := r.cells[colGPU]; got != "?×?" {
+		if got := cellOf(r, market.ColGPU); got != "?×?" {
 			t.Errorf("GPU cell %q for an unknown GPU, want ?×?", got)
 		}
 	}
@@ -760,5 +769,43 @@ func TestEmptyMarketSaysWhyWhenSourcesFail(t *testing.T) {
 	out := ansi.Strip(m.View().Content)
 	if strings.Contains(out, "waiting for the market") || !strings.Contains(out, "no prices yet") || !strings.Contains(out, "· 1 region ") {
 		t.Errorf("empty, failed market:\n%s", out)
+	}
+}
+
+// TestSessionWindowNeverWidensSharedHub: two sessions on one hub that the
+// server caps at its configured 24 hours. One session's w never makes the
+// hub fetch or hold more than that for both; that session is told what
+// the server keeps, and the other's window does not move.
+func TestSessionWindowNeverWidensSharedHub(t *testing.T) {
+	h := hub.New(nil, hub.Options{Query: providers.Query{Window: 24 * time.Hour}, MaxWindow: 24 * time.Hour})
+	a := newTestModel(t, 120, 40, Options{Hub: h, Window: 6 * time.Hour, Role: RoleViewer})
+	b := newTestModel(t, 120, 40, Options{Hub: h, Window: 24 * time.Hour})
+	press(a, "w") // 6h → 24h: what the server keeps
+	if a.c.window != 24*time.Hour || h.Window() != 24*time.Hour {
+		t.Fatalf("after w: window %v, hub %v", a.c.window, h.Window())
+	}
+	press(a, "w") // 7d: beyond what the server keeps
+	if h.Window() != 24*time.Hour {
+		t.Fatalf("one session's w widened the shared hub to %v", h.Window())
+	}
+	if a.c.window > h.MaxWindow() {
+		t.Errorf("the session's window %v is beyond what the hub holds", a.c.window)
+	}
+	if !strings.Contains(a.notice.text, "this server keeps 24h of history") {
+		t.Errorf("no notice of what the server keeps: %q", a.notice.text)
+	}
+	for range 8 {
+		press(a, "w")
+		if h.Window() != 24*time.Hour || a.c.window > 24*time.Hour {
+			t.Fatalf("w cycled to %v, hub %v", a.c.window, h.Window())
+		}
+	}
+	// The chart's w goes through the same cap.
+	press(a, "enter", "w", "w", "w", "w")
+	if h.Window() != 24*time.Hour || a.c.window > 24*time.Hour {
+		t.Errorf("chart w: window %v, hub %v", a.c.window, h.Window())
+	}
+	if b.c.window != 24*time.Hour || !strings.Contains(ansi.Strip(b.View().Content), "window 24h") {
+		t.Errorf("the other session's window moved to %v", b.c.window)
 	}
 }

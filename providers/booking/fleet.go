@@ -121,14 +121,22 @@ func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) F
 		sink(ev)
 	})
 	cancel()
+	// The estimate names the pools it priced: the dearest spot pool (the
+	// fleet may land on it) and the type of the dearest on-demand price.
 	var spot, ond float64
-	for _, v := range inForce {
-		spot = math.Max(spot, v.spot)
+	var spotPool providers.PoolKey
+	var ondType string
+	for k, v := range inForce {
+		if v.spot > spot || (v.spot == spot && k.String() < spotPool.String()) {
+			spot, spotPool = v.spot, k
+		}
 	}
-	for _, v := range latest {
-		ond = math.Max(ond, v.ond)
+	for t, v := range latest {
+		if v.ond > ond || (v.ond == ond && t < ondType) {
+			ond, ondType = v.ond, t
+		}
 	}
-	basis := fmt.Sprintf("current prices in %s ($%.4f/h spot", spec.Region, spot)
+	basis := fmt.Sprintf("current prices in %s ($%.4f/h spot, %s %s", spec.Region, spot, spotPool.InstanceType, zoneOf(spotPool))
 	if spec.MaxPriceUSD != nil && (spot == 0 || *spec.MaxPriceUSD < spot) {
 		spot = *spec.MaxPriceUSD
 		basis = fmt.Sprintf("the max price ($%.4f/h spot", spot)
@@ -149,11 +157,34 @@ func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) F
 	case ond == 0:
 		basis += ")"
 	default:
-		basis += fmt.Sprintf(", $%.4f/h on-demand)", ond)
+		basis += fmt.Sprintf("; $%.4f/h on-demand, %s)", ond, typeNamed(spec.InstanceTypes, ondType))
 	}
 	est.USDHour = float64(base)*ond + float64(spec.TargetCapacity-base)*spot
 	est.Basis = basis
 	return est
+}
+
+// zoneOf names a pool's zone with its region ("us-east-1a",
+// "swedencentral/3"), or the region when it has none.
+func zoneOf(k providers.PoolKey) string {
+	switch {
+	case k.Zone == "":
+		return k.Region
+	case strings.HasPrefix(k.Zone, k.Region):
+		return k.Zone
+	}
+	return k.Region + "/" + k.Zone
+}
+
+// typeNamed is the instance type of types spelled as the spec spells it
+// (lower is its lower case).
+func typeNamed(types []string, lower string) string {
+	for _, t := range types {
+		if strings.ToLower(t) == lower {
+			return t
+		}
+	}
+	return lower
 }
 
 // FleetRequest asks to launch a fleet.

@@ -279,3 +279,25 @@ func TestFleetCancelledBeforeTheCallIsFailed(t *testing.T) {
 		t.Fatalf("cancelled before the call: %v, row %+v, %d launches", err, res.Row, f.fake.Calls("LaunchFleet"))
 	}
 }
+
+// TestFleetEstimateNamesItsPool: the estimate says which pool its spot
+// price is (the dearest zone the fleet may land in) and which type its
+// on-demand price is, not only the region.
+func TestFleetEstimateNamesItsPool(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc := booking.New(st, []providers.Provider{zonesFake{bookingtest.New("aws")}}, booking.Options{Now: func() time.Time { return t0 }, Timeout: time.Second})
+	est := svc.EstimateFleet(context.Background(), providers.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 2})
+	if !strings.Contains(est.Basis, "$50.0000/h spot, p5.48xlarge us-east-1a") {
+		t.Errorf("basis %q does not name the pool priced", est.Basis)
+	}
+	svc = booking.New(st, []providers.Provider{reuseFake{bookingtest.New("aws")}}, booking.Options{Now: func() time.Time { return t0 }, Timeout: time.Second})
+	est = svc.EstimateFleet(context.Background(), providers.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"P5.48xlarge"},
+		TargetCapacity: 2, OnDemandBase: 1})
+	if !strings.Contains(est.Basis, "$40.0000/h spot, p5.48xlarge us-east-1a; $100.0000/h on-demand, P5.48xlarge") {
+		t.Errorf("basis %q does not name the pool and the on-demand type", est.Basis)
+	}
+}

@@ -20,6 +20,12 @@ type Options struct {
 	// Query filters what the hub fetches; its Window is the first
 	// back-fill's depth (default 24h).
 	Query providers.Query
+	// MaxWindow is the deepest history Extend may make the hub fetch and
+	// hold (default and at most providers.MaxWindow, at least
+	// Query.Window). A hub that many sessions share (the SSH server's)
+	// sets it to its configured window, so that one session's window
+	// change never makes it fetch and hold more for all of them.
+	MaxWindow time.Duration
 	// Interval returns the refresh interval of a provider (default 30s).
 	Interval func(provider string) time.Duration
 	// PublishEvery coalesces bursts of events into one snapshot at most
@@ -74,6 +80,10 @@ func New(sources []providers.Provider, opt Options) *Hub {
 	if opt.Query.Window <= 0 {
 		opt.Query.Window = 24 * time.Hour
 	}
+	if opt.MaxWindow <= 0 || opt.MaxWindow > providers.MaxWindow {
+		opt.MaxWindow = providers.MaxWindow
+	}
+	opt.MaxWindow = max(opt.MaxWindow, opt.Query.Window)
 	if opt.Interval == nil {
 		opt.Interval = func(string) time.Duration { return 30 * time.Second }
 	}
@@ -211,13 +221,11 @@ func (h *Hub) WaitReady(ctx context.Context) (*Snapshot, error) {
 	return nil, errors.New("hub stopped before the sources answered")
 }
 
-// Extend asks for history back to now − window (at most 90 days). The
+// Extend asks for history back to now − window, at most MaxWindow. The
 // sources back-fill the missing part at their next turn, which comes at
 // once.
 func (h *Hub) Extend(window time.Duration) {
-	if window > providers.MaxWindow {
-		window = providers.MaxWindow
-	}
+	window = min(window, h.opt.MaxWindow)
 	h.mu.Lock()
 	grow := window > h.window
 	if grow {
@@ -228,6 +236,9 @@ func (h *Hub) Extend(window time.Duration) {
 		h.Refresh()
 	}
 }
+
+// MaxWindow is the deepest history the hub may be asked to hold.
+func (h *Hub) MaxWindow() time.Duration { return h.opt.MaxWindow }
 
 // Window is the history depth the hub keeps.
 func (h *Hub) Window() time.Duration {

@@ -332,3 +332,37 @@ func TestSubscriptionsOutlivingTheHubLeaveNoGoroutine(t *testing.T) {
 		t.Fatalf("%d goroutines left after the hub stopped, %d before", n, base)
 	}
 }
+
+// TestExtendStopsAtMaxWindow: a hub that many sessions share holds at
+// most its MaxWindow, however far one of them asks; it never fetches
+// more than that.
+func TestExtendStopsAtMaxWindow(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	src := &fakeSource{name: "fake"}
+	h := New([]providers.Provider{src}, Options{
+		Query: providers.Query{Window: 6 * time.Hour}, MaxWindow: 24 * time.Hour, Interval: func(string) time.Duration { return time.Hour },
+		PublishEvery: time.Millisecond, Now: func() time.Time { return now }})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Run(ctx)
+	if _, err := h.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Extend(90 * 24 * time.Hour)
+	if h.Window() != 24*time.Hour || h.MaxWindow() != 24*time.Hour {
+		t.Fatalf("window %v, max %v after asking for 90 days; want 24h", h.Window(), h.MaxWindow())
+	}
+	waitFor(t, h.Subscribe(ctx), func(s *Snapshot) bool { return s.HistoryFrom.Equal(now.Add(-24 * time.Hour)) })
+	for _, r := range src.requests() {
+		if r.Since.Before(now.Add(-24 * time.Hour)) {
+			t.Errorf("fetched from %v, before the 24h the hub may hold", r.Since)
+		}
+	}
+	// Unset, or beyond 90 days, it is 90 days; never below the first window.
+	if got := New(nil, Options{}).MaxWindow(); got != providers.MaxWindow {
+		t.Errorf("default max %v", got)
+	}
+	if got := New(nil, Options{Query: providers.Query{Window: 7 * 24 * time.Hour}, MaxWindow: time.Hour}).MaxWindow(); got != 7*24*time.Hour {
+		t.Errorf("max below the first window: %v", got)
+	}
+}

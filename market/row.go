@@ -1,0 +1,88 @@
+// Package market derives the figures of one spot pool (its price per
+// GPU-hour, the saving on on-demand, the risk-adjusted price, the window's
+// statistics) and declares, once, the columns that show them: the TUI's
+// Market view and `gpumarket prices` (table, JSON, CSV) read the same Row
+// through the same Column. It imports only providers and its hub, so the
+// command line uses it without the TUI.
+package market
+
+import (
+	"math"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// Row is one pool with the figures derived from it. It reads the pool
+// view it was derived from (read-only: it belongs to a hub snapshot) and is
+// recomputed when the pool or the window changes.
+type Row struct {
+	*hub.PoolView
+
+	// Spot is the latest spot price per instance-hour, PerGPU the same per
+	// GPU-hour, Savings the percentage saved on the on-demand price and
+	// Effective the risk-adjusted $/GPU-hour. Each is NaN when unknown.
+	Spot, PerGPU, Savings, Effective float64
+	// BucketRank is the interruption bucket's rank (providers.BucketRank),
+	// len(providers.Buckets) when unknown.
+	BucketRank int
+	// ObservedAt is when Spot was observed; zero when there is no price.
+	ObservedAt time.Time
+	// From and To are the window, in Unix seconds, that the window
+	// figures and the trend are over.
+	From, To int64
+
+	window     providers.WindowStats
+	windowDone bool
+}
+
+// Derive computes a pool's figures for a window [from, to] and a job model.
+func Derive(pv *hub.PoolView, risk providers.RiskParams, from, to int64) Row {
+	nan := math.NaN()
+	r := Row{PoolView: pv, Spot: nan, PerGPU: nan, Savings: nan, Effective: nan, From: from, To: to,
+		BucketRank: len(providers.Buckets)}
+	if at, usd, ok := pv.History.Last(); ok {
+		r.ObservedAt = time.Unix(at, 0).UTC()
+		r.Spot = usd
+		r.PerGPU = providers.PerGPUHour(usd, pv.GPU.Count)
+		if pv.OnDemandUSDHour != nil {
+			r.Savings = providers.SavingsPct(usd, *pv.OnDemandUSDHour)
+		}
+		r.Effective = RiskAdjusted(risk, r.PerGPU, pv.Interruption)
+	}
+	if pv.Interruption != nil && pv.Interruption.Bucket != "" {
+		r.BucketRank = providers.BucketRank(pv.Interruption.Bucket)
+	}
+	return r
+}
+
+// RiskAdjusted is the EFF figure: a price per GPU-hour made dearer by the
+// paid time that interruptions are expected to waste, under the job model
+// risk. It is NaN when the price or the interruption rate is unknown. The
+// Market view, `prices` and the Blocks view's spot alternative all call
+// it, so a new risk model is a change here only.
+func RiskAdjusted(risk providers.RiskParams, usdGPUHour float64, in *providers.Interruption) float64 {
+	lambda, ok := in.Rate()
+	if !ok || math.IsNaN(usdGPUHour) {
+		return math.NaN()
+	}
+	return risk.Effective(usdGPUHour, lambda)
+}
+
+// Window is the pool's statistics over [From, To], computed on first use:
+// the Market view never asks for them, `prices` asks three columns' worth.
+func (r *Row) Window() providers.WindowStats {
+	if !r.windowDone {
+		r.window, r.windowDone = r.History.Stats(r.From, r.To), true
+	}
+	return r.window
+}
+
+// Bucket is the pool's interruption bucket, "" when unknown.
+func (r *Row) Bucket() string {
+	if r.Interruption == nil {
+		return ""
+	}
+	return r.Interruption.Bucket
+}

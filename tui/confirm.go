@@ -1,0 +1,271 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// moneyAction is one money-spending action (buy a block, launch a fleet,
+// delete a fleet) as the confirmation runs it. A view plugs an action in
+// by giving its lines and its quote and send functions; the confirmation
+// does the rest: the refusal in a viewer's or ledger-less session, the
+// quote and dry run off the UI goroutine, the explicit y then enter, the
+// send, the answer in the footer, and the dropping of answers that no
+// longer concern the box (an older quote, a cancelled one).
+type moneyAction struct {
+	// title is the question, the total in it where there is one.
+	title string
+	// verb ends "Type y then enter to …": "buy", "launch", "delete it".
+	verb string
+	// lines are the terms, shown under the title.
+	lines []string
+	// checking is what the box says while quote runs; sending while send
+	// runs ("buying").
+	checking, sending string
+	// quote asks for the terms (budget, ledger, estimate) and the
+	// provider's dry run; nil when there is nothing to ask (the box opens
+	// ready). It runs off the UI goroutine with the session's context.
+	quote func(context.Context) quoteAnswer
+	// send carries the action out once confirmed, unless the quote's
+	// answer gave one bound to what it found. It runs off the UI
+	// goroutine with a context that the session's end does not cancel:
+	// once sent, an action runs to its answer (bounded by the booking
+	// service's timeout), so its outcome is recorded, never left unknown.
+	send func(context.Context) outcome
+}
+
+// quoteAnswer is what an action's quote found.
+type quoteAnswer struct {
+	// lines go before the action's own (a fleet's estimate, its cost
+	// first), whether or not the quote went through.
+	lines []string
+	// dryRun is the provider's dry-run answer, without a "dry run:" lead.
+	dryRun string
+	// err is why the action cannot go ahead (over budget, the dry run
+	// refused): the box then only closes.
+	err error
+	// send, when set, replaces the action's send: the send bound to what
+	// the quote found (the estimate that the ledger records).
+	send func(context.Context) outcome
+}
+
+// outcome is a sent action's answer.
+type outcome struct {
+	// notice is what the footer says when err is nil.
+	notice string
+	// err is shown in the footer instead.
+	err error
+	// then is given to the owning view after the box closes, whatever the
+	// answer: its follow-up (search again, follow the fleet, reload).
+	then tea.Msg
+}
+
+// Messages of the confirmation, routed to the view that owns it.
+type (
+	quotedMsg struct {
+		seq int
+		ans quoteAnswer
+	}
+	sentMsg struct {
+		seq int
+		out outcome
+	}
+)
+
+// confirmation is the box every money-spending action passes: the total
+// first, the terms, the provider's dry-run answer, and an explicit "y"
+// then enter. Anything else (n, esc) cancels; "no" is what happens unless
+// the user types y. A view holds one and passes every message through its
+// update first.
+type confirmation struct {
+	c     *common
+	ctx   context.Context
+	owner *owner
+	// spends is false when the session has no booking service.
+	spends bool
+
+	open  bool
+	title string
+	lines []string
+	verb  string
+	// busy is set while the terms or the dry run, or the action itself,
+	// are being asked for.
+	busy string
+	// problem, when set, is why the action cannot go ahead: only esc is
+	// accepted.
+	problem string
+	dryRun  string
+	typed   string
+	// sending is set once the action is sent: it can no longer be
+	// cancelled, so every key is ignored until its answer.
+	sending bool
+	sendMsg string
+	send    func(context.Context) outcome
+	// seq tells the answers of this box's latest step from older ones.
+	seq int
+}
+
+func newConfirmation(c *common, ctx context.Context, o *owner, spends bool) confirmation {
+	return confirmation{c: c, ctx: ctx, owner: o, spends: spends}
+}
+
+// refuse is the answer to a money key when this session may not spend (a
+// viewer) or cannot (no ledger); nil when it may go on.
+func (f *confirmation) refuse() tea.Cmd {
+	var text string
+	switch {
+	case f.c.role == RoleViewer:
+		text = "read-only session: booking, launching and deleting are disabled here; nothing was spent"
+	case !f.spends:
+		text = "booking is not available in this session (no ledger); nothing was spent"
+	default:
+		return nil
+	}
+	return func() tea.Msg { return noticeMsg{text: text, err: true} }
+}
+
+// offer opens the box for the action build makes, unless this session
+// may not spend (refuse, asked first, so a viewer hears why whatever is
+// selected) or build makes none (nothing selected, a form in error): its
+// command then says why, if anything.
+func (f *confirmation) offer(build func() (*moneyAction, tea.Cmd)) tea.Cmd {
+	if cmd := f.refuse(); cmd != nil {
+		return cmd
+	}
+	a, why := build()
+	if a == nil {
+		return why
+	}
+	return f.start(*a)
+}
+
+// start opens the box for a and asks for its quote.
+func (f *confirmation) start(a moneyAction) tea.Cmd {
+	f.close()
+	f.open, f.title, f.lines, f.verb = true, a.title, a.lines, a.verb
+	f.sendMsg, f.send = a.sending, a.send
+	f.seq++
+	if a.quote == nil {
+		return nil
+	}
+	f.busy = a.checking
+	seq, ctx, quote := f.seq, f.ctx, a.quote
+	return f.owner.task(func() tea.Msg { return quotedMsg{seq: seq, ans: quote(ctx)} })
+}
+
+// close shuts the box; answers still on their way are dropped.
+func (f *confirmation) close() {
+	f.open, f.title, f.lines, f.verb, f.busy, f.problem, f.dryRun, f.typed = false, "", nil, "", "", "", "", ""
+	f.sending, f.sendMsg, f.send = false, "", nil
+}
+
+// update takes the confirmation's own messages and, while the box is
+// open, the keys. It returns what is left for the view: any other message
+// unchanged, a sent action's follow-up (outcome.then), or nil.
+func (f *confirmation) update(msg tea.Msg) (tea.Msg, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.KeyPressMsg:
+		if f.open {
+			return nil, f.key(msg)
+		}
+	case quotedMsg:
+		if msg.seq != f.seq || !f.open {
+			return nil, nil
+		}
+		f.busy = ""
+		f.lines = append(append([]string(nil), msg.ans.lines...), f.lines...)
+		if msg.ans.err != nil {
+			f.problem = msg.ans.err.Error()
+			return nil, nil
+		}
+		f.dryRun = msg.ans.dryRun
+		if msg.ans.send != nil {
+			f.send = msg.ans.send
+		}
+		return nil, nil
+	case sentMsg:
+		if msg.seq != f.seq {
+			return nil, nil
+		}
+		f.close()
+		switch {
+		case msg.out.err != nil:
+			return msg.out.then, notifyErr(msg.out.err)
+		case msg.out.notice != "":
+			return msg.out.then, notify(msg.out.notice)
+		}
+		return msg.out.then, nil
+	}
+	return msg, nil
+}
+
+// key handles a key in the open box: y then enter sends the action, n,
+// esc or q closes the box.
+func (f *confirmation) key(msg tea.KeyPressMsg) tea.Cmd {
+	if f.sending {
+		return nil
+	}
+	switch msg.String() {
+	case "esc", "n", "N", "q":
+		f.close()
+	case "y", "Y":
+		if f.busy == "" && f.problem == "" {
+			f.typed = "y"
+		}
+	case "backspace":
+		f.typed = ""
+	case "enter":
+		if f.typed == "y" && f.busy == "" && f.problem == "" && f.send != nil {
+			f.busy, f.sending, f.typed = f.sendMsg, true, ""
+			f.seq++
+			seq, ctx, send := f.seq, context.WithoutCancel(f.ctx), f.send
+			return f.owner.task(func() tea.Msg { return sentMsg{seq: seq, out: send(ctx)} })
+		}
+	default:
+		f.typed = ""
+	}
+	return nil
+}
+
+// dryRunAnswer is a provider's dry-run message without its own "dry run:"
+// lead, which the box already writes.
+func dryRunAnswer(msg string) string {
+	if len(msg) >= 8 && strings.EqualFold(msg[:8], "dry run:") {
+		return strings.TrimSpace(msg[8:])
+	}
+	return msg
+}
+
+func (f *confirmation) view(st *styles, w int) string {
+	// Every line wraps rather than being cut: what is bought and on which
+	// terms must be read whole before the yes.
+	wrap := func(l string) string {
+		return "  " + strings.ReplaceAll(ansi.Wordwrap(l, max(w-2, 1), ""), "\n", "\n  ")
+	}
+	var s strings.Builder
+	s.WriteString(st.title.Render(ansi.Wordwrap(f.title, max(w, 1), "")))
+	s.WriteString("\n")
+	for _, l := range f.lines {
+		s.WriteString(wrap(l) + "\n")
+	}
+	if f.dryRun != "" {
+		s.WriteString(st.ok.Render(wrap("dry run: "+f.dryRun)) + "\n")
+	}
+	switch {
+	case f.busy != "":
+		s.WriteString("\n  " + st.dim.Render(f.busy+"…"))
+	case f.problem != "":
+		s.WriteString("\n" + st.footerErr.Render(wrap(f.problem)) + "\n  " + st.dim.Render("esc closes; nothing was spent"))
+	default:
+		answer := "[no]"
+		if f.typed == "y" {
+			answer = "[yes]"
+		}
+		s.WriteString(fmt.Sprintf("\n  Type y then enter to %s · n or esc cancels    %s", f.verb, answer))
+	}
+	return s.String()
+}

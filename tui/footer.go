@@ -1,0 +1,111 @@
+package tui
+
+import (
+	"strings"
+
+	"charm.land/bubbles/v2/key"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// maxNoticeLines caps how many lines a footer message wraps to: a
+// refusal's end says what is accepted, so it is wrapped, not cut.
+const maxNoticeLines = 3
+
+// setNotice shows (or, with an empty text, clears) the footer message and
+// gives the views the rows it frees or takes.
+func (m *Model) setNotice(n noticeMsg) {
+	had := m.footerHeight()
+	m.notice = n
+	if m.footerHeight() != had {
+		m.resize()
+	}
+}
+
+// footerHeight is how many lines the footer takes: one, or the wrapped
+// message.
+func (m *Model) footerHeight() int {
+	if m.c.height <= 0 {
+		return 0
+	}
+	n := 1
+	if m.notice.text != "" {
+		n = min(len(m.noticeLines()), maxNoticeLines)
+	}
+	// The header and one row of the view come first on a tiny terminal.
+	return max(min(n, m.c.height-m.headerHeight()-1), 1)
+}
+
+func (m *Model) noticeLines() []string {
+	return strings.Split(ansi.Wrap(m.notice.text, max(m.c.width, 1), ""), "\n")
+}
+
+// footerLines are the footer: the transient message, or else the short
+// help: the active view's keys, cut to fit, then how to switch views, get
+// help and quit, which are never cut (at 80 columns the Market's keys
+// used to push "tab next view" off the line).
+func (m *Model) footerLines() []string {
+	st := &m.c.styles
+	w, n := m.c.width, m.footerHeight()
+	if m.notice.text != "" {
+		lines := m.noticeLines()
+		if len(lines) > n {
+			lines = lines[:n]
+			lines[n-1] = ansi.Truncate(lines[n-1]+" …", w, "…")
+		}
+		style := st.footerMsg
+		if m.notice.err {
+			style = st.footerErr
+		}
+		for i, l := range lines {
+			lines[i] = style.Render(fit(l, w, false))
+		}
+		return lines
+	}
+	own := m.views[m.active].KeyMap().ShortHelp()
+	if m.capturing() {
+		// tab, ? and q are text or answers here, not commands.
+		return []string{m.shortHelp(own, w)}
+	}
+	g := m.c.keys
+	global := m.shortHelp([]key.Binding{g.NextView, g.Help, g.Quit}, w)
+	sep := m.help.Styles.ShortSeparator.Inline(true).Render(m.help.ShortSeparator)
+	room := w - cellWidth(global) - cellWidth(sep)
+	mine := ""
+	if room >= 8 {
+		mine = m.shortHelp(own, room)
+	}
+	if mine == "" {
+		return []string{global}
+	}
+	return []string{mine + sep + global}
+}
+
+// shortHelp is help.Model's ShortHelpView cut to w cells. (The bubbles
+// one stops cutting once its ellipsis no longer fits, and then adds every
+// remaining key.)
+func (m *Model) shortHelp(bindings []key.Binding, w int) string {
+	st := m.help.Styles
+	sep := st.ShortSeparator.Inline(true).Render(m.help.ShortSeparator)
+	tail := " " + st.Ellipsis.Inline(true).Render(m.help.Ellipsis)
+	var b strings.Builder
+	used := 0
+	for _, kb := range bindings {
+		if !kb.Enabled() {
+			continue
+		}
+		item := st.ShortKey.Inline(true).Render(kb.Help().Key) + " " + st.ShortDesc.Inline(true).Render(kb.Help().Desc)
+		if used > 0 {
+			item = sep + item
+		}
+		iw := cellWidth(item)
+		if used+iw > w {
+			if used > 0 && used+cellWidth(tail) <= w {
+				b.WriteString(tail)
+			}
+			break
+		}
+		b.WriteString(item)
+		used += iw
+	}
+	return b.String()
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpumarket/gpumarket/providers"
@@ -29,7 +30,13 @@ func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink p
 	} else {
 		sink(providers.Event{Provider: Name, Note: "signed in to subscription " + c.subID})
 	}
-	sem := make(chan struct{}, p.opt.Concurrency)
+	// Every region at once unless bounded: the APIs' rate limits (see
+	// throttle.go) pace the calls themselves.
+	bound := p.opt.Concurrency
+	if bound <= 0 {
+		bound = len(regions)
+	}
+	sem := make(chan struct{}, bound)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
@@ -86,27 +93,24 @@ func (p *Provider) settle(region string, req providers.FetchRequest, failed bool
 	}
 }
 
-// fetchRegion does one region. Its hard errors (no sizes, no prices) are
-// returned; failures of the account-only data (history, eviction rates)
-// are reported after the region's pools, so the pools still show. histOK
-// is false when the history the request asks for was not read.
+// fetchRegion does one region: its sizes first (the other calls name
+// them), then its list prices, eviction rates and price history at once.
+// Its hard errors (no sizes, no prices) are returned; failures of the
+// account-only data (history, eviction rates) are reported after the
+// region's pools, so the pools still show. histOK is false when the
+// history the request asks for was not read.
 func (p *Provider) fetchRegion(ctx context.Context, c *armClients, region string, req providers.FetchRequest, sink providers.Sink) (histOK bool, err error) {
-	total, done := 2, 0
+	total := 2
 	if c != nil {
 		total = 4
 	}
+	var done atomic.Int32
 	step := func() {
-		done++
-		if req.Backfill && done < total {
-			sink(providers.Event{Provider: Name, Region: region, Progress: &providers.Progress{Done: done, Total: total}})
+		if n := int(done.Add(1)); req.Backfill && n < total {
+			sink(providers.Event{Provider: Name, Region: region, Progress: &providers.Progress{Done: n, Total: total}})
 		}
 	}
 	all, err := p.sizesFor(ctx, c, region)
-	if err != nil {
-		return false, err
-	}
-	step()
-	prices, err := p.retailFor(ctx, region, all)
 	if err != nil {
 		return false, err
 	}
@@ -119,20 +123,45 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, region string
 			names = append(names, s.Name)
 		}
 	}
-	histOK = true
-	var soft []error
-	var evict map[string]string
-	var hist map[string][]spotPoint
+	var (
+		wg              sync.WaitGroup
+		prices          map[string]retailPrice
+		priceErr, evErr error
+		histErr         error
+		evict           map[string]string
+		hist            map[string][]spotPoint
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if prices, priceErr = p.retailFor(ctx, region, all); priceErr == nil {
+			step()
+		}
+	}()
 	if c != nil && len(names) > 0 {
-		if evict, err = p.evictionsFor(ctx, c, region, names); err != nil {
-			soft = append(soft, err)
-		}
-		step()
-		if hist, err = p.history(ctx, c, region, names, req); err != nil {
-			soft = append(soft, err)
-			histOK = false
-		}
-		step()
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			evict, evErr = p.evictionsFor(ctx, c, region, names)
+			step()
+		}()
+		go func() {
+			defer wg.Done()
+			hist, histErr = p.history(ctx, c, region, names, req)
+			step()
+		}()
+	}
+	wg.Wait()
+	if priceErr != nil {
+		return false, priceErr
+	}
+	var soft []error
+	if evErr != nil {
+		soft = append(soft, evErr)
+	}
+	histOK = histErr == nil
+	if histErr != nil {
+		soft = append(soft, histErr)
 	}
 	ev := providers.Event{Provider: Name, Region: region, Progress: &providers.Progress{Done: total, Total: total}}
 	p.cacheMu.Lock()

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -46,7 +45,7 @@ func catalogNames() []string {
 
 func loadPrices(t *testing.T) *azuretest.PricesServer {
 	t.Helper()
-	ps, err := azuretest.LoadPrices(filepath.Join("testdata", "retail-items.json"), 3)
+	ps, err := azuretest.LoadPrices(retailItemsPath, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +320,7 @@ func FuzzParsePricesPage(f *testing.F) {
 	f.Add([]byte(`{"Items": [`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"Items":[{"retailPrice":-0.0}],"NextPageLink":"::"}`))
-	if b, err := os.ReadFile(filepath.Join("testdata", "retail-items.json")); err == nil {
+	if b, err := os.ReadFile(retailItemsPath); err == nil {
 		f.Add([]byte(`{"Items":` + string(b) + `}`))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -386,7 +386,7 @@ func TestLaunchFleet(t *testing.T) {
 				Above int `json:"regularPriorityPercentageAboveBase"`
 			} `json:"priorityMixPolicy"`
 			SKUProfile *struct{} `json:"skuProfile"`
-			VM struct {
+			VM         struct {
 				Priority       string `json:"priority"`
 				EvictionPolicy string `json:"evictionPolicy"`
 				BillingProfile struct {

@@ -97,7 +97,12 @@ type fakeARM struct {
 	madeThen  []int
 	failLRO   bool // long-running PUTs end Failed
 	cancelLRO bool // long-running PUTs end Canceled
-	usage     []map[string]any
+	// deleteStatus, when set, answers reservation and scale set DELETEs.
+	deleteStatus int
+	// hook, when set, sees every ARM request before the fake's lock is
+	// taken: tests hold requests there to see which are in flight at once.
+	hook  func(r *http.Request)
+	usage []map[string]any
 	// throttleNext answers the next ARM requests (not Resource Graph)
 	// 429 with Retry-After: 1.
 	throttleNext int
@@ -236,6 +241,16 @@ func (f *fakeARM) edit(path string, change func(res map[string]any)) {
 	change(res)
 }
 
+// put stores a resource as a test made it (one not made through the
+// provider: a user's own reservation in a group, say).
+func (f *fakeARM) put(path string, res map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res["id"] = path
+	res["name"] = path[strings.LastIndex(path, "/")+1:]
+	f.resources[strings.ToLower(path)] = res
+}
+
 // clone copies a resource two levels deep (the resource and its
 // properties), enough for answers to drop fields without touching it.
 func clone(res map[string]any) map[string]any {
@@ -292,6 +307,9 @@ func (f *fakeARM) serveARM(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Authorization") != "Bearer fake-token" {
 		armError(w, http.StatusUnauthorized, "AuthenticationFailed", "no bearer token")
 		return
+	}
+	if f.hook != nil {
+		f.hook(r)
 	}
 	path := strings.ToLower(r.URL.Path)
 	f.mu.Lock()
@@ -428,6 +446,10 @@ func (f *fakeARM) serveARM(w http.ResponseWriter, r *http.Request) {
 		}}})
 	case (reRes.MatchString(path) || reVMSS.MatchString(path)) && r.Method == http.MethodDelete:
 		f.deletes[path]++
+		if f.deleteStatus != 0 {
+			armError(w, f.deleteStatus, statusCodes[f.deleteStatus], "faked failure")
+			return
+		}
 		res := f.resources[path]
 		if res == nil {
 			// CapacityReservation_Delete_*: 200, 202 or 204; a missing

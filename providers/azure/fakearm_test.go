@@ -101,8 +101,11 @@ type fakeARM struct {
 	deleteStatus int
 	// hook, when set, sees every ARM request before the fake's lock is
 	// taken: tests hold requests there to see which are in flight at once.
-	hook  func(r *http.Request)
-	usage []map[string]any
+	hook func(r *http.Request)
+	// latency is added to every answer, ARM's and Retail Prices' (set it
+	// before the first request).
+	latency time.Duration
+	usage   []map[string]any
 	// throttleNext answers the next ARM requests (not Resource Graph)
 	// 429 with Retry-After: 1.
 	throttleNext int
@@ -189,7 +192,10 @@ func newFakeARM(t testing.TB) *fakeARM {
 	}
 	f.prices = ps
 	mux := http.NewServeMux()
-	mux.Handle("/api/retail/prices", ps)
+	mux.Handle("/api/retail/prices", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(f.latency)
+		ps.ServeHTTP(w, r)
+	}))
 	mux.HandleFunc("/", f.serveARM)
 	f.srv = httptest.NewTLSServer(mux)
 	t.Cleanup(f.srv.Close)
@@ -289,8 +295,8 @@ const (
 var (
 	reSKUFilter  = regexp.MustCompile(`location eq '([^']*)'`)
 	reKQLType    = regexp.MustCompile(`type =~ '([^']*)'`)
-	reKQLLoc     = regexp.MustCompile(`location =~ '([^']*)'`)
-	reKQLIn      = regexp.MustCompile(`in~ \(([^)]*)\)`)
+	reKQLLoc     = regexp.MustCompile(`location in~ \(([^)]*)\)`)
+	reKQLIn      = regexp.MustCompile(`sku\.name\) in~ \(([^)]*)\)`)
 	reKQLFrom    = regexp.MustCompile(`effectiveDate >= datetime\(([^)]*)\)`)
 	reUsages     = regexp.MustCompile(`^/subscriptions/[^/]+/providers/microsoft\.compute/locations/([^/]+)/usages$`)
 	reGroupList  = regexp.MustCompile(rePrefix + `capacityreservationgroups$`)
@@ -308,6 +314,7 @@ func (f *fakeARM) serveARM(w http.ResponseWriter, r *http.Request) {
 		armError(w, http.StatusUnauthorized, "AuthenticationFailed", "no bearer token")
 		return
 	}
+	time.Sleep(f.latency)
 	if f.hook != nil {
 		f.hook(r)
 	}
@@ -710,10 +717,14 @@ func (f *fakeARM) serveGraph(w http.ResponseWriter, r *http.Request) {
 		armError(w, 400, "BadRequest", "query is not one the fake knows")
 		return
 	}
-	sizes := map[string]bool{}
-	for _, s := range strings.Split(in[1], ",") {
-		sizes[strings.ToLower(strings.Trim(strings.TrimSpace(s), "'"))] = true
+	kqlSet := func(list string) map[string]bool {
+		set := map[string]bool{}
+		for _, s := range strings.Split(list, ",") {
+			set[strings.ToLower(strings.Trim(strings.TrimSpace(s), "'"))] = true
+		}
+		return set
 	}
+	sizes, locations := kqlSet(in[1]), kqlSet(loc[1])
 	var recs []spotRecord
 	switch typ[1] {
 	case typePriceHistory:
@@ -723,7 +734,7 @@ func (f *fakeARM) serveGraph(w http.ResponseWriter, r *http.Request) {
 	}
 	var rows []map[string]any
 	for _, rec := range recs {
-		if !strings.EqualFold(rec.Location, loc[1]) || !sizes[strings.ToLower(rec.SKU.Name)] {
+		if !locations[strings.ToLower(rec.Location)] || !sizes[strings.ToLower(rec.SKU.Name)] {
 			continue
 		}
 		if strings.Contains(req.Query, "=~ 'linux'") && !strings.EqualFold(rec.Properties.OSType, "linux") {

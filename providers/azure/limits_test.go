@@ -347,3 +347,43 @@ func TestEveryRegionAtOnce(t *testing.T) {
 		t.Errorf("the offerings search asked the regions one after another")
 	}
 }
+
+// TestResourceGraphQueriesGroupRegions: Resource Graph's quota counts
+// queries (15 per 5 s), so the regions of a fetch share one history query
+// and one eviction-rate query (Azure's "grouping queries" advice) instead
+// of two each, and every region still gets its own rows.
+func TestResourceGraphQueriesGroupRegions(t *testing.T) {
+	f := newFakeARM(t)
+	regions := []string{"eastus", "eastus2", "southcentralus", "westus2", "westeurope"}
+	for _, r := range regions {
+		if r != "eastus" && r != "westeurope" {
+			copyRegion(f, r)
+		}
+	}
+	f.graphPageSize = graphPageSize
+	p := newTestProvider(t, f.options())
+	var rec recorder
+	if err := p.Fetch(context.Background(), backfill(24*time.Hour, regions...), rec.sink); err != nil {
+		t.Fatal(err)
+	}
+	queries := f.count(func() int { return len(f.graphQueries) })
+	if queries != 2 {
+		t.Errorf("%d Resource Graph queries for %d regions, want 2 (history and eviction rates, grouped)", queries, len(regions))
+	}
+	for _, r := range regions {
+		if err := rec.regionErr(r); err != nil {
+			t.Errorf("%s: %v", r, err)
+		}
+		pool := rec.pools()[key(r, "1", "Standard_NC24ads_A100_v4")]
+		want := "<5%"
+		if r == "westeurope" {
+			want = "5-10%"
+		}
+		if pool.Interruption == nil || pool.Interruption.Bucket != want {
+			t.Errorf("%s A100 interruption = %+v, want %s", r, pool.Interruption, want)
+		}
+		if pts := rec.points(key(r, "1", "Standard_NC24ads_A100_v4")); r != "westeurope" && (len(pts) != 3 || pts[2].USDHour != 0.71) {
+			t.Errorf("%s A100 history = %+v, want eastus's three points", r, pts)
+		}
+	}
+}

@@ -253,38 +253,38 @@ func TestRetryAfter(t *testing.T) {
 
 func TestQueries(t *testing.T) {
 	sizes := []string{"Standard_NC24ads_A100_v4", "Standard_ND96isr_H100_v5"}
-	backfill := historyQuery("eastus", sizes, testNow.Add(-24*time.Hour), false)
+	backfill := historyQuery([]string{"eastus", "westus3"}, sizes, testNow.Add(-24*time.Hour), false)
 	want := `SpotResources
 | where type =~ 'microsoft.compute/skuspotpricehistory/ostype/location'
-| where location =~ 'eastus'
+| where location in~ ('eastus', 'westus3')
 | where tostring(properties.osType) =~ 'linux'
 | where tostring(sku.name) in~ ('Standard_NC24ads_A100_v4', 'Standard_ND96isr_H100_v5')
 | project skuName = tostring(sku.name), location, spotPrices = properties.spotPrices
-| order by skuName asc`
+| order by location asc, skuName asc`
 	if backfill != want {
 		t.Errorf("back-fill query =\n%s\nwant\n%s", backfill, want)
 	}
-	live := historyQuery("eastus", sizes, testNow.Add(-time.Hour), true)
+	live := historyQuery([]string{"eastus"}, sizes, testNow.Add(-time.Hour), true)
 	want = `SpotResources
 | where type =~ 'microsoft.compute/skuspotpricehistory/ostype/location'
-| where location =~ 'eastus'
+| where location in~ ('eastus')
 | where tostring(properties.osType) =~ 'linux'
 | where tostring(sku.name) in~ ('Standard_NC24ads_A100_v4', 'Standard_ND96isr_H100_v5')
 | mv-expand spotPrice = properties.spotPrices limit 400
 | extend effectiveDate = todatetime(spotPrice.effectiveDate)
 | where effectiveDate >= datetime(2026-11-29T11:00:00Z)
 | project skuName = tostring(sku.name), location, effectiveDate, priceUSD = todouble(spotPrice.priceUSD)
-| order by skuName asc, effectiveDate asc`
+| order by location asc, skuName asc, effectiveDate asc`
 	if live != want {
 		t.Errorf("live query =\n%s\nwant\n%s", live, want)
 	}
-	ev := evictionQuery("westeurope", sizes[:1])
+	ev := evictionQuery([]string{"westeurope"}, sizes[:1])
 	want = `SpotResources
 | where type =~ 'microsoft.compute/skuspotevictionrate/location'
-| where location =~ 'westeurope'
+| where location in~ ('westeurope')
 | where tostring(sku.name) in~ ('Standard_NC24ads_A100_v4')
 | project skuName = tostring(sku.name), location, evictionRate = tostring(properties.evictionRate)
-| order by skuName asc`
+| order by location asc, skuName asc`
 	if ev != want {
 		t.Errorf("eviction query =\n%s\nwant\n%s", ev, want)
 	}

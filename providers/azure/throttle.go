@@ -37,7 +37,7 @@ const (
 	graphBucket                      = 15
 	graphWindow                      = 5 * time.Second
 	// DefaultPricesInFlight bounds the Retail Prices requests in flight.
-	DefaultPricesInFlight = 8
+	DefaultPricesInFlight = 16
 	// dialTimeout bounds a connection attempt: an endpoint that cannot be
 	// reached is reported within seconds, not after the OS's timeout.
 	dialTimeout = 5 * time.Second

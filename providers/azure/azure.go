@@ -3,7 +3,12 @@
 // public Retail Prices API, 90 days of spot price history and eviction rates
 // from Azure Resource Graph (table SpotResources), and the actions Azure
 // offers: On-demand Capacity Reservations as bookings and spot scale sets as
-// fleets.
+// fleets, each tagged with the ledger row it was made for so that the
+// cloud remembers them (ListRecords).
+//
+// Every region is fetched at once; the APIs' documented limits, not a fixed
+// number of regions, pace the calls (throttle.go), and the regions of a
+// fetch share their Resource Graph queries (graph.go).
 //
 // Without a signed-in account (no subscription, or DefaultAzureCredential
 // finds nothing) the provider still shows current list prices, which need no
@@ -105,7 +110,8 @@ type Options struct {
 }
 
 // Provider is the Azure source. It implements providers.Provider,
-// OfferingFinder, Booker and FleetLauncher.
+// OfferingFinder, OfferingRefresher, Booker, BookingReleaser,
+// FleetLauncher, FleetFinder and RecordLister.
 type Provider struct {
 	opt     Options
 	pricesU string
@@ -370,9 +376,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // The abilities the hub and the commands discover by type assertion.
 var (
-	_ providers.Provider       = (*Provider)(nil)
-	_ providers.OfferingFinder = (*Provider)(nil)
-	_ providers.Booker         = (*Provider)(nil)
-	_ providers.FleetLauncher  = (*Provider)(nil)
-	_ providers.FleetFinder    = (*Provider)(nil)
+	_ providers.Provider          = (*Provider)(nil)
+	_ providers.OfferingFinder    = (*Provider)(nil)
+	_ providers.Booker            = (*Provider)(nil)
+	_ providers.FleetLauncher     = (*Provider)(nil)
+	_ providers.FleetFinder       = (*Provider)(nil)
+	_ providers.RecordLister      = (*Provider)(nil)
+	_ providers.BookingReleaser   = (*Provider)(nil)
+	_ providers.OfferingRefresher = (*Provider)(nil)
 )

@@ -218,5 +218,3 @@ func (p *Provider) RefreshOffering(ctx context.Context, o providers.Offering) (p
 	fresh.ID = o.ID
 	return fresh, nil
 }
-
-var _ providers.OfferingRefresher = (*Provider)(nil)

@@ -172,5 +172,3 @@ func scaleSetRecord(ss *armcompute.VirtualMachineScaleSet) providers.CloudRecord
 	}
 	return rec
 }
-
-var _ providers.RecordLister = (*Provider)(nil)

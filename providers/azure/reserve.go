@@ -506,5 +506,3 @@ func (p *Provider) explainDelete(ctx context.Context, c *armClients, id *arm.Res
 func (p *Provider) ReleaseBooking(ctx context.Context, b providers.Booking) error {
 	return p.DeleteBooking(ctx, b.ProviderRef)
 }
-
-var _ providers.BookingReleaser = (*Provider)(nil)

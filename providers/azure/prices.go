@@ -180,8 +180,8 @@ func addRetailItem(out map[string]retailPrice, it retailItem, region string, wan
 	}
 }
 
-// getWithRetry GETs a URL, retrying 429 (honouring Retry-After) and 5xx
-// with exponential backoff. An endpoint that cannot be reached at all is
+// getWithRetry GETs a URL, retrying 429 (honouring Retry-After), 408 and
+// 5xx with exponential backoff. An endpoint that cannot be reached at all is
 // reported at once: retrying a refused connection only delays the answer.
 func (p *Provider) getWithRetry(ctx context.Context, u string) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
@@ -214,7 +214,7 @@ func (p *Provider) getWithRetry(ctx context.Context, u string) ([]byte, error) {
 			}
 			return body, nil
 		}
-		retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
+		retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode >= 500
 		if !retryable || attempt >= p.opt.MaxRetries {
 			return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(body))
 		}

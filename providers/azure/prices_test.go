@@ -131,24 +131,8 @@ func TestRetailItemFilter(t *testing.T) {
 
 func TestRetailPricesThrottling(t *testing.T) {
 	ps := loadPrices(t)
-	var mu sync.Mutex
-	calls := 0
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		calls++
-		n := calls
-		mu.Unlock()
-		switch n {
-		case 1:
-			w.Header().Set("Retry-After", "3")
-			http.Error(w, `{"Error":"Too many requests"}`, http.StatusTooManyRequests)
-		case 2:
-			http.Error(w, "upstream", http.StatusServiceUnavailable)
-		default:
-			ps.ServeHTTP(w, r)
-		}
-	})
-	p, waits := pricesOnly(t, h)
+	ps.FailNext(http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusRequestTimeout)
+	p, waits := pricesOnly(t, ps)
 	got, _, err := p.fetchRetail(context.Background(), "eastus", catalogNames())
 	if err != nil {
 		t.Fatal(err)
@@ -156,9 +140,9 @@ func TestRetailPricesThrottling(t *testing.T) {
 	if len(got) != 7 {
 		t.Errorf("%d sizes after retries, want 7", len(got))
 	}
-	want := []time.Duration{3 * time.Second, 2 * time.Millisecond}
-	if len(*waits) != len(want) || (*waits)[0] != want[0] || (*waits)[1] != want[1] {
-		t.Errorf("waits = %v, want %v (Retry-After honoured, then backoff)", *waits, want)
+	want := []time.Duration{3 * time.Second, 2 * time.Millisecond, 4 * time.Millisecond}
+	if len(*waits) != len(want) || (*waits)[0] != want[0] || (*waits)[1] != want[1] || (*waits)[2] != want[2] {
+		t.Errorf("waits = %v, want %v (Retry-After honoured, then backoff for 503 and 408)", *waits, want)
 	}
 }
 

@@ -18,7 +18,11 @@ import (
 // It honours the armRegionName clause of $filter and ignores the rest (a
 // compatible endpoint may), so a client must check every item itself.
 // Pages hold PageSize items and link to the next by an absolute
-// NextPageLink with $skip, as the real API does.
+// NextPageLink with $skip, as the real API does; the last page's
+// NextPageLink is null. It follows the API's documented sample response
+// and paging (https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices:
+// BillingCurrency, CustomerEntityId, CustomerEntityType, Items,
+// NextPageLink, Count).
 type PricesServer struct {
 	Items    []json.RawMessage
 	PageSize int

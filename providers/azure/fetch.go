@@ -42,9 +42,9 @@ func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink p
 	// keep a batch waiting for maxGather).
 	var graph *graphBatcher
 	if c != nil && bound >= len(regions) {
-		graph = p.newGraphBatcher(c, regions)
+		graph = p.newGraphBatcher(ctx, c, regions)
 	} else if c != nil {
-		graph = p.newGraphBatcher(c, nil)
+		graph = p.newGraphBatcher(ctx, c, nil)
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex

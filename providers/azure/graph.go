@@ -102,8 +102,10 @@ type graphKind struct {
 // when every region of the fetch has asked or said it will not (leave),
 // or after maxGather; a region that asks later joins a later batch.
 type graphBatcher struct {
-	p      *Provider
-	c      *armClients
+	p *Provider
+	c *armClients
+	// ctx is the fetch's: every region of it waits with the same one.
+	ctx    context.Context
 	gather time.Duration
 
 	mu sync.Mutex
@@ -123,8 +125,8 @@ type graphBatch struct {
 }
 
 // newGraphBatcher makes the batcher of one fetch, expecting the regions.
-func (p *Provider) newGraphBatcher(c *armClients, regions []string) *graphBatcher {
-	g := &graphBatcher{p: p, c: c, gather: maxGather, open: map[graphKind]*graphBatch{}, waiting: map[string]map[string]bool{}}
+func (p *Provider) newGraphBatcher(ctx context.Context, c *armClients, regions []string) *graphBatcher {
+	g := &graphBatcher{p: p, c: c, ctx: ctx, gather: maxGather, open: map[graphKind]*graphBatch{}, waiting: map[string]map[string]bool{}}
 	for _, typ := range []string{typePriceHistory, typeEvictionRate} {
 		g.waiting[typ] = map[string]bool{}
 	}
@@ -181,7 +183,7 @@ func (g *graphBatcher) rows(ctx context.Context, kind graphKind, region string, 
 	if b == nil {
 		b = &graphBatch{regions: map[string]bool{}, sizes: map[string]bool{}, ready: make(chan struct{}), done: make(chan struct{})}
 		g.open[kind] = b
-		go g.run(context.WithoutCancel(ctx), kind, b)
+		go g.run(kind, b)
 	}
 	b.regions[region] = true
 	for _, s := range sizes {
@@ -210,15 +212,17 @@ func (g *graphBatcher) rows(ctx context.Context, kind graphKind, region string, 
 }
 
 // run waits for the batch to gather, closes it to newcomers and runs its
-// query. It runs apart from any one region's context: the regions that
-// joined wait on it with their own.
-func (g *graphBatcher) run(ctx context.Context, kind graphKind, b *graphBatch) {
+// query, bounded by the fetch's context.
+func (g *graphBatcher) run(kind graphKind, b *graphBatch) {
 	defer close(b.done)
 	timer := time.NewTimer(g.gather)
 	defer timer.Stop()
 	select {
 	case <-b.ready:
 	case <-timer.C:
+	case <-g.ctx.Done():
+		b.err = g.ctx.Err()
+		return
 	}
 	g.mu.Lock()
 	delete(g.open, kind)
@@ -228,14 +232,8 @@ func (g *graphBatcher) run(ctx context.Context, kind graphKind, b *graphBatch) {
 	if kind.typ == typePriceHistory {
 		q = historyQuery(regions, sizes, kind.from, kind.live)
 	}
-	ctx, cancel := context.WithTimeout(ctx, graphBatchTimeout)
-	defer cancel()
-	b.rows, _, b.err = g.p.graphRows(ctx, g.c, q)
+	b.rows, _, b.err = g.p.graphRows(g.ctx, g.c, q)
 }
-
-// graphBatchTimeout bounds a batch's query, which no caller's context
-// bounds alone.
-const graphBatchTimeout = 2 * time.Minute
 
 func sortedKeys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))

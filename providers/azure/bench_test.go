@@ -3,6 +3,7 @@ package azure
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 // BenchmarkParsePricesPage parses a page of the recorded meters (91 items,
 // about the size of the API's 100-item pages).
 func BenchmarkParsePricesPage(b *testing.B) {
-	page := []byte(`{"BillingCurrency":"USD","Items":` + string(readTestdata(b, "retail-items.json")) + `,"NextPageLink":null,"Count":91}`)
+	page := []byte(`{"BillingCurrency":"USD","Items":` + string(readTestdata(b, filepath.Join("retailprices", "items.json"))) + `,"NextPageLink":null,"Count":91}`)
 	b.SetBytes(int64(len(page)))
 	b.ReportAllocs()
 	for b.Loop() {

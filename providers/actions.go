@@ -40,9 +40,16 @@ type Offering struct {
 	GPU           GPUSpec
 	InstanceCount int
 	Start, End    time.Time
-	UpfrontUSD    float64
-	Currency      string
-	Simulated     bool
+	// UpfrontUSD is the offering's total for its window: a capacity
+	// block's fee, or what a reservation billed by the hour costs over
+	// the asked duration.
+	UpfrontUSD float64
+	// HourlyUSD is what the offering bills per hour while it is held,
+	// every instance together, when it bills by the hour (Azure's
+	// capacity reservations); 0 for one paid up front.
+	HourlyUSD float64
+	Currency  string
+	Simulated bool
 	// Note is what a buyer must know of the terms that the fields do not
 	// say, shown before the confirmation; "" when there is nothing. Azure:
 	// a capacity reservation starts now and bills until it is deleted.
@@ -171,8 +178,12 @@ func (o Offering) CostTerms() string {
 		cur = "USD"
 	}
 	if o.StartsOnPurchase {
-		return fmt.Sprintf("Estimated cost: $%.2f %s to the end of the window, billed by the hour from purchase until the reservation is deleted (a running gpumarket, or `gpumarket ledger`, deletes it when the window ends) · $%.4f per GPU-hour",
-			o.UpfrontUSD, cur, o.USDPerGPUHour())
+		rate := ""
+		if o.HourlyUSD > 0 {
+			rate = fmt.Sprintf(" ($%.2f an hour)", o.HourlyUSD)
+		}
+		return fmt.Sprintf("Estimated cost: $%.2f %s to the end of the window%s, billed by the hour from purchase until the reservation is deleted (a running gpumarket, or `gpumarket ledger`, deletes it when the window ends) · $%.4f per GPU-hour",
+			o.UpfrontUSD, cur, rate, o.USDPerGPUHour())
 	}
 	return fmt.Sprintf("Total upfront: $%.2f %s, non-refundable · $%.4f per GPU-hour", o.UpfrontUSD, cur, o.USDPerGPUHour())
 }

@@ -21,8 +21,14 @@ var catalog = func() map[string]CatalogEntry {
 	m := map[string]CatalogEntry{}
 	add := func(c Cloud, model string, mem float64, rows ...any) {
 		for i := 0; i+3 < len(rows); i += 4 {
+			n, gpuMem := toF(rows[i+1]), mem
+			if n < 1 {
+				// A partial GPU has its share of the memory: Azure's
+				// Standard_NV6ads_A10_v5 has 1/6 of an A10 and 4 GiB.
+				gpuMem = mem * n
+			}
 			e := CatalogEntry{Cloud: c, InstanceType: rows[i].(string),
-				GPU:   GPUSpec{Model: model, Count: toF(rows[i+1]), MemoryGiB: mem},
+				GPU:   GPUSpec{Model: model, Count: n, MemoryGiB: gpuMem},
 				VCPUs: rows[i+2].(int), MemoryGiB: toF(rows[i+3])}
 			m[strings.ToLower(e.InstanceType)] = e
 		}

@@ -22,7 +22,10 @@ type GPUSpec struct {
 	// Count is the GPUs per instance. It is fractional for Azure's
 	// partial-GPU sizes (Standard_NV6ads_A10_v5 has 1/6 of an A10).
 	Count float64
-	// MemoryGiB is the GPU memory of one whole GPU.
+	// MemoryGiB is the GPU memory of one of the instance's GPUs; for a
+	// partial-GPU size (Count below 1), the memory of its share, which is
+	// all the GPU memory the instance has: Standard_NV6ads_A10_v5 has
+	// 4 GiB, 1/6 of an A10's 24.
 	MemoryGiB float64
 }
 

@@ -94,7 +94,7 @@ func TestCatalog(t *testing.T) {
 		"p3.16xlarge":              {"V100", 8, 16},
 		"Standard_ND96isr_H100_v5": {"H100", 8, 80},
 		"Standard_NC24ads_A100_v4": {"A100", 1, 80},
-		"Standard_NV6ads_A10_v5":   {"A10", 1.0 / 6, 24},
+		"Standard_NV6ads_A10_v5":   {"A10", 1.0 / 6, 4},
 		"Standard_NC4as_T4_v3":     {"T4", 1, 16},
 	} {
 		e, ok := LookupGPU(typ)

@@ -38,11 +38,14 @@ func TestFindOfferings(t *testing.T) {
 	if want := 3.673 * 2 * 24; math.Abs(cheapest.UpfrontUSD-want) > 1e-9 || cheapest.Currency != "USD" {
 		t.Errorf("cost = %v, want on-demand × instances × hours = %v", cheapest.UpfrontUSD, want)
 	}
-	if !strings.Contains(cheapest.Note, "billed at the on-demand rate from now (Azure cannot start it later) until it is deleted") {
+	if want := 3.673 * 2; math.Abs(cheapest.HourlyUSD-want) > 1e-9 {
+		t.Errorf("hourly = %v, want on-demand × instances = %v", cheapest.HourlyUSD, want)
+	}
+	if !strings.Contains(cheapest.Note, "starts when it is made (Azure cannot schedule it) and bills $7.35 an hour") || !strings.Contains(cheapest.Note, "until it is deleted") {
 		t.Errorf("note = %q, want the billing terms said", cheapest.Note)
 	}
-	if !cheapest.Start.Equal(testNow) || cheapest.DurationHours() != 24 {
-		t.Errorf("window %v-%v, want now for 24h", cheapest.Start, cheapest.End)
+	if !cheapest.Start.Equal(testNow) || cheapest.DurationHours() != 24 || !cheapest.StartsOnPurchase || cheapest.Kind != providers.KindReservation {
+		t.Errorf("window %v-%v, want now for 24h, starting on purchase", cheapest.Start, cheapest.End)
 	}
 	for _, o := range offs {
 		if o.InstanceType == "Standard_NC96ads_A100_v4" && o.Zone == "3" {
@@ -57,16 +60,6 @@ func TestFindOfferings(t *testing.T) {
 	if offs[1].ID == cheapest.ID {
 		t.Errorf("two offerings share id %s", cheapest.ID)
 	}
-	// A later start is held from now: every hour until the end is paid.
-	later := q
-	later.StartAfter = testNow.Add(12 * time.Hour)
-	lo := a100Offerings(t, p, later)[0]
-	if !lo.Start.Equal(testNow) || !lo.End.Equal(testNow.Add(36*time.Hour)) || math.Abs(lo.UpfrontUSD-3.673*2*36) > 1e-9 {
-		t.Errorf("later start: %v-%v $%v, want now to start+24h and 36 paid hours", lo.Start, lo.End, lo.UpfrontUSD)
-	}
-	if !strings.Contains(lo.Note, "including the 12 h before the requested start") {
-		t.Errorf("later start note = %q", lo.Note)
-	}
 	// GPUs round up to whole instances.
 	byGPU := q
 	byGPU.Instances, byGPU.GPUs = 0, 6
@@ -79,14 +72,94 @@ func TestFindOfferings(t *testing.T) {
 			t.Errorf("%s: %d instances for 6 GPUs, want %d", o.InstanceType, o.InstanceCount, want)
 		}
 	}
-	// A start window already past has nothing.
-	past := q
-	past.StartBefore = testNow.Add(-time.Hour)
-	if offs := a100Offerings(t, p, past); len(offs) != 0 {
-		t.Errorf("past window: %d offerings", len(offs))
+	for _, bad := range []providers.OfferingQuery{
+		{GPU: "A100", Instances: 1},
+		{GPU: "A100", Instances: 1, Duration: 90 * time.Minute},
+		{GPU: "A100", Duration: time.Hour},
+	} {
+		if _, err := p.FindOfferings(context.Background(), bad); !errors.Is(err, providers.ErrInvalidQuery) {
+			t.Errorf("%+v: err = %v, want an invalid query", bad, err)
+		}
 	}
-	if _, err := p.FindOfferings(context.Background(), providers.OfferingQuery{GPU: "A100", Instances: 1}); err == nil {
-		t.Errorf("zero duration accepted")
+}
+
+// TestAzureOfferingsKeepTheirOwnFilters (issue 11.2): a reservation
+// starts when it is made, so it is offered only when the asked start range
+// includes now, for exactly the asked duration, its total in UpfrontUSD
+// and its rate in HourlyUSD. Before, a search for 48 h starting in three
+// days listed rows starting now and lasting 74.6 h.
+func TestAzureOfferingsKeepTheirOwnFilters(t *testing.T) {
+	f := newFakeARM(t)
+	p := newTestProvider(t, f.options())
+	ctx := context.Background()
+	// The issue's search, three days ahead: nothing can start then.
+	later := providers.OfferingQuery{GPU: "A100", Instances: 2, Duration: 48 * time.Hour,
+		StartAfter: at("2026-12-02T09:00:00Z"), StartBefore: at("2026-12-02T12:00:00Z"), Regions: []string{"eastus", "westeurope"}}
+	offs, err := p.FindOfferings(ctx, later)
+	if !errors.Is(err, providers.ErrInvalidQuery) || len(offs) != 0 || !strings.Contains(err.Error(), "start when they are made") || !strings.Contains(err.Error(), "--start-after 2026-12-02T09:00Z") {
+		t.Fatalf("future window: %d offerings, err %v; want none and a refusal saying why", len(offs), err)
+	}
+	past := later
+	past.StartAfter, past.StartBefore = time.Time{}, testNow.Add(-time.Hour)
+	if _, err := p.FindOfferings(ctx, past); !errors.Is(err, providers.ErrInvalidQuery) || !strings.Contains(err.Error(), "has passed") {
+		t.Errorf("past window: err = %v", err)
+	}
+	// A range around now: every row inside it, 48 h long.
+	around := later
+	around.StartAfter, around.StartBefore = testNow.Add(-30*time.Second), testNow.Add(3*time.Hour)
+	offs, err = p.FindOfferings(ctx, around)
+	if err != nil || len(offs) == 0 {
+		t.Fatalf("window around now: %d offerings, %v", len(offs), err)
+	}
+	for _, o := range offs {
+		if o.Start.Before(around.StartAfter) || o.Start.After(around.StartBefore) {
+			t.Errorf("%s starts %v, outside [%v, %v]", o.ID, o.Start, around.StartAfter, around.StartBefore)
+		}
+		if o.DurationHours() != 48 {
+			t.Errorf("%s lasts %v h, want the asked 48", o.ID, o.DurationHours())
+		}
+		if o.HourlyUSD <= 0 || math.Abs(o.UpfrontUSD-o.HourlyUSD*48) > 1e-6 {
+			t.Errorf("%s: total $%v, hourly $%v: want the total for 48 h and the hourly rate apart", o.ID, o.UpfrontUSD, o.HourlyUSD)
+		}
+	}
+	// A range opening within this minute moves the start into it.
+	late := around
+	late.StartAfter = testNow.Add(-1 * time.Second)
+	f2 := newFakeARM(t)
+	opt := f2.options()
+	opt.Now = func() time.Time { return testNow.Add(20 * time.Second) }
+	q := newTestProvider(t, opt)
+	offs, err = q.FindOfferings(ctx, late)
+	if err != nil || len(offs) == 0 || offs[0].Start.Before(late.StartAfter) {
+		t.Fatalf("start range opening this minute: %+v, %v", offs, err)
+	}
+}
+
+// TestUnreservableSizesAreNotOffered: Azure takes capacity reservations
+// only for sizes whose CapacityReservationSupported capability is true
+// (the documentation lists ND-series and NCads H100 v5 among those that
+// are not). The H100 sizes of the recorded answer say false: none is
+// offered, and booking one is refused before any PUT.
+func TestUnreservableSizesAreNotOffered(t *testing.T) {
+	f := newFakeARM(t)
+	p := newTestProvider(t, f.options())
+	offs, err := p.FindOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 24 * time.Hour, Regions: []string{"eastus", "westeurope"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range offs {
+		t.Errorf("offered %s in %s zone %s: Azure does not reserve it", o.InstanceType, o.Region, o.Zone)
+	}
+	o := providers.Offering{ID: "azcr-0123456789abcdef", Provider: "azure", Region: "eastus", Zone: "1",
+		InstanceType: "Standard_NC40ads_H100_v5", InstanceCount: 1, Start: testNow, End: testNow.Add(time.Hour)}
+	for _, dry := range []bool{true, false} {
+		_, err := p.Book(context.Background(), providers.BookRequest{Offering: o, Ref: "led-1", DryRun: dry})
+		if !errors.Is(err, providers.ErrDeclined) || !strings.Contains(err.Error(), "does not take capacity reservations for Standard_NC40ads_H100_v5") {
+			t.Errorf("dry %v: err = %v", dry, err)
+		}
+	}
+	if n := f.putCount(""); n != 0 {
+		t.Errorf("%d PUTs for an unreservable size", n)
 	}
 }
 
@@ -100,7 +173,7 @@ func TestBookReservation(t *testing.T) {
 			off = o
 		}
 	}
-	req := providers.BookRequest{Offering: off, Ref: "led-42", After: testNow.Add(-time.Minute)}
+	req := providers.BookRequest{Offering: off, Ref: "led-42", After: testNow.Add(-time.Minute), Actor: "alice@host"}
 
 	// Nothing booked yet: reconciliation finds nothing (the group is missing).
 	if b, err := p.FindBooking(context.Background(), req); err != nil || b != nil {
@@ -125,8 +198,9 @@ func TestBookReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRef := "/subscriptions/" + testSub + "/resourceGroups/rg-gpu/providers/Microsoft.Compute/capacityReservationGroups/gpumarket-eastus-z2/capacityReservations/gpumarket-led-42"
-	if b.ProviderRef != wantRef || b.State != "active" || b.InstanceCount != 2 || b.Zone != "2" || b.CostUSD != off.UpfrontUSD {
-		t.Errorf("booking = %+v, want %s active", b, wantRef)
+	if b.ProviderRef != wantRef || b.State != "active" || b.InstanceCount != 2 || b.Zone != "2" || b.CostUSD != off.UpfrontUSD ||
+		!b.Start.Equal(testNow) || !b.End.Equal(testNow.Add(24*time.Hour)) {
+		t.Errorf("booking = %+v, want %s active from now for 24h", b, wantRef)
 	}
 	if !strings.Contains(b.Message, "until it is deleted") {
 		t.Errorf("message %q does not say the reservation bills until deleted", b.Message)
@@ -139,7 +213,8 @@ func TestBookReservation(t *testing.T) {
 	if sku["name"] != "Standard_NC24ads_A100_v4" || sku["capacity"] != 2.0 || res["zones"].([]any)[0] != "2" {
 		t.Errorf("reservation body = %v", res)
 	}
-	if tags := res["tags"].(map[string]any); tags[TagRef] != "led-42" || tags[TagOffering] != off.ID {
+	if tags := res["tags"].(map[string]any); tags[TagRef] != "led-42" || tags[TagOffering] != off.ID || tags[TagActor] != "alice@host" ||
+		tags[TagTool] != "gpumarket" || tags[TagManaged] != "gpumarket" || tags[TagEnd] != "2026-11-30T12:00:00Z" || tags[TagCost] != "176.30" {
 		t.Errorf("tags = %v", tags)
 	}
 
@@ -164,9 +239,17 @@ func TestBookReservation(t *testing.T) {
 		t.Errorf("FindBooking(no ref, made before After) = %+v, %v", found, err)
 	}
 
-	// A retry with the same ref updates the same reservation: still one.
-	if _, err := p.Book(context.Background(), req); err != nil {
+	// A retry with the same ref finds the reservation it made and
+	// answers with it: no second PUT, still one reservation.
+	again, err := p.Book(context.Background(), req)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if again.ProviderRef != wantRef || !strings.Contains(again.Message, "nothing was bought again") {
+		t.Errorf("retry = %+v", again)
+	}
+	if r := f.putCount("/capacityreservations/gpumarket-led-42"); r != 1 {
+		t.Errorf("%d reservation PUTs after a retry, want 1", r)
 	}
 	n := 0
 	for k := range f.resources {
@@ -208,6 +291,7 @@ func TestBookRefusals(t *testing.T) {
 		{"restricted region", func(o *providers.Offering) { o.InstanceType = "Standard_ND96isr_H100_v5" }, "not offered to this subscription in eastus"},
 		{"quota", func(o *providers.Offering) { o.InstanceCount = 2 }, "quota standardNCADSA100v4Family in eastus: 0 of 96 vCPUs used, 192 more needed"},
 		{"unknown size", func(o *providers.Offering) { o.InstanceType = "Standard_D2s_v3" }, "not a GPU size offered in eastus"},
+		{"no window", func(o *providers.Offering) { o.End = o.Start }, "a window"},
 		{"foreign id", func(o *providers.Offering) { o.ID = "cb-0123" }, `want an id azcr-`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -264,8 +348,9 @@ func TestLaunchFleet(t *testing.T) {
 	p := newTestProvider(t, fleetOptions(f))
 	ctx := context.Background()
 	spec := providers.FleetSpec{
-		Provider: "azure", Region: "eastus", InstanceTypes: []string{"Standard_NC24ads_A100_v4", "Standard_NC40ads_H100_v5"},
+		Provider: "azure", Region: "eastus", InstanceTypes: []string{"Standard_NC24ads_A100_v4", "standard_nc24ads_a100_v4"},
 		Zones: []string{"1", "2"}, TargetCapacity: 4, OnDemandBase: 1, Strategy: providers.StrategyLowestPrice, ClientToken: "led-7",
+		Actor: "bob@host",
 	}
 	dry := spec
 	dry.DryRun = true
@@ -300,11 +385,8 @@ func TestLaunchFleet(t *testing.T) {
 				Base  int `json:"baseRegularPriorityCount"`
 				Above int `json:"regularPriorityPercentageAboveBase"`
 			} `json:"priorityMixPolicy"`
-			SKUProfile struct {
-				AllocationStrategy string                  `json:"allocationStrategy"`
-				VMSizes            []struct{ Name string } `json:"vmSizes"`
-			} `json:"skuProfile"`
-			VM struct {
+			SKUProfile *struct{} `json:"skuProfile"`
+			VM         struct {
 				Priority       string `json:"priority"`
 				EvictionPolicy string `json:"evictionPolicy"`
 				BillingProfile struct {
@@ -318,15 +400,19 @@ func TestLaunchFleet(t *testing.T) {
 				} `json:"osProfile"`
 			} `json:"virtualMachineProfile"`
 		} `json:"properties"`
+		Tags map[string]string `json:"tags"`
 	}
-	raw, _ := json.Marshal(f.resources[strings.ToLower(wantID)])
+	raw, _ := json.Marshal(f.resource(wantID))
 	if err := json.Unmarshal(raw, &body); err != nil {
 		t.Fatal(err)
 	}
 	pr := body.Properties
-	if body.SKU.Name != "Mix" || body.SKU.Capacity != 4 || len(body.Zones) != 2 ||
+	// The size named twice counts once: a plain scale set of that size,
+	// no instance mix (Azure takes none for GPU sizes).
+	if body.SKU.Name != "Standard_NC24ads_A100_v4" || body.SKU.Capacity != 4 || len(body.Zones) != 2 ||
 		pr.OrchestrationMode != "Flexible" || pr.PriorityMixPolicy.Base != 1 || pr.PriorityMixPolicy.Above != 0 ||
-		pr.SKUProfile.AllocationStrategy != "LowestPrice" || len(pr.SKUProfile.VMSizes) != 2 ||
+		pr.SKUProfile != nil ||
+		body.Tags[TagRef] != "led-7" || body.Tags[TagActor] != "bob@host" || body.Tags[TagTool] != "gpumarket" || body.Tags[TagManaged] != "gpumarket" ||
 		pr.VM.Priority != "Spot" || pr.VM.EvictionPolicy != "Delete" || pr.VM.BillingProfile.MaxPrice != -1 ||
 		pr.VM.StorageProfile.ImageReference["publisher"] != "Canonical" || pr.VM.OSProfile.AdminUsername != "azureuser" {
 		t.Errorf("scale set body = %s", raw)
@@ -370,7 +456,10 @@ func TestLaunchFleetRefusals(t *testing.T) {
 			s.Zones = []string{"3"}
 		}, "zone 3"},
 		{"aws region", func(s *providers.FleetSpec) { s.Region = "us-east-1" }, "want an Azure region"},
-		{"too many types", func(s *providers.FleetSpec) { s.InstanceTypes = []string{"a", "b", "c", "d", "e", "f"} }, "want 1 to 5"},
+		{"several sizes", func(s *providers.FleetSpec) {
+			s.InstanceTypes = []string{"Standard_NC24ads_A100_v4", "Standard_NC96ads_A100_v4"}
+		}, "launch one fleet per size"},
+		{"no size", func(s *providers.FleetSpec) { s.InstanceTypes = []string{" ", ""} }, "want one Azure GPU VM size"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := spec

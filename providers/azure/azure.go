@@ -3,7 +3,12 @@
 // public Retail Prices API, 90 days of spot price history and eviction rates
 // from Azure Resource Graph (table SpotResources), and the actions Azure
 // offers: On-demand Capacity Reservations as bookings and spot scale sets as
-// fleets.
+// fleets, each tagged with the ledger row it was made for so that the
+// cloud remembers them (ListRecords).
+//
+// Every region is fetched at once; the APIs' documented limits, not a fixed
+// number of regions, pace the calls (throttle.go), and the regions of a
+// fetch share their Resource Graph queries (graph.go).
 //
 // Without a signed-in account (no subscription, or DefaultAzureCredential
 // finds nothing) the provider still shows current list prices, which need no
@@ -95,12 +100,18 @@ type Options struct {
 	// PollFrequency is how often a long-running ARM operation is polled
 	// (default 10s).
 	PollFrequency time.Duration
-	// Concurrency is how many regions are fetched at once (default 4).
+	// Concurrency bounds how many regions are fetched at once; 0 (the
+	// default) fetches every region at once, and the APIs' own documented
+	// limits (see throttle.go) bound the calls instead.
 	Concurrency int
+	// PricesInFlight bounds the Retail Prices requests in flight
+	// (default DefaultPricesInFlight): that API documents no limit.
+	PricesInFlight int
 }
 
 // Provider is the Azure source. It implements providers.Provider,
-// OfferingFinder, Booker and FleetLauncher.
+// OfferingFinder, OfferingRefresher, Booker, BookingReleaser,
+// FleetLauncher, FleetFinder and RecordLister.
 type Provider struct {
 	opt     Options
 	pricesU string
@@ -109,6 +120,8 @@ type Provider struct {
 	now     func() time.Time
 	// sleep waits between retries; tests replace it to see the waits.
 	sleep func(ctx context.Context, d time.Duration) error
+	// lim holds the APIs' rate limits, shared by every call.
+	lim *limits
 
 	authMu   sync.Mutex
 	authDone bool
@@ -162,7 +175,7 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		}
 	}
 	if opt.HTTPClient == nil {
-		opt.HTTPClient = &http.Client{Timeout: 60 * time.Second}
+		opt.HTTPClient = &http.Client{Timeout: 60 * time.Second, Transport: newTransport()}
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
@@ -188,12 +201,16 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 	if opt.PollFrequency <= 0 {
 		opt.PollFrequency = 10 * time.Second
 	}
-	if opt.Concurrency <= 0 {
-		opt.Concurrency = 4
+	if opt.Concurrency < 0 {
+		return nil, fmt.Errorf("azure concurrency %d: want 0 (every region at once) or a positive bound", opt.Concurrency)
+	}
+	if opt.PricesInFlight <= 0 {
+		opt.PricesInFlight = DefaultPricesInFlight
 	}
 	return &Provider{
 		opt: opt, pricesU: opt.PricesURL, http: opt.HTTPClient, log: opt.Logger, now: opt.Now,
 		sleep:      sleepCtx,
+		lim:        newLimits(opt.PricesInFlight),
 		skus:       map[string]cached[[]gpuSize]{},
 		prices:     map[string]cached[map[string]retailPrice]{},
 		evict:      map[string]cached[map[string]string]{},
@@ -296,7 +313,7 @@ func (p *Provider) connect(ctx context.Context) (*armClients, error) {
 	}
 	c := &armClients{subID: sub, resGroup: p.opt.ResourceGroup}
 	var err error
-	co := p.opt.ClientOptions
+	co := p.clientOptions()
 	if c.skus, err = armcompute.NewResourceSKUsClient(sub, cred, co); err != nil {
 		return nil, fmt.Errorf("azure resource SKUs client: %w", err)
 	}
@@ -316,6 +333,24 @@ func (p *Provider) connect(ctx context.Context) (*armClients, error) {
 		return nil, fmt.Errorf("azure resource graph client: %w", err)
 	}
 	return c, nil
+}
+
+// clientOptions are the configured ARM client options with the
+// provider's rate limits (one token per attempt) and its retry rule (a
+// connection that never opened is not retried).
+func (p *Provider) clientOptions() *arm.ClientOptions {
+	var co arm.ClientOptions
+	if p.opt.ClientOptions != nil {
+		co = *p.opt.ClientOptions
+	}
+	co.PerRetryPolicies = append(append([]policy.Policy(nil), co.PerRetryPolicies...), throttlePolicy{p.lim})
+	if co.Retry.ShouldRetry == nil {
+		co.Retry.ShouldRetry = shouldRetry
+	}
+	if co.Transport == nil {
+		co.Transport = &http.Client{Transport: newTransport()}
+	}
+	return &co
 }
 
 // firstLine shortens azidentity's multi-paragraph errors to their first
@@ -341,9 +376,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // The abilities the hub and the commands discover by type assertion.
 var (
-	_ providers.Provider       = (*Provider)(nil)
-	_ providers.OfferingFinder = (*Provider)(nil)
-	_ providers.Booker         = (*Provider)(nil)
-	_ providers.FleetLauncher  = (*Provider)(nil)
-	_ providers.FleetFinder    = (*Provider)(nil)
+	_ providers.Provider          = (*Provider)(nil)
+	_ providers.OfferingFinder    = (*Provider)(nil)
+	_ providers.Booker            = (*Provider)(nil)
+	_ providers.FleetLauncher     = (*Provider)(nil)
+	_ providers.FleetFinder       = (*Provider)(nil)
+	_ providers.RecordLister      = (*Provider)(nil)
+	_ providers.BookingReleaser   = (*Provider)(nil)
+	_ providers.OfferingRefresher = (*Provider)(nil)
 )

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +26,13 @@ import (
 	"github.com/gpumarket/gpumarket/providers/azure/azuretest"
 )
 
+// testdataDir holds the recorded Azure payloads the fakes serve; its
+// README says which documented example each file follows.
+var testdataDir = filepath.Join("..", "..", "testdata", "azure")
+
+// retailItemsPath is the recorded Retail Prices items.
+var retailItemsPath = filepath.Join(testdataDir, "retailprices", "items.json")
+
 // testNow is the clock of every test: the recorded history is laid out
 // around it.
 var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -41,13 +49,34 @@ func (c fakeCredential) GetToken(context.Context, policy.TokenRequestOptions) (a
 	return azcore.AccessToken{Token: "fake-token", ExpiresOn: time.Now().Add(time.Hour)}, nil
 }
 
-// fakeARM speaks the ARM JSON of the calls the provider makes:
-// ResourceSKUs (paged by nextLink), Resource Graph (paged by $skipToken,
-// projecting the recorded SpotResources records the way the provider's
-// KQL does), usages, capacity reservation groups and reservations, and
-// scale sets, with long-running PUTs answered through Azure-AsyncOperation
-// and DELETEs through Location polling. It also serves the Retail Prices
-// API under /api/retail/prices.
+// fakeARM speaks the ARM JSON of the calls the provider makes, shaped
+// after the documented examples of the Compute and Resource Graph REST
+// specs (azure-rest-api-specs, Microsoft.Compute/ComputeRP/stable/2024-11-01
+// and later; file names cited at each handler), including what their
+// happy path hides:
+//
+//   - every list pages: ResourceSKUs by nextLink, usages, reservation
+//     groups, reservations and scale sets by nextLink with a $skiptoken,
+//     Resource Graph by $skipToken;
+//   - fields the documents omit: a reservation's timeCreated is shown by
+//     a Get only (CapacityReservation_Get.json); a PUT's answer
+//     (CapacityReservation_CreateOrUpdate.json) and list items
+//     (CapacityReservation_ListByReservationGroup.json) carry
+//     provisioningTime alone; usage entries may have no name
+//     (Usage_List_MinimumSet_Gen.json); list items name their location
+//     in display form ("West US");
+//   - provisioning states: Creating, then Succeeded, or Failed / Canceled
+//     through the operation (failLRO, cancelLRO), and any state a test
+//     sets on a resource;
+//   - throttling: 429 with Retry-After (throttleNext), Resource Graph's
+//     x-ms-user-quota-remaining / -resets-after on every answer and a 429
+//     past its quota (graphQuota);
+//   - faults: 5xx and 408 on chosen calls (putStatus, failSKURegion), a
+//     reservation's DELETE refused while VMs are associated with it.
+//
+// Long-running PUTs are answered through Azure-AsyncOperation and DELETEs
+// through Location polling. It also serves the Retail Prices API under
+// /api/retail/prices.
 type fakeARM struct {
 	t      testing.TB
 	srv    *httptest.Server
@@ -58,19 +87,42 @@ type fakeARM struct {
 	history       []spotRecord
 	eviction      []spotRecord
 	graphPageSize int
+	listPageSize  int
 	failSKURegion string // ResourceSKUs of this region answer 500
 	failGraph     bool
 	putStatus     int // when set, reservation and scale set PUTs answer it
 	groupStatus   int // when set, reservation group PUTs answer it
 	// madeThen answers successive reservation PUTs with these statuses
 	// after making the reservation: an answer lost after the work was done.
-	madeThen []int
-	failLRO  bool // long-running PUTs end Failed
-	usage    []map[string]any
+	madeThen  []int
+	failLRO   bool // long-running PUTs end Failed
+	cancelLRO bool // long-running PUTs end Canceled
+	// deleteStatus, when set, answers reservation and scale set DELETEs.
+	deleteStatus int
+	// hook, when set, sees every ARM request before the fake's lock is
+	// taken: tests hold requests there to see which are in flight at once.
+	hook func(r *http.Request)
+	// latency is added to every answer, ARM's and Retail Prices' (set it
+	// before the first request).
+	latency time.Duration
+	usage   []map[string]any
+	// throttleNext answers the next ARM requests (not Resource Graph)
+	// 429 with Retry-After: 1.
+	throttleNext int
+	// graphQuota, when set, is Resource Graph's per-user quota of
+	// queries per graphWindow; 0 means unlimited (the headers still
+	// come).
+	graphQuota   int
+	graphWindow  time.Duration
+	graphUsed    int
+	graphResetAt time.Time
 
 	graphQueries []string
 	graphPages   int
+	graph429     int
+	throttled    int
 	skuPages     int
+	listPages    map[string]int // list kind → pages served
 	puts         map[string]int // lower-case path → PUT count
 	deletes      map[string]int
 	resources    map[string]map[string]any // lower-case path → resource
@@ -99,7 +151,7 @@ type spotRecord struct {
 
 func readTestdata(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
+	b, err := os.ReadFile(filepath.Join(testdataDir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,35 +161,41 @@ func readTestdata(t testing.TB, name string) []byte {
 func newFakeARM(t testing.TB) *fakeARM {
 	t.Helper()
 	f := &fakeARM{
-		t: t, skus: map[string][]json.RawMessage{}, graphPageSize: 2,
-		puts: map[string]int{}, deletes: map[string]int{}, resources: map[string]map[string]any{}, ops: map[string]*fakeOp{},
+		t: t, skus: map[string][]json.RawMessage{}, graphPageSize: 2, listPageSize: 2, graphWindow: 5 * time.Second,
+		listPages: map[string]int{}, puts: map[string]int{}, deletes: map[string]int{}, resources: map[string]map[string]any{}, ops: map[string]*fakeOp{},
 		usage: []map[string]any{
 			{"name": map[string]any{"value": "cores", "localizedValue": "Total Regional vCPUs"}, "currentValue": 10, "limit": 350, "unit": "Count"},
-			{"name": map[string]any{"value": "standardNCADSA100v4Family", "localizedValue": "NCADS A100 v4"}, "currentValue": 0, "limit": 96, "unit": "Count"},
+			{"unit": "Count", "currentValue": 17, "limit": 19, "name": map[string]any{}},
+			{"name": map[string]any{"value": "lowPriorityCores", "localizedValue": "Total Regional Low-priority vCPUs"}, "currentValue": 0, "limit": 100, "unit": "Count"},
+			{"name": map[string]any{"value": "standardNCADSA100v4Family", "localizedValue": "Standard NCADS_A100_v4 Family vCPUs"}, "currentValue": 0, "limit": 96, "unit": "Count"},
+			{"name": map[string]any{"value": "standardNCadsH100v5Family", "localizedValue": "Standard NCadsH100v5 Family vCPUs"}, "currentValue": 0, "limit": 80, "unit": "Count"},
 		},
 	}
 	for _, region := range []string{"eastus", "westeurope"} {
 		var doc struct {
 			Value []json.RawMessage `json:"value"`
 		}
-		if err := json.Unmarshal(readTestdata(t, "skus-"+region+".json"), &doc); err != nil {
+		if err := json.Unmarshal(readTestdata(t, filepath.Join("arm", "resourceskus-"+region+".json")), &doc); err != nil {
 			t.Fatal(err)
 		}
 		f.skus[region] = doc.Value
 	}
-	if err := json.Unmarshal(readTestdata(t, "spot-price-history.json"), &f.history); err != nil {
+	if err := json.Unmarshal(readTestdata(t, filepath.Join("resourcegraph", "spot-price-history.json")), &f.history); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(readTestdata(t, "spot-eviction-rates.json"), &f.eviction); err != nil {
+	if err := json.Unmarshal(readTestdata(t, filepath.Join("resourcegraph", "spot-eviction-rates.json")), &f.eviction); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := azuretest.LoadPrices(filepath.Join("testdata", "retail-items.json"), 5)
+	ps, err := azuretest.LoadPrices(retailItemsPath, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.prices = ps
 	mux := http.NewServeMux()
-	mux.Handle("/api/retail/prices", ps)
+	mux.Handle("/api/retail/prices", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(f.latency)
+		ps.ServeHTTP(w, r)
+	}))
 	mux.HandleFunc("/", f.serveARM)
 	f.srv = httptest.NewTLSServer(mux)
 	t.Cleanup(f.srv.Close)
@@ -160,7 +218,7 @@ func (f *fakeARM) options() Options {
 					},
 				},
 				Transport: f.srv.Client(),
-				Retry:     policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Millisecond},
+				Retry:     policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Second},
 			},
 			DisableRPRegistration: true,
 		},
@@ -169,6 +227,47 @@ func (f *fakeARM) options() Options {
 		RetryBase:     time.Millisecond,
 		PollFrequency: time.Millisecond,
 	}
+}
+
+// resource returns a copy of the stored resource at path (nil if none).
+func (f *fakeARM) resource(path string) map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return clone(f.resources[strings.ToLower(path)])
+}
+
+// edit changes a stored resource under the fake's lock.
+func (f *fakeARM) edit(path string, change func(res map[string]any)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := f.resources[strings.ToLower(path)]
+	if res == nil {
+		f.t.Fatalf("no resource %s to edit", path)
+	}
+	change(res)
+}
+
+// put stores a resource as a test made it (one not made through the
+// provider: a user's own reservation in a group, say).
+func (f *fakeARM) put(path string, res map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res["id"] = path
+	res["name"] = path[strings.LastIndex(path, "/")+1:]
+	f.resources[strings.ToLower(path)] = res
+}
+
+// clone copies a resource two levels deep (the resource and its
+// properties), enough for answers to drop fields without touching it.
+func clone(res map[string]any) map[string]any {
+	if res == nil {
+		return nil
+	}
+	out := maps.Clone(res)
+	if props, ok := res["properties"].(map[string]any); ok {
+		out["properties"] = maps.Clone(props)
+	}
+	return out
 }
 
 func armError(w http.ResponseWriter, status int, code, msg string) {
@@ -184,18 +283,29 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+var statusCodes = map[int]string{
+	400: "InvalidParameter", 408: "RequestTimeout", 409: "Conflict", 429: "TooManyRequests",
+	500: "InternalServerError", 502: "BadGateway", 503: "ServiceUnavailable", 504: "GatewayTimeout",
+}
+
+const (
+	rePrefix = `^/subscriptions/[^/]+/resourcegroups/[^/]+/providers/microsoft\.compute/`
+)
+
 var (
 	reSKUFilter  = regexp.MustCompile(`location eq '([^']*)'`)
 	reKQLType    = regexp.MustCompile(`type =~ '([^']*)'`)
-	reKQLLoc     = regexp.MustCompile(`location =~ '([^']*)'`)
-	reKQLIn      = regexp.MustCompile(`in~ \(([^)]*)\)`)
+	reKQLLoc     = regexp.MustCompile(`location in~ \(([^)]*)\)`)
+	reKQLIn      = regexp.MustCompile(`sku\.name\) in~ \(([^)]*)\)`)
 	reKQLFrom    = regexp.MustCompile(`effectiveDate >= datetime\(([^)]*)\)`)
 	reUsages     = regexp.MustCompile(`^/subscriptions/[^/]+/providers/microsoft\.compute/locations/([^/]+)/usages$`)
-	reGroup      = regexp.MustCompile(`^/subscriptions/[^/]+/resourcegroups/[^/]+/providers/microsoft\.compute/capacityreservationgroups/[^/]+$`)
-	reResList    = regexp.MustCompile(`^(/subscriptions/[^/]+/resourcegroups/[^/]+/providers/microsoft\.compute/capacityreservationgroups/[^/]+)/capacityreservations$`)
-	reRes        = regexp.MustCompile(`^(/subscriptions/[^/]+/resourcegroups/[^/]+/providers/microsoft\.compute/capacityreservationgroups/[^/]+)/capacityreservations/[^/]+$`)
-	reVMSS       = regexp.MustCompile(`^/subscriptions/[^/]+/resourcegroups/[^/]+/providers/microsoft\.compute/virtualmachinescalesets/[^/]+$`)
-	reVMSSView   = regexp.MustCompile(`^(/subscriptions/[^/]+/resourcegroups/[^/]+/providers/microsoft\.compute/virtualmachinescalesets/[^/]+)/instanceview$`)
+	reGroupList  = regexp.MustCompile(rePrefix + `capacityreservationgroups$`)
+	reGroup      = regexp.MustCompile(rePrefix + `capacityreservationgroups/[^/]+$`)
+	reResList    = regexp.MustCompile(`^(` + rePrefix[1:] + `capacityreservationgroups/[^/]+)/capacityreservations$`)
+	reRes        = regexp.MustCompile(`^(` + rePrefix[1:] + `capacityreservationgroups/[^/]+)/capacityreservations/[^/]+$`)
+	reVMSSList   = regexp.MustCompile(rePrefix + `virtualmachinescalesets$`)
+	reVMSS       = regexp.MustCompile(rePrefix + `virtualmachinescalesets/[^/]+$`)
+	reVMSSView   = regexp.MustCompile(`^(` + rePrefix[1:] + `virtualmachinescalesets/[^/]+)/instanceview$`)
 	reOperations = regexp.MustCompile(`^/operations/([^/]+)$`)
 )
 
@@ -204,44 +314,95 @@ func (f *fakeARM) serveARM(w http.ResponseWriter, r *http.Request) {
 		armError(w, http.StatusUnauthorized, "AuthenticationFailed", "no bearer token")
 		return
 	}
+	time.Sleep(f.latency)
+	if f.hook != nil {
+		f.hook(r)
+	}
 	path := strings.ToLower(r.URL.Path)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if path == "/providers/microsoft.resourcegraph/resources" && r.Method == http.MethodPost {
+		f.serveGraph(w, r)
+		return
+	}
+	if f.throttleNext > 0 && !reOperations.MatchString(path) {
+		// ARM's answer to a principal over its subscription's bucket
+		// (request-limits-and-throttling: "HTTP status code 429 ...
+		// Retry-After").
+		f.throttleNext--
+		f.throttled++
+		w.Header().Set("Retry-After", "1")
+		armError(w, http.StatusTooManyRequests, "SubscriptionRequestsThrottled", "Number of 'read' requests for subscription exceeded the limit")
+		return
+	}
 	switch {
 	case path == "/subscriptions/"+testSub+"/providers/microsoft.compute/skus" && r.Method == http.MethodGet:
 		f.serveSKUs(w, r)
-	case path == "/providers/microsoft.resourcegraph/resources" && r.Method == http.MethodPost:
-		f.serveGraph(w, r)
 	case reUsages.MatchString(path):
-		writeJSON(w, 200, map[string]any{"value": f.usage})
+		// Usage_List_MaximumSet_Gen.json pages by nextLink.
+		items := make([]map[string]any, len(f.usage))
+		copy(items, f.usage)
+		f.pageOf(w, r, "usages", items)
 	case reOperations.MatchString(path):
 		f.serveOperation(w, r, reOperations.FindStringSubmatch(path)[1])
-	case reGroup.MatchString(path) && r.Method == http.MethodPut:
-		f.puts[path]++
-		if f.groupStatus != 0 {
-			armError(w, f.groupStatus, "InternalServerError", "faked failure")
-			return
-		}
-		res := f.store(path, r, "Microsoft.Compute/capacityReservationGroups", "Succeeded")
-		writeJSON(w, 200, res)
-	case reResList.MatchString(path) && r.Method == http.MethodGet:
-		group := reResList.FindStringSubmatch(path)[1]
-		if f.resources[group] == nil {
-			armError(w, 404, "ResourceNotFound", "no group")
-			return
-		}
-		var list []map[string]any
-		var keys []string
-		for k := range f.resources {
-			if strings.HasPrefix(k, group+"/capacityreservations/") {
-				keys = append(keys, k)
+	case reGroupList.MatchString(path) && r.Method == http.MethodGet:
+		// CapacityReservationGroup_ListByResourceGroup.json: display
+		// location, the reservations' ids, no zones.
+		prefix := path + "/"
+		var items []map[string]any
+		for _, k := range f.sortedKeys() {
+			if rest, ok := strings.CutPrefix(k, prefix); ok && !strings.Contains(rest, "/") {
+				g := clone(f.resources[k])
+				g["location"] = displayLocation(g["location"])
+				delete(g, "zones")
+				var ids []any
+				for _, rk := range f.sortedKeys() {
+					if strings.HasPrefix(rk, k+"/capacityreservations/") {
+						ids = append(ids, map[string]any{"id": f.resources[rk]["id"]})
+					}
+				}
+				g["properties"].(map[string]any)["capacityReservations"] = ids
+				items = append(items, g)
 			}
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			list = append(list, f.resources[k])
+		f.pageOf(w, r, "groups", items)
+	case reGroup.MatchString(path) && r.Method == http.MethodPut:
+		// CapacityReservationGroup_CreateOrUpdate.json: a plain 200/201.
+		f.puts[path]++
+		if f.groupStatus != 0 {
+			armError(w, f.groupStatus, statusCodes[f.groupStatus], "faked failure")
+			return
 		}
-		writeJSON(w, 200, map[string]any{"value": list})
+		res := f.store(path, r, "Microsoft.Compute/capacityReservationGroups", "")
+		for _, k := range []string{"provisioningState", "provisioningTime", "timeCreated"} {
+			delete(res["properties"].(map[string]any), k)
+		}
+		writeJSON(w, 200, res)
+	case reResList.MatchString(path) && r.Method == http.MethodGet:
+		// CapacityReservation_ListByReservationGroup.json: no timeCreated,
+		// display location.
+		group := reResList.FindStringSubmatch(path)[1]
+		if f.resources[group] == nil {
+			armError(w, 404, "ResourceNotFound", "The Resource 'Microsoft.Compute/capacityReservationGroups/"+group[strings.LastIndex(group, "/")+1:]+"' under resource group 'rg-gpu' was not found.")
+			return
+		}
+		var items []map[string]any
+		for _, k := range f.sortedKeys() {
+			if strings.HasPrefix(k, group+"/capacityreservations/") {
+				items = append(items, listView(f.resources[k]))
+			}
+		}
+		f.pageOf(w, r, "reservations", items)
+	case reVMSSList.MatchString(path) && r.Method == http.MethodGet:
+		// VirtualMachineScaleSet_List_MinimumSet_Gen.json / _MaximumSet_Gen.json.
+		prefix := path + "/"
+		var items []map[string]any
+		for _, k := range f.sortedKeys() {
+			if rest, ok := strings.CutPrefix(k, prefix); ok && !strings.Contains(rest, "/") {
+				items = append(items, clone(f.resources[k]))
+			}
+		}
+		f.pageOf(w, r, "scalesets", items)
 	case (reRes.MatchString(path) || reVMSS.MatchString(path)) && r.Method == http.MethodPut:
 		if reRes.MatchString(path) && f.resources[reRes.FindStringSubmatch(path)[1]] == nil {
 			armError(w, 404, "ParentResourceNotFound", "group missing")
@@ -252,11 +413,11 @@ func (f *fakeARM) serveARM(w http.ResponseWriter, r *http.Request) {
 			status := f.madeThen[0]
 			f.madeThen = f.madeThen[1:]
 			f.store(path, r, "Microsoft.Compute/capacityReservationGroups/capacityReservations", "Succeeded")
-			armError(w, status, map[int]string{409: "Conflict", 500: "InternalServerError", 502: "BadGateway"}[status], "faked answer after the reservation was made")
+			armError(w, status, statusCodes[status], "faked answer after the reservation was made")
 			return
 		}
 		if f.putStatus != 0 {
-			armError(w, f.putStatus, map[int]string{400: "InvalidParameter", 409: "Conflict", 500: "InternalServerError"}[f.putStatus], "faked failure")
+			armError(w, f.putStatus, statusCodes[f.putStatus], "faked failure")
 			return
 		}
 		typ := "Microsoft.Compute/virtualMachineScaleSets"
@@ -269,13 +430,16 @@ func (f *fakeARM) serveARM(w http.ResponseWriter, r *http.Request) {
 		f.ops[op] = &fakeOp{polls: 1, path: path}
 		w.Header().Set("Azure-AsyncOperation", f.srv.URL+"/operations/"+op)
 		w.Header().Set("Retry-After-Ms", "1")
-		writeJSON(w, 201, res)
+		// CapacityReservation_CreateOrUpdate.json answers 201 with
+		// provisioningState Creating and provisioningTime, no timeCreated.
+		writeJSON(w, 201, putView(res))
 	case (reRes.MatchString(path) || reVMSS.MatchString(path)) && r.Method == http.MethodGet:
 		res := f.resources[path]
 		if res == nil {
 			armError(w, 404, "ResourceNotFound", "not found")
 			return
 		}
+		// CapacityReservation_Get.json shows timeCreated too.
 		writeJSON(w, 200, res)
 	case reVMSSView.MatchString(path) && r.Method == http.MethodGet:
 		res := f.resources[reVMSSView.FindStringSubmatch(path)[1]]
@@ -289,8 +453,24 @@ func (f *fakeARM) serveARM(w http.ResponseWriter, r *http.Request) {
 		}}})
 	case (reRes.MatchString(path) || reVMSS.MatchString(path)) && r.Method == http.MethodDelete:
 		f.deletes[path]++
-		if f.resources[path] == nil {
+		if f.deleteStatus != 0 {
+			armError(w, f.deleteStatus, statusCodes[f.deleteStatus], "faked failure")
+			return
+		}
+		res := f.resources[path]
+		if res == nil {
+			// CapacityReservation_Delete_*: 200, 202 or 204; a missing
+			// resource is 204 or 404 depending on the service.
 			armError(w, 404, "ResourceNotFound", "not found")
+			return
+		}
+		if vms, _ := res["properties"].(map[string]any)["virtualMachinesAssociated"].([]any); len(vms) > 0 {
+			// Azure refuses to delete a reservation that VMs are
+			// associated with (capacity-reservation-modify: "delete ...
+			// after all of the associated VMs are disassociated"). The
+			// documents show no example of the error: this is ARM's
+			// usual 409 shape.
+			armError(w, http.StatusConflict, "OperationNotAllowed", "Capacity reservation cannot be deleted as it has virtual machines associated with it.")
 			return
 		}
 		f.nextOp++
@@ -304,7 +484,76 @@ func (f *fakeARM) serveARM(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+func (f *fakeARM) sortedKeys() []string {
+	keys := make([]string, 0, len(f.resources))
+	for k := range f.resources {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// pageOf answers one page of a list as ARM does: "value" and, while more
+// remain, an absolute "nextLink" with a $skiptoken, which clients follow
+// as given.
+func (f *fakeARM) pageOf(w http.ResponseWriter, r *http.Request, kind string, items []map[string]any) {
+	skip := 0
+	if tok := r.URL.Query().Get("$skiptoken"); tok != "" {
+		n, err := strconv.Atoi(tok)
+		if err != nil {
+			armError(w, 400, "InvalidSkipToken", "bad $skiptoken")
+			return
+		}
+		skip = n
+	}
+	f.listPages[kind]++
+	end := min(skip+f.listPageSize, len(items))
+	page := []map[string]any{}
+	if skip < len(items) {
+		page = items[skip:end]
+	}
+	resp := map[string]any{"value": page}
+	if end < len(items) {
+		q := r.URL.Query()
+		q.Set("$skiptoken", strconv.Itoa(end))
+		resp["nextLink"] = f.srv.URL + r.URL.Path + "?" + q.Encode()
+	}
+	writeJSON(w, 200, resp)
+}
+
+// displayLocation spells a region as some list answers do ("eastus" →
+// "East US"), which a client must read back as the region.
+func displayLocation(v any) any {
+	s, _ := v.(string)
+	switch s {
+	case "eastus":
+		return "East US"
+	case "westeurope":
+		return "West Europe"
+	}
+	return v
+}
+
+// listView is a reservation as a list item shows it.
+func listView(res map[string]any) map[string]any {
+	out := clone(res)
+	delete(out["properties"].(map[string]any), "timeCreated")
+	out["location"] = displayLocation(out["location"])
+	return out
+}
+
+// putView is a reservation as a PUT's answer shows it.
+func putView(res map[string]any) map[string]any {
+	out := clone(res)
+	if strings.Contains(strings.ToLower(fmt.Sprint(out["type"])), "capacityreservations") {
+		delete(out["properties"].(map[string]any), "timeCreated")
+	}
+	return out
+}
+
 // store keeps a PUT's body as the resource, with ARM's read-only fields.
+// A PUT over an existing resource keeps its creation time and moves its
+// provisioningTime.
 func (f *fakeARM) store(path string, r *http.Request, typ, state string) map[string]any {
 	var body map[string]any
 	data, _ := io.ReadAll(r.Body)
@@ -321,7 +570,17 @@ func (f *fakeARM) store(path string, r *http.Request, typ, state string) map[str
 		body["properties"] = props
 	}
 	props["provisioningState"] = state
-	props["timeCreated"] = testNow.Format(time.RFC3339)
+	created := testNow.Format(time.RFC3339)
+	if old := f.resources[path]; old != nil {
+		if c, ok := old["properties"].(map[string]any)["timeCreated"]; ok {
+			created = c.(string)
+		}
+		if vms, ok := old["properties"].(map[string]any)["virtualMachinesAssociated"]; ok {
+			props["virtualMachinesAssociated"] = vms
+		}
+	}
+	props["timeCreated"] = created
+	props["provisioningTime"] = testNow.Format(time.RFC3339)
 	f.resources[path] = body
 	return body
 }
@@ -347,11 +606,15 @@ func (f *fakeARM) serveOperation(w http.ResponseWriter, r *http.Request, id stri
 		w.WriteHeader(204)
 		return
 	}
-	if f.failLRO {
-		if res := f.resources[op.path]; res != nil {
-			res["properties"].(map[string]any)["provisioningState"] = "Failed"
+	if f.failLRO || f.cancelLRO {
+		status, code := "Failed", "AllocationFailed"
+		if f.cancelLRO {
+			status, code = "Canceled", "OperationCanceled"
 		}
-		writeJSON(w, 200, map[string]any{"status": "Failed", "error": map[string]any{"code": "AllocationFailed", "message": "no capacity for Standard_NC24ads_A100_v4 in zone 2"}})
+		if res := f.resources[op.path]; res != nil {
+			res["properties"].(map[string]any)["provisioningState"] = status
+		}
+		writeJSON(w, 200, map[string]any{"status": status, "error": map[string]any{"code": code, "message": "no capacity for Standard_NC24ads_A100_v4 in zone 2"}})
 		return
 	}
 	if res := f.resources[op.path]; res != nil {
@@ -360,6 +623,8 @@ func (f *fakeARM) serveOperation(w http.ResponseWriter, r *http.Request, id stri
 	writeJSON(w, 200, map[string]any{"status": "Succeeded"})
 }
 
+// serveSKUs answers ResourceSKUs - List with a location filter
+// (ListAvailableResourceSkusForARegion.json), in two pages.
 func (f *fakeARM) serveSKUs(w http.ResponseWriter, r *http.Request) {
 	f.skuPages++
 	m := reSKUFilter.FindStringSubmatch(r.URL.Query().Get("$filter"))
@@ -382,9 +647,37 @@ func (f *fakeARM) serveSKUs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]any{"value": all[:half], "nextLink": next})
 }
 
+// graphQuotaHeaders counts a Resource Graph query against the user's
+// quota and sets the headers every answer carries; it reports false when
+// the quota is spent (the answer is then a 429).
+func (f *fakeARM) graphQuotaHeaders(w http.ResponseWriter) bool {
+	now := time.Now()
+	if f.graphResetAt.IsZero() || !now.Before(f.graphResetAt) {
+		f.graphUsed, f.graphResetAt = 0, now.Add(f.graphWindow)
+	}
+	quota := f.graphQuota
+	if quota == 0 {
+		quota = 1 << 20
+	}
+	left := time.Until(f.graphResetAt)
+	secs := int(left.Seconds() + 0.999)
+	reset := fmt.Sprintf("%02d:%02d:%02d", secs/3600, secs/60%60, secs%60)
+	w.Header().Set("x-ms-user-quota-resets-after", reset)
+	if f.graphUsed >= quota {
+		w.Header().Set("x-ms-user-quota-remaining", "0")
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		return false
+	}
+	f.graphUsed++
+	w.Header().Set("x-ms-user-quota-remaining", strconv.Itoa(quota-f.graphUsed))
+	return true
+}
+
 // serveGraph answers a Resource Graph query over the recorded records,
 // doing what the provider's KQL asks (type, location, size list, Linux,
-// the live poll's expansion and time filter) and paging by $skipToken.
+// the live poll's expansion and time filter) and paging by $skipToken
+// (ResourcesFirstPageQuery.json and ResourcesNextPageQuery.json of
+// Microsoft.ResourceGraph 2024-04-01).
 func (f *fakeARM) serveGraph(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Query         string   `json:"query"`
@@ -398,6 +691,11 @@ func (f *fakeARM) serveGraph(w http.ResponseWriter, r *http.Request) {
 	data, _ := io.ReadAll(r.Body)
 	if err := json.Unmarshal(data, &req); err != nil {
 		armError(w, 400, "BadRequest", err.Error())
+		return
+	}
+	if !f.graphQuotaHeaders(w) {
+		f.graph429++
+		armError(w, http.StatusTooManyRequests, "RateLimiting", "Please provide below info when asking for support: timestamp = x. Client application has been throttled.")
 		return
 	}
 	if f.failGraph {
@@ -419,10 +717,14 @@ func (f *fakeARM) serveGraph(w http.ResponseWriter, r *http.Request) {
 		armError(w, 400, "BadRequest", "query is not one the fake knows")
 		return
 	}
-	sizes := map[string]bool{}
-	for _, s := range strings.Split(in[1], ",") {
-		sizes[strings.ToLower(strings.Trim(strings.TrimSpace(s), "'"))] = true
+	kqlSet := func(list string) map[string]bool {
+		set := map[string]bool{}
+		for _, s := range strings.Split(list, ",") {
+			set[strings.ToLower(strings.Trim(strings.TrimSpace(s), "'"))] = true
+		}
+		return set
 	}
+	sizes, locations := kqlSet(in[1]), kqlSet(loc[1])
 	var recs []spotRecord
 	switch typ[1] {
 	case typePriceHistory:
@@ -432,7 +734,7 @@ func (f *fakeARM) serveGraph(w http.ResponseWriter, r *http.Request) {
 	}
 	var rows []map[string]any
 	for _, rec := range recs {
-		if !strings.EqualFold(rec.Location, loc[1]) || !sizes[strings.ToLower(rec.SKU.Name)] {
+		if !locations[strings.ToLower(rec.Location)] || !sizes[strings.ToLower(rec.SKU.Name)] {
 			continue
 		}
 		if strings.Contains(req.Query, "=~ 'linux'") && !strings.EqualFold(rec.Properties.OSType, "linux") {
@@ -493,6 +795,13 @@ func (f *fakeARM) putCount(suffix string) int {
 		}
 	}
 	return n
+}
+
+// count returns one of the fake's counters under its lock.
+func (f *fakeARM) count(read func() int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return read()
 }
 
 // Short names for the SDK types the tests spell often.

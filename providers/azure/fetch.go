@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpumarket/gpumarket/providers"
@@ -29,7 +30,22 @@ func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink p
 	} else {
 		sink(providers.Event{Provider: Name, Note: "signed in to subscription " + c.subID})
 	}
-	sem := make(chan struct{}, p.opt.Concurrency)
+	// Every region at once unless bounded: the APIs' rate limits (see
+	// throttle.go) pace the calls themselves.
+	bound := p.opt.Concurrency
+	if bound <= 0 {
+		bound = len(regions)
+	}
+	sem := make(chan struct{}, bound)
+	// With every region at once, the grouped Resource Graph queries wait
+	// for them all; with a bound, for those started (the others would
+	// keep a batch waiting for maxGather).
+	var graph *graphBatcher
+	if c != nil && bound >= len(regions) {
+		graph = p.newGraphBatcher(ctx, c, regions)
+	} else if c != nil {
+		graph = p.newGraphBatcher(ctx, c, nil)
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
@@ -43,8 +59,11 @@ func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink p
 				return
 			}
 			defer func() { <-sem }()
+			if bound < len(regions) {
+				graph.expect(region)
+			}
 			rreq := p.regionRequest(region, req)
-			histOK, err := p.fetchRegion(ctx, c, region, rreq, sink)
+			histOK, err := p.fetchRegion(ctx, c, graph, region, rreq, sink)
 			p.settle(region, rreq, !histOK || err != nil)
 			if err != nil {
 				sink(providers.Event{Provider: Name, Region: region, Err: err})
@@ -86,27 +105,28 @@ func (p *Provider) settle(region string, req providers.FetchRequest, failed bool
 	}
 }
 
-// fetchRegion does one region. Its hard errors (no sizes, no prices) are
-// returned; failures of the account-only data (history, eviction rates)
-// are reported after the region's pools, so the pools still show. histOK
-// is false when the history the request asks for was not read.
-func (p *Provider) fetchRegion(ctx context.Context, c *armClients, region string, req providers.FetchRequest, sink providers.Sink) (histOK bool, err error) {
-	total, done := 2, 0
+// fetchRegion does one region: its sizes first (the other calls name
+// them), then its list prices, eviction rates and price history at once.
+// Its hard errors (no sizes, no prices) are returned; failures of the
+// account-only data (history, eviction rates) are reported after the
+// region's pools, so the pools still show. histOK is false when the
+// history the request asks for was not read.
+func (p *Provider) fetchRegion(ctx context.Context, c *armClients, g *graphBatcher, region string, req providers.FetchRequest, sink providers.Sink) (histOK bool, err error) {
+	// Whatever becomes of the region, the others' grouped queries stop
+	// waiting for it.
+	defer g.leave(region, typeEvictionRate)
+	defer g.leave(region, typePriceHistory)
+	total := 2
 	if c != nil {
 		total = 4
 	}
+	var done atomic.Int32
 	step := func() {
-		done++
-		if req.Backfill && done < total {
-			sink(providers.Event{Provider: Name, Region: region, Progress: &providers.Progress{Done: done, Total: total}})
+		if n := int(done.Add(1)); req.Backfill && n < total {
+			sink(providers.Event{Provider: Name, Region: region, Progress: &providers.Progress{Done: n, Total: total}})
 		}
 	}
 	all, err := p.sizesFor(ctx, c, region)
-	if err != nil {
-		return false, err
-	}
-	step()
-	prices, err := p.retailFor(ctx, region, all)
 	if err != nil {
 		return false, err
 	}
@@ -119,20 +139,48 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, region string
 			names = append(names, s.Name)
 		}
 	}
-	histOK = true
+	var (
+		wg              sync.WaitGroup
+		prices          map[string]retailPrice
+		priceErr, evErr error
+		histErr         error
+		evict           map[string]string
+		hist            map[string][]spotPoint
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if prices, priceErr = p.retailFor(ctx, region, all); priceErr == nil {
+			step()
+		}
+	}()
+	if c == nil || len(names) == 0 {
+		g.leave(region, typeEvictionRate)
+		g.leave(region, typePriceHistory)
+	} else {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			evict, evErr = p.evictionsFor(ctx, g, region, names)
+			step()
+		}()
+		go func() {
+			defer wg.Done()
+			hist, histErr = p.history(ctx, g, region, names, req)
+			step()
+		}()
+	}
+	wg.Wait()
+	if priceErr != nil {
+		return false, priceErr
+	}
 	var soft []error
-	var evict map[string]string
-	var hist map[string][]spotPoint
-	if c != nil && len(names) > 0 {
-		if evict, err = p.evictionsFor(ctx, c, region, names); err != nil {
-			soft = append(soft, err)
-		}
-		step()
-		if hist, err = p.history(ctx, c, region, names, req); err != nil {
-			soft = append(soft, err)
-			histOK = false
-		}
-		step()
+	if evErr != nil {
+		soft = append(soft, evErr)
+	}
+	histOK = histErr == nil
+	if histErr != nil {
+		soft = append(soft, histErr)
 	}
 	ev := providers.Event{Provider: Name, Region: region, Progress: &providers.Progress{Done: total, Total: total}}
 	p.cacheMu.Lock()
@@ -241,15 +289,16 @@ func (p *Provider) retailFor(ctx context.Context, region string, sizes []gpuSize
 
 // evictionsFor returns the region's eviction-rate labels, cached for
 // ListTTL.
-func (p *Provider) evictionsFor(ctx context.Context, c *armClients, region string, names []string) (map[string]string, error) {
+func (p *Provider) evictionsFor(ctx context.Context, g *graphBatcher, region string, names []string) (map[string]string, error) {
 	key := region + "|" + strings.Join(names, ",")
 	p.cacheMu.Lock()
 	e, ok := p.evict[key]
 	p.cacheMu.Unlock()
 	if ok && p.now().Sub(e.at) < p.opt.ListTTL {
+		g.leave(region, typeEvictionRate)
 		return e.v, nil
 	}
-	rows, _, err := p.graphRows(ctx, c, evictionQuery(region, names))
+	rows, err := g.rows(ctx, graphKind{typ: typeEvictionRate}, region, names)
 	if err != nil {
 		return nil, fmt.Errorf("eviction rates in %s: %w", region, err)
 	}
@@ -264,13 +313,13 @@ func (p *Provider) evictionsFor(ctx context.Context, c *armClients, region strin
 }
 
 // history returns the spot price history the request asks for.
-func (p *Provider) history(ctx context.Context, c *armClients, region string, names []string, req providers.FetchRequest) (map[string][]spotPoint, error) {
+func (p *Provider) history(ctx context.Context, g *graphBatcher, region string, names []string, req providers.FetchRequest) (map[string][]spotPoint, error) {
 	live := !req.Backfill && !req.Since.IsZero()
 	from := req.Since
 	if live {
 		from = req.Since.Add(-p.opt.HistoryLookback)
 	}
-	rows, _, err := p.graphRows(ctx, c, historyQuery(region, names, from, live))
+	rows, err := g.rows(ctx, graphKind{typ: typePriceHistory, from: from.UTC(), live: live}, region, names)
 	if err != nil {
 		return nil, fmt.Errorf("spot price history in %s: %w", region, err)
 	}

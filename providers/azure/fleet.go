@@ -17,9 +17,6 @@ import (
 	"github.com/gpumarket/gpumarket/providers"
 )
 
-// maxMixSizes is the most VM sizes one scale set's instance mix takes.
-const maxMixSizes = 5
-
 // missingFleetConfig names the config keys a spot scale set needs that
 // are not set.
 func (p *Provider) missingFleetConfig() []string {
@@ -42,19 +39,45 @@ func (p *Provider) missingFleetConfig() []string {
 	return miss
 }
 
-// allocation maps gpumarket's strategies onto a scale set's instance-mix
-// strategy. Azure has no price-and-capacity blend: price-capacity-optimized
-// takes CapacityOptimized, since a cheap pool that is evicted at once saves
-// nothing. Azure has no diversified strategy at all.
-func allocation(strategy string) (armcompute.AllocationStrategy, error) {
+// checkStrategy refuses the strategy Azure has no counterpart of. A spot
+// scale set of one size has no allocation choice to make, so the others
+// are accepted and change nothing.
+func checkStrategy(strategy string) error {
 	switch strategy {
-	case "", providers.StrategyPriceCapacityOptimized, providers.StrategyCapacityOptimized:
-		return armcompute.AllocationStrategyCapacityOptimized, nil
-	case providers.StrategyLowestPrice:
-		return armcompute.AllocationStrategyLowestPrice, nil
+	case "", providers.StrategyPriceCapacityOptimized, providers.StrategyCapacityOptimized, providers.StrategyLowestPrice:
+		return nil
 	}
-	return "", fmt.Errorf("strategy %q is not available on Azure: want %s, %s or %s",
+	return fmt.Errorf("strategy %q is not available on Azure: want %s, %s or %s",
 		strategy, providers.StrategyPriceCapacityOptimized, providers.StrategyCapacityOptimized, providers.StrategyLowestPrice)
+}
+
+// fleetSizes removes repeated sizes (Azure refuses a size named twice)
+// and refuses several sizes. A scale set takes several sizes only as an
+// instance mix (sku.name "Mix" and skuProfile.vmSizes), which Azure
+// documents for the A, B, D, E and F families only
+// (https://learn.microsoft.com/azure/virtual-machine-scale-sets/instance-mix-overview):
+// every GPU size is N-series. Splitting the target over one scale set
+// per size would decide the mix for the user, which no strategy asked
+// for, so gpumarket refuses and says how to launch it instead.
+func fleetSizes(types []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range types {
+		t = strings.TrimSpace(t)
+		if t == "" || seen[strings.ToLower(t)] {
+			continue
+		}
+		seen[strings.ToLower(t)] = true
+		out = append(out, t)
+	}
+	switch {
+	case len(out) == 0:
+		return nil, errors.New("no instance type: want one Azure GPU VM size such as Standard_NC24ads_A100_v4")
+	case len(out) > 1:
+		return nil, fmt.Errorf("%d VM sizes (%s): a scale set of several sizes is an instance mix, which Azure takes only for A, B, D, E and F family sizes, and GPU sizes are N-series: launch one fleet per size",
+			len(out), strings.Join(out, ", "))
+	}
+	return out, nil
 }
 
 // imageReference reads azure.image_id: a resource id ("/subscriptions/…")
@@ -87,17 +110,15 @@ func sshKey(v string) (string, error) {
 // scale set's PriorityMixPolicy (BaseRegularPriorityCount) rather than a
 // second, regular scale set: one resource to create, watch and delete, and
 // Azure itself keeps the base regular when spot VMs are evicted. Priority
-// mix and instance mix need Flexible orchestration.
+// mix needs Flexible orchestration (the documented example
+// VirtualMachineScaleSet_Create_WithSpotPlusPriorityFlex.json). spec has
+// one size: fleetSizes.
 func (p *Provider) scaleSet(spec providers.FleetSpec) (armcompute.VirtualMachineScaleSet, error) {
 	img, err := imageReference(p.opt.ImageID)
 	if err != nil {
 		return armcompute.VirtualMachineScaleSet{}, err
 	}
 	key, err := sshKey(p.opt.SSHPublicKey)
-	if err != nil {
-		return armcompute.VirtualMachineScaleSet{}, err
-	}
-	strategy, err := allocation(spec.Strategy)
 	if err != nil {
 		return armcompute.VirtualMachineScaleSet{}, err
 	}
@@ -153,21 +174,11 @@ func (p *Provider) scaleSet(spec providers.FleetSpec) (armcompute.VirtualMachine
 			},
 		},
 	}
-	sku := &armcompute.SKU{Name: to.Ptr(spec.InstanceTypes[0]), Capacity: to.Ptr(int64(spec.TargetCapacity))}
-	if len(spec.InstanceTypes) > 1 {
-		// Instance mix: Azure picks among the sizes by the strategy.
-		sku.Name = to.Ptr("Mix")
-		prof := &armcompute.SKUProfile{AllocationStrategy: &strategy}
-		for _, t := range spec.InstanceTypes {
-			prof.VMSizes = append(prof.VMSizes, &armcompute.SKUProfileVMSize{Name: to.Ptr(t)})
-		}
-		props.SKUProfile = prof
-	}
 	ss := armcompute.VirtualMachineScaleSet{
 		Location:   to.Ptr(spec.Region),
-		SKU:        sku,
+		SKU:        &armcompute.SKU{Name: to.Ptr(spec.InstanceTypes[0]), Capacity: to.Ptr(int64(spec.TargetCapacity))},
 		Properties: props,
-		Tags:       map[string]*string{TagManaged: to.Ptr("gpumarket"), TagRef: to.Ptr(spec.ClientToken)},
+		Tags:       azureTags(spec.ClientToken, spec.Actor, "", nil),
 	}
 	for _, z := range spec.Zones {
 		ss.Zones = append(ss.Zones, to.Ptr(z))
@@ -177,10 +188,14 @@ func (p *Provider) scaleSet(spec providers.FleetSpec) (armcompute.VirtualMachine
 
 // LaunchFleet creates a spot scale set (Priority Spot, eviction policy
 // Delete, MaxPrice from the spec or -1 for "up to on-demand") of
-// spec.TargetCapacity VMs, spec.OnDemandBase of them regular. Several
-// instance types make an instance mix. The scale set is named after the
-// ClientToken, so a retried launch updates the same scale set. With
-// spec.DryRun it only validates the request locally: Azure has no dry run.
+// spec.TargetCapacity VMs of one size, spec.OnDemandBase of them regular,
+// tagged with the ledger row, the actor and the tool. A size named twice
+// counts once; several sizes are refused (fleetSizes). The scale set is
+// named after the ClientToken, so a retried launch updates the same scale
+// set. With spec.DryRun it only validates the request locally, Azure
+// having no dry run: the size, the config, and the quotas the VMs count
+// against (the family's and the region's for the regular ones, the
+// region's spot quota for the rest).
 func (p *Provider) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (providers.Fleet, error) {
 	c, err := p.clients(ctx)
 	if err != nil {
@@ -192,21 +207,20 @@ func (p *Provider) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (p
 	if !IsRegion(spec.Region) {
 		return providers.Fleet{}, refuse("azure fleet: region %q: want an Azure region such as eastus", spec.Region)
 	}
-	if len(spec.InstanceTypes) == 0 || len(spec.InstanceTypes) > maxMixSizes {
-		return providers.Fleet{}, refuse("azure fleet: %d instance types: want 1 to %d", len(spec.InstanceTypes), maxMixSizes)
+	types, err := fleetSizes(spec.InstanceTypes)
+	if err != nil {
+		return providers.Fleet{}, refuse("azure fleet: %w", err)
+	}
+	spec.InstanceTypes = types
+	if err := checkStrategy(spec.Strategy); err != nil {
+		return providers.Fleet{}, refuse("azure fleet: %w", err)
 	}
 	if spec.TargetCapacity <= 0 || spec.OnDemandBase < 0 || spec.OnDemandBase > spec.TargetCapacity {
 		return providers.Fleet{}, refuse("azure fleet: target %d with on-demand base %d: want a positive target and a base from 0 to the target", spec.TargetCapacity, spec.OnDemandBase)
 	}
-	var checked []string
-	sizes := map[string]gpuSize{}
-	for _, t := range spec.InstanceTypes {
-		s, err := p.validateSize(ctx, c, spec.Region, t, spec.Zones)
-		if err != nil {
-			return providers.Fleet{}, refuse("azure fleet: %w", err)
-		}
-		sizes[t] = s
-		checked = append(checked, s.Name)
+	size, err := p.validateSize(ctx, c, spec.Region, types[0], spec.Zones)
+	if err != nil {
+		return providers.Fleet{}, refuse("azure fleet: %w", err)
 	}
 	ss, err := p.scaleSet(spec)
 	if err != nil {
@@ -214,12 +228,13 @@ func (p *Provider) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (p
 	}
 	f := providers.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, EstimatedUSDh: p.estimate(ctx, c, spec)}
 	if spec.DryRun {
-		quota, err := p.checkQuota(ctx, c, spec.Region, sizes[spec.InstanceTypes[0]], spec.TargetCapacity)
+		needs := append(needsOf(size, spec.OnDemandBase, false), needsOf(size, spec.TargetCapacity-spec.OnDemandBase, true)...)
+		quota, err := p.checkQuota(ctx, c, spec.Region, needs)
 		if err != nil {
 			return providers.Fleet{}, refuse("azure fleet: %w", err)
 		}
 		f.DryRun = true
-		f.Message = fmt.Sprintf("%s: %s offered in %s and not restricted; config complete; %s", NoDryRunMessage, strings.Join(checked, ", "), spec.Region, quota)
+		f.Message = fmt.Sprintf("%s: %s offered in %s and not restricted; config complete; %s", NoDryRunMessage, size.Name, spec.Region, quota)
 		return f, nil
 	}
 	name := resourceName(spec.ClientToken, fleetHash(spec))
@@ -246,8 +261,8 @@ func fleetHash(spec providers.FleetSpec) string {
 }
 
 // estimate is the fleet's cost per hour from the list prices, 0 when
-// they are not known: the base at on-demand, the rest at the first size's
-// spot price (a ceiling: Azure bills the spot price of the moment).
+// they are not known: the base at on-demand, the rest at the size's spot
+// list price (Azure bills the spot price of the moment).
 func (p *Provider) estimate(ctx context.Context, c *armClients, spec providers.FleetSpec) float64 {
 	sizes, err := p.sizesFor(ctx, c, spec.Region)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
@@ -40,44 +41,207 @@ func kqlList(items []string) string {
 }
 
 // historyQuery is the Resource Graph query for the Linux spot price
-// history of sizes in a region.
+// history of sizes in regions.
 //
-// A back-fill takes each size's whole spotPrices array (one row per size,
-// at most 90 days of points) and trims it here, because the point before
-// the window's start is the price in force at the start, and finding it
-// in KQL needs a union that Resource Graph limits. A live poll expands
-// the arrays and asks only for points from `from` on.
-func historyQuery(region string, sizes []string, from time.Time, live bool) string {
+// A back-fill takes each size's whole spotPrices array (one row per size
+// and region, at most 90 days of points) and trims it here, because the
+// point before the window's start is the price in force at the start, and
+// finding it in KQL needs a union that Resource Graph limits. A live poll
+// expands the arrays and asks only for points from `from` on.
+func historyQuery(regions, sizes []string, from time.Time, live bool) string {
 	var b strings.Builder
 	b.WriteString("SpotResources\n")
 	fmt.Fprintf(&b, "| where type =~ %s\n", kqlString(typePriceHistory))
-	fmt.Fprintf(&b, "| where location =~ %s\n", kqlString(region))
+	fmt.Fprintf(&b, "| where location in~ %s\n", kqlList(regions))
 	b.WriteString("| where tostring(properties.osType) =~ 'linux'\n")
 	fmt.Fprintf(&b, "| where tostring(sku.name) in~ %s\n", kqlList(sizes))
 	if !live {
 		b.WriteString("| project skuName = tostring(sku.name), location, spotPrices = properties.spotPrices\n")
-		b.WriteString("| order by skuName asc")
+		b.WriteString("| order by location asc, skuName asc")
 		return b.String()
 	}
 	b.WriteString("| mv-expand spotPrice = properties.spotPrices limit 400\n")
 	b.WriteString("| extend effectiveDate = todatetime(spotPrice.effectiveDate)\n")
 	fmt.Fprintf(&b, "| where effectiveDate >= datetime(%s)\n", from.UTC().Format(time.RFC3339))
 	b.WriteString("| project skuName = tostring(sku.name), location, effectiveDate, priceUSD = todouble(spotPrice.priceUSD)\n")
-	b.WriteString("| order by skuName asc, effectiveDate asc")
+	b.WriteString("| order by location asc, skuName asc, effectiveDate asc")
 	return b.String()
 }
 
 // evictionQuery is the Resource Graph query for the eviction rates of
-// sizes in a region.
-func evictionQuery(region string, sizes []string) string {
+// sizes in regions.
+func evictionQuery(regions, sizes []string) string {
 	var b strings.Builder
 	b.WriteString("SpotResources\n")
 	fmt.Fprintf(&b, "| where type =~ %s\n", kqlString(typeEvictionRate))
-	fmt.Fprintf(&b, "| where location =~ %s\n", kqlString(region))
+	fmt.Fprintf(&b, "| where location in~ %s\n", kqlList(regions))
 	fmt.Fprintf(&b, "| where tostring(sku.name) in~ %s\n", kqlList(sizes))
 	b.WriteString("| project skuName = tostring(sku.name), location, evictionRate = tostring(properties.evictionRate)\n")
-	b.WriteString("| order by skuName asc")
+	b.WriteString("| order by location asc, skuName asc")
 	return b.String()
+}
+
+// maxGather is the longest a batch of Resource Graph queries waits for
+// the regions that have not asked yet: a region slow to list its sizes
+// delays the others' history by no more than this.
+const maxGather = time.Second
+
+// graphKind is one query a batch runs for its regions.
+type graphKind struct {
+	typ  string // typePriceHistory or typeEvictionRate
+	from time.Time
+	live bool
+}
+
+// graphBatcher gathers the Resource Graph queries of a fetch's regions
+// into one query per kind for all of them, as Azure advises ("Grouping
+// queries",
+// https://learn.microsoft.com/azure/governance/resource-graph/concepts/guidance-for-throttled-requests#grouping-queries):
+// its quota counts queries (15 per 5 s), so one query per region would
+// make a fetch of every region wait seconds for its turn. A batch runs
+// when every region of the fetch has asked or said it will not (leave),
+// or after maxGather; a region that asks later joins a later batch.
+type graphBatcher struct {
+	p *Provider
+	c *armClients
+	// ctx is the fetch's: every region of it waits with the same one.
+	ctx    context.Context
+	gather time.Duration
+
+	mu sync.Mutex
+	// waiting holds, per query type, the regions that may still ask.
+	waiting map[string]map[string]bool
+	open    map[graphKind]*graphBatch
+}
+
+type graphBatch struct {
+	regions map[string]bool
+	sizes   map[string]bool
+	ready   chan struct{} // closed when no region is left to wait for
+	isReady bool
+	done    chan struct{}
+	rows    []json.RawMessage
+	err     error
+}
+
+// newGraphBatcher makes the batcher of one fetch, expecting the regions.
+func (p *Provider) newGraphBatcher(ctx context.Context, c *armClients, regions []string) *graphBatcher {
+	g := &graphBatcher{p: p, c: c, ctx: ctx, gather: maxGather, open: map[graphKind]*graphBatch{}, waiting: map[string]map[string]bool{}}
+	for _, typ := range []string{typePriceHistory, typeEvictionRate} {
+		g.waiting[typ] = map[string]bool{}
+	}
+	for _, r := range regions {
+		g.expect(r)
+	}
+	return g
+}
+
+// expect adds a region that will ask or leave.
+func (g *graphBatcher) expect(region string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, w := range g.waiting {
+		w[strings.ToLower(region)] = true
+	}
+}
+
+// leave says the region will not ask (again) for the query type. It may
+// be said more than once.
+func (g *graphBatcher) leave(region, typ string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.settled(strings.ToLower(region), typ)
+}
+
+// settled drops a region from the waiting list and frees the type's
+// batches when nobody is left to wait for. g.mu is held.
+func (g *graphBatcher) settled(region, typ string) {
+	delete(g.waiting[typ], region)
+	if len(g.waiting[typ]) > 0 {
+		return
+	}
+	for k, b := range g.open {
+		if k.typ == typ && !b.isReady {
+			b.isReady = true
+			close(b.ready)
+		}
+	}
+}
+
+// rows returns the region's rows of the kind's query, run in a batch with
+// the other regions of the fetch.
+func (g *graphBatcher) rows(ctx context.Context, kind graphKind, region string, sizes []string) ([]json.RawMessage, error) {
+	region = strings.ToLower(region)
+	g.mu.Lock()
+	b := g.open[kind]
+	if b == nil {
+		b = &graphBatch{regions: map[string]bool{}, sizes: map[string]bool{}, ready: make(chan struct{}), done: make(chan struct{})}
+		g.open[kind] = b
+		go g.run(kind, b)
+	}
+	b.regions[region] = true
+	for _, s := range sizes {
+		b.sizes[s] = true
+	}
+	g.settled(region, kind.typ)
+	g.mu.Unlock()
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	var out []json.RawMessage
+	for _, raw := range b.rows {
+		var r struct {
+			Location string `json:"location"`
+		}
+		if json.Unmarshal(raw, &r) == nil && strings.EqualFold(r.Location, region) {
+			out = append(out, raw)
+		}
+	}
+	return out, nil
+}
+
+// run waits for the batch to gather, closes it to newcomers and runs its
+// query, bounded by the fetch's context.
+func (g *graphBatcher) run(kind graphKind, b *graphBatch) {
+	defer close(b.done)
+	timer := time.NewTimer(g.gather)
+	defer timer.Stop()
+	select {
+	case <-b.ready:
+	case <-timer.C:
+	case <-g.ctx.Done():
+		b.err = g.ctx.Err()
+		return
+	}
+	g.mu.Lock()
+	delete(g.open, kind)
+	regions, sizes := sortedKeys(b.regions), sortedKeys(b.sizes)
+	g.mu.Unlock()
+	q := evictionQuery(regions, sizes)
+	if kind.typ == typePriceHistory {
+		q = historyQuery(regions, sizes, kind.from, kind.live)
+	}
+	b.rows, _, b.err = g.p.graphRows(g.ctx, g.c, q)
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // graphRows runs a query in the subscription and returns every row,

@@ -63,3 +63,57 @@ func TestReservationThroughTheLedger(t *testing.T) {
 		t.Fatal("the reservation still exists (and bills) after its window")
 	}
 }
+
+// TestLedgerKeepsReleasingWhileVMsAreAssociated: when the window ends and
+// the release is refused because VMs are associated with the reservation,
+// the ledger row stays active (it bills) with the refusal's message, which
+// says what to do; the next reconciliation tries again and ends it once
+// the VMs are gone.
+func TestLedgerKeepsReleasingWhileVMsAreAssociated(t *testing.T) {
+	f := newFakeARM(t)
+	p := newTestProvider(t, f.options())
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := testNow
+	svc := booking.New(st, []providers.Provider{p}, booking.Options{Now: func() time.Time { return now }, Timeout: 10 * time.Second, Actor: "organizer"})
+	ctx := context.Background()
+	res, err := svc.FindOfferings(ctx, providers.OfferingQuery{GPU: "A100", Instances: 1, Duration: 2 * time.Hour, Regions: []string{"eastus"}})
+	if err != nil || len(res.Offerings) == 0 {
+		t.Fatalf("offerings: %+v, %v", res, err)
+	}
+	out, err := svc.Book(ctx, booking.BookRequest{OfferingID: res.Offerings[0].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := out.Row
+	if !row.End.Equal(row.Start.Add(2 * time.Hour)) {
+		t.Fatalf("row window %v – %v, want the asked 2 h", row.Start, row.End)
+	}
+	f.edit(row.ProviderRef, func(r map[string]any) {
+		r["properties"].(map[string]any)["virtualMachinesAssociated"] = []any{map[string]any{"id": rgPath + "/virtualMachines/train-0"}}
+	})
+	now = row.End.Add(time.Minute)
+	for range 2 {
+		if _, err := svc.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := st.Get(ctx, row.ID)
+		if got.State != store.StateActive || !strings.Contains(got.Error, "still billing") || !strings.Contains(got.Error, "train-0") ||
+			!strings.Contains(got.Error, "set its capacity reservation group to none") {
+			t.Fatalf("after a refused release: %s %q", got.State, got.Error)
+		}
+	}
+	if n := f.count(func() int { return f.deletes[strings.ToLower(row.ProviderRef)] }); n != 2 {
+		t.Errorf("%d delete attempts, want one per reconciliation", n)
+	}
+	f.edit(row.ProviderRef, func(r map[string]any) { delete(r["properties"].(map[string]any), "virtualMachinesAssociated") })
+	if _, err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.Get(ctx, row.ID); got.State != store.StateEnded || f.resource(row.ProviderRef) != nil {
+		t.Fatalf("after the VMs left: %s, reservation %v", got.State, f.resource(row.ProviderRef))
+	}
+}

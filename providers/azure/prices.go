@@ -180,8 +180,9 @@ func addRetailItem(out map[string]retailPrice, it retailItem, region string, wan
 	}
 }
 
-// getWithRetry GETs a URL, retrying 429 (honouring Retry-After) and 5xx
-// with exponential backoff.
+// getWithRetry GETs a URL, retrying 429 (honouring Retry-After), 408 and
+// 5xx with exponential backoff. An endpoint that cannot be reached at all is
+// reported at once: retrying a refused connection only delays the answer.
 func (p *Provider) getWithRetry(ctx context.Context, u string) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -189,9 +190,14 @@ func (p *Provider) getWithRetry(ctx context.Context, u string) ([]byte, error) {
 			return nil, err
 		}
 		req.Header.Set("Accept", "application/json")
+		release, err := p.lim.acquirePrices(ctx)
+		if err != nil {
+			return nil, err
+		}
 		resp, err := p.http.Do(req)
 		if err != nil {
-			if ctx.Err() != nil || attempt >= p.opt.MaxRetries {
+			release()
+			if ctx.Err() != nil || attempt >= p.opt.MaxRetries || dialFailure(err) {
 				return nil, err
 			}
 			if err := p.sleep(ctx, p.backoff(attempt)); err != nil {
@@ -201,13 +207,14 @@ func (p *Provider) getWithRetry(ctx context.Context, u string) ([]byte, error) {
 		}
 		body, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 		resp.Body.Close()
+		release()
 		if resp.StatusCode == http.StatusOK {
 			if rerr != nil {
 				return nil, fmt.Errorf("read body: %w", rerr)
 			}
 			return body, nil
 		}
-		retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
+		retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode >= 500
 		if !retryable || attempt >= p.opt.MaxRetries {
 			return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(body))
 		}

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -46,7 +45,7 @@ func catalogNames() []string {
 
 func loadPrices(t *testing.T) *azuretest.PricesServer {
 	t.Helper()
-	ps, err := azuretest.LoadPrices(filepath.Join("testdata", "retail-items.json"), 3)
+	ps, err := azuretest.LoadPrices(retailItemsPath, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,24 +131,8 @@ func TestRetailItemFilter(t *testing.T) {
 
 func TestRetailPricesThrottling(t *testing.T) {
 	ps := loadPrices(t)
-	var mu sync.Mutex
-	calls := 0
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		calls++
-		n := calls
-		mu.Unlock()
-		switch n {
-		case 1:
-			w.Header().Set("Retry-After", "3")
-			http.Error(w, `{"Error":"Too many requests"}`, http.StatusTooManyRequests)
-		case 2:
-			http.Error(w, "upstream", http.StatusServiceUnavailable)
-		default:
-			ps.ServeHTTP(w, r)
-		}
-	})
-	p, waits := pricesOnly(t, h)
+	ps.FailNext(http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusRequestTimeout)
+	p, waits := pricesOnly(t, ps)
 	got, _, err := p.fetchRetail(context.Background(), "eastus", catalogNames())
 	if err != nil {
 		t.Fatal(err)
@@ -157,9 +140,9 @@ func TestRetailPricesThrottling(t *testing.T) {
 	if len(got) != 7 {
 		t.Errorf("%d sizes after retries, want 7", len(got))
 	}
-	want := []time.Duration{3 * time.Second, 2 * time.Millisecond}
-	if len(*waits) != len(want) || (*waits)[0] != want[0] || (*waits)[1] != want[1] {
-		t.Errorf("waits = %v, want %v (Retry-After honoured, then backoff)", *waits, want)
+	want := []time.Duration{3 * time.Second, 2 * time.Millisecond, 4 * time.Millisecond}
+	if len(*waits) != len(want) || (*waits)[0] != want[0] || (*waits)[1] != want[1] || (*waits)[2] != want[2] {
+		t.Errorf("waits = %v, want %v (Retry-After honoured, then backoff for 503 and 408)", *waits, want)
 	}
 }
 
@@ -254,38 +237,38 @@ func TestRetryAfter(t *testing.T) {
 
 func TestQueries(t *testing.T) {
 	sizes := []string{"Standard_NC24ads_A100_v4", "Standard_ND96isr_H100_v5"}
-	backfill := historyQuery("eastus", sizes, testNow.Add(-24*time.Hour), false)
+	backfill := historyQuery([]string{"eastus", "westus3"}, sizes, testNow.Add(-24*time.Hour), false)
 	want := `SpotResources
 | where type =~ 'microsoft.compute/skuspotpricehistory/ostype/location'
-| where location =~ 'eastus'
+| where location in~ ('eastus', 'westus3')
 | where tostring(properties.osType) =~ 'linux'
 | where tostring(sku.name) in~ ('Standard_NC24ads_A100_v4', 'Standard_ND96isr_H100_v5')
 | project skuName = tostring(sku.name), location, spotPrices = properties.spotPrices
-| order by skuName asc`
+| order by location asc, skuName asc`
 	if backfill != want {
 		t.Errorf("back-fill query =\n%s\nwant\n%s", backfill, want)
 	}
-	live := historyQuery("eastus", sizes, testNow.Add(-time.Hour), true)
+	live := historyQuery([]string{"eastus"}, sizes, testNow.Add(-time.Hour), true)
 	want = `SpotResources
 | where type =~ 'microsoft.compute/skuspotpricehistory/ostype/location'
-| where location =~ 'eastus'
+| where location in~ ('eastus')
 | where tostring(properties.osType) =~ 'linux'
 | where tostring(sku.name) in~ ('Standard_NC24ads_A100_v4', 'Standard_ND96isr_H100_v5')
 | mv-expand spotPrice = properties.spotPrices limit 400
 | extend effectiveDate = todatetime(spotPrice.effectiveDate)
 | where effectiveDate >= datetime(2026-11-29T11:00:00Z)
 | project skuName = tostring(sku.name), location, effectiveDate, priceUSD = todouble(spotPrice.priceUSD)
-| order by skuName asc, effectiveDate asc`
+| order by location asc, skuName asc, effectiveDate asc`
 	if live != want {
 		t.Errorf("live query =\n%s\nwant\n%s", live, want)
 	}
-	ev := evictionQuery("westeurope", sizes[:1])
+	ev := evictionQuery([]string{"westeurope"}, sizes[:1])
 	want = `SpotResources
 | where type =~ 'microsoft.compute/skuspotevictionrate/location'
-| where location =~ 'westeurope'
+| where location in~ ('westeurope')
 | where tostring(sku.name) in~ ('Standard_NC24ads_A100_v4')
 | project skuName = tostring(sku.name), location, evictionRate = tostring(properties.evictionRate)
-| order by skuName asc`
+| order by location asc, skuName asc`
 	if ev != want {
 		t.Errorf("eviction query =\n%s\nwant\n%s", ev, want)
 	}
@@ -321,7 +304,7 @@ func FuzzParsePricesPage(f *testing.F) {
 	f.Add([]byte(`{"Items": [`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"Items":[{"retailPrice":-0.0}],"NextPageLink":"::"}`))
-	if b, err := os.ReadFile(filepath.Join("testdata", "retail-items.json")); err == nil {
+	if b, err := os.ReadFile(retailItemsPath); err == nil {
 		f.Add([]byte(`{"Items":` + string(b) + `}`))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

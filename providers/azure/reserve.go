@@ -6,13 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
@@ -21,120 +20,47 @@ import (
 	"github.com/gpumarket/gpumarket/providers"
 )
 
-// OfferingPrefix starts the ids gpumarket makes for Azure capacity
-// reservations: Azure has no offering ids, so the id is a hash of the
-// terms.
-const OfferingPrefix = "azcr-"
-
-// Tags gpumarket puts on what it creates, so a lost answer can be found
-// again and a person can tell what made the resource.
-const (
-	TagRef      = "gpumarket-ref"
-	TagOffering = "gpumarket-offering"
-	TagEnd      = "gpumarket-end"
-	TagManaged  = "managed-by"
-)
-
 // NoDryRunMessage opens the message of every dry run: Azure's APIs have no
 // dry-run mode, so gpumarket checks what it can without spending.
 const NoDryRunMessage = "no dry-run in Azure: validated the request locally"
 
-func offeringID(region, zone, size string, count int, start, end time.Time) string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%s|%d|%d|%d", region, zone, strings.ToLower(size), count, start.Unix(), end.Unix())))
-	return OfferingPrefix + hex.EncodeToString(h[:8])
+// maxGroups bounds the reservation groups gpumarket makes for one region
+// and zone: one more is needed only for each reservation of a size that
+// is already reserved there.
+const maxGroups = 20
+
+// groupName is the n-th (from 1) capacity reservation group of a region
+// and zone. Groups are per zone because a group's reservations must lie
+// in its zones, and there can be several because a group holds at most
+// one reservation of a VM size per zone ("Each Capacity Reservation Group
+// can have exactly one reservation for a given VM size":
+// https://learn.microsoft.com/azure/virtual-machines/capacity-reservation-create#considerations).
+func groupName(region, zone string, n int) string {
+	name := "gpumarket-" + region
+	if zone != "" {
+		name += "-z" + zone
+	}
+	if n > 1 {
+		name += "-" + strconv.Itoa(n)
+	}
+	return name
 }
 
-// FindOfferings prices On-demand Capacity Reservations for the query.
-// Azure sells no fixed-window blocks here: a reservation holds capacity
-// from the moment it is made until it is deleted and is billed at the
-// on-demand rate all that time, used or not. So every offering starts now;
-// one asked to start later runs from now to the requested start plus the
-// duration, and its cost counts every one of those hours.
-func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery) ([]providers.Offering, error) {
-	c, err := p.clients(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("azure capacity reservations: %w (%v)", errNoAccount, err)
+// groupIndex is n when name is groupName(region, zone, n), else 0.
+func groupIndex(name, region, zone string) int {
+	base := groupName(region, zone, 1)
+	if strings.EqualFold(name, base) {
+		return 1
 	}
-	if q.Duration <= 0 {
-		return nil, providers.InvalidQueryf("azure capacity reservations: duration %v: want a positive duration", q.Duration)
+	if len(name) <= len(base)+1 || !strings.EqualFold(name[:len(base)+1], base+"-") {
+		return 0
 	}
-	if q.Instances <= 0 && q.GPUs <= 0 {
-		return nil, errors.New("azure capacity reservations: want a number of instances or GPUs")
+	rest := name[len(base)+1:]
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 2 || strconv.Itoa(n) != rest {
+		return 0
 	}
-	now := p.now().UTC().Truncate(time.Minute)
-	if !q.StartBefore.IsZero() && q.StartBefore.Before(now) {
-		return nil, nil // a reservation cannot start in the past
-	}
-	end := now.Add(q.Duration)
-	if q.StartAfter.After(now) {
-		end = q.StartAfter.Add(q.Duration)
-	}
-	hours := end.Sub(now).Hours()
-	note := fmt.Sprintf("On-demand Capacity Reservation: held and billed at the on-demand rate from now (Azure cannot start it later) until it is deleted; gpumarket prices it to %s",
-		end.Format(time.RFC3339))
-	if q.StartAfter.After(now) {
-		note += fmt.Sprintf(", including the %.0f h before the requested start", q.StartAfter.Sub(now).Hours())
-	}
-	var out []providers.Offering
-	var errs []error
-	regions := p.regions(providers.Query{Regions: q.Regions})
-	for _, region := range regions {
-		sizes, err := p.sizesFor(ctx, c, region)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		prices, err := p.retailFor(ctx, region, sizes)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, s := range sizes {
-			if q.GPU != "" && !strings.EqualFold(q.GPU, s.GPU.Model) {
-				continue
-			}
-			rp := prices[strings.ToLower(s.Name)]
-			if rp.OnDemand == nil || s.GPU.Count <= 0 {
-				continue // no price to quote
-			}
-			n := q.Instances
-			if n <= 0 {
-				n = int(math.Ceil(float64(q.GPUs)/s.GPU.Count - 1e-9))
-			}
-			zones := s.Zones
-			if len(zones) == 0 {
-				zones = []string{""}
-			}
-			for _, z := range zones {
-				if s.Restricted(z) {
-					continue
-				}
-				out = append(out, providers.Offering{
-					ID: offeringID(region, z, s.Name, n, now, end), Provider: Name, Cloud: providers.CloudAzure,
-					Region: region, Zone: z, InstanceType: s.Name, GPU: s.GPU, InstanceCount: n,
-					Start: now, End: end, UpfrontUSD: *rp.OnDemand * float64(n) * hours, Currency: "USD", Note: note,
-					StartsOnPurchase: true, Kind: providers.KindReservation,
-				})
-			}
-		}
-	}
-	if len(out) == 0 && len(errs) > 0 && len(errs) == len(regions) {
-		return nil, fmt.Errorf("azure capacity reservations: %w", errors.Join(errs...))
-	}
-	for _, e := range errs {
-		p.log.Warn("azure offerings: region failed", "err", e)
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].UpfrontUSD < out[j].UpfrontUSD })
-	return out, nil
-}
-
-// groupName is the capacity reservation group of a region and zone: one
-// per zone, because a group's reservations must lie in the group's zones.
-func groupName(region, zone string) string {
-	if zone == "" {
-		return "gpumarket-" + region
-	}
-	return "gpumarket-" + region + "-z" + zone
+	return n
 }
 
 // resourceName makes an ARM resource name from a ledger ref: letters,
@@ -164,87 +90,139 @@ func resourceName(ref, fallback string) string {
 	return out
 }
 
-// validateSize checks, without spending, that the size is offered to the
-// subscription in the region and zones, and returns it.
-func (p *Provider) validateSize(ctx context.Context, c *armClients, region, size string, zones []string) (gpuSize, error) {
-	sizes, err := p.sizesFor(ctx, c, region)
-	if err != nil {
-		return gpuSize{}, err
-	}
-	for _, s := range sizes {
-		if !strings.EqualFold(s.Name, size) {
-			continue
-		}
-		if s.RegionRestricted {
-			return s, fmt.Errorf("%s is not offered to this subscription in %s", s.Name, region)
-		}
-		for _, z := range zones {
-			if z == "" {
-				continue
-			}
-			if len(s.Zones) > 0 && !contains(s.Zones, z) {
-				return s, fmt.Errorf("%s is not offered in %s zone %s (zones: %s)", s.Name, region, z, strings.Join(s.Zones, ", "))
-			}
-			if s.Restricted(z) {
-				return s, fmt.Errorf("%s is not offered to this subscription in %s zone %s", s.Name, region, z)
-			}
-		}
-		return s, nil
-	}
-	return gpuSize{}, fmt.Errorf("%s is not a GPU size offered in %s", size, region)
-}
-
-// checkQuota compares the vCPUs a request needs with the subscription's
-// regional and family quotas. A failure to read the quota is not a
-// refusal: the answer says it was not checked.
-func (p *Provider) checkQuota(ctx context.Context, c *armClients, region string, s gpuSize, count int) (string, error) {
-	need := s.VCPUs * count
-	if need <= 0 || s.Family == "" {
-		return "quota not checked (size has no vCPU count or family)", nil
-	}
-	pager := c.usage.NewListPager(region, nil)
-	var notes []string
-	found := false
+// groupsIn lists the reservation groups of the resource group whose names
+// keep accepts, every page read. A missing resource group has none.
+func (p *Provider) groupsIn(ctx context.Context, c *armClients, keep func(string) bool) ([]string, error) {
+	var out []string
+	pager := c.groups.NewListByResourceGroupPager(c.resGroup, nil)
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
+		if isNotFound(err) {
+			return nil, nil
+		}
 		if err != nil {
-			return "quota not checked: " + firstLine(err).Error(), nil
+			return nil, fmt.Errorf("list capacity reservation groups in %s: %w", c.resGroup, err)
 		}
-		for _, u := range page.Value {
-			if u == nil || u.Name == nil || u.CurrentValue == nil || u.Limit == nil {
-				continue
+		for _, g := range page.Value {
+			if g != nil && g.Name != nil && keep(*g.Name) {
+				out = append(out, *g.Name)
 			}
-			name := deref(u.Name.Value)
-			if !strings.EqualFold(name, s.Family) && !strings.EqualFold(name, "cores") {
-				continue
-			}
-			found = true
-			used, limit := int64(*u.CurrentValue), *u.Limit
-			if used+int64(need) > limit {
-				return "", fmt.Errorf("quota %s in %s: %d of %d vCPUs used, %d more needed: ask Azure for a quota increase", name, region, used, limit, need)
-			}
-			notes = append(notes, fmt.Sprintf("quota %s %d+%d of %d vCPUs", name, used, need, limit))
 		}
 	}
-	if !found {
-		return "quota not checked (no usage entry for " + s.Family + ")", nil
-	}
-	return strings.Join(notes, ", "), nil
+	return out, nil
 }
 
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
+// regionGroups are gpumarket's groups of a region and zone, first first.
+func (p *Provider) regionGroups(ctx context.Context, c *armClients, region, zone string) ([]string, error) {
+	gs, err := p.groupsIn(ctx, c, func(n string) bool { return groupIndex(n, region, zone) > 0 })
+	if err != nil {
+		return nil, err
 	}
-	return false
+	sort.Slice(gs, func(i, j int) bool { return groupIndex(gs[i], region, zone) < groupIndex(gs[j], region, zone) })
+	return gs, nil
 }
 
-// Book makes an On-demand Capacity Reservation for the offering: a group
-// for the region and zone (made if missing), then the reservation, named
-// after req.Ref so that a retry cannot buy twice. With req.DryRun it only
-// validates the request locally, since Azure has no dry run.
+// reservationsIn lists a group's reservations, every page read. A missing
+// group has none.
+func (p *Provider) reservationsIn(ctx context.Context, c *armClients, group string) ([]*armcompute.CapacityReservation, error) {
+	var out []*armcompute.CapacityReservation
+	pager := c.reserve.NewListByCapacityReservationGroupPager(c.resGroup, group, nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if isNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list reservations in %s: %w", group, err)
+		}
+		for _, r := range page.Value {
+			if r != nil {
+				out = append(out, r)
+			}
+		}
+	}
+	return out, nil
+}
+
+// live reports whether a reservation holds (or is being made to hold)
+// capacity: not Failed, Canceled or Deleting.
+func live(r *armcompute.CapacityReservation) bool {
+	state := ""
+	if r.Properties != nil {
+		state = deref(r.Properties.ProvisioningState)
+	}
+	s := ledgerState(state)
+	return s != "failed" && s != "deleted"
+}
+
+// placement is where a booking's reservation goes.
+type placement struct {
+	group  string
+	exists bool
+	// found is a live reservation already made from the same offering or
+	// for the same ledger row: the booking answers with it.
+	found *armcompute.CapacityReservation
+}
+
+// place finds the group for a reservation of the offering: the first of
+// gpumarket's groups in the region and zone that has no reservation of the
+// size (Azure takes one per size per zone per group), or a new one. On
+// the way it looks for a reservation tagged with the same offering or
+// ledger row, so that an offering already bought (a lost ledger, a second
+// process) is answered with what was bought, not bought again.
+func (p *Provider) place(ctx context.Context, c *armClients, o providers.Offering, ref string) (placement, error) {
+	groups, err := p.regionGroups(ctx, c, o.Region, o.Zone)
+	if err != nil {
+		return placement{}, err
+	}
+	var free placement
+	last := 0
+	for _, g := range groups {
+		last = max(last, groupIndex(g, o.Region, o.Zone))
+		rs, err := p.reservationsIn(ctx, c, g)
+		if err != nil {
+			return placement{}, err
+		}
+		taken := false
+		for _, r := range rs {
+			sameRef := ref != "" && tagOf(r.Tags, TagRef) == ref
+			if sameRef || tagOf(r.Tags, TagOffering) == o.ID {
+				if live(r) {
+					return placement{group: g, exists: true, found: r}, nil
+				}
+				if sameRef {
+					// This intent's own attempt that failed: the PUT of
+					// the same name tries it again in place.
+					return placement{group: g, exists: true}, nil
+				}
+			}
+			if r.SKU != nil && strings.EqualFold(deref(r.SKU.Name), o.InstanceType) {
+				taken = true
+			}
+		}
+		if !taken && free.group == "" {
+			free = placement{group: g, exists: true}
+		}
+	}
+	if free.group != "" {
+		return free, nil
+	}
+	if last >= maxGroups {
+		return placement{}, fmt.Errorf("%d reservation groups in %s%s already hold a reservation of %s (Azure takes one per size per zone per group): release one first",
+			last, o.Region, zoneSuffix(o.Zone), o.InstanceType)
+	}
+	return placement{group: groupName(o.Region, o.Zone, last+1)}, nil
+}
+
+// Book makes an On-demand Capacity Reservation for the offering, named
+// after req.Ref so that a retry cannot buy twice, tagged with the ledger
+// row, the actor, the tool and the offering. It goes in the first of
+// gpumarket's reservation groups of the region and zone without one of
+// the size (made if needed). A live reservation already made from the
+// offering (or for the row) is answered with instead of buying again. The
+// reservation starts when made and lasts the offering's duration: the
+// ledger deletes it then. With req.DryRun it only validates the request,
+// since Azure has no dry run.
 func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (providers.Booking, error) {
 	o := req.Offering
 	c, err := p.clients(ctx)
@@ -254,8 +232,9 @@ func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (provide
 	if !strings.HasPrefix(o.ID, OfferingPrefix) {
 		return providers.Booking{}, refuse("azure booking: offering id %q: want an id %s… from an Azure offerings search", o.ID, OfferingPrefix)
 	}
-	if o.InstanceCount <= 0 || o.InstanceType == "" || !IsRegion(o.Region) {
-		return providers.Booking{}, refuse("azure booking %s: want an instance type, a region and a positive instance count", o.ID)
+	window := o.End.Sub(o.Start)
+	if o.InstanceCount <= 0 || o.InstanceType == "" || !IsRegion(o.Region) || window <= 0 {
+		return providers.Booking{}, refuse("azure booking %s: want an instance type, a region, a positive instance count and a window", o.ID)
 	}
 	if c.resGroup == "" {
 		return providers.Booking{}, refuse("azure booking: azure.resource_group is not set: reservations are made in a resource group")
@@ -264,46 +243,62 @@ func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (provide
 	if err != nil {
 		return providers.Booking{}, refuse("azure booking %s: %w", o.ID, err)
 	}
-	quota, err := p.checkQuota(ctx, c, o.Region, size, o.InstanceCount)
+	if !size.Reservable {
+		return providers.Booking{}, refuse("azure booking %s: Azure does not take capacity reservations for %s (its CapacityReservationSupported capability is not true; Azure lists ND-series and NCads H100 v5 among such sizes): nothing was bought",
+			o.ID, size.Name)
+	}
+	quota, err := p.checkQuota(ctx, c, o.Region, needsOf(size, o.InstanceCount, false))
 	if err != nil {
 		return providers.Booking{}, refuse("azure booking %s: %w", o.ID, err)
+	}
+	pl, err := p.place(ctx, c, o, req.Ref)
+	if err != nil {
+		return providers.Booking{}, refuse("azure booking %s: nothing was requested: %w", o.ID, err)
+	}
+	if pl.found != nil {
+		got := bookingFrom(pl.found, o.Region)
+		if got.End.IsZero() && !got.Start.IsZero() {
+			got.End = got.Start.Add(window)
+		}
+		got.CostUSD, got.DryRun = o.UpfrontUSD, req.DryRun
+		got.Message = fmt.Sprintf("capacity reservation %s in group %s was already made from offering %s (for ledger row %q): answered with it; nothing was bought again",
+			deref(pl.found.Name), pl.group, o.ID, tagOf(pl.found.Tags, TagRef))
+		return got, nil
 	}
 	now := p.now().UTC()
 	b := providers.Booking{
 		Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
-		InstanceCount: o.InstanceCount, Start: now, End: o.End, CostUSD: o.UpfrontUSD,
+		InstanceCount: o.InstanceCount, Start: now, End: now.Add(window), CostUSD: o.UpfrontUSD,
 	}
 	if req.DryRun {
 		b.DryRun = true
-		b.Message = fmt.Sprintf("%s: %s is offered in %s%s and not restricted; %s", NoDryRunMessage, o.InstanceType, o.Region, zoneSuffix(o.Zone), quota)
+		b.Message = fmt.Sprintf("%s: %s is offered in %s%s, not restricted and takes capacity reservations; it would go in reservation group %s; %s",
+			NoDryRunMessage, o.InstanceType, o.Region, zoneSuffix(o.Zone), pl.group, quota)
 		return b, nil
 	}
-	group := groupName(o.Region, o.Zone)
-	g := armcompute.CapacityReservationGroup{
-		Location: to.Ptr(o.Region),
-		Tags:     map[string]*string{TagManaged: to.Ptr("gpumarket")},
-	}
-	if o.Zone != "" {
-		g.Zones = []*string{to.Ptr(o.Zone)}
-	}
-	if _, err := c.groups.CreateOrUpdate(ctx, c.resGroup, group, g, nil); err != nil {
-		// Whatever became of the group (which costs nothing), the
-		// reservation was not asked for: nothing was bought.
-		return providers.Booking{}, declinedError{fmt.Errorf("azure booking %s: create reservation group %s (no reservation was requested): %w", o.ID, group, firstLine(err))}
+	if !pl.exists {
+		g := armcompute.CapacityReservationGroup{Location: to.Ptr(o.Region), Tags: azureTags("", "", "", nil)}
+		if o.Zone != "" {
+			g.Zones = []*string{to.Ptr(o.Zone)}
+		}
+		if _, err := c.groups.CreateOrUpdate(ctx, c.resGroup, pl.group, g, nil); err != nil {
+			// Whatever became of the group (which costs nothing), the
+			// reservation was not asked for: nothing was bought.
+			return providers.Booking{}, declinedError{fmt.Errorf("azure booking %s: create reservation group %s (no reservation was requested): %w", o.ID, pl.group, firstLine(err))}
+		}
 	}
 	name := resourceName(req.Ref, o.ID)
 	r := armcompute.CapacityReservation{
 		Location: to.Ptr(o.Region),
 		SKU:      &armcompute.SKU{Name: to.Ptr(o.InstanceType), Capacity: to.Ptr(int64(o.InstanceCount))},
-		Tags: map[string]*string{
-			TagManaged: to.Ptr("gpumarket"), TagRef: to.Ptr(req.Ref), TagOffering: to.Ptr(o.ID),
-			TagEnd: to.Ptr(o.End.UTC().Format(time.RFC3339)),
-		},
+		Tags: azureTags(req.Ref, req.Actor, o.ID, map[string]string{
+			TagEnd: b.End.Format(time.RFC3339), TagCost: strconv.FormatFloat(o.UpfrontUSD, 'f', 2, 64),
+		}),
 	}
 	if o.Zone != "" {
 		r.Zones = []*string{to.Ptr(o.Zone)}
 	}
-	poller, err := c.reserve.BeginCreateOrUpdate(ctx, c.resGroup, group, name, r, nil)
+	poller, err := c.reserve.BeginCreateOrUpdate(ctx, c.resGroup, pl.group, name, r, nil)
 	if err != nil {
 		err = fmt.Errorf("azure booking %s: create reservation %s: %w", o.ID, name, err)
 		if conflict(err) {
@@ -311,7 +306,7 @@ func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (provide
 			// the first one made the reservation, the retry can meet a
 			// 409. The name is this intent's own, so a reservation under
 			// it is ours: only its absence makes the 409 a "no".
-			if _, gerr := c.reserve.Get(ctx, c.resGroup, group, name, nil); !isNotFound(gerr) {
+			if _, gerr := c.reserve.Get(ctx, c.resGroup, pl.group, name, nil); !isNotFound(gerr) {
 				return providers.Booking{}, fmt.Errorf("%w (a reservation named %s may exist: it is looked up, not re-sent)", err, name)
 			}
 		}
@@ -323,8 +318,8 @@ func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (provide
 	}
 	got := bookingFrom(&resp.CapacityReservation, o.Region)
 	b.ProviderRef, b.State = got.ProviderRef, got.State
-	b.Message = fmt.Sprintf("capacity reservation %s in group %s: billed at the on-demand rate from now until it is deleted; Azure does not end it at %s by itself",
-		name, group, o.End.UTC().Format(time.RFC3339))
+	b.Message = fmt.Sprintf("capacity reservation %s in group %s: billed at the on-demand rate from now until it is deleted; gpumarket deletes it at %s (Azure does not end it by itself)",
+		name, pl.group, b.End.Format(time.RFC3339))
 	return b, nil
 }
 
@@ -335,9 +330,29 @@ func zoneSuffix(z string) string {
 	return " zone " + z
 }
 
+// createdAt is when a reservation was made: timeCreated where Azure shows
+// it, else provisioningTime. The documented answers differ: a Get shows
+// both, a PUT's answer and every item of a list show provisioningTime
+// only (CapacityReservation_Get.json, _CreateOrUpdate.json,
+// _ListByReservationGroup.json of the Compute REST examples).
+// provisioningTime is when the reservation last changed, which for one
+// gpumarket made and never updated is when it was made.
+func createdAt(r *armcompute.CapacityReservation) time.Time {
+	if r.Properties == nil {
+		return time.Time{}
+	}
+	if t := r.Properties.TimeCreated; t != nil {
+		return t.UTC()
+	}
+	if t := r.Properties.ProvisioningTime; t != nil {
+		return t.UTC()
+	}
+	return time.Time{}
+}
+
 // bookingFrom reads a reservation as a Booking.
 func bookingFrom(r *armcompute.CapacityReservation, region string) providers.Booking {
-	b := providers.Booking{Provider: Name, Region: region, ProviderRef: deref(r.ID)}
+	b := providers.Booking{Provider: Name, Region: region, ProviderRef: deref(r.ID), Start: createdAt(r)}
 	if r.SKU != nil {
 		b.InstanceType = deref(r.SKU.Name)
 		b.InstanceCount = int(deref(r.SKU.Capacity))
@@ -345,38 +360,38 @@ func bookingFrom(r *armcompute.CapacityReservation, region string) providers.Boo
 	if len(r.Zones) > 0 {
 		b.Zone = deref(r.Zones[0])
 	}
-	if e, ok := r.Tags[TagEnd]; ok && e != nil {
-		b.End, _ = time.Parse(time.RFC3339, *e)
+	if e := tagOf(r.Tags, TagEnd); e != "" {
+		b.End, _ = time.Parse(time.RFC3339, e)
 	}
 	state := ""
 	if r.Properties != nil {
 		state = deref(r.Properties.ProvisioningState)
-		if t := r.Properties.TimeCreated; t != nil {
-			b.Start = t.UTC()
-		}
 	}
 	b.State = ledgerState(state)
 	return b
 }
 
 // ledgerState maps an ARM provisioning state onto the ledger's states.
+// ARM's terminal states are Succeeded, Failed and Canceled; Compute adds
+// Creating, Updating, Deleting and Migrating while it works. Failed and
+// Canceled mean what they say: nothing is held.
 func ledgerState(provisioning string) string {
 	switch strings.ToLower(provisioning) {
 	case "succeeded":
 		return "active"
-	case "failed", "canceled":
+	case "failed", "canceled", "cancelled":
 		return "failed"
 	case "deleting":
 		return "deleted"
-	default: // creating, updating, or not said
+	default: // creating, updating, migrating, or not said
 		return "pending"
 	}
 }
 
-// FindBooking looks for the reservation a request may have made: in the
-// request's group, the one tagged with req.Ref, or (without a ref) one of
-// the same size, count and zone created after req.After. It returns nil,
-// nil when there is none.
+// FindBooking looks for the reservation a request may have made, in every
+// one of gpumarket's groups of the request's region and zone: the one
+// tagged with req.Ref, or (without a ref) one of the same size, count and
+// zone made after req.After. It returns nil, nil when there is none.
 func (p *Provider) FindBooking(ctx context.Context, req providers.BookRequest) (*providers.Booking, error) {
 	c, err := p.clients(ctx)
 	if err != nil {
@@ -386,24 +401,23 @@ func (p *Provider) FindBooking(ctx context.Context, req providers.BookRequest) (
 		return nil, errors.New("azure booking lookup: azure.resource_group is not set")
 	}
 	o := req.Offering
-	group := groupName(o.Region, o.Zone)
-	pager := c.reserve.NewListByCapacityReservationGroupPager(c.resGroup, group, nil)
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if isNotFound(err) {
-			return nil, nil // no group, so no reservation
-		}
+	groups, err := p.regionGroups(ctx, c, o.Region, o.Zone)
+	if err != nil {
+		return nil, fmt.Errorf("azure booking lookup: %w", err)
+	}
+	for _, g := range groups {
+		rs, err := p.reservationsIn(ctx, c, g)
 		if err != nil {
-			return nil, fmt.Errorf("azure booking lookup: list reservations in %s: %w", group, err)
+			return nil, fmt.Errorf("azure booking lookup: %w", err)
 		}
-		for _, r := range page.Value {
-			if r == nil {
-				continue
-			}
+		for _, r := range rs {
 			if !matchesRequest(r, req) {
 				continue
 			}
 			b := bookingFrom(r, o.Region)
+			if b.End.IsZero() && !b.Start.IsZero() {
+				b.End = b.Start.Add(o.End.Sub(o.Start))
+			}
 			b.CostUSD = o.UpfrontUSD
 			return &b, nil
 		}
@@ -413,8 +427,7 @@ func (p *Provider) FindBooking(ctx context.Context, req providers.BookRequest) (
 
 func matchesRequest(r *armcompute.CapacityReservation, req providers.BookRequest) bool {
 	if req.Ref != "" {
-		t, ok := r.Tags[TagRef]
-		return ok && t != nil && *t == req.Ref
+		return tagOf(r.Tags, TagRef) == req.Ref
 	}
 	o := req.Offering
 	if r.SKU == nil || !strings.EqualFold(deref(r.SKU.Name), o.InstanceType) || int(deref(r.SKU.Capacity)) != o.InstanceCount {
@@ -427,14 +440,16 @@ func matchesRequest(r *armcompute.CapacityReservation, req providers.BookRequest
 	if zone != o.Zone {
 		return false
 	}
-	if r.Properties != nil && r.Properties.TimeCreated != nil && r.Properties.TimeCreated.Before(req.After) {
+	if t := createdAt(r); !t.IsZero() && t.Before(req.After) {
 		return false
 	}
 	return true
 }
 
 // DeleteBooking deletes a capacity reservation by its resource id, which
-// ends its billing. A reservation already gone is not an error.
+// ends its billing. A reservation already gone is not an error. Azure
+// deletes a reservation only when no VM is associated with it; when one
+// is, the error names the VMs and what to do.
 func (p *Provider) DeleteBooking(ctx context.Context, providerRef string) error {
 	c, err := p.clients(ctx)
 	if err != nil {
@@ -448,53 +463,42 @@ func (p *Provider) DeleteBooking(ctx context.Context, providerRef string) error 
 	if isNotFound(err) {
 		return nil
 	}
-	if err != nil {
-		return settle(fmt.Errorf("azure delete reservation %s: %w", id.Name, err))
+	if err == nil {
+		_, err = poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: p.opt.PollFrequency})
+		if err == nil || isNotFound(err) {
+			return nil
+		}
 	}
-	if _, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: p.opt.PollFrequency}); err != nil && !isNotFound(err) {
-		return settle(fmt.Errorf("azure delete reservation %s: %w", id.Name, err))
-	}
-	return nil
+	err = fmt.Errorf("azure delete reservation %s: %w", id.Name, err)
+	return settle(p.explainDelete(ctx, c, id, err))
 }
 
-func conflict(err error) bool {
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && re.StatusCode == http.StatusConflict
-}
-
-func isNotFound(err error) bool {
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
-}
-
-// declinedError is a definitive refusal: the action was not done. It
-// reads as its cause and matches providers.ErrDeclined, so the ledger
-// records "failed" instead of reconciling.
-type declinedError struct{ err error }
-
-func (e declinedError) Error() string   { return e.err.Error() }
-func (e declinedError) Unwrap() []error { return []error{e.err, providers.ErrDeclined} }
-
-// refuse makes a declinedError for a request refused before any call that
-// spends: nothing was made.
-func refuse(format string, args ...any) error {
-	return declinedError{fmt.Errorf(format, args...)}
-}
-
-// settle classifies an ARM call's error for the ledger: a 4xx answer (but
-// 408 and 429) or a long-running operation that ended Failed is the
-// cloud's definitive "no"; a timeout, a lost connection or a 5xx leaves
-// the outcome unknown.
-func settle(err error) error {
-	var re *azcore.ResponseError
-	if err == nil || !errors.As(err, &re) {
+// explainDelete adds to a refused delete the VMs that keep the
+// reservation, if any: Azure refuses to delete a reservation that VMs are
+// associated with, and only the user can move them
+// (https://learn.microsoft.com/azure/virtual-machines/capacity-reservation-remove-vm).
+func (p *Provider) explainDelete(ctx context.Context, c *armClients, id *arm.ResourceID, err error) error {
+	s := statusOf(err)
+	if s < 400 || s >= 500 || s == http.StatusRequestTimeout || s == http.StatusTooManyRequests {
 		return err
 	}
-	switch {
-	case re.StatusCode == http.StatusRequestTimeout, re.StatusCode == http.StatusTooManyRequests, re.StatusCode >= 500:
+	got, gerr := c.reserve.Get(ctx, id.ResourceGroupName, id.Parent.Name, id.Name, nil)
+	if gerr != nil || got.Properties == nil || len(got.Properties.VirtualMachinesAssociated) == 0 {
 		return err
 	}
-	return declinedError{err}
+	var vms []string
+	for _, vm := range got.Properties.VirtualMachinesAssociated {
+		if vm == nil || vm.ID == nil {
+			continue
+		}
+		name := *vm.ID
+		if rid, perr := arm.ParseResourceID(name); perr == nil {
+			name = rid.Name
+		}
+		vms = append(vms, name)
+	}
+	return fmt.Errorf("%w: %d VM(s) are still associated with it (%s), and Azure deletes a capacity reservation only when none is: deallocate each VM and set its capacity reservation group to none (or delete it); the reservation bills until then, and gpumarket tries the release again at every reconciliation",
+		err, len(got.Properties.VirtualMachinesAssociated), strings.Join(vms, ", "))
 }
 
 // ReleaseBooking deletes a capacity reservation whose window has ended:
@@ -502,5 +506,3 @@ func settle(err error) error {
 func (p *Provider) ReleaseBooking(ctx context.Context, b providers.Booking) error {
 	return p.DeleteBooking(ctx, b.ProviderRef)
 }
-
-var _ providers.BookingReleaser = (*Provider)(nil)

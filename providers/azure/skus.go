@@ -27,6 +27,13 @@ type gpuSize struct {
 	// size's vCPUs; both from ResourceSKUs, empty from the catalog.
 	Family string
 	VCPUs  int
+	// Reservable is ResourceSKUs' CapacityReservationSupported: only such
+	// sizes take an On-demand Capacity Reservation (Azure lists ND-series
+	// and NCads H100 v5 among those that do not:
+	// https://learn.microsoft.com/azure/virtual-machines/capacity-reservation-overview#limitations-and-restrictions).
+	// False when the capability is absent or the size comes from the
+	// catalog: a reservation is sold only where Azure says it can be.
+	Reservable bool
 }
 
 // Restricted reports whether the size may not be used in the zone.
@@ -86,6 +93,7 @@ func gpuSizeFromSKU(sku *armcompute.ResourceSKU, region string) (gpuSize, bool) 
 	}
 	var gpus float64
 	var vcpus int
+	var reservable bool
 	for _, c := range sku.Capabilities {
 		if c == nil {
 			continue
@@ -95,6 +103,8 @@ func gpuSizeFromSKU(sku *armcompute.ResourceSKU, region string) (gpuSize, bool) 
 			gpus, _ = strconv.ParseFloat(deref(c.Value), 64)
 		case "vCPUs":
 			vcpus, _ = strconv.Atoi(deref(c.Value))
+		case "CapacityReservationSupported":
+			reservable = strings.EqualFold(deref(c.Value), "true")
 		}
 	}
 	if gpus <= 0 {
@@ -104,7 +114,7 @@ func gpuSizeFromSKU(sku *armcompute.ResourceSKU, region string) (gpuSize, bool) 
 	if !ok {
 		return gpuSize{}, false
 	}
-	s := gpuSize{Name: *sku.Name, GPU: spec, Family: deref(sku.Family), VCPUs: vcpus, RestrictedZones: map[string]bool{}}
+	s := gpuSize{Name: *sku.Name, GPU: spec, Family: deref(sku.Family), VCPUs: vcpus, Reservable: reservable, RestrictedZones: map[string]bool{}}
 	zones := map[string]bool{}
 	inRegion := false
 	for _, li := range sku.LocationInfo {

@@ -18,7 +18,11 @@ import (
 // It honours the armRegionName clause of $filter and ignores the rest (a
 // compatible endpoint may), so a client must check every item itself.
 // Pages hold PageSize items and link to the next by an absolute
-// NextPageLink with $skip, as the real API does.
+// NextPageLink with $skip, as the real API does; the last page's
+// NextPageLink is null. It follows the API's documented sample response
+// and paging (https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices:
+// BillingCurrency, CustomerEntityId, CustomerEntityType, Items,
+// NextPageLink, Count).
 type PricesServer struct {
 	Items    []json.RawMessage
 	PageSize int
@@ -26,6 +30,16 @@ type PricesServer struct {
 	mu      sync.Mutex
 	filters []string
 	pages   int
+	faults  []int
+}
+
+// FailNext answers the next requests, one each, with these HTTP statuses
+// instead of a page: 429 with Retry-After (the API's throttling answer),
+// 408, 5xx. The API documents no rate limit; it throttles when pressed.
+func (s *PricesServer) FailNext(statuses ...int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, statuses...)
 }
 
 // LoadPrices reads a JSON array of Retail Prices items.
@@ -48,6 +62,20 @@ var regionClause = regexp.MustCompile(`armRegionName eq '([^']*)'`)
 
 // ServeHTTP answers one page.
 func (s *PricesServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if len(s.faults) > 0 {
+		status := s.faults[0]
+		s.faults = s.faults[1:]
+		s.mu.Unlock()
+		if status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "3")
+		}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"Error":{"Code":"%d","Message":"%s"}}`, status, http.StatusText(status))
+		return
+	}
+	s.mu.Unlock()
 	filter := r.URL.Query().Get("$filter")
 	skip, _ := strconv.Atoi(r.URL.Query().Get("$skip"))
 	region := ""

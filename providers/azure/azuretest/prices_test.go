@@ -11,7 +11,7 @@ import (
 )
 
 func TestPricesServerPages(t *testing.T) {
-	ps, err := LoadPrices(filepath.Join("..", "testdata", "retail-items.json"), 7)
+	ps, err := LoadPrices(filepath.Join("..", "..", "..", "testdata", "azure", "retailprices", "items.json"), 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestPricesServerPages(t *testing.T) {
 	if f := ps.Filters(); len(f) != 1 || !strings.Contains(f[0], "westeurope") {
 		t.Errorf("filters = %q", f)
 	}
-	if _, err := LoadPrices(filepath.Join("..", "testdata", "retail-items.json"), 0); err == nil {
+	if _, err := LoadPrices(filepath.Join("..", "..", "..", "testdata", "azure", "retailprices", "items.json"), 0); err == nil {
 		t.Errorf("page size 0 accepted")
 	}
 }

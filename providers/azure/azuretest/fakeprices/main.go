@@ -19,7 +19,7 @@ import (
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8089", "address to listen on")
-	data := flag.String("data", "providers/azure/testdata/retail-items.json", "JSON array of Retail Prices items")
+	data := flag.String("data", "testdata/azure/retailprices/items.json", "JSON array of Retail Prices items (run from the repository root)")
 	pageSize := flag.Int("page-size", 4, "items per page (small, so that clients must follow NextPageLink)")
 	flag.Parse()
 	srv, err := azuretest.LoadPrices(*data, *pageSize)

@@ -213,15 +213,6 @@ func (e *env) newHub(ps []providers.Provider) *hub.Hub {
 	})
 }
 
-// risk returns the risk assumptions of config risk.* for one instance.
-func (e *env) risk() providers.RiskParams {
-	return providers.RiskParams{
-		CheckpointInterval: e.cfg.Risk.CheckpointInterval.D(),
-		RestartOverhead:    e.cfg.Risk.RestartOverhead.D(),
-		Instances:          1,
-	}
-}
-
 // simulated reports whether the simulated market is one of the sources.
 func (e *env) simulated() bool { return contains(e.query.Providers, "sim") }
 

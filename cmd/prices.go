@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/hub"
 )
@@ -50,11 +51,17 @@ func newPricesCmd() *cobra.Command {
 	var timeout time.Duration
 	c := &cobra.Command{
 		Use:   "prices",
-		Short: "One row per spot pool: current and window prices, savings, interruption, risk-adjusted $/GPU-h",
-		Long: `prices prints one row per pool matching the filters, cheapest risk-adjusted
-$/GPU-hour first. window_avg_usd_hour is time-weighted: each price counts for
-as long as it held. Unknown values are null in JSON, empty in CSV and "-" in
-the table.`,
+		Short: "One row per spot pool: current and window prices, savings, interruption, EFF $/GPU-h",
+		Long: `prices prints one row per pool matching the filters, cheapest effective
+$/GPU-hour first. effective_usd_gpu_hour is what the default job (config
+plan.gpus GPUs for plan.hours hours, default 8 × 24 h, with plan.checkpoint and
+plan.changeover) pays per useful GPU-hour on the pool's spot capacity alone:
+its $/GPU-h times the paid hours per hour of work, given how often the pool is
+interrupted (the planner's risk model: interruptions per hour, from the
+simulated market's own process, else the GPU class's prior scaled by the
+interruption bucket or Azure eviction rate). window_avg_usd_hour is
+time-weighted: each price counts for as long as it held. Unknown values are
+null in JSON, empty in CSV and "-" in the table.`,
 		Example: `  gpumarket prices --gpu H100 --window 7d -o json
   gpumarket prices --provider aws --region us-east-1,us-west-2 -o csv`,
 		Args: cobra.NoArgs,
@@ -185,14 +192,14 @@ func (e *env) banner(format string) {
 // sorted by effective $/GPU-hour (unknown last), then by pool key.
 func (e *env) priceRows(snap *hub.Snapshot) []priceRow {
 	from, to := e.windowOf(snap)
-	risk := e.risk()
+	basis := e.effBasis()
 	rows := make([]priceRow, 0, len(snap.Pools))
 	for i := range snap.Pools {
 		pv := &snap.Pools[i]
 		if !e.query.Matches(pv.Pool) {
 			continue
 		}
-		rows = append(rows, priceRowOf(pv, from, to, risk))
+		rows = append(rows, priceRowOf(pv, from, to, basis))
 	}
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i].EffectiveUSDGPUHour, rows[j].EffectiveUSDGPUHour
@@ -207,7 +214,7 @@ func (e *env) priceRows(snap *hub.Snapshot) []priceRow {
 	return rows
 }
 
-func priceRowOf(pv *hub.PoolView, from, to int64, risk providers.RiskParams) priceRow {
+func priceRowOf(pv *hub.PoolView, from, to int64, basis planner.Basis) priceRow {
 	p := pv.Pool
 	r := priceRow{
 		Provider:       p.Provider,
@@ -238,9 +245,7 @@ func priceRowOf(pv *hub.PoolView, from, to int64, risk providers.RiskParams) pri
 		if p.GPU.Count > 0 {
 			perGPU := providers.PerGPUHour(spot, p.GPU.Count)
 			r.SpotUSDGPUHour = round(perGPU, 6)
-			if lambda, ok := p.Interruption.Rate(); ok {
-				r.EffectiveUSDGPUHour = round(risk.Effective(perGPU, lambda), 6)
-			}
+			r.EffectiveUSDGPUHour = round(basis.Effective(p, spot), 6)
 		}
 		if r.OnDemandUSDHour != nil {
 			r.SavingsPct = round(providers.SavingsPct(spot, *r.OnDemandUSDHour), 2)

@@ -120,12 +120,12 @@ func runTUI(ctx context.Context, e *env, h *hub.Hub) error {
 // caller adds the session's own role, actor, colours and context.
 func (e *env) tuiOptions(h *hub.Hub, svc *booking.Service) tui.Options {
 	return tui.Options{
-		Booking: svc,
-		Hub:     h,
-		Window:  e.query.Window,
-		GPUs:    e.query.GPUs,
-		Regions: e.query.Regions,
-		Risk:    e.risk(),
-		Logger:  e.log,
+		Booking:   svc,
+		Hub:       h,
+		Window:    e.query.Window,
+		GPUs:      e.query.GPUs,
+		Regions:   e.query.Regions,
+		Effective: e.effBasis(),
+		Logger:    e.log,
 	}
 }

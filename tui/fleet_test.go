@@ -10,7 +10,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
 	"github.com/gpumarket/gpumarket/providers/store"
@@ -162,7 +162,7 @@ func TestNoBookingService(t *testing.T) {
 // BenchmarkBlocksView renders the Blocks view with 100 offerings over a
 // 1000-pool market (each row looks for its spot alternative).
 func BenchmarkBlocksView(b *testing.B) {
-	v := newBlocksView(&common{styles: newStyles(true, true), keys: newGlobalKeys(), now: nowFn, risk: providers.DefaultRisk}, context.Background(), &booking.Service{})
+	v := newBlocksView(&common{styles: newStyles(true, true), keys: newGlobalKeys(), now: nowFn, eff: planner.DefaultBasis}, context.Background(), &booking.Service{})
 	v.SetSize(160, 40)
 	v.snap = bigSnapshot(1000)
 	for i := 0; i < 100; i++ {

@@ -79,8 +79,8 @@ func (r *row) compute(c *common, from, to int64) {
 		if pv.OnDemandUSDHour != nil {
 			r.savings = providers.SavingsPct(usd, *pv.OnDemandUSDHour)
 		}
-		if lambda, ok := pv.Interruption.Rate(); ok && !math.IsNaN(r.perGPU) {
-			r.effective = c.risk.Effective(r.perGPU, lambda)
+		if !math.IsNaN(r.perGPU) {
+			r.effective = c.eff.Effective(pv.Pool, usd)
 		}
 	}
 	bucket := "-"

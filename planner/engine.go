@@ -117,12 +117,16 @@ func (r *run) exec(p policy) outcome {
 			r.switchTo(m.to)
 		}
 		next := m.review
-		if sp.quantum > 0 && !math.IsInf(next, 1) {
+		if sp.quantum > 0 && next < inf {
 			next = sp.quantum * math.Ceil(next/sp.quantum-1e-9)
 		}
 		if next <= r.t+eps {
-			next = r.t + math.Max(sp.quantum, 1e-6)
+			next = r.t + 1e-6
+			if sp.quantum > next-r.t {
+				next = r.t + sp.quantum
+			}
 		}
+		change := inf // when the spot lane held may go
 		if r.cur != idle {
 			l := r.lane(r.cur)
 			if r.cur != r.odIdx() {
@@ -131,19 +135,29 @@ func (r *run) exec(p policy) outcome {
 					r.preempt()
 					continue
 				}
-				next = math.Min(next, chg)
+				change = chg
+				if chg < next {
+					next = chg
+				}
 			}
-			next = math.Min(next, r.t+r.over+(sp.work-r.progress())/l.speed)
+			if fin := r.t + r.over + (sp.work-r.progress())/l.speed; fin < next {
+				next = fin
+			}
 		}
-		next = math.Min(next, sp.horizon)
+		if sp.horizon < next {
+			next = sp.horizon
+		}
 		r.advance(next)
-		if r.cur != idle && r.cur != r.odIdx() {
-			if up, _ := r.lanes[r.cur].at(r.t); !up && r.progress() < sp.work-eps {
-				r.preempt()
-			}
+		if next == change && r.progress() < sp.work-eps {
+			// The lane held changed: it was up, so it is gone.
+			r.preempt()
 		}
 	}
 }
+
+// inf is +Inf, for comparisons in the hot loop (math.Min is slower: it
+// minds NaN and signed zeros, which never occur here).
+var inf = math.Inf(1)
 
 func (r *run) switchTo(to int) {
 	if r.cur != idle {

@@ -39,8 +39,24 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 		return nil
 	}
 	odBest := p.bestOnDemand()
-	single := spot[:1]
 	multi := p.diverse(spot)
+	// Spot in one pool: the best pool of each cloud (as on-demand is per
+	// cloud), each a lane of its own if the spread does not hold it.
+	lanes := append([]*candidate(nil), multi...)
+	var singles []int
+	seenCloud := map[providers.Cloud]bool{}
+	for _, c := range spot {
+		if seenCloud[c.p.Cloud] {
+			continue
+		}
+		seenCloud[c.p.Cloud] = true
+		i := slices.Index(lanes, c)
+		if i < 0 {
+			i = len(lanes)
+			lanes = append(lanes, c)
+		}
+		singles = append(singles, i)
+	}
 	runs := p.opt.Runs
 	base := spec{work: p.work, deadline: p.span, d: p.d, ckpt: p.ckpt}
 	// Spot alone runs to the deadline; what is left then is finished on
@@ -53,10 +69,15 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 
 	var sts []*mcStrategy
 	add := func(s *mcStrategy) { sts = append(sts, s) }
-	c0 := single[0]
-	add(&mcStrategy{name: StrategySpotOne, pol: spotOnly{cooldown: cooldown}, lanes: []int{0}, sp: spotHorizon, cands: single,
-		assume: fmt.Sprintf("spot in %s only; %s; %s; work not done by the deadline is finished on on-demand (in the cost)",
-			placeOf(c0.p.Region, c0.p.Zone), c0.risk.Summary(), p.ckptWords())})
+	for _, i := range singles {
+		c := lanes[i]
+		add(&mcStrategy{name: StrategySpotOne, pol: spotOnly{cooldown: cooldown}, lanes: []int{i}, sp: spotHorizon, cands: []*candidate{c},
+			assume: fmt.Sprintf("spot in %s only; %s; %s; work not done by the deadline is finished on on-demand (in the cost)",
+				placeOf(c.p.Region, c.p.Zone), c.risk.Summary(), p.ckptWords())})
+	}
+	// Uniform Progress as published holds one pool: the best of all.
+	c0 := multi[0]
+	single := multi[:1]
 	if len(multi) > 1 {
 		add(&mcStrategy{name: StrategySpotMulti, pol: spotOnly{cooldown: cooldown}, lanes: seq(len(multi)), sp: spotHorizon, cands: multi,
 			assume: fmt.Sprintf("spot over %d pools in %s, the cheapest per hour of work first, moving on after an interruption; work not done by the deadline is finished on on-demand; %s; zones of a region share part of their interruptions",
@@ -88,7 +109,7 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 	// with its own random stream, seeded by (seed, run, layer).
 	groups := map[string]int{}
 	var groupLanes [][]*candidate
-	for _, c := range multi {
+	for _, c := range lanes {
 		if c.risk.RegionShare <= 0 || c.risk.InterruptionsPerHour <= 0 {
 			continue
 		}
@@ -120,10 +141,10 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 			regions[g] = &layer{g: newRenewal()}
 			regions[g].g.setup(lam/k, a/k, med/k)
 		}
-		pools := make([]*layer, len(multi))
-		laneTL := make([]*timeline, len(multi))
-		laneRegion := make([]int, len(multi))
-		for i, c := range multi {
+		pools := make([]*layer, len(lanes))
+		laneTL := make([]*timeline, len(lanes))
+		laneRegion := make([]int, len(lanes))
+		for i, c := range lanes {
 			laneRegion[i] = -1
 			r := c.risk
 			if r.InterruptionsPerHour <= 0 {
@@ -145,7 +166,7 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 		for k, s := range sts {
 			ls := make([]lane, len(s.lanes))
 			for j, li := range s.lanes {
-				c := multi[li]
+				c := lanes[li]
 				ls[j] = lane{usdHour: c.spotUSD, speed: c.speed, score: c.score, tl: laneTL[li]}
 			}
 			r := &run{sp: &sts[k].sp, lanes: ls}
@@ -172,7 +193,7 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 				o := runners[k].exec(s.pol)
 				cost := s.fixed + o.cost
 				if !o.done {
-					cost += p.finishCost(o.left, s, multi)
+					cost += p.finishCost(o.left, s, lanes)
 				}
 				s.cost[i] = cost
 				s.onTime[i] = o.done && o.finish <= s.sp.deadline+1e-9
@@ -211,7 +232,15 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 			r.End = p.at(fin / float64(done))
 		}
 		if s.block != nil {
+			// The capacity held runs from the earlier of the job's start
+			// and the block's to the later of their ends.
 			o := s.block.o
+			if o.Start.Before(r.Start) {
+				r.Start = o.Start
+			}
+			if o.End.After(r.End) {
+				r.End = o.End
+			}
 			r.OfferingID = o.ID
 			r.Regions = appendNew(r.Regions, o.Region)
 			r.InstanceType = o.InstanceType + "+" + r.InstanceType
@@ -227,7 +256,7 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 
 // finishCost is what the work a run left undone costs on on-demand (or,
 // with none known, on its first lane's spot at that lane's efficiency).
-func (p *planning) finishCost(left float64, s *mcStrategy, multi []*candidate) float64 {
+func (p *planning) finishCost(left float64, s *mcStrategy, lanes []*candidate) float64 {
 	if left <= 0 {
 		return 0
 	}
@@ -237,7 +266,7 @@ func (p *planning) finishCost(left float64, s *mcStrategy, multi []*candidate) f
 	if od := p.bestOnDemand(); od != nil {
 		return od.odUSD * (p.d + left/od.speed)
 	}
-	c := multi[s.lanes[0]]
+	c := lanes[s.lanes[0]]
 	return c.score * left
 }
 
@@ -361,8 +390,9 @@ func quantile(xs []float64, q float64) float64 {
 
 // blockSpot pairs a block that holds part of the job with spot (and the
 // on-demand safety net) for the rest, before or after it: the block
-// guarantees its share, spot makes the rest cheaper. It evaluates the two
-// cheapest such pairs.
+// guarantees its share, spot makes the rest cheaper. It evaluates the
+// pair whose estimate (the block, and the rest at the best pool's
+// expected spot cost) is cheapest.
 func (p *planning) blockSpot(offs []providers.Offering, multi []*candidate, od *candidate) []*mcStrategy {
 	type option struct {
 		b        blockWork
@@ -393,7 +423,7 @@ func (p *planning) blockSpot(offs []providers.Offering, multi []*candidate, od *
 	}
 	sort.SliceStable(opts, func(i, j int) bool { return opts[i].estimate < opts[j].estimate })
 	var out []*mcStrategy
-	for i := 0; i < len(opts) && i < 2; i++ {
+	for i := 0; i < len(opts) && i < 1; i++ {
 		op := opts[i]
 		b := op.b
 		sp := spec{work: p.work - op.blockHrs, start: op.from, deadline: op.to, d: p.d, ckpt: p.ckpt, horizon: op.to + p.work + 24}

@@ -311,8 +311,8 @@ func (p *planning) blockWork(o providers.Offering) (blockWork, bool) {
 }
 
 // offerings evaluates every block and reservation that can hold the whole
-// job: deterministic, paid in full. It keeps the cheapest of each kind,
-// cloud and length (a longer block costs more but may start earlier).
+// job: deterministic, paid in full. It keeps the cheapest block of each
+// cloud and length and the cheapest reservation of each cloud.
 func (p *planning) offerings(offs []providers.Offering) []Result {
 	type key struct {
 		kind, cloud string
@@ -341,7 +341,13 @@ func (p *planning) offerings(offs []providers.Offering) []Result {
 			r.Assumptions = fmt.Sprintf("%.0f h block (%s to %s UTC) paid in full for %s h of work + %s changeover; instances stop 30 min before its end; no interruptions",
 				b.hoursPaid, o.Start.UTC().Format("Jan 2 15:04"), o.End.UTC().Format("Jan 2 15:04"), trimFloat(p.work/b.speed), fmtDur(p.job.Changeover))
 		}
+		// Blocks of each length (a longer one may start earlier); one
+		// reservation per cloud, since it starts when bought and bills
+		// until released: the cheapest that holds the job.
 		k := key{b.kind, string(o.Cloud), math.Round(b.hoursPaid)}
+		if b.kind == StrategyReservation {
+			k.hours = 0
+		}
 		prev, seen := best[k]
 		if !seen {
 			keys = append(keys, k)

@@ -46,13 +46,13 @@ func (greedy) decide(r *run) move {
 		return move{to: 0, review: math.Inf(1)}
 	}
 	late := sp.deadline - r.remOD(r.kept()) - 2*sp.d - sp.quantum
-	if r.t >= late {
+	if r.t >= late-tolerance {
 		return move{to: r.odIdx(), review: math.Inf(1)}
 	}
 	if up, _ := r.lanes[0].at(r.t); up {
 		return move{to: 0, review: math.Inf(1)}
 	}
-	return move{to: idle, review: math.Min(r.nextChange(), late)}
+	return move{to: idle, review: minf(r.nextChange(), late)}
 }
 
 // uniformProgress is Can't Be Late's Uniform Progress on one pool (lane
@@ -72,7 +72,7 @@ func (uniformProgress) decide(r *run) move {
 	k := sp.work / (sp.deadline - sp.start) // slope of the line
 	ep := func(t float64) float64 { return (t - sp.start) * k }
 	net := sp.deadline - r.remOD(cp) - 2*d - sp.quantum // when the safety net fires
-	if r.t >= net {
+	if r.t >= net-tolerance {
 		return move{to: od, review: math.Inf(1)}
 	}
 	if r.cur == od && ep(r.t+2*d) > cp {
@@ -83,7 +83,7 @@ func (uniformProgress) decide(r *run) move {
 		tau := r.t + r.over
 		at := math.Inf(1)
 		if s > k {
-			at = math.Max(tau, ((2*d-sp.start)*k-cp+tau*s)/(s-k))
+			at = maxf(tau, ((2*d-sp.start)*k-cp+tau*s)/(s-k))
 		}
 		return move{to: od, review: at}
 	}
@@ -94,7 +94,7 @@ func (uniformProgress) decide(r *run) move {
 		return move{to: od, review: net}
 	}
 	behind := sp.start + cp/k // when the line passes the progress
-	return move{to: idle, review: math.Min(r.nextChange(), math.Min(behind, net))}
+	return move{to: idle, review: minf(r.nextChange(), minf(behind, net))}
 }
 
 // planner is gpumarket's own policy: spot over every pool it is given
@@ -122,6 +122,10 @@ type planner struct {
 	cooldown float64
 }
 
+// tolerance absorbs rounding in the safety nets' sums: a spare of 1e-15 h
+// is none.
+const tolerance = 1e-9
+
 // reviewStep is how often a planner on on-demand looks again whether it
 // may go back to spot while a pool is up but the slack is short.
 const reviewStep = 0.25
@@ -129,10 +133,10 @@ const reviewStep = 0.25
 func (p planner) reserve(r *run, rem float64) float64 {
 	sp := r.sp
 	slack0 := sp.deadline - sp.start - sp.work/r.od.speed - sp.d - sp.quantum
-	line := math.Max(0, slack0) * (sp.deadline - r.t) / (sp.deadline - sp.start)
-	a := math.Min(math.Max(p.anyAvail, 0.01), 1)
+	line := maxf(0, slack0) * (sp.deadline - r.t) / (sp.deadline - sp.start)
+	a := minf(maxf(p.anyAvail, 0.01), 1)
 	need := rem * (1 - a) / a
-	return math.Min(line, need)
+	return minf(line, need)
 }
 
 // mustLeave is when a spot lane taken now must be left for on-demand if
@@ -161,14 +165,14 @@ func (p planner) decide(r *run) move {
 		// On spot: keep it while an interruption now would still leave
 		// time to finish on on-demand.
 		spare := sp.deadline - r.t - d - r.remOD(r.safe()) - sp.quantum
-		if spare <= 0 {
+		if spare <= tolerance {
 			return move{to: od, review: math.Inf(1)}
 		}
 		return move{to: r.cur, review: r.t + spare}
 	}
 	rem := r.remOD(r.kept())
 	slack := sp.deadline - r.t - d - rem - sp.quantum
-	if slack <= 0 {
+	if slack <= tolerance {
 		return move{to: od, review: math.Inf(1)}
 	}
 	l, next := r.scan(p.cooldown)
@@ -182,5 +186,21 @@ func (p planner) decide(r *run) move {
 	if slack <= res {
 		return move{to: od, review: next}
 	}
-	return move{to: idle, review: math.Min(next, r.t+slack-res)}
+	return move{to: idle, review: minf(next, r.t+slack-res)}
+}
+
+// minf and maxf are math.Min and math.Max for the policies' sums, which
+// hold no NaN or signed zero (and are faster without them).
+func minf(a, b float64) float64 {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+func maxf(a, b float64) float64 {
+	if a > b {
+		return a
+	}
+	return b
 }

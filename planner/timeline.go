@@ -176,16 +176,30 @@ type lane struct {
 	// score is the expected cost of an hour of work (lower is better),
 	// what a policy ranks available lanes by.
 	score float64
+	// The last answer, good until `until`: a policy scans every lane at
+	// each decision, and most have not changed.
+	up    bool
+	until float64
 }
 
 func (l *lane) at(t float64) (bool, float64) {
-	if l.tl == nil {
-		return true, math.Inf(1)
+	if t < l.until { // small enough to inline: the common case
+		return l.up, l.until
 	}
-	return l.tl.at(t)
+	return l.refresh(t)
+}
+
+func (l *lane) refresh(t float64) (bool, float64) {
+	if l.tl == nil {
+		l.up, l.until = true, math.Inf(1)
+	} else {
+		l.up, l.until = l.tl.at(t)
+	}
+	return l.up, l.until
 }
 
 func (l *lane) rewindTo(t float64) {
+	l.until = math.Inf(-1)
 	if l.tl != nil {
 		l.tl.rewindTo(t)
 	}

@@ -27,7 +27,7 @@ const TraceForm = `{"metadata": {"gap_seconds": N}, "data": [n0, n1, ...]} with 
 // Limits of a trace.
 const (
 	maxGapSeconds = 86400
-	maxTraceTicks = 10_000_000
+	maxTraceTicks = 2_000_000
 	maxCount      = 1 << 30
 )
 

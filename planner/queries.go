@@ -53,7 +53,7 @@ func BlockQueries(job Job, now time.Time, speeds Speeds) []providers.OfferingQue
 			continue
 		}
 		work := time.Duration((job.Hours/s)*float64(time.Hour)) + job.Changeover
-		days := int(math.Ceil((work + 30*time.Minute).Hours()/24 - 1e-9))
+		days := int(math.Ceil((work+30*time.Minute).Hours()/24 - 1e-9))
 		for _, n := range []int{days, days + 1} {
 			add(model, time.Duration(awsDays(n))*24*time.Hour, after)
 		}

@@ -197,4 +197,3 @@ func BenchmarkBacktest(b *testing.B) {
 	}
 	b.ReportMetric(float64(runs)*float64(b.N)/b.Elapsed().Seconds(), "policy-runs/s")
 }
-

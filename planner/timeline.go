@@ -147,13 +147,21 @@ func (g *renewal) setup(lambda, a, median float64) {
 }
 
 // fill draws a run's timeline up to `until`: up at the start with
-// probability a (the process in its long-run state), each period fresh.
+// probability a (the process in its long-run state), each period fresh
+// but a gap under way at the start.
 func (g *renewal) fill(tl *timeline, seed1, seed2 uint64, until float64) {
 	g.src.Seed(seed1, seed2)
 	up := g.rng.Float64() < g.avail
 	tl.up0 = up
 	b := tl.bounds[:0]
 	t := 0.0
+	if !up {
+		// A gap under way at the start is what is left of a
+		// length-biased gap: of a log-normal, U·e^(σ²)·(a gap).
+		t = g.rng.Float64() * math.Exp(g.sigma*g.sigma) * g.gapQ[g.src.Uint64()>>54]
+		b = append(b, t)
+		up = true
+	}
 	for t < until {
 		if up {
 			t += g.rng.ExpFloat64() / g.rate

@@ -11,8 +11,8 @@ import (
 
 // The availability process. Each pool's spot capacity comes and goes:
 // runs of capacity that end in an interruption, gaps until it comes back.
-// Two layers make it: one per region and GPU model, shared by every zone
-// (a GPU crunch in a region empties all its zones at once, as the traces
+// Two layers make it: one per region and instance type, shared by every
+// zone (a GPU crunch in a region empties all its zones at once, as the traces
 // show: "for 33 % of the time spot was unavailable in every zone of a
 // region"), and one per pool. Capacity is there when both layers are up.
 // While it is, the pool holds its full depth of instances, except in 6 %
@@ -47,7 +47,7 @@ var (
 const (
 	// regionShare is the part of a pool's process its region's layer
 	// carries: half its interruptions and, in log terms, half its
-	// unavailability.
+	// unavailability (as the zones' mean).
 	regionShare = 0.5
 	// partialRuns is the share of runs that hold part of a pool's depth.
 	partialRuns = 0.06
@@ -87,15 +87,14 @@ func poolTruth(s *poolSpec) (rate, avail, median float64) {
 	return rate, avail, median
 }
 
-// buildAvail sets every pool's availability model: the region layers are
-// the means of their pools' shares.
+// buildAvail sets every pool's availability model. The region layer of
+// an instance type in a region is shared by its zones, with the mean of
+// their shares (the zones of one type are alike, so none is left with
+// next to nothing of its own).
 func buildAvail(pools []*simPool) {
-	type group struct {
-		rate, avail, median float64
-		n                   int
-	}
+	type group struct{ rate, avail, median, n float64 }
 	groups := map[string]*group{}
-	key := func(p *simPool) string { return p.spec.Region.Name + "/" + p.spec.Desc.GPU.Model }
+	key := func(p *simPool) string { return p.spec.Region.Name + "/" + p.spec.Desc.InstanceType }
 	for _, p := range pools {
 		rate, avail, median := poolTruth(&p.spec)
 		g := groups[key(p)]
@@ -111,9 +110,9 @@ func buildAvail(pools []*simPool) {
 	for _, p := range pools {
 		rate, avail, median := poolTruth(&p.spec)
 		g := groups[key(p)]
-		n := float64(g.n)
-		region := layerParams{rate: g.rate / n, avail: g.avail / n, median: g.median / n}
-		// The pool's layer carries the rest, at least a fifth of its rate.
+		region := layerParams{rate: g.rate / g.n, avail: g.avail / g.n, median: g.median / g.n}
+		// The pool's own layer carries the rest, at least a fifth of its
+		// rate.
 		own := layerParams{rate: math.Max(rate-region.rate, 0.2*rate), avail: math.Min(avail/region.avail, 0.995), median: median}
 		total := own.rate + region.rate
 		p.avail = availModel{
@@ -234,13 +233,20 @@ func (r *layerReader) draw(c int64) {
 	rng := rand.New(rand.NewPCG(h, mix(h)))
 	from, end := c*chunkSec, (c+1)*chunkSec
 	up := rng.Float64() < r.lp.avail
+	first := true
 	for from < end {
 		var hours float64
-		if up {
+		switch {
+		case up:
 			hours = rng.ExpFloat64() / r.lp.rate
-		} else {
+		case first:
+			// A gap already under way at a given moment is what is left
+			// of a length-biased gap: of a log-normal, U·e^(μ+σ²+σZ).
+			hours = rng.Float64() * math.Exp(r.mu+r.sigma*r.sigma+r.sigma*rng.NormFloat64())
+		default:
 			hours = math.Exp(r.mu + r.sigma*rng.NormFloat64())
 		}
+		first = false
 		to := from + int64(math.Max(1, hours*3600))
 		p := period{from: from, to: min(to, end), up: up}
 		if up && r.partials && rng.Float64() < partialRuns {

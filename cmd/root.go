@@ -25,8 +25,9 @@ func newRootCmd() *cobra.Command {
 		Use:   "gpumarket",
 		Short: "A terminal UI for the GPU capacity market",
 		Long: `gpumarket streams spot prices, interruption rates and capacity-block offerings
-of AWS and Azure GPU instances into one live screen, compares pools by their
-risk-adjusted price per GPU-hour, and books capacity with a keypress.
+of AWS and Azure GPU instances into one live screen, compares pools by what a
+job pays per useful GPU-hour, plans jobs against deadlines, and books capacity
+with a keypress.
 
 With no config file and no --provider it shows a simulated market.`,
 		Args:          cobra.NoArgs,

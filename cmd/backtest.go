@@ -89,6 +89,13 @@ them; it says where it wrote them.`,
 				return err
 			}
 			files := append(append([]string(nil), f.traces...), args...)
+			if !f.sim {
+				for _, name := range []string{"out", "instance-type", "sim-days"} {
+					if cmd.Flags().Changed(name) {
+						return usagef("--%s is for --sim (traces of the simulated market); with --trace files, leave it out", name)
+					}
+				}
+			}
 			switch {
 			case len(files) == 0 && !f.sim:
 				return usagef("backtest needs traces: --trace FILE... (each file one pool: %s), or --sim to write and replay traces of the simulated market", planner.TraceForm)

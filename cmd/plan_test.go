@@ -225,6 +225,7 @@ func TestBacktestCommand(t *testing.T) {
 		{[]string{"backtest", "--trace", good, "--seed", "0"}, "--seed"},
 		{[]string{"backtest", "--sim", "--instance-type", "p9.huge"}, "--instance-type"},
 		{[]string{"backtest", "--sim", "--sim-days", "0"}, "--sim-days"},
+		{[]string{"backtest", "--trace", good, "--out", dir}, "--out is for --sim"},
 	} {
 		code, stdout, stderr := runCmd(t, c.args...)
 		if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {

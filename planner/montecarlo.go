@@ -75,14 +75,15 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 			assume: fmt.Sprintf("spot in %s only; %s; %s; work not done by the deadline is finished on on-demand (in the cost)",
 				placeOf(c.p.Region, c.p.Zone), c.risk.Summary(), p.ckptWords())})
 	}
-	// Uniform Progress as published holds one pool: the best of all.
-	c0 := multi[0]
-	single := multi[:1]
 	if len(multi) > 1 {
 		add(&mcStrategy{name: StrategySpotMulti, pol: spotOnly{cooldown: cooldown}, lanes: seq(len(multi)), sp: spotHorizon, cands: multi,
 			assume: fmt.Sprintf("spot over %d pools in %s, the cheapest per hour of work first, moving on after an interruption; work not done by the deadline is finished on on-demand; %s; zones of a region share part of their interruptions",
 				len(multi), strings.Join(regionsOf(multi), ", "), p.ckptWords())})
 	}
+	// Uniform Progress as published holds one pool: the best of all, with
+	// its own on-demand.
+	c0 := multi[0]
+	single := multi[:1]
 	upOD := p.ownOnDemand(c0, odBest)
 	if upOD != nil {
 		add(&mcStrategy{name: StrategyUniformProgress, pol: uniformProgress{}, lanes: []int{0}, od: upOD, sp: netHorizon, cands: single,

@@ -185,7 +185,9 @@ func (p *planning) candidates(m Market) {
 		n := int(math.Ceil(float64(p.job.GPUs)/pl.GPUsPerInstance - 1e-9))
 		c := candidate{p: pl, n: n, speed: speed, risk: pl.Risk.ForInstances(n), instanceGPUs: pl.GPUsPerInstance,
 			spotUSD: float64(n) * pl.SpotUSDHour, odUSD: float64(n) * pl.OnDemandUSDHour,
-			regionGroup: string(pl.Cloud) + "/" + pl.Region + "/" + pl.GPUModel}
+			// Zones of a region share part of an instance type's process
+			// (the traces' evidence is per type across zones).
+			regionGroup: string(pl.Cloud) + "/" + pl.Region + "/" + pl.InstanceType}
 		// The expected spot cost per hour of work, as EFF $/GPU-H prices
 		// it: what ranks the pools.
 		w := p.work / speed

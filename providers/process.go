@@ -15,9 +15,9 @@ type SpotProcess struct {
 	// Availability is the long-run share of time (0, 1] the pool has
 	// capacity.
 	Availability float64
-	// RegionShare (0..1) is the part of the process common to every zone
-	// of the region for this GPU model: its share of the interruptions,
-	// and of the unavailability in log terms. Zero means the zones are
-	// independent.
+	// RegionShare (0..1) is the part of the process common to the other
+	// zones of the region (for the same instance type): its share of the
+	// interruptions, and of the unavailability in log terms. Zero means
+	// the zones are independent.
 	RegionShare float64
 }

@@ -228,7 +228,7 @@ func (r *run) advance(to float64) {
 
 // nextChange is the earliest time any spot lane may change.
 func (r *run) nextChange() float64 {
-	_, next := r.scan(math.Inf(1))
+	_, next := r.scan(math.Inf(1), inf)
 	return next
 }
 
@@ -237,16 +237,20 @@ func (r *run) nextChange() float64 {
 // is up: interruptions repeat in a zone (SkyPilot moves on to the next
 // region after one).
 func (r *run) bestUp(cooldown float64) int {
-	best, _ := r.scan(cooldown)
+	best, _ := r.scan(cooldown, inf)
 	return best
 }
 
-// scan is bestUp and nextChange in one pass over the lanes.
-func (r *run) scan(cooldown float64) (best int, next float64) {
+// scan is bestUp and nextChange in one pass over the lanes, leaving out
+// lanes whose score is maxScore or more.
+func (r *run) scan(cooldown, maxScore float64) (best int, next float64) {
 	best, fallback := -1, -1
 	next = math.Inf(1)
 	for i := range r.lanes {
 		l := &r.lanes[i]
+		if l.score >= maxScore {
+			continue
+		}
 		up, n := l.at(r.t)
 		if n < next {
 			next = n

@@ -121,6 +121,13 @@ func TestPlannerPolicy(t *testing.T) {
 	if math.Abs(o.finish-11.05) > 1e-9 || o.interruptions != 1 {
 		t.Errorf("planner after an interruption: %+v, want done at 11.05 on pool 1", o)
 	}
+	// Pools expected to cost more per hour of work than on-demand (scores
+	// 4 and 5 against $3/h) are left alone even when up.
+	lanes = []lane{{usdHour: 1, speed: 1, score: 4, tl: fixed(false)}, {usdHour: 1, speed: 1, score: 5, tl: fixed(false)}}
+	r = &run{sp: &sp, lanes: lanes, od: &lane{usdHour: 3, speed: 1}}
+	if o := r.exec(planner{anyAvail: 0.9, cooldown: cooldown}); o.odHours != 10.5 || o.cost != 3*10.5 || o.interruptions != 0 {
+		t.Errorf("planner with pools worse than on-demand: %+v", o)
+	}
 	// No spot at all: on-demand, on time.
 	lanes = []lane{{usdHour: 1, speed: 1, score: 1, tl: fixed(true)}}
 	r = &run{sp: &sp, lanes: lanes, od: &lane{usdHour: 3, speed: 1}}

@@ -91,10 +91,14 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 				placeOf(c0.p.Region, c0.p.Zone), upOD.p.InstanceType+" in "+upOD.p.Region, p.ckptWords())})
 	}
 	if odBest != nil {
+		worthless := ""
+		if multi[0].score >= odBest.odUSD/odBest.speed {
+			worthless = "; every pool is expected to cost more per hour of work than on-demand, so it runs on on-demand"
+		}
 		add(&mcStrategy{name: StrategySafetyNet, pol: planner{anyAvail: anyAvailability(multi), cooldown: cooldown}, lanes: seq(len(multi)), od: odBest,
 			sp: netHorizon, cands: multi,
-			assume: fmt.Sprintf("spot over %d pools (%s) with an on-demand safety net (%s in %s): keeps time to finish on on-demand after any interruption, waits out gaps while the slack allows, back to spot when it can; %s",
-				len(multi), strings.Join(regionsOf(multi), ", "), odBest.p.InstanceType, odBest.p.Region, p.ckptWords())})
+			assume: fmt.Sprintf("spot over %d pools (%s) with an on-demand safety net (%s in %s): keeps time to finish on on-demand after any interruption, waits out gaps while the slack allows, back to spot when it can; %s%s",
+				len(multi), strings.Join(regionsOf(multi), ", "), odBest.p.InstanceType, odBest.p.Region, p.ckptWords(), worthless)})
 		for _, s := range p.blockSpot(offs, multi, odBest) {
 			add(s)
 		}

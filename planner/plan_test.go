@@ -177,6 +177,30 @@ func TestPlanSlowerModel(t *testing.T) {
 	}
 }
 
+// TestPlanNotCheckpointable: a 24 h job that starts over at each
+// interruption cannot use these pools (λ ≥ 0.16/h: a run lasts 24.2 h 2 %
+// of the time, so an hour of work costs more than on-demand's): the
+// safety-net strategy is on-demand, and spot alone, which gets a few
+// tries before the deadline, is seldom on time.
+func TestPlanNotCheckpointable(t *testing.T) {
+	j := goodJob()
+	j.Hours, j.Checkpointable, j.Checkpoint = 24, false, 0
+	rs, err := Plan(j, testMarket(), Options{Runs: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	od, _ := byStrategy(rs, StrategyOnDemand)
+	net, _ := byStrategy(rs, StrategySafetyNet)
+	one, _ := byStrategy(rs, StrategySpotOne)
+	if math.Abs(net.ExpectedCostUSD-od.ExpectedCostUSD) > 1e-6 || net.ExpectedInterruptions != 0 || !strings.Contains(net.Assumptions, "runs on on-demand") ||
+		!strings.Contains(net.Assumptions, "not checkpointable") {
+		t.Errorf("safety net %+v, on-demand $%v", net, od.ExpectedCostUSD)
+	}
+	if one.OnTimePct > 30 {
+		t.Errorf("spot alone on time %.1f%% for a 24 h job that cannot checkpoint", one.OnTimePct)
+	}
+}
+
 func TestPlanRefusals(t *testing.T) {
 	j := goodJob()
 	j.Models = []string{"H200"}

@@ -21,7 +21,7 @@ func (p spotOnly) decide(r *run) move {
 	if r.cur != idle && r.cur != r.odIdx() {
 		return move{to: r.cur, review: math.Inf(1)}
 	}
-	l, next := r.scan(p.cooldown)
+	l, next := r.scan(p.cooldown, inf)
 	if l >= 0 {
 		return move{to: l, review: math.Inf(1)}
 	}
@@ -116,6 +116,9 @@ func (uniformProgress) decide(r *run) move {
 //   - On on-demand it goes back to spot as soon as a pool is up and the
 //     slack after a changeover still covers the reserve, instead of
 //     staying to the end.
+//   - It leaves alone pools expected to cost more per hour of work than
+//     on-demand (a job that cannot checkpoint, on pools whose runs rarely
+//     last it).
 type planner struct {
 	// anyAvail is the expected share of time some pool has capacity.
 	anyAvail float64
@@ -139,6 +142,12 @@ func (p planner) reserve(r *run, rem float64) float64 {
 	return minf(line, need)
 }
 
+// worth is the score a spot pool must beat to be used at all: on-demand's
+// cost per hour of work. A pool expected to cost more per hour of work
+// (a job that cannot checkpoint on a pool that rarely lasts it) is left
+// alone.
+func (p planner) worth(r *run) float64 { return r.od.usdHour / r.od.speed }
+
 // mustLeave is when a spot lane taken now must be left for on-demand if
 // no checkpoint has been saved by then: the time an interruption would
 // leave just enough to finish on on-demand.
@@ -153,7 +162,7 @@ func (p planner) decide(r *run) move {
 	case r.cur == od:
 		rem := r.remOD(r.kept())
 		slack := sp.deadline - r.t - r.over - rem - sp.quantum
-		l, next := r.scan(p.cooldown)
+		l, next := r.scan(p.cooldown, p.worth(r))
 		if l >= 0 && slack-2*d >= p.reserve(r, rem) {
 			return move{to: l, review: p.mustLeave(r, rem)}
 		}
@@ -175,7 +184,7 @@ func (p planner) decide(r *run) move {
 	if slack <= tolerance {
 		return move{to: od, review: math.Inf(1)}
 	}
-	l, next := r.scan(p.cooldown)
+	l, next := r.scan(p.cooldown, p.worth(r))
 	if l >= 0 {
 		if slack-d >= 0 {
 			return move{to: l, review: p.mustLeave(r, rem)}

@@ -52,15 +52,13 @@ type BacktestRow struct {
 	P95CostUSD           float64
 }
 
-// BacktestError is a bad backtest setting; Field names it as the CLI's
-// flag does ("job-hours", "deadline-hours", "instances", "trace", …).
-type BacktestError = FieldError
-
 // Backtest replays the job from cfg.Starts random start times on the
 // traces, each a pool, with every policy. The per-pool policies (greedy,
 // uniform-progress) run on each pool alone, as published, and are
 // averaged over the pools; the planner may use every pool. All pools are
-// taken to start at the same time; the replay spans the shortest.
+// taken to start at the same time; the replay spans the shortest. A bad
+// setting is a *FieldError naming it as the CLI's flag does ("job-hours",
+// "trace", …).
 func Backtest(traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
 	if err := cfg.check(traces); err != nil {
 		return nil, err
@@ -184,11 +182,11 @@ func (cfg *BacktestConfig) check(traces []Trace) error {
 	return nil
 }
 
-// learned ranks the pools by what their traces showed in the `hist`
-// hours before the start (nothing after it): interruptions per available
-// hour and availability, each pulled towards a prior by a day's weight
-// so a short history does not decide alone. It returns the pools as
-// lanes and how often any of them had capacity.
+// learned is what the planner may know of the pools at a start: their
+// traces in the `hist` hours before it (nothing after). Each pool is
+// ranked by its interruptions per available hour, pulled towards a prior
+// by a day's weight so a short history does not decide alone; and how
+// often any pool had capacity sets the planner's reserve.
 func learned(tls []*timeline, start, hist, usd, d, ckpt float64) ([]lane, float64) {
 	const (
 		priorRate  = 0.5 // per hour: the middle of the traces' 0.1-1.4

@@ -22,11 +22,17 @@ func (cl *cli) pricesCmd() *cobra.Command {
 	var timeout time.Duration
 	c := &cobra.Command{
 		Use:   "prices",
-		Short: "One row per spot pool: current and window prices, savings, interruption, risk-adjusted $/GPU-h",
-		Long: `prices prints one row per pool matching the filters, cheapest risk-adjusted
-$/GPU-hour first. window_avg_usd_hour is time-weighted: each price counts for
-as long as it held. Unknown values are null in JSON, empty in CSV and "-" in
-the table.`,
+		Short: "One row per spot pool: current and window prices, savings, interruption, EFF $/GPU-h",
+		Long: `prices prints one row per pool matching the filters, cheapest effective
+$/GPU-hour first. effective_usd_gpu_hour is what the default job (config
+plan.gpus GPUs for plan.hours hours, default 8 × 24 h, with plan.checkpoint and
+plan.changeover) pays per useful GPU-hour on the pool's spot capacity alone:
+its $/GPU-h times the paid hours per hour of work, given how often the pool is
+interrupted (the planner's risk model: interruptions per hour, from the
+simulated market's own process, else the GPU class's prior scaled by the
+interruption bucket or Azure eviction rate). window_avg_usd_hour is
+time-weighted: each price counts for as long as it held. Unknown values are
+null in JSON, empty in CSV and "-" in the table.`,
 		Example: `  gpumarket prices --gpu H100 --window 7d -o json
   gpumarket prices --provider aws --region us-east-1,us-west-2 -o csv`,
 		Args: cobra.NoArgs,
@@ -123,14 +129,14 @@ func (a *app) banner(format string) {
 // in JSON, never made up.
 func (e *env) priceRows(snap *hub.Snapshot) priceTable {
 	from, to := e.windowOf(snap)
-	risk := e.risk()
+	basis := e.effBasis()
 	rows := make(priceTable, 0, len(snap.Pools))
 	for i := range snap.Pools {
 		pv := &snap.Pools[i]
 		if !e.query.Matches(pv.Pool) {
 			continue
 		}
-		rows = append(rows, market.Derive(pv, risk, from, to))
+		rows = append(rows, market.Derive(pv, basis, from, to))
 	}
 	slices.SortStableFunc(rows, func(a, b market.Row) int { return market.Compare(market.Sorts[0], &a, &b, false) })
 	return rows

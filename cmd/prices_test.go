@@ -126,8 +126,22 @@ func TestPriceRowsJSONContract(t *testing.T) {
 		last = i
 	}
 
-	// row 1: the H100 pool, every value known
-	a := got[0]
+	// Rows are sorted by EFF: the A100 pool (1 GPU, no bucket: the class
+	// prior) before the H100 pool (">20%"), the unpriced pool last.
+	byType := func(typ string) map[string]json.RawMessage {
+		for _, r := range got {
+			if string(r["instance_type"]) == `"`+typ+`"` {
+				return r
+			}
+		}
+		t.Fatalf("no %s row", typ)
+		return nil
+	}
+	if string(got[0]["instance_type"]) != `"Standard_NC24ads_A100_v4"` || string(got[1]["instance_type"]) != `"p5.48xlarge"` {
+		t.Errorf("rows in order %s, %s; want the A100 pool first (EFF 1.82 < 5.01)", got[0]["instance_type"], got[1]["instance_type"])
+	}
+	// the H100 pool, every value known
+	a := byType("p5.48xlarge")
 	want := map[string]string{
 		"provider": `"fake"`, "cloud": `"aws"`, "region": `"us-east-1"`, "zone": `"us-east-1a"`,
 		"instance_type": `"p5.48xlarge"`, "gpu_model": `"H100"`, "gpu_count": "8", "gpu_memory_gib": "80",
@@ -147,24 +161,33 @@ func TestPriceRowsJSONContract(t *testing.T) {
 	if math.Abs(avg-625.0/24) > 1e-3 {
 		t.Errorf("window_avg_usd_hour = %v, want time-weighted %v", avg, 625.0/24)
 	}
-	lambda := providers.RatePerHour(0.30)
-	eff := 3.125 / (1 - lambda*(0.25/2+0.1))
+	// EFF for the default job (8 GPUs × 24 h, checkpoint 15m, changeover
+	// 12m) on one p5.48xlarge: the H100 prior at ">20%" is λ = 0.8 × 1.8 =
+	// 1.44/h; η = e^(−λd)·λc/(e^(λc)−1) = 0.622884; the last run keeps
+	// r = η/λ = 0.432559 h; paid = (24 − r)/η + d + r = 38.468532 h, so
+	// 3.125 $/GPU-h × 38.468532 / 24.
 	var gotEff float64
 	json.Unmarshal(a["effective_usd_gpu_hour"], &gotEff)
-	if math.Abs(gotEff-eff) > 1e-6 {
-		t.Errorf("effective = %v, want %v", gotEff, eff)
+	if want := 5.008923; math.Abs(gotEff-want) > 1e-5 {
+		t.Errorf("effective = %v, want %v", gotEff, want)
+	}
+	if gotEff < 1.05*3.125 {
+		t.Errorf("effective %v is within 5%% of the plain price for a >20%% pool", gotEff)
 	}
 	var obs time.Time
 	if err := json.Unmarshal(a["observed_at"], &obs); err != nil || !strings.HasSuffix(string(a["observed_at"]), `Z"`) {
 		t.Errorf("observed_at = %s, want RFC 3339 UTC", a["observed_at"])
 	}
 
-	// row 2: the Azure pool knows no on-demand price, no interruption, no zone
-	b := got[1]
-	if string(b["instance_type"]) != `"Standard_NC24ads_A100_v4"` {
-		t.Fatalf("row 2 is %s, want the A100 pool (unknown effective sorts last among priced rows?)", b["instance_type"])
+	// the Azure pool knows no on-demand price, no interruption, no zone;
+	// its EFF comes from the A100 prior (0.6/h at the middle bucket) for 8
+	// instances of 1 GPU: 1.5 × 29.098 / 24.
+	b := byType("Standard_NC24ads_A100_v4")
+	var bEff float64
+	if err := json.Unmarshal(b["effective_usd_gpu_hour"], &bEff); err != nil || math.Abs(bEff-1.818641) > 1e-5 {
+		t.Errorf("azure effective = %s, want 1.818641 (the A100 prior)", b["effective_usd_gpu_hour"])
 	}
-	for _, k := range []string{"zone", "on_demand_usd_hour", "savings_pct", "interruption", "placement_score", "effective_usd_gpu_hour"} {
+	for _, k := range []string{"zone", "on_demand_usd_hour", "savings_pct", "interruption", "placement_score"} {
 		if string(b[k]) != "null" {
 			t.Errorf("azure %s = %s, want null", k, b[k])
 		}

@@ -26,8 +26,9 @@ func (c *cli) rootCmd() *cobra.Command {
 		Use:   "gpumarket",
 		Short: "A terminal UI for the GPU capacity market",
 		Long: `gpumarket streams spot prices, interruption rates and capacity-block offerings
-of AWS and Azure GPU instances into one live screen, compares pools by their
-risk-adjusted price per GPU-hour, and books capacity with a keypress.
+of AWS and Azure GPU instances into one live screen, compares pools by what a
+job pays per useful GPU-hour, plans jobs against deadlines, and books capacity
+with a keypress.
 
 With no config file and no --provider it shows a simulated market.`,
 		Args:          cobra.NoArgs,
@@ -41,7 +42,7 @@ With no config file and no --provider it shows a simulated market.`,
 	c.addCommonFlags(root)
 	root.AddCommand(
 		c.pricesCmd(), c.historyCmd(), c.offeringsCmd(), c.bookCmd(),
-		c.fleetCmd(), c.ledgerCmd(), c.serveCmd(),
+		c.fleetCmd(), c.ledgerCmd(), c.serveCmd(), c.planCmd(), c.backtestCmd(),
 	)
 	return root
 }
@@ -87,12 +88,12 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 // caller adds the session's own role, actor, colours and context.
 func (a *app) tuiOptions(h *hub.Hub, svc *booking.Service) tui.Options {
 	return tui.Options{
-		Booking: svc,
-		Hub:     h,
-		Window:  a.query.Window,
-		GPUs:    a.query.GPUs,
-		Regions: a.query.Regions,
-		Risk:    a.risk(),
-		Logger:  a.log,
+		Booking:   svc,
+		Hub:       h,
+		Window:    a.query.Window,
+		GPUs:      a.query.GPUs,
+		Regions:   a.query.Regions,
+		Effective: a.effBasis(),
+		Logger:    a.log,
 	}
 }

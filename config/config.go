@@ -17,6 +17,7 @@ type Config struct {
 	// Refresh is the live poll interval of the cloud providers.
 	Refresh Duration `yaml:"refresh"`
 	Risk    Risk     `yaml:"risk"`
+	Plan    Plan     `yaml:"plan"`
 	Budget  Budget   `yaml:"budget"`
 	Sim     Sim      `yaml:"sim"`
 	AWS     AWS      `yaml:"aws"`
@@ -27,7 +28,9 @@ type Config struct {
 	Path string `yaml:"-"`
 }
 
-// Risk are the assumptions behind the risk-adjusted price.
+// Risk are the assumptions of the first risk-adjusted price, superseded
+// by the planner's model (Plan): still accepted so old files load, no
+// longer used.
 type Risk struct {
 	CheckpointInterval Duration `yaml:"checkpoint_interval"`
 	RestartOverhead    Duration `yaml:"restart_overhead"`
@@ -95,6 +98,7 @@ func Default() Config {
 		Window:  Window(24 * time.Hour),
 		Refresh: Duration(30 * time.Second),
 		Risk:    Risk{CheckpointInterval: Duration(15 * time.Minute), RestartOverhead: Duration(6 * time.Minute)},
+		Plan:    DefaultPlan(),
 		Budget:  Budget{MaxBookingUSD: 5000, MaxDailyUSD: 20000},
 		Sim:     Sim{Seed: 1, Tick: Duration(2 * time.Second)},
 		AWS:     AWS{AdvisorURL: "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"},

@@ -235,6 +235,9 @@ func (c *Config) Validate() error {
 	if c.Risk.RestartOverhead.D() < 0 {
 		return keyErr("risk.restart_overhead", "%s; want a duration of 0s or more such as 6m", c.Risk.RestartOverhead.D())
 	}
+	if err := c.Plan.validate(); err != nil {
+		return err
+	}
 	if bad(c.Budget.MaxBookingUSD) {
 		return keyErr("budget.max_booking_usd", "%v; want a number ≥ 0 (0 means no cap)", c.Budget.MaxBookingUSD)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/hub"
 )
@@ -51,7 +52,7 @@ func TestColumnsDeclareEachFace(t *testing.T) {
 // on-demand price or interruption data gets NaN figures, "-" cells and
 // nil values, never a made-up 0.
 func TestUnknownFiguresAreUnknown(t *testing.T) {
-	r := Derive(pool("k", 0, nil, ""), providers.DefaultRisk, now.Add(-time.Hour).Unix(), now.Unix())
+	r := Derive(pool("k", 0, nil, ""), planner.DefaultBasis, now.Add(-time.Hour).Unix(), now.Unix())
 	for name, v := range map[string]float64{"spot": r.Spot, "per GPU": r.PerGPU, "savings": r.Savings, "effective": r.Effective} {
 		if !math.IsNaN(v) {
 			t.Errorf("%s = %v for a pool with no price, want NaN", name, v)
@@ -76,8 +77,11 @@ func TestUnknownFiguresAreUnknown(t *testing.T) {
 // TestViewAndPricesShowOneFigure: the Market view's cell and the prices
 // value are the same derived figure (prices rounds it for print).
 func TestViewAndPricesShowOneFigure(t *testing.T) {
-	r := Derive(pool("k", 8, providers.Float(98.32), ">20%", 30, 20, 25), providers.DefaultRisk, now.Add(-24*time.Hour).Unix(), now.Unix())
-	want := RiskAdjusted(providers.DefaultRisk, 25.0/8, r.Interruption)
+	r := Derive(pool("k", 8, providers.Float(98.32), ">20%", 30, 20, 25), planner.DefaultBasis, now.Add(-24*time.Hour).Unix(), now.Unix())
+	want := Effective(planner.DefaultBasis, r.Pool, 25)
+	if want <= 25.0/8 {
+		t.Fatalf("effective %v is not dearer than the plain 3.125 $/GPU-h of a >20%% pool", want)
+	}
 	if math.IsNaN(want) || r.Effective != want {
 		t.Fatalf("effective %v, want %v", r.Effective, want)
 	}
@@ -98,10 +102,10 @@ func TestViewAndPricesShowOneFigure(t *testing.T) {
 // TestCompareUnknownLastEitherWay: an unknown figure sorts after every
 // known one in both directions; ties go by pool key.
 func TestCompareUnknownLastEitherWay(t *testing.T) {
-	risk, from, to := providers.DefaultRisk, now.Add(-time.Hour).Unix(), now.Unix()
+	risk, from, to := planner.DefaultBasis, now.Add(-time.Hour).Unix(), now.Unix()
 	cheap := Derive(pool("b", 8, nil, "<5%", 10), risk, from, to)
 	dear := Derive(pool("a", 8, nil, "<5%", 20), risk, from, to)
-	unknown := Derive(pool("c", 8, nil, "", 5), risk, from, to)
+	unknown := Derive(pool("c", 0, nil, "", 5), risk, from, to) // no GPU count: no EFF
 	for _, rev := range []bool{false, true} {
 		if Compare(ColEffective, &unknown, &cheap, rev) <= 0 || Compare(ColEffective, &dear, &unknown, rev) >= 0 {
 			t.Errorf("reverse=%v: an unknown effective price does not sort last", rev)

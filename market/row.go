@@ -1,15 +1,17 @@
 // Package market derives the figures of one spot pool (its price per
-// GPU-hour, the saving on on-demand, the risk-adjusted price, the window's
+// GPU-hour, the saving on on-demand, the effective price (what a job pays
+// per useful GPU-hour, interruptions counted), the window's
 // statistics) and declares, once, the columns that show them: the TUI's
 // Market view and `gpumarket prices` (table, JSON, CSV) read the same Row
-// through the same Column. It imports only providers and its hub, so the
-// command line uses it without the TUI.
+// through the same Column. It imports only providers, its hub and the
+// planner's risk model, so the command line uses it without the TUI.
 package market
 
 import (
 	"math"
 	"time"
 
+	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/hub"
 )
@@ -22,7 +24,8 @@ type Row struct {
 
 	// Spot is the latest spot price per instance-hour, PerGPU the same per
 	// GPU-hour, Savings the percentage saved on the on-demand price and
-	// Effective the risk-adjusted $/GPU-hour. Each is NaN when unknown.
+	// Effective what the default job pays per useful GPU-hour (see
+	// Effective). Each is NaN when unknown.
 	Spot, PerGPU, Savings, Effective float64
 	// BucketRank is the interruption bucket's rank (providers.BucketRank),
 	// len(providers.Buckets) when unknown.
@@ -37,8 +40,9 @@ type Row struct {
 	windowDone bool
 }
 
-// Derive computes a pool's figures for a window [from, to] and a job model.
-func Derive(pv *hub.PoolView, risk providers.RiskParams, from, to int64) Row {
+// Derive computes a pool's figures for a window [from, to] and the job
+// that EFF is for.
+func Derive(pv *hub.PoolView, basis planner.Basis, from, to int64) Row {
 	nan := math.NaN()
 	r := Row{PoolView: pv, Spot: nan, PerGPU: nan, Savings: nan, Effective: nan, From: from, To: to,
 		BucketRank: len(providers.Buckets)}
@@ -49,7 +53,7 @@ func Derive(pv *hub.PoolView, risk providers.RiskParams, from, to int64) Row {
 		if pv.OnDemandUSDHour != nil {
 			r.Savings = providers.SavingsPct(usd, *pv.OnDemandUSDHour)
 		}
-		r.Effective = RiskAdjusted(risk, r.PerGPU, pv.Interruption)
+		r.Effective = Effective(basis, pv.Pool, usd)
 	}
 	if pv.Interruption != nil && pv.Interruption.Bucket != "" {
 		r.BucketRank = providers.BucketRank(pv.Interruption.Bucket)
@@ -57,17 +61,14 @@ func Derive(pv *hub.PoolView, risk providers.RiskParams, from, to int64) Row {
 	return r
 }
 
-// RiskAdjusted is the EFF figure: a price per GPU-hour made dearer by the
-// paid time that interruptions are expected to waste, under the job model
-// risk. It is NaN when the price or the interruption rate is unknown. The
-// Market view, `prices` and the Blocks view's spot alternative all call
-// it, so a new risk model is a change here only.
-func RiskAdjusted(risk providers.RiskParams, usdGPUHour float64, in *providers.Interruption) float64 {
-	lambda, ok := in.Rate()
-	if !ok || math.IsNaN(usdGPUHour) {
-		return math.NaN()
-	}
-	return risk.Effective(usdGPUHour, lambda)
+// Effective is the EFF figure: what the job of basis (config plan.gpus ×
+// plan.hours) pays per useful GPU-hour on the pool's spot capacity alone,
+// given how often the pool is interrupted and what each interruption
+// costs (the planner's risk model). It is NaN when the price or the GPU
+// count is unknown. The Market view, `prices` and the Blocks view's spot
+// alternative all call it, so a new risk model is a change here only.
+func Effective(basis planner.Basis, p providers.Pool, spotUSDHour float64) float64 {
+	return basis.Effective(p, spotUSDHour)
 }
 
 // Window is the pool's statistics over [From, To], computed on first use:

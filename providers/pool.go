@@ -90,9 +90,10 @@ type Interruption struct {
 	// UpperPct is the bucket's upper bound in percent of instances
 	// interrupted per month (30 for the open ">20%" bucket).
 	UpperPct float64
-	// ObservedPerHour, when set, is an interruption rate per instance-hour
-	// measured by gpumarket itself; it replaces the bucket in the risk math.
-	ObservedPerHour *float64
+	// Process, when set, is the pool's spot capacity process as the source
+	// knows it (the simulated market's own truth); the planner's risk
+	// model uses it instead of the bucket. Nil for the clouds.
+	Process *SpotProcess
 	// Source says where the figure comes from, for the UI:
 	// "aws spot advisor (embedded 2025-06)", "azure resource graph", "sim".
 	Source string

@@ -133,28 +133,14 @@ var (
 )
 
 // startForm is what the start fields accept, for their errors.
-const startForm = "2026-11-30 09:00 (your local time), 2026-11-30 (midnight UTC), +6h, +2d or an RFC 3339 time"
+const startForm = providers.StartForm
 
 // parseStart reads "+2d" (from now), "2026-11-30 09:00" (the session's
 // local time: the table's START column is local too), "2026-12-01"
-// (midnight UTC, as the offerings command reads it) or RFC 3339.
+// (midnight UTC, as the offerings command reads it) or RFC 3339; the
+// parser is shared with `gpumarket plan` (providers.ParseStart).
 func parseStart(s string, now time.Time) (time.Time, error) {
-	if strings.HasPrefix(s, "+") {
-		d, err := providers.ParseSpan(s[1:], "mhdw", providers.MaxWindow)
-		if err != nil {
-			return time.Time{}, err
-		}
-		return now.Add(d), nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	for _, layout := range []string{"2006-01-02 15:04", "2006-01-02T15:04"} {
-		if t, err := time.ParseInLocation(layout, s, now.Location()); err == nil {
-			return t, nil
-		}
-	}
-	return time.Parse("2006-01-02", s)
+	return providers.ParseStart(s, now)
 }
 
 // blocksView searches capacity blocks and books one through the
@@ -211,7 +197,7 @@ func (v *blocksView) escGoesHome()        {}
 
 func (v *blocksView) helpNote() string {
 	return "A capacity block is paid up front and never interrupted. SPOT ALT is the cheapest spot pool for the same GPUs and hours,\n" +
-		"risk-adjusted: its price divided by the share of paid time that survives interruptions (config risk.*)."
+		"priced as EFF: what a job of the block's GPUs and hours pays per useful GPU-hour there, given its interruptions (config plan.*)."
 }
 
 // shown starts the first search when the view is first shown, not when
@@ -449,8 +435,8 @@ func (v *blocksView) formHelp() []string {
 }
 
 // spotAlt is the cheapest spot alternative to a block: the pool with the
-// lowest risk-adjusted $/GPU-h for the same GPU model, with the job
-// spread over as many instances as the block's GPUs need.
+// lowest EFF $/GPU-h for a job of the block's GPUs and hours on the same
+// GPU model, over as many instances as those GPUs need.
 type spotAlt struct {
 	pool      *hub.PoolView
 	effective float64 // $/GPU-h
@@ -472,10 +458,11 @@ func (v *blocksView) spotAlternative(o providers.Offering) (spotAlt, bool) {
 		if !ok {
 			continue
 		}
-		r := v.c.risk
-		r.Instances = int(math.Ceil(gpus / pv.GPU.Count))
-		// NaN (the interruption rate is unknown) is never below the best.
-		eff := market.RiskAdjusted(r, providers.PerGPUHour(usd, pv.GPU.Count), pv.Interruption)
+		// EFF for this block's job: its GPUs, for its hours.
+		b := v.c.eff
+		b.GPUs, b.Hours = int(math.Ceil(gpus)), o.DurationHours()
+		// NaN (the price or GPU count is unknown) is never below the best.
+		eff := market.Effective(b, pv.Pool, usd)
 		if eff < best.effective {
 			best = spotAlt{pool: pv, effective: eff, total: eff * gpus * o.DurationHours()}
 		}
@@ -548,7 +535,7 @@ func (v *blocksView) View() string {
 		lines = append(lines, "(e edits)")
 	}
 	b.WriteString(st.dim.Render(strings.Join(lines, "\n")))
-	b.WriteString("\n" + st.dim.Render(ansi.Wordwrap("* SPOT ALT: the cheapest spot pool's risk-adjusted $/GPU-h for the same GPUs (spread over as many instances), ALT TOTAL for the same hours", v.w, "")))
+	b.WriteString("\n" + st.dim.Render(ansi.Wordwrap("* SPOT ALT: the cheapest spot pool's EFF $/GPU-h for the block's GPUs and hours (interruptions priced in), ALT TOTAL for them", v.w, "")))
 	// Wrapped: a refusal's end says what is accepted. In name order, so
 	// the lines do not swap places from one search to the next.
 	names := make([]string, 0, len(v.failed))

@@ -319,7 +319,7 @@ func TestBlocksAt80(t *testing.T) {
 			t.Errorf("80 columns: no %q in\n%s", want, scr)
 		}
 	}
-	if flat := strings.Join(strings.Fields(scr), " "); !strings.Contains(flat, "ALT TOTAL for the same hours") || !strings.Contains(flat, "(e edits)") {
+	if flat := strings.Join(strings.Fields(scr), " "); !strings.Contains(flat, "ALT TOTAL for them") || !strings.Contains(flat, "(e edits)") {
 		t.Errorf("80 columns: the summary or the footnote is cut:\n%s", scr)
 	}
 	// The confirmation's terms wrap whole at 80 columns.

@@ -8,6 +8,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/hub"
 )
@@ -21,7 +22,7 @@ type common struct {
 	logger        *slog.Logger
 
 	hub    *hub.Hub
-	risk   providers.RiskParams
+	eff    planner.Basis // the job EFF $/GPU-H is for
 	now    func() time.Time
 	window time.Duration
 	// windowSeq grows every time the window changes, so a view can tell

@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
@@ -163,7 +164,7 @@ func TestNoBookingService(t *testing.T) {
 // BenchmarkBlocksView renders the Blocks view with 100 offerings over a
 // 1000-pool market (each row looks for its spot alternative).
 func BenchmarkBlocksView(b *testing.B) {
-	v := newBlocksView(&common{styles: newStyles(true, true), keys: newGlobalKeys(), now: nowFn, risk: providers.DefaultRisk}, context.Background(), &booking.Service{}, nil)
+	v := newBlocksView(&common{styles: newStyles(true, true), keys: newGlobalKeys(), now: nowFn, eff: planner.DefaultBasis}, context.Background(), &booking.Service{}, nil)
 	v.SetSize(160, 40)
 	v.snap = bigSnapshot(1000)
 	for i := 0; i < 100; i++ {

@@ -90,8 +90,8 @@ func (m *marketView) KeyMap() help.KeyMap {
 func (m *marketView) helpNote() string {
 	return strings.Join([]string{
 		"›  cursor    ●  marked: enter charts them    ⊘  restricted: not offered here",
-		"EFF $/GPU-H  $/GPU-h ÷ (1 − share of paid time lost to interruptions)",
-		"             - when the interruption rate is unknown",
+		"EFF $/GPU-H  $ per useful GPU-hour for a job of " + m.c.eff.Label() + " (config plan.*):",
+		"             $/GPU-h × paid hours per hour of work, given the interruptions",
 		"INTR         instances interrupted per month (AWS Spot Advisor, Azure)",
 		"TREND        highest price in each slice of the window",
 	}, "\n")

@@ -26,7 +26,7 @@ type row struct {
 }
 
 func (r *row) compute(c *common, pv *hub.PoolView, from, to int64) {
-	r.Row = market.Derive(pv, c.risk, from, to)
+	r.Row = market.Derive(pv, c.eff, from, to)
 	r.derived, r.windowSeq = pv.Changed, c.windowSeq
 	if len(r.cells) != len(market.View) {
 		r.cells = make([]string, len(market.View))

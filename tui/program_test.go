@@ -89,11 +89,18 @@ func TestProgramFilterChartQuit(t *testing.T) {
 	if final.views[final.active] != chartOf(final) {
 		t.Fatalf("final view %s, want Chart", final.views[final.active].Title())
 	}
-	if len(chartOf(final).poolKeys) != 1 || !strings.Contains(chartOf(final).poolKeys[0], "H100") {
-		t.Errorf("charted %v, want one H100 pool", chartOf(final).poolKeys)
+	// The charted pool is the filtered list's first; its key names the
+	// instance type, not the GPU (p5.48xlarge), so look the GPU up.
+	if len(chartOf(final).poolKeys) != 1 || len(final.market.list) == 0 || final.market.list[0].Key != chartOf(final).poolKeys[0] ||
+		final.market.list[0].GPU.Model != "H100" {
+		t.Errorf("charted %v, want the first H100 pool of the filtered list", chartOf(final).poolKeys)
 	}
 	out := ansi.Strip(final.View().Content)
-	for _, want := range []string{"Sun 14:00", "Mon 14:00", "H100", "/GPU-h", "┤", "SIMULATED MARKET"} {
+	charted := "H100"
+	if len(final.market.list) > 0 {
+		charted = final.market.list[0].InstanceType // the legend names the type
+	}
+	for _, want := range []string{"Sun 14:00", "Mon 14:00", charted, "/GPU-h", "┤", "SIMULATED MARKET"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("final chart lacks %q:\n%s", want, out)
 		}

@@ -17,6 +17,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
@@ -43,9 +44,10 @@ type Options struct {
 	Window time.Duration
 	// GPUs and Regions are the initial filters; empty shows everything.
 	GPUs, Regions []string
-	// Risk is the job model behind the effective $/GPU-h.
-	Risk providers.RiskParams
-	Role Role
+	// Effective is the job the EFF $/GPU-H column prices pools for
+	// (config plan.*); the zero value means planner.DefaultBasis.
+	Effective planner.Basis
+	Role      Role
 	// Actor is who is at the keyboard, for the ledger ("local:alice",
 	// "ssh:SHA256:… alice@laptop").
 	Actor string
@@ -152,15 +154,15 @@ func New(opt Options) *Model {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opt.Risk == (providers.RiskParams{}) {
-		opt.Risk = providers.DefaultRisk
+	if opt.Effective.GPUs == 0 {
+		opt.Effective = planner.DefaultBasis
 	}
 	c := &common{
 		styles: newStyles(true, opt.NoColor),
 		keys:   newGlobalKeys(),
 		logger: opt.Logger,
 		hub:    opt.Hub,
-		risk:   opt.Risk,
+		eff:    opt.Effective,
 		now:    opt.Now,
 		window: opt.Window,
 		role:   opt.Role,

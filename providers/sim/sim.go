@@ -56,6 +56,7 @@ type Market struct {
 type simPool struct {
 	spec  poolSpec
 	model model
+	avail availModel
 }
 
 // regionPools are the pools of one region, grouped by family: a family is
@@ -107,6 +108,7 @@ func New(opt Options) *Market {
 		}
 		rp.families[fi] = append(rp.families[fi], p)
 	}
+	buildAvail(m.pools)
 	return m
 }
 
@@ -156,7 +158,8 @@ func (p *simPool) describe(t time.Time) providers.Pool {
 	}
 	label := providers.Buckets[b]
 	upper, _ := providers.BucketUpperPct(label)
-	d.Interruption = &providers.Interruption{Bucket: label, UpperPct: upper, Source: p.spec.Source, AsOf: t.UTC()}
+	truth := p.avail.truth
+	d.Interruption = &providers.Interruption{Bucket: label, UpperPct: upper, Source: p.spec.Source, AsOf: t.UTC(), Process: &truth}
 	if score > 0 {
 		d.PlacementScore = providers.Int(score)
 	}

@@ -1,0 +1,252 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/providers/sim"
+)
+
+// backtestRow is one policy of `gpumarket backtest`.
+type backtestRow struct {
+	Policy               string   `json:"policy"`
+	Runs                 int      `json:"runs"`
+	DeadlinesMetPct      *float64 `json:"deadlines_met_pct" table:"%.1f"`
+	MeanCostUSD          *float64 `json:"mean_cost_usd" table:"%.2f"`
+	SavingsVsOnDemandPct *float64 `json:"savings_vs_on_demand_pct" table:"%.1f"`
+	P95CostUSD           *float64 `json:"p95_cost_usd" table:"%.2f"`
+}
+
+// backtestFlags are backtest's own flags as typed.
+type backtestFlags struct {
+	traces                 []string
+	jobHours, deadlineHrs  float64
+	spotUSD, odUSD         float64
+	changeover, checkpoint time.Duration
+	starts, instances      int
+	sim                    bool
+	simType, simOut        string
+	simDays                int
+	output                 string
+}
+
+// simTraceGap is the tick of the traces the simulated market writes: the
+// public multi-node traces' 300 s.
+const simTraceGap = 5 * time.Minute
+
+func (cl *cli) backtestCmd() *cobra.Command {
+	var f backtestFlags
+	c := &cobra.Command{
+		Use:   "backtest [--trace FILE...] [FILE...]",
+		Short: "Replay spot availability traces and compare policies: on-demand, greedy, uniform-progress and the planner's",
+		Long: `backtest replays a job on recorded spot availability: each trace file is one pool
+(an instance type in a zone) in the format of the public spot-traces dataset
+(skypilot-org/spot-traces, used by Can't Be Late):
+
+  {"metadata": {"gap_seconds": N}, "data": [n0, n1, ...]}
+
+where data[i] is how many instances the pool had at tick i. Several files are
+pools a policy may choose among; they are taken to start at the same time.
+
+From --starts start times drawn with --seed over the traces, it runs the job
+(--job-hours of work, done within --deadline-hours, a --changeover at each start
+or switch; --instances at once, progressing only while a pool has them all)
+with each policy and prints one row per policy:
+
+  on-demand         on-demand from the start
+  greedy            Can't Be Late's Greedy: spot when there, on-demand to the end
+                    once the deadline requires it (each pool on its own)
+  uniform-progress  Uniform Progress (NSDI'24) as published (each pool on its own)
+  planner           gpumarket's policy, free to use every pool
+
+greedy and uniform-progress run on each pool alone and are averaged over the
+pools, as published. savings_vs_on_demand_pct is against on-demand's cost; with
+spot always there and no changeover it would reach 1 − spot/on-demand. The
+prices default to the published comparison's p3.2xlarge ($0.918 spot, $3.06
+on-demand per instance-hour). An interruption keeps the progress made, as in the
+published simulator, unless --checkpoint sets an interval.
+
+--sim writes traces of the simulated market (every pool of --instance-type in
+the --region filter, --sim-days days at 5-minute ticks) to --out and replays
+them; it says where it wrote them.`,
+		Example: `  gpumarket backtest --trace traces/*.json --job-hours 48 --deadline-hours 60 -o json
+  gpumarket backtest --trace us-west-2a_v100_1.json --instances 16 --starts 300 --seed 1
+  gpumarket backtest --sim --instance-type p3.2xlarge --deadline-hours 80`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(f.output); err != nil {
+				return err
+			}
+			files := append(append([]string(nil), f.traces...), args...)
+			if !f.sim {
+				for _, name := range []string{"out", "instance-type", "sim-days"} {
+					if cmd.Flags().Changed(name) {
+						return usagef("--%s is for --sim (traces of the simulated market); with --trace files, leave it out", name)
+					}
+				}
+			}
+			switch {
+			case len(files) == 0 && !f.sim:
+				return usagef("backtest needs traces: --trace FILE... (each file one pool: %s), or --sim to write and replay traces of the simulated market", planner.TraceForm)
+			case len(files) > 0 && f.sim:
+				return usagef("--sim writes its own traces: give --trace files or --sim, not both")
+			case f.simDays < 1 || f.simDays > 365:
+				return usagef("--sim-days %d: want a whole number of days from 1 to 365", f.simDays)
+			case f.instances < 1:
+				return usagef("--instances %d: want a whole number of instances ≥ 1", f.instances)
+			}
+			for _, v := range []struct {
+				name string
+				val  float64
+			}{{"job-hours", f.jobHours}, {"deadline-hours", f.deadlineHrs}, {"spot-usd-hour", f.spotUSD}, {"on-demand-usd-hour", f.odUSD}} {
+				if math.IsNaN(v.val) || math.IsInf(v.val, 0) {
+					return usagef("--%s %v: want a number", v.name, v.val)
+				}
+			}
+			a, err := cl.newApp(cmd)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			e := a.env
+			seed := uint64(1)
+			if cmd.Flags().Changed(flagSeed) {
+				s, _ := cmd.Flags().GetInt64(flagSeed)
+				if s < 1 {
+					return usagef("--seed %d: want a whole number ≥ 1", s)
+				}
+				seed = uint64(s)
+			}
+			var traces []planner.Trace
+			if f.sim {
+				traces, err = e.writeSimTraces(f)
+			} else {
+				traces, err = readTraces(files)
+			}
+			if err != nil {
+				return err
+			}
+			cfg := planner.BacktestConfig{JobHours: f.jobHours, DeadlineHours: f.deadlineHrs, SpotUSDHour: f.spotUSD,
+				OnDemandUSDHour: f.odUSD, Changeover: f.changeover, Checkpoint: f.checkpoint, Starts: f.starts, Seed: seed,
+				Instances: f.instances}
+			rows, err := planner.Backtest(traces, cfg)
+			if err != nil {
+				return planUsage(err)
+			}
+			out := make([]backtestRow, len(rows))
+			for i, r := range rows {
+				out[i] = backtestRow{Policy: r.Policy, Runs: r.Runs, DeadlinesMetPct: round(r.DeadlinesMetPct, 2),
+					MeanCostUSD: round(r.MeanCostUSD, 2), SavingsVsOnDemandPct: round(r.SavingsVsOnDemandPct, 2), P95CostUSD: round(r.P95CostUSD, 2)}
+			}
+			if f.sim {
+				a.banner(f.output)
+			}
+			return writeRows(e.out, f.output, out)
+		},
+	}
+	fl := c.Flags()
+	fl.StringArrayVar(&f.traces, "trace", nil, "a trace file, one pool (repeat it, or list more files after it)")
+	fl.Float64Var(&f.jobHours, "job-hours", 48, "hours of work")
+	fl.Float64Var(&f.deadlineHrs, "deadline-hours", 60, "hours from the start to the deadline")
+	fl.Float64Var(&f.spotUSD, "spot-usd-hour", 0.918, "spot price per instance-hour")
+	fl.Float64Var(&f.odUSD, "on-demand-usd-hour", 3.06, "on-demand price per instance-hour")
+	fl.DurationVar(&f.changeover, "changeover", 12*time.Minute, "wall time a start or switch costs")
+	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints; 0 keeps all progress at an interruption (the published model)")
+	fl.IntVar(&f.starts, "starts", 300, "start times drawn over the traces")
+	fl.IntVar(&f.instances, "instances", 1, "instances the job holds at once; it progresses only while a pool has them all")
+	fl.BoolVar(&f.sim, "sim", false, "write traces of the simulated market and replay them")
+	fl.StringVar(&f.simType, "instance-type", "p3.2xlarge", "with --sim: the instance type whose pools to record")
+	fl.IntVar(&f.simDays, "sim-days", 45, "with --sim: days to record, ending now")
+	fl.StringVar(&f.simOut, "out", "", "with --sim: the directory to write the traces to (default: a new one under the data dir)")
+	addOutputFlag(c, &f.output)
+	return c
+}
+
+// readTraces reads and checks every file; a missing or malformed one is a
+// usage error naming it.
+func readTraces(files []string) ([]planner.Trace, error) {
+	out := make([]planner.Trace, 0, len(files))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, usagef("--trace %s: no such file; want trace files (%s)", name, planner.TraceForm)
+			}
+			return nil, usagef("--trace %s: %v", name, unwrapPath(err))
+		}
+		t, err := planner.ParseTrace(name, b)
+		if err != nil {
+			return nil, usagef("--%s", err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// writeSimTraces records the simulated market's pools of --instance-type
+// (in the region filter) for --sim-days up to now, writes one file per
+// pool and says where.
+func (e *env) writeSimTraces(f backtestFlags) ([]planner.Trace, error) {
+	m := sim.New(sim.Options{Seed: e.cfg.Sim.Seed})
+	end := time.Now().UTC().Truncate(time.Hour)
+	from := end.Add(-time.Duration(f.simDays) * 24 * time.Hour)
+	ticks := int(end.Sub(from) / simTraceGap)
+	dir := f.simOut
+	if dir == "" {
+		dir = filepath.Join(e.dataDir, "traces", fmt.Sprintf("sim-seed%d-%s-%s", e.cfg.Sim.Seed, f.simType, end.Format("20060102T1504Z")))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("write sim traces: %w", err)
+	}
+	var out []planner.Trace
+	for _, p := range m.Pools(end) {
+		if !strings.EqualFold(p.InstanceType, f.simType) {
+			continue
+		}
+		if !e.query.WantsRegion(p.Region) {
+			continue
+		}
+		data, err := m.Capacity(p.Key(), from, simTraceGap, ticks)
+		if err != nil {
+			return nil, err
+		}
+		name := filepath.Join(dir, fmt.Sprintf("%s_%s_%s.json", p.Region, strings.ReplaceAll(p.Zone, "/", "-"), p.InstanceType))
+		t := planner.Trace{Name: name, GapSeconds: int(simTraceGap / time.Second), Data: data}
+		fh, err := os.Create(name)
+		if err != nil {
+			return nil, fmt.Errorf("write sim traces: %w", err)
+		}
+		werr := t.Write(fh)
+		if cerr := fh.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return nil, fmt.Errorf("write sim trace %s: %w", name, werr)
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		return nil, usagef("--instance-type %s: the simulated market has no pool of it in the region filter; want one such as p3.2xlarge, p5.48xlarge or g5.xlarge",
+			f.simType)
+	}
+	fmt.Fprintf(e.errOut, "gpumarket: backtest: wrote %d traces of the simulated market (seed %d, %s, %d days to %s, %s ticks) to %s\n",
+		len(out), e.cfg.Sim.Seed, f.simType, f.simDays, end.Format(time.RFC3339), "5-minute", dir)
+	return out, nil
+}

@@ -1,0 +1,345 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// planRow is one strategy of `gpumarket plan`. offering_id is what
+// `gpumarket book` takes; regions is a comma list.
+type planRow struct {
+	Strategy              string    `json:"strategy"`
+	Provider              string    `json:"provider" table:"-"`
+	Cloud                 string    `json:"cloud"`
+	Regions               string    `json:"regions"`
+	InstanceType          string    `json:"instance_type"`
+	Instances             int       `json:"instances"`
+	GPUs                  float64   `json:"gpus" table:"%g"`
+	Start                 time.Time `json:"start"`
+	End                   time.Time `json:"end"`
+	ExpectedCostUSD       *float64  `json:"expected_cost_usd" table:"%.2f"`
+	P95CostUSD            *float64  `json:"p95_cost_usd" table:"%.2f"`
+	OnTimePct             *float64  `json:"on_time_pct" table:"%.1f"`
+	ExpectedInterruptions *float64  `json:"expected_interruptions" table:"%.1f"`
+	USDPerUsefulGPUHour   *float64  `json:"usd_per_useful_gpu_hour" table:"%.3f"`
+	OfferingID            *string   `json:"offering_id"`
+	Assumptions           string    `json:"assumptions" table:"-"`
+}
+
+func planRowOf(r planner.Result) planRow {
+	return planRow{Strategy: r.Strategy, Provider: r.Provider, Cloud: r.Cloud, Regions: strings.Join(r.Regions, ","),
+		InstanceType: r.InstanceType, Instances: r.Instances, GPUs: r.GPUs, Start: r.Start.UTC(), End: r.End.UTC(),
+		ExpectedCostUSD: round(r.ExpectedCostUSD, 2), P95CostUSD: round(r.P95CostUSD, 2), OnTimePct: round(r.OnTimePct, 2),
+		ExpectedInterruptions: round(r.ExpectedInterruptions, 3), USDPerUsefulGPUHour: round(r.USDPerUsefulGPUHour, 4),
+		OfferingID: optString(r.OfferingID), Assumptions: r.Assumptions}
+}
+
+// planFlags are plan's own flags as typed.
+type planFlags struct {
+	gpus                   int
+	hours, onTime          float64
+	start, deadline        string
+	checkpoint, changeover time.Duration
+	noCheckpoint           bool
+	runs                   int
+	output                 string
+	timeout                time.Duration
+}
+
+func (cl *cli) planCmd() *cobra.Command {
+	var f planFlags
+	c := &cobra.Command{
+		Use:   "plan",
+		Short: "Ways to get G GPUs for W hours done by a deadline, each with its expected and p95 cost and its chance of being on time",
+		Long: `plan evaluates every way to carry out a job — --gpus GPUs of the --gpu models
+(the first is what --hours is measured on; others run at their relative speed,
+config plan.speed) for --hours hours of work, starting no earlier than --start
+and done by --deadline — on the market the sources show:
+
+  capacity-block            an AWS capacity block that holds the job (paid in full,
+                            however long; starts 11:30 UTC)
+  reservation               an Azure capacity reservation (from purchase, billed
+                            hourly until gpumarket releases it)
+  on-demand                 the cheapest on-demand per hour of work, per cloud
+  spot-one-pool             spot in the best pool of each cloud, nothing else
+  spot-multi-pool           spot over several pools and regions, moving on after
+                            an interruption
+  spot+od-uniform-progress  Uniform Progress (NSDI'24) as published
+  spot+od-planner           gpumarket's policy: spot over many pools with an
+                            on-demand safety net that keeps the deadline
+  block+spot                a block for part of the work, spot for the rest
+
+Spot strategies are evaluated by Monte Carlo (--runs draws, a fixed seed) over
+each pool's risk: interruptions per hour and hours to get capacity back (the
+simulated market's own process; else the GPU class prior scaled by the AWS
+interruption bucket or Azure eviction rate, config plan.priors). Work left at
+the deadline by spot alone is finished on on-demand in its cost.
+
+Rows on time at least --on-time percent of the runs come first, cheapest
+expected first; the rest follow, most often on time first. offering_id is
+bookable with ` + "`gpumarket book`" + ` (the search is kept for an hour). Times as the
+Blocks form reads them: "2026-12-02 09:00" (local), 2026-12-02 (UTC), +1d, RFC 3339.`,
+		Example: `  gpumarket plan --gpus 16 --gpu H100 --hours 48 --start "2026-12-02 09:00" --deadline "2026-12-05 09:00"
+  gpumarket plan --gpus 8 --gpu H100,H200 --hours 24 --start +1d --deadline +3d --checkpoint 30m -o json
+  gpumarket plan --gpus 16 --gpu H100 --hours 8 --start +1d --deadline +2d --no-checkpoint   # a workshop`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputTimeout(f.output, f.timeout); err != nil {
+				return err
+			}
+			if f.onTime < 0 || f.onTime > 100 || math.IsNaN(f.onTime) {
+				return usagef("--on-time %v: want a percentage from 0 to 100", f.onTime)
+			}
+			if f.runs < 1 || f.runs > 1_000_000 {
+				return usagef("--runs %d: want a whole number of Monte Carlo runs from 1 to 1000000", f.runs)
+			}
+			if cmd.Flags().Changed("checkpoint") && f.noCheckpoint {
+				return usagef("--checkpoint and --no-checkpoint together: want one of them")
+			}
+			a, err := cl.newApp(cmd)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			job, err := a.planJob(cmd, f, time.Now())
+			if err != nil {
+				return err
+			}
+			return a.runPlan(cmd.Context(), job, f)
+		},
+	}
+	fl := c.Flags()
+	fl.IntVar(&f.gpus, "gpus", 0, "GPUs the job needs at once (default: config plan.gpus, else 8)")
+	fl.Float64Var(&f.hours, "hours", 0, "hours of work, on the first --gpu model (default: config plan.hours, else 24)")
+	fl.StringVar(&f.start, "start", "", "earliest start: "+providers.StartForm+" (default now)")
+	fl.StringVar(&f.deadline, "deadline", "", "when the work must be done, same forms (required)")
+	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints (default: config plan.checkpoint, else 15m)")
+	fl.BoolVar(&f.noCheckpoint, "no-checkpoint", false, "the job cannot checkpoint: an interruption starts it over (a workshop, a load test)")
+	fl.DurationVar(&f.changeover, "changeover", 0, "wall time a start or switch costs: provisioning, image, restore (default: config plan.changeover, else 12m)")
+	fl.Float64Var(&f.onTime, "on-time", 95, "rank first the strategies on time at least this percent of the runs")
+	fl.IntVar(&f.runs, "runs", 10000, "Monte Carlo runs per strategy")
+	addOutputFlag(c, &f.output)
+	fl.DurationVar(&f.timeout, "timeout", defaultTimeout, "how long to wait for the sources and the offering searches")
+	return c
+}
+
+// planJob reads the job from the flags over config plan.*; a bad value is
+// a usage error naming its flag.
+func (e *env) planJob(cmd *cobra.Command, f planFlags, now time.Time) (planner.Job, error) {
+	changed := cmd.Flags().Changed
+	p := e.cfg.Plan
+	job := planner.Job{GPUs: p.GPUs, Hours: p.Hours, Models: e.query.GPUs, Changeover: p.Changeover.D(),
+		Checkpoint: p.Checkpoint.D(), Checkpointable: p.Checkpoint.D() > 0}
+	if changed("gpus") {
+		job.GPUs = f.gpus
+	}
+	if changed("hours") {
+		job.Hours = f.hours
+	}
+	if changed("changeover") {
+		job.Changeover = f.changeover
+	}
+	if changed("checkpoint") {
+		job.Checkpoint, job.Checkpointable = f.checkpoint, true
+	}
+	if f.noCheckpoint {
+		job.Checkpoint, job.Checkpointable = 0, false
+	}
+	if len(job.Models) == 0 {
+		return job, usagef("--gpu is required: the GPU models the job can use, the first being what --hours is measured on (such as H100 or H100,H200; one of %s)",
+			strings.Join(providers.GPUModels, ", "))
+	}
+	job.Start = now.Truncate(time.Minute).Add(time.Minute)
+	if f.start != "" {
+		t, err := providers.ParseStart(strings.TrimSpace(f.start), now)
+		if err != nil {
+			return job, usagef("--start %q: want %s", f.start, providers.StartForm)
+		}
+		job.Start = t
+	}
+	if f.deadline == "" {
+		return job, usagef("--deadline is required: when the work must be done (%s)", providers.StartForm)
+	}
+	d, err := providers.ParseStart(strings.TrimSpace(f.deadline), now)
+	if err != nil {
+		return job, usagef("--deadline %q: want %s", f.deadline, providers.StartForm)
+	}
+	job.Deadline = d
+	if err := job.Validate(); err != nil {
+		return job, planUsage(err)
+	}
+	return job, nil
+}
+
+// planUsage words a planner refusal as a usage error naming the flag.
+func planUsage(err error) error {
+	var fe *planner.FieldError
+	if errors.As(err, &fe) {
+		return usagef("--%s %s", fe.Field, fe.Msg)
+	}
+	return err
+}
+
+func (a *app) runPlan(parent context.Context, job planner.Job, f planFlags) error {
+	e := a.env
+	ctx, cancel := context.WithTimeout(parent, f.timeout)
+	defer cancel()
+	ps, err := a.Providers(ctx)
+	if err != nil {
+		return err
+	}
+	snap, err := a.ReadySnapshot(ctx, f.timeout)
+	if err != nil {
+		return err
+	}
+	market := planner.Market{Pools: e.planPools(snap, job)}
+	if err := e.checkModelsSold(snap, job); err != nil {
+		return err
+	}
+	offs, err := a.planOfferings(ctx, ps, job, f.timeout)
+	if err != nil {
+		return err
+	}
+	market.Offerings = offs
+	results, err := planner.Plan(job, market, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.planSpeeds()})
+	if err != nil {
+		return planUsage(err)
+	}
+	planner.Rank(results, f.onTime)
+	rows := make([]planRow, len(results))
+	for i, r := range results {
+		rows[i] = planRowOf(r)
+	}
+	a.banner(f.output)
+	if err := writeRows(e.out, f.output, rows); err != nil {
+		return err
+	}
+	if f.output == formatTable {
+		// The assumptions are too long for a column: one line each.
+		fmt.Fprintln(e.out, "\nassumptions:")
+		for i, r := range rows {
+			fmt.Fprintf(e.out, "  %d. %s: %s\n", i+1, r.Strategy, r.Assumptions)
+		}
+	}
+	return nil
+}
+
+// planPools are the snapshot's pools of the job's models that the query
+// selects, with their current spot price and what is known of their risk.
+func (e *env) planPools(snap *hub.Snapshot, job planner.Job) []planner.Pool {
+	priors := e.planPriors()
+	var out []planner.Pool
+	for i := range snap.Pools {
+		pv := &snap.Pools[i]
+		if !e.query.Matches(pv.Pool) || !contains(job.Models, pv.GPU.Model) {
+			continue
+		}
+		spot := math.NaN()
+		if _, usd, ok := pv.History.Last(); ok {
+			spot = usd
+		}
+		out = append(out, planner.PoolOf(pv.Pool, spot, priors))
+	}
+	return out
+}
+
+// checkModelsSold refuses, before any offering search, a --gpu model no
+// pool of the market sells within the filters. (The hub fetched only the
+// --gpu models, so what else is sold is not known here.)
+func (e *env) checkModelsSold(snap *hub.Snapshot, job planner.Job) error {
+	sold := map[string]bool{}
+	for i := range snap.Pools {
+		if pv := &snap.Pools[i]; e.query.Matches(pv.Pool) && !pv.Restricted {
+			sold[pv.GPU.Model] = true
+		}
+	}
+	for _, g := range job.Models {
+		if !sold[g] {
+			where := "the market"
+			if len(e.query.Regions) > 0 {
+				where += " in " + strings.Join(e.query.Regions, ",")
+			}
+			return usagef("--gpu %s: no pool of %s sells %s; want a GPU it sells (see `gpumarket prices`), or another --region or --provider",
+				strings.Join(job.Models, ","), where, g)
+		}
+	}
+	return nil
+}
+
+// planOfferings asks the booking service for the blocks and reservations
+// the job could use (planner.BlockQueries), as `offerings` does, so what
+// the plan shows can be booked by id. A provider that fails is reported
+// and left out; none selling blocks is no error.
+func (a *app) planOfferings(ctx context.Context, ps []providers.Provider, job planner.Job, timeout time.Duration) ([]providers.Offering, error) {
+	e := a.env
+	svc, err := a.Booking(ps, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if !svc.CanBook() {
+		return nil, nil
+	}
+	var out []providers.Offering
+	seen := map[string]bool{}
+	warned := map[string]bool{}
+	for _, q := range planner.BlockQueries(job, time.Now(), e.planSpeeds()) {
+		q.Regions = e.query.Regions
+		res, err := svc.FindOfferings(ctx, q)
+		for name, perr := range res.Failed {
+			if msg := fmt.Sprintf("%s: %v", name, perr); !warned[msg] {
+				warned[msg] = true
+				fmt.Fprintf(e.errOut, "gpumarket: plan: offerings of %s for %s: %s\n", q.GPU, providers.FormatWindow(q.Duration), oneLine(msg))
+			}
+		}
+		if err != nil && len(res.Failed) == 0 {
+			return nil, err
+		}
+		for _, o := range res.Offerings {
+			if !seen[o.ID] {
+				seen[o.ID] = true
+				out = append(out, o)
+			}
+		}
+	}
+	return out, nil
+}
+
+// effBasis is the job EFF $/GPU-H prices every pool for: config plan.*.
+func (e *env) effBasis() planner.Basis {
+	p := e.cfg.Plan
+	return planner.Basis{GPUs: p.GPUs, Hours: p.Hours, Checkpoint: p.Checkpoint.D(), Changeover: p.Changeover.D(), Priors: e.planPriors()}
+}
+
+// planPriors are config plan.priors over the planner's defaults.
+func (e *env) planPriors() planner.Priors {
+	if len(e.cfg.Plan.Priors) == 0 {
+		return nil
+	}
+	out := planner.Priors{}
+	for g, p := range e.cfg.Plan.Priors {
+		out[g] = planner.Prior{InterruptionsPerHour: p.InterruptionsPerHour, GapMedianHours: p.GapMedianHours, Availability: p.Availability}
+	}
+	return out
+}
+
+// planSpeeds are config plan.speed over the planner's defaults.
+func (e *env) planSpeeds() planner.Speeds {
+	out := planner.Speeds{}
+	for g, v := range planner.DefaultSpeeds {
+		out[g] = v
+	}
+	for g, v := range e.cfg.Plan.Speed {
+		out[g] = v
+	}
+	return out
+}

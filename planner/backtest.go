@@ -1,0 +1,246 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Backtest policies.
+const (
+	PolicyOnDemand        = "on-demand"
+	PolicyGreedy          = "greedy"
+	PolicyUniformProgress = "uniform-progress"
+	PolicyPlanner         = "planner"
+)
+
+// BacktestPolicies are the policies a backtest compares, in its order.
+var BacktestPolicies = []string{PolicyOnDemand, PolicyGreedy, PolicyUniformProgress, PolicyPlanner}
+
+// BacktestConfig is a job replayed on traces, with the prices of the
+// published comparison (an instance-hour of spot and of on-demand).
+type BacktestConfig struct {
+	JobHours, DeadlineHours      float64
+	SpotUSDHour, OnDemandUSDHour float64
+	Changeover                   time.Duration
+	// Checkpoint is the checkpoint interval; 0 keeps all progress at an
+	// interruption, as the published simulator does (the changeover
+	// stands for the loss).
+	Checkpoint time.Duration
+	// Starts is how many start times are drawn, uniformly over the traces.
+	Starts int
+	Seed   uint64
+	// Instances is how many instances the job holds at once; it
+	// progresses only while a pool has all of them (default 1).
+	Instances int
+	// History is how far back before each start the planner policy may
+	// look to rank pools (default 7 days); nothing after the start is
+	// seen.
+	History time.Duration
+}
+
+// BacktestRow is one policy's result over every run.
+type BacktestRow struct {
+	Policy               string
+	Runs                 int
+	DeadlinesMetPct      float64
+	MeanCostUSD          float64
+	SavingsVsOnDemandPct float64
+	P95CostUSD           float64
+}
+
+// Backtest replays the job from cfg.Starts random start times on the
+// traces, each a pool, with every policy. The per-pool policies (greedy,
+// uniform-progress) run on each pool alone, as published, and are
+// averaged over the pools; the planner may use every pool. All pools are
+// taken to start at the same time; the replay spans the shortest. A bad
+// setting is a *FieldError naming it as the CLI's flag does ("job-hours",
+// "trace", …).
+func Backtest(traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
+	if err := cfg.check(traces); err != nil {
+		return nil, err
+	}
+	span := math.Inf(1)
+	quantum := 0.0
+	for _, t := range traces {
+		span = math.Min(span, t.Hours())
+		quantum = math.Max(quantum, float64(t.GapSeconds)/3600)
+	}
+	n := cfg.Instances
+	tls := make([]*timeline, len(traces))
+	for i, t := range traces {
+		tls[i] = t.timeline(n)
+	}
+	W, D, d := cfg.JobHours, cfg.DeadlineHours, cfg.Changeover.Hours()
+	ckpt := cfg.Checkpoint.Hours()
+	spotUSD, odUSD := float64(n)*cfg.SpotUSDHour, float64(n)*cfg.OnDemandUSDHour
+	odCost := odUSD * (W + d)
+
+	// Starts on the tick grid, uniformly over what leaves room for the
+	// deadline.
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6a09e667f3bcc908))
+	slots := int(math.Floor((span-D)/quantum)) + 1
+	starts := make([]float64, cfg.Starts)
+	for i := range starts {
+		starts[i] = float64(rng.IntN(slots)) * quantum
+	}
+
+	od := lane{usdHour: odUSD, speed: 1}
+	hist := cfg.History.Hours()
+	if hist <= 0 {
+		hist = 7 * 24
+	}
+	type tally struct {
+		cost []float64
+		met  int
+	}
+	res := map[string]*tally{}
+	for _, p := range BacktestPolicies {
+		res[p] = &tally{}
+	}
+	record := func(p string, o outcome, deadline float64) {
+		t := res[p]
+		t.cost = append(t.cost, o.cost)
+		if o.done && o.finish <= deadline+1e-9 {
+			t.met++
+		}
+	}
+	for _, s := range starts {
+		sp := spec{work: W, start: s, deadline: s + D, d: d, ckpt: ckpt, quantum: quantum, horizon: s + D + W}
+		// on-demand: known in closed form.
+		res[PolicyOnDemand].cost = append(res[PolicyOnDemand].cost, odCost)
+		if W+d <= D+1e-9 {
+			res[PolicyOnDemand].met++
+		}
+		for j := range traces {
+			one := []lane{{usdHour: spotUSD, speed: 1, tl: tls[j]}}
+			r := &run{sp: &sp, lanes: one, od: &od}
+			record(PolicyGreedy, r.exec(greedy{}), sp.deadline)
+			r = &run{sp: &sp, lanes: one, od: &od}
+			record(PolicyUniformProgress, r.exec(uniformProgress{}), sp.deadline)
+		}
+		lanes, anyAvail := learned(tls, s, hist, spotUSD, d, ckpt)
+		r := &run{sp: &sp, lanes: lanes, od: &od}
+		record(PolicyPlanner, r.exec(planner{anyAvail: anyAvail, cooldown: cooldown}), sp.deadline)
+	}
+	var rows []BacktestRow
+	for _, p := range BacktestPolicies {
+		t := res[p]
+		mean := 0.0
+		for _, c := range t.cost {
+			mean += c
+		}
+		mean /= float64(len(t.cost))
+		rows = append(rows, BacktestRow{Policy: p, Runs: len(t.cost), DeadlinesMetPct: 100 * float64(t.met) / float64(len(t.cost)),
+			MeanCostUSD: mean, SavingsVsOnDemandPct: 100 * (1 - mean/odCost), P95CostUSD: quantile(t.cost, 0.95)})
+	}
+	return rows, nil
+}
+
+func (cfg *BacktestConfig) check(traces []Trace) error {
+	bad := func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
+	switch {
+	case len(traces) == 0:
+		return fieldErr("trace", "no trace given; want one or more trace files (%s)", TraceForm)
+	case bad(cfg.JobHours) || cfg.JobHours <= 0:
+		return fieldErr("job-hours", "%v: want hours of work above 0", cfg.JobHours)
+	case bad(cfg.DeadlineHours) || cfg.DeadlineHours < cfg.JobHours:
+		return fieldErr("deadline-hours", "%v: want at least the job's hours (%v)", cfg.DeadlineHours, cfg.JobHours)
+	case bad(cfg.SpotUSDHour) || cfg.SpotUSDHour < 0:
+		return fieldErr("spot-usd-hour", "%v: want a price ≥ 0 per instance-hour", cfg.SpotUSDHour)
+	case bad(cfg.OnDemandUSDHour) || cfg.OnDemandUSDHour <= 0:
+		return fieldErr("on-demand-usd-hour", "%v: want a price above 0 per instance-hour", cfg.OnDemandUSDHour)
+	case cfg.Changeover < 0 || cfg.Changeover > MaxChangeover:
+		return fieldErr("changeover", "%s: want a duration from 0s to 24h such as 12m", cfg.Changeover)
+	case cfg.Checkpoint < 0:
+		return fieldErr("checkpoint", "%s: want 0 (progress kept) or a positive interval", cfg.Checkpoint)
+	case cfg.Starts < 1 || cfg.Starts > 1_000_000:
+		return fieldErr("starts", "%d: want a whole number of start times from 1 to 1000000", cfg.Starts)
+	}
+	if cfg.Instances == 0 {
+		cfg.Instances = 1
+	}
+	if cfg.Instances < 1 || cfg.Instances > maxCount {
+		return fieldErr("instances", "%d: want a whole number of instances ≥ 1", cfg.Instances)
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = 1
+	}
+	var short []string
+	for _, t := range traces {
+		if t.Hours() < cfg.DeadlineHours {
+			short = append(short, fmt.Sprintf("%s (%.1f h)", t.Name, t.Hours()))
+		}
+	}
+	if len(short) > 0 {
+		return fieldErr("trace", "%s shorter than the deadline (%v h); want traces that cover at least one job window",
+			strings.Join(short, ", "), cfg.DeadlineHours)
+	}
+	return nil
+}
+
+// learned is what the planner may know of the pools at a start: their
+// traces in the `hist` hours before it (nothing after). Each pool is
+// ranked by its interruptions per available hour, pulled towards a prior
+// by a day's weight so a short history does not decide alone; and how
+// often any pool had capacity sets the planner's reserve.
+func learned(tls []*timeline, start, hist, usd, d, ckpt float64) ([]lane, float64) {
+	const (
+		priorRate  = 0.5 // per hour: the middle of the traces' 0.1-1.4
+		priorAvail = 0.5
+		weight     = 24.0 // hours of prior
+	)
+	from := math.Max(0, start-hist)
+	lanes := make([]lane, len(tls))
+	type seg struct{ a, b float64 }
+	var ups [][]seg
+	for i, tl := range tls {
+		var up, downs float64
+		var segs []seg
+		tl.rewindTo(from)
+		t := from
+		for t < start {
+			on, next := tl.at(t)
+			end := math.Min(next, start)
+			if on {
+				up += end - t
+				segs = append(segs, seg{t, end})
+				if next <= start {
+					downs++
+				}
+			}
+			t = end
+		}
+		rate := (downs + priorRate*weight) / (up + weight)
+		eff := efficiency(rate, d, ckpt)
+		lanes[i] = lane{usdHour: usd, speed: 1, tl: tls[i], score: usd / math.Max(eff, 1e-6)}
+		ups = append(ups, segs)
+	}
+	// How often any pool had capacity: the union of the up segments.
+	var all []seg
+	for _, s := range ups {
+		all = append(all, s...)
+	}
+	slices.SortFunc(all, func(x, y seg) int {
+		switch {
+		case x.a < y.a:
+			return -1
+		case x.a > y.a:
+			return 1
+		}
+		return 0
+	})
+	covered, end := 0.0, from
+	for _, s := range all {
+		if s.b <= end {
+			continue
+		}
+		covered += s.b - math.Max(s.a, end)
+		end = s.b
+	}
+	anyAvail := (covered + priorAvail*weight) / (start - from + weight)
+	return lanes, anyAvail
+}

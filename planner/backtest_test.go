@@ -1,0 +1,106 @@
+package planner
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func flat(name string, n, ticks int) Trace {
+	d := make([]int, ticks)
+	for i := range d {
+		d[i] = n
+	}
+	return Trace{Name: name, GapSeconds: 600, Data: d}
+}
+
+var published = BacktestConfig{JobHours: 48, DeadlineHours: 60, SpotUSDHour: 0.918, OnDemandUSDHour: 3.06,
+	Changeover: 12 * time.Minute, Starts: 50, Seed: 1}
+
+func TestBacktestConfigErrors(t *testing.T) {
+	week := []Trace{flat("a.json", 1, 7*24*6)}
+	cases := []struct {
+		field string
+		edit  func(*BacktestConfig)
+		tr    []Trace
+	}{
+		{"trace", func(*BacktestConfig) {}, nil},
+		{"job-hours", func(c *BacktestConfig) { c.JobHours = 0 }, week},
+		{"job-hours", func(c *BacktestConfig) { c.JobHours = math.NaN() }, week},
+		{"deadline-hours", func(c *BacktestConfig) { c.DeadlineHours = 47 }, week},
+		{"spot-usd-hour", func(c *BacktestConfig) { c.SpotUSDHour = -1 }, week},
+		{"on-demand-usd-hour", func(c *BacktestConfig) { c.OnDemandUSDHour = 0 }, week},
+		{"changeover", func(c *BacktestConfig) { c.Changeover = -time.Second }, week},
+		{"checkpoint", func(c *BacktestConfig) { c.Checkpoint = -time.Second }, week},
+		{"starts", func(c *BacktestConfig) { c.Starts = 0 }, week},
+		{"instances", func(c *BacktestConfig) { c.Instances = -2 }, week},
+		{"trace", func(*BacktestConfig) {}, []Trace{flat("short.json", 1, 10)}},
+	}
+	for _, tc := range cases {
+		cfg := published
+		tc.edit(&cfg)
+		_, err := Backtest(tc.tr, cfg)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("%s: got %v", tc.field, err)
+		}
+	}
+	_, err := Backtest([]Trace{flat("short.json", 1, 10)}, published)
+	if err == nil || !strings.Contains(err.Error(), "short.json (1.7 h)") {
+		t.Errorf("short trace: %v", err)
+	}
+}
+
+// TestBacktestKnownOutcomes: a pool that always has capacity costs every
+// policy but on-demand the spot price for the work and one changeover; a
+// pool that never has it leaves them all on on-demand, on time.
+func TestBacktestKnownOutcomes(t *testing.T) {
+	week := 7 * 24 * 6
+	rows, err := Backtest([]Trace{flat("always.json", 16, week)}, published)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0.918 * 48.2
+	for _, r := range rows {
+		if r.DeadlinesMetPct != 100 || r.Runs != 50 {
+			t.Errorf("%s: %+v", r.Policy, r)
+		}
+		if r.Policy != PolicyOnDemand && (math.Abs(r.MeanCostUSD-want) > 1e-9 || math.Abs(r.SavingsVsOnDemandPct-70) > 1e-9) {
+			t.Errorf("%s on a pool always there: $%v (%.2f%%), want $%v, the 70 %% ceiling", r.Policy, r.MeanCostUSD, r.SavingsVsOnDemandPct, want)
+		}
+	}
+	if rows[0].Policy != PolicyOnDemand || math.Abs(rows[0].MeanCostUSD-3.06*48.2) > 1e-9 || math.Abs(rows[0].SavingsVsOnDemandPct) > 1e-9 {
+		t.Errorf("on-demand row %+v", rows[0])
+	}
+	rows, err = Backtest([]Trace{flat("never.json", 0, week)}, published)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.DeadlinesMetPct != 100 || r.MeanCostUSD < 3.06*48.2-1e-9 {
+			t.Errorf("%s on a pool never there: %+v", r.Policy, r)
+		}
+	}
+	// Instances: 16 at once from a pool that has 8: never there; the
+	// costs are for all 16.
+	cfg := published
+	cfg.Instances = 16
+	rows, err = Backtest([]Trace{flat("eight.json", 8, week)}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows[3].MeanCostUSD < 16*3.06*48.2-1e-6 {
+		t.Errorf("16 instances from a pool of 8 ran on spot: %+v", rows[3])
+	}
+	// The same seed draws the same starts; per-pool policies run once per
+	// pool per start.
+	two := []Trace{flat("a.json", 1, week), flat("b.json", 0, week)}
+	a, _ := Backtest(two, published)
+	b, _ := Backtest(two, published)
+	if !slices.Equal(a, b) || a[1].Runs != 100 || a[3].Runs != 50 {
+		t.Errorf("runs %+v / %+v", a, b)
+	}
+}

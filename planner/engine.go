@@ -1,0 +1,273 @@
+package planner
+
+import "math"
+
+// spec is one job as a run sees it, in hours on the run's clock.
+type spec struct {
+	work     float64 // W, in hours of reference work
+	start    float64 // when the job may begin
+	deadline float64 // D
+	d        float64 // changeover per start or switch
+	// ckpt is the checkpoint interval in hours of running: 0 keeps all
+	// progress at an interruption (the published model, where the
+	// changeover stands for the loss), +Inf keeps none (not
+	// checkpointable: the job starts over).
+	ckpt float64
+	// quantum is the decision grid: a trace's tick (decisions are taken
+	// when the trace is sampled), 0 for continuous time.
+	quantum float64
+	// horizon ends a run that is not done.
+	horizon float64
+}
+
+// idle is the lane of a run that holds nothing.
+const idle = -1
+
+// run is one job carried out by one policy over one draw of the lanes.
+type run struct {
+	sp    *spec
+	lanes []lane // spot lanes
+	od    *lane  // on-demand, nil when there is none
+
+	t              float64
+	saved, pending float64 // progress kept / not yet checkpointed
+	clock          float64 // running time since the last checkpoint
+	cur            int     // idle, a spot lane's index, or odIdx()
+	over           float64 // changeover left
+	cost           float64
+	interruptions  int
+	odHours        float64
+	lastPreempt    int
+	lastPreemptAt  float64
+}
+
+// outcome is what a run came to.
+type outcome struct {
+	done          bool
+	finish        float64
+	cost          float64
+	interruptions int
+	odHours       float64
+	left          float64 // work left when not done
+}
+
+func (r *run) odIdx() int { return len(r.lanes) }
+
+func (r *run) lane(i int) *lane {
+	if i == r.odIdx() {
+		return r.od
+	}
+	return &r.lanes[i]
+}
+
+func (r *run) progress() float64 { return r.saved + r.pending }
+
+// kept is the progress a voluntary switch keeps (a checkpoint is taken
+// first), none for a job that cannot checkpoint.
+func (r *run) kept() float64 {
+	if math.IsInf(r.sp.ckpt, 1) {
+		return 0
+	}
+	return r.saved + r.pending
+}
+
+// safe is the progress an interruption keeps.
+func (r *run) safe() float64 {
+	if r.sp.ckpt == 0 {
+		return r.saved + r.pending
+	}
+	return r.saved
+}
+
+// move is a policy's decision: the lane to hold from now and when to be
+// asked again at the latest (availability changes, interruptions and the
+// job's end ask it anyway).
+type move struct {
+	to     int
+	review float64
+}
+
+// policy decides what to hold. It keeps no state between calls: what it
+// needs of the past is in the run.
+type policy interface {
+	decide(r *run) move
+}
+
+const maxSteps = 1 << 20
+
+// exec carries the job out with the policy from the spec's start.
+func (r *run) exec(p policy) outcome {
+	sp := r.sp
+	r.t, r.saved, r.pending, r.clock = sp.start, 0, 0, 0
+	r.cur, r.over, r.cost, r.interruptions, r.odHours = idle, 0, 0, 0, 0
+	r.lastPreempt, r.lastPreemptAt = idle, math.Inf(-1)
+	for i := range r.lanes {
+		r.lanes[i].rewindTo(sp.start)
+	}
+	const eps = 1e-9
+	for step := 0; ; step++ {
+		if r.progress() >= sp.work-eps {
+			return outcome{done: true, finish: r.t, cost: r.cost, interruptions: r.interruptions, odHours: r.odHours}
+		}
+		if r.t >= sp.horizon-eps || step > maxSteps {
+			return outcome{finish: r.t, cost: r.cost, interruptions: r.interruptions, odHours: r.odHours, left: sp.work - r.progress()}
+		}
+		m := p.decide(r)
+		if m.to != r.cur {
+			r.switchTo(m.to)
+		}
+		next := m.review
+		if sp.quantum > 0 && next < inf {
+			next = sp.quantum * math.Ceil(next/sp.quantum-1e-9)
+		}
+		if next <= r.t+eps {
+			next = r.t + 1e-6
+			if sp.quantum > next-r.t {
+				next = r.t + sp.quantum
+			}
+		}
+		change := inf // when the spot lane held may go
+		if r.cur != idle {
+			l := r.lane(r.cur)
+			if r.cur != r.odIdx() {
+				up, chg := l.at(r.t)
+				if !up { // the policy chose a lane that is not there
+					r.preempt()
+					continue
+				}
+				change = chg
+				if chg < next {
+					next = chg
+				}
+			}
+			if fin := r.t + r.over + (sp.work-r.progress())/l.speed; fin < next {
+				next = fin
+			}
+		}
+		if sp.horizon < next {
+			next = sp.horizon
+		}
+		r.advance(next)
+		if next == change && r.progress() < sp.work-eps {
+			// The lane held changed: it was up, so it is gone.
+			r.preempt()
+		}
+	}
+}
+
+// inf is +Inf, for comparisons in the hot loop (math.Min is slower: it
+// minds NaN and signed zeros, which never occur here).
+var inf = math.Inf(1)
+
+func (r *run) switchTo(to int) {
+	if r.cur != idle {
+		// A voluntary switch checkpoints first; a job that cannot
+		// checkpoint starts over.
+		if math.IsInf(r.sp.ckpt, 1) {
+			r.saved = 0
+		} else {
+			r.saved += r.pending
+		}
+		r.pending, r.clock = 0, 0
+	}
+	r.cur, r.over = to, 0
+	if to != idle {
+		r.over = r.sp.d
+	}
+}
+
+func (r *run) preempt() {
+	r.interruptions++
+	r.lastPreempt, r.lastPreemptAt = r.cur, r.t
+	if math.IsInf(r.sp.ckpt, 1) {
+		r.saved = 0
+	}
+	if r.sp.ckpt != 0 {
+		r.pending = 0
+	}
+	r.clock = 0
+	r.cur, r.over = idle, 0
+}
+
+// advance moves the clock to `to`, paying for and progressing on the lane
+// held.
+func (r *run) advance(to float64) {
+	dt := to - r.t
+	r.t = to
+	if r.cur == idle || dt <= 0 {
+		return
+	}
+	l := r.lane(r.cur)
+	r.cost += l.usdHour * dt
+	if r.cur == r.odIdx() {
+		r.odHours += dt
+	}
+	prod := dt - r.over
+	if prod <= 0 {
+		r.over -= dt
+		return
+	}
+	r.over = 0
+	c := r.sp.ckpt
+	switch {
+	case c == 0:
+		r.saved += prod * l.speed
+	case math.IsInf(c, 1):
+		r.pending += prod * l.speed
+	default:
+		r.pending += prod * l.speed
+		r.clock += prod
+		if r.clock >= c {
+			k := math.Floor(r.clock / c)
+			r.saved += k * c * l.speed
+			r.pending = math.Max(0, r.pending-k*c*l.speed)
+			r.clock -= k * c
+		}
+	}
+}
+
+// nextChange is the earliest time any spot lane may change.
+func (r *run) nextChange() float64 {
+	_, next := r.scan(math.Inf(1), inf)
+	return next
+}
+
+// bestUp is the available spot lane of lowest score, -1 when none is up.
+// A lane interrupted less than cooldown ago is taken only when no other
+// is up: interruptions repeat in a zone (SkyPilot moves on to the next
+// region after one).
+func (r *run) bestUp(cooldown float64) int {
+	best, _ := r.scan(cooldown, inf)
+	return best
+}
+
+// scan is bestUp and nextChange in one pass over the lanes, leaving out
+// lanes whose score is maxScore or more.
+func (r *run) scan(cooldown, maxScore float64) (best int, next float64) {
+	best, fallback := -1, -1
+	next = math.Inf(1)
+	for i := range r.lanes {
+		l := &r.lanes[i]
+		if l.score >= maxScore {
+			continue
+		}
+		up, n := l.at(r.t)
+		if n < next {
+			next = n
+		}
+		if !up {
+			continue
+		}
+		if i == r.lastPreempt && r.t-r.lastPreemptAt < cooldown {
+			fallback = i
+			continue
+		}
+		if best < 0 || l.score < r.lanes[best].score {
+			best = i
+		}
+	}
+	if best < 0 {
+		best = fallback
+	}
+	return best, next
+}

@@ -1,0 +1,108 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// Job is what the user needs done: G GPUs of one of the acceptable models
+// for W hours of work, no earlier than Start and done by Deadline.
+type Job struct {
+	// GPUs is G, the GPUs the job needs at once.
+	GPUs int
+	// Models are the acceptable GPU models (canonical names); the work is
+	// measured on the first, and each other runs at its relative speed.
+	Models []string
+	// Hours is W, the hours of work on Models[0].
+	Hours float64
+	// Start is the earliest start S; Deadline is D.
+	Start, Deadline time.Time
+	// Checkpointable jobs keep their progress up to the last checkpoint
+	// when interrupted; others (a workshop, a load test) start over.
+	Checkpointable bool
+	// Checkpoint is the interval between checkpoints (c).
+	Checkpoint time.Duration
+	// Changeover is what a start or a switch costs in wall time:
+	// provisioning, image pull, restore (d; 0.2-0.3 h measured).
+	Changeover time.Duration
+}
+
+// Limits of a job.
+const (
+	// MaxGPUs is the most GPUs a job may ask for: a capacity block's 64
+	// instances of 8 GPUs.
+	MaxGPUs = 512
+	// MaxSpan is the longest job or window the planner plans: the longest
+	// capacity block (26 weeks).
+	MaxSpan = 182 * 24 * time.Hour
+	// MaxChangeover bounds a changeover.
+	MaxChangeover = 24 * time.Hour
+)
+
+// FieldError is a job value that cannot be planned. Field names it as the
+// CLI's flags do ("gpus", "gpu", "hours", "start", "deadline",
+// "checkpoint", "changeover"); Msg says what is wrong and what is
+// accepted.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks the job on its own; Plan also checks that the market
+// sells the models.
+func (j Job) Validate() error {
+	if j.GPUs < 1 || j.GPUs > MaxGPUs {
+		return fieldErr("gpus", "%d: want a whole number of GPUs from 1 to %d", j.GPUs, MaxGPUs)
+	}
+	if len(j.Models) == 0 {
+		return fieldErr("gpu", "want one or more GPU models such as H100 or H100,H200 (one of %s)", strings.Join(providers.GPUModels, ", "))
+	}
+	for i, m := range j.Models {
+		if !slices.Contains(providers.GPUModels, m) {
+			return fieldErr("gpu", "unknown GPU %q; want one of %s", m, strings.Join(providers.GPUModels, ", "))
+		}
+		if slices.Contains(j.Models[:i], m) {
+			return fieldErr("gpu", "%s is named twice", m)
+		}
+	}
+	if math.IsNaN(j.Hours) || j.Hours <= 0 || j.Hours > MaxSpan.Hours() {
+		return fieldErr("hours", "%v: want a number of hours of work above 0, at most %.0f (26 weeks)", j.Hours, MaxSpan.Hours())
+	}
+	if j.Start.IsZero() {
+		return fieldErr("start", "missing: want %s", providers.StartForm)
+	}
+	if j.Deadline.IsZero() {
+		return fieldErr("deadline", "missing: want %s", providers.StartForm)
+	}
+	work := time.Duration(j.Hours * float64(time.Hour))
+	if earliest := j.Start.Add(work); j.Deadline.Before(earliest) {
+		return fieldErr("deadline", "%s is before start + hours (%s); want a deadline at or after it",
+			j.Deadline.UTC().Format(time.RFC3339), earliest.UTC().Format(time.RFC3339))
+	}
+	if j.Deadline.Sub(j.Start) > MaxSpan {
+		return fieldErr("deadline", "%s is more than 26 weeks after the start; want a deadline within 26 weeks", j.Deadline.UTC().Format(time.RFC3339))
+	}
+	if j.Checkpointable && j.Checkpoint <= 0 {
+		return fieldErr("checkpoint", "%s: want a positive interval such as 15m (or a job that is not checkpointable)", j.Checkpoint)
+	}
+	if j.Changeover < 0 || j.Changeover > MaxChangeover {
+		return fieldErr("changeover", "%s: want a duration from 0s to 24h such as 12m", j.Changeover)
+	}
+	return nil
+}
+
+// Slack is D − S − W: the time the job may lose and still be on time.
+func (j Job) Slack() time.Duration {
+	return j.Deadline.Sub(j.Start) - time.Duration(j.Hours*float64(time.Hour))
+}

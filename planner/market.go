@@ -1,0 +1,47 @@
+package planner
+
+import (
+	"math"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// Pool is one spot pool as the planner needs it: plain figures, so the
+// CLI, the TUI and tests can all feed it. Prices are per instance-hour,
+// NaN when unknown.
+type Pool struct {
+	Key             string
+	Provider        string
+	Cloud           providers.Cloud
+	Region, Zone    string
+	InstanceType    string
+	GPUModel        string
+	GPUsPerInstance float64
+	SpotUSDHour     float64
+	OnDemandUSDHour float64
+	Risk            Risk
+	// Restricted pools (not offered to the account there) are left out.
+	Restricted bool
+}
+
+// PoolOf reads a provider's pool, its current spot price (NaN when none
+// is known) and what is known of its risk.
+func PoolOf(p providers.Pool, spotUSDHour float64, priors Priors) Pool {
+	od := math.NaN()
+	if p.OnDemandUSDHour != nil && *p.OnDemandUSDHour > 0 {
+		od = *p.OnDemandUSDHour
+	}
+	return Pool{
+		Key: p.Key().String(), Provider: p.Provider, Cloud: p.Cloud, Region: p.Region, Zone: p.Zone,
+		InstanceType: p.InstanceType, GPUModel: p.GPU.Model, GPUsPerInstance: p.GPU.Count,
+		SpotUSDHour: spotUSDHour, OnDemandUSDHour: od, Risk: RiskOf(p, priors), Restricted: p.Restricted,
+	}
+}
+
+// Market is what the planner plans over: the pools (spot and on-demand
+// prices, risk) and the capacity blocks and reservations the caller found
+// for the job (BlockQueries says which to ask for).
+type Market struct {
+	Pools     []Pool
+	Offerings []providers.Offering
+}

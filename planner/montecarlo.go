@@ -1,0 +1,446 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// mcStrategy is one strategy evaluated by Monte Carlo: a policy over some
+// of the lanes, with or without on-demand, and what each run came to.
+type mcStrategy struct {
+	name   string
+	pol    policy
+	lanes  []int      // indexes into the spot candidates drawn
+	od     *candidate // the on-demand lane, nil for none
+	sp     spec
+	fixed  float64 // cost paid whatever happens (a block)
+	cands  []*candidate
+	block  *blockWork
+	assume string
+
+	cost   []float64
+	onTime []bool
+	inter  []int
+	finish []float64
+}
+
+// montecarlo evaluates the strategies whose outcome depends on spot
+// capacity. All of them run over the same draws of the pools' timelines
+// (common random numbers), so their differences are the policies', not
+// the luck of the draw.
+func (p *planning) montecarlo(offs []providers.Offering) []Result {
+	spot := p.spotCandidates()
+	if len(spot) == 0 {
+		return nil
+	}
+	odBest := p.bestOnDemand()
+	multi := p.diverse(spot)
+	// Spot in one pool: the best pool of each cloud (as on-demand is per
+	// cloud), each a lane of its own if the spread does not hold it.
+	lanes := append([]*candidate(nil), multi...)
+	var singles []int
+	seenCloud := map[providers.Cloud]bool{}
+	for _, c := range spot {
+		if seenCloud[c.p.Cloud] {
+			continue
+		}
+		seenCloud[c.p.Cloud] = true
+		i := slices.Index(lanes, c)
+		if i < 0 {
+			i = len(lanes)
+			lanes = append(lanes, c)
+		}
+		singles = append(singles, i)
+	}
+	runs := p.opt.Runs
+	base := spec{work: p.work, deadline: p.span, d: p.d, ckpt: p.ckpt}
+	// Spot alone runs to the deadline; what is left then is finished on
+	// on-demand in the cost (what a user would do), so a strategy that is
+	// late is not made to look cheap.
+	spotHorizon := base
+	spotHorizon.horizon = p.span
+	netHorizon := base
+	netHorizon.horizon = p.span + p.work + 24
+
+	var sts []*mcStrategy
+	add := func(s *mcStrategy) { sts = append(sts, s) }
+	for _, i := range singles {
+		c := lanes[i]
+		add(&mcStrategy{name: StrategySpotOne, pol: spotOnly{cooldown: cooldown}, lanes: []int{i}, sp: spotHorizon, cands: []*candidate{c},
+			assume: fmt.Sprintf("spot in %s only; %s; %s; work not done by the deadline is finished on on-demand (in the cost)",
+				placeOf(c.p.Region, c.p.Zone), c.risk.Summary(), p.ckptWords())})
+	}
+	if len(multi) > 1 {
+		add(&mcStrategy{name: StrategySpotMulti, pol: spotOnly{cooldown: cooldown}, lanes: seq(len(multi)), sp: spotHorizon, cands: multi,
+			assume: fmt.Sprintf("spot over %d pools in %s, the cheapest per hour of work first, moving on after an interruption; work not done by the deadline is finished on on-demand; %s; zones of a region share part of their interruptions",
+				len(multi), strings.Join(regionsOf(multi), ", "), p.ckptWords())})
+	}
+	// Uniform Progress as published holds one pool: the best of all, with
+	// its own on-demand.
+	c0 := multi[0]
+	single := multi[:1]
+	upOD := p.ownOnDemand(c0, odBest)
+	if upOD != nil {
+		add(&mcStrategy{name: StrategyUniformProgress, pol: uniformProgress{}, lanes: []int{0}, od: upOD, sp: netHorizon, cands: single,
+			assume: fmt.Sprintf("Uniform Progress (NSDI'24) as published: spot in %s, on-demand %s when behind W·t/(D−S), safety net at work left + 2d; %s",
+				placeOf(c0.p.Region, c0.p.Zone), upOD.p.InstanceType+" in "+upOD.p.Region, p.ckptWords())})
+	}
+	if odBest != nil {
+		worthless := ""
+		if multi[0].score >= odBest.odUSD/odBest.speed {
+			worthless = "; every pool is expected to cost more per hour of work than on-demand, so it runs on on-demand"
+		}
+		add(&mcStrategy{name: StrategySafetyNet, pol: planner{anyAvail: anyAvailability(multi), cooldown: cooldown}, lanes: seq(len(multi)), od: odBest,
+			sp: netHorizon, cands: multi,
+			assume: fmt.Sprintf("spot over %d pools (%s) with an on-demand safety net (%s in %s): keeps time to finish on on-demand after any interruption, waits out gaps while the slack allows, back to spot when it can; %s%s",
+				len(multi), strings.Join(regionsOf(multi), ", "), odBest.p.InstanceType, odBest.p.Region, p.ckptWords(), worthless)})
+		for _, s := range p.blockSpot(offs, multi, odBest) {
+			add(s)
+		}
+	}
+	for _, s := range sts {
+		s.cost = make([]float64, runs)
+		s.onTime = make([]bool, runs)
+		s.inter = make([]int, runs)
+		s.finish = make([]float64, runs)
+	}
+
+	// The draws: one timeline per pool and one per region group, each
+	// with its own random stream, seeded by (seed, run, layer).
+	groups := map[string]int{}
+	var groupLanes [][]*candidate
+	for _, c := range lanes {
+		if c.risk.RegionShare <= 0 || c.risk.InterruptionsPerHour <= 0 {
+			continue
+		}
+		if _, ok := groups[c.regionGroup]; !ok {
+			groups[c.regionGroup] = len(groupLanes)
+			groupLanes = append(groupLanes, nil)
+		}
+		g := groups[c.regionGroup]
+		groupLanes[g] = append(groupLanes[g], c)
+	}
+	seed := p.opt.Seed
+	// Timelines are drawn to the deadline (the latest any strategy looks
+	// at spot); after it, no spot is counted on.
+	until := p.span
+	parallel(runs, p.opt.workers(), func() func(int) {
+		type layer struct {
+			g  *renewal
+			tl timeline
+		}
+		regions := make([]*layer, len(groupLanes))
+		for g, cs := range groupLanes {
+			lam, a, med := 0.0, 0.0, 0.0
+			for _, c := range cs {
+				lam += c.risk.RegionShare * c.risk.InterruptionsPerHour
+				a += math.Pow(c.risk.Availability, c.risk.RegionShare)
+				med += c.risk.GapMedianHours
+			}
+			k := float64(len(cs))
+			regions[g] = &layer{g: newRenewal()}
+			regions[g].g.setup(lam/k, a/k, med/k)
+		}
+		pools := make([]*layer, len(lanes))
+		laneTL := make([]*timeline, len(lanes))
+		laneRegion := make([]int, len(lanes))
+		for i, c := range lanes {
+			laneRegion[i] = -1
+			r := c.risk
+			if r.InterruptionsPerHour <= 0 {
+				continue // capacity always there
+			}
+			share := 0.0
+			if g, ok := groups[c.regionGroup]; ok {
+				share = r.RegionShare
+				laneRegion[i] = g
+			}
+			pools[i] = &layer{g: newRenewal()}
+			pools[i].g.setup((1-share)*r.InterruptionsPerHour, math.Pow(r.Availability, 1-share), r.GapMedianHours)
+			laneTL[i] = &pools[i].tl
+			if laneRegion[i] >= 0 {
+				laneTL[i] = &timeline{}
+			}
+		}
+		runners := make([]*run, len(sts))
+		for k, s := range sts {
+			ls := make([]lane, len(s.lanes))
+			for j, li := range s.lanes {
+				c := lanes[li]
+				ls[j] = lane{usdHour: c.spotUSD, speed: c.speed, score: c.score, tl: laneTL[li]}
+			}
+			r := &run{sp: &sts[k].sp, lanes: ls}
+			if s.od != nil {
+				r.od = &lane{usdHour: s.od.odUSD, speed: s.od.speed}
+			}
+			runners[k] = r
+		}
+		return func(i int) {
+			for j, l := range regions {
+				l.g.fill(&l.tl, seed, uint64(i)<<12|uint64(2048+j), until)
+			}
+			for j, l := range pools {
+				if l == nil {
+					continue
+				}
+				l.g.fill(&l.tl, seed, uint64(i)<<12|uint64(j), until)
+				if g := laneRegion[j]; g >= 0 {
+					laneTL[j].and(&l.tl, &regions[g].tl)
+				}
+				laneTL[j].closeAt(until)
+			}
+			for k, s := range sts {
+				o := runners[k].exec(s.pol)
+				cost := s.fixed + o.cost
+				if !o.done {
+					cost += p.finishCost(o.left, s, lanes)
+				}
+				s.cost[i] = cost
+				s.onTime[i] = o.done && o.finish <= s.sp.deadline+1e-9
+				s.inter[i] = o.interruptions
+				s.finish[i] = o.finish
+				if !o.done {
+					s.finish[i] = math.NaN()
+				}
+			}
+		}
+	})
+
+	out := make([]Result, 0, len(sts))
+	for _, s := range sts {
+		r := p.result(s.name, s.cands)
+		var sum, inter, fin float64
+		var on, done int
+		for i := range runs {
+			sum += s.cost[i]
+			inter += float64(s.inter[i])
+			if s.onTime[i] {
+				on++
+			}
+			if !math.IsNaN(s.finish[i]) {
+				fin += s.finish[i]
+				done++
+			}
+		}
+		r.ExpectedCostUSD = sum / float64(runs)
+		r.P95CostUSD = quantile(s.cost, 0.95)
+		r.OnTimePct = 100 * float64(on) / float64(runs)
+		r.ExpectedInterruptions = inter / float64(runs)
+		r.USDPerUsefulGPUHour = r.ExpectedCostUSD / p.usefulGPUHours()
+		r.End = p.at(p.span)
+		if done > 0 {
+			r.End = p.at(fin / float64(done))
+		}
+		if s.block != nil {
+			// The capacity held runs from the earlier of the job's start
+			// and the block's to the later of their ends.
+			o := s.block.o
+			if o.Start.Before(r.Start) {
+				r.Start = o.Start
+			}
+			if o.End.After(r.End) {
+				r.End = o.End
+			}
+			r.OfferingID = o.ID
+			r.Regions = appendNew(r.Regions, o.Region)
+			r.InstanceType = o.InstanceType + "+" + r.InstanceType
+			r.Provider = strings.Join(appendNew(strings.Split(r.Provider, ","), o.Provider), ",")
+			r.Cloud = strings.Join(appendNew(strings.Split(r.Cloud, ","), string(o.Cloud)), ",")
+			r.Instances, r.GPUs = o.InstanceCount, o.GPUCount()
+		}
+		r.Assumptions = s.assume
+		out = append(out, r)
+	}
+	return out
+}
+
+// finishCost is what the work a run left undone costs on on-demand (or,
+// with none known, on its first lane's spot at that lane's efficiency).
+func (p *planning) finishCost(left float64, s *mcStrategy, lanes []*candidate) float64 {
+	if left <= 0 {
+		return 0
+	}
+	if od := s.od; od != nil {
+		return od.odUSD * (p.d + left/od.speed)
+	}
+	if od := p.bestOnDemand(); od != nil {
+		return od.odUSD * (p.d + left/od.speed)
+	}
+	c := lanes[s.lanes[0]]
+	return c.score * left
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// spotCandidates are the pools with a spot price, cheapest per hour of
+// work first.
+func (p *planning) spotCandidates() []*candidate {
+	var out []*candidate
+	for i := range p.cands {
+		c := &p.cands[i]
+		if !math.IsNaN(c.spotUSD) && c.spotUSD >= 0 && !math.IsNaN(c.score) && !math.IsInf(c.score, 1) {
+			out = append(out, c)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].score != out[j].score {
+			return out[i].score < out[j].score
+		}
+		return out[i].p.Key < out[j].p.Key
+	})
+	return out
+}
+
+// diverse takes the best pools, at most perRegion of each region, so a
+// spread is a spread (SpotHedge: over regions).
+func (p *planning) diverse(spot []*candidate) []*candidate {
+	var out []*candidate
+	count := map[string]int{}
+	for _, c := range spot {
+		k := string(c.p.Cloud) + "/" + c.p.Region
+		if count[k] >= perRegion {
+			continue
+		}
+		count[k]++
+		out = append(out, c)
+		if len(out) == p.opt.MaxPools {
+			break
+		}
+	}
+	return out
+}
+
+// bestOnDemand is the on-demand pool cheapest per hour of work.
+func (p *planning) bestOnDemand() *candidate {
+	var best *candidate
+	for i := range p.cands {
+		c := &p.cands[i]
+		if math.IsNaN(c.odUSD) {
+			continue
+		}
+		if best == nil || c.odScore < best.odScore {
+			best = c
+		}
+	}
+	return best
+}
+
+// ownOnDemand is the pool's own on-demand (same type and region), as
+// Uniform Progress uses, else the cheapest.
+func (p *planning) ownOnDemand(c *candidate, fallback *candidate) *candidate {
+	if !math.IsNaN(c.odUSD) {
+		return c
+	}
+	for i := range p.cands {
+		o := &p.cands[i]
+		if o.p.InstanceType == c.p.InstanceType && o.p.Region == c.p.Region && !math.IsNaN(o.odUSD) {
+			return o
+		}
+	}
+	return fallback
+}
+
+func regionsOf(cs []*candidate) []string {
+	var out []string
+	for _, c := range cs {
+		out = appendNew(out, c.p.Region)
+	}
+	return out
+}
+
+// anyAvailability is the expected share of time at least one of the pools
+// has capacity, with zones of a region sharing their region's part.
+func anyAvailability(cs []*candidate) float64 {
+	type group struct{ region, noneOfZones float64 }
+	groups := map[string]*group{}
+	var order []string
+	for _, c := range cs {
+		g := groups[c.regionGroup]
+		if g == nil {
+			g = &group{region: math.Pow(c.risk.Availability, c.risk.RegionShare), noneOfZones: 1}
+			groups[c.regionGroup] = g
+			order = append(order, c.regionGroup)
+		}
+		g.noneOfZones *= 1 - math.Pow(c.risk.Availability, 1-c.risk.RegionShare)
+	}
+	none := 1.0
+	for _, k := range order {
+		g := groups[k]
+		none *= 1 - g.region*(1-g.noneOfZones)
+	}
+	return 1 - none
+}
+
+// quantile is the q-quantile of xs (nearest rank), on a sorted copy.
+func quantile(xs []float64, q float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// blockSpot pairs a block that holds part of the job with spot (and the
+// on-demand safety net) for the rest, before or after it: the block
+// guarantees its share, spot makes the rest cheaper. It evaluates the
+// pair whose estimate (the block, and the rest at the best pool's
+// expected spot cost) is cheapest.
+func (p *planning) blockSpot(offs []providers.Offering, multi []*candidate, od *candidate) []*mcStrategy {
+	type option struct {
+		b        blockWork
+		blockHrs float64 // work the block does
+		from, to float64 // the spot phase
+		before   bool
+		estimate float64
+	}
+	var opts []option
+	for _, o := range offs {
+		b, ok := p.blockWork(o)
+		if !ok || b.kind != StrategyBlock || b.from < 0 || b.until > p.span+1e-9 {
+			continue
+		}
+		blockHrs := (b.until - b.from - p.d) * b.speed
+		if blockHrs <= 0 || blockHrs >= p.work-1e-9 {
+			continue // no use, or the block alone holds the job
+		}
+		rest := p.work - blockHrs
+		need := rest/od.speed + p.d
+		est := o.UpfrontUSD + rest*multi[0].score
+		if b.from >= need { // spot first, the block to finish
+			opts = append(opts, option{b, blockHrs, 0, b.from, true, est})
+		}
+		if p.span-b.until >= need { // the block first, spot to finish
+			opts = append(opts, option{b, blockHrs, b.until, p.span, false, est})
+		}
+	}
+	sort.SliceStable(opts, func(i, j int) bool { return opts[i].estimate < opts[j].estimate })
+	var out []*mcStrategy
+	for i := 0; i < len(opts) && i < 1; i++ {
+		op := opts[i]
+		b := op.b
+		sp := spec{work: p.work - op.blockHrs, start: op.from, deadline: op.to, d: p.d, ckpt: p.ckpt, horizon: op.to + p.work + 24}
+		when := "after"
+		if op.before {
+			when = "before"
+		}
+		out = append(out, &mcStrategy{name: StrategyBlockSpot, pol: planner{anyAvail: anyAvailability(multi), cooldown: cooldown},
+			lanes: seq(len(multi)), od: od, sp: sp, fixed: b.o.UpfrontUSD, cands: multi, block: &op.b,
+			assume: fmt.Sprintf("%.0f h block (%s to %s UTC) does %s h of the work; the other %s h on spot over %d pools with the on-demand safety net, %s it; %s",
+				b.hoursPaid, b.o.Start.UTC().Format("Jan 2 15:04"), b.o.End.UTC().Format("Jan 2 15:04"), trimFloat(math.Round(op.blockHrs*10)/10),
+				trimFloat(math.Round((p.work-op.blockHrs)*10)/10), len(multi), when, p.ckptWords())})
+	}
+	return out
+}

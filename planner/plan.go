@@ -1,0 +1,451 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// Strategies the planner evaluates, as they appear in a Result.
+const (
+	StrategyBlock           = "capacity-block"
+	StrategyReservation     = "reservation"
+	StrategyOnDemand        = "on-demand"
+	StrategySpotOne         = "spot-one-pool"
+	StrategySpotMulti       = "spot-multi-pool"
+	StrategyUniformProgress = "spot+od-uniform-progress"
+	StrategySafetyNet       = "spot+od-planner"
+	StrategyBlockSpot       = "block+spot"
+)
+
+// Result is one way to carry the job out, evaluated.
+type Result struct {
+	Strategy     string
+	Provider     string
+	Cloud        string
+	Regions      []string
+	InstanceType string
+	Instances    int
+	GPUs         float64
+	// Start and End are the capacity's window: a block's own, else the
+	// job's start and its expected end.
+	Start, End            time.Time
+	ExpectedCostUSD       float64
+	P95CostUSD            float64
+	OnTimePct             float64
+	ExpectedInterruptions float64
+	// USDPerUsefulGPUHour is the expected cost over the job's GPU-hours
+	// of work (G × W, measured on the first model).
+	USDPerUsefulGPUHour float64
+	// OfferingID is the block or reservation to book, "" for others.
+	OfferingID  string
+	Assumptions string
+}
+
+// Options tune a Plan.
+type Options struct {
+	// Runs is the number of Monte Carlo runs (default 10,000).
+	Runs int
+	// Seed makes the runs reproducible (default 1).
+	Seed uint64
+	// Speeds are the GPU models' relative speeds (default DefaultSpeeds).
+	Speeds Speeds
+	// MaxPools caps the pools a multi-pool strategy spreads over
+	// (default 6, at most 2 per region).
+	MaxPools int
+	// Workers is the goroutines the runs use (default GOMAXPROCS, at most
+	// 4); the results do not depend on it.
+	Workers int
+}
+
+const (
+	defaultRuns     = 10000
+	defaultMaxPools = 6
+	perRegion       = 2
+	// cooldown is how long an interrupted pool is avoided while another
+	// is up: interruptions come in bursts in a zone (83-97 % are followed
+	// by another within 5 minutes, PLANNER.md).
+	cooldown = 0.5
+	// blockStopEarly: AWS terminates a block's instances from 30 minutes
+	// before its end.
+	blockStopEarly = 30 * time.Minute
+)
+
+// candidate is a pool sized for the job.
+type candidate struct {
+	p            *Pool
+	n            int     // instances
+	speed        float64 // relative to the first model
+	risk         Risk    // for n instances
+	spotUSD      float64 // per hour, for all n; NaN if unknown
+	odUSD        float64
+	score        float64 // expected spot cost per hour of work
+	odScore      float64
+	regionGroup  string
+	instanceGPUs float64
+}
+
+// Plan evaluates every way to carry the job out on the market, unsorted
+// (Rank orders them). Deterministic strategies are computed; the others
+// by Monte Carlo over the pools' risk, all strategies over the same draws.
+func Plan(job Job, m Market, opt Options) ([]Result, error) {
+	if err := job.Validate(); err != nil {
+		return nil, err
+	}
+	if opt.Runs <= 0 {
+		opt.Runs = defaultRuns
+	}
+	if opt.Seed == 0 {
+		opt.Seed = 1
+	}
+	if opt.MaxPools <= 0 {
+		opt.MaxPools = defaultMaxPools
+	}
+	if opt.Speeds == nil {
+		opt.Speeds = DefaultSpeeds
+	}
+	ref := job.Models[0]
+	for _, model := range job.Models {
+		if opt.Speeds.Relative(model, ref) <= 0 {
+			return nil, fieldErr("gpu", "no speed is known for %s relative to %s; set plan.speed.%s", model, ref, model)
+		}
+		if !sold(m, model) {
+			return nil, fieldErr("gpu", "no pool or offering of the market sells %s (the market has %s)", model, strings.Join(modelsIn(m), ", "))
+		}
+	}
+	p := &planning{job: job, opt: opt, ref: ref, d: job.Changeover.Hours(), work: job.Hours}
+	p.ckpt = math.Inf(1)
+	if job.Checkpointable {
+		p.ckpt = job.Checkpoint.Hours()
+	}
+	p.span = job.Deadline.Sub(job.Start).Hours()
+	p.candidates(m)
+	var out []Result
+	out = append(out, p.onDemand()...)
+	out = append(out, p.offerings(m.Offerings)...)
+	out = append(out, p.montecarlo(m.Offerings)...)
+	return out, nil
+}
+
+func sold(m Market, model string) bool {
+	for _, p := range m.Pools {
+		if p.GPUModel == model && !p.Restricted {
+			return true
+		}
+	}
+	for _, o := range m.Offerings {
+		if o.GPU.Model == model {
+			return true
+		}
+	}
+	return false
+}
+
+func modelsIn(m Market) []string {
+	seen := map[string]bool{}
+	for _, p := range m.Pools {
+		seen[p.GPUModel] = true
+	}
+	var out []string
+	for _, g := range providers.GPUModels {
+		if seen[g] {
+			out = append(out, g)
+		}
+	}
+	if len(out) == 0 {
+		return []string{"no GPU pools"}
+	}
+	return out
+}
+
+// planning is one Plan's working state.
+type planning struct {
+	job        Job
+	opt        Options
+	ref        string
+	d, work    float64
+	ckpt, span float64
+	cands      []candidate
+}
+
+func (p *planning) candidates(m Market) {
+	for i := range m.Pools {
+		pl := &m.Pools[i]
+		if pl.Restricted || pl.GPUsPerInstance <= 0 || !slices.Contains(p.job.Models, pl.GPUModel) {
+			continue
+		}
+		speed := p.opt.Speeds.Relative(pl.GPUModel, p.ref)
+		n := int(math.Ceil(float64(p.job.GPUs)/pl.GPUsPerInstance - 1e-9))
+		c := candidate{p: pl, n: n, speed: speed, risk: pl.Risk.ForInstances(n), instanceGPUs: pl.GPUsPerInstance,
+			spotUSD: float64(n) * pl.SpotUSDHour, odUSD: float64(n) * pl.OnDemandUSDHour,
+			// Zones of a region share part of an instance type's process
+			// (the traces' evidence is per type across zones).
+			regionGroup: string(pl.Cloud) + "/" + pl.Region + "/" + pl.InstanceType}
+		// The expected spot cost per hour of work, as EFF $/GPU-H prices
+		// it: what ranks the pools.
+		w := p.work / speed
+		c.score = c.spotUSD * paidHours(c.risk.InterruptionsPerHour, w, p.d, p.ckpt) / p.work
+		c.odScore = c.odUSD / speed
+		p.cands = append(p.cands, c)
+	}
+}
+
+func (p *planning) at(h float64) time.Time {
+	return p.job.Start.Add(time.Duration(h * float64(time.Hour))).Truncate(time.Second)
+}
+
+func (p *planning) usefulGPUHours() float64 { return float64(p.job.GPUs) * p.work }
+
+func (p *planning) ckptWords() string {
+	switch {
+	case math.IsInf(p.ckpt, 1):
+		return "not checkpointable: an interruption starts the job over"
+	default:
+		return fmt.Sprintf("checkpoint every %s", fmtDur(p.job.Checkpoint))
+	}
+}
+
+// onDemand is the cheapest on-demand pool per hour of work in each cloud.
+func (p *planning) onDemand() []Result {
+	best := map[providers.Cloud]*candidate{}
+	for i := range p.cands {
+		c := &p.cands[i]
+		if math.IsNaN(c.odUSD) {
+			continue
+		}
+		if b := best[c.p.Cloud]; b == nil || c.odScore < b.odScore {
+			best[c.p.Cloud] = c
+		}
+	}
+	var out []Result
+	for _, cloud := range sortedClouds(best) {
+		c := best[cloud]
+		hours := p.d + p.work/c.speed
+		cost := c.odUSD * hours
+		r := p.result(StrategyOnDemand, []*candidate{c})
+		r.End = p.at(hours)
+		r.ExpectedCostUSD, r.P95CostUSD = cost, cost
+		r.OnTimePct = pct(hours <= p.span+1e-9)
+		r.USDPerUsefulGPUHour = cost / p.usefulGPUHours()
+		r.Assumptions = fmt.Sprintf("%d × %s on-demand in %s from the start, %s changeover; capacity assumed there (InsufficientInstanceCapacity is not modelled)",
+			c.n, c.p.InstanceType, c.p.Region, fmtDur(p.job.Changeover))
+		out = append(out, r)
+	}
+	return out
+}
+
+func sortedClouds[T any](m map[providers.Cloud]T) []providers.Cloud {
+	var out []providers.Cloud
+	for c := range m {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func pct(ok bool) float64 {
+	if ok {
+		return 100
+	}
+	return 0
+}
+
+// result fills the fields every strategy shares from the pools it uses.
+func (p *planning) result(strategy string, cs []*candidate) Result {
+	r := Result{Strategy: strategy, Start: p.job.Start}
+	var provs, clouds, regions, types []string
+	for _, c := range cs {
+		provs = appendNew(provs, c.p.Provider)
+		clouds = appendNew(clouds, string(c.p.Cloud))
+		regions = appendNew(regions, c.p.Region)
+		types = appendNew(types, c.p.InstanceType)
+	}
+	r.Provider, r.Cloud, r.Regions, r.InstanceType = strings.Join(provs, ","), strings.Join(clouds, ","), regions, strings.Join(types, ",")
+	if len(cs) > 0 {
+		r.Instances = cs[0].n
+		r.GPUs = float64(cs[0].n) * cs[0].instanceGPUs
+	}
+	return r
+}
+
+func appendNew(list []string, v string) []string {
+	if v == "" || slices.Contains(list, v) {
+		return list
+	}
+	return append(list, v)
+}
+
+// blockWork describes where a block or reservation can hold the job:
+// from when to when it may run, and its speed.
+type blockWork struct {
+	o                  providers.Offering
+	speed              float64
+	from, until        float64 // usable window, hours from the job's start
+	kind               string
+	hoursPaid, instGPU float64
+}
+
+func (p *planning) blockWork(o providers.Offering) (blockWork, bool) {
+	if !slices.Contains(p.job.Models, o.GPU.Model) || o.GPU.Count <= 0 || o.InstanceCount < 1 {
+		return blockWork{}, false
+	}
+	if o.GPUCount() < float64(p.job.GPUs)-1e-9 {
+		return blockWork{}, false
+	}
+	b := blockWork{o: o, speed: p.opt.Speeds.Relative(o.GPU.Model, p.ref), kind: StrategyBlock, instGPU: o.GPU.Count}
+	end := o.End
+	if o.StartsOnPurchase {
+		b.kind = StrategyReservation
+	} else {
+		end = end.Add(-blockStopEarly)
+	}
+	b.from = o.Start.Sub(p.job.Start).Hours()
+	b.until = end.Sub(p.job.Start).Hours()
+	b.hoursPaid = o.DurationHours()
+	return b, b.speed > 0 && b.until > math.Max(b.from, 0)
+}
+
+// offerings evaluates every block and reservation that can hold the whole
+// job: deterministic, paid in full. It keeps the cheapest block of each
+// cloud and length and the cheapest reservation of each cloud.
+func (p *planning) offerings(offs []providers.Offering) []Result {
+	type key struct {
+		kind, cloud string
+		hours       float64
+	}
+	best := map[key]Result{}
+	var keys []key
+	for _, o := range offs {
+		b, ok := p.blockWork(o)
+		if !ok {
+			continue
+		}
+		begin := math.Max(0, b.from)
+		finish := begin + p.d + p.work/b.speed
+		if finish > b.until+1e-9 {
+			continue // it cannot hold the whole job
+		}
+		r := Result{Strategy: b.kind, Provider: o.Provider, Cloud: string(o.Cloud), Regions: []string{o.Region},
+			InstanceType: o.InstanceType, Instances: o.InstanceCount, GPUs: o.GPUCount(), Start: o.Start, End: o.End,
+			ExpectedCostUSD: o.UpfrontUSD, P95CostUSD: o.UpfrontUSD, OnTimePct: pct(finish <= p.span+1e-9),
+			USDPerUsefulGPUHour: o.UpfrontUSD / p.usefulGPUHours(), OfferingID: o.ID}
+		if b.kind == StrategyReservation {
+			r.Assumptions = fmt.Sprintf("%d × %s reserved in %s from purchase to %s (%.0f h billed at the on-demand rate; gpumarket releases it then) for %s h of work",
+				o.InstanceCount, o.InstanceType, placeOf(o.Region, o.Zone), o.End.UTC().Format(time.RFC3339), b.hoursPaid, trimFloat(p.work/b.speed))
+		} else {
+			r.Assumptions = fmt.Sprintf("%.0f h block (%s to %s UTC) paid in full for %s h of work + %s changeover; instances stop 30 min before its end; no interruptions",
+				b.hoursPaid, o.Start.UTC().Format("Jan 2 15:04"), o.End.UTC().Format("Jan 2 15:04"), trimFloat(p.work/b.speed), fmtDur(p.job.Changeover))
+		}
+		// Blocks of each length (a longer one may start earlier); one
+		// reservation per cloud, since it starts when bought and bills
+		// until released: the cheapest that holds the job.
+		k := key{b.kind, string(o.Cloud), math.Round(b.hoursPaid)}
+		if b.kind == StrategyReservation {
+			k.hours = 0
+		}
+		prev, seen := best[k]
+		if !seen {
+			keys = append(keys, k)
+		}
+		if !seen || better(r, prev) {
+			best[k] = r
+		}
+	}
+	var out []Result
+	for _, k := range keys {
+		out = append(out, best[k])
+	}
+	return out
+}
+
+// better prefers on time, then cheaper.
+func better(a, b Result) bool {
+	if (a.OnTimePct >= 100) != (b.OnTimePct >= 100) {
+		return a.OnTimePct >= 100
+	}
+	return a.ExpectedCostUSD < b.ExpectedCostUSD
+}
+
+func placeOf(region, zone string) string {
+	if zone == "" || strings.HasPrefix(zone, region) {
+		return orStr(zone, region)
+	}
+	return region + "/" + zone
+}
+
+func orStr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func fmtDur(d time.Duration) string {
+	s := d.String()
+	s = strings.TrimSuffix(s, "0s")
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	if s == "" {
+		return "0s"
+	}
+	return s
+}
+
+// Rank orders results: those on time at least minOnTime percent of the
+// time, cheapest expected first; then the rest, most often on time first.
+func Rank(rs []Result, minOnTime float64) {
+	sort.SliceStable(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		okA, okB := a.OnTimePct >= minOnTime, b.OnTimePct >= minOnTime
+		if okA != okB {
+			return okA
+		}
+		if !okA && a.OnTimePct != b.OnTimePct {
+			return a.OnTimePct > b.OnTimePct
+		}
+		return a.ExpectedCostUSD < b.ExpectedCostUSD
+	})
+}
+
+// workers returns how many goroutines to use.
+func (o Options) workers() int {
+	w := o.Workers
+	if w <= 0 {
+		w = min(runtime.GOMAXPROCS(0), 4)
+	}
+	return max(w, 1)
+}
+
+// parallel runs fn(worker, run) for every run, split over workers in fixed
+// chunks; each worker has its own state, so the results do not depend on
+// how many there are.
+func parallel(runs, workers int, newWorker func() func(run int)) {
+	const chunk = 250
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			do := newWorker()
+			for start := range next {
+				for i := start; i < min(start+chunk, runs); i++ {
+					do(i)
+				}
+			}
+		}()
+	}
+	for s := 0; s < runs; s += chunk {
+		next <- s
+	}
+	close(next)
+	wg.Wait()
+}

@@ -125,7 +125,7 @@ func (t providerTable) checkRegions(names, regions []string) error {
 				strings.Join(regions, ","), name, d.RegionExample, name, name)
 		}
 	}
-	return nil
+	return t.checkRegionsKnown(names, regions)
 }
 
 // checkCount refuses an instance count over what every kind of offering a

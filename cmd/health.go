@@ -1,0 +1,239 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// ReadySnapshot runs the hub until every source has finished its first
+// back-fill, or until timeout, and returns what the sources that answered
+// gave. It warns on stderr, one line each, of every source or region that
+// failed (with its cause) or had not answered when timeout ran out, and
+// fails only when nothing answered at all: one bad region never blanks
+// the others' rows.
+func (a *app) ReadySnapshot(ctx context.Context, timeout time.Duration) (*hub.Snapshot, error) {
+	h, err := a.Hub(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return a.waitReady(ctx, h, timeout)
+}
+
+func (a *app) waitReady(ctx context.Context, h *hub.Hub, timeout time.Duration) (*hub.Snapshot, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	snap, err := h.WaitReady(wctx)
+	if err != nil {
+		// The command itself was cancelled (SIGINT), or the hub stopped:
+		// no partial answer is wanted.
+		if snap == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("wait for the sources: %w", err)
+		}
+	}
+	desc := map[string]providers.Descriptor{}
+	for _, p := range h.Providers() {
+		desc[p.Name()] = p.Describe()
+	}
+	rep := healthOf(snap, a.query, desc)
+	rep.write(a.errOut, timeout)
+	if !rep.answered {
+		if !snap.Ready {
+			return nil, fmt.Errorf("no source or region answered within --timeout %s (raise --timeout)", shortDuration(timeout))
+		}
+		return nil, errors.New("no source or region answered")
+	}
+	return snap, nil
+}
+
+// health is what a snapshot says of the sources a one-shot command asked:
+// their notes, one warning per source or region that failed or has not
+// answered, and whether anything answered.
+type health struct {
+	notes    []string // "aws: advisor data from …"
+	warnings []warning
+	answered bool
+}
+
+// warning is one line of stderr about a source or one of its regions.
+type warning struct {
+	provider, region string
+	// cause is the failure; "" when the region had not answered when
+	// --timeout ran out (late) or answered with nothing (empty).
+	cause string
+	late  bool
+	// partial is set for a late region that had sent some prices: its
+	// rows are printed, perhaps with less history than the window.
+	partial bool
+	empty   string // what the region answered with none of
+	example string // a region name of the provider, for an empty answer
+}
+
+// healthOf reads the snapshot's source statuses against the query: every
+// region the query names that a source has is accounted for, answered or
+// not. A snapshot that is not Ready was taken when the deadline passed.
+func healthOf(snap *hub.Snapshot, q providers.Query, desc map[string]providers.Descriptor) health {
+	var h health
+	// A region that sent prices and then failed a part (Azure's history
+	// while its list prices answered, say) has answered: its rows are
+	// printed, with its warning.
+	priced := map[[2]string]bool{}
+	pooled := map[[2]string]bool{}
+	for i := range snap.Pools {
+		pv := &snap.Pools[i]
+		if !q.Matches(pv.Pool) {
+			continue
+		}
+		k := [2]string{pv.Provider, pv.Region}
+		pooled[k] = true
+		if pv.History.Len() > 0 {
+			priced[k] = true
+		}
+	}
+	for _, src := range snap.Sources {
+		name := src.Provider
+		if src.Note != "" && !src.Simulated {
+			h.notes = append(h.notes, name+": "+unprefixed(name, src.Note))
+		}
+		if src.Err != "" && !everyRegionFailed(src) {
+			// (A source whose every region failed says "every region
+			// failed"; the regions' own lines say why.)
+			h.warnings = append(h.warnings, warning{provider: name, cause: unprefixed(name, src.Err)})
+		}
+		loading := src.State == hub.StateLoading
+		seen := map[string]bool{}
+		okRegions := 0
+		for _, r := range src.Regions {
+			seen[r.Region] = true
+			k := [2]string{name, r.Region}
+			switch {
+			case r.Err != "":
+				h.warnings = append(h.warnings, warning{provider: name, region: r.Region, cause: unprefixed(name, r.Err)})
+				if priced[k] {
+					h.answered = true
+				}
+			case loading && !(r.Total > 0 && r.Done >= r.Total):
+				h.warnings = append(h.warnings, warning{provider: name, region: r.Region, late: true, partial: priced[k]})
+				if priced[k] {
+					h.answered = true
+				}
+			default:
+				okRegions++
+			}
+		}
+		// The regions the query names that the source has: each is
+		// accounted for. One it has not reported on is still on its
+		// first call; one that answered with no pools is named, since an
+		// empty answer is what a cloud gives for a name it does not know.
+		d, known := desc[name]
+		failed := map[string]bool{}
+		for _, r := range src.Regions {
+			failed[r.Region] = r.Err != "" || (loading && !(r.Total > 0 && r.Done >= r.Total))
+		}
+		missing := 0
+		for _, r := range q.Regions {
+			if (known && !d.KnowsRegion(r)) || failed[r] || pooled[[2]string{name, r}] {
+				continue
+			}
+			switch {
+			case loading && !seen[r]:
+				missing++
+				h.warnings = append(h.warnings, warning{provider: name, region: r, late: true})
+			case src.State == hub.StateReady || (loading && seen[r]):
+				h.warnings = append(h.warnings, warning{provider: name, region: r, empty: emptyWhat(q), example: d.RegionExample})
+			}
+		}
+		if loading && missing == 0 && len(q.Regions) == 0 {
+			// Regions the source has not reported on are invisible
+			// here: say the source as a whole had not finished.
+			h.warnings = append(h.warnings, warning{provider: name, late: true, partial: okRegions > 0})
+		}
+		// A source that reports no regions answered as a whole when its
+		// fetch succeeded.
+		if okRegions > 0 || (len(src.Regions) == 0 && src.State == hub.StateReady && src.Err == "") {
+			h.answered = true
+		}
+	}
+	return h
+}
+
+// everyRegionFailed reports whether the source reported regions and
+// every one of them failed.
+func everyRegionFailed(src hub.SourceStatus) bool {
+	for _, r := range src.Regions {
+		if r.Err == "" {
+			return false
+		}
+	}
+	return len(src.Regions) > 0
+}
+
+// emptyWhat names what an empty answer had none of: "GPU pools", or the
+// query's models.
+func emptyWhat(q providers.Query) string {
+	if len(q.GPUs) == 0 {
+		return "GPU pools"
+	}
+	return strings.Join(q.GPUs, " or ") + " pools"
+}
+
+// write prints the notes, then the warnings, one line each.
+func (h health) write(w io.Writer, timeout time.Duration) {
+	for _, n := range h.notes {
+		fmt.Fprintf(w, "gpumarket: %s\n", n)
+	}
+	for _, x := range h.warnings {
+		fmt.Fprintf(w, "gpumarket: warning: %s\n", x.line(timeout))
+	}
+}
+
+// line words the warning: who, then what happened.
+func (x warning) line(timeout time.Duration) string {
+	who := x.provider
+	if x.region != "" {
+		who += " " + x.region
+	}
+	switch {
+	case x.cause != "":
+		return who + ": " + x.cause
+	case x.empty != "" && x.example != "":
+		return fmt.Sprintf("%s: answered with no %s: none sold there, or no %s region of that name (such as %s)", who, x.empty, x.provider, x.example)
+	case x.empty != "":
+		return fmt.Sprintf("%s: answered with no %s: none sold there, or no %s region of that name", who, x.empty, x.provider)
+	case x.region == "" && x.partial:
+		return fmt.Sprintf("%s: still loading when --timeout %s ran out: regions it had not reported on are missing", who, shortDuration(timeout))
+	case x.partial:
+		return fmt.Sprintf("%s: had not finished within --timeout %s: its rows may lack part of the window", who, shortDuration(timeout))
+	}
+	return fmt.Sprintf("%s: did not answer within --timeout %s", who, shortDuration(timeout))
+}
+
+// shortDuration prints a duration without zero units: 2m, 1h30m, 1.5s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// unprefixed is a source's message on one line without the "aws: " its
+// errors start with, since the warning line names the source already, and
+// with the query of any quoted URL cut (an Azure price filter names every
+// VM size: a line of thousands of characters).
+func unprefixed(provider, msg string) string {
+	return quotedURLQuery.ReplaceAllString(strings.TrimPrefix(oneLine(msg), provider+": "), `"$1?…"`)
+}
+
+// quotedURLQuery matches a quoted URL with a query.
+var quotedURLQuery = regexp.MustCompile(`"(https?://[^"?\s]*)\?[^"\s]*"`)

@@ -15,19 +15,57 @@ import (
 
 // ReadySnapshot runs the hub until every source has finished its first
 // back-fill, or until timeout, and returns what the sources that answered
-// gave. It warns on stderr, one line each, of every source or region that
-// failed (with its cause) or had not answered when timeout ran out, and
-// fails only when nothing answered at all: one bad region never blanks
+// gave. It warns on stderr, one line each, of every source that could not
+// be set up (no credentials, say) and every source or region that failed
+// (with its cause) or had not answered when timeout ran out, and fails
+// only when nothing answered at all: one bad region or cloud never blanks
 // the others' rows.
 func (a *app) ReadySnapshot(ctx context.Context, timeout time.Duration) (*hub.Snapshot, error) {
-	h, err := a.Hub(ctx)
+	ps, down, err := a.reachableProviders(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return a.waitReady(ctx, h, timeout)
+	return a.waitReady(ctx, a.hubOver(ps), timeout, down...)
 }
 
-func (a *app) waitReady(ctx context.Context, h *hub.Hub, timeout time.Duration) (*hub.Snapshot, error) {
+// reachableProviders builds the query's sources. One that cannot be
+// built (no credentials, a bad endpoint) is left out with a warning,
+// returned for the caller to print with its others, while another
+// answers; when none can be, the first error is returned (alone, as it
+// is, when there is one source). Bad usage is returned at once.
+func (a *app) reachableProviders(ctx context.Context) ([]providers.Provider, []warning, error) {
+	if err := a.table.checkRegions(a.query.Providers, a.query.Regions); err != nil {
+		return nil, nil, err
+	}
+	var ps []providers.Provider
+	var down []warning
+	var first error
+	for _, name := range a.query.Providers {
+		p, err := a.provider(ctx, name)
+		if err != nil {
+			var ue *usageError
+			if errors.As(err, &ue) {
+				return nil, nil, err
+			}
+			if first == nil {
+				first = err
+			}
+			down = append(down, warning{provider: name, cause: unprefixed(name, err.Error())})
+			continue
+		}
+		ps = append(ps, p)
+	}
+	if len(ps) == 0 {
+		if len(down) > 1 {
+			health{warnings: down}.write(a.errOut, 0)
+			return nil, nil, errors.New("no source could be reached")
+		}
+		return nil, nil, first
+	}
+	return ps, down, nil
+}
+
+func (a *app) waitReady(ctx context.Context, h *hub.Hub, timeout time.Duration, down ...warning) (*hub.Snapshot, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	snap, err := h.WaitReady(wctx)
@@ -43,6 +81,7 @@ func (a *app) waitReady(ctx context.Context, h *hub.Hub, timeout time.Duration) 
 		desc[p.Name()] = p.Describe()
 	}
 	rep := healthOf(snap, a.query, desc)
+	rep.warnings = append(down, rep.warnings...)
 	rep.write(a.errOut, timeout)
 	if !rep.answered {
 		if !snap.Ready {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -137,7 +136,7 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 	e := a.env
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
-	ps, err := a.Providers(ctx)
+	ps, down, err := a.reachableProviders(ctx)
 	if err != nil {
 		return err
 	}
@@ -149,20 +148,26 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 	if err != nil && len(res.Failed) == 0 {
 		return err // not the providers' answers: the ledger, say
 	}
-	// One line per provider that did not answer (per line of its error:
-	// a provider may name several regions), in the providers' order.
-	names := make([]string, 0, len(res.Failed))
-	for name := range res.Failed {
-		names = append(names, name)
+	// One line per provider that could not be set up or did not answer
+	// (per line of its error: a provider may name several regions), in
+	// the order of --provider.
+	failed := map[string]error{}
+	for name, perr := range res.Failed {
+		failed[name] = perr
 	}
-	sort.Strings(names)
+	for _, w := range down {
+		failed[w.provider] = errors.New(w.cause)
+	}
 	prefix := "gpumarket: warning: offerings: "
 	if err != nil {
 		prefix = "gpumarket: offerings: "
 	}
 	refused := 0
-	for _, name := range names {
-		perr := res.Failed[name]
+	for _, name := range e.query.Providers {
+		perr, ok := failed[name]
+		if !ok {
+			continue
+		}
 		if errors.Is(perr, providers.ErrInvalidQuery) {
 			refused++
 		}
@@ -173,7 +178,7 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 	if err != nil {
 		// Every provider failed, each said above once. All of them
 		// refusing the terms is bad input.
-		if refused == len(names) {
+		if refused == len(failed) {
 			return reported(exitUsage)
 		}
 		return reported(exitFailure)

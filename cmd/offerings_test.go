@@ -91,9 +91,9 @@ func TestOfferingsEveryProviderRefusingSaysEachOnce(t *testing.T) {
 	refusing := finderFake{name: "acme", err: providers.InvalidQueryf("GPU L4: acme sells blocks of H100 only")}
 	code, out, errOut := runTable(t, withFinder(refusing), "offerings", "--provider", "sim,acme", "--gpu", "L4", "--count", "1", "--duration", "2d")
 	lines := stderrLines(errOut)
-	want := []string{
-		"gpumarket: offerings: acme: GPU L4: acme sells blocks of H100 only",
+	want := []string{ // in the order of --provider
 		"gpumarket: offerings: sim: GPU L4: the simulated market sells blocks of H100, H200, A100 only",
+		"gpumarket: offerings: acme: GPU L4: acme sells blocks of H100 only",
 	}
 	if code != 2 || out != "" || strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("exit %d, stderr:\n%s\nwant exit 2 and:\n%s", code, errOut, strings.Join(want, "\n"))
@@ -102,8 +102,8 @@ func TestOfferingsEveryProviderRefusingSaysEachOnce(t *testing.T) {
 	broken := finderFake{name: "acme", err: errors.New("acme: describe offerings: 500 Internal Server Error\nacme: second region: 503")}
 	code, _, errOut = runTable(t, withFinder(broken), "offerings", "--provider", "sim,acme", "--gpu", "L4", "--count", "1", "--duration", "2d")
 	lines = stderrLines(errOut)
-	if code != 1 || len(lines) != 3 || lines[0] != "gpumarket: offerings: acme: describe offerings: 500 Internal Server Error" ||
-		lines[1] != "gpumarket: offerings: acme: second region: 503" {
+	if code != 1 || len(lines) != 3 || lines[1] != "gpumarket: offerings: acme: describe offerings: 500 Internal Server Error" ||
+		lines[2] != "gpumarket: offerings: acme: second region: 503" {
 		t.Errorf("a failure beside a refusal: exit %d, stderr:\n%s\nwant exit 1, one line per line of each error", code, errOut)
 	}
 }

@@ -456,3 +456,44 @@ func TestWarningCutsQuotedURLQueries(t *testing.T) {
 		t.Errorf("unprefixed:\n got %s\nwant %s", got, want)
 	}
 }
+
+// noAWSCredentials leaves the AWS credential chain nothing to find, at
+// once (no instance metadata service is asked).
+func noAWSCredentials(t *testing.T) {
+	t.Helper()
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_REGION", "us-east-1")
+}
+
+// A cloud that cannot be set up (no AWS credentials) does not hide the
+// simulated market's rows or offerings: it is one warning line. Alone, it
+// is the command's error.
+func TestCloudWithoutCredentialsDoesNotHideTheOthers(t *testing.T) {
+	isolate(t)
+	noAWSCredentials(t)
+	code, out, errOut := runCmd(t, "prices", "--provider", "sim,aws", "--region", "us-east-1", "-o", "json")
+	if code != 0 || pricesByRegion(t, out)["sim us-east-1"] == 0 {
+		t.Fatalf("prices: exit %d, want 0 with the sim's rows: %s", code, errOut)
+	}
+	if w := warningLines(errOut, "aws"); len(w) != 1 || !strings.Contains(w[0], "no credentials") {
+		t.Errorf("prices: aws warnings %q, want one saying there are no credentials", w)
+	}
+
+	code, out, errOut = runCmd(t, "offerings", "--provider", "sim,aws", "--region", "us-east-1", "--gpu", "H100", "--count", "1", "--duration", "2d", "-o", "json")
+	if rows, _ := jsonRows(t, out); code != 0 || len(rows) == 0 {
+		t.Fatalf("offerings: exit %d, want 0 with the sim's offerings: %s", code, errOut)
+	}
+	if w := warningLines(errOut, "offerings: aws"); len(w) != 1 || !strings.Contains(w[0], "no credentials") {
+		t.Errorf("offerings: aws warnings %q, want one saying there are no credentials", w)
+	}
+
+	code, _, errOut = runCmd(t, "prices", "--provider", "aws", "--region", "us-east-1")
+	if code != 1 || len(stderrLines(errOut)) != 1 || !strings.HasPrefix(errOut, "gpumarket: aws: no credentials") {
+		t.Errorf("aws alone: exit %d, stderr %q; want 1 and its one line", code, errOut)
+	}
+}

@@ -4,11 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
 	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/aws"
+	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
 )
 
 // finderFake is a provider that sells capacity blocks and answers every
@@ -170,5 +176,40 @@ func TestOfferingsReadsLocalTimes(t *testing.T) {
 		if blocks == 0 {
 			t.Fatalf("--start-after %q found no block", after)
 		}
+	}
+}
+
+// The same bad terms against AWS (its local EC2 endpoint): said once,
+// exit 2, and no search is sent.
+func TestOfferingsBadTermsOnAWSSaidOnceExit2(t *testing.T) {
+	isolate(t)
+	now := time.Now().UTC().Truncate(time.Minute)
+	fake := ec2test.New(ec2test.Generate(1, []string{"us-east-1"}, now.Add(-26*time.Hour), now, time.Hour)...)
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	table := withRow("aws", func(ctx context.Context, e *env) (providers.Provider, error) {
+		return aws.New(ctx, aws.Options{Regions: e.query.Regions, DataDir: t.TempDir(), Logger: e.log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
+			Config: &awssdk.Config{Region: "us-east-1", BaseEndpoint: awssdk.String(srv.URL), HTTPClient: srv.Client(),
+				Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}})
+	})
+	far := now.Add(100 * 24 * time.Hour).Format("2006-01-02")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--start-before", "2025-01-01"}, "gpumarket: --start-before 2025-01-01 is in the past"},
+		{[]string{"--start-after", far}, "gpumarket: --start-after " + far + " is too far ahead"},
+		{[]string{"--duration", "30h"}, "gpumarket: --duration 30h: capacity blocks last 1 to 14 days"},
+		{[]string{"--count", "65"}, "gpumarket: --count 65: aws sells blocks of 1 to 64 instances"},
+	} {
+		args := append([]string{"offerings", "--provider", "aws", "--region", "us-east-1", "--gpu", "H100", "--count", "2", "--duration", "2d"}, c.args...)
+		code, out, errOut := runTable(t, table, args...)
+		lines := stderrLines(errOut)
+		if code != 2 || out != "" || len(lines) != 1 || !strings.HasPrefix(lines[0], c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line %q", c.args, code, errOut, c.want)
+		}
+	}
+	if n := fake.Count("DescribeCapacityBlockOfferings", ""); n != 0 {
+		t.Errorf("%d searches sent for refused terms", n)
 	}
 }

@@ -401,6 +401,18 @@ func TestPricesPrintsAnsweredSimRegionsWhenOneFails(t *testing.T) {
 			if w := warningLines(errOut, "sim us-west-2"); len(w) != 1 || !strings.Contains(w[0], c.want) {
 				t.Errorf("us-west-2 warnings %q, want one saying %q", w, c.want)
 			}
+
+			// history the same.
+			code, out, errOut = runTable(t, table, "history", "--region", "us-east-1,us-west-2", "--timeout", "1s", "-o", "json")
+			if code != 0 {
+				t.Fatalf("history: exit %d, want 0: %s", code, errOut)
+			}
+			if rows := pricesByRegion(t, out); rows["sim us-east-1"] == 0 || len(rows) != 1 {
+				t.Errorf("history rows by region %v, want us-east-1's only", rows)
+			}
+			if w := warningLines(errOut, "sim us-west-2"); len(w) != 1 || !strings.Contains(w[0], c.want) {
+				t.Errorf("history: us-west-2 warnings %q, want one saying %q", w, c.want)
+			}
 		})
 	}
 }

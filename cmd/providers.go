@@ -170,7 +170,7 @@ func (t providerTable) checkDuration(d time.Duration, names []string) error {
 			}
 		}
 		if !ok {
-			return usagef("--duration %s (%s)", first, name)
+			return usagef("--duration %s (%s)", strings.TrimPrefix(first.Error(), "duration "), name)
 		}
 	}
 	return nil

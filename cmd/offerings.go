@@ -145,8 +145,14 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 		return err
 	}
 	res, err := svc.FindOfferings(ctx, q)
-	if err != nil && len(res.Failed) == 0 {
-		return err // not the providers' answers: the ledger, say
+	finders := 0
+	for _, p := range ps {
+		if _, ok := p.(providers.OfferingFinder); ok {
+			finders++
+		}
+	}
+	if err != nil && (finders == 0 || len(res.Failed) < finders) {
+		return err // not every provider's failure: the ledger's, say
 	}
 	// One line per provider that could not be set up or did not answer
 	// (per line of its error: a provider may name several regions), in

@@ -105,11 +105,11 @@ type health struct {
 type warning struct {
 	provider, region string
 	// cause is the failure; "" when the region had not answered when
-	// --timeout ran out (late) or answered with nothing (empty).
+	// --timeout ran out, or answered with nothing (empty).
 	cause string
-	late  bool
-	// partial is set for a late region that had sent some prices: its
-	// rows are printed, perhaps with less history than the window.
+	// partial is set for a region still loading that had sent some
+	// prices: its rows are printed, perhaps with less history than the
+	// window.
 	partial bool
 	empty   string // what the region answered with none of
 	example string // a region name of the provider, for an empty answer
@@ -147,19 +147,23 @@ func healthOf(snap *hub.Snapshot, q providers.Query, desc map[string]providers.D
 			h.warnings = append(h.warnings, warning{provider: name, cause: unprefixed(name, src.Err)})
 		}
 		loading := src.State == hub.StateLoading
-		seen := map[string]bool{}
-		okRegions := 0
+		seen := map[string]bool{}   // regions the source reported on
+		failed := map[string]bool{} // … that failed or were still loading
+		okRegions, late := 0, 0
 		for _, r := range src.Regions {
 			seen[r.Region] = true
 			k := [2]string{name, r.Region}
 			switch {
 			case r.Err != "":
+				failed[r.Region] = true
 				h.warnings = append(h.warnings, warning{provider: name, region: r.Region, cause: unprefixed(name, r.Err)})
 				if priced[k] {
 					h.answered = true
 				}
 			case loading && !(r.Total > 0 && r.Done >= r.Total):
-				h.warnings = append(h.warnings, warning{provider: name, region: r.Region, late: true, partial: priced[k]})
+				failed[r.Region] = true
+				late++
+				h.warnings = append(h.warnings, warning{provider: name, region: r.Region, partial: priced[k]})
 				if priced[k] {
 					h.answered = true
 				}
@@ -172,27 +176,24 @@ func healthOf(snap *hub.Snapshot, q providers.Query, desc map[string]providers.D
 		// first call; one that answered with no pools is named, since an
 		// empty answer is what a cloud gives for a name it does not know.
 		d, known := desc[name]
-		failed := map[string]bool{}
-		for _, r := range src.Regions {
-			failed[r.Region] = r.Err != "" || (loading && !(r.Total > 0 && r.Done >= r.Total))
-		}
-		missing := 0
 		for _, r := range q.Regions {
 			if (known && !d.KnowsRegion(r)) || failed[r] || pooled[[2]string{name, r}] {
 				continue
 			}
 			switch {
 			case loading && !seen[r]:
-				missing++
-				h.warnings = append(h.warnings, warning{provider: name, region: r, late: true})
-			case src.State == hub.StateReady || (loading && seen[r]):
+				late++
+				h.warnings = append(h.warnings, warning{provider: name, region: r})
+			case src.State == hub.StateReady || loading:
 				h.warnings = append(h.warnings, warning{provider: name, region: r, empty: emptyWhat(q), example: d.RegionExample})
 			}
 		}
-		if loading && missing == 0 && len(q.Regions) == 0 {
-			// Regions the source has not reported on are invisible
-			// here: say the source as a whole had not finished.
-			h.warnings = append(h.warnings, warning{provider: name, late: true, partial: okRegions > 0})
+		if loading && late == 0 {
+			// Still loading, yet no region of it is seen late: the ones
+			// it had not reported on are invisible here (no --region
+			// named them), or what it fetches after its regions (AWS's
+			// placement scores) is late. Say the source had not finished.
+			h.warnings = append(h.warnings, warning{provider: name, partial: okRegions > 0})
 		}
 		// A source that reports no regions answered as a whole when its
 		// fetch succeeded.
@@ -247,7 +248,7 @@ func (x warning) line(timeout time.Duration) string {
 	case x.empty != "":
 		return fmt.Sprintf("%s: answered with no %s: none sold there, or no %s region of that name", who, x.empty, x.provider)
 	case x.region == "" && x.partial:
-		return fmt.Sprintf("%s: still loading when --timeout %s ran out: regions it had not reported on are missing", who, shortDuration(timeout))
+		return fmt.Sprintf("%s: had not finished within --timeout %s: the rows show what it had sent (a region it had not reported on is missing)", who, shortDuration(timeout))
 	case x.partial:
 		return fmt.Sprintf("%s: had not finished within --timeout %s: its rows may lack part of the window", who, shortDuration(timeout))
 	}

@@ -2,8 +2,6 @@ package cmd
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -37,6 +35,11 @@ type app struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	loops  sync.WaitGroup
+
+	// modelsChecked is set by a command that says itself which of the
+	// query's GPU models no pool sells (`plan`): a region that answered
+	// with none of them is then not worth a warning of its own.
+	modelsChecked bool
 
 	// sharedWindow caps what the hub holds at the configured window (the
 	// hub of `serve`, shared by every session); otherwise a session may
@@ -217,33 +220,6 @@ func (a *app) Close() {
 			a.st.Close()
 		}
 	})
-}
-
-// ReadySnapshot runs the hub until every source has finished its first
-// back-fill, warns on stderr of every failed region and returns the
-// snapshot. It fails when no region answered at all.
-func (a *app) ReadySnapshot(ctx context.Context, timeout time.Duration) (*hub.Snapshot, error) {
-	h, err := a.Hub(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return a.waitReady(ctx, h, timeout)
-}
-
-func (a *app) waitReady(ctx context.Context, h *hub.Hub, timeout time.Duration) (*hub.Snapshot, error) {
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	snap, err := h.WaitReady(wctx)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("the sources did not finish loading within %s (raise --timeout)", timeout)
-		}
-		return nil, fmt.Errorf("wait for the sources: %w", err)
-	}
-	if !a.reportHealth(snap) {
-		return nil, errors.New("no source or region answered")
-	}
-	return snap, nil
 }
 
 // simulated reports whether the simulated market is one of the sources.

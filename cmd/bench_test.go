@@ -48,3 +48,16 @@ func BenchmarkWriteHistory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadySnapshotSim is `gpumarket prices` on the simulated market
+// up to its rows: the hub started over the sim, its 24 h back-fill, and
+// the wait for the snapshot that says every source is done.
+func BenchmarkReadySnapshotSim(b *testing.B) {
+	e, _, _ := testEnv(b, providers.Query{})
+	for b.Loop() {
+		snap, err := e.snapshotOf(context.Background(), []providers.Provider{sim.New(sim.Options{Seed: 1})}, time.Minute)
+		if err != nil || !snap.Ready {
+			b.Fatal(err)
+		}
+	}
+}

@@ -280,28 +280,6 @@ func TestLedgerUnknownFleetCostIsNull(t *testing.T) {
 	}
 }
 
-func TestParseWhen(t *testing.T) {
-	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	for in, want := range map[string]time.Time{
-		"2026-12-03T10:00:00Z":      time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC),
-		"2026-12-03T10:00:00+01:00": time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC),
-		"2026-12-03":                time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC),
-		"+2d":                       now.Add(48 * time.Hour),
-		"+6h":                       now.Add(6 * time.Hour),
-		"+1w":                       now.Add(7 * 24 * time.Hour),
-	} {
-		got, err := parseWhen(in, now)
-		if err != nil || !got.Equal(want) {
-			t.Errorf("%q: %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "+", "+0d", "-2d", "+2m", "tomorrow", "2026-13-01", "+999999999999w"} {
-		if _, err := parseWhen(in, now); err == nil || !strings.Contains(err.Error(), "RFC 3339") {
-			t.Errorf("%q accepted or unclear: %v", in, err)
-		}
-	}
-}
-
 func TestParseSpan(t *testing.T) {
 	for in, want := range map[string]time.Duration{"48h": 48 * time.Hour, "2d": 48 * time.Hour, "26w": 182 * 24 * time.Hour} {
 		if got, err := parseSpan(in); err != nil || got != want {
@@ -313,25 +291,6 @@ func TestParseSpan(t *testing.T) {
 			t.Errorf("%q accepted", in)
 		}
 	}
-}
-
-func FuzzParseWhen(f *testing.F) {
-	for _, s := range []string{"+2d", "2026-12-01", "2026-12-01T09:00:00Z", "+", "+99999999999999999999h"} {
-		f.Add(s)
-	}
-	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	f.Fuzz(func(t *testing.T, s string) {
-		got, err := parseWhen(s, now)
-		if err != nil {
-			if !strings.Contains(err.Error(), "want") {
-				t.Fatalf("%q: error does not say what is accepted: %v", s, err)
-			}
-			return
-		}
-		if strings.HasPrefix(strings.TrimSpace(s), "+") && (!got.After(now) || got.Sub(now) > maxBlockSpan) {
-			t.Fatalf("%q: offset %v out of range", s, got.Sub(now))
-		}
-	})
 }
 
 func FuzzParseSpan(f *testing.F) {

@@ -144,7 +144,11 @@ func TestRegionFilterMustReachEachCloud(t *testing.T) {
 		// The simulated market has its own regions, under real names.
 		{[]string{"sim"}, []string{"mars-1"}, false},
 		{[]string{"sim"}, []string{"us-west-1"}, false},
-		{[]string{"sim"}, []string{"mars-1", "ap-south-1"}, true},
+		// A name no provider in use has is refused even beside one it
+		// has: it would be dropped with no word (issue 11.8).
+		{[]string{"sim"}, []string{"mars-1", "ap-south-1"}, false},
+		{[]string{"sim", "azure"}, []string{"us-east-1", "mars-1"}, false},
+		{[]string{"sim", "azure"}, []string{"us-east-1", "westus2"}, true},
 	} {
 		err := defaultProviders().checkRegions(tc.provs, tc.regions)
 		if (err == nil) != tc.ok {

@@ -31,6 +31,16 @@ type usageError struct {
 
 func (e *usageError) Error() string { return e.msg }
 
+// reportedError ends a command whose failure has been said already, line
+// by line (every provider's refusal of a search): run prints nothing more
+// and exits with code.
+type reportedError struct{ code int }
+
+func (e reportedError) Error() string { return fmt.Sprintf("exit %d (said above)", e.code) }
+
+// reported returns the error of a failure said already.
+func reported(code int) error { return reportedError{code: code} }
+
 // usagef returns a usage error (exit 2). Name the flag and what it
 // accepts: usagef("--window %q: want %s", v, providers.WindowForm).
 func usagef(format string, args ...any) error {
@@ -64,6 +74,10 @@ func (c *cli) run(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
+	}
+	var said reportedError
+	if errors.As(err, &said) {
+		return said.code
 	}
 	if msg, ok := usageMessage(err); ok {
 		fmt.Fprintf(stderr, "gpumarket: %s\n", oneLine(msg))

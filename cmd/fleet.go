@@ -173,6 +173,9 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 	if !svc.CanLaunch(spec.Provider) {
 		return fmt.Errorf("provider %s does not launch fleets", spec.Provider)
 	}
+	if err := a.checkFleetTypes(ctx, spec, f.timeout); err != nil {
+		return err
+	}
 	est := svc.EstimateFleet(ctx, spec)
 	fmt.Fprint(e.errOut, fleetSummary(spec, est, svc.Describe(spec.Provider).Simulated))
 	if !spec.DryRun && !f.yes {

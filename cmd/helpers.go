@@ -60,9 +60,6 @@ func stdinIsTerminal(r io.Reader) bool {
 	return ok && term.IsTerminal(f.Fd())
 }
 
-// confirm asks "Type yes to <what>" on a terminal and reports whether the
-// answer was exactly yes. Without a terminal it refuses with a usage
-// error (exit 2): a script must say --yes.
 // needsConfirmation refuses at once, with one line, a purchase or launch
 // that would have to ask but cannot: stdin is not a terminal and neither
 // --yes nor --dry-run was given. Nothing is looked up or fetched first.
@@ -73,19 +70,29 @@ func (e *env) needsConfirmation(cmdName string, dryRun, yes bool) error {
 	return usagef("%s needs a confirmation: pass --yes to go ahead without asking, or --dry-run (stdin is not a terminal)", cmdName)
 }
 
+// confirm asks "Type yes to <what>" on a terminal and reports whether the
+// answer was yes: y or yes in any case, as the TUI's confirmation takes
+// y. Anything else, an empty line included, is a no. Without a terminal
+// it refuses with a usage error (exit 2): a script must say --yes.
 func (e *env) confirm(cmdName, what string) error {
 	if !stdinIsTerminal(e.stdin) {
 		return usagef("%s needs a confirmation: pass --yes to %s without asking (stdin is not a terminal)", cmdName, what)
 	}
-	fmt.Fprintf(e.errOut, "Type yes to %s: ", what)
+	fmt.Fprintf(e.errOut, "Type yes to %s (y/yes, anything else cancels): ", what)
 	line, err := bufio.NewReader(e.stdin).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("read the confirmation: %w", err)
 	}
-	if strings.TrimSpace(line) != "yes" {
+	if !isYes(line) {
 		return errors.New("not confirmed: nothing was done")
 	}
 	return nil
+}
+
+// isYes reports whether an answer to a confirmation is a yes.
+func isYes(answer string) bool {
+	a := strings.ToLower(strings.TrimSpace(answer))
+	return a == "y" || a == "yes"
 }
 
 func currency(c string) string {

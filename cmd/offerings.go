@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -12,7 +13,9 @@ import (
 	"github.com/gpumarket/gpumarket/providers/booking"
 )
 
-// offeringRow is one offering with DESIGN.md's fields, exactly.
+// offeringRow is one offering with DESIGN.md's fields, exactly. The
+// table shows its start and end in local time, as the TUI does (JSON and
+// CSV keep RFC 3339 UTC).
 type offeringRow struct {
 	ID            string    `json:"id"`
 	Provider      string    `json:"provider"`
@@ -23,8 +26,8 @@ type offeringRow struct {
 	GPUModel      string    `json:"gpu_model"`
 	GPUCount      float64   `json:"gpu_count" table:"%g"`
 	InstanceCount int       `json:"instance_count"`
-	Start         time.Time `json:"start"`
-	End           time.Time `json:"end"`
+	Start         time.Time `json:"start" table:"local"`
+	End           time.Time `json:"end" table:"local"`
 	DurationHours float64   `json:"duration_hours" table:"%g"`
 	UpfrontUSD    float64   `json:"upfront_usd" table:"%.2f"`
 	Currency      string    `json:"currency" table:"-"`
@@ -38,28 +41,9 @@ func offeringRowOf(o providers.Offering) offeringRow {
 		Currency: currency(o.Currency), USDGPUHour: o.USDPerGPUHour()}
 }
 
-// whenForm is the accepted form of --start-after and --start-before.
-const whenForm = "an RFC 3339 time (2026-12-01T09:00:00Z), a date (2026-12-01, midnight UTC) or an offset from now (+6h, +2d, +1w)"
-
-// parseWhen reads a start bound: RFC 3339, a date, or "+N" with a unit
-// h, d or w from now.
-func parseWhen(s string, now time.Time) (time.Time, error) {
-	t := strings.TrimSpace(s)
-	if strings.HasPrefix(t, "+") {
-		d, err := parseSpan(t[1:])
-		if err != nil {
-			return time.Time{}, fmt.Errorf("%q: want %s", s, whenForm)
-		}
-		return now.Add(d), nil
-	}
-	if v, err := time.Parse(time.RFC3339, t); err == nil {
-		return v, nil
-	}
-	if v, err := time.Parse("2006-01-02", t); err == nil {
-		return v, nil
-	}
-	return time.Time{}, fmt.Errorf("%q: want %s", s, whenForm)
-}
+// whenForm is the accepted form of --start-after and --start-before:
+// the TUI's Blocks form reads them alike.
+const whenForm = providers.WhenForm
 
 // durationForm is the accepted form of --duration.
 const durationForm = "a whole number of hours, days or weeks (48h, 2d, 1w), at most 182d"
@@ -115,21 +99,7 @@ What a search finds is kept in the data dir for an hour: book one with
 			if err := checkTimeout(timeout); err != nil {
 				return err
 			}
-			now := time.Now()
 			q := providers.OfferingQuery{Instances: count, Duration: d}
-			if after != "" {
-				if q.StartAfter, err = parseWhen(after, now); err != nil {
-					return usagef("--start-after %s", err)
-				}
-			}
-			if before != "" {
-				if q.StartBefore, err = parseWhen(before, now); err != nil {
-					return usagef("--start-before %s", err)
-				}
-			}
-			if !q.StartAfter.IsZero() && !q.StartBefore.IsZero() && !q.StartBefore.After(q.StartAfter) {
-				return usagef("--start-before %s is not after --start-after %s", before, after)
-			}
 			a, err := cl.newApp(cmd)
 			if err != nil {
 				return err
@@ -145,6 +115,9 @@ What a search finds is kept in the data dir for an hour: book one with
 				return err
 			}
 			if err := a.table.checkCount(count, e.query.Providers); err != nil {
+				return err
+			}
+			if err := a.startRange(&q, after, before, time.Now()); err != nil {
 				return err
 			}
 			return a.runOfferings(cmd.Context(), q, timeout, output)
@@ -163,7 +136,7 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 	e := a.env
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
-	ps, err := a.Providers(ctx)
+	ps, down, err := a.reachableProviders(ctx)
 	if err != nil {
 		return err
 	}
@@ -172,12 +145,49 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 		return err
 	}
 	res, err := svc.FindOfferings(ctx, q)
-	if err != nil {
-		// Every provider failed: the error names each, once.
-		return err
+	finders := 0
+	for _, p := range ps {
+		if _, ok := p.(providers.OfferingFinder); ok {
+			finders++
+		}
 	}
+	if err != nil && (finders == 0 || len(res.Failed) < finders) {
+		return err // not every provider's failure: the ledger's, say
+	}
+	// One line per provider that could not be set up or did not answer
+	// (per line of its error: a provider may name several regions), in
+	// the order of --provider.
+	failed := map[string]error{}
 	for name, perr := range res.Failed {
-		fmt.Fprintf(e.errOut, "gpumarket: offerings: %s: %v\n", name, perr)
+		failed[name] = perr
+	}
+	for _, w := range down {
+		failed[w.provider] = errors.New(w.cause)
+	}
+	prefix := "gpumarket: warning: offerings: "
+	if err != nil {
+		prefix = "gpumarket: offerings: "
+	}
+	refused := 0
+	for _, name := range e.query.Providers {
+		perr, ok := failed[name]
+		if !ok {
+			continue
+		}
+		if errors.Is(perr, providers.ErrInvalidQuery) {
+			refused++
+		}
+		for _, line := range strings.Split(strings.TrimSpace(perr.Error()), "\n") {
+			fmt.Fprintf(e.errOut, "%s%s: %s\n", prefix, name, unprefixed(name, line))
+		}
+	}
+	if err != nil {
+		// Every provider failed, each said above once. All of them
+		// refusing the terms is bad input.
+		if refused == len(failed) {
+			return reported(exitUsage)
+		}
+		return reported(exitFailure)
 	}
 	if res.Hidden > 0 {
 		fmt.Fprintf(e.errOut, "gpumarket: offerings: %d offering(s) already in the ledger left out\n", res.Hidden)
@@ -192,3 +202,64 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 	}
 	return writeRows(e.out, output, rows)
 }
+
+// startRange reads --start-after and --start-before into q, against now.
+// A --start-before in the past is refused: nothing starts in the past. A
+// --start-after in the past is searched from now, and a warning says so
+// (a date of today reads as its midnight, hours gone). A --start-after
+// later than any provider in use sells is refused, naming how far ahead
+// they sell.
+func (a *app) startRange(q *providers.OfferingQuery, after, before string, now time.Time) error {
+	var err error
+	if after != "" {
+		if q.StartAfter, err = providers.ParseWhen(after, now); err != nil {
+			return usagef("--start-after %s", err)
+		}
+	}
+	if before != "" {
+		if q.StartBefore, err = providers.ParseWhen(before, now); err != nil {
+			return usagef("--start-before %s", err)
+		}
+		if !q.StartBefore.After(now) {
+			return usagef("--start-before %s is in the past (it is %s now): nothing can start before it", before, localStamp(now))
+		}
+	}
+	if !q.StartAfter.IsZero() && q.StartAfter.Before(now.Add(-time.Minute)) {
+		fmt.Fprintf(a.errOut, "gpumarket: warning: --start-after %s is in the past: searching from now (%s)\n", after, localStamp(now))
+		q.StartAfter = now
+	}
+	if lead, ok := a.table.longestLead(a.query.Providers); ok && q.StartAfter.After(now.Add(lead)) {
+		return usagef("--start-after %s is too far ahead: blocks are sold to start at most %s ahead (by %s)",
+			after, providers.FormatWindow(lead), localStamp(now.Add(lead)))
+	}
+	if !q.StartAfter.IsZero() && !q.StartBefore.IsZero() && !q.StartBefore.After(q.StartAfter) {
+		return usagef("--start-before %s is not after --start-after %s", before, after)
+	}
+	return nil
+}
+
+// longestLead is how far ahead the latest start the named providers sell
+// lies: the longest lead of the terms they schedule. ok is false when one
+// of them sells capacity with no limit to its start (an Azure reservation
+// starts when made and is held until the start asked for), or none sells.
+func (t providerTable) longestLead(names []string) (time.Duration, bool) {
+	var most time.Duration
+	for _, name := range names {
+		sells := t.describe(name).Sells
+		if len(sells) == 0 {
+			continue
+		}
+		lead := time.Duration(0)
+		for _, terms := range sells {
+			lead = max(lead, terms.MaxLead)
+		}
+		if lead == 0 {
+			return 0, false
+		}
+		most = max(most, lead)
+	}
+	return most, most > 0
+}
+
+// localStamp is a time in the terminal's zone, for one-line messages.
+func localStamp(t time.Time) string { return t.Local().Format(localLayout) }

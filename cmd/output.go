@@ -24,6 +24,13 @@ const (
 	formatCSV   = "csv"
 )
 
+// localFormat is the table tag of a time shown in local time, and
+// localLayout how it reads: "2026-12-02 09:00 EST".
+const (
+	localFormat = "local"
+	localLayout = "2006-01-02 15:04 MST"
+)
+
 // outputForm is the accepted form of -o, for error messages.
 const outputForm = "table, json or csv"
 
@@ -47,7 +54,9 @@ func checkOutput(format string) error {
 // Pointers that are nil, and NaN floats, are unknown values: null in JSON,
 // empty in CSV, "-" in a table. Times are RFC 3339 UTC. A field may carry a
 // `table:"%.2f"` tag to round it for people, or `table:"-"` to leave it out
-// of the table; JSON and CSV keep every column and every digit.
+// of the table; JSON and CSV keep every column and every digit. A time
+// field tagged `table:"local"` is shown in the table in local time with
+// its zone (as the TUI shows it); JSON and CSV keep RFC 3339 UTC.
 //
 // A slice type with declared columns (a declaredTable: `prices`, whose
 // columns the market package declares once for the TUI and the CLI) is
@@ -372,6 +381,9 @@ func tableCell(f reflect.Value, format string) string {
 		t := v.Interface().(time.Time)
 		if t.IsZero() {
 			return "-"
+		}
+		if format == localFormat {
+			return t.Local().Format(localLayout)
 		}
 		return t.UTC().Format(time.RFC3339)
 	case format != "":

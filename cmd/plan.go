@@ -121,7 +121,7 @@ Blocks form reads them: "2026-12-02 09:00" (local), 2026-12-02 (UTC), +1d, RFC 3
 	fl := c.Flags()
 	fl.IntVar(&f.gpus, "gpus", 0, "GPUs the job needs at once (default: config plan.gpus, else 8)")
 	fl.Float64Var(&f.hours, "hours", 0, "hours of work, on the first --gpu model (default: config plan.hours, else 24)")
-	fl.StringVar(&f.start, "start", "", "earliest start: "+providers.StartForm+" (default now)")
+	fl.StringVar(&f.start, "start", "", "earliest start: "+providers.WhenForm+" (default now)")
 	fl.StringVar(&f.deadline, "deadline", "", "when the work must be done, same forms (required)")
 	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints (default: config plan.checkpoint, else 15m)")
 	fl.BoolVar(&f.noCheckpoint, "no-checkpoint", false, "the job cannot checkpoint: an interruption starts it over (a workshop, a load test)")
@@ -161,18 +161,18 @@ func (e *env) planJob(cmd *cobra.Command, f planFlags, now time.Time) (planner.J
 	}
 	job.Start = now.Truncate(time.Minute).Add(time.Minute)
 	if f.start != "" {
-		t, err := providers.ParseStart(strings.TrimSpace(f.start), now)
+		t, err := providers.ParseWhen(strings.TrimSpace(f.start), now)
 		if err != nil {
-			return job, usagef("--start %q: want %s", f.start, providers.StartForm)
+			return job, usagef("--start %q: want %s", f.start, providers.WhenForm)
 		}
 		job.Start = t
 	}
 	if f.deadline == "" {
-		return job, usagef("--deadline is required: when the work must be done (%s)", providers.StartForm)
+		return job, usagef("--deadline is required: when the work must be done (%s)", providers.WhenForm)
 	}
-	d, err := providers.ParseStart(strings.TrimSpace(f.deadline), now)
+	d, err := providers.ParseWhen(strings.TrimSpace(f.deadline), now)
 	if err != nil {
-		return job, usagef("--deadline %q: want %s", f.deadline, providers.StartForm)
+		return job, usagef("--deadline %q: want %s", f.deadline, providers.WhenForm)
 	}
 	job.Deadline = d
 	if err := job.Validate(); err != nil {
@@ -198,6 +198,7 @@ func (a *app) runPlan(parent context.Context, job planner.Job, f planFlags) erro
 	if err != nil {
 		return err
 	}
+	a.modelsChecked = true // checkModelsSold says it, once
 	snap, err := a.ReadySnapshot(ctx, f.timeout)
 	if err != nil {
 		return err

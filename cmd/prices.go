@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -57,55 +56,6 @@ null in JSON, empty in CSV and "-" in the table.`,
 	addOutputFlag(c, &output)
 	c.Flags().DurationVar(&timeout, "timeout", defaultTimeout, "how long to wait for the sources to answer")
 	return c
-}
-
-// reportHealth writes each source's status note (which advisor data AWS
-// shows and how old it is; that Azure shows list prices only without an
-// account), then one warning line per failed source or region, and
-// reports whether anything answered. A simulated source's note is the
-// banner's.
-func (e *env) reportHealth(snap *hub.Snapshot) bool {
-	answered := false
-	// A region that sent prices and then failed a part (Azure's history
-	// while its list prices answered, say) has answered: its rows are
-	// printed, with its warning.
-	priced := map[[2]string]bool{}
-	for i := range snap.Pools {
-		if pv := &snap.Pools[i]; pv.History.Len() > 0 {
-			priced[[2]string{pv.Provider, pv.Region}] = true
-		}
-	}
-	for _, src := range snap.Sources {
-		if src.Note != "" && !src.Simulated {
-			fmt.Fprintf(e.errOut, "gpumarket: %s: %s\n", src.Provider, unprefixed(src.Provider, src.Note))
-		}
-		if src.Err != "" {
-			fmt.Fprintf(e.errOut, "gpumarket: warning: %s: %s\n", src.Provider, unprefixed(src.Provider, src.Err))
-		}
-		okRegions := 0
-		for _, r := range src.Regions {
-			if r.Err != "" {
-				fmt.Fprintf(e.errOut, "gpumarket: warning: %s %s: %s\n", src.Provider, r.Region, unprefixed(src.Provider, r.Err))
-				if priced[[2]string{src.Provider, r.Region}] {
-					answered = true
-				}
-				continue
-			}
-			okRegions++
-		}
-		// A source that reports no regions answered as a whole when its
-		// fetch succeeded.
-		if okRegions > 0 || (len(src.Regions) == 0 && src.State == hub.StateReady && src.Err == "") {
-			answered = true
-		}
-	}
-	return answered
-}
-
-// unprefixed is a source's message on one line without the "aws: " its
-// errors start with, since the warning line names the source already.
-func unprefixed(provider, msg string) string {
-	return strings.TrimPrefix(oneLine(msg), provider+": ")
 }
 
 // banner says "SIMULATED MARKET" first when the sim is a source: on stdout

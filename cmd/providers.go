@@ -125,7 +125,7 @@ func (t providerTable) checkRegions(names, regions []string) error {
 				strings.Join(regions, ","), name, d.RegionExample, name, name)
 		}
 	}
-	return nil
+	return t.checkRegionsKnown(names, regions)
 }
 
 // checkCount refuses an instance count over what every kind of offering a
@@ -170,7 +170,7 @@ func (t providerTable) checkDuration(d time.Duration, names []string) error {
 			}
 		}
 		if !ok {
-			return usagef("--duration %s (%s)", first, name)
+			return usagef("--duration %s (%s)", strings.TrimPrefix(first.Error(), "duration "), name)
 		}
 	}
 	return nil

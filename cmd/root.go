@@ -38,6 +38,8 @@ With no config file and no --provider it shows a simulated market.`,
 			return c.runRoot(cmd)
 		},
 	}
+	root.Version = version()
+	root.SetVersionTemplate("gpumarket {{.Version}}\n")
 	root.SetFlagErrorFunc(flagErrorFunc)
 	c.addCommonFlags(root)
 	root.AddCommand(

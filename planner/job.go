@@ -80,10 +80,10 @@ func (j Job) Validate() error {
 		return fieldErr("hours", "%v: want a number of hours of work above 0, at most %.0f (26 weeks)", j.Hours, MaxSpan.Hours())
 	}
 	if j.Start.IsZero() {
-		return fieldErr("start", "missing: want %s", providers.StartForm)
+		return fieldErr("start", "missing: want %s", providers.WhenForm)
 	}
 	if j.Deadline.IsZero() {
-		return fieldErr("deadline", "missing: want %s", providers.StartForm)
+		return fieldErr("deadline", "missing: want %s", providers.WhenForm)
 	}
 	work := time.Duration(j.Hours * float64(time.Hour))
 	if earliest := j.Start.Add(work); j.Deadline.Before(earliest) {

@@ -1,32 +1,49 @@
 package providers
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
 
-// StartForm is what ParseStart accepts, for error messages.
-const StartForm = "2026-11-30 09:00 (your local time), 2026-11-30 (midnight UTC), +6h, +2d or an RFC 3339 time"
+// WhenForm is what ParseWhen accepts, for messages.
+const WhenForm = "a local time (2026-11-30 09:00 or 2026-11-30T09:00), a date (2026-11-30, midnight UTC), an offset from now (+30m, +6h, +2d, +1w) or an RFC 3339 time (2026-11-30T09:00:00Z)"
 
-// ParseStart reads a point in time as a person writes it: "+2d" (from
-// now), "2026-11-30 09:00" (local time: now's Location), "2026-12-01"
-// (midnight UTC, as the offerings command reads it) or RFC 3339. The
-// Blocks form, the Plan view and `gpumarket plan` all read times with it.
-func ParseStart(s string, now time.Time) (time.Time, error) {
-	if strings.HasPrefix(s, "+") {
-		d, err := ParseSpan(s[1:], "mhdw", MaxWindow)
-		if err != nil {
-			return time.Time{}, err
+// ParseWhen reads a start time as people write it, the same in the CLI
+// (--start-after, --start-before) and the TUI's Blocks form:
+//
+//   - "+2d": an offset from now, a whole number and a unit m, h, d or w,
+//     at most 90 days (blocks start within 8 weeks);
+//   - "2026-11-30 09:00" or "2026-11-30T09:00": a wall-clock time in now's
+//     location (the local time of the terminal, or of the SSH session:
+//     the tables show start times in it too);
+//   - "2026-11-30": midnight UTC of the date;
+//   - an RFC 3339 time, with its own offset.
+//
+// Surrounding spaces are ignored.
+func ParseWhen(s string, now time.Time) (time.Time, error) {
+	t := strings.TrimSpace(s)
+	if strings.HasPrefix(t, "+") {
+		d, err := ParseSpan(t[1:], "mhdw", MaxWindow)
+		switch {
+		case errors.Is(err, ErrSpanTooLong):
+			return time.Time{}, fmt.Errorf("%q is more than 90 days ahead", s)
+		case err != nil:
+			return time.Time{}, fmt.Errorf("%q: want %s", s, WhenForm)
 		}
 		return now.Add(d), nil
 	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
+	if v, err := time.Parse(time.RFC3339, t); err == nil {
+		return v, nil
 	}
 	for _, layout := range []string{"2006-01-02 15:04", "2006-01-02T15:04"} {
-		if t, err := time.ParseInLocation(layout, s, now.Location()); err == nil {
-			return t, nil
+		if v, err := time.ParseInLocation(layout, t, now.Location()); err == nil {
+			return v, nil
 		}
 	}
-	return time.Parse("2006-01-02", s)
+	if v, err := time.Parse("2006-01-02", t); err == nil {
+		return v, nil
+	}
+	return time.Time{}, fmt.Errorf("%q: want %s", s, WhenForm)
 }

@@ -1,47 +1,62 @@
 package providers
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
 
-func TestParseStart(t *testing.T) {
-	est := time.FixedZone("EST", -5*3600)
-	now := time.Date(2026, 11, 24, 12, 0, 0, 0, est)
-	for _, c := range []struct {
+// The CLI and the TUI read start times alike (issue 11.14): a local
+// wall-clock time the TUI took was refused by the CLI.
+func TestParseWhenReadsWhatTheTUIAndCLITake(t *testing.T) {
+	east := time.FixedZone("EST", -5*3600)
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC).In(east)
+	cases := []struct {
 		in   string
 		want time.Time
 	}{
-		{"+6h", now.Add(6 * time.Hour)},
-		{"+2d", now.Add(48 * time.Hour)},
-		{"+30m", now.Add(30 * time.Minute)},
-		{"2026-12-02 09:00", time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)}, // local: EST
 		{"2026-12-02T09:00", time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)},
-		{"2026-12-02", time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}, // a date is midnight UTC
+		{"2026-12-02 09:00", time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)},
+		{" 2026-12-02 09:00 ", time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)},
+		{"2026-12-02", time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)},
 		{"2026-12-02T09:00:00Z", time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)},
 		{"2026-12-02T09:00:00+01:00", time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)},
-	} {
-		got, err := ParseStart(c.in, now)
+		{"+30m", now.Add(30 * time.Minute)},
+		{"+6h", now.Add(6 * time.Hour)},
+		{"+2d", now.Add(48 * time.Hour)},
+		{"+1w", now.Add(7 * 24 * time.Hour)},
+		{"+90d", now.Add(90 * 24 * time.Hour)},
+	}
+	for _, c := range cases {
+		got, err := ParseWhen(c.in, now)
 		if err != nil || !got.Equal(c.want) {
-			t.Errorf("%q: %v %v, want %v", c.in, got, err, c.want)
+			t.Errorf("ParseWhen(%q) = %v, %v; want %v", c.in, got, err, c.want)
 		}
 	}
-	for _, bad := range []string{"", "soon", "+", "+2x", "+0d", "+100d", "2026-13-01", "12/02/2026", "2026-12-02 25:00"} {
-		if _, err := ParseStart(bad, now); err == nil {
-			t.Errorf("%q accepted", bad)
+	for _, bad := range []string{"", "soon", "+", "+2", "+0d", "+2y", "+-1d", "2026-13-01", "2026-12-02 25:00", "09:00", "+91d"} {
+		if _, err := ParseWhen(bad, now); err == nil {
+			t.Errorf("ParseWhen(%q) accepted", bad)
+		} else if !strings.Contains(err.Error(), "90 days") && !strings.Contains(err.Error(), WhenForm) {
+			t.Errorf("ParseWhen(%q): %v, want the accepted forms", bad, err)
 		}
 	}
 }
 
-// FuzzParseStart: any text is read or refused, never a panic.
-func FuzzParseStart(f *testing.F) {
-	for _, s := range []string{"+2d", "2026-12-02 09:00", "2026-12-02", "2026-12-02T09:00:00Z", "+99999999999999999999h"} {
+func FuzzParseWhen(f *testing.F) {
+	for _, s := range []string{"2026-12-02T09:00", "2026-12-02 09:00", "2026-12-02", "+2d", "+30m", "2026-12-02T09:00:00Z", "+99999999999999999999d", " +1w "} {
 		f.Add(s)
 	}
-	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, s string) {
-		if _, err := ParseStart(s, now); err != nil && err.Error() == "" {
-			t.Fatal("an error without a message")
+		got, err := ParseWhen(s, now)
+		if err != nil {
+			if !got.IsZero() {
+				t.Errorf("%q: error %v with a time %v", s, err, got)
+			}
+			return
+		}
+		if strings.HasPrefix(strings.TrimSpace(s), "+") && (!got.After(now) || got.Sub(now) > MaxWindow) {
+			t.Errorf("%q: offset %v outside (0, 90d]", s, got.Sub(now))
 		}
 	})
 }

@@ -133,14 +133,14 @@ var (
 )
 
 // startForm is what the start fields accept, for their errors.
-const startForm = providers.StartForm
+const startForm = providers.WhenForm
 
 // parseStart reads "+2d" (from now), "2026-11-30 09:00" (the session's
 // local time: the table's START column is local too), "2026-12-01"
 // (midnight UTC, as the offerings command reads it) or RFC 3339; the
-// parser is shared with `gpumarket plan` (providers.ParseStart).
+// parser is shared with `gpumarket plan` (providers.ParseWhen).
 func parseStart(s string, now time.Time) (time.Time, error) {
-	return providers.ParseStart(s, now)
+	return providers.ParseWhen(s, now)
 }
 
 // blocksView searches capacity blocks and books one through the

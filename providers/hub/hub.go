@@ -58,6 +58,10 @@ type Hub struct {
 	trimmed time.Time     // when history was last trimmed to the window
 
 	wake map[string]chan struct{}
+	// fetched wakes the publish loop when a fetch ends, so that a source
+	// finishing its back-fill is published at once rather than at the
+	// next tick: a one-shot command waits for its sources, not the tick.
+	fetched chan struct{}
 }
 
 type poolState struct {
@@ -107,6 +111,7 @@ func New(sources []providers.Provider, opt Options) *Hub {
 		window:  opt.Query.Window,
 		wake:    map[string]chan struct{}{},
 		stopped: make(chan struct{}),
+		fetched: make(chan struct{}, 1),
 	}
 	for _, p := range sources {
 		h.status[p.Name()] = &sourceState{
@@ -205,8 +210,14 @@ func (h *Hub) Subscribers() int {
 	return len(h.subs)
 }
 
-// WaitReady waits until every source has finished its first back-fill and
-// returns the snapshot that says so.
+// WaitReady waits until every source has finished its first back-fill
+// (answered or failed) and returns the snapshot that says so, published
+// as soon as the last source finished. When ctx ends first, it returns the
+// market as the hub holds it at that moment — what the sources that
+// answered gave, with Ready false and the sources still loading in
+// StateLoading — together with ctx's error, so that a caller with a
+// deadline can show what it has. The snapshot is nil only when the hub
+// stopped before it published one.
 func (h *Hub) WaitReady(ctx context.Context) (*Snapshot, error) {
 	sub, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -216,9 +227,17 @@ func (h *Hub) WaitReady(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return h.Current(), err
 	}
 	return nil, errors.New("hub stopped before the sources answered")
+}
+
+// Current publishes what the hub holds now, if anything changed since the
+// latest snapshot, and returns it: a reader that cannot wait for the next
+// tick (a deadline has passed) gets every event applied so far.
+func (h *Hub) Current() *Snapshot {
+	h.publish()
+	return h.Snapshot()
 }
 
 // Extend asks for history back to now − window, at most MaxWindow. The
@@ -310,6 +329,10 @@ func (h *Hub) loop(ctx context.Context, p providers.Provider) {
 		}
 		h.dirty = true
 		h.mu.Unlock()
+		select {
+		case h.fetched <- struct{}{}:
+		default: // a publish is due already
+		}
 
 		wait := interval
 		if failures > 0 {
@@ -438,6 +461,8 @@ func (h *Hub) publishLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			h.publish()
+		case <-h.fetched:
 			h.publish()
 		}
 	}

@@ -1,0 +1,205 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// Checks of what a command asks against what the providers in use have:
+// their descriptors and the catalog first (no call), then, where only the
+// provider knows, one question to it. Each refusal is one line naming the
+// flag, the value and what is accepted.
+
+// checkRegionsKnown refuses a region that no provider in use has
+// ("--region us-east-1,mars-1" with the simulated market): it would be
+// left out with no word. A provider that takes any name (no IsRegion)
+// knows every region.
+func (t providerTable) checkRegionsKnown(names, regions []string) error {
+	for _, r := range regions {
+		known := false
+		var examples []string
+		for _, name := range names {
+			d := t.describe(name)
+			if d.KnowsRegion(r) {
+				known = true
+				break
+			}
+			if d.RegionExample != "" {
+				examples = append(examples, name+"'s are named such as "+d.RegionExample)
+			}
+		}
+		if !known {
+			return usagef("--region %s: no provider in use has a region of that name (%s)", r, strings.Join(examples, "; "))
+		}
+	}
+	return nil
+}
+
+// regionClouds returns the clouds whose real provider (not a simulated
+// one) has a region of the name: "eastus" is Azure's, "us-east-1" AWS's.
+func (t providerTable) regionClouds(region string) []providers.Cloud {
+	var out []providers.Cloud
+	for _, r := range t {
+		d := r.desc
+		if d.Simulated || d.Cloud == "" || d.IsRegion == nil || !d.IsRegion(region) {
+			continue
+		}
+		out = append(out, d.Cloud)
+	}
+	return out
+}
+
+// cloudNames are the clouds as users read them.
+var cloudNames = map[providers.Cloud]string{providers.CloudAWS: "AWS", providers.CloudAzure: "Azure"}
+
+func cloudName(c providers.Cloud) string {
+	if n, ok := cloudNames[c]; ok {
+		return n
+	}
+	return string(c)
+}
+
+// checkFleetTypes refuses, before the fleet's cost is estimated or anyone
+// is asked for a yes or a max price, the instance types its region cannot
+// launch: a type of another cloud than the region's (the catalog names
+// each type's cloud, the descriptors each region's and provider's), then
+// a type the provider does not sell there (asked of the provider: the
+// pools it reports in the region over the estimate's 6 hours). When the
+// provider cannot be asked (an error, no answer within timeout), the
+// estimate and the launch say what went wrong.
+func (a *app) checkFleetTypes(ctx context.Context, spec providers.FleetSpec, timeout time.Duration) error {
+	clouds := a.table.regionClouds(spec.Region)
+	where := spec.Region + " is " + article(clouds) + " region"
+	if d := a.table.describe(spec.Provider); d.Cloud != "" {
+		clouds = []providers.Cloud{d.Cloud}
+		where = "--provider " + spec.Provider + " launches " + cloudName(d.Cloud) + " ones"
+	}
+	models := map[string]bool{}
+	for _, t := range spec.InstanceTypes {
+		e, ok := providers.LookupGPU(t)
+		if !ok {
+			return usagef("--instance-types: %q is not a GPU instance type gpumarket knows (such as p5.48xlarge or Standard_ND96isr_H100_v5)", t)
+		}
+		models[e.GPU.Model] = true
+		if len(clouds) > 0 && !containsCloud(clouds, e.Cloud) {
+			return usagef("--instance-types %s is an %s instance type, but %s (%s %s types: %s)",
+				t, cloudName(e.Cloud), where, cloudName(clouds[0]), e.GPU.Model, sampleTypes(clouds[0], e.GPU.Model))
+		}
+	}
+	p, err := a.provider(ctx, spec.Provider)
+	if err != nil {
+		return err
+	}
+	sold, err := soldTypes(ctx, p, spec.Region, models, timeout)
+	if err != nil {
+		return nil
+	}
+	for _, t := range spec.InstanceTypes {
+		if sold[strings.ToLower(t)] {
+			continue
+		}
+		var list []string
+		for k := range sold {
+			list = append(list, k)
+		}
+		sort.Strings(list)
+		has := "none of these GPUs there"
+		if len(list) > 0 {
+			has = strings.Join(list, ", ") + " there"
+		}
+		return usagef("--instance-types %s: %s does not sell it in %s (it sells %s)", t, spec.Provider, spec.Region, has)
+	}
+	return nil
+}
+
+// soldTypes asks the provider for the region's pools of the GPU models
+// over the last 6 hours and returns their instance types, lower-case.
+func soldTypes(ctx context.Context, p providers.Provider, region string, models map[string]bool, timeout time.Duration) (map[string]bool, error) {
+	var gpus []string
+	for m := range models {
+		gpus = append(gpus, m)
+	}
+	sort.Strings(gpus)
+	now := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var mu sync.Mutex
+	sold := map[string]bool{}
+	failed := false
+	err := p.Fetch(cctx, providers.FetchRequest{
+		Query: providers.Query{Providers: []string{p.Name()}, Regions: []string{region}, GPUs: gpus, Window: 6 * time.Hour},
+		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true,
+	}, func(ev providers.Event) {
+		// The sink is called from several goroutines and the provider
+		// may reuse an event's slices after the call.
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Err != nil && (ev.Region == "" || ev.Region == region) {
+			failed = true
+		}
+		for _, pl := range ev.Pools {
+			if pl.Region == region {
+				sold[strings.ToLower(pl.InstanceType)] = true
+			}
+		}
+		for _, pt := range ev.Points {
+			if pt.Pool.Region == region {
+				sold[strings.ToLower(pt.Pool.InstanceType)] = true
+			}
+		}
+	})
+	if err == nil && failed {
+		err = fmt.Errorf("%s: the region failed", region)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sold, nil
+}
+
+// sampleTypes names up to three instance types of the cloud with the GPU
+// model (or with any GPU), for a message.
+func sampleTypes(c providers.Cloud, model string) string {
+	var out []string
+	for _, e := range providers.CatalogEntries(c) {
+		if e.GPU.Model == model {
+			out = append(out, e.InstanceType)
+		}
+	}
+	if len(out) == 0 {
+		for _, e := range providers.CatalogEntries(c) {
+			out = append(out, e.InstanceType)
+		}
+	}
+	if len(out) > 3 {
+		out = out[:3]
+	}
+	return strings.Join(out, ", ")
+}
+
+func containsCloud(list []providers.Cloud, c providers.Cloud) bool {
+	for _, x := range list {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// article names the clouds of a region with "an": "an Azure", "an AWS".
+func article(clouds []providers.Cloud) string {
+	names := make([]string, len(clouds))
+	for i, c := range clouds {
+		names[i] = cloudName(c)
+	}
+	if len(names) == 0 {
+		return "a"
+	}
+	return "an " + strings.Join(names, " or ")
+}

@@ -1,0 +1,283 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// ReadySnapshot runs the hub until every source has finished its first
+// back-fill, or until timeout, and returns what the sources that answered
+// gave. It warns on stderr, one line each, of every source that could not
+// be set up (no credentials, say) and every source or region that failed
+// (with its cause) or had not answered when timeout ran out, and fails
+// only when nothing answered at all: one bad region or cloud never blanks
+// the others' rows.
+func (a *app) ReadySnapshot(ctx context.Context, timeout time.Duration) (*hub.Snapshot, error) {
+	ps, down, err := a.reachableProviders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return a.waitReady(ctx, a.hubOver(ps), timeout, down...)
+}
+
+// reachableProviders builds the query's sources. One that cannot be
+// built (no credentials, a bad endpoint) is left out with a warning,
+// returned for the caller to print with its others, while another
+// answers; when none can be, the first error is returned (alone, as it
+// is, when there is one source). Bad usage is returned at once.
+func (a *app) reachableProviders(ctx context.Context) ([]providers.Provider, []warning, error) {
+	if err := a.table.checkRegions(a.query.Providers, a.query.Regions); err != nil {
+		return nil, nil, err
+	}
+	var ps []providers.Provider
+	var down []warning
+	var first error
+	for _, name := range a.query.Providers {
+		p, err := a.provider(ctx, name)
+		if err != nil {
+			var ue *usageError
+			if errors.As(err, &ue) {
+				return nil, nil, err
+			}
+			if first == nil {
+				first = err
+			}
+			down = append(down, warning{provider: name, cause: unprefixed(name, err.Error())})
+			continue
+		}
+		ps = append(ps, p)
+	}
+	if len(ps) == 0 {
+		if len(down) > 1 {
+			health{warnings: down}.write(a.errOut, 0)
+			return nil, nil, errors.New("no source could be reached")
+		}
+		return nil, nil, first
+	}
+	return ps, down, nil
+}
+
+func (a *app) waitReady(ctx context.Context, h *hub.Hub, timeout time.Duration, down ...warning) (*hub.Snapshot, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	snap, err := h.WaitReady(wctx)
+	if err != nil {
+		// The command itself was cancelled (SIGINT), or the hub stopped:
+		// no partial answer is wanted.
+		if snap == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("wait for the sources: %w", err)
+		}
+	}
+	desc := map[string]providers.Descriptor{}
+	for _, p := range h.Providers() {
+		desc[p.Name()] = p.Describe()
+	}
+	rep := healthOf(snap, a.query, desc)
+	if a.modelsChecked {
+		rep.warnings = slices.DeleteFunc(rep.warnings, func(x warning) bool { return x.empty != "" })
+	}
+	rep.warnings = append(down, rep.warnings...)
+	rep.write(a.errOut, timeout)
+	if !rep.answered {
+		if !snap.Ready {
+			return nil, fmt.Errorf("no source or region answered within --timeout %s (raise --timeout)", shortDuration(timeout))
+		}
+		return nil, errors.New("no source or region answered")
+	}
+	return snap, nil
+}
+
+// health is what a snapshot says of the sources a one-shot command asked:
+// their notes, one warning per source or region that failed or has not
+// answered, and whether anything answered.
+type health struct {
+	notes    []string // "aws: advisor data from …"
+	warnings []warning
+	answered bool
+}
+
+// warning is one line of stderr about a source or one of its regions.
+type warning struct {
+	provider, region string
+	// cause is the failure; "" when the region had not answered when
+	// --timeout ran out, or answered with nothing (empty).
+	cause string
+	// partial is set for a region still loading that had sent some
+	// prices: its rows are printed, perhaps with less history than the
+	// window.
+	partial bool
+	empty   string // what the region answered with none of
+	example string // a region name of the provider, for an empty answer
+}
+
+// healthOf reads the snapshot's source statuses against the query: every
+// region the query names that a source has is accounted for, answered or
+// not. A snapshot that is not Ready was taken when the deadline passed.
+func healthOf(snap *hub.Snapshot, q providers.Query, desc map[string]providers.Descriptor) health {
+	var h health
+	// A region that sent prices and then failed a part (Azure's history
+	// while its list prices answered, say) has answered: its rows are
+	// printed, with its warning.
+	priced := map[[2]string]bool{}
+	pooled := map[[2]string]bool{}
+	for i := range snap.Pools {
+		pv := &snap.Pools[i]
+		if !q.Matches(pv.Pool) {
+			continue
+		}
+		k := [2]string{pv.Provider, pv.Region}
+		pooled[k] = true
+		if pv.History.Len() > 0 {
+			priced[k] = true
+		}
+	}
+	for _, src := range snap.Sources {
+		name := src.Provider
+		if src.Note != "" && !src.Simulated {
+			h.notes = append(h.notes, name+": "+unprefixed(name, src.Note))
+		}
+		if src.Err != "" && !everyRegionFailed(src) {
+			// (A source whose every region failed says "every region
+			// failed"; the regions' own lines say why.)
+			h.warnings = append(h.warnings, warning{provider: name, cause: unprefixed(name, src.Err)})
+		}
+		loading := src.State == hub.StateLoading
+		seen := map[string]bool{}   // regions the source reported on
+		failed := map[string]bool{} // … that failed or were still loading
+		okRegions, late := 0, 0
+		for _, r := range src.Regions {
+			seen[r.Region] = true
+			k := [2]string{name, r.Region}
+			switch {
+			case r.Err != "":
+				failed[r.Region] = true
+				h.warnings = append(h.warnings, warning{provider: name, region: r.Region, cause: unprefixed(name, r.Err)})
+				if priced[k] {
+					h.answered = true
+				}
+			case loading && !(r.Total > 0 && r.Done >= r.Total):
+				failed[r.Region] = true
+				late++
+				h.warnings = append(h.warnings, warning{provider: name, region: r.Region, partial: priced[k]})
+				if priced[k] {
+					h.answered = true
+				}
+			default:
+				okRegions++
+			}
+		}
+		// The regions the query names that the source has: each is
+		// accounted for. One it has not reported on is still on its
+		// first call; one that answered with no pools is named, since an
+		// empty answer is what a cloud gives for a name it does not know.
+		d, known := desc[name]
+		for _, r := range q.Regions {
+			if (known && !d.KnowsRegion(r)) || failed[r] || pooled[[2]string{name, r}] {
+				continue
+			}
+			switch {
+			case loading && !seen[r]:
+				late++
+				h.warnings = append(h.warnings, warning{provider: name, region: r})
+			case src.State == hub.StateReady || loading:
+				h.warnings = append(h.warnings, warning{provider: name, region: r, empty: emptyWhat(q), example: d.RegionExample})
+			}
+		}
+		if loading && late == 0 {
+			// Still loading, yet no region of it is seen late: the ones
+			// it had not reported on are invisible here (no --region
+			// named them), or what it fetches after its regions (AWS's
+			// placement scores) is late. Say the source had not finished.
+			h.warnings = append(h.warnings, warning{provider: name, partial: okRegions > 0})
+		}
+		// A source that reports no regions answered as a whole when its
+		// fetch succeeded.
+		if okRegions > 0 || (len(src.Regions) == 0 && src.State == hub.StateReady && src.Err == "") {
+			h.answered = true
+		}
+	}
+	return h
+}
+
+// everyRegionFailed reports whether the source reported regions and
+// every one of them failed.
+func everyRegionFailed(src hub.SourceStatus) bool {
+	for _, r := range src.Regions {
+		if r.Err == "" {
+			return false
+		}
+	}
+	return len(src.Regions) > 0
+}
+
+// emptyWhat names what an empty answer had none of: "GPU pools", or the
+// query's models.
+func emptyWhat(q providers.Query) string {
+	if len(q.GPUs) == 0 {
+		return "GPU pools"
+	}
+	return strings.Join(q.GPUs, " or ") + " pools"
+}
+
+// write prints the notes, then the warnings, one line each.
+func (h health) write(w io.Writer, timeout time.Duration) {
+	for _, n := range h.notes {
+		fmt.Fprintf(w, "gpumarket: %s\n", n)
+	}
+	for _, x := range h.warnings {
+		fmt.Fprintf(w, "gpumarket: warning: %s\n", x.line(timeout))
+	}
+}
+
+// line words the warning: who, then what happened.
+func (x warning) line(timeout time.Duration) string {
+	who := x.provider
+	if x.region != "" {
+		who += " " + x.region
+	}
+	switch {
+	case x.cause != "":
+		return who + ": " + x.cause
+	case x.empty != "" && x.example != "":
+		return fmt.Sprintf("%s: answered with no %s: none sold there, or no %s region of that name (such as %s)", who, x.empty, x.provider, x.example)
+	case x.empty != "":
+		return fmt.Sprintf("%s: answered with no %s: none sold there, or no %s region of that name", who, x.empty, x.provider)
+	case x.region == "" && x.partial:
+		return fmt.Sprintf("%s: had not finished within --timeout %s: the rows show what it had sent (a region it had not reported on is missing)", who, shortDuration(timeout))
+	case x.partial:
+		return fmt.Sprintf("%s: had not finished within --timeout %s: its rows may lack part of the window", who, shortDuration(timeout))
+	}
+	return fmt.Sprintf("%s: did not answer within --timeout %s", who, shortDuration(timeout))
+}
+
+// shortDuration prints a duration without zero units: 2m, 1h30m, 1.5s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// unprefixed is a source's message on one line without the "aws: " its
+// errors start with, since the warning line names the source already, and
+// with the query of any quoted URL cut (an Azure price filter names every
+// VM size: a line of thousands of characters).
+func unprefixed(provider, msg string) string {
+	return quotedURLQuery.ReplaceAllString(strings.TrimPrefix(oneLine(msg), provider+": "), `"$1?…"`)
+}
+
+// quotedURLQuery matches a quoted URL with a query.
+var quotedURLQuery = regexp.MustCompile(`"(https?://[^"?\s]*)\?[^"\s]*"`)

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,10 +21,13 @@ import (
 type fakeReporter struct {
 	reports map[string]providers.UsageReport
 	errs    map[string]error
+	mu      sync.Mutex
 	got     []providers.UsageQuery
 }
 
 func (f *fakeReporter) Usage(_ context.Context, q providers.UsageQuery) (providers.UsageReport, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.got = append(f.got, q)
 	if err := f.errs[q.Ref]; err != nil {
 		return providers.UsageReport{}, err

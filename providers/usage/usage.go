@@ -88,6 +88,9 @@ type Day struct {
 	// its hours); IdleUSD the part of it idle.
 	CostUSD float64
 	IdleUSD float64
+	// Interruptions counts the instances taken back that day; -1 is
+	// unknown.
+	Interruptions int
 }
 
 // Total sums rows by a key (a day, an actor, or all). Unknown figures of a
@@ -329,7 +332,7 @@ func computeRow(ctx context.Context, r store.Row, opt Options) Row {
 	row.Days = make([]Day, len(days))
 	for i, d := range days {
 		d0, d1 := maxTime(d, start), minTime(d.Add(24*time.Hour), end)
-		row.Days[i] = Day{Day: d, BookedGPUHours: gpus * hours(d0, d1),
+		row.Days[i] = Day{Day: d, BookedGPUHours: gpus * hours(d0, d1), Interruptions: -1,
 			RunningGPUHours: math.NaN(), BusyGPUHours: math.NaN(), CostUSD: math.NaN(), IdleUSD: math.NaN()}
 		row.BookedGPUHours += row.Days[i].BookedGPUHours
 	}
@@ -342,6 +345,9 @@ func computeRow(ctx context.Context, r store.Row, opt Options) Row {
 		}
 		for i := range row.Days {
 			row.Days[i].RunningGPUHours, row.Days[i].BusyGPUHours = 0, 0
+			if row.Interruptions == 0 {
+				row.Days[i].Interruptions = 0
+			}
 		}
 		for _, in := range rep.Instances {
 			g := per
@@ -357,6 +363,12 @@ func computeRow(ctx context.Context, r store.Row, opt Options) Row {
 			}
 			if in.Interrupted && !in.End.IsZero() && !in.End.Before(start) && !in.End.After(end) && row.Interruptions >= 0 {
 				row.Interruptions++
+				for di, d := range days {
+					if !in.End.Before(d) && in.End.Before(d.Add(24*time.Hour)) || di == len(days)-1 && in.End.Equal(end) {
+						row.Days[di].Interruptions++
+						break
+					}
+				}
 			}
 			if !i1.After(i0) {
 				continue
@@ -585,12 +597,12 @@ func totals(rows []Row) (days, actors []Total, all Total) {
 			if math.IsNaN(d.BusyGPUHours) {
 				t.NoMetrics++
 			}
+			if d.Interruptions > 0 {
+				t.Interruptions += d.Interruptions
+			}
 			t.add(d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, d.CostUSD, d.IdleUSD)
 		}
 	}
-	// A day's interruptions are the rows' interruptions dated that day;
-	// the rows count them over their span only, so per-day counts are
-	// left at 0 (the per-row and per-actor counts carry them).
 	for _, t := range byDay {
 		days = append(days, *t)
 	}
@@ -662,4 +674,23 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// Bar draws booked, running and busy GPU-hours as one bar of at most
+// width cells, scaled to peak: █ busy, ▓ running but not busy (or not
+// measured), ▒ booked but not running. Unknown running or busy figures
+// draw as none of that kind.
+func Bar(booked, running, busy, peak float64, width int) string {
+	if !(peak > 0) || width <= 0 || math.IsNaN(booked) {
+		return ""
+	}
+	cells := func(v float64) int {
+		if math.IsNaN(v) || v <= 0 {
+			return 0
+		}
+		return int(math.Round(v / peak * float64(width)))
+	}
+	b, r, u := cells(booked), cells(running), cells(busy)
+	r, u = min(r, b), min(u, min(r, b))
+	return strings.Repeat("█", u) + strings.Repeat("▓", r-u) + strings.Repeat("▒", b-r)
 }

@@ -382,6 +382,9 @@ func TestTotalsByDayAndActor(t *testing.T) {
 	if len(rep.Actors) != 2 || rep.All.Interruptions != 1 || rep.All.Rows != 2 {
 		t.Fatalf("actors %+v all %+v: want two actors, one interruption, two rows", rep.Actors, rep.All)
 	}
+	if rep.Days[0].Interruptions != 0 || rep.Days[1].Interruptions != 1 {
+		t.Errorf("interruptions by day %d, %d; want the one at hour 30 on the second day", rep.Days[0].Interruptions, rep.Days[1].Interruptions)
+	}
 	if rep.Actors[0].Key != "local:alice" {
 		t.Errorf("actors by idle cost: first %s, want local:alice (the half-idle block)", rep.Actors[0].Key)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
 	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/providers/usage"
 )
 
 // cli is what the command tree of one run shares: the provider table.
@@ -47,6 +48,8 @@ type app struct {
 	built map[string]providers.Provider
 	hub   *hub.Hub
 	st    *store.Store
+	// usage is the one usage tracker of the run (usageTracker).
+	usage *usage.Tracker
 
 	closeOnce sync.Once
 }

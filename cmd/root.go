@@ -94,5 +94,6 @@ func (a *app) tuiOptions(h *hub.Hub, svc *booking.Service) tui.Options {
 		Regions: a.query.Regions,
 		Risk:    a.risk(),
 		Logger:  a.log,
+		Usage:   a.usageTracker(h),
 	}
 }

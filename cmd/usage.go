@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/hub"
 	"github.com/gpumarket/gpumarket/providers/usage"
 )
 
@@ -340,4 +341,24 @@ func dashIfEmpty(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// usageTracker is the one usage tracker of the run, built on first use:
+// every TUI session of the process (serve's included) shares it, so the
+// clouds' metrics are asked once per TTL whatever the number of
+// sessions. It asks the hub's providers and prices fleets at the hub's
+// latest snapshot; nil when there is no ledger.
+func (a *app) usageTracker(h *hub.Hub) *usage.Tracker {
+	st, err := a.Ledger()
+	if err != nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.usage == nil {
+		a.usage = usage.NewTracker(usage.TrackerOptions{Ledger: st, Reporter: usage.Reporters(h.Providers()),
+			Prices:     func() usage.PriceBook { return usage.SnapshotPrices(h.Snapshot()) },
+			MaxIdlePct: a.cfg.Budget.MaxIdlePct})
+	}
+	return a.usage
 }

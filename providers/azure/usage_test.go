@@ -109,7 +109,7 @@ func TestAzureUsageScaleSet(t *testing.T) {
 		name    string
 		mon     *fakeMonitor
 		source  string
-			running map[string]int // vm → hours with a value
+		running map[string]int // vm → hours with a value
 		share   map[string]float64
 	}{
 		{

@@ -87,7 +87,7 @@ func inst(id string, start, end float64, share float64, spot bool) providers.Ins
 	return in
 }
 
-func compute(t *testing.T, rows []store.Row, rep *fakeReporter, prices PriceBook, since, now float64, maxIdle float64) Report {
+func compute(t testing.TB, rows []store.Row, rep *fakeReporter, prices PriceBook, since, now float64, maxIdle float64) Report {
 	t.Helper()
 	return Compute(context.Background(), rows, Options{Since: at(since), Now: at(now), Prices: prices, MaxIdlePct: maxIdle,
 		Reporter: func(name string) (providers.UsageReporter, bool) {

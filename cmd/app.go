@@ -11,6 +11,7 @@ import (
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
 	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/providers/usage"
 )
 
 // cli is what the command tree of one run shares: the provider table.
@@ -50,6 +51,8 @@ type app struct {
 	built map[string]providers.Provider
 	hub   *hub.Hub
 	st    *store.Store
+	// usage is the one usage tracker of the run (usageTracker).
+	usage *usage.Tracker
 
 	closeOnce sync.Once
 }

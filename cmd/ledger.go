@@ -161,5 +161,10 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 	if fleets && output == formatTable {
 		fmt.Fprintln(e.errOut, "gpumarket: ledger: a fleet's cost_usd is the estimate of its first hour; a fleet bills until deleted")
 	}
+	// Capacity running idle past budget.max_idle_pct: one warning line
+	// each (issue 13).
+	for _, w := range a.idleWarnings(ctx, timeout) {
+		fmt.Fprintln(e.errOut, "gpumarket: ledger: "+w)
+	}
 	return writeRows(e.out, output, out)
 }

@@ -44,7 +44,7 @@ With no config file and no --provider it shows a simulated market.`,
 	c.addCommonFlags(root)
 	root.AddCommand(
 		c.pricesCmd(), c.historyCmd(), c.offeringsCmd(), c.bookCmd(),
-		c.fleetCmd(), c.ledgerCmd(), c.serveCmd(), c.planCmd(), c.backtestCmd(),
+		c.fleetCmd(), c.ledgerCmd(), c.usageCmd(), c.serveCmd(), c.planCmd(), c.backtestCmd(),
 	)
 	return root
 }
@@ -97,5 +97,6 @@ func (a *app) tuiOptions(h *hub.Hub, svc *booking.Service) tui.Options {
 		Regions:   a.query.Regions,
 		Effective: a.effBasis(),
 		Logger:    a.log,
+		Usage:     a.usageTracker(h),
 	}
 }

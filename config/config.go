@@ -42,6 +42,10 @@ type Budget struct {
 	MaxBookingUSD float64 `yaml:"max_booking_usd"`
 	// MaxDailyUSD caps the ledger's sum for one UTC day; 0 means no cap.
 	MaxDailyUSD float64 `yaml:"max_daily_usd"`
+	// MaxIdlePct is the share (percent) of a running row's cost that may
+	// pay for idle GPU-hours before the TUI header and `ledger` warn; 0
+	// means no alert.
+	MaxIdlePct float64 `yaml:"max_idle_pct"`
 }
 
 // Sim configures the simulated market.

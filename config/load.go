@@ -244,6 +244,9 @@ func (c *Config) Validate() error {
 	if bad(c.Budget.MaxDailyUSD) {
 		return keyErr("budget.max_daily_usd", "%v; want a number ≥ 0 (0 means no cap)", c.Budget.MaxDailyUSD)
 	}
+	if bad(c.Budget.MaxIdlePct) || c.Budget.MaxIdlePct > 100 {
+		return keyErr("budget.max_idle_pct", "%v; want a percentage from 0 to 100 (0 means no alert)", c.Budget.MaxIdlePct)
+	}
 	for key, u := range map[string]string{"aws.advisor_url": c.AWS.AdvisorURL, "azure.prices_url": c.Azure.PricesURL} {
 		if u == "" {
 			continue

@@ -34,7 +34,7 @@ gpus: [h100, A100]
 window: 7d
 refresh: 45s
 risk: {checkpoint_interval: 30m, restart_overhead: 3m}
-budget: {max_booking_usd: 100, max_daily_usd: 0}
+budget: {max_booking_usd: 100, max_daily_usd: 0, max_idle_pct: 40}
 sim: {seed: 7, tick: 500ms}
 aws: {profile: ml, launch_template: lt-1}
 azure: {subscription_id: sub-1, resource_group: rg}
@@ -50,7 +50,7 @@ serve:
 	}
 	if c.Path != p || len(c.Providers) != 2 || c.GPUs[0] != "H100" || c.Window.D() != 7*24*time.Hour ||
 		c.Refresh.D() != 45*time.Second || c.Risk.CheckpointInterval.D() != 30*time.Minute || c.Sim.Seed != 7 ||
-		c.Sim.Tick.D() != 500*time.Millisecond || c.Budget.MaxBookingUSD != 100 || c.Serve.MaxSessions != 5 ||
+		c.Sim.Tick.D() != 500*time.Millisecond || c.Budget.MaxBookingUSD != 100 || c.Budget.MaxIdlePct != 40 || c.Serve.MaxSessions != 5 ||
 		c.Serve.Roles["SHA256:abc"] != "booker" || c.AWS.Profile != "ml" {
 		t.Errorf("got %+v", c)
 	}
@@ -79,6 +79,8 @@ func TestLoadErrors(t *testing.T) {
 		{"refresh too short", "refresh: 10ms\n", []string{":1:1:", "refresh", "1s"}},
 		{"tick too short", "sim: {tick: 1ms}\n", []string{"sim.tick", "100ms"}},
 		{"negative budget", "budget:\n  max_booking_usd: -1\n", []string{":2:3:", "budget.max_booking_usd", "≥ 0"}},
+		{"idle share over 100", "budget:\n  max_idle_pct: 150\n", []string{":2:3:", "budget.max_idle_pct", "0 to 100"}},
+		{"negative idle share", "budget: {max_idle_pct: -5}\n", []string{"budget.max_idle_pct", "0 to 100"}},
 		{"max sessions", "serve: {max_sessions: 0}\n", []string{"serve.max_sessions", "≥ 1"}},
 		{"bad listen", "serve: {listen: nowhere}\n", []string{"serve.listen", "host:port"}},
 		{"bad url", "aws: {advisor_url: 'ftp://x'}\n", []string{"aws.advisor_url", "https://"}},

@@ -11,6 +11,7 @@ import (
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/providers/usage"
 )
 
 // common is what the views of one session share: size, styles, keys, the
@@ -36,6 +37,9 @@ type common struct {
 	// picker is what the Market view has picked (its marks, or the pool
 	// under its cursor): the Chart and the Fleet view show those pools.
 	picker poolPicker
+	// idleAlerts are the running rows idle past budget.max_idle_pct, as
+	// the Usage view last heard: the header names them.
+	idleAlerts []usage.Alert
 }
 
 // poolPicker is the Market view as the views that act on its picks see it.

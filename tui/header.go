@@ -5,7 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/providers/usage"
 )
 
 // compactBelow is the terminal height under which the header shrinks to
@@ -20,6 +22,9 @@ func (m *Model) headerHeight() int {
 		return 1
 	}
 	n := 1
+	if len(m.c.idleAlerts) > 0 {
+		n++
+	}
 	if m.snap != nil {
 		n += len(m.snap.Sources)
 	} else if m.opt.Hub != nil {
@@ -53,6 +58,9 @@ func (m *Model) header() string {
 		// compact: one word per source
 		var b strings.Builder
 		b.WriteString(title)
+		if n := len(m.c.idleAlerts); n > 0 {
+			b.WriteString("  " + st.badgeErr.Render(fmt.Sprintf("%d idle", n)))
+		}
 		for _, s := range m.sources() {
 			b.WriteString("  ")
 			b.WriteString(m.sourceWord(s))
@@ -60,6 +68,9 @@ func (m *Model) header() string {
 		return clipLine(b.String(), w)
 	}
 	lines := []string{clipLine(title, w)}
+	if a := m.c.idleAlerts; len(a) > 0 {
+		lines = append(lines, clipLine(st.footerErr.Render(idleAlertLine(a)), w))
+	}
 	if m.snap == nil {
 		lines = append(lines, st.dim.Render(clipLine(m.spin.View()+" connecting to the market…", w)))
 	}
@@ -86,6 +97,9 @@ func (m *Model) titleLine(w int) string {
 		{"gpumarket", " SIMULATED MARKET ", "updated ", "15:04:05"},
 		{"gpumarket", " SIMULATED ", "updated ", "15:04:05"},
 		{"gpumarket", " SIMULATED ", "", "15:04:05"},
+		// At 80 columns the six tabs leave no room for the name: the
+		// badge and the time matter more.
+		{"", " SIMULATED ", "", "15:04:05"},
 		{"gpumarket", " SIM ", "", "15:04"},
 		{"", " SIM ", "", "15:04"},
 	}
@@ -268,4 +282,21 @@ func shortErr(region, s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// idleAlertLine names the running capacity idle past budget.max_idle_pct:
+// the most idle first, and how many more.
+func idleAlertLine(a []usage.Alert) string {
+	top := a[0]
+	for _, x := range a[1:] {
+		if x.IdlePct > top.IdlePct {
+			top = x
+		}
+	}
+	s := fmt.Sprintf("⚠ idle: %s %g GPU %s %.0f%% idle (budget %.0f%%)", short(top.Row.ID), top.Row.GPUs,
+		market.DisplayType(top.Row.InstanceType), top.IdlePct, top.MaxPct)
+	if len(a) > 1 {
+		s += fmt.Sprintf(" and %d more", len(a)-1)
+	}
+	return s + " · Usage tab"
 }

@@ -1,5 +1,5 @@
 // Package tui is gpumarket's terminal UI: a Bubble Tea root model over
-// views (Market, Chart, Blocks, Fleet, Ledger) fed by a hub subscription.
+// views (Market, Chart, Blocks, Fleet, Ledger, Usage) fed by a hub subscription.
 // One Model serves one session; nothing is shared between sessions but the
 // hub and the booking service.
 package tui
@@ -21,6 +21,7 @@ import (
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/providers/usage"
 )
 
 // Role is what a session may do.
@@ -64,6 +65,10 @@ type Options struct {
 	// means the Blocks, Fleet and Ledger views say nothing can be booked
 	// here.
 	Booking *booking.Service
+	// Usage reports what was bought and how much of it was used (the
+	// Usage view, the header's idle alert); one tracker serves every
+	// session of a process. Nil: the view says there is no ledger.
+	Usage *usage.Tracker
 }
 
 // Messages between the root and its views.
@@ -176,6 +181,7 @@ func New(opt Options) *Model {
 	addView(m, newBlocksView(c, opt.Context, opt.Booking, opt.GPUs))
 	addView(m, newFleetView(c, opt.Context, opt.Booking))
 	addView(m, newLedgerView(c, opt.Context, opt.Booking))
+	addView(m, newUsageView(c, opt.Context, opt.Usage))
 	c.picker = m.market
 	m.spin = spinner.New(spinner.WithSpinner(spinner.MiniDot))
 	m.help = help.New()
@@ -303,8 +309,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case resultMsg:
 		// To the view that asked, shown or not.
 		if i := int(msg.to); i >= 0 && i < len(m.views) {
+			hadHeader := m.headerHeight()
 			v, cmd := m.views[i].Update(msg.msg)
 			m.views[i] = v
+			if m.headerHeight() != hadHeader {
+				m.resize() // an idle alert came or went
+			}
 			return m, cmd
 		}
 		return m, nil

@@ -405,14 +405,15 @@ func TestTabCyclesViewsAndHelpToggles(t *testing.T) {
 	if m.active != 1 {
 		t.Fatalf("tab: active %d", m.active)
 	}
-	// Market, Chart, Blocks, Fleet, Ledger: four more tabs wrap around.
-	press(m, "tab", "tab", "tab", "tab")
+	// Market, Chart, Blocks, Fleet, Ledger, Usage: five more tabs wrap
+	// around.
+	press(m, "tab", "tab", "tab", "tab", "tab")
 	if m.active != 0 {
 		t.Fatalf("tab wrap: active %d of %d views", m.active, len(m.views))
 	}
 	press(m, "shift+tab")
-	if got := m.views[m.active].Title(); got != "Ledger" {
-		t.Fatalf("shift+tab from Market went to %q, want Ledger", got)
+	if got := m.views[m.active].Title(); got != "Usage" {
+		t.Fatalf("shift+tab from Market went to %q, want Usage", got)
 	}
 	press(m, "tab")
 	press(m, "?")

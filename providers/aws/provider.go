@@ -93,6 +93,7 @@ type Provider struct {
 	regionsM []string // DescribeRegions, once
 	state    map[string]*regionState
 
+	cw        map[string]cloudWatchAPI // by region (usage.go)
 	adv       advisorState
 	scores    scoreState
 	onDemandC onDemandCache

@@ -1,0 +1,364 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/providers/usage"
+)
+
+// usageRow is one ledger row's usage with the README's fields, exactly.
+// start and end bound the span counted (the row's capacity within
+// --since, up to now); unknown figures are null.
+type usageRow struct {
+	ID              string    `json:"id"`
+	Kind            string    `json:"kind"`
+	Provider        string    `json:"provider"`
+	Cloud           string    `json:"cloud"`
+	Region          string    `json:"region"`
+	InstanceType    string    `json:"instance_type"`
+	GPUs            float64   `json:"gpus"`
+	Actor           string    `json:"actor"`
+	Start           time.Time `json:"start"`
+	End             time.Time `json:"end"`
+	BookedGPUHours  *float64  `json:"booked_gpu_hours"`
+	RunningGPUHours *float64  `json:"running_gpu_hours"`
+	BusyGPUHours    *float64  `json:"busy_gpu_hours"`
+	Interruptions   *int      `json:"interruptions"`
+	CostUSD         *float64  `json:"cost_usd"`
+	IdleUSD         *float64  `json:"idle_usd"`
+	MetricsSource   *string   `json:"metrics_source"`
+}
+
+// usageDayRow and usageActorRow are the totals of one UTC day (--by day)
+// or one actor (--by actor). Unknown figures of a row are left out of the
+// sums; rows_without_metrics counts the rows whose busy GPU-hours (so
+// idle cost) are unknown. (Flat structs: the row writer reads one level
+// of fields.)
+type usageDayRow struct {
+	Day               string   `json:"day"`
+	Rows              int      `json:"rows"`
+	BookedGPUHours    *float64 `json:"booked_gpu_hours"`
+	RunningGPUHours   *float64 `json:"running_gpu_hours"`
+	BusyGPUHours      *float64 `json:"busy_gpu_hours"`
+	Interruptions     int      `json:"interruptions"`
+	CostUSD           *float64 `json:"cost_usd"`
+	IdleUSD           *float64 `json:"idle_usd"`
+	RowsWithoutMetric int      `json:"rows_without_metrics"`
+}
+
+type usageActorRow struct {
+	Actor             string   `json:"actor"`
+	Rows              int      `json:"rows"`
+	BookedGPUHours    *float64 `json:"booked_gpu_hours"`
+	RunningGPUHours   *float64 `json:"running_gpu_hours"`
+	BusyGPUHours      *float64 `json:"busy_gpu_hours"`
+	Interruptions     int      `json:"interruptions"`
+	CostUSD           *float64 `json:"cost_usd"`
+	IdleUSD           *float64 `json:"idle_usd"`
+	RowsWithoutMetric int      `json:"rows_without_metrics"`
+}
+
+func usageRowOf(r usage.Row) usageRow {
+	out := usageRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region,
+		InstanceType: r.InstanceType, GPUs: r.GPUs, Actor: r.Actor, Start: r.Start.UTC(), End: r.End.UTC(),
+		BookedGPUHours: round(r.BookedGPUHours, 3), RunningGPUHours: round(r.RunningGPUHours, 3), BusyGPUHours: round(r.BusyGPUHours, 3),
+		CostUSD: round(r.CostUSD, 2), IdleUSD: round(r.IdleUSD, 2), MetricsSource: optString(r.MetricsSource)}
+	if r.Interruptions >= 0 {
+		n := r.Interruptions
+		out.Interruptions = &n
+	}
+	return out
+}
+
+func dayRowOf(t usage.Total) usageDayRow {
+	return usageDayRow{Day: t.Key, Rows: t.Rows, BookedGPUHours: round(t.BookedGPUHours, 3), RunningGPUHours: round(t.RunningGPUHours, 3),
+		BusyGPUHours: round(t.BusyGPUHours, 3), Interruptions: t.Interruptions, CostUSD: round(t.CostUSD, 2), IdleUSD: round(t.IdleUSD, 2),
+		RowsWithoutMetric: t.NoMetrics}
+}
+
+func actorRowOf(t usage.Total) usageActorRow {
+	d := dayRowOf(t)
+	return usageActorRow{Actor: t.Key, Rows: d.Rows, BookedGPUHours: d.BookedGPUHours, RunningGPUHours: d.RunningGPUHours,
+		BusyGPUHours: d.BusyGPUHours, Interruptions: d.Interruptions, CostUSD: d.CostUSD, IdleUSD: d.IdleUSD, RowsWithoutMetric: d.RowsWithoutMetric}
+}
+
+// Groupings of `usage --by`.
+const (
+	byRow   = "row"
+	byDay   = "day"
+	byActor = "actor"
+)
+
+func (cl *cli) usageCmd() *cobra.Command {
+	var output, since, by string
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "usage",
+		Short: "What was bought and how much of it was used: booked, running and busy GPU-hours, idle cost",
+		Long: `usage reports, for every capacity block, reservation and fleet in the ledger
+that ran within --since, the GPU-hours booked, the GPU-hours instances ran in,
+the GPU-hours they were busy (GPU utilization from the cloud's metrics: the
+CloudWatch agent's NVIDIA metrics on AWS, falling back to CPU utilization and
+saying so; Azure Monitor for scale sets), interruptions, the cost so far and
+the idle cost: what was paid for GPU-hours not running or not busy.
+
+A row whose metrics could not be read says "no metrics": its busy GPU-hours
+and idle cost are null, never 0 % busy. The table lists the five most idle
+rows first, then the rest newest first, then the totals per day and per
+actor; -o json and csv print the rows, or with --by day or --by actor the
+totals.`,
+		Example: `  gpumarket usage
+  gpumarket usage --since 30d -o json
+  gpumarket usage --by actor -o csv`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputTimeout(output, timeout); err != nil {
+				return err
+			}
+			span, err := providers.ParseWindow(since)
+			if err != nil {
+				return usagef("--since %q: want %s", since, providers.WindowForm)
+			}
+			if by != byRow && by != byDay && by != byActor {
+				return usagef("--by %q: want row, day or actor", by)
+			}
+			a, err := cl.newApp(cmd)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			return a.runUsage(cmd.Context(), span, by, timeout, output)
+		},
+	}
+	addOutputFlag(c, &output)
+	c.Flags().StringVar(&since, "since", "7d", "how far back: "+providers.WindowForm)
+	c.Flags().StringVar(&by, "by", byRow, "what one output row is: row (a ledger row), day (UTC) or actor")
+	c.Flags().DurationVar(&timeout, "timeout", booking.DefaultTimeout, "bound on each provider's usage and price lookups")
+	return c
+}
+
+func (a *app) runUsage(ctx context.Context, since time.Duration, by string, timeout time.Duration, output string) error {
+	rep, err := a.usageReport(ctx, since, timeout, true)
+	if err != nil {
+		return err
+	}
+	e := a.env
+	sim := false
+	for _, r := range rep.Rows {
+		sim = sim || a.table.describe(r.Provider).Simulated
+	}
+	if sim {
+		// On stdout before a table, on stderr for json and csv.
+		w := e.errOut
+		if output == formatTable {
+			w = e.out
+		}
+		fmt.Fprintln(w, "SIMULATED MARKET: the usage of simulated capacity is generated by gpumarket's simulator")
+	}
+	for _, r := range rep.Rows {
+		if r.Note != "" {
+			fmt.Fprintf(e.errOut, "gpumarket: usage: %s (%s %s): %s\n", r.ID, r.Kind, r.InstanceType, r.Note)
+		}
+	}
+	if output != formatTable {
+		switch by {
+		case byDay:
+			out := make([]usageDayRow, 0, len(rep.Days))
+			for _, t := range rep.Days {
+				out = append(out, dayRowOf(t))
+			}
+			return writeRows(e.out, output, out)
+		case byActor:
+			out := make([]usageActorRow, 0, len(rep.Actors))
+			for _, t := range rep.Actors {
+				out = append(out, actorRowOf(t))
+			}
+			return writeRows(e.out, output, out)
+		}
+		out := make([]usageRow, 0, len(rep.Rows))
+		for _, r := range rep.Rows {
+			out = append(out, usageRowOf(r))
+		}
+		return writeRows(e.out, output, out)
+	}
+	return writeUsageTable(e.out, rep, by)
+}
+
+// usageReport computes the usage of the ledger's rows over the last
+// since: each row asks its own provider (built even when --provider names
+// others, as `ledger` does), and fleets are priced at the spot prices the
+// hub's history holds for the rows' regions. withPrices false prices
+// fleets at their launch estimate without starting a hub (the ledger's
+// idle warning).
+func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time.Duration, withPrices bool) (usage.Report, error) {
+	e := a.env
+	st, err := a.Ledger()
+	if err != nil {
+		return usage.Report{}, err
+	}
+	rows, err := st.List(ctx)
+	if err != nil {
+		return usage.Report{}, err
+	}
+	now := time.Now()
+	var names, regions []string
+	for _, r := range rows {
+		if !usage.Counted(r) {
+			continue
+		}
+		if !contains(names, r.Provider) {
+			names = append(names, r.Provider)
+		}
+		if r.Region != "" && !contains(regions, r.Region) {
+			regions = append(regions, r.Region)
+		}
+	}
+	var ps []providers.Provider
+	for _, name := range names {
+		p, err := a.provider(ctx, name)
+		if err != nil {
+			fmt.Fprintf(e.errOut, "gpumarket: usage: cannot reach %s: %v\n", name, err)
+			continue
+		}
+		ps = append(ps, p)
+	}
+	var prices usage.PriceBook
+	if withPrices && len(ps) > 0 {
+		// The hub over the rows' providers and regions, back to since:
+		// the spot prices in force while the fleets ran.
+		a.query.Providers, a.query.Regions, a.query.GPUs = names, regions, nil
+		a.query.Window = min(since, providers.MaxWindow)
+		snap, err := a.waitReady(ctx, a.hubOver(ps), timeout)
+		if err != nil {
+			fmt.Fprintf(e.errOut, "gpumarket: usage: no price history (%v): fleets are priced at their launch estimate\n", err)
+		} else {
+			prices = usage.SnapshotPrices(snap)
+		}
+	}
+	return usage.Compute(ctx, rows, usage.Options{Since: now.Add(-since), Now: now, Reporter: usage.Reporters(ps),
+		Prices: prices, Timeout: timeout, MaxIdlePct: a.cfg.Budget.MaxIdlePct}), nil
+}
+
+// writeUsageTable prints the rows (the five most idle first), then the
+// totals per day with a bar of booked, running and busy GPU-hours, per
+// actor, and over all. --by day or actor prints only that section.
+func writeUsageTable(w io.Writer, rep usage.Report, by string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	num := func(v float64, f string) string {
+		if math.IsNaN(v) {
+			return "-"
+		}
+		return fmt.Sprintf(f, v)
+	}
+	if by == byRow {
+		fmt.Fprintf(tw, "ID\tKIND\tPROVIDER\tREGION\tINSTANCE_TYPE\tGPUS\tACTOR\tSTART (UTC)\tEND (UTC)\tBOOKED GPU-H\tRUNNING GPU-H\tBUSY GPU-H\tINTERRUPTIONS\tCOST $\tIDLE $\tMETRICS\n")
+		for _, r := range rep.Rows {
+			busy := num(r.BusyGPUHours, "%.1f")
+			if r.NoMetrics() {
+				busy = "no metrics"
+			}
+			intr := "-"
+			if r.Interruptions >= 0 {
+				intr = fmt.Sprint(r.Interruptions)
+			}
+			src := r.MetricsSource
+			if src == "" {
+				src = "no metrics"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%g\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Kind, r.Provider, r.Region,
+				r.InstanceType, r.GPUs, dashIfEmpty(r.Actor), r.Start.UTC().Format("2006-01-02 15:04"), r.End.UTC().Format("2006-01-02 15:04"),
+				num(r.BookedGPUHours, "%.1f"), num(r.RunningGPUHours, "%.1f"), busy, intr, num(r.CostUSD, "%.2f"), num(r.IdleUSD, "%.2f"), src)
+		}
+		if len(rep.Rows) == 0 {
+			fmt.Fprintf(tw, "(nothing in the ledger ran since %s)\n", rep.Since.Format(time.RFC3339))
+		}
+		fmt.Fprintln(tw)
+	}
+	if by == byRow || by == byDay {
+		fmt.Fprintf(tw, "DAY (UTC)\tBOOKED GPU-H\tRUNNING GPU-H\tBUSY GPU-H\tBOOKED ▒ RUNNING ▓ BUSY █\tINTERRUPTIONS\tCOST $\tIDLE $\n")
+		peak := 0.0
+		for _, d := range rep.Days {
+			peak = math.Max(peak, d.BookedGPUHours)
+		}
+		for _, d := range rep.Days {
+			busy := fmt.Sprintf("%.1f", d.BusyGPUHours)
+			if d.NoMetrics > 0 {
+				busy += fmt.Sprintf(" (%d without metrics)", d.NoMetrics)
+			}
+			fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%s\t%s\t%d\t%.2f\t%.2f\n", d.Key, d.BookedGPUHours, d.RunningGPUHours, busy,
+				usage.Bar(d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, peak, 24), d.Interruptions, d.CostUSD, d.IdleUSD)
+		}
+		fmt.Fprintln(tw)
+	}
+	if by == byRow || by == byActor {
+		fmt.Fprintf(tw, "ACTOR\tROWS\tBOOKED GPU-H\tRUNNING GPU-H\tBUSY GPU-H\tINTERRUPTIONS\tCOST $\tIDLE $\tWITHOUT METRICS\n")
+		for _, t := range append(append([]usage.Total(nil), rep.Actors...), rep.All) {
+			key := t.Key
+			if key == "" {
+				key = "-"
+			}
+			if t.Key == "all" && len(rep.Actors) > 0 {
+				key = "ALL"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%d\t%.2f\t%.2f\t%d\n", key, t.Rows, t.BookedGPUHours, t.RunningGPUHours,
+				t.BusyGPUHours, t.Interruptions, t.CostUSD, t.IdleUSD, t.NoMetrics)
+		}
+	}
+	return tw.Flush()
+}
+
+// idleWarnings are the `ledger` lines for running rows over
+// budget.max_idle_pct: their usage is computed at the launch estimates
+// (no hub), within timeout.
+func (a *app) idleWarnings(ctx context.Context, timeout time.Duration) []string {
+	if a.cfg.Budget.MaxIdlePct <= 0 {
+		return nil
+	}
+	rep, err := a.usageReport(ctx, usage.DefaultSince, timeout, false)
+	if err != nil {
+		return []string{"cannot check idle capacity: " + err.Error()}
+	}
+	var out []string
+	for _, al := range rep.Alerts {
+		out = append(out, "warning: "+strings.TrimSpace(al.String())+" (`gpumarket usage` for the figures)")
+	}
+	return out
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// usageTracker is the one usage tracker of the run, built on first use:
+// every TUI session of the process (serve's included) shares it, so the
+// clouds' metrics are asked once per TTL whatever the number of
+// sessions. It asks the hub's providers and prices fleets at the hub's
+// latest snapshot; nil when there is no ledger.
+func (a *app) usageTracker(h *hub.Hub) *usage.Tracker {
+	st, err := a.Ledger()
+	if err != nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.usage == nil {
+		a.usage = usage.NewTracker(usage.TrackerOptions{Ledger: st, Reporter: usage.Reporters(h.Providers()),
+			Prices:     func() usage.PriceBook { return usage.SnapshotPrices(h.Snapshot()) },
+			MaxIdlePct: a.cfg.Budget.MaxIdlePct})
+	}
+	return a.usage
+}

@@ -1,0 +1,264 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+// usageFields are the README's `usage` JSON fields, in order.
+var usageFields = []string{"id", "kind", "provider", "cloud", "region", "instance_type", "gpus", "actor", "start", "end",
+	"booked_gpu_hours", "running_gpu_hours", "busy_gpu_hours", "interruptions", "cost_usd", "idle_usd", "metrics_source"}
+
+// usageSession runs commands in one data dir (state persists between
+// them, as for a user running one command after another).
+func usageSession(t *testing.T) (run func(args ...string) (int, string, string), dataDir string) {
+	t.Helper()
+	isolate(t)
+	dataDir = filepath.Join(t.TempDir(), "data")
+	t.Setenv("GPUMARKET_DATA_DIR", dataDir)
+	c := &cli{table: defaultProviders()}
+	return func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := c.run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}, dataDir
+}
+
+// seedLedger writes ledger rows of the simulated market that ran in the
+// past: a capacity block of 2 × p5.48xlarge over the last 30 hours (fee
+// $4,000), and a spot fleet of 4 × g6.xlarge launched 20 hours ago.
+func seedLedger(t *testing.T, dataDir string) (block, fleet store.Row) {
+	t.Helper()
+	st, err := store.Open(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now().UTC()
+	ctx := context.Background()
+	block = store.Row{Kind: store.KindBlock, Provider: "sim", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a",
+		InstanceType: "p5.48xlarge", InstanceCount: 2, GPUCount: 16, Start: now.Add(-30 * time.Hour), End: now.Add(18 * time.Hour),
+		CostUSD: 4000, State: store.StateActive, ProviderRef: "cr-0123456789abcdef0", Actor: "alice@lab", IdemKey: "cb-1",
+		CreatedAt: now.Add(-40 * time.Hour)}
+	if block, err = st.RecordIntent(ctx, block, nil); err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := json.Marshal(providers.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"g6.xlarge"}, TargetCapacity: 4})
+	fleet = store.Row{Kind: store.KindFleet, Provider: "sim", Cloud: "aws", Region: "us-east-1", InstanceType: "g6.xlarge",
+		InstanceCount: 4, GPUCount: 4, CostUSD: 1.2, CostNote: "estimate: first hour at current prices; a fleet bills until deleted",
+		State: store.StateActive, ProviderRef: "fleet-11111111-2222-4333-8444-555555555555", Actor: "bob@lab", IdemKey: "tok-1",
+		CreatedAt: now.Add(-20 * time.Hour), Request: spec}
+	if fleet, err = st.RecordIntent(ctx, fleet, nil); err != nil {
+		t.Fatal(err)
+	}
+	return block, fleet
+}
+
+func TestUsageJSONOnTheSimulatedMarket(t *testing.T) {
+	run, dir := usageSession(t)
+	block, fleet := seedLedger(t, dir)
+	code, out, errOut := run("usage", "--since", "7d", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	rows, keys := jsonRows(t, out)
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want the block and the fleet: %s", len(rows), out)
+	}
+	for i, r := range rows {
+		if len(r) != len(usageFields) {
+			t.Errorf("row %d has %d fields, want %d: %v", i, len(r), len(usageFields), r)
+		}
+		for _, f := range usageFields {
+			if _, ok := r[f]; !ok {
+				t.Errorf("row %d lacks %q", i, f)
+			}
+		}
+		// Field order is the contract's.
+		if strings.Join(keys[i], ",") != strings.Join(usageFields, ",") {
+			t.Errorf("row %d fields %v, want %v", i, keys[i], usageFields)
+		}
+		booked, running := r["booked_gpu_hours"].(float64), r["running_gpu_hours"].(float64)
+		if busy, ok := r["busy_gpu_hours"].(float64); ok {
+			if !(busy <= running && running <= booked) {
+				t.Errorf("row %v: busy %v ≤ running %v ≤ booked %v does not hold", r["id"], busy, running, booked)
+			}
+		} else if r["metrics_source"] != nil || r["idle_usd"] != nil {
+			t.Errorf("row %v: busy null but metrics_source %v idle %v", r["id"], r["metrics_source"], r["idle_usd"])
+		}
+	}
+	byID := map[any]map[string]any{}
+	for _, r := range rows {
+		byID[r["id"]] = r
+	}
+	b := byID[block.ID]
+	if b == nil || b["kind"] != "block" || b["gpus"] != 16.0 || b["actor"] != "alice@lab" || b["cost_usd"] != 4000.0 {
+		t.Fatalf("block row: %v", b)
+	}
+	// 16 GPUs for the 30 hours the block has run (clocks move while
+	// the command runs: allow a minute).
+	if bk := b["booked_gpu_hours"].(float64); math.Abs(bk-16*30) > 16.0/60 {
+		t.Errorf("block booked %v GPU-hours, want 480", bk)
+	}
+	if busy, ok := b["busy_gpu_hours"].(float64); ok {
+		// idle_usd = price × (booked − busy): the fee over the window's
+		// 16 × 48 GPU-hours is the price.
+		price := 4000.0 / (16 * 48)
+		want := price * (b["booked_gpu_hours"].(float64) - busy)
+		if idle := b["idle_usd"].(float64); math.Abs(idle-want) > 0.02 {
+			t.Errorf("block idle_usd %v, want price × (booked − busy) = %v", idle, want)
+		}
+	}
+	f := byID[fleet.ID]
+	if f == nil || f["kind"] != "fleet" || f["interruptions"] == nil || f["cost_usd"] == nil {
+		t.Fatalf("fleet row: %v", f)
+	}
+	if c := f["cost_usd"].(float64); !(c > 0) || c > 1.2*20*1.5 {
+		t.Errorf("fleet cost so far %v: want 20 h of up to 4 g6.xlarge at the simulated spot prices", c)
+	}
+	if !strings.Contains(errOut, "SIMULATED MARKET") {
+		t.Errorf("stderr %q lacks the SIMULATED MARKET line", errOut)
+	}
+}
+
+func TestUsageTotalsByDayAndActor(t *testing.T) {
+	run, dir := usageSession(t)
+	seedLedger(t, dir)
+	code, out, errOut := run("usage", "--by", "actor", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	actors, _ := jsonRows(t, out)
+	if len(actors) != 2 {
+		t.Fatalf("actors: %v", actors)
+	}
+	for _, a := range actors {
+		if a["actor"] != "alice@lab" && a["actor"] != "bob@lab" || a["rows"] != 1.0 || a["booked_gpu_hours"] == nil {
+			t.Errorf("actor total %v", a)
+		}
+	}
+	code, out, errOut = run("usage", "--by", "day", "-o", "csv")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) < 3 || strings.Join(recs[0], ",") != "day,rows,booked_gpu_hours,running_gpu_hours,busy_gpu_hours,interruptions,cost_usd,idle_usd,rows_without_metrics" {
+		t.Fatalf("csv by day: %q", recs)
+	}
+	for _, r := range recs[1:] {
+		if _, err := time.Parse("2006-01-02", r[0]); err != nil {
+			t.Errorf("day %q: %v", r[0], err)
+		}
+	}
+}
+
+func TestUsageTableMostIdleFirstAndSections(t *testing.T) {
+	run, dir := usageSession(t)
+	seedLedger(t, dir)
+	code, out, errOut := run("usage")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"SIMULATED MARKET", "BOOKED GPU-H", "DAY (UTC)", "ACTOR", "ALL", "alice@lab", "bob@lab"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestUsageWithNoMetricsSaysSo(t *testing.T) {
+	// A row whose provider is not reachable in this run has no metrics:
+	// busy and idle null, never 0 % busy, and the rest of the report
+	// still prints.
+	run, dir := usageSession(t)
+	block, _ := seedLedger(t, dir)
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block.Provider = "gone"
+	if _, err := st.Update(context.Background(), block); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	code, out, errOut := run("usage", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	rows, _ := jsonRows(t, out)
+	if len(rows) != 2 {
+		t.Fatalf("rows: %v", rows)
+	}
+	for _, r := range rows {
+		if r["id"] != block.ID {
+			continue
+		}
+		if r["busy_gpu_hours"] != nil || r["metrics_source"] != nil || r["idle_usd"] != nil || r["running_gpu_hours"] != nil {
+			t.Errorf("unreachable provider's row: %v, want busy, running, idle and metrics_source null", r)
+		}
+		if r["cost_usd"] != 4000.0 {
+			t.Errorf("cost %v: the fee is known without the provider", r["cost_usd"])
+		}
+	}
+	if !strings.Contains(errOut, "gone") {
+		t.Errorf("stderr does not say why: %q", errOut)
+	}
+}
+
+func TestUsageFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"usage", "--since", "3x"}, "--since"},
+		{[]string{"usage", "--since", "91d"}, "--since"},
+		{[]string{"usage", "--by", "week"}, "--by \"week\": want row, day or actor"},
+		{[]string{"usage", "-o", "yaml"}, "-o"},
+		{[]string{"usage", "--timeout", "0s"}, "--timeout"},
+	} {
+		code, _, errOut := runCmd(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d %q, want 2 naming %s", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+func TestLedgerWarnsOfIdleCapacity(t *testing.T) {
+	run, dir := usageSession(t)
+	seedLedger(t, dir)
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, path, "budget: {max_idle_pct: 1}\n")
+	t.Setenv("GPUMARKET_CONFIG", path)
+	code, _, errOut := run("ledger", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, "warning:") || !strings.Contains(errOut, "budget.max_idle_pct 1%") {
+		t.Errorf("ledger with max_idle_pct 1 printed no idle warning: %q", errOut)
+	}
+	writeFile(t, path, "budget: {max_idle_pct: 0}\n")
+	if _, _, errOut := run("ledger", "-o", "json"); strings.Contains(errOut, "max_idle_pct") {
+		t.Errorf("max_idle_pct 0 (off) warned: %q", errOut)
+	}
+}
+
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

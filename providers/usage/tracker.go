@@ -1,0 +1,213 @@
+package usage
+
+import (
+	"context"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+// snapshotPrices prices instance-hours from a hub snapshot: the pools'
+// price history (the spot price in force while an instance ran) and their
+// list prices.
+type snapshotPrices struct{ snap *hub.Snapshot }
+
+// SnapshotPrices is the PriceBook of a hub snapshot; nil for none.
+func SnapshotPrices(s *hub.Snapshot) PriceBook {
+	if s == nil {
+		return nil
+	}
+	return snapshotPrices{s}
+}
+
+// pools returns the snapshot's pools of k: the one pool, or every zone's
+// when k names no zone.
+func (p snapshotPrices) pools(k providers.PoolKey) []*hub.PoolView {
+	if k.Zone != "" {
+		if v, ok := p.snap.Pool(k.String()); ok {
+			return []*hub.PoolView{v}
+		}
+	}
+	var out []*hub.PoolView
+	for i := range p.snap.Pools {
+		v := &p.snap.Pools[i]
+		if v.Provider == k.Provider && v.Region == k.Region && strings.EqualFold(v.InstanceType, k.InstanceType) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// SpotUSDHour is the time-weighted mean of the pool's history over [from,
+// to]; with no zone, the mean over the region's zones (the instance may
+// have run in any).
+func (p snapshotPrices) SpotUSDHour(k providers.PoolKey, from, to time.Time) (float64, bool) {
+	var sum float64
+	n := 0
+	for _, v := range p.pools(k) {
+		st := v.History.Stats(from.Unix(), max(to.Unix(), from.Unix()+1))
+		if !st.OK {
+			// The window starts before the history the hub holds:
+			// the price in force at its end is the best known.
+			if pr, ok := v.History.PriceAt(to.Unix()); ok {
+				st.Avg, st.OK = pr, true
+			}
+		}
+		if st.OK && !math.IsNaN(st.Avg) {
+			sum += st.Avg
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN(), false
+	}
+	return sum / float64(n), true
+}
+
+// OnDemandUSDHour is the pool's list price.
+func (p snapshotPrices) OnDemandUSDHour(k providers.PoolKey) (float64, bool) {
+	for _, v := range p.pools(k) {
+		if v.OnDemandUSDHour != nil {
+			return *v.OnDemandUSDHour, true
+		}
+	}
+	return math.NaN(), false
+}
+
+// Reporters returns the usage reporter of each provider given that has
+// one, by name, as Options.Reporter wants it.
+func Reporters(ps []providers.Provider) func(string) (providers.UsageReporter, bool) {
+	m := map[string]providers.UsageReporter{}
+	for _, p := range ps {
+		if r, ok := p.(providers.UsageReporter); ok {
+			m[p.Name()] = r
+		}
+	}
+	return func(name string) (providers.UsageReporter, bool) {
+		r, ok := m[name]
+		return r, ok
+	}
+}
+
+// TrackerOptions configure a Tracker.
+type TrackerOptions struct {
+	// Ledger holds the rows.
+	Ledger *store.Store
+	// Reporter and Prices are as in Options; Prices is called for each
+	// computation (the hub's latest snapshot).
+	Reporter func(provider string) (providers.UsageReporter, bool)
+	Prices   func() PriceBook
+	// Since is how far back a report reaches (default 7 days).
+	Since time.Duration
+	// TTL is how long a report is reused (default 5 minutes): the
+	// clouds' metrics APIs bill by the request, and thirty sessions must
+	// cost what one does.
+	TTL         time.Duration
+	MaxIdlePct  float64
+	Timeout     time.Duration
+	Concurrency int
+	Now         func() time.Time
+}
+
+// Tracker computes reports for every session of a process and keeps the
+// latest for TTL, so that sessions asking at once share one computation.
+type Tracker struct {
+	opt TrackerOptions
+
+	mu     sync.Mutex
+	last   *Report
+	lastAt time.Time
+	flight chan struct{}
+	err    error
+}
+
+// DefaultSince is how far back a usage report reaches unless asked.
+const DefaultSince = 7 * 24 * time.Hour
+
+// NewTracker makes a tracker.
+func NewTracker(opt TrackerOptions) *Tracker {
+	if opt.Since <= 0 {
+		opt.Since = DefaultSince
+	}
+	if opt.TTL <= 0 {
+		opt.TTL = 5 * time.Minute
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Reporter == nil {
+		opt.Reporter = func(string) (providers.UsageReporter, bool) { return nil, false }
+	}
+	return &Tracker{opt: opt}
+}
+
+// Since is how far back the tracker's reports reach.
+func (t *Tracker) Since() time.Duration { return t.opt.Since }
+
+// MaxIdlePct is the alert threshold (0: off).
+func (t *Tracker) MaxIdlePct() float64 { return t.opt.MaxIdlePct }
+
+// Report returns the latest report if it is younger than TTL, else
+// computes one (or waits for the one being computed).
+func (t *Tracker) Report(ctx context.Context) (Report, error) {
+	for {
+		t.mu.Lock()
+		now := t.opt.Now()
+		if t.last != nil && now.Sub(t.lastAt) < t.opt.TTL {
+			r := *t.last
+			t.mu.Unlock()
+			return r, nil
+		}
+		if t.flight != nil {
+			ch := t.flight
+			t.mu.Unlock()
+			select {
+			case <-ch:
+				t.mu.Lock()
+				err, last := t.err, t.last
+				t.mu.Unlock()
+				if err != nil {
+					return Report{}, err
+				}
+				if last != nil {
+					return *last, nil
+				}
+				continue
+			case <-ctx.Done():
+				return Report{}, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		t.flight = ch
+		t.mu.Unlock()
+
+		rep, err := t.compute(ctx)
+		t.mu.Lock()
+		t.flight, t.err = nil, err
+		if err == nil {
+			t.last, t.lastAt = &rep, t.opt.Now()
+		}
+		t.mu.Unlock()
+		close(ch)
+		return rep, err
+	}
+}
+
+func (t *Tracker) compute(ctx context.Context) (Report, error) {
+	rows, err := t.opt.Ledger.List(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	now := t.opt.Now()
+	var prices PriceBook
+	if t.opt.Prices != nil {
+		prices = t.opt.Prices()
+	}
+	return Compute(ctx, rows, Options{Since: now.Add(-t.opt.Since), Now: now, Reporter: t.opt.Reporter, Prices: prices,
+		Timeout: t.opt.Timeout, Concurrency: t.opt.Concurrency, MaxIdlePct: t.opt.MaxIdlePct}), nil
+}

@@ -1,0 +1,293 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/providers/usage"
+)
+
+// usageReload is how often the Usage view asks for a report as the market
+// ticks; the tracker shared by the process answers from its cache until
+// its own TTL passes, so sessions do not multiply the clouds' metrics
+// calls.
+const usageReload = time.Minute
+
+type usageLoadedMsg struct {
+	seq int
+	rep usage.Report
+	err error
+}
+
+// usageKeys are the Usage view's keys.
+type usageKeys struct {
+	Up, Down key.Binding
+	global   *globalKeys
+}
+
+// ShortHelp is the view's part of the footer.
+func (k usageKeys) ShortHelp() []key.Binding { return []key.Binding{k.Up, k.Down} }
+
+// FullHelp is the `?` screen.
+func (k usageKeys) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{k.Up, k.Down}, {k.global.Back, k.global.Filter, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+}
+
+// usageView shows what was bought and how much of it was used, per ledger
+// row (the five most idle first) and per day as bars of booked, running
+// and busy GPU-hours, then per actor. It only reads: every session,
+// read-only ones too, sees it.
+type usageView struct {
+	owner
+	c     *common
+	ctx   context.Context
+	tr    *usage.Tracker
+	keys  usageKeys
+	w, h  int
+	rep   usage.Report
+	cur   int
+	err   string
+	seq   int
+	busy  bool
+	ready bool
+	last  time.Time
+}
+
+func newUsageView(c *common, ctx context.Context, tr *usage.Tracker) *usageView {
+	return &usageView{c: c, ctx: ctx, tr: tr, keys: usageKeys{Up: upKey(), Down: downKey(), global: &c.keys}}
+}
+
+func (v *usageView) Title() string       { return "Usage" }
+func (v *usageView) KeyMap() help.KeyMap { return v.keys }
+func (v *usageView) SetSize(w, h int)    { v.w, v.h = w, h }
+func (v *usageView) escGoesHome()        {}
+func (v *usageView) slashFiltersMarket() {}
+
+func (v *usageView) helpNote() string {
+	return "booked: the GPU-hours bought (a fleet's target); running: those instances ran in; busy: running × utilization from the cloud's metrics (\"no metrics\" when there are none, never 0 % busy).\n" +
+		"idle $: what was paid for GPU-hours not running or not busy. Bars: █ busy ▓ running ▒ booked; a day's idle $ marked * leaves out rows without metrics. The five most idle rows come first."
+}
+
+func (v *usageView) load() tea.Cmd {
+	if v.tr == nil || v.busy {
+		return nil
+	}
+	v.busy = true
+	v.seq++
+	seq, ctx, tr := v.seq, v.ctx, v.tr
+	return v.task(func() tea.Msg {
+		rep, err := tr.Report(ctx)
+		return usageLoadedMsg{seq: seq, rep: rep, err: err}
+	})
+}
+
+func (v *usageView) Update(msg tea.Msg) (view, tea.Cmd) {
+	switch msg := msg.(type) {
+	case usageLoadedMsg:
+		if msg.seq != v.seq {
+			return v, nil
+		}
+		v.busy, v.ready, v.last = false, true, v.c.now()
+		if msg.err != nil {
+			v.err = msg.err.Error()
+			return v, nil
+		}
+		v.err = ""
+		v.setReport(msg.rep)
+	case snapshotMsg:
+		// Loaded whether shown or not: the header's idle alert needs it.
+		if !v.ready || v.c.now().Sub(v.last) >= usageReload {
+			return v, v.load()
+		}
+	case tea.KeyPressMsg:
+		switch {
+		case key.Matches(msg, v.keys.Up):
+			v.cur = max(v.cur-1, 0)
+		case key.Matches(msg, v.keys.Down):
+			v.cur = min(v.cur+1, max(len(v.rep.Rows)-1, 0))
+		}
+	}
+	return v, nil
+}
+
+// setReport takes a report and tells the header of its alerts.
+func (v *usageView) setReport(rep usage.Report) {
+	v.rep = rep
+	v.cur = min(v.cur, max(len(rep.Rows)-1, 0))
+	v.c.idleAlerts = rep.Alerts
+}
+
+// usageColumns in display order; what does not fit is said under the
+// cursor's row.
+var usageColumns = []tableColumn{
+	{title: "KIND", w: 11, prio: 7}, {title: "WHAT", w: 17, prio: 0, max: 24}, {title: "BOOKED", w: 7, right: true, prio: 2},
+	{title: "RUNNING", w: 7, right: true, prio: 3}, {title: "BUSY", w: 10, right: true, prio: 1}, {title: "IDLE $", w: 9, right: true, prio: 0},
+	{title: "COST $", w: 9, right: true, prio: 4}, {title: "INTR", w: 4, right: true, prio: 6}, {title: "BY", w: 12, prio: 5},
+	{title: "STATE", w: 7, prio: 8}, {title: "WHERE", w: 12, prio: 9, max: 16}, {title: "METRICS", w: 20, prio: 10, max: 40},
+}
+
+// usageCells are a row's cells by column title.
+func usageCells(r usage.Row) map[string]string {
+	gpuh := func(v float64) string {
+		if math.IsNaN(v) {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", v)
+	}
+	busy := gpuh(r.BusyGPUHours)
+	if r.NoMetrics() {
+		busy = "no metrics"
+	} else if r.BookedGPUHours > 0 && !math.IsNaN(r.BusyGPUHours) {
+		busy = fmt.Sprintf("%s %2.0f%%", gpuh(r.BusyGPUHours), 100*r.BusyGPUHours/r.BookedGPUHours)
+	}
+	intr := "-"
+	if r.Interruptions >= 0 {
+		intr = fmt.Sprint(r.Interruptions)
+	}
+	what := fmt.Sprintf("%g GPU %s", r.GPUs, market.DisplayType(r.InstanceType))
+	return map[string]string{"KIND": r.Kind, "WHAT": what, "BOOKED": gpuh(r.BookedGPUHours), "RUNNING": gpuh(r.RunningGPUHours),
+		"BUSY": busy, "IDLE $": market.Money(r.IdleUSD), "COST $": market.Money(r.CostUSD), "INTR": intr, "BY": actorName(r.Actor),
+		"STATE": r.State, "WHERE": market.Place(r.Region, r.Zone), "METRICS": orDefault(r.MetricsSource, "no metrics")}
+}
+
+func (v *usageView) View() string {
+	if v.w <= 0 || v.h <= 0 {
+		return ""
+	}
+	st := &v.c.styles
+	switch {
+	case v.tr == nil:
+		return st.dim.Render("No ledger in this session: nothing to report usage of.")
+	case !v.ready:
+		return st.dim.Render("reading the ledger and asking the clouds what ran…")
+	}
+	rep := v.rep
+	var lines []string
+	status := fmt.Sprintf("last %s · %d rows · idle %s of %s", windowLabel(v.tr.Since()), len(rep.Rows),
+		usd(rep.All.IdleUSD), usd(rep.All.CostUSD))
+	if rep.All.NoMetrics > 0 {
+		status += fmt.Sprintf(" · %d without metrics", rep.All.NoMetrics)
+	}
+	if v.err != "" {
+		status = "usage error: " + v.err
+	}
+	lines = append(lines, st.dim.Render(fit(status, v.w, false)))
+	if len(rep.Rows) == 0 {
+		lines = append(lines, st.dim.Render(wrapIndent("  Nothing in the ledger ran in the last "+windowLabel(v.tr.Since())+". Blocks: b books an offering; Fleet: L launches.", v.w)))
+		return strings.Join(lines, "\n")
+	}
+
+	// The day chart and the actors take what they need of the height
+	// (up to a week and three actors); the rows take the rest, at least
+	// three.
+	days := rep.Days[max(len(rep.Days)-7, 0):]
+	actors := rep.Actors[:min(len(rep.Actors), 3)]
+	below := 1 + len(days) + 1 + len(actors)
+	room := v.h - 1 - 2 - 1 - below // status, header, detail, the rest
+	if room < 3 {
+		below = max(v.h-1-2-1-3, 0)
+		room = 3
+	}
+
+	cols := fitTable(usageColumns, v.w-2)
+	var hdr []string
+	for _, c := range cols {
+		hdr = append(hdr, fit(c.title, c.w, c.right))
+	}
+	lines = append(lines, "  "+st.header.Render(strings.Join(hdr, " ")))
+	first := max(0, min(v.cur-room+1, len(rep.Rows)-room))
+	for i := first; i < len(rep.Rows) && i < first+room; i++ {
+		r := rep.Rows[i]
+		cells := usageCells(r)
+		var line []string
+		for _, c := range cols {
+			line = append(line, fit(cells[c.title], c.w, c.right))
+		}
+		text := strings.Join(line, " ")
+		prefix := "  "
+		switch {
+		case i == v.cur:
+			prefix, text = "› ", st.cursor.Render(text)
+		case r.NoMetrics():
+			text = st.stale.Render(text)
+		}
+		lines = append(lines, prefix+text)
+	}
+	// Under the rows: what the cursor's row rests on.
+	cur := rep.Rows[min(v.cur, len(rep.Rows)-1)]
+	detail := "  " + cur.ID
+	if cur.MetricsSource != "" {
+		detail += " · " + cur.MetricsSource
+	}
+	if cur.Note != "" {
+		detail += " · " + cur.Note
+	}
+	lines = append(lines, st.dim.Render(fit(detail, v.w, false)))
+
+	var low []string
+	peak := 0.0
+	for _, d := range days {
+		peak = math.Max(peak, d.BookedGPUHours)
+	}
+	barW := max(min(v.w-50, 40), 8)
+	low = append(low, st.header.Render(fit("  DAY (UTC)  GPU-H BOOKED / RUNNING / BUSY   █ busy ▓ running ▒ booked", v.w, false)))
+	for _, d := range days {
+		busy := fmt.Sprintf("%7.1f", d.BusyGPUHours)
+		if d.NoMetrics == d.Rows {
+			busy = fmt.Sprintf("%7s", "-") // no row of the day has metrics: not 0 busy
+		}
+		figs := fmt.Sprintf("%7.1f %7.1f %s", d.BookedGPUHours, d.RunningGPUHours, busy)
+		line := fmt.Sprintf("  %s %s  %s", d.Key[5:], figs, fit(usage.Bar(d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, peak, barW), barW, false))
+		idle := " idle " + usd(d.IdleUSD)
+		switch {
+		case d.NoMetrics == d.Rows:
+			idle = " no metrics"
+		case d.NoMetrics > 0:
+			idle += "*" // some rows of the day have no metrics (the help says so)
+		}
+		if rest := v.w - cellWidth(line) - 1; rest >= 12 {
+			line += idle
+		}
+		low = append(low, fit(line, v.w, false))
+	}
+	if len(actors) > 0 {
+		low = append(low, st.header.Render(fit("  BY         ROWS  GPU-H BOOKED / RUNNING / BUSY   COST       IDLE", v.w, false)))
+		for _, a := range actors {
+			low = append(low, fit(fmt.Sprintf("  %-10s %4d  %7.1f %7.1f %7.1f    %-10s %s", fit(actorName(a.Key), 10, false), a.Rows,
+				a.BookedGPUHours, a.RunningGPUHours, a.BusyGPUHours, usd(a.CostUSD), usd(a.IdleUSD)), v.w, false))
+		}
+	}
+	lines = append(lines, low[:min(len(low), below)]...)
+	return strings.Join(lines, "\n")
+}
+
+// usd is a total in dollars with cents: "$1,234.56".
+func usd(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	s := fmt.Sprintf("%.2f", v)
+	whole, cents, _ := strings.Cut(s, ".")
+	neg := strings.HasPrefix(whole, "-")
+	whole = strings.TrimPrefix(whole, "-")
+	var b strings.Builder
+	for i, r := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	out := "$" + b.String() + "." + cents
+	if neg {
+		out = "-" + out
+	}
+	return out
+}

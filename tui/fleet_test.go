@@ -247,7 +247,7 @@ func TestLedgerFitsAndScrolls(t *testing.T) {
 // opens the Market's filter, as the help says.
 func TestEscAndSlashEverywhere(t *testing.T) {
 	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
-	for _, title := range []string{"Blocks", "Fleet", "Ledger"} {
+	for _, title := range []string{"Blocks", "Plan", "Fleet", "Ledger"} {
 		f.show(t, title)
 		press(f.m, "esc")
 		if got := f.m.views[f.m.active].Title(); got != "Market" {
@@ -339,7 +339,8 @@ func TestMoneyViewsAtTinySizes(t *testing.T) {
 			view string
 			keys []string
 		}{{"Blocks", nil}, {"Blocks", []string{"e"}}, {"Blocks", []string{"b"}}, {"Fleet", nil}, {"Fleet", []string{"e"}},
-			{"Fleet", []string{"L"}}, {"Ledger", nil}, {"Ledger", []string{"?"}}} {
+			{"Fleet", []string{"L"}}, {"Ledger", nil}, {"Ledger", []string{"?"}},
+			{"Plan", nil}, {"Plan", []string{"e"}}, {"Plan", []string{"r"}}, {"Plan", []string{"r", "b"}}, {"Plan", []string{"r", "?"}}} {
 			f := newMoneyFixture(t, RoleBooker, booking.Budget{})
 			f.show(t, c.view)
 			press(f.m, c.keys...)

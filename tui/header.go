@@ -86,6 +86,9 @@ func (m *Model) titleLine(w int) string {
 		{"gpumarket", " SIMULATED MARKET ", "updated ", "15:04:05"},
 		{"gpumarket", " SIMULATED ", "updated ", "15:04:05"},
 		{"gpumarket", " SIMULATED ", "", "15:04:05"},
+		// The name goes before the badge is cut: the window title says
+		// it, and "SIM" or a time to the minute are read wrong.
+		{"", " SIMULATED ", "", "15:04:05"},
 		{"gpumarket", " SIM ", "", "15:04"},
 		{"", " SIM ", "", "15:04"},
 	}

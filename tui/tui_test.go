@@ -405,8 +405,9 @@ func TestTabCyclesViewsAndHelpToggles(t *testing.T) {
 	if m.active != 1 {
 		t.Fatalf("tab: active %d", m.active)
 	}
-	// Market, Chart, Blocks, Fleet, Ledger: four more tabs wrap around.
-	press(m, "tab", "tab", "tab", "tab")
+	// Market, Chart, Blocks, Plan, Fleet, Ledger: five more tabs wrap
+	// around.
+	press(m, "tab", "tab", "tab", "tab", "tab")
 	if m.active != 0 {
 		t.Fatalf("tab wrap: active %d of %d views", m.active, len(m.views))
 	}

@@ -331,8 +331,9 @@ func TestDryRunAnswerSaysDryRunOnce(t *testing.T) {
 	}
 }
 
-// TestMoneyViewsAtTinySizes: Blocks (table, form, confirmation), Fleet
-// and Ledger never panic and never draw past the terminal.
+// TestMoneyViewsAtTinySizes: Blocks (table, form, confirmation), Plan
+// (form, plan, confirmation, help), Fleet and Ledger never panic and
+// never draw past the terminal.
 func TestMoneyViewsAtTinySizes(t *testing.T) {
 	for _, sz := range [][2]int{{0, 0}, {1, 1}, {3, 2}, {20, 5}, {5, 20}, {40, 8}, {80, 24}} {
 		for _, c := range []struct {
@@ -342,6 +343,7 @@ func TestMoneyViewsAtTinySizes(t *testing.T) {
 			{"Fleet", []string{"L"}}, {"Ledger", nil}, {"Ledger", []string{"?"}},
 			{"Plan", nil}, {"Plan", []string{"e"}}, {"Plan", []string{"r"}}, {"Plan", []string{"r", "b"}}, {"Plan", []string{"r", "?"}}} {
 			f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+			f.plan().runs = testRuns
 			f.show(t, c.view)
 			press(f.m, c.keys...)
 			f.m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})

@@ -73,6 +73,9 @@ type planView struct {
 	running bool
 	res     planMsg
 	cur     int
+	// acted is set when a strategy of the plan shown was carried out:
+	// the market it was made on has changed (an offering is gone).
+	acted bool
 
 	confirm confirmation
 }
@@ -140,6 +143,9 @@ func (v *planView) Update(msg tea.Msg) (view, tea.Cmd) {
 	switch msg := msg.(type) {
 	case planMsg:
 		v.planned(msg)
+	case bookedMsg, fleetLaunchedMsg:
+		// A carried-out strategy's follow-up, whatever its answer.
+		v.acted = true
 	case snapshotMsg:
 		v.snap = msg.snap
 	case tea.KeyPressMsg:
@@ -154,7 +160,7 @@ func (v *planView) planned(msg planMsg) {
 		return
 	}
 	v.running = false
-	v.res, v.cur = msg, 0
+	v.res, v.cur, v.acted = msg, 0, false
 	if msg.err != nil {
 		v.formErr = msg.err.Error()
 	}
@@ -310,15 +316,11 @@ func (v *planView) View() string {
 
 // row is the i-th strategy's line of the table.
 func (v *planView) row(i int, r planner.Result, cols []tableColumn) string {
-	types := make([]string, 0, 2)
-	for _, t := range strings.Split(r.InstanceType, ",") {
-		types = append(types, market.DisplayType(t))
-	}
 	cells := map[string]string{
 		"#": rowLabel(i), "STRATEGY": r.Strategy, "EXP $": market.Money(r.ExpectedCostUSD), "P95 $": market.Money(r.P95CostUSD),
 		"ON TIME": fmt.Sprintf("%.1f%%", r.OnTimePct), "INTR": fmt.Sprintf("%.1f", r.ExpectedInterruptions),
 		"$/GPU-h": market.Money(r.USDPerUsefulGPUHour), "WHERE": strings.Join(r.Regions, ","),
-		"INSTANCES": fmt.Sprintf("%d×%s", r.Instances, strings.Join(types, ",")),
+		"INSTANCES": fmt.Sprintf("%d×%s", r.Instances, displayTypes(r.InstanceType)),
 	}
 	var line []string
 	for _, c := range cols {
@@ -337,12 +339,8 @@ func (v *planView) row(i int, r planner.Result, cols []tableColumn) string {
 func (v *planView) detail(r planner.Result) []string {
 	st := &v.c.styles
 	loc := v.c.now().Location()
-	types := strings.Split(r.InstanceType, ",")
-	for i, t := range types {
-		types[i] = market.DisplayType(t)
-	}
 	head := fmt.Sprintf("#%s %s: %d × %s in %s (%s) · %.1f interruptions expected · %s → %s",
-		rowLabel(v.cur), r.Strategy, r.Instances, strings.Join(types, ","), strings.Join(r.Regions, ","), r.Provider,
+		rowLabel(v.cur), r.Strategy, r.Instances, displayTypes(r.InstanceType), strings.Join(r.Regions, ","), r.Provider,
 		r.ExpectedInterruptions, r.Start.In(loc).Format("01-02 15:04"), r.End.In(loc).Format("01-02 15:04"))
 	lines := strings.Split(wordwrap(head+". "+r.Assumptions, v.w), "\n")
 	most := 4
@@ -357,6 +355,23 @@ func (v *planView) detail(r planner.Result) []string {
 		lines[i] = st.dim.Render(lines[i])
 	}
 	return lines
+}
+
+// displayTypes shortens each instance type of a result's list
+// ("p5.48xlarge+Standard_NC40ads_H100_v5,p5.48xlarge") as the Market
+// does.
+func displayTypes(list string) string {
+	var b strings.Builder
+	start := 0
+	for i, r := range list {
+		if r == ',' || r == '+' {
+			b.WriteString(market.DisplayType(list[start:i]))
+			b.WriteRune(r)
+			start = i + 1
+		}
+	}
+	b.WriteString(market.DisplayType(list[start:]))
+	return b.String()
 }
 
 // summary says a job in one line: the form as last run above the table.
@@ -380,8 +395,11 @@ func (v *planView) status() string {
 	loc := v.c.now().Location()
 	s := fmt.Sprintf("%d ways at %s · %s runs · on time ≥ %s%% first, cheapest first",
 		len(v.res.results), v.res.at.In(loc).Format("15:04"), thousands(v.runs), market.GPUCount(v.res.terms.onTime))
-	if v.form != v.ran {
+	switch {
+	case v.form != v.ran:
 		s = "the job was edited: r runs it · " + s
+	case v.acted:
+		s = "carried out since: r plans again on what is left · " + s
 	}
 	return s
 }

@@ -168,13 +168,19 @@ func fleetNotes(r planner.Result, spec providers.FleetSpec, left []planner.Pool,
 	}
 	var undone []string
 	if len(left) > 0 {
+		// Named by region, or by type where the pool shares the fleet's
+		// region but not its GPUs per instance (a fleet counts instances).
 		var where []string
 		for _, p := range left {
-			if w := p.Provider + " " + p.Region; !slices.Contains(where, w) {
+			w := p.Provider + " " + p.Region
+			if p.Provider == spec.Provider && p.Region == spec.Region {
+				w = market.DisplayType(p.InstanceType) + " in " + p.Region
+			}
+			if !slices.Contains(where, w) {
 				where = append(where, w)
 			}
 		}
-		undone = append(undone, fmt.Sprintf("the plan's pools outside %s (%s): a fleet is one provider's, in one region", spec.Region, strings.Join(where, ", ")))
+		undone = append(undone, fmt.Sprintf("the plan's other pools (%s): a fleet is one provider's, in one region, of one size of instance", strings.Join(where, ", ")))
 	}
 	if r.OnDemandPool != "" {
 		od := "on-demand"

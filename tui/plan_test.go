@@ -320,6 +320,16 @@ func TestPlanBooksABlock(t *testing.T) {
 	if !strings.Contains(f.m.notice.text, "booked cr-cb-cheap") {
 		t.Fatalf("footer %q", f.m.notice.text)
 	}
+	// The plan shown was made on a market with that block for sale.
+	if !strings.Contains(f.screen(), "carried out since: r plans again on what is left") {
+		t.Fatalf("no word that the plan is out of date:\n%s", f.screen())
+	}
+	// b again on the same row: the ledger holds the block; nothing more is
+	// bought.
+	press(f.m, "b")
+	if !strings.Contains(flat(f.screen()), "refused: already booked") || f.fake.Calls("Book") != 1 {
+		t.Fatalf("the same block again:\n%s", f.screen())
+	}
 }
 
 // TestPlanLaunchesTheSafetyNetsFleet: b on the safety net launches the
@@ -341,7 +351,7 @@ func TestPlanLaunchesTheSafetyNetsFleet(t *testing.T) {
 		fmt.Sprintf("Launch a spot fleet of 2 instances in %s now, 19h before the plan's start?", first.Region),
 		"SIMULATED MARKET: nothing real is launched", "Estimated cost:", "spot+od-planner: expected $",
 		"sim cannot schedule a fleet: it bills from now, not from Tue 11-24 09:00 (09:00 UTC), until deleted",
-		"Not automated: the plan's pools outside", "a fleet is one provider's, in one region",
+		"Not automated: the plan's other pools (sim ", "a fleet is one provider's, in one region, of one size of instance",
 		"the safety net: moving the job to on-demand (", "replacing interrupted instances", "restarting your job from its checkpoint",
 		"dry run: Request would have succeeded"} {
 		if !strings.Contains(scr, want) {
@@ -573,5 +583,43 @@ func TestConfirmationKeepsItsPromptWhenShort(t *testing.T) {
 	}
 	if l := strings.Split(scr, "\n"); len(l) != 14 {
 		t.Fatalf("%d lines", len(l))
+	}
+}
+
+// TestPlanFleetHoldsOneRegionAndSize: the fleet a spot strategy implies
+// is its first pool's provider and region, over the types and zones
+// there with the same GPUs per instance, enough instances for the job;
+// the rest are said to be left. On-demand takes any zone.
+func TestPlanFleetHoldsOneRegionAndSize(t *testing.T) {
+	pool := func(prov, region, zone, typ string, gpus float64) planner.Pool {
+		return planner.Pool{Key: prov + "/" + region + "/" + zone + "/" + typ, Provider: prov, Region: region, Zone: zone, InstanceType: typ, GPUsPerInstance: gpus}
+	}
+	ps := []planner.Pool{
+		pool("sim", "eastus", "3", "Standard_NC40ads_H100_v5", 1), pool("sim", "eastus", "1", "Standard_NC40ads_H100_v5", 1),
+		pool("sim", "eastus", "2", "Standard_NC80adis_H100_v5", 2), pool("sim", "us-east-1", "us-east-1a", "p5.48xlarge", 8),
+		pool("aws", "eastus", "1", "Standard_NC40ads_H100_v5", 1),
+	}
+	pools := map[string]planner.Pool{}
+	var keys []string
+	for _, p := range ps {
+		pools[p.Key] = p
+		keys = append(keys, p.Key)
+	}
+	job := planner.Job{GPUs: 12}
+	spec, left, err := planFleet(planner.Result{Strategy: planner.StrategySafetyNet, Pools: keys}, pools, job)
+	if err != nil || spec.Provider != "sim" || spec.Region != "eastus" || spec.TargetCapacity != 12 || spec.OnDemandBase != 0 ||
+		strings.Join(spec.InstanceTypes, ",") != "Standard_NC40ads_H100_v5" || strings.Join(spec.Zones, ",") != "3,1" || len(left) != 3 {
+		t.Fatalf("spot: %+v left %d %v", spec, len(left), err)
+	}
+	if err := booking.CheckFleet(spec); err != nil {
+		t.Fatal(err)
+	}
+	spec, _, err = planFleet(planner.Result{Strategy: planner.StrategyOnDemand, Pools: keys[3:4]}, pools, job)
+	if err != nil || spec.TargetCapacity != 2 || spec.OnDemandBase != 2 || len(spec.Zones) != 0 || spec.InstanceTypes[0] != "p5.48xlarge" {
+		t.Fatalf("on-demand: %+v %v", spec, err)
+	}
+	if _, _, err := planFleet(planner.Result{Strategy: planner.StrategySpotOne, Pools: []string{"sim/gone/x/y"}}, pools, job); err == nil ||
+		!strings.Contains(err.Error(), "r runs the plan again") {
+		t.Fatalf("a pool no longer known: %v", err)
 	}
 }

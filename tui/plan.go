@@ -294,7 +294,7 @@ func (v *planView) View() string {
 	}
 	rows := max(avail-chartH, 1)
 	var lines []string
-	first := max(0, v.cur-(rows-sep)+1)
+	first := max(0, v.cur-max(rows-sep, 1)+1)
 	for i := first; i < len(rs) && len(lines) < rows; i++ {
 		if i == below && below > 0 && i > first {
 			lines = append(lines, st.dim.Render(fit(fmt.Sprintf("  on time less than %s%% of the runs:", market.GPUCount(v.res.terms.onTime)), v.w, false)))

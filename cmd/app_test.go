@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
 	"github.com/gpumarket/gpumarket/providers/hub"
@@ -131,5 +132,21 @@ func TestNoProviderNameComparisons(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTUIOptionsCarryThePlanConfig: every TUI session (local or over SSH)
+// gets config plan.*: the job EFF prices pools for and the Plan view's
+// form starts from, and plan.speed over the planner's defaults.
+func TestTUIOptionsCarryThePlanConfig(t *testing.T) {
+	e, _, _ := testEnv(t, providers.Query{})
+	e.cfg.Plan.GPUs, e.cfg.Plan.Hours = 16, 48
+	e.cfg.Plan.Speed = map[string]float64{"A100": 0.5}
+	opt := (&app{env: e}).tuiOptions(nil, nil)
+	if opt.Effective.GPUs != 16 || opt.Effective.Hours != 48 {
+		t.Errorf("basis %+v", opt.Effective)
+	}
+	if opt.Speeds["A100"] != 0.5 || opt.Speeds["H100"] != 1 || opt.Speeds["H200"] != planner.DefaultSpeeds["H200"] {
+		t.Errorf("speeds %v", opt.Speeds)
 	}
 }

@@ -86,8 +86,9 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 
 // tuiOptions are what every TUI session of this process shares: the one
 // hub and booking service (the ledger's transactions keep two sessions
-// from buying the same offering), the filters and the risk model. The
-// caller adds the session's own role, actor, colours and context.
+// from buying the same offering), the filters, the risk model and the
+// Plan view's speeds. The caller adds the session's own role, actor,
+// colours and context.
 func (a *app) tuiOptions(h *hub.Hub, svc *booking.Service) tui.Options {
 	return tui.Options{
 		Booking:   svc,
@@ -96,6 +97,7 @@ func (a *app) tuiOptions(h *hub.Hub, svc *booking.Service) tui.Options {
 		GPUs:      a.query.GPUs,
 		Regions:   a.query.Regions,
 		Effective: a.effBasis(),
+		Speeds:    a.planSpeeds(),
 		Logger:    a.log,
 		Usage:     a.usageTracker(h),
 	}

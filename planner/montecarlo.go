@@ -253,6 +253,9 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 			r.Cloud = strings.Join(appendNew(strings.Split(r.Cloud, ","), string(o.Cloud)), ",")
 			r.Instances, r.GPUs = o.InstanceCount, o.GPUCount()
 		}
+		if s.od != nil {
+			r.OnDemandPool = s.od.p.Key
+		}
 		r.Assumptions = s.assume
 		out = append(out, r)
 	}

@@ -47,6 +47,14 @@ type Result struct {
 	// OfferingID is the block or reservation to book, "" for others.
 	OfferingID  string
 	Assumptions string
+	// Pools are the keys of the pools the strategy runs on (Pool.Key),
+	// in the order it prefers them: the spot pools of a spot strategy,
+	// the on-demand pool of on-demand; none for a block alone. They say
+	// what carrying the plan out launches.
+	Pools []string
+	// OnDemandPool is the key of the pool a safety net falls back to
+	// on-demand in, "" for a strategy without one.
+	OnDemandPool string
 }
 
 // Options tune a Plan.
@@ -268,6 +276,9 @@ func (p *planning) result(strategy string, cs []*candidate) Result {
 		types = appendNew(types, c.p.InstanceType)
 	}
 	r.Provider, r.Cloud, r.Regions, r.InstanceType = strings.Join(provs, ","), strings.Join(clouds, ","), regions, strings.Join(types, ",")
+	for _, c := range cs {
+		r.Pools = append(r.Pools, c.p.Key)
+	}
 	if len(cs) > 0 {
 		r.Instances = cs[0].n
 		r.GPUs = float64(cs[0].n) * cs[0].instanceGPUs

@@ -292,3 +292,47 @@ func TestBlockQueries(t *testing.T) {
 		t.Errorf("queries after the deadline: %+v", qs)
 	}
 }
+
+// TestResultsNameTheirPools: a result names the pools it runs on (what
+// carrying it out launches) and a safety net its on-demand pool, each a
+// pool of the market; a block alone names none.
+func TestResultsNameTheirPools(t *testing.T) {
+	m := testMarket()
+	keys := map[string]Pool{}
+	for _, p := range m.Pools {
+		keys[p.Key] = p
+	}
+	rs, err := Plan(goodJob(), m, Options{Runs: 500, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		for _, k := range r.Pools {
+			if _, ok := keys[k]; !ok {
+				t.Errorf("%s names pool %q, not of the market", r.Strategy, k)
+			}
+		}
+		switch r.Strategy {
+		case StrategyBlock, StrategyReservation:
+			if len(r.Pools) != 0 || r.OnDemandPool != "" {
+				t.Errorf("%s names pools %v / %q", r.Strategy, r.Pools, r.OnDemandPool)
+			}
+		case StrategyOnDemand:
+			if len(r.Pools) != 1 || keys[r.Pools[0]].InstanceType != r.InstanceType || keys[r.Pools[0]].Region != r.Regions[0] {
+				t.Errorf("on-demand names %v for %s in %v", r.Pools, r.InstanceType, r.Regions)
+			}
+		case StrategySpotOne:
+			if len(r.Pools) != 1 || r.OnDemandPool != "" {
+				t.Errorf("spot in one pool names %v / %q", r.Pools, r.OnDemandPool)
+			}
+		case StrategySpotMulti:
+			if len(r.Pools) < 2 || r.OnDemandPool != "" {
+				t.Errorf("multi-pool names %v / %q", r.Pools, r.OnDemandPool)
+			}
+		case StrategySafetyNet, StrategyUniformProgress, StrategyBlockSpot:
+			if len(r.Pools) == 0 || keys[r.OnDemandPool].Key == "" || math.IsNaN(keys[r.OnDemandPool].OnDemandUSDHour) {
+				t.Errorf("%s names %v, on-demand %q", r.Strategy, r.Pools, r.OnDemandPool)
+			}
+		}
+	}
+}

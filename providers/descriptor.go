@@ -35,6 +35,11 @@ type Descriptor struct {
 	// Sells lists the terms of the offerings the provider sells; empty
 	// when it sells none.
 	Sells []*BookingTerms
+	// SchedulesFleets is set when the provider honours FleetSpec.Start
+	// and End: the cloud launches the fleet at Start and ends it at End,
+	// whether or not gpumarket runs then. A provider without it launches
+	// a fleet at once and ignores them.
+	SchedulesFleets bool
 	// Declined reports whether an error of a purchase, launch or delete
 	// is the provider's definite "no" (nothing was done), as opposed to a
 	// lost answer after which the action may or may not have happened.

@@ -13,7 +13,6 @@ import (
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers"
@@ -34,8 +33,8 @@ type (
 
 // blocksKeys are the Blocks view's keys.
 type blocksKeys struct {
-	Up, Down, Book, Form, Search key.Binding
-	global                       *globalKeys
+	Up, Down, Book, Form, Search, Plan key.Binding
+	global                             *globalKeys
 }
 
 func newBlocksKeys(g *globalKeys) blocksKeys {
@@ -45,18 +44,19 @@ func newBlocksKeys(g *globalKeys) blocksKeys {
 		Book:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book")),
 		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e or /", "edit search")),
 		Search: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "search again")),
+		Plan:   key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "plan this job")),
 		global: g,
 	}
 }
 
 // ShortHelp is the view's part of the footer.
 func (k blocksKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Book, k.Form, k.Search, k.Up, k.Down}
+	return []key.Binding{k.Book, k.Form, k.Search, k.Plan, k.Up, k.Down}
 }
 
 // FullHelp is the `?` screen.
 func (k blocksKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down}, {k.Book, k.Form, k.Search}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	return [][]key.Binding{{k.Up, k.Down}, {k.Book, k.Form, k.Search, k.Plan}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
 }
 
 // Fields of the Blocks search form.
@@ -274,22 +274,56 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 		return v.search()
 	case key.Matches(msg, v.keys.Book):
 		return v.confirm.offer(v.buyBlock)
+	case key.Matches(msg, v.keys.Plan):
+		seed := v.planSeed()
+		return func() tea.Msg { return openPlanMsg{seed: seed} }
 	}
 	return nil
 }
 
-// buyBlock is the money action behind b, for the selected offering: the
-// terms (budget, ledger) and the provider's dry run asked at once, then
-// the purchase of the offering as the confirmation showed it: if a search
-// elsewhere changed its terms since, nothing is bought.
+// planSeed is the search as a job to plan: its GPUs for its duration,
+// from its earliest start, done by its latest start plus the duration.
+// Counted in instances, the size is in GPUs of the selected offering's
+// instances, else 8: every capacity-block type has 8 GPUs.
+func (v *blocksView) planSeed() planSeed {
+	t := v.terms
+	if !v.searched {
+		t = v.form
+	}
+	s := planSeed{models: []string{t.gpu}, start: strings.TrimSpace(t.after), latest: strings.TrimSpace(t.before)}
+	if n, err := strconv.Atoi(strings.TrimSpace(t.size)); err == nil && n > 0 {
+		if t.instances {
+			per := 8.0
+			if v.cur < len(v.offers) && v.offers[v.cur].GPU.Count > 0 {
+				per = v.offers[v.cur].GPU.Count
+			}
+			n = int(float64(n) * per)
+		}
+		s.gpus = strconv.Itoa(n)
+	}
+	if d, err := providers.ParseSpan(t.duration, "hdw", maxBlockSpan); err == nil {
+		s.hours = d.Hours()
+	}
+	return s
+}
+
+// buyBlock is the money action behind b, for the selected offering.
 func (v *blocksView) buyBlock() (*moneyAction, tea.Cmd) {
 	if v.cur >= len(v.offers) {
 		return nil, notifyHere("no offering selected: search first (e)")
 	}
-	o, svc, actor := v.offers[v.cur], v.svc, v.c.actor
+	return bookAction(v.svc, v.c.actor, v.offers[v.cur], v.c.now()), nil
+}
+
+// bookAction buys an offering (a capacity block, a reservation): the
+// terms (budget, ledger) and the provider's dry run asked at once, then
+// the purchase of the offering as the confirmation showed it: if a search
+// elsewhere changed its terms since, nothing is bought. The Blocks view's
+// b and the Plan view's b for a block strategy both run it.
+func bookAction(svc *booking.Service, actor string, o providers.Offering, now time.Time) *moneyAction {
 	return &moneyAction{
-		title: fmt.Sprintf("Buy this capacity block for $%.2f?", o.UpfrontUSD), verb: "buy",
-		lines:    offeringLines(o, v.c.now()),
+		title: fmt.Sprintf("Buy this %s for $%.2f?", offeringName(o), o.UpfrontUSD), verb: "buy",
+		lines:    offeringLines(o, now),
 		checking: "checking the budget and asking the provider for a dry run", sending: "buying",
 		quote: func(ctx context.Context) quoteAnswer {
 			if _, err := svc.Quote(ctx, o.ID); err != nil {
@@ -307,7 +341,16 @@ func (v *blocksView) buyBlock() (*moneyAction, tea.Cmd) {
 			return outcome{err: err, then: bookedMsg{},
 				notice: fmt.Sprintf("booked %s: %s, $%.2f (ledger row %s) — see the Ledger view", r.ProviderRef, r.State, r.CostUSD, short(r.ID))}
 		},
-	}, nil
+	}
+}
+
+// offeringName is what an offering is called in a question: a capacity
+// block, or a capacity reservation (which starts when bought).
+func offeringName(o providers.Offering) string {
+	if o.StartsOnPurchase {
+		return "capacity reservation"
+	}
+	return "capacity block"
 }
 
 // offeringLines are the confirmation's terms, the total first.
@@ -499,12 +542,12 @@ func (v *blocksView) View() string {
 		}
 		// The focused field's hint, and the clouds' terms, wrapped: at 80
 		// columns their ends (when blocks start) are what matters most.
-		b.WriteString(st.cursor.Render(ansi.Wordwrap(fieldNames[v.field]+": "+v.formHints()[v.field], v.w, "")) + "\n")
+		b.WriteString(st.cursor.Render(wordwrap(fieldNames[v.field]+": "+v.formHints()[v.field], v.w)) + "\n")
 		b.WriteString(st.dim.Render(fit("tab/↑/↓ field · enter search · esc back to the last search", v.w, false)))
 		if v.formErr != "" {
-			b.WriteString("\n" + st.footerErr.Render(ansi.Wordwrap(v.formErr, v.w, "")))
+			b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))
 		}
-		b.WriteString("\n\n" + st.dim.Render(ansi.Wordwrap(strings.Join(v.formHelp(), " "), v.w, "")))
+		b.WriteString("\n\n" + st.dim.Render(wordwrap(strings.Join(v.formHelp(), " "), v.w)))
 		return b.String()
 	}
 	t := v.terms
@@ -528,14 +571,14 @@ func (v *blocksView) View() string {
 	// Wrapped, not cut: the summary ends with what it found, the footnote
 	// says what SPOT ALT means.
 	// "(e edits)" stays whole: on the summary's last line if it fits.
-	lines := strings.Split(ansi.Wordwrap(summary, v.w, ""), "\n")
+	lines := strings.Split(wordwrap(summary, v.w), "\n")
 	if last := len(lines) - 1; cellWidth(lines[last])+len("   (e edits)") <= v.w {
 		lines[last] += "   (e edits)"
 	} else {
 		lines = append(lines, "(e edits)")
 	}
 	b.WriteString(st.dim.Render(strings.Join(lines, "\n")))
-	b.WriteString("\n" + st.dim.Render(ansi.Wordwrap("* SPOT ALT: the cheapest spot pool's EFF $/GPU-h for the block's GPUs and hours (interruptions priced in), ALT TOTAL for them", v.w, "")))
+	b.WriteString("\n" + st.dim.Render(wordwrap("* SPOT ALT: the cheapest spot pool's EFF $/GPU-h for the block's GPUs and hours (interruptions priced in), ALT TOTAL for them", v.w)))
 	// Wrapped: a refusal's end says what is accepted. In name order, so
 	// the lines do not swap places from one search to the next.
 	names := make([]string, 0, len(v.failed))
@@ -544,7 +587,7 @@ func (v *blocksView) View() string {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		b.WriteString("\n" + st.footerErr.Render(ansi.Wordwrap(name+": "+v.failed[name].Error(), v.w, "")))
+		b.WriteString("\n" + st.footerErr.Render(wordwrap(name+": "+v.failed[name].Error(), v.w)))
 	}
 	cols := fitTable(blocksColumns, v.w-2)
 	var hdr []string

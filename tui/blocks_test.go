@@ -26,7 +26,7 @@ type moneyFixture struct {
 	st   *store.Store
 }
 
-func newMoneyFixture(t *testing.T, role Role, budget booking.Budget) *moneyFixture {
+func newMoneyFixture(t testing.TB, role Role, budget booking.Budget) *moneyFixture {
 	t.Helper()
 	st, err := store.Open(t.TempDir())
 	if err != nil {
@@ -288,6 +288,8 @@ func TestProgramBookThroughConfirmation(t *testing.T) {
 	// and the footer's "b book" left the notice's first "b" in place, so
 	// the stream often reads "ooked cr-…" (a flake, 3 runs in 20).
 	waitFor(t, tm, "booked", func(s string) bool { return strings.Contains(s, "cr-cb-cheap: scheduled") })
+	// Blocks → Plan → Fleet → Ledger.
+	tm.Send(tea.KeyPressMsg{Code: tea.KeyTab})
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyTab})
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyTab})
 	tm.Type("j")

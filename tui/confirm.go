@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 )
 
 // moneyAction is one money-spending action (buy a block, launch a fleet,
@@ -240,32 +239,51 @@ func dryRunAnswer(msg string) string {
 	return msg
 }
 
-func (f *confirmation) view(st *styles, w int) string {
+func (f *confirmation) view(st *styles, w, h int) string {
 	// Every line wraps rather than being cut: what is bought and on which
 	// terms must be read whole before the yes.
 	wrap := func(l string) string {
-		return "  " + strings.ReplaceAll(ansi.Wordwrap(l, max(w-2, 1), ""), "\n", "\n  ")
+		return "  " + strings.ReplaceAll(wordwrap(l, max(w-2, 1)), "\n", "\n  ")
 	}
-	var s strings.Builder
-	s.WriteString(st.title.Render(ansi.Wordwrap(f.title, max(w, 1), "")))
-	s.WriteString("\n")
+	head := st.title.Render(wordwrap(f.title, max(w, 1)))
+	var terms []string
 	for _, l := range f.lines {
-		s.WriteString(wrap(l) + "\n")
+		terms = append(terms, strings.Split(wrap(l), "\n")...)
 	}
 	if f.dryRun != "" {
-		s.WriteString(st.ok.Render(wrap("dry run: "+f.dryRun)) + "\n")
+		terms = append(terms, strings.Split(st.ok.Render(wrap("dry run: "+f.dryRun)), "\n")...)
 	}
+	var tail string
 	switch {
 	case f.busy != "":
-		s.WriteString("\n  " + st.dim.Render(f.busy+"…"))
+		tail = "\n  " + st.dim.Render(f.busy+"…")
 	case f.problem != "":
-		s.WriteString("\n" + st.footerErr.Render(wrap(f.problem)) + "\n  " + st.dim.Render("esc closes; nothing was spent"))
+		tail = "\n" + st.footerErr.Render(wrap(f.problem)) + "\n  " + st.dim.Render("esc closes; nothing was spent")
 	default:
 		answer := "[no]"
 		if f.typed == "y" {
 			answer = "[yes]"
 		}
-		s.WriteString(fmt.Sprintf("\n  Type y then enter to %s · n or esc cancels    %s", f.verb, answer))
+		tail = fmt.Sprintf("\n  Type y then enter to %s · n or esc cancels    %s", f.verb, answer)
 	}
+	// On a terminal too short for the terms, the question and its answer
+	// stay: the terms are cut, saying so, never the prompt (which the
+	// root's clip would drop first).
+	room := h - strings.Count(head, "\n") - 1 - strings.Count(tail, "\n") - 1
+	if h > 0 && len(terms) > room {
+		keep := max(room-1, 0)
+		cut := len(terms) - keep
+		terms = append(terms[:keep:keep], "  "+st.dim.Render(fit(fmt.Sprintf("… %d more lines of terms: a taller terminal shows them", cut), max(w-2, 1), false)))
+		if room <= 0 {
+			terms = nil
+		}
+	}
+	var s strings.Builder
+	s.WriteString(head)
+	s.WriteString("\n")
+	for _, l := range terms {
+		s.WriteString(l + "\n")
+	}
+	s.WriteString(tail)
 	return s.String()
 }

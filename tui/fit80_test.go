@@ -22,7 +22,7 @@ func TestHeaderFitsAt80(t *testing.T) {
 	for _, role := range []Role{RoleBooker, RoleViewer} {
 		m := newTestModel(t, 80, 24, Options{Role: role})
 		head := lines(m)[0]
-		for _, want := range []string{"Market", "Chart", "Blocks", "Fleet", "Ledger", "Usage", "SIMULATED", "14:00:00"} {
+		for _, want := range []string{"Market", "Chart", "Blocks", "Plan", "Fleet", "Ledger", "Usage", "SIMULATED", "14:00:00"} {
 			if !strings.Contains(head, want) {
 				t.Errorf("role %d: header %q lacks %q", role, head, want)
 			}
@@ -46,7 +46,7 @@ func TestHeaderFitsAt80(t *testing.T) {
 func TestFooterSaysHowToSwitchViewsAt80(t *testing.T) {
 	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
 	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
-	for _, title := range []string{"Market", "Chart", "Blocks", "Fleet", "Ledger", "Usage"} {
+	for _, title := range []string{"Market", "Chart", "Blocks", "Plan", "Fleet", "Ledger", "Usage"} {
 		f.show(t, title)
 		f.m.Update(noticeExpiredMsg{id: f.m.noticeN})
 		l := lines(f.m)

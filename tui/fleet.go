@@ -13,7 +13,6 @@ import (
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
@@ -300,8 +299,7 @@ func (v *fleetView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 // launchFleet is the money action behind L, for the fleet the marks and
-// the form make: the estimate first, then the dry run; the launch on y
-// records that estimate in the ledger.
+// the form make.
 func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 	spec, err := v.compose()
 	if err != nil {
@@ -309,9 +307,15 @@ func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 		return nil, notifyErrHere(err)
 	}
 	v.formErr = ""
-	svc, actor := v.svc, v.c.actor
+	return launchAction(v.svc, v.c.actor, spec), nil
+}
+
+// launchAction launches a fleet: the estimate first, then the dry run;
+// the launch on y records that estimate in the ledger. The Fleet view's L
+// and the Plan view's b for a spot or on-demand strategy both run it.
+func launchAction(svc *booking.Service, actor string, spec providers.FleetSpec) *moneyAction {
 	sim := ""
-	if v.svc.Describe(spec.Provider).Simulated {
+	if svc.Describe(spec.Provider).Simulated {
 		sim = " (SIMULATED MARKET: nothing real is launched)"
 	}
 	return &moneyAction{
@@ -335,7 +339,7 @@ func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 			}
 			return ans
 		},
-	}, nil
+	}
 }
 
 // fleetKind names a fleet by what it is made of: "a spot fleet of 5
@@ -367,7 +371,7 @@ func fleetLines(spec providers.FleetSpec, est booking.FleetEstimate) []string {
 	}
 	out = append(out,
 		fmt.Sprintf("%d instances: %d on-demand, %d spot · strategy %s", spec.TargetCapacity, spec.OnDemandBase, spec.TargetCapacity-spec.OnDemandBase, spec.Strategy),
-		fmt.Sprintf("types %s · %s %s · %s", strings.Join(spec.InstanceTypes, ", "), spec.Region, strings.Join(spec.Zones, ","), spec.Provider))
+		fmt.Sprintf("types %s · %s · %s", strings.Join(spec.InstanceTypes, ", "), strings.TrimSpace(spec.Region+" "+strings.Join(spec.Zones, ",")), spec.Provider))
 	if spec.MaxPriceUSD != nil {
 		out = append(out, fmt.Sprintf("max spot price $%.4f per instance-hour", *spec.MaxPriceUSD))
 	}
@@ -494,7 +498,7 @@ func (v *fleetView) View() string {
 // wrapIndent wraps an error under a two-space indent to the view's width:
 // its end says what to do.
 func wrapIndent(s string, w int) string {
-	return strings.ReplaceAll(ansi.Wordwrap(s, max(w-2, 1), ""), "\n", "\n  ")
+	return strings.ReplaceAll(wordwrap(s, max(w-2, 1)), "\n", "\n  ")
 }
 
 func plural(n int, what string) string {

@@ -247,7 +247,7 @@ func TestLedgerFitsAndScrolls(t *testing.T) {
 // opens the Market's filter, as the help says.
 func TestEscAndSlashEverywhere(t *testing.T) {
 	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
-	for _, title := range []string{"Blocks", "Fleet", "Ledger"} {
+	for _, title := range []string{"Blocks", "Plan", "Fleet", "Ledger"} {
 		f.show(t, title)
 		press(f.m, "esc")
 		if got := f.m.views[f.m.active].Title(); got != "Market" {
@@ -331,16 +331,19 @@ func TestDryRunAnswerSaysDryRunOnce(t *testing.T) {
 	}
 }
 
-// TestMoneyViewsAtTinySizes: Blocks (table, form, confirmation), Fleet
-// and Ledger never panic and never draw past the terminal.
+// TestMoneyViewsAtTinySizes: Blocks (table, form, confirmation), Plan
+// (form, plan, confirmation, help), Fleet and Ledger never panic and
+// never draw past the terminal.
 func TestMoneyViewsAtTinySizes(t *testing.T) {
 	for _, sz := range [][2]int{{0, 0}, {1, 1}, {3, 2}, {20, 5}, {5, 20}, {40, 8}, {80, 24}} {
 		for _, c := range []struct {
 			view string
 			keys []string
 		}{{"Blocks", nil}, {"Blocks", []string{"e"}}, {"Blocks", []string{"b"}}, {"Fleet", nil}, {"Fleet", []string{"e"}},
-			{"Fleet", []string{"L"}}, {"Ledger", nil}, {"Ledger", []string{"?"}}} {
+			{"Fleet", []string{"L"}}, {"Ledger", nil}, {"Ledger", []string{"?"}},
+			{"Plan", nil}, {"Plan", []string{"e"}}, {"Plan", []string{"r"}}, {"Plan", []string{"r", "b"}}, {"Plan", []string{"r", "?"}}} {
 			f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+			f.plan().runs = testRuns
 			f.show(t, c.view)
 			press(f.m, c.keys...)
 			f.m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})

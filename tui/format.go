@@ -127,3 +127,26 @@ func narrow(r rune) bool {
 	}
 	return false
 }
+
+// wordwrap is ansi.Wordwrap to w cells without its overhang: ansi lets
+// a line that breaks after a hyphen run one cell past the limit, and clip
+// then cuts the hyphen ("on-demand" read "on demand", "us-west-" lost).
+// Such a text is wrapped a cell narrower, where the hyphen fits; a word
+// longer than the line is broken (ansi.Wrap) rather than cut.
+func wordwrap(s string, w int) string {
+	w = max(w, 1)
+	for limit := w; limit >= max(w-2, 1); limit-- {
+		out := ansi.Wordwrap(s, limit, "")
+		fits := true
+		for _, l := range strings.Split(out, "\n") {
+			if cellWidth(l) > w {
+				fits = false
+				break
+			}
+		}
+		if fits {
+			return out
+		}
+	}
+	return ansi.Hardwrap(s, w, true)
+}

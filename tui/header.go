@@ -97,8 +97,9 @@ func (m *Model) titleLine(w int) string {
 		{"gpumarket", " SIMULATED MARKET ", "updated ", "15:04:05"},
 		{"gpumarket", " SIMULATED ", "updated ", "15:04:05"},
 		{"gpumarket", " SIMULATED ", "", "15:04:05"},
-		// At 80 columns the six tabs leave no room for the name: the
-		// badge and the time matter more.
+		// At 80 columns the seven tabs leave no room for the name: it
+		// goes before the badge is cut (the window title says it, and
+		// "SIM" or a time to the minute are read wrong).
 		{"", " SIMULATED ", "", "15:04:05"},
 		{"gpumarket", " SIM ", "", "15:04"},
 		{"", " SIM ", "", "15:04"},

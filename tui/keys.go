@@ -37,6 +37,7 @@ type marketKeys struct {
 	Up, Down, PageUp, PageDown, Home, End key.Binding
 	Mark, Sort, Reverse, Window, GPU      key.Binding
 	Region, Filter, Chart, ClearFilter    key.Binding
+	Plan                                  key.Binding
 	global                                *globalKeys
 }
 
@@ -57,6 +58,7 @@ func newMarketKeys(g *globalKeys) marketKeys {
 		Filter:      key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		Chart:       key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "chart")),
 		ClearFilter: key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear filter")),
+		Plan:        key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "plan a job")),
 		global:      g,
 	}
 }
@@ -64,7 +66,7 @@ func newMarketKeys(g *globalKeys) marketKeys {
 // ShortHelp is the view's part of the footer, most used first: the root
 // adds tab, ? and q after it, and cuts it (not them) at 80 columns.
 func (k marketKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Chart, k.Mark, k.Filter, k.Sort, k.Window, k.GPU, k.Region}
+	return []key.Binding{k.Chart, k.Mark, k.Filter, k.Sort, k.Window, k.GPU, k.Region, k.Plan}
 }
 
 // FullHelp is the `?` screen.
@@ -72,7 +74,7 @@ func (k marketKeys) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
 		{k.Chart, k.Mark, k.Sort, k.Reverse, k.Window},
-		{k.Filter, k.ClearFilter, k.GPU, k.Region},
+		{k.Filter, k.ClearFilter, k.GPU, k.Region, k.Plan},
 		{k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit},
 	}
 }

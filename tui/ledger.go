@@ -11,7 +11,6 @@ import (
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers/booking"
@@ -358,7 +357,7 @@ func (v *ledgerView) View() string {
 		detail = append(detail, st.footerErr.Render(fit(cur.Error, max(v.w-4, 1), false)))
 	}
 	if d := hiddenCells(ledgerCells(cur, now), cols); d != "" {
-		for _, l := range strings.Split(ansi.Wordwrap(d, max(v.w-4, 1), ""), "\n") {
+		for _, l := range strings.Split(wordwrap(d, max(v.w-4, 1)), "\n") {
 			detail = append(detail, st.dim.Render(fit(l, max(v.w-4, 1), false)))
 		}
 	}

@@ -291,6 +291,10 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 			m.rebuild()
 			return m, notifyHere("filters cleared")
 		}
+	case key.Matches(msg, k.Plan):
+		// The filters are the job's acceptable GPUs and where to run it.
+		seed := planSeed{models: slices.Clone(m.gpus), regions: slices.Clone(m.regions), setRegions: true}
+		return m, func() tea.Msg { return openPlanMsg{seed: seed} }
 	case key.Matches(msg, k.Chart):
 		keys := m.chartKeys()
 		if len(keys) == 0 {

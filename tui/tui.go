@@ -1,5 +1,6 @@
 // Package tui is gpumarket's terminal UI: a Bubble Tea root model over
-// views (Market, Chart, Blocks, Fleet, Ledger, Usage) fed by a hub subscription.
+// views (Market, Chart, Blocks, Plan, Fleet, Ledger, Usage) fed by a hub
+// subscription.
 // One Model serves one session; nothing is shared between sessions but the
 // hub and the booking service.
 package tui
@@ -15,7 +16,6 @@ import (
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/spinner"
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers"
@@ -46,9 +46,13 @@ type Options struct {
 	// GPUs and Regions are the initial filters; empty shows everything.
 	GPUs, Regions []string
 	// Effective is the job the EFF $/GPU-H column prices pools for
-	// (config plan.*); the zero value means planner.DefaultBasis.
+	// (config plan.*); the zero value means planner.DefaultBasis. The
+	// Plan view's form starts from it too.
 	Effective planner.Basis
-	Role      Role
+	// Speeds are the GPU models' relative speeds the Plan view plans
+	// with (config plan.speed); nil means planner.DefaultSpeeds.
+	Speeds planner.Speeds
+	Role   Role
 	// Actor is who is at the keyboard, for the ledger ("local:alice",
 	// "ssh:SHA256:… alice@laptop").
 	Actor string
@@ -179,6 +183,7 @@ func New(opt Options) *Model {
 	m.market = addView(m, newMarket(c, opt.GPUs, opt.Regions))
 	addView(m, newChart(c))
 	addView(m, newBlocksView(c, opt.Context, opt.Booking, opt.GPUs))
+	addView(m, newPlanView(c, opt.Context, opt.Booking, opt.Speeds, opt.GPUs, opt.Regions))
 	addView(m, newFleetView(c, opt.Context, opt.Booking))
 	addView(m, newLedgerView(c, opt.Context, opt.Booking))
 	addView(m, newUsageView(c, opt.Context, opt.Usage))
@@ -326,6 +331,14 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			}
 		}
 		return m, nil
+	case openPlanMsg:
+		for i, v := range m.views {
+			if o, ok := v.(planOpener); ok {
+				o.openPlan(msg.seed)
+				return m, m.switchTo(i)
+			}
+		}
+		return m, nil
 	case backMsg:
 		return m, m.switchTo(m.prev)
 	case tea.KeyPressMsg:
@@ -454,12 +467,12 @@ func (m *Model) View() tea.View {
 		var body string
 		active := m.views[m.active]
 		if c, ok := active.(confirmer); ok && c.box().open {
-			body = c.box().view(&m.c.styles, w)
+			body = c.box().view(&m.c.styles, w, bh)
 		} else if m.full {
 			body = m.help.FullHelpView(active.KeyMap().FullHelp())
 			if n, ok := active.(helpNoter); ok {
 				// Wrapped, not clipped: the notes are sentences.
-				body += "\n\n" + m.c.styles.dim.Render(ansi.Wordwrap(n.helpNote(), w, ""))
+				body += "\n\n" + m.c.styles.dim.Render(wordwrap(n.helpNote(), w))
 			}
 		} else {
 			body = active.View()

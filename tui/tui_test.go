@@ -405,9 +405,9 @@ func TestTabCyclesViewsAndHelpToggles(t *testing.T) {
 	if m.active != 1 {
 		t.Fatalf("tab: active %d", m.active)
 	}
-	// Market, Chart, Blocks, Fleet, Ledger, Usage: five more tabs wrap
+	// Market, Chart, Blocks, Plan, Fleet, Ledger, Usage: six more tabs wrap
 	// around.
-	press(m, "tab", "tab", "tab", "tab", "tab")
+	press(m, "tab", "tab", "tab", "tab", "tab", "tab")
 	if m.active != 0 {
 		t.Fatalf("tab wrap: active %d of %d views", m.active, len(m.views))
 	}

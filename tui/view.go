@@ -52,6 +52,11 @@ type (
 	// poolShower shows the pools that enter picks in the Market (the
 	// Chart): openPoolsMsg goes to it, and it is shown.
 	poolShower interface{ showPools(keys []string) }
+
+	// planOpener plans a job with the terms p brings from the Market or
+	// the Blocks view (the Plan view): openPlanMsg goes to it, and it is
+	// shown.
+	planOpener interface{ openPlan(planSeed) }
 )
 
 // viewID names a view of one session: its place in the root's list.
@@ -88,6 +93,10 @@ func (o *owner) after(c *common, d time.Duration, msg tea.Msg) tea.Cmd {
 
 // openPoolsMsg asks the root to show these pools (enter in the Market).
 type openPoolsMsg struct{ keys []string }
+
+// openPlanMsg asks the root to open the plan of a job on these terms (p
+// in the Market or the Blocks view).
+type openPlanMsg struct{ seed planSeed }
 
 // backMsg asks the root to return to the previous view.
 type backMsg struct{}

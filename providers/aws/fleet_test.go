@@ -70,6 +70,11 @@ func TestFleetTargetBeyondTheAPILimitIsRefused(t *testing.T) {
 // Issue 13.1: a fleet that starts and ends at the cloud, even if gpumarket
 // is not running then.
 func TestScheduledFleetStartsAndEndsAtTheCloud(t *testing.T) {
+	// The views that schedule a fleet (the Plan view) ask the descriptor
+	// whether the provider does what this test shows.
+	if !Descriptor.SchedulesFleets {
+		t.Fatal("the AWS descriptor does not say it schedules fleets")
+	}
 	clock := &testClock{t: testNow}
 	f := newFixture(t, "us-east-1")
 	f.fake.Now = clock.Now

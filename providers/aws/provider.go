@@ -224,6 +224,8 @@ var Descriptor = providers.Descriptor{
 	IsRegion: IsRegion, RegionExample: "us-east-1",
 	Sells:    []*providers.BookingTerms{providers.CapacityBlockTerms},
 	Declined: awserr.Declined,
+	// Request fleets with ValidFrom and ValidUntil (LaunchFleet).
+	SchedulesFleets: true,
 }
 
 // client returns the EC2 client of a region.

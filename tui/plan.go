@@ -1,0 +1,432 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// planKeys are the Plan view's keys.
+type planKeys struct {
+	Up, Down, Run, Form, Carry key.Binding
+	global                     *globalKeys
+}
+
+func newPlanKeys(g *globalKeys) planKeys {
+	return planKeys{
+		Up:     upKey(),
+		Down:   downKey(),
+		Run:    key.NewBinding(key.WithKeys("r", "enter"), key.WithHelp("r", "run plan")),
+		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e", "edit job")),
+		Carry:  key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book/launch")),
+		global: g,
+	}
+}
+
+// ShortHelp is the view's part of the footer.
+func (k planKeys) ShortHelp() []key.Binding {
+	return []key.Binding{k.Carry, k.Run, k.Form, k.Up, k.Down}
+}
+
+// FullHelp is the `?` screen.
+func (k planKeys) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{k.Up, k.Down}, {k.Run, k.Form, k.Carry}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+}
+
+// planView plans a job on the market the session sees and the offerings
+// the booking service finds (the planner package, as `gpumarket plan`
+// does), ranks the ways to carry it out, charts their cost against their
+// chance of being on time, and carries the chosen one out through the
+// confirmation.
+type planView struct {
+	owner
+	c      *common
+	ctx    context.Context
+	svc    *booking.Service
+	speeds planner.Speeds
+	keys   planKeys
+	w, h   int
+	// runs is the Monte Carlo runs of a plan (planRuns; tests use fewer).
+	runs int
+
+	form planForm
+	// ran is the form as last run: the table shows its plan, so the
+	// summary says it, and esc puts the form back to it.
+	ran     planForm
+	editing bool
+	field   int
+	formErr string
+
+	snap    *hub.Snapshot
+	seq     int // of the latest run
+	running bool
+	res     planMsg
+	cur     int
+	// acted is set when a strategy of the plan shown was carried out:
+	// the market it was made on has changed (an offering is gone).
+	acted bool
+
+	confirm confirmation
+}
+
+func newPlanView(c *common, ctx context.Context, svc *booking.Service, speeds planner.Speeds, gpus, regions []string) *planView {
+	v := &planView{c: c, ctx: ctx, svc: svc, speeds: speeds, keys: newPlanKeys(&c.keys), runs: planRuns,
+		form: newPlanForm(c.eff, gpus, regions, c.now())}
+	v.ran = v.form
+	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
+	return v
+}
+
+func (v *planView) Title() string       { return "Plan" }
+func (v *planView) KeyMap() help.KeyMap { return v.keys }
+func (v *planView) SetSize(w, h int)    { v.w, v.h = w, h }
+func (v *planView) capturing() bool     { return v.editing }
+func (v *planView) box() *confirmation  { return &v.confirm }
+func (v *planView) escGoesHome()        {}
+
+func (v *planView) helpNote() string {
+	return "A plan is the ways to get the job's GPUs for its hours of work by its deadline: capacity blocks and reservations (paid in full), " +
+		"on-demand, spot in one pool or several, and spot with an on-demand safety net, each by " + thousands(v.runs) + " Monte Carlo runs over " +
+		"the pools' interruptions (as `gpumarket plan`). EXP $ is the expected cost of the job, P95 $ what 95 % of the runs stay under, " +
+		"ON TIME how often it finishes by the deadline, $/GPU-h the expected $ per useful GPU-hour (the job's GPUs × its hours of work). " +
+		"Rows on time at least the form's share come first, cheapest expected first. b books the block or launches the fleet the row implies, " +
+		"after the usual confirmation; it says what the cloud will not do for you (a safety net's switch to on-demand, moving between regions)."
+}
+
+// openPlan takes the terms p brought from the Market or the Blocks view
+// and opens the form on them, for the user to complete and run.
+func (v *planView) openPlan(s planSeed) {
+	if v.confirm.open {
+		return // the box shows what it was opened with
+	}
+	v.form = v.form.seeded(s, v.c.now())
+	v.editing, v.field, v.formErr = true, pfGPUs, ""
+}
+
+// run plans the form's job: a task, never on the Update goroutine (the
+// Monte Carlo takes a few hundred milliseconds, the offering searches
+// as long as the clouds take). A newer run makes an older one's answer
+// stale.
+func (v *planView) run() tea.Cmd {
+	terms, err := v.form.parse(v.c.now())
+	if err != nil {
+		v.formErr = err.Error()
+		return nil
+	}
+	if v.snap == nil || len(v.snap.Pools) == 0 {
+		v.formErr = "the market has not answered yet: run the plan once prices show in the Market view"
+		return nil
+	}
+	v.formErr, v.ran = "", v.form
+	v.seq++
+	v.running = true
+	in := planInput{seq: v.seq, terms: terms, pools: planPools(v.snap, terms, v.c.eff.Priors), svc: v.svc,
+		speeds: v.speeds, runs: v.runs, now: v.c.now()}
+	ctx := v.ctx
+	return v.task(func() tea.Msg { return makePlan(ctx, in) })
+}
+
+func (v *planView) Update(msg tea.Msg) (view, tea.Cmd) {
+	msg, cmd := v.confirm.update(msg)
+	cmds := []tea.Cmd{cmd}
+	switch msg := msg.(type) {
+	case planMsg:
+		v.planned(msg)
+	case bookedMsg, fleetLaunchedMsg:
+		// A carried-out strategy's follow-up, whatever its answer.
+		v.acted = true
+	case snapshotMsg:
+		v.snap = msg.snap
+	case tea.KeyPressMsg:
+		cmds = append(cmds, v.updateKey(msg))
+	}
+	return v, tea.Batch(cmds...)
+}
+
+// planned takes a plan's answer, unless a newer run was started since.
+func (v *planView) planned(msg planMsg) {
+	if msg.seq != v.seq {
+		return
+	}
+	v.running = false
+	v.res, v.cur, v.acted = msg, 0, false
+	if msg.err != nil {
+		v.formErr = msg.err.Error()
+	}
+}
+
+func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
+	if v.editing {
+		return v.editKey(msg)
+	}
+	switch {
+	case key.Matches(msg, v.keys.Up):
+		v.cur = max(v.cur-1, 0)
+	case key.Matches(msg, v.keys.Down):
+		v.cur = min(v.cur+1, max(len(v.res.results)-1, 0))
+	case key.Matches(msg, v.keys.Form):
+		v.editing, v.field = true, pfGPUs
+	case key.Matches(msg, v.keys.Run):
+		return v.run()
+	case key.Matches(msg, v.keys.Carry):
+		return v.confirm.offer(v.carryOut)
+	}
+	return nil
+}
+
+func (v *planView) editKey(msg tea.KeyPressMsg) tea.Cmd {
+	f := &v.form
+	s := msg.String()
+	switch {
+	case s == "esc":
+		// Leaving without running puts back the terms the table shows.
+		v.editing, v.formErr = false, ""
+		if v.seq > 0 {
+			v.form = v.ran
+		}
+	case s == "enter":
+		// Terms that do not parse keep the form open beside their error.
+		cmd := v.run()
+		v.editing = v.formErr != ""
+		return cmd
+	case s == "tab" || s == "down":
+		v.field = (v.field + 1) % numPlanFields
+	case s == "shift+tab" || s == "up":
+		v.field = (v.field + numPlanFields - 1) % numPlanFields
+	case v.field == pfCheckpointable && (s == "left" || s == "right" || s == "space" || s == "y" || s == "n"):
+		f.checkpointable = s == "y" || (s != "n" && !f.checkpointable)
+	case s == "backspace":
+		if p := f.text(v.field); p != nil && *p != "" {
+			r := []rune(*p)
+			*p = string(r[:len(r)-1])
+		}
+	default:
+		if p := f.text(v.field); p != nil && msg.Text != "" && len(*p) < 60 {
+			*p += msg.Text
+		}
+	}
+	return nil
+}
+
+// planColumns in display order. At 80 columns what decides stays: the
+// strategy, its expected cost and its chance of being on time, its p95,
+// its cost per useful GPU-hour and where; the instances and the
+// interruptions are said under the table for the selected row.
+var planColumns = []tableColumn{
+	{title: "#", w: 2, right: true, prio: 0}, {title: "STRATEGY", w: 24, prio: 1},
+	{title: "EXP $", w: 8, right: true, prio: 2}, {title: "P95 $", w: 8, right: true, prio: 4},
+	{title: "ON TIME", w: 7, right: true, prio: 3}, {title: "INTR", w: 5, right: true, prio: 8},
+	{title: "$/GPU-h", w: 7, right: true, prio: 5}, {title: "WHERE", w: 12, prio: 6, max: 44},
+	{title: "INSTANCES", w: 16, prio: 7, max: 40},
+}
+
+func (v *planView) View() string {
+	if v.w <= 0 || v.h <= 0 {
+		return ""
+	}
+	if v.editing {
+		return v.formView()
+	}
+	st := &v.c.styles
+	var top []string
+	wrap := func(s string) []string { return strings.Split(wordwrap(s, v.w), "\n") }
+	top = append(top, wrap(v.summary(v.ran))...)
+	status := v.status()
+	if v.formErr != "" {
+		for _, l := range wrap(v.formErr) {
+			top = append(top, st.footerErr.Render(l))
+		}
+	} else {
+		top = append(top, st.dim.Render(fit(status, v.w, false)))
+	}
+	names := make([]string, 0, len(v.res.failed))
+	for name := range v.res.failed {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		for _, l := range wrap(name + ": " + v.res.failed[name].Error() + " (the plan is made without its offerings)") {
+			top = append(top, st.footerErr.Render(l))
+		}
+	}
+	rs := v.res.results
+	if len(rs) == 0 {
+		return clip(strings.Join(top, "\n"), v.w, v.h)
+	}
+	cols := fitTable(planColumns, v.w-2)
+	var hdr []string
+	for _, c := range cols {
+		hdr = append(hdr, fit(c.title, c.w, c.right))
+	}
+	top = append(top, "  "+st.header.Render(strings.Join(hdr, " ")))
+
+	detail := v.detail(rs[v.cur])
+	below := 0
+	for i, r := range rs {
+		if r.OnTimePct < v.res.terms.onTime && (i == 0 || rs[i-1].OnTimePct >= v.res.terms.onTime) {
+			below = i
+		}
+	}
+	sep := 0
+	if below > 0 {
+		sep = 1
+	}
+	// The rows first, then the chart with what is left, at least
+	// planChartMin lines; when all rows do not fit, the chart keeps its
+	// least and the rows scroll.
+	avail := v.h - len(top) - len(detail)
+	chartH := 0
+	if want := len(rs) + sep; avail-want >= planChartMin {
+		chartH = min(avail-want, 12)
+	} else if avail-min(len(rs), 4) >= planChartMin {
+		chartH = planChartMin
+	}
+	rows := max(avail-chartH, 1)
+	var lines []string
+	first := max(0, v.cur-max(rows-sep, 1)+1)
+	for i := first; i < len(rs) && len(lines) < rows; i++ {
+		if i == below && below > 0 && i > first {
+			lines = append(lines, st.dim.Render(fit(fmt.Sprintf("  on time less than %s%% of the runs:", market.GPUCount(v.res.terms.onTime)), v.w, false)))
+			if len(lines) >= rows {
+				break
+			}
+		}
+		lines = append(lines, v.row(i, rs[i], cols))
+	}
+	out := append(top, lines...)
+	out = append(out, detail...)
+	if chartH > 0 {
+		if ch := planChart(rs, v.cur, v.res.terms.onTime, v.w, chartH, st); ch != "" {
+			out = append(out, ch)
+		}
+	}
+	return clip(strings.Join(out, "\n"), v.w, v.h)
+}
+
+// row is the i-th strategy's line of the table.
+func (v *planView) row(i int, r planner.Result, cols []tableColumn) string {
+	cells := map[string]string{
+		"#": rowLabel(i), "STRATEGY": r.Strategy, "EXP $": market.Money(r.ExpectedCostUSD), "P95 $": market.Money(r.P95CostUSD),
+		"ON TIME": fmt.Sprintf("%.1f%%", r.OnTimePct), "INTR": fmt.Sprintf("%.1f", r.ExpectedInterruptions),
+		"$/GPU-h": market.Money(r.USDPerUsefulGPUHour), "WHERE": strings.Join(r.Regions, ","),
+		"INSTANCES": fmt.Sprintf("%d×%s", r.Instances, displayTypes(r.InstanceType)),
+	}
+	var line []string
+	for _, c := range cols {
+		line = append(line, fit(cells[c.title], c.w, c.right))
+	}
+	text := strings.Join(line, " ")
+	if i == v.cur {
+		return "› " + v.c.styles.cursor.Render(text)
+	}
+	return "  " + text
+}
+
+// detail is the selected strategy said whole: what it holds, where, and
+// its assumptions, wrapped (at most four lines on a 24-line terminal,
+// eight on a taller one; the rest is cut with an ellipsis).
+func (v *planView) detail(r planner.Result) []string {
+	st := &v.c.styles
+	loc := v.c.now().Location()
+	head := fmt.Sprintf("#%s %s: %d × %s in %s (%s) · %.1f interruptions expected · %s → %s",
+		rowLabel(v.cur), r.Strategy, r.Instances, displayTypes(r.InstanceType), strings.Join(r.Regions, ","), r.Provider,
+		r.ExpectedInterruptions, r.Start.In(loc).Format("01-02 15:04"), r.End.In(loc).Format("01-02 15:04"))
+	lines := strings.Split(wordwrap(head+". "+r.Assumptions, v.w), "\n")
+	most := 4
+	if v.h >= 30 {
+		most = 8
+	}
+	if len(lines) > most {
+		lines = lines[:most]
+		lines[most-1] = ansi.Truncate(lines[most-1]+" …", v.w, "…")
+	}
+	for i := range lines {
+		lines[i] = st.dim.Render(lines[i])
+	}
+	return lines
+}
+
+// displayTypes shortens each instance type of a result's list
+// ("p5.48xlarge+Standard_NC40ads_H100_v5,p5.48xlarge") as the Market
+// does.
+func displayTypes(list string) string {
+	var b strings.Builder
+	start := 0
+	for i, r := range list {
+		if r == ',' || r == '+' {
+			b.WriteString(market.DisplayType(list[start:i]))
+			b.WriteRune(r)
+			start = i + 1
+		}
+	}
+	b.WriteString(market.DisplayType(list[start:]))
+	return b.String()
+}
+
+// summary says a job in one line: the form as last run above the table.
+func (v *planView) summary(f planForm) string {
+	ck := "no checkpoints"
+	if f.checkpointable {
+		ck = "checkpoint " + f.checkpoint
+	}
+	return fmt.Sprintf("%s × %s for %s h · start %s · deadline %s · %s · changeover %s · regions %s   (e edits)",
+		f.gpus, f.models, f.hours, orDefault(f.start, "now"), f.deadline, ck, f.changeover, orDefault(f.regions, "all"))
+}
+
+// status says where the plan is: running, made (when, how), or not yet.
+func (v *planView) status() string {
+	switch {
+	case v.running:
+		return "planning: searching the offerings and running " + thousands(v.runs) + " Monte Carlo runs…"
+	case v.seq == 0:
+		return "r runs the plan (an offering search and " + thousands(v.runs) + " Monte Carlo runs); e edits the job"
+	}
+	loc := v.c.now().Location()
+	s := fmt.Sprintf("%d ways at %s · %s runs · on time ≥ %s%% first, cheapest first",
+		len(v.res.results), v.res.at.In(loc).Format("15:04"), thousands(v.runs), market.GPUCount(v.res.terms.onTime))
+	switch {
+	case v.form != v.ran:
+		s = "the job was edited: r runs it · " + s
+	case v.acted:
+		s = "carried out since: r plans again on what is left · " + s
+	}
+	return s
+}
+
+// formView is the job form, one field a line, the focused one's hint
+// wrapped under it.
+func (v *planView) formView() string {
+	st := &v.c.styles
+	var b strings.Builder
+	vals := v.form.values()
+	for i := 0; i < numPlanFields; i++ {
+		val := vals[i]
+		if i == v.field {
+			val += "▏"
+		}
+		line := fmt.Sprintf("%-17s %s", planFieldNames[i], val)
+		if i == v.field {
+			line = st.cursor.Render(fit(line, v.w, false))
+		} else {
+			line = fit(line, v.w, false)
+		}
+		b.WriteString(line + "\n")
+	}
+	b.WriteString(st.cursor.Render(wordwrap(planFieldNames[v.field]+": "+planHints[v.field], v.w)) + "\n")
+	b.WriteString(st.dim.Render(wordwrap("tab/↑/↓ field · enter runs the plan · esc back", v.w)))
+	if v.formErr != "" {
+		b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))
+	}
+	return clip(b.String(), v.w, v.h)
+}

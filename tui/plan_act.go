@@ -1,0 +1,217 @@
+package tui
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// carryOut is the money action behind b: the selected strategy carried
+// out through the booking service. A strategy with an offering books it;
+// the others launch the fleet they imply. Either way the confirmation
+// says, beside the terms, what the plan expects and what of it is not
+// automated: the cloud runs capacity, not the strategy.
+func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
+	if len(v.res.results) == 0 || v.cur >= len(v.res.results) {
+		return nil, notifyHere("no plan to carry out: r runs the plan")
+	}
+	r := v.res.results[v.cur]
+	now := v.c.now()
+	if r.OfferingID != "" {
+		o, ok := v.res.offers[r.OfferingID]
+		if !ok {
+			return nil, notifyErrHere(fmt.Errorf("offering %s is no longer among the plan's: r runs the plan again", r.OfferingID))
+		}
+		a := bookAction(v.svc, v.c.actor, o, now)
+		a.lines = append(a.lines, v.planLines(r)...)
+		a.lines = append(a.lines, bookNotes(r, o, v.res.terms.job, v.res.pools, now)...)
+		return a, nil
+	}
+	spec, left, err := planFleet(r, v.res.pools, v.res.terms.job)
+	if err != nil {
+		return nil, notifyErrHere(err)
+	}
+	sched := v.svc.Describe(spec.Provider).SchedulesFleets
+	job := v.res.terms.job
+	if sched {
+		if job.Start.After(now) {
+			spec.Start = job.Start
+		}
+		// Ended by the cloud at the deadline: the plan's spending stops
+		// with its window even if nobody deletes the fleet.
+		spec.End = job.Deadline
+	}
+	a := launchAction(v.svc, v.c.actor, spec)
+	a.title = fleetTitle(spec, v.svc.Describe(spec.Provider).Simulated, job, now, sched)
+	a.lines = append(v.planLines(r), fleetNotes(r, spec, left, job, v.res.pools, now, sched)...)
+	return a, nil
+}
+
+// planLines say which plan the action carries out and what it expects,
+// for the confirmation.
+func (v *planView) planLines(r planner.Result) []string {
+	loc := v.c.now().Location()
+	return []string{fmt.Sprintf("Plan #%s (%s) %s: expected $%.2f, p95 $%.2f, on time in %.1f %% of %s runs — a model, not a quote.",
+		rowLabel(v.cur), v.res.at.In(loc).Format("15:04"), r.Strategy, r.ExpectedCostUSD, r.P95CostUSD, r.OnTimePct, thousands(v.runs))}
+}
+
+// bookNotes say what booking a strategy's offering does not do.
+func bookNotes(r planner.Result, o providers.Offering, job planner.Job, pools map[string]planner.Pool, now time.Time) []string {
+	var out []string
+	if o.StartsOnPurchase && job.Start.After(now.Add(time.Hour)) {
+		out = append(out, fmt.Sprintf("It starts when bought, now, %s before the job's start (%s), and bills from now.",
+			roundDur(job.Start.Sub(now)), job.Start.In(now.Location()).Format("Mon 01-02 15:04")))
+	}
+	undone := []string{"running your job on it"}
+	if r.Strategy == planner.StrategyBlockSpot {
+		spot := "the spot part of the plan"
+		if len(r.Pools) > 0 {
+			p := pools[r.Pools[0]]
+			spot = fmt.Sprintf("the spot part of the plan (%s in %s first, %s)", market.DisplayType(p.InstanceType), market.Place(p.Region, p.Zone), plural(len(r.Pools), "pool"))
+		}
+		undone = []string{spot + " and its on-demand safety net: this books the block only", "running your job"}
+	}
+	return append(out, "Not automated: "+strings.Join(undone, "; ")+".")
+}
+
+// planFleet is the fleet a strategy implies: the pools of its provider
+// and region that share its first pool's GPUs per instance (a fleet is
+// one provider's, in one region, and counts instances), enough of them
+// for the job's GPUs; on-demand for the on-demand strategy, spot
+// otherwise. left are the plan's pools the fleet does not hold.
+func planFleet(r planner.Result, pools map[string]planner.Pool, job planner.Job) (providers.FleetSpec, []planner.Pool, error) {
+	var spec providers.FleetSpec
+	if len(r.Pools) == 0 {
+		return spec, nil, fmt.Errorf("%s names no pool to launch: r runs the plan again", r.Strategy)
+	}
+	p0, ok := pools[r.Pools[0]]
+	if !ok || p0.GPUsPerInstance <= 0 {
+		return spec, nil, fmt.Errorf("the plan's pool %s is no longer known: r runs the plan again", r.Pools[0])
+	}
+	var left []planner.Pool
+	spec = providers.FleetSpec{Provider: p0.Provider, Region: p0.Region, Strategy: providers.StrategyPriceCapacityOptimized,
+		TargetCapacity: int(math.Ceil(float64(job.GPUs)/p0.GPUsPerInstance - 1e-9))}
+	for _, k := range r.Pools {
+		p, ok := pools[k]
+		if !ok {
+			continue
+		}
+		if p.Provider != p0.Provider || p.Region != p0.Region || p.GPUsPerInstance != p0.GPUsPerInstance {
+			left = append(left, p)
+			continue
+		}
+		if !slices.Contains(spec.InstanceTypes, p.InstanceType) {
+			spec.InstanceTypes = append(spec.InstanceTypes, p.InstanceType)
+		}
+		if p.Zone != "" && !slices.Contains(spec.Zones, p.Zone) {
+			spec.Zones = append(spec.Zones, p.Zone)
+		}
+	}
+	if r.Strategy == planner.StrategyOnDemand {
+		// On-demand is priced the same in every zone: any zone with
+		// capacity will do.
+		spec.OnDemandBase, spec.Zones = spec.TargetCapacity, nil
+	}
+	if spec.TargetCapacity < 1 {
+		return spec, nil, errors.New("the plan needs no instances")
+	}
+	return spec, left, nil
+}
+
+// fleetTitle is the confirmation's question, saying when the fleet
+// starts: at the plan's start when the cloud schedules it, else now —
+// and how long before the plan's start that is.
+func fleetTitle(spec providers.FleetSpec, simulated bool, job planner.Job, now time.Time, sched bool) string {
+	sim := ""
+	if simulated {
+		sim = " (SIMULATED MARKET: nothing real is launched)"
+	}
+	switch {
+	case sched && !spec.Start.IsZero():
+		return fmt.Sprintf("Schedule %s in %s for %s?%s", fleetKind(spec), spec.Region, spec.Start.In(now.Location()).Format("Mon 01-02 15:04"), sim)
+	case !sched && job.Start.After(now.Add(5*time.Minute)):
+		return fmt.Sprintf("Launch %s in %s now, %s before the plan's start?%s", fleetKind(spec), spec.Region, roundDur(job.Start.Sub(now)), sim)
+	}
+	return fmt.Sprintf("Launch %s in %s?%s", fleetKind(spec), spec.Region, sim)
+}
+
+// fleetNotes say when the fleet runs and ends, and what of the strategy
+// neither the cloud nor gpumarket does: short, so that at 80×24 the
+// confirmation shows them whole with the terms and the prompt.
+func fleetNotes(r planner.Result, spec providers.FleetSpec, left []planner.Pool, job planner.Job, pools map[string]planner.Pool, now time.Time, sched bool) []string {
+	when := func(t time.Time) string {
+		return fmt.Sprintf("%s (%s UTC)", t.In(now.Location()).Format("Mon 01-02 15:04"), t.UTC().Format("15:04"))
+	}
+	var out []string
+	switch {
+	case sched && !spec.Start.IsZero():
+		out = append(out, fmt.Sprintf("The cloud launches it at %s and ends it at the deadline, %s, whether or not gpumarket runs then.", when(spec.Start), when(spec.End)))
+	case sched:
+		out = append(out, fmt.Sprintf("The cloud ends it at the deadline, %s, whether or not gpumarket runs then.", when(spec.End)))
+	case job.Start.After(now.Add(5 * time.Minute)):
+		out = append(out, fmt.Sprintf("%s cannot schedule a fleet: it bills from now, not from %s, until deleted (Ledger view, d).", spec.Provider, when(job.Start)))
+	default:
+		out = append(out, "It bills until deleted (Ledger view, d); nothing ends it at the deadline.")
+	}
+	if r.Strategy == planner.StrategyOnDemand {
+		return append(out, "On-demand capacity is not reserved: the cloud may have none (InsufficientInstanceCapacity).",
+			"Not automated: running your job on it.")
+	}
+	var undone []string
+	if len(left) > 0 {
+		// Named by region, or by type where the pool shares the fleet's
+		// region but not its GPUs per instance (a fleet counts instances).
+		var where []string
+		for _, p := range left {
+			w := p.Provider + " " + p.Region
+			if p.Provider == spec.Provider && p.Region == spec.Region {
+				w = market.DisplayType(p.InstanceType) + " in " + p.Region
+			}
+			if !slices.Contains(where, w) {
+				where = append(where, w)
+			}
+		}
+		undone = append(undone, fmt.Sprintf("the plan's other pools (%s): a fleet is one provider's, in one region, of one size of instance", strings.Join(where, ", ")))
+	}
+	if r.OnDemandPool != "" {
+		od := "on-demand"
+		if p, ok := pools[r.OnDemandPool]; ok {
+			od = fmt.Sprintf("on-demand (%s in %s)", market.DisplayType(p.InstanceType), p.Region)
+		}
+		undone = append(undone, "the safety net: moving the job to "+od+" when spot falls behind")
+	} else {
+		undone = append(undone, "finishing on on-demand what spot leaves at the deadline (the plan's cost counts it)")
+	}
+	undone = append(undone, "replacing interrupted instances", "restarting your job from its checkpoint")
+	return append(out, "Not automated: "+strings.Join(undone, "; ")+".")
+}
+
+// roundDur says a duration as people do: 19h, 2d 3h, 40m.
+func roundDur(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		d = d.Round(time.Hour)
+		return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
+	case d >= time.Hour:
+		return fmt.Sprintf("%dh", int(d.Round(time.Hour).Hours()))
+	}
+	return fmt.Sprintf("%dm", int(d.Round(time.Minute).Minutes()))
+}
+
+// thousands writes 10000 as 10,000.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

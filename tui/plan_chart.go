@@ -1,0 +1,178 @@
+package tui
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/planner"
+)
+
+// planChartMin is the fewest lines the chart is drawn in: four rows of
+// points and the axis.
+const planChartMin = 5
+
+// rowLabel is the mark of the i-th strategy in the table and the chart:
+// 1-9, then a-z.
+func rowLabel(i int) string {
+	switch {
+	case i < 9:
+		return string(rune('1' + i))
+	case i < 9+26:
+		return string(rune('a' + i - 9))
+	}
+	return "+"
+}
+
+// maxNines is where the on-time axis ends: late in at most 0.01 % of the
+// runs (one in 10,000) counts as always on time.
+const maxNines = 4
+
+// nines places an on-time share on the chart's axis by its nines: 0 %
+// at 0, 90 % at 1, 99 % at 2, 99.9 % at 3, 100 % at 4. A linear axis
+// would put 99 % and 100 % in one cell, yet one late run in a hundred
+// against none is what a deadline is about.
+func nines(onTimePct float64) float64 {
+	late := 1 - onTimePct/100
+	if late <= math.Pow(10, -maxNines) {
+		return maxNines
+	}
+	return math.Min(math.Max(-math.Log10(late), 0), maxNines)
+}
+
+// planChart draws the strategies as points of expected cost (up) against
+// the chance of finishing on time (across, by its nines), each marked
+// with its row's label, the better-ranked on top where two meet and the
+// selected one over all, highlighted; the on-time threshold is a dotted
+// line. It is h lines of w cells, or "" when that is too small to read.
+// A scatter of text cells rather than a line graph: the points are
+// strategies, not a series.
+func planChart(rs []planner.Result, sel int, onTime float64, w, h int, st *styles) string {
+	if len(rs) == 0 || h < planChartMin {
+		return ""
+	}
+	ymin, ymax := math.Inf(1), math.Inf(-1)
+	xmin := nines(onTime)
+	for _, r := range rs {
+		ymin, ymax = math.Min(ymin, r.ExpectedCostUSD), math.Max(ymax, r.ExpectedCostUSD)
+		xmin = math.Min(xmin, nines(r.OnTimePct))
+	}
+	if math.IsNaN(ymin) || math.IsInf(ymin, 0) || math.IsNaN(ymax) || math.IsInf(ymax, 0) {
+		return ""
+	}
+	if ymax-ymin < 0.01 {
+		ymin, ymax = ymin*0.95, ymax*1.05+0.01
+	}
+	lo := math.Min(math.Floor(xmin), maxNines-1)
+	top, bottom := "$"+market.Money(ymax), "$"+market.Money(ymin)
+	lw := max(cellWidth(top), cellWidth(bottom))
+	pw, ph := w-lw-1, h-1
+	if pw < 16 {
+		return ""
+	}
+	col := func(pct float64) int {
+		return min(max(int(math.Round((nines(pct)-lo)/(maxNines-lo)*float64(pw-1))), 0), pw-1)
+	}
+	row := func(y float64) int {
+		return min(max(int(math.Round((ymax-y)/(ymax-ymin)*float64(ph-1))), 0), ph-1)
+	}
+	grid := make([][]string, ph)
+	for i := range grid {
+		grid[i] = make([]string, pw)
+		for j := range grid[i] {
+			grid[i][j] = " "
+		}
+	}
+	tc := -1
+	if nines(onTime) > lo && onTime < 100 {
+		tc = col(onTime)
+		for i := range grid {
+			grid[i][tc] = st.dim.Render("┊")
+		}
+	}
+	// Worst-ranked first, so the better-ranked end on top; the selected
+	// one last.
+	for i := len(rs) - 1; i >= 0; i-- {
+		if i != sel {
+			grid[row(rs[i].ExpectedCostUSD)][col(rs[i].OnTimePct)] = rowLabel(i)
+		}
+	}
+	if sel >= 0 && sel < len(rs) {
+		grid[row(rs[sel].ExpectedCostUSD)][col(rs[sel].OnTimePct)] = st.cursor.Render(rowLabel(sel))
+	}
+	var b strings.Builder
+	for i, cells := range grid {
+		label, axis := "", "│"
+		switch i {
+		case 0:
+			label, axis = top, "┤"
+		case ph - 1:
+			label, axis = bottom, "┤"
+		}
+		b.WriteString(fit(label, lw, true) + st.dim.Render(axis) + strings.Join(cells, "") + "\n")
+	}
+	b.WriteString(strings.Repeat(" ", lw) + st.dim.Render("└"+xAxis(pw, lo, onTime, tc, col)))
+	return b.String()
+}
+
+// xAxis is the chart's bottom line, pw cells: a tick label at each nine
+// (0%, 90%, 99%, 99.9%, 100%) that fits, the threshold under its line,
+// and what the axes are where there is room.
+func xAxis(pw int, lo, onTime float64, tc int, col func(float64) int) string {
+	line := []rune(strings.Repeat("─", pw))
+	free := make([]bool, pw)
+	for i := range free {
+		free[i] = true
+	}
+	// put writes s at at if its cells, and gap cells either side, are
+	// free, so labels never run together.
+	put := func(at int, s string, gap int) bool {
+		r := []rune(s)
+		if at < 0 || at+len(r) > pw {
+			return false
+		}
+		for i := max(at-gap, 0); i < min(at+len(r)+gap, pw); i++ {
+			if !free[i] {
+				return false
+			}
+		}
+		for i, c := range r {
+			line[at+i], free[at+i] = c, false
+		}
+		return true
+	}
+	put(pw-4, "100%", 0)
+	if tc >= 0 {
+		th := market.GPUCount(onTime) + "┊"
+		put(tc-len([]rune(th))+1, th, 0)
+	}
+	for _, pct := range []float64{0, 90, 99, 99.9} {
+		if n := nines(pct); n >= lo {
+			label := strconv.FormatFloat(pct, 'f', -1, 64) + "%"
+			at := col(pct)
+			if at > 0 {
+				at -= len(label) / 2
+			}
+			put(at, label, 1)
+		}
+	}
+	for _, caption := range []string{" expected $ ↑ against on time % → ", " $ ↑ on time → ", " on time → "} {
+		// Between the ticks, where the longest run of axis is.
+		best, run, at := 0, 0, 0
+		for i := range pw {
+			if free[i] {
+				run++
+				if run > best {
+					best, at = run, i-run+1
+				}
+			} else {
+				run = 0
+			}
+		}
+		if n := len([]rune(caption)); n+2 <= best && put(at+(best-n)/2, caption, 1) {
+			break
+		}
+	}
+	return string(line)
+}

@@ -1,0 +1,305 @@
+package tui
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// Fields of the Plan view's job form.
+const (
+	pfGPUs = iota
+	pfModels
+	pfHours
+	pfStart
+	pfDeadline
+	pfCheckpointable
+	pfCheckpoint
+	pfChangeover
+	pfRegions
+	pfOnTime
+	numPlanFields
+)
+
+var planFieldNames = [numPlanFields]string{"GPUs", "GPU models", "Hours of work", "Earliest start", "Deadline",
+	"Checkpointable", "Checkpoint every", "Changeover", "Regions", "On time ≥ %"}
+
+// planForm is the job as typed. Text fields hold what was typed; parse
+// reads them as `gpumarket plan` reads its flags.
+type planForm struct {
+	gpus, models, hours string
+	// start and deadline take what the Blocks form takes; an empty start
+	// is now.
+	start, deadline        string
+	checkpointable         bool
+	checkpoint, changeover string
+	// regions is a comma list; empty is every region the market shows.
+	regions string
+	onTime  string
+}
+
+// planTerms is a parsed form: the job, where to plan it, and the on-time
+// share a strategy needs to be ranked first.
+type planTerms struct {
+	job     planner.Job
+	regions []string
+	onTime  float64
+}
+
+// newPlanForm is config plan.*'s job (basis) for the GPU models and
+// regions the session started with, from now, due by the default deadline.
+func newPlanForm(basis planner.Basis, gpus, regions []string, now time.Time) planForm {
+	f := planForm{
+		gpus: strconv.Itoa(basis.GPUs), models: "H100", hours: trimHours(basis.Hours),
+		checkpointable: basis.Checkpoint > 0, checkpoint: fmtDuration(basis.Checkpoint), changeover: fmtDuration(basis.Changeover),
+		regions: strings.Join(regions, ","), onTime: "95",
+	}
+	if basis.Checkpoint <= 0 {
+		f.checkpoint = "15m"
+	}
+	if ms := normalModels(gpus); len(ms) > 0 {
+		f.models = strings.Join(ms, ",")
+	}
+	f.deadline = defaultDeadline(now, basis.Hours, now)
+	return f
+}
+
+// normalModels keeps the GPU models the planner knows, in canonical case.
+func normalModels(gpus []string) []string {
+	var out []string
+	for _, g := range gpus {
+		if m, ok := providers.NormalizeGPUModel(strings.TrimSpace(g)); ok && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// defaultDeadline gives a job of hours from start half as long again to
+// finish, on the hour, written as the form takes it (local time): a
+// deadline the user sees and changes, never one left implied.
+func defaultDeadline(start time.Time, hours float64, now time.Time) string {
+	if math.IsNaN(hours) || hours <= 0 || hours > planner.MaxSpan.Hours() {
+		hours = 24
+	}
+	d := start.Add(time.Duration(hours * 1.5 * float64(time.Hour)))
+	if t := d.Truncate(time.Hour); t.Before(d) {
+		d = t.Add(time.Hour)
+	}
+	return d.In(now.Location()).Format("2006-01-02 15:04")
+}
+
+func trimHours(h float64) string { return strconv.FormatFloat(h, 'f', -1, 64) }
+
+// fmtDuration writes 15m0s as 15m and 1h0m0s as 1h.
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// planStart is the form's start: now (to the next minute, as the plan
+// command's default) when empty.
+func planStart(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.EqualFold(s, "now") {
+		return now.Truncate(time.Minute).Add(time.Minute), nil
+	}
+	return parseStart(s, now)
+}
+
+// parse reads the form, naming the field that is wrong and what it
+// accepts; the job is then checked as the plan command checks it.
+func (f planForm) parse(now time.Time) (planTerms, error) {
+	var t planTerms
+	j := &t.job
+	var err error
+	if j.GPUs, err = strconv.Atoi(strings.TrimSpace(f.gpus)); err != nil || j.GPUs < 1 || j.GPUs > planner.MaxGPUs {
+		return t, fmt.Errorf("GPUs %q: want a whole number of GPUs from 1 to %d", f.gpus, planner.MaxGPUs)
+	}
+	for _, g := range strings.Split(f.models, ",") {
+		g = strings.TrimSpace(g)
+		if g == "" {
+			continue
+		}
+		m, ok := providers.NormalizeGPUModel(g)
+		if !ok {
+			return t, fmt.Errorf("GPU models: unknown GPU %q; want one or more of %s, such as H100 or H100,H200", g, strings.Join(providers.GPUModels, ", "))
+		}
+		if slices.Contains(j.Models, m) {
+			return t, fmt.Errorf("GPU models: %s is named twice", m)
+		}
+		j.Models = append(j.Models, m)
+	}
+	if len(j.Models) == 0 {
+		return t, fmt.Errorf("GPU models: none; want one or more of %s, such as H100 or H100,H200", strings.Join(providers.GPUModels, ", "))
+	}
+	j.Hours, err = strconv.ParseFloat(strings.TrimSpace(f.hours), 64)
+	if err != nil || math.IsNaN(j.Hours) || j.Hours <= 0 || j.Hours > planner.MaxSpan.Hours() {
+		return t, fmt.Errorf("hours of work %q: want a number of hours above 0, at most %.0f (26 weeks), such as 48", f.hours, planner.MaxSpan.Hours())
+	}
+	if j.Start, err = planStart(f.start, now); err != nil {
+		return t, fmt.Errorf("earliest start %q: want %s, or empty for now", strings.TrimSpace(f.start), startForm)
+	}
+	d := strings.TrimSpace(f.deadline)
+	if d == "" {
+		return t, fmt.Errorf("deadline: missing; want %s (+3d is from now)", startForm)
+	}
+	if j.Deadline, err = parseStart(d, now); err != nil {
+		return t, fmt.Errorf("deadline %q: want %s (+3d is from now)", d, startForm)
+	}
+	j.Checkpointable = f.checkpointable
+	if f.checkpointable {
+		if j.Checkpoint, err = time.ParseDuration(strings.TrimSpace(f.checkpoint)); err != nil || j.Checkpoint <= 0 {
+			return t, fmt.Errorf("checkpoint every %q: want a positive duration such as 15m or 1h (or Checkpointable: no)", f.checkpoint)
+		}
+	}
+	if j.Changeover, err = time.ParseDuration(strings.TrimSpace(f.changeover)); err != nil {
+		return t, fmt.Errorf("changeover %q: want a duration from 0s to 24h such as 12m", f.changeover)
+	}
+	for _, r := range strings.Split(f.regions, ",") {
+		if r = strings.TrimSpace(r); r != "" && !slices.Contains(t.regions, r) {
+			t.regions = append(t.regions, r)
+		}
+	}
+	t.onTime, err = strconv.ParseFloat(strings.TrimSpace(f.onTime), 64)
+	if err != nil || math.IsNaN(t.onTime) || t.onTime < 0 || t.onTime > 100 {
+		return t, fmt.Errorf("on time %q: want a percentage from 0 to 100, such as 95", f.onTime)
+	}
+	if err := j.Validate(); err != nil {
+		return t, planFieldErr(err)
+	}
+	return t, nil
+}
+
+// planFieldLabels name the planner's fields as the form does.
+var planFieldLabels = map[string]string{
+	"gpus": "GPUs", "gpu": "GPU models", "hours": "hours of work", "start": "earliest start",
+	"deadline": "deadline", "checkpoint": "checkpoint every", "changeover": "changeover",
+}
+
+// planFieldErr words a planner refusal with the form's name of its field.
+func planFieldErr(err error) error {
+	var fe *planner.FieldError
+	if errors.As(err, &fe) {
+		return fmt.Errorf("%s: %s", orDefault(planFieldLabels[fe.Field], fe.Field), fe.Msg)
+	}
+	return err
+}
+
+// planSeed is what p in the Market or Blocks view brings to the form:
+// the filters, and the Blocks form's size, duration and start. Empty
+// fields leave the form's as they are.
+type planSeed struct {
+	models []string
+	// regions replaces the form's when setRegions is set: the Market's
+	// region filter, all regions when it has none.
+	regions    []string
+	setRegions bool
+	gpus       string
+	hours      float64
+	start      string
+	// latest is the Blocks form's latest start: the deadline is then the
+	// latest start plus the hours.
+	latest string
+}
+
+// seeded is the form with the seed's terms. A deadline that no longer
+// leaves the hours after the start is made again from the new terms.
+func (f planForm) seeded(s planSeed, now time.Time) planForm {
+	if ms := normalModels(s.models); len(ms) > 0 {
+		f.models = strings.Join(ms, ",")
+	}
+	if s.setRegions {
+		f.regions = strings.Join(s.regions, ",")
+	}
+	if s.gpus != "" {
+		f.gpus = s.gpus
+	}
+	if s.hours > 0 {
+		f.hours = trimHours(s.hours)
+	}
+	if s.start != "" {
+		f.start = s.start
+	}
+	start, err := planStart(f.start, now)
+	if err != nil {
+		return f // the form says so when it runs
+	}
+	hours, err := strconv.ParseFloat(strings.TrimSpace(f.hours), 64)
+	if err != nil {
+		return f
+	}
+	if s.latest != "" {
+		if l, err := parseStart(strings.TrimSpace(s.latest), now); err == nil {
+			f.deadline = l.Add(time.Duration(hours * float64(time.Hour))).In(now.Location()).Format("2006-01-02 15:04")
+			return f
+		}
+	}
+	d, err := parseStart(strings.TrimSpace(f.deadline), now)
+	if err != nil || d.Before(start.Add(time.Duration(hours*float64(time.Hour)))) {
+		f.deadline = defaultDeadline(start, hours, now)
+	}
+	return f
+}
+
+// values are the fields as the form shows them.
+func (f planForm) values() [numPlanFields]string {
+	ck := "no"
+	if f.checkpointable {
+		ck = "yes"
+	}
+	return [numPlanFields]string{f.gpus, f.models, f.hours, orDefault(f.start, "now"), f.deadline, ck,
+		f.checkpoint, f.changeover, orDefault(f.regions, "all"), f.onTime}
+}
+
+// text is the field's text, nil for the yes/no field.
+func (f *planForm) text(field int) *string {
+	switch field {
+	case pfGPUs:
+		return &f.gpus
+	case pfModels:
+		return &f.models
+	case pfHours:
+		return &f.hours
+	case pfStart:
+		return &f.start
+	case pfDeadline:
+		return &f.deadline
+	case pfCheckpoint:
+		return &f.checkpoint
+	case pfChangeover:
+		return &f.changeover
+	case pfRegions:
+		return &f.regions
+	case pfOnTime:
+		return &f.onTime
+	}
+	return nil
+}
+
+// planHints say, beside each field, what it takes.
+var planHints = [numPlanFields]string{
+	"the GPUs the job needs at once, 1-512",
+	"H100, or H100,H200: the hours are measured on the first; the others run at their relative speed (config plan.speed)",
+	"hours of work on the first model, such as 48",
+	"2026-11-30 09:00 (local), 2026-11-30 (UTC), +6h, +2d; empty: now",
+	"the same forms; +3d is 3 days from now, not from the start",
+	"←/→ yes or no: a job that cannot checkpoint starts over when interrupted (a workshop, a load test)",
+	"time between checkpoints, such as 15m or 1h",
+	"wall time a start or a switch costs: provisioning, image, restore (0.2-0.3 h measured), such as 12m",
+	"a comma list such as us-east-1,eastus; empty: every region the market shows",
+	"strategies on time at least this often come first, cheapest expected first",
+}

@@ -1,0 +1,118 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// planRuns is how many Monte Carlo runs a plan makes, as `gpumarket
+// plan` does by default.
+const planRuns = 10000
+
+// planSearchTimeout bounds a plan's offering searches: a cloud that does
+// not answer must not leave the view planning for ever.
+const planSearchTimeout = time.Minute
+
+// planMsg is a plan's answer: the ranked strategies and what they were
+// made of, so the chosen one can be carried out as it was shown.
+type planMsg struct {
+	seq   int
+	terms planTerms
+	// results are ranked: on time at least terms.onTime first, cheapest
+	// expected first.
+	results []planner.Result
+	// pools and offers are the market the plan was made on, by key and
+	// id: what carrying a strategy out launches or books.
+	pools  map[string]planner.Pool
+	offers map[string]providers.Offering
+	// failed are the providers whose offering search was refused, by
+	// name: the plan was made without their blocks.
+	failed map[string]error
+	err    error
+	at     time.Time
+}
+
+// planInput is what a plan needs, copied off the model before the task
+// runs on another goroutine.
+type planInput struct {
+	seq    int
+	terms  planTerms
+	pools  []planner.Pool
+	svc    *booking.Service
+	speeds planner.Speeds
+	runs   int
+	now    time.Time
+}
+
+// planPools are the snapshot's pools of the job's models in its regions,
+// with their current spot price and what is known of their risk, as
+// `gpumarket plan` reads them.
+func planPools(snap *hub.Snapshot, t planTerms, priors planner.Priors) []planner.Pool {
+	if snap == nil {
+		return nil
+	}
+	var out []planner.Pool
+	for i := range snap.Pools {
+		pv := &snap.Pools[i]
+		if !slices.Contains(t.job.Models, pv.GPU.Model) || (len(t.regions) > 0 && !slices.Contains(t.regions, pv.Region)) {
+			continue
+		}
+		spot := math.NaN()
+		if _, usd, ok := pv.History.Last(); ok {
+			spot = usd
+		}
+		out = append(out, planner.PoolOf(pv.Pool, spot, priors))
+	}
+	return out
+}
+
+// makePlan searches the offerings the job could use through the booking
+// service (so a block the plan shows can be booked by its id) and plans
+// the job on them and the pools. It runs off the UI goroutine.
+func makePlan(ctx context.Context, in planInput) planMsg {
+	out := planMsg{seq: in.seq, terms: in.terms, at: in.now, failed: map[string]error{},
+		pools: map[string]planner.Pool{}, offers: map[string]providers.Offering{}}
+	for _, p := range in.pools {
+		out.pools[p.Key] = p
+	}
+	var offs []providers.Offering
+	if in.svc != nil && in.svc.CanBook() {
+		sctx, cancel := context.WithTimeout(ctx, planSearchTimeout)
+		for _, q := range planner.BlockQueries(in.terms.job, in.now, in.speeds) {
+			q.Regions = in.terms.regions
+			res, err := in.svc.FindOfferings(sctx, q)
+			for name, perr := range res.Failed {
+				if _, seen := out.failed[name]; !seen {
+					out.failed[name] = fmt.Errorf("offerings of %s for %s: %w", q.GPU, providers.FormatWindow(q.Duration), perr)
+				}
+			}
+			if err != nil && len(res.Failed) == 0 {
+				out.failed["offerings"] = err
+			}
+			for _, o := range res.Offerings {
+				if _, seen := out.offers[o.ID]; !seen {
+					out.offers[o.ID] = o
+					offs = append(offs, o)
+				}
+			}
+		}
+		cancel()
+	}
+	results, err := planner.Plan(in.terms.job, planner.Market{Pools: in.pools, Offerings: offs},
+		planner.Options{Runs: in.runs, Seed: 1, Speeds: in.speeds})
+	if err != nil {
+		out.err = planFieldErr(err)
+		return out
+	}
+	planner.Rank(results, in.terms.onTime)
+	out.results = results
+	return out
+}

@@ -41,7 +41,7 @@ With no config file and no --provider it shows a simulated market.`,
 	c.addCommonFlags(root)
 	root.AddCommand(
 		c.pricesCmd(), c.historyCmd(), c.offeringsCmd(), c.bookCmd(),
-		c.fleetCmd(), c.ledgerCmd(), c.serveCmd(),
+		c.fleetCmd(), c.ledgerCmd(), c.serveCmd(), c.cacheCmd(),
 	)
 	return root
 }

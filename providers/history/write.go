@@ -315,7 +315,11 @@ func gpuKey(gpus []string) string {
 // touch replaces the old one (what lies between was never fetched); an
 // older one that does not touch is dropped.
 func writeSpan(ctx context.Context, tx *sql.Tx, s providerSpan) error {
+	// Whole seconds inside the span: never claim a fraction not fetched.
 	from, until := s.From.Unix(), s.Until.Unix()
+	if s.From.Nanosecond() > 0 {
+		from++
+	}
 	if until < from {
 		return nil
 	}

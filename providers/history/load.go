@@ -67,12 +67,12 @@ func (c *Cache) Load(ctx context.Context, provider string, q providers.Query, fr
 
 	// The chunks of the span's days, pool by pool, in day order.
 	f, u := from.Unix(), until.Unix()
-	chunks, err := c.db.QueryContext(ctx, `SELECT c.pool, c.data FROM chunks c JOIN pools p ON p.id = c.pool
-		WHERE p.provider = ? AND c.day BETWEEN ? AND ? ORDER BY c.pool, c.day`, provider, dayOf(f), dayOf(u))
+	chunks, err := c.db.QueryContext(ctx, `SELECT pool, data FROM chunks
+		WHERE pool IN (SELECT id FROM pools WHERE provider = ?) AND day BETWEEN ? AND ? ORDER BY pool, day`, provider, dayOf(f), dayOf(u))
 	if err != nil {
 		return nil, fmt.Errorf("read history cache: %w", err)
 	}
-	var raw []byte
+	var raw sql.RawBytes // the driver's copy, not another
 	for chunks.Next() {
 		var id int64
 		if err := chunks.Scan(&id, &raw); err != nil {

@@ -100,6 +100,7 @@ func TestWarmCacheAsksOnlyFromItsEnd(t *testing.T) {
 	if len(info.Regions) != 2 || info.Points == 0 || len(info.Regions[0].Spans) != 1 {
 		t.Fatalf("cache after the first start: %+v", info)
 	}
+	cachedFrom := info.Regions[0].Spans[0].From
 	cachedEnd := info.Regions[0].Spans[0].Until
 	if u := info.Regions[1].Spans[0].Until; u.Before(cachedEnd) {
 		cachedEnd = u
@@ -144,12 +145,31 @@ func TestWarmCacheAsksOnlyFromItsEnd(t *testing.T) {
 		t.Fatalf("second start: %v (%s)", err, errBuf)
 	}
 	second := historyCalls(fake, len(first))
-	want := cachedEnd.UTC().Format("2006-01-02T15:04:05Z")
+	// The SDK sends the time to the millisecond.
+	want := cachedEnd.UTC().Truncate(time.Millisecond).Format(time.RFC3339Nano)
 	sort.Strings(second)
 	if len(second) != 2 || second[0] != "us-east-1 "+want || second[1] != "us-west-2 "+want {
 		t.Fatalf("second start's history calls %v, want one a region from the cached end %s", second, want)
 	}
+	// A live poll: its span joins the cached history's, which stays whole.
+	polled := time.Now()
+	h.Refresh()
+	for s := range h.Subscribe(ctx) {
+		if st, _ := s.Source("aws"); st.LastOK.After(polled) {
+			break
+		}
+	}
 	a.Close()
+	info, err = history.Stat(context.Background(), dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range info.Regions {
+		if len(r.Spans) != 1 || !r.Spans[0].From.Equal(cachedFrom) || !r.Spans[0].Until.After(polled) {
+			t.Fatalf("%s's span after a live poll: %+v, want it from %s to after %s", r.Region, r.Spans, cachedFrom, polled)
+		}
+	}
+	second = historyCalls(fake, len(first))
 
 	// Third start, by the CLI: the same pools and figures.
 	slow.Store(false)

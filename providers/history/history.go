@@ -247,6 +247,8 @@ CREATE TABLE spans (
 	provider TEXT NOT NULL,
 	region   TEXT NOT NULL,
 	gpus     TEXT NOT NULL,
+	-- Unix nanoseconds: one fetch's span ends at the very instant the
+	-- next one's starts, and so they join.
 	from_at  INTEGER NOT NULL,
 	until_at INTEGER NOT NULL,
 	PRIMARY KEY (provider, region, gpus)

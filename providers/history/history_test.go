@@ -124,6 +124,11 @@ func TestSpans(t *testing.T) {
 	save("r2", nil, -10*time.Hour, -9*time.Hour)         // older, apart: dropped
 	save("r3", []string{"H100"}, 0, 10*time.Hour)        // only H100 pools
 	save("r3", []string{"A100", "H100"}, 0, 5*time.Hour) // another filter
+	// A hub's fetches end and start at the same instant, fractions of
+	// a second and all: their spans join.
+	frac := 700 * time.Millisecond
+	save("r4", nil, 300*time.Millisecond, 10*time.Second+frac)
+	save("r4", nil, 10*time.Second+frac, 40*time.Second+200*time.Millisecond)
 	mustFlush(t, c)
 
 	spans := func(q providers.Query) map[string][2]time.Duration {
@@ -143,6 +148,9 @@ func TestSpans(t *testing.T) {
 	}
 	if all["r2"] != [2]time.Duration{12 * time.Hour, 13 * time.Hour} {
 		t.Errorf("r2 = %v, want [12h, 13h]", all["r2"])
+	}
+	if all["r4"] != [2]time.Duration{300 * time.Millisecond, 40*time.Second + 200*time.Millisecond} {
+		t.Errorf("r4 = %v, want the two spans joined at their common instant", all["r4"])
 	}
 	if _, ok := all["r3"]; ok {
 		t.Errorf("r3 was fetched for some GPUs only, yet covers a query for every GPU: %v", all["r3"])

@@ -109,7 +109,7 @@ func Stat(ctx context.Context, dataDir string) (Info, error) {
 			srows.Close()
 			return info, fmt.Errorf("read %s: %w", path, err)
 		}
-		s := SpanInfo{From: time.Unix(from, 0).UTC(), Until: time.Unix(until, 0).UTC()}
+		s := SpanInfo{From: time.Unix(0, from).UTC(), Until: time.Unix(0, until).UTC()}
 		if g != "" {
 			s.GPUs = strings.Split(g, ",")
 		}

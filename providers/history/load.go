@@ -164,7 +164,7 @@ func (c *Cache) spans(ctx context.Context, provider string, q providers.Query) (
 		if err := rows.Scan(&region, &gpus, &from, &until); err != nil {
 			return nil, err
 		}
-		s := hub.Span{Region: region, From: time.Unix(from, 0).UTC(), Until: time.Unix(until, 0).UTC()}
+		s := hub.Span{Region: region, From: time.Unix(0, from).UTC(), Until: time.Unix(0, until).UTC()}
 		if gpus != "" {
 			s.GPUs = strings.Split(gpus, ",")
 		}

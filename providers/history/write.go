@@ -315,11 +315,7 @@ func gpuKey(gpus []string) string {
 // touch replaces the old one (what lies between was never fetched); an
 // older one that does not touch is dropped.
 func writeSpan(ctx context.Context, tx *sql.Tx, s providerSpan) error {
-	// Whole seconds inside the span: never claim a fraction not fetched.
-	from, until := s.From.Unix(), s.Until.Unix()
-	if s.From.Nanosecond() > 0 {
-		from++
-	}
+	from, until := s.From.UnixNano(), s.Until.UnixNano()
 	if until < from {
 		return nil
 	}
@@ -399,8 +395,8 @@ func trim(ctx context.Context, tx *sql.Tx, cut int64) error {
 		args []any
 	}{
 		{`DELETE FROM chunks WHERE day < ?`, []any{cutDay}},
-		{`DELETE FROM spans WHERE until_at <= ?`, []any{cut}},
-		{`UPDATE spans SET from_at = ? WHERE from_at < ?`, []any{cut, cut}},
+		{`DELETE FROM spans WHERE until_at <= ?`, []any{cut * 1e9}},
+		{`UPDATE spans SET from_at = ? WHERE from_at < ?`, []any{cut * 1e9, cut * 1e9}},
 		{`DELETE FROM pools WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunks.pool = pools.id)`, nil},
 	} {
 		if _, err := tx.ExecContext(ctx, st.q, st.args...); err != nil {

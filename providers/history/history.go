@@ -70,6 +70,7 @@ type Cache struct {
 	mu      sync.Mutex
 	pend    *pending
 	failed  error // a write failed: nothing more is written
+	damaged error // what was read is damaged: moved aside at Close
 	closed  bool
 	kick    chan struct{}
 	stop    chan struct{}
@@ -162,7 +163,9 @@ func (c *Cache) Aside() *Aside { return c.aside }
 // Path is the cache's file.
 func (c *Cache) Path() string { return c.path }
 
-// Close commits what is queued and closes the file. It is safe to call
+// Close commits what is queued and closes the file. A file found damaged
+// while it was read or written is moved aside, so that the next start
+// makes a fresh one instead of tripping over it again. It is safe to call
 // more than once.
 func (c *Cache) Close() error {
 	var err error
@@ -173,8 +176,38 @@ func (c *Cache) Close() error {
 		close(c.stop)
 		<-c.stopped
 		err = c.db.Close()
+		c.mu.Lock()
+		damaged := c.damaged
+		c.mu.Unlock()
+		if damaged != nil {
+			moved, merr := moveAside(c.path, c.opt.Now())
+			if merr != nil {
+				err = errors.Join(err, fmt.Errorf("history cache %s is damaged (%v) and could not be moved aside: %w", c.path, damaged, merr))
+				return
+			}
+			// The reader said it when it found the damage (the hub warns
+			// that it fetches afresh); this is for the log.
+			c.opt.Logger.Info("history cache damaged: moved aside, the next start makes a fresh one", "file", c.path, "moved", moved, "err", damaged)
+		}
 	})
 	return err
+}
+
+// noteDamage remembers that err, met reading or writing the file, says it
+// is damaged; it reports whether it did.
+func (c *Cache) noteDamage(err error) bool {
+	if !errors.Is(err, errChunk) && !isCorrupt(err) {
+		return false
+	}
+	c.mu.Lock()
+	if c.damaged == nil {
+		c.damaged = err
+	}
+	if c.failed == nil {
+		c.failed = err // nothing more is written to a damaged file
+	}
+	c.mu.Unlock()
+	return true
 }
 
 // dsn is the cache's connection string: only settings of the connection,
@@ -338,12 +371,14 @@ func readSchema(ctx context.Context, db *sql.DB) (map[string]bool, map[string]st
 	if !have["meta"] {
 		return have, meta, nil
 	}
+	// A meta table that is not ours (other columns, other types) is a
+	// foreign file; one SQLite cannot read is a damaged one.
 	mrows, err := db.QueryContext(ctx, `SELECT key, value FROM meta`)
 	if err != nil {
 		if isCorrupt(err) {
 			return nil, nil, err
 		}
-		return have, meta, nil // not our meta table
+		return have, map[string]string{}, nil
 	}
 	defer mrows.Close()
 	for mrows.Next() {
@@ -353,7 +388,13 @@ func readSchema(ctx context.Context, db *sql.DB) (map[string]bool, map[string]st
 		}
 		meta[fmt.Sprint(k)] = fmt.Sprint(v)
 	}
-	return have, meta, mrows.Err()
+	if err := mrows.Err(); err != nil {
+		if isCorrupt(err) {
+			return nil, nil, err
+		}
+		return have, map[string]string{}, nil
+	}
+	return have, meta, nil
 }
 
 func tableList(have map[string]bool) string {

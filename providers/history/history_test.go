@@ -410,7 +410,7 @@ func TestStatLeavesForeignFileBe(t *testing.T) {
 	}
 }
 
-// A cache damaged inside (a page overwritten) is found out when it is
+// A cache damaged inside (a chunk overwritten) is found out when it is
 // read: Load fails rather than returning made-up prices.
 func TestDamagedChunkIsAnError(t *testing.T) {
 	dir := t.TempDir()
@@ -424,6 +424,22 @@ func TestDamagedChunkIsAnError(t *testing.T) {
 	}
 	if _, err := c.Load(context.Background(), "aws", providers.Query{}, t0, t0.Add(48*time.Hour)); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Fatalf("Load of a damaged chunk: %v", err)
+	}
+	// Nothing more is written to it, and at Close it is moved aside: the
+	// next start makes a fresh cache rather than trip over it again.
+	c.Save(hub.Batch{Provider: "aws", Spans: []hub.Span{{Region: "r1", From: t0, Until: t0.Add(72 * time.Hour)}}})
+	if err := c.Flush(); err == nil {
+		t.Error("a damaged cache took more writes")
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(Path(dir) + ".corrupt-*"); len(m) != 1 {
+		t.Fatalf("moved aside: %v", m)
+	}
+	c = open(t, dir, Options{})
+	if got, err := c.Load(context.Background(), "aws", providers.Query{}, t0, t0.Add(48*time.Hour)); err != nil || len(got.Spans) != 0 {
+		t.Fatalf("the next start: %+v, %v; want a fresh cache", got, err)
 	}
 }
 

@@ -18,6 +18,15 @@ import (
 // latest), their pools that q matches, and those pools' points in
 // [from, until] with the one in force at from.
 func (c *Cache) Load(ctx context.Context, provider string, q providers.Query, from, until time.Time) (*hub.Cached, error) {
+	out, err := c.load(ctx, provider, q, from, until)
+	if err != nil {
+		c.noteDamage(err)
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *Cache) load(ctx context.Context, provider string, q providers.Query, from, until time.Time) (*hub.Cached, error) {
 	out := &hub.Cached{}
 	spans, err := c.spans(ctx, provider, q)
 	if err != nil {

@@ -148,6 +148,7 @@ func (c *Cache) flush() {
 		_, err = c.db.Exec(`PRAGMA incremental_vacuum`)
 	}
 	if err != nil {
+		c.noteDamage(err)
 		// Something queued is lost. Spans queued later could claim it,
 		// so nothing more is written: the next start fetches what this
 		// run did not keep.

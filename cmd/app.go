@@ -41,9 +41,9 @@ type app struct {
 
 	mu    sync.Mutex
 	built map[string]providers.Provider
+	hist  *history.Cache // opened by historyFor when a cloud is a source
 	hub   *hub.Hub
 	st    *store.Store
-	hist  *history.Cache // nil when no cloud is a source
 
 	closeOnce sync.Once
 }
@@ -129,12 +129,10 @@ func (a *app) hubOver(ps []providers.Provider) *hub.Hub {
 	}
 	simTick, refresh := a.cfg.Sim.Tick.D(), a.cfg.Refresh.D()
 	desc := map[string]providers.Descriptor{}
-	cached := false
 	for _, p := range ps {
 		desc[p.Name()] = p.Describe()
-		cached = cached || !desc[p.Name()].Simulated
 	}
-	opt := hub.Options{
+	a.hub = hub.New(ps, hub.Options{
 		Query: a.query,
 		// The simulated market ticks at sim.tick; the clouds are polled
 		// every refresh.
@@ -145,13 +143,8 @@ func (a *app) hubOver(ps []providers.Provider) *hub.Hub {
 			return refresh
 		},
 		Logger: a.log,
-	}
-	if cached {
-		if c := a.openHistory(); c != nil {
-			opt.Cache = c
-		}
-	}
-	a.hub = hub.New(ps, opt)
+		Cache:  a.historyFor(ps),
+	})
 	h := a.hub
 	a.loops.Add(1)
 	go func() {
@@ -159,33 +152,6 @@ func (a *app) hubOver(ps []providers.Provider) *hub.Hub {
 		h.Run(a.ctx)
 	}()
 	return h
-}
-
-// openHistory opens the history cache in the data dir (under a.mu), or
-// says in one line why it goes without: a cache is never worth failing
-// a command for. A file that was not a readable cache was moved aside.
-func (a *app) openHistory() *history.Cache {
-	if a.dataDir == "" {
-		return nil
-	}
-	c, err := history.Open(a.dataDir, history.Options{Retention: a.cfg.Cache.Retention.D(), Logger: a.log})
-	if err != nil {
-		a.warnf("history cache not used, fetching the whole window: %v", err)
-		return nil
-	}
-	if aside := c.Aside(); aside != nil {
-		a.warnf("%v; moved it to %s and fetching afresh", aside.Reason, aside.Path)
-	}
-	a.hist = c
-	return c
-}
-
-// warnf says something the user should know in one line on stderr, and
-// in the log (where the TUI's go).
-func (a *app) warnf(format string, args ...any) {
-	msg := oneLine(fmt.Sprintf(format, args...))
-	fmt.Fprintf(a.errOut, "gpumarket: warning: %s\n", msg)
-	a.log.Info(msg)
 }
 
 // Ledger opens the ledger in the data dir once; Close closes it.
@@ -244,11 +210,7 @@ func (a *app) Close() {
 		if a.st != nil {
 			a.st.Close()
 		}
-		if a.hist != nil {
-			if err := a.hist.Close(); err != nil {
-				a.log.Info("close history cache", "err", err)
-			}
-		}
+		a.closeHistory()
 	})
 }
 

@@ -11,7 +11,50 @@ import (
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/history"
+	"github.com/gpumarket/gpumarket/providers/hub"
 )
+
+// historyFor opens the history cache in the data dir (under a.mu) when a
+// source is a cloud, for the hub; nil (no cache) otherwise. A cache is
+// never worth failing a command for: it says in one line why it goes
+// without. A file that was not a readable cache was moved aside.
+func (a *app) historyFor(ps []providers.Provider) hub.Cache {
+	cloud := false
+	for _, p := range ps {
+		cloud = cloud || !p.Describe().Simulated
+	}
+	if !cloud || a.dataDir == "" {
+		return nil
+	}
+	c, err := history.Open(a.dataDir, history.Options{Retention: a.cfg.Cache.Retention.D(), Logger: a.log})
+	if err != nil {
+		a.warnf("history cache not used, fetching the whole window: %v", err)
+		return nil
+	}
+	if aside := c.Aside(); aside != nil {
+		a.warnf("%v; moved it to %s and fetching afresh", aside.Reason, aside.Path)
+	}
+	a.hist = c
+	return c
+}
+
+// closeHistory closes the history cache, after the hub has stopped.
+func (a *app) closeHistory() {
+	if a.hist == nil {
+		return
+	}
+	if err := a.hist.Close(); err != nil {
+		a.log.Info("close history cache", "err", err)
+	}
+}
+
+// warnf says something the user should know in one line on stderr, and
+// in the log (where the TUI's go).
+func (a *app) warnf(format string, args ...any) {
+	msg := oneLine(fmt.Sprintf(format, args...))
+	fmt.Fprintf(a.errOut, "gpumarket: warning: %s\n", msg)
+	a.log.Info(msg)
+}
 
 func (cl *cli) cacheCmd() *cobra.Command {
 	c := &cobra.Command{

@@ -41,8 +41,9 @@ With no config file and no --provider it shows a simulated market.`,
 	c.addCommonFlags(root)
 	root.AddCommand(
 		c.pricesCmd(), c.historyCmd(), c.offeringsCmd(), c.bookCmd(),
-		c.fleetCmd(), c.ledgerCmd(), c.serveCmd(), c.cacheCmd(),
+		c.fleetCmd(), c.ledgerCmd(), c.serveCmd(),
 	)
+	root.AddCommand(c.cacheCmd())
 	return root
 }
 

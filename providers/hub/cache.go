@@ -170,8 +170,9 @@ func (h *Hub) seedFromCache() {
 	}
 }
 
-// commonSpan is the stretch every span covers: from the latest start to
-// the earliest end.
+// commonSpan is from the latest start to the earliest end of the spans:
+// the hub claims history from the one and back-fills from the other. (The
+// spans need not overlap: each region's history is whole over its own.)
 func commonSpan(spans []Span) (from, until time.Time, ok bool) {
 	for i, s := range spans {
 		if i == 0 || s.From.After(from) {
@@ -181,7 +182,7 @@ func commonSpan(spans []Span) (from, until time.Time, ok bool) {
 			until = s.Until
 		}
 	}
-	return from, until, len(spans) > 0 && until.After(from)
+	return from, until, len(spans) > 0
 }
 
 // mergeCachedLocked folds cached pools and points into the hub. With

@@ -385,3 +385,31 @@ func TestTrimTrimsTheCache(t *testing.T) {
 		t.Fatalf("%d cache trims, want 1 (once an hour)", mc.trims)
 	}
 }
+
+// Regions cached over different spans (one region not fetched for a
+// while): the first fetch back-fills from the earliest end, and the hub
+// claims history from the latest start, back-filling before it.
+func TestRegionsCachedOverDifferentSpans(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	mc := newMemCache()
+	mc.warm(now.Add(-3 * time.Hour)) // r1: [now-9h, now-3h]
+	k2 := providers.PoolKey{Provider: "fake", Region: "r2", Zone: "r2a", InstanceType: "p5.48xlarge"}
+	p2 := pool()
+	p2.Region, p2.Zone = "r2", "r2a"
+	mc.Save(Batch{Provider: "fake", Pools: []providers.Pool{p2}, Runs: []Run{{Pool: k2, At: []int64{now.Add(-time.Hour).Unix()}, USD: []float64{9}}},
+		Spans: []Span{{Region: "r2", From: now.Add(-2 * time.Hour), Until: now.Add(-time.Minute)}}})
+	src := &fakeSource{name: "fake"}
+	h := New([]providers.Provider{src}, Options{Query: providers.Query{Window: 12 * time.Hour}, Interval: onlyWoken,
+		PublishEvery: time.Millisecond, Now: newClock(now).now, Cache: mc})
+	if s := h.Snapshot(); len(s.Pools) != 2 || !s.HistoryFrom.Equal(now.Add(-2*time.Hour)) {
+		t.Fatalf("first snapshot: %d pools, history from %s; want both, from r2's start", len(s.Pools), s.HistoryFrom)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Run(ctx)
+	waitFor(t, h.Subscribe(ctx), func(s *Snapshot) bool { return s.HistoryFrom.Equal(now.Add(-12 * time.Hour)) })
+	reqs := src.requests()
+	if !reqs[0].Since.Equal(now.Add(-3*time.Hour)) || !reqs[1].Backfill || !reqs[1].Since.Equal(now.Add(-12*time.Hour)) || !reqs[1].Until.Equal(now.Add(-2*time.Hour)) {
+		t.Fatalf("fetches %+v, want from r1's end, then [window start, r2's start]", reqs[:2])
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/history"
 	"github.com/gpumarket/gpumarket/providers/hub"
 	"github.com/gpumarket/gpumarket/providers/store"
 	"github.com/gpumarket/gpumarket/providers/usage"
@@ -49,6 +50,7 @@ type app struct {
 
 	mu    sync.Mutex
 	built map[string]providers.Provider
+	hist  *history.Cache // opened by historyFor when a cloud is a source
 	hub   *hub.Hub
 	st    *store.Store
 	// usage is the one usage tracker of the run (usageTracker).
@@ -157,6 +159,7 @@ func (a *app) hubOver(ps []providers.Provider) *hub.Hub {
 			return refresh
 		},
 		Logger: a.log,
+		Cache:  a.historyFor(ps),
 	})
 	h := a.hub
 	a.loops.Add(1)
@@ -212,7 +215,8 @@ func (a *app) KeepLedger(svc *booking.Service) {
 }
 
 // Close stops the reconcile loop and the hub, waits for them, and closes
-// the ledger. It is safe to call more than once.
+// the ledger and the history cache (which commits what it was given). It
+// is safe to call more than once.
 func (a *app) Close() {
 	a.closeOnce.Do(func() {
 		a.cancel()
@@ -222,6 +226,7 @@ func (a *app) Close() {
 		if a.st != nil {
 			a.st.Close()
 		}
+		a.closeHistory()
 	})
 }
 

@@ -46,6 +46,7 @@ With no config file and no --provider it shows a simulated market.`,
 		c.pricesCmd(), c.historyCmd(), c.offeringsCmd(), c.bookCmd(),
 		c.fleetCmd(), c.ledgerCmd(), c.usageCmd(), c.serveCmd(), c.planCmd(), c.backtestCmd(),
 	)
+	root.AddCommand(c.cacheCmd())
 	return root
 }
 

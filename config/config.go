@@ -4,6 +4,8 @@ package config
 
 import (
 	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
 )
 
 // Config is the whole configuration. Every key of the file is optional.
@@ -23,6 +25,7 @@ type Config struct {
 	AWS     AWS      `yaml:"aws"`
 	Azure   Azure    `yaml:"azure"`
 	Serve   Serve    `yaml:"serve"`
+	Cache   Cache    `yaml:"cache"`
 
 	// Path is the file the config was read from, "" when none was.
 	Path string `yaml:"-"`
@@ -84,6 +87,13 @@ type Serve struct {
 	Roles map[string]string `yaml:"roles"`
 }
 
+// Cache configures the history cache (history.db in the data dir).
+type Cache struct {
+	// Retention is how much history the cache keeps ("90d"), as
+	// ParseWindow reads it.
+	Retention Window `yaml:"retention"`
+}
+
 // Duration is a time.Duration written as Go writes it ("30s", "15m").
 type Duration time.Duration
 
@@ -108,5 +118,6 @@ func Default() Config {
 		AWS:     AWS{AdvisorURL: "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"},
 		Azure:   Azure{PricesURL: "https://prices.azure.com/api/retail/prices"},
 		Serve:   Serve{Listen: "127.0.0.1:2222", IdleTimeout: Duration(30 * time.Minute), MaxSessions: 100},
+		Cache:   Cache{Retention: Window(providers.MaxWindow)},
 	}
 }

@@ -223,6 +223,9 @@ func (c *Config) Validate() error {
 	if c.Window.D() <= 0 || c.Window.D() > providers.MaxWindow {
 		return keyErr("window", "%s is out of range; want %s", c.Window.D(), providers.WindowForm)
 	}
+	if c.Cache.Retention.D() <= 0 || c.Cache.Retention.D() > providers.MaxWindow {
+		return keyErr("cache.retention", "%s is out of range; want %s", c.Cache.Retention.D(), providers.WindowForm)
+	}
 	if c.Refresh.D() < time.Second {
 		return keyErr("refresh", "%s is too short; want at least 1s (the clouds rate-limit)", c.Refresh.D())
 	}

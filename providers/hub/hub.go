@@ -36,6 +36,9 @@ type Options struct {
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Cache, when set, keeps the cloud sources' history across restarts
+	// (see Cache); nil fetches the whole window at every start.
+	Cache Cache
 }
 
 // Hub polls sources and publishes snapshots.
@@ -74,9 +77,10 @@ type poolState struct {
 type sourceState struct {
 	SourceStatus
 	regions  map[string]*RegionStatus
-	haveFrom time.Time // history back-filled from here
-	started  bool      // first back-fill finished
-	failed   bool      // last fetch failed
+	haveFrom time.Time    // history back-filled from here
+	started  bool         // first back-fill finished
+	failed   bool         // last fetch failed
+	cache    *sourceCache // nil when the source is not cached
 }
 
 // New makes a hub over the sources. Call Run to start polling.
@@ -119,7 +123,11 @@ func New(sources []providers.Provider, opt Options) *Hub {
 			regions:      map[string]*RegionStatus{},
 		}
 		h.wake[p.Name()] = make(chan struct{}, 1)
+		if opt.Cache != nil && !p.Describe().Simulated {
+			h.status[p.Name()].cache = &sourceCache{regions: map[string]*regionCache{}}
+		}
 	}
+	h.seedFromCache()
 	h.latest = h.buildLocked()
 	return h
 }
@@ -283,15 +291,28 @@ func (h *Hub) loop(ctx context.Context, p providers.Provider) {
 	var lastUntil time.Time
 	failures := 0
 	for ctx.Err() == nil {
+		h.extendFromCache(ctx, name)
 		now := h.opt.Now()
 		h.mu.Lock()
 		want := now.Add(-h.window)
 		st := h.status[name]
 		haveFrom := st.haveFrom
+		var catchUp time.Time
+		if st.cache != nil {
+			catchUp = st.cache.catchUp
+		}
+		st.beginFetchLocked()
 		h.mu.Unlock()
 
 		req := providers.FetchRequest{Query: h.opt.Query, Until: now}
 		switch {
+		case !catchUp.IsZero():
+			// The cache holds the history up to catchUp: back-fill from
+			// there (a second at least, as a request must not be empty).
+			req.Since, req.Backfill = catchUp, true
+			if !now.After(catchUp) {
+				req.Since = now.Add(-time.Second)
+			}
 		case haveFrom.IsZero():
 			req.Since, req.Backfill = want, true
 		case want.Before(haveFrom):
@@ -320,13 +341,14 @@ func (h *Hub) loop(ctx context.Context, p providers.Provider) {
 			st.Err = ""
 			st.State = StateReady
 			st.LastOK = h.opt.Now()
-			if req.Backfill {
+			if req.Backfill && catchUp.IsZero() {
 				st.haveFrom = req.Since
 			}
-			if !req.Backfill || haveFrom.IsZero() {
+			if !req.Backfill || haveFrom.IsZero() || !catchUp.IsZero() {
 				lastUntil = now
 			}
 		}
+		h.settleCacheLocked(st, req, err)
 		h.dirty = true
 		h.mu.Unlock()
 		select {
@@ -383,6 +405,7 @@ func (h *Hub) apply(provider string, ev providers.Event) {
 		ps.changed = next
 	}
 	// Providers send each pool's points together; take them a run at a time.
+	var runs []Run
 	for i := 0; i < len(ev.Points); {
 		k := ev.Points[i].Pool
 		j := i + 1
@@ -398,9 +421,13 @@ func (h *Hub) apply(provider string, ev providers.Event) {
 		ps := h.poolLocked(k)
 		ps.series = ps.series.Merge(at, usd)
 		ps.changed = next
+		if st != nil && st.cache != nil {
+			runs = append(runs, Run{Pool: k, At: at, USD: usd}) // Merge keeps neither
+		}
 		i = j
 	}
 	if st != nil {
+		h.cacheEventLocked(st, ev, runs)
 		if ev.Region != "" {
 			rs := st.regions[ev.Region]
 			if rs == nil {
@@ -544,6 +571,9 @@ func (h *Hub) trimLocked() {
 		return
 	}
 	h.trimmed = now
+	if h.opt.Cache != nil {
+		h.opt.Cache.Trim(now)
+	}
 	cut := now.Add(-h.window - 24*time.Hour).Unix()
 	// What is dropped is no longer held: a later Extend must back-fill it
 	// again, and HistoryFrom must not claim it.

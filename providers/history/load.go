@@ -1,0 +1,216 @@
+package history
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// Load returns what the cache holds of the provider for the query: the
+// regions whose span covers q's GPUs (one span each, the one reaching
+// latest), their pools that q matches, and those pools' points in
+// [from, until] with the one in force at from.
+func (c *Cache) Load(ctx context.Context, provider string, q providers.Query, from, until time.Time) (*hub.Cached, error) {
+	out, err := c.load(ctx, provider, q, from, until)
+	if err != nil {
+		c.noteDamage(err)
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *Cache) load(ctx context.Context, provider string, q providers.Query, from, until time.Time) (*hub.Cached, error) {
+	out := &hub.Cached{}
+	spans, err := c.spans(ctx, provider, q)
+	if err != nil {
+		return nil, fmt.Errorf("read history cache: %w", err)
+	}
+	if len(spans) == 0 {
+		return out, nil
+	}
+	out.Spans = spans
+	covered := map[string]bool{}
+	for _, s := range spans {
+		covered[s.Region] = true
+	}
+
+	rows, err := c.db.QueryContext(ctx, `SELECT id, region, zone, instance_type, gpu_model, description FROM pools WHERE provider = ? ORDER BY id`, provider)
+	if err != nil {
+		return nil, fmt.Errorf("read history cache: %w", err)
+	}
+	index := map[int64]int{}
+	for rows.Next() {
+		var id int64
+		var k providers.PoolKey
+		var model, desc string
+		if err := rows.Scan(&id, &k.Region, &k.Zone, &k.InstanceType, &model, &desc); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read history cache: %w", err)
+		}
+		k.Provider = provider
+		if !covered[k.Region] || !q.WantsGPU(model) {
+			continue
+		}
+		p, err := poolOf(k, desc)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read history cache: pool %s: %w", k, err)
+		}
+		index[id] = len(out.Pools)
+		out.Pools = append(out.Pools, p)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("read history cache: %w", err)
+	}
+	out.History = make([]providers.Series, len(out.Pools))
+	if len(out.Pools) == 0 {
+		return out, nil
+	}
+
+	// The chunks of the span's days, pool by pool, in day order.
+	f, u := from.Unix(), until.Unix()
+	chunks, err := c.db.QueryContext(ctx, `SELECT pool, data FROM chunks
+		WHERE pool IN (SELECT id FROM pools WHERE provider = ?) AND day BETWEEN ? AND ? ORDER BY pool, day`, provider, dayOf(f), dayOf(u))
+	if err != nil {
+		return nil, fmt.Errorf("read history cache: %w", err)
+	}
+	var raw sql.RawBytes // the driver's copy, not another
+	for chunks.Next() {
+		var id int64
+		if err := chunks.Scan(&id, &raw); err != nil {
+			chunks.Close()
+			return nil, fmt.Errorf("read history cache: %w", err)
+		}
+		i, ok := index[id]
+		if !ok {
+			continue
+		}
+		s := &out.History[i]
+		if s.At == nil {
+			// A day's worth of points per day of the span, at least.
+			n, _ := chunkLen(raw)
+			days := int(dayOf(u)-dayOf(f)) + 1
+			s.At, s.USD = make([]int64, 0, n*days), make([]float64, 0, n*days)
+		}
+		if s.At, s.USD, err = appendChunk(s.At, s.USD, raw); err != nil {
+			chunks.Close()
+			return nil, fmt.Errorf("read history cache: pool %s: %w", out.Pools[i].Key(), err)
+		}
+	}
+	if err := chunks.Close(); err != nil {
+		return nil, fmt.Errorf("read history cache: %w", err)
+	}
+
+	// The price in force at from may be in an older chunk.
+	before, err := c.db.PrepareContext(ctx, `SELECT data FROM chunks WHERE pool = ? AND day < ? ORDER BY day DESC LIMIT 1`)
+	if err != nil {
+		return nil, fmt.Errorf("read history cache: %w", err)
+	}
+	defer before.Close()
+	for id, i := range index {
+		s := &out.History[i]
+		if s.Len() > 0 && s.At[0] <= f {
+			continue
+		}
+		var b []byte
+		switch err := before.QueryRowContext(ctx, id, dayOf(f)).Scan(&b); {
+		case err == sql.ErrNoRows:
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("read history cache: %w", err)
+		}
+		at, usd, err := appendChunk(nil, nil, b)
+		if err != nil {
+			return nil, fmt.Errorf("read history cache: pool %s: %w", out.Pools[i].Key(), err)
+		}
+		if n := len(at); n > 0 {
+			s.At = append([]int64{at[n-1]}, s.At...)
+			s.USD = append([]float64{usd[n-1]}, s.USD...)
+		}
+	}
+	for i := range out.History {
+		out.History[i] = clip(out.History[i], f, u)
+	}
+	return out, nil
+}
+
+// clip keeps the points in (from, until] and the one in force at from; it
+// sorts a series whose chunks overlap (a trim's carried point).
+func clip(s providers.Series, from, until int64) providers.Series {
+	if !ascending(s.At) {
+		s.At, s.USD = sortPoints(s.At, s.USD)
+	}
+	lo := sort.Search(len(s.At), func(i int) bool { return s.At[i] > from }) - 1
+	if lo < 0 {
+		lo = 0
+	}
+	hi := sort.Search(len(s.At), func(i int) bool { return s.At[i] > until })
+	if lo >= hi {
+		return providers.Series{}
+	}
+	return providers.Series{At: s.At[lo:hi:hi], USD: s.USD[lo:hi:hi]}
+}
+
+// spans returns, for each region q wants, the span that covers q's GPUs
+// and reaches latest.
+func (c *Cache) spans(ctx context.Context, provider string, q providers.Query) ([]hub.Span, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT region, gpus, from_at, until_at FROM spans WHERE provider = ?`, provider)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	best := map[string]hub.Span{}
+	for rows.Next() {
+		var region, gpus string
+		var from, until int64
+		if err := rows.Scan(&region, &gpus, &from, &until); err != nil {
+			return nil, err
+		}
+		s := hub.Span{Region: region, From: time.Unix(0, from).UTC(), Until: time.Unix(0, until).UTC()}
+		if gpus != "" {
+			s.GPUs = strings.Split(gpus, ",")
+		}
+		if !q.WantsRegion(region) || !s.CoversGPUs(q.GPUs) {
+			continue
+		}
+		if b, ok := best[region]; !ok || s.Until.After(b.Until) || (s.Until.Equal(b.Until) && s.From.Before(b.From)) {
+			best[region] = s
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]hub.Span, 0, len(best))
+	for _, s := range best {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Region < out[j].Region })
+	return out, nil
+}
+
+// poolOf reads a stored description; a pool stored before it was
+// described is described from the catalog, as the hub does.
+func poolOf(k providers.PoolKey, desc string) (providers.Pool, error) {
+	if desc == "" {
+		p := providers.Pool{Provider: k.Provider, Region: k.Region, Zone: k.Zone, InstanceType: k.InstanceType}
+		if e, ok := providers.LookupGPU(k.InstanceType); ok {
+			p.Cloud, p.GPU = e.Cloud, e.GPU
+		}
+		return p, nil
+	}
+	var p providers.Pool
+	if err := json.Unmarshal([]byte(desc), &p); err != nil {
+		return providers.Pool{}, err
+	}
+	if p.Key() != k {
+		return providers.Pool{}, fmt.Errorf("description names %s", p.Key())
+	}
+	return p, nil
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
 	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/watch"
 )
 
 // cli is what the command tree of one run shares: the provider table.
@@ -47,6 +48,10 @@ type app struct {
 	built map[string]providers.Provider
 	hub   *hub.Hub
 	st    *store.Store
+	// wstate is the watch's state (cmd/watch.go), apart from the ledger;
+	// watcher the one evaluator of the rules that every session shares.
+	wstate  *watch.State
+	watcher *watch.Evaluator
 
 	closeOnce sync.Once
 }
@@ -215,6 +220,9 @@ func (a *app) Close() {
 		defer a.mu.Unlock()
 		if a.st != nil {
 			a.st.Close()
+		}
+		if a.wstate != nil {
+			a.wstate.Close()
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -30,6 +31,12 @@ type usageError struct {
 }
 
 func (e *usageError) Error() string { return e.msg }
+
+// exitCodeError ends a run with an exit code of its own and no message
+// (`watch --once` exits 3 when an alert fired).
+type exitCodeError struct{ code int }
+
+func (e *exitCodeError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 // usagef returns a usage error (exit 2). Name the flag and what it
 // accepts: usagef("--window %q: want %s", v, providers.WindowForm).
@@ -65,6 +72,10 @@ func (c *cli) run(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if err == nil {
 		return exitOK
 	}
+	var xe *exitCodeError
+	if errors.As(err, &xe) {
+		return xe.code
+	}
 	if msg, ok := usageMessage(err); ok {
 		fmt.Fprintf(stderr, "gpumarket: %s\n", oneLine(msg))
 		return exitUsage
@@ -79,6 +90,12 @@ func usageMessage(err error) (string, bool) {
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return ue.msg, true
+	}
+	// A watch rule or notify setting that cannot work is bad usage, as a
+	// bad flag is: it is placed at its file:line:col.
+	var re *config.RuleError
+	if errors.As(err, &re) {
+		return err.Error(), true
 	}
 	if errors.Is(err, providers.ErrInvalidQuery) {
 		// A provider's refusal of terms it does not sell names the value

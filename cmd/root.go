@@ -41,7 +41,7 @@ With no config file and no --provider it shows a simulated market.`,
 	c.addCommonFlags(root)
 	root.AddCommand(
 		c.pricesCmd(), c.historyCmd(), c.offeringsCmd(), c.bookCmd(),
-		c.fleetCmd(), c.ledgerCmd(), c.serveCmd(),
+		c.fleetCmd(), c.ledgerCmd(), c.serveCmd(), c.watchCmd(),
 	)
 	return root
 }
@@ -71,6 +71,9 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 		return err
 	}
 	a.KeepLedger(svc)
+	if _, err := a.Watcher(h, svc); err != nil {
+		return err
+	}
 	opt := a.tuiOptions(h, svc)
 	opt.Role, opt.Actor, opt.Context = tui.RoleBooker, localActor(), ctx
 	opt.NoColor = os.Getenv("NO_COLOR") != ""
@@ -83,7 +86,8 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 
 // tuiOptions are what every TUI session of this process shares: the one
 // hub and booking service (the ledger's transactions keep two sessions
-// from buying the same offering), the filters and the risk model. The
+// from buying the same offering), the watch's one evaluator (its alerts
+// go to every session), the filters and the risk model. The
 // caller adds the session's own role, actor, colours and context.
 func (a *app) tuiOptions(h *hub.Hub, svc *booking.Service) tui.Options {
 	return tui.Options{
@@ -94,5 +98,6 @@ func (a *app) tuiOptions(h *hub.Hub, svc *booking.Service) tui.Options {
 		Regions: a.query.Regions,
 		Risk:    a.risk(),
 		Logger:  a.log,
+		Watch:   a.watcher,
 	}
 }

@@ -34,8 +34,8 @@ type (
 
 // blocksKeys are the Blocks view's keys.
 type blocksKeys struct {
-	Up, Down, Book, Form, Search key.Binding
-	global                       *globalKeys
+	Up, Down, Book, Form, Search, Alert key.Binding
+	global                              *globalKeys
 }
 
 func newBlocksKeys(g *globalKeys) blocksKeys {
@@ -45,6 +45,7 @@ func newBlocksKeys(g *globalKeys) blocksKeys {
 		Book:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book")),
 		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e or /", "edit search")),
 		Search: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "search again")),
+		Alert:  key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
 		global: g,
 	}
 }
@@ -56,7 +57,7 @@ func (k blocksKeys) ShortHelp() []key.Binding {
 
 // FullHelp is the `?` screen.
 func (k blocksKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down}, {k.Book, k.Form, k.Search}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	return [][]key.Binding{{k.Up, k.Down}, {k.Book, k.Form, k.Search, k.Alert}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
 }
 
 // Fields of the Blocks search form.
@@ -186,6 +187,8 @@ type blocksView struct {
 	seq       int // of the latest search
 
 	confirm confirmation
+	// prompt asks a block rule's price (a, alerts.go).
+	prompt rulePrompt
 }
 
 // newBlocksView searches for the first of gpus (the session's GPU filter),
@@ -202,12 +205,17 @@ func newBlocksView(c *common, ctx context.Context, svc *booking.Service, gpus []
 	return v
 }
 
-func (v *blocksView) Title() string       { return "Blocks" }
-func (v *blocksView) KeyMap() help.KeyMap { return v.keys }
-func (v *blocksView) SetSize(w, h int)    { v.w, v.h = w, h }
-func (v *blocksView) capturing() bool     { return v.editing }
-func (v *blocksView) box() *confirmation  { return &v.confirm }
-func (v *blocksView) escGoesHome()        {}
+func (v *blocksView) Title() string { return "Blocks" }
+func (v *blocksView) KeyMap() help.KeyMap {
+	if v.prompt.open {
+		return newPromptKeys(false)
+	}
+	return v.keys
+}
+func (v *blocksView) SetSize(w, h int)   { v.w, v.h = w, h }
+func (v *blocksView) capturing() bool    { return v.editing || v.prompt.open }
+func (v *blocksView) box() *confirmation { return &v.confirm }
+func (v *blocksView) escGoesHome()       {}
 
 func (v *blocksView) helpNote() string {
 	return "A capacity block is paid up front and never interrupted. SPOT ALT is the cheapest spot pool for the same GPUs and hours,\n" +
@@ -277,6 +285,9 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	if v.editing {
 		return v.editKey(msg)
 	}
+	if v.prompt.open {
+		return v.prompt.update(v.c, msg)
+	}
 	switch {
 	case key.Matches(msg, v.keys.Up):
 		v.cur = max(v.cur-1, 0)
@@ -288,6 +299,8 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 		return v.search()
 	case key.Matches(msg, v.keys.Book):
 		return v.confirm.offer(v.buyBlock)
+	case key.Matches(msg, v.keys.Alert):
+		return v.makeBlockRule()
 	}
 	return nil
 }
@@ -546,6 +559,10 @@ func (v *blocksView) View() string {
 		lines[last] += "   (e edits)"
 	} else {
 		lines = append(lines, "(e edits)")
+	}
+	if v.prompt.open {
+		// Above the summary whose terms the rule takes.
+		b.WriteString(v.prompt.view(st, v.w) + "\n")
 	}
 	b.WriteString(st.dim.Render(strings.Join(lines, "\n")))
 	b.WriteString("\n" + st.dim.Render(ansi.Wordwrap("* SPOT ALT: the cheapest spot pool's risk-adjusted $/GPU-h for the same GPUs (spread over as many instances), ALT TOTAL for the same hours", v.w, "")))

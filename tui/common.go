@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/watch"
 )
 
 // common is what the views of one session share: size, styles, keys, the
@@ -35,6 +36,9 @@ type common struct {
 	// picker is what the Market view has picked (its marks, or the pool
 	// under its cursor): the Chart and the Fleet view show those pools.
 	picker poolPicker
+	// watch is the process's evaluator of the alert rules; nil when the
+	// session has none.
+	watch *watch.Evaluator
 }
 
 // poolPicker is the Market view as the views that act on its picks see it.

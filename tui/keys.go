@@ -37,6 +37,7 @@ type marketKeys struct {
 	Up, Down, PageUp, PageDown, Home, End key.Binding
 	Mark, Sort, Reverse, Window, GPU      key.Binding
 	Region, Filter, Chart, ClearFilter    key.Binding
+	Alert                                 key.Binding
 	global                                *globalKeys
 }
 
@@ -57,6 +58,7 @@ func newMarketKeys(g *globalKeys) marketKeys {
 		Filter:      key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		Chart:       key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "chart")),
 		ClearFilter: key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear filter")),
+		Alert:       key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
 		global:      g,
 	}
 }
@@ -72,7 +74,7 @@ func (k marketKeys) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
 		{k.Chart, k.Mark, k.Sort, k.Reverse, k.Window},
-		{k.Filter, k.ClearFilter, k.GPU, k.Region},
+		{k.Filter, k.ClearFilter, k.GPU, k.Region, k.Alert},
 		{k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit},
 	}
 }

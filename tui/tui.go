@@ -1,5 +1,6 @@
 // Package tui is gpumarket's terminal UI: a Bubble Tea root model over
-// views (Market, Chart, Blocks, Fleet, Ledger) fed by a hub subscription.
+// views (Market, Chart, Blocks, Fleet, Ledger, Alerts) fed by a hub
+// subscription and the watch's alerts.
 // One Model serves one session; nothing is shared between sessions but the
 // hub and the booking service.
 package tui
@@ -20,6 +21,7 @@ import (
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/watch"
 )
 
 // Role is what a session may do.
@@ -62,6 +64,9 @@ type Options struct {
 	// means the Blocks, Fleet and Ledger views say nothing can be booked
 	// here.
 	Booking *booking.Service
+	// Watch is the process's one evaluator of the alert rules, shared by
+	// every session (alerts.go); nil means no Alerts view.
+	Watch *watch.Evaluator
 }
 
 // Messages between the root and its views.
@@ -133,6 +138,13 @@ type Model struct {
 	// simPools is set when any pool of the snapshot is simulated, whatever
 	// its source is called: the badge must not depend on a name.
 	simPools bool
+
+	// alertSub wakes the session when the watch has alerts; alertSeen is
+	// the newest alert it has been told, unseen how many it has not seen
+	// in the Alerts view (the header's badge).
+	alertSub  <-chan struct{}
+	alertSeen int64
+	unseen    int
 }
 
 // New builds a session's model. It does not subscribe until Init.
@@ -166,6 +178,7 @@ func New(opt Options) *Model {
 		role:   opt.Role,
 		actor:  opt.Actor,
 		after:  tea.Tick,
+		watch:  opt.Watch,
 	}
 	m := &Model{opt: opt, c: c, isDark: true}
 	// The views, in tab order: a new view is one line here.
@@ -174,6 +187,9 @@ func New(opt Options) *Model {
 	addView(m, newBlocksView(c, opt.Context, opt.Booking, opt.GPUs))
 	addView(m, newFleetView(c, opt.Context, opt.Booking))
 	addView(m, newLedgerView(c, opt.Context, opt.Booking))
+	if opt.Watch != nil {
+		addView(m, newAlertsView(c, opt.Context, opt.Watch))
+	}
 	c.picker = m.market
 	m.spin = spinner.New(spinner.WithSpinner(spinner.MiniDot))
 	m.help = help.New()
@@ -208,6 +224,7 @@ func (m *Model) Init() tea.Cmd {
 		m.sub = m.opt.Hub.Subscribe(m.opt.Context)
 		cmds = append(cmds, waitSnapshot(m.sub))
 	}
+	cmds = append(cmds, m.initAlerts())
 	return tea.Batch(cmds...)
 }
 
@@ -269,6 +286,14 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			cmds = append(cmds, m.spin.Tick)
 		}
 		return m, tea.Batch(cmds...)
+	case alertsMsg:
+		return m, m.onAlerts()
+	case alertsClosedMsg:
+		m.alertSub = nil
+		return m, nil
+	case alertsSeenMsg:
+		m.unseen = 0
+		return m, nil
 	case subClosedMsg:
 		m.sub = nil
 		return m, notifyErr(errors.New("the market feed has stopped; the prices shown are the last known"))

@@ -88,13 +88,17 @@ func (m *Model) onAlerts() tea.Cmd {
 		if !a.Tells(config.TellTUI) {
 			continue
 		}
-		cmds = append(cmds, tea.Raw(ansi.BEL))
+		cmds = append(cmds, tea.Raw(bell)) // the terminal bell: BEL, as a string
 		if !looking {
 			m.unseen++
 		}
 	}
 	return tea.Batch(append(cmds, m.broadcast(newAlertsMsg{alerts: news}))...)
 }
+
+// bell rings the terminal's bell. tea.Raw prints its value with
+// fmt.Sprint: the byte must be a string, not ansi.BEL's number.
+const bell = "\a"
 
 // alertLister is the view that lists the alerts: while it is on screen
 // they are seen as they come.

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -172,3 +173,52 @@ func TestWatchSIGTERMFinishesDeliveries(t *testing.T) {
 		t.Errorf("state after SIGTERM: %+v %v, want the delivery done", recs, err)
 	}
 }
+
+// Over SSH: a booker's a on a Market row makes a rule; the server's one
+// evaluator raises its alert once, and every session — the viewer's too
+// — rings the bell and shows the badge.
+func TestServeSessionsShareOneWatch(t *testing.T) {
+	viewer, vline := clientKey(t, "", "attendee")
+	booker, bline := clientKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
+	srv := startServe(t, vline+"\n"+bline+"\n")
+	v := sshTerm(t, srv.addr, viewer, 120, 40)
+	v.wait(t, "sort effective")
+	b := sshTerm(t, srv.addr, booker, 120, 40)
+	b.wait(t, "sort effective")
+	if !strings.Contains(v.text(), "Alerts") {
+		t.Fatalf("no Alerts tab:\n%s", v.text())
+	}
+	v.press(t, "a")
+	v.wait(t, "only a booker may make alert rules")
+
+	// Below $1000/h: every spot price is, so it fires at the next tick.
+	b.press(t, "a")
+	b.wait(t, "alert when spot")
+	b.press(t, strings.Repeat("\x7f", 12)+"1000\r")
+	b.wait(t, "saved in")
+	for _, s := range []*sshScreen{v, b} {
+		s.wait(t, "1 new alert")
+		if n := bareBells(s.out.String()); n != 1 {
+			t.Errorf("%d bells in the session's output, want 1", n)
+		}
+	}
+	st, err := watch.OpenState(srv.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, err := st.Recent(context.Background(), 10)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("the server raised %d alerts (%v), want 1 for two sessions", len(recs), err)
+	}
+	data, _ := os.ReadFile(filepath.Join(srv.dataDir, watch.RulesFileName))
+	if !strings.Contains(string(data), "made_by: ssh:SHA256:") || !strings.Contains(string(data), "organizer") {
+		t.Errorf("rules file:\n%s", data)
+	}
+}
+
+// oscRE matches an OSC sequence (the window title), which BEL may end.
+var oscRE = regexp.MustCompile("\x1b\\][^\x07\x1b]*(\x07|\x1b\\\\)")
+
+// bareBells counts the BELs that ring: those outside OSC sequences.
+func bareBells(s string) int { return strings.Count(oscRE.ReplaceAllString(s, ""), "\a") }

@@ -129,7 +129,11 @@ func (a *app) Hub(ctx context.Context) (*hub.Hub, error) {
 
 // hubOver starts the hub over the given sources (tests give fakes); a
 // second call returns the hub already running.
-func (a *app) hubOver(ps []providers.Provider) *hub.Hub {
+func (a *app) hubOver(ps []providers.Provider) *hub.Hub { return a.hubWith(ps, a.query) }
+
+// hubWith is hubOver fetching what q selects (`watch` fetches what its
+// rules need, its providers built for the config's regions).
+func (a *app) hubWith(ps []providers.Provider, q providers.Query) *hub.Hub {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.hub != nil {
@@ -142,10 +146,10 @@ func (a *app) hubOver(ps []providers.Provider) *hub.Hub {
 	}
 	var maxWindow time.Duration
 	if a.sharedWindow {
-		maxWindow = a.query.Window
+		maxWindow = q.Window
 	}
 	a.hub = hub.New(ps, hub.Options{
-		Query:     a.query,
+		Query:     q,
 		MaxWindow: maxWindow,
 		// The simulated market ticks at sim.tick; the clouds are polled
 		// every refresh.

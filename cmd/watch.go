@@ -94,16 +94,25 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 		return usagef("no watch rules: add a watch: list to the config (%s), or make rules in the TUI with a; see the README's Watch section", where)
 	}
 	ctx := cmd.Context()
-	var h *hub.Hub
-	if q, ok := marketFor(e.query, all); ok {
-		e.query = q
-		if h, err = a.Hub(ctx); err != nil {
-			return err
-		}
-	}
+	// The providers are built for the config's regions (a block rule
+	// with none searches them); the market is fetched for the rules.
 	ps, err := a.Providers(ctx)
 	if err != nil {
 		return err
+	}
+	var h *hub.Hub
+	if q, ok := marketFor(e.query, all); ok {
+		var sources []providers.Provider
+		for _, p := range ps {
+			d := p.Describe()
+			for _, r := range q.Regions {
+				if d.KnowsRegion(r) {
+					sources = append(sources, p)
+					break
+				}
+			}
+		}
+		h = a.hubWith(sources, q)
 	}
 	svc, err := a.Booking(ps, 0)
 	if err != nil {

@@ -58,7 +58,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func openState(t *testing.T, dir string) *State {
+func openState(t testing.TB, dir string) *State {
 	t.Helper()
 	st, err := OpenState(dir)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
@@ -150,5 +149,11 @@ func simNote(simulated bool) string {
 	return ""
 }
 
-// joinIDs lists ledger ids for a line of text.
-func joinIDs(ids []string) string { return strings.Join(ids, ", ") }
+// source ends the text of an alert about a pool: its provider, or that
+// it is simulated (which says more than the simulated market's name).
+func source(provider string, simulated bool) string {
+	if simulated {
+		return simNote(true)
+	}
+	return " (" + provider + ")"
+}

@@ -94,8 +94,8 @@ func (e *Evaluator) evalSpot(ctx context.Context, r Rule, snap *hub.Snapshot) {
 		if pv.GPU.Count > 0 {
 			a.USDGPUHour = fp(bestUSD / pv.GPU.Count)
 		}
-		a.Text = fmt.Sprintf("spot %s in %s is $%s/h, %s $%s/h (%s)%s", market.DisplayType(pv.InstanceType), market.Place(pv.Region, pv.Zone),
-			market.Money(bestUSD), word, market.Money(limit), pv.Provider, simNote(pv.Simulated))
+		a.Text = fmt.Sprintf("spot %s in %s is $%s/h, %s $%s/h%s", market.DisplayType(pv.InstanceType), market.Place(pv.Region, pv.Zone),
+			market.Money(bestUSD), word, market.Money(limit), source(pv.Provider, pv.Simulated))
 		return a
 	}))
 }
@@ -169,8 +169,8 @@ func (e *Evaluator) evalBucket(ctx context.Context, r Rule, snap *hub.Snapshot) 
 			first := rose[0]
 			a = poolAlert(first.pv)
 			a.Bucket, a.PreviousBucket = strp(first.to), strp(first.from)
-			a.Text = fmt.Sprintf("interruption bucket of %s rose: %s (%s)%s", market.DisplayType(first.pv.InstanceType), strings.Join(parts, ", "),
-				first.pv.Provider, simNote(first.pv.Simulated))
+			a.Text = fmt.Sprintf("interruption bucket of %s rose: %s%s", market.DisplayType(first.pv.InstanceType), strings.Join(parts, ", "),
+				source(first.pv.Provider, first.pv.Simulated))
 			st.LastFired = now
 		}
 		st.Memo, _ = json.Marshal(memo)

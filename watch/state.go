@@ -218,7 +218,7 @@ func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.T
 		return nil, st, nil // nothing to write
 	}
 	if a != nil {
-		a.At = now
+		a.At = now.UTC().Truncate(time.Second) // RFC 3339 to the second, as the CLI writes times
 		res, err := tx.ExecContext(ctx, `INSERT INTO alerts (rule, at, alert) VALUES (?, ?, '')`, rule, fmtTime(now))
 		if err != nil {
 			return nil, st, fmt.Errorf("record alert of rule %s: %w", rule, err)

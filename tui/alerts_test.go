@@ -125,12 +125,17 @@ func TestAlertsReachEverySession(t *testing.T) {
 			t.Errorf("Alerts view lacks %q:\n%s", want, screen)
 		}
 	}
-	// On the Alerts view a new alert rings but is seen at once.
-	clk := fixtureSnapshot()
-	clk.Pools = nil
+	// On the Alerts view a new alert rings, is seen at once and listed.
+	if _, err := ev.AddRule(context.Background(), below("cheap-nd", "Standard_ND96isr_H100_v5", "eastus", 100)); err != nil {
+		t.Fatal(err)
+	}
+	raise(t, ev)
 	_, cmd := m.Update(alertsMsg{})
-	if bells(run(m, cmd)) != 0 || m.unseen != 0 {
-		t.Errorf("unseen %d", m.unseen)
+	if n := bells(run(m, cmd)); n != 1 || m.unseen != 0 {
+		t.Errorf("on the Alerts view: %d bells, %d unseen; want 1 and 0", n, m.unseen)
+	}
+	if screen := ansi.Strip(m.View().Content); !strings.Contains(screen, "cheap-nd") || strings.Contains(title(m), "new alert") {
+		t.Errorf("the new alert is not listed, or badged:\n%s", screen)
 	}
 }
 

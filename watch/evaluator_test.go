@@ -322,9 +322,13 @@ func TestRulesMadeInTheTUI(t *testing.T) {
 		t.Errorf("rules in force: %d, want 2", len(e.Rules()))
 	}
 
-	// The next process has it.
+	// The next process has it, asking the providers about it again.
+	before := checked
 	opt.State = openState(t, dir)
 	e2 := newEvaluator(t, opt)
+	if checked != before+1 {
+		t.Errorf("the rules file's rule was checked %d times at load, want 1", checked-before)
+	}
 	rs := e2.Rules()
 	if len(rs) != 2 || rs[1].Name != "spot-2" || rs[1].Spot.Zone != "us-west-2a" || rs[1].Fingerprint != r.Fingerprint {
 		t.Fatalf("after a restart: %+v", rs)
@@ -394,8 +398,8 @@ func TestNothingDecidedOnHalfAMarket(t *testing.T) {
 	if n := e.fired.Load(); n != 1 {
 		t.Errorf("fired %d, want 1: the price never rose above the figure on a current market", n)
 	}
-	if rs := e.Rules(); !strings.Contains(rs[0].Note, "") || !rs[0].Active {
-		t.Errorf("rule %+v", rs[0])
+	if rs := e.Rules(); !rs[0].Active {
+		t.Errorf("rule %+v: want its condition holding", rs[0])
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/providers/hub"
 	"github.com/gpumarket/gpumarket/providers/store"
 	"github.com/gpumarket/gpumarket/providers/usage"
+	"github.com/gpumarket/gpumarket/watch"
 )
 
 // cli is what the command tree of one run shares: the provider table.
@@ -55,6 +56,10 @@ type app struct {
 	st    *store.Store
 	// usage is the one usage tracker of the run (usageTracker).
 	usage *usage.Tracker
+	// wstate is the watch's state (cmd/watch.go), apart from the ledger;
+	// watcher the one evaluator of the rules that every session shares.
+	wstate  *watch.State
+	watcher *watch.Evaluator
 
 	closeOnce sync.Once
 }
@@ -132,7 +137,11 @@ func (a *app) Hub(ctx context.Context) (*hub.Hub, error) {
 
 // hubOver starts the hub over the given sources (tests give fakes); a
 // second call returns the hub already running.
-func (a *app) hubOver(ps []providers.Provider) *hub.Hub {
+func (a *app) hubOver(ps []providers.Provider) *hub.Hub { return a.hubWith(ps, a.query) }
+
+// hubWith is hubOver fetching what q selects (`watch` fetches what its
+// rules need, its providers built for the config's regions).
+func (a *app) hubWith(ps []providers.Provider, q providers.Query) *hub.Hub {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.hub != nil {
@@ -145,10 +154,10 @@ func (a *app) hubOver(ps []providers.Provider) *hub.Hub {
 	}
 	var maxWindow time.Duration
 	if a.sharedWindow {
-		maxWindow = a.query.Window
+		maxWindow = q.Window
 	}
 	a.hub = hub.New(ps, hub.Options{
-		Query:     a.query,
+		Query:     q,
 		MaxWindow: maxWindow,
 		// The simulated market ticks at sim.tick; the clouds are polled
 		// every refresh.
@@ -227,6 +236,9 @@ func (a *app) Close() {
 			a.st.Close()
 		}
 		a.closeHistory()
+		if a.wstate != nil {
+			a.wstate.Close()
+		}
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -31,9 +32,10 @@ type usageError struct {
 
 func (e *usageError) Error() string { return e.msg }
 
-// reportedError ends a command whose failure has been said already, line
-// by line (every provider's refusal of a search): run prints nothing more
-// and exits with code.
+// reportedError ends a command with an exit code of its own and nothing
+// more on stderr: its failure has been said already, line by line (every
+// provider's refusal of a search), or the code is the answer (`watch
+// --once` exits 3 when an alert fired).
 type reportedError struct{ code int }
 
 func (e reportedError) Error() string { return fmt.Sprintf("exit %d (said above)", e.code) }
@@ -93,6 +95,12 @@ func usageMessage(err error) (string, bool) {
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return ue.msg, true
+	}
+	// A watch rule or notify setting that cannot work is bad usage, as a
+	// bad flag is: it is placed at its file:line:col.
+	var re *config.RuleError
+	if errors.As(err, &re) {
+		return err.Error(), true
 	}
 	if errors.Is(err, providers.ErrInvalidQuery) {
 		// A provider's refusal of terms it does not sell names the value

@@ -44,7 +44,7 @@ With no config file and no --provider it shows a simulated market.`,
 	c.addCommonFlags(root)
 	root.AddCommand(
 		c.pricesCmd(), c.historyCmd(), c.offeringsCmd(), c.bookCmd(),
-		c.fleetCmd(), c.ledgerCmd(), c.usageCmd(), c.serveCmd(), c.planCmd(), c.backtestCmd(),
+		c.fleetCmd(), c.ledgerCmd(), c.usageCmd(), c.serveCmd(), c.planCmd(), c.backtestCmd(), c.watchCmd(),
 	)
 	root.AddCommand(c.cacheCmd())
 	return root
@@ -75,6 +75,9 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 		return err
 	}
 	a.KeepLedger(svc)
+	if _, err := a.Watcher(h, svc); err != nil {
+		return err
+	}
 	opt := a.tuiOptions(h, svc)
 	opt.Role, opt.Actor, opt.Context = tui.RoleBooker, localActor(), ctx
 	opt.NoColor = os.Getenv("NO_COLOR") != ""
@@ -87,9 +90,10 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 
 // tuiOptions are what every TUI session of this process shares: the one
 // hub and booking service (the ledger's transactions keep two sessions
-// from buying the same offering), the filters, the risk model and the
-// Plan view's speeds. The caller adds the session's own role, actor,
-// colours and context.
+// from buying the same offering), the watch's one evaluator (its alerts
+// go to every session), the filters, the risk model and the Plan view's
+// speeds. The caller adds the session's own role, actor, colours and
+// context.
 func (a *app) tuiOptions(h *hub.Hub, svc *booking.Service) tui.Options {
 	return tui.Options{
 		Booking:   svc,
@@ -101,5 +105,6 @@ func (a *app) tuiOptions(h *hub.Hub, svc *booking.Service) tui.Options {
 		Speeds:    a.planSpeeds(),
 		Logger:    a.log,
 		Usage:     a.usageTracker(h),
+		Watch:     a.watcher,
 	}
 }

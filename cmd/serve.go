@@ -118,6 +118,11 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 	// Settle lost answers and release reservations whose window ended,
 	// while the server runs.
 	a.KeepLedger(svc)
+	// One evaluator of the watch rules for the whole server: fifty
+	// sessions tell each alert once and search once.
+	if _, err := a.Watcher(h, svc); err != nil {
+		return err
+	}
 
 	srv, err := server.New(server.Options{
 		Listen:             sc.Listen,

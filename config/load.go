@@ -283,7 +283,7 @@ func (c *Config) Validate() error {
 			return keyErr("serve.roles."+k, "unknown role %q; want one of %s", v, strings.Join(Roles, ", "))
 		}
 	}
-	return nil
+	return c.validateWatch()
 }
 
 func bad(v float64) bool { return v < 0 || math.IsNaN(v) || math.IsInf(v, 0) }

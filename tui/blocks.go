@@ -33,8 +33,8 @@ type (
 
 // blocksKeys are the Blocks view's keys.
 type blocksKeys struct {
-	Up, Down, Book, Form, Search, Plan key.Binding
-	global                             *globalKeys
+	Up, Down, Book, Form, Search, Plan, Alert key.Binding
+	global                                    *globalKeys
 }
 
 func newBlocksKeys(g *globalKeys) blocksKeys {
@@ -45,6 +45,7 @@ func newBlocksKeys(g *globalKeys) blocksKeys {
 		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e or /", "edit search")),
 		Search: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "search again")),
 		Plan:   key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "plan this job")),
+		Alert:  key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
 		global: g,
 	}
 }
@@ -56,7 +57,7 @@ func (k blocksKeys) ShortHelp() []key.Binding {
 
 // FullHelp is the `?` screen.
 func (k blocksKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down}, {k.Book, k.Form, k.Search, k.Plan}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	return [][]key.Binding{{k.Up, k.Down}, {k.Book, k.Form, k.Search, k.Plan, k.Alert}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
 }
 
 // Fields of the Blocks search form.
@@ -172,6 +173,8 @@ type blocksView struct {
 	seq       int // of the latest search
 
 	confirm confirmation
+	// prompt asks a block rule's price (a, alerts.go).
+	prompt rulePrompt
 }
 
 // newBlocksView searches for the first of gpus (the session's GPU filter),
@@ -188,12 +191,17 @@ func newBlocksView(c *common, ctx context.Context, svc *booking.Service, gpus []
 	return v
 }
 
-func (v *blocksView) Title() string       { return "Blocks" }
-func (v *blocksView) KeyMap() help.KeyMap { return v.keys }
-func (v *blocksView) SetSize(w, h int)    { v.w, v.h = w, h }
-func (v *blocksView) capturing() bool     { return v.editing }
-func (v *blocksView) box() *confirmation  { return &v.confirm }
-func (v *blocksView) escGoesHome()        {}
+func (v *blocksView) Title() string { return "Blocks" }
+func (v *blocksView) KeyMap() help.KeyMap {
+	if v.prompt.open {
+		return newPromptKeys(false)
+	}
+	return v.keys
+}
+func (v *blocksView) SetSize(w, h int)   { v.w, v.h = w, h }
+func (v *blocksView) capturing() bool    { return v.editing || v.prompt.open }
+func (v *blocksView) box() *confirmation { return &v.confirm }
+func (v *blocksView) escGoesHome()       {}
 
 func (v *blocksView) helpNote() string {
 	return "A capacity block is paid up front and never interrupted. SPOT ALT is the cheapest spot pool for the same GPUs and hours,\n" +
@@ -263,6 +271,9 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	if v.editing {
 		return v.editKey(msg)
 	}
+	if v.prompt.open {
+		return v.prompt.update(v.c, msg)
+	}
 	switch {
 	case key.Matches(msg, v.keys.Up):
 		v.cur = max(v.cur-1, 0)
@@ -277,6 +288,8 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, v.keys.Plan):
 		seed := v.planSeed()
 		return func() tea.Msg { return openPlanMsg{seed: seed} }
+	case key.Matches(msg, v.keys.Alert):
+		return v.makeBlockRule()
 	}
 	return nil
 }
@@ -576,6 +589,10 @@ func (v *blocksView) View() string {
 		lines[last] += "   (e edits)"
 	} else {
 		lines = append(lines, "(e edits)")
+	}
+	if v.prompt.open {
+		// Above the summary whose terms the rule takes.
+		b.WriteString(v.prompt.view(st, v.w) + "\n")
 	}
 	b.WriteString(st.dim.Render(strings.Join(lines, "\n")))
 	b.WriteString("\n" + st.dim.Render(wordwrap("* SPOT ALT: the cheapest spot pool's EFF $/GPU-h for the block's GPUs and hours (interruptions priced in), ALT TOTAL for them", v.w)))

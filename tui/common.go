@@ -12,6 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/hub"
 	"github.com/gpumarket/gpumarket/providers/usage"
+	"github.com/gpumarket/gpumarket/watch"
 )
 
 // common is what the views of one session share: size, styles, keys, the
@@ -40,6 +41,9 @@ type common struct {
 	// idleAlerts are the running rows idle past budget.max_idle_pct, as
 	// the Usage view last heard: the header names them.
 	idleAlerts []usage.Alert
+	// watch is the process's evaluator of the alert rules; nil when the
+	// session has none.
+	watch *watch.Evaluator
 }
 
 // poolPicker is the Market view as the views that act on its picks see it.

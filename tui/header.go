@@ -92,17 +92,19 @@ func (m *Model) titleLine(w int) string {
 	}
 	type form struct {
 		name, badge, updated, clock string
+		shortAlert                  bool
 	}
 	forms := []form{
-		{"gpumarket", " SIMULATED MARKET ", "updated ", "15:04:05"},
-		{"gpumarket", " SIMULATED ", "updated ", "15:04:05"},
-		{"gpumarket", " SIMULATED ", "", "15:04:05"},
+		{"gpumarket", " SIMULATED MARKET ", "updated ", "15:04:05", false},
+		{"gpumarket", " SIMULATED ", "updated ", "15:04:05", false},
+		{"gpumarket", " SIMULATED ", "", "15:04:05", false},
+		{"gpumarket", " SIMULATED ", "", "15:04:05", true},
 		// At 80 columns the seven tabs leave no room for the name: it
 		// goes before the badge is cut (the window title says it, and
 		// "SIM" or a time to the minute are read wrong).
-		{"", " SIMULATED ", "", "15:04:05"},
-		{"gpumarket", " SIM ", "", "15:04"},
-		{"", " SIM ", "", "15:04"},
+		{"", " SIMULATED ", "", "15:04:05", true},
+		{"gpumarket", " SIM ", "", "15:04", true},
+		{"", " SIM ", "", "15:04", true},
 	}
 	var line string
 	for _, f := range forms {
@@ -128,6 +130,10 @@ func (m *Model) titleLine(w int) string {
 		if m.simulated() {
 			b.WriteString("  ")
 			b.WriteString(st.badgeSim.Render(f.badge))
+		}
+		if badge := m.alertBadge(f.shortAlert); badge != "" {
+			b.WriteString("  ")
+			b.WriteString(badge)
 		}
 		if m.readOnly() {
 			b.WriteString("  ")

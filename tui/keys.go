@@ -37,7 +37,7 @@ type marketKeys struct {
 	Up, Down, PageUp, PageDown, Home, End key.Binding
 	Mark, Sort, Reverse, Window, GPU      key.Binding
 	Region, Filter, Chart, ClearFilter    key.Binding
-	Plan                                  key.Binding
+	Plan, Alert                           key.Binding
 	global                                *globalKeys
 }
 
@@ -59,6 +59,7 @@ func newMarketKeys(g *globalKeys) marketKeys {
 		Chart:       key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "chart")),
 		ClearFilter: key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear filter")),
 		Plan:        key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "plan a job")),
+		Alert:       key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
 		global:      g,
 	}
 }
@@ -74,7 +75,7 @@ func (k marketKeys) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
 		{k.Chart, k.Mark, k.Sort, k.Reverse, k.Window},
-		{k.Filter, k.ClearFilter, k.GPU, k.Region, k.Plan},
+		{k.Filter, k.ClearFilter, k.GPU, k.Region, k.Plan, k.Alert},
 		{k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit},
 	}
 }

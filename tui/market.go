@@ -45,6 +45,8 @@ type marketView struct {
 	filter  textinput.Model
 	typing  bool   // the `/` input has the keyboard
 	needle  string // lowercased free-text filter
+	// prompt asks a spot rule's price (a, alerts.go).
+	prompt rulePrompt
 
 	width, height int
 	cols          []int // shown, into market.View
@@ -84,6 +86,9 @@ func (m *marketView) KeyMap() help.KeyMap {
 	if m.typing {
 		return m.fkeys
 	}
+	if m.prompt.open {
+		return newPromptKeys(true)
+	}
 	return m.keys
 }
 
@@ -98,7 +103,7 @@ func (m *marketView) helpNote() string {
 }
 
 // capturing reports that the filter input wants every key, q and tab too.
-func (m *marketView) capturing() bool { return m.typing }
+func (m *marketView) capturing() bool { return m.typing || m.prompt.open }
 
 func (m *marketView) SetSize(w, h int) {
 	m.width, m.height = max(w, 0), max(h, 0)
@@ -203,6 +208,9 @@ func (m *marketView) Update(msg tea.Msg) (view, tea.Cmd) {
 		if m.typing {
 			return m.updateFilter(msg)
 		}
+		if m.prompt.open {
+			return m, m.prompt.update(m.c, msg)
+		}
 		return m.updateKey(msg)
 	}
 	if m.typing {
@@ -301,6 +309,8 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 			return m, notifyHere("no pool to chart")
 		}
 		return m, func() tea.Msg { return openPoolsMsg{keys: keys} }
+	case key.Matches(msg, k.Alert):
+		return m, m.makeSpotRule()
 	}
 	return m, nil
 }
@@ -404,6 +414,8 @@ func (m *marketView) View() string {
 	// status / filter line
 	if m.typing {
 		b.WriteString(m.filter.View())
+	} else if m.prompt.open {
+		b.WriteString(m.prompt.view(st, m.width))
 	} else {
 		arrow := "↑"
 		if m.reverse {

@@ -1,6 +1,6 @@
 // Package tui is gpumarket's terminal UI: a Bubble Tea root model over
-// views (Market, Chart, Blocks, Plan, Fleet, Ledger, Usage) fed by a hub
-// subscription.
+// views (Market, Chart, Blocks, Plan, Fleet, Ledger, Usage, Alerts) fed by
+// a hub subscription and the watch's alerts.
 // One Model serves one session; nothing is shared between sessions but the
 // hub and the booking service.
 package tui
@@ -22,6 +22,7 @@ import (
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
 	"github.com/gpumarket/gpumarket/providers/usage"
+	"github.com/gpumarket/gpumarket/watch"
 )
 
 // Role is what a session may do.
@@ -73,6 +74,9 @@ type Options struct {
 	// Usage view, the header's idle alert); one tracker serves every
 	// session of a process. Nil: the view says there is no ledger.
 	Usage *usage.Tracker
+	// Watch is the process's one evaluator of the alert rules, shared by
+	// every session (alerts.go); nil means no Alerts view.
+	Watch *watch.Evaluator
 }
 
 // Messages between the root and its views.
@@ -144,6 +148,13 @@ type Model struct {
 	// simPools is set when any pool of the snapshot is simulated, whatever
 	// its source is called: the badge must not depend on a name.
 	simPools bool
+
+	// alertSub wakes the session when the watch has alerts; alertSeen is
+	// the newest alert it has been told, unseen how many it has not seen
+	// in the Alerts view (the header's badge).
+	alertSub  <-chan struct{}
+	alertSeen int64
+	unseen    int
 }
 
 // New builds a session's model. It does not subscribe until Init.
@@ -177,6 +188,7 @@ func New(opt Options) *Model {
 		role:   opt.Role,
 		actor:  opt.Actor,
 		after:  tea.Tick,
+		watch:  opt.Watch,
 	}
 	m := &Model{opt: opt, c: c, isDark: true}
 	// The views, in tab order: a new view is one line here.
@@ -187,6 +199,9 @@ func New(opt Options) *Model {
 	addView(m, newFleetView(c, opt.Context, opt.Booking))
 	addView(m, newLedgerView(c, opt.Context, opt.Booking))
 	addView(m, newUsageView(c, opt.Context, opt.Usage))
+	if opt.Watch != nil {
+		addView(m, newAlertsView(c, opt.Context, opt.Watch))
+	}
 	c.picker = m.market
 	m.spin = spinner.New(spinner.WithSpinner(spinner.MiniDot))
 	m.help = help.New()
@@ -221,6 +236,7 @@ func (m *Model) Init() tea.Cmd {
 		m.sub = m.opt.Hub.Subscribe(m.opt.Context)
 		cmds = append(cmds, waitSnapshot(m.sub))
 	}
+	cmds = append(cmds, m.initAlerts())
 	return tea.Batch(cmds...)
 }
 
@@ -282,6 +298,14 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			cmds = append(cmds, m.spin.Tick)
 		}
 		return m, tea.Batch(cmds...)
+	case alertsMsg:
+		return m, m.onAlerts()
+	case alertsClosedMsg:
+		m.alertSub = nil
+		return m, nil
+	case alertsSeenMsg:
+		m.unseen = 0
+		return m, nil
 	case subClosedMsg:
 		m.sub = nil
 		return m, notifyErr(errors.New("the market feed has stopped; the prices shown are the last known"))

@@ -1,0 +1,294 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/watch"
+)
+
+// exitFired is `watch --once`'s exit code when an alert fired: scripts
+// tell "something to do" from "nothing" (0) and from a bad config (2).
+const exitFired = 3
+
+func (cl *cli) watchCmd() *cobra.Command {
+	var once bool
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "watch",
+		Short: "Evaluate the watch rules headless and tell their alerts (for systemd or cron)",
+		Long: `watch evaluates the rules of the config's watch: list and of the rules made in
+the TUI (<data dir>/` + watch.RulesFileName + `), without a screen, and logs one line per
+alert on stdout; notify: sends each alert to a command and a webhook.
+
+It fetches only what its rules need: the spot and bucket rules' instance
+types and regions (the config's gpus: and regions: filters are for the TUI),
+a block search per block rule every 10 minutes (its every:), the ledger for
+starts_in rules. What fired and what is still to deliver is kept in
+<data dir>/` + watch.StateFileName + `: a restart neither repeats an alert nor loses one.
+
+It exits non-zero only for a bad configuration (2, with file:line:col); a
+cloud or a webhook that fails is logged and tried again. SIGTERM finishes
+the deliveries in flight, then exits. --once evaluates every rule once,
+delivers what is owed and exits 0 if no alert fired, 3 if one did.`,
+		Example: `  gpumarket watch                      # until SIGTERM
+  gpumarket watch --once || [ $? -eq 3 ] && echo "an alert fired"`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkTimeout(timeout); err != nil {
+				return err
+			}
+			return cl.runWatch(cmd, once, timeout)
+		},
+	}
+	c.Flags().BoolVar(&once, "once", false, "evaluate every rule once, deliver, exit 0 if none fired and 3 if any did")
+	c.Flags().DurationVar(&timeout, "timeout", defaultTimeout, "with --once: how long to wait for the market to load")
+	return c
+}
+
+func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) error {
+	a, err := cl.newApp(cmd)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	e := a.env
+	// Headless: the log is stderr, alerts are stdout.
+	level := slog.LevelInfo
+	if os.Getenv("GPUMARKET_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: level}))
+
+	fileRules, err := a.fileRules()
+	if err != nil {
+		return err
+	}
+	// The rules are checked against the providers in use before the
+	// market they need is built from them.
+	if err := a.checkWatchRules(); err != nil {
+		return err
+	}
+	if err := checkRules(a.rulesFile(), fileRules, a.inUse()); err != nil {
+		return err
+	}
+	all := append(append([]config.WatchRule(nil), e.cfg.Watch...), fileRules...)
+	if len(all) == 0 {
+		where := "no config file was read"
+		if e.cfg.Path != "" {
+			where = "config " + e.cfg.Path
+		}
+		return usagef("no watch rules: add a watch: list to the config (%s), or make rules in the TUI with a; see the README's Watch section", where)
+	}
+	ctx := cmd.Context()
+	// The providers are built for the config's regions (a block rule
+	// with none searches them); the market is fetched for the rules.
+	ps, err := a.Providers(ctx)
+	if err != nil {
+		return err
+	}
+	var h *hub.Hub
+	if q, ok := marketFor(e.query, all); ok {
+		var sources []providers.Provider
+		for _, p := range ps {
+			d := p.Describe()
+			for _, r := range q.Regions {
+				if d.KnowsRegion(r) {
+					sources = append(sources, p)
+					break
+				}
+			}
+		}
+		h = a.hubWith(sources, q)
+	}
+	svc, err := a.Booking(ps, 0)
+	if err != nil {
+		return err
+	}
+	ev, err := a.newWatcher(h, svc, func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) })
+	if err != nil {
+		return err
+	}
+	e.log.Info("watching", "rules", len(ev.Rules()), "providers", strings.Join(e.query.Providers, ","), "state", filepath.Join(e.dataDir, watch.StateFileName))
+	if a.simulated() {
+		e.log.Warn(simBanner)
+	}
+	if once {
+		var snap *hub.Snapshot
+		if h != nil {
+			if snap, err = a.waitReady(ctx, h, timeout); err != nil {
+				// Not a configuration error: the other rules still run.
+				e.log.Warn("the market did not load: spot and bucket rules are not evaluated this time", "err", err)
+				snap = nil
+			}
+		}
+		n, err := ev.Once(ctx, snap)
+		if err != nil {
+			e.log.Error("watch", "err", err)
+		}
+		if n > 0 {
+			return reported(exitFired)
+		}
+		return nil
+	}
+	// Until SIGTERM; Run returns once the deliveries in flight are done.
+	ev.Run(ctx)
+	return nil
+}
+
+// marketFor is the market a headless watch needs: the spot and bucket
+// rules' GPU models and regions, an hour of history (their rules read the
+// latest price). ok is false when no rule reads the market.
+func marketFor(q providers.Query, rules []config.WatchRule) (providers.Query, bool) {
+	var gpus, regions []string
+	for _, w := range rules {
+		it, region := "", ""
+		switch {
+		case w.Spot != nil:
+			it, region = w.Spot.InstanceType, w.Spot.Region
+		case w.Bucket != nil:
+			it, region = w.Bucket.InstanceType, w.Bucket.Region
+		default:
+			continue
+		}
+		if e, ok := providers.LookupGPU(it); ok && !contains(gpus, e.GPU.Model) {
+			gpus = append(gpus, e.GPU.Model)
+		}
+		if !contains(regions, region) {
+			regions = append(regions, region)
+		}
+	}
+	if len(regions) == 0 {
+		return q, false
+	}
+	q.GPUs, q.Regions, q.Window = gpus, regions, time.Hour
+	return q, true
+}
+
+// rulesFile is the data dir's file of the rules made in the TUI.
+func (a *app) rulesFile() string { return filepath.Join(a.dataDir, watch.RulesFileName) }
+
+// fileRules reads the rules made in the TUI, checked as the config's are.
+func (a *app) fileRules() ([]config.WatchRule, error) {
+	data, err := os.ReadFile(a.rulesFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read rules file: %w", err)
+	}
+	return config.ParseRules(a.rulesFile(), data, a.cfg.Notify)
+}
+
+// checkRules refuses a rule of file that the providers in use cannot
+// serve, at its file:line:col (exit 2).
+func checkRules(file string, rules []config.WatchRule, descs []providers.Descriptor) error {
+	for i, w := range rules {
+		if err := watch.Check(w, descs, false); err != nil {
+			return watch.Place(file, w, i, err)
+		}
+	}
+	return nil
+}
+
+// inUse are the descriptors of the providers of this run.
+func (a *app) inUse() []providers.Descriptor {
+	out := make([]providers.Descriptor, len(a.query.Providers))
+	for i, n := range a.query.Providers {
+		out[i] = a.table.describe(n)
+	}
+	return out
+}
+
+// checkWatchRules refuses a config rule the providers in use cannot
+// serve, at the rule's file:line:col (exit 2).
+func (a *app) checkWatchRules() error {
+	return checkRules(a.cfg.Path, a.cfg.Watch, a.inUse())
+}
+
+// Watcher builds the process's one evaluator of the watch rules over the
+// hub and the booking service, and runs it until Close: the TUI and
+// `serve` share it between their sessions.
+func (a *app) Watcher(h *hub.Hub, svc *booking.Service) (*watch.Evaluator, error) {
+	ev, err := a.newWatcher(h, svc, func(al watch.Alert) {
+		a.log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.watcher = ev
+	a.mu.Unlock()
+	a.loops.Add(1)
+	go func() {
+		defer a.loops.Done()
+		ev.Run(a.ctx)
+	}()
+	return ev, nil
+}
+
+// newWatcher checks the rules against the providers in use and builds
+// the evaluator; onAlert is told each alert it raises.
+func (a *app) newWatcher(h *hub.Hub, svc *booking.Service, onAlert func(watch.Alert)) (*watch.Evaluator, error) {
+	if err := a.checkWatchRules(); err != nil {
+		return nil, err
+	}
+	st, err := a.watchState()
+	if err != nil {
+		return nil, err
+	}
+	descs := a.inUse()
+	var lead time.Duration
+	for _, d := range descs {
+		for _, t := range d.Sells {
+			lead = max(lead, t.MaxLead)
+		}
+	}
+	n := a.cfg.Notify
+	var notifiers []watch.Notifier
+	if len(n.Command) > 0 {
+		notifiers = append(notifiers, watch.NewCommand(n))
+	}
+	if n.Webhook != nil {
+		notifiers = append(notifiers, watch.NewWebhook(*n.Webhook))
+	}
+	// The planner package is not in this tree yet: plan rules are
+	// refused by Check (havePlanner false) until it is wired here as
+	// Options.Planner.
+	return watch.New(watch.Options{
+		Hub: h, Offerings: svc, Ledger: svc.Store(), State: st,
+		Rules: a.cfg.Watch, ConfigPath: a.cfg.Path, Notify: n, Notifiers: notifiers,
+		RulesFile: a.rulesFile(),
+		Check:     func(w config.WatchRule) error { return watch.Check(w, descs, false) },
+		MaxLead:   lead, Describe: svc.Describe, Logger: a.log, OnAlert: onAlert,
+	})
+}
+
+// watchState opens the watch's state in the data dir once; Close closes
+// it.
+func (a *app) watchState() (*watch.State, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.wstate != nil {
+		return a.wstate, nil
+	}
+	st, err := watch.OpenState(a.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	a.wstate = st
+	return st, nil
+}

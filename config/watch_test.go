@@ -1,0 +1,249 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// issueExample is the config shape of issue 14, which other tools write.
+const issueExample = `watch:
+  - name: h100-thursday
+    block: {gpu: H100, gpus: 16, hours: 48, start_after: "2026-12-03", start_before: "2026-12-05", max_usd_gpu_hour: 6}
+  - name: cheap-p5
+    spot: {instance_type: p5.48xlarge, region: us-west-2, below_usd_hour: 20}
+    cooldown: 1h
+notify:
+  webhook: {url: "https://hooks.example.com/T000/B000/XXX", timeout: 5s}
+  command: ["notify-send", "gpumarket"]
+`
+
+func TestWatchIssueShape(t *testing.T) {
+	clearEnv(t)
+	c, err := Load(writeFile(t, issueExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Watch) != 2 {
+		t.Fatalf("watch: %+v", c.Watch)
+	}
+	b := c.Watch[0]
+	if b.Kind() != RuleBlock || b.Block.GPU != "H100" || b.Block.GPUs != 16 || b.Block.Hours != 48 || *b.Block.MaxUSDGPUHour != 6 {
+		t.Errorf("block rule %+v %+v", b, b.Block)
+	}
+	after, before, err := b.Block.Window()
+	if err != nil || !after.Equal(time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)) || !before.Equal(time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("window %s %s %v", after, before, err)
+	}
+	// The block rule sets no cooldown: an hour; the spot rule's is its own.
+	if b.CooldownOrDefault() != time.Hour || b.EveryOrDefault() != DefaultEvery {
+		t.Errorf("block defaults: cooldown %s every %s", b.CooldownOrDefault(), b.EveryOrDefault())
+	}
+	s := c.Watch[1]
+	if s.Kind() != RuleSpot || s.Spot.InstanceType != "p5.48xlarge" || s.Spot.Region != "us-west-2" || s.Spot.Zone != "" || *s.Spot.BelowUSDHour != 20 || s.CooldownOrDefault() != time.Hour {
+		t.Errorf("spot rule %+v %+v", s, s.Spot)
+	}
+	n := c.Notify
+	if n.Webhook == nil || n.Webhook.TimeoutOrDefault() != 5*time.Second || n.Webhook.RetriesOrDefault() != DefaultWebhookRetries ||
+		len(n.Command) != 2 || n.CommandTimeoutOrDefault() != DefaultCommandTimeout {
+		t.Errorf("notify %+v", n)
+	}
+	// No tell: the TUI and every notifier.
+	if got := strings.Join(s.Tells(n), ","); got != "tui,command,webhook" {
+		t.Errorf("tells %s", got)
+	}
+	// Where each key is written, for checks made above the config.
+	if l, c := s.At("spot.region"); l != 5 || c != 40 {
+		t.Errorf("spot.region at %d:%d, want 5:40", l, c)
+	}
+	if l, _ := s.At("spot.zone"); l != 5 { // not written: its section
+		t.Errorf("spot.zone at line %d, want 5", l)
+	}
+}
+
+func TestWatchKinds(t *testing.T) {
+	clearEnv(t)
+	c, err := Load(writeFile(t, `watch:
+  - name: calm
+    bucket: {instance_type: P5.48XLARGE, region: us-east-1, zone: us-east-1a, at_least: "15-20"}
+  - name: plan-h100
+    plan: {gpu: "h100, h200", gpus: 16, hours: 48, start: "2026-12-03 09:00", deadline: "2026-12-06", below_usd_gpu_hour: 5}
+    every: 30m
+    tell: [tui]
+  - name: starts-soon
+    starts_in: {within: 1h, kind: block}
+  - name: azure-cheap
+    spot: {instance_type: standard_nd96isr_h100_v5, region: eastus, zone: "2", above_usd_hour: 30}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.Watch
+	if w[0].Bucket.InstanceType != "p5.48xlarge" || w[0].Bucket.AtLeast != "15-20%" {
+		t.Errorf("bucket %+v: want the catalog's spelling and the canonical label", w[0].Bucket)
+	}
+	if w[1].Plan.GPU != "H100,H200" || w[1].EveryOrDefault() != 30*time.Minute || w[1].Plan.OnTimeOrDefault() != DefaultOnTimePct || w[1].Plan.CheckpointOrDefault() != DefaultCheckpoint {
+		t.Errorf("plan %+v", w[1].Plan)
+	}
+	if w[2].CooldownOrDefault() != 0 || w[2].StartsIn.Within.D() != time.Hour {
+		t.Errorf("starts_in %+v: cooldown %s, want 0 (each row once)", w[2].StartsIn, w[2].CooldownOrDefault())
+	}
+	if w[3].Spot.InstanceType != "Standard_ND96isr_H100_v5" {
+		t.Errorf("azure size %q", w[3].Spot.InstanceType)
+	}
+	// Validate again (setup does, after the flags): nothing changes.
+	before := *w[1].Plan
+	if err := c.Validate(); err != nil || *w[1].Plan != before {
+		t.Errorf("second Validate: %v %+v", err, w[1].Plan)
+	}
+}
+
+func TestWatchRuleErrors(t *testing.T) {
+	cases := []struct {
+		name, body string
+		want       []string
+	}{
+		{"unknown GPU", "watch:\n  - name: x\n    block: {gpu: H900, gpus: 8, hours: 24}\n", []string{":3:13:", "watch[0].block.gpu", `unknown GPU "H900"`, "H100, A100"}},
+		{"start before after", "watch:\n  - name: x\n    block: {gpu: H100, gpus: 8, hours: 24, start_after: 2026-12-05, start_before: 2026-12-03}\n",
+			[]string{":3:69:", "start_before", "not after start_after", "no block could start"}},
+		{"bad start", "watch:\n  - name: x\n    block: {gpu: H100, gpus: 8, hours: 24, start_after: thursday}\n", []string{"watch[0].block.start_after", "RFC 3339"}},
+		{"price 0", "watch:\n  - name: x\n    block: {gpu: H100, gpus: 8, hours: 24, max_usd_gpu_hour: 0}\n", []string{"max_usd_gpu_hour", "above 0"}},
+		{"gpus and instances", "watch:\n  - name: x\n    block: {gpu: H100, gpus: 8, instances: 1, hours: 24}\n", []string{"block.instances", "one of them"}},
+		{"no gpus", "watch:\n  - name: x\n    block: {gpu: H100, hours: 24}\n", []string{":3:5:", "watch[0].block: gpus: missing"}},
+		{"too many hours", "watch:\n  - name: x\n    block: {gpu: H100, gpus: 8, hours: 5000}\n", []string{"block.hours", "4368"}},
+		{"below 0", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: us-west-2, below_usd_hour: 0}\n",
+			[]string{":3:59:", "below_usd_hour", "could never fire", "above 0"}},
+		{"negative below", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: us-west-2, below_usd_hour: -3}\n", []string{"below_usd_hour", "never fire"}},
+		{"both bounds", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: us-west-2, below_usd_hour: 3, above_usd_hour: 9}\n", []string{"above_usd_hour", "two rules"}},
+		{"no bound", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: us-west-2}\n", []string{"below_usd_hour or above_usd_hour: missing"}},
+		{"unknown type", "watch:\n  - name: x\n    spot: {instance_type: p9.huge, region: us-west-2, below_usd_hour: 3}\n", []string{"spot.instance_type", "p5.48xlarge"}},
+		{"bad region", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: US_WEST, below_usd_hour: 3}\n", []string{"spot.region", "us-east-1"}},
+		{"zone of another region", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: us-west-2, zone: us-east-1a, below_usd_hour: 3}\n", []string{"spot.zone", "us-west-2a"}},
+		{"bad provider", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: us-west-2, provider: gcp, below_usd_hour: 3}\n", []string{"spot.provider", "sim, aws, azure"}},
+		{"calmest bucket", "watch:\n  - name: x\n    bucket: {instance_type: p5.48xlarge, region: us-west-2, at_least: \"<5%\"}\n", []string{"bucket.at_least", "never fire", "5-10%"}},
+		{"late deadline", "watch:\n  - name: x\n    plan: {gpu: H100, gpus: 8, hours: 48, start: 2026-12-03, deadline: 2026-12-04, below_usd: 100}\n",
+			[]string{"plan.deadline", "no plan could be on time"}},
+		{"plan no figure", "watch:\n  - name: x\n    plan: {gpu: H100, gpus: 8, hours: 4, start: 2026-12-03, deadline: 2026-12-04}\n", []string{"below_usd or below_usd_gpu_hour: missing"}},
+		{"plan no deadline", "watch:\n  - name: x\n    plan: {gpu: H100, gpus: 8, hours: 4, start: 2026-12-03, below_usd: 9}\n", []string{":3:5:", "plan: deadline: missing"}},
+		{"within 0", "watch:\n  - name: x\n    starts_in: {within: 0s}\n", []string{"starts_in: within 0s", "never fire"}},
+		{"starts_in kind", "watch:\n  - name: x\n    starts_in: {within: 1h, kind: fleet}\n", []string{"starts_in.kind", "block or reservation"}},
+		{"no name", "watch:\n  - block: {gpu: H100, gpus: 8, hours: 24}\n", []string{":2:", "name: missing"}},
+		{"bad name", "watch:\n  - name: \"my rule!\"\n    starts_in: {within: 1h}\n", []string{"watch[0].name", "letters, digits"}},
+		{"same name", "watch:\n  - name: a\n    starts_in: {within: 1h}\n  - name: a\n    starts_in: {within: 2h}\n", []string{":4:5:", "watch[1].name", "another rule"}},
+		{"no condition", "watch:\n  - name: a\n    cooldown: 1h\n", []string{"no condition", "block, spot, bucket, plan, starts_in"}},
+		{"two conditions", "watch:\n  - name: a\n    starts_in: {within: 1h}\n    spot: {instance_type: p5.48xlarge, region: us-west-2, below_usd_hour: 3}\n", []string{"one condition per rule"}},
+		{"negative cooldown", "watch:\n  - name: a\n    starts_in: {within: 1h}\n    cooldown: -1h\n", []string{":4:5:", "cooldown", "0s to 720h"}},
+		{"every on spot", "watch:\n  - name: a\n    spot: {instance_type: p5.48xlarge, region: us-west-2, below_usd_hour: 3}\n    every: 5m\n", []string{"every", "block and plan"}},
+		{"every too often", "watch:\n  - name: a\n    block: {gpu: H100, gpus: 8, hours: 24}\n    every: 10s\n", []string{"every", "1m to 24h"}},
+		{"tell unconfigured", "watch:\n  - name: a\n    starts_in: {within: 1h}\n    tell: [webhook]\n", []string{":4:12:", "tell[0]", "notify.webhook is not set", "tui"}},
+		{"tell unknown", "watch:\n  - name: a\n    starts_in: {within: 1h}\n    tell: [email]\n", []string{"tell[0]", "tui, command, webhook"}},
+		{"unknown rule key", "watch:\n  - name: a\n    spott: {}\n", []string{":3:5:", `unknown key "spott"`, "block, spot, bucket"}},
+		{"unknown block key", "watch:\n  - name: a\n    block: {gpu: H100, gpus: 8, hours: 24, price: 3}\n", []string{`unknown key "price"`, "max_usd_gpu_hour"}},
+		{"hours not whole", "watch:\n  - name: a\n    block: {gpu: H100, gpus: 8, hours: 1.5}\n", []string{":3:33:", "block.hours", "whole hours"}},
+		{"webhook url", "notify:\n  webhook: {url: \"ftp://hooks.example.com/secret\"}\n", []string{":2:13:", "notify.webhook.url", "https://"}},
+		{"webhook retries", "notify:\n  webhook: {url: \"https://h.example.com/x\", retries: 99}\n", []string{"notify.webhook.retries", "0 to 10"}},
+		{"empty command", "notify:\n  command: [\"\"]\n", []string{"notify.command[0]", "notify-send"}},
+		{"command timeout", "notify:\n  command: [true]\n  command_timeout: -1s\n", []string{"notify.command_timeout", "10s"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clearEnv(t)
+			p := writeFile(t, c.body)
+			_, err := Load(p)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, p) || strings.Contains(msg, "\n") {
+				t.Errorf("error %q: want one line starting with the file", msg)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q lacks %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+// A bad rule is bad usage: the command line tells it by its type.
+func TestRuleErrorIsFound(t *testing.T) {
+	_, err := Parse("c.yaml", []byte("watch:\n  - name: x\n    starts_in: {within: 0s}\n"))
+	var re *RuleError
+	if !errors.As(err, &re) || re.Key != "watch[0].starts_in" {
+		t.Fatalf("%v: want a *RuleError for watch[0].starts_in", err)
+	}
+	// A bad key elsewhere is not a rule error.
+	_, err = Parse("c.yaml", []byte("budget: {max_booking_usd: -1}\n"))
+	if errors.As(err, &re) {
+		t.Errorf("%v reads as a rule error", err)
+	}
+}
+
+// The webhook URL's path is its secret: a refusal does not print it.
+func TestWebhookURLRedacted(t *testing.T) {
+	_, err := Parse("c.yaml", []byte("notify:\n  webhook: {url: \"ftp://hooks.example.com/T000/B000/SECRET\"}\n"))
+	if err == nil || strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("%v", err)
+	}
+	if got := RedactURL("https://hooks.slack.com/services/T0/B0/XXX"); got != "https://hooks.slack.com/…" {
+		t.Errorf("RedactURL = %q", got)
+	}
+}
+
+func TestRulesFileRoundTrip(t *testing.T) {
+	below, most := 18.5, 5.25
+	rules := []WatchRule{
+		{Name: "spot-1", Spot: &SpotRule{InstanceType: "p5.48xlarge", Region: "us-west-2", Zone: "us-west-2a", BelowUSDHour: &below}, MadeBy: "local:alice"},
+		{Name: "block-1", Block: &BlockRule{GPU: "H100", GPUs: 16, Hours: 48, StartAfter: "2026-12-03T00:00:00Z", MaxUSDGPUHour: &most}, Cooldown: ptr(Duration(2 * time.Hour)), Tell: []string{TellTUI}},
+	}
+	data, err := MarshalRules(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(data), RulesFileHeader) {
+		t.Errorf("no header:\n%s", data)
+	}
+	got, err := ParseRules("rules.yaml", data, Notify{})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if len(got) != 2 || got[0].Spot.Zone != "us-west-2a" || *got[0].Spot.BelowUSDHour != below || got[0].MadeBy != "local:alice" || got[1].Block.GPUs != 16 ||
+		*got[1].Block.MaxUSDGPUHour != most || got[1].CooldownOrDefault() != 2*time.Hour || got[1].Tell[0] != TellTUI {
+		t.Errorf("round trip:\n%s\n%+v", data, got)
+	}
+	// A hand edit that breaks a rule is placed in the rules file.
+	bad := strings.Replace(string(data), "us-west-2a", "eu-west-1a", 1)
+	if _, err := ParseRules("rules.yaml", []byte(bad), Notify{}); err == nil || !strings.HasPrefix(err.Error(), "rules.yaml:") || !strings.Contains(err.Error(), "spot.zone") {
+		t.Errorf("bad edit: %v", err)
+	}
+	if got, err := ParseRules("rules.yaml", []byte(RulesFileHeader), Notify{}); err != nil || len(got) != 0 {
+		t.Errorf("empty rules file: %v %v", got, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func FuzzParseRules(f *testing.F) {
+	f.Add([]byte(issueExample))
+	f.Add([]byte("watch:\n  - name: a\n    starts_in: {within: 1h}\n"))
+	f.Add([]byte("watch: [{name: b, bucket: {instance_type: p5.48xlarge, region: us-east-1}}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rules, err := ParseRules("fuzz.yaml", data, Notify{})
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		if err := ValidateRules(rules, "watch", Notify{}); err != nil {
+			t.Fatalf("ParseRules accepted %q but ValidateRules says %v", data, err)
+		}
+		for _, r := range rules {
+			if r.Kind() == "" {
+				t.Fatalf("accepted a rule with no condition: %+v", r)
+			}
+		}
+	})
+}

@@ -1,0 +1,599 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/watch"
+)
+
+// The watch in the TUI: every session subscribes to the process's one
+// evaluator (Options.Watch), so fifty sessions cost the clouds and the
+// notifiers what one does. A session rings the bell once for each alert
+// it is told, counts the alerts it has not seen in the header's badge,
+// lists them in the Alerts view, and — in a booker's session — makes
+// rules with a: a spot rule on a Market row, a block rule for a Blocks
+// search. The rules it makes are saved in the data dir's rules file.
+
+type (
+	// alertsMsg wakes the session: the evaluator has new alerts.
+	alertsMsg struct{}
+	// alertsClosedMsg says the subscription ended.
+	alertsClosedMsg struct{}
+	// newAlertsMsg gives the views the alerts the session was just told.
+	newAlertsMsg struct{ alerts []watch.Alert }
+	// alertsSeenMsg says the Alerts view was shown: the badge clears.
+	alertsSeenMsg struct{}
+	// historyMsg is the Alerts view's load.
+	historyMsg struct {
+		seq   int
+		recs  []watch.Record
+		rules []watch.RuleStatus
+		err   error
+	}
+	// rulesChangedMsg follows a rule made or deleted in this session.
+	rulesChangedMsg struct{}
+)
+
+// waitAlerts waits for the evaluator's next wake-up; the root re-arms it.
+func waitAlerts(ch <-chan struct{}) tea.Cmd {
+	return func() tea.Msg {
+		if _, ok := <-ch; !ok {
+			return alertsClosedMsg{}
+		}
+		return alertsMsg{}
+	}
+}
+
+// initAlerts subscribes the session to the evaluator. Alerts raised
+// before the session began are in the Alerts view, not news.
+func (m *Model) initAlerts() tea.Cmd {
+	w := m.opt.Watch
+	if w == nil || m.alertSub != nil {
+		return nil
+	}
+	m.alertSeen = w.LastID()
+	m.alertSub = w.Subscribe(m.opt.Context)
+	return waitAlerts(m.alertSub)
+}
+
+// onAlerts takes the alerts the session has not been told: a bell for
+// each that tells the TUI, the badge unless the Alerts view is on
+// screen, and the news to the views.
+func (m *Model) onAlerts() tea.Cmd {
+	news := m.opt.Watch.Alerts(m.alertSeen)
+	var cmds []tea.Cmd
+	if m.alertSub != nil {
+		cmds = append(cmds, waitAlerts(m.alertSub))
+	}
+	if len(news) == 0 {
+		return tea.Batch(cmds...)
+	}
+	m.alertSeen = news[len(news)-1].ID
+	_, looking := m.views[m.active].(alertLister)
+	for _, a := range news {
+		if !a.Tells(config.TellTUI) {
+			continue
+		}
+		cmds = append(cmds, tea.Raw(bell)) // the terminal bell: BEL, as a string
+		if !looking {
+			m.unseen++
+		}
+	}
+	return tea.Batch(append(cmds, m.broadcast(newAlertsMsg{alerts: news}))...)
+}
+
+// bell rings the terminal's bell. tea.Raw prints its value with
+// fmt.Sprint: the byte must be a string, not ansi.BEL's number.
+const bell = "\a"
+
+// alertLister is the view that lists the alerts: while it is on screen
+// they are seen as they come.
+type alertLister interface{ listsAlerts() }
+
+// alertBadge is the header's count of unseen alerts, "" when none: long,
+// short, and without colour.
+func (m *Model) alertBadge(short bool) string {
+	if m.unseen == 0 {
+		return ""
+	}
+	st := &m.c.styles
+	text := fmt.Sprintf(" %d new %s ", m.unseen, map[bool]string{true: "alert", false: "alerts"}[m.unseen == 1])
+	if short {
+		text = fmt.Sprintf(" ⚑%d ", m.unseen)
+	}
+	if st.noColor {
+		return "[" + strings.TrimSpace(text) + "]"
+	}
+	return st.badgeErr.Render(text)
+}
+
+// alertsKeys are the Alerts view's keys.
+type alertsKeys struct {
+	Up, Down, Rules, Delete key.Binding
+	global                  *globalKeys
+}
+
+func newAlertsKeys(g *globalKeys) alertsKeys {
+	return alertsKeys{
+		Up:     upKey(),
+		Down:   downKey(),
+		Rules:  key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "alerts ↔ rules")),
+		Delete: key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "delete rule")),
+		global: g,
+	}
+}
+
+// ShortHelp is the view's part of the footer.
+func (k alertsKeys) ShortHelp() []key.Binding { return []key.Binding{k.Rules, k.Delete, k.Up, k.Down} }
+
+// FullHelp is the `?` screen.
+func (k alertsKeys) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{k.Up, k.Down}, {k.Rules, k.Delete}, {k.global.Back, k.global.Filter, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+}
+
+// alertsView lists the alerts, newest first, with where their
+// deliveries stand; R shows the rules instead, where x deletes one made
+// in the TUI.
+type alertsView struct {
+	owner
+	c    *common
+	ctx  context.Context
+	ev   *watch.Evaluator
+	keys alertsKeys
+	w, h int
+
+	recs      []watch.Record
+	rules     []watch.RuleStatus
+	err       string
+	seq       int
+	loaded    bool
+	rulesMode bool
+	cur       int
+}
+
+func newAlertsView(c *common, ctx context.Context, ev *watch.Evaluator) *alertsView {
+	return &alertsView{c: c, ctx: ctx, ev: ev, keys: newAlertsKeys(&c.keys)}
+}
+
+func (v *alertsView) Title() string       { return "Alerts" }
+func (v *alertsView) KeyMap() help.KeyMap { return v.keys }
+func (v *alertsView) SetSize(w, h int)    { v.w, v.h = w, h }
+func (v *alertsView) escGoesHome()        {}
+func (v *alertsView) slashFiltersMarket() {}
+func (v *alertsView) listsAlerts()        {}
+
+func (v *alertsView) helpNote() string {
+	return "Rules come from the config's watch: list and from a in the Market (a spot rule for the row) and Blocks (a block rule for the search); " +
+		"those made here are saved in " + v.ev.RulesFile() + ". Each rule tells at most one alert per cooldown, a price rule once per crossing. " +
+		"`gpumarket watch` evaluates the same rules headless."
+}
+
+// shown reloads the list and clears the badge.
+func (v *alertsView) shown() tea.Cmd {
+	return tea.Batch(v.load(), func() tea.Msg { return alertsSeenMsg{} })
+}
+
+func (v *alertsView) load() tea.Cmd {
+	v.seq++
+	seq, ctx, ev := v.seq, v.ctx, v.ev
+	return v.task(func() tea.Msg {
+		recs, err := ev.History(ctx, 200)
+		return historyMsg{seq: seq, recs: recs, rules: ev.Rules(), err: err}
+	})
+}
+
+func (v *alertsView) Update(msg tea.Msg) (view, tea.Cmd) {
+	switch msg := msg.(type) {
+	case historyMsg:
+		if msg.seq != v.seq {
+			return v, nil
+		}
+		v.loaded = true
+		v.recs, v.rules = msg.recs, msg.rules
+		v.err = ""
+		if msg.err != nil {
+			v.err = msg.err.Error()
+		}
+		v.cur = min(v.cur, max(v.rows()-1, 0))
+	case newAlertsMsg, rulesChangedMsg:
+		return v, v.load()
+	case tea.KeyPressMsg:
+		return v, v.updateKey(msg)
+	}
+	return v, nil
+}
+
+func (v *alertsView) rows() int {
+	if v.rulesMode {
+		return len(v.rules)
+	}
+	return len(v.recs)
+}
+
+func (v *alertsView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
+	switch {
+	case key.Matches(msg, v.keys.Up):
+		v.cur = max(v.cur-1, 0)
+	case key.Matches(msg, v.keys.Down):
+		v.cur = min(v.cur+1, max(v.rows()-1, 0))
+	case key.Matches(msg, v.keys.Rules):
+		v.rulesMode, v.cur = !v.rulesMode, 0
+		return v.load()
+	case key.Matches(msg, v.keys.Delete):
+		if !v.rulesMode {
+			return notifyHere("R shows the rules; x deletes the one under the cursor")
+		}
+		if v.c.role == RoleViewer {
+			return notifyErrHere(errors.New("read-only session: only a booker may delete rules"))
+		}
+		if v.cur >= len(v.rules) {
+			return nil
+		}
+		r, ev := v.rules[v.cur], v.ev
+		if r.From == watch.FromConfig {
+			return notifyErrHere(fmt.Errorf("rule %s is in the config file %s: edit it there", r.Name, r.File))
+		}
+		return v.task(func() tea.Msg {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := ev.RemoveRule(ctx, r.Name); err != nil {
+				return noticeMsg{text: "rule not deleted: " + err.Error(), err: true}
+			}
+			return rulesChangedMsg{}
+		})
+	}
+	return nil
+}
+
+func (v *alertsView) View() string {
+	if v.w <= 0 || v.h <= 0 {
+		return ""
+	}
+	st := &v.c.styles
+	var b strings.Builder
+	fromFile := 0
+	for _, r := range v.rules {
+		if r.From == watch.FromRulesFile {
+			fromFile++
+		}
+	}
+	summary := fmt.Sprintf("%s (%d in the config, %d made here) · %s", plural(len(v.rules), "rule"), len(v.rules)-fromFile, fromFile, plural(len(v.recs), "alert"))
+	if v.rulesMode {
+		summary += " · showing the rules (R: alerts)"
+	} else {
+		summary += " · R: the rules"
+	}
+	b.WriteString(st.dim.Render(fit(summary, v.w, false)))
+	if v.err != "" {
+		b.WriteString("\n" + st.footerErr.Render(ansi.Wordwrap(v.err, v.w, "")))
+	}
+	if v.rulesMode {
+		v.viewRules(&b)
+	} else {
+		v.viewAlerts(&b)
+	}
+	return b.String()
+}
+
+func (v *alertsView) viewAlerts(b *strings.Builder) {
+	st := &v.c.styles
+	if len(v.recs) == 0 {
+		hint := "No alerts yet."
+		if len(v.rules) == 0 {
+			hint = "No rules: a on a Market row watches its spot price, a in Blocks watches the search; or add a watch: list to the config (see the README's Watch section)."
+		}
+		if v.loaded {
+			b.WriteString("\n" + st.dim.Render(ansi.Wordwrap(hint, v.w, "")))
+		}
+		return
+	}
+	b.WriteString("\n  " + st.header.Render(fit(fmt.Sprintf("%-10s %-18s %s", "WHEN", "RULE", "ALERT"), max(v.w-2, 1), false)))
+	loc := v.c.now().Location()
+	// The selected alert's whole text and deliveries go under the list.
+	detail := v.detail()
+	rows := max(v.h-2-len(detail)-strings.Count(b.String(), "\n"), 1)
+	first := max(0, v.cur-rows+1)
+	for i := first; i < len(v.recs) && i < first+rows; i++ {
+		a := v.recs[i]
+		line := fit(fmt.Sprintf("%-10s %-18s %s", a.At.In(loc).Format("Mon 15:04"), fit(a.Rule, 18, false), a.Text), max(v.w-2, 1), false)
+		prefix := "  "
+		if i == v.cur {
+			prefix, line = "› ", st.cursor.Render(line)
+		}
+		b.WriteString("\n" + prefix + line)
+	}
+	for _, l := range detail {
+		b.WriteString("\n" + l)
+	}
+}
+
+// detail is the selected alert, wrapped, and its deliveries.
+func (v *alertsView) detail() []string {
+	if v.cur >= len(v.recs) || v.h < 8 {
+		return nil
+	}
+	st := &v.c.styles
+	a := v.recs[v.cur]
+	text := a.At.In(v.c.now().Location()).Format("Mon 2006-01-02 15:04 MST") + " · " + a.Rule + ": " + a.Text
+	lines := strings.Split(ansi.Wordwrap(text, v.w, ""), "\n")
+	if len(lines) > 3 {
+		lines = lines[:3]
+	}
+	out := []string{""}
+	for _, l := range lines {
+		out = append(out, st.dim.Render(l))
+	}
+	var told []string
+	if a.Tells(config.TellTUI) {
+		told = append(told, "tui ✓")
+	}
+	for _, d := range a.Deliveries {
+		s := d.Channel + " " + map[string]string{watch.DeliveryDone: "✓", watch.DeliveryFailed: "✗ gave up", watch.DeliveryPending: "… owed", watch.DeliverySending: "… sending"}[d.State]
+		if d.Error != "" && d.State != watch.DeliveryDone {
+			s += " (" + d.Error + ")"
+		}
+		told = append(told, s)
+	}
+	if len(told) > 0 {
+		out = append(out, st.dim.Render(fit("told: "+strings.Join(told, " · "), v.w, false)))
+	}
+	return out
+}
+
+func (v *alertsView) viewRules(b *strings.Builder) {
+	st := &v.c.styles
+	if len(v.rules) == 0 {
+		b.WriteString("\n" + st.dim.Render(ansi.Wordwrap("No rules. a on a Market row or a Blocks search makes one; the config's watch: list holds the rest.", v.w, "")))
+		return
+	}
+	b.WriteString("\n  " + st.header.Render(fit(fmt.Sprintf("%-18s %-8s %s", "RULE", "FROM", "CONDITION · STATE"), max(v.w-2, 1), false)))
+	loc := v.c.now().Location()
+	rows := max(v.h-2-strings.Count(b.String(), "\n"), 1)
+	first := max(0, v.cur-rows+1)
+	for i := first; i < len(v.rules) && i < first+rows; i++ {
+		r := v.rules[i]
+		from := "config"
+		if r.From == watch.FromRulesFile {
+			from = "made"
+		}
+		state := "waiting"
+		switch {
+		case r.Note != "":
+			state = r.Note
+		case r.Active:
+			state = "holds now"
+		}
+		if !r.LastFired.IsZero() {
+			state += " · last told " + r.LastFired.In(loc).Format("Mon 15:04")
+		}
+		line := fit(fmt.Sprintf("%-18s %-8s %s · %s", fit(r.Name, 18, false), from, r.Describe(), state), max(v.w-2, 1), false)
+		prefix := "  "
+		if i == v.cur {
+			prefix, line = "› ", st.cursor.Render(line)
+		}
+		b.WriteString("\n" + prefix + line)
+	}
+}
+
+// rulePrompt asks the one figure a rule made with a needs: the price a
+// spot rule crosses (below, or above with ←/→), or a block's most per
+// GPU-hour. While it is open it has every key.
+type rulePrompt struct {
+	open bool
+	// what is the rule's subject: "spot p5.48xlarge in us-west-2a".
+	what string
+	// unit follows the figure: "/h", "/GPU-h"; now is the current value,
+	// for reference.
+	unit, now string
+	// toggle offers above as well as below.
+	toggle, above bool
+	value         string
+	err           string
+	build         func(above bool, v float64) config.WatchRule
+}
+
+// promptKeys are the footer's keys while a prompt is open.
+type promptKeys struct{ Save, Toggle, Cancel key.Binding }
+
+func newPromptKeys(toggle bool) promptKeys {
+	k := promptKeys{
+		Save:   key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "save rule")),
+		Toggle: key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "below/above")),
+		Cancel: key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
+	}
+	k.Toggle.SetEnabled(toggle)
+	return k
+}
+
+func (k promptKeys) ShortHelp() []key.Binding  { return []key.Binding{k.Save, k.Toggle, k.Cancel} }
+func (k promptKeys) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }
+
+// canMakeRules says why this session may not make rules, nil when it
+// may: a viewer's may not, nor one with no watch.
+func (c *common) canMakeRules() error {
+	switch {
+	case c.role == RoleViewer:
+		return errors.New("read-only session: only a booker may make alert rules")
+	case c.watch == nil || !c.watch.CanMakeRules():
+		return errors.New("alert rules cannot be made in this session (no watch); add them to the config's watch: list")
+	}
+	return nil
+}
+
+// update handles a key while the prompt is open; enter saves the rule.
+func (p *rulePrompt) update(c *common, msg tea.KeyPressMsg) tea.Cmd {
+	switch s := msg.String(); {
+	case s == "esc":
+		*p = rulePrompt{}
+	case s == "enter":
+		v, err := strconv.ParseFloat(strings.TrimSpace(p.value), 64)
+		if err != nil || v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+			p.err = fmt.Sprintf("%q: want a price above 0 such as 18.50", p.value)
+			return nil
+		}
+		w := p.build(p.above, v)
+		w.MadeBy = c.actor
+		*p = rulePrompt{}
+		return saveRule(c.watch, w)
+	case p.toggle && (s == "left" || s == "right" || s == "space"):
+		p.above = !p.above
+	case s == "backspace":
+		if r := []rune(p.value); len(r) > 0 {
+			p.value = string(r[:len(r)-1])
+		}
+	default:
+		if t := msg.Text; t != "" && len(p.value) < 12 && strings.Trim(t, "0123456789.") == "" {
+			p.value += t
+		}
+	}
+	return nil
+}
+
+// view is the prompt's line, in place of the view's status line.
+func (p *rulePrompt) view(st *styles, w int) string {
+	dir := "below"
+	if p.above {
+		dir = "above"
+	}
+	if p.unit == "/GPU-h" {
+		dir = "at most"
+	}
+	line := fmt.Sprintf("alert when %s is %s $%s▏%s", p.what, dir, p.value, p.unit)
+	if p.now != "" {
+		line += " (" + p.now + ")"
+	}
+	if p.err != "" {
+		return st.footerErr.Render(fit(p.err, w, false))
+	}
+	return st.cursor.Render(fit(line, w, false))
+}
+
+// saveRule saves a rule off the UI goroutine; the footer says where it
+// went. It runs on its own clock: a session that leaves meanwhile does
+// not leave half a rules file.
+func saveRule(ev *watch.Evaluator, w config.WatchRule) tea.Cmd {
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := ev.AddRule(ctx, w)
+		if err != nil {
+			return noticeMsg{text: "rule not saved: " + err.Error(), err: true}
+		}
+		return noticeMsg{text: fmt.Sprintf("rule %s saved in %s: %s — see the Alerts view", r.Name, ev.RulesFile(), r.Describe())}
+	}
+}
+
+// ruleName is a rule's name made from its parts: "spot-p5.48xlarge-us-west-2a".
+func ruleName(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		for _, r := range p {
+			switch {
+			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+				b.WriteRune(r)
+			default:
+				b.WriteRune('-')
+			}
+		}
+		b.WriteRune('-')
+	}
+	s := strings.Trim(b.String(), "-._")
+	if len(s) > 56 { // room for AddRule's "-2"
+		s = s[:56]
+	}
+	return s
+}
+
+// makeSpotRule opens the prompt for a spot rule on the Market's row under
+// the cursor: below 90 % of its price to start with.
+func (m *marketView) makeSpotRule() tea.Cmd {
+	if err := m.c.canMakeRules(); err != nil {
+		return notifyErrHere(err)
+	}
+	if m.cursor >= len(m.list) {
+		return notifyHere("no pool under the cursor to watch")
+	}
+	r := m.list[m.cursor]
+	pv := *r.PoolView
+	p := rulePrompt{open: true, toggle: true, unit: "/h",
+		what: fmt.Sprintf("spot %s in %s", market.DisplayType(pv.InstanceType), market.Place(pv.Region, pv.Zone))}
+	if _, usd, ok := pv.History.Last(); ok {
+		p.now = "now $" + market.Money(usd) + "/h"
+		p.value = strconv.FormatFloat(math.Round(usd*90)/100, 'f', -1, 64)
+	}
+	p.build = func(above bool, v float64) config.WatchRule {
+		s := &config.SpotRule{InstanceType: pv.InstanceType, Region: pv.Region, Zone: pv.Zone, Provider: pv.Provider}
+		dir := "below"
+		if above {
+			s.AboveUSDHour, dir = &v, "above"
+		} else {
+			s.BelowUSDHour = &v
+		}
+		return config.WatchRule{Name: ruleName("spot", pv.InstanceType, market.Place(pv.Region, pv.Zone), dir), Spot: s}
+	}
+	m.prompt = p
+	return nil
+}
+
+// makeBlockRule opens the prompt for a block rule for the Blocks search:
+// its terms, under the price of the cheapest block found (or one to
+// type).
+func (v *blocksView) makeBlockRule() tea.Cmd {
+	if err := v.c.canMakeRules(); err != nil {
+		return notifyErrHere(err)
+	}
+	f := v.terms
+	if !v.searched {
+		f = v.form
+	}
+	now := v.c.now()
+	q, err := f.parse(now)
+	if err != nil {
+		return notifyErrHere(fmt.Errorf("the search's terms: %w; e edits them", err))
+	}
+	b := &config.BlockRule{GPU: q.GPU, GPUs: q.GPUs, Instances: q.Instances, Hours: q.Duration.Hours()}
+	// Times typed as "+2d" mean from now: the rule keeps the time they
+	// name, in UTC.
+	if !q.StartAfter.IsZero() {
+		b.StartAfter = q.StartAfter.UTC().Format(time.RFC3339)
+	}
+	if !q.StartBefore.IsZero() {
+		b.StartBefore = q.StartBefore.UTC().Format(time.RFC3339)
+	}
+	size := fmt.Sprintf("%d %s", q.GPUs, q.GPU)
+	if q.Instances > 0 {
+		size = fmt.Sprintf("%d instances of %s", q.Instances, q.GPU)
+	}
+	p := rulePrompt{open: true, unit: "/GPU-h", what: fmt.Sprintf("a block of %s × %s", size, f.duration)}
+	if len(v.offers) > 0 {
+		if c := v.offers[0].USDPerGPUHour(); !math.IsNaN(c) {
+			p.now = "cheapest now $" + market.Money(c)
+			p.value = strconv.FormatFloat(math.Round(c*95)/100, 'f', -1, 64)
+		}
+	}
+	p.build = func(_ bool, most float64) config.WatchRule {
+		bb := *b
+		bb.MaxUSDGPUHour = &most
+		n := q.GPUs
+		if q.Instances > 0 {
+			n = q.Instances
+		}
+		return config.WatchRule{Name: ruleName("block", q.GPU, strconv.Itoa(n), providers.FormatWindow(q.Duration)), Block: &bb}
+	}
+	v.prompt = p
+	return nil
+}

@@ -1,0 +1,138 @@
+package watch
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+)
+
+// clock is a clock the tests move.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock(t time.Time) *clock { return &clock{t: t} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+func (c *clock) Add(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
+
+// syncBuffer is a log sink safe for the evaluator's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func openState(t testing.TB, dir string) *State {
+	t.Helper()
+	st, err := OpenState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func newEvaluator(t *testing.T, opt Options) *Evaluator {
+	t.Helper()
+	if opt.State == nil {
+		opt.State = openState(t, t.TempDir())
+	}
+	e, err := New(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func f64(v float64) *float64 { return &v }
+
+// spotRule is a rule on one pool's price.
+func spotRule(name, it, region, zone string, below float64, cooldown time.Duration) config.WatchRule {
+	cd := config.Duration(cooldown)
+	return config.WatchRule{Name: name, Spot: &config.SpotRule{InstanceType: it, Region: region, Zone: zone, BelowUSDHour: f64(below)}, Cooldown: &cd}
+}
+
+// validRules runs the config's checks on rules, as a config file's
+// would be.
+func validRules(t *testing.T, n config.Notify, rules ...config.WatchRule) []config.WatchRule {
+	t.Helper()
+	if err := config.ValidateRules(rules, "watch", n); err != nil {
+		t.Fatal(err)
+	}
+	return rules
+}
+
+// snapshotOf is a ready market of one source with the pools at their
+// prices.
+func snapshotOf(at time.Time, prices map[providers.Pool]float64) *hub.Snapshot {
+	s := &hub.Snapshot{Taken: at, Ready: true, Sources: []hub.SourceStatus{{Provider: "sim", Simulated: true, State: hub.StateReady, LastOK: at}}}
+	for p, usd := range prices {
+		s.Pools = append(s.Pools, hub.PoolView{Pool: p, Key: p.Key().String(),
+			History: providers.Series{}.Merge([]int64{at.Unix()}, []float64{usd})})
+	}
+	return s
+}
+
+func p5(zone string) providers.Pool {
+	return providers.Pool{Provider: "sim", Cloud: providers.CloudAWS, Region: "us-west-2", Zone: zone, InstanceType: "p5.48xlarge",
+		GPU: providers.GPUSpec{Model: "H100", Count: 8}, Simulated: true}
+}
+
+func logger(buf *syncBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// waitFor polls cond for up to 10s: a liveness bound, not a timing
+// claim.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}

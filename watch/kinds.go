@@ -1,0 +1,397 @@
+package watch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+// matchPool reports whether a pool is one a spot or bucket rule watches.
+func matchPool(pv *hub.PoolView, it, region, zone, provider string) bool {
+	return strings.EqualFold(pv.InstanceType, it) && pv.Region == region &&
+		(zone == "" || pv.Zone == zone) && (provider == "" || pv.Provider == provider) && !pv.Restricted
+}
+
+// fresh reports whether the pool's data is current: its source is not
+// stale and its region's last fetch did not fail. A crossing is never
+// decided on old data, either way.
+func fresh(snap *hub.Snapshot, pv *hub.PoolView) bool {
+	src, ok := snap.Source(pv.Provider)
+	if !ok || src.Stale {
+		return false
+	}
+	for _, r := range src.Regions {
+		if r.Region == pv.Region {
+			return r.Err == ""
+		}
+	}
+	return true
+}
+
+// notInMarket says once that no pool of the snapshot matches a rule: it
+// cannot fire while that is so (a type the region does not have, a
+// filter of this run that leaves it out).
+func (e *Evaluator) notInMarket(r Rule, it, region, zone string) {
+	where := region
+	if zone != "" {
+		where = zone
+	}
+	e.sayOnce(r, fmt.Sprintf("no pool of %s in %s is in this run's market (its filters, or the region has none); the rule cannot fire until one is", it, where))
+}
+
+func (e *Evaluator) evalSpot(ctx context.Context, r Rule, snap *hub.Snapshot) {
+	s := r.Spot
+	below := s.BelowUSDHour != nil
+	var best *hub.PoolView
+	bestUSD, matched := 0.0, false
+	for i := range snap.Pools {
+		pv := &snap.Pools[i]
+		if !matchPool(pv, s.InstanceType, s.Region, s.Zone, s.Provider) {
+			continue
+		}
+		matched = true
+		if !fresh(snap, pv) {
+			continue
+		}
+		_, usd, ok := pv.History.Last()
+		if !ok {
+			continue
+		}
+		if best == nil || (below && usd < bestUSD) || (!below && usd > bestUSD) {
+			best, bestUSD = pv, usd
+		}
+	}
+	if !matched {
+		e.notInMarket(r, s.InstanceType, s.Region, s.Zone)
+		return
+	}
+	if best == nil {
+		return // no current price: nothing to decide on
+	}
+	e.clearNote(r)
+	limit, word := 0.0, ""
+	var cond bool
+	if below {
+		limit, word, cond = *s.BelowUSDHour, "below", bestUSD < *s.BelowUSDHour
+	} else {
+		limit, word, cond = *s.AboveUSDHour, "above", bestUSD > *s.AboveUSDHour
+	}
+	pv := *best
+	e.step(ctx, r, crossing(cond, e.now(), r.Cooldown, func() *Alert {
+		a := poolAlert(pv)
+		a.USDHour, a.ThresholdUSD = fp(bestUSD), fp(limit)
+		if pv.GPU.Count > 0 {
+			a.USDGPUHour = fp(bestUSD / pv.GPU.Count)
+		}
+		a.Text = fmt.Sprintf("spot %s in %s is $%s/h, %s $%s/h%s", market.DisplayType(pv.InstanceType), market.Place(pv.Region, pv.Zone),
+			market.Money(bestUSD), word, market.Money(limit), source(pv.Provider, pv.Simulated))
+		return a
+	}))
+}
+
+// poolAlert is an alert about a pool.
+func poolAlert(pv hub.PoolView) *Alert {
+	return &Alert{Simulated: pv.Simulated, Provider: strp(pv.Provider), Region: strp(pv.Region), Zone: strp(pv.Zone),
+		InstanceType: strp(pv.InstanceType), GPUModel: strp(pv.GPU.Model), GPUCount: fp(pv.GPU.Count)}
+}
+
+// bucketMemo is a bucket rule's memory: the bucket each pool was last
+// told at (or first seen at), by pool key.
+type bucketMemo map[string]string
+
+func (e *Evaluator) evalBucket(ctx context.Context, r Rule, snap *hub.Snapshot) {
+	b := r.Bucket
+	var pools []hub.PoolView
+	matched := false
+	for i := range snap.Pools {
+		pv := &snap.Pools[i]
+		if !matchPool(pv, b.InstanceType, b.Region, b.Zone, b.Provider) {
+			continue
+		}
+		matched = true
+		if fresh(snap, pv) && pv.Interruption != nil && providers.BucketRank(pv.Interruption.Bucket) < len(providers.Buckets) {
+			pools = append(pools, *pv)
+		}
+	}
+	if !matched {
+		e.notInMarket(r, b.InstanceType, b.Region, b.Zone)
+		return
+	}
+	if len(pools) == 0 {
+		return
+	}
+	e.clearNote(r)
+	now := e.now()
+	e.step(ctx, r, func(st *ruleState) *Alert {
+		memo := bucketMemo{}
+		if len(st.Memo) > 0 {
+			json.Unmarshal(st.Memo, &memo)
+		}
+		type rise struct {
+			pv       hub.PoolView
+			from, to string
+		}
+		var rose []rise
+		for _, pv := range pools {
+			to := pv.Interruption.Bucket
+			from, seen := memo[pv.Key]
+			switch {
+			case !seen || providers.BucketRank(to) < providers.BucketRank(from):
+				memo[pv.Key] = to // first seen, or calmer: the new baseline
+			case providers.BucketRank(to) > providers.BucketRank(from):
+				if b.AtLeast != "" && providers.BucketRank(to) < providers.BucketRank(b.AtLeast) {
+					memo[pv.Key] = to // a rise short of at_least: not told
+				} else {
+					rose = append(rose, rise{pv, from, to})
+				}
+			}
+		}
+		var a *Alert
+		if len(rose) > 0 && (st.LastFired.IsZero() || now.Sub(st.LastFired) >= r.Cooldown) {
+			// Told: the new buckets are the baseline. A rise in the
+			// cooldown keeps the old one, so it is told when it ends.
+			var parts []string
+			for _, x := range rose {
+				memo[x.pv.Key] = x.to
+				parts = append(parts, fmt.Sprintf("%s %s → %s", market.Place(x.pv.Region, x.pv.Zone), x.from, x.to))
+			}
+			first := rose[0]
+			a = poolAlert(first.pv)
+			a.Bucket, a.PreviousBucket = strp(first.to), strp(first.from)
+			a.Text = fmt.Sprintf("interruption bucket of %s rose: %s%s", market.DisplayType(first.pv.InstanceType), strings.Join(parts, ", "),
+				source(first.pv.Provider, first.pv.Simulated))
+			st.LastFired = now
+		}
+		st.Memo, _ = json.Marshal(memo)
+		return a
+	})
+}
+
+// search is one block search's answer, shared by the rules that ask the
+// same in one round.
+type search struct {
+	res booking.Search
+	err error
+}
+
+func (e *Evaluator) evalBlock(ctx context.Context, r Rule, searched map[string]search) {
+	if e.opt.Offerings == nil {
+		e.sayOnce(r, "no booking service in this run: block rules are not evaluated")
+		return
+	}
+	b := r.Block
+	after, before, _ := b.Window()
+	now := e.now()
+	if !before.IsZero() && before.Before(now) {
+		e.sayOnce(r, fmt.Sprintf("its start range ended at %s: it will not fire again (remove it)", before.UTC().Format(time.RFC3339)))
+		return
+	}
+	if lead := e.opt.MaxLead; lead > 0 && !after.IsZero() && after.After(now.Add(lead)) {
+		e.sayOnce(r, fmt.Sprintf("blocks starting from %s are not on sale yet (they are sold up to %s ahead): searching from %s",
+			after.UTC().Format("2006-01-02"), providers.FormatWindow(lead), after.Add(-lead).UTC().Format("2006-01-02 15:04 UTC")))
+		return
+	}
+	q := providers.OfferingQuery{GPU: b.GPU, GPUs: b.GPUs, Instances: b.Instances, Duration: time.Duration(b.Hours) * time.Hour,
+		StartAfter: after, StartBefore: before, Regions: b.Regions}
+	key := fmt.Sprintf("%s|%d|%d|%s|%d|%d|%s", q.GPU, q.GPUs, q.Instances, q.Duration, q.StartAfter.Unix(), q.StartBefore.Unix(), strings.Join(q.Regions, ","))
+	s, ok := searched[key]
+	if !ok {
+		sctx, cancel := context.WithTimeout(ctx, e.opt.SearchTimeout)
+		s.res, s.err = e.opt.Offerings.FindOfferings(sctx, q)
+		cancel()
+		e.searches.Add(1)
+		searched[key] = s
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	names := make([]string, 0, len(s.res.Failed))
+	for name := range s.res.Failed {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		e.sayOnce(r, fmt.Sprintf("%s refused the search: %v", name, s.res.Failed[name]))
+	}
+	if s.err != nil && len(s.res.Failed) == 0 {
+		e.sayOnce(r, fmt.Sprintf("search failed: %v", s.err))
+		return
+	}
+	var match *providers.Offering
+	for i := range s.res.Offerings {
+		o := &s.res.Offerings[i]
+		if b.GPUs > 0 && o.GPUCount() < float64(b.GPUs) || b.Instances > 0 && o.InstanceCount < b.Instances {
+			continue
+		}
+		p := o.USDPerGPUHour()
+		if math.IsNaN(p) || (b.MaxUSDGPUHour != nil && p > *b.MaxUSDGPUHour) {
+			continue
+		}
+		if match == nil || p < match.USDPerGPUHour() {
+			match = o
+		}
+	}
+	if match == nil && len(s.res.Failed) > 0 {
+		// A provider that did not answer may have had one: "none" is
+		// not known, and a crossing told before is not undone by it.
+		return
+	}
+	if len(s.res.Failed) == 0 {
+		e.clearNote(r)
+	}
+	var o providers.Offering
+	if match != nil {
+		o = *match
+	}
+	e.step(ctx, r, crossing(match != nil, now, r.Cooldown, func() *Alert {
+		a := &Alert{Simulated: o.Simulated, Provider: strp(o.Provider), Region: strp(o.Region), Zone: strp(o.Zone),
+			InstanceType: strp(o.InstanceType), GPUModel: strp(o.GPU.Model), GPUCount: fp(o.GPUCount()),
+			USDGPUHour: fp(o.USDPerGPUHour()), TotalUSD: fp(o.UpfrontUSD), OfferingID: strp(o.ID), Start: tp(o.Start), End: tp(o.End)}
+		if b.MaxUSDGPUHour != nil {
+			a.ThresholdUSD = fp(*b.MaxUSDGPUHour)
+		}
+		a.Text = fmt.Sprintf("%s on sale: %d × %s (%s %s) in %s, %g h from %s, $%s/GPU-h, $%.2f in all — gpumarket book %s%s",
+			o.Terms().Name, o.InstanceCount, market.DisplayType(o.InstanceType), market.GPUCount(o.GPUCount()), o.GPU.Model,
+			market.Place(o.Region, o.Zone), o.DurationHours(), o.Start.UTC().Format("Mon 2006-01-02 15:04 UTC"),
+			market.Money(o.USDPerGPUHour()), o.UpfrontUSD, o.ID, simNote(o.Simulated))
+		return a
+	}))
+}
+
+func (e *Evaluator) evalPlan(ctx context.Context, r Rule) {
+	if e.opt.Planner == nil {
+		e.sayOnce(r, "no planner in this run: plan rules are not evaluated")
+		return
+	}
+	p := r.Plan
+	start, deadline, _ := p.Window()
+	now := e.now()
+	work := time.Duration(p.Hours * float64(time.Hour))
+	if now.Add(work).After(deadline) {
+		e.sayOnce(r, fmt.Sprintf("the job can no longer be done by its deadline %s: it will not fire again (remove it)", deadline.UTC().Format(time.RFC3339)))
+		return
+	}
+	if start.Before(now) {
+		start = now
+	}
+	e.mu.Lock()
+	snap := e.latest
+	e.mu.Unlock()
+	if snap == nil || !snap.Ready {
+		return // the planner prices the market: wait for it
+	}
+	job := PlanJob{Models: p.Models(), GPUs: p.GPUs, Hours: p.Hours, Start: start, Deadline: deadline,
+		Checkpoint: p.CheckpointOrDefault(), OnTimePct: p.OnTimeOrDefault()}
+	pctx, cancel := context.WithTimeout(ctx, e.opt.SearchTimeout)
+	q, err := e.opt.Planner.BestPlan(pctx, job, snap)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			e.sayOnce(r, fmt.Sprintf("plan failed: %v", err))
+		}
+		return
+	}
+	e.clearNote(r)
+	value, limit, unit := q.ExpectedUSD, 0.0, ""
+	if p.BelowUSD != nil {
+		limit = *p.BelowUSD
+	} else {
+		value, limit, unit = q.USDPerUsefulGPUHour, *p.BelowUSDGPUHour, "/useful GPU-h"
+	}
+	cond := q.Found && !math.IsNaN(value) && value < limit
+	e.step(ctx, r, crossing(cond, now, r.Cooldown, func() *Alert {
+		a := &Alert{Simulated: q.Simulated, Provider: strp(q.Provider), InstanceType: strp(q.InstanceType),
+			TotalUSD: fp(q.ExpectedUSD), USDGPUHour: fp(q.USDPerUsefulGPUHour), ThresholdUSD: fp(limit),
+			OfferingID: strp(q.OfferingID), Strategy: strp(q.Strategy), GPUModel: strp(job.Models[0]), GPUCount: fp(float64(job.GPUs))}
+		if len(q.Regions) == 1 {
+			a.Region = strp(q.Regions[0])
+		}
+		a.Text = fmt.Sprintf("best plan for %d %s × %g h by %s is %s at $%s%s (expected $%.2f, on time %g%%), under $%s%s%s",
+			job.GPUs, strings.Join(job.Models, "/"), job.Hours, deadline.UTC().Format("2006-01-02 15:04 UTC"), q.Strategy,
+			market.Money(value), unit, q.ExpectedUSD, q.OnTimePct, market.Money(limit), unit, simNote(q.Simulated))
+		return a
+	}))
+}
+
+func (e *Evaluator) evalStartsIn(ctx context.Context, r Rule) {
+	if e.opt.Ledger == nil {
+		e.sayOnce(r, "no ledger in this run: starts_in rules are not evaluated")
+		return
+	}
+	s := r.StartsIn
+	rows, err := e.opt.Ledger.List(ctx, store.StateScheduled)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.sayOnce(r, fmt.Sprintf("read the ledger: %v", err))
+		}
+		return
+	}
+	now := e.now()
+	var future, soon []store.Row
+	for _, row := range rows {
+		if !store.Booked(row.Kind) || (s.Kind != "" && row.Kind != s.Kind) || (s.ID != "" && row.ID != s.ID && row.ProviderRef != s.ID) || !row.Start.After(now) {
+			continue
+		}
+		future = append(future, row)
+		if !row.Start.After(now.Add(s.Within.D())) {
+			soon = append(soon, row)
+		}
+	}
+	e.clearNote(r)
+	e.step(ctx, r, func(st *ruleState) *Alert {
+		var told []string
+		if len(st.Memo) > 0 {
+			json.Unmarshal(st.Memo, &told)
+		}
+		// Rows that started (or left the ledger's schedule) are
+		// forgotten: the memo holds only what may still be told.
+		var keep []string
+		for _, row := range future {
+			if slices.Contains(told, row.ID) {
+				keep = append(keep, row.ID)
+			}
+		}
+		var news []store.Row
+		for _, row := range soon {
+			if !slices.Contains(keep, row.ID) {
+				news = append(news, row)
+			}
+		}
+		var a *Alert
+		if len(news) > 0 && (st.LastFired.IsZero() || now.Sub(st.LastFired) >= r.Cooldown) {
+			var parts []string
+			a = &Alert{Simulated: true}
+			for _, row := range news {
+				keep = append(keep, row.ID)
+				a.LedgerIDs = append(a.LedgerIDs, row.ID)
+				a.Simulated = a.Simulated && e.simulated(row.Provider)
+				parts = append(parts, fmt.Sprintf("%s %s %d × %s in %s starts %s (in %s)", row.Kind, row.ID, row.InstanceCount,
+					market.DisplayType(row.InstanceType), market.Place(row.Region, row.Zone), row.Start.UTC().Format("Mon 2006-01-02 15:04 UTC"),
+					row.Start.Sub(now).Round(time.Minute)))
+			}
+			first := news[0]
+			a.Provider, a.Region, a.Zone, a.InstanceType = strp(first.Provider), strp(first.Region), strp(first.Zone), strp(first.InstanceType)
+			a.Start, a.End, a.GPUCount = tp(first.Start), tp(first.End), fp(first.GPUCount)
+			a.Text = strings.Join(parts, "; ") + simNote(a.Simulated)
+			st.LastFired = now
+		}
+		sort.Strings(keep)
+		if len(keep) == 0 {
+			st.Memo = nil
+		} else {
+			st.Memo, _ = json.Marshal(keep)
+		}
+		return a
+	})
+}

@@ -1,0 +1,144 @@
+package watch
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/providers/store"
+)
+
+// ledger is a LedgerReader over rows the test sets.
+type ledger struct {
+	mu   sync.Mutex
+	rows []store.Row
+}
+
+func (l *ledger) List(_ context.Context, states ...string) ([]store.Row, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []store.Row
+	for _, r := range l.rows {
+		for _, s := range states {
+			if r.State == s {
+				out = append(out, r)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (l *ledger) add(r store.Row) {
+	l.mu.Lock()
+	l.rows = append(l.rows, r)
+	l.mu.Unlock()
+}
+
+func TestStartsInTellsEachBookedRowOnce(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	clk := newClock(t0)
+	start := t0.Add(90 * time.Minute) // 11:30 UTC, as AWS blocks start
+	l := &ledger{rows: []store.Row{
+		{ID: "01A", Kind: store.KindBlock, Provider: "sim", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge", InstanceCount: 2, GPUCount: 16, Start: start, End: start.Add(48 * time.Hour), State: store.StateScheduled},
+		{ID: "01B", Kind: store.KindReservation, Provider: "sim", Region: "eastus", InstanceType: "Standard_ND96isr_H100_v5", InstanceCount: 1, Start: start.Add(-10 * time.Minute), State: store.StateScheduled},
+		{ID: "01C", Kind: store.KindBlock, Provider: "sim", Start: start, State: store.StateFailed},
+		{ID: "01D", Kind: store.KindFleet, Provider: "sim", Start: start, State: store.StateScheduled},
+	}}
+	rules := validRules(t, config.Notify{},
+		config.WatchRule{Name: "soon", StartsIn: &config.StartsInRule{Within: config.Duration(time.Hour)}},
+		config.WatchRule{Name: "blocks", StartsIn: &config.StartsInRule{Within: config.Duration(2 * time.Hour), Kind: store.KindBlock}})
+	e := newEvaluator(t, Options{Ledger: l, Now: clk.Now, Rules: rules,
+		Describe: func(string) providers.Descriptor { return providers.Descriptor{Simulated: true} }})
+	ctx := context.Background()
+	byRule := func() map[string][]Alert {
+		m := map[string][]Alert{}
+		for _, a := range e.Alerts(0) {
+			m[a.Rule] = append(m[a.Rule], a)
+		}
+		return m
+	}
+	e.tick(ctx, false)
+	if got := byRule(); len(got["soon"]) != 0 || len(got["blocks"]) != 1 || strings.Join(got["blocks"][0].LedgerIDs, ",") != "01A" {
+		t.Fatalf("at 10:00: %+v, want only the block rule (within 2h) for 01A", got)
+	}
+	clk.Set(t0.Add(35 * time.Minute)) // 10:35: both rows within the hour
+	e.tick(ctx, false)
+	e.tick(ctx, false)
+	got := byRule()
+	if len(got["soon"]) != 1 || strings.Join(got["soon"][0].LedgerIDs, ",") != "01A,01B" || len(got["blocks"]) != 1 {
+		t.Fatalf("at 10:35: %+v, want one alert for 01A and 01B", got)
+	}
+	a := got["soon"][0]
+	if !a.Simulated || !strings.Contains(a.Text, "block 01A 2 × p5.48xlarge in us-east-1a starts Thu 2026-12-03 11:30 UTC (in 55m0s)") {
+		t.Errorf("text %q", a.Text)
+	}
+	// A row booked later is told on its own, at once (no cooldown).
+	l.add(store.Row{ID: "01E", Kind: store.KindBlock, Provider: "sim", Start: t0.Add(80 * time.Minute), State: store.StateScheduled})
+	e.tick(ctx, false)
+	if got := byRule(); len(got["soon"]) != 2 || strings.Join(got["soon"][1].LedgerIDs, ",") != "01E" || len(got["blocks"]) != 2 {
+		t.Fatalf("after 01E was booked: %+v", got)
+	}
+	// Once they have started, nothing more, and the memo forgets them.
+	clk.Set(t0.Add(3 * time.Hour))
+	e.tick(ctx, false)
+	if n := len(e.Alerts(0)); n != 4 {
+		t.Errorf("%d alerts, want 4", n)
+	}
+	if st, _ := e.opt.State.Load(ctx, "soon", e.Rules()[0].Fingerprint); len(st.Memo) != 0 {
+		t.Errorf("memo %s, want empty once the rows started", st.Memo)
+	}
+}
+
+// planner answers the quotes the test sets, in turn.
+type planner struct {
+	mu     sync.Mutex
+	quotes []PlanQuote
+	jobs   []PlanJob
+}
+
+func (p *planner) BestPlan(_ context.Context, job PlanJob, _ *hub.Snapshot) (PlanQuote, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.jobs = append(p.jobs, job)
+	q := p.quotes[0]
+	if len(p.quotes) > 1 {
+		p.quotes = p.quotes[1:]
+	}
+	return q, nil
+}
+
+func TestPlanRuleAgainstAPlanner(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	clk := newClock(t0)
+	q := func(found bool, usd float64) PlanQuote {
+		return PlanQuote{Found: found, Strategy: "spot+od-planner", ExpectedUSD: usd, USDPerUsefulGPUHour: usd / (16 * 48), OnTimePct: 97, Simulated: true}
+	}
+	p := &planner{quotes: []PlanQuote{q(true, 12000), q(true, 9000), q(true, 9500), q(false, 100), q(true, 8000)}}
+	rule := config.WatchRule{Name: "plan", Plan: &config.PlanRule{GPU: "H100,H200", GPUs: 16, Hours: 48, Start: "2026-12-03", Deadline: "2026-12-07", BelowUSD: f64(10000)}}
+	e := newEvaluator(t, Options{Planner: p, Now: clk.Now, Rules: validRules(t, config.Notify{}, rule)})
+	ctx := context.Background()
+	e.setLatest(&hub.Snapshot{Ready: true})
+	var fired []int
+	for i := range 5 {
+		clk.Set(t0.Add(time.Duration(i) * 2 * time.Hour))
+		e.tick(ctx, false) // due every 10 minutes: each of these ticks
+		fired = append(fired, len(e.Alerts(0)))
+	}
+	if got := fired; got[0] != 0 || got[1] != 1 || got[2] != 1 || got[3] != 1 || got[4] != 2 {
+		t.Fatalf("alerts after each plan: %v, want 0 1 1 1 2 (once per crossing; no plan on time is not cheaper)", got)
+	}
+	a := e.Alerts(0)[0]
+	if *a.TotalUSD != 9000 || *a.ThresholdUSD != 10000 || *a.Strategy != "spot+od-planner" || !strings.Contains(a.Text, "under $10000") {
+		t.Errorf("alert %+v %q", a, a.Text)
+	}
+	j := p.jobs[0]
+	if strings.Join(j.Models, ",") != "H100,H200" || j.GPUs != 16 || j.OnTimePct != config.DefaultOnTimePct || j.Checkpoint != config.DefaultCheckpoint ||
+		!j.Start.Equal(time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("job %+v", j)
+	}
+}

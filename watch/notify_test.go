@@ -1,0 +1,300 @@
+package watch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/providers"
+)
+
+// hook is a local webhook that answers with the statuses given, in
+// order (the last repeats), and keeps every body it got.
+type hook struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	statuses []int
+	bodies   [][]byte
+	delay    func(n int) time.Duration
+}
+
+func newHook(t *testing.T, statuses ...int) *hook {
+	h := &hook{statuses: statuses}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		n := len(h.bodies)
+		h.bodies = append(h.bodies, body)
+		status := h.statuses[min(n, len(h.statuses)-1)]
+		delay := h.delay
+		h.mu.Unlock()
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
+			status = http.StatusBadRequest
+		}
+		if delay != nil {
+			select {
+			case <-time.After(delay(n)):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, "ok")
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *hook) calls() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.bodies)
+}
+
+func (h *hook) body(i int) map[string]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var m map[string]any
+	json.Unmarshal(h.bodies[i], &m)
+	return m
+}
+
+// fastWebhook is notify.webhook with backoffs short enough for a test.
+func fastWebhook(url string, retries int, timeout time.Duration) *Webhook {
+	w := NewWebhook(config.Webhook{URL: url, Timeout: config.Duration(timeout), Retries: &retries})
+	w.Base = 5 * time.Millisecond
+	return w
+}
+
+// raiseOne makes the evaluator raise one alert telling the webhook: a
+// spot rule whose condition holds.
+func raiseOne(t *testing.T, e *Evaluator) {
+	t.Helper()
+	e.evalSnapshot(context.Background(), snapshotOf(e.now(), map[providers.Pool]float64{p5("us-west-2a"): 10}))
+	if e.fired.Load() != 1 {
+		t.Fatalf("fired %d alerts, want 1", e.fired.Load())
+	}
+}
+
+func deliveries(t *testing.T, e *Evaluator) []DeliveryStatus {
+	t.Helper()
+	recs, err := e.History(context.Background(), 10)
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("history: %v %v", recs, err)
+	}
+	return recs[0].Deliveries
+}
+
+func webhookEvaluator(t *testing.T, n Notifier, log *syncBuffer) *Evaluator {
+	notify := config.Notify{Webhook: &config.Webhook{URL: "http://x"}}
+	return newEvaluator(t, Options{Now: newClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)).Now, Logger: logger(log),
+		Notify: notify, Notifiers: []Notifier{n}, Rules: validRules(t, notify, spotRule("cheap", "p5.48xlarge", "us-west-2", "", 20, 0))})
+}
+
+func TestWebhookRetriedOn5xxThenDelivered(t *testing.T) {
+	h := newHook(t, 500, 502, 200)
+	var log syncBuffer
+	e := webhookEvaluator(t, fastWebhook(h.srv.URL+"/T000/B000/secret", 3, time.Second), &log)
+	raiseOne(t, e)
+	if _, err := e.Once(ctxT(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	if h.calls() != 3 {
+		t.Fatalf("webhook got %d POSTs, want 3 (two 5xx, then 200)", h.calls())
+	}
+	d := deliveries(t, e)
+	if len(d) != 1 || d[0].State != DeliveryDone || d[0].Attempts != 3 {
+		t.Errorf("delivery %+v, want delivered after 3 attempts", d)
+	}
+	// Slack reads `text`; the rest of the alert travels with it.
+	b := h.body(2)
+	if text, _ := b["text"].(string); !strings.Contains(text, "p5.48xlarge") || !strings.Contains(text, "below $20") {
+		t.Errorf("text %q", b["text"])
+	}
+	if b["rule"] != "cheap" || b["kind"] != "spot" || b["usd_hour"] != 10.0 || b["simulated"] != true || b["zone"] != "us-west-2a" {
+		t.Errorf("body %v", b)
+	}
+	if strings.Contains(log.String(), "gave up") {
+		t.Errorf("logged a give-up for a delivery that succeeded:\n%s", log.String())
+	}
+}
+
+func TestWebhookGivesUpAfterTheLimitWithOneLine(t *testing.T) {
+	h := newHook(t, 503)
+	var log syncBuffer
+	e := webhookEvaluator(t, fastWebhook(h.srv.URL+"/T000/B000/secret", 2, time.Second), &log)
+	raiseOne(t, e)
+	if _, err := e.Once(ctxT(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	if h.calls() != 3 {
+		t.Errorf("webhook got %d POSTs, want 3 (the first and 2 retries)", h.calls())
+	}
+	d := deliveries(t, e)
+	if len(d) != 1 || d[0].State != DeliveryFailed || !strings.Contains(d[0].Error, "503") {
+		t.Errorf("delivery %+v, want failed with the 503", d)
+	}
+	if n := strings.Count(log.String(), "gave up"); n != 1 {
+		t.Errorf("%d give-up lines, want 1:\n%s", n, log.String())
+	}
+	if strings.Contains(log.String(), "secret") {
+		t.Errorf("the log shows the hook's secret path:\n%s", log.String())
+	}
+	// Given up means given up: a later round sends nothing more.
+	e.Once(ctxT(t), nil)
+	if h.calls() != 3 {
+		t.Errorf("a given-up delivery was sent again (%d POSTs)", h.calls())
+	}
+}
+
+func TestWebhookTimeoutIsRetried(t *testing.T) {
+	h := newHook(t, 200)
+	h.delay = func(n int) time.Duration {
+		if n == 0 {
+			return 5 * time.Second // the first answer never comes in time
+		}
+		return 0
+	}
+	var log syncBuffer
+	e := webhookEvaluator(t, fastWebhook(h.srv.URL, 3, 100*time.Millisecond), &log)
+	raiseOne(t, e)
+	e.Once(ctxT(t), nil)
+	d := deliveries(t, e)
+	if h.calls() != 2 || len(d) != 1 || d[0].State != DeliveryDone || d[0].Attempts != 2 {
+		t.Errorf("%d POSTs, delivery %+v: want a timeout, then delivered", h.calls(), d)
+	}
+}
+
+func TestWebhook4xxIsNotRetried(t *testing.T) {
+	h := newHook(t, 404)
+	var log syncBuffer
+	e := webhookEvaluator(t, fastWebhook(h.srv.URL, 3, time.Second), &log)
+	raiseOne(t, e)
+	e.Once(ctxT(t), nil)
+	if d := deliveries(t, e); h.calls() != 1 || d[0].State != DeliveryFailed {
+		t.Errorf("%d POSTs, delivery %+v: want one POST, given up", h.calls(), d)
+	}
+	if n := strings.Count(log.String(), "gave up"); n != 1 {
+		t.Errorf("%d give-up lines, want 1", n)
+	}
+}
+
+func TestWebhookHonoursRetryAfter(t *testing.T) {
+	w := &Webhook{Base: time.Millisecond}
+	err := &retryAfterError{err: errors.New("429"), after: 7 * time.Second}
+	if d := w.Backoff(1, err); d != 7*time.Second {
+		t.Errorf("backoff %s, want Retry-After's 7s", d)
+	}
+	if d := w.Backoff(1, &retryAfterError{err: err, after: time.Hour}); d != maxBackoff {
+		t.Errorf("backoff %s, want the cap", d)
+	}
+	if a, b, c := w.Backoff(1, errors.New("x")), w.Backoff(2, errors.New("x")), w.Backoff(3, errors.New("x")); a != time.Millisecond || b != 2*time.Millisecond || c != 4*time.Millisecond {
+		t.Errorf("backoffs %s %s %s, want doubling", a, b, c)
+	}
+}
+
+func testAlert() Alert {
+	return Alert{ID: 42, Rule: "cheap-p5", Kind: config.RuleSpot, At: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC),
+		Text: "spot p5.48xlarge in us-west-2a is $10.00/h, below $20.00/h (sim)", Simulated: true, USDHour: f64(10), Tell: []string{config.TellCommand}}
+}
+
+// The command gets the alert as JSON on its stdin, in its environment,
+// and its text as the last argument.
+func TestCommandGetsTheAlert(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "alert.json")
+	script := `cat > "$OUT"; printf '%s' "$GPUMARKET_ALERT_RULE" > "$OUT.rule"; printf '%s' "$0" > "$OUT.arg"`
+	t.Setenv("OUT", out)
+	c := NewCommand(config.Notify{Command: []string{"sh", "-c", script}})
+	a := testAlert()
+	if err := c.Send(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(out)
+	var got Alert
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatalf("stdin %q: %v", data, err)
+	}
+	if got.ID != 42 || got.Rule != "cheap-p5" || got.Text != a.Text || *got.USDHour != 10 || !got.At.Equal(a.At) {
+		t.Errorf("stdin alert %+v", got)
+	}
+	if rule, _ := os.ReadFile(out + ".rule"); string(rule) != "cheap-p5" {
+		t.Errorf("GPUMARKET_ALERT_RULE = %q", rule)
+	}
+	if arg, _ := os.ReadFile(out + ".arg"); string(arg) != a.Text {
+		t.Errorf("last argument %q, want the text", arg)
+	}
+	// A command that fails says how.
+	fail := NewCommand(config.Notify{Command: []string{"sh", "-c", "echo no display >&2; exit 3"}})
+	if err := fail.Send(context.Background(), a); err == nil || !strings.Contains(err.Error(), "exit status 3") || !strings.Contains(err.Error(), "no display") {
+		t.Errorf("failing command: %v", err)
+	}
+}
+
+// A command that hangs is killed at its timeout, with the children it
+// started.
+func TestCommandKilledAtItsTimeout(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	t.Setenv("PIDFILE", pidFile)
+	c := NewCommand(config.Notify{Command: []string{"sh", "-c", `sleep 60 & echo $! > "$PIDFILE"; wait`}, CommandTimeout: config.Duration(300 * time.Millisecond)})
+	start := time.Now()
+	err := c.Send(context.Background(), testAlert())
+	if err == nil || !strings.Contains(err.Error(), "killed after 300ms") {
+		t.Fatalf("Send = %v, want killed at the timeout", err)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("Send took %s", took)
+	}
+	data, _ := os.ReadFile(pidFile)
+	pid, perr := strconv.Atoi(strings.TrimSpace(string(data)))
+	if perr != nil {
+		t.Fatalf("pid file %q", data)
+	}
+	waitFor(t, "the hung child to be gone", func() bool { return gone(pid) })
+}
+
+// gone reports whether a process has ended: no such process, or a
+// zombie that its new parent has not reaped yet.
+func gone(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// pid (comm) state …: the state follows the last ')'.
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// The command notifier through the evaluator: one run per alert.
+func TestCommandThroughTheEvaluator(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("DIR", dir)
+	notify := config.Notify{Command: []string{"sh", "-c", `cat > "$DIR/$GPUMARKET_ALERT_ID.json"`}}
+	e := newEvaluator(t, Options{Now: newClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)).Now, Notify: notify,
+		Notifiers: []Notifier{NewCommand(notify)}, Rules: validRules(t, notify, spotRule("cheap", "p5.48xlarge", "us-west-2", "", 20, 0))})
+	raiseOne(t, e)
+	e.Once(ctxT(t), nil)
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != "1.json" {
+		t.Fatalf("command ran for %v, want once for alert 1", entries)
+	}
+	if d := deliveries(t, e); len(d) != 1 || d[0].Channel != config.TellCommand || d[0].State != DeliveryDone {
+		t.Errorf("delivery %+v", d)
+	}
+}

@@ -1,0 +1,267 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/gpumarket/gpumarket/config"
+)
+
+// RulesFileName is the data dir's file of the rules made in the TUI. It
+// is YAML of the config's shape (a `watch:` list), so a rule can be read,
+// edited, or moved into the config by hand; the config file itself is
+// never rewritten (it is the user's, with their comments, and other tools
+// write it).
+const RulesFileName = "watch-rules.yaml"
+
+// maxRulesFile bounds the rules file as config.MaxFileSize would.
+const maxRulesFile = 1 << 20
+
+type fileStamp struct {
+	exists bool
+	mod    time.Time
+	size   int64
+}
+
+func stampOf(path string) (fileStamp, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fileStamp{}, nil
+	}
+	if err != nil {
+		return fileStamp{}, fmt.Errorf("read rules file: %w", err)
+	}
+	return fileStamp{exists: true, mod: fi.ModTime(), size: fi.Size()}, nil
+}
+
+// Place puts a Check error of a rule at file:line:col, as config errors
+// are, as a *config.RuleError (bad usage); other errors pass unchanged.
+func Place(file string, w config.WatchRule, index int, err error) error {
+	var ce *CheckError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	re := &config.RuleError{KeyError: config.KeyError{Key: fmt.Sprintf("watch[%d].%s", index, ce.Key), Msg: ce.Msg}}
+	if line, col := w.At(ce.Key); line > 0 {
+		return fmt.Errorf("%s:%d:%d: %w", file, line, col, re)
+	}
+	return fmt.Errorf("%s: %w", file, re)
+}
+
+// readRulesFile reads and checks the rules file; a missing file has no
+// rules.
+func (e *Evaluator) readRulesFile() ([]Rule, fileStamp, error) {
+	path := e.opt.RulesFile
+	stamp, err := stampOf(path)
+	if err != nil || !stamp.exists {
+		return nil, stamp, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, stamp, fmt.Errorf("read rules file: %w", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxRulesFile+1))
+	f.Close()
+	if err != nil {
+		return nil, stamp, fmt.Errorf("read rules file: %w", err)
+	}
+	if len(data) > maxRulesFile {
+		return nil, stamp, fmt.Errorf("%s: larger than %d MiB; want a rules file of a few KiB", path, maxRulesFile>>20)
+	}
+	ws, err := config.ParseRules(path, data, e.opt.Notify)
+	if err != nil {
+		return nil, stamp, err
+	}
+	inConfig := map[string]bool{}
+	for _, r := range e.config {
+		inConfig[r.Name] = true
+	}
+	out := make([]Rule, 0, len(ws))
+	for i, w := range ws {
+		if inConfig[w.Name] {
+			return nil, stamp, Place(path, w, i, &CheckError{Key: "name", Msg: fmt.Sprintf("%q names a rule of the config too; want a name of its own", w.Name)})
+		}
+		if e.opt.Check != nil {
+			if err := e.opt.Check(w); err != nil {
+				return nil, stamp, Place(path, w, i, err)
+			}
+		}
+		r := Compile(w, e.opt.Notify)
+		r.From, r.File, r.Index = FromRulesFile, path, i
+		out = append(out, r)
+	}
+	return out, stamp, nil
+}
+
+// reloadRulesFile reads the rules file again when it changed (a rule
+// made by another process, a hand edit). A file that no longer reads
+// keeps the rules in force and is said once.
+func (e *Evaluator) reloadRulesFile() {
+	if e.opt.RulesFile == "" {
+		return
+	}
+	stamp, err := stampOf(e.opt.RulesFile)
+	e.mu.Lock()
+	same := err == nil && stamp == e.fileStamp
+	e.mu.Unlock()
+	if same {
+		return
+	}
+	rules, stamp, err := e.readRulesFile()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.fileStamp = stamp
+	if err != nil {
+		e.log.Warn("watch: the rules file does not read; its rules stay as they were", "err", err)
+		return
+	}
+	e.file = rules
+}
+
+// writeRules replaces the rules file's rules.
+func (e *Evaluator) writeRules(rules []Rule) (fileStamp, error) {
+	ws := make([]config.WatchRule, len(rules))
+	for i, r := range rules {
+		ws[i] = r.WatchRule
+	}
+	data, err := config.MarshalRules(ws)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	path := e.opt.RulesFile
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".watch-rules-*.yaml")
+	if err != nil {
+		return fileStamp{}, fmt.Errorf("write rules file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fileStamp{}, fmt.Errorf("write rules file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fileStamp{}, fmt.Errorf("write rules file: %w", err)
+	}
+	return stampOf(path)
+}
+
+// AddRule checks a rule made in the TUI, saves it in the rules file and
+// puts it in force. A rule with no name gets one from its kind.
+func (e *Evaluator) AddRule(ctx context.Context, w config.WatchRule) (Rule, error) {
+	if e.opt.RulesFile == "" {
+		return Rule{}, errors.New("rules cannot be saved in this run (no data dir)")
+	}
+	// Checked before the name is made unique (a rule with none gets one
+	// from its kind): the probe shares w's conditions, so what Validate
+	// writes the catalog's way is written for w too.
+	probe := w
+	if probe.Name == "" {
+		probe.Name = "new"
+	}
+	if err := probe.Validate("rule", e.opt.Notify); err != nil {
+		return Rule{}, err
+	}
+	if e.opt.Check != nil {
+		if err := e.opt.Check(w); err != nil {
+			return Rule{}, err
+		}
+	}
+	now := e.now()
+	switch w.Kind() {
+	case config.RuleBlock:
+		if _, before, err := w.Block.Window(); err == nil && !before.IsZero() && before.Before(now) {
+			return Rule{}, fmt.Errorf("the latest start %s has passed: no block could start in the range", before.UTC().Format(time.RFC3339))
+		}
+	case config.RulePlan:
+		if _, deadline, err := w.Plan.Window(); err == nil && deadline.Before(now) {
+			return Rule{}, fmt.Errorf("the deadline %s has passed", deadline.UTC().Format(time.RFC3339))
+		}
+	}
+	var added Rule
+	err := e.opt.State.locked(ctx, func() error {
+		current, _, err := e.readRulesFile()
+		if err != nil {
+			return fmt.Errorf("the rules file has an error; fix it first: %w", err)
+		}
+		taken := map[string]bool{}
+		for _, r := range append(append([]Rule(nil), e.rules()...), current...) {
+			taken[r.Name] = true
+		}
+		base := w.Name
+		if base == "" {
+			base = w.Kind()
+		}
+		w.Name = base
+		for n := 2; taken[w.Name]; n++ {
+			w.Name = base + "-" + strconv.Itoa(n)
+		}
+		if err := w.Validate("rule", e.opt.Notify); err != nil {
+			return err
+		}
+		r := Compile(w, e.opt.Notify)
+		r.From, r.File, r.Index = FromRulesFile, e.opt.RulesFile, len(current)
+		stamp, err := e.writeRules(append(current, r))
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		e.file, e.fileStamp = append(current, r), stamp
+		e.mu.Unlock()
+		added = r
+		return nil
+	})
+	if err != nil {
+		return Rule{}, err
+	}
+	e.log.Info("watch: rule made", "rule", added.Name, "by", added.MadeBy, "condition", added.Describe(), "file", e.opt.RulesFile)
+	return added, nil
+}
+
+// RemoveRule deletes a rule of the rules file. The config's rules are
+// the user's file to edit.
+func (e *Evaluator) RemoveRule(ctx context.Context, name string) error {
+	for _, r := range e.rules() {
+		if r.Name == name && r.From == FromConfig {
+			return fmt.Errorf("rule %s is in the config file %s: edit it there", name, r.File)
+		}
+	}
+	if e.opt.RulesFile == "" {
+		return fmt.Errorf("no rule %s", name)
+	}
+	return e.opt.State.locked(ctx, func() error {
+		current, _, err := e.readRulesFile()
+		if err != nil {
+			return fmt.Errorf("the rules file has an error; fix it first: %w", err)
+		}
+		var keep []Rule
+		for _, r := range current {
+			if r.Name != name {
+				r.Index = len(keep)
+				keep = append(keep, r)
+			}
+		}
+		if len(keep) == len(current) {
+			return fmt.Errorf("no rule %s in %s", name, e.opt.RulesFile)
+		}
+		stamp, err := e.writeRules(keep)
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		e.file, e.fileStamp = keep, stamp
+		delete(e.rt, name)
+		e.mu.Unlock()
+		return nil
+	})
+}

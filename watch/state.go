@@ -1,0 +1,454 @@
+package watch
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// StateFileName is the watch's database in the data dir: its own file,
+// so that nothing of the watch touches the ledger's tables or locks.
+const StateFileName = "watch.db"
+
+// State keeps what the watch must not forget across restarts: each
+// rule's last firing and crossing, the alerts raised, and the deliveries
+// still owed. Several processes may share it: SQLite's write lock
+// serializes their decisions, so an alert is raised once.
+type State struct {
+	db   *sql.DB
+	path string
+}
+
+// ruleState is one rule's memory.
+type ruleState struct {
+	Fingerprint string
+	// Active is whether the condition held at the last evaluation.
+	Active bool
+	// Owed is set when a crossing fell in the cooldown: it is told when
+	// the cooldown ends, if the condition still holds.
+	Owed      bool
+	LastFired time.Time
+	// Memo is the kind's own memory: a bucket rule's last buckets, a
+	// starts_in rule's rows already told.
+	Memo json.RawMessage
+}
+
+func (s ruleState) equal(o ruleState) bool {
+	return s.Fingerprint == o.Fingerprint && s.Active == o.Active && s.Owed == o.Owed &&
+		s.LastFired.Equal(o.LastFired) && string(s.Memo) == string(o.Memo)
+}
+
+// OpenState opens (creating it) the watch's database in dataDir.
+func OpenState(dataDir string) (*State, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("open watch state: %w", err)
+	}
+	path := filepath.Join(dataDir, StateFileName)
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	// A decision to alert is durable when it returns, like a ledger row:
+	// a crash after it must not tell the alert a second time.
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open watch state %s: %w", path, err)
+	}
+	s := &State{db: db, path: path}
+	if err := s.migrate(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open watch state %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Path is the database file.
+func (s *State) Path() string { return s.path }
+
+// Close closes the database.
+func (s *State) Close() error { return s.db.Close() }
+
+// stateMigrations are applied in order, each once. Never edit one that
+// has shipped: add another.
+var stateMigrations = []string{
+	`CREATE TABLE rule_state (
+		rule        TEXT PRIMARY KEY,
+		fingerprint TEXT NOT NULL,
+		active      INTEGER NOT NULL DEFAULT 0,
+		owed        INTEGER NOT NULL DEFAULT 0,
+		last_fired  TEXT NOT NULL DEFAULT '',
+		memo        TEXT NOT NULL DEFAULT '',
+		updated_at  TEXT NOT NULL
+	);
+	CREATE TABLE alerts (
+		id    INTEGER PRIMARY KEY AUTOINCREMENT,
+		rule  TEXT NOT NULL,
+		at    TEXT NOT NULL,
+		alert TEXT NOT NULL
+	);
+	CREATE TABLE deliveries (
+		alert_id    INTEGER NOT NULL REFERENCES alerts(id),
+		channel     TEXT NOT NULL,
+		state       TEXT NOT NULL,
+		attempts    INTEGER NOT NULL DEFAULT 0,
+		next_at     TEXT NOT NULL,
+		lease_until TEXT NOT NULL DEFAULT '',
+		owner       TEXT NOT NULL DEFAULT '',
+		error       TEXT NOT NULL DEFAULT '',
+		updated_at  TEXT NOT NULL,
+		PRIMARY KEY (alert_id, channel)
+	);
+	CREATE INDEX deliveries_due ON deliveries(state, next_at);`,
+}
+
+func (s *State) migrate(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var have int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if have > len(stateMigrations) {
+		return fmt.Errorf("watch state schema version %d is newer than this gpumarket knows (%d): upgrade gpumarket", have, len(stateMigrations))
+	}
+	for v := have + 1; v <= len(stateMigrations); v++ {
+		if _, err := tx.ExecContext(ctx, stateMigrations[v-1]); err != nil {
+			return fmt.Errorf("migration %d: %w", v, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO migrations (version, applied_at) VALUES (?, ?)`, v, fmtTime(time.Now())); err != nil {
+			return fmt.Errorf("migration %d: %w", v, err)
+		}
+	}
+	return tx.Commit()
+}
+
+// timeLayout is fixed-width so that text order is time order in SQL.
+const timeLayout = "2006-01-02T15:04:05.000000000Z"
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse(timeLayout, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// load reads a rule's state; a rule never seen, or whose condition
+// changed since (another fingerprint), starts from nothing.
+func (s *State) load(ctx context.Context, q querier, rule, fingerprint string) (ruleState, error) {
+	var st ruleState
+	var active, owed int
+	var last, memo string
+	err := q.QueryRowContext(ctx, `SELECT fingerprint, active, owed, last_fired, memo FROM rule_state WHERE rule = ?`, rule).
+		Scan(&st.Fingerprint, &active, &owed, &last, &memo)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return ruleState{Fingerprint: fingerprint}, nil
+	case err != nil:
+		return st, fmt.Errorf("read state of rule %s: %w", rule, err)
+	}
+	if st.Fingerprint != fingerprint {
+		// The condition was edited: its crossings are another rule's. The
+		// last firing still counts for the cooldown.
+		return ruleState{Fingerprint: fingerprint, LastFired: parseTime(last)}, nil
+	}
+	st.Active, st.Owed, st.LastFired = active != 0, owed != 0, parseTime(last)
+	if memo != "" {
+		st.Memo = json.RawMessage(memo)
+	}
+	return st, nil
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Load reads a rule's state outside any decision (the evaluator's cache).
+func (s *State) Load(ctx context.Context, rule, fingerprint string) (ruleState, error) {
+	return s.load(ctx, s.db, rule, fingerprint)
+}
+
+// decide runs one decision of a rule under the database's write lock:
+// decide gets the stored state, changes it, and returns the alert to
+// raise (nil for none). The state, the alert and its deliveries (one per
+// outward channel of channels) commit together, so a crash leaves either
+// all of them or none. It returns the alert as recorded (its ID set) and
+// the state as stored.
+func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.Time, channels []string,
+	decide func(st *ruleState) *Alert) (*Alert, ruleState, error) {
+	// The decision is recorded even when the caller is going away: it
+	// is short, and half a decision is worse than a late one.
+	ctx = context.WithoutCancel(ctx)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, ruleState{}, fmt.Errorf("rule %s: %w", rule, err)
+	}
+	defer tx.Rollback()
+	st, err := s.load(ctx, tx, rule, fingerprint)
+	if err != nil {
+		return nil, st, err
+	}
+	was := st
+	was.Memo = append(json.RawMessage(nil), st.Memo...)
+	a := decide(&st)
+	if a == nil && st.equal(was) {
+		return nil, st, nil // nothing to write
+	}
+	if a != nil {
+		a.At = now.UTC().Truncate(time.Second) // RFC 3339 to the second, as the CLI writes times
+		res, err := tx.ExecContext(ctx, `INSERT INTO alerts (rule, at, alert) VALUES (?, ?, '')`, rule, fmtTime(now))
+		if err != nil {
+			return nil, st, fmt.Errorf("record alert of rule %s: %w", rule, err)
+		}
+		if a.ID, err = res.LastInsertId(); err != nil {
+			return nil, st, fmt.Errorf("record alert of rule %s: %w", rule, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE alerts SET alert = ? WHERE id = ?`, string(a.JSON()), a.ID); err != nil {
+			return nil, st, fmt.Errorf("record alert of rule %s: %w", rule, err)
+		}
+		for _, ch := range outward(a.Tell) {
+			if !contains(channels, ch) {
+				continue // not configured in this process: nothing could deliver it
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (alert_id, channel, state, next_at, updated_at) VALUES (?, ?, ?, ?, ?)`,
+				a.ID, ch, DeliveryPending, fmtTime(time.Now()), fmtTime(time.Now())); err != nil {
+				return nil, st, fmt.Errorf("record delivery of alert %d: %w", a.ID, err)
+			}
+		}
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO rule_state (rule, fingerprint, active, owed, last_fired, memo, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT(rule) DO UPDATE SET fingerprint = excluded.fingerprint, active = excluded.active, owed = excluded.owed,
+		last_fired = excluded.last_fired, memo = excluded.memo, updated_at = excluded.updated_at`,
+		rule, st.Fingerprint, b2i(st.Active), b2i(st.Owed), fmtTime(st.LastFired), string(st.Memo), fmtTime(now))
+	if err != nil {
+		return nil, st, fmt.Errorf("record state of rule %s: %w", rule, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, st, fmt.Errorf("record state of rule %s: %w", rule, err)
+	}
+	return a, st, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// locked runs f under the database's write lock: the TUI's rewrite of
+// the rules file takes it, so two processes making rules at once do not
+// lose one.
+func (s *State) locked(ctx context.Context, f func() error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("lock the watch state: %w", err)
+	}
+	defer tx.Rollback()
+	// An immediate transaction holds the lock once it has begun; this
+	// write makes sure of it whatever the driver's defaults.
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS rules_lock (n INTEGER)`); err != nil {
+		return fmt.Errorf("lock the watch state: %w", err)
+	}
+	if err := f(); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// AlertsAfter returns the alerts recorded after id, oldest first, at
+// most limit.
+func (s *State) AlertsAfter(ctx context.Context, id int64, limit int) ([]Alert, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, alert FROM alerts WHERE id > ? ORDER BY id LIMIT ?`, id, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read alerts: %w", err)
+	}
+	defer rows.Close()
+	var out []Alert
+	for rows.Next() {
+		var a Alert
+		var id int64
+		var body string
+		if err := rows.Scan(&id, &body); err != nil {
+			return nil, fmt.Errorf("read alerts: %w", err)
+		}
+		if err := json.Unmarshal([]byte(body), &a); err != nil {
+			continue // a row another version wrote badly: skip it, not the rest
+		}
+		a.ID = id
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// Recent returns the newest alerts, newest first, with their deliveries.
+func (s *State) Recent(ctx context.Context, limit int) ([]Record, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, alert FROM alerts ORDER BY id DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read alerts: %w", err)
+	}
+	var out []Record
+	byID := map[int64]int{}
+	for rows.Next() {
+		var id int64
+		var body string
+		if err := rows.Scan(&id, &body); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read alerts: %w", err)
+		}
+		var a Alert
+		if json.Unmarshal([]byte(body), &a) != nil {
+			continue
+		}
+		a.ID = id
+		byID[id] = len(out)
+		out = append(out, Record{Alert: a})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read alerts: %w", err)
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	drows, err := s.db.QueryContext(ctx, `SELECT alert_id, channel, state, attempts, error FROM deliveries WHERE alert_id >= ? ORDER BY alert_id, channel`, out[len(out)-1].ID)
+	if err != nil {
+		return nil, fmt.Errorf("read deliveries: %w", err)
+	}
+	defer drows.Close()
+	for drows.Next() {
+		var id int64
+		var d DeliveryStatus
+		if err := drows.Scan(&id, &d.Channel, &d.State, &d.Attempts, &d.Error); err != nil {
+			return nil, fmt.Errorf("read deliveries: %w", err)
+		}
+		if i, ok := byID[id]; ok {
+			out[i].Deliveries = append(out[i].Deliveries, d)
+		}
+	}
+	return out, drows.Err()
+}
+
+// delivery is one claimed delivery.
+type delivery struct {
+	alert    Alert
+	channel  string
+	attempts int // including this one
+}
+
+// claim takes up to limit deliveries of the channels that are due at
+// now (pending, or sending under a lease that ran out: its process
+// died), leasing them to owner until now+lease.
+func (s *State) claim(ctx context.Context, channels []string, owner string, now time.Time, lease time.Duration, limit int) ([]delivery, error) {
+	if len(channels) == 0 {
+		return nil, nil
+	}
+	ph := strings.TrimSuffix(strings.Repeat("?,", len(channels)), ",")
+	args := []any{DeliverySending, owner, fmtTime(now.Add(lease)), fmtTime(now)}
+	for _, c := range channels {
+		args = append(args, c)
+	}
+	args = append(args, DeliveryPending, fmtTime(now), DeliverySending, fmtTime(now), limit)
+	rows, err := s.db.QueryContext(ctx, `UPDATE deliveries SET state = ?, owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
+		WHERE rowid IN (SELECT rowid FROM deliveries WHERE channel IN (`+ph+`)
+			AND ((state = ? AND next_at <= ?) OR (state = ? AND lease_until <= ?)) ORDER BY alert_id LIMIT ?)
+		RETURNING alert_id, channel, attempts`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
+	var out []delivery
+	for rows.Next() {
+		var d delivery
+		if err := rows.Scan(&d.alert.ID, &d.channel, &d.attempts); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("claim deliveries: %w", err)
+		}
+		out = append(out, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
+	for i := range out {
+		var body string
+		if err := s.db.QueryRowContext(ctx, `SELECT alert FROM alerts WHERE id = ?`, out[i].alert.ID).Scan(&body); err != nil {
+			return nil, fmt.Errorf("read alert %d: %w", out[i].alert.ID, err)
+		}
+		id := out[i].alert.ID
+		if err := json.Unmarshal([]byte(body), &out[i].alert); err != nil {
+			return nil, fmt.Errorf("read alert %d: %w", id, err)
+		}
+		out[i].alert.ID = id
+	}
+	return out, nil
+}
+
+// finish records a delivery's attempt: done, given up, or to be tried
+// again at next. Only the owner's lease is settled: a lease taken over
+// by another process after this one ran out is that process's.
+func (s *State) finish(ctx context.Context, d delivery, owner, state, errText string, next time.Time) error {
+	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET state = ?, error = ?, next_at = ?, lease_until = '', owner = '', updated_at = ?
+		WHERE alert_id = ? AND channel = ? AND owner = ? AND state = ?`,
+		state, errText, fmtTime(next), fmtTime(time.Now()), d.alert.ID, d.channel, owner, DeliverySending)
+	if err != nil {
+		return fmt.Errorf("record delivery of alert %d: %w", d.alert.ID, err)
+	}
+	return nil
+}
+
+// release puts back deliveries claimed but not started (shutdown came
+// first), without counting the attempt.
+func (s *State) release(ctx context.Context, d delivery, owner string) error {
+	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET state = ?, attempts = attempts - 1, lease_until = '', owner = '', updated_at = ?
+		WHERE alert_id = ? AND channel = ? AND owner = ? AND state = ?`,
+		DeliveryPending, fmtTime(time.Now()), d.alert.ID, d.channel, owner, DeliverySending)
+	if err != nil {
+		return fmt.Errorf("release delivery of alert %d: %w", d.alert.ID, err)
+	}
+	return nil
+}
+
+// owed reports how many deliveries of the channels are not settled, and
+// when the next pending one is due (zero when none is pending).
+func (s *State) owed(ctx context.Context, channels []string) (n int, next time.Time, err error) {
+	if len(channels) == 0 {
+		return 0, time.Time{}, nil
+	}
+	ph := strings.TrimSuffix(strings.Repeat("?,", len(channels)), ",")
+	args := []any{DeliveryPending, DeliverySending}
+	for _, c := range channels {
+		args = append(args, c)
+	}
+	var due sql.NullString
+	err = s.db.QueryRowContext(ctx, `SELECT COUNT(*), MIN(CASE WHEN state = 'pending' THEN next_at END) FROM deliveries WHERE state IN (?, ?) AND channel IN (`+ph+`)`, args...).Scan(&n, &due)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("read deliveries: %w", err)
+	}
+	if due.Valid {
+		next = parseTime(due.String)
+	}
+	return n, next, nil
+}

@@ -13,7 +13,7 @@ import (
 // shape (testdata; written from AWS's documented answers, as no capture
 // of a live account is available here) through the real SDK.
 func TestGPUTypesFromPayload(t *testing.T) {
-	body, err := os.ReadFile("testdata/describe-instance-types.xml")
+	body, err := os.ReadFile("../../testdata/ec2/describe-instance-types-gpu.xml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -324,7 +324,7 @@ func (rf *regionFetch) history(ctx context.Context, names []string) error {
 	sent := 0
 	ev := providers.Event{Provider: Name, Region: region}
 	for pg.HasMorePages() {
-		out, err := pg.NextPage(ctx, call)
+		out, err := pg.NextPage(ctx, call, withHistoryDeserializer)
 		if err != nil {
 			return explain(fmt.Errorf("describe spot prices in %s: %w", region, err))
 		}

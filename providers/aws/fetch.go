@@ -19,8 +19,8 @@ import (
 )
 
 // regionState is what the provider remembers of a region between fetches.
-// Fetch runs one goroutine per region, but FindOfferings may read the types
-// at the same time, hence the lock.
+// A region's fetch runs its history streams and the calls beside them at
+// once, and FindOfferings may read the types meanwhile, hence the lock.
 type regionState struct {
 	mu      sync.Mutex
 	types   []GPUType

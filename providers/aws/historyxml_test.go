@@ -215,6 +215,7 @@ func BenchmarkHistoryXML(b *testing.B) {
 	page := fakePage(b)
 	b.SetBytes(int64(len(page)))
 	b.ReportAllocs()
+	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := parseSpotPriceHistory(page); err != nil {
 			b.Fatal(err)

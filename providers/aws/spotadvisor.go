@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/gpumarket/gpumarket/providers"
@@ -34,19 +35,22 @@ type advisorState struct {
 // when the live file is being fetched beside the regions, the data it
 // brings.
 type advisorJob struct {
-	done  chan struct{}
-	first *advisor.Data // usable at once: the data held, else the embedded snapshot
+	done chan struct{}
+	// first is usable at once: the data held, else the embedded snapshot
+	// (parsed once, beside the first requests: it takes tens of ms).
+	first func() *advisor.Data
 	data  *advisor.Data // once done
 	note  string        // once done
 }
 
-// current returns the best data known now, without waiting.
+// current returns the best data known now, without waiting for the live
+// file.
 func (j *advisorJob) current() *advisor.Data {
 	select {
 	case <-j.done:
 		return j.data
 	default:
-		return j.first
+		return j.first()
 	}
 }
 
@@ -57,7 +61,7 @@ func (j *advisorJob) wait(ctx context.Context) *advisor.Data {
 	case <-j.done:
 		return j.data
 	case <-ctx.Done():
-		return j.first
+		return j.first()
 	}
 }
 
@@ -71,10 +75,14 @@ func (p *Provider) startAdvisor(ctx context.Context, sink providers.Sink, note f
 	st := p.adv
 	p.mu.Unlock()
 	now := p.opt.Now()
-	job := &advisorJob{done: make(chan struct{}), first: st.data}
-	if job.first == nil {
-		job.first = advisor.Embedded()
-	}
+	held := st.data
+	job := &advisorJob{done: make(chan struct{}), first: sync.OnceValue(func() *advisor.Data {
+		if held != nil {
+			return held
+		}
+		return advisor.Embedded()
+	})}
+	go job.first()
 	finish := func(st advisorState) {
 		job.data, job.note = st.data, advisorNote(st, now)
 		// The note goes out before the job is done: a fetch waits for
@@ -87,13 +95,9 @@ func (p *Provider) startAdvisor(ctx context.Context, sink providers.Sink, note f
 		return job
 	}
 	go func() {
-		next := p.loadAdvisor(ctx, st, now)
-		if ctx.Err() != nil {
-			// The fetch ended first: the live file was not tried.
-			next = st
-			if next.data == nil {
-				next.data = advisor.Embedded()
-			}
+		next, tried := p.loadAdvisor(ctx, st, now)
+		if !tried {
+			next.data = job.first()
 			finish(next)
 			return
 		}
@@ -105,7 +109,8 @@ func (p *Provider) startAdvisor(ctx context.Context, sink providers.Sink, note f
 	return job
 }
 
-func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Time) advisorState {
+func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Time) (advisorState, bool) {
+	before := st
 	path := p.cachePath("spot-advisor.json")
 	var cached *advisor.Data
 	var cachedAt time.Time
@@ -119,7 +124,7 @@ func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Ti
 		}
 	}
 	if cached != nil && now.Sub(cachedAt) < cacheTTL {
-		return advisorState{data: cached, live: true, fetched: cachedAt}
+		return advisorState{data: cached, live: true, fetched: cachedAt}, true
 	}
 	if p.opt.AdvisorURL != "" {
 		st.triedLive = now
@@ -134,8 +139,13 @@ func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Ti
 						p.opt.Logger.Warn("cache spot advisor", "err", werr)
 					}
 				}
-				return advisorState{data: d, live: true, fetched: now, triedLive: now}
+				return advisorState{data: d, live: true, fetched: now, triedLive: now}, true
 			}
+		}
+		if errors.Is(err, context.Canceled) {
+			// The fetch ended (its regions all failed, say) before the
+			// file came: it was not tried, and is tried next time.
+			return before, false
 		}
 		// The note says it, once, in the source's status line; the log
 		// keeps the details for --debug.
@@ -143,9 +153,9 @@ func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Ti
 		p.opt.Logger.Debug("spot advisor: live fetch failed", "url", p.opt.AdvisorURL, "err", err)
 	}
 	if cached != nil {
-		return advisorState{data: cached, live: true, fetched: cachedAt, triedLive: st.triedLive, failed: st.failed}
+		return advisorState{data: cached, live: true, fetched: cachedAt, triedLive: st.triedLive, failed: st.failed}, true
 	}
-	return advisorState{data: advisor.Embedded(), triedLive: st.triedLive, failed: st.failed}
+	return advisorState{data: advisor.Embedded(), triedLive: st.triedLive, failed: st.failed}, true
 }
 
 // advisorFailure is the short reason a live fetch failed, for the note.
@@ -233,6 +243,6 @@ func (j *advisorJob) noteNow() string {
 	case <-j.done:
 		return j.note
 	default:
-		return "spot advisor: " + j.first.Source
+		return "spot advisor: " + j.first().Source
 	}
 }

@@ -88,9 +88,9 @@ func (s *Server) describeInstanceTypes(rd *Region, f url.Values, reqID string) (
 // A region with OmitZoneIDs leaves availabilityZoneId out, as the
 // documented example (and older answers) do.
 //
-// It returns a renderer: the selection is made under the server's lock,
-// the XML is written outside it.
-func (s *Server) describeSpotPriceHistory(rd *Region, f url.Values, reqID string) (func() []byte, *apiError) {
+// It returns a renderer, and needs not hold the server's lock (maxPage is
+// its MaxPage): the selection has its own.
+func (s *Server) describeSpotPriceHistory(rd *Region, f url.Values, reqID string, maxPage int) (func() []byte, *apiError) {
 	if err := dryRun(f); err != nil {
 		return nil, err
 	}
@@ -127,13 +127,17 @@ func (s *Server) describeSpotPriceHistory(rd *Region, f url.Values, reqID string
 		return empty, nil
 	}
 	selKey := rd.Name + "|" + strings.Join(types, ",") + "|" + zone + "|" + f.Get("StartTime") + "|" + f.Get("EndTime") + "|" + strconv.Itoa(len(rd.Prices))
+	s.selMu.Lock()
 	sel, cached := s.selections[selKey]
+	s.selMu.Unlock()
 	if !cached {
 		sel = selectHistory(rd, types, zone, start, hasStart, end, hasEnd)
+		s.selMu.Lock()
 		if s.selections == nil {
 			s.selections = map[string][]int{}
 		}
 		s.selections[selKey] = sel
+		s.selMu.Unlock()
 	}
 	// The filters narrow what the parameters selected; the selection
 	// cache is keyed by the parameters only.
@@ -154,7 +158,7 @@ func (s *Server) describeSpotPriceHistory(rd *Region, f url.Values, reqID string
 		}
 		sel = kept
 	}
-	lo, hi, tok, perr := s.page(f, len(sel), 1000, 5, 1000)
+	lo, hi, tok, perr := pageOf(f, len(sel), 1000, 5, 1000, maxPage)
 	if perr != nil {
 		return nil, perr
 	}
@@ -167,7 +171,7 @@ func (s *Server) describeSpotPriceHistory(rd *Region, f url.Values, reqID string
 // buffer: a page of 1,000 items is the fake's hottest path.
 func renderHistory(rd *Region, page []int, zoneIDs map[string]string, omitIDs bool, token, reqID string) []byte {
 	var b bytes.Buffer
-	b.Grow(320*len(page) + 512)
+	b.Grow(420*len(page) + 512)
 	b.WriteString(xml.Header)
 	b.WriteString(`<DescribeSpotPriceHistoryResponse xmlns="` + Namespace + `">`)
 	b.WriteString("\n    <requestId>" + reqID + "</requestId>\n    <spotPriceHistorySet>")
@@ -198,9 +202,13 @@ func renderHistory(rd *Region, page []int, zoneIDs map[string]string, omitIDs bo
 func selectHistory(rd *Region, types []string, zone string, start time.Time, hasStart bool, end time.Time, hasEnd bool) []int {
 	type pz struct{ t, z string }
 	before := map[pz]int{}
+	want := map[string]bool{}
+	for _, t := range types {
+		want[t] = true
+	}
 	var sel []int
 	for i, p := range rd.Prices {
-		if (len(types) > 0 && !contains(types, p.InstanceType)) || (zone != "" && zone != p.Zone) {
+		if (len(types) > 0 && !want[p.InstanceType]) || (zone != "" && zone != p.Zone) {
 			continue
 		}
 		if hasEnd && p.At.After(end) {

@@ -132,6 +132,9 @@ type Server struct {
 	issued    map[string]issuedOffering
 	// selections caches the sorted history a query selects, so paging
 	// through a million points does not sort them again for every page.
+	// It has its own lock: selecting is the slow part of an answer and
+	// runs outside mu (the price data never changes once served).
+	selMu        sync.Mutex
 	selections   map[string][]int
 	reservations []*Reservation
 	fleets       []*FleetRecord
@@ -309,11 +312,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if action == "DescribeSpotPriceHistory" && !faulty && s.regions[region] != nil {
-		// The history is the bulk of the traffic: it is selected under
-		// the lock and rendered outside it, so that 14 regions' pages
-		// are written at once (the price data never changes once served).
-		render, err := s.describeSpotPriceHistory(s.regions[region], form, reqID)
+		// The history is the bulk of the traffic: it is selected and
+		// rendered outside the lock, so that 14 regions' pages are made
+		// at once (the price data never changes once served).
+		rd, maxPage := s.regions[region], s.MaxPage
 		s.mu.Unlock()
+		render, err := s.describeSpotPriceHistory(rd, form, reqID, maxPage)
 		if err != nil {
 			s.writeError(w, err, reqID)
 			return
@@ -433,7 +437,7 @@ func (s *Server) dispatch(action, region string, f url.Values, reqID string) ([]
 	case "DescribeInstanceTypes":
 		return s.describeInstanceTypes(rd, f, reqID)
 	case "DescribeSpotPriceHistory":
-		render, err := s.describeSpotPriceHistory(rd, f, reqID)
+		render, err := s.describeSpotPriceHistory(rd, f, reqID, s.MaxPage)
 		if err != nil {
 			return nil, err
 		}
@@ -511,6 +515,11 @@ func timeParam(f url.Values, name string) (time.Time, bool, *apiError) {
 // page cuts n items at the NextToken's offset into a page of at most max
 // (capped by MaxPage) and returns the bounds and the next token.
 func (s *Server) page(f url.Values, n, def, lo, hi int) (int, int, string, *apiError) {
+	return pageOf(f, n, def, lo, hi, s.MaxPage)
+}
+
+// pageOf is page with the MaxPage read by the caller.
+func pageOf(f url.Values, n, def, lo, hi, maxPage int) (int, int, string, *apiError) {
 	max := def
 	if v := f.Get("MaxResults"); v != "" {
 		m, err := strconv.Atoi(v)
@@ -519,8 +528,8 @@ func (s *Server) page(f url.Values, n, def, lo, hi int) (int, int, string, *apiE
 		}
 		max = m
 	}
-	if s.MaxPage > 0 && max > s.MaxPage {
-		max = s.MaxPage
+	if maxPage > 0 && max > maxPage {
+		max = maxPage
 	}
 	start := 0
 	if tok := f.Get("NextToken"); tok != "" {

@@ -421,7 +421,9 @@ func (rf *regionFetch) describe(k providers.PoolKey, scores map[string]map[strin
 // finish waits (within ctx) for the calls beside the region — the Price
 // List, the advisor file, the placement scores — and sends the pools whose
 // description changed. Types that DescribeInstanceTypes brought and the
-// Price List query beside did not cover are asked now.
+// Price List query beside did not ask for are asked now (those it asked
+// for and did not get stay unknown: the query failed, and the note says
+// so).
 func (rf *regionFetch) finish(ctx context.Context) error {
 	if rf.req.Backfill {
 		rf.aids.od.wait(ctx)
@@ -431,7 +433,8 @@ func (rf *regionFetch) finish(ctx context.Context) error {
 			names = append(names, n)
 		}
 		rf.mu.Unlock()
-		if missing := rf.p.missingOnDemand(rf.region, names); len(missing) > 0 && ctx.Err() == nil {
+		missing := rf.aids.od.notAsked(rf.region, rf.p.missingOnDemand(rf.region, names))
+		if len(missing) > 0 && ctx.Err() == nil {
 			rf.p.fetchOnDemand(ctx, map[string][]string{rf.region: missing})
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,7 +72,26 @@ func (p *Provider) missingOnDemand(region string, want []string) []string {
 }
 
 // onDemandJob is a Price List query running beside the regions' history.
-type onDemandJob struct{ done chan struct{} }
+type onDemandJob struct {
+	done  chan struct{}
+	asked map[string][]string // region → the types it asks for
+}
+
+// notAsked returns the types of a region the job does not ask for (a type
+// DescribeInstanceTypes brought that the catalog lacks). A nil job asks
+// for none.
+func (j *onDemandJob) notAsked(region string, types []string) []string {
+	if j == nil {
+		return types
+	}
+	var out []string
+	for _, t := range types {
+		if !slices.Contains(j.asked[region], t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
 
 // wait returns when the job is done or ctx ends.
 func (j *onDemandJob) wait(ctx context.Context) {
@@ -98,7 +118,7 @@ func (p *Provider) startOnDemand(ctx context.Context, regions []string, want fun
 	if len(missing) == 0 {
 		return nil
 	}
-	job := &onDemandJob{done: make(chan struct{})}
+	job := &onDemandJob{done: make(chan struct{}), asked: missing}
 	go func() {
 		defer close(job.done)
 		p.fetchOnDemand(ctx, missing)

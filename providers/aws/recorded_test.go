@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"os"
 	"strings"
@@ -161,4 +162,38 @@ func deref(v *float64) any {
 		return nil
 	}
 	return *v
+}
+
+// A Price List that refuses the query leaves on-demand prices unknown: the
+// source's note says so once (no warning per region in the log), the
+// regions do not each ask again, and the spot market is shown all the same.
+func TestPriceListFailureIsOneNote(t *testing.T) {
+	f := newFixture(t)
+	f.fake.AddFault(ec2test.Fault{Action: "pricing:GetProducts", Status: 400, Code: "AccessDeniedException", Message: "User is not authorized to perform: pricing:GetProducts"})
+	var log lines
+	p := f.provider(t, func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	c := newCollector()
+	if err := p.Fetch(context.Background(), backfill(6*time.Hour), c.sink); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.fake.Count("pricing:GetProducts", ""); n != 1 {
+		t.Errorf("%d Price List calls, want the one query for both regions", n)
+	}
+	last := c.notes[len(c.notes)-1]
+	if !strings.Contains(last, "on-demand prices unknown in 2 region(s)") || !strings.Contains(last, "AccessDeniedException") {
+		t.Errorf("note %q, want the Price List's failure", last)
+	}
+	if log.String() != "" {
+		t.Errorf("warnings logged beside the note: %s", log.String())
+	}
+	if len(c.pools) == 0 {
+		t.Fatal("no pools: the Price List's failure hid the spot market")
+	}
+	for k, pool := range c.pools {
+		if pool.OnDemandUSDHour != nil {
+			t.Errorf("%s: on-demand %v from a Price List that refused", k, *pool.OnDemandUSDHour)
+		}
+	}
 }

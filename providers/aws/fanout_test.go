@@ -249,12 +249,12 @@ func TestFetchUnresolvableEndpointIsNotRetried(t *testing.T) {
 func TestFetchHangingRegion(t *testing.T) {
 	f := newFixture(t)
 	f.fake.AddFault(ec2test.Fault{Region: "us-west-2", Hang: true})
-	p := f.provider(t, func(o *Options) { o.AttemptTimeout = 300 * time.Millisecond })
+	p := f.provider(t, func(o *Options) { o.AttemptTimeout = 2 * time.Second })
 	c := newCollector()
 	if err := p.Fetch(context.Background(), backfill(24*time.Hour), c.sink); err != nil {
 		t.Fatalf("Fetch with one region hanging: %v", err)
 	}
-	if e := c.errs["us-west-2"]; e == nil || !strings.Contains(e.Error(), "no answer within 300ms") {
+	if e := c.errs["us-west-2"]; e == nil || !strings.Contains(e.Error(), "no answer within 2s") {
 		t.Errorf("us-west-2: %v, want no answer within the attempt timeout", e)
 	}
 	if n := f.fake.Count("DescribeSpotPriceHistory", "us-west-2"); n != 1 {

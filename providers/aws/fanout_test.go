@@ -346,3 +346,36 @@ func TestRetryPolicy(t *testing.T) {
 		}
 	}
 }
+
+// The first history request of a cold region names the catalog's types
+// before DescribeInstanceTypes answers; if the region's API refuses one
+// (a type it does not know yet), the region asks again for its own types
+// instead of failing.
+func TestFetchCatalogTypeRefused(t *testing.T) {
+	f := newFixture(t, "us-east-1")
+	f.fake.AddFault(ec2test.Fault{Action: "DescribeSpotPriceHistory", Times: 1, Status: http.StatusBadRequest,
+		Code: "InvalidParameterValue", Message: "Invalid value 'p9.mega' for InstanceType."})
+	p := f.provider(t, nil)
+	c := newCollector()
+	req := backfill(6 * time.Hour)
+	req.Query.Regions = []string{"us-east-1"}
+	if err := p.Fetch(context.Background(), req, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.errs["us-east-1"]; err != nil {
+		t.Fatalf("us-east-1: %v", err)
+	}
+	if len(c.pools) != 6*3 {
+		t.Errorf("%d pools, want the region's 6 GPU types in 3 zones", len(c.pools))
+	}
+	var retried url.Values
+	for _, call := range f.fake.Calls() {
+		if call.Action == "DescribeSpotPriceHistory" && !call.Faulted {
+			retried = call.Params
+			break
+		}
+	}
+	if retried == nil || retried.Has("InstanceType.7") {
+		t.Errorf("the second request names %v, want only the region's 6 types", retried)
+	}
+}

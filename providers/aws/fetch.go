@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -267,7 +268,20 @@ func (p *Provider) fetchRegion(ctx context.Context, region string, req providers
 			}
 		}
 		if herr := <-histErr; herr != nil {
-			return herr
+			if err != nil || !rejectedTypes(herr) {
+				return herr
+			}
+			// The region's API refused a type of the catalog (one it
+			// does not know yet): ask for the region's own types.
+			var own []string
+			for _, t := range types {
+				if slices.Contains(first, t.InstanceType) {
+					own = append(own, t.InstanceType)
+				}
+			}
+			if herr := rf.history(ctx, own); herr != nil {
+				return herr
+			}
 		}
 		if err != nil {
 			return err
@@ -286,6 +300,16 @@ func (p *Provider) fetchRegion(ctx context.Context, region string, req providers
 	ctx, cancel := context.WithTimeout(ctx, sideTimeout)
 	defer cancel()
 	return rf.finish(ctx)
+}
+
+// rejectedTypes reports whether EC2 refused a request for its instance
+// types (an unknown name), rather than failing it.
+func rejectedTypes(err error) bool {
+	switch apiCode(err) {
+	case "InvalidParameterValue", "InvalidInstanceType":
+		return true
+	}
+	return false
 }
 
 // history pages through DescribeSpotPriceHistory for the given types.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,12 +17,11 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/advisor"
 )
 
 // regionState is what the provider remembers of a region between fetches.
-// Fetch runs one goroutine per region, but FindOfferings may read the types
-// at the same time, hence the lock.
+// A region's fetch runs its history streams and the calls beside them at
+// once, and FindOfferings may read the types meanwhile, hence the lock.
 type regionState struct {
 	mu      sync.Mutex
 	types   []GPUType
@@ -67,12 +68,31 @@ func (rs *regionState) setTypes(t []GPUType, at time.Time) {
 	rs.mu.Unlock()
 }
 
+// sideTimeout bounds what a region waits, after its history, for the
+// calls that run beside it (the Price List, placement scores, the advisor
+// file): their data is optional, and a hang there must not hold rows that
+// are ready.
+const sideTimeout = 10 * time.Second
+
+// fetchAids are the calls a fetch runs beside the regions' history.
+type fetchAids struct {
+	adv    *advisorJob
+	od     *onDemandJob // nil: nothing to ask
+	scores *scoreJob    // nil: not asked this time
+	note   func(string) string
+}
+
 // Fetch streams the GPU pools of the query's regions and their spot prices
-// in [req.Since, req.Until]: one event per page of DescribeSpotPriceHistory,
-// regions concurrently (Options.Concurrency at once). A region that fails
-// is reported as an Event with Err and the others go on; Fetch returns an
-// error only when every region failed. A region asks again, at its next
-// fetch, for the span its failed fetches missed.
+// in [req.Since, req.Until]: one event per page (or batch of pages) of
+// DescribeSpotPriceHistory. Every region is asked at once, bounded only by
+// AWS's documented rate limits, and the steps of a region overlap: its
+// history pages start with the catalog's GPU types while
+// DescribeInstanceTypes answers (a type the catalog lacks gets its own
+// pages after), and the Price List, the placement scores and the advisor
+// file are asked beside them. A region that fails is reported as an Event
+// with Err and the others go on; Fetch returns an error only when every
+// region failed. A region asks again, at its next fetch, for the span its
+// failed fetches missed.
 func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
 	if !req.Until.After(req.Since) {
 		return fmt.Errorf("aws: fetch window [%s, %s] is empty", req.Since.Format(time.RFC3339), req.Until.Format(time.RFC3339))
@@ -81,28 +101,40 @@ func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink p
 	if err != nil {
 		return err
 	}
-	adv, note := p.advisorData(ctx)
-	sink(providers.Event{Provider: Name, Note: note})
+	ctx, cancel := context.WithCancel(ctx)
+	aids := &fetchAids{note: p.sourceNote}
+	// Nothing of the fetch outlives it: what still runs beside the
+	// regions (a slow Price List, say) is stopped and waited for.
+	defer aids.join()
+	defer cancel()
+
+	rreqs := make([]providers.FetchRequest, len(regions))
+	var backfill []string
+	for i, r := range regions {
+		rreqs[i] = p.regionState(r).regionRequest(req)
+		if rreqs[i].Backfill {
+			backfill = append(backfill, r)
+		}
+	}
+	aids.adv = p.startAdvisor(ctx, sink, aids.note)
+	aids.od = p.startOnDemand(ctx, backfill, func(region string) []string {
+		return wantedNames(p.knownGPUTypes(region), req.Query)
+	})
+	if req.Backfill {
+		aids.scores = p.startScores(ctx, regions, req.Query)
+	}
 
 	var failed atomic.Int32
 	var firstErr error
 	var errOnce sync.Once
-	sem := make(chan struct{}, p.opt.Concurrency)
 	var wg sync.WaitGroup
-	for _, region := range regions {
+	for i, region := range regions {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-sem }()
 			rs := p.regionState(region)
-			rreq := rs.regionRequest(req)
-			err := p.fetchRegion(ctx, region, rreq, adv, sink)
-			rs.settle(rreq, err != nil)
+			err := p.fetchRegion(ctx, region, rreqs[i], aids, sink)
+			rs.settle(rreqs[i], err != nil)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -124,56 +156,168 @@ func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink p
 		}
 		return fmt.Errorf("aws: every region failed (%d), first: %w", len(regions), firstErr)
 	}
-	if req.Backfill {
-		p.updateScores(ctx, regions, req.Query, sink)
+	if aids.od != nil {
+		// The note now says whether the Price List answered.
+		sink(providers.Event{Provider: Name, Note: aids.note(aids.adv.noteNow())})
 	}
 	return nil
 }
 
-// fetchRegion streams one region's history pages, then refreshes the
-// descriptions of its pools (on-demand prices, interruption data).
-func (p *Provider) fetchRegion(ctx context.Context, region string, req providers.FetchRequest, adv *advisor.Data, sink providers.Sink) error {
-	all, err := p.gpuTypes(ctx, region)
-	if err != nil {
-		return err
+// join waits for the calls beside the regions to end.
+func (a *fetchAids) join() {
+	if a.adv != nil {
+		<-a.adv.done
 	}
-	specs := map[string]providers.GPUSpec{}
+	if a.od != nil {
+		<-a.od.done
+	}
+	if a.scores != nil {
+		<-a.scores.done
+	}
+}
+
+// sourceNote is the source's status line: the advisor's note, and why
+// on-demand prices are unknown when the Price List failed.
+func (p *Provider) sourceNote(advisorNote string) string {
+	if od := p.onDemandNote(); od != "" {
+		return advisorNote + "; " + od
+	}
+	return advisorNote
+}
+
+// knownGPUTypes returns the region's GPU types from the caches, else the
+// catalog's: the types a fetch asks about before DescribeInstanceTypes has
+// answered.
+func (p *Provider) knownGPUTypes(region string) []GPUType {
+	if t, ok := p.cachedGPUTypes(region); ok {
+		return t
+	}
+	return catalogGPUTypes()
+}
+
+func wantedNames(types []GPUType, q providers.Query) []string {
+	var out []string
+	for _, t := range types {
+		if q.WantsGPU(t.GPU.Model) {
+			out = append(out, t.InstanceType)
+		}
+	}
+	return out
+}
+
+// regionFetch is one region's part of a fetch. Its history streams (the
+// catalog's types, then any the catalog lacks) may run at once.
+type regionFetch struct {
+	p      *Provider
+	region string
+	req    providers.FetchRequest
+	rs     *regionState
+	aids   *fetchAids
+	sink   providers.Sink
+
+	mu    sync.Mutex
+	specs map[string]providers.GPUSpec // the wanted types asked for, with their GPUs
+	pages int                          // history pages answered
+	open  int                          // streams with more pages to come
+}
+
+// want adds the types the query wants that are not asked for yet, and
+// returns their names.
+func (rf *regionFetch) want(types []GPUType) []string {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
 	var names []string
-	for _, t := range all {
-		if req.Query.WantsGPU(t.GPU.Model) {
-			specs[t.InstanceType] = t.GPU
+	for _, t := range types {
+		if _, dup := rf.specs[t.InstanceType]; !dup && rf.req.Query.WantsGPU(t.GPU.Model) {
+			rf.specs[t.InstanceType] = t.GPU
 			names = append(names, t.InstanceType)
 		}
 	}
-	if len(names) == 0 {
-		if req.Backfill {
-			sink(providers.Event{Provider: Name, Region: region, Progress: &providers.Progress{Done: 1, Total: 1}})
+	sort.Strings(names)
+	return names
+}
+
+func (rf *regionFetch) spec(instanceType string) (providers.GPUSpec, bool) {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	s, ok := rf.specs[instanceType]
+	return s, ok
+}
+
+// fetchRegion streams one region's history pages, then refreshes the
+// descriptions of its pools (on-demand prices, interruption data,
+// placement scores) once the calls beside it have answered.
+func (p *Provider) fetchRegion(ctx context.Context, region string, req providers.FetchRequest, aids *fetchAids, sink providers.Sink) error {
+	rf := &regionFetch{p: p, region: region, req: req, rs: p.regionState(region), aids: aids, sink: sink, specs: map[string]providers.GPUSpec{}}
+	if types, ok := p.cachedGPUTypes(region); ok {
+		aids.scores.typesKnown(types)
+		if err := rf.history(ctx, rf.want(types)); err != nil {
+			return err
 		}
+	} else {
+		// Cold: the catalog's types at once, DescribeInstanceTypes beside
+		// them, then the region's types the catalog lacks.
+		first := rf.want(catalogGPUTypes())
+		histErr := make(chan error, 1)
+		go func() { histErr <- rf.history(ctx, first) }()
+		types, err := p.gpuTypes(ctx, region)
+		aids.scores.typesKnown(types)
+		if err == nil {
+			if extra := rf.want(types); len(extra) > 0 {
+				err = rf.history(ctx, extra)
+			}
+		}
+		if herr := <-histErr; herr != nil {
+			if err != nil || !rejectedTypes(herr) {
+				return herr
+			}
+			// The region's API refused a type of the catalog (one it
+			// does not know yet): ask for the region's own types.
+			var own []string
+			for _, t := range types {
+				if slices.Contains(first, t.InstanceType) {
+					own = append(own, t.InstanceType)
+				}
+			}
+			if herr := rf.history(ctx, own); herr != nil {
+				return herr
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	rf.mu.Lock()
+	pages, asked := rf.pages, len(rf.specs)
+	rf.mu.Unlock()
+	if req.Backfill && pages == 0 {
+		// No type of the query here: the region's back-fill is done.
+		sink(providers.Event{Provider: Name, Region: region, Progress: &providers.Progress{Done: 1, Total: 1}})
+	}
+	if asked == 0 {
 		return nil
 	}
-	var od map[string]*float64
-	if req.Backfill {
-		od = p.onDemand(ctx, region, names)
-	}
-	rs := p.regionState(region)
-	describe := func(k providers.PoolKey) providers.Pool {
-		pool := providers.Pool{Provider: Name, Cloud: providers.CloudAWS, Region: region, Zone: k.Zone,
-			InstanceType: k.InstanceType, GPU: specs[k.InstanceType]}
-		rs.mu.Lock()
-		old, known := rs.pools[k]
-		rs.mu.Unlock()
-		if known {
-			pool.OnDemandUSDHour, pool.PlacementScore = old.OnDemandUSDHour, old.PlacementScore
-		}
-		if v, ok := od[k.InstanceType]; ok {
-			pool.OnDemandUSDHour = v
-		}
-		if in, ok := adv.Interruption(region, k.InstanceType); ok {
-			pool.Interruption = in
-		}
-		return pool
-	}
+	ctx, cancel := context.WithTimeout(ctx, sideTimeout)
+	defer cancel()
+	return rf.finish(ctx)
+}
 
+// rejectedTypes reports whether EC2 refused a request for its instance
+// types (an unknown name), rather than failing it.
+func rejectedTypes(err error) bool {
+	switch apiCode(err) {
+	case "InvalidParameterValue", "InvalidInstanceType":
+		return true
+	}
+	return false
+}
+
+// history pages through DescribeSpotPriceHistory for the given types.
+func (rf *regionFetch) history(ctx context.Context, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	p, region, req, rs := rf.p, rf.region, rf.req, rf.rs
 	types := make([]ec2types.InstanceType, len(names))
 	for i, n := range names {
 		types[i] = ec2types.InstanceType(n)
@@ -185,6 +329,14 @@ func (p *Provider) fetchRegion(ctx context.Context, region string, req providers
 		InstanceTypes:       types,
 		MaxResults:          awssdk.Int32(1000),
 	}
+	rf.mu.Lock()
+	rf.open++
+	rf.mu.Unlock()
+	defer func() {
+		rf.mu.Lock()
+		rf.open--
+		rf.mu.Unlock()
+	}()
 	// AWS answers newest first, so every page is older than what the
 	// sink has already merged, and merging it rebuilds the pools' series.
 	// Pages are therefore sent in batches that double in size: the first
@@ -192,14 +344,14 @@ func (p *Provider) fetchRegion(ctx context.Context, region string, req providers
 	// log2(pages) merges instead of one per page. Progress goes out with
 	// every page all the same.
 	pg := ec2.NewDescribeSpotPriceHistoryPaginator(p.client(region), in)
-	page, sent := 0, 0
+	call := p.ec2Call(region, "DescribeSpotPriceHistory")
+	sent := 0
 	ev := providers.Event{Provider: Name, Region: region}
 	for pg.HasMorePages() {
-		out, err := pg.NextPage(ctx)
+		out, err := pg.NextPage(ctx, call, withHistoryDeserializer)
 		if err != nil {
 			return explain(fmt.Errorf("describe spot prices in %s: %w", region, err))
 		}
-		page++
 		for _, sp := range out.SpotPriceHistory {
 			pt, ok, err := pricePoint(region, sp)
 			if err != nil {
@@ -208,7 +360,7 @@ func (p *Provider) fetchRegion(ctx context.Context, region string, req providers
 			if !ok {
 				continue
 			}
-			if _, want := specs[pt.Pool.InstanceType]; !want {
+			if _, want := rf.spec(pt.Pool.InstanceType); !want {
 				continue
 			}
 			ev.Points = append(ev.Points, pt)
@@ -219,56 +371,158 @@ func (p *Provider) fetchRegion(ctx context.Context, region string, req providers
 			}
 			rs.mu.Unlock()
 			if !known {
-				pool := describe(pt.Pool)
+				pool := rf.describe(pt.Pool, nil)
 				rs.mu.Lock()
 				rs.pools[pt.Pool] = pool
 				rs.mu.Unlock()
 				ev.Pools = append(ev.Pools, pool)
 			}
 		}
+		more := pg.HasMorePages()
 		var prog *providers.Progress
 		if req.Backfill {
-			total := page
-			if pg.HasMorePages() {
-				total++
+			rf.mu.Lock()
+			rf.pages++
+			total := rf.pages
+			if more {
+				total += rf.open
+			} else {
+				total += rf.open - 1
 			}
-			prog = &providers.Progress{Done: page, Total: total}
+			prog = &providers.Progress{Done: rf.pages, Total: total}
+			rf.mu.Unlock()
+		} else {
+			rf.mu.Lock()
+			rf.pages++
+			rf.mu.Unlock()
 		}
-		if len(ev.Points)+len(ev.Pools) > 0 && (sent == 0 || len(ev.Points) >= sent || !pg.HasMorePages()) {
+		if len(ev.Points)+len(ev.Pools) > 0 && (sent == 0 || len(ev.Points) >= sent || !more) {
 			sent += len(ev.Points)
+			ev.Points = byPool(ev.Points)
 			ev.Progress = prog
-			sink(ev)
+			rf.sink(ev)
 			ev = providers.Event{Provider: Name, Region: region}
 		} else if prog != nil {
-			sink(providers.Event{Provider: Name, Region: region, Progress: prog})
+			rf.sink(providers.Event{Provider: Name, Region: region, Progress: prog})
 		}
-	}
-	// Refresh the descriptions of known pools whose interruption data or
-	// on-demand price changed (a new advisor file, a first price).
-	rs.mu.Lock()
-	keys := make([]providers.PoolKey, 0, len(rs.pools))
-	for k := range rs.pools {
-		keys = append(keys, k)
-	}
-	rs.mu.Unlock()
-	var changed []providers.Pool
-	for _, k := range keys {
-		if _, want := specs[k.InstanceType]; !want {
-			continue
-		}
-		nw := describe(k)
-		rs.mu.Lock()
-		old := rs.pools[k]
-		if !samePool(old, nw) {
-			rs.pools[k] = nw
-			changed = append(changed, nw)
-		}
-		rs.mu.Unlock()
-	}
-	if len(changed) > 0 {
-		sink(providers.Event{Provider: Name, Region: region, Pools: changed})
 	}
 	return nil
+}
+
+// describe makes a pool's description from what is known now: its GPUs,
+// its on-demand price (cached), its interruption bucket, its placement
+// score (scores, when given; else the one it had).
+func (rf *regionFetch) describe(k providers.PoolKey, scores map[string]map[string]map[string]int) providers.Pool {
+	spec, _ := rf.spec(k.InstanceType)
+	pool := providers.Pool{Provider: Name, Cloud: providers.CloudAWS, Region: rf.region, Zone: k.Zone,
+		InstanceType: k.InstanceType, GPU: spec}
+	rf.rs.mu.Lock()
+	old, known := rf.rs.pools[k]
+	zoneID := ""
+	if scores != nil {
+		for id, name := range rf.rs.zoneNames {
+			if name == k.Zone {
+				zoneID = id
+			}
+		}
+	}
+	rf.rs.mu.Unlock()
+	if known {
+		pool.OnDemandUSDHour, pool.PlacementScore = old.OnDemandUSDHour, old.PlacementScore
+	}
+	if v, ok := rf.p.cachedOnDemand(rf.region, k.InstanceType); ok {
+		pool.OnDemandUSDHour = v
+	}
+	if in, ok := rf.aids.adv.current().Interruption(rf.region, k.InstanceType); ok {
+		pool.Interruption = in
+	}
+	if score, ok := scores[rf.region][zoneID][k.InstanceType]; ok && zoneID != "" {
+		pool.PlacementScore = providers.Int(score)
+	}
+	return pool
+}
+
+// finish waits (within ctx) for the calls beside the region — the Price
+// List, the advisor file, the placement scores — and sends the pools whose
+// description changed. Types that DescribeInstanceTypes brought and the
+// Price List query beside did not ask for are asked now (those it asked
+// for and did not get stay unknown: the query failed, and the note says
+// so).
+func (rf *regionFetch) finish(ctx context.Context) error {
+	if rf.req.Backfill {
+		rf.aids.od.wait(ctx)
+		rf.mu.Lock()
+		names := make([]string, 0, len(rf.specs))
+		for n := range rf.specs {
+			names = append(names, n)
+		}
+		rf.mu.Unlock()
+		missing := rf.aids.od.notAsked(rf.region, rf.p.missingOnDemand(rf.region, names))
+		if len(missing) > 0 && ctx.Err() == nil {
+			rf.p.fetchOnDemand(ctx, map[string][]string{rf.region: missing})
+		}
+	}
+	rf.aids.adv.wait(ctx)
+	scores := rf.aids.scores.wait(ctx)
+	// Refresh the descriptions of the region's pools of the asked types
+	// whose on-demand price, interruption data or score changed.
+	rf.rs.mu.Lock()
+	keys := make([]providers.PoolKey, 0, len(rf.rs.pools))
+	for k := range rf.rs.pools {
+		keys = append(keys, k)
+	}
+	rf.rs.mu.Unlock()
+	var changed []providers.Pool
+	for _, k := range keys {
+		if _, want := rf.spec(k.InstanceType); !want {
+			continue
+		}
+		nw := rf.describe(k, scores)
+		rf.rs.mu.Lock()
+		if old := rf.rs.pools[k]; !samePool(old, nw) {
+			rf.rs.pools[k] = nw
+			changed = append(changed, nw)
+		}
+		rf.rs.mu.Unlock()
+	}
+	if len(changed) > 0 {
+		sort.Slice(changed, func(i, j int) bool { return changed[i].Key().String() < changed[j].Key().String() })
+		rf.sink(providers.Event{Provider: Name, Region: rf.region, Pools: changed})
+	}
+	return nil
+}
+
+// byPool orders points pool by pool, each pool's in the order given. A page
+// interleaves the pools (AWS sorts it by time), and the sink merges a
+// pool's run of points at once: one merge a pool, not one a point (an
+// older point than a series' last rebuilds it).
+func byPool(points []providers.PricePoint) []providers.PricePoint {
+	group := map[providers.PoolKey]int{}
+	var counts []int
+	for _, pt := range points {
+		g, ok := group[pt.Pool]
+		if !ok {
+			g = len(counts)
+			group[pt.Pool] = g
+			counts = append(counts, 0)
+		}
+		counts[g]++
+	}
+	if len(counts) <= 1 {
+		return points
+	}
+	next := make([]int, len(counts))
+	for g, at := 1, 0; g < len(counts); g++ {
+		at += counts[g-1]
+		next[g] = at
+	}
+	out := make([]providers.PricePoint, len(points))
+	for _, pt := range points {
+		g := group[pt.Pool]
+		out[next[g]] = pt
+		next[g]++
+	}
+	return out
 }
 
 // pricePoint converts one history entry. Entries for other products, or

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,129 +29,285 @@ type onDemandCache struct {
 	mu     sync.Mutex
 	loaded bool
 	prices map[string]map[string]onDemandPrice // region → type → price
+	// failure is why the last Price List query failed ("" after one that
+	// answered), said in the source's note.
+	failure string
 }
 
-// onDemand returns the Linux, shared-tenancy on-demand price of each type
-// in a region (nil where unknown), from the day-long cache or the Price
-// List API. A Price List failure is logged and leaves prices unknown: it
-// must not hide the spot market.
-func (p *Provider) onDemand(ctx context.Context, region string, types []string) map[string]*float64 {
+// load reads the data dir's copy once. The caller holds c.mu.
+func (c *onDemandCache) load(path string) {
+	if c.loaded {
+		return
+	}
+	c.loaded = true
+	c.prices = map[string]map[string]onDemandPrice{}
+	if path != "" {
+		_ = readJSON(path, &c.prices)
+	}
+}
+
+// cachedOnDemand returns a type's cached on-demand price in a region (nil
+// when the Price List has none), and whether the cache holds a fresh one.
+func (p *Provider) cachedOnDemand(region, instanceType string) (*float64, bool) {
 	c := &p.onDemandC
-	path := p.cachePath("on-demand.json")
-	now := p.opt.Now()
 	c.mu.Lock()
-	if !c.loaded {
-		c.loaded = true
-		c.prices = map[string]map[string]onDemandPrice{}
-		if path != "" {
-			_ = readJSON(path, &c.prices)
-		}
+	defer c.mu.Unlock()
+	c.load(p.cachePath("on-demand.json"))
+	e, ok := c.prices[region][instanceType]
+	if !ok || p.opt.Now().Sub(e.Fetched) >= cacheTTL {
+		return nil, false
 	}
-	out := map[string]*float64{}
-	var missing []string
-	for _, t := range types {
-		if e, ok := c.prices[region][t]; ok && now.Sub(e.Fetched) < cacheTTL {
-			out[t] = e.USD
-		} else {
-			missing = append(missing, t)
-		}
-	}
-	c.mu.Unlock()
-	if len(missing) == 0 {
-		return out
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	type result struct {
-		typ string
-		usd *float64
-		err error
-	}
-	results := make(chan result, len(missing))
-	sem := make(chan struct{}, 4)
-	for _, t := range missing {
-		go func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			usd, err := p.fetchOnDemand(ctx, region, t)
-			results <- result{t, usd, err}
-		}()
-	}
-	fetched := map[string]onDemandPrice{}
-	var failed []string
-	var firstErr error
-	for range missing {
-		r := <-results
-		if r.err != nil {
-			if firstErr == nil {
-				firstErr = r.err
-			}
-			failed = append(failed, r.typ)
-			continue
-		}
-		out[r.typ] = r.usd
-		fetched[r.typ] = onDemandPrice{USD: r.usd, Fetched: now}
-	}
-	if len(failed) > 0 {
-		// One line per region, not per type: when the Price List API is
-		// out of reach every type fails the same way.
-		p.opt.Logger.Warn("on-demand prices unknown", "region", region, "types", len(failed), "err", shortCause(firstErr))
-	}
-	if len(fetched) > 0 {
-		c.mu.Lock()
-		if c.prices[region] == nil {
-			c.prices[region] = map[string]onDemandPrice{}
-		}
-		for t, e := range fetched {
-			c.prices[region][t] = e
-		}
-		var err error
-		if path != "" {
-			err = writeJSON(path, c.prices)
-		}
-		c.mu.Unlock()
-		if err != nil {
-			p.opt.Logger.Warn("cache on-demand prices", "err", err)
+	return e.USD, true
+}
+
+// missingOnDemand returns the types of want whose price the cache lacks.
+func (p *Provider) missingOnDemand(region string, want []string) []string {
+	var out []string
+	for _, t := range want {
+		if _, ok := p.cachedOnDemand(region, t); !ok {
+			out = append(out, t)
 		}
 	}
 	return out
 }
 
-func (p *Provider) fetchOnDemand(ctx context.Context, region, instanceType string) (*float64, error) {
-	term := func(field, value string) pricingtypes.Filter {
-		return pricingtypes.Filter{Type: pricingtypes.FilterTypeTermMatch, Field: awssdk.String(field), Value: awssdk.String(value)}
+// onDemandJob is a Price List query running beside the regions' history.
+type onDemandJob struct {
+	done  chan struct{}
+	asked map[string][]string // region → the types it asks for
+}
+
+// notAsked returns the types of a region the job does not ask for (a type
+// DescribeInstanceTypes brought that the catalog lacks). A nil job asks
+// for none.
+func (j *onDemandJob) notAsked(region string, types []string) []string {
+	if j == nil {
+		return types
 	}
-	in := &pricing.GetProductsInput{
-		ServiceCode:   awssdk.String("AmazonEC2"),
-		FormatVersion: awssdk.String("aws_v1"),
-		MaxResults:    awssdk.Int32(100),
-		Filters: []pricingtypes.Filter{
-			term("instanceType", instanceType), term("regionCode", region), term("operatingSystem", "Linux"),
-			term("tenancy", "Shared"), term("preInstalledSw", "NA"), term("capacitystatus", "Used"),
-			// GPU types sold as capacity blocks have a second product
-			// that matches every filter above at the block's price.
-			term("marketoption", "OnDemand"),
-		},
+	var out []string
+	for _, t := range types {
+		if !slices.Contains(j.asked[region], t) {
+			out = append(out, t)
+		}
 	}
-	pg := pricing.NewGetProductsPaginator(p.pricing, in)
+	return out
+}
+
+// wait returns when the job is done or ctx ends.
+func (j *onDemandJob) wait(ctx context.Context) {
+	if j == nil {
+		return
+	}
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+	}
+}
+
+// startOnDemand asks the Price List, beside the regions' history, for the
+// on-demand prices the cache lacks (want returns a region's wanted types)
+// and caches them for a day; see fetchOnDemand. It returns nil when the
+// cache holds them all.
+func (p *Provider) startOnDemand(ctx context.Context, regions []string, want func(region string) []string) *onDemandJob {
+	missing := map[string][]string{}
+	for _, r := range regions {
+		if m := p.missingOnDemand(r, want(r)); len(m) > 0 {
+			missing[r] = m
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	job := &onDemandJob{done: make(chan struct{}), asked: missing}
+	go func() {
+		defer close(job.done)
+		p.fetchOnDemand(ctx, missing)
+	}()
+	return job
+}
+
+// onDemandFilters are the Price List attributes of a Linux, shared-tenancy,
+// on-demand product. GPU types sold as capacity blocks have a second product
+// that matches every other filter at the block's price: marketoption tells
+// them apart.
+var onDemandFilters = []pricingtypes.Filter{
+	termMatch("operatingSystem", "Linux"), termMatch("tenancy", "Shared"), termMatch("preInstalledSw", "NA"),
+	termMatch("capacitystatus", "Used"), termMatch("marketoption", "OnDemand"), termMatch("locationType", "AWS Region"),
+}
+
+func termMatch(field, value string) pricingtypes.Filter {
+	return pricingtypes.Filter{Type: pricingtypes.FilterTypeTermMatch, Field: awssdk.String(field), Value: awssdk.String(value)}
+}
+
+// maxFilterValue is the Price List's limit on a filter value (1,024
+// characters), less a margin.
+const maxFilterValue = 1000
+
+// fetchOnDemand asks the Price List for the on-demand prices of the given
+// types of each region and caches what it learns for a day, a miss (a type
+// not sold on demand there) as nil. GetProducts takes ANY_OF filters, "multiple
+// values as a comma-separated string" (API Reference, Filter), so a few
+// queries cover every region and type: each names a set of types and as many
+// regions as keep its answer within one page of 100 products, and the
+// queries run at once within the Price List's bucket of 10 (refilled at 5 a
+// second), where one query per type and region would take 84 calls for 14
+// regions and wait on that bucket for 15 seconds. A failed query leaves its
+// prices unknown (not cached) and is said in the source's note: on-demand
+// prices must not hide the spot market.
+func (p *Provider) fetchOnDemand(ctx context.Context, missing map[string][]string) {
+	typeSet := map[string]bool{}
+	var regions []string
+	for r, ts := range missing {
+		regions = append(regions, r)
+		for _, t := range ts {
+			typeSet[t] = true
+		}
+	}
+	sort.Strings(regions)
+	types := make([]string, 0, len(typeSet))
+	for t := range typeSet {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	type query struct{ regions, types []string }
+	var queries []query
+	for _, ts := range chunkList(types, 100, maxFilterValue) {
+		for _, rs := range chunkList(regions, max(1, 100/len(ts)), maxFilterValue) {
+			queries = append(queries, query{rs, ts})
+		}
+	}
+	type result struct {
+		q     query
+		found map[[2]string]*float64
+		err   error
+	}
+	results := make(chan result, len(queries))
+	for _, q := range queries {
+		go func() {
+			found, err := p.getProducts(ctx, q.regions, q.types)
+			results <- result{q, found, err}
+		}()
+	}
+	now := p.opt.Now()
+	fetched := map[string]map[string]onDemandPrice{}
+	var firstErr error
+	failedRegions := map[string]bool{}
+	for range queries {
+		r := <-results
+		if r.err != nil && ctx.Err() != nil {
+			continue // the fetch ended: nothing failed
+		}
+		if r.err != nil {
+			if firstErr == nil {
+				firstErr = r.err
+			}
+			for _, reg := range r.q.regions {
+				failedRegions[reg] = true
+			}
+			continue
+		}
+		for _, reg := range r.q.regions {
+			for _, t := range r.q.types {
+				// Types another region wanted are kept too: they are
+				// as fresh as the ones asked for.
+				if fetched[reg] == nil {
+					fetched[reg] = map[string]onDemandPrice{}
+				}
+				fetched[reg][t] = onDemandPrice{USD: r.found[[2]string{reg, t}], Fetched: now}
+			}
+		}
+	}
+	c := &p.onDemandC
+	c.mu.Lock()
+	c.load(p.cachePath("on-demand.json"))
+	for reg, byType := range fetched {
+		if c.prices[reg] == nil {
+			c.prices[reg] = map[string]onDemandPrice{}
+		}
+		for t, e := range byType {
+			c.prices[reg][t] = e
+		}
+	}
+	if ctx.Err() == nil {
+		c.failure = ""
+	}
+	if firstErr != nil {
+		c.failure = fmt.Sprintf("on-demand prices unknown in %d region(s): %s", len(failedRegions), shortCause(firstErr))
+		p.opt.Logger.Info("price list", "regions", len(failedRegions), "err", firstErr) // the note says it to the user
+	}
+	var err error
+	if path := p.cachePath("on-demand.json"); path != "" && len(fetched) > 0 {
+		err = writeJSON(path, c.prices)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		p.opt.Logger.Warn("cache on-demand prices", "err", err)
+	}
+}
+
+// onDemandNote is the Price List's part of the source's note: why on-demand
+// prices are unknown, or "".
+func (p *Provider) onDemandNote() string {
+	c := &p.onDemandC
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failure
+}
+
+// getProducts pages through one Price List query of the given types in the
+// given regions and returns the hourly on-demand price of each (region,
+// type) the list has.
+func (p *Provider) getProducts(ctx context.Context, regions, types []string) (map[[2]string]*float64, error) {
+	filters := append([]pricingtypes.Filter{
+		{Type: pricingtypes.FilterTypeAnyOf, Field: awssdk.String("regionCode"), Value: awssdk.String(strings.Join(regions, ","))},
+		{Type: pricingtypes.FilterTypeAnyOf, Field: awssdk.String("instanceType"), Value: awssdk.String(strings.Join(types, ","))},
+	}, onDemandFilters...)
+	pg := pricing.NewGetProductsPaginator(p.pricing, &pricing.GetProductsInput{
+		ServiceCode: awssdk.String("AmazonEC2"), FormatVersion: awssdk.String("aws_v1"),
+		MaxResults: awssdk.Int32(100), Filters: filters,
+	})
+	call := p.pricingCall()
+	out := map[[2]string]*float64{}
 	for pg.HasMorePages() {
-		// Two attempts: a list price that cannot be had quickly is shown
-		// as unknown rather than holding up the spot market.
-		page, err := pg.NextPage(ctx, func(o *pricing.Options) { o.RetryMaxAttempts = 2 })
+		page, err := pg.NextPage(ctx, call)
 		if err != nil {
-			return nil, fmt.Errorf("get on-demand price of %s in %s: %w", instanceType, region, explain(err))
+			return nil, fmt.Errorf("get on-demand prices of %d types in %s: %w", len(types), strings.Join(regions, ","), explain(err))
 		}
 		for _, doc := range page.PriceList {
-			usd, err := ParsePriceListOnDemand([]byte(doc))
+			region, typ, usd, err := parsePriceListProduct([]byte(doc))
 			if err != nil {
-				return nil, fmt.Errorf("on-demand price of %s in %s: %w", instanceType, region, err)
+				return nil, fmt.Errorf("on-demand prices in %s: %w", strings.Join(regions, ","), err)
 			}
-			if usd != nil {
-				return usd, nil
+			k := [2]string{region, typ}
+			if usd != nil || out[k] == nil {
+				out[k] = usd
 			}
 		}
 	}
-	return nil, nil
+	return out, nil
+}
+
+// chunkList splits items into runs of at most n whose comma-joined length
+// stays within maxLen.
+func chunkList(items []string, n, maxLen int) [][]string {
+	var out [][]string
+	var cur []string
+	size := 0
+	for _, it := range items {
+		if len(cur) > 0 && (len(cur) == n || size+1+len(it) > maxLen) {
+			out = append(out, cur)
+			cur, size = nil, 0
+		}
+		if len(cur) > 0 {
+			size++
+		}
+		cur = append(cur, it)
+		size += len(it)
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 type priceListProduct struct {
@@ -165,6 +324,17 @@ type priceListProduct struct {
 	} `json:"terms"`
 }
 
+// parsePriceListProduct reads a product's region, instance type and hourly
+// on-demand USD price (nil when it has none).
+func parsePriceListProduct(doc []byte) (region, instanceType string, usd *float64, err error) {
+	var p priceListProduct
+	if err := json.Unmarshal(doc, &p); err != nil {
+		return "", "", nil, fmt.Errorf("price list product: %w", err)
+	}
+	usd, err = onDemandOf(p)
+	return p.Product.Attributes["regionCode"], p.Product.Attributes["instanceType"], usd, err
+}
+
 // ParsePriceListOnDemand reads one Price List product document (a
 // PriceList member of GetProducts) and returns its hourly on-demand USD
 // price, or nil when the product has no hourly on-demand term. A
@@ -175,6 +345,10 @@ func ParsePriceListOnDemand(doc []byte) (*float64, error) {
 	if err := json.Unmarshal(doc, &p); err != nil {
 		return nil, fmt.Errorf("price list product: %w", err)
 	}
+	return onDemandOf(p)
+}
+
+func onDemandOf(p priceListProduct) (*float64, error) {
 	if p.Product.Attributes == nil {
 		return nil, fmt.Errorf("price list product: no product attributes")
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"regexp"
 	"sync"
@@ -64,7 +65,9 @@ type Options struct {
 	DataDir string
 	Now     func() time.Time
 	Logger  *slog.Logger
-	// Concurrency bounds the regions fetched at once (default 4).
+	// Concurrency bounds the regions searched at once for capacity
+	// blocks (default 4). The market data fetch asks every region at
+	// once, bounded by AWS's documented rate limits (ratelimit.go).
 	Concurrency int
 	// Config, when set, replaces config.LoadDefaultConfig: tests pass one
 	// with static credentials and a BaseEndpoint.
@@ -72,9 +75,18 @@ type Options struct {
 	// HTTPClient fetches the advisor file (default: http.DefaultClient).
 	HTTPClient *http.Client
 	// MaxAttempts and MaxBackoff tune the SDK retryer for throttling and
-	// 5xx answers (defaults 6 and 20s).
+	// 5xx answers (defaults 6 and 20s). An endpoint out of reach is not
+	// retried (see unreachableCause).
 	MaxAttempts int
 	MaxBackoff  time.Duration
+	// Unthrottled drops the client-side copies of AWS's token buckets
+	// (ratelimit.go): for benchmarks of the client's own speed against a
+	// local endpoint, never against AWS.
+	Unthrottled bool
+	// AttemptTimeout bounds each attempt of a market data call (default
+	// 15s): an endpoint that takes the request and never answers fails
+	// its region instead of holding the whole fetch.
+	AttemptTimeout time.Duration
 	// AdvisorTimeout bounds the live advisor fetch (default 3s).
 	AdvisorTimeout time.Duration
 }
@@ -97,6 +109,7 @@ type Provider struct {
 	adv       advisorState
 	scores    scoreState
 	onDemandC onDemandCache
+	buckets   map[bucketKey]*tokenBucket
 }
 
 var (
@@ -153,6 +166,9 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 	if opt.AdvisorTimeout <= 0 {
 		opt.AdvisorTimeout = 3 * time.Second
 	}
+	if opt.AttemptTimeout <= 0 {
+		opt.AttemptTimeout = 15 * time.Second
+	}
 	var cfg awssdk.Config
 	if opt.Config != nil {
 		cfg = opt.Config.Copy()
@@ -173,7 +189,7 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		cfg = c
 	}
 	cfg.Retryer = newRetryer(opt.MaxAttempts, opt.MaxBackoff)
-	cfg.HTTPClient = withPlainBodies(cfg.HTTPClient)
+	cfg.HTTPClient = withPlainBodies(withTimeouts(cfg.HTTPClient))
 	home := cfg.Region
 	if home == "" {
 		home = "us-east-1"
@@ -188,24 +204,53 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		return nil, fmt.Errorf("%w: %s (%v)", ErrNoCredentials, credentialHint, shortCause(err))
 	}
 	p := &Provider{opt: opt, cfg: cfg, home: home, clients: map[string]ec2API{}, state: map[string]*regionState{}}
-	// The Price List API answers only in a few regions; us-east-1 is the
-	// one that lists every region's prices.
-	p.pricing = pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = "us-east-1" })
+	p.pricing = pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = pricingRegion })
 	return p, nil
 }
+
+// pricingRegion is where the Price List API is asked: it answers only in a
+// few regions, and us-east-1 lists every region's prices.
+const pricingRegion = "us-east-1"
 
 const credentialHint = "set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), or run `aws sso login`"
 
 // newRetryer retries throttling and 5xx answers with jittered exponential
-// backoff. The client-side retry quota is off: a back-fill of many regions
-// is throttled on purpose by AWS and must not exhaust a shared bucket.
+// backoff ("full jitter", as AWS advises in "Retries and exponential
+// backoff" of the EC2 throttling guide): a throttled call waits up to 200ms,
+// then 400ms, 800ms… (a bucket refilled at 20 tokens a second has a token
+// again within 50ms, so the first retry usually passes, and persistent
+// throttling still backs off to seconds); a server error waits up to 50ms,
+// then 100ms…, capped at maxBackoff. An endpoint that refuses connections
+// or cannot be resolved is not retried: the request was never sent, and
+// retrying a closed port with backoff took 40 seconds to say so. The
+// client-side retry quota is off: a back-fill of many regions is throttled
+// on purpose by AWS and must not exhaust a shared bucket.
 func newRetryer(attempts int, maxBackoff time.Duration) func() awssdk.Retryer {
+	throttle := retry.IsErrorThrottles(retry.DefaultThrottles)
+	backoff := retry.BackoffDelayerFunc(func(attempt int, err error) (time.Duration, error) {
+		base := 50 * time.Millisecond
+		if throttle.IsErrorThrottle(err) == awssdk.TrueTernary || apiCode(err) == "RequestLimitExceeded" {
+			base = 200 * time.Millisecond
+		}
+		d := maxBackoff
+		if attempt < 20 {
+			d = min(maxBackoff, base<<max(attempt-1, 0))
+		}
+		return time.Duration(rand.Float64() * float64(d)), nil
+	})
+	notUnreachable := retry.IsErrorRetryableFunc(func(err error) awssdk.Ternary {
+		if _, ok := unreachableCause(err); ok {
+			return awssdk.FalseTernary
+		}
+		return awssdk.UnknownTernary
+	})
 	return func() awssdk.Retryer {
 		r := retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = attempts
 			o.MaxBackoff = maxBackoff
-			o.Backoff = retry.NewExponentialJitterBackoff(maxBackoff)
+			o.Backoff = backoff
 			o.RateLimiter = ratelimit.None
+			o.Retryables = append([]retry.IsErrorRetryable{notUnreachable}, o.Retryables...)
 		})
 		return retry.AddWithErrorCodes(r, "RequestLimitExceeded", "Throttling", "ServiceUnavailable", "Unavailable", "InternalError")
 	}
@@ -267,7 +312,7 @@ func (p *Provider) regions(ctx context.Context, q providers.Query) ([]string, er
 	if cached != nil {
 		return cached, nil
 	}
-	out, err := p.client(p.home).DescribeRegions(ctx, &ec2.DescribeRegionsInput{})
+	out, err := p.client(p.home).DescribeRegions(ctx, &ec2.DescribeRegionsInput{}, p.ec2Call(p.home, "DescribeRegions"))
 	if err != nil {
 		return nil, explain(fmt.Errorf("aws: describe regions in %s: %w", p.home, err))
 	}

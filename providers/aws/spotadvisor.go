@@ -2,12 +2,15 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
+	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/advisor"
 )
 
@@ -23,27 +26,91 @@ type advisorState struct {
 	live      bool      // data came from the advisor URL (now or from the cache)
 	fetched   time.Time // when the live data was fetched
 	triedLive time.Time
+	// failed is why the last live fetch failed ("" when it did not), said
+	// in the note until the next try.
+	failed string
 }
 
-// advisorData returns the interruption data to show and a note saying
-// which one it is and how old: the live file (fetched within a day, from
-// the data dir or now, with a short timeout), else the embedded snapshot.
-func (p *Provider) advisorData(ctx context.Context) (*advisor.Data, string) {
+// advisorJob is a fetch's interruption data: what can be shown at once and,
+// when the live file is being fetched beside the regions, the data it
+// brings.
+type advisorJob struct {
+	done chan struct{}
+	// first is usable at once: the data held, else the embedded snapshot
+	// (parsed once, beside the first requests: it takes tens of ms).
+	first func() *advisor.Data
+	data  *advisor.Data // once done
+	note  string        // once done
+}
+
+// current returns the best data known now, without waiting for the live
+// file.
+func (j *advisorJob) current() *advisor.Data {
+	select {
+	case <-j.done:
+		return j.data
+	default:
+		return j.first()
+	}
+}
+
+// wait returns the job's data once it is done, or what is known when ctx
+// ends first.
+func (j *advisorJob) wait(ctx context.Context) *advisor.Data {
+	select {
+	case <-j.done:
+		return j.data
+	case <-ctx.Done():
+		return j.first()
+	}
+}
+
+// startAdvisor finds the interruption data to show and sends the note that
+// says which one it is and how old (the source's status line): the live
+// file (fetched within a day, from the data dir or now, with a short
+// timeout), else the embedded snapshot. A fetch of the live file runs
+// beside the regions' requests rather than before them.
+func (p *Provider) startAdvisor(ctx context.Context, sink providers.Sink, note func(string) string) *advisorJob {
 	p.mu.Lock()
 	st := p.adv
 	p.mu.Unlock()
 	now := p.opt.Now()
-	if st.data != nil && (!st.live || now.Sub(st.fetched) < cacheTTL) && (st.live || now.Sub(st.triedLive) < advisorRetry || p.opt.AdvisorURL == "") {
-		return st.data, advisorNote(st, now)
+	held := st.data
+	job := &advisorJob{done: make(chan struct{}), first: sync.OnceValue(func() *advisor.Data {
+		if held != nil {
+			return held
+		}
+		return advisor.Embedded()
+	})}
+	go job.first()
+	finish := func(st advisorState) {
+		job.data, job.note = st.data, advisorNote(st, now)
+		// The note goes out before the job is done: a fetch waits for
+		// its jobs, so nothing reaches the sink after Fetch returns.
+		sink(providers.Event{Provider: Name, Note: note(job.note)})
+		close(job.done)
 	}
-	st = p.loadAdvisor(ctx, st, now)
-	p.mu.Lock()
-	p.adv = st
-	p.mu.Unlock()
-	return st.data, advisorNote(st, now)
+	if st.data != nil && (!st.live || now.Sub(st.fetched) < cacheTTL) && (st.live || now.Sub(st.triedLive) < advisorRetry || p.opt.AdvisorURL == "") {
+		finish(st)
+		return job
+	}
+	go func() {
+		next, tried := p.loadAdvisor(ctx, st, now)
+		if !tried {
+			next.data = job.first()
+			finish(next)
+			return
+		}
+		p.mu.Lock()
+		p.adv = next
+		p.mu.Unlock()
+		finish(next)
+	}()
+	return job
 }
 
-func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Time) advisorState {
+func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Time) (advisorState, bool) {
+	before := st
 	path := p.cachePath("spot-advisor.json")
 	var cached *advisor.Data
 	var cachedAt time.Time
@@ -57,10 +124,11 @@ func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Ti
 		}
 	}
 	if cached != nil && now.Sub(cachedAt) < cacheTTL {
-		return advisorState{data: cached, live: true, fetched: cachedAt}
+		return advisorState{data: cached, live: true, fetched: cachedAt}, true
 	}
 	if p.opt.AdvisorURL != "" {
 		st.triedLive = now
+		st.failed = ""
 		b, err := p.fetchAdvisor(ctx)
 		if err == nil {
 			var d *advisor.Data
@@ -71,19 +139,38 @@ func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Ti
 						p.opt.Logger.Warn("cache spot advisor", "err", werr)
 					}
 				}
-				return advisorState{data: d, live: true, fetched: now, triedLive: now}
+				return advisorState{data: d, live: true, fetched: now, triedLive: now}, true
 			}
 		}
-		fallback := "the embedded 2025-06 snapshot"
-		if cached != nil {
-			fallback = "the cached copy of " + cachedAt.UTC().Format(time.RFC3339)
+		if errors.Is(err, context.Canceled) {
+			// The fetch ended (its regions all failed, say) before the
+			// file came: it was not tried, and is tried next time.
+			return before, false
 		}
-		p.opt.Logger.Warn("spot advisor: live fetch failed, showing "+fallback, "url", p.opt.AdvisorURL, "err", err)
+		// The note says it, once, in the source's status line; the log
+		// keeps the details for --debug.
+		st.failed = advisorFailure(err)
+		p.opt.Logger.Debug("spot advisor: live fetch failed", "url", p.opt.AdvisorURL, "err", err)
 	}
 	if cached != nil {
-		return advisorState{data: cached, live: true, fetched: cachedAt, triedLive: st.triedLive}
+		return advisorState{data: cached, live: true, fetched: cachedAt, triedLive: st.triedLive, failed: st.failed}, true
 	}
-	return advisorState{data: advisor.Embedded(), triedLive: st.triedLive}
+	return advisorState{data: advisor.Embedded(), triedLive: st.triedLive, failed: st.failed}, true
+}
+
+// advisorFailure is the short reason a live fetch failed, for the note.
+func advisorFailure(err error) string {
+	if cause, ok := unreachableCause(err); ok {
+		return cause
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "no answer in time"
+	}
+	s := shortCause(err)
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return s
 }
 
 func (p *Provider) fetchAdvisor(ctx context.Context) ([]byte, error) {
@@ -111,12 +198,19 @@ func (p *Provider) fetchAdvisor(ctx context.Context) ([]byte, error) {
 	return b, nil
 }
 
-// advisorNote is the header's status line for the advisor data.
+// advisorNote is the header's status line for the advisor data: which data
+// it is and how old, and why the live file is not shown when its fetch
+// failed ("spot advisor: embedded 2025-06 (live fetch failed: connection
+// refused)").
 func advisorNote(st advisorState, now time.Time) string {
-	if !st.live {
-		return "spot advisor: " + st.data.Source
+	note := "spot advisor: " + st.data.Source
+	if st.live {
+		note = "spot advisor: live, fetched " + ago(now.Sub(st.fetched))
 	}
-	return "spot advisor: live, fetched " + ago(now.Sub(st.fetched))
+	if st.failed != "" {
+		note += " (live fetch failed: " + st.failed + ")"
+	}
+	return note
 }
 
 // ago prints an age the way the header shows it: "12m ago", "3h ago".
@@ -141,3 +235,14 @@ type rawJSON []byte
 
 // MarshalJSON returns the bytes unchanged.
 func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
+
+// noteNow is the advisor's note as known now: the job's when it is done,
+// else the one of the data held.
+func (j *advisorJob) noteNow() string {
+	select {
+	case <-j.done:
+		return j.note
+	default:
+		return "spot advisor: " + j.first().Source
+	}
+}

@@ -2,9 +2,12 @@ package aws
 
 import (
 	"context"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,12 +69,76 @@ func TestAdvisorFailureFallsBackToEmbedded(t *testing.T) {
 	}))
 	defer bad.Close()
 	f := newFixture(t)
-	p := f.provider(t, func(o *Options) { o.AdvisorURL = bad.URL })
+	var log lines
+	p := f.provider(t, func(o *Options) {
+		o.AdvisorURL = bad.URL
+		o.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
 	c := newCollector()
 	if err := p.Fetch(context.Background(), backfill(time.Hour), c.sink); err != nil {
 		t.Fatal(err)
 	}
-	if c.notes[0] != "spot advisor: embedded 2025-06" {
-		t.Errorf("note %q, want the embedded snapshot", c.notes[0])
+	if len(c.notes) == 0 || !strings.HasPrefix(c.notes[0], "spot advisor: embedded 2025-06 (live fetch failed: ") {
+		t.Errorf("notes %q, want the embedded snapshot and why", c.notes)
 	}
+}
+
+// TestAdvisorFallbackIsOneLine is issue 11 item 9: when the live advisor
+// file cannot be had, the user is told once, in the source's note (which
+// cmd prints as one line), not also by a warning in the log (which cmd
+// prints on stderr too).
+func TestAdvisorFallbackIsOneLine(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String() + "/spot-advisor-data.json"
+	l.Close()
+	f := newFixture(t)
+	var log lines
+	p := f.provider(t, func(o *Options) {
+		o.AdvisorURL = closed
+		o.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	c := newCollector()
+	if err := p.Fetch(context.Background(), backfill(time.Hour), c.sink); err != nil {
+		t.Fatal(err)
+	}
+	want := "spot advisor: embedded 2025-06 (live fetch failed: connection refused)"
+	notes := map[string]bool{}
+	for _, n := range c.notes {
+		notes[n] = true
+	}
+	if len(notes) != 1 || !notes[want] {
+		t.Errorf("notes %q, want only %q", c.notes, want)
+	}
+	if log.String() != "" {
+		t.Errorf("warnings logged beside the note: %s", log.String())
+	}
+	// The next fetch, within the hour before the next try, says the same.
+	c2 := newCollector()
+	if err := p.Fetch(context.Background(), backfill(time.Hour), c2.sink); err != nil {
+		t.Fatal(err)
+	}
+	if len(c2.notes) == 0 || c2.notes[0] != want {
+		t.Errorf("next fetch's notes %q, want %q", c2.notes, want)
+	}
+}
+
+// lines is a log sink safe for the fetch's goroutines.
+type lines struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -34,42 +34,62 @@ type typesFile struct {
 // gpuTypes returns the region's GPU instance types: from memory, the data
 // dir (for a day), or DescribeInstanceTypes.
 func (p *Provider) gpuTypes(ctx context.Context, region string) ([]GPUType, error) {
+	if t, ok := p.cachedGPUTypes(region); ok {
+		return t, nil
+	}
+	types, err := p.describeGPUTypes(ctx, region)
+	if err != nil {
+		return nil, err
+	}
+	now := p.opt.Now()
+	if path := p.cachePath("instance-types-" + region + ".json"); path != "" {
+		if err := writeJSON(path, typesFile{Fetched: now, Types: types}); err != nil {
+			p.opt.Logger.Warn("cache instance types", "region", region, "err", err)
+		}
+	}
+	p.regionState(region).setTypes(types, now)
+	return types, nil
+}
+
+// cachedGPUTypes returns the region's GPU types when memory or the data dir
+// holds a copy less than a day old, without asking AWS.
+func (p *Provider) cachedGPUTypes(region string) ([]GPUType, bool) {
 	rs := p.regionState(region)
 	now := p.opt.Now()
 	rs.mu.Lock()
 	if rs.types != nil && now.Sub(rs.typesAt) < cacheTTL {
 		t := rs.types
 		rs.mu.Unlock()
-		return t, nil
+		return t, true
 	}
 	rs.mu.Unlock()
-	path := p.cachePath("instance-types-" + region + ".json")
 	var f typesFile
-	if path != "" && readJSON(path, &f) == nil && now.Sub(f.Fetched) < cacheTTL && f.Types != nil {
+	if path := p.cachePath("instance-types-" + region + ".json"); path != "" && readJSON(path, &f) == nil && now.Sub(f.Fetched) < cacheTTL && f.Types != nil {
 		rs.setTypes(f.Types, f.Fetched)
-		return f.Types, nil
+		return f.Types, true
 	}
-	types, err := p.describeGPUTypes(ctx, region)
-	if err != nil {
-		return nil, err
-	}
-	if path != "" {
-		if err := writeJSON(path, typesFile{Fetched: now, Types: types}); err != nil {
-			p.opt.Logger.Warn("cache instance types", "region", region, "err", err)
-		}
-	}
-	rs.setTypes(types, now)
-	return types, nil
+	return nil, false
 }
 
-// describeGPUTypes pages through DescribeInstanceTypes keeping the types
-// that have GPUs. The embedded catalog wins where it knows a type: AWS
-// reports, for instance, 44.7 GiB for the L40S's 48 GB.
+// gpuFamilies are the instance families with NVIDIA GPUs (P and G: p5,
+// g6e, gr6…), as DescribeInstanceTypes' instance-type filter takes them
+// ("c5*" is the API Reference's own example of a wildcard). Inferentia,
+// Trainium, Gaudi and FPGA families carry no GPU gpumarket compares.
+var gpuFamilies = []string{"p*", "g*"}
+
+// describeGPUTypes pages through DescribeInstanceTypes for the GPU
+// families, keeping the types that have GPUs: one page of 100 instead of
+// the ten that list every type of a region. The embedded catalog wins where
+// it knows a type: AWS reports, for instance, 44.7 GiB for the L40S's 48 GB.
 func (p *Provider) describeGPUTypes(ctx context.Context, region string) ([]GPUType, error) {
-	pg := ec2.NewDescribeInstanceTypesPaginator(p.client(region), &ec2.DescribeInstanceTypesInput{MaxResults: awssdk.Int32(100)})
+	pg := ec2.NewDescribeInstanceTypesPaginator(p.client(region), &ec2.DescribeInstanceTypesInput{
+		MaxResults: awssdk.Int32(100),
+		Filters:    []ec2types.Filter{{Name: awssdk.String("instance-type"), Values: gpuFamilies}},
+	})
+	call := p.ec2Call(region, "DescribeInstanceTypes")
 	var out []GPUType
 	for pg.HasMorePages() {
-		page, err := pg.NextPage(ctx)
+		page, err := pg.NextPage(ctx, call)
 		if err != nil {
 			return nil, explain(fmt.Errorf("describe instance types in %s: %w", region, err))
 		}
@@ -84,6 +104,16 @@ func (p *Provider) describeGPUTypes(ctx context.Context, region string) ([]GPUTy
 		out = []GPUType{}
 	}
 	return out, nil
+}
+
+// catalogGPUTypes are the embedded catalog's AWS GPU types: what the fetch
+// asks the price history for before DescribeInstanceTypes has answered.
+func catalogGPUTypes() []GPUType {
+	var out []GPUType
+	for _, e := range providers.CatalogEntries(providers.CloudAWS) {
+		out = append(out, GPUType{InstanceType: e.InstanceType, GPU: e.GPU})
+	}
+	return out
 }
 
 // gpuTypeOf reads an instance type's GPUs; it reports false for types

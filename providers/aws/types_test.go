@@ -13,7 +13,7 @@ import (
 // shape (testdata; written from AWS's documented answers, as no capture
 // of a live account is available here) through the real SDK.
 func TestGPUTypesFromPayload(t *testing.T) {
-	body, err := os.ReadFile("testdata/describe-instance-types.xml")
+	body, err := os.ReadFile("../../testdata/ec2/describe-instance-types-gpu.xml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,5 +42,34 @@ func TestGPUTypesFromPayload(t *testing.T) {
 		if got[k] != w {
 			t.Errorf("%s: %+v, want %+v", k, got[k], w)
 		}
+	}
+}
+
+// DescribeInstanceTypes is asked for the GPU families only (the
+// documented instance-type filter with wildcards), and paged: at 5 a page
+// the fake's six GPU types take two.
+func TestGPUTypesFilteredAndPaged(t *testing.T) {
+	f := newFixture(t, "us-east-1")
+	f.fake.MaxPage = 5
+	p := f.provider(t, nil)
+	types, err := p.gpuTypes(context.Background(), "us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(types) != 6 {
+		t.Errorf("%d GPU types, want the fake's 6", len(types))
+	}
+	var calls []ec2test.Call
+	for _, c := range f.fake.Calls() {
+		if c.Action == "DescribeInstanceTypes" {
+			calls = append(calls, c)
+		}
+	}
+	if len(calls) != 2 || calls[1].Params.Get("NextToken") == "" {
+		t.Fatalf("%d DescribeInstanceTypes calls, want 2 pages", len(calls))
+	}
+	q := calls[0].Params
+	if q.Get("Filter.1.Name") != "instance-type" || q.Get("Filter.1.Value.1") != "p*" || q.Get("Filter.1.Value.2") != "g*" {
+		t.Errorf("filter %v, want instance-type p* and g*", q)
 	}
 }

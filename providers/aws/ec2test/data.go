@@ -23,6 +23,9 @@ type Region struct {
 	OnDemand map[string]float64
 	// Scores maps instance type → zone id → placement score.
 	Scores map[string]map[string]int
+	// OmitZoneIDs leaves availabilityZoneId out of the price history, as
+	// the API's documented example and older answers do.
+	OmitZoneIDs bool
 }
 
 // Zone is an availability zone: its name ("us-east-1a") and id ("use1-az1").
@@ -122,7 +125,27 @@ var standardOnDemand = map[string]float64{
 	"g5.12xlarge": 5.672, "g4dn.xlarge": 0.526, "m7i.large": 0.1008, "c6i.2xlarge": 0.34, "r6g.xlarge": 0.2016,
 }
 
-var zoneIDPrefix = map[string]string{"us-east-1": "use1", "us-west-2": "usw2", "eu-west-1": "euw1", "eu-central-1": "euc1"}
+// regionNames are real regions' zone id prefixes ("use1" in "use1-az1")
+// and Price List locations.
+var regionNames = map[string]struct{ zoneIDPrefix, location string }{
+	"us-east-1": {"use1", "US East (N. Virginia)"}, "us-east-2": {"use2", "US East (Ohio)"},
+	"us-west-1": {"usw1", "US West (N. California)"}, "us-west-2": {"usw2", "US West (Oregon)"},
+	"ca-central-1": {"cac1", "Canada (Central)"}, "sa-east-1": {"sae1", "South America (Sao Paulo)"},
+	"eu-west-1": {"euw1", "EU (Ireland)"}, "eu-west-2": {"euw2", "EU (London)"}, "eu-west-3": {"euw3", "EU (Paris)"},
+	"eu-central-1": {"euc1", "EU (Frankfurt)"}, "eu-north-1": {"eun1", "EU (Stockholm)"},
+	"ap-south-1": {"aps1", "Asia Pacific (Mumbai)"}, "ap-northeast-1": {"apne1", "Asia Pacific (Tokyo)"},
+	"ap-northeast-2": {"apne2", "Asia Pacific (Seoul)"}, "ap-northeast-3": {"apne3", "Asia Pacific (Osaka)"},
+	"ap-southeast-1": {"apse1", "Asia Pacific (Singapore)"}, "ap-southeast-2": {"apse2", "Asia Pacific (Sydney)"},
+	"me-central-1": {"mec1", "Middle East (UAE)"}, "il-central-1": {"ilc1", "Israel (Tel Aviv)"},
+}
+
+// GPURegions are sixteen real regions where AWS sells GPU instances, for
+// runs that fan out as a real user's would.
+var GPURegions = []string{
+	"us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "sa-east-1",
+	"eu-west-1", "eu-west-2", "eu-west-3", "eu-central-1", "eu-north-1",
+	"ap-south-1", "ap-northeast-1", "ap-northeast-2", "ap-southeast-1", "ap-southeast-2",
+}
 
 // Generate builds realistic data for the regions: three zones each, the
 // standard GPU and non-GPU types, a spot price history over [from, to]
@@ -133,7 +156,7 @@ func Generate(seed uint64, regions []string, from, to time.Time, step time.Durat
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	var out []*Region
 	for ri, name := range regions {
-		prefix := zoneIDPrefix[name]
+		prefix := regionNames[name].zoneIDPrefix
 		if prefix == "" {
 			prefix = fmt.Sprintf("r%d", ri)
 		}

@@ -10,11 +10,12 @@
 package ec2test
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +50,16 @@ type Fault struct {
 	// AfterApply performs the action before failing: the work is done
 	// but its answer is lost.
 	AfterApply bool
+	// Hang accepts the request and never answers: the handler waits until
+	// the caller gives up (its context ends) or HangFor has passed (0: at
+	// most maxHang), as an endpoint behind a stuck proxy does.
+	Hang    bool
+	HangFor time.Duration
 }
+
+// maxHang bounds a Hang fault whose caller never gives up, so that closing
+// the httptest server (which waits for its handlers) cannot block forever.
+const maxHang = 2 * time.Minute
 
 // Throttle is the fault AWS answers when a caller calls too fast.
 func Throttle(action, region string, times int) Fault {
@@ -75,6 +85,14 @@ type Server struct {
 	// payment-pending before AWS shows it paid (0: paid at once; the
 	// purchase's own answer always says payment-pending, as AWS's does).
 	PaymentDelay time.Duration
+	// Latency is added to every answer (EC2 and the Price List), as the
+	// round trip to a real region would: the benchmark of the fan-out
+	// runs at 50 ms.
+	Latency time.Duration
+	// EnforceRateLimits answers RequestLimitExceeded when a region's
+	// calls of an action drain AWS's documented token bucket (see
+	// ratelimit.go).
+	EnforceRateLimits bool
 
 	mu        sync.Mutex
 	regions   map[string]*Region
@@ -85,10 +103,14 @@ type Server struct {
 	issued    map[string]issuedOffering
 	// selections caches the sorted history a query selects, so paging
 	// through a million points does not sort them again for every page.
+	// It has its own lock: selecting is the slow part of an answer and
+	// runs outside mu (the price data never changes once served).
+	selMu        sync.Mutex
 	selections   map[string][]int
 	reservations []*Reservation
 	fleets       []*FleetRecord
 	seq          int
+	buckets      map[bucketKey]*bucket
 }
 
 type issuedOffering struct {
@@ -153,7 +175,7 @@ func (s *Server) Count(action, region string) int {
 }
 
 // Region returns a region's data for a test to change (under no lock:
-// change it before serving, or within Edit).
+// change it before serving).
 func (s *Server) Region(name string) *Region { return s.regions[name] }
 
 func (s *Server) now() time.Time {
@@ -196,6 +218,12 @@ func badParam(format string, a ...any) *apiError {
 
 // ServeHTTP answers one EC2 Query or Price List request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The body is read before the latency so that net/http watches the
+	// connection meanwhile: a caller that gives up ends the wait.
+	if body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20)); err == nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	s.wait(r)
 	if target := r.Header.Get("X-Amz-Target"); target != "" {
 		s.servePricing(w, r, target)
 		return
@@ -212,25 +240,50 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	action := form.Get("Action")
 	region := signedRegion(r.Header)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.seq++
 	reqID := fmt.Sprintf("00000000-0000-4000-8000-%012d", s.seq)
 	s.calls = append(s.calls, Call{Action: action, Region: region, Params: form})
 	if form.Get("Version") != "2016-11-15" {
+		s.mu.Unlock()
 		s.writeError(w, &apiError{http.StatusBadRequest, "InvalidParameterValue", "unsupported Version " + form.Get("Version")}, reqID)
 		return
 	}
 	if region == "" {
+		s.mu.Unlock()
 		s.writeError(w, &apiError{http.StatusBadRequest, "AuthFailure", "no SigV4 credential scope in the Authorization header"}, reqID)
 		return
 	}
 	fault, faulty := s.matchFault(action, region)
+	if !faulty && s.EnforceRateLimits && !s.take(action, region) {
+		fault, faulty = Throttle(action, region, 0), true
+	}
 	s.calls[len(s.calls)-1].Faulted = faulty
+	if faulty && fault.Hang {
+		s.mu.Unlock()
+		hang(r, fault)
+		return
+	}
 	if faulty && !fault.AfterApply {
+		s.mu.Unlock()
 		s.writeFault(w, fault, reqID)
 		return
 	}
+	if action == "DescribeSpotPriceHistory" && !faulty && s.regions[region] != nil {
+		// The history is the bulk of the traffic: it is selected and
+		// rendered outside the lock, so that 14 regions' pages are made
+		// at once (the price data never changes once served).
+		rd, maxPage := s.regions[region], s.MaxPage
+		s.mu.Unlock()
+		render, err := s.describeSpotPriceHistory(rd, form, reqID, maxPage)
+		if err != nil {
+			s.writeError(w, err, reqID)
+			return
+		}
+		writeXML(w, render())
+		return
+	}
 	body, err := s.dispatch(action, region, form, reqID)
+	s.mu.Unlock()
 	if faulty {
 		s.writeFault(w, fault, reqID)
 		return
@@ -239,9 +292,44 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err, reqID)
 		return
 	}
+	writeXML(w, body)
+}
+
+func writeXML(w http.ResponseWriter, body []byte) {
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	_, _ = w.Write(body)
+}
+
+// wait adds the configured latency before an answer, unless the caller
+// gives up first.
+func (s *Server) wait(r *http.Request) {
+	s.mu.Lock()
+	d := s.Latency
+	s.mu.Unlock()
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+}
+
+// hang holds a request without answering until its caller gives up.
+func hang(r *http.Request, f Fault) {
+	d := f.HangFor
+	if d <= 0 || d > maxHang {
+		d = maxHang
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	}
 }
 
 func (s *Server) matchFault(action, region string) (Fault, bool) {
@@ -306,7 +394,11 @@ func (s *Server) dispatch(action, region string, f url.Values, reqID string) ([]
 	case "DescribeInstanceTypes":
 		return s.describeInstanceTypes(rd, f, reqID)
 	case "DescribeSpotPriceHistory":
-		return s.describeSpotPriceHistory(rd, f, reqID)
+		render, err := s.describeSpotPriceHistory(rd, f, reqID, s.MaxPage)
+		if err != nil {
+			return nil, err
+		}
+		return render(), nil
 	case "GetSpotPlacementScores":
 		return s.getSpotPlacementScores(f, reqID)
 	case "DescribeCapacityBlockOfferings":
@@ -382,6 +474,11 @@ func timeParam(f url.Values, name string) (time.Time, bool, *apiError) {
 // page cuts n items at the NextToken's offset into a page of at most max
 // (capped by MaxPage) and returns the bounds and the next token.
 func (s *Server) page(f url.Values, n, def, lo, hi int) (int, int, string, *apiError) {
+	return pageOf(f, n, def, lo, hi, s.MaxPage)
+}
+
+// pageOf is page with the MaxPage read by the caller.
+func pageOf(f url.Values, n, def, lo, hi, maxPage int) (int, int, string, *apiError) {
 	max := def
 	if v := f.Get("MaxResults"); v != "" {
 		m, err := strconv.Atoi(v)
@@ -390,8 +487,8 @@ func (s *Server) page(f url.Values, n, def, lo, hi int) (int, int, string, *apiE
 		}
 		max = m
 	}
-	if s.MaxPage > 0 && max > s.MaxPage {
-		max = s.MaxPage
+	if maxPage > 0 && max > maxPage {
+		max = maxPage
 	}
 	start := 0
 	if tok := f.Get("NextToken"); tok != "" {
@@ -413,182 +510,4 @@ func withToken(members []node, token string) []node {
 		members = append(members, tx("nextToken", token))
 	}
 	return members
-}
-
-func (s *Server) describeRegions(f url.Values, reqID string) ([]byte, *apiError) {
-	var regs []node
-	for _, name := range s.order {
-		regs = append(regs, el("", tx("regionName", name), tx("regionEndpoint", "ec2."+name+".amazonaws.com"),
-			tx("optInStatus", "opt-in-not-required")))
-	}
-	return document("DescribeRegions", reqID, items("regionInfo", regs)), nil
-}
-
-func (s *Server) describeInstanceTypes(rd *Region, f url.Values, reqID string) ([]byte, *apiError) {
-	want := list(f, "InstanceType")
-	var sel []InstanceType
-	for _, it := range rd.InstanceTypes {
-		if len(want) == 0 || contains(want, it.Name) {
-			sel = append(sel, it)
-		}
-	}
-	lo, hi, tok, err := s.page(f, len(sel), 100, 5, 100)
-	if err != nil {
-		return nil, err
-	}
-	var out []node
-	for _, it := range sel[lo:hi] {
-		kids := []node{tx("instanceType", it.Name), tx("currentGeneration", "true"),
-			el("vCpuInfo", num("defaultVCpus", it.VCPUs)), el("memoryInfo", num("sizeInMiB", it.MemoryMiB)),
-			items("supportedUsageClasses", []node{tx("", "on-demand"), tx("", "spot")})}
-		if it.GPUCount > 0 {
-			kids = append(kids, el("gpuInfo",
-				items("gpus", []node{el("", tx("name", it.GPUName), tx("manufacturer", it.GPUMaker), num("count", it.GPUCount),
-					el("memoryInfo", num("sizeInMiB", it.GPUMemoryMiB)))}),
-				num("totalGpuMemoryInMiB", it.GPUCount*it.GPUMemoryMiB)))
-		}
-		out = append(out, el("", kids...))
-	}
-	return document("DescribeInstanceTypes", reqID, withToken([]node{items("instanceTypeSet", out)}, tok)...), nil
-}
-
-// describeSpotPriceHistory answers as AWS does: the changes within
-// (StartTime, EndTime], newest first, plus for each type and zone the
-// change in force at StartTime (the last at or before it).
-func (s *Server) describeSpotPriceHistory(rd *Region, f url.Values, reqID string) ([]byte, *apiError) {
-	if err := dryRun(f); err != nil {
-		return nil, err
-	}
-	start, hasStart, err := timeParam(f, "StartTime")
-	if err != nil {
-		return nil, err
-	}
-	end, hasEnd, err := timeParam(f, "EndTime")
-	if err != nil {
-		return nil, err
-	}
-	if hasStart && hasEnd && end.Before(start) {
-		return nil, badParam("EndTime %s is before StartTime %s", end.Format(time.RFC3339), start.Format(time.RFC3339))
-	}
-	types := list(f, "InstanceType")
-	products := list(f, "ProductDescription")
-	zone := f.Get("AvailabilityZone")
-	if len(products) > 0 && !contains(products, "Linux/UNIX") {
-		return document("DescribeSpotPriceHistory", reqID, items("spotPriceHistorySet", nil)), nil
-	}
-	selKey := rd.Name + "|" + strings.Join(types, ",") + "|" + zone + "|" + f.Get("StartTime") + "|" + f.Get("EndTime") + "|" + strconv.Itoa(len(rd.Prices))
-	sel, cached := s.selections[selKey]
-	if !cached {
-		sel = selectHistory(rd, types, zone, start, hasStart, end, hasEnd)
-		if s.selections == nil {
-			s.selections = map[string][]int{}
-		}
-		s.selections[selKey] = sel
-	}
-	lo, hi, tok, err := s.page(f, len(sel), 1000, 5, 1000)
-	if err != nil {
-		return nil, err
-	}
-	zoneIDs := map[string]string{}
-	for _, z := range rd.Zones {
-		zoneIDs[z.Name] = z.ID
-	}
-	out := make([]node, 0, hi-lo)
-	for _, i := range sel[lo:hi] {
-		p := rd.Prices[i]
-		out = append(out, el("", tx("instanceType", p.InstanceType), tx("productDescription", "Linux/UNIX"),
-			tx("spotPrice", strconv.FormatFloat(p.USD, 'f', 6, 64)), tm("timestamp", p.At),
-			tx("availabilityZone", p.Zone), tx("availabilityZoneId", zoneIDs[p.Zone])))
-	}
-	return document("DescribeSpotPriceHistory", reqID, withToken([]node{items("spotPriceHistorySet", out)}, tok)...), nil
-}
-
-// selectHistory picks the history entries of a query, newest first.
-func selectHistory(rd *Region, types []string, zone string, start time.Time, hasStart bool, end time.Time, hasEnd bool) []int {
-	type pz struct{ t, z string }
-	before := map[pz]int{}
-	var sel []int
-	for i, p := range rd.Prices {
-		if (len(types) > 0 && !contains(types, p.InstanceType)) || (zone != "" && zone != p.Zone) {
-			continue
-		}
-		if hasEnd && p.At.After(end) {
-			continue
-		}
-		if hasStart && !p.At.After(start) {
-			k := pz{p.InstanceType, p.Zone}
-			if j, ok := before[k]; !ok || rd.Prices[j].At.Before(p.At) {
-				before[k] = i
-			}
-			continue
-		}
-		sel = append(sel, i)
-	}
-	for _, i := range before {
-		sel = append(sel, i)
-	}
-	sort.SliceStable(sel, func(a, b int) bool {
-		pa, pb := rd.Prices[sel[a]], rd.Prices[sel[b]]
-		if !pa.At.Equal(pb.At) {
-			return pa.At.After(pb.At)
-		}
-		if pa.InstanceType != pb.InstanceType {
-			return pa.InstanceType < pb.InstanceType
-		}
-		return pa.Zone < pb.Zone
-	})
-	return sel
-}
-
-// getSpotPlacementScores scores the set of instance types in each
-// requested region (or zone, with SingleAvailabilityZone): the set's score
-// is its best member's, as a fleet may use any of them.
-func (s *Server) getSpotPlacementScores(f url.Values, reqID string) ([]byte, *apiError) {
-	if s.DenyPlacementScores {
-		return nil, &apiError{http.StatusForbidden, "UnauthorizedOperation", "You are not authorized to perform this operation. User: arn:aws:iam::123456789012:user/test is not authorized to perform: ec2:GetSpotPlacementScores"}
-	}
-	if err := dryRun(f); err != nil {
-		return nil, err
-	}
-	types := list(f, "InstanceType")
-	if len(types) == 0 {
-		return nil, badParam("InstanceType: at least one is required")
-	}
-	if f.Get("TargetCapacity") == "" {
-		return nil, &apiError{http.StatusBadRequest, "MissingParameter", "The request must contain the parameter TargetCapacity"}
-	}
-	regions := list(f, "RegionName")
-	if len(regions) == 0 {
-		regions = s.order
-	}
-	single := f.Get("SingleAvailabilityZone") == "true"
-	var out []node
-	for _, name := range regions {
-		rd := s.regions[name]
-		if rd == nil {
-			continue
-		}
-		best := 0
-		for _, z := range rd.Zones {
-			score := 0
-			for _, t := range types {
-				if v := rd.Scores[t][z.ID]; v > score {
-					score = v
-				}
-			}
-			if score == 0 {
-				continue
-			}
-			if single {
-				out = append(out, el("", tx("region", name), tx("availabilityZoneId", z.ID), num("score", score)))
-			}
-			if score > best {
-				best = score
-			}
-		}
-		if !single && best > 0 {
-			out = append(out, el("", tx("region", name), num("score", best)))
-		}
-	}
-	return document("GetSpotPlacementScores", reqID, items("spotPlacementScoreSet", out)), nil
 }

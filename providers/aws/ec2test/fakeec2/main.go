@@ -9,6 +9,10 @@
 //
 // With -throttle-first (the default) the first call of every action in
 // every region answers 503 RequestLimitExceeded, as a busy account sees.
+// -latency adds a round trip to every answer (50ms is a far region's);
+// -regions gpu serves the sixteen real GPU regions of ec2test.GPURegions;
+// -rate-limits enforces AWS's documented token buckets; -fail-region and
+// -hang-region make one region answer 500 InternalError or never answer.
 package main
 
 import (
@@ -34,6 +38,10 @@ func main() {
 	throttle := flag.Bool("throttle-first", true, "answer the first call of each action in each region with 503 RequestLimitExceeded")
 	maxPage := flag.Int("max-page", 0, "cap every page at this many items (0: as asked), to show paging")
 	denyScores := flag.Bool("deny-scores", false, "refuse GetSpotPlacementScores (UnauthorizedOperation)")
+	latency := flag.Duration("latency", 0, "added to every answer (EC2, Price List and the advisor file)")
+	rateLimits := flag.Bool("rate-limits", false, "answer RequestLimitExceeded when AWS's documented token buckets run dry")
+	failRegion := flag.String("fail-region", "", "a region whose every EC2 call answers 500 InternalError")
+	hangRegion := flag.String("hang-region", "", "a region whose EC2 calls are never answered")
 	verbose := flag.Bool("v", false, "log every call")
 	flag.Parse()
 
@@ -47,13 +55,23 @@ func main() {
 	now := time.Now().UTC().Truncate(time.Minute)
 	var names []string
 	for _, r := range strings.Split(*regions, ",") {
-		if r = strings.TrimSpace(r); r != "" {
+		if r = strings.TrimSpace(r); r == "gpu" {
+			names = append(names, ec2test.GPURegions...)
+		} else if r != "" {
 			names = append(names, r)
 		}
 	}
 	fake := ec2test.New(ec2test.Generate(*seed, names, now.Add(-*history), now, *step)...)
 	fake.MaxPage = *maxPage
 	fake.DenyPlacementScores = *denyScores
+	fake.Latency = *latency
+	fake.EnforceRateLimits = *rateLimits
+	if *failRegion != "" {
+		fake.AddFault(ec2test.Fault{Region: *failRegion, Status: http.StatusInternalServerError, Code: "InternalError", Message: "An internal error has occurred"})
+	}
+	if *hangRegion != "" {
+		fake.AddFault(ec2test.Fault{Region: *hangRegion, Hang: true})
+	}
 	if *throttle {
 		for _, a := range []string{"DescribeRegions", "DescribeInstanceTypes", "DescribeSpotPriceHistory", "DescribeCapacityBlockOfferings"} {
 			fake.AddFault(ec2test.Throttle(a, "", 1))
@@ -61,6 +79,7 @@ func main() {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /spot-advisor-data.json", func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(*latency)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(advisor.RawEmbedded())
 	})

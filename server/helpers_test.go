@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -147,8 +149,28 @@ type rig struct {
 	stop    func()
 	started time.Time
 
+	logs *logBuffer
+
 	mu   sync.Mutex
 	hook func(*testModel)
+}
+
+// logBuffer collects the server's log for tests to read.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // newModelHook sees every test model the server builds from now on.
@@ -166,6 +188,7 @@ type rigOptions struct {
 	newModel    func(SessionInfo, *hub.Hub) tea.Model
 	drain       func(context.Context) error
 	dataDir     string
+	noSession   time.Duration
 }
 
 func newRig(t *testing.T, authorized string, ro rigOptions) *rig {
@@ -174,12 +197,17 @@ func newRig(t *testing.T, authorized string, ro rigOptions) *rig {
 		ro.interval = time.Hour
 	}
 	dir := t.TempDir()
+	// The server refuses an authorized_keys file in a directory others
+	// may write, which t.TempDir's can be under a umask of 002.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	ak := filepath.Join(dir, "authorized_keys")
 	if err := os.WriteFile(ak, []byte(authorized), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, dir: dir, akPath: ak, source: &countingSource{}, booker: &fakeBooker{},
-		infos: make(chan SessionInfo, 200), serveCh: make(chan error, 1)}
+		infos: make(chan SessionInfo, 200), serveCh: make(chan error, 1), logs: &logBuffer{}}
 	r.hub = hub.New([]providers.Provider{r.source}, hub.Options{
 		Interval:     func(string) time.Duration { return ro.interval },
 		PublishEvery: 10 * time.Millisecond,
@@ -212,6 +240,8 @@ func newRig(t *testing.T, authorized string, ro rigOptions) *rig {
 		Roles:              ro.roles,
 		IdleTimeout:        ro.idle,
 		MaxSessions:        ro.maxSessions,
+		NoSessionTimeout:   ro.noSession,
+		Logger:             slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Hub:                r.hub,
 		Drain:              ro.drain,
 		ShutdownTimeout:    waitFor,
@@ -276,6 +306,37 @@ func newKey(t *testing.T, options, comment string) (gossh.Signer, string) {
 		line += " " + comment
 	}
 	return signer, line
+}
+
+// newKeyFile makes a client key as OpenSSH's ssh reads it (a 0600
+// private key file) and its authorized_keys line.
+func newKeyFile(t *testing.T, options, comment string) (path, line string) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := gossh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path = filepath.Join(dir, "id_ed25519")
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := gossh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line = strings.TrimSpace(string(gossh.MarshalAuthorizedKey(signer.PublicKey())))
+	if options != "" {
+		line = options + " " + line
+	}
+	if comment != "" {
+		line += " " + comment
+	}
+	return path, line
 }
 
 func dial(addr string, signer gossh.Signer) (*gossh.Client, error) {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/gpumarket/gpumarket/config"
 )
 
 // Exit codes of DESIGN.md's CLI contract.
@@ -70,6 +72,12 @@ func usageMessage(err error) (string, bool) {
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return ue.msg, true
+	}
+	// A config file that was read but holds a bad key or value is bad
+	// usage as much as a bad flag is; one that cannot be read is not.
+	var fe *config.FileError
+	if errors.As(err, &fe) {
+		return err.Error(), true
 	}
 	var iv *pflag.InvalidValueError
 	if errors.As(err, &iv) {

@@ -117,10 +117,12 @@ func (s *Server) closeIfSessionless(c *conn) {
 	_ = c.nc.Close()
 }
 
-// sessionStartedLocked moves c's place to a session on it.
+// sessionStartedLocked moves c's place to a session on it. The timer is
+// left to run: when it fires, closeIfSessionless sees the session and
+// leaves the connection be (stopping it here would race with a timer
+// already firing anyway).
 func (c *conn) sessionStartedLocked() {
 	c.sessions++
-	c.timer.Stop()
 }
 
 // sessionEndedLocked gives c back its place once its last session ends,

@@ -177,7 +177,14 @@ func TestCommandRefused(t *testing.T) {
 		}
 		var stderr strings.Builder
 		sess.Stderr = &stderr
-		err = sess.Run("id")
+		ran := make(chan error, 1)
+		go func() { ran <- sess.Run("id") }()
+		select {
+		case err = <-ran:
+		case <-time.After(waitFor):
+			sess.Close()
+			t.Fatalf("pty %v: ssh host id never ended (the TUI started instead?)", pty)
+		}
 		var ee *gossh.ExitError
 		if !errors.As(err, &ee) || ee.ExitStatus() != 1 {
 			t.Errorf("pty %v: ssh host id: err %v, want exit status 1", pty, err)

@@ -339,3 +339,20 @@ func TestWeakHostKeyRefused(t *testing.T) {
 type dsaKey struct{ gossh.PublicKey }
 
 func (dsaKey) Type() string { return gossh.InsecureKeyAlgoDSA }
+
+// Files and directories owned by root are trusted whoever runs the
+// server, as in OpenSSH (/etc/gpumarket/authorized_keys, and every
+// directory above a user's home). Run as root this cannot fail; run as
+// another user it guards the "or root" of the owner check.
+func TestRootOwnedIsTrusted(t *testing.T) {
+	fi, err := os.Stat("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid, ok := fileOwner(fi); !ok || uid != 0 {
+		t.Skipf("/ is not owned by root here (%d, %v)", uid, ok)
+	}
+	if err := checkOwner("/", fi); err != nil {
+		t.Errorf("root-owned / refused: %v", err)
+	}
+}

@@ -22,6 +22,11 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func isolate(t *testing.T) {
 	t.Helper()
 	dir := t.TempDir()
+	// serve refuses a host key below a directory others may write, which
+	// t.TempDir's can be under a umask of 002.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("XDG_CONFIG_HOME", dir+"/config")
 	t.Setenv("XDG_DATA_HOME", dir+"/data")
 	t.Setenv("GPUMARKET_CONFIG", "")

@@ -22,13 +22,22 @@ type conn struct {
 	nc     net.Conn
 	remote string
 	// Guarded by Server.mu:
-	authed   bool        // its key was verified: it holds a place
-	sessions int         // TUI sessions running on it
-	timer    *time.Timer // closes it after NoSessionTimeout without a session
+	authed   bool      // its key was verified: it holds a place
+	sessions int       // TUI sessions running on it
+	timer    connTimer // closes it after NoSessionTimeout without a session
 	closed   bool
 }
 
 type connKey struct{}
+
+// connTimer is the part of *time.Timer a connection uses; tests fire a
+// fake one instead of waiting for the clock.
+type connTimer interface {
+	Reset(time.Duration) bool
+	Stop() bool
+}
+
+func realTimer(d time.Duration, f func()) connTimer { return time.AfterFunc(d, f) }
 
 // connOf returns the connection a session runs on.
 func connOf(ctx context.Context) *conn {
@@ -47,7 +56,7 @@ func (s *Server) trackConn(ctx ssh.Context, nc net.Conn) net.Conn {
 		return nil // the ssh server closes it
 	}
 	s.conns[c] = struct{}{}
-	c.timer = time.AfterFunc(s.opt.NoSessionTimeout, func() { s.closeIfSessionless(c) })
+	c.timer = s.afterFunc(s.opt.NoSessionTimeout, func() { s.closeIfSessionless(c) })
 	s.mu.Unlock()
 	ctx.SetValue(connKey{}, c)
 	context.AfterFunc(ctx, func() { // ctx ends when the connection closes

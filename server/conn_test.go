@@ -55,10 +55,11 @@ func (r *rig) places() int {
 // Issue 15.9: an authenticated connection that opens no session (ssh -N)
 // held nothing and lived for ever. Now it holds a place of max_sessions,
 // so a full server says so to the next login, and it is closed after
-// NoSessionTimeout, which frees the place.
+// NoSessionTimeout, which frees the place. (The timers are fired by the
+// test; TestSilentConnectionClosed runs a real one.)
 func TestSessionlessConnectionHoldsAPlaceAndTimesOut(t *testing.T) {
 	k, line := newKey(t, "", "")
-	r := newRig(t, line+"\n", rigOptions{maxSessions: 1, noSession: 400 * time.Millisecond})
+	r := newRig(t, line+"\n", rigOptions{maxSessions: 1, fakeTimers: true})
 	idle := mustDial(t, r.addr(), k) // like ssh -N: authenticated, no session
 	if n := r.places(); n != 1 {
 		t.Fatalf("places in use with one sessionless connection = %d, want 1", n)
@@ -71,6 +72,7 @@ func TestSessionlessConnectionHoldsAPlaceAndTimesOut(t *testing.T) {
 	if !strings.Contains(banner, "server is full (1 sessions") {
 		t.Errorf("the refused client was told %q, want the server-is-full message", banner)
 	}
+	r.timers.fireAll()
 	waitClosed(t, idle, "a connection that never opened a session")
 	if !strings.Contains(r.logs.String(), "closed a connection without a session") {
 		t.Errorf("the log does not say why the connection was closed:\n%s", r.logs.String())
@@ -103,17 +105,19 @@ func TestSessionTakesOverItsConnectionsPlace(t *testing.T) {
 // the timer does not fire while a session runs.
 func TestConnectionClosedAfterItsLastSessionEnds(t *testing.T) {
 	k, line := newKey(t, "", "")
-	r := newRig(t, line+"\n", rigOptions{noSession: 300 * time.Millisecond})
+	r := newRig(t, line+"\n", rigOptions{fakeTimers: true})
 	c := mustDial(t, r.addr(), k)
 	tm := openTerm(t, c, 80, 24, nil)
 	tm.waitText(t, "SIMULATED MARKET")
-	time.Sleep(600 * time.Millisecond) // two timeouts: a running session keeps its connection
+	r.timers.fireAll() // the timeout passes: a running session keeps its connection
 	tm.press(t, "x")
 	tm.waitText(t, "typed=x")
 	tm.press(t, "q")
 	if st := tm.exitStatus(t); st != 0 {
 		t.Fatalf("exit %d after q", st)
 	}
+	eventually(t, "the server sees the session end", func() bool { return r.srv.Sessions() == 0 })
+	r.timers.fireAll()
 	waitClosed(t, c, "a connection whose last session ended")
 }
 
@@ -121,7 +125,7 @@ func TestConnectionClosedAfterItsLastSessionEnds(t *testing.T) {
 // connection still holds its place and is closed on time.
 func TestChannelWithoutShellDoesNotKeepConnection(t *testing.T) {
 	k, line := newKey(t, "", "")
-	r := newRig(t, line+"\n", rigOptions{maxSessions: 1, noSession: 300 * time.Millisecond})
+	r := newRig(t, line+"\n", rigOptions{maxSessions: 1, fakeTimers: true})
 	c := mustDial(t, r.addr(), k)
 	if _, err := c.NewSession(); err != nil {
 		t.Fatal(err)
@@ -130,11 +134,13 @@ func TestChannelWithoutShellDoesNotKeepConnection(t *testing.T) {
 		other.Close()
 		t.Error("a login was admitted while a connection with a bare channel held the only place")
 	}
+	r.timers.fireAll()
 	waitClosed(t, c, "a connection whose channel never started a shell")
 }
 
 // The handshake is bounded too: a client that connects and sends nothing
-// is closed, and holds no place meanwhile.
+// is closed, and holds no place meanwhile. This test runs the real timer:
+// nothing else in it depends on the clock.
 func TestSilentConnectionClosed(t *testing.T) {
 	_, line := newKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{maxSessions: 1, noSession: 300 * time.Millisecond})

@@ -149,7 +149,8 @@ type rig struct {
 	stop    func()
 	started time.Time
 
-	logs *logBuffer
+	logs   *logBuffer
+	timers *fakeTimers // set when rigOptions.fakeTimers
 
 	mu   sync.Mutex
 	hook func(*testModel)
@@ -189,6 +190,62 @@ type rigOptions struct {
 	drain       func(context.Context) error
 	dataDir     string
 	noSession   time.Duration
+	// fakeTimers replaces the no-session timers with ones the test
+	// fires (rig.timers.fireAll), so no test races the clock.
+	fakeTimers bool
+}
+
+// fakeTimers stand in for the connections' no-session timers.
+type fakeTimers struct {
+	mu     sync.Mutex
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	mu      sync.Mutex
+	f       func()
+	pending bool
+}
+
+func (ft *fakeTimer) Reset(time.Duration) bool {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	was := ft.pending
+	ft.pending = true
+	return was
+}
+
+func (ft *fakeTimer) Stop() bool {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	was := ft.pending
+	ft.pending = false
+	return was
+}
+
+func (fs *fakeTimers) afterFunc(_ time.Duration, f func()) connTimer {
+	ft := &fakeTimer{f: f, pending: true}
+	fs.mu.Lock()
+	fs.timers = append(fs.timers, ft)
+	fs.mu.Unlock()
+	return ft
+}
+
+// fireAll lets the no-session timeout pass for every connection: each
+// timer still pending fires, once.
+func (fs *fakeTimers) fireAll() {
+	fs.mu.Lock()
+	timers := append([]*fakeTimer(nil), fs.timers...)
+	fs.mu.Unlock()
+	for _, ft := range timers {
+		ft.mu.Lock()
+		fire := ft.pending
+		ft.pending = false
+		ft.mu.Unlock()
+		if fire {
+			ft.f()
+		}
+	}
 }
 
 func newRig(t *testing.T, authorized string, ro rigOptions) *rig {
@@ -254,6 +311,10 @@ func newRig(t *testing.T, authorized string, ro rigOptions) *rig {
 		t.Fatal(err)
 	}
 	r.srv = srv
+	if ro.fakeTimers {
+		r.timers = &fakeTimers{}
+		srv.afterFunc = r.timers.afterFunc // before Serve: no connection yet
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 )
 
 // The tests in this file drive the server with the real OpenSSH client,
@@ -79,11 +78,11 @@ func TestOpenSSHCommandRefused(t *testing.T) {
 
 // Issue 15.9 with the real client: `ssh -N` held a connection for ever
 // and outside max_sessions. Now it holds the only place (the next ssh is
-// told the server is full) and is closed after the timeout, so ssh -N
-// ends by itself.
+// told the server is full) and is closed after the timeout (fired by
+// the test), so ssh -N ends by itself.
 func TestOpenSSHSessionlessConnectionCountsAndEnds(t *testing.T) {
 	key, line := newKeyFile(t, "", "")
-	r := newRig(t, line+"\n", rigOptions{maxSessions: 1, noSession: 2 * time.Second})
+	r := newRig(t, line+"\n", rigOptions{maxSessions: 1, fakeTimers: true})
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	holder := openSSH(t, ctx, r.addr(), key, "-N")
@@ -100,6 +99,7 @@ func TestOpenSSHSessionlessConnectionCountsAndEnds(t *testing.T) {
 	if code != 255 || !strings.Contains(out, "server is full (1 sessions") {
 		t.Errorf("ssh while ssh -N holds the only place: exit %d, output %q; want 255 and the server-is-full banner", code, out)
 	}
+	r.timers.fireAll() // the no-session timeout passes
 	select {
 	case <-ended:
 		if ctx.Err() != nil {

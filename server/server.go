@@ -89,6 +89,9 @@ type Server struct {
 	// can tell users what to expect on first connect.
 	hostKey string
 
+	// afterFunc starts a connection's no-session timer (time.AfterFunc).
+	afterFunc func(time.Duration, func()) connTimer
+
 	mu        sync.Mutex
 	sessions  map[*session]struct{}
 	conns     map[*conn]struct{}
@@ -155,9 +158,10 @@ func New(opt Options) (*Server, error) {
 	}
 	s := &Server{
 		opt: opt, log: log, keys: keys, hostKey: gossh.FingerprintSHA256(signer.PublicKey()),
-		sessions: map[*session]struct{}{},
-		conns:    map[*conn]struct{}{},
-		stopped:  make(chan struct{}),
+		sessions:  map[*session]struct{}{},
+		conns:     map[*conn]struct{}{},
+		stopped:   make(chan struct{}),
+		afterFunc: realTimer,
 	}
 	std := slog.NewLogLogger(log.Handler(), slog.LevelInfo)
 	s.ssh, err = wish.NewServer(

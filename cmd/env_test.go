@@ -125,8 +125,8 @@ func TestBadFlagBeatsBadConfig(t *testing.T) {
 		t.Errorf("exit %d %q", code, stderr)
 	}
 	code, _, stderr = runCmd(t, "prices", "--config", p)
-	if code != 1 || !strings.Contains(stderr, p+":1:1:") {
-		t.Errorf("exit %d %q, want 1 with file:line:col", code, stderr)
+	if code != 2 || !strings.Contains(stderr, p+":1:1:") {
+		t.Errorf("exit %d %q, want 2 with file:line:col", code, stderr)
 	}
 }
 

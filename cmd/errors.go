@@ -10,10 +10,11 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/providers"
 )
 
 // Exit codes of DESIGN.md's CLI contract.
@@ -95,6 +96,12 @@ func usageMessage(err error) (string, bool) {
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return ue.msg, true
+	}
+	// A config file that was read but holds a bad key or value is bad
+	// usage as much as a bad flag is; one that cannot be read is not.
+	var fe *config.FileError
+	if errors.As(err, &fe) {
+		return err.Error(), true
 	}
 	// A watch rule or notify setting that cannot work is bad usage, as a
 	// bad flag is: it is placed at its file:line:col.

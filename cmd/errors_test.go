@@ -3,6 +3,8 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -20,6 +22,11 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func isolate(t *testing.T) {
 	t.Helper()
 	dir := t.TempDir()
+	// serve refuses a host key below a directory others may write, which
+	// t.TempDir's can be under a umask of 002.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("XDG_CONFIG_HOME", dir+"/config")
 	t.Setenv("XDG_DATA_HOME", dir+"/data")
 	t.Setenv("GPUMARKET_CONFIG", "")
@@ -80,11 +87,77 @@ func TestWindowMessageSaysAcceptedForm(t *testing.T) {
 	}
 }
 
-func TestBadConfigFileExit1(t *testing.T) {
+// A config file that cannot be read is a runtime failure (exit 1): the
+// command line was right.
+func TestUnreadableConfigFileExit1(t *testing.T) {
 	isolate(t)
-	code, _, stderr := runCmd(t, "prices", "--config", "/nonexistent/gpumarket.yaml")
-	if code != 1 || !strings.Contains(stderr, "/nonexistent/gpumarket.yaml") {
-		t.Errorf("exit %d, stderr %q; want 1 naming the file", code, stderr)
+	for _, p := range []string{"/nonexistent/gpumarket.yaml", t.TempDir()} {
+		code, _, stderr := runCmd(t, "prices", "--config", p)
+		if code != 1 || !strings.Contains(stderr, p) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("--config %s: exit %d, stderr %q; want 1 and one line naming the file", p, code, stderr)
+		}
+	}
+}
+
+// Issue 11.6: a config file with a bad value or an unknown key exited 1,
+// though the README says 2 for a bad value. Every refusal of a file's
+// content is bad usage (exit 2): one line naming file:line:col and what
+// is accepted, and no output.
+func TestBadConfigContentExit2(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       []string // besides the file's name
+	}{
+		{"unknown key", "providers: [sim]\nwindo: 24h\n", []string{":2:1:", `unknown key "windo"`, "want one of", "window"}},
+		{"bad value", "window: 3x\n", []string{":1:9:", "window", "7d"}},
+		{"value out of range", "serve:\n  max_sessions: 0\n", []string{":2:3:", "serve.max_sessions", "≥ 1"}},
+		{"wrong type", "sim: {seed: x}\n", []string{":1:13:", "sim.seed", "whole number"}},
+		{"bad role", "serve:\n  roles: {\"SHA256:abc\": admin}\n", []string{":2:", `"admin"`, "viewer, booker"}},
+		{"syntax", "providers: [sim\n", []string{":1:", "want YAML"}},
+		{"second document", "window: 7d\n---\nwindow: 6h\n", []string{":3:1:", "second YAML document"}},
+		{"too big", "#" + strings.Repeat("x", 1<<20) + "\n", []string{"1048578 bytes", "1 MiB"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			isolate(t)
+			p := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(p, []byte(tc.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := runCmd(t, "prices", "--config", p)
+			if code != exitUsage {
+				t.Errorf("exit %d, want 2; stderr %q", code, stderr)
+			}
+			if stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "gpumarket: load config: "+p) {
+				t.Errorf("stdout %q stderr %q, want no output and one line naming %s", stdout, stderr, p)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr %q lacks %q", stderr, w)
+				}
+			}
+		})
+	}
+	// The same through $GPUMARKET_CONFIG and the default file.
+	isolate(t)
+	p := filepath.Join(t.TempDir(), "env.yaml")
+	os.WriteFile(p, []byte("window: 3x\n"), 0o600)
+	t.Setenv("GPUMARKET_CONFIG", p)
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"prices"}, strings.NewReader(""), &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), p+":1:9:") {
+		t.Errorf("GPUMARKET_CONFIG with a bad value: exit %d stderr %q, want 2 naming %s:1:9", code, errOut.String(), p)
+	}
+}
+
+// Issue 15.7 through the command: an empty config file is the defaults.
+func TestEmptyConfigFileRuns(t *testing.T) {
+	for _, body := range []string{"", "# nothing set yet\n", "---\n"} {
+		isolate(t)
+		p := filepath.Join(t.TempDir(), "config.yaml")
+		os.WriteFile(p, []byte(body), 0o600)
+		code, stdout, stderr := runCmd(t, "prices", "--config", p, "-o", "json")
+		if code != 0 || !strings.HasPrefix(strings.TrimSpace(stdout), "[") {
+			t.Errorf("config %q: exit %d stderr %q stdout %.80q, want exit 0 and JSON rows", body, code, stderr, stdout)
+		}
 	}
 }
 

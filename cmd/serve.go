@@ -40,12 +40,25 @@ The feed holds --window of history (default: config window); a session's w
 cycles up to it, never making the feed fetch and hold more for everyone.
 
 Only public keys listed in the authorized_keys file may log in; the file is
-re-read at every login, so adding a key needs no restart. Each key is a viewer
-(sees everything, spends nothing) unless given the booker role, by, in order:
+re-read at every login, so adding a key needs no restart. Like OpenSSH's
+StrictModes, an authorized_keys or host key file that anyone but this user
+(or root) could change, or a host key others could read, is refused: at
+start the server does not run; if the authorized_keys file becomes unsafe
+while it runs, every login is refused (and logged) until it is fixed. A
+weak host key (RSA under 2048 bits, DSA) is refused too.
+
+Each key is a viewer (sees everything, spends nothing) unless given the
+booker role:
   config serve.roles:   {"SHA256:…": booker}   (fingerprint as ssh-keygen -lf prints it)
   the key's options:    environment="GPUMARKET_ROLE=booker" ssh-ed25519 AAAA… alice
   the key's comment:    ssh-ed25519 AAAA… alice gpumarket-role=booker
+serve.roles, when it names the key, decides (either way). Otherwise the line
+decides; if its option and comment disagree, the key is a viewer.
 The ledger records each action with the key's fingerprint and comment.
+
+Sessions count toward serve.max_sessions, and so does a connection with no
+session (ssh -N), which is closed after 30 seconds without one. The server
+runs the TUI only: a command (ssh HOST id) is refused.
 
 Connect with: ssh -t -p PORT HOST`,
 		Args:          cobra.NoArgs,

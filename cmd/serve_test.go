@@ -44,6 +44,34 @@ func TestServeUsageErrors(t *testing.T) {
 	}
 }
 
+// Issue 15.2 through the command: serve refuses to start on an
+// authorized_keys file others could change, says which and how to fix
+// it, and exits 1 (the command line was right; the file is not).
+func TestServeRefusesUnsafeAuthorizedKeys(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, line := clientKey(t, "", "alice")
+	ak := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(ak, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(ak, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCmd(t, "serve", "--listen", freeAddr(t), "--authorized-keys", ak)
+	if code != exitFailure || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q; want exit 1 and one line", code, stderr)
+	}
+	for _, w := range []string{ak, "writable by its group and others", "chmod go-w " + ak} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr %q lacks %q", stderr, w)
+		}
+	}
+}
+
 // TestServeRealTUI runs `gpumarket serve` in-process on the simulated
 // market and connects two SSH clients: each gets the real TUI, a viewer's
 // is read-only, their screens are their own, and a shutdown tells them.
@@ -160,6 +188,11 @@ func startServe(t *testing.T, authorized string) *servedCmd {
 	t.Helper()
 	isolate(t)
 	dir := t.TempDir()
+	// serve refuses an authorized_keys file in a directory others may
+	// write, which t.TempDir's can be under a umask of 002.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	ak := filepath.Join(dir, "authorized_keys")
 	cfg := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(ak, []byte(authorized), 0o600); err != nil {

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"net"
@@ -80,12 +82,43 @@ func DataDir() (string, error) {
 	return dir, nil
 }
 
+// MaxFileSize is the largest config file gpumarket reads. A full config
+// with a hundred serve.roles entries is a few KiB; the limit is checked
+// before parsing, because parsing costs some twenty times a file's size
+// in memory (a 50 MB file took 1.1 GB).
+const MaxFileSize = 1 << 20
+
+// FileError is a config file that was read but cannot be used: a syntax
+// error, an unknown key, a bad value, or a size over MaxFileSize. It is
+// bad usage (the user wrote it; exit 2), where a file that cannot be read
+// is a runtime failure. Its message is one line: "file:line:col: key:
+// what is wrong; want what is accepted" (without line:col for the size).
+type FileError struct {
+	// Path is the file as named to Load or Parse.
+	Path string
+	// Line and Col place the error in the file; 0 when it has no place.
+	Line, Col int
+	// Err says what is wrong and what is accepted; a *KeyError for a
+	// bad value.
+	Err error
+}
+
+func (e *FileError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d:%d: %v", e.Path, e.Line, e.Col, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.Path, e.Err)
+}
+
+func (e *FileError) Unwrap() error { return e.Err }
+
 // Load returns the configuration: Default(), then the YAML file, then the
 // environment. With path "" it reads ConfigPath(), and a missing default
 // file just means the defaults; a file named by path or $GPUMARKET_CONFIG
-// must exist. Unknown keys and bad values in the file are errors of the form
-// "file:line:col: key: what is wrong; want what is accepted". Flags are
-// applied by the caller, which then calls Validate.
+// must exist. A file that cannot be used (see FileError) is an error of
+// the form "file:line:col: key: what is wrong; want what is accepted";
+// one that cannot be read is a plain error. Flags are applied by the
+// caller, which then calls Validate.
 func Load(path string) (Config, error) {
 	explicit := path != ""
 	if !explicit {
@@ -95,7 +128,7 @@ func Load(path string) (Config, error) {
 		}
 		path, explicit = p, exp
 	}
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	switch {
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist) && !explicit:
@@ -103,7 +136,7 @@ func Load(path string) (Config, error) {
 		c.ApplyEnv(os.Getenv)
 		return c, nil
 	default:
-		return Config{}, fmt.Errorf("read config: %w", err)
+		return Config{}, err
 	}
 	c, err := Parse(path, data)
 	if err != nil {
@@ -113,25 +146,79 @@ func Load(path string) (Config, error) {
 	return c, nil
 }
 
+// readFile reads a config file of at most MaxFileSize bytes, refusing a
+// bigger one before reading it.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	defer f.Close()
+	tooBig := func(size string) error {
+		return &FileError{Path: path, Err: fmt.Errorf("%s is larger than the %d MiB a config file may hold; want a config of a few KiB (see the README's Configuration)", size, MaxFileSize>>20)}
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxFileSize {
+		return nil, tooBig(fmt.Sprintf("%d bytes", fi.Size()))
+	}
+	// A pipe or a file still growing has no size to trust: read one byte
+	// past the limit to know.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, tooBig(fmt.Sprintf("more than %d bytes", MaxFileSize))
+	}
+	return data, nil
+}
+
 // Parse reads a config file's bytes over Default(). name is used in error
-// messages and recorded as Path. The result is validated.
+// messages and recorded as Path. The result is validated. A file with no
+// settings (empty, only comments, only "---") is the defaults. Its errors
+// are *FileError.
 func Parse(name string, data []byte) (Config, error) {
 	c := Default()
 	c.Path = name
+	if len(data) > MaxFileSize {
+		return Config{}, &FileError{Path: name, Err: fmt.Errorf("%d bytes is larger than the %d MiB a config file may hold", len(data), MaxFileSize>>20)}
+	}
+	// Editors on Windows may start a UTF-8 file with a byte-order mark,
+	// which the YAML parser would read as a value.
+	data = bytes.TrimPrefix(data, []byte("\uFEFF"))
 	pos := map[string]position{}
 	file, err := parser.ParseBytes(data, 0)
 	if err != nil {
-		return Config{}, fileError(name, err)
+		fe := fileError(name, err).(*FileError)
+		fe.Err = fmt.Errorf("%w; want YAML of key: value lines, lists as [a, b] (see the README's Configuration)", fe.Err)
+		return Config{}, fe
 	}
+	// The settings are one document. Decoding the whole file would read
+	// only its first document, so settings after a second "---" would be
+	// dropped without a word: refuse them instead.
+	var body ast.Node
 	for _, doc := range file.Docs {
 		if doc == nil || doc.Body == nil {
 			continue
 		}
-		if err := checkKeys(doc.Body, reflect.TypeFor[Config](), "", pos); err != nil {
-			return Config{}, fileError(name, err)
+		if _, null := doc.Body.(*ast.NullNode); null {
+			continue
 		}
+		if body != nil {
+			e := nodeErr(doc.Body, "a second YAML document; want one document holding every setting (remove the --- line above it)").(*posError)
+			e.col = 1 // the document, not its first token
+			return Config{}, fileError(name, e)
+		}
+		body = doc.Body
 	}
-	if err := yaml.UnmarshalWithOptions(data, &c, yaml.DisallowUnknownField()); err != nil {
+	if body == nil {
+		// Empty, comments only, or "---": nothing is set, so the
+		// defaults hold. (Decoding nothing would zero every key.)
+		return c, nil
+	}
+	if err := checkKeys(body, reflect.TypeFor[Config](), "", pos); err != nil {
+		return Config{}, fileError(name, err)
+	}
+	if err := yaml.NodeToValue(body, &c, yaml.DisallowUnknownField()); err != nil {
 		return Config{}, fileError(name, explain(err, pos))
 	}
 	c.Path = name
@@ -139,10 +226,10 @@ func Parse(name string, data []byte) (Config, error) {
 		var ke *KeyError
 		if errors.As(err, &ke) {
 			if p, ok := pos[ke.Key]; ok {
-				return Config{}, fmt.Errorf("%s:%d:%d: %w", name, p.line, p.col, err)
+				return Config{}, &FileError{Path: name, Line: p.line, Col: p.col, Err: err}
 			}
 		}
-		return Config{}, fmt.Errorf("%s: %w", name, err)
+		return Config{}, &FileError{Path: name, Err: err}
 	}
 	return c, nil
 }
@@ -441,21 +528,21 @@ func typeAt(path string) (reflect.Type, bool) {
 	return t, true
 }
 
-// fileError turns a parser or decoder error into one line
-// "file:line:col: message".
+// fileError turns a parser or decoder error into a *FileError, placed
+// where the error's token is.
 func fileError(name string, err error) error {
 	var pe *posError
 	if errors.As(err, &pe) {
-		return fmt.Errorf("%s:%d:%d: %s", name, pe.line, pe.col, pe.msg)
+		return &FileError{Path: name, Line: pe.line, Col: pe.col, Err: errors.New(pe.msg)}
 	}
 	var ye yaml.Error
 	if errors.As(err, &ye) {
 		if tk := ye.GetToken(); tk != nil && tk.Position != nil {
-			return fmt.Errorf("%s:%d:%d: %s", name, tk.Position.Line, tk.Position.Column, ye.GetMessage())
+			return &FileError{Path: name, Line: tk.Position.Line, Col: tk.Position.Column, Err: errors.New(ye.GetMessage())}
 		}
-		return fmt.Errorf("%s: %s", name, ye.GetMessage())
+		return &FileError{Path: name, Err: errors.New(ye.GetMessage())}
 	}
-	return fmt.Errorf("%s: %w", name, err)
+	return &FileError{Path: name, Err: err}
 }
 
 // checkKeys walks the document against the Config struct so an unknown key

@@ -1,9 +1,13 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -196,11 +200,144 @@ func TestValidateDefault(t *testing.T) {
 	}
 }
 
+// Issue 15.7: an empty or comment-only config file (or "---") broke every
+// command with "window: 0s is out of range". A file that sets nothing is
+// the defaults.
+func TestConfigWithoutSettingsIsDefaults(t *testing.T) {
+	for name, body := range map[string]string{
+		"empty":                  "",
+		"blank lines":            "\n\n  \n",
+		"comments only":          "# gpumarket config\n\n# window: 7d\n",
+		"document start":         "---\n",
+		"two empty documents":    "---\n---\n",
+		"start, comment, end":    "---\n# nothing yet\n...\n",
+		"null":                   "~\n",
+		"byte-order mark only":   "\uFEFF",
+		"mark and comment":       "\uFEFF# c\n",
+		"section left empty":     "serve:\n  # listen: 0.0.0.0:2222\n",
+		"two sections left bare": "risk:\nbudget:\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			clearEnv(t)
+			p := writeFile(t, body)
+			c, err := Load(p)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			want := Default()
+			want.Path = p
+			if !reflect.DeepEqual(c, want) {
+				t.Errorf("got %+v\nwant the defaults %+v", c, want)
+			}
+		})
+	}
+}
+
+// A byte-order mark before real settings is not a value.
+func TestConfigWithByteOrderMark(t *testing.T) {
+	c, err := Parse("bom.yaml", []byte("\uFEFFwindow: 7d\n"))
+	if err != nil || c.Window.D() != 7*24*time.Hour {
+		t.Errorf("window %v err %v, want 7d", c.Window.D(), err)
+	}
+}
+
+// Settings after a second "---" were dropped silently (only the first
+// document was decoded); they are refused, placed at the document.
+func TestSecondDocumentRefused(t *testing.T) {
+	for _, body := range []string{"window: 7d\n---\nwindow: 3x\n", "window: 7d\n---\nrefresh: 1m\n"} {
+		_, err := Parse("two.yaml", []byte(body))
+		var fe *FileError
+		if !errors.As(err, &fe) || fe.Line != 3 || !strings.Contains(err.Error(), "two.yaml:3:1: a second YAML document; want one document") {
+			t.Errorf("%q: err %v, want a FileError at two.yaml:3:1 naming the second document", body, err)
+		}
+	}
+	// A first document that sets nothing leaves the second as the one.
+	c, err := Parse("one.yaml", []byte("# header\n---\nwindow: 6h\n"))
+	if err != nil || c.Window.D() != 6*time.Hour {
+		t.Errorf("comment then one document: window %v err %v, want 6h", c.Window.D(), err)
+	}
+}
+
+// Issue 15.7: a 50 MB config took 1.1 GB to parse. A file over
+// MaxFileSize is refused before parsing, with its name, size and the limit.
+func TestConfigSizeLimit(t *testing.T) {
+	clearEnv(t)
+	line := "# " + strings.Repeat("x", 61) + "\n" // 64 bytes
+	atLimit := strings.Repeat(line, MaxFileSize/len(line))
+	if len(atLimit) != MaxFileSize {
+		t.Fatalf("test file of %d bytes, want %d", len(atLimit), MaxFileSize)
+	}
+	if _, err := Load(writeFile(t, atLimit)); err != nil {
+		t.Errorf("a file of exactly %d bytes: %v", MaxFileSize, err)
+	}
+	p := writeFile(t, atLimit+"#")
+	_, err := Load(p)
+	var fe *FileError
+	if !errors.As(err, &fe) {
+		t.Fatalf("err %v, want a FileError", err)
+	}
+	for _, w := range []string{p, "1048577 bytes", "larger than the 1 MiB"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("err %q lacks %q", err, w)
+		}
+	}
+	if _, err := Parse("big.yaml", []byte(atLimit+"#")); !errors.As(err, &fe) || !strings.Contains(err.Error(), "big.yaml") {
+		t.Errorf("Parse of an oversized file: %v", err)
+	}
+}
+
+// The size limit holds for a file whose size cannot be known before
+// reading (a pipe): it is read up to one byte past the limit, no more.
+func TestConfigSizeLimitOnAPipe(t *testing.T) {
+	clearEnv(t)
+	p := filepath.Join(t.TempDir(), "fifo.yaml")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	go func() {
+		w, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		defer w.Close()
+		chunk := []byte(strings.Repeat("#", 4096) + "\n")
+		for range 2 * MaxFileSize / len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return // the reader stopped at the limit
+			}
+		}
+	}()
+	_, err := Load(p)
+	var fe *FileError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "more than 1048576 bytes") {
+		t.Errorf("err %v, want a FileError saying more than 1048576 bytes", err)
+	}
+}
+
+// Errors of the file's content are *FileError (bad usage to cmd); a file
+// that cannot be read is not.
+func TestFileErrorOnlyForContent(t *testing.T) {
+	clearEnv(t)
+	var fe *FileError
+	for _, body := range []string{"windo: 24h\n", "window: 3x\n", "providers: [sim\n", "serve: {max_sessions: 0}\n"} {
+		if _, err := Load(writeFile(t, body)); !errors.As(err, &fe) || fe.Line == 0 {
+			t.Errorf("%q: err %v, want a FileError with a line", body, err)
+		}
+	}
+	for _, p := range []string{filepath.Join(t.TempDir(), "missing.yaml"), t.TempDir()} {
+		if _, err := Load(p); err == nil || errors.As(err, &fe) {
+			t.Errorf("%s: err %v, want a read error that is not a FileError", p, err)
+		}
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		"", "providers: [sim]\n", "window: 7d\nrefresh: 30s\n", "risk: {checkpoint_interval: 15m}\n",
 		"serve:\n  roles:\n    \"SHA256:a\": booker\n", "a: &x {b: 1}\nrisk: *x\n", "- 1\n- 2\n", "---\n---\n",
 		"sim: {seed: 99999999999999999999}\n", "<<: {window: 1h}\n", "window: !!str 7d\n",
+		"# only a comment\n", "---\n", "~\n", "\uFEFFwindow: 7d\n", "window: 7d\n---\nwindow: 3x\n",
+		"serve:\n", "# c\n---\nwindow: 6h\n...\n", "window: 7d\nwindow: 6h\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -211,8 +348,20 @@ func FuzzParse(f *testing.F) {
 			if verr := c.Validate(); verr != nil {
 				t.Fatalf("Parse accepted %q but Validate says %v", data, verr)
 			}
-		} else if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
-			t.Fatalf("error %q does not name the file", err)
+			return
+		}
+		// every refusal is one line naming the file (and its place,
+		// when it has one), for cmd to print as bad usage
+		var fe *FileError
+		if !errors.As(err, &fe) {
+			t.Fatalf("error %q is not a FileError", err)
+		}
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "fuzz.yaml") || strings.Contains(msg, "\n") {
+			t.Fatalf("error %q does not name the file on one line", msg)
+		}
+		if fe.Line > 0 && !strings.HasPrefix(msg, fmt.Sprintf("fuzz.yaml:%d:%d: ", fe.Line, fe.Col)) {
+			t.Fatalf("error %q does not start with its place", msg)
 		}
 	})
 }

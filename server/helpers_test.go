@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -152,8 +154,29 @@ type rig struct {
 	stop    func()
 	started time.Time
 
+	logs   *logBuffer
+	timers *fakeTimers // set when rigOptions.fakeTimers
+
 	mu   sync.Mutex
 	hook func(*testModel)
+}
+
+// logBuffer collects the server's log for tests to read.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // newModelHook sees every test model the server builds from now on.
@@ -171,6 +194,63 @@ type rigOptions struct {
 	newModel    func(SessionInfo, *hub.Hub) tea.Model
 	drain       func(context.Context) error
 	dataDir     string
+	noSession   time.Duration
+	// fakeTimers replaces the no-session timers with ones the test
+	// fires (rig.timers.fireAll), so no test races the clock.
+	fakeTimers bool
+}
+
+// fakeTimers stand in for the connections' no-session timers.
+type fakeTimers struct {
+	mu     sync.Mutex
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	mu      sync.Mutex
+	f       func()
+	pending bool
+}
+
+func (ft *fakeTimer) Reset(time.Duration) bool {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	was := ft.pending
+	ft.pending = true
+	return was
+}
+
+func (ft *fakeTimer) Stop() bool {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	was := ft.pending
+	ft.pending = false
+	return was
+}
+
+func (fs *fakeTimers) afterFunc(_ time.Duration, f func()) connTimer {
+	ft := &fakeTimer{f: f, pending: true}
+	fs.mu.Lock()
+	fs.timers = append(fs.timers, ft)
+	fs.mu.Unlock()
+	return ft
+}
+
+// fireAll lets the no-session timeout pass for every connection: each
+// timer still pending fires, once.
+func (fs *fakeTimers) fireAll() {
+	fs.mu.Lock()
+	timers := append([]*fakeTimer(nil), fs.timers...)
+	fs.mu.Unlock()
+	for _, ft := range timers {
+		ft.mu.Lock()
+		fire := ft.pending
+		ft.pending = false
+		ft.mu.Unlock()
+		if fire {
+			ft.f()
+		}
+	}
 }
 
 func newRig(t *testing.T, authorized string, ro rigOptions) *rig {
@@ -179,12 +259,17 @@ func newRig(t *testing.T, authorized string, ro rigOptions) *rig {
 		ro.interval = time.Hour
 	}
 	dir := t.TempDir()
+	// The server refuses an authorized_keys file in a directory others
+	// may write, which t.TempDir's can be under a umask of 002.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	ak := filepath.Join(dir, "authorized_keys")
 	if err := os.WriteFile(ak, []byte(authorized), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, dir: dir, akPath: ak, source: &countingSource{}, booker: &fakeBooker{},
-		infos: make(chan SessionInfo, 200), serveCh: make(chan error, 1)}
+		infos: make(chan SessionInfo, 200), serveCh: make(chan error, 1), logs: &logBuffer{}}
 	r.hub = hub.New([]providers.Provider{r.source}, hub.Options{
 		Interval:     func(string) time.Duration { return ro.interval },
 		PublishEvery: 10 * time.Millisecond,
@@ -217,6 +302,8 @@ func newRig(t *testing.T, authorized string, ro rigOptions) *rig {
 		Roles:              ro.roles,
 		IdleTimeout:        ro.idle,
 		MaxSessions:        ro.maxSessions,
+		NoSessionTimeout:   ro.noSession,
+		Logger:             slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Hub:                r.hub,
 		Drain:              ro.drain,
 		ShutdownTimeout:    waitFor,
@@ -229,6 +316,10 @@ func newRig(t *testing.T, authorized string, ro rigOptions) *rig {
 		t.Fatal(err)
 	}
 	r.srv = srv
+	if ro.fakeTimers {
+		r.timers = &fakeTimers{}
+		srv.afterFunc = r.timers.afterFunc // before Serve: no connection yet
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -281,6 +372,37 @@ func newKey(t *testing.T, options, comment string) (gossh.Signer, string) {
 		line += " " + comment
 	}
 	return signer, line
+}
+
+// newKeyFile makes a client key as OpenSSH's ssh reads it (a 0600
+// private key file) and its authorized_keys line.
+func newKeyFile(t *testing.T, options, comment string) (path, line string) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := gossh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path = filepath.Join(dir, "id_ed25519")
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := gossh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line = strings.TrimSpace(string(gossh.MarshalAuthorizedKey(signer.PublicKey())))
+	if options != "" {
+		line = options + " " + line
+	}
+	if comment != "" {
+		line += " " + comment
+	}
+	return path, line
 }
 
 func dial(addr string, signer gossh.Signer) (*gossh.Client, error) {

@@ -2,9 +2,9 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 
@@ -16,6 +16,22 @@ type Role string
 
 // Roles. A key with no role is a viewer: least privilege unless someone
 // said otherwise.
+//
+// Where a key's role comes from, first match wins:
+//
+//  1. config serve.roles, by the key's fingerprint, either way: the
+//     operator's own file naming one key exactly is the most deliberate
+//     word there is, so it may promote a viewer line and demote a booker
+//     line;
+//  2. the key's authorized_keys line: its environment="GPUMARKET_ROLE=…"
+//     options and its gpumarket-role=… comment tokens. When they agree,
+//     that role; when they disagree, viewer (least privilege), with a
+//     warning in the log. Neither the option nor the comment is more
+//     "explicit" than the other (both are text anyone who can edit the
+//     line wrote), and an unclear grant must not be read as leave to
+//     spend money: a mistaken viewer costs an edit, a mistaken booker
+//     costs money;
+//  3. otherwise viewer.
 const (
 	// RoleViewer sees everything and can spend nothing.
 	RoleViewer Role = "viewer"
@@ -72,6 +88,9 @@ type AuthorizedKey struct {
 	Comment string
 	// Role is the role the file gives the key ("" when it gives none).
 	Role Role
+	// RoleConflict is set when the line gives both roles (its option
+	// and its comment disagree, or two options do): Role is then viewer.
+	RoleConflict bool
 	// Line is the key's line number in the file, for messages.
 	Line int
 }
@@ -116,7 +135,9 @@ func parseAuthorizedLine(line []byte) (AuthorizedKey, error) {
 		return AuthorizedKey{}, fmt.Errorf("a certificate is not an authorized key; list the user's public key")
 	}
 	k := AuthorizedKey{Key: key, Fingerprint: gossh.FingerprintSHA256(key)}
-	var optRole Role
+	// Every role the line gives, from its options and its comment; see
+	// Role for why disagreement means viewer.
+	given := map[Role]bool{}
 	for _, opt := range options {
 		name, value, hasValue := strings.Cut(opt, "=")
 		name = strings.ToLower(name)
@@ -138,9 +159,8 @@ func parseAuthorizedLine(line []byte) (AuthorizedKey, error) {
 		if err != nil {
 			return AuthorizedKey{}, fmt.Errorf("option environment=%q: %w", v, err)
 		}
-		optRole = r
+		given[r] = true
 	}
-	var commentRole Role
 	var words []string
 	for _, w := range strings.Fields(comment) {
 		if v, ok := strings.CutPrefix(strings.ToLower(w), roleCommentPrefix); ok {
@@ -148,15 +168,19 @@ func parseAuthorizedLine(line []byte) (AuthorizedKey, error) {
 			if err != nil {
 				return AuthorizedKey{}, fmt.Errorf("comment %q: %w", w, err)
 			}
-			commentRole = r
+			given[r] = true
 			continue
 		}
 		words = append(words, w)
 	}
 	k.Comment = strings.Join(words, " ")
-	k.Role = optRole
-	if k.Role == "" {
-		k.Role = commentRole
+	switch {
+	case len(given) > 1:
+		k.Role, k.RoleConflict = RoleViewer, true
+	case given[RoleBooker]:
+		k.Role = RoleBooker
+	case given[RoleViewer]:
+		k.Role = RoleViewer
 	}
 	return k, nil
 }
@@ -169,25 +193,41 @@ func unquoteOption(v string) (string, error) {
 	return strings.ReplaceAll(v[1:len(v)-1], `\"`, `"`), nil
 }
 
+// Why a key may not log in: not listed, or the file is unsafe to trust.
+var (
+	errNotListed  = errors.New("key not in the authorized keys file")
+	errKeysUnsafe = errors.New("the authorized keys file is unsafe; every login is refused until it is fixed")
+)
+
 // keyring answers "may this key log in, and as what?" from the
 // authorized_keys file, re-reading it on every question so that adding a
 // workshop attendee needs no restart. The file is small; reading it per
-// login costs less than watching it. A file that stops parsing keeps the
-// last good set and says why in the log.
+// login costs less than watching it.
+//
+// A file that stops parsing, or is missing for an instant (an editor's
+// rename), keeps the last good set and says why in the log. A file that
+// becomes unsafe (see readTrusted) is different: someone else may have
+// written it, and so may have written the last good set's successor too,
+// so every login is refused until the file is safe again; the log says so
+// once per change.
 type keyring struct {
 	path   string
 	roles  map[string]Role // from config, by fingerprint; they win
 	logger *slog.Logger
 
-	mu   sync.Mutex
-	data []byte
-	keys map[string]AuthorizedKey
-	bad  []byte // the last content that failed, so it is logged once
+	mu     sync.Mutex
+	data   []byte
+	keys   map[string]AuthorizedKey
+	bad    []byte // the last content that failed, so it is logged once
+	unsafe string // the last unsafe verdict logged, "" while the file is safe
 }
 
 func newKeyring(path string, roles map[string]Role, logger *slog.Logger) (*keyring, error) {
 	kr := &keyring{path: path, roles: roles, logger: logger}
-	data, err := os.ReadFile(path)
+	data, err := readTrusted(path, false)
+	if isUnsafe(err) {
+		return nil, fmt.Errorf("authorized keys: %w", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read authorized keys: %w", err)
 	}
@@ -207,6 +247,10 @@ func (kr *keyring) load(data []byte) error {
 	}
 	m := make(map[string]AuthorizedKey, len(keys))
 	for _, k := range keys {
+		if k.RoleConflict {
+			kr.logger.Warn("authorized keys line gives both roles (viewer and booker); the key is a viewer until the line gives one",
+				"path", kr.path, "line", k.Line, "fingerprint", k.Fingerprint)
+		}
 		if r, ok := kr.roles[k.Fingerprint]; ok {
 			k.Role = r
 		}
@@ -219,25 +263,42 @@ func (kr *keyring) load(data []byte) error {
 	return nil
 }
 
-// lookup returns the authorized entry of key, reading the file anew.
-func (kr *keyring) lookup(key gossh.PublicKey) (AuthorizedKey, bool) {
-	data, err := os.ReadFile(kr.path)
+// lookup returns the authorized entry of key, reading the file anew. Its
+// error is errNotListed, or wraps errKeysUnsafe.
+func (kr *keyring) lookup(key gossh.PublicKey) (AuthorizedKey, error) {
+	data, err := readTrusted(kr.path, false)
 	kr.mu.Lock()
 	defer kr.mu.Unlock()
 	switch {
+	case isUnsafe(err):
+		if msg := err.Error(); msg != kr.unsafe {
+			kr.unsafe = msg
+			kr.logger.Error("authorized keys file is unsafe: refusing every login until it is fixed; check what it lists before making it safe again",
+				"path", kr.path, "err", err)
+		}
+		return AuthorizedKey{}, fmt.Errorf("%w: %w", errKeysUnsafe, err)
 	case err != nil:
 		// A file being replaced (editor's rename) may be missing for an
 		// instant; the last good set is the better answer than nobody.
 		kr.logger.Warn("read authorized keys; using the last good copy", "path", kr.path, "err", err)
-	case !bytes.Equal(data, kr.data) && !bytes.Equal(data, kr.bad):
-		if err := kr.load(data); err != nil {
-			kr.bad = data
-			kr.logger.Warn("authorized keys changed but do not parse; using the last good copy", "path", kr.path, "err", err)
-		} else {
-			kr.bad = nil
-			kr.logger.Info("authorized keys reloaded", "path", kr.path, "keys", len(kr.keys))
+	default:
+		if kr.unsafe != "" {
+			kr.unsafe = ""
+			kr.logger.Warn("authorized keys file is safe again: logins resume", "path", kr.path)
+		}
+		if !bytes.Equal(data, kr.data) && !bytes.Equal(data, kr.bad) {
+			if err := kr.load(data); err != nil {
+				kr.bad = data
+				kr.logger.Warn("authorized keys changed but do not parse; using the last good copy", "path", kr.path, "err", err)
+			} else {
+				kr.bad = nil
+				kr.logger.Info("authorized keys reloaded", "path", kr.path, "keys", len(kr.keys))
+			}
 		}
 	}
 	k, ok := kr.keys[gossh.FingerprintSHA256(key)]
-	return k, ok
+	if !ok {
+		return AuthorizedKey{}, errNotListed
+	}
+	return k, nil
 }

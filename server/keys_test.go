@@ -1,11 +1,13 @@
 package server
 
 import (
+	"crypto/rand"
 	"os"
 	"strings"
 	"testing"
 
 	tea "charm.land/bubbletea/v2"
+	gossh "golang.org/x/crypto/ssh"
 )
 
 func TestParseAuthorizedKeys(t *testing.T) {
@@ -34,6 +36,7 @@ func TestParseAuthorizedKeys(t *testing.T) {
 		{name: "from= refused", file: `from="10.0.0.0/8" ` + a, err: `line 1: option "from" is not supported`},
 		{name: "command= refused", file: `command="/bin/sh" ` + a, err: `option "command" is not supported`},
 		{name: "cert-authority refused", file: `cert-authority ` + a, err: `option "cert-authority" is not supported`},
+		{name: "certificate refused", file: certLine(t), err: "line 1: a certificate is not an authorized key"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,4 +124,19 @@ func FuzzParseAuthorizedKeys(f *testing.F) {
 			}
 		}
 	})
+}
+
+// certLine is an authorized_keys line holding a user certificate rather
+// than a key: gpumarket does not check certificates (their principals,
+// validity, CA), so it must refuse them rather than trust the key inside.
+func certLine(t *testing.T) string {
+	t.Helper()
+	ca, _ := newKey(t, "", "")
+	user, _ := newKey(t, "", "")
+	cert := &gossh.Certificate{Key: user.PublicKey(), CertType: gossh.UserCert,
+		ValidPrincipals: []string{"alice"}, ValidBefore: gossh.CertTimeInfinity}
+	if err := cert.SignCert(rand.Reader, ca); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(gossh.MarshalAuthorizedKey(cert))) + " alice"
 }

@@ -48,8 +48,18 @@ type Options struct {
 	// IdleTimeout ends a session after this long without a keypress;
 	// 0 never does. Output does not count: the market keeps drawing.
 	IdleTimeout time.Duration
-	// MaxSessions caps the sessions open at once; 0 means no cap.
+	// MaxSessions caps the sessions open at once; 0 means no cap. An
+	// authenticated connection with no session (ssh -N, or one whose
+	// sessions have ended) holds one place too, so such connections
+	// cannot crowd out sessions unseen.
 	MaxSessions int
+	// NoSessionTimeout closes a connection that has no session for this
+	// long: from its start (which bounds the handshake too) and from the
+	// end of its last session (default 30s). A connection exists to carry
+	// a TUI session; one that carries none holds a place of MaxSessions
+	// and memory, and IdleTimeout, which counts keypresses in a session,
+	// could never end it.
+	NoSessionTimeout time.Duration
 	// ShutdownTimeout bounds the graceful shutdown Serve does when its
 	// context ends (default 30s).
 	ShutdownTimeout time.Duration
@@ -79,8 +89,12 @@ type Server struct {
 	// can tell users what to expect on first connect.
 	hostKey string
 
+	// afterFunc starts a connection's no-session timer (time.AfterFunc).
+	afterFunc func(time.Duration, func()) connTimer
+
 	mu        sync.Mutex
 	sessions  map[*session]struct{}
+	conns     map[*conn]struct{}
 	active    sync.WaitGroup
 	listeners []net.Listener
 	closing   bool
@@ -97,6 +111,9 @@ func New(opt Options) (*Server, error) {
 	}
 	if opt.ShutdownTimeout <= 0 {
 		opt.ShutdownTimeout = 30 * time.Second
+	}
+	if opt.NoSessionTimeout <= 0 {
+		opt.NoSessionTimeout = defaultNoSessionTimeout
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
@@ -141,8 +158,10 @@ func New(opt Options) (*Server, error) {
 	}
 	s := &Server{
 		opt: opt, log: log, keys: keys, hostKey: gossh.FingerprintSHA256(signer.PublicKey()),
-		sessions: map[*session]struct{}{},
-		stopped:  make(chan struct{}),
+		sessions:  map[*session]struct{}{},
+		conns:     map[*conn]struct{}{},
+		stopped:   make(chan struct{}),
+		afterFunc: realTimer,
 	}
 	std := slog.NewLogLogger(log.Handler(), slog.LevelInfo)
 	s.ssh, err = wish.NewServer(
@@ -155,6 +174,13 @@ func New(opt Options) (*Server, error) {
 			return nil
 		},
 		wish.WithPublicKeyAuth(s.authorize),
+		// Every connection is tracked from accept to close, and admitted
+		// (counted against MaxSessions) once its key is verified.
+		ssh.WrapConn(s.trackConn),
+		func(srv *ssh.Server) error {
+			srv.ServerConfigCallback = s.serverConfig
+			return nil
+		},
 		// An emulated PTY: no OS pseudo-terminal per session (a hundred
 		// sessions would hold a hundred), and the colour profile is read
 		// from the client's TERM and environment, not probed on a
@@ -178,9 +204,12 @@ func New(opt Options) (*Server, error) {
 // authorize is the only authentication handler: no password and no
 // keyboard-interactive handler is set, so the server offers neither.
 func (s *Server) authorize(ctx ssh.Context, key ssh.PublicKey) bool {
-	k, ok := s.keys.lookup(key)
-	if !ok {
-		s.log.Info("refused key", "fingerprint", fingerprint(key), "user", ctx.User(), "remote", addrString(ctx.RemoteAddr()))
+	k, err := s.keys.lookup(key)
+	if err != nil {
+		if errors.Is(err, errKeysUnsafe) {
+			err = errKeysUnsafe // the keyring has logged the detail once
+		}
+		s.log.Info("refused key", "fingerprint", fingerprint(key), "user", ctx.User(), "remote", addrString(ctx.RemoteAddr()), "why", err)
 		return false
 	}
 	s.log.Debug("accepted key", "fingerprint", k.Fingerprint, "comment", k.Comment, "role", k.Role)

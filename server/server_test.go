@@ -370,3 +370,23 @@ func TestFiftySessionsOnePollPerInterval(t *testing.T) {
 	eventually(t, "all subscriptions end", func() bool { return r.hub.Subscribers() == 0 })
 	eventually(t, "all sessions end", func() bool { return r.srv.Sessions() == 0 })
 }
+
+// A key removed from the file while its connection is open cannot open
+// another session on that connection.
+func TestRevokedKeyCannotOpenSession(t *testing.T) {
+	k, line := newKey(t, "", "leaver")
+	_, other := newKey(t, "", "stayer")
+	r := newRig(t, line+"\n"+other+"\n", rigOptions{})
+	c := mustDial(t, r.addr(), k)
+	if err := os.WriteFile(r.akPath, []byte(other+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tm := openTerm(t, c, 80, 24, nil)
+	if st := tm.exitStatus(t); st != 1 {
+		t.Errorf("session of a revoked key: exit %d, want 1", st)
+	}
+	tm.waitStderr(t, "no longer in the authorized keys file")
+	if len(r.infos) != 0 {
+		t.Error("a session was built for a revoked key")
+	}
+}

@@ -22,6 +22,11 @@ const (
 	msgShutdown = "gpumarket: server shutting down"
 	msgPanic    = "gpumarket: this session hit an internal error and was closed; the server is still running, reconnect to start afresh"
 	msgRevoked  = "gpumarket: your key is no longer in the authorized keys file"
+	msgUnsafe   = "gpumarket: the server's authorized keys file is unsafe (others could change it), so every login is refused; the operator has been told"
+	// msgCommand answers ssh HOST COMMAND: the server runs the TUI and
+	// nothing else, and starting the TUI instead of the command would
+	// leave a script waiting on a screen it cannot read.
+	msgCommand = "gpumarket: this server runs only the gpumarket TUI, not commands; connect with ssh -t -p PORT HOST and no command"
 )
 
 // quitGrace is how long a session's program gets to quit on its own (final
@@ -112,11 +117,23 @@ func (s *Server) sessionMiddleware(next ssh.Handler) ssh.Handler {
 
 // runSession runs the session and returns its exit status.
 func (s *Server) runSession(sess ssh.Session) (code int) {
-	k, ok := s.keys.lookup(sess.PublicKey())
-	if !ok { // removed from the file between login and session
+	k, err := s.keys.lookup(sess.PublicKey())
+	switch {
+	case errors.Is(err, errKeysUnsafe): // the file became unsafe since login
+		tell(sess, msgUnsafe)
+		return 1
+	case err != nil: // removed from the file between login and session
 		tell(sess, msgRevoked)
 		return 1
 	}
+	// (A subsystem request never gets here: with no subsystem handler
+	// the ssh server refuses it itself.)
+	if cmd := sess.RawCommand(); cmd != "" {
+		s.log.Info("refused a command", "fingerprint", k.Fingerprint, "command", cmd)
+		tell(sess, msgCommand)
+		return 1
+	}
+	conn := connOf(sess.Context())
 	pty, winch, ok := sess.Pty()
 	if !ok {
 		tell(sess, msgNoPTY)
@@ -158,7 +175,7 @@ func (s *Server) runSession(sess ssh.Session) (code int) {
 		}
 	}()
 
-	if msg := s.refusal(); msg != "" { // spare building a model for nothing
+	if msg := s.refusal(conn); msg != "" { // spare building a model for nothing
 		tell(sess, msg)
 		return 1
 	}
@@ -178,11 +195,11 @@ func (s *Server) runSession(sess ssh.Session) (code int) {
 	st.program = tea.NewProgram(model, opts...)
 	// Registered only now that the program exists: Shutdown may end any
 	// registered session at once.
-	if msg := s.register(st); msg != "" {
+	if msg := s.register(st, conn); msg != "" {
 		tell(sess, msg)
 		return 1
 	}
-	defer s.unregister(st)
+	defer s.unregister(st, conn)
 	resizeTo.Store(st.program)
 	// The exit status goes out before the session counts as ended:
 	// Shutdown closes the connections once no session is left, and the
@@ -197,7 +214,7 @@ func (s *Server) runSession(sess ssh.Session) (code int) {
 	s.log.Info("session start", "actor", info.Actor, "role", info.Role, "term", info.Term,
 		"size", fmt.Sprintf("%dx%d", info.Width, info.Height), "profile", profile.String(),
 		"sessions", s.Sessions())
-	_, err := st.program.Run()
+	_, err = st.program.Run()
 	st.program.Kill() // restores the terminal if Run was cut short
 	cancelSession()
 
@@ -218,40 +235,48 @@ func (s *Server) runSession(sess ssh.Session) (code int) {
 	return 0
 }
 
-// register admits a session unless the server is full or closing; it
-// returns the message for the refused user, "" when admitted.
-func (s *Server) register(st *session) string {
+// register admits a session on c unless the server is full or closing;
+// it returns the message for the refused user, "" when admitted.
+func (s *Server) register(st *session, c *conn) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if msg := s.refusalLocked(); msg != "" {
+	if msg := s.refusalLocked(c); msg != "" {
 		return msg
 	}
 	s.sessions[st] = struct{}{}
+	if c != nil {
+		c.sessionStartedLocked()
+	}
 	s.active.Add(1)
 	return ""
 }
 
-// refusal says why a new session cannot open now, "" when it can.
-func (s *Server) refusal() string {
+// refusal says why a new session on c cannot open now, "" when it can.
+func (s *Server) refusal(c *conn) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.refusalLocked()
+	return s.refusalLocked(c)
 }
 
-func (s *Server) refusalLocked() string {
+// refusalLocked says why c may not take a place now (a session, or an
+// authenticated connection's own), "" when it may.
+func (s *Server) refusalLocked(c *conn) string {
 	if s.closing {
 		return msgShutdown
 	}
-	if max := s.opt.MaxSessions; max > 0 && len(s.sessions) >= max {
-		s.log.Warn("refused session: server full", "max_sessions", max)
-		return fmt.Sprintf("gpumarket: the server is full (%d sessions, its maximum); try again later", max)
+	if max := s.opt.MaxSessions; max > 0 && s.placesLocked(c) >= max {
+		s.log.Warn("refused: server full", "max_sessions", max, "sessions", len(s.sessions))
+		return fullMessage(max)
 	}
 	return ""
 }
 
-func (s *Server) unregister(st *session) {
+func (s *Server) unregister(st *session, c *conn) {
 	s.mu.Lock()
 	delete(s.sessions, st)
+	if c != nil {
+		c.sessionEndedLocked(s.opt.NoSessionTimeout)
+	}
 	s.mu.Unlock()
 	s.active.Done()
 }

@@ -469,7 +469,9 @@ func (e *Evaluator) pullAlerts(ctx context.Context) {
 	e.mu.Unlock()
 	as, err := e.opt.State.AlertsAfter(ctx, last, recentCap)
 	if err != nil {
-		e.log.Warn("watch: read alerts", "err", err)
+		if ctx.Err() == nil { // not the evaluator stopping
+			e.log.Warn("watch: read alerts", "err", err)
+		}
 		return
 	}
 	e.share(as)

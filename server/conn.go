@@ -1,0 +1,148 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"charm.land/ssh"
+	gossh "golang.org/x/crypto/ssh"
+)
+
+// defaultNoSessionTimeout is Options.NoSessionTimeout's default: as long
+// as the handshake may take, ample for a client to open its session.
+const defaultNoSessionTimeout = 30 * time.Second
+
+// conn is one SSH connection, from accept to close. An authenticated
+// connection holds one place of MaxSessions while it has no session; a
+// session on it takes that place over.
+type conn struct {
+	nc     net.Conn
+	remote string
+	// Guarded by Server.mu:
+	authed   bool      // its key was verified: it holds a place
+	sessions int       // TUI sessions running on it
+	timer    connTimer // closes it after NoSessionTimeout without a session
+	closed   bool
+}
+
+type connKey struct{}
+
+// connTimer is the part of *time.Timer a connection uses; tests fire a
+// fake one instead of waiting for the clock.
+type connTimer interface {
+	Reset(time.Duration) bool
+	Stop() bool
+}
+
+func realTimer(d time.Duration, f func()) connTimer { return time.AfterFunc(d, f) }
+
+// connOf returns the connection a session runs on.
+func connOf(ctx context.Context) *conn {
+	c, _ := ctx.Value(connKey{}).(*conn)
+	return c
+}
+
+// trackConn sees every connection as it is accepted, before the
+// handshake. It arms the no-session timer, which also bounds the
+// handshake, and forgets the connection when it closes.
+func (s *Server) trackConn(ctx ssh.Context, nc net.Conn) net.Conn {
+	c := &conn{nc: nc, remote: addrString(nc.RemoteAddr())}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil // the ssh server closes it
+	}
+	s.conns[c] = struct{}{}
+	c.timer = s.afterFunc(s.opt.NoSessionTimeout, func() { s.closeIfSessionless(c) })
+	s.mu.Unlock()
+	ctx.SetValue(connKey{}, c)
+	context.AfterFunc(ctx, func() { // ctx ends when the connection closes
+		s.mu.Lock()
+		c.closed = true
+		c.timer.Stop()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	})
+	return nc
+}
+
+// serverConfig adds to each connection's SSH config the hook that runs
+// once its key is verified (not merely queried): the moment it starts to
+// hold a place.
+func (s *Server) serverConfig(ctx ssh.Context) *gossh.ServerConfig {
+	return &gossh.ServerConfig{
+		VerifiedPublicKeyCallback: func(_ gossh.ConnMetadata, _ gossh.PublicKey, perms *gossh.Permissions, _ string) (*gossh.Permissions, error) {
+			if msg := s.admitConn(connOf(ctx)); msg != "" {
+				// The banner is what the client prints; the error only
+				// fails this attempt.
+				return nil, &gossh.BannerError{Err: errors.New(msg), Message: msg + "\r\n"}
+			}
+			return perms, nil
+		},
+	}
+}
+
+// admitConn lets an authenticated connection hold a place, or says why it
+// cannot ("" when admitted).
+func (s *Server) admitConn(c *conn) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if msg := s.refusalLocked(c); msg != "" {
+		return msg
+	}
+	if c != nil {
+		c.authed = true
+	}
+	return ""
+}
+
+// placesLocked counts the places in use: every session, and every
+// authenticated connection without one, except the connection asking
+// (whose own place a session on it takes over).
+func (s *Server) placesLocked(asking *conn) int {
+	n := len(s.sessions)
+	for c := range s.conns {
+		if c != asking && c.authed && c.sessions == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// closeIfSessionless closes c if it still has no session.
+func (s *Server) closeIfSessionless(c *conn) {
+	s.mu.Lock()
+	if c.closed || c.sessions > 0 {
+		s.mu.Unlock()
+		return
+	}
+	authed := c.authed
+	s.mu.Unlock()
+	s.log.Info("closed a connection without a session", "remote", c.remote, "authenticated", authed,
+		"after", s.opt.NoSessionTimeout.String())
+	_ = c.nc.Close()
+}
+
+// sessionStartedLocked moves c's place to a session on it. The timer is
+// left to run: when it fires, closeIfSessionless sees the session and
+// leaves the connection be (stopping it here would race with a timer
+// already firing anyway).
+func (c *conn) sessionStartedLocked() {
+	c.sessions++
+}
+
+// sessionEndedLocked gives c back its place once its last session ends,
+// and re-arms its timer.
+func (c *conn) sessionEndedLocked(d time.Duration) {
+	c.sessions--
+	if c.sessions == 0 && !c.closed {
+		c.timer.Reset(d)
+	}
+}
+
+func fullMessage(max int) string {
+	return fmt.Sprintf("gpumarket: the server is full (%d sessions, its maximum); try again later", max)
+}

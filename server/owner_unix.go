@@ -1,0 +1,17 @@
+//go:build unix
+
+package server
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+// fileOwner returns the user id that owns the file.
+func fileOwner(fi fs.FileInfo) (uid int, ok bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
 )
 
@@ -282,11 +283,17 @@ func (e *env) checkModelsSold(snap *hub.Snapshot, job planner.Job) error {
 // the plan shows can be booked by id. A provider that fails is reported
 // and left out; none selling blocks is no error.
 func (a *app) planOfferings(ctx context.Context, ps []providers.Provider, job planner.Job, timeout time.Duration) ([]providers.Offering, error) {
-	e := a.env
 	svc, err := a.Booking(ps, timeout)
 	if err != nil {
 		return nil, err
 	}
+	return a.offeringsFor(ctx, svc, job, func(msg string) { fmt.Fprintf(a.errOut, "gpumarket: plan: %s\n", msg) })
+}
+
+// offeringsFor searches, through svc, the offerings a job could use; warn
+// is told, once each, what a provider could not answer.
+func (a *app) offeringsFor(ctx context.Context, svc *booking.Service, job planner.Job, warn func(string)) ([]providers.Offering, error) {
+	e := a.env
 	if !svc.CanBook() {
 		return nil, nil
 	}
@@ -299,7 +306,7 @@ func (a *app) planOfferings(ctx context.Context, ps []providers.Provider, job pl
 		for name, perr := range res.Failed {
 			if msg := fmt.Sprintf("%s: %v", name, perr); !warned[msg] {
 				warned[msg] = true
-				fmt.Fprintf(e.errOut, "gpumarket: plan: offerings of %s for %s: %s\n", q.GPU, providers.FormatWindow(q.Duration), oneLine(msg))
+				warn(fmt.Sprintf("offerings of %s for %s: %s", q.GPU, providers.FormatWindow(q.Duration), oneLine(msg)))
 			}
 		}
 		if err != nil && len(res.Failed) == 0 {

@@ -105,6 +105,10 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 		var sources []providers.Provider
 		for _, p := range ps {
 			d := p.Describe()
+			if len(q.Regions) == 0 { // a plan rule prices every region
+				sources = append(sources, p)
+				continue
+			}
 			for _, r := range q.Regions {
 				if d.KnowsRegion(r) {
 					sources = append(sources, p)
@@ -150,13 +154,24 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 }
 
 // marketFor is the market a headless watch needs: the spot and bucket
-// rules' GPU models and regions, an hour of history (their rules read the
-// latest price). ok is false when no rule reads the market.
+// rules' GPU models and regions, and a plan rule's models in every region
+// of the query (the planner prices the whole market); an hour of history
+// (the rules read the latest price). ok is false when no rule reads the
+// market.
 func marketFor(q providers.Query, rules []config.WatchRule) (providers.Query, bool) {
 	var gpus, regions []string
+	plans := false
 	for _, w := range rules {
 		it, region := "", ""
 		switch {
+		case w.Plan != nil:
+			plans = true
+			for _, m := range w.Plan.Models() {
+				if !contains(gpus, m) {
+					gpus = append(gpus, m)
+				}
+			}
+			continue
 		case w.Spot != nil:
 			it, region = w.Spot.InstanceType, w.Spot.Region
 		case w.Bucket != nil:
@@ -171,7 +186,10 @@ func marketFor(q providers.Query, rules []config.WatchRule) (providers.Query, bo
 			regions = append(regions, region)
 		}
 	}
-	if len(regions) == 0 {
+	switch {
+	case plans:
+		regions = q.Regions // the config's, or every region
+	case len(regions) == 0:
 		return q, false
 	}
 	q.GPUs, q.Regions, q.Window = gpus, regions, time.Hour
@@ -197,7 +215,7 @@ func (a *app) fileRules() ([]config.WatchRule, error) {
 // serve, at its file:line:col (exit 2).
 func checkRules(file string, rules []config.WatchRule, descs []providers.Descriptor) error {
 	for i, w := range rules {
-		if err := watch.Check(w, descs, false); err != nil {
+		if err := watch.Check(w, descs, true); err != nil {
 			return watch.Place(file, w, i, err)
 		}
 	}
@@ -265,14 +283,11 @@ func (a *app) newWatcher(h *hub.Hub, svc *booking.Service, onAlert func(watch.Al
 	if n.Webhook != nil {
 		notifiers = append(notifiers, watch.NewWebhook(*n.Webhook))
 	}
-	// The planner package is not in this tree yet: plan rules are
-	// refused by Check (havePlanner false) until it is wired here as
-	// Options.Planner.
 	return watch.New(watch.Options{
-		Hub: h, Offerings: svc, Ledger: svc.Store(), State: st,
+		Hub: h, Offerings: svc, Ledger: svc.Store(), State: st, Planner: watchPlanner{a: a, svc: svc},
 		Rules: a.cfg.Watch, ConfigPath: a.cfg.Path, Notify: n, Notifiers: notifiers,
 		RulesFile: a.rulesFile(),
-		Check:     func(w config.WatchRule) error { return watch.Check(w, descs, false) },
+		Check:     func(w config.WatchRule) error { return watch.Check(w, descs, true) },
 		MaxLead:   lead, Describe: svc.Describe, Logger: a.log, OnAlert: onAlert,
 	})
 }

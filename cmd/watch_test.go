@@ -70,8 +70,6 @@ func TestWatchRefusesBadRules(t *testing.T) {
 		{"block length nobody sells", "watch:\n  - name: x\n    block: {gpu: H100, gpus: 8, hours: 5000}\n", []string{"block.hours"}},
 		{"provider not in use", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: us-east-1, provider: aws, below_usd_hour: 3}\n",
 			[]string{":3:59:", "spot.provider", "not in use"}},
-		{"plan without the planner", "watch:\n  - name: x\n    plan: {gpu: H100, gpus: 8, hours: 24, start: 2026-12-03, deadline: 2026-12-06, below_usd: 9000}\n",
-			[]string{":3:5:", "planner"}},
 		{"tell an unset webhook", "watch:\n  - name: x\n    starts_in: {within: 1h}\n    tell: [webhook]\n", []string{":4:12:", "notify.webhook is not set"}},
 		{"no rules", "budget: {max_booking_usd: 10}\n", []string{"no watch rules", "README"}},
 	}

@@ -291,6 +291,11 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	if err != nil {
 		return res, fmt.Errorf("record purchase %s (bought: %s): %w", row.ID, bk.ProviderRef, err)
 	}
+	if res.Row.State == store.StateFailed {
+		// The cloud answered, and what it answered is a failure (AWS's
+		// payment-failed): nothing is held, and the user must hear so.
+		return res, fmt.Errorf("purchase of %s failed at %s: %s (ledger row %s)", o.ID, o.Provider, res.Row.Error, res.Row.ID)
+	}
 	return res, nil
 }
 

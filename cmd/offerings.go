@@ -91,7 +91,11 @@ model, lasting --duration and starting between --start-after and
 GPU in the block.
 
 What a search finds is kept in the data dir for an hour: book one with
-` + "`gpumarket book ID`" + `. Offerings already in the ledger are left out.`,
+` + "`gpumarket book ID`" + `. Offerings already in the ledger are left out.
+
+A provider or region that does not answer within --timeout is named in a
+warning on stderr, and the others' offerings are shown (exit 0); the command
+fails only when none answered.`,
 		Example: `  gpumarket offerings --gpu H100 --count 1 --duration 48h
   gpumarket offerings --gpu H100 --count 2 --duration 2d --start-after +1d --start-before 2026-12-20 -o json`,
 		Args: cobra.NoArgs,
@@ -102,8 +106,8 @@ What a search finds is kept in the data dir for an hour: book one with
 			if !cmd.Flags().Changed("gpu") {
 				return usagef("--gpu is required: one GPU model such as H100 (one of %s)", strings.Join(providers.GPUModels, ", "))
 			}
-			if count < 1 {
-				return usagef("--count %d: want a whole number of instances, at least 1", count)
+			if count < 1 || count > booking.MaxInstances {
+				return usagef("--count %d: want a whole number of instances, 1 to %d", count, booking.MaxInstances)
 			}
 			if duration == "" {
 				return usagef("--duration is required: want %s", durationForm)
@@ -161,9 +165,7 @@ What a search finds is kept in the data dir for an hour: book one with
 
 func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, timeout time.Duration, output string) error {
 	e := a.env
-	ctx, cancel := context.WithTimeout(parent, timeout)
-	defer cancel()
-	ps, err := a.Providers(ctx)
+	ps, err := a.Providers(parent)
 	if err != nil {
 		return err
 	}
@@ -171,13 +173,19 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 	if err != nil {
 		return err
 	}
-	res, err := svc.FindOfferings(ctx, q)
+	// Each provider is bounded by --timeout inside the service; the
+	// ledger's reads and writes have a context of their own, so a hung
+	// region costs its warning and no more.
+	res, err := svc.FindOfferings(parent, q)
 	if err != nil {
 		// Every provider failed: the error names each, once.
 		return err
 	}
-	for name, perr := range res.Failed {
-		fmt.Fprintf(e.errOut, "gpumarket: offerings: %s: %v\n", name, perr)
+	for _, w := range res.Warnings {
+		fmt.Fprintf(e.errOut, "gpumarket: offerings: %s\n", w)
+	}
+	if res.SaveErr != nil {
+		fmt.Fprintf(e.errOut, "gpumarket: offerings: these offerings could not be kept for `gpumarket book ID`: %v\n", res.SaveErr)
 	}
 	if res.Hidden > 0 {
 		fmt.Fprintf(e.errOut, "gpumarket: offerings: %d offering(s) already in the ledger left out\n", res.Hidden)

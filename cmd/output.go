@@ -47,7 +47,9 @@ func checkOutput(format string) error {
 // Pointers that are nil, and NaN floats, are unknown values: null in JSON,
 // empty in CSV, "-" in a table. Times are RFC 3339 UTC. A field may carry a
 // `table:"%.2f"` tag to round it for people, or `table:"-"` to leave it out
-// of the table; JSON and CSV keep every column and every digit.
+// of the table; JSON and CSV keep every column and every digit. A field
+// tagged `output:"table"` is for people only: the table shows it, and JSON
+// and CSV (whose fields are DESIGN.md's contract) leave it out.
 func writeRows(w io.Writer, format string, rows any) error {
 	rv := reflect.ValueOf(rows)
 	if rv.Kind() != reflect.Slice {
@@ -93,7 +95,7 @@ func newRowWriter(w io.Writer, format string, rowType reflect.Type) (*rowWriter,
 	}
 	rw := &rowWriter{format: format, typ: rowType, buf: bufio.NewWriterSize(w, 64<<10)}
 	for _, c := range columnsOf(et) {
-		if format == formatTable && c.tableFmt == "-" {
+		if format == formatTable && c.tableFmt == "-" || format != formatTable && c.tableOnly {
 			continue
 		}
 		rw.cols = append(rw.cols, c)
@@ -213,6 +215,8 @@ type column struct {
 	name     string
 	index    int
 	tableFmt string
+	// tableOnly is set for a column only the table shows.
+	tableOnly bool
 }
 
 func columnsOf(t reflect.Type) []column {
@@ -223,7 +227,7 @@ func columnsOf(t reflect.Type) []column {
 		if name == "" || name == "-" || !f.IsExported() {
 			continue
 		}
-		cols = append(cols, column{name: name, index: i, tableFmt: f.Tag.Get("table")})
+		cols = append(cols, column{name: name, index: i, tableFmt: f.Tag.Get("table"), tableOnly: f.Tag.Get("output") == "table"})
 	}
 	return cols
 }

@@ -311,3 +311,16 @@ func (n noRecords) Book(ctx context.Context, req providers.BookRequest) (provide
 func (n noRecords) FindBooking(ctx context.Context, req providers.BookRequest) (*providers.Booking, error) {
 	return n.f.FindBooking(ctx, req)
 }
+
+// TestFailedRecordDoesNotBlockAPurchase: a record of a purchase the
+// cloud refused (failed) holds nothing: the offering is bought.
+func TestFailedRecordDoesNotBlockAPurchase(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	f.search(t)
+	f.fake.AddRecord(providers.CloudRecord{Kind: store.KindBlock, Ref: "01OLD", OfferingID: "cb-cheap", ProviderRef: "cr-failed",
+		Provider: "aws", State: store.StateFailed, CreatedAt: t0})
+	res, err := f.svc.Book(context.Background(), booking.BookRequest{OfferingID: "cb-cheap"})
+	if err != nil || res.Row.State != store.StateScheduled || f.fake.Calls("Book") != 1 {
+		t.Fatalf("%v, %+v", err, res.Row)
+	}
+}

@@ -230,3 +230,31 @@ func TestDescribedOfferingIDKeepsTheKey(t *testing.T) {
 		t.Fatalf("second purchase: %v", err)
 	}
 }
+
+// TestConfirmedTermsWithoutARefresher: a provider that cannot describe
+// an offering again sells on the search's terms; if a later search
+// re-priced the id after the user confirmed, nothing is bought.
+func TestConfirmedTermsWithoutARefresher(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	f.svc = booking.New(f.st, []providers.Provider{noRecords{f.fake}}, booking.Options{Now: func() time.Time { return f.now }, Timeout: time.Second})
+	f.search(t)
+	ctx := context.Background()
+	q, err := f.svc.Quote(ctx, "cb-cheap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.st.Offering(ctx, "cb-cheap", f.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Offering.UpfrontUSD = 2600
+	if err := f.st.SaveOfferings(ctx, c.Query, []providers.Offering{c.Offering}, f.now); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap", Confirmed: q.Offering})
+	var tc *booking.TermsChangedError
+	if !errors.As(err, &tc) || tc.Now.UpfrontUSD != 2600 || f.fake.Calls("Book") != 0 || f.fake.Calls("RefreshOffering") != 0 {
+		t.Fatalf("book at a price never confirmed: %v", err)
+	}
+	noRows(t, f.st)
+}

@@ -324,3 +324,23 @@ func TestFailedRecordDoesNotBlockAPurchase(t *testing.T) {
 		t.Fatalf("%v, %+v", err, res.Row)
 	}
 }
+
+// TestCallLockLastsTheCallOnly: once a purchase returns, its call is
+// over: were its row still pending (its outcome could not be written),
+// every other process would see it abandoned at once, not when this
+// process exits.
+func TestCallLockLastsTheCallOnly(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, dir, "aws", booking.Budget{})
+	f.search(t)
+	res, err := f.svc.Book(context.Background(), booking.BookRequest{OfferingID: "cb-cheap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newFixture(t, dir, "aws", booking.Budget{})
+	r := res.Row
+	r.State = store.StatePending
+	if l, why := other.st.CallLiveness(r, f.now); l != store.OwnerGone {
+		t.Fatalf("after the purchase returned its call is %v (%s), want gone", l, why)
+	}
+}

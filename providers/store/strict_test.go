@@ -280,3 +280,31 @@ func readOnlyChild(t *testing.T, dir string) {
 }
 
 func providersQuery() providers.OfferingQuery { return providers.OfferingQuery{GPU: "H100"} }
+
+// TestCreateKeepsALedgerMadeMeanwhile: two processes that both found no
+// ledger make one each; the one linked first is kept, with whatever was
+// written to it, and the other's is dropped.
+func TestCreateKeepsALedgerMadeMeanwhile(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StateScheduled}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := create(filepath.Join(dir, FileName)); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Get(ctx, r.ID); err != nil {
+		t.Fatalf("the first ledger's row is gone: %v", err)
+	}
+}

@@ -93,14 +93,14 @@ func TestDailyCapBoundary(t *testing.T) {
 
 // TestKeepDuringAPurchase: the reconcile loop (Service.Keep) runs while a
 // purchase is on the wire — in the same process and in another one with a
-// clock a day ahead — and never takes the pending row for abandoned: the
-// row's owner holds its call.
+// clock almost a day ahead (the block starts a day after t0) — and never
+// takes the pending row for abandoned: the row's owner holds its call.
 func TestKeepDuringAPurchase(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t, dir, "aws", booking.Budget{})
 	f.search(t)
 	other := newFixture(t, dir, "aws", booking.Budget{})
-	other.now = t0.Add(24 * time.Hour)
+	other.now = t0.Add(23 * time.Hour)
 	other.fake = f.fake
 	other.svc = booking.New(other.st, []providers.Provider{f.fake}, booking.Options{Now: func() time.Time { return other.now }, Timeout: time.Millisecond})
 

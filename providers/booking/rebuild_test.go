@@ -97,9 +97,21 @@ func TestRebuildKeepsWhatTheLedgerHas(t *testing.T) {
 		Provider: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge", InstanceCount: 2,
 		Start: t0.Add(48 * time.Hour), End: t0.Add(72 * time.Hour), CostUSD: math.NaN(), State: "scheduled", CreatedAt: t0})
 	f.fake.AddRecord(providers.CloudRecord{Kind: store.KindBlock, ProviderRef: kept.Row.ProviderRef, Provider: "aws", CreatedAt: t0})
+	// Records whose state the cloud gives as still being made, or not at
+	// all: they exist, so their rows are never "in flight" or "unknown".
+	f.fake.AddRecord(providers.CloudRecord{Kind: store.KindBlock, Ref: "01PENDINGROW00000000000000", OfferingID: "cb-other", ProviderRef: "cr-pending",
+		Provider: "aws", InstanceType: "p5.48xlarge", InstanceCount: 1, Start: t0.Add(96 * time.Hour), End: t0.Add(120 * time.Hour),
+		State: store.StatePending, CreatedAt: t0})
+	f.fake.AddRecord(providers.CloudRecord{Kind: store.KindFleet, Ref: "01FLEETROW0000000000000000", ProviderRef: "fleet-x",
+		Provider: "aws", InstanceType: "p5.48xlarge", InstanceCount: 1, CreatedAt: t0})
 	rep, err := f.svc.Rebuild(ctx)
-	if err != nil || len(rep.Created) != 1 || rep.Present != 2 {
+	if err != nil || len(rep.Created) != 3 || rep.Present != 2 {
 		t.Fatalf("rebuild %+v, %v", rep, err)
+	}
+	for id, want := range map[string]string{"01PENDINGROW00000000000000": store.StateScheduled, "01FLEETROW0000000000000000": store.StateActive} {
+		if r, err := f.st.Get(ctx, id); err != nil || r.State != want {
+			t.Errorf("re-created %s: %+v, %v; want %s", id, r, err, want)
+		}
 	}
 	got, err := f.st.Get(ctx, "01LOSTROW0000000000000000")
 	if err != nil || got.IdemKey != "cb-dear" || !booking.CostUnknown(got) || got.GPUCount != 16 {

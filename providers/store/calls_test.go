@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -119,5 +121,36 @@ func TestParseOwner(t *testing.T) {
 		if _, ok := ParseOwner(bad); ok {
 			t.Errorf("%q parsed", bad)
 		}
+	}
+}
+
+// TestCallsLeaveNoOpenFiles: a handle that makes many calls (a server
+// running for weeks) does not keep a file open per call.
+func TestCallsLeaveNoOpenFiles(t *testing.T) {
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skipf("cannot count open files here: %v", err)
+		}
+		return len(ents)
+	}
+	s := openTest(t)
+	ctx := context.Background()
+	// One call first: the process lock and the database's files open.
+	r, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "aws", IdemKey: "cb-0", State: StatePending}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.EndCall(r.ID)
+	before := fds()
+	for i := 1; i <= 30; i++ {
+		r, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "aws", IdemKey: fmt.Sprintf("cb-%d", i), State: StatePending}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.EndCall(r.ID)
+	}
+	if after := fds(); after > before+3 {
+		t.Fatalf("%d open files after 30 calls, %d before", after, before)
 	}
 }

@@ -188,6 +188,9 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	if err != nil {
 		return res, err
 	}
+	if !req.DryRun && s.st.ReadOnly() {
+		return res, fmt.Errorf("refused: %w, and a purchase is recorded before it is sent; nothing was bought", store.ErrReadOnly)
+	}
 	actor := req.Actor
 	if actor == "" {
 		actor = s.opt.Actor

@@ -261,6 +261,9 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if !ok {
 		return res, fmt.Errorf("provider %s does not launch fleets", spec.Provider)
 	}
+	if !spec.DryRun && s.st.ReadOnly() {
+		return res, fmt.Errorf("refused: %w, and a launch is recorded before it is sent; nothing was launched", store.ErrReadOnly)
+	}
 	// The same fleet whose launch has no known outcome yet is not
 	// launched a second time: it is looked up, or re-sent under its own
 	// ClientToken, which the cloud honours as the same launch.

@@ -166,3 +166,39 @@ func TestFleetPricesReadAgainBeforeLaunch(t *testing.T) {
 		t.Fatalf("uncapped launch: %v, %d fetches", err, g.fake.Calls("Fetch")-fetches)
 	}
 }
+
+// TestReadOnlyLedgerSpendsNothing: on a ledger opened read-only nothing
+// can be recorded before the call, so nothing is bought or launched (a
+// dry run still answers), and reconciling says it cannot.
+func TestReadOnlyLedgerSpendsNothing(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, dir, "aws", booking.Budget{})
+	f.fake.SpotUSDHour = 10
+	f.search(t)
+	ro, err := store.OpenReadOnly(f.st.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	svc := booking.New(ro, []providers.Provider{f.fake}, booking.Options{Now: func() time.Time { return f.now }, Timeout: time.Second})
+	ctx := context.Background()
+	if _, err := svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"}); !errors.Is(err, store.ErrReadOnly) {
+		t.Fatalf("book on a read-only ledger: %v", err)
+	}
+	if f.fake.Calls("RefreshOffering")+f.fake.Calls("ListRecords") != 0 {
+		t.Fatal("the provider was asked about a purchase that could not be recorded")
+	}
+	if _, err := svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap", DryRun: true}); err != nil || f.fake.Calls("BookDryRun") != 1 {
+		t.Fatalf("dry run on a read-only ledger: %v", err)
+	}
+	spec := providers.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 1}
+	if _, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec}); !errors.Is(err, store.ErrReadOnly) {
+		t.Fatalf("launch on a read-only ledger: %v", err)
+	}
+	if _, err := svc.Reconcile(ctx); !errors.Is(err, store.ErrReadOnly) {
+		t.Fatalf("reconcile on a read-only ledger: %v", err)
+	}
+	if f.fake.Calls("Book")+f.fake.Calls("LaunchFleet")+f.fake.Calls("ListRecords") != 0 {
+		t.Fatal("the provider was called for a purchase that could not be recorded")
+	}
+}

@@ -2,6 +2,7 @@ package booking
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -58,8 +59,11 @@ type Report struct {
 // whose dates have come are moved to active or ended. Each lookup is
 // bounded by the timeout.
 func (s *Service) Reconcile(ctx context.Context) (Report, error) {
-	s.remember(ctx)
 	var rep Report
+	if s.st.ReadOnly() {
+		return rep, fmt.Errorf("reconcile: %w: nothing can be settled or released here", store.ErrReadOnly)
+	}
+	s.remember(ctx)
 	rows, err := s.st.List(ctx)
 	if err != nil {
 		return rep, err
@@ -354,7 +358,12 @@ func (s *Service) Keep(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			_, err := s.Reconcile(ctx)
+			if errors.Is(err, store.ErrReadOnly) {
+				s.opt.Logger.Warn("no periodic reconciliation: the ledger is read-only here", "err", err)
+				return
+			}
+			if err != nil && ctx.Err() == nil {
 				s.opt.Logger.Warn("periodic reconciliation", "err", err)
 			}
 		}

@@ -55,11 +55,19 @@ instance type, count, GPUs, start and end (local and UTC), the total upfront
 cost and $/GPU-hour, and asks you to type yes. Without --yes and with no
 terminal on stdin it refuses (exit 2).
 
+Right before the purchase the provider describes the offering again: if its
+price (to the cent), dates, size, type or place changed since the search, nothing
+is bought — the new terms are shown and, on a terminal, asked for again; with
+--yes the command exits 1 with the new terms, and running it again buys at
+them. The provider is also asked whether a purchase was already made from the
+offering (a ledger lost or set aside): if so its row is re-created and nothing
+is bought.
+
 The purchase is recorded in the ledger before it is sent. A purchase whose
 answer does not come within --timeout is left "unknown" and is never re-sent:
 ` + "`gpumarket ledger`" + ` looks it up at the provider. The same offering is never
 bought twice. budget.max_booking_usd and budget.max_daily_usd are checked
-first.`,
+first, at the price just described.`,
 		Example: `  gpumarket offerings --gpu H100 --count 1 --duration 48h
   gpumarket book cb-0123456789abcdef0 --dry-run
   gpumarket book cb-0123456789abcdef0 --yes -o json`,
@@ -124,6 +132,10 @@ func (a *app) runBook(ctx context.Context, id string, dryRun, yes bool, timeout 
 
 	if dryRun {
 		res, err := svc.Book(ctx, booking.BookRequest{OfferingID: id, DryRun: true})
+		var tc *booking.TermsChangedError
+		if errors.As(err, &tc) {
+			return a.termsChanged(tc, " --dry-run")
+		}
 		if err != nil {
 			return err
 		}
@@ -138,23 +150,60 @@ func (a *app) runBook(ctx context.Context, id string, dryRun, yes bool, timeout 
 			fmt.Fprintf(e.out, "%s (nothing was bought)\n", msg)
 			return nil
 		}
-		return writeRows(e.out, output, []dryRunRow{{OfferingID: id, Provider: q.Offering.Provider, DryRun: true, UpfrontUSD: q.Offering.UpfrontUSD, Message: msg}})
+		return writeRows(e.out, output, []dryRunRow{{OfferingID: id, Provider: q.Offering.Provider, DryRun: true, UpfrontUSD: res.Offering.UpfrontUSD, Message: msg}})
 	}
 
-	if !yes {
-		if err := e.confirm("book", fmt.Sprintf("buy it for $%.2f", q.Offering.UpfrontUSD)); err != nil {
+	// What is bought is what was shown: the service describes the
+	// offering again right before the purchase and refuses at any other
+	// terms (a later search in another session, or the cloud repricing
+	// it since the search). On a terminal the new terms are shown and
+	// asked for again; a script (--yes) is told to run again.
+	shown := q.Offering
+	for asked := 0; ; asked++ {
+		if !yes {
+			if err := e.confirm("book", fmt.Sprintf("buy it for $%.2f", shown.UpfrontUSD)); err != nil {
+				return err
+			}
+		}
+		res, err := svc.Book(ctx, booking.BookRequest{OfferingID: shown.ID, Confirmed: shown})
+		var tc *booking.TermsChangedError
+		if errors.As(err, &tc) {
+			switch {
+			case yes:
+				return a.termsChanged(tc, " --yes")
+			case asked >= maxAsks-1:
+				return a.termsChanged(tc, "")
+			}
+			fmt.Fprintf(e.errOut, "The terms changed since they were shown (%s); nothing was bought. The new terms:\n", tc.Why)
+			nq, qerr := svc.Quote(ctx, tc.Now.ID)
+			fmt.Fprint(e.errOut, offeringSummary(tc.Now, tc.Now.Simulated))
+			if qerr != nil {
+				return qerr // over the budget at the new price, say
+			}
+			shown = nq.Offering
+			continue
+		}
+		if err != nil {
+			if res.Row.ID != "" {
+				writeRows(e.out, output, []ledgerRow{ledgerRowOf(res.Row)})
+			}
 			return err
 		}
+		fmt.Fprintf(e.errOut, "booked: %s, ledger row %s, state %s\n", res.Row.ProviderRef, res.Row.ID, res.Row.State)
+		return writeRows(e.out, output, []ledgerRow{ledgerRowOf(res.Row)})
 	}
-	// What is bought is what was shown: the service refuses if a search
-	// in another session changed the terms while we asked.
-	res, err := svc.Book(ctx, booking.BookRequest{OfferingID: id, Confirmed: q.Offering})
-	if err != nil {
-		if res.Row.ID != "" {
-			writeRows(e.out, output, []ledgerRow{ledgerRowOf(res.Row)})
-		}
-		return err
-	}
-	fmt.Fprintf(e.errOut, "booked: %s, ledger row %s, state %s\n", res.Row.ProviderRef, res.Row.ID, res.Row.State)
-	return writeRows(e.out, output, []ledgerRow{ledgerRowOf(res.Row)})
+}
+
+// maxAsks bounds how often `book` asks again when the terms keep
+// changing under it.
+const maxAsks = 3
+
+// termsChanged shows the new terms of an offering and refuses: exit 1,
+// with how to buy at them.
+func (a *app) termsChanged(tc *booking.TermsChangedError, flags string) error {
+	fmt.Fprintf(a.errOut, "The terms changed since they were shown (%s); nothing was bought. The new terms:\n", tc.Why)
+	fmt.Fprint(a.errOut, offeringSummary(tc.Now, tc.Now.Simulated))
+	return fmt.Errorf("refused: the terms of %s changed (now $%.2f for %d × %s from %s to %s; shown $%.2f); nothing was bought: run `gpumarket book %s%s` again to buy at the new terms",
+		tc.Shown.ID, tc.Now.UpfrontUSD, tc.Now.InstanceCount, tc.Now.InstanceType, tc.Now.Start.UTC().Format(time.RFC3339),
+		tc.Now.End.UTC().Format(time.RFC3339), tc.Shown.UpfrontUSD, tc.Now.ID, flags)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -237,7 +238,8 @@ func TestFleetFlowOnSim(t *testing.T) {
 		t.Fatalf("launch: exit %d: %s", code, errOut)
 	}
 	rows, _ := jsonRows(t, out)
-	if len(rows) != 1 || rows[0]["kind"] != "fleet" || rows[0]["start"] != nil || !(rows[0]["cost_usd"].(float64) > 0) {
+	// A fleet is dated from when it became active; it has no end yet.
+	if len(rows) != 1 || rows[0]["kind"] != "fleet" || rows[0]["start"] == nil || rows[0]["end"] != nil || !(rows[0]["cost_usd"].(float64) > 0) {
 		t.Fatalf("launched %v", rows)
 	}
 	ref, _ := rows[0]["provider_ref"].(string)
@@ -345,20 +347,23 @@ func TestBookAsksOnATerminal(t *testing.T) {
 }
 
 // promptWatch is stderr for a command that asks on a terminal: it
-// reports when the question has been written.
+// reports each question as it is written.
 type promptWatch struct {
 	mu    sync.Mutex
 	buf   bytes.Buffer
-	asked chan struct{}
-	once  sync.Once
+	asked chan int // the number of questions so far, once per question
+	n     int
 }
+
+func newPromptWatch() *promptWatch { return &promptWatch{asked: make(chan int, 8)} }
 
 func (w *promptWatch) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n, err := w.buf.Write(p)
-	if strings.Contains(w.buf.String(), "Type yes") {
-		w.once.Do(func() { close(w.asked) })
+	if c := strings.Count(w.buf.String(), "Type yes"); c > w.n {
+		w.n = c
+		w.asked <- c
 	}
 	return n, err
 }
@@ -369,13 +374,10 @@ func (w *promptWatch) String() string {
 	return w.buf.String()
 }
 
-// TestBookBuysWhatItShowed: while `book` waits for the yes, another
-// session's search changes the offering's terms in the data dir; the yes
-// was given to the total shown, so nothing is bought.
-func TestBookBuysWhatItShowed(t *testing.T) {
-	s := newSession(t, "")
-	offers := s.search()
-	id := offers[0]["id"].(string)
+// onTerminal runs a command line on a pseudo-terminal; answer is called
+// with each question's number and returns what to type.
+func onTerminal(t *testing.T, c *cli, args []string, answer func(n int, errOut *promptWatch) string) (int, string) {
+	t.Helper()
 	ptm, tty, err := pty.Open()
 	if err != nil {
 		t.Skipf("no pseudo-terminal here: %v", err)
@@ -389,25 +391,68 @@ func TestBookBuysWhatItShowed(t *testing.T) {
 			}
 		}
 	}()
-	errOut := &promptWatch{asked: make(chan struct{})}
+	errOut := newPromptWatch()
 	go func() {
-		<-errOut.asked
-		st, err := store.Open(os.Getenv("GPUMARKET_DATA_DIR"))
-		if err == nil {
-			c, _ := st.Offering(context.Background(), id, time.Now())
-			c.Offering.UpfrontUSD += 500
-			st.SaveOfferings(context.Background(), c.Query, []providers.Offering{c.Offering}, time.Now())
-			st.Close()
+		for n := range errOut.asked {
+			ptm.Write([]byte(answer(n, errOut) + "\n"))
 		}
-		ptm.Write([]byte("yes\n"))
 	}()
 	var out bytes.Buffer
-	code := run(context.Background(), []string{"book", id}, tty, &out, errOut)
-	tty.Close()
-	if code != 1 || !strings.Contains(errOut.String(), "changed since they were shown") {
-		t.Fatalf("exit %d: %s", code, errOut.String())
+	done := make(chan int, 1)
+	go func() { done <- c.run(context.Background(), args, tty, &out, errOut) }()
+	select {
+	case code := <-done:
+		tty.Close()
+		return code, errOut.String()
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%v did not end: waiting for an answer? stderr:\n%s", args, errOut.String())
 	}
-	if rows, _ := s.ledger(); len(rows) != 0 {
-		t.Fatalf("bought at terms never shown: %v", rows)
+	return 0, ""
+}
+
+// TestBookBuysWhatItShowed: while `book` waits for the yes, another
+// session's search changes the offering's terms in the data dir; the yes
+// was given to the total shown, so nothing is bought at the new one until
+// it is shown and confirmed in turn.
+func TestBookBuysWhatItShowed(t *testing.T) {
+	for _, second := range []string{"no", "yes"} {
+		t.Run("second answer "+second, func(t *testing.T) {
+			s := newSession(t, "")
+			offers := s.search()
+			id := offers[0]["id"].(string)
+			var newPrice float64
+			code, errOut := onTerminal(t, newCLI(), []string{"book", id, "-o", "json"}, func(n int, _ *promptWatch) string {
+				if n > 1 {
+					return second
+				}
+				st, err := store.Open(os.Getenv("GPUMARKET_DATA_DIR"))
+				if err == nil {
+					c, _ := st.Offering(context.Background(), id, time.Now())
+					c.Offering.UpfrontUSD += 500
+					newPrice = c.Offering.UpfrontUSD
+					st.SaveOfferings(context.Background(), c.Query, []providers.Offering{c.Offering}, time.Now())
+					st.Close()
+				}
+				return "yes"
+			})
+			if !strings.Contains(errOut, "changed since they were shown") || !strings.Contains(errOut, fmt.Sprintf("$%.2f", newPrice)) {
+				t.Fatalf("exit %d: the new terms were not shown: %s", code, errOut)
+			}
+			rows, _ := s.ledger()
+			switch second {
+			case "no":
+				if code != 1 || len(rows) != 0 || strings.Count(errOut, "Type yes") != 2 {
+					t.Fatalf("declined the new terms: exit %d, rows %v: %s", code, rows, errOut)
+				}
+			case "yes":
+				// Only the cached copy was changed: confirming it, the
+				// purchase's fresh look at the market finds the market's
+				// own terms again, shows them, and asks a third time; the
+				// yes to those buys at them — never at terms not shown.
+				if code != 0 || len(rows) != 1 || rows[0]["cost_usd"] != offers[0]["upfront_usd"] || strings.Count(errOut, "Type yes") != 3 {
+					t.Fatalf("exit %d, rows %v, offer %v: %s", code, rows, offers[0], errOut)
+				}
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -52,7 +53,10 @@ yes; without --yes and with no terminal on stdin it refuses (exit 2).
 The launch is recorded in the ledger before it is sent, and its ledger id is
 the fleet's ClientToken, so the cloud itself never launches it twice. The
 ledger's cost_usd is the estimated first hour (checked against the budget); a
-fleet bills until ` + "`gpumarket fleet delete`" + `.`,
+fleet bills until ` + "`gpumarket fleet delete`" + `. With a budget cap, the prices
+are read again right before the launch: if the fleet would now cost more per
+hour than shown, nothing is launched — the new estimate is shown and asked for
+again (with --yes the command exits 1 with it, and running it again launches).`,
 		Example: `  gpumarket fleet launch --region us-east-1 --instance-types p5.48xlarge,p4d.24xlarge --target 4 --dry-run
   gpumarket fleet launch --provider aws --region us-east-1 --instance-types p5.48xlarge --target 2 --on-demand-base 1 --max-price 60 --yes`,
 		Args: cobra.NoArgs,
@@ -75,8 +79,8 @@ fleet bills until ` + "`gpumarket fleet delete`" + `.`,
 					return usagef("--instance-types: %q is not a GPU instance type gpumarket knows (such as p5.48xlarge or Standard_ND96isr_H100_v5)", t)
 				}
 			}
-			if f.target < 1 {
-				return usagef("--target %d: want a whole number of instances, at least 1", f.target)
+			if f.target < 1 || f.target > booking.MaxInstances {
+				return usagef("--target %d: want a whole number of instances, 1 to %d (the most one fleet launches: EC2 Fleet's quota)", f.target, booking.MaxInstances)
 			}
 			if f.odBase < 0 || f.odBase > f.target {
 				return usagef("--on-demand-base %d: want 0 to --target (%d)", f.odBase, f.target)
@@ -178,16 +182,29 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 	}
 	est := svc.EstimateFleet(ctx, spec)
 	fmt.Fprint(e.errOut, fleetSummary(spec, est, svc.Describe(spec.Provider).Simulated))
-	if !spec.DryRun && !f.yes {
-		what := "launch it"
-		if !math.IsNaN(est.USDHour) {
-			what = fmt.Sprintf("launch it at about $%.2f per hour", est.USDHour)
+	var res booking.FleetResult
+	for asked := 0; ; asked++ {
+		if !spec.DryRun && !f.yes {
+			what := "launch it"
+			if !math.IsNaN(est.USDHour) {
+				what = fmt.Sprintf("launch it at about $%.2f per hour", est.USDHour)
+			}
+			if err := e.confirm("fleet launch", what); err != nil {
+				return err
+			}
 		}
-		if err := e.confirm("fleet launch", what); err != nil {
-			return err
+		res, err = svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec, Estimate: est})
+		var ec *booking.EstimateChangedError
+		if !errors.As(err, &ec) {
+			break
 		}
+		fmt.Fprintln(e.errOut, "The fleet's prices went up since they were shown; nothing was launched. The new estimate:")
+		fmt.Fprint(e.errOut, fleetSummary(spec, ec.Now, svc.Describe(spec.Provider).Simulated))
+		if f.yes || asked >= maxAsks-1 {
+			return fmt.Errorf("refused: the fleet now costs about $%.2f per hour (shown $%.2f); nothing was launched: run the command again to launch at the new prices", ec.Now.USDHour, ec.Shown.USDHour)
+		}
+		est = ec.Now
 	}
-	res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec, Estimate: est})
 	if spec.DryRun {
 		if err != nil {
 			return err

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -79,7 +78,7 @@ func (e *env) confirm(cmdName, what string) error {
 		return usagef("%s needs a confirmation: pass --yes to %s without asking (stdin is not a terminal)", cmdName, what)
 	}
 	fmt.Fprintf(e.errOut, "Type yes to %s (y/yes, anything else cancels): ", what)
-	line, err := bufio.NewReader(e.stdin).ReadString('\n')
+	line, err := readLine(e.stdin)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("read the confirmation: %w", err)
 	}
@@ -93,6 +92,29 @@ func (e *env) confirm(cmdName, what string) error {
 func isYes(answer string) bool {
 	a := strings.ToLower(strings.TrimSpace(answer))
 	return a == "y" || a == "yes"
+}
+
+// readLine reads one line, a byte at a time: a command may ask twice
+// (the terms changed since the first answer), and a buffered reader
+// would swallow the second answer with the first.
+func readLine(r io.Reader) (string, error) {
+	var b strings.Builder
+	one := make([]byte, 1)
+	for {
+		n, err := r.Read(one)
+		if n == 1 {
+			if one[0] == '\n' {
+				return b.String(), nil
+			}
+			b.WriteByte(one[0])
+			if b.Len() > 4096 {
+				return b.String(), nil
+			}
+		}
+		if err != nil {
+			return b.String(), err
+		}
+	}
 }
 
 func currency(c string) string {

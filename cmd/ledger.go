@@ -2,9 +2,12 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,12 +38,17 @@ type ledgerRow struct {
 	Actor         string     `json:"actor" table:"-"`
 	CreatedAt     time.Time  `json:"created_at"`
 	Error         *string    `json:"error"`
+	// Note is what happened that is not an error (who deleted a fleet, a
+	// row re-created from the cloud): the table shows it; DESIGN.md's
+	// JSON and CSV fields do not include it.
+	Note *string `json:"note" output:"table"`
 }
 
 func ledgerRowOf(r store.Row) ledgerRow {
 	out := ledgerRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region, Zone: optString(r.Zone),
 		InstanceType: r.InstanceType, InstanceCount: r.InstanceCount, GPUCount: r.GPUCount, CostUSD: r.CostUSD,
-		State: r.State, ProviderRef: optString(r.ProviderRef), Actor: r.Actor, CreatedAt: r.CreatedAt.UTC(), Error: optString(r.Error)}
+		State: r.State, ProviderRef: optString(r.ProviderRef), Actor: r.Actor, CreatedAt: r.CreatedAt.UTC(), Error: optString(r.Error),
+		Note: optString(r.Note)}
 	if booking.CostUnknown(r) {
 		out.CostUSD = math.NaN() // null: the fleet's prices were unknown at launch
 	}
@@ -58,6 +66,7 @@ func ledgerRowOf(r store.Row) ledgerRow {
 func (cl *cli) ledgerCmd() *cobra.Command {
 	var output string
 	var timeout time.Duration
+	var rebuild bool
 	c := &cobra.Command{
 		Use:   "ledger",
 		Short: "What was booked or launched: state, cost, provider ids (reconciles unknown outcomes first)",
@@ -66,10 +75,23 @@ func (cl *cli) ledgerCmd() *cobra.Command {
 Before printing it reconciles: every row whose outcome is unknown (the answer
 was lost to a timeout or a crash) is looked up at its provider, within
 --timeout, and recorded if found. Rows it cannot settle yet stay "unknown" and
-are named on stderr; they are never retried. cost_usd of a fleet is the
-estimate of its first hour: a fleet bills until deleted.`,
+are named on stderr; they are never retried. A row whose call another process
+is still making (its owner's lock or heartbeat says so) is left alone, whatever
+--timeout says. cost_usd of a fleet is the estimate of its first hour: a fleet
+bills until deleted; start and end are when it became active and when it ended.
+
+--rebuild re-creates the rows the ledger lacks from what the clouds show: every
+purchase and launch carries tags naming its ledger row, and every provider in
+--provider that can list them is asked. Rows the ledger has are left as they
+are, so it may be run again. A ledger file that is empty or not a ledger is
+refused by every command; --rebuild keeps it aside (renamed
+gpumarket.db.unreadable-<time>) and starts a new ledger from the clouds.
+
+On a data dir this user may not write, the ledger is opened read-only: it is
+listed as recorded, and nothing is reconciled, released or rebuilt.`,
 		Example: `  gpumarket ledger
-  gpumarket ledger -o json`,
+  gpumarket ledger -o json
+  gpumarket ledger --rebuild --provider aws,azure`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutputTimeout(output, timeout); err != nil {
@@ -80,35 +102,68 @@ estimate of its first hour: a fleet bills until deleted.`,
 				return err
 			}
 			defer a.Close()
-			return a.runLedger(cmd.Context(), timeout, output)
+			return a.runLedger(cmd.Context(), timeout, output, rebuild)
 		},
 	}
 	addOutputFlag(c, &output)
 	c.Flags().DurationVar(&timeout, "timeout", booking.DefaultTimeout, "bound on the reconciliation of unknown outcomes")
+	c.Flags().BoolVar(&rebuild, "rebuild", false, "re-create the rows the ledger lacks from what the clouds show (their tags); an unreadable ledger file is kept aside")
 	return c
 }
 
-func (a *app) runLedger(ctx context.Context, timeout time.Duration, output string) error {
+func (a *app) runLedger(ctx context.Context, timeout time.Duration, output string, rebuild bool) error {
 	e := a.env
 	st, err := a.Ledger()
+	if rebuild && errors.Is(err, store.ErrUnreadable) {
+		// Asked for in so many words: the unreadable file is kept, under
+		// another name, and a new ledger is made from the clouds.
+		aside, serr := store.SetAside(filepath.Join(a.dataDir, store.FileName), time.Now())
+		if serr != nil {
+			return fmt.Errorf("%w (%v)", serr, err)
+		}
+		fmt.Fprintf(e.errOut, "gpumarket: ledger: the unreadable ledger was kept aside as %s; starting a new one\n", aside)
+		st, err = a.Ledger()
+	}
 	if err != nil {
 		return err
+	}
+	if st.ReadOnly() {
+		if rebuild {
+			return fmt.Errorf("ledger --rebuild: %s is read-only here (%w): run it as the user who owns the data dir", st.Path(), store.ErrReadOnly)
+		}
+		snap := ""
+		if st.Snapshot() {
+			snap = " (as a snapshot: what another process writes meanwhile is not seen)"
+		}
+		fmt.Fprintf(e.errOut, "gpumarket: ledger: %s is read-only here%s: rows are listed as recorded; nothing was reconciled or released — run `gpumarket ledger` as a user who may write the data dir for that\n", st.Path(), snap)
+		rows, err := st.List(ctx)
+		if err != nil {
+			return err
+		}
+		return a.writeLedger(rows, output)
+	}
+	if rebuild {
+		if err := a.rebuildLedger(ctx, timeout); err != nil {
+			return err
+		}
 	}
 	all, err := st.List(ctx)
 	if err != nil {
 		return err
 	}
 	// Reconciling a row needs its own provider, even when this run's
-	// --provider names others: an unsettled row is looked up there, and
-	// a reservation whose window has ended is released there (it bills
-	// until it is).
+	// --provider names others: an unsettled row is looked up there, a
+	// reservation whose window has ended is released there (it bills
+	// until it is), and a simulated fleet is known there to have ended
+	// with the process that launched it.
 	names := append([]string(nil), e.query.Providers...)
 	now := time.Now()
 	for _, r := range all {
 		unsettled := !r.Settled()
 		windowOver := r.Kind == store.KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
 			(r.State == store.StateScheduled || r.State == store.StateActive)
-		if (unsettled || windowOver) && !contains(names, r.Provider) {
+		ephemeralFleet := r.Kind == store.KindFleet && r.State == store.StateActive && a.table.describe(r.Provider).Ephemeral
+		if (unsettled || windowOver || ephemeralFleet) && !contains(names, r.Provider) {
 			names = append(names, r.Provider)
 		}
 	}
@@ -129,16 +184,18 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 	rep, rerr := svc.Reconcile(rctx)
 	cancel()
 	for _, r := range rep.Settled {
-		if r.Kind == store.KindReservation && r.State == store.StateEnded && r.ProviderRef != "" {
+		switch {
+		case r.Kind == store.KindReservation && r.State == store.StateEnded && r.ProviderRef != "":
 			// Released now that its window is over: it stops billing.
 			fmt.Fprintf(e.errOut, "gpumarket: ledger: released %s (reservation %s × %d, %s): its window ended %s\n",
 				r.ID, r.InstanceType, r.InstanceCount, r.ProviderRef, r.End.UTC().Format(time.RFC3339))
-			continue
+		case store.Booked(r.Kind) && (r.State == store.StateActive || r.State == store.StateEnded) && r.ProviderRef != "":
+			// moved along by its dates: not news
+		case r.Note != "":
+			fmt.Fprintf(e.errOut, "gpumarket: ledger: %s (%s %s): %s: %s\n", r.ID, r.Kind, r.ProviderRef, r.State, r.Note)
+		default:
+			fmt.Fprintf(e.errOut, "gpumarket: ledger: reconciled %s (%s %s): %s %s\n", r.ID, r.Kind, r.InstanceType, r.State, r.ProviderRef)
 		}
-		if store.Booked(r.Kind) && (r.State == store.StateActive || r.State == store.StateEnded) && r.ProviderRef != "" {
-			continue // moved along by its dates: not news
-		}
-		fmt.Fprintf(e.errOut, "gpumarket: ledger: reconciled %s (%s %s): %s %s\n", r.ID, r.Kind, r.InstanceType, r.State, r.ProviderRef)
 	}
 	sort.Slice(rep.Unsettled, func(i, j int) bool { return rep.Unsettled[i].Row.ID < rep.Unsettled[j].Row.ID })
 	for _, u := range rep.Unsettled {
@@ -152,6 +209,27 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 	if err != nil {
 		return err
 	}
+	if output == formatTable {
+		for _, r := range rows {
+			if ran, cost, ok := booking.FleetRunning(r, now); ok && r.State == store.StateActive {
+				so := "cost unknown"
+				if !math.IsNaN(cost) {
+					so = fmt.Sprintf("about $%.2f so far at $%.2f/h", cost, r.CostUSD)
+				}
+				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s (%s) running for %s, %s\n", r.ProviderRef, r.ID, ran.Round(time.Minute), so)
+			}
+		}
+	}
+	// Capacity running idle past budget.max_idle_pct: one warning line
+	// each (issue 13).
+	for _, w := range a.idleWarnings(ctx, timeout) {
+		fmt.Fprintln(e.errOut, "gpumarket: ledger: "+w)
+	}
+	return a.writeLedger(rows, output)
+}
+
+// writeLedger prints the rows.
+func (a *app) writeLedger(rows []store.Row, output string) error {
 	out := make([]ledgerRow, 0, len(rows))
 	fleets := false
 	for _, r := range rows {
@@ -159,12 +237,47 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 		fleets = fleets || r.Kind == store.KindFleet
 	}
 	if fleets && output == formatTable {
-		fmt.Fprintln(e.errOut, "gpumarket: ledger: a fleet's cost_usd is the estimate of its first hour; a fleet bills until deleted")
+		fmt.Fprintln(a.errOut, "gpumarket: ledger: a fleet's cost_usd is the estimate of its first hour; a fleet bills until deleted")
 	}
-	// Capacity running idle past budget.max_idle_pct: one warning line
-	// each (issue 13).
-	for _, w := range a.idleWarnings(ctx, timeout) {
-		fmt.Fprintln(e.errOut, "gpumarket: ledger: "+w)
+	return writeRows(a.out, output, out)
+}
+
+// rebuildLedger re-creates the rows the ledger lacks from the records of
+// every provider in --provider that lists them.
+func (a *app) rebuildLedger(ctx context.Context, timeout time.Duration) error {
+	e := a.env
+	var ps []providers.Provider
+	for _, name := range e.query.Providers {
+		p, err := a.provider(ctx, name)
+		if err != nil {
+			fmt.Fprintf(e.errOut, "gpumarket: ledger: --rebuild: cannot reach %s: %v\n", name, err)
+			continue
+		}
+		ps = append(ps, p)
 	}
-	return writeRows(e.out, output, out)
+	svc, err := a.Booking(ps, timeout)
+	if err != nil {
+		return err
+	}
+	rep, err := svc.Rebuild(ctx)
+	if err != nil {
+		return fmt.Errorf("ledger --rebuild: %w", err)
+	}
+	if len(rep.Asked) == 0 {
+		return fmt.Errorf("ledger --rebuild: none of the providers in use (%s) lists its records; name the clouds with --provider (such as --provider aws,azure)", strings.Join(e.query.Providers, ", "))
+	}
+	for _, name := range rep.Asked {
+		if err := rep.Failed[name]; err != nil {
+			fmt.Fprintf(e.errOut, "gpumarket: ledger: --rebuild: %s: its records could not be read: %v\n", name, err)
+		}
+	}
+	if len(rep.Failed) == len(rep.Asked) {
+		return fmt.Errorf("ledger --rebuild: no provider's records could be read (%s); nothing was re-created", strings.Join(rep.Asked, ", "))
+	}
+	fmt.Fprintf(e.errOut, "gpumarket: ledger: --rebuild: asked %s: re-created %d row(s); %d already in the ledger\n",
+		strings.Join(rep.Asked, ", "), len(rep.Created), rep.Present)
+	for _, r := range rep.Created {
+		fmt.Fprintf(e.errOut, "gpumarket: ledger: --rebuild: re-created %s (%s %s × %d, %s, %s)\n", r.ID, r.Kind, r.InstanceType, r.InstanceCount, r.ProviderRef, r.State)
+	}
+	return nil
 }

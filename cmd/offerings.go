@@ -75,7 +75,11 @@ model, lasting --duration and starting between --start-after and
 GPU in the block.
 
 What a search finds is kept in the data dir for an hour: book one with
-` + "`gpumarket book ID`" + `. Offerings already in the ledger are left out.`,
+` + "`gpumarket book ID`" + `. Offerings already in the ledger are left out.
+
+A provider or region that does not answer within --timeout is named in a
+warning on stderr, and the others' offerings are shown (exit 0); the command
+fails only when none answered.`,
 		Example: `  gpumarket offerings --gpu H100 --count 1 --duration 48h
   gpumarket offerings --gpu H100 --count 2 --duration 2d --start-after +1d --start-before 2026-12-20 -o json`,
 		Args: cobra.NoArgs,
@@ -86,8 +90,8 @@ What a search finds is kept in the data dir for an hour: book one with
 			if !cmd.Flags().Changed("gpu") {
 				return usagef("--gpu is required: one GPU model such as H100 (one of %s)", strings.Join(providers.GPUModels, ", "))
 			}
-			if count < 1 {
-				return usagef("--count %d: want a whole number of instances, at least 1", count)
+			if count < 1 || count > booking.MaxInstances {
+				return usagef("--count %d: want a whole number of instances, 1 to %d", count, booking.MaxInstances)
 			}
 			if duration == "" {
 				return usagef("--duration is required: want %s", durationForm)
@@ -144,7 +148,10 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 	if err != nil {
 		return err
 	}
-	res, err := svc.FindOfferings(ctx, q)
+	// Each provider is bounded by --timeout inside the service; the
+	// ledger's reads and writes have a context of their own, so a hung
+	// region costs its warning and no more.
+	res, err := svc.FindOfferings(parent, q)
 	finders := 0
 	for _, p := range ps {
 		if _, ok := p.(providers.OfferingFinder); ok {
@@ -154,40 +161,46 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 	if err != nil && (finders == 0 || len(res.Failed) < finders) {
 		return err // not every provider's failure: the ledger's, say
 	}
-	// One line per provider that could not be set up or did not answer
-	// (per line of its error: a provider may name several regions), in
-	// the order of --provider.
-	failed := map[string]error{}
-	for name, perr := range res.Failed {
-		failed[name] = perr
-	}
-	for _, w := range down {
-		failed[w.provider] = errors.New(w.cause)
-	}
-	prefix := "gpumarket: warning: offerings: "
 	if err != nil {
-		prefix = "gpumarket: offerings: "
-	}
-	refused := 0
-	for _, name := range e.query.Providers {
-		perr, ok := failed[name]
-		if !ok {
-			continue
+		// Every provider failed: one line per provider (per line of its
+		// error: a provider may name several regions), in the order of
+		// --provider, and nothing more. All of them refusing the terms
+		// is bad input.
+		refused := 0
+		for _, name := range e.query.Providers {
+			perr, ok := res.Failed[name]
+			if !ok {
+				continue
+			}
+			if errors.Is(perr, providers.ErrInvalidQuery) {
+				refused++
+			}
+			for _, line := range strings.Split(strings.TrimSpace(perr.Error()), "\n") {
+				fmt.Fprintf(e.errOut, "gpumarket: offerings: %s: %s\n", name, unprefixed(name, line))
+			}
 		}
-		if errors.Is(perr, providers.ErrInvalidQuery) {
-			refused++
+		for _, w := range down {
+			fmt.Fprintf(e.errOut, "gpumarket: offerings: %s: %s\n", w.provider, w.cause)
 		}
-		for _, line := range strings.Split(strings.TrimSpace(perr.Error()), "\n") {
-			fmt.Fprintf(e.errOut, "%s%s: %s\n", prefix, name, unprefixed(name, line))
-		}
-	}
-	if err != nil {
-		// Every provider failed, each said above once. All of them
-		// refusing the terms is bad input.
-		if refused == len(failed) {
+		if refused == len(res.Failed) && len(down) == 0 {
 			return reported(exitUsage)
 		}
 		return reported(exitFailure)
+	}
+	// Some answered: a warning per provider that could not be set up,
+	// and per provider or region that did not answer.
+	for _, w := range down {
+		fmt.Fprintf(e.errOut, "gpumarket: warning: offerings: %s: %s\n", w.provider, w.cause)
+	}
+	for _, w := range res.Warnings {
+		where := w.Provider
+		if w.Region != "" {
+			where += " " + w.Region
+		}
+		fmt.Fprintf(e.errOut, "gpumarket: warning: offerings: %s: %s\n", where, unprefixed(w.Provider, w.Err.Error()))
+	}
+	if res.SaveErr != nil {
+		fmt.Fprintf(e.errOut, "gpumarket: warning: offerings: these offerings could not be kept for `gpumarket book ID`: %v\n", res.SaveErr)
 	}
 	if res.Hidden > 0 {
 		fmt.Fprintf(e.errOut, "gpumarket: offerings: %d offering(s) already in the ledger left out\n", res.Hidden)

@@ -56,7 +56,9 @@ func checkOutput(format string) error {
 // `table:"%.2f"` tag to round it for people, or `table:"-"` to leave it out
 // of the table; JSON and CSV keep every column and every digit. A time
 // field tagged `table:"local"` is shown in the table in local time with
-// its zone (as the TUI shows it); JSON and CSV keep RFC 3339 UTC.
+// its zone (as the TUI shows it); JSON and CSV keep RFC 3339 UTC. A field
+// tagged `output:"table"` is for people only: the table shows it, and JSON
+// and CSV (whose fields are DESIGN.md's contract) leave it out.
 //
 // A slice type with declared columns (a declaredTable: `prices`, whose
 // columns the market package declares once for the TUI and the CLI) is
@@ -125,7 +127,7 @@ func newColumnWriter(w io.Writer, format string, rowType reflect.Type, declared 
 		declared = columnsOf(et)
 	}
 	for _, c := range declared {
-		if format == formatTable && c.tableFmt == "-" {
+		if format == formatTable && c.tableFmt == "-" || format != formatTable && c.tableOnly {
 			continue
 		}
 		rw.cols = append(rw.cols, c)
@@ -248,6 +250,8 @@ type column struct {
 	name     string
 	tableFmt string
 	value    func(row reflect.Value) reflect.Value
+	// tableOnly is set for a column only the table shows.
+	tableOnly bool
 }
 
 func columnsOf(t reflect.Type) []column {
@@ -258,7 +262,8 @@ func columnsOf(t reflect.Type) []column {
 		if name == "" || name == "-" || !f.IsExported() {
 			continue
 		}
-		cols = append(cols, column{name: name, tableFmt: f.Tag.Get("table"), value: func(r reflect.Value) reflect.Value { return r.Field(i) }})
+		cols = append(cols, column{name: name, tableFmt: f.Tag.Get("table"), tableOnly: f.Tag.Get("output") == "table",
+			value: func(r reflect.Value) reflect.Value { return r.Field(i) }})
 	}
 	return cols
 }

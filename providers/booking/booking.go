@@ -42,6 +42,9 @@ type Options struct {
 	Timeout time.Duration
 	// Actor is who acts when a request names no one ("alice@host").
 	Actor string
+	// Heartbeat is how often a call in flight beats into its row; 0
+	// means store.HeartbeatEvery.
+	Heartbeat time.Duration
 }
 
 // Service books and launches through the ledger. It is safe for
@@ -218,46 +221,136 @@ func (s *Service) declined(provider string, err error) bool {
 // Search is what FindOfferings found.
 type Search struct {
 	Offerings []providers.Offering
-	// Failed maps a provider to its error; the others' offerings stand.
+	// Failed maps a provider to its error when it gave nothing; the
+	// others' offerings stand.
 	Failed map[string]error
+	// Warnings name every provider, or region of a provider, that did not
+	// answer (its cause), in the order of the providers: one line each.
+	Warnings []Warning
 	// Hidden counts offerings left out because the ledger holds them.
 	Hidden int
-	At     time.Time
+	// SaveErr is set when the offerings could not be kept for a later
+	// Book by id (a read-only ledger, a busy disk): they are shown, but
+	// `book ID` will not find them.
+	SaveErr error
+	At      time.Time
 }
 
-// FindOfferings asks every provider in use that sells blocks, leaves out
-// the offerings the ledger holds as bought, sorts the rest by $/GPU-h
-// (then start) and keeps them in the store for a later Book by id.
+// Warning is a provider, or one region of it, that did not answer a
+// search.
+type Warning struct {
+	Provider string
+	// Region is "" when the whole provider failed.
+	Region string
+	Err    error
+}
+
+func (w Warning) String() string {
+	if w.Region == "" {
+		return fmt.Sprintf("%s: %v", w.Provider, w.Err)
+	}
+	return fmt.Sprintf("%s %s: %v", w.Provider, w.Region, w.Err)
+}
+
+// RegionErrors is implemented by an error a provider's FindOfferings
+// returns together with the offerings of the regions that answered: it
+// names each region that did not. The search keeps the offerings and
+// warns of each region.
+type RegionErrors interface {
+	error
+	RegionErrors() map[string]error
+}
+
+// ledgerWork bounds the ledger reads and writes of a search. They get a
+// context of their own: a provider that used up the command's time must
+// not leave the ledger none (a search once failed with "ledger keys:
+// context deadline exceeded" after a region hung).
+const ledgerWork = 15 * time.Second
+
+// MaxInstances bounds any count of instances the service sends: no cloud
+// sells or launches more in one call (EC2 Fleet's quota is 10,000 target
+// capacity per fleet; a capacity block holds at most 64; an Azure scale
+// set 1,000). A count past it is a typing error, or one that would wrap
+// around in the clouds' 32-bit fields (4294967298 was sent as 2).
+const MaxInstances = 10_000
+
+// FindOfferings asks every provider in use that sells blocks, at once,
+// each within the service's timeout (and ctx): a provider or region that
+// does not answer is a warning, and the others' offerings stand. It
+// leaves out the offerings the ledger holds as bought, sorts the rest by
+// $/GPU-h (then start) and keeps them in the store for a later Book by
+// id. It fails only when no provider answered.
 func (s *Service) FindOfferings(ctx context.Context, q providers.OfferingQuery) (Search, error) {
-	s.remember(ctx)
+	lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerWork)
+	defer lcancel()
+	s.remember(lctx)
 	res := Search{Failed: map[string]error{}, At: s.opt.Now()}
-	asked := 0
+	if q.Instances < 0 || q.Instances > MaxInstances || q.GPUs < 0 || q.GPUs > MaxInstances*8 {
+		return res, providers.InvalidQueryf("count %d instances (%d GPUs): want 1 to %d instances", q.Instances, q.GPUs, MaxInstances)
+	}
+	type answer struct {
+		offs []providers.Offering
+		err  error
+	}
+	// One deadline for every provider, inside the command's.
+	wctx, wcancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer wcancel()
+	var finders []string
+	answers := map[string]chan answer{}
 	for _, name := range s.names {
 		f, ok := s.provs[name].(providers.OfferingFinder)
 		if !ok {
 			continue
 		}
-		asked++
-		offs, err := f.FindOfferings(ctx, q)
-		if err != nil {
-			res.Failed[name] = err
-			continue
-		}
-		res.Offerings = append(res.Offerings, offs...)
+		finders = append(finders, name)
+		ch := make(chan answer, 1)
+		answers[name] = ch
+		go func() {
+			offs, err := f.FindOfferings(wctx, q)
+			ch <- answer{offs, err}
+		}()
 	}
-	if asked == 0 {
+	if len(finders) == 0 {
 		return res, fmt.Errorf("none of the providers in use (%s) sells capacity blocks", strings.Join(s.names, ", "))
 	}
-	held, err := s.st.HeldKeys(ctx, store.KindBlock)
+	// A provider that does not honour its context is not waited for past
+	// the deadline: its goroutine is left to finish on its own.
+	answered := 0
+	for _, name := range finders {
+		var a answer
+		select {
+		case a = <-answers[name]:
+		case <-wctx.Done():
+			select {
+			case a = <-answers[name]:
+			default:
+				a.err = fmt.Errorf("no answer within the search's time: %w", wctx.Err())
+			}
+		}
+		var re RegionErrors
+		switch {
+		case a.err == nil:
+			answered++
+		case errors.As(a.err, &re) && len(a.offs) > 0:
+			answered++
+			regions := make([]string, 0, len(re.RegionErrors()))
+			for r := range re.RegionErrors() {
+				regions = append(regions, r)
+			}
+			sort.Strings(regions)
+			for _, r := range regions {
+				res.Warnings = append(res.Warnings, Warning{Provider: name, Region: r, Err: re.RegionErrors()[r]})
+			}
+		default:
+			res.Failed[name] = a.err
+			res.Warnings = append(res.Warnings, Warning{Provider: name, Err: a.err})
+			continue
+		}
+		res.Offerings = append(res.Offerings, a.offs...)
+	}
+	held, err := s.heldOfferings(lctx)
 	if err != nil {
 		return res, err
-	}
-	heldRes, err := s.st.HeldKeys(ctx, store.KindReservation)
-	if err != nil {
-		return res, err
-	}
-	for k := range heldRes {
-		held[k] = true
 	}
 	kept := res.Offerings[:0]
 	for _, o := range res.Offerings {
@@ -276,17 +369,40 @@ func (s *Service) FindOfferings(ctx context.Context, q providers.OfferingQuery) 
 		}
 		return a.Start.Before(b.Start)
 	})
-	if err := s.st.SaveOfferings(ctx, q, res.Offerings, res.At); err != nil {
-		return res, err
-	}
-	if len(res.Failed) == asked {
+	if answered == 0 {
 		var errs []error
-		for name, err := range res.Failed {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		for _, w := range res.Warnings {
+			// Wrapped, not flattened: a refusal of the terms
+			// (providers.ErrInvalidQuery) stays one.
+			where := w.Provider
+			if w.Region != "" {
+				where += " " + w.Region
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", where, w.Err))
 		}
 		return res, fmt.Errorf("find offerings: %w", errors.Join(errs...))
 	}
+	if err := s.st.SaveOfferings(lctx, q, res.Offerings, res.At); err != nil {
+		res.SaveErr = err
+	}
 	return res, nil
+}
+
+// heldOfferings returns the offering ids the ledger holds as bought or
+// being bought.
+func (s *Service) heldOfferings(ctx context.Context) (map[string]bool, error) {
+	held, err := s.st.HeldKeys(ctx, store.KindBlock)
+	if err != nil {
+		return nil, err
+	}
+	heldRes, err := s.st.HeldKeys(ctx, store.KindReservation)
+	if err != nil {
+		return nil, err
+	}
+	for k := range heldRes {
+		held[k] = true
+	}
+	return held, nil
 }
 
 // remember tells providers that forget their bookings between processes

@@ -37,11 +37,32 @@ const firstHour = "estimate: first hour at "
 const unknownPrices = "unknown prices"
 
 // CostUnknown reports whether a ledger row's cost is unknown: a fleet
-// launched while its prices were not known is recorded with CostUSD 0
-// (the column holds a number), which is no price and must not be shown as
-// one.
+// launched while its prices were not known, or a row re-created from a
+// cloud's record that did not say, is recorded with CostUSD 0 (the column
+// holds a number), which is no price and must not be shown as one.
 func CostUnknown(r store.Row) bool {
-	return r.Kind == store.KindFleet && strings.HasPrefix(r.CostNote, firstHour+unknownPrices)
+	return (r.Kind == store.KindFleet && strings.HasPrefix(r.CostNote, firstHour+unknownPrices)) ||
+		strings.HasPrefix(r.CostNote, costUnknownNote)
+}
+
+// FleetRunning is how long a fleet has run — from when it became active
+// to its end, or to now while it runs — and what that cost at its
+// estimated hourly rate (the first hour's estimate the ledger holds). ok
+// is false for a row that is not a fleet or has no start; cost is NaN
+// when the rate is unknown.
+func FleetRunning(r store.Row, now time.Time) (ran time.Duration, costUSD float64, ok bool) {
+	if r.Kind != store.KindFleet || r.Start.IsZero() {
+		return 0, math.NaN(), false
+	}
+	end := now
+	if !r.End.IsZero() {
+		end = r.End
+	}
+	ran = max(end.Sub(r.Start), 0)
+	if CostUnknown(r) {
+		return ran, math.NaN(), true
+	}
+	return ran, r.CostUSD * ran.Hours(), true
 }
 
 // EstimateFleet prices a fleet from its provider's current prices: spot
@@ -190,11 +211,33 @@ func typeNamed(types []string, lower string) string {
 // FleetRequest asks to launch a fleet.
 type FleetRequest struct {
 	Spec providers.FleetSpec
-	// Estimate is the fleet's expected cost; when its USDHour is NaN or
-	// zero the service estimates it.
+	// Estimate is the fleet's expected cost as shown to the user; when
+	// its USDHour is NaN or zero the service estimates it. With a budget
+	// cap the service reads the prices again right before the launch: the
+	// cap and the ledger use what they are then, and a higher estimate
+	// than the one shown is an *EstimateChangedError.
 	Estimate FleetEstimate
 	Actor    string
 }
+
+// ErrEstimateChanged is matched by an *EstimateChangedError.
+var ErrEstimateChanged = errors.New("the fleet's estimated cost went up")
+
+// EstimateChangedError is a launch refused because the fleet's prices,
+// read again right before the launch, cost more than the estimate shown:
+// nothing was launched or recorded. Now is the new estimate, to show and
+// confirm (launch again with it as FleetRequest.Estimate).
+type EstimateChangedError struct {
+	Shown, Now FleetEstimate
+}
+
+func (e *EstimateChangedError) Error() string {
+	return fmt.Sprintf("refused: the fleet's prices went up since they were shown: now about $%.2f per hour (%s), shown $%.2f; nothing was launched: look at the new estimate and confirm again",
+		e.Now.USDHour, e.Now.Basis, e.Shown.USDHour)
+}
+
+// Is lets errors.Is(err, ErrEstimateChanged) match.
+func (e *EstimateChangedError) Is(target error) bool { return target == ErrEstimateChanged }
 
 // FleetResult is a launch's outcome.
 type FleetResult struct {
@@ -212,8 +255,8 @@ func CheckFleet(spec providers.FleetSpec) error {
 		return errors.New("fleet: region is required")
 	case len(spec.InstanceTypes) == 0:
 		return errors.New("fleet: at least one instance type is required")
-	case spec.TargetCapacity < 1:
-		return fmt.Errorf("fleet: target capacity %d: want a whole number of instances, at least 1", spec.TargetCapacity)
+	case spec.TargetCapacity < 1 || spec.TargetCapacity > MaxInstances:
+		return fmt.Errorf("fleet: target capacity %d: want a whole number of instances, 1 to %d", spec.TargetCapacity, MaxInstances)
 	case spec.OnDemandBase < 0 || spec.OnDemandBase > spec.TargetCapacity:
 		return fmt.Errorf("fleet: on-demand base %d: want 0 to the target capacity %d", spec.OnDemandBase, spec.TargetCapacity)
 	case spec.MaxPriceUSD != nil && !(*spec.MaxPriceUSD > 0):
@@ -249,6 +292,9 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if !ok {
 		return res, fmt.Errorf("provider %s does not launch fleets", spec.Provider)
 	}
+	if !spec.DryRun && s.st.ReadOnly() {
+		return res, fmt.Errorf("refused: %w, and a launch is recorded before it is sent; nothing was launched", store.ErrReadOnly)
+	}
 	// The same fleet whose launch has no known outcome yet is not
 	// launched a second time: it is looked up, or re-sent under its own
 	// ClientToken, which the cloud honours as the same launch.
@@ -270,12 +316,28 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		}
 	}
 
+	b := s.opt.Budget
+	capped := b.MaxBookingUSD > 0 || b.MaxDailyUSD > 0
 	est := req.Estimate
-	if math.IsNaN(est.USDHour) || est.USDHour <= 0 {
+	switch {
+	case math.IsNaN(est.USDHour) || est.USDHour <= 0:
 		est = s.EstimateFleet(ctx, spec)
+	case capped && !spec.DryRun:
+		// The estimate shown may be minutes old (the confirmation waited
+		// on a person): the cap is checked at the prices in force now.
+		now := s.EstimateFleet(ctx, spec)
+		switch {
+		case math.IsNaN(now.USDHour):
+			// Not to be had now: the one shown stands (it was checked
+			// when shown, and the max price bounds the spot part).
+		case cents(now.USDHour) > cents(est.USDHour):
+			res.Estimate = now
+			return res, &EstimateChangedError{Shown: est, Now: now}
+		default:
+			est = now
+		}
 	}
 	res.Estimate = est
-	b := s.opt.Budget
 	if math.IsNaN(est.USDHour) && (b.MaxBookingUSD > 0 || b.MaxDailyUSD > 0) {
 		return res, fmt.Errorf("refused: the fleet's cost is unknown (%s), so the budget cannot be checked; pass a max price", est.Basis)
 	}
@@ -295,6 +357,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if actor == "" {
 		actor = s.opt.Actor
 	}
+	spec.Actor = actor
 
 	if spec.DryRun {
 		cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
@@ -354,6 +417,8 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 // sendFleet makes the launch call of a recorded intent (pending) and
 // records its outcome. fresh is false for the re-send of a lost launch.
 func (s *Service) sendFleet(ctx context.Context, fl providers.FleetLauncher, row store.Row, res FleetResult, fresh bool) (FleetResult, error) {
+	defer s.st.EndCall(row.ID)
+	defer s.beat(ctx, row.ID)()
 	res.Row = row
 	var spec providers.FleetSpec
 	if err := json.Unmarshal(row.Request, &spec); err != nil {
@@ -391,7 +456,7 @@ func (s *Service) sendFleet(ctx context.Context, fl providers.FleetLauncher, row
 		return res, &UnknownError{Row: res.Row, Cause: callErr}
 	}
 	res.Fleet = f
-	if res.Row, err = s.update(wctx, settleFleet(row, f)); err != nil {
+	if res.Row, err = s.update(wctx, settleFleet(row, f, s.opt.Now())); err != nil {
 		return res, fmt.Errorf("record launch %s (launched: %s): %w", row.ID, f.ID, err)
 	}
 	return res, nil
@@ -413,14 +478,14 @@ func (s *Service) openFleet(ctx context.Context, spec providers.FleetSpec) (*sto
 }
 
 // sameFleet reports whether a fleet row asks for the fleet spec asks
-// for: every term but the client token.
+// for: every term but the client token (and who asks).
 func sameFleet(r store.Row, spec providers.FleetSpec) bool {
 	var got providers.FleetSpec
 	if r.Kind != store.KindFleet || json.Unmarshal(r.Request, &got) != nil {
 		return false
 	}
-	got.ClientToken, got.DryRun = "", false
-	spec.ClientToken, spec.DryRun = "", false
+	got.ClientToken, got.DryRun, got.Actor = "", false, ""
+	spec.ClientToken, spec.DryRun, spec.Actor = "", false, ""
 	a, err1 := json.Marshal(got)
 	b, err2 := json.Marshal(spec)
 	return err1 == nil && err2 == nil && string(a) == string(b)
@@ -435,9 +500,8 @@ func sameFleet(r store.Row, spec providers.FleetSpec) bool {
 // is true: the caller re-sends it under its own ClientToken, which the
 // cloud treats as the same launch, so at most one fleet results.
 func (s *Service) fleetAgain(ctx context.Context, prev store.Row) (row store.Row, retry bool, err error) {
-	now := s.opt.Now()
-	if prev.State == store.StatePending && now.Sub(prev.UpdatedAt) < s.opt.Timeout+inFlightGrace {
-		return prev, false, fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s); it is not sent twice", prev.ID, prev.Actor)
+	if ok, why := s.inFlight(prev); ok {
+		return prev, false, fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s: %s); it is not sent twice", prev.ID, prev.Actor, why)
 	}
 	r, settled, reason := s.reconcileRow(ctx, prev)
 	if settled {
@@ -479,8 +543,10 @@ func fleetRowState(state string) string {
 	return state
 }
 
-// settleFleet writes what a Fleet says into a row.
-func settleFleet(r store.Row, f providers.Fleet) store.Row {
+// settleFleet writes what a Fleet says into a row, at now: the fleet's
+// start is when it was first seen active, its end when it was first seen
+// over.
+func settleFleet(r store.Row, f providers.Fleet, now time.Time) store.Row {
 	if f.ID != "" {
 		r.ProviderRef = f.ID
 	}
@@ -489,6 +555,25 @@ func settleFleet(r store.Row, f providers.Fleet) store.Row {
 		r.Error = ""
 	} else if f.Message != "" {
 		r.Error = f.Message
+	}
+	return fleetDates(r, now)
+}
+
+// fleetDates dates a fleet row by its state: started when it is active
+// (or anything after), ended when it is over.
+func fleetDates(r store.Row, now time.Time) store.Row {
+	switch r.State {
+	case store.StateActive:
+		if r.Start.IsZero() {
+			r.Start = now
+		}
+	case store.StateEnded, store.StateDeleted:
+		if r.Start.IsZero() && r.ProviderRef != "" {
+			r.Start = r.CreatedAt // it ran from its launch, as far as anyone knows
+		}
+		if r.End.IsZero() && !r.Start.IsZero() {
+			r.End = now
+		}
 	}
 	return r
 }
@@ -533,17 +618,22 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (store.Row,
 			// in the memory of the process that launched them: once that
 			// process ended, so did the fleet, and nothing is left to
 			// delete or to bill.
-			r.State, r.Error = store.StateDeleted, "simulated fleet ended with the process that launched it: "+err.Error()
-			return s.update(context.WithoutCancel(ctx), r)
+			r.State, r.Error = store.StateDeleted, ""
+			r.Note = simFleetGone + " (" + err.Error() + ")"
+			return s.update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
 		}
 		return r, fmt.Errorf("delete fleet %s: %w (the ledger still shows it %s; deleting again is safe)", r.ProviderRef, err, r.State)
 	}
-	r.State, r.Error = store.StateDeleted, ""
+	// A delete is news, not an error: who did it goes to the note.
+	r.State, r.Error, r.Note = store.StateDeleted, "", "deleted"
 	if actor != "" {
-		r.Error = "deleted by " + actor
+		r.Note = "deleted by " + actor
 	}
-	return s.update(context.WithoutCancel(ctx), r)
+	return s.update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
 }
+
+// simFleetGone is the note of a simulated fleet whose process ended.
+const simFleetGone = "simulated fleet ended with the process that launched it; nothing was billed"
 
 // RefreshFleet asks the provider for a fleet's state and records it.
 func (s *Service) RefreshFleet(ctx context.Context, id string) (providers.Fleet, store.Row, error) {
@@ -569,7 +659,7 @@ func (s *Service) RefreshFleet(ctx context.Context, id string) (providers.Fleet,
 		// (another session, `fleet delete`) is never overwritten.
 		from := r.State
 		r.State = fleetRowState(f.State)
-		if r, err = s.settle(ctx, r, from); err != nil {
+		if r, err = s.settle(ctx, fleetDates(r, s.opt.Now()), from); err != nil {
 			return f, r, err
 		}
 	}

@@ -82,7 +82,7 @@ func TestFleetLaunchAgainAfterLostAnswer(t *testing.T) {
 		if len(tokens) != 2 || tokens[0] != tokens[1] || tokens[0] != first.Row.ID {
 			t.Fatalf("client tokens %v, want the first intent's %s twice", tokens, first.Row.ID)
 		}
-		rows, _ := f.st.List(ctx)
+		rows := listRows(t, f.st)
 		if len(rows) != 1 || again.Row.ID != first.Row.ID || rows[0].State != store.StateActive {
 			t.Fatalf("rows %+v, want the one intent, active", rows)
 		}

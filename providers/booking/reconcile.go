@@ -2,6 +2,7 @@ package booking
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,10 +10,32 @@ import (
 	"github.com/gpumarket/gpumarket/providers/store"
 )
 
-// inFlightGrace is added to the call timeout to tell a pending row whose
-// call may still be running (in another process) from one whose process
-// died: only the latter is reconciled.
-const inFlightGrace = 30 * time.Second
+// legacyInFlight is how long a pending row that names no owner (written
+// by an earlier gpumarket) counts as in flight: the longest its call
+// could take (the default timeout and a grace). It is the same in every
+// process — never the observer's own --timeout.
+const legacyInFlight = DefaultTimeout + 30*time.Second
+
+// inFlight reports whether a pending row's call is still being made, and
+// how that is known: its owner's lock (this host) or heartbeat (another
+// host). Only a row whose owner is gone is reconciled; another process's
+// timeout never decides.
+func (s *Service) inFlight(r store.Row) (bool, string) {
+	if r.State != store.StatePending {
+		return false, ""
+	}
+	now := s.opt.Now()
+	switch l, why := s.st.CallLiveness(r, now); l {
+	case store.OwnerAlive:
+		return true, why
+	case store.OwnerGone:
+		return false, why
+	}
+	if now.Sub(r.UpdatedAt) < legacyInFlight {
+		return true, fmt.Sprintf("recorded %s ago by a process that names no owner", now.Sub(r.UpdatedAt).Round(time.Second))
+	}
+	return false, "no owner recorded and older than any call lasts"
+}
 
 // Unsettled is a row a reconciliation could not settle, and why.
 type Unsettled struct {
@@ -36,8 +59,11 @@ type Report struct {
 // whose dates have come are moved to active or ended. Each lookup is
 // bounded by the timeout.
 func (s *Service) Reconcile(ctx context.Context) (Report, error) {
-	s.remember(ctx)
 	var rep Report
+	if s.st.ReadOnly() {
+		return rep, fmt.Errorf("reconcile: %w: nothing can be settled or released here", store.ErrReadOnly)
+	}
+	s.remember(ctx)
 	rows, err := s.st.List(ctx)
 	if err != nil {
 		return rep, err
@@ -68,6 +94,13 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 			continue
 		}
 		if r.Settled() {
+			if next, ended := s.endedWithProcess(ctx, r); ended {
+				if next, err = s.settle(ctx, next, r.State); err != nil {
+					return rep, err
+				}
+				rep.Settled = append(rep.Settled, next)
+				continue
+			}
 			if next := advance(r, now); next.State != r.State {
 				next, err = s.settle(ctx, next, r.State)
 				if err != nil {
@@ -77,8 +110,8 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 			}
 			continue
 		}
-		if r.State == store.StatePending && now.Sub(r.UpdatedAt) < s.opt.Timeout+inFlightGrace {
-			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: r, Reason: "the call is still in flight"})
+		if ok, why := s.inFlight(r); ok {
+			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: r, Reason: "the call is still in flight: " + why})
 			continue
 		}
 		next, settled, reason := s.reconcileRow(ctx, r)
@@ -105,11 +138,13 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 // row as now recorded, whether it is settled, and if not, why.
 func (s *Service) reconcileRow(ctx context.Context, r store.Row) (store.Row, bool, string) {
 	if r.State == store.StatePending {
-		// The process that sent it is gone (or timed out without saying):
-		// from here on the row is unknown until the provider says.
+		// The process that sent it is gone (or ended its call without
+		// recording the answer): from here on the row is unknown until
+		// the provider says.
+		_, why := s.inFlight(r)
 		r.State = store.StateUnknown
 		if r.Error == "" {
-			r.Error = "no outcome recorded: the process stopped between intent and answer"
+			r.Error = "no outcome recorded: the process stopped between intent and answer (" + why + ")"
 		}
 		u, err := s.settle(ctx, r, store.StatePending)
 		if err != nil {
@@ -195,11 +230,57 @@ func (s *Service) reconcileFleet(ctx context.Context, r store.Row) (store.Row, b
 	if fl == nil {
 		return r, false, fmt.Sprintf("%s shows no fleet with client token %s yet; left unknown (never retried)", r.Provider, r.IdemKey)
 	}
-	u, err := s.settle(ctx, settleFleet(r, *fl), store.StateUnknown)
+	// Found after its answer was lost: it has run since its launch.
+	if r.Start.IsZero() {
+		r.Start = r.CreatedAt
+	}
+	u, err := s.settle(ctx, settleFleet(r, *fl, s.opt.Now()), store.StateUnknown)
 	if err != nil {
 		return r, false, err.Error()
 	}
 	return u, true, ""
+}
+
+// endedWithProcess returns a fleet row of an ephemeral provider (the
+// simulated market) ended, with a note, when the process that launched
+// it has ended: the fleet lived in that process's memory and ended with
+// it. A fleet whose process still runs (a TUI, a server) is left alone;
+// one launched on another host, or by a gpumarket that recorded no
+// owner, is asked of this process's provider, and ended only if it does
+// not know it and no owner can be asked.
+func (s *Service) endedWithProcess(ctx context.Context, r store.Row) (store.Row, bool) {
+	if r.Kind != store.KindFleet || r.ProviderRef == "" || (r.State != store.StateActive && r.State != store.StateScheduled) {
+		return r, false
+	}
+	p, ok := s.provs[r.Provider]
+	if !ok || !p.Describe().Ephemeral {
+		return r, false
+	}
+	why := ""
+	switch l, how := s.st.ProcessLiveness(r.Owner); l {
+	case store.OwnerAlive:
+		return r, false
+	case store.OwnerGone:
+		why = how
+	default:
+		if r.Owner != "" {
+			return r, false // on another host: only it can tell
+		}
+		fl, ok := p.(providers.FleetLauncher)
+		if !ok {
+			return r, false
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+		_, err := fl.DescribeFleet(cctx, r.Region, r.ProviderRef)
+		cancel()
+		if err == nil || ctx.Err() != nil || cctx.Err() != nil {
+			return r, false
+		}
+		why = "this process's simulated market does not know it"
+	}
+	r.State, r.Error = store.StateEnded, ""
+	r.Note = simFleetGone + " (" + why + ")"
+	return fleetDates(r, s.opt.Now()), true
 }
 
 // windowOver reports whether a row is a reservation, recorded as held,
@@ -277,7 +358,12 @@ func (s *Service) Keep(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			_, err := s.Reconcile(ctx)
+			if errors.Is(err, store.ErrReadOnly) {
+				s.opt.Logger.Warn("no periodic reconciliation: the ledger is read-only here", "err", err)
+				return
+			}
+			if err != nil && ctx.Err() == nil {
 				s.opt.Logger.Warn("periodic reconciliation", "err", err)
 			}
 		}

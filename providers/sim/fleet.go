@@ -18,6 +18,10 @@ const MaxFleetTarget = 1000
 type fleetState struct {
 	fleet       providers.Fleet
 	fingerprint string
+	// What the launch's tags and spec said, for ListRecords.
+	token, actor, types string
+	cloud               providers.Cloud
+	at                  time.Time
 	// alloc is where the fleet's instances run: pools and counts, spot
 	// or on-demand.
 	alloc []allocation
@@ -157,7 +161,8 @@ func (m *Market) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (pro
 		m.nFleets++
 		id = fleetID(strHash("fleet-anon", fmt.Sprint(m.opt.Seed), fmt.Sprint(m.nFleets)))
 	}
-	f := &fleetState{fingerprint: fp, alloc: alloc,
+	f := &fleetState{fingerprint: fp, alloc: alloc, token: spec.ClientToken, actor: spec.Actor, at: now,
+		types: strings.Join(spec.InstanceTypes, ","), cloud: pools[0].spec.Desc.Cloud,
 		fleet: providers.Fleet{ID: id, Provider: Name, Region: spec.Region, Target: spec.TargetCapacity}}
 	f.fleet.State = "active"
 	if pending == spec.TargetCapacity {

@@ -240,10 +240,13 @@ func (m *Market) offeringID(o providers.Offering) string {
 	return fmt.Sprintf("cb-%016x%x", h, mix(h)&0xf)
 }
 
-// booking is a block bought in this process.
+// booking is a block bought in this process, with the tags its purchase
+// carried (none for one remembered from the ledger).
 type booking struct {
-	offering providers.Offering
-	booking  providers.Booking
+	offering   providers.Offering
+	booking    providers.Booking
+	ref, actor string
+	at         time.Time
 }
 
 // checkOffering verifies that an offering is one the market made and can
@@ -300,7 +303,7 @@ func (m *Market) Book(ctx context.Context, req providers.BookRequest) (providers
 	}
 	b.Message = fmt.Sprintf("simulated %s booked: %d × %s in %s from %s to %s, $%.2f",
 		b.ProviderRef, o.InstanceCount, o.InstanceType, o.Zone, o.Start.UTC().Format(time.RFC3339), o.End.UTC().Format(time.RFC3339), o.UpfrontUSD)
-	m.bookings[o.ID] = &booking{offering: o, booking: b}
+	m.bookings[o.ID] = &booking{offering: o, booking: b, ref: req.Ref, actor: req.Actor, at: now}
 	return b, nil
 }
 
@@ -392,7 +395,7 @@ func (m *Market) RememberBookings(booked []providers.BookedOffering) {
 				b.State = "active"
 			}
 		}
-		m.bookings[o.ID] = &booking{offering: o, booking: b}
+		m.bookings[o.ID] = &booking{offering: o, booking: b, at: now}
 	}
 }
 
@@ -414,3 +417,107 @@ func (m *Market) ReleaseBooking(ctx context.Context, b providers.Booking) error 
 }
 
 var _ providers.BookingReleaser = (*Market)(nil)
+
+// RefreshOffering describes an offering again as the market sells it
+// now, right before it is bought: a block's price follows its lead time
+// from today's date, so it changes from one day to the next; a
+// reservation starts when it is bought, so it is priced from now to its
+// end at the same hourly rate (and, its id made from its terms, gets a
+// new id). An offering bought meanwhile, past its start or end, or not
+// one the market sells, matches providers.ErrOfferingGone.
+func (m *Market) RefreshOffering(ctx context.Context, o providers.Offering) (providers.Offering, error) {
+	if err := ctx.Err(); err != nil {
+		return providers.Offering{}, fmt.Errorf("sim refresh %s: %w", o.ID, err)
+	}
+	gone := func(why string) (providers.Offering, error) {
+		return providers.Offering{}, fmt.Errorf("sim offering %s %s: %w", o.ID, why, providers.ErrOfferingGone)
+	}
+	if o.Provider != Name || !o.Simulated {
+		return gone(fmt.Sprintf("is from provider %q, not the simulated market", o.Provider))
+	}
+	p, ok := m.byKey[providers.PoolKey{Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType}.String()]
+	if !ok || !p.blockable() {
+		return gone("is of no pool the market sells blocks of")
+	}
+	m.mu.Lock()
+	booked := m.bookedLocked(o)
+	m.mu.Unlock()
+	now := m.opt.Now().UTC()
+	switch {
+	case booked:
+		return gone("was bought")
+	case !o.End.After(now):
+		return gone("ended at " + o.End.UTC().Format(time.RFC3339))
+	case o.StartsOnPurchase:
+		fresh := o
+		if s := now.Truncate(time.Minute); s.After(fresh.Start) {
+			fresh.Start = s
+		}
+		fresh.UpfrontUSD = math.Round(*p.spec.Desc.OnDemandUSDHour*float64(o.InstanceCount)*fresh.End.Sub(fresh.Start).Hours()*100) / 100
+		fresh.ID = m.offeringID(fresh)
+		return fresh, nil
+	case !now.Before(o.Start):
+		return gone("started at " + o.Start.UTC().Format(time.RFC3339))
+	}
+	v := offerQuery{instances: o.InstanceCount, dur: o.End.Sub(o.Start), startAfter: o.Start, startBefore: o.Start, blocks: true}
+	for _, c := range m.offersOf(p, o.InstanceCount, v) {
+		if c.Start.Equal(o.Start) && c.End.Equal(o.End) {
+			return c, nil
+		}
+	}
+	return gone("is no longer on sale")
+}
+
+// ListRecords lists what the market sold and launched in this process
+// since the time given, with the tags the calls carried: the simulated
+// market's second record lives as long as its process, so a ledger lost
+// while the process runs (a TUI, a server) can be rebuilt from it.
+// Bookings the ledger told it of (RememberBookings) carry no tags.
+func (m *Market) ListRecords(ctx context.Context, since time.Time) ([]providers.CloudRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sim list records: %w", err)
+	}
+	now := m.opt.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []providers.CloudRecord
+	for _, b := range m.bookings {
+		if b.at.Before(since) {
+			continue
+		}
+		o, bk := b.offering, b.booking
+		state := bk.State
+		if state == "" || state == "scheduled" || state == "active" {
+			state = "scheduled"
+			if !now.Before(o.Start) {
+				state = "active"
+			}
+			if !now.Before(o.End) && !o.StartsOnPurchase {
+				state = "ended"
+			}
+		}
+		out = append(out, providers.CloudRecord{Kind: o.Terms().Kind, Ref: b.ref, Actor: b.actor, OfferingID: o.ID,
+			ProviderRef: bk.ProviderRef, Provider: Name, Cloud: o.Cloud, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
+			InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, State: state, CreatedAt: b.at})
+	}
+	for _, f := range m.fleets {
+		if f.at.Before(since) {
+			continue
+		}
+		v := m.viewLocked(f, now)
+		state := v.State
+		if state == "pending" {
+			state = "active"
+		}
+		out = append(out, providers.CloudRecord{Kind: providers.KindFleet, Ref: f.token, Actor: f.actor, ProviderRef: v.ID,
+			Provider: Name, Cloud: f.cloud, Region: v.Region, InstanceType: f.types, InstanceCount: v.Target,
+			CostUSD: v.EstimatedUSDh, State: state, Start: f.at, CreatedAt: f.at})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out, nil
+}
+
+var (
+	_ providers.OfferingRefresher = (*Market)(nil)
+	_ providers.RecordLister      = (*Market)(nil)
+)

@@ -54,7 +54,8 @@ type Row struct {
 	InstanceType  string
 	InstanceCount int
 	GPUCount      float64
-	// Start and End bound a block; zero for a fleet.
+	// Start and End bound a block. For a fleet they are when it became
+	// active and when it was deleted or found ended; zero while unknown.
 	Start, End time.Time
 	// CostUSD is the expected cost at intent and the actual cost once
 	// known. CostNote says what the figure is when it is an estimate (a
@@ -67,7 +68,18 @@ type Row struct {
 	Actor       string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
-	Error       string
+	// Error is what went wrong: a refusal, a lost answer, a failed
+	// release. Note is what happened that is not an error: who deleted a
+	// fleet, that a row was re-created from the cloud's tags, that a
+	// simulated fleet ended with its process.
+	Error string
+	Note  string
+	// Owner is the process whose call the row records (Owner.String):
+	// while the row is pending, only that process's lock (this host) or
+	// heartbeat (another host) says whether the call is still in flight.
+	// Heartbeat is the owner's last beat, zero when it sent none.
+	Owner     string
+	Heartbeat time.Time
 	// Request is the JSON of what was asked: the offering, the fleet spec.
 	Request json.RawMessage
 	// IdemKey makes the action idempotent: the offering id of a block,
@@ -154,9 +166,29 @@ func (s *Store) RecordIntentOpen(ctx context.Context, r Row, check OpenIntentChe
 	if r.Kind == "" || r.Provider == "" || r.IdemKey == "" || r.State == "" {
 		return Row{}, fmt.Errorf("record intent: kind, provider, idempotency key and state are required")
 	}
+	if s.readOnly {
+		return Row{}, fmt.Errorf("record intent: %w", ErrReadOnly)
+	}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = s.now()
 	}
+	if r.State == StatePending {
+		// The call's lock is taken before the row exists, so no other
+		// process ever sees the row pending without a live owner. It is
+		// held until EndCall (or Close).
+		if err := s.claimCall(r.ID); err != nil {
+			return Row{}, fmt.Errorf("record intent: %w", err)
+		}
+		r.Owner, r.Heartbeat = s.owner.String(), r.CreatedAt
+	}
+	out, err := s.recordIntent(ctx, r, check)
+	if err != nil && r.State == StatePending {
+		s.EndCall(r.ID)
+	}
+	return out, err
+}
+
+func (s *Store) recordIntent(ctx context.Context, r Row, check OpenIntentCheck) (Row, error) {
 	// An intent is as old as its creation: the caller's clock decides
 	// when a pending call counts as abandoned.
 	r.UpdatedAt = r.CreatedAt
@@ -168,7 +200,7 @@ func (s *Store) RecordIntentOpen(ctx context.Context, r Row, check OpenIntentChe
 		return Row{}, fmt.Errorf("record intent: %w", err)
 	}
 	defer tx.Rollback()
-	existing, err := scanOne(tx.QueryRowContext(ctx, `SELECT `+columns+` FROM ledger WHERE kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey))
+	existing, err := scanOne(tx.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Row{}, fmt.Errorf("record intent: %w", err)
 	}
@@ -181,7 +213,7 @@ func (s *Store) RecordIntentOpen(ctx context.Context, r Row, check OpenIntentChe
 		if err != nil {
 			return Row{}, fmt.Errorf("record intent: %w", err)
 		}
-		open, err := openRows(ctx, tx, r.Kind)
+		open, err := openRows(ctx, tx, s.cols(), r.Kind)
 		if err != nil {
 			return Row{}, fmt.Errorf("record intent: %w", err)
 		}
@@ -192,7 +224,7 @@ func (s *Store) RecordIntentOpen(ctx context.Context, r Row, check OpenIntentChe
 	if ex != nil {
 		return Row{}, &DuplicateError{Existing: *ex}
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO ledger (`+columns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, r.args()...)
+	_, err = tx.ExecContext(ctx, `INSERT INTO ledger (`+columns+`) VALUES (?`+strings.Repeat(",?", len(r.args())-1)+`)`, r.args()...)
 	if err != nil {
 		return Row{}, fmt.Errorf("record intent: %w", err)
 	}
@@ -203,7 +235,9 @@ func (s *Store) RecordIntentOpen(ctx context.Context, r Row, check OpenIntentChe
 }
 
 // Update writes the row's outcome fields (everything but id, kind,
-// created_at, request and idem_key) and commits durably.
+// created_at, request, idem_key and heartbeat) and commits durably. A row
+// set pending again (a lost launch re-sent under its own token) is
+// claimed by this handle as its call in flight: release it with EndCall.
 func (s *Store) Update(ctx context.Context, r Row) (Row, error) {
 	return s.update(ctx, r, "")
 }
@@ -220,11 +254,31 @@ func (s *Store) UpdateFrom(ctx context.Context, r Row, from string) (Row, error)
 }
 
 func (s *Store) update(ctx context.Context, r Row, from string) (Row, error) {
+	if s.readOnly {
+		return Row{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrReadOnly)
+	}
 	r.UpdatedAt = s.now()
+	claimed := false
+	if r.State == StatePending && from != StatePending {
+		if err := s.claimCall(r.ID); err != nil {
+			return Row{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
+		}
+		claimed = true
+		r.Owner, r.Heartbeat = s.owner.String(), r.UpdatedAt
+	}
+	out, err := s.write(ctx, r, from)
+	if err != nil && claimed {
+		s.EndCall(r.ID)
+	}
+	return out, err
+}
+
+func (s *Store) write(ctx context.Context, r Row, from string) (Row, error) {
 	q := `UPDATE ledger SET provider=?, cloud=?, region=?, zone=?, instance_type=?, instance_count=?,
-		gpu_count=?, start_at=?, end_at=?, cost_usd=?, cost_note=?, state=?, provider_ref=?, actor=?, updated_at=?, error=? WHERE id=?`
+		gpu_count=?, start_at=?, end_at=?, cost_usd=?, cost_note=?, state=?, provider_ref=?, actor=?, updated_at=?, error=?,
+		note=?, owner=?, heartbeat_at=? WHERE id=?`
 	args := []any{r.Provider, r.Cloud, r.Region, r.Zone, r.InstanceType, r.InstanceCount, r.GPUCount, fmtTime(r.Start), fmtTime(r.End),
-		r.CostUSD, r.CostNote, r.State, r.ProviderRef, r.Actor, fmtTime(r.UpdatedAt), r.Error, r.ID}
+		r.CostUSD, r.CostNote, r.State, r.ProviderRef, r.Actor, fmtTime(r.UpdatedAt), r.Error, r.Note, r.Owner, fmtTime(r.Heartbeat), r.ID}
 	if from != "" {
 		q += ` AND state=?`
 		args = append(args, from)
@@ -246,7 +300,7 @@ func (s *Store) update(ctx context.Context, r Row, from string) (Row, error) {
 
 // Get returns one row.
 func (s *Store) Get(ctx context.Context, id string) (Row, error) {
-	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+columns+` FROM ledger WHERE id = ?`, id))
+	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE id = ?`, id))
 	if err != nil {
 		return Row{}, fmt.Errorf("ledger row %s: %w", id, err)
 	}
@@ -256,7 +310,7 @@ func (s *Store) Get(ctx context.Context, id string) (Row, error) {
 // FindByRef returns the newest row with the provider's id, such as a
 // fleet's "fleet-…".
 func (s *Store) FindByRef(ctx context.Context, ref string) (Row, error) {
-	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+columns+` FROM ledger WHERE provider_ref = ? ORDER BY id DESC LIMIT 1`, ref))
+	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE provider_ref = ? ORDER BY id DESC LIMIT 1`, ref))
 	if err != nil {
 		return Row{}, fmt.Errorf("ledger row for %s: %w", ref, err)
 	}
@@ -266,7 +320,7 @@ func (s *Store) FindByRef(ctx context.Context, ref string) (Row, error) {
 // List returns the rows, newest first. With states given, only rows in
 // them.
 func (s *Store) List(ctx context.Context, states ...string) ([]Row, error) {
-	q := `SELECT ` + columns + ` FROM ledger`
+	q := `SELECT ` + s.cols() + ` FROM ledger`
 	var args []any
 	if len(states) > 0 {
 		q += ` WHERE state IN (?` + strings.Repeat(",?", len(states)-1) + `)`
@@ -322,7 +376,7 @@ func (s *Store) HeldKeys(ctx context.Context, kind string) (map[string]bool, err
 // Holder returns the row that is not failed and holds the kind's key, or
 // ErrNotFound.
 func (s *Store) Holder(ctx context.Context, kind, key string) (Row, error) {
-	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+columns+` FROM ledger WHERE kind = ? AND idem_key = ? AND state <> 'failed'`, kind, key))
+	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE kind = ? AND idem_key = ? AND state <> 'failed'`, kind, key))
 	if err != nil {
 		return Row{}, fmt.Errorf("ledger holder of %s %s: %w", kind, key, err)
 	}
@@ -345,8 +399,8 @@ func daySum(ctx context.Context, q querier, t time.Time) (float64, error) {
 }
 
 // openRows returns the rows of a kind whose outcome is not known yet.
-func openRows(ctx context.Context, tx *sql.Tx, kind string) ([]Row, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT `+columns+` FROM ledger WHERE kind = ? AND state IN (?, ?) ORDER BY id`, kind, StatePending, StateUnknown)
+func openRows(ctx context.Context, tx *sql.Tx, cols, kind string) ([]Row, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+cols+` FROM ledger WHERE kind = ? AND state IN (?, ?) ORDER BY id`, kind, StatePending, StateUnknown)
 	if err != nil {
 		return nil, fmt.Errorf("unsettled %s rows: %w", kind, err)
 	}
@@ -363,12 +417,25 @@ func openRows(ctx context.Context, tx *sql.Tx, kind string) ([]Row, error) {
 }
 
 const columns = `id, kind, provider, cloud, region, zone, instance_type, instance_count, gpu_count, start_at, end_at,
-	cost_usd, cost_note, state, provider_ref, actor, created_at, updated_at, error, request, idem_key`
+	cost_usd, cost_note, state, provider_ref, actor, created_at, updated_at, error, request, idem_key, note, owner, heartbeat_at`
+
+// columnsV1 reads a ledger of schema version 1 (read-only) as the
+// current columns.
+const columnsV1 = `id, kind, provider, cloud, region, zone, instance_type, instance_count, gpu_count, start_at, end_at,
+	cost_usd, cost_note, state, provider_ref, actor, created_at, updated_at, error, request, idem_key, '' AS note, '' AS owner, '' AS heartbeat_at`
+
+// cols is the select list for the file's schema.
+func (s *Store) cols() string {
+	if s.version == 1 {
+		return columnsV1
+	}
+	return columns
+}
 
 func (r Row) args() []any {
 	return []any{r.ID, r.Kind, r.Provider, r.Cloud, r.Region, r.Zone, r.InstanceType, r.InstanceCount, r.GPUCount,
 		fmtTime(r.Start), fmtTime(r.End), r.CostUSD, r.CostNote, r.State, r.ProviderRef, r.Actor,
-		fmtTime(r.CreatedAt), fmtTime(r.UpdatedAt), r.Error, string(r.Request), r.IdemKey}
+		fmtTime(r.CreatedAt), fmtTime(r.UpdatedAt), r.Error, string(r.Request), r.IdemKey, r.Note, r.Owner, fmtTime(r.Heartbeat)}
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -383,9 +450,10 @@ func scanOne(sc *sql.Row) (Row, error) {
 
 func scan(sc scanner) (Row, error) {
 	var r Row
-	var start, end, created, updated, req string
+	var start, end, created, updated, req, beat string
 	err := sc.Scan(&r.ID, &r.Kind, &r.Provider, &r.Cloud, &r.Region, &r.Zone, &r.InstanceType, &r.InstanceCount, &r.GPUCount,
-		&start, &end, &r.CostUSD, &r.CostNote, &r.State, &r.ProviderRef, &r.Actor, &created, &updated, &r.Error, &req, &r.IdemKey)
+		&start, &end, &r.CostUSD, &r.CostNote, &r.State, &r.ProviderRef, &r.Actor, &created, &updated, &r.Error, &req, &r.IdemKey,
+		&r.Note, &r.Owner, &beat)
 	if err != nil {
 		return Row{}, err
 	}
@@ -393,7 +461,7 @@ func scan(sc scanner) (Row, error) {
 	for _, f := range []struct {
 		s string
 		t *time.Time
-	}{{start, &r.Start}, {end, &r.End}, {created, &r.CreatedAt}, {updated, &r.UpdatedAt}} {
+	}{{start, &r.Start}, {end, &r.End}, {created, &r.CreatedAt}, {updated, &r.UpdatedAt}, {beat, &r.Heartbeat}} {
 		if *f.t, err = parseTime(f.s); err != nil {
 			return Row{}, fmt.Errorf("ledger row %s: %w", r.ID, err)
 		}

@@ -33,6 +33,9 @@ var ErrOfferingExpired = errors.New("offering expired")
 // SaveOfferings remembers what a search found, with the query and when.
 // A later search finding the same id replaces it.
 func (s *Store) SaveOfferings(ctx context.Context, q providers.OfferingQuery, offs []providers.Offering, at time.Time) error {
+	if s.readOnly {
+		return fmt.Errorf("save offerings: %w", ErrReadOnly)
+	}
 	qj, err := json.Marshal(q)
 	if err != nil {
 		return fmt.Errorf("save offerings: %w", err)

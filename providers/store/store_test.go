@@ -193,6 +193,13 @@ func TestOfferingCache(t *testing.T) {
 	if _, err := s.Offering(ctx, "cb-123", now.Add(2*time.Hour)); !errors.Is(err, ErrOfferingExpired) {
 		t.Fatalf("after TTL: %v", err)
 	}
+	// Kept for exactly the TTL, not a nanosecond more.
+	if _, err := s.Offering(ctx, "cb-123", now.Add(OfferingTTL)); err != nil {
+		t.Fatalf("at the TTL: %v", err)
+	}
+	if _, err := s.Offering(ctx, "cb-123", now.Add(OfferingTTL+time.Nanosecond)); !errors.Is(err, ErrOfferingExpired) {
+		t.Fatalf("just after the TTL: %v", err)
+	}
 	if _, err := s.Offering(ctx, "cb-nope", now); !errors.Is(err, ErrOfferingUnknown) {
 		t.Fatalf("unknown id: %v", err)
 	}

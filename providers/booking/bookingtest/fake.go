@@ -1,11 +1,20 @@
 // Package bookingtest is a fake provider that sells capacity blocks and
 // launches fleets in memory, counting every call, for tests of the
 // booking service, the commands and the TUI views.
+//
+// It behaves as the clouds do where the happy path hides it: it keeps
+// offering what it sold (as the simulated market of another process, or
+// a cloud whose search lags its sales, does — the ledger must hide it),
+// it re-describes an offering on the terms it sells it on now (Reprice,
+// Withdraw), and it lists what it sold and launched with the tags each
+// call carried (ListRecords), as AWS's DescribeCapacityReservations and
+// DescribeFleets do with a tag filter.
 package bookingtest
 
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -22,6 +31,13 @@ type Fake struct {
 	bought    map[string]providers.Booking // by offering id
 	fleets    map[string]providers.Fleet   // by fleet id
 	tokens    map[string]string            // client token → fleet id
+	// now is what the cloud sells each offering at now, by id, once
+	// repriced; gone holds the ids withdrawn from sale.
+	now  map[string]providers.Offering
+	gone map[string]bool
+	// records are the tags of each purchase and launch, as the cloud
+	// keeps them.
+	records []providers.CloudRecord
 
 	// Calls counts calls by method; "Book" counts real purchases only,
 	// "BookDryRun" the dry runs.
@@ -34,6 +50,17 @@ type Fake struct {
 	BuyThenFail bool
 	// LaunchHook is BookHook for LaunchFleet.
 	LaunchHook func(ctx context.Context, spec providers.FleetSpec) error
+	// RefreshHook, when set, runs inside RefreshOffering; its error is
+	// RefreshOffering's.
+	RefreshHook func(ctx context.Context, o providers.Offering) error
+	// ListHook, when set, runs inside ListRecords; its error is
+	// ListRecords's.
+	ListHook func(ctx context.Context) error
+	// BookState and BookMessage, when set, are the state and message of
+	// what Book answers: "failed" with the cloud's reason is how a
+	// provider reports a purchase the cloud took and then refused
+	// (AWS's payment-failed).
+	BookState, BookMessage string
 	// SpotUSDHour is the spot price Fetch reports for every fleet type.
 	SpotUSDHour float64
 	// Desc is what Describe answers. New names it and says it sells
@@ -46,6 +73,7 @@ type Fake struct {
 func New(name string, offerings ...providers.Offering) *Fake {
 	return &Fake{name: name, offerings: offerings, bought: map[string]providers.Booking{},
 		fleets: map[string]providers.Fleet{}, tokens: map[string]string{}, calls: map[string]int{},
+		now: map[string]providers.Offering{}, gone: map[string]bool{},
 		Desc: providers.Descriptor{Name: name, Sells: []*providers.BookingTerms{providers.CapacityBlockTerms, providers.ReservationTerms}}}
 }
 
@@ -126,22 +154,105 @@ func (f *Fake) Fetch(ctx context.Context, req providers.FetchRequest, sink provi
 	return nil
 }
 
-// FindOfferings returns the offerings not yet bought that match the GPU.
+// FindOfferings returns the offerings that match the GPU, on the terms it
+// sells them at now, sold or not: a search that lags the sales (or the
+// simulated market of another process) offers what was bought, and the
+// ledger must hide it. Withdrawn offerings are not offered.
 func (f *Fake) FindOfferings(ctx context.Context, q providers.OfferingQuery) ([]providers.Offering, error) {
 	f.count("FindOfferings")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []providers.Offering
 	for _, o := range f.offerings {
-		if _, ok := f.bought[o.ID]; ok {
+		if f.gone[o.ID] {
 			continue
 		}
 		if q.GPU != "" && q.GPU != o.GPU.Model {
 			continue
 		}
+		if n, ok := f.now[o.ID]; ok {
+			o = n
+		}
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// Reprice changes the terms the cloud sells an offering on from now on:
+// the next RefreshOffering (and search) answers them.
+func (f *Fake) Reprice(id string, change func(*providers.Offering)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, o := range f.offerings {
+		if o.ID != id {
+			continue
+		}
+		if n, ok := f.now[id]; ok {
+			o = n
+		}
+		change(&o)
+		f.now[id] = o
+	}
+}
+
+// Withdraw takes an offering off sale: RefreshOffering answers
+// ErrOfferingGone.
+func (f *Fake) Withdraw(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gone[id] = true
+}
+
+// RefreshOffering describes the offering as the cloud sells it now.
+func (f *Fake) RefreshOffering(ctx context.Context, o providers.Offering) (providers.Offering, error) {
+	f.count("RefreshOffering")
+	if f.RefreshHook != nil {
+		if err := f.RefreshHook(ctx, o); err != nil {
+			return providers.Offering{}, err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gone[o.ID] {
+		return providers.Offering{}, fmt.Errorf("offering %s: %w", o.ID, providers.ErrOfferingGone)
+	}
+	if n, ok := f.now[o.ID]; ok {
+		return n, nil
+	}
+	for _, known := range f.offerings {
+		if known.ID == o.ID {
+			return known, nil
+		}
+	}
+	return providers.Offering{}, fmt.Errorf("offering %s: %w", o.ID, providers.ErrOfferingGone)
+}
+
+// ListRecords lists what the fake sold and launched since, with the tags
+// each call carried.
+func (f *Fake) ListRecords(ctx context.Context, since time.Time) ([]providers.CloudRecord, error) {
+	f.count("ListRecords")
+	if f.ListHook != nil {
+		if err := f.ListHook(ctx); err != nil {
+			return nil, err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []providers.CloudRecord
+	for _, r := range f.records {
+		if !r.CreatedAt.Before(since) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// AddRecord makes the cloud show a record, as if a purchase or launch
+// with these tags had been made (by a process whose ledger was lost).
+func (f *Fake) AddRecord(r providers.CloudRecord) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.records = append(f.records, r)
 }
 
 // Book buys (or with DryRun, checks) an offering.
@@ -154,20 +265,32 @@ func (f *Fake) Book(ctx context.Context, req providers.BookRequest) (providers.B
 	o := req.Offering
 	bk := providers.Booking{ProviderRef: fmt.Sprintf("cr-%s", o.ID), Provider: f.name, Region: o.Region, Zone: o.Zone,
 		InstanceType: o.InstanceType, InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, State: "scheduled"}
+	if f.BookState != "" {
+		bk.State, bk.Message = f.BookState, f.BookMessage
+	}
 	if f.BookHook != nil {
 		if f.BuyThenFail {
-			f.mu.Lock()
-			f.bought[o.ID] = bk
-			f.mu.Unlock()
+			f.buy(o, bk, req)
 		}
 		if err := f.BookHook(ctx, req); err != nil {
 			return providers.Booking{}, err
 		}
 	}
-	f.mu.Lock()
-	f.bought[o.ID] = bk
-	f.mu.Unlock()
+	f.buy(o, bk, req)
 	return bk, nil
+}
+
+func (f *Fake) buy(o providers.Offering, bk providers.Booking, req providers.BookRequest) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.bought[o.ID]; ok {
+		return
+	}
+	f.bought[o.ID] = bk
+	kind := o.Terms().Kind
+	f.records = append(f.records, providers.CloudRecord{Kind: kind, Ref: req.Ref, Actor: req.Actor, OfferingID: o.ID,
+		ProviderRef: bk.ProviderRef, Provider: f.name, Cloud: o.Cloud, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
+		InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, State: bk.State, CreatedAt: req.After})
 }
 
 // FindBooking finds a purchase of the offering.
@@ -203,6 +326,13 @@ func (f *Fake) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (provi
 	fl := providers.Fleet{ID: id, Provider: f.name, Region: spec.Region, State: "active", Instances: spec.TargetCapacity, Target: spec.TargetCapacity}
 	f.fleets[id] = fl
 	f.tokens[spec.ClientToken] = id
+	types := ""
+	if len(spec.InstanceTypes) > 0 {
+		types = spec.InstanceTypes[0]
+	}
+	f.records = append(f.records, providers.CloudRecord{Kind: providers.KindFleet, Ref: spec.ClientToken, Actor: spec.Actor,
+		ProviderRef: id, Provider: f.name, Cloud: providers.CloudAWS, Region: spec.Region, InstanceType: types,
+		InstanceCount: spec.TargetCapacity, CostUSD: math.NaN(), State: "active"})
 	return fl, nil
 }
 

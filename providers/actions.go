@@ -156,6 +156,14 @@ type FleetSpec struct {
 	End   time.Time `json:",omitzero"`
 }
 
+// FleetValidator is a FleetLauncher that can check a spec against what
+// its API takes without any call (counts, pools, a schedule), and fill its
+// defaults: the booking service asks it before recording an intent, so a
+// spec the cloud would refuse never becomes a ledger row.
+type FleetValidator interface {
+	ValidateFleet(spec FleetSpec) (FleetSpec, error)
+}
+
 // Fleet is a launched fleet's state.
 type Fleet struct {
 	ID            string // "fleet-…", an Azure scale set id

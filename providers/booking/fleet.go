@@ -358,6 +358,13 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		actor = s.opt.Actor
 	}
 	spec.Actor = actor
+	// A spec the cloud's API would refuse is refused here, before a row
+	// is written for it.
+	if v, ok := fl.(providers.FleetValidator); ok {
+		if spec, err = v.ValidateFleet(spec); err != nil {
+			return res, fmt.Errorf("fleet refused before any call: %w", err)
+		}
+	}
 
 	if spec.DryRun {
 		cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)

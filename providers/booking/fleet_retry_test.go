@@ -3,6 +3,7 @@ package booking_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
@@ -299,5 +300,35 @@ func TestFleetEstimateNamesItsPool(t *testing.T) {
 		TargetCapacity: 2, OnDemandBase: 1})
 	if !strings.Contains(est.Basis, "$40.0000/h spot, p5.48xlarge us-east-1a; $100.0000/h on-demand, P5.48xlarge") {
 		t.Errorf("basis %q does not name the pool and the on-demand type", est.Basis)
+	}
+}
+
+// validatingFake refuses every spec before any call, as a provider whose
+// API would (AWS: a target beyond EC2 Fleet's quota).
+type validatingFake struct{ *bookingtest.Fake }
+
+func (validatingFake) ValidateFleet(spec providers.FleetSpec) (providers.FleetSpec, error) {
+	return spec, fmt.Errorf("%w: target %d is over the API's limit", providers.ErrInvalidQuery, spec.TargetCapacity)
+}
+
+// TestInvalidFleetSpecWritesNoRow: a spec the provider's validator
+// refuses is refused before the ledger's intent, and nothing is launched.
+func TestInvalidFleetSpecWritesNoRow(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fake := validatingFake{bookingtest.New("aws")}
+	fake.SpotUSDHour = 1
+	svc := booking.New(st, []providers.Provider{fake}, booking.Options{Now: func() time.Time { return t0 }, Timeout: time.Second})
+	spec := providers.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 2, Strategy: providers.StrategyPriceCapacityOptimized}
+	_, err = svc.LaunchFleet(context.Background(), booking.FleetRequest{Spec: spec})
+	if !errors.Is(err, providers.ErrInvalidQuery) {
+		t.Fatalf("err %v, want the validator's refusal", err)
+	}
+	rows, lerr := st.List(context.Background())
+	if lerr != nil || len(rows) != 0 || fake.Fleets() != 0 {
+		t.Errorf("rows %v (%v), fleets %d: want nothing written or launched", rows, lerr, fake.Fleets())
 	}
 }

@@ -36,8 +36,9 @@ type Config struct {
 }
 
 // Risk are the assumptions of the first risk-adjusted price, superseded
-// by the planner's model (Plan): still accepted so old files load, no
-// longer used.
+// by the planner's model (Plan). Old files still load, and their values
+// keep their meaning: risk.checkpoint_interval is plan.checkpoint and
+// risk.restart_overhead plan.changeover, where plan: does not set them.
 type Risk struct {
 	CheckpointInterval Duration `yaml:"checkpoint_interval"`
 	RestartOverhead    Duration `yaml:"restart_overhead"`

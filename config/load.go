@@ -221,6 +221,7 @@ func Parse(name string, data []byte) (Config, error) {
 	if err := yaml.NodeToValue(body, &c, yaml.DisallowUnknownField()); err != nil {
 		return Config{}, fileError(name, explain(err, pos))
 	}
+	c.oldRisk(pos)
 	c.Path = name
 	if err := c.Validate(); err != nil {
 		var ke *KeyError

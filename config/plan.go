@@ -27,6 +27,20 @@ type Plan struct {
 	Priors map[string]Prior `yaml:"priors"`
 }
 
+// oldRisk reads the first version's risk: keys that a file set (pos holds
+// the keys it set) as the plan: keys that replaced them, unless the file
+// set those too: a file written for that version keeps its meaning
+// instead of being read and ignored.
+func (c *Config) oldRisk(pos map[string]position) {
+	set := func(k string) bool { _, ok := pos[k]; return ok }
+	if set("risk.checkpoint_interval") && !set("plan.checkpoint") {
+		c.Plan.Checkpoint = c.Risk.CheckpointInterval
+	}
+	if set("risk.restart_overhead") && !set("plan.changeover") {
+		c.Plan.Changeover = c.Risk.RestartOverhead
+	}
+}
+
 // Prior is a GPU class's spot risk at the middle bucket ("10-15%").
 type Prior struct {
 	InterruptionsPerHour float64 `yaml:"interruptions_per_hour"`

@@ -80,3 +80,28 @@ func TestPlanSectionErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestOldRiskKeysKeepTheirMeaning: a file written for the first version
+// (risk: checkpoint_interval, restart_overhead) is read as the plan:
+// keys that replaced them, unless plan: sets those itself; it is never
+// read and ignored.
+func TestOldRiskKeysKeepTheirMeaning(t *testing.T) {
+	c, err := Parse("old.yaml", []byte("risk: {checkpoint_interval: 30m, restart_overhead: 9m}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Plan.Checkpoint.D() != 30*time.Minute || c.Plan.Changeover.D() != 9*time.Minute {
+		t.Errorf("plan checkpoint %v changeover %v, want the old risk keys' 30m and 9m", c.Plan.Checkpoint.D(), c.Plan.Changeover.D())
+	}
+	c, err = Parse("both.yaml", []byte("risk: {checkpoint_interval: 30m, restart_overhead: 9m}\nplan: {checkpoint: 1h}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Plan.Checkpoint.D() != time.Hour || c.Plan.Changeover.D() != 9*time.Minute {
+		t.Errorf("plan checkpoint %v changeover %v, want plan's own 1h and the old 9m", c.Plan.Checkpoint.D(), c.Plan.Changeover.D())
+	}
+	d := Default()
+	if c, err := Parse("none.yaml", []byte("window: 7d\n")); err != nil || c.Plan.Checkpoint != d.Plan.Checkpoint || c.Plan.Changeover != d.Plan.Changeover {
+		t.Errorf("a file without risk: changed the plan defaults: %+v %v", c.Plan, err)
+	}
+}

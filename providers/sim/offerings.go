@@ -37,8 +37,12 @@ var blockRate = map[string][2]float64{
 }
 
 // azureReservable are the Azure families the sim sells fixed-window
-// capacity reservations of (at the on-demand price).
-var azureReservable = map[string]bool{"ND H100 v5": true, "NC H100 v5": true, "NC A100 v4": true, "ND A100 v4": true}
+// capacity reservations of (at the on-demand price): only sizes whose
+// CapacityReservationSupported capability Azure sets, as the Azure
+// provider sells. Azure lists ND-series and NCads H100 v5 among the sizes
+// that take no capacity reservation (capacity-reservation-overview,
+// "Limitations and restrictions"), so the sim's H100 sizes have none.
+var azureReservable = map[string]bool{"NC A100 v4": true}
 
 // offerQuery is a validated OfferingQuery.
 type offerQuery struct {

@@ -284,7 +284,7 @@ func TestBookRefuses(t *testing.T) {
 
 func TestBookAzureReservation(t *testing.T) {
 	m := newAt(1, wed)
-	offers, err := m.FindOfferings(ctx, providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 24 * time.Hour, Regions: []string{"eastus", "eastus2", "southcentralus", "westus3", "westeurope", "swedencentral", "japaneast"}})
+	offers, err := m.FindOfferings(ctx, providers.OfferingQuery{GPU: "A100", Instances: 1, Duration: 24 * time.Hour, Regions: []string{"eastus", "eastus2", "southcentralus", "westus3", "westeurope", "swedencentral", "japaneast"}})
 	if err != nil || len(offers) == 0 {
 		t.Fatalf("offerings: %d, %v", len(offers), err)
 	}
@@ -296,9 +296,9 @@ func TestBookAzureReservation(t *testing.T) {
 
 func TestOddDurationsGetReservationsOnly(t *testing.T) {
 	m := newAt(1, wed)
-	offers, err := m.FindOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 2, Duration: 8 * time.Hour})
+	offers, err := m.FindOfferings(context.Background(), providers.OfferingQuery{GPU: "A100", Instances: 2, Duration: 8 * time.Hour})
 	if err != nil || len(offers) == 0 {
-		t.Fatalf("8 h of H100: %d offerings, %v", len(offers), err)
+		t.Fatalf("8 h of A100: %d offerings, %v", len(offers), err)
 	}
 	for _, o := range offers {
 		if o.Cloud != providers.CloudAzure || !o.StartsOnPurchase || o.End.Sub(o.Start) != 8*time.Hour {
@@ -372,5 +372,16 @@ func TestRememberBookingsAcrossProcesses(t *testing.T) {
 		if o.ID == booked.ID || o.ID == lost.ID {
 			t.Fatalf("booked offering %s offered again", o.ID)
 		}
+	}
+}
+
+// TestNoReservationsWhereAzureTakesNone: Azure takes no capacity
+// reservation for ND-series or NCads H100 v5 sizes, so neither does the
+// sim: 8 h of H100 (no AWS block lasts 8 h) finds nothing.
+func TestNoReservationsWhereAzureTakesNone(t *testing.T) {
+	m := newAt(1, wed)
+	offers, err := m.FindOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 2, Duration: 8 * time.Hour})
+	if err != nil || len(offers) != 0 {
+		t.Errorf("8 h of H100: %d offerings (%v), want none: Azure reserves no H100 size", len(offers), err)
 	}
 }

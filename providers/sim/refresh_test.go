@@ -83,7 +83,7 @@ func TestRefreshOfferingBlocks(t *testing.T) {
 func TestRefreshOfferingReservations(t *testing.T) {
 	now := wed
 	m := clockAt(&now)
-	offs, err := m.FindOfferings(ctx, providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 36 * time.Hour})
+	offs, err := m.FindOfferings(ctx, providers.OfferingQuery{GPU: "A100", Instances: 1, Duration: 36 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -553,12 +553,9 @@ func (h *Hub) trimLocked() {
 		}
 	}
 	for _, ps := range h.order {
-		at := ps.series.At
-		i := sort.Search(len(at), func(i int) bool { return at[i] > cut }) - 1
-		if i <= 0 {
-			continue
+		if s := ps.series.DropBefore(cut); s.Len() != ps.series.Len() {
+			ps.series = s
+			ps.changed = h.seq
 		}
-		ps.series = providers.Series{}.Merge(at[i:], ps.series.USD[i:])
-		ps.changed = h.seq
 	}
 }

@@ -133,13 +133,16 @@ func TestImmutableSnapshots(t *testing.T) {
 	sub := h.Subscribe(ctx)
 	first := waitFor(t, sub, func(s *Snapshot) bool { return len(s.Pools) == 1 })
 	n := first.Pools[0].History.Len()
-	firstUSD := append([]float64(nil), first.Pools[0].History.USD...)
+	var firstUSD []float64
+	for _, usd := range first.Pools[0].History.All() {
+		firstUSD = append(firstUSD, usd)
+	}
 	waitFor(t, sub, func(s *Snapshot) bool { return s.Pools[0].History.Len() > n+3 })
 	if first.Pools[0].History.Len() != n {
 		t.Fatal("an old snapshot's history grew")
 	}
 	for i, v := range firstUSD {
-		if first.Pools[0].History.USD[i] != v {
+		if _, usd := first.Pools[0].History.Point(i); usd != v {
 			t.Fatal("an old snapshot's history changed")
 		}
 	}
@@ -307,7 +310,7 @@ func TestTrimKeepsWindowAndPriceInForce(t *testing.T) {
 	pv, _ := h.Snapshot().Pool(key.String())
 	// Window 1h + a day of margin: the points of the last day, plus the one
 	// in force at the cut (two days ago).
-	if pv.History.Len() != 3 || pv.History.USD[0] != 2 {
+	if _, usd := pv.History.Point(0); pv.History.Len() != 3 || usd != 2 {
 		t.Fatalf("after trim: %+v", pv.History)
 	}
 }

@@ -65,7 +65,7 @@ func BenchmarkHistory90dSeries(b *testing.B) {
 		}
 		bytes, points = 0, 0
 		for _, s := range series {
-			bytes += 8*cap(s.At) + 8*cap(s.USD)
+			bytes += s.Size()
 			points += s.Len()
 		}
 	}

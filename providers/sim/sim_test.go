@@ -289,14 +289,12 @@ func avgByClass(t *testing.T, c *capture, m *Market, from, to int64, class func(
 		p := m.byKey[k]
 		s := seriesOf(pts)
 		od := *p.spec.Desc.OnDemandUSDHour
-		i := 0
 		for x := from; x < to; x += 600 {
-			for i+1 < len(s.At) && s.At[i+1] <= x {
-				i++
-			}
-			if cl := class(p, x); cl >= 0 && s.At[i] <= x {
-				sum[cl] += s.USD[i] / od
-				n[cl]++
+			if cl := class(p, x); cl >= 0 {
+				if usd, ok := s.PriceAt(x); ok {
+					sum[cl] += usd / od
+					n[cl]++
+				}
 			}
 		}
 	}

@@ -317,6 +317,24 @@ func (s Series) Merge(at []int64, usd []float64) Series {
 	return s.appendPoints(at, usd)
 }
 
+// Join returns s with o's points added, as Merge does (o's value wins a
+// tie). When s is empty it is o itself: a Series never changes once
+// made, so the two may share their arrays.
+func (s Series) Join(o Series) Series {
+	if s.Len() == 0 {
+		return o
+	}
+	if o.Len() == 0 {
+		return s
+	}
+	at := make([]int64, 0, o.Len())
+	usd := make([]float64, 0, o.Len())
+	for t, p := range o.All() {
+		at, usd = append(at, t), append(usd, p)
+	}
+	return s.Merge(at, usd)
+}
+
 // DropBefore returns s without the points before the one in force at t,
 // in new arrays (s is not changed). It returns s when there is nothing to
 // drop.
@@ -401,6 +419,7 @@ func build(at []int64, usd []float64) Series {
 	var s Series
 	if nb > 0 {
 		s.blocks = make([]block, 0, nb)
+		s.tree = make([]span, 2*nb)
 		buf := encodeBuf.Get().(*[]byte)
 		data := (*buf)[:0]
 		area := 0.0
@@ -410,14 +429,14 @@ func build(at []int64, usd []float64) Series {
 				prev := &s.blocks[k-1]
 				area = prev.cum + prev.area + prev.p1*float64(at[lo]-prev.t1)
 			}
-			var b block
-			b, data = encodeBlock(data, at[lo:hi], usd[lo:hi], area)
-			s.blocks = append(s.blocks, b)
+			b, r, d := encodeBlock(data, at[lo:hi], usd[lo:hi], area)
+			s.blocks, data = append(s.blocks, b), d
+			s.tree[nb+k] = r
 		}
+		fillTree(s.tree)
 		s.data = slices.Clone(data)
 		*buf = data
 		encodeBuf.Put(buf)
-		s.tree = buildTree(s.blocks, at[:nb*blockLen], usd[:nb*blockLen])
 	}
 	if rest := len(at) - nb*blockLen; rest > 0 {
 		s.at = append(make([]int64, 0, rest), at[nb*blockLen:]...)
@@ -441,13 +460,13 @@ func (s Series) appendPoints(at []int64, usd []float64) Series {
 	// Fill the tail up to a block and seal it, then seal whole blocks of
 	// the new points as they come, and keep the rest as the new tail.
 	var sealed []block
+	var ranges []span
 	var data []byte
 	if room := blockLen - len(s.at); len(s.at) > 0 && len(at) >= room {
 		fa := append(slices.Clip(s.at), at[:room]...)
 		fu := append(slices.Clip(s.usd), usd[:room]...)
-		var b block
-		b, data = encodeBlock(nil, fa, fu, s.tailArea)
-		sealed = append(sealed, b)
+		b, r, d := encodeBlock(nil, fa, fu, s.tailArea)
+		sealed, ranges, data = append(sealed, b), append(ranges, r), d
 		at, usd = at[room:], usd[room:]
 		s.at, s.usd = nil, nil
 	}
@@ -460,14 +479,13 @@ func (s Series) appendPoints(at []int64, usd []float64) Series {
 			} else if len(s.blocks) > 0 {
 				area = s.nextArea(at[0])
 			}
-			var b block
-			b, data = encodeBlock(data, at[:blockLen], usd[:blockLen], area)
-			sealed = append(sealed, b)
+			b, r, d := encodeBlock(data, at[:blockLen], usd[:blockLen], area)
+			sealed, ranges, data = append(sealed, b), append(ranges, r), d
 			at, usd = at[blockLen:], usd[blockLen:]
 		}
 	}
 	if len(sealed) > 0 {
-		s = s.appendBlocks(sealed, data)
+		s = s.appendBlocks(sealed, ranges, data)
 	}
 	if len(at) > 0 {
 		if len(s.at) == 0 {
@@ -486,9 +504,9 @@ func (s Series) appendPoints(at []int64, usd []float64) Series {
 	return s
 }
 
-// appendBlocks adds sealed blocks (their offsets relative to data) after
-// s's and rebuilds the tree.
-func (s Series) appendBlocks(sealed []block, data []byte) Series {
+// appendBlocks adds sealed blocks (their offsets relative to data, their
+// price ranges in ranges) after s's and rebuilds the tree.
+func (s Series) appendBlocks(sealed []block, ranges []span, data []byte) Series {
 	base := uint32(len(s.data))
 	for i := range sealed {
 		sealed[i].off += base
@@ -507,27 +525,9 @@ func (s Series) appendBlocks(sealed []block, data []byte) Series {
 	old, oldN := s.tree, nb-len(sealed)
 	s.tree = make([]span, 2*nb)
 	copy(s.tree[nb:], old[oldN:])
-	var sc scratch
-	for k := oldN; k < nb; k++ {
-		_, u := s.segment(k, &sc)
-		lo, hi := minMax(u)
-		s.tree[nb+k] = span{lo, hi}
-	}
+	copy(s.tree[nb+oldN:], ranges)
 	fillTree(s.tree)
 	return s
-}
-
-// buildTree makes the segment tree of the blocks, whose points are at and
-// usd.
-func buildTree(blocks []block, at []int64, usd []float64) []span {
-	nb := len(blocks)
-	tree := make([]span, 2*nb)
-	for k := range nb {
-		lo, hi := minMax(usd[k*blockLen : (k+1)*blockLen])
-		tree[nb+k] = span{lo, hi}
-	}
-	fillTree(tree)
-	return tree
 }
 
 // fillTree computes the inner nodes of a bottom-up segment tree from its
@@ -611,7 +611,12 @@ func lastAtOrBefore(a []int64, t int64) int {
 func minMax(u []float64) (lo, hi float64) {
 	lo, hi = u[0], u[0]
 	for _, p := range u[1:] {
-		lo, hi = min(lo, p), max(hi, p)
+		if p < lo {
+			lo = p
+		}
+		if p > hi {
+			hi = p
+		}
 	}
 	return lo, hi
 }
@@ -634,48 +639,81 @@ func (s Series) segment(k int, sc *scratch) ([]int64, []float64) {
 }
 
 // encodeBlock appends the encoding of blockLen sorted points to dst and
-// returns their header (off is where they start in dst). area is the area
-// from the series' first point to at[0].
-func encodeBlock(dst []byte, at []int64, usd []float64, area float64) (block, []byte) {
-	b := block{t0: at[0], t1: at[len(at)-1], p0: usd[0], p1: usd[len(usd)-1], cum: area, off: uint32(len(dst))}
-	for i := 1; i < len(at); i++ {
-		b.area += usd[i-1] * float64(at[i]-at[i-1])
-	}
-	var q [blockLen]int64
-	b.digits = quantizeAll(usd, q[:len(usd)])
-	for i := 1; i < len(at); i++ {
-		dst = binary.AppendUvarint(dst, uint64(at[i]-at[i-1]))
-		if b.digits == rawDigits {
-			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(usd[i]))
-		} else {
-			dst = binary.AppendVarint(dst, q[i]-q[i-1])
+// returns their header (off is where they start in dst) and their lowest
+// and highest price. area is the area from the series' first point to
+// at[0]. It is one pass over the points (a long back-fill encodes
+// millions), tried with the fewest decimals the first price needs and
+// done again with more, or raw, when a later price needs them.
+func encodeBlock(dst []byte, at []int64, usd []float64, area float64) (block, span, []byte) {
+	at, usd = at[:blockLen], usd[:blockLen]
+	b := block{t0: at[0], t1: at[blockLen-1], p0: usd[0], p1: usd[blockLen-1], cum: area, off: uint32(len(dst))}
+	n0 := len(dst)
+	// At most 10 bytes of time and 10 of price a point: make room once,
+	// then write by index.
+	dst = slices.Grow(dst, 20*blockLen)[:n0+20*blockLen]
+	b.digits = 0
+	for {
+		var q int64
+		ok := b.digits == rawDigits
+		if !ok {
+			q, ok = quantize(usd[0], b.digits)
+		}
+		for !ok {
+			if b.digits++; b.digits > maxDigits {
+				b.digits = rawDigits
+				break
+			}
+			q, ok = quantize(usd[0], b.digits)
+		}
+		n, r := n0, span{usd[0], usd[0]}
+		b.area = 0
+		i := 1
+		for ; i < blockLen; i++ {
+			t, p := at[i], usd[i]
+			b.area += usd[i-1] * float64(t-at[i-1])
+			if p < r.lo {
+				r.lo = p
+			}
+			if p > r.hi {
+				r.hi = p
+			}
+			n = putUvarint(dst, n, uint64(t-at[i-1]))
+			if b.digits == rawDigits {
+				binary.LittleEndian.PutUint64(dst[n:], math.Float64bits(p))
+				n += 8
+				continue
+			}
+			qi, ok := quantize(p, b.digits)
+			if !ok {
+				break
+			}
+			d := qi - q
+			n = putUvarint(dst, n, uint64(d<<1)^uint64(d>>63)) // zigzag, as binary.Varint reads it
+			q = qi
+		}
+		if i == blockLen {
+			return b, r, dst[:n]
+		}
+		// usd[i] needs more decimals than the prices before it.
+		for _, ok := quantize(usd[i], b.digits); !ok; _, ok = quantize(usd[i], b.digits) {
+			if b.digits++; b.digits > maxDigits {
+				b.digits = rawDigits
+				break
+			}
 		}
 	}
-	return b, dst
 }
 
-// quantizeAll finds the fewest decimals that give back every price
-// exactly, fills q with the prices in units of their last decimal and
-// returns the decimals; rawDigits when some price has no such form.
-func quantizeAll(usd []float64, q []int64) int8 {
-	digits := int8(0)
-	for i := 0; i < len(usd); i++ {
-		v, ok := quantize(usd[i], digits)
-		if ok {
-			q[i] = v
-			continue
-		}
-		// More decimals (a price quoted finer than the ones before):
-		// start again with them.
-		for !ok {
-			if digits++; digits > maxDigits {
-				return rawDigits
-			}
-			_, ok = quantize(usd[i], digits)
-		}
-		i = -1
+// putUvarint writes x at dst[n:] as binary.Uvarint reads it and returns
+// the index after it.
+func putUvarint(dst []byte, n int, x uint64) int {
+	for x >= 0x80 {
+		dst[n] = byte(x) | 0x80
+		x >>= 7
+		n++
 	}
-	return digits
+	dst[n] = byte(x)
+	return n + 1
 }
 
 // decodeBlock decodes a block whose encoded points start at data[0].
@@ -708,14 +746,21 @@ func decodeBlock(b *block, data []byte, sc *scratch) {
 }
 
 // quantize returns p in units of 10^-digits, when that gives p back
-// exactly.
+// exactly. (Rounding half away from zero by adding a half: where that
+// misses by one, the check fails and the block takes more decimals or
+// raw bits, never a wrong price.)
 func quantize(p float64, digits int8) (int64, bool) {
 	scale := pow10[digits]
-	x := math.Round(p * scale)
-	if !(math.Abs(x) < 1<<53) {
+	x := p * scale
+	if !(x < 1<<53 && x > -(1<<53)) {
 		return 0, false
 	}
-	q := int64(x)
+	var q int64
+	if x >= 0 {
+		q = int64(x + 0.5)
+	} else {
+		q = int64(x - 0.5)
+	}
 	return q, float64(q)/scale == p
 }
 

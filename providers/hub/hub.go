@@ -400,6 +400,11 @@ func (h *Hub) apply(provider string, ev providers.Event) {
 		ps.changed = next
 		i = j
 	}
+	for _, ph := range ev.Histories {
+		ps := h.poolLocked(ph.Pool)
+		ps.series = ps.series.Join(ph.History)
+		ps.changed = next
+	}
 	if st != nil {
 		if ev.Region != "" {
 			rs := st.regions[ev.Region]
@@ -412,7 +417,7 @@ func (h *Hub) apply(provider string, ev providers.Event) {
 			}
 			if ev.Err != nil {
 				rs.Err = ev.Err.Error()
-			} else if len(ev.Points) > 0 || len(ev.Pools) > 0 || ev.Progress != nil {
+			} else if len(ev.Points) > 0 || len(ev.Histories) > 0 || len(ev.Pools) > 0 || ev.Progress != nil {
 				rs.Err = ""
 				rs.LastOK = h.opt.Now()
 			}

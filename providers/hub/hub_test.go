@@ -369,3 +369,41 @@ func TestExtendStopsAtMaxWindow(t *testing.T) {
 		t.Errorf("max below the first window: %v", got)
 	}
 }
+
+// TestApplyHistories: a pool's history sent as a Series (a long
+// back-fill) is the pool's history, live points extend it, an older
+// history merges in before it, and the region counts it as an answer.
+func TestApplyHistories(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	h := New(nil, Options{Now: func() time.Time { return now }})
+	h.status["fake"] = &sourceState{regions: map[string]*RegionStatus{}}
+	recent := providers.NewSeries([]int64{now.Unix() - 7200, now.Unix() - 3600}, []float64{20, 22})
+	h.apply("fake", providers.Event{Region: "r1", Histories: []providers.PoolHistory{{Pool: key, History: recent}},
+		Progress: &providers.Progress{Done: 1, Total: 1}})
+	h.apply("fake", providers.Event{Points: []providers.PricePoint{{Pool: key, At: now, USDHour: 23}}})
+	older := providers.NewSeries([]int64{now.Unix() - 9000, now.Unix() - 7200}, []float64{18, 21})
+	h.apply("fake", providers.Event{Region: "r1", Histories: []providers.PoolHistory{{Pool: key, History: older}}})
+	h.publish()
+	s := h.Snapshot()
+	pv, ok := s.Pool(key.String())
+	if !ok {
+		t.Fatal("the pool of a history is missing")
+	}
+	var got []float64
+	for _, usd := range pv.History.All() {
+		got = append(got, usd)
+	}
+	// The older history's value at now-2h replaces the recent one's.
+	if want := []float64{18, 21, 22, 23}; len(got) != len(want) || got[0] != 18 || got[1] != 21 || got[2] != 22 || got[3] != 23 {
+		t.Fatalf("history %v, want %v", got, want)
+	}
+	if pv.InstanceType != "p5.48xlarge" || pv.GPU.Model != "H100" {
+		t.Fatalf("pool of a history not described from the catalog: %+v", pv.Pool)
+	}
+	if _, usd := recent.Point(1); recent.Len() != 2 || usd != 22 {
+		t.Fatal("the sender's series changed")
+	}
+	if rs := h.status["fake"].regions["r1"]; rs == nil || rs.LastOK.IsZero() {
+		t.Fatalf("region status after a history: %+v", rs)
+	}
+}

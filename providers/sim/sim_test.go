@@ -38,12 +38,13 @@ func (c *capture) sink(ev providers.Event) {
 	defer c.mu.Unlock()
 	cp := ev
 	cp.Points = append([]providers.PricePoint(nil), ev.Points...)
+	cp.Histories = append([]providers.PoolHistory(nil), ev.Histories...)
 	cp.Pools = append([]providers.Pool(nil), ev.Pools...)
 	c.events = append(c.events, cp)
 	for _, p := range ev.Pools {
 		c.pools[p.Key().String()] = p
 	}
-	for _, pt := range ev.Points {
+	for pt := range ev.PricePoints() {
 		k := pt.Pool.String()
 		if c.points[k] == nil {
 			c.points[k] = map[int64]float64{}
@@ -266,7 +267,7 @@ func TestSpotBand(t *testing.T) {
 		for _, p := range ev.Pools {
 			od[p.Key()] = *p.OnDemandUSDHour
 		}
-		for _, pt := range ev.Points {
+		for pt := range ev.PricePoints() {
 			n++
 			if s := providers.SavingsPct(pt.USDHour, od[pt.Pool]); (s < 60 || s > 91) && bad < 10 {
 				bad++
@@ -440,7 +441,7 @@ func TestLivePollSendsOnlyNewPoints(t *testing.T) {
 			if ev.Note != "SIMULATED MARKET (seed 1)" {
 				t.Fatalf("event note %q", ev.Note)
 			}
-			for _, pt := range ev.Points {
+			for pt := range ev.PricePoints() {
 				if !pt.At.After(since) || pt.At.After(until) {
 					t.Fatalf("poll (%s, %s] sent a point at %s", since, until, pt.At)
 				}
@@ -540,7 +541,7 @@ func TestBackfillHonoursContext(t *testing.T) {
 		all += len(r.families)
 	}
 	err := m.Fetch(ctx, providers.FetchRequest{Since: wed.Add(-7 * 24 * time.Hour), Until: wed, Backfill: true}, func(ev providers.Event) {
-		if len(ev.Points) > 0 {
+		if len(ev.Histories) > 0 {
 			mu.Lock()
 			chunks++
 			mu.Unlock()

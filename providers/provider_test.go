@@ -39,7 +39,7 @@ func TestEventPricePoints(t *testing.T) {
 // the other as it is.
 func TestJoin(t *testing.T) {
 	s := series(10, 1, 20, 2)
-	if j := (Series{}).Join(s); j.Len() != 2 || &j.at[0] != &s.at[0] {
+	if j := (Series{}).Join(s); j.Len() != 2 || &j.tail[0] != &s.tail[0] {
 		t.Fatal("joining into an empty series did not take it as it is")
 	}
 	if j := s.Join(Series{}); j.Len() != 2 {

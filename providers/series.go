@@ -28,15 +28,33 @@ import (
 // arrays with later, longer versions of itself: its owner only appends
 // beyond the lengths a reader holds (points to the tail, encoded bytes,
 // block headers), or builds new arrays; the tree is never written once
-// built.
+// built. The value itself is 40 bytes (a snapshot copies one per pool).
 type Series struct {
-	blocks []block   // sealed blocks of blockLen points each, oldest first
-	data   []byte    // their encoded points, after each block's first
-	tree   []span    // min and max over blocks: a segment tree, leaves at len(blocks)
-	at     []int64   // the newest points, fewer than blockLen, raw
-	usd    []float64 // their prices
-	// tailArea is the area from the series' first point to at[0].
+	sealed *sealed // nil until a block is sealed; never changed once made
+	tail   []point // the newest points, fewer than blockLen, raw
+	// tailArea is the area from the series' first point to tail[0].
 	tailArea float64
+}
+
+// sealed are a series' sealed blocks.
+type sealed struct {
+	blocks []block // blockLen points each, oldest first
+	data   []byte  // their encoded points, after each block's first
+	tree   []span  // min and max over blocks: a segment tree, leaves at len(blocks)
+}
+
+// point is a raw point of the tail.
+type point struct {
+	at  int64
+	usd float64
+}
+
+// blocks returns the sealed blocks.
+func (s Series) blocks() []block {
+	if s.sealed == nil {
+		return nil
+	}
+	return s.sealed.blocks
 }
 
 // blockLen is the points in a sealed block. Stats decodes at most two
@@ -71,22 +89,26 @@ var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
 func NewSeries(at []int64, usd []float64) Series { return Series{}.Merge(at, usd) }
 
 // Len is the number of points.
-func (s Series) Len() int { return len(s.blocks)*blockLen + len(s.at) }
+func (s Series) Len() int { return len(s.blocks())*blockLen + len(s.tail) }
 
 // Size is the bytes the series' arrays hold, including room they keep for
 // appending.
 func (s Series) Size() int {
-	const blockSize, spanSize = 56, 16
-	return cap(s.blocks)*blockSize + cap(s.data) + cap(s.tree)*spanSize + 8*cap(s.at) + 8*cap(s.usd)
+	const sealedSize, blockSize, spanSize, pointSize = 72, 56, 16, 16
+	n := cap(s.tail) * pointSize
+	if s.sealed != nil {
+		n += sealedSize + cap(s.sealed.blocks)*blockSize + cap(s.sealed.data) + cap(s.sealed.tree)*spanSize
+	}
+	return n
 }
 
 // Last returns the newest point.
 func (s Series) Last() (at int64, usd float64, ok bool) {
-	if n := len(s.at); n > 0 {
-		return s.at[n-1], s.usd[n-1], true
+	if n := len(s.tail); n > 0 {
+		return s.tail[n-1].at, s.tail[n-1].usd, true
 	}
-	if n := len(s.blocks); n > 0 {
-		return s.blocks[n-1].t1, s.blocks[n-1].p1, true
+	if b := s.blocks(); len(b) > 0 {
+		return b[len(b)-1].t1, b[len(b)-1].p1, true
 	}
 	return 0, 0, false
 }
@@ -238,7 +260,7 @@ func (s Series) Downsample(from, to int64, cols int) (mins, maxs []float64) {
 	mins = make([]float64, cols)
 	maxs = make([]float64, cols)
 	span := float64(to - from)
-	nseg := s.segments()
+	nseg, blocks := s.segments(), s.blocks()
 	// d holds the decoded segment dk; the next point to look at is the
 	// i-th of segment k.
 	var d scratch
@@ -264,9 +286,9 @@ func (s Series) Downsample(from, to int64, cols int) (mins, maxs []float64) {
 		}
 		// the points in (c0, c1)
 		for k < nseg {
-			if i == 0 && k < len(s.blocks) && s.blocks[k].t0 > c0 && s.blocks[k].t1 < c1 {
+			if i == 0 && k < len(blocks) && blocks[k].t0 > c0 && blocks[k].t1 < c1 {
 				// a whole block inside the column: its header says
-				r := s.tree[len(s.blocks)+k]
+				r := s.sealed.tree[len(blocks)+k]
 				if math.IsNaN(lo) {
 					lo, hi = r.lo, r.hi
 				} else {
@@ -418,30 +440,32 @@ func build(at []int64, usd []float64) Series {
 	nb := len(at) / blockLen
 	var s Series
 	if nb > 0 {
-		s.blocks = make([]block, 0, nb)
-		s.tree = make([]span, 2*nb)
+		sl := &sealed{blocks: make([]block, 0, nb), tree: make([]span, 2*nb)}
 		buf := encodeBuf.Get().(*[]byte)
 		data := (*buf)[:0]
 		area := 0.0
 		for k := range nb {
 			lo, hi := k*blockLen, (k+1)*blockLen
 			if k > 0 {
-				prev := &s.blocks[k-1]
+				prev := &sl.blocks[k-1]
 				area = prev.cum + prev.area + prev.p1*float64(at[lo]-prev.t1)
 			}
 			b, r, d := encodeBlock(data, at[lo:hi], usd[lo:hi], area)
-			s.blocks, data = append(s.blocks, b), d
-			s.tree[nb+k] = r
+			sl.blocks, data = append(sl.blocks, b), d
+			sl.tree[nb+k] = r
 		}
-		fillTree(s.tree)
-		s.data = slices.Clone(data)
+		fillTree(sl.tree)
+		sl.data = slices.Clone(data)
 		*buf = data
 		encodeBuf.Put(buf)
+		s.sealed = sl
 	}
 	if rest := len(at) - nb*blockLen; rest > 0 {
-		s.at = append(make([]int64, 0, rest), at[nb*blockLen:]...)
-		s.usd = append(make([]float64, 0, rest), usd[nb*blockLen:]...)
-		s.tailArea = s.nextArea(s.at[0])
+		s.tail = make([]point, rest)
+		for i := range rest {
+			s.tail[i] = point{at[nb*blockLen+i], usd[nb*blockLen+i]}
+		}
+		s.tailArea = s.nextArea(s.tail[0].at)
 	}
 	return s
 }
@@ -452,82 +476,95 @@ var encodeBuf = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return
 
 // appendPoints appends sorted points newer than s's last.
 func (s Series) appendPoints(at []int64, usd []float64) Series {
-	if len(at) == 1 && len(s.at) > 0 && len(s.at) < cap(s.at) && len(s.at)+1 < blockLen {
+	if len(at) == 1 && len(s.tail) > 0 && len(s.tail) < cap(s.tail) && len(s.tail)+1 < blockLen {
 		// The live tick's common case: one newer point, room in the tail.
-		s.at, s.usd = append(s.at, at[0]), append(s.usd, usd[0])
+		s.tail = append(s.tail, point{at[0], usd[0]})
 		return s
 	}
 	// Fill the tail up to a block and seal it, then seal whole blocks of
 	// the new points as they come, and keep the rest as the new tail.
-	var sealed []block
+	var more []block
 	var ranges []span
 	var data []byte
-	if room := blockLen - len(s.at); len(s.at) > 0 && len(at) >= room {
-		fa := append(slices.Clip(s.at), at[:room]...)
-		fu := append(slices.Clip(s.usd), usd[:room]...)
-		b, r, d := encodeBlock(nil, fa, fu, s.tailArea)
-		sealed, ranges, data = append(sealed, b), append(ranges, r), d
+	if room := blockLen - len(s.tail); len(s.tail) > 0 && len(at) >= room {
+		var fa [blockLen]int64
+		var fu [blockLen]float64
+		for i, p := range s.tail {
+			fa[i], fu[i] = p.at, p.usd
+		}
+		copy(fa[len(s.tail):], at[:room])
+		copy(fu[len(s.tail):], usd[:room])
+		b, r, d := encodeBlock(nil, fa[:], fu[:], s.tailArea)
+		more, ranges, data = append(more, b), append(ranges, r), d
 		at, usd = at[room:], usd[room:]
-		s.at, s.usd = nil, nil
+		s.tail = nil // its array belongs to readers now
 	}
-	if len(s.at) == 0 {
+	if len(s.tail) == 0 {
 		for len(at) >= blockLen {
 			area := 0.0
-			if len(sealed) > 0 {
-				prev := &sealed[len(sealed)-1]
+			if len(more) > 0 {
+				prev := &more[len(more)-1]
 				area = prev.cum + prev.area + prev.p1*float64(at[0]-prev.t1)
-			} else if len(s.blocks) > 0 {
+			} else {
 				area = s.nextArea(at[0])
 			}
 			b, r, d := encodeBlock(data, at[:blockLen], usd[:blockLen], area)
-			sealed, ranges, data = append(sealed, b), append(ranges, r), d
+			more, ranges, data = append(more, b), append(ranges, r), d
 			at, usd = at[blockLen:], usd[blockLen:]
 		}
 	}
-	if len(sealed) > 0 {
-		s = s.appendBlocks(sealed, ranges, data)
+	if len(more) > 0 {
+		s.sealed = s.sealed.with(more, ranges, data)
 	}
 	if len(at) > 0 {
-		if len(s.at) == 0 {
-			s.at, s.usd = nil, nil // a sealed tail's arrays belong to readers now
+		if len(s.tail) == 0 {
+			s.tail = nil // a sealed tail's array belongs to readers
 			s.tailArea = s.nextArea(at[0])
 		}
-		if c := len(s.at) + len(at); c > cap(s.at) {
-			// Grow into new arrays so appends never race with a reader
-			// that holds s: copying happens here, not in place.
-			c = min(grow(len(s.at), len(at)), blockLen)
-			s.at = append(make([]int64, 0, c), s.at...)
-			s.usd = append(make([]float64, 0, c), s.usd...)
+		if c := len(s.tail) + len(at); c > cap(s.tail) {
+			// Grow into a new array so appends never race with a reader
+			// that holds s: copying happens here, not in place. The
+			// tail is at most a block: doubling costs little room and
+			// few copies.
+			c = min(max(c, 2*len(s.tail), 16), blockLen)
+			s.tail = append(make([]point, 0, c), s.tail...)
 		}
-		s.at, s.usd = append(s.at, at...), append(s.usd, usd...)
+		for i := range at {
+			s.tail = append(s.tail, point{at[i], usd[i]})
+		}
 	}
 	return s
 }
 
-// appendBlocks adds sealed blocks (their offsets relative to data, their
-// price ranges in ranges) after s's and rebuilds the tree.
-func (s Series) appendBlocks(sealed []block, ranges []span, data []byte) Series {
-	base := uint32(len(s.data))
-	for i := range sealed {
-		sealed[i].off += base
+// with returns the sealed blocks with more after them (their offsets
+// relative to data, their price ranges in ranges): a new value over the
+// same arrays, appended to past the lengths readers hold, and a new tree.
+func (sl *sealed) with(more []block, ranges []span, data []byte) *sealed {
+	var n sealed
+	if sl != nil {
+		n = *sl
 	}
-	if len(s.data)+len(data) > cap(s.data) {
-		s.data = append(make([]byte, 0, grow(len(s.data), len(data))), s.data...)
+	base := uint32(len(n.data))
+	for i := range more {
+		more[i].off += base
 	}
-	s.data = append(s.data, data...)
-	if len(s.blocks)+len(sealed) > cap(s.blocks) {
-		s.blocks = append(make([]block, 0, grow(len(s.blocks), len(sealed))), s.blocks...)
+	if len(n.data)+len(data) > cap(n.data) {
+		n.data = append(make([]byte, 0, grow(len(n.data), len(data))), n.data...)
 	}
-	s.blocks = append(s.blocks, sealed...)
-	// A new tree: readers keep theirs. Only the sealed blocks' leaves are
+	n.data = append(n.data, data...)
+	if len(n.blocks)+len(more) > cap(n.blocks) {
+		n.blocks = append(make([]block, 0, grow(len(n.blocks), len(more))), n.blocks...)
+	}
+	n.blocks = append(n.blocks, more...)
+	// A new tree: readers keep theirs. Only the new blocks' leaves are
 	// new; the others are copied from the old tree.
-	nb := len(s.blocks)
-	old, oldN := s.tree, nb-len(sealed)
-	s.tree = make([]span, 2*nb)
-	copy(s.tree[nb:], old[oldN:])
-	copy(s.tree[nb+oldN:], ranges)
-	fillTree(s.tree)
-	return s
+	nb, oldN := len(n.blocks), len(n.blocks)-len(more)
+	old := n.tree
+	n.tree = make([]span, 2*nb)
+	copy(n.tree[nb:], old[oldN:])
+	copy(n.tree[nb+oldN:], ranges)
+	fillTree(n.tree)
+	return &n
 }
 
 // fillTree computes the inner nodes of a bottom-up segment tree from its
@@ -542,15 +579,16 @@ func fillTree(tree []span) {
 // blockRange is the lowest and highest price of blocks [a, b).
 func (s Series) blockRange(a, b int) span {
 	r := span{math.Inf(1), math.Inf(-1)}
-	nb := len(s.blocks)
+	tree := s.sealed.tree
+	nb := len(s.sealed.blocks)
 	for a, b = a+nb, b+nb; a < b; a, b = a/2, b/2 {
 		if a&1 == 1 {
-			r = span{min(r.lo, s.tree[a].lo), max(r.hi, s.tree[a].hi)}
+			r = span{min(r.lo, tree[a].lo), max(r.hi, tree[a].hi)}
 			a++
 		}
 		if b&1 == 1 {
 			b--
-			r = span{min(r.lo, s.tree[b].lo), max(r.hi, s.tree[b].hi)}
+			r = span{min(r.lo, tree[b].lo), max(r.hi, tree[b].hi)}
 		}
 	}
 	return r
@@ -559,46 +597,47 @@ func (s Series) blockRange(a, b int) span {
 // nextArea is the area from the series' first point to t, for a point at
 // t after every sealed block (and before any tail).
 func (s Series) nextArea(t int64) float64 {
-	n := len(s.blocks)
-	if n == 0 {
+	blocks := s.blocks()
+	if len(blocks) == 0 {
 		return 0
 	}
-	b := &s.blocks[n-1]
+	b := &blocks[len(blocks)-1]
 	return b.cum + b.area + b.p1*float64(t-b.t1)
 }
 
 // segments counts the sealed blocks and the tail, if any.
 func (s Series) segments() int {
-	if len(s.at) > 0 {
-		return len(s.blocks) + 1
+	if len(s.tail) > 0 {
+		return len(s.blocks()) + 1
 	}
-	return len(s.blocks)
+	return len(s.blocks())
 }
 
 // segmentArea is the area from the series' first point to the start of
 // segment k.
 func (s Series) segmentArea(k int) float64 {
-	if k < len(s.blocks) {
-		return s.blocks[k].cum
+	if blocks := s.blocks(); k < len(blocks) {
+		return blocks[k].cum
 	}
 	return s.tailArea
 }
 
 // firstAt is the first point's time; the series must not be empty.
 func (s Series) firstAt() int64 {
-	if len(s.blocks) > 0 {
-		return s.blocks[0].t0
+	if blocks := s.blocks(); len(blocks) > 0 {
+		return blocks[0].t0
 	}
-	return s.at[0]
+	return s.tail[0].at
 }
 
 // segmentAt returns the segment holding the point in force at t, or -1
 // when t is before the first point.
 func (s Series) segmentAt(t int64) int {
-	if len(s.at) > 0 && s.at[0] <= t {
-		return len(s.blocks)
+	blocks := s.blocks()
+	if len(s.tail) > 0 && s.tail[0].at <= t {
+		return len(blocks)
 	}
-	return sort.Search(len(s.blocks), func(k int) bool { return s.blocks[k].t0 > t }) - 1
+	return sort.Search(len(blocks), func(k int) bool { return blocks[k].t0 > t }) - 1
 }
 
 // lastAtOrBefore returns the index of the last time at or before t; a[0]
@@ -627,14 +666,18 @@ type scratch struct {
 	usd [blockLen]float64
 }
 
-// segment returns the points of segment k: block k decoded into sc, or
-// the tail itself.
+// segment returns the points of segment k, block k decoded or the tail,
+// in sc.
 func (s Series) segment(k int, sc *scratch) ([]int64, []float64) {
-	if k >= len(s.blocks) {
-		return s.at, s.usd
+	blocks := s.blocks()
+	if k >= len(blocks) {
+		for i, p := range s.tail {
+			sc.at[i], sc.usd[i] = p.at, p.usd
+		}
+		return sc.at[:len(s.tail)], sc.usd[:len(s.tail)]
 	}
-	b := &s.blocks[k]
-	decodeBlock(b, s.data[b.off:], sc)
+	b := &blocks[k]
+	decodeBlock(b, s.sealed.data[b.off:], sc)
 	return sc.at[:], sc.usd[:]
 }
 

@@ -194,10 +194,29 @@ func FuzzMerge(f *testing.F) {
 		if m.Len() != len(seen) {
 			t.Fatalf("merged %d points, want %d distinct", m.Len(), len(seen))
 		}
-		mat, _ := points(m)
+		mat, musd := points(m)
 		for i := 1; i < len(mat); i++ {
 			if mat[i] <= mat[i-1] {
 				t.Fatalf("not strictly ascending at %d: %v", i, mat)
+			}
+		}
+		// The values: b's replace a's, a later one in b an earlier one.
+		want := map[int64]float64{}
+		for _, x := range a {
+			want[int64(x)] = float64(x)
+		}
+		for i := range at {
+			want[at[i]] = usd[i]
+		}
+		for i, x := range mat {
+			if musd[i] != want[x] {
+				t.Fatalf("price at %d = %v, want %v", x, musd[i], want[x])
+			}
+		}
+		ref := refSeries{mat, musd}
+		for _, w := range [][2]int64{{0, 255}, {-5, 300}, {17, 18}, {100, 200}} {
+			if got, exp := m.Stats(w[0], w[1]), ref.stats(w[0], w[1]); got.Min != exp.Min || got.Max != exp.Max || got.Points != exp.Points || math.Abs(got.Avg-exp.Avg) > 1e-9*math.Abs(exp.Avg) {
+				t.Fatalf("Stats%v = %+v, want %+v", w, got, exp)
 			}
 		}
 	})

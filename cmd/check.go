@@ -148,6 +148,11 @@ func soldTypes(ctx context.Context, p providers.Provider, region string, models 
 				sold[strings.ToLower(pl.InstanceType)] = true
 			}
 		}
+		for _, h := range ev.Histories {
+			if h.Pool.Region == region {
+				sold[strings.ToLower(h.Pool.InstanceType)] = true
+			}
+		}
 		for _, pt := range ev.Points {
 			if pt.Pool.Region == region {
 				sold[strings.ToLower(pt.Pool.InstanceType)] = true

@@ -3,7 +3,6 @@ package cmd
 import (
 	"fmt"
 	"reflect"
-	"sort"
 	"strings"
 	"time"
 
@@ -116,16 +115,9 @@ func poolHistory(rows []historyRow, pv *hub.PoolView, from, to int64) []historyR
 		Provider: pv.Provider, Cloud: string(pv.Cloud), Region: pv.Region,
 		Zone: optString(pv.Zone), InstanceType: pv.InstanceType,
 	}
-	s := pv.History
-	j := sort.Search(len(s.At), func(i int) bool { return s.At[i] > from })
-	if j > 0 && s.At[j-1] <= to {
+	for at, usd := range pv.History.Window(from, to) {
 		r := base
-		r.At, r.USDHour = time.Unix(from, 0).UTC(), s.USD[j-1]
-		rows = append(rows, r)
-	}
-	for ; j < len(s.At) && s.At[j] <= to; j++ {
-		r := base
-		r.At, r.USDHour = time.Unix(s.At[j], 0).UTC(), s.USD[j]
+		r.At, r.USDHour = time.Unix(max(at, from), 0).UTC(), usd
 		rows = append(rows, r)
 	}
 	return rows

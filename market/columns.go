@@ -46,6 +46,11 @@ type Column struct {
 	// Value is what `prices` prints: nil, or a nil pointer, is unknown
 	// (null in JSON, empty in CSV, "-" in the table).
 	Value func(*Row) any
+
+	// Windowed is set when the column reads the window (Row.From, To or
+	// Window): a window change redoes only these, and the Market view
+	// fills their cells for the rows it shows.
+	Windowed bool
 }
 
 // The columns. The figures come from Derive; a column only chooses one and
@@ -109,7 +114,7 @@ var (
 		Cell:     func(r *Row) string { return Money(r.Effective) },
 		SortName: "effective $/GPU-h", SortShort: "effective", Compare: byFigure(func(r *Row) float64 { return r.Effective }),
 		Field: "effective_usd_gpu_hour", Format: "%.4f", Value: func(r *Row) any { return round(r.Effective, 6) }}
-	ColTrend = &Column{Title: "TREND", Width: SparkCols, Prio: 7,
+	ColTrend = &Column{Title: "TREND", Width: SparkCols, Prio: 7, Windowed: true,
 		Cell: func(r *Row) string {
 			_, maxs := r.History.Downsample(r.From, r.To, SparkCols)
 			return Sparkline(maxs)
@@ -128,19 +133,19 @@ var (
 		}
 		return positive(*r.OnDemandUSDHour)
 	}}
-	ColWindowMin = &Column{Field: "window_min_usd_hour", Format: "%.4f", Value: func(r *Row) any {
+	ColWindowMin = &Column{Field: "window_min_usd_hour", Format: "%.4f", Windowed: true, Value: func(r *Row) any {
 		if st := r.Window(); st.OK {
 			return providers.Float(st.Min)
 		}
 		return nil
 	}}
-	ColWindowAvg = &Column{Field: "window_avg_usd_hour", Format: "%.4f", Value: func(r *Row) any {
+	ColWindowAvg = &Column{Field: "window_avg_usd_hour", Format: "%.4f", Windowed: true, Value: func(r *Row) any {
 		if st := r.Window(); st.OK {
 			return round(st.Avg, 6)
 		}
 		return nil
 	}}
-	ColWindowMax = &Column{Field: "window_max_usd_hour", Format: "%.4f", Value: func(r *Row) any {
+	ColWindowMax = &Column{Field: "window_max_usd_hour", Format: "%.4f", Windowed: true, Value: func(r *Row) any {
 		if st := r.Window(); st.OK {
 			return providers.Float(st.Max)
 		}

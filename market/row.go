@@ -71,6 +71,13 @@ func Effective(basis planner.Basis, p providers.Pool, spotUSDHour float64) float
 	return basis.Effective(p, spotUSDHour)
 }
 
+// SetWindow moves the row to the window [from, to]: the window figures
+// are computed again on their next use; the others do not depend on it.
+func (r *Row) SetWindow(from, to int64) {
+	r.From, r.To = from, to
+	r.windowDone = false
+}
+
 // Window is the pool's statistics over [From, To], computed on first use:
 // the Market view never asks for them, `prices` asks three columns' worth.
 func (r *Row) Window() providers.WindowStats {

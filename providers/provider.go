@@ -2,6 +2,7 @@ package providers
 
 import (
 	"context"
+	"iter"
 	"time"
 )
 
@@ -49,6 +50,14 @@ type Event struct {
 	Pools []Pool
 	// Points are price observations, in any order.
 	Points []PricePoint
+	// Histories are price observations too, a whole Series per pool: how a
+	// provider sends a long back-fill (90 days of the simulated market
+	// are millions of points) without a PricePoint's 96 bytes, pool key
+	// and time.Time a point, with the compact series built where the
+	// points are made. Unlike the event's slices, a Series may be kept:
+	// once made it never changes. Read both Points and Histories, or
+	// PricePoints.
+	Histories []PoolHistory
 	// Progress, when set, is the back-fill progress of Region.
 	Progress *Progress
 	// Err is a failure of Region (or of the provider when Region is "").
@@ -64,6 +73,31 @@ type PricePoint struct {
 	Pool    PoolKey
 	At      time.Time
 	USDHour float64
+}
+
+// PoolHistory is a pool's price observations as one Series.
+type PoolHistory struct {
+	Pool    PoolKey
+	History Series
+}
+
+// PricePoints yields every price observation of the event: its Points,
+// then each of its Histories' points.
+func (ev Event) PricePoints() iter.Seq[PricePoint] {
+	return func(yield func(PricePoint) bool) {
+		for _, pt := range ev.Points {
+			if !yield(pt) {
+				return
+			}
+		}
+		for _, h := range ev.Histories {
+			for at, usd := range h.History.All() {
+				if !yield(PricePoint{Pool: h.Pool, At: time.Unix(at, 0).UTC(), USDHour: usd}) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // Progress counts the units of work of a back-fill (pages, instance types).

@@ -1,19 +1,30 @@
 package providers
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
 func series(pts ...float64) Series {
 	// pts are (at, usd) pairs
-	var s Series
+	var at []int64
+	var usd []float64
 	for i := 0; i+1 < len(pts); i += 2 {
-		s.At = append(s.At, int64(pts[i]))
-		s.USD = append(s.USD, pts[i+1])
+		at = append(at, int64(pts[i]))
+		usd = append(usd, pts[i+1])
 	}
-	return s
+	return NewSeries(at, usd)
+}
+
+// points returns every point of s.
+func points(s Series) (at []int64, usd []float64) {
+	for t, p := range s.All() {
+		at, usd = append(at, t), append(usd, p)
+	}
+	return at, usd
 }
 
 func TestStatsTimeWeighted(t *testing.T) {
@@ -78,13 +89,15 @@ func TestDownsampleKeepsSpikes(t *testing.T) {
 
 func TestDownsampleMatchesBruteForce(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	var s Series
+	var ats []int64
+	var usds []float64
 	at := int64(0)
 	for range 2000 {
 		at += 1 + r.Int64N(100)
-		s.At = append(s.At, at)
-		s.USD = append(s.USD, r.Float64())
+		ats = append(ats, at)
+		usds = append(usds, r.Float64())
 	}
+	s := NewSeries(ats, usds)
 	from, to, cols := int64(5000), at-3000, 37
 	mins, maxs := s.Downsample(from, to, cols)
 	span := float64(to - from)
@@ -93,9 +106,9 @@ func TestDownsampleMatchesBruteForce(t *testing.T) {
 		c1 := from + int64(span*float64(c+1)/float64(cols))
 		lo, _ := s.PriceAt(c0)
 		hi := lo
-		for i, t := range s.At {
+		for i, t := range ats {
 			if t > c0 && t < c1 {
-				lo, hi = math.Min(lo, s.USD[i]), math.Max(hi, s.USD[i])
+				lo, hi = math.Min(lo, usds[i]), math.Max(hi, usds[i])
 			}
 		}
 		if mins[c] != lo || maxs[c] != hi {
@@ -108,37 +121,36 @@ func TestMerge(t *testing.T) {
 	s := series(10, 1, 20, 2)
 	// Appending newer points shares nothing a reader of s can see.
 	a := s.Merge([]int64{40, 30}, []float64{4, 3})
-	if a.Len() != 4 || a.At[2] != 30 || a.USD[3] != 4 || s.Len() != 2 {
-		t.Fatalf("append = %+v (s %+v)", a, s)
+	if at, usd := points(a); a.Len() != 4 || at[2] != 30 || usd[3] != 4 || s.Len() != 2 {
+		t.Fatalf("append = %v %v (s %d points)", at, usd, s.Len())
 	}
 	// Older and interleaved points, and a duplicate second replaced.
 	b := a.Merge([]int64{5, 20, 25}, []float64{0.5, 2.5, 2.7})
 	want := series(5, 0.5, 10, 1, 20, 2.5, 25, 2.7, 30, 3, 40, 4)
-	if b.Len() != want.Len() {
-		t.Fatalf("merge = %+v", b)
-	}
-	for i := range want.At {
-		if b.At[i] != want.At[i] || b.USD[i] != want.USD[i] {
-			t.Fatalf("merge = %+v, want %+v", b, want)
-		}
+	bat, busd := points(b)
+	wat, wusd := points(want)
+	if !slices.Equal(bat, wat) || !slices.Equal(busd, wusd) {
+		t.Fatalf("merge = %v %v, want %v %v", bat, busd, wat, wusd)
 	}
 	// a is untouched by a merge that rebuilt.
-	if a.At[0] != 10 || a.USD[1] != 2 {
-		t.Fatalf("a changed: %+v", a)
+	if at, usd := points(a); at[0] != 10 || usd[1] != 2 {
+		t.Fatalf("a changed: %v %v", at, usd)
 	}
 	// Duplicates within one batch: the later one wins.
 	c := Series{}.Merge([]int64{1, 1, 2}, []float64{1, 9, 2})
-	if c.Len() != 2 || c.USD[0] != 9 {
-		t.Fatalf("dup batch = %+v", c)
+	if _, usd := points(c); c.Len() != 2 || usd[0] != 9 {
+		t.Fatalf("dup batch = %v", usd)
 	}
 }
 
 func BenchmarkDownsample100k(b *testing.B) {
-	var s Series
+	var at []int64
+	var usd []float64
 	for i := range 100_000 {
-		s.At = append(s.At, int64(i*60))
-		s.USD = append(s.USD, 1+math.Sin(float64(i)/100))
+		at = append(at, int64(i*60))
+		usd = append(usd, 1+math.Sin(float64(i)/100))
 	}
+	s := NewSeries(at, usd)
 	b.ResetTimer()
 	for b.Loop() {
 		s.Downsample(0, 100_000*60, 120)
@@ -146,11 +158,13 @@ func BenchmarkDownsample100k(b *testing.B) {
 }
 
 func BenchmarkStats(b *testing.B) {
-	var s Series
+	var at []int64
+	var usd []float64
 	for i := range 2160 {
-		s.At = append(s.At, int64(i*3600))
-		s.USD = append(s.USD, 1+math.Sin(float64(i)/10))
+		at = append(at, int64(i*3600))
+		usd = append(usd, 1+math.Sin(float64(i)/10))
 	}
+	s := NewSeries(at, usd)
 	b.ResetTimer()
 	for b.Loop() {
 		s.Stats(1000*3600, 2160*3600)
@@ -180,10 +194,53 @@ func FuzzMerge(f *testing.F) {
 		if m.Len() != len(seen) {
 			t.Fatalf("merged %d points, want %d distinct", m.Len(), len(seen))
 		}
-		for i := 1; i < m.Len(); i++ {
-			if m.At[i] <= m.At[i-1] {
-				t.Fatalf("not strictly ascending at %d: %v", i, m.At)
+		mat, musd := points(m)
+		for i := 1; i < len(mat); i++ {
+			if mat[i] <= mat[i-1] {
+				t.Fatalf("not strictly ascending at %d: %v", i, mat)
+			}
+		}
+		// The values: b's replace a's, a later one in b an earlier one.
+		want := map[int64]float64{}
+		for _, x := range a {
+			want[int64(x)] = float64(x)
+		}
+		for i := range at {
+			want[at[i]] = usd[i]
+		}
+		for i, x := range mat {
+			if musd[i] != want[x] {
+				t.Fatalf("price at %d = %v, want %v", x, musd[i], want[x])
+			}
+		}
+		ref := refSeries{mat, musd}
+		for _, w := range [][2]int64{{0, 255}, {-5, 300}, {17, 18}, {100, 200}} {
+			if got, exp := m.Stats(w[0], w[1]), ref.stats(w[0], w[1]); got.Min != exp.Min || got.Max != exp.Max || got.Points != exp.Points || math.Abs(got.Avg-exp.Avg) > 1e-9*math.Abs(exp.Avg) {
+				t.Fatalf("Stats%v = %+v, want %+v", w, got, exp)
 			}
 		}
 	})
+}
+
+// BenchmarkStatsByWindow is Stats over a day, a week and 90 days of a
+// 90-day history like the sim's (a change every 15-35 minutes, 5,000
+// points): the cost does not grow with the window.
+func BenchmarkStatsByWindow(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	var at []int64
+	var usd []float64
+	t, p := int64(0), 20.0
+	for t < 90*86400 {
+		t += 900 + r.Int64N(1200)
+		p *= math.Exp(0.02 * r.NormFloat64())
+		at, usd = append(at, t), append(usd, float64(int64(p*1e4+0.5))/1e4)
+	}
+	s := NewSeries(at, usd)
+	for _, days := range []int64{1, 7, 90} {
+		b.Run(fmt.Sprintf("%dd", days), func(b *testing.B) {
+			for b.Loop() {
+				s.Stats(t-days*86400, t)
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"testing"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 )
@@ -78,5 +79,23 @@ func BenchmarkWindowChange5000(b *testing.B) {
 	for b.Loop() {
 		m.c.windowSeq++
 		m.market.refreshWindow()
+	}
+}
+
+// BenchmarkWindowKey5000 is what a user waits for after `w` at 5,000
+// pools (a day of five-minute prices each, so every window holds all of
+// them): the window changes, alternately between 24h and 7d, and the next
+// frame is rendered. Work a window change defers to the frame is counted.
+func BenchmarkWindowKey5000(b *testing.B) {
+	m := benchModel(b, false)
+	windows := []time.Duration{7 * 24 * time.Hour, 24 * time.Hour}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		m.c.setWindow(windows[i%2])
+		m.Update(windowChangedMsg{})
+		_ = m.View()
+		i++
 	}
 }

@@ -472,6 +472,7 @@ func (m *marketView) View() string {
 	var line strings.Builder
 	for i := m.offset; i < end; i++ {
 		r := m.list[i]
+		r.fresh()
 		b.WriteByte('\n')
 		line.Reset()
 		cur := i == m.cursor

@@ -13,26 +13,56 @@ const gutter = 3
 
 // row is one pool of the Market view: the figures the market package
 // derives, and the cells of market.View made from them, recomputed only
-// when the pool changes or the window does.
+// when the pool changes or the window does. The cells of the columns that
+// read the window (the trend) are made only for the rows on screen: a
+// window change at thousands of pools redoes a page of them, not all.
 type row struct {
 	market.Row
-	derived   uint64 // the pool's Changed when it was derived
-	windowSeq int
-	seen      uint64
+	derived uint64 // the pool's Changed when it was derived
+	window  int    // the windowSeq that From and To are
+	// cellsFor is the windowSeq the windowed cells were made for; -1 when
+	// they are not made.
+	cellsFor int
+	seen     uint64
 
 	cells  []string // market.View's cells, in its order
 	search string   // lowercased text the `/` filter matches
 	moving bool     // scratch for resort
 }
 
+// compute derives the row from the pool over the window [from, to] and
+// makes its cells, but for the windowed ones (see fresh).
 func (r *row) compute(c *common, pv *hub.PoolView, from, to int64) {
 	r.Row = market.Derive(pv, c.eff, from, to)
-	r.derived, r.windowSeq = pv.Changed, c.windowSeq
+	r.derived, r.window, r.cellsFor = pv.Changed, c.windowSeq, -1
 	if len(r.cells) != len(market.View) {
 		r.cells = make([]string, len(market.View))
 	}
 	for i, col := range market.View {
-		r.cells[i] = col.Cell(&r.Row)
+		if !col.Windowed {
+			r.cells[i] = col.Cell(&r.Row)
+		}
 	}
 	r.search = strings.ToLower(strings.Join([]string{pv.GPU.Model, pv.InstanceType, pv.Region, pv.Zone, pv.Provider, string(pv.Cloud)}, " "))
+}
+
+// rewindow moves the row to the window windowSeq, [from, to]: nothing is
+// recomputed until it is used.
+func (r *row) rewindow(windowSeq int, from, to int64) {
+	r.SetWindow(from, to)
+	r.window, r.cellsFor = windowSeq, -1
+}
+
+// fresh makes the windowed cells, if they are not made for the row's
+// window; the view calls it for the rows it shows.
+func (r *row) fresh() {
+	if r.cellsFor == r.window {
+		return
+	}
+	for i, col := range market.View {
+		if col.Windowed {
+			r.cells[i] = col.Cell(&r.Row)
+		}
+	}
+	r.cellsFor = r.window
 }

@@ -9,7 +9,9 @@ import (
 )
 
 // applySnapshot folds a new snapshot into the rows. Only pools whose Changed
-// moved (or all of them, after a window change) are recomputed.
+// moved are recomputed; after a window change the others are moved to the
+// new window, which redoes nothing but the windowed figures, when used,
+// and the order only if the sort reads the window.
 func (m *marketView) applySnapshot(s *hub.Snapshot) {
 	if s == nil {
 		return
@@ -18,6 +20,7 @@ func (m *marketView) applySnapshot(s *hub.Snapshot) {
 	from, to := m.c.span()
 	ws := m.c.windowSeq
 	structural := len(s.Pools) != len(m.all)
+	rewindowed := false
 	m.changed = m.changed[:0]
 	// old and the new m.all share an array: iteration i reads old[i]
 	// before it appends (writes) index i, so nothing is read after it is
@@ -39,12 +42,16 @@ func (m *marketView) applySnapshot(s *hub.Snapshot) {
 			m.rows[pv.Key] = r
 			structural = true
 		}
-		stale := r.PoolView == nil || r.derived != pv.Changed || r.windowSeq != ws
+		stale := r.PoolView == nil || r.derived != pv.Changed
 		r.PoolView = pv
 		r.seen = s.Seq
-		if stale {
+		switch {
+		case stale:
 			r.compute(m.c, pv, from, to)
 			m.changed = append(m.changed, r)
+		case r.window != ws:
+			r.rewindow(ws, from, to)
+			rewindowed = true
 		}
 		m.all = append(m.all, r)
 	}
@@ -57,7 +64,7 @@ func (m *marketView) applySnapshot(s *hub.Snapshot) {
 		}
 	}
 	switch {
-	case structural || !m.listValid || 4*len(m.changed) > len(m.all):
+	case structural || !m.listValid || 4*len(m.changed) > len(m.all) || (rewindowed && market.Sorts[m.sortBy].Windowed):
 		m.rebuild()
 	case len(m.changed) > 0:
 		m.resort(m.changed)

@@ -33,8 +33,8 @@ func (fixtureProvider) Fetch(ctx context.Context, req providers.FetchRequest, si
 	var ev providers.Event
 	for _, pv := range s.Pools {
 		ev.Pools = append(ev.Pools, pv.Pool)
-		for i, at := range pv.History.At {
-			ev.Points = append(ev.Points, providers.PricePoint{Pool: pv.Pool.Key(), At: time.Unix(at, 0), USDHour: pv.History.USD[i]})
+		for at, usd := range pv.History.All() {
+			ev.Points = append(ev.Points, providers.PricePoint{Pool: pv.Pool.Key(), At: time.Unix(at, 0), USDHour: usd})
 		}
 	}
 	ev.Region = "us-east-1"

@@ -1,7 +1,9 @@
 package tui
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -388,14 +390,53 @@ func TestWindowCycleExtendsHub(t *testing.T) {
 
 func TestWindowChangeRecomputesRows(t *testing.T) {
 	m := newTestModel(t, 120, 40, Options{Window: time.Hour})
+	m.View()
 	r := m.market.list[0]
 	before := cellOf(r, market.ColTrend)
 	press(m, "w", "w", "w") // 6h, 24h, 7d
-	if r.windowSeq != m.c.windowSeq {
-		t.Fatal("row not recomputed after the window changed")
+	if from, to := m.c.span(); r.From != from || r.To != to {
+		t.Fatalf("row window [%d, %d], want [%d, %d]", r.From, r.To, from, to)
 	}
+	m.View()
 	if cellOf(r, market.ColTrend) == before {
 		t.Errorf("trend unchanged from 1h to 7d: %q", before)
+	}
+	if _, mx := r.History.Downsample(r.From, r.To, market.SparkCols); cellOf(r, market.ColTrend) != market.Sparkline(mx) {
+		t.Errorf("trend %q is not the 7d window's", cellOf(r, market.ColTrend))
+	}
+}
+
+// TestWindowChangeRedoesOnlyWindowedCells: after `w` the rows keep their
+// figures and order (no sort reads the window), and a row's trend is
+// made when the row is shown, not before: at thousands of pools a window
+// change costs a page of trends.
+func TestWindowChangeRedoesOnlyWindowedCells(t *testing.T) {
+	m := newTestModel(t, 120, 6, Options{Window: time.Hour}) // 3 rows on screen
+	m.View()
+	order := slices.Clone(m.market.list)
+	first, last := order[0], order[len(order)-1]
+	derived, spot := first.derived, cellOf(first, market.ColSpot)
+	press(m, "w")
+	m.View()
+	if !slices.Equal(order, m.market.list) {
+		t.Fatal("a window change reordered the rows")
+	}
+	if first.derived != derived || cellOf(first, market.ColSpot) != spot {
+		t.Fatal("a window change derived the row again")
+	}
+	if first.cellsFor != m.c.windowSeq {
+		t.Fatal("the trend of a row on screen was not made for the new window")
+	}
+	if last.cellsFor == m.c.windowSeq {
+		t.Fatal("the trend of a row off screen was made before it was shown")
+	}
+	press(m, "end") // to the last row
+	m.View()
+	if last.cellsFor != m.c.windowSeq {
+		t.Fatal("the trend of a row scrolled into view was not made")
+	}
+	if _, mx := last.History.Downsample(last.From, last.To, market.SparkCols); cellOf(last, market.ColTrend) != market.Sparkline(mx) {
+		t.Errorf("trend %q is not the new window's", cellOf(last, market.ColTrend))
 	}
 }
 
@@ -808,5 +849,31 @@ func TestSessionWindowNeverWidensSharedHub(t *testing.T) {
 	}
 	if b.c.window != 24*time.Hour || !strings.Contains(ansi.Strip(b.View().Content), "window 24h") {
 		t.Errorf("the other session's window moved to %v", b.c.window)
+	}
+}
+
+// TestWindowChangeResortsBySortThatReadsIt: an order that reads the window
+// (none of the view's does yet; here the change over the window) is
+// redone after `w`, from the new window's figures.
+func TestWindowChangeResortsBySortThatReadsIt(t *testing.T) {
+	change := func(r *market.Row) float64 { w := r.Window(); return w.Last / w.First }
+	byChange := &market.Column{SortName: "change", SortShort: "change", Windowed: true,
+		Compare: func(a, b *market.Row, rev bool) int { return cmp.Compare(change(a), change(b)) }}
+	saved := market.Sorts
+	market.Sorts = append(slices.Clone(saved), byChange)
+	t.Cleanup(func() { market.Sorts = saved })
+	m := newTestModel(t, 120, 40, Options{Window: time.Hour})
+	m.market.sortBy = len(market.Sorts) - 1
+	m.market.rebuild()
+	hourly := slices.Clone(m.market.list)
+	press(m, "w", "w", "w") // 7d
+	if slices.Equal(hourly, m.market.list) {
+		t.Fatal("the order by change over the window is the same over 1h and 7d: the test shows nothing")
+	}
+	for i := 1; i < len(m.market.list); i++ {
+		a, b := m.market.list[i-1], m.market.list[i]
+		if a.From != b.From || change(&a.Row) > change(&b.Row) {
+			t.Fatalf("rows %d and %d out of the 7d window's order: %v > %v", i-1, i, change(&a.Row), change(&b.Row))
+		}
 	}
 }

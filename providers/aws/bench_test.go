@@ -103,7 +103,7 @@ func benchHistory(b *testing.B, window time.Duration) {
 	var stored, kept int
 	for _, s := range series {
 		stored += s.Len()
-		kept += 8*cap(s.At) + 8*cap(s.USD)
+		kept += s.Size()
 	}
 	b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
 	b.ReportMetric(float64(kept)/float64(stored), "stored-B/point")

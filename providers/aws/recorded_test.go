@@ -42,8 +42,8 @@ func TestHistoryFromDocumentedAnswer(t *testing.T) {
 			continue
 		}
 		for i, v := range want {
-			if s.USD[i] != v {
-				t.Errorf("%s: point %d is %v, want %v", k, i, s.USD[i], v)
+			if _, got := s.Point(i); got != v {
+				t.Errorf("%s: point %d is %v, want %v", k, i, got, v)
 			}
 		}
 		if pool := c.pools[k]; pool.PlacementScore != nil {

@@ -111,7 +111,7 @@ func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) F
 		}
 		// The price in force is the latest point of each pool (type and
 		// zone); the fleet may land in any of them.
-		for _, pt := range ev.Points {
+		for pt := range ev.PricePoints() {
 			k := strings.ToLower(pt.Pool.InstanceType)
 			if !want[k] || (len(zones) > 0 && !zones[pt.Pool.Zone]) {
 				continue

@@ -84,8 +84,8 @@ func TestSaveLoadAcrossRestart(t *testing.T) {
 	}
 	s := got.History[0]
 	// 30:00 (in force at 30:30) … 60:00: 31 points.
-	if s.Len() != 31 || s.At[0] != t0.Add(30*time.Hour).Unix() || s.At[30] != t0.Add(60*time.Hour).Unix() {
-		t.Fatalf("series: %d points from %v to %v", s.Len(), time.Unix(s.At[0], 0).UTC(), time.Unix(s.At[s.Len()-1], 0).UTC())
+	if first, _ := s.Point(0); s.Len() != 31 || first != t0.Add(30*time.Hour).Unix() || pointAt(s, 30) != t0.Add(60*time.Hour).Unix() {
+		t.Fatalf("series: %d points from %v to %v", s.Len(), time.Unix(first, 0).UTC(), time.Unix(pointAt(s, s.Len()-1), 0).UTC())
 	}
 	if p, _ := s.PriceAt(t0.Add(50 * time.Hour).Unix()); p != 99 {
 		t.Errorf("the later value for 50:00 is 99, got %v", p)
@@ -102,7 +102,7 @@ func TestSaveLoadAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := got.History[0]; s.Len() != 1 || s.At[0] != t0.Add(71*time.Hour).Unix() {
+	if s := got.History[0]; s.Len() != 1 || pointAt(s, 0) != t0.Add(71*time.Hour).Unix() {
 		t.Fatalf("after the last point: %+v, want the last point alone", s)
 	}
 }
@@ -226,11 +226,11 @@ func TestTrimKeepsRetention(t *testing.T) {
 	}
 	for i, p := range got.Pools {
 		s := got.History[i]
-		if s.Len() == 0 || time.Unix(s.At[0], 0).After(cut) {
+		if s.Len() == 0 || time.Unix(pointAt(s, 0), 0).After(cut) {
 			t.Fatalf("%s lost its price in force at the cut: %d points", p.Key(), s.Len())
 		}
-		if time.Unix(s.At[0], 0).Before(cut.Add(-25*time.Hour)) && s.Len() > 1 {
-			t.Errorf("%s keeps points from %s, before the cut's day", p.Key(), time.Unix(s.At[0], 0).UTC())
+		if time.Unix(pointAt(s, 0), 0).Before(cut.Add(-25*time.Hour)) && s.Len() > 1 {
+			t.Errorf("%s keeps points from %s, before the cut's day", p.Key(), time.Unix(pointAt(s, 0), 0).UTC())
 		}
 		if p.Key() == calm {
 			if v, _ := s.PriceAt(cut.Unix()); v != 7 {
@@ -470,4 +470,10 @@ func TestRemove(t *testing.T) {
 	if removed, err := Remove(dir); err != nil || len(removed) != 0 {
 		t.Fatalf("second Remove: %v, %v", removed, err)
 	}
+}
+
+// pointAt is the time of a series' i-th point.
+func pointAt(s providers.Series, i int) int64 {
+	t, _ := s.Point(i)
+	return t
 }

@@ -73,6 +73,12 @@ func (c *Cache) load(ctx context.Context, provider string, q providers.Query, fr
 	if len(out.Pools) == 0 {
 		return out, nil
 	}
+	// The points are gathered as plain arrays, then made series once.
+	type points struct {
+		at  []int64
+		usd []float64
+	}
+	hist := make([]points, len(out.Pools))
 
 	// The chunks of the span's days, pool by pool, in day order.
 	f, u := from.Unix(), until.Unix()
@@ -92,14 +98,14 @@ func (c *Cache) load(ctx context.Context, provider string, q providers.Query, fr
 		if !ok {
 			continue
 		}
-		s := &out.History[i]
-		if s.At == nil {
+		s := &hist[i]
+		if s.at == nil {
 			// A day's worth of points per day of the span, at least.
 			n, _ := chunkLen(raw)
 			days := int(dayOf(u)-dayOf(f)) + 1
-			s.At, s.USD = make([]int64, 0, n*days), make([]float64, 0, n*days)
+			s.at, s.usd = make([]int64, 0, n*days), make([]float64, 0, n*days)
 		}
-		if s.At, s.USD, err = appendChunk(s.At, s.USD, raw); err != nil {
+		if s.at, s.usd, err = appendChunk(s.at, s.usd, raw); err != nil {
 			chunks.Close()
 			return nil, fmt.Errorf("read history cache: pool %s: %w", out.Pools[i].Key(), err)
 		}
@@ -115,8 +121,8 @@ func (c *Cache) load(ctx context.Context, provider string, q providers.Query, fr
 	}
 	defer before.Close()
 	for id, i := range index {
-		s := &out.History[i]
-		if s.Len() > 0 && s.At[0] <= f {
+		s := &hist[i]
+		if len(s.at) > 0 && s.at[0] <= f {
 			continue
 		}
 		var b []byte
@@ -131,31 +137,31 @@ func (c *Cache) load(ctx context.Context, provider string, q providers.Query, fr
 			return nil, fmt.Errorf("read history cache: pool %s: %w", out.Pools[i].Key(), err)
 		}
 		if n := len(at); n > 0 {
-			s.At = append([]int64{at[n-1]}, s.At...)
-			s.USD = append([]float64{usd[n-1]}, s.USD...)
+			s.at = append([]int64{at[n-1]}, s.at...)
+			s.usd = append([]float64{usd[n-1]}, s.usd...)
 		}
 	}
-	for i := range out.History {
-		out.History[i] = clip(out.History[i], f, u)
+	for i, h := range hist {
+		out.History[i] = clip(h.at, h.usd, f, u)
 	}
 	return out, nil
 }
 
 // clip keeps the points in (from, until] and the one in force at from; it
-// sorts a series whose chunks overlap (a trim's carried point).
-func clip(s providers.Series, from, until int64) providers.Series {
-	if !ascending(s.At) {
-		s.At, s.USD = sortPoints(s.At, s.USD)
+// sorts points whose chunks overlap (a trim's carried point).
+func clip(at []int64, usd []float64, from, until int64) providers.Series {
+	if !ascending(at) {
+		at, usd = sortPoints(at, usd)
 	}
-	lo := sort.Search(len(s.At), func(i int) bool { return s.At[i] > from }) - 1
+	lo := sort.Search(len(at), func(i int) bool { return at[i] > from }) - 1
 	if lo < 0 {
 		lo = 0
 	}
-	hi := sort.Search(len(s.At), func(i int) bool { return s.At[i] > until })
+	hi := sort.Search(len(at), func(i int) bool { return at[i] > until })
 	if lo >= hi {
 		return providers.Series{}
 	}
-	return providers.Series{At: s.At[lo:hi:hi], USD: s.USD[lo:hi:hi]}
+	return providers.NewSeries(at[lo:hi:hi], usd[lo:hi:hi])
 }
 
 // spans returns, for each region q wants, the span that covers q's GPUs

@@ -198,11 +198,9 @@ func (h *Hub) mergeCachedLocked(c *Cached, keepDescriptions bool) {
 			ps.pool = pool
 		}
 		if i < len(c.History) && c.History[i].Len() > 0 {
-			if ps.series.Len() == 0 {
-				ps.series = c.History[i] // the cache's arrays are ours
-			} else {
-				ps.series = ps.series.Merge(c.History[i].At, c.History[i].USD)
-			}
+			// Join takes the cache's series whole when the pool has none
+			// (a Series never changes once made).
+			ps.series = ps.series.Join(c.History[i])
 		}
 		ps.changed = next
 	}

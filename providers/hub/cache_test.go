@@ -51,18 +51,22 @@ func (m *memCache) Load(_ context.Context, provider string, q providers.Query, f
 			continue
 		}
 		s := m.series[k]
-		var out providers.Series
-		for i := range s.At {
-			if s.At[i] > until.Unix() {
+		var at []int64
+		var usd []float64
+		for i := range s.Len() {
+			t, v := s.Point(i)
+			if t > until.Unix() {
 				break
 			}
-			if s.At[i] <= from.Unix() && i+1 < len(s.At) && s.At[i+1] <= from.Unix() {
-				continue
+			if i+1 < s.Len() {
+				if next, _ := s.Point(i + 1); t <= from.Unix() && next <= from.Unix() {
+					continue
+				}
 			}
-			out.At, out.USD = append(out.At, s.At[i]), append(out.USD, s.USD[i])
+			at, usd = append(at, t), append(usd, v)
 		}
 		c.Pools = append(c.Pools, p)
-		c.History = append(c.History, out)
+		c.History = append(c.History, providers.NewSeries(at, usd))
 	}
 	return c, nil
 }

@@ -426,6 +426,21 @@ func (h *Hub) apply(provider string, ev providers.Event) {
 		}
 		i = j
 	}
+	for _, ph := range ev.Histories {
+		ps := h.poolLocked(ph.Pool)
+		ps.series = ps.series.Join(ph.History)
+		ps.changed = next
+		if st != nil && st.cache != nil {
+			// A source that sends whole histories is cached as one
+			// that sends points would be.
+			at := make([]int64, 0, ph.History.Len())
+			usd := make([]float64, 0, ph.History.Len())
+			for t, v := range ph.History.All() {
+				at, usd = append(at, t), append(usd, v)
+			}
+			runs = append(runs, Run{Pool: ph.Pool, At: at, USD: usd})
+		}
+	}
 	if st != nil {
 		h.cacheEventLocked(st, ev, runs)
 		if ev.Region != "" {
@@ -439,7 +454,7 @@ func (h *Hub) apply(provider string, ev providers.Event) {
 			}
 			if ev.Err != nil {
 				rs.Err = ev.Err.Error()
-			} else if len(ev.Points) > 0 || len(ev.Pools) > 0 || ev.Progress != nil {
+			} else if len(ev.Points) > 0 || len(ev.Histories) > 0 || len(ev.Pools) > 0 || ev.Progress != nil {
 				rs.Err = ""
 				rs.LastOK = h.opt.Now()
 			}
@@ -583,12 +598,9 @@ func (h *Hub) trimLocked() {
 		}
 	}
 	for _, ps := range h.order {
-		at := ps.series.At
-		i := sort.Search(len(at), func(i int) bool { return at[i] > cut }) - 1
-		if i <= 0 {
-			continue
+		if s := ps.series.DropBefore(cut); s.Len() != ps.series.Len() {
+			ps.series = s
+			ps.changed = h.seq
 		}
-		ps.series = providers.Series{}.Merge(at[i:], ps.series.USD[i:])
-		ps.changed = h.seq
 	}
 }

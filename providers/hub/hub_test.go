@@ -133,13 +133,16 @@ func TestImmutableSnapshots(t *testing.T) {
 	sub := h.Subscribe(ctx)
 	first := waitFor(t, sub, func(s *Snapshot) bool { return len(s.Pools) == 1 })
 	n := first.Pools[0].History.Len()
-	firstUSD := append([]float64(nil), first.Pools[0].History.USD...)
+	var firstUSD []float64
+	for _, usd := range first.Pools[0].History.All() {
+		firstUSD = append(firstUSD, usd)
+	}
 	waitFor(t, sub, func(s *Snapshot) bool { return s.Pools[0].History.Len() > n+3 })
 	if first.Pools[0].History.Len() != n {
 		t.Fatal("an old snapshot's history grew")
 	}
 	for i, v := range firstUSD {
-		if first.Pools[0].History.USD[i] != v {
+		if _, usd := first.Pools[0].History.Point(i); usd != v {
 			t.Fatal("an old snapshot's history changed")
 		}
 	}
@@ -307,7 +310,7 @@ func TestTrimKeepsWindowAndPriceInForce(t *testing.T) {
 	pv, _ := h.Snapshot().Pool(key.String())
 	// Window 1h + a day of margin: the points of the last day, plus the one
 	// in force at the cut (two days ago).
-	if pv.History.Len() != 3 || pv.History.USD[0] != 2 {
+	if _, usd := pv.History.Point(0); pv.History.Len() != 3 || usd != 2 {
 		t.Fatalf("after trim: %+v", pv.History)
 	}
 }
@@ -364,5 +367,43 @@ func TestExtendStopsAtMaxWindow(t *testing.T) {
 	}
 	if got := New(nil, Options{Query: providers.Query{Window: 7 * 24 * time.Hour}, MaxWindow: time.Hour}).MaxWindow(); got != 7*24*time.Hour {
 		t.Errorf("max below the first window: %v", got)
+	}
+}
+
+// TestApplyHistories: a pool's history sent as a Series (a long
+// back-fill) is the pool's history, live points extend it, an older
+// history merges in before it, and the region counts it as an answer.
+func TestApplyHistories(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	h := New(nil, Options{Now: func() time.Time { return now }})
+	h.status["fake"] = &sourceState{regions: map[string]*RegionStatus{}}
+	recent := providers.NewSeries([]int64{now.Unix() - 7200, now.Unix() - 3600}, []float64{20, 22})
+	h.apply("fake", providers.Event{Region: "r1", Histories: []providers.PoolHistory{{Pool: key, History: recent}},
+		Progress: &providers.Progress{Done: 1, Total: 1}})
+	h.apply("fake", providers.Event{Points: []providers.PricePoint{{Pool: key, At: now, USDHour: 23}}})
+	older := providers.NewSeries([]int64{now.Unix() - 9000, now.Unix() - 7200}, []float64{18, 21})
+	h.apply("fake", providers.Event{Region: "r1", Histories: []providers.PoolHistory{{Pool: key, History: older}}})
+	h.publish()
+	s := h.Snapshot()
+	pv, ok := s.Pool(key.String())
+	if !ok {
+		t.Fatal("the pool of a history is missing")
+	}
+	var got []float64
+	for _, usd := range pv.History.All() {
+		got = append(got, usd)
+	}
+	// The older history's value at now-2h replaces the recent one's.
+	if want := []float64{18, 21, 22, 23}; len(got) != len(want) || got[0] != 18 || got[1] != 21 || got[2] != 22 || got[3] != 23 {
+		t.Fatalf("history %v, want %v", got, want)
+	}
+	if pv.InstanceType != "p5.48xlarge" || pv.GPU.Model != "H100" {
+		t.Fatalf("pool of a history not described from the catalog: %+v", pv.Pool)
+	}
+	if _, usd := recent.Point(1); recent.Len() != 2 || usd != 22 {
+		t.Fatal("the sender's series changed")
+	}
+	if rs := h.status["fake"].regions["r1"]; rs == nil || rs.LastOK.IsZero() {
+		t.Fatalf("region status after a history: %+v", rs)
 	}
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // BenchmarkHistory90d generates 90 days of history for every pool, as the
-// first back-fill of a 90-day window does, into a sink that only counts.
+// first back-fill of a 90-day window does (each pool's compact Series
+// built in the worker), into a sink that only counts.
 func BenchmarkHistory90d(b *testing.B) {
 	m := newAt(1, wed)
 	req := providers.FetchRequest{Since: wed.Add(-providers.MaxWindow), Until: wed, Backfill: true}
@@ -19,7 +20,12 @@ func BenchmarkHistory90d(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		points.Store(0)
-		if err := m.Fetch(context.Background(), req, func(ev providers.Event) { points.Add(int64(len(ev.Points))) }); err != nil {
+		err := m.Fetch(context.Background(), req, func(ev providers.Event) {
+			for _, h := range ev.Histories {
+				points.Add(int64(h.History.Len()))
+			}
+		})
+		if err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -38,26 +44,12 @@ func BenchmarkHistory90dSeries(b *testing.B) {
 	var bytes, points int
 	for b.Loop() {
 		series := map[providers.PoolKey]providers.Series{}
-		var at []int64
-		var usd []float64
 		var mu sync.Mutex // the hub, too, applies events under its lock
 		err := m.Fetch(context.Background(), req, func(ev providers.Event) {
 			mu.Lock()
 			defer mu.Unlock()
-			// A chunk holds whole pools, in order: cut it per pool.
-			for i := 0; i < len(ev.Points); {
-				j := i
-				for j < len(ev.Points) && ev.Points[j].Pool == ev.Points[i].Pool {
-					j++
-				}
-				at, usd = at[:0], usd[:0]
-				for _, pt := range ev.Points[i:j] {
-					at = append(at, pt.At.Unix())
-					usd = append(usd, pt.USDHour)
-				}
-				k := ev.Points[i].Pool
-				series[k] = series[k].Merge(at, usd)
-				i = j
+			for _, h := range ev.Histories {
+				series[h.Pool] = series[h.Pool].Join(h.History)
 			}
 		})
 		if err != nil {
@@ -65,7 +57,7 @@ func BenchmarkHistory90dSeries(b *testing.B) {
 		}
 		bytes, points = 0, 0
 		for _, s := range series {
-			bytes += 8*cap(s.At) + 8*cap(s.USD)
+			bytes += s.Size()
 			points += s.Len()
 		}
 	}

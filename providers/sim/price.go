@@ -36,10 +36,14 @@ const (
 
 // noise octaves: knots every period seconds with values in [-amp, amp],
 // smoothly interpolated; together a slow random walk with faster wiggles.
-var octaves = [...]struct {
-	period int64
-	amp    float64
-}{{36 * 3600, 0.10}, {8 * 3600, 0.06}, {2 * 3600, 0.03}}
+// They are constants so that noise divides by constants (a multiply),
+// not by a variable (a division instruction, and the remainder again).
+const (
+	period0, amp0 = 36 * 3600, 0.10
+	period1, amp1 = 8 * 3600, 0.06
+	period2, amp2 = 2 * 3600, 0.03
+	nOctaves      = 3
+)
 
 // mix is splitmix64's finaliser: a fast, well-spread 64-bit hash step.
 func mix(x uint64) uint64 {
@@ -79,6 +83,25 @@ var hourBusy = func() (b [24]float64) {
 	return b
 }()
 
+// changeOdds is, by weekend and local hour, the threshold under which a
+// slot's 16-bit draw makes the price change. Busy hours move more: 35 %
+// of slots at night, 75 % at 14:00, half as busy at the weekend. About
+// 0.6 changes a slot keep 90 days of ~800 pools under 4 M points while a
+// 2 s live poll still sees a change most of the time.
+var changeOdds = func() (o [2][24]float64) {
+	for w := range o {
+		for h := range o[w] {
+			busy := hourBusy[h]
+			if w == 1 {
+				busy *= 0.5
+			}
+			p := 0.35 + 0.4*busy
+			o[w][h] = p * 65536
+		}
+	}
+	return o
+}()
+
 func newModel(seed int64, s *poolSpec) model {
 	id := mix(uint64(seed)*0x9e3779b97f4a7c15 ^ strHash(s.Desc.Key().String()))
 	return model{
@@ -103,27 +126,49 @@ func weekend(day int64) bool {
 	return dow == 0 || dow == 6
 }
 
+// calendar is the region's local day and second of the day at some
+// instant. A walk through time carries it forward (advance) instead of
+// dividing the time again for every slot and point.
+type calendar struct {
+	day, sec int64
+	w        int // 1 on the weekend, else 0: an index of changeOdds
+}
+
+func (m *model) calendarAt(t int64) calendar {
+	day, sec := m.local(t)
+	return calendar{day: day, sec: sec, w: weekendIndex(day)}
+}
+
+func weekendIndex(day int64) int {
+	if weekend(day) {
+		return 1
+	}
+	return 0
+}
+
+// advance moves the calendar d seconds on; d is less than a day.
+func (c *calendar) advance(d int64) {
+	c.sec += d
+	if c.sec >= 86400 {
+		c.sec -= 86400
+		c.day++
+		c.w = weekendIndex(c.day)
+	}
+}
+
 // slotHash is the randomness of one slot of the pool.
 func (m *model) slotHash(s int64) uint64 { return mix(m.id ^ uint64(s)*0xd1b54a32d192ed03) }
 
-// changeAt reports whether the price changes in slot s, and when.
-func (m *model) changeAt(s int64) (int64, bool) {
+// changeAt reports whether the price changes in slot s, and when; cal is
+// the local calendar at the slot's start.
+func (m *model) changeAt(s int64, cal *calendar) (int64, bool) {
 	h := m.slotHash(s)
-	start := s * slotSec
-	at := start + int64((h>>16)%slotSec)
-	if s%forcedEvery == 0 {
+	at := s*slotSec + int64((h>>16)%slotSec)
+	// s%forcedEvery == 0, for a power of two and either sign of s
+	if s&(forcedEvery-1) == 0 {
 		return at, true
 	}
-	day, sec := m.local(start)
-	busy := hourBusy[sec/3600]
-	if weekend(day) {
-		busy *= 0.5
-	}
-	// Busy hours move more: 35 % of slots at night, 75 % at 14:00. About
-	// 0.6 changes a slot keep 90 days of ~800 pools under 4 M points while
-	// a 2 s live poll still sees a change most of the time.
-	p := 0.35 + 0.4*busy
-	return at, float64(h&0xffff) < p*65536
+	return at, float64(h&0xffff) < changeOdds[cal.w][uint64(cal.sec)/3600]
 }
 
 // spike returns the hour's spike, if it has one: [from, to) and its log
@@ -148,30 +193,35 @@ func (m *model) knot(oct int, k int64) float64 {
 // knots caches the two knots around the last time asked, per octave: a
 // walk through time hashes each knot once instead of once per point.
 type knots struct {
-	k    [len(octaves)]int64
-	a, b [len(octaves)]float64
-	ok   [len(octaves)]bool
+	k    [nOctaves]int64 // noKnot until loaded
+	a, b [nOctaves]float64
 }
 
-// noise is the pool's smooth random walk at t.
-func (m *model) noise(t int64, c *knots) float64 {
-	var v float64
-	for i, o := range octaves {
-		k := floorDiv(t, o.period)
-		if !c.ok[i] || c.k[i] != k {
-			if c.ok[i] && c.k[i]+1 == k {
-				c.a[i] = c.b[i]
-			} else {
-				c.a[i] = m.knot(i, k)
-			}
-			c.b[i] = m.knot(i, k+1)
-			c.k[i], c.ok[i] = k, true
-		}
-		f := float64(t-k*o.period) / float64(o.period)
-		f = f * f * (3 - 2*f)
-		v += o.amp * (c.a[i] + (c.b[i]-c.a[i])*f)
+// noKnot is no knot's number: loading knot k after it never takes it for
+// k-1.
+const noKnot = math.MinInt64
+
+func newKnots() knots { return knots{k: [nOctaves]int64{noKnot, noKnot, noKnot}} }
+
+// load makes knots k and k+1 octave i's pair.
+func (c *knots) load(m *model, i int, k int64) {
+	if c.k[i] != noKnot && c.k[i]+1 == k {
+		c.a[i] = c.b[i]
+	} else {
+		c.a[i] = m.knot(i, k)
 	}
-	return v
+	c.b[i] = m.knot(i, k+1)
+	c.k[i] = k
+}
+
+// knotOf is the number of the knot at or before t of an octave of the
+// period: t's floor division by it, by an unsigned division (a multiply
+// where period is a constant) for the times that matter.
+func knotOf(t, period int64) int64 {
+	if t >= 0 {
+		return int64(uint64(t) / uint64(period))
+	}
+	return floorDiv(t, period)
 }
 
 // dailyCycle is the daily z term by local minute: busiest at 14:00.
@@ -182,21 +232,50 @@ var dailyCycle = func() (d [24 * 60]float64) {
 	return d
 }()
 
-// priceAt is the value a change at t takes; spikeLift is the log lift of
-// a spike in force at t (0 for none).
-func (m *model) priceAt(t int64, spikeLift float64, c *knots) float64 {
-	day, sec := m.local(t)
-	daily := dailyCycle[sec/60]
+// priceAt is the value a change at t takes; cal is the local calendar at
+// t, spikeLift the log lift of a spike in force at t (0 for none).
+//
+// The noise, the pool's smooth random walk, is written out here per
+// octave (its two knots around t smoothly interpolated, summed in the
+// octaves' order) so that each divides by a constant; this runs for every
+// one of the millions of points of a long back-fill.
+func (m *model) priceAt(t int64, cal *calendar, spikeLift float64, c *knots) float64 {
+	k0, k1, k2 := knotOf(t, period0), knotOf(t, period1), knotOf(t, period2)
+	if c.k[0] != k0 {
+		c.load(m, 0, k0)
+	}
+	if c.k[1] != k1 {
+		c.load(m, 1, k1)
+	}
+	if c.k[2] != k2 {
+		c.load(m, 2, k2)
+	}
+	f0 := float64(t-k0*period0) / period0
+	f1 := float64(t-k1*period1) / period1
+	f2 := float64(t-k2*period2) / period2
+	f0 = f0 * f0 * (3 - 2*f0)
+	f1 = f1 * f1 * (3 - 2*f1)
+	f2 = f2 * f2 * (3 - 2*f2)
+	var noise float64
+	noise += amp0 * (c.a[0] + (c.b[0]-c.a[0])*f0)
+	noise += amp1 * (c.a[1] + (c.b[1]-c.a[1])*f1)
+	noise += amp2 * (c.a[2] + (c.b[2]-c.a[2])*f2)
+
+	daily := dailyCycle[uint64(cal.sec)/60]
 	jitter := jitterAmp * (2*unit(mix(m.id^uint64(t)*0x2545f4914f6cdd1d)) - 1)
-	v := m.vol*m.noise(t, c) + jitter + spikeLift
-	if weekend(day) {
+	v := m.vol*noise + jitter + spikeLift
+	if cal.w == 1 {
 		v += 0.4*daily - weekendAmp
 	} else {
 		v += daily
 	}
+	r := m.base * math.Exp(v)
+	if r > ratioHi-ratioKnee || r < ratioLo+ratioKnee {
+		r = clip(r)
+	}
 	// Four decimals, as the clouds quote spot prices; the price is
 	// positive, so truncating x+0.5 rounds it (faster than math.Round).
-	return float64(int64(m.od*clip(m.base*math.Exp(v))*1e4+0.5)) / 1e4
+	return float64(int64(m.od*r*1e4+0.5)) / 1e4
 }
 
 // clip bends a ratio smoothly into [ratioLo, ratioHi]: unchanged in the
@@ -220,31 +299,35 @@ type hour struct {
 	lift     float64
 }
 
-// hourTimes returns when the price changes in hour h.
-func (m *model) hourTimes(h int64) hour {
-	var hr hour
+// hourTimes fills hr with when the price changes in hour h; cal is the
+// local calendar at the hour's start.
+func (m *model) hourTimes(hr *hour, h int64, cal calendar) {
+	n := 0
 	for s := h * slotsPerHour; s < (h+1)*slotsPerHour; s++ {
-		if t, ok := m.changeAt(s); ok {
-			hr.at[hr.n] = t
-			hr.n++
+		if t, ok := m.changeAt(s, &cal); ok {
+			hr.at[n] = t
+			n++
 		}
+		cal.advance(slotSec)
 	}
+	hr.n, hr.from, hr.to, hr.lift = n, 0, 0, 0
 	if from, to, lift, ok := m.spike(h); ok {
 		hr.from, hr.to, hr.lift = from, to, lift
 		hr.n = insertTime(&hr.at, hr.n, from)
 		hr.n = insertTime(&hr.at, hr.n, to)
 	}
-	return hr
 }
 
-// value is the price the change at hr.at[i] sets.
-func (m *model) value(hr *hour, i int, c *knots) float64 {
+// value is the price the change at hr.at[i] sets; cal is the local
+// calendar at the hour's start.
+func (m *model) value(hr *hour, i int, h int64, cal calendar, c *knots) float64 {
 	t := hr.at[i]
 	l := 0.0
 	if t >= hr.from && t < hr.to {
 		l = hr.lift
 	}
-	return m.priceAt(t, l, c)
+	cal.advance(t - h*3600)
+	return m.priceAt(t, &cal, l, c)
 }
 
 // insertTime inserts t into the ascending at[:n], skipping duplicates.
@@ -263,26 +346,45 @@ func insertTime(at *[slotsPerHour + 2]int64, n int, t int64) int {
 
 // inForce returns the point in force at t: the last change at or before t.
 func (m *model) inForce(t int64) (int64, float64) {
-	var c knots
+	c := newKnots()
 	for h := floorDiv(t, 3600); ; h-- {
-		hr := m.hourTimes(h)
+		cal := m.calendarAt(h * 3600)
+		var hr hour
+		m.hourTimes(&hr, h, cal)
 		for i := hr.n - 1; i >= 0; i-- {
 			if hr.at[i] <= t {
-				return hr.at[i], m.value(&hr, i, &c)
+				return hr.at[i], m.value(&hr, i, h, cal, &c)
 			}
 		}
 	}
 }
 
-// points calls emit for every point in (from, to], ascending.
-func (m *model) points(from, to int64, emit func(at int64, usd float64)) {
-	var c knots
-	for h := floorDiv(from+1, 3600); h*3600 <= to; h++ {
-		hr := m.hourTimes(h)
-		for i := 0; i < hr.n; i++ {
-			if at := hr.at[i]; at > from && at <= to {
-				emit(at, m.value(&hr, i, &c))
+// appendPoints appends every point in (from, to], ascending, to at and
+// usd. It walks hour by hour, carrying the calendar and the noise knots.
+func (m *model) appendPoints(at []int64, usd []float64, from, to int64) ([]int64, []float64) {
+	c := newKnots()
+	h := floorDiv(from+1, 3600)
+	cal := m.calendarAt(h * 3600)
+	var hr hour
+	for ; h*3600 <= to; h++ {
+		m.hourTimes(&hr, h, cal)
+		for _, t := range hr.at[:hr.n] {
+			if t <= from {
+				continue
 			}
+			if t > to {
+				break
+			}
+			lift := 0.0
+			if t >= hr.from && t < hr.to {
+				lift = hr.lift
+			}
+			pc := cal
+			pc.advance(t - h*3600)
+			at = append(at, t)
+			usd = append(usd, m.priceAt(t, &pc, lift, &c))
 		}
+		cal.advance(3600)
 	}
+	return at, usd
 }

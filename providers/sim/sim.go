@@ -260,15 +260,11 @@ func (m *Market) backfill(ctx context.Context, q providers.Query, since, until t
 	from, to := since.Unix(), until.Unix()
 	// Regions are generated in parallel, each by one worker in chunk
 	// order (the sink may be called from several goroutines). A worker
-	// reuses one buffer for its chunks (the sink keeps no slices), sized
-	// for the largest so it is allocated once: about 0.6 changes a slot.
-	largest := 0
-	for _, w := range todo {
-		for _, fam := range w.families {
-			largest = max(largest, len(fam))
-		}
-	}
-	size := largest * int(float64(to-from)/slotSec*0.7+8)
+	// generates a pool into two columns it reuses, sized so they are
+	// allocated once (about 0.6 changes a slot), and sends the pool's
+	// compact Series, built there: in parallel, with no point passing
+	// through a PricePoint.
+	size := int(float64(to-from)/slotSec*0.7 + 8)
 	next := make(chan work)
 	errs := make(chan error, len(todo))
 	var wg sync.WaitGroup
@@ -276,9 +272,9 @@ func (m *Market) backfill(ctx context.Context, q providers.Query, since, until t
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := make([]providers.PricePoint, 0, size)
+			cols := columns{at: make([]int64, 0, size), usd: make([]float64, 0, size)}
 			for w := range next {
-				if err := m.backfillRegion(ctx, w.region, w.families, from, to, buf, sink); err != nil {
+				if err := m.backfillRegion(ctx, w.region, w.families, from, to, &cols, sink); err != nil {
 					errs <- err
 				}
 			}
@@ -296,22 +292,29 @@ func (m *Market) backfill(ctx context.Context, q providers.Query, since, until t
 // maxWorkers caps the goroutines of a back-fill.
 const maxWorkers = 4
 
-// backfillRegion sends one region's history, one chunk per family.
-func (m *Market) backfillRegion(ctx context.Context, region string, families [][]*simPool, from, to int64, buf []providers.PricePoint, sink providers.Sink) error {
+// columns are a worker's scratch for one pool's points.
+type columns struct {
+	at  []int64
+	usd []float64
+}
+
+// backfillRegion sends one region's history, one chunk per family: each
+// pool's point in force at from and its points in (from, to], as a
+// Series.
+func (m *Market) backfillRegion(ctx context.Context, region string, families [][]*simPool, from, to int64, cols *columns, sink providers.Sink) error {
+	var hist []providers.PoolHistory
 	for i, fam := range families {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("sim back-fill of %s: %w", region, err)
 		}
-		buf = buf[:0]
+		hist = hist[:0]
 		for _, p := range fam {
-			key := p.spec.Desc.Key()
 			at, usd := p.model.inForce(from)
-			buf = append(buf, providers.PricePoint{Pool: key, At: time.Unix(at, 0).UTC(), USDHour: usd})
-			p.model.points(from, to, func(at int64, usd float64) {
-				buf = append(buf, providers.PricePoint{Pool: key, At: time.Unix(at, 0).UTC(), USDHour: usd})
-			})
+			cols.at, cols.usd = append(cols.at[:0], at), append(cols.usd[:0], usd)
+			cols.at, cols.usd = p.model.appendPoints(cols.at, cols.usd, from, to)
+			hist = append(hist, providers.PoolHistory{Pool: p.spec.Desc.Key(), History: providers.NewSeries(cols.at, cols.usd)})
 		}
-		sink(providers.Event{Provider: Name, Region: region, Points: buf,
+		sink(providers.Event{Provider: Name, Region: region, Histories: hist,
 			Progress: &providers.Progress{Done: i + 1, Total: len(families)}, Note: m.note})
 	}
 	return nil
@@ -321,6 +324,7 @@ func (m *Market) live(ctx context.Context, q providers.Query, since, until time.
 	from, to := since.Unix(), until.Unix()
 	sent := false
 	var buf []providers.PricePoint
+	var cols columns
 	for _, rp := range m.regions {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("sim poll of %s: %w", rp.name, err)
@@ -337,9 +341,10 @@ func (m *Market) live(ctx context.Context, q providers.Query, since, until time.
 					pools = append(pools, p.describe(until))
 				}
 				key := p.spec.Desc.Key()
-				p.model.points(from, to, func(at int64, usd float64) {
-					buf = append(buf, providers.PricePoint{Pool: key, At: time.Unix(at, 0).UTC(), USDHour: usd})
-				})
+				cols.at, cols.usd = p.model.appendPoints(cols.at[:0], cols.usd[:0], from, to)
+				for i, at := range cols.at {
+					buf = append(buf, providers.PricePoint{Pool: key, At: time.Unix(at, 0).UTC(), USDHour: cols.usd[i]})
+				}
 			}
 		}
 		if len(buf) == 0 && len(pools) == 0 {

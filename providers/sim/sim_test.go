@@ -38,12 +38,13 @@ func (c *capture) sink(ev providers.Event) {
 	defer c.mu.Unlock()
 	cp := ev
 	cp.Points = append([]providers.PricePoint(nil), ev.Points...)
+	cp.Histories = append([]providers.PoolHistory(nil), ev.Histories...)
 	cp.Pools = append([]providers.Pool(nil), ev.Pools...)
 	c.events = append(c.events, cp)
 	for _, p := range ev.Pools {
 		c.pools[p.Key().String()] = p
 	}
-	for _, pt := range ev.Points {
+	for pt := range ev.PricePoints() {
 		k := pt.Pool.String()
 		if c.points[k] == nil {
 			c.points[k] = map[int64]float64{}
@@ -266,7 +267,7 @@ func TestSpotBand(t *testing.T) {
 		for _, p := range ev.Pools {
 			od[p.Key()] = *p.OnDemandUSDHour
 		}
-		for _, pt := range ev.Points {
+		for pt := range ev.PricePoints() {
 			n++
 			if s := providers.SavingsPct(pt.USDHour, od[pt.Pool]); (s < 60 || s > 91) && bad < 10 {
 				bad++
@@ -289,14 +290,12 @@ func avgByClass(t *testing.T, c *capture, m *Market, from, to int64, class func(
 		p := m.byKey[k]
 		s := seriesOf(pts)
 		od := *p.spec.Desc.OnDemandUSDHour
-		i := 0
 		for x := from; x < to; x += 600 {
-			for i+1 < len(s.At) && s.At[i+1] <= x {
-				i++
-			}
-			if cl := class(p, x); cl >= 0 && s.At[i] <= x {
-				sum[cl] += s.USD[i] / od
-				n[cl]++
+			if cl := class(p, x); cl >= 0 {
+				if usd, ok := s.PriceAt(x); ok {
+					sum[cl] += usd / od
+					n[cl]++
+				}
 			}
 		}
 	}
@@ -442,7 +441,7 @@ func TestLivePollSendsOnlyNewPoints(t *testing.T) {
 			if ev.Note != "SIMULATED MARKET (seed 1)" {
 				t.Fatalf("event note %q", ev.Note)
 			}
-			for _, pt := range ev.Points {
+			for pt := range ev.PricePoints() {
 				if !pt.At.After(since) || pt.At.After(until) {
 					t.Fatalf("poll (%s, %s] sent a point at %s", since, until, pt.At)
 				}
@@ -542,7 +541,7 @@ func TestBackfillHonoursContext(t *testing.T) {
 		all += len(r.families)
 	}
 	err := m.Fetch(ctx, providers.FetchRequest{Since: wed.Add(-7 * 24 * time.Hour), Until: wed, Backfill: true}, func(ev providers.Event) {
-		if len(ev.Points) > 0 {
+		if len(ev.Histories) > 0 {
 			mu.Lock()
 			chunks++
 			mu.Unlock()

@@ -330,31 +330,56 @@ func (v *blocksView) buyBlock() (*moneyAction, tea.Cmd) {
 
 // bookAction buys an offering (a capacity block, a reservation): the
 // terms (budget, ledger) and the provider's dry run asked at once, then
-// the purchase of the offering as the confirmation showed it: if a search
-// elsewhere changed its terms since, nothing is bought. The Blocks view's
-// b and the Plan view's b for a block strategy both run it.
+// the purchase of the offering as the confirmation showed it. If its
+// terms changed since they were shown (a later search re-priced it, or
+// the provider sells it on other terms now), nothing is bought: the box
+// shows the new terms and asks again (renewBuy, fresh.go). The Blocks
+// view's b and the Plan view's b for a block strategy both run it.
 func bookAction(svc *booking.Service, actor string, o providers.Offering, now time.Time) *moneyAction {
-	return &moneyAction{
+	return buyAction(svc, actor, o, now, nil, 0)
+}
+
+// buyAction is bookAction on terms that are shown as changed when
+// changed is set; quoted counts the renewals its quotes made in a row.
+func buyAction(svc *booking.Service, actor string, o providers.Offering, now time.Time, changed *booking.TermsChangedError, quoted int) *moneyAction {
+	a := &moneyAction{
 		title: fmt.Sprintf("Buy this %s for $%.2f?", offeringName(o), o.UpfrontUSD), verb: "buy",
 		lines:    offeringLines(o, now),
 		checking: "checking the budget and asking the provider for a dry run", sending: "buying",
-		quote: func(ctx context.Context) quoteAnswer {
-			if _, err := svc.Quote(ctx, o.ID); err != nil {
-				return quoteAnswer{err: err}
-			}
-			dry, err := svc.Book(ctx, booking.BookRequest{OfferingID: o.ID, DryRun: true})
-			if err != nil {
-				return quoteAnswer{err: fmt.Errorf("the dry run was refused: %w", err)}
-			}
-			return quoteAnswer{dryRun: orDefault(dryRunAnswer(dry.Booking.Message), "the provider says the purchase would succeed")}
-		},
-		send: func(ctx context.Context) outcome {
-			res, err := svc.Book(ctx, booking.BookRequest{OfferingID: o.ID, Actor: actor, Confirmed: o})
-			r := res.Row
-			return outcome{err: err, then: bookedMsg{},
-				notice: fmt.Sprintf("booked %s: %s, $%.2f (ledger row %s) — see the Ledger view", r.ProviderRef, r.State, r.CostUSD, short(r.ID))}
-		},
 	}
+	if changed != nil {
+		a.title = termsTitle(o, changed)
+		a.lines = append([]string{termsChange(changed)}, a.lines...)
+	}
+	a.quote = func(ctx context.Context) quoteAnswer {
+		q, err := svc.Quote(ctx, o.ID)
+		if q.Offering.ID != "" && !booking.SameTerms(o, q.Offering) {
+			return renewBuy(svc, actor, o, now, changed, &booking.TermsChangedError{Shown: o, Now: q.Offering, Why: "a later search re-priced it"}, quoted)
+		}
+		if err != nil {
+			return quoteAnswer{err: err}
+		}
+		dry, err := svc.Book(ctx, booking.BookRequest{OfferingID: o.ID, DryRun: true, Confirmed: o})
+		if tc := termsChanged(err); tc != nil {
+			return renewBuy(svc, actor, o, now, changed, tc, quoted)
+		}
+		if err != nil {
+			return quoteAnswer{err: fmt.Errorf("the dry run was refused: %w", err)}
+		}
+		return quoteAnswer{dryRun: orDefault(dryRunAnswer(dry.Booking.Message), "the provider says the purchase would succeed")}
+	}
+	a.send = func(ctx context.Context) outcome {
+		res, err := svc.Book(ctx, booking.BookRequest{OfferingID: o.ID, Actor: actor, Confirmed: o})
+		if tc := termsChanged(err); tc != nil {
+			// Said no to by the provider, not by the user: the new terms
+			// are shown, and asked for, in the same box.
+			return outcome{renewed: buyAction(svc, actor, tc.Now, now, tc, 0)}
+		}
+		r := res.Row
+		return outcome{err: err, then: bookedMsg{},
+			notice: fmt.Sprintf("booked %s: %s, $%.2f (ledger row %s) — see the Ledger view", r.ProviderRef, r.State, r.CostUSD, short(r.ID))}
+	}
+	return a
 }
 
 // offeringName is what an offering is called in a question: a capacity

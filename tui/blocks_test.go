@@ -355,30 +355,6 @@ func TestBlocksSearchWhenFirstShown(t *testing.T) {
 	}
 }
 
-// A search elsewhere (another SSH session) that re-prices the offering
-// while the confirmation is open: the purchase is refused, nothing is
-// bought at a total the user never saw.
-func TestBlocksBuysOnlyWhatTheConfirmationShowed(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
-	f.show(t, "Blocks")
-	press(f.m, "b")
-	if !f.blocks().confirm.open {
-		t.Fatal("no confirmation")
-	}
-	dearer := bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3900)
-	if err := f.st.SaveOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour},
-		[]providers.Offering{dearer}, fixedNow); err != nil {
-		t.Fatal(err)
-	}
-	press(f.m, "y", "enter")
-	if n := f.fake.Calls("Book"); n != 0 {
-		t.Fatalf("%d purchases at terms the confirmation did not show", n)
-	}
-	if !strings.Contains(f.m.notice.text, "3000") {
-		t.Errorf("footer %q does not say what changed", f.m.notice.text)
-	}
-}
-
 // TestSearchAnswerReachesHiddenView: the user opens Blocks, whose first
 // search starts, and tabs on before it answers: the answer goes to the
 // Blocks view all the same (routed by its id, not to the view on screen),

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -163,9 +162,11 @@ type blocksView struct {
 	field   int
 	formErr string
 
-	snap      *hub.Snapshot
-	offers    []providers.Offering
-	failed    map[string]error
+	snap   *hub.Snapshot
+	offers []providers.Offering
+	// warnings name each provider, or region of one, that did not
+	// answer the last search: the offerings shown are the others'.
+	warnings  []booking.Warning
 	searched  bool
 	searching bool
 	at        time.Time
@@ -259,7 +260,7 @@ func (v *blocksView) found(msg offersMsg) tea.Cmd {
 		return nil // an older search
 	}
 	v.searching = false
-	v.offers, v.failed, v.at = msg.res.Offerings, msg.res.Failed, msg.res.At
+	v.offers, v.warnings, v.at = msg.res.Offerings, msg.res.Warnings, msg.res.At
 	v.cur = min(v.cur, max(len(v.offers)-1, 0))
 	if msg.err != nil {
 		return notifyErr(msg.err)
@@ -621,15 +622,12 @@ func (v *blocksView) View() string {
 	}
 	b.WriteString(st.dim.Render(strings.Join(lines, "\n")))
 	b.WriteString("\n" + st.dim.Render(wordwrap("* SPOT ALT: the cheapest spot pool's EFF $/GPU-h for the block's GPUs and hours (interruptions priced in), ALT TOTAL for them", v.w)))
-	// Wrapped: a refusal's end says what is accepted. In name order, so
-	// the lines do not swap places from one search to the next.
-	names := make([]string, 0, len(v.failed))
-	for name := range v.failed {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		b.WriteString("\n" + st.footerErr.Render(wordwrap(name+": "+v.failed[name].Error(), v.w)))
+	// One line per provider, or region of one, that did not answer,
+	// wrapped: a refusal's end says what is accepted. The service gives
+	// them in the providers' order and each one's regions sorted, so the
+	// lines do not swap places from one search to the next.
+	for _, w := range v.warnings {
+		b.WriteString("\n" + st.footerErr.Render(wordwrap(w.String(), v.w)))
 	}
 	cols := fitTable(blocksColumns, v.w-2)
 	var hdr []string
@@ -639,8 +637,8 @@ func (v *blocksView) View() string {
 	b.WriteString("\n  " + st.header.Render(strings.Join(hdr, " ")))
 	if len(v.offers) == 0 && !v.searching && v.searched {
 		hint := "No offerings for these terms. e: try other dates, a shorter duration or fewer GPUs."
-		if len(v.failed) > 0 {
-			hint = "No offerings: the search was refused (above). e edits the terms."
+		if len(v.warnings) > 0 {
+			hint = "No offerings where the search was answered; above, what did not answer or refused it. e edits the terms."
 		}
 		b.WriteString("\n  " + st.dim.Render(fit(hint, max(v.w-2, 1), false)))
 	}

@@ -96,10 +96,12 @@ func ValidateOfferingQuery(q providers.OfferingQuery, now time.Time) (providers.
 // is never a block nobody asked for. Blocks of the asked length come
 // first, then the flexible ones, each cheapest per GPU-hour first.
 //
-// Regions are asked concurrently; one that fails is logged and skipped,
-// and only when every region failed is the error returned. An offering
-// AWS describes without a usable fee, id or dates is skipped with a
-// warning naming it; the others are kept.
+// Regions are asked concurrently. When some fail and others answer, the
+// offerings of those that answered come back with a *RegionErrors naming
+// each that failed (booking.RegionErrors: the search warns of each and
+// keeps the rest); when every region failed, their errors joined. An
+// offering AWS describes without a usable fee, id or dates is skipped
+// with a warning naming it; the others are kept.
 func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery) ([]providers.Offering, error) {
 	q, err := ValidateOfferingQuery(q, p.opt.Now())
 	if err != nil {
@@ -112,9 +114,8 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 	var (
 		mu     sync.Mutex
 		out    []providers.Offering
-		errs   []error
+		failed = RegionErrors{}
 		wg     sync.WaitGroup
-		failed int
 	)
 	sem := make(chan struct{}, p.opt.Concurrency)
 	for _, region := range regions {
@@ -128,18 +129,53 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 			defer mu.Unlock()
 			out = append(out, offers...)
 			if err != nil {
-				failed++
-				errs = append(errs, err)
-				p.opt.Logger.Warn("capacity blocks", "region", region, "err", err)
+				failed[region] = err
+				// Returned, and said once by whoever searched: the log
+				// has it only for debugging.
+				p.opt.Logger.Debug("capacity blocks", "region", region, "err", err)
 			}
 		}()
 	}
 	wg.Wait()
-	if failed == len(regions) && len(errs) > 0 {
+	rankOfferings(out)
+	switch {
+	case len(failed) == 0:
+		return out, nil
+	case len(failed) == len(regions):
+		errs := make([]error, 0, len(failed))
+		for _, r := range failed.regions() {
+			errs = append(errs, failed[r])
+		}
 		return nil, errors.Join(errs...)
 	}
-	rankOfferings(out)
-	return out, nil
+	return out, failed
+}
+
+// RegionErrors is the error of a search that some regions answered and
+// others did not: each failed region's error, by region. It implements
+// booking.RegionErrors, so the search keeps the offerings that came back
+// with it and warns of each region.
+type RegionErrors map[string]error
+
+// Error names every failed region and its error, in region order.
+func (e RegionErrors) Error() string {
+	var parts []string
+	for _, r := range e.regions() {
+		parts = append(parts, fmt.Sprintf("%s: %v", r, e[r]))
+	}
+	return "capacity blocks: " + strings.Join(parts, "; ")
+}
+
+// RegionErrors returns the errors by region.
+func (e RegionErrors) RegionErrors() map[string]error { return e }
+
+func (e RegionErrors) regions() []string {
+	rs := make([]string, 0, len(e))
+	for r := range e {
+		rs = append(rs, r)
+	}
+	sort.Strings(rs)
+	return rs
 }
 
 // rankOfferings puts the blocks of the asked length first, then the

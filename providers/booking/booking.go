@@ -255,7 +255,9 @@ func (w Warning) String() string {
 // RegionErrors is implemented by an error a provider's FindOfferings
 // returns together with the offerings of the regions that answered: it
 // names each region that did not. The search keeps the offerings and
-// warns of each region.
+// warns of each region; the provider counts as answered even when the
+// regions that answered had nothing on sale. A provider none of whose
+// regions answered returns another error (it failed).
 type RegionErrors interface {
 	error
 	RegionErrors() map[string]error
@@ -331,7 +333,7 @@ func (s *Service) FindOfferings(ctx context.Context, q providers.OfferingQuery) 
 		switch {
 		case a.err == nil:
 			answered++
-		case errors.As(a.err, &re) && len(a.offs) > 0:
+		case errors.As(a.err, &re):
 			answered++
 			regions := make([]string, 0, len(re.RegionErrors()))
 			for r := range re.RegionErrors() {

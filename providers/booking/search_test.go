@@ -122,3 +122,24 @@ func TestSearchWarnsPerRegion(t *testing.T) {
 		t.Fatalf("warnings %q", got)
 	}
 }
+
+// emptyRegionsFinder answers for some regions with nothing on sale and
+// names the others' failures.
+type emptyRegionsFinder struct{ *bookingtest.Fake }
+
+func (r emptyRegionsFinder) FindOfferings(context.Context, providers.OfferingQuery) ([]providers.Offering, error) {
+	return nil, regionErrs{"us-west-2": errors.New("RequestLimitExceeded")}
+}
+
+// A provider whose answering regions had nothing on sale answered: the
+// search says nothing is on sale there and warns of the region that
+// failed, rather than count the whole provider failed (which made
+// `offerings` exit 1 as if no region had answered).
+func TestSearchRegionsThatAnsweredNothingAnswered(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	svc := booking.New(f.st, []providers.Provider{emptyRegionsFinder{f.fake}}, booking.Options{Now: func() time.Time { return f.now }, Timeout: time.Second})
+	res, err := svc.FindOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour})
+	if err != nil || len(res.Offerings) != 0 || len(res.Failed) != 0 || len(res.Warnings) != 1 || res.Warnings[0].Region != "us-west-2" {
+		t.Fatalf("search %+v, %v", res, err)
+	}
+}

@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -61,5 +63,148 @@ func TestOfferingsWarnsOfEachAWSRegionThatFails(t *testing.T) {
 	}
 	if strings.Contains(errOut, "level=") || len(stderrLines(errOut)) != 1 {
 		t.Errorf("more than the one warning line on stderr:\n%s", errOut)
+	}
+}
+
+// offeringFields are DESIGN.md's offerings fields, the JSON contract.
+var offeringFields = []string{"id", "provider", "cloud", "region", "zone", "instance_type", "gpu_model", "gpu_count", "instance_count",
+	"start", "end", "duration_hours", "upfront_usd", "currency", "usd_gpu_hour"}
+
+// contractRows decodes `-o json` and fails on any field beyond the
+// contract's (the table's own columns never reach JSON).
+func contractRows(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	rows, _ := jsonRows(t, out)
+	for _, r := range rows {
+		if len(r) != len(offeringFields) {
+			t.Fatalf("row %v: want exactly the fields %v", r, offeringFields)
+		}
+		for _, k := range offeringFields {
+			if _, ok := r[k]; !ok {
+				t.Fatalf("row %v lacks %s", r, k)
+			}
+		}
+	}
+	return rows
+}
+
+// TestOfferingsFlexDuration (issue 11, done when): AWS answers a 24 h
+// search with 19 h 17 min, 43 h 17 min and 6 h 35 min blocks too (its
+// documented examples; the local EC2 endpoint does so). Without
+// --flex-duration only the 24 h blocks are listed; with it, those within
+// it of 24 h are listed after them, marked ~ in the table with a note:
+// 19 h 17 min within 5 h, all three within 20 h.
+func TestOfferingsFlexDuration(t *testing.T) {
+	isolate(t)
+	table, _ := awsOfferingsTable(t, "us-east-1")
+	args := []string{"offerings", "--provider", "aws", "--region", "us-east-1", "--gpu", "H100", "--count", "1", "--duration", "1d"}
+	hours := func(rows []map[string]any) []float64 {
+		var out []float64
+		for _, r := range rows {
+			out = append(out, r["duration_hours"].(float64))
+		}
+		return out
+	}
+
+	code, out, errOut := runTable(t, table, append(args, "-o", "json")...)
+	rows := contractRows(t, out)
+	if code != 0 || len(rows) == 0 {
+		t.Fatalf("exit %d, %d rows: %s", code, len(rows), errOut)
+	}
+	for _, h := range hours(rows) {
+		if h != 24 {
+			t.Fatalf("without --flex-duration: lengths %v, want 24 h only", hours(rows))
+		}
+	}
+
+	for flexHours, others := range map[float64]int{5: 1, 20: 3} {
+		code, out, errOut = runTable(t, table, append(args, "--flex-duration", fmt.Sprintf("%gh", flexHours), "-o", "json")...)
+		flex := contractRows(t, out)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		got := hours(flex)
+		for i, h := range got {
+			switch {
+			case h == 24 && i >= len(rows):
+				t.Errorf("flex %gh: lengths %v: the 24 h blocks are not first", flexHours, got)
+			case math.Abs(h-24) > flexHours:
+				t.Errorf("flex %gh: lengths %v: %g h is not within it of 24 h", flexHours, got, h)
+			}
+		}
+		if len(got) != len(rows)+others {
+			t.Errorf("flex %gh: lengths %v: want the %d blocks of 24 h, then %d of other lengths", flexHours, got, len(rows), others)
+		}
+	}
+
+	code, out, errOut = runTable(t, table, append(args, "--flex-duration", "20h")...)
+	for _, want := range []string{"LENGTH", " 24h ", " 19h17m~ ", " 43h17m~ ", " 6h35m~ "} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("table (exit %d) lacks %q:\n%s", code, want, out)
+		}
+	}
+	if !strings.Contains(errOut, "gpumarket: offerings: ~ marks a length other than --duration 1d, within --flex-duration 20h") {
+		t.Errorf("no note of what ~ means: %s", errOut)
+	}
+
+	for _, bad := range []string{"1d", "2d", "0h", "x"} {
+		code, out, errOut := runTable(t, table, append(args, "--flex-duration", bad)...)
+		if lines := stderrLines(errOut); code != 2 || out != "" || len(lines) != 1 || !strings.HasPrefix(lines[0], "gpumarket: --flex-duration") {
+			t.Errorf("--flex-duration %s: exit %d, stderr %q; want exit 2 and one line naming the flag", bad, code, errOut)
+		}
+	}
+}
+
+// TestOfferingsTableSaysTheHourlyRate (issue 11, done when): an Azure
+// reservation bills by the hour; UPFRONT_USD holds its total for the
+// asked duration, and the table shows its hourly rate in a $/H column of
+// its own, so an hourly bill is never read as an upfront fee. The
+// simulated market sells Azure-style reservations for a 30 h search.
+func TestOfferingsTableSaysTheHourlyRate(t *testing.T) {
+	s := newSession(t, "")
+	code, out, errOut := s.run("offerings", "--gpu", "H100", "--count", "1", "--duration", "30h", "-o", "json")
+	rows := contractRows(t, out)
+	if code != 0 || len(rows) == 0 {
+		t.Fatalf("exit %d, %d rows: %s", code, len(rows), errOut)
+	}
+	code, table, errOut := s.run("offerings", "--gpu", "H100", "--count", "1", "--duration", "30h")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	var header []string
+	for i, l := range lines {
+		if strings.HasPrefix(l, "ID ") {
+			header, lines = strings.Fields(l), lines[i+1:]
+			break
+		}
+	}
+	col := func(name string) int {
+		for i, h := range header {
+			if h == name {
+				return i
+			}
+		}
+		t.Fatalf("no %s column in %v", name, header)
+		return -1
+	}
+	up, rate, length := col("UPFRONT_USD"), col("$/H"), col("LENGTH")
+	if len(lines) != len(rows) {
+		t.Fatalf("%d table rows, %d JSON rows", len(lines), len(rows))
+	}
+	for i, l := range lines {
+		f := strings.Fields(l)
+		// START and END are two fields each (date, time and zone: three).
+		shift := len(f) - len(header)
+		var total, hourly float64
+		if _, err := fmt.Sscan(f[up+shift], &total); err != nil {
+			t.Fatalf("row %q: %v", l, err)
+		}
+		if _, err := fmt.Sscan(f[rate+shift], &hourly); err != nil {
+			t.Fatalf("row %q: $/H %q is not a rate", l, f[rate+shift])
+		}
+		if f[length+shift] != "30h" || math.Abs(hourly*30-total) > 0.005*30+0.01 || total != rows[i]["upfront_usd"] {
+			t.Errorf("row %q: length %s, $/H %v × 30 h vs UPFRONT_USD %v (JSON %v)", l, f[length+shift], hourly, total, rows[i]["upfront_usd"])
+		}
 	}
 }

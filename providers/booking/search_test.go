@@ -143,3 +143,25 @@ func TestSearchRegionsThatAnsweredNothingAnswered(t *testing.T) {
 		t.Fatalf("search %+v, %v", res, err)
 	}
 }
+
+// TestSearchRanksTheAskedLengthFirst (issue 11.1): an offering of another
+// length, kept by --flex-duration, comes after every offering of the
+// asked length however cheap it is per GPU-hour: `book` of the top row
+// never buys a length nobody asked for.
+func TestSearchRanksTheAskedLengthFirst(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	start := f.now.Add(48 * time.Hour)
+	other := bookingtest.Offering("aws", "cb-43h", start, 43, 1, 1000) // $2.91/GPU-h
+	other.FlexLength = true
+	fake := bookingtest.New("aws", bookingtest.Offering("aws", "cb-48h", start, 48, 1, 3000), other) // $7.81/GPU-h
+	svc := booking.New(f.st, []providers.Provider{fake}, booking.Options{Now: func() time.Time { return f.now }, Timeout: time.Second})
+	res, err := svc.FindOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour, FlexDuration: 6 * time.Hour})
+	if err != nil || len(res.Offerings) != 2 || res.Offerings[0].ID != "cb-48h" || !res.Offerings[1].FlexLength {
+		t.Fatalf("search %+v, %v: want the 48 h block first", res.Offerings, err)
+	}
+	// Kept for book with its mark: the confirmation says it.
+	q, err := svc.Quote(context.Background(), "cb-43h")
+	if err != nil || !q.Offering.FlexLength {
+		t.Fatalf("quote of the 43 h block %+v, %v", q.Offering, err)
+	}
+}

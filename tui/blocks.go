@@ -67,10 +67,11 @@ const (
 	fieldDuration
 	fieldAfter
 	fieldBefore
+	fieldFlex
 	numFields
 )
 
-var fieldNames = [numFields]string{"GPU", "How many", "Counting", "Duration", "Earliest start", "Latest start"}
+var fieldNames = [numFields]string{"GPU", "How many", "Counting", "Duration", "Earliest start", "Latest start", "Other lengths"}
 
 // blocksForm is what the user asks for. Text fields hold what was typed;
 // parse checks them.
@@ -81,6 +82,9 @@ type blocksForm struct {
 	duration  string
 	after     string
 	before    string
+	// flex also takes blocks whose length is within it of the duration
+	// (OfferingQuery.FlexDuration); empty: the duration only.
+	flex string
 }
 
 // parse turns the form into a query, naming the field that is wrong.
@@ -121,6 +125,11 @@ func (f blocksForm) parse(now time.Time) (providers.OfferingQuery, error) {
 	}
 	if !q.StartAfter.IsZero() && !q.StartBefore.IsZero() && !q.StartBefore.After(q.StartAfter) {
 		return q, errors.New("the latest start is not after the earliest")
+	}
+	if s := strings.TrimSpace(f.flex); s != "" {
+		if q.FlexDuration, err = providers.ParseSpan(s, "hdw", maxBlockSpan); err != nil || q.FlexDuration >= q.Duration {
+			return q, fmt.Errorf("other lengths %q: want whole hours, days or weeks less than the duration, such as 20h; empty: the duration only", s)
+		}
 	}
 	return q, nil
 }
@@ -424,6 +433,8 @@ func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 			return &f.after
 		case fieldBefore:
 			return &f.before
+		case fieldFlex:
+			return &f.flex
 		}
 		return nil
 	}
@@ -481,11 +492,47 @@ func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 // stays: the price, the total, the GPUs, when and for how long, where,
 // and the spot alternative with its total; the instance type (the
 // confirmation says it) and the spot pool go first.
+//
+// $/H, a reservation's hourly rate beside its total, is shown only when
+// the list holds one (blocksColumnsFor): at 80 columns it then takes the
+// place of ALT TOTAL, so that an hourly bill is never read as a fee.
 var blocksColumns = []tableColumn{
-	{title: "$/GPU-h", w: 7, right: true, prio: 0}, {title: "UPFRONT $", w: 9, right: true, prio: 1},
-	{title: "INSTANCES", w: 16, prio: 8, max: 24}, {title: "GPUs", w: 4, right: true, prio: 3},
+	{title: "$/GPU-h", w: 7, right: true, prio: 0}, {title: "UPFRONT $", w: 9, right: true, prio: 1}, {title: "$/H", w: 5, right: true, prio: 6},
+	{title: "INSTANCES", w: 16, prio: 9, max: 24}, {title: "GPUs", w: 4, right: true, prio: 3},
 	{title: "WHERE", w: 13, prio: 5, max: 18}, {title: "START (local)", w: 15, prio: 2}, {title: "HOURS", w: 5, right: true, prio: 4},
-	{title: "SPOT ALT*", w: 9, right: true, prio: 6}, {title: "ALT TOTAL", w: 9, right: true, prio: 7}, {title: "SPOT POOL", w: 24, prio: 9},
+	{title: "SPOT ALT*", w: 9, right: true, prio: 7}, {title: "ALT TOTAL", w: 9, right: true, prio: 8}, {title: "SPOT POOL", w: 24, prio: 10},
+}
+
+// blocksColumnsFor is blocksColumns without $/H when no offering bills
+// by the hour.
+func blocksColumnsFor(offers []providers.Offering) []tableColumn {
+	for _, o := range offers {
+		if o.HourlyUSD > 0 {
+			return blocksColumns
+		}
+	}
+	out := make([]tableColumn, 0, len(blocksColumns))
+	for _, c := range blocksColumns {
+		if c.title != "$/H" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// hoursCell is an offering's length in the HOURS column: whole hours,
+// else to the tenth ("43.3"), marked ~ when it is not the length asked
+// for (the form's other lengths kept it).
+func hoursCell(o providers.Offering) string {
+	h := o.DurationHours()
+	s := strconv.FormatFloat(h, 'f', 1, 64)
+	if h == math.Trunc(h) {
+		s = strconv.FormatFloat(h, 'f', 0, 64)
+	}
+	if o.FlexLength {
+		s += "~"
+	}
+	return s
 }
 
 // formHints say, beside each field, what it takes and what the clouds
@@ -502,6 +549,7 @@ func (v *blocksView) formHints() [numFields]string {
 		"8h, 2d, 1w · AWS blocks: whole days 1d-14d, then weeks to 26w · Azure: any hours",
 		"2026-11-30 09:00 (local), +6h, +2d · AWS blocks start at " + startAt,
 		"the same forms; empty: as far ahead as sold (AWS: 8 weeks)",
+		"such as 20h: AWS also sells blocks a little shorter or longer than asked (ending at 11:30 UTC); those within this of the duration are listed too, after the others, their HOURS marked ~; empty: the duration only",
 	}
 }
 
@@ -566,7 +614,8 @@ func (v *blocksView) View() string {
 	if v.form.instances {
 		unit = "instances"
 	}
-	vals := [numFields]string{v.form.gpu, v.form.size, unit, v.form.duration, orDefault(v.form.after, "now"), orDefault(v.form.before, "as far as sold")}
+	vals := [numFields]string{v.form.gpu, v.form.size, unit, v.form.duration, orDefault(v.form.after, "now"), orDefault(v.form.before, "as far as sold"),
+		orDefault(v.form.flex, "none")}
 	if v.editing {
 		for i := 0; i < numFields; i++ {
 			val := vals[i]
@@ -597,7 +646,11 @@ func (v *blocksView) View() string {
 	if t.instances {
 		tunit = "instances"
 	}
-	summary := fmt.Sprintf("%s × %s %s for %s, starting %s … %s", t.size, t.gpu, tunit, t.duration,
+	length := t.duration
+	if f := strings.TrimSpace(t.flex); f != "" {
+		length += " (or within " + f + ")"
+	}
+	summary := fmt.Sprintf("%s × %s %s for %s, starting %s … %s", t.size, t.gpu, tunit, length,
 		orDefault(t.after, "now"), orDefault(t.before, "as far as sold"))
 	switch {
 	case v.formErr != "":
@@ -621,7 +674,8 @@ func (v *blocksView) View() string {
 		b.WriteString(v.prompt.view(st, v.w) + "\n")
 	}
 	b.WriteString(st.dim.Render(strings.Join(lines, "\n")))
-	b.WriteString("\n" + st.dim.Render(wordwrap("* SPOT ALT: the cheapest spot pool's EFF $/GPU-h for the block's GPUs and hours (interruptions priced in), ALT TOTAL for them", v.w)))
+	cols := fitTable(blocksColumnsFor(v.offers), v.w-2)
+	b.WriteString("\n" + st.dim.Render(wordwrap(v.footnote(cols), v.w)))
 	// One line per provider, or region of one, that did not answer,
 	// wrapped: a refusal's end says what is accepted. The service gives
 	// them in the providers' order and each one's regions sorted, so the
@@ -629,7 +683,6 @@ func (v *blocksView) View() string {
 	for _, w := range v.warnings {
 		b.WriteString("\n" + st.footerErr.Render(wordwrap(w.String(), v.w)))
 	}
-	cols := fitTable(blocksColumns, v.w-2)
 	var hdr []string
 	for _, c := range cols {
 		hdr = append(hdr, fit(c.title, c.w, c.right))
@@ -654,9 +707,13 @@ func (v *blocksView) View() string {
 			alt = market.DisplayType(a.pool.InstanceType) + " " + a.pool.Region
 		}
 		where := market.Place(o.Region, o.Zone)
-		cells := map[string]string{"$/GPU-h": market.Money(o.USDPerGPUHour()), "UPFRONT $": fmt.Sprintf("%.2f", o.UpfrontUSD),
+		hourly := "-"
+		if o.HourlyUSD > 0 {
+			hourly = market.Money(o.HourlyUSD)
+		}
+		cells := map[string]string{"$/GPU-h": market.Money(o.USDPerGPUHour()), "UPFRONT $": fmt.Sprintf("%.2f", o.UpfrontUSD), "$/H": hourly,
 			"INSTANCES": fmt.Sprintf("%d×%s", o.InstanceCount, market.DisplayType(o.InstanceType)), "GPUs": market.GPUCount(o.GPUCount()), "WHERE": where,
-			"START (local)": o.Start.In(loc).Format("01-02 15:04 MST"), "HOURS": fmt.Sprintf("%g", o.DurationHours()),
+			"START (local)": o.Start.In(loc).Format("01-02 15:04 MST"), "HOURS": hoursCell(o),
 			"SPOT ALT*": altEff, "ALT TOTAL": altTotal, "SPOT POOL": alt}
 		var line []string
 		for _, c := range cols {
@@ -670,4 +727,30 @@ func (v *blocksView) View() string {
 		b.WriteString("\n" + prefix + text)
 	}
 	return b.String()
+}
+
+// footnote says what the table's marked columns mean: SPOT ALT (and ALT
+// TOTAL when shown), $/H when a reservation is listed, ~ when a length
+// other than the one asked is.
+func (v *blocksView) footnote(cols []tableColumn) string {
+	shown := map[string]bool{}
+	for _, c := range cols {
+		shown[c.title] = true
+	}
+	s := "* SPOT ALT: the cheapest spot pool's EFF $/GPU-h for the block's GPUs and hours (interruptions priced in)"
+	if shown["ALT TOTAL"] {
+		s += ", ALT TOTAL for them"
+	}
+	hourly, flex := false, false
+	for _, o := range v.offers {
+		hourly = hourly || o.HourlyUSD > 0
+		flex = flex || o.FlexLength
+	}
+	if hourly && shown["$/H"] {
+		s += ". $/H: what a reservation bills an hour until deleted; its UPFRONT $ is that for the hours asked"
+	}
+	if flex {
+		s += ". ~: a length other than the duration asked, within the form's other lengths"
+	}
+	return s
 }

@@ -241,14 +241,15 @@ func TestBlocksForm(t *testing.T) {
 }
 
 func FuzzBlocksForm(f *testing.F) {
-	f.Add("8", "2d", "+1d", "2026-12-20")
-	f.Add("0", "90m", "x", "")
-	f.Fuzz(func(t *testing.T, size, dur, after, before string) {
-		q, err := blocksForm{gpu: "H100", size: size, duration: dur, after: after, before: before}.parse(fixedNow)
+	f.Add("8", "2d", "+1d", "2026-12-20", "")
+	f.Add("0", "90m", "x", "", "20h")
+	f.Add("8", "1d", "", "", "1d")
+	f.Fuzz(func(t *testing.T, size, dur, after, before, flex string) {
+		q, err := blocksForm{gpu: "H100", size: size, duration: dur, after: after, before: before, flex: flex}.parse(fixedNow)
 		if err != nil {
 			return
 		}
-		if q.Duration <= 0 || q.Duration%time.Hour != 0 || (q.GPUs < 1 && q.Instances < 1) {
+		if q.Duration <= 0 || q.Duration%time.Hour != 0 || (q.GPUs < 1 && q.Instances < 1) || q.FlexDuration < 0 || q.FlexDuration >= q.Duration {
 			t.Fatalf("accepted %+v", q)
 		}
 	})

@@ -415,6 +415,9 @@ func offeringLines(o providers.Offering, now time.Time) []string {
 		fmt.Sprintf("end    %s   (%s UTC) · %g h", o.End.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.End.UTC().Format("2006-01-02 15:04"), o.DurationHours()),
 		"offering " + o.ID,
 	}
+	if o.FlexLength {
+		lines = append(lines, fmt.Sprintf("length: %g h, not the length searched for (listed by the form's other lengths)", o.DurationHours()))
+	}
 	if o.Note != "" {
 		lines = append(lines, "note: "+o.Note)
 	}

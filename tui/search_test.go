@@ -202,6 +202,12 @@ func TestBlocksShowsOtherLengthsAndHourlyRates(t *testing.T) {
 			t.Errorf("line wider than 80: %q", l)
 		}
 	}
+	// The confirmation of the 43 h block says it is not the length asked.
+	press(m, "down", "down", "b")
+	if !strings.Contains(flat(ansiStrip(m)), "length: 43 h, not the length searched for") {
+		t.Errorf("confirmation of the 43 h block:\n%s", ansiStrip(m))
+	}
+	press(m, "esc")
 	// A length not less than the duration is refused, naming the field.
 	press(m, "e", "up", "backspace", "backspace", "2", "d", "enter")
 	if !strings.Contains(flat(ansiStrip(m)), `other lengths "2d": want whole hours, days or weeks less than the duration`) || len(asked) != 2 {

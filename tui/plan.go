@@ -98,10 +98,10 @@ func (v *planView) KeyMap() help.KeyMap {
 	}
 	return v.keys
 }
-func (v *planView) SetSize(w, h int) { v.w, v.h = w, h }
-func (v *planView) capturing() bool  { return v.editing || v.prompt.open }
-func (v *planView) box() *confirmation  { return &v.confirm }
-func (v *planView) escGoesHome()        {}
+func (v *planView) SetSize(w, h int)   { v.w, v.h = w, h }
+func (v *planView) capturing() bool    { return v.editing || v.prompt.open }
+func (v *planView) box() *confirmation { return &v.confirm }
+func (v *planView) escGoesHome()       {}
 
 func (v *planView) helpNote() string {
 	return "A plan is the ways to get the job's GPUs for its hours of work by its deadline: capacity blocks and reservations (paid in full), " +

@@ -97,11 +97,11 @@ func ValidateOfferingQuery(q providers.OfferingQuery, now time.Time) (providers.
 // first, then the flexible ones, each cheapest per GPU-hour first.
 //
 // Regions are asked concurrently. When some fail and others answer, the
-// offerings of those that answered come back with a *RegionErrors naming
-// each that failed (booking.RegionErrors: the search warns of each and
-// keeps the rest); when every region failed, their errors joined. An
-// offering AWS describes without a usable fee, id or dates is skipped
-// with a warning naming it; the others are kept.
+// offerings of those that answered come back with a
+// providers.RegionErrors naming each that failed (the search warns of
+// each and keeps the rest); when every region failed, their errors
+// joined. An offering AWS describes without a usable fee, id or dates is
+// skipped with a warning naming it; the others are kept.
 func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery) ([]providers.Offering, error) {
 	q, err := ValidateOfferingQuery(q, p.opt.Now())
 	if err != nil {
@@ -114,7 +114,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 	var (
 		mu     sync.Mutex
 		out    []providers.Offering
-		failed = RegionErrors{}
+		failed = providers.RegionErrors{}
 		wg     sync.WaitGroup
 	)
 	sem := make(chan struct{}, p.opt.Concurrency)
@@ -143,39 +143,12 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 		return out, nil
 	case len(failed) == len(regions):
 		errs := make([]error, 0, len(failed))
-		for _, r := range failed.regions() {
+		for _, r := range failed.Regions() {
 			errs = append(errs, failed[r])
 		}
 		return nil, errors.Join(errs...)
 	}
 	return out, failed
-}
-
-// RegionErrors is the error of a search that some regions answered and
-// others did not: each failed region's error, by region. It implements
-// booking.RegionErrors, so the search keeps the offerings that came back
-// with it and warns of each region.
-type RegionErrors map[string]error
-
-// Error names every failed region and its error, in region order.
-func (e RegionErrors) Error() string {
-	var parts []string
-	for _, r := range e.regions() {
-		parts = append(parts, fmt.Sprintf("%s: %v", r, e[r]))
-	}
-	return "capacity blocks: " + strings.Join(parts, "; ")
-}
-
-// RegionErrors returns the errors by region.
-func (e RegionErrors) RegionErrors() map[string]error { return e }
-
-func (e RegionErrors) regions() []string {
-	rs := make([]string, 0, len(e))
-	for r := range e {
-		rs = append(rs, r)
-	}
-	sort.Strings(rs)
-	return rs
 }
 
 // rankOfferings puts the blocks of the asked length first, then the

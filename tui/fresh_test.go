@@ -2,9 +2,13 @@ package tui
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/exp/golden"
 
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers"
@@ -258,5 +262,20 @@ func TestBlocksTermsThatKeepChangingAreRefused(t *testing.T) {
 	press(f.m, "y", "enter")
 	if f.fake.Calls("Book") != 0 {
 		t.Fatal("bought terms that were never settled")
+	}
+}
+
+// The renewed box at 80×24 and 120×40: the new total in the question,
+// what changed, then the terms, and the prompt.
+func TestGoldenBlocksFreshTerms(t *testing.T) {
+	for _, sz := range goldenSizes {
+		t.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(t *testing.T) {
+			f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+			f.m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
+			f.show(t, "Blocks")
+			f.fake.Reprice("cb-cheap", func(o *providers.Offering) { o.UpfrontUSD = 3900 })
+			press(f.m, "b")
+			golden.RequireEqual(t, f.screen())
+		})
 	}
 }

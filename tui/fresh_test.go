@@ -279,3 +279,24 @@ func TestGoldenBlocksFreshTerms(t *testing.T) {
 		})
 	}
 }
+
+// TestFleetEstimateChangedAsksAgain: the Fleet view's L runs the same
+// launch: prices that went up before the yes are shown and asked for.
+func TestFleetEstimateChangedAsksAgain(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{MaxBookingUSD: 100000})
+	markTwo(f)
+	f.show(t, "Fleet")
+	press(f.m, "L")
+	if !strings.Contains(flat(f.screen()), "Estimated cost: $") {
+		t.Fatalf("first estimate:\n%s", f.screen())
+	}
+	f.fake.SpotUSDHour = 30
+	press(f.m, "y", "enter")
+	if scr := flat(f.screen()); f.fake.Calls("LaunchFleet") != 0 || !strings.Contains(scr, "The prices went up: launch") || !strings.Contains(scr, "Changed since shown: about $") {
+		t.Fatalf("%d launches; box:\n%s", f.fake.Calls("LaunchFleet"), f.screen())
+	}
+	press(f.m, "y", "enter")
+	if rows := f.ledgerRows(t); f.fake.Calls("LaunchFleet") != 1 || len(rows) != 1 {
+		t.Fatalf("%d launches, ledger %+v", f.fake.Calls("LaunchFleet"), rows)
+	}
+}

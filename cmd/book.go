@@ -30,6 +30,9 @@ func offeringSummary(o providers.Offering, simulated bool) string {
 	fmt.Fprintf(&b, "  GPUs       %g × %s\n", o.GPUCount(), o.GPU.Model)
 	fmt.Fprintf(&b, "  start      %s\n", bothZones(o.Start))
 	fmt.Fprintf(&b, "  end        %s  (%g h)\n", bothZones(o.End), o.DurationHours())
+	if o.FlexLength {
+		fmt.Fprintf(&b, "  length     %g h: not the --duration searched for (listed by --flex-duration)\n", o.DurationHours())
+	}
 	return b.String()
 }
 

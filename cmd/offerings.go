@@ -15,7 +15,11 @@ import (
 
 // offeringRow is one offering with DESIGN.md's fields, exactly. The
 // table shows its start and end in local time, as the TUI does (JSON and
-// CSV keep RFC 3339 UTC).
+// CSV keep RFC 3339 UTC), its length as LENGTH ("48h", "43h17m~": ~
+// marks a length other than --duration's, kept by --flex-duration), and
+// for a reservation billed by the hour its rate as $/H beside the
+// total, so an hourly bill is never read as an upfront fee. Those two
+// are the table's only: JSON and CSV keep the contract's fields.
 type offeringRow struct {
 	ID            string    `json:"id"`
 	Provider      string    `json:"provider"`
@@ -28,17 +32,41 @@ type offeringRow struct {
 	InstanceCount int       `json:"instance_count"`
 	Start         time.Time `json:"start" table:"local"`
 	End           time.Time `json:"end" table:"local"`
-	DurationHours float64   `json:"duration_hours" table:"%g"`
+	DurationHours float64   `json:"duration_hours" table:"-"`
+	Length        string    `json:"length" output:"table"`
 	UpfrontUSD    float64   `json:"upfront_usd" table:"%.2f"`
+	HourlyUSD     *float64  `json:"$/h" table:"%.2f" output:"table"`
 	Currency      string    `json:"currency" table:"-"`
 	USDGPUHour    float64   `json:"usd_gpu_hour" table:"%.4f"`
 }
 
 func offeringRowOf(o providers.Offering) offeringRow {
-	return offeringRow{ID: o.ID, Provider: o.Provider, Cloud: string(o.Cloud), Region: o.Region, Zone: optString(o.Zone),
+	r := offeringRow{ID: o.ID, Provider: o.Provider, Cloud: string(o.Cloud), Region: o.Region, Zone: optString(o.Zone),
 		InstanceType: o.InstanceType, GPUModel: o.GPU.Model, GPUCount: o.GPUCount(), InstanceCount: o.InstanceCount,
-		Start: o.Start.UTC(), End: o.End.UTC(), DurationHours: o.DurationHours(), UpfrontUSD: o.UpfrontUSD,
+		Start: o.Start.UTC(), End: o.End.UTC(), DurationHours: o.DurationHours(), Length: lengthCell(o), UpfrontUSD: o.UpfrontUSD,
 		Currency: currency(o.Currency), USDGPUHour: o.USDPerGPUHour()}
+	if o.HourlyUSD > 0 {
+		r.HourlyUSD = &o.HourlyUSD
+	}
+	return r
+}
+
+// flexMark follows the length of an offering kept by --flex-duration.
+const flexMark = "~"
+
+// lengthCell is an offering's length as the table shows it: whole hours
+// ("48h") or hours and minutes ("43h17m", as AWS sells some), marked
+// when it is not the length asked for.
+func lengthCell(o providers.Offering) string {
+	d := o.End.Sub(o.Start).Round(time.Minute)
+	s := fmt.Sprintf("%dh", int(d.Hours()))
+	if m := int(d.Minutes()) % 60; m != 0 {
+		s += fmt.Sprintf("%02dm", m)
+	}
+	if o.FlexLength {
+		s += flexMark
+	}
+	return s
 }
 
 // whenForm is the accepted form of --start-after and --start-before:
@@ -62,7 +90,7 @@ func parseSpan(s string) (time.Duration, error) {
 }
 
 func (cl *cli) offeringsCmd() *cobra.Command {
-	var output, duration, after, before string
+	var output, duration, flex, after, before string
 	var count int
 	var timeout time.Duration
 	c := &cobra.Command{
@@ -74,6 +102,15 @@ model, lasting --duration and starting between --start-after and
 --start-before. Rows are sorted by price per GPU-hour. gpu_count counts every
 GPU in the block.
 
+Only blocks of exactly --duration are listed. AWS answers a search with
+blocks of other lengths too (a little shorter or longer, ending at the same
+time of day): --flex-duration D lists those within D of --duration as well,
+after the others, their LENGTH marked ~ in the table.
+
+UPFRONT_USD is the total for the block's window for every cloud: an Azure
+capacity reservation, billed by the hour until deleted, shows its total for
+the asked duration there and its hourly rate in the table's $/H column.
+
 What a search finds is kept in the data dir for an hour: book one with
 ` + "`gpumarket book ID`" + `. Offerings already in the ledger are left out.
 
@@ -81,6 +118,7 @@ A provider or region that does not answer within --timeout is named in a
 warning on stderr, and the others' offerings are shown (exit 0); the command
 fails only when none answered.`,
 		Example: `  gpumarket offerings --gpu H100 --count 1 --duration 48h
+  gpumarket offerings --gpu H100 --count 1 --duration 1d --flex-duration 20h
   gpumarket offerings --gpu H100 --count 2 --duration 2d --start-after +1d --start-before 2026-12-20 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -100,10 +138,16 @@ fails only when none answered.`,
 			if err != nil {
 				return usagef("--duration %s", err)
 			}
+			var fd time.Duration
+			if flex != "" {
+				if fd, err = providers.ParseSpan(flex, "hdw", maxBlockSpan); err != nil || fd >= d {
+					return usagef("--flex-duration %q: want whole hours, days or weeks less than --duration %s, such as 20h or 1d (blocks within it of the duration are listed too)", flex, duration)
+				}
+			}
 			if err := checkTimeout(timeout); err != nil {
 				return err
 			}
-			q := providers.OfferingQuery{Instances: count, Duration: d}
+			q := providers.OfferingQuery{Instances: count, Duration: d, FlexDuration: fd}
 			a, err := cl.newApp(cmd)
 			if err != nil {
 				return err
@@ -130,6 +174,7 @@ fails only when none answered.`,
 	addOutputFlag(c, &output)
 	c.Flags().IntVar(&count, "count", 1, "instances in the block (a p5.48xlarge has 8 GPUs)")
 	c.Flags().StringVar(&duration, "duration", "", "length of the block: "+durationForm)
+	c.Flags().StringVar(&flex, "flex-duration", "", "also list blocks whose length is within this of --duration (AWS sells some of other lengths), marked ~ in the table; same form, less than --duration")
 	c.Flags().StringVar(&after, "start-after", "", "earliest start: "+whenForm+" (default now)")
 	c.Flags().StringVar(&before, "start-before", "", "latest start, same forms (default: as far as the cloud sells, 8 weeks for AWS)")
 	c.Flags().DurationVar(&timeout, "timeout", booking.DefaultTimeout, "bound on the search")
@@ -213,7 +258,19 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 	if len(rows) == 0 {
 		fmt.Fprintln(e.errOut, "gpumarket: offerings: nothing on sale for these terms; try other dates, a shorter duration or fewer instances")
 	}
-	return writeRows(e.out, output, rows)
+	if err := writeRows(e.out, output, rows); err != nil {
+		return err
+	}
+	if output == formatTable {
+		for _, o := range res.Offerings {
+			if o.FlexLength {
+				fmt.Fprintf(e.errOut, "gpumarket: offerings: %s marks a length other than --duration %s, within --flex-duration %s\n",
+					flexMark, providers.FormatWindow(q.Duration), providers.FormatWindow(q.FlexDuration))
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // startRange reads --start-after and --start-before into q, against now.

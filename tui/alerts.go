@@ -26,7 +26,8 @@ import (
 // it is told, counts the alerts it has not seen in the header's badge,
 // lists them in the Alerts view, and — in a booker's session — makes
 // rules with a: a spot rule on a Market row, a block rule for a Blocks
-// search. The rules it makes are saved in the data dir's rules file.
+// search, a plan rule for a Plan's job. The rules it makes are saved in
+// the data dir's rules file.
 
 type (
 	// alertsMsg wakes the session: the evaluator has new alerts.
@@ -177,7 +178,7 @@ func (v *alertsView) slashFiltersMarket() {}
 func (v *alertsView) listsAlerts()        {}
 
 func (v *alertsView) helpNote() string {
-	return "Rules come from the config's watch: list and from a in the Market (a spot rule for the row) and Blocks (a block rule for the search); " +
+	return "Rules come from the config's watch: list and from a in the Market (a spot rule for the row), Blocks (a block rule for the search) and Plan (a plan rule for the job); " +
 		"those made here are saved in " + v.ev.RulesFile() + ". Each rule tells at most one alert per cooldown, a price rule once per crossing. " +
 		"`gpumarket watch` evaluates the same rules headless."
 }
@@ -294,7 +295,7 @@ func (v *alertsView) viewAlerts(b *strings.Builder) {
 	if len(v.recs) == 0 {
 		hint := "No alerts yet."
 		if len(v.rules) == 0 {
-			hint = "No rules: a on a Market row watches its spot price, a in Blocks watches the search; or add a watch: list to the config (see the README's Watch section)."
+			hint = "No rules: a on a Market row watches its spot price, a in Blocks watches the search, a in Plan the job's best plan; or add a watch: list to the config (see the README's Watch section)."
 		}
 		if v.loaded {
 			b.WriteString("\n" + st.dim.Render(ansi.Wordwrap(hint, v.w, "")))
@@ -357,7 +358,7 @@ func (v *alertsView) detail() []string {
 func (v *alertsView) viewRules(b *strings.Builder) {
 	st := &v.c.styles
 	if len(v.rules) == 0 {
-		b.WriteString("\n" + st.dim.Render(ansi.Wordwrap("No rules. a on a Market row or a Blocks search makes one; the config's watch: list holds the rest.", v.w, "")))
+		b.WriteString("\n" + st.dim.Render(ansi.Wordwrap("No rules. a on a Market row, a Blocks search or a Plan makes one; the config's watch: list holds the rest.", v.w, "")))
 		return
 	}
 	b.WriteString("\n  " + st.header.Render(fit(fmt.Sprintf("%-18s %-8s %s", "RULE", "FROM", "CONDITION · STATE"), max(v.w-2, 1), false)))
@@ -465,6 +466,27 @@ func (p *rulePrompt) update(c *common, msg tea.KeyPressMsg) tea.Cmd {
 
 // view is the prompt's line, in place of the view's status line.
 func (p *rulePrompt) view(st *styles, w int) string {
+	if p.err != "" {
+		return st.footerErr.Render(fit(p.err, w, false))
+	}
+	return st.cursor.Render(fit(p.text(), w, false))
+}
+
+// lines is the prompt wrapped to w, for a view with room for more than
+// one line: a plan rule's job takes words to say.
+func (p *rulePrompt) lines(st *styles, w int) []string {
+	style, text := st.cursor, p.text()
+	if p.err != "" {
+		style, text = st.footerErr, p.err
+	}
+	out := strings.Split(wordwrap(text, w), "\n")
+	for i := range out {
+		out[i] = style.Render(out[i])
+	}
+	return out
+}
+
+func (p *rulePrompt) text() string {
 	dir := "below"
 	if p.above {
 		dir = "above"
@@ -476,10 +498,7 @@ func (p *rulePrompt) view(st *styles, w int) string {
 	if p.now != "" {
 		line += " (" + p.now + ")"
 	}
-	if p.err != "" {
-		return st.footerErr.Render(fit(p.err, w, false))
-	}
-	return st.cursor.Render(fit(line, w, false))
+	return line
 }
 
 // saveRule saves a rule off the UI goroutine; the footer says where it
@@ -593,6 +612,64 @@ func (v *blocksView) makeBlockRule() tea.Cmd {
 			n = q.Instances
 		}
 		return config.WatchRule{Name: ruleName("block", q.GPU, strconv.Itoa(n), providers.FormatWindow(q.Duration)), Block: &bb}
+	}
+	v.prompt = p
+	return nil
+}
+
+// makePlanRule opens the prompt for a plan rule for the Plan view's job:
+// the best plan on time in at least the job's share of the runs gets
+// cheaper than a figure (its expected total), below the best such plan
+// of the plan shown to start with. The job is the one the table shows;
+// one edited since, or never run, is taken as typed, with no figure to
+// start from. The watch prices the rule as `gpumarket plan` does: over
+// every region, with the config's changeover — the prompt says so when
+// the form asked otherwise.
+func (v *planView) makePlanRule() tea.Cmd {
+	if err := v.c.canMakeRules(); err != nil {
+		return notifyErrHere(err)
+	}
+	shown := len(v.res.results) > 0 && v.form == v.ran && !v.running
+	t := v.res.terms
+	if !shown {
+		var err error
+		if t, err = v.form.parse(v.c.now()); err != nil {
+			return notifyErrHere(fmt.Errorf("the job: %w; e edits it", err))
+		}
+	}
+	job := t.job
+	ck := config.Duration(0)
+	if job.Checkpointable {
+		ck = config.Duration(job.Checkpoint)
+	}
+	onTime := t.onTime
+	pr := &config.PlanRule{GPU: strings.Join(job.Models, ","), GPUs: job.GPUs, Hours: job.Hours,
+		Start: job.Start.UTC().Format(time.RFC3339), Deadline: job.Deadline.UTC().Format(time.RFC3339), Checkpoint: &ck, OnTimePct: &onTime}
+	loc := v.c.now().Location()
+	what := fmt.Sprintf("the best plan for %d %s × %gh by %s, on time ≥%s%%,", job.GPUs, strings.Join(job.Models, "/"), job.Hours,
+		job.Deadline.In(loc).Format("01-02 15:04"), market.GPUCount(onTime))
+	if len(t.regions) > 0 {
+		what += " in every region (a plan rule has no region filter),"
+	}
+	p := rulePrompt{open: true, what: what}
+	if shown {
+		for _, r := range v.res.results {
+			if r.OnTimePct >= onTime && !math.IsNaN(r.ExpectedCostUSD) {
+				p.now = fmt.Sprintf("best now $%.2f, %s", r.ExpectedCostUSD, r.Strategy)
+				p.value = strconv.FormatFloat(math.Floor(r.ExpectedCostUSD*95)/100, 'f', -1, 64)
+				break
+			}
+		}
+		if p.now == "" {
+			p.now = fmt.Sprintf("no plan is on time ≥%s%% now", market.GPUCount(onTime))
+		}
+	} else {
+		p.now = "r runs the plan: its best is a figure to start from"
+	}
+	p.build = func(_ bool, below float64) config.WatchRule {
+		rule := *pr
+		rule.BelowUSD = &below
+		return config.WatchRule{Name: ruleName("plan", strings.Join(job.Models, "-"), strconv.Itoa(job.GPUs), trimHours(job.Hours)+"h"), Plan: &rule}
 	}
 	v.prompt = p
 	return nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,10 +67,11 @@ const (
 	fieldDuration
 	fieldAfter
 	fieldBefore
+	fieldFlex
 	numFields
 )
 
-var fieldNames = [numFields]string{"GPU", "How many", "Counting", "Duration", "Earliest start", "Latest start"}
+var fieldNames = [numFields]string{"GPU", "How many", "Counting", "Duration", "Earliest start", "Latest start", "Other lengths"}
 
 // blocksForm is what the user asks for. Text fields hold what was typed;
 // parse checks them.
@@ -82,6 +82,9 @@ type blocksForm struct {
 	duration  string
 	after     string
 	before    string
+	// flex also takes blocks whose length is within it of the duration
+	// (OfferingQuery.FlexDuration); empty: the duration only.
+	flex string
 }
 
 // parse turns the form into a query, naming the field that is wrong.
@@ -123,6 +126,11 @@ func (f blocksForm) parse(now time.Time) (providers.OfferingQuery, error) {
 	if !q.StartAfter.IsZero() && !q.StartBefore.IsZero() && !q.StartBefore.After(q.StartAfter) {
 		return q, errors.New("the latest start is not after the earliest")
 	}
+	if s := strings.TrimSpace(f.flex); s != "" {
+		if q.FlexDuration, err = providers.ParseSpan(s, "hdw", maxBlockSpan); err != nil || q.FlexDuration >= q.Duration {
+			return q, fmt.Errorf("other lengths %q: want whole hours, days or weeks less than the duration, such as 20h; empty: the duration only", s)
+		}
+	}
 	return q, nil
 }
 
@@ -163,9 +171,11 @@ type blocksView struct {
 	field   int
 	formErr string
 
-	snap      *hub.Snapshot
-	offers    []providers.Offering
-	failed    map[string]error
+	snap   *hub.Snapshot
+	offers []providers.Offering
+	// warnings name each provider, or region of one, that did not
+	// answer the last search: the offerings shown are the others'.
+	warnings  []booking.Warning
 	searched  bool
 	searching bool
 	at        time.Time
@@ -259,7 +269,7 @@ func (v *blocksView) found(msg offersMsg) tea.Cmd {
 		return nil // an older search
 	}
 	v.searching = false
-	v.offers, v.failed, v.at = msg.res.Offerings, msg.res.Failed, msg.res.At
+	v.offers, v.warnings, v.at = msg.res.Offerings, msg.res.Warnings, msg.res.At
 	v.cur = min(v.cur, max(len(v.offers)-1, 0))
 	if msg.err != nil {
 		return notifyErr(msg.err)
@@ -330,31 +340,56 @@ func (v *blocksView) buyBlock() (*moneyAction, tea.Cmd) {
 
 // bookAction buys an offering (a capacity block, a reservation): the
 // terms (budget, ledger) and the provider's dry run asked at once, then
-// the purchase of the offering as the confirmation showed it: if a search
-// elsewhere changed its terms since, nothing is bought. The Blocks view's
-// b and the Plan view's b for a block strategy both run it.
+// the purchase of the offering as the confirmation showed it. If its
+// terms changed since they were shown (a later search re-priced it, or
+// the provider sells it on other terms now), nothing is bought: the box
+// shows the new terms and asks again (renewBuy, fresh.go). The Blocks
+// view's b and the Plan view's b for a block strategy both run it.
 func bookAction(svc *booking.Service, actor string, o providers.Offering, now time.Time) *moneyAction {
-	return &moneyAction{
+	return buyAction(svc, actor, o, now, nil, 0)
+}
+
+// buyAction is bookAction on terms that are shown as changed when
+// changed is set; quoted counts the renewals its quotes made in a row.
+func buyAction(svc *booking.Service, actor string, o providers.Offering, now time.Time, changed *booking.TermsChangedError, quoted int) *moneyAction {
+	a := &moneyAction{
 		title: fmt.Sprintf("Buy this %s for $%.2f?", offeringName(o), o.UpfrontUSD), verb: "buy",
 		lines:    offeringLines(o, now),
 		checking: "checking the budget and asking the provider for a dry run", sending: "buying",
-		quote: func(ctx context.Context) quoteAnswer {
-			if _, err := svc.Quote(ctx, o.ID); err != nil {
-				return quoteAnswer{err: err}
-			}
-			dry, err := svc.Book(ctx, booking.BookRequest{OfferingID: o.ID, DryRun: true})
-			if err != nil {
-				return quoteAnswer{err: fmt.Errorf("the dry run was refused: %w", err)}
-			}
-			return quoteAnswer{dryRun: orDefault(dryRunAnswer(dry.Booking.Message), "the provider says the purchase would succeed")}
-		},
-		send: func(ctx context.Context) outcome {
-			res, err := svc.Book(ctx, booking.BookRequest{OfferingID: o.ID, Actor: actor, Confirmed: o})
-			r := res.Row
-			return outcome{err: err, then: bookedMsg{},
-				notice: fmt.Sprintf("booked %s: %s, $%.2f (ledger row %s) — see the Ledger view", r.ProviderRef, r.State, r.CostUSD, short(r.ID))}
-		},
 	}
+	if changed != nil {
+		a.title = termsTitle(o, changed)
+		a.lines = append([]string{termsChange(changed)}, a.lines...)
+	}
+	a.quote = func(ctx context.Context) quoteAnswer {
+		q, err := svc.Quote(ctx, o.ID)
+		if q.Offering.ID != "" && !booking.SameTerms(o, q.Offering) {
+			return renewBuy(svc, actor, o, now, changed, &booking.TermsChangedError{Shown: o, Now: q.Offering, Why: "a later search re-priced it"}, quoted)
+		}
+		if err != nil {
+			return quoteAnswer{err: err}
+		}
+		dry, err := svc.Book(ctx, booking.BookRequest{OfferingID: o.ID, DryRun: true, Confirmed: o})
+		if tc := termsChanged(err); tc != nil {
+			return renewBuy(svc, actor, o, now, changed, tc, quoted)
+		}
+		if err != nil {
+			return quoteAnswer{err: fmt.Errorf("the dry run was refused: %w", err)}
+		}
+		return quoteAnswer{dryRun: orDefault(dryRunAnswer(dry.Booking.Message), "the provider says the purchase would succeed")}
+	}
+	a.send = func(ctx context.Context) outcome {
+		res, err := svc.Book(ctx, booking.BookRequest{OfferingID: o.ID, Actor: actor, Confirmed: o})
+		if tc := termsChanged(err); tc != nil {
+			// Said no to by the provider, not by the user: the new terms
+			// are shown, and asked for, in the same box.
+			return outcome{renewed: buyAction(svc, actor, tc.Now, now, tc, 0)}
+		}
+		r := res.Row
+		return outcome{err: err, then: bookedMsg{},
+			notice: fmt.Sprintf("booked %s: %s, $%.2f (ledger row %s) — see the Ledger view", r.ProviderRef, r.State, r.CostUSD, short(r.ID))}
+	}
+	return a
 }
 
 // offeringName is what an offering is called in a question: a capacity
@@ -380,6 +415,9 @@ func offeringLines(o providers.Offering, now time.Time) []string {
 		fmt.Sprintf("end    %s   (%s UTC) · %g h", o.End.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.End.UTC().Format("2006-01-02 15:04"), o.DurationHours()),
 		"offering " + o.ID,
 	}
+	if o.FlexLength {
+		lines = append(lines, fmt.Sprintf("length: %g h, not the length searched for (listed by the form's other lengths)", o.DurationHours()))
+	}
 	if o.Note != "" {
 		lines = append(lines, "note: "+o.Note)
 	}
@@ -398,6 +436,8 @@ func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 			return &f.after
 		case fieldBefore:
 			return &f.before
+		case fieldFlex:
+			return &f.flex
 		}
 		return nil
 	}
@@ -455,11 +495,47 @@ func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 // stays: the price, the total, the GPUs, when and for how long, where,
 // and the spot alternative with its total; the instance type (the
 // confirmation says it) and the spot pool go first.
+//
+// $/H, a reservation's hourly rate beside its total, is shown only when
+// the list holds one (blocksColumnsFor): at 80 columns it then takes the
+// place of ALT TOTAL, so that an hourly bill is never read as a fee.
 var blocksColumns = []tableColumn{
-	{title: "$/GPU-h", w: 7, right: true, prio: 0}, {title: "UPFRONT $", w: 9, right: true, prio: 1},
-	{title: "INSTANCES", w: 16, prio: 8, max: 24}, {title: "GPUs", w: 4, right: true, prio: 3},
+	{title: "$/GPU-h", w: 7, right: true, prio: 0}, {title: "UPFRONT $", w: 9, right: true, prio: 1}, {title: "$/H", w: 5, right: true, prio: 6},
+	{title: "INSTANCES", w: 16, prio: 9, max: 24}, {title: "GPUs", w: 4, right: true, prio: 3},
 	{title: "WHERE", w: 13, prio: 5, max: 18}, {title: "START (local)", w: 15, prio: 2}, {title: "HOURS", w: 5, right: true, prio: 4},
-	{title: "SPOT ALT*", w: 9, right: true, prio: 6}, {title: "ALT TOTAL", w: 9, right: true, prio: 7}, {title: "SPOT POOL", w: 24, prio: 9},
+	{title: "SPOT ALT*", w: 9, right: true, prio: 7}, {title: "ALT TOTAL", w: 9, right: true, prio: 8}, {title: "SPOT POOL", w: 24, prio: 10},
+}
+
+// blocksColumnsFor is blocksColumns without $/H when no offering bills
+// by the hour.
+func blocksColumnsFor(offers []providers.Offering) []tableColumn {
+	for _, o := range offers {
+		if o.HourlyUSD > 0 {
+			return blocksColumns
+		}
+	}
+	out := make([]tableColumn, 0, len(blocksColumns))
+	for _, c := range blocksColumns {
+		if c.title != "$/H" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// hoursCell is an offering's length in the HOURS column: whole hours,
+// else to the tenth ("43.3"), marked ~ when it is not the length asked
+// for (the form's other lengths kept it).
+func hoursCell(o providers.Offering) string {
+	h := o.DurationHours()
+	s := strconv.FormatFloat(h, 'f', 1, 64)
+	if h == math.Trunc(h) {
+		s = strconv.FormatFloat(h, 'f', 0, 64)
+	}
+	if o.FlexLength {
+		s += "~"
+	}
+	return s
 }
 
 // formHints say, beside each field, what it takes and what the clouds
@@ -476,6 +552,7 @@ func (v *blocksView) formHints() [numFields]string {
 		"8h, 2d, 1w · AWS blocks: whole days 1d-14d, then weeks to 26w · Azure: any hours",
 		"2026-11-30 09:00 (local), +6h, +2d · AWS blocks start at " + startAt,
 		"the same forms; empty: as far ahead as sold (AWS: 8 weeks)",
+		"such as 20h: AWS also sells blocks a little shorter or longer than asked (ending at 11:30 UTC); those within this of the duration are listed too, after the others, their HOURS marked ~; empty: the duration only",
 	}
 }
 
@@ -540,7 +617,8 @@ func (v *blocksView) View() string {
 	if v.form.instances {
 		unit = "instances"
 	}
-	vals := [numFields]string{v.form.gpu, v.form.size, unit, v.form.duration, orDefault(v.form.after, "now"), orDefault(v.form.before, "as far as sold")}
+	vals := [numFields]string{v.form.gpu, v.form.size, unit, v.form.duration, orDefault(v.form.after, "now"), orDefault(v.form.before, "as far as sold"),
+		orDefault(v.form.flex, "none")}
 	if v.editing {
 		for i := 0; i < numFields; i++ {
 			val := vals[i]
@@ -571,7 +649,11 @@ func (v *blocksView) View() string {
 	if t.instances {
 		tunit = "instances"
 	}
-	summary := fmt.Sprintf("%s × %s %s for %s, starting %s … %s", t.size, t.gpu, tunit, t.duration,
+	length := t.duration
+	if f := strings.TrimSpace(t.flex); f != "" {
+		length += " (or within " + f + ")"
+	}
+	summary := fmt.Sprintf("%s × %s %s for %s, starting %s … %s", t.size, t.gpu, tunit, length,
 		orDefault(t.after, "now"), orDefault(t.before, "as far as sold"))
 	switch {
 	case v.formErr != "":
@@ -595,18 +677,15 @@ func (v *blocksView) View() string {
 		b.WriteString(v.prompt.view(st, v.w) + "\n")
 	}
 	b.WriteString(st.dim.Render(strings.Join(lines, "\n")))
-	b.WriteString("\n" + st.dim.Render(wordwrap("* SPOT ALT: the cheapest spot pool's EFF $/GPU-h for the block's GPUs and hours (interruptions priced in), ALT TOTAL for them", v.w)))
-	// Wrapped: a refusal's end says what is accepted. In name order, so
-	// the lines do not swap places from one search to the next.
-	names := make([]string, 0, len(v.failed))
-	for name := range v.failed {
-		names = append(names, name)
+	cols := fitTable(blocksColumnsFor(v.offers), v.w-2)
+	b.WriteString("\n" + st.dim.Render(wordwrap(v.footnote(cols), v.w)))
+	// One line per provider, or region of one, that did not answer,
+	// wrapped: a refusal's end says what is accepted. The service gives
+	// them in the providers' order and each one's regions sorted, so the
+	// lines do not swap places from one search to the next.
+	for _, w := range v.warnings {
+		b.WriteString("\n" + st.footerErr.Render(wordwrap(w.String(), v.w)))
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		b.WriteString("\n" + st.footerErr.Render(wordwrap(name+": "+v.failed[name].Error(), v.w)))
-	}
-	cols := fitTable(blocksColumns, v.w-2)
 	var hdr []string
 	for _, c := range cols {
 		hdr = append(hdr, fit(c.title, c.w, c.right))
@@ -614,8 +693,8 @@ func (v *blocksView) View() string {
 	b.WriteString("\n  " + st.header.Render(strings.Join(hdr, " ")))
 	if len(v.offers) == 0 && !v.searching && v.searched {
 		hint := "No offerings for these terms. e: try other dates, a shorter duration or fewer GPUs."
-		if len(v.failed) > 0 {
-			hint = "No offerings: the search was refused (above). e edits the terms."
+		if len(v.warnings) > 0 {
+			hint = "No offerings where the search was answered; above, what did not answer or refused it. e edits the terms."
 		}
 		b.WriteString("\n  " + st.dim.Render(fit(hint, max(v.w-2, 1), false)))
 	}
@@ -631,9 +710,13 @@ func (v *blocksView) View() string {
 			alt = market.DisplayType(a.pool.InstanceType) + " " + a.pool.Region
 		}
 		where := market.Place(o.Region, o.Zone)
-		cells := map[string]string{"$/GPU-h": market.Money(o.USDPerGPUHour()), "UPFRONT $": fmt.Sprintf("%.2f", o.UpfrontUSD),
+		hourly := "-"
+		if o.HourlyUSD > 0 {
+			hourly = market.Money(o.HourlyUSD)
+		}
+		cells := map[string]string{"$/GPU-h": market.Money(o.USDPerGPUHour()), "UPFRONT $": fmt.Sprintf("%.2f", o.UpfrontUSD), "$/H": hourly,
 			"INSTANCES": fmt.Sprintf("%d×%s", o.InstanceCount, market.DisplayType(o.InstanceType)), "GPUs": market.GPUCount(o.GPUCount()), "WHERE": where,
-			"START (local)": o.Start.In(loc).Format("01-02 15:04 MST"), "HOURS": fmt.Sprintf("%g", o.DurationHours()),
+			"START (local)": o.Start.In(loc).Format("01-02 15:04 MST"), "HOURS": hoursCell(o),
 			"SPOT ALT*": altEff, "ALT TOTAL": altTotal, "SPOT POOL": alt}
 		var line []string
 		for _, c := range cols {
@@ -647,4 +730,30 @@ func (v *blocksView) View() string {
 		b.WriteString("\n" + prefix + text)
 	}
 	return b.String()
+}
+
+// footnote says what the table's marked columns mean: SPOT ALT (and ALT
+// TOTAL when shown), $/H when a reservation is listed, ~ when a length
+// other than the one asked is.
+func (v *blocksView) footnote(cols []tableColumn) string {
+	shown := map[string]bool{}
+	for _, c := range cols {
+		shown[c.title] = true
+	}
+	s := "* SPOT ALT: the cheapest spot pool's EFF $/GPU-h for the block's GPUs and hours (interruptions priced in)"
+	if shown["ALT TOTAL"] {
+		s += ", ALT TOTAL for them"
+	}
+	hourly, flex := false, false
+	for _, o := range v.offers {
+		hourly = hourly || o.HourlyUSD > 0
+		flex = flex || o.FlexLength
+	}
+	if hourly && shown["$/H"] {
+		s += ". $/H: what a reservation bills an hour until deleted; its UPFRONT $ is that for the hours asked"
+	}
+	if flex {
+		s += ". ~: a length other than the duration asked, within the form's other lengths"
+	}
+	return s
 }

@@ -241,14 +241,15 @@ func TestBlocksForm(t *testing.T) {
 }
 
 func FuzzBlocksForm(f *testing.F) {
-	f.Add("8", "2d", "+1d", "2026-12-20")
-	f.Add("0", "90m", "x", "")
-	f.Fuzz(func(t *testing.T, size, dur, after, before string) {
-		q, err := blocksForm{gpu: "H100", size: size, duration: dur, after: after, before: before}.parse(fixedNow)
+	f.Add("8", "2d", "+1d", "2026-12-20", "")
+	f.Add("0", "90m", "x", "", "20h")
+	f.Add("8", "1d", "", "", "1d")
+	f.Fuzz(func(t *testing.T, size, dur, after, before, flex string) {
+		q, err := blocksForm{gpu: "H100", size: size, duration: dur, after: after, before: before, flex: flex}.parse(fixedNow)
 		if err != nil {
 			return
 		}
-		if q.Duration <= 0 || q.Duration%time.Hour != 0 || (q.GPUs < 1 && q.Instances < 1) {
+		if q.Duration <= 0 || q.Duration%time.Hour != 0 || (q.GPUs < 1 && q.Instances < 1) || q.FlexDuration < 0 || q.FlexDuration >= q.Duration {
 			t.Fatalf("accepted %+v", q)
 		}
 	})
@@ -352,30 +353,6 @@ func TestBlocksSearchWhenFirstShown(t *testing.T) {
 	}
 	if !strings.Contains(f.screen(), "3000.00") {
 		t.Errorf("no offerings:\n%s", f.screen())
-	}
-}
-
-// A search elsewhere (another SSH session) that re-prices the offering
-// while the confirmation is open: the purchase is refused, nothing is
-// bought at a total the user never saw.
-func TestBlocksBuysOnlyWhatTheConfirmationShowed(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
-	f.show(t, "Blocks")
-	press(f.m, "b")
-	if !f.blocks().confirm.open {
-		t.Fatal("no confirmation")
-	}
-	dearer := bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3900)
-	if err := f.st.SaveOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour},
-		[]providers.Offering{dearer}, fixedNow); err != nil {
-		t.Fatal(err)
-	}
-	press(f.m, "y", "enter")
-	if n := f.fake.Calls("Book"); n != 0 {
-		t.Fatalf("%d purchases at terms the confirmation did not show", n)
-	}
-	if !strings.Contains(f.m.notice.text, "3000") {
-		t.Errorf("footer %q does not say what changed", f.m.notice.text)
 	}
 }
 

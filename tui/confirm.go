@@ -35,6 +35,10 @@ type moneyAction struct {
 	// once sent, an action runs to its answer (bounded by the booking
 	// service's timeout), so its outcome is recorded, never left unknown.
 	send func(context.Context) outcome
+	// notes are what the view says under the terms (what a plan expects
+	// of the action, what is not automated): they stay under the new
+	// terms when the action is renewed.
+	notes []string
 }
 
 // quoteAnswer is what an action's quote found.
@@ -50,6 +54,10 @@ type quoteAnswer struct {
 	// send, when set, replaces the action's send: the send bound to what
 	// the quote found (the estimate that the ledger records).
 	send func(context.Context) outcome
+	// renewed, when set, is the same action on the terms the provider
+	// sells it on now, which differ from those shown: the box shows it in
+	// their place and asks again (fresh.go).
+	renewed *moneyAction
 }
 
 // outcome is a sent action's answer.
@@ -61,6 +69,10 @@ type outcome struct {
 	// then is given to the owning view after the box closes, whatever the
 	// answer: its follow-up (search again, follow the fleet, reload).
 	then tea.Msg
+	// renewed, when set, is the action on the terms the provider refused
+	// to sell on what was shown (nothing was spent): the box stays open
+	// with them and asks again; notice, err and then are not used.
+	renewed *moneyAction
 }
 
 // Messages of the confirmation, routed to the view that owns it.
@@ -91,6 +103,8 @@ type confirmation struct {
 	title string
 	lines []string
 	verb  string
+	// notes are the action's notes, kept for its renewal.
+	notes []string
 	// busy is set while the terms or the dry run, or the action itself,
 	// are being asked for.
 	busy string
@@ -145,7 +159,8 @@ func (f *confirmation) offer(build func() (*moneyAction, tea.Cmd)) tea.Cmd {
 // start opens the box for a and asks for its quote.
 func (f *confirmation) start(a moneyAction) tea.Cmd {
 	f.close()
-	f.open, f.title, f.lines, f.verb = true, a.title, a.lines, a.verb
+	f.open, f.title, f.verb, f.notes = true, a.title, a.verb, a.notes
+	f.lines = append(append([]string(nil), a.lines...), a.notes...)
 	f.sendMsg, f.send = a.sending, a.send
 	f.seq++
 	if a.quote == nil {
@@ -159,7 +174,19 @@ func (f *confirmation) start(a moneyAction) tea.Cmd {
 // close shuts the box; answers still on their way are dropped.
 func (f *confirmation) close() {
 	f.open, f.title, f.lines, f.verb, f.busy, f.problem, f.dryRun, f.typed = false, "", nil, "", "", "", "", ""
-	f.sending, f.sendMsg, f.send = false, "", nil
+	f.sending, f.sendMsg, f.send, f.notes = false, "", nil, nil
+}
+
+// renew replaces the box's action with a, the same action on the terms
+// the provider sells it on now: the box stays open, shows them (with the
+// notes of the action it replaces) and asks again from the start — a
+// new quote, a new y then enter. Nothing is ever sent on terms the box
+// did not show.
+func (f *confirmation) renew(a moneyAction) tea.Cmd {
+	if a.notes == nil {
+		a.notes = f.notes
+	}
+	return f.start(a)
 }
 
 // update takes the confirmation's own messages and, while the box is
@@ -176,6 +203,9 @@ func (f *confirmation) update(msg tea.Msg) (tea.Msg, tea.Cmd) {
 			return nil, nil
 		}
 		f.busy = ""
+		if msg.ans.renewed != nil {
+			return nil, f.renew(*msg.ans.renewed)
+		}
 		f.lines = append(append([]string(nil), msg.ans.lines...), f.lines...)
 		if msg.ans.err != nil {
 			f.problem = msg.ans.err.Error()
@@ -189,6 +219,9 @@ func (f *confirmation) update(msg tea.Msg) (tea.Msg, tea.Cmd) {
 	case sentMsg:
 		if msg.seq != f.seq {
 			return nil, nil
+		}
+		if msg.out.renewed != nil {
+			return nil, f.renew(*msg.out.renewed)
 		}
 		f.close()
 		switch {

@@ -311,8 +311,10 @@ func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 }
 
 // launchAction launches a fleet: the estimate first, then the dry run;
-// the launch on y records that estimate in the ledger. The Fleet view's L
-// and the Plan view's b for a spot or on-demand strategy both run it.
+// the launch on y records that estimate in the ledger, or, if the prices
+// went up meanwhile, shows the new one and asks again (fresh.go). The
+// Fleet view's L and the Plan view's b for a spot or on-demand strategy
+// both run it.
 func launchAction(svc *booking.Service, actor string, spec providers.FleetSpec) *moneyAction {
 	sim := ""
 	if svc.Describe(spec.Provider).Simulated {
@@ -332,11 +334,7 @@ func launchAction(svc *booking.Service, actor string, spec providers.FleetSpec) 
 				return ans
 			}
 			ans.dryRun = orDefault(dryRunAnswer(res.Fleet.Message), "the provider says the launch would succeed")
-			ans.send = func(ctx context.Context) outcome {
-				res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
-				return outcome{err: err, then: fleetLaunchedMsg{res: res, err: err},
-					notice: fmt.Sprintf("launched %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))}
-			}
+			ans.send = launchSend(svc, actor, spec, est)
 			return ans
 		},
 	}

@@ -19,8 +19,8 @@ import (
 
 // planKeys are the Plan view's keys.
 type planKeys struct {
-	Up, Down, Run, Form, Carry key.Binding
-	global                     *globalKeys
+	Up, Down, Run, Form, Carry, Alert key.Binding
+	global                            *globalKeys
 }
 
 func newPlanKeys(g *globalKeys) planKeys {
@@ -30,6 +30,7 @@ func newPlanKeys(g *globalKeys) planKeys {
 		Run:    key.NewBinding(key.WithKeys("r", "enter"), key.WithHelp("r", "run plan")),
 		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e", "edit job")),
 		Carry:  key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book/launch")),
+		Alert:  key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
 		global: g,
 	}
 }
@@ -41,7 +42,7 @@ func (k planKeys) ShortHelp() []key.Binding {
 
 // FullHelp is the `?` screen.
 func (k planKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down}, {k.Run, k.Form, k.Carry}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	return [][]key.Binding{{k.Up, k.Down}, {k.Run, k.Form, k.Carry, k.Alert}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
 }
 
 // planView plans a job on the market the session sees and the offerings
@@ -78,6 +79,8 @@ type planView struct {
 	acted bool
 
 	confirm confirmation
+	// prompt asks a plan rule's figure (a, alerts.go).
+	prompt rulePrompt
 }
 
 func newPlanView(c *common, ctx context.Context, svc *booking.Service, speeds planner.Speeds, gpus, regions []string) *planView {
@@ -88,12 +91,17 @@ func newPlanView(c *common, ctx context.Context, svc *booking.Service, speeds pl
 	return v
 }
 
-func (v *planView) Title() string       { return "Plan" }
-func (v *planView) KeyMap() help.KeyMap { return v.keys }
-func (v *planView) SetSize(w, h int)    { v.w, v.h = w, h }
-func (v *planView) capturing() bool     { return v.editing }
-func (v *planView) box() *confirmation  { return &v.confirm }
-func (v *planView) escGoesHome()        {}
+func (v *planView) Title() string { return "Plan" }
+func (v *planView) KeyMap() help.KeyMap {
+	if v.prompt.open {
+		return newPromptKeys(false)
+	}
+	return v.keys
+}
+func (v *planView) SetSize(w, h int)   { v.w, v.h = w, h }
+func (v *planView) capturing() bool    { return v.editing || v.prompt.open }
+func (v *planView) box() *confirmation { return &v.confirm }
+func (v *planView) escGoesHome()       {}
 
 func (v *planView) helpNote() string {
 	return "A plan is the ways to get the job's GPUs for its hours of work by its deadline: capacity blocks and reservations (paid in full), " +
@@ -101,7 +109,8 @@ func (v *planView) helpNote() string {
 		"the pools' interruptions (as `gpumarket plan`). EXP $ is the expected cost of the job, P95 $ what 95 % of the runs stay under, " +
 		"ON TIME how often it finishes by the deadline, $/GPU-h the expected $ per useful GPU-hour (the job's GPUs × its hours of work). " +
 		"Rows on time at least the form's share come first, cheapest expected first. b books the block or launches the fleet the row implies, " +
-		"after the usual confirmation; it says what the cloud will not do for you (a safety net's switch to on-demand, moving between regions)."
+		"after the usual confirmation; it says what the cloud will not do for you (a safety net's switch to on-demand, moving between regions). " +
+		"a makes an alert rule for the job: the best plan on time that often gets cheaper than a figure (below the best now to start with)."
 }
 
 // openPlan takes the terms p brought from the Market or the Blocks view
@@ -170,7 +179,12 @@ func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	if v.editing {
 		return v.editKey(msg)
 	}
+	if v.prompt.open {
+		return v.prompt.update(v.c, msg)
+	}
 	switch {
+	case key.Matches(msg, v.keys.Alert):
+		return v.makePlanRule()
 	case key.Matches(msg, v.keys.Up):
 		v.cur = max(v.cur-1, 0)
 	case key.Matches(msg, v.keys.Down):
@@ -243,11 +257,15 @@ func (v *planView) View() string {
 	wrap := func(s string) []string { return strings.Split(wordwrap(s, v.w), "\n") }
 	top = append(top, wrap(v.summary(v.ran))...)
 	status := v.status()
-	if v.formErr != "" {
+	switch {
+	case v.prompt.open:
+		// In place of the status, under the job whose terms it takes.
+		top = append(top, v.prompt.lines(st, v.w)...)
+	case v.formErr != "":
 		for _, l := range wrap(v.formErr) {
 			top = append(top, st.footerErr.Render(l))
 		}
-	} else {
+	default:
 		top = append(top, st.dim.Render(fit(status, v.w, false)))
 	}
 	names := make([]string, 0, len(v.res.failed))

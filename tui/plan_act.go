@@ -32,8 +32,9 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 			return nil, notifyErrHere(fmt.Errorf("offering %s is no longer among the plan's: r runs the plan again", r.OfferingID))
 		}
 		a := bookAction(v.svc, v.c.actor, o, now)
-		a.lines = append(a.lines, v.planLines(r)...)
-		a.lines = append(a.lines, bookNotes(r, o, v.res.terms.job, v.res.pools, now)...)
+		// Notes, not terms: they stay under the new terms if the
+		// provider sells the block on others now.
+		a.notes = append(v.planLines(r), bookNotes(r, o, v.res.terms.job, v.res.pools, now)...)
 		return a, nil
 	}
 	spec, left, err := planFleet(r, v.res.pools, v.res.terms.job)
@@ -52,7 +53,7 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 	}
 	a := launchAction(v.svc, v.c.actor, spec)
 	a.title = fleetTitle(spec, v.svc.Describe(spec.Provider).Simulated, job, now, sched)
-	a.lines = append(v.planLines(r), fleetNotes(r, spec, left, job, v.res.pools, now, sched)...)
+	a.notes = append(v.planLines(r), fleetNotes(r, spec, left, job, v.res.pools, now, sched)...)
 	return a, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpumarket/gpumarket/planner"
@@ -33,8 +34,9 @@ type planMsg struct {
 	// id: what carrying a strategy out launches or books.
 	pools  map[string]planner.Pool
 	offers map[string]providers.Offering
-	// failed are the providers whose offering search was refused, by
-	// name: the plan was made without their blocks.
+	// failed are the providers, or regions of one ("aws us-west-2"),
+	// whose offering search was refused or not answered: the plan was
+	// made without their blocks.
 	failed map[string]error
 	err    error
 	at     time.Time
@@ -89,12 +91,15 @@ func makePlan(ctx context.Context, in planInput) planMsg {
 		for _, q := range planner.BlockQueries(in.terms.job, in.now, in.speeds) {
 			q.Regions = in.terms.regions
 			res, err := in.svc.FindOfferings(sctx, q)
-			for name, perr := range res.Failed {
+			// Every provider, or region of one, that did not answer: the
+			// plan is made without its offerings, and says so.
+			for _, w := range res.Warnings {
+				name := strings.TrimSpace(w.Provider + " " + w.Region)
 				if _, seen := out.failed[name]; !seen {
-					out.failed[name] = fmt.Errorf("offerings of %s for %s: %w", q.GPU, providers.FormatWindow(q.Duration), perr)
+					out.failed[name] = fmt.Errorf("offerings of %s for %s: %w", q.GPU, providers.FormatWindow(q.Duration), w.Err)
 				}
 			}
-			if err != nil && len(res.Failed) == 0 {
+			if err != nil && len(res.Warnings) == 0 {
 				out.failed["offerings"] = err
 			}
 			for _, o := range res.Offerings {

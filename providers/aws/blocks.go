@@ -96,10 +96,12 @@ func ValidateOfferingQuery(q providers.OfferingQuery, now time.Time) (providers.
 // is never a block nobody asked for. Blocks of the asked length come
 // first, then the flexible ones, each cheapest per GPU-hour first.
 //
-// Regions are asked concurrently; one that fails is logged and skipped,
-// and only when every region failed is the error returned. An offering
-// AWS describes without a usable fee, id or dates is skipped with a
-// warning naming it; the others are kept.
+// Regions are asked concurrently. When some fail and others answer, the
+// offerings of those that answered come back with a
+// providers.RegionErrors naming each that failed (the search warns of
+// each and keeps the rest); when every region failed, their errors
+// joined. An offering AWS describes without a usable fee, id or dates is
+// skipped with a warning naming it; the others are kept.
 func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery) ([]providers.Offering, error) {
 	q, err := ValidateOfferingQuery(q, p.opt.Now())
 	if err != nil {
@@ -112,9 +114,8 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 	var (
 		mu     sync.Mutex
 		out    []providers.Offering
-		errs   []error
+		failed = providers.RegionErrors{}
 		wg     sync.WaitGroup
-		failed int
 	)
 	sem := make(chan struct{}, p.opt.Concurrency)
 	for _, region := range regions {
@@ -128,18 +129,26 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 			defer mu.Unlock()
 			out = append(out, offers...)
 			if err != nil {
-				failed++
-				errs = append(errs, err)
-				p.opt.Logger.Warn("capacity blocks", "region", region, "err", err)
+				failed[region] = err
+				// Returned, and said once by whoever searched: the log
+				// has it only for debugging.
+				p.opt.Logger.Debug("capacity blocks", "region", region, "err", err)
 			}
 		}()
 	}
 	wg.Wait()
-	if failed == len(regions) && len(errs) > 0 {
+	rankOfferings(out)
+	switch {
+	case len(failed) == 0:
+		return out, nil
+	case len(failed) == len(regions):
+		errs := make([]error, 0, len(failed))
+		for _, r := range failed.Regions() {
+			errs = append(errs, failed[r])
+		}
 		return nil, errors.Join(errs...)
 	}
-	rankOfferings(out)
-	return out, nil
+	return out, failed
 }
 
 // rankOfferings puts the blocks of the asked length first, then the

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
+	"github.com/gpumarket/gpumarket/providers/booking"
 )
 
 // recorded reads an answer of testdata/ec2 (see its README).
@@ -529,4 +530,46 @@ func FuzzOfferingOf(f *testing.F) {
 			t.Fatalf("accepted %+v from fee %q, %dh%dm", got, fee, hours, minutes)
 		}
 	})
+}
+
+// TestFindOfferingsWarnsPerRegion (issue 15.1, offerings): with one of
+// two regions failing, FindOfferings dropped it silently, so `offerings`
+// gave no warning for it. The answering region's offerings come back
+// with an error that names the failed region (booking.RegionErrors); the
+// search then warns of it. With every region failing it is an error.
+func TestFindOfferingsWarnsPerRegion(t *testing.T) {
+	for name, fault := range map[string]ec2test.Fault{
+		"500": {Action: "DescribeCapacityBlockOfferings", Region: "us-west-2", Status: 500, Code: "InternalError",
+			Message: "An internal error has occurred."},
+		"throttled": ec2test.Throttle("DescribeCapacityBlockOfferings", "us-west-2", 0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			f.fake.AddFault(fault)
+			p := f.provider(t, nil)
+			offers, err := p.FindOfferings(context.Background(), h100Query())
+			var re booking.RegionErrors
+			if !errors.As(err, &re) {
+				t.Fatalf("error %v (%T): want one naming the failed region", err, err)
+			}
+			if got := re.RegionErrors(); len(got) != 1 || got["us-west-2"] == nil || !strings.Contains(got["us-west-2"].Error(), fault.Code) {
+				t.Fatalf("region errors %v: want us-west-2's %s", got, fault.Code)
+			}
+			if len(offers) != 2 {
+				t.Fatalf("%d offerings, want us-east-1's 2", len(offers))
+			}
+			for _, o := range offers {
+				if o.Region != "us-east-1" {
+					t.Errorf("offering %s of %s", o.ID, o.Region)
+				}
+			}
+			// Every region failing is an error of its own, with no
+			// offerings: the provider did not answer.
+			f.fake.AddFault(ec2test.Fault{Action: "DescribeCapacityBlockOfferings", Region: "us-east-1", Status: 500, Code: "InternalError", Message: "An internal error has occurred."})
+			offers, err = p.FindOfferings(context.Background(), h100Query())
+			if err == nil || errors.As(err, &re) || len(offers) != 0 || !strings.Contains(err.Error(), "us-east-1") || !strings.Contains(err.Error(), "us-west-2") {
+				t.Fatalf("every region failed: %d offerings, %v (%T)", len(offers), err, err)
+			}
+		})
+	}
 }

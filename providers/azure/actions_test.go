@@ -603,3 +603,32 @@ func TestFindFleet(t *testing.T) {
 		t.Errorf("PUTs = %d, want 1", f.putCount("virtualmachinescalesets/gpumarket-led-8"))
 	}
 }
+
+// TestFindOfferingsWarnsPerRegion (issue 15.1, offerings): a region whose
+// ResourceSKUs call failed was logged and dropped, so `offerings` said
+// nothing of it. The answering region's offerings come back with an error
+// naming the failed one (providers.RegionErrors, which the search warns
+// of); with every region failing it is an error.
+func TestFindOfferingsWarnsPerRegion(t *testing.T) {
+	f := newFakeARM(t)
+	f.failSKURegion = "westeurope"
+	p := newTestProvider(t, f.options())
+	q := providers.OfferingQuery{GPU: "A100", Instances: 1, Duration: 24 * time.Hour, Regions: []string{"eastus", "westeurope"}}
+	offs, err := p.FindOfferings(context.Background(), q)
+	var re providers.RegionErrors
+	if !errors.As(err, &re) || len(re) != 1 || re["westeurope"] == nil {
+		t.Fatalf("error %v (%T): want one naming westeurope", err, err)
+	}
+	if len(offs) == 0 {
+		t.Fatal("no offerings from eastus")
+	}
+	for _, o := range offs {
+		if o.Region != "eastus" {
+			t.Errorf("offering in %s", o.Region)
+		}
+	}
+	q.Regions = []string{"westeurope"}
+	if offs, err := p.FindOfferings(context.Background(), q); err == nil || errors.As(err, &re) || len(offs) != 0 {
+		t.Fatalf("every region failed: %d offerings, %v (%T)", len(offs), err, err)
+	}
+}

@@ -57,7 +57,9 @@ func reservationNote(hourly float64, d time.Duration) string {
 // the asked start range includes now. UpfrontUSD is its total for the
 // duration and HourlyUSD its rate. Sizes Azure does not take reservations
 // for (ResourceSKUs' CapacityReservationSupported false) are not offered.
-// Regions are searched at once.
+// Regions are searched at once; when some fail and others answer, the
+// offerings of those that answered come back with a
+// providers.RegionErrors naming each that failed.
 func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery) ([]providers.Offering, error) {
 	c, err := p.clients(ctx)
 	if err != nil {
@@ -82,10 +84,10 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 	end := start.Add(q.Duration)
 	regions := p.regions(providers.Query{Regions: q.Regions})
 	var (
-		mu   sync.Mutex
-		out  []providers.Offering
-		errs []error
-		wg   sync.WaitGroup
+		mu     sync.Mutex
+		out    []providers.Offering
+		failed = providers.RegionErrors{}
+		wg     sync.WaitGroup
 	)
 	for _, region := range regions {
 		wg.Add(1)
@@ -95,18 +97,19 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, err)
+				failed[region] = err
 				return
 			}
 			out = append(out, offs...)
 		}()
 	}
 	wg.Wait()
-	if len(out) == 0 && len(errs) > 0 && len(errs) == len(regions) {
+	if len(failed) > 0 && len(failed) == len(regions) {
+		errs := make([]error, 0, len(failed))
+		for _, r := range failed.Regions() {
+			errs = append(errs, failed[r])
+		}
 		return nil, fmt.Errorf("azure capacity reservations: %w", errors.Join(errs...))
-	}
-	for _, e := range errs {
-		p.log.Warn("azure offerings: region failed", "err", e)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].UpfrontUSD != out[j].UpfrontUSD {
@@ -114,6 +117,11 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 		}
 		return out[i].ID < out[j].ID
 	})
+	if len(failed) > 0 {
+		// The regions that answered stand; the search warns of each
+		// that did not, once, where it is shown.
+		return out, failed
+	}
 	return out, nil
 }
 

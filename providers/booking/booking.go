@@ -255,7 +255,9 @@ func (w Warning) String() string {
 // RegionErrors is implemented by an error a provider's FindOfferings
 // returns together with the offerings of the regions that answered: it
 // names each region that did not. The search keeps the offerings and
-// warns of each region.
+// warns of each region; the provider counts as answered even when the
+// regions that answered had nothing on sale. A provider none of whose
+// regions answered returns another error (it failed).
 type RegionErrors interface {
 	error
 	RegionErrors() map[string]error
@@ -277,9 +279,10 @@ const MaxInstances = 10_000
 // FindOfferings asks every provider in use that sells blocks, at once,
 // each within the service's timeout (and ctx): a provider or region that
 // does not answer is a warning, and the others' offerings stand. It
-// leaves out the offerings the ledger holds as bought, sorts the rest by
-// $/GPU-h (then start) and keeps them in the store for a later Book by
-// id. It fails only when no provider answered.
+// leaves out the offerings the ledger holds as bought, sorts the rest —
+// the asked length first, then other lengths (FlexLength) — by $/GPU-h
+// (then start) and keeps them in the store for a later Book by id. It
+// fails only when no provider answered.
 func (s *Service) FindOfferings(ctx context.Context, q providers.OfferingQuery) (Search, error) {
 	lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerWork)
 	defer lcancel()
@@ -331,7 +334,7 @@ func (s *Service) FindOfferings(ctx context.Context, q providers.OfferingQuery) 
 		switch {
 		case a.err == nil:
 			answered++
-		case errors.As(a.err, &re) && len(a.offs) > 0:
+		case errors.As(a.err, &re):
 			answered++
 			regions := make([]string, 0, len(re.RegionErrors()))
 			for r := range re.RegionErrors() {
@@ -363,6 +366,13 @@ func (s *Service) FindOfferings(ctx context.Context, q providers.OfferingQuery) 
 	res.Offerings = kept
 	sort.SliceStable(res.Offerings, func(i, j int) bool {
 		a, b := res.Offerings[i], res.Offerings[j]
+		// The length asked for first: an offering of another length
+		// (OfferingQuery.FlexDuration) is never the top row, however
+		// cheap per GPU-hour (issue 11.1: a 51 h block listed above the
+		// 24 h one was what `book` of the top row bought).
+		if a.FlexLength != b.FlexLength {
+			return !a.FlexLength
+		}
 		pa, pb := a.USDPerGPUHour(), b.USDPerGPUHour()
 		if pa != pb && !math.IsNaN(pa) && !math.IsNaN(pb) {
 			return pa < pb

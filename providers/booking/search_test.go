@@ -122,3 +122,46 @@ func TestSearchWarnsPerRegion(t *testing.T) {
 		t.Fatalf("warnings %q", got)
 	}
 }
+
+// emptyRegionsFinder answers for some regions with nothing on sale and
+// names the others' failures.
+type emptyRegionsFinder struct{ *bookingtest.Fake }
+
+func (r emptyRegionsFinder) FindOfferings(context.Context, providers.OfferingQuery) ([]providers.Offering, error) {
+	return nil, regionErrs{"us-west-2": errors.New("RequestLimitExceeded")}
+}
+
+// A provider whose answering regions had nothing on sale answered: the
+// search says nothing is on sale there and warns of the region that
+// failed, rather than count the whole provider failed (which made
+// `offerings` exit 1 as if no region had answered).
+func TestSearchRegionsThatAnsweredNothingAnswered(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	svc := booking.New(f.st, []providers.Provider{emptyRegionsFinder{f.fake}}, booking.Options{Now: func() time.Time { return f.now }, Timeout: time.Second})
+	res, err := svc.FindOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour})
+	if err != nil || len(res.Offerings) != 0 || len(res.Failed) != 0 || len(res.Warnings) != 1 || res.Warnings[0].Region != "us-west-2" {
+		t.Fatalf("search %+v, %v", res, err)
+	}
+}
+
+// TestSearchRanksTheAskedLengthFirst (issue 11.1): an offering of another
+// length, kept by --flex-duration, comes after every offering of the
+// asked length however cheap it is per GPU-hour: `book` of the top row
+// never buys a length nobody asked for.
+func TestSearchRanksTheAskedLengthFirst(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	start := f.now.Add(48 * time.Hour)
+	other := bookingtest.Offering("aws", "cb-43h", start, 43, 1, 1000) // $2.91/GPU-h
+	other.FlexLength = true
+	fake := bookingtest.New("aws", bookingtest.Offering("aws", "cb-48h", start, 48, 1, 3000), other) // $7.81/GPU-h
+	svc := booking.New(f.st, []providers.Provider{fake}, booking.Options{Now: func() time.Time { return f.now }, Timeout: time.Second})
+	res, err := svc.FindOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour, FlexDuration: 6 * time.Hour})
+	if err != nil || len(res.Offerings) != 2 || res.Offerings[0].ID != "cb-48h" || !res.Offerings[1].FlexLength {
+		t.Fatalf("search %+v, %v: want the 48 h block first", res.Offerings, err)
+	}
+	// Kept for book with its mark: the confirmation says it.
+	q, err := svc.Quote(context.Background(), "cb-43h")
+	if err != nil || !q.Offering.FlexLength {
+		t.Fatalf("quote of the 43 h block %+v, %v", q.Offering, err)
+	}
+}

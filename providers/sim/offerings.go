@@ -221,7 +221,10 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []providers.Offering 
 			rate := r[0] + (r[1]-r[0])*u
 			o.UpfrontUSD = math.Round(rate*o.GPU.Count*float64(n)*hours*100) / 100
 		} else {
-			o.UpfrontUSD = math.Round(*p.spec.Desc.OnDemandUSDHour*float64(n)*hours*100) / 100
+			// Billed by the hour, as Azure bills it: the total for the
+			// window in UpfrontUSD, the rate beside it.
+			o.HourlyUSD = *p.spec.Desc.OnDemandUSDHour * float64(n)
+			o.UpfrontUSD = math.Round(o.HourlyUSD*hours*100) / 100
 		}
 		o.ID = m.offeringID(o)
 		out = append(out, o)

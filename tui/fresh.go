@@ -1,0 +1,156 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+)
+
+// Fresh terms (issue 15.3): right before money moves the booking service
+// asks the provider for an offering's terms (or a fleet's prices) again,
+// and refuses to spend on any other than those shown — a
+// *booking.TermsChangedError or *booking.EstimateChangedError carrying
+// the new ones. The confirmation then shows the new terms in place of the
+// old, what changed first, and asks again: y then enter buys what it now
+// shows, never what it showed before, and never terms it did not show.
+
+// maxQuoteRenewals bounds the renewals a confirmation's quotes make in a
+// row without the user: a provider whose terms change at every look is
+// said to, rather than asked again for ever.
+const maxQuoteRenewals = 3
+
+// termsChanged is the refusal of terms other than those shown in err,
+// nil when err is something else.
+func termsChanged(err error) *booking.TermsChangedError {
+	var tc *booking.TermsChangedError
+	if errors.As(err, &tc) {
+		return tc
+	}
+	return nil
+}
+
+// renewBuy is the answer of the quote of a purchase of o when its terms
+// changed (tc) before the user could say yes: the box shows the purchase
+// on the new terms instead. What they are compared with is what the user
+// last could say yes to: o itself when o is what the table showed
+// (changed is nil), else the terms changed replaced — o came from a
+// renewal and was only on screen while being checked.
+func renewBuy(svc *booking.Service, actor string, o providers.Offering, now time.Time, changed, tc *booking.TermsChangedError, quoted int) quoteAnswer {
+	if quoted >= maxQuoteRenewals {
+		return quoteAnswer{err: fmt.Errorf("the terms changed %d times while being checked: nothing was bought; search again in a while: %w", quoted+1, tc)}
+	}
+	seen := o
+	if changed != nil {
+		seen = changed.Shown
+	}
+	return quoteAnswer{renewed: buyAction(svc, actor, tc.Now, now, &booking.TermsChangedError{Shown: seen, Now: tc.Now, Why: tc.Why}, quoted+1)}
+}
+
+// termsChange says what changed between the terms shown and those sold
+// now, the total first: one line of the renewed confirmation.
+func termsChange(tc *booking.TermsChangedError) string {
+	was, now := tc.Shown, tc.Now
+	if booking.SameTerms(was, now) {
+		// Changed and changed back while being checked (a later search,
+		// then the provider): what was shown stands, asked for again.
+		return "Checked again with the provider: the terms are those shown before. Nothing was bought yet."
+	}
+	var diffs []string
+	if d := now.UpfrontUSD - was.UpfrontUSD; math.Round(d*100) != 0 {
+		diffs = append(diffs, fmt.Sprintf("total $%.2f → $%.2f (%s)", was.UpfrontUSD, now.UpfrontUSD, signedUSD(d)))
+	}
+	if now.StartsOnPurchase && was.StartsOnPurchase {
+		rate := func(o providers.Offering) float64 { return o.UpfrontUSD / o.DurationHours() }
+		if r0, r1 := rate(was), rate(now); math.Round(r0*100) != math.Round(r1*100) {
+			diffs = append(diffs, fmt.Sprintf("$%.2f → $%.2f an hour", r0, r1))
+		}
+	} else if !now.Start.Equal(was.Start) {
+		diffs = append(diffs, "start "+stamp(was.Start)+" → "+stamp(now.Start))
+	}
+	if !now.End.Equal(was.End) {
+		diffs = append(diffs, "end "+stamp(was.End)+" → "+stamp(now.End))
+	}
+	if now.InstanceCount != was.InstanceCount || now.InstanceType != was.InstanceType {
+		diffs = append(diffs, fmt.Sprintf("%d × %s → %d × %s", was.InstanceCount, market.DisplayType(was.InstanceType), now.InstanceCount, market.DisplayType(now.InstanceType)))
+	}
+	if now.Region != was.Region || now.Zone != was.Zone {
+		diffs = append(diffs, market.Place(was.Region, was.Zone)+" → "+market.Place(now.Region, now.Zone))
+	}
+	if len(diffs) == 0 {
+		diffs = append(diffs, "its terms as the provider describes them now")
+	}
+	return fmt.Sprintf("Changed since shown (%s): %s. Nothing was bought; the new terms follow.", tc.Why, strings.Join(diffs, "; "))
+}
+
+// termsTitle is the question of a purchase on renewed terms, the new
+// total first.
+func termsTitle(o providers.Offering, tc *booking.TermsChangedError) string {
+	if booking.SameTerms(tc.Shown, o) {
+		return fmt.Sprintf("Checked again: buy this %s for $%.2f?", offeringName(o), o.UpfrontUSD)
+	}
+	return fmt.Sprintf("The terms changed: buy this %s for $%.2f now (shown $%.2f)?", offeringName(o), o.UpfrontUSD, tc.Shown.UpfrontUSD)
+}
+
+// stamp is a time of a change line, in UTC: both sides in one zone.
+func stamp(t time.Time) string { return t.UTC().Format("01-02 15:04 UTC") }
+
+// signedUSD writes +$12.50 or -$3.00.
+func signedUSD(d float64) string {
+	if d < 0 {
+		return fmt.Sprintf("-$%.2f", -d)
+	}
+	return fmt.Sprintf("+$%.2f", d)
+}
+
+// launchSend launches spec at the estimate est the box showed. With a
+// budget cap the booking service reads the prices again first; if the
+// fleet would cost more per hour than shown, nothing is launched and the
+// box shows the new estimate and asks again (relaunchAction).
+func launchSend(svc *booking.Service, actor string, spec providers.FleetSpec, est booking.FleetEstimate) func(context.Context) outcome {
+	return func(ctx context.Context) outcome {
+		res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
+		var ec *booking.EstimateChangedError
+		if errors.As(err, &ec) {
+			return outcome{renewed: relaunchAction(svc, actor, spec, ec)}
+		}
+		return outcome{err: err, then: fleetLaunchedMsg{res: res, err: err},
+			notice: fmt.Sprintf("launched %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))}
+	}
+}
+
+// relaunchAction is the launch of spec at the estimate its prices give
+// now, which went up since the box showed the last: the new estimate
+// first, what changed, the dry run again, and y then enter launches at
+// it (the ledger records it).
+func relaunchAction(svc *booking.Service, actor string, spec providers.FleetSpec, ec *booking.EstimateChangedError) *moneyAction {
+	sim := ""
+	if svc.Describe(spec.Provider).Simulated {
+		sim = " (SIMULATED MARKET: nothing real is launched)"
+	}
+	est := ec.Now
+	return &moneyAction{
+		title: fmt.Sprintf("The prices went up: launch %s in %s at about $%.2f an hour now (shown $%.2f)?%s",
+			fleetKind(spec), spec.Region, est.USDHour, ec.Shown.USDHour, sim),
+		verb: "launch",
+		lines: append([]string{fmt.Sprintf("Changed since shown: about $%.2f → $%.2f an hour (%s). Nothing was launched; the new estimate follows.",
+			ec.Shown.USDHour, est.USDHour, signedUSD(est.USDHour-ec.Shown.USDHour))}, fleetLines(spec, est)...),
+		checking: "asking the provider for a dry run", sending: "launching",
+		quote: func(ctx context.Context) quoteAnswer {
+			dry := spec
+			dry.DryRun = true
+			res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: dry, Estimate: est})
+			if err != nil {
+				return quoteAnswer{err: err}
+			}
+			return quoteAnswer{dryRun: orDefault(dryRunAnswer(res.Fleet.Message), "the provider says the launch would succeed"),
+				send: launchSend(svc, actor, spec, est)}
+		},
+	}
+}

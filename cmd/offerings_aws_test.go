@@ -162,12 +162,12 @@ func TestOfferingsFlexDuration(t *testing.T) {
 // simulated market sells Azure-style reservations for a 30 h search.
 func TestOfferingsTableSaysTheHourlyRate(t *testing.T) {
 	s := newSession(t, "")
-	code, out, errOut := s.run("offerings", "--gpu", "H100", "--count", "1", "--duration", "30h", "-o", "json")
+	code, out, errOut := s.run("offerings", "--gpu", "A100", "--count", "1", "--duration", "30h", "-o", "json")
 	rows := contractRows(t, out)
 	if code != 0 || len(rows) == 0 {
 		t.Fatalf("exit %d, %d rows: %s", code, len(rows), errOut)
 	}
-	code, table, errOut := s.run("offerings", "--gpu", "H100", "--count", "1", "--duration", "30h")
+	code, table, errOut := s.run("offerings", "--gpu", "A100", "--count", "1", "--duration", "30h")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

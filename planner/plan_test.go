@@ -259,8 +259,10 @@ func TestMonteCarloMatchesPaidHours(t *testing.T) {
 func TestBlockQueries(t *testing.T) {
 	now := t0.Add(-12 * time.Hour)
 	qs := BlockQueries(goodJob(), now, nil)
-	// 48 h + 12m + 30m → 3 days, and 4; a day for block+spot; 49 hours.
-	want := []time.Duration{72 * time.Hour, 96 * time.Hour, 24 * time.Hour, 49 * time.Hour}
+	// 48 h + 12m + 30m → 3 days, and 4; a day for block+spot; and a
+	// reservation, which starts when made: from now, over the 12 h wait
+	// and the 48 h 12 m of work, 61 hours.
+	want := []time.Duration{72 * time.Hour, 96 * time.Hour, 24 * time.Hour, 61 * time.Hour}
 	if len(qs) != len(want) {
 		t.Fatalf("%d queries: %+v", len(qs), qs)
 	}
@@ -269,10 +271,11 @@ func TestBlockQueries(t *testing.T) {
 			t.Errorf("query %d: %+v, want %s", i, q, want[i])
 		}
 	}
-	if !qs[0].StartAfter.Equal(now) || !qs[3].StartAfter.Equal(t0) {
-		t.Errorf("start after: %v (want now, not a day before the start) and %v (want the start)", qs[0].StartAfter, qs[3].StartAfter)
+	if !qs[0].StartAfter.Equal(now) || !qs[3].StartAfter.Equal(now) {
+		t.Errorf("start after: %v (want now, not a day before the start) and %v (a reservation: now)", qs[0].StartAfter, qs[3].StartAfter)
 	}
-	// An A100 does 0.45 of the work: 106.9 h → 5 and 6 days.
+	// An A100 does 0.45 of the work: 106.9 h → 5 and 6 days; its
+	// reservation holds the 12 h wait too.
 	j := goodJob()
 	j.Models = []string{"H100", "A100"}
 	j.Deadline = t0.Add(10 * 24 * time.Hour)
@@ -282,7 +285,7 @@ func TestBlockQueries(t *testing.T) {
 			a100 = append(a100, q.Duration)
 		}
 	}
-	if !slices.Equal(a100, []time.Duration{120 * time.Hour, 144 * time.Hour, 24 * time.Hour, 107 * time.Hour}) {
+	if !slices.Equal(a100, []time.Duration{120 * time.Hour, 144 * time.Hour, 24 * time.Hour, 119 * time.Hour}) {
 		t.Errorf("A100 queries %v", a100)
 	}
 	if awsDays(15) != 21 || awsDays(22) != 28 || awsDays(14) != 14 || awsDays(0) != 1 {

@@ -60,8 +60,14 @@ func BlockQueries(job Job, now time.Time, speeds Speeds) []providers.OfferingQue
 		if days > 1 {
 			add(model, 24*time.Hour, after)
 		}
-		hours := math.Ceil(work.Hours() - 1e-9)
-		add(model, time.Duration(hours)*time.Hour, job.Start)
+		// A reservation (Azure's) starts when it is made: bought now, it
+		// is held, and billed, from now to the job's end.
+		hold := work
+		if wait := job.Start.Sub(now); wait > 0 {
+			hold += wait
+		}
+		hours := math.Ceil(hold.Hours() - 1e-9)
+		add(model, time.Duration(hours)*time.Hour, now)
 	}
 	return out
 }

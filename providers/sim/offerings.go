@@ -115,12 +115,19 @@ func (m *Market) FindOfferings(ctx context.Context, q providers.OfferingQuery) (
 	if err != nil {
 		return nil, err
 	}
+	// As on Azure, a reservation starts when it is made: it is sold only
+	// to a search whose start range holds now.
+	reservable := !v.startAfter.After(m.opt.Now().UTC().Add(time.Minute))
+	if !v.blocks && !reservable {
+		return nil, providers.InvalidQueryf("duration %s with a start after %s: capacity blocks last %s, and capacity reservations start when they are made (search from now)",
+			providers.FormatWindow(v.dur), v.startAfter.Format(time.RFC3339), blockTerms.DurationForm)
+	}
 	var out []providers.Offering
 	for _, p := range m.pools {
 		if !p.blockable() || (v.gpu != "" && p.spec.Desc.GPU.Model != v.gpu) || !providers.Query.WantsRegion(providers.Query{Regions: v.regions}, p.spec.Region.Name) {
 			continue
 		}
-		if p.spec.Desc.Cloud == providers.CloudAWS && !v.blocks {
+		if p.spec.Desc.Cloud == providers.CloudAWS && !v.blocks || p.spec.Desc.Cloud == providers.CloudAzure && !reservable {
 			continue
 		}
 		n := v.instances
@@ -171,8 +178,8 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []providers.Offering 
 			starts = append(starts, day)
 		}
 	} else {
-		// As on Azure, a reservation starts when it is bought and is
-		// held (and billed) until the end of the wanted window.
+		// As on Azure, a reservation starts when it is bought and lasts
+		// the asked hours (the caller searched from now).
 		starts = append(starts, m.opt.Now().UTC().Truncate(time.Minute))
 	}
 	// Large and long blocks are scarcer.
@@ -202,11 +209,6 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []providers.Offering 
 			Start: s, End: s.Add(v.dur), Currency: "USD", Simulated: true, Kind: providers.KindBlock,
 		}
 		if !aws {
-			end := v.startAfter.Truncate(time.Minute)
-			if end.Before(s) {
-				end = s
-			}
-			o.End = end.Add(v.dur)
 			o.StartsOnPurchase, o.Kind = true, providers.KindReservation
 			o.Note = "simulated Azure capacity reservation: held and billed at the on-demand rate from purchase until deleted; gpumarket prices it, and releases it, at " + o.End.Format(time.RFC3339)
 		}

@@ -60,6 +60,12 @@ type Service struct {
 	// changes counts the ledger writes made through the service, so a
 	// view can tell cheaply that it should reread the ledger.
 	changes atomic.Uint64
+	// keeping is set once Keep runs: this process stays up to keep
+	// schedules, so it may launch a simulated fleet, which lives in it.
+	keeping atomic.Bool
+	// fleetsNow caches what the providers said of running fleets, shared
+	// by every view of the process (FleetsNow).
+	fleetsNow fleetsNowCache
 }
 
 // Changes grows by one with every ledger row the service writes.

@@ -426,7 +426,9 @@ func (s *Service) remember(ctx context.Context) {
 		}
 		rows, err := s.st.List(ctx)
 		if err != nil {
-			s.opt.Logger.Warn("read ledger for the simulated market", "err", err)
+			if ctx.Err() == nil {
+				s.opt.Logger.Warn("read ledger for the simulated market", "err", err)
+			}
 			return
 		}
 		byProvider := map[string][]providers.BookedOffering{}

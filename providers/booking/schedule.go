@@ -38,9 +38,18 @@ func KeeperOf(d providers.Descriptor) Keeper {
 // KeeperNote says, for a confirmation and the ledger's note, who starts
 // and stops a scheduled fleet of the provider, and what that asks of the
 // user.
-func KeeperNote(d providers.Descriptor) string {
+func KeeperNote(d providers.Descriptor) string { return KeeperOf(d).Note(d) }
+
+// Note says who keeps a schedule kept by k, and what that asks of the
+// user; d is the provider's descriptor (its cloud's name, whether it lives
+// in gpumarket's process). A keeper not recorded ("") is the one the
+// descriptor says.
+func (k Keeper) Note(d providers.Descriptor) string {
+	if k == "" {
+		k = KeeperOf(d)
+	}
 	switch {
-	case KeeperOf(d) == KeptByCloud:
+	case k == KeptByCloud:
 		who := d.Cloud.Title()
 		if who == "" {
 			who = d.Name
@@ -109,7 +118,7 @@ func WindowText(start, end, now time.Time) string {
 	if !sameDay(start.UTC(), end.UTC()) {
 		utc = fmt.Sprintf("%s – %s UTC", start.UTC().Format("Mon 15:04"), end.UTC().Format("Mon 15:04"))
 	}
-	return fmt.Sprintf("%s – %s (%s), %s", from, to, utc, span(end.Sub(start)))
+	return fmt.Sprintf("%s – %s (%s), %s", from, to, utc, Countdown(end.Sub(start)))
 }
 
 func sameDay(a, b time.Time) bool {
@@ -118,8 +127,8 @@ func sameDay(a, b time.Time) bool {
 	return ya == yb && ma == mb && da == db
 }
 
-// span says a duration as a countdown reads: 2d 4h, 3h 20m, 45m.
-func span(d time.Duration) string {
+// Countdown says a duration as a countdown reads: 2d 4h, 3h 20m, 45m.
+func Countdown(d time.Duration) string {
 	d = d.Round(time.Minute)
 	days := int(d / (24 * time.Hour))
 	hours := int(d % (24 * time.Hour) / time.Hour)
@@ -254,7 +263,7 @@ func (s *Service) launchDue(ctx context.Context, r store.Row, sched FleetSchedul
 		return res.Row, fmt.Sprintf("not sent: %v", err), nil
 	}
 	if res.Row.State == store.StateActive && late > lateBy {
-		res.Row.Note = fmt.Sprintf("launched by gpumarket %s after its start: no gpumarket was running then; %s", span(late), KeeperNote(p.Describe()))
+		res.Row.Note = fmt.Sprintf("launched by gpumarket %s after its start: no gpumarket was running then; %s", Countdown(late), KeeperNote(p.Describe()))
 		if res.Row, err = s.settle(ctx, res.Row, store.StateActive); err != nil {
 			return res.Row, "", err
 		}
@@ -290,7 +299,7 @@ func (s *Service) endDue(ctx context.Context, r store.Row, sched FleetSchedule, 
 	r.Note = "deleted by gpumarket at its end"
 	if late > lateBy {
 		r.Note = fmt.Sprintf("deleted by gpumarket %s after its end %s: no gpumarket was running then, and it billed until now",
-			span(late), sched.End.UTC().Format(time.RFC3339))
+			Countdown(late), sched.End.UTC().Format(time.RFC3339))
 		s.opt.Logger.Warn("a scheduled fleet was deleted late", "row", r.ID, "ref", r.ProviderRef, "late", late.Round(time.Second))
 	} else {
 		s.opt.Logger.Info("deleted a fleet at its end", "row", r.ID, "ref", r.ProviderRef)

@@ -42,40 +42,6 @@ type fleetLaunchFlags struct {
 	start, length string
 }
 
-// fleetSchedule reads --start and --for into a spec's Start and End, at
-// now: a start ahead of now (at most providers.MaxFleetLead), a length
-// within providers' bounds. The error is bad usage naming the flag.
-func fleetSchedule(start, length string, now time.Time) (from, to time.Time, err error) {
-	if s := strings.TrimSpace(start); s != "" {
-		if from, err = providers.ParseWhen(s, now); err != nil {
-			return from, to, usagef("--start %v", err)
-		}
-		switch {
-		case !from.After(now):
-			return from, to, usagef("--start %q is %s, which has passed (now %s): want a time ahead", start,
-				from.In(now.Location()).Format("Mon 2006-01-02 15:04 MST"), now.Format("Mon 2006-01-02 15:04 MST"))
-		case from.Sub(now) > providers.MaxFleetLead:
-			return from, to, usagef("--start %q is %s ahead: a fleet is scheduled at most %d days ahead", start,
-				from.Sub(now).Round(time.Hour), int(providers.MaxFleetLead.Hours()/24))
-		}
-	}
-	if s := strings.TrimSpace(length); s != "" {
-		d, err := providers.ParseSpan(s, "mhdw", providers.MaxFleetLength)
-		switch {
-		case errors.Is(err, providers.ErrSpanTooLong):
-			return from, to, usagef("--for %q: a scheduled fleet lasts at most %d days; want %s", length, int(providers.MaxFleetLength.Hours()/24), providers.FleetLengthForm)
-		case err != nil || d < providers.MinFleetLength:
-			return from, to, usagef("--for %q: want %s", length, providers.FleetLengthForm)
-		}
-		base := from
-		if base.IsZero() {
-			base = now
-		}
-		to = base.Add(d)
-	}
-	return from, to, nil
-}
-
 func (cl *cli) fleetLaunchCmd() *cobra.Command {
 	var f fleetLaunchFlags
 	c := &cobra.Command{
@@ -153,9 +119,10 @@ ahead; --for takes ` + providers.FleetLengthForm + `.`,
 			if cmd.Flags().Changed("for") && strings.TrimSpace(f.length) == "" {
 				return usagef("--for is empty: want %s", providers.FleetLengthForm)
 			}
-			start, end, err := fleetSchedule(f.start, f.length, time.Now())
-			if err != nil {
-				return err
+			start, end, err := providers.ParseFleetSchedule(f.start, f.length, time.Now())
+			var se *providers.ScheduleError
+			if errors.As(err, &se) {
+				return usagef("--%s %q: %s", se.Field, se.Value, se.Why)
 			}
 			a, err := cl.newApp(cmd)
 			if err != nil {

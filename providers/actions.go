@@ -1,8 +1,10 @@
 package providers
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -180,6 +182,54 @@ const (
 
 // FleetLengthForm is what a fleet's length may be, for messages.
 const FleetLengthForm = "a whole number and a unit m, h, d or w (such as 90m, 3h or 2d), from 5m to 90d"
+
+// ScheduleError is a fleet schedule typed wrong: Field is "start" or
+// "for" (the CLI's --start and --for, the Fleet form's Start and For),
+// Value what was typed, Why what is wrong and what is accepted.
+type ScheduleError struct {
+	Field, Value, Why string
+}
+
+func (e *ScheduleError) Error() string { return fmt.Sprintf("%s %q: %s", e.Field, e.Value, e.Why) }
+
+// ParseFleetSchedule reads a fleet's schedule as people type it, the same
+// in the CLI and the TUI: start in any form ParseWhen reads (empty: now),
+// ahead of now by at most MaxFleetLead; length a span of minutes, hours,
+// days or weeks (empty: until deleted) from MinFleetLength to
+// MaxFleetLength, counted from the start. Errors are *ScheduleError.
+func ParseFleetSchedule(start, length string, now time.Time) (from, to time.Time, err error) {
+	if s := strings.TrimSpace(start); s != "" {
+		if from, err = ParseWhen(s, now); err != nil {
+			why := "want " + WhenForm
+			if strings.Contains(err.Error(), "90 days") {
+				why = "more than 90 days ahead"
+			}
+			return time.Time{}, time.Time{}, &ScheduleError{Field: "start", Value: start, Why: why}
+		}
+		switch {
+		case !from.After(now):
+			return time.Time{}, time.Time{}, &ScheduleError{Field: "start", Value: start, Why: fmt.Sprintf("%s has passed (now %s): want a time ahead",
+				from.In(now.Location()).Format("Mon 2006-01-02 15:04 MST"), now.Format("Mon 2006-01-02 15:04 MST"))}
+		case from.Sub(now) > MaxFleetLead:
+			return time.Time{}, time.Time{}, &ScheduleError{Field: "start", Value: start, Why: fmt.Sprintf("a fleet is scheduled at most %d days ahead", int(MaxFleetLead.Hours()/24))}
+		}
+	}
+	if s := strings.TrimSpace(length); s != "" {
+		d, err := ParseSpan(s, "mhdw", MaxFleetLength)
+		switch {
+		case errors.Is(err, ErrSpanTooLong):
+			return time.Time{}, time.Time{}, &ScheduleError{Field: "for", Value: length, Why: fmt.Sprintf("a scheduled fleet lasts at most %d days; want %s", int(MaxFleetLength.Hours()/24), FleetLengthForm)}
+		case err != nil || d < MinFleetLength:
+			return time.Time{}, time.Time{}, &ScheduleError{Field: "for", Value: length, Why: "want " + FleetLengthForm}
+		}
+		base := from
+		if base.IsZero() {
+			base = now
+		}
+		to = base.Add(d)
+	}
+	return from, to, nil
+}
 
 // CheckSchedule checks a fleet's schedule against now: an end after the
 // start (or now, for a fleet that starts now) by at least MinFleetLength

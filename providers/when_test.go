@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,70 @@ func FuzzParseWhen(f *testing.F) {
 		}
 		if _, ok := weekdays[strings.ToLower(strings.Fields(s + " x")[0])]; ok && (!got.After(now) || got.Sub(now) > 7*24*time.Hour+time.Hour) {
 			t.Errorf("%q: a weekday form %v is not within the week ahead of %v", s, got, now)
+		}
+	})
+}
+
+// Issue 13.1: the fleet schedule the CLI's --start/--for and the Fleet
+// form's Start/For take: a start ahead, a length within bounds, each
+// refusal naming its field.
+func TestParseFleetSchedule(t *testing.T) {
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	from, to, err := ParseFleetSchedule("Thu 14:00", "3h", now)
+	if err != nil || !from.Equal(time.Date(2026, 11, 26, 14, 0, 0, 0, time.UTC)) || to.Sub(from) != 3*time.Hour {
+		t.Fatalf("Thu 14:00 for 3h: %v – %v, %v", from, to, err)
+	}
+	if from, to, err := ParseFleetSchedule("", "90m", now); err != nil || !from.IsZero() || !to.Equal(now.Add(90*time.Minute)) {
+		t.Fatalf("for 90m from now: %v – %v, %v", from, to, err)
+	}
+	if from, to, err := ParseFleetSchedule(" ", "", now); err != nil || !from.IsZero() || !to.IsZero() {
+		t.Fatalf("no schedule: %v – %v, %v", from, to, err)
+	}
+	for _, c := range []struct{ start, length, field, why string }{
+		{"soon", "", "start", "want a local time"},
+		{"2026-11-20 11:00", "", "start", "has passed"},
+		{"2026-11-20 12:00", "", "start", "has passed"},
+		{"+91d", "", "start", "more than 90 days ahead"},
+		{"2027-03-01", "", "start", "at most 90 days ahead"},
+		{"+1h", "0", "for", "from 5m to 90d"},
+		{"", "4m", "for", "from 5m to 90d"},
+		{"", "3 hours", "for", "want a whole number"},
+		{"", "13w", "for", "at most 90 days"},
+	} {
+		_, _, err := ParseFleetSchedule(c.start, c.length, now)
+		var se *ScheduleError
+		if !errors.As(err, &se) || se.Field != c.field || !strings.Contains(se.Why, c.why) {
+			t.Errorf("start %q for %q: %v; want the %s refused saying %q", c.start, c.length, err, c.field, c.why)
+		}
+	}
+}
+
+func FuzzParseFleetSchedule(f *testing.F) {
+	for _, s := range [][2]string{{"Thu 14:00", "3h"}, {"+2d", "90m"}, {"", "1w"}, {"2026-12-01 09:00", "0"}, {"+1h", "99999999999999999999d"}} {
+		f.Add(s[0], s[1])
+	}
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, start, length string) {
+		from, to, err := ParseFleetSchedule(start, length, now)
+		if err != nil {
+			var se *ScheduleError
+			if !errors.As(err, &se) || (se.Field != "start" && se.Field != "for") || !from.IsZero() || !to.IsZero() {
+				t.Fatalf("%q %q: error %v with %v – %v", start, length, err, from, to)
+			}
+			return
+		}
+		if !from.IsZero() && (!from.After(now) || from.Sub(now) > MaxFleetLead) {
+			t.Fatalf("%q: start %v outside (now, now+90d]", start, from)
+		}
+		base := from
+		if base.IsZero() {
+			base = now
+		}
+		if !to.IsZero() && (to.Sub(base) < MinFleetLength || to.Sub(base) > MaxFleetLength) {
+			t.Fatalf("%q: length %v outside [5m, 90d]", length, to.Sub(base))
+		}
+		if (FleetSpec{Start: from, End: to}).CheckSchedule(now) != nil {
+			t.Fatalf("%q %q: a schedule parsed is refused by CheckSchedule", start, length)
 		}
 	})
 }

@@ -169,10 +169,11 @@ func fleetSummary(spec providers.FleetSpec, est booking.FleetEstimate, simulated
 	if simulated {
 		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is launched.")
 	}
+	bills := est.Billing(spec, time.Now())
 	if math.IsNaN(est.USDHour) {
-		fmt.Fprintf(&b, "Estimated cost: unknown (%s); a fleet bills until deleted\n", est.Basis)
+		fmt.Fprintf(&b, "Estimated cost: unknown (%s); %s\n", est.Basis, bills)
 	} else {
-		fmt.Fprintf(&b, "Estimated cost: $%.2f per hour (%s); a fleet bills until deleted\n", est.USDHour, est.Basis)
+		fmt.Fprintf(&b, "Estimated cost: $%.2f per hour (%s); %s\n", est.USDHour, est.Basis, bills)
 		if est.GPUs > 0 {
 			fmt.Fprintf(&b, "  per GPU    $%.4f per GPU-hour over %g GPUs\n", est.USDHour/est.GPUs, est.GPUs)
 		}
@@ -222,7 +223,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 	}
 	est := svc.EstimateFleet(ctx, spec)
 	simulated := svc.Describe(spec.Provider).Simulated
-	fmt.Fprint(e.errOut, fleetSummary(spec, est, simulated, svc.ScheduleLines(spec)))
+	fmt.Fprint(e.errOut, fleetSummary(spec, est, simulated, svc.ScheduleLines(spec, time.Now())))
 	if !spec.DryRun {
 		// Dry run first: the provider's "no" comes before the question.
 		dry := spec
@@ -254,7 +255,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 			break
 		}
 		fmt.Fprintln(e.errOut, "The fleet's prices went up since they were shown; nothing was launched. The new estimate:")
-		fmt.Fprint(e.errOut, fleetSummary(spec, ec.Now, simulated, svc.ScheduleLines(spec)))
+		fmt.Fprint(e.errOut, fleetSummary(spec, ec.Now, simulated, svc.ScheduleLines(spec, time.Now())))
 		if f.yes || asked >= maxAsks-1 {
 			return fmt.Errorf("refused: the fleet now costs about $%.2f per hour (shown $%.2f); nothing was launched: run the command again to launch at the new prices", ec.Now.USDHour, ec.Shown.USDHour)
 		}

@@ -36,7 +36,7 @@ func TestScheduledFleetThroughTheLedger(t *testing.T) {
 	end := start.Add(3 * time.Hour)
 	spec := providers.FleetSpec{Provider: Name, Region: "us-east-1", InstanceTypes: []string{"g6.xlarge"}, TargetCapacity: 3, Start: start, End: end}
 
-	if lines := svc.ScheduleLines(spec); len(lines) != 2 || !strings.Contains(lines[1], "AWS starts and ends it at the cloud; it ends on time even if gpumarket is not running") {
+	if lines := svc.ScheduleLines(spec, clock.Now()); len(lines) != 2 || !strings.Contains(lines[1], "AWS starts and ends it at the cloud; it ends on time even if gpumarket is not running") {
 		t.Fatalf("confirmation lines %q", lines)
 	}
 	dry := spec

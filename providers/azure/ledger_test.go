@@ -137,7 +137,7 @@ func TestScheduledScaleSetKeptByTheLoop(t *testing.T) {
 	start, end := testNow.Add(26*time.Hour), testNow.Add(29*time.Hour)
 	spec := providers.FleetSpec{Provider: "azure", Region: "eastus", InstanceTypes: []string{"Standard_NC24ads_A100_v4"}, TargetCapacity: 2,
 		Start: start, End: end, MaxPriceUSD: providers.Float(2)}
-	if lines := svc.ScheduleLines(spec); len(lines) != 2 || !strings.Contains(lines[1], "gpumarket starts and deletes it") {
+	if lines := svc.ScheduleLines(spec, now); len(lines) != 2 || !strings.Contains(lines[1], "gpumarket starts and deletes it") {
 		t.Fatalf("confirmation lines %q", lines)
 	}
 	res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec})

@@ -128,6 +128,9 @@ func (s *Service) describe(name string) providers.Descriptor {
 // the views ask it whether what they show is simulated.
 func (s *Service) Describe(name string) providers.Descriptor { return s.describe(name) }
 
+// Now is the service's clock: what it dates rows and schedules by.
+func (s *Service) Now() time.Time { return s.opt.Now() }
+
 // Store is the ledger the service writes.
 func (s *Service) Store() *store.Store { return s.st }
 

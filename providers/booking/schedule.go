@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/gpumarket/gpumarket/providers"
@@ -99,10 +100,10 @@ func ScheduleOf(r store.Row) (FleetSchedule, bool) {
 func WindowText(start, end, now time.Time) string {
 	loc := now.Location()
 	from := "now"
-	if start.After(now) {
-		from = start.In(loc).Format("Mon 01-02 15:04 MST")
-	} else {
+	if start.IsZero() {
 		start = now
+	} else {
+		from = start.In(loc).Format("Mon 01-02 15:04 MST")
 	}
 	if end.IsZero() {
 		if from == "now" {
@@ -146,11 +147,29 @@ func Countdown(d time.Duration) string {
 	return fmt.Sprintf("%dm", mins)
 }
 
+// Billing says, after a fleet's hourly estimate, how long it bills: until
+// deleted, or (with an end) until its end, with the total of its window
+// at the estimate.
+func (e FleetEstimate) Billing(spec providers.FleetSpec, now time.Time) string {
+	if spec.End.IsZero() {
+		return "a fleet bills until deleted"
+	}
+	start := spec.Start
+	if !start.After(now) {
+		start = now
+	}
+	hours := spec.End.Sub(start)
+	if math.IsNaN(e.USDHour) {
+		return fmt.Sprintf("it bills until its end, %s from its start", Countdown(hours))
+	}
+	return fmt.Sprintf("it bills until its end: about $%.2f for its %s", e.USDHour*hours.Hours(), Countdown(hours))
+}
+
 // ScheduleLines are what a confirmation says of a scheduled fleet, before
-// anything is launched: its window (local and UTC) and who starts and
-// stops it. None for a fleet without a schedule.
-func (s *Service) ScheduleLines(spec providers.FleetSpec) []string {
-	now := s.opt.Now()
+// anything is launched: its window, in now's location (the terminal's or
+// the SSH session's) and UTC, and who starts and stops it. None for a
+// fleet without a schedule.
+func (s *Service) ScheduleLines(spec providers.FleetSpec, now time.Time) []string {
 	if !spec.Scheduled(now) {
 		return nil
 	}

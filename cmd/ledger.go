@@ -198,6 +198,8 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 				r.ID, r.InstanceType, r.InstanceCount, r.ProviderRef, r.End.UTC().Format(time.RFC3339))
 		case store.Booked(r.Kind) && (r.State == store.StateActive || r.State == store.StateEnded) && r.ProviderRef != "":
 			// moved along by its dates: not news
+		case r.Kind == store.KindFleet && r.State == store.StateActive && strings.HasPrefix(r.Note, "schedule: "):
+			fmt.Fprintf(e.errOut, "gpumarket: ledger: launched the scheduled fleet %s (%s × %d, %s) at its start\n", r.ID, r.InstanceType, r.InstanceCount, r.ProviderRef)
 		case r.Note != "":
 			fmt.Fprintf(e.errOut, "gpumarket: ledger: %s (%s %s): %s: %s\n", r.ID, r.Kind, r.ProviderRef, r.State, r.Note)
 		default:

@@ -272,7 +272,10 @@ func (s *Service) launchDue(ctx context.Context, r store.Row, sched FleetSchedul
 	s.changes.Add(1)
 	late := now.Sub(sched.Start)
 	s.opt.Logger.Info("launching a scheduled fleet", "row", u.ID, "provider", u.Provider, "start", sched.Start, "late", late.Round(time.Second))
-	res, err := s.sendFleet(ctx, fl, u, FleetResult{}, sendScheduled)
+	// Once the row is pending the call runs to its answer, bounded by the
+	// timeout, even when the loop is stopping (a server's SIGTERM drains
+	// money actions in flight): an answer recorded is one less to look up.
+	res, err := s.sendFleet(context.WithoutCancel(ctx), fl, u, FleetResult{}, sendScheduled)
 	switch {
 	case err != nil && res.Row.ID == "":
 		return r, "", err
@@ -300,10 +303,19 @@ func (s *Service) endDue(ctx context.Context, r store.Row, sched FleetSchedule, 
 		return r, fmt.Sprintf("its end %s has passed and it may bill until deleted, and provider %s is not in use in this run: run `gpumarket ledger --provider %s` to delete it",
 			sched.End.UTC().Format(time.RFC3339), r.Provider, r.Provider), nil
 	}
+	if err := ctx.Err(); err != nil {
+		return r, "", err
+	}
+	// Sent, the delete runs to its answer (bounded) even when the loop is
+	// stopping: the row must say whether the fleet still bills.
+	ctx = context.WithoutCancel(ctx)
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	err := p.DeleteFleet(cctx, r.Region, r.ProviderRef)
+	timedOut := cctx.Err() != nil
 	cancel()
-	if err != nil && !(s.describe(r.Provider).Ephemeral && ctx.Err() == nil) {
+	// A simulated fleet its market does not know ended with the process
+	// that launched it: nothing is left to delete.
+	if err != nil && !(s.describe(r.Provider).Ephemeral && !timedOut) {
 		r.Error = fmt.Sprintf("its end %s has passed but it is still running: delete failed: %v; gpumarket tries again every minute (or `gpumarket fleet delete %s`)",
 			sched.End.UTC().Format(time.RFC3339), err, r.ID)
 		s.opt.Logger.Warn("delete a fleet at its end", "row", r.ID, "ref", r.ProviderRef, "err", err)

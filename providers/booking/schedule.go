@@ -76,8 +76,7 @@ type FleetSchedule struct {
 	Start time.Time
 	// End is the asked end; zero when it runs until deleted.
 	End time.Time
-	// Keeper is who starts and ends it; "" for a row written by a
-	// gpumarket that did not record it (one re-created from the cloud).
+	// Keeper is who starts and ends it.
 	Keeper Keeper
 }
 
@@ -90,6 +89,11 @@ func ScheduleOf(r store.Row) (FleetSchedule, bool) {
 	var req fleetRequest
 	if json.Unmarshal(r.Request, &req) != nil || (req.Start.IsZero() && req.End.IsZero()) {
 		return FleetSchedule{}, false
+	}
+	if req.Keeper == "" {
+		// Written before gpumarket kept schedules itself, when only a
+		// cloud that keeps them was given one (the Plan view on AWS).
+		req.Keeper = KeptByCloud
 	}
 	return FleetSchedule{Start: req.Start, End: req.End, Keeper: req.Keeper}, true
 }
@@ -210,7 +214,7 @@ func (s *Service) keepSchedule(ctx context.Context, r store.Row, now time.Time) 
 		}
 		next, reason, err := s.endDue(ctx, r, sched, now)
 		return next, true, reason, time.Time{}, err
-	case sched.Keeper != KeptByGpumarket && r.ProviderRef != "" &&
+	case sched.Keeper == KeptByCloud && r.ProviderRef != "" &&
 		(r.State == store.StateScheduled || (r.State == store.StateActive && !sched.End.IsZero())):
 		// The cloud keeps it: once a date has passed, ask how it went.
 		at := sched.End

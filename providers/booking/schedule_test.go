@@ -374,3 +374,16 @@ func TestKeepWakesWhenAScheduleIsDue(t *testing.T) {
 	c.Set(start)
 	waitRow(t, f.st, res.Row.ID, "an hour's tick, but the start came", func(r store.Row) bool { return r.State == store.StateActive })
 }
+
+// A fleet row scheduled before gpumarket kept schedules itself (the Plan
+// view gave schedules to AWS only) records no keeper: it was the cloud.
+func TestScheduleOfAnOlderRowIsTheCloud(t *testing.T) {
+	r := store.Row{Kind: store.KindFleet, Request: []byte(`{"Provider":"aws","Start":"2026-12-03T14:00:00Z","End":"2026-12-03T17:00:00Z"}`)}
+	if sched, ok := booking.ScheduleOf(r); !ok || sched.Keeper != booking.KeptByCloud || sched.End.Sub(sched.Start) != 3*time.Hour {
+		t.Fatalf("%+v %v", sched, ok)
+	}
+	r.Request = []byte(`{"Provider":"aws"}`)
+	if _, ok := booking.ScheduleOf(r); ok {
+		t.Fatal("a fleet without a schedule has one")
+	}
+}

@@ -383,6 +383,9 @@ func (s *Service) release(ctx context.Context, r store.Row) (store.Row, error) {
 	return s.settle(ctx, r, from)
 }
 
+// keepMinWait is the shortest wait between two passes of Keep.
+const keepMinWait = 100 * time.Millisecond
+
 // Keep reconciles the ledger at once and then every interval until ctx
 // ends, so that lost answers are settled, reservations are released when
 // their window ends, and scheduled fleets that gpumarket keeps are
@@ -404,9 +407,10 @@ func (s *Service) Keep(ctx context.Context, every time.Duration) {
 		}
 		wait := every
 		if !rep.NextDue.IsZero() {
-			// A second's margin: the clock must have reached the time due
-			// when the next pass reads it.
-			wait = min(wait, max(rep.NextDue.Sub(s.opt.Now())+time.Second, time.Second))
+			// At the time itself (a timer never fires early); a little
+			// later if the clock reads it not quite come, so the loop
+			// never spins.
+			wait = min(wait, max(rep.NextDue.Sub(s.opt.Now()), keepMinWait))
 		}
 		t := time.NewTimer(wait)
 		select {

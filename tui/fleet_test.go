@@ -552,3 +552,39 @@ func TestFleetFormRefusesBadSchedules(t *testing.T) {
 		}
 	}
 }
+
+// Issue 13.4: the Ledger shows each running fleet's instances running
+// now of those asked, from the provider's describe — asked after a load,
+// once per fleet per booking.FleetsNowEvery whatever the sessions and
+// reloads, and never per key.
+func TestLedgerRunningNowFromTheProvider(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	spec := providers.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 2}
+	if _, err := f.svc.LaunchFleet(context.Background(), booking.FleetRequest{Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	f.show(t, "Ledger")
+	lv := f.ledger()
+	if len(lv.rows) != 1 || f.fake.Calls("DescribeFleet") != 1 {
+		t.Fatalf("rows %+v, %d describes", lv.rows, f.fake.Calls("DescribeFleet"))
+	}
+	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	if scr := f.screen(); !strings.Contains(scr, "RUN") || !strings.Contains(scr, "2/2") {
+		t.Fatalf("no instances running now:\n%s", scr)
+	}
+	press(f.m, "j", "k", "j", "k", "?", "?")
+	run(f.m, lv.load(false)) // a reload within the interval
+	// A second session's Ledger, over the same service.
+	other := newBare(Options{Now: nowFn, NoColor: true, Role: RoleViewer, Actor: "ssh:x", Booking: f.svc})
+	other.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	for other.views[other.active].Title() != "Ledger" {
+		press(other, "tab")
+	}
+	run(other, other.broadcast(snapshotMsg{snap: fixtureSnapshot()}))
+	if !strings.Contains(ansi.Strip(other.View().Content), "2/2") {
+		t.Errorf("the second session does not show it:\n%s", ansi.Strip(other.View().Content))
+	}
+	if n := f.fake.Calls("DescribeFleet"); n != 1 {
+		t.Fatalf("%d describes for keys, a reload and a second session within %s; want 1", n, booking.FleetsNowEvery)
+	}
+}

@@ -360,8 +360,14 @@ func launchAction(svc *booking.Service, actor string, spec providers.FleetSpec) 
 			ans.dryRun = orDefault(dryRunAnswer(res.Fleet.Message), "the provider says the launch would succeed")
 			ans.send = func(ctx context.Context) outcome {
 				res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
-				return outcome{err: err, then: fleetLaunchedMsg{res: res, err: err},
-					notice: fmt.Sprintf("launched %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))}
+				notice := fmt.Sprintf("launched %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
+				switch {
+				case res.Row.State == store.StateScheduled && res.Row.ProviderRef == "":
+					notice = fmt.Sprintf("scheduled: gpumarket launches it at its start (ledger row %s)", short(res.Row.ID))
+				case res.Row.State == store.StateScheduled:
+					notice = fmt.Sprintf("scheduled at the cloud: %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
+				}
+				return outcome{err: err, then: fleetLaunchedMsg{res: res, err: err}, notice: notice}
 			}
 			return ans
 		},
@@ -521,7 +527,11 @@ func (v *fleetView) View() string {
 		b.WriteString("  " + st.footerErr.Render(wrapIndent(v.formErr, v.w)) + "\n")
 	}
 	if v.rowID != "" {
-		b.WriteString("\n" + st.title.Render("Launched") + "\n")
+		title := "Launched"
+		if v.row.State == store.StateScheduled {
+			title = "Scheduled"
+		}
+		b.WriteString("\n" + st.title.Render(title) + "\n")
 		// Wrapped at the field breaks: at 80 columns the price and the
 		// time of the last check are read whole.
 		parts := []string{orDash(v.row.ProviderRef), "state " + v.row.State,

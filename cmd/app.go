@@ -211,7 +211,9 @@ func (a *app) Booking(ps []providers.Provider, timeout time.Duration) (*booking.
 
 // ledgerKeepEvery is how often a running TUI or server reconciles the
 // ledger: lost answers settle, and reservations that bill until released
-// are released within a minute of their window's end.
+// are released within a minute of their window's end. Scheduled fleets
+// that gpumarket keeps are launched and deleted at their time: the loop
+// wakes for them (booking.Report.NextDue).
 const ledgerKeepEvery = time.Minute
 
 // KeepLedger reconciles the ledger through svc every minute until Close.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/store"
 )
 
 func (cl *cli) fleetCmd() *cobra.Command {
@@ -37,13 +38,15 @@ type fleetLaunchFlags struct {
 	dryRun, yes    bool
 	timeout        time.Duration
 	output         string
+	// start and length schedule the fleet (--start, --for).
+	start, length string
 }
 
 func (cl *cli) fleetLaunchCmd() *cobra.Command {
 	var f fleetLaunchFlags
 	c := &cobra.Command{
-		Use:   "launch --region R --instance-types T1,T2 --target N",
-		Short: "Launch a spot fleet (asks for a yes first)",
+		Use:   "launch --region R --instance-types T1,T2 --target N [--start WHEN] [--for LENGTH]",
+		Short: "Launch or schedule a spot fleet (asks for a yes first)",
 		Long: `fleet launch launches a fleet of --target instances of the given types in one
 region (--region, exactly one), --on-demand-base of them on-demand and the rest
 spot, with the allocation strategy and an optional max spot price per
@@ -56,9 +59,28 @@ ledger's cost_usd is the estimated first hour (checked against the budget); a
 fleet bills until ` + "`gpumarket fleet delete`" + `. With a budget cap, the prices
 are read again right before the launch: if the fleet would now cost more per
 hour than shown, nothing is launched — the new estimate is shown and asked for
-again (with --yes the command exits 1 with it, and running it again launches).`,
+again (with --yes the command exits 1 with it, and running it again launches).
+The provider is asked for a dry run before you are asked.
+
+--start schedules the fleet and --for ends it: "--start 'Thu 14:00' --for 3h"
+runs it from the next Thursday 14:00 (local time) for three hours; --for alone
+runs it from now. The confirmation says the window, in local time and UTC, and
+who starts and stops it:
+  - AWS keeps the schedule at the cloud (an EC2 Fleet of type request with
+    ValidFrom, ValidUntil and TerminateInstancesWithExpiration): it starts and
+    ends on time even if gpumarket is not running.
+  - Elsewhere (Azure scale sets, the simulated market) gpumarket keeps it: the
+    row is recorded "scheduled" now (nothing is launched), and a running
+    gpumarket TUI or ` + "`serve`" + ` launches it at its start and deletes it at its
+    end, on time (its reconcile loop wakes for them). If none is running then,
+    the next one to start — or ` + "`gpumarket ledger`" + ` — does it at once and the
+    ledger row says how late. The simulated market lives in the process that
+    runs it, so only a TUI or serve launches a simulated fleet.
+--start takes ` + providers.WhenForm + `, ahead of now and at most 90 days
+ahead; --for takes ` + providers.FleetLengthForm + `.`,
 		Example: `  gpumarket fleet launch --region us-east-1 --instance-types p5.48xlarge,p4d.24xlarge --target 4 --dry-run
-  gpumarket fleet launch --provider aws --region us-east-1 --instance-types p5.48xlarge --target 2 --on-demand-base 1 --max-price 60 --yes`,
+  gpumarket fleet launch --provider aws --region us-east-1 --instance-types p5.48xlarge --target 2 --on-demand-base 1 --max-price 60 --yes
+  gpumarket fleet launch --provider aws --region us-east-1 --instance-types g6.xlarge --target 30 --start "Thu 14:00" --for 3h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(f.output); err != nil {
@@ -91,6 +113,17 @@ again (with --yes the command exits 1 with it, and running it again launches).`,
 			if cmd.Flags().Changed("max-price") && !(f.maxPrice > 0) || math.IsInf(f.maxPrice, 0) {
 				return usagef("--max-price %v: want a positive price in $ per instance-hour", f.maxPrice)
 			}
+			if cmd.Flags().Changed("start") && strings.TrimSpace(f.start) == "" {
+				return usagef("--start is empty: want %s", providers.WhenForm)
+			}
+			if cmd.Flags().Changed("for") && strings.TrimSpace(f.length) == "" {
+				return usagef("--for is empty: want %s", providers.FleetLengthForm)
+			}
+			start, end, err := providers.ParseFleetSchedule(f.start, f.length, time.Now())
+			var se *providers.ScheduleError
+			if errors.As(err, &se) {
+				return usagef("--%s %q: %s", se.Field, se.Value, se.Why)
+			}
 			a, err := cl.newApp(cmd)
 			if err != nil {
 				return err
@@ -104,7 +137,8 @@ again (with --yes the command exits 1 with it, and running it again launches).`,
 				return usagef("--provider %s: a fleet is launched by exactly one provider", strings.Join(e.query.Providers, ","))
 			}
 			spec := providers.FleetSpec{Provider: e.query.Providers[0], Region: e.query.Regions[0], InstanceTypes: types,
-				TargetCapacity: f.target, OnDemandBase: f.odBase, Strategy: f.strategy, LaunchTemplate: f.template, DryRun: f.dryRun}
+				TargetCapacity: f.target, OnDemandBase: f.odBase, Strategy: f.strategy, LaunchTemplate: f.template, DryRun: f.dryRun,
+				Start: start, End: end}
 			if spec.LaunchTemplate == "" {
 				spec.LaunchTemplate = e.cfg.AWS.LaunchTemplate
 			}
@@ -125,18 +159,21 @@ again (with --yes the command exits 1 with it, and running it again launches).`,
 	fl.BoolVar(&f.dryRun, "dry-run", false, "only ask the provider whether the launch would succeed; nothing is launched or recorded")
 	fl.BoolVar(&f.yes, "yes", false, "launch without asking (required when stdin is not a terminal)")
 	fl.DurationVar(&f.timeout, "timeout", booking.DefaultTimeout, "bound on each call to the provider")
+	fl.StringVar(&f.start, "start", "", "schedule the fleet to start then: "+providers.WhenForm+" (default now)")
+	fl.StringVar(&f.length, "for", "", "end the fleet after this long: "+providers.FleetLengthForm+" (default: it runs until deleted)")
 	return c
 }
 
-func fleetSummary(spec providers.FleetSpec, est booking.FleetEstimate, simulated bool) string {
+func fleetSummary(spec providers.FleetSpec, est booking.FleetEstimate, simulated bool, schedule []string) string {
 	var b strings.Builder
 	if simulated {
 		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is launched.")
 	}
+	bills := est.Billing(spec, time.Now())
 	if math.IsNaN(est.USDHour) {
-		fmt.Fprintf(&b, "Estimated cost: unknown (%s); a fleet bills until deleted\n", est.Basis)
+		fmt.Fprintf(&b, "Estimated cost: unknown (%s); %s\n", est.Basis, bills)
 	} else {
-		fmt.Fprintf(&b, "Estimated cost: $%.2f per hour (%s); a fleet bills until deleted\n", est.USDHour, est.Basis)
+		fmt.Fprintf(&b, "Estimated cost: $%.2f per hour (%s); %s\n", est.USDHour, est.Basis, bills)
 		if est.GPUs > 0 {
 			fmt.Fprintf(&b, "  per GPU    $%.4f per GPU-hour over %g GPUs\n", est.USDHour/est.GPUs, est.GPUs)
 		}
@@ -148,6 +185,10 @@ func fleetSummary(spec providers.FleetSpec, est booking.FleetEstimate, simulated
 	}
 	if spec.LaunchTemplate != "" {
 		fmt.Fprintf(&b, "  template   %s\n", spec.LaunchTemplate)
+	}
+	for _, l := range schedule {
+		what, rest, _ := strings.Cut(l, ": ")
+		fmt.Fprintf(&b, "  %-10s %s\n", strings.ToLower(what), rest)
 	}
 	return b.String()
 }
@@ -181,13 +222,28 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 		return err
 	}
 	est := svc.EstimateFleet(ctx, spec)
-	fmt.Fprint(e.errOut, fleetSummary(spec, est, svc.Describe(spec.Provider).Simulated))
+	simulated := svc.Describe(spec.Provider).Simulated
+	fmt.Fprint(e.errOut, fleetSummary(spec, est, simulated, svc.ScheduleLines(spec, time.Now())))
+	if !spec.DryRun {
+		// Dry run first: the provider's "no" comes before the question.
+		dry := spec
+		dry.DryRun = true
+		dres, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: dry, Estimate: est})
+		if err != nil {
+			return fmt.Errorf("%w; nothing was launched", err)
+		}
+		fmt.Fprintf(e.errOut, "  dry run    %s\n", orElse(dres.Fleet.Message, "the provider accepted the dry run"))
+	}
+	verb := "launch"
+	if spec.Start.After(time.Now()) {
+		verb = "schedule"
+	}
 	var res booking.FleetResult
 	for asked := 0; ; asked++ {
 		if !spec.DryRun && !f.yes {
-			what := "launch it"
+			what := verb + " it"
 			if !math.IsNaN(est.USDHour) {
-				what = fmt.Sprintf("launch it at about $%.2f per hour", est.USDHour)
+				what = fmt.Sprintf("%s it at about $%.2f per hour", verb, est.USDHour)
 			}
 			if err := e.confirm("fleet launch", what); err != nil {
 				return err
@@ -199,7 +255,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 			break
 		}
 		fmt.Fprintln(e.errOut, "The fleet's prices went up since they were shown; nothing was launched. The new estimate:")
-		fmt.Fprint(e.errOut, fleetSummary(spec, ec.Now, svc.Describe(spec.Provider).Simulated))
+		fmt.Fprint(e.errOut, fleetSummary(spec, ec.Now, simulated, svc.ScheduleLines(spec, time.Now())))
 		if f.yes || asked >= maxAsks-1 {
 			return fmt.Errorf("refused: the fleet now costs about $%.2f per hour (shown $%.2f); nothing was launched: run the command again to launch at the new prices", ec.Now.USDHour, ec.Shown.USDHour)
 		}
@@ -227,10 +283,24 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 			err = werr
 		}
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case res.Row.State == store.StateScheduled && res.Row.ProviderRef == "":
+		fmt.Fprintf(e.errOut, "scheduled: ledger row %s, %s; %s\n", res.Row.ID, booking.WindowText(res.Row.Start, res.Row.End, time.Now()),
+			booking.KeeperNote(svc.Describe(spec.Provider)))
+	case res.Row.State == store.StateScheduled:
+		fmt.Fprintf(e.errOut, "scheduled at the cloud: %s, ledger row %s, %s\n", res.Row.ProviderRef, res.Row.ID, booking.WindowText(res.Row.Start, res.Row.End, time.Now()))
+	default:
 		fmt.Fprintf(e.errOut, "launched: %s, ledger row %s, state %s\n", res.Row.ProviderRef, res.Row.ID, res.Row.State)
 	}
 	return err
+}
+
+func orElse(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
 }
 
 func (cl *cli) fleetDeleteCmd() *cobra.Command {

@@ -78,7 +78,14 @@ was lost to a timeout or a crash) is looked up at its provider, within
 are named on stderr; they are never retried. A row whose call another process
 is still making (its owner's lock or heartbeat says so) is left alone, whatever
 --timeout says. cost_usd of a fleet is the estimate of its first hour: a fleet
-bills until deleted; start and end are when it became active and when it ended.
+bills until deleted; start and end are when it became active and when it ended
+— for a scheduled fleet (fleet launch --start/--for), its window until then.
+
+Reconciling also keeps the schedules gpumarket keeps (where the cloud has none:
+Azure scale sets): a fleet whose start has come is launched, one whose end has
+come is deleted, at once, and the row's note says how late. A fleet whose
+whole window passed with no gpumarket running is not launched (failed, nothing
+spent). A scheduled fleet not launched yet is cancelled with fleet delete.
 
 --rebuild re-creates the rows the ledger lacks from what the clouds show: every
 purchase and launch carries tags naming its ledger row, and every provider in
@@ -163,7 +170,7 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 		windowOver := r.Kind == store.KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
 			(r.State == store.StateScheduled || r.State == store.StateActive)
 		ephemeralFleet := r.Kind == store.KindFleet && r.State == store.StateActive && a.table.describe(r.Provider).Ephemeral
-		if (unsettled || windowOver || ephemeralFleet) && !contains(names, r.Provider) {
+		if (unsettled || windowOver || ephemeralFleet || booking.ScheduleDue(r, now)) && !contains(names, r.Provider) {
 			names = append(names, r.Provider)
 		}
 	}
@@ -191,6 +198,8 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 				r.ID, r.InstanceType, r.InstanceCount, r.ProviderRef, r.End.UTC().Format(time.RFC3339))
 		case store.Booked(r.Kind) && (r.State == store.StateActive || r.State == store.StateEnded) && r.ProviderRef != "":
 			// moved along by its dates: not news
+		case r.Kind == store.KindFleet && r.State == store.StateActive && strings.HasPrefix(r.Note, "schedule: "):
+			fmt.Fprintf(e.errOut, "gpumarket: ledger: launched the scheduled fleet %s (%s × %d, %s) at its start\n", r.ID, r.InstanceType, r.InstanceCount, r.ProviderRef)
 		case r.Note != "":
 			fmt.Fprintf(e.errOut, "gpumarket: ledger: %s (%s %s): %s: %s\n", r.ID, r.Kind, r.ProviderRef, r.State, r.Note)
 		default:
@@ -211,12 +220,22 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 	}
 	if output == formatTable {
 		for _, r := range rows {
+			sched, scheduled := booking.ScheduleOf(r)
+			if scheduled && r.State == store.StateScheduled {
+				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s scheduled %s (starts in %s); %s\n", r.ID, booking.WindowText(sched.Start, sched.End, now),
+					booking.Countdown(sched.Start.Sub(now)), sched.Keeper.Note(a.table.describe(r.Provider)))
+			}
 			if ran, cost, ok := booking.FleetRunning(r, now); ok && r.State == store.StateActive {
 				so := "cost unknown"
 				if !math.IsNaN(cost) {
 					so = fmt.Sprintf("about $%.2f so far at $%.2f/h", cost, r.CostUSD)
 				}
-				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s (%s) running for %s, %s\n", r.ProviderRef, r.ID, ran.Round(time.Minute), so)
+				ends := ""
+				if scheduled && !sched.End.IsZero() && sched.End.After(now) {
+					ends = fmt.Sprintf("; ends %s (in %s): %s", sched.End.In(now.Location()).Format("Mon 15:04 MST"),
+						booking.Countdown(sched.End.Sub(now)), sched.Keeper.Note(a.table.describe(r.Provider)))
+				}
+				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s (%s) running for %s, %s%s\n", r.ProviderRef, r.ID, ran.Round(time.Minute), so, ends)
 			}
 		}
 	}

@@ -1,8 +1,10 @@
 package providers
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -149,11 +151,109 @@ type FleetSpec struct {
 	DryRun      bool
 	// Actor is who launches, for tagging (TagActor).
 	Actor string
-	// Start and End schedule the fleet: the cloud launches it at Start and
-	// terminates it at End, whether or not gpumarket is running then. Zero
-	// Start means now; zero End means it runs until deleted.
+	// Start and End schedule the fleet. Zero Start means now; zero End
+	// means it runs until deleted. A provider whose descriptor says
+	// SchedulesFleets has its cloud launch it at Start and end it at End,
+	// whether or not gpumarket is running then; for the others the booking
+	// service keeps the schedule (it sends the launch at Start and the
+	// delete at End), and a provider given them may ignore them.
 	Start time.Time `json:",omitzero"`
 	End   time.Time `json:",omitzero"`
+}
+
+// Scheduled reports whether the spec has a schedule: a start after now,
+// or an end.
+func (s FleetSpec) Scheduled(now time.Time) bool { return s.Start.After(now) || !s.End.IsZero() }
+
+// Bounds of a fleet's schedule. The clouds document no limit on how far
+// ahead an EC2 Fleet's ValidFrom may be; these are gpumarket's own: the
+// horizon of its other schedules (ParseWhen's offsets, history), so that
+// a schedule kept by gpumarket does not outlive the people who set it
+// without anyone noticing.
+const (
+	// MaxFleetLead is how far ahead a fleet may be scheduled to start.
+	MaxFleetLead = MaxWindow
+	// MinFleetLength and MaxFleetLength bound a scheduled fleet's
+	// length. AWS refuses a ValidUntil within a minute of the start; a
+	// fleet kept by gpumarket's minute loop needs a few.
+	MinFleetLength = 5 * time.Minute
+	MaxFleetLength = MaxWindow
+)
+
+// FleetLengthForm is what a fleet's length may be, for messages.
+const FleetLengthForm = "a whole number and a unit m, h, d or w (such as 90m, 3h or 2d), from 5m to 90d"
+
+// ScheduleError is a fleet schedule typed wrong: Field is "start" or
+// "for" (the CLI's --start and --for, the Fleet form's Start and For),
+// Value what was typed, Why what is wrong and what is accepted.
+type ScheduleError struct {
+	Field, Value, Why string
+}
+
+func (e *ScheduleError) Error() string { return fmt.Sprintf("%s %q: %s", e.Field, e.Value, e.Why) }
+
+// ParseFleetSchedule reads a fleet's schedule as people type it, the same
+// in the CLI and the TUI: start in any form ParseWhen reads (empty: now),
+// ahead of now by at most MaxFleetLead; length a span of minutes, hours,
+// days or weeks (empty: until deleted) from MinFleetLength to
+// MaxFleetLength, counted from the start. Errors are *ScheduleError.
+func ParseFleetSchedule(start, length string, now time.Time) (from, to time.Time, err error) {
+	if s := strings.TrimSpace(start); s != "" {
+		if from, err = ParseWhen(s, now); err != nil {
+			why := "want " + WhenForm
+			if strings.Contains(err.Error(), "90 days") {
+				why = "more than 90 days ahead"
+			}
+			return time.Time{}, time.Time{}, &ScheduleError{Field: "start", Value: start, Why: why}
+		}
+		switch {
+		case !from.After(now):
+			return time.Time{}, time.Time{}, &ScheduleError{Field: "start", Value: start, Why: fmt.Sprintf("%s has passed (now %s): want a time ahead",
+				from.In(now.Location()).Format("Mon 2006-01-02 15:04 MST"), now.Format("Mon 2006-01-02 15:04 MST"))}
+		case from.Sub(now) > MaxFleetLead:
+			return time.Time{}, time.Time{}, &ScheduleError{Field: "start", Value: start, Why: fmt.Sprintf("a fleet is scheduled at most %d days ahead", int(MaxFleetLead.Hours()/24))}
+		}
+	}
+	if s := strings.TrimSpace(length); s != "" {
+		d, err := ParseSpan(s, "mhdw", MaxFleetLength)
+		switch {
+		case errors.Is(err, ErrSpanTooLong):
+			return time.Time{}, time.Time{}, &ScheduleError{Field: "for", Value: length, Why: fmt.Sprintf("a scheduled fleet lasts at most %d days; want %s", int(MaxFleetLength.Hours()/24), FleetLengthForm)}
+		case err != nil || d < MinFleetLength:
+			return time.Time{}, time.Time{}, &ScheduleError{Field: "for", Value: length, Why: "want " + FleetLengthForm}
+		}
+		base := from
+		if base.IsZero() {
+			base = now
+		}
+		to = base.Add(d)
+	}
+	return from, to, nil
+}
+
+// CheckSchedule checks a fleet's schedule against now: an end after the
+// start (or now, for a fleet that starts now) by at least MinFleetLength
+// and at most MaxFleetLength, a start at most MaxFleetLead ahead. A start
+// that has come (a confirmation left open past it) means now. The error
+// names the field and what is accepted.
+func (s FleetSpec) CheckSchedule(now time.Time) error {
+	start := s.Start
+	if start.Before(now) {
+		start = now
+	}
+	if start.Sub(now) > MaxFleetLead {
+		return fmt.Errorf("fleet start %s: at most %d days ahead", s.Start.UTC().Format(time.RFC3339), int(MaxFleetLead.Hours()/24))
+	}
+	if s.End.IsZero() {
+		return nil
+	}
+	switch d := s.End.Sub(start); {
+	case d < MinFleetLength:
+		return fmt.Errorf("fleet end %s: want at least %s after the start (%s)", s.End.UTC().Format(time.RFC3339), FormatWindow(MinFleetLength), start.UTC().Format(time.RFC3339))
+	case d > MaxFleetLength:
+		return fmt.Errorf("fleet end %s: a scheduled fleet lasts at most %d days", s.End.UTC().Format(time.RFC3339), int(MaxFleetLength.Hours()/24))
+	}
+	return nil
 }
 
 // FleetValidator is a FleetLauncher that can check a spec against what

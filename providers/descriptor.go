@@ -35,10 +35,13 @@ type Descriptor struct {
 	// Sells lists the terms of the offerings the provider sells; empty
 	// when it sells none.
 	Sells []*BookingTerms
-	// SchedulesFleets is set when the provider honours FleetSpec.Start
-	// and End: the cloud launches the fleet at Start and ends it at End,
-	// whether or not gpumarket runs then. A provider without it launches
-	// a fleet at once and ignores them.
+	// SchedulesFleets is set when the provider's cloud keeps a fleet's
+	// schedule (FleetSpec.Start and End): it launches the fleet at Start
+	// and ends it at End, whether or not gpumarket runs then. For a
+	// provider without it, the booking service keeps the schedule: it
+	// records the fleet scheduled and its reconcile loop (a running TUI or
+	// serve, or `gpumarket ledger`) sends the launch at Start and the
+	// delete at End.
 	SchedulesFleets bool
 	// Declined reports whether an error of a purchase, launch or delete
 	// is the provider's definite "no" (nothing was done), as opposed to a

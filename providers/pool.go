@@ -15,6 +15,17 @@ const (
 	CloudAzure Cloud = "azure"
 )
 
+// Title is the cloud's name as people write it: "AWS", "Azure".
+func (c Cloud) Title() string {
+	switch c {
+	case CloudAWS:
+		return "AWS"
+	case CloudAzure:
+		return "Azure"
+	}
+	return string(c)
+}
+
 // GPUSpec describes the accelerators of one instance type or VM size.
 type GPUSpec struct {
 	// Model is the canonical GPU name: "H100", "A100", "L40S", ...

@@ -1,10 +1,15 @@
 package tui
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+
+	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/store"
 )
 
 func benchModel(b *testing.B, noColor bool) *Model {
@@ -97,5 +102,30 @@ func BenchmarkWindowKey5000(b *testing.B) {
 		m.Update(windowChangedMsg{})
 		_ = m.View()
 		i++
+	}
+}
+
+// BenchmarkLedgerView renders one frame of the Ledger at 120×40 over 600
+// rows, a third of them scheduled fleets (each cell of which reads its
+// schedule from the row's request) with what their providers said.
+func BenchmarkLedgerView(b *testing.B) {
+	f := newMoneyFixture(b, RoleViewer, booking.Budget{})
+	f.m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	lv := f.ledger()
+	var rows []store.Row
+	fleets := map[string]booking.FleetNow{}
+	for i := range 100 {
+		for _, r := range goldenLedgerRows() {
+			r.ID = fmt.Sprintf("%s-%03d", r.ID, i)
+			rows = append(rows, r)
+			fleets[r.ID] = booking.FleetNow{Fleet: providers.Fleet{Instances: 11, Target: 12}, At: fixedNow}
+		}
+	}
+	lv.rows, lv.fleets, lv.ready = orderLedger(rows, fixedNow), fleets, true
+	lv.cur = len(lv.rows) / 2
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		_ = lv.View()
 	}
 }

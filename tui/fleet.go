@@ -68,18 +68,24 @@ const (
 	ffOnDemand
 	ffStrategy
 	ffMaxPrice
+	ffStart
+	ffFor
 	ffTemplate
 	numFleetFields
 )
 
-var fleetFieldNames = [numFleetFields]string{"Target", "On-demand base", "Strategy", "Max price $/h", "Launch template"}
+var fleetFieldNames = [numFleetFields]string{"Target", "On-demand base", "Strategy", "Max price $/h", "Start", "For", "Launch template"}
 
 // fleetForm is the fleet's terms as typed.
 type fleetForm struct {
 	target, onDemand string
 	strategy         int
 	maxPrice         string
-	template         string
+	// start and length schedule the fleet, as `fleet launch --start
+	// --for` reads them (providers.ParseFleetSchedule); empty: now, and
+	// until deleted.
+	start, length string
+	template      string
 }
 
 // fleetView composes a spot fleet from the pools marked in the Market
@@ -162,7 +168,8 @@ func (v *fleetView) slashFiltersMarket() {}
 
 func (v *fleetView) helpNote() string {
 	return "Mark pools in the Market view (space): their instance types, in one region, become the fleet. A fleet bills until deleted\n" +
-		"(Ledger view, d); the ledger records the estimate of its first hour."
+		"(Ledger view, d); the ledger records the estimate of its first hour. Start (Thu 14:00, +2h, …) and For (3h) schedule it:\n" +
+		"the confirmation says who starts and stops it (the cloud, or a running gpumarket)."
 }
 
 // compose builds the fleet spec from the marked pools and the form.
@@ -214,6 +221,9 @@ func (v *fleetView) compose() (providers.FleetSpec, error) {
 		spec.MaxPriceUSD = &p
 	}
 	spec.LaunchTemplate = strings.TrimSpace(v.form.template)
+	if spec.Start, spec.End, err = providers.ParseFleetSchedule(v.form.start, v.form.length, v.c.now()); err != nil {
+		return spec, err
+	}
 	return spec, booking.CheckFleet(spec)
 }
 
@@ -307,7 +317,23 @@ func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 		return nil, notifyErrHere(err)
 	}
 	v.formErr = ""
-	return launchAction(v.svc, v.c.actor, spec), nil
+	a := launchAction(v.svc, v.c.actor, spec)
+	now := v.c.now()
+	if spec.Start.After(now) {
+		a.title, a.verb, a.sending = scheduleTitle(v.svc, spec, now), "schedule", "scheduling"
+	}
+	a.lines = append(a.lines, v.svc.ScheduleLines(spec, now)...)
+	return a, nil
+}
+
+// scheduleTitle is the confirmation's question for a fleet that starts
+// later: when, in the session's local time.
+func scheduleTitle(svc *booking.Service, spec providers.FleetSpec, now time.Time) string {
+	sim := ""
+	if svc.Describe(spec.Provider).Simulated {
+		sim = " (SIMULATED MARKET: nothing real is launched)"
+	}
+	return fmt.Sprintf("Schedule %s in %s from %s?%s", fleetKind(spec), spec.Region, spec.Start.In(now.Location()).Format("Mon 01-02 15:04"), sim)
 }
 
 // launchAction launches a fleet: the estimate first, then the dry run;
@@ -327,7 +353,7 @@ func launchAction(svc *booking.Service, actor string, spec providers.FleetSpec) 
 			est := svc.EstimateFleet(ctx, spec)
 			dry := spec
 			dry.DryRun = true
-			ans := quoteAnswer{lines: fleetLines(spec, est)}
+			ans := quoteAnswer{lines: fleetLines(spec, est, svc.Now())}
 			res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: dry, Estimate: est})
 			if err != nil {
 				ans.err = err
@@ -356,12 +382,13 @@ func fleetKind(spec providers.FleetSpec) string {
 }
 
 // fleetLines are the confirmation's terms, the cost first.
-func fleetLines(spec providers.FleetSpec, est booking.FleetEstimate) []string {
+func fleetLines(spec providers.FleetSpec, est booking.FleetEstimate, now time.Time) []string {
 	var out []string
+	bills := est.Billing(spec, now)
 	if math.IsNaN(est.USDHour) {
-		out = append(out, "Estimated cost: unknown ("+est.Basis+"); a fleet bills until deleted")
+		out = append(out, "Estimated cost: unknown ("+est.Basis+"); "+bills)
 	} else {
-		line := fmt.Sprintf("Estimated cost: $%.2f per hour (%s); a fleet bills until deleted", est.USDHour, est.Basis)
+		line := fmt.Sprintf("Estimated cost: $%.2f per hour (%s); %s", est.USDHour, est.Basis, bills)
 		if est.GPUs > 0 {
 			line += fmt.Sprintf(" · $%.4f per GPU-hour", est.USDHour/est.GPUs)
 		}
@@ -389,6 +416,10 @@ func (v *fleetView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 		p = &f.onDemand
 	case ffMaxPrice:
 		p = &f.maxPrice
+	case ffStart:
+		p = &f.start
+	case ffFor:
+		p = &f.length
 	case ffTemplate:
 		p = &f.template
 	}
@@ -405,13 +436,16 @@ func (v *fleetView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 	case "shift+tab", "up":
 		v.field = (v.field + numFleetFields - 1) % numFleetFields
 	case "left", "right", "space":
-		if v.field == ffStrategy {
+		switch {
+		case v.field == ffStrategy:
 			n := len(providers.Strategies)
 			if msg.String() == "left" {
 				f.strategy = (f.strategy + n - 1) % n
 			} else {
 				f.strategy = (f.strategy + 1) % n
 			}
+		case msg.String() == "space" && p != nil:
+			*p += " " // "Thu 14:00"
 		}
 	case "backspace":
 		if p != nil && *p != "" {
@@ -452,7 +486,15 @@ func (v *fleetView) View() string {
 	if strings.TrimSpace(mp) == "" {
 		mp = "on-demand price"
 	}
-	vals := [numFleetFields]string{v.form.target, v.form.onDemand, providers.Strategies[v.form.strategy%len(providers.Strategies)], mp, orDefault(v.form.template, "provider default (config aws.launch_template)")}
+	start, length := v.form.start, v.form.length
+	if !v.editing || v.field != ffStart {
+		start = orDefault(strings.TrimSpace(start), "now")
+	}
+	if !v.editing || v.field != ffFor {
+		length = orDefault(strings.TrimSpace(length), "until deleted")
+	}
+	vals := [numFleetFields]string{v.form.target, v.form.onDemand, providers.Strategies[v.form.strategy%len(providers.Strategies)], mp,
+		start, length, orDefault(v.form.template, "provider default (config aws.launch_template)")}
 	b.WriteString("\n" + st.title.Render("Fleet") + "\n")
 	for i := 0; i < numFleetFields; i++ {
 		line := fmt.Sprintf("  %-16s %s", fleetFieldNames[i], vals[i])
@@ -462,7 +504,14 @@ func (v *fleetView) View() string {
 		b.WriteString(line + "\n")
 	}
 	if v.editing {
-		b.WriteString(st.dim.Render("  tab/↑/↓ field · ←/→ strategy · enter or esc done") + "\n")
+		hint := "  tab/↑/↓ field · ←/→ strategy · enter or esc done"
+		switch v.field {
+		case ffStart:
+			hint = "  Thu 14:00, +2h, 2026-12-03 09:00 … (local time) · empty: now"
+		case ffFor:
+			hint = "  3h, 90m, 2d … (5m to 90d) · empty: until deleted"
+		}
+		b.WriteString(st.dim.Render(hint) + "\n")
 	} else {
 		b.WriteString(st.dim.Render("  e edits · L launches (after a confirmation that shows the cost)") + "\n")
 	}
@@ -470,11 +519,18 @@ func (v *fleetView) View() string {
 		b.WriteString("  " + st.footerErr.Render(wrapIndent(v.formErr, v.w)) + "\n")
 	}
 	if v.rowID != "" {
-		b.WriteString("\n" + st.title.Render("Launched") + "\n")
+		title := "Launched"
+		if v.row.State == store.StateScheduled {
+			title = "Scheduled"
+		}
+		b.WriteString("\n" + st.title.Render(title) + "\n")
 		// Wrapped at the field breaks: at 80 columns the price and the
 		// time of the last check are read whole.
 		parts := []string{orDash(v.row.ProviderRef), "state " + v.row.State,
 			fmt.Sprintf("instances %d/%d", v.fleet.Instances, max(v.fleet.Target, v.row.InstanceCount))}
+		if left := timeLeft(v.row, v.c.now()); left != "-" {
+			parts = append(parts, left)
+		}
 		if v.fleet.EstimatedUSDh > 0 {
 			parts = append(parts, fmt.Sprintf("$%.2f/h now", v.fleet.EstimatedUSDh))
 		}
@@ -488,6 +544,10 @@ func (v *fleetView) View() string {
 		}
 		if v.row.Error != "" {
 			b.WriteString("\n  " + st.footerErr.Render(wrapIndent(v.row.Error, v.w)))
+		}
+		if sched, ok := booking.ScheduleOf(v.row); ok {
+			b.WriteString("\n  " + st.dim.Render(wrapIndent(booking.WindowText(sched.Start, sched.End, v.c.now())+" · "+
+				sched.Keeper.Note(v.svc.Describe(v.row.Provider)), v.w)))
 		}
 	}
 	return b.String()

@@ -382,9 +382,11 @@ func TestFleetPollTickReachesHiddenView(t *testing.T) {
 		t.Fatalf("no fleet followed (row %q, %d ticks)", f.fleet().rowID, len(ticks))
 	}
 	f.show(t, "Ledger")
+	// (The Ledger, shown, asks once how many of its instances run.)
+	before := f.fake.Calls("DescribeFleet")
 	tick := ticks[len(ticks)-1]
 	run(f.m, tick)
-	if n := f.fake.Calls("DescribeFleet"); n != 1 {
+	if n := f.fake.Calls("DescribeFleet") - before; n != 1 {
 		t.Fatalf("the tick, delivered while the Ledger was shown, asked for the fleet's state %d times, want 1", n)
 	}
 	if f.fleet().lastPoll.IsZero() || len(ticks) < 2 {
@@ -480,5 +482,109 @@ func TestLedgerShowsWhoAndFleetTimes(t *testing.T) {
 	unknown.CostNote = booking.FleetEstimate{Basis: "unknown prices"}.FirstHourNote()
 	if got := costSoFar(unknown, fixedNow); !math.IsNaN(got) {
 		t.Errorf("a fleet at unknown prices has cost %v so far, want unknown", got)
+	}
+}
+
+// Issue 13.1: the Fleet form's Start and For schedule the fleet; the
+// confirmation says its window (local and UTC) and who starts and stops
+// it; confirmed on a provider whose cloud keeps no schedule, the ledger
+// holds it scheduled and nothing but the dry run was sent.
+func TestFleetFormSchedules(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
+	f.show(t, "Fleet")
+	press(f.m, "e", "down", "down", "down", "down", "T", "h", "u", "space", "1", "4", ":", "0", "0", "down", "3", "h", "enter", "L")
+	scr := strings.Join(strings.Fields(f.screen()), " ")
+	for _, want := range []string{
+		"Schedule a spot fleet of 2 instances in us-east-1 from Thu 11-26 14:00?",
+		"Window: Thu 11-26 14:00 UTC – 17:00 UTC (14:00–17:00 UTC), 3h",
+		"Schedule: gpumarket starts and deletes it: a gpumarket TUI or `serve` must be running at those times",
+	} {
+		if !strings.Contains(scr, want) {
+			t.Errorf("the confirmation lacks %q:\n%s", want, f.screen())
+		}
+	}
+	press(f.m, "y", "enter")
+	rows, err := f.st.List(context.Background())
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("ledger: %+v, %v", rows, err)
+	}
+	start := time.Date(2026, 11, 26, 14, 0, 0, 0, time.UTC)
+	if r := rows[0]; r.State != store.StateScheduled || !r.Start.Equal(start) || !r.End.Equal(start.Add(3*time.Hour)) || r.ProviderRef != "" {
+		t.Fatalf("scheduled row %+v", r)
+	}
+	if f.fake.Calls("LaunchFleet") != 0 || f.fake.Calls("LaunchFleetDryRun") != 1 {
+		t.Fatalf("%d launches, %d dry runs; want only the dry run", f.fake.Calls("LaunchFleet"), f.fake.Calls("LaunchFleetDryRun"))
+	}
+	// The followed row shows its countdown and who keeps it.
+	if scr := strings.Join(strings.Fields(f.screen()), " "); !strings.Contains(scr, "starts in 3d 0h") || !strings.Contains(scr, "gpumarket starts and deletes it") {
+		t.Errorf("the launched section:\n%s", f.screen())
+	}
+	// A cloud that keeps the schedule says so.
+	f.fake.Desc.SchedulesFleets, f.fake.Desc.Ephemeral, f.fake.Desc.Cloud = true, false, providers.CloudAWS
+	press(f.m, "L")
+	if scr := strings.Join(strings.Fields(f.screen()), " "); !strings.Contains(scr, "AWS starts and ends it at the cloud; it ends on time even if gpumarket is not running") {
+		t.Errorf("AWS's confirmation:\n%s", f.screen())
+	}
+}
+
+// A schedule that cannot be kept is refused in the form, naming the
+// field, before any confirmation.
+func TestFleetFormRefusesBadSchedules(t *testing.T) {
+	for _, c := range []struct {
+		keys []string
+		want string
+	}{
+		{[]string{"down", "down", "down", "down", "s", "o", "o", "n"}, `start "soon": want`},
+		{[]string{"down", "down", "down", "down", "+", "9", "1", "d"}, `start "+91d": more than 90 days ahead`},
+		{[]string{"down", "down", "down", "down", "down", "0"}, `for "0": want`},
+		{[]string{"down", "down", "down", "down", "down", "9", "1", "d"}, `lasts at most 90 days`},
+	} {
+		f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+		f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
+		f.show(t, "Fleet")
+		press(f.m, "e")
+		press(f.m, c.keys...)
+		press(f.m, "enter", "L")
+		scr := strings.Join(strings.Fields(f.screen()), " ")
+		if !strings.Contains(scr, c.want) || strings.Contains(scr, "Type y then enter") {
+			t.Errorf("%v: want %q and no confirmation:\n%s", c.keys, c.want, f.screen())
+		}
+	}
+}
+
+// Issue 13.4: the Ledger shows each running fleet's instances running
+// now of those asked, from the provider's describe — asked after a load,
+// once per fleet per booking.FleetsNowEvery whatever the sessions and
+// reloads, and never per key.
+func TestLedgerRunningNowFromTheProvider(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	spec := providers.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 2}
+	if _, err := f.svc.LaunchFleet(context.Background(), booking.FleetRequest{Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	f.show(t, "Ledger")
+	lv := f.ledger()
+	if len(lv.rows) != 1 || f.fake.Calls("DescribeFleet") != 1 {
+		t.Fatalf("rows %+v, %d describes", lv.rows, f.fake.Calls("DescribeFleet"))
+	}
+	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	if scr := f.screen(); !strings.Contains(scr, "RUN") || !strings.Contains(scr, "2/2") {
+		t.Fatalf("no instances running now:\n%s", scr)
+	}
+	press(f.m, "j", "k", "j", "k", "?", "?")
+	run(f.m, lv.load(false)) // a reload within the interval
+	// A second session's Ledger, over the same service.
+	other := newBare(Options{Now: nowFn, NoColor: true, Role: RoleViewer, Actor: "ssh:x", Booking: f.svc})
+	other.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	for other.views[other.active].Title() != "Ledger" {
+		press(other, "tab")
+	}
+	run(other, other.broadcast(snapshotMsg{snap: fixtureSnapshot()}))
+	if !strings.Contains(ansi.Strip(other.View().Content), "2/2") {
+		t.Errorf("the second session does not show it:\n%s", ansi.Strip(other.View().Content))
+	}
+	if n := f.fake.Calls("DescribeFleet"); n != 1 {
+		t.Fatalf("%d describes for keys, a reload and a second session within %s; want 1", n, booking.FleetsNowEvery)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/providers/store"
 )
 
 // Fresh terms (issue 15.3): right before money moves the booking service
@@ -120,8 +121,14 @@ func launchSend(svc *booking.Service, actor string, spec providers.FleetSpec, es
 		if errors.As(err, &ec) {
 			return outcome{renewed: relaunchAction(svc, actor, spec, ec)}
 		}
-		return outcome{err: err, then: fleetLaunchedMsg{res: res, err: err},
-			notice: fmt.Sprintf("launched %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))}
+		notice := fmt.Sprintf("launched %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
+		switch {
+		case res.Row.State == store.StateScheduled && res.Row.ProviderRef == "":
+			notice = fmt.Sprintf("scheduled: gpumarket launches it at its start (ledger row %s)", short(res.Row.ID))
+		case res.Row.State == store.StateScheduled:
+			notice = fmt.Sprintf("scheduled at the cloud: %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
+		}
+		return outcome{err: err, then: fleetLaunchedMsg{res: res, err: err}, notice: notice}
 	}
 }
 
@@ -135,13 +142,17 @@ func relaunchAction(svc *booking.Service, actor string, spec providers.FleetSpec
 		sim = " (SIMULATED MARKET: nothing real is launched)"
 	}
 	est := ec.Now
+	verb, sending := "launch", "launching"
+	if spec.Start.After(svc.Now()) {
+		verb, sending = "schedule", "scheduling"
+	}
 	return &moneyAction{
-		title: fmt.Sprintf("The prices went up: launch %s in %s at about $%.2f an hour now (shown $%.2f)?%s",
-			fleetKind(spec), spec.Region, est.USDHour, ec.Shown.USDHour, sim),
-		verb: "launch",
+		title: fmt.Sprintf("The prices went up: %s %s in %s at about $%.2f an hour now (shown $%.2f)?%s",
+			verb, fleetKind(spec), spec.Region, est.USDHour, ec.Shown.USDHour, sim),
+		verb: verb,
 		lines: append([]string{fmt.Sprintf("Changed since shown: about $%.2f → $%.2f an hour (%s). Nothing was launched; the new estimate follows.",
-			ec.Shown.USDHour, est.USDHour, signedUSD(est.USDHour-ec.Shown.USDHour))}, fleetLines(spec, est)...),
-		checking: "asking the provider for a dry run", sending: "launching",
+			ec.Shown.USDHour, est.USDHour, signedUSD(est.USDHour-ec.Shown.USDHour))}, fleetLines(spec, est, svc.Now())...),
+		checking: "asking the provider for a dry run", sending: sending,
 		quote: func(ctx context.Context) quoteAnswer {
 			dry := spec
 			dry.DryRun = true

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
 
+	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/store"
 )
@@ -98,6 +100,13 @@ func TestGoldenFleetConfirm(t *testing.T) {
 	goldenMoney(t, RoleBooker, "Fleet", markTwo, "e", "backspace", "3", "down", "backspace", "1", "enter", "L")
 }
 
+// A workshop's fleet, Thursday 14:00 for 3 h (issue 13.1): the window in
+// local time and UTC, and who starts and stops it.
+func TestGoldenFleetScheduleConfirm(t *testing.T) {
+	goldenMoney(t, RoleBooker, "Fleet", markTwo, "e", "down", "down", "down", "down", "T", "h", "u", "space", "1", "4", ":", "0", "0",
+		"down", "3", "h", "enter", "L")
+}
+
 // goldenLedgerRows are a block to come, a running fleet, a deleted one and
 // a reservation past its window, booked by three people.
 func goldenLedgerRows() []store.Row {
@@ -117,6 +126,28 @@ func goldenLedgerRows() []store.Row {
 		{ID: "01JRES", Kind: store.KindReservation, Provider: "sim", State: store.StateActive, Region: "westeurope", Zone: "2",
 			InstanceType: "Standard_NC24ads_A100_v4", InstanceCount: 1, Start: now.Add(-48 * time.Hour), End: now.Add(-time.Hour),
 			CostUSD: 176.3, ProviderRef: "res-a100", Actor: "ssh:SHA256:cXV4", CreatedAt: now.Add(-48 * time.Hour)},
+		// Thursday's workshop, kept by gpumarket, and today's class, kept
+		// by AWS and running (issue 13).
+		scheduledRow("01JWORKSHOP", "sim", "", store.StateScheduled, "", 30, now.Add(26*time.Hour), now.Add(29*time.Hour), booking.KeptByGpumarket),
+		scheduledRow("01JCLASS", "aws", "aws", store.StateActive, "fleet-0002", 12, now.Add(-50*time.Minute), now.Add(130*time.Minute), booking.KeptByCloud),
+	}
+}
+
+// scheduledRow is a fleet row scheduled from start to end, kept by k.
+func scheduledRow(id, provider, cloud, state, ref string, n int, start, end time.Time, k booking.Keeper) store.Row {
+	req, _ := json.Marshal(map[string]any{"Provider": provider, "Region": "us-east-1", "InstanceTypes": []string{"g6.xlarge"},
+		"TargetCapacity": n, "Start": start, "End": end, "Keeper": k})
+	return store.Row{ID: id, Kind: store.KindFleet, Provider: provider, Cloud: cloud, State: state, Region: "us-east-1",
+		InstanceType: "g6.xlarge", InstanceCount: n, GPUCount: float64(n), Start: start, End: end, CostUSD: 0.30 * float64(n),
+		CostNote: booking.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: ref, Actor: "local:alice",
+		CreatedAt: start.Add(-48 * time.Hour), Request: req}
+}
+
+// goldenFleetsNow are what the providers said of the running fleets.
+func goldenFleetsNow() map[string]booking.FleetNow {
+	return map[string]booking.FleetNow{
+		"01JFLEETA": {Fleet: providers.Fleet{ID: "fleet-0001", Instances: 2, Target: 3}, At: fixedNow},
+		"01JCLASS":  {Fleet: providers.Fleet{ID: "fleet-0002", Instances: 11, Target: 12}, At: fixedNow},
 	}
 }
 
@@ -128,7 +159,22 @@ func TestGoldenLedger(t *testing.T) {
 			f.m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
 			f.show(t, "Ledger")
 			lv := f.ledger()
-			lv.rows = orderLedger(goldenLedgerRows(), fixedNow)
+			lv.rows, lv.fleets = orderLedger(goldenLedgerRows(), fixedNow), goldenFleetsNow()
+			golden.RequireEqual(t, ansi.Strip(f.m.View().Content))
+		})
+		// An attendee (a viewer) on the workshop's row: its countdown, and
+		// under it who starts and stops it.
+		t.Run(fmt.Sprintf("workshop/%dx%d", sz[0], sz[1]), func(t *testing.T) {
+			f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+			f.m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
+			f.show(t, "Ledger")
+			lv := f.ledger()
+			lv.rows, lv.fleets = orderLedger(goldenLedgerRows(), fixedNow), goldenFleetsNow()
+			for i, r := range lv.rows {
+				if r.ID == "01JWORKSHOP" {
+					lv.cur = i
+				}
+			}
 			golden.RequireEqual(t, ansi.Strip(f.m.View().Content))
 		})
 	}

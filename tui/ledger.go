@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/store"
 )
@@ -31,6 +33,12 @@ type (
 	// fleetDeletedMsg follows a delete, whatever its answer: the ledger
 	// is read again.
 	fleetDeletedMsg struct{}
+	// fleetsNowMsg is what the providers said of the running fleets
+	// (booking.FleetsNow), asked after a load.
+	fleetsNowMsg struct {
+		seq    int
+		fleets map[string]booking.FleetNow
+	}
 )
 
 // ledgerKeys are the Ledger view's keys.
@@ -79,6 +87,13 @@ type ledgerView struct {
 	ready bool // the first load (with reconciliation) is done
 	// changes is the service's change count at the last load.
 	changes uint64
+	// fleets is what the providers last said of the running fleets, by
+	// row id: instances running now of those asked. Asked after each load
+	// (the service answers from its shared cache, one describe per fleet
+	// per booking.FleetsNowEvery), never per key.
+	fleets      map[string]booking.FleetNow
+	fleetsSeq   int
+	fleetsAsked bool
 
 	confirm confirmation
 }
@@ -139,6 +154,10 @@ func (v *ledgerView) Update(msg tea.Msg) (view, tea.Cmd) {
 	switch msg := msg.(type) {
 	case ledgerLoadedMsg:
 		cmds = append(cmds, v.loaded(msg))
+	case fleetsNowMsg:
+		if msg.seq == v.fleetsSeq {
+			v.fleets, v.fleetsAsked = msg.fleets, false
+		}
 	case fleetDeletedMsg:
 		cmds = append(cmds, v.load(false))
 	case snapshotMsg:
@@ -179,7 +198,19 @@ func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
 		}
 		v.note = strings.Join(parts, "; ")
 	}
-	return nil
+	return v.askFleets()
+}
+
+// askFleets asks the providers how many instances of each running fleet
+// run now, unless it is being asked already.
+func (v *ledgerView) askFleets() tea.Cmd {
+	if v.svc == nil || v.fleetsAsked || !slices.ContainsFunc(v.rows, booking.LiveFleet) {
+		return nil
+	}
+	v.fleetsAsked = true
+	v.fleetsSeq++
+	seq, ctx, svc, rows := v.fleetsSeq, v.ctx, v.svc, append([]store.Row(nil), v.rows...)
+	return v.task(func() tea.Msg { return fleetsNowMsg{seq: seq, fleets: svc.FleetsNow(ctx, rows)} })
 }
 
 func (v *ledgerView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
@@ -209,10 +240,24 @@ func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
 		}
 		return nil, notifyHere("d deletes fleets; a capacity block cannot be cancelled (it is non-refundable)")
 	}
+	svc, id, actor := v.svc, r.ID, v.c.actor
+	if r.State == store.StateScheduled && r.ProviderRef == "" {
+		// Kept by gpumarket and not launched yet: nothing to call.
+		return &moneyAction{
+			title: "Cancel the scheduled fleet " + short(r.ID) + "?", verb: "cancel it", sending: "cancelling",
+			lines: []string{
+				fmt.Sprintf("%d × %s in %s (%s), %s", r.InstanceCount, r.InstanceType, r.Region, r.Provider, timeLeft(r, v.c.now())),
+				"Nothing was launched yet; nothing is spent. gpumarket will not launch it.",
+			},
+			send: func(ctx context.Context) outcome {
+				row, err := svc.DeleteFleet(ctx, id, actor)
+				return outcome{notice: "cancelled the scheduled fleet " + short(row.ID), err: err, then: fleetDeletedMsg{}}
+			},
+		}, nil
+	}
 	if r.State == store.StateDeleted || r.ProviderRef == "" {
 		return nil, notifyHere(fmt.Sprintf("fleet row %s is %s: nothing to delete", short(r.ID), r.State))
 	}
-	svc, id, actor := v.svc, r.ID, v.c.actor
 	return &moneyAction{
 		title: "Delete fleet " + r.ProviderRef + "?", verb: "delete it", sending: "deleting",
 		lines: []string{
@@ -246,7 +291,7 @@ func orderLedger(rows []store.Row, now time.Time) []store.Row {
 		if ra, rb := rank(a), rank(b); ra != rb {
 			return ra < rb
 		}
-		if rank(a) <= 1 && !a.Start.Equal(b.Start) && store.Booked(a.Kind) && store.Booked(b.Kind) {
+		if rank(a) <= 1 && !a.Start.Equal(b.Start) && dated(a) && dated(b) {
 			return a.Start.Before(b.Start)
 		}
 		return a.ID > b.ID
@@ -254,10 +299,28 @@ func orderLedger(rows []store.Row, now time.Time) []store.Row {
 	return out
 }
 
+// dated reports whether a row has a window to order it by: a block, a
+// reservation, a fleet with a start.
+func dated(r store.Row) bool { return store.Booked(r.Kind) || !r.Start.IsZero() }
+
 // timeLeft is a block's countdown: to its start, then to its end; a
-// fleet's time running (it bills until deleted).
+// fleet's too when it is scheduled (the workshop's countdown), else its
+// time running (it bills until deleted).
 func timeLeft(r store.Row, now time.Time) string {
 	if r.Kind == store.KindFleet {
+		sched, scheduled := booking.ScheduleOf(r)
+		switch {
+		case scheduled && r.State == store.StateScheduled && now.Before(sched.Start):
+			return "starts in " + span(sched.Start.Sub(now))
+		case scheduled && r.State == store.StateScheduled:
+			return "start due"
+		case scheduled && r.State == store.StateActive && !sched.End.IsZero() && now.Before(sched.End):
+			return "ends in " + span(sched.End.Sub(now))
+		case scheduled && r.State == store.StateActive && !sched.End.IsZero():
+			return "end due"
+		case r.ProviderRef == "":
+			return "-" // never launched
+		}
 		start, end := rowSpan(r)
 		switch {
 		case start.IsZero():
@@ -356,7 +419,7 @@ func (v *ledgerView) View() string {
 	if cur.Error != "" {
 		detail = append(detail, st.footerErr.Render(fit(cur.Error, max(v.w-4, 1), false)))
 	}
-	if d := hiddenCells(ledgerCells(cur, now), cols); d != "" {
+	if d := hiddenCells(ledgerCells(cur, now, v.fleets, v.svc.Describe), cols); d != "" {
 		for _, l := range strings.Split(wordwrap(d, max(v.w-4, 1)), "\n") {
 			detail = append(detail, st.dim.Render(fit(l, max(v.w-4, 1), false)))
 		}
@@ -368,7 +431,7 @@ func (v *ledgerView) View() string {
 	first := max(0, min(v.cur-page+1, len(v.rows)-page))
 	for i := first; i < len(v.rows) && i < first+page; i++ {
 		r := v.rows[i]
-		cells := ledgerCells(r, now)
+		cells := ledgerCells(r, now, v.fleets, v.svc.Describe)
 		var line []string
 		for _, c := range cols {
 			line = append(line, fit(cells[c.title], c.w, c.right))
@@ -395,15 +458,22 @@ func (v *ledgerView) View() string {
 // when, how long, what it costs) stays at 80 columns; where, who and the
 // running cost of a fleet come next, then the ids. What does not fit is
 // said under the cursor's row.
+//
+// RUN is a fleet's instances running now of those asked (its provider's
+// describe, through booking.FleetsNow); KEPT BY who starts and ends a
+// scheduled fleet; NOTE what happened that is not an error.
 var ledgerColumns = []tableColumn{
 	{title: "STATE", w: 9, prio: 0}, {title: "KIND", w: 5, prio: 9}, {title: "WHAT", w: 18, prio: 1},
 	{title: "WHERE", w: 14, prio: 5, max: 18}, {title: "START (local)", w: 15, prio: 2}, {title: "END (local)", w: 15, prio: 8},
-	{title: "TIME LEFT", w: 17, prio: 3}, {title: "COST $", w: 10, right: true, prio: 4}, {title: "SO FAR $", w: 9, right: true, prio: 7},
-	{title: "BY", w: 14, prio: 6}, {title: "PROVIDER ID", w: 22, prio: 10}, {title: "LEDGER ID", w: 26, prio: 11},
+	{title: "TIME LEFT", w: 16, prio: 3}, {title: "RUN", w: 5, right: true, prio: 4}, {title: "COST $", w: 10, right: true, prio: 4},
+	{title: "SO FAR $", w: 9, right: true, prio: 7}, {title: "BY", w: 14, prio: 6}, {title: "KEPT BY", w: 30, prio: 12},
+	{title: "PROVIDER ID", w: 22, prio: 10}, {title: "LEDGER ID", w: 26, prio: 11}, {title: "NOTE", w: 40, prio: 13},
 }
 
-// ledgerCells are a row's cells by column title.
-func ledgerCells(r store.Row, now time.Time) map[string]string {
+// ledgerCells are a row's cells by column title; fleets holds what the
+// providers said of running fleets (nil: nothing yet), d names a
+// provider's descriptor.
+func ledgerCells(r store.Row, now time.Time, fleets map[string]booking.FleetNow, d func(string) providers.Descriptor) map[string]string {
 	loc := now.Location()
 	when := func(t time.Time) string {
 		if t.IsZero() {
@@ -419,10 +489,44 @@ func ledgerCells(r store.Row, now time.Time) map[string]string {
 	case r.CostNote != "":
 		cost += "/h"
 	}
+	kept := "-"
+	if sched, ok := booking.ScheduleOf(r); ok {
+		kept = keptBy(sched.Keeper, d(r.Provider), r.Cloud)
+	}
 	return map[string]string{"STATE": r.State, "KIND": r.Kind, "WHAT": fmt.Sprintf("%d×%s", r.InstanceCount, market.DisplayType(r.InstanceType)),
 		"WHERE": market.Place(r.Region, r.Zone), "START (local)": when(start), "END (local)": when(end), "TIME LEFT": timeLeft(r, now),
-		"COST $": cost, "SO FAR $": market.Money(costSoFar(r, now)), "PROVIDER ID": orDash(r.ProviderRef),
-		"BY": actorName(r.Actor), "LEDGER ID": r.ID}
+		"RUN": running(r, fleets), "COST $": cost, "SO FAR $": market.Money(costSoFar(r, now)), "PROVIDER ID": orDash(r.ProviderRef),
+		"BY": actorName(r.Actor), "KEPT BY": kept, "LEDGER ID": r.ID, "NOTE": orDash(r.Note)}
+}
+
+// running is a fleet's instances running now of those asked, as its
+// provider last said: "28/30"; "?" when it could not say and never did;
+// "-" for what is not a running fleet or was not asked yet.
+func running(r store.Row, fleets map[string]booking.FleetNow) string {
+	f, ok := fleets[r.ID]
+	switch {
+	case !booking.LiveFleet(r) || !ok:
+		return "-"
+	case f.At.IsZero() || (f.Err != nil && f.Fleet.ID == "" && f.Fleet.Target == 0):
+		return "?"
+	}
+	return fmt.Sprintf("%d/%d", f.Fleet.Instances, max(f.Fleet.Target, r.InstanceCount))
+}
+
+// keptBy says who starts and ends a scheduled fleet, in a cell: the
+// cloud, named by the provider's descriptor or else the row's cloud.
+func keptBy(k booking.Keeper, d providers.Descriptor, cloud string) string {
+	if k == "" {
+		k = booking.KeeperOf(d)
+	}
+	if k == booking.KeptByCloud {
+		who := d.Cloud.Title()
+		if who == "" {
+			who = orDefault(providers.Cloud(cloud).Title(), d.Name)
+		}
+		return who + ", at the cloud (on time)"
+	}
+	return "gpumarket: a TUI or serve must run"
 }
 
 // hiddenCells says what the columns that are not shown hold, and the
@@ -465,11 +569,12 @@ func rowSpan(r store.Row) (start, end time.Time) {
 }
 
 // costSoFar is what a fleet has cost up to now (or its end): its hourly
-// estimate times the hours it ran; NaN for anything else or when the
-// price is unknown.
+// estimate times the hours it ran; NaN for anything else, a fleet never
+// launched, or when the price is unknown. A scheduled fleet's start and
+// end are its window: nothing before the one, nothing after the other.
 func costSoFar(r store.Row, now time.Time) float64 {
 	start, end := rowSpan(r)
-	if r.Kind != store.KindFleet || r.CostNote == "" || booking.CostUnknown(r) || start.IsZero() {
+	if r.Kind != store.KindFleet || r.ProviderRef == "" || r.CostNote == "" || booking.CostUnknown(r) || start.IsZero() || start.After(now) {
 		return math.NaN()
 	}
 	if end.IsZero() || end.After(now) {

@@ -13,6 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/booking"
 )
 
 // carryOut is the money action behind b: the selected strategy carried
@@ -41,19 +42,23 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 	if err != nil {
 		return nil, notifyErrHere(err)
 	}
-	sched := v.svc.Describe(spec.Provider).SchedulesFleets
+	// Scheduled from the plan's start to its deadline, by the cloud where
+	// it keeps schedules, else by gpumarket's reconcile loop: the plan's
+	// spending starts and stops with its window.
 	job := v.res.terms.job
-	if sched {
-		if job.Start.After(now) {
-			spec.Start = job.Start
-		}
-		// Ended by the cloud at the deadline: the plan's spending stops
-		// with its window even if nobody deletes the fleet.
+	if job.Start.After(now) {
+		spec.Start = job.Start
+	}
+	if job.Deadline.After(now) {
 		spec.End = job.Deadline
 	}
+	desc := v.svc.Describe(spec.Provider)
 	a := launchAction(v.svc, v.c.actor, spec)
-	a.title = fleetTitle(spec, v.svc.Describe(spec.Provider).Simulated, job, now, sched)
-	a.notes = append(v.planLines(r), fleetNotes(r, spec, left, job, v.res.pools, now, sched)...)
+	a.title = fleetTitle(spec, desc.Simulated, now)
+	if spec.Start.After(now) {
+		a.verb, a.sending = "schedule", "scheduling"
+	}
+	a.notes = append(v.planLines(r), fleetNotes(r, spec, left, v.res.pools, now, desc)...)
 	return a, nil
 }
 
@@ -129,18 +134,14 @@ func planFleet(r planner.Result, pools map[string]planner.Pool, job planner.Job)
 }
 
 // fleetTitle is the confirmation's question, saying when the fleet
-// starts: at the plan's start when the cloud schedules it, else now —
-// and how long before the plan's start that is.
-func fleetTitle(spec providers.FleetSpec, simulated bool, job planner.Job, now time.Time, sched bool) string {
+// starts: at the plan's start, or now.
+func fleetTitle(spec providers.FleetSpec, simulated bool, now time.Time) string {
 	sim := ""
 	if simulated {
 		sim = " (SIMULATED MARKET: nothing real is launched)"
 	}
-	switch {
-	case sched && !spec.Start.IsZero():
+	if spec.Start.After(now) {
 		return fmt.Sprintf("Schedule %s in %s for %s?%s", fleetKind(spec), spec.Region, spec.Start.In(now.Location()).Format("Mon 01-02 15:04"), sim)
-	case !sched && job.Start.After(now.Add(5*time.Minute)):
-		return fmt.Sprintf("Launch %s in %s now, %s before the plan's start?%s", fleetKind(spec), spec.Region, roundDur(job.Start.Sub(now)), sim)
 	}
 	return fmt.Sprintf("Launch %s in %s?%s", fleetKind(spec), spec.Region, sim)
 }
@@ -148,18 +149,20 @@ func fleetTitle(spec providers.FleetSpec, simulated bool, job planner.Job, now t
 // fleetNotes say when the fleet runs and ends, and what of the strategy
 // neither the cloud nor gpumarket does: short, so that at 80×24 the
 // confirmation shows them whole with the terms and the prompt.
-func fleetNotes(r planner.Result, spec providers.FleetSpec, left []planner.Pool, job planner.Job, pools map[string]planner.Pool, now time.Time, sched bool) []string {
+func fleetNotes(r planner.Result, spec providers.FleetSpec, left []planner.Pool, pools map[string]planner.Pool, now time.Time, desc providers.Descriptor) []string {
 	when := func(t time.Time) string {
 		return fmt.Sprintf("%s (%s UTC)", t.In(now.Location()).Format("Mon 01-02 15:04"), t.UTC().Format("15:04"))
 	}
 	var out []string
-	switch {
-	case sched && !spec.Start.IsZero():
+	switch keeper := booking.KeeperOf(desc); {
+	case keeper == booking.KeptByCloud && spec.Start.After(now):
 		out = append(out, fmt.Sprintf("The cloud launches it at %s and ends it at the deadline, %s, whether or not gpumarket runs then.", when(spec.Start), when(spec.End)))
-	case sched:
+	case keeper == booking.KeptByCloud && !spec.End.IsZero():
 		out = append(out, fmt.Sprintf("The cloud ends it at the deadline, %s, whether or not gpumarket runs then.", when(spec.End)))
-	case job.Start.After(now.Add(5 * time.Minute)):
-		out = append(out, fmt.Sprintf("%s cannot schedule a fleet: it bills from now, not from %s, until deleted (Ledger view, d).", spec.Provider, when(job.Start)))
+	case spec.Start.After(now):
+		out = append(out, fmt.Sprintf("gpumarket launches it at %s and deletes it at the deadline, %s: a gpumarket TUI or `serve` must be running then.", when(spec.Start), when(spec.End)))
+	case !spec.End.IsZero():
+		out = append(out, fmt.Sprintf("gpumarket deletes it at the deadline, %s: a gpumarket TUI or `serve` must be running then.", when(spec.End)))
 	default:
 		out = append(out, "It bills until deleted (Ledger view, d); nothing ends it at the deadline.")
 	}

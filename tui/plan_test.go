@@ -335,7 +335,9 @@ func TestPlanBooksABlock(t *testing.T) {
 // TestPlanLaunchesTheSafetyNetsFleet: b on the safety net launches the
 // spot fleet it implies, in its first pool's provider and region, and
 // the confirmation says what is not automated: the pools elsewhere, the
-// switch to on-demand, and (sim schedules nothing) that it starts now.
+// switch to on-demand; and who starts and stops it (issue 13: where the
+// cloud keeps no schedule, gpumarket does, from the plan's start to its
+// deadline).
 func TestPlanLaunchesTheSafetyNetsFleet(t *testing.T) {
 	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
 	f.show(t, "Plan")
@@ -348,9 +350,9 @@ func TestPlanLaunchesTheSafetyNetsFleet(t *testing.T) {
 	press(f.m, "b")
 	scr := flat(f.screen())
 	for _, want := range []string{
-		fmt.Sprintf("Launch a spot fleet of 2 instances in %s now, 19h before the plan's start?", first.Region),
+		fmt.Sprintf("Schedule a spot fleet of 2 instances in %s for Tue 11-24 09:00?", first.Region),
 		"SIMULATED MARKET: nothing real is launched", "Estimated cost:", "spot+od-planner: expected $",
-		"sim cannot schedule a fleet: it bills from now, not from Tue 11-24 09:00 (09:00 UTC), until deleted",
+		"gpumarket launches it at Tue 11-24 09:00 (09:00 UTC) and deletes it at the deadline, Fri 11-27 09:00 (09:00 UTC): a gpumarket TUI or `serve` must be running then",
 		"Not automated: the plan's other pools (sim ", "a fleet is one provider's, in one region, of one size of instance",
 		"the safety net: moving the job to on-demand (", "replacing interrupted instances", "restarting your job from its checkpoint",
 		"dry run: Request would have succeeded"} {
@@ -359,17 +361,19 @@ func TestPlanLaunchesTheSafetyNetsFleet(t *testing.T) {
 		}
 	}
 	press(f.m, "y", "enter")
-	if f.fake.Calls("LaunchFleet") != 1 {
-		t.Fatalf("%d launches", f.fake.Calls("LaunchFleet"))
+	if f.fake.Calls("LaunchFleet") != 0 {
+		t.Fatalf("%d launches before the plan's start", f.fake.Calls("LaunchFleet"))
 	}
 	rows, err := f.st.List(context.Background())
-	if err != nil || len(rows) != 1 || rows[0].Kind != store.KindFleet || rows[0].Region != first.Region || rows[0].InstanceCount != 2 {
+	if err != nil || len(rows) != 1 || rows[0].Kind != store.KindFleet || rows[0].Region != first.Region || rows[0].InstanceCount != 2 ||
+		rows[0].State != store.StateScheduled {
 		t.Fatalf("ledger %+v %v", rows, err)
 	}
 	var spec providers.FleetSpec
-	if err := json.Unmarshal(rows[0].Request, &spec); err != nil || spec.OnDemandBase != 0 || !spec.Start.IsZero() || !spec.End.IsZero() ||
+	if err := json.Unmarshal(rows[0].Request, &spec); err != nil || spec.OnDemandBase != 0 ||
+		!spec.Start.Equal(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)) || !spec.End.Equal(time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)) ||
 		len(spec.InstanceTypes) != 1 || spec.InstanceTypes[0] != first.InstanceType {
-		t.Fatalf("launched %+v %v", spec, err)
+		t.Fatalf("scheduled %+v %v", spec, err)
 	}
 }
 
@@ -378,7 +382,7 @@ func TestPlanLaunchesTheSafetyNetsFleet(t *testing.T) {
 // confirmation says the cloud does it; on-demand is an on-demand fleet.
 func TestPlanSchedulesTheFleet(t *testing.T) {
 	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
-	f.fake.Desc.SchedulesFleets = true
+	f.fake.Desc.SchedulesFleets, f.fake.Desc.Ephemeral = true, false
 	f.show(t, "Plan")
 	p := f.plan()
 	p.runs = testRuns
@@ -577,7 +581,7 @@ func TestConfirmationKeepsItsPromptWhenShort(t *testing.T) {
 	press(f.m, "r", "b")
 	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 14})
 	scr := f.screen()
-	if !strings.Contains(scr, "Launch a spot fleet") || !strings.Contains(scr, "Type y then enter to launch") ||
+	if !strings.Contains(scr, "Schedule a spot fleet") || !strings.Contains(scr, "Type y then enter to schedule") ||
 		!strings.Contains(scr, "more lines of terms: a taller terminal shows them") {
 		t.Fatalf("80x14 confirmation:\n%s", scr)
 	}

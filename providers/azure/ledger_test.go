@@ -117,3 +117,55 @@ func TestLedgerKeepsReleasingWhileVMsAreAssociated(t *testing.T) {
 		t.Fatalf("after the VMs left: %s, reservation %v", got.State, f.resource(row.ProviderRef))
 	}
 }
+
+// Issue 13.2: Azure scale sets have no schedule, so gpumarket keeps it:
+// scheduling sends nothing (Azure has no dry run; the local checks run),
+// the reconcile loop creates the scale set when the start comes — named
+// after the row, so a lost answer is found — and deletes it when the end
+// comes.
+func TestScheduledScaleSetKeptByTheLoop(t *testing.T) {
+	f := newFakeARM(t)
+	p := newTestProvider(t, fleetOptions(f))
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := testNow
+	svc := booking.New(st, []providers.Provider{p}, booking.Options{Now: func() time.Time { return now }, Timeout: 10 * time.Second, Actor: "organizer"})
+	ctx := context.Background()
+	start, end := testNow.Add(26*time.Hour), testNow.Add(29*time.Hour)
+	spec := providers.FleetSpec{Provider: "azure", Region: "eastus", InstanceTypes: []string{"Standard_NC24ads_A100_v4"}, TargetCapacity: 2,
+		Start: start, End: end, MaxPriceUSD: providers.Float(2)}
+	if lines := svc.ScheduleLines(spec, now); len(lines) != 2 || !strings.Contains(lines[1], "gpumarket starts and deletes it") {
+		t.Fatalf("confirmation lines %q", lines)
+	}
+	res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := res.Row
+	if row.State != store.StateScheduled || row.ProviderRef != "" || !strings.Contains(row.Note, "gpumarket starts and deletes it") || f.putCount("") != 0 {
+		t.Fatalf("scheduled: %+v, %d PUTs", row, f.putCount(""))
+	}
+	now = start.Add(30 * time.Second)
+	if _, err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := st.Get(ctx, row.ID)
+	if got.State != store.StateActive || !strings.HasSuffix(got.ProviderRef, "/virtualMachineScaleSets/gpumarket-"+row.ID) || f.resource(got.ProviderRef) == nil {
+		t.Fatalf("at its start: %+v", got)
+	}
+	if fl := svc.FleetsNow(ctx, []store.Row{got})[row.ID]; fl.Err != nil || fl.Fleet.Instances != 2 {
+		t.Fatalf("running now: %+v", fl)
+	}
+	now = end.Add(20 * time.Second)
+	if _, err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ended, _ := st.Get(ctx, row.ID)
+	if ended.State != store.StateEnded || !ended.End.Equal(now) || f.resource(got.ProviderRef) != nil ||
+		f.count(func() int { return f.deletes[strings.ToLower(got.ProviderRef)] }) != 1 {
+		t.Fatalf("at its end: %+v; the scale set %v", ended, f.resource(got.ProviderRef))
+	}
+}

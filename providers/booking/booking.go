@@ -60,6 +60,12 @@ type Service struct {
 	// changes counts the ledger writes made through the service, so a
 	// view can tell cheaply that it should reread the ledger.
 	changes atomic.Uint64
+	// keeping is set once Keep runs: this process stays up to keep
+	// schedules, so it may launch a simulated fleet, which lives in it.
+	keeping atomic.Bool
+	// fleetsNow caches what the providers said of running fleets, shared
+	// by every view of the process (FleetsNow).
+	fleetsNow fleetsNowCache
 }
 
 // Changes grows by one with every ledger row the service writes.
@@ -121,6 +127,9 @@ func (s *Service) describe(name string) providers.Descriptor {
 // Describe returns the descriptor of the named provider, as describe does:
 // the views ask it whether what they show is simulated.
 func (s *Service) Describe(name string) providers.Descriptor { return s.describe(name) }
+
+// Now is the service's clock: what it dates rows and schedules by.
+func (s *Service) Now() time.Time { return s.opt.Now() }
 
 // Store is the ledger the service writes.
 func (s *Service) Store() *store.Store { return s.st }
@@ -430,7 +439,9 @@ func (s *Service) remember(ctx context.Context) {
 		}
 		rows, err := s.st.List(ctx)
 		if err != nil {
-			s.opt.Logger.Warn("read ledger for the simulated market", "err", err)
+			if ctx.Err() == nil {
+				s.opt.Logger.Warn("read ledger for the simulated market", "err", err)
+			}
 			return
 		}
 		byProvider := map[string][]providers.BookedOffering{}

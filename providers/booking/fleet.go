@@ -48,14 +48,16 @@ func CostUnknown(r store.Row) bool {
 // FleetRunning is how long a fleet has run — from when it became active
 // to its end, or to now while it runs — and what that cost at its
 // estimated hourly rate (the first hour's estimate the ledger holds). ok
-// is false for a row that is not a fleet or has no start; cost is NaN
-// when the rate is unknown.
+// is false for a row that is not a fleet, has no start, or never reached
+// the cloud (a schedule not launched yet); cost is NaN when the rate is
+// unknown. A scheduled fleet's dates are its window: before its start it
+// has run nothing, and it runs no later than now.
 func FleetRunning(r store.Row, now time.Time) (ran time.Duration, costUSD float64, ok bool) {
-	if r.Kind != store.KindFleet || r.Start.IsZero() {
+	if r.Kind != store.KindFleet || r.Start.IsZero() || r.ProviderRef == "" {
 		return 0, math.NaN(), false
 	}
 	end := now
-	if !r.End.IsZero() {
+	if !r.End.IsZero() && r.End.Before(now) {
 		end = r.End
 	}
 	ran = max(end.Sub(r.Start), 0)
@@ -275,12 +277,28 @@ func CheckFleet(spec providers.FleetSpec) error {
 // idempotent) is committed before the call; the first hour's estimate is
 // checked against the budget. DryRun sends only the dry-run call and
 // writes nothing.
+//
+// A fleet with a schedule (spec.Start after now, or an End) is launched
+// with it where the provider's cloud keeps schedules (KeptByCloud: the
+// spec goes to the cloud now). Elsewhere gpumarket keeps it
+// (KeptByGpumarket): a fleet that starts later is recorded "scheduled"
+// with no call but the dry run's, and the reconcile loop launches it when
+// its start comes and deletes it when its end comes. Either way the row
+// holds the window (Start, End), who keeps it (in the request:
+// ScheduleOf) and a note saying so.
 func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResult, error) {
 	spec := req.Spec
 	if spec.Strategy == "" {
 		spec.Strategy = providers.Strategies[0]
 	}
 	if err := CheckFleet(spec); err != nil {
+		return FleetResult{}, err
+	}
+	if !spec.Start.After(s.opt.Now()) {
+		// A start that has come (a confirmation left open past it) is now.
+		spec.Start = time.Time{}
+	}
+	if err := spec.CheckSchedule(s.opt.Now()); err != nil {
 		return FleetResult{}, err
 	}
 	res := FleetResult{DryRun: spec.DryRun}
@@ -312,7 +330,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 				res.Row = again
 				return res, err
 			}
-			return s.sendFleet(ctx, fl, again, res, false)
+			return s.sendFleet(ctx, fl, again, res, sendAgain)
 		}
 	}
 
@@ -382,7 +400,13 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if spec.ClientToken == "" {
 		spec.ClientToken = id
 	}
-	reqJSON, err := json.Marshal(spec)
+	desc := s.describe(spec.Provider)
+	stored := fleetRequest{FleetSpec: spec}
+	scheduled := spec.Scheduled(now)
+	if scheduled {
+		stored.Keeper = KeeperOf(desc)
+	}
+	reqJSON, err := json.Marshal(stored)
 	if err != nil {
 		return res, fmt.Errorf("launch fleet: %w", err)
 	}
@@ -395,6 +419,16 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		Zone: strings.Join(spec.Zones, ","), InstanceType: strings.Join(spec.InstanceTypes, ","),
 		InstanceCount: spec.TargetCapacity, GPUCount: est.GPUs, CostUSD: cost, CostNote: est.FirstHourNote(),
 		State: store.StatePending, Actor: actor, CreatedAt: now, Request: reqJSON, IdemKey: spec.ClientToken,
+		Start: spec.Start, End: spec.End,
+	}
+	// Kept by gpumarket and starting later: nothing is sent now. The row
+	// is the schedule; the reconcile loop sends the launch at its start.
+	later := scheduled && stored.Keeper == KeptByGpumarket && spec.Start.After(now)
+	if scheduled {
+		intent.Note = "schedule: " + KeeperNote(desc)
+	}
+	if later {
+		intent.State = store.StateScheduled
 	}
 	row, err := s.st.RecordIntentOpen(ctx, intent, func(spent float64, existing *store.Row, open []store.Row) error {
 		if existing != nil {
@@ -417,13 +451,35 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		return res, err
 	}
 	s.changes.Add(1)
+	if later {
+		s.opt.Logger.Info("fleet scheduled: gpumarket launches it at its start", "row", row.ID, "provider", spec.Provider, "start", spec.Start, "end", spec.End)
+		res.Row = row
+		res.Fleet = providers.Fleet{Provider: spec.Provider, Region: spec.Region, State: store.StateScheduled, Target: spec.TargetCapacity,
+			Message: "scheduled: " + WindowText(spec.Start, spec.End, now) + "; " + KeeperNote(desc)}
+		return res, nil
+	}
 	s.opt.Logger.Info("launch intent recorded", "row", row.ID, "provider", spec.Provider, "region", spec.Region, "usd_first_hour", cost)
-	return s.sendFleet(ctx, fl, row, res, true)
+	return s.sendFleet(ctx, fl, row, res, sendFresh)
 }
 
+// How sendFleet sends a recorded launch, which decides what a launch
+// cancelled before its call leaves in the row.
+type sendKind int
+
+const (
+	// sendFresh: a new intent; cancelled, it failed (nothing was sent).
+	sendFresh sendKind = iota
+	// sendAgain: the re-send of a launch whose answer was lost;
+	// cancelled, it is unknown again.
+	sendAgain
+	// sendScheduled: a scheduled fleet's launch, its start come;
+	// cancelled, it is scheduled again for the next reconciliation.
+	sendScheduled
+)
+
 // sendFleet makes the launch call of a recorded intent (pending) and
-// records its outcome. fresh is false for the re-send of a lost launch.
-func (s *Service) sendFleet(ctx context.Context, fl providers.FleetLauncher, row store.Row, res FleetResult, fresh bool) (FleetResult, error) {
+// records its outcome.
+func (s *Service) sendFleet(ctx context.Context, fl providers.FleetLauncher, row store.Row, res FleetResult, kind sendKind) (FleetResult, error) {
 	defer s.st.EndCall(row.ID)
 	defer s.beat(ctx, row.ID)()
 	res.Row = row
@@ -434,9 +490,16 @@ func (s *Service) sendFleet(ctx context.Context, fl providers.FleetLauncher, row
 	// Cancelled before the call: nothing is sent. A new intent is
 	// failed; a re-send goes back to the unknown it was.
 	if err := ctx.Err(); err != nil {
-		row.State, row.Error = store.StateFailed, "not sent: cancelled before the call; nothing was launched"
-		if !fresh {
+		switch kind {
+		case sendFresh:
+			row.State, row.Error = store.StateFailed, "not sent: cancelled before the call; nothing was launched"
+		case sendAgain:
 			row.State, row.Error = store.StateUnknown, "no answer to the first launch; its re-send was cancelled before the call"
+		case sendScheduled:
+			row.State, row.Error = store.StateScheduled, ""
+			if sched, ok := ScheduleOf(row); ok {
+				row.Start = sched.Start
+			}
 		}
 		if res.Row, err = s.update(context.WithoutCancel(ctx), row); err != nil {
 			return res, fmt.Errorf("record cancelled launch %s: %w", row.ID, err)
@@ -575,10 +638,18 @@ func fleetDates(r store.Row, now time.Time) store.Row {
 			r.Start = now
 		}
 	case store.StateEnded, store.StateDeleted:
-		if r.Start.IsZero() && r.ProviderRef != "" {
+		if r.ProviderRef == "" {
+			return r // never launched: the window it was asked for stays, for the record
+		}
+		if r.Start.IsZero() {
 			r.Start = r.CreatedAt // it ran from its launch, as far as anyone knows
 		}
-		if r.End.IsZero() && !r.Start.IsZero() {
+		if r.Start.After(now) {
+			r.Start = now // ended before its scheduled start: it never ran
+		}
+		// A scheduled fleet's end is its window's: found over after it, it
+		// ended then (the cloud kept it); deleted before it, it ended now.
+		if r.End.IsZero() || r.End.After(now) {
 			r.End = now
 		}
 	}
@@ -610,6 +681,8 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (store.Row,
 	switch {
 	case r.State == store.StateDeleted:
 		return r, fmt.Errorf("fleet %s is already deleted", r.ProviderRef)
+	case r.ProviderRef == "" && r.State == store.StateScheduled:
+		return s.cancelScheduled(ctx, r, actor)
 	case r.ProviderRef == "":
 		return r, fmt.Errorf("ledger row %s has no fleet id (state %s): reconcile it first with `gpumarket ledger`", r.ID, r.State)
 	}
@@ -639,6 +712,30 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (store.Row,
 	return s.update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
 }
 
+// cancelScheduled deletes a fleet gpumarket was to launch later: nothing
+// was launched, so nothing is called; the row is deleted unless the loop
+// took it meanwhile (then it is being launched, and can be deleted once it
+// is).
+func (s *Service) cancelScheduled(ctx context.Context, r store.Row, actor string) (store.Row, error) {
+	if s.st.ReadOnly() {
+		return r, fmt.Errorf("cancel scheduled fleet %s: %w", r.ID, store.ErrReadOnly)
+	}
+	r.State, r.Error, r.Note = store.StateDeleted, "", "cancelled before its start; nothing was launched or spent"
+	if actor != "" {
+		r.Note = "cancelled by " + actor + " before its start; nothing was launched or spent"
+	}
+	next, err := s.st.UpdateFrom(ctx, r, store.StateScheduled)
+	if errors.Is(err, store.ErrConflict) {
+		cur, _ := s.st.Get(ctx, r.ID)
+		return cur, fmt.Errorf("ledger row %s is being launched now (state %s): delete it once it is launched", r.ID, cur.State)
+	}
+	if err != nil {
+		return r, err
+	}
+	s.changes.Add(1)
+	return next, nil
+}
+
 // simFleetGone is the note of a simulated fleet whose process ended.
 const simFleetGone = "simulated fleet ended with the process that launched it; nothing was billed"
 
@@ -647,6 +744,11 @@ func (s *Service) RefreshFleet(ctx context.Context, id string) (providers.Fleet,
 	r, err := s.FleetRow(ctx, id)
 	if err != nil {
 		return providers.Fleet{}, r, err
+	}
+	if sched, ok := ScheduleOf(r); ok && r.ProviderRef == "" && r.State == store.StateScheduled {
+		// Kept by gpumarket, not launched yet: the ledger is all there is.
+		return providers.Fleet{Provider: r.Provider, Region: r.Region, State: r.State, Target: r.InstanceCount,
+			Message: "scheduled: gpumarket launches it at " + sched.Start.UTC().Format(time.RFC3339)}, r, nil
 	}
 	if r.ProviderRef == "" {
 		return providers.Fleet{}, r, fmt.Errorf("ledger row %s has no fleet id yet (state %s)", r.ID, r.State)

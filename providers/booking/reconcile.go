@@ -49,6 +49,17 @@ type Report struct {
 	// along: scheduled → active → ended).
 	Settled   []store.Row
 	Unsettled []Unsettled
+	// NextDue is when a fleet's schedule next asks for something (a
+	// launch or delete gpumarket owes, a date the cloud keeps); zero when
+	// none does. Keep wakes then rather than at its next tick.
+	NextDue time.Time
+}
+
+// due keeps the earliest time something is due.
+func (r *Report) due(t time.Time) {
+	if !t.IsZero() && (r.NextDue.IsZero() || t.Before(r.NextDue)) {
+		r.NextDue = t
+	}
 }
 
 // Reconcile settles every pending or unknown row it can: it asks the
@@ -56,8 +67,10 @@ type Report struct {
 // DescribeCapacityReservations for the block's type, zone and dates) and
 // records what it finds. A row the provider does not (yet) show stays
 // "unknown" — never guessed "failed" — and is listed in Unsettled. Blocks
-// whose dates have come are moved to active or ended. Each lookup is
-// bounded by the timeout.
+// whose dates have come are moved to active or ended. Scheduled fleets
+// are kept (keepSchedule): gpumarket's launched at their start and
+// deleted at their end, the cloud's asked how they went once a date
+// passed. Each call is bounded by the timeout.
 func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	var rep Report
 	if s.st.ReadOnly() {
@@ -101,6 +114,18 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 				rep.Settled = append(rep.Settled, next)
 				continue
 			}
+			next, handled, reason, due, err := s.keepSchedule(ctx, r, now)
+			switch {
+			case err != nil:
+				return rep, err
+			case handled && reason == "":
+				rep.Settled = append(rep.Settled, next)
+				continue
+			case handled:
+				rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: reason})
+				continue
+			}
+			rep.due(due)
 			if next := advance(r, now); next.State != r.State {
 				next, err = s.settle(ctx, next, r.State)
 				if err != nil {
@@ -227,6 +252,17 @@ func (s *Service) reconcileFleet(ctx context.Context, r store.Row) (store.Row, b
 	if err != nil {
 		return r, false, fmt.Sprintf("look-up at %s failed: %v", r.Provider, err)
 	}
+	if fl == nil && p.Describe().Ephemeral {
+		// The simulated market knows every fleet its process launched:
+		// one it does not know was lost with the process that sent it.
+		r.State = store.StateFailed
+		r.Error = "simulated market: the launch was lost with the process that sent it; nothing was spent"
+		u, err := s.settle(ctx, r, store.StateUnknown)
+		if err != nil {
+			return r, false, err.Error()
+		}
+		return u, u.Settled(), ""
+	}
 	if fl == nil {
 		return r, false, fmt.Sprintf("%s shows no fleet with client token %s yet; left unknown (never retried)", r.Provider, r.IdemKey)
 	}
@@ -347,25 +383,41 @@ func (s *Service) release(ctx context.Context, r store.Row) (store.Row, error) {
 	return s.settle(ctx, r, from)
 }
 
-// Keep reconciles the ledger every interval until ctx ends, so that lost
-// answers are settled and reservations are released when their window
-// ends while a TUI or a server is running.
+// keepMinWait is the shortest wait between two passes of Keep.
+const keepMinWait = 100 * time.Millisecond
+
+// Keep reconciles the ledger at once and then every interval until ctx
+// ends, so that lost answers are settled, reservations are released when
+// their window ends, and scheduled fleets that gpumarket keeps are
+// launched at their start and deleted at their end while a TUI or a
+// server is running. It wakes early for a schedule due before the next
+// interval (Report.NextDue), so those are sent at their time, not up to
+// an interval late. The first pass does at once what came due while no
+// gpumarket ran, and says how late.
 func (s *Service) Keep(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
+	s.keeping.Store(true)
 	for {
+		rep, err := s.Reconcile(ctx)
+		if errors.Is(err, store.ErrReadOnly) {
+			s.opt.Logger.Warn("no periodic reconciliation: the ledger is read-only here", "err", err)
+			return
+		}
+		if err != nil && ctx.Err() == nil {
+			s.opt.Logger.Warn("periodic reconciliation", "err", err)
+		}
+		wait := every
+		if !rep.NextDue.IsZero() {
+			// At the time itself (a timer never fires early); a little
+			// later if the clock reads it not quite come, so the loop
+			// never spins.
+			wait = min(wait, max(rep.NextDue.Sub(s.opt.Now()), keepMinWait))
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
-			_, err := s.Reconcile(ctx)
-			if errors.Is(err, store.ErrReadOnly) {
-				s.opt.Logger.Warn("no periodic reconciliation: the ledger is read-only here", "err", err)
-				return
-			}
-			if err != nil && ctx.Err() == nil {
-				s.opt.Logger.Warn("periodic reconciliation", "err", err)
-			}
 		}
 	}
 }

@@ -25,6 +25,10 @@ type fleetState struct {
 	// alloc is where the fleet's instances run: pools and counts, spot
 	// or on-demand.
 	alloc []allocation
+	// start and end are the spec's schedule, honoured in memory with the
+	// market's clock: nothing runs before start, and everything stops at
+	// end (zero: none).
+	start, end time.Time
 }
 
 type allocation struct {
@@ -123,6 +127,14 @@ func (m *Market) validateFleet(s *providers.FleetSpec) ([]*simPool, error) {
 // IdempotentParameterMismatch); DryRun validates and changes nothing.
 // Spot instances go to the pools the strategy picks among those whose
 // price at launch is under the max price; the rest stay pending.
+//
+// A spec's Start and End are honoured in memory with the market's clock:
+// the fleet is scheduled until Start, and at End its instances stop and
+// it has ended, whoever deletes it and when. (The descriptor does not say
+// SchedulesFleets: the market lives in the process that launched the
+// fleet, so the booking service keeps the schedule and sends the launch
+// at Start; the end is kept here too, so a simulated fleet never runs past
+// it.)
 func (m *Market) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (providers.Fleet, error) {
 	if err := ctx.Err(); err != nil {
 		return providers.Fleet{}, fmt.Errorf("sim launch fleet: %w", err)
@@ -148,6 +160,9 @@ func (m *Market) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (pro
 		}
 	}
 	alloc, pending := allocate(pools, spec, now)
+	if !spec.End.IsZero() && !spec.End.After(now) {
+		return providers.Fleet{}, fmt.Errorf("sim launch fleet: its end %s has passed", spec.End.UTC().Format(time.RFC3339))
+	}
 	if spec.DryRun {
 		f := &fleetState{fleet: providers.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, DryRun: true, Message: dryRunMessage}, alloc: alloc}
 		v := m.viewLocked(f, now)
@@ -162,7 +177,7 @@ func (m *Market) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (pro
 		id = fleetID(strHash("fleet-anon", fmt.Sprint(m.opt.Seed), fmt.Sprint(m.nFleets)))
 	}
 	f := &fleetState{fingerprint: fp, alloc: alloc, token: spec.ClientToken, actor: spec.Actor, at: now,
-		types: strings.Join(spec.InstanceTypes, ","), cloud: pools[0].spec.Desc.Cloud,
+		types: strings.Join(spec.InstanceTypes, ","), cloud: pools[0].spec.Desc.Cloud, start: spec.Start, end: spec.End,
 		fleet: providers.Fleet{ID: id, Provider: Name, Region: spec.Region, Target: spec.TargetCapacity}}
 	f.fleet.State = "active"
 	if pending == spec.TargetCapacity {
@@ -171,6 +186,12 @@ func (m *Market) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (pro
 	f.fleet.Message = fmt.Sprintf("simulated fleet %s: %d of %d instances running", id, spec.TargetCapacity-pending, spec.TargetCapacity)
 	if pending > 0 {
 		f.fleet.Message += fmt.Sprintf("; %d spot instances pending: no pool is under the max price", pending)
+	}
+	if spec.Start.After(now) {
+		f.fleet.Message = fmt.Sprintf("simulated fleet %s of %d instances scheduled from %s", id, spec.TargetCapacity, spec.Start.UTC().Format(time.RFC3339))
+	}
+	if !spec.End.IsZero() {
+		f.fleet.Message += "; it ends at " + spec.End.UTC().Format(time.RFC3339)
 	}
 	m.fleets[id] = f
 	if spec.ClientToken != "" {
@@ -259,8 +280,15 @@ func allocate(pools []*simPool, spec providers.FleetSpec, now time.Time) ([]allo
 // prices in force.
 func (m *Market) viewLocked(f *fleetState, now time.Time) providers.Fleet {
 	v := f.fleet
-	if v.State == "deleted" {
+	switch {
+	case v.State == "deleted":
 		v.Instances, v.EstimatedUSDh = 0, 0
+		return v
+	case !f.end.IsZero() && !now.Before(f.end):
+		v.State, v.Instances, v.EstimatedUSDh = "ended", 0, 0
+		return v
+	case f.start.After(now):
+		v.State, v.Instances, v.EstimatedUSDh = "scheduled", 0, 0
 		return v
 	}
 	v.Instances, v.EstimatedUSDh = 0, 0
@@ -307,6 +335,29 @@ func (m *Market) DeleteFleet(ctx context.Context, region, id string) error {
 	f.fleet.Message = fmt.Sprintf("simulated fleet %s deleted; its instances are terminated", id)
 	return nil
 }
+
+// FindFleet finds the fleet this process's market launched with a client
+// token, so a launch whose answer was lost is settled rather than sent
+// again; nil, nil when it launched none.
+func (m *Market) FindFleet(ctx context.Context, region, clientToken string) (*providers.Fleet, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sim find fleet %s: %w", clientToken, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := m.byToken[clientToken]
+	if !ok {
+		return nil, nil
+	}
+	f, err := m.fleetLocked(region, id)
+	if err != nil {
+		return nil, nil
+	}
+	v := m.viewLocked(f, m.opt.Now())
+	return &v, nil
+}
+
+var _ providers.FleetFinder = (*Market)(nil)
 
 func (m *Market) fleetLocked(region, id string) (*fleetState, error) {
 	f, ok := m.fleets[id]

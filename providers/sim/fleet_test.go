@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpumarket/gpumarket/providers"
 )
@@ -145,5 +146,50 @@ func TestFleetAllocation(t *testing.T) {
 	fl, err := m.LaunchFleet(ctx, providers.FleetSpec{Region: "us-east-1", InstanceTypes: types, TargetCapacity: 3, OnDemandBase: 1, MaxPriceUSD: providers.Float(0.001), ClientToken: "cheapskate"})
 	if err != nil || fl.Instances != 1 || !strings.Contains(fl.Message, "2 spot instances pending") {
 		t.Errorf("max price under every pool: %+v, %v; want 1 on-demand running and 2 pending", fl, err)
+	}
+}
+
+// Issue 13: the simulated market honours a fleet's schedule in memory
+// with its clock — scheduled, then running, then ended at its end whoever
+// deletes it — so the flow works with no account; and it finds a fleet by
+// its client token, so a launch whose answer was lost is settled.
+func TestFleetHonoursItsScheduleInMemory(t *testing.T) {
+	now := wed
+	m := New(Options{Seed: 1, Now: func() time.Time { return now }})
+	s := fleetSpec()
+	s.Start, s.End = wed.Add(time.Hour), wed.Add(4*time.Hour)
+	f, err := m.LaunchFleet(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		at        time.Time
+		state     string
+		instances int
+	}{
+		{wed, "scheduled", 0},
+		{s.Start.Add(-time.Second), "scheduled", 0},
+		{s.Start, "active", 4},
+		{s.End.Add(-time.Second), "active", 4},
+		{s.End, "ended", 0},
+		{s.End.Add(24 * time.Hour), "ended", 0},
+	} {
+		now = step.at
+		d, err := m.DescribeFleet(ctx, "us-east-1", f.ID)
+		if err != nil || d.State != step.state || d.Instances != step.instances || (d.EstimatedUSDh > 0) != (step.instances > 0) {
+			t.Errorf("at %s: %+v, %v; want %s with %d instances, billing only while they run", step.at.Sub(s.Start), d, err, step.state, step.instances)
+		}
+		found, err := m.FindFleet(ctx, "us-east-1", s.ClientToken)
+		if err != nil || found == nil || found.ID != f.ID || found.State != step.state {
+			t.Errorf("at %s: FindFleet %+v, %v", step.at.Sub(s.Start), found, err)
+		}
+	}
+	if found, err := m.FindFleet(ctx, "us-east-1", "no-such-token"); found != nil || err != nil {
+		t.Errorf("FindFleet of a token never launched: %+v, %v", found, err)
+	}
+	late := fleetSpec()
+	late.ClientToken, late.End = "intent-2", now.Add(-time.Minute)
+	if _, err := m.LaunchFleet(ctx, late); err == nil || !strings.Contains(err.Error(), "has passed") {
+		t.Errorf("a launch past its end: %v", err)
 	}
 }

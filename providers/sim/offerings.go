@@ -518,9 +518,13 @@ func (m *Market) ListRecords(ctx context.Context, since time.Time) ([]providers.
 		if state == "pending" {
 			state = "active"
 		}
+		start := f.at
+		if f.start.After(start) {
+			start = f.start
+		}
 		out = append(out, providers.CloudRecord{Kind: providers.KindFleet, Ref: f.token, Actor: f.actor, ProviderRef: v.ID,
 			Provider: Name, Cloud: f.cloud, Region: v.Region, InstanceType: f.types, InstanceCount: v.Target,
-			CostUSD: v.EstimatedUSDh, State: state, Start: f.at, CreatedAt: f.at})
+			CostUSD: v.EstimatedUSDh, State: state, Start: start, End: f.end, CreatedAt: f.at})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out, nil

@@ -48,8 +48,15 @@ type Fake struct {
 	// BuyThenFail is true (the answer was lost after the cloud bought).
 	BookHook    func(ctx context.Context, req providers.BookRequest) error
 	BuyThenFail bool
-	// LaunchHook is BookHook for LaunchFleet.
-	LaunchHook func(ctx context.Context, spec providers.FleetSpec) error
+	// LaunchHook is BookHook for LaunchFleet; the fleet is launched first
+	// when LaunchThenFail is true (its answer was lost).
+	LaunchHook     func(ctx context.Context, spec providers.FleetSpec) error
+	LaunchThenFail bool
+	// DeleteHook, when set, runs inside DeleteFleet; its error is
+	// DeleteFleet's, and the fleet is left as it was.
+	DeleteHook func(ctx context.Context, id string) error
+	// launched are the specs of the fleets launched, in order.
+	launched []providers.FleetSpec
 	// RefreshHook, when set, runs inside RefreshOffering; its error is
 	// RefreshOffering's.
 	RefreshHook func(ctx context.Context, o providers.Offering) error
@@ -312,16 +319,27 @@ func (f *Fake) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (provi
 		return providers.Fleet{Provider: f.name, Region: spec.Region, DryRun: true, Message: "Request would have succeeded, but DryRun flag is set."}, nil
 	}
 	f.count("LaunchFleet")
-	if f.LaunchHook != nil {
+	if f.LaunchHook != nil && !f.LaunchThenFail {
 		if err := f.LaunchHook(ctx, spec); err != nil {
 			return providers.Fleet{}, err
 		}
 	}
+	fl := f.launch(spec)
+	if f.LaunchHook != nil && f.LaunchThenFail {
+		if err := f.LaunchHook(ctx, spec); err != nil {
+			return providers.Fleet{}, err
+		}
+	}
+	return fl, nil
+}
+
+func (f *Fake) launch(spec providers.FleetSpec) providers.Fleet {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if id, ok := f.tokens[spec.ClientToken]; ok {
-		return f.fleets[id], nil
+		return f.fleets[id]
 	}
+	f.launched = append(f.launched, spec)
 	id := fmt.Sprintf("fleet-%04d", len(f.fleets)+1)
 	fl := providers.Fleet{ID: id, Provider: f.name, Region: spec.Region, State: "active", Instances: spec.TargetCapacity, Target: spec.TargetCapacity}
 	f.fleets[id] = fl
@@ -333,12 +351,25 @@ func (f *Fake) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (provi
 	f.records = append(f.records, providers.CloudRecord{Kind: providers.KindFleet, Ref: spec.ClientToken, Actor: spec.Actor,
 		ProviderRef: id, Provider: f.name, Cloud: providers.CloudAWS, Region: spec.Region, InstanceType: types,
 		InstanceCount: spec.TargetCapacity, CostUSD: math.NaN(), State: "active"})
-	return fl, nil
+	return fl
+}
+
+// Launched returns the specs of the fleets launched (not dry runs), in
+// order.
+func (f *Fake) Launched() []providers.FleetSpec {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]providers.FleetSpec(nil), f.launched...)
 }
 
 // DeleteFleet deletes a fleet.
 func (f *Fake) DeleteFleet(ctx context.Context, region, id string) error {
 	f.count("DeleteFleet")
+	if f.DeleteHook != nil {
+		if err := f.DeleteHook(ctx, id); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fl, ok := f.fleets[id]

@@ -385,3 +385,37 @@ func TestNoReservationsWhereAzureTakesNone(t *testing.T) {
 		t.Errorf("8 h of H100: %d offerings (%v), want none: Azure reserves no H100 size", len(offers), err)
 	}
 }
+
+// TestReservationsOnlyFromNowForTheAskedHours (issue 11.2): as on Azure,
+// a reservation starts when it is made: a search whose start range lies
+// ahead gets none (and, with no block of that length either, is told
+// why), and one from now gets reservations of exactly the asked length.
+func TestReservationsOnlyFromNowForTheAskedHours(t *testing.T) {
+	m := newAt(1, wed)
+	later := providers.OfferingQuery{GPU: "A100", Instances: 2, Duration: 48 * time.Hour,
+		StartAfter: wed.Add(18 * time.Hour), StartBefore: wed.Add(21 * time.Hour)}
+	offers, err := m.FindOfferings(context.Background(), later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range offers {
+		if o.StartsOnPurchase || o.Start.Before(later.StartAfter) || o.End.Sub(o.Start) != 48*time.Hour {
+			t.Errorf("%s: %s from %s for %s, want only blocks starting in the asked range and lasting 48 h", o.ID, o.Kind, o.Start, o.End.Sub(o.Start))
+		}
+	}
+	odd := later
+	odd.Duration = 30 * time.Hour
+	if _, err := m.FindOfferings(context.Background(), odd); !errors.Is(err, providers.ErrInvalidQuery) || !strings.Contains(err.Error(), "start when they are made") {
+		t.Errorf("30 h from tomorrow: %v, want a refusal saying reservations start when made", err)
+	}
+	now := providers.OfferingQuery{GPU: "A100", Instances: 2, Duration: 30 * time.Hour}
+	offers, err = m.FindOfferings(context.Background(), now)
+	if err != nil || len(offers) == 0 {
+		t.Fatalf("30 h from now: %d offerings, %v", len(offers), err)
+	}
+	for _, o := range offers {
+		if !o.StartsOnPurchase || o.End.Sub(o.Start) != 30*time.Hour || o.HourlyUSD <= 0 || math.Abs(o.UpfrontUSD-o.HourlyUSD*30) > 0.01 {
+			t.Errorf("%s: from %s for %s, $%.2f at $%.2f/h; want a reservation of exactly 30 h whose total is 30 × its rate", o.ID, o.Start, o.End.Sub(o.Start), o.UpfrontUSD, o.HourlyUSD)
+		}
+	}
+}

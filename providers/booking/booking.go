@@ -192,16 +192,18 @@ func (e *UnknownError) Is(target error) bool { return target == ErrUnknownOutcom
 // Unwrap returns the call's error.
 func (e *UnknownError) Unwrap() error { return e.Cause }
 
-// checkBudget refuses a cost over a cap.
+// checkBudget refuses a cost over a cap. Amounts are compared in whole
+// cents: a day's purchases of $834.37 and $841.95 reach a cap of
+// $1676.32 exactly, although their float sum is 1676.3200000000002.
 func (s *Service) checkBudget(cost, spent float64) error {
 	b := s.opt.Budget
 	if math.IsNaN(cost) {
 		return errors.New("refused: the cost is unknown, so the budget cannot be checked; nothing was bought")
 	}
-	if b.MaxBookingUSD > 0 && cost > b.MaxBookingUSD {
+	if b.MaxBookingUSD > 0 && cents(cost) > cents(b.MaxBookingUSD) {
 		return &BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: cost}
 	}
-	if b.MaxDailyUSD > 0 && spent+cost > b.MaxDailyUSD {
+	if b.MaxDailyUSD > 0 && cents(spent+cost) > cents(b.MaxDailyUSD) {
 		return &BudgetError{Cap: "max_daily_usd", CapUSD: b.MaxDailyUSD, CostUSD: cost, SpentUSD: spent}
 	}
 	return nil

@@ -154,10 +154,15 @@ type BudgetError struct {
 	Cap      string
 	CapUSD   float64
 	CostUSD  float64
-	SpentUSD float64 // the day's sum so far, for max_daily_usd
+	SpentUSD float64 // the day's sum so far, for max_daily_usd; NaN when not known
 }
 
 func (e *BudgetError) Error() string {
+	if e.Cap == "max_daily_usd" && math.IsNaN(e.SpentUSD) {
+		return fmt.Sprintf("refused: today's (UTC) spending is not known — the ledger holds rows of today whose cost the cloud did not say "+
+			"(re-created by `gpumarket ledger --rebuild`, or a fleet launched at unknown prices) — so budget.max_daily_usd $%.2f cannot be checked; "+
+			"nothing was bought (the cap applies again tomorrow; set it to 0 to lift it)", e.CapUSD)
+	}
 	if e.Cap == "max_daily_usd" {
 		return fmt.Sprintf("refused: today's (UTC) spending $%.2f + this $%.2f = $%.2f is over budget.max_daily_usd $%.2f; nothing was bought",
 			e.SpentUSD, e.CostUSD, e.SpentUSD+e.CostUSD, e.CapUSD)
@@ -203,7 +208,7 @@ func (s *Service) checkBudget(cost, spent float64) error {
 	if b.MaxBookingUSD > 0 && cents(cost) > cents(b.MaxBookingUSD) {
 		return &BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: cost}
 	}
-	if b.MaxDailyUSD > 0 && cents(spent+cost) > cents(b.MaxDailyUSD) {
+	if b.MaxDailyUSD > 0 && (math.IsNaN(spent) || cents(spent+cost) > cents(b.MaxDailyUSD)) {
 		return &BudgetError{Cap: "max_daily_usd", CapUSD: b.MaxDailyUSD, CostUSD: cost, SpentUSD: spent}
 	}
 	return nil

@@ -3,6 +3,8 @@ package booking_test
 import (
 	"context"
 	"errors"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +53,81 @@ func TestDailyCapReachedExactlyInCents(t *testing.T) {
 				t.Fatalf("refusal is not a budget error: %v", err)
 			}
 		})
+	}
+}
+
+// TestRebuiltRowsOfUnknownCostLeaveTheDayUnknown: AWS does not say what a
+// capacity block cost, so `ledger --rebuild` re-creates today's purchases
+// with no cost. The day's spending must not read them as $0: with the
+// binary, three blocks bought today for $8,565 and rebuilt showed
+// "today's spending $0.00 of budget.max_daily_usd $20000.00", and a
+// further $20,000 could be spent the same day. Under a daily cap the
+// purchase is refused, saying why; without one it goes ahead.
+func TestRebuiltRowsOfUnknownCostLeaveTheDayUnknown(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		budget booking.Budget
+		ok     bool
+	}{
+		{"daily cap", booking.Budget{MaxDailyUSD: 20000}, false},
+		{"per-purchase cap only", booking.Budget{MaxBookingUSD: 5000}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, "", "aws", c.budget)
+			f.fake.AddRecord(providers.CloudRecord{Kind: providers.KindBlock, Ref: "01OLDROW", OfferingID: "cb-lost", ProviderRef: "cr-lost",
+				Provider: "aws", Cloud: providers.CloudAWS, Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge",
+				InstanceCount: 1, Start: t0.Add(72 * time.Hour), End: t0.Add(120 * time.Hour), CostUSD: math.NaN(),
+				State: "scheduled", CreatedAt: t0.Add(-time.Hour)})
+			rep, err := f.svc.Rebuild(ctx)
+			if err != nil || len(rep.Created) != 1 {
+				t.Fatalf("rebuild: %+v, %v", rep, err)
+			}
+			spent, err := f.st.DaySpent(ctx, f.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !math.IsNaN(spent) {
+				t.Fatalf("the day's spending with a re-created row of unknown cost reads $%v, want unknown (NaN)", spent)
+			}
+			f.search(t)
+			_, qerr := f.svc.Quote(ctx, "cb-cheap")
+			_, err = f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"})
+			if c.ok {
+				if qerr != nil || err != nil {
+					t.Fatalf("no daily cap: quote %v, book %v", qerr, err)
+				}
+				return
+			}
+			for _, e := range []error{qerr, err} {
+				if !errors.Is(e, booking.ErrBudget) || !strings.Contains(e.Error(), "not known") || strings.Contains(e.Error(), "NaN") {
+					t.Fatalf("under a daily cap with today's spending unknown: %v", e)
+				}
+			}
+			if n := f.fake.Calls("Book"); n != 0 {
+				t.Fatalf("%d purchases sent", n)
+			}
+		})
+	}
+}
+
+// TestFleetOfUnknownCostLeavesTheDayUnknown: a fleet launched with no cap
+// while its prices were not known is recorded at $0 (CostUnknown); the
+// day's spending reads it as unknown, not as $0, as it does a re-created
+// row (the note's wording is what the store reads: this test holds the
+// two together).
+func TestFleetOfUnknownCostLeavesTheDayUnknown(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "", "aws", booking.Budget{})
+	res, err := f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: providers.FleetSpec{Provider: "aws", Region: "us-east-1",
+		InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !booking.CostUnknown(res.Row) {
+		t.Fatalf("the fake knows no price, yet the fleet's cost is known: %+v", res.Row)
+	}
+	if spent, err := f.st.DaySpent(ctx, f.now); err != nil || !math.IsNaN(spent) {
+		t.Fatalf("the day's spending with a fleet of unknown cost: $%v, %v; want unknown", spent, err)
 	}
 }

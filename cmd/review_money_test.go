@@ -1,11 +1,14 @@
 package cmd
 
 import (
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
 	"github.com/gpumarket/gpumarket/providers/store"
 )
 
@@ -66,5 +69,52 @@ func TestDamagedLedgerRefusedAndRebuilt(t *testing.T) {
 	}
 	if got, err := os.ReadFile(aside[0]); err != nil || string(got) != string(cut) {
 		t.Fatalf("what was kept aside is not the damaged file: %v", err)
+	}
+}
+
+// awsEndpointSession is a session, with a config, whose AWS is the fake EC2 endpoint on loopback.
+func awsEndpointSession(t *testing.T, config string) (*session, *ec2test.Server) {
+	t.Helper()
+	now := time.Now().UTC().Truncate(time.Minute)
+	fake := ec2test.New(ec2test.Generate(1, []string{"us-east-1"}, now.Add(-24*time.Hour), now, time.Hour)...)
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	s := newSession(t, config)
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_REGION": "us-east-1",
+		"AWS_ENDPOINT_URL": srv.URL, "AWS_ENDPOINT_URL_EC2": srv.URL, "GPUMARKET_AWS_ADVISOR_URL": srv.URL + "/spot-advisor-data.json",
+		"AWS_PROFILE": "", "AWS_CONFIG_FILE": t.TempDir() + "/none", "AWS_SHARED_CREDENTIALS_FILE": t.TempDir() + "/none",
+	} {
+		t.Setenv(k, v)
+	}
+	return s, fake
+}
+
+// TestAWSFleetWithOnDemandBaseIsPriced: `fleet launch --provider aws
+// --on-demand-base 1` said "Estimated cost: unknown (unknown prices: no
+// on-demand price in us-east-1 …)" and, under the default budget caps,
+// refused every such fleet ("pass a max price", which bounds only the
+// spot part) — the estimate's fetch came after the check of which types
+// the region sells, and the provider did not describe its pools again.
+// The estimate has the on-demand price, and the fleet launches.
+func TestAWSFleetWithOnDemandBaseIsPriced(t *testing.T) {
+	s, fake := awsEndpointSession(t, "aws: {launch_template: lt-0123456789abcdef0}\n")
+	code, _, errOut := s.run("fleet", "launch", "--provider", "aws", "--region", "us-east-1", "--instance-types", "g6.xlarge",
+		"--target", "2", "--on-demand-base", "1", "--dry-run")
+	if code != 0 || !strings.Contains(errOut, "/h on-demand, g6.xlarge") || strings.Contains(errOut, "unknown") {
+		t.Fatalf("dry run: exit %d: %s", code, errOut)
+	}
+	code, out, errOut := s.run("fleet", "launch", "--provider", "aws", "--region", "us-east-1", "--instance-types", "g6.xlarge",
+		"--target", "2", "--on-demand-base", "1", "--yes", "-o", "json")
+	if code != 0 {
+		t.Fatalf("launch under the default caps: exit %d: %s", code, errOut)
+	}
+	rows, _ := jsonRows(t, out)
+	od := fake.Region("us-east-1").OnDemand["g6.xlarge"]
+	if len(rows) != 1 || rows[0]["cost_usd"] == nil || rows[0]["cost_usd"].(float64) < od {
+		t.Fatalf("ledger row %v: want a first hour of at least the on-demand $%v", rows, od)
+	}
+	if n := len(fake.Fleets()); n != 1 {
+		t.Fatalf("%d fleets at the fake", n)
 	}
 }

@@ -131,3 +131,44 @@ func TestFleetOfUnknownCostLeavesTheDayUnknown(t *testing.T) {
 		t.Fatalf("the day's spending with a fleet of unknown cost: $%v, %v; want unknown", spent, err)
 	}
 }
+
+// TestQuoteWhileAPurchaseIsInFlight: `book` quotes before it buys; while
+// another process's purchase of the offering was on the wire the quote
+// said "an earlier purchase … has an unknown outcome; … reconcile with
+// `gpumarket ledger`", and `ledger` then said the call was still in
+// flight. The quote says what the ledger says: in flight, by whom.
+func TestQuoteWhileAPurchaseIsInFlight(t *testing.T) {
+	f := newFixture(t, "", "aws", booking.Budget{})
+	f.search(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	f.fake.BookHook = func(context.Context, providers.BookRequest) error {
+		close(started)
+		<-release
+		return nil
+	}
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() {
+		_, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap", Actor: "alice@host"})
+		first <- err
+	}()
+	<-started
+	_, err := f.svc.Quote(ctx, "cb-cheap")
+	close(release)
+	if err == nil || !strings.Contains(err.Error(), "in flight") || !strings.Contains(err.Error(), "alice@host") || strings.Contains(err.Error(), "unknown outcome") {
+		t.Errorf("quote while the purchase is on the wire: %v", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	// Once its answer is lost, the quote says so.
+	g := newFixture(t, "", "aws", booking.Budget{})
+	g.search(t)
+	g.fake.BookHook = func(context.Context, providers.BookRequest) error { return context.DeadlineExceeded }
+	if _, err := g.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"}); !errors.Is(err, booking.ErrUnknownOutcome) {
+		t.Fatal(err)
+	}
+	if _, err := g.svc.Quote(ctx, "cb-cheap"); err == nil || !strings.Contains(err.Error(), "unknown outcome") {
+		t.Errorf("quote after a lost answer: %v", err)
+	}
+}

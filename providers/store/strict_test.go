@@ -378,3 +378,29 @@ func TestDamagedLedgerRefused(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestReadOnlyUnknownOfferingSaysWhy: on a data dir this user may not
+// write, `offerings` warns that its search cannot be kept, and `book ID`
+// then said only "unknown offering id: search again with `gpumarket
+// offerings`" — which cannot help. The refusal says the ledger is
+// read-only here, and what to do.
+func TestReadOnlyUnknownOfferingSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	s, err := OpenReadOnly(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = s.Offering(context.Background(), "cb-0123", time.Now())
+	if !errors.Is(err, ErrOfferingUnknown) || !errors.Is(err, ErrReadOnly) || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("unknown offering on a read-only ledger: %v", err)
+	}
+	if strings.Contains(err.Error(), "search again") {
+		t.Fatalf("tells to search again, which cannot help: %v", err)
+	}
+}

@@ -118,3 +118,20 @@ func TestAWSFleetWithOnDemandBaseIsPriced(t *testing.T) {
 		t.Fatalf("%d fleets at the fake", n)
 	}
 }
+
+// TestOtherCloudsTypeNamesWhatThisCloudHas: `fleet launch --region
+// eastus --instance-types g6.xlarge` answered "(Azure L4 types:
+// Standard_NC12s_v3, Standard_NC16as_T4_v3, Standard_NC24ads_A100_v4)" —
+// a V100, a T4 and an A100 size, none an L4: Azure has no L4 size. The
+// refusal says the cloud has none of that GPU and names some it has.
+func TestOtherCloudsTypeNamesWhatThisCloudHas(t *testing.T) {
+	code, _, errOut := runCmd(t, "fleet", "launch", "--target", "1", "--dry-run", "--region", "eastus", "--instance-types", "g6.xlarge")
+	if code != 2 || strings.Contains(errOut, "Azure L4 types") || !strings.Contains(errOut, "Azure has no L4 type") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// Where the cloud has the GPU, its types of that GPU are named.
+	code, _, errOut = runCmd(t, "fleet", "launch", "--target", "1", "--dry-run", "--region", "eastus", "--instance-types", "p4d.24xlarge")
+	if code != 2 || !strings.Contains(errOut, "Azure A100 types: Standard_NC") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}

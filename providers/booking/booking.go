@@ -159,8 +159,8 @@ type BudgetError struct {
 
 func (e *BudgetError) Error() string {
 	if e.Cap == "max_daily_usd" && math.IsNaN(e.SpentUSD) {
-		return fmt.Sprintf("refused: today's (UTC) spending is not known — the ledger holds rows of today whose cost the cloud did not say "+
-			"(re-created by `gpumarket ledger --rebuild`, or a fleet launched at unknown prices) — so budget.max_daily_usd $%.2f cannot be checked; "+
+		return fmt.Sprintf("refused: today's (UTC) spending is not known — the ledger holds purchases of today whose cost the cloud did not say "+
+			"(re-created by `gpumarket ledger --rebuild`) — so budget.max_daily_usd $%.2f cannot be checked; "+
 			"nothing was bought (the cap applies again tomorrow; set it to 0 to lift it)", e.CapUSD)
 	}
 	if e.Cap == "max_daily_usd" {

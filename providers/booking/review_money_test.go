@@ -111,12 +111,13 @@ func TestRebuiltRowsOfUnknownCostLeaveTheDayUnknown(t *testing.T) {
 	}
 }
 
-// TestFleetOfUnknownCostLeavesTheDayUnknown: a fleet launched with no cap
-// while its prices were not known is recorded at $0 (CostUnknown); the
-// day's spending reads it as unknown, not as $0, as it does a re-created
-// row (the note's wording is what the store reads: this test holds the
-// two together).
-func TestFleetOfUnknownCostLeavesTheDayUnknown(t *testing.T) {
+// TestFleetOfUnknownCostCountsItsFirstHourOnly: a fleet counts its first
+// hour's estimate against the day, $0 when its prices were not known (a
+// fleet launched with no cap; one re-created from AWS, which shows no
+// price of a fleet). That must not make the whole day unknown: with the
+// binary, a rebuild that re-created one scheduled fleet refused every
+// purchase for the rest of the day.
+func TestFleetOfUnknownCostCountsItsFirstHourOnly(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, "", "aws", booking.Budget{})
 	res, err := f.svc.LaunchFleet(ctx, booking.FleetRequest{Spec: providers.FleetSpec{Provider: "aws", Region: "us-east-1",
@@ -127,8 +128,22 @@ func TestFleetOfUnknownCostLeavesTheDayUnknown(t *testing.T) {
 	if !booking.CostUnknown(res.Row) {
 		t.Fatalf("the fake knows no price, yet the fleet's cost is known: %+v", res.Row)
 	}
-	if spent, err := f.st.DaySpent(ctx, f.now); err != nil || !math.IsNaN(spent) {
-		t.Fatalf("the day's spending with a fleet of unknown cost: $%v, %v; want unknown", spent, err)
+	f.fake.AddRecord(providers.CloudRecord{Kind: providers.KindFleet, Ref: "01OLDFLEET", ProviderRef: "fleet-old", Provider: "aws",
+		Cloud: providers.CloudAWS, Region: "us-east-1", InstanceType: "g6.xlarge", InstanceCount: 2, CostUSD: math.NaN(),
+		State: "active", CreatedAt: t0.Add(-time.Hour)})
+	if rep, err := f.svc.Rebuild(ctx); err != nil || len(rep.Created) != 1 {
+		t.Fatalf("rebuild: %+v, %v", rep, err)
+	}
+	if spent, err := f.st.DaySpent(ctx, f.now); err != nil || spent != 0 {
+		t.Fatalf("the day's spending with two fleets of unknown prices: $%v, %v; want $0 (their first hours)", spent, err)
+	}
+	g := newFixture(t, "", "aws", booking.Budget{MaxDailyUSD: 20000})
+	g.fake = f.fake
+	g.svc = booking.New(f.st, []providers.Provider{f.fake}, booking.Options{Budget: booking.Budget{MaxDailyUSD: 20000},
+		Now: func() time.Time { return f.now }, Timeout: time.Second})
+	g.search(t)
+	if _, err := g.svc.Book(ctx, booking.BookRequest{OfferingID: "cb-cheap"}); err != nil {
+		t.Fatalf("a purchase under the daily cap after fleets of unknown prices: %v", err)
 	}
 }
 

@@ -88,8 +88,8 @@ func (a *app) checkFleetTypes(ctx context.Context, spec providers.FleetSpec, tim
 		}
 		models[e.GPU.Model] = true
 		if len(clouds) > 0 && !containsCloud(clouds, e.Cloud) {
-			return usagef("--instance-types %s is an %s instance type, but %s (%s %s types: %s)",
-				t, cloudName(e.Cloud), where, cloudName(clouds[0]), e.GPU.Model, sampleTypes(clouds[0], e.GPU.Model))
+			return usagef("--instance-types %s is an %s instance type, but %s (%s)",
+				t, cloudName(e.Cloud), where, sampleTypes(clouds[0], e.GPU.Model))
 		}
 	}
 	p, err := a.provider(ctx, spec.Provider)
@@ -169,7 +169,8 @@ func soldTypes(ctx context.Context, p providers.Provider, region string, models 
 }
 
 // sampleTypes names up to three instance types of the cloud with the GPU
-// model (or with any GPU), for a message.
+// model, for a message; or, when the cloud has none, says so and names
+// three of its GPU types.
 func sampleTypes(c providers.Cloud, model string) string {
 	var out []string
 	for _, e := range providers.CatalogEntries(c) {
@@ -177,7 +178,10 @@ func sampleTypes(c providers.Cloud, model string) string {
 			out = append(out, e.InstanceType)
 		}
 	}
+	head := fmt.Sprintf("%s %s types: ", cloudName(c), model)
 	if len(out) == 0 {
+		// None of that GPU: say so, rather than list others under its name.
+		head = fmt.Sprintf("%s has no %s type; its GPU types include ", cloudName(c), model)
 		for _, e := range providers.CatalogEntries(c) {
 			out = append(out, e.InstanceType)
 		}
@@ -185,7 +189,7 @@ func sampleTypes(c providers.Cloud, model string) string {
 	if len(out) > 3 {
 		out = out[:3]
 	}
-	return strings.Join(out, ", ")
+	return head + strings.Join(out, ", ")
 }
 
 func containsCloud(list []providers.Cloud, c providers.Cloud) bool {

@@ -32,7 +32,10 @@ type FetchRequest struct {
 	// whole window; a live poll asks from the last time it saw.
 	Since, Until time.Time
 	// Backfill is true for the first fetch of a window (or of its
-	// extension to the past): the provider reports progress as it goes.
+	// extension to the past): the provider reports progress as it goes,
+	// and describes every pool it reports, whatever it sent before — the
+	// asker may know none (a fleet's estimate in a process whose hub has
+	// fetched for hours).
 	Backfill bool
 }
 
@@ -46,7 +49,8 @@ type Event struct {
 	// Region the event is about; "" for the provider as a whole.
 	Region string
 	// Pools are new or changed pool descriptions (interruption data,
-	// on-demand price, placement score). A pool is known once described.
+	// on-demand price, placement score), and in a back-fill every pool
+	// it reports. A pool is known once described.
 	Pools []Pool
 	// Points are price observations, in any order.
 	Points []PricePoint

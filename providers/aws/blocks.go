@@ -302,7 +302,8 @@ func (e notSent) Unwrap() error        { return e.err }
 func (e notSent) Is(target error) bool { return target == providers.ErrDeclined }
 
 // Book buys a capacity block (PurchaseCapacityBlock, never retried),
-// tagged with providers.Tags (ledger row, actor, tool, offering).
+// tagged with providers.Tags (ledger row, actor, tool, offering) and its
+// fee (TagCost: AWS shows no price of a block, and a rebuilt ledger needs it).
 //
 // Before buying it looks for a reservation already bought from the same
 // offering (tagged TagOffering, in any state but failed or cancelled) and
@@ -337,7 +338,7 @@ func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (provide
 		CapacityBlockOfferingId: awssdk.String(o.ID),
 		InstancePlatform:        ec2types.CapacityReservationInstancePlatformLinuxUnix,
 		DryRun:                  awssdk.Bool(req.DryRun),
-		TagSpecifications:       tagSpecs(ec2types.ResourceTypeCapacityReservation, providers.Tags(req.Ref, req.Actor, o.ID)),
+		TagSpecifications:       tagSpecs(ec2types.ResourceTypeCapacityReservation, blockTags(req, o)),
 	}
 	out, err := p.client(o.Region).PurchaseCapacityBlock(ctx, in, noRetry)
 	if req.DryRun {
@@ -364,6 +365,16 @@ func (p *Provider) Book(ctx context.Context, req providers.BookRequest) (provide
 	b.CostUSD = o.UpfrontUSD
 	b.Message = "purchased " + b.ProviderRef + b.Message
 	return b, nil
+}
+
+// blockTags are the tags of a purchase: providers.Tags and the fee
+// (TagCost), which AWS does not show.
+func blockTags(req providers.BookRequest, o providers.Offering) map[string]string {
+	tags := providers.Tags(req.Ref, req.Actor, o.ID)
+	if o.UpfrontUSD >= 0 && !math.IsInf(o.UpfrontUSD, 0) {
+		tags[TagCost] = strconv.FormatFloat(o.UpfrontUSD, 'f', 2, 64)
+	}
+	return tags
 }
 
 // boughtFrom returns the reservation bought from an offering, as its

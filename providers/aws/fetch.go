@@ -219,6 +219,24 @@ type regionFetch struct {
 	specs map[string]providers.GPUSpec // the wanted types asked for, with their GPUs
 	pages int                          // history pages answered
 	open  int                          // streams with more pages to come
+	// described are the pools this fetch has described: a back-fill
+	// describes each pool it reports once, known to the provider or not.
+	described map[providers.PoolKey]bool
+}
+
+// describeOnce reports whether a back-fill has yet to describe the pool,
+// and notes that it now does.
+func (rf *regionFetch) describeOnce(k providers.PoolKey) bool {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	if rf.described[k] {
+		return false
+	}
+	if rf.described == nil {
+		rf.described = map[providers.PoolKey]bool{}
+	}
+	rf.described[k] = true
+	return true
 }
 
 // want adds the types the query wants that are not asked for yet, and
@@ -365,16 +383,25 @@ func (rf *regionFetch) history(ctx context.Context, names []string) error {
 			}
 			ev.Points = append(ev.Points, pt)
 			rs.mu.Lock()
-			_, known := rs.pools[pt.Pool]
+			pool, known := rs.pools[pt.Pool]
 			if sp.AvailabilityZoneId != nil {
 				rs.zoneNames[*sp.AvailabilityZoneId] = pt.Pool.Zone
 			}
 			rs.mu.Unlock()
-			if !known {
-				pool := rf.describe(pt.Pool, nil)
+			switch {
+			case !known:
+				pool = rf.describe(pt.Pool, nil)
 				rs.mu.Lock()
 				rs.pools[pt.Pool] = pool
 				rs.mu.Unlock()
+				rf.describeOnce(pt.Pool)
+				ev.Pools = append(ev.Pools, pool)
+			case req.Backfill && rf.describeOnce(pt.Pool):
+				// A back-fill starts a window for whoever asked: one
+				// that knows no pool yet (a fleet's estimate after an
+				// earlier fetch of this provider) needs the description,
+				// with its on-demand price, though the provider sent it
+				// before.
 				ev.Pools = append(ev.Pools, pool)
 			}
 		}

@@ -453,3 +453,50 @@ func TestFetchBatchesPagesButReportsEachPage(t *testing.T) {
 		t.Errorf("first event has %d points, want the first page at once", len(first.Points))
 	}
 }
+
+// TestEveryBackfillDescribesItsPools: a back-fill is the first fetch of a
+// window for whoever asks it, who knows no pool yet. The provider sent
+// only the descriptions that changed since its own earlier fetches, so a
+// second back-fill on the same provider (the fleet estimate, after
+// `fleet launch` asked which types the region sells; any estimate in a
+// TUI whose hub had fetched) carried no on-demand price, and a fleet
+// with an on-demand base had an unknown cost and was refused under the
+// default budget caps. Every back-fill describes every pool it reports;
+// a live poll still sends only what changed.
+func TestEveryBackfillDescribesItsPools(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider(t, nil)
+	ctx := context.Background()
+	first := newCollector()
+	req := providers.FetchRequest{Query: providers.Query{Regions: []string{"us-east-1"}, GPUs: []string{"L4"}, Window: 6 * time.Hour},
+		Since: testNow.Add(-6 * time.Hour), Until: testNow, Backfill: true}
+	if err := p.Fetch(ctx, req, first.sink); err != nil {
+		t.Fatal(err)
+	}
+	if len(first.pools) == 0 {
+		t.Fatal("the first back-fill described no pool")
+	}
+	second := newCollector()
+	req.Query.GPUs = nil
+	if err := p.Fetch(ctx, req, second.sink); err != nil {
+		t.Fatal(err)
+	}
+	for k := range second.series {
+		pool, ok := second.pools[k]
+		if !ok {
+			t.Errorf("the second back-fill reports prices of %s without describing it", k)
+			continue
+		}
+		if _, seen := first.pools[k]; seen && pool.OnDemandUSDHour == nil {
+			t.Errorf("%s: described again without its on-demand price", k)
+		}
+	}
+	live := newCollector()
+	req.Backfill, req.Since, req.Until = false, testNow, testNow.Add(time.Minute)
+	if err := p.Fetch(ctx, req, live.sink); err != nil {
+		t.Fatal(err)
+	}
+	if len(live.pools) != 0 {
+		t.Errorf("a live poll re-sent %d unchanged descriptions", len(live.pools))
+	}
+}

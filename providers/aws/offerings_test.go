@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -384,6 +385,7 @@ func TestBookTagsThePurchase(t *testing.T) {
 		t.Fatalf("%d reservations", len(res))
 	}
 	want := providers.Tags("L5", "alice@host", o.ID)
+	want[TagCost] = strconv.FormatFloat(o.UpfrontUSD, 'f', 2, 64)
 	if len(res[0].Tags) != len(want) {
 		t.Errorf("tags %v, want %v", res[0].Tags, want)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,11 @@ var (
 	_ providers.RecordLister      = (*Provider)(nil)
 	_ providers.OfferingRefresher = (*Provider)(nil)
 )
+
+// TagCost carries what a capacity block cost, in USD: AWS shows no price
+// of a block it sold, so without it a ledger rebuilt from the tags would
+// not know what was spent (Azure's reservations carry azure.TagCost).
+const TagCost = "gpumarket:cost-usd"
 
 // ourTags are the tag keys that mark a resource as gpumarket's: TagTool on
 // everything since the second record, TagRef on the purchases of earlier
@@ -39,7 +45,8 @@ var ourTags = []string{providers.TagTool, providers.TagRef}
 //     fleet whose instances are all gone (terminated long ago) bills
 //     nothing and is not found.
 //
-// AWS does not show what a block cost: CostUSD is NaN. Regions are asked
+// AWS does not show what a block cost: it is read from the block's TagCost
+// tag, and is NaN without one (a block of an earlier version). Regions are asked
 // concurrently; the records of those that answered are returned with an
 // error naming those that did not.
 func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]providers.CloudRecord, error) {
@@ -157,6 +164,11 @@ func (p *Provider) blockRecord(region string, cr ec2types.CapacityReservation) p
 	r.Ref, _ = tagValue(cr.Tags, providers.TagRef)
 	r.Actor, _ = tagValue(cr.Tags, providers.TagActor)
 	r.OfferingID, _ = tagValue(cr.Tags, providers.TagOffering)
+	if v, ok := tagValue(cr.Tags, TagCost); ok {
+		if usd, err := strconv.ParseFloat(v, 64); err == nil && usd >= 0 && !math.IsInf(usd, 0) {
+			r.CostUSD = usd
+		}
+	}
 	return r
 }
 

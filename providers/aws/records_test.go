@@ -56,7 +56,7 @@ func TestListRecordsRebuildsTheLedgerFromTags(t *testing.T) {
 	blk := byRef["L1"]
 	if blk.Kind != providers.KindBlock || blk.ProviderRef != b.ProviderRef || blk.Actor != "alice@host" || blk.OfferingID != o.ID ||
 		blk.InstanceCount != o.InstanceCount || !blk.Start.Equal(o.Start) || !blk.End.Equal(o.End) || blk.State != "scheduled" ||
-		blk.Region != o.Region || blk.Zone != o.Zone || blk.InstanceType != o.InstanceType || !math.IsNaN(blk.CostUSD) || blk.Cloud != providers.CloudAWS {
+		blk.Region != o.Region || blk.Zone != o.Zone || blk.InstanceType != o.InstanceType || blk.CostUSD != o.UpfrontUSD || blk.Cloud != providers.CloudAWS {
 		t.Errorf("block record %+v", blk)
 	}
 	ins := byRef["L2"]
@@ -94,5 +94,50 @@ func TestListRecordsReportsARegionThatDidNotAnswer(t *testing.T) {
 	}
 	if err != nil && !strings.Contains(err.Error(), other) {
 		t.Errorf("error %v does not name %s", err, other)
+	}
+}
+
+// TestBlockRecordKeepsWhatItCost: AWS shows no price of a capacity block,
+// so a ledger rebuilt from the clouds' tags had no cost for any block
+// (and the day's spending could not be known). The purchase carries its
+// fee as a tag, as Azure's reservations do (azure.TagCost), and the
+// record reads it back; a block of an earlier version, without the tag,
+// stays of unknown cost.
+func TestBlockRecordKeepsWhatItCost(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider(t, func(o *Options) { o.Regions = []string{"us-east-1"} })
+	ctx := context.Background()
+	o := firstOffering(t, p)
+	if _, err := p.Book(ctx, providers.BookRequest{Offering: o, After: testNow, Ref: "L1", Actor: "alice@host"}); err != nil {
+		t.Fatal(err)
+	}
+	res := f.fake.Reservations()
+	if len(res) != 1 || res[0].Tags[TagCost] == "" {
+		t.Fatalf("the purchase carries no %s tag: %+v", TagCost, res)
+	}
+	f.fake.AddReservation(ec2test.Reservation{Region: "us-east-1", InstanceType: "p5.48xlarge", Zone: "us-east-1a", Count: 1,
+		Start: testNow.Add(96 * time.Hour), End: testNow.Add(120 * time.Hour), Created: testNow, State: "scheduled",
+		Tags: providers.Tags("L0", "alice@host", "cb-old")})
+	for _, bad := range []string{"NaN", "-5", "Inf", "a lot"} {
+		f.fake.AddReservation(ec2test.Reservation{Region: "us-east-1", InstanceType: "p5.48xlarge", Zone: "us-east-1a", Count: 1,
+			Start: testNow.Add(96 * time.Hour), End: testNow.Add(120 * time.Hour), Created: testNow, State: "scheduled",
+			Tags: map[string]string{providers.TagRef: "bad-" + bad, providers.TagTool: providers.ToolName, TagCost: bad}})
+	}
+	recs, err := p.ListRecords(ctx, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 6 {
+		t.Fatalf("%d records, want 6: %+v", len(recs), recs)
+	}
+	for _, r := range recs {
+		switch {
+		case r.Ref == "L1":
+			if r.CostUSD != o.UpfrontUSD {
+				t.Errorf("the block bought for $%v reads $%v", o.UpfrontUSD, r.CostUSD)
+			}
+		case !math.IsNaN(r.CostUSD):
+			t.Errorf("record %s (cost tag %q) reads $%v, want unknown", r.Ref, r.Ref, r.CostUSD)
+		}
 	}
 }

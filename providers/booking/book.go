@@ -39,6 +39,9 @@ func (s *Service) Quote(ctx context.Context, offeringID string) (Quote, error) {
 		return q, err
 	}
 	if r, err := s.st.Holder(ctx, kindOf(c.Offering), offeringID); err == nil {
+		if ok, why := s.inFlight(r); ok {
+			return q, fmt.Errorf("refused: a purchase of %s is in flight (ledger row %s, by %s: %s); it is not sent twice", offeringID, r.ID, r.Actor, why)
+		}
 		if !r.Settled() {
 			return q, fmt.Errorf("refused: an earlier purchase of %s (ledger row %s) has an unknown outcome; it is not re-sent: reconcile with `gpumarket ledger`", offeringID, r.ID)
 		}

@@ -163,10 +163,15 @@ type BudgetError struct {
 	Cap      string
 	CapUSD   float64
 	CostUSD  float64
-	SpentUSD float64 // the day's sum so far, for max_daily_usd
+	SpentUSD float64 // the day's sum so far, for max_daily_usd; NaN when not known
 }
 
 func (e *BudgetError) Error() string {
+	if e.Cap == "max_daily_usd" && math.IsNaN(e.SpentUSD) {
+		return fmt.Sprintf("refused: today's (UTC) spending is not known — the ledger holds purchases of today whose cost the cloud did not say "+
+			"(re-created by `gpumarket ledger --rebuild`) — so budget.max_daily_usd $%.2f cannot be checked; "+
+			"nothing was bought (the cap applies again tomorrow; set it to 0 to lift it)", e.CapUSD)
+	}
 	if e.Cap == "max_daily_usd" {
 		return fmt.Sprintf("refused: today's (UTC) spending $%.2f + this $%.2f = $%.2f is over budget.max_daily_usd $%.2f; nothing was bought",
 			e.SpentUSD, e.CostUSD, e.SpentUSD+e.CostUSD, e.CapUSD)
@@ -201,16 +206,18 @@ func (e *UnknownError) Is(target error) bool { return target == ErrUnknownOutcom
 // Unwrap returns the call's error.
 func (e *UnknownError) Unwrap() error { return e.Cause }
 
-// checkBudget refuses a cost over a cap.
+// checkBudget refuses a cost over a cap. Amounts are compared in whole
+// cents: a day's purchases of $834.37 and $841.95 reach a cap of
+// $1676.32 exactly, although their float sum is 1676.3200000000002.
 func (s *Service) checkBudget(cost, spent float64) error {
 	b := s.opt.Budget
 	if math.IsNaN(cost) {
 		return errors.New("refused: the cost is unknown, so the budget cannot be checked; nothing was bought")
 	}
-	if b.MaxBookingUSD > 0 && cost > b.MaxBookingUSD {
+	if b.MaxBookingUSD > 0 && cents(cost) > cents(b.MaxBookingUSD) {
 		return &BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: cost}
 	}
-	if b.MaxDailyUSD > 0 && spent+cost > b.MaxDailyUSD {
+	if b.MaxDailyUSD > 0 && (math.IsNaN(spent) || cents(spent+cost) > cents(b.MaxDailyUSD)) {
 		return &BudgetError{Cap: "max_daily_usd", CapUSD: b.MaxDailyUSD, CostUSD: cost, SpentUSD: spent}
 	}
 	return nil

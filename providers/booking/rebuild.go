@@ -16,7 +16,8 @@ import (
 
 // costUnknownNote is the cost note of a row whose cost the cloud's record
 // did not say: its CostUSD is 0, which is no price (see CostUnknown).
-const costUnknownNote = "cost unknown: re-created from the cloud's record"
+// The day's spending reads such a row as unknown (store.NoteCostUnknown).
+const costUnknownNote = store.NoteCostUnknown + ": re-created from the cloud's record"
 
 // RebuildReport is what Rebuild did.
 type RebuildReport struct {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -137,7 +138,8 @@ func NewID(now time.Time) string {
 // IntentCheck is called inside the intent's transaction, with the write
 // lock held, so no other process can record a purchase between the check
 // and the insert. daySpent is the UTC day's sum of cost over rows that are
-// not failed; existing is the row that already holds the key, or nil.
+// not failed (NaN when a block of it has no known cost, as DaySpent); existing is
+// the row that already holds the key, or nil.
 type IntentCheck func(daySpent float64, existing *Row) error
 
 // RecordIntent writes the row (its State is usually pending) and commits
@@ -349,10 +351,22 @@ func (s *Store) List(ctx context.Context, states ...string) ([]Row, error) {
 }
 
 // DaySpent is the sum of cost over rows created on t's UTC day that are
-// not failed: what max_daily_usd caps.
+// not failed: what max_daily_usd caps. It is NaN when a block or
+// reservation among them has no known cost (see NoteCostUnknown): its
+// cost_usd of 0 is no price, and a sum that read it as one would let the
+// day be spent again. A fleet counts its first hour's estimate, 0 when
+// its prices were not known: that figure is an estimate either way (a
+// fleet bills until deleted), and one fleet re-created from AWS, which
+// shows no price of it, must not stop the day's purchases.
 func (s *Store) DaySpent(ctx context.Context, t time.Time) (float64, error) {
 	return daySum(ctx, s.db, t)
 }
+
+// NoteCostUnknown, in a row's cost note, says that its cost is not known:
+// a row re-created from a cloud's record that does not say what it cost
+// (a capacity block bought before purchases were tagged with their fee).
+// Its cost_usd column holds 0, which is no price.
+const NoteCostUnknown = "cost unknown"
 
 // HeldKeys returns the idempotency keys of a kind held by rows that are not
 // failed: for blocks, the offerings already bought (or being bought).
@@ -387,13 +401,20 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// daySum is DaySpent, on the database or inside a transaction.
 func daySum(ctx context.Context, q querier, t time.Time) (float64, error) {
 	day := t.UTC().Truncate(24 * time.Hour)
 	var sum float64
-	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0) FROM ledger WHERE state <> 'failed' AND created_at >= ? AND created_at < ?`,
-		fmtTime(day), fmtTime(day.Add(24*time.Hour))).Scan(&sum)
+	var unknown int
+	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0),
+		COUNT(CASE WHEN kind IN (?, ?) AND instr(cost_note, ?) > 0 THEN 1 END)
+		FROM ledger WHERE state <> 'failed' AND created_at >= ? AND created_at < ?`,
+		KindBlock, KindReservation, NoteCostUnknown, fmtTime(day), fmtTime(day.Add(24*time.Hour))).Scan(&sum, &unknown)
 	if err != nil {
 		return 0, fmt.Errorf("sum of the day's spending: %w", err)
+	}
+	if unknown > 0 {
+		return math.NaN(), nil
 	}
 	return sum, nil
 }

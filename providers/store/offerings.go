@@ -72,7 +72,13 @@ func (s *Store) Offering(ctx context.Context, id string, now time.Time) (CachedO
 	var oj, qj, at string
 	err := s.db.QueryRowContext(ctx, `SELECT offering, query, searched_at FROM offerings WHERE id = ?`, id).Scan(&oj, &qj, &at)
 	if err != nil {
-		if errors.Is(err, errNoRows) {
+		switch {
+		case errors.Is(err, errNoRows) && s.readOnly:
+			// Searches made here could not be kept: searching again
+			// would not help, and nothing could be bought here anyway.
+			return CachedOffering{}, fmt.Errorf("offering %q: %w: %w, so no search made here is kept for `book`, and nothing can be bought here "+
+				"(a purchase is recorded before it is sent): run it as the user who owns the data dir", id, ErrOfferingUnknown, ErrReadOnly)
+		case errors.Is(err, errNoRows):
 			return CachedOffering{}, fmt.Errorf("offering %q: %w: search again with `gpumarket offerings`", id, ErrOfferingUnknown)
 		}
 		return CachedOffering{}, fmt.Errorf("offering %q: %w", id, err)

@@ -16,10 +16,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver; its errors carry SQLite's codes
 )
 
 // FileName is the database's name inside the data dir.
@@ -124,6 +125,9 @@ func OpenPath(path string) (*Store, error) {
 	}
 	if err := s.migrate(context.Background(), false); err != nil {
 		s.db.Close()
+		if isCorrupt(err) {
+			return nil, damaged(path, err)
+		}
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil
@@ -152,6 +156,9 @@ func OpenReadOnly(path string) (*Store, error) {
 		if errors.Is(err, ErrUnreadable) {
 			return nil, err
 		}
+		if isCorrupt(err) {
+			return nil, damaged(path, err)
+		}
 		if s, err = openDSN(path, true, "immutable=1"); err != nil {
 			return nil, err
 		}
@@ -164,18 +171,86 @@ func OpenReadOnly(path string) (*Store, error) {
 	return s, nil
 }
 
-// peek refuses a SQLite file that is not a ledger before anything is
-// written to it: opening it for writing would turn it to WAL.
+// peek refuses a SQLite file that is not a ledger, or a ledger SQLite
+// finds damaged (cut short, overwritten in part), before anything is
+// written to it: opening it for writing would turn it to WAL, and
+// writing into a damaged file could lose more of it. A ledger is small,
+// so SQLite's quick_check of every page costs little.
 func peek(path string) error {
 	s, err := openDSN(path, true)
 	if err != nil {
 		return err
 	}
 	defer s.db.Close()
-	if err := s.checkSchema(context.Background()); errors.Is(err, ErrUnreadable) {
+	ctx := context.Background()
+	err = s.checkSchema(ctx)
+	if err == nil {
+		err = quickCheck(ctx, s.db)
+	}
+	switch {
+	case errors.Is(err, ErrUnreadable):
 		return err
+	case isCorrupt(err):
+		return damaged(path, err)
 	}
 	return nil // any other trouble is met, and reported, by the real open
+}
+
+// errDamaged is what quick_check says of a damaged file.
+type errDamaged struct{ what string }
+
+func (e errDamaged) Error() string { return e.what }
+
+// quickCheck runs SQLite's quick_check: it reads every page of the file
+// and answers "ok", or what is wrong.
+func quickCheck(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, `PRAGMA quick_check(3)`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var found []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return err
+		}
+		if line != "ok" {
+			found = append(found, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(found) > 0 {
+		return errDamaged{strings.Join(found, "; ")}
+	}
+	return nil
+}
+
+// isCorrupt reports whether err is SQLite saying the file is damaged or
+// not a database at all (SQLITE_CORRUPT, SQLITE_NOTADB), or quick_check
+// finding it damaged — as opposed to a busy or unwritable file, which is
+// no reason to refuse the ledger.
+func isCorrupt(err error) bool {
+	var d errDamaged
+	if errors.As(err, &d) {
+		return true
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case 11, 26: // SQLITE_CORRUPT, SQLITE_NOTADB
+		return true
+	}
+	return false
+}
+
+// damaged is the refusal of a ledger SQLite cannot read whole.
+func damaged(path string, err error) error {
+	return &UnreadableError{Path: path, Reason: fmt.Sprintf("is damaged: SQLite cannot read it whole (%v)", err)}
 }
 
 func openDSN(path string, readOnly bool, extra ...string) (*Store, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -306,5 +307,100 @@ func TestCreateKeepsALedgerMadeMeanwhile(t *testing.T) {
 	defer s.Close()
 	if _, err := s.Get(ctx, r.ID); err != nil {
 		t.Fatalf("the first ledger's row is gone: %v", err)
+	}
+}
+
+// TestDamagedLedgerRefused: a ledger cut short or overwritten in part
+// failed every command with SQLite's bare "database disk image is
+// malformed (11)"; it is an unreadable ledger (ErrUnreadable, the way out
+// named), read-write and read-only, and left as it was.
+func TestDamagedLedgerRefused(t *testing.T) {
+	src := t.TempDir()
+	s, err := Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := 0; i < 200; i++ {
+		r := Row{Kind: KindBlock, Provider: "aws", IdemKey: fmt.Sprintf("cb-%d", i), State: StateScheduled,
+			Request: []byte(`{"note":"` + strings.Repeat("x", 200) + `"}`)}
+		if _, err := s.RecordIntent(ctx, r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	whole, err := os.ReadFile(filepath.Join(src, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, damage := range map[string]func([]byte) []byte{
+		"cut in half":      func(b []byte) []byte { return b[:len(b)/2] },
+		"last page gone":   func(b []byte) []byte { return b[:len(b)-4096] },
+		"a page zeroed":    func(b []byte) []byte { c := append([]byte(nil), b...); clear(c[4096:8192]); return c },
+		"header only left": func(b []byte) []byte { return b[:100] },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, FileName)
+			bad := damage(whole)
+			if err := os.WriteFile(path, bad, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for how, open := range map[string]func() (*Store, error){
+				"read-write": func() (*Store, error) { return Open(dir) },
+				"read-only":  func() (*Store, error) { return OpenReadOnly(path) },
+			} {
+				s, err := open()
+				if err == nil {
+					s.Close()
+					t.Fatalf("%s: a damaged ledger was opened", how)
+				}
+				if !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), "ledger --rebuild") {
+					t.Fatalf("%s: refusal %v: want ErrUnreadable saying it is damaged and how to rebuild", how, err)
+				}
+			}
+			if got, err := os.ReadFile(path); err != nil || string(got) != string(bad) {
+				t.Fatalf("the damaged ledger was changed: %v", err)
+			}
+		})
+	}
+	// The whole file still opens.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, FileName), whole, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatalf("the undamaged copy: %v", err)
+	}
+	s.Close()
+}
+
+// TestReadOnlyUnknownOfferingSaysWhy: on a data dir this user may not
+// write, `offerings` warns that its search cannot be kept, and `book ID`
+// then said only "unknown offering id: search again with `gpumarket
+// offerings`" — which cannot help. The refusal says the ledger is
+// read-only here, and what to do.
+func TestReadOnlyUnknownOfferingSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	s, err := OpenReadOnly(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = s.Offering(context.Background(), "cb-0123", time.Now())
+	if !errors.Is(err, ErrOfferingUnknown) || !errors.Is(err, ErrReadOnly) || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("unknown offering on a read-only ledger: %v", err)
+	}
+	if strings.Contains(err.Error(), "search again") {
+		t.Fatalf("tells to search again, which cannot help: %v", err)
 	}
 }

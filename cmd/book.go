@@ -206,7 +206,8 @@ const maxAsks = 3
 func (a *app) termsChanged(tc *booking.TermsChangedError, flags string) error {
 	fmt.Fprintf(a.errOut, "The terms changed since they were shown (%s); nothing was bought. The new terms:\n", tc.Why)
 	fmt.Fprint(a.errOut, offeringSummary(tc.Now, tc.Now.Simulated))
-	return fmt.Errorf("refused: the terms of %s changed (now $%.2f for %d × %s from %s to %s; shown $%.2f); nothing was bought: run `gpumarket book %s%s` again to buy at the new terms",
-		tc.Shown.ID, tc.Now.UpfrontUSD, tc.Now.InstanceCount, tc.Now.InstanceType, tc.Now.Start.UTC().Format(time.RFC3339),
-		tc.Now.End.UTC().Format(time.RFC3339), tc.Shown.UpfrontUSD, tc.Now.ID, flags)
+	return fmt.Errorf("refused: the terms of %s changed (%s: now $%.2f for %d × %s from %s to %s; shown $%.2f for %d × %s from %s to %s); nothing was bought: run `gpumarket book %s%s` again to buy at the new terms",
+		tc.Shown.ID, tc.Why, tc.Now.UpfrontUSD, tc.Now.InstanceCount, tc.Now.InstanceType, tc.Now.Start.UTC().Format(time.RFC3339),
+		tc.Now.End.UTC().Format(time.RFC3339), tc.Shown.UpfrontUSD, tc.Shown.InstanceCount, tc.Shown.InstanceType,
+		tc.Shown.Start.UTC().Format(time.RFC3339), tc.Shown.End.UTC().Format(time.RFC3339), tc.Now.ID, flags)
 }

@@ -221,6 +221,16 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 	if err := a.checkFleetTypes(ctx, spec, f.timeout); err != nil {
 		return err
 	}
+	// What the provider's API would refuse (a launch template missing
+	// from the config, a count or schedule beyond its limits) is said
+	// before any estimate: it is the flags' or the config's to fix.
+	for _, p := range ps {
+		if v, ok := p.(providers.FleetValidator); ok && p.Name() == spec.Provider {
+			if _, err := v.ValidateFleet(spec); err != nil {
+				return usagef("%v", oneLine(err.Error()))
+			}
+		}
+	}
 	est := svc.EstimateFleet(ctx, spec)
 	simulated := svc.Describe(spec.Provider).Simulated
 	fmt.Fprint(e.errOut, fleetSummary(spec, est, simulated, svc.ScheduleLines(spec, time.Now())))

@@ -199,7 +199,11 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 		case store.Booked(r.Kind) && (r.State == store.StateActive || r.State == store.StateEnded) && r.ProviderRef != "":
 			// moved along by its dates: not news
 		case r.Kind == store.KindFleet && r.State == store.StateActive && strings.HasPrefix(r.Note, "schedule: "):
-			fmt.Fprintf(e.errOut, "gpumarket: ledger: launched the scheduled fleet %s (%s × %d, %s) at its start\n", r.ID, r.InstanceType, r.InstanceCount, r.ProviderRef)
+			who := "gpumarket launched"
+			if sched, ok := booking.ScheduleOf(r); ok && sched.Keeper == booking.KeptByCloud {
+				who = r.Provider + " started" // the cloud keeps its schedule
+			}
+			fmt.Fprintf(e.errOut, "gpumarket: ledger: %s the scheduled fleet %s (%s × %d, %s) at its start\n", who, r.ID, r.InstanceType, r.InstanceCount, r.ProviderRef)
 		case r.Note != "":
 			fmt.Fprintf(e.errOut, "gpumarket: ledger: %s (%s %s): %s: %s\n", r.ID, r.Kind, r.ProviderRef, r.State, r.Note)
 		default:

@@ -135,3 +135,19 @@ func TestOtherCloudsTypeNamesWhatThisCloudHas(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+// TestFleetWithoutLaunchTemplateIsBadUsageFirst: an AWS fleet needs a
+// launch template (config aws.launch_template or --launch-template); one
+// missing is the config's or the flags' to fix: exit 2, one line, before
+// any estimate or call (it was exit 1, after the estimate).
+func TestFleetWithoutLaunchTemplateIsBadUsageFirst(t *testing.T) {
+	s, fake := awsEndpointSession(t, "")
+	code, _, errOut := s.run("fleet", "launch", "--provider", "aws", "--region", "us-east-1", "--instance-types", "g6.xlarge",
+		"--target", "2", "--dry-run")
+	if lines := stderrLines(errOut); code != 2 || len(lines) != 1 || !strings.Contains(lines[0], "launch template") || strings.Contains(errOut, "Estimated cost") {
+		t.Fatalf("exit %d: %s; want exit 2 and one line about the launch template, before any estimate", code, errOut)
+	}
+	if n := fake.Count("CreateFleet", ""); n != 0 {
+		t.Errorf("%d CreateFleet calls for a fleet refused before any call", n)
+	}
+}

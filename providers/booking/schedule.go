@@ -55,7 +55,7 @@ func (k Keeper) Note(d providers.Descriptor) string {
 		if who == "" {
 			who = d.Name
 		}
-		return who + " starts and ends it at the cloud; it ends on time even if gpumarket is not running"
+		return who + " starts and ends it at the cloud; it ends on time even if gpumarket is not running (a fleet given no end runs until deleted)"
 	case d.Ephemeral:
 		return "gpumarket starts and deletes it: a gpumarket TUI or `serve` must be running at those times (the simulated market lives in that process)"
 	}

@@ -312,7 +312,7 @@ func TestFleetScheduleRefusedBeforeAnyRow(t *testing.T) {
 // user what that asks of them.
 func TestKeeperOfSaysWhoStartsAndStops(t *testing.T) {
 	aws := providers.Descriptor{Name: "aws", Cloud: providers.CloudAWS, SchedulesFleets: true}
-	if booking.KeeperOf(aws) != booking.KeptByCloud || booking.KeeperNote(aws) != "AWS starts and ends it at the cloud; it ends on time even if gpumarket is not running" {
+	if booking.KeeperOf(aws) != booking.KeptByCloud || booking.KeeperNote(aws) != "AWS starts and ends it at the cloud; it ends on time even if gpumarket is not running (a fleet given no end runs until deleted)" {
 		t.Errorf("AWS: %s, %q", booking.KeeperOf(aws), booking.KeeperNote(aws))
 	}
 	azure := providers.Descriptor{Name: "azure", Cloud: providers.CloudAzure}

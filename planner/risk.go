@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 
@@ -115,7 +116,7 @@ func RiskOf(p providers.Pool, priors Priors) Risk {
 	if in := p.Interruption; in != nil && in.Process != nil && validProcess(*in.Process) {
 		pr := in.Process
 		return Risk{InterruptionsPerHour: pr.InterruptionsPerHour, GapMedianHours: pr.GapMedianHours,
-			Availability: pr.Availability, RegionShare: pr.RegionShare, Source: orStr(p.Provider, "the source") + "'s own process"}
+			Availability: pr.Availability, RegionShare: pr.RegionShare, Source: cmp.Or(p.Provider, "the source") + "'s own process"}
 	}
 	base, from := priors.prior(p.GPU.Model)
 	b, bucketed := middleBucket, false

@@ -84,12 +84,16 @@ func (p Pool) Key() PoolKey {
 	return PoolKey{Provider: p.Provider, Region: p.Region, Zone: p.Zone, InstanceType: p.InstanceType}
 }
 
-// Location returns "region/zone", or the region alone when there is no zone.
-func (p Pool) Location() string {
-	if p.Zone == "" {
-		return p.Region
+// Place names a region and zone as one: AWS zones carry their region
+// ("us-east-1a"), Azure's do not ("1" is westeurope/1, not a place).
+func Place(region, zone string) string {
+	switch {
+	case zone == "":
+		return region
+	case strings.HasPrefix(zone, region):
+		return zone
 	}
-	return p.Region + "/" + p.Zone
+	return region + "/" + zone
 }
 
 // Interruption is what is known of how often a pool's spot instances are

@@ -142,15 +142,9 @@ func (a *app) runBook(ctx context.Context, id string, dryRun, yes bool, timeout 
 		if err != nil {
 			return err
 		}
-		msg := res.Booking.Message
-		if msg == "" {
-			msg = "the provider accepted the dry run: the purchase would succeed"
-		}
+		msg := providers.DryRunAnswer(res.Booking.Message, "the provider accepted the dry run: the purchase would succeed")
 		if output == formatTable {
-			if !strings.HasPrefix(strings.ToLower(msg), "dry run") {
-				msg = "dry run: " + msg
-			}
-			fmt.Fprintf(e.out, "%s (nothing was bought)\n", msg)
+			fmt.Fprintf(e.out, "dry run: %s (nothing was bought)\n", msg)
 			return nil
 		}
 		return writeRows(e.out, output, []dryRunRow{{OfferingID: id, Provider: q.Offering.Provider, DryRun: true, UpfrontUSD: res.Offering.UpfrontUSD, Message: msg}})

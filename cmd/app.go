@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -111,7 +112,7 @@ func (a *app) Providers(ctx context.Context, also ...string) ([]providers.Provid
 	}
 	names := append([]string(nil), a.query.Providers...)
 	for _, n := range also {
-		if n != "" && !contains(names, n) {
+		if n != "" && !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}

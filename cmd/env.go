@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -152,7 +153,7 @@ func parseProviderFlag(v string, known []string) ([]string, error) {
 	for i, p := range list {
 		p = strings.ToLower(p)
 		list[i] = p
-		if !contains(known, p) {
+		if !slices.Contains(known, p) {
 			return nil, usagef("--provider %q: unknown provider %q; want a comma list of %s", v, p, joinNames(known))
 		}
 	}

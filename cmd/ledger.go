@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -170,7 +171,7 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 		windowOver := r.Kind == store.KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
 			(r.State == store.StateScheduled || r.State == store.StateActive)
 		ephemeralFleet := r.Kind == store.KindFleet && r.State == store.StateActive && a.table.describe(r.Provider).Ephemeral
-		if (unsettled || windowOver || ephemeralFleet || booking.ScheduleDue(r, now)) && !contains(names, r.Provider) {
+		if (unsettled || windowOver || ephemeralFleet || booking.ScheduleDue(r, now)) && !slices.Contains(names, r.Provider) {
 			names = append(names, r.Provider)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -167,7 +168,7 @@ func marketFor(q providers.Query, rules []config.WatchRule) (providers.Query, bo
 		case w.Plan != nil:
 			plans = true
 			for _, m := range w.Plan.Models() {
-				if !contains(gpus, m) {
+				if !slices.Contains(gpus, m) {
 					gpus = append(gpus, m)
 				}
 			}
@@ -179,10 +180,10 @@ func marketFor(q providers.Query, rules []config.WatchRule) (providers.Query, bo
 		default:
 			continue
 		}
-		if e, ok := providers.LookupGPU(it); ok && !contains(gpus, e.GPU.Model) {
+		if e, ok := providers.LookupGPU(it); ok && !slices.Contains(gpus, e.GPU.Model) {
 			gpus = append(gpus, e.GPU.Model)
 		}
-		if !contains(regions, region) {
+		if !slices.Contains(regions, region) {
 			regions = append(regions, region)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -364,7 +365,7 @@ func TestInterruptionOrdering(t *testing.T) {
 	}
 	weekday, weekendPools := m.Pools(wed), m.Pools(sat)
 	byGPU := func(models ...string) func(providers.Pool) bool {
-		return func(p providers.Pool) bool { return contains(models, p.GPU.Model) }
+		return func(p providers.Pool) bool { return slices.Contains(models, p.GPU.Model) }
 	}
 	h100, a100 := mean(weekday, byGPU("H100", "H200")), mean(weekday, byGPU("A100"))
 	v100, t4 := mean(weekday, byGPU("V100")), mean(weekday, byGPU("T4"))

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -136,11 +135,7 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 			Window:    cfg.Window.D(),
 		},
 	}
-	level := slog.LevelWarn
-	if os.Getenv("GPUMARKET_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: level}))
+	e.log = slog.New(newLineHandler(e.errOut, logLevel(slog.LevelWarn)))
 	return e, nil
 }
 

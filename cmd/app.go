@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -125,6 +126,23 @@ func (a *app) Providers(ctx context.Context, also ...string) ([]providers.Provid
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// reachable builds the named providers for a command over the ledger's
+// rows, each of which asks its own provider: one that cannot be built (no
+// credentials, say) is said in one line on stderr and left out, so the
+// others' rows are still served.
+func (a *app) reachable(ctx context.Context, names []string, command string) []providers.Provider {
+	var ps []providers.Provider
+	for _, name := range names {
+		p, err := a.provider(ctx, name)
+		if err != nil {
+			fmt.Fprintf(a.errOut, "gpumarket: %s: cannot reach %s: %s\n", command, name, unprefixed(name, err.Error()))
+			continue
+		}
+		ps = append(ps, p)
+	}
+	return ps
 }
 
 // Hub returns the one hub over the query's sources, running until Close.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/store"
 )
@@ -175,16 +174,7 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 			names = append(names, r.Provider)
 		}
 	}
-	var ps []providers.Provider
-	for _, name := range names {
-		p, err := a.provider(ctx, name)
-		if err != nil {
-			fmt.Fprintf(e.errOut, "gpumarket: ledger: cannot reach %s to reconcile: %v\n", name, err)
-			continue
-		}
-		ps = append(ps, p)
-	}
-	svc, err := a.Booking(ps, timeout)
+	svc, err := a.Booking(a.reachable(ctx, names, "ledger"), timeout)
 	if err != nil {
 		return err
 	}
@@ -266,15 +256,7 @@ func (a *app) writeLedger(rows []store.Row, output string) error {
 // every provider in --provider that lists them.
 func (a *app) rebuildLedger(ctx context.Context, timeout time.Duration) error {
 	e := a.env
-	var ps []providers.Provider
-	for _, name := range e.query.Providers {
-		p, err := a.provider(ctx, name)
-		if err != nil {
-			fmt.Fprintf(e.errOut, "gpumarket: ledger: --rebuild: cannot reach %s: %v\n", name, err)
-			continue
-		}
-		ps = append(ps, p)
-	}
+	ps := a.reachable(ctx, e.query.Providers, "ledger: --rebuild")
 	svc, err := a.Booking(ps, timeout)
 	if err != nil {
 		return err

@@ -226,15 +226,7 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 			regions = append(regions, r.Region)
 		}
 	}
-	var ps []providers.Provider
-	for _, name := range names {
-		p, err := a.provider(ctx, name)
-		if err != nil {
-			fmt.Fprintf(e.errOut, "gpumarket: usage: cannot reach %s: %v\n", name, err)
-			continue
-		}
-		ps = append(ps, p)
-	}
+	ps := a.reachable(ctx, names, "usage")
 	var prices usage.PriceBook
 	if withPrices && len(ps) > 0 {
 		// The hub over the rows' providers and regions, back to since:

@@ -152,7 +152,7 @@ func Load(path string) (Config, error) {
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, err // "open <path>: <why>"; the caller says it is the config
 	}
 	defer f.Close()
 	tooBig := func(size string) error {
@@ -165,7 +165,7 @@ func readFile(path string) ([]byte, error) {
 	// past the limit to know.
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if len(data) > MaxFileSize {
 		return nil, tooBig(fmt.Sprintf("more than %d bytes", MaxFileSize))

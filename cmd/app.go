@@ -76,6 +76,17 @@ func (c *cli) newApp(cmd *cobra.Command) (*app, error) {
 	return c.appOf(cmd.Context(), e), nil
 }
 
+// withApp runs f over the app of the command's flags and config, and
+// closes the app when f returns.
+func (c *cli) withApp(cmd *cobra.Command, f func(*app) error) error {
+	a, err := c.newApp(cmd)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	return f(a)
+}
+
 // appOf is the app over settings already made (tests make their own).
 func (c *cli) appOf(parent context.Context, e *env) *app {
 	if parent == nil {

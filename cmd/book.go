@@ -83,12 +83,9 @@ first, at the price just described.`,
 			if id == "" {
 				return usagef("OFFERING_ID is empty: give an id from `gpumarket offerings`")
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			return a.runBook(cmd.Context(), id, dryRun, yes, timeout, output)
+			return cl.withApp(cmd, func(a *app) error {
+				return a.runBook(cmd.Context(), id, dryRun, yes, timeout, output)
+			})
 		},
 	}
 	addOutputFlag(c, &output)

@@ -303,12 +303,9 @@ func (cl *cli) fleetDeleteCmd() *cobra.Command {
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			return a.runFleetDelete(cmd.Context(), strings.TrimSpace(args[0]), yes, timeout, output)
+			return cl.withApp(cmd, func(a *app) error {
+				return a.runFleetDelete(cmd.Context(), strings.TrimSpace(args[0]), yes, timeout, output)
+			})
 		},
 	}
 	addOutputFlag(c, &output)

@@ -104,12 +104,9 @@ listed as recorded, and nothing is reconciled, released or rebuilt.`,
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			return a.runLedger(cmd.Context(), timeout, output, rebuild)
+			return cl.withApp(cmd, func(a *app) error {
+				return a.runLedger(cmd.Context(), timeout, output, rebuild)
+			})
 		},
 	}
 	addOutputFlag(c, &output)

@@ -135,12 +135,9 @@ totals.`,
 			if by != byRow && by != byDay && by != byActor {
 				return usagef("--by %q: want row, day or actor", by)
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			return a.runUsage(cmd.Context(), span, by, timeout, output)
+			return cl.withApp(cmd, func(a *app) error {
+				return a.runUsage(cmd.Context(), span, by, timeout, output)
+			})
 		},
 	}
 	addOutputFlag(c, &output)

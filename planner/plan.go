@@ -79,7 +79,7 @@ const (
 	perRegion       = 2
 	// cooldown is how long an interrupted pool is avoided while another
 	// is up: interruptions come in bursts in a zone (83-97 % are followed
-	// by another within 5 minutes, PLANNER.md).
+	// by another within 5 minutes, DESIGN.md).
 	cooldown = 0.5
 	// blockStopEarly: AWS terminates a block's instances from 30 minutes
 	// before its end.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -239,22 +238,9 @@ func (a *app) runPlan(parent context.Context, job planner.Job, f planFlags) erro
 }
 
 // planPools are the snapshot's pools of the job's models that the query
-// selects, with their current spot price and what is known of their risk.
+// selects (market.PlanPools).
 func (e *env) planPools(snap *hub.Snapshot, job planner.Job) []planner.Pool {
-	priors := e.planPriors()
-	var out []planner.Pool
-	for i := range snap.Pools {
-		pv := &snap.Pools[i]
-		if !e.query.Matches(pv.Pool) || !slices.Contains(job.Models, pv.GPU.Model) {
-			continue
-		}
-		spot := math.NaN()
-		if _, usd, ok := pv.History.Last(); ok {
-			spot = usd
-		}
-		out = append(out, planner.PoolOf(pv.Pool, spot, priors))
-	}
-	return out
+	return market.PlanPools(snap, job.Models, e.query.Matches, e.planPriors())
 }
 
 // checkModelsSold refuses, before any offering search, a --gpu model no

@@ -223,7 +223,7 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 					ends = fmt.Sprintf("; ends %s (in %s): %s", sched.End.In(now.Location()).Format("Mon 15:04 MST"),
 						booking.Countdown(sched.End.Sub(now)), sched.Keeper.Note(a.table.describe(r.Provider)))
 				}
-				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s (%s) running for %s, %s%s\n", r.ProviderRef, r.ID, ran.Round(time.Minute), so, ends)
+				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s (%s) running for %s, %s%s\n", r.ProviderRef, r.ID, booking.Countdown(ran), so, ends)
 			}
 		}
 	}

@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,6 +76,17 @@ func (c *cli) newApp(cmd *cobra.Command) (*app, error) {
 	return c.appOf(cmd.Context(), e), nil
 }
 
+// withApp runs f over the app of the command's flags and config, and
+// closes the app when f returns.
+func (c *cli) withApp(cmd *cobra.Command, f func(*app) error) error {
+	a, err := c.newApp(cmd)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	return f(a)
+}
+
 // appOf is the app over settings already made (tests make their own).
 func (c *cli) appOf(parent context.Context, e *env) *app {
 	if parent == nil {
@@ -111,7 +124,7 @@ func (a *app) Providers(ctx context.Context, also ...string) ([]providers.Provid
 	}
 	names := append([]string(nil), a.query.Providers...)
 	for _, n := range also {
-		if n != "" && !contains(names, n) {
+		if n != "" && !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
@@ -124,6 +137,23 @@ func (a *app) Providers(ctx context.Context, also ...string) ([]providers.Provid
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// reachable builds the named providers for a command over the ledger's
+// rows, each of which asks its own provider: one that cannot be built (no
+// credentials, say) is said in one line on stderr and left out, so the
+// others' rows are still served.
+func (a *app) reachable(ctx context.Context, names []string, command string) []providers.Provider {
+	var ps []providers.Provider
+	for _, name := range names {
+		p, err := a.provider(ctx, name)
+		if err != nil {
+			fmt.Fprintf(a.errOut, "gpumarket: %s: cannot reach %s: %s\n", command, name, unprefixed(name, err.Error()))
+			continue
+		}
+		ps = append(ps, p)
+	}
+	return ps
 }
 
 // Hub returns the one hub over the query's sources, running until Close.

@@ -67,7 +67,7 @@ func TestAddingAProviderIsOneRow(t *testing.T) {
 	if rows, _ := jsonRows(t, out); len(rows) != 1 || rows[0]["id"] != "acme-1" {
 		t.Fatalf("offerings: %v", rows)
 	}
-	code, out, errOut = runC("book", "acme-1", "--yes", "-o", "json")
+	code, _, errOut = runC("book", "acme-1", "--yes", "-o", "json")
 	if code != 0 || !fake.Bought("acme-1") {
 		t.Fatalf("book: exit %d, bought %v: %s", code, fake.Bought("acme-1"), errOut)
 	}

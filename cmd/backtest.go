@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers/sim"
 )
@@ -144,8 +145,8 @@ them; it says where it wrote them.`,
 			}
 			out := make([]backtestRow, len(rows))
 			for i, r := range rows {
-				out[i] = backtestRow{Policy: r.Policy, Runs: r.Runs, DeadlinesMetPct: round(r.DeadlinesMetPct, 2),
-					MeanCostUSD: round(r.MeanCostUSD, 2), SavingsVsOnDemandPct: round(r.SavingsVsOnDemandPct, 2), P95CostUSD: round(r.P95CostUSD, 2)}
+				out[i] = backtestRow{Policy: r.Policy, Runs: r.Runs, DeadlinesMetPct: market.Round(r.DeadlinesMetPct, 2),
+					MeanCostUSD: market.Round(r.MeanCostUSD, 2), SavingsVsOnDemandPct: market.Round(r.SavingsVsOnDemandPct, 2), P95CostUSD: market.Round(r.P95CostUSD, 2)}
 			}
 			if f.sim {
 				a.banner(f.output)

@@ -83,12 +83,9 @@ first, at the price just described.`,
 			if id == "" {
 				return usagef("OFFERING_ID is empty: give an id from `gpumarket offerings`")
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			return a.runBook(cmd.Context(), id, dryRun, yes, timeout, output)
+			return cl.withApp(cmd, func(a *app) error {
+				return a.runBook(cmd.Context(), id, dryRun, yes, timeout, output)
+			})
 		},
 	}
 	addOutputFlag(c, &output)
@@ -142,15 +139,9 @@ func (a *app) runBook(ctx context.Context, id string, dryRun, yes bool, timeout 
 		if err != nil {
 			return err
 		}
-		msg := res.Booking.Message
-		if msg == "" {
-			msg = "the provider accepted the dry run: the purchase would succeed"
-		}
+		msg := providers.DryRunAnswer(res.Booking.Message, "the provider accepted the dry run: the purchase would succeed")
 		if output == formatTable {
-			if !strings.HasPrefix(strings.ToLower(msg), "dry run") {
-				msg = "dry run: " + msg
-			}
-			fmt.Fprintf(e.out, "%s (nothing was bought)\n", msg)
+			fmt.Fprintf(e.out, "dry run: %s (nothing was bought)\n", msg)
 			return nil
 		}
 		return writeRows(e.out, output, []dryRunRow{{OfferingID: id, Provider: q.Offering.Provider, DryRun: true, UpfrontUSD: res.Offering.UpfrontUSD, Message: msg}})

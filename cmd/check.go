@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -87,7 +88,7 @@ func (a *app) checkFleetTypes(ctx context.Context, spec providers.FleetSpec, tim
 			return usagef("--instance-types: %q is not a GPU instance type gpumarket knows (such as p5.48xlarge or Standard_ND96isr_H100_v5)", t)
 		}
 		models[e.GPU.Model] = true
-		if len(clouds) > 0 && !containsCloud(clouds, e.Cloud) {
+		if len(clouds) > 0 && !slices.Contains(clouds, e.Cloud) {
 			return usagef("--instance-types %s is an %s instance type, but %s (%s)",
 				t, cloudName(e.Cloud), where, sampleTypes(clouds[0], e.GPU.Model))
 		}
@@ -190,15 +191,6 @@ func sampleTypes(c providers.Cloud, model string) string {
 		out = out[:3]
 	}
 	return head + strings.Join(out, ", ")
-}
-
-func containsCloud(list []providers.Cloud, c providers.Cloud) bool {
-	for _, x := range list {
-		if x == c {
-			return true
-		}
-	}
-	return false
 }
 
 // article names the clouds of a region with "an": "an Azure", "an AWS".

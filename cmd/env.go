@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -135,11 +135,7 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 			Window:    cfg.Window.D(),
 		},
 	}
-	level := slog.LevelWarn
-	if os.Getenv("GPUMARKET_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: level}))
+	e.log = slog.New(newLineHandler(e.errOut, logLevel(slog.LevelWarn)))
 	return e, nil
 }
 
@@ -152,7 +148,7 @@ func parseProviderFlag(v string, known []string) ([]string, error) {
 	for i, p := range list {
 		p = strings.ToLower(p)
 		list[i] = p
-		if !contains(known, p) {
+		if !slices.Contains(known, p) {
 			return nil, usagef("--provider %q: unknown provider %q; want a comma list of %s", v, p, joinNames(known))
 		}
 	}

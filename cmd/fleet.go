@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,7 +108,7 @@ ahead; --for takes ` + providers.FleetLengthForm + `.`,
 			if f.odBase < 0 || f.odBase > f.target {
 				return usagef("--on-demand-base %d: want 0 to --target (%d)", f.odBase, f.target)
 			}
-			if !contains(providers.Strategies, f.strategy) {
+			if !slices.Contains(providers.Strategies, f.strategy) {
 				return usagef("--strategy %q: want one of %s", f.strategy, strings.Join(providers.Strategies, ", "))
 			}
 			if cmd.Flags().Changed("max-price") && !(f.maxPrice > 0) || math.IsInf(f.maxPrice, 0) {
@@ -242,7 +243,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 		if err != nil {
 			return fmt.Errorf("%w; nothing was launched", err)
 		}
-		fmt.Fprintf(e.errOut, "  dry run    %s\n", orElse(dres.Fleet.Message, "the provider accepted the dry run"))
+		fmt.Fprintf(e.errOut, "  dry run    %s\n", providers.DryRunAnswer(dres.Fleet.Message, "the provider accepted the dry run"))
 	}
 	verb := "launch"
 	if spec.Start.After(time.Now()) {
@@ -275,15 +276,9 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 		if err != nil {
 			return err
 		}
-		msg := res.Fleet.Message
-		if msg == "" {
-			msg = "the provider accepted the dry run: the launch would succeed"
-		}
+		msg := providers.DryRunAnswer(res.Fleet.Message, "the provider accepted the dry run: the launch would succeed")
 		if f.output == formatTable {
-			if !strings.HasPrefix(strings.ToLower(msg), "dry run") {
-				msg = "dry run: " + msg
-			}
-			fmt.Fprintf(e.out, "%s (nothing was launched)\n", msg)
+			fmt.Fprintf(e.out, "dry run: %s (nothing was launched)\n", msg)
 			return nil
 		}
 		return writeRows(e.out, f.output, []fleetDryRunRow{{Provider: spec.Provider, Region: spec.Region, DryRun: true, USDHour: est.USDHour, Message: msg}})
@@ -306,13 +301,6 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 	return err
 }
 
-func orElse(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
-
 func (cl *cli) fleetDeleteCmd() *cobra.Command {
 	var yes bool
 	var timeout time.Duration
@@ -325,12 +313,9 @@ func (cl *cli) fleetDeleteCmd() *cobra.Command {
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			return a.runFleetDelete(cmd.Context(), strings.TrimSpace(args[0]), yes, timeout, output)
+			return cl.withApp(cmd, func(a *app) error {
+				return a.runFleetDelete(cmd.Context(), strings.TrimSpace(args[0]), yes, timeout, output)
+			})
 		},
 	}
 	addOutputFlag(c, &output)

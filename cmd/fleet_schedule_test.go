@@ -112,6 +112,10 @@ func TestFleetScheduleOnFakeEC2(t *testing.T) {
 		!strings.Contains(errOut, "scheduled at the cloud: fleet-") {
 		t.Errorf("stderr:\n%s", errOut)
 	}
+	// AWS's dry-run answer starts "dry run:"; the summary's line names it once.
+	if !strings.Contains(errOut, "  dry run    AWS says the fleet would launch") || strings.Contains(errOut, "dry run    dry run") {
+		t.Errorf("the dry run's line:\n%s", errOut)
+	}
 	rows, _ := jsonRows(t, out)
 	if len(rows) != 1 || rows[0]["state"] != "scheduled" || rows[0]["provider_ref"] == nil {
 		t.Fatalf("row: %v", rows)

@@ -89,7 +89,7 @@ func (a *app) waitReady(ctx context.Context, h *hub.Hub, timeout time.Duration, 
 	rep.write(a.errOut, timeout)
 	if !rep.answered {
 		if !snap.Ready {
-			return nil, fmt.Errorf("no source or region answered within --timeout %s (raise --timeout)", shortDuration(timeout))
+			return nil, fmt.Errorf("no source or region answered within --timeout %s (raise --timeout)", providers.FormatDuration(timeout))
 		}
 		return nil, errors.New("no source or region answered")
 	}
@@ -252,23 +252,11 @@ func (x warning) line(timeout time.Duration) string {
 	case x.empty != "":
 		return fmt.Sprintf("%s: answered with no %s: none sold there, or no %s region of that name", who, x.empty, x.provider)
 	case x.region == "" && x.partial:
-		return fmt.Sprintf("%s: had not finished within --timeout %s: the rows show what it had sent (a region it had not reported on is missing)", who, shortDuration(timeout))
+		return fmt.Sprintf("%s: had not finished within --timeout %s: the rows show what it had sent (a region it had not reported on is missing)", who, providers.FormatDuration(timeout))
 	case x.partial:
-		return fmt.Sprintf("%s: had not finished within --timeout %s: its rows may lack part of the window", who, shortDuration(timeout))
+		return fmt.Sprintf("%s: had not finished within --timeout %s: its rows may lack part of the window", who, providers.FormatDuration(timeout))
 	}
-	return fmt.Sprintf("%s: did not answer within --timeout %s", who, shortDuration(timeout))
-}
-
-// shortDuration prints a duration without zero units: 2m, 1h30m, 1.5s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
+	return fmt.Sprintf("%s: did not answer within --timeout %s", who, providers.FormatDuration(timeout))
 }
 
 // unprefixed is a source's message on one line without the "aws: " its

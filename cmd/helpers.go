@@ -4,14 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/user"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/charmbracelet/x/term"
-	"github.com/gpumarket/gpumarket/providers"
 )
 
 // Helpers every command shares: the checks of flags they have in common,
@@ -136,33 +135,14 @@ func bothZones(t time.Time) string {
 	return fmt.Sprintf("%s  (%s)", t.Local().Format("Mon 2006-01-02 15:04 MST"), t.UTC().Format(time.RFC3339))
 }
 
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
 func dedupe(list []string) []string {
 	out := list[:0]
 	for _, v := range list {
-		if !contains(out, v) {
+		if !slices.Contains(out, v) {
 			out = append(out, v)
 		}
 	}
 	return out
-}
-
-// round rounds a derived figure for print (a quotient has no more
-// meaningful digits than its inputs); NaN and ±Inf are unknown: nil.
-func round(v float64, digits int) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	p := math.Pow(10, float64(digits))
-	return providers.Float(math.Round(v*p) / p)
 }
 
 func optString(s string) *string {

@@ -43,17 +43,14 @@ price in force when the window starts, reported at the window's start time
 			if cmd.Flags().Changed("instance-type") && !validInstanceType(instanceType) {
 				return usagef("--instance-type %q: want an instance type or VM size such as p5.48xlarge or Standard_ND96isr_H100_v5", instanceType)
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			snap, err := a.ReadySnapshot(cmd.Context(), timeout)
-			if err != nil {
-				return err
-			}
-			a.banner(output)
-			return a.writeHistory(snap, instanceType, output)
+			return cl.withApp(cmd, func(a *app) error {
+				snap, err := a.ReadySnapshot(cmd.Context(), timeout)
+				if err != nil {
+					return err
+				}
+				a.banner(output)
+				return a.writeHistory(snap, instanceType, output)
+			})
 		},
 	}
 	addOutputFlag(c, &output)

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/store"
 )
@@ -104,12 +104,9 @@ listed as recorded, and nothing is reconciled, released or rebuilt.`,
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			return a.runLedger(cmd.Context(), timeout, output, rebuild)
+			return cl.withApp(cmd, func(a *app) error {
+				return a.runLedger(cmd.Context(), timeout, output, rebuild)
+			})
 		},
 	}
 	addOutputFlag(c, &output)
@@ -170,20 +167,11 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 		windowOver := r.Kind == store.KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
 			(r.State == store.StateScheduled || r.State == store.StateActive)
 		ephemeralFleet := r.Kind == store.KindFleet && r.State == store.StateActive && a.table.describe(r.Provider).Ephemeral
-		if (unsettled || windowOver || ephemeralFleet || booking.ScheduleDue(r, now)) && !contains(names, r.Provider) {
+		if (unsettled || windowOver || ephemeralFleet || booking.ScheduleDue(r, now)) && !slices.Contains(names, r.Provider) {
 			names = append(names, r.Provider)
 		}
 	}
-	var ps []providers.Provider
-	for _, name := range names {
-		p, err := a.provider(ctx, name)
-		if err != nil {
-			fmt.Fprintf(e.errOut, "gpumarket: ledger: cannot reach %s to reconcile: %v\n", name, err)
-			continue
-		}
-		ps = append(ps, p)
-	}
-	svc, err := a.Booking(ps, timeout)
+	svc, err := a.Booking(a.reachable(ctx, names, "ledger"), timeout)
 	if err != nil {
 		return err
 	}
@@ -239,7 +227,7 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 					ends = fmt.Sprintf("; ends %s (in %s): %s", sched.End.In(now.Location()).Format("Mon 15:04 MST"),
 						booking.Countdown(sched.End.Sub(now)), sched.Keeper.Note(a.table.describe(r.Provider)))
 				}
-				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s (%s) running for %s, %s%s\n", r.ProviderRef, r.ID, ran.Round(time.Minute), so, ends)
+				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s (%s) running for %s, %s%s\n", r.ProviderRef, r.ID, booking.Countdown(ran), so, ends)
 			}
 		}
 	}
@@ -269,15 +257,7 @@ func (a *app) writeLedger(rows []store.Row, output string) error {
 // every provider in --provider that lists them.
 func (a *app) rebuildLedger(ctx context.Context, timeout time.Duration) error {
 	e := a.env
-	var ps []providers.Provider
-	for _, name := range e.query.Providers {
-		p, err := a.provider(ctx, name)
-		if err != nil {
-			fmt.Fprintf(e.errOut, "gpumarket: ledger: --rebuild: cannot reach %s: %v\n", name, err)
-			continue
-		}
-		ps = append(ps, p)
-	}
+	ps := a.reachable(ctx, e.query.Providers, "ledger: --rebuild")
 	svc, err := a.Booking(ps, timeout)
 	if err != nil {
 		return err

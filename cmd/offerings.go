@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 )
@@ -37,14 +38,14 @@ type offeringRow struct {
 	UpfrontUSD    float64   `json:"upfront_usd" table:"%.2f"`
 	HourlyUSD     *float64  `json:"$/h" table:"%.2f" output:"table"`
 	Currency      string    `json:"currency" table:"-"`
-	USDGPUHour    float64   `json:"usd_gpu_hour" table:"%.4f"`
+	USDGPUHour    *float64  `json:"usd_gpu_hour" table:"%.4f"`
 }
 
 func offeringRowOf(o providers.Offering) offeringRow {
 	r := offeringRow{ID: o.ID, Provider: o.Provider, Cloud: string(o.Cloud), Region: o.Region, Zone: optString(o.Zone),
 		InstanceType: o.InstanceType, GPUModel: o.GPU.Model, GPUCount: o.GPUCount(), InstanceCount: o.InstanceCount,
 		Start: o.Start.UTC(), End: o.End.UTC(), DurationHours: o.DurationHours(), Length: lengthCell(o), UpfrontUSD: o.UpfrontUSD,
-		Currency: currency(o.Currency), USDGPUHour: o.USDPerGPUHour()}
+		Currency: currency(o.Currency), USDGPUHour: market.Round(o.USDPerGPUHour(), 6)}
 	if o.HourlyUSD > 0 {
 		r.HourlyUSD = &o.HourlyUSD
 	}

@@ -66,23 +66,24 @@ func TestOfferingsWarnsOfEachAWSRegionThatFails(t *testing.T) {
 	}
 }
 
-// offeringFields are DESIGN.md's offerings fields, the JSON contract.
-var offeringFields = []string{"id", "provider", "cloud", "region", "zone", "instance_type", "gpu_model", "gpu_count", "instance_count",
-	"start", "end", "duration_hours", "upfront_usd", "currency", "usd_gpu_hour"}
-
 // contractRows decodes `-o json` and fails on any field beyond the
 // contract's (the table's own columns never reach JSON).
 func contractRows(t *testing.T, out string) []map[string]any {
 	t.Helper()
 	rows, _ := jsonRows(t, out)
 	for _, r := range rows {
-		if len(r) != len(offeringFields) {
-			t.Fatalf("row %v: want exactly the fields %v", r, offeringFields)
+		if len(r) != len(offeringsFields) {
+			t.Fatalf("row %v: want exactly the fields %v", r, offeringsFields)
 		}
-		for _, k := range offeringFields {
+		for _, k := range offeringsFields {
 			if _, ok := r[k]; !ok {
 				t.Fatalf("row %v lacks %s", r, k)
 			}
+		}
+		// A quotient is rounded as prices' per-GPU figures are (it was
+		// printed with every digit of the float: 7.374010416666667).
+		if v, ok := r["usd_gpu_hour"].(float64); !ok || math.Abs(v*1e6-math.Round(v*1e6)) > 1e-6 {
+			t.Fatalf("usd_gpu_hour %v: want a number of at most 6 decimals", r["usd_gpu_hour"])
 		}
 	}
 	return rows

@@ -18,14 +18,15 @@ type outRow struct {
 	At    time.Time `json:"at"`
 	Ratio float64   `json:"ratio"`
 	Quiet string    `json:"quiet" table:"-"`
-	skip  string
+	// skip is unexported: no output writes it (the key count below).
+	skip string
 }
 
 func outRows() []outRow {
 	p := 1.23456
 	n := "a,b"
 	return []outRow{
-		{Name: "x", Price: &p, Count: 2, Note: &n, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600)), Ratio: 0.5, Quiet: "q"},
+		{Name: "x", Price: &p, Count: 2, Note: &n, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600)), Ratio: 0.5, Quiet: "q", skip: "s"},
 		{Name: "y", Count: 3, Ratio: math.NaN()},
 	}
 }

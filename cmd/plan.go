@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
@@ -40,8 +41,8 @@ type planRow struct {
 func planRowOf(r planner.Result) planRow {
 	return planRow{Strategy: r.Strategy, Provider: r.Provider, Cloud: r.Cloud, Regions: strings.Join(r.Regions, ","),
 		InstanceType: r.InstanceType, Instances: r.Instances, GPUs: r.GPUs, Start: r.Start.UTC(), End: r.End.UTC(),
-		ExpectedCostUSD: round(r.ExpectedCostUSD, 2), P95CostUSD: round(r.P95CostUSD, 2), OnTimePct: round(r.OnTimePct, 2),
-		ExpectedInterruptions: round(r.ExpectedInterruptions, 3), USDPerUsefulGPUHour: round(r.USDPerUsefulGPUHour, 4),
+		ExpectedCostUSD: market.Round(r.ExpectedCostUSD, 2), P95CostUSD: market.Round(r.P95CostUSD, 2), OnTimePct: market.Round(r.OnTimePct, 2),
+		ExpectedInterruptions: market.Round(r.ExpectedInterruptions, 3), USDPerUsefulGPUHour: market.Round(r.USDPerUsefulGPUHour, 4),
 		OfferingID: optString(r.OfferingID), Assumptions: r.Assumptions}
 }
 
@@ -237,22 +238,9 @@ func (a *app) runPlan(parent context.Context, job planner.Job, f planFlags) erro
 }
 
 // planPools are the snapshot's pools of the job's models that the query
-// selects, with their current spot price and what is known of their risk.
+// selects (market.PlanPools).
 func (e *env) planPools(snap *hub.Snapshot, job planner.Job) []planner.Pool {
-	priors := e.planPriors()
-	var out []planner.Pool
-	for i := range snap.Pools {
-		pv := &snap.Pools[i]
-		if !e.query.Matches(pv.Pool) || !contains(job.Models, pv.GPU.Model) {
-			continue
-		}
-		spot := math.NaN()
-		if _, usd, ok := pv.History.Last(); ok {
-			spot = usd
-		}
-		out = append(out, planner.PoolOf(pv.Pool, spot, priors))
-	}
-	return out
+	return market.PlanPools(snap, job.Models, e.query.Matches, e.planPriors())
 }
 
 // checkModelsSold refuses, before any offering search, a --gpu model no

@@ -39,18 +39,15 @@ null in JSON, empty in CSV and "-" in the table.`,
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			snap, err := a.ReadySnapshot(cmd.Context(), timeout)
-			if err != nil {
-				return err
-			}
-			rows := a.priceRows(snap)
-			a.banner(output)
-			return writeRows(a.out, output, rows)
+			return cl.withApp(cmd, func(a *app) error {
+				snap, err := a.ReadySnapshot(cmd.Context(), timeout)
+				if err != nil {
+					return err
+				}
+				rows := a.priceRows(snap)
+				a.banner(output)
+				return writeRows(a.out, output, rows)
+			})
 		},
 	}
 	addOutputFlag(c, &output)

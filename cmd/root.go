@@ -63,7 +63,7 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 		return fmt.Errorf("open log: %w", err)
 	}
 	defer lf.Close()
-	a.log = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	a.log = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
 	ctx := cmd.Context()
 	h, err := a.Hub(ctx)

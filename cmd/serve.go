@@ -110,11 +110,7 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 	}
 
 	// A server has no TUI of its own: its log goes to stderr.
-	level := slog.LevelInfo
-	if os.Getenv("GPUMARKET_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: level}))
+	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
 	// The hub every SSH session shares holds the configured window, and
 	// no session's w makes it fetch and hold more for all of them.

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
@@ -72,8 +74,8 @@ type usageActorRow struct {
 func usageRowOf(r usage.Row) usageRow {
 	out := usageRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region,
 		InstanceType: r.InstanceType, GPUs: r.GPUs, Actor: r.Actor, Start: r.Start.UTC(), End: r.End.UTC(),
-		BookedGPUHours: round(r.BookedGPUHours, 3), RunningGPUHours: round(r.RunningGPUHours, 3), BusyGPUHours: round(r.BusyGPUHours, 3),
-		CostUSD: round(r.CostUSD, 2), IdleUSD: round(r.IdleUSD, 2), MetricsSource: optString(r.MetricsSource)}
+		BookedGPUHours: market.Round(r.BookedGPUHours, 3), RunningGPUHours: market.Round(r.RunningGPUHours, 3), BusyGPUHours: market.Round(r.BusyGPUHours, 3),
+		CostUSD: market.Round(r.CostUSD, 2), IdleUSD: market.Round(r.IdleUSD, 2), MetricsSource: optString(r.MetricsSource)}
 	if r.Interruptions >= 0 {
 		n := r.Interruptions
 		out.Interruptions = &n
@@ -82,8 +84,8 @@ func usageRowOf(r usage.Row) usageRow {
 }
 
 func dayRowOf(t usage.Total) usageDayRow {
-	return usageDayRow{Day: t.Key, Rows: t.Rows, BookedGPUHours: round(t.BookedGPUHours, 3), RunningGPUHours: round(t.RunningGPUHours, 3),
-		BusyGPUHours: round(t.BusyGPUHours, 3), Interruptions: t.Interruptions, CostUSD: round(t.CostUSD, 2), IdleUSD: round(t.IdleUSD, 2),
+	return usageDayRow{Day: t.Key, Rows: t.Rows, BookedGPUHours: market.Round(t.BookedGPUHours, 3), RunningGPUHours: market.Round(t.RunningGPUHours, 3),
+		BusyGPUHours: market.Round(t.BusyGPUHours, 3), Interruptions: t.Interruptions, CostUSD: market.Round(t.CostUSD, 2), IdleUSD: market.Round(t.IdleUSD, 2),
 		RowsWithoutMetric: t.NoMetrics}
 }
 
@@ -133,12 +135,9 @@ totals.`,
 			if by != byRow && by != byDay && by != byActor {
 				return usagef("--by %q: want row, day or actor", by)
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			return a.runUsage(cmd.Context(), span, by, timeout, output)
+			return cl.withApp(cmd, func(a *app) error {
+				return a.runUsage(cmd.Context(), span, by, timeout, output)
+			})
 		},
 	}
 	addOutputFlag(c, &output)
@@ -217,22 +216,14 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 		if !usage.Counted(r) {
 			continue
 		}
-		if !contains(names, r.Provider) {
+		if !slices.Contains(names, r.Provider) {
 			names = append(names, r.Provider)
 		}
-		if r.Region != "" && !contains(regions, r.Region) {
+		if r.Region != "" && !slices.Contains(regions, r.Region) {
 			regions = append(regions, r.Region)
 		}
 	}
-	var ps []providers.Provider
-	for _, name := range names {
-		p, err := a.provider(ctx, name)
-		if err != nil {
-			fmt.Fprintf(e.errOut, "gpumarket: usage: cannot reach %s: %v\n", name, err)
-			continue
-		}
-		ps = append(ps, p)
-	}
+	ps := a.reachable(ctx, names, "usage")
 	var prices usage.PriceBook
 	if withPrices && len(ps) > 0 {
 		// The hub over the rows' providers and regions, back to since:

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,7 +44,7 @@ cloud or a webhook that fails is logged and tried again. SIGTERM finishes
 the deliveries in flight, then exits. --once evaluates every rule once,
 delivers what is owed and exits 0 if no alert fired, 3 if one did.`,
 		Example: `  gpumarket watch                      # until SIGTERM
-  gpumarket watch --once || [ $? -eq 3 ] && echo "an alert fired"`,
+  gpumarket watch --once; [ $? -eq 3 ] && echo "an alert fired"`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -67,11 +68,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	defer a.Close()
 	e := a.env
 	// Headless: the log is stderr, alerts are stdout.
-	level := slog.LevelInfo
-	if os.Getenv("GPUMARKET_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: level}))
+	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
 	fileRules, err := a.fileRules()
 	if err != nil {
@@ -167,7 +164,7 @@ func marketFor(q providers.Query, rules []config.WatchRule) (providers.Query, bo
 		case w.Plan != nil:
 			plans = true
 			for _, m := range w.Plan.Models() {
-				if !contains(gpus, m) {
+				if !slices.Contains(gpus, m) {
 					gpus = append(gpus, m)
 				}
 			}
@@ -179,10 +176,10 @@ func marketFor(q providers.Query, rules []config.WatchRule) (providers.Query, bo
 		default:
 			continue
 		}
-		if e, ok := providers.LookupGPU(it); ok && !contains(gpus, e.GPU.Model) {
+		if e, ok := providers.LookupGPU(it); ok && !slices.Contains(gpus, e.GPU.Model) {
 			gpus = append(gpus, e.GPU.Model)
 		}
-		if !contains(regions, region) {
+		if !slices.Contains(regions, region) {
 			regions = append(regions, region)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -151,7 +152,7 @@ func Load(path string) (Config, error) {
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, err // "open <path>: <why>"; the caller says it is the config
 	}
 	defer f.Close()
 	tooBig := func(size string) error {
@@ -164,7 +165,7 @@ func readFile(path string) ([]byte, error) {
 	// past the limit to know.
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if len(data) > MaxFileSize {
 		return nil, tooBig(fmt.Sprintf("more than %d bytes", MaxFileSize))
@@ -292,7 +293,7 @@ func CanonicalGPU(s string) (string, bool) {
 // *KeyError naming the key and what it accepts.
 func (c *Config) Validate() error {
 	for i, p := range c.Providers {
-		if !contains(ProviderNames, p) {
+		if !slices.Contains(ProviderNames, p) {
 			return keyErr(fmt.Sprintf("providers[%d]", i), "unknown provider %q; want one of %s", p, strings.Join(ProviderNames, ", "))
 		}
 	}
@@ -367,7 +368,7 @@ func (c *Config) Validate() error {
 		if !strings.HasPrefix(k, "SHA256:") {
 			return keyErr("serve.roles."+k, "bad key fingerprint %q; want SHA256:… as ssh-keygen -lf prints it", k)
 		}
-		if v := c.Serve.Roles[k]; !contains(Roles, v) {
+		if v := c.Serve.Roles[k]; !slices.Contains(Roles, v) {
 			return keyErr("serve.roles."+k, "unknown role %q; want one of %s", v, strings.Join(Roles, ", "))
 		}
 	}
@@ -375,15 +376,6 @@ func (c *Config) Validate() error {
 }
 
 func bad(v float64) bool { return v < 0 || math.IsNaN(v) || math.IsInf(v, 0) }
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
 
 // UnmarshalYAML reads a Go duration ("30s", "15m", "1h30m").
 func (d *Duration) UnmarshalYAML(node ast.Node) error {

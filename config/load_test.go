@@ -365,3 +365,33 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestREADMEConfigLoads: the README's Configuration and Watch examples are
+// configs that load (the webhook of the first was once `url: ""`, which is
+// refused).
+func TestREADMEConfigLoads(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, section := range []string{"## Configuration", "## Watch: rules and alerts"} {
+		i := strings.Index(readme, section)
+		if i < 0 {
+			t.Fatalf("no %q in the README", section)
+		}
+		i = strings.Index(readme[i:], "```yaml\n") + i + len("```yaml\n")
+		j := strings.Index(readme[i:], "```") + i
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(path, []byte(readme[i:j]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(path)
+		if err == nil {
+			err = c.Validate()
+		}
+		if err != nil {
+			t.Errorf("the README's %s example: %v", section, err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -407,13 +408,13 @@ func (r *WatchRule) validate(key string, n Notify) error {
 	for i, t := range r.Tell {
 		k := fmt.Sprintf("%s.tell[%d]", key, i)
 		switch {
-		case !contains(Tells, t):
+		case !slices.Contains(Tells, t):
 			return ruleErr(k, "unknown %q; want one of %s", t, strings.Join(Tells, ", "))
 		case t == TellCommand && len(n.Command) == 0:
 			return ruleErr(k, "command: notify.command is not set; set it, or tell %s", strings.Join(n.configured(), ", "))
 		case t == TellWebhook && n.Webhook == nil:
 			return ruleErr(k, "webhook: notify.webhook is not set; set it, or tell %s", strings.Join(n.configured(), ", "))
-		case contains(r.Tell[:i], t):
+		case slices.Contains(r.Tell[:i], t):
 			return ruleErr(k, "%s is named twice", t)
 		}
 	}
@@ -529,7 +530,7 @@ func validatePool(key string, it, region, zone, provider *string) error {
 	if z := *zone; z != "" && !(strings.HasPrefix(z, *region) && len(z) == len(*region)+1) && !(len(z) == 1 && z[0] >= '1' && z[0] <= '9') {
 		return ruleErr(key+".zone", "%q is not a zone of %s; want one such as %sa (AWS) or 1, 2, 3 (Azure), or no zone for any zone of the region", z, *region, *region)
 	}
-	if *provider != "" && !contains(ProviderNames, *provider) {
+	if *provider != "" && !slices.Contains(ProviderNames, *provider) {
 		return ruleErr(key+".provider", "unknown provider %q; want one of %s, or none for any provider in use", *provider, strings.Join(ProviderNames, ", "))
 	}
 	return nil
@@ -579,7 +580,7 @@ func (p *PlanRule) validate(key string) error {
 		if !ok {
 			return ruleErr(key+".gpu", "unknown GPU %q; want a comma list of %s", g, strings.Join(providers.GPUModels, ", "))
 		}
-		if contains(models[:i], m) {
+		if slices.Contains(models[:i], m) {
 			return ruleErr(key+".gpu", "%s is named twice", m)
 		}
 		models[i] = m

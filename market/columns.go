@@ -82,7 +82,7 @@ var (
 	ColPerGPU = &Column{Title: "$/GPU-H", Width: 8, Prio: 3, Right: true,
 		Cell:     func(r *Row) string { return Money(r.PerGPU) },
 		SortName: "$/GPU-h", SortShort: "$/GPU-h", Compare: byFigure(func(r *Row) float64 { return r.PerGPU }),
-		Field: "spot_usd_gpu_hour", Format: "%.4f", Value: func(r *Row) any { return round(r.PerGPU, 6) }}
+		Field: "spot_usd_gpu_hour", Format: "%.4f", Value: func(r *Row) any { return Round(r.PerGPU, 6) }}
 	ColSavings = &Column{Title: "SAVE", Width: 4, Prio: 8, Right: true,
 		Cell: func(r *Row) string {
 			if math.IsNaN(r.Savings) {
@@ -92,7 +92,7 @@ var (
 		},
 		// the biggest saving first; NaN stays NaN when negated, so last
 		SortName: "savings", SortShort: "savings", Compare: byFigure(func(r *Row) float64 { return -r.Savings }),
-		Field: "savings_pct", Format: "%.1f", Value: func(r *Row) any { return round(r.Savings, 2) }}
+		Field: "savings_pct", Format: "%.1f", Value: func(r *Row) any { return Round(r.Savings, 2) }}
 	ColInterruption = &Column{Title: "INTR", Width: 6, Prio: 4,
 		Cell:     func(r *Row) string { return cmp.Or(r.Bucket(), "-") },
 		SortName: "interruption", SortShort: "interruption",
@@ -113,7 +113,7 @@ var (
 	ColEffective = &Column{Title: "EFF $/GPU-H", Width: 12, Prio: 1, Right: true,
 		Cell:     func(r *Row) string { return Money(r.Effective) },
 		SortName: "effective $/GPU-h", SortShort: "effective", Compare: byFigure(func(r *Row) float64 { return r.Effective }),
-		Field: "effective_usd_gpu_hour", Format: "%.4f", Value: func(r *Row) any { return round(r.Effective, 6) }}
+		Field: "effective_usd_gpu_hour", Format: "%.4f", Value: func(r *Row) any { return Round(r.Effective, 6) }}
 	ColTrend = &Column{Title: "TREND", Width: SparkCols, Prio: 7, Windowed: true,
 		Cell: func(r *Row) string {
 			_, maxs := r.History.Downsample(r.From, r.To, SparkCols)
@@ -141,7 +141,7 @@ var (
 	}}
 	ColWindowAvg = &Column{Field: "window_avg_usd_hour", Format: "%.4f", Windowed: true, Value: func(r *Row) any {
 		if st := r.Window(); st.OK {
-			return round(st.Avg, 6)
+			return Round(st.Avg, 6)
 		}
 		return nil
 	}}

@@ -37,17 +37,8 @@ func GPUCount(n float64) string {
 	return strconv.FormatFloat(n, 'f', 2, 64)
 }
 
-// Place names a region and zone as one: AWS zones carry their region
-// ("us-east-1a"), Azure's do not ("1" is westeurope/1, not a place).
-func Place(region, zone string) string {
-	switch {
-	case zone == "":
-		return region
-	case strings.HasPrefix(zone, region):
-		return zone
-	}
-	return region + "/" + zone
-}
+// Place names a region and zone as one (providers.Place).
+func Place(region, zone string) string { return providers.Place(region, zone) }
 
 // DisplayType shortens Azure's "Standard_NC40ads_H100_v5" to the
 // "NC40ads_H100_v5" people say; filters still match the full name.
@@ -93,9 +84,10 @@ func Sparkline(vals []float64) string {
 	return b.String()
 }
 
-// round rounds a derived figure for print (a quotient has no more
-// meaningful digits than its inputs); NaN and ±Inf are unknown: nil.
-func round(v float64, digits int) *float64 {
+// Round rounds a derived figure for print (a quotient has no more
+// meaningful digits than its inputs); NaN and ±Inf are unknown: nil. Every
+// output of the CLI rounds its figures with it.
+func Round(v float64, digits int) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
 	}

@@ -9,6 +9,7 @@ package market
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/gpumarket/gpumarket/planner"
@@ -93,4 +94,26 @@ func (r *Row) Bucket() string {
 		return ""
 	}
 	return r.Interruption.Bucket
+}
+
+// PlanPools are the snapshot's pools of the models that keep selects,
+// with their current spot price (NaN when none) and what is known of their
+// risk: the market `gpumarket plan`, the Plan view and plan rules plan on.
+func PlanPools(snap *hub.Snapshot, models []string, keep func(providers.Pool) bool, priors planner.Priors) []planner.Pool {
+	if snap == nil {
+		return nil
+	}
+	var out []planner.Pool
+	for i := range snap.Pools {
+		pv := &snap.Pools[i]
+		if !slices.Contains(models, pv.GPU.Model) || !keep(pv.Pool) {
+			continue
+		}
+		spot := math.NaN()
+		if _, usd, ok := pv.History.Last(); ok {
+			spot = usd
+		}
+		out = append(out, planner.PoolOf(pv.Pool, spot, priors))
+	}
+	return out
 }

@@ -10,5 +10,5 @@
 // without a provider. It imports providers and nothing above it.
 //
 // The model and its figures are documented where they are defined
-// (risk.go, speed.go); their sources are gathered in PLANNER.md.
+// (risk.go, speed.go); their sources are gathered in docs/DESIGN.md (The planner).
 package planner

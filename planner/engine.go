@@ -232,17 +232,12 @@ func (r *run) nextChange() float64 {
 	return next
 }
 
-// bestUp is the available spot lane of lowest score, -1 when none is up.
-// A lane interrupted less than cooldown ago is taken only when no other
-// is up: interruptions repeat in a zone (SkyPilot moves on to the next
-// region after one).
-func (r *run) bestUp(cooldown float64) int {
-	best, _ := r.scan(cooldown, inf)
-	return best
-}
-
-// scan is bestUp and nextChange in one pass over the lanes, leaving out
-// lanes whose score is maxScore or more.
+// scan finds, in one pass over the lanes, the available spot lane of
+// lowest score (-1 when none is up) and the earliest time any lane may
+// change, leaving out lanes whose score is maxScore or more. A lane
+// interrupted less than cooldown ago is taken only when no other is up:
+// interruptions repeat in a zone (SkyPilot moves on to the next region
+// after one).
 func (r *run) scan(cooldown, maxScore float64) (best int, next float64) {
 	best, fallback := -1, -1
 	next = math.Inf(1)

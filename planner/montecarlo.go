@@ -73,7 +73,7 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 		c := lanes[i]
 		add(&mcStrategy{name: StrategySpotOne, pol: spotOnly{cooldown: cooldown}, lanes: []int{i}, sp: spotHorizon, cands: []*candidate{c},
 			assume: fmt.Sprintf("spot in %s only; %s; %s; work not done by the deadline is finished on on-demand (in the cost)",
-				placeOf(c.p.Region, c.p.Zone), c.risk.Summary(), p.ckptWords())})
+				providers.Place(c.p.Region, c.p.Zone), c.risk.Summary(), p.ckptWords())})
 	}
 	if len(multi) > 1 {
 		add(&mcStrategy{name: StrategySpotMulti, pol: spotOnly{cooldown: cooldown}, lanes: seq(len(multi)), sp: spotHorizon, cands: multi,
@@ -88,7 +88,7 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 	if upOD != nil {
 		add(&mcStrategy{name: StrategyUniformProgress, pol: uniformProgress{}, lanes: []int{0}, od: upOD, sp: netHorizon, cands: single,
 			assume: fmt.Sprintf("Uniform Progress (NSDI'24) as published: spot in %s, on-demand %s when behind W·t/(D−S), safety net at work left + 2d; %s",
-				placeOf(c0.p.Region, c0.p.Zone), upOD.p.InstanceType+" in "+upOD.p.Region, p.ckptWords())})
+				providers.Place(c0.p.Region, c0.p.Zone), upOD.p.InstanceType+" in "+upOD.p.Region, p.ckptWords())})
 	}
 	if odBest != nil {
 		worthless := ""

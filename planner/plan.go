@@ -79,7 +79,7 @@ const (
 	perRegion       = 2
 	// cooldown is how long an interrupted pool is avoided while another
 	// is up: interruptions come in bursts in a zone (83-97 % are followed
-	// by another within 5 minutes, PLANNER.md).
+	// by another within 5 minutes, DESIGN.md).
 	cooldown = 0.5
 	// blockStopEarly: AWS terminates a block's instances from 30 minutes
 	// before its end.
@@ -216,7 +216,7 @@ func (p *planning) ckptWords() string {
 	case math.IsInf(p.ckpt, 1):
 		return "not checkpointable: an interruption starts the job over"
 	default:
-		return fmt.Sprintf("checkpoint every %s", fmtDur(p.job.Checkpoint))
+		return fmt.Sprintf("checkpoint every %s", providers.FormatDuration(p.job.Checkpoint))
 	}
 }
 
@@ -243,7 +243,7 @@ func (p *planning) onDemand() []Result {
 		r.OnTimePct = pct(hours <= p.span+1e-9)
 		r.USDPerUsefulGPUHour = cost / p.usefulGPUHours()
 		r.Assumptions = fmt.Sprintf("%d × %s on-demand in %s from the start, %s changeover; capacity assumed there (InsufficientInstanceCapacity is not modelled)",
-			c.n, c.p.InstanceType, c.p.Region, fmtDur(p.job.Changeover))
+			c.n, c.p.InstanceType, c.p.Region, providers.FormatDuration(p.job.Changeover))
 		out = append(out, r)
 	}
 	return out
@@ -349,10 +349,10 @@ func (p *planning) offerings(offs []providers.Offering) []Result {
 			USDPerUsefulGPUHour: o.UpfrontUSD / p.usefulGPUHours(), OfferingID: o.ID}
 		if b.kind == StrategyReservation {
 			r.Assumptions = fmt.Sprintf("%d × %s reserved in %s from purchase to %s (%.0f h billed at the on-demand rate; gpumarket releases it then) for %s h of work",
-				o.InstanceCount, o.InstanceType, placeOf(o.Region, o.Zone), o.End.UTC().Format(time.RFC3339), b.hoursPaid, trimFloat(p.work/b.speed))
+				o.InstanceCount, o.InstanceType, providers.Place(o.Region, o.Zone), o.End.UTC().Format(time.RFC3339), b.hoursPaid, trimFloat(p.work/b.speed))
 		} else {
 			r.Assumptions = fmt.Sprintf("%.0f h block (%s to %s UTC) paid in full for %s h of work + %s changeover; instances stop 30 min before its end; no interruptions",
-				b.hoursPaid, o.Start.UTC().Format("Jan 2 15:04"), o.End.UTC().Format("Jan 2 15:04"), trimFloat(p.work/b.speed), fmtDur(p.job.Changeover))
+				b.hoursPaid, o.Start.UTC().Format("Jan 2 15:04"), o.End.UTC().Format("Jan 2 15:04"), trimFloat(p.work/b.speed), providers.FormatDuration(p.job.Changeover))
 		}
 		// Blocks of each length (a longer one may start earlier); one
 		// reservation per cloud, since it starts when bought and bills
@@ -382,32 +382,6 @@ func better(a, b Result) bool {
 		return a.OnTimePct >= 100
 	}
 	return a.ExpectedCostUSD < b.ExpectedCostUSD
-}
-
-func placeOf(region, zone string) string {
-	if zone == "" || strings.HasPrefix(zone, region) {
-		return orStr(zone, region)
-	}
-	return region + "/" + zone
-}
-
-func orStr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func fmtDur(d time.Duration) string {
-	s := d.String()
-	s = strings.TrimSuffix(s, "0s")
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	if s == "" {
-		return "0s"
-	}
-	return s
 }
 
 // Rank orders results: those on time at least minOnTime percent of the

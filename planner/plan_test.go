@@ -201,6 +201,22 @@ func TestPlanNotCheckpointable(t *testing.T) {
 	}
 }
 
+// TestAssumptionsSayShortIntervals: a checkpoint of 90s and a changeover
+// of 30s read as such in the assumptions (they once read "1m3" and "3").
+func TestAssumptionsSayShortIntervals(t *testing.T) {
+	j := goodJob()
+	j.Checkpoint, j.Changeover = 90*time.Second, 30*time.Second
+	rs, err := Plan(j, testMarket(), Options{Runs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, _ := byStrategy(rs, StrategySafetyNet)
+	od, _ := byStrategy(rs, StrategyOnDemand)
+	if !strings.Contains(net.Assumptions, "checkpoint every 1m30s") || !strings.Contains(od.Assumptions, "30s changeover") {
+		t.Errorf("assumptions:\n%s\n%s", net.Assumptions, od.Assumptions)
+	}
+}
+
 func TestPlanRefusals(t *testing.T) {
 	j := goodJob()
 	j.Models = []string{"H200"}

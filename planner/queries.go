@@ -7,9 +7,6 @@ import (
 	"github.com/gpumarket/gpumarket/providers"
 )
 
-// awsStart is when AWS capacity blocks start and end: 11:30 UTC.
-const awsStart = 11*time.Hour + 30*time.Minute
-
 // BlockQueries are the offering searches whose answers may hold the job,
 // for the caller to run (the booking service keeps what they find, so a
 // plan's offering can be booked by id). For each acceptable model:

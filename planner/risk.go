@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 
@@ -39,7 +40,7 @@ type Priors map[string]Prior
 
 // DefaultPriors are the priors per GPU class, at the middle bucket.
 //
-// Where the numbers come from (PLANNER.md): real availability traces of
+// Where the numbers come from (DESIGN.md): real availability traces of
 // V100 spot (p3.2xlarge, 9 AWS zones, 1,092 h in 2023) show 0.10-1.39
 // interruptions per available hour, a median wait of 0.38-0.70 h for
 // capacity to come back and 16.7-90.5 % availability; preemption traces
@@ -86,12 +87,12 @@ const middleBucket = 2
 // DefaultRegionShare is the part of a pool's process shared by the other
 // zones of its region when the source does not say: with half of the
 // unavailability common, three zones at 50 % are all down about a third
-// of the time, as PLANNER.md reports ("for 33 % of the time spot was
+// of the time, as DESIGN.md reports ("for 33 % of the time spot was
 // unavailable in every zone of a region"; any zone of a region 71-96 %).
 const DefaultRegionShare = 0.5
 
 // ClusterShare is the share of time a zone holds all of a cluster's
-// instances when it holds any (PLANNER.md: over 94 % of the time a zone
+// instances when it holds any (DESIGN.md: over 94 % of the time a zone
 // has all or none): a job over n ≥ 2 instances, which progresses only
 // while it holds them all, sees this share of the pool's availability.
 const ClusterShare = 0.94
@@ -115,7 +116,7 @@ func RiskOf(p providers.Pool, priors Priors) Risk {
 	if in := p.Interruption; in != nil && in.Process != nil && validProcess(*in.Process) {
 		pr := in.Process
 		return Risk{InterruptionsPerHour: pr.InterruptionsPerHour, GapMedianHours: pr.GapMedianHours,
-			Availability: pr.Availability, RegionShare: pr.RegionShare, Source: orStr(p.Provider, "the source") + "'s own process"}
+			Availability: pr.Availability, RegionShare: pr.RegionShare, Source: cmp.Or(p.Provider, "the source") + "'s own process"}
 	}
 	base, from := priors.prior(p.GPU.Model)
 	b, bucketed := middleBucket, false

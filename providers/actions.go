@@ -117,6 +117,20 @@ type Booking struct {
 	Message string
 }
 
+// DryRunAnswer is a provider's dry-run Message without its own "dry run:"
+// lead (AWS's messages and the fakes' carry one; every confirmation writes
+// its own), or def when the provider said nothing.
+func DryRunAnswer(msg, def string) string {
+	msg = strings.TrimSpace(msg)
+	if len(msg) >= 8 && strings.EqualFold(msg[:8], "dry run:") {
+		msg = strings.TrimSpace(msg[8:])
+	}
+	if msg == "" {
+		return def
+	}
+	return msg
+}
+
 // Allocation strategies of a spot fleet.
 const (
 	StrategyPriceCapacityOptimized = "price-capacity-optimized"

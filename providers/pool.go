@@ -84,12 +84,16 @@ func (p Pool) Key() PoolKey {
 	return PoolKey{Provider: p.Provider, Region: p.Region, Zone: p.Zone, InstanceType: p.InstanceType}
 }
 
-// Location returns "region/zone", or the region alone when there is no zone.
-func (p Pool) Location() string {
-	if p.Zone == "" {
-		return p.Region
+// Place names a region and zone as one: AWS zones carry their region
+// ("us-east-1a"), Azure's do not ("1" is westeurope/1, not a place).
+func Place(region, zone string) string {
+	switch {
+	case zone == "":
+		return region
+	case strings.HasPrefix(zone, region):
+		return zone
 	}
-	return p.Region + "/" + p.Zone
+	return region + "/" + zone
 }
 
 // Interruption is what is known of how often a pool's spot instances are
@@ -98,9 +102,6 @@ type Interruption struct {
 	// Bucket is the canonical label: "<5%", "5-10%", "10-15%", "15-20%" or
 	// ">20%". Azure's "0-5" ... "20+" are mapped onto the same labels.
 	Bucket string
-	// UpperPct is the bucket's upper bound in percent of instances
-	// interrupted per month (30 for the open ">20%" bucket).
-	UpperPct float64
 	// Process, when set, is the pool's spot capacity process as the source
 	// knows it (the simulated market's own truth); the planner's risk
 	// model uses it instead of the bucket. Nil for the clouds.
@@ -114,16 +115,6 @@ type Interruption struct {
 
 // Buckets are the canonical interruption buckets, calmest first.
 var Buckets = []string{"<5%", "5-10%", "10-15%", "15-20%", ">20%"}
-
-// bucketUpper maps each canonical bucket to the upper bound used by the
-// risk math; the open ">20%" bucket counts as 30 % (DESIGN.md).
-var bucketUpper = map[string]float64{"<5%": 5, "5-10%": 10, "10-15%": 15, "15-20%": 20, ">20%": 30}
-
-// BucketUpperPct returns the upper bound in percent of a canonical bucket.
-func BucketUpperPct(bucket string) (float64, bool) {
-	v, ok := bucketUpper[bucket]
-	return v, ok
-}
 
 // BucketRank orders buckets calmest first; unknown labels rank last.
 func BucketRank(bucket string) int {
@@ -163,7 +154,7 @@ func NewInterruption(label, source string, asOf time.Time) (*Interruption, bool)
 	if !ok {
 		return nil, false
 	}
-	return &Interruption{Bucket: b, UpperPct: bucketUpper[b], Source: source, AsOf: asOf}, true
+	return &Interruption{Bucket: b, Source: source, AsOf: asOf}, true
 }
 
 // Float returns a pointer to v, for the optional fields of Pool.

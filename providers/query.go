@@ -76,6 +76,19 @@ func FormatWindow(d time.Duration) string {
 	}
 }
 
+// FormatDuration prints a duration as Go does without its zero units:
+// 15m, 1h, 1h30m, 1m30s, 30s, 1.5s. (Go prints 15m0s and 1h0m0s.)
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // Query selects pools: by provider, GPU model and region, over a window of
 // history. An empty list matches everything.
 type Query struct {

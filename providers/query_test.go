@@ -141,3 +141,17 @@ func TestGap(t *testing.T) {
 		t.Fatalf("gap after success %+v", g)
 	}
 }
+
+// TestFormatDuration: zero units are left out, never a digit of a unit
+// that is not zero (1m30s once printed as "1m3").
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		15 * time.Minute: "15m", time.Hour: "1h", 90 * time.Minute: "1h30m", 90 * time.Second: "1m30s",
+		30 * time.Second: "30s", 1500 * time.Millisecond: "1.5s", 2*time.Hour + 30*time.Second: "2h0m30s", 0: "0s",
+		10 * time.Second: "10s", 20 * time.Minute: "20m",
+	} {
+		if got := FormatDuration(d); got != want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/gpumarket/gpumarket/providers"
 )
 
 // moneyAction is one money-spending action (buy a block, launch a fleet,
@@ -265,12 +266,7 @@ func (f *confirmation) key(msg tea.KeyPressMsg) tea.Cmd {
 
 // dryRunAnswer is a provider's dry-run message without its own "dry run:"
 // lead, which the box already writes.
-func dryRunAnswer(msg string) string {
-	if len(msg) >= 8 && strings.EqualFold(msg[:8], "dry run:") {
-		return strings.TrimSpace(msg[8:])
-	}
-	return msg
-}
+func dryRunAnswer(msg string) string { return providers.DryRunAnswer(msg, "") }
 
 func (f *confirmation) view(st *styles, w, h int) string {
 	// Every line wraps rather than being cut: what is bought and on which

@@ -58,7 +58,7 @@ type planTerms struct {
 func newPlanForm(basis planner.Basis, gpus, regions []string, now time.Time) planForm {
 	f := planForm{
 		gpus: strconv.Itoa(basis.GPUs), models: "H100", hours: trimHours(basis.Hours),
-		checkpointable: basis.Checkpoint > 0, checkpoint: fmtDuration(basis.Checkpoint), changeover: fmtDuration(basis.Changeover),
+		checkpointable: basis.Checkpoint > 0, checkpoint: providers.FormatDuration(basis.Checkpoint), changeover: providers.FormatDuration(basis.Changeover),
 		regions: strings.Join(regions, ","), onTime: "95",
 	}
 	if basis.Checkpoint <= 0 {
@@ -97,18 +97,6 @@ func defaultDeadline(start time.Time, hours float64, now time.Time) string {
 }
 
 func trimHours(h float64) string { return strconv.FormatFloat(h, 'f', -1, 64) }
-
-// fmtDuration writes 15m0s as 15m and 1h0m0s as 1h.
-func fmtDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
 
 // planStart is the form's start: now (to the next minute, as the plan
 // command's default) when empty.

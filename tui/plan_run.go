@@ -3,11 +3,11 @@ package tui
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
@@ -55,25 +55,11 @@ type planInput struct {
 }
 
 // planPools are the snapshot's pools of the job's models in its regions,
-// with their current spot price and what is known of their risk, as
-// `gpumarket plan` reads them.
+// as `gpumarket plan` reads them (market.PlanPools).
 func planPools(snap *hub.Snapshot, t planTerms, priors planner.Priors) []planner.Pool {
-	if snap == nil {
-		return nil
-	}
-	var out []planner.Pool
-	for i := range snap.Pools {
-		pv := &snap.Pools[i]
-		if !slices.Contains(t.job.Models, pv.GPU.Model) || (len(t.regions) > 0 && !slices.Contains(t.regions, pv.Region)) {
-			continue
-		}
-		spot := math.NaN()
-		if _, usd, ok := pv.History.Last(); ok {
-			spot = usd
-		}
-		out = append(out, planner.PoolOf(pv.Pool, spot, priors))
-	}
-	return out
+	return market.PlanPools(snap, t.job.Models, func(p providers.Pool) bool {
+		return len(t.regions) == 0 || slices.Contains(t.regions, p.Region)
+	}, priors)
 }
 
 // makePlan searches the offerings the job could use through the booking

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -233,7 +234,7 @@ func Check(w config.WatchRule, descs []providers.Descriptor, havePlanner bool) e
 func regionExamples(ds []providers.Descriptor) string {
 	var ex []string
 	for _, d := range ds {
-		if d.RegionExample != "" && !contains(ex, d.RegionExample) {
+		if d.RegionExample != "" && !slices.Contains(ex, d.RegionExample) {
 			ex = append(ex, d.RegionExample)
 		}
 	}
@@ -241,13 +242,4 @@ func regionExamples(ds []providers.Descriptor) string {
 		return "us-east-1"
 	}
 	return strings.Join(ex, " or ")
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

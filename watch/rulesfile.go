@@ -141,7 +141,9 @@ func (e *Evaluator) writeRules(rules []Rule) (fileStamp, error) {
 		return fileStamp{}, fmt.Errorf("write rules file: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err == nil {
+	// A failed write or sync must stop the rename: the file it would
+	// replace holds every rule made so far.
+	if _, err = tmp.Write(data); err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -230,7 +231,7 @@ func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.T
 			return nil, st, fmt.Errorf("record alert of rule %s: %w", rule, err)
 		}
 		for _, ch := range outward(a.Tell) {
-			if !contains(channels, ch) {
+			if !slices.Contains(channels, ch) {
 				continue // not configured in this process: nothing could deliver it
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (alert_id, channel, state, next_at, updated_at) VALUES (?, ?, ?, ?, ?)`,

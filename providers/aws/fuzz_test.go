@@ -10,7 +10,10 @@ import (
 	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
 )
 
-func FuzzParsePriceListOnDemand(f *testing.F) {
+// FuzzParsePriceListProduct: a Price List product document (a PriceList
+// member of GetProducts) gives a positive hourly on-demand price or none,
+// never a price beside an error.
+func FuzzParsePriceListProduct(f *testing.F) {
 	f.Add([]byte(`{"product":{"attributes":{"instanceType":"p5.48xlarge"}},"terms":{"OnDemand":{"A.B":{"priceDimensions":{"A.B.C":{"unit":"Hrs","pricePerUnit":{"USD":"98.3200000000"}}}}}}}`))
 	f.Add([]byte(`{"product":{"attributes":{}},"terms":{"OnDemand":{"x":{"priceDimensions":{"y":{"unit":"Hrs","pricePerUnit":{"USD":"0.0000000000"}}}}}}}`))
 	f.Add([]byte(`{"product":{"attributes":{}},"terms":{"OnDemand":{"x":{"priceDimensions":{"y":{"unit":"Hrs","pricePerUnit":{"USD":"-1"}}}}}}}`))
@@ -19,7 +22,7 @@ func FuzzParsePriceListOnDemand(f *testing.F) {
 	f.Add([]byte(`[]`))
 	f.Add([]byte(``))
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		v, err := ParsePriceListOnDemand(doc)
+		_, _, v, err := parsePriceListProduct(doc)
 		if err != nil && v != nil {
 			t.Fatalf("price %v with error %v", *v, err)
 		}
@@ -29,7 +32,7 @@ func FuzzParsePriceListOnDemand(f *testing.F) {
 	})
 }
 
-func TestParsePriceListOnDemand(t *testing.T) {
+func TestParsePriceListProduct(t *testing.T) {
 	for name, tc := range map[string]struct {
 		doc     string
 		want    float64 // 0: nil
@@ -44,7 +47,7 @@ func TestParsePriceListOnDemand(t *testing.T) {
 		"not json":      {doc: `<xml/>`, wantErr: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			v, err := ParsePriceListOnDemand([]byte(tc.doc))
+			_, _, v, err := parsePriceListProduct([]byte(tc.doc))
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err %v, want error %v", err, tc.wantErr)
 			}

@@ -335,19 +335,6 @@ func parsePriceListProduct(doc []byte) (region, instanceType string, usd *float6
 	return p.Product.Attributes["regionCode"], p.Product.Attributes["instanceType"], usd, err
 }
 
-// ParsePriceListOnDemand reads one Price List product document (a
-// PriceList member of GetProducts) and returns its hourly on-demand USD
-// price, or nil when the product has no hourly on-demand term. A
-// document that is not a product, or a price that is not a non-negative
-// number, is an error.
-func ParsePriceListOnDemand(doc []byte) (*float64, error) {
-	var p priceListProduct
-	if err := json.Unmarshal(doc, &p); err != nil {
-		return nil, fmt.Errorf("price list product: %w", err)
-	}
-	return onDemandOf(p)
-}
-
 func onDemandOf(p priceListProduct) (*float64, error) {
 	if p.Product.Attributes == nil {
 		return nil, fmt.Errorf("price list product: no product attributes")

@@ -465,10 +465,6 @@ func TestEvictionRateMapping(t *testing.T) {
 		got := "(none)"
 		if pool.Interruption != nil {
 			got = pool.Interruption.Bucket
-			up, _ := providers.BucketUpperPct(got)
-			if pool.Interruption.UpperPct != up {
-				t.Errorf("%s upper = %v, want %v", k, pool.Interruption.UpperPct, up)
-			}
 		}
 		if !ok {
 			w = "(none)"

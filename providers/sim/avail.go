@@ -16,10 +16,10 @@ import (
 // show: "for 33 % of the time spot was unavailable in every zone of a
 // region"), and one per pool. Capacity is there when both layers are up.
 // While it is, the pool holds its full depth of instances, except in 6 %
-// of the runs, which hold only part (PLANNER.md: over 94 % of the time a
+// of the runs, which hold only part (DESIGN.md: over 94 % of the time a
 // zone has all of a cluster's instances or none).
 //
-// The figures are PLANNER.md's: per GPU class an interruption rate at the
+// The figures are DESIGN.md's: per GPU class an interruption rate at the
 // middle bucket, spread by the pool's bucket over the traces' 0.1-1.4
 // interruptions per available hour; median gaps of 0.38-0.70 h, longer in
 // the wilder buckets; gap tails (mean over median) from 2.5 to 6, as the

@@ -82,7 +82,7 @@ func TestCapacityMatchesTruth(t *testing.T) {
 }
 
 // TestAvailabilityByClassAndBucket: rates and availability follow the GPU
-// class and the bucket, inside PLANNER.md's measured ranges.
+// class and the bucket, inside DESIGN.md's measured ranges.
 func TestAvailabilityByClassAndBucket(t *testing.T) {
 	m := New(Options{Seed: 1})
 	mean := map[string][2]float64{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -98,7 +99,7 @@ func (m *Market) validateFleet(s *providers.FleetSpec) ([]*simPool, error) {
 	}
 	var pools []*simPool
 	for _, p := range inRegion {
-		if want[p.spec.Desc.InstanceType] && (len(s.Zones) == 0 || contains(s.Zones, p.spec.Desc.Zone)) {
+		if want[p.spec.Desc.InstanceType] && (len(s.Zones) == 0 || slices.Contains(s.Zones, p.spec.Desc.Zone)) {
 			pools = append(pools, p)
 		}
 	}
@@ -116,7 +117,7 @@ func (m *Market) validateFleet(s *providers.FleetSpec) ([]*simPool, error) {
 	if s.Strategy == "" {
 		s.Strategy = providers.Strategies[0]
 	}
-	if !contains(providers.Strategies, s.Strategy) {
+	if !slices.Contains(providers.Strategies, s.Strategy) {
 		return nil, fmt.Errorf("fleet strategy %q: want one of %s", s.Strategy, strings.Join(providers.Strategies, ", "))
 	}
 	return pools, nil

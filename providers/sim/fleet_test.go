@@ -2,6 +2,7 @@ package sim
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,7 +110,7 @@ func TestFleetAllocation(t *testing.T) {
 	cheapest, n := "", 0
 	best := 1e9
 	for _, p := range m.pools {
-		if p.spec.Region.Name == "us-east-1" && contains(types, p.spec.Desc.InstanceType) {
+		if p.spec.Region.Name == "us-east-1" && slices.Contains(types, p.spec.Desc.InstanceType) {
 			n++
 			if _, usd := p.model.inForce(wed.Unix()); usd < best {
 				best, cheapest = usd, p.spec.Desc.Key().String()

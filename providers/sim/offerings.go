@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -62,7 +63,7 @@ func (m *Market) validateOfferingQuery(q providers.OfferingQuery) (offerQuery, e
 		if !ok {
 			return v, providers.InvalidQueryf("GPU %q: want one of %s", q.GPU, strings.Join(providers.GPUModels, ", "))
 		}
-		if !contains(blockGPUs, g) {
+		if !slices.Contains(blockGPUs, g) {
 			return v, providers.InvalidQueryf("GPU %s: the simulated market sells blocks of %s only", g, strings.Join(blockGPUs, ", "))
 		}
 		v.gpu = g
@@ -367,15 +368,6 @@ func (m *Market) bookedLocked(o providers.Offering) bool {
 func sameWindow(a, b providers.Offering) bool {
 	return a.Region == b.Region && a.Zone == b.Zone && a.InstanceType == b.InstanceType &&
 		a.Start.Equal(b.Start) && a.End.Equal(b.End)
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // RememberBookings takes the ledger's booked offerings at start, since the

@@ -156,10 +156,8 @@ func (p *simPool) describe(t time.Time) providers.Pool {
 			score++
 		}
 	}
-	label := providers.Buckets[b]
-	upper, _ := providers.BucketUpperPct(label)
 	truth := p.avail.truth
-	d.Interruption = &providers.Interruption{Bucket: label, UpperPct: upper, Source: p.spec.Source, AsOf: t.UTC(), Process: &truth}
+	d.Interruption = &providers.Interruption{Bucket: providers.Buckets[b], Source: p.spec.Source, AsOf: t.UTC(), Process: &truth}
 	if score > 0 {
 		d.PlacementScore = providers.Int(score)
 	}

@@ -99,7 +99,7 @@ func (m *Market) Usage(ctx context.Context, q providers.UsageQuery) (providers.U
 			s0, s1 := maxT(h, in.Start), minT(h.Add(time.Hour), end)
 			if in.Spot {
 				// 1 % to 5 % an hour: real GPU spot is interrupted
-				// more often than a monthly bucket says (PLANNER.md).
+				// more often than a monthly bucket says (DESIGN.md).
 				lambda := 0.01 * float64(1+bucket)
 				if unit(strHash("usage-interrupt", seed, q.Ref, fmt.Sprint(i), hs)) < lambda {
 					at := h.Add(time.Duration(unit(strHash("usage-at", seed, q.Ref, fmt.Sprint(i), hs)) * float64(time.Hour)))

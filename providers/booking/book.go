@@ -45,7 +45,7 @@ func (s *Service) Quote(ctx context.Context, offeringID string) (Quote, error) {
 		if !r.Settled() {
 			return q, fmt.Errorf("refused: an earlier purchase of %s (ledger row %s) has an unknown outcome; it is not re-sent: reconcile with `gpumarket ledger`", offeringID, r.ID)
 		}
-		return q, fmt.Errorf("refused: already booked: ledger row %s (%s, state %s): %w", r.ID, r.ProviderRef, r.State, store.ErrDuplicate)
+		return q, alreadyBooked(r)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return q, err
 	}
@@ -420,7 +420,18 @@ func (s *Service) duplicate(ctx context.Context, existing store.Row) error {
 			return fmt.Errorf("refused for now: the earlier purchase of %s (ledger row %s) turned out failed; run the command again to retry", existing.IdemKey, existing.ID)
 		}
 	}
-	return fmt.Errorf("refused: already booked: ledger row %s (%s, state %s): %w", existing.ID, existing.ProviderRef, existing.State, store.ErrDuplicate)
+	return alreadyBooked(existing)
+}
+
+// bookedError is the refusal of an offering the ledger holds as bought:
+// it matches store.ErrDuplicate and says so once.
+type bookedError struct{ msg string }
+
+func (e bookedError) Error() string        { return e.msg }
+func (e bookedError) Is(target error) bool { return target == store.ErrDuplicate }
+
+func alreadyBooked(r store.Row) error {
+	return bookedError{fmt.Sprintf("refused: already booked: ledger row %s (%s, state %s)", r.ID, r.ProviderRef, r.State)}
 }
 
 // settleBlock writes what a Booking says into a row.

@@ -203,8 +203,13 @@ func newBlocksView(c *common, ctx context.Context, svc *booking.Service, gpus []
 
 func (v *blocksView) Title() string { return "Blocks" }
 func (v *blocksView) KeyMap() help.KeyMap {
-	if v.prompt.open {
+	switch {
+	case v.prompt.open:
 		return newPromptKeys(false)
+	case v.editing:
+		change := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "change"))
+		change.SetEnabled(v.field == fieldGPU || v.field == fieldUnit)
+		return formKeys("search", "back to the last search", change)
 	}
 	return v.keys
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 )
 
@@ -294,6 +295,26 @@ func dryRunAnswer(msg string) string {
 		return strings.TrimSpace(msg[8:])
 	}
 	return msg
+}
+
+// keys are the footer's keys while the box is open: the box has every
+// key, and the view's own ("b book/launch") are not what they do here.
+func (f *confirmation) keys() keyList {
+	cancel := key.NewBinding(key.WithKeys("n", "esc"), key.WithHelp("n/esc", "cancel"))
+	l := f.layout(&f.c.styles, f.w, f.h)
+	scroll := key.NewBinding(key.WithKeys("up", "down", "pgup", "pgdown"), key.WithHelp("↑/↓/pgdn", "terms"))
+	scroll.SetEnabled(len(l.terms) > l.room)
+	switch {
+	case f.sending:
+		return nil // it can no longer be cancelled; its answer comes
+	case f.busy != "":
+		return keyList{cancel}
+	case f.problem != "":
+		return keyList{scroll, key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "close"))}
+	case !f.allSeen():
+		return keyList{scroll, cancel}
+	}
+	return keyList{key.NewBinding(key.WithKeys("y"), key.WithHelp("y then enter", f.verb)), cancel, scroll}
 }
 
 // setSize gives the box the cells it is shown in; what a taller or

@@ -158,8 +158,16 @@ func (v *fleetView) shown() tea.Cmd {
 	return nil
 }
 
-func (v *fleetView) Title() string       { return "Fleet" }
-func (v *fleetView) KeyMap() help.KeyMap { return v.keys }
+func (v *fleetView) Title() string { return "Fleet" }
+func (v *fleetView) KeyMap() help.KeyMap {
+	if v.editing {
+		strategy := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "strategy"))
+		strategy.SetEnabled(v.field == ffStrategy)
+		return keyList{fieldKey(), strategy,
+			key.NewBinding(key.WithKeys("enter", "esc"), key.WithHelp("enter/esc", "done"))}
+	}
+	return v.keys
+}
 func (v *fleetView) SetSize(w, h int)    { v.w, v.h = w, h }
 func (v *fleetView) capturing() bool     { return v.editing }
 func (v *fleetView) box() *confirmation  { return &v.confirm }

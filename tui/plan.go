@@ -93,8 +93,11 @@ func newPlanView(c *common, ctx context.Context, svc *booking.Service, speeds pl
 
 func (v *planView) Title() string { return "Plan" }
 func (v *planView) KeyMap() help.KeyMap {
-	if v.prompt.open {
+	switch {
+	case v.prompt.open:
 		return newPromptKeys(false)
+	case v.editing:
+		return formKeys("run the plan", "back")
 	}
 	return v.keys
 }

@@ -676,3 +676,52 @@ func TestPlanFleetHoldsOneRegionAndSize(t *testing.T) {
 		t.Fatalf("a pool no longer known: %v", err)
 	}
 }
+
+// TestFooterSaysTheKeysOfWhatHasThem: while a form or a confirmation
+// has every key, the footer says its keys, not the view's: the Plan
+// form's footer offered "b book/launch" while b typed a b, and an open
+// confirmation's "e edit job".
+func TestFooterSaysTheKeysOfWhatHasThem(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.plan().runs = testRuns
+	f.show(t, "Plan")
+	foot := func() string {
+		l := strings.Split(f.screen(), "\n")
+		return l[len(l)-1]
+	}
+	press(f.m, "e")
+	if got := foot(); strings.Contains(got, "book") || !strings.Contains(got, "enter run the plan") || !strings.Contains(got, "esc back") {
+		t.Fatalf("Plan form footer %q", got)
+	}
+	press(f.m, "esc")
+	f.job16()
+	press(f.m, "r", "b")
+	if got := foot(); strings.Contains(got, "edit job") || !strings.Contains(got, "y then enter schedule") || !strings.Contains(got, "n/esc cancel") {
+		t.Fatalf("confirmation footer %q", got)
+	}
+	press(f.m, "esc")
+	if got := foot(); !strings.Contains(got, "b book/launch") {
+		t.Fatalf("Plan footer after the box %q", got)
+	}
+
+	f.show(t, "Blocks")
+	press(f.m, "e")
+	if got := foot(); strings.Contains(got, "book") || !strings.Contains(got, "←/→ change") || !strings.Contains(got, "enter search") {
+		t.Fatalf("Blocks form footer on GPU %q", got)
+	}
+	press(f.m, "tab") // How many: a text field, no ←/→
+	if got := foot(); strings.Contains(got, "←/→") {
+		t.Fatalf("Blocks form footer on a text field %q", got)
+	}
+	press(f.m, "esc")
+
+	f.show(t, "Fleet")
+	press(f.m, "e")
+	if got := foot(); strings.Contains(got, "launch") || strings.Contains(got, "strategy") || !strings.Contains(got, "enter/esc done") {
+		t.Fatalf("Fleet form footer on Target %q", got)
+	}
+	press(f.m, "tab", "tab") // Strategy
+	if got := foot(); !strings.Contains(got, "←/→ strategy") {
+		t.Fatalf("Fleet form footer on Strategy %q", got)
+	}
+}

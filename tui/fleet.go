@@ -397,8 +397,8 @@ func fleetLines(spec providers.FleetSpec, est booking.FleetEstimate, now time.Ti
 		out = append(out, "Estimated cost: unknown ("+est.Basis+"); "+bills)
 	} else {
 		line := fmt.Sprintf("Estimated cost: $%.2f per hour (%s); %s", est.USDHour, est.Basis, bills)
-		if est.GPUs > 0 {
-			line += fmt.Sprintf(" · $%.4f per GPU-hour", est.USDHour/est.GPUs)
+		if est.PricedGPUs > 0 {
+			line += fmt.Sprintf(" · $%.4f per GPU-hour", est.USDHour/est.PricedGPUs)
 		}
 		out = append(out, line)
 	}

@@ -219,7 +219,7 @@ func (v *blocksView) box() *confirmation { return &v.confirm }
 func (v *blocksView) escGoesHome()       {}
 
 func (v *blocksView) helpNote() string {
-	return "A capacity block is paid up front and never interrupted. SPOT ALT is the cheapest spot pool for the same GPUs and hours,\n" +
+	return "A capacity block is paid up front and never interrupted. SPOT ALT is the cheapest spot pool for the same GPUs and hours, " +
 		"priced as EFF: what a job of the block's GPUs and hours pays per useful GPU-hour there, given its interruptions (config plan.*)."
 }
 

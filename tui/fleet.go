@@ -175,8 +175,8 @@ func (v *fleetView) escGoesHome()        {}
 func (v *fleetView) slashFiltersMarket() {}
 
 func (v *fleetView) helpNote() string {
-	return "Mark pools in the Market view (space): their instance types, in one region, become the fleet. A fleet bills until deleted\n" +
-		"(Ledger view, d); the ledger records the estimate of its first hour. Start (Thu 14:00, +2h, …) and For (3h) schedule it:\n" +
+	return "Mark pools in the Market view (space): their instance types, in one region, become the fleet. A fleet bills until deleted " +
+		"(Ledger view, d); the ledger records the estimate of its first hour. Start (Thu 14:00, +2h, …) and For (3h) schedule it: " +
 		"the confirmation says who starts and stops it (the cloud, or a running gpumarket)."
 }
 

@@ -877,3 +877,23 @@ func TestWindowChangeResortsBySortThatReadsIt(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpNotesBreakOnlyBetweenSentences: a help note is wrapped to the
+// terminal; a line break written into it is a paragraph's end. Breaks
+// laid out for 120 columns mid-sentence left ragged lines at 80 ("SPOT
+// ALT is the\ncheapest spot pool … hours,\npriced as EFF").
+func TestHelpNotesBreakOnlyBetweenSentences(t *testing.T) {
+	m := newTestModel(t, 80, 24, Options{})
+	for _, v := range m.views {
+		n, ok := v.(helpNoter)
+		if !ok || v == view(m.market) {
+			continue // the Market's note is a legend, a line per term
+		}
+		parts := strings.Split(n.helpNote(), "\n")
+		for _, p := range parts[:len(parts)-1] {
+			if !strings.HasSuffix(p, ".") {
+				t.Errorf("%s: the note breaks a line mid-sentence after %q", v.Title(), p[max(len(p)-30, 0):])
+			}
+		}
+	}
+}

@@ -178,8 +178,14 @@ func (v *alertsView) slashFiltersMarket() {}
 func (v *alertsView) listsAlerts()        {}
 
 func (v *alertsView) helpNote() string {
+	file := v.ev.RulesFile()
+	if v.c.role == RoleViewer {
+		// Where the data dir is, is the operator's business, not a
+		// workshop attendee's (the Ledger view does not say it either).
+		file = "the server's data dir (watch-rules.yaml)"
+	}
 	return "Rules come from the config's watch: list and from a in the Market (a spot rule for the row), Blocks (a block rule for the search) and Plan (a plan rule for the job); " +
-		"those made here are saved in " + v.ev.RulesFile() + ". Each rule tells at most one alert per cooldown, a price rule once per crossing. " +
+		"those made here are saved in " + file + ". Each rule tells at most one alert per cooldown, a price rule once per crossing. " +
 		"`gpumarket watch` evaluates the same rules headless."
 }
 

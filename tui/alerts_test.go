@@ -295,3 +295,19 @@ func TestGoldenAlerts(t *testing.T) {
 		t.Errorf("title at 80 columns: %q", tl)
 	}
 }
+
+// TestAlertsHelpKeepsTheDataDirFromViewers: the Alerts help names the
+// rules file to the operator; a workshop attendee is not told the
+// server's paths (the Ledger view keeps its file from them too).
+func TestAlertsHelpKeepsTheDataDirFromViewers(t *testing.T) {
+	ev := newWatch(t)
+	for _, role := range []Role{RoleBooker, RoleViewer} {
+		m := newTestModel(t, 120, 40, Options{Watch: ev, Role: role})
+		showView(t, m, "Alerts")
+		press(m, "?")
+		scr := ansi.Strip(m.View().Content)
+		if has := strings.Contains(flat(scr), ev.RulesFile()); has != (role == RoleBooker) {
+			t.Errorf("role %d: the help names %s: %v\n%s", role, ev.RulesFile(), has, scr)
+		}
+	}
+}

@@ -149,9 +149,12 @@ func TestAlertsViewRules(t *testing.T) {
 	if !hasNotice(msgs, "is in the config file") {
 		t.Errorf("x on a config rule: %v", msgs)
 	}
-	press(m, "down", "x")
+	msgs = press(m, "down", "x")
 	if rs := ev.Rules(); len(rs) != 1 || rs[0].Name != "cheap-p5" {
 		t.Errorf("rules after x: %+v", rs)
+	}
+	if !hasNotice(msgs, "deleted rule made") { // it used to go without a word
+		t.Errorf("x on a rule made here said nothing: %v", msgs)
 	}
 	viewer := newTestModel(t, 120, 30, Options{Watch: ev, Role: RoleViewer})
 	showView(t, viewer, "Alerts")

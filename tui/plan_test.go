@@ -725,3 +725,23 @@ func TestFooterSaysTheKeysOfWhatHasThem(t *testing.T) {
 		t.Fatalf("Fleet form footer on Strategy %q", got)
 	}
 }
+
+// TestPlanSummarySaysWhenARelativeJobWasPlanned: a job typed "start now,
+// deadline +3d" is planned for the times those meant when it ran; the
+// line over the table says them, or "start now" under an hour-old table
+// reads as a start that moves with the clock.
+func TestPlanSummarySaysWhenARelativeJobWasPlanned(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.plan().runs = testRuns
+	f.show(t, "Plan")
+	f.setJob("16", "48", "", "+3d")
+	press(f.m, "r")
+	if scr := flat(f.screen()); !strings.Contains(scr, "start now (11-23 14:01) · deadline +3d (11-26 14:00)") {
+		t.Fatalf("summary:\n%s", f.screen())
+	}
+	f.job16() // absolute times are said once
+	press(f.m, "r")
+	if scr := flat(f.screen()); !strings.Contains(scr, "start 2026-11-24 09:00 · deadline 2026-11-27 09:00 ·") {
+		t.Fatalf("summary:\n%s", f.screen())
+	}
+}

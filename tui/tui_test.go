@@ -222,6 +222,7 @@ func TestFilterMatchesEveryField(t *testing.T) {
 		want   int
 	}{
 		{"p5.48xlarge", 2}, {"eastus", 2}, {"us-east-1a", 1}, {"azure", 3}, {"t4", 2}, {"sim", len(fixturePools)}, {"nothing-such", 0},
+		{"eastus/3", 1}, // as REGION/ZONE shows an Azure zone: it found nothing
 	} {
 		m := newTestModel(t, 120, 40, Options{})
 		press(m, "/")

@@ -175,8 +175,8 @@ func fleetSummary(spec providers.FleetSpec, est booking.FleetEstimate, simulated
 		fmt.Fprintf(&b, "Estimated cost: unknown (%s); %s\n", est.Basis, bills)
 	} else {
 		fmt.Fprintf(&b, "Estimated cost: $%.2f per hour (%s); %s\n", est.USDHour, est.Basis, bills)
-		if est.GPUs > 0 {
-			fmt.Fprintf(&b, "  per GPU    $%.4f per GPU-hour over %g GPUs\n", est.USDHour/est.GPUs, est.GPUs)
+		if est.PricedGPUs > 0 {
+			fmt.Fprintf(&b, "  per GPU    $%.4f per GPU-hour over %g GPUs\n", est.USDHour/est.PricedGPUs, est.PricedGPUs)
 		}
 	}
 	fmt.Fprintf(&b, "  fleet      %d instances of %s in %s (%s)\n", spec.TargetCapacity, strings.Join(spec.InstanceTypes, ", "), spec.Region, spec.Provider)

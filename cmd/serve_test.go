@@ -146,7 +146,9 @@ func TestServeBookingRoles(t *testing.T) {
 
 	v := sshTerm(t, srv.addr, viewer, 120, 40)
 	v.wait(t, "SIMULATED MARKET")
-	v.press(t, "\t\t") // Market → Chart → Blocks
+	v.press(t, "\t\t")                       // Market → Chart → Blocks
+	v.wait(t, "r searches with these terms") // a viewer searches when asked
+	v.press(t, "r")
 	v.wait(t, "offerings at")
 	v.press(t, "b")
 	v.wait(t, "read-only session")

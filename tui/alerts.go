@@ -45,8 +45,9 @@ type (
 		rules []watch.RuleStatus
 		err   error
 	}
-	// rulesChangedMsg follows a rule made or deleted in this session.
-	rulesChangedMsg struct{}
+	// rulesChangedMsg follows a rule made or deleted in this session;
+	// deleted names the one x deleted.
+	rulesChangedMsg struct{ deleted string }
 )
 
 // waitAlerts waits for the evaluator's next wake-up; the root re-arms it.
@@ -178,8 +179,14 @@ func (v *alertsView) slashFiltersMarket() {}
 func (v *alertsView) listsAlerts()        {}
 
 func (v *alertsView) helpNote() string {
+	file := v.ev.RulesFile()
+	if v.c.role == RoleViewer {
+		// Where the data dir is, is the operator's business, not a
+		// workshop attendee's (the Ledger view does not say it either).
+		file = "the server's data dir (watch-rules.yaml)"
+	}
 	return "Rules come from the config's watch: list and from a in the Market (a spot rule for the row), Blocks (a block rule for the search) and Plan (a plan rule for the job); " +
-		"those made here are saved in " + v.ev.RulesFile() + ". Each rule tells at most one alert per cooldown, a price rule once per crossing. " +
+		"those made here are saved in " + file + ". Each rule tells at most one alert per cooldown, a price rule once per crossing. " +
 		"`gpumarket watch` evaluates the same rules headless."
 }
 
@@ -210,7 +217,13 @@ func (v *alertsView) Update(msg tea.Msg) (view, tea.Cmd) {
 			v.err = msg.err.Error()
 		}
 		v.cur = min(v.cur, max(v.rows()-1, 0))
-	case newAlertsMsg, rulesChangedMsg:
+	case rulesChangedMsg:
+		if msg.deleted != "" {
+			// x asks nothing first: say what went, and how to make it again.
+			return v, tea.Batch(v.load(), notifyHere("deleted rule "+msg.deleted+" (its alerts stay listed); a in the Market, Blocks or Plan view makes one again"))
+		}
+		return v, v.load()
+	case newAlertsMsg:
 		return v, v.load()
 	case tea.KeyPressMsg:
 		return v, v.updateKey(msg)
@@ -254,7 +267,7 @@ func (v *alertsView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 			if err := ev.RemoveRule(ctx, r.Name); err != nil {
 				return noticeMsg{text: "rule not deleted: " + err.Error(), err: true}
 			}
-			return rulesChangedMsg{}
+			return rulesChangedMsg{deleted: r.Name}
 		})
 	}
 	return nil

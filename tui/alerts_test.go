@@ -149,9 +149,12 @@ func TestAlertsViewRules(t *testing.T) {
 	if !hasNotice(msgs, "is in the config file") {
 		t.Errorf("x on a config rule: %v", msgs)
 	}
-	press(m, "down", "x")
+	msgs = press(m, "down", "x")
 	if rs := ev.Rules(); len(rs) != 1 || rs[0].Name != "cheap-p5" {
 		t.Errorf("rules after x: %+v", rs)
+	}
+	if !hasNotice(msgs, "deleted rule made") { // it used to go without a word
+		t.Errorf("x on a rule made here said nothing: %v", msgs)
 	}
 	viewer := newTestModel(t, 120, 30, Options{Watch: ev, Role: RoleViewer})
 	showView(t, viewer, "Alerts")
@@ -293,5 +296,21 @@ func TestGoldenAlerts(t *testing.T) {
 	run(m, func() tea.Msg { return alertsMsg{} })
 	if tl := title(m); !strings.Contains(tl, "⚑2") || !strings.Contains(tl, "SIM") || cellWidth(tl) > 80 {
 		t.Errorf("title at 80 columns: %q", tl)
+	}
+}
+
+// TestAlertsHelpKeepsTheDataDirFromViewers: the Alerts help names the
+// rules file to the operator; a workshop attendee is not told the
+// server's paths (the Ledger view keeps its file from them too).
+func TestAlertsHelpKeepsTheDataDirFromViewers(t *testing.T) {
+	ev := newWatch(t)
+	for _, role := range []Role{RoleBooker, RoleViewer} {
+		m := newTestModel(t, 120, 40, Options{Watch: ev, Role: role})
+		showView(t, m, "Alerts")
+		press(m, "?")
+		scr := ansi.Strip(m.View().Content)
+		if has := strings.Contains(flat(scr), ev.RulesFile()); has != (role == RoleBooker) {
+			t.Errorf("role %d: the help names %s: %v\n%s", role, ev.RulesFile(), has, scr)
+		}
 	}
 }

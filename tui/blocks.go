@@ -203,8 +203,13 @@ func newBlocksView(c *common, ctx context.Context, svc *booking.Service, gpus []
 
 func (v *blocksView) Title() string { return "Blocks" }
 func (v *blocksView) KeyMap() help.KeyMap {
-	if v.prompt.open {
+	switch {
+	case v.prompt.open:
 		return newPromptKeys(false)
+	case v.editing:
+		change := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "change"))
+		change.SetEnabled(v.field == fieldGPU || v.field == fieldUnit)
+		return formKeys("search", "back to the last search", change)
 	}
 	return v.keys
 }
@@ -214,14 +219,17 @@ func (v *blocksView) box() *confirmation { return &v.confirm }
 func (v *blocksView) escGoesHome()       {}
 
 func (v *blocksView) helpNote() string {
-	return "A capacity block is paid up front and never interrupted. SPOT ALT is the cheapest spot pool for the same GPUs and hours,\n" +
+	return "A capacity block is paid up front and never interrupted. SPOT ALT is the cheapest spot pool for the same GPUs and hours, " +
 		"priced as EFF: what a job of the block's GPUs and hours pays per useful GPU-hour there, given its interruptions (config plan.*)."
 }
 
 // shown starts the first search when the view is first shown, not when
-// the session starts: a search asks every region of every cloud.
+// the session starts: a search asks every region of every cloud. A
+// read-only session searches when asked (r): thirty workshop attendees
+// tabbing through to the Ledger sent thirty searches of every region,
+// which the clouds throttle, the organiser's own search with them.
 func (v *blocksView) shown() tea.Cmd {
-	if v.searched {
+	if v.searched || v.c.role == RoleViewer {
 		return nil
 	}
 	return v.search()
@@ -691,12 +699,15 @@ func (v *blocksView) View() string {
 		hdr = append(hdr, fit(c.title, c.w, c.right))
 	}
 	b.WriteString("\n  " + st.header.Render(strings.Join(hdr, " ")))
-	if len(v.offers) == 0 && !v.searching && v.searched {
+	switch {
+	case len(v.offers) == 0 && !v.searching && v.searched:
 		hint := "No offerings for these terms. e: try other dates, a shorter duration or fewer GPUs."
 		if len(v.warnings) > 0 {
 			hint = "No offerings where the search was answered; above, what did not answer or refused it. e edits the terms."
 		}
 		b.WriteString("\n  " + st.dim.Render(fit(hint, max(v.w-2, 1), false)))
+	case !v.searched && !v.searching:
+		b.WriteString("\n" + st.dim.Render(wrapIndent("  r searches with these terms (e edits them): a search asks every region of every cloud, so a read-only session searches when asked.", v.w)))
 	}
 	loc := v.c.now().Location()
 	// the rows left under the summary, the refusals and the column header

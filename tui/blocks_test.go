@@ -338,8 +338,10 @@ func TestBlocksAt80(t *testing.T) {
 // TestBlocksSearchWhenFirstShown: a session that never opens the Blocks
 // view asks no cloud for offerings (a search asks every region; thirty
 // workshop attendees would ask thirty times); opening it searches once.
+// (A read-only session searches only when asked:
+// TestBlocksViewerSearchesWhenAsked.)
 func TestBlocksSearchWhenFirstShown(t *testing.T) {
-	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
 	f.tick()
 	f.tick()
 	if n := f.fake.Calls("FindOfferings"); n != 0 {
@@ -378,5 +380,29 @@ func TestSearchAnswerReachesHiddenView(t *testing.T) {
 	press(f.m, "shift+tab")
 	if !strings.Contains(f.screen(), "3000.00") || f.fake.Calls("FindOfferings") != 1 {
 		t.Errorf("%d searches; screen:\n%s", f.fake.Calls("FindOfferings"), f.screen())
+	}
+}
+
+// TestBlocksViewerSearchesWhenAsked: a read-only session does not search
+// when the Blocks view is shown (thirty attendees tabbing past it to the
+// Ledger sent thirty searches of every region of every cloud); it says r
+// searches, and r does. A booker's first showing still searches.
+func TestBlocksViewerSearchesWhenAsked(t *testing.T) {
+	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+	f.show(t, "Blocks")
+	if n := f.fake.Calls("FindOfferings"); n != 0 {
+		t.Fatalf("a viewer's Blocks view searched %d times when shown", n)
+	}
+	if scr := flat(f.screen()); !strings.Contains(scr, "r searches with these terms") {
+		t.Fatalf("the view does not say how to search:\n%s", f.screen())
+	}
+	press(f.m, "r")
+	if n := f.fake.Calls("FindOfferings"); n != 1 || len(f.blocks().offers) != 2 {
+		t.Fatalf("r: %d searches, %d offerings", n, len(f.blocks().offers))
+	}
+	g := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	g.show(t, "Blocks")
+	if n := g.fake.Calls("FindOfferings"); n != 1 {
+		t.Fatalf("a booker's first showing searched %d times", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"github.com/gpumarket/gpumarket/providers"
 )
@@ -121,6 +122,15 @@ type confirmation struct {
 	send    func(context.Context) outcome
 	// seq tells the answers of this box's latest step from older ones.
 	seq int
+
+	// w and h are the cells the box is shown in (the root's body). When
+	// the terms do not fit, they scroll: top is the first term line on
+	// screen, and seen how many term lines from the first have been on
+	// screen. y is taken only once every line has been (allSeen): a yes
+	// never buys terms the box did not show (at 20×5 it used to show the
+	// question alone and take y then enter).
+	w, h      int
+	top, seen int
 }
 
 func newConfirmation(c *common, ctx context.Context, o *owner, spends bool) confirmation {
@@ -164,6 +174,7 @@ func (f *confirmation) start(a moneyAction) tea.Cmd {
 	f.lines = append(append([]string(nil), a.lines...), a.notes...)
 	f.sendMsg, f.send = a.sending, a.send
 	f.seq++
+	f.look()
 	if a.quote == nil {
 		return nil
 	}
@@ -176,6 +187,7 @@ func (f *confirmation) start(a moneyAction) tea.Cmd {
 func (f *confirmation) close() {
 	f.open, f.title, f.lines, f.verb, f.busy, f.problem, f.dryRun, f.typed = false, "", nil, "", "", "", "", ""
 	f.sending, f.sendMsg, f.send, f.notes = false, "", nil, nil
+	f.top, f.seen = 0, 0
 }
 
 // renew replaces the box's action with a, the same action on the terms
@@ -208,14 +220,19 @@ func (f *confirmation) update(msg tea.Msg) (tea.Msg, tea.Cmd) {
 			return nil, f.renew(*msg.ans.renewed)
 		}
 		f.lines = append(append([]string(nil), msg.ans.lines...), f.lines...)
+		// New terms (the cost first, the dry run last): they are read
+		// from the top again before a yes.
+		f.top, f.seen, f.typed = 0, 0, ""
 		if msg.ans.err != nil {
 			f.problem = msg.ans.err.Error()
+			f.look()
 			return nil, nil
 		}
 		f.dryRun = msg.ans.dryRun
 		if msg.ans.send != nil {
 			f.send = msg.ans.send
 		}
+		f.look()
 		return nil, nil
 	case sentMsg:
 		if msg.seq != f.seq {
@@ -245,14 +262,22 @@ func (f *confirmation) key(msg tea.KeyPressMsg) tea.Cmd {
 	switch msg.String() {
 	case "esc", "n", "N", "q":
 		f.close()
+	case "down", "j":
+		f.scroll(1)
+	case "up", "k":
+		f.scroll(-1)
+	case "pgdown", "space":
+		f.scroll(max(f.layout(&f.c.styles, f.w, f.h).room-2, 1))
+	case "pgup":
+		f.scroll(-max(f.layout(&f.c.styles, f.w, f.h).room-2, 1))
 	case "y", "Y":
-		if f.busy == "" && f.problem == "" {
+		if f.busy == "" && f.problem == "" && f.allSeen() {
 			f.typed = "y"
 		}
 	case "backspace":
 		f.typed = ""
 	case "enter":
-		if f.typed == "y" && f.busy == "" && f.problem == "" && f.send != nil {
+		if f.typed == "y" && f.busy == "" && f.problem == "" && f.send != nil && f.allSeen() {
 			f.busy, f.sending, f.typed = f.sendMsg, true, ""
 			f.seq++
 			seq, ctx, send := f.seq, context.WithoutCancel(f.ctx), f.send
@@ -268,50 +293,152 @@ func (f *confirmation) key(msg tea.KeyPressMsg) tea.Cmd {
 // lead, which the box already writes.
 func dryRunAnswer(msg string) string { return providers.DryRunAnswer(msg, "") }
 
-func (f *confirmation) view(st *styles, w, h int) string {
+// keys are the footer's keys while the box is open: the box has every
+// key, and the view's own ("b book/launch") are not what they do here.
+func (f *confirmation) keys() keyList {
+	cancel := key.NewBinding(key.WithKeys("n", "esc"), key.WithHelp("n/esc", "cancel"))
+	l := f.layout(&f.c.styles, f.w, f.h)
+	scroll := key.NewBinding(key.WithKeys("up", "down", "pgup", "pgdown"), key.WithHelp("↑/↓/pgdn", "terms"))
+	scroll.SetEnabled(len(l.terms) > l.room)
+	switch {
+	case f.sending:
+		return nil // it can no longer be cancelled; its answer comes
+	case f.busy != "":
+		return keyList{cancel}
+	case f.problem != "":
+		return keyList{scroll, key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "close"))}
+	case !f.allSeen():
+		return keyList{scroll, cancel}
+	}
+	return keyList{key.NewBinding(key.WithKeys("y"), key.WithHelp("y then enter", f.verb)), cancel, scroll}
+}
+
+// setSize gives the box the cells it is shown in; what a taller or
+// wider terminal shows counts as seen.
+func (f *confirmation) setSize(w, h int) {
+	f.w, f.h = w, h
+	if f.open {
+		f.look()
+	}
+}
+
+// scroll moves the terms by n lines and counts what comes on screen.
+func (f *confirmation) scroll(n int) {
+	l := f.layout(&f.c.styles, f.w, f.h)
+	from, _, _, _ := termsWindow(len(l.terms), l.room, f.top+n)
+	f.top = from
+	f.look()
+}
+
+// look counts the term lines on screen as seen.
+func (f *confirmation) look() {
+	l := f.layout(&f.c.styles, f.w, f.h)
+	from, to, _, _ := termsWindow(len(l.terms), l.room, f.top)
+	f.top = from
+	if from <= f.seen {
+		f.seen = max(f.seen, to)
+	}
+}
+
+// allSeen reports whether every line of the terms has been on screen.
+func (f *confirmation) allSeen() bool {
+	return f.seen >= len(f.layout(&f.c.styles, f.w, f.h).terms)
+}
+
+// boxLayout is the box cut into what it shows: the question, every line
+// of the terms (wrapped), the prompt, and how many lines the terms have.
+type boxLayout struct {
+	head  string
+	terms []string
+	tail  string
+	room  int
+}
+
+func (f *confirmation) layout(st *styles, w, h int) boxLayout {
 	// Every line wraps rather than being cut: what is bought and on which
 	// terms must be read whole before the yes.
 	wrap := func(l string) string {
 		return "  " + strings.ReplaceAll(wordwrap(l, max(w-2, 1)), "\n", "\n  ")
 	}
-	head := st.title.Render(wordwrap(f.title, max(w, 1)))
-	var terms []string
-	for _, l := range f.lines {
-		terms = append(terms, strings.Split(wrap(l), "\n")...)
+	var l boxLayout
+	l.head = st.title.Render(wordwrap(f.title, max(w, 1)))
+	for _, t := range f.lines {
+		l.terms = append(l.terms, strings.Split(wrap(t), "\n")...)
 	}
 	if f.dryRun != "" {
-		terms = append(terms, strings.Split(st.ok.Render(wrap("dry run: "+f.dryRun)), "\n")...)
+		for _, t := range strings.Split(wrap("dry run: "+f.dryRun), "\n") {
+			l.terms = append(l.terms, st.ok.Render(t))
+		}
 	}
-	var tail string
+	// The prompt takes two lines (a blank one, then the question); a
+	// refusal takes its own.
 	switch {
 	case f.busy != "":
-		tail = "\n  " + st.dim.Render(f.busy+"…")
+		l.tail = "\n  " + st.dim.Render(f.busy+"…")
 	case f.problem != "":
-		tail = "\n" + st.footerErr.Render(wrap(f.problem)) + "\n  " + st.dim.Render("esc closes; nothing was spent")
-	default:
+		l.tail = "\n" + st.footerErr.Render(wrap(f.problem)) + "\n  " + st.dim.Render("esc closes; nothing was spent")
+	}
+	l.room = h - strings.Count(l.head, "\n") - 1 - strings.Count(l.tail, "\n") - 1
+	if l.tail == "" {
+		l.room = h - strings.Count(l.head, "\n") - 1 - 2
+	}
+	return l
+}
+
+// termsWindow is the part of n term lines shown in room lines when the
+// first asked for is top: [from, to), under a line saying how many are
+// above when above, over one saying how many are below when below.
+func termsWindow(n, room, top int) (from, to int, above, below bool) {
+	switch {
+	case n <= room:
+		return 0, n, false, false
+	case room < 2:
+		return 0, 0, false, room == 1 // a line to say so, if that
+	}
+	last := n - (room - 1) // the top that shows the end under one marker
+	top = min(max(top, 0), last)
+	switch {
+	case top == 0:
+		return 0, room - 1, false, true
+	case top == last:
+		return top, n, true, false
+	case room >= 3:
+		return top, top + room - 2, true, true
+	}
+	return top, top + 1, false, true
+}
+
+func (f *confirmation) view(st *styles, w, h int) string {
+	l := f.layout(st, w, h)
+	from, to, above, below := termsWindow(len(l.terms), l.room, f.top)
+	var terms []string
+	if above {
+		terms = append(terms, "  "+st.dim.Render(fit(fmt.Sprintf("↑ %d more lines of terms above (↑ scrolls)", from), max(w-2, 1), false)))
+	}
+	terms = append(terms, l.terms[from:to]...)
+	if below {
+		terms = append(terms, "  "+st.dim.Render(fit(fmt.Sprintf("↓ %d more lines of terms (↓ or pgdn scrolls; a taller terminal shows them)", len(l.terms)-to), max(w-2, 1), false)))
+	}
+	tail := l.tail
+	if tail == "" {
 		answer := "[no]"
 		if f.typed == "y" {
 			answer = "[yes]"
 		}
-		tail = fmt.Sprintf("\n  Type y then enter to %s · n or esc cancels    %s", f.verb, answer)
-	}
-	// On a terminal too short for the terms, the question and its answer
-	// stay: the terms are cut, saying so, never the prompt (which the
-	// root's clip would drop first).
-	room := h - strings.Count(head, "\n") - 1 - strings.Count(tail, "\n") - 1
-	if h > 0 && len(terms) > room {
-		keep := max(room-1, 0)
-		cut := len(terms) - keep
-		terms = append(terms[:keep:keep], "  "+st.dim.Render(fit(fmt.Sprintf("… %d more lines of terms: a taller terminal shows them", cut), max(w-2, 1), false)))
-		if room <= 0 {
-			terms = nil
+		switch {
+		case l.room < 1 || (l.room < 2 && len(l.terms) > l.room):
+			tail = "\n  " + st.dim.Render("Too small to show the terms: a taller terminal shows them · esc cancels")
+		case !f.allSeen():
+			tail = fmt.Sprintf("\n  Read every term (↓) before you %s · n or esc cancels    %s", f.verb, answer)
+		default:
+			tail = fmt.Sprintf("\n  Type y then enter to %s · n or esc cancels    %s", f.verb, answer)
 		}
 	}
 	var s strings.Builder
-	s.WriteString(head)
+	s.WriteString(l.head)
 	s.WriteString("\n")
-	for _, l := range terms {
-		s.WriteString(l + "\n")
+	for _, t := range terms {
+		s.WriteString(t + "\n")
 	}
 	s.WriteString(tail)
 	return s.String()

@@ -158,8 +158,16 @@ func (v *fleetView) shown() tea.Cmd {
 	return nil
 }
 
-func (v *fleetView) Title() string       { return "Fleet" }
-func (v *fleetView) KeyMap() help.KeyMap { return v.keys }
+func (v *fleetView) Title() string { return "Fleet" }
+func (v *fleetView) KeyMap() help.KeyMap {
+	if v.editing {
+		strategy := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "strategy"))
+		strategy.SetEnabled(v.field == ffStrategy)
+		return keyList{fieldKey(), strategy,
+			key.NewBinding(key.WithKeys("enter", "esc"), key.WithHelp("enter/esc", "done"))}
+	}
+	return v.keys
+}
 func (v *fleetView) SetSize(w, h int)    { v.w, v.h = w, h }
 func (v *fleetView) capturing() bool     { return v.editing }
 func (v *fleetView) box() *confirmation  { return &v.confirm }
@@ -167,8 +175,8 @@ func (v *fleetView) escGoesHome()        {}
 func (v *fleetView) slashFiltersMarket() {}
 
 func (v *fleetView) helpNote() string {
-	return "Mark pools in the Market view (space): their instance types, in one region, become the fleet. A fleet bills until deleted\n" +
-		"(Ledger view, d); the ledger records the estimate of its first hour. Start (Thu 14:00, +2h, …) and For (3h) schedule it:\n" +
+	return "Mark pools in the Market view (space): their instance types, in one region, become the fleet. A fleet bills until deleted " +
+		"(Ledger view, d); the ledger records the estimate of its first hour. Start (Thu 14:00, +2h, …) and For (3h) schedule it: " +
 		"the confirmation says who starts and stops it (the cloud, or a running gpumarket)."
 }
 
@@ -389,8 +397,8 @@ func fleetLines(spec providers.FleetSpec, est booking.FleetEstimate, now time.Ti
 		out = append(out, "Estimated cost: unknown ("+est.Basis+"); "+bills)
 	} else {
 		line := fmt.Sprintf("Estimated cost: $%.2f per hour (%s); %s", est.USDHour, est.Basis, bills)
-		if est.GPUs > 0 {
-			line += fmt.Sprintf(" · $%.4f per GPU-hour", est.USDHour/est.GPUs)
+		if est.PricedGPUs > 0 {
+			line += fmt.Sprintf(" · $%.4f per GPU-hour", est.USDHour/est.PricedGPUs)
 		}
 		out = append(out, line)
 	}

@@ -588,3 +588,33 @@ func TestLedgerRunningNowFromTheProvider(t *testing.T) {
 		t.Fatalf("%d describes for keys, a reload and a second session within %s; want 1", n, booking.FleetsNowEvery)
 	}
 }
+
+// TestLedgerReconcileSaysWhatItDid: r says when its reconciliation is
+// done and what it settled; it used to say "reconciling unknown
+// outcomes…" and then nothing. The reconciliation at the view's first
+// load says nothing.
+func TestLedgerReconcileSaysWhatItDid(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.show(t, "Ledger")
+	if strings.Contains(f.m.notice.text, "reconciled") {
+		t.Fatalf("the first load spoke: %q", f.m.notice.text)
+	}
+	press(f.m, "r")
+	if f.m.notice.text != "reconciled: nothing was waiting on an answer" {
+		t.Fatalf("after r: %q", f.m.notice.text)
+	}
+	if got := reconciled(&booking.Report{Settled: make([]store.Row, 2), Unsettled: make([]booking.Unsettled, 1)})().(noticeMsg).text; got !=
+		"reconciled: 2 rows settled, 1 not yet (see the line over the rows)" {
+		t.Errorf("settled and not: %q", got)
+	}
+}
+
+// TestCountdownUnderAMinute: a schedule less than half a minute away
+// reads "starts in <1m", not "starts in 0m" (read as started).
+func TestCountdownUnderAMinute(t *testing.T) {
+	for d, want := range map[time.Duration]string{20 * time.Second: "<1m", 0: "0m", 45 * time.Second: "1m", 90 * time.Minute: "1h 30m"} {
+		if got := span(d); got != want {
+			t.Errorf("span(%s) = %q, want %q", d, got, want)
+		}
+	}
+}

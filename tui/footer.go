@@ -62,6 +62,9 @@ func (m *Model) footerLines() []string {
 		return lines
 	}
 	own := m.views[m.active].KeyMap().ShortHelp()
+	if c, ok := m.views[m.active].(confirmer); ok && c.box().open {
+		own = c.box().keys()
+	}
 	if m.capturing() {
 		// tab, ? and q are text or answers here, not commands.
 		return []string{m.shortHelp(own, w)}

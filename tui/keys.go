@@ -117,3 +117,31 @@ func newFilterKeys() filterKeys {
 
 func (k filterKeys) ShortHelp() []key.Binding  { return []key.Binding{k.Apply, k.Cancel} }
 func (k filterKeys) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }
+
+// keyList is a help.KeyMap of a few keys: the footer's keys while a form
+// or a confirmation has every key, which are not the view's (the Plan
+// form's footer used to offer "b book/launch" while b typed a b).
+type keyList []key.Binding
+
+// ShortHelp is the footer.
+func (k keyList) ShortHelp() []key.Binding { return k }
+
+// FullHelp is the `?` screen (not reached while the keys are captured).
+func (k keyList) FullHelp() [][]key.Binding { return [][]key.Binding{k} }
+
+// fieldKey moves between a form's fields.
+func fieldKey() key.Binding {
+	return key.NewBinding(key.WithKeys("tab", "up", "down"), key.WithHelp("tab/↑/↓", "field"))
+}
+
+// formKeys are a form's keys: move between fields, then submit or go
+// back; extra sits between them (←/→ on a choice).
+func formKeys(submit, back string, extra ...key.Binding) keyList {
+	k := keyList{fieldKey()}
+	k = append(k, extra...)
+	k = append(k, key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", submit)))
+	if back != "" {
+		k = append(k, key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", back)))
+	}
+	return k
+}

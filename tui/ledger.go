@@ -29,6 +29,9 @@ type (
 		rows []store.Row
 		rep  *booking.Report
 		err  error
+		// asked is set for the reconciliation r asked for: its answer
+		// is said in the footer.
+		asked bool
 	}
 	// fleetDeletedMsg follows a delete, whatever its answer: the ledger
 	// is read again.
@@ -72,17 +75,19 @@ func (k ledgerKeys) FullHelp() [][]key.Binding {
 // rest, newest first.
 type ledgerView struct {
 	owner
-	c     *common
-	ctx   context.Context
-	svc   *booking.Service
-	keys  ledgerKeys
-	w, h  int
-	rows  []store.Row
-	cur   int
-	err   string
-	note  string // what the last reconciliation could not settle
-	seq   int
-	busy  bool
+	c    *common
+	ctx  context.Context
+	svc  *booking.Service
+	keys ledgerKeys
+	w, h int
+	rows []store.Row
+	cur  int
+	err  string
+	note string // what the last reconciliation could not settle
+	seq  int
+	busy bool
+	// asked is the seq of the load that r asked for (0: none).
+	asked int
 	last  time.Time
 	ready bool // the first load (with reconciliation) is done
 	// changes is the service's change count at the last load.
@@ -148,6 +153,19 @@ func (v *ledgerView) load(reconcile bool) tea.Cmd {
 	})
 }
 
+// reconciled says what the reconciliation r asked for did.
+func reconciled(rep *booking.Report) tea.Cmd {
+	switch {
+	case rep == nil:
+		return nil
+	case len(rep.Settled) == 0 && len(rep.Unsettled) == 0:
+		return notifyHere("reconciled: nothing was waiting on an answer")
+	case len(rep.Unsettled) == 0:
+		return notifyHere(fmt.Sprintf("reconciled: %s settled", plural(len(rep.Settled), "row")))
+	}
+	return notifyHere(fmt.Sprintf("reconciled: %s settled, %d not yet (see the line over the rows)", plural(len(rep.Settled), "row"), len(rep.Unsettled)))
+}
+
 func (v *ledgerView) Update(msg tea.Msg) (view, tea.Cmd) {
 	msg, cmd := v.confirm.update(msg)
 	cmds := []tea.Cmd{cmd}
@@ -184,6 +202,8 @@ func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
 		return nil
 	}
 	v.busy, v.ready, v.last = false, true, v.c.now()
+	asked := v.asked == msg.seq
+	v.asked = 0
 	if msg.err != nil {
 		v.err = msg.err.Error()
 		return notifyErr(msg.err)
@@ -197,6 +217,9 @@ func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
 			parts = append(parts, fmt.Sprintf("%s: %s", short(u.Row.ID), u.Reason))
 		}
 		v.note = strings.Join(parts, "; ")
+	}
+	if asked {
+		return tea.Batch(reconciled(msg.rep), v.askFleets())
 	}
 	return v.askFleets()
 }
@@ -220,7 +243,15 @@ func (v *ledgerView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, v.keys.Down):
 		v.cur = min(v.cur+1, max(len(v.rows)-1, 0))
 	case key.Matches(msg, v.keys.Reconcile):
-		return tea.Batch(notifyHere("reconciling unknown outcomes…"), v.load(true))
+		switch {
+		case v.svc == nil:
+			return nil
+		case v.busy:
+			return notifyHere("the ledger is being read; r again in a moment")
+		}
+		cmd := v.load(true)
+		v.asked = v.seq
+		return tea.Batch(notifyHere("reconciling unknown outcomes…"), cmd)
 	case key.Matches(msg, v.keys.Delete):
 		return v.confirm.offer(v.deleteFleet)
 	}
@@ -348,6 +379,9 @@ func timeLeft(r store.Row, now time.Time) string {
 
 // span prints a duration as people read a countdown: 2d 4h, 3h 20m, 45m.
 func span(d time.Duration) string {
+	if d > 0 && d < 30*time.Second {
+		return "<1m" // "starts in 0m" read as started
+	}
 	d = d.Round(time.Minute)
 	days := int(d / (24 * time.Hour))
 	hours := int(d % (24 * time.Hour) / time.Hour)

@@ -43,7 +43,10 @@ func (r *row) compute(c *common, pv *hub.PoolView, from, to int64) {
 			r.cells[i] = col.Cell(&r.Row)
 		}
 	}
-	r.search = strings.ToLower(strings.Join([]string{pv.GPU.Model, pv.InstanceType, pv.Region, pv.Zone, pv.Provider, string(pv.Cloud)}, " "))
+	// The place as the REGION/ZONE column shows it too ("swedencentral/3"):
+	// what is on screen is what / finds.
+	r.search = strings.ToLower(strings.Join([]string{pv.GPU.Model, pv.InstanceType, pv.Region, pv.Zone, market.Place(pv.Region, pv.Zone),
+		pv.Provider, string(pv.Cloud)}, " "))
 }
 
 // rewindow moves the row to the window windowSeq, [from, to]: nothing is

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
@@ -93,8 +94,11 @@ func newPlanView(c *common, ctx context.Context, svc *booking.Service, speeds pl
 
 func (v *planView) Title() string { return "Plan" }
 func (v *planView) KeyMap() help.KeyMap {
-	if v.prompt.open {
+	switch {
+	case v.prompt.open:
 		return newPromptKeys(false)
+	case v.editing:
+		return formKeys("run the plan", "back")
 	}
 	return v.keys
 }
@@ -393,13 +397,27 @@ func displayTypes(list string) string {
 }
 
 // summary says a job in one line: the form as last run above the table.
+// A start or deadline typed relative to now ("now", "+4d", "Thu 14:00")
+// also says the time the plan was made for: "start now" under a table
+// made an hour ago is not now, and b carries out that plan.
 func (v *planView) summary(f planForm) string {
 	ck := "no checkpoints"
 	if f.checkpointable {
 		ck = "checkpoint " + f.checkpoint
 	}
+	start, deadline := orDefault(f.start, "now"), f.deadline
+	if !v.res.at.IsZero() && f == v.ran {
+		loc := v.c.now().Location()
+		at := func(typed string, t time.Time) string {
+			if s := t.In(loc).Format("2006-01-02 15:04"); s != strings.TrimSpace(typed) && !t.IsZero() {
+				return typed + " (" + t.In(loc).Format("01-02 15:04") + ")"
+			}
+			return typed
+		}
+		start, deadline = at(start, v.res.terms.job.Start), at(deadline, v.res.terms.job.Deadline)
+	}
 	return fmt.Sprintf("%s × %s for %s h · start %s · deadline %s · %s · changeover %s · regions %s   (e edits)",
-		f.gpus, f.models, f.hours, orDefault(f.start, "now"), f.deadline, ck, f.changeover, orDefault(f.regions, "all"))
+		f.gpus, f.models, f.hours, start, deadline, ck, f.changeover, orDefault(f.regions, "all"))
 }
 
 // status says where the plan is: running, made (when, how), or not yet.

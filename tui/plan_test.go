@@ -571,22 +571,71 @@ func TestWordwrapKeepsHyphens(t *testing.T) {
 }
 
 // TestConfirmationKeepsItsPromptWhenShort: on a terminal too short for
-// the terms, the confirmation cuts them, saying so, and keeps the
-// question and the prompt (the frame's clip used to drop the prompt).
+// the terms, the confirmation keeps the question and the prompt (the
+// frame's clip used to drop the prompt), says how many lines of terms are
+// below, scrolls them, and takes y only once every line has been on
+// screen: at 80×14 y then enter used to schedule a fleet whose window,
+// notes and dry run were cut off.
 func TestConfirmationKeepsItsPromptWhenShort(t *testing.T) {
 	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
 	f.plan().runs = testRuns
 	f.show(t, "Plan")
 	f.job16()
-	press(f.m, "r", "b")
+	press(f.m, "r")
 	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 14})
+	press(f.m, "b")
 	scr := f.screen()
-	if !strings.Contains(scr, "Schedule a spot fleet") || !strings.Contains(scr, "Type y then enter to schedule") ||
-		!strings.Contains(scr, "more lines of terms: a taller terminal shows them") {
+	if !strings.Contains(scr, "Schedule a spot fleet") || !strings.Contains(scr, "Read every term (↓) before you schedule") ||
+		!strings.Contains(scr, "more lines of terms (↓ or pgdn scrolls") || strings.Contains(scr, "dry run:") {
 		t.Fatalf("80x14 confirmation:\n%s", scr)
 	}
 	if l := strings.Split(scr, "\n"); len(l) != 14 {
 		t.Fatalf("%d lines", len(l))
+	}
+	press(f.m, "y", "enter")
+	if rows, _ := f.st.List(context.Background()); len(rows) != 0 || !f.plan().confirm.open {
+		t.Fatalf("y then enter with terms unseen: %d ledger rows, box open %v\n%s", len(rows), f.plan().confirm.open, f.screen())
+	}
+	// Down to the end, one page at a time: the dry run comes on screen,
+	// then the prompt asks for the yes.
+	for i := 0; i < 10 && !strings.Contains(f.screen(), "Type y then enter to schedule"); i++ {
+		press(f.m, "pgdown")
+	}
+	scr = f.screen()
+	if !strings.Contains(scr, "dry run:") || !strings.Contains(scr, "more lines of terms above") ||
+		!strings.Contains(scr, "Type y then enter to schedule") {
+		t.Fatalf("scrolled to the end:\n%s", scr)
+	}
+	press(f.m, "up") // back up: what was seen stays seen
+	press(f.m, "y", "enter")
+	if rows, err := f.st.List(context.Background()); err != nil || len(rows) != 1 {
+		t.Fatalf("after reading every term: %+v %v\n%s", rows, err, f.screen())
+	}
+}
+
+// TestConfirmationAtTinySizeBuysNothingUnseen: at 20×5 the box has room
+// for its question only; y then enter there bought a block whose dates
+// and place were never on screen. A taller terminal shows the terms, and
+// then the yes is taken.
+func TestConfirmationAtTinySizeBuysNothingUnseen(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.show(t, "Blocks")
+	f.m.Update(tea.WindowSizeMsg{Width: 20, Height: 5})
+	press(f.m, "b", "y", "enter")
+	if n := f.fake.Calls("Book"); n != 0 {
+		t.Fatalf("%d purchases at 20x5:\n%s", n, f.screen())
+	}
+	if l := strings.Split(f.screen(), "\n"); len(l) != 5 {
+		t.Fatalf("%d lines at 20x5", len(l))
+	}
+	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	scr := f.screen()
+	if !strings.Contains(scr, "start ") || !strings.Contains(scr, "Type y then enter to buy") || strings.Contains(scr, "[yes]") {
+		t.Fatalf("80x24 after 20x5:\n%s", scr)
+	}
+	press(f.m, "y", "enter")
+	if n := f.fake.Calls("Book"); n != 1 {
+		t.Fatalf("%d purchases after the terms were shown", n)
 	}
 }
 
@@ -625,5 +674,74 @@ func TestPlanFleetHoldsOneRegionAndSize(t *testing.T) {
 	if _, _, err := planFleet(planner.Result{Strategy: planner.StrategySpotOne, Pools: []string{"sim/gone/x/y"}}, pools, job); err == nil ||
 		!strings.Contains(err.Error(), "r runs the plan again") {
 		t.Fatalf("a pool no longer known: %v", err)
+	}
+}
+
+// TestFooterSaysTheKeysOfWhatHasThem: while a form or a confirmation
+// has every key, the footer says its keys, not the view's: the Plan
+// form's footer offered "b book/launch" while b typed a b, and an open
+// confirmation's "e edit job".
+func TestFooterSaysTheKeysOfWhatHasThem(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.plan().runs = testRuns
+	f.show(t, "Plan")
+	foot := func() string {
+		l := strings.Split(f.screen(), "\n")
+		return l[len(l)-1]
+	}
+	press(f.m, "e")
+	if got := foot(); strings.Contains(got, "book") || !strings.Contains(got, "enter run the plan") || !strings.Contains(got, "esc back") {
+		t.Fatalf("Plan form footer %q", got)
+	}
+	press(f.m, "esc")
+	f.job16()
+	press(f.m, "r", "b")
+	if got := foot(); strings.Contains(got, "edit job") || !strings.Contains(got, "y then enter schedule") || !strings.Contains(got, "n/esc cancel") {
+		t.Fatalf("confirmation footer %q", got)
+	}
+	press(f.m, "esc")
+	if got := foot(); !strings.Contains(got, "b book/launch") {
+		t.Fatalf("Plan footer after the box %q", got)
+	}
+
+	f.show(t, "Blocks")
+	press(f.m, "e")
+	if got := foot(); strings.Contains(got, "book") || !strings.Contains(got, "←/→ change") || !strings.Contains(got, "enter search") {
+		t.Fatalf("Blocks form footer on GPU %q", got)
+	}
+	press(f.m, "tab") // How many: a text field, no ←/→
+	if got := foot(); strings.Contains(got, "←/→") {
+		t.Fatalf("Blocks form footer on a text field %q", got)
+	}
+	press(f.m, "esc")
+
+	f.show(t, "Fleet")
+	press(f.m, "e")
+	if got := foot(); strings.Contains(got, "launch") || strings.Contains(got, "strategy") || !strings.Contains(got, "enter/esc done") {
+		t.Fatalf("Fleet form footer on Target %q", got)
+	}
+	press(f.m, "tab", "tab") // Strategy
+	if got := foot(); !strings.Contains(got, "←/→ strategy") {
+		t.Fatalf("Fleet form footer on Strategy %q", got)
+	}
+}
+
+// TestPlanSummarySaysWhenARelativeJobWasPlanned: a job typed "start now,
+// deadline +3d" is planned for the times those meant when it ran; the
+// line over the table says them, or "start now" under an hour-old table
+// reads as a start that moves with the clock.
+func TestPlanSummarySaysWhenARelativeJobWasPlanned(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f.plan().runs = testRuns
+	f.show(t, "Plan")
+	f.setJob("16", "48", "", "+3d")
+	press(f.m, "r")
+	if scr := flat(f.screen()); !strings.Contains(scr, "start now (11-23 14:01) · deadline +3d (11-26 14:00)") {
+		t.Fatalf("summary:\n%s", f.screen())
+	}
+	f.job16() // absolute times are said once
+	press(f.m, "r")
+	if scr := flat(f.screen()); !strings.Contains(scr, "start 2026-11-24 09:00 · deadline 2026-11-27 09:00 ·") {
+		t.Fatalf("summary:\n%s", f.screen())
 	}
 }

@@ -258,6 +258,10 @@ func (m *Model) bodyHeight() int {
 func (m *Model) resize() {
 	for _, v := range m.views {
 		v.SetSize(m.c.width, m.bodyHeight())
+		// The box is shown in the body in the view's place.
+		if c, ok := v.(confirmer); ok {
+			c.box().setSize(m.c.width, m.bodyHeight())
+		}
 	}
 	m.help.SetWidth(m.c.width)
 }

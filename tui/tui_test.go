@@ -222,6 +222,7 @@ func TestFilterMatchesEveryField(t *testing.T) {
 		want   int
 	}{
 		{"p5.48xlarge", 2}, {"eastus", 2}, {"us-east-1a", 1}, {"azure", 3}, {"t4", 2}, {"sim", len(fixturePools)}, {"nothing-such", 0},
+		{"eastus/3", 1}, // as REGION/ZONE shows an Azure zone: it found nothing
 	} {
 		m := newTestModel(t, 120, 40, Options{})
 		press(m, "/")
@@ -874,6 +875,26 @@ func TestWindowChangeResortsBySortThatReadsIt(t *testing.T) {
 		a, b := m.market.list[i-1], m.market.list[i]
 		if a.From != b.From || change(&a.Row) > change(&b.Row) {
 			t.Fatalf("rows %d and %d out of the 7d window's order: %v > %v", i-1, i, change(&a.Row), change(&b.Row))
+		}
+	}
+}
+
+// TestHelpNotesBreakOnlyBetweenSentences: a help note is wrapped to the
+// terminal; a line break written into it is a paragraph's end. Breaks
+// laid out for 120 columns mid-sentence left ragged lines at 80 ("SPOT
+// ALT is the\ncheapest spot pool … hours,\npriced as EFF").
+func TestHelpNotesBreakOnlyBetweenSentences(t *testing.T) {
+	m := newTestModel(t, 80, 24, Options{})
+	for _, v := range m.views {
+		n, ok := v.(helpNoter)
+		if !ok || v == view(m.market) {
+			continue // the Market's note is a legend, a line per term
+		}
+		parts := strings.Split(n.helpNote(), "\n")
+		for _, p := range parts[:len(parts)-1] {
+			if !strings.HasSuffix(p, ".") {
+				t.Errorf("%s: the note breaks a line mid-sentence after %q", v.Title(), p[max(len(p)-30, 0):])
+			}
 		}
 	}
 }

@@ -76,6 +76,16 @@ func (v *usageView) helpNote() string {
 		"idle $: what was paid for GPU-hours not running or not busy. Bars: █ busy ▓ running ▒ booked; a day's idle $ marked * leaves out rows without metrics. The five most idle rows come first."
 }
 
+// shown asks for a report when the view comes on screen: the tracker
+// answers from its cache unless the ledger changed (a fleet launched in
+// the Fleet view is in the Usage view at once, not a minute later).
+func (v *usageView) shown() tea.Cmd {
+	if !v.ready {
+		return nil // the first load is on its way with the market
+	}
+	return v.load()
+}
+
 func (v *usageView) load() tea.Cmd {
 	if v.tr == nil || v.busy {
 		return nil
@@ -171,7 +181,7 @@ func (v *usageView) View() string {
 	}
 	rep := v.rep
 	var lines []string
-	status := fmt.Sprintf("last %s · %d rows · idle %s of %s", windowLabel(v.tr.Since()), len(rep.Rows),
+	status := fmt.Sprintf("last %s · %s · idle %s of %s", windowLabel(v.tr.Since()), plural(len(rep.Rows), "row"),
 		usd(rep.All.IdleUSD), usd(rep.All.CostUSD))
 	if rep.All.NoMetrics > 0 {
 		status += fmt.Sprintf(" · %d without metrics", rep.All.NoMetrics)

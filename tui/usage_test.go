@@ -205,8 +205,8 @@ func TestUsageViewWithoutLedgerAndTinyTerminals(t *testing.T) {
 func TestUsageViewShowsAnError(t *testing.T) {
 	m, _ := newUsageFixture(t, RoleBooker, 100, 30)
 	u := m.views[len(m.views)-1].(*usageView)
+	showView(t, m, "Usage") // showing it asks again: the error is the answer
 	u.Update(usageLoadedMsg{seq: u.seq, err: fmt.Errorf("ledger is locked")})
-	showView(t, m, "Usage")
 	if !strings.Contains(ansi.Strip(m.View().Content), "usage error: ledger is locked") {
 		t.Errorf("screen:\n%s", ansi.Strip(m.View().Content))
 	}
@@ -214,5 +214,36 @@ func TestUsageViewShowsAnError(t *testing.T) {
 	u.Update(usageLoadedMsg{seq: u.seq - 1, rep: usage.Report{}})
 	if len(u.rep.Rows) == 0 {
 		t.Error("an old answer replaced the report")
+	}
+}
+
+// TestUsageViewShowsALaunchAtOnce: a row written to the ledger (a fleet
+// launched in this session or another) is in the Usage view when it is
+// next shown; it used to wait for the next minute's reload and the
+// tracker's five-minute cache, saying "Nothing in the ledger ran".
+func TestUsageViewShowsALaunchAtOnce(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	rows, rep := usageFixtureRows()
+	tr := usage.NewTracker(usage.TrackerOptions{Ledger: st, Now: nowFn,
+		Reporter: func(name string) (providers.UsageReporter, bool) { return rep, name == "sim" }})
+	m := newBare(Options{Now: nowFn, NoColor: true, Actor: "local:tester", Usage: tr})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	_, cmd := m.Update(snapshotMsg{snap: fixtureSnapshot()})
+	run(m, cmd)
+	showView(t, m, "Usage")
+	if scr := ansi.Strip(m.View().Content); !strings.Contains(scr, "Nothing in the ledger ran") {
+		t.Fatalf("empty ledger:\n%s", scr)
+	}
+	press(m, "esc")
+	if _, err := st.RecordIntent(context.Background(), rows[1], nil); err != nil { // the running fleet
+		t.Fatal(err)
+	}
+	showView(t, m, "Usage")
+	if scr := ansi.Strip(m.View().Content); !strings.Contains(scr, "1 row ·") || !strings.Contains(scr, "g6e.xlarge") {
+		t.Fatalf("after a launch:\n%s", scr)
 	}
 }

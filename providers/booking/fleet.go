@@ -24,6 +24,13 @@ type FleetEstimate struct {
 	Basis string
 	// GPUs counts the fleet's GPUs (target × GPUs of the first type).
 	GPUs float64
+	// PricedGPUs are the GPUs of the instances USDHour prices (spot ones
+	// of the dearest pool's type, on-demand ones of the dearest
+	// on-demand type); 0 when unknown. USDHour / PricedGPUs is the fleet's
+	// $ per GPU-hour: with types of different sizes GPUs is not what was
+	// priced (2 × $4.71 for two 2-GPU instances read "$4.71 per GPU-hour"
+	// beside a 1-GPU first type).
+	PricedGPUs float64
 }
 
 // FirstHourNote is the cost note of a fleet row.
@@ -163,6 +170,7 @@ func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) F
 	if spec.MaxPriceUSD != nil && (spot == 0 || *spec.MaxPriceUSD < spot) {
 		spot = *spec.MaxPriceUSD
 		basis = fmt.Sprintf("the max price ($%.4f/h spot", spot)
+		spotPool = providers.PoolKey{} // any type may pay it
 	}
 	if spot == 0 {
 		if err != nil {
@@ -184,6 +192,25 @@ func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) F
 	}
 	est.USDHour = float64(base)*ond + float64(spec.TargetCapacity-base)*spot
 	est.Basis = basis
+	// Priced as if every spot instance were of the dearest pool's type
+	// and every on-demand one of the dearest on-demand type; spot priced
+	// at the max price counts the fewest GPUs any of the types has (any
+	// may pay it: the dearest per GPU it could be).
+	fewest := math.Inf(1)
+	for _, t := range spec.InstanceTypes {
+		if e, ok := providers.LookupGPU(t); ok && e.GPU.Count > 0 {
+			fewest = min(fewest, e.GPU.Count)
+		}
+	}
+	gpusOf := func(t string) float64 {
+		if e, ok := providers.LookupGPU(t); ok && e.GPU.Count > 0 {
+			return e.GPU.Count
+		}
+		return fewest
+	}
+	if g := float64(base)*gpusOf(ondType) + float64(spec.TargetCapacity-base)*gpusOf(spotPool.InstanceType); g > 0 && !math.IsInf(g, 0) {
+		est.PricedGPUs = g
+	}
 	return est
 }
 

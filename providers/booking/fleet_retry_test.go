@@ -332,3 +332,49 @@ func TestInvalidFleetSpecWritesNoRow(t *testing.T) {
 		t.Errorf("rows %v (%v), fleets %d: want nothing written or launched", rows, lerr, fake.Fleets())
 	}
 }
+
+// mixedSizesFake prices two types of different sizes in one zone: a
+// 1-GPU H100 VM at $2/h and a 2-GPU one at $4.60/h.
+type mixedSizesFake struct{ *bookingtest.Fake }
+
+func (mixedSizesFake) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
+	pool := func(t string) providers.PoolKey {
+		return providers.PoolKey{Provider: "azure", Region: "swedencentral", Zone: "3", InstanceType: t}
+	}
+	sink(providers.Event{Provider: "azure", Region: "swedencentral", Points: []providers.PricePoint{
+		{Pool: pool("Standard_NC40ads_H100_v5"), At: req.Until.Add(-time.Hour), USDHour: 2},
+		{Pool: pool("Standard_NC80adis_H100_v5"), At: req.Until.Add(-time.Hour), USDHour: 4.6},
+	}})
+	return nil
+}
+
+// TestFleetEstimatePerGPUHourCountsThePricedInstances: a fleet of a
+// 1-GPU and a 2-GPU type is priced at the dearest pool (2 × $4.60/h);
+// its $ per GPU-hour is that over the 4 GPUs of those instances
+// ($2.30), not over the first type's 2 GPUs ($4.60, what the Fleet
+// view's confirmation and `fleet launch` said).
+func TestFleetEstimatePerGPUHourCountsThePricedInstances(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc := booking.New(st, []providers.Provider{mixedSizesFake{bookingtest.New("azure")}}, booking.Options{Now: func() time.Time { return t0 }, Timeout: time.Second})
+	spec := providers.FleetSpec{Provider: "azure", Region: "swedencentral", InstanceTypes: []string{"Standard_NC40ads_H100_v5", "Standard_NC80adis_H100_v5"},
+		TargetCapacity: 2}
+	est := svc.EstimateFleet(context.Background(), spec)
+	if est.USDHour != 9.2 || est.PricedGPUs != 4 {
+		t.Fatalf("estimate $%v/h over %v GPUs (%s); want $9.20/h over 4 GPUs", est.USDHour, est.PricedGPUs, est.Basis)
+	}
+	if got := est.USDHour / est.PricedGPUs; math.Abs(got-2.3) > 1e-9 {
+		t.Fatalf("$%v per GPU-hour, want $2.30", got)
+	}
+	// A max price below every pool prices every instance at it, per GPU
+	// at the fewest GPUs a type has (the dearest it could be).
+	capUSD := 1.5
+	spec.MaxPriceUSD = &capUSD
+	est = svc.EstimateFleet(context.Background(), spec)
+	if est.USDHour != 3 || est.PricedGPUs != 2 {
+		t.Fatalf("capped: $%v/h over %v GPUs (%s)", est.USDHour, est.PricedGPUs, est.Basis)
+	}
+}

@@ -2,6 +2,7 @@ package usage
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -122,8 +123,11 @@ type Tracker struct {
 	mu     sync.Mutex
 	last   *Report
 	lastAt time.Time
-	flight chan struct{}
-	err    error
+	// lastRows is the ledger the last report was computed from (rowsKey):
+	// a purchase, launch or state change since makes it stale whatever
+	// its age, or a fleet just launched would be missing for the TTL.
+	lastRows string
+	flight   chan struct{}
 }
 
 // DefaultSince is how far back a usage report reaches unless asked.
@@ -152,13 +156,20 @@ func (t *Tracker) Since() time.Duration { return t.opt.Since }
 // MaxIdlePct is the alert threshold (0: off).
 func (t *Tracker) MaxIdlePct() float64 { return t.opt.MaxIdlePct }
 
-// Report returns the latest report if it is younger than TTL, else
-// computes one (or waits for the one being computed).
+// Report returns the latest report if it is younger than TTL and the
+// ledger's rows are as they were then, else computes one (or waits for
+// the one being computed). Reading the ledger is local and cheap; the
+// clouds' metrics are asked only when the rows changed or the TTL passed.
 func (t *Tracker) Report(ctx context.Context) (Report, error) {
 	for {
+		rows, err := t.opt.Ledger.List(ctx)
+		if err != nil {
+			return Report{}, err
+		}
+		key := rowsKey(rows)
 		t.mu.Lock()
 		now := t.opt.Now()
-		if t.last != nil && now.Sub(t.lastAt) < t.opt.TTL {
+		if t.last != nil && now.Sub(t.lastAt) < t.opt.TTL && key == t.lastRows {
 			r := *t.last
 			t.mu.Unlock()
 			return r, nil
@@ -168,16 +179,7 @@ func (t *Tracker) Report(ctx context.Context) (Report, error) {
 			t.mu.Unlock()
 			select {
 			case <-ch:
-				t.mu.Lock()
-				err, last := t.err, t.last
-				t.mu.Unlock()
-				if err != nil {
-					return Report{}, err
-				}
-				if last != nil {
-					return *last, nil
-				}
-				continue
+				continue // its report, if the rows are still those
 			case <-ctx.Done():
 				return Report{}, ctx.Err()
 			}
@@ -186,28 +188,32 @@ func (t *Tracker) Report(ctx context.Context) (Report, error) {
 		t.flight = ch
 		t.mu.Unlock()
 
-		rep, err := t.compute(ctx)
+		rep := t.compute(ctx, rows)
 		t.mu.Lock()
-		t.flight, t.err = nil, err
-		if err == nil {
-			t.last, t.lastAt = &rep, t.opt.Now()
-		}
+		t.flight = nil
+		t.last, t.lastAt, t.lastRows = &rep, t.opt.Now(), key
 		t.mu.Unlock()
 		close(ch)
-		return rep, err
+		return rep, nil
 	}
 }
 
-func (t *Tracker) compute(ctx context.Context) (Report, error) {
-	rows, err := t.opt.Ledger.List(ctx)
-	if err != nil {
-		return Report{}, err
+// rowsKey is what a report depends on of the ledger's rows: which rows,
+// their state, window, instances and provider id (not their heartbeat).
+func rowsKey(rows []store.Row) string {
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%s|%s|%d|%d|%d|%s;", r.ID, r.State, r.Start.UnixNano(), r.End.UnixNano(), r.InstanceCount, r.ProviderRef)
 	}
+	return b.String()
+}
+
+func (t *Tracker) compute(ctx context.Context, rows []store.Row) Report {
 	now := t.opt.Now()
 	var prices PriceBook
 	if t.opt.Prices != nil {
 		prices = t.opt.Prices()
 	}
 	return Compute(ctx, rows, Options{Since: now.Add(-t.opt.Since), Now: now, Reporter: t.opt.Reporter, Prices: prices,
-		Timeout: t.opt.Timeout, Concurrency: t.opt.Concurrency, MaxIdlePct: t.opt.MaxIdlePct}), nil
+		Timeout: t.opt.Timeout, Concurrency: t.opt.Concurrency, MaxIdlePct: t.opt.MaxIdlePct})
 }

@@ -56,3 +56,46 @@ func TestTrackerSharesOneComputationPerTTL(t *testing.T) {
 		t.Errorf("since %s", tr.Since())
 	}
 }
+
+// TestTrackerRecomputesWhenTheLedgerChanges: a fleet launched (or a
+// row's state changed) within the TTL is in the next report, not five
+// minutes later: the Usage view said "Nothing in the ledger ran" beside a
+// running fleet. Rows unchanged are still answered from the cache.
+func TestTrackerRecomputesWhenTheLedgerChanges(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	if _, err := st.RecordIntent(ctx, block("b", 1, 0, 24, 100, store.StateActive), nil); err != nil {
+		t.Fatal(err)
+	}
+	fr := &fakeReporter{reports: map[string]providers.UsageReport{}}
+	tr := NewTracker(TrackerOptions{Ledger: st, Now: func() time.Time { return at(10) }, TTL: time.Hour,
+		Reporter: func(string) (providers.UsageReporter, bool) { return fr, true }})
+	if rep, err := tr.Report(ctx); err != nil || len(rep.Rows) != 1 {
+		t.Fatalf("first report %+v %v", rep, err)
+	}
+	f, err := st.RecordIntent(ctx, fleet("f", 2, 0, 9, 1, store.StateActive), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := tr.Report(ctx)
+	if err != nil || len(rep.Rows) != 2 {
+		t.Fatalf("after a launch within the TTL: %d rows, %v; want the fleet too", len(rep.Rows), err)
+	}
+	calls := len(fr.got)
+	tr.Report(ctx)
+	if len(fr.got) != calls {
+		t.Fatalf("rows unchanged: %d provider calls, want none", len(fr.got)-calls)
+	}
+	f.State, f.End = store.StateDeleted, at(9.5)
+	if _, err := st.Update(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	tr.Report(ctx)
+	if len(fr.got) == calls {
+		t.Fatal("a row's state changed and the report was not computed again")
+	}
+}

@@ -322,6 +322,31 @@ func (m *model) exactX(o *knots, t int64, lift float64) float64 {
 	return m.od*r*priceScale + 0.5
 }
 
+// clipNear is clip with expNear's exponential, for a ratio outside the
+// knees; ok is false when its exponent is beyond expNear's table. The
+// clip moves no two ratios farther apart (its slope is at most 1).
+// Called, not written into fastTicks's loop, for the one point in nine
+// that needs it: its values would crowd the loop's registers.
+//
+//go:noinline
+func clipNear(r float64) (float64, bool) {
+	// kHi + knee·(1-e^-z) above, kLo - knee·(1-e^-z) below
+	z := (r - hot.kHi) * hot.perKnee
+	if r < hot.kLo {
+		z = (hot.kLo - r) * hot.perKnee
+	}
+	y := hot.expY0 - z*hot.expY
+	j := int(y + hot.half)
+	if uint(j) >= uint(len(expTable)) {
+		return 0, false
+	}
+	bend := hot.knee * (hot.one - expNear(y, j))
+	if r > hot.kHi {
+		return hot.kHi + bend, true
+	}
+	return hot.kLo - bend, true
+}
+
 // clip bends a ratio smoothly into [ratioLo, ratioHi]: unchanged in the
 // middle, approaching each edge asymptotically within ratioKnee of it.
 func clip(r float64) float64 {
@@ -580,28 +605,17 @@ func (m *model) fastTicks(spans []span, at, q []int64) (slows bool) {
 			}
 			r := base * expNear(y, j)
 			if r > hot.kHi || r < hot.kLo {
-				// the clip: kHi + knee·(1-e^-z) above, kLo - knee·(1-e^-z)
-				// below
-				z := (r - hot.kHi) * hot.perKnee
-				if r < hot.kLo {
-					z = (hot.kLo - r) * hot.perKnee
-				}
-				y := hot.expY0 - z*hot.expY
-				j := int(y + hot.half)
-				if uint(j) >= uint(len(expTable)) {
+				var ok bool
+				if r, ok = clipNear(r); !ok {
 					q[i], slows = slow, true
 					continue
 				}
-				bend := hot.knee * (hot.one - expNear(y, j))
-				if r > hot.kHi {
-					r = hot.kHi + bend
-				} else {
-					r = hot.kLo - bend
-				}
 			}
+			// x rounds as exactX's would when x±g truncate alike: no
+			// integer lies between them
 			x := odTicks*r + hot.half
-			p := int64(x)
-			if f, g := x-float64(p), x*hot.guard; f > g && f < hot.one-g {
+			g := x * hot.guard
+			if p := int64(x + g); p == int64(x-g) {
 				q[i] = p
 			} else {
 				q[i], slows = slow, true

@@ -260,11 +260,12 @@ func (m *Market) backfill(ctx context.Context, q providers.Query, since, until t
 	// Regions are generated in parallel, each by one worker in chunk
 	// order (the sink may be called from several goroutines). A worker
 	// generates a pool into two columns it reuses, sized so they are
-	// allocated once (about 0.6 changes a slot), and sends the pool's
-	// compact Series, built there: in parallel, with no point passing
-	// through a PricePoint, its prices handed over in ticks so the
-	// encoder need not find their decimals.
-	size := int(float64(to-from)/slotSec*0.7 + 8)
+	// allocated once (room for every slot's change and a spike's two an
+	// hour, the times' being written before they are counted), and sends
+	// the pool's compact Series, built there: in parallel, with no point
+	// passing through a PricePoint, its prices handed over in ticks so
+	// the encoder need not find their decimals.
+	size := int((to-from)/3600+3) * (slotsPerHour + 2)
 	next := make(chan work)
 	errs := make(chan error, len(todo))
 	var wg sync.WaitGroup

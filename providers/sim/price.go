@@ -753,19 +753,19 @@ func insertTime(at *[slotsPerHour + 2]int64, n int, t int64) int {
 
 // inForce returns the point in force at t: the last change at or before t.
 func (m *model) inForce(t int64) (int64, float64) {
-	at, q := m.inForceTicks(t)
+	at, q := m.inForceTicks(t, nil)
 	return at, float64(q) / priceScale
 }
 
-// inForceTicks is inForce in ticks. The price changes at least every
-// forcedEvery slots: it looks back hour by hour.
-func (m *model) inForceTicks(t int64) (int64, int64) {
+// inForceTicks is inForce in ticks; sc may be nil. The price changes at
+// least every forcedEvery slots: it looks back hour by hour.
+func (m *model) inForceTicks(t int64, sc *scratch) (int64, int64) {
 	var buf [slotsPerHour + 2]int64
 	for h := floorDiv(t, 3600); ; h-- {
 		at, _ := m.appendTimes(buf[:0], nil, h*3600-1, min(t, h*3600+3599))
 		if n := len(at); n > 0 {
 			var a, q [slotsPerHour + 2]int64
-			_, p := m.appendTicks(a[:0], q[:0], at[n-1]-1, at[n-1], nil)
+			_, p := m.appendTicks(a[:0], q[:0], at[n-1]-1, at[n-1], sc)
 			return at[n-1], p[0]
 		}
 	}

@@ -311,7 +311,7 @@ func (m *Market) backfillRegion(ctx context.Context, region string, families [][
 		}
 		hist = hist[:0]
 		for _, p := range fam {
-			at, q := p.model.inForceTicks(from)
+			at, q := p.model.inForceTicks(from, &cols.scratch)
 			cols.at, cols.q = append(cols.at[:0], at), append(cols.q[:0], q)
 			cols.at, cols.q = p.model.appendTicks(cols.at, cols.q, from, to, &cols.scratch)
 			hist = append(hist, providers.PoolHistory{Pool: p.spec.Desc.Key(), History: providers.NewSeriesOfTicks(cols.at, cols.q, priceDigits)})

@@ -19,8 +19,8 @@ import (
 // of the time, and of the price in units of its last decimal (prices are
 // quoted to a few decimals; a block holding a price that has no such form
 // stores it as raw bits), or, built from prices in those units whose
-// deltas fit, as 16-bit deltas (NewSeriesOfTicks). That is about 4-5 bytes a point where two slices
-// would take 16. The newest points, fewer than blockLen, are kept raw: a
+// deltas fit, as 16-bit deltas (NewSeriesOfTicks). That is about 4-5
+// bytes a point where two slices would take 16. The newest points, fewer than blockLen, are kept raw: a
 // live tick appends one point at a time. A segment tree over the sealed
 // blocks' minima and maxima, with the areas, makes Stats cost O(log n)
 // plus the decoding of at most two blocks, whatever the window.
@@ -75,9 +75,9 @@ type block struct {
 	digits    int8   // decimals of its prices' quantum, rawDigits for raw bits
 	// wide blocks hold each point after the first as four bytes: the
 	// delta of the time less one and the delta of the price in its
-	// quantum, 16 bits each (little-endian, the price's signed). NewSeriesOfTicks writes them
-	// when the deltas fit: faster to write and to read than varints, and
-	// a byte or so longer.
+	// quantum, 16 bits each (little-endian, the price's signed).
+	// NewSeriesOfTicks writes them when the deltas fit: faster to write
+	// and to read than varints, and a byte or so longer.
 	wide bool
 }
 

@@ -7,10 +7,11 @@ import (
 
 // NewSeriesOfTicks returns the series of points whose prices are given in
 // ticks, units of 10^-digits: point i's price is float64(ticks[i]) /
-// 10^digits, and the series is the one NewSeries makes of those prices,
-// block for block. A generator that knows its prices' decimals (the
-// simulated market's back-fill) saves the encoder finding them again for
-// every price. at and ticks are not kept.
+// 10^digits, and the series answers every question as the one NewSeries
+// makes of those prices does (Stats to the bit). A generator that knows
+// its prices' decimals (the simulated market's back-fill) saves the
+// encoder finding them again for every price, and its blocks are wide
+// where the deltas fit. at and ticks are not kept.
 //
 // Times strictly ascending, digits at most 9 and ticks under 2^50 take
 // the short way; any other input is handed to NewSeries.

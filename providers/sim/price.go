@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 )
 
 // The price model. A pool's spot price is a step function of time that is a
@@ -15,10 +16,22 @@ import (
 // of the on-demand price: multiplicative moves of a few percent, and clip
 // bends them smoothly into the band, so whatever the walk does, spot stays
 // 60.5-90.5 % below on-demand.
+//
+// A 90-day back-fill computes this for millions of points, so the
+// generator takes shortcuts that give the same prices bit for bit (the
+// plain formulation is kept in price_ref_test.go, and the generator is
+// held to it): the slots' thresholds are looked up by their place in the
+// week, and prices are computed in ticks the fast way, exactly where that
+// cannot round differently (see appendTicks).
 const (
 	slotSec      = 15 * 60 // a price changes at most once a slot…
 	slotsPerHour = 3600 / slotSec
+	slotsPerWeek = 7 * 24 * slotsPerHour
 	forcedEvery  = 8 // …and surely once every 8 slots (2 h), so the price in force is never far back
+	// priceDigits are the decimals of a price, as the clouds quote spot
+	// prices: the generator works in units of the last one (ticks).
+	priceDigits = 4
+	priceScale  = 1e4
 	// spikeOdds is the chance that an hour holds a spike (about five per
 	// pool in 90 days).
 	spikeOdds = 1.0 / 400
@@ -55,6 +68,40 @@ func mix(x uint64) uint64 {
 	return x
 }
 
+// hot holds constants of the hot loops as variables. Go loads a
+// constant into a register each time it is used (it does not keep one
+// there across a loop), one instruction more than taking an operand
+// straight from memory, which it does for a variable; in loops that run
+// tens of millions of times, that is a tenth of their cost.
+var hot = struct {
+	mix1, mix2, jitter             uint64
+	jitterScale, sixtieth, perSlot float64
+	one, half, e2, e3, e4          float64
+	expY, expY0, expStep           float64
+	kHi, kLo, knee, perKnee, guard float64
+	spike                          uint64
+}{
+	mix1: 0xbf58476d1ce4e5b9, mix2: 0x94d049bb133111eb, jitter: 0x2545f4914f6cdd1d,
+	jitterScale: 2 * jitterAmp / (1 << 53), sixtieth: 1.0 / 60, perSlot: 1.0 / slotSec,
+	one: 1, half: 0.5, e2: 1.0 / 2, e3: 1.0 / 6, e4: 1.0 / 24,
+	expY: expSteps, expY0: expMax * expSteps, expStep: 1.0 / expSteps,
+	kHi: ratioHi - ratioKnee, kLo: ratioLo + ratioKnee, knee: ratioKnee, perKnee: 1 / ratioKnee, guard: roundGuard,
+	// unit(x) < spikeOdds exactly when x>>11 < spikeOdds·2^53 (both
+	// sides scaled by a power of two), so when x>>11 is below its
+	// ceiling
+	spike: uint64(math.Ceil(spikeOdds * (1 << 53))),
+}
+
+// mixHot is mix, for the hot loops.
+func mixHot(x uint64) uint64 {
+	x ^= x >> 30
+	x *= hot.mix1
+	x ^= x >> 27
+	x *= hot.mix2
+	x ^= x >> 31
+	return x
+}
+
 // unit maps a hash onto [0, 1).
 func unit(h uint64) float64 { return float64(h>>11) / (1 << 53) }
 
@@ -73,6 +120,7 @@ type model struct {
 	base   float64 // the typical spot / on-demand ratio
 	vol    float64 // scales the noise: some pools are jumpier
 	offset int64   // region's UTC offset in seconds
+	odds   *weekOdds
 }
 
 // hourBusy is the market's activity by local hour: 0 at night, 1 at 14:00.
@@ -102,14 +150,45 @@ var changeOdds = func() (o [2][24]float64) {
 	return o
 }()
 
-func newModel(seed int64, s *poolSpec) model {
+// weekOdds is changeOdds laid out over the slots of a week for one UTC
+// offset: slot s (weeks repeat, and so does the calendar) changes its
+// price when its 16-bit draw is below odds[s mod slotsPerWeek]. The
+// bounds are integers (the draw is below a fractional threshold exactly
+// when it is below its ceiling), and a forced slot's bound is 1<<16,
+// which every draw is below (slotsPerWeek is a multiple of forcedEvery).
+type weekOdds [slotsPerWeek]uint32
+
+func newWeekOdds(offset int64) *weekOdds {
+	var o weekOdds
+	m := model{offset: offset}
+	for i := range o {
+		if i%forcedEvery == 0 {
+			o[i] = 1 << 16
+			continue
+		}
+		cal := m.calendarAt(int64(i) * slotSec)
+		o[i] = uint32(math.Ceil(changeOdds[cal.w][uint64(cal.sec)/3600]))
+	}
+	return &o
+}
+
+// newModel returns a pool's price process. odds holds the week's
+// thresholds by UTC offset, shared by the pools of a market.
+func newModel(seed int64, s *poolSpec, odds map[int64]*weekOdds) model {
 	id := mix(uint64(seed)*0x9e3779b97f4a7c15 ^ strHash(s.Desc.Key().String()))
+	offset := int64(s.Region.UTCOffset * 3600)
+	o, ok := odds[offset]
+	if !ok {
+		o = newWeekOdds(offset)
+		odds[offset] = o
+	}
 	return model{
 		id:     id,
 		od:     *s.Desc.OnDemandUSDHour,
 		base:   s.BaseRatio,
 		vol:    0.7 + 0.6*unit(mix(id^0x5eed)),
-		offset: int64(s.Region.UTCOffset * 3600),
+		offset: offset,
+		odds:   o,
 	}
 }
 
@@ -127,8 +206,7 @@ func weekend(day int64) bool {
 }
 
 // calendar is the region's local day and second of the day at some
-// instant. A walk through time carries it forward (advance) instead of
-// dividing the time again for every slot and point.
+// instant.
 type calendar struct {
 	day, sec int64
 	w        int // 1 on the weekend, else 0: an index of changeOdds
@@ -144,31 +222,6 @@ func weekendIndex(day int64) int {
 		return 1
 	}
 	return 0
-}
-
-// advance moves the calendar d seconds on; d is less than a day.
-func (c *calendar) advance(d int64) {
-	c.sec += d
-	if c.sec >= 86400 {
-		c.sec -= 86400
-		c.day++
-		c.w = weekendIndex(c.day)
-	}
-}
-
-// slotHash is the randomness of one slot of the pool.
-func (m *model) slotHash(s int64) uint64 { return mix(m.id ^ uint64(s)*0xd1b54a32d192ed03) }
-
-// changeAt reports whether the price changes in slot s, and when; cal is
-// the local calendar at the slot's start.
-func (m *model) changeAt(s int64, cal *calendar) (int64, bool) {
-	h := m.slotHash(s)
-	at := s*slotSec + int64((h>>16)%slotSec)
-	// s%forcedEvery == 0, for a power of two and either sign of s
-	if s&(forcedEvery-1) == 0 {
-		return at, true
-	}
-	return at, float64(h&0xffff) < changeOdds[cal.w][uint64(cal.sec)/3600]
 }
 
 // spike returns the hour's spike, if it has one: [from, to) and its log
@@ -190,40 +243,6 @@ func (m *model) knot(oct int, k int64) float64 {
 	return 2*unit(mix(m.id^uint64(oct+1)*0x9e3779b97f4a7c15^uint64(k)*0xbf58476d1ce4e5b9)) - 1
 }
 
-// knots caches the two knots around the last time asked, per octave: a
-// walk through time hashes each knot once instead of once per point.
-type knots struct {
-	k    [nOctaves]int64 // noKnot until loaded
-	a, b [nOctaves]float64
-}
-
-// noKnot is no knot's number: loading knot k after it never takes it for
-// k-1.
-const noKnot = math.MinInt64
-
-func newKnots() knots { return knots{k: [nOctaves]int64{noKnot, noKnot, noKnot}} }
-
-// load makes knots k and k+1 octave i's pair.
-func (c *knots) load(m *model, i int, k int64) {
-	if c.k[i] != noKnot && c.k[i]+1 == k {
-		c.a[i] = c.b[i]
-	} else {
-		c.a[i] = m.knot(i, k)
-	}
-	c.b[i] = m.knot(i, k+1)
-	c.k[i] = k
-}
-
-// knotOf is the number of the knot at or before t of an octave of the
-// period: t's floor division by it, by an unsigned division (a multiply
-// where period is a constant) for the times that matter.
-func knotOf(t, period int64) int64 {
-	if t >= 0 {
-		return int64(uint64(t) / uint64(period))
-	}
-	return floorDiv(t, period)
-}
-
 // dailyCycle is the daily z term by local minute: busiest at 14:00.
 var dailyCycle = func() (d [24 * 60]float64) {
 	for i := range d {
@@ -232,39 +251,64 @@ var dailyCycle = func() (d [24 * 60]float64) {
 	return d
 }()
 
-// priceAt is the value a change at t takes; cal is the local calendar at
-// t, spikeLift the log lift of a spike in force at t (0 for none).
+// octave is one noise octave's two knots around the time a walk reached.
+type octave struct {
+	k     int64   // the first knot's number; noKnot until loaded
+	start int64   // its time, k·period
+	a, b  float64 // the two knots' values
+}
+
+// noKnot is no knot's number: loading knot k after it never takes it for
+// k-1.
+const noKnot = math.MinInt64
+
+// reach makes the octave's knots those around t.
+func (o *octave) reach(m *model, oct int, period, t int64) {
+	if o.k != noKnot && t >= o.start && t-o.start < period {
+		return
+	}
+	k := floorDiv(t, period)
+	if o.k != noKnot && o.k+1 == k {
+		o.a = o.b
+	} else {
+		o.a = m.knot(oct, k)
+	}
+	o.b = m.knot(oct, k+1)
+	o.k, o.start = k, k*period
+}
+
+// knots are the noise octaves' knots around the time reached: a walk
+// through time hashes each knot once instead of once per point.
+type knots [nOctaves]octave
+
+func newKnots() knots { return knots{{k: noKnot}, {k: noKnot}, {k: noKnot}} }
+
+// exactX is, before rounding, the ticks a change at t sets: the price
+// model spelled out as it is defined. lift is the log lift of a spike in
+// force at t (0 for none).
 //
-// The noise, the pool's smooth random walk, is written out here per
-// octave (its two knots around t smoothly interpolated, summed in the
-// octaves' order) so that each divides by a constant; this runs for every
-// one of the millions of points of a long back-fill.
-func (m *model) priceAt(t int64, cal *calendar, spikeLift float64, c *knots) float64 {
-	k0, k1, k2 := knotOf(t, period0), knotOf(t, period1), knotOf(t, period2)
-	if c.k[0] != k0 {
-		c.load(m, 0, k0)
-	}
-	if c.k[1] != k1 {
-		c.load(m, 1, k1)
-	}
-	if c.k[2] != k2 {
-		c.load(m, 2, k2)
-	}
-	f0 := float64(t-k0*period0) / period0
-	f1 := float64(t-k1*period1) / period1
-	f2 := float64(t-k2*period2) / period2
+// The noise, the pool's smooth random walk, is the octaves' two knots
+// around t smoothly interpolated, summed in the octaves' order.
+func (m *model) exactX(o *knots, t int64, lift float64) float64 {
+	o[0].reach(m, 0, period0, t)
+	o[1].reach(m, 1, period1, t)
+	o[2].reach(m, 2, period2, t)
+	day, sec := m.local(t)
+	f0 := float64(t-o[0].start) / period0
+	f1 := float64(t-o[1].start) / period1
+	f2 := float64(t-o[2].start) / period2
 	f0 = f0 * f0 * (3 - 2*f0)
 	f1 = f1 * f1 * (3 - 2*f1)
 	f2 = f2 * f2 * (3 - 2*f2)
 	var noise float64
-	noise += amp0 * (c.a[0] + (c.b[0]-c.a[0])*f0)
-	noise += amp1 * (c.a[1] + (c.b[1]-c.a[1])*f1)
-	noise += amp2 * (c.a[2] + (c.b[2]-c.a[2])*f2)
+	noise += amp0 * (o[0].a + (o[0].b-o[0].a)*f0)
+	noise += amp1 * (o[1].a + (o[1].b-o[1].a)*f1)
+	noise += amp2 * (o[2].a + (o[2].b-o[2].a)*f2)
 
-	daily := dailyCycle[uint64(cal.sec)/60]
+	daily := dailyCycle[uint64(sec)/60]
 	jitter := jitterAmp * (2*unit(mix(m.id^uint64(t)*0x2545f4914f6cdd1d)) - 1)
-	v := m.vol*noise + jitter + spikeLift
-	if cal.w == 1 {
+	v := m.vol*noise + jitter + lift
+	if weekend(day) {
 		v += 0.4*daily - weekendAmp
 	} else {
 		v += daily
@@ -275,7 +319,32 @@ func (m *model) priceAt(t int64, cal *calendar, spikeLift float64, c *knots) flo
 	}
 	// Four decimals, as the clouds quote spot prices; the price is
 	// positive, so truncating x+0.5 rounds it (faster than math.Round).
-	return float64(int64(m.od*r*1e4+0.5)) / 1e4
+	return m.od*r*priceScale + 0.5
+}
+
+// clipNear is clip with expNear's exponential, for a ratio outside the
+// knees; ok is false when its exponent is beyond expNear's table. The
+// clip moves no two ratios farther apart (its slope is at most 1).
+// Called, not written into fastTicks's loop, for the one point in nine
+// that needs it: its values would crowd the loop's registers.
+//
+//go:noinline
+func clipNear(r float64) (float64, bool) {
+	// kHi + knee·(1-e^-z) above, kLo - knee·(1-e^-z) below
+	z := (r - hot.kHi) * hot.perKnee
+	if r < hot.kLo {
+		z = (hot.kLo - r) * hot.perKnee
+	}
+	y := hot.expY0 - z*hot.expY
+	j := int(y + hot.half)
+	if uint(j) >= uint(len(expTable)) {
+		return 0, false
+	}
+	bend := hot.knee * (hot.one - expNear(y, j))
+	if r > hot.kHi {
+		return hot.kHi + bend, true
+	}
+	return hot.kLo - bend, true
 }
 
 // clip bends a ratio smoothly into [ratioLo, ratioHi]: unchanged in the
@@ -290,44 +359,382 @@ func clip(r float64) float64 {
 	return r
 }
 
-// hour is the change times of one hour of a pool, ascending and unique,
-// and its spike if it has one.
-type hour struct {
-	at       [slotsPerHour + 2]int64
-	n        int
-	from, to int64 // the spike, [from, to)
-	lift     float64
+// The fast path. exactX costs about 250 instructions a point, and a
+// 90-day back-fill has millions of points; the fast path computes the
+// same x to within x·1e-13 for well under half that, and keeps its
+// rounding only where the two cannot round differently, which is nearly
+// always. Its ingredients: the noise as one cubic per knot interval of
+// the finest octave (a span); the calendar term from one table by local
+// minute of the week; the exponentials (v's and the clip's) from a table
+// and a short Taylor polynomial. A spike's points take exactX.
+
+// roundGuard bounds how near a rounding edge the fast path's x may land
+// and still be trusted to round as exactX's would: the two differ by
+// under x·1e-13 (the cubic and the tables a few units in the last place
+// off, expNear within 2.5e-13, the clip moving no two ratios farther
+// apart), and x·roundGuard is over a thousand times that.
+// TestGeneratorMatchesReference would see a difference near it as prices
+// a tick apart; TestPricesNearARoundingEdge puts prices on the edges.
+const roundGuard = 0x1p-32
+
+// Each period is a multiple of the next, so that every knot of a coarser
+// octave falls on a knot of the finest one: within a span every octave
+// keeps its two knots.
+var _ [0]struct{} = [period0 % period2]struct{}{}
+var _ [0]struct{} = [period1 % period2]struct{}{}
+
+// span is a knot interval of the finest octave, [start, start+period2).
+// Within it the noise times the pool's volatility, less jitterAmp (which
+// the fast path's jitter leaves out), is c[0] + u·(c[1] + u·(c[2] +
+// u·c[3])) with u = t-start, and the calendar term of a point u seconds
+// in is cycleByMinute[cyc + ⌊(u+sec)/60⌋], sec being the span's start's
+// local second of the minute.
+type span struct {
+	start int64
+	c     [4]float64
+	cyc   int
 }
 
-// hourTimes fills hr with when the price changes in hour h; cal is the
-// local calendar at the hour's start.
-func (m *model) hourTimes(hr *hour, h int64, cal calendar) {
-	n := 0
-	for s := h * slotsPerHour; s < (h+1)*slotsPerHour; s++ {
-		if t, ok := m.changeAt(s, &cal); ok {
-			hr.at[n] = t
+// shape holds, for each span m of a coarser octave's knot interval, its
+// smoothstep s(f) = 3f²-2f³, f = (t - the interval's start)/period, as a
+// cubic in u = t - the span's start: with f = α + βu, α = m·period2/period
+// and β = 1/period, s(f) is s(α) + s′(α)·βu + s″(α)/2·β²u² + s‴/6·β³u³,
+// where s′(α) = 6α(1-α), s″(α)/2 = 3-6α and s‴/6 = -2.
+func shape(period int64) (s [period0 / period2][4]float64) {
+	beta := 1 / float64(period)
+	for m := range period / period2 {
+		alpha := float64(m*period2) * beta
+		s[m] = [4]float64{alpha * alpha * (3 - 2*alpha), 6 * alpha * (1 - alpha) * beta, (3 - 6*alpha) * beta * beta, -2 * beta * beta * beta}
+	}
+	return s
+}
+
+// shape0 and shape1 are the shapes of octaves 0 and 1 (octave 1 uses the
+// first period1/period2 of its entries).
+var shape0, shape1 = shape(period0), shape(period1)
+
+var _ [0]struct{} = [period1 / period0]struct{}{} // period1 < period0: shape's array holds octave 1's too
+
+// appendSpans appends the spans from the one holding first to the one
+// holding last.
+func (m *model) appendSpans(spans []span, first, last int64) []span {
+	k, kLast := floorDiv(first, period2), floorDiv(last, period2)
+	n := len(spans)
+	spans = slices.Grow(spans, int(kLast-k+1))[:n+int(kLast-k+1)]
+	const per0, per1 = period0 / period2, period1 / period2
+	k0, k1 := floorDiv(k, per0), floorDiv(k, per1)
+	m0, m1 := int(k-k0*per0), int(k-k1*per1)
+	a0, b0 := m.knot(0, k0), m.knot(0, k0+1)
+	a1, b1 := m.knot(1, k1), m.knot(1, k1+1)
+	a2 := m.knot(2, k)
+	lt := uint64(k*period2 + m.offset + weekShift)
+	cyc := int(lt / 60 % weekMinutes)
+	vol := m.vol
+	const beta2 = 1.0 / period2
+	for ; k <= kLast; k++ {
+		b2 := m.knot(2, k+1)
+		d0, d1, d2 := amp0*(b0-a0), amp1*(b1-a1), amp2*(b2-a2)
+		s0, s1 := &shape0[m0], &shape1[m1]
+		sp := &spans[n]
+		sp.start, sp.cyc = k*period2, cyc
+		sp.c[0] = vol*(amp0*a0+d0*s0[0]+amp1*a1+d1*s1[0]+amp2*a2) - jitterAmp
+		sp.c[1] = vol * (d0*s0[1] + d1*s1[1])
+		sp.c[2] = vol * (d0*s0[2] + d1*s1[2] + d2*(3*beta2*beta2))
+		sp.c[3] = vol * (d0*s0[3] + d1*s1[3] + d2*(-2*beta2*beta2*beta2))
+		n++
+		a2 = b2
+		if m0++; m0 == per0 {
+			m0, k0, a0, b0 = 0, k0+1, b0, m.knot(0, k0+2)
+		}
+		if m1++; m1 == per1 {
+			m1, k1, a1, b1 = 0, k1+1, b1, m.knot(1, k1+2)
+		}
+		if cyc += period2 / 60; cyc >= weekMinutes {
+			cyc -= weekMinutes
+		}
+	}
+	return spans
+}
+
+// weekMinutes are the minutes of a week.
+const weekMinutes = 7 * 24 * 60
+
+// cycleByMinute is the calendar term of v by local minute of the week,
+// from Thursday 00:00 (1970-01-01 was a Thursday): the daily cycle,
+// damped and lowered at the weekend. A span's first minute comes again
+// at the end, so that a span's minutes are consecutive entries.
+var cycleByMinute = func() (c [weekMinutes + period2/60 + 1]float64) {
+	for i := range c {
+		j := i % weekMinutes
+		day, minute := j/(24*60), j%(24*60)
+		daily := dailyCycle[minute]
+		if weekend(int64(day)) {
+			c[i] = 0.4*daily - weekendAmp
+		} else {
+			c[i] = daily
+		}
+	}
+	return c
+}()
+
+// weekShift makes t + offset + weekShift positive for any time after
+// 18,000 BC without moving the minute of the week.
+const weekShift = 1 << 20 * 7 * 86400
+
+// The exponential's table: e^(i/expSteps - expMax) for i up to
+// 2·expMax·expSteps.
+const (
+	expSteps = 64
+	expMax   = 2
+)
+
+var expTable = func() (e [2*expMax*expSteps + 1]float64) {
+	for i := range e {
+		e[i] = math.Exp(float64(i)/expSteps - expMax)
+	}
+	return e
+}()
+
+// expNear is e^v to within 2.5e-13 (relative) for v in (-expMax, expMax),
+// given y = (v+expMax)·expSteps and i = y rounded: the table's nearest
+// knot times a Taylor polynomial of the rest, which is under 1/128, so
+// that the first term left out is under 2.5e-13 (TestExpNearIsNearExp).
+func expNear(y float64, i int) float64 {
+	d := (y - float64(i)) * hot.expStep
+	return expTable[i] * (hot.one + d*(hot.one+d*(hot.e2+d*(hot.e3+d*hot.e4))))
+}
+
+// expIndex is expNear's i for y, and whether it is in the table.
+// Converting a float too large for an int, or NaN, gives the lowest int,
+// which is out of the table too.
+func expIndex(y float64) (int, bool) {
+	i := int(y + 0.5)
+	return i, uint(i) < uint(len(expTable))
+}
+
+// scratch is what appendTicks works in; a back-fill worker keeps one for
+// all its pools.
+type scratch struct {
+	spans []span
+}
+
+// spikeAt is a spike among a walk's points: [from, to), its lift, and the
+// index of the first point of its hour.
+type spikeAt struct {
+	from, to int64
+	lift     float64
+	i        int
+}
+
+// slow marks a point the fast path left to exactX.
+const slow = -1
+
+// appendTicks appends every point in (from, to], ascending, to at and q
+// (in ticks); sc may be nil. It runs for every one of the millions of
+// points of a long back-fill, so it is written for that: the change times
+// of the whole range first, then its spans, then the prices the fast way,
+// each left to exactX if it might round differently (marked slow); then
+// the spikes' points, exactX's way. The loops over slots, spans and
+// points make no call, which would have the compiler keep their values in
+// memory.
+func (m *model) appendTicks(at, q []int64, from, to int64, sc *scratch) ([]int64, []int64) {
+	if to <= from {
+		return at, q
+	}
+	lo := len(at)
+	var spikeBuf [8]spikeAt
+	at, spikes := m.appendTimes(at, spikeBuf[:0], from, to)
+	if len(at) == lo {
+		return at, q
+	}
+	q = slices.Grow(q, len(at)-len(q))[:len(at)]
+	if sc == nil {
+		sc = new(scratch)
+	}
+	spans := m.appendSpans(sc.spans[:0], at[lo], at[len(at)-1])
+	sc.spans = spans
+	o := newKnots()
+	if m.fastTicks(spans, at[lo:], q[lo:]) {
+		for i := lo; i < len(q); i++ {
+			if q[i] == slow {
+				q[i] = int64(m.exactX(&o, at[i], 0))
+			}
+		}
+	}
+	for _, s := range spikes {
+		for i := s.i; i < len(at) && at[i] < s.to; i++ {
+			if at[i] >= s.from {
+				q[i] = int64(m.exactX(&o, at[i], s.lift))
+			}
+		}
+	}
+	return at, q
+}
+
+// fastTicks sets q[i] to the ticks of the change at at[i], or to slow,
+// and reports whether it marked any slow (a few pools in a hundred have
+// one in 90 days). spans hold every point.
+func (m *model) fastTicks(spans []span, at, q []int64) (slows bool) {
+	id, odTicks, base := m.id, m.od*priceScale, m.base
+	// The spans start on the hour: their local second of the minute is
+	// the pool's. The half keeps (u+half)/60 at least 0.5/60 from the
+	// integers, far more than its rounding errors, so that converting it
+	// truncates it to ⌊(u+second)/60⌋.
+	half := float64((m.offset%60+60)%60) + 0.5
+	q = q[:len(at)]
+	i := 0
+	for k := range spans {
+		sp := &spans[k]
+		start, end := sp.start, sp.start+period2
+		c0, c1, c2, c3 := sp.c[0], sp.c[1], sp.c[2], sp.c[3]
+		cycle := (*[period2/60 + 1]float64)(cycleByMinute[sp.cyc:])
+		for ; i < len(at); i++ {
+			t := at[i]
+			if t >= end {
+				break
+			}
+			u := float64(t - start)
+			v := c0 + u*(c1+u*(c2+u*c3))
+			v += float64(mixHot(id^uint64(t)*hot.jitter)>>11) * hot.jitterScale
+			v += cycle[int((u+half)*hot.sixtieth)]
+			y := v*hot.expY + hot.expY0
+			j := int(y + hot.half)
+			if uint(j) >= uint(len(expTable)) {
+				q[i], slows = slow, true
+				continue
+			}
+			r := base * expNear(y, j)
+			if r > hot.kHi || r < hot.kLo {
+				var ok bool
+				if r, ok = clipNear(r); !ok {
+					q[i], slows = slow, true
+					continue
+				}
+			}
+			// x rounds as exactX's would when x±g truncate alike: no
+			// integer lies between them
+			x := odTicks*r + hot.half
+			g := x * hot.guard
+			if p := int64(x + g); p == int64(x-g) {
+				q[i] = p
+			} else {
+				q[i], slows = slow, true
+			}
+		}
+	}
+	return slows
+}
+
+// appendTimes appends the change times in (from, to] to at, and the
+// spikes among them to spikes.
+func (m *model) appendTimes(at []int64, spikes []spikeAt, from, to int64) ([]int64, []spikeAt) {
+	hFirst, hLast := floorDiv(from+1, 3600), floorDiv(to, 3600)
+	// An hour has at most four changes and a spike's two.
+	at = slices.Grow(at, int(hLast-hFirst+1)*(slotsPerHour+2))
+	n := len(at)
+	buf := at[:cap(at)]
+	var spikyBuf [16]int64
+	spiky := m.spikyHours(spikyBuf[:0], hFirst, hLast)
+	for h := hFirst; h <= hLast; {
+		if h == hFirst || h == hLast || len(spiky) > 0 && spiky[0] == h {
+			if len(spiky) > 0 && spiky[0] == h {
+				spiky = spiky[1:]
+			}
+			n, spikes = m.hourTimes(buf, n, h, from, to, spikes)
+			h++
+			continue
+		}
+		end := hLast
+		if len(spiky) > 0 && spiky[0] < end {
+			end = spiky[0]
+		}
+		n = m.plainHours(buf, n, h, end)
+		h = end
+	}
+	return buf[:n], spikes
+}
+
+// spikyHours appends the hours in [from, to] that have a spike to hours.
+func (m *model) spikyHours(hours []int64, from, to int64) []int64 {
+	id := m.id
+	for h := from; h <= to; h++ {
+		// unit(x) < spikeOdds, as integers
+		if mix(id^uint64(h)*0x8cb92ba72f3d8dd7^0xa5a5)>>11 < hot.spike {
+			hours = append(hours, h)
+		}
+	}
+	return hours
+}
+
+// plainHours writes the change times of hours [from, to), none of which
+// has a spike, to at from n, and returns where they end. at has room.
+//
+// The slots' hashes say whether the price changes (the low 16 bits
+// against the week's bound for the slot) and at which second (the next
+// ones). Each change time is written whether or not its slot changes, and
+// n counts only those that do: bit 31 of draw-bound is set when draw <
+// bound (both at most 1<<16), so there is no branch to mispredict half
+// the time.
+func (m *model) plainHours(at []int64, n int, from, to int64) int {
+	id, odds := m.id, m.odds
+	s := from * slotsPerHour
+	ws := s % slotsPerWeek
+	if ws < 0 {
+		ws += slotsPerWeek
+	}
+	for range to - from {
+		o := (*[slotsPerHour]uint32)(odds[ws : ws+slotsPerHour])
+		t0 := s * slotSec
+		x := mix(id ^ uint64(s)*0xd1b54a32d192ed03)
+		at[n] = t0 + secondOf(x)
+		n += int((uint32(x)&0xffff - o[0]) >> 31)
+		x = mix(id ^ uint64(s+1)*0xd1b54a32d192ed03)
+		at[n] = t0 + slotSec + secondOf(x)
+		n += int((uint32(x)&0xffff - o[1]) >> 31)
+		x = mix(id ^ uint64(s+2)*0xd1b54a32d192ed03)
+		at[n] = t0 + 2*slotSec + secondOf(x)
+		n += int((uint32(x)&0xffff - o[2]) >> 31)
+		x = mix(id ^ uint64(s+3)*0xd1b54a32d192ed03)
+		at[n] = t0 + 3*slotSec + secondOf(x)
+		n += int((uint32(x)&0xffff - o[3]) >> 31)
+		s += slotsPerHour
+		if ws += slotsPerHour; ws == slotsPerWeek {
+			ws = 0
+		}
+	}
+	return n
+}
+
+// secondOf is the second of its slot at which a slot's hash has the price
+// change: (x>>16) % slotSec, divided in floating point, where the
+// compiler's integer division would take two registers the loop above
+// needs. a = x>>16 is under 2^48, so a+0.5 is exact and (a+0.5)·(1/slotSec)
+// is within 2^48/slotSec·2^-52 < 1e-4 of (a+0.5)/slotSec, whose
+// fractional part is at least 0.5/slotSec > 5e-4 from the integers:
+// truncating it gives ⌊a/slotSec⌋ exactly.
+func secondOf(x uint64) int64 {
+	a := int64(x >> 16)
+	return a - int64((float64(a)+hot.half)*hot.perSlot)*slotSec
+}
+
+// hourTimes writes the change times of hour h in (from, to], with its
+// spike's if it has one, to at from n, and returns where they end. A
+// spike is added to spikes.
+func (m *model) hourTimes(at []int64, n int, h, from, to int64, spikes []spikeAt) (int, []spikeAt) {
+	var hr [slotsPerHour + 2]int64
+	k := m.plainHours(hr[:], 0, h, h+1)
+	if sfrom, sto, lift, ok := m.spike(h); ok {
+		k = insertTime(&hr, k, sfrom)
+		k = insertTime(&hr, k, sto)
+		spikes = append(spikes, spikeAt{from: sfrom, to: sto, lift: lift, i: n})
+	}
+	for _, t := range hr[:k] {
+		if t > from && t <= to {
+			at[n] = t
 			n++
 		}
-		cal.advance(slotSec)
 	}
-	hr.n, hr.from, hr.to, hr.lift = n, 0, 0, 0
-	if from, to, lift, ok := m.spike(h); ok {
-		hr.from, hr.to, hr.lift = from, to, lift
-		hr.n = insertTime(&hr.at, hr.n, from)
-		hr.n = insertTime(&hr.at, hr.n, to)
-	}
-}
-
-// value is the price the change at hr.at[i] sets; cal is the local
-// calendar at the hour's start.
-func (m *model) value(hr *hour, i int, h int64, cal calendar, c *knots) float64 {
-	t := hr.at[i]
-	l := 0.0
-	if t >= hr.from && t < hr.to {
-		l = hr.lift
-	}
-	cal.advance(t - h*3600)
-	return m.priceAt(t, &cal, l, c)
+	return n, spikes
 }
 
 // insertTime inserts t into the ascending at[:n], skipping duplicates.
@@ -346,45 +753,20 @@ func insertTime(at *[slotsPerHour + 2]int64, n int, t int64) int {
 
 // inForce returns the point in force at t: the last change at or before t.
 func (m *model) inForce(t int64) (int64, float64) {
-	c := newKnots()
-	for h := floorDiv(t, 3600); ; h-- {
-		cal := m.calendarAt(h * 3600)
-		var hr hour
-		m.hourTimes(&hr, h, cal)
-		for i := hr.n - 1; i >= 0; i-- {
-			if hr.at[i] <= t {
-				return hr.at[i], m.value(&hr, i, h, cal, &c)
-			}
-		}
-	}
+	at, q := m.inForceTicks(t, nil)
+	return at, float64(q) / priceScale
 }
 
-// appendPoints appends every point in (from, to], ascending, to at and
-// usd. It walks hour by hour, carrying the calendar and the noise knots.
-func (m *model) appendPoints(at []int64, usd []float64, from, to int64) ([]int64, []float64) {
-	c := newKnots()
-	h := floorDiv(from+1, 3600)
-	cal := m.calendarAt(h * 3600)
-	var hr hour
-	for ; h*3600 <= to; h++ {
-		m.hourTimes(&hr, h, cal)
-		for _, t := range hr.at[:hr.n] {
-			if t <= from {
-				continue
-			}
-			if t > to {
-				break
-			}
-			lift := 0.0
-			if t >= hr.from && t < hr.to {
-				lift = hr.lift
-			}
-			pc := cal
-			pc.advance(t - h*3600)
-			at = append(at, t)
-			usd = append(usd, m.priceAt(t, &pc, lift, &c))
+// inForceTicks is inForce in ticks; sc may be nil. The price changes at
+// least every forcedEvery slots: it looks back hour by hour.
+func (m *model) inForceTicks(t int64, sc *scratch) (int64, int64) {
+	var buf [slotsPerHour + 2]int64
+	for h := floorDiv(t, 3600); ; h-- {
+		at, _ := m.appendTimes(buf[:0], nil, h*3600-1, min(t, h*3600+3599))
+		if n := len(at); n > 0 {
+			var a, q [slotsPerHour + 2]int64
+			_, p := m.appendTicks(a[:0], q[:0], at[n-1]-1, at[n-1], sc)
+			return at[n-1], p[0]
 		}
-		cal.advance(3600)
 	}
-	return at, usd
 }

@@ -89,9 +89,10 @@ func New(opt Options) *Market {
 	}
 	specs := buildSpecs()
 	famIdx := map[string]int{}
+	odds := map[int64]*weekOdds{}
 	for i := range specs {
 		p := &simPool{spec: specs[i]}
-		p.model = newModel(opt.Seed, &p.spec)
+		p.model = newModel(opt.Seed, &p.spec, odds)
 		m.pools = append(m.pools, p)
 		m.byKey[p.spec.Desc.Key().String()] = p
 		r := p.spec.Region.Name
@@ -259,10 +260,12 @@ func (m *Market) backfill(ctx context.Context, q providers.Query, since, until t
 	// Regions are generated in parallel, each by one worker in chunk
 	// order (the sink may be called from several goroutines). A worker
 	// generates a pool into two columns it reuses, sized so they are
-	// allocated once (about 0.6 changes a slot), and sends the pool's
-	// compact Series, built there: in parallel, with no point passing
-	// through a PricePoint.
-	size := int(float64(to-from)/slotSec*0.7 + 8)
+	// allocated once (room for every slot's change and a spike's two an
+	// hour, the times' being written before they are counted), and sends
+	// the pool's compact Series, built there: in parallel, with no point
+	// passing through a PricePoint, its prices handed over in ticks so
+	// the encoder need not find their decimals.
+	size := int((to-from)/3600+3) * (slotsPerHour + 2)
 	next := make(chan work)
 	errs := make(chan error, len(todo))
 	var wg sync.WaitGroup
@@ -270,7 +273,7 @@ func (m *Market) backfill(ctx context.Context, q providers.Query, since, until t
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cols := columns{at: make([]int64, 0, size), usd: make([]float64, 0, size)}
+			cols := columns{at: make([]int64, 0, size), q: make([]int64, 0, size)}
 			for w := range next {
 				if err := m.backfillRegion(ctx, w.region, w.families, from, to, &cols, sink); err != nil {
 					errs <- err
@@ -290,10 +293,11 @@ func (m *Market) backfill(ctx context.Context, q providers.Query, since, until t
 // maxWorkers caps the goroutines of a back-fill.
 const maxWorkers = 4
 
-// columns are a worker's scratch for one pool's points.
+// columns are a worker's scratch for one pool's points, the prices in
+// ticks.
 type columns struct {
-	at  []int64
-	usd []float64
+	at, q []int64
+	scratch
 }
 
 // backfillRegion sends one region's history, one chunk per family: each
@@ -307,10 +311,10 @@ func (m *Market) backfillRegion(ctx context.Context, region string, families [][
 		}
 		hist = hist[:0]
 		for _, p := range fam {
-			at, usd := p.model.inForce(from)
-			cols.at, cols.usd = append(cols.at[:0], at), append(cols.usd[:0], usd)
-			cols.at, cols.usd = p.model.appendPoints(cols.at, cols.usd, from, to)
-			hist = append(hist, providers.PoolHistory{Pool: p.spec.Desc.Key(), History: providers.NewSeries(cols.at, cols.usd)})
+			at, q := p.model.inForceTicks(from, &cols.scratch)
+			cols.at, cols.q = append(cols.at[:0], at), append(cols.q[:0], q)
+			cols.at, cols.q = p.model.appendTicks(cols.at, cols.q, from, to, &cols.scratch)
+			hist = append(hist, providers.PoolHistory{Pool: p.spec.Desc.Key(), History: providers.NewSeriesOfTicks(cols.at, cols.q, priceDigits)})
 		}
 		sink(providers.Event{Provider: Name, Region: region, Histories: hist,
 			Progress: &providers.Progress{Done: i + 1, Total: len(families)}, Note: m.note})
@@ -339,9 +343,9 @@ func (m *Market) live(ctx context.Context, q providers.Query, since, until time.
 					pools = append(pools, p.describe(until))
 				}
 				key := p.spec.Desc.Key()
-				cols.at, cols.usd = p.model.appendPoints(cols.at[:0], cols.usd[:0], from, to)
+				cols.at, cols.q = p.model.appendTicks(cols.at[:0], cols.q[:0], from, to, &cols.scratch)
 				for i, at := range cols.at {
-					buf = append(buf, providers.PricePoint{Pool: key, At: time.Unix(at, 0).UTC(), USDHour: cols.usd[i]})
+					buf = append(buf, providers.PricePoint{Pool: key, At: time.Unix(at, 0).UTC(), USDHour: float64(cols.q[i]) / priceScale})
 				}
 			}
 		}

@@ -135,7 +135,7 @@ func soldTypes(ctx context.Context, p providers.Provider, region string, models 
 	failed := false
 	err := p.Fetch(cctx, providers.FetchRequest{
 		Query: providers.Query{Providers: []string{p.Name()}, Regions: []string{region}, GPUs: gpus, Window: 6 * time.Hour},
-		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true,
+		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true, Aside: true,
 	}, func(ev providers.Event) {
 		// The sink is called from several goroutines and the provider
 		// may reuse an event's slices after the call.

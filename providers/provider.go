@@ -37,6 +37,12 @@ type FetchRequest struct {
 	// asker may know none (a fleet's estimate in a process whose hub has
 	// fetched for hours).
 	Backfill bool
+	// Aside marks a fetch made for a caller other than the hub (a fleet's
+	// estimate, a check of the types a region sells): the provider neither
+	// widens it over what a region's failed fetches missed nor counts it
+	// as catching up, so that span is still asked for by the hub's next
+	// fetch, whose history the hub keeps.
+	Aside bool
 }
 
 // Sink receives a provider's events. It is safe to call from several

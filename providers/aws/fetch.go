@@ -39,6 +39,9 @@ type regionState struct {
 // regionRequest widens the request over what earlier fetches of the
 // region missed (a catch-up back-fill: progress, on-demand prices).
 func (rs *regionState) regionRequest(req providers.FetchRequest) providers.FetchRequest {
+	if req.Aside {
+		return req
+	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	return rs.gap.Widen(req)
@@ -46,6 +49,9 @@ func (rs *regionState) regionRequest(req providers.FetchRequest) providers.Fetch
 
 // settle records the outcome of the region's fetch of req.
 func (rs *regionState) settle(req providers.FetchRequest, failed bool) {
+	if req.Aside {
+		return // the hub's next fetch catches up, not this one
+	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.gap = rs.gap.After(req, failed)

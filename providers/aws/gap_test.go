@@ -111,3 +111,50 @@ func TestFetchRegionFailedLivePollRetriesItsSpan(t *testing.T) {
 		t.Fatal("no us-west-2 pools: nothing was checked")
 	}
 }
+
+// TestAsideFetchLeavesTheGapToTheHub: a fetch made for another caller (a
+// fleet's estimate) between the hub's fetches must not take the catch-up
+// of a region's failed back-fill for itself: its points go to that
+// caller, not to the hub, so the hub's next poll still asks for the
+// missed span.
+func TestAsideFetchLeavesTheGapToTheHub(t *testing.T) {
+	f := newFixture(t)
+	f.fake.AddFault(ec2test.Fault{Action: "DescribeSpotPriceHistory", Region: "us-west-2", Times: 4,
+		Status: http.StatusInternalServerError, Code: "InternalError", Message: "An internal error has occurred"})
+	p := f.provider(t, nil)
+	c := newCollector()
+	first := backfill(24 * time.Hour)
+	if err := p.Fetch(context.Background(), first, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	if c.errs["us-west-2"] == nil {
+		t.Fatal("us-west-2 did not fail: the fault did not bite")
+	}
+	// The estimate's fetch: six hours, aside.
+	aside := providers.FetchRequest{Query: providers.Query{Regions: []string{"us-west-2"}}, Since: first.Until.Add(-6 * time.Hour),
+		Until: first.Until, Backfill: true, Aside: true}
+	before := len(f.fake.Calls())
+	if err := p.Fetch(context.Background(), aside, newCollector().sink); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range f.fake.Calls()[before:] {
+		if call.Action == "DescribeSpotPriceHistory" && call.Params.Get("StartTime") != aside.Since.Format("2006-01-02T15:04:05Z") {
+			t.Errorf("the aside fetch asked from %s, want its own %s (not widened over the hub's gap)", call.Params.Get("StartTime"), aside.Since.Format(time.RFC3339))
+		}
+	}
+	// The hub's next poll still catches up on the whole failed window.
+	poll := providers.FetchRequest{Query: first.Query, Since: first.Until, Until: first.Until.Add(30 * time.Second)}
+	before = len(f.fake.Calls())
+	if err := p.Fetch(context.Background(), poll, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	caught := false
+	for _, call := range f.fake.Calls()[before:] {
+		if call.Action == "DescribeSpotPriceHistory" && call.Region == "us-west-2" && call.Params.Get("StartTime") == first.Since.Format("2006-01-02T15:04:05Z") {
+			caught = true
+		}
+	}
+	if !caught {
+		t.Error("after an aside fetch the hub's poll no longer asked for the region's failed back-fill")
+	}
+}

@@ -88,6 +88,9 @@ func (p *Provider) Fetch(ctx context.Context, req providers.FetchRequest, sink p
 // so a region whose back-fill (or live poll) failed asks for that span
 // itself. The catch-up is a back-fill: whole history arrays, trimmed.
 func (p *Provider) regionRequest(region string, req providers.FetchRequest) providers.FetchRequest {
+	if req.Aside {
+		return req
+	}
 	p.cacheMu.Lock()
 	defer p.cacheMu.Unlock()
 	return p.gaps[region].Widen(req)
@@ -96,6 +99,9 @@ func (p *Provider) regionRequest(region string, req providers.FetchRequest) prov
 // settle records whether the region's fetch of req got its history (or,
 // without an account, its list prices): a miss is asked for again.
 func (p *Provider) settle(region string, req providers.FetchRequest, failed bool) {
+	if req.Aside {
+		return // the hub's next fetch catches up, not this one
+	}
 	p.cacheMu.Lock()
 	defer p.cacheMu.Unlock()
 	if g := p.gaps[region].After(req, failed); g != (providers.Gap{}) {

@@ -144,7 +144,7 @@ func (s *Service) EstimateFleet(ctx context.Context, spec providers.FleetSpec) F
 		Query: providers.Query{Providers: []string{spec.Provider}, Regions: []string{spec.Region}},
 		// A back-fill: a provider describes its pools (and so their
 		// on-demand prices) only on the first fetch of a window.
-		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true,
+		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true, Aside: true,
 	}, func(ev providers.Event) {
 		mu.Lock()
 		defer mu.Unlock()

@@ -340,6 +340,18 @@ func dashIfEmpty(s string) string {
 // sessions. It asks the hub's providers and prices fleets at the hub's
 // latest snapshot; nil when there is no ledger.
 func (a *app) usageTracker(h *hub.Hub) *usage.Tracker {
+	var ps []providers.Provider
+	if h != nil {
+		ps = h.Providers()
+	}
+	return a.usageTrackerOver(ps, h)
+}
+
+// usageTrackerOver is usageTracker asking the providers ps, for a run
+// whose market (h) may be nil or narrower than the ledger (a headless
+// watch): fleets the market does not price are priced at their launch
+// estimate.
+func (a *app) usageTrackerOver(ps []providers.Provider, h *hub.Hub) *usage.Tracker {
 	st, err := a.Ledger()
 	if err != nil {
 		return nil
@@ -347,9 +359,12 @@ func (a *app) usageTracker(h *hub.Hub) *usage.Tracker {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.usage == nil {
-		a.usage = usage.NewTracker(usage.TrackerOptions{Ledger: st, Reporter: usage.Reporters(h.Providers()),
-			Prices:     func() usage.PriceBook { return usage.SnapshotPrices(h.Snapshot()) },
-			MaxIdlePct: a.cfg.Budget.MaxIdlePct})
+		prices := func() usage.PriceBook { return nil }
+		if h != nil {
+			prices = func() usage.PriceBook { return usage.SnapshotPrices(h.Snapshot()) }
+		}
+		a.usage = usage.NewTracker(usage.TrackerOptions{Ledger: st, Reporter: usage.Reporters(ps),
+			Prices: prices, MaxIdlePct: a.cfg.Budget.MaxIdlePct})
 	}
 	return a.usage
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/providers/usage"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -36,7 +37,8 @@ alert on stdout; notify: sends each alert to a command and a webhook.
 It fetches only what its rules need: the spot and bucket rules' instance
 types and regions (the config's gpus: and regions: filters are for the TUI),
 a block search per block rule every 10 minutes (its every:), the ledger for
-starts_in rules. What fired and what is still to deliver is kept in
+starts_in rules, and for idle rules the usage of the ledger's running rows
+(as the usage command reads it, kept 5 minutes). What fired and what is still to deliver is kept in
 <data dir>/` + watch.StateFileName + `: a restart neither repeats an alert nor loses one.
 
 It exits non-zero only for a bad configuration (2, with file:line:col); a
@@ -119,7 +121,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	ev, err := a.newWatcher(h, svc, func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) })
+	ev, err := a.newWatcher(h, svc, a.usageTrackerOver(ps, h), func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) })
 	if err != nil {
 		return err
 	}
@@ -238,7 +240,7 @@ func (a *app) checkWatchRules() error {
 // hub and the booking service, and runs it until Close: the TUI and
 // `serve` share it between their sessions.
 func (a *app) Watcher(h *hub.Hub, svc *booking.Service) (*watch.Evaluator, error) {
-	ev, err := a.newWatcher(h, svc, func(al watch.Alert) {
+	ev, err := a.newWatcher(h, svc, a.usageTracker(h), func(al watch.Alert) {
 		a.log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
 	})
 	if err != nil {
@@ -256,8 +258,10 @@ func (a *app) Watcher(h *hub.Hub, svc *booking.Service) (*watch.Evaluator, error
 }
 
 // newWatcher checks the rules against the providers in use and builds
-// the evaluator; onAlert is told each alert it raises.
-func (a *app) newWatcher(h *hub.Hub, svc *booking.Service, onAlert func(watch.Alert)) (*watch.Evaluator, error) {
+// the evaluator over the market h (nil: none), the booking service and
+// the usage tracker (nil: no ledger); onAlert is told each alert it
+// raises.
+func (a *app) newWatcher(h *hub.Hub, svc *booking.Service, tracker *usage.Tracker, onAlert func(watch.Alert)) (*watch.Evaluator, error) {
 	if err := a.checkWatchRules(); err != nil {
 		return nil, err
 	}
@@ -280,8 +284,12 @@ func (a *app) newWatcher(h *hub.Hub, svc *booking.Service, onAlert func(watch.Al
 	if n.Webhook != nil {
 		notifiers = append(notifiers, watch.NewWebhook(*n.Webhook))
 	}
+	var used watch.UsageSource
+	if tracker != nil {
+		used = tracker // the TUI's Usage view shares it: one metrics read per TTL
+	}
 	return watch.New(watch.Options{
-		Hub: h, Offerings: svc, Ledger: svc.Store(), State: st, Planner: watchPlanner{a: a, svc: svc},
+		Hub: h, Offerings: svc, Ledger: svc.Store(), State: st, Planner: watchPlanner{a: a, svc: svc}, Usage: used,
 		Rules: a.cfg.Watch, ConfigPath: a.cfg.Path, Notify: n, Notifiers: notifiers,
 		RulesFile: a.rulesFile(),
 		Check:     func(w config.WatchRule) error { return watch.Check(w, descs, true) },

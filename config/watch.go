@@ -34,10 +34,14 @@ const (
 	// RuleStartsIn: a booked block or reservation starts within a
 	// duration.
 	RuleStartsIn = "starts_in"
+	// RuleIdle: a running fleet's (or block's, reservation's) idle
+	// share — the part of its cost so far paid for GPU-hours not running
+	// or not busy — passes a figure.
+	RuleIdle = "idle"
 )
 
 // RuleKinds lists the rule kinds, for messages.
-var RuleKinds = []string{RuleBlock, RuleSpot, RuleBucket, RulePlan, RuleStartsIn}
+var RuleKinds = []string{RuleBlock, RuleSpot, RuleBucket, RulePlan, RuleStartsIn, RuleIdle}
 
 // Where a rule's alerts are told (a rule's `tell:`).
 const (
@@ -70,6 +74,10 @@ const (
 	DefaultOnTimePct = 95.0
 	// DefaultCheckpoint is a plan rule's checkpoint when it sets none.
 	DefaultCheckpoint = 15 * time.Minute
+	// DefaultIdleAfter is how long a row runs before an idle rule judges
+	// it, when the rule sets no `after:`: instances booting and a job
+	// loading its data are idle, and an alert for them is noise.
+	DefaultIdleAfter = 30 * time.Minute
 	// DefaultCommandTimeout bounds a notify command when
 	// notify.command_timeout is not set; the command is killed then.
 	DefaultCommandTimeout = 10 * time.Second
@@ -102,6 +110,7 @@ type WatchRule struct {
 	Bucket   *BucketRule   `yaml:"bucket,omitempty"`
 	Plan     *PlanRule     `yaml:"plan,omitempty"`
 	StartsIn *StartsInRule `yaml:"starts_in,omitempty"`
+	Idle     *IdleRule     `yaml:"idle,omitempty"`
 	// Cooldown is the least time between two alerts of the rule; nil
 	// means RuleCooldown of its kind.
 	Cooldown *Duration `yaml:"cooldown,omitempty"`
@@ -196,6 +205,26 @@ type StartsInRule struct {
 	ID     string   `yaml:"id,omitempty"`
 }
 
+// IdleRule waits for a running row of the ledger (a fleet, a block or a
+// reservation) to spend more than AbovePct percent of its cost so far on
+// idle GPU-hours — not running or not busy, as the usage report counts
+// them — once it has run After (default DefaultIdleAfter). Kind and ID
+// narrow it to one kind or one row.
+type IdleRule struct {
+	AbovePct float64   `yaml:"above_pct"`
+	After    *Duration `yaml:"after,omitempty"`
+	Kind     string    `yaml:"kind,omitempty"`
+	ID       string    `yaml:"id,omitempty"`
+}
+
+// AfterOrDefault is how long a row runs before the rule judges it.
+func (i *IdleRule) AfterOrDefault() time.Duration {
+	if i.After != nil {
+		return i.After.D()
+	}
+	return DefaultIdleAfter
+}
+
 // Notify says where alerts go besides the TUI (`notify:`).
 type Notify struct {
 	// Command is run once per alert: the alert's text is its last
@@ -234,7 +263,7 @@ func (r WatchRule) kinds() []string {
 	for _, k := range []struct {
 		set  bool
 		name string
-	}{{r.Block != nil, RuleBlock}, {r.Spot != nil, RuleSpot}, {r.Bucket != nil, RuleBucket}, {r.Plan != nil, RulePlan}, {r.StartsIn != nil, RuleStartsIn}} {
+	}{{r.Block != nil, RuleBlock}, {r.Spot != nil, RuleSpot}, {r.Bucket != nil, RuleBucket}, {r.Plan != nil, RulePlan}, {r.StartsIn != nil, RuleStartsIn}, {r.Idle != nil, RuleIdle}} {
 		if k.set {
 			out = append(out, k.name)
 		}
@@ -399,7 +428,11 @@ func (r *WatchRule) validate(key string, n Notify) error {
 	}
 	if r.Every != 0 {
 		if kind != RuleBlock && kind != RulePlan {
-			return ruleErr(key+".every", "applies to block and plan rules; a %s rule follows the %s", kind, map[bool]string{true: "ledger", false: "market feed"}[kind == RuleStartsIn])
+			follows := map[string]string{RuleStartsIn: "ledger", RuleIdle: "usage report"}[kind]
+			if follows == "" {
+				follows = "market feed"
+			}
+			return ruleErr(key+".every", "applies to block and plan rules; a %s rule follows the %s", kind, follows)
 		}
 		if r.Every.D() < MinEvery || r.Every.D() > 24*time.Hour {
 			return ruleErr(key+".every", "%s; want a duration from 1m to 24h such as 10m (a block search asks every region of every cloud)", r.Every.D())
@@ -427,6 +460,8 @@ func (r *WatchRule) validate(key string, n Notify) error {
 		return r.Bucket.validate(key + ".bucket")
 	case RulePlan:
 		return r.Plan.validate(key + ".plan")
+	case RuleIdle:
+		return r.Idle.validate(key + ".idle")
 	default:
 		return r.StartsIn.validate(key + ".starts_in")
 	}
@@ -670,6 +705,20 @@ func (s *StartsInRule) validate(key string) error {
 	}
 	if s.Kind != "" && s.Kind != providers.KindBlock && s.Kind != providers.KindReservation {
 		return ruleErr(key+".kind", "%q; want %s or %s (what starts at a set time), or none for both", s.Kind, providers.KindBlock, providers.KindReservation)
+	}
+	return nil
+}
+
+func (i *IdleRule) validate(key string) error {
+	switch {
+	case badFloat(i.AbovePct) || i.AbovePct < 0:
+		return ruleErr(key+".above_pct", "%v; want a percentage from 0 to 99 such as 40 (the share of a row's cost so far paid for idle GPU-hours)", i.AbovePct)
+	case i.AbovePct >= 100:
+		return ruleErr(key+".above_pct", "%v: no idle share is above it, so the rule could never fire; want a percentage from 0 to 99 such as 40", i.AbovePct)
+	case i.After != nil && (i.After.D() < 0 || i.After.D() > 7*24*time.Hour):
+		return ruleErr(key+".after", "%s; want a duration from 0s to 168h such as 30m (default %s)", i.After.D(), DefaultIdleAfter)
+	case i.Kind != "" && i.Kind != providers.KindFleet && i.Kind != providers.KindBlock && i.Kind != providers.KindReservation:
+		return ruleErr(key+".kind", "%q; want %s, %s or %s, or none for all three", i.Kind, providers.KindFleet, providers.KindBlock, providers.KindReservation)
 	}
 	return nil
 }

@@ -75,6 +75,10 @@ func TestWatchKinds(t *testing.T) {
     starts_in: {within: 1h, kind: block}
   - name: azure-cheap
     spot: {instance_type: standard_nd96isr_h100_v5, region: eastus, zone: "2", above_usd_hour: 30}
+  - name: idle-fleets
+    idle: {above_pct: 40, kind: fleet}
+  - name: idle-now
+    idle: {above_pct: 0, after: 0s}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +95,12 @@ func TestWatchKinds(t *testing.T) {
 	}
 	if w[3].Spot.InstanceType != "Standard_ND96isr_H100_v5" {
 		t.Errorf("azure size %q", w[3].Spot.InstanceType)
+	}
+	if w[4].Kind() != RuleIdle || w[4].Idle.AbovePct != 40 || w[4].Idle.AfterOrDefault() != DefaultIdleAfter || w[4].CooldownOrDefault() != DefaultCooldown {
+		t.Errorf("idle %+v: want 40%%, judged after %s, cooldown %s", w[4].Idle, DefaultIdleAfter, DefaultCooldown)
+	}
+	if w[5].Idle.AfterOrDefault() != 0 {
+		t.Errorf("idle after: 0s is %s, want 0 (judged at once)", w[5].Idle.AfterOrDefault())
 	}
 	// Validate again (setup does, after the flags): nothing changes.
 	before := *w[1].Plan
@@ -128,10 +138,15 @@ func TestWatchRuleErrors(t *testing.T) {
 		{"plan no deadline", "watch:\n  - name: x\n    plan: {gpu: H100, gpus: 8, hours: 4, start: 2026-12-03, below_usd: 9}\n", []string{":3:5:", "plan: deadline: missing"}},
 		{"within 0", "watch:\n  - name: x\n    starts_in: {within: 0s}\n", []string{"starts_in: within 0s", "never fire"}},
 		{"starts_in kind", "watch:\n  - name: x\n    starts_in: {within: 1h, kind: fleet}\n", []string{"starts_in.kind", "block or reservation"}},
+		{"idle 100", "watch:\n  - name: x\n    idle: {above_pct: 100}\n", []string{":3:12:", "idle.above_pct", "never fire", "0 to 99"}},
+		{"idle negative", "watch:\n  - name: x\n    idle: {above_pct: -5}\n", []string{"idle.above_pct", "0 to 99"}},
+		{"idle kind", "watch:\n  - name: x\n    idle: {above_pct: 40, kind: spot}\n", []string{"idle.kind", "fleet, block or reservation"}},
+		{"idle after", "watch:\n  - name: x\n    idle: {above_pct: 40, after: 200h}\n", []string{"idle.after", "0s to 168h"}},
+		{"idle every", "watch:\n  - name: x\n    idle: {above_pct: 40}\n    every: 5m\n", []string{"every", "follows the usage report"}},
 		{"no name", "watch:\n  - block: {gpu: H100, gpus: 8, hours: 24}\n", []string{":2:", "name: missing"}},
 		{"bad name", "watch:\n  - name: \"my rule!\"\n    starts_in: {within: 1h}\n", []string{"watch[0].name", "letters, digits"}},
 		{"same name", "watch:\n  - name: a\n    starts_in: {within: 1h}\n  - name: a\n    starts_in: {within: 2h}\n", []string{":4:5:", "watch[1].name", "another rule"}},
-		{"no condition", "watch:\n  - name: a\n    cooldown: 1h\n", []string{"no condition", "block, spot, bucket, plan, starts_in"}},
+		{"no condition", "watch:\n  - name: a\n    cooldown: 1h\n", []string{"no condition", "block, spot, bucket, plan, starts_in, idle"}},
 		{"two conditions", "watch:\n  - name: a\n    starts_in: {within: 1h}\n    spot: {instance_type: p5.48xlarge, region: us-west-2, below_usd_hour: 3}\n", []string{"one condition per rule"}},
 		{"negative cooldown", "watch:\n  - name: a\n    starts_in: {within: 1h}\n    cooldown: -1h\n", []string{":4:5:", "cooldown", "0s to 720h"}},
 		{"every on spot", "watch:\n  - name: a\n    spot: {instance_type: p5.48xlarge, region: us-west-2, below_usd_hour: 3}\n    every: 5m\n", []string{"every", "block and plan"}},
@@ -229,6 +244,7 @@ func FuzzParseRules(f *testing.F) {
 	f.Add([]byte(issueExample))
 	f.Add([]byte("watch:\n  - name: a\n    starts_in: {within: 1h}\n"))
 	f.Add([]byte("watch: [{name: b, bucket: {instance_type: p5.48xlarge, region: us-east-1}}]\n"))
+	f.Add([]byte("watch: [{name: c, idle: {above_pct: 40, after: 1h, kind: fleet}}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rules, err := ParseRules("fuzz.yaml", data, Notify{})
 		if err != nil {

@@ -36,7 +36,9 @@ type Alert struct {
 	// USDGPUHour is a block's price per GPU-hour, or a plan's cost per
 	// useful GPU-hour.
 	USDGPUHour *float64 `json:"usd_gpu_hour"`
-	// TotalUSD is a block's upfront price or a plan's expected cost.
+	// TotalUSD is a block's upfront price, a plan's expected cost, or
+	// what an idle rule's row has cost so far (a block's fee for the
+	// hours it has run).
 	TotalUSD *float64 `json:"total_usd"`
 	// ThresholdUSD is the rule's figure the value crossed.
 	ThresholdUSD *float64 `json:"threshold_usd"`
@@ -49,8 +51,15 @@ type Alert struct {
 	PreviousBucket *string `json:"previous_bucket"`
 	// Strategy is a plan rule's best strategy.
 	Strategy *string `json:"strategy"`
-	// LedgerIDs are a starts_in rule's booked rows.
+	// LedgerIDs are a starts_in rule's booked rows, or an idle rule's
+	// running rows.
 	LedgerIDs []string `json:"ledger_ids"`
+	// IdlePct is an idle rule's row's share of its cost so far paid for
+	// idle GPU-hours (percent), IdleUSD that part of its cost, and
+	// ThresholdPct the rule's figure.
+	IdlePct      *float64 `json:"idle_pct"`
+	IdleUSD      *float64 `json:"idle_usd"`
+	ThresholdPct *float64 `json:"threshold_pct"`
 	// Tell is where the alert goes (config.Tells).
 	Tell []string `json:"tell"`
 }

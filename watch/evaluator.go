@@ -17,6 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
 	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/providers/usage"
 )
 
 // OfferingSearcher searches capacity blocks and reservations: the
@@ -40,6 +41,11 @@ type Options struct {
 	Offerings OfferingSearcher
 	Ledger    LedgerReader
 	Planner   Planner
+	// Usage answers idle rules: the process's usage report (a
+	// usage.Tracker, shared with the TUI's Usage view, so the clouds'
+	// metrics are asked once per its TTL). nil: idle rules are not
+	// evaluated.
+	Usage UsageSource
 	// State is where firings and deliveries are kept (required).
 	State *State
 	// Rules are the config's `watch:` rules, checked (Check) and read
@@ -64,7 +70,7 @@ type Options struct {
 	// rule whose range starts later is not searched yet. 0: no limit.
 	MaxLead time.Duration
 	// Tick is how often the timers are looked at: block and plan rules
-	// that are due, starts_in rules, the rules file, alerts raised by
+	// that are due, starts_in and idle rules, the rules file, alerts raised by
 	// another process (default 15s).
 	Tick time.Duration
 	// SearchTimeout bounds one block search or plan (default 2m).
@@ -76,6 +82,11 @@ type Options struct {
 	// OnAlert is called once for each alert this process raises, after
 	// it is recorded (the `watch` command logs it).
 	OnAlert func(Alert)
+}
+
+// UsageSource reports what the ledger's rows used (usage.Tracker).
+type UsageSource interface {
+	Report(ctx context.Context) (usage.Report, error)
 }
 
 // Evaluator evaluates the rules of one process. Make one per process and
@@ -264,13 +275,14 @@ func (e *Evaluator) timerLoop(ctx context.Context) {
 }
 
 // tick does the timers' work: the rules file, other processes' alerts,
-// the starts_in rules, and the block and plan rules that are due (all of
+// the starts_in and idle rules, and the block and plan rules that are due (all of
 // them when all is set).
 func (e *Evaluator) tick(ctx context.Context, all bool) {
 	e.reloadRulesFile()
 	e.pullAlerts(ctx)
 	now := e.now()
 	searched := map[string]search{}
+	var used *usageAnswer
 	for _, r := range e.rules() {
 		if ctx.Err() != nil {
 			return
@@ -278,6 +290,11 @@ func (e *Evaluator) tick(ctx context.Context, all bool) {
 		switch r.Kind {
 		case config.RuleStartsIn:
 			e.evalStartsIn(ctx, r)
+		case config.RuleIdle:
+			if used == nil {
+				used = e.usageReport(ctx)
+			}
+			e.evalIdle(ctx, r, used)
 		case config.RuleBlock, config.RulePlan:
 			e.mu.Lock()
 			rt := e.runtimeLocked(r)

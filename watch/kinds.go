@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/hub"
 	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/providers/usage"
 )
 
 // matchPool reports whether a pool is one a spot or bucket rule watches.
@@ -394,4 +396,120 @@ func (e *Evaluator) evalStartsIn(ctx context.Context, r Rule) {
 		}
 		return a
 	})
+}
+
+// usageAnswer is the usage report one tick's idle rules share.
+type usageAnswer struct {
+	rep usage.Report
+	err error
+}
+
+// usageReport asks the usage source once for a tick's idle rules; nil
+// when there is none in this run.
+func (e *Evaluator) usageReport(ctx context.Context) *usageAnswer {
+	if e.opt.Usage == nil {
+		return &usageAnswer{err: errNoUsage}
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.opt.SearchTimeout)
+	defer cancel()
+	rep, err := e.opt.Usage.Report(cctx)
+	return &usageAnswer{rep: rep, err: err}
+}
+
+var errNoUsage = errors.New("no ledger in this run: idle rules are not evaluated")
+
+// evalIdle tells each running row whose idle share passes the rule's
+// figure, once per time it passes it: a row is told when it goes above,
+// not again while it stays there, and again only after it has fallen to
+// the figure or below. Rows crossing inside the cooldown are told when it
+// ends, if they are still above. A row whose share is unknown for now
+// (its metrics did not answer) keeps its place.
+func (e *Evaluator) evalIdle(ctx context.Context, r Rule, u *usageAnswer) {
+	if u.err != nil {
+		if u.err == errNoUsage {
+			e.sayOnce(r, u.err.Error())
+		} else if ctx.Err() == nil {
+			e.sayOnce(r, fmt.Sprintf("usage report: %v", u.err))
+		}
+		return
+	}
+	s := r.Idle
+	now := e.now()
+	var over []usage.Row
+	var held []string // rows above now, or unknown for now
+	for _, row := range u.rep.Rows {
+		if !row.Active || (s.Kind != "" && row.Kind != s.Kind) || (s.ID != "" && row.ID != s.ID) || now.Sub(row.Start) < s.AfterOrDefault() {
+			continue
+		}
+		share := row.IdleShare()
+		switch {
+		case math.IsNaN(share):
+			held = append(held, row.ID)
+		case share*100 > s.AbovePct:
+			held = append(held, row.ID)
+			over = append(over, row)
+		}
+	}
+	e.clearNote(r)
+	e.step(ctx, r, func(st *ruleState) *Alert {
+		var told []string
+		if len(st.Memo) > 0 {
+			json.Unmarshal(st.Memo, &told)
+		}
+		var keep []string
+		for _, id := range told {
+			if slices.Contains(held, id) {
+				keep = append(keep, id)
+			}
+		}
+		var news []usage.Row
+		for _, row := range over {
+			if !slices.Contains(keep, row.ID) {
+				news = append(news, row)
+			}
+		}
+		var a *Alert
+		if len(news) > 0 && (st.LastFired.IsZero() || now.Sub(st.LastFired) >= r.Cooldown) {
+			sort.SliceStable(news, func(i, j int) bool { return news[i].IdleShare() > news[j].IdleShare() })
+			var parts []string
+			a = &Alert{Simulated: true}
+			for _, row := range news {
+				keep = append(keep, row.ID)
+				a.LedgerIDs = append(a.LedgerIDs, row.ID)
+				a.Simulated = a.Simulated && e.simulated(row.Provider)
+				parts = append(parts, fmt.Sprintf("%s %s %g GPU %s in %s is %.0f%% idle: $%s of the $%s its %s so far cost went to idle GPU-hours",
+					row.Kind, row.ID, row.GPUs, market.DisplayType(row.InstanceType), market.Place(row.Region, row.Zone),
+					row.IdleShare()*100, market.Money(row.IdleUSD), market.Money(row.UsedUSD()), hoursRun(row.End.Sub(row.Start))))
+			}
+			top := news[0]
+			a.Provider, a.Region, a.Zone, a.InstanceType = strp(top.Provider), strp(top.Region), strp(top.Zone), strp(top.InstanceType)
+			a.GPUCount, a.TotalUSD, a.IdleUSD = known(top.GPUs), known(top.UsedUSD()), known(top.IdleUSD)
+			a.IdlePct, a.ThresholdPct = fp(top.IdleShare()*100), fp(s.AbovePct)
+			a.Text = strings.Join(parts, "; ") + fmt.Sprintf(" (above %g%%)", s.AbovePct) + simNote(a.Simulated)
+			st.LastFired = now
+		}
+		sort.Strings(keep)
+		if len(keep) == 0 {
+			st.Memo = nil
+		} else {
+			st.Memo, _ = json.Marshal(keep)
+		}
+		return a
+	})
+}
+
+// hoursRun says how long a row has run, for an alert: "30 h", "45 min".
+func hoursRun(d time.Duration) string {
+	if d < time.Hour {
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	}
+	return fmt.Sprintf("%.0f h", d.Hours())
+}
+
+// known is v, or nil (null in JSON) when it is unknown.
+func known(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
 }

@@ -53,7 +53,8 @@ func Compile(w config.WatchRule, n config.Notify) Rule {
 		Bucket   *config.BucketRule
 		Plan     *config.PlanRule
 		StartsIn *config.StartsInRule
-	}{r.Kind, w.Block, w.Spot, w.Bucket, w.Plan, w.StartsIn}
+		Idle     *config.IdleRule `json:",omitempty"`
+	}{r.Kind, w.Block, w.Spot, w.Bucket, w.Plan, w.StartsIn, w.Idle}
 	b, _ := json.Marshal(cond)
 	sum := sha256.Sum256(b)
 	r.Fingerprint = hex.EncodeToString(sum[:8])
@@ -113,6 +114,16 @@ func (r Rule) Describe() string {
 			what = "ledger row " + s.ID
 		}
 		return fmt.Sprintf("%s starts within %s", what, s.Within.D())
+	case config.RuleIdle:
+		i := r.Idle
+		what := "a running fleet, block or reservation"
+		if i.Kind != "" {
+			what = "a running " + i.Kind
+		}
+		if i.ID != "" {
+			what = "ledger row " + i.ID
+		}
+		return fmt.Sprintf("%s idle more than %g%% of its cost (after %s running)", what, i.AbovePct, i.AfterOrDefault())
 	}
 	return r.Kind
 }

@@ -74,6 +74,16 @@ func (r Row) IdleShare() float64 {
 	return math.Min(r.IdleUSD/r.consumed, 1)
 }
 
+// UsedUSD is the cost of the span so far, the base of IdleShare: a
+// block's or reservation's price for the hours it has run (its fee spread
+// over its window), a fleet's cost so far; NaN when unknown.
+func (r Row) UsedUSD() float64 {
+	if !(r.consumed > 0) {
+		return math.NaN()
+	}
+	return r.consumed
+}
+
 // NoMetrics reports whether the row's busy GPU-hours are unknown.
 func (r Row) NoMetrics() bool { return math.IsNaN(r.BusyGPUHours) }
 

@@ -455,7 +455,11 @@ func (p *rulePrompt) update(c *common, msg tea.KeyPressMsg) tea.Cmd {
 		*p = rulePrompt{}
 	case s == "enter":
 		v, err := strconv.ParseFloat(strings.TrimSpace(p.value), 64)
-		if err != nil || v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		switch {
+		case p.unit == "%" && (err != nil || v < 0 || v >= 100):
+			p.err = fmt.Sprintf("%q: want a percentage from 0 to 99 such as 40", p.value)
+			return nil
+		case p.unit != "%" && (err != nil || v <= 0 || math.IsInf(v, 0) || math.IsNaN(v)):
 			p.err = fmt.Sprintf("%q: want a price above 0 such as 18.50", p.value)
 			return nil
 		}
@@ -508,6 +512,9 @@ func (p *rulePrompt) text() string {
 		dir = "at most"
 	}
 	line := fmt.Sprintf("alert when %s is %s $%s▏%s", p.what, dir, p.value, p.unit)
+	if p.unit == "%" {
+		line = fmt.Sprintf("alert when %s is more than %s▏%% idle", p.what, p.value)
+	}
 	if p.now != "" {
 		line += " (" + p.now + ")"
 	}
@@ -578,6 +585,37 @@ func (m *marketView) makeSpotRule() tea.Cmd {
 		return config.WatchRule{Name: ruleName("spot", pv.InstanceType, market.Place(pv.Region, pv.Zone), dir), Spot: s}
 	}
 	m.prompt = p
+	return nil
+}
+
+// makeIdleRule opens the prompt for an idle rule on the Usage view's row
+// under the cursor: the budget's max_idle_pct to start with (40 % without
+// one). Only a running row can be idle from now on.
+func (v *usageView) makeIdleRule() tea.Cmd {
+	if err := v.c.canMakeRules(); err != nil {
+		return notifyErrHere(err)
+	}
+	if !v.ready || len(v.rep.Rows) == 0 {
+		return notifyHere("no ledger row under the cursor to watch")
+	}
+	r := v.rep.Rows[min(v.cur, len(v.rep.Rows)-1)]
+	if !r.Active {
+		return notifyHere(fmt.Sprintf("%s %s is %s, not running: nothing of it can be idle from now on", r.Kind, short(r.ID), r.State))
+	}
+	p := rulePrompt{open: true, unit: "%", what: fmt.Sprintf("%s %s (%g GPU %s)", r.Kind, short(r.ID), r.GPUs, market.DisplayType(r.InstanceType)), value: "40"}
+	if b := v.tr.MaxIdlePct(); b > 0 {
+		p.value = strconv.FormatFloat(b, 'f', -1, 64)
+	}
+	if s := r.IdleShare(); !math.IsNaN(s) {
+		p.now = fmt.Sprintf("now %.0f%%", s*100)
+	} else {
+		p.now = "no metrics yet"
+	}
+	id := r.ID
+	p.build = func(_ bool, pct float64) config.WatchRule {
+		return config.WatchRule{Name: ruleName("idle", r.Kind, id), Idle: &config.IdleRule{AbovePct: pct, ID: id}}
+	}
+	v.prompt = p
 	return nil
 }
 

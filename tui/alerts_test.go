@@ -314,3 +314,63 @@ func TestAlertsHelpKeepsTheDataDirFromViewers(t *testing.T) {
 		}
 	}
 }
+
+// a on a running Usage row makes an idle rule for that row, at the
+// budget's max_idle_pct to start with; an ended row cannot be idle from
+// now on, and a viewer cannot make rules.
+func TestUsageMakesAnIdleRule(t *testing.T) {
+	ev := newWatch(t)
+	m, _ := newUsageFixtureWith(t, Options{Watch: ev}, 120, 30)
+	showView(t, m, "Usage")
+	u := m.views[m.active].(*usageView)
+	ended, running := -1, -1
+	for i, r := range u.rep.Rows {
+		switch {
+		case r.ID == "01JURES":
+			ended = i
+		case r.ID == "01JUBLOCK":
+			running = i
+		}
+	}
+	if ended < 0 || running < 0 {
+		t.Fatalf("rows %+v", u.rep.Rows)
+	}
+	u.cur = ended
+	if msgs := press(m, "a"); !hasNotice(msgs, "is ended, not running") || u.prompt.open {
+		t.Errorf("an ended row opened a prompt: %v", msgs)
+	}
+	u.cur = running
+	press(m, "a")
+	screen := ansi.Strip(m.View().Content)
+	// The fixture's budget.max_idle_pct is 50; the block is 51 % idle.
+	if !strings.Contains(screen, "alert when block …UBLOCK (16 GPU p5.48xlarge) is more than 50▏% idle (now 51%)") {
+		t.Fatalf("prompt:\n%s", screen)
+	}
+	// The keys are the prompt's; a figure of 100 or more is refused.
+	msgs := pressAll(m, "backspace", "backspace", "q", "1", "0", "0", "enter")
+	if !u.prompt.open || !strings.Contains(ansi.Strip(m.View().Content), "want a percentage from 0 to 99") || hasNotice(msgs, "saved") {
+		t.Fatalf("100 %% was accepted:\n%s", ansi.Strip(m.View().Content))
+	}
+	u.prompt.err = ""
+	msgs = pressAll(m, "backspace", "backspace", "backspace", "3", "5", "enter")
+	if !hasNotice(msgs, "rule idle-block-01JUBLOCK saved") {
+		t.Fatalf("save: %v", msgs)
+	}
+	rs := ev.Rules()
+	if len(rs) != 1 || rs[0].Idle == nil || rs[0].Idle.AbovePct != 35 || rs[0].Idle.ID != "01JUBLOCK" || rs[0].MadeBy != "local:tester" {
+		t.Fatalf("rules %+v", rs)
+	}
+	if data, err := os.ReadFile(ev.RulesFile()); err != nil || !strings.Contains(string(data), "above_pct: 35") || !strings.Contains(string(data), "id: 01JUBLOCK") {
+		t.Errorf("rules file %s %v", data, err)
+	}
+	viewer, _ := newUsageFixtureWith(t, Options{Watch: ev, Role: RoleViewer}, 120, 30)
+	showView(t, viewer, "Usage")
+	// A viewer's footer does not offer a, and a does nothing.
+	if strings.Contains(ansi.Strip(viewer.View().Content), "idle alert rule") {
+		t.Error("a viewer's footer offers the idle alert rule")
+	}
+	press(viewer, "a", "enter")
+	if viewer.views[viewer.active].(*usageView).prompt.open || len(ev.Rules()) != 1 {
+		t.Errorf("a viewer made an idle rule: %+v", ev.Rules())
+	}
+}

@@ -29,16 +29,16 @@ type usageLoadedMsg struct {
 
 // usageKeys are the Usage view's keys.
 type usageKeys struct {
-	Up, Down key.Binding
-	global   *globalKeys
+	Up, Down, Alert key.Binding
+	global          *globalKeys
 }
 
 // ShortHelp is the view's part of the footer.
-func (k usageKeys) ShortHelp() []key.Binding { return []key.Binding{k.Up, k.Down} }
+func (k usageKeys) ShortHelp() []key.Binding { return []key.Binding{k.Up, k.Down, k.Alert} }
 
 // FullHelp is the `?` screen.
 func (k usageKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down}, {k.global.Back, k.global.Filter, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	return [][]key.Binding{{k.Up, k.Down, k.Alert}, {k.global.Back, k.global.Filter, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
 }
 
 // usageView shows what was bought and how much of it was used, per ledger
@@ -59,14 +59,27 @@ type usageView struct {
 	busy  bool
 	ready bool
 	last  time.Time
+	// prompt asks an idle rule's figure for the row under the cursor (a,
+	// alerts.go).
+	prompt rulePrompt
 }
 
 func newUsageView(c *common, ctx context.Context, tr *usage.Tracker) *usageView {
-	return &usageView{c: c, ctx: ctx, tr: tr, keys: usageKeys{Up: upKey(), Down: downKey(), global: &c.keys}}
+	alert := key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "idle alert rule"))
+	alert.SetEnabled(c.role != RoleViewer)
+	return &usageView{c: c, ctx: ctx, tr: tr, keys: usageKeys{Up: upKey(), Down: downKey(), Alert: alert, global: &c.keys}}
 }
 
-func (v *usageView) Title() string       { return "Usage" }
-func (v *usageView) KeyMap() help.KeyMap { return v.keys }
+func (v *usageView) Title() string { return "Usage" }
+func (v *usageView) KeyMap() help.KeyMap {
+	if v.prompt.open {
+		return newPromptKeys(false)
+	}
+	return v.keys
+}
+
+// capturing: an open prompt has every key, q and tab too.
+func (v *usageView) capturing() bool     { return v.prompt.open }
 func (v *usageView) SetSize(w, h int)    { v.w, v.h = w, h }
 func (v *usageView) escGoesHome()        {}
 func (v *usageView) slashFiltersMarket() {}
@@ -118,11 +131,16 @@ func (v *usageView) Update(msg tea.Msg) (view, tea.Cmd) {
 			return v, v.load()
 		}
 	case tea.KeyPressMsg:
+		if v.prompt.open {
+			return v, v.prompt.update(v.c, msg)
+		}
 		switch {
 		case key.Matches(msg, v.keys.Up):
 			v.cur = max(v.cur-1, 0)
 		case key.Matches(msg, v.keys.Down):
 			v.cur = min(v.cur+1, max(len(v.rep.Rows)-1, 0))
+		case key.Matches(msg, v.keys.Alert):
+			return v, v.makeIdleRule()
 		}
 	}
 	return v, nil
@@ -189,7 +207,11 @@ func (v *usageView) View() string {
 	if v.err != "" {
 		status = "usage error: " + v.err
 	}
-	lines = append(lines, st.dim.Render(fit(status, v.w, false)))
+	if v.prompt.open {
+		lines = append(lines, v.prompt.view(st, v.w))
+	} else {
+		lines = append(lines, st.dim.Render(fit(status, v.w, false)))
+	}
 	if len(rep.Rows) == 0 {
 		lines = append(lines, st.dim.Render(wrapIndent("  Nothing in the ledger ran in the last "+windowLabel(v.tr.Since())+". Blocks: b books an offering; Fleet: L launches.", v.w)))
 		return strings.Join(lines, "\n")

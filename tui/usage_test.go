@@ -100,6 +100,12 @@ func usageFixtureRows() ([]store.Row, *usageReporter) {
 // budget.max_idle_pct 50, sized w×h, its first report loaded.
 func newUsageFixture(t *testing.T, role Role, w, h int) (*Model, *usageReporter) {
 	t.Helper()
+	return newUsageFixtureWith(t, Options{Role: role}, w, h)
+}
+
+// newUsageFixtureWith is newUsageFixture with more options (a watch).
+func newUsageFixtureWith(t *testing.T, opt Options, w, h int) (*Model, *usageReporter) {
+	t.Helper()
 	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +121,8 @@ func newUsageFixture(t *testing.T, role Role, w, h int) (*Model, *usageReporter)
 	tr := usage.NewTracker(usage.TrackerOptions{Ledger: st, Now: nowFn, MaxIdlePct: 50,
 		Reporter: func(name string) (providers.UsageReporter, bool) { return rep, name == "sim" },
 		Prices:   func() usage.PriceBook { return usage.SnapshotPrices(snap) }})
-	m := newBare(Options{Now: nowFn, NoColor: true, Role: role, Actor: "local:tester", Usage: tr})
+	opt.Now, opt.NoColor, opt.Actor, opt.Usage = nowFn, true, "local:tester", tr
+	m := newBare(opt)
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	_, cmd := m.Update(snapshotMsg{snap: snap})
 	run(m, cmd)

@@ -113,7 +113,7 @@ func (r Rule) Describe() string {
 		if s.ID != "" {
 			what = "ledger row " + s.ID
 		}
-		return fmt.Sprintf("%s starts within %s", what, s.Within.D())
+		return fmt.Sprintf("%s starts within %s", what, providers.FormatDuration(s.Within.D()))
 	case config.RuleIdle:
 		i := r.Idle
 		what := "a running fleet, block or reservation"
@@ -123,7 +123,7 @@ func (r Rule) Describe() string {
 		if i.ID != "" {
 			what = "ledger row " + i.ID
 		}
-		return fmt.Sprintf("%s idle more than %g%% of its cost (after %s running)", what, i.AbovePct, i.AfterOrDefault())
+		return fmt.Sprintf("%s idle more than %g%% of its cost (after %s running)", what, i.AbovePct, providers.FormatDuration(i.AfterOrDefault()))
 	}
 	return r.Kind
 }

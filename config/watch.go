@@ -31,8 +31,8 @@ const (
 	// RulePlan: the best on-time plan for a job gets cheaper than a
 	// figure.
 	RulePlan = "plan"
-	// RuleStartsIn: a booked block or reservation starts within a
-	// duration.
+	// RuleStartsIn: a booked block or reservation, or a scheduled
+	// fleet, starts within a duration.
 	RuleStartsIn = "starts_in"
 	// RuleIdle: a running fleet's (or block's, reservation's) idle
 	// share — the part of its cost so far paid for GPU-hours not running
@@ -197,8 +197,8 @@ type PlanRule struct {
 	BelowUSDGPUHour *float64  `yaml:"below_usd_gpu_hour,omitempty"`
 }
 
-// StartsInRule waits for a booked block or reservation of the ledger to
-// start within Within. Kind and ID narrow it to one kind or one row.
+// StartsInRule waits for a booked block or reservation, or a fleet
+// scheduled to start later, of the ledger to start within Within. Kind and ID narrow it to one kind or one row.
 type StartsInRule struct {
 	Within Duration `yaml:"within"`
 	Kind   string   `yaml:"kind,omitempty"`
@@ -703,8 +703,8 @@ func (s *StartsInRule) validate(key string) error {
 	if s.Within.D() > providers.CapacityBlockTerms.MaxDuration {
 		return ruleErr(key+".within", "%s; want a duration up to 4368h (26 weeks) such as 1h", s.Within.D())
 	}
-	if s.Kind != "" && s.Kind != providers.KindBlock && s.Kind != providers.KindReservation {
-		return ruleErr(key+".kind", "%q; want %s or %s (what starts at a set time), or none for both", s.Kind, providers.KindBlock, providers.KindReservation)
+	if s.Kind != "" && s.Kind != providers.KindBlock && s.Kind != providers.KindReservation && s.Kind != providers.KindFleet {
+		return ruleErr(key+".kind", "%q; want %s, %s or %s (a fleet scheduled with a start), or none for all three", s.Kind, providers.KindBlock, providers.KindReservation, providers.KindFleet)
 	}
 	return nil
 }

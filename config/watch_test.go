@@ -137,7 +137,7 @@ func TestWatchRuleErrors(t *testing.T) {
 		{"plan no figure", "watch:\n  - name: x\n    plan: {gpu: H100, gpus: 8, hours: 4, start: 2026-12-03, deadline: 2026-12-04}\n", []string{"below_usd or below_usd_gpu_hour: missing"}},
 		{"plan no deadline", "watch:\n  - name: x\n    plan: {gpu: H100, gpus: 8, hours: 4, start: 2026-12-03, below_usd: 9}\n", []string{":3:5:", "plan: deadline: missing"}},
 		{"within 0", "watch:\n  - name: x\n    starts_in: {within: 0s}\n", []string{"starts_in: within 0s", "never fire"}},
-		{"starts_in kind", "watch:\n  - name: x\n    starts_in: {within: 1h, kind: fleet}\n", []string{"starts_in.kind", "block or reservation"}},
+		{"starts_in kind", "watch:\n  - name: x\n    starts_in: {within: 1h, kind: spot}\n", []string{"starts_in.kind", "block, reservation or fleet"}},
 		{"idle 100", "watch:\n  - name: x\n    idle: {above_pct: 100}\n", []string{":3:12:", "idle.above_pct", "never fire", "0 to 99"}},
 		{"idle negative", "watch:\n  - name: x\n    idle: {above_pct: -5}\n", []string{"idle.above_pct", "0 to 99"}},
 		{"idle kind", "watch:\n  - name: x\n    idle: {above_pct: 40, kind: spot}\n", []string{"idle.kind", "fleet, block or reservation"}},

@@ -342,7 +342,9 @@ func (e *Evaluator) evalStartsIn(ctx context.Context, r Rule) {
 	now := e.now()
 	var future, soon []store.Row
 	for _, row := range rows {
-		if !store.Booked(row.Kind) || (s.Kind != "" && row.Kind != s.Kind) || (s.ID != "" && row.ID != s.ID && row.ProviderRef != s.ID) || !row.Start.After(now) {
+		// A block, a reservation or a scheduled fleet (launch --start):
+		// what starts at a set time.
+		if (!store.Booked(row.Kind) && row.Kind != store.KindFleet) || (s.Kind != "" && row.Kind != s.Kind) || (s.ID != "" && row.ID != s.ID && row.ProviderRef != s.ID) || !row.Start.After(now) {
 			continue
 		}
 		future = append(future, row)
@@ -380,7 +382,7 @@ func (e *Evaluator) evalStartsIn(ctx context.Context, r Rule) {
 				a.Simulated = a.Simulated && e.simulated(row.Provider)
 				parts = append(parts, fmt.Sprintf("%s %s %d × %s in %s starts %s (in %s)", row.Kind, row.ID, row.InstanceCount,
 					market.DisplayType(row.InstanceType), market.Place(row.Region, row.Zone), row.Start.UTC().Format("Mon 2006-01-02 15:04 UTC"),
-					row.Start.Sub(now).Round(time.Minute)))
+					providers.FormatDuration(row.Start.Sub(now).Round(time.Minute))))
 			}
 			first := news[0]
 			a.Provider, a.Region, a.Zone, a.InstanceType = strp(first.Provider), strp(first.Region), strp(first.Zone), strp(first.InstanceType)

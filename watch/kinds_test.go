@@ -47,7 +47,8 @@ func TestStartsInTellsEachBookedRowOnce(t *testing.T) {
 		{ID: "01A", Kind: store.KindBlock, Provider: "sim", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge", InstanceCount: 2, GPUCount: 16, Start: start, End: start.Add(48 * time.Hour), State: store.StateScheduled},
 		{ID: "01B", Kind: store.KindReservation, Provider: "sim", Region: "eastus", InstanceType: "Standard_ND96isr_H100_v5", InstanceCount: 1, Start: start.Add(-10 * time.Minute), State: store.StateScheduled},
 		{ID: "01C", Kind: store.KindBlock, Provider: "sim", Start: start, State: store.StateFailed},
-		{ID: "01D", Kind: store.KindFleet, Provider: "sim", Start: start, State: store.StateScheduled},
+		// A fleet scheduled with launch --start starts at a set time too.
+		{ID: "01D", Kind: store.KindFleet, Provider: "sim", Region: "us-east-1", InstanceType: "g6.xlarge", InstanceCount: 4, Start: start.Add(5 * time.Minute), State: store.StateScheduled},
 	}}
 	rules := validRules(t, config.Notify{},
 		config.WatchRule{Name: "soon", StartsIn: &config.StartsInRule{Within: config.Duration(time.Hour)}},
@@ -70,11 +71,12 @@ func TestStartsInTellsEachBookedRowOnce(t *testing.T) {
 	e.tick(ctx, false)
 	e.tick(ctx, false)
 	got := byRule()
-	if len(got["soon"]) != 1 || strings.Join(got["soon"][0].LedgerIDs, ",") != "01A,01B" || len(got["blocks"]) != 1 {
-		t.Fatalf("at 10:35: %+v, want one alert for 01A and 01B", got)
+	if len(got["soon"]) != 1 || strings.Join(got["soon"][0].LedgerIDs, ",") != "01A,01B,01D" || len(got["blocks"]) != 1 {
+		t.Fatalf("at 10:35: %+v, want one alert for 01A, 01B and the scheduled fleet 01D", got)
 	}
 	a := got["soon"][0]
-	if !a.Simulated || !strings.Contains(a.Text, "block 01A 2 × p5.48xlarge in us-east-1a starts Thu 2026-12-03 11:30 UTC (in 55m0s)") {
+	if !a.Simulated || !strings.Contains(a.Text, "block 01A 2 × p5.48xlarge in us-east-1a starts Thu 2026-12-03 11:30 UTC (in 55m)") ||
+		!strings.Contains(a.Text, "fleet 01D 4 × g6.xlarge in us-east-1 starts Thu 2026-12-03 11:35 UTC (in 1h)") {
 		t.Errorf("text %q", a.Text)
 	}
 	// A row booked later is told on its own, at once (no cooldown).

@@ -106,7 +106,7 @@ func (r Rule) Describe() string {
 		return fmt.Sprintf("plan %d %s × %gh by %s, %g%% on time, under %s", p.GPUs, p.GPU, p.Hours, p.Deadline, p.OnTimeOrDefault(), fig)
 	case config.RuleStartsIn:
 		s := r.StartsIn
-		what := "a booked block or reservation"
+		what := "a booked block or reservation, or a scheduled fleet,"
 		if s.Kind != "" {
 			what = "a booked " + s.Kind
 		}

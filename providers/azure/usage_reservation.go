@@ -58,7 +58,10 @@ func (p *Provider) reservationUsage(ctx context.Context, q providers.UsageQuery)
 	got, err := c.reserve.Get(ctx, id.ResourceGroupName, id.Parent.Name, id.Name,
 		&armcompute.CapacityReservationsClientGetOptions{Expand: to.Ptr(armcompute.CapacityReservationInstanceViewTypesInstanceView)})
 	if isNotFound(err) {
-		return providers.UsageReport{}, fmt.Errorf("azure: usage of %s: capacity reservation %s (group %s, resource group %s) was not found: it was deleted, or its group or resource group was: %w",
+		// gpumarket deletes a reservation at its end, and Azure keeps
+		// nothing of a deleted one: an ended row's usage cannot be read.
+		return providers.UsageReport{}, fmt.Errorf("azure: usage of %s: capacity reservation %s (group %s, resource group %s) is not in Azure (%w): "+
+			"once a reservation is deleted (gpumarket deletes one at its end) Azure no longer says which VMs used it, so its running and busy hours cannot be read",
 			q.Ref, id.Name, id.Parent.Name, id.ResourceGroupName, short(err))
 	}
 	if err != nil {

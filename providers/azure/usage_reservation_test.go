@@ -358,7 +358,7 @@ func TestAzureReservationUsageNothingToRead(t *testing.T) {
 func TestAzureReservationUsageRefusals(t *testing.T) {
 	_, p := newReservationFake(t, &fakeMonitor{})
 	_, err := p.Usage(context.Background(), reservationQuery())
-	if err == nil || !isNotFound(err) || !strings.Contains(err.Error(), "gpumarket-01R") || !strings.Contains(err.Error(), "was not found") ||
+	if err == nil || !isNotFound(err) || !strings.Contains(err.Error(), "gpumarket-01R") || !strings.Contains(err.Error(), "cannot be read") ||
 		!strings.Contains(err.Error(), "404 ResourceNotFound") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("a missing reservation: %v", err)
 	}

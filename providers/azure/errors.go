@@ -1,11 +1,14 @@
 package azure
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
 	"github.com/gpumarket/gpumarket/providers"
 )
@@ -51,4 +54,47 @@ func settle(err error) error {
 		return err
 	}
 	return declinedError{err}
+}
+
+// shortError tells an ARM call's error in one line ("404
+// ResourceNotFound: The Resource … was not found."), for a message or a
+// usage note: azcore's own text spans a dozen lines (the URL, a rule, the
+// whole body). The error it shortens stays behind Unwrap.
+type shortError struct{ err error }
+
+func (e shortError) Error() string { return armCause(e.err) }
+func (e shortError) Unwrap() error { return e.err }
+
+// short wraps err as a shortError (nil stays nil).
+func short(err error) error {
+	if err == nil {
+		return nil
+	}
+	return shortError{err}
+}
+
+// armCause is the status, code and message of an ARM error answer
+// ({"error": {"code", "message"}}), or the first line of another error.
+func armCause(err error) string {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		return firstLine(err).Error()
+	}
+	s := strconv.Itoa(re.StatusCode)
+	if re.ErrorCode != "" {
+		s += " " + re.ErrorCode
+	}
+	if re.RawResponse != nil {
+		if body, perr := runtime.Payload(re.RawResponse); perr == nil {
+			var doc struct {
+				Error struct {
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if json.Unmarshal(body, &doc) == nil && doc.Error.Message != "" {
+				s += ": " + firstLine(errors.New(doc.Error.Message)).Error()
+			}
+		}
+	}
+	return s
 }

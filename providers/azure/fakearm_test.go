@@ -72,7 +72,9 @@ func (c fakeCredential) GetToken(context.Context, policy.TokenRequestOptions) (a
 //     x-ms-user-quota-remaining / -resets-after on every answer and a 429
 //     past its quota (graphQuota);
 //   - faults: 5xx and 408 on chosen calls (putStatus, failSKURegion), a
-//     reservation's DELETE refused while VMs are associated with it.
+//     reservation's DELETE refused while VMs are associated with it;
+//   - a reservation's instance view only with $expand=instanceView, and
+//     Azure Monitor's metrics under the same endpoint (monitor).
 //
 // Long-running PUTs are answered through Azure-AsyncOperation and DELETEs
 // through Location polling. It also serves the Retail Prices API under
@@ -109,6 +111,9 @@ type fakeARM struct {
 	// throttleNext answers the next ARM requests (not Resource Graph)
 	// 429 with Retry-After: 1.
 	throttleNext int
+	// monitor, when set, answers Azure Monitor's metrics calls, which go
+	// to the ARM endpoint like any other ARM read.
+	monitor *fakeMonitor
 	// graphQuota, when set, is Resource Graph's per-user quota of
 	// queries per graphWindow; 0 means unlimited (the headers still
 	// come).
@@ -335,6 +340,10 @@ func (f *fakeARM) serveARM(w http.ResponseWriter, r *http.Request) {
 		armError(w, http.StatusTooManyRequests, "SubscriptionRequestsThrottled", "Number of 'read' requests for subscription exceeded the limit")
 		return
 	}
+	if f.monitor != nil && strings.HasSuffix(path, "/providers/microsoft.insights/metrics") {
+		f.monitor.ServeHTTP(w, r)
+		return
+	}
 	switch {
 	case path == "/subscriptions/"+testSub+"/providers/microsoft.compute/skus" && r.Method == http.MethodGet:
 		f.serveSKUs(w, r)
@@ -436,11 +445,17 @@ func (f *fakeARM) serveARM(w http.ResponseWriter, r *http.Request) {
 	case (reRes.MatchString(path) || reVMSS.MatchString(path)) && r.Method == http.MethodGet:
 		res := f.resources[path]
 		if res == nil {
-			armError(w, 404, "ResourceNotFound", "not found")
+			armError(w, 404, "ResourceNotFound", "The Resource '"+r.URL.Path[strings.Index(strings.ToLower(r.URL.Path), "/providers/")+len("/providers/"):]+
+				"' under resource group 'rg-gpu' was not found. For more details please go to https://aka.ms/ARMResourceNotFoundFix")
 			return
 		}
-		// CapacityReservation_Get.json shows timeCreated too.
-		writeJSON(w, 200, res)
+		// CapacityReservation_Get.json shows timeCreated too, and the
+		// instance view only when asked for it ($expand=instanceView).
+		out := clone(res)
+		if props, ok := out["properties"].(map[string]any); ok && !strings.EqualFold(r.URL.Query().Get("$expand"), "instanceView") {
+			delete(props, "instanceView")
+		}
+		writeJSON(w, 200, out)
 	case reVMSSView.MatchString(path) && r.Method == http.MethodGet:
 		res := f.resources[reVMSSView.FindStringSubmatch(path)[1]]
 		if res == nil {

@@ -446,6 +446,17 @@ func matchesRequest(r *armcompute.CapacityReservation, req providers.BookRequest
 	return true
 }
 
+// reservationID reads a capacity reservation's resource id, as Book
+// writes it in the ledger row's ProviderRef; its Parent is the
+// reservation group.
+func reservationID(ref string) (*arm.ResourceID, error) {
+	id, err := arm.ParseResourceID(ref)
+	if err != nil || !strings.EqualFold(id.ResourceType.String(), "Microsoft.Compute/capacityReservationGroups/capacityReservations") || id.Parent == nil {
+		return nil, fmt.Errorf("%q is not a capacity reservation resource id", ref)
+	}
+	return id, nil
+}
+
 // DeleteBooking deletes a capacity reservation by its resource id, which
 // ends its billing. A reservation already gone is not an error. Azure
 // deletes a reservation only when no VM is associated with it; when one
@@ -455,9 +466,9 @@ func (p *Provider) DeleteBooking(ctx context.Context, providerRef string) error 
 	if err != nil {
 		return refuse("azure delete reservation: %w (%v)", errNoAccount, err)
 	}
-	id, err := arm.ParseResourceID(providerRef)
-	if err != nil || !strings.EqualFold(id.ResourceType.String(), "Microsoft.Compute/capacityReservationGroups/capacityReservations") || id.Parent == nil {
-		return refuse("azure delete reservation: %q is not a capacity reservation resource id", providerRef)
+	id, err := reservationID(providerRef)
+	if err != nil {
+		return refuse("azure delete reservation: %w", err)
 	}
 	poller, err := c.reserve.BeginDelete(ctx, id.ResourceGroupName, id.Parent.Name, id.Name, nil)
 	if isNotFound(err) {

@@ -18,12 +18,15 @@ import (
 
 var _ providers.UsageReporter = (*Provider)(nil)
 
-// The metrics a scale set's usage is read from (Azure Monitor). Azure has
-// no platform GPU metric: GPU utilization is there only where the VMs run
-// an agent that publishes it, such as Telegraf's nvidia_smi input, whose
-// custom metrics land in namespace telegraf/nvidia_smi. Percentage CPU is
-// a platform metric of every scale set, per VM (dimension VMName), and
-// stands in otherwise.
+// The metrics usage is read from (Azure Monitor). Azure has no platform
+// GPU metric: GPU utilization is there only where the VMs run an agent
+// that publishes it, such as Telegraf's nvidia_smi input, whose custom
+// metrics land in namespace telegraf/nvidia_smi. Percentage CPU is a
+// platform metric of every scale set, per VM (dimension VMName), and of
+// every VM on its own resource (namespace its resource type,
+// Microsoft.Compute/virtualMachines or
+// Microsoft.Compute/virtualMachineScaleSets/virtualMachines, no
+// dimension), and stands in otherwise.
 const (
 	gpuMetricNamespace = "telegraf/nvidia_smi"
 	gpuMetricName      = "utilization_gpu"
@@ -33,12 +36,16 @@ const (
 	// SourceGPU and SourceCPU are the metrics_source of a report.
 	SourceGPU = "Azure Monitor telegraf/nvidia_smi utilization_gpu"
 	SourceCPU = "Azure Monitor Percentage CPU (CPU as a stand-in: no GPU metrics)"
+	// SourceMixed is the source of a reservation whose VMs do not all
+	// publish the GPU metric: each VM's busy samples come from the GPU
+	// metric where it publishes it, else from its CPU.
+	SourceMixed = "Azure Monitor telegraf/nvidia_smi utilization_gpu where a VM publishes it, else Percentage CPU (CPU as a stand-in)"
 )
 
 // metricsClients keeps one Azure Monitor client per provider. It lives
-// here rather than in armClients because this file is all of usage's
-// change to the package (azure.go belongs to the provider's owner); fold
-// it into armClients when convenient.
+// here rather than in armClients because usage was added apart from
+// azure.go (which belongs to the provider's owner); fold it into
+// armClients when convenient.
 var metricsClients sync.Map // *Provider → *armmonitor.MetricsClient
 
 // metrics returns the provider's Azure Monitor client, signed in the way
@@ -61,7 +68,9 @@ func (p *Provider) metrics(ctx context.Context) (*armmonitor.MetricsClient, erro
 			return nil, fmt.Errorf("no Azure credential: %w", err)
 		}
 	}
-	mc, err := armmonitor.NewMetricsClient(c.subID, cred, p.opt.ClientOptions)
+	// The metrics API is an ARM call like the others: the same read
+	// bucket, the same retry rule (a 429's Retry-After is waited out).
+	mc, err := armmonitor.NewMetricsClient(c.subID, cred, p.clientOptions())
 	if err != nil {
 		return nil, fmt.Errorf("azure monitor client: %w", err)
 	}
@@ -69,39 +78,64 @@ func (p *Provider) metrics(ctx context.Context) (*armmonitor.MetricsClient, erro
 	return got.(*armmonitor.MetricsClient), nil
 }
 
-// Usage reports how a spot scale set's VMs ran and how busy they were,
-// from Azure Monitor: per VM (dimension VMName), the hours with a
-// datapoint are the hours it ran, and their average is its utilization —
-// the Telegraf GPU metric where the VMs publish it, else Percentage CPU,
-// said so. Azure Monitor does not say which VMs were evicted, so
-// interruptions are unknown. A capacity reservation's usage (the VMs
-// associated with it) is not read yet: it is refused, and its row says
-// so.
+// Usage reports how the capacity of a ledger row ran and how busy it was,
+// from Azure Monitor, for both things gpumarket makes on Azure:
+//
+//   - a spot scale set (fleet): per VM (dimension VMName) of the scale
+//     set's metrics; Azure Monitor does not say which VMs were evicted, so
+//     interruptions are unknown;
+//   - an On-demand Capacity Reservation (reservation): the VMs Azure lists
+//     as associated with it (or allocated against it) now, each read on
+//     its own resource (reservationUsage). Only the current association is
+//     listed, so a VM that ran in the reservation and was since deleted or
+//     moved out is not counted, and the report's Note says so. Spot VMs
+//     cannot use a capacity reservation, so none of its VMs was evicted:
+//     interruptions are known to be none.
+//
+// Either way the hours with a datapoint are the hours a VM ran, and their
+// average is its utilization: the Telegraf GPU metric where the VM
+// publishes it, else Percentage CPU, said so in Source.
 func (p *Provider) Usage(ctx context.Context, q providers.UsageQuery) (providers.UsageReport, error) {
-	if q.Kind != providers.KindFleet {
-		return providers.UsageReport{}, fmt.Errorf("azure: usage of %s reservations is not read yet (only of spot scale sets)", q.Kind)
+	switch q.Kind {
+	case providers.KindFleet:
+		return p.scaleSetUsage(ctx, q)
+	case providers.KindReservation:
+		return p.reservationUsage(ctx, q)
 	}
-	if !strings.HasPrefix(q.ProviderRef, "/") {
-		return providers.UsageReport{}, fmt.Errorf("azure: usage of %s: %q is not a scale set resource id", q.Ref, q.ProviderRef)
-	}
-	from, to := q.From, q.To
+	return providers.UsageReport{}, fmt.Errorf("azure: usage of %s: Azure has no %q capacity in gpumarket (only %s and %s)",
+		q.Ref, q.Kind, providers.KindReservation, providers.KindFleet)
+}
+
+// usageSpan is the part of [q.From, q.To] the row's capacity ran in,
+// from the start of its first hour (Azure Monitor's hourly grains start
+// on the hour); false when the row did not run in the span.
+func usageSpan(q providers.UsageQuery) (from, to time.Time, ok bool) {
+	from, to = q.From, q.To
 	if !q.Start.IsZero() && q.Start.After(from) {
 		from = q.Start
 	}
 	if !q.End.IsZero() && q.End.Before(to) {
 		to = q.End
 	}
+	return from.Truncate(time.Hour), to, to.After(from)
+}
+
+// scaleSetUsage reads a spot scale set's usage (see Usage).
+func (p *Provider) scaleSetUsage(ctx context.Context, q providers.UsageQuery) (providers.UsageReport, error) {
+	if !strings.HasPrefix(q.ProviderRef, "/") {
+		return providers.UsageReport{}, fmt.Errorf("azure: usage of %s: %q is not a scale set resource id", q.Ref, q.ProviderRef)
+	}
+	from, to, ok := usageSpan(q)
 	rep := providers.UsageReport{InterruptionsUnknown: true}
-	if !to.After(from) {
+	if !ok {
 		return rep, nil
 	}
 	mc, err := p.metrics(ctx)
 	if err != nil {
 		return providers.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, err)
 	}
-	from = from.Truncate(time.Hour)
-	gpu, gerr := vmSeries(ctx, mc, q.ProviderRef, gpuMetricNamespace, gpuMetricName, from, to)
-	cpu, cerr := vmSeries(ctx, mc, q.ProviderRef, cpuMetricNamespace, cpuMetricName, from, to)
+	gpu, gerr := metricSeries(ctx, mc, q.ProviderRef, gpuMetricNamespace, gpuMetricName, "VMName", from, to)
+	cpu, cerr := metricSeries(ctx, mc, q.ProviderRef, cpuMetricNamespace, cpuMetricName, "VMName", from, to)
 	if cerr != nil {
 		// Without the platform metric nothing says which VMs ran.
 		return providers.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, cerr)
@@ -145,20 +179,29 @@ func (p *Provider) Usage(ctx context.Context, q providers.UsageQuery) (providers
 // failure, the stand-in is used.
 var errMetricAbsent = errors.New("metric not published")
 
-// vmSeries reads one metric of a scale set per VM, hourly averages, as
-// busy samples (percent / 100). Hours without a value are left out.
-func vmSeries(ctx context.Context, mc *armmonitor.MetricsClient, resource, namespace, name string, from, to time.Time) (map[string][]providers.BusySample, error) {
-	out, err := mc.List(ctx, strings.TrimPrefix(resource, "/"), &armmonitor.MetricsClientListOptions{
+// metricSeries reads one metric of a resource as hourly averages, as
+// busy samples (percent / 100), keyed by the value of dimension dim: a
+// scale set's metrics split by VMName. With dim "" the resource's one
+// series is read, keyed "": a single VM's metrics have no VM dimension
+// (an unsplit answer's timeseries carries empty metadatavalues, as the
+// second metric of the REST spec's GetMetricError.json shows). Hours
+// without a value are left out.
+func metricSeries(ctx context.Context, mc *armmonitor.MetricsClient, resource, namespace, name, dim string, from, to time.Time) (map[string][]providers.BusySample, error) {
+	opt := &armmonitor.MetricsClientListOptions{
 		Metricnames: ptr(name), Metricnamespace: ptr(namespace), Aggregation: ptr("average"), Interval: ptr("PT1H"),
-		Timespan: ptr(from.UTC().Format(time.RFC3339) + "/" + to.UTC().Format(time.RFC3339)),
-		Filter:   ptr("VMName eq '*'"), Top: ptrInt32(1000), AutoAdjustTimegrain: ptrBool(true), ValidateDimensions: ptrBool(false),
-	})
+		Timespan:            ptr(from.UTC().Format(time.RFC3339) + "/" + to.UTC().Format(time.RFC3339)),
+		AutoAdjustTimegrain: ptrBool(true), ValidateDimensions: ptrBool(false),
+	}
+	if dim != "" {
+		opt.Filter, opt.Top = ptr(dim+" eq '*'"), ptrInt32(1000)
+	}
+	out, err := mc.List(ctx, strings.TrimPrefix(resource, "/"), opt)
 	if err != nil {
 		var re *azcore.ResponseError
 		if errors.As(err, &re) && re.StatusCode == 400 && strings.Contains(strings.ToLower(re.ErrorCode+err.Error()), "metric") {
 			return nil, fmt.Errorf("%s %s: %w", namespace, name, errMetricAbsent)
 		}
-		return nil, fmt.Errorf("%s %s: %w", namespace, name, err)
+		return nil, fmt.Errorf("%s %s: %w", namespace, name, short(err))
 	}
 	// Azure may answer with another grain than asked (AutoAdjustTimegrain).
 	grain := time.Hour
@@ -179,26 +222,28 @@ func vmSeries(ctx context.Context, mc *armmonitor.MetricsClient, resource, names
 			if ts == nil {
 				continue
 			}
-			vm := ""
-			for _, md := range ts.Metadatavalues {
-				if md != nil && md.Name != nil && strings.EqualFold(deref(md.Name.Value), "vmname") {
-					vm = deref(md.Value)
+			key := ""
+			if dim != "" {
+				for _, md := range ts.Metadatavalues {
+					if md != nil && md.Name != nil && strings.EqualFold(deref(md.Name.Value), dim) {
+						key = deref(md.Value)
+					}
 				}
-			}
-			if vm == "" {
-				continue
+				if key == "" {
+					continue
+				}
 			}
 			for _, d := range ts.Data {
 				if d == nil || d.TimeStamp == nil || d.Average == nil {
 					continue // no value that hour: not running, or not measured
 				}
-				series[vm] = append(series[vm], providers.BusySample{At: d.TimeStamp.UTC(), Period: grain,
+				series[key] = append(series[key], providers.BusySample{At: d.TimeStamp.UTC(), Period: grain,
 					Share: min(max(*d.Average/100, 0), 1)})
 			}
 		}
 	}
-	for vm := range series {
-		s := series[vm]
+	for k := range series {
+		s := series[k]
 		sort.Slice(s, func(i, j int) bool { return s[i].At.Before(s[j].At) })
 	}
 	return series, nil

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -26,14 +27,36 @@ import (
 // metrics with name, unit, timeseries[] of metadatavalues (the VMName
 // dimension) and data[] of timeStamp and average — an hour without a
 // value has a timeStamp and no average.
+//
+// A scale set's metrics are asked split by VMName ($filter VMName eq
+// '*'). A single VM's (Microsoft.Compute/virtualMachines/{name}, or a
+// scale set's VM, …/virtualMachineScaleSets/{name}/virtualMachines/{id})
+// are asked without a filter and answered as one timeseries with empty
+// metadatavalues (the unsplit metric of GetMetricError.json), its
+// platform metrics only in the namespace of its resource type; a custom
+// namespace it does not publish is a 400 as Azure answers it ("Failed to
+// find metric configuration").
 type fakeMonitor struct {
 	mu      sync.Mutex
 	series  map[string]map[string][]float64 // namespace → vm → hourly values (NaN-free; -1 = no value)
 	errCode map[string]string               // namespace → per-metric error code
 	status  map[string]int                  // namespace → HTTP status to answer
-	asked   []url.Values
-	start   time.Time
+	// vms are single VMs' series: VM ("train-0", "ss/3") → namespace →
+	// hourly values (-1 = no value). vmStatus answers a VM's calls of a
+	// namespace ("" every one) with an ARM error of that status.
+	vms      map[string]map[string][]float64
+	vmStatus map[string]map[string]int
+	// throttleNext answers the next calls 429 with Retry-After: 1.
+	throttleNext int
+	throttled    int
+	asked        []url.Values
+	askedPaths   []string
+	start        time.Time
 }
+
+// reVMResource matches a single VM's resource path (lower case): group 1
+// is a VM's name, groups 2 and 3 a scale set VM's scale set and id.
+var reVMResource = regexp.MustCompile(`/providers/microsoft\.compute/(?:virtualmachines/([^/]+)|virtualmachinescalesets/([^/]+)/virtualmachines/([^/]+))$`)
 
 func (f *fakeMonitor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasSuffix(r.URL.Path, "/providers/Microsoft.Insights/metrics") {
@@ -43,9 +66,26 @@ func (f *fakeMonitor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.throttleNext > 0 {
+		f.throttleNext--
+		f.throttled++
+		w.Header().Set("Retry-After", "1")
+		armError(w, http.StatusTooManyRequests, "TooManyRequests", "The request was throttled.")
+		return
+	}
 	f.asked = append(f.asked, q)
+	resource := strings.TrimSuffix(r.URL.Path, "/providers/Microsoft.Insights/metrics")
+	f.askedPaths = append(f.askedPaths, resource)
 	ns := q.Get("metricnamespace")
-	if q.Get("api-version") != "2024-02-01" || q.Get("$filter") != "VMName eq '*'" || q.Get("aggregation") != "average" {
+	if q.Get("api-version") != "2024-02-01" || q.Get("aggregation") != "average" {
+		armError(w, http.StatusBadRequest, "BadRequest", "unexpected query "+q.Encode())
+		return
+	}
+	if m := reVMResource.FindStringSubmatch(strings.ToLower(resource)); m != nil {
+		f.serveVM(w, q, resource, m)
+		return
+	}
+	if q.Get("$filter") != "VMName eq '*'" {
 		armError(w, http.StatusBadRequest, "BadRequest", "unexpected query "+q.Encode())
 		return
 	}
@@ -53,30 +93,88 @@ func (f *fakeMonitor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		armError(w, st, "BadRequest", "Failed to find metric configuration for provider: "+ns)
 		return
 	}
-	metric := map[string]any{
-		"id":   strings.TrimSuffix(r.URL.Path, "/providers/Microsoft.Insights/metrics") + "/providers/Microsoft.Insights/metrics/" + q.Get("metricnames"),
-		"type": "Microsoft.Insights/metrics", "unit": "Percent", "errorCode": "Success",
-		"name": map[string]any{"value": q.Get("metricnames"), "localizedValue": q.Get("metricnames")},
-	}
+	metric := f.metric(resource, q)
 	if code := f.errCode[ns]; code != "" {
 		metric["errorCode"], metric["errorMessage"] = code, "Sampling type is not found."
 	}
 	var ts []any
 	for vm, vals := range f.series[ns] {
-		var data []any
-		for i, v := range vals {
-			d := map[string]any{"timeStamp": f.start.Add(time.Duration(i) * time.Hour).Format(time.RFC3339)}
-			if v >= 0 {
-				d["average"] = v
-			}
-			data = append(data, d)
-		}
 		ts = append(ts, map[string]any{"metadatavalues": []any{map[string]any{"name": map[string]any{"value": "vmname", "localizedValue": "vmname"}, "value": vm}},
-			"data": data})
+			"data": f.data(vals)})
 	}
 	metric["timeseries"] = ts
+	f.answer(w, q, metric)
+}
+
+// serveVM answers a single VM's metrics call.
+func (f *fakeMonitor) serveVM(w http.ResponseWriter, q url.Values, resource string, m []string) {
+	vm, typ := m[1], "microsoft.compute/virtualmachines"
+	if vm == "" {
+		vm, typ = m[2]+"/"+m[3], "microsoft.compute/virtualmachinescalesets/virtualmachines"
+	}
+	ns := q.Get("metricnamespace")
+	if q.Get("$filter") != "" {
+		armError(w, http.StatusBadRequest, "BadRequest", "a VM's metrics have no dimension to filter on: "+q.Get("$filter"))
+		return
+	}
+	var series map[string][]float64
+	for k, v := range f.vms {
+		if strings.EqualFold(k, vm) {
+			series = v
+		}
+	}
+	if series == nil {
+		armError(w, http.StatusNotFound, "ResourceNotFound", "The Resource '"+resource+"' was not found.")
+		return
+	}
+	for k, st := range f.vmStatus[vm] {
+		if k == "" || strings.EqualFold(k, ns) {
+			code := map[int]string{403: "AuthorizationFailed", 500: "InternalServerError"}[st]
+			armError(w, st, code, "faked failure of "+vm+"'s metrics")
+			return
+		}
+	}
+	var vals []float64
+	found := false
+	for k, v := range series {
+		if strings.EqualFold(k, ns) {
+			vals, found = v, true
+		}
+	}
+	if !found && !strings.EqualFold(ns, typ) {
+		armError(w, http.StatusBadRequest, "BadRequest", "Failed to find metric configuration for provider: "+ns+", resource Id: "+resource+", metric: "+q.Get("metricnames"))
+		return
+	}
+	metric := f.metric(resource, q)
+	metric["timeseries"] = []any{map[string]any{"metadatavalues": []any{}, "data": f.data(vals)}}
+	f.answer(w, q, metric)
+}
+
+func (f *fakeMonitor) metric(resource string, q url.Values) map[string]any {
+	return map[string]any{
+		"id":   resource + "/providers/Microsoft.Insights/metrics/" + q.Get("metricnames"),
+		"type": "Microsoft.Insights/metrics", "unit": "Percent", "errorCode": "Success",
+		"name": map[string]any{"value": q.Get("metricnames"), "localizedValue": q.Get("metricnames")},
+	}
+}
+
+// data is hourly values from f.start as data[]: -1 is an hour with a
+// timeStamp and no average.
+func (f *fakeMonitor) data(vals []float64) []any {
+	data := []any{}
+	for i, v := range vals {
+		d := map[string]any{"timeStamp": f.start.Add(time.Duration(i) * time.Hour).Format(time.RFC3339)}
+		if v >= 0 {
+			d["average"] = v
+		}
+		data = append(data, d)
+	}
+	return data
+}
+
+func (f *fakeMonitor) answer(w http.ResponseWriter, q url.Values, metric map[string]any) {
 	writeJSON(w, http.StatusOK, map[string]any{"cost": 598, "timespan": q.Get("timespan"), "interval": "PT1H",
-		"namespace": strings.ToLower(ns), "resourceregion": "eastus", "value": []any{metric}})
+		"namespace": strings.ToLower(q.Get("metricnamespace")), "resourceregion": "eastus", "value": []any{metric}})
 }
 
 func newMonitorProvider(t *testing.T, f *fakeMonitor) *Provider {
@@ -172,16 +270,18 @@ func TestAzureUsageScaleSet(t *testing.T) {
 	}
 }
 
-func TestAzureUsageFailuresAndReservations(t *testing.T) {
+func TestAzureUsageFailures(t *testing.T) {
 	mon := &fakeMonitor{status: map[string]int{cpuMetricNamespace: http.StatusForbidden, gpuMetricNamespace: http.StatusForbidden}, start: testNow}
 	p := newMonitorProvider(t, mon)
 	if _, err := p.Usage(context.Background(), scaleSetQuery()); err == nil {
 		t.Error("the platform metric refused, yet a report")
+	} else if strings.Contains(err.Error(), "\n") {
+		t.Errorf("the error spans lines (azcore's whole answer): %q", err)
 	}
 	q := scaleSetQuery()
-	q.Kind = providers.KindReservation
-	if _, err := p.Usage(context.Background(), q); err == nil || !strings.Contains(err.Error(), "not read yet") {
-		t.Errorf("reservation: %v", err)
+	q.Kind = providers.KindBlock
+	if _, err := p.Usage(context.Background(), q); err == nil || !strings.Contains(err.Error(), `"block"`) {
+		t.Errorf("a block on Azure: %v", err)
 	}
 	q = scaleSetQuery()
 	q.ProviderRef = "vmss-name"

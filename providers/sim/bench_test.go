@@ -81,3 +81,23 @@ func BenchmarkLiveTick(b *testing.B) {
 	}
 	b.ReportMetric(float64(points)/float64(ticks), "points/tick")
 }
+
+// BenchmarkUsageFleetWeek is the Usage view's question of a 64-instance
+// fleet that has run a week: which instances ran, which were interrupted
+// and their hourly busy samples.
+func BenchmarkUsageFleetWeek(b *testing.B) {
+	m := newAt(1, wed)
+	q := providers.UsageQuery{Ref: "01BENCH", Kind: providers.KindFleet, ProviderRef: "fleet-bench", Region: "us-east-1",
+		InstanceType: "g6.xlarge", InstanceTypes: []string{"g6.xlarge", "g5.xlarge"}, InstanceCount: 64, OnDemand: 4,
+		Start: wed.Add(-7 * 24 * time.Hour), From: wed.Add(-7 * 24 * time.Hour), To: wed}
+	var instances int
+	b.ReportAllocs()
+	for b.Loop() {
+		rep, err := m.Usage(context.Background(), q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		instances = len(rep.Instances)
+	}
+	b.ReportMetric(float64(instances), "instances")
+}

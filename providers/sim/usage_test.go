@@ -51,12 +51,14 @@ func TestSimUsageIsDeterministicPerSeed(t *testing.T) {
 // simulated market shows what the Usage view must show — busy rows, idle
 // ones, interrupted spot instances, rows without metrics — and nothing
 // outside the rules (shares in [0, 1], samples within the instance's run,
-// on-demand instances never interrupted).
+// on-demand instances never interrupted). The fleets launch at different
+// times: where a fleet's spot instances go, and when they are taken back,
+// is its pools' capacity from its launch on.
 func TestSimUsageHasIdleInterruptedAndUnmeasuredRows(t *testing.T) {
 	m := newAt(1, wed)
-	start := wed.Add(-72 * time.Hour)
 	var idle, busy, interrupted, noMetrics int
 	for i := range 40 {
+		start := wed.Add(-72*time.Hour + time.Duration(i)*47*time.Minute)
 		q := usageQuery(fmt.Sprintf("ROW%02d", i), providers.KindFleet, 4, start, time.Time{}, wed)
 		q.OnDemand = 1
 		rep, err := m.Usage(ctx, q)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,11 +86,12 @@ func (m *Market) Usage(ctx context.Context, q providers.UsageQuery) (providers.U
 		}
 		// Each clock hour of its run has a busy sample.
 		if prof != profileNoMetrics {
+			noise := newHashPrefix("usage-busy", seed, q.Ref, strconv.Itoa(i))
 			for h := in.Start.Truncate(time.Hour); h.Before(stop); h = h.Add(time.Hour) {
 				s0, s1 := maxT(h, in.Start), minT(h.Add(time.Hour), stop)
 				if s1.After(s0) && !s1.Before(q.From) {
 					in.Busy = append(in.Busy, providers.BusySample{At: s0, Period: s1.Sub(s0),
-						Share: m.busyShare(prof, seed, q.Ref, i, h)})
+						Share: busyShare(prof, unit(noise.withInt(h.Unix())), h)})
 				}
 			}
 		}
@@ -178,9 +180,9 @@ func usageInstanceID(seed, ref string, i int) string {
 	return fmt.Sprintf("i-%017x", strHash("usage-instance", seed, ref, fmt.Sprint(i))>>4)
 }
 
-// busyShare is an instance's utilization in the clock hour h.
-func (m *Market) busyShare(prof usageProfile, seed, ref string, i int, h time.Time) float64 {
-	noise := unit(strHash("usage-busy", seed, ref, fmt.Sprint(i), fmt.Sprint(h.Unix())))
+// busyShare is an instance's utilization in the clock hour h, from a
+// noise in [0, 1) drawn for the instance and the hour.
+func busyShare(prof usageProfile, noise float64, h time.Time) float64 {
 	switch prof {
 	case profileIdle:
 		return round3(0.01 + 0.07*noise)
@@ -190,6 +192,40 @@ func (m *Market) busyShare(prof usageProfile, seed, ref string, i int, h time.Ti
 		return round3(0.75 + 0.23*noise)
 	}
 	return round3(0.15 + 0.5*noise)
+}
+
+// hashPrefix is strHash's FNV-1a state after its leading parts: it hashes
+// many part lists that share them — an instance's every hour — without
+// hashing the shared parts again or formatting through fmt.
+type hashPrefix uint64
+
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+func newHashPrefix(parts ...string) hashPrefix {
+	h := uint64(fnvOffset64)
+	for _, p := range parts {
+		h = fnvAdd(h, p)
+	}
+	return hashPrefix(h)
+}
+
+// withInt is strHash of the prefix's parts and v in decimal.
+func (h hashPrefix) withInt(v int64) uint64 {
+	var buf [24]byte
+	return mix(fnvAdd(uint64(h), strconv.AppendInt(buf[:0], v, 10)))
+}
+
+// fnvAdd hashes one part and its 0 separator into an FNV-1a state, as
+// strHash does.
+func fnvAdd[T string | []byte](h uint64, part T) uint64 {
+	for i := 0; i < len(part); i++ {
+		h ^= uint64(part[i])
+		h *= fnvPrime64
+	}
+	return h * fnvPrime64 // the 0 separator: h ^= 0 changes nothing
 }
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -121,5 +122,16 @@ func TestSimUsageBlockInstancesStartInTheWindow(t *testing.T) {
 	}
 	if _, err := m.Usage(ctx, providers.UsageQuery{Ref: "x", To: wed}); err == nil {
 		t.Error("a query without a start or instances was answered")
+	}
+}
+
+// TestHashPrefixIsStrHash: the busy samples' hashing, done in parts, is
+// strHash's, so the samples are what they were.
+func TestHashPrefixIsStrHash(t *testing.T) {
+	for _, v := range []int64{0, 7, -3, 1764082800, math.MaxInt64} {
+		p := newHashPrefix("usage-busy", "1", "01ROW", "12")
+		if got, want := p.withInt(v), strHash("usage-busy", "1", "01ROW", "12", fmt.Sprint(v)); got != want {
+			t.Errorf("%d: %x, strHash says %x", v, got, want)
+		}
 	}
 }

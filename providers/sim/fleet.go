@@ -197,25 +197,25 @@ func (m *Market) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (pro
 }
 
 // message is what the fleet's answer says at now: scheduled, or what its
-// launch placed and what it could not, and what was taken back since.
-func (f *fleetState) message(now time.Time, running int) string {
+// launch placed and what it could not, and how many of its spot instances
+// were taken back since.
+func (f *fleetState) message(now time.Time, interrupted int) string {
 	id := f.fleet.ID
 	var msg string
 	if f.start.After(now) {
 		msg = fmt.Sprintf("simulated fleet %s of %d instances scheduled from %s", id, f.fleet.Target, f.start.UTC().Format(time.RFC3339))
 	} else {
-		launched := f.launched()
-		msg = fmt.Sprintf("simulated fleet %s: launched %d of %d instances", id, launched, f.fleet.Target)
+		msg = fmt.Sprintf("simulated fleet %s: launched %d of %d instances", id, f.launched(), f.fleet.Target)
 		if f.unpriced > 0 {
 			msg += fmt.Sprintf("; %d spot instances not launched: no pool is under the max price", f.unpriced)
 		}
 		if f.uncapacitated > 0 {
 			msg += fmt.Sprintf("; %d spot instances not launched: %s", f.uncapacitated, insufficientCapacity)
 		}
-		if gone := launched - running; gone > 0 && f.fleet.State == "active" && (f.end.IsZero() || now.Before(f.end)) {
-			msg += fmt.Sprintf("; %d spot instances interrupted (their pool's capacity was taken back)", gone)
+		if interrupted > 0 {
+			msg += fmt.Sprintf("; %d spot instances interrupted (their pool's capacity was taken back)", interrupted)
 		}
-		if f.unpriced+f.uncapacitated > 0 || launched > running {
+		if f.unpriced+f.uncapacitated+interrupted > 0 {
 			msg += "; an instant fleet neither retries nor replaces them"
 		}
 	}
@@ -245,7 +245,7 @@ func (m *Market) viewLocked(f *fleetState, now time.Time) providers.Fleet {
 	}
 	n, usd := m.running(f.placement, now.Unix())
 	v.Instances, v.EstimatedUSDh = n, math.Round(usd*1e4)/1e4
-	v.Message = f.message(now, n)
+	v.Message = f.message(now, f.launched()-n)
 	return v
 }
 

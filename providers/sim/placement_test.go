@@ -457,3 +457,44 @@ func TestSimUsageInterruptionsMatchTheProcess(t *testing.T) {
 		t.Logf("%s: %d interruptions (%d moments) in %.0f instance-hours: %.3f/h, process %.3f/h ± %.3f", key, n, len(moments), hours, rate, truth.InterruptionsPerHour, tol)
 	}
 }
+
+// TestFleetIDCarriesItsPlacement: a fleet id gives back the second its
+// instances were placed; an id of another shape, or of a second more than
+// a week before the row's start, gives nothing (the row's start is used).
+func TestFleetIDCarriesItsPlacement(t *testing.T) {
+	at := wed.Add(-3 * time.Hour)
+	id := fleetID(strHash("fleet", "1", "tok"), at.Unix())
+	for _, c := range []struct {
+		id    string
+		start time.Time
+		ok    bool
+	}{
+		{id, at.Add(2 * time.Second), true},
+		{id, at.Add(-time.Hour), true},
+		{id, at.Add(6 * 24 * time.Hour), true}, // found by a reconciliation days later
+		{id, at.Add(8 * 24 * time.Hour), false},
+		{"fleet-11111111-2222-4333-8444-555555555555", wed, false},
+		{"fleet-bench", wed, false},
+		{"fleet-zzzzzzzz-2222-4333-8444-555555555555", wed, false},
+		{"", wed, false},
+	} {
+		got, ok := placedAtOf(c.id, c.start)
+		if ok != c.ok || ok && got != at.Unix() {
+			t.Errorf("%q from %s: %d, %v; want %v", c.id, c.start, got, ok, c.ok)
+		}
+	}
+}
+
+// FuzzPlacedAtOf: any text in a row's fleet id is read without a panic,
+// and a second read from it is never more than a week before the start.
+func FuzzPlacedAtOf(f *testing.F) {
+	f.Add(fleetID(1, wed.Unix()), wed.Unix())
+	f.Add("fleet-11111111-2222-4333-8444-555555555555", int64(0))
+	f.Add("fleet-", int64(-1))
+	f.Fuzz(func(t *testing.T, id string, start int64) {
+		s := time.Unix(start%(1<<40), 0)
+		if got, ok := placedAtOf(id, s); ok && got < s.Add(-7*24*time.Hour).Unix() {
+			t.Errorf("%q from %s: %d", id, s, got)
+		}
+	})
+}

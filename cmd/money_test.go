@@ -238,7 +238,10 @@ func TestLedgerTimeoutDoesNotJudgeOthers(t *testing.T) {
 // whose process ended is ended, with a note and an end.
 func TestFleetDeleteIsANoteAndSimFleetsEnd(t *testing.T) {
 	s := newSession(t, "")
-	launch := []string{"fleet", "launch", "--region", "us-east-1", "--instance-types", "p5.48xlarge", "--target", "2", "--yes", "-o", "json"}
+	// An on-demand base: the simulated market places spot instances only
+	// where its pools have capacity at the (wall-clock) launch, and a fleet
+	// that launched nothing has failed; this one always runs.
+	launch := []string{"fleet", "launch", "--region", "us-east-1", "--instance-types", "p5.48xlarge", "--target", "2", "--on-demand-base", "1", "--yes", "-o", "json"}
 	code, out, errOut := s.run(launch...)
 	if code != 0 {
 		t.Fatalf("launch: %s", errOut)

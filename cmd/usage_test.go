@@ -37,7 +37,9 @@ func usageSession(t *testing.T) (run func(args ...string) (int, string, string),
 
 // seedLedger writes ledger rows of the simulated market that ran in the
 // past: a capacity block of 2 × p5.48xlarge over the last 30 hours (fee
-// $4,000), and a spot fleet of 4 × g6.xlarge launched 20 hours ago.
+// $4,000), and a fleet of 4 × g6.xlarge launched 20 hours ago, one of them
+// on-demand (its spot ones ran only if the pools had capacity 20 hours
+// ago, wall-clock time: the on-demand one always did).
 func seedLedger(t *testing.T, dataDir string) (block, fleet store.Row) {
 	t.Helper()
 	st, err := store.Open(dataDir)
@@ -54,7 +56,7 @@ func seedLedger(t *testing.T, dataDir string) (block, fleet store.Row) {
 	if block, err = st.RecordIntent(ctx, block, nil); err != nil {
 		t.Fatal(err)
 	}
-	spec, _ := json.Marshal(providers.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"g6.xlarge"}, TargetCapacity: 4})
+	spec, _ := json.Marshal(providers.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"g6.xlarge"}, TargetCapacity: 4, OnDemandBase: 1})
 	fleet = store.Row{Kind: store.KindFleet, Provider: "sim", Cloud: "aws", Region: "us-east-1", InstanceType: "g6.xlarge",
 		InstanceCount: 4, GPUCount: 4, CostUSD: 1.2, CostNote: "estimate: first hour at current prices; a fleet bills until deleted",
 		State: store.StateActive, ProviderRef: "fleet-11111111-2222-4333-8444-555555555555", Actor: "bob@lab", IdemKey: "tok-1",
@@ -124,8 +126,11 @@ func TestUsageJSONOnTheSimulatedMarket(t *testing.T) {
 	if f == nil || f["kind"] != "fleet" || f["interruptions"] == nil || f["cost_usd"] == nil {
 		t.Fatalf("fleet row: %v", f)
 	}
-	if c := f["cost_usd"].(float64); !(c > 0) || c > 1.2*20*1.5 {
-		t.Errorf("fleet cost so far %v: want 20 h of up to 4 g6.xlarge at the simulated spot prices", c)
+	// At most 20 h (and the minute the command may take) of one
+	// g6.xlarge on-demand at its list price, $0.8048/h, and three spot
+	// ones at the simulated spot prices, at least 60 % below it.
+	if c := f["cost_usd"].(float64); !(c > 0) || c > (20+1.0/60)*0.8048*(1+3*0.4) {
+		t.Errorf("fleet cost so far %v: want 20 h of one g6.xlarge on-demand and up to 3 spot", c)
 	}
 	if !strings.Contains(errOut, "SIMULATED MARKET") {
 		t.Errorf("stderr %q lacks the SIMULATED MARKET line", errOut)

@@ -38,6 +38,13 @@ type UsageQuery struct {
 	// fleet's instances are on-demand, the rest spot.
 	InstanceCount int
 	OnDemand      int
+	// Zones, Strategy and MaxPriceUSD are the rest of a fleet's spec, for
+	// a provider that works out from its terms where the fleet's
+	// instances went (the simulated market, which keeps no fleet beyond
+	// the process that launched it); empty for other rows.
+	Zones       []string
+	Strategy    string
+	MaxPriceUSD *float64
 	// Start and End bound the row's capacity (a block's window, a
 	// fleet's time running); a zero End means it still runs.
 	Start, End time.Time

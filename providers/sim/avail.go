@@ -167,27 +167,54 @@ func (m *Market) Capacity(key providers.PoolKey, from time.Time, gap time.Durati
 	if gap < time.Second || n < 1 || n > MaxCapacityTicks {
 		return nil, fmt.Errorf("sim capacity of %s: want a gap of at least 1s and 1 to %d ticks", key, MaxCapacityTicks)
 	}
-	a := &p.avail
-	pool := newLayerReader(m.opt.Seed, a.poolKey, a.pool, true)
-	region := newLayerReader(m.opt.Seed, a.regionKey, a.region, false)
+	w := m.capWalker(p)
 	out := make([]int, n)
-	t0 := from.Unix()
+	t0, step := from.Unix(), int64(gap/time.Second)
+	var until int64 = math.MinInt64
+	var c int
 	for i := range out {
-		t := t0 + int64(i)*int64(gap/time.Second)
-		if !region.upAt(t) {
-			continue
+		if t := t0 + int64(i)*step; t >= until {
+			c, until = w.segment(t)
 		}
-		if up, partial := pool.stateAt(t); up {
-			out[i] = a.depth
-			if partial > 0 {
-				out[i] = 1 + int(partial*float64(a.depth-1))
-				if out[i] >= a.depth {
-					out[i] = a.depth - 1
-				}
-			}
-		}
+		out[i] = c
 	}
 	return out, nil
+}
+
+// capWalker reads a pool's capacity forward in time, segment by segment:
+// each is a span over which neither layer changes. It is what Capacity
+// samples, read without sampling: a fleet's spot instances are taken back
+// at the very second the pool's capacity falls below what it holds.
+type capWalker struct {
+	a            *availModel
+	pool, region *layerReader
+}
+
+func (m *Market) capWalker(p *simPool) *capWalker {
+	a := &p.avail
+	return &capWalker{a: a,
+		pool:   newLayerReader(m.opt.Seed, a.poolKey, a.pool, true),
+		region: newLayerReader(m.opt.Seed, a.regionKey, a.region, false)}
+}
+
+// segment returns the pool's instance count at t and the second it may
+// next change (reads must go forward in time).
+func (w *capWalker) segment(t int64) (n int, until int64) {
+	r := w.region.periodAt(t)
+	if !r.up {
+		return 0, r.to
+	}
+	p := w.pool.periodAt(t)
+	until = min(p.to, r.to)
+	if !p.up {
+		return 0, until
+	}
+	if p.partial > 0 {
+		// A partial run holds part of the depth: at least one instance,
+		// never all of them.
+		return min(1+int(p.partial*float64(w.a.depth-1)), w.a.depth-1), until
+	}
+	return w.a.depth, until
 }
 
 // period is one run or gap of a layer, in Unix seconds [from, to).
@@ -257,10 +284,11 @@ func (r *layerReader) draw(c int64) {
 	}
 }
 
-// stateAt is the layer's state at t (reads must go forward in time).
-func (r *layerReader) stateAt(t int64) (up bool, partial float64) {
+// periodAt is the layer's period holding t (reads must go forward in
+// time). A layer that never ends a run is one run without end.
+func (r *layerReader) periodAt(t int64) period {
 	if r.lp.rate <= 0 {
-		return true, 0
+		return period{from: math.MinInt64, to: math.MaxInt64, up: true}
 	}
 	if c := floorDiv(t, chunkSec); c != r.chunk {
 		r.draw(c)
@@ -268,11 +296,5 @@ func (r *layerReader) stateAt(t int64) (up bool, partial float64) {
 	for r.i < len(r.periods)-1 && r.periods[r.i].to <= t {
 		r.i++
 	}
-	p := r.periods[r.i]
-	return p.up, p.partial
-}
-
-func (r *layerReader) upAt(t int64) bool {
-	up, _ := r.stateAt(t)
-	return up
+	return r.periods[r.i]
 }

@@ -81,3 +81,51 @@ func BenchmarkLiveTick(b *testing.B) {
 	}
 	b.ReportMetric(float64(points)/float64(ticks), "points/tick")
 }
+
+// BenchmarkUsageFleetWeek is the Usage view's question of a 64-instance
+// fleet that has run a week: where its instances went, which were
+// interrupted and when, and their hourly busy samples. "spot" is launched
+// at the first moment of the week its 60 spot instances (4 on-demand) all
+// find capacity, spread over four types; "on-demand" runs all week, a
+// busy sample every hour of every instance.
+func BenchmarkUsageFleetWeek(b *testing.B) {
+	types := []string{"g4dn.xlarge", "g5.xlarge", "g6.xlarge", "g6e.xlarge"}
+	for _, onDemand := range []int{4, 64} {
+		name := "spot"
+		if onDemand == 64 {
+			name = "on-demand"
+		}
+		b.Run(name, func(b *testing.B) {
+			m := newAt(1, wed)
+			q := providers.UsageQuery{Ref: "01BENCH", Kind: providers.KindFleet, Region: "us-east-1",
+				InstanceType: types[0], InstanceTypes: types, InstanceCount: 64, OnDemand: onDemand, Strategy: providers.StrategyDiversified}
+			for start := wed.Add(-7 * 24 * time.Hour); ; start = start.Add(10 * time.Minute) {
+				if start.After(wed) {
+					b.Fatal("no moment in the week when every instance finds capacity")
+				}
+				q.Start, q.From, q.To = start, start, start.Add(7*24*time.Hour)
+				if rep, err := m.Usage(context.Background(), q); err == nil && len(rep.Instances) == 64 {
+					break
+				}
+			}
+			var instances, interrupted, samples int
+			b.ReportAllocs()
+			for b.Loop() {
+				rep, err := m.Usage(context.Background(), q)
+				if err != nil {
+					b.Fatal(err)
+				}
+				instances, interrupted, samples = len(rep.Instances), 0, 0
+				for _, in := range rep.Instances {
+					samples += len(in.Busy)
+					if in.Interrupted {
+						interrupted++
+					}
+				}
+			}
+			b.ReportMetric(float64(instances), "instances")
+			b.ReportMetric(float64(interrupted), "interrupted")
+			b.ReportMetric(float64(samples), "samples")
+		})
+	}
+}

@@ -23,9 +23,8 @@ type fleetState struct {
 	token, actor, types string
 	cloud               providers.Cloud
 	at                  time.Time
-	// alloc is where the fleet's instances run: pools and counts, spot
-	// or on-demand.
-	alloc []allocation
+	// placement is where and when the fleet's instances went.
+	placement
 	// start and end are the spec's schedule, honoured in memory with the
 	// market's clock: nothing runs before start, and everything stops at
 	// end (zero: none).
@@ -123,19 +122,23 @@ func (m *Market) validateFleet(s *providers.FleetSpec) ([]*simPool, error) {
 	return pools, nil
 }
 
-// LaunchFleet launches a fleet in memory. The same ClientToken returns the
-// same fleet (a different request under it fails, like EC2's
+// LaunchFleet launches a fleet in memory, as EC2 launches a fleet of type
+// instant (see placement.go). The same ClientToken returns the same fleet
+// (a different request under it fails, like EC2's
 // IdempotentParameterMismatch); DryRun validates and changes nothing.
 // Spot instances go to the pools the strategy picks among those whose
-// price at launch is under the max price; the rest stay pending.
+// price at launch is under the max price and that have capacity then, no
+// more to a pool than it has; the rest are not launched, and the answer
+// says so in EC2's words. A fleet that launched nothing has failed, as the
+// AWS provider records an instant fleet that did.
 //
 // A spec's Start and End are honoured in memory with the market's clock:
-// the fleet is scheduled until Start, and at End its instances stop and
-// it has ended, whoever deletes it and when. (The descriptor does not say
-// SchedulesFleets: the market lives in the process that launched the
-// fleet, so the booking service keeps the schedule and sends the launch
-// at Start; the end is kept here too, so a simulated fleet never runs past
-// it.)
+// the fleet is scheduled until Start (its instances are placed then), and
+// at End its instances stop and it has ended, whoever deletes it and when.
+// (The descriptor does not say SchedulesFleets: the market lives in the
+// process that launched the fleet, so the booking service keeps the
+// schedule and sends the launch at Start; the end is kept here too, so a
+// simulated fleet never runs past it.)
 func (m *Market) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (providers.Fleet, error) {
 	if err := ctx.Err(); err != nil {
 		return providers.Fleet{}, fmt.Errorf("sim launch fleet: %w", err)
@@ -160,39 +163,31 @@ func (m *Market) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (pro
 			return m.viewLocked(f, now), nil
 		}
 	}
-	alloc, pending := allocate(pools, spec, now)
 	if !spec.End.IsZero() && !spec.End.After(now) {
 		return providers.Fleet{}, fmt.Errorf("sim launch fleet: its end %s has passed", spec.End.UTC().Format(time.RFC3339))
 	}
 	if spec.DryRun {
-		f := &fleetState{fleet: providers.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, DryRun: true, Message: dryRunMessage}, alloc: alloc}
-		v := m.viewLocked(f, now)
-		v.Instances = 0
-		return v, nil
+		// Like EC2's DryRunOperation: the request is valid; nothing is
+		// placed, so capacity is not looked at.
+		return providers.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, DryRun: true, Message: dryRunMessage}, nil
 	}
+	placedAt := now
+	if spec.Start.After(now) {
+		placedAt = spec.Start
+	}
+	pl := m.place(pools, spec, placedAt.Unix())
 	var id string
 	if spec.ClientToken != "" {
-		id = fleetID(strHash("fleet", fmt.Sprint(m.opt.Seed), spec.ClientToken))
+		id = fleetID(strHash("fleet", fmt.Sprint(m.opt.Seed), spec.ClientToken), pl.placedAt)
 	} else {
 		m.nFleets++
-		id = fleetID(strHash("fleet-anon", fmt.Sprint(m.opt.Seed), fmt.Sprint(m.nFleets)))
+		id = fleetID(strHash("fleet-anon", fmt.Sprint(m.opt.Seed), fmt.Sprint(m.nFleets)), pl.placedAt)
 	}
-	f := &fleetState{fingerprint: fp, alloc: alloc, token: spec.ClientToken, actor: spec.Actor, at: now,
+	f := &fleetState{fingerprint: fp, placement: pl, token: spec.ClientToken, actor: spec.Actor, at: now,
 		types: strings.Join(spec.InstanceTypes, ","), cloud: pools[0].spec.Desc.Cloud, start: spec.Start, end: spec.End,
-		fleet: providers.Fleet{ID: id, Provider: Name, Region: spec.Region, Target: spec.TargetCapacity}}
-	f.fleet.State = "active"
-	if pending == spec.TargetCapacity {
-		f.fleet.State = "pending"
-	}
-	f.fleet.Message = fmt.Sprintf("simulated fleet %s: %d of %d instances running", id, spec.TargetCapacity-pending, spec.TargetCapacity)
-	if pending > 0 {
-		f.fleet.Message += fmt.Sprintf("; %d spot instances pending: no pool is under the max price", pending)
-	}
-	if spec.Start.After(now) {
-		f.fleet.Message = fmt.Sprintf("simulated fleet %s of %d instances scheduled from %s", id, spec.TargetCapacity, spec.Start.UTC().Format(time.RFC3339))
-	}
-	if !spec.End.IsZero() {
-		f.fleet.Message += "; it ends at " + spec.End.UTC().Format(time.RFC3339)
+		fleet: providers.Fleet{ID: id, Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, State: "active"}}
+	if pl.launched() == 0 {
+		f.fleet.State = "failed"
 	}
 	m.fleets[id] = f
 	if spec.ClientToken != "" {
@@ -201,84 +196,38 @@ func (m *Market) LaunchFleet(ctx context.Context, spec providers.FleetSpec) (pro
 	return m.viewLocked(f, now), nil
 }
 
-// fleetID formats an EC2 fleet id: "fleet-" and a UUID.
-func fleetID(h uint64) string {
-	g := mix(h)
-	return fmt.Sprintf("fleet-%08x-%04x-4%03x-%04x-%012x", uint32(h>>32), uint16(h>>16), uint16(h)&0xfff,
-		uint16(g>>48)&0x3fff|0x8000, g&0xffffffffffff)
+// message is what the fleet's answer says at now: scheduled, or what its
+// launch placed and what it could not, and how many of its spot instances
+// were taken back since.
+func (f *fleetState) message(now time.Time, interrupted int) string {
+	id := f.fleet.ID
+	var msg string
+	if f.start.After(now) {
+		msg = fmt.Sprintf("simulated fleet %s of %d instances scheduled from %s", id, f.fleet.Target, f.start.UTC().Format(time.RFC3339))
+	} else {
+		msg = fmt.Sprintf("simulated fleet %s: launched %d of %d instances", id, f.launched(), f.fleet.Target)
+		if f.unpriced > 0 {
+			msg += fmt.Sprintf("; %d spot instances not launched: no pool is under the max price", f.unpriced)
+		}
+		if f.uncapacitated > 0 {
+			msg += fmt.Sprintf("; %d spot instances not launched: %s", f.uncapacitated, insufficientCapacity)
+		}
+		if interrupted > 0 {
+			msg += fmt.Sprintf("; %d spot instances interrupted (their pool's capacity was taken back)", interrupted)
+		}
+		if f.unpriced+f.uncapacitated+interrupted > 0 {
+			msg += "; an instant fleet neither retries nor replaces them"
+		}
+	}
+	if !f.end.IsZero() {
+		msg += "; it ends at " + f.end.UTC().Format(time.RFC3339)
+	}
+	return msg
 }
 
-// allocate places the fleet's instances: the on-demand base on the type
-// with the cheapest list price, the spot rest by strategy among the pools
-// whose spot price is under the max price. It returns how many spot
-// instances found no pool.
-func allocate(pools []*simPool, spec providers.FleetSpec, now time.Time) ([]allocation, int) {
-	var alloc []allocation
-	if spec.OnDemandBase > 0 {
-		best := pools[0]
-		for _, p := range pools[1:] {
-			if *p.spec.Desc.OnDemandUSDHour < *best.spec.Desc.OnDemandUSDHour {
-				best = p
-			}
-		}
-		alloc = append(alloc, allocation{pool: best, count: spec.OnDemandBase, onDemand: true})
-	}
-	spot := spec.TargetCapacity - spec.OnDemandBase
-	if spot == 0 {
-		return alloc, 0
-	}
-	type cand struct {
-		p     *simPool
-		price float64
-	}
-	var cands []cand
-	t := now.Unix()
-	for _, p := range pools {
-		_, price := p.model.inForce(t)
-		limit := *p.spec.Desc.OnDemandUSDHour
-		if spec.MaxPriceUSD != nil {
-			limit = *spec.MaxPriceUSD
-		}
-		if price <= limit {
-			cands = append(cands, cand{p, price})
-		}
-	}
-	if len(cands) == 0 {
-		return alloc, spot
-	}
-	perGPU := func(c cand) float64 { return c.price / c.p.spec.Desc.GPU.Count }
-	switch spec.Strategy {
-	case providers.StrategyLowestPrice:
-		sort.SliceStable(cands, func(i, j int) bool { return perGPU(cands[i]) < perGPU(cands[j]) })
-	case providers.StrategyCapacityOptimized:
-		sort.SliceStable(cands, func(i, j int) bool {
-			a, b := cands[i].p.spec, cands[j].p.spec
-			if a.Bucket != b.Bucket {
-				return a.Bucket < b.Bucket
-			}
-			return a.Placement > b.Placement
-		})
-	case providers.StrategyDiversified:
-		n := len(cands)
-		for i, c := range cands {
-			k := spot / n
-			if i < spot%n {
-				k++
-			}
-			if k > 0 {
-				alloc = append(alloc, allocation{pool: c.p, count: k})
-			}
-		}
-		return alloc, 0
-	default: // price-capacity-optimized: cheap, but not at any risk
-		w := func(c cand) float64 { return perGPU(c) * (1 + 0.25*float64(c.p.spec.Bucket)) }
-		sort.SliceStable(cands, func(i, j int) bool { return w(cands[i]) < w(cands[j]) })
-	}
-	return append(alloc, allocation{pool: cands[0].p, count: spot}), 0
-}
-
-// viewLocked returns the fleet as it stands at now, its cost at the spot
-// prices in force.
+// viewLocked returns the fleet as it stands at now: its instances still
+// running (spot ones not taken back by their pool yet) and their cost at
+// the prices in force.
 func (m *Market) viewLocked(f *fleetState, now time.Time) providers.Fleet {
 	v := f.fleet
 	switch {
@@ -287,22 +236,16 @@ func (m *Market) viewLocked(f *fleetState, now time.Time) providers.Fleet {
 		return v
 	case !f.end.IsZero() && !now.Before(f.end):
 		v.State, v.Instances, v.EstimatedUSDh = "ended", 0, 0
+		v.Message = f.message(now, 0)
 		return v
 	case f.start.After(now):
 		v.State, v.Instances, v.EstimatedUSDh = "scheduled", 0, 0
+		v.Message = f.message(now, 0)
 		return v
 	}
-	v.Instances, v.EstimatedUSDh = 0, 0
-	t := now.Unix()
-	for _, a := range f.alloc {
-		price := *a.pool.spec.Desc.OnDemandUSDHour
-		if !a.onDemand {
-			_, price = a.pool.model.inForce(t)
-		}
-		v.Instances += a.count
-		v.EstimatedUSDh += float64(a.count) * price
-	}
-	v.EstimatedUSDh = math.Round(v.EstimatedUSDh*1e4) / 1e4
+	n, usd := m.running(f.placement, now.Unix())
+	v.Instances, v.EstimatedUSDh = n, math.Round(usd*1e4)/1e4
+	v.Message = f.message(now, f.launched()-n)
 	return v
 }
 

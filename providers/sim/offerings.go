@@ -507,9 +507,6 @@ func (m *Market) ListRecords(ctx context.Context, since time.Time) ([]providers.
 		}
 		v := m.viewLocked(f, now)
 		state := v.State
-		if state == "pending" {
-			state = "active"
-		}
 		start := f.at
 		if f.start.After(start) {
 			start = f.start

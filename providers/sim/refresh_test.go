@@ -120,7 +120,7 @@ func TestListRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	fl, err := m.LaunchFleet(ctx, providers.FleetSpec{Provider: Name, Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"},
-		TargetCapacity: 2, Strategy: providers.StrategyLowestPrice, ClientToken: "01ROWFLEET", Actor: "bob@host"})
+		TargetCapacity: 2, OnDemandBase: 1, Strategy: providers.StrategyLowestPrice, ClientToken: "01ROWFLEET", Actor: "bob@host"})
 	if err != nil {
 		t.Fatal(err)
 	}

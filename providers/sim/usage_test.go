@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -51,12 +52,14 @@ func TestSimUsageIsDeterministicPerSeed(t *testing.T) {
 // simulated market shows what the Usage view must show — busy rows, idle
 // ones, interrupted spot instances, rows without metrics — and nothing
 // outside the rules (shares in [0, 1], samples within the instance's run,
-// on-demand instances never interrupted).
+// on-demand instances never interrupted). The fleets launch at different
+// times: where a fleet's spot instances go, and when they are taken back,
+// is its pools' capacity from its launch on.
 func TestSimUsageHasIdleInterruptedAndUnmeasuredRows(t *testing.T) {
 	m := newAt(1, wed)
-	start := wed.Add(-72 * time.Hour)
 	var idle, busy, interrupted, noMetrics int
 	for i := range 40 {
+		start := wed.Add(-72*time.Hour + time.Duration(i)*47*time.Minute)
 		q := usageQuery(fmt.Sprintf("ROW%02d", i), providers.KindFleet, 4, start, time.Time{}, wed)
 		q.OnDemand = 1
 		rep, err := m.Usage(ctx, q)
@@ -119,5 +122,16 @@ func TestSimUsageBlockInstancesStartInTheWindow(t *testing.T) {
 	}
 	if _, err := m.Usage(ctx, providers.UsageQuery{Ref: "x", To: wed}); err == nil {
 		t.Error("a query without a start or instances was answered")
+	}
+}
+
+// TestHashPrefixIsStrHash: the busy samples' hashing, done in parts, is
+// strHash's, so the samples are what they were.
+func TestHashPrefixIsStrHash(t *testing.T) {
+	for _, v := range []int64{0, 7, -3, 1764082800, math.MaxInt64} {
+		p := newHashPrefix("usage-busy", "1", "01ROW", "12")
+		if got, want := p.withInt(v), strHash("usage-busy", "1", "01ROW", "12", fmt.Sprint(v)); got != want {
+			t.Errorf("%d: %x, strHash says %x", v, got, want)
+		}
 	}
 }

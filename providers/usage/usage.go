@@ -278,6 +278,7 @@ func query(r store.Row, opt Options) providers.UsageQuery {
 		if json.Unmarshal(r.Request, &spec) == nil {
 			q.InstanceTypes = spec.InstanceTypes
 			q.OnDemand = spec.OnDemandBase
+			q.Zones, q.Strategy, q.MaxPriceUSD = spec.Zones, spec.Strategy, spec.MaxPriceUSD
 			if len(spec.Zones) == 1 && q.Zone == "" {
 				q.Zone = spec.Zones[0]
 			}

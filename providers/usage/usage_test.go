@@ -414,13 +414,19 @@ func TestAlertsOnlyForRunningRowsOverTheThreshold(t *testing.T) {
 func TestQueryCarriesTheFleetSpec(t *testing.T) {
 	f := fleet("f", 4, 1, 0, 1, store.StateDeleted)
 	f.UpdatedAt = at(6)
+	// The rest of the spec, which the simulated market places the
+	// fleet's instances by.
+	f.Request, _ = json.Marshal(providers.FleetSpec{Provider: "fake", Region: "us-east-1", InstanceTypes: []string{"g6.xlarge", "g5.xlarge"},
+		Zones: []string{"us-east-1a", "us-east-1b"}, TargetCapacity: 4, OnDemandBase: 1, Strategy: providers.StrategyCapacityOptimized,
+		MaxPriceUSD: providers.Float(0.5)})
 	fr := &fakeReporter{}
 	compute(t, []store.Row{f}, fr, nil, 0, 10, 0)
 	if len(fr.got) != 1 {
 		t.Fatalf("queries = %d", len(fr.got))
 	}
 	q := fr.got[0]
-	if q.OnDemand != 1 || len(q.InstanceTypes) != 1 || q.ProviderRef != "fleet-f" || !q.End.Equal(at(6)) || !q.From.Equal(at(0)) || !q.To.Equal(at(10)) {
+	if q.OnDemand != 1 || len(q.InstanceTypes) != 2 || q.ProviderRef != "fleet-f" || !q.End.Equal(at(6)) || !q.From.Equal(at(0)) || !q.To.Equal(at(10)) ||
+		strings.Join(q.Zones, ",") != "us-east-1a,us-east-1b" || q.Strategy != providers.StrategyCapacityOptimized || q.MaxPriceUSD == nil || *q.MaxPriceUSD != 0.5 {
 		t.Errorf("query = %+v", q)
 	}
 }

@@ -295,6 +295,11 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 			booking.KeeperNote(svc.Describe(spec.Provider)))
 	case res.Row.State == store.StateScheduled:
 		fmt.Fprintf(e.errOut, "scheduled at the cloud: %s, ledger row %s, %s\n", res.Row.ProviderRef, res.Row.ID, booking.WindowText(res.Row.Start, res.Row.End, time.Now()))
+	case res.Row.State == store.StateFailed:
+		// The cloud took the request and launched nothing (no spot
+		// capacity, no pool under the max price): a failure, exit 1.
+		fmt.Fprintf(e.errOut, "gpumarket: fleet launch: not launched: %s (ledger row %s, %s)\n", res.Row.Error, res.Row.ID, res.Row.ProviderRef)
+		return reported(exitFailure)
 	default:
 		fmt.Fprintf(e.errOut, "launched: %s, ledger row %s, state %s\n", res.Row.ProviderRef, res.Row.ID, res.Row.State)
 	}

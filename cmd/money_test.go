@@ -370,3 +370,24 @@ func TestLedgerOnReadOnlyDataDir(t *testing.T) {
 }
 
 const readOnlyChildEnv = "GPUMARKET_CMD_READONLY_ARGS"
+
+// A fleet the cloud took but launched nothing of (here no pool under the
+// max price) is a failure: exit 1, one line saying why, and the ledger row
+// failed with the cloud's message, never "launched".
+func TestFleetThatLaunchedNothingExitsOne(t *testing.T) {
+	s := newSession(t, "")
+	code, out, errOut := s.run("fleet", "launch", "--region", "us-east-1", "--instance-types", "g6.xlarge", "--target", "2",
+		"--max-price", "0.0001", "--yes", "-o", "json")
+	if code != exitFailure || strings.Contains("\n"+errOut, "\nlaunched: ") || !strings.Contains(errOut, "gpumarket: fleet launch: not launched: ") ||
+		!strings.Contains(errOut, "2 spot instances not launched") {
+		t.Fatalf("exit %d, stderr %q: want 1 and why nothing was launched", code, errOut)
+	}
+	rows, _ := jsonRows(t, out)
+	if len(rows) != 1 || rows[0]["state"] != "failed" || rows[0]["error"] == nil {
+		t.Fatalf("printed rows %v: want the failed ledger row", rows)
+	}
+	ledger, _ := s.ledger()
+	if len(ledger) != 1 || ledger[0]["state"] != "failed" || !strings.Contains(fmt.Sprint(ledger[0]["error"]), "not launched") {
+		t.Errorf("ledger %v", ledger)
+	}
+}

@@ -618,3 +618,25 @@ func TestCountdownUnderAMinute(t *testing.T) {
 		}
 	}
 }
+
+// A fleet the cloud took but launched nothing of is told as a failure in
+// the footer, with the cloud's reason, never as "launched".
+func TestFleetThatLaunchedNothingIsAFailure(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, booking.Budget{MaxBookingUSD: 1000})
+	f.fake.LaunchNothing = "InsufficientInstanceCapacity: There is no Spot capacity available that matches your request."
+	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
+	f.show(t, "Fleet")
+	press(f.m, "L")
+	msgs := press(f.m, "y", "enter")
+	if f.fake.Calls("LaunchFleet") != 1 {
+		t.Fatalf("%d launches", f.fake.Calls("LaunchFleet"))
+	}
+	scr := f.screen()
+	if !strings.Contains(scr, "not launched: InsufficientInstanceCapacity") || hasNotice(msgs, "launched fleet-") {
+		t.Errorf("footer:\n%s\n%v", scr, msgs)
+	}
+	rows, _ := f.st.List(context.Background())
+	if len(rows) != 1 || rows[0].State != store.StateFailed || !strings.Contains(rows[0].Error, "InsufficientInstanceCapacity") {
+		t.Errorf("ledger %+v", rows)
+	}
+}

@@ -122,13 +122,19 @@ func launchSend(svc *booking.Service, actor string, spec providers.FleetSpec, es
 			return outcome{renewed: relaunchAction(svc, actor, spec, ec)}
 		}
 		notice := fmt.Sprintf("launched %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
+		shown := err
 		switch {
+		case err == nil && res.Row.State == store.StateFailed:
+			// The cloud took the request and launched nothing (no spot
+			// capacity, no pool under the max price): nothing runs or
+			// bills, and the footer says so as a failure.
+			shown = fmt.Errorf("not launched: %s (ledger row %s)", res.Row.Error, short(res.Row.ID))
 		case res.Row.State == store.StateScheduled && res.Row.ProviderRef == "":
 			notice = fmt.Sprintf("scheduled: gpumarket launches it at its start (ledger row %s)", short(res.Row.ID))
 		case res.Row.State == store.StateScheduled:
 			notice = fmt.Sprintf("scheduled at the cloud: %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
 		}
-		return outcome{err: err, then: fleetLaunchedMsg{res: res, err: err}, notice: notice}
+		return outcome{err: shown, then: fleetLaunchedMsg{res: res, err: err}, notice: notice}
 	}
 }
 

@@ -50,7 +50,11 @@ type Fake struct {
 	BuyThenFail bool
 	// LaunchHook is BookHook for LaunchFleet; the fleet is launched first
 	// when LaunchThenFail is true (its answer was lost).
-	LaunchHook     func(ctx context.Context, spec providers.FleetSpec) error
+	LaunchHook func(ctx context.Context, spec providers.FleetSpec) error
+	// LaunchNothing, when set, is the message of a fleet the cloud took
+	// but launched no instance of (state failed), as an EC2 instant fleet
+	// that found no spot capacity answers.
+	LaunchNothing  string
 	LaunchThenFail bool
 	// DeleteHook, when set, runs inside DeleteFleet; its error is
 	// DeleteFleet's, and the fleet is left as it was.
@@ -342,6 +346,9 @@ func (f *Fake) launch(spec providers.FleetSpec) providers.Fleet {
 	f.launched = append(f.launched, spec)
 	id := fmt.Sprintf("fleet-%04d", len(f.fleets)+1)
 	fl := providers.Fleet{ID: id, Provider: f.name, Region: spec.Region, State: "active", Instances: spec.TargetCapacity, Target: spec.TargetCapacity}
+	if f.LaunchNothing != "" {
+		fl.State, fl.Instances, fl.Message = "failed", 0, f.LaunchNothing
+	}
 	f.fleets[id] = fl
 	f.tokens[spec.ClientToken] = id
 	types := ""

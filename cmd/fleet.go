@@ -302,6 +302,9 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 		return reported(exitFailure)
 	default:
 		fmt.Fprintf(e.errOut, "launched: %s, ledger row %s, state %s\n", res.Row.ProviderRef, res.Row.ID, res.Row.State)
+		if s := res.Short(); s != "" {
+			fmt.Fprintf(e.errOut, "warning: %s\n", s)
+		}
 	}
 	return err
 }

@@ -390,4 +390,12 @@ func TestFleetThatLaunchedNothingExitsOne(t *testing.T) {
 	if len(ledger) != 1 || ledger[0]["state"] != "failed" || !strings.Contains(fmt.Sprint(ledger[0]["error"]), "not launched") {
 		t.Errorf("ledger %v", ledger)
 	}
+	// Part of it launched (the on-demand base): it runs, exit 0, and a
+	// warning says what did not launch and why.
+	code, _, errOut = s.run("fleet", "launch", "--region", "us-east-1", "--instance-types", "g6.xlarge", "--target", "2",
+		"--on-demand-base", "1", "--max-price", "0.0001", "--yes", "-o", "json")
+	if code != 0 || !strings.Contains("\n"+errOut, "\nlaunched: ") || !strings.Contains(errOut, "warning: simulated fleet") ||
+		!strings.Contains(errOut, "launched 1 of 2 instances; 1 spot instance not launched: no pool is under the max price") {
+		t.Errorf("a partial launch: exit %d, stderr %q", code, errOut)
+	}
 }

@@ -122,6 +122,9 @@ func launchSend(svc *booking.Service, actor string, spec providers.FleetSpec, es
 			return outcome{renewed: relaunchAction(svc, actor, spec, ec)}
 		}
 		notice := fmt.Sprintf("launched %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
+		if s := res.Short(); s != "" {
+			notice += ": " + s
+		}
 		shown := err
 		switch {
 		case err == nil && res.Row.State == store.StateFailed:

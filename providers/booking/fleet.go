@@ -276,6 +276,16 @@ type FleetResult struct {
 	DryRun   bool
 }
 
+// Short says what of a launched fleet did not launch — "launched 2 of 4
+// instances; InsufficientInstanceCapacity: …" — or "" when all of it did
+// (or it is scheduled, or failed, which its row says).
+func (r FleetResult) Short() string {
+	if r.Row.State != store.StateActive || r.Fleet.Target == 0 || r.Fleet.Instances >= r.Fleet.Target || r.Fleet.Message == "" {
+		return ""
+	}
+	return r.Fleet.Message
+}
+
 // CheckFleet validates a fleet spec: what the provider needs and a sane
 // shape. It names the field and the accepted form.
 func CheckFleet(spec providers.FleetSpec) error {

@@ -207,13 +207,13 @@ func (f *fleetState) message(now time.Time, interrupted int) string {
 	} else {
 		msg = fmt.Sprintf("simulated fleet %s: launched %d of %d instances", id, f.launched(), f.fleet.Target)
 		if f.unpriced > 0 {
-			msg += fmt.Sprintf("; %d spot instances not launched: no pool is under the max price", f.unpriced)
+			msg += fmt.Sprintf("; %s not launched: no pool is under the max price", spotInstances(f.unpriced))
 		}
 		if f.uncapacitated > 0 {
-			msg += fmt.Sprintf("; %d spot instances not launched: %s", f.uncapacitated, insufficientCapacity)
+			msg += fmt.Sprintf("; %s not launched: %s", spotInstances(f.uncapacitated), insufficientCapacity)
 		}
 		if interrupted > 0 {
-			msg += fmt.Sprintf("; %d spot instances interrupted (their pool's capacity was taken back)", interrupted)
+			msg += fmt.Sprintf("; %s interrupted (their pool's capacity was taken back)", spotInstances(interrupted))
 		}
 		if f.unpriced+f.uncapacitated+interrupted > 0 {
 			msg += "; an instant fleet neither retries nor replaces them"
@@ -309,4 +309,12 @@ func (m *Market) fleetLocked(region, id string) (*fleetState, error) {
 		return nil, fmt.Errorf("sim fleet %s not found in region %s (the simulated market keeps fleets only while it runs)", id, region)
 	}
 	return f, nil
+}
+
+// spotInstances is "1 spot instance" or "3 spot instances".
+func spotInstances(n int) string {
+	if n == 1 {
+		return "1 spot instance"
+	}
+	return fmt.Sprintf("%d spot instances", n)
 }

@@ -115,6 +115,7 @@ func (s *session) ledger() ([]map[string]any, string) {
 }
 
 func TestBookFlowOnSim(t *testing.T) {
+	clearOfSimDayTurns(t)
 	s := newSession(t, "")
 	offers := s.search()
 	id := offers[0]["id"].(string)
@@ -310,6 +311,7 @@ func FuzzParseSpan(f *testing.F) {
 // TestBookAsksOnATerminal answers the prompt on a real pseudo-terminal:
 // "yes" buys, anything else does not.
 func TestBookAsksOnATerminal(t *testing.T) {
+	clearOfSimDayTurns(t)
 	s := newSession(t, "")
 	offers := s.search()
 	for _, c := range []struct {
@@ -417,6 +419,7 @@ func onTerminal(t *testing.T, c *cli, args []string, answer func(n int, errOut *
 func TestBookBuysWhatItShowed(t *testing.T) {
 	for _, second := range []string{"no", "yes"} {
 		t.Run("second answer "+second, func(t *testing.T) {
+			clearOfSimDayTurns(t)
 			s := newSession(t, "")
 			offers := s.search()
 			id := offers[0]["id"].(string)

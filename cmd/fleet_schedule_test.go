@@ -46,14 +46,23 @@ func TestFleetScheduleFlagsRefused(t *testing.T) {
 // `fleet delete` cancels it.
 func TestFleetScheduleOnSim(t *testing.T) {
 	s := newSession(t, "")
+	// The start is given as a local wall-clock time, which names one
+	// minute only outside the hour a DST change repeats (01:30 EST is
+	// read as the 01:30 EDT an hour before it); and a window across
+	// midnight UTC is written with its days ("Wed 21:00 – Thu 00:00
+	// UTC"), while the one checked below is within a day. An hour
+	// earlier at a time, the start is both.
+	const local = "2006-01-02 15:04"
 	start := time.Now().Add(26 * time.Hour).Truncate(time.Minute)
-	if start.UTC().Hour() >= 21 {
-		// A window across midnight UTC is written with its days ("Wed
-		// 21:00 – Thu 00:00 UTC"); the one checked below is within a day.
-		start = start.Add(-6 * time.Hour)
+	for {
+		read, err := time.ParseInLocation(local, start.Format(local), time.Local)
+		if err == nil && read.Equal(start) && start.UTC().Hour() < 21 {
+			break
+		}
+		start = start.Add(-time.Hour)
 	}
 	code, out, errOut := s.run("fleet", "launch", "--region", "us-east-1", "--instance-types", "g6.xlarge", "--target", "30",
-		"--start", start.Format("2006-01-02 15:04"), "--for", "3h", "--yes", "-o", "json")
+		"--start", start.Format(local), "--for", "3h", "--yes", "-o", "json")
 	if code != 0 {
 		t.Fatalf("schedule: exit %d: %s", code, errOut)
 	}

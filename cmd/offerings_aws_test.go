@@ -16,6 +16,7 @@ import (
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/aws"
 	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
+	"github.com/gpumarket/gpumarket/providers/sim"
 )
 
 // awsOfferingsTable is the provider table with AWS at a local EC2
@@ -162,13 +163,21 @@ func TestOfferingsFlexDuration(t *testing.T) {
 // its own, so an hourly bill is never read as an upfront fee. The
 // simulated market sells Azure-style reservations for a 30 h search.
 func TestOfferingsTableSaysTheHourlyRate(t *testing.T) {
-	s := newSession(t, "")
-	code, out, errOut := s.run("offerings", "--gpu", "A100", "--count", "1", "--duration", "30h", "-o", "json")
+	newSession(t, "")
+	// A reservation starts when it is bought, at the minute, and which
+	// pools sell one depends on that minute: the two searches compared
+	// below see the same market only if its clock does not pass a minute
+	// between them, so it is stopped at one moment.
+	at := time.Now()
+	frozen := withRow("sim", func(_ context.Context, e *env) (providers.Provider, error) {
+		return sim.New(sim.Options{Seed: e.cfg.Sim.Seed, Now: func() time.Time { return at }}), nil
+	})
+	code, out, errOut := runTable(t, frozen, "offerings", "--gpu", "A100", "--count", "1", "--duration", "30h", "-o", "json")
 	rows := contractRows(t, out)
 	if code != 0 || len(rows) == 0 {
 		t.Fatalf("exit %d, %d rows: %s", code, len(rows), errOut)
 	}
-	code, table, errOut := s.run("offerings", "--gpu", "A100", "--count", "1", "--duration", "30h")
+	code, table, errOut := runTable(t, frozen, "offerings", "--gpu", "A100", "--count", "1", "--duration", "30h")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

@@ -67,6 +67,7 @@ func runIn(args ...string) (int, string, string) {
 // simulated market, as JSON with the contract's fields; the block it
 // proposes is bookable by id.
 func TestPlanOnSim(t *testing.T) {
+	clearOfSimDayTurns(t)
 	isolate(t)
 	// No budget cap, so the dry run below is about the offering only.
 	cfg := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "gpumarket")

@@ -128,6 +128,7 @@ func TestServeRealTUI(t *testing.T) {
 // view spends nothing and says the session is read-only; a booker's books
 // the block through the ledger, which records the key that did it.
 func TestServeBookingRoles(t *testing.T) {
+	clearOfSimDayTurns(t)
 	viewer, vline := clientKey(t, "", "attendee")
 	booker, bline := clientKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
 	srv := startServe(t, vline+"\n"+bline+"\n")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/providers/sim"
 	"github.com/gpumarket/gpumarket/providers/store"
 )
 
@@ -37,7 +40,7 @@ func usageSession(t *testing.T) (run func(args ...string) (int, string, string),
 
 // seedLedger writes ledger rows of the simulated market that ran in the
 // past: a capacity block of 2 × p5.48xlarge over the last 30 hours (fee
-// $4,000), and a fleet of 4 × g6.xlarge launched 20 hours ago, one of them
+// $4,000) whose instances report GPU metrics, and a fleet of 4 × g6.xlarge launched 20 hours ago, one of them
 // on-demand (its spot ones ran only if the pools had capacity 20 hours
 // ago, wall-clock time: the on-demand one always did).
 func seedLedger(t *testing.T, dataDir string) (block, fleet store.Row) {
@@ -49,7 +52,7 @@ func seedLedger(t *testing.T, dataDir string) (block, fleet store.Row) {
 	defer st.Close()
 	now := time.Now().UTC()
 	ctx := context.Background()
-	block = store.Row{Kind: store.KindBlock, Provider: "sim", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a",
+	block = store.Row{ID: simMeteredID(t, "01JSEEDB"), Kind: store.KindBlock, Provider: "sim", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a",
 		InstanceType: "p5.48xlarge", InstanceCount: 2, GPUCount: 16, Start: now.Add(-30 * time.Hour), End: now.Add(18 * time.Hour),
 		CostUSD: 4000, State: store.StateActive, ProviderRef: "cr-0123456789abcdef0", Actor: "alice@lab", IdemKey: "cb-1",
 		CreatedAt: now.Add(-40 * time.Hour)}
@@ -65,6 +68,31 @@ func seedLedger(t *testing.T, dataDir string) (block, fleet store.Row) {
 		t.Fatal(err)
 	}
 	return block, fleet
+}
+
+// simMeteredID returns a ledger row id, in store.NewID's form, of a row
+// whose instances the simulated market (of the default seed) reports
+// GPU metrics for. Its usage follows the row's id: one id in eight is of
+// instances that run no metrics agent, whose busy hours and idle cost
+// are unknown, so a row given store.NewID's random id had none one run
+// in eight (and `ledger` then had no idle block to warn of).
+func simMeteredID(t *testing.T, prefix string) string {
+	t.Helper()
+	m := sim.New(sim.Options{Seed: config.Default().Sim.Seed})
+	at := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	for i := range 100 {
+		id := prefix + fmt.Sprintf("%0*d", 26-len(prefix), i)
+		rep, err := m.Usage(context.Background(), providers.UsageQuery{Ref: id, Kind: providers.KindBlock, Region: "us-east-1",
+			Zone: "us-east-1a", InstanceType: "p5.48xlarge", InstanceCount: 1, Start: at, End: at.Add(2 * time.Hour), From: at, To: at.Add(2 * time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Source != "" {
+			return id
+		}
+	}
+	t.Fatalf("no id of the form %s… has metrics in the simulated market", prefix)
+	return ""
 }
 
 func TestUsageJSONOnTheSimulatedMarket(t *testing.T) {

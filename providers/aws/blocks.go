@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -111,32 +110,15 @@ func (p *Provider) FindOfferings(ctx context.Context, q providers.OfferingQuery)
 	if err != nil {
 		return nil, err
 	}
-	var (
-		mu     sync.Mutex
-		out    []providers.Offering
-		failed = providers.RegionErrors{}
-		wg     sync.WaitGroup
-	)
-	sem := make(chan struct{}, p.opt.Concurrency)
-	for _, region := range regions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			offers, err := p.regionOfferings(ctx, region, q)
-			mu.Lock()
-			defer mu.Unlock()
-			out = append(out, offers...)
-			if err != nil {
-				failed[region] = err
-				// Returned, and said once by whoever searched: the log
-				// has it only for debugging.
-				p.opt.Logger.Debug("capacity blocks", "region", region, "err", err)
-			}
-		}()
-	}
-	wg.Wait()
+	out, failed := eachRegion(p, regions, func(region string) ([]providers.Offering, error) {
+		offers, err := p.regionOfferings(ctx, region, q)
+		if err != nil {
+			// Returned, and said once by whoever searched: the log has
+			// it only for debugging.
+			p.opt.Logger.Debug("capacity blocks", "region", region, "err", err)
+		}
+		return offers, err
+	})
 	rankOfferings(out)
 	switch {
 	case len(failed) == 0:

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -54,29 +53,13 @@ func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]provider
 	if err != nil {
 		return nil, err
 	}
-	var (
-		mu   sync.Mutex
-		out  []providers.CloudRecord
-		errs []error
-		wg   sync.WaitGroup
-	)
-	sem := make(chan struct{}, p.opt.Concurrency)
-	for _, region := range regions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			recs, err := p.regionRecords(ctx, region, since)
-			mu.Lock()
-			defer mu.Unlock()
-			out = append(out, recs...)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("aws: list gpumarket's records in %s: %w", region, err))
-			}
-		}()
+	out, failed := eachRegion(p, regions, func(region string) ([]providers.CloudRecord, error) {
+		return p.regionRecords(ctx, region, since)
+	})
+	var errs []error
+	for _, r := range failed.Regions() {
+		errs = append(errs, fmt.Errorf("aws: list gpumarket's records in %s: %w", r, failed[r]))
 	}
-	wg.Wait()
 	sort.SliceStable(out, func(i, j int) bool {
 		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
 			return out[i].CreatedAt.Before(out[j].CreatedAt)

@@ -319,6 +319,25 @@ func TestLedgerOnReadOnlyDataDir(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	dir := os.Getenv("GPUMARKET_DATA_DIR")
+	// Rows that ran, their usage read (and kept) while the dir was
+	// writable.
+	block, _ := seedLedger(t, dir)
+	if code, _, errOut := s.run("usage", "-o", "json"); code != 0 {
+		t.Fatal(errOut)
+	}
+	keptAt := func() time.Time {
+		st, err := store.OpenReadOnly(filepath.Join(dir, store.FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		_, at, ok, err := st.LoadUsage(context.Background(), block.ID)
+		if !ok || err != nil {
+			t.Fatalf("no usage kept for %s: %v", block.ID, err)
+		}
+		return at
+	}
+	wasKept := keptAt()
 	base := filepath.Dir(dir)
 	for p := base; p != "/" && p != "."; p = filepath.Dir(p) {
 		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o005 != 0o005 {
@@ -366,6 +385,15 @@ func TestLedgerOnReadOnlyDataDir(t *testing.T) {
 	}
 	if code, out := runRO("ledger", "--rebuild"); code != 1 || !strings.Contains(out, "read-only") {
 		t.Fatalf("rebuild on a read-only data dir: exit %d: %s", code, out)
+	}
+	// usage reads the rows and what is kept, and keeps nothing, without
+	// a warning: a read-only ledger is not a failure to report.
+	code, out = runRO("usage", "-o", "json")
+	if code != 0 || !strings.Contains(out, block.ID) || strings.Contains(out, "could not be kept") {
+		t.Fatalf("usage on a read-only data dir: exit %d: %s", code, out)
+	}
+	if at := keptAt(); !at.Equal(wasKept) {
+		t.Errorf("the kept usage was read at %v, now %v: a read-only run saved it", wasKept, at)
 	}
 }
 

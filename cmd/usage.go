@@ -237,8 +237,14 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 			prices = usage.SnapshotPrices(snap)
 		}
 	}
+	// What the clouds show is kept in the ledger (they forget ended
+	// instances and deleted reservations); a store opened read-only
+	// reads what is kept and saves nothing.
+	keepFailed := func(err error) {
+		a.log.Warn("usage: what the clouds showed could not be kept in the ledger (the report is complete)", "err", err)
+	}
 	return usage.Compute(ctx, rows, usage.Options{Since: now.Add(-since), Now: now, Reporter: usage.Reporters(ps),
-		Prices: prices, Timeout: timeout, MaxIdlePct: a.cfg.Budget.MaxIdlePct}), nil
+		Prices: prices, Timeout: timeout, MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, SaveFailed: keepFailed}), nil
 }
 
 // writeUsageTable prints the rows (the five most idle first), then the
@@ -364,7 +370,7 @@ func (a *app) usageTrackerOver(ps []providers.Provider, h *hub.Hub) *usage.Track
 			prices = func() usage.PriceBook { return usage.SnapshotPrices(h.Snapshot()) }
 		}
 		a.usage = usage.NewTracker(usage.TrackerOptions{Ledger: st, Reporter: usage.Reporters(ps),
-			Prices: prices, MaxIdlePct: a.cfg.Budget.MaxIdlePct})
+			Prices: prices, MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, Log: a.log})
 	}
 	return a.usage
 }

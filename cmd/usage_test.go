@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -293,5 +295,108 @@ func writeFile(t *testing.T, path, body string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// failingUsageSim is the simulated market whose usage reads fail once
+// fail is set: the cloud that no longer answers for a row (Azure's
+// deleted reservation, expired credentials).
+type failingUsageSim struct {
+	*sim.Market
+	fail *atomic.Bool
+}
+
+func (f failingUsageSim) Usage(ctx context.Context, q providers.UsageQuery) (providers.UsageReport, error) {
+	if f.fail.Load() {
+		return providers.UsageReport{}, errors.New("sim: usage of " + q.Ref + ": the reservation is not there any more")
+	}
+	return f.Market.Usage(ctx, q)
+}
+
+// TestUsageKeptWhenTheProviderFails: `usage -o json` run twice on the
+// simulated market. The first run reads the rows' usage and keeps it in
+// the ledger; at the second the provider fails for every row, and the
+// running and busy GPU-hours are those kept — not null — with a note on
+// stderr saying when they were read and why the live read failed. A row
+// added after the first run has nothing kept, and its figures are
+// unknown as before.
+func TestUsageKeptWhenTheProviderFails(t *testing.T) {
+	isolate(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	t.Setenv("GPUMARKET_DATA_DIR", dir)
+	fail := &atomic.Bool{}
+	table := defaultProviders()
+	for i, r := range table {
+		if r.desc.Name == "sim" {
+			table[i].build = func(_ context.Context, e *env) (providers.Provider, error) {
+				return failingUsageSim{Market: sim.New(sim.Options{Seed: e.cfg.Sim.Seed}), fail: fail}, nil
+			}
+		}
+	}
+	c := &cli{table: table}
+	run := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := c.run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	block, fleet := seedLedger(t, dir)
+	code, out, errOut := run("usage", "-o", "json")
+	if code != 0 {
+		t.Fatalf("first run: exit %d: %s", code, errOut)
+	}
+	first, _ := jsonRows(t, out)
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{block.ID, fleet.ID} {
+		if rep, _, ok, err := st.LoadUsage(context.Background(), id); !ok || err != nil || len(rep.Instances) == 0 {
+			t.Fatalf("row %s: nothing kept after the first run (%v, %v)", id, ok, err)
+		}
+	}
+	late := block
+	late.ID, late.IdemKey, late.ProviderRef = simMeteredID(t, "01JSEEDL"), "cb-late", "cr-0fedcba9876543210"
+	if _, err := st.RecordIntent(context.Background(), late, nil); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	fail.Store(true)
+	code, out, errOut = run("usage", "-o", "json")
+	if code != 0 {
+		t.Fatalf("second run: exit %d: %s", code, errOut)
+	}
+	second, _ := jsonRows(t, out)
+	byID := func(rows []map[string]any) map[any]map[string]any {
+		m := map[any]map[string]any{}
+		for _, r := range rows {
+			m[r["id"]] = r
+		}
+		return m
+	}
+	was, now := byID(first), byID(second)
+	for _, id := range []string{block.ID, fleet.ID} {
+		a, b := was[id], now[id]
+		if a == nil || b == nil {
+			t.Fatalf("row %s missing: %v / %v", id, a, b)
+		}
+		// Counted as last read: the same running and busy GPU-hours,
+		// though the booked ones grew with the clock.
+		// (One row id in eight is of simulated instances without
+		// metrics: busy and metrics_source are null at both runs.)
+		if b["running_gpu_hours"] == nil || b["interruptions"] == nil {
+			t.Errorf("row %s: running %v interruptions %v, want the kept figures", id, b["running_gpu_hours"], b["interruptions"])
+		}
+		for _, f := range []string{"running_gpu_hours", "busy_gpu_hours", "interruptions", "metrics_source"} {
+			if fmt.Sprint(a[f]) != fmt.Sprint(b[f]) {
+				t.Errorf("row %s %s: %v at the first run, %v when the provider failed: want the kept figure", id, f, a[f], b[f])
+			}
+		}
+	}
+	if !strings.Contains(errOut, "figures as last read at ") || !strings.Contains(errOut, "the reservation is not there any more") {
+		t.Errorf("stderr does not say the figures are kept, or why: %q", errOut)
+	}
+	if r := now[late.ID]; r == nil || r["running_gpu_hours"] != nil || r["busy_gpu_hours"] != nil {
+		t.Errorf("a row never read has kept figures: %v", r)
 	}
 }

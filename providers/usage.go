@@ -86,6 +86,13 @@ type InstanceUsage struct {
 	// Interrupted is set when the cloud took it back (a spot
 	// interruption); End is then when.
 	Interrupted bool
+	// EndLastSeen is set when End is not when the cloud says the
+	// instance ended but when gpumarket last saw it running: a later
+	// read no longer listed it (EC2 lists a terminated instance for
+	// about an hour; Azure forgets a deleted reservation's VMs), so it
+	// may have run a little longer. Providers never set it: the usage
+	// kept in the ledger does (providers/usage).
+	EndLastSeen bool
 	// Busy are its utilization samples, oldest first. A span of its
 	// running time that no sample covers is unmeasured, not idle.
 	Busy []BusySample

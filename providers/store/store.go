@@ -431,6 +431,15 @@ var migrations = []string{
 	ALTER TABLE ledger ADD COLUMN heartbeat_at TEXT NOT NULL DEFAULT '';
 	UPDATE ledger SET note = error, error = ''
 		WHERE state = 'deleted' AND (error LIKE 'deleted by %' OR error LIKE 'simulated fleet ended with the process%');`,
+	// 3: what each row's provider last showed of its usage (usage.go),
+	// kept because the clouds forget: EC2 lists a terminated instance
+	// for about an hour, Azure nothing of a deleted reservation. A new
+	// table only: no ledger row is touched.
+	`CREATE TABLE usage_kept (
+		row_id  TEXT PRIMARY KEY,
+		read_at TEXT NOT NULL,
+		report  TEXT NOT NULL
+	);`,
 }
 
 // tables lists the database's tables.

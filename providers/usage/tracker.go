@@ -3,9 +3,11 @@ package usage
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpumarket/gpumarket/providers"
@@ -113,6 +115,13 @@ type TrackerOptions struct {
 	Timeout     time.Duration
 	Concurrency int
 	Now         func() time.Time
+	// Kept keeps what the providers showed (the ledger's store; see
+	// Options.Kept); nil keeps nothing.
+	Kept Kept
+	// Log is told once, for the tracker's life, that a report could not
+	// be kept (it is computed every few minutes: a data dir that cannot
+	// be written must not fill the log). nil logs nothing.
+	Log *slog.Logger
 }
 
 // Tracker computes reports for every session of a process and keeps the
@@ -128,6 +137,8 @@ type Tracker struct {
 	// its age, or a fleet just launched would be missing for the TTL.
 	lastRows string
 	flight   chan struct{}
+	// saveWarned is set once a failure to keep a report was logged.
+	saveWarned atomic.Bool
 }
 
 // DefaultSince is how far back a usage report reaches unless asked.
@@ -215,5 +226,14 @@ func (t *Tracker) compute(ctx context.Context, rows []store.Row) Report {
 		prices = t.opt.Prices()
 	}
 	return Compute(ctx, rows, Options{Since: now.Add(-t.opt.Since), Now: now, Reporter: t.opt.Reporter, Prices: prices,
-		Timeout: t.opt.Timeout, Concurrency: t.opt.Concurrency, MaxIdlePct: t.opt.MaxIdlePct})
+		Timeout: t.opt.Timeout, Concurrency: t.opt.Concurrency, MaxIdlePct: t.opt.MaxIdlePct,
+		Kept: t.opt.Kept, SaveFailed: t.saveFailed})
+}
+
+// saveFailed logs the first failure to keep a report.
+func (t *Tracker) saveFailed(err error) {
+	if t.opt.Log != nil && t.saveWarned.CompareAndSwap(false, true) {
+		t.opt.Log.Warn("usage: what the clouds showed could not be kept in the ledger; reports are still computed, "+
+			"but usage the clouds forget (ended instances, deleted reservations) will be missing later", "err", err)
+	}
 }

@@ -175,6 +175,89 @@ type Options struct {
 	// MaxIdlePct raises an Alert for a running row idle more than this
 	// share of its cost (percent); 0 is off.
 	MaxIdlePct float64
+	// Kept keeps what each row's provider last showed (the ledger's
+	// store); nil keeps nothing. See readRow.
+	Kept Kept
+	// SaveFailed is told, once per Compute, that what a provider
+	// showed could not be kept; the report is the same either way. nil
+	// ignores it.
+	SaveFailed func(error)
+}
+
+// saveTimeout bounds keeping one row's report: the report never waits
+// long on the ledger's file (another process may hold its write lock).
+const saveTimeout = 5 * time.Second
+
+// readRow is the report of a row: what its provider shows now, merged
+// with what Kept holds of what it showed before (and kept again), or what
+// Kept holds alone, when the live read fails or the row has ended and the
+// cloud no longer lists any of its instances. nil when nothing is known;
+// notes says what the figures rest on.
+func readRow(ctx context.Context, r store.Row, q providers.UsageQuery, opt Options, saveFailed func(error), notes *[]string) *providers.UsageReport {
+	var live providers.UsageReport
+	var liveErr error
+	if rp, ok := opt.Reporter(r.Provider); !ok {
+		liveErr = fmt.Errorf("%s is not in use in this run or reports no usage", r.Provider)
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, opt.Timeout)
+		live, liveErr = rp.Usage(cctx, q)
+		cancel()
+		if liveErr != nil {
+			liveErr = fmt.Errorf("usage: %w", liveErr)
+		}
+	}
+	var kept providers.UsageReport
+	var keptAt time.Time
+	var haveKept bool
+	var keptErr error
+	if opt.Kept != nil {
+		kept, keptAt, haveKept, keptErr = opt.Kept.LoadUsage(ctx, r.ID)
+		if keptErr != nil {
+			haveKept = false
+		}
+	}
+	withNote := func(rep providers.UsageReport) *providers.UsageReport {
+		if rep.Note != "" {
+			*notes = append(*notes, rep.Note)
+		}
+		return &rep
+	}
+	switch {
+	case liveErr != nil && haveKept:
+		// Counted as seen then: an instance running then is not
+		// guessed to have run on since.
+		*notes = append(*notes, keptNote(keptAt, "the live read failed: "+liveErr.Error()))
+		return withNote(closeOpen(kept, keptAt))
+	case liveErr != nil:
+		*notes = append(*notes, liveErr.Error())
+		if keptErr != nil {
+			*notes = append(*notes, "the usage kept in the ledger could not be read: "+keptErr.Error())
+		}
+		return nil
+	case haveKept && !q.End.IsZero() && !q.End.After(opt.Now) && len(live.Instances) == 0 && len(kept.Instances) > 0:
+		// The row has ended and the cloud has forgotten its
+		// instances: this read adds nothing, and is not kept (the
+		// kept figures stay those of when they were read).
+		*notes = append(*notes, keptNote(keptAt, "the cloud no longer lists its instances"))
+		return withNote(merge(kept, keptAt, live))
+	}
+	rep := live
+	if haveKept {
+		rep = merge(kept, keptAt, live)
+	}
+	rep = bound(rep, q.Start, q.End)
+	if opt.Kept != nil && keptErr == nil {
+		// A kept report that could not be read is not saved over:
+		// what it holds may be what the cloud has forgotten.
+		if ro, ok := opt.Kept.(readOnly); !ok || !ro.ReadOnly() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+			if err := opt.Kept.SaveUsage(sctx, r.ID, rep, opt.Now); err != nil {
+				saveFailed(err)
+			}
+			cancel()
+		}
+	}
+	return withNote(rep)
 }
 
 // TopIdle is how many of the most idle rows come first.
@@ -244,6 +327,12 @@ func Compute(ctx context.Context, rows []store.Row, opt Options) Report {
 			todo = append(todo, r)
 		}
 	}
+	var once sync.Once
+	saveFailed := func(err error) {
+		if opt.SaveFailed != nil {
+			once.Do(func() { opt.SaveFailed(err) })
+		}
+	}
 	out := make([]Row, len(todo))
 	sem := make(chan struct{}, opt.Concurrency)
 	var wg sync.WaitGroup
@@ -252,7 +341,7 @@ func Compute(ctx context.Context, rows []store.Row, opt Options) Report {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			out[i] = computeRow(ctx, r, opt)
+			out[i] = computeRow(ctx, r, opt, saveFailed)
 		}()
 	}
 	wg.Wait()
@@ -301,7 +390,7 @@ func perInstanceGPUs(r store.Row) float64 {
 	return math.NaN()
 }
 
-func computeRow(ctx context.Context, r store.Row, opt Options) Row {
+func computeRow(ctx context.Context, r store.Row, opt Options, saveFailed func(error)) Row {
 	q := query(r, opt)
 	start, end := q.Start, q.End
 	if end.IsZero() || end.After(opt.Now) {
@@ -321,21 +410,11 @@ func computeRow(ctx context.Context, r store.Row, opt Options) Row {
 		RunningGPUHours: math.NaN(), BusyGPUHours: math.NaN(), CostUSD: math.NaN(), IdleUSD: math.NaN()}
 	var notes []string
 
-	// What the provider shows.
-	var rep *providers.UsageReport
-	if rp, ok := opt.Reporter(r.Provider); !ok {
-		notes = append(notes, fmt.Sprintf("%s is not in use in this run or reports no usage", r.Provider))
-	} else {
-		cctx, cancel := context.WithTimeout(ctx, opt.Timeout)
-		got, err := rp.Usage(cctx, q)
-		cancel()
-		if err != nil {
-			notes = append(notes, "usage: "+err.Error())
-		} else {
-			rep = &got
-			if got.Note != "" {
-				notes = append(notes, got.Note)
-			}
+	// What the provider shows, merged with what it showed before.
+	rep := readRow(ctx, r, q, opt, saveFailed, &notes)
+	if rep != nil {
+		if n := lastSeenNote(*rep, start, end); n != "" {
+			notes = append(notes, n)
 		}
 	}
 

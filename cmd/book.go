@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/store"
@@ -27,7 +28,7 @@ func offeringSummary(o providers.Offering, simulated bool) string {
 	}
 	fmt.Fprintf(&b, "  offering   %s (%s)\n", o.ID, o.Provider)
 	fmt.Fprintf(&b, "  instances  %d × %s in %s\n", o.InstanceCount, o.InstanceType, location(o.Region, o.Zone))
-	fmt.Fprintf(&b, "  GPUs       %g × %s\n", o.GPUCount(), o.GPU.Model)
+	fmt.Fprintf(&b, "  GPUs       %s × %s\n", market.GPUCount(o.GPUCount()), o.GPU.Model)
 	fmt.Fprintf(&b, "  start      %s\n", bothZones(o.Start))
 	fmt.Fprintf(&b, "  end        %s  (%g h)\n", bothZones(o.End), o.DurationHours())
 	if o.FlexLength {

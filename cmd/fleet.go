@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/providers"
 	"github.com/gpumarket/gpumarket/providers/booking"
 	"github.com/gpumarket/gpumarket/providers/store"
@@ -176,7 +177,7 @@ func fleetSummary(spec providers.FleetSpec, est booking.FleetEstimate, simulated
 	} else {
 		fmt.Fprintf(&b, "Estimated cost: $%.2f per hour (%s); %s\n", est.USDHour, est.Basis, bills)
 		if est.PricedGPUs > 0 {
-			fmt.Fprintf(&b, "  per GPU    $%.4f per GPU-hour over %g GPUs\n", est.USDHour/est.PricedGPUs, est.PricedGPUs)
+			fmt.Fprintf(&b, "  per GPU    $%.4f per GPU-hour over %s GPUs\n", est.USDHour/est.PricedGPUs, market.GPUCount(est.PricedGPUs))
 		}
 	}
 	fmt.Fprintf(&b, "  fleet      %d instances of %s in %s (%s)\n", spec.TargetCapacity, strings.Join(spec.InstanceTypes, ", "), spec.Region, spec.Provider)

@@ -273,8 +273,8 @@ func writeUsageTable(w io.Writer, rep usage.Report, by string) error {
 			if src == "" {
 				src = "no metrics"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%g\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Kind, r.Provider, r.Region,
-				r.InstanceType, r.GPUs, dashIfEmpty(r.Actor), r.Start.UTC().Format("2006-01-02 15:04"), r.End.UTC().Format("2006-01-02 15:04"),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Kind, r.Provider, r.Region,
+				r.InstanceType, market.GPUCount(r.GPUs), dashIfEmpty(r.Actor), r.Start.UTC().Format("2006-01-02 15:04"), r.End.UTC().Format("2006-01-02 15:04"),
 				num(r.BookedGPUHours, "%.1f"), num(r.RunningGPUHours, "%.1f"), busy, intr, num(r.CostUSD, "%.2f"), num(r.IdleUSD, "%.2f"), src)
 		}
 		if len(rep.Rows) == 0 {

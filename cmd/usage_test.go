@@ -400,3 +400,24 @@ func TestUsageKeptWhenTheProviderFails(t *testing.T) {
 		t.Errorf("a row never read has kept figures: %v", r)
 	}
 }
+
+// A partial-GPU size's count is said as a person reads it (0.33, not
+// 0.3333333333333333) in the usage table.
+func TestUsageTableSaysPartialGPUs(t *testing.T) {
+	run, dir := usageSession(t)
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := st.RecordIntent(context.Background(), store.Row{Kind: store.KindBlock, Provider: "sim", Cloud: "azure", Region: "eastus",
+		InstanceType: "Standard_NV6ads_A10_v5", InstanceCount: 2, GPUCount: 2.0 / 6, Start: now.Add(-3 * time.Hour), End: now.Add(time.Hour),
+		CostUSD: 4, State: store.StateActive, ProviderRef: "cr-partial", Actor: "alice@lab", IdemKey: "cb-partial", CreatedAt: now.Add(-4 * time.Hour)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	code, out, errOut := run("usage")
+	if code != 0 || !strings.Contains(out, " 0.33 ") || strings.Contains(out, "0.333") {
+		t.Errorf("exit %d, stderr %s, table:\n%s", code, errOut, out)
+	}
+}

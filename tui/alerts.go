@@ -602,7 +602,7 @@ func (v *usageView) makeIdleRule() tea.Cmd {
 	if !r.Active {
 		return notifyHere(fmt.Sprintf("%s %s is %s, not running: nothing of it can be idle from now on", r.Kind, short(r.ID), r.State))
 	}
-	p := rulePrompt{open: true, unit: "%", what: fmt.Sprintf("%s %s (%g GPU %s)", r.Kind, short(r.ID), r.GPUs, market.DisplayType(r.InstanceType)), value: "40"}
+	p := rulePrompt{open: true, unit: "%", what: fmt.Sprintf("%s %s (%s GPU %s)", r.Kind, short(r.ID), market.GPUCount(r.GPUs), market.DisplayType(r.InstanceType)), value: "40"}
 	if b := v.tr.MaxIdlePct(); b > 0 {
 		p.value = strconv.FormatFloat(b, 'f', -1, 64)
 	}

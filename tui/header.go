@@ -300,7 +300,7 @@ func idleAlertLine(a []usage.Alert) string {
 			top = x
 		}
 	}
-	s := fmt.Sprintf("⚠ idle: %s %g GPU %s %.0f%% idle (budget %.0f%%)", short(top.Row.ID), top.Row.GPUs,
+	s := fmt.Sprintf("⚠ idle: %s %s GPU %s %.0f%% idle (budget %.0f%%)", short(top.Row.ID), market.GPUCount(top.Row.GPUs),
 		market.DisplayType(top.Row.InstanceType), top.IdlePct, top.MaxPct)
 	if len(a) > 1 {
 		s += fmt.Sprintf(" and %d more", len(a)-1)

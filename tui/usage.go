@@ -180,7 +180,7 @@ func usageCells(r usage.Row) map[string]string {
 	if r.Interruptions >= 0 {
 		intr = fmt.Sprint(r.Interruptions)
 	}
-	what := fmt.Sprintf("%g GPU %s", r.GPUs, market.DisplayType(r.InstanceType))
+	what := fmt.Sprintf("%s GPU %s", market.GPUCount(r.GPUs), market.DisplayType(r.InstanceType))
 	return map[string]string{"KIND": r.Kind, "WHAT": what, "BOOKED": gpuh(r.BookedGPUHours), "RUNNING": gpuh(r.RunningGPUHours),
 		"BUSY": busy, "IDLE $": market.Money(r.IdleUSD), "COST $": market.Money(r.CostUSD), "INTR": intr, "BY": actorName(r.Actor),
 		"STATE": r.State, "WHERE": market.Place(r.Region, r.Zone), "METRICS": orDefault(r.MetricsSource, "no metrics")}

@@ -479,8 +479,8 @@ func (e *Evaluator) evalIdle(ctx context.Context, r Rule, u *usageAnswer) {
 				keep = append(keep, row.ID)
 				a.LedgerIDs = append(a.LedgerIDs, row.ID)
 				a.Simulated = a.Simulated && e.simulated(row.Provider)
-				parts = append(parts, fmt.Sprintf("%s %s %g GPU %s in %s is %.0f%% idle: $%s of the $%s its %s so far cost went to idle GPU-hours",
-					row.Kind, row.ID, row.GPUs, market.DisplayType(row.InstanceType), market.Place(row.Region, row.Zone),
+				parts = append(parts, fmt.Sprintf("%s %s %s GPU %s in %s is %.0f%% idle: $%s of the $%s its %s so far cost went to idle GPU-hours",
+					row.Kind, row.ID, market.GPUCount(row.GPUs), market.DisplayType(row.InstanceType), market.Place(row.Region, row.Zone),
 					row.IdleShare()*100, market.Money(row.IdleUSD), market.Money(row.UsedUSD()), hoursRun(row.End.Sub(row.Start))))
 			}
 			top := news[0]

@@ -55,11 +55,10 @@ func (p *Provider) reservationUsage(ctx context.Context, q providers.UsageQuery)
 	if err != nil {
 		return providers.UsageReport{}, fmt.Errorf("azure: usage of %s: %w (%v)", q.Ref, errNoAccount, err)
 	}
-	if !strings.EqualFold(id.SubscriptionID, c.subID) {
-		// The client asks in its own subscription, where Azure would
-		// answer 404 and the row be said deleted.
-		return providers.UsageReport{}, fmt.Errorf("azure: usage of %s: capacity reservation %s is in subscription %s, and gpumarket is signed in to subscription %s (azure.subscription_id): its usage is read only there",
-			q.Ref, id.Name, id.SubscriptionID, c.subID)
+	if err := inSubscription(id, c); err != nil {
+		// Asked here, Azure answers 404, and the row would be said
+		// deleted.
+		return providers.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, err)
 	}
 	got, err := c.reserve.Get(ctx, id.ResourceGroupName, id.Parent.Name, id.Name,
 		&armcompute.CapacityReservationsClientGetOptions{Expand: to.Ptr(armcompute.CapacityReservationInstanceViewTypesInstanceView)})

@@ -448,7 +448,7 @@ func TestAzureReservationUsageOtherSubscription(t *testing.T) {
 	q := reservationQuery()
 	q.ProviderRef = strings.Replace(resvID, testSub, other, 1)
 	_, err := p.Usage(context.Background(), q)
-	if err == nil || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), testSub) || strings.Contains(err.Error(), "deleted") {
+	if err == nil || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), testSub) || strings.Contains(err.Error(), "is not in Azure") {
 		t.Errorf("a reservation in subscription %s: %v, want an error naming both subscriptions", other, err)
 	}
 	if calls.Load() != 0 {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -630,5 +631,31 @@ func TestFindOfferingsWarnsPerRegion(t *testing.T) {
 	q.Regions = []string{"westeurope"}
 	if offs, err := p.FindOfferings(context.Background(), q); err == nil || errors.As(err, &re) || len(offs) != 0 {
 		t.Fatalf("every region failed: %d offerings, %v (%T)", len(offs), err, err)
+	}
+}
+
+// TestDeleteBookingInAnotherSubscription: a reservation booked in another
+// subscription than the one signed in to (azure.subscription_id changed
+// since) is not deleted here, where Azure answers 404 — which reads as
+// "already gone", and the ledger would say ended a reservation that still
+// bills. The delete is refused, naming both subscriptions, and nothing is
+// sent.
+func TestDeleteBookingInAnotherSubscription(t *testing.T) {
+	f := newFakeARM(t)
+	p := newTestProvider(t, f.options())
+	var calls atomic.Int32
+	f.hook = func(r *http.Request) {
+		if r.Method == http.MethodDelete {
+			calls.Add(1)
+		}
+	}
+	other := "00000000-1111-2222-3333-444444444444"
+	ref := "/subscriptions/" + other + "/resourceGroups/rg-gpu/providers/Microsoft.Compute/capacityReservationGroups/g/capacityReservations/gpumarket-led-42"
+	err := p.DeleteBooking(context.Background(), ref)
+	if err == nil || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), testSub) {
+		t.Errorf("delete of a reservation in subscription %s: %v, want a refusal naming both subscriptions", other, err)
+	}
+	if calls.Load() != 0 {
+		t.Errorf("%d DELETEs sent to this subscription", calls.Load())
 	}
 }

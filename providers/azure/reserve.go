@@ -457,6 +457,16 @@ func reservationID(ref string) (*arm.ResourceID, error) {
 	return id, nil
 }
 
+// inSubscription refuses a reservation of another subscription than the
+// clients': they ask in their own, where it is not found.
+func inSubscription(id *arm.ResourceID, c *armClients) error {
+	if !strings.EqualFold(id.SubscriptionID, c.subID) {
+		return fmt.Errorf("capacity reservation %s is in subscription %s, and gpumarket is signed in to subscription %s (azure.subscription_id): it can be read and deleted only there",
+			id.Name, id.SubscriptionID, c.subID)
+	}
+	return nil
+}
+
 // DeleteBooking deletes a capacity reservation by its resource id, which
 // ends its billing. A reservation already gone is not an error. Azure
 // deletes a reservation only when no VM is associated with it; when one
@@ -468,6 +478,11 @@ func (p *Provider) DeleteBooking(ctx context.Context, providerRef string) error 
 	}
 	id, err := reservationID(providerRef)
 	if err != nil {
+		return refuse("azure delete reservation: %w", err)
+	}
+	if err := inSubscription(id, c); err != nil {
+		// Asked here, Azure answers 404, which reads as already
+		// deleted: the ledger would end a reservation that still bills.
 		return refuse("azure delete reservation: %w", err)
 	}
 	poller, err := c.reserve.BeginDelete(ctx, id.ResourceGroupName, id.Parent.Name, id.Name, nil)

@@ -55,6 +55,11 @@ func (p *Provider) reservationUsage(ctx context.Context, q providers.UsageQuery)
 	if err != nil {
 		return providers.UsageReport{}, fmt.Errorf("azure: usage of %s: %w (%v)", q.Ref, errNoAccount, err)
 	}
+	if err := inSubscription(id, c); err != nil {
+		// Asked here, Azure answers 404, and the row would be said
+		// deleted.
+		return providers.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, err)
+	}
 	got, err := c.reserve.Get(ctx, id.ResourceGroupName, id.Parent.Name, id.Name,
 		&armcompute.CapacityReservationsClientGetOptions{Expand: to.Ptr(armcompute.CapacityReservationInstanceViewTypesInstanceView)})
 	if isNotFound(err) {

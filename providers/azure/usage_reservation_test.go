@@ -432,3 +432,30 @@ func TestAzureReservationUsageChain(t *testing.T) {
 		t.Errorf("interruptions %d, source %q, note %q", r.Interruptions, r.MetricsSource, r.Note)
 	}
 }
+
+// TestAzureReservationUsageOtherSubscription: a reservation booked in
+// another subscription (azure.subscription_id changed since) is not asked
+// for in this one, where Azure would answer 404 and the row be said
+// deleted: the error names both subscriptions. A trailing slash on the
+// id (a hand-edited ledger) reads as the id.
+func TestAzureReservationUsageOtherSubscription(t *testing.T) {
+	mon := &fakeMonitor{vms: map[string]map[string][]float64{"train-0": {"Microsoft.Compute/virtualMachines": hours(90, 6)}}}
+	f, p := newReservationFake(t, mon)
+	putReservation(t, f, []string{"train-0"}, []string{"train-0"})
+	var calls atomic.Int32
+	f.hook = func(*http.Request) { calls.Add(1) }
+	other := "00000000-1111-2222-3333-444444444444"
+	q := reservationQuery()
+	q.ProviderRef = strings.Replace(resvID, testSub, other, 1)
+	_, err := p.Usage(context.Background(), q)
+	if err == nil || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), testSub) || strings.Contains(err.Error(), "is not in Azure") {
+		t.Errorf("a reservation in subscription %s: %v, want an error naming both subscriptions", other, err)
+	}
+	if calls.Load() != 0 {
+		t.Errorf("%d ARM calls for a reservation of another subscription", calls.Load())
+	}
+	q.ProviderRef = resvID + "/"
+	if rep, err := p.Usage(context.Background(), q); err != nil || len(rep.Instances) != 1 {
+		t.Errorf("id with a trailing slash: %+v, %v", rep, err)
+	}
+}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -221,8 +222,34 @@ func placedAtOf(id string, start time.Time) (int64, bool) {
 		return 0, false
 	}
 	v, err := strconv.ParseUint(id[6:14], 16, 32)
-	if err != nil || int64(v) < start.Add(-7*24*time.Hour).Unix() {
+	if err != nil || int64(v) < start.Add(-7*24*time.Hour).Unix() || oldFleetID(id) {
 		return 0, false
 	}
 	return int64(v), true
+}
+
+// oldFleetID reports whether id is one this market made before ids
+// carried their placement second: "fleet-" and a UUID of one hash h, its
+// first group h's top 32 bits (a second anywhere from 1970 to 2106: most
+// read as one after the row's start, and a fleet placed then ran
+// nothing). Its last 62 bits are mix(h), and h is the id's first three
+// groups but for the 4 bits the UUID's version digit took: one of 16
+// hashes matches, where an id of today's (placement second, then a
+// hash) matches by chance once in 2^58.
+func oldFleetID(id string) bool {
+	g1, err1 := strconv.ParseUint(id[6:14], 16, 32)
+	g2, err2 := strconv.ParseUint(id[15:19], 16, 16)
+	g3, err3 := strconv.ParseUint(id[21:24], 16, 12)
+	g4, err4 := strconv.ParseUint(id[25:29], 16, 16)
+	g5, err5 := strconv.ParseUint(id[30:42], 16, 48)
+	if errors.Join(err1, err2, err3, err4, err5) != nil || id[14] != '-' || id[19] != '-' || id[24] != '-' || id[29] != '-' {
+		return false
+	}
+	for k := range uint64(16) {
+		g := mix(g1<<32 | g2<<16 | k<<12 | g3)
+		if g&0xffffffffffff == g5 && (g>>48)&0x3fff == g4&0x3fff {
+			return true
+		}
+	}
+	return false
 }

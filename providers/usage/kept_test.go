@@ -24,6 +24,7 @@ type memKept struct {
 	ats      map[string]time.Time
 	saves    int
 	saveErr  error
+	loadErr  error
 	readOnly bool
 }
 
@@ -34,6 +35,9 @@ func newMemKept() *memKept {
 func (k *memKept) LoadUsage(_ context.Context, id string) (providers.UsageReport, time.Time, bool, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.loadErr != nil {
+		return providers.UsageReport{}, time.Time{}, false, k.loadErr
+	}
 	r, ok := k.reps[id]
 	return r, k.ats[id], ok, nil
 }
@@ -455,4 +459,33 @@ func TestComputeConsistentOverMergedReports(t *testing.T) {
 			seen[keyOf(in)] = true
 		}
 	}
+}
+
+// TestKeptUnreadableIsSaid: a kept report the ledger cannot read (a
+// truncated or hand-edited usage_kept row) breaks nothing: with the live
+// read the figures are the cloud's and the note says what kept usage is
+// missing from them (the cloud may have forgotten instances it held);
+// without it the figures are unknown. It is never saved over.
+func TestKeptUnreadableIsSaid(t *testing.T) {
+	row := fleet("f", 2, 0, 0, 0.5, store.StateActive)
+	fr := &fakeReporter{reports: map[string]providers.UsageReport{"f": {Source: "gpu", Instances: []providers.InstanceUsage{
+		running("i-2", 0, 8, 1)}}}, errs: map[string]error{}}
+	kept := newMemKept()
+	kept.loadErr = errors.New("unexpected end of JSON input")
+	got := oneRow(t, computeKept(t, []store.Row{row}, fr, kept, 8, nil))
+	if !near(got.RunningGPUHours, 8) {
+		t.Errorf("running %v, want the live read's 8", got.RunningGPUHours)
+	}
+	if !strings.Contains(got.Note, "the usage kept in the ledger could not be read: unexpected end of JSON input") {
+		t.Errorf("note %q, want it to say the kept usage could not be read", got.Note)
+	}
+	if kept.saves != 0 {
+		t.Errorf("%d saves over an unreadable kept report", kept.saves)
+	}
+	fr.errs["f"] = errors.New("throttled")
+	got = oneRow(t, computeKept(t, []store.Row{row}, fr, kept, 8, nil))
+	if !math.IsNaN(got.RunningGPUHours) || !math.IsNaN(got.BusyGPUHours) || !strings.Contains(got.Note, "could not be read") {
+		t.Errorf("live read failed too: running %v busy %v note %q, want unknown and said", got.RunningGPUHours, got.BusyGPUHours, got.Note)
+	}
+	checkConsistent(t, got)
 }

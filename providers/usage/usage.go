@@ -245,6 +245,12 @@ func readRow(ctx context.Context, r store.Row, q providers.UsageQuery, opt Optio
 	if haveKept {
 		rep = merge(kept, keptAt, live)
 	}
+	if keptErr != nil {
+		// The live figures stand, but what was kept (instances the cloud
+		// has since forgotten) is missing from them.
+		*notes = append(*notes, "the usage kept in the ledger could not be read: "+keptErr.Error()+
+			"; the figures are what the cloud lists now")
+	}
 	rep = bound(rep, q.Start, q.End)
 	if opt.Kept != nil && keptErr == nil {
 		// A kept report that could not be read is not saved over:

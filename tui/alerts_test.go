@@ -374,3 +374,33 @@ func TestUsageMakesAnIdleRule(t *testing.T) {
 		t.Errorf("a viewer made an idle rule: %+v", ev.Rules())
 	}
 }
+
+// The idle rule prompt at 20×5 and with NO_COLOR: nothing crashes, the
+// prompt still has its keys, and the rule is saved.
+func TestUsageIdlePromptAtTinySize(t *testing.T) {
+	t.Setenv("NO_COLOR", "1")
+	ev := newWatch(t)
+	m, _ := newUsageFixtureWith(t, Options{Watch: ev}, 20, 5)
+	showView(t, m, "Usage")
+	u := m.views[m.active].(*usageView)
+	for i, r := range u.rep.Rows {
+		if r.ID == "01JUFLEET" {
+			u.cur = i
+		}
+	}
+	press(m, "a")
+	if !u.prompt.open {
+		t.Fatalf("no prompt at 20×5:\n%s", ansi.Strip(m.View().Content))
+	}
+	for _, line := range strings.Split(ansi.Strip(m.View().Content), "\n") {
+		if w := ansi.StringWidth(line); w > 20 {
+			t.Errorf("line %q is %d wide at 20 columns", line, w)
+		}
+	}
+	if msgs := pressAll(m, "backspace", "backspace", "6", "0", "enter"); !hasNotice(msgs, "rule idle-fleet-01JUFLEET saved") {
+		t.Fatalf("save: %v", msgs)
+	}
+	if rs := ev.Rules(); len(rs) != 1 || rs[0].Idle.AbovePct != 60 || rs[0].Idle.ID != "01JUFLEET" {
+		t.Errorf("rules %+v", rs)
+	}
+}

@@ -155,3 +155,46 @@ func TestIdleRuleWithoutUsageSaysSo(t *testing.T) {
 		t.Errorf("said %d times, want once: %s", c, buf.String())
 	}
 }
+
+// An idle rule on one row says why it cannot judge it: no such row in
+// the report, or the row is not running; the note goes once it can.
+func TestIdleRuleOnOneRowSaysWhyNot(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	clk := newClock(t0)
+	u := &usedLedger{now: clk.Now, busy: map[string]float64{"b1": 0.3}, rows: []store.Row{
+		{ID: "b1", Kind: store.KindBlock, Provider: "sim", Region: "us-east-1", InstanceType: "p5.48xlarge", InstanceCount: 1, GPUCount: 8,
+			Start: t0.Add(-4 * time.Hour), End: t0.Add(20 * time.Hour), CostUSD: 1920, State: store.StateEnded, ProviderRef: "cr-b1"},
+	}}
+	var buf syncBuffer
+	rules := validRules(t, config.Notify{},
+		config.WatchRule{Name: "missing", Idle: &config.IdleRule{AbovePct: 40, ID: "nope"}},
+		config.WatchRule{Name: "ended", Idle: &config.IdleRule{AbovePct: 40, ID: "b1"}})
+	e := newEvaluator(t, Options{Usage: u, Now: clk.Now, Rules: rules, Logger: logger(&buf)})
+	e.tick(context.Background(), false)
+	notes := map[string]string{}
+	for _, rs := range e.Rules() {
+		notes[rs.Name] = rs.Note
+	}
+	if !strings.Contains(notes["missing"], "ledger row nope is not in the usage report") || !strings.Contains(notes["missing"], "last 7d") {
+		t.Errorf("missing row: note %q", notes["missing"])
+	}
+	if notes["ended"] != "ledger row b1 is ended, not running" {
+		t.Errorf("ended row: note %q", notes["ended"])
+	}
+	if n := len(e.Alerts(0)); n != 0 {
+		t.Errorf("%d alerts", n)
+	}
+	// Running again: judged, the note gone, and told.
+	u.mu.Lock()
+	u.rows[0].State = store.StateActive
+	u.mu.Unlock()
+	e.tick(context.Background(), false)
+	for _, rs := range e.Rules() {
+		if rs.Name == "ended" && rs.Note != "" {
+			t.Errorf("note %q left once the row runs", rs.Note)
+		}
+	}
+	if got := e.Alerts(0); len(got) != 1 || got[0].Rule != "ended" {
+		t.Errorf("alerts %+v", got)
+	}
+}

@@ -439,6 +439,21 @@ func (e *Evaluator) evalIdle(ctx context.Context, r Rule, u *usageAnswer) {
 	now := e.now()
 	var over []usage.Row
 	var held []string // rows above now, or unknown for now
+	note := ""
+	if s.ID != "" {
+		// A rule on one row says when that row cannot be judged: not
+		// in the report (no such row, or it ran before the report's
+		// span), or not running.
+		note = fmt.Sprintf("ledger row %s is not in the usage report: no such row, or it has not run in the last %s", s.ID, providers.FormatWindow(u.rep.Now.Sub(u.rep.Since)))
+		for _, row := range u.rep.Rows {
+			if row.ID == s.ID {
+				note = ""
+				if !row.Active {
+					note = fmt.Sprintf("ledger row %s is %s, not running", s.ID, row.State)
+				}
+			}
+		}
+	}
 	for _, row := range u.rep.Rows {
 		if !row.Active || (s.Kind != "" && row.Kind != s.Kind) || (s.ID != "" && row.ID != s.ID) || now.Sub(row.Start) < s.AfterOrDefault() {
 			continue
@@ -452,7 +467,11 @@ func (e *Evaluator) evalIdle(ctx context.Context, r Rule, u *usageAnswer) {
 			over = append(over, row)
 		}
 	}
-	e.clearNote(r)
+	if note != "" {
+		e.sayOnce(r, note)
+	} else {
+		e.clearNote(r)
+	}
 	e.step(ctx, r, func(st *ruleState) *Alert {
 		var told []string
 		if len(st.Memo) > 0 {

@@ -17,10 +17,6 @@ import (
 
 const rgPath = "/subscriptions/" + testSub + "/resourceGroups/rg-gpu/providers/Microsoft.Compute"
 
-func resPath(group, name string) string {
-	return rgPath + "/capacityReservationGroups/" + group + "/capacityReservations/" + name
-}
-
 // offeringOf finds an offering of the size, zone and count in eastus.
 func offeringOf(t *testing.T, p *Provider, size, zone string, n int) providers.Offering {
 	t.Helper()

@@ -504,14 +504,6 @@ func expNear(y float64, i int) float64 {
 	return expTable[i] * (hot.one + d*(hot.one+d*(hot.e2+d*(hot.e3+d*hot.e4))))
 }
 
-// expIndex is expNear's i for y, and whether it is in the table.
-// Converting a float too large for an int, or NaN, gives the lowest int,
-// which is out of the table too.
-func expIndex(y float64) (int, bool) {
-	i := int(y + 0.5)
-	return i, uint(i) < uint(len(expTable))
-}
-
 // scratch is what appendTicks works in; a back-fill worker keeps one for
 // all its pools.
 type scratch struct {

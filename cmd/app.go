@@ -53,7 +53,7 @@ type app struct {
 
 	mu    sync.Mutex
 	built map[string]providers.Provider
-	hist  *history.Cache // opened by historyFor when a cloud is a source
+	hist  *history.History // opened by historyFor when a cloud is a source
 	hub   *hub.Hub
 	st    *store.Store
 	// usage is the one usage tracker of the run (usageTracker).

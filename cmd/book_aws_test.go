@@ -253,7 +253,7 @@ func TestLedgerReleasesReservationsOfOtherProviders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row, err := st.RecordIntent(context.Background(), store.Row{Kind: store.KindReservation, Provider: "sim", Cloud: "azure",
+	row, err := st.RecordIntent(context.Background(), store.Entry{Kind: store.KindReservation, Provider: "sim", Cloud: "azure",
 		Region: "eastus", InstanceType: "Standard_ND96isr_H100_v5", InstanceCount: 1, GPUCount: 8,
 		Start: now.Add(-25 * time.Hour), End: now.Add(-time.Hour), CostUSD: 2400, State: store.StateActive,
 		ProviderRef: "/subscriptions/0/resourceGroups/g/providers/Microsoft.Compute/capacityReservationGroups/x/capacityReservations/y",

@@ -263,9 +263,9 @@ func TestFleetFlowOnSim(t *testing.T) {
 // TestLedgerUnknownFleetCostIsNull: a fleet launched at unknown prices is
 // recorded with cost 0; the ledger prints null, not a price of zero.
 func TestLedgerUnknownFleetCostIsNull(t *testing.T) {
-	unknown := store.Row{ID: "01JA", Kind: store.KindFleet, State: store.StateActive,
+	unknown := store.Entry{ID: "01JA", Kind: store.KindFleet, State: store.StateActive,
 		CostNote: booking.FleetEstimate{Basis: "unknown prices"}.FirstHourNote()}
-	known := store.Row{ID: "01JB", Kind: store.KindFleet, State: store.StateActive, CostUSD: 240,
+	known := store.Entry{ID: "01JB", Kind: store.KindFleet, State: store.StateActive, CostUSD: 240,
 		CostNote: booking.FleetEstimate{Basis: "current prices"}.FirstHourNote()}
 	var b bytes.Buffer
 	if err := writeRows(&b, "json", []ledgerRow{ledgerRowOf(unknown), ledgerRowOf(known)}); err != nil {

@@ -26,7 +26,7 @@ func (a *app) historyFor(ps []providers.Provider) hub.Cache {
 	if !cloud || a.dataDir == "" {
 		return nil
 	}
-	c, err := history.Open(a.dataDir, history.Options{Retention: a.cfg.Cache.Retention.D(), Logger: a.log})
+	c, err := history.Open(a.dataDir, history.HistoryOptions{Retention: a.cfg.Cache.Retention.D(), Logger: a.log})
 	if err != nil {
 		a.warnf("history cache not used, fetching the whole window: %v", err)
 		return nil

@@ -211,7 +211,7 @@ func TestCorruptCacheWarnsAndFetchesAfresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	ledger, _ := os.ReadFile(filepath.Join(dataDir, store.FileName))
+	ledgerBytes, _ := os.ReadFile(filepath.Join(dataDir, store.FileName))
 	garbage := bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef}, 4096)
 	if err := os.WriteFile(history.Path(dataDir), garbage, 0o600); err != nil {
 		t.Fatal(err)
@@ -240,7 +240,7 @@ func TestCorruptCacheWarnsAndFetchesAfresh(t *testing.T) {
 	if n := len(historyCalls(fake, 0)); n < 1 {
 		t.Fatal("nothing fetched")
 	}
-	if b, _ := os.ReadFile(filepath.Join(dataDir, store.FileName)); !bytes.Equal(b, ledger) {
+	if b, _ := os.ReadFile(filepath.Join(dataDir, store.FileName)); !bytes.Equal(b, ledgerBytes) {
 		t.Error("the ledger changed")
 	}
 	info, err := history.Stat(context.Background(), dataDir)

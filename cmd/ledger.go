@@ -44,7 +44,7 @@ type ledgerRow struct {
 	Note *string `json:"note" output:"table"`
 }
 
-func ledgerRowOf(r store.Row) ledgerRow {
+func ledgerRowOf(r store.Entry) ledgerRow {
 	out := ledgerRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region, Zone: optString(r.Zone),
 		InstanceType: r.InstanceType, InstanceCount: r.InstanceCount, GPUCount: r.GPUCount, CostUSD: r.CostUSD,
 		State: r.State, ProviderRef: optString(r.ProviderRef), Actor: r.Actor, CreatedAt: r.CreatedAt.UTC(), Error: optString(r.Error),
@@ -240,7 +240,7 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 }
 
 // writeLedger prints the rows.
-func (a *app) writeLedger(rows []store.Row, output string) error {
+func (a *app) writeLedger(rows []store.Entry, output string) error {
 	out := make([]ledgerRow, 0, len(rows))
 	fleets := false
 	for _, r := range rows {

@@ -212,7 +212,7 @@ func TestLedgerTimeoutDoesNotJudgeOthers(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	row, err := st.RecordIntent(ctx, store.Row{Kind: store.KindBlock, Provider: "acme", IdemKey: "acme-1", State: store.StatePending,
+	row, err := st.RecordIntent(ctx, store.Entry{Kind: store.KindBlock, Provider: "acme", IdemKey: "acme-1", State: store.StatePending,
 		CreatedAt: time.Now().Add(-time.Hour), Request: []byte(`{"ID":"acme-1","Provider":"acme"}`)}, nil)
 	if err != nil {
 		t.Fatal(err)

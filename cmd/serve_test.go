@@ -132,7 +132,7 @@ func TestServeBookingRoles(t *testing.T) {
 	viewer, vline := clientKey(t, "", "attendee")
 	booker, bline := clientKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
 	srv := startServe(t, vline+"\n"+bline+"\n")
-	ledger := func() []store.Row {
+	ledger := func() []store.Entry {
 		st, err := store.Open(srv.dataDir)
 		if err != nil {
 			t.Fatal(err)
@@ -359,8 +359,8 @@ func TestDrainLedger(t *testing.T) {
 	defer st.Close()
 	ctx := context.Background()
 	start := time.Now().Add(-time.Second)
-	intent := func(actor, key string) store.Row {
-		r, err := st.RecordIntent(ctx, store.Row{Kind: store.KindBlock, Provider: "sim", IdemKey: key,
+	intent := func(actor, key string) store.Entry {
+		r, err := st.RecordIntent(ctx, store.Entry{Kind: store.KindBlock, Provider: "sim", IdemKey: key,
 			State: store.StatePending, Actor: actor}, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -71,7 +71,7 @@ type usageActorRow struct {
 	RowsWithoutMetric int      `json:"rows_without_metrics"`
 }
 
-func usageRowOf(r usage.Row) usageRow {
+func usageRowOf(r usage.UsageRow) usageRow {
 	out := usageRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region,
 		InstanceType: r.InstanceType, GPUs: r.GPUs, Actor: r.Actor, Start: r.Start.UTC(), End: r.End.UTC(),
 		BookedGPUHours: market.Round(r.BookedGPUHours, 3), RunningGPUHours: market.Round(r.RunningGPUHours, 3), BusyGPUHours: market.Round(r.BusyGPUHours, 3),
@@ -200,15 +200,15 @@ func (a *app) runUsage(ctx context.Context, since time.Duration, by string, time
 // hub's history holds for the rows' regions. withPrices false prices
 // fleets at their launch estimate without starting a hub (the ledger's
 // idle warning).
-func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time.Duration, withPrices bool) (usage.Report, error) {
+func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time.Duration, withPrices bool) (usage.UsageReport, error) {
 	e := a.env
 	st, err := a.Ledger()
 	if err != nil {
-		return usage.Report{}, err
+		return usage.UsageReport{}, err
 	}
 	rows, err := st.List(ctx)
 	if err != nil {
-		return usage.Report{}, err
+		return usage.UsageReport{}, err
 	}
 	now := time.Now()
 	var names, regions []string
@@ -243,14 +243,14 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 	keepFailed := func(err error) {
 		a.log.Warn("usage: what the clouds showed could not be kept in the ledger (the report is complete)", "err", err)
 	}
-	return usage.Compute(ctx, rows, usage.Options{Since: now.Add(-since), Now: now, Reporter: usage.Reporters(ps),
+	return usage.Compute(ctx, rows, usage.UsageOptions{Since: now.Add(-since), Now: now, Reporter: usage.Reporters(ps),
 		Prices: prices, Timeout: timeout, MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, SaveFailed: keepFailed}), nil
 }
 
 // writeUsageTable prints the rows (the five most idle first), then the
 // totals per day with a bar of booked, running and busy GPU-hours, per
 // actor, and over all. --by day or actor prints only that section.
-func writeUsageTable(w io.Writer, rep usage.Report, by string) error {
+func writeUsageTable(w io.Writer, rep usage.UsageReport, by string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	num := func(v float64, f string) string {
 		if math.IsNaN(v) {

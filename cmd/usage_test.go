@@ -45,7 +45,7 @@ func usageSession(t *testing.T) (run func(args ...string) (int, string, string),
 // $4,000) whose instances report GPU metrics, and a fleet of 4 × g6.xlarge launched 20 hours ago, one of them
 // on-demand (its spot ones ran only if the pools had capacity 20 hours
 // ago, wall-clock time: the on-demand one always did).
-func seedLedger(t *testing.T, dataDir string) (block, fleet store.Row) {
+func seedLedger(t *testing.T, dataDir string) (block, fleet store.Entry) {
 	t.Helper()
 	st, err := store.Open(dataDir)
 	if err != nil {
@@ -54,7 +54,7 @@ func seedLedger(t *testing.T, dataDir string) (block, fleet store.Row) {
 	defer st.Close()
 	now := time.Now().UTC()
 	ctx := context.Background()
-	block = store.Row{ID: simMeteredID(t, "01JSEEDB"), Kind: store.KindBlock, Provider: "sim", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a",
+	block = store.Entry{ID: simMeteredID(t, "01JSEEDB"), Kind: store.KindBlock, Provider: "sim", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a",
 		InstanceType: "p5.48xlarge", InstanceCount: 2, GPUCount: 16, Start: now.Add(-30 * time.Hour), End: now.Add(18 * time.Hour),
 		CostUSD: 4000, State: store.StateActive, ProviderRef: "cr-0123456789abcdef0", Actor: "alice@lab", IdemKey: "cb-1",
 		CreatedAt: now.Add(-40 * time.Hour)}
@@ -62,7 +62,7 @@ func seedLedger(t *testing.T, dataDir string) (block, fleet store.Row) {
 		t.Fatal(err)
 	}
 	spec, _ := json.Marshal(providers.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"g6.xlarge"}, TargetCapacity: 4, OnDemandBase: 1})
-	fleet = store.Row{Kind: store.KindFleet, Provider: "sim", Cloud: "aws", Region: "us-east-1", InstanceType: "g6.xlarge",
+	fleet = store.Entry{Kind: store.KindFleet, Provider: "sim", Cloud: "aws", Region: "us-east-1", InstanceType: "g6.xlarge",
 		InstanceCount: 4, GPUCount: 4, CostUSD: 1.2, CostNote: "estimate: first hour at current prices; a fleet bills until deleted",
 		State: store.StateActive, ProviderRef: "fleet-11111111-2222-4333-8444-555555555555", Actor: "bob@lab", IdemKey: "tok-1",
 		CreatedAt: now.Add(-20 * time.Hour), Request: spec}
@@ -410,7 +410,7 @@ func TestUsageTableSaysPartialGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	if _, err := st.RecordIntent(context.Background(), store.Row{Kind: store.KindBlock, Provider: "sim", Cloud: "azure", Region: "eastus",
+	if _, err := st.RecordIntent(context.Background(), store.Entry{Kind: store.KindBlock, Provider: "sim", Cloud: "azure", Region: "eastus",
 		InstanceType: "Standard_NV6ads_A10_v5", InstanceCount: 2, GPUCount: 2.0 / 6, Start: now.Add(-3 * time.Hour), End: now.Add(time.Hour),
 		CostUSD: 4, State: store.StateActive, ProviderRef: "cr-partial", Actor: "alice@lab", IdemKey: "cb-partial", CreatedAt: now.Add(-4 * time.Hour)}, nil); err != nil {
 		t.Fatal(err)

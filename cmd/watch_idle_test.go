@@ -26,7 +26,7 @@ func TestWatchOnceTellsAnIdleBlock(t *testing.T) {
 	}
 	now := time.Now().UTC()
 	for i := range 8 {
-		b := store.Row{Kind: store.KindBlock, Provider: "sim", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a",
+		b := store.Entry{Kind: store.KindBlock, Provider: "sim", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a",
 			InstanceType: "p5.48xlarge", InstanceCount: 2, GPUCount: 16, Start: now.Add(-30 * time.Hour), End: now.Add(18 * time.Hour),
 			CostUSD: 4000, State: store.StateActive, ProviderRef: fmt.Sprintf("cr-%017d", i), Actor: "alice@lab", IdemKey: fmt.Sprint("cb-", i),
 			CreatedAt: now.Add(-40 * time.Hour)}

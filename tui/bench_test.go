@@ -112,7 +112,7 @@ func BenchmarkLedgerView(b *testing.B) {
 	f := newMoneyFixture(b, RoleViewer, booking.Budget{})
 	f.m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 	lv := f.ledger()
-	var rows []store.Row
+	var rows []store.Entry
 	fleets := map[string]booking.FleetNow{}
 	for i := range 100 {
 		for _, r := range goldenLedgerRows() {

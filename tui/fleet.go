@@ -32,7 +32,7 @@ type (
 	fleetStateMsg struct {
 		rowID string
 		fleet providers.Fleet
-		row   store.Row
+		row   store.Entry
 		err   error
 	}
 	fleetTickMsg struct{ seq int }
@@ -112,7 +112,7 @@ type fleetView struct {
 
 	// the fleet being followed
 	rowID    string
-	row      store.Row
+	row      store.Entry
 	fleet    providers.Fleet
 	followed bool
 	polling  bool

@@ -119,7 +119,7 @@ func TestFleetComposeNeedsOneRegion(t *testing.T) {
 
 func TestLedgerOrderAndCountdown(t *testing.T) {
 	now := fixedNow
-	rows := []store.Row{
+	rows := []store.Entry{
 		{ID: "01", Kind: store.KindBlock, State: store.StateEnded, Start: now.Add(-72 * time.Hour), End: now.Add(-24 * time.Hour)},
 		{ID: "02", Kind: store.KindBlock, State: store.StateScheduled, Start: now.Add(50 * time.Hour), End: now.Add(98 * time.Hour)},
 		{ID: "03", Kind: store.KindBlock, State: store.StateScheduled, Start: now.Add(3*time.Hour + 20*time.Minute), End: now.Add(27 * time.Hour)},
@@ -133,7 +133,7 @@ func TestLedgerOrderAndCountdown(t *testing.T) {
 	}
 	want := []string{"04 ends in 45m", "03 starts in 3h 20m", "02 starts in 2d 2h", "06 starts in 1h 0m", "05 -", "01 ended"}
 	// A reservation past its window that was not released still bills.
-	billing := store.Row{Kind: store.KindReservation, State: store.StateActive, Start: now.Add(-48 * time.Hour), End: now.Add(-time.Hour)}
+	billing := store.Entry{Kind: store.KindReservation, State: store.StateActive, Start: now.Add(-48 * time.Hour), End: now.Add(-time.Hour)}
 	if got := timeLeft(billing, now); got != "over: billing until released" {
 		t.Errorf("unreleased reservation: %q", got)
 	}
@@ -182,7 +182,7 @@ func TestLedgerUnknownFleetCost(t *testing.T) {
 	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
 	f.show(t, "Ledger")
 	lv := f.ledger()
-	rows := []store.Row{
+	rows := []store.Entry{
 		{ID: "01JA", Kind: store.KindFleet, State: store.StateActive, Region: "us-east-1", InstanceType: "p5.48xlarge", InstanceCount: 2,
 			CostNote: booking.FleetEstimate{Basis: "unknown prices"}.FirstHourNote(), ProviderRef: "fleet-a"},
 		{ID: "01JB", Kind: store.KindFleet, State: store.StateActive, Region: "us-east-1", InstanceType: "g6e.xlarge", InstanceCount: 3,
@@ -206,9 +206,9 @@ func TestLedgerFitsAndScrolls(t *testing.T) {
 	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
 	f.show(t, "Ledger")
 	lv := f.ledger()
-	var rows []store.Row
+	var rows []store.Entry
 	for i := range 30 {
-		rows = append(rows, store.Row{ID: fmt.Sprintf("01J%03d", i), Kind: store.KindBlock, State: store.StateScheduled,
+		rows = append(rows, store.Entry{ID: fmt.Sprintf("01J%03d", i), Kind: store.KindBlock, State: store.StateScheduled,
 			Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge", InstanceCount: i + 1,
 			Start: fixedNow.Add(time.Duration(24*(i+1))*time.Hour + 14*time.Hour), End: fixedNow.Add(time.Duration(24*(i+3)) * time.Hour),
 			CostUSD: 1000, ProviderRef: "cr-0123456789abcdef0"})
@@ -469,7 +469,7 @@ func TestLedgerShowsWhoAndFleetTimes(t *testing.T) {
 	}
 	// A fleet row without the times (written before the ledger kept them)
 	// is taken to start at its launch and end at its last update.
-	old := store.Row{Kind: store.KindFleet, State: store.StateDeleted, ProviderRef: "fleet-x", CostUSD: 2,
+	old := store.Entry{Kind: store.KindFleet, State: store.StateDeleted, ProviderRef: "fleet-x", CostUSD: 2,
 		CostNote:  booking.FleetEstimate{Basis: "current prices"}.FirstHourNote(),
 		CreatedAt: fixedNow.Add(-5 * time.Hour), UpdatedAt: fixedNow.Add(-2 * time.Hour)}
 	if got := timeLeft(old, fixedNow); got != "ran 3h 0m" {
@@ -603,7 +603,7 @@ func TestLedgerReconcileSaysWhatItDid(t *testing.T) {
 	if f.m.notice.text != "reconciled: nothing was waiting on an answer" {
 		t.Fatalf("after r: %q", f.m.notice.text)
 	}
-	if got := reconciled(&booking.Report{Settled: make([]store.Row, 2), Unsettled: make([]booking.Unsettled, 1)})().(noticeMsg).text; got !=
+	if got := reconciled(&booking.ReconcileReport{Settled: make([]store.Entry, 2), Unsettled: make([]booking.Unsettled, 1)})().(noticeMsg).text; got !=
 		"reconciled: 2 rows settled, 1 not yet (see the line over the rows)" {
 		t.Errorf("settled and not: %q", got)
 	}

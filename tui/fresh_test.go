@@ -18,7 +18,7 @@ import (
 )
 
 // ledgerRows lists the fixture's ledger.
-func (f *moneyFixture) ledgerRows(t *testing.T) []store.Row {
+func (f *moneyFixture) ledgerRows(t *testing.T) []store.Entry {
 	t.Helper()
 	rows, err := f.st.List(context.Background())
 	if err != nil {

@@ -109,9 +109,9 @@ func TestGoldenFleetScheduleConfirm(t *testing.T) {
 
 // goldenLedgerRows are a block to come, a running fleet, a deleted one and
 // a reservation past its window, booked by three people.
-func goldenLedgerRows() []store.Row {
+func goldenLedgerRows() []store.Entry {
 	now := fixedNow
-	return []store.Row{
+	return []store.Entry{
 		{ID: "01JBLOCK", Kind: store.KindBlock, Provider: "sim", State: store.StateScheduled, Region: "us-east-1", Zone: "us-east-1a",
 			InstanceType: "p5.48xlarge", InstanceCount: 2, Start: now.Add(26 * time.Hour), End: now.Add(74 * time.Hour),
 			CostUSD: 6000, ProviderRef: "cr-0123456789abcdef0", Actor: "local:alice", CreatedAt: now.Add(-time.Hour)},
@@ -134,10 +134,10 @@ func goldenLedgerRows() []store.Row {
 }
 
 // scheduledRow is a fleet row scheduled from start to end, kept by k.
-func scheduledRow(id, provider, cloud, state, ref string, n int, start, end time.Time, k booking.Keeper) store.Row {
+func scheduledRow(id, provider, cloud, state, ref string, n int, start, end time.Time, k booking.Keeper) store.Entry {
 	req, _ := json.Marshal(map[string]any{"Provider": provider, "Region": "us-east-1", "InstanceTypes": []string{"g6.xlarge"},
 		"TargetCapacity": n, "Start": start, "End": end, "Keeper": k})
-	return store.Row{ID: id, Kind: store.KindFleet, Provider: provider, Cloud: cloud, State: state, Region: "us-east-1",
+	return store.Entry{ID: id, Kind: store.KindFleet, Provider: provider, Cloud: cloud, State: state, Region: "us-east-1",
 		InstanceType: "g6.xlarge", InstanceCount: n, GPUCount: float64(n), Start: start, End: end, CostUSD: 0.30 * float64(n),
 		CostNote: booking.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: ref, Actor: "local:alice",
 		CreatedAt: start.Add(-48 * time.Hour), Request: req}

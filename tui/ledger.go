@@ -26,8 +26,8 @@ const ledgerReload = 5 * time.Second
 type (
 	ledgerLoadedMsg struct {
 		seq  int
-		rows []store.Row
-		rep  *booking.Report
+		rows []store.Entry
+		rep  *booking.ReconcileReport
 		err  error
 		// asked is set for the reconciliation r asked for: its answer
 		// is said in the footer.
@@ -80,7 +80,7 @@ type ledgerView struct {
 	svc  *booking.Service
 	keys ledgerKeys
 	w, h int
-	rows []store.Row
+	rows []store.Entry
 	cur  int
 	err  string
 	note string // what the last reconciliation could not settle
@@ -140,7 +140,7 @@ func (v *ledgerView) load(reconcile bool) tea.Cmd {
 	v.changes = v.svc.Changes()
 	seq, ctx, svc := v.seq, v.ctx, v.svc
 	return v.task(func() tea.Msg {
-		var rep *booking.Report
+		var rep *booking.ReconcileReport
 		if reconcile {
 			r, err := svc.Reconcile(ctx)
 			if err != nil {
@@ -154,7 +154,7 @@ func (v *ledgerView) load(reconcile bool) tea.Cmd {
 }
 
 // reconciled says what the reconciliation r asked for did.
-func reconciled(rep *booking.Report) tea.Cmd {
+func reconciled(rep *booking.ReconcileReport) tea.Cmd {
 	switch {
 	case rep == nil:
 		return nil
@@ -232,7 +232,7 @@ func (v *ledgerView) askFleets() tea.Cmd {
 	}
 	v.fleetsAsked = true
 	v.fleetsSeq++
-	seq, ctx, svc, rows := v.fleetsSeq, v.ctx, v.svc, append([]store.Row(nil), v.rows...)
+	seq, ctx, svc, rows := v.fleetsSeq, v.ctx, v.svc, append([]store.Entry(nil), v.rows...)
 	return v.task(func() tea.Msg { return fleetsNowMsg{seq: seq, fleets: svc.FleetsNow(ctx, rows)} })
 }
 
@@ -304,9 +304,9 @@ func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
 
 // orderLedger puts current and upcoming blocks first (active, then by
 // start), then everything else newest first.
-func orderLedger(rows []store.Row, now time.Time) []store.Row {
-	out := append([]store.Row(nil), rows...)
-	rank := func(r store.Row) int {
+func orderLedger(rows []store.Entry, now time.Time) []store.Entry {
+	out := append([]store.Entry(nil), rows...)
+	rank := func(r store.Entry) int {
 		switch {
 		case r.State == store.StateActive:
 			return 0
@@ -332,12 +332,12 @@ func orderLedger(rows []store.Row, now time.Time) []store.Row {
 
 // dated reports whether a row has a window to order it by: a block, a
 // reservation, a fleet with a start.
-func dated(r store.Row) bool { return store.Booked(r.Kind) || !r.Start.IsZero() }
+func dated(r store.Entry) bool { return store.Booked(r.Kind) || !r.Start.IsZero() }
 
 // timeLeft is a block's countdown: to its start, then to its end; a
 // fleet's too when it is scheduled (the workshop's countdown), else its
 // time running (it bills until deleted).
-func timeLeft(r store.Row, now time.Time) string {
+func timeLeft(r store.Entry, now time.Time) string {
 	if r.Kind == store.KindFleet {
 		sched, scheduled := booking.ScheduleOf(r)
 		switch {
@@ -507,7 +507,7 @@ var ledgerColumns = []tableColumn{
 // ledgerCells are a row's cells by column title; fleets holds what the
 // providers said of running fleets (nil: nothing yet), d names a
 // provider's descriptor.
-func ledgerCells(r store.Row, now time.Time, fleets map[string]booking.FleetNow, d func(string) providers.Descriptor) map[string]string {
+func ledgerCells(r store.Entry, now time.Time, fleets map[string]booking.FleetNow, d func(string) providers.Descriptor) map[string]string {
 	loc := now.Location()
 	when := func(t time.Time) string {
 		if t.IsZero() {
@@ -536,7 +536,7 @@ func ledgerCells(r store.Row, now time.Time, fleets map[string]booking.FleetNow,
 // running is a fleet's instances running now of those asked, as its
 // provider last said: "28/30"; "?" when it could not say and never did;
 // "-" for what is not a running fleet or was not asked yet.
-func running(r store.Row, fleets map[string]booking.FleetNow) string {
+func running(r store.Entry, fleets map[string]booking.FleetNow) string {
 	f, ok := fleets[r.ID]
 	switch {
 	case !booking.LiveFleet(r) || !ok:
@@ -588,7 +588,7 @@ func hiddenCells(cells map[string]string, shown []tableColumn) string {
 // carry those (one written before the ledger recorded them) is taken to
 // start when it was launched (its intent is written just before the
 // launch call) and, once deleted or ended, to end at its last update.
-func rowSpan(r store.Row) (start, end time.Time) {
+func rowSpan(r store.Entry) (start, end time.Time) {
 	start, end = r.Start, r.End
 	if r.Kind != store.KindFleet || r.ProviderRef == "" {
 		return start, end
@@ -606,7 +606,7 @@ func rowSpan(r store.Row) (start, end time.Time) {
 // estimate times the hours it ran; NaN for anything else, a fleet never
 // launched, or when the price is unknown. A scheduled fleet's start and
 // end are its window: nothing before the one, nothing after the other.
-func costSoFar(r store.Row, now time.Time) float64 {
+func costSoFar(r store.Entry, now time.Time) float64 {
 	start, end := rowSpan(r)
 	if r.Kind != store.KindFleet || r.ProviderRef == "" || r.CostNote == "" || booking.CostUnknown(r) || start.IsZero() || start.After(now) {
 		return math.NaN()

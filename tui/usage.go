@@ -23,7 +23,7 @@ const usageReload = time.Minute
 
 type usageLoadedMsg struct {
 	seq int
-	rep usage.Report
+	rep usage.UsageReport
 	err error
 }
 
@@ -52,7 +52,7 @@ type usageView struct {
 	tr    *usage.Tracker
 	keys  usageKeys
 	w, h  int
-	rep   usage.Report
+	rep   usage.UsageReport
 	cur   int
 	err   string
 	seq   int
@@ -147,7 +147,7 @@ func (v *usageView) Update(msg tea.Msg) (view, tea.Cmd) {
 }
 
 // setReport takes a report and tells the header of its alerts.
-func (v *usageView) setReport(rep usage.Report) {
+func (v *usageView) setReport(rep usage.UsageReport) {
 	v.rep = rep
 	v.cur = min(v.cur, max(len(rep.Rows)-1, 0))
 	v.c.idleAlerts = rep.Alerts
@@ -163,7 +163,7 @@ var usageColumns = []tableColumn{
 }
 
 // usageCells are a row's cells by column title.
-func usageCells(r usage.Row) map[string]string {
+func usageCells(r usage.UsageRow) map[string]string {
 	gpuh := func(v float64) string {
 		if math.IsNaN(v) {
 			return "-"

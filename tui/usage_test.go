@@ -53,10 +53,10 @@ func hourly(id, typ string, from, to int, share float64, spot bool) providers.In
 // usageFixtureRows are a workshop's week: a block of 2 × p5 running half
 // idle, a fleet whose spot instances were interrupted, an idle
 // reservation, a block without metrics, booked by three people.
-func usageFixtureRows() ([]store.Row, *usageReporter) {
+func usageFixtureRows() ([]store.Entry, *usageReporter) {
 	now := fixedNow
 	spec, _ := json.Marshal(providers.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"g6e.xlarge"}, TargetCapacity: 4, OnDemandBase: 1})
-	rows := []store.Row{
+	rows := []store.Entry{
 		{ID: "01JUBLOCK", Kind: store.KindBlock, Provider: "sim", Cloud: "aws", State: store.StateActive, Region: "us-east-1", Zone: "us-east-1a",
 			InstanceType: "p5.48xlarge", InstanceCount: 2, GPUCount: 16, Start: now.Add(-50 * time.Hour), End: now.Add(22 * time.Hour),
 			CostUSD: 6000, ProviderRef: "cr-0123456789abcdef0", Actor: "local:alice", CreatedAt: now.Add(-60 * time.Hour), IdemKey: "cb-1"},
@@ -218,7 +218,7 @@ func TestUsageViewShowsAnError(t *testing.T) {
 		t.Errorf("screen:\n%s", ansi.Strip(m.View().Content))
 	}
 	// An answer to an older request is dropped.
-	u.Update(usageLoadedMsg{seq: u.seq - 1, rep: usage.Report{}})
+	u.Update(usageLoadedMsg{seq: u.seq - 1, rep: usage.UsageReport{}})
 	if len(u.rep.Rows) == 0 {
 		t.Error("an old answer replaced the report")
 	}

@@ -28,7 +28,7 @@ type OfferingSearcher interface {
 
 // LedgerReader reads the ledger's rows (the store).
 type LedgerReader interface {
-	List(ctx context.Context, states ...string) ([]store.Row, error)
+	List(ctx context.Context, states ...string) ([]store.Entry, error)
 }
 
 // Options configure an Evaluator.
@@ -86,7 +86,7 @@ type Options struct {
 
 // UsageSource reports what the ledger's rows used (usage.Tracker).
 type UsageSource interface {
-	Report(ctx context.Context) (usage.Report, error)
+	Report(ctx context.Context) (usage.UsageReport, error)
 }
 
 // Evaluator evaluates the rules of one process. Make one per process and

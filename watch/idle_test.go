@@ -22,19 +22,19 @@ import (
 // metrics).
 type usedLedger struct {
 	mu    sync.Mutex
-	rows  []store.Row
+	rows  []store.Entry
 	busy  map[string]float64
 	now   func() time.Time
 	calls int
 }
 
-func (u *usedLedger) Report(ctx context.Context) (usage.Report, error) {
+func (u *usedLedger) Report(ctx context.Context) (usage.UsageReport, error) {
 	u.mu.Lock()
-	rows := append([]store.Row(nil), u.rows...)
+	rows := append([]store.Entry(nil), u.rows...)
 	u.calls++
 	u.mu.Unlock()
 	now := u.now()
-	return usage.Compute(ctx, rows, usage.Options{Since: now.Add(-usage.DefaultSince), Now: now,
+	return usage.Compute(ctx, rows, usage.UsageOptions{Since: now.Add(-usage.DefaultSince), Now: now,
 		Reporter: func(string) (providers.UsageReporter, bool) { return u, true }}), nil
 }
 
@@ -60,12 +60,12 @@ func (u *usedLedger) set(id string, share float64) {
 func TestIdleRuleTellsEachRowOncePerCrossing(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	clk := newClock(t0)
-	blk := func(id, kind string, start time.Time, state string) store.Row {
-		return store.Row{ID: id, Kind: kind, Provider: "sim", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge",
+	blk := func(id, kind string, start time.Time, state string) store.Entry {
+		return store.Entry{ID: id, Kind: kind, Provider: "sim", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge",
 			InstanceCount: 1, GPUCount: 8, Start: start, End: start.Add(24 * time.Hour), CostUSD: 24 * 8 * 10, State: state,
 			ProviderRef: "cr-" + id}
 	}
-	u := &usedLedger{now: clk.Now, busy: map[string]float64{"b1": 0.3, "b2": 0, "b3": 0, "r1": 0.2}, rows: []store.Row{
+	u := &usedLedger{now: clk.Now, busy: map[string]float64{"b1": 0.3, "b2": 0, "b3": 0, "r1": 0.2}, rows: []store.Entry{
 		blk("b1", store.KindBlock, t0.Add(-4*time.Hour), store.StateActive),
 		blk("b2", store.KindBlock, t0.Add(-10*time.Minute), store.StateActive), // judged after 30 min
 		blk("b3", store.KindBlock, t0.Add(-30*time.Hour), store.StateEnded),    // no longer runs
@@ -161,7 +161,7 @@ func TestIdleRuleWithoutUsageSaysSo(t *testing.T) {
 func TestIdleRuleOnOneRowSaysWhyNot(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	clk := newClock(t0)
-	u := &usedLedger{now: clk.Now, busy: map[string]float64{"b1": 0.3}, rows: []store.Row{
+	u := &usedLedger{now: clk.Now, busy: map[string]float64{"b1": 0.3}, rows: []store.Entry{
 		{ID: "b1", Kind: store.KindBlock, Provider: "sim", Region: "us-east-1", InstanceType: "p5.48xlarge", InstanceCount: 1, GPUCount: 8,
 			Start: t0.Add(-4 * time.Hour), End: t0.Add(20 * time.Hour), CostUSD: 1920, State: store.StateEnded, ProviderRef: "cr-b1"},
 	}}

@@ -340,7 +340,7 @@ func (e *Evaluator) evalStartsIn(ctx context.Context, r Rule) {
 		return
 	}
 	now := e.now()
-	var future, soon []store.Row
+	var future, soon []store.Entry
 	for _, row := range rows {
 		// A block, a reservation or a scheduled fleet (launch --start):
 		// what starts at a set time.
@@ -366,7 +366,7 @@ func (e *Evaluator) evalStartsIn(ctx context.Context, r Rule) {
 				keep = append(keep, row.ID)
 			}
 		}
-		var news []store.Row
+		var news []store.Entry
 		for _, row := range soon {
 			if !slices.Contains(keep, row.ID) {
 				news = append(news, row)
@@ -402,7 +402,7 @@ func (e *Evaluator) evalStartsIn(ctx context.Context, r Rule) {
 
 // usageAnswer is the usage report one tick's idle rules share.
 type usageAnswer struct {
-	rep usage.Report
+	rep usage.UsageReport
 	err error
 }
 
@@ -437,7 +437,7 @@ func (e *Evaluator) evalIdle(ctx context.Context, r Rule, u *usageAnswer) {
 	}
 	s := r.Idle
 	now := e.now()
-	var over []usage.Row
+	var over []usage.UsageRow
 	var held []string // rows above now, or unknown for now
 	note := ""
 	if s.ID != "" {
@@ -483,7 +483,7 @@ func (e *Evaluator) evalIdle(ctx context.Context, r Rule, u *usageAnswer) {
 				keep = append(keep, id)
 			}
 		}
-		var news []usage.Row
+		var news []usage.UsageRow
 		for _, row := range over {
 			if !slices.Contains(keep, row.ID) {
 				news = append(news, row)

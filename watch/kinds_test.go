@@ -13,16 +13,16 @@ import (
 	"github.com/gpumarket/gpumarket/providers/store"
 )
 
-// ledger is a LedgerReader over rows the test sets.
-type ledger struct {
+// fakeLedger is a LedgerReader over rows the test sets.
+type fakeLedger struct {
 	mu   sync.Mutex
-	rows []store.Row
+	rows []store.Entry
 }
 
-func (l *ledger) List(_ context.Context, states ...string) ([]store.Row, error) {
+func (l *fakeLedger) List(_ context.Context, states ...string) ([]store.Entry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []store.Row
+	var out []store.Entry
 	for _, r := range l.rows {
 		for _, s := range states {
 			if r.State == s {
@@ -33,7 +33,7 @@ func (l *ledger) List(_ context.Context, states ...string) ([]store.Row, error) 
 	return out, nil
 }
 
-func (l *ledger) add(r store.Row) {
+func (l *fakeLedger) add(r store.Entry) {
 	l.mu.Lock()
 	l.rows = append(l.rows, r)
 	l.mu.Unlock()
@@ -43,7 +43,7 @@ func TestStartsInTellsEachBookedRowOnce(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	clk := newClock(t0)
 	start := t0.Add(90 * time.Minute) // 11:30 UTC, as AWS blocks start
-	l := &ledger{rows: []store.Row{
+	l := &fakeLedger{rows: []store.Entry{
 		{ID: "01A", Kind: store.KindBlock, Provider: "sim", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge", InstanceCount: 2, GPUCount: 16, Start: start, End: start.Add(48 * time.Hour), State: store.StateScheduled},
 		{ID: "01B", Kind: store.KindReservation, Provider: "sim", Region: "eastus", InstanceType: "Standard_ND96isr_H100_v5", InstanceCount: 1, Start: start.Add(-10 * time.Minute), State: store.StateScheduled},
 		{ID: "01C", Kind: store.KindBlock, Provider: "sim", Start: start, State: store.StateFailed},
@@ -80,7 +80,7 @@ func TestStartsInTellsEachBookedRowOnce(t *testing.T) {
 		t.Errorf("text %q", a.Text)
 	}
 	// A row booked later is told on its own, at once (no cooldown).
-	l.add(store.Row{ID: "01E", Kind: store.KindBlock, Provider: "sim", Start: t0.Add(80 * time.Minute), State: store.StateScheduled})
+	l.add(store.Entry{ID: "01E", Kind: store.KindBlock, Provider: "sim", Start: t0.Add(80 * time.Minute), State: store.StateScheduled})
 	e.tick(ctx, false)
 	if got := byRule(); len(got["soon"]) != 2 || strings.Join(got["soon"][1].LedgerIDs, ",") != "01E" || len(got["blocks"]) != 2 {
 		t.Fatalf("after 01E was booked: %+v", got)

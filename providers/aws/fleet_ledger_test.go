@@ -75,7 +75,7 @@ func TestScheduledFleetThroughTheLedger(t *testing.T) {
 		t.Fatalf("no estimate to grow a cost so far from: %+v", row)
 	}
 
-	reconcile := func(at time.Time) store.Row {
+	reconcile := func(at time.Time) store.Entry {
 		t.Helper()
 		clock.Set(at)
 		if _, err := svc.Reconcile(ctx); err != nil {
@@ -94,7 +94,7 @@ func TestScheduledFleetThroughTheLedger(t *testing.T) {
 	if r.State != store.StateActive || !r.Start.Equal(start) {
 		t.Fatalf("after T: %+v", r)
 	}
-	now := svc.FleetsNow(ctx, []store.Row{r})[row.ID]
+	now := svc.FleetsNow(ctx, []store.Entry{r})[row.ID]
 	if now.Err != nil || now.Fleet.Instances != 3 || now.Fleet.Target != 3 {
 		t.Fatalf("running now: %+v", now)
 	}

@@ -156,7 +156,7 @@ func TestScheduledScaleSetKeptByTheLoop(t *testing.T) {
 	if got.State != store.StateActive || !strings.HasSuffix(got.ProviderRef, "/virtualMachineScaleSets/gpumarket-"+row.ID) || f.resource(got.ProviderRef) == nil {
 		t.Fatalf("at its start: %+v", got)
 	}
-	if fl := svc.FleetsNow(ctx, []store.Row{got})[row.ID]; fl.Err != nil || fl.Fleet.Instances != 2 {
+	if fl := svc.FleetsNow(ctx, []store.Entry{got})[row.ID]; fl.Err != nil || fl.Fleet.Instances != 2 {
 		t.Fatalf("running now: %+v", fl)
 	}
 	now = end.Add(20 * time.Second)

@@ -406,10 +406,10 @@ func TestAzureReservationUsageChain(t *testing.T) {
 	f, p := newReservationFake(t, mon)
 	putReservation(t, f, []string{"train-0", "train-1"}, []string{"train-0"})
 	const rate = 3.67 // $ an hour of Standard_NC24ads_A100_v4
-	row := store.Row{ID: "01R", Kind: store.KindReservation, Provider: Name, Cloud: "azure", Region: "eastus", Zone: "1",
+	row := store.Entry{ID: "01R", Kind: store.KindReservation, Provider: Name, Cloud: "azure", Region: "eastus", Zone: "1",
 		InstanceType: "Standard_NC24ads_A100_v4", InstanceCount: 2, GPUCount: 2, Start: resvStart, End: resvStart.Add(24 * time.Hour),
 		CostUSD: 2 * 24 * rate, State: store.StateActive, ProviderRef: resvID, Actor: "local:alice", CreatedAt: resvStart}
-	rep := usage.Compute(context.Background(), []store.Row{row}, usage.Options{Since: testNow.Add(-24 * time.Hour), Now: testNow,
+	rep := usage.Compute(context.Background(), []store.Entry{row}, usage.UsageOptions{Since: testNow.Add(-24 * time.Hour), Now: testNow,
 		Reporter: func(name string) (providers.UsageReporter, bool) { return p, name == Name }})
 	if len(rep.Rows) != 1 {
 		t.Fatalf("rows %+v", rep.Rows)

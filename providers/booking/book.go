@@ -155,7 +155,7 @@ type BookResult struct {
 	// described right before the purchase.
 	Offering providers.Offering
 	// Row is the ledger row (zero for a dry run).
-	Row     store.Row
+	Row     store.Entry
 	Booking providers.Booking
 	DryRun  bool
 }
@@ -234,13 +234,13 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	}
 	// The key is the id the user booked: a provider that makes ids from
 	// the terms may re-describe the same offering under another.
-	intent := store.Row{
+	intent := store.Entry{
 		Kind: kindOf(o), Provider: o.Provider, Cloud: string(o.Cloud), Region: o.Region, Zone: o.Zone,
 		InstanceType: o.InstanceType, InstanceCount: o.InstanceCount, GPUCount: o.GPUCount(),
 		Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, State: store.StatePending, Actor: actor,
 		CreatedAt: now, Request: reqJSON, IdemKey: req.OfferingID,
 	}
-	row, err := s.intent(ctx, intent, func(spent float64, existing *store.Row) error {
+	row, err := s.intent(ctx, intent, func(spent float64, existing *store.Entry) error {
 		if existing != nil {
 			return nil // reported as a duplicate below
 		}
@@ -405,7 +405,7 @@ func (s *Service) madeBefore(ctx context.Context, b providers.Booker, key string
 // duplicate words the refusal of a second purchase of an offering. If
 // the first one's outcome is unknown it is reconciled first, so the user
 // learns whether it was bought.
-func (s *Service) duplicate(ctx context.Context, existing store.Row) error {
+func (s *Service) duplicate(ctx context.Context, existing store.Entry) error {
 	if ok, why := s.inFlight(existing); ok {
 		return fmt.Errorf("refused: a purchase of %s is in flight (ledger row %s, by %s: %s); it is not sent twice", existing.IdemKey, existing.ID, existing.Actor, why)
 	}
@@ -430,12 +430,12 @@ type bookedError struct{ msg string }
 func (e bookedError) Error() string        { return e.msg }
 func (e bookedError) Is(target error) bool { return target == store.ErrDuplicate }
 
-func alreadyBooked(r store.Row) error {
+func alreadyBooked(r store.Entry) error {
 	return bookedError{fmt.Sprintf("refused: already booked: ledger row %s (%s, state %s)", r.ID, r.ProviderRef, r.State)}
 }
 
 // settleBlock writes what a Booking says into a row.
-func settleBlock(r store.Row, bk providers.Booking, now time.Time) store.Row {
+func settleBlock(r store.Entry, bk providers.Booking, now time.Time) store.Entry {
 	r.ProviderRef = bk.ProviderRef
 	if bk.Zone != "" {
 		r.Zone = bk.Zone
@@ -471,7 +471,7 @@ func settleBlock(r store.Row, bk providers.Booking, now time.Time) store.Row {
 // the cloud; the ledger follows the clock rather than ask. A reservation
 // stays active past its end: it may bill until it is released (Azure),
 // and only Reconcile, which releases it, records it ended.
-func advance(r store.Row, now time.Time) store.Row {
+func advance(r store.Entry, now time.Time) store.Entry {
 	if !store.Booked(r.Kind) || r.Start.IsZero() {
 		return r
 	}
@@ -493,7 +493,7 @@ func advance(r store.Row, now time.Time) store.Row {
 // sold on.
 func kindOf(o providers.Offering) string { return o.Terms().Kind }
 
-func offeringOf(r store.Row) (providers.Offering, error) {
+func offeringOf(r store.Entry) (providers.Offering, error) {
 	var o providers.Offering
 	if err := json.Unmarshal(r.Request, &o); err != nil {
 		return o, fmt.Errorf("ledger row %s: stored offering: %w", r.ID, err)
@@ -501,7 +501,7 @@ func offeringOf(r store.Row) (providers.Offering, error) {
 	return o, nil
 }
 
-func bookingOf(r store.Row) providers.Booking {
+func bookingOf(r store.Entry) providers.Booking {
 	return providers.Booking{ProviderRef: r.ProviderRef, Provider: r.Provider, Region: r.Region, Zone: r.Zone,
 		InstanceType: r.InstanceType, InstanceCount: r.InstanceCount, Start: r.Start, End: r.End, CostUSD: r.CostUSD, State: r.State}
 }

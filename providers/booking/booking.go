@@ -71,7 +71,7 @@ type Service struct {
 // Changes grows by one with every ledger row the service writes.
 func (s *Service) Changes() uint64 { return s.changes.Load() }
 
-func (s *Service) update(ctx context.Context, r store.Row) (store.Row, error) {
+func (s *Service) update(ctx context.Context, r store.Entry) (store.Entry, error) {
 	out, err := s.st.Update(ctx, r)
 	s.changes.Add(1)
 	return out, err
@@ -79,7 +79,7 @@ func (s *Service) update(ctx context.Context, r store.Row) (store.Row, error) {
 
 // settle is update for a reconciliation: only if the row is still in the
 // state it was read in. On a conflict it returns the row as now stored.
-func (s *Service) settle(ctx context.Context, r store.Row, from string) (store.Row, error) {
+func (s *Service) settle(ctx context.Context, r store.Entry, from string) (store.Entry, error) {
 	out, err := s.st.UpdateFrom(ctx, r, from)
 	if errors.Is(err, store.ErrConflict) {
 		return s.st.Get(ctx, r.ID)
@@ -88,7 +88,7 @@ func (s *Service) settle(ctx context.Context, r store.Row, from string) (store.R
 	return out, err
 }
 
-func (s *Service) intent(ctx context.Context, r store.Row, check store.IntentCheck) (store.Row, error) {
+func (s *Service) intent(ctx context.Context, r store.Entry, check store.IntentCheck) (store.Entry, error) {
 	out, err := s.st.RecordIntent(ctx, r, check)
 	if err == nil {
 		s.changes.Add(1)
@@ -192,7 +192,7 @@ var ErrUnknownOutcome = errors.New("outcome unknown")
 // it may or may not have happened. The row stays "unknown" until a
 // reconciliation settles it; the action is never re-sent meanwhile.
 type UnknownError struct {
-	Row   store.Row
+	Row   store.Entry
 	Cause error
 }
 

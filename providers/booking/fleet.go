@@ -47,7 +47,7 @@ const unknownPrices = "unknown prices"
 // launched while its prices were not known, or a row re-created from a
 // cloud's record that did not say, is recorded with CostUSD 0 (the column
 // holds a number), which is no price and must not be shown as one.
-func CostUnknown(r store.Row) bool {
+func CostUnknown(r store.Entry) bool {
 	return (r.Kind == store.KindFleet && strings.HasPrefix(r.CostNote, firstHour+unknownPrices)) ||
 		strings.HasPrefix(r.CostNote, costUnknownNote)
 }
@@ -59,7 +59,7 @@ func CostUnknown(r store.Row) bool {
 // the cloud (a schedule not launched yet); cost is NaN when the rate is
 // unknown. A scheduled fleet's dates are its window: before its start it
 // has run nothing, and it runs no later than now.
-func FleetRunning(r store.Row, now time.Time) (ran time.Duration, costUSD float64, ok bool) {
+func FleetRunning(r store.Entry, now time.Time) (ran time.Duration, costUSD float64, ok bool) {
 	if r.Kind != store.KindFleet || r.Start.IsZero() || r.ProviderRef == "" {
 		return 0, math.NaN(), false
 	}
@@ -270,7 +270,7 @@ func (e *EstimateChangedError) Is(target error) bool { return target == ErrEstim
 
 // FleetResult is a launch's outcome.
 type FleetResult struct {
-	Row      store.Row
+	Row      store.Entry
 	Fleet    providers.Fleet
 	Estimate FleetEstimate
 	DryRun   bool
@@ -451,7 +451,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if e, ok := providers.LookupGPU(spec.InstanceTypes[0]); ok {
 		cloud = string(e.Cloud)
 	}
-	intent := store.Row{
+	intent := store.Entry{
 		ID: id, Kind: store.KindFleet, Provider: spec.Provider, Cloud: cloud, Region: spec.Region,
 		Zone: strings.Join(spec.Zones, ","), InstanceType: strings.Join(spec.InstanceTypes, ","),
 		InstanceCount: spec.TargetCapacity, GPUCount: est.GPUs, CostUSD: cost, CostNote: est.FirstHourNote(),
@@ -467,7 +467,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if later {
 		intent.State = store.StateScheduled
 	}
-	row, err := s.st.RecordIntentOpen(ctx, intent, func(spent float64, existing *store.Row, open []store.Row) error {
+	row, err := s.st.RecordIntentOpen(ctx, intent, func(spent float64, existing *store.Entry, open []store.Entry) error {
 		if existing != nil {
 			return nil
 		}
@@ -516,7 +516,7 @@ const (
 
 // sendFleet makes the launch call of a recorded intent (pending) and
 // records its outcome.
-func (s *Service) sendFleet(ctx context.Context, fl providers.FleetLauncher, row store.Row, res FleetResult, kind sendKind) (FleetResult, error) {
+func (s *Service) sendFleet(ctx context.Context, fl providers.FleetLauncher, row store.Entry, res FleetResult, kind sendKind) (FleetResult, error) {
 	defer s.st.EndCall(row.ID)
 	defer s.beat(ctx, row.ID)()
 	res.Row = row
@@ -571,7 +571,7 @@ func (s *Service) sendFleet(ctx context.Context, fl providers.FleetLauncher, row
 
 // openFleet returns the newest fleet row whose outcome is not known yet
 // (pending or unknown) and that asks for the same fleet as spec, or nil.
-func (s *Service) openFleet(ctx context.Context, spec providers.FleetSpec) (*store.Row, error) {
+func (s *Service) openFleet(ctx context.Context, spec providers.FleetSpec) (*store.Entry, error) {
 	rows, err := s.st.List(ctx, store.StatePending, store.StateUnknown)
 	if err != nil {
 		return nil, err
@@ -586,7 +586,7 @@ func (s *Service) openFleet(ctx context.Context, spec providers.FleetSpec) (*sto
 
 // sameFleet reports whether a fleet row asks for the fleet spec asks
 // for: every term but the client token (and who asks).
-func sameFleet(r store.Row, spec providers.FleetSpec) bool {
+func sameFleet(r store.Entry, spec providers.FleetSpec) bool {
 	var got providers.FleetSpec
 	if r.Kind != store.KindFleet || json.Unmarshal(r.Request, &got) != nil {
 		return false
@@ -606,7 +606,7 @@ func sameFleet(r store.Row, spec providers.FleetSpec) bool {
 // the provider does not show it, the row is set pending again and retry
 // is true: the caller re-sends it under its own ClientToken, which the
 // cloud treats as the same launch, so at most one fleet results.
-func (s *Service) fleetAgain(ctx context.Context, prev store.Row) (row store.Row, retry bool, err error) {
+func (s *Service) fleetAgain(ctx context.Context, prev store.Entry) (row store.Entry, retry bool, err error) {
 	if ok, why := s.inFlight(prev); ok {
 		return prev, false, fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s: %s); it is not sent twice", prev.ID, prev.Actor, why)
 	}
@@ -653,7 +653,7 @@ func fleetRowState(state string) string {
 // settleFleet writes what a Fleet says into a row, at now: the fleet's
 // start is when it was first seen active, its end when it was first seen
 // over.
-func settleFleet(r store.Row, f providers.Fleet, now time.Time) store.Row {
+func settleFleet(r store.Entry, f providers.Fleet, now time.Time) store.Entry {
 	if f.ID != "" {
 		r.ProviderRef = f.ID
 	}
@@ -668,7 +668,7 @@ func settleFleet(r store.Row, f providers.Fleet, now time.Time) store.Row {
 
 // fleetDates dates a fleet row by its state: started when it is active
 // (or anything after), ended when it is over.
-func fleetDates(r store.Row, now time.Time) store.Row {
+func fleetDates(r store.Entry, now time.Time) store.Entry {
 	switch r.State {
 	case store.StateActive:
 		if r.Start.IsZero() {
@@ -694,15 +694,15 @@ func fleetDates(r store.Row, now time.Time) store.Row {
 }
 
 // FleetRow finds a fleet's ledger row by its row id or provider id.
-func (s *Service) FleetRow(ctx context.Context, id string) (store.Row, error) {
+func (s *Service) FleetRow(ctx context.Context, id string) (store.Entry, error) {
 	r, err := s.st.Get(ctx, id)
 	if err != nil {
 		if r, err = s.st.FindByRef(ctx, id); err != nil {
-			return store.Row{}, fmt.Errorf("no fleet %q in the ledger (give its ledger id or fleet id)", id)
+			return store.Entry{}, fmt.Errorf("no fleet %q in the ledger (give its ledger id or fleet id)", id)
 		}
 	}
 	if r.Kind != store.KindFleet {
-		return store.Row{}, fmt.Errorf("ledger row %s is a %s, not a fleet", r.ID, r.Kind)
+		return store.Entry{}, fmt.Errorf("ledger row %s is a %s, not a fleet", r.ID, r.Kind)
 	}
 	return r, nil
 }
@@ -710,7 +710,7 @@ func (s *Service) FleetRow(ctx context.Context, id string) (store.Row, error) {
 // DeleteFleet deletes a launched fleet (and terminates its instances) and
 // records the row "deleted". A lost answer leaves the row as it was and
 // says so: deleting twice is harmless, so the user may simply try again.
-func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (store.Row, error) {
+func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (store.Entry, error) {
 	r, err := s.FleetRow(ctx, id)
 	if err != nil {
 		return r, err
@@ -753,7 +753,7 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (store.Row,
 // was launched, so nothing is called; the row is deleted unless the loop
 // took it meanwhile (then it is being launched, and can be deleted once it
 // is).
-func (s *Service) cancelScheduled(ctx context.Context, r store.Row, actor string) (store.Row, error) {
+func (s *Service) cancelScheduled(ctx context.Context, r store.Entry, actor string) (store.Entry, error) {
 	if s.st.ReadOnly() {
 		return r, fmt.Errorf("cancel scheduled fleet %s: %w", r.ID, store.ErrReadOnly)
 	}
@@ -777,7 +777,7 @@ func (s *Service) cancelScheduled(ctx context.Context, r store.Row, actor string
 const simFleetGone = "simulated fleet ended with the process that launched it; nothing was billed"
 
 // RefreshFleet asks the provider for a fleet's state and records it.
-func (s *Service) RefreshFleet(ctx context.Context, id string) (providers.Fleet, store.Row, error) {
+func (s *Service) RefreshFleet(ctx context.Context, id string) (providers.Fleet, store.Entry, error) {
 	r, err := s.FleetRow(ctx, id)
 	if err != nil {
 		return providers.Fleet{}, r, err

@@ -75,7 +75,7 @@ func TestFleetDatesAndDeleteNote(t *testing.T) {
 	if ran, cost, _ := booking.FleetRunning(d, t0.Add(48*time.Hour)); ran != 2*time.Hour || math.Abs(cost-2*d.CostUSD) > 1e-9 {
 		t.Fatalf("ended fleet ran %v for $%v", ran, cost)
 	}
-	if _, _, ok := booking.FleetRunning(store.Row{Kind: store.KindBlock, Start: t0}, t0); ok {
+	if _, _, ok := booking.FleetRunning(store.Entry{Kind: store.KindBlock, Start: t0}, t0); ok {
 		t.Fatal("a block is not a fleet")
 	}
 }

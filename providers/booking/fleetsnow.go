@@ -36,7 +36,7 @@ type fleetsNowCache struct {
 
 // LiveFleet reports whether a row is a fleet at its cloud that may be
 // running (or start running): one FleetsNow asks about.
-func LiveFleet(r store.Row) bool {
+func LiveFleet(r store.Entry) bool {
 	return r.Kind == store.KindFleet && r.ProviderRef != "" && (r.State == store.StateActive || r.State == store.StateScheduled)
 }
 
@@ -47,10 +47,10 @@ func LiveFleet(r store.Row) bool {
 // then; concurrent callers share one call per fleet; the calls run at
 // once, each bounded. Rows of providers not in use in this run are left
 // out.
-func (s *Service) FleetsNow(ctx context.Context, rows []store.Row) map[string]FleetNow {
+func (s *Service) FleetsNow(ctx context.Context, rows []store.Entry) map[string]FleetNow {
 	c := &s.fleetsNow
 	now := s.opt.Now()
-	var ask []store.Row
+	var ask []store.Entry
 	c.mu.Lock()
 	if c.byRow == nil {
 		c.byRow, c.asking = map[string]FleetNow{}, map[string]bool{}

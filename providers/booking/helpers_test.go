@@ -10,7 +10,7 @@ import (
 
 // listRows reads the ledger, failing the test when it cannot: a check
 // that "nothing was written" must not pass because the read failed.
-func listRows(t *testing.T, st *store.Store) []store.Row {
+func listRows(t *testing.T, st *store.Store) []store.Entry {
 	t.Helper()
 	rows, err := st.List(context.Background())
 	if err != nil {

@@ -61,7 +61,7 @@ func TestInFlightInAnotherProcess(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
 	t.Cleanup(func() { child.Process.Kill() })
-	var row store.Row
+	var row store.Entry
 	deadline := time.Now().Add(20 * time.Second)
 	for row.ID == "" {
 		if time.Now().After(deadline) {
@@ -163,7 +163,7 @@ func TestInFlightWithoutOwner(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t, dir, "aws", booking.Budget{})
 	ctx := context.Background()
-	r, err := f.st.RecordIntent(ctx, store.Row{Kind: store.KindBlock, Provider: "aws", IdemKey: "cb-x", State: store.StatePending,
+	r, err := f.st.RecordIntent(ctx, store.Entry{Kind: store.KindBlock, Provider: "aws", IdemKey: "cb-x", State: store.StatePending,
 		CreatedAt: t0, Request: []byte(`{"ID":"cb-x","Provider":"aws"}`)}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ type RebuildReport struct {
 	// Asked lists the providers whose records were read.
 	Asked []string
 	// Created are the rows re-created from the clouds' records.
-	Created []store.Row
+	Created []store.Entry
 	// Present counts records the ledger already had a row for.
 	Present int
 	// Failed maps a provider to why its records could not be read.
@@ -106,15 +106,15 @@ func (s *Service) recorded(ctx context.Context, rec providers.CloudRecord) (bool
 	return false, nil
 }
 
-func get(_ store.Row, err error) error { return err }
+func get(_ store.Entry, err error) error { return err }
 
 // recreate writes the ledger row of a cloud's record of a purchase or
 // launch, under the row id its tag names when that id is free. o is the
 // offering it was bought from, when known; else one is made from the
 // record, so that the row can be reconciled like any other.
-func (s *Service) recreate(ctx context.Context, rec providers.CloudRecord, o providers.Offering, why string) (store.Row, error) {
+func (s *Service) recreate(ctx context.Context, rec providers.CloudRecord, o providers.Offering, why string) (store.Entry, error) {
 	now := s.opt.Now()
-	r := store.Row{
+	r := store.Entry{
 		Kind: rec.Kind, Provider: rec.Provider, Cloud: string(rec.Cloud), Region: rec.Region, Zone: rec.Zone,
 		InstanceType: rec.InstanceType, InstanceCount: rec.InstanceCount, Start: rec.Start, End: rec.End,
 		State: rec.State, ProviderRef: rec.ProviderRef, Actor: rec.Actor, CreatedAt: rec.CreatedAt, Note: why,

@@ -22,7 +22,7 @@ func TestRebuildFromTheClouds(t *testing.T) {
 	f := newFixture(t, "", "aws", booking.Budget{})
 	f.fake.SpotUSDHour = 10
 	f.search(t)
-	var want []store.Row
+	var want []store.Entry
 	for _, id := range []string{"cb-cheap", "cb-dear"} {
 		res, err := f.svc.Book(ctx, booking.BookRequest{OfferingID: id, Actor: "alice@host"})
 		if err != nil {

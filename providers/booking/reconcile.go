@@ -20,7 +20,7 @@ const legacyInFlight = DefaultTimeout + 30*time.Second
 // how that is known: its owner's lock (this host) or heartbeat (another
 // host). Only a row whose owner is gone is reconciled; another process's
 // timeout never decides.
-func (s *Service) inFlight(r store.Row) (bool, string) {
+func (s *Service) inFlight(r store.Entry) (bool, string) {
 	if r.State != store.StatePending {
 		return false, ""
 	}
@@ -39,15 +39,15 @@ func (s *Service) inFlight(r store.Row) (bool, string) {
 
 // Unsettled is a row a reconciliation could not settle, and why.
 type Unsettled struct {
-	Row    store.Row
+	Row    store.Entry
 	Reason string
 }
 
-// Report is what Reconcile did.
-type Report struct {
+// ReconcileReport is what Reconcile did.
+type ReconcileReport struct {
 	// Settled are rows whose outcome it found (or whose dates moved them
 	// along: scheduled → active → ended).
-	Settled   []store.Row
+	Settled   []store.Entry
 	Unsettled []Unsettled
 	// NextDue is when a fleet's schedule next asks for something (a
 	// launch or delete gpumarket owes, a date the cloud keeps); zero when
@@ -56,7 +56,7 @@ type Report struct {
 }
 
 // due keeps the earliest time something is due.
-func (r *Report) due(t time.Time) {
+func (r *ReconcileReport) due(t time.Time) {
 	if !t.IsZero() && (r.NextDue.IsZero() || t.Before(r.NextDue)) {
 		r.NextDue = t
 	}
@@ -71,8 +71,8 @@ func (r *Report) due(t time.Time) {
 // are kept (keepSchedule): gpumarket's launched at their start and
 // deleted at their end, the cloud's asked how they went once a date
 // passed. Each call is bounded by the timeout.
-func (s *Service) Reconcile(ctx context.Context) (Report, error) {
-	var rep Report
+func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
+	var rep ReconcileReport
 	if s.st.ReadOnly() {
 		return rep, fmt.Errorf("reconcile: %w: nothing can be settled or released here", store.ErrReadOnly)
 	}
@@ -84,7 +84,7 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	now := s.opt.Now()
 	// endWindow ends a reservation whose window is over; it reports
 	// whether the row was one.
-	endWindow := func(r store.Row) (bool, error) {
+	endWindow := func(r store.Entry) (bool, error) {
 		if !windowOver(r, now) {
 			return false, nil
 		}
@@ -161,7 +161,7 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 
 // reconcileRow looks one unsettled row up at its provider. It returns the
 // row as now recorded, whether it is settled, and if not, why.
-func (s *Service) reconcileRow(ctx context.Context, r store.Row) (store.Row, bool, string) {
+func (s *Service) reconcileRow(ctx context.Context, r store.Entry) (store.Entry, bool, string) {
 	if r.State == store.StatePending {
 		// The process that sent it is gone (or ended its call without
 		// recording the answer): from here on the row is unknown until
@@ -189,7 +189,7 @@ func (s *Service) reconcileRow(ctx context.Context, r store.Row) (store.Row, boo
 	return r, false, fmt.Sprintf("gpumarket cannot look up a %s row", r.Kind)
 }
 
-func (s *Service) reconcileBlock(ctx context.Context, r store.Row) (store.Row, bool, string) {
+func (s *Service) reconcileBlock(ctx context.Context, r store.Entry) (store.Entry, bool, string) {
 	b, err := s.booker(r.Provider)
 	if err != nil {
 		return r, false, err.Error()
@@ -228,7 +228,7 @@ func (s *Service) reconcileBlock(ctx context.Context, r store.Row) (store.Row, b
 	return u, true, ""
 }
 
-func (s *Service) reconcileFleet(ctx context.Context, r store.Row) (store.Row, bool, string) {
+func (s *Service) reconcileFleet(ctx context.Context, r store.Entry) (store.Entry, bool, string) {
 	p, ok := s.provs[r.Provider]
 	if !ok {
 		return r, false, fmt.Sprintf("provider %s is not in use in this run (add it to --provider)", r.Provider)
@@ -284,7 +284,7 @@ func (s *Service) reconcileFleet(ctx context.Context, r store.Row) (store.Row, b
 // one launched on another host, or by a gpumarket that recorded no
 // owner, is asked of this process's provider, and ended only if it does
 // not know it and no owner can be asked.
-func (s *Service) endedWithProcess(ctx context.Context, r store.Row) (store.Row, bool) {
+func (s *Service) endedWithProcess(ctx context.Context, r store.Entry) (store.Entry, bool) {
 	if r.Kind != store.KindFleet || r.ProviderRef == "" || (r.State != store.StateActive && r.State != store.StateScheduled) {
 		return r, false
 	}
@@ -322,7 +322,7 @@ func (s *Service) endedWithProcess(ctx context.Context, r store.Row) (store.Row,
 // windowOver reports whether a row is a reservation, recorded as held,
 // whose window has ended: it may bill until it is released (Azure's
 // capacity reservations), so the clock alone does not end it.
-func windowOver(r store.Row, now time.Time) bool {
+func windowOver(r store.Entry, now time.Time) bool {
 	return r.Kind == store.KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
 		(r.State == store.StateScheduled || r.State == store.StateActive)
 }
@@ -332,7 +332,7 @@ func windowOver(r store.Row, now time.Time) bool {
 // bookings end on their own. When its provider is not in use in this run
 // nothing can be known or done: the row stays active and the reason says
 // so. reason is "" when the row was recorded ended.
-func (s *Service) endReservation(ctx context.Context, r store.Row) (store.Row, string, error) {
+func (s *Service) endReservation(ctx context.Context, r store.Entry) (store.Entry, string, error) {
 	p, ok := s.provs[r.Provider]
 	if !ok {
 		if from := r.State; from != store.StateActive {
@@ -366,7 +366,7 @@ func (s *Service) endReservation(ctx context.Context, r store.Row) (store.Row, s
 // ended. When the provider cannot be reached the row stays active with
 // the reason, and the next reconciliation tries again: it is still
 // billing, and the user must see that.
-func (s *Service) release(ctx context.Context, r store.Row) (store.Row, error) {
+func (s *Service) release(ctx context.Context, r store.Entry) (store.Entry, error) {
 	rel := s.provs[r.Provider].(providers.BookingReleaser)
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()

@@ -82,7 +82,7 @@ type FleetSchedule struct {
 
 // ScheduleOf reads a fleet row's schedule from its request; ok is false
 // for a row that is not a fleet or was not scheduled.
-func ScheduleOf(r store.Row) (FleetSchedule, bool) {
+func ScheduleOf(r store.Entry) (FleetSchedule, bool) {
 	if r.Kind != store.KindFleet {
 		return FleetSchedule{}, false
 	}
@@ -189,7 +189,7 @@ const lateBy = 2 * time.Minute
 // comes, and asks the cloud how one the cloud keeps went once a date of
 // it passed. handled is false when the row has nothing due; due is then
 // when it next has (zero: never).
-func (s *Service) keepSchedule(ctx context.Context, r store.Row, now time.Time) (next store.Row, handled bool, reason string, due time.Time, err error) {
+func (s *Service) keepSchedule(ctx context.Context, r store.Entry, now time.Time) (next store.Entry, handled bool, reason string, due time.Time, err error) {
 	sched, ok := ScheduleOf(r)
 	if !ok {
 		return r, false, "", time.Time{}, nil
@@ -244,7 +244,7 @@ func (s *Service) keepSchedule(ctx context.Context, r store.Row, now time.Time) 
 // same discipline as any launch: the row (its id the ClientToken) goes
 // pending under this process's call lock before the call, the call is
 // bounded, and a lost answer leaves it unknown, to be looked up.
-func (s *Service) launchDue(ctx context.Context, r store.Row, sched FleetSchedule, now time.Time) (store.Row, string, error) {
+func (s *Service) launchDue(ctx context.Context, r store.Entry, sched FleetSchedule, now time.Time) (store.Entry, string, error) {
 	p, ok := s.provs[r.Provider]
 	if !ok {
 		return r, fmt.Sprintf("due at %s, and provider %s is not in use in this run: a gpumarket running with --provider %s launches it",
@@ -301,7 +301,7 @@ func (s *Service) launchDue(ctx context.Context, r store.Row, sched FleetSchedul
 // ended: at its end when the loop was running then, else as late as it
 // is, said in the note. A delete that fails leaves the row active, still
 // billing, with the reason; the next reconciliation tries again.
-func (s *Service) endDue(ctx context.Context, r store.Row, sched FleetSchedule, now time.Time) (store.Row, string, error) {
+func (s *Service) endDue(ctx context.Context, r store.Entry, sched FleetSchedule, now time.Time) (store.Entry, string, error) {
 	p, ok := s.provs[r.Provider].(providers.FleetLauncher)
 	if !ok {
 		return r, fmt.Sprintf("its end %s has passed and it may bill until deleted, and provider %s is not in use in this run: run `gpumarket ledger --provider %s` to delete it",
@@ -353,7 +353,7 @@ func (s *Service) endDue(ctx context.Context, r store.Row, sched FleetSchedule, 
 // now or has passed unheeded: a launch or delete gpumarket owes, or a date
 // the cloud kept whose outcome the ledger does not know yet. A command
 // that reconciles brings the row's provider for it.
-func ScheduleDue(r store.Row, now time.Time) bool {
+func ScheduleDue(r store.Entry, now time.Time) bool {
 	sched, ok := ScheduleOf(r)
 	if !ok {
 		return false

@@ -35,7 +35,7 @@ func (c *clock) Set(t time.Time) {
 
 // waitRow waits for the row to satisfy ok (a loop moves it), failing the
 // test after a while with what it last was.
-func waitRow(t *testing.T, st *store.Store, id, what string, ok func(store.Row) bool) store.Row {
+func waitRow(t *testing.T, st *store.Store, id, what string, ok func(store.Entry) bool) store.Entry {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -125,7 +125,7 @@ func TestScheduledFleetKeptByTheLoopOnSim(t *testing.T) {
 	}
 	launchAt := start.Add(10 * time.Second)
 	c.Set(launchAt)
-	active := waitRow(t, st, row.ID, "at its start", func(r store.Row) bool { return r.State == store.StateActive })
+	active := waitRow(t, st, row.ID, "at its start", func(r store.Entry) bool { return r.State == store.StateActive })
 	if active.ProviderRef == "" || !active.Start.Equal(launchAt) || !active.End.Equal(end) || active.Error != "" {
 		t.Fatalf("launched row: %+v", active)
 	}
@@ -138,13 +138,13 @@ func TestScheduledFleetKeptByTheLoopOnSim(t *testing.T) {
 	if !(early > 0) || !(later > early) || math.Abs(later-2*early) > 0.02*later {
 		t.Fatalf("cost so far: $%.2f after 1h, $%.2f after 2h; want it growing with the hours", early, later)
 	}
-	now := booking.New(st, []providers.Provider{market}, booking.Options{Now: c.Now}).FleetsNow(ctx, []store.Row{active})
+	now := booking.New(st, []providers.Provider{market}, booking.Options{Now: c.Now}).FleetsNow(ctx, []store.Entry{active})
 	if got := now[row.ID]; got.Err != nil || got.Fleet.Instances != 30 || got.Fleet.Target != 30 {
 		t.Fatalf("instances running now: %+v", got)
 	}
 
 	c.Set(end.Add(5 * time.Second))
-	ended := waitRow(t, st, row.ID, "at its end", func(r store.Row) bool { return r.State == store.StateEnded })
+	ended := waitRow(t, st, row.ID, "at its end", func(r store.Entry) bool { return r.State == store.StateEnded })
 	if !ended.End.Equal(end.Add(5*time.Second)) || ended.Note != "deleted by gpumarket at its end" {
 		t.Fatalf("ended row: %+v", ended)
 	}
@@ -160,7 +160,7 @@ func TestScheduledFleetKeptByTheLoopOnSim(t *testing.T) {
 
 // scheduledOnFake schedules a fleet on the fixture's fake (a provider
 // whose cloud keeps no schedule) from start for 3 h.
-func scheduledOnFake(t *testing.T, f *fixture, start time.Time) store.Row {
+func scheduledOnFake(t *testing.T, f *fixture, start time.Time) store.Entry {
 	t.Helper()
 	spec := providers.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 2,
 		Start: start, End: start.Add(3 * time.Hour)}
@@ -372,13 +372,13 @@ func TestKeepWakesWhenAScheduleIsDue(t *testing.T) {
 		t.Fatalf("launched before its start: %+v", r)
 	}
 	c.Set(start)
-	waitRow(t, f.st, res.Row.ID, "an hour's tick, but the start came", func(r store.Row) bool { return r.State == store.StateActive })
+	waitRow(t, f.st, res.Row.ID, "an hour's tick, but the start came", func(r store.Entry) bool { return r.State == store.StateActive })
 }
 
 // A fleet row scheduled before gpumarket kept schedules itself (the Plan
 // view gave schedules to AWS only) records no keeper: it was the cloud.
 func TestScheduleOfAnOlderRowIsTheCloud(t *testing.T) {
-	r := store.Row{Kind: store.KindFleet, Request: []byte(`{"Provider":"aws","Start":"2026-12-03T14:00:00Z","End":"2026-12-03T17:00:00Z"}`)}
+	r := store.Entry{Kind: store.KindFleet, Request: []byte(`{"Provider":"aws","Start":"2026-12-03T14:00:00Z","End":"2026-12-03T17:00:00Z"}`)}
 	if sched, ok := booking.ScheduleOf(r); !ok || sched.Keeper != booking.KeptByCloud || sched.End.Sub(sched.Start) != 3*time.Hour {
 		t.Fatalf("%+v %v", sched, ok)
 	}

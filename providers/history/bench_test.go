@@ -34,7 +34,7 @@ func benchKeys() []providers.PoolKey {
 
 // fill saves hourly history of every pool over [end-span, end) with the
 // spans, as a back-fill does (a page of a region at a time), and commits.
-func fill(b *testing.B, c *Cache, keys []providers.PoolKey, end time.Time, span time.Duration) int {
+func fill(b *testing.B, c *History, keys []providers.PoolKey, end time.Time, span time.Duration) int {
 	n := 0
 	regions := map[string]bool{}
 	for _, k := range keys {
@@ -63,7 +63,7 @@ func BenchmarkWriteBackfill(b *testing.B) {
 	points := 0
 	for b.Loop() {
 		b.StopTimer()
-		c, err := Open(b.TempDir(), Options{FlushEvery: time.Hour})
+		c, err := Open(b.TempDir(), HistoryOptions{FlushEvery: time.Hour})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -96,9 +96,9 @@ func BenchmarkWriteLivePoll(b *testing.B) {
 
 // cache90d makes a cache of 90 days of hourly history of 800 pools
 // (1.7 million points).
-func cache90d(b *testing.B) (*Cache, []providers.PoolKey, time.Time) {
+func cache90d(b *testing.B) (*History, []providers.PoolKey, time.Time) {
 	b.Helper()
-	c, err := Open(b.TempDir(), Options{FlushEvery: time.Hour})
+	c, err := Open(b.TempDir(), HistoryOptions{FlushEvery: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func BenchmarkFirstSnapshot800Pools(b *testing.B) {
 // cache one page of a back-fill (1,000 points of 50 pools): a queue
 // append, never the disk.
 func BenchmarkSavePage(b *testing.B) {
-	c, err := Open(b.TempDir(), Options{FlushEvery: time.Hour})
+	c, err := Open(b.TempDir(), HistoryOptions{FlushEvery: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 func damagedCache(t *testing.T, from int) string {
 	t.Helper()
 	dir := t.TempDir()
-	c := open(t, dir, Options{})
+	c := open(t, dir, HistoryOptions{})
 	var runs []hub.Run
 	for i := 0; i < 40; i++ {
 		runs = append(runs, hourly(keyOf("r1", "r1a", string(rune('a'+i))+".xlarge"), t0, t0.Add(10*24*time.Hour), 1))
@@ -54,7 +54,7 @@ func damagedCache(t *testing.T, from int) string {
 // start is fresh.
 func TestDamagedPagesMovedAsideAtClose(t *testing.T) {
 	dir := damagedCache(t, 12) // the schema's pages (1-9) and the first leaves stay
-	c := open(t, dir, Options{})
+	c := open(t, dir, HistoryOptions{})
 	if c.Aside() != nil {
 		t.Fatalf("moved aside at Open: %v", c.Aside().Reason)
 	}
@@ -65,7 +65,7 @@ func TestDamagedPagesMovedAsideAtClose(t *testing.T) {
 	if m, _ := filepath.Glob(Path(dir) + ".corrupt-*"); len(m) != 1 {
 		t.Fatalf("moved aside: %v", m)
 	}
-	c = open(t, dir, Options{})
+	c = open(t, dir, HistoryOptions{})
 	if got, err := c.Load(context.Background(), "aws", providers.Query{}, t0, t0.Add(48*time.Hour)); err != nil || len(got.Spans) != 0 {
 		t.Fatalf("the next start: %+v, %v; want a fresh cache", got, err)
 	}
@@ -75,7 +75,7 @@ func TestDamagedPagesMovedAsideAtClose(t *testing.T) {
 // and moved aside then, saying SQLite cannot read it.
 func TestDamagedSchemaMovedAsideAtOpen(t *testing.T) {
 	dir := damagedCache(t, 3) // all but the file header and its map
-	c := open(t, dir, Options{})
+	c := open(t, dir, HistoryOptions{})
 	a := c.Aside()
 	if a == nil || !strings.Contains(a.Reason.Error(), "SQLite cannot read it") {
 		t.Fatalf("aside = %+v", a)

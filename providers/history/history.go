@@ -45,8 +45,8 @@ const format = "gpumarket-history"
 // keep.
 const DefaultRetention = providers.MaxWindow
 
-// Options tune a cache.
-type Options struct {
+// HistoryOptions tune a cache.
+type HistoryOptions struct {
 	// Retention is how far back the cache keeps history (default 90 d).
 	Retention time.Duration
 	// FlushEvery is how long writes are gathered before they are
@@ -57,13 +57,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Cache is an open history cache. It implements hub.Cache and is safe
+// History is an open history cache. It implements hub.History and is safe
 // for concurrent use; several processes may share the file (SQLite's locks
 // serialize their writes).
-type Cache struct {
+type History struct {
 	db    *sql.DB
 	path  string
-	opt   Options
+	opt   HistoryOptions
 	aside *Aside
 
 	flushMu sync.Mutex // held while committing
@@ -81,7 +81,7 @@ type Cache struct {
 	ids map[providers.PoolKey]int64
 }
 
-var _ hub.Cache = (*Cache)(nil)
+var _ hub.Cache = (*History)(nil)
 
 // Aside says that the file found was not a readable history cache and
 // where it was moved.
@@ -111,7 +111,7 @@ func Path(dataDir string) string { return filepath.Join(dataDir, FileName) }
 // (history.db.corrupt-<time>) and a fresh one made: Aside then says so,
 // and the caller warns. Any other failure (permissions, a full disk) is
 // returned and nothing is renamed.
-func Open(dataDir string, opt Options) (*Cache, error) {
+func Open(dataDir string, opt HistoryOptions) (*History, error) {
 	if dataDir == "" {
 		return nil, errors.New("open history cache: no data dir")
 	}
@@ -122,7 +122,7 @@ func Open(dataDir string, opt Options) (*Cache, error) {
 }
 
 // OpenPath opens the cache at path; see Open.
-func OpenPath(path string, opt Options) (*Cache, error) {
+func OpenPath(path string, opt HistoryOptions) (*History, error) {
 	if opt.Retention <= 0 {
 		opt.Retention = DefaultRetention
 	}
@@ -149,7 +149,7 @@ func OpenPath(path string, opt Options) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open history cache: %w", err)
 	}
-	c := &Cache{db: db, path: path, opt: opt, aside: aside, pend: newPending(),
+	c := &History{db: db, path: path, opt: opt, aside: aside, pend: newPending(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		ids: map[providers.PoolKey]int64{}}
 	go c.writer()
@@ -158,16 +158,16 @@ func OpenPath(path string, opt Options) (*Cache, error) {
 
 // Aside reports whether Open found a file it could not read and moved it
 // aside; nil when it did not.
-func (c *Cache) Aside() *Aside { return c.aside }
+func (c *History) Aside() *Aside { return c.aside }
 
 // Path is the cache's file.
-func (c *Cache) Path() string { return c.path }
+func (c *History) Path() string { return c.path }
 
 // Close commits what is queued and closes the file. A file found damaged
 // while it was read or written is moved aside, so that the next start
 // makes a fresh one instead of tripping over it again. It is safe to call
 // more than once.
-func (c *Cache) Close() error {
+func (c *History) Close() error {
 	var err error
 	c.once.Do(func() {
 		c.mu.Lock()
@@ -195,7 +195,7 @@ func (c *Cache) Close() error {
 
 // noteDamage remembers that err, met reading or writing the file, says it
 // is damaged; it reports whether it did.
-func (c *Cache) noteDamage(err error) bool {
+func (c *History) noteDamage(err error) bool {
 	if !errors.Is(err, errChunk) && !isCorrupt(err) {
 		return false
 	}

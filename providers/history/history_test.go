@@ -38,7 +38,7 @@ func hourly(k providers.PoolKey, from, to time.Time, base float64) hub.Run {
 	return r
 }
 
-func open(t testing.TB, dir string, opt Options) *Cache {
+func open(t testing.TB, dir string, opt HistoryOptions) *History {
 	t.Helper()
 	c, err := Open(dir, opt)
 	if err != nil {
@@ -48,7 +48,7 @@ func open(t testing.TB, dir string, opt Options) *Cache {
 	return c
 }
 
-func mustFlush(t testing.TB, c *Cache) {
+func mustFlush(t testing.TB, c *History) {
 	t.Helper()
 	if err := c.Flush(); err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func mustFlush(t testing.TB, c *Cache) {
 // order (AWS sends its pages newest first).
 func TestSaveLoadAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
-	c := open(t, dir, Options{})
+	c := open(t, dir, HistoryOptions{})
 	k := keyOf("us-east-1", "us-east-1a", "p5.48xlarge")
 	newer := hourly(k, t0.Add(48*time.Hour), t0.Add(72*time.Hour), 30)
 	older := hourly(k, t0, t0.Add(48*time.Hour), 20)
@@ -73,7 +73,7 @@ func TestSaveLoadAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c = open(t, dir, Options{})
+	c = open(t, dir, HistoryOptions{})
 	from := t0.Add(30*time.Hour + 30*time.Minute)
 	got, err := c.Load(context.Background(), "aws", providers.Query{}, from, t0.Add(60*time.Hour))
 	if err != nil {
@@ -112,7 +112,7 @@ func TestSaveLoadAcrossRestart(t *testing.T) {
 // kept per GPU filter, and a query uses one whose filter holds every GPU
 // it wants.
 func TestSpans(t *testing.T) {
-	c := open(t, t.TempDir(), Options{})
+	c := open(t, t.TempDir(), HistoryOptions{})
 	save := func(region string, gpus []string, from, until time.Duration) {
 		c.Save(hub.Batch{Provider: "aws", Spans: []hub.Span{{Region: region, GPUs: gpus, From: t0.Add(from), Until: t0.Add(until)}}})
 	}
@@ -174,7 +174,7 @@ func TestSpans(t *testing.T) {
 // Load returns only the pools of covered regions that the query's GPUs
 // select.
 func TestLoadFiltersPools(t *testing.T) {
-	c := open(t, t.TempDir(), Options{})
+	c := open(t, t.TempDir(), HistoryOptions{})
 	h := keyOf("r1", "r1a", "p5.48xlarge")
 	a := keyOf("r1", "r1a", "p4d.24xlarge")
 	x := keyOf("r2", "r2a", "p5.48xlarge") // r2 has no span
@@ -200,7 +200,7 @@ func TestLoadFiltersPools(t *testing.T) {
 // force at the cut stays, spans start at the cut at the earliest.
 func TestTrimKeepsRetention(t *testing.T) {
 	now := t0.Add(30 * 24 * time.Hour)
-	c := open(t, t.TempDir(), Options{Retention: 7 * 24 * time.Hour, Now: func() time.Time { return now }})
+	c := open(t, t.TempDir(), HistoryOptions{Retention: 7 * 24 * time.Hour, Now: func() time.Time { return now }})
 	k := keyOf("r1", "r1a", "p5.48xlarge")
 	calm := keyOf("r1", "r1b", "p5.48xlarge") // one price, 20 days old
 	c.Save(hub.Batch{Provider: "aws", Pools: []providers.Pool{descOf(k), descOf(calm)},
@@ -249,7 +249,7 @@ func TestTrimKeepsRetention(t *testing.T) {
 // lock goes.
 func TestSaveDoesNotWaitForTheDisk(t *testing.T) {
 	dir := t.TempDir()
-	c := open(t, dir, Options{FlushEvery: time.Millisecond})
+	c := open(t, dir, HistoryOptions{FlushEvery: time.Millisecond})
 	other, err := sql.Open("sqlite", "file:"+Path(dir)+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +304,7 @@ func writeLedger(t *testing.T, dir string) []byte {
 // WAL, and a fresh cache is made; the ledger beside it is not touched.
 func TestUnreadableFileMovedAside(t *testing.T) {
 	future := func(t *testing.T, path string) {
-		c, err := OpenPath(path, Options{})
+		c, err := OpenPath(path, HistoryOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -359,7 +359,7 @@ func TestUnreadableFileMovedAside(t *testing.T) {
 			tc.make(t, path)
 			old, _ := os.ReadFile(path)
 			now := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
-			c, err := Open(dir, Options{Now: func() time.Time { return now }})
+			c, err := Open(dir, HistoryOptions{Now: func() time.Time { return now }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -414,7 +414,7 @@ func TestStatLeavesForeignFileBe(t *testing.T) {
 // read: Load fails rather than returning made-up prices.
 func TestDamagedChunkIsAnError(t *testing.T) {
 	dir := t.TempDir()
-	c := open(t, dir, Options{})
+	c := open(t, dir, HistoryOptions{})
 	k := keyOf("r1", "r1a", "p5.48xlarge")
 	c.Save(hub.Batch{Provider: "aws", Runs: []hub.Run{hourly(k, t0, t0.Add(48*time.Hour), 1)},
 		Spans: []hub.Span{{Region: "r1", From: t0, Until: t0.Add(48 * time.Hour)}}})
@@ -437,7 +437,7 @@ func TestDamagedChunkIsAnError(t *testing.T) {
 	if m, _ := filepath.Glob(Path(dir) + ".corrupt-*"); len(m) != 1 {
 		t.Fatalf("moved aside: %v", m)
 	}
-	c = open(t, dir, Options{})
+	c = open(t, dir, HistoryOptions{})
 	if got, err := c.Load(context.Background(), "aws", providers.Query{}, t0, t0.Add(48*time.Hour)); err != nil || len(got.Spans) != 0 {
 		t.Fatalf("the next start: %+v, %v; want a fresh cache", got, err)
 	}
@@ -448,7 +448,7 @@ func TestDamagedChunkIsAnError(t *testing.T) {
 func TestRemove(t *testing.T) {
 	dir := t.TempDir()
 	ledger := writeLedger(t, dir)
-	c := open(t, dir, Options{})
+	c := open(t, dir, HistoryOptions{})
 	c.Save(hub.Batch{Provider: "aws", Runs: []hub.Run{hourly(keyOf("r1", "r1a", "p5.48xlarge"), t0, t0.Add(2*time.Hour), 1)}})
 	mustFlush(t, c)
 	c.Close()

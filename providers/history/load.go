@@ -17,7 +17,7 @@ import (
 // regions whose span covers q's GPUs (one span each, the one reaching
 // latest), their pools that q matches, and those pools' points in
 // [from, until] with the one in force at from.
-func (c *Cache) Load(ctx context.Context, provider string, q providers.Query, from, until time.Time) (*hub.Cached, error) {
+func (c *History) Load(ctx context.Context, provider string, q providers.Query, from, until time.Time) (*hub.Cached, error) {
 	out, err := c.load(ctx, provider, q, from, until)
 	if err != nil {
 		c.noteDamage(err)
@@ -26,7 +26,7 @@ func (c *Cache) Load(ctx context.Context, provider string, q providers.Query, fr
 	return out, nil
 }
 
-func (c *Cache) load(ctx context.Context, provider string, q providers.Query, from, until time.Time) (*hub.Cached, error) {
+func (c *History) load(ctx context.Context, provider string, q providers.Query, from, until time.Time) (*hub.Cached, error) {
 	out := &hub.Cached{}
 	spans, err := c.spans(ctx, provider, q)
 	if err != nil {
@@ -166,7 +166,7 @@ func clip(at []int64, usd []float64, from, until int64) providers.Series {
 
 // spans returns, for each region q wants, the span that covers q's GPUs
 // and reaches latest.
-func (c *Cache) spans(ctx context.Context, provider string, q providers.Query) ([]hub.Span, error) {
+func (c *History) spans(ctx context.Context, provider string, q providers.Query) ([]hub.Span, error) {
 	rows, err := c.db.QueryContext(ctx, `SELECT region, gpus, from_at, until_at FROM spans WHERE provider = ?`, provider)
 	if err != nil {
 		return nil, err

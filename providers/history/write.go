@@ -52,7 +52,7 @@ func (p *pending) pool(k providers.PoolKey) *pendingPool {
 
 // Save queues a batch for the writer and returns at once: the hub calls it
 // with its lock held, for every event.
-func (c *Cache) Save(b hub.Batch) {
+func (c *History) Save(b hub.Batch) {
 	c.mu.Lock()
 	if c.closed || c.failed != nil {
 		c.mu.Unlock()
@@ -78,7 +78,7 @@ func (c *Cache) Save(b hub.Batch) {
 }
 
 // Trim queues a trim to the retention before now.
-func (c *Cache) Trim(now time.Time) {
+func (c *History) Trim(now time.Time) {
 	c.mu.Lock()
 	if c.closed || c.failed != nil {
 		c.mu.Unlock()
@@ -89,7 +89,7 @@ func (c *Cache) Trim(now time.Time) {
 	c.poke()
 }
 
-func (c *Cache) poke() {
+func (c *History) poke() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -98,7 +98,7 @@ func (c *Cache) poke() {
 
 // Flush commits what is queued now and reports the first write failure
 // (once one has failed, nothing more is written by this process).
-func (c *Cache) Flush() error {
+func (c *History) Flush() error {
 	c.flush()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -108,7 +108,7 @@ func (c *Cache) Flush() error {
 // writer commits what is queued: it waits FlushEvery after the first
 // news, so that a back-fill's many events make a few transactions, and
 // commits what is left when the cache closes.
-func (c *Cache) writer() {
+func (c *History) writer() {
 	defer close(c.stopped)
 	for {
 		select {
@@ -131,7 +131,7 @@ func (c *Cache) writer() {
 
 // flushMu is held by whoever commits, so a Flush and the writer take
 // turns.
-func (c *Cache) flush() {
+func (c *History) flush() {
 	c.flushMu.Lock()
 	defer c.flushMu.Unlock()
 	c.mu.Lock()
@@ -163,7 +163,7 @@ func (c *Cache) flush() {
 
 // write commits the pending work in one transaction: descriptions and
 // points first, then the spans (which claim them), then the trim.
-func (c *Cache) write(ctx context.Context, p *pending) error {
+func (c *History) write(ctx context.Context, p *pending) error {
 	tx, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -207,7 +207,7 @@ func (c *Cache) write(ctx context.Context, p *pending) error {
 
 // poolID returns the pool's row id, making the row (or updating its
 // description) as needed.
-func (c *Cache) poolID(ctx context.Context, tx *sql.Tx, k providers.PoolKey, desc *providers.Pool) (int64, error) {
+func (c *History) poolID(ctx context.Context, tx *sql.Tx, k providers.PoolKey, desc *providers.Pool) (int64, error) {
 	if desc == nil {
 		if id, ok := c.ids[k]; ok {
 			return id, nil

@@ -166,7 +166,7 @@ const (
 // CallLiveness says whether a pending row's call is still in flight, and
 // how that was learned, for messages. It asks the owner's lock on this
 // host, its heartbeat from another.
-func (s *Store) CallLiveness(r Row, now time.Time) (Liveness, string) {
+func (s *Store) CallLiveness(r Entry, now time.Time) (Liveness, string) {
 	o, ok := ParseOwner(r.Owner)
 	if !ok {
 		return OwnerUnknown, ""
@@ -180,7 +180,7 @@ func (s *Store) CallLiveness(r Row, now time.Time) (Liveness, string) {
 	return s.heartbeat(o, r, now)
 }
 
-func (s *Store) heartbeat(o Owner, r Row, now time.Time) (Liveness, string) {
+func (s *Store) heartbeat(o Owner, r Entry, now time.Time) (Liveness, string) {
 	if r.Heartbeat.IsZero() {
 		return OwnerUnknown, ""
 	}

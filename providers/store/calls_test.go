@@ -27,7 +27,7 @@ func TestCallLivenessAcrossHandles(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	created := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	r, err := a.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "aws", IdemKey: "cb-1", State: StatePending, CreatedAt: created}, nil)
+	r, err := a.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "aws", IdemKey: "cb-1", State: StatePending, CreatedAt: created}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,14 +64,14 @@ func TestCallLivenessOtherHost(t *testing.T) {
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	far := Owner{Host: "elsewhere", PID: 42, Token: "t0k"}.String()
 	for _, c := range []struct {
-		row  Row
+		row  Entry
 		want Liveness
 	}{
-		{Row{ID: "a", Owner: far, Heartbeat: now.Add(-HeartbeatStale + time.Second)}, OwnerAlive},
-		{Row{ID: "b", Owner: far, Heartbeat: now.Add(-HeartbeatStale)}, OwnerGone},
-		{Row{ID: "c", Owner: far}, OwnerUnknown},
-		{Row{ID: "d"}, OwnerUnknown},
-		{Row{ID: "e", Owner: "garbage"}, OwnerUnknown},
+		{Entry{ID: "a", Owner: far, Heartbeat: now.Add(-HeartbeatStale + time.Second)}, OwnerAlive},
+		{Entry{ID: "b", Owner: far, Heartbeat: now.Add(-HeartbeatStale)}, OwnerGone},
+		{Entry{ID: "c", Owner: far}, OwnerUnknown},
+		{Entry{ID: "d"}, OwnerUnknown},
+		{Entry{ID: "e", Owner: "garbage"}, OwnerUnknown},
 	} {
 		if got, _ := s.CallLiveness(c.row, now); got != c.want {
 			t.Errorf("%+v: %v, want %v", c.row, got, c.want)
@@ -88,7 +88,7 @@ func TestHeartbeatOnlyWhilePending(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	r, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "aws", IdemKey: "cb-1", State: StatePending, CreatedAt: t0}, nil)
+	r, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "aws", IdemKey: "cb-1", State: StatePending, CreatedAt: t0}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,14 +137,14 @@ func TestCallsLeaveNoOpenFiles(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
 	// One call first: the process lock and the database's files open.
-	r, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "aws", IdemKey: "cb-0", State: StatePending}, nil)
+	r, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "aws", IdemKey: "cb-0", State: StatePending}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.EndCall(r.ID)
 	before := fds()
 	for i := 1; i <= 30; i++ {
-		r, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "aws", IdemKey: fmt.Sprintf("cb-%d", i), State: StatePending}, nil)
+		r, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "aws", IdemKey: fmt.Sprintf("cb-%d", i), State: StatePending}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

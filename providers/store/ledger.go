@@ -42,9 +42,9 @@ const (
 // States lists every ledger state.
 var States = []string{StatePending, StateUnknown, StateScheduled, StateActive, StateEnded, StateFailed, StateDeleted}
 
-// Row is one ledger row: an action that spends money, from its intent to
+// Entry is one ledger row: an action that spends money, from its intent to
 // its outcome.
-type Row struct {
+type Entry struct {
 	// ID is sortable by creation time (a ULID).
 	ID            string
 	Kind          string
@@ -90,14 +90,14 @@ type Row struct {
 }
 
 // Settled reports whether the row's outcome is known.
-func (r Row) Settled() bool { return r.State != StatePending && r.State != StateUnknown }
+func (r Entry) Settled() bool { return r.State != StatePending && r.State != StateUnknown }
 
 // ErrDuplicate is returned (wrapped in a *DuplicateError) when a row that
 // is not failed already holds the idempotency key.
 var ErrDuplicate = errors.New("already in the ledger")
 
 // DuplicateError names the row that already holds an idempotency key.
-type DuplicateError struct{ Existing Row }
+type DuplicateError struct{ Existing Entry }
 
 func (e *DuplicateError) Error() string {
 	return fmt.Sprintf("already recorded: ledger row %s (%s %s, state %s)", e.Existing.ID, e.Existing.Kind, e.Existing.IdemKey, e.Existing.State)
@@ -140,16 +140,16 @@ func NewID(now time.Time) string {
 // and the insert. daySpent is the UTC day's sum of cost over rows that are
 // not failed (NaN when a block of it has no known cost, as DaySpent); existing is
 // the row that already holds the key, or nil.
-type IntentCheck func(daySpent float64, existing *Row) error
+type IntentCheck func(daySpent float64, existing *Entry) error
 
 // RecordIntent writes the row (its State is usually pending) and commits
 // durably before it returns. It fails with a *DuplicateError when a row
 // that is not failed holds the same kind and key, and with check's error
 // when check refuses.
-func (s *Store) RecordIntent(ctx context.Context, r Row, check IntentCheck) (Row, error) {
+func (s *Store) RecordIntent(ctx context.Context, r Entry, check IntentCheck) (Entry, error) {
 	var c OpenIntentCheck
 	if check != nil {
-		c = func(daySpent float64, existing *Row, _ []Row) error { return check(daySpent, existing) }
+		c = func(daySpent float64, existing *Entry, _ []Entry) error { return check(daySpent, existing) }
 	}
 	return s.RecordIntentOpen(ctx, r, c)
 }
@@ -158,18 +158,18 @@ func (s *Store) RecordIntent(ctx context.Context, r Row, check IntentCheck) (Row
 // kind whose outcome is not known yet (pending or unknown), read under the
 // same write lock: an action without a natural key (a fleet) can refuse
 // to start while the same action is in flight in another process.
-type OpenIntentCheck func(daySpent float64, existing *Row, open []Row) error
+type OpenIntentCheck func(daySpent float64, existing *Entry, open []Entry) error
 
 // RecordIntentOpen is RecordIntent with an OpenIntentCheck.
-func (s *Store) RecordIntentOpen(ctx context.Context, r Row, check OpenIntentCheck) (Row, error) {
+func (s *Store) RecordIntentOpen(ctx context.Context, r Entry, check OpenIntentCheck) (Entry, error) {
 	if r.ID == "" {
 		r.ID = NewID(s.now())
 	}
 	if r.Kind == "" || r.Provider == "" || r.IdemKey == "" || r.State == "" {
-		return Row{}, fmt.Errorf("record intent: kind, provider, idempotency key and state are required")
+		return Entry{}, fmt.Errorf("record intent: kind, provider, idempotency key and state are required")
 	}
 	if s.readOnly {
-		return Row{}, fmt.Errorf("record intent: %w", ErrReadOnly)
+		return Entry{}, fmt.Errorf("record intent: %w", ErrReadOnly)
 	}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = s.now()
@@ -179,7 +179,7 @@ func (s *Store) RecordIntentOpen(ctx context.Context, r Row, check OpenIntentChe
 		// process ever sees the row pending without a live owner. It is
 		// held until EndCall (or Close).
 		if err := s.claimCall(r.ID); err != nil {
-			return Row{}, fmt.Errorf("record intent: %w", err)
+			return Entry{}, fmt.Errorf("record intent: %w", err)
 		}
 		r.Owner, r.Heartbeat = s.owner.String(), r.CreatedAt
 	}
@@ -190,7 +190,7 @@ func (s *Store) RecordIntentOpen(ctx context.Context, r Row, check OpenIntentChe
 	return out, err
 }
 
-func (s *Store) recordIntent(ctx context.Context, r Row, check OpenIntentCheck) (Row, error) {
+func (s *Store) recordIntent(ctx context.Context, r Entry, check OpenIntentCheck) (Entry, error) {
 	// An intent is as old as its creation: the caller's clock decides
 	// when a pending call counts as abandoned.
 	r.UpdatedAt = r.CreatedAt
@@ -199,39 +199,39 @@ func (s *Store) recordIntent(ctx context.Context, r Row, check OpenIntentCheck) 
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return Row{}, fmt.Errorf("record intent: %w", err)
+		return Entry{}, fmt.Errorf("record intent: %w", err)
 	}
 	defer tx.Rollback()
 	existing, err := scanOne(tx.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey))
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return Row{}, fmt.Errorf("record intent: %w", err)
+		return Entry{}, fmt.Errorf("record intent: %w", err)
 	}
-	var ex *Row
+	var ex *Entry
 	if err == nil {
 		ex = &existing
 	}
 	if check != nil {
 		spent, err := daySum(ctx, tx, r.CreatedAt)
 		if err != nil {
-			return Row{}, fmt.Errorf("record intent: %w", err)
+			return Entry{}, fmt.Errorf("record intent: %w", err)
 		}
 		open, err := openRows(ctx, tx, s.cols(), r.Kind)
 		if err != nil {
-			return Row{}, fmt.Errorf("record intent: %w", err)
+			return Entry{}, fmt.Errorf("record intent: %w", err)
 		}
 		if err := check(spent, ex, open); err != nil {
-			return Row{}, err
+			return Entry{}, err
 		}
 	}
 	if ex != nil {
-		return Row{}, &DuplicateError{Existing: *ex}
+		return Entry{}, &DuplicateError{Existing: *ex}
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO ledger (`+columns+`) VALUES (?`+strings.Repeat(",?", len(r.args())-1)+`)`, r.args()...)
 	if err != nil {
-		return Row{}, fmt.Errorf("record intent: %w", err)
+		return Entry{}, fmt.Errorf("record intent: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return Row{}, fmt.Errorf("record intent: commit: %w", err)
+		return Entry{}, fmt.Errorf("record intent: commit: %w", err)
 	}
 	return r, nil
 }
@@ -240,7 +240,7 @@ func (s *Store) recordIntent(ctx context.Context, r Row, check OpenIntentCheck) 
 // created_at, request, idem_key and heartbeat) and commits durably. A row
 // set pending again (a lost launch re-sent under its own token) is
 // claimed by this handle as its call in flight: release it with EndCall.
-func (s *Store) Update(ctx context.Context, r Row) (Row, error) {
+func (s *Store) Update(ctx context.Context, r Entry) (Entry, error) {
 	return s.update(ctx, r, "")
 }
 
@@ -251,19 +251,19 @@ var ErrConflict = errors.New("the row changed meanwhile")
 // UpdateFrom is Update only if the stored row is still in state from. A
 // reconciliation uses it so that it never overwrites the outcome the
 // process that made the call recorded in the meantime.
-func (s *Store) UpdateFrom(ctx context.Context, r Row, from string) (Row, error) {
+func (s *Store) UpdateFrom(ctx context.Context, r Entry, from string) (Entry, error) {
 	return s.update(ctx, r, from)
 }
 
-func (s *Store) update(ctx context.Context, r Row, from string) (Row, error) {
+func (s *Store) update(ctx context.Context, r Entry, from string) (Entry, error) {
 	if s.readOnly {
-		return Row{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrReadOnly)
+		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrReadOnly)
 	}
 	r.UpdatedAt = s.now()
 	claimed := false
 	if r.State == StatePending && from != StatePending {
 		if err := s.claimCall(r.ID); err != nil {
-			return Row{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
+			return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
 		}
 		claimed = true
 		r.Owner, r.Heartbeat = s.owner.String(), r.UpdatedAt
@@ -275,7 +275,7 @@ func (s *Store) update(ctx context.Context, r Row, from string) (Row, error) {
 	return out, err
 }
 
-func (s *Store) write(ctx context.Context, r Row, from string) (Row, error) {
+func (s *Store) write(ctx context.Context, r Entry, from string) (Entry, error) {
 	q := `UPDATE ledger SET provider=?, cloud=?, region=?, zone=?, instance_type=?, instance_count=?,
 		gpu_count=?, start_at=?, end_at=?, cost_usd=?, cost_note=?, state=?, provider_ref=?, actor=?, updated_at=?, error=?,
 		note=?, owner=?, heartbeat_at=? WHERE id=?`
@@ -287,41 +287,41 @@ func (s *Store) write(ctx context.Context, r Row, from string) (Row, error) {
 	}
 	res, err := s.db.ExecContext(ctx, q, args...)
 	if err != nil {
-		return Row{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
+		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		if from != "" {
 			if _, err := s.Get(ctx, r.ID); err == nil {
-				return Row{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
+				return Entry{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
 			}
 		}
-		return Row{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
+		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
 	}
 	return r, nil
 }
 
 // Get returns one row.
-func (s *Store) Get(ctx context.Context, id string) (Row, error) {
+func (s *Store) Get(ctx context.Context, id string) (Entry, error) {
 	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE id = ?`, id))
 	if err != nil {
-		return Row{}, fmt.Errorf("ledger row %s: %w", id, err)
+		return Entry{}, fmt.Errorf("ledger row %s: %w", id, err)
 	}
 	return r, nil
 }
 
 // FindByRef returns the newest row with the provider's id, such as a
 // fleet's "fleet-…".
-func (s *Store) FindByRef(ctx context.Context, ref string) (Row, error) {
+func (s *Store) FindByRef(ctx context.Context, ref string) (Entry, error) {
 	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE provider_ref = ? ORDER BY id DESC LIMIT 1`, ref))
 	if err != nil {
-		return Row{}, fmt.Errorf("ledger row for %s: %w", ref, err)
+		return Entry{}, fmt.Errorf("ledger row for %s: %w", ref, err)
 	}
 	return r, nil
 }
 
 // List returns the rows, newest first. With states given, only rows in
 // them.
-func (s *Store) List(ctx context.Context, states ...string) ([]Row, error) {
+func (s *Store) List(ctx context.Context, states ...string) ([]Entry, error) {
 	q := `SELECT ` + s.cols() + ` FROM ledger`
 	var args []any
 	if len(states) > 0 {
@@ -336,7 +336,7 @@ func (s *Store) List(ctx context.Context, states ...string) ([]Row, error) {
 		return nil, fmt.Errorf("list ledger: %w", err)
 	}
 	defer rows.Close()
-	var out []Row
+	var out []Entry
 	for rows.Next() {
 		r, err := scan(rows)
 		if err != nil {
@@ -389,10 +389,10 @@ func (s *Store) HeldKeys(ctx context.Context, kind string) (map[string]bool, err
 
 // Holder returns the row that is not failed and holds the kind's key, or
 // ErrNotFound.
-func (s *Store) Holder(ctx context.Context, kind, key string) (Row, error) {
+func (s *Store) Holder(ctx context.Context, kind, key string) (Entry, error) {
 	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE kind = ? AND idem_key = ? AND state <> 'failed'`, kind, key))
 	if err != nil {
-		return Row{}, fmt.Errorf("ledger holder of %s %s: %w", kind, key, err)
+		return Entry{}, fmt.Errorf("ledger holder of %s %s: %w", kind, key, err)
 	}
 	return r, nil
 }
@@ -420,13 +420,13 @@ func daySum(ctx context.Context, q querier, t time.Time) (float64, error) {
 }
 
 // openRows returns the rows of a kind whose outcome is not known yet.
-func openRows(ctx context.Context, tx *sql.Tx, cols, kind string) ([]Row, error) {
+func openRows(ctx context.Context, tx *sql.Tx, cols, kind string) ([]Entry, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT `+cols+` FROM ledger WHERE kind = ? AND state IN (?, ?) ORDER BY id`, kind, StatePending, StateUnknown)
 	if err != nil {
 		return nil, fmt.Errorf("unsettled %s rows: %w", kind, err)
 	}
 	defer rows.Close()
-	var out []Row
+	var out []Entry
 	for rows.Next() {
 		r, err := scan(rows)
 		if err != nil {
@@ -453,7 +453,7 @@ func (s *Store) cols() string {
 	return columns
 }
 
-func (r Row) args() []any {
+func (r Entry) args() []any {
 	return []any{r.ID, r.Kind, r.Provider, r.Cloud, r.Region, r.Zone, r.InstanceType, r.InstanceCount, r.GPUCount,
 		fmtTime(r.Start), fmtTime(r.End), r.CostUSD, r.CostNote, r.State, r.ProviderRef, r.Actor,
 		fmtTime(r.CreatedAt), fmtTime(r.UpdatedAt), r.Error, string(r.Request), r.IdemKey, r.Note, r.Owner, fmtTime(r.Heartbeat)}
@@ -461,22 +461,22 @@ func (r Row) args() []any {
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanOne(sc *sql.Row) (Row, error) {
+func scanOne(sc *sql.Row) (Entry, error) {
 	r, err := scan(sc)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Row{}, ErrNotFound
+		return Entry{}, ErrNotFound
 	}
 	return r, err
 }
 
-func scan(sc scanner) (Row, error) {
-	var r Row
+func scan(sc scanner) (Entry, error) {
+	var r Entry
 	var start, end, created, updated, req, beat string
 	err := sc.Scan(&r.ID, &r.Kind, &r.Provider, &r.Cloud, &r.Region, &r.Zone, &r.InstanceType, &r.InstanceCount, &r.GPUCount,
 		&start, &end, &r.CostUSD, &r.CostNote, &r.State, &r.ProviderRef, &r.Actor, &created, &updated, &r.Error, &req, &r.IdemKey,
 		&r.Note, &r.Owner, &beat)
 	if err != nil {
-		return Row{}, err
+		return Entry{}, err
 	}
 	r.Request = json.RawMessage(req)
 	for _, f := range []struct {
@@ -484,7 +484,7 @@ func scan(sc scanner) (Row, error) {
 		t *time.Time
 	}{{start, &r.Start}, {end, &r.End}, {created, &r.CreatedAt}, {updated, &r.UpdatedAt}, {beat, &r.Heartbeat}} {
 		if *f.t, err = parseTime(f.s); err != nil {
-			return Row{}, fmt.Errorf("ledger row %s: %w", r.ID, err)
+			return Entry{}, fmt.Errorf("ledger row %s: %w", r.ID, err)
 		}
 	}
 	return r, nil

@@ -44,7 +44,7 @@ func TestReopenKeepsRowsAndRunsMigrationsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	r, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StatePending, CostUSD: 10}, nil)
+	r, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StatePending, CostUSD: 10}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,17 +68,17 @@ func TestReopenKeepsRowsAndRunsMigrationsOnce(t *testing.T) {
 func TestIdempotencyKey(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
-	first, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StatePending}, nil)
+	first, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StatePending}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StatePending}, nil)
+	_, err = s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StatePending}, nil)
 	var dup *DuplicateError
 	if !errors.As(err, &dup) || dup.Existing.ID != first.ID || !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("second intent: %v, want duplicate of %s", err, first.ID)
 	}
 	// The same key of another kind is another action.
-	if _, err := s.RecordIntent(ctx, Row{Kind: KindFleet, Provider: "sim", IdemKey: "cb-1", State: StatePending}, nil); err != nil {
+	if _, err := s.RecordIntent(ctx, Entry{Kind: KindFleet, Provider: "sim", IdemKey: "cb-1", State: StatePending}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// A failed purchase frees its key for a retry.
@@ -86,7 +86,7 @@ func TestIdempotencyKey(t *testing.T) {
 	if _, err := s.Update(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StatePending}, nil); err != nil {
+	if _, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StatePending}, nil); err != nil {
 		t.Fatalf("retry after failure: %v", err)
 	}
 	held, err := s.HeldKeys(ctx, KindBlock)
@@ -98,7 +98,7 @@ func TestIdempotencyKey(t *testing.T) {
 func TestUpdateFromConflict(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
-	r, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "aws", IdemKey: "cb-1", State: StatePending}, nil)
+	r, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "aws", IdemKey: "cb-1", State: StatePending}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestUpdateFromConflict(t *testing.T) {
 	if got.State != StateScheduled || got.ProviderRef != "cr-1" {
 		t.Fatalf("row %+v", got)
 	}
-	if _, err := s.UpdateFrom(ctx, Row{ID: "nope", State: StateFailed}, StatePending); !errors.Is(err, ErrNotFound) {
+	if _, err := s.UpdateFrom(ctx, Entry{ID: "nope", State: StateFailed}, StatePending); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing row: %v", err)
 	}
 }
@@ -130,7 +130,7 @@ func TestDaySpentAndCheck(t *testing.T) {
 	day := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	add := func(key string, cost float64, at time.Time, state string) {
 		t.Helper()
-		if _, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: key, State: state, CostUSD: cost, CreatedAt: at}, nil); err != nil {
+		if _, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "sim", IdemKey: key, State: state, CostUSD: cost, CreatedAt: at}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -143,8 +143,8 @@ func TestDaySpentAndCheck(t *testing.T) {
 		t.Fatalf("day spent %v, %v; want 107", got, err)
 	}
 	refuse := errors.New("over budget")
-	_, err = s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: "e", State: StatePending, CostUSD: 5, CreatedAt: day},
-		func(spent float64, ex *Row) error {
+	_, err = s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "sim", IdemKey: "e", State: StatePending, CostUSD: 5, CreatedAt: day},
+		func(spent float64, ex *Entry) error {
 			if spent != 107 || ex != nil {
 				return fmt.Errorf("check saw spent %v existing %v", spent, ex)
 			}
@@ -236,8 +236,8 @@ func BenchmarkRecordIntent(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		_, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: fmt.Sprintf("cb-%d", i), State: StatePending, CostUSD: 1},
-			func(float64, *Row) error { return nil })
+		_, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "sim", IdemKey: fmt.Sprintf("cb-%d", i), State: StatePending, CostUSD: 1},
+			func(float64, *Entry) error { return nil })
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -254,7 +254,7 @@ func BenchmarkList(b *testing.B) {
 	defer s.Close()
 	ctx := context.Background()
 	for i := 0; i < 1000; i++ {
-		if _, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: fmt.Sprintf("cb-%d", i), State: StateScheduled}, nil); err != nil {
+		if _, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "sim", IdemKey: fmt.Sprintf("cb-%d", i), State: StateScheduled}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -270,19 +270,19 @@ func BenchmarkList(b *testing.B) {
 func TestRecordIntentOpenSeesUnsettledRowsOfItsKind(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
-	pending, err := s.RecordIntent(ctx, Row{Kind: KindFleet, Provider: "aws", IdemKey: "t1", State: StatePending}, nil)
+	pending, err := s.RecordIntent(ctx, Entry{Kind: KindFleet, Provider: "aws", IdemKey: "t1", State: StatePending}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RecordIntent(ctx, Row{Kind: KindFleet, Provider: "aws", IdemKey: "t2", State: StateActive}, nil); err != nil {
+	if _, err := s.RecordIntent(ctx, Entry{Kind: KindFleet, Provider: "aws", IdemKey: "t2", State: StateActive}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "aws", IdemKey: "cb-1", State: StateUnknown}, nil); err != nil {
+	if _, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "aws", IdemKey: "cb-1", State: StateUnknown}, nil); err != nil {
 		t.Fatal(err)
 	}
 	refuse := errors.New("same fleet in flight")
-	_, err = s.RecordIntentOpen(ctx, Row{Kind: KindFleet, Provider: "aws", IdemKey: "t3", State: StatePending},
-		func(_ float64, existing *Row, open []Row) error {
+	_, err = s.RecordIntentOpen(ctx, Entry{Kind: KindFleet, Provider: "aws", IdemKey: "t3", State: StatePending},
+		func(_ float64, existing *Entry, open []Entry) error {
 			if existing != nil || len(open) != 1 || open[0].ID != pending.ID {
 				t.Errorf("existing %v, open %+v: want only the pending fleet row", existing, open)
 			}
@@ -321,8 +321,8 @@ func TestBudgetHoldsAcrossProcesses(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			s := handles[i%len(handles)]
-			_, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "aws", IdemKey: fmt.Sprintf("cb-%d", i), State: StatePending, CostUSD: 10, CreatedAt: now},
-				func(spent float64, _ *Row) error {
+			_, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "aws", IdemKey: fmt.Sprintf("cb-%d", i), State: StatePending, CostUSD: 10, CreatedAt: now},
+				func(spent float64, _ *Entry) error {
 					if spent+10 > 50 {
 						return over
 					}

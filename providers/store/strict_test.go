@@ -123,7 +123,7 @@ func TestNewLedgersAreWholeWhenFound(t *testing.T) {
 		}
 		defer stores[i].Close()
 	}
-	r, err := stores[0].RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StateScheduled}, nil)
+	r, err := stores[0].RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StateScheduled}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestReadOnlyStore(t *testing.T) {
 	if err != nil || len(rows) != 2 || !s.ReadOnly() {
 		t.Fatalf("list read-only: %d rows, %v", len(rows), err)
 	}
-	if _, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StatePending}, nil); !errors.Is(err, ErrReadOnly) {
+	if _, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StatePending}, nil); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("intent on a read-only store: %v", err)
 	}
 	if _, err := s.Update(ctx, rows[0]); !errors.Is(err, ErrReadOnly) {
@@ -227,7 +227,7 @@ func TestOpenReadOnlyDataDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RecordIntent(context.Background(), Row{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StateScheduled}, nil); err != nil {
+	if _, err := s.RecordIntent(context.Background(), Entry{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StateScheduled}, nil); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -274,7 +274,7 @@ func readOnlyChild(t *testing.T, dir string) {
 	if err != nil || len(rows) != 1 || !s.ReadOnly() {
 		t.Fatalf("list: %d rows, %v, read-only %v", len(rows), err, s.ReadOnly())
 	}
-	if _, err := s.RecordIntent(context.Background(), Row{Kind: KindBlock, Provider: "sim", IdemKey: "cb-2", State: StatePending}, nil); !errors.Is(err, ErrReadOnly) {
+	if _, err := s.RecordIntent(context.Background(), Entry{Kind: KindBlock, Provider: "sim", IdemKey: "cb-2", State: StatePending}, nil); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("write: %v", err)
 	}
 	t.Log("read-only ledger listed")
@@ -292,7 +292,7 @@ func TestCreateKeepsALedgerMadeMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	r, err := s.RecordIntent(ctx, Row{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StateScheduled}, nil)
+	r, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StateScheduled}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestDamagedLedgerRefused(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i := 0; i < 200; i++ {
-		r := Row{Kind: KindBlock, Provider: "aws", IdemKey: fmt.Sprintf("cb-%d", i), State: StateScheduled,
+		r := Entry{Kind: KindBlock, Provider: "aws", IdemKey: fmt.Sprintf("cb-%d", i), State: StateScheduled,
 			Request: []byte(`{"note":"` + strings.Repeat("x", 200) + `"}`)}
 		if _, err := s.RecordIntent(ctx, r, nil); err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 // (168,000 samples), priced from a price book.
 func BenchmarkCompute(b *testing.B) {
 	fr := &fakeReporter{reports: map[string]providers.UsageReport{}}
-	var rows []store.Row
+	var rows []store.Entry
 	for i := range 50 {
 		id := fmt.Sprint("f", i)
 		rows = append(rows, fleet(id, 20, 2, 0, 1, store.StateActive))

@@ -61,9 +61,9 @@ func (k *memKept) SaveUsage(_ context.Context, id string, rep providers.UsageRep
 func (k *memKept) ReadOnly() bool { return k.readOnly }
 
 // computeKept is compute with a Kept and a report of save failures.
-func computeKept(t testing.TB, rows []store.Row, rep *fakeReporter, kept Kept, now float64, saveFailed func(error)) Report {
+func computeKept(t testing.TB, rows []store.Entry, rep *fakeReporter, kept Kept, now float64, saveFailed func(error)) UsageReport {
 	t.Helper()
-	return Compute(context.Background(), rows, Options{Since: at(-48), Now: at(now), Kept: kept, SaveFailed: saveFailed,
+	return Compute(context.Background(), rows, UsageOptions{Since: at(-48), Now: at(now), Kept: kept, SaveFailed: saveFailed,
 		Reporter: func(name string) (providers.UsageReporter, bool) {
 			if name == "fake" {
 				return rep, true
@@ -84,7 +84,7 @@ func running(id string, start, now, share float64) providers.InstanceUsage {
 	return in
 }
 
-func oneRow(t *testing.T, rep Report) Row {
+func oneRow(t *testing.T, rep UsageReport) UsageRow {
 	t.Helper()
 	if len(rep.Rows) != 1 {
 		t.Fatalf("%d rows, want 1", len(rep.Rows))
@@ -102,17 +102,17 @@ func TestKeptCountsInstancesTheCloudForgot(t *testing.T) {
 	fr := &fakeReporter{reports: map[string]providers.UsageReport{"f": {Source: "gpu", Instances: []providers.InstanceUsage{
 		running("i-1", 0, 5, 0.5), running("i-2", 0, 5, 1)}}}}
 	kept := newMemKept()
-	first := oneRow(t, computeKept(t, []store.Row{row}, fr, kept, 5, nil))
+	first := oneRow(t, computeKept(t, []store.Entry{row}, fr, kept, 5, nil))
 	if !near(first.RunningGPUHours, 10) || !near(first.BusyGPUHours, 7.5) {
 		t.Fatalf("first read: running %v busy %v, want 10 and 7.5", first.RunningGPUHours, first.BusyGPUHours)
 	}
 	// 8:00: i-1 was terminated (at about 6:00) and is no longer listed.
 	fr.reports["f"] = providers.UsageReport{Source: "gpu", Instances: []providers.InstanceUsage{running("i-2", 0, 8, 1)}}
-	forgot := oneRow(t, compute(t, []store.Row{row}, fr, nil, -48, 8, 0))
+	forgot := oneRow(t, compute(t, []store.Entry{row}, fr, nil, -48, 8, 0))
 	if !near(forgot.RunningGPUHours, 8) {
 		t.Fatalf("without keeping: running %v, want 8 (the cloud's view)", forgot.RunningGPUHours)
 	}
-	second := oneRow(t, computeKept(t, []store.Row{row}, fr, kept, 8, nil))
+	second := oneRow(t, computeKept(t, []store.Entry{row}, fr, kept, 8, nil))
 	if !near(second.RunningGPUHours, 5+8) || !near(second.BusyGPUHours, 2.5+8) {
 		t.Errorf("kept: running %v busy %v, want 13 and 10.5 (i-1 until last seen at 5:00)", second.RunningGPUHours, second.BusyGPUHours)
 	}
@@ -136,7 +136,7 @@ func TestKeptCountsInstancesTheCloudForgot(t *testing.T) {
 		t.Fatalf("kept i-1: %+v", i1)
 	}
 	fr.reports["f"] = providers.UsageReport{Source: "gpu", Instances: []providers.InstanceUsage{running("i-2", 0, 9, 1)}}
-	third := oneRow(t, computeKept(t, []store.Row{row}, fr, kept, 9, nil))
+	third := oneRow(t, computeKept(t, []store.Entry{row}, fr, kept, 9, nil))
 	if !near(third.RunningGPUHours, 5+9) || !strings.Contains(third.Note, "last seen at 2026-03-02 05:00 UTC") {
 		t.Errorf("third read: running %v note %q", third.RunningGPUHours, third.Note)
 	}
@@ -152,10 +152,10 @@ func TestKeptFiguresWhenTheProviderFails(t *testing.T) {
 	fr := &fakeReporter{reports: map[string]providers.UsageReport{"r": {Source: "cpu", Instances: []providers.InstanceUsage{
 		running("vm-1", 1, 20, 0.25)}}}, errs: map[string]error{}}
 	kept := newMemKept()
-	live := oneRow(t, computeKept(t, []store.Row{res}, fr, kept, 20, nil))
+	live := oneRow(t, computeKept(t, []store.Entry{res}, fr, kept, 20, nil))
 	res.State = store.StateEnded
 	fr.errs["r"] = errors.New("azure: usage of r: capacity reservation r is not in Azure (404)")
-	got := oneRow(t, computeKept(t, []store.Row{res}, fr, kept, 30, nil))
+	got := oneRow(t, computeKept(t, []store.Entry{res}, fr, kept, 30, nil))
 	// vm-1 (p5.48xlarge's 8 GPUs per instance: the row's) ran 1:00–20:00
 	// as last read.
 	if !near(got.RunningGPUHours, live.RunningGPUHours) || !near(got.RunningGPUHours, 8*19) || !near(got.BusyGPUHours, 8*19*0.25) {
@@ -178,7 +178,7 @@ func TestKeptFiguresWhenTheProviderFails(t *testing.T) {
 		t.Errorf("%d saves, want 1: a failed read keeps nothing new", kept.saves)
 	}
 	// A provider not in use in this run is a failed read too.
-	got = oneRow(t, Compute(context.Background(), []store.Row{res}, Options{Since: at(-48), Now: at(30), Kept: kept,
+	got = oneRow(t, Compute(context.Background(), []store.Entry{res}, UsageOptions{Since: at(-48), Now: at(30), Kept: kept,
 		Reporter: func(string) (providers.UsageReporter, bool) { return nil, false }}))
 	if !near(got.RunningGPUHours, 8*19) || !strings.Contains(got.Note, "fake is not in use in this run") || !strings.Contains(got.Note, "as last read") {
 		t.Errorf("provider not in use: running %v note %q", got.RunningGPUHours, got.Note)
@@ -192,7 +192,7 @@ func TestKeptNothingWhenTheProviderNeverAnswered(t *testing.T) {
 	row := block("b", 1, 0, 24, 1920, store.StateEnded)
 	fr := &fakeReporter{errs: map[string]error{"b": errors.New("throttled")}}
 	kept := newMemKept()
-	got := oneRow(t, computeKept(t, []store.Row{row}, fr, kept, 30, nil))
+	got := oneRow(t, computeKept(t, []store.Entry{row}, fr, kept, 30, nil))
 	if !math.IsNaN(got.RunningGPUHours) || !math.IsNaN(got.BusyGPUHours) || !math.IsNaN(got.IdleUSD) || got.Interruptions != -1 {
 		t.Errorf("running %v busy %v idle %v interruptions %d, want unknown", got.RunningGPUHours, got.BusyGPUHours, got.IdleUSD, got.Interruptions)
 	}
@@ -210,10 +210,10 @@ func TestKeptWhenAnEndedRowsInstancesAreNoLongerListed(t *testing.T) {
 	fr := &fakeReporter{reports: map[string]providers.UsageReport{"b": {Source: "gpu", Instances: []providers.InstanceUsage{
 		running("i-1", 0, 23.5, 1), {ID: "i-2", Start: at(0), End: at(12), Busy: inst("x", 0, 12, 0.5, false).Busy}}}}}
 	kept := newMemKept()
-	oneRow(t, computeKept(t, []store.Row{row}, fr, kept, 23.5, nil))
+	oneRow(t, computeKept(t, []store.Entry{row}, fr, kept, 23.5, nil))
 	row.State = store.StateEnded
 	fr.reports["b"] = providers.UsageReport{}
-	got := oneRow(t, computeKept(t, []store.Row{row}, fr, kept, 30, nil))
+	got := oneRow(t, computeKept(t, []store.Entry{row}, fr, kept, 30, nil))
 	if !near(got.RunningGPUHours, 8*23.5+8*12) || !near(got.BusyGPUHours, 8*23.5+8*6) {
 		t.Errorf("running %v busy %v, want %v and %v", got.RunningGPUHours, got.BusyGPUHours, 8*23.5+8*12, 8*23.5+8*6)
 	}
@@ -266,7 +266,7 @@ func TestMergeKeepsSplitRunsApart(t *testing.T) {
 	fr := &fakeReporter{reports: map[string]providers.UsageReport{"r": third}}
 	kept := newMemKept()
 	kept.reps["r"], kept.ats["r"] = merge(first, at(8), second), at(12)
-	got := oneRow(t, computeKept(t, []store.Row{row}, fr, kept, 14, nil))
+	got := oneRow(t, computeKept(t, []store.Entry{row}, fr, kept, 14, nil))
 	if !near(got.RunningGPUHours, 4+1+7) {
 		t.Errorf("running %v, want 12: 4 + 1 + 7 hours, none twice", got.RunningGPUHours)
 	}
@@ -299,7 +299,7 @@ func TestKeptIsBoundedToTheRowsSpan(t *testing.T) {
 	fr := &fakeReporter{reports: map[string]providers.UsageReport{"b": {Source: "gpu", Instances: []providers.InstanceUsage{
 		inst("before", 0, 9, 1, false), inst("i-1", 5, 25, 1, false)}}}}
 	kept := newMemKept()
-	computeKept(t, []store.Row{row}, fr, kept, 30, nil)
+	computeKept(t, []store.Entry{row}, fr, kept, 30, nil)
 	k := kept.reps["b"]
 	if len(k.Instances) != 1 || k.Instances[0].ID != "i-1" {
 		t.Fatalf("kept %+v, want only i-1", k.Instances)
@@ -318,7 +318,7 @@ func TestKeptIsBoundedToTheRowsSpan(t *testing.T) {
 // and is never asked to save; a save that fails is told once per Compute
 // and the report is whole.
 func TestKeptReadOnlyAndFailingSaves(t *testing.T) {
-	rows := []store.Row{block("a", 1, 0, 24, 100, store.StateEnded), block("b", 1, 0, 24, 100, store.StateEnded)}
+	rows := []store.Entry{block("a", 1, 0, 24, 100, store.StateEnded), block("b", 1, 0, 24, 100, store.StateEnded)}
 	fr := &fakeReporter{reports: map[string]providers.UsageReport{
 		"a": {Source: "gpu", Instances: []providers.InstanceUsage{inst("i-a", 0, 24, 1, false)}},
 		"b": {Source: "gpu", Instances: []providers.InstanceUsage{inst("i-b", 0, 24, 1, false)}}}, errs: map[string]error{}}
@@ -424,7 +424,7 @@ func TestComputeConsistentOverMergedReports(t *testing.T) {
 		first := randomReport(rng, ids)
 		fr := &fakeReporter{reports: map[string]providers.UsageReport{id: first}, errs: map[string]error{}}
 		t1 := 20 + rng.Float64()*40
-		for _, row := range computeKept(t, []store.Row{r}, fr, kept, t1, nil).Rows {
+		for _, row := range computeKept(t, []store.Entry{r}, fr, kept, t1, nil).Rows {
 			checkConsistent(t, row)
 		}
 		switch rng.IntN(3) {
@@ -444,7 +444,7 @@ func TestComputeConsistentOverMergedReports(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			r.State = store.StateEnded
 		}
-		for _, row := range computeKept(t, []store.Row{r}, fr, kept, t1+rng.Float64()*30, nil).Rows {
+		for _, row := range computeKept(t, []store.Entry{r}, fr, kept, t1+rng.Float64()*30, nil).Rows {
 			checkConsistent(t, row)
 			if !math.IsNaN(row.IdleUSD) && (row.IdleUSD < -1e-9 || row.IdleUSD > row.CostUSD+1e-9) {
 				t.Errorf("trial %d: idle %v outside [0, cost %v]", trial, row.IdleUSD, row.CostUSD)
@@ -472,7 +472,7 @@ func TestKeptUnreadableIsSaid(t *testing.T) {
 		running("i-2", 0, 8, 1)}}}, errs: map[string]error{}}
 	kept := newMemKept()
 	kept.loadErr = errors.New("unexpected end of JSON input")
-	got := oneRow(t, computeKept(t, []store.Row{row}, fr, kept, 8, nil))
+	got := oneRow(t, computeKept(t, []store.Entry{row}, fr, kept, 8, nil))
 	if !near(got.RunningGPUHours, 8) {
 		t.Errorf("running %v, want the live read's 8", got.RunningGPUHours)
 	}
@@ -483,7 +483,7 @@ func TestKeptUnreadableIsSaid(t *testing.T) {
 		t.Errorf("%d saves over an unreadable kept report", kept.saves)
 	}
 	fr.errs["f"] = errors.New("throttled")
-	got = oneRow(t, computeKept(t, []store.Row{row}, fr, kept, 8, nil))
+	got = oneRow(t, computeKept(t, []store.Entry{row}, fr, kept, 8, nil))
 	if !math.IsNaN(got.RunningGPUHours) || !math.IsNaN(got.BusyGPUHours) || !strings.Contains(got.Note, "could not be read") {
 		t.Errorf("live read failed too: running %v busy %v note %q, want unknown and said", got.RunningGPUHours, got.BusyGPUHours, got.Note)
 	}

@@ -130,7 +130,7 @@ type Tracker struct {
 	opt TrackerOptions
 
 	mu     sync.Mutex
-	last   *Report
+	last   *UsageReport
 	lastAt time.Time
 	// lastRows is the ledger the last report was computed from (rowsKey):
 	// a purchase, launch or state change since makes it stale whatever
@@ -171,11 +171,11 @@ func (t *Tracker) MaxIdlePct() float64 { return t.opt.MaxIdlePct }
 // ledger's rows are as they were then, else computes one (or waits for
 // the one being computed). Reading the ledger is local and cheap; the
 // clouds' metrics are asked only when the rows changed or the TTL passed.
-func (t *Tracker) Report(ctx context.Context) (Report, error) {
+func (t *Tracker) Report(ctx context.Context) (UsageReport, error) {
 	for {
 		rows, err := t.opt.Ledger.List(ctx)
 		if err != nil {
-			return Report{}, err
+			return UsageReport{}, err
 		}
 		key := rowsKey(rows)
 		t.mu.Lock()
@@ -192,7 +192,7 @@ func (t *Tracker) Report(ctx context.Context) (Report, error) {
 			case <-ch:
 				continue // its report, if the rows are still those
 			case <-ctx.Done():
-				return Report{}, ctx.Err()
+				return UsageReport{}, ctx.Err()
 			}
 		}
 		ch := make(chan struct{})
@@ -211,7 +211,7 @@ func (t *Tracker) Report(ctx context.Context) (Report, error) {
 
 // rowsKey is what a report depends on of the ledger's rows: which rows,
 // their state, window, instances and provider id (not their heartbeat).
-func rowsKey(rows []store.Row) string {
+func rowsKey(rows []store.Entry) string {
 	var b strings.Builder
 	for _, r := range rows {
 		fmt.Fprintf(&b, "%s|%s|%d|%d|%d|%s;", r.ID, r.State, r.Start.UnixNano(), r.End.UnixNano(), r.InstanceCount, r.ProviderRef)
@@ -219,13 +219,13 @@ func rowsKey(rows []store.Row) string {
 	return b.String()
 }
 
-func (t *Tracker) compute(ctx context.Context, rows []store.Row) Report {
+func (t *Tracker) compute(ctx context.Context, rows []store.Entry) UsageReport {
 	now := t.opt.Now()
 	var prices PriceBook
 	if t.opt.Prices != nil {
 		prices = t.opt.Prices()
 	}
-	return Compute(ctx, rows, Options{Since: now.Add(-t.opt.Since), Now: now, Reporter: t.opt.Reporter, Prices: prices,
+	return Compute(ctx, rows, UsageOptions{Since: now.Add(-t.opt.Since), Now: now, Reporter: t.opt.Reporter, Prices: prices,
 		Timeout: t.opt.Timeout, Concurrency: t.opt.Concurrency, MaxIdlePct: t.opt.MaxIdlePct,
 		Kept: t.opt.Kept, SaveFailed: t.saveFailed})
 }

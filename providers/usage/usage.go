@@ -25,8 +25,8 @@ import (
 	"github.com/gpumarket/gpumarket/providers/store"
 )
 
-// Row is one ledger row's usage over the span asked for.
-type Row struct {
+// UsageRow is one ledger row's usage over the span asked for.
+type UsageRow struct {
 	ID, Kind, Provider, Cloud, Region, Zone string
 	InstanceType                            string
 	Actor, State                            string
@@ -67,7 +67,7 @@ type Row struct {
 
 // IdleShare is the share of the span's cost that paid for idle GPU-hours,
 // 0 to 1; NaN when unknown.
-func (r Row) IdleShare() float64 {
+func (r UsageRow) IdleShare() float64 {
 	if math.IsNaN(r.IdleUSD) || !(r.consumed > 0) {
 		return math.NaN()
 	}
@@ -77,7 +77,7 @@ func (r Row) IdleShare() float64 {
 // UsedUSD is the cost of the span so far, the base of IdleShare: a
 // block's or reservation's price for the hours it has run (its fee spread
 // over its window), a fleet's cost so far; NaN when unknown.
-func (r Row) UsedUSD() float64 {
+func (r UsageRow) UsedUSD() float64 {
 	if !(r.consumed > 0) {
 		return math.NaN()
 	}
@@ -85,7 +85,7 @@ func (r Row) UsedUSD() float64 {
 }
 
 // NoMetrics reports whether the row's busy GPU-hours are unknown.
-func (r Row) NoMetrics() bool { return math.IsNaN(r.BusyGPUHours) }
+func (r UsageRow) NoMetrics() bool { return math.IsNaN(r.BusyGPUHours) }
 
 // Day is one UTC day of a row, or the total of a day over rows.
 type Day struct {
@@ -120,7 +120,7 @@ type Total struct {
 
 // Alert is a running row whose idle share is over budget.max_idle_pct.
 type Alert struct {
-	Row     Row
+	Row     UsageRow
 	IdlePct float64
 	MaxPct  float64
 }
@@ -132,12 +132,12 @@ func (a Alert) String() string {
 		a.Row.ID, a.Row.Kind, int(math.Round(a.Row.GPUs)), a.Row.InstanceType, a.IdlePct, a.MaxPct)
 }
 
-// Report is the usage of every row over [Since, Now].
-type Report struct {
+// UsageReport is the usage of every row over [Since, Now].
+type UsageReport struct {
 	Since, Now time.Time
 	// Rows are the five most idle first (by idle cost), then the rest
 	// newest first.
-	Rows []Row
+	Rows []UsageRow
 	// Days are the totals per UTC day, oldest first; Actors per actor,
 	// by idle cost; All over every row.
 	Days   []Total
@@ -158,8 +158,8 @@ type PriceBook interface {
 	OnDemandUSDHour(k providers.PoolKey) (float64, bool)
 }
 
-// Options of Compute.
-type Options struct {
+// UsageOptions of Compute.
+type UsageOptions struct {
 	// Since and Now bound the span; rows outside it are left out.
 	Since, Now time.Time
 	// Reporter returns the usage reporter of a provider, false when the
@@ -193,7 +193,7 @@ const saveTimeout = 5 * time.Second
 // Kept holds alone, when the live read fails or the row has ended and the
 // cloud no longer lists any of its instances. nil when nothing is known;
 // notes says what the figures rest on.
-func readRow(ctx context.Context, r store.Row, q providers.UsageQuery, opt Options, saveFailed func(error), notes *[]string) *providers.UsageReport {
+func readRow(ctx context.Context, r store.Entry, q providers.UsageQuery, opt UsageOptions, saveFailed func(error), notes *[]string) *providers.UsageReport {
 	var live providers.UsageReport
 	var liveErr error
 	if rp, ok := opt.Reporter(r.Provider); !ok {
@@ -271,7 +271,7 @@ const TopIdle = 5
 
 // Counted reports whether a ledger row bought or launched capacity that
 // usage counts: it has the cloud's id and a state past its call.
-func Counted(r store.Row) bool {
+func Counted(r store.Entry) bool {
 	if r.ProviderRef == "" {
 		return false
 	}
@@ -288,7 +288,7 @@ func Counted(r store.Row) bool {
 // to start when it was launched — its intent is written just before the
 // launch — and, once deleted or ended, to end at its last update). A zero
 // end means it still runs.
-func Span(r store.Row) (start, end time.Time) {
+func Span(r store.Entry) (start, end time.Time) {
 	start, end = r.Start, r.End
 	if r.Kind != store.KindFleet {
 		return start, end
@@ -306,15 +306,15 @@ func Span(r store.Row) (start, end time.Time) {
 // asking each row's provider what ran (at most opt.Concurrency calls at
 // once). A provider that fails leaves its rows without running and busy
 // figures, and the rest is still computed.
-func Compute(ctx context.Context, rows []store.Row, opt Options) Report {
+func Compute(ctx context.Context, rows []store.Entry, opt UsageOptions) UsageReport {
 	if opt.Timeout <= 0 {
 		opt.Timeout = 30 * time.Second
 	}
 	if opt.Concurrency <= 0 {
 		opt.Concurrency = 4
 	}
-	rep := Report{Since: opt.Since.UTC(), Now: opt.Now.UTC()}
-	var todo []store.Row
+	rep := UsageReport{Since: opt.Since.UTC(), Now: opt.Now.UTC()}
+	var todo []store.Entry
 	for _, r := range rows {
 		if !Counted(r) {
 			continue
@@ -339,7 +339,7 @@ func Compute(ctx context.Context, rows []store.Row, opt Options) Report {
 			once.Do(func() { opt.SaveFailed(err) })
 		}
 	}
-	out := make([]Row, len(todo))
+	out := make([]UsageRow, len(todo))
 	sem := make(chan struct{}, opt.Concurrency)
 	var wg sync.WaitGroup
 	for i, r := range todo {
@@ -364,7 +364,7 @@ func Compute(ctx context.Context, rows []store.Row, opt Options) Report {
 }
 
 // query is the usage question of a row.
-func query(r store.Row, opt Options) providers.UsageQuery {
+func query(r store.Entry, opt UsageOptions) providers.UsageQuery {
 	start, end := Span(r)
 	q := providers.UsageQuery{Ref: r.ID, Kind: r.Kind, ProviderRef: r.ProviderRef, Region: r.Region, Zone: r.Zone,
 		InstanceType: r.InstanceType, InstanceCount: r.InstanceCount, Start: start, End: end, From: opt.Since, To: opt.Now}
@@ -386,7 +386,7 @@ func query(r store.Row, opt Options) providers.UsageQuery {
 }
 
 // perInstanceGPUs is the GPUs of one booked instance.
-func perInstanceGPUs(r store.Row) float64 {
+func perInstanceGPUs(r store.Entry) float64 {
 	if r.InstanceCount > 0 && r.GPUCount > 0 {
 		return r.GPUCount / float64(r.InstanceCount)
 	}
@@ -396,7 +396,7 @@ func perInstanceGPUs(r store.Row) float64 {
 	return math.NaN()
 }
 
-func computeRow(ctx context.Context, r store.Row, opt Options, saveFailed func(error)) Row {
+func computeRow(ctx context.Context, r store.Entry, opt UsageOptions, saveFailed func(error)) UsageRow {
 	q := query(r, opt)
 	start, end := q.Start, q.End
 	if end.IsZero() || end.After(opt.Now) {
@@ -410,7 +410,7 @@ func computeRow(ctx context.Context, r store.Row, opt Options, saveFailed func(e
 	if !(gpus > 0) {
 		gpus = per * float64(r.InstanceCount)
 	}
-	row := Row{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region, Zone: r.Zone,
+	row := UsageRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region, Zone: r.Zone,
 		InstanceType: r.InstanceType, Actor: r.Actor, State: r.State, GPUs: gpus, Start: start, End: end,
 		Active: r.State == store.StateActive, Interruptions: -1,
 		RunningGPUHours: math.NaN(), BusyGPUHours: math.NaN(), CostUSD: math.NaN(), IdleUSD: math.NaN()}
@@ -521,7 +521,7 @@ func computeRow(ctx context.Context, r store.Row, opt Options, saveFailed func(e
 }
 
 // costRow fills the cost and idle figures of a row and its days.
-func costRow(row *Row, r store.Row, rep *providers.UsageReport, opt Options, notes *[]string) {
+func costRow(row *UsageRow, r store.Entry, rep *providers.UsageReport, opt UsageOptions, notes *[]string) {
 	switch r.Kind {
 	case store.KindBlock, store.KindReservation:
 		// A fixed window: its price per GPU-hour is the fee (or the
@@ -552,7 +552,7 @@ func costRow(row *Row, r store.Row, rep *providers.UsageReport, opt Options, not
 // while they ran (on-demand ones at list). Without the instances it falls
 // back on the launch estimate for the whole fleet, and an instance whose
 // pool has no known price on its share of that estimate.
-func costFleet(row *Row, r store.Row, rep *providers.UsageReport, opt Options, notes *[]string) {
+func costFleet(row *UsageRow, r store.Entry, rep *providers.UsageReport, opt UsageOptions, notes *[]string) {
 	estimate := math.NaN() // per instance-hour
 	if r.CostNote != "" && !booking.CostUnknown(r) && r.InstanceCount > 0 {
 		estimate = r.CostUSD / float64(r.InstanceCount)
@@ -637,17 +637,17 @@ func costFleet(row *Row, r store.Row, rep *providers.UsageReport, opt Options, n
 
 // order puts the TopIdle rows of the highest idle cost first, then the
 // rest newest first.
-func order(rows []Row) []Row {
-	byStart := append([]Row(nil), rows...)
+func order(rows []UsageRow) []UsageRow {
+	byStart := append([]UsageRow(nil), rows...)
 	sort.SliceStable(byStart, func(i, j int) bool {
 		if !byStart[i].Start.Equal(byStart[j].Start) {
 			return byStart[i].Start.After(byStart[j].Start)
 		}
 		return byStart[i].ID > byStart[j].ID
 	})
-	idle := append([]Row(nil), byStart...)
+	idle := append([]UsageRow(nil), byStart...)
 	sort.SliceStable(idle, func(i, j int) bool { return nanLast(idle[i].IdleUSD) > nanLast(idle[j].IdleUSD) })
-	out := make([]Row, 0, len(rows))
+	out := make([]UsageRow, 0, len(rows))
 	top := map[string]bool{}
 	for _, r := range idle {
 		if len(top) == TopIdle || math.IsNaN(r.IdleUSD) || r.IdleUSD <= 0 {
@@ -672,7 +672,7 @@ func nanLast(v float64) float64 {
 }
 
 // totals sums the rows per day, per actor and over all.
-func totals(rows []Row) (days, actors []Total, all Total) {
+func totals(rows []UsageRow) (days, actors []Total, all Total) {
 	byDay := map[time.Time]*Total{}
 	byActor := map[string]*Total{}
 	for _, r := range rows {
@@ -716,7 +716,7 @@ func totals(rows []Row) (days, actors []Total, all Total) {
 	return days, actors, all
 }
 
-func (t *Total) addRow(r Row) {
+func (t *Total) addRow(r UsageRow) {
 	t.Rows++
 	if r.NoMetrics() {
 		t.NoMetrics++

@@ -55,16 +55,16 @@ func at(h float64) time.Time { return t0.Add(time.Duration(h * float64(time.Hour
 
 // block is a settled capacity block row: n p5.48xlarge (8 GPUs each) over
 // [start, end) hours after t0 for fee dollars.
-func block(id string, n int, start, end, fee float64, state string) store.Row {
-	return store.Row{ID: id, Kind: store.KindBlock, Provider: "fake", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a",
+func block(id string, n int, start, end, fee float64, state string) store.Entry {
+	return store.Entry{ID: id, Kind: store.KindBlock, Provider: "fake", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a",
 		InstanceType: "p5.48xlarge", InstanceCount: n, GPUCount: float64(8 * n), Start: at(start), End: at(end),
 		CostUSD: fee, State: state, ProviderRef: "cr-" + id, Actor: "local:alice", CreatedAt: at(start - 24), IdemKey: id}
 }
 
-func fleet(id string, n, onDemand int, start float64, estimate float64, state string) store.Row {
+func fleet(id string, n, onDemand int, start float64, estimate float64, state string) store.Entry {
 	spec, _ := json.Marshal(providers.FleetSpec{Provider: "fake", Region: "us-east-1", InstanceTypes: []string{"g6.xlarge"},
 		TargetCapacity: n, OnDemandBase: onDemand})
-	return store.Row{ID: id, Kind: store.KindFleet, Provider: "fake", Cloud: "aws", Region: "us-east-1",
+	return store.Entry{ID: id, Kind: store.KindFleet, Provider: "fake", Cloud: "aws", Region: "us-east-1",
 		InstanceType: "g6.xlarge", InstanceCount: n, GPUCount: float64(n), Start: at(start), CostUSD: estimate,
 		CostNote: "estimate: first hour at current prices; a fleet bills until deleted", State: state,
 		ProviderRef: "fleet-" + id, Actor: "local:bob", CreatedAt: at(start), IdemKey: id, Request: spec}
@@ -87,9 +87,9 @@ func inst(id string, start, end float64, share float64, spot bool) providers.Ins
 	return in
 }
 
-func compute(t testing.TB, rows []store.Row, rep *fakeReporter, prices PriceBook, since, now float64, maxIdle float64) Report {
+func compute(t testing.TB, rows []store.Entry, rep *fakeReporter, prices PriceBook, since, now float64, maxIdle float64) UsageReport {
 	t.Helper()
-	return Compute(context.Background(), rows, Options{Since: at(since), Now: at(now), Prices: prices, MaxIdlePct: maxIdle,
+	return Compute(context.Background(), rows, UsageOptions{Since: at(since), Now: at(now), Prices: prices, MaxIdlePct: maxIdle,
 		Reporter: func(name string) (providers.UsageReporter, bool) {
 			if name == "fake" {
 				return rep, true
@@ -109,7 +109,7 @@ func TestComputeRow(t *testing.T) {
 	nan := math.NaN()
 	cases := []struct {
 		name   string
-		row    store.Row
+		row    store.Entry
 		report *providers.UsageReport
 		err    error
 		prices PriceBook
@@ -154,7 +154,7 @@ func TestComputeRow(t *testing.T) {
 		},
 		{
 			name: "reservation half way: cost so far at its rate",
-			row: func() store.Row {
+			row: func() store.Entry {
 				r := block("r1", 1, 0, 10, 100, store.StateActive)
 				r.Kind = store.KindReservation
 				return r
@@ -182,7 +182,7 @@ func TestComputeRow(t *testing.T) {
 		},
 		{
 			name: "fleet launched at unknown prices and none known since: cost unknown",
-			row: func() store.Row {
+			row: func() store.Entry {
 				r := fleet("f3", 1, 0, 0, 0, store.StateActive)
 				r.CostNote = "estimate: first hour at unknown prices"
 				return r
@@ -211,7 +211,7 @@ func TestComputeRow(t *testing.T) {
 			if c.row.ID == "b6" {
 				since = 24
 			}
-			rep := compute(t, []store.Row{c.row}, fr, c.prices, since, c.now, 0)
+			rep := compute(t, []store.Entry{c.row}, fr, c.prices, since, c.now, 0)
 			if len(rep.Rows) != 1 {
 				t.Fatalf("rows = %d, want 1", len(rep.Rows))
 			}
@@ -241,7 +241,7 @@ func TestComputeRow(t *testing.T) {
 
 // checkConsistent asserts busy ≤ running ≤ booked for the row and each
 // day, and that the days add up to the row.
-func checkConsistent(t *testing.T, r Row) {
+func checkConsistent(t *testing.T, r UsageRow) {
 	t.Helper()
 	le := func(a, b float64) bool { return math.IsNaN(a) || math.IsNaN(b) || a <= b+1e-9 }
 	if !le(r.BusyGPUHours, r.RunningGPUHours) || !le(r.RunningGPUHours, r.BookedGPUHours) {
@@ -283,7 +283,7 @@ func TestComputeConsistentUnderAnyReport(t *testing.T) {
 			ins = append(ins, in)
 		}
 		fr := &fakeReporter{reports: map[string]providers.UsageReport{r.ID: {Source: "x", Instances: ins}}}
-		rep := compute(t, []store.Row{r}, fr, nil, 5, 70, 0)
+		rep := compute(t, []store.Entry{r}, fr, nil, 5, 70, 0)
 		for _, row := range rep.Rows {
 			checkConsistent(t, row)
 			if !math.IsNaN(row.IdleUSD) && (row.IdleUSD < -1e-9 || row.IdleUSD > row.CostUSD+1e-9) {
@@ -301,7 +301,7 @@ func TestComputeLeavesOutWhatBoughtNothing(t *testing.T) {
 	future := block("future", 1, 48, 72, 100, store.StateScheduled)
 	old := block("old", 1, 0, 24, 100, store.StateEnded)
 	kept := block("kept", 1, 0, 24, 100, store.StateActive)
-	rep := compute(t, []store.Row{failed, pending, noRef, future, old, kept}, &fakeReporter{}, nil, 0, 12, 0)
+	rep := compute(t, []store.Entry{failed, pending, noRef, future, old, kept}, &fakeReporter{}, nil, 0, 12, 0)
 	var ids []string
 	for _, r := range rep.Rows {
 		ids = append(ids, r.ID)
@@ -314,7 +314,7 @@ func TestComputeLeavesOutWhatBoughtNothing(t *testing.T) {
 func TestComputeNamesAProviderNotInUse(t *testing.T) {
 	r := block("b", 1, 0, 24, 100, store.StateEnded)
 	r.Provider = "elsewhere"
-	rep := compute(t, []store.Row{r}, &fakeReporter{}, nil, 0, 30, 0)
+	rep := compute(t, []store.Entry{r}, &fakeReporter{}, nil, 0, 30, 0)
 	got := rep.Rows[0]
 	if !got.NoMetrics() || !math.IsNaN(got.RunningGPUHours) || !strings.Contains(got.Note, "elsewhere is not in use") {
 		t.Errorf("row = %+v, want running and busy unknown and a note naming the provider", got)
@@ -325,7 +325,7 @@ func TestComputeNamesAProviderNotInUse(t *testing.T) {
 }
 
 func TestOrderFiveMostIdleFirst(t *testing.T) {
-	var rows []store.Row
+	var rows []store.Entry
 	fr := &fakeReporter{reports: map[string]providers.UsageReport{}}
 	// Seven blocks started an hour apart; block i is busy (i/7) of the
 	// time, so block 0 is the most idle and block 6 the least.
@@ -361,7 +361,7 @@ func TestTotalsByDayAndActor(t *testing.T) {
 			{ID: "s2", InstanceType: "g6.xlarge", Spot: true, Start: at(0), End: at(30), Interrupted: true},
 		}},
 	}}
-	rep := compute(t, []store.Row{a, b}, fr, fixedPrices{spot: map[string]float64{"g6.xlarge": 0.5}}, 0, 40, 0)
+	rep := compute(t, []store.Entry{a, b}, fr, fixedPrices{spot: map[string]float64{"g6.xlarge": 0.5}}, 0, 40, 0)
 	if len(rep.Days) != 2 || rep.Days[0].Key != "2026-03-02" || rep.Days[1].Key != "2026-03-03" {
 		t.Fatalf("days = %+v, want 2026-03-02 and 2026-03-03", rep.Days)
 	}
@@ -399,14 +399,14 @@ func TestAlertsOnlyForRunningRowsOverTheThreshold(t *testing.T) {
 		"idle": {Source: "g", Instances: []providers.InstanceUsage{inst("i", 0, -1, 0.2, false)}},
 		"over": {Source: "g", Instances: []providers.InstanceUsage{inst("i", 0, 24, 0.0, false)}},
 	}}
-	rep := compute(t, []store.Row{busy, idle, over}, fr, nil, 0, 10, 50)
+	rep := compute(t, []store.Entry{busy, idle, over}, fr, nil, 0, 10, 50)
 	if len(rep.Alerts) != 1 || rep.Alerts[0].Row.ID != "idle" || !near(rep.Alerts[0].IdlePct, 80) {
 		t.Fatalf("alerts = %+v, want one for the running row 80%% idle", rep.Alerts)
 	}
 	if s := rep.Alerts[0].String(); !strings.Contains(s, "80% idle") || !strings.Contains(s, "budget.max_idle_pct 50%") {
 		t.Errorf("alert reads %q", s)
 	}
-	if rep := compute(t, []store.Row{idle}, fr, nil, 0, 10, 0); len(rep.Alerts) != 0 {
+	if rep := compute(t, []store.Entry{idle}, fr, nil, 0, 10, 0); len(rep.Alerts) != 0 {
 		t.Errorf("max_idle_pct 0 (off) raised %+v", rep.Alerts)
 	}
 }
@@ -420,7 +420,7 @@ func TestQueryCarriesTheFleetSpec(t *testing.T) {
 		Zones: []string{"us-east-1a", "us-east-1b"}, TargetCapacity: 4, OnDemandBase: 1, Strategy: providers.StrategyCapacityOptimized,
 		MaxPriceUSD: providers.Float(0.5)})
 	fr := &fakeReporter{}
-	compute(t, []store.Row{f}, fr, nil, 0, 10, 0)
+	compute(t, []store.Entry{f}, fr, nil, 0, 10, 0)
 	if len(fr.got) != 1 {
 		t.Fatalf("queries = %d", len(fr.got))
 	}

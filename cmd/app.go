@@ -9,12 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/history"
-	"github.com/gpumarket/gpumarket/providers/hub"
-	"github.com/gpumarket/gpumarket/providers/store"
-	"github.com/gpumarket/gpumarket/providers/usage"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
+
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -52,12 +50,12 @@ type app struct {
 	sharedWindow bool
 
 	mu    sync.Mutex
-	built map[string]providers.Provider
-	hist  *history.History // opened by historyFor when a cloud is a source
-	hub   *hub.Hub
-	st    *store.Store
+	built map[string]domain.Provider
+	hist  *feed.History // opened by historyFor when a cloud is a source
+	hub   *feed.Hub
+	st    *ledger.Store
 	// usage is the one usage tracker of the run (usageTracker).
-	usage *usage.Tracker
+	usage *ledger.Tracker
 	// wstate is the watch's state (cmd/watch.go), apart from the ledger;
 	// watcher the one evaluator of the rules that every session shares.
 	wstate  *watch.State
@@ -93,11 +91,11 @@ func (c *cli) appOf(parent context.Context, e *env) *app {
 		parent = context.Background()
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
-	return &app{env: e, table: c.table, ctx: ctx, cancel: cancel, built: map[string]providers.Provider{}}
+	return &app{env: e, table: c.table, ctx: ctx, cancel: cancel, built: map[string]domain.Provider{}}
 }
 
 // provider builds the named provider once.
-func (a *app) provider(ctx context.Context, name string) (providers.Provider, error) {
+func (a *app) provider(ctx context.Context, name string) (domain.Provider, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if p, ok := a.built[name]; ok {
@@ -118,7 +116,7 @@ func (a *app) provider(ctx context.Context, name string) (providers.Provider, er
 // Providers builds the sources the query names, plus the named ones: the
 // provider an offering or a ledger row belongs to, so that `book ID` and
 // `fleet delete ID` reach it without --provider.
-func (a *app) Providers(ctx context.Context, also ...string) ([]providers.Provider, error) {
+func (a *app) Providers(ctx context.Context, also ...string) ([]domain.Provider, error) {
 	if err := a.table.checkRegions(a.query.Providers, a.query.Regions); err != nil {
 		return nil, err
 	}
@@ -128,7 +126,7 @@ func (a *app) Providers(ctx context.Context, also ...string) ([]providers.Provid
 			names = append(names, n)
 		}
 	}
-	out := make([]providers.Provider, 0, len(names))
+	out := make([]domain.Provider, 0, len(names))
 	for _, n := range names {
 		p, err := a.provider(ctx, n)
 		if err != nil {
@@ -143,8 +141,8 @@ func (a *app) Providers(ctx context.Context, also ...string) ([]providers.Provid
 // rows, each of which asks its own provider: one that cannot be built (no
 // credentials, say) is said in one line on stderr and left out, so the
 // others' rows are still served.
-func (a *app) reachable(ctx context.Context, names []string, command string) []providers.Provider {
-	var ps []providers.Provider
+func (a *app) reachable(ctx context.Context, names []string, command string) []domain.Provider {
+	var ps []domain.Provider
 	for _, name := range names {
 		p, err := a.provider(ctx, name)
 		if err != nil {
@@ -157,7 +155,7 @@ func (a *app) reachable(ctx context.Context, names []string, command string) []p
 }
 
 // Hub returns the one hub over the query's sources, running until Close.
-func (a *app) Hub(ctx context.Context) (*hub.Hub, error) {
+func (a *app) Hub(ctx context.Context) (*feed.Hub, error) {
 	ps, err := a.Providers(ctx)
 	if err != nil {
 		return nil, err
@@ -167,18 +165,18 @@ func (a *app) Hub(ctx context.Context) (*hub.Hub, error) {
 
 // hubOver starts the hub over the given sources (tests give fakes); a
 // second call returns the hub already running.
-func (a *app) hubOver(ps []providers.Provider) *hub.Hub { return a.hubWith(ps, a.query) }
+func (a *app) hubOver(ps []domain.Provider) *feed.Hub { return a.hubWith(ps, a.query) }
 
 // hubWith is hubOver fetching what q selects (`watch` fetches what its
 // rules need, its providers built for the config's regions).
-func (a *app) hubWith(ps []providers.Provider, q providers.Query) *hub.Hub {
+func (a *app) hubWith(ps []domain.Provider, q domain.Query) *feed.Hub {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.hub != nil {
 		return a.hub
 	}
 	simTick, refresh := a.cfg.Sim.Tick.D(), a.cfg.Refresh.D()
-	desc := map[string]providers.Descriptor{}
+	desc := map[string]domain.Descriptor{}
 	for _, p := range ps {
 		desc[p.Name()] = p.Describe()
 	}
@@ -186,7 +184,7 @@ func (a *app) hubWith(ps []providers.Provider, q providers.Query) *hub.Hub {
 	if a.sharedWindow {
 		maxWindow = q.Window
 	}
-	a.hub = hub.New(ps, hub.Options{
+	a.hub = feed.New(ps, feed.Options{
 		Query:     q,
 		MaxWindow: maxWindow,
 		// The simulated market ticks at sim.tick; the clouds are polled
@@ -210,13 +208,13 @@ func (a *app) hubWith(ps []providers.Provider, q providers.Query) *hub.Hub {
 }
 
 // Ledger opens the ledger in the data dir once; Close closes it.
-func (a *app) Ledger() (*store.Store, error) {
+func (a *app) Ledger() (*ledger.Store, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.st != nil {
 		return a.st, nil
 	}
-	st, err := store.Open(a.dataDir)
+	st, err := ledger.Open(a.dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -226,13 +224,13 @@ func (a *app) Ledger() (*store.Store, error) {
 
 // Booking returns a booking service over the ledger and the given
 // providers, each call to a provider bounded by timeout (0: the default).
-func (a *app) Booking(ps []providers.Provider, timeout time.Duration) (*booking.Service, error) {
+func (a *app) Booking(ps []domain.Provider, timeout time.Duration) (*ledger.Service, error) {
 	st, err := a.Ledger()
 	if err != nil {
 		return nil, err
 	}
-	return booking.New(st, ps, booking.Options{
-		Budget:  booking.Budget{MaxBookingUSD: a.cfg.Budget.MaxBookingUSD, MaxDailyUSD: a.cfg.Budget.MaxDailyUSD},
+	return ledger.New(st, ps, ledger.Options{
+		Budget:  ledger.Budget{MaxBookingUSD: a.cfg.Budget.MaxBookingUSD, MaxDailyUSD: a.cfg.Budget.MaxDailyUSD},
 		Logger:  a.log,
 		Timeout: timeout,
 		Actor:   localActor(),
@@ -243,11 +241,11 @@ func (a *app) Booking(ps []providers.Provider, timeout time.Duration) (*booking.
 // ledger: lost answers settle, and reservations that bill until released
 // are released within a minute of their window's end. Scheduled fleets
 // that gpumarket keeps are launched and deleted at their time: the loop
-// wakes for them (booking.Report.NextDue).
+// wakes for them (ledger.Report.NextDue).
 const ledgerKeepEvery = time.Minute
 
 // KeepLedger reconciles the ledger through svc every minute until Close.
-func (a *app) KeepLedger(svc *booking.Service) {
+func (a *app) KeepLedger(svc *ledger.Service) {
 	a.loops.Add(1)
 	go func() {
 		defer a.loops.Done()

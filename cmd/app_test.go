@@ -13,15 +13,15 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger/ledgertest"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
-	"github.com/gpumarket/gpumarket/providers/hub"
 )
 
 // snapshotOf runs the app's hub over the given sources until they are
 // ready, as `prices` does over the query's, and stops it.
-func (e *env) snapshotOf(ctx context.Context, ps []providers.Provider, timeout time.Duration) (*hub.Snapshot, error) {
+func (e *env) snapshotOf(ctx context.Context, ps []domain.Provider, timeout time.Duration) (*feed.Snapshot, error) {
 	a := newCLI().appOf(ctx, e)
 	defer a.Close()
 	return a.waitReady(ctx, a.hubOver(ps), timeout)
@@ -33,12 +33,12 @@ func (e *env) snapshotOf(ctx context.Context, ps []providers.Provider, timeout t
 // by the same commands as the built-in ones, with no other change.
 func TestAddingAProviderIsOneRow(t *testing.T) {
 	isolate(t)
-	fake := bookingtest.New("acme", bookingtest.Offering("acme", "acme-1", time.Now().Add(48*time.Hour), 48, 1, 3000))
+	fake := ledgertest.New("acme", ledgertest.Offering("acme", "acme-1", time.Now().Add(48*time.Hour), 48, 1, 3000))
 	fake.SpotUSDHour = 10
 	fake.Desc.IsRegion = func(r string) bool { return r == "us-east-1" }
 	fake.Desc.RegionExample = "us-east-1"
 	c := &cli{table: append(defaultProviders(), providerRow{desc: fake.Desc,
-		build: func(context.Context, *env) (providers.Provider, error) { return fake, nil }})}
+		build: func(context.Context, *env) (domain.Provider, error) { return fake, nil }})}
 	runC := func(args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
 		code := c.run(context.Background(), args, strings.NewReader(""), &out, &errOut)
@@ -114,7 +114,7 @@ func TestNoProviderNameComparisons(t *testing.T) {
 			return nil
 		}
 		rel, _ := filepath.Rel(root, path)
-		for _, own := range []string{"providers/sim/", "providers/aws/", "providers/azure/"} {
+		for _, own := range []string{"cloud/"} {
 			if strings.HasPrefix(filepath.ToSlash(rel), own) {
 				return nil
 			}
@@ -139,7 +139,7 @@ func TestNoProviderNameComparisons(t *testing.T) {
 // gets config plan.*: the job EFF prices pools for and the Plan view's
 // form starts from, and plan.speed over the planner's defaults.
 func TestTUIOptionsCarryThePlanConfig(t *testing.T) {
-	e, _, _ := testEnv(t, providers.Query{})
+	e, _, _ := testEnv(t, domain.Query{})
 	e.cfg.Plan.GPUs, e.cfg.Plan.Hours = 16, 48
 	e.cfg.Plan.Speed = map[string]float64{"A100": 0.5}
 	opt := (&app{env: e}).tuiOptions(nil, nil)

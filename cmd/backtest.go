@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/cloud/sim"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers/sim"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // backtestRow is one policy of `gpumarket backtest`.
@@ -145,8 +145,8 @@ them; it says where it wrote them.`,
 			}
 			out := make([]backtestRow, len(rows))
 			for i, r := range rows {
-				out[i] = backtestRow{Policy: r.Policy, Runs: r.Runs, DeadlinesMetPct: market.Round(r.DeadlinesMetPct, 2),
-					MeanCostUSD: market.Round(r.MeanCostUSD, 2), SavingsVsOnDemandPct: market.Round(r.SavingsVsOnDemandPct, 2), P95CostUSD: market.Round(r.P95CostUSD, 2)}
+				out[i] = backtestRow{Policy: r.Policy, Runs: r.Runs, DeadlinesMetPct: present.Round(r.DeadlinesMetPct, 2),
+					MeanCostUSD: present.Round(r.MeanCostUSD, 2), SavingsVsOnDemandPct: present.Round(r.SavingsVsOnDemandPct, 2), P95CostUSD: present.Round(r.P95CostUSD, 2)}
 			}
 			if f.sim {
 				a.banner(f.output)

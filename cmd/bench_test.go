@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/sim"
+	"github.com/gpumarket/gpumarket/cloud/sim"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // BenchmarkPriceRowsSim builds the `prices` rows of every simulated pool
 // over a 7-day window (the stats walk each pool's series).
 func BenchmarkPriceRowsSim(b *testing.B) {
-	e, _, _ := testEnv(b, providers.Query{Window: 7 * 24 * time.Hour})
-	snap, err := e.snapshotOf(context.Background(), []providers.Provider{sim.New(sim.Options{Seed: 1})}, time.Minute)
+	e, _, _ := testEnv(b, domain.Query{Window: 7 * 24 * time.Hour})
+	snap, err := e.snapshotOf(context.Background(), []domain.Provider{sim.New(sim.Options{Seed: 1})}, time.Minute)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,9 +53,9 @@ func BenchmarkWriteHistory(b *testing.B) {
 // up to its rows: the hub started over the sim, its 24 h back-fill, and
 // the wait for the snapshot that says every source is done.
 func BenchmarkReadySnapshotSim(b *testing.B) {
-	e, _, _ := testEnv(b, providers.Query{})
+	e, _, _ := testEnv(b, domain.Query{})
 	for b.Loop() {
-		snap, err := e.snapshotOf(context.Background(), []providers.Provider{sim.New(sim.Options{Seed: 1})}, time.Minute)
+		snap, err := e.snapshotOf(context.Background(), []domain.Provider{sim.New(sim.Options{Seed: 1})}, time.Minute)
 		if err != nil || !snap.Ready {
 			b.Fatal(err)
 		}

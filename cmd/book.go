@@ -9,15 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // offeringSummary is the confirmation's text: everything that is bought,
 // the total first.
-func offeringSummary(o providers.Offering, simulated bool) string {
+func offeringSummary(o domain.Offering, simulated bool) string {
 	var b strings.Builder
 	if simulated {
 		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is bought.")
@@ -28,7 +27,7 @@ func offeringSummary(o providers.Offering, simulated bool) string {
 	}
 	fmt.Fprintf(&b, "  offering   %s (%s)\n", o.ID, o.Provider)
 	fmt.Fprintf(&b, "  instances  %d × %s in %s\n", o.InstanceCount, o.InstanceType, location(o.Region, o.Zone))
-	fmt.Fprintf(&b, "  GPUs       %s × %s\n", market.GPUCount(o.GPUCount()), o.GPU.Model)
+	fmt.Fprintf(&b, "  GPUs       %s × %s\n", present.GPUCount(o.GPUCount()), o.GPU.Model)
 	fmt.Fprintf(&b, "  start      %s\n", bothZones(o.Start))
 	fmt.Fprintf(&b, "  end        %s  (%g h)\n", bothZones(o.End), o.DurationHours())
 	if o.FlexLength {
@@ -92,7 +91,7 @@ first, at the price just described.`,
 	addOutputFlag(c, &output)
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "only ask the provider whether the purchase would succeed; nothing is bought or recorded")
 	c.Flags().BoolVar(&yes, "yes", false, "buy without asking (required when stdin is not a terminal)")
-	c.Flags().DurationVar(&timeout, "timeout", booking.DefaultTimeout, "bound on each call to the provider")
+	c.Flags().DurationVar(&timeout, "timeout", ledger.DefaultTimeout, "bound on each call to the provider")
 	return c
 }
 
@@ -118,7 +117,7 @@ func (a *app) runBook(ctx context.Context, id string, dryRun, yes bool, timeout 
 
 	q, err := svc.Quote(ctx, id)
 	if err != nil {
-		if errors.Is(err, store.ErrOfferingUnknown) || errors.Is(err, store.ErrOfferingExpired) {
+		if errors.Is(err, ledger.ErrOfferingUnknown) || errors.Is(err, ledger.ErrOfferingExpired) {
 			return err // names the id and says to search again
 		}
 		if q.Offering.ID != "" {
@@ -132,15 +131,15 @@ func (a *app) runBook(ctx context.Context, id string, dryRun, yes bool, timeout 
 	}
 
 	if dryRun {
-		res, err := svc.Book(ctx, booking.BookRequest{OfferingID: id, DryRun: true})
-		var tc *booking.TermsChangedError
+		res, err := svc.Book(ctx, ledger.BookRequest{OfferingID: id, DryRun: true})
+		var tc *ledger.TermsChangedError
 		if errors.As(err, &tc) {
 			return a.termsChanged(tc, " --dry-run")
 		}
 		if err != nil {
 			return err
 		}
-		msg := providers.DryRunAnswer(res.Booking.Message, "the provider accepted the dry run: the purchase would succeed")
+		msg := domain.DryRunAnswer(res.Booking.Message, "the provider accepted the dry run: the purchase would succeed")
 		if output == formatTable {
 			fmt.Fprintf(e.out, "dry run: %s (nothing was bought)\n", msg)
 			return nil
@@ -160,8 +159,8 @@ func (a *app) runBook(ctx context.Context, id string, dryRun, yes bool, timeout 
 				return err
 			}
 		}
-		res, err := svc.Book(ctx, booking.BookRequest{OfferingID: shown.ID, Confirmed: shown})
-		var tc *booking.TermsChangedError
+		res, err := svc.Book(ctx, ledger.BookRequest{OfferingID: shown.ID, Confirmed: shown})
+		var tc *ledger.TermsChangedError
 		if errors.As(err, &tc) {
 			switch {
 			case yes:
@@ -195,7 +194,7 @@ const maxAsks = 3
 
 // termsChanged shows the new terms of an offering and refuses: exit 1,
 // with how to buy at them.
-func (a *app) termsChanged(tc *booking.TermsChangedError, flags string) error {
+func (a *app) termsChanged(tc *ledger.TermsChangedError, flags string) error {
 	fmt.Fprintf(a.errOut, "The terms changed since they were shown (%s); nothing was bought. The new terms:\n", tc.Why)
 	fmt.Fprint(a.errOut, offeringSummary(tc.Now, tc.Now.Simulated))
 	return fmt.Errorf("refused: the terms of %s changed (%s: now $%.2f for %d × %s from %s to %s; shown $%.2f for %d × %s from %s to %s); nothing was bought: run `gpumarket book %s%s` again to buy at the new terms",

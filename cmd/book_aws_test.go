@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // stallPurchases wraps the fake EC2 endpoint: while stall is set, a real
@@ -31,7 +31,7 @@ func stallPurchases(fake *ec2test.Server, stall *atomic.Bool) http.Handler {
 }
 
 // TestBookAgainstFakeEC2 is issue 4's "Done when", against the EC2
-// endpoint of providers/aws/ec2test on loopback.
+// endpoint of cloud/aws/ec2test on loopback.
 func TestBookAgainstFakeEC2(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Minute)
 	fake := ec2test.New(ec2test.Generate(1, []string{"us-east-1"}, now.Add(-24*time.Hour), now, time.Hour)...)
@@ -249,13 +249,13 @@ func TestLedgerReleasesReservationsOfOtherProviders(t *testing.T) {
 
 	// A simulated Azure reservation (the sim releases reservations as
 	// Azure needs them released) whose window ended an hour ago.
-	st, err := store.Open(os.Getenv("GPUMARKET_DATA_DIR"))
+	st, err := ledger.Open(os.Getenv("GPUMARKET_DATA_DIR"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	row, err := st.RecordIntent(context.Background(), store.Entry{Kind: store.KindReservation, Provider: "sim", Cloud: "azure",
+	row, err := st.RecordIntent(context.Background(), ledger.Entry{Kind: ledger.KindReservation, Provider: "sim", Cloud: "azure",
 		Region: "eastus", InstanceType: "Standard_ND96isr_H100_v5", InstanceCount: 1, GPUCount: 8,
-		Start: now.Add(-25 * time.Hour), End: now.Add(-time.Hour), CostUSD: 2400, State: store.StateActive,
+		Start: now.Add(-25 * time.Hour), End: now.Add(-time.Hour), CostUSD: 2400, State: ledger.StateActive,
 		ProviderRef: "/subscriptions/0/resourceGroups/g/providers/Microsoft.Compute/capacityReservationGroups/x/capacityReservations/y",
 		IdemKey:     "azcr-0123456789abcdef", CreatedAt: now.Add(-26 * time.Hour)}, nil)
 	st.Close()

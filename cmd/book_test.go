@@ -15,9 +15,8 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // offeringsFields and ledgerFields are DESIGN.md's contract, in order.
@@ -263,10 +262,10 @@ func TestFleetFlowOnSim(t *testing.T) {
 // TestLedgerUnknownFleetCostIsNull: a fleet launched at unknown prices is
 // recorded with cost 0; the ledger prints null, not a price of zero.
 func TestLedgerUnknownFleetCostIsNull(t *testing.T) {
-	unknown := store.Entry{ID: "01JA", Kind: store.KindFleet, State: store.StateActive,
-		CostNote: booking.FleetEstimate{Basis: "unknown prices"}.FirstHourNote()}
-	known := store.Entry{ID: "01JB", Kind: store.KindFleet, State: store.StateActive, CostUSD: 240,
-		CostNote: booking.FleetEstimate{Basis: "current prices"}.FirstHourNote()}
+	unknown := ledger.Entry{ID: "01JA", Kind: ledger.KindFleet, State: ledger.StateActive,
+		CostNote: ledger.FleetEstimate{Basis: "unknown prices"}.FirstHourNote()}
+	known := ledger.Entry{ID: "01JB", Kind: ledger.KindFleet, State: ledger.StateActive, CostUSD: 240,
+		CostNote: ledger.FleetEstimate{Basis: "current prices"}.FirstHourNote()}
 	var b bytes.Buffer
 	if err := writeRows(&b, "json", []ledgerRow{ledgerRowOf(unknown), ledgerRowOf(known)}); err != nil {
 		t.Fatal(err)
@@ -428,12 +427,12 @@ func TestBookBuysWhatItShowed(t *testing.T) {
 				if n > 1 {
 					return second
 				}
-				st, err := store.Open(os.Getenv("GPUMARKET_DATA_DIR"))
+				st, err := ledger.Open(os.Getenv("GPUMARKET_DATA_DIR"))
 				if err == nil {
 					c, _ := st.Offering(context.Background(), id, time.Now())
 					c.Offering.UpfrontUSD += 500
 					newPrice = c.Offering.UpfrontUSD
-					st.SaveOfferings(context.Background(), c.Query, []providers.Offering{c.Offering}, time.Now())
+					st.SaveOfferings(context.Background(), c.Query, []domain.Offering{c.Offering}, time.Now())
 					st.Close()
 				}
 				return "yes"

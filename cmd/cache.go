@@ -9,16 +9,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/history"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
 )
 
 // historyFor opens the history cache in the data dir (under a.mu) when a
 // source is a cloud, for the hub; nil (no cache) otherwise. A cache is
 // never worth failing a command for: it says in one line why it goes
 // without. A file that was not a readable cache was moved aside.
-func (a *app) historyFor(ps []providers.Provider) hub.Cache {
+func (a *app) historyFor(ps []domain.Provider) feed.Cache {
 	cloud := false
 	for _, p := range ps {
 		cloud = cloud || !p.Describe().Simulated
@@ -26,7 +25,7 @@ func (a *app) historyFor(ps []providers.Provider) hub.Cache {
 	if !cloud || a.dataDir == "" {
 		return nil
 	}
-	c, err := history.Open(a.dataDir, history.HistoryOptions{Retention: a.cfg.Cache.Retention.D(), Logger: a.log})
+	c, err := feed.Open(a.dataDir, feed.HistoryOptions{Retention: a.cfg.Cache.Retention.D(), Logger: a.log})
 	if err != nil {
 		a.warnf("history cache not used, fetching the whole window: %v", err)
 		return nil
@@ -87,7 +86,7 @@ type cacheRow struct {
 	Until     *time.Time `json:"until"`
 }
 
-func cacheRows(info history.Info) []cacheRow {
+func cacheRows(info feed.Info) []cacheRow {
 	var rows []cacheRow
 	for _, r := range info.Regions {
 		row := cacheRow{File: info.Path, SizeBytes: info.Size, Provider: r.Provider, Region: r.Region, GPUs: "-", Pools: r.Pools, Points: r.Points}
@@ -128,23 +127,23 @@ but no span has history the next start fetches again. It changes nothing.`,
 			if err != nil {
 				return err
 			}
-			info, err := history.Stat(cmd.Context(), e.dataDir)
+			info, err := feed.Stat(cmd.Context(), e.dataDir)
 			switch {
-			case errors.Is(err, history.ErrNoCache):
+			case errors.Is(err, feed.ErrNoCache):
 				fmt.Fprintf(e.summaryOut(output), "no history cache at %s (nothing cached yet)\n", info.Path)
 				if output == formatTable {
 					return nil
 				}
 				return writeRows(e.out, output, []cacheRow{})
 			case err != nil:
-				var nc *history.NotCacheError
+				var nc *feed.NotCacheError
 				if errors.As(err, &nc) {
 					return fmt.Errorf("%w; the next start moves it aside, or run gpumarket cache clear", err)
 				}
 				return fmt.Errorf("read history cache: %w", err)
 			}
 			fmt.Fprintf(e.summaryOut(output), "history cache %s: %s, %d pools, %d price points, retention %s\n",
-				info.Path, byteSize(info.Size), info.Pools, info.Points, providers.FormatWindow(e.cfg.Cache.Retention.D()))
+				info.Path, byteSize(info.Size), info.Pools, info.Points, domain.FormatWindow(e.cfg.Cache.Retention.D()))
 			return writeRows(e.out, output, cacheRows(info))
 		},
 	}
@@ -176,12 +175,12 @@ running meanwhile keeps writing to the removed file until it exits.`,
 				return err
 			}
 			what := ""
-			if info, err := history.Stat(cmd.Context(), e.dataDir); err == nil {
+			if info, err := feed.Stat(cmd.Context(), e.dataDir); err == nil {
 				what = fmt.Sprintf(" (%s: %d pools, %d price points)", byteSize(info.Size), info.Pools, info.Points)
 			}
-			removed, err := history.Remove(e.dataDir)
+			removed, err := feed.Remove(e.dataDir)
 			for _, p := range removed {
-				if p == history.Path(e.dataDir) {
+				if p == feed.Path(e.dataDir) {
 					fmt.Fprintf(e.out, "removed %s%s\n", p, what)
 				} else {
 					fmt.Fprintf(e.out, "removed %s\n", p)
@@ -191,7 +190,7 @@ running meanwhile keeps writing to the removed file until it exits.`,
 				return fmt.Errorf("clear history cache: %w", err)
 			}
 			if len(removed) == 0 {
-				fmt.Fprintf(e.out, "no history cache at %s: nothing removed\n", history.Path(e.dataDir))
+				fmt.Fprintf(e.out, "no history cache at %s: nothing removed\n", feed.Path(e.dataDir))
 			}
 			return nil
 		},

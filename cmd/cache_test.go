@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
-	"github.com/gpumarket/gpumarket/providers/history"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // awsSession points the AWS provider at a local EC2 endpoint serving 8
@@ -93,7 +93,7 @@ func TestWarmCacheAsksOnlyFromItsEnd(t *testing.T) {
 			t.Fatalf("first start asked %s, want the window's start (%s)", c, start.Add(-7*24*time.Hour).UTC())
 		}
 	}
-	info, err := history.Stat(context.Background(), dataDir)
+	info, err := feed.Stat(context.Background(), dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestWarmCacheAsksOnlyFromItsEnd(t *testing.T) {
 	slow.Store(true)
 	cfg := config.Default()
 	cfg.ApplyEnv(os.Getenv)
-	e, _, errBuf := testEnv(t, providers.Query{Providers: []string{"aws"}, Regions: []string{"us-east-1", "us-west-2"}, Window: 7 * 24 * time.Hour})
+	e, _, errBuf := testEnv(t, domain.Query{Providers: []string{"aws"}, Regions: []string{"us-east-1", "us-west-2"}, Window: 7 * 24 * time.Hour})
 	e.cfg, e.dataDir = cfg, dataDir
 	a := newCLI().appOf(context.Background(), e)
 	defer a.Close()
@@ -160,7 +160,7 @@ func TestWarmCacheAsksOnlyFromItsEnd(t *testing.T) {
 		}
 	}
 	a.Close()
-	info, err = history.Stat(context.Background(), dataDir)
+	info, err = feed.Stat(context.Background(), dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,14 +206,14 @@ func TestCorruptCacheWarnsAndFetchesAfresh(t *testing.T) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(dataDir)
+	st, err := ledger.Open(dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
-	ledgerBytes, _ := os.ReadFile(filepath.Join(dataDir, store.FileName))
+	ledgerBytes, _ := os.ReadFile(filepath.Join(dataDir, ledger.FileName))
 	garbage := bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef}, 4096)
-	if err := os.WriteFile(history.Path(dataDir), garbage, 0o600); err != nil {
+	if err := os.WriteFile(feed.Path(dataDir), garbage, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	code, _, errOut := s.run("prices", "--provider", "aws", "--region", "us-east-1", "--window", "24h", "-o", "json")
@@ -227,10 +227,10 @@ func TestCorruptCacheWarnsAndFetchesAfresh(t *testing.T) {
 		}
 	}
 	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "gpumarket: warning: ") || !strings.Contains(warnings[0], "is not a gpumarket history cache") ||
-		!strings.Contains(warnings[0], "moved it to "+history.Path(dataDir)+".corrupt-") {
+		!strings.Contains(warnings[0], "moved it to "+feed.Path(dataDir)+".corrupt-") {
 		t.Fatalf("warnings = %q", warnings)
 	}
-	aside, _ := filepath.Glob(history.Path(dataDir) + ".corrupt-*")
+	aside, _ := filepath.Glob(feed.Path(dataDir) + ".corrupt-*")
 	if len(aside) != 1 {
 		t.Fatalf("moved aside: %v", aside)
 	}
@@ -240,10 +240,10 @@ func TestCorruptCacheWarnsAndFetchesAfresh(t *testing.T) {
 	if n := len(historyCalls(fake, 0)); n < 1 {
 		t.Fatal("nothing fetched")
 	}
-	if b, _ := os.ReadFile(filepath.Join(dataDir, store.FileName)); !bytes.Equal(b, ledgerBytes) {
+	if b, _ := os.ReadFile(filepath.Join(dataDir, ledger.FileName)); !bytes.Equal(b, ledgerBytes) {
 		t.Error("the ledger changed")
 	}
-	info, err := history.Stat(context.Background(), dataDir)
+	info, err := feed.Stat(context.Background(), dataDir)
 	if err != nil || info.Points == 0 {
 		t.Fatalf("the fresh cache: %+v, %v", info, err)
 	}
@@ -253,12 +253,12 @@ func TestCorruptCacheWarnsAndFetchesAfresh(t *testing.T) {
 // json); cache clear removes it and says what, and leaves the ledger.
 func TestCacheInfoAndClear(t *testing.T) {
 	s, _, _, dataDir := awsSession(t)
-	st, err := store.Open(dataDir)
+	st, err := ledger.Open(dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
-	if code, out, _ := s.run("cache", "info"); code != 0 || !strings.Contains(out, "no history cache at "+history.Path(dataDir)) {
+	if code, out, _ := s.run("cache", "info"); code != 0 || !strings.Contains(out, "no history cache at "+feed.Path(dataDir)) {
 		t.Fatalf("info with no cache: exit %d %q", code, out)
 	}
 	if code, out, errOut := s.run("cache", "info", "-o", "json"); code != 0 || strings.TrimSpace(out) != "[]" || !strings.Contains(errOut, "no history cache") {
@@ -272,7 +272,7 @@ func TestCacheInfoAndClear(t *testing.T) {
 		t.Fatalf("info: exit %d %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "history cache "+history.Path(dataDir)+": ") || !strings.Contains(lines[0], "6 pools") ||
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "history cache "+feed.Path(dataDir)+": ") || !strings.Contains(lines[0], "6 pools") ||
 		!strings.Contains(lines[0], "retention 90d") || !strings.Contains(lines[1], "PROVIDER") || !strings.Contains(lines[2], "us-east-1") || !strings.Contains(lines[2], "H100") {
 		t.Fatalf("info table:\n%s", out)
 	}
@@ -285,19 +285,19 @@ func TestCacheInfoAndClear(t *testing.T) {
 		t.Fatalf("info json: %v\n%s", err, out)
 	}
 	r := rows[0]
-	if r["file"] != history.Path(dataDir) || r["size_bytes"].(float64) <= 0 || r["provider"] != "aws" || r["region"] != "us-east-1" ||
+	if r["file"] != feed.Path(dataDir) || r["size_bytes"].(float64) <= 0 || r["provider"] != "aws" || r["region"] != "us-east-1" ||
 		r["gpus"] != "H100" || r["pools"] != 3.0 || r["points"].(float64) < 3 || r["from"] == nil || r["until"] == nil {
 		t.Fatalf("info row %v", r)
 	}
 
 	code, out, errOut = s.run("cache", "clear")
-	if code != 0 || !strings.HasPrefix(out, "removed "+history.Path(dataDir)+" (") || !strings.Contains(out, "6 pools") {
+	if code != 0 || !strings.HasPrefix(out, "removed "+feed.Path(dataDir)+" (") || !strings.Contains(out, "6 pools") {
 		t.Fatalf("clear: exit %d %q %s", code, out, errOut)
 	}
-	if _, err := os.Stat(history.Path(dataDir)); !os.IsNotExist(err) {
+	if _, err := os.Stat(feed.Path(dataDir)); !os.IsNotExist(err) {
 		t.Fatalf("the cache is still there: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, store.FileName)); err != nil {
+	if _, err := os.Stat(filepath.Join(dataDir, ledger.FileName)); err != nil {
 		t.Fatalf("the ledger is gone: %v", err)
 	}
 	if code, out, _ := s.run("cache", "clear"); code != 0 || !strings.Contains(out, "nothing removed") {
@@ -307,11 +307,11 @@ func TestCacheInfoAndClear(t *testing.T) {
 		t.Fatalf("cache alone: exit %d %q", code, errOut)
 	}
 	// A file that is not a cache: info says so (exit 1) and leaves it.
-	os.WriteFile(history.Path(dataDir), []byte(strings.Repeat("not sqlite ", 100)), 0o600)
+	os.WriteFile(feed.Path(dataDir), []byte(strings.Repeat("not sqlite ", 100)), 0o600)
 	if code, _, errOut := s.run("cache", "info"); code != 1 || !strings.Contains(errOut, "is not a gpumarket history cache") || !strings.Contains(errOut, "cache clear") {
 		t.Fatalf("info of garbage: exit %d %q", code, errOut)
 	}
-	if _, err := os.Stat(history.Path(dataDir)); err != nil {
+	if _, err := os.Stat(feed.Path(dataDir)); err != nil {
 		t.Fatal("info moved the file")
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // Checks of what a command asks against what the providers in use have:
@@ -44,8 +44,8 @@ func (t providerTable) checkRegionsKnown(names, regions []string) error {
 
 // regionClouds returns the clouds whose real provider (not a simulated
 // one) has a region of the name: "eastus" is Azure's, "us-east-1" AWS's.
-func (t providerTable) regionClouds(region string) []providers.Cloud {
-	var out []providers.Cloud
+func (t providerTable) regionClouds(region string) []domain.Cloud {
+	var out []domain.Cloud
 	for _, r := range t {
 		d := r.desc
 		if d.Simulated || d.Cloud == "" || d.IsRegion == nil || !d.IsRegion(region) {
@@ -57,9 +57,9 @@ func (t providerTable) regionClouds(region string) []providers.Cloud {
 }
 
 // cloudNames are the clouds as users read them.
-var cloudNames = map[providers.Cloud]string{providers.CloudAWS: "AWS", providers.CloudAzure: "Azure"}
+var cloudNames = map[domain.Cloud]string{domain.CloudAWS: "AWS", domain.CloudAzure: "Azure"}
 
-func cloudName(c providers.Cloud) string {
+func cloudName(c domain.Cloud) string {
 	if n, ok := cloudNames[c]; ok {
 		return n
 	}
@@ -74,16 +74,16 @@ func cloudName(c providers.Cloud) string {
 // pools it reports in the region over the estimate's 6 hours). When the
 // provider cannot be asked (an error, no answer within timeout), the
 // estimate and the launch say what went wrong.
-func (a *app) checkFleetTypes(ctx context.Context, spec providers.FleetSpec, timeout time.Duration) error {
+func (a *app) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, timeout time.Duration) error {
 	clouds := a.table.regionClouds(spec.Region)
 	where := spec.Region + " is " + article(clouds) + " region"
 	if d := a.table.describe(spec.Provider); d.Cloud != "" {
-		clouds = []providers.Cloud{d.Cloud}
+		clouds = []domain.Cloud{d.Cloud}
 		where = "--provider " + spec.Provider + " launches " + cloudName(d.Cloud) + " ones"
 	}
 	models := map[string]bool{}
 	for _, t := range spec.InstanceTypes {
-		e, ok := providers.LookupGPU(t)
+		e, ok := domain.LookupGPU(t)
 		if !ok {
 			return usagef("--instance-types: %q is not a GPU instance type gpumarket knows (such as p5.48xlarge or Standard_ND96isr_H100_v5)", t)
 		}
@@ -121,7 +121,7 @@ func (a *app) checkFleetTypes(ctx context.Context, spec providers.FleetSpec, tim
 
 // soldTypes asks the provider for the region's pools of the GPU models
 // over the last 6 hours and returns their instance types, lower-case.
-func soldTypes(ctx context.Context, p providers.Provider, region string, models map[string]bool, timeout time.Duration) (map[string]bool, error) {
+func soldTypes(ctx context.Context, p domain.Provider, region string, models map[string]bool, timeout time.Duration) (map[string]bool, error) {
 	var gpus []string
 	for m := range models {
 		gpus = append(gpus, m)
@@ -133,10 +133,10 @@ func soldTypes(ctx context.Context, p providers.Provider, region string, models 
 	var mu sync.Mutex
 	sold := map[string]bool{}
 	failed := false
-	err := p.Fetch(cctx, providers.FetchRequest{
-		Query: providers.Query{Providers: []string{p.Name()}, Regions: []string{region}, GPUs: gpus, Window: 6 * time.Hour},
+	err := p.Fetch(cctx, domain.FetchRequest{
+		Query: domain.Query{Providers: []string{p.Name()}, Regions: []string{region}, GPUs: gpus, Window: 6 * time.Hour},
 		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true, Aside: true,
-	}, func(ev providers.Event) {
+	}, func(ev domain.Event) {
 		// The sink is called from several goroutines and the provider
 		// may reuse an event's slices after the call.
 		mu.Lock()
@@ -172,9 +172,9 @@ func soldTypes(ctx context.Context, p providers.Provider, region string, models 
 // sampleTypes names up to three instance types of the cloud with the GPU
 // model, for a message; or, when the cloud has none, says so and names
 // three of its GPU types.
-func sampleTypes(c providers.Cloud, model string) string {
+func sampleTypes(c domain.Cloud, model string) string {
 	var out []string
-	for _, e := range providers.CatalogEntries(c) {
+	for _, e := range domain.CatalogEntries(c) {
 		if e.GPU.Model == model {
 			out = append(out, e.InstanceType)
 		}
@@ -183,7 +183,7 @@ func sampleTypes(c providers.Cloud, model string) string {
 	if len(out) == 0 {
 		// None of that GPU: say so, rather than list others under its name.
 		head = fmt.Sprintf("%s has no %s type; its GPU types include ", cloudName(c), model)
-		for _, e := range providers.CatalogEntries(c) {
+		for _, e := range domain.CatalogEntries(c) {
 			out = append(out, e.InstanceType)
 		}
 	}
@@ -194,7 +194,7 @@ func sampleTypes(c providers.Cloud, model string) string {
 }
 
 // article names the clouds of a region with "an": "an Azure", "an AWS".
-func article(clouds []providers.Cloud) string {
+func article(clouds []domain.Cloud) string {
 	names := make([]string, len(clouds))
 	for i, c := range clouds {
 		names[i] = cloudName(c)

@@ -10,9 +10,9 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/aws"
-	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
+	"github.com/gpumarket/gpumarket/cloud/aws"
+	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // A fleet of types its region cannot launch is refused with the reason
@@ -54,7 +54,7 @@ func TestFleetLaunchChecksTypesAgainstTheCloud(t *testing.T) {
 	fake := ec2test.New(ec2test.Generate(1, []string{"us-east-1"}, now.Add(-26*time.Hour), now, time.Hour)...)
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	table := withRow("aws", func(ctx context.Context, e *env) (providers.Provider, error) {
+	table := withRow("aws", func(ctx context.Context, e *env) (domain.Provider, error) {
 		return aws.New(ctx, aws.Options{Regions: e.query.Regions, DataDir: t.TempDir(), Logger: e.log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
 			Config: &awssdk.Config{Region: "us-east-1", BaseEndpoint: awssdk.String(srv.URL), HTTPClient: srv.Client(),
 				Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}})
@@ -68,7 +68,7 @@ func TestFleetLaunchChecksTypesAgainstTheCloud(t *testing.T) {
 		sold[it.Name] = true
 	}
 	var missing string
-	for _, e := range providers.CatalogEntries(providers.CloudAWS) {
+	for _, e := range domain.CatalogEntries(domain.CloudAWS) {
 		if !sold[e.InstanceType] {
 			missing = e.InstanceType
 			break

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // env is what every command needs: the settings after config file,
@@ -19,7 +19,7 @@ import (
 // built per command run, so two runs (tests, SSH sessions) share nothing.
 type env struct {
 	cfg     config.Config
-	query   providers.Query
+	query   domain.Query
 	dataDir string
 	log     *slog.Logger
 	out     io.Writer
@@ -43,9 +43,9 @@ const (
 func (c *cli) addCommonFlags(root *cobra.Command) {
 	pf := root.PersistentFlags()
 	pf.String(flagProvider, "", "market data sources, a comma list of "+joinNames(c.table.names())+" (default: config providers, else "+c.table.fallback()+")")
-	pf.String(flagGPU, "", "GPU models, a comma list such as H100,A100 (one of "+strings.Join(providers.GPUModels, ", ")+")")
+	pf.String(flagGPU, "", "GPU models, a comma list such as H100,A100 (one of "+strings.Join(domain.GPUModels, ", ")+")")
 	pf.String(flagRegion, "", "regions, a comma list such as us-east-1,eastus")
-	pf.String(flagWindow, "", "history window: "+providers.WindowForm+" (default: config window, else 24h)")
+	pf.String(flagWindow, "", "history window: "+domain.WindowForm+" (default: config window, else 24h)")
 	pf.String(flagConfig, "", "config file (default: $GPUMARKET_CONFIG, else $XDG_CONFIG_HOME/gpumarket/config.yaml)")
 	pf.Int64(flagSeed, 0, "seed of the simulated market (default: config sim.seed, else 1)")
 }
@@ -80,8 +80,8 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 	}
 	if flags.Changed(flagWindow) {
 		v, _ := flags.GetString(flagWindow)
-		if window, err = providers.ParseWindow(v); err != nil {
-			return nil, usagef("--window %q: want %s", v, providers.WindowForm)
+		if window, err = domain.ParseWindow(v); err != nil {
+			return nil, usagef("--window %q: want %s", v, domain.WindowForm)
 		}
 	}
 
@@ -128,7 +128,7 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 		out:     cmd.OutOrStdout(),
 		errOut:  cmd.ErrOrStderr(),
 		stdin:   cmd.InOrStdin(),
-		query: providers.Query{
+		query: domain.Query{
 			Providers: cfg.Providers,
 			GPUs:      cfg.GPUs,
 			Regions:   cfg.Regions,
@@ -141,7 +141,7 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 
 // parseProviderFlag reads --provider: a comma list of the known names.
 func parseProviderFlag(v string, known []string) ([]string, error) {
-	list := providers.SplitList(v)
+	list := domain.SplitList(v)
 	if len(list) == 0 {
 		return nil, usagef("--provider %q: want a comma list of %s", v, joinNames(known))
 	}
@@ -160,14 +160,14 @@ func joinNames(names []string) string { return strings.Join(names, ", ") }
 // parseGPUFlag reads --gpu: a comma list of catalog models in any case,
 // returned in the catalog's spelling.
 func parseGPUFlag(v string) ([]string, error) {
-	list := providers.SplitList(v)
+	list := domain.SplitList(v)
 	if len(list) == 0 {
-		return nil, usagef("--gpu %q: want a comma list of %s", v, strings.Join(providers.GPUModels, ", "))
+		return nil, usagef("--gpu %q: want a comma list of %s", v, strings.Join(domain.GPUModels, ", "))
 	}
 	for i, g := range list {
 		m, ok := config.CanonicalGPU(g)
 		if !ok {
-			return nil, usagef("--gpu %q: unknown GPU %q; want a comma list of %s", v, g, strings.Join(providers.GPUModels, ", "))
+			return nil, usagef("--gpu %q: unknown GPU %q; want a comma list of %s", v, g, strings.Join(domain.GPUModels, ", "))
 		}
 		list[i] = m
 	}
@@ -177,7 +177,7 @@ func parseGPUFlag(v string) ([]string, error) {
 // parseRegionFlag reads --region: a comma list of region names. Whether a
 // cloud has the region is for its provider to say.
 func parseRegionFlag(v string) ([]string, error) {
-	list := providers.SplitList(v)
+	list := domain.SplitList(v)
 	if len(list) == 0 {
 		return nil, usagef("--region %q: want a comma list of regions (%s)", v, config.RegionForm)
 	}

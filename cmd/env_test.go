@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -38,7 +38,7 @@ func FuzzFilterFlags(f *testing.F) {
 			}
 		} else {
 			for _, g := range got {
-				if !slices.Contains(providers.GPUModels, g) {
+				if !slices.Contains(domain.GPUModels, g) {
 					t.Fatalf("--gpu %q gave %q", v, g)
 				}
 			}

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // Exit codes of DESIGN.md's CLI contract.
@@ -45,7 +45,7 @@ func (e reportedError) Error() string { return fmt.Sprintf("exit %d (said above)
 func reported(code int) error { return reportedError{code: code} }
 
 // usagef returns a usage error (exit 2). Name the flag and what it
-// accepts: usagef("--window %q: want %s", v, providers.WindowForm).
+// accepts: usagef("--window %q: want %s", v, domain.WindowForm).
 func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
@@ -109,7 +109,7 @@ func usageMessage(err error) (string, bool) {
 	if errors.As(err, &re) {
 		return err.Error(), true
 	}
-	if errors.Is(err, providers.ErrInvalidQuery) {
+	if errors.Is(err, domain.ErrInvalidQuery) {
 		// A provider's refusal of terms it does not sell names the value
 		// and what is accepted: the input was wrong.
 		return err.Error(), true

@@ -11,10 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 func (cl *cli) fleetCmd() *cobra.Command {
@@ -78,8 +77,8 @@ who starts and stops it:
     the next one to start — or ` + "`gpumarket ledger`" + ` — does it at once and the
     ledger row says how late. The simulated market lives in the process that
     runs it, so only a TUI or serve launches a simulated fleet.
---start takes ` + providers.WhenForm + `, ahead of now and at most 90 days
-ahead; --for takes ` + providers.FleetLengthForm + `.`,
+--start takes ` + domain.WhenForm + `, ahead of now and at most 90 days
+ahead; --for takes ` + domain.FleetLengthForm + `.`,
 		Example: `  gpumarket fleet launch --region us-east-1 --instance-types p5.48xlarge,p4d.24xlarge --target 4 --dry-run
   gpumarket fleet launch --provider aws --region us-east-1 --instance-types p5.48xlarge --target 2 --on-demand-base 1 --max-price 60 --yes
   gpumarket fleet launch --provider aws --region us-east-1 --instance-types g6.xlarge --target 30 --start "Thu 14:00" --for 3h`,
@@ -94,35 +93,35 @@ ahead; --for takes ` + providers.FleetLengthForm + `.`,
 			if !cmd.Flags().Changed(flagRegion) {
 				return usagef("--region is required: one region such as us-east-1")
 			}
-			types := providers.SplitList(f.types)
+			types := domain.SplitList(f.types)
 			if len(types) == 0 {
 				return usagef("--instance-types is required: a comma list of GPU instance types such as p5.48xlarge,p4d.24xlarge")
 			}
 			for _, t := range types {
-				if _, ok := providers.LookupGPU(t); !ok {
+				if _, ok := domain.LookupGPU(t); !ok {
 					return usagef("--instance-types: %q is not a GPU instance type gpumarket knows (such as p5.48xlarge or Standard_ND96isr_H100_v5)", t)
 				}
 			}
-			if f.target < 1 || f.target > booking.MaxInstances {
-				return usagef("--target %d: want a whole number of instances, 1 to %d (the most one fleet launches: EC2 Fleet's quota)", f.target, booking.MaxInstances)
+			if f.target < 1 || f.target > ledger.MaxInstances {
+				return usagef("--target %d: want a whole number of instances, 1 to %d (the most one fleet launches: EC2 Fleet's quota)", f.target, ledger.MaxInstances)
 			}
 			if f.odBase < 0 || f.odBase > f.target {
 				return usagef("--on-demand-base %d: want 0 to --target (%d)", f.odBase, f.target)
 			}
-			if !slices.Contains(providers.Strategies, f.strategy) {
-				return usagef("--strategy %q: want one of %s", f.strategy, strings.Join(providers.Strategies, ", "))
+			if !slices.Contains(domain.Strategies, f.strategy) {
+				return usagef("--strategy %q: want one of %s", f.strategy, strings.Join(domain.Strategies, ", "))
 			}
 			if cmd.Flags().Changed("max-price") && !(f.maxPrice > 0) || math.IsInf(f.maxPrice, 0) {
 				return usagef("--max-price %v: want a positive price in $ per instance-hour", f.maxPrice)
 			}
 			if cmd.Flags().Changed("start") && strings.TrimSpace(f.start) == "" {
-				return usagef("--start is empty: want %s", providers.WhenForm)
+				return usagef("--start is empty: want %s", domain.WhenForm)
 			}
 			if cmd.Flags().Changed("for") && strings.TrimSpace(f.length) == "" {
-				return usagef("--for is empty: want %s", providers.FleetLengthForm)
+				return usagef("--for is empty: want %s", domain.FleetLengthForm)
 			}
-			start, end, err := providers.ParseFleetSchedule(f.start, f.length, time.Now())
-			var se *providers.ScheduleError
+			start, end, err := domain.ParseFleetSchedule(f.start, f.length, time.Now())
+			var se *domain.ScheduleError
 			if errors.As(err, &se) {
 				return usagef("--%s %q: %s", se.Field, se.Value, se.Why)
 			}
@@ -138,14 +137,14 @@ ahead; --for takes ` + providers.FleetLengthForm + `.`,
 			if len(e.query.Providers) != 1 {
 				return usagef("--provider %s: a fleet is launched by exactly one provider", strings.Join(e.query.Providers, ","))
 			}
-			spec := providers.FleetSpec{Provider: e.query.Providers[0], Region: e.query.Regions[0], InstanceTypes: types,
+			spec := domain.FleetSpec{Provider: e.query.Providers[0], Region: e.query.Regions[0], InstanceTypes: types,
 				TargetCapacity: f.target, OnDemandBase: f.odBase, Strategy: f.strategy, LaunchTemplate: f.template, DryRun: f.dryRun,
 				Start: start, End: end}
 			if spec.LaunchTemplate == "" {
 				spec.LaunchTemplate = e.cfg.AWS.LaunchTemplate
 			}
 			if cmd.Flags().Changed("max-price") {
-				spec.MaxPriceUSD = providers.Float(f.maxPrice)
+				spec.MaxPriceUSD = domain.Float(f.maxPrice)
 			}
 			return a.runFleetLaunch(cmd.Context(), spec, f)
 		},
@@ -155,18 +154,18 @@ ahead; --for takes ` + providers.FleetLengthForm + `.`,
 	fl.StringVar(&f.types, "instance-types", "", "instance types the fleet may use, a comma list such as p5.48xlarge,p4d.24xlarge")
 	fl.IntVar(&f.target, "target", 0, "instances in all")
 	fl.IntVar(&f.odBase, "on-demand-base", 0, "how many of them are on-demand (the rest are spot)")
-	fl.StringVar(&f.strategy, "strategy", providers.Strategies[0], "spot allocation strategy: "+strings.Join(providers.Strategies, ", "))
+	fl.StringVar(&f.strategy, "strategy", domain.Strategies[0], "spot allocation strategy: "+strings.Join(domain.Strategies, ", "))
 	fl.Float64Var(&f.maxPrice, "max-price", 0, "highest spot price to pay, $ per instance-hour (default: the on-demand price)")
 	fl.StringVar(&f.template, "launch-template", "", "AWS launch template id (default: config aws.launch_template)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "only ask the provider whether the launch would succeed; nothing is launched or recorded")
 	fl.BoolVar(&f.yes, "yes", false, "launch without asking (required when stdin is not a terminal)")
-	fl.DurationVar(&f.timeout, "timeout", booking.DefaultTimeout, "bound on each call to the provider")
-	fl.StringVar(&f.start, "start", "", "schedule the fleet to start then: "+providers.WhenForm+" (default now)")
-	fl.StringVar(&f.length, "for", "", "end the fleet after this long: "+providers.FleetLengthForm+" (default: it runs until deleted)")
+	fl.DurationVar(&f.timeout, "timeout", ledger.DefaultTimeout, "bound on each call to the provider")
+	fl.StringVar(&f.start, "start", "", "schedule the fleet to start then: "+domain.WhenForm+" (default now)")
+	fl.StringVar(&f.length, "for", "", "end the fleet after this long: "+domain.FleetLengthForm+" (default: it runs until deleted)")
 	return c
 }
 
-func fleetSummary(spec providers.FleetSpec, est booking.FleetEstimate, simulated bool, schedule []string) string {
+func fleetSummary(spec domain.FleetSpec, est ledger.FleetEstimate, simulated bool, schedule []string) string {
 	var b strings.Builder
 	if simulated {
 		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is launched.")
@@ -177,7 +176,7 @@ func fleetSummary(spec providers.FleetSpec, est booking.FleetEstimate, simulated
 	} else {
 		fmt.Fprintf(&b, "Estimated cost: $%.2f per hour (%s); %s\n", est.USDHour, est.Basis, bills)
 		if est.PricedGPUs > 0 {
-			fmt.Fprintf(&b, "  per GPU    $%.4f per GPU-hour over %s GPUs\n", est.USDHour/est.PricedGPUs, market.GPUCount(est.PricedGPUs))
+			fmt.Fprintf(&b, "  per GPU    $%.4f per GPU-hour over %s GPUs\n", est.USDHour/est.PricedGPUs, present.GPUCount(est.PricedGPUs))
 		}
 	}
 	fmt.Fprintf(&b, "  fleet      %d instances of %s in %s (%s)\n", spec.TargetCapacity, strings.Join(spec.InstanceTypes, ", "), spec.Region, spec.Provider)
@@ -204,7 +203,7 @@ type fleetDryRunRow struct {
 	Message  string  `json:"message"`
 }
 
-func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fleetLaunchFlags) error {
+func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleetLaunchFlags) error {
 	e := a.env
 	if err := e.needsConfirmation("fleet launch", spec.DryRun, f.yes); err != nil {
 		return err
@@ -227,7 +226,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 	// from the config, a count or schedule beyond its limits) is said
 	// before any estimate: it is the flags' or the config's to fix.
 	for _, p := range ps {
-		if v, ok := p.(providers.FleetValidator); ok && p.Name() == spec.Provider {
+		if v, ok := p.(domain.FleetValidator); ok && p.Name() == spec.Provider {
 			if _, err := v.ValidateFleet(spec); err != nil {
 				return usagef("%v", oneLine(err.Error()))
 			}
@@ -240,17 +239,17 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 		// Dry run first: the provider's "no" comes before the question.
 		dry := spec
 		dry.DryRun = true
-		dres, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: dry, Estimate: est})
+		dres, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: dry, Estimate: est})
 		if err != nil {
 			return fmt.Errorf("%w; nothing was launched", err)
 		}
-		fmt.Fprintf(e.errOut, "  dry run    %s\n", providers.DryRunAnswer(dres.Fleet.Message, "the provider accepted the dry run"))
+		fmt.Fprintf(e.errOut, "  dry run    %s\n", domain.DryRunAnswer(dres.Fleet.Message, "the provider accepted the dry run"))
 	}
 	verb := "launch"
 	if spec.Start.After(time.Now()) {
 		verb = "schedule"
 	}
-	var res booking.FleetResult
+	var res ledger.FleetResult
 	for asked := 0; ; asked++ {
 		if !spec.DryRun && !f.yes {
 			what := verb + " it"
@@ -261,8 +260,8 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 				return err
 			}
 		}
-		res, err = svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec, Estimate: est})
-		var ec *booking.EstimateChangedError
+		res, err = svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Estimate: est})
+		var ec *ledger.EstimateChangedError
 		if !errors.As(err, &ec) {
 			break
 		}
@@ -277,7 +276,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 		if err != nil {
 			return err
 		}
-		msg := providers.DryRunAnswer(res.Fleet.Message, "the provider accepted the dry run: the launch would succeed")
+		msg := domain.DryRunAnswer(res.Fleet.Message, "the provider accepted the dry run: the launch would succeed")
 		if f.output == formatTable {
 			fmt.Fprintf(e.out, "dry run: %s (nothing was launched)\n", msg)
 			return nil
@@ -291,12 +290,12 @@ func (a *app) runFleetLaunch(ctx context.Context, spec providers.FleetSpec, f fl
 	}
 	switch {
 	case err != nil:
-	case res.Row.State == store.StateScheduled && res.Row.ProviderRef == "":
-		fmt.Fprintf(e.errOut, "scheduled: ledger row %s, %s; %s\n", res.Row.ID, booking.WindowText(res.Row.Start, res.Row.End, time.Now()),
-			booking.KeeperNote(svc.Describe(spec.Provider)))
-	case res.Row.State == store.StateScheduled:
-		fmt.Fprintf(e.errOut, "scheduled at the cloud: %s, ledger row %s, %s\n", res.Row.ProviderRef, res.Row.ID, booking.WindowText(res.Row.Start, res.Row.End, time.Now()))
-	case res.Row.State == store.StateFailed:
+	case res.Row.State == ledger.StateScheduled && res.Row.ProviderRef == "":
+		fmt.Fprintf(e.errOut, "scheduled: ledger row %s, %s; %s\n", res.Row.ID, ledger.WindowText(res.Row.Start, res.Row.End, time.Now()),
+			ledger.KeeperNote(svc.Describe(spec.Provider)))
+	case res.Row.State == ledger.StateScheduled:
+		fmt.Fprintf(e.errOut, "scheduled at the cloud: %s, ledger row %s, %s\n", res.Row.ProviderRef, res.Row.ID, ledger.WindowText(res.Row.Start, res.Row.End, time.Now()))
+	case res.Row.State == ledger.StateFailed:
 		// The cloud took the request and launched nothing (no spot
 		// capacity, no pool under the max price): a failure, exit 1.
 		fmt.Fprintf(e.errOut, "gpumarket: fleet launch: not launched: %s (ledger row %s, %s)\n", res.Row.Error, res.Row.ID, res.Row.ProviderRef)
@@ -329,7 +328,7 @@ func (cl *cli) fleetDeleteCmd() *cobra.Command {
 	}
 	addOutputFlag(c, &output)
 	c.Flags().BoolVar(&yes, "yes", false, "delete without asking (required when stdin is not a terminal)")
-	c.Flags().DurationVar(&timeout, "timeout", booking.DefaultTimeout, "bound on the call to the provider")
+	c.Flags().DurationVar(&timeout, "timeout", ledger.DefaultTimeout, "bound on the call to the provider")
 	return c
 }
 

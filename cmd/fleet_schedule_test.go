@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
+	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
 )
 
 // Issue 13.1: a schedule that cannot be kept is bad usage, in one line

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
 )
 
 // ReadySnapshot runs the hub until every source has finished its first
@@ -21,7 +21,7 @@ import (
 // (with its cause) or had not answered when timeout ran out, and fails
 // only when nothing answered at all: one bad region or cloud never blanks
 // the others' rows.
-func (a *app) ReadySnapshot(ctx context.Context, timeout time.Duration) (*hub.Snapshot, error) {
+func (a *app) ReadySnapshot(ctx context.Context, timeout time.Duration) (*feed.Snapshot, error) {
 	ps, down, err := a.reachableProviders(ctx)
 	if err != nil {
 		return nil, err
@@ -34,11 +34,11 @@ func (a *app) ReadySnapshot(ctx context.Context, timeout time.Duration) (*hub.Sn
 // returned for the caller to print with its others, while another
 // answers; when none can be, the first error is returned (alone, as it
 // is, when there is one source). Bad usage is returned at once.
-func (a *app) reachableProviders(ctx context.Context) ([]providers.Provider, []warning, error) {
+func (a *app) reachableProviders(ctx context.Context) ([]domain.Provider, []warning, error) {
 	if err := a.table.checkRegions(a.query.Providers, a.query.Regions); err != nil {
 		return nil, nil, err
 	}
-	var ps []providers.Provider
+	var ps []domain.Provider
 	var down []warning
 	var first error
 	for _, name := range a.query.Providers {
@@ -66,7 +66,7 @@ func (a *app) reachableProviders(ctx context.Context) ([]providers.Provider, []w
 	return ps, down, nil
 }
 
-func (a *app) waitReady(ctx context.Context, h *hub.Hub, timeout time.Duration, down ...warning) (*hub.Snapshot, error) {
+func (a *app) waitReady(ctx context.Context, h *feed.Hub, timeout time.Duration, down ...warning) (*feed.Snapshot, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	snap, err := h.WaitReady(wctx)
@@ -77,7 +77,7 @@ func (a *app) waitReady(ctx context.Context, h *hub.Hub, timeout time.Duration, 
 			return nil, fmt.Errorf("wait for the sources: %w", err)
 		}
 	}
-	desc := map[string]providers.Descriptor{}
+	desc := map[string]domain.Descriptor{}
 	for _, p := range h.Providers() {
 		desc[p.Name()] = p.Describe()
 	}
@@ -89,7 +89,7 @@ func (a *app) waitReady(ctx context.Context, h *hub.Hub, timeout time.Duration, 
 	rep.write(a.errOut, timeout)
 	if !rep.answered {
 		if !snap.Ready {
-			return nil, fmt.Errorf("no source or region answered within --timeout %s (raise --timeout)", providers.FormatDuration(timeout))
+			return nil, fmt.Errorf("no source or region answered within --timeout %s (raise --timeout)", domain.FormatDuration(timeout))
 		}
 		return nil, errors.New("no source or region answered")
 	}
@@ -122,7 +122,7 @@ type warning struct {
 // healthOf reads the snapshot's source statuses against the query: every
 // region the query names that a source has is accounted for, answered or
 // not. A snapshot that is not Ready was taken when the deadline passed.
-func healthOf(snap *hub.Snapshot, q providers.Query, desc map[string]providers.Descriptor) health {
+func healthOf(snap *feed.Snapshot, q domain.Query, desc map[string]domain.Descriptor) health {
 	var h health
 	// A region that sent prices and then failed a part (Azure's history
 	// while its list prices answered, say) has answered: its rows are
@@ -150,7 +150,7 @@ func healthOf(snap *hub.Snapshot, q providers.Query, desc map[string]providers.D
 			// failed"; the regions' own lines say why.)
 			h.warnings = append(h.warnings, warning{provider: name, cause: unprefixed(name, src.Err)})
 		}
-		loading := src.State == hub.StateLoading
+		loading := src.State == feed.StateLoading
 		seen := map[string]bool{}   // regions the source reported on
 		failed := map[string]bool{} // … that failed or were still loading
 		okRegions, late := 0, 0
@@ -188,7 +188,7 @@ func healthOf(snap *hub.Snapshot, q providers.Query, desc map[string]providers.D
 			case loading && !seen[r]:
 				late++
 				h.warnings = append(h.warnings, warning{provider: name, region: r})
-			case src.State == hub.StateReady || loading:
+			case src.State == feed.StateReady || loading:
 				h.warnings = append(h.warnings, warning{provider: name, region: r, empty: emptyWhat(q), example: d.RegionExample})
 			}
 		}
@@ -201,7 +201,7 @@ func healthOf(snap *hub.Snapshot, q providers.Query, desc map[string]providers.D
 		}
 		// A source that reports no regions answered as a whole when its
 		// fetch succeeded.
-		if okRegions > 0 || (len(src.Regions) == 0 && src.State == hub.StateReady && src.Err == "") {
+		if okRegions > 0 || (len(src.Regions) == 0 && src.State == feed.StateReady && src.Err == "") {
 			h.answered = true
 		}
 	}
@@ -210,7 +210,7 @@ func healthOf(snap *hub.Snapshot, q providers.Query, desc map[string]providers.D
 
 // everyRegionFailed reports whether the source reported regions and
 // every one of them failed.
-func everyRegionFailed(src hub.SourceStatus) bool {
+func everyRegionFailed(src feed.SourceStatus) bool {
 	for _, r := range src.Regions {
 		if r.Err == "" {
 			return false
@@ -221,7 +221,7 @@ func everyRegionFailed(src hub.SourceStatus) bool {
 
 // emptyWhat names what an empty answer had none of: "GPU pools", or the
 // query's models.
-func emptyWhat(q providers.Query) string {
+func emptyWhat(q domain.Query) string {
 	if len(q.GPUs) == 0 {
 		return "GPU pools"
 	}
@@ -252,11 +252,11 @@ func (x warning) line(timeout time.Duration) string {
 	case x.empty != "":
 		return fmt.Sprintf("%s: answered with no %s: none sold there, or no %s region of that name", who, x.empty, x.provider)
 	case x.region == "" && x.partial:
-		return fmt.Sprintf("%s: had not finished within --timeout %s: the rows show what it had sent (a region it had not reported on is missing)", who, providers.FormatDuration(timeout))
+		return fmt.Sprintf("%s: had not finished within --timeout %s: the rows show what it had sent (a region it had not reported on is missing)", who, domain.FormatDuration(timeout))
 	case x.partial:
-		return fmt.Sprintf("%s: had not finished within --timeout %s: its rows may lack part of the window", who, providers.FormatDuration(timeout))
+		return fmt.Sprintf("%s: had not finished within --timeout %s: its rows may lack part of the window", who, domain.FormatDuration(timeout))
 	}
-	return fmt.Sprintf("%s: did not answer within --timeout %s", who, providers.FormatDuration(timeout))
+	return fmt.Sprintf("%s: did not answer within --timeout %s", who, domain.FormatDuration(timeout))
 }
 
 // unprefixed is a source's message on one line without the "aws: " its

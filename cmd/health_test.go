@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // partialMarket's only region sends its pools and prices and then an
@@ -15,25 +15,25 @@ import (
 type partialMarket struct{ now time.Time }
 
 func (partialMarket) Name() string { return "fake" }
-func (partialMarket) Describe() providers.Descriptor {
-	return providers.Descriptor{Name: "fake"}
+func (partialMarket) Describe() domain.Descriptor {
+	return domain.Descriptor{Name: "fake"}
 }
 
-func (m partialMarket) Fetch(_ context.Context, _ providers.FetchRequest, sink providers.Sink) error {
-	p := providers.Pool{Provider: "fake", Cloud: providers.CloudAzure, Region: "eastus", Zone: "1",
-		InstanceType: "Standard_NC24ads_A100_v4", GPU: providers.GPUSpec{Model: "A100", Count: 1, MemoryGiB: 80},
-		OnDemandUSDHour: providers.Float(3.673)}
-	sink(providers.Event{Region: "eastus", Pools: []providers.Pool{p},
-		Points: []providers.PricePoint{{Pool: p.Key(), At: m.now.Add(-time.Hour), USDHour: 0.7346}}})
-	sink(providers.Event{Region: "eastus", Err: errors.New("spot price history in eastus: resource graph query (page 1): 400 BadRequest")})
+func (m partialMarket) Fetch(_ context.Context, _ domain.FetchRequest, sink domain.Sink) error {
+	p := domain.Pool{Provider: "fake", Cloud: domain.CloudAzure, Region: "eastus", Zone: "1",
+		InstanceType: "Standard_NC24ads_A100_v4", GPU: domain.GPUSpec{Model: "A100", Count: 1, MemoryGiB: 80},
+		OnDemandUSDHour: domain.Float(3.673)}
+	sink(domain.Event{Region: "eastus", Pools: []domain.Pool{p},
+		Points: []domain.PricePoint{{Pool: p.Key(), At: m.now.Add(-time.Hour), USDHour: 0.7346}}})
+	sink(domain.Event{Region: "eastus", Err: errors.New("spot price history in eastus: resource graph query (page 1): 400 BadRequest")})
 	return nil
 }
 
 // A region that sent prices and then failed a part (its history) has
 // answered: its rows are printed with a warning, not dropped with exit 1.
 func TestPricesRegionWithDataAndErrorAnswered(t *testing.T) {
-	e, _, errOut := testEnv(t, providers.Query{})
-	snap, err := e.snapshotOf(context.Background(), []providers.Provider{partialMarket{now: time.Now()}}, time.Minute)
+	e, _, errOut := testEnv(t, domain.Query{})
+	snap, err := e.snapshotOf(context.Background(), []domain.Provider{partialMarket{now: time.Now()}}, time.Minute)
 	if err != nil {
 		t.Fatalf("a region with prices counted as not answering: %v", err)
 	}

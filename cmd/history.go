@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/feed"
 )
 
 // historyRow is one spot price of one pool in `gpumarket history`.
@@ -73,7 +73,7 @@ func validInstanceType(s string) bool {
 
 // writeHistory writes the history rows pool by pool, so that 90 days of
 // every pool need not be held at once.
-func (e *env) writeHistory(snap *hub.Snapshot, instanceType, format string) error {
+func (e *env) writeHistory(snap *feed.Snapshot, instanceType, format string) error {
 	rw, err := newRowWriter(e.out, format, reflect.TypeFor[historyRow]())
 	if err != nil {
 		return err
@@ -97,17 +97,17 @@ func (e *env) writeHistory(snap *hub.Snapshot, instanceType, format string) erro
 }
 
 // windowOf is the env's window ending at the snapshot, in Unix seconds.
-func (e *env) windowOf(snap *hub.Snapshot) (from, to int64) {
+func (e *env) windowOf(snap *feed.Snapshot) (from, to int64) {
 	return snap.Taken.Add(-e.query.Window).Unix(), snap.Taken.Unix()
 }
 
-func (e *env) wantHistory(pv *hub.PoolView, instanceType string) bool {
+func (e *env) wantHistory(pv *feed.PoolView, instanceType string) bool {
 	return e.query.Matches(pv.Pool) && (instanceType == "" || strings.EqualFold(pv.InstanceType, instanceType))
 }
 
 // poolHistory appends the pool's points in [from, to] to rows. The price in
 // force at the window start is reported at the window start.
-func poolHistory(rows []historyRow, pv *hub.PoolView, from, to int64) []historyRow {
+func poolHistory(rows []historyRow, pv *feed.PoolView, from, to int64) []historyRow {
 	base := historyRow{
 		Provider: pv.Provider, Cloud: string(pv.Cloud), Region: pv.Region,
 		Zone: optString(pv.Zone), InstanceType: pv.InstanceType,

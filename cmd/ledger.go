@@ -13,8 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // ledgerRow is one ledger row with DESIGN.md's fields, exactly. Values
@@ -44,12 +43,12 @@ type ledgerRow struct {
 	Note *string `json:"note" output:"table"`
 }
 
-func ledgerRowOf(r store.Entry) ledgerRow {
+func ledgerRowOf(r ledger.Entry) ledgerRow {
 	out := ledgerRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region, Zone: optString(r.Zone),
 		InstanceType: r.InstanceType, InstanceCount: r.InstanceCount, GPUCount: r.GPUCount, CostUSD: r.CostUSD,
 		State: r.State, ProviderRef: optString(r.ProviderRef), Actor: r.Actor, CreatedAt: r.CreatedAt.UTC(), Error: optString(r.Error),
 		Note: optString(r.Note)}
-	if booking.CostUnknown(r) {
+	if ledger.CostUnknown(r) {
 		out.CostUSD = math.NaN() // null: the fleet's prices were unknown at launch
 	}
 	if !r.Start.IsZero() {
@@ -110,7 +109,7 @@ listed as recorded, and nothing is reconciled, released or rebuilt.`,
 		},
 	}
 	addOutputFlag(c, &output)
-	c.Flags().DurationVar(&timeout, "timeout", booking.DefaultTimeout, "bound on the reconciliation of unknown outcomes")
+	c.Flags().DurationVar(&timeout, "timeout", ledger.DefaultTimeout, "bound on the reconciliation of unknown outcomes")
 	c.Flags().BoolVar(&rebuild, "rebuild", false, "re-create the rows the ledger lacks from what the clouds show (their tags); an unreadable ledger file is kept aside")
 	return c
 }
@@ -118,10 +117,10 @@ listed as recorded, and nothing is reconciled, released or rebuilt.`,
 func (a *app) runLedger(ctx context.Context, timeout time.Duration, output string, rebuild bool) error {
 	e := a.env
 	st, err := a.Ledger()
-	if rebuild && errors.Is(err, store.ErrUnreadable) {
+	if rebuild && errors.Is(err, ledger.ErrUnreadable) {
 		// Asked for in so many words: the unreadable file is kept, under
 		// another name, and a new ledger is made from the clouds.
-		aside, serr := store.SetAside(filepath.Join(a.dataDir, store.FileName), time.Now())
+		aside, serr := ledger.SetAside(filepath.Join(a.dataDir, ledger.FileName), time.Now())
 		if serr != nil {
 			return fmt.Errorf("%w (%v)", serr, err)
 		}
@@ -133,7 +132,7 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 	}
 	if st.ReadOnly() {
 		if rebuild {
-			return fmt.Errorf("ledger --rebuild: %s is read-only here (%w): run it as the user who owns the data dir", st.Path(), store.ErrReadOnly)
+			return fmt.Errorf("ledger --rebuild: %s is read-only here (%w): run it as the user who owns the data dir", st.Path(), ledger.ErrReadOnly)
 		}
 		snap := ""
 		if st.Snapshot() {
@@ -164,10 +163,10 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 	now := time.Now()
 	for _, r := range all {
 		unsettled := !r.Settled()
-		windowOver := r.Kind == store.KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
-			(r.State == store.StateScheduled || r.State == store.StateActive)
-		ephemeralFleet := r.Kind == store.KindFleet && r.State == store.StateActive && a.table.describe(r.Provider).Ephemeral
-		if (unsettled || windowOver || ephemeralFleet || booking.ScheduleDue(r, now)) && !slices.Contains(names, r.Provider) {
+		windowOver := r.Kind == ledger.KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
+			(r.State == ledger.StateScheduled || r.State == ledger.StateActive)
+		ephemeralFleet := r.Kind == ledger.KindFleet && r.State == ledger.StateActive && a.table.describe(r.Provider).Ephemeral
+		if (unsettled || windowOver || ephemeralFleet || ledger.ScheduleDue(r, now)) && !slices.Contains(names, r.Provider) {
 			names = append(names, r.Provider)
 		}
 	}
@@ -180,15 +179,15 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 	cancel()
 	for _, r := range rep.Settled {
 		switch {
-		case r.Kind == store.KindReservation && r.State == store.StateEnded && r.ProviderRef != "":
+		case r.Kind == ledger.KindReservation && r.State == ledger.StateEnded && r.ProviderRef != "":
 			// Released now that its window is over: it stops billing.
 			fmt.Fprintf(e.errOut, "gpumarket: ledger: released %s (reservation %s × %d, %s): its window ended %s\n",
 				r.ID, r.InstanceType, r.InstanceCount, r.ProviderRef, r.End.UTC().Format(time.RFC3339))
-		case store.Booked(r.Kind) && (r.State == store.StateActive || r.State == store.StateEnded) && r.ProviderRef != "":
+		case ledger.Booked(r.Kind) && (r.State == ledger.StateActive || r.State == ledger.StateEnded) && r.ProviderRef != "":
 			// moved along by its dates: not news
-		case r.Kind == store.KindFleet && r.State == store.StateActive && strings.HasPrefix(r.Note, "schedule: "):
+		case r.Kind == ledger.KindFleet && r.State == ledger.StateActive && strings.HasPrefix(r.Note, "schedule: "):
 			who := "gpumarket launched"
-			if sched, ok := booking.ScheduleOf(r); ok && sched.Keeper == booking.KeptByCloud {
+			if sched, ok := ledger.ScheduleOf(r); ok && sched.Keeper == ledger.KeptByCloud {
 				who = r.Provider + " started" // the cloud keeps its schedule
 			}
 			fmt.Fprintf(e.errOut, "gpumarket: ledger: %s the scheduled fleet %s (%s × %d, %s) at its start\n", who, r.ID, r.InstanceType, r.InstanceCount, r.ProviderRef)
@@ -212,12 +211,12 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 	}
 	if output == formatTable {
 		for _, r := range rows {
-			sched, scheduled := booking.ScheduleOf(r)
-			if scheduled && r.State == store.StateScheduled {
-				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s scheduled %s (starts in %s); %s\n", r.ID, booking.WindowText(sched.Start, sched.End, now),
-					booking.Countdown(sched.Start.Sub(now)), sched.Keeper.Note(a.table.describe(r.Provider)))
+			sched, scheduled := ledger.ScheduleOf(r)
+			if scheduled && r.State == ledger.StateScheduled {
+				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s scheduled %s (starts in %s); %s\n", r.ID, ledger.WindowText(sched.Start, sched.End, now),
+					ledger.Countdown(sched.Start.Sub(now)), sched.Keeper.Note(a.table.describe(r.Provider)))
 			}
-			if ran, cost, ok := booking.FleetRunning(r, now); ok && r.State == store.StateActive {
+			if ran, cost, ok := ledger.FleetRunning(r, now); ok && r.State == ledger.StateActive {
 				so := "cost unknown"
 				if !math.IsNaN(cost) {
 					so = fmt.Sprintf("about $%.2f so far at $%.2f/h", cost, r.CostUSD)
@@ -225,9 +224,9 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 				ends := ""
 				if scheduled && !sched.End.IsZero() && sched.End.After(now) {
 					ends = fmt.Sprintf("; ends %s (in %s): %s", sched.End.In(now.Location()).Format("Mon 15:04 MST"),
-						booking.Countdown(sched.End.Sub(now)), sched.Keeper.Note(a.table.describe(r.Provider)))
+						ledger.Countdown(sched.End.Sub(now)), sched.Keeper.Note(a.table.describe(r.Provider)))
 				}
-				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s (%s) running for %s, %s%s\n", r.ProviderRef, r.ID, booking.Countdown(ran), so, ends)
+				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s (%s) running for %s, %s%s\n", r.ProviderRef, r.ID, ledger.Countdown(ran), so, ends)
 			}
 		}
 	}
@@ -240,12 +239,12 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 }
 
 // writeLedger prints the rows.
-func (a *app) writeLedger(rows []store.Entry, output string) error {
+func (a *app) writeLedger(rows []ledger.Entry, output string) error {
 	out := make([]ledgerRow, 0, len(rows))
 	fleets := false
 	for _, r := range rows {
 		out = append(out, ledgerRowOf(r))
-		fleets = fleets || r.Kind == store.KindFleet
+		fleets = fleets || r.Kind == ledger.KindFleet
 	}
 	if fleets && output == formatTable {
 		fmt.Fprintln(a.errOut, "gpumarket: ledger: a fleet's cost_usd is the estimate of its first hour; a fleet bills until deleted")

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/sim"
+	"github.com/gpumarket/gpumarket/cloud/sim"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // TestLineHandler: a one-shot command's log record is one stderr line in
@@ -40,7 +40,7 @@ func TestLineHandler(t *testing.T) {
 // as one "gpumarket: warning:" line, with no slog text.
 func TestCommandWarningsAreLines(t *testing.T) {
 	isolate(t)
-	table := withRow("sim", func(_ context.Context, e *env) (providers.Provider, error) {
+	table := withRow("sim", func(_ context.Context, e *env) (domain.Provider, error) {
 		e.log.Warn("a pool skipped", "pool", "p5.48xlarge", "reason", "no price")
 		return sim.New(sim.Options{Seed: 1}), nil
 	})
@@ -58,7 +58,7 @@ func TestCommandWarningsAreLines(t *testing.T) {
 // "cannot reach aws: aws: no credentials…").
 func TestCannotReachSaysTheProviderOnce(t *testing.T) {
 	isolate(t)
-	table := withRow("aws", func(context.Context, *env) (providers.Provider, error) {
+	table := withRow("aws", func(context.Context, *env) (domain.Provider, error) {
 		return nil, errors.New("aws: no credentials: set AWS_PROFILE")
 	})
 	_, _, errOut := runTable(t, table, "ledger", "--rebuild", "--provider", "aws", "-o", "json")

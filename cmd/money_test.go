@@ -13,33 +13,33 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/ledger/ledgertest"
 )
 
-// acme is a command line with one more provider, a bookingtest fake that
+// acme is a command line with one more provider, a ledgertest fake that
 // lives across the commands of a test (a cloud does).
 type acme struct {
 	t    *testing.T
-	fake *bookingtest.Fake
+	fake *ledgertest.Fake
 	cli  *cli
 	dir  string
 }
 
-func newAcme(t *testing.T, extra ...providers.Provider) *acme {
+func newAcme(t *testing.T, extra ...domain.Provider) *acme {
 	t.Helper()
 	isolate(t)
 	dir := filepath.Join(t.TempDir(), "data")
 	t.Setenv("GPUMARKET_DATA_DIR", dir)
-	fake := bookingtest.New("acme", bookingtest.Offering("acme", "acme-1", time.Now().Add(48*time.Hour), 48, 1, 3000))
+	fake := ledgertest.New("acme", ledgertest.Offering("acme", "acme-1", time.Now().Add(48*time.Hour), 48, 1, 3000))
 	fake.SpotUSDHour = 10
 	fake.Desc.IsRegion = func(r string) bool { return r == "us-east-1" }
 	fake.Desc.RegionExample = "us-east-1"
 	table := append(defaultProviders(), providerRow{desc: fake.Desc,
-		build: func(context.Context, *env) (providers.Provider, error) { return fake, nil }})
+		build: func(context.Context, *env) (domain.Provider, error) { return fake, nil }})
 	for _, p := range extra {
-		table = append(table, providerRow{desc: p.Describe(), build: func(context.Context, *env) (providers.Provider, error) { return p, nil }})
+		table = append(table, providerRow{desc: p.Describe(), build: func(context.Context, *env) (domain.Provider, error) { return p, nil }})
 	}
 	return &acme{t: t, fake: fake, cli: &cli{table: table}, dir: dir}
 }
@@ -81,7 +81,7 @@ func TestBookYesRefusesChangedTerms(t *testing.T) {
 	}
 	t.Setenv("GPUMARKET_CONFIG", cfg)
 	a.search()
-	a.fake.Reprice("acme-1", func(o *providers.Offering) { o.UpfrontUSD *= 3 })
+	a.fake.Reprice("acme-1", func(o *domain.Offering) { o.UpfrontUSD *= 3 })
 	code, _, errOut := a.run("book", "acme-1", "--yes")
 	if code != 1 || !strings.Contains(errOut, "The new terms") || !strings.Contains(errOut, "$9000.00") ||
 		!strings.Contains(errOut, "run `gpumarket book acme-1 --yes` again") {
@@ -98,7 +98,7 @@ func TestBookYesRefusesChangedTerms(t *testing.T) {
 	// Over the cap at the new price: refused at the new price.
 	b := newAcme(t)
 	b.search()
-	b.fake.Reprice("acme-1", func(o *providers.Offering) { o.UpfrontUSD = 6000 })
+	b.fake.Reprice("acme-1", func(o *domain.Offering) { o.UpfrontUSD = 6000 })
 	b.run("book", "acme-1", "--yes") // shows the new terms
 	code, _, errOut = b.run("book", "acme-1", "--yes")
 	if code != 1 || !strings.Contains(errOut, "$6000.00 is over budget.max_booking_usd $5000.00") || b.fake.Calls("Book") != 0 {
@@ -113,7 +113,7 @@ func TestBookAsksAgainOnNewTerms(t *testing.T) {
 	a.search()
 	code, errOut := onTerminal(t, a.cli, []string{"book", "acme-1"}, func(n int, _ *promptWatch) string {
 		if n == 1 {
-			a.fake.Reprice("acme-1", func(o *providers.Offering) { o.UpfrontUSD += 49 })
+			a.fake.Reprice("acme-1", func(o *domain.Offering) { o.UpfrontUSD += 49 })
 		}
 		return "yes"
 	})
@@ -158,7 +158,7 @@ func TestEmptyLedgerRefusedAndRebuilt(t *testing.T) {
 		t.Fatalf("book: %s", errOut)
 	}
 	before := a.ledger()
-	path := filepath.Join(a.dir, store.FileName)
+	path := filepath.Join(a.dir, ledger.FileName)
 	for _, ext := range []string{"-wal", "-shm"} {
 		os.Remove(path + ext)
 	}
@@ -206,13 +206,13 @@ func TestEmptyLedgerRefusedAndRebuilt(t *testing.T) {
 func TestLedgerTimeoutDoesNotJudgeOthers(t *testing.T) {
 	a := newAcme(t)
 	a.search()
-	st, err := store.Open(a.dir)
+	st, err := ledger.Open(a.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	ctx := context.Background()
-	row, err := st.RecordIntent(ctx, store.Entry{Kind: store.KindBlock, Provider: "acme", IdemKey: "acme-1", State: store.StatePending,
+	row, err := st.RecordIntent(ctx, ledger.Entry{Kind: ledger.KindBlock, Provider: "acme", IdemKey: "acme-1", State: ledger.StatePending,
 		CreatedAt: time.Now().Add(-time.Hour), Request: []byte(`{"ID":"acme-1","Provider":"acme"}`)}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -272,11 +272,11 @@ func TestFleetDeleteIsANoteAndSimFleetsEnd(t *testing.T) {
 type hangingFinder struct{}
 
 func (hangingFinder) Name() string { return "hang" }
-func (hangingFinder) Describe() providers.Descriptor {
-	return providers.Descriptor{Name: "hang", Sells: []*providers.BookingTerms{providers.ReservationTerms}}
+func (hangingFinder) Describe() domain.Descriptor {
+	return domain.Descriptor{Name: "hang", Sells: []*domain.BookingTerms{domain.ReservationTerms}}
 }
-func (hangingFinder) Fetch(context.Context, providers.FetchRequest, providers.Sink) error { return nil }
-func (hangingFinder) FindOfferings(ctx context.Context, _ providers.OfferingQuery) ([]providers.Offering, error) {
+func (hangingFinder) Fetch(context.Context, domain.FetchRequest, domain.Sink) error { return nil }
+func (hangingFinder) FindOfferings(ctx context.Context, _ domain.OfferingQuery) ([]domain.Offering, error) {
 	<-ctx.Done()
 	return nil, fmt.Errorf("us-west-2: %w", ctx.Err())
 }
@@ -326,7 +326,7 @@ func TestLedgerOnReadOnlyDataDir(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	keptAt := func() time.Time {
-		st, err := store.OpenReadOnly(filepath.Join(dir, store.FileName))
+		st, err := ledger.OpenReadOnly(filepath.Join(dir, ledger.FileName))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -344,7 +344,7 @@ func TestLedgerOnReadOnlyDataDir(t *testing.T) {
 			os.Chmod(p, st.Mode().Perm()|0o055)
 		}
 	}
-	os.Chmod(filepath.Join(dir, store.FileName), 0o644)
+	os.Chmod(filepath.Join(dir, ledger.FileName), 0o644)
 	if err := os.Chmod(dir, 0o555); err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // offeringRow is one offering with DESIGN.md's fields, exactly. The
@@ -41,11 +41,11 @@ type offeringRow struct {
 	USDGPUHour    *float64  `json:"usd_gpu_hour" table:"%.4f"`
 }
 
-func offeringRowOf(o providers.Offering) offeringRow {
+func offeringRowOf(o domain.Offering) offeringRow {
 	r := offeringRow{ID: o.ID, Provider: o.Provider, Cloud: string(o.Cloud), Region: o.Region, Zone: optString(o.Zone),
 		InstanceType: o.InstanceType, GPUModel: o.GPU.Model, GPUCount: o.GPUCount(), InstanceCount: o.InstanceCount,
 		Start: o.Start.UTC(), End: o.End.UTC(), DurationHours: o.DurationHours(), Length: lengthCell(o), UpfrontUSD: o.UpfrontUSD,
-		Currency: currency(o.Currency), USDGPUHour: market.Round(o.USDPerGPUHour(), 6)}
+		Currency: currency(o.Currency), USDGPUHour: present.Round(o.USDPerGPUHour(), 6)}
 	if o.HourlyUSD > 0 {
 		r.HourlyUSD = &o.HourlyUSD
 	}
@@ -58,7 +58,7 @@ const flexMark = "~"
 // lengthCell is an offering's length as the table shows it: whole hours
 // ("48h") or hours and minutes ("43h17m", as AWS sells some), marked
 // when it is not the length asked for.
-func lengthCell(o providers.Offering) string {
+func lengthCell(o domain.Offering) string {
 	d := o.End.Sub(o.Start).Round(time.Minute)
 	s := fmt.Sprintf("%dh", int(d.Hours()))
 	if m := int(d.Minutes()) % 60; m != 0 {
@@ -72,18 +72,18 @@ func lengthCell(o providers.Offering) string {
 
 // whenForm is the accepted form of --start-after and --start-before:
 // the TUI's Blocks form reads them alike.
-const whenForm = providers.WhenForm
+const whenForm = domain.WhenForm
 
 // durationForm is the accepted form of --duration.
 const durationForm = "a whole number of hours, days or weeks (48h, 2d, 1w), at most 182d"
 
 // maxBlockSpan is the longest block the clouds sell (AWS: 182 days).
-var maxBlockSpan = providers.CapacityBlockTerms.MaxDuration
+var maxBlockSpan = domain.CapacityBlockTerms.MaxDuration
 
 // parseSpan reads a positive whole number and a unit h, d or w, at most
 // 182 days.
 func parseSpan(s string) (time.Duration, error) {
-	d, err := providers.ParseSpan(s, "hdw", maxBlockSpan)
+	d, err := domain.ParseSpan(s, "hdw", maxBlockSpan)
 	if err != nil {
 		return 0, fmt.Errorf("%q: want %s", s, durationForm)
 	}
@@ -127,10 +127,10 @@ fails only when none answered.`,
 				return err
 			}
 			if !cmd.Flags().Changed("gpu") {
-				return usagef("--gpu is required: one GPU model such as H100 (one of %s)", strings.Join(providers.GPUModels, ", "))
+				return usagef("--gpu is required: one GPU model such as H100 (one of %s)", strings.Join(domain.GPUModels, ", "))
 			}
-			if count < 1 || count > booking.MaxInstances {
-				return usagef("--count %d: want a whole number of instances, 1 to %d", count, booking.MaxInstances)
+			if count < 1 || count > ledger.MaxInstances {
+				return usagef("--count %d: want a whole number of instances, 1 to %d", count, ledger.MaxInstances)
 			}
 			if duration == "" {
 				return usagef("--duration is required: want %s", durationForm)
@@ -141,14 +141,14 @@ fails only when none answered.`,
 			}
 			var fd time.Duration
 			if flex != "" {
-				if fd, err = providers.ParseSpan(flex, "hdw", maxBlockSpan); err != nil || fd >= d {
+				if fd, err = domain.ParseSpan(flex, "hdw", maxBlockSpan); err != nil || fd >= d {
 					return usagef("--flex-duration %q: want whole hours, days or weeks less than --duration %s, such as 20h or 1d (blocks within it of the duration are listed too)", flex, duration)
 				}
 			}
 			if err := checkTimeout(timeout); err != nil {
 				return err
 			}
-			q := providers.OfferingQuery{Instances: count, Duration: d, FlexDuration: fd}
+			q := domain.OfferingQuery{Instances: count, Duration: d, FlexDuration: fd}
 			a, err := cl.newApp(cmd)
 			if err != nil {
 				return err
@@ -178,11 +178,11 @@ fails only when none answered.`,
 	c.Flags().StringVar(&flex, "flex-duration", "", "also list blocks whose length is within this of --duration (AWS sells some of other lengths), marked ~ in the table; same form, less than --duration")
 	c.Flags().StringVar(&after, "start-after", "", "earliest start: "+whenForm+" (default now)")
 	c.Flags().StringVar(&before, "start-before", "", "latest start, same forms (default: as far as the cloud sells, 8 weeks for AWS)")
-	c.Flags().DurationVar(&timeout, "timeout", booking.DefaultTimeout, "bound on the search")
+	c.Flags().DurationVar(&timeout, "timeout", ledger.DefaultTimeout, "bound on the search")
 	return c
 }
 
-func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, timeout time.Duration, output string) error {
+func (a *app) runOfferings(parent context.Context, q domain.OfferingQuery, timeout time.Duration, output string) error {
 	e := a.env
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
@@ -200,7 +200,7 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 	res, err := svc.FindOfferings(parent, q)
 	finders := 0
 	for _, p := range ps {
-		if _, ok := p.(providers.OfferingFinder); ok {
+		if _, ok := p.(domain.OfferingFinder); ok {
 			finders++
 		}
 	}
@@ -218,7 +218,7 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 			if !ok {
 				continue
 			}
-			if errors.Is(perr, providers.ErrInvalidQuery) {
+			if errors.Is(perr, domain.ErrInvalidQuery) {
 				refused++
 			}
 			for _, line := range strings.Split(strings.TrimSpace(perr.Error()), "\n") {
@@ -266,7 +266,7 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 		for _, o := range res.Offerings {
 			if o.FlexLength {
 				fmt.Fprintf(e.errOut, "gpumarket: offerings: %s marks a length other than --duration %s, within --flex-duration %s\n",
-					flexMark, providers.FormatWindow(q.Duration), providers.FormatWindow(q.FlexDuration))
+					flexMark, domain.FormatWindow(q.Duration), domain.FormatWindow(q.FlexDuration))
 				break
 			}
 		}
@@ -280,15 +280,15 @@ func (a *app) runOfferings(parent context.Context, q providers.OfferingQuery, ti
 // (a date of today reads as its midnight, hours gone). A --start-after
 // later than any provider in use sells is refused, naming how far ahead
 // they sell.
-func (a *app) startRange(q *providers.OfferingQuery, after, before string, now time.Time) error {
+func (a *app) startRange(q *domain.OfferingQuery, after, before string, now time.Time) error {
 	var err error
 	if after != "" {
-		if q.StartAfter, err = providers.ParseWhen(after, now); err != nil {
+		if q.StartAfter, err = domain.ParseWhen(after, now); err != nil {
 			return usagef("--start-after %s", err)
 		}
 	}
 	if before != "" {
-		if q.StartBefore, err = providers.ParseWhen(before, now); err != nil {
+		if q.StartBefore, err = domain.ParseWhen(before, now); err != nil {
 			return usagef("--start-before %s", err)
 		}
 		if !q.StartBefore.After(now) {
@@ -301,7 +301,7 @@ func (a *app) startRange(q *providers.OfferingQuery, after, before string, now t
 	}
 	if lead, ok := a.table.longestLead(a.query.Providers); ok && q.StartAfter.After(now.Add(lead)) {
 		return usagef("--start-after %s is too far ahead: blocks are sold to start at most %s ahead (by %s)",
-			after, providers.FormatWindow(lead), localStamp(now.Add(lead)))
+			after, domain.FormatWindow(lead), localStamp(now.Add(lead)))
 	}
 	if !q.StartAfter.IsZero() && !q.StartBefore.IsZero() && !q.StartBefore.After(q.StartAfter) {
 		return usagef("--start-before %s is not after --start-after %s", before, after)

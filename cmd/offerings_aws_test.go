@@ -13,10 +13,10 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/aws"
-	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
-	"github.com/gpumarket/gpumarket/providers/sim"
+	"github.com/gpumarket/gpumarket/cloud/aws"
+	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
+	"github.com/gpumarket/gpumarket/cloud/sim"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // awsOfferingsTable is the provider table with AWS at a local EC2
@@ -28,7 +28,7 @@ func awsOfferingsTable(t *testing.T, regions ...string) (providerTable, *ec2test
 	fake := ec2test.New(ec2test.Generate(1, regions, now.Add(-26*time.Hour), now, time.Hour)...)
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	return withRow("aws", func(ctx context.Context, e *env) (providers.Provider, error) {
+	return withRow("aws", func(ctx context.Context, e *env) (domain.Provider, error) {
 		return aws.New(ctx, aws.Options{Regions: e.query.Regions, DataDir: t.TempDir(), Logger: e.log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
 			Config: &awssdk.Config{Region: regions[0], BaseEndpoint: awssdk.String(srv.URL), HTTPClient: srv.Client(),
 				Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}})
@@ -169,7 +169,7 @@ func TestOfferingsTableSaysTheHourlyRate(t *testing.T) {
 	// below see the same market only if its clock does not pass a minute
 	// between them, so it is stopped at one moment.
 	at := time.Now()
-	frozen := withRow("sim", func(_ context.Context, e *env) (providers.Provider, error) {
+	frozen := withRow("sim", func(_ context.Context, e *env) (domain.Provider, error) {
 		return sim.New(sim.Options{Seed: e.cfg.Sim.Seed, Now: func() time.Time { return at }}), nil
 	})
 	code, out, errOut := runTable(t, frozen, "offerings", "--gpu", "A100", "--count", "1", "--duration", "30h", "-o", "json")
@@ -222,8 +222,8 @@ func TestOfferingsTableSaysTheHourlyRate(t *testing.T) {
 // book's confirmation of a block of another length says so.
 func TestBookSaysALengthOtherThanAsked(t *testing.T) {
 	start := time.Date(2026, 12, 2, 16, 13, 0, 0, time.UTC)
-	o := providers.Offering{ID: "cb-43h", Provider: "aws", InstanceType: "p5.48xlarge", InstanceCount: 1, Start: start,
-		End: start.Add(43*time.Hour + 17*time.Minute), UpfrontUSD: 2340.59, GPU: providers.GPUSpec{Model: "H100", Count: 8}}
+	o := domain.Offering{ID: "cb-43h", Provider: "aws", InstanceType: "p5.48xlarge", InstanceCount: 1, Start: start,
+		End: start.Add(43*time.Hour + 17*time.Minute), UpfrontUSD: 2340.59, GPU: domain.GPUSpec{Model: "H100", Count: 8}}
 	if s := offeringSummary(o, false); strings.Contains(s, "not the --duration") {
 		t.Fatalf("a block of the asked length said otherwise:\n%s", s)
 	}

@@ -12,14 +12,14 @@ import (
 	"context"
 	"testing"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // hangingFinder sells blocks but never answers a search: it waits until
 // its caller gives up.
 type hangingFinder struct{ finderFake }
 
-func (hangingFinder) FindOfferings(ctx context.Context, _ providers.OfferingQuery) ([]providers.Offering, error) {
+func (hangingFinder) FindOfferings(ctx context.Context, _ domain.OfferingQuery) ([]domain.Offering, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
@@ -31,7 +31,7 @@ func TestOfferingsPrintsOthersWhenAProviderHangs(t *testing.T) {
 	isolate(t)
 	hang := hangingFinder{finderFake{name: "acme"}}
 	table := append(defaultProviders(), providerRow{desc: hang.Describe(),
-		build: func(context.Context, *env) (providers.Provider, error) { return hang, nil }})
+		build: func(context.Context, *env) (domain.Provider, error) { return hang, nil }})
 	code, out, errOut := runTable(t, table, "offerings", "--provider", "sim,acme", "--gpu", "H100", "--count", "1", "--duration", "2d", "--timeout", "2s", "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d, want 0 (the sim answered): %s", code, errOut)

@@ -12,9 +12,9 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/aws"
-	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
+	"github.com/gpumarket/gpumarket/cloud/aws"
+	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // finderFake is a provider that sells capacity blocks and answers every
@@ -25,18 +25,18 @@ type finderFake struct {
 }
 
 func (f finderFake) Name() string { return f.name }
-func (f finderFake) Describe() providers.Descriptor {
-	return providers.Descriptor{Name: f.name, Sells: []*providers.BookingTerms{providers.CapacityBlockTerms}}
+func (f finderFake) Describe() domain.Descriptor {
+	return domain.Descriptor{Name: f.name, Sells: []*domain.BookingTerms{domain.CapacityBlockTerms}}
 }
-func (f finderFake) Fetch(context.Context, providers.FetchRequest, providers.Sink) error { return nil }
-func (f finderFake) FindOfferings(context.Context, providers.OfferingQuery) ([]providers.Offering, error) {
+func (f finderFake) Fetch(context.Context, domain.FetchRequest, domain.Sink) error { return nil }
+func (f finderFake) FindOfferings(context.Context, domain.OfferingQuery) ([]domain.Offering, error) {
 	return nil, f.err
 }
 
 // withFinder is the default table plus the fake.
 func withFinder(f finderFake) providerTable {
 	return append(defaultProviders(), providerRow{desc: f.Describe(),
-		build: func(context.Context, *env) (providers.Provider, error) { return f, nil }})
+		build: func(context.Context, *env) (domain.Provider, error) { return f, nil }})
 }
 
 // stderrLines splits stderr into its lines.
@@ -94,7 +94,7 @@ func TestOfferingsBadTermsSaidOnceExit2(t *testing.T) {
 // line, exit 2. A provider that fails otherwise makes it exit 1.
 func TestOfferingsEveryProviderRefusingSaysEachOnce(t *testing.T) {
 	isolate(t)
-	refusing := finderFake{name: "acme", err: providers.InvalidQueryf("GPU L4: acme sells blocks of H100 only")}
+	refusing := finderFake{name: "acme", err: domain.InvalidQueryf("GPU L4: acme sells blocks of H100 only")}
 	code, out, errOut := runTable(t, withFinder(refusing), "offerings", "--provider", "sim,acme", "--gpu", "L4", "--count", "1", "--duration", "2d")
 	lines := stderrLines(errOut)
 	want := []string{ // in the order of --provider
@@ -187,7 +187,7 @@ func TestOfferingsBadTermsOnAWSSaidOnceExit2(t *testing.T) {
 	fake := ec2test.New(ec2test.Generate(1, []string{"us-east-1"}, now.Add(-26*time.Hour), now, time.Hour)...)
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	table := withRow("aws", func(ctx context.Context, e *env) (providers.Provider, error) {
+	table := withRow("aws", func(ctx context.Context, e *env) (domain.Provider, error) {
 		return aws.New(ctx, aws.Options{Regions: e.query.Regions, DataDir: t.TempDir(), Logger: e.log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
 			Config: &awssdk.Config{Region: "us-east-1", BaseEndpoint: awssdk.String(srv.URL), HTTPClient: srv.Client(),
 				Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}})

@@ -18,13 +18,14 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/aws"
-	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
-	"github.com/gpumarket/gpumarket/providers/azure"
-	"github.com/gpumarket/gpumarket/providers/azure/azuretest"
-	"github.com/gpumarket/gpumarket/providers/hub"
-	"github.com/gpumarket/gpumarket/providers/sim"
+	"github.com/gpumarket/gpumarket/cloud/aws"
+	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
+	"github.com/gpumarket/gpumarket/cloud/azure"
+	"github.com/gpumarket/gpumarket/cloud/azure/azuretest"
+	"github.com/gpumarket/gpumarket/cloud/sim"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/series"
 )
 
 // Partial answers (issue 15.1): a one-shot command prints what the
@@ -44,7 +45,7 @@ func runTable(t *testing.T, table providerTable, args ...string) (int, string, s
 
 // withRow returns the default table with the named provider's row built
 // by build instead.
-func withRow(name string, build func(context.Context, *env) (providers.Provider, error)) providerTable {
+func withRow(name string, build func(context.Context, *env) (domain.Provider, error)) providerTable {
 	t := defaultProviders()
 	for i := range t {
 		if t[i].desc.Name == name {
@@ -179,7 +180,7 @@ func TestPricesPrintsAnsweredAWSRegionsWhenOneFails(t *testing.T) {
 			if c.down {
 				client = &http.Client{Transport: unreachable{closedAddr(t), signedFor("us-west-2"), srv.Client().Transport}}
 			}
-			table := withRow("aws", func(ctx context.Context, e *env) (providers.Provider, error) {
+			table := withRow("aws", func(ctx context.Context, e *env) (domain.Provider, error) {
 				opt := aws.Options{
 					Regions: e.query.Regions, DataDir: t.TempDir(), Logger: e.log,
 					Config: &awssdk.Config{Region: "us-east-1", BaseEndpoint: awssdk.String(srv.URL), HTTPClient: client,
@@ -218,7 +219,7 @@ func TestPricesExitsOneWhenNoAWSRegionAnswers(t *testing.T) {
 	fake.AddFault(ec2test.Fault{Status: http.StatusInternalServerError, Code: "InternalError", Message: "An internal error has occurred."})
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	table := withRow("aws", func(ctx context.Context, e *env) (providers.Provider, error) {
+	table := withRow("aws", func(ctx context.Context, e *env) (domain.Provider, error) {
 		return aws.New(ctx, aws.Options{Regions: e.query.Regions, DataDir: t.TempDir(), Logger: e.log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
 			Config: &awssdk.Config{Region: "us-east-1", BaseEndpoint: awssdk.String(srv.URL), HTTPClient: srv.Client(),
 				Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}})
@@ -283,7 +284,7 @@ func azurePrices(t *testing.T, c azureCase) providerTable {
 	if c.down {
 		client = &http.Client{Transport: unreachable{closedAddr(t), westeurope, srv.Client().Transport}}
 	}
-	return withRow("azure", func(ctx context.Context, e *env) (providers.Provider, error) {
+	return withRow("azure", func(ctx context.Context, e *env) (domain.Provider, error) {
 		opt := azure.Options{PricesURL: srv.URL, HTTPClient: client, Logger: e.log}
 		if !c.slowRetries {
 			opt.RetryBase, opt.MaxRetries = time.Millisecond, 2
@@ -363,8 +364,8 @@ type faultySim struct {
 	hang   bool
 }
 
-func (f faultySim) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
-	err := f.Market.Fetch(ctx, req, func(ev providers.Event) {
+func (f faultySim) Fetch(ctx context.Context, req domain.FetchRequest, sink domain.Sink) error {
+	err := f.Market.Fetch(ctx, req, func(ev domain.Event) {
 		if ev.Region != f.region {
 			sink(ev)
 		}
@@ -376,7 +377,7 @@ func (f faultySim) Fetch(ctx context.Context, req providers.FetchRequest, sink p
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	sink(providers.Event{Region: f.region, Err: fmt.Errorf("sim back-fill of %s: out of capacity", f.region)})
+	sink(domain.Event{Region: f.region, Err: fmt.Errorf("sim back-fill of %s: out of capacity", f.region)})
 	return nil
 }
 
@@ -391,7 +392,7 @@ func TestPricesPrintsAnsweredSimRegionsWhenOneFails(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			isolate(t)
-			table := withRow("sim", func(_ context.Context, e *env) (providers.Provider, error) {
+			table := withRow("sim", func(_ context.Context, e *env) (domain.Provider, error) {
 				return faultySim{sim.New(sim.Options{Seed: e.cfg.Sim.Seed}), "us-west-2", c.hang}, nil
 			})
 			code, out, errOut := runTable(t, table, "prices", "--region", "us-east-1,us-west-2", "--timeout", "1s", "-o", "json")
@@ -450,7 +451,7 @@ func TestPricesSaysWhatBecameOfEveryRegionAsked(t *testing.T) {
 	fake := ec2test.New(ec2test.Generate(1, []string{"us-east-1"}, now.Add(-26*time.Hour), now, time.Hour)...)
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	table = withRow("aws", func(ctx context.Context, e *env) (providers.Provider, error) {
+	table = withRow("aws", func(ctx context.Context, e *env) (domain.Provider, error) {
 		return aws.New(ctx, aws.Options{Regions: e.query.Regions, DataDir: t.TempDir(), Logger: e.log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
 			Config: &awssdk.Config{Region: "us-east-1", BaseEndpoint: awssdk.String(srv.URL), HTTPClient: srv.Client(),
 				Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}})
@@ -521,31 +522,31 @@ func TestCloudWithoutCredentialsDoesNotHideTheOthers(t *testing.T) {
 // done, and an asked region that answered with nothing.
 func TestHealthAccountsForEveryRegionAtTheDeadline(t *testing.T) {
 	now := time.Now()
-	pool := func(prov, region string, priced bool) hub.PoolView {
-		p := providers.Pool{Provider: prov, Region: region, InstanceType: "p5.48xlarge", GPU: providers.GPUSpec{Model: "H100", Count: 8}}
-		pv := hub.PoolView{Pool: p, Key: p.Key().String()}
+	pool := func(prov, region string, priced bool) feed.PoolView {
+		p := domain.Pool{Provider: prov, Region: region, InstanceType: "p5.48xlarge", GPU: domain.GPUSpec{Model: "H100", Count: 8}}
+		pv := feed.PoolView{Pool: p, Key: p.Key().String()}
 		if priced {
-			pv.History = providers.Series{}.Merge([]int64{now.Unix()}, []float64{30})
+			pv.History = series.Series{}.Merge([]int64{now.Unix()}, []float64{30})
 		}
 		return pv
 	}
-	snap := &hub.Snapshot{
-		Pools: []hub.PoolView{pool("aws", "us-east-1", true), pool("aws", "us-west-2", true), pool("azure", "eastus", true), pool("acme", "r1", true)},
-		Sources: []hub.SourceStatus{
-			{Provider: "aws", State: hub.StateLoading, Regions: []hub.RegionStatus{
+	snap := &feed.Snapshot{
+		Pools: []feed.PoolView{pool("aws", "us-east-1", true), pool("aws", "us-west-2", true), pool("azure", "eastus", true), pool("acme", "r1", true)},
+		Sources: []feed.SourceStatus{
+			{Provider: "aws", State: feed.StateLoading, Regions: []feed.RegionStatus{
 				{Region: "eu-west-1", Err: "describe spot prices in eu-west-1: throttled"},
 				{Region: "us-east-1", Done: 3, Total: 3},
 				{Region: "us-west-2", Done: 1, Total: 4},
 				{Region: "ap-south-1", Done: 0, Total: 2},
 			}},
-			{Provider: "azure", State: hub.StateReady, Regions: []hub.RegionStatus{{Region: "eastus", Done: 4, Total: 4}}},
+			{Provider: "azure", State: feed.StateReady, Regions: []feed.RegionStatus{{Region: "eastus", Done: 4, Total: 4}}},
 			// Every region done, the fetch not ended (AWS's placement
 			// scores come after the regions).
-			{Provider: "acme", State: hub.StateLoading, Regions: []hub.RegionStatus{{Region: "r1", Done: 1, Total: 1}}},
+			{Provider: "acme", State: feed.StateLoading, Regions: []feed.RegionStatus{{Region: "r1", Done: 1, Total: 1}}},
 		},
 	}
-	q := providers.Query{Regions: []string{"us-east-1", "us-west-2", "eu-west-1", "ap-south-1", "ca-central-1", "eastus", "marsville", "r1"}}
-	desc := map[string]providers.Descriptor{"aws": aws.Descriptor, "azure": azure.Descriptor,
+	q := domain.Query{Regions: []string{"us-east-1", "us-west-2", "eu-west-1", "ap-south-1", "ca-central-1", "eastus", "marsville", "r1"}}
+	desc := map[string]domain.Descriptor{"aws": aws.Descriptor, "azure": azure.Descriptor,
 		"acme": {Name: "acme", IsRegion: func(r string) bool { return r == "r1" }}}
 	h := healthOf(snap, q, desc)
 	var b strings.Builder

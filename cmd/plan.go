@@ -10,11 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // planRow is one strategy of `gpumarket plan`. offering_id is what
@@ -41,8 +41,8 @@ type planRow struct {
 func planRowOf(r planner.Result) planRow {
 	return planRow{Strategy: r.Strategy, Provider: r.Provider, Cloud: r.Cloud, Regions: strings.Join(r.Regions, ","),
 		InstanceType: r.InstanceType, Instances: r.Instances, GPUs: r.GPUs, Start: r.Start.UTC(), End: r.End.UTC(),
-		ExpectedCostUSD: market.Round(r.ExpectedCostUSD, 2), P95CostUSD: market.Round(r.P95CostUSD, 2), OnTimePct: market.Round(r.OnTimePct, 2),
-		ExpectedInterruptions: market.Round(r.ExpectedInterruptions, 3), USDPerUsefulGPUHour: market.Round(r.USDPerUsefulGPUHour, 4),
+		ExpectedCostUSD: present.Round(r.ExpectedCostUSD, 2), P95CostUSD: present.Round(r.P95CostUSD, 2), OnTimePct: present.Round(r.OnTimePct, 2),
+		ExpectedInterruptions: present.Round(r.ExpectedInterruptions, 3), USDPerUsefulGPUHour: present.Round(r.USDPerUsefulGPUHour, 4),
 		OfferingID: optString(r.OfferingID), Assumptions: r.Assumptions}
 }
 
@@ -123,7 +123,7 @@ Blocks form reads them: "2026-12-02 09:00" (local), 2026-12-02 (UTC), +1d, RFC 3
 	fl := c.Flags()
 	fl.IntVar(&f.gpus, "gpus", 0, "GPUs the job needs at once (default: config plan.gpus, else 8)")
 	fl.Float64Var(&f.hours, "hours", 0, "hours of work, on the first --gpu model (default: config plan.hours, else 24)")
-	fl.StringVar(&f.start, "start", "", "earliest start: "+providers.WhenForm+" (default now)")
+	fl.StringVar(&f.start, "start", "", "earliest start: "+domain.WhenForm+" (default now)")
 	fl.StringVar(&f.deadline, "deadline", "", "when the work must be done, same forms (required)")
 	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints (default: config plan.checkpoint, else 15m)")
 	fl.BoolVar(&f.noCheckpoint, "no-checkpoint", false, "the job cannot checkpoint: an interruption starts it over (a workshop, a load test)")
@@ -159,22 +159,22 @@ func (e *env) planJob(cmd *cobra.Command, f planFlags, now time.Time) (planner.J
 	}
 	if len(job.Models) == 0 {
 		return job, usagef("--gpu is required: the GPU models the job can use, the first being what --hours is measured on (such as H100 or H100,H200; one of %s)",
-			strings.Join(providers.GPUModels, ", "))
+			strings.Join(domain.GPUModels, ", "))
 	}
 	job.Start = now.Truncate(time.Minute).Add(time.Minute)
 	if f.start != "" {
-		t, err := providers.ParseWhen(strings.TrimSpace(f.start), now)
+		t, err := domain.ParseWhen(strings.TrimSpace(f.start), now)
 		if err != nil {
-			return job, usagef("--start %q: want %s", f.start, providers.WhenForm)
+			return job, usagef("--start %q: want %s", f.start, domain.WhenForm)
 		}
 		job.Start = t
 	}
 	if f.deadline == "" {
-		return job, usagef("--deadline is required: when the work must be done (%s)", providers.WhenForm)
+		return job, usagef("--deadline is required: when the work must be done (%s)", domain.WhenForm)
 	}
-	d, err := providers.ParseWhen(strings.TrimSpace(f.deadline), now)
+	d, err := domain.ParseWhen(strings.TrimSpace(f.deadline), now)
 	if err != nil {
-		return job, usagef("--deadline %q: want %s", f.deadline, providers.WhenForm)
+		return job, usagef("--deadline %q: want %s", f.deadline, domain.WhenForm)
 	}
 	job.Deadline = d
 	if err := job.Validate(); err != nil {
@@ -238,15 +238,15 @@ func (a *app) runPlan(parent context.Context, job planner.Job, f planFlags) erro
 }
 
 // planPools are the snapshot's pools of the job's models that the query
-// selects (market.PlanPools).
-func (e *env) planPools(snap *hub.Snapshot, job planner.Job) []planner.Pool {
-	return market.PlanPools(snap, job.Models, e.query.Matches, e.planPriors())
+// selects (present.PlanPools).
+func (e *env) planPools(snap *feed.Snapshot, job planner.Job) []planner.Pool {
+	return present.PlanPools(snap, job.Models, e.query.Matches, e.planPriors())
 }
 
 // checkModelsSold refuses, before any offering search, a --gpu model no
 // pool of the market sells within the filters. (The hub fetched only the
 // --gpu models, so what else is sold is not known here.)
-func (e *env) checkModelsSold(snap *hub.Snapshot, job planner.Job) error {
+func (e *env) checkModelsSold(snap *feed.Snapshot, job planner.Job) error {
 	sold := map[string]bool{}
 	for i := range snap.Pools {
 		if pv := &snap.Pools[i]; e.query.Matches(pv.Pool) && !pv.Restricted {
@@ -270,7 +270,7 @@ func (e *env) checkModelsSold(snap *hub.Snapshot, job planner.Job) error {
 // the job could use (planner.BlockQueries), as `offerings` does, so what
 // the plan shows can be booked by id. A provider that fails is reported
 // and left out; none selling blocks is no error.
-func (a *app) planOfferings(ctx context.Context, ps []providers.Provider, job planner.Job, timeout time.Duration) ([]providers.Offering, error) {
+func (a *app) planOfferings(ctx context.Context, ps []domain.Provider, job planner.Job, timeout time.Duration) ([]domain.Offering, error) {
 	svc, err := a.Booking(ps, timeout)
 	if err != nil {
 		return nil, err
@@ -280,12 +280,12 @@ func (a *app) planOfferings(ctx context.Context, ps []providers.Provider, job pl
 
 // offeringsFor searches, through svc, the offerings a job could use; warn
 // is told, once each, what a provider could not answer.
-func (a *app) offeringsFor(ctx context.Context, svc *booking.Service, job planner.Job, warn func(string)) ([]providers.Offering, error) {
+func (a *app) offeringsFor(ctx context.Context, svc *ledger.Service, job planner.Job, warn func(string)) ([]domain.Offering, error) {
 	e := a.env
 	if !svc.CanBook() {
 		return nil, nil
 	}
-	var out []providers.Offering
+	var out []domain.Offering
 	seen := map[string]bool{}
 	warned := map[string]bool{}
 	for _, q := range planner.BlockQueries(job, time.Now(), e.planSpeeds()) {
@@ -294,7 +294,7 @@ func (a *app) offeringsFor(ctx context.Context, svc *booking.Service, job planne
 		for name, perr := range res.Failed {
 			if msg := fmt.Sprintf("%s: %v", name, perr); !warned[msg] {
 				warned[msg] = true
-				warn(fmt.Sprintf("offerings of %s for %s: %s", q.GPU, providers.FormatWindow(q.Duration), oneLine(msg)))
+				warn(fmt.Sprintf("offerings of %s for %s: %s", q.GPU, domain.FormatWindow(q.Duration), oneLine(msg)))
 			}
 		}
 		if err != nil && len(res.Failed) == 0 {

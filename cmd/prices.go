@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // defaultTimeout bounds how long prices and history wait for the sources'
@@ -72,9 +72,9 @@ func (a *app) banner(format string) {
 // priceRows makes one row per pool of the snapshot that matches the query,
 // sorted by effective $/GPU-hour (unknown last), then by pool key: the
 // Market view's rows and its first order, printed through the columns
-// market.Prices declares (DESIGN.md's fields). Unknown values are null
+// present.Prices declares (DESIGN.md's fields). Unknown values are null
 // in JSON, never made up.
-func (e *env) priceRows(snap *hub.Snapshot) priceTable {
+func (e *env) priceRows(snap *feed.Snapshot) priceTable {
 	from, to := e.windowOf(snap)
 	basis := e.effBasis()
 	rows := make(priceTable, 0, len(snap.Pools))
@@ -83,21 +83,21 @@ func (e *env) priceRows(snap *hub.Snapshot) priceTable {
 		if !e.query.Matches(pv.Pool) {
 			continue
 		}
-		rows = append(rows, market.Derive(pv, basis, from, to))
+		rows = append(rows, present.Derive(pv, basis, from, to))
 	}
-	slices.SortStableFunc(rows, func(a, b market.Row) int { return market.Compare(market.Sorts[0], &a, &b, false) })
+	slices.SortStableFunc(rows, func(a, b present.Row) int { return present.Compare(present.Sorts[0], &a, &b, false) })
 	return rows
 }
 
 // priceTable is the rows of `prices`; writeRows prints them through
-// market.Prices.
-type priceTable []market.Row
+// present.Prices.
+type priceTable []present.Row
 
 func (priceTable) columns() []column {
-	cols := make([]column, 0, len(market.Prices))
-	for _, c := range market.Prices {
+	cols := make([]column, 0, len(present.Prices))
+	for _, c := range present.Prices {
 		cols = append(cols, column{name: c.Field, tableFmt: c.Format, value: func(r reflect.Value) reflect.Value {
-			return reflect.ValueOf(c.Value(r.Addr().Interface().(*market.Row)))
+			return reflect.ValueOf(c.Value(r.Addr().Interface().(*present.Row)))
 		}})
 	}
 	return cols

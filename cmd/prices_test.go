@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
 )
 
 // pricesFields is DESIGN.md's contract for `prices` rows, in order.
@@ -36,31 +36,31 @@ type fakeMarket struct {
 }
 
 func (f *fakeMarket) Name() string { return "fake" }
-func (f *fakeMarket) Describe() providers.Descriptor {
-	return providers.Descriptor{Name: "fake"}
+func (f *fakeMarket) Describe() domain.Descriptor {
+	return domain.Descriptor{Name: "fake"}
 }
 
-func (f *fakeMarket) Fetch(_ context.Context, req providers.FetchRequest, sink providers.Sink) error {
+func (f *fakeMarket) Fetch(_ context.Context, req domain.FetchRequest, sink domain.Sink) error {
 	if f.failAll {
 		return errors.New("credentials expired")
 	}
-	h100, _ := providers.NewInterruption(">20%", "test", time.Time{})
-	a := providers.Pool{Provider: "fake", Cloud: providers.CloudAWS, Region: "us-east-1", Zone: "us-east-1a",
-		InstanceType: "p5.48xlarge", GPU: providers.GPUSpec{Model: "H100", Count: 8, MemoryGiB: 80},
-		OnDemandUSDHour: providers.Float(98.32), Interruption: h100, PlacementScore: providers.Int(7)}
-	b := providers.Pool{Provider: "fake", Cloud: providers.CloudAzure, Region: "eastus",
-		InstanceType: "Standard_NC24ads_A100_v4", GPU: providers.GPUSpec{Model: "A100", Count: 1, MemoryGiB: 80}}
-	c := providers.Pool{Provider: "fake", Cloud: providers.CloudAWS, Region: "us-west-2", Zone: "us-west-2b",
-		InstanceType: "g5.xlarge", GPU: providers.GPUSpec{Model: "A10G", Count: 1, MemoryGiB: 24}}
+	h100, _ := domain.NewInterruption(">20%", "test", time.Time{})
+	a := domain.Pool{Provider: "fake", Cloud: domain.CloudAWS, Region: "us-east-1", Zone: "us-east-1a",
+		InstanceType: "p5.48xlarge", GPU: domain.GPUSpec{Model: "H100", Count: 8, MemoryGiB: 80},
+		OnDemandUSDHour: domain.Float(98.32), Interruption: h100, PlacementScore: domain.Int(7)}
+	b := domain.Pool{Provider: "fake", Cloud: domain.CloudAzure, Region: "eastus",
+		InstanceType: "Standard_NC24ads_A100_v4", GPU: domain.GPUSpec{Model: "A100", Count: 1, MemoryGiB: 80}}
+	c := domain.Pool{Provider: "fake", Cloud: domain.CloudAWS, Region: "us-west-2", Zone: "us-west-2b",
+		InstanceType: "g5.xlarge", GPU: domain.GPUSpec{Model: "A10G", Count: 1, MemoryGiB: 24}}
 	at := func(h float64) time.Time { return f.now.Add(time.Duration(-h * float64(time.Hour))) }
-	for _, ev := range []providers.Event{
-		{Region: "us-east-1", Pools: []providers.Pool{a}, Points: []providers.PricePoint{
+	for _, ev := range []domain.Event{
+		{Region: "us-east-1", Pools: []domain.Pool{a}, Points: []domain.PricePoint{
 			{Pool: a.Key(), At: at(48), USDHour: 30}, {Pool: a.Key(), At: at(10), USDHour: 20}, {Pool: a.Key(), At: at(1), USDHour: 25}}},
-		{Region: "eastus", Pools: []providers.Pool{b}, Points: []providers.PricePoint{{Pool: b.Key(), At: at(2), USDHour: 1.5}}},
-		{Region: "us-west-2", Pools: []providers.Pool{c}},
+		{Region: "eastus", Pools: []domain.Pool{b}, Points: []domain.PricePoint{{Pool: b.Key(), At: at(2), USDHour: 1.5}}},
+		{Region: "us-west-2", Pools: []domain.Pool{c}},
 	} {
 		if ev.Region == f.failRegion {
-			sink(providers.Event{Region: ev.Region, Err: errors.New("UnauthorizedOperation: not allowed")})
+			sink(domain.Event{Region: ev.Region, Err: errors.New("UnauthorizedOperation: not allowed")})
 			continue
 		}
 		sink(ev)
@@ -68,7 +68,7 @@ func (f *fakeMarket) Fetch(_ context.Context, req providers.FetchRequest, sink p
 	return nil
 }
 
-func testEnv(t testing.TB, q providers.Query) (*env, *bytes.Buffer, *bytes.Buffer) {
+func testEnv(t testing.TB, q domain.Query) (*env, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	cfg := config.Default()
@@ -79,9 +79,9 @@ func testEnv(t testing.TB, q providers.Query) (*env, *bytes.Buffer, *bytes.Buffe
 		log: slogDiscard()}, &out, &errOut
 }
 
-func fakeSnapshot(t *testing.T, e *env, f *fakeMarket) *hub.Snapshot {
+func fakeSnapshot(t *testing.T, e *env, f *fakeMarket) *feed.Snapshot {
 	t.Helper()
-	snap, err := e.snapshotOf(context.Background(), []providers.Provider{f}, time.Minute)
+	snap, err := e.snapshotOf(context.Background(), []domain.Provider{f}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func fakeSnapshot(t *testing.T, e *env, f *fakeMarket) *hub.Snapshot {
 }
 
 func TestPriceRowsJSONContract(t *testing.T) {
-	e, out, _ := testEnv(t, providers.Query{})
+	e, out, _ := testEnv(t, domain.Query{})
 	f := &fakeMarket{now: time.Now()}
 	snap := fakeSnapshot(t, e, f)
 	rows := e.priceRows(snap)
@@ -205,13 +205,13 @@ func TestPriceRowsJSONContract(t *testing.T) {
 }
 
 func TestPriceRowsFilterAndSort(t *testing.T) {
-	e, _, _ := testEnv(t, providers.Query{GPUs: []string{"H100"}})
+	e, _, _ := testEnv(t, domain.Query{GPUs: []string{"H100"}})
 	snap := fakeSnapshot(t, e, &fakeMarket{now: time.Now()})
 	rows := e.priceRows(snap)
 	if len(rows) != 1 || rows[0].GPU.Model != "H100" {
 		t.Errorf("--gpu H100 gave %d rows", len(rows))
 	}
-	e.query = providers.Query{Regions: []string{"eastus", "us-west-2"}, Window: 24 * time.Hour}
+	e.query = domain.Query{Regions: []string{"eastus", "us-west-2"}, Window: 24 * time.Hour}
 	rows = e.priceRows(snap)
 	if len(rows) != 2 || rows[0].Region != "eastus" || rows[1].Region != "us-west-2" {
 		t.Errorf("region filter gave %+v", rows)
@@ -219,7 +219,7 @@ func TestPriceRowsFilterAndSort(t *testing.T) {
 }
 
 func TestPricesRegionErrors(t *testing.T) {
-	e, _, errOut := testEnv(t, providers.Query{})
+	e, _, errOut := testEnv(t, domain.Query{})
 	snap := fakeSnapshot(t, e, &fakeMarket{now: time.Now(), failRegion: "eastus"})
 	if got := errOut.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "fake eastus: UnauthorizedOperation") {
 		t.Errorf("stderr %q, want one warning naming the region", got)
@@ -228,15 +228,15 @@ func TestPricesRegionErrors(t *testing.T) {
 		t.Errorf("got %d rows, want the 2 that answered", n)
 	}
 
-	e, _, _ = testEnv(t, providers.Query{})
-	_, err := e.snapshotOf(context.Background(), []providers.Provider{&fakeMarket{now: time.Now(), failAll: true}}, time.Minute)
+	e, _, _ = testEnv(t, domain.Query{})
+	_, err := e.snapshotOf(context.Background(), []domain.Provider{&fakeMarket{now: time.Now(), failAll: true}}, time.Minute)
 	if err == nil {
 		t.Error("no source answered, yet no error")
 	}
 }
 
 func TestPricesCSVHeader(t *testing.T) {
-	e, out, _ := testEnv(t, providers.Query{})
+	e, out, _ := testEnv(t, domain.Query{})
 	snap := fakeSnapshot(t, e, &fakeMarket{now: time.Now()})
 	if err := writeRows(out, "csv", e.priceRows(snap)); err != nil {
 		t.Fatal(err)
@@ -254,7 +254,7 @@ func TestPricesCSVHeader(t *testing.T) {
 }
 
 // historyOf runs `history`'s writer with -o json and reads its rows back.
-func historyOf(t *testing.T, e *env, snap *hub.Snapshot, instanceType string) ([]historyRow, []map[string]any) {
+func historyOf(t *testing.T, e *env, snap *feed.Snapshot, instanceType string) ([]historyRow, []map[string]any) {
 	t.Helper()
 	var out bytes.Buffer
 	e.out = &out
@@ -273,7 +273,7 @@ func historyOf(t *testing.T, e *env, snap *hub.Snapshot, instanceType string) ([
 }
 
 func TestHistoryRows(t *testing.T) {
-	e, _, _ := testEnv(t, providers.Query{Window: 24 * time.Hour})
+	e, _, _ := testEnv(t, domain.Query{Window: 24 * time.Hour})
 	snap := fakeSnapshot(t, e, &fakeMarket{now: time.Now()})
 	rows, got := historyOf(t, e, snap, "P5.48XLARGE")
 	if len(rows) != 3 {
@@ -306,7 +306,7 @@ func TestHistoryRows(t *testing.T) {
 }
 
 func TestBanner(t *testing.T) {
-	e, out, errOut := testEnv(t, providers.Query{Providers: []string{"sim"}})
+	e, out, errOut := testEnv(t, domain.Query{Providers: []string{"sim"}})
 	a := newCLI().appOf(context.Background(), e)
 	a.banner("json")
 	if out.Len() != 0 || !strings.Contains(errOut.String(), "SIMULATED MARKET") {
@@ -318,7 +318,7 @@ func TestBanner(t *testing.T) {
 	if !strings.HasPrefix(out.String(), "SIMULATED MARKET") || errOut.Len() != 0 {
 		t.Errorf("table: stdout %q, want the banner first", out)
 	}
-	e, out, errOut = testEnv(t, providers.Query{Providers: []string{"aws"}})
+	e, out, errOut = testEnv(t, domain.Query{Providers: []string{"aws"}})
 	newCLI().appOf(context.Background(), e).banner("table")
 	if out.Len()+errOut.Len() != 0 {
 		t.Error("banner without the sim")
@@ -331,7 +331,7 @@ func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // allHistory lists every matching pool's price points in the window at
 // once, by pool key then time: what writeHistory streams pool by pool.
-func allHistory(e *env, snap *hub.Snapshot) []historyRow {
+func allHistory(e *env, snap *feed.Snapshot) []historyRow {
 	from, to := e.windowOf(snap)
 	var rows []historyRow
 	for i := range snap.Pools { // snapshot pools are sorted by key
@@ -344,7 +344,7 @@ func allHistory(e *env, snap *hub.Snapshot) []historyRow {
 
 func TestWriteHistoryStreamsSameAsRows(t *testing.T) {
 	for _, format := range []string{"json", "csv", "table"} {
-		e, out, _ := testEnv(t, providers.Query{Window: 48 * time.Hour})
+		e, out, _ := testEnv(t, domain.Query{Window: 48 * time.Hour})
 		snap := fakeSnapshot(t, e, &fakeMarket{now: time.Now()})
 		if err := e.writeHistory(snap, "", format); err != nil {
 			t.Fatal(err)
@@ -363,17 +363,17 @@ func TestWriteHistoryStreamsSameAsRows(t *testing.T) {
 type stuckMarket struct{}
 
 func (stuckMarket) Name() string { return "stuck" }
-func (stuckMarket) Describe() providers.Descriptor {
-	return providers.Descriptor{Name: "stuck"}
+func (stuckMarket) Describe() domain.Descriptor {
+	return domain.Descriptor{Name: "stuck"}
 }
-func (stuckMarket) Fetch(ctx context.Context, _ providers.FetchRequest, _ providers.Sink) error {
+func (stuckMarket) Fetch(ctx context.Context, _ domain.FetchRequest, _ domain.Sink) error {
 	<-ctx.Done()
 	return ctx.Err()
 }
 
 func TestPricesTimeoutNamesTheFlag(t *testing.T) {
-	e, _, _ := testEnv(t, providers.Query{})
-	_, err := e.snapshotOf(context.Background(), []providers.Provider{stuckMarket{}}, 10*time.Millisecond)
+	e, _, _ := testEnv(t, domain.Query{})
+	_, err := e.snapshotOf(context.Background(), []domain.Provider{stuckMarket{}}, 10*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "--timeout") {
 		t.Errorf("err = %v, want one that says to raise --timeout", err)
 	}
@@ -384,8 +384,8 @@ func TestPricesTimeoutNamesTheFlag(t *testing.T) {
 }
 
 func TestPricesOneSourceFailsOtherAnswers(t *testing.T) {
-	e, _, errOut := testEnv(t, providers.Query{})
-	snap, err := e.snapshotOf(context.Background(), []providers.Provider{
+	e, _, errOut := testEnv(t, domain.Query{})
+	snap, err := e.snapshotOf(context.Background(), []domain.Provider{
 		&fakeMarket{now: time.Now(), failAll: true},
 		namedMarket{"other", &fakeMarket{now: time.Now()}},
 	}, time.Minute)
@@ -404,15 +404,15 @@ func TestPricesOneSourceFailsOtherAnswers(t *testing.T) {
 // by side.
 type namedMarket struct {
 	name string
-	p    providers.Provider
+	p    domain.Provider
 }
 
 func (n namedMarket) Name() string { return n.name }
-func (n namedMarket) Describe() providers.Descriptor {
-	return providers.Descriptor{Name: n.name}
+func (n namedMarket) Describe() domain.Descriptor {
+	return domain.Descriptor{Name: n.name}
 }
-func (n namedMarket) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
-	return n.p.Fetch(ctx, req, func(ev providers.Event) {
+func (n namedMarket) Fetch(ctx context.Context, req domain.FetchRequest, sink domain.Sink) error {
+	return n.p.Fetch(ctx, req, func(ev domain.Event) {
 		for i := range ev.Pools {
 			ev.Pools[i].Provider = n.name
 		}
@@ -425,21 +425,21 @@ func (n namedMarket) Fetch(ctx context.Context, req providers.FetchRequest, sink
 
 // notingMarket adds a status note to every event of a provider.
 type notingMarket struct {
-	providers.Provider
+	domain.Provider
 	note string
 }
 
-func (n notingMarket) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
-	return n.Provider.Fetch(ctx, req, func(ev providers.Event) {
+func (n notingMarket) Fetch(ctx context.Context, req domain.FetchRequest, sink domain.Sink) error {
+	return n.Provider.Fetch(ctx, req, func(ev domain.Event) {
 		ev.Note = n.note
 		sink(ev)
 	})
 }
 
 func TestPricesSaysSourceNotes(t *testing.T) {
-	e, _, errOut := testEnv(t, providers.Query{})
+	e, _, errOut := testEnv(t, domain.Query{})
 	note := "list prices only: spot history, eviction rates and actions need a signed-in Azure account"
-	if _, err := e.snapshotOf(context.Background(), []providers.Provider{notingMarket{&fakeMarket{now: time.Now()}, note}}, time.Minute); err != nil {
+	if _, err := e.snapshotOf(context.Background(), []domain.Provider{notingMarket{&fakeMarket{now: time.Now()}, note}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if got := errOut.String(); !strings.Contains(got, "gpumarket: fake: "+note+"\n") {

@@ -5,18 +5,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/aws"
-	"github.com/gpumarket/gpumarket/providers/azure"
-	"github.com/gpumarket/gpumarket/providers/sim"
+	"github.com/gpumarket/gpumarket/cloud/aws"
+	"github.com/gpumarket/gpumarket/cloud/azure"
+	"github.com/gpumarket/gpumarket/cloud/sim"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // providerRow is one provider gpumarket can use: what it is (its
 // descriptor, known before it is built, so flags can be checked against
 // it) and how it is built from the settings.
 type providerRow struct {
-	desc  providers.Descriptor
-	build func(ctx context.Context, e *env) (providers.Provider, error)
+	desc  domain.Descriptor
+	build func(ctx context.Context, e *env) (domain.Provider, error)
 }
 
 // providerTable is every provider gpumarket can use, in the order --help
@@ -28,16 +28,16 @@ type providerTable []providerRow
 // defaultProviders is the table of a normal run.
 func defaultProviders() providerTable {
 	return providerTable{
-		{desc: sim.Descriptor, build: func(_ context.Context, e *env) (providers.Provider, error) {
+		{desc: sim.Descriptor, build: func(_ context.Context, e *env) (domain.Provider, error) {
 			return sim.New(sim.Options{Seed: e.cfg.Sim.Seed}), nil
 		}},
-		{desc: aws.Descriptor, build: func(ctx context.Context, e *env) (providers.Provider, error) {
+		{desc: aws.Descriptor, build: func(ctx context.Context, e *env) (domain.Provider, error) {
 			return aws.New(ctx, aws.Options{
 				Regions: e.query.Regions, Profile: e.cfg.AWS.Profile, AdvisorURL: e.cfg.AWS.AdvisorURL,
 				LaunchTemplate: e.cfg.AWS.LaunchTemplate, DataDir: e.dataDir, Logger: e.log,
 			})
 		}},
-		{desc: azure.Descriptor, build: func(ctx context.Context, e *env) (providers.Provider, error) {
+		{desc: azure.Descriptor, build: func(ctx context.Context, e *env) (domain.Provider, error) {
 			// Without a subscription or a login the provider shows list
 			// prices only; the short credential timeout keeps a machine
 			// with no Azure identity from waiting on IMDS.
@@ -83,11 +83,11 @@ func (t providerTable) names() []string {
 
 // describe returns the descriptor of the named provider; a name not in
 // the table gets one that names it and claims nothing.
-func (t providerTable) describe(name string) providers.Descriptor {
+func (t providerTable) describe(name string) domain.Descriptor {
 	if r, ok := t.lookup(name); ok {
 		return r.desc
 	}
-	return providers.Descriptor{Name: name}
+	return domain.Descriptor{Name: name}
 }
 
 // simulated reports whether any of the named providers is simulated.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers/aws/ec2test"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // Tests of the money path found wanting by the review of issues 11, 13
@@ -29,7 +29,7 @@ func TestDamagedLedgerRefusedAndRebuilt(t *testing.T) {
 		t.Fatalf("book: %s", errOut)
 	}
 	before := a.ledger()
-	path := filepath.Join(a.dir, store.FileName)
+	path := filepath.Join(a.dir, ledger.FileName)
 	// A checkpointed file, as a backup copy of it would be.
 	if code, _, errOut := a.run("ledger"); code != 0 {
 		t.Fatalf("ledger: %s", errOut)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/tui"
 )
 
@@ -94,7 +94,7 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 // go to every session), the filters, the risk model and the Plan view's
 // speeds. The caller adds the session's own role, actor, colours and
 // context.
-func (a *app) tuiOptions(h *hub.Hub, svc *booking.Service) tui.Options {
+func (a *app) tuiOptions(h *feed.Hub, svc *ledger.Service) tui.Options {
 	return tui.Options{
 		Booking:   svc,
 		Hub:       h,

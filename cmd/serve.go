@@ -17,9 +17,9 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/hub"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
+
 	"github.com/gpumarket/gpumarket/server"
 	"github.com/gpumarket/gpumarket/tui"
 )
@@ -157,7 +157,7 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 
 // sessionModel returns the factory of one SSH session's TUI: the shared
 // hub, the session's own role, actor, colours and context.
-func sessionModel(a *app, h *hub.Hub, svc *booking.Service) func(server.SessionInfo) tea.Model {
+func sessionModel(a *app, h *feed.Hub, svc *ledger.Service) func(server.SessionInfo) tea.Model {
 	return func(info server.SessionInfo) tea.Model {
 		role := tui.RoleViewer
 		if info.Role == server.RoleBooker {
@@ -198,12 +198,12 @@ func sessionZone(environ []string) *time.Location {
 // this server started is still pending in the ledger: Shutdown calls it
 // after the sessions have ended, so the process never exits between a
 // purchase's intent and its recorded outcome.
-func drainLedger(st *store.Store, since time.Time) func(context.Context) error {
+func drainLedger(st *ledger.Store, since time.Time) func(context.Context) error {
 	return func(ctx context.Context) error {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			rows, err := st.List(context.WithoutCancel(ctx), store.StatePending)
+			rows, err := st.List(context.WithoutCancel(ctx), ledger.StatePending)
 			if err != nil {
 				return fmt.Errorf("read the ledger: %w", err)
 			}

@@ -19,8 +19,8 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/server"
 )
 
@@ -132,8 +132,8 @@ func TestServeBookingRoles(t *testing.T) {
 	viewer, vline := clientKey(t, "", "attendee")
 	booker, bline := clientKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
 	srv := startServe(t, vline+"\n"+bline+"\n")
-	ledger := func() []store.Entry {
-		st, err := store.Open(srv.dataDir)
+	ledgerRows := func() []ledger.Entry {
+		st, err := ledger.Open(srv.dataDir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func TestServeBookingRoles(t *testing.T) {
 	v.wait(t, "offerings at")
 	v.press(t, "b")
 	v.wait(t, "read-only session")
-	if rows := ledger(); len(rows) != 0 {
+	if rows := ledgerRows(); len(rows) != 0 {
 		t.Fatalf("a viewer's b wrote %d ledger rows, want none: %+v", len(rows), rows)
 	}
 
@@ -166,12 +166,12 @@ func TestServeBookingRoles(t *testing.T) {
 	b.press(t, "y")
 	b.press(t, "\r")
 	b.wait(t, "booked ")
-	rows := ledger()
+	rows := ledgerRows()
 	if len(rows) != 1 {
 		t.Fatalf("after the booker's purchase the ledger has %d rows, want 1", len(rows))
 	}
 	want := server.Actor(gossh.FingerprintSHA256(booker.PublicKey()), "organizer")
-	if r := rows[0]; r.Actor != want || r.State == store.StatePending || r.State == store.StateFailed {
+	if r := rows[0]; r.Actor != want || r.State == ledger.StatePending || r.State == ledger.StateFailed {
 		t.Errorf("ledger row actor %q state %q, want actor %q and a settled purchase", r.Actor, r.State, want)
 	}
 }
@@ -352,16 +352,16 @@ func (s *sshScreen) press(t *testing.T, keys string) {
 // its outcome is recorded, ignores rows that are not the server's, and
 // gives up at its bound naming what is still pending.
 func TestDrainLedger(t *testing.T) {
-	st, err := store.Open(t.TempDir())
+	st, err := ledger.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	ctx := context.Background()
 	start := time.Now().Add(-time.Second)
-	intent := func(actor, key string) store.Entry {
-		r, err := st.RecordIntent(ctx, store.Entry{Kind: store.KindBlock, Provider: "sim", IdemKey: key,
-			State: store.StatePending, Actor: actor}, nil)
+	intent := func(actor, key string) ledger.Entry {
+		r, err := st.RecordIntent(ctx, ledger.Entry{Kind: ledger.KindBlock, Provider: "sim", IdemKey: key,
+			State: ledger.StatePending, Actor: actor}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +381,7 @@ func TestDrainLedger(t *testing.T) {
 		t.Fatalf("drain returned (%v) while a session's purchase was pending", err)
 	case <-time.After(300 * time.Millisecond): // it must still be waiting; no timing is asserted
 	}
-	row.State = store.StateScheduled
+	row.State = ledger.StateScheduled
 	if _, err := st.Update(ctx, row); err != nil {
 		t.Fatal(err)
 	}
@@ -420,18 +420,18 @@ func TestSessionZone(t *testing.T) {
 // may hold the server's configured window and no more, whatever one
 // session's w asks for; the local TUI's hub may still go to 90 days.
 func TestServedHubHoldsTheConfiguredWindow(t *testing.T) {
-	e, _, _ := testEnv(t, providers.Query{Window: 7 * 24 * time.Hour})
+	e, _, _ := testEnv(t, domain.Query{Window: 7 * 24 * time.Hour})
 	served := newCLI().appOf(context.Background(), e)
 	defer served.Close()
 	served.sharedWindow = true
 	h := served.hubOver(nil)
-	h.Extend(providers.MaxWindow)
+	h.Extend(domain.MaxWindow)
 	if h.MaxWindow() != 7*24*time.Hour || h.Window() != 7*24*time.Hour {
 		t.Errorf("served hub: max %v, window %v after a 90-day ask; want the configured 168h", h.MaxWindow(), h.Window())
 	}
 	local := newCLI().appOf(context.Background(), e)
 	defer local.Close()
-	if got := local.hubOver(nil).MaxWindow(); got != providers.MaxWindow {
-		t.Errorf("local hub max %v, want %v", got, providers.MaxWindow)
+	if got := local.hubOver(nil).MaxWindow(); got != domain.MaxWindow {
+		t.Errorf("local hub max %v, want %v", got, domain.MaxWindow)
 	}
 }

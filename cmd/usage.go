@@ -12,11 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/hub"
-	"github.com/gpumarket/gpumarket/providers/usage"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // usageRow is one ledger row's usage with the README's fields, exactly.
@@ -71,11 +70,11 @@ type usageActorRow struct {
 	RowsWithoutMetric int      `json:"rows_without_metrics"`
 }
 
-func usageRowOf(r usage.UsageRow) usageRow {
+func usageRowOf(r ledger.UsageRow) usageRow {
 	out := usageRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region,
 		InstanceType: r.InstanceType, GPUs: r.GPUs, Actor: r.Actor, Start: r.Start.UTC(), End: r.End.UTC(),
-		BookedGPUHours: market.Round(r.BookedGPUHours, 3), RunningGPUHours: market.Round(r.RunningGPUHours, 3), BusyGPUHours: market.Round(r.BusyGPUHours, 3),
-		CostUSD: market.Round(r.CostUSD, 2), IdleUSD: market.Round(r.IdleUSD, 2), MetricsSource: optString(r.MetricsSource)}
+		BookedGPUHours: present.Round(r.BookedGPUHours, 3), RunningGPUHours: present.Round(r.RunningGPUHours, 3), BusyGPUHours: present.Round(r.BusyGPUHours, 3),
+		CostUSD: present.Round(r.CostUSD, 2), IdleUSD: present.Round(r.IdleUSD, 2), MetricsSource: optString(r.MetricsSource)}
 	if r.Interruptions >= 0 {
 		n := r.Interruptions
 		out.Interruptions = &n
@@ -83,13 +82,13 @@ func usageRowOf(r usage.UsageRow) usageRow {
 	return out
 }
 
-func dayRowOf(t usage.Total) usageDayRow {
-	return usageDayRow{Day: t.Key, Rows: t.Rows, BookedGPUHours: market.Round(t.BookedGPUHours, 3), RunningGPUHours: market.Round(t.RunningGPUHours, 3),
-		BusyGPUHours: market.Round(t.BusyGPUHours, 3), Interruptions: t.Interruptions, CostUSD: market.Round(t.CostUSD, 2), IdleUSD: market.Round(t.IdleUSD, 2),
+func dayRowOf(t ledger.Total) usageDayRow {
+	return usageDayRow{Day: t.Key, Rows: t.Rows, BookedGPUHours: present.Round(t.BookedGPUHours, 3), RunningGPUHours: present.Round(t.RunningGPUHours, 3),
+		BusyGPUHours: present.Round(t.BusyGPUHours, 3), Interruptions: t.Interruptions, CostUSD: present.Round(t.CostUSD, 2), IdleUSD: present.Round(t.IdleUSD, 2),
 		RowsWithoutMetric: t.NoMetrics}
 }
 
-func actorRowOf(t usage.Total) usageActorRow {
+func actorRowOf(t ledger.Total) usageActorRow {
 	d := dayRowOf(t)
 	return usageActorRow{Actor: t.Key, Rows: d.Rows, BookedGPUHours: d.BookedGPUHours, RunningGPUHours: d.RunningGPUHours,
 		BusyGPUHours: d.BusyGPUHours, Interruptions: d.Interruptions, CostUSD: d.CostUSD, IdleUSD: d.IdleUSD, RowsWithoutMetric: d.RowsWithoutMetric}
@@ -128,9 +127,9 @@ totals.`,
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			span, err := providers.ParseWindow(since)
+			span, err := domain.ParseWindow(since)
 			if err != nil {
-				return usagef("--since %q: want %s", since, providers.WindowForm)
+				return usagef("--since %q: want %s", since, domain.WindowForm)
 			}
 			if by != byRow && by != byDay && by != byActor {
 				return usagef("--by %q: want row, day or actor", by)
@@ -141,9 +140,9 @@ totals.`,
 		},
 	}
 	addOutputFlag(c, &output)
-	c.Flags().StringVar(&since, "since", "7d", "how far back: "+providers.WindowForm)
+	c.Flags().StringVar(&since, "since", "7d", "how far back: "+domain.WindowForm)
 	c.Flags().StringVar(&by, "by", byRow, "what one output row is: row (a ledger row), day (UTC) or actor")
-	c.Flags().DurationVar(&timeout, "timeout", booking.DefaultTimeout, "bound on each provider's usage and price lookups")
+	c.Flags().DurationVar(&timeout, "timeout", ledger.DefaultTimeout, "bound on each provider's usage and price lookups")
 	return c
 }
 
@@ -200,20 +199,20 @@ func (a *app) runUsage(ctx context.Context, since time.Duration, by string, time
 // hub's history holds for the rows' regions. withPrices false prices
 // fleets at their launch estimate without starting a hub (the ledger's
 // idle warning).
-func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time.Duration, withPrices bool) (usage.UsageReport, error) {
+func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time.Duration, withPrices bool) (ledger.UsageReport, error) {
 	e := a.env
 	st, err := a.Ledger()
 	if err != nil {
-		return usage.UsageReport{}, err
+		return ledger.UsageReport{}, err
 	}
 	rows, err := st.List(ctx)
 	if err != nil {
-		return usage.UsageReport{}, err
+		return ledger.UsageReport{}, err
 	}
 	now := time.Now()
 	var names, regions []string
 	for _, r := range rows {
-		if !usage.Counted(r) {
+		if !ledger.Counted(r) {
 			continue
 		}
 		if !slices.Contains(names, r.Provider) {
@@ -224,17 +223,17 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 		}
 	}
 	ps := a.reachable(ctx, names, "usage")
-	var prices usage.PriceBook
+	var prices ledger.PriceBook
 	if withPrices && len(ps) > 0 {
 		// The hub over the rows' providers and regions, back to since:
 		// the spot prices in force while the fleets ran.
 		a.query.Providers, a.query.Regions, a.query.GPUs = names, regions, nil
-		a.query.Window = min(since, providers.MaxWindow)
+		a.query.Window = min(since, domain.MaxWindow)
 		snap, err := a.waitReady(ctx, a.hubOver(ps), timeout)
 		if err != nil {
 			fmt.Fprintf(e.errOut, "gpumarket: usage: no price history (%v): fleets are priced at their launch estimate\n", err)
 		} else {
-			prices = usage.SnapshotPrices(snap)
+			prices = ledger.SnapshotPrices(snap)
 		}
 	}
 	// What the clouds show is kept in the ledger (they forget ended
@@ -243,14 +242,14 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 	keepFailed := func(err error) {
 		a.log.Warn("usage: what the clouds showed could not be kept in the ledger (the report is complete)", "err", err)
 	}
-	return usage.Compute(ctx, rows, usage.UsageOptions{Since: now.Add(-since), Now: now, Reporter: usage.Reporters(ps),
+	return ledger.Compute(ctx, rows, ledger.UsageOptions{Since: now.Add(-since), Now: now, Reporter: ledger.Reporters(ps),
 		Prices: prices, Timeout: timeout, MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, SaveFailed: keepFailed}), nil
 }
 
 // writeUsageTable prints the rows (the five most idle first), then the
 // totals per day with a bar of booked, running and busy GPU-hours, per
 // actor, and over all. --by day or actor prints only that section.
-func writeUsageTable(w io.Writer, rep usage.UsageReport, by string) error {
+func writeUsageTable(w io.Writer, rep ledger.UsageReport, by string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	num := func(v float64, f string) string {
 		if math.IsNaN(v) {
@@ -274,7 +273,7 @@ func writeUsageTable(w io.Writer, rep usage.UsageReport, by string) error {
 				src = "no metrics"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Kind, r.Provider, r.Region,
-				r.InstanceType, market.GPUCount(r.GPUs), dashIfEmpty(r.Actor), r.Start.UTC().Format("2006-01-02 15:04"), r.End.UTC().Format("2006-01-02 15:04"),
+				r.InstanceType, present.GPUCount(r.GPUs), dashIfEmpty(r.Actor), r.Start.UTC().Format("2006-01-02 15:04"), r.End.UTC().Format("2006-01-02 15:04"),
 				num(r.BookedGPUHours, "%.1f"), num(r.RunningGPUHours, "%.1f"), busy, intr, num(r.CostUSD, "%.2f"), num(r.IdleUSD, "%.2f"), src)
 		}
 		if len(rep.Rows) == 0 {
@@ -294,13 +293,13 @@ func writeUsageTable(w io.Writer, rep usage.UsageReport, by string) error {
 				busy += fmt.Sprintf(" (%d without metrics)", d.NoMetrics)
 			}
 			fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%s\t%s\t%d\t%.2f\t%.2f\n", d.Key, d.BookedGPUHours, d.RunningGPUHours, busy,
-				usage.Bar(d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, peak, 24), d.Interruptions, d.CostUSD, d.IdleUSD)
+				ledger.Bar(d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, peak, 24), d.Interruptions, d.CostUSD, d.IdleUSD)
 		}
 		fmt.Fprintln(tw)
 	}
 	if by == byRow || by == byActor {
 		fmt.Fprintf(tw, "ACTOR\tROWS\tBOOKED GPU-H\tRUNNING GPU-H\tBUSY GPU-H\tINTERRUPTIONS\tCOST $\tIDLE $\tWITHOUT METRICS\n")
-		for _, t := range append(append([]usage.Total(nil), rep.Actors...), rep.All) {
+		for _, t := range append(append([]ledger.Total(nil), rep.Actors...), rep.All) {
 			key := t.Key
 			if key == "" {
 				key = "-"
@@ -322,7 +321,7 @@ func (a *app) idleWarnings(ctx context.Context, timeout time.Duration) []string 
 	if a.cfg.Budget.MaxIdlePct <= 0 {
 		return nil
 	}
-	rep, err := a.usageReport(ctx, usage.DefaultSince, timeout, false)
+	rep, err := a.usageReport(ctx, ledger.DefaultSince, timeout, false)
 	if err != nil {
 		return []string{"cannot check idle capacity: " + err.Error()}
 	}
@@ -345,8 +344,8 @@ func dashIfEmpty(s string) string {
 // clouds' metrics are asked once per TTL whatever the number of
 // sessions. It asks the hub's providers and prices fleets at the hub's
 // latest snapshot; nil when there is no ledger.
-func (a *app) usageTracker(h *hub.Hub) *usage.Tracker {
-	var ps []providers.Provider
+func (a *app) usageTracker(h *feed.Hub) *ledger.Tracker {
+	var ps []domain.Provider
 	if h != nil {
 		ps = h.Providers()
 	}
@@ -357,7 +356,7 @@ func (a *app) usageTracker(h *hub.Hub) *usage.Tracker {
 // whose market (h) may be nil or narrower than the ledger (a headless
 // watch): fleets the market does not price are priced at their launch
 // estimate.
-func (a *app) usageTrackerOver(ps []providers.Provider, h *hub.Hub) *usage.Tracker {
+func (a *app) usageTrackerOver(ps []domain.Provider, h *feed.Hub) *ledger.Tracker {
 	st, err := a.Ledger()
 	if err != nil {
 		return nil
@@ -365,11 +364,11 @@ func (a *app) usageTrackerOver(ps []providers.Provider, h *hub.Hub) *usage.Track
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.usage == nil {
-		prices := func() usage.PriceBook { return nil }
+		prices := func() ledger.PriceBook { return nil }
 		if h != nil {
-			prices = func() usage.PriceBook { return usage.SnapshotPrices(h.Snapshot()) }
+			prices = func() ledger.PriceBook { return ledger.SnapshotPrices(h.Snapshot()) }
 		}
-		a.usage = usage.NewTracker(usage.TrackerOptions{Ledger: st, Reporter: usage.Reporters(ps),
+		a.usage = ledger.NewTracker(ledger.TrackerOptions{Ledger: st, Reporter: ledger.Reporters(ps),
 			Prices: prices, MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, Log: a.log})
 	}
 	return a.usage

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/cloud/sim"
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/sim"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // usageFields are the README's `usage` JSON fields, in order.
@@ -45,26 +45,26 @@ func usageSession(t *testing.T) (run func(args ...string) (int, string, string),
 // $4,000) whose instances report GPU metrics, and a fleet of 4 × g6.xlarge launched 20 hours ago, one of them
 // on-demand (its spot ones ran only if the pools had capacity 20 hours
 // ago, wall-clock time: the on-demand one always did).
-func seedLedger(t *testing.T, dataDir string) (block, fleet store.Entry) {
+func seedLedger(t *testing.T, dataDir string) (block, fleet ledger.Entry) {
 	t.Helper()
-	st, err := store.Open(dataDir)
+	st, err := ledger.Open(dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	now := time.Now().UTC()
 	ctx := context.Background()
-	block = store.Entry{ID: simMeteredID(t, "01JSEEDB"), Kind: store.KindBlock, Provider: "sim", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a",
+	block = ledger.Entry{ID: simMeteredID(t, "01JSEEDB"), Kind: ledger.KindBlock, Provider: "sim", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a",
 		InstanceType: "p5.48xlarge", InstanceCount: 2, GPUCount: 16, Start: now.Add(-30 * time.Hour), End: now.Add(18 * time.Hour),
-		CostUSD: 4000, State: store.StateActive, ProviderRef: "cr-0123456789abcdef0", Actor: "alice@lab", IdemKey: "cb-1",
+		CostUSD: 4000, State: ledger.StateActive, ProviderRef: "cr-0123456789abcdef0", Actor: "alice@lab", IdemKey: "cb-1",
 		CreatedAt: now.Add(-40 * time.Hour)}
 	if block, err = st.RecordIntent(ctx, block, nil); err != nil {
 		t.Fatal(err)
 	}
-	spec, _ := json.Marshal(providers.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"g6.xlarge"}, TargetCapacity: 4, OnDemandBase: 1})
-	fleet = store.Entry{Kind: store.KindFleet, Provider: "sim", Cloud: "aws", Region: "us-east-1", InstanceType: "g6.xlarge",
+	spec, _ := json.Marshal(domain.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"g6.xlarge"}, TargetCapacity: 4, OnDemandBase: 1})
+	fleet = ledger.Entry{Kind: ledger.KindFleet, Provider: "sim", Cloud: "aws", Region: "us-east-1", InstanceType: "g6.xlarge",
 		InstanceCount: 4, GPUCount: 4, CostUSD: 1.2, CostNote: "estimate: first hour at current prices; a fleet bills until deleted",
-		State: store.StateActive, ProviderRef: "fleet-11111111-2222-4333-8444-555555555555", Actor: "bob@lab", IdemKey: "tok-1",
+		State: ledger.StateActive, ProviderRef: "fleet-11111111-2222-4333-8444-555555555555", Actor: "bob@lab", IdemKey: "tok-1",
 		CreatedAt: now.Add(-20 * time.Hour), Request: spec}
 	if fleet, err = st.RecordIntent(ctx, fleet, nil); err != nil {
 		t.Fatal(err)
@@ -72,11 +72,11 @@ func seedLedger(t *testing.T, dataDir string) (block, fleet store.Entry) {
 	return block, fleet
 }
 
-// simMeteredID returns a ledger row id, in store.NewID's form, of a row
+// simMeteredID returns a ledger row id, in ledger.NewID's form, of a row
 // whose instances the simulated market (of the default seed) reports
 // GPU metrics for. Its usage follows the row's id: one id in eight is of
 // instances that run no metrics agent, whose busy hours and idle cost
-// are unknown, so a row given store.NewID's random id had none one run
+// are unknown, so a row given ledger.NewID's random id had none one run
 // in eight (and `ledger` then had no idle block to warn of).
 func simMeteredID(t *testing.T, prefix string) string {
 	t.Helper()
@@ -84,7 +84,7 @@ func simMeteredID(t *testing.T, prefix string) string {
 	at := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	for i := range 100 {
 		id := prefix + fmt.Sprintf("%0*d", 26-len(prefix), i)
-		rep, err := m.Usage(context.Background(), providers.UsageQuery{Ref: id, Kind: providers.KindBlock, Region: "us-east-1",
+		rep, err := m.Usage(context.Background(), domain.UsageQuery{Ref: id, Kind: domain.KindBlock, Region: "us-east-1",
 			Zone: "us-east-1a", InstanceType: "p5.48xlarge", InstanceCount: 1, Start: at, End: at.Add(2 * time.Hour), From: at, To: at.Add(2 * time.Hour)})
 		if err != nil {
 			t.Fatal(err)
@@ -221,7 +221,7 @@ func TestUsageWithNoMetricsSaysSo(t *testing.T) {
 	// still prints.
 	run, dir := usageSession(t)
 	block, _ := seedLedger(t, dir)
-	st, err := store.Open(dir)
+	st, err := ledger.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,9 +306,9 @@ type failingUsageSim struct {
 	fail *atomic.Bool
 }
 
-func (f failingUsageSim) Usage(ctx context.Context, q providers.UsageQuery) (providers.UsageReport, error) {
+func (f failingUsageSim) Usage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
 	if f.fail.Load() {
-		return providers.UsageReport{}, errors.New("sim: usage of " + q.Ref + ": the reservation is not there any more")
+		return domain.UsageReport{}, errors.New("sim: usage of " + q.Ref + ": the reservation is not there any more")
 	}
 	return f.Market.Usage(ctx, q)
 }
@@ -328,7 +328,7 @@ func TestUsageKeptWhenTheProviderFails(t *testing.T) {
 	table := defaultProviders()
 	for i, r := range table {
 		if r.desc.Name == "sim" {
-			table[i].build = func(_ context.Context, e *env) (providers.Provider, error) {
+			table[i].build = func(_ context.Context, e *env) (domain.Provider, error) {
 				return failingUsageSim{Market: sim.New(sim.Options{Seed: e.cfg.Sim.Seed}), fail: fail}, nil
 			}
 		}
@@ -345,7 +345,7 @@ func TestUsageKeptWhenTheProviderFails(t *testing.T) {
 		t.Fatalf("first run: exit %d: %s", code, errOut)
 	}
 	first, _ := jsonRows(t, out)
-	st, err := store.Open(dir)
+	st, err := ledger.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,14 +405,14 @@ func TestUsageKeptWhenTheProviderFails(t *testing.T) {
 // 0.3333333333333333) in the usage table.
 func TestUsageTableSaysPartialGPUs(t *testing.T) {
 	run, dir := usageSession(t)
-	st, err := store.Open(dir)
+	st, err := ledger.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	if _, err := st.RecordIntent(context.Background(), store.Entry{Kind: store.KindBlock, Provider: "sim", Cloud: "azure", Region: "eastus",
+	if _, err := st.RecordIntent(context.Background(), ledger.Entry{Kind: ledger.KindBlock, Provider: "sim", Cloud: "azure", Region: "eastus",
 		InstanceType: "Standard_NV6ads_A10_v5", InstanceCount: 2, GPUCount: 2.0 / 6, Start: now.Add(-3 * time.Hour), End: now.Add(time.Hour),
-		CostUSD: 4, State: store.StateActive, ProviderRef: "cr-partial", Actor: "alice@lab", IdemKey: "cb-partial", CreatedAt: now.Add(-4 * time.Hour)}, nil); err != nil {
+		CostUSD: 4, State: ledger.StateActive, ProviderRef: "cr-partial", Actor: "alice@lab", IdemKey: "cb-partial", CreatedAt: now.Add(-4 * time.Hour)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()

@@ -13,10 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/hub"
-	"github.com/gpumarket/gpumarket/providers/usage"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
+
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -99,9 +99,9 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	var h *hub.Hub
+	var h *feed.Hub
 	if q, ok := marketFor(e.query, all); ok {
-		var sources []providers.Provider
+		var sources []domain.Provider
 		for _, p := range ps {
 			d := p.Describe()
 			if len(q.Regions) == 0 { // a plan rule prices every region
@@ -130,7 +130,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 		e.log.Warn(simBanner)
 	}
 	if once {
-		var snap *hub.Snapshot
+		var snap *feed.Snapshot
 		if h != nil {
 			if snap, err = a.waitReady(ctx, h, timeout); err != nil {
 				// Not a configuration error: the other rules still run.
@@ -157,7 +157,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 // of the query (the planner prices the whole market); an hour of history
 // (the rules read the latest price). ok is false when no rule reads the
 // market.
-func marketFor(q providers.Query, rules []config.WatchRule) (providers.Query, bool) {
+func marketFor(q domain.Query, rules []config.WatchRule) (domain.Query, bool) {
 	var gpus, regions []string
 	plans := false
 	for _, w := range rules {
@@ -178,7 +178,7 @@ func marketFor(q providers.Query, rules []config.WatchRule) (providers.Query, bo
 		default:
 			continue
 		}
-		if e, ok := providers.LookupGPU(it); ok && !slices.Contains(gpus, e.GPU.Model) {
+		if e, ok := domain.LookupGPU(it); ok && !slices.Contains(gpus, e.GPU.Model) {
 			gpus = append(gpus, e.GPU.Model)
 		}
 		if !slices.Contains(regions, region) {
@@ -212,7 +212,7 @@ func (a *app) fileRules() ([]config.WatchRule, error) {
 
 // checkRules refuses a rule of file that the providers in use cannot
 // serve, at its file:line:col (exit 2).
-func checkRules(file string, rules []config.WatchRule, descs []providers.Descriptor) error {
+func checkRules(file string, rules []config.WatchRule, descs []domain.Descriptor) error {
 	for i, w := range rules {
 		if err := watch.Check(w, descs, true); err != nil {
 			return watch.Place(file, w, i, err)
@@ -222,8 +222,8 @@ func checkRules(file string, rules []config.WatchRule, descs []providers.Descrip
 }
 
 // inUse are the descriptors of the providers of this run.
-func (a *app) inUse() []providers.Descriptor {
-	out := make([]providers.Descriptor, len(a.query.Providers))
+func (a *app) inUse() []domain.Descriptor {
+	out := make([]domain.Descriptor, len(a.query.Providers))
 	for i, n := range a.query.Providers {
 		out[i] = a.table.describe(n)
 	}
@@ -239,7 +239,7 @@ func (a *app) checkWatchRules() error {
 // Watcher builds the process's one evaluator of the watch rules over the
 // hub and the booking service, and runs it until Close: the TUI and
 // `serve` share it between their sessions.
-func (a *app) Watcher(h *hub.Hub, svc *booking.Service) (*watch.Evaluator, error) {
+func (a *app) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error) {
 	ev, err := a.newWatcher(h, svc, a.usageTracker(h), func(al watch.Alert) {
 		a.log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
 	})
@@ -261,7 +261,7 @@ func (a *app) Watcher(h *hub.Hub, svc *booking.Service) (*watch.Evaluator, error
 // the evaluator over the market h (nil: none), the booking service and
 // the usage tracker (nil: no ledger); onAlert is told each alert it
 // raises.
-func (a *app) newWatcher(h *hub.Hub, svc *booking.Service, tracker *usage.Tracker, onAlert func(watch.Alert)) (*watch.Evaluator, error) {
+func (a *app) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Tracker, onAlert func(watch.Alert)) (*watch.Evaluator, error) {
 	if err := a.checkWatchRules(); err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // An idle rule over the simulated market's usage, end to end: blocks of
@@ -20,15 +20,15 @@ func TestWatchOnceTellsAnIdleBlock(t *testing.T) {
 	run, dir := usageSession(t)
 	// The sim's usage follows a row's id (busy, idle, late, or no
 	// metrics agent): eight blocks, so that one has metrics.
-	st, err := store.Open(dir)
+	st, err := ledger.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
 	for i := range 8 {
-		b := store.Entry{Kind: store.KindBlock, Provider: "sim", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a",
+		b := ledger.Entry{Kind: ledger.KindBlock, Provider: "sim", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a",
 			InstanceType: "p5.48xlarge", InstanceCount: 2, GPUCount: 16, Start: now.Add(-30 * time.Hour), End: now.Add(18 * time.Hour),
-			CostUSD: 4000, State: store.StateActive, ProviderRef: fmt.Sprintf("cr-%017d", i), Actor: "alice@lab", IdemKey: fmt.Sprint("cb-", i),
+			CostUSD: 4000, State: ledger.StateActive, ProviderRef: fmt.Sprintf("cr-%017d", i), Actor: "alice@lab", IdemKey: fmt.Sprint("cb-", i),
 			CreatedAt: now.Add(-40 * time.Hour)}
 		if _, err := st.RecordIntent(context.Background(), b, nil); err != nil {
 			t.Fatal(err)

@@ -4,9 +4,9 @@ import (
 	"context"
 	"math"
 
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/hub"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -16,7 +16,7 @@ import (
 // planner's Monte Carlo, and the cheapest strategy on time often enough.
 type watchPlanner struct {
 	a   *app
-	svc *booking.Service
+	svc *ledger.Service
 }
 
 // watchPlanRuns is the Monte Carlo runs of a plan rule's evaluation: a
@@ -25,7 +25,7 @@ type watchPlanner struct {
 const watchPlanRuns = 2000
 
 // BestPlan implements watch.Planner.
-func (p watchPlanner) BestPlan(ctx context.Context, job watch.PlanJob, snap *hub.Snapshot) (watch.PlanQuote, error) {
+func (p watchPlanner) BestPlan(ctx context.Context, job watch.PlanJob, snap *feed.Snapshot) (watch.PlanQuote, error) {
 	a := p.a
 	pj := planner.Job{GPUs: job.GPUs, Models: job.Models, Hours: job.Hours, Start: job.Start, Deadline: job.Deadline,
 		Checkpoint: job.Checkpoint, Checkpointable: job.Checkpoint > 0, Changeover: a.cfg.Plan.Changeover.D()}

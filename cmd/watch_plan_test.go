@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -17,7 +17,7 @@ import (
 // job that cannot be on time often enough is not found.
 func TestPlanRulePricedByThePlanner(t *testing.T) {
 	isolate(t)
-	e, _, _ := testEnv(t, providers.Query{Providers: []string{"sim"}, GPUs: []string{"H100"}, Window: 24 * time.Hour})
+	e, _, _ := testEnv(t, domain.Query{Providers: []string{"sim"}, GPUs: []string{"H100"}, Window: 24 * time.Hour})
 	e.dataDir = t.TempDir()
 	a := newCLI().appOf(context.Background(), e)
 	defer a.Close()

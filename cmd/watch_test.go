@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -231,7 +231,7 @@ func bareBells(s string) int { return strings.Count(oscRE.ReplaceAllString(s, ""
 
 // A headless watch fetches what its rules read, not the TUI's filters.
 func TestWatchMarketIsTheRules(t *testing.T) {
-	base := providers.Query{Providers: []string{"sim"}, GPUs: []string{"A100"}, Regions: []string{"eu-west-1"}, Window: 7 * 24 * time.Hour}
+	base := domain.Query{Providers: []string{"sim"}, GPUs: []string{"A100"}, Regions: []string{"eu-west-1"}, Window: 7 * 24 * time.Hour}
 	one := 3.0
 	rules := []config.WatchRule{
 		{Name: "a", Spot: &config.SpotRule{InstanceType: "p5.48xlarge", Region: "us-west-2", BelowUSDHour: &one}},

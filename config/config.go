@@ -5,7 +5,7 @@ package config
 import (
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // Config is the whole configuration. Every key of the file is optional.
@@ -123,6 +123,6 @@ func Default() Config {
 		AWS:     AWS{AdvisorURL: "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"},
 		Azure:   Azure{PricesURL: "https://prices.azure.com/api/retail/prices"},
 		Serve:   Serve{Listen: "127.0.0.1:2222", IdleTimeout: Duration(30 * time.Minute), MaxSessions: 100},
-		Cache:   Cache{Retention: Window(providers.MaxWindow)},
+		Cache:   Cache{Retention: Window(domain.MaxWindow)},
 	}
 }

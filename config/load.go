@@ -22,7 +22,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // Environment variables gpumarket reads for its own settings.
@@ -281,7 +281,7 @@ const RegionForm = "lower-case letters, digits and dashes, such as us-east-1 or 
 // CanonicalGPU returns the catalog's name of a GPU model written in any case
 // ("h100" → "H100"), or false when the catalog does not know it.
 func CanonicalGPU(s string) (string, bool) {
-	for _, m := range providers.GPUModels {
+	for _, m := range domain.GPUModels {
 		if strings.EqualFold(strings.TrimSpace(s), m) {
 			return m, true
 		}
@@ -300,7 +300,7 @@ func (c *Config) Validate() error {
 	for i, g := range c.GPUs {
 		m, ok := CanonicalGPU(g)
 		if !ok {
-			return keyErr(fmt.Sprintf("gpus[%d]", i), "unknown GPU %q; want one of %s", g, strings.Join(providers.GPUModels, ", "))
+			return keyErr(fmt.Sprintf("gpus[%d]", i), "unknown GPU %q; want one of %s", g, strings.Join(domain.GPUModels, ", "))
 		}
 		c.GPUs[i] = m
 	}
@@ -309,11 +309,11 @@ func (c *Config) Validate() error {
 			return keyErr(fmt.Sprintf("regions[%d]", i), "bad region %q; want %s", r, RegionForm)
 		}
 	}
-	if c.Window.D() <= 0 || c.Window.D() > providers.MaxWindow {
-		return keyErr("window", "%s is out of range; want %s", c.Window.D(), providers.WindowForm)
+	if c.Window.D() <= 0 || c.Window.D() > domain.MaxWindow {
+		return keyErr("window", "%s is out of range; want %s", c.Window.D(), domain.WindowForm)
 	}
-	if c.Cache.Retention.D() <= 0 || c.Cache.Retention.D() > providers.MaxWindow {
-		return keyErr("cache.retention", "%s is out of range; want %s", c.Cache.Retention.D(), providers.WindowForm)
+	if c.Cache.Retention.D() <= 0 || c.Cache.Retention.D() > domain.MaxWindow {
+		return keyErr("cache.retention", "%s is out of range; want %s", c.Cache.Retention.D(), domain.WindowForm)
 	}
 	if c.Refresh.D() < time.Second {
 		return keyErr("refresh", "%s is too short; want at least 1s (the clouds rate-limit)", c.Refresh.D())
@@ -397,16 +397,16 @@ func (d *Duration) UnmarshalYAML(node ast.Node) error {
 // MarshalYAML writes the duration as UnmarshalYAML reads it.
 func (d Duration) MarshalYAML() ([]byte, error) { return []byte(d.D().String()), nil }
 
-// UnmarshalYAML reads a window as providers.ParseWindow does ("24h", "7d").
+// UnmarshalYAML reads a window as domain.ParseWindow does ("24h", "7d").
 func (w *Window) UnmarshalYAML(node ast.Node) error {
 	s, ok := scalar(node)
 	if !ok {
-		return nodeErr(node, "want a window: %s", providers.WindowForm)
+		return nodeErr(node, "want a window: %s", domain.WindowForm)
 	}
 	if s == "" {
 		return nil
 	}
-	v, err := providers.ParseWindow(s)
+	v, err := domain.ParseWindow(s)
 	if err != nil {
 		return nodeErr(node, "%v", err)
 	}
@@ -415,7 +415,7 @@ func (w *Window) UnmarshalYAML(node ast.Node) error {
 }
 
 // MarshalYAML writes the window as UnmarshalYAML reads it.
-func (w Window) MarshalYAML() ([]byte, error) { return []byte(providers.FormatWindow(w.D())), nil }
+func (w Window) MarshalYAML() ([]byte, error) { return []byte(domain.FormatWindow(w.D())), nil }
 
 // scalar returns the text of a scalar node; "" for null.
 func scalar(node ast.Node) (string, bool) {

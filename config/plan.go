@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // Plan holds the planner's defaults (`plan:`): the job the market's
@@ -110,7 +110,7 @@ func canonicalKeys[V any](m map[string]V, key string) (map[string]V, error) {
 	for _, k := range sortedKeys(m) {
 		g, ok := CanonicalGPU(k)
 		if !ok {
-			return nil, keyErr(key+"."+k, "unknown GPU %q; want one of %s", k, strings.Join(providers.GPUModels, ", "))
+			return nil, keyErr(key+"."+k, "unknown GPU %q; want one of %s", k, strings.Join(domain.GPUModels, ", "))
 		}
 		if _, dup := out[g]; dup {
 			return nil, keyErr(key+"."+k, "%s is set twice", g)

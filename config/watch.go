@@ -15,7 +15,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // The kinds of watch rule: what a rule of `watch:` waits for.
@@ -468,7 +468,7 @@ func (r *WatchRule) validate(key string, n Notify) error {
 }
 
 // Blocks hold at most 64 instances of at most 8 GPUs, and last at most
-// 26 weeks (providers.CapacityBlockTerms).
+// 26 weeks (domain.CapacityBlockTerms).
 const (
 	maxBlockGPUs  = 512
 	maxBlockHours = 4368
@@ -476,14 +476,14 @@ const (
 
 func (b *BlockRule) validate(key string) error {
 	if b.GPU == "" {
-		return ruleErr(key, "gpu: missing; want one GPU model, one of %s", strings.Join(providers.GPUModels, ", "))
+		return ruleErr(key, "gpu: missing; want one GPU model, one of %s", strings.Join(domain.GPUModels, ", "))
 	}
 	g, ok := CanonicalGPU(b.GPU)
 	if !ok {
-		return ruleErr(key+".gpu", "unknown GPU %q; want one of %s", b.GPU, strings.Join(providers.GPUModels, ", "))
+		return ruleErr(key+".gpu", "unknown GPU %q; want one of %s", b.GPU, strings.Join(domain.GPUModels, ", "))
 	}
 	b.GPU = g
-	most := providers.CapacityBlockTerms.MaxInstances
+	most := domain.CapacityBlockTerms.MaxInstances
 	switch {
 	case b.GPUs != 0 && b.Instances != 0:
 		return ruleErr(key+".instances", "gpus and instances are both set; want one of them")
@@ -495,10 +495,10 @@ func (b *BlockRule) validate(key string) error {
 		return ruleErr(key+".instances", "%d; want a whole number of instances from 1 to %d", b.Instances, most)
 	}
 	if b.Hours == 0 {
-		return ruleErr(key, "hours: missing; want the block's length in whole hours, 1 to %d (AWS blocks: %s)", maxBlockHours, providers.CapacityBlockTerms.DurationForm)
+		return ruleErr(key, "hours: missing; want the block's length in whole hours, 1 to %d (AWS blocks: %s)", maxBlockHours, domain.CapacityBlockTerms.DurationForm)
 	}
 	if badFloat(b.Hours) || b.Hours != math.Trunc(b.Hours) || b.Hours < 1 || b.Hours > maxBlockHours {
-		return ruleErr(key+".hours", "%v; want whole hours from 1 to %d (AWS blocks: %s)", b.Hours, maxBlockHours, providers.CapacityBlockTerms.DurationForm)
+		return ruleErr(key+".hours", "%v; want whole hours from 1 to %d (AWS blocks: %s)", b.Hours, maxBlockHours, domain.CapacityBlockTerms.DurationForm)
 	}
 	after, before, err := b.Window()
 	if err != nil {
@@ -550,7 +550,7 @@ func validatePool(key string, it, region, zone, provider *string) error {
 	if *it == "" {
 		return ruleErr(key, "instance_type: missing; want a GPU instance type or VM size such as p5.48xlarge or Standard_ND96isr_H100_v5")
 	}
-	e, ok := providers.LookupGPU(*it)
+	e, ok := domain.LookupGPU(*it)
 	if !ok {
 		return ruleErr(key+".instance_type", "%q is no GPU instance type or VM size gpumarket knows; want one such as p5.48xlarge, g6e.xlarge or Standard_ND96isr_H100_v5 (see `gpumarket prices`)", *it)
 	}
@@ -593,12 +593,12 @@ func (b *BucketRule) validate(key string) error {
 		return err
 	}
 	if b.AtLeast != "" {
-		l, ok := providers.NormalizeBucket(b.AtLeast)
+		l, ok := domain.NormalizeBucket(b.AtLeast)
 		if !ok {
-			return ruleErr(key+".at_least", "unknown bucket %q; want one of %s", b.AtLeast, strings.Join(providers.Buckets, ", "))
+			return ruleErr(key+".at_least", "unknown bucket %q; want one of %s", b.AtLeast, strings.Join(domain.Buckets, ", "))
 		}
-		if providers.BucketRank(l) == 0 {
-			return ruleErr(key+".at_least", "%s is the calmest bucket: no rise ends there, so the rule could never fire; want one of %s", l, strings.Join(providers.Buckets[1:], ", "))
+		if domain.BucketRank(l) == 0 {
+			return ruleErr(key+".at_least", "%s is the calmest bucket: no rise ends there, so the rule could never fire; want one of %s", l, strings.Join(domain.Buckets[1:], ", "))
 		}
 		b.AtLeast = l
 	}
@@ -606,14 +606,14 @@ func (b *BucketRule) validate(key string) error {
 }
 
 func (p *PlanRule) validate(key string) error {
-	models := providers.SplitList(p.GPU)
+	models := domain.SplitList(p.GPU)
 	if len(models) == 0 {
-		return ruleErr(key, "gpu: missing; want the GPU models the job can use, a comma list such as H100 or H100,H200 (one of %s)", strings.Join(providers.GPUModels, ", "))
+		return ruleErr(key, "gpu: missing; want the GPU models the job can use, a comma list such as H100 or H100,H200 (one of %s)", strings.Join(domain.GPUModels, ", "))
 	}
 	for i, g := range models {
 		m, ok := CanonicalGPU(g)
 		if !ok {
-			return ruleErr(key+".gpu", "unknown GPU %q; want a comma list of %s", g, strings.Join(providers.GPUModels, ", "))
+			return ruleErr(key+".gpu", "unknown GPU %q; want a comma list of %s", g, strings.Join(domain.GPUModels, ", "))
 		}
 		if slices.Contains(models[:i], m) {
 			return ruleErr(key+".gpu", "%s is named twice", m)
@@ -678,7 +678,7 @@ func (p *PlanRule) Window() (start, deadline time.Time, err error) {
 }
 
 // Models returns the job's GPU models.
-func (p *PlanRule) Models() []string { return providers.SplitList(p.GPU) }
+func (p *PlanRule) Models() []string { return domain.SplitList(p.GPU) }
 
 // CheckpointOrDefault is the job's checkpoint interval.
 func (p *PlanRule) CheckpointOrDefault() time.Duration {
@@ -700,11 +700,11 @@ func (s *StartsInRule) validate(key string) error {
 	if s.Within.D() <= 0 {
 		return ruleErr(key, "within %s: nothing starts within it, so the rule could never fire; want a duration above 0 such as 1h", s.Within.D())
 	}
-	if s.Within.D() > providers.CapacityBlockTerms.MaxDuration {
+	if s.Within.D() > domain.CapacityBlockTerms.MaxDuration {
 		return ruleErr(key+".within", "%s; want a duration up to 4368h (26 weeks) such as 1h", s.Within.D())
 	}
-	if s.Kind != "" && s.Kind != providers.KindBlock && s.Kind != providers.KindReservation && s.Kind != providers.KindFleet {
-		return ruleErr(key+".kind", "%q; want %s, %s or %s (a fleet scheduled with a start), or none for all three", s.Kind, providers.KindBlock, providers.KindReservation, providers.KindFleet)
+	if s.Kind != "" && s.Kind != domain.KindBlock && s.Kind != domain.KindReservation && s.Kind != domain.KindFleet {
+		return ruleErr(key+".kind", "%q; want %s, %s or %s (a fleet scheduled with a start), or none for all three", s.Kind, domain.KindBlock, domain.KindReservation, domain.KindFleet)
 	}
 	return nil
 }
@@ -717,8 +717,8 @@ func (i *IdleRule) validate(key string) error {
 		return ruleErr(key+".above_pct", "%v: no idle share is above it, so the rule could never fire; want a percentage from 0 to 99 such as 40", i.AbovePct)
 	case i.After != nil && (i.After.D() < 0 || i.After.D() > 7*24*time.Hour):
 		return ruleErr(key+".after", "%s; want a duration from 0s to 168h such as 30m (default %s)", i.After.D(), DefaultIdleAfter)
-	case i.Kind != "" && i.Kind != providers.KindFleet && i.Kind != providers.KindBlock && i.Kind != providers.KindReservation:
-		return ruleErr(key+".kind", "%q; want %s, %s or %s, or none for all three", i.Kind, providers.KindFleet, providers.KindBlock, providers.KindReservation)
+	case i.Kind != "" && i.Kind != domain.KindFleet && i.Kind != domain.KindBlock && i.Kind != domain.KindReservation:
+		return ruleErr(key+".kind", "%q; want %s, %s or %s, or none for all three", i.Kind, domain.KindFleet, domain.KindBlock, domain.KindReservation)
 	}
 	return nil
 }

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // Basis is the job the market's EFF $/GPU-H column prices every pool for:
@@ -46,7 +46,7 @@ func (b Basis) Instances(gpus float64) int {
 // capacity costs nothing here (the plan command weighs the deadline). It
 // is NaN when the pool's GPU count or price is unknown, +Inf when the job
 // can hardly ever finish there (a long job that cannot checkpoint).
-func (b Basis) Effective(p providers.Pool, spotUSDHour float64) float64 {
+func (b Basis) Effective(p domain.Pool, spotUSDHour float64) float64 {
 	n := b.Instances(p.GPU.Count)
 	if n == 0 || math.IsNaN(spotUSDHour) || spotUSDHour < 0 || b.Hours <= 0 {
 		return math.NaN()

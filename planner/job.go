@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // Job is what the user needs done: G GPUs of one of the acceptable models
@@ -66,11 +66,11 @@ func (j Job) Validate() error {
 		return fieldErr("gpus", "%d: want a whole number of GPUs from 1 to %d", j.GPUs, MaxGPUs)
 	}
 	if len(j.Models) == 0 {
-		return fieldErr("gpu", "want one or more GPU models such as H100 or H100,H200 (one of %s)", strings.Join(providers.GPUModels, ", "))
+		return fieldErr("gpu", "want one or more GPU models such as H100 or H100,H200 (one of %s)", strings.Join(domain.GPUModels, ", "))
 	}
 	for i, m := range j.Models {
-		if !slices.Contains(providers.GPUModels, m) {
-			return fieldErr("gpu", "unknown GPU %q; want one of %s", m, strings.Join(providers.GPUModels, ", "))
+		if !slices.Contains(domain.GPUModels, m) {
+			return fieldErr("gpu", "unknown GPU %q; want one of %s", m, strings.Join(domain.GPUModels, ", "))
 		}
 		if slices.Contains(j.Models[:i], m) {
 			return fieldErr("gpu", "%s is named twice", m)
@@ -80,10 +80,10 @@ func (j Job) Validate() error {
 		return fieldErr("hours", "%v: want a number of hours of work above 0, at most %.0f (26 weeks)", j.Hours, MaxSpan.Hours())
 	}
 	if j.Start.IsZero() {
-		return fieldErr("start", "missing: want %s", providers.WhenForm)
+		return fieldErr("start", "missing: want %s", domain.WhenForm)
 	}
 	if j.Deadline.IsZero() {
-		return fieldErr("deadline", "missing: want %s", providers.WhenForm)
+		return fieldErr("deadline", "missing: want %s", domain.WhenForm)
 	}
 	work := time.Duration(j.Hours * float64(time.Hour))
 	if earliest := j.Start.Add(work); j.Deadline.Before(earliest) {

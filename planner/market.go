@@ -3,7 +3,7 @@ package planner
 import (
 	"math"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // Pool is one spot pool as the planner needs it: plain figures, so the
@@ -12,7 +12,7 @@ import (
 type Pool struct {
 	Key             string
 	Provider        string
-	Cloud           providers.Cloud
+	Cloud           domain.Cloud
 	Region, Zone    string
 	InstanceType    string
 	GPUModel        string
@@ -26,7 +26,7 @@ type Pool struct {
 
 // PoolOf reads a provider's pool, its current spot price (NaN when none
 // is known) and what is known of its risk.
-func PoolOf(p providers.Pool, spotUSDHour float64, priors Priors) Pool {
+func PoolOf(p domain.Pool, spotUSDHour float64, priors Priors) Pool {
 	od := math.NaN()
 	if p.OnDemandUSDHour != nil && *p.OnDemandUSDHour > 0 {
 		od = *p.OnDemandUSDHour
@@ -43,5 +43,5 @@ func PoolOf(p providers.Pool, spotUSDHour float64, priors Priors) Pool {
 // for the job (BlockQueries says which to ask for).
 type Market struct {
 	Pools     []Pool
-	Offerings []providers.Offering
+	Offerings []domain.Offering
 }

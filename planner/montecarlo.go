@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // mcStrategy is one strategy evaluated by Monte Carlo: a policy over some
@@ -33,7 +33,7 @@ type mcStrategy struct {
 // capacity. All of them run over the same draws of the pools' timelines
 // (common random numbers), so their differences are the policies', not
 // the luck of the draw.
-func (p *planning) montecarlo(offs []providers.Offering) []Result {
+func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	spot := p.spotCandidates()
 	if len(spot) == 0 {
 		return nil
@@ -44,7 +44,7 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 	// cloud), each a lane of its own if the spread does not hold it.
 	lanes := append([]*candidate(nil), multi...)
 	var singles []int
-	seenCloud := map[providers.Cloud]bool{}
+	seenCloud := map[domain.Cloud]bool{}
 	for _, c := range spot {
 		if seenCloud[c.p.Cloud] {
 			continue
@@ -73,7 +73,7 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 		c := lanes[i]
 		add(&mcStrategy{name: StrategySpotOne, pol: spotOnly{cooldown: cooldown}, lanes: []int{i}, sp: spotHorizon, cands: []*candidate{c},
 			assume: fmt.Sprintf("spot in %s only; %s; %s; work not done by the deadline is finished on on-demand (in the cost)",
-				providers.Place(c.p.Region, c.p.Zone), c.risk.Summary(), p.ckptWords())})
+				domain.Place(c.p.Region, c.p.Zone), c.risk.Summary(), p.ckptWords())})
 	}
 	if len(multi) > 1 {
 		add(&mcStrategy{name: StrategySpotMulti, pol: spotOnly{cooldown: cooldown}, lanes: seq(len(multi)), sp: spotHorizon, cands: multi,
@@ -88,7 +88,7 @@ func (p *planning) montecarlo(offs []providers.Offering) []Result {
 	if upOD != nil {
 		add(&mcStrategy{name: StrategyUniformProgress, pol: uniformProgress{}, lanes: []int{0}, od: upOD, sp: netHorizon, cands: single,
 			assume: fmt.Sprintf("Uniform Progress (NSDI'24) as published: spot in %s, on-demand %s when behind W·t/(D−S), safety net at work left + 2d; %s",
-				providers.Place(c0.p.Region, c0.p.Zone), upOD.p.InstanceType+" in "+upOD.p.Region, p.ckptWords())})
+				domain.Place(c0.p.Region, c0.p.Zone), upOD.p.InstanceType+" in "+upOD.p.Region, p.ckptWords())})
 	}
 	if odBest != nil {
 		worthless := ""
@@ -401,7 +401,7 @@ func quantile(xs []float64, q float64) float64 {
 // guarantees its share, spot makes the rest cheaper. It evaluates the
 // pair whose estimate (the block, and the rest at the best pool's
 // expected spot cost) is cheapest.
-func (p *planning) blockSpot(offs []providers.Offering, multi []*candidate, od *candidate) []*mcStrategy {
+func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *candidate) []*mcStrategy {
 	type option struct {
 		b        blockWork
 		blockHrs float64 // work the block does

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // Strategies the planner evaluates, as they appear in a Result.
@@ -162,7 +162,7 @@ func modelsIn(m Market) []string {
 		seen[p.GPUModel] = true
 	}
 	var out []string
-	for _, g := range providers.GPUModels {
+	for _, g := range domain.GPUModels {
 		if seen[g] {
 			out = append(out, g)
 		}
@@ -216,13 +216,13 @@ func (p *planning) ckptWords() string {
 	case math.IsInf(p.ckpt, 1):
 		return "not checkpointable: an interruption starts the job over"
 	default:
-		return fmt.Sprintf("checkpoint every %s", providers.FormatDuration(p.job.Checkpoint))
+		return fmt.Sprintf("checkpoint every %s", domain.FormatDuration(p.job.Checkpoint))
 	}
 }
 
 // onDemand is the cheapest on-demand pool per hour of work in each cloud.
 func (p *planning) onDemand() []Result {
-	best := map[providers.Cloud]*candidate{}
+	best := map[domain.Cloud]*candidate{}
 	for i := range p.cands {
 		c := &p.cands[i]
 		if math.IsNaN(c.odUSD) {
@@ -243,14 +243,14 @@ func (p *planning) onDemand() []Result {
 		r.OnTimePct = pct(hours <= p.span+1e-9)
 		r.USDPerUsefulGPUHour = cost / p.usefulGPUHours()
 		r.Assumptions = fmt.Sprintf("%d × %s on-demand in %s from the start, %s changeover; capacity assumed there (InsufficientInstanceCapacity is not modelled)",
-			c.n, c.p.InstanceType, c.p.Region, providers.FormatDuration(p.job.Changeover))
+			c.n, c.p.InstanceType, c.p.Region, domain.FormatDuration(p.job.Changeover))
 		out = append(out, r)
 	}
 	return out
 }
 
-func sortedClouds[T any](m map[providers.Cloud]T) []providers.Cloud {
-	var out []providers.Cloud
+func sortedClouds[T any](m map[domain.Cloud]T) []domain.Cloud {
+	var out []domain.Cloud
 	for c := range m {
 		out = append(out, c)
 	}
@@ -296,14 +296,14 @@ func appendNew(list []string, v string) []string {
 // blockWork describes where a block or reservation can hold the job:
 // from when to when it may run, and its speed.
 type blockWork struct {
-	o                  providers.Offering
+	o                  domain.Offering
 	speed              float64
 	from, until        float64 // usable window, hours from the job's start
 	kind               string
 	hoursPaid, instGPU float64
 }
 
-func (p *planning) blockWork(o providers.Offering) (blockWork, bool) {
+func (p *planning) blockWork(o domain.Offering) (blockWork, bool) {
 	if !slices.Contains(p.job.Models, o.GPU.Model) || o.GPU.Count <= 0 || o.InstanceCount < 1 {
 		return blockWork{}, false
 	}
@@ -326,7 +326,7 @@ func (p *planning) blockWork(o providers.Offering) (blockWork, bool) {
 // offerings evaluates every block and reservation that can hold the whole
 // job: deterministic, paid in full. It keeps the cheapest block of each
 // cloud and length and the cheapest reservation of each cloud.
-func (p *planning) offerings(offs []providers.Offering) []Result {
+func (p *planning) offerings(offs []domain.Offering) []Result {
 	type key struct {
 		kind, cloud string
 		hours       float64
@@ -349,10 +349,10 @@ func (p *planning) offerings(offs []providers.Offering) []Result {
 			USDPerUsefulGPUHour: o.UpfrontUSD / p.usefulGPUHours(), OfferingID: o.ID}
 		if b.kind == StrategyReservation {
 			r.Assumptions = fmt.Sprintf("%d × %s reserved in %s from purchase to %s (%.0f h billed at the on-demand rate; gpumarket releases it then) for %s h of work",
-				o.InstanceCount, o.InstanceType, providers.Place(o.Region, o.Zone), o.End.UTC().Format(time.RFC3339), b.hoursPaid, trimFloat(p.work/b.speed))
+				o.InstanceCount, o.InstanceType, domain.Place(o.Region, o.Zone), o.End.UTC().Format(time.RFC3339), b.hoursPaid, trimFloat(p.work/b.speed))
 		} else {
 			r.Assumptions = fmt.Sprintf("%.0f h block (%s to %s UTC) paid in full for %s h of work + %s changeover; instances stop 30 min before its end; no interruptions",
-				b.hoursPaid, o.Start.UTC().Format("Jan 2 15:04"), o.End.UTC().Format("Jan 2 15:04"), trimFloat(p.work/b.speed), providers.FormatDuration(p.job.Changeover))
+				b.hoursPaid, o.Start.UTC().Format("Jan 2 15:04"), o.End.UTC().Format("Jan 2 15:04"), trimFloat(p.work/b.speed), domain.FormatDuration(p.job.Changeover))
 		}
 		// Blocks of each length (a longer one may start earlier); one
 		// reservation per cloud, since it starts when bought and bills

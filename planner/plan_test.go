@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // testMarket: 16 H100 for 48 h from Wed 09:00 UTC, due Sat 09:00 (72 h).
@@ -18,9 +18,9 @@ import (
 func testMarket() Market {
 	var m Market
 	add := func(region, zone, typ, model string, gpus, spot, od float64, bucket string) {
-		p := providers.Pool{Provider: "sim", Cloud: providers.CloudAWS, Region: region, Zone: zone, InstanceType: typ,
-			GPU: providers.GPUSpec{Model: model, Count: gpus}, OnDemandUSDHour: providers.Float(od)}
-		p.Interruption, _ = providers.NewInterruption(bucket, "test", time.Time{})
+		p := domain.Pool{Provider: "sim", Cloud: domain.CloudAWS, Region: region, Zone: zone, InstanceType: typ,
+			GPU: domain.GPUSpec{Model: model, Count: gpus}, OnDemandUSDHour: domain.Float(od)}
+		p.Interruption, _ = domain.NewInterruption(bucket, "test", time.Time{})
 		m.Pools = append(m.Pools, PoolOf(p, spot, nil))
 	}
 	add("us-east-1", "us-east-1a", "p5.48xlarge", "H100", 8, 12, 55.04, ">20%")
@@ -28,15 +28,15 @@ func testMarket() Market {
 	add("us-east-2", "us-east-2a", "p5.48xlarge", "H100", 8, 14, 55.04, "10-15%")
 	add("us-west-2", "us-west-2b", "p5.48xlarge", "H100", 8, 15, 55.04, "<5%")
 	add("us-west-2", "us-west-2a", "p4d.24xlarge", "A100", 8, 4, 21.96, "5-10%")
-	block := func(id string, start time.Time, hours float64, rate float64) providers.Offering {
-		return providers.Offering{ID: id, Provider: "sim", Cloud: providers.CloudAWS, Region: "us-east-2", Zone: "us-east-2a",
-			InstanceType: "p5.48xlarge", GPU: providers.GPUSpec{Model: "H100", Count: 8}, InstanceCount: 2,
+	block := func(id string, start time.Time, hours float64, rate float64) domain.Offering {
+		return domain.Offering{ID: id, Provider: "sim", Cloud: domain.CloudAWS, Region: "us-east-2", Zone: "us-east-2a",
+			InstanceType: "p5.48xlarge", GPU: domain.GPUSpec{Model: "H100", Count: 8}, InstanceCount: 2,
 			Start: start, End: start.Add(time.Duration(hours) * time.Hour), UpfrontUSD: rate * 16 * hours, Currency: "USD"}
 	}
 	day := time.Date(2026, 12, 2, 11, 30, 0, 0, time.UTC)
 	m.Offerings = append(m.Offerings, block("cb-72", day, 72, 4.9), block("cb-48", day, 48, 4.8), block("cb-24", day.Add(24*time.Hour), 24, 4.9))
-	az := providers.Offering{ID: "azcr-1", Provider: "sim", Cloud: providers.CloudAzure, Region: "eastus", Zone: "1",
-		InstanceType: "Standard_ND96isr_H100_v5", GPU: providers.GPUSpec{Model: "H100", Count: 8}, InstanceCount: 2,
+	az := domain.Offering{ID: "azcr-1", Provider: "sim", Cloud: domain.CloudAzure, Region: "eastus", Zone: "1",
+		InstanceType: "Standard_ND96isr_H100_v5", GPU: domain.GPUSpec{Model: "H100", Count: 8}, InstanceCount: 2,
 		Start: t0.Add(-15 * time.Hour), End: t0.Add(49 * time.Hour), UpfrontUSD: 98.32 * 2 * 64, StartsOnPurchase: true}
 	m.Offerings = append(m.Offerings, az)
 	return m
@@ -110,7 +110,7 @@ func TestPlanStrategies(t *testing.T) {
 		t.Fatal("no block+spot")
 	}
 	for _, r := range bs {
-		o := m.Offerings[slices.IndexFunc(m.Offerings, func(o providers.Offering) bool { return o.ID == r.OfferingID })]
+		o := m.Offerings[slices.IndexFunc(m.Offerings, func(o domain.Offering) bool { return o.ID == r.OfferingID })]
 		if r.OnTimePct < 99 || r.ExpectedCostUSD < o.UpfrontUSD || !r.End.Equal(o.End) || !strings.Contains(r.Assumptions, "block") {
 			t.Errorf("block+spot: %+v", r)
 		}
@@ -255,7 +255,7 @@ func TestMonteCarloMatchesPaidHours(t *testing.T) {
 		lambda float64
 		c      time.Duration
 	}{{0.3, 15 * time.Minute}, {1.2, 15 * time.Minute}, {0.8, time.Hour}} {
-		p := Pool{Key: "k", Provider: "sim", Cloud: providers.CloudAWS, Region: "r", Zone: "z", InstanceType: "t", GPUModel: "H100",
+		p := Pool{Key: "k", Provider: "sim", Cloud: domain.CloudAWS, Region: "r", Zone: "z", InstanceType: "t", GPUModel: "H100",
 			GPUsPerInstance: 8, SpotUSDHour: 1, OnDemandUSDHour: math.NaN(),
 			Risk: Risk{InterruptionsPerHour: tc.lambda, GapMedianHours: 0.5, Availability: 0.7}}
 		j := Job{GPUs: 8, Models: []string{"H100"}, Hours: 24, Start: t0, Deadline: t0.Add(2000 * time.Hour),

@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // BlockQueries are the offering searches whose answers may hold the job,
@@ -22,7 +22,7 @@ import (
 //
 // Starts range from a day before the job's start (a block that began
 // earlier still holds it) to its deadline, and never before now.
-func BlockQueries(job Job, now time.Time, speeds Speeds) []providers.OfferingQuery {
+func BlockQueries(job Job, now time.Time, speeds Speeds) []domain.OfferingQuery {
 	if speeds == nil {
 		speeds = DefaultSpeeds
 	}
@@ -34,7 +34,7 @@ func BlockQueries(job Job, now time.Time, speeds Speeds) []providers.OfferingQue
 	if !before.After(after) {
 		return nil
 	}
-	var out []providers.OfferingQuery
+	var out []domain.OfferingQuery
 	seen := map[[2]any]bool{}
 	add := func(model string, d time.Duration, from time.Time) {
 		k := [2]any{model, d}
@@ -42,7 +42,7 @@ func BlockQueries(job Job, now time.Time, speeds Speeds) []providers.OfferingQue
 			return
 		}
 		seen[k] = true
-		out = append(out, providers.OfferingQuery{GPU: model, GPUs: job.GPUs, Duration: d, StartAfter: from, StartBefore: before})
+		out = append(out, domain.OfferingQuery{GPU: model, GPUs: job.GPUs, Duration: d, StartAfter: from, StartBefore: before})
 	}
 	for _, model := range job.Models {
 		s := speeds.Relative(model, job.Models[0])

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // Risk is a pool's spot capacity as a process in time, for one instance:
@@ -21,7 +21,7 @@ type Risk struct {
 	// Availability is the long-run share of time the pool has capacity.
 	Availability float64
 	// RegionShare is the part of the process shared by every zone of the
-	// region (see providers.SpotProcess).
+	// region (see domain.SpotProcess).
 	RegionShare float64
 	// Source says where the figures come from, for the assumptions line.
 	Source string
@@ -112,7 +112,7 @@ func (p Priors) prior(model string) (Prior, string) {
 // process when it has one (the simulated market's truth), else the GPU
 // class prior scaled by the pool's bucket (AWS) or eviction rate (Azure),
 // else the class prior alone.
-func RiskOf(p providers.Pool, priors Priors) Risk {
+func RiskOf(p domain.Pool, priors Priors) Risk {
 	if in := p.Interruption; in != nil && in.Process != nil && validProcess(*in.Process) {
 		pr := in.Process
 		return Risk{InterruptionsPerHour: pr.InterruptionsPerHour, GapMedianHours: pr.GapMedianHours,
@@ -121,7 +121,7 @@ func RiskOf(p providers.Pool, priors Priors) Risk {
 	base, from := priors.prior(p.GPU.Model)
 	b, bucketed := middleBucket, false
 	if p.Interruption != nil {
-		if r := providers.BucketRank(p.Interruption.Bucket); r < len(providers.Buckets) {
+		if r := domain.BucketRank(p.Interruption.Bucket); r < len(domain.Buckets) {
 			b, bucketed = r, true
 		}
 	}
@@ -135,13 +135,13 @@ func RiskOf(p providers.Pool, priors Priors) Risk {
 	return r
 }
 
-func validProcess(p providers.SpotProcess) bool {
+func validProcess(p domain.SpotProcess) bool {
 	ok := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 	return ok(p.InterruptionsPerHour) && p.InterruptionsPerHour >= 0 && ok(p.GapMedianHours) && p.GapMedianHours > 0 &&
 		ok(p.Availability) && p.Availability > 0 && p.Availability <= 1 && ok(p.RegionShare) && p.RegionShare >= 0 && p.RegionShare <= 1
 }
 
-func sourceName(in *providers.Interruption, what string) string {
+func sourceName(in *domain.Interruption, what string) string {
 	if in.Source != "" {
 		return in.Source
 	}

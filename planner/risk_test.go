@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
-func pool(model string, gpus float64, bucket string) providers.Pool {
-	p := providers.Pool{Provider: "aws", Cloud: providers.CloudAWS, Region: "us-east-1", Zone: "us-east-1a", InstanceType: "x",
-		GPU: providers.GPUSpec{Model: model, Count: gpus}}
+func pool(model string, gpus float64, bucket string) domain.Pool {
+	p := domain.Pool{Provider: "aws", Cloud: domain.CloudAWS, Region: "us-east-1", Zone: "us-east-1a", InstanceType: "x",
+		GPU: domain.GPUSpec{Model: model, Count: gpus}}
 	if bucket != "" {
-		p.Interruption, _ = providers.NewInterruption(bucket, "aws spot advisor", time.Time{})
+		p.Interruption, _ = domain.NewInterruption(bucket, "aws spot advisor", time.Time{})
 	}
 	return p
 }
@@ -23,7 +23,7 @@ func pool(model string, gpus float64, bucket string) providers.Pool {
 func TestRiskOfBuckets(t *testing.T) {
 	for model := range DefaultPriors {
 		prev := Risk{Availability: 2}
-		for i, b := range providers.Buckets {
+		for i, b := range domain.Buckets {
 			r := RiskOf(pool(model, 8, b), nil)
 			if r.InterruptionsPerHour <= prev.InterruptionsPerHour || r.Availability >= prev.Availability || r.GapMedianHours <= prev.GapMedianHours {
 				t.Errorf("%s %s: %+v is not riskier than the bucket below (%+v)", model, b, r, prev)
@@ -69,13 +69,13 @@ func TestRiskOfSources(t *testing.T) {
 	// The source's own process wins over the bucket.
 	p := pool("H100", 8, ">20%")
 	p.Provider = "sim"
-	p.Interruption.Process = &providers.SpotProcess{InterruptionsPerHour: 0.3, GapMedianHours: 0.4, Availability: 0.8, RegionShare: 0.25}
+	p.Interruption.Process = &domain.SpotProcess{InterruptionsPerHour: 0.3, GapMedianHours: 0.4, Availability: 0.8, RegionShare: 0.25}
 	r = RiskOf(p, nil)
 	if r.InterruptionsPerHour != 0.3 || r.Availability != 0.8 || r.RegionShare != 0.25 || !strings.Contains(r.Source, "sim's own process") {
 		t.Errorf("process: %+v", r)
 	}
 	// …unless it is not a process.
-	p.Interruption.Process = &providers.SpotProcess{InterruptionsPerHour: math.NaN(), GapMedianHours: 0.4, Availability: 0.8}
+	p.Interruption.Process = &domain.SpotProcess{InterruptionsPerHour: math.NaN(), GapMedianHours: 0.4, Availability: 0.8}
 	if r := RiskOf(p, nil); math.IsNaN(r.InterruptionsPerHour) || !strings.Contains(r.Source, ">20%") {
 		t.Errorf("a NaN process was used: %+v", r)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/cloud/sim"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers/sim"
 )
 
 // These tests run the planner on the simulated market: its pools with

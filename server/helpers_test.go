@@ -23,8 +23,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
 )
 
 // waitFor bounds every wait in these tests. It is a ceiling against a hung
@@ -40,17 +40,17 @@ type countingSource struct {
 func (c *countingSource) Name() string { return "sim" }
 
 // Describe says it is simulated, as the market it stands in for is.
-func (c *countingSource) Describe() providers.Descriptor {
-	return providers.Descriptor{Name: "sim", Simulated: true}
+func (c *countingSource) Describe() domain.Descriptor {
+	return domain.Descriptor{Name: "sim", Simulated: true}
 }
 
-func (c *countingSource) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
+func (c *countingSource) Fetch(ctx context.Context, req domain.FetchRequest, sink domain.Sink) error {
 	n := c.fetches.Add(1)
-	key := providers.PoolKey{Provider: "sim", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge"}
-	sink(providers.Event{
+	key := domain.PoolKey{Provider: "sim", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge"}
+	sink(domain.Event{
 		Region: "us-east-1",
-		Pools:  []providers.Pool{{Provider: "sim", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge"}},
-		Points: []providers.PricePoint{{Pool: key, At: req.Until, USDHour: 30 + float64(n)}},
+		Pools:  []domain.Pool{{Provider: "sim", Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge"}},
+		Points: []domain.PricePoint{{Pool: key, At: req.Until, USDHour: 30 + float64(n)}},
 	})
 	return nil
 }
@@ -63,10 +63,10 @@ type fakeBooker struct{ calls atomic.Int64 }
 // window size, a booking key, a key that panics.
 type testModel struct {
 	info   SessionInfo
-	hub    *hub.Hub
+	hub    *feed.Hub
 	booker *fakeBooker
-	sub    <-chan *hub.Snapshot
-	snap   *hub.Snapshot
+	sub    <-chan *feed.Snapshot
+	snap   *feed.Snapshot
 	width  int
 	status string
 	typed  string
@@ -75,9 +75,9 @@ type testModel struct {
 	lastSeq atomic.Uint64
 }
 
-type snapMsg struct{ s *hub.Snapshot }
+type snapMsg struct{ s *feed.Snapshot }
 
-func newTestModel(info SessionInfo, h *hub.Hub, b *fakeBooker) *testModel {
+func newTestModel(info SessionInfo, h *feed.Hub, b *fakeBooker) *testModel {
 	return &testModel{info: info, hub: h, booker: b, sub: h.Subscribe(info.Context), width: info.Width}
 }
 
@@ -145,7 +145,7 @@ type rig struct {
 	dir     string
 	akPath  string
 	srv     *Server
-	hub     *hub.Hub
+	hub     *feed.Hub
 	source  *countingSource
 	booker  *fakeBooker
 	infos   chan SessionInfo
@@ -191,7 +191,7 @@ type rigOptions struct {
 	idle        time.Duration
 	maxSessions int
 	roles       map[string]string
-	newModel    func(SessionInfo, *hub.Hub) tea.Model
+	newModel    func(SessionInfo, *feed.Hub) tea.Model
 	drain       func(context.Context) error
 	dataDir     string
 	noSession   time.Duration
@@ -270,7 +270,7 @@ func newRig(t *testing.T, authorized string, ro rigOptions) *rig {
 	}
 	r := &rig{t: t, dir: dir, akPath: ak, source: &countingSource{}, booker: &fakeBooker{},
 		infos: make(chan SessionInfo, 200), serveCh: make(chan error, 1), logs: &logBuffer{}}
-	r.hub = hub.New([]providers.Provider{r.source}, hub.Options{
+	r.hub = feed.New([]domain.Provider{r.source}, feed.Options{
 		Interval:     func(string) time.Duration { return ro.interval },
 		PublishEvery: 10 * time.Millisecond,
 	})
@@ -285,7 +285,7 @@ func newRig(t *testing.T, authorized string, ro rigOptions) *rig {
 	}
 	newModel := ro.newModel
 	if newModel == nil {
-		newModel = func(info SessionInfo, h *hub.Hub) tea.Model {
+		newModel = func(info SessionInfo, h *feed.Hub) tea.Model {
 			m := newTestModel(info, h, r.booker)
 			r.mu.Lock()
 			hook := r.hook

@@ -29,9 +29,9 @@ import (
 	tea "charm.land/bubbletea/v2"
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/hub"
-	"github.com/gpumarket/gpumarket/providers/sim"
+	"github.com/gpumarket/gpumarket/cloud/sim"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/server"
 	"github.com/gpumarket/gpumarket/tui"
 )
@@ -136,7 +136,7 @@ func benchSessions(b *testing.B, realTUI bool) {
 	var step atomic.Int64
 	base := time.Now().Truncate(time.Hour)
 	clock := func() time.Time { return base.Add(time.Duration(step.Load()) * 15 * time.Minute) }
-	h := hub.New([]providers.Provider{sim.New(sim.Options{Seed: 1, Now: clock})}, hub.Options{
+	h := feed.New([]domain.Provider{sim.New(sim.Options{Seed: 1, Now: clock})}, feed.Options{
 		Interval:     func(string) time.Duration { return time.Hour },
 		PublishEvery: 20 * time.Millisecond,
 		Now:          clock,

@@ -26,7 +26,7 @@ import (
 	"charm.land/wish/v2/recover"
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/feed"
 )
 
 // Options configure a Server.
@@ -66,7 +66,7 @@ type Options struct {
 	// Hub is the one market feed every session's model subscribes to.
 	// The server only reads its subscriber count for the logs; the
 	// models subscribe themselves with SessionInfo.Context.
-	Hub *hub.Hub
+	Hub *feed.Hub
 	// NewModel builds the model of one session (required). It is called
 	// once per session, on the session's goroutine, and must return a
 	// model that shares no mutable state with any other.

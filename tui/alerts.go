@@ -15,8 +15,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/present"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -569,9 +569,9 @@ func (m *marketView) makeSpotRule() tea.Cmd {
 	r := m.list[m.cursor]
 	pv := *r.PoolView
 	p := rulePrompt{open: true, toggle: true, unit: "/h",
-		what: fmt.Sprintf("spot %s in %s", market.DisplayType(pv.InstanceType), market.Place(pv.Region, pv.Zone))}
+		what: fmt.Sprintf("spot %s in %s", present.DisplayType(pv.InstanceType), present.Place(pv.Region, pv.Zone))}
 	if _, usd, ok := pv.History.Last(); ok {
-		p.now = "now $" + market.Money(usd) + "/h"
+		p.now = "now $" + present.Money(usd) + "/h"
 		p.value = strconv.FormatFloat(math.Round(usd*90)/100, 'f', -1, 64)
 	}
 	p.build = func(above bool, v float64) config.WatchRule {
@@ -582,7 +582,7 @@ func (m *marketView) makeSpotRule() tea.Cmd {
 		} else {
 			s.BelowUSDHour = &v
 		}
-		return config.WatchRule{Name: ruleName("spot", pv.InstanceType, market.Place(pv.Region, pv.Zone), dir), Spot: s}
+		return config.WatchRule{Name: ruleName("spot", pv.InstanceType, present.Place(pv.Region, pv.Zone), dir), Spot: s}
 	}
 	m.prompt = p
 	return nil
@@ -602,7 +602,7 @@ func (v *usageView) makeIdleRule() tea.Cmd {
 	if !r.Active {
 		return notifyHere(fmt.Sprintf("%s %s is %s, not running: nothing of it can be idle from now on", r.Kind, short(r.ID), r.State))
 	}
-	p := rulePrompt{open: true, unit: "%", what: fmt.Sprintf("%s %s (%s GPU %s)", r.Kind, short(r.ID), market.GPUCount(r.GPUs), market.DisplayType(r.InstanceType)), value: "40"}
+	p := rulePrompt{open: true, unit: "%", what: fmt.Sprintf("%s %s (%s GPU %s)", r.Kind, short(r.ID), present.GPUCount(r.GPUs), present.DisplayType(r.InstanceType)), value: "40"}
 	if b := v.tr.MaxIdlePct(); b > 0 {
 		p.value = strconv.FormatFloat(b, 'f', -1, 64)
 	}
@@ -651,7 +651,7 @@ func (v *blocksView) makeBlockRule() tea.Cmd {
 	p := rulePrompt{open: true, unit: "/GPU-h", what: fmt.Sprintf("a block of %s × %s", size, f.duration)}
 	if len(v.offers) > 0 {
 		if c := v.offers[0].USDPerGPUHour(); !math.IsNaN(c) {
-			p.now = "cheapest now $" + market.Money(c)
+			p.now = "cheapest now $" + present.Money(c)
 			p.value = strconv.FormatFloat(math.Round(c*95)/100, 'f', -1, 64)
 		}
 	}
@@ -662,7 +662,7 @@ func (v *blocksView) makeBlockRule() tea.Cmd {
 		if q.Instances > 0 {
 			n = q.Instances
 		}
-		return config.WatchRule{Name: ruleName("block", q.GPU, strconv.Itoa(n), providers.FormatWindow(q.Duration)), Block: &bb}
+		return config.WatchRule{Name: ruleName("block", q.GPU, strconv.Itoa(n), domain.FormatWindow(q.Duration)), Block: &bb}
 	}
 	v.prompt = p
 	return nil
@@ -698,7 +698,7 @@ func (v *planView) makePlanRule() tea.Cmd {
 		Start: job.Start.UTC().Format(time.RFC3339), Deadline: job.Deadline.UTC().Format(time.RFC3339), Checkpoint: &ck, OnTimePct: &onTime}
 	loc := v.c.now().Location()
 	what := fmt.Sprintf("the best plan for %d %s × %gh by %s, on time ≥%s%%,", job.GPUs, strings.Join(job.Models, "/"), job.Hours,
-		job.Deadline.In(loc).Format("01-02 15:04"), market.GPUCount(onTime))
+		job.Deadline.In(loc).Format("01-02 15:04"), present.GPUCount(onTime))
 	if len(t.regions) > 0 {
 		what += " in every region (a plan rule has no region filter),"
 	}
@@ -712,7 +712,7 @@ func (v *planView) makePlanRule() tea.Cmd {
 			}
 		}
 		if p.now == "" {
-			p.now = fmt.Sprintf("no plan is on time ≥%s%% now", market.GPUCount(onTime))
+			p.now = fmt.Sprintf("no plan is on time ≥%s%% now", present.GPUCount(onTime))
 		}
 	} else {
 		p.now = "r runs the plan: its best is a figure to start from"

@@ -14,10 +14,10 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/ledger/ledgertest"
+
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -246,13 +246,13 @@ func TestMarketMakesASpotRule(t *testing.T) {
 
 // a on a Blocks search makes a block rule for its terms.
 func TestBlocksMakesABlockRule(t *testing.T) {
-	st, err := store.Open(t.TempDir())
+	st, err := ledger.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	fake := bookingtest.New("sim", bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000)).Simulated()
-	svc := booking.New(st, []providers.Provider{fake}, booking.Options{Now: nowFn, Timeout: time.Second})
+	fake := ledgertest.New("sim", ledgertest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000)).Simulated()
+	svc := ledger.New(st, []domain.Provider{fake}, ledger.Options{Now: nowFn, Timeout: time.Second})
 	ev := newWatch(t)
 	m := newBare(Options{Now: nowFn, NoColor: true, Booking: svc, Watch: ev, Actor: "local:tester"})
 	m.Update(tea.WindowSizeMsg{Width: 160, Height: 40})

@@ -7,9 +7,8 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 func benchModel(b *testing.B, noColor bool) *Model {
@@ -109,16 +108,16 @@ func BenchmarkWindowKey5000(b *testing.B) {
 // rows, a third of them scheduled fleets (each cell of which reads its
 // schedule from the row's request) with what their providers said.
 func BenchmarkLedgerView(b *testing.B) {
-	f := newMoneyFixture(b, RoleViewer, booking.Budget{})
+	f := newMoneyFixture(b, RoleViewer, ledger.Budget{})
 	f.m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 	lv := f.ledger()
-	var rows []store.Entry
-	fleets := map[string]booking.FleetNow{}
+	var rows []ledger.Entry
+	fleets := map[string]ledger.FleetNow{}
 	for i := range 100 {
 		for _, r := range goldenLedgerRows() {
 			r.ID = fmt.Sprintf("%s-%03d", r.ID, i)
 			rows = append(rows, r)
-			fleets[r.ID] = booking.FleetNow{Fleet: providers.Fleet{Instances: 11, Target: 12}, At: fixedNow}
+			fleets[r.ID] = ledger.FleetNow{Fleet: domain.Fleet{Instances: 11, Target: 12}, At: fixedNow}
 		}
 	}
 	lv.rows, lv.fleets, lv.ready = orderLedger(rows, fixedNow), fleets, true

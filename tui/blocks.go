@@ -13,16 +13,16 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 type (
 	offersMsg struct {
 		seq int
-		res booking.Search
+		res ledger.Search
 		err error
 	}
 	// bookedMsg follows a purchase, whatever its answer: the offerings
@@ -88,8 +88,8 @@ type blocksForm struct {
 }
 
 // parse turns the form into a query, naming the field that is wrong.
-func (f blocksForm) parse(now time.Time) (providers.OfferingQuery, error) {
-	q := providers.OfferingQuery{GPU: f.gpu}
+func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
+	q := domain.OfferingQuery{GPU: f.gpu}
 	n, err := strconv.Atoi(strings.TrimSpace(f.size))
 	most := blockTerms.MaxInstances
 	if err != nil || n < 1 || n > most*8 {
@@ -105,7 +105,7 @@ func (f blocksForm) parse(now time.Time) (providers.OfferingQuery, error) {
 	}
 	// Blocks run longer than a history window (AWS: up to 26 weeks), so
 	// the form reads spans as the offerings command does, not as windows.
-	if q.Duration, err = providers.ParseSpan(f.duration, "hdw", maxBlockSpan); err != nil {
+	if q.Duration, err = domain.ParseSpan(f.duration, "hdw", maxBlockSpan); err != nil {
 		return q, fmt.Errorf("duration %q: want whole hours, days or weeks such as 8h, 2d, 1w, at most 26w", f.duration)
 	}
 	for _, b := range []struct {
@@ -127,7 +127,7 @@ func (f blocksForm) parse(now time.Time) (providers.OfferingQuery, error) {
 		return q, errors.New("the latest start is not after the earliest")
 	}
 	if s := strings.TrimSpace(f.flex); s != "" {
-		if q.FlexDuration, err = providers.ParseSpan(s, "hdw", maxBlockSpan); err != nil || q.FlexDuration >= q.Duration {
+		if q.FlexDuration, err = domain.ParseSpan(s, "hdw", maxBlockSpan); err != nil || q.FlexDuration >= q.Duration {
 			return q, fmt.Errorf("other lengths %q: want whole hours, days or weeks less than the duration, such as 20h; empty: the duration only", s)
 		}
 	}
@@ -137,19 +137,19 @@ func (f blocksForm) parse(now time.Time) (providers.OfferingQuery, error) {
 // blockTerms are AWS's capacity-block terms, which the form's hints
 // explain; maxBlockSpan is the longest block the clouds sell.
 var (
-	blockTerms   = providers.CapacityBlockTerms
-	maxBlockSpan = providers.CapacityBlockTerms.MaxDuration
+	blockTerms   = domain.CapacityBlockTerms
+	maxBlockSpan = domain.CapacityBlockTerms.MaxDuration
 )
 
 // startForm is what the start fields accept, for their errors.
-const startForm = providers.WhenForm
+const startForm = domain.WhenForm
 
 // parseStart reads "+2d" (from now), "2026-11-30 09:00" (the session's
 // local time: the table's START column is local too), "2026-12-01"
 // (midnight UTC, as the offerings command reads it) or RFC 3339; the
-// parser is shared with `gpumarket plan` (providers.ParseWhen).
+// parser is shared with `gpumarket plan` (domain.ParseWhen).
 func parseStart(s string, now time.Time) (time.Time, error) {
-	return providers.ParseWhen(s, now)
+	return domain.ParseWhen(s, now)
 }
 
 // blocksView searches capacity blocks and books one through the
@@ -158,7 +158,7 @@ type blocksView struct {
 	owner
 	c    *common
 	ctx  context.Context
-	svc  *booking.Service
+	svc  *ledger.Service
 	keys blocksKeys
 	w, h int
 
@@ -171,11 +171,11 @@ type blocksView struct {
 	field   int
 	formErr string
 
-	snap   *hub.Snapshot
-	offers []providers.Offering
+	snap   *feed.Snapshot
+	offers []domain.Offering
 	// warnings name each provider, or region of one, that did not
 	// answer the last search: the offerings shown are the others'.
-	warnings  []booking.Warning
+	warnings  []ledger.Warning
 	searched  bool
 	searching bool
 	at        time.Time
@@ -189,11 +189,11 @@ type blocksView struct {
 
 // newBlocksView searches for the first of gpus (the session's GPU filter),
 // H100 when it names none the form knows.
-func newBlocksView(c *common, ctx context.Context, svc *booking.Service, gpus []string) *blocksView {
+func newBlocksView(c *common, ctx context.Context, svc *ledger.Service, gpus []string) *blocksView {
 	v := &blocksView{c: c, ctx: ctx, svc: svc, keys: newBlocksKeys(&c.keys),
 		form: blocksForm{gpu: "H100", size: "8", duration: "2d"}}
 	if len(gpus) > 0 {
-		if g, ok := providers.NormalizeGPUModel(gpus[0]); ok {
+		if g, ok := domain.NormalizeGPUModel(gpus[0]); ok {
 			v.form.gpu = g
 		}
 	}
@@ -332,7 +332,7 @@ func (v *blocksView) planSeed() planSeed {
 		}
 		s.gpus = strconv.Itoa(n)
 	}
-	if d, err := providers.ParseSpan(t.duration, "hdw", maxBlockSpan); err == nil {
+	if d, err := domain.ParseSpan(t.duration, "hdw", maxBlockSpan); err == nil {
 		s.hours = d.Hours()
 	}
 	return s
@@ -353,13 +353,13 @@ func (v *blocksView) buyBlock() (*moneyAction, tea.Cmd) {
 // the provider sells it on other terms now), nothing is bought: the box
 // shows the new terms and asks again (renewBuy, fresh.go). The Blocks
 // view's b and the Plan view's b for a block strategy both run it.
-func bookAction(svc *booking.Service, actor string, o providers.Offering, now time.Time) *moneyAction {
+func bookAction(svc *ledger.Service, actor string, o domain.Offering, now time.Time) *moneyAction {
 	return buyAction(svc, actor, o, now, nil, 0)
 }
 
 // buyAction is bookAction on terms that are shown as changed when
 // changed is set; quoted counts the renewals its quotes made in a row.
-func buyAction(svc *booking.Service, actor string, o providers.Offering, now time.Time, changed *booking.TermsChangedError, quoted int) *moneyAction {
+func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Time, changed *ledger.TermsChangedError, quoted int) *moneyAction {
 	a := &moneyAction{
 		title: fmt.Sprintf("Buy this %s for $%.2f?", offeringName(o), o.UpfrontUSD), verb: "buy",
 		lines:    offeringLines(o, now),
@@ -371,13 +371,13 @@ func buyAction(svc *booking.Service, actor string, o providers.Offering, now tim
 	}
 	a.quote = func(ctx context.Context) quoteAnswer {
 		q, err := svc.Quote(ctx, o.ID)
-		if q.Offering.ID != "" && !booking.SameTerms(o, q.Offering) {
-			return renewBuy(svc, actor, o, now, changed, &booking.TermsChangedError{Shown: o, Now: q.Offering, Why: "a later search re-priced it"}, quoted)
+		if q.Offering.ID != "" && !ledger.SameTerms(o, q.Offering) {
+			return renewBuy(svc, actor, o, now, changed, &ledger.TermsChangedError{Shown: o, Now: q.Offering, Why: "a later search re-priced it"}, quoted)
 		}
 		if err != nil {
 			return quoteAnswer{err: err}
 		}
-		dry, err := svc.Book(ctx, booking.BookRequest{OfferingID: o.ID, DryRun: true, Confirmed: o})
+		dry, err := svc.Book(ctx, ledger.BookRequest{OfferingID: o.ID, DryRun: true, Confirmed: o})
 		if tc := termsChanged(err); tc != nil {
 			return renewBuy(svc, actor, o, now, changed, tc, quoted)
 		}
@@ -387,7 +387,7 @@ func buyAction(svc *booking.Service, actor string, o providers.Offering, now tim
 		return quoteAnswer{dryRun: orDefault(dryRunAnswer(dry.Booking.Message), "the provider says the purchase would succeed")}
 	}
 	a.send = func(ctx context.Context) outcome {
-		res, err := svc.Book(ctx, booking.BookRequest{OfferingID: o.ID, Actor: actor, Confirmed: o})
+		res, err := svc.Book(ctx, ledger.BookRequest{OfferingID: o.ID, Actor: actor, Confirmed: o})
 		if tc := termsChanged(err); tc != nil {
 			// Said no to by the provider, not by the user: the new terms
 			// are shown, and asked for, in the same box.
@@ -402,7 +402,7 @@ func buyAction(svc *booking.Service, actor string, o providers.Offering, now tim
 
 // offeringName is what an offering is called in a question: a capacity
 // block, or a capacity reservation (which starts when bought).
-func offeringName(o providers.Offering) string {
+func offeringName(o domain.Offering) string {
 	if o.StartsOnPurchase {
 		return "capacity reservation"
 	}
@@ -410,7 +410,7 @@ func offeringName(o providers.Offering) string {
 }
 
 // offeringLines are the confirmation's terms, the total first.
-func offeringLines(o providers.Offering, now time.Time) []string {
+func offeringLines(o domain.Offering, now time.Time) []string {
 	loc := now.Location()
 	sim := ""
 	if o.Simulated {
@@ -418,7 +418,7 @@ func offeringLines(o providers.Offering, now time.Time) []string {
 	}
 	lines := []string{
 		o.CostTerms() + sim,
-		fmt.Sprintf("%d × %s (%s GPUs: %s) in %s %s · %s", o.InstanceCount, o.InstanceType, market.GPUCount(o.GPUCount()), o.GPU.Model, o.Region, o.Zone, o.Provider),
+		fmt.Sprintf("%d × %s (%s GPUs: %s) in %s %s · %s", o.InstanceCount, o.InstanceType, present.GPUCount(o.GPUCount()), o.GPU.Model, o.Region, o.Zone, o.Provider),
 		fmt.Sprintf("start  %s   (%s UTC)", o.Start.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.Start.UTC().Format("2006-01-02 15:04")),
 		fmt.Sprintf("end    %s   (%s UTC) · %g h", o.End.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.End.UTC().Format("2006-01-02 15:04"), o.DurationHours()),
 		"offering " + o.ID,
@@ -474,15 +474,15 @@ func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 		case fieldGPU:
 			step := 1
 			if msg.String() == "left" {
-				step = len(providers.GPUModels) - 1
+				step = len(domain.GPUModels) - 1
 			}
 			i := 0
-			for j, g := range providers.GPUModels {
+			for j, g := range domain.GPUModels {
 				if g == f.gpu {
 					i = j
 				}
 			}
-			f.gpu = providers.GPUModels[(i+step)%len(providers.GPUModels)]
+			f.gpu = domain.GPUModels[(i+step)%len(domain.GPUModels)]
 		case fieldUnit:
 			f.instances = !f.instances
 		}
@@ -516,7 +516,7 @@ var blocksColumns = []tableColumn{
 
 // blocksColumnsFor is blocksColumns without $/H when no offering bills
 // by the hour.
-func blocksColumnsFor(offers []providers.Offering) []tableColumn {
+func blocksColumnsFor(offers []domain.Offering) []tableColumn {
 	for _, o := range offers {
 		if o.HourlyUSD > 0 {
 			return blocksColumns
@@ -534,7 +534,7 @@ func blocksColumnsFor(offers []providers.Offering) []tableColumn {
 // hoursCell is an offering's length in the HOURS column: whole hours,
 // else to the tenth ("43.3"), marked ~ when it is not the length asked
 // for (the form's other lengths kept it).
-func hoursCell(o providers.Offering) string {
+func hoursCell(o domain.Offering) string {
 	h := o.DurationHours()
 	s := strconv.FormatFloat(h, 'f', 1, 64)
 	if h == math.Trunc(h) {
@@ -579,12 +579,12 @@ func (v *blocksView) formHelp() []string {
 // lowest EFF $/GPU-h for a job of the block's GPUs and hours on the same
 // GPU model, over as many instances as those GPUs need.
 type spotAlt struct {
-	pool      *hub.PoolView
+	pool      *feed.PoolView
 	effective float64 // $/GPU-h
 	total     float64 // for the block's GPUs and hours
 }
 
-func (v *blocksView) spotAlternative(o providers.Offering) (spotAlt, bool) {
+func (v *blocksView) spotAlternative(o domain.Offering) (spotAlt, bool) {
 	best := spotAlt{effective: math.Inf(1)}
 	if v.snap == nil {
 		return best, false
@@ -603,7 +603,7 @@ func (v *blocksView) spotAlternative(o providers.Offering) (spotAlt, bool) {
 		b := v.c.eff
 		b.GPUs, b.Hours = int(math.Ceil(gpus)), o.DurationHours()
 		// NaN (the price or GPU count is unknown) is never below the best.
-		eff := market.Effective(b, pv.Pool, usd)
+		eff := present.Effective(b, pv.Pool, usd)
 		if eff < best.effective {
 			best = spotAlt{pool: pv, effective: eff, total: eff * gpus * o.DurationHours()}
 		}
@@ -717,16 +717,16 @@ func (v *blocksView) View() string {
 		o := v.offers[i]
 		alt, altEff, altTotal := "-", "-", "-"
 		if a, ok := v.spotAlternative(o); ok {
-			altEff, altTotal = market.Money(a.effective), market.Money(a.total)
-			alt = market.DisplayType(a.pool.InstanceType) + " " + a.pool.Region
+			altEff, altTotal = present.Money(a.effective), present.Money(a.total)
+			alt = present.DisplayType(a.pool.InstanceType) + " " + a.pool.Region
 		}
-		where := market.Place(o.Region, o.Zone)
+		where := present.Place(o.Region, o.Zone)
 		hourly := "-"
 		if o.HourlyUSD > 0 {
-			hourly = market.Money(o.HourlyUSD)
+			hourly = present.Money(o.HourlyUSD)
 		}
-		cells := map[string]string{"$/GPU-h": market.Money(o.USDPerGPUHour()), "UPFRONT $": fmt.Sprintf("%.2f", o.UpfrontUSD), "$/H": hourly,
-			"INSTANCES": fmt.Sprintf("%d×%s", o.InstanceCount, market.DisplayType(o.InstanceType)), "GPUs": market.GPUCount(o.GPUCount()), "WHERE": where,
+		cells := map[string]string{"$/GPU-h": present.Money(o.USDPerGPUHour()), "UPFRONT $": fmt.Sprintf("%.2f", o.UpfrontUSD), "$/H": hourly,
+			"INSTANCES": fmt.Sprintf("%d×%s", o.InstanceCount, present.DisplayType(o.InstanceType)), "GPUs": present.GPUCount(o.GPUCount()), "WHERE": where,
 			"START (local)": o.Start.In(loc).Format("01-02 15:04 MST"), "HOURS": hoursCell(o),
 			"SPOT ALT*": altEff, "ALT TOTAL": altTotal, "SPOT POOL": alt}
 		var line []string

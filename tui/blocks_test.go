@@ -10,10 +10,9 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/ledger/ledgertest"
 )
 
 // moneyFixture is a session with the money views over a fake provider
@@ -21,24 +20,24 @@ import (
 // in a temp dir, and the fixture clock.
 type moneyFixture struct {
 	m    *Model
-	fake *bookingtest.Fake
-	svc  *booking.Service
-	st   *store.Store
+	fake *ledgertest.Fake
+	svc  *ledger.Service
+	st   *ledger.Store
 }
 
-func newMoneyFixture(t testing.TB, role Role, budget booking.Budget) *moneyFixture {
+func newMoneyFixture(t testing.TB, role Role, budget ledger.Budget) *moneyFixture {
 	t.Helper()
-	st, err := store.Open(t.TempDir())
+	st, err := ledger.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	fake := bookingtest.New("sim",
-		bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000),
-		bookingtest.Offering("sim", "cb-dear", fixedNow.Add(48*time.Hour), 48, 1, 6000),
+	fake := ledgertest.New("sim",
+		ledgertest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000),
+		ledgertest.Offering("sim", "cb-dear", fixedNow.Add(48*time.Hour), 48, 1, 6000),
 	).Simulated()
 	fake.SpotUSDHour = 20
-	svc := booking.New(st, []providers.Provider{fake}, booking.Options{Budget: budget, Now: nowFn, Timeout: time.Second, Actor: "tester"})
+	svc := ledger.New(st, []domain.Provider{fake}, ledger.Options{Budget: budget, Now: nowFn, Timeout: time.Second, Actor: "tester"})
 	m := newBare(Options{Now: nowFn, NoColor: true, Role: role, Actor: "local:tester", Booking: svc})
 	m.Update(tea.WindowSizeMsg{Width: 160, Height: 40})
 	run(m, m.broadcast(snapshotMsg{snap: fixtureSnapshot()}))
@@ -77,7 +76,7 @@ func (f *moneyFixture) blocks() *blocksView {
 }
 
 func TestBlocksSelectBookConfirmLedgerRow(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Blocks")
 	b := f.blocks()
 	if len(b.offers) != 2 || b.offers[0].ID != "cb-cheap" {
@@ -120,7 +119,7 @@ func TestBlocksSelectBookConfirmLedgerRow(t *testing.T) {
 		t.Fatalf("footer %q", f.m.notice.text)
 	}
 	rows, err := f.st.List(context.Background())
-	if err != nil || len(rows) != 1 || rows[0].State != store.StateScheduled || rows[0].IdemKey != "cb-cheap" || rows[0].Actor != "local:tester" {
+	if err != nil || len(rows) != 1 || rows[0].State != ledger.StateScheduled || rows[0].IdemKey != "cb-cheap" || rows[0].Actor != "local:tester" {
 		t.Fatalf("ledger %+v %v", rows, err)
 	}
 	// The booked offering is gone from the list; b again books the other
@@ -138,7 +137,7 @@ func TestBlocksSelectBookConfirmLedgerRow(t *testing.T) {
 }
 
 func TestBlocksCancelAndBudget(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{MaxBookingUSD: 4000})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{MaxBookingUSD: 4000})
 	f.show(t, "Blocks")
 	press(f.m, "b", "n")
 	if f.blocks().confirm.open || f.fake.Calls("Book") != 0 {
@@ -160,7 +159,7 @@ func TestBlocksCancelAndBudget(t *testing.T) {
 }
 
 func TestReadOnlySessionSpendsNothing(t *testing.T) {
-	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+	f := newMoneyFixture(t, RoleViewer, ledger.Budget{})
 	f.show(t, "Blocks")
 	press(f.m, "b")
 	if f.blocks().confirm.open || !strings.Contains(f.m.notice.text, "read-only session") || !strings.Contains(f.m.notice.text, "nothing was spent") {
@@ -182,7 +181,7 @@ func TestReadOnlySessionSpendsNothing(t *testing.T) {
 }
 
 func TestBlocksForm(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Blocks")
 	b := f.blocks()
 	press(f.m, "e")
@@ -262,13 +261,13 @@ func TestProgramBookThroughConfirmation(t *testing.T) {
 	h := startHub(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := store.Open(t.TempDir())
+	st, err := ledger.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	fake := bookingtest.New("sim", bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000)).Simulated()
-	svc := booking.New(st, []providers.Provider{fake}, booking.Options{Now: nowFn, Timeout: 5 * time.Second})
+	fake := ledgertest.New("sim", ledgertest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000)).Simulated()
+	svc := ledger.New(st, []domain.Provider{fake}, ledger.Options{Now: nowFn, Timeout: 5 * time.Second})
 	m := New(Options{Hub: h, Now: nowFn, NoColor: true, Context: ctx, Actor: "local:tester", Booking: svc})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(160, 40))
 
@@ -301,7 +300,7 @@ func TestProgramBookThroughConfirmation(t *testing.T) {
 	tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
 
 	rows, err := st.List(context.Background())
-	if err != nil || len(rows) != 1 || rows[0].State != store.StateScheduled || rows[0].Actor != "local:tester" {
+	if err != nil || len(rows) != 1 || rows[0].State != ledger.StateScheduled || rows[0].Actor != "local:tester" {
 		t.Fatalf("ledger %+v %v", rows, err)
 	}
 	if fake.Calls("Book") != 1 || fake.Calls("BookDryRun") != 1 {
@@ -313,7 +312,7 @@ func TestProgramBookThroughConfirmation(t *testing.T) {
 // decides a booking: price, total, GPUs, start, length and place, and the
 // spot alternative with its total beside them; the footnote is read whole.
 func TestBlocksAt80(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
 	f.show(t, "Blocks")
 	scr := f.screen()
@@ -341,7 +340,7 @@ func TestBlocksAt80(t *testing.T) {
 // (A read-only session searches only when asked:
 // TestBlocksViewerSearchesWhenAsked.)
 func TestBlocksSearchWhenFirstShown(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.tick()
 	f.tick()
 	if n := f.fake.Calls("FindOfferings"); n != 0 {
@@ -363,7 +362,7 @@ func TestBlocksSearchWhenFirstShown(t *testing.T) {
 // Blocks view all the same (routed by its id, not to the view on screen),
 // and showing it again shows the offerings without asking again.
 func TestSearchAnswerReachesHiddenView(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	b := f.blocks()
 	search := f.m.switchTo(f.m.indexOf(b)) // the first search, not yet run
 	if search == nil || !b.searching {
@@ -388,7 +387,7 @@ func TestSearchAnswerReachesHiddenView(t *testing.T) {
 // Ledger sent thirty searches of every region of every cloud); it says r
 // searches, and r does. A booker's first showing still searches.
 func TestBlocksViewerSearchesWhenAsked(t *testing.T) {
-	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+	f := newMoneyFixture(t, RoleViewer, ledger.Budget{})
 	f.show(t, "Blocks")
 	if n := f.fake.Calls("FindOfferings"); n != 0 {
 		t.Fatalf("a viewer's Blocks view searched %d times when shown", n)
@@ -400,7 +399,7 @@ func TestBlocksViewerSearchesWhenAsked(t *testing.T) {
 	if n := f.fake.Calls("FindOfferings"); n != 1 || len(f.blocks().offers) != 2 {
 		t.Fatalf("r: %d searches, %d offerings", n, len(f.blocks().offers))
 	}
-	g := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	g := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	g.show(t, "Blocks")
 	if n := g.fake.Calls("FindOfferings"); n != 1 {
 		t.Fatalf("a booker's first showing searched %d times", n)

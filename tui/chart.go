@@ -11,8 +11,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/guptarohit/asciigraph"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // maxLegend caps the legend lines so a chart of many marked pools keeps
@@ -24,7 +24,7 @@ type chartView struct {
 	c    *common
 	keys chartKeys
 
-	snap     *hub.Snapshot
+	snap     *feed.Snapshot
 	poolKeys []string
 	// perGPU plots $ per GPU-hour instead of per instance-hour, so pools
 	// of different sizes share a scale: the default when several pools are
@@ -134,7 +134,7 @@ func (v *chartView) render() string {
 		return clip(title+"\n\n"+st.dim.Render("Nothing to chart: pick a pool in the Market view and press enter."), w, h)
 	}
 
-	var pools []*hub.PoolView
+	var pools []*feed.PoolView
 	var missing []string
 	for _, k := range v.poolKeys {
 		if v.snap == nil {
@@ -244,7 +244,7 @@ func (v *chartView) render() string {
 
 // legend writes one line per pool: its colour, key, current price and the
 // window's range.
-func (v *chartView) legend(b *strings.Builder, pools []*hub.PoolView, missing []string, w int) {
+func (v *chartView) legend(b *strings.Builder, pools []*feed.PoolView, missing []string, w int) {
 	st := &v.c.styles
 	from, to := v.c.span()
 	for i, pv := range pools {
@@ -259,13 +259,13 @@ func (v *chartView) legend(b *strings.Builder, pools []*hub.PoolView, missing []
 		}
 		// The pool as people name it, then its figures in the chart's unit
 		// (the title says which): at 80 columns the whole line fits.
-		text := market.DisplayType(pv.InstanceType) + " " + market.Place(pv.Region, pv.Zone) + " " + pv.Provider
+		text := present.DisplayType(pv.InstanceType) + " " + present.Place(pv.Region, pv.Zone) + " " + pv.Provider
 		k := v.scale(pv)
 		if _, usd, ok := pv.History.Last(); ok {
-			text += "  now " + market.Money(usd*k)
+			text += "  now " + present.Money(usd*k)
 		}
 		if s := pv.History.Stats(from, to); s.OK {
-			text += fmt.Sprintf(" min %s avg %s max %s", market.Money(s.Min*k), market.Money(s.Avg*k), market.Money(s.Max*k))
+			text += fmt.Sprintf(" min %s avg %s max %s", present.Money(s.Min*k), present.Money(s.Avg*k), present.Money(s.Max*k))
 		}
 		b.WriteString("\n")
 		b.WriteString(sw.Render(swatch))
@@ -351,7 +351,7 @@ func extremes(mins, maxs []float64, rowH float64) (line, other []float64) {
 }
 
 // scale converts a pool's instance-hour prices to the chart's unit.
-func (v *chartView) scale(pv *hub.PoolView) float64 {
+func (v *chartView) scale(pv *feed.PoolView) float64 {
 	if v.perGPU && pv.GPU.Count > 0 {
 		return 1 / pv.GPU.Count
 	}

@@ -8,10 +8,10 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/hub"
-	"github.com/gpumarket/gpumarket/providers/usage"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -23,7 +23,7 @@ type common struct {
 	keys          globalKeys
 	logger        *slog.Logger
 
-	hub    *hub.Hub
+	hub    *feed.Hub
 	eff    planner.Basis // the job EFF $/GPU-H is for
 	now    func() time.Time
 	window time.Duration
@@ -40,7 +40,7 @@ type common struct {
 	picker poolPicker
 	// idleAlerts are the running rows idle past budget.max_idle_pct, as
 	// the Usage view last heard: the header names them.
-	idleAlerts []usage.Alert
+	idleAlerts []ledger.Alert
 	// watch is the process's evaluator of the alert rules; nil when the
 	// session has none.
 	watch *watch.Evaluator
@@ -115,5 +115,5 @@ func windowLabel(d time.Duration) string {
 	if d < 48*time.Hour && d%time.Hour == 0 {
 		return strconv.Itoa(int(d/time.Hour)) + "h"
 	}
-	return providers.FormatWindow(d)
+	return domain.FormatWindow(d)
 }

@@ -7,7 +7,7 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // moneyAction is one money-spending action (buy a block, launch a fleet,
@@ -291,7 +291,7 @@ func (f *confirmation) key(msg tea.KeyPressMsg) tea.Cmd {
 
 // dryRunAnswer is a provider's dry-run message without its own "dry run:"
 // lead, which the box already writes.
-func dryRunAnswer(msg string) string { return providers.DryRunAnswer(msg, "") }
+func dryRunAnswer(msg string) string { return domain.DryRunAnswer(msg, "") }
 
 // keys are the footer's keys while the box is open: the box has every
 // key, and the view's own ("b book/launch") are not what they do here.

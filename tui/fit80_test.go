@@ -7,7 +7,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // lines is the screen's lines, ANSI stripped.
@@ -44,7 +44,7 @@ func TestHeaderFitsAt80(t *testing.T) {
 // TestFooterSaysHowToSwitchViewsAt80: in every view at 80 columns the
 // footer ends with tab, help and quit, whatever the view's own keys.
 func TestFooterSaysHowToSwitchViewsAt80(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
 	for _, title := range []string{"Market", "Chart", "Blocks", "Plan", "Fleet", "Ledger", "Usage"} {
 		f.show(t, title)
@@ -60,7 +60,7 @@ func TestFooterSaysHowToSwitchViewsAt80(t *testing.T) {
 // TestRefusalReadWholeAt80: a refusal longer than the line wraps in the
 // footer (it was cut to "nothing w…"), and the view gives up the rows.
 func TestRefusalReadWholeAt80(t *testing.T) {
-	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+	f := newMoneyFixture(t, RoleViewer, ledger.Budget{})
 	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
 	f.show(t, "Blocks")
 	press(f.m, "b")
@@ -102,7 +102,7 @@ func TestWrappedNoticeAtTinySizes(t *testing.T) {
 // Market's filter; on another view it is stale, so showing one clears it.
 // A purchase's answer is not: it stays when the Ledger is shown.
 func TestRegionNoticeStaysWithTheMarket(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	press(f.m, "r")
 	if !strings.Contains(f.m.notice.text, "region: ") {
 		t.Fatalf("no region notice: %q", f.m.notice.text)

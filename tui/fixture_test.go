@@ -7,8 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/series"
 )
 
 // fixedNow is a Monday afternoon, in UTC so time labels do not depend on
@@ -40,7 +41,7 @@ var fixturePools = []fixturePool{
 
 // fixtureSeries is an hourly price over 8 days with a daily cycle and one
 // spike, deterministic for the pool index.
-func fixtureSeries(i int, base float64) providers.Series {
+func fixtureSeries(i int, base float64) series.Series {
 	var at []int64
 	var usd []float64
 	start := fixedNow.Add(-8 * 24 * time.Hour)
@@ -54,45 +55,45 @@ func fixtureSeries(i int, base float64) providers.Series {
 	}
 	// the latest point is the pool's current price
 	usd[len(usd)-1] = base
-	return providers.Series{}.Merge(at, usd)
+	return series.Series{}.Merge(at, usd)
 }
 
-func fixturePool0(i int, f fixturePool) hub.PoolView {
-	p := providers.Pool{
-		Provider: f.provider, Cloud: providers.Cloud(f.cloud), Region: f.region, Zone: f.zone,
-		InstanceType: f.itype, GPU: providers.GPUSpec{Model: f.gpu, Count: f.count, MemoryGiB: f.mem},
-		OnDemandUSDHour: providers.Float(f.onDemand), Restricted: f.restricted, Simulated: f.provider == "sim",
+func fixturePool0(i int, f fixturePool) feed.PoolView {
+	p := domain.Pool{
+		Provider: f.provider, Cloud: domain.Cloud(f.cloud), Region: f.region, Zone: f.zone,
+		InstanceType: f.itype, GPU: domain.GPUSpec{Model: f.gpu, Count: f.count, MemoryGiB: f.mem},
+		OnDemandUSDHour: domain.Float(f.onDemand), Restricted: f.restricted, Simulated: f.provider == "sim",
 	}
 	if f.bucket != "" {
-		p.Interruption, _ = providers.NewInterruption(f.bucket, "sim", fixedNow)
+		p.Interruption, _ = domain.NewInterruption(f.bucket, "sim", fixedNow)
 	}
-	return hub.PoolView{Pool: p, Key: p.Key().String(), History: fixtureSeries(i, f.spot), Changed: 1}
+	return feed.PoolView{Pool: p, Key: p.Key().String(), History: fixtureSeries(i, f.spot), Changed: 1}
 }
 
 // fixtureSnapshot is the deterministic market the golden tests render.
-func fixtureSnapshot() *hub.Snapshot {
-	s := &hub.Snapshot{Seq: 1, Taken: fixedNow, Ready: true, HistoryFrom: fixedNow.Add(-8 * 24 * time.Hour)}
+func fixtureSnapshot() *feed.Snapshot {
+	s := &feed.Snapshot{Seq: 1, Taken: fixedNow, Ready: true, HistoryFrom: fixedNow.Add(-8 * 24 * time.Hour)}
 	for i, f := range fixturePools {
 		s.Pools = append(s.Pools, fixturePool0(i, f))
 	}
 	sortPools(s)
-	s.Sources = []hub.SourceStatus{{
-		Provider: "sim", State: hub.StateReady, Note: "simulated market, seed 1",
-		Regions: []hub.RegionStatus{{Region: "eastus", Done: 1, Total: 1}, {Region: "us-east-1", Done: 1, Total: 1}},
+	s.Sources = []feed.SourceStatus{{
+		Provider: "sim", State: feed.StateReady, Note: "simulated market, seed 1",
+		Regions: []feed.RegionStatus{{Region: "eastus", Done: 1, Total: 1}, {Region: "us-east-1", Done: 1, Total: 1}},
 		LastOK:  fixedNow, Interval: 2 * time.Second,
 	}}
 	return s
 }
 
-func sortPools(s *hub.Snapshot) {
-	slices.SortFunc(s.Pools, func(a, b hub.PoolView) int { return strings.Compare(a.Key, b.Key) })
+func sortPools(s *feed.Snapshot) {
+	slices.SortFunc(s.Pools, func(a, b feed.PoolView) int { return strings.Compare(a.Key, b.Key) })
 }
 
 // bigSnapshot is n pools for the benchmarks, each with a day of
 // five-minute prices.
-func bigSnapshot(n int) *hub.Snapshot {
-	s := &hub.Snapshot{Seq: 1, Taken: fixedNow, Ready: true}
-	s.Pools = make([]hub.PoolView, 0, n)
+func bigSnapshot(n int) *feed.Snapshot {
+	s := &feed.Snapshot{Seq: 1, Taken: fixedNow, Ready: true}
+	s.Pools = make([]feed.PoolView, 0, n)
 	for i := range n {
 		f := fixturePools[i%len(fixturePools)]
 		f.zone = fmt.Sprintf("%s-z%04d", f.region, i)
@@ -103,10 +104,10 @@ func bigSnapshot(n int) *hub.Snapshot {
 			at = append(at, t.Unix())
 			usd = append(usd, f.spot*(1+0.05*math.Sin(float64(t.Unix()/300+int64(i))/20)))
 		}
-		pv.History = providers.Series{}.Merge(at, usd)
+		pv.History = series.Series{}.Merge(at, usd)
 		s.Pools = append(s.Pools, pv)
 	}
 	sortPools(s)
-	s.Sources = []hub.SourceStatus{{Provider: "sim", State: hub.StateReady, LastOK: fixedNow}}
+	s.Sources = []feed.SourceStatus{{Provider: "sim", State: feed.StateReady, LastOK: fixedNow}}
 	return s
 }

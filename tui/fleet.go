@@ -14,9 +14,8 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // fleetPoll is how often a launched fleet's state is asked for.
@@ -26,13 +25,13 @@ type (
 	// fleetLaunchedMsg follows a launch, whatever its answer: a fleet
 	// with a ledger row is followed.
 	fleetLaunchedMsg struct {
-		res booking.FleetResult
+		res ledger.FleetResult
 		err error
 	}
 	fleetStateMsg struct {
 		rowID string
-		fleet providers.Fleet
-		row   store.Entry
+		fleet domain.Fleet
+		row   ledger.Entry
 		err   error
 	}
 	fleetTickMsg struct{ seq int }
@@ -82,7 +81,7 @@ type fleetForm struct {
 	strategy         int
 	maxPrice         string
 	// start and length schedule the fleet, as `fleet launch --start
-	// --for` reads them (providers.ParseFleetSchedule); empty: now, and
+	// --for` reads them (domain.ParseFleetSchedule); empty: now, and
 	// until deleted.
 	start, length string
 	template      string
@@ -94,7 +93,7 @@ type fleetView struct {
 	owner
 	c    *common
 	ctx  context.Context
-	svc  *booking.Service
+	svc  *ledger.Service
 	keys fleetKeys
 	w, h int
 
@@ -112,8 +111,8 @@ type fleetView struct {
 
 	// the fleet being followed
 	rowID    string
-	row      store.Entry
-	fleet    providers.Fleet
+	row      ledger.Entry
+	fleet    domain.Fleet
 	followed bool
 	polling  bool
 	lastPoll time.Time
@@ -121,7 +120,7 @@ type fleetView struct {
 	pollErr  string
 }
 
-func newFleetView(c *common, ctx context.Context, svc *booking.Service) *fleetView {
+func newFleetView(c *common, ctx context.Context, svc *ledger.Service) *fleetView {
 	v := &fleetView{c: c, ctx: ctx, svc: svc, keys: newFleetKeys(&c.keys), form: fleetForm{target: "2", onDemand: "0"}}
 	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
 	return v
@@ -181,8 +180,8 @@ func (v *fleetView) helpNote() string {
 }
 
 // compose builds the fleet spec from the marked pools and the form.
-func (v *fleetView) compose() (providers.FleetSpec, error) {
-	var spec providers.FleetSpec
+func (v *fleetView) compose() (domain.FleetSpec, error) {
+	var spec domain.FleetSpec
 	if len(v.poolKeys) == 0 {
 		return spec, fmt.Errorf("no pools: mark spot pools in the Market view (space), all in one region")
 	}
@@ -220,7 +219,7 @@ func (v *fleetView) compose() (providers.FleetSpec, error) {
 	if spec.OnDemandBase, err = strconv.Atoi(strings.TrimSpace(v.form.onDemand)); err != nil || spec.OnDemandBase < 0 || spec.OnDemandBase > spec.TargetCapacity {
 		return spec, fmt.Errorf("on-demand base %q: want 0 to the target", v.form.onDemand)
 	}
-	spec.Strategy = providers.Strategies[v.form.strategy%len(providers.Strategies)]
+	spec.Strategy = domain.Strategies[v.form.strategy%len(domain.Strategies)]
 	if s := strings.TrimSpace(v.form.maxPrice); s != "" {
 		p, err := strconv.ParseFloat(s, 64)
 		if err != nil || !(p > 0) || math.IsInf(p, 0) {
@@ -229,10 +228,10 @@ func (v *fleetView) compose() (providers.FleetSpec, error) {
 		spec.MaxPriceUSD = &p
 	}
 	spec.LaunchTemplate = strings.TrimSpace(v.form.template)
-	if spec.Start, spec.End, err = providers.ParseFleetSchedule(v.form.start, v.form.length, v.c.now()); err != nil {
+	if spec.Start, spec.End, err = domain.ParseFleetSchedule(v.form.start, v.form.length, v.c.now()); err != nil {
 		return spec, err
 	}
-	return spec, booking.CheckFleet(spec)
+	return spec, ledger.CheckFleet(spec)
 }
 
 func (v *fleetView) Update(msg tea.Msg) (view, tea.Cmd) {
@@ -295,7 +294,7 @@ func (v *fleetView) polled(msg fleetStateMsg) tea.Cmd {
 	} else {
 		v.pollErr, v.fleet, v.row = "", msg.fleet, msg.row
 	}
-	if v.row.State == store.StateDeleted || v.row.State == store.StateFailed || v.row.State == store.StateEnded {
+	if v.row.State == ledger.StateDeleted || v.row.State == ledger.StateFailed || v.row.State == ledger.StateEnded {
 		v.followed = false
 		return nil
 	}
@@ -336,7 +335,7 @@ func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 
 // scheduleTitle is the confirmation's question for a fleet that starts
 // later: when, in the session's local time.
-func scheduleTitle(svc *booking.Service, spec providers.FleetSpec, now time.Time) string {
+func scheduleTitle(svc *ledger.Service, spec domain.FleetSpec, now time.Time) string {
 	sim := ""
 	if svc.Describe(spec.Provider).Simulated {
 		sim = " (SIMULATED MARKET: nothing real is launched)"
@@ -349,7 +348,7 @@ func scheduleTitle(svc *booking.Service, spec providers.FleetSpec, now time.Time
 // went up meanwhile, shows the new one and asks again (fresh.go). The
 // Fleet view's L and the Plan view's b for a spot or on-demand strategy
 // both run it.
-func launchAction(svc *booking.Service, actor string, spec providers.FleetSpec) *moneyAction {
+func launchAction(svc *ledger.Service, actor string, spec domain.FleetSpec) *moneyAction {
 	sim := ""
 	if svc.Describe(spec.Provider).Simulated {
 		sim = " (SIMULATED MARKET: nothing real is launched)"
@@ -362,7 +361,7 @@ func launchAction(svc *booking.Service, actor string, spec providers.FleetSpec) 
 			dry := spec
 			dry.DryRun = true
 			ans := quoteAnswer{lines: fleetLines(spec, est, svc.Now())}
-			res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: dry, Estimate: est})
+			res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: dry, Estimate: est})
 			if err != nil {
 				ans.err = err
 				return ans
@@ -377,7 +376,7 @@ func launchAction(svc *booking.Service, actor string, spec providers.FleetSpec) 
 // fleetKind names a fleet by what it is made of: "a spot fleet of 5
 // instances", "an on-demand fleet of 5 instances", "a fleet of 5
 // instances (2 on-demand, 3 spot)".
-func fleetKind(spec providers.FleetSpec) string {
+func fleetKind(spec domain.FleetSpec) string {
 	n := spec.TargetCapacity
 	od := min(max(spec.OnDemandBase, 0), n)
 	switch {
@@ -390,7 +389,7 @@ func fleetKind(spec providers.FleetSpec) string {
 }
 
 // fleetLines are the confirmation's terms, the cost first.
-func fleetLines(spec providers.FleetSpec, est booking.FleetEstimate, now time.Time) []string {
+func fleetLines(spec domain.FleetSpec, est ledger.FleetEstimate, now time.Time) []string {
 	var out []string
 	bills := est.Billing(spec, now)
 	if math.IsNaN(est.USDHour) {
@@ -446,7 +445,7 @@ func (v *fleetView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 	case "left", "right", "space":
 		switch {
 		case v.field == ffStrategy:
-			n := len(providers.Strategies)
+			n := len(domain.Strategies)
 			if msg.String() == "left" {
 				f.strategy = (f.strategy + n - 1) % n
 			} else {
@@ -501,7 +500,7 @@ func (v *fleetView) View() string {
 	if !v.editing || v.field != ffFor {
 		length = orDefault(strings.TrimSpace(length), "until deleted")
 	}
-	vals := [numFleetFields]string{v.form.target, v.form.onDemand, providers.Strategies[v.form.strategy%len(providers.Strategies)], mp,
+	vals := [numFleetFields]string{v.form.target, v.form.onDemand, domain.Strategies[v.form.strategy%len(domain.Strategies)], mp,
 		start, length, orDefault(v.form.template, "provider default (config aws.launch_template)")}
 	b.WriteString("\n" + st.title.Render("Fleet") + "\n")
 	for i := 0; i < numFleetFields; i++ {
@@ -528,7 +527,7 @@ func (v *fleetView) View() string {
 	}
 	if v.rowID != "" {
 		title := "Launched"
-		if v.row.State == store.StateScheduled {
+		if v.row.State == ledger.StateScheduled {
 			title = "Scheduled"
 		}
 		b.WriteString("\n" + st.title.Render(title) + "\n")
@@ -553,8 +552,8 @@ func (v *fleetView) View() string {
 		if v.row.Error != "" {
 			b.WriteString("\n  " + st.footerErr.Render(wrapIndent(v.row.Error, v.w)))
 		}
-		if sched, ok := booking.ScheduleOf(v.row); ok {
-			b.WriteString("\n  " + st.dim.Render(wrapIndent(booking.WindowText(sched.Start, sched.End, v.c.now())+" · "+
+		if sched, ok := ledger.ScheduleOf(v.row); ok {
+			b.WriteString("\n  " + st.dim.Render(wrapIndent(ledger.WindowText(sched.Start, sched.End, v.c.now())+" · "+
 				sched.Keeper.Note(v.svc.Describe(v.row.Provider)), v.w)))
 		}
 	}

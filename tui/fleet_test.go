@@ -11,12 +11,11 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/ledger/ledgertest"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 func (f *moneyFixture) fleet() *fleetView {
@@ -38,7 +37,7 @@ func (f *moneyFixture) ledger() *ledgerView {
 }
 
 func TestFleetLaunchFollowDelete(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{MaxBookingUSD: 1000})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{MaxBookingUSD: 1000})
 	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
 	f.m.market.toggleMark("sim/us-east-1/us-east-1b/g6e.xlarge")
 	f.show(t, "Fleet")
@@ -68,7 +67,7 @@ func TestFleetLaunchFollowDelete(t *testing.T) {
 		t.Fatalf("following %q %+v\n%s", fv.rowID, fv.row, f.screen())
 	}
 	row, _ := f.st.Get(context.Background(), fv.rowID)
-	if row.Kind != store.KindFleet || row.CostUSD != 100 || row.IdemKey != row.ID || row.InstanceType != "p5.48xlarge,g6e.xlarge" {
+	if row.Kind != ledger.KindFleet || row.CostUSD != 100 || row.IdemKey != row.ID || row.InstanceType != "p5.48xlarge,g6e.xlarge" {
 		t.Fatalf("ledger row %+v", row)
 	}
 	// The tick asks for the fleet's state.
@@ -96,13 +95,13 @@ func TestFleetLaunchFollowDelete(t *testing.T) {
 		t.Fatalf("%d deletes", f.fake.Calls("DeleteFleet"))
 	}
 	row, _ = f.st.Get(context.Background(), fv.rowID)
-	if row.State != store.StateDeleted {
+	if row.State != ledger.StateDeleted {
 		t.Fatalf("after delete: %+v", row)
 	}
 }
 
 func TestFleetComposeNeedsOneRegion(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
 	f.m.market.toggleMark("sim/us-west-2/us-west-2b/p5.48xlarge")
 	f.show(t, "Fleet")
@@ -119,13 +118,13 @@ func TestFleetComposeNeedsOneRegion(t *testing.T) {
 
 func TestLedgerOrderAndCountdown(t *testing.T) {
 	now := fixedNow
-	rows := []store.Entry{
-		{ID: "01", Kind: store.KindBlock, State: store.StateEnded, Start: now.Add(-72 * time.Hour), End: now.Add(-24 * time.Hour)},
-		{ID: "02", Kind: store.KindBlock, State: store.StateScheduled, Start: now.Add(50 * time.Hour), End: now.Add(98 * time.Hour)},
-		{ID: "03", Kind: store.KindBlock, State: store.StateScheduled, Start: now.Add(3*time.Hour + 20*time.Minute), End: now.Add(27 * time.Hour)},
-		{ID: "04", Kind: store.KindBlock, State: store.StateActive, Start: now.Add(-time.Hour), End: now.Add(45 * time.Minute)},
-		{ID: "05", Kind: store.KindFleet, State: store.StateDeleted},
-		{ID: "06", Kind: store.KindBlock, State: store.StateUnknown, Start: now.Add(time.Hour), End: now.Add(25 * time.Hour)},
+	rows := []ledger.Entry{
+		{ID: "01", Kind: ledger.KindBlock, State: ledger.StateEnded, Start: now.Add(-72 * time.Hour), End: now.Add(-24 * time.Hour)},
+		{ID: "02", Kind: ledger.KindBlock, State: ledger.StateScheduled, Start: now.Add(50 * time.Hour), End: now.Add(98 * time.Hour)},
+		{ID: "03", Kind: ledger.KindBlock, State: ledger.StateScheduled, Start: now.Add(3*time.Hour + 20*time.Minute), End: now.Add(27 * time.Hour)},
+		{ID: "04", Kind: ledger.KindBlock, State: ledger.StateActive, Start: now.Add(-time.Hour), End: now.Add(45 * time.Minute)},
+		{ID: "05", Kind: ledger.KindFleet, State: ledger.StateDeleted},
+		{ID: "06", Kind: ledger.KindBlock, State: ledger.StateUnknown, Start: now.Add(time.Hour), End: now.Add(25 * time.Hour)},
 	}
 	var got []string
 	for _, r := range orderLedger(rows, now) {
@@ -133,11 +132,11 @@ func TestLedgerOrderAndCountdown(t *testing.T) {
 	}
 	want := []string{"04 ends in 45m", "03 starts in 3h 20m", "02 starts in 2d 2h", "06 starts in 1h 0m", "05 -", "01 ended"}
 	// A reservation past its window that was not released still bills.
-	billing := store.Entry{Kind: store.KindReservation, State: store.StateActive, Start: now.Add(-48 * time.Hour), End: now.Add(-time.Hour)}
+	billing := ledger.Entry{Kind: ledger.KindReservation, State: ledger.StateActive, Start: now.Add(-48 * time.Hour), End: now.Add(-time.Hour)}
 	if got := timeLeft(billing, now); got != "over: billing until released" {
 		t.Errorf("unreleased reservation: %q", got)
 	}
-	billing.State = store.StateEnded
+	billing.State = ledger.StateEnded
 	if got := timeLeft(billing, now); got != "ended" {
 		t.Errorf("released reservation: %q", got)
 	}
@@ -164,11 +163,11 @@ func TestNoBookingService(t *testing.T) {
 // BenchmarkBlocksView renders the Blocks view with 100 offerings over a
 // 1000-pool market (each row looks for its spot alternative).
 func BenchmarkBlocksView(b *testing.B) {
-	v := newBlocksView(&common{styles: newStyles(true, true), keys: newGlobalKeys(), now: nowFn, eff: planner.DefaultBasis}, context.Background(), &booking.Service{}, nil)
+	v := newBlocksView(&common{styles: newStyles(true, true), keys: newGlobalKeys(), now: nowFn, eff: planner.DefaultBasis}, context.Background(), &ledger.Service{}, nil)
 	v.SetSize(160, 40)
 	v.snap = bigSnapshot(1000)
 	for i := 0; i < 100; i++ {
-		v.offers = append(v.offers, bookingtest.Offering("sim", fmt.Sprintf("cb-%d", i), fixedNow.Add(time.Duration(i)*time.Hour), 48, 1, 3000+float64(i)))
+		v.offers = append(v.offers, ledgertest.Offering("sim", fmt.Sprintf("cb-%d", i), fixedNow.Add(time.Duration(i)*time.Hour), 48, 1, 3000+float64(i)))
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -179,23 +178,23 @@ func BenchmarkBlocksView(b *testing.B) {
 // TestLedgerUnknownFleetCost: a fleet launched at unknown prices is
 // recorded with cost 0; the ledger shows "-", not a price of zero.
 func TestLedgerUnknownFleetCost(t *testing.T) {
-	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+	f := newMoneyFixture(t, RoleViewer, ledger.Budget{})
 	f.show(t, "Ledger")
 	lv := f.ledger()
-	rows := []store.Entry{
-		{ID: "01JA", Kind: store.KindFleet, State: store.StateActive, Region: "us-east-1", InstanceType: "p5.48xlarge", InstanceCount: 2,
-			CostNote: booking.FleetEstimate{Basis: "unknown prices"}.FirstHourNote(), ProviderRef: "fleet-a"},
-		{ID: "01JB", Kind: store.KindFleet, State: store.StateActive, Region: "us-east-1", InstanceType: "g6e.xlarge", InstanceCount: 3,
-			CostUSD: 240, CostNote: booking.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: "fleet-b"},
+	rows := []ledger.Entry{
+		{ID: "01JA", Kind: ledger.KindFleet, State: ledger.StateActive, Region: "us-east-1", InstanceType: "p5.48xlarge", InstanceCount: 2,
+			CostNote: ledger.FleetEstimate{Basis: "unknown prices"}.FirstHourNote(), ProviderRef: "fleet-a"},
+		{ID: "01JB", Kind: ledger.KindFleet, State: ledger.StateActive, Region: "us-east-1", InstanceType: "g6e.xlarge", InstanceCount: 3,
+			CostUSD: 240, CostNote: ledger.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: "fleet-b"},
 	}
 	lv.rows, lv.ready = orderLedger(rows, fixedNow), true
 	lv.SetSize(200, 20)
 	out := ansi.Strip(lv.View())
-	if !strings.Contains(out, market.Money(240)+"/h") {
-		t.Fatalf("no priced fleet cost %q in\n%s", market.Money(240)+"/h", out)
+	if !strings.Contains(out, present.Money(240)+"/h") {
+		t.Fatalf("no priced fleet cost %q in\n%s", present.Money(240)+"/h", out)
 	}
-	if strings.Contains(out, market.Money(0)) {
-		t.Errorf("an unknown fleet cost is shown as %q:\n%s", market.Money(0), out)
+	if strings.Contains(out, present.Money(0)) {
+		t.Errorf("an unknown fleet cost is shown as %q:\n%s", present.Money(0), out)
 	}
 }
 
@@ -203,12 +202,12 @@ func TestLedgerUnknownFleetCost(t *testing.T) {
 // what, where, when and the countdown; a ledger longer than the screen
 // scrolls with the cursor.
 func TestLedgerFitsAndScrolls(t *testing.T) {
-	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+	f := newMoneyFixture(t, RoleViewer, ledger.Budget{})
 	f.show(t, "Ledger")
 	lv := f.ledger()
-	var rows []store.Entry
+	var rows []ledger.Entry
 	for i := range 30 {
-		rows = append(rows, store.Entry{ID: fmt.Sprintf("01J%03d", i), Kind: store.KindBlock, State: store.StateScheduled,
+		rows = append(rows, ledger.Entry{ID: fmt.Sprintf("01J%03d", i), Kind: ledger.KindBlock, State: ledger.StateScheduled,
 			Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge", InstanceCount: i + 1,
 			Start: fixedNow.Add(time.Duration(24*(i+1))*time.Hour + 14*time.Hour), End: fixedNow.Add(time.Duration(24*(i+3)) * time.Hour),
 			CostUSD: 1000, ProviderRef: "cr-0123456789abcdef0"})
@@ -246,7 +245,7 @@ func TestLedgerFitsAndScrolls(t *testing.T) {
 // views (when no form is open) and / in a view with nothing to filter
 // opens the Market's filter, as the help says.
 func TestEscAndSlashEverywhere(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	for _, title := range []string{"Blocks", "Plan", "Fleet", "Ledger"} {
 		f.show(t, title)
 		press(f.m, "esc")
@@ -274,7 +273,7 @@ func TestEscAndSlashEverywhere(t *testing.T) {
 // the marks (not those of the last market tick), and with nothing marked
 // it says the pool is the one under the cursor.
 func TestFleetShowsMarksAsTheyAre(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Fleet")
 	if scr := f.screen(); !strings.Contains(scr, "under the Market cursor: none marked") {
 		t.Fatalf("nothing marked:\n%s", scr)
@@ -293,7 +292,7 @@ func TestFleetShowsMarksAsTheyAre(t *testing.T) {
 // TestHelpNotesWrapAt80: the full help's notes are sentences; at 80
 // columns they wrap instead of losing their ends.
 func TestHelpNotesWrapAt80(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 40})
 	checked := 0
 	for _, v := range f.m.views {
@@ -342,7 +341,7 @@ func TestMoneyViewsAtTinySizes(t *testing.T) {
 		}{{"Blocks", nil}, {"Blocks", []string{"e"}}, {"Blocks", []string{"b"}}, {"Fleet", nil}, {"Fleet", []string{"e"}},
 			{"Fleet", []string{"L"}}, {"Ledger", nil}, {"Ledger", []string{"?"}},
 			{"Plan", nil}, {"Plan", []string{"e"}}, {"Plan", []string{"r"}}, {"Plan", []string{"r", "b"}}, {"Plan", []string{"r", "?"}}} {
-			f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+			f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 			f.plan().runs = testRuns
 			f.show(t, c.view)
 			press(f.m, c.keys...)
@@ -365,7 +364,7 @@ func TestMoneyViewsAtTinySizes(t *testing.T) {
 // for on its tick even while another view is on screen (the tick is routed
 // to the Fleet view, not given to whichever view is shown).
 func TestFleetPollTickReachesHiddenView(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	var ticks []tea.Cmd // the fleet's, held here and run below
 	f.m.c.after = func(_ time.Duration, fn func(time.Time) tea.Msg) tea.Cmd {
 		if r, ok := fn(fixedNow).(resultMsg); ok {
@@ -398,7 +397,7 @@ func TestFleetPollTickReachesHiddenView(t *testing.T) {
 // provider and 2 regions" is about the marks; once a pool is unmarked
 // and the rest make a fleet, the Fleet view no longer says it.
 func TestFleetRefusalGoesWhenAPoolIsUnmarked(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
 	f.m.market.toggleMark("sim/us-west-2/us-west-2b/p5.48xlarge")
 	f.show(t, "Fleet")
@@ -426,11 +425,11 @@ func TestFleetTitleSaysWhatTheFleetIs(t *testing.T) {
 		{5, 2, "a fleet of 5 instances (2 on-demand, 3 spot)"},
 		{1, 0, "a spot fleet of 1 instance"},
 	} {
-		if got := fleetKind(providers.FleetSpec{TargetCapacity: tc.target, OnDemandBase: tc.onDemand}); got != tc.want {
+		if got := fleetKind(domain.FleetSpec{TargetCapacity: tc.target, OnDemandBase: tc.onDemand}); got != tc.want {
 			t.Errorf("%d with %d on-demand: %q, want %q", tc.target, tc.onDemand, got, tc.want)
 		}
 	}
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
 	f.show(t, "Fleet")
 	press(f.m, "e", "backspace", "5", "down", "backspace", "5", "enter", "L")
@@ -448,7 +447,7 @@ func TestFleetTitleSaysWhatTheFleetIs(t *testing.T) {
 // (a column with room, the line under the cursor at 80 columns), and for
 // a fleet its start, end, time running and cost so far.
 func TestLedgerShowsWhoAndFleetTimes(t *testing.T) {
-	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+	f := newMoneyFixture(t, RoleViewer, ledger.Budget{})
 	f.show(t, "Ledger")
 	lv := f.ledger()
 	lv.rows = orderLedger(goldenLedgerRows(), fixedNow)
@@ -469,8 +468,8 @@ func TestLedgerShowsWhoAndFleetTimes(t *testing.T) {
 	}
 	// A fleet row without the times (written before the ledger kept them)
 	// is taken to start at its launch and end at its last update.
-	old := store.Entry{Kind: store.KindFleet, State: store.StateDeleted, ProviderRef: "fleet-x", CostUSD: 2,
-		CostNote:  booking.FleetEstimate{Basis: "current prices"}.FirstHourNote(),
+	old := ledger.Entry{Kind: ledger.KindFleet, State: ledger.StateDeleted, ProviderRef: "fleet-x", CostUSD: 2,
+		CostNote:  ledger.FleetEstimate{Basis: "current prices"}.FirstHourNote(),
 		CreatedAt: fixedNow.Add(-5 * time.Hour), UpdatedAt: fixedNow.Add(-2 * time.Hour)}
 	if got := timeLeft(old, fixedNow); got != "ran 3h 0m" {
 		t.Errorf("old fleet row: %q", got)
@@ -479,7 +478,7 @@ func TestLedgerShowsWhoAndFleetTimes(t *testing.T) {
 		t.Errorf("old fleet row cost so far %v, want 6", got)
 	}
 	unknown := old
-	unknown.CostNote = booking.FleetEstimate{Basis: "unknown prices"}.FirstHourNote()
+	unknown.CostNote = ledger.FleetEstimate{Basis: "unknown prices"}.FirstHourNote()
 	if got := costSoFar(unknown, fixedNow); !math.IsNaN(got) {
 		t.Errorf("a fleet at unknown prices has cost %v so far, want unknown", got)
 	}
@@ -490,7 +489,7 @@ func TestLedgerShowsWhoAndFleetTimes(t *testing.T) {
 // it; confirmed on a provider whose cloud keeps no schedule, the ledger
 // holds it scheduled and nothing but the dry run was sent.
 func TestFleetFormSchedules(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
 	f.show(t, "Fleet")
 	press(f.m, "e", "down", "down", "down", "down", "T", "h", "u", "space", "1", "4", ":", "0", "0", "down", "3", "h", "enter", "L")
@@ -510,7 +509,7 @@ func TestFleetFormSchedules(t *testing.T) {
 		t.Fatalf("ledger: %+v, %v", rows, err)
 	}
 	start := time.Date(2026, 11, 26, 14, 0, 0, 0, time.UTC)
-	if r := rows[0]; r.State != store.StateScheduled || !r.Start.Equal(start) || !r.End.Equal(start.Add(3*time.Hour)) || r.ProviderRef != "" {
+	if r := rows[0]; r.State != ledger.StateScheduled || !r.Start.Equal(start) || !r.End.Equal(start.Add(3*time.Hour)) || r.ProviderRef != "" {
 		t.Fatalf("scheduled row %+v", r)
 	}
 	if f.fake.Calls("LaunchFleet") != 0 || f.fake.Calls("LaunchFleetDryRun") != 1 {
@@ -521,7 +520,7 @@ func TestFleetFormSchedules(t *testing.T) {
 		t.Errorf("the launched section:\n%s", f.screen())
 	}
 	// A cloud that keeps the schedule says so.
-	f.fake.Desc.SchedulesFleets, f.fake.Desc.Ephemeral, f.fake.Desc.Cloud = true, false, providers.CloudAWS
+	f.fake.Desc.SchedulesFleets, f.fake.Desc.Ephemeral, f.fake.Desc.Cloud = true, false, domain.CloudAWS
 	press(f.m, "L")
 	if scr := strings.Join(strings.Fields(f.screen()), " "); !strings.Contains(scr, "AWS starts and ends it at the cloud; it ends on time even if gpumarket is not running") {
 		t.Errorf("AWS's confirmation:\n%s", f.screen())
@@ -540,7 +539,7 @@ func TestFleetFormRefusesBadSchedules(t *testing.T) {
 		{[]string{"down", "down", "down", "down", "down", "0"}, `for "0": want`},
 		{[]string{"down", "down", "down", "down", "down", "9", "1", "d"}, `lasts at most 90 days`},
 	} {
-		f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+		f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 		f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
 		f.show(t, "Fleet")
 		press(f.m, "e")
@@ -555,12 +554,12 @@ func TestFleetFormRefusesBadSchedules(t *testing.T) {
 
 // Issue 13.4: the Ledger shows each running fleet's instances running
 // now of those asked, from the provider's describe — asked after a load,
-// once per fleet per booking.FleetsNowEvery whatever the sessions and
+// once per fleet per ledger.FleetsNowEvery whatever the sessions and
 // reloads, and never per key.
 func TestLedgerRunningNowFromTheProvider(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
-	spec := providers.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 2}
-	if _, err := f.svc.LaunchFleet(context.Background(), booking.FleetRequest{Spec: spec}); err != nil {
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
+	spec := domain.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 2}
+	if _, err := f.svc.LaunchFleet(context.Background(), ledger.FleetRequest{Spec: spec}); err != nil {
 		t.Fatal(err)
 	}
 	f.show(t, "Ledger")
@@ -585,7 +584,7 @@ func TestLedgerRunningNowFromTheProvider(t *testing.T) {
 		t.Errorf("the second session does not show it:\n%s", ansi.Strip(other.View().Content))
 	}
 	if n := f.fake.Calls("DescribeFleet"); n != 1 {
-		t.Fatalf("%d describes for keys, a reload and a second session within %s; want 1", n, booking.FleetsNowEvery)
+		t.Fatalf("%d describes for keys, a reload and a second session within %s; want 1", n, ledger.FleetsNowEvery)
 	}
 }
 
@@ -594,7 +593,7 @@ func TestLedgerRunningNowFromTheProvider(t *testing.T) {
 // outcomes…" and then nothing. The reconciliation at the view's first
 // load says nothing.
 func TestLedgerReconcileSaysWhatItDid(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Ledger")
 	if strings.Contains(f.m.notice.text, "reconciled") {
 		t.Fatalf("the first load spoke: %q", f.m.notice.text)
@@ -603,7 +602,7 @@ func TestLedgerReconcileSaysWhatItDid(t *testing.T) {
 	if f.m.notice.text != "reconciled: nothing was waiting on an answer" {
 		t.Fatalf("after r: %q", f.m.notice.text)
 	}
-	if got := reconciled(&booking.ReconcileReport{Settled: make([]store.Entry, 2), Unsettled: make([]booking.Unsettled, 1)})().(noticeMsg).text; got !=
+	if got := reconciled(&ledger.ReconcileReport{Settled: make([]ledger.Entry, 2), Unsettled: make([]ledger.Unsettled, 1)})().(noticeMsg).text; got !=
 		"reconciled: 2 rows settled, 1 not yet (see the line over the rows)" {
 		t.Errorf("settled and not: %q", got)
 	}
@@ -622,7 +621,7 @@ func TestCountdownUnderAMinute(t *testing.T) {
 // A fleet the cloud took but launched nothing of is told as a failure in
 // the footer, with the cloud's reason, never as "launched".
 func TestFleetThatLaunchedNothingIsAFailure(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{MaxBookingUSD: 1000})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{MaxBookingUSD: 1000})
 	f.fake.LaunchNothing = "InsufficientInstanceCapacity: There is no Spot capacity available that matches your request."
 	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
 	f.show(t, "Fleet")
@@ -636,7 +635,7 @@ func TestFleetThatLaunchedNothingIsAFailure(t *testing.T) {
 		t.Errorf("footer:\n%s\n%v", scr, msgs)
 	}
 	rows, _ := f.st.List(context.Background())
-	if len(rows) != 1 || rows[0].State != store.StateFailed || !strings.Contains(rows[0].Error, "InsufficientInstanceCapacity") {
+	if len(rows) != 1 || rows[0].State != ledger.StateFailed || !strings.Contains(rows[0].Error, "InsufficientInstanceCapacity") {
 		t.Errorf("ledger %+v", rows)
 	}
 }

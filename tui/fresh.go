@@ -8,16 +8,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // Fresh terms (issue 15.3): right before money moves the booking service
 // asks the provider for an offering's terms (or a fleet's prices) again,
 // and refuses to spend on any other than those shown — a
-// *booking.TermsChangedError or *booking.EstimateChangedError carrying
+// *ledger.TermsChangedError or *ledger.EstimateChangedError carrying
 // the new ones. The confirmation then shows the new terms in place of the
 // old, what changed first, and asks again: y then enter buys what it now
 // shows, never what it showed before, and never terms it did not show.
@@ -29,8 +28,8 @@ const maxQuoteRenewals = 3
 
 // termsChanged is the refusal of terms other than those shown in err,
 // nil when err is something else.
-func termsChanged(err error) *booking.TermsChangedError {
-	var tc *booking.TermsChangedError
+func termsChanged(err error) *ledger.TermsChangedError {
+	var tc *ledger.TermsChangedError
 	if errors.As(err, &tc) {
 		return tc
 	}
@@ -43,7 +42,7 @@ func termsChanged(err error) *booking.TermsChangedError {
 // last could say yes to: o itself when o is what the table showed
 // (changed is nil), else the terms changed replaced — o came from a
 // renewal and was only on screen while being checked.
-func renewBuy(svc *booking.Service, actor string, o providers.Offering, now time.Time, changed, tc *booking.TermsChangedError, quoted int) quoteAnswer {
+func renewBuy(svc *ledger.Service, actor string, o domain.Offering, now time.Time, changed, tc *ledger.TermsChangedError, quoted int) quoteAnswer {
 	if quoted >= maxQuoteRenewals {
 		return quoteAnswer{err: fmt.Errorf("the terms changed %d times while being checked: nothing was bought; search again in a while: %w", quoted+1, tc)}
 	}
@@ -51,14 +50,14 @@ func renewBuy(svc *booking.Service, actor string, o providers.Offering, now time
 	if changed != nil {
 		seen = changed.Shown
 	}
-	return quoteAnswer{renewed: buyAction(svc, actor, tc.Now, now, &booking.TermsChangedError{Shown: seen, Now: tc.Now, Why: tc.Why}, quoted+1)}
+	return quoteAnswer{renewed: buyAction(svc, actor, tc.Now, now, &ledger.TermsChangedError{Shown: seen, Now: tc.Now, Why: tc.Why}, quoted+1)}
 }
 
 // termsChange says what changed between the terms shown and those sold
 // now, the total first: one line of the renewed confirmation.
-func termsChange(tc *booking.TermsChangedError) string {
+func termsChange(tc *ledger.TermsChangedError) string {
 	was, now := tc.Shown, tc.Now
-	if booking.SameTerms(was, now) {
+	if ledger.SameTerms(was, now) {
 		// Changed and changed back while being checked (a later search,
 		// then the provider): what was shown stands, asked for again.
 		return "Checked again with the provider: the terms are those shown before. Nothing was bought yet."
@@ -68,7 +67,7 @@ func termsChange(tc *booking.TermsChangedError) string {
 		diffs = append(diffs, fmt.Sprintf("total $%.2f → $%.2f (%s)", was.UpfrontUSD, now.UpfrontUSD, signedUSD(d)))
 	}
 	if now.StartsOnPurchase && was.StartsOnPurchase {
-		rate := func(o providers.Offering) float64 { return o.UpfrontUSD / o.DurationHours() }
+		rate := func(o domain.Offering) float64 { return o.UpfrontUSD / o.DurationHours() }
 		if r0, r1 := rate(was), rate(now); math.Round(r0*100) != math.Round(r1*100) {
 			diffs = append(diffs, fmt.Sprintf("$%.2f → $%.2f an hour", r0, r1))
 		}
@@ -79,10 +78,10 @@ func termsChange(tc *booking.TermsChangedError) string {
 		diffs = append(diffs, "end "+stamp(was.End)+" → "+stamp(now.End))
 	}
 	if now.InstanceCount != was.InstanceCount || now.InstanceType != was.InstanceType {
-		diffs = append(diffs, fmt.Sprintf("%d × %s → %d × %s", was.InstanceCount, market.DisplayType(was.InstanceType), now.InstanceCount, market.DisplayType(now.InstanceType)))
+		diffs = append(diffs, fmt.Sprintf("%d × %s → %d × %s", was.InstanceCount, present.DisplayType(was.InstanceType), now.InstanceCount, present.DisplayType(now.InstanceType)))
 	}
 	if now.Region != was.Region || now.Zone != was.Zone {
-		diffs = append(diffs, market.Place(was.Region, was.Zone)+" → "+market.Place(now.Region, now.Zone))
+		diffs = append(diffs, present.Place(was.Region, was.Zone)+" → "+present.Place(now.Region, now.Zone))
 	}
 	if len(diffs) == 0 {
 		diffs = append(diffs, "its terms as the provider describes them now")
@@ -92,8 +91,8 @@ func termsChange(tc *booking.TermsChangedError) string {
 
 // termsTitle is the question of a purchase on renewed terms, the new
 // total first.
-func termsTitle(o providers.Offering, tc *booking.TermsChangedError) string {
-	if booking.SameTerms(tc.Shown, o) {
+func termsTitle(o domain.Offering, tc *ledger.TermsChangedError) string {
+	if ledger.SameTerms(tc.Shown, o) {
 		return fmt.Sprintf("Checked again: buy this %s for $%.2f?", offeringName(o), o.UpfrontUSD)
 	}
 	return fmt.Sprintf("The terms changed: buy this %s for $%.2f now (shown $%.2f)?", offeringName(o), o.UpfrontUSD, tc.Shown.UpfrontUSD)
@@ -114,10 +113,10 @@ func signedUSD(d float64) string {
 // budget cap the booking service reads the prices again first; if the
 // fleet would cost more per hour than shown, nothing is launched and the
 // box shows the new estimate and asks again (relaunchAction).
-func launchSend(svc *booking.Service, actor string, spec providers.FleetSpec, est booking.FleetEstimate) func(context.Context) outcome {
+func launchSend(svc *ledger.Service, actor string, spec domain.FleetSpec, est ledger.FleetEstimate) func(context.Context) outcome {
 	return func(ctx context.Context) outcome {
-		res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
-		var ec *booking.EstimateChangedError
+		res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
+		var ec *ledger.EstimateChangedError
 		if errors.As(err, &ec) {
 			return outcome{renewed: relaunchAction(svc, actor, spec, ec)}
 		}
@@ -127,14 +126,14 @@ func launchSend(svc *booking.Service, actor string, spec providers.FleetSpec, es
 		}
 		shown := err
 		switch {
-		case err == nil && res.Row.State == store.StateFailed:
+		case err == nil && res.Row.State == ledger.StateFailed:
 			// The cloud took the request and launched nothing (no spot
 			// capacity, no pool under the max price): nothing runs or
 			// bills, and the footer says so as a failure.
 			shown = fmt.Errorf("not launched: %s (ledger row %s)", res.Row.Error, short(res.Row.ID))
-		case res.Row.State == store.StateScheduled && res.Row.ProviderRef == "":
+		case res.Row.State == ledger.StateScheduled && res.Row.ProviderRef == "":
 			notice = fmt.Sprintf("scheduled: gpumarket launches it at its start (ledger row %s)", short(res.Row.ID))
-		case res.Row.State == store.StateScheduled:
+		case res.Row.State == ledger.StateScheduled:
 			notice = fmt.Sprintf("scheduled at the cloud: %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
 		}
 		return outcome{err: shown, then: fleetLaunchedMsg{res: res, err: err}, notice: notice}
@@ -145,7 +144,7 @@ func launchSend(svc *booking.Service, actor string, spec providers.FleetSpec, es
 // now, which went up since the box showed the last: the new estimate
 // first, what changed, the dry run again, and y then enter launches at
 // it (the ledger records it).
-func relaunchAction(svc *booking.Service, actor string, spec providers.FleetSpec, ec *booking.EstimateChangedError) *moneyAction {
+func relaunchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, ec *ledger.EstimateChangedError) *moneyAction {
 	sim := ""
 	if svc.Describe(spec.Provider).Simulated {
 		sim = " (SIMULATED MARKET: nothing real is launched)"
@@ -165,7 +164,7 @@ func relaunchAction(svc *booking.Service, actor string, spec providers.FleetSpec
 		quote: func(ctx context.Context) quoteAnswer {
 			dry := spec
 			dry.DryRun = true
-			res, err := svc.LaunchFleet(ctx, booking.FleetRequest{Spec: dry, Estimate: est})
+			res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: dry, Estimate: est})
 			if err != nil {
 				return quoteAnswer{err: err}
 			}

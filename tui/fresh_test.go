@@ -10,15 +10,14 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/exp/golden"
 
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/ledger/ledgertest"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
-	"github.com/gpumarket/gpumarket/providers/store"
 )
 
 // ledgerRows lists the fixture's ledger.
-func (f *moneyFixture) ledgerRows(t *testing.T) []store.Entry {
+func (f *moneyFixture) ledgerRows(t *testing.T) []ledger.Entry {
 	t.Helper()
 	rows, err := f.st.List(context.Background())
 	if err != nil {
@@ -32,14 +31,14 @@ func (f *moneyFixture) ledgerRows(t *testing.T) []store.Entry {
 // bought; the box shows the new terms — the new total first, what
 // changed — and asks again; y then enter buys them, at the new price.
 func TestBlocksFreshTermsAskAgain(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Blocks")
 	b := f.blocks()
 	press(f.m, "b")
 	if !strings.Contains(f.screen(), "Buy this capacity block for $3000.00?") {
 		t.Fatalf("confirmation:\n%s", f.screen())
 	}
-	f.fake.Reprice("cb-cheap", func(o *providers.Offering) { o.UpfrontUSD = 3900 })
+	f.fake.Reprice("cb-cheap", func(o *domain.Offering) { o.UpfrontUSD = 3900 })
 	press(f.m, "y", "enter")
 	if n := f.fake.Calls("Book"); n != 0 {
 		t.Fatalf("%d purchases at terms the box did not show", n)
@@ -76,9 +75,9 @@ func TestBlocksFreshTermsAskAgain(t *testing.T) {
 // opened (the table is older than the provider's price): the box's own
 // check finds it and shows the new terms before any yes is possible.
 func TestBlocksFreshTermsAtTheDryRun(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Blocks")
-	f.fake.Reprice("cb-cheap", func(o *providers.Offering) {
+	f.fake.Reprice("cb-cheap", func(o *domain.Offering) {
 		o.Start, o.End = o.Start.Add(24*time.Hour), o.End.Add(24*time.Hour)
 	})
 	press(f.m, "b")
@@ -98,11 +97,11 @@ func TestBlocksFreshTermsAtTheDryRun(t *testing.T) {
 // A block that reprices again while its new terms are shown is asked
 // for a third time: a yes buys only what the box shows.
 func TestBlocksFreshTermsNeverBuysUnseenTerms(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Blocks")
 	press(f.m, "b")
 	for i, price := range []float64{3900, 4100} {
-		f.fake.Reprice("cb-cheap", func(o *providers.Offering) { o.UpfrontUSD = price })
+		f.fake.Reprice("cb-cheap", func(o *domain.Offering) { o.UpfrontUSD = price })
 		press(f.m, "y", "enter")
 		if f.fake.Calls("Book") != 0 || !strings.Contains(f.screen(), "Total upfront: $"+[]string{"3900.00", "4100.00"}[i]) {
 			t.Fatalf("change %d: %d purchases; screen:\n%s", i+1, f.fake.Calls("Book"), f.screen())
@@ -120,15 +119,15 @@ func TestBlocksFreshTermsNeverBuysUnseenTerms(t *testing.T) {
 // are never bought, and the box asks again for the provider's, saying
 // they are those shown before.
 func TestBlocksBuysOnlyWhatTheConfirmationShowed(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Blocks")
 	press(f.m, "b")
 	if !f.blocks().confirm.open {
 		t.Fatal("no confirmation")
 	}
-	dearer := bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3900)
-	if err := f.st.SaveOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour},
-		[]providers.Offering{dearer}, fixedNow); err != nil {
+	dearer := ledgertest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3900)
+	if err := f.st.SaveOfferings(context.Background(), domain.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour},
+		[]domain.Offering{dearer}, fixedNow); err != nil {
 		t.Fatal(err)
 	}
 	press(f.m, "y", "enter")
@@ -150,15 +149,15 @@ func TestBlocksBuysOnlyWhatTheConfirmationShowed(t *testing.T) {
 // provider sells it at that price: the box shows it, what changed
 // measured from what it showed.
 func TestBlocksShowsALaterSearchsTerms(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Blocks")
 	press(f.m, "b")
-	dearer := bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3900)
-	if err := f.st.SaveOfferings(context.Background(), providers.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour},
-		[]providers.Offering{dearer}, fixedNow); err != nil {
+	dearer := ledgertest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3900)
+	if err := f.st.SaveOfferings(context.Background(), domain.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour},
+		[]domain.Offering{dearer}, fixedNow); err != nil {
 		t.Fatal(err)
 	}
-	f.fake.Reprice("cb-cheap", func(o *providers.Offering) { o.UpfrontUSD = 3900 })
+	f.fake.Reprice("cb-cheap", func(o *domain.Offering) { o.UpfrontUSD = 3900 })
 	press(f.m, "y", "enter")
 	if scr := flat(f.screen()); f.fake.Calls("Book") != 0 || !strings.Contains(scr, "Changed since shown (a later search re-priced it): total $3000.00 → $3900.00") {
 		t.Fatalf("%d purchases; box:\n%s", f.fake.Calls("Book"), f.screen())
@@ -173,7 +172,7 @@ func TestBlocksShowsALaterSearchsTerms(t *testing.T) {
 // action: the new terms are asked for, with the plan's notes kept under
 // them.
 func TestPlanFreshTermsAskAgain(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Plan")
 	p := f.plan()
 	p.runs = testRuns
@@ -181,7 +180,7 @@ func TestPlanFreshTermsAskAgain(t *testing.T) {
 	press(f.m, "r")
 	f.selectStrategy(t, planner.StrategyBlock)
 	press(f.m, "b")
-	f.fake.Reprice("cb-cheap", func(o *providers.Offering) { o.UpfrontUSD = 3300 })
+	f.fake.Reprice("cb-cheap", func(o *domain.Offering) { o.UpfrontUSD = 3300 })
 	press(f.m, "y", "enter")
 	scr := flat(f.screen())
 	for _, want := range []string{"The terms changed: buy this capacity block for $3300.00 now (shown $3000.00)?",
@@ -208,7 +207,7 @@ func TestPlanFreshTermsAskAgain(t *testing.T) {
 // its cost first — and asks again; y then enter launches at it, and the
 // ledger records it.
 func TestPlanFleetEstimateChangedAsksAgain(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{MaxBookingUSD: 100000})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{MaxBookingUSD: 100000})
 	f.show(t, "Plan")
 	p := f.plan()
 	p.runs = testRuns
@@ -239,7 +238,7 @@ func TestPlanFleetEstimateChangedAsksAgain(t *testing.T) {
 	// fleet is recorded scheduled, at the new estimate, and gpumarket's
 	// loop launches it at its start.
 	rows := f.ledgerRows(t)
-	if f.fake.Calls("LaunchFleet") != 0 || len(rows) != 1 || rows[0].CostUSD != 156 || rows[0].State != store.StateScheduled {
+	if f.fake.Calls("LaunchFleet") != 0 || len(rows) != 1 || rows[0].CostUSD != 156 || rows[0].State != ledger.StateScheduled {
 		t.Fatalf("%d launches, ledger %+v: want one fleet scheduled at the new estimate", f.fake.Calls("LaunchFleet"), rows)
 	}
 }
@@ -248,9 +247,9 @@ func TestPlanFleetEstimateChangedAsksAgain(t *testing.T) {
 // ever while the box says "checking": after a few renewals the box says
 // so, and nothing is bought.
 func TestBlocksTermsThatKeepChangingAreRefused(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
-	f.fake.RefreshHook = func(context.Context, providers.Offering) error {
-		f.fake.Reprice("cb-cheap", func(o *providers.Offering) { o.UpfrontUSD++ })
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
+	f.fake.RefreshHook = func(context.Context, domain.Offering) error {
+		f.fake.Reprice("cb-cheap", func(o *domain.Offering) { o.UpfrontUSD++ })
 		return nil
 	}
 	f.show(t, "Blocks")
@@ -273,10 +272,10 @@ func TestBlocksTermsThatKeepChangingAreRefused(t *testing.T) {
 func TestGoldenBlocksFreshTerms(t *testing.T) {
 	for _, sz := range goldenSizes {
 		t.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(t *testing.T) {
-			f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+			f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 			f.m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
 			f.show(t, "Blocks")
-			f.fake.Reprice("cb-cheap", func(o *providers.Offering) { o.UpfrontUSD = 3900 })
+			f.fake.Reprice("cb-cheap", func(o *domain.Offering) { o.UpfrontUSD = 3900 })
 			press(f.m, "b")
 			golden.RequireEqual(t, f.screen())
 		})
@@ -286,7 +285,7 @@ func TestGoldenBlocksFreshTerms(t *testing.T) {
 // TestFleetEstimateChangedAsksAgain: the Fleet view's L runs the same
 // launch: prices that went up before the yes are shown and asked for.
 func TestFleetEstimateChangedAsksAgain(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{MaxBookingUSD: 100000})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{MaxBookingUSD: 100000})
 	markTwo(f)
 	f.show(t, "Fleet")
 	press(f.m, "L")

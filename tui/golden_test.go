@@ -10,9 +10,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // The golden screens are what a person sees, ANSI stripped. Regenerate
@@ -67,7 +66,7 @@ func TestGoldenHelp(t *testing.T) {
 func goldenMoney(t *testing.T, role Role, view string, prepare func(f *moneyFixture), keys ...string) {
 	for _, sz := range goldenSizes {
 		t.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(t *testing.T) {
-			f := newMoneyFixture(t, role, booking.Budget{})
+			f := newMoneyFixture(t, role, ledger.Budget{})
 			f.m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
 			if prepare != nil {
 				prepare(f)
@@ -109,45 +108,45 @@ func TestGoldenFleetScheduleConfirm(t *testing.T) {
 
 // goldenLedgerRows are a block to come, a running fleet, a deleted one and
 // a reservation past its window, booked by three people.
-func goldenLedgerRows() []store.Entry {
+func goldenLedgerRows() []ledger.Entry {
 	now := fixedNow
-	return []store.Entry{
-		{ID: "01JBLOCK", Kind: store.KindBlock, Provider: "sim", State: store.StateScheduled, Region: "us-east-1", Zone: "us-east-1a",
+	return []ledger.Entry{
+		{ID: "01JBLOCK", Kind: ledger.KindBlock, Provider: "sim", State: ledger.StateScheduled, Region: "us-east-1", Zone: "us-east-1a",
 			InstanceType: "p5.48xlarge", InstanceCount: 2, Start: now.Add(26 * time.Hour), End: now.Add(74 * time.Hour),
 			CostUSD: 6000, ProviderRef: "cr-0123456789abcdef0", Actor: "local:alice", CreatedAt: now.Add(-time.Hour)},
-		{ID: "01JFLEETA", Kind: store.KindFleet, Provider: "sim", State: store.StateActive, Region: "us-east-1",
+		{ID: "01JFLEETA", Kind: ledger.KindFleet, Provider: "sim", State: ledger.StateActive, Region: "us-east-1",
 			InstanceType: "p5.48xlarge,g6e.xlarge", InstanceCount: 3, Start: now.Add(-150 * time.Minute),
-			CostUSD: 100, CostNote: booking.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: "fleet-0001",
+			CostUSD: 100, CostNote: ledger.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: "fleet-0001",
 			Actor: "ssh:SHA256:Zm9vYmFy bob@laptop", CreatedAt: now.Add(-151 * time.Minute)},
-		{ID: "01JFLEETB", Kind: store.KindFleet, Provider: "sim", State: store.StateDeleted, Region: "eastus",
+		{ID: "01JFLEETB", Kind: ledger.KindFleet, Provider: "sim", State: ledger.StateDeleted, Region: "eastus",
 			InstanceType: "Standard_NC4as_T4_v3", InstanceCount: 2, Start: now.Add(-30 * time.Hour), End: now.Add(-27 * time.Hour),
-			CostUSD: 0.2, CostNote: booking.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: "fleet-0000",
+			CostUSD: 0.2, CostNote: ledger.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: "fleet-0000",
 			Actor: "local:alice", CreatedAt: now.Add(-30 * time.Hour)},
-		{ID: "01JRES", Kind: store.KindReservation, Provider: "sim", State: store.StateActive, Region: "westeurope", Zone: "2",
+		{ID: "01JRES", Kind: ledger.KindReservation, Provider: "sim", State: ledger.StateActive, Region: "westeurope", Zone: "2",
 			InstanceType: "Standard_NC24ads_A100_v4", InstanceCount: 1, Start: now.Add(-48 * time.Hour), End: now.Add(-time.Hour),
 			CostUSD: 176.3, ProviderRef: "res-a100", Actor: "ssh:SHA256:cXV4", CreatedAt: now.Add(-48 * time.Hour)},
 		// Thursday's workshop, kept by gpumarket, and today's class, kept
 		// by AWS and running (issue 13).
-		scheduledRow("01JWORKSHOP", "sim", "", store.StateScheduled, "", 30, now.Add(26*time.Hour), now.Add(29*time.Hour), booking.KeptByGpumarket),
-		scheduledRow("01JCLASS", "aws", "aws", store.StateActive, "fleet-0002", 12, now.Add(-50*time.Minute), now.Add(130*time.Minute), booking.KeptByCloud),
+		scheduledRow("01JWORKSHOP", "sim", "", ledger.StateScheduled, "", 30, now.Add(26*time.Hour), now.Add(29*time.Hour), ledger.KeptByGpumarket),
+		scheduledRow("01JCLASS", "aws", "aws", ledger.StateActive, "fleet-0002", 12, now.Add(-50*time.Minute), now.Add(130*time.Minute), ledger.KeptByCloud),
 	}
 }
 
 // scheduledRow is a fleet row scheduled from start to end, kept by k.
-func scheduledRow(id, provider, cloud, state, ref string, n int, start, end time.Time, k booking.Keeper) store.Entry {
+func scheduledRow(id, provider, cloud, state, ref string, n int, start, end time.Time, k ledger.Keeper) ledger.Entry {
 	req, _ := json.Marshal(map[string]any{"Provider": provider, "Region": "us-east-1", "InstanceTypes": []string{"g6.xlarge"},
 		"TargetCapacity": n, "Start": start, "End": end, "Keeper": k})
-	return store.Entry{ID: id, Kind: store.KindFleet, Provider: provider, Cloud: cloud, State: state, Region: "us-east-1",
+	return ledger.Entry{ID: id, Kind: ledger.KindFleet, Provider: provider, Cloud: cloud, State: state, Region: "us-east-1",
 		InstanceType: "g6.xlarge", InstanceCount: n, GPUCount: float64(n), Start: start, End: end, CostUSD: 0.30 * float64(n),
-		CostNote: booking.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: ref, Actor: "local:alice",
+		CostNote: ledger.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: ref, Actor: "local:alice",
 		CreatedAt: start.Add(-48 * time.Hour), Request: req}
 }
 
 // goldenFleetsNow are what the providers said of the running fleets.
-func goldenFleetsNow() map[string]booking.FleetNow {
-	return map[string]booking.FleetNow{
-		"01JFLEETA": {Fleet: providers.Fleet{ID: "fleet-0001", Instances: 2, Target: 3}, At: fixedNow},
-		"01JCLASS":  {Fleet: providers.Fleet{ID: "fleet-0002", Instances: 11, Target: 12}, At: fixedNow},
+func goldenFleetsNow() map[string]ledger.FleetNow {
+	return map[string]ledger.FleetNow{
+		"01JFLEETA": {Fleet: domain.Fleet{ID: "fleet-0001", Instances: 2, Target: 3}, At: fixedNow},
+		"01JCLASS":  {Fleet: domain.Fleet{ID: "fleet-0002", Instances: 11, Target: 12}, At: fixedNow},
 	}
 }
 
@@ -155,7 +154,7 @@ func TestGoldenLedger(t *testing.T) {
 	goldenMoney(t, RoleViewer, "Ledger", nil)
 	for _, sz := range goldenSizes {
 		t.Run(fmt.Sprintf("rows/%dx%d", sz[0], sz[1]), func(t *testing.T) {
-			f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+			f := newMoneyFixture(t, RoleViewer, ledger.Budget{})
 			f.m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
 			f.show(t, "Ledger")
 			lv := f.ledger()
@@ -165,7 +164,7 @@ func TestGoldenLedger(t *testing.T) {
 		// An attendee (a viewer) on the workshop's row: its countdown, and
 		// under it who starts and stops it.
 		t.Run(fmt.Sprintf("workshop/%dx%d", sz[0], sz[1]), func(t *testing.T) {
-			f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+			f := newMoneyFixture(t, RoleViewer, ledger.Budget{})
 			f.m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
 			f.show(t, "Ledger")
 			lv := f.ledger()

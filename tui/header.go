@@ -5,9 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers/hub"
-	"github.com/gpumarket/gpumarket/providers/usage"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // compactBelow is the terminal height under which the header shrinks to
@@ -151,7 +151,7 @@ func (m *Model) titleLine(w int) string {
 	return line
 }
 
-func (m *Model) sources() []hub.SourceStatus {
+func (m *Model) sources() []feed.SourceStatus {
 	if m.snap == nil {
 		return nil
 	}
@@ -159,12 +159,12 @@ func (m *Model) sources() []hub.SourceStatus {
 }
 
 // sourceWord is a source in the compact header: name and a state glyph.
-func (m *Model) sourceWord(s hub.SourceStatus) string {
+func (m *Model) sourceWord(s feed.SourceStatus) string {
 	st := &m.c.styles
 	switch {
-	case s.State == hub.StateError:
+	case s.State == feed.StateError:
 		return st.badgeErr.Render(s.Provider + " ✗")
-	case s.State == hub.StateLoading:
+	case s.State == feed.StateLoading:
 		return s.Provider + " " + m.spin.View()
 	case s.Stale:
 		return st.stale.Render(s.Provider + " stale")
@@ -174,7 +174,7 @@ func (m *Model) sourceWord(s hub.SourceStatus) string {
 	return s.Provider + st.ok.Render(" ●")
 }
 
-func failedRegions(s hub.SourceStatus) int {
+func failedRegions(s feed.SourceStatus) int {
 	n := 0
 	for _, r := range s.Regions {
 		if r.Err != "" {
@@ -186,12 +186,12 @@ func failedRegions(s hub.SourceStatus) int {
 
 // sourceLine is a source's full status: state, back-fill progress, error
 // badges per region, staleness and its note.
-func (m *Model) sourceLine(s hub.SourceStatus) string {
+func (m *Model) sourceLine(s feed.SourceStatus) string {
 	st := &m.c.styles
 	var b strings.Builder
 	b.WriteString(fmt.Sprintf("%-6s", s.Provider))
 	done, total := 0, 0
-	loading := s.State == hub.StateLoading
+	loading := s.State == feed.StateLoading
 	for _, r := range s.Regions {
 		done += min(r.Done, r.Total)
 		total += r.Total
@@ -201,7 +201,7 @@ func (m *Model) sourceLine(s hub.SourceStatus) string {
 	}
 	failed := failedRegions(s)
 	switch {
-	case s.State == hub.StateError:
+	case s.State == feed.StateError:
 		b.WriteString(st.badgeErr.Render(" error "))
 		if s.Err != "" {
 			b.WriteString(" " + st.footerErr.Render(shortErr("", s.Err, 60)))
@@ -293,15 +293,15 @@ func shortErr(region, s string, n int) string {
 
 // idleAlertLine names the running capacity idle past budget.max_idle_pct:
 // the most idle first, and how many more.
-func idleAlertLine(a []usage.Alert) string {
+func idleAlertLine(a []ledger.Alert) string {
 	top := a[0]
 	for _, x := range a[1:] {
 		if x.IdlePct > top.IdlePct {
 			top = x
 		}
 	}
-	s := fmt.Sprintf("⚠ idle: %s %s GPU %s %.0f%% idle (budget %.0f%%)", short(top.Row.ID), market.GPUCount(top.Row.GPUs),
-		market.DisplayType(top.Row.InstanceType), top.IdlePct, top.MaxPct)
+	s := fmt.Sprintf("⚠ idle: %s %s GPU %s %.0f%% idle (budget %.0f%%)", short(top.Row.ID), present.GPUCount(top.Row.GPUs),
+		present.DisplayType(top.Row.InstanceType), top.IdlePct, top.MaxPct)
 	if len(a) > 1 {
 		s += fmt.Sprintf(" and %d more", len(a)-1)
 	}

@@ -13,10 +13,9 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // ledgerReload is how often the Ledger view rereads the ledger when the
@@ -26,8 +25,8 @@ const ledgerReload = 5 * time.Second
 type (
 	ledgerLoadedMsg struct {
 		seq  int
-		rows []store.Entry
-		rep  *booking.ReconcileReport
+		rows []ledger.Entry
+		rep  *ledger.ReconcileReport
 		err  error
 		// asked is set for the reconciliation r asked for: its answer
 		// is said in the footer.
@@ -37,10 +36,10 @@ type (
 	// is read again.
 	fleetDeletedMsg struct{}
 	// fleetsNowMsg is what the providers said of the running fleets
-	// (booking.FleetsNow), asked after a load.
+	// (ledger.FleetsNow), asked after a load.
 	fleetsNowMsg struct {
 		seq    int
-		fleets map[string]booking.FleetNow
+		fleets map[string]ledger.FleetNow
 	}
 )
 
@@ -77,10 +76,10 @@ type ledgerView struct {
 	owner
 	c    *common
 	ctx  context.Context
-	svc  *booking.Service
+	svc  *ledger.Service
 	keys ledgerKeys
 	w, h int
-	rows []store.Entry
+	rows []ledger.Entry
 	cur  int
 	err  string
 	note string // what the last reconciliation could not settle
@@ -95,15 +94,15 @@ type ledgerView struct {
 	// fleets is what the providers last said of the running fleets, by
 	// row id: instances running now of those asked. Asked after each load
 	// (the service answers from its shared cache, one describe per fleet
-	// per booking.FleetsNowEvery), never per key.
-	fleets      map[string]booking.FleetNow
+	// per ledger.FleetsNowEvery), never per key.
+	fleets      map[string]ledger.FleetNow
 	fleetsSeq   int
 	fleetsAsked bool
 
 	confirm confirmation
 }
 
-func newLedgerView(c *common, ctx context.Context, svc *booking.Service) *ledgerView {
+func newLedgerView(c *common, ctx context.Context, svc *ledger.Service) *ledgerView {
 	v := &ledgerView{c: c, ctx: ctx, svc: svc, keys: newLedgerKeys(&c.keys)}
 	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
 	return v
@@ -140,7 +139,7 @@ func (v *ledgerView) load(reconcile bool) tea.Cmd {
 	v.changes = v.svc.Changes()
 	seq, ctx, svc := v.seq, v.ctx, v.svc
 	return v.task(func() tea.Msg {
-		var rep *booking.ReconcileReport
+		var rep *ledger.ReconcileReport
 		if reconcile {
 			r, err := svc.Reconcile(ctx)
 			if err != nil {
@@ -154,7 +153,7 @@ func (v *ledgerView) load(reconcile bool) tea.Cmd {
 }
 
 // reconciled says what the reconciliation r asked for did.
-func reconciled(rep *booking.ReconcileReport) tea.Cmd {
+func reconciled(rep *ledger.ReconcileReport) tea.Cmd {
 	switch {
 	case rep == nil:
 		return nil
@@ -227,12 +226,12 @@ func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
 // askFleets asks the providers how many instances of each running fleet
 // run now, unless it is being asked already.
 func (v *ledgerView) askFleets() tea.Cmd {
-	if v.svc == nil || v.fleetsAsked || !slices.ContainsFunc(v.rows, booking.LiveFleet) {
+	if v.svc == nil || v.fleetsAsked || !slices.ContainsFunc(v.rows, ledger.LiveFleet) {
 		return nil
 	}
 	v.fleetsAsked = true
 	v.fleetsSeq++
-	seq, ctx, svc, rows := v.fleetsSeq, v.ctx, v.svc, append([]store.Entry(nil), v.rows...)
+	seq, ctx, svc, rows := v.fleetsSeq, v.ctx, v.svc, append([]ledger.Entry(nil), v.rows...)
 	return v.task(func() tea.Msg { return fleetsNowMsg{seq: seq, fleets: svc.FleetsNow(ctx, rows)} })
 }
 
@@ -265,14 +264,14 @@ func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
 		return nil, nil
 	}
 	r := v.rows[v.cur]
-	if r.Kind != store.KindFleet {
-		if r.Kind == store.KindReservation {
+	if r.Kind != ledger.KindFleet {
+		if r.Kind == ledger.KindReservation {
 			return nil, notifyHere("d deletes fleets; a reservation is released when its window ends (a running gpumarket or `gpumarket ledger` does it)")
 		}
 		return nil, notifyHere("d deletes fleets; a capacity block cannot be cancelled (it is non-refundable)")
 	}
 	svc, id, actor := v.svc, r.ID, v.c.actor
-	if r.State == store.StateScheduled && r.ProviderRef == "" {
+	if r.State == ledger.StateScheduled && r.ProviderRef == "" {
 		// Kept by gpumarket and not launched yet: nothing to call.
 		return &moneyAction{
 			title: "Cancel the scheduled fleet " + short(r.ID) + "?", verb: "cancel it", sending: "cancelling",
@@ -286,7 +285,7 @@ func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
 			},
 		}, nil
 	}
-	if r.State == store.StateDeleted || r.ProviderRef == "" {
+	if r.State == ledger.StateDeleted || r.ProviderRef == "" {
 		return nil, notifyHere(fmt.Sprintf("fleet row %s is %s: nothing to delete", short(r.ID), r.State))
 	}
 	return &moneyAction{
@@ -304,15 +303,15 @@ func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
 
 // orderLedger puts current and upcoming blocks first (active, then by
 // start), then everything else newest first.
-func orderLedger(rows []store.Entry, now time.Time) []store.Entry {
-	out := append([]store.Entry(nil), rows...)
-	rank := func(r store.Entry) int {
+func orderLedger(rows []ledger.Entry, now time.Time) []ledger.Entry {
+	out := append([]ledger.Entry(nil), rows...)
+	rank := func(r ledger.Entry) int {
 		switch {
-		case r.State == store.StateActive:
+		case r.State == ledger.StateActive:
 			return 0
-		case r.State == store.StateScheduled:
+		case r.State == ledger.StateScheduled:
 			return 1
-		case r.State == store.StatePending || r.State == store.StateUnknown:
+		case r.State == ledger.StatePending || r.State == ledger.StateUnknown:
 			return 2
 		}
 		return 3
@@ -332,22 +331,22 @@ func orderLedger(rows []store.Entry, now time.Time) []store.Entry {
 
 // dated reports whether a row has a window to order it by: a block, a
 // reservation, a fleet with a start.
-func dated(r store.Entry) bool { return store.Booked(r.Kind) || !r.Start.IsZero() }
+func dated(r ledger.Entry) bool { return ledger.Booked(r.Kind) || !r.Start.IsZero() }
 
 // timeLeft is a block's countdown: to its start, then to its end; a
 // fleet's too when it is scheduled (the workshop's countdown), else its
 // time running (it bills until deleted).
-func timeLeft(r store.Entry, now time.Time) string {
-	if r.Kind == store.KindFleet {
-		sched, scheduled := booking.ScheduleOf(r)
+func timeLeft(r ledger.Entry, now time.Time) string {
+	if r.Kind == ledger.KindFleet {
+		sched, scheduled := ledger.ScheduleOf(r)
 		switch {
-		case scheduled && r.State == store.StateScheduled && now.Before(sched.Start):
+		case scheduled && r.State == ledger.StateScheduled && now.Before(sched.Start):
 			return "starts in " + span(sched.Start.Sub(now))
-		case scheduled && r.State == store.StateScheduled:
+		case scheduled && r.State == ledger.StateScheduled:
 			return "start due"
-		case scheduled && r.State == store.StateActive && !sched.End.IsZero() && now.Before(sched.End):
+		case scheduled && r.State == ledger.StateActive && !sched.End.IsZero() && now.Before(sched.End):
 			return "ends in " + span(sched.End.Sub(now))
-		case scheduled && r.State == store.StateActive && !sched.End.IsZero():
+		case scheduled && r.State == ledger.StateActive && !sched.End.IsZero():
 			return "end due"
 		case r.ProviderRef == "":
 			return "-" // never launched
@@ -361,7 +360,7 @@ func timeLeft(r store.Entry, now time.Time) string {
 		}
 		return "ran " + span(end.Sub(start))
 	}
-	if !store.Booked(r.Kind) || r.Start.IsZero() {
+	if !ledger.Booked(r.Kind) || r.Start.IsZero() {
 		return "-"
 	}
 	switch {
@@ -369,7 +368,7 @@ func timeLeft(r store.Entry, now time.Time) string {
 		return "starts in " + span(r.Start.Sub(now))
 	case now.Before(r.End):
 		return "ends in " + span(r.End.Sub(now))
-	case r.Kind == store.KindReservation && (r.State == store.StateActive || r.State == store.StateScheduled):
+	case r.Kind == ledger.KindReservation && (r.State == ledger.StateActive || r.State == ledger.StateScheduled):
 		// Azure bills a reservation until it is deleted: its window is
 		// over, but it has not been released yet.
 		return "over: billing until released"
@@ -475,7 +474,7 @@ func (v *ledgerView) View() string {
 		if i == v.cur {
 			prefix = "› "
 			text = st.cursor.Render(text)
-		} else if r.State == store.StateUnknown || r.State == store.StateFailed {
+		} else if r.State == ledger.StateUnknown || r.State == ledger.StateFailed {
 			text = st.stale.Render(text)
 		}
 		b.WriteString("\n" + prefix + text)
@@ -494,7 +493,7 @@ func (v *ledgerView) View() string {
 // said under the cursor's row.
 //
 // RUN is a fleet's instances running now of those asked (its provider's
-// describe, through booking.FleetsNow); KEPT BY who starts and ends a
+// describe, through ledger.FleetsNow); KEPT BY who starts and ends a
 // scheduled fleet; NOTE what happened that is not an error.
 var ledgerColumns = []tableColumn{
 	{title: "STATE", w: 9, prio: 0}, {title: "KIND", w: 5, prio: 9}, {title: "WHAT", w: 18, prio: 1},
@@ -507,7 +506,7 @@ var ledgerColumns = []tableColumn{
 // ledgerCells are a row's cells by column title; fleets holds what the
 // providers said of running fleets (nil: nothing yet), d names a
 // provider's descriptor.
-func ledgerCells(r store.Entry, now time.Time, fleets map[string]booking.FleetNow, d func(string) providers.Descriptor) map[string]string {
+func ledgerCells(r ledger.Entry, now time.Time, fleets map[string]ledger.FleetNow, d func(string) domain.Descriptor) map[string]string {
 	loc := now.Location()
 	when := func(t time.Time) string {
 		if t.IsZero() {
@@ -516,30 +515,30 @@ func ledgerCells(r store.Entry, now time.Time, fleets map[string]booking.FleetNo
 		return t.In(loc).Format("01-02 15:04 MST")
 	}
 	start, end := rowSpan(r)
-	cost := market.Money(r.CostUSD)
+	cost := present.Money(r.CostUSD)
 	switch {
-	case booking.CostUnknown(r):
+	case ledger.CostUnknown(r):
 		cost = "-" // recorded as 0, but no price was known
 	case r.CostNote != "":
 		cost += "/h"
 	}
 	kept := "-"
-	if sched, ok := booking.ScheduleOf(r); ok {
+	if sched, ok := ledger.ScheduleOf(r); ok {
 		kept = keptBy(sched.Keeper, d(r.Provider), r.Cloud)
 	}
-	return map[string]string{"STATE": r.State, "KIND": r.Kind, "WHAT": fmt.Sprintf("%d×%s", r.InstanceCount, market.DisplayType(r.InstanceType)),
-		"WHERE": market.Place(r.Region, r.Zone), "START (local)": when(start), "END (local)": when(end), "TIME LEFT": timeLeft(r, now),
-		"RUN": running(r, fleets), "COST $": cost, "SO FAR $": market.Money(costSoFar(r, now)), "PROVIDER ID": orDash(r.ProviderRef),
+	return map[string]string{"STATE": r.State, "KIND": r.Kind, "WHAT": fmt.Sprintf("%d×%s", r.InstanceCount, present.DisplayType(r.InstanceType)),
+		"WHERE": present.Place(r.Region, r.Zone), "START (local)": when(start), "END (local)": when(end), "TIME LEFT": timeLeft(r, now),
+		"RUN": running(r, fleets), "COST $": cost, "SO FAR $": present.Money(costSoFar(r, now)), "PROVIDER ID": orDash(r.ProviderRef),
 		"BY": actorName(r.Actor), "KEPT BY": kept, "LEDGER ID": r.ID, "NOTE": orDash(r.Note)}
 }
 
 // running is a fleet's instances running now of those asked, as its
 // provider last said: "28/30"; "?" when it could not say and never did;
 // "-" for what is not a running fleet or was not asked yet.
-func running(r store.Entry, fleets map[string]booking.FleetNow) string {
+func running(r ledger.Entry, fleets map[string]ledger.FleetNow) string {
 	f, ok := fleets[r.ID]
 	switch {
-	case !booking.LiveFleet(r) || !ok:
+	case !ledger.LiveFleet(r) || !ok:
 		return "-"
 	case f.At.IsZero() || (f.Err != nil && f.Fleet.ID == "" && f.Fleet.Target == 0):
 		return "?"
@@ -549,14 +548,14 @@ func running(r store.Entry, fleets map[string]booking.FleetNow) string {
 
 // keptBy says who starts and ends a scheduled fleet, in a cell: the
 // cloud, named by the provider's descriptor or else the row's cloud.
-func keptBy(k booking.Keeper, d providers.Descriptor, cloud string) string {
+func keptBy(k ledger.Keeper, d domain.Descriptor, cloud string) string {
 	if k == "" {
-		k = booking.KeeperOf(d)
+		k = ledger.KeeperOf(d)
 	}
-	if k == booking.KeptByCloud {
+	if k == ledger.KeptByCloud {
 		who := d.Cloud.Title()
 		if who == "" {
-			who = orDefault(providers.Cloud(cloud).Title(), d.Name)
+			who = orDefault(domain.Cloud(cloud).Title(), d.Name)
 		}
 		return who + ", at the cloud (on time)"
 	}
@@ -588,15 +587,15 @@ func hiddenCells(cells map[string]string, shown []tableColumn) string {
 // carry those (one written before the ledger recorded them) is taken to
 // start when it was launched (its intent is written just before the
 // launch call) and, once deleted or ended, to end at its last update.
-func rowSpan(r store.Entry) (start, end time.Time) {
+func rowSpan(r ledger.Entry) (start, end time.Time) {
 	start, end = r.Start, r.End
-	if r.Kind != store.KindFleet || r.ProviderRef == "" {
+	if r.Kind != ledger.KindFleet || r.ProviderRef == "" {
 		return start, end
 	}
 	if start.IsZero() {
 		start = r.CreatedAt
 	}
-	if end.IsZero() && (r.State == store.StateDeleted || r.State == store.StateEnded) {
+	if end.IsZero() && (r.State == ledger.StateDeleted || r.State == ledger.StateEnded) {
 		end = r.UpdatedAt
 	}
 	return start, end
@@ -606,9 +605,9 @@ func rowSpan(r store.Entry) (start, end time.Time) {
 // estimate times the hours it ran; NaN for anything else, a fleet never
 // launched, or when the price is unknown. A scheduled fleet's start and
 // end are its window: nothing before the one, nothing after the other.
-func costSoFar(r store.Entry, now time.Time) float64 {
+func costSoFar(r ledger.Entry, now time.Time) float64 {
 	start, end := rowSpan(r)
-	if r.Kind != store.KindFleet || r.ProviderRef == "" || r.CostNote == "" || booking.CostUnknown(r) || start.IsZero() || start.After(now) {
+	if r.Kind != ledger.KindFleet || r.ProviderRef == "" || r.CostNote == "" || ledger.CostUnknown(r) || start.IsZero() || start.After(now) {
 		return math.NaN()
 	}
 	if end.IsZero() || end.After(now) {

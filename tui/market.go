@@ -11,9 +11,9 @@ import (
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // marketView is the table of pools.
@@ -22,7 +22,7 @@ type marketView struct {
 	keys  marketKeys
 	fkeys filterKeys
 
-	snap *hub.Snapshot
+	snap *feed.Snapshot
 	rows map[string]*row
 	all  []*row // in snapshot order
 	list []*row // filtered and sorted: what the table shows
@@ -38,7 +38,7 @@ type marketView struct {
 	marked         map[string]bool
 	markOrder      []string
 
-	sortBy  int // into market.Sorts
+	sortBy  int // into present.Sorts
 	reverse bool
 	gpus    []string // GPU models shown; empty = all
 	regions []string
@@ -49,7 +49,7 @@ type marketView struct {
 	prompt rulePrompt
 
 	width, height int
-	cols          []int // shown, into market.View
+	cols          []int // shown, into present.View
 }
 
 func newMarket(c *common, gpus, regions []string) *marketView {
@@ -112,18 +112,18 @@ func (m *marketView) SetSize(w, h int) {
 	m.scrollToCursor()
 }
 
-// fitColumns picks the columns of market.View that fit in w cells, most
+// fitColumns picks the columns of present.View that fit in w cells, most
 // important first, and returns their indices in display order.
 func fitColumns(w int) []int {
-	order := make([]int, len(market.View))
+	order := make([]int, len(present.View))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(market.View[a].Prio, market.View[b].Prio) })
-	keep := make([]bool, len(market.View))
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(present.View[a].Prio, present.View[b].Prio) })
+	keep := make([]bool, len(present.View))
 	used := 0
 	for _, c := range order {
-		need := market.View[c].Width + 1
+		need := present.View[c].Width + 1
 		if used+need > w {
 			continue
 		}
@@ -131,7 +131,7 @@ func fitColumns(w int) []int {
 		used += need
 	}
 	var cols []int
-	for c := range market.View {
+	for c := range present.View {
 		if keep[c] {
 			cols = append(cols, c)
 		}
@@ -146,12 +146,12 @@ func (m *marketView) colWidths() []int {
 	ws := make([]int, len(m.cols))
 	used := 0
 	for i, c := range m.cols {
-		ws[i] = market.View[c].Width
+		ws[i] = present.View[c].Width
 		used += ws[i] + 1
 	}
 	spare := m.width - gutter - used
 	for i, c := range m.cols {
-		if add := min(spare, market.View[c].MaxWidth-ws[i]); add > 0 {
+		if add := min(spare, present.View[c].MaxWidth-ws[i]); add > 0 {
 			ws[i] += add
 			spare -= add
 		}
@@ -270,21 +270,21 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 			m.move(m.cursor + 1)
 		}
 	case key.Matches(msg, k.Sort):
-		m.sortBy = (m.sortBy + 1) % len(market.Sorts)
+		m.sortBy = (m.sortBy + 1) % len(present.Sorts)
 		m.reverse = false
 		m.rebuild()
-		return m, notifyHere("sort: " + market.Sorts[m.sortBy].SortName)
+		return m, notifyHere("sort: " + present.Sorts[m.sortBy].SortName)
 	case key.Matches(msg, k.Reverse):
 		m.reverse = !m.reverse
 		m.rebuild()
 	case key.Matches(msg, k.Window):
 		return m, m.c.cycleWindow()
 	case key.Matches(msg, k.GPU):
-		m.gpus = cycleFilter(m.gpus, m.distinct(func(pv *hub.PoolView) string { return pv.GPU.Model }))
+		m.gpus = cycleFilter(m.gpus, m.distinct(func(pv *feed.PoolView) string { return pv.GPU.Model }))
 		m.rebuild()
 		return m, notifyHere("GPU: " + listOrAll(m.gpus))
 	case key.Matches(msg, k.Region):
-		m.regions = cycleFilter(m.regions, m.distinct(func(pv *hub.PoolView) string { return pv.Region }))
+		m.regions = cycleFilter(m.regions, m.distinct(func(pv *feed.PoolView) string { return pv.Region }))
 		m.rebuild()
 		return m, notifyHere("region: " + listOrAll(m.regions))
 	case key.Matches(msg, k.Filter):
@@ -359,7 +359,7 @@ func (m *marketView) toggleMark(k string) {
 }
 
 // distinct lists the values of a pool field present in the snapshot, sorted.
-func (m *marketView) distinct(field func(*hub.PoolView) string) []string {
+func (m *marketView) distinct(field func(*feed.PoolView) string) []string {
 	set := map[string]bool{}
 	for _, r := range m.all {
 		if v := field(r.PoolView); v != "" {
@@ -422,7 +422,7 @@ func (m *marketView) View() string {
 			arrow = "↓"
 		}
 		status := fmt.Sprintf("%d/%d pools · sort %s%s · window %s",
-			len(m.list), len(m.all), market.Sorts[m.sortBy].SortShort, arrow, windowLabel(m.c.window))
+			len(m.list), len(m.all), present.Sorts[m.sortBy].SortShort, arrow, windowLabel(m.c.window))
 		if len(m.gpus) > 0 {
 			status += " · gpu " + listOrAll(m.gpus)
 		}
@@ -445,9 +445,9 @@ func (m *marketView) View() string {
 	var hdr strings.Builder
 	hdr.WriteString(strings.Repeat(" ", min(gutter, m.width)))
 	for i, c := range m.cols {
-		col := market.View[c]
+		col := present.View[c]
 		title := col.Title
-		if market.Sorts[m.sortBy] == col {
+		if present.Sorts[m.sortBy] == col {
 			title += map[bool]string{false: "↑", true: "↓"}[m.reverse]
 		}
 		hdr.WriteString(fit(title, ws[i], col.Right))
@@ -495,13 +495,13 @@ func (m *marketView) View() string {
 			line.WriteString(st.pRestricted.wrap(restr))
 		}
 		for j, c := range m.cols {
-			col := market.View[c]
+			col := present.View[c]
 			cell := fit(r.cells[c], ws[j], col.Right)
-			if col == market.ColInterruption && !cur && !st.noColor {
+			if col == present.ColInterruption && !cur && !st.noColor {
 				switch {
 				case r.BucketRank <= 0:
 					cell = st.pCalm.wrap(cell)
-				case r.BucketRank >= 3 && r.BucketRank < len(providers.Buckets):
+				case r.BucketRank >= 3 && r.BucketRank < len(domain.Buckets):
 					cell = st.pRough.wrap(cell)
 				}
 			}
@@ -521,13 +521,13 @@ func (m *marketView) View() string {
 
 // snapshotFailed reports whether a source or region of the snapshot
 // failed and none is still loading: there is nothing left to wait for.
-func snapshotFailed(s *hub.Snapshot) bool {
+func snapshotFailed(s *feed.Snapshot) bool {
 	if s == nil {
 		return false
 	}
 	failed := false
 	for _, src := range s.Sources {
-		if src.State == hub.StateLoading {
+		if src.State == feed.StateLoading {
 			return false
 		}
 		for _, r := range src.Regions {
@@ -535,7 +535,7 @@ func snapshotFailed(s *hub.Snapshot) bool {
 				return false
 			}
 		}
-		failed = failed || src.State == hub.StateError || failedRegions(src) > 0
+		failed = failed || src.State == feed.StateError || failedRegions(src) > 0
 	}
 	return failed
 }

@@ -4,15 +4,15 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // applySnapshot folds a new snapshot into the rows. Only pools whose Changed
 // moved are recomputed; after a window change the others are moved to the
 // new window, which redoes nothing but the windowed figures, when used,
 // and the order only if the sort reads the window.
-func (m *marketView) applySnapshot(s *hub.Snapshot) {
+func (m *marketView) applySnapshot(s *feed.Snapshot) {
 	if s == nil {
 		return
 	}
@@ -64,7 +64,7 @@ func (m *marketView) applySnapshot(s *hub.Snapshot) {
 		}
 	}
 	switch {
-	case structural || !m.listValid || 4*len(m.changed) > len(m.all) || (rewindowed && market.Sorts[m.sortBy].Windowed):
+	case structural || !m.listValid || 4*len(m.changed) > len(m.all) || (rewindowed && present.Sorts[m.sortBy].Windowed):
 		m.rebuild()
 	case len(m.changed) > 0:
 		m.resort(m.changed)
@@ -171,9 +171,9 @@ func (m *marketView) placeCursor(screenRow int) {
 	m.syncCursorKey()
 }
 
-// compare orders two rows by the sort column (market.Compare: unknown
+// compare orders two rows by the sort column (present.Compare: unknown
 // figures last in either direction, ties by pool key so the order is
 // stable between snapshots).
 func (m *marketView) compare(a, b *row) int {
-	return market.Compare(market.Sorts[m.sortBy], &a.Row, &b.Row, m.reverse)
+	return present.Compare(present.Sorts[m.sortBy], &a.Row, &b.Row, m.reverse)
 }

@@ -12,10 +12,10 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // planKeys are the Plan view's keys.
@@ -55,7 +55,7 @@ type planView struct {
 	owner
 	c      *common
 	ctx    context.Context
-	svc    *booking.Service
+	svc    *ledger.Service
 	speeds planner.Speeds
 	keys   planKeys
 	w, h   int
@@ -70,7 +70,7 @@ type planView struct {
 	field   int
 	formErr string
 
-	snap    *hub.Snapshot
+	snap    *feed.Snapshot
 	seq     int // of the latest run
 	running bool
 	res     planMsg
@@ -84,7 +84,7 @@ type planView struct {
 	prompt rulePrompt
 }
 
-func newPlanView(c *common, ctx context.Context, svc *booking.Service, speeds planner.Speeds, gpus, regions []string) *planView {
+func newPlanView(c *common, ctx context.Context, svc *ledger.Service, speeds planner.Speeds, gpus, regions []string) *planView {
 	v := &planView{c: c, ctx: ctx, svc: svc, speeds: speeds, keys: newPlanKeys(&c.keys), runs: planRuns,
 		form: newPlanForm(c.eff, gpus, regions, c.now())}
 	v.ran = v.form
@@ -319,7 +319,7 @@ func (v *planView) View() string {
 	first := max(0, v.cur-max(rows-sep, 1)+1)
 	for i := first; i < len(rs) && len(lines) < rows; i++ {
 		if i == below && below > 0 && i > first {
-			lines = append(lines, st.dim.Render(fit(fmt.Sprintf("  on time less than %s%% of the runs:", market.GPUCount(v.res.terms.onTime)), v.w, false)))
+			lines = append(lines, st.dim.Render(fit(fmt.Sprintf("  on time less than %s%% of the runs:", present.GPUCount(v.res.terms.onTime)), v.w, false)))
 			if len(lines) >= rows {
 				break
 			}
@@ -339,9 +339,9 @@ func (v *planView) View() string {
 // row is the i-th strategy's line of the table.
 func (v *planView) row(i int, r planner.Result, cols []tableColumn) string {
 	cells := map[string]string{
-		"#": rowLabel(i), "STRATEGY": r.Strategy, "EXP $": market.Money(r.ExpectedCostUSD), "P95 $": market.Money(r.P95CostUSD),
+		"#": rowLabel(i), "STRATEGY": r.Strategy, "EXP $": present.Money(r.ExpectedCostUSD), "P95 $": present.Money(r.P95CostUSD),
 		"ON TIME": fmt.Sprintf("%.1f%%", r.OnTimePct), "INTR": fmt.Sprintf("%.1f", r.ExpectedInterruptions),
-		"$/GPU-h": market.Money(r.USDPerUsefulGPUHour), "WHERE": strings.Join(r.Regions, ","),
+		"$/GPU-h": present.Money(r.USDPerUsefulGPUHour), "WHERE": strings.Join(r.Regions, ","),
 		"INSTANCES": fmt.Sprintf("%d×%s", r.Instances, displayTypes(r.InstanceType)),
 	}
 	var line []string
@@ -387,12 +387,12 @@ func displayTypes(list string) string {
 	start := 0
 	for i, r := range list {
 		if r == ',' || r == '+' {
-			b.WriteString(market.DisplayType(list[start:i]))
+			b.WriteString(present.DisplayType(list[start:i]))
 			b.WriteRune(r)
 			start = i + 1
 		}
 	}
-	b.WriteString(market.DisplayType(list[start:]))
+	b.WriteString(present.DisplayType(list[start:]))
 	return b.String()
 }
 
@@ -430,7 +430,7 @@ func (v *planView) status() string {
 	}
 	loc := v.c.now().Location()
 	s := fmt.Sprintf("%d ways at %s · %s runs · on time ≥ %s%% first, cheapest first",
-		len(v.res.results), v.res.at.In(loc).Format("15:04"), thousands(v.runs), market.GPUCount(v.res.terms.onTime))
+		len(v.res.results), v.res.at.In(loc).Format("15:04"), thousands(v.runs), present.GPUCount(v.res.terms.onTime))
 	switch {
 	case v.form != v.ran:
 		s = "the job was edited: r runs it · " + s

@@ -10,10 +10,10 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // carryOut is the money action behind b: the selected strategy carried
@@ -71,7 +71,7 @@ func (v *planView) planLines(r planner.Result) []string {
 }
 
 // bookNotes say what booking a strategy's offering does not do.
-func bookNotes(r planner.Result, o providers.Offering, job planner.Job, pools map[string]planner.Pool, now time.Time) []string {
+func bookNotes(r planner.Result, o domain.Offering, job planner.Job, pools map[string]planner.Pool, now time.Time) []string {
 	var out []string
 	if o.StartsOnPurchase && job.Start.After(now.Add(time.Hour)) {
 		out = append(out, fmt.Sprintf("It starts when bought, now, %s before the job's start (%s), and bills from now.",
@@ -82,7 +82,7 @@ func bookNotes(r planner.Result, o providers.Offering, job planner.Job, pools ma
 		spot := "the spot part of the plan"
 		if len(r.Pools) > 0 {
 			p := pools[r.Pools[0]]
-			spot = fmt.Sprintf("the spot part of the plan (%s in %s first, %s)", market.DisplayType(p.InstanceType), market.Place(p.Region, p.Zone), plural(len(r.Pools), "pool"))
+			spot = fmt.Sprintf("the spot part of the plan (%s in %s first, %s)", present.DisplayType(p.InstanceType), present.Place(p.Region, p.Zone), plural(len(r.Pools), "pool"))
 		}
 		undone = []string{spot + " and its on-demand safety net: this books the block only", "running your job"}
 	}
@@ -94,8 +94,8 @@ func bookNotes(r planner.Result, o providers.Offering, job planner.Job, pools ma
 // one provider's, in one region, and counts instances), enough of them
 // for the job's GPUs; on-demand for the on-demand strategy, spot
 // otherwise. left are the plan's pools the fleet does not hold.
-func planFleet(r planner.Result, pools map[string]planner.Pool, job planner.Job) (providers.FleetSpec, []planner.Pool, error) {
-	var spec providers.FleetSpec
+func planFleet(r planner.Result, pools map[string]planner.Pool, job planner.Job) (domain.FleetSpec, []planner.Pool, error) {
+	var spec domain.FleetSpec
 	if len(r.Pools) == 0 {
 		return spec, nil, fmt.Errorf("%s names no pool to launch: r runs the plan again", r.Strategy)
 	}
@@ -104,7 +104,7 @@ func planFleet(r planner.Result, pools map[string]planner.Pool, job planner.Job)
 		return spec, nil, fmt.Errorf("the plan's pool %s is no longer known: r runs the plan again", r.Pools[0])
 	}
 	var left []planner.Pool
-	spec = providers.FleetSpec{Provider: p0.Provider, Region: p0.Region, Strategy: providers.StrategyPriceCapacityOptimized,
+	spec = domain.FleetSpec{Provider: p0.Provider, Region: p0.Region, Strategy: domain.StrategyPriceCapacityOptimized,
 		TargetCapacity: int(math.Ceil(float64(job.GPUs)/p0.GPUsPerInstance - 1e-9))}
 	for _, k := range r.Pools {
 		p, ok := pools[k]
@@ -135,7 +135,7 @@ func planFleet(r planner.Result, pools map[string]planner.Pool, job planner.Job)
 
 // fleetTitle is the confirmation's question, saying when the fleet
 // starts: at the plan's start, or now.
-func fleetTitle(spec providers.FleetSpec, simulated bool, now time.Time) string {
+func fleetTitle(spec domain.FleetSpec, simulated bool, now time.Time) string {
 	sim := ""
 	if simulated {
 		sim = " (SIMULATED MARKET: nothing real is launched)"
@@ -149,15 +149,15 @@ func fleetTitle(spec providers.FleetSpec, simulated bool, now time.Time) string 
 // fleetNotes say when the fleet runs and ends, and what of the strategy
 // neither the cloud nor gpumarket does: short, so that at 80×24 the
 // confirmation shows them whole with the terms and the prompt.
-func fleetNotes(r planner.Result, spec providers.FleetSpec, left []planner.Pool, pools map[string]planner.Pool, now time.Time, desc providers.Descriptor) []string {
+func fleetNotes(r planner.Result, spec domain.FleetSpec, left []planner.Pool, pools map[string]planner.Pool, now time.Time, desc domain.Descriptor) []string {
 	when := func(t time.Time) string {
 		return fmt.Sprintf("%s (%s UTC)", t.In(now.Location()).Format("Mon 01-02 15:04"), t.UTC().Format("15:04"))
 	}
 	var out []string
-	switch keeper := booking.KeeperOf(desc); {
-	case keeper == booking.KeptByCloud && spec.Start.After(now):
+	switch keeper := ledger.KeeperOf(desc); {
+	case keeper == ledger.KeptByCloud && spec.Start.After(now):
 		out = append(out, fmt.Sprintf("The cloud launches it at %s and ends it at the deadline, %s, whether or not gpumarket runs then.", when(spec.Start), when(spec.End)))
-	case keeper == booking.KeptByCloud && !spec.End.IsZero():
+	case keeper == ledger.KeptByCloud && !spec.End.IsZero():
 		out = append(out, fmt.Sprintf("The cloud ends it at the deadline, %s, whether or not gpumarket runs then.", when(spec.End)))
 	case spec.Start.After(now):
 		out = append(out, fmt.Sprintf("gpumarket launches it at %s and deletes it at the deadline, %s: a gpumarket TUI or `serve` must be running then.", when(spec.Start), when(spec.End)))
@@ -178,7 +178,7 @@ func fleetNotes(r planner.Result, spec providers.FleetSpec, left []planner.Pool,
 		for _, p := range left {
 			w := p.Provider + " " + p.Region
 			if p.Provider == spec.Provider && p.Region == spec.Region {
-				w = market.DisplayType(p.InstanceType) + " in " + p.Region
+				w = present.DisplayType(p.InstanceType) + " in " + p.Region
 			}
 			if !slices.Contains(where, w) {
 				where = append(where, w)
@@ -189,7 +189,7 @@ func fleetNotes(r planner.Result, spec providers.FleetSpec, left []planner.Pool,
 	if r.OnDemandPool != "" {
 		od := "on-demand"
 		if p, ok := pools[r.OnDemandPool]; ok {
-			od = fmt.Sprintf("on-demand (%s in %s)", market.DisplayType(p.InstanceType), p.Region)
+			od = fmt.Sprintf("on-demand (%s in %s)", present.DisplayType(p.InstanceType), p.Region)
 		}
 		undone = append(undone, "the safety net: moving the job to "+od+" when spot falls behind")
 	} else {

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpumarket/gpumarket/market"
 	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // planChartMin is the fewest lines the chart is drawn in: four rows of
@@ -65,7 +65,7 @@ func planChart(rs []planner.Result, sel int, onTime float64, w, h int, st *style
 		ymin, ymax = ymin*0.95, ymax*1.05+0.01
 	}
 	lo := math.Min(math.Floor(xmin), maxNines-1)
-	top, bottom := "$"+market.Money(ymax), "$"+market.Money(ymin)
+	top, bottom := "$"+present.Money(ymax), "$"+present.Money(ymin)
 	lw := max(cellWidth(top), cellWidth(bottom))
 	pw, ph := w-lw-1, h-1
 	if pw < 16 {
@@ -144,7 +144,7 @@ func xAxis(pw int, lo, onTime float64, tc int, col func(float64) int) string {
 	}
 	put(pw-4, "100%", 0)
 	if tc >= 0 {
-		th := market.GPUCount(onTime) + "┊"
+		th := present.GPUCount(onTime) + "┊"
 		put(tc-len([]rune(th))+1, th, 0)
 	}
 	for _, pct := range []float64{0, 90, 99, 99.9} {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers"
 )
 
 // Fields of the Plan view's job form.
@@ -58,7 +58,7 @@ type planTerms struct {
 func newPlanForm(basis planner.Basis, gpus, regions []string, now time.Time) planForm {
 	f := planForm{
 		gpus: strconv.Itoa(basis.GPUs), models: "H100", hours: trimHours(basis.Hours),
-		checkpointable: basis.Checkpoint > 0, checkpoint: providers.FormatDuration(basis.Checkpoint), changeover: providers.FormatDuration(basis.Changeover),
+		checkpointable: basis.Checkpoint > 0, checkpoint: domain.FormatDuration(basis.Checkpoint), changeover: domain.FormatDuration(basis.Changeover),
 		regions: strings.Join(regions, ","), onTime: "95",
 	}
 	if basis.Checkpoint <= 0 {
@@ -75,7 +75,7 @@ func newPlanForm(basis planner.Basis, gpus, regions []string, now time.Time) pla
 func normalModels(gpus []string) []string {
 	var out []string
 	for _, g := range gpus {
-		if m, ok := providers.NormalizeGPUModel(strings.TrimSpace(g)); ok && !slices.Contains(out, m) {
+		if m, ok := domain.NormalizeGPUModel(strings.TrimSpace(g)); ok && !slices.Contains(out, m) {
 			out = append(out, m)
 		}
 	}
@@ -122,9 +122,9 @@ func (f planForm) parse(now time.Time) (planTerms, error) {
 		if g == "" {
 			continue
 		}
-		m, ok := providers.NormalizeGPUModel(g)
+		m, ok := domain.NormalizeGPUModel(g)
 		if !ok {
-			return t, fmt.Errorf("GPU models: unknown GPU %q; want one or more of %s, such as H100 or H100,H200", g, strings.Join(providers.GPUModels, ", "))
+			return t, fmt.Errorf("GPU models: unknown GPU %q; want one or more of %s, such as H100 or H100,H200", g, strings.Join(domain.GPUModels, ", "))
 		}
 		if slices.Contains(j.Models, m) {
 			return t, fmt.Errorf("GPU models: %s is named twice", m)
@@ -132,7 +132,7 @@ func (f planForm) parse(now time.Time) (planTerms, error) {
 		j.Models = append(j.Models, m)
 	}
 	if len(j.Models) == 0 {
-		return t, fmt.Errorf("GPU models: none; want one or more of %s, such as H100 or H100,H200", strings.Join(providers.GPUModels, ", "))
+		return t, fmt.Errorf("GPU models: none; want one or more of %s, such as H100 or H100,H200", strings.Join(domain.GPUModels, ", "))
 	}
 	j.Hours, err = strconv.ParseFloat(strings.TrimSpace(f.hours), 64)
 	if err != nil || math.IsNaN(j.Hours) || j.Hours <= 0 || j.Hours > planner.MaxSpan.Hours() {

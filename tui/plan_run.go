@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumarket/gpumarket/market"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // planRuns is how many Monte Carlo runs a plan makes, as `gpumarket
@@ -33,7 +33,7 @@ type planMsg struct {
 	// pools and offers are the market the plan was made on, by key and
 	// id: what carrying a strategy out launches or books.
 	pools  map[string]planner.Pool
-	offers map[string]providers.Offering
+	offers map[string]domain.Offering
 	// failed are the providers, or regions of one ("aws us-west-2"),
 	// whose offering search was refused or not answered: the plan was
 	// made without their blocks.
@@ -48,16 +48,16 @@ type planInput struct {
 	seq    int
 	terms  planTerms
 	pools  []planner.Pool
-	svc    *booking.Service
+	svc    *ledger.Service
 	speeds planner.Speeds
 	runs   int
 	now    time.Time
 }
 
 // planPools are the snapshot's pools of the job's models in its regions,
-// as `gpumarket plan` reads them (market.PlanPools).
-func planPools(snap *hub.Snapshot, t planTerms, priors planner.Priors) []planner.Pool {
-	return market.PlanPools(snap, t.job.Models, func(p providers.Pool) bool {
+// as `gpumarket plan` reads them (present.PlanPools).
+func planPools(snap *feed.Snapshot, t planTerms, priors planner.Priors) []planner.Pool {
+	return present.PlanPools(snap, t.job.Models, func(p domain.Pool) bool {
 		return len(t.regions) == 0 || slices.Contains(t.regions, p.Region)
 	}, priors)
 }
@@ -67,11 +67,11 @@ func planPools(snap *hub.Snapshot, t planTerms, priors planner.Priors) []planner
 // the job on them and the pools. It runs off the UI goroutine.
 func makePlan(ctx context.Context, in planInput) planMsg {
 	out := planMsg{seq: in.seq, terms: in.terms, at: in.now, failed: map[string]error{},
-		pools: map[string]planner.Pool{}, offers: map[string]providers.Offering{}}
+		pools: map[string]planner.Pool{}, offers: map[string]domain.Offering{}}
 	for _, p := range in.pools {
 		out.pools[p.Key] = p
 	}
-	var offs []providers.Offering
+	var offs []domain.Offering
 	if in.svc != nil && in.svc.CanBook() {
 		sctx, cancel := context.WithTimeout(ctx, planSearchTimeout)
 		for _, q := range planner.BlockQueries(in.terms.job, in.now, in.speeds) {
@@ -82,7 +82,7 @@ func makePlan(ctx context.Context, in planInput) planMsg {
 			for _, w := range res.Warnings {
 				name := strings.TrimSpace(w.Provider + " " + w.Region)
 				if _, seen := out.failed[name]; !seen {
-					out.failed[name] = fmt.Errorf("offerings of %s for %s: %w", q.GPU, providers.FormatWindow(q.Duration), w.Err)
+					out.failed[name] = fmt.Errorf("offerings of %s for %s: %w", q.GPU, domain.FormatWindow(q.Duration), w.Err)
 				}
 			}
 			if err != nil && len(res.Warnings) == 0 {

@@ -12,10 +12,9 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/store"
 )
 
 // flat is a screen as one line of words, a word broken after its hyphen
@@ -140,7 +139,7 @@ func FuzzPlanForm(f *testing.F) {
 // view's form with the GPU filter as the acceptable models and the
 // region filter as where; with no region filter, all regions.
 func TestPlanFromMarketTakesTheFilters(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.m.market.gpus, f.m.market.regions = []string{"H100", "H200"}, []string{"us-east-1"}
 	press(f.m, "p")
 	p := f.plan()
@@ -165,7 +164,7 @@ func TestPlanFromMarketTakesTheFilters(t *testing.T) {
 // duration, from its earliest start, done by its latest start plus the
 // duration, or else by the default deadline.
 func TestPlanFromBlocksTakesTheSearch(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Blocks")
 	b := f.blocks()
 	b.terms = blocksForm{gpu: "H200", size: "2", instances: true, duration: "2d", after: "2026-11-24 09:00"}
@@ -188,7 +187,7 @@ func TestPlanFromBlocksTakesTheSearch(t *testing.T) {
 // ranked (on time at least 95 % first, cheapest expected first), and
 // the selected row's assumptions are under the table.
 func TestPlanRunsAndRanks(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Plan")
 	p := f.plan()
 	p.runs = testRuns
@@ -233,7 +232,7 @@ func TestPlanRunsAndRanks(t *testing.T) {
 // even when another view is on screen (routed by the view's id), and an
 // answer older than the latest run is dropped.
 func TestPlanResultReachesHiddenView(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Plan")
 	p := f.plan()
 	p.runs = testRuns
@@ -258,7 +257,7 @@ func TestPlanResultReachesHiddenView(t *testing.T) {
 // TestPlanErrorsNameTheField: a job the form or the planner refuses is
 // said beside the form, naming the field; nothing runs.
 func TestPlanErrorsNameTheField(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Plan")
 	p := f.plan()
 	p.runs = testRuns
@@ -283,7 +282,7 @@ func TestPlanErrorsNameTheField(t *testing.T) {
 // dry run, y then enter), the plan's figures, what booking does not do,
 // and a ledger row.
 func TestPlanBooksABlock(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Plan")
 	p := f.plan()
 	p.runs = testRuns
@@ -314,7 +313,7 @@ func TestPlanBooksABlock(t *testing.T) {
 		t.Fatalf("after y: %d purchases, box open %v", f.fake.Calls("Book"), p.confirm.open)
 	}
 	rows, err := f.st.List(context.Background())
-	if err != nil || len(rows) != 1 || rows[0].Kind != store.KindBlock || rows[0].IdemKey != "cb-cheap" || rows[0].Actor != "local:tester" {
+	if err != nil || len(rows) != 1 || rows[0].Kind != ledger.KindBlock || rows[0].IdemKey != "cb-cheap" || rows[0].Actor != "local:tester" {
 		t.Fatalf("ledger %+v %v", rows, err)
 	}
 	if !strings.Contains(f.m.notice.text, "booked cr-cb-cheap") {
@@ -339,7 +338,7 @@ func TestPlanBooksABlock(t *testing.T) {
 // cloud keeps no schedule, gpumarket does, from the plan's start to its
 // deadline).
 func TestPlanLaunchesTheSafetyNetsFleet(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Plan")
 	p := f.plan()
 	p.runs = testRuns
@@ -365,11 +364,11 @@ func TestPlanLaunchesTheSafetyNetsFleet(t *testing.T) {
 		t.Fatalf("%d launches before the plan's start", f.fake.Calls("LaunchFleet"))
 	}
 	rows, err := f.st.List(context.Background())
-	if err != nil || len(rows) != 1 || rows[0].Kind != store.KindFleet || rows[0].Region != first.Region || rows[0].InstanceCount != 2 ||
-		rows[0].State != store.StateScheduled {
+	if err != nil || len(rows) != 1 || rows[0].Kind != ledger.KindFleet || rows[0].Region != first.Region || rows[0].InstanceCount != 2 ||
+		rows[0].State != ledger.StateScheduled {
 		t.Fatalf("ledger %+v %v", rows, err)
 	}
-	var spec providers.FleetSpec
+	var spec domain.FleetSpec
 	if err := json.Unmarshal(rows[0].Request, &spec); err != nil || spec.OnDemandBase != 0 ||
 		!spec.Start.Equal(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)) || !spec.End.Equal(time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)) ||
 		len(spec.InstanceTypes) != 1 || spec.InstanceTypes[0] != first.InstanceType {
@@ -381,7 +380,7 @@ func TestPlanLaunchesTheSafetyNetsFleet(t *testing.T) {
 // fleet starts at the plan's start and ends at its deadline, and the
 // confirmation says the cloud does it; on-demand is an on-demand fleet.
 func TestPlanSchedulesTheFleet(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.fake.Desc.SchedulesFleets, f.fake.Desc.Ephemeral = true, false
 	f.show(t, "Plan")
 	p := f.plan()
@@ -406,7 +405,7 @@ func TestPlanSchedulesTheFleet(t *testing.T) {
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("ledger %+v %v", rows, err)
 	}
-	var spec providers.FleetSpec
+	var spec domain.FleetSpec
 	if err := json.Unmarshal(rows[0].Request, &spec); err != nil || spec.OnDemandBase != 2 || spec.TargetCapacity != 2 ||
 		!spec.Start.Equal(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)) || !spec.End.Equal(time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)) || len(spec.Zones) != 0 {
 		t.Fatalf("scheduled %+v %v", spec, err)
@@ -416,7 +415,7 @@ func TestPlanSchedulesTheFleet(t *testing.T) {
 // TestPlanViewerRefused: a viewer may plan but carries nothing out; a
 // session without a ledger neither.
 func TestPlanViewerRefused(t *testing.T) {
-	f := newMoneyFixture(t, RoleViewer, booking.Budget{})
+	f := newMoneyFixture(t, RoleViewer, ledger.Budget{})
 	f.show(t, "Plan")
 	p := f.plan()
 	p.runs = testRuns
@@ -504,7 +503,7 @@ func TestPlanChartPlacesPoints(t *testing.T) {
 // TestPlanNoColor: with NO_COLOR the Plan view, its chart and its
 // confirmation carry no escape codes.
 func TestPlanNoColor(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Plan")
 	f.plan().runs = testRuns
 	f.job16()
@@ -533,7 +532,7 @@ func TestGoldenPlanConfirm(t *testing.T) {
 // searches through the booking service and 10,000 Monte Carlo runs of
 // the brief's job on the fixture market.
 func BenchmarkPlanView(b *testing.B) {
-	f := newMoneyFixture(b, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(b, RoleBooker, ledger.Budget{})
 	f.job16()
 	terms, err := f.plan().form.parse(fixedNow)
 	if err != nil {
@@ -577,7 +576,7 @@ func TestWordwrapKeepsHyphens(t *testing.T) {
 // screen: at 80×14 y then enter used to schedule a fleet whose window,
 // notes and dry run were cut off.
 func TestConfirmationKeepsItsPromptWhenShort(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.plan().runs = testRuns
 	f.show(t, "Plan")
 	f.job16()
@@ -618,7 +617,7 @@ func TestConfirmationKeepsItsPromptWhenShort(t *testing.T) {
 // and place were never on screen. A taller terminal shows the terms, and
 // then the yes is taken.
 func TestConfirmationAtTinySizeBuysNothingUnseen(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Blocks")
 	f.m.Update(tea.WindowSizeMsg{Width: 20, Height: 5})
 	press(f.m, "b", "y", "enter")
@@ -664,7 +663,7 @@ func TestPlanFleetHoldsOneRegionAndSize(t *testing.T) {
 		strings.Join(spec.InstanceTypes, ",") != "Standard_NC40ads_H100_v5" || strings.Join(spec.Zones, ",") != "3,1" || len(left) != 3 {
 		t.Fatalf("spot: %+v left %d %v", spec, len(left), err)
 	}
-	if err := booking.CheckFleet(spec); err != nil {
+	if err := ledger.CheckFleet(spec); err != nil {
 		t.Fatal(err)
 	}
 	spec, _, err = planFleet(planner.Result{Strategy: planner.StrategyOnDemand, Pools: keys[3:4]}, pools, job)
@@ -682,7 +681,7 @@ func TestPlanFleetHoldsOneRegionAndSize(t *testing.T) {
 // form's footer offered "b book/launch" while b typed a b, and an open
 // confirmation's "e edit job".
 func TestFooterSaysTheKeysOfWhatHasThem(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.plan().runs = testRuns
 	f.show(t, "Plan")
 	foot := func() string {
@@ -731,7 +730,7 @@ func TestFooterSaysTheKeysOfWhatHasThem(t *testing.T) {
 // line over the table says them, or "start now" under an hour-old table
 // reads as a start that moves with the clock.
 func TestPlanSummarySaysWhenARelativeJobWasPlanned(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, booking.Budget{})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.plan().runs = testRuns
 	f.show(t, "Plan")
 	f.setJob("16", "48", "", "+3d")

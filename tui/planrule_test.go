@@ -9,11 +9,11 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/ledger/ledgertest"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
-	"github.com/gpumarket/gpumarket/providers/store"
+
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -21,14 +21,14 @@ import (
 // with a watch that saves the rules it makes, on the Plan view.
 func planSession(t *testing.T, role Role, ev *watch.Evaluator) (*Model, *planView) {
 	t.Helper()
-	st, err := store.Open(t.TempDir())
+	st, err := ledger.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	fake := bookingtest.New("sim", bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000)).Simulated()
+	fake := ledgertest.New("sim", ledgertest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000)).Simulated()
 	fake.SpotUSDHour = 20
-	svc := booking.New(st, []providers.Provider{fake}, booking.Options{Now: nowFn, Timeout: time.Second})
+	svc := ledger.New(st, []domain.Provider{fake}, ledger.Options{Now: nowFn, Timeout: time.Second})
 	m := newBare(Options{Now: nowFn, NoColor: true, Role: role, Booking: svc, Watch: ev, Actor: "ssh:SHA256:abc alice"})
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
 	run(m, m.broadcast(snapshotMsg{snap: fixtureSnapshot()}))

@@ -12,8 +12,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
 )
 
 // fixtureProvider serves the fixture market through the real hub: pools
@@ -21,33 +21,33 @@ import (
 type fixtureProvider struct{}
 
 func (fixtureProvider) Name() string { return "sim" }
-func (fixtureProvider) Describe() providers.Descriptor {
-	return providers.Descriptor{Name: "sim", Simulated: true}
+func (fixtureProvider) Describe() domain.Descriptor {
+	return domain.Descriptor{Name: "sim", Simulated: true}
 }
 
-func (fixtureProvider) Fetch(ctx context.Context, req providers.FetchRequest, sink providers.Sink) error {
+func (fixtureProvider) Fetch(ctx context.Context, req domain.FetchRequest, sink domain.Sink) error {
 	if !req.Backfill {
 		return nil
 	}
 	s := fixtureSnapshot()
-	var ev providers.Event
+	var ev domain.Event
 	for _, pv := range s.Pools {
 		ev.Pools = append(ev.Pools, pv.Pool)
 		for at, usd := range pv.History.All() {
-			ev.Points = append(ev.Points, providers.PricePoint{Pool: pv.Pool.Key(), At: time.Unix(at, 0), USDHour: usd})
+			ev.Points = append(ev.Points, domain.PricePoint{Pool: pv.Pool.Key(), At: time.Unix(at, 0), USDHour: usd})
 		}
 	}
 	ev.Region = "us-east-1"
-	ev.Progress = &providers.Progress{Done: 1, Total: 1}
+	ev.Progress = &domain.Progress{Done: 1, Total: 1}
 	ev.Note = "fixture market"
 	sink(ev)
 	return nil
 }
 
-func startHub(t *testing.T) *hub.Hub {
+func startHub(t *testing.T) *feed.Hub {
 	t.Helper()
-	h := hub.New([]providers.Provider{fixtureProvider{}}, hub.Options{
-		Query: providers.Query{Window: 24 * time.Hour}, Now: nowFn,
+	h := feed.New([]domain.Provider{fixtureProvider{}}, feed.Options{
+		Query: domain.Query{Window: 24 * time.Hour}, Now: nowFn,
 		Interval: func(string) time.Duration { return time.Hour }, PublishEvery: 10 * time.Millisecond,
 	})
 	ctx, cancel := context.WithCancel(context.Background())

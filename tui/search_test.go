@@ -12,14 +12,13 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/booking/bookingtest"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/ledger/ledgertest"
 )
 
 // regionErrs is the error a provider returns with the offerings of the
-// regions that answered (booking.RegionErrors).
+// regions that answered (ledger.RegionErrors).
 type regionErrs map[string]error
 
 func (r regionErrs) Error() string {
@@ -36,12 +35,12 @@ func (r regionErrs) RegionErrors() map[string]error { return r }
 // partialFinder answers a search with its offerings and, beside them, the
 // regions that did not answer; with fail set it answers nothing.
 type partialFinder struct {
-	*bookingtest.Fake
+	*ledgertest.Fake
 	regions regionErrs
 	fail    error
 }
 
-func (p partialFinder) FindOfferings(ctx context.Context, q providers.OfferingQuery) ([]providers.Offering, error) {
+func (p partialFinder) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]domain.Offering, error) {
 	if p.fail != nil {
 		return nil, p.fail
 	}
@@ -56,18 +55,18 @@ func (p partialFinder) FindOfferings(ctx context.Context, q providers.OfferingQu
 // of which did not answer, and a provider "azure" that did not at all.
 func partialSession(t *testing.T, w, h int) *Model {
 	t.Helper()
-	st, err := store.Open(t.TempDir())
+	st, err := ledger.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	sim := partialFinder{Fake: bookingtest.New("sim", bookingtest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000)).Simulated(),
+	sim := partialFinder{Fake: ledgertest.New("sim", ledgertest.Offering("sim", "cb-cheap", fixedNow.Add(24*time.Hour), 48, 1, 3000)).Simulated(),
 		regions: regionErrs{
 			"us-west-2":  errors.New("api error RequestLimitExceeded: Request limit exceeded."),
 			"eu-north-1": fmt.Errorf("no answer within the search's time: %w", context.DeadlineExceeded),
 		}}
-	azure := partialFinder{Fake: bookingtest.New("azure"), fail: errors.New("azure capacity reservations: no subscription")}
-	svc := booking.New(st, []providers.Provider{sim, azure}, booking.Options{Now: nowFn, Timeout: time.Second})
+	azure := partialFinder{Fake: ledgertest.New("azure"), fail: errors.New("azure capacity reservations: no subscription")}
+	svc := ledger.New(st, []domain.Provider{sim, azure}, ledger.Options{Now: nowFn, Timeout: time.Second})
 	m := newBare(Options{Now: nowFn, NoColor: true, Booking: svc, Actor: "local:tester"})
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	run(m, m.broadcast(snapshotMsg{snap: fixtureSnapshot()}))
@@ -130,11 +129,11 @@ func ansiStrip(m *Model) string { return ansi.Strip(m.View().Content) }
 
 // recordingFinder remembers the queries it is asked.
 type recordingFinder struct {
-	*bookingtest.Fake
-	asked *[]providers.OfferingQuery
+	*ledgertest.Fake
+	asked *[]domain.OfferingQuery
 }
 
-func (r recordingFinder) FindOfferings(ctx context.Context, q providers.OfferingQuery) ([]providers.Offering, error) {
+func (r recordingFinder) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]domain.Offering, error) {
 	*r.asked = append(*r.asked, q)
 	return r.Fake.FindOfferings(ctx, q)
 }
@@ -145,20 +144,20 @@ func (r recordingFinder) FindOfferings(ctx context.Context, q providers.Offering
 // A reservation billed by the hour shows its rate in a $/H column beside
 // its total, at 80 columns too; the footnote says what both mean.
 func TestBlocksShowsOtherLengthsAndHourlyRates(t *testing.T) {
-	st, err := store.Open(t.TempDir())
+	st, err := ledger.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	start := fixedNow.Add(24 * time.Hour)
-	short := bookingtest.Offering("sim", "cb-43h", start, 43, 1, 1000)
+	short := ledgertest.Offering("sim", "cb-43h", start, 43, 1, 1000)
 	short.FlexLength = true
-	res := bookingtest.Offering("sim", "azcr-res", fixedNow, 48, 1, 4800)
-	res.Cloud, res.Region, res.Zone, res.InstanceType = providers.CloudAzure, "eastus", "2", "Standard_ND96isr_H100_v5"
-	res.StartsOnPurchase, res.Kind, res.HourlyUSD = true, providers.KindReservation, 100
-	var asked []providers.OfferingQuery
-	fake := recordingFinder{Fake: bookingtest.New("sim", bookingtest.Offering("sim", "cb-48h", start, 48, 1, 3000), short, res).Simulated(), asked: &asked}
-	svc := booking.New(st, []providers.Provider{fake}, booking.Options{Now: nowFn, Timeout: time.Second})
+	res := ledgertest.Offering("sim", "azcr-res", fixedNow, 48, 1, 4800)
+	res.Cloud, res.Region, res.Zone, res.InstanceType = domain.CloudAzure, "eastus", "2", "Standard_ND96isr_H100_v5"
+	res.StartsOnPurchase, res.Kind, res.HourlyUSD = true, domain.KindReservation, 100
+	var asked []domain.OfferingQuery
+	fake := recordingFinder{Fake: ledgertest.New("sim", ledgertest.Offering("sim", "cb-48h", start, 48, 1, 3000), short, res).Simulated(), asked: &asked}
+	svc := ledger.New(st, []domain.Provider{fake}, ledger.Options{Now: nowFn, Timeout: time.Second})
 	m := newBare(Options{Now: nowFn, NoColor: true, Booking: svc, Actor: "local:tester"})
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
 	run(m, m.broadcast(snapshotMsg{snap: fixtureSnapshot()}))

@@ -17,11 +17,11 @@ import (
 	"charm.land/bubbles/v2/spinner"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/hub"
-	"github.com/gpumarket/gpumarket/providers/usage"
+
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -40,8 +40,8 @@ const (
 // Options configure one TUI session.
 type Options struct {
 	// Hub is the market feed; the model subscribes to it. The caller runs
-	// it (hub.Run).
-	Hub *hub.Hub
+	// it (feed.Run).
+	Hub *feed.Hub
 	// Window is the initial history window (default 24h).
 	Window time.Duration
 	// GPUs and Regions are the initial filters; empty shows everything.
@@ -69,11 +69,11 @@ type Options struct {
 	// Booking runs every money-spending action through the ledger; nil
 	// means the Blocks, Fleet and Ledger views say nothing can be booked
 	// here.
-	Booking *booking.Service
+	Booking *ledger.Service
 	// Usage reports what was bought and how much of it was used (the
 	// Usage view, the header's idle alert); one tracker serves every
 	// session of a process. Nil: the view says there is no ledger.
-	Usage *usage.Tracker
+	Usage *ledger.Tracker
 	// Watch is the process's one evaluator of the alert rules, shared by
 	// every session (alerts.go); nil means no Alerts view.
 	Watch *watch.Evaluator
@@ -81,7 +81,7 @@ type Options struct {
 
 // Messages between the root and its views.
 type (
-	snapshotMsg  struct{ snap *hub.Snapshot }
+	snapshotMsg  struct{ snap *feed.Snapshot }
 	subClosedMsg struct{}
 	// windowChangedMsg says the window changed; capped, when set, is why
 	// it is not the one asked for.
@@ -136,8 +136,8 @@ type Model struct {
 	active int
 	prev   int
 
-	sub     <-chan *hub.Snapshot
-	snap    *hub.Snapshot
+	sub     <-chan *feed.Snapshot
+	snap    *feed.Snapshot
 	spin    spinner.Model
 	spinOn  bool
 	help    help.Model
@@ -162,8 +162,8 @@ func New(opt Options) *Model {
 	if opt.Window <= 0 {
 		opt.Window = 24 * time.Hour
 	}
-	if opt.Window > providers.MaxWindow {
-		opt.Window = providers.MaxWindow
+	if opt.Window > domain.MaxWindow {
+		opt.Window = domain.MaxWindow
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
@@ -241,7 +241,7 @@ func (m *Model) Init() tea.Cmd {
 }
 
 // waitSnapshot receives one snapshot; the root re-arms it after each.
-func waitSnapshot(ch <-chan *hub.Snapshot) tea.Cmd {
+func waitSnapshot(ch <-chan *feed.Snapshot) tea.Cmd {
 	return func() tea.Msg {
 		s, ok := <-ch
 		if !ok {
@@ -466,7 +466,7 @@ func (m *Model) loading() bool {
 		return m.opt.Hub != nil
 	}
 	for _, s := range m.snap.Sources {
-		if s.State == hub.StateLoading {
+		if s.State == feed.StateLoading {
 			return true
 		}
 		for _, r := range s.Regions {

@@ -11,9 +11,9 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 func newTestModel(t testing.TB, w, h int, opt Options) *Model {
@@ -114,8 +114,8 @@ func chartOf(m *Model) *chartView {
 }
 
 // cellOf is a row's cell in the Market view's column col.
-func cellOf(r *row, col *market.Column) string {
-	for i, c := range market.View {
+func cellOf(r *row, col *present.Column) string {
+	for i, c := range present.View {
 		if c == col {
 			return r.cells[i]
 		}
@@ -293,15 +293,15 @@ func TestSortModes(t *testing.T) {
 			seenNaN := false
 			for _, r := range m.market.list {
 				v := f(r)
-				if math.IsNaN(v) || (market.Sorts[mode] == market.ColInterruption && r.BucketRank == len(providers.Buckets)) {
+				if math.IsNaN(v) || (present.Sorts[mode] == present.ColInterruption && r.BucketRank == len(domain.Buckets)) {
 					seenNaN = true
 					continue
 				}
 				if seenNaN {
-					t.Errorf("%s reverse=%v: %s after an unknown value", market.Sorts[mode].SortName, reverse, r.Key)
+					t.Errorf("%s reverse=%v: %s after an unknown value", present.Sorts[mode].SortName, reverse, r.Key)
 				}
 				if (!reverse && v < prev) || (reverse && v > prev) {
-					t.Errorf("%s reverse=%v: %s out of order (%v after %v)", market.Sorts[mode].SortName, reverse, r.Key, v, prev)
+					t.Errorf("%s reverse=%v: %s out of order (%v after %v)", present.Sorts[mode].SortName, reverse, r.Key, v, prev)
 				}
 				prev = v
 			}
@@ -309,8 +309,8 @@ func TestSortModes(t *testing.T) {
 		}
 		press(m, "s")
 	}
-	if market.Sorts[m.market.sortBy] != market.ColGPU {
-		t.Fatalf("after five presses sort is %s", market.Sorts[m.market.sortBy].SortName)
+	if present.Sorts[m.market.sortBy] != present.ColGPU {
+		t.Fatalf("after five presses sort is %s", present.Sorts[m.market.sortBy].SortName)
 	}
 	for i := 1; i < len(m.market.list); i++ {
 		if m.market.list[i-1].GPU.Model > m.market.list[i].GPU.Model {
@@ -319,7 +319,7 @@ func TestSortModes(t *testing.T) {
 	}
 	press(m, "s", "s")
 	if m.market.sortBy != 0 {
-		t.Errorf("sort does not wrap around: %s", market.Sorts[m.market.sortBy].SortName)
+		t.Errorf("sort does not wrap around: %s", present.Sorts[m.market.sortBy].SortName)
 	}
 }
 
@@ -362,13 +362,13 @@ func TestEnterWithoutMarksChartsTheCursorPool(t *testing.T) {
 	}
 	out := ansi.Strip(m.View().Content)
 	pv, _ := chartOf(m).snap.Pool(want)
-	if name := market.DisplayType(pv.InstanceType) + " " + market.Place(pv.Region, pv.Zone) + " " + pv.Provider; !strings.Contains(out, name) {
+	if name := present.DisplayType(pv.InstanceType) + " " + present.Place(pv.Region, pv.Zone) + " " + pv.Provider; !strings.Contains(out, name) {
 		t.Errorf("chart legend lacks %s:\n%s", name, out)
 	}
 }
 
 func TestWindowCycleExtendsHub(t *testing.T) {
-	h := hub.New(nil, hub.Options{Query: providers.Query{Window: 24 * time.Hour}})
+	h := feed.New(nil, feed.Options{Query: domain.Query{Window: 24 * time.Hour}})
 	m := newTestModel(t, 120, 40, Options{Hub: h, Window: 6 * time.Hour})
 	press(m, "w")
 	if m.c.window != 24*time.Hour || h.Window() != 24*time.Hour {
@@ -393,17 +393,17 @@ func TestWindowChangeRecomputesRows(t *testing.T) {
 	m := newTestModel(t, 120, 40, Options{Window: time.Hour})
 	m.View()
 	r := m.market.list[0]
-	before := cellOf(r, market.ColTrend)
+	before := cellOf(r, present.ColTrend)
 	press(m, "w", "w", "w") // 6h, 24h, 7d
 	if from, to := m.c.span(); r.From != from || r.To != to {
 		t.Fatalf("row window [%d, %d], want [%d, %d]", r.From, r.To, from, to)
 	}
 	m.View()
-	if cellOf(r, market.ColTrend) == before {
+	if cellOf(r, present.ColTrend) == before {
 		t.Errorf("trend unchanged from 1h to 7d: %q", before)
 	}
-	if _, mx := r.History.Downsample(r.From, r.To, market.SparkCols); cellOf(r, market.ColTrend) != market.Sparkline(mx) {
-		t.Errorf("trend %q is not the 7d window's", cellOf(r, market.ColTrend))
+	if _, mx := r.History.Downsample(r.From, r.To, present.SparkCols); cellOf(r, present.ColTrend) != present.Sparkline(mx) {
+		t.Errorf("trend %q is not the 7d window's", cellOf(r, present.ColTrend))
 	}
 }
 
@@ -416,13 +416,13 @@ func TestWindowChangeRedoesOnlyWindowedCells(t *testing.T) {
 	m.View()
 	order := slices.Clone(m.market.list)
 	first, last := order[0], order[len(order)-1]
-	derived, spot := first.derived, cellOf(first, market.ColSpot)
+	derived, spot := first.derived, cellOf(first, present.ColSpot)
 	press(m, "w")
 	m.View()
 	if !slices.Equal(order, m.market.list) {
 		t.Fatal("a window change reordered the rows")
 	}
-	if first.derived != derived || cellOf(first, market.ColSpot) != spot {
+	if first.derived != derived || cellOf(first, present.ColSpot) != spot {
 		t.Fatal("a window change derived the row again")
 	}
 	if first.cellsFor != m.c.windowSeq {
@@ -436,8 +436,8 @@ func TestWindowChangeRedoesOnlyWindowedCells(t *testing.T) {
 	if last.cellsFor != m.c.windowSeq {
 		t.Fatal("the trend of a row scrolled into view was not made")
 	}
-	if _, mx := last.History.Downsample(last.From, last.To, market.SparkCols); cellOf(last, market.ColTrend) != market.Sparkline(mx) {
-		t.Errorf("trend %q is not the new window's", cellOf(last, market.ColTrend))
+	if _, mx := last.History.Downsample(last.From, last.To, present.SparkCols); cellOf(last, present.ColTrend) != present.Sparkline(mx) {
+		t.Errorf("trend %q is not the new window's", cellOf(last, present.ColTrend))
 	}
 }
 
@@ -544,8 +544,8 @@ func TestTinySizesNeverPanic(t *testing.T) {
 func TestEmptyMarket(t *testing.T) {
 	m := newBare(Options{Now: nowFn, NoColor: true})
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
-	m.Update(snapshotMsg{snap: &hub.Snapshot{Sources: []hub.SourceStatus{{Provider: "aws", State: hub.StateLoading,
-		Regions: []hub.RegionStatus{{Region: "us-east-1", Done: 3, Total: 10}, {Region: "eu-west-1", Err: "AccessDenied: not authorized"}}}}}})
+	m.Update(snapshotMsg{snap: &feed.Snapshot{Sources: []feed.SourceStatus{{Provider: "aws", State: feed.StateLoading,
+		Regions: []feed.RegionStatus{{Region: "us-east-1", Done: 3, Total: 10}, {Region: "eu-west-1", Err: "AccessDenied: not authorized"}}}}}})
 	press(m, "enter", "space", "s", "g", "r")
 	out := ansi.Strip(m.View().Content)
 	for _, want := range []string{"waiting for the market", "loading", "3/10", "eu-west-1", "AccessDenied"} {
@@ -593,20 +593,20 @@ func (lightGray) RGBA() (r, g, b, a uint32) { return 0xeeee, 0xeeee, 0xeeee, 0xf
 
 func TestFitColumnsByPriority(t *testing.T) {
 	all := fitColumns(1000)
-	if len(all) != len(market.View) {
+	if len(all) != len(present.View) {
 		t.Fatalf("wide: %d columns", len(all))
 	}
 	narrow := fitColumns(80 - gutter)
-	has := map[*market.Column]bool{}
+	has := map[*present.Column]bool{}
 	for _, c := range narrow {
-		has[market.View[c]] = true
+		has[present.View[c]] = true
 	}
-	for _, must := range []*market.Column{market.ColGPU, market.ColEffective, market.ColPlace, market.ColPerGPU} {
+	for _, must := range []*present.Column{present.ColGPU, present.ColEffective, present.ColPlace, present.ColPerGPU} {
 		if !has[must] {
 			t.Errorf("80 columns drop %s", must.Title)
 		}
 	}
-	if has[market.ColTrend] && !has[market.ColInstance] {
+	if has[present.ColTrend] && !has[present.ColInstance] {
 		t.Error("trend kept before instance type")
 	}
 	if got := fitColumns(3); len(got) != 0 {
@@ -617,7 +617,7 @@ func TestFitColumnsByPriority(t *testing.T) {
 // TestLiveUpdateOrderMatchesFullSort checks the incremental re-sort of a
 // live tick against sorting everything, in every sort mode.
 func TestLiveUpdateOrderMatchesFullSort(t *testing.T) {
-	for mode := range market.Sorts {
+	for mode := range present.Sorts {
 		m := newBare(Options{Now: nowFn, NoColor: true})
 		m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 		base := bigSnapshot(300)
@@ -640,7 +640,7 @@ func TestLiveUpdateOrderMatchesFullSort(t *testing.T) {
 			got := listKeys(m)
 			m.market.rebuild()
 			if want := listKeys(m); strings.Join(got, ",") != strings.Join(want, ",") {
-				t.Fatalf("sort %s step %d: incremental order differs from a full sort", market.Sorts[mode].SortName, step)
+				t.Fatalf("sort %s step %d: incremental order differs from a full sort", present.Sorts[mode].SortName, step)
 			}
 		}
 	}
@@ -659,8 +659,8 @@ func TestSpinnerTicksOnlyWhileLoading(t *testing.T) {
 	m := newTestModel(t, 120, 40, Options{})
 	loading := fixtureSnapshot()
 	loading.Seq = 2
-	loading.Sources = []hub.SourceStatus{{Provider: "sim", State: hub.StateReady,
-		Regions: []hub.RegionStatus{{Region: "us-east-1", Done: 2, Total: 8}}}}
+	loading.Sources = []feed.SourceStatus{{Provider: "sim", State: feed.StateReady,
+		Regions: []feed.RegionStatus{{Region: "us-east-1", Done: 2, Total: 8}}}}
 	_, cmd := m.Update(snapshotMsg{snap: loading})
 	if !m.spinOn || cmd == nil {
 		t.Fatal("no spinner while a region back-fills")
@@ -685,8 +685,8 @@ func TestHeaderShowsRegionErrorsAndStale(t *testing.T) {
 	m := newTestModel(t, 160, 40, Options{})
 	s := fixtureSnapshot()
 	s.Seq = 2
-	s.Sources = append(s.Sources, hub.SourceStatus{Provider: "aws", State: hub.StateReady, Stale: true, LastOK: fixedNow.Add(-5 * time.Minute),
-		Regions: []hub.RegionStatus{{Region: "us-east-1"}, {Region: "eu-west-1", Err: "describe spot prices in eu-west-1: UnauthorizedOperation"}},
+	s.Sources = append(s.Sources, feed.SourceStatus{Provider: "aws", State: feed.StateReady, Stale: true, LastOK: fixedNow.Add(-5 * time.Minute),
+		Regions: []feed.RegionStatus{{Region: "us-east-1"}, {Region: "eu-west-1", Err: "describe spot prices in eu-west-1: UnauthorizedOperation"}},
 		Note:    "advisor data from 2025-06 (embedded)"})
 	m.Update(snapshotMsg{snap: s})
 	out := ansi.Strip(m.View().Content)
@@ -734,7 +734,7 @@ func TestUnknownGPUCountIsNotZero(t *testing.T) {
 	m := newTestModel(t, 120, 40, Options{})
 	s := fixtureSnapshot()
 	s.Seq = 2
-	s.Pools[0].GPU = providers.GPUSpec{}
+	s.Pools[0].GPU = domain.GPUSpec{}
 	s.Pools[0].Changed++
 	m.Update(snapshotMsg{snap: s})
 	found := false
@@ -743,7 +743,7 @@ func TestUnknownGPUCountIsNotZero(t *testing.T) {
 			continue
 		}
 		found = true
-		if got := cellOf(r, market.ColGPU); got != "?×?" {
+		if got := cellOf(r, present.ColGPU); got != "?×?" {
 			t.Errorf("GPU cell %q for an unknown GPU, want ?×?", got)
 		}
 	}
@@ -784,8 +784,8 @@ func TestHeaderNamesTheCause(t *testing.T) {
 		return "describe spot prices in " + r + ": operation error EC2: DescribeSpotPriceHistory, exceeded maximum number of attempts, 3, " +
 			"https response error StatusCode: 0, RequestID: , request send failed, Post \"http://127.0.0.1:4566/\": dial tcp 127.0.0.1:4566: connect: connection refused"
 	}
-	s.Sources = append(s.Sources, hub.SourceStatus{Provider: "aws", State: hub.StateReady, Stale: true, LastOK: fixedNow.Add(-5 * time.Minute),
-		Regions: []hub.RegionStatus{{Region: "us-east-1", Err: refused("us-east-1")}, {Region: "us-west-2", Err: refused("us-west-2")},
+	s.Sources = append(s.Sources, feed.SourceStatus{Provider: "aws", State: feed.StateReady, Stale: true, LastOK: fixedNow.Add(-5 * time.Minute),
+		Regions: []feed.RegionStatus{{Region: "us-east-1", Err: refused("us-east-1")}, {Region: "us-west-2", Err: refused("us-west-2")},
 			{Region: "eu-west-1", Err: "describe spot prices in eu-west-1: operation error EC2: DescribeSpotPriceHistory, https response error StatusCode: 403, RequestID: x, api error UnauthorizedOperation: You are not authorized"}}})
 	m.Update(snapshotMsg{snap: s})
 	out := ansi.Strip(m.View().Content)
@@ -806,8 +806,8 @@ func TestHeaderNamesTheCause(t *testing.T) {
 // refused, the table does not say it is waiting.
 func TestEmptyMarketSaysWhyWhenSourcesFail(t *testing.T) {
 	m := newTestModel(t, 100, 24, Options{})
-	s := &hub.Snapshot{Seq: 9, Sources: []hub.SourceStatus{{Provider: "aws", State: hub.StateReady,
-		Regions: []hub.RegionStatus{{Region: "us-east-1", Err: "describe spot prices in us-east-1: connection refused"}}}}}
+	s := &feed.Snapshot{Seq: 9, Sources: []feed.SourceStatus{{Provider: "aws", State: feed.StateReady,
+		Regions: []feed.RegionStatus{{Region: "us-east-1", Err: "describe spot prices in us-east-1: connection refused"}}}}}
 	m.Update(snapshotMsg{snap: s})
 	out := ansi.Strip(m.View().Content)
 	if strings.Contains(out, "waiting for the market") || !strings.Contains(out, "no prices yet") || !strings.Contains(out, "· 1 region ") {
@@ -820,7 +820,7 @@ func TestEmptyMarketSaysWhyWhenSourcesFail(t *testing.T) {
 // hub fetch or hold more than that for both; that session is told what
 // the server keeps, and the other's window does not move.
 func TestSessionWindowNeverWidensSharedHub(t *testing.T) {
-	h := hub.New(nil, hub.Options{Query: providers.Query{Window: 24 * time.Hour}, MaxWindow: 24 * time.Hour})
+	h := feed.New(nil, feed.Options{Query: domain.Query{Window: 24 * time.Hour}, MaxWindow: 24 * time.Hour})
 	a := newTestModel(t, 120, 40, Options{Hub: h, Window: 6 * time.Hour, Role: RoleViewer})
 	b := newTestModel(t, 120, 40, Options{Hub: h, Window: 24 * time.Hour})
 	press(a, "w") // 6h → 24h: what the server keeps
@@ -857,14 +857,14 @@ func TestSessionWindowNeverWidensSharedHub(t *testing.T) {
 // (none of the view's does yet; here the change over the window) is
 // redone after `w`, from the new window's figures.
 func TestWindowChangeResortsBySortThatReadsIt(t *testing.T) {
-	change := func(r *market.Row) float64 { w := r.Window(); return w.Last / w.First }
-	byChange := &market.Column{SortName: "change", SortShort: "change", Windowed: true,
-		Compare: func(a, b *market.Row, rev bool) int { return cmp.Compare(change(a), change(b)) }}
-	saved := market.Sorts
-	market.Sorts = append(slices.Clone(saved), byChange)
-	t.Cleanup(func() { market.Sorts = saved })
+	change := func(r *present.Row) float64 { w := r.Window(); return w.Last / w.First }
+	byChange := &present.Column{SortName: "change", SortShort: "change", Windowed: true,
+		Compare: func(a, b *present.Row, rev bool) int { return cmp.Compare(change(a), change(b)) }}
+	saved := present.Sorts
+	present.Sorts = append(slices.Clone(saved), byChange)
+	t.Cleanup(func() { present.Sorts = saved })
 	m := newTestModel(t, 120, 40, Options{Window: time.Hour})
-	m.market.sortBy = len(market.Sorts) - 1
+	m.market.sortBy = len(present.Sorts) - 1
 	m.market.rebuild()
 	hourly := slices.Clone(m.market.list)
 	press(m, "w", "w", "w") // 7d

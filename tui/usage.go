@@ -11,8 +11,8 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers/usage"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // usageReload is how often the Usage view asks for a report as the market
@@ -23,7 +23,7 @@ const usageReload = time.Minute
 
 type usageLoadedMsg struct {
 	seq int
-	rep usage.UsageReport
+	rep ledger.UsageReport
 	err error
 }
 
@@ -49,10 +49,10 @@ type usageView struct {
 	owner
 	c     *common
 	ctx   context.Context
-	tr    *usage.Tracker
+	tr    *ledger.Tracker
 	keys  usageKeys
 	w, h  int
-	rep   usage.UsageReport
+	rep   ledger.UsageReport
 	cur   int
 	err   string
 	seq   int
@@ -64,7 +64,7 @@ type usageView struct {
 	prompt rulePrompt
 }
 
-func newUsageView(c *common, ctx context.Context, tr *usage.Tracker) *usageView {
+func newUsageView(c *common, ctx context.Context, tr *ledger.Tracker) *usageView {
 	alert := key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "idle alert rule"))
 	alert.SetEnabled(c.role != RoleViewer)
 	return &usageView{c: c, ctx: ctx, tr: tr, keys: usageKeys{Up: upKey(), Down: downKey(), Alert: alert, global: &c.keys}}
@@ -147,7 +147,7 @@ func (v *usageView) Update(msg tea.Msg) (view, tea.Cmd) {
 }
 
 // setReport takes a report and tells the header of its alerts.
-func (v *usageView) setReport(rep usage.UsageReport) {
+func (v *usageView) setReport(rep ledger.UsageReport) {
 	v.rep = rep
 	v.cur = min(v.cur, max(len(rep.Rows)-1, 0))
 	v.c.idleAlerts = rep.Alerts
@@ -163,7 +163,7 @@ var usageColumns = []tableColumn{
 }
 
 // usageCells are a row's cells by column title.
-func usageCells(r usage.UsageRow) map[string]string {
+func usageCells(r ledger.UsageRow) map[string]string {
 	gpuh := func(v float64) string {
 		if math.IsNaN(v) {
 			return "-"
@@ -180,10 +180,10 @@ func usageCells(r usage.UsageRow) map[string]string {
 	if r.Interruptions >= 0 {
 		intr = fmt.Sprint(r.Interruptions)
 	}
-	what := fmt.Sprintf("%s GPU %s", market.GPUCount(r.GPUs), market.DisplayType(r.InstanceType))
+	what := fmt.Sprintf("%s GPU %s", present.GPUCount(r.GPUs), present.DisplayType(r.InstanceType))
 	return map[string]string{"KIND": r.Kind, "WHAT": what, "BOOKED": gpuh(r.BookedGPUHours), "RUNNING": gpuh(r.RunningGPUHours),
-		"BUSY": busy, "IDLE $": market.Money(r.IdleUSD), "COST $": market.Money(r.CostUSD), "INTR": intr, "BY": actorName(r.Actor),
-		"STATE": r.State, "WHERE": market.Place(r.Region, r.Zone), "METRICS": orDefault(r.MetricsSource, "no metrics")}
+		"BUSY": busy, "IDLE $": present.Money(r.IdleUSD), "COST $": present.Money(r.CostUSD), "INTR": intr, "BY": actorName(r.Actor),
+		"STATE": r.State, "WHERE": present.Place(r.Region, r.Zone), "METRICS": orDefault(r.MetricsSource, "no metrics")}
 }
 
 func (v *usageView) View() string {
@@ -277,7 +277,7 @@ func (v *usageView) View() string {
 			busy = fmt.Sprintf("%7s", "-") // no row of the day has metrics: not 0 busy
 		}
 		figs := fmt.Sprintf("%7.1f %7.1f %s", d.BookedGPUHours, d.RunningGPUHours, busy)
-		line := fmt.Sprintf("  %s %s  %s", d.Key[5:], figs, fit(usage.Bar(d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, peak, barW), barW, false))
+		line := fmt.Sprintf("  %s %s  %s", d.Key[5:], figs, fit(ledger.Bar(d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, peak, barW), barW, false))
 		idle := " idle " + usd(d.IdleUSD)
 		switch {
 		case d.NoMetrics == d.Rows:

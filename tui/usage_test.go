@@ -13,39 +13,38 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
 
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/store"
-	"github.com/gpumarket/gpumarket/providers/usage"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // usageReporter is a provider's usage as a test wants it: a report per
 // ledger row id, a failure for ids in fail; it counts its calls.
 type usageReporter struct {
 	mu      sync.Mutex
-	reports map[string]providers.UsageReport
+	reports map[string]domain.UsageReport
 	fail    map[string]error
 	calls   int
 }
 
-func (u *usageReporter) Usage(_ context.Context, q providers.UsageQuery) (providers.UsageReport, error) {
+func (u *usageReporter) Usage(_ context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.calls++
 	if err := u.fail[q.Ref]; err != nil {
-		return providers.UsageReport{}, err
+		return domain.UsageReport{}, err
 	}
 	return u.reports[q.Ref], nil
 }
 
 // hourly is an instance running over [from, to) hours before fixedNow
 // (to 0: still running), busy share in every hour.
-func hourly(id, typ string, from, to int, share float64, spot bool) providers.InstanceUsage {
-	in := providers.InstanceUsage{ID: id, InstanceType: typ, Zone: "us-east-1a", Spot: spot, Start: fixedNow.Add(-time.Duration(from) * time.Hour)}
+func hourly(id, typ string, from, to int, share float64, spot bool) domain.InstanceUsage {
+	in := domain.InstanceUsage{ID: id, InstanceType: typ, Zone: "us-east-1a", Spot: spot, Start: fixedNow.Add(-time.Duration(from) * time.Hour)}
 	if to > 0 {
 		in.End = fixedNow.Add(-time.Duration(to) * time.Hour)
 	}
 	for h := from; h > to; h-- {
-		in.Busy = append(in.Busy, providers.BusySample{At: fixedNow.Add(-time.Duration(h) * time.Hour), Period: time.Hour, Share: share})
+		in.Busy = append(in.Busy, domain.BusySample{At: fixedNow.Add(-time.Duration(h) * time.Hour), Period: time.Hour, Share: share})
 	}
 	return in
 }
@@ -53,36 +52,36 @@ func hourly(id, typ string, from, to int, share float64, spot bool) providers.In
 // usageFixtureRows are a workshop's week: a block of 2 × p5 running half
 // idle, a fleet whose spot instances were interrupted, an idle
 // reservation, a block without metrics, booked by three people.
-func usageFixtureRows() ([]store.Entry, *usageReporter) {
+func usageFixtureRows() ([]ledger.Entry, *usageReporter) {
 	now := fixedNow
-	spec, _ := json.Marshal(providers.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"g6e.xlarge"}, TargetCapacity: 4, OnDemandBase: 1})
-	rows := []store.Entry{
-		{ID: "01JUBLOCK", Kind: store.KindBlock, Provider: "sim", Cloud: "aws", State: store.StateActive, Region: "us-east-1", Zone: "us-east-1a",
+	spec, _ := json.Marshal(domain.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"g6e.xlarge"}, TargetCapacity: 4, OnDemandBase: 1})
+	rows := []ledger.Entry{
+		{ID: "01JUBLOCK", Kind: ledger.KindBlock, Provider: "sim", Cloud: "aws", State: ledger.StateActive, Region: "us-east-1", Zone: "us-east-1a",
 			InstanceType: "p5.48xlarge", InstanceCount: 2, GPUCount: 16, Start: now.Add(-50 * time.Hour), End: now.Add(22 * time.Hour),
 			CostUSD: 6000, ProviderRef: "cr-0123456789abcdef0", Actor: "local:alice", CreatedAt: now.Add(-60 * time.Hour), IdemKey: "cb-1"},
-		{ID: "01JUFLEET", Kind: store.KindFleet, Provider: "sim", Cloud: "aws", State: store.StateActive, Region: "us-east-1",
+		{ID: "01JUFLEET", Kind: ledger.KindFleet, Provider: "sim", Cloud: "aws", State: ledger.StateActive, Region: "us-east-1",
 			InstanceType: "g6e.xlarge", InstanceCount: 4, GPUCount: 4, Start: now.Add(-30 * time.Hour), CostUSD: 2.5,
 			CostNote: "estimate: first hour at current prices", ProviderRef: "fleet-0001", Actor: "ssh:SHA256:Zm9v bob@laptop",
 			CreatedAt: now.Add(-30 * time.Hour), IdemKey: "tok-1", Request: spec},
-		{ID: "01JURES", Kind: store.KindReservation, Provider: "sim", Cloud: "azure", State: store.StateEnded, Region: "westeurope", Zone: "2",
+		{ID: "01JURES", Kind: ledger.KindReservation, Provider: "sim", Cloud: "azure", State: ledger.StateEnded, Region: "westeurope", Zone: "2",
 			InstanceType: "Standard_NC24ads_A100_v4", InstanceCount: 1, GPUCount: 1, Start: now.Add(-100 * time.Hour), End: now.Add(-76 * time.Hour),
 			CostUSD: 88.15, ProviderRef: "res-a100", Actor: "ssh:SHA256:cXV4", CreatedAt: now.Add(-100 * time.Hour), IdemKey: "res-1"},
-		{ID: "01JUNOMET", Kind: store.KindBlock, Provider: "sim", Cloud: "aws", State: store.StateEnded, Region: "us-west-2", Zone: "us-west-2b",
+		{ID: "01JUNOMET", Kind: ledger.KindBlock, Provider: "sim", Cloud: "aws", State: ledger.StateEnded, Region: "us-west-2", Zone: "us-west-2b",
 			InstanceType: "p5.48xlarge", InstanceCount: 1, GPUCount: 8, Start: now.Add(-140 * time.Hour), End: now.Add(-116 * time.Hour),
 			CostUSD: 944, ProviderRef: "cr-0fedcba9876543210", Actor: "local:alice", CreatedAt: now.Add(-150 * time.Hour), IdemKey: "cb-2"},
 	}
-	rep := &usageReporter{reports: map[string]providers.UsageReport{
-		"01JUBLOCK": {Source: "CloudWatch CWAgent nvidia_smi_utilization_gpu", Instances: []providers.InstanceUsage{
+	rep := &usageReporter{reports: map[string]domain.UsageReport{
+		"01JUBLOCK": {Source: "CloudWatch CWAgent nvidia_smi_utilization_gpu", Instances: []domain.InstanceUsage{
 			hourly("i-1", "p5.48xlarge", 50, 0, 0.9, false), hourly("i-2", "p5.48xlarge", 40, 0, 0.1, false)}},
-		"01JUFLEET": {Source: "CloudWatch CWAgent nvidia_smi_utilization_gpu", Instances: []providers.InstanceUsage{
+		"01JUFLEET": {Source: "CloudWatch CWAgent nvidia_smi_utilization_gpu", Instances: []domain.InstanceUsage{
 			hourly("i-od", "g6e.xlarge", 30, 0, 0.8, false), hourly("i-s1", "g6e.xlarge", 30, 0, 0.7, true),
-			func() providers.InstanceUsage {
+			func() domain.InstanceUsage {
 				in := hourly("i-s2", "g6e.xlarge", 30, 20, 0.6, true)
 				in.Interrupted = true
 				return in
 			}()}},
-		"01JURES":   {Source: "Azure Monitor Percentage CPU (CPU as a stand-in: no GPU metrics)", Instances: []providers.InstanceUsage{hourly("vm-0", "Standard_NC24ads_A100_v4", 100, 76, 0.05, false)}},
-		"01JUNOMET": {Note: "CloudWatch: no datapoints", Instances: []providers.InstanceUsage{hourly("i-9", "p5.48xlarge", 140, 116, -1, false)}},
+		"01JURES":   {Source: "Azure Monitor Percentage CPU (CPU as a stand-in: no GPU metrics)", Instances: []domain.InstanceUsage{hourly("vm-0", "Standard_NC24ads_A100_v4", 100, 76, 0.05, false)}},
+		"01JUNOMET": {Note: "CloudWatch: no datapoints", Instances: []domain.InstanceUsage{hourly("i-9", "p5.48xlarge", 140, 116, -1, false)}},
 	}}
 	// An instance with share -1 has no samples: no metrics.
 	for k, r := range rep.reports {
@@ -106,7 +105,7 @@ func newUsageFixture(t *testing.T, role Role, w, h int) (*Model, *usageReporter)
 // newUsageFixtureWith is newUsageFixture with more options (a watch).
 func newUsageFixtureWith(t *testing.T, opt Options, w, h int) (*Model, *usageReporter) {
 	t.Helper()
-	st, err := store.Open(t.TempDir())
+	st, err := ledger.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,9 +117,9 @@ func newUsageFixtureWith(t *testing.T, opt Options, w, h int) (*Model, *usageRep
 		}
 	}
 	snap := fixtureSnapshot()
-	tr := usage.NewTracker(usage.TrackerOptions{Ledger: st, Now: nowFn, MaxIdlePct: 50,
-		Reporter: func(name string) (providers.UsageReporter, bool) { return rep, name == "sim" },
-		Prices:   func() usage.PriceBook { return usage.SnapshotPrices(snap) }})
+	tr := ledger.NewTracker(ledger.TrackerOptions{Ledger: st, Now: nowFn, MaxIdlePct: 50,
+		Reporter: func(name string) (domain.UsageReporter, bool) { return rep, name == "sim" },
+		Prices:   func() ledger.PriceBook { return ledger.SnapshotPrices(snap) }})
 	opt.Now, opt.NoColor, opt.Actor, opt.Usage = nowFn, true, "local:tester", tr
 	m := newBare(opt)
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
@@ -218,7 +217,7 @@ func TestUsageViewShowsAnError(t *testing.T) {
 		t.Errorf("screen:\n%s", ansi.Strip(m.View().Content))
 	}
 	// An answer to an older request is dropped.
-	u.Update(usageLoadedMsg{seq: u.seq - 1, rep: usage.UsageReport{}})
+	u.Update(usageLoadedMsg{seq: u.seq - 1, rep: ledger.UsageReport{}})
 	if len(u.rep.Rows) == 0 {
 		t.Error("an old answer replaced the report")
 	}
@@ -229,14 +228,14 @@ func TestUsageViewShowsAnError(t *testing.T) {
 // next shown; it used to wait for the next minute's reload and the
 // tracker's five-minute cache, saying "Nothing in the ledger ran".
 func TestUsageViewShowsALaunchAtOnce(t *testing.T) {
-	st, err := store.Open(t.TempDir())
+	st, err := ledger.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	rows, rep := usageFixtureRows()
-	tr := usage.NewTracker(usage.TrackerOptions{Ledger: st, Now: nowFn,
-		Reporter: func(name string) (providers.UsageReporter, bool) { return rep, name == "sim" }})
+	tr := ledger.NewTracker(ledger.TrackerOptions{Ledger: st, Now: nowFn,
+		Reporter: func(name string) (domain.UsageReporter, bool) { return rep, name == "sim" }})
 	m := newBare(Options{Now: nowFn, NoColor: true, Actor: "local:tester", Usage: tr})
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 	_, cmd := m.Update(snapshotMsg{snap: fixtureSnapshot()})

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // BenchmarkEvalSnapshot is one market tick's evaluation: 20 spot and 5
@@ -15,11 +15,11 @@ import (
 // database write).
 func BenchmarkEvalSnapshot(b *testing.B) {
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	prices := map[providers.Pool]float64{}
+	prices := map[domain.Pool]float64{}
 	for i := range 2000 {
 		p := p5(fmt.Sprintf("us-west-2-z%04d", i))
 		p.Region = fmt.Sprintf("region-%02d", i%40)
-		p.Interruption = &providers.Interruption{Bucket: "5-10%"}
+		p.Interruption = &domain.Interruption{Bucket: "5-10%"}
 		prices[p] = 20 + float64(i%7)
 	}
 	snap := snapshotOf(now, prices)

@@ -13,36 +13,34 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/hub"
-	"github.com/gpumarket/gpumarket/providers/store"
-	"github.com/gpumarket/gpumarket/providers/usage"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // OfferingSearcher searches capacity blocks and reservations: the
 // booking service, which keeps what it finds for `gpumarket book ID`.
 type OfferingSearcher interface {
-	FindOfferings(ctx context.Context, q providers.OfferingQuery) (booking.Search, error)
+	FindOfferings(ctx context.Context, q domain.OfferingQuery) (ledger.Search, error)
 }
 
 // LedgerReader reads the ledger's rows (the store).
 type LedgerReader interface {
-	List(ctx context.Context, states ...string) ([]store.Entry, error)
+	List(ctx context.Context, states ...string) ([]ledger.Entry, error)
 }
 
 // Options configure an Evaluator.
 type Options struct {
 	// Hub is the market feed the spot and bucket rules follow; the
 	// Evaluator subscribes once, however many sessions watch its alerts.
-	Hub *hub.Hub
+	Hub *feed.Hub
 	// Offerings answers block rules; Ledger starts_in rules; Planner plan
 	// rules. A rule whose source is nil is not evaluated.
 	Offerings OfferingSearcher
 	Ledger    LedgerReader
 	Planner   Planner
 	// Usage answers idle rules: the process's usage report (a
-	// usage.Tracker, shared with the TUI's Usage view, so the clouds'
+	// ledger.Tracker, shared with the TUI's Usage view, so the clouds'
 	// metrics are asked once per its TTL). nil: idle rules are not
 	// evaluated.
 	Usage UsageSource
@@ -65,7 +63,7 @@ type Options struct {
 	// Describe returns a provider's descriptor (the booking service's
 	// Describe): whether a ledger row's provider is simulated. nil: none
 	// is.
-	Describe func(provider string) providers.Descriptor
+	Describe func(provider string) domain.Descriptor
 	// MaxLead is how far ahead the providers in use sell blocks: a block
 	// rule whose range starts later is not searched yet. 0: no limit.
 	MaxLead time.Duration
@@ -84,9 +82,9 @@ type Options struct {
 	OnAlert func(Alert)
 }
 
-// UsageSource reports what the ledger's rows used (usage.Tracker).
+// UsageSource reports what the ledger's rows used (ledger.Tracker).
 type UsageSource interface {
-	Report(ctx context.Context) (usage.UsageReport, error)
+	Report(ctx context.Context) (ledger.UsageReport, error)
 }
 
 // Evaluator evaluates the rules of one process. Make one per process and
@@ -108,7 +106,7 @@ type Evaluator struct {
 	lastID     int64
 	subs       map[int]chan struct{}
 	nextSub    int
-	latest     *hub.Snapshot
+	latest     *feed.Snapshot
 	noPoolSaid map[string]bool
 
 	fired    atomic.Int64
@@ -215,7 +213,7 @@ func (e *Evaluator) Run(ctx context.Context) {
 // Once evaluates every rule once — the spot and bucket rules on snap
 // (nil: none), every block, plan and starts_in rule now — delivers what
 // is owed, and returns how many alerts it raised.
-func (e *Evaluator) Once(ctx context.Context, snap *hub.Snapshot) (int, error) {
+func (e *Evaluator) Once(ctx context.Context, snap *feed.Snapshot) (int, error) {
 	start := e.fired.Load()
 	if snap != nil {
 		e.setLatest(snap)
@@ -245,7 +243,7 @@ func (e *Evaluator) Once(ctx context.Context, snap *hub.Snapshot) (int, error) {
 // Searches counts the block searches made, for tests and benchmarks.
 func (e *Evaluator) Searches() int64 { return e.searches.Load() }
 
-func (e *Evaluator) setLatest(s *hub.Snapshot) {
+func (e *Evaluator) setLatest(s *feed.Snapshot) {
 	e.mu.Lock()
 	e.latest = s
 	e.mu.Unlock()
@@ -315,7 +313,7 @@ func (e *Evaluator) tick(ctx context.Context, all bool) {
 	}
 }
 
-func (e *Evaluator) evalSnapshot(ctx context.Context, snap *hub.Snapshot) {
+func (e *Evaluator) evalSnapshot(ctx context.Context, snap *feed.Snapshot) {
 	// Until every source has back-filled, a pool that has not arrived
 	// yet is not a price that rose: nothing is decided on half a market.
 	if snap == nil || !snap.Ready {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
 )
 
 // The decision of a condition rule: once per crossing, at most once per
@@ -61,7 +61,7 @@ func TestOneAlertForManySubscribers(t *testing.T) {
 	for i := range subs {
 		subs[i] = e.Subscribe(ctx)
 	}
-	snap := snapshotOf(now, map[providers.Pool]float64{p5("us-west-2a"): 25, p5("us-west-2b"): 10})
+	snap := snapshotOf(now, map[domain.Pool]float64{p5("us-west-2a"): 25, p5("us-west-2b"): 10})
 	for range 3 { // the same market, evaluated again and again
 		e.evalSnapshot(ctx, snap)
 	}
@@ -88,7 +88,7 @@ func TestRestartKeepsFiringsAndDeliveries(t *testing.T) {
 	h := newHook(t, 200)
 	notify := config.Notify{Webhook: &config.Webhook{URL: h.srv.URL}}
 	rules := validRules(t, notify, spotRule("cheap", "p5.48xlarge", "us-west-2", "", 20, time.Hour))
-	snap := snapshotOf(now, map[providers.Pool]float64{p5("us-west-2a"): 10})
+	snap := snapshotOf(now, map[domain.Pool]float64{p5("us-west-2a"): 10})
 
 	// The first process raises the alert and dies before delivering it.
 	st1, err := OpenState(dir)
@@ -115,7 +115,7 @@ func TestRestartKeepsFiringsAndDeliveries(t *testing.T) {
 	if got := e2.Alerts(0); len(got) != 1 {
 		t.Fatalf("the restarted evaluator knows %d alerts, want the 1 raised before", len(got))
 	}
-	fired, err := e2.Once(context.Background(), snapshotOf(now.Add(2*time.Hour), map[providers.Pool]float64{p5("us-west-2a"): 10}))
+	fired, err := e2.Once(context.Background(), snapshotOf(now.Add(2*time.Hour), map[domain.Pool]float64{p5("us-west-2a"): 10}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestTwoProcessesRaiseOnce(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	rules := validRules(t, config.Notify{}, spotRule("cheap", "p5.48xlarge", "us-west-2", "", 20, 0))
-	snap := snapshotOf(now, map[providers.Pool]float64{p5("us-west-2a"): 10})
+	snap := snapshotOf(now, map[domain.Pool]float64{p5("us-west-2a"): 10})
 	var es []*Evaluator
 	for range 2 {
 		es = append(es, newEvaluator(t, Options{State: openState(t, dir), Now: newClock(now).Now, Rules: rules}))
@@ -234,10 +234,10 @@ func TestRunFinishesDeliveriesInFlight(t *testing.T) {
 }
 
 func TestCheckAsksTheDescriptors(t *testing.T) {
-	aws := providers.Descriptor{Name: "aws", IsRegion: func(r string) bool { return strings.Count(r, "-") == 2 }, RegionExample: "us-east-1",
-		Sells: []*providers.BookingTerms{providers.CapacityBlockTerms}}
-	azure := providers.Descriptor{Name: "azure", IsRegion: func(r string) bool { return !strings.Contains(r, "-") }, RegionExample: "eastus",
-		Sells: []*providers.BookingTerms{providers.ReservationTerms}}
+	aws := domain.Descriptor{Name: "aws", IsRegion: func(r string) bool { return strings.Count(r, "-") == 2 }, RegionExample: "us-east-1",
+		Sells: []*domain.BookingTerms{domain.CapacityBlockTerms}}
+	azure := domain.Descriptor{Name: "azure", IsRegion: func(r string) bool { return !strings.Contains(r, "-") }, RegionExample: "eastus",
+		Sells: []*domain.BookingTerms{domain.ReservationTerms}}
 	spot := func(region, provider string) config.WatchRule {
 		return config.WatchRule{Name: "s", Spot: &config.SpotRule{InstanceType: "p5.48xlarge", Region: region, Provider: provider, BelowUSDHour: f64(1)}}
 	}
@@ -247,23 +247,23 @@ func TestCheckAsksTheDescriptors(t *testing.T) {
 	cases := []struct {
 		name    string
 		rule    config.WatchRule
-		descs   []providers.Descriptor
+		descs   []domain.Descriptor
 		planner bool
 		key     string // "" for accepted
 		says    string
 	}{
-		{"aws region", spot("us-west-2", ""), []providers.Descriptor{aws}, false, "", ""},
-		{"region nobody knows", spot("westmars", ""), []providers.Descriptor{aws}, false, "spot.region", "us-east-1"},
-		{"region of the other cloud", spot("eastus", ""), []providers.Descriptor{aws, azure}, false, "", ""},
-		{"region of a provider not named", spot("eastus", "aws"), []providers.Descriptor{aws, azure}, false, "spot.region", "none of the providers"},
-		{"provider not in use", spot("us-west-2", "azure"), []providers.Descriptor{aws}, false, "spot.provider", "not in use"},
-		{"block days", block(48), []providers.Descriptor{aws}, false, "", ""},
-		{"block hours AWS does not sell", block(30), []providers.Descriptor{aws}, false, "block.hours", "1 to 14 days"},
-		{"block hours Azure sells", block(30), []providers.Descriptor{aws, azure}, false, "", ""},
-		{"nobody sells blocks", block(48), []providers.Descriptor{{Name: "x"}}, false, "block", "sells capacity blocks"},
-		{"block region", block(48, "eastus"), []providers.Descriptor{aws}, false, "block.regions[0]", "us-east-1"},
-		{"plan without planner", config.WatchRule{Name: "p", Plan: &config.PlanRule{}}, []providers.Descriptor{aws}, false, "plan", "planner"},
-		{"plan with planner", config.WatchRule{Name: "p", Plan: &config.PlanRule{}}, []providers.Descriptor{aws}, true, "", ""},
+		{"aws region", spot("us-west-2", ""), []domain.Descriptor{aws}, false, "", ""},
+		{"region nobody knows", spot("westmars", ""), []domain.Descriptor{aws}, false, "spot.region", "us-east-1"},
+		{"region of the other cloud", spot("eastus", ""), []domain.Descriptor{aws, azure}, false, "", ""},
+		{"region of a provider not named", spot("eastus", "aws"), []domain.Descriptor{aws, azure}, false, "spot.region", "none of the providers"},
+		{"provider not in use", spot("us-west-2", "azure"), []domain.Descriptor{aws}, false, "spot.provider", "not in use"},
+		{"block days", block(48), []domain.Descriptor{aws}, false, "", ""},
+		{"block hours AWS does not sell", block(30), []domain.Descriptor{aws}, false, "block.hours", "1 to 14 days"},
+		{"block hours Azure sells", block(30), []domain.Descriptor{aws, azure}, false, "", ""},
+		{"nobody sells blocks", block(48), []domain.Descriptor{{Name: "x"}}, false, "block", "sells capacity blocks"},
+		{"block region", block(48, "eastus"), []domain.Descriptor{aws}, false, "block.regions[0]", "us-east-1"},
+		{"plan without planner", config.WatchRule{Name: "p", Plan: &config.PlanRule{}}, []domain.Descriptor{aws}, false, "plan", "planner"},
+		{"plan with planner", config.WatchRule{Name: "p", Plan: &config.PlanRule{}}, []domain.Descriptor{aws}, true, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -356,7 +356,7 @@ func TestRulesFileErrors(t *testing.T) {
 	path := filepath.Join(dir, RulesFileName)
 	os.WriteFile(path, []byte("watch:\n  - name: far\n    spot: {instance_type: p5.48xlarge, region: westmars, below_usd_hour: 3}\n"), 0o600)
 	check := func(w config.WatchRule) error {
-		return Check(w, []providers.Descriptor{{Name: "sim", IsRegion: func(r string) bool { return r == "us-west-2" }}}, false)
+		return Check(w, []domain.Descriptor{{Name: "sim", IsRegion: func(r string) bool { return r == "us-west-2" }}}, false)
 	}
 	_, err := New(Options{State: openState(t, dir), RulesFile: path, Check: check})
 	var re *config.RuleError
@@ -384,17 +384,17 @@ func TestNothingDecidedOnHalfAMarket(t *testing.T) {
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	e := newEvaluator(t, Options{Now: newClock(now).Now, Rules: validRules(t, config.Notify{}, spotRule("cheap", "p5.48xlarge", "us-west-2", "", 20, 0))})
 	ctx := context.Background()
-	e.evalSnapshot(ctx, snapshotOf(now, map[providers.Pool]float64{p5("us-west-2a"): 10}))
-	loading := snapshotOf(now, map[providers.Pool]float64{p5("us-west-2a"): 30})
+	e.evalSnapshot(ctx, snapshotOf(now, map[domain.Pool]float64{p5("us-west-2a"): 10}))
+	loading := snapshotOf(now, map[domain.Pool]float64{p5("us-west-2a"): 30})
 	loading.Ready = false
-	stale := snapshotOf(now, map[providers.Pool]float64{p5("us-west-2a"): 30})
+	stale := snapshotOf(now, map[domain.Pool]float64{p5("us-west-2a"): 30})
 	stale.Sources[0].Stale = true
-	failed := snapshotOf(now, map[providers.Pool]float64{p5("us-west-2a"): 30})
-	failed.Sources[0].Regions = []hub.RegionStatus{{Region: "us-west-2", Err: "throttled"}}
-	for _, s := range []*hub.Snapshot{loading, stale, failed, snapshotOf(now, nil)} {
+	failed := snapshotOf(now, map[domain.Pool]float64{p5("us-west-2a"): 30})
+	failed.Sources[0].Regions = []feed.RegionStatus{{Region: "us-west-2", Err: "throttled"}}
+	for _, s := range []*feed.Snapshot{loading, stale, failed, snapshotOf(now, nil)} {
 		e.evalSnapshot(ctx, s)
 	}
-	e.evalSnapshot(ctx, snapshotOf(now, map[providers.Pool]float64{p5("us-west-2a"): 10}))
+	e.evalSnapshot(ctx, snapshotOf(now, map[domain.Pool]float64{p5("us-west-2a"): 10}))
 	if n := e.fired.Load(); n != 1 {
 		t.Errorf("fired %d, want 1: the price never rose above the figure on a current market", n)
 	}
@@ -411,8 +411,8 @@ func TestBucketRises(t *testing.T) {
 		config.WatchRule{Name: "any", Bucket: &config.BucketRule{InstanceType: "p5.48xlarge", Region: "us-west-2"}},
 		config.WatchRule{Name: "bad", Bucket: &config.BucketRule{InstanceType: "p5.48xlarge", Region: "us-west-2", AtLeast: ">20%"}})
 	e := newEvaluator(t, Options{Now: clk.Now, Rules: rules})
-	market := func(buckets ...string) *hub.Snapshot {
-		prices := map[providers.Pool]float64{}
+	market := func(buckets ...string) *feed.Snapshot {
+		prices := map[domain.Pool]float64{}
 		for i := range buckets {
 			p := p5("us-west-2" + string(rune('a'+i)))
 			prices[p] = 10
@@ -420,7 +420,7 @@ func TestBucketRises(t *testing.T) {
 		s := snapshotOf(clk.Now(), prices)
 		for i := range s.Pools {
 			zone := s.Pools[i].Zone
-			s.Pools[i].Interruption = &providers.Interruption{Bucket: buckets[zone[len(zone)-1]-'a']}
+			s.Pools[i].Interruption = &domain.Interruption{Bucket: buckets[zone[len(zone)-1]-'a']}
 		}
 		return s
 	}

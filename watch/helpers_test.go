@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/series"
 )
 
 // clock is a clock the tests move.
@@ -100,18 +101,18 @@ func validRules(t *testing.T, n config.Notify, rules ...config.WatchRule) []conf
 
 // snapshotOf is a ready market of one source with the pools at their
 // prices.
-func snapshotOf(at time.Time, prices map[providers.Pool]float64) *hub.Snapshot {
-	s := &hub.Snapshot{Taken: at, Ready: true, Sources: []hub.SourceStatus{{Provider: "sim", Simulated: true, State: hub.StateReady, LastOK: at}}}
+func snapshotOf(at time.Time, prices map[domain.Pool]float64) *feed.Snapshot {
+	s := &feed.Snapshot{Taken: at, Ready: true, Sources: []feed.SourceStatus{{Provider: "sim", Simulated: true, State: feed.StateReady, LastOK: at}}}
 	for p, usd := range prices {
-		s.Pools = append(s.Pools, hub.PoolView{Pool: p, Key: p.Key().String(),
-			History: providers.Series{}.Merge([]int64{at.Unix()}, []float64{usd})})
+		s.Pools = append(s.Pools, feed.PoolView{Pool: p, Key: p.Key().String(),
+			History: series.Series{}.Merge([]int64{at.Unix()}, []float64{usd})})
 	}
 	return s
 }
 
-func p5(zone string) providers.Pool {
-	return providers.Pool{Provider: "sim", Cloud: providers.CloudAWS, Region: "us-west-2", Zone: zone, InstanceType: "p5.48xlarge",
-		GPU: providers.GPUSpec{Model: "H100", Count: 8}, Simulated: true}
+func p5(zone string) domain.Pool {
+	return domain.Pool{Provider: "sim", Cloud: domain.CloudAWS, Region: "us-west-2", Zone: zone, InstanceType: "p5.48xlarge",
+		GPU: domain.GPUSpec{Model: "H100", Count: 8}, Simulated: true}
 }
 
 func logger(buf *syncBuffer) *slog.Logger {

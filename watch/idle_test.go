@@ -10,45 +10,44 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/store"
-	"github.com/gpumarket/gpumarket/providers/usage"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // usedLedger is a UsageSource that computes the usage report as the
-// Tracker does (usage.Compute over the rows) from a reporter whose
+// Tracker does (ledger.Compute over the rows) from a reporter whose
 // instances are as busy as the test says: each row runs one instance
 // from its start, measured every hour at its share (below 0: no
 // metrics).
 type usedLedger struct {
 	mu    sync.Mutex
-	rows  []store.Entry
+	rows  []ledger.Entry
 	busy  map[string]float64
 	now   func() time.Time
 	calls int
 }
 
-func (u *usedLedger) Report(ctx context.Context) (usage.UsageReport, error) {
+func (u *usedLedger) Report(ctx context.Context) (ledger.UsageReport, error) {
 	u.mu.Lock()
-	rows := append([]store.Entry(nil), u.rows...)
+	rows := append([]ledger.Entry(nil), u.rows...)
 	u.calls++
 	u.mu.Unlock()
 	now := u.now()
-	return usage.Compute(ctx, rows, usage.UsageOptions{Since: now.Add(-usage.DefaultSince), Now: now,
-		Reporter: func(string) (providers.UsageReporter, bool) { return u, true }}), nil
+	return ledger.Compute(ctx, rows, ledger.UsageOptions{Since: now.Add(-ledger.DefaultSince), Now: now,
+		Reporter: func(string) (domain.UsageReporter, bool) { return u, true }}), nil
 }
 
-func (u *usedLedger) Usage(_ context.Context, q providers.UsageQuery) (providers.UsageReport, error) {
+func (u *usedLedger) Usage(_ context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
 	u.mu.Lock()
 	share := u.busy[q.Ref]
 	u.mu.Unlock()
-	in := providers.InstanceUsage{ID: "i-" + q.Ref, Zone: q.Zone, Start: q.Start}
+	in := domain.InstanceUsage{ID: "i-" + q.Ref, Zone: q.Zone, Start: q.Start}
 	if share >= 0 {
 		for t := q.Start; t.Before(q.To); t = t.Add(time.Hour) {
-			in.Busy = append(in.Busy, providers.BusySample{At: t, Period: time.Hour, Share: share})
+			in.Busy = append(in.Busy, domain.BusySample{At: t, Period: time.Hour, Share: share})
 		}
 	}
-	return providers.UsageReport{Source: "gpu", Instances: []providers.InstanceUsage{in}}, nil
+	return domain.UsageReport{Source: "gpu", Instances: []domain.InstanceUsage{in}}, nil
 }
 
 func (u *usedLedger) set(id string, share float64) {
@@ -60,21 +59,21 @@ func (u *usedLedger) set(id string, share float64) {
 func TestIdleRuleTellsEachRowOncePerCrossing(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	clk := newClock(t0)
-	blk := func(id, kind string, start time.Time, state string) store.Entry {
-		return store.Entry{ID: id, Kind: kind, Provider: "sim", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge",
+	blk := func(id, kind string, start time.Time, state string) ledger.Entry {
+		return ledger.Entry{ID: id, Kind: kind, Provider: "sim", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge",
 			InstanceCount: 1, GPUCount: 8, Start: start, End: start.Add(24 * time.Hour), CostUSD: 24 * 8 * 10, State: state,
 			ProviderRef: "cr-" + id}
 	}
-	u := &usedLedger{now: clk.Now, busy: map[string]float64{"b1": 0.3, "b2": 0, "b3": 0, "r1": 0.2}, rows: []store.Entry{
-		blk("b1", store.KindBlock, t0.Add(-4*time.Hour), store.StateActive),
-		blk("b2", store.KindBlock, t0.Add(-10*time.Minute), store.StateActive), // judged after 30 min
-		blk("b3", store.KindBlock, t0.Add(-30*time.Hour), store.StateEnded),    // no longer runs
-		blk("r1", store.KindReservation, t0.Add(-2*time.Hour), store.StateActive),
+	u := &usedLedger{now: clk.Now, busy: map[string]float64{"b1": 0.3, "b2": 0, "b3": 0, "r1": 0.2}, rows: []ledger.Entry{
+		blk("b1", ledger.KindBlock, t0.Add(-4*time.Hour), ledger.StateActive),
+		blk("b2", ledger.KindBlock, t0.Add(-10*time.Minute), ledger.StateActive), // judged after 30 min
+		blk("b3", ledger.KindBlock, t0.Add(-30*time.Hour), ledger.StateEnded),    // no longer runs
+		blk("r1", ledger.KindReservation, t0.Add(-2*time.Hour), ledger.StateActive),
 	}}
 	rules := validRules(t, config.Notify{},
-		config.WatchRule{Name: "idle-blocks", Idle: &config.IdleRule{AbovePct: 40, Kind: store.KindBlock}})
+		config.WatchRule{Name: "idle-blocks", Idle: &config.IdleRule{AbovePct: 40, Kind: ledger.KindBlock}})
 	e := newEvaluator(t, Options{Usage: u, Now: clk.Now, Rules: rules,
-		Describe: func(string) providers.Descriptor { return providers.Descriptor{Simulated: true} }})
+		Describe: func(string) domain.Descriptor { return domain.Descriptor{Simulated: true} }})
 	ctx := context.Background()
 	alerts := func() []Alert { return e.Alerts(0) }
 
@@ -161,9 +160,9 @@ func TestIdleRuleWithoutUsageSaysSo(t *testing.T) {
 func TestIdleRuleOnOneRowSaysWhyNot(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	clk := newClock(t0)
-	u := &usedLedger{now: clk.Now, busy: map[string]float64{"b1": 0.3}, rows: []store.Entry{
-		{ID: "b1", Kind: store.KindBlock, Provider: "sim", Region: "us-east-1", InstanceType: "p5.48xlarge", InstanceCount: 1, GPUCount: 8,
-			Start: t0.Add(-4 * time.Hour), End: t0.Add(20 * time.Hour), CostUSD: 1920, State: store.StateEnded, ProviderRef: "cr-b1"},
+	u := &usedLedger{now: clk.Now, busy: map[string]float64{"b1": 0.3}, rows: []ledger.Entry{
+		{ID: "b1", Kind: ledger.KindBlock, Provider: "sim", Region: "us-east-1", InstanceType: "p5.48xlarge", InstanceCount: 1, GPUCount: 8,
+			Start: t0.Add(-4 * time.Hour), End: t0.Add(20 * time.Hour), CostUSD: 1920, State: ledger.StateEnded, ProviderRef: "cr-b1"},
 	}}
 	var buf syncBuffer
 	rules := validRules(t, config.Notify{},
@@ -186,7 +185,7 @@ func TestIdleRuleOnOneRowSaysWhyNot(t *testing.T) {
 	}
 	// Running again: judged, the note gone, and told.
 	u.mu.Lock()
-	u.rows[0].State = store.StateActive
+	u.rows[0].State = ledger.StateActive
 	u.mu.Unlock()
 	e.tick(context.Background(), false)
 	for _, rs := range e.Rules() {

@@ -11,16 +11,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumarket/gpumarket/market"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/hub"
-	"github.com/gpumarket/gpumarket/providers/store"
-	"github.com/gpumarket/gpumarket/providers/usage"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // matchPool reports whether a pool is one a spot or bucket rule watches.
-func matchPool(pv *hub.PoolView, it, region, zone, provider string) bool {
+func matchPool(pv *feed.PoolView, it, region, zone, provider string) bool {
 	return strings.EqualFold(pv.InstanceType, it) && pv.Region == region &&
 		(zone == "" || pv.Zone == zone) && (provider == "" || pv.Provider == provider) && !pv.Restricted
 }
@@ -28,7 +26,7 @@ func matchPool(pv *hub.PoolView, it, region, zone, provider string) bool {
 // fresh reports whether the pool's data is current: its source is not
 // stale and its region's last fetch did not fail. A crossing is never
 // decided on old data, either way.
-func fresh(snap *hub.Snapshot, pv *hub.PoolView) bool {
+func fresh(snap *feed.Snapshot, pv *feed.PoolView) bool {
 	src, ok := snap.Source(pv.Provider)
 	if !ok || src.Stale {
 		return false
@@ -52,10 +50,10 @@ func (e *Evaluator) notInMarket(r Rule, it, region, zone string) {
 	e.sayOnce(r, fmt.Sprintf("no pool of %s in %s is in this run's market (its filters, or the region has none); the rule cannot fire until one is", it, where))
 }
 
-func (e *Evaluator) evalSpot(ctx context.Context, r Rule, snap *hub.Snapshot) {
+func (e *Evaluator) evalSpot(ctx context.Context, r Rule, snap *feed.Snapshot) {
 	s := r.Spot
 	below := s.BelowUSDHour != nil
-	var best *hub.PoolView
+	var best *feed.PoolView
 	bestUSD, matched := 0.0, false
 	for i := range snap.Pools {
 		pv := &snap.Pools[i]
@@ -96,14 +94,14 @@ func (e *Evaluator) evalSpot(ctx context.Context, r Rule, snap *hub.Snapshot) {
 		if pv.GPU.Count > 0 {
 			a.USDGPUHour = fp(bestUSD / pv.GPU.Count)
 		}
-		a.Text = fmt.Sprintf("spot %s in %s is $%s/h, %s $%s/h%s", market.DisplayType(pv.InstanceType), market.Place(pv.Region, pv.Zone),
-			market.Money(bestUSD), word, market.Money(limit), source(pv.Provider, pv.Simulated))
+		a.Text = fmt.Sprintf("spot %s in %s is $%s/h, %s $%s/h%s", present.DisplayType(pv.InstanceType), present.Place(pv.Region, pv.Zone),
+			present.Money(bestUSD), word, present.Money(limit), source(pv.Provider, pv.Simulated))
 		return a
 	}))
 }
 
 // poolAlert is an alert about a pool.
-func poolAlert(pv hub.PoolView) *Alert {
+func poolAlert(pv feed.PoolView) *Alert {
 	return &Alert{Simulated: pv.Simulated, Provider: strp(pv.Provider), Region: strp(pv.Region), Zone: strp(pv.Zone),
 		InstanceType: strp(pv.InstanceType), GPUModel: strp(pv.GPU.Model), GPUCount: fp(pv.GPU.Count)}
 }
@@ -112,9 +110,9 @@ func poolAlert(pv hub.PoolView) *Alert {
 // told at (or first seen at), by pool key.
 type bucketMemo map[string]string
 
-func (e *Evaluator) evalBucket(ctx context.Context, r Rule, snap *hub.Snapshot) {
+func (e *Evaluator) evalBucket(ctx context.Context, r Rule, snap *feed.Snapshot) {
 	b := r.Bucket
-	var pools []hub.PoolView
+	var pools []feed.PoolView
 	matched := false
 	for i := range snap.Pools {
 		pv := &snap.Pools[i]
@@ -122,7 +120,7 @@ func (e *Evaluator) evalBucket(ctx context.Context, r Rule, snap *hub.Snapshot) 
 			continue
 		}
 		matched = true
-		if fresh(snap, pv) && pv.Interruption != nil && providers.BucketRank(pv.Interruption.Bucket) < len(providers.Buckets) {
+		if fresh(snap, pv) && pv.Interruption != nil && domain.BucketRank(pv.Interruption.Bucket) < len(domain.Buckets) {
 			pools = append(pools, *pv)
 		}
 	}
@@ -141,7 +139,7 @@ func (e *Evaluator) evalBucket(ctx context.Context, r Rule, snap *hub.Snapshot) 
 			json.Unmarshal(st.Memo, &memo)
 		}
 		type rise struct {
-			pv       hub.PoolView
+			pv       feed.PoolView
 			from, to string
 		}
 		var rose []rise
@@ -149,10 +147,10 @@ func (e *Evaluator) evalBucket(ctx context.Context, r Rule, snap *hub.Snapshot) 
 			to := pv.Interruption.Bucket
 			from, seen := memo[pv.Key]
 			switch {
-			case !seen || providers.BucketRank(to) < providers.BucketRank(from):
+			case !seen || domain.BucketRank(to) < domain.BucketRank(from):
 				memo[pv.Key] = to // first seen, or calmer: the new baseline
-			case providers.BucketRank(to) > providers.BucketRank(from):
-				if b.AtLeast != "" && providers.BucketRank(to) < providers.BucketRank(b.AtLeast) {
+			case domain.BucketRank(to) > domain.BucketRank(from):
+				if b.AtLeast != "" && domain.BucketRank(to) < domain.BucketRank(b.AtLeast) {
 					memo[pv.Key] = to // a rise short of at_least: not told
 				} else {
 					rose = append(rose, rise{pv, from, to})
@@ -166,12 +164,12 @@ func (e *Evaluator) evalBucket(ctx context.Context, r Rule, snap *hub.Snapshot) 
 			var parts []string
 			for _, x := range rose {
 				memo[x.pv.Key] = x.to
-				parts = append(parts, fmt.Sprintf("%s %s → %s", market.Place(x.pv.Region, x.pv.Zone), x.from, x.to))
+				parts = append(parts, fmt.Sprintf("%s %s → %s", present.Place(x.pv.Region, x.pv.Zone), x.from, x.to))
 			}
 			first := rose[0]
 			a = poolAlert(first.pv)
 			a.Bucket, a.PreviousBucket = strp(first.to), strp(first.from)
-			a.Text = fmt.Sprintf("interruption bucket of %s rose: %s%s", market.DisplayType(first.pv.InstanceType), strings.Join(parts, ", "),
+			a.Text = fmt.Sprintf("interruption bucket of %s rose: %s%s", present.DisplayType(first.pv.InstanceType), strings.Join(parts, ", "),
 				source(first.pv.Provider, first.pv.Simulated))
 			st.LastFired = now
 		}
@@ -183,7 +181,7 @@ func (e *Evaluator) evalBucket(ctx context.Context, r Rule, snap *hub.Snapshot) 
 // search is one block search's answer, shared by the rules that ask the
 // same in one round.
 type search struct {
-	res booking.Search
+	res ledger.Search
 	err error
 }
 
@@ -201,10 +199,10 @@ func (e *Evaluator) evalBlock(ctx context.Context, r Rule, searched map[string]s
 	}
 	if lead := e.opt.MaxLead; lead > 0 && !after.IsZero() && after.After(now.Add(lead)) {
 		e.sayOnce(r, fmt.Sprintf("blocks starting from %s are not on sale yet (they are sold up to %s ahead): searching from %s",
-			after.UTC().Format("2006-01-02"), providers.FormatWindow(lead), after.Add(-lead).UTC().Format("2006-01-02 15:04 UTC")))
+			after.UTC().Format("2006-01-02"), domain.FormatWindow(lead), after.Add(-lead).UTC().Format("2006-01-02 15:04 UTC")))
 		return
 	}
-	q := providers.OfferingQuery{GPU: b.GPU, GPUs: b.GPUs, Instances: b.Instances, Duration: time.Duration(b.Hours) * time.Hour,
+	q := domain.OfferingQuery{GPU: b.GPU, GPUs: b.GPUs, Instances: b.Instances, Duration: time.Duration(b.Hours) * time.Hour,
 		StartAfter: after, StartBefore: before, Regions: b.Regions}
 	key := fmt.Sprintf("%s|%d|%d|%s|%d|%d|%s", q.GPU, q.GPUs, q.Instances, q.Duration, q.StartAfter.Unix(), q.StartBefore.Unix(), strings.Join(q.Regions, ","))
 	s, ok := searched[key]
@@ -230,7 +228,7 @@ func (e *Evaluator) evalBlock(ctx context.Context, r Rule, searched map[string]s
 		e.sayOnce(r, fmt.Sprintf("search failed: %v", s.err))
 		return
 	}
-	var match *providers.Offering
+	var match *domain.Offering
 	for i := range s.res.Offerings {
 		o := &s.res.Offerings[i]
 		if b.GPUs > 0 && o.GPUCount() < float64(b.GPUs) || b.Instances > 0 && o.InstanceCount < b.Instances {
@@ -252,7 +250,7 @@ func (e *Evaluator) evalBlock(ctx context.Context, r Rule, searched map[string]s
 	if len(s.res.Failed) == 0 {
 		e.clearNote(r)
 	}
-	var o providers.Offering
+	var o domain.Offering
 	if match != nil {
 		o = *match
 	}
@@ -264,9 +262,9 @@ func (e *Evaluator) evalBlock(ctx context.Context, r Rule, searched map[string]s
 			a.ThresholdUSD = fp(*b.MaxUSDGPUHour)
 		}
 		a.Text = fmt.Sprintf("%s on sale: %d × %s (%s %s) in %s, %g h from %s, $%s/GPU-h, $%.2f in all — gpumarket book %s%s",
-			o.Terms().Name, o.InstanceCount, market.DisplayType(o.InstanceType), market.GPUCount(o.GPUCount()), o.GPU.Model,
-			market.Place(o.Region, o.Zone), o.DurationHours(), o.Start.UTC().Format("Mon 2006-01-02 15:04 UTC"),
-			market.Money(o.USDPerGPUHour()), o.UpfrontUSD, o.ID, simNote(o.Simulated))
+			o.Terms().Name, o.InstanceCount, present.DisplayType(o.InstanceType), present.GPUCount(o.GPUCount()), o.GPU.Model,
+			present.Place(o.Region, o.Zone), o.DurationHours(), o.Start.UTC().Format("Mon 2006-01-02 15:04 UTC"),
+			present.Money(o.USDPerGPUHour()), o.UpfrontUSD, o.ID, simNote(o.Simulated))
 		return a
 	}))
 }
@@ -321,7 +319,7 @@ func (e *Evaluator) evalPlan(ctx context.Context, r Rule) {
 		}
 		a.Text = fmt.Sprintf("best plan for %d %s × %g h by %s is %s at $%s%s (expected $%.2f, on time %g%%), under $%s%s%s",
 			job.GPUs, strings.Join(job.Models, "/"), job.Hours, deadline.UTC().Format("2006-01-02 15:04 UTC"), q.Strategy,
-			market.Money(value), unit, q.ExpectedUSD, q.OnTimePct, market.Money(limit), unit, simNote(q.Simulated))
+			present.Money(value), unit, q.ExpectedUSD, q.OnTimePct, present.Money(limit), unit, simNote(q.Simulated))
 		return a
 	}))
 }
@@ -332,7 +330,7 @@ func (e *Evaluator) evalStartsIn(ctx context.Context, r Rule) {
 		return
 	}
 	s := r.StartsIn
-	rows, err := e.opt.Ledger.List(ctx, store.StateScheduled)
+	rows, err := e.opt.Ledger.List(ctx, ledger.StateScheduled)
 	if err != nil {
 		if ctx.Err() == nil {
 			e.sayOnce(r, fmt.Sprintf("read the ledger: %v", err))
@@ -340,11 +338,11 @@ func (e *Evaluator) evalStartsIn(ctx context.Context, r Rule) {
 		return
 	}
 	now := e.now()
-	var future, soon []store.Entry
+	var future, soon []ledger.Entry
 	for _, row := range rows {
 		// A block, a reservation or a scheduled fleet (launch --start):
 		// what starts at a set time.
-		if (!store.Booked(row.Kind) && row.Kind != store.KindFleet) || (s.Kind != "" && row.Kind != s.Kind) || (s.ID != "" && row.ID != s.ID && row.ProviderRef != s.ID) || !row.Start.After(now) {
+		if (!ledger.Booked(row.Kind) && row.Kind != ledger.KindFleet) || (s.Kind != "" && row.Kind != s.Kind) || (s.ID != "" && row.ID != s.ID && row.ProviderRef != s.ID) || !row.Start.After(now) {
 			continue
 		}
 		future = append(future, row)
@@ -366,7 +364,7 @@ func (e *Evaluator) evalStartsIn(ctx context.Context, r Rule) {
 				keep = append(keep, row.ID)
 			}
 		}
-		var news []store.Entry
+		var news []ledger.Entry
 		for _, row := range soon {
 			if !slices.Contains(keep, row.ID) {
 				news = append(news, row)
@@ -381,8 +379,8 @@ func (e *Evaluator) evalStartsIn(ctx context.Context, r Rule) {
 				a.LedgerIDs = append(a.LedgerIDs, row.ID)
 				a.Simulated = a.Simulated && e.simulated(row.Provider)
 				parts = append(parts, fmt.Sprintf("%s %s %d × %s in %s starts %s (in %s)", row.Kind, row.ID, row.InstanceCount,
-					market.DisplayType(row.InstanceType), market.Place(row.Region, row.Zone), row.Start.UTC().Format("Mon 2006-01-02 15:04 UTC"),
-					providers.FormatDuration(row.Start.Sub(now).Round(time.Minute))))
+					present.DisplayType(row.InstanceType), present.Place(row.Region, row.Zone), row.Start.UTC().Format("Mon 2006-01-02 15:04 UTC"),
+					domain.FormatDuration(row.Start.Sub(now).Round(time.Minute))))
 			}
 			first := news[0]
 			a.Provider, a.Region, a.Zone, a.InstanceType = strp(first.Provider), strp(first.Region), strp(first.Zone), strp(first.InstanceType)
@@ -402,7 +400,7 @@ func (e *Evaluator) evalStartsIn(ctx context.Context, r Rule) {
 
 // usageAnswer is the usage report one tick's idle rules share.
 type usageAnswer struct {
-	rep usage.UsageReport
+	rep ledger.UsageReport
 	err error
 }
 
@@ -437,14 +435,14 @@ func (e *Evaluator) evalIdle(ctx context.Context, r Rule, u *usageAnswer) {
 	}
 	s := r.Idle
 	now := e.now()
-	var over []usage.UsageRow
+	var over []ledger.UsageRow
 	var held []string // rows above now, or unknown for now
 	note := ""
 	if s.ID != "" {
 		// A rule on one row says when that row cannot be judged: not
 		// in the report (no such row, or it ran before the report's
 		// span), or not running.
-		note = fmt.Sprintf("ledger row %s is not in the usage report: no such row, or it has not run in the last %s", s.ID, providers.FormatWindow(u.rep.Now.Sub(u.rep.Since)))
+		note = fmt.Sprintf("ledger row %s is not in the usage report: no such row, or it has not run in the last %s", s.ID, domain.FormatWindow(u.rep.Now.Sub(u.rep.Since)))
 		for _, row := range u.rep.Rows {
 			if row.ID == s.ID {
 				note = ""
@@ -483,7 +481,7 @@ func (e *Evaluator) evalIdle(ctx context.Context, r Rule, u *usageAnswer) {
 				keep = append(keep, id)
 			}
 		}
-		var news []usage.UsageRow
+		var news []ledger.UsageRow
 		for _, row := range over {
 			if !slices.Contains(keep, row.ID) {
 				news = append(news, row)
@@ -499,8 +497,8 @@ func (e *Evaluator) evalIdle(ctx context.Context, r Rule, u *usageAnswer) {
 				a.LedgerIDs = append(a.LedgerIDs, row.ID)
 				a.Simulated = a.Simulated && e.simulated(row.Provider)
 				parts = append(parts, fmt.Sprintf("%s %s %s GPU %s in %s is %.0f%% idle: $%s of the $%s its %s so far cost went to idle GPU-hours",
-					row.Kind, row.ID, market.GPUCount(row.GPUs), market.DisplayType(row.InstanceType), market.Place(row.Region, row.Zone),
-					row.IdleShare()*100, market.Money(row.IdleUSD), market.Money(row.UsedUSD()), hoursRun(row.End.Sub(row.Start))))
+					row.Kind, row.ID, present.GPUCount(row.GPUs), present.DisplayType(row.InstanceType), present.Place(row.Region, row.Zone),
+					row.IdleShare()*100, present.Money(row.IdleUSD), present.Money(row.UsedUSD()), hoursRun(row.End.Sub(row.Start))))
 			}
 			top := news[0]
 			a.Provider, a.Region, a.Zone, a.InstanceType = strp(top.Provider), strp(top.Region), strp(top.Zone), strp(top.InstanceType)

@@ -8,21 +8,21 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/hub"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // fakeLedger is a LedgerReader over rows the test sets.
 type fakeLedger struct {
 	mu   sync.Mutex
-	rows []store.Entry
+	rows []ledger.Entry
 }
 
-func (l *fakeLedger) List(_ context.Context, states ...string) ([]store.Entry, error) {
+func (l *fakeLedger) List(_ context.Context, states ...string) ([]ledger.Entry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []store.Entry
+	var out []ledger.Entry
 	for _, r := range l.rows {
 		for _, s := range states {
 			if r.State == s {
@@ -33,7 +33,7 @@ func (l *fakeLedger) List(_ context.Context, states ...string) ([]store.Entry, e
 	return out, nil
 }
 
-func (l *fakeLedger) add(r store.Entry) {
+func (l *fakeLedger) add(r ledger.Entry) {
 	l.mu.Lock()
 	l.rows = append(l.rows, r)
 	l.mu.Unlock()
@@ -43,18 +43,18 @@ func TestStartsInTellsEachBookedRowOnce(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	clk := newClock(t0)
 	start := t0.Add(90 * time.Minute) // 11:30 UTC, as AWS blocks start
-	l := &fakeLedger{rows: []store.Entry{
-		{ID: "01A", Kind: store.KindBlock, Provider: "sim", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge", InstanceCount: 2, GPUCount: 16, Start: start, End: start.Add(48 * time.Hour), State: store.StateScheduled},
-		{ID: "01B", Kind: store.KindReservation, Provider: "sim", Region: "eastus", InstanceType: "Standard_ND96isr_H100_v5", InstanceCount: 1, Start: start.Add(-10 * time.Minute), State: store.StateScheduled},
-		{ID: "01C", Kind: store.KindBlock, Provider: "sim", Start: start, State: store.StateFailed},
+	l := &fakeLedger{rows: []ledger.Entry{
+		{ID: "01A", Kind: ledger.KindBlock, Provider: "sim", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge", InstanceCount: 2, GPUCount: 16, Start: start, End: start.Add(48 * time.Hour), State: ledger.StateScheduled},
+		{ID: "01B", Kind: ledger.KindReservation, Provider: "sim", Region: "eastus", InstanceType: "Standard_ND96isr_H100_v5", InstanceCount: 1, Start: start.Add(-10 * time.Minute), State: ledger.StateScheduled},
+		{ID: "01C", Kind: ledger.KindBlock, Provider: "sim", Start: start, State: ledger.StateFailed},
 		// A fleet scheduled with launch --start starts at a set time too.
-		{ID: "01D", Kind: store.KindFleet, Provider: "sim", Region: "us-east-1", InstanceType: "g6.xlarge", InstanceCount: 4, Start: start.Add(5 * time.Minute), State: store.StateScheduled},
+		{ID: "01D", Kind: ledger.KindFleet, Provider: "sim", Region: "us-east-1", InstanceType: "g6.xlarge", InstanceCount: 4, Start: start.Add(5 * time.Minute), State: ledger.StateScheduled},
 	}}
 	rules := validRules(t, config.Notify{},
 		config.WatchRule{Name: "soon", StartsIn: &config.StartsInRule{Within: config.Duration(time.Hour)}},
-		config.WatchRule{Name: "blocks", StartsIn: &config.StartsInRule{Within: config.Duration(2 * time.Hour), Kind: store.KindBlock}})
+		config.WatchRule{Name: "blocks", StartsIn: &config.StartsInRule{Within: config.Duration(2 * time.Hour), Kind: ledger.KindBlock}})
 	e := newEvaluator(t, Options{Ledger: l, Now: clk.Now, Rules: rules,
-		Describe: func(string) providers.Descriptor { return providers.Descriptor{Simulated: true} }})
+		Describe: func(string) domain.Descriptor { return domain.Descriptor{Simulated: true} }})
 	ctx := context.Background()
 	byRule := func() map[string][]Alert {
 		m := map[string][]Alert{}
@@ -80,7 +80,7 @@ func TestStartsInTellsEachBookedRowOnce(t *testing.T) {
 		t.Errorf("text %q", a.Text)
 	}
 	// A row booked later is told on its own, at once (no cooldown).
-	l.add(store.Entry{ID: "01E", Kind: store.KindBlock, Provider: "sim", Start: t0.Add(80 * time.Minute), State: store.StateScheduled})
+	l.add(ledger.Entry{ID: "01E", Kind: ledger.KindBlock, Provider: "sim", Start: t0.Add(80 * time.Minute), State: ledger.StateScheduled})
 	e.tick(ctx, false)
 	if got := byRule(); len(got["soon"]) != 2 || strings.Join(got["soon"][1].LedgerIDs, ",") != "01E" || len(got["blocks"]) != 2 {
 		t.Fatalf("after 01E was booked: %+v", got)
@@ -103,7 +103,7 @@ type planner struct {
 	jobs   []PlanJob
 }
 
-func (p *planner) BestPlan(_ context.Context, job PlanJob, _ *hub.Snapshot) (PlanQuote, error) {
+func (p *planner) BestPlan(_ context.Context, job PlanJob, _ *feed.Snapshot) (PlanQuote, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.jobs = append(p.jobs, job)
@@ -124,7 +124,7 @@ func TestPlanRuleAgainstAPlanner(t *testing.T) {
 	rule := config.WatchRule{Name: "plan", Plan: &config.PlanRule{GPU: "H100,H200", GPUs: 16, Hours: 48, Start: "2026-12-03", Deadline: "2026-12-07", BelowUSD: f64(10000)}}
 	e := newEvaluator(t, Options{Planner: p, Now: clk.Now, Rules: validRules(t, config.Notify{}, rule)})
 	ctx := context.Background()
-	e.setLatest(&hub.Snapshot{Ready: true})
+	e.setLatest(&feed.Snapshot{Ready: true})
 	var fired []int
 	for i := range 5 {
 		clk.Set(t0.Add(time.Duration(i) * 2 * time.Hour))

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // hook is a local webhook that answers with the statuses given, in
@@ -82,7 +82,7 @@ func fastWebhook(url string, retries int, timeout time.Duration) *Webhook {
 // spot rule whose condition holds.
 func raiseOne(t *testing.T, e *Evaluator) {
 	t.Helper()
-	e.evalSnapshot(context.Background(), snapshotOf(e.now(), map[providers.Pool]float64{p5("us-west-2a"): 10}))
+	e.evalSnapshot(context.Background(), snapshotOf(e.now(), map[domain.Pool]float64{p5("us-west-2a"): 10}))
 	if e.fired.Load() != 1 {
 		t.Fatalf("fired %d alerts, want 1", e.fired.Load())
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/gpumarket/gpumarket/providers/hub"
+	"github.com/gpumarket/gpumarket/feed"
 )
 
 // Planner prices the best plan for a job, for plan rules. The planner
@@ -16,7 +16,7 @@ type Planner interface {
 	// at least job.OnTimePct percent of the planner's runs, over the
 	// market of snap (and the offerings the planner searches for);
 	// Found is false when no plan is on time that often.
-	BestPlan(ctx context.Context, job PlanJob, snap *hub.Snapshot) (PlanQuote, error)
+	BestPlan(ctx context.Context, job PlanJob, snap *feed.Snapshot) (PlanQuote, error)
 }
 
 // PlanJob is a plan rule's job.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // Where a rule comes from.
@@ -113,7 +113,7 @@ func (r Rule) Describe() string {
 		if s.ID != "" {
 			what = "ledger row " + s.ID
 		}
-		return fmt.Sprintf("%s starts within %s", what, providers.FormatDuration(s.Within.D()))
+		return fmt.Sprintf("%s starts within %s", what, domain.FormatDuration(s.Within.D()))
 	case config.RuleIdle:
 		i := r.Idle
 		what := "a running fleet, block or reservation"
@@ -123,7 +123,7 @@ func (r Rule) Describe() string {
 		if i.ID != "" {
 			what = "ledger row " + i.ID
 		}
-		return fmt.Sprintf("%s idle more than %g%% of its cost (after %s running)", what, i.AbovePct, providers.FormatDuration(i.AfterOrDefault()))
+		return fmt.Sprintf("%s idle more than %g%% of its cost (after %s running)", what, i.AbovePct, domain.FormatDuration(i.AfterOrDefault()))
 	}
 	return r.Kind
 }
@@ -169,7 +169,7 @@ func checkErr(key, format string, args ...any) error {
 // serve the rule: a region none of them knows, a provider not in use, a
 // block length none of them sells, a plan rule with no planner. Config's
 // Validate checked the rest.
-func Check(w config.WatchRule, descs []providers.Descriptor, havePlanner bool) error {
+func Check(w config.WatchRule, descs []domain.Descriptor, havePlanner bool) error {
 	names := make([]string, len(descs))
 	for i, d := range descs {
 		names[i] = d.Name
@@ -202,7 +202,7 @@ func Check(w config.WatchRule, descs []providers.Descriptor, havePlanner bool) e
 		return pool("bucket", w.Bucket.Region, w.Bucket.Provider)
 	case config.RuleBlock:
 		b := w.Block
-		var sellers []providers.Descriptor
+		var sellers []domain.Descriptor
 		for _, d := range descs {
 			if len(d.Sells) > 0 {
 				sellers = append(sellers, d)
@@ -242,7 +242,7 @@ func Check(w config.WatchRule, descs []providers.Descriptor, havePlanner bool) e
 	return nil
 }
 
-func regionExamples(ds []providers.Descriptor) string {
+func regionExamples(ds []domain.Descriptor) string {
 	var ex []string
 	for _, d := range ds {
 		if d.RegionExample != "" && !slices.Contains(ex, d.RegionExample) {

@@ -7,12 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/cloud/sim"
 	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/providers"
-	"github.com/gpumarket/gpumarket/providers/booking"
-	"github.com/gpumarket/gpumarket/providers/hub"
-	"github.com/gpumarket/gpumarket/providers/sim"
-	"github.com/gpumarket/gpumarket/providers/store"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // simMarket is the simulated market on a clock the test moves, behind
@@ -20,35 +19,35 @@ import (
 type simMarket struct {
 	clk *clock
 	m   *sim.Market
-	h   *hub.Hub
-	svc *booking.Service
-	sub <-chan *hub.Snapshot
+	h   *feed.Hub
+	svc *ledger.Service
+	sub <-chan *feed.Snapshot
 }
 
-func newSimMarket(t *testing.T, at time.Time, q providers.Query) *simMarket {
+func newSimMarket(t *testing.T, at time.Time, q domain.Query) *simMarket {
 	t.Helper()
 	clk := newClock(at)
 	m := sim.New(sim.Options{Seed: 1, Now: clk.Now})
-	st, err := store.Open(t.TempDir())
+	st, err := ledger.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	q.Providers = []string{sim.Name}
 	// The hub polls when the test says (Refresh), at the test's time.
-	h := hub.New([]providers.Provider{m}, hub.Options{Query: q, Interval: func(string) time.Duration { return time.Hour },
+	h := feed.New([]domain.Provider{m}, feed.Options{Query: q, Interval: func(string) time.Duration { return time.Hour },
 		PublishEvery: 2 * time.Millisecond, Now: clk.Now})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { h.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return &simMarket{clk: clk, m: m, h: h, sub: h.Subscribe(ctx),
-		svc: booking.New(st, []providers.Provider{m}, booking.Options{Now: clk.Now})}
+		svc: ledger.New(st, []domain.Provider{m}, ledger.Options{Now: clk.Now})}
 }
 
 // at moves the market to t and returns its first ready snapshot taken
 // then.
-func (s *simMarket) at(t *testing.T, at time.Time) *hub.Snapshot {
+func (s *simMarket) at(t *testing.T, at time.Time) *feed.Snapshot {
 	t.Helper()
 	s.clk.Set(at)
 	s.h.Refresh()
@@ -71,8 +70,8 @@ func (s *simMarket) at(t *testing.T, at time.Time) *hub.Snapshot {
 func TestSimSpotRuleFiresOncePerCrossing(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	const region, it = "us-east-1", "p5.48xlarge"
-	s := newSimMarket(t, t0, providers.Query{Regions: []string{region}, GPUs: []string{"H100"}, Window: time.Hour})
-	var keys []providers.PoolKey
+	s := newSimMarket(t, t0, domain.Query{Regions: []string{region}, GPUs: []string{"H100"}, Window: time.Hour})
+	var keys []domain.PoolKey
 	for _, p := range s.m.Pools(t0) {
 		if p.Region == region && p.InstanceType == it {
 			keys = append(keys, p.Key())
@@ -154,14 +153,14 @@ func TestSimSpotRuleFiresOncePerCrossing(t *testing.T) {
 // evaluator searches once for it, however many sessions watch.
 func TestSimBlockRuleFiresWithinOneRefresh(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	s := newSimMarket(t, t0, providers.Query{Regions: []string{"us-east-1"}, Window: time.Hour})
+	s := newSimMarket(t, t0, domain.Query{Regions: []string{"us-east-1"}, Window: time.Hour})
 	// Blocks for mid-February: more than 8 weeks away at t0, so not on
 	// sale yet.
 	after, before := time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 2, 4, 0, 0, 0, 0, time.UTC)
 	rule := config.WatchRule{Name: "h100-feb", Block: &config.BlockRule{GPU: "H100", GPUs: 16, Hours: 48,
 		StartAfter: after.Format(time.RFC3339), StartBefore: before.Format(time.RFC3339), MaxUSDGPUHour: f64(6)}}
 	e := newEvaluator(t, Options{Offerings: s.svc, Now: s.clk.Now, Tick: 2 * time.Millisecond,
-		MaxLead: providers.CapacityBlockTerms.MaxLead, Rules: validRules(t, config.Notify{}, rule)})
+		MaxLead: domain.CapacityBlockTerms.MaxLead, Rules: validRules(t, config.Notify{}, rule)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	subs := make([]<-chan struct{}, 50)
@@ -178,7 +177,7 @@ func TestSimBlockRuleFiresWithinOneRefresh(t *testing.T) {
 	}
 	// A week later the range is within 8 weeks: the sim offers blocks.
 	s.clk.Set(t0.Add(7 * 24 * time.Hour))
-	offers, err := s.m.FindOfferings(ctx, providers.OfferingQuery{GPU: "H100", GPUs: 16, Duration: 48 * time.Hour, StartAfter: after, StartBefore: before})
+	offers, err := s.m.FindOfferings(ctx, domain.OfferingQuery{GPU: "H100", GPUs: 16, Duration: 48 * time.Hour, StartAfter: after, StartBefore: before})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,117 @@
+// Package advisor reads AWS's public Spot Instance Advisor data
+// (spot-advisor-data.json): per region, operating system and instance type,
+// the savings over on-demand and the interruption-frequency bucket. A dated
+// snapshot is embedded so gpumarket has real figures with no network; the
+// AWS provider fetches the live file over it when it can.
+package advisor
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+//go:embed spot-advisor-2025-06.json
+var embedded []byte
+
+// EmbeddedAsOf is when the embedded snapshot was taken.
+var EmbeddedAsOf = time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+
+// Data is a parsed advisor file.
+type Data struct {
+	// Ranges are the interruption buckets, indexed by Entry.Range.
+	Ranges []Range
+	// Regions maps region → OS ("Linux", "Windows") → instance type → entry.
+	Regions map[string]map[string]map[string]Entry
+	// AsOf is when the data was published (or fetched), Source where it
+	// came from ("embedded 2025-06", a URL).
+	AsOf   time.Time
+	Source string
+}
+
+// Range is one interruption bucket of the file.
+type Range struct {
+	Index int    `json:"index"`
+	Label string `json:"label"`
+	Max   int    `json:"max"`
+}
+
+// Entry is one instance type's figures in one region.
+type Entry struct {
+	// SavingsPct is the typical saving of spot over on-demand, percent.
+	SavingsPct int `json:"s"`
+	// Range indexes Data.Ranges.
+	Range int `json:"r"`
+}
+
+type wire struct {
+	Ranges      []Range                                `json:"ranges"`
+	SpotAdvisor map[string]map[string]map[string]Entry `json:"spot_advisor"`
+}
+
+// Parse reads an advisor file. It checks the shape the rest of gpumarket
+// relies on: at least one range, one region, and range indexes in bounds.
+func Parse(b []byte, source string, asOf time.Time) (*Data, error) {
+	var w wire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, fmt.Errorf("spot advisor data from %s: %w", source, err)
+	}
+	if len(w.Ranges) == 0 || len(w.SpotAdvisor) == 0 {
+		return nil, fmt.Errorf("spot advisor data from %s: no ranges or no regions", source)
+	}
+	for _, r := range w.Ranges {
+		if _, ok := domain.NormalizeBucket(r.Label); !ok {
+			return nil, fmt.Errorf("spot advisor data from %s: unknown interruption range %q", source, r.Label)
+		}
+	}
+	for region, oses := range w.SpotAdvisor {
+		for os, types := range oses {
+			for t, e := range types {
+				if e.Range < 0 || e.Range >= len(w.Ranges) {
+					return nil, fmt.Errorf("spot advisor data from %s: %s %s %s: range index %d out of bounds", source, region, os, t, e.Range)
+				}
+			}
+		}
+	}
+	return &Data{Ranges: w.Ranges, Regions: w.SpotAdvisor, AsOf: asOf, Source: source}, nil
+}
+
+var (
+	embeddedOnce sync.Once
+	embeddedData *Data
+	embeddedErr  error
+)
+
+// Embedded returns the embedded snapshot (June 2025), parsed once.
+func Embedded() *Data {
+	embeddedOnce.Do(func() {
+		embeddedData, embeddedErr = Parse(embedded, "embedded 2025-06", EmbeddedAsOf)
+	})
+	if embeddedErr != nil {
+		panic(embeddedErr) // the embedded file is part of the build
+	}
+	return embeddedData
+}
+
+// Lookup returns the Linux figures for an instance type in a region.
+func (d *Data) Lookup(region, instanceType string) (Entry, bool) {
+	e, ok := d.Regions[region]["Linux"][instanceType]
+	return e, ok
+}
+
+// Interruption returns the Linux interruption data of an instance type in a
+// region, labelled with the data's source and date.
+func (d *Data) Interruption(region, instanceType string) (*domain.Interruption, bool) {
+	e, ok := d.Lookup(region, instanceType)
+	if !ok {
+		return nil, false
+	}
+	return domain.NewInterruption(d.Ranges[e.Range].Label, "aws spot advisor ("+d.Source+")", d.AsOf)
+}
+
+// RawEmbedded returns the embedded file's bytes.
+func RawEmbedded() []byte { return embedded }

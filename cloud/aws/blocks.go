@@ -1,0 +1,642 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// blockTerms are the terms of EC2 Capacity Blocks for ML (providers
+// holds them once for every provider, fake and view).
+var blockTerms = domain.CapacityBlockTerms
+
+// RefTag is the tag a purchase carries with the ledger's id, so that
+// reconciliation can tell our reservation from a look-alike. It is
+// domain.TagRef, kept under this name for the callers that know it.
+const RefTag = domain.TagRef
+
+// Tags AWS puts on a capacity block itself. Until the block starts, its
+// TotalInstanceCount reads 0 and the count bought is only in
+// tagRequestedQuantity (EC2 User Guide, "View Capacity Blocks").
+const tagRequestedQuantity = "aws:ec2capacityreservation:incrementalRequestedQuantity"
+
+// maxBlockGPUs is the most GPUs one capacity block can hold: 64 instances
+// of the AWS instance type with the most GPUs.
+var maxBlockGPUs = func() int {
+	most := 8.0
+	for _, e := range domain.CatalogEntries(domain.CloudAWS) {
+		most = math.Max(most, e.GPU.Count)
+	}
+	return blockTerms.MaxInstances * int(most)
+}()
+
+// ValidateOfferingQuery checks an offering query against the AWS limits
+// and fills its defaults (start range now … 8 weeks ahead). Errors name
+// the field and the accepted form.
+func ValidateOfferingQuery(q domain.OfferingQuery, now time.Time) (domain.OfferingQuery, error) {
+	model, ok := domain.NormalizeGPUModel(q.GPU)
+	if !ok {
+		return q, domain.InvalidQueryf("gpu %q: want one of %s", q.GPU, strings.Join(domain.GPUModels, ", "))
+	}
+	q.GPU = model
+	switch {
+	case q.Instances < 0 || q.GPUs < 0:
+		return q, domain.InvalidQueryf("count: want a positive number of instances or GPUs")
+	case q.Instances == 0 && q.GPUs == 0:
+		return q, domain.InvalidQueryf("count: want a positive number of instances or GPUs, got none")
+	case q.Instances > blockTerms.MaxInstances:
+		return q, domain.InvalidQueryf("count %d: a capacity block holds 1 to %d instances", q.Instances, blockTerms.MaxInstances)
+	case q.Instances == 0 && q.GPUs > maxBlockGPUs:
+		return q, domain.InvalidQueryf("gpus %d: a capacity block holds at most %d instances (%d GPUs of the largest type)", q.GPUs, blockTerms.MaxInstances, maxBlockGPUs)
+	}
+	if q.Duration%time.Hour != 0 || !blockTerms.ValidHours(int(q.Duration/time.Hour)) {
+		return q, domain.InvalidQueryf("duration %s: want %s", q.Duration, blockTerms.DurationForm)
+	}
+	if q.FlexDuration < 0 || q.FlexDuration >= q.Duration {
+		return q, domain.InvalidQueryf("flex duration %s: want 0 (the asked length only) up to less than the duration (%s)", q.FlexDuration, q.Duration)
+	}
+	if q.StartAfter.IsZero() || q.StartAfter.Before(now) {
+		q.StartAfter = now
+	}
+	latest := now.Add(blockTerms.MaxLead)
+	if q.StartBefore.IsZero() {
+		q.StartBefore = latest
+	}
+	if q.StartAfter.After(latest) {
+		return q, domain.InvalidQueryf("start-after %s: a capacity block starts at most 8 weeks ahead (before %s)",
+			q.StartAfter.UTC().Format(time.RFC3339), latest.UTC().Format(time.RFC3339))
+	}
+	if q.StartBefore.After(latest) {
+		q.StartBefore = latest
+	}
+	if !q.StartBefore.After(q.StartAfter) {
+		return q, domain.InvalidQueryf("start range: start-before %s is not after start-after %s",
+			q.StartBefore.UTC().Format(time.RFC3339), q.StartAfter.UTC().Format(time.RFC3339))
+	}
+	return q, nil
+}
+
+// FindOfferings lists the capacity blocks on sale for the query's GPU in
+// its regions that are what was asked: the asked length (or, with
+// FlexDuration, within it, marked FlexLength), the asked count, and a
+// start within [StartAfter, StartBefore]. AWS answers a search with blocks
+// of other lengths and starts too; they are dropped here, so the top row
+// is never a block nobody asked for. Blocks of the asked length come
+// first, then the flexible ones, each cheapest per GPU-hour first.
+//
+// Regions are asked concurrently. When some fail and others answer, the
+// offerings of those that answered come back with a
+// domain.RegionErrors naming each that failed (the search warns of
+// each and keeps the rest); when every region failed, their errors
+// joined. An offering AWS describes without a usable fee, id or dates is
+// skipped with a warning naming it; the others are kept.
+func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]domain.Offering, error) {
+	q, err := ValidateOfferingQuery(q, p.opt.Now())
+	if err != nil {
+		return nil, err
+	}
+	regions, err := p.regions(ctx, domain.Query{Regions: q.Regions})
+	if err != nil {
+		return nil, err
+	}
+	out, failed := eachRegion(p, regions, func(region string) ([]domain.Offering, error) {
+		offers, err := p.regionOfferings(ctx, region, q)
+		if err != nil {
+			// Returned, and said once by whoever searched: the log has
+			// it only for debugging.
+			p.opt.Logger.Debug("capacity blocks", "region", region, "err", err)
+		}
+		return offers, err
+	})
+	rankOfferings(out)
+	switch {
+	case len(failed) == 0:
+		return out, nil
+	case len(failed) == len(regions):
+		errs := make([]error, 0, len(failed))
+		for _, r := range failed.Regions() {
+			errs = append(errs, failed[r])
+		}
+		return nil, errors.Join(errs...)
+	}
+	return out, failed
+}
+
+// rankOfferings puts the blocks of the asked length first, then the
+// flexible ones; within each, cheapest per GPU-hour, then earliest.
+func rankOfferings(out []domain.Offering) {
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].FlexLength != out[j].FlexLength {
+			return !out[i].FlexLength
+		}
+		a, b := out[i].USDPerGPUHour(), out[j].USDPerGPUHour()
+		if a != b {
+			return a < b
+		}
+		return out[i].Start.Before(out[j].Start)
+	})
+}
+
+func (p *Provider) regionOfferings(ctx context.Context, region string, q domain.OfferingQuery) ([]domain.Offering, error) {
+	types, err := p.gpuTypes(ctx, region)
+	if err != nil {
+		return nil, err
+	}
+	var out []domain.Offering
+	for _, t := range types {
+		if t.GPU.Model != q.GPU {
+			continue
+		}
+		count := q.Instances
+		if count == 0 {
+			count = int(math.Ceil(float64(q.GPUs) / t.GPU.Count))
+		}
+		if count < 1 || count > blockTerms.MaxInstances {
+			continue
+		}
+		pg := ec2.NewDescribeCapacityBlockOfferingsPaginator(p.client(region), &ec2.DescribeCapacityBlockOfferingsInput{
+			CapacityDurationHours: awssdk.Int32(int32(q.Duration / time.Hour)),
+			InstanceType:          awssdk.String(t.InstanceType),
+			InstanceCount:         awssdk.Int32(int32(count)),
+			StartDateRange:        awssdk.Time(q.StartAfter),
+			// The latest end: a block of the longest accepted length
+			// starting at the latest accepted start.
+			EndDateRange: awssdk.Time(q.StartBefore.Add(q.Duration + q.FlexDuration)),
+		})
+		for pg.HasMorePages() {
+			page, err := pg.NextPage(ctx)
+			if err != nil {
+				// Most GPU types are not sold as blocks; AWS says so
+				// with InvalidParameterValue.
+				if apiCode(err) == "InvalidParameterValue" || apiCode(err) == "Unsupported" {
+					break
+				}
+				return out, explain(fmt.Errorf("describe capacity blocks of %s in %s: %w", t.InstanceType, region, err))
+			}
+			for _, o := range page.CapacityBlockOfferings {
+				off, err := offeringOf(region, t, o, count)
+				if err != nil {
+					p.opt.Logger.Warn("capacity block offering skipped", "offering", awssdk.ToString(o.CapacityBlockOfferingId),
+						"region", region, "instance_type", t.InstanceType, "reason", err.Error())
+					continue
+				}
+				if why := mismatch(off, q, count); why != "" {
+					p.opt.Logger.Debug("capacity block offering not asked for", "offering", off.ID, "region", region, "why", why)
+					continue
+				}
+				off.FlexLength = off.End.Sub(off.Start) != q.Duration
+				out = append(out, off)
+			}
+		}
+	}
+	return out, nil
+}
+
+// mismatch says how an offering differs from what the query asked for,
+// or "" when it is what was asked.
+func mismatch(o domain.Offering, q domain.OfferingQuery, count int) string {
+	length := o.End.Sub(o.Start)
+	switch {
+	case length != q.Duration && (q.FlexDuration == 0 || (length-q.Duration).Abs() > q.FlexDuration):
+		return fmt.Sprintf("lasts %s, not %s", length, q.Duration)
+	case o.Start.Before(q.StartAfter) || o.Start.After(q.StartBefore):
+		return fmt.Sprintf("starts %s, outside [%s, %s]", o.Start.Format(time.RFC3339),
+			q.StartAfter.UTC().Format(time.RFC3339), q.StartBefore.UTC().Format(time.RFC3339))
+	case o.InstanceCount != count:
+		return fmt.Sprintf("holds %d instances, not %d", o.InstanceCount, count)
+	}
+	return ""
+}
+
+// offeringOf reads one offering of an answer. The model marks every
+// member optional: without an id, a start or a fee that is a finite
+// non-negative amount the offering cannot be shown or bought and is an
+// error; an end missing is the start plus the duration members, a count
+// missing is the count asked for, a currency missing is USD.
+func offeringOf(region string, t GPUType, o ec2types.CapacityBlockOffering, asked int) (domain.Offering, error) {
+	id := awssdk.ToString(o.CapacityBlockOfferingId)
+	if id == "" {
+		return domain.Offering{}, fmt.Errorf("offering without an id")
+	}
+	if o.StartDate == nil {
+		return domain.Offering{}, fmt.Errorf("offering %s has no start date", id)
+	}
+	start := o.StartDate.UTC()
+	var end time.Time
+	switch {
+	case o.EndDate != nil:
+		end = o.EndDate.UTC()
+	case o.CapacityBlockDurationHours != nil:
+		end = start.Add(time.Duration(*o.CapacityBlockDurationHours)*time.Hour + time.Duration(awssdk.ToInt32(o.CapacityBlockDurationMinutes))*time.Minute)
+	default:
+		return domain.Offering{}, fmt.Errorf("offering %s has neither an end date nor a duration", id)
+	}
+	if !end.After(start) {
+		return domain.Offering{}, fmt.Errorf("offering %s ends (%s) before it starts (%s)", id, end.Format(time.RFC3339), start.Format(time.RFC3339))
+	}
+	fee, err := strconv.ParseFloat(strings.TrimSpace(awssdk.ToString(o.UpfrontFee)), 64)
+	if err != nil || math.IsNaN(fee) || math.IsInf(fee, 0) || fee < 0 {
+		return domain.Offering{}, fmt.Errorf("offering %s: upfront fee %q is not an amount", id, awssdk.ToString(o.UpfrontFee))
+	}
+	count := asked
+	if o.InstanceCount != nil {
+		count = int(*o.InstanceCount)
+	}
+	cur := awssdk.ToString(o.CurrencyCode)
+	if cur == "" {
+		cur = "USD"
+	}
+	typ := t.InstanceType
+	if it := awssdk.ToString(o.InstanceType); it != "" && it != typ {
+		return domain.Offering{}, fmt.Errorf("offering %s is for %s, not the %s asked for", id, it, typ)
+	}
+	return domain.Offering{
+		ID: id, Provider: Name, Cloud: domain.CloudAWS, Region: region,
+		Zone: awssdk.ToString(o.AvailabilityZone), InstanceType: typ, GPU: t.GPU,
+		InstanceCount: count, Start: start, End: end,
+		UpfrontUSD: fee, Currency: cur, Kind: domain.KindBlock,
+	}, nil
+}
+
+// noRetry turns the SDK's retries off for one call. PurchaseCapacityBlock
+// has no idempotency token: a retry after a lost answer could buy a second
+// block, so a failed purchase is reconciled with FindBooking instead.
+func noRetry(o *ec2.Options) { o.Retryer = awssdk.NopRetryer{} }
+
+// notSent wraps the error of a step before a purchase or launch was sent
+// (the look-up for an earlier purchase, say): nothing was bought, so it
+// matches domain.ErrDeclined and the ledger records it failed.
+type notSent struct{ err error }
+
+func (e notSent) Error() string        { return e.err.Error() }
+func (e notSent) Unwrap() error        { return e.err }
+func (e notSent) Is(target error) bool { return target == domain.ErrDeclined }
+
+// Book buys a capacity block (PurchaseCapacityBlock, never retried),
+// tagged with domain.Tags (ledger row, actor, tool, offering) and its
+// fee (TagCost: AWS shows no price of a block, and a rebuilt ledger needs it).
+//
+// Before buying it looks for a reservation already bought from the same
+// offering (tagged TagOffering, in any state but failed or cancelled) and
+// answers with that one instead: a purchase made by a lost ledger, or by
+// another process, is never made twice. If the look-up itself fails,
+// nothing is bought and the error matches domain.ErrDeclined.
+//
+// With req.DryRun, AWS's DryRunOperation answer (HTTP 412) means the
+// purchase would succeed and is returned as a Booking with DryRun set; any
+// other answer is an error.
+func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Booking, error) {
+	o := req.Offering
+	switch {
+	case !strings.HasPrefix(o.ID, "cb-"):
+		return domain.Booking{}, specErrorf("aws: offering id %q: want a capacity block offering id (cb-…) from a search", o.ID)
+	case o.Region == "":
+		return domain.Booking{}, specErrorf("aws: offering %s has no region", o.ID)
+	case o.InstanceCount < 0 || o.InstanceCount > blockTerms.MaxInstances:
+		return domain.Booking{}, limitErrorf("aws: offering %s holds %d instances: a capacity block holds 1 to %d", o.ID, o.InstanceCount, blockTerms.MaxInstances)
+	}
+	prior, err := p.boughtFrom(ctx, o.Region, o.ID)
+	if err != nil {
+		return domain.Booking{}, notSent{fmt.Errorf("aws: look for an earlier purchase of %s in %s before buying (nothing was bought): %w", o.ID, o.Region, err)}
+	}
+	if prior != nil {
+		prior.DryRun = req.DryRun
+		prior.CostUSD = o.UpfrontUSD
+		prior.Message = fmt.Sprintf("already bought from offering %s as %s%s; not bought again", o.ID, prior.ProviderRef, prior.Message)
+		return *prior, nil
+	}
+	in := &ec2.PurchaseCapacityBlockInput{
+		CapacityBlockOfferingId: awssdk.String(o.ID),
+		InstancePlatform:        ec2types.CapacityReservationInstancePlatformLinuxUnix,
+		DryRun:                  awssdk.Bool(req.DryRun),
+		TagSpecifications:       tagSpecs(ec2types.ResourceTypeCapacityReservation, blockTags(req, o)),
+	}
+	out, err := p.client(o.Region).PurchaseCapacityBlock(ctx, in, noRetry)
+	if req.DryRun {
+		if apiCode(err) == "DryRunOperation" {
+			return domain.Booking{Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
+				InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, DryRun: true,
+				Message: "dry run: AWS says the purchase would succeed"}, nil
+		}
+		if err == nil {
+			return domain.Booking{}, fmt.Errorf("aws: dry-run purchase of %s in %s: AWS answered without DryRunOperation; nothing is known to be bought — check with FindBooking", o.ID, o.Region)
+		}
+		return domain.Booking{}, explain(fmt.Errorf("aws: dry-run purchase of %s in %s: %w", o.ID, o.Region, err))
+	}
+	if err != nil {
+		return domain.Booking{}, explain(fmt.Errorf("aws: purchase capacity block %s in %s: %w", o.ID, o.Region, err))
+	}
+	if out.CapacityReservation == nil {
+		return domain.Booking{}, fmt.Errorf("aws: purchase capacity block %s in %s: the answer names no reservation; check with FindBooking", o.ID, o.Region)
+	}
+	b := p.bookingOf(o.Region, *out.CapacityReservation)
+	if b.InstanceCount == 0 {
+		b.InstanceCount = o.InstanceCount
+	}
+	b.CostUSD = o.UpfrontUSD
+	b.Message = "purchased " + b.ProviderRef + b.Message
+	return b, nil
+}
+
+// blockTags are the tags of a purchase: domain.Tags and the fee
+// (TagCost), which AWS does not show.
+func blockTags(req domain.BookRequest, o domain.Offering) map[string]string {
+	tags := domain.Tags(req.Ref, req.Actor, o.ID)
+	if o.UpfrontUSD >= 0 && !math.IsInf(o.UpfrontUSD, 0) {
+		tags[TagCost] = strconv.FormatFloat(o.UpfrontUSD, 'f', 2, 64)
+	}
+	return tags
+}
+
+// boughtFrom returns the reservation bought from an offering, as its
+// TagOffering tag says, that did not fail; nil when there is none.
+func (p *Provider) boughtFrom(ctx context.Context, region, offeringID string) (*domain.Booking, error) {
+	pg := ec2.NewDescribeCapacityReservationsPaginator(p.client(region), &ec2.DescribeCapacityReservationsInput{
+		Filters: []ec2types.Filter{{Name: awssdk.String("tag:" + domain.TagOffering), Values: []string{offeringID}}},
+	})
+	var best *domain.Booking
+	var bestCreated time.Time
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, explain(err)
+		}
+		for _, cr := range page.CapacityReservations {
+			if v, _ := tagValue(cr.Tags, domain.TagOffering); v != offeringID {
+				continue
+			}
+			b := p.bookingOf(region, cr)
+			if b.State == "failed" || b.State == "deleted" {
+				continue
+			}
+			created := awssdk.ToTime(cr.CreateDate)
+			if best == nil || created.After(bestCreated) {
+				if ref, ok := tagValue(cr.Tags, domain.TagRef); ok {
+					b.Message = " (ledger row " + ref + ")" + b.Message
+				}
+				best, bestCreated = &b, created
+			}
+		}
+	}
+	return best, nil
+}
+
+// tagSpecs is one TagSpecification of the tags for a resource type, in a
+// stable order.
+func tagSpecs(rt ec2types.ResourceType, tags map[string]string) []ec2types.TagSpecification {
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	spec := ec2types.TagSpecification{ResourceType: rt}
+	for _, k := range keys {
+		spec.Tags = append(spec.Tags, ec2types.Tag{Key: awssdk.String(k), Value: awssdk.String(tags[k])})
+	}
+	return []ec2types.TagSpecification{spec}
+}
+
+// FindBooking looks for the reservation a purchase may have made: a
+// capacity block of the offering's type, zone, dates and instance count,
+// created after req.After (less a few minutes of clock skew), not tagged
+// with another ledger id nor bought from another offering. A block tagged
+// with req.Ref is preferred over an untagged look-alike (one bought
+// outside gpumarket, or by a version that did not tag). It returns nil,
+// nil when there is none.
+//
+// Until a block starts AWS shows its TotalInstanceCount as 0; the count
+// bought is then read from AWS's own incrementalRequestedQuantity tag.
+func (p *Provider) FindBooking(ctx context.Context, req domain.BookRequest) (*domain.Booking, error) {
+	o := req.Offering
+	if o.Region == "" || o.InstanceType == "" {
+		return nil, fmt.Errorf("aws: find booking: the offering has no region or instance type")
+	}
+	filters := []ec2types.Filter{
+		{Name: awssdk.String("instance-type"), Values: []string{o.InstanceType}},
+		{Name: awssdk.String("reservation-type"), Values: []string{"capacity-block"}},
+	}
+	if o.Zone != "" {
+		filters = append(filters, ec2types.Filter{Name: awssdk.String("availability-zone"), Values: []string{o.Zone}})
+	}
+	after := req.After.Add(-5 * time.Minute)
+	pg := ec2.NewDescribeCapacityReservationsPaginator(p.client(o.Region), &ec2.DescribeCapacityReservationsInput{Filters: filters})
+	var best *domain.Booking
+	var bestCreated time.Time
+	bestMine := false
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, explain(fmt.Errorf("aws: describe capacity reservations in %s: %w", o.Region, err))
+		}
+		for _, cr := range page.CapacityReservations {
+			if cr.ReservationType != ec2types.CapacityReservationTypeCapacityBlock ||
+				cr.StartDate == nil || !cr.StartDate.Equal(o.Start) || cr.EndDate == nil || !cr.EndDate.Equal(o.End) ||
+				reservationCount(cr) != o.InstanceCount ||
+				cr.CreateDate == nil || cr.CreateDate.Before(after) {
+				continue
+			}
+			if from, ok := tagValue(cr.Tags, domain.TagOffering); ok && from != o.ID {
+				continue // bought from another offering
+			}
+			ref, tagged := tagValue(cr.Tags, domain.TagRef)
+			if tagged && ref != req.Ref {
+				continue // another intent's purchase
+			}
+			mine := tagged && req.Ref != ""
+			if best == nil || (mine && !bestMine) || (mine == bestMine && cr.CreateDate.After(bestCreated)) {
+				b := p.bookingOf(o.Region, cr)
+				b.CostUSD = o.UpfrontUSD
+				b.Message = "found " + b.ProviderRef + b.Message
+				best, bestCreated, bestMine = &b, *cr.CreateDate, mine
+			}
+		}
+	}
+	return best, nil
+}
+
+// reservationCount is the number of instances a capacity block holds:
+// TotalInstanceCount once it is active, AWS's requested-quantity tag
+// before; 0 when neither says.
+func reservationCount(cr ec2types.CapacityReservation) int {
+	if n := int(awssdk.ToInt32(cr.TotalInstanceCount)); n > 0 {
+		return n
+	}
+	if v, ok := tagValue(cr.Tags, tagRequestedQuantity); ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
+}
+
+func tagValue(tags []ec2types.Tag, key string) (string, bool) {
+	for _, t := range tags {
+		if awssdk.ToString(t.Key) == key {
+			return awssdk.ToString(t.Value), true
+		}
+	}
+	return "", false
+}
+
+// bookingOf reads a reservation as a Booking; its Message holds what the
+// ledger state does not say (", payment pending at AWS", say).
+func (p *Provider) bookingOf(region string, cr ec2types.CapacityReservation) domain.Booking {
+	start, end := awssdk.ToTime(cr.StartDate).UTC(), awssdk.ToTime(cr.EndDate).UTC()
+	state, note := reservationState(cr.State, start, end, p.opt.Now())
+	b := domain.Booking{
+		ProviderRef: awssdk.ToString(cr.CapacityReservationId), Provider: Name, Region: region,
+		Zone: awssdk.ToString(cr.AvailabilityZone), InstanceType: awssdk.ToString(cr.InstanceType),
+		InstanceCount: reservationCount(cr), State: state,
+	}
+	if cr.StartDate != nil {
+		b.Start = start
+	}
+	if cr.EndDate != nil {
+		b.End = end
+	}
+	if note != "" {
+		b.Message = " (" + note + ")"
+	}
+	return b
+}
+
+// reservationState maps each of AWS's capacity reservation states onto
+// the ledger state that means the same, with a note of what the ledger
+// state leaves out. No AWS state reads "unknown" (the ledger's word for a
+// call whose answer was lost) nor "pending" (a call in flight):
+//
+//   - active → active; expired → ended; cancelled → deleted.
+//   - cancelling → deleted: the capacity is released (charges may run on
+//     for a commitment's wind-down, which capacity blocks do not have).
+//   - failed, unsupported → failed: nothing was reserved.
+//   - payment-failed → failed: AWS could not take the upfront payment
+//     within 12 hours and released the block; nothing is held or owed.
+//   - payment-pending → scheduled (or active, by its dates): the block is
+//     bought and held for the buyer while AWS takes the payment; the note
+//     says so. The ledger has no state for "held, not yet paid", and
+//     "pending" there means a call in flight, which reconciliation would
+//     take for a process that died mid-call. A failed payment shows later
+//     as payment-failed, which FindBooking and ListRecords read as failed.
+//   - scheduled, pending, assessing, delayed → scheduled or active by the
+//     dates: the reservation exists and waits for (or is in) its window.
+//   - unavailable → scheduled or active by the dates, noted: the
+//     reservation exists (and is paid) but AWS says its capacity cannot
+//     be used now.
+//   - a state this version does not know → by the dates, noted: AWS shows
+//     the reservation, so it exists.
+func reservationState(s ec2types.CapacityReservationState, start, end, now time.Time) (state, note string) {
+	dated := func() string {
+		switch {
+		case !start.IsZero() && now.Before(start):
+			return "scheduled"
+		case end.IsZero() || now.Before(end):
+			return "active"
+		}
+		return "ended"
+	}
+	switch s {
+	case ec2types.CapacityReservationStateActive:
+		return "active", ""
+	case ec2types.CapacityReservationStateExpired:
+		return "ended", ""
+	case ec2types.CapacityReservationStateCancelled:
+		return "deleted", ""
+	case ec2types.CapacityReservationStateCancelling:
+		return "deleted", "AWS is cancelling it; the capacity is released"
+	case ec2types.CapacityReservationStateFailed:
+		return "failed", "AWS reports the reservation failed"
+	case ec2types.CapacityReservationStateUnsupported:
+		return "failed", "AWS cannot deliver it (unsupported)"
+	case ec2types.CapacityReservationStatePaymentFailed:
+		return "failed", "AWS could not take the upfront payment within 12 hours and released the block"
+	case ec2types.CapacityReservationStatePaymentPending:
+		return dated(), "payment pending at AWS: the block is held while AWS takes the upfront payment (up to 12 hours)"
+	case ec2types.CapacityReservationStateScheduled, ec2types.CapacityReservationStatePending,
+		ec2types.CapacityReservationStateAssessing, ec2types.CapacityReservationStateDelayed:
+		return dated(), ""
+	case ec2types.CapacityReservationStateUnavailable:
+		return dated(), "AWS reports its capacity unavailable"
+	}
+	return dated(), fmt.Sprintf("AWS state %q, which this version of gpumarket does not know", string(s))
+}
+
+// RefreshOffering describes a capacity block offering again, as AWS sells
+// it now, so the booking service buys at fresh terms: the same search
+// (type, count, the length rounded to one AWS sells, a start range around
+// the offering's) paged through for the same id. It returns the offering
+// with the price, dates, zone and count of that answer, or an error
+// matching domain.ErrOfferingGone when AWS no longer offers the id.
+func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (domain.Offering, error) {
+	switch {
+	case !strings.HasPrefix(o.ID, "cb-"):
+		return o, specErrorf("aws: offering id %q: want a capacity block offering id (cb-…) from a search", o.ID)
+	case o.Region == "" || o.InstanceType == "":
+		return o, specErrorf("aws: offering %s has no region or instance type", o.ID)
+	case o.InstanceCount < 1 || o.InstanceCount > blockTerms.MaxInstances:
+		return o, limitErrorf("aws: offering %s holds %d instances: a capacity block holds 1 to %d", o.ID, o.InstanceCount, blockTerms.MaxInstances)
+	case !o.End.After(o.Start):
+		return o, specErrorf("aws: offering %s has no dates", o.ID)
+	}
+	now := p.opt.Now()
+	from := o.Start.Add(-24 * time.Hour)
+	if from.Before(now) {
+		from = now
+	}
+	pg := ec2.NewDescribeCapacityBlockOfferingsPaginator(p.client(o.Region), &ec2.DescribeCapacityBlockOfferingsInput{
+		CapacityDurationHours: awssdk.Int32(int32(sellableHours(o.End.Sub(o.Start)))),
+		InstanceType:          awssdk.String(o.InstanceType),
+		InstanceCount:         awssdk.Int32(int32(o.InstanceCount)),
+		StartDateRange:        awssdk.Time(from),
+		EndDateRange:          awssdk.Time(o.End.Add(24 * time.Hour)),
+	})
+	t := GPUType{InstanceType: o.InstanceType, GPU: o.GPU}
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			if apiCode(err) == "InvalidParameterValue" || apiCode(err) == "Unsupported" {
+				break // the type is no longer sold as blocks
+			}
+			return o, explain(fmt.Errorf("aws: describe offering %s in %s again: %w", o.ID, o.Region, err))
+		}
+		for _, x := range page.CapacityBlockOfferings {
+			if awssdk.ToString(x.CapacityBlockOfferingId) != o.ID {
+				continue
+			}
+			fresh, err := offeringOf(o.Region, t, x, o.InstanceCount)
+			if err != nil {
+				return o, fmt.Errorf("aws: describe offering %s in %s again: %w", o.ID, o.Region, err)
+			}
+			fresh.FlexLength = o.FlexLength
+			return fresh, nil
+		}
+	}
+	return o, fmt.Errorf("aws: offering %s in %s (%d × %s from %s): %w", o.ID, o.Region, o.InstanceCount, o.InstanceType,
+		o.Start.UTC().Format(time.RFC3339), domain.ErrOfferingGone)
+}
+
+// sellableHours is the length AWS sells nearest to d, in hours: AWS
+// refuses a search for a length it does not sell, and answers one with
+// blocks of nearby lengths.
+func sellableHours(d time.Duration) int {
+	best, bestDiff := 24, time.Duration(math.MaxInt64)
+	for h := 24; h <= int(blockTerms.MaxDuration/time.Hour); h += 24 {
+		if !blockTerms.ValidHours(h) {
+			continue
+		}
+		if diff := (time.Duration(h)*time.Hour - d).Abs(); diff < bestDiff {
+			best, bestDiff = h, diff
+		}
+	}
+	return best
+}

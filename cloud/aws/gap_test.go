@@ -1,0 +1,160 @@
+package aws
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// A region whose back-fill failed while another answered (so the hub
+// counts the fetch a success and moves on to live polls from its Until)
+// must catch up on its whole window at the next poll, with its on-demand
+// prices, instead of showing only the price in force at the poll's start
+// as if it were the window's history.
+func TestFetchRegionFailedBackfillCatchesUp(t *testing.T) {
+	f := newFixture(t)
+	f.fake.AddFault(ec2test.Fault{Action: "DescribeSpotPriceHistory", Region: "us-west-2", Times: 4,
+		Status: http.StatusInternalServerError, Code: "InternalError", Message: "An internal error has occurred"})
+	p := f.provider(t, nil)
+	c := newCollector()
+	first := backfill(24 * time.Hour)
+	if err := p.Fetch(context.Background(), first, c.sink); err != nil {
+		t.Fatalf("Fetch with one region failing: %v", err)
+	}
+	if c.errs["us-west-2"] == nil {
+		t.Fatal("us-west-2 did not fail: the fault did not bite")
+	}
+	// The hub's next poll: live, from the back-fill's Until.
+	poll := domain.FetchRequest{Query: first.Query, Since: first.Until, Until: first.Until.Add(30 * time.Second)}
+	if err := p.Fetch(context.Background(), poll, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	rd := f.fake.Region("us-west-2")
+	pools := 0
+	for k, pool := range c.pools {
+		if k.Region != "us-west-2" {
+			continue
+		}
+		pools++
+		min, max, last, ok := expectedStats(rd, k.InstanceType, k.Zone, first.Since, first.Until)
+		if !ok {
+			t.Fatalf("%s: no data in the fake", k)
+		}
+		st := c.series[k].Stats(first.Since.Unix(), first.Until.Unix())
+		if !st.OK || st.Min != min || st.Max != max || st.Last != last {
+			t.Errorf("%s: window stats min %v max %v last %v, want %v %v %v (the failed back-fill was never made up)",
+				k, st.Min, st.Max, st.Last, min, max, last)
+		}
+		if want, sold := rd.OnDemand[k.InstanceType]; sold && (pool.OnDemandUSDHour == nil || *pool.OnDemandUSDHour != want) {
+			t.Errorf("%s: on-demand %v, want %v", k, pool.OnDemandUSDHour, want)
+		}
+	}
+	if pools == 0 {
+		t.Fatal("no us-west-2 pools after the catch-up poll")
+	}
+	// Caught up: the poll after asks only from its own Since again.
+	before := len(f.fake.Calls())
+	next := domain.FetchRequest{Query: first.Query, Since: poll.Until, Until: poll.Until.Add(30 * time.Second)}
+	if err := p.Fetch(context.Background(), next, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range f.fake.Calls()[before:] {
+		if call.Action == "DescribeSpotPriceHistory" && call.Params.Get("StartTime") != next.Since.Format("2006-01-02T15:04:05Z") {
+			t.Errorf("%s: StartTime %s after catching up, want %s", call.Region, call.Params.Get("StartTime"), next.Since.Format(time.RFC3339))
+		}
+	}
+}
+
+// A region that fails a live poll must not lose the changes of that
+// poll's span: the next poll asks again from where the failed one began.
+func TestFetchRegionFailedLivePollRetriesItsSpan(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider(t, nil)
+	c := newCollector()
+	first := backfill(24 * time.Hour)
+	first.Until = testNow.Add(-6 * time.Hour)
+	first.Since = first.Until.Add(-24 * time.Hour)
+	if err := p.Fetch(context.Background(), first, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	f.fake.AddFault(ec2test.Fault{Action: "DescribeSpotPriceHistory", Region: "us-west-2", Times: 4,
+		Status: http.StatusInternalServerError, Code: "InternalError", Message: "An internal error has occurred"})
+	failed := domain.FetchRequest{Query: first.Query, Since: first.Until, Until: testNow.Add(-time.Hour)}
+	if err := p.Fetch(context.Background(), failed, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	if c.errs["us-west-2"] == nil {
+		t.Fatal("us-west-2 did not fail: the fault did not bite")
+	}
+	next := domain.FetchRequest{Query: first.Query, Since: failed.Until, Until: testNow}
+	if err := p.Fetch(context.Background(), next, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	rd := f.fake.Region("us-west-2")
+	pools := 0
+	for k := range c.pools {
+		if k.Region != "us-west-2" {
+			continue
+		}
+		pools++
+		min, max, last, _ := expectedStats(rd, k.InstanceType, k.Zone, first.Since, testNow)
+		st := c.series[k].Stats(first.Since.Unix(), testNow.Unix())
+		if !st.OK || st.Min != min || st.Max != max || st.Last != last {
+			t.Errorf("%s: stats min %v max %v last %v, want %v %v %v (the failed poll's span is lost)", k, st.Min, st.Max, st.Last, min, max, last)
+		}
+	}
+	if pools == 0 {
+		t.Fatal("no us-west-2 pools: nothing was checked")
+	}
+}
+
+// TestAsideFetchLeavesTheGapToTheHub: a fetch made for another caller (a
+// fleet's estimate) between the hub's fetches must not take the catch-up
+// of a region's failed back-fill for itself: its points go to that
+// caller, not to the hub, so the hub's next poll still asks for the
+// missed span.
+func TestAsideFetchLeavesTheGapToTheHub(t *testing.T) {
+	f := newFixture(t)
+	f.fake.AddFault(ec2test.Fault{Action: "DescribeSpotPriceHistory", Region: "us-west-2", Times: 4,
+		Status: http.StatusInternalServerError, Code: "InternalError", Message: "An internal error has occurred"})
+	p := f.provider(t, nil)
+	c := newCollector()
+	first := backfill(24 * time.Hour)
+	if err := p.Fetch(context.Background(), first, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	if c.errs["us-west-2"] == nil {
+		t.Fatal("us-west-2 did not fail: the fault did not bite")
+	}
+	// The estimate's fetch: six hours, aside.
+	aside := domain.FetchRequest{Query: domain.Query{Regions: []string{"us-west-2"}}, Since: first.Until.Add(-6 * time.Hour),
+		Until: first.Until, Backfill: true, Aside: true}
+	before := len(f.fake.Calls())
+	if err := p.Fetch(context.Background(), aside, newCollector().sink); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range f.fake.Calls()[before:] {
+		if call.Action == "DescribeSpotPriceHistory" && call.Params.Get("StartTime") != aside.Since.Format("2006-01-02T15:04:05Z") {
+			t.Errorf("the aside fetch asked from %s, want its own %s (not widened over the hub's gap)", call.Params.Get("StartTime"), aside.Since.Format(time.RFC3339))
+		}
+	}
+	// The hub's next poll still catches up on the whole failed window.
+	poll := domain.FetchRequest{Query: first.Query, Since: first.Until, Until: first.Until.Add(30 * time.Second)}
+	before = len(f.fake.Calls())
+	if err := p.Fetch(context.Background(), poll, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	caught := false
+	for _, call := range f.fake.Calls()[before:] {
+		if call.Action == "DescribeSpotPriceHistory" && call.Region == "us-west-2" && call.Params.Get("StartTime") == first.Since.Format("2006-01-02T15:04:05Z") {
+			caught = true
+		}
+	}
+	if !caught {
+		t.Error("after an aside fetch the hub's poll no longer asked for the region's failed back-fill")
+	}
+}

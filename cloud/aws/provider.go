@@ -1,0 +1,351 @@
+// Package aws is the AWS market source on aws-sdk-go-v2: spot price history
+// (DescribeSpotPriceHistory), GPU instance types (DescribeInstanceTypes),
+// interruption buckets (the Spot Instance Advisor), placement scores
+// (GetSpotPlacementScores), on-demand prices (the Price List API), capacity
+// blocks (DescribeCapacityBlockOfferings, PurchaseCapacityBlock,
+// DescribeCapacityReservations) and spot fleets (CreateFleet, DescribeFleets,
+// DeleteFleets). Only cmd imports it: service/ec2 is a very large package.
+package aws
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"regexp"
+	"sync"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
+	"github.com/aws/smithy-go/logging"
+	"github.com/gpumarket/gpumarket/cloud/aws/awserr"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// Name is the provider's name.
+const Name = "aws"
+
+// ErrNoCredentials is wrapped by the error New returns when the AWS
+// credential chain finds nothing usable (or finds an expired SSO token).
+// It also matches domain.ErrDeclined: a request AWS refused for its
+// credentials bought nothing, so the ledger records it failed, not unknown.
+var ErrNoCredentials error = declinedError("aws: no credentials")
+
+// declinedError is a sentinel that also matches domain.ErrDeclined.
+type declinedError string
+
+func (e declinedError) Error() string { return string(e) }
+func (e declinedError) Is(target error) bool {
+	return target == domain.ErrDeclined
+}
+
+// Options configure the provider. Zero values mean the defaults.
+type Options struct {
+	// Regions are used when a query names none; when both are empty the
+	// account's regions come from DescribeRegions.
+	Regions []string
+	// Profile is the shared-config profile (AWS_PROFILE otherwise).
+	Profile string
+	// AdvisorURL is the Spot Instance Advisor JSON; "" uses only the
+	// embedded snapshot.
+	AdvisorURL string
+	// LaunchTemplate is the fleet launch template (id "lt-…" or name)
+	// used when a FleetSpec names none.
+	LaunchTemplate string
+	// DataDir holds the day-long caches (instance types, on-demand
+	// prices, the advisor file); "" caches in memory only.
+	DataDir string
+	Now     func() time.Time
+	Logger  *slog.Logger
+	// Concurrency bounds the regions searched at once for capacity
+	// blocks (default 4). The market data fetch asks every region at
+	// once, bounded by AWS's documented rate limits (ratelimit.go).
+	Concurrency int
+	// Config, when set, replaces config.LoadDefaultConfig: tests pass one
+	// with static credentials and a BaseEndpoint.
+	Config *awssdk.Config
+	// HTTPClient fetches the advisor file (default: http.DefaultClient).
+	HTTPClient *http.Client
+	// MaxAttempts and MaxBackoff tune the SDK retryer for throttling and
+	// 5xx answers (defaults 6 and 20s). An endpoint out of reach is not
+	// retried (see unreachableCause).
+	MaxAttempts int
+	MaxBackoff  time.Duration
+	// Unthrottled drops the client-side copies of AWS's token buckets
+	// (ratelimit.go): for benchmarks of the client's own speed against a
+	// local endpoint, never against AWS.
+	Unthrottled bool
+	// AttemptTimeout bounds each attempt of a market data call (default
+	// 15s): an endpoint that takes the request and never answers fails
+	// its region instead of holding the whole fetch.
+	AttemptTimeout time.Duration
+	// AdvisorTimeout bounds the live advisor fetch (default 3s).
+	AdvisorTimeout time.Duration
+}
+
+// Provider is the AWS source. It implements domain.Provider,
+// OfferingFinder, Booker, FleetLauncher, FleetFinder, OfferingRefresher
+// and RecordLister.
+type Provider struct {
+	opt     Options
+	cfg     awssdk.Config
+	pricing pricingAPI
+	home    string // region for account-wide calls
+
+	mu       sync.Mutex
+	clients  map[string]ec2API
+	regionsM []string // DescribeRegions, once
+	state    map[string]*regionState
+
+	cw        map[string]cloudWatchAPI // by region (usage.go)
+	adv       advisorState
+	scores    scoreState
+	onDemandC onDemandCache
+	buckets   map[bucketKey]*tokenBucket
+}
+
+var (
+	_ domain.Provider       = (*Provider)(nil)
+	_ domain.OfferingFinder = (*Provider)(nil)
+	_ domain.Booker         = (*Provider)(nil)
+	_ domain.FleetLauncher  = (*Provider)(nil)
+	_ domain.FleetFinder    = (*Provider)(nil)
+)
+
+// ec2API is the part of the EC2 client the provider uses.
+type ec2API interface {
+	DescribeRegions(context.Context, *ec2.DescribeRegionsInput, ...func(*ec2.Options)) (*ec2.DescribeRegionsOutput, error)
+	ec2.DescribeInstanceTypesAPIClient
+	ec2.DescribeSpotPriceHistoryAPIClient
+	ec2.GetSpotPlacementScoresAPIClient
+	ec2.DescribeCapacityBlockOfferingsAPIClient
+	ec2.DescribeCapacityReservationsAPIClient
+	ec2.DescribeInstancesAPIClient
+	PurchaseCapacityBlock(context.Context, *ec2.PurchaseCapacityBlockInput, ...func(*ec2.Options)) (*ec2.PurchaseCapacityBlockOutput, error)
+	CreateFleet(context.Context, *ec2.CreateFleetInput, ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
+	DescribeFleets(context.Context, *ec2.DescribeFleetsInput, ...func(*ec2.Options)) (*ec2.DescribeFleetsOutput, error)
+	DeleteFleets(context.Context, *ec2.DeleteFleetsInput, ...func(*ec2.Options)) (*ec2.DeleteFleetsOutput, error)
+}
+
+// pricingAPI is the part of the Price List client the provider uses.
+type pricingAPI interface {
+	pricing.GetProductsAPIClient
+}
+
+// New loads the AWS configuration the AWS way (profile, SSO, environment,
+// IMDS; AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_EC2 are honoured by the SDK)
+// and checks that there are credentials, so a missing login is one clear
+// error before any fetch.
+func New(ctx context.Context, opt Options) (*Provider, error) {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opt.Concurrency <= 0 {
+		opt.Concurrency = 4
+	}
+	if opt.HTTPClient == nil {
+		opt.HTTPClient = http.DefaultClient
+	}
+	if opt.MaxAttempts <= 0 {
+		opt.MaxAttempts = 6
+	}
+	if opt.MaxBackoff <= 0 {
+		opt.MaxBackoff = 20 * time.Second
+	}
+	if opt.AdvisorTimeout <= 0 {
+		opt.AdvisorTimeout = 3 * time.Second
+	}
+	if opt.AttemptTimeout <= 0 {
+		opt.AttemptTimeout = 15 * time.Second
+	}
+	var cfg awssdk.Config
+	if opt.Config != nil {
+		cfg = opt.Config.Copy()
+	} else {
+		// The SDK's own warnings ("falling back to IMDSv1") go to the
+		// debug log: the user gets one clear message from New instead.
+		sdkLog := logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+			opt.Logger.Debug(fmt.Sprintf(format, v...), "sdk", string(c))
+		})
+		lo := []func(*config.LoadOptions) error{config.WithLogger(sdkLog)}
+		if opt.Profile != "" {
+			lo = append(lo, config.WithSharedConfigProfile(opt.Profile))
+		}
+		c, err := config.LoadDefaultConfig(ctx, lo...)
+		if err != nil {
+			return nil, explain(fmt.Errorf("aws: load configuration: %w", err))
+		}
+		cfg = c
+	}
+	cfg.Retryer = newRetryer(opt.MaxAttempts, opt.MaxBackoff)
+	cfg.HTTPClient = withPlainBodies(withTimeouts(cfg.HTTPClient))
+	home := cfg.Region
+	if home == "" {
+		home = "us-east-1"
+	}
+	if cfg.Credentials == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoCredentials, credentialHint)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	_, err := cfg.Credentials.Retrieve(cctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s (%v)", ErrNoCredentials, credentialHint, shortCause(err))
+	}
+	p := &Provider{opt: opt, cfg: cfg, home: home, clients: map[string]ec2API{}, state: map[string]*regionState{}}
+	p.pricing = pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = pricingRegion })
+	return p, nil
+}
+
+// pricingRegion is where the Price List API is asked: it answers only in a
+// few regions, and us-east-1 lists every region's prices.
+const pricingRegion = "us-east-1"
+
+const credentialHint = "set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), or run `aws sso login`"
+
+// newRetryer retries throttling and 5xx answers with jittered exponential
+// backoff ("full jitter", as AWS advises in "Retries and exponential
+// backoff" of the EC2 throttling guide): a throttled call waits up to 200ms,
+// then 400ms, 800ms… (a bucket refilled at 20 tokens a second has a token
+// again within 50ms, so the first retry usually passes, and persistent
+// throttling still backs off to seconds); a server error waits up to 50ms,
+// then 100ms…, capped at maxBackoff. An endpoint that refuses connections
+// or cannot be resolved is not retried: the request was never sent, and
+// retrying a closed port with backoff took 40 seconds to say so. The
+// client-side retry quota is off: a back-fill of many regions is throttled
+// on purpose by AWS and must not exhaust a shared bucket.
+func newRetryer(attempts int, maxBackoff time.Duration) func() awssdk.Retryer {
+	throttle := retry.IsErrorThrottles(retry.DefaultThrottles)
+	backoff := retry.BackoffDelayerFunc(func(attempt int, err error) (time.Duration, error) {
+		base := 50 * time.Millisecond
+		if throttle.IsErrorThrottle(err) == awssdk.TrueTernary || apiCode(err) == "RequestLimitExceeded" {
+			base = 200 * time.Millisecond
+		}
+		d := maxBackoff
+		if attempt < 20 {
+			d = min(maxBackoff, base<<max(attempt-1, 0))
+		}
+		return time.Duration(rand.Float64() * float64(d)), nil
+	})
+	notUnreachable := retry.IsErrorRetryableFunc(func(err error) awssdk.Ternary {
+		if _, ok := unreachableCause(err); ok {
+			return awssdk.FalseTernary
+		}
+		return awssdk.UnknownTernary
+	})
+	return func() awssdk.Retryer {
+		r := retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = attempts
+			o.MaxBackoff = maxBackoff
+			o.Backoff = backoff
+			o.RateLimiter = ratelimit.None
+			o.Retryables = append([]retry.IsErrorRetryable{notUnreachable}, o.Retryables...)
+		})
+		return retry.AddWithErrorCodes(r, "RequestLimitExceeded", "Throttling", "ServiceUnavailable", "Unavailable", "InternalError")
+	}
+}
+
+// Name returns "aws".
+func (p *Provider) Name() string { return Name }
+
+// Describe says what the AWS provider is: real AWS, its regions, capacity
+// blocks for sale, and AWS's error codes read by awserr.
+func (p *Provider) Describe() domain.Descriptor { return Descriptor }
+
+// Descriptor is the AWS provider's descriptor.
+var Descriptor = domain.Descriptor{
+	Name: Name, Cloud: domain.CloudAWS,
+	IsRegion: IsRegion, RegionExample: "us-east-1",
+	Sells:    []*domain.BookingTerms{domain.CapacityBlockTerms},
+	Declined: awserr.Declined,
+	// Request fleets with ValidFrom and ValidUntil (LaunchFleet).
+	SchedulesFleets: true,
+}
+
+// client returns the EC2 client of a region.
+func (p *Provider) client(region string) ec2API {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.clients[region]
+	if !ok {
+		c = ec2.NewFromConfig(p.cfg, func(o *ec2.Options) { o.Region = region })
+		p.clients[region] = c
+	}
+	return c
+}
+
+// SetClient replaces a region's EC2 client (tests that fake the client
+// rather than the endpoint).
+func (p *Provider) SetClient(region string, c ec2API) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clients[region] = c
+}
+
+// regions returns the regions a query asks for: its own, the options',
+// or every region of the account.
+//
+// A region list may mix clouds (--region us-east-1,eastus): only the names
+// shaped like AWS regions are kept, and a list with none of them selects
+// no AWS region at all.
+func (p *Provider) regions(ctx context.Context, q domain.Query) ([]string, error) {
+	if len(q.Regions) > 0 {
+		return awsRegions(q.Regions), nil
+	}
+	if len(p.opt.Regions) > 0 {
+		return awsRegions(p.opt.Regions), nil
+	}
+	p.mu.Lock()
+	cached := p.regionsM
+	p.mu.Unlock()
+	if cached != nil {
+		return cached, nil
+	}
+	out, err := p.client(p.home).DescribeRegions(ctx, &ec2.DescribeRegionsInput{}, p.ec2Call(p.home, "DescribeRegions"))
+	if err != nil {
+		return nil, explain(fmt.Errorf("aws: describe regions in %s: %w", p.home, err))
+	}
+	var names []string
+	for _, r := range out.Regions {
+		if r.RegionName != nil {
+			names = append(names, *r.RegionName)
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("aws: describe regions in %s: the account has no regions enabled", p.home)
+	}
+	p.mu.Lock()
+	p.regionsM = names
+	p.mu.Unlock()
+	return names, nil
+}
+
+// awsRegionPattern matches AWS region names: us-east-1, eu-central-2,
+// us-gov-west-1, ap-southeast-5.
+var awsRegionPattern = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$`)
+
+// IsRegion reports whether a name is shaped like an AWS region
+// ("us-east-1", "us-gov-west-1"), so mixed region lists can be split
+// between the clouds.
+func IsRegion(name string) bool { return awsRegionPattern.MatchString(name) }
+
+func awsRegions(names []string) []string {
+	out := []string{}
+	for _, n := range names {
+		if awsRegionPattern.MatchString(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}

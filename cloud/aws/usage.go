@@ -1,0 +1,246 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+var _ domain.UsageReporter = (*Provider)(nil)
+
+// The metrics usage reads. The CloudWatch agent's NVIDIA collector
+// publishes one nvidia_smi_utilization_gpu series per GPU (dimensions
+// index, name, arch and whatever the agent appends, such as InstanceId),
+// so they are found with a search expression and averaged per instance;
+// AWS/EC2 CPUUtilization (dimension InstanceId) exists for every instance
+// and stands in when an instance publishes no GPU metric.
+const (
+	gpuNamespace = "CWAgent"
+	gpuMetric    = "nvidia_smi_utilization_gpu"
+	cpuNamespace = "AWS/EC2"
+	cpuMetric    = "CPUUtilization"
+
+	// SourceGPU and SourceCPU are the metrics_source of a report.
+	SourceGPU = "CloudWatch CWAgent nvidia_smi_utilization_gpu"
+	SourceCPU = "CloudWatch AWS/EC2 CPUUtilization (CPU as a stand-in: no GPU metrics)"
+
+	// metricQueriesPerCall is under GetMetricData's 500 queries a call.
+	metricQueriesPerCall = 400
+)
+
+// cloudWatchAPI is the part of the CloudWatch client usage uses.
+type cloudWatchAPI interface {
+	cloudwatch.GetMetricDataAPIClient
+}
+
+// cloudWatch returns the CloudWatch client of a region (the SDK's
+// GetMetricData speaks Smithy RPC v2 CBOR since 2025: the local test
+// endpoint, cwtest, answers in it).
+func (p *Provider) cloudWatch(region string) cloudWatchAPI {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cw == nil {
+		p.cw = map[string]cloudWatchAPI{}
+	}
+	c, ok := p.cw[region]
+	if !ok {
+		c = cloudwatch.NewFromConfig(p.cfg, func(o *cloudwatch.Options) { o.Region = region })
+		p.cw[region] = c
+	}
+	return c
+}
+
+// Usage reports how the instances of a capacity block (those launched
+// into its capacity reservation) or of a fleet (those tagged with its
+// aws:ec2:fleet-id) ran, and how busy they were: the CloudWatch agent's
+// GPU utilization, falling back to CPU utilization and saying so. The
+// instances come from DescribeInstances, which lists a terminated
+// instance for about an hour after it ends: an older one is known only if
+// it is still listed. A spot instance ended by
+// Server.SpotInstanceTermination counts as interrupted.
+func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
+	if q.ProviderRef == "" || q.Region == "" {
+		return domain.UsageReport{}, fmt.Errorf("aws usage of %s: the row has no AWS id or region", q.Ref)
+	}
+	filter := ec2types.Filter{Name: awssdk.String("tag:" + tagFleetID), Values: []string{q.ProviderRef}}
+	if q.Kind != domain.KindFleet {
+		filter = ec2types.Filter{Name: awssdk.String("capacity-reservation-id"), Values: []string{q.ProviderRef}}
+	}
+	var rep domain.UsageReport
+	// Instances that ended at a time EC2 no longer says: their last
+	// CPU datapoint ends them.
+	endUnknown := map[string]bool{}
+	pg := ec2.NewDescribeInstancesPaginator(p.client(q.Region), &ec2.DescribeInstancesInput{
+		Filters: []ec2types.Filter{filter}, MaxResults: awssdk.Int32(1000)})
+	for pg.HasMorePages() {
+		out, err := pg.NextPage(ctx)
+		if err != nil {
+			return domain.UsageReport{}, explain(fmt.Errorf("aws: usage of %s: describe instances in %s: %w", q.ProviderRef, q.Region, err))
+		}
+		for _, r := range out.Reservations {
+			for _, in := range r.Instances {
+				if u, ended, ok := instanceUsage(in, q); ok {
+					rep.Instances = append(rep.Instances, u)
+					if ended && u.End.IsZero() {
+						endUnknown[u.ID] = true
+					}
+				}
+			}
+		}
+	}
+	sort.Slice(rep.Instances, func(i, j int) bool { return rep.Instances[i].ID < rep.Instances[j].ID })
+	if len(rep.Instances) == 0 {
+		return rep, nil
+	}
+	if err := p.readBusy(ctx, q, &rep, endUnknown); err != nil {
+		// The instances are known; their metrics are not.
+		for i := range rep.Instances {
+			rep.Instances[i].Busy = nil
+		}
+		rep.Source, rep.Note = "", "CloudWatch: "+shortCause(err)
+	}
+	return rep, nil
+}
+
+// transitionTime reads the time EC2 writes in an instance's state
+// transition reason: "User initiated (2025-06-03 10:31:02 GMT)".
+var transitionTime = regexp.MustCompile(`\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) GMT\)`)
+
+// instanceUsage is one described instance's run within [q.From, q.To],
+// whether it has ended, and false for one that did not run then.
+func instanceUsage(in ec2types.Instance, q domain.UsageQuery) (u domain.InstanceUsage, ended, ok bool) {
+	u = domain.InstanceUsage{ID: awssdk.ToString(in.InstanceId), InstanceType: string(in.InstanceType),
+		Spot: in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot}
+	if in.Placement != nil {
+		u.Zone = awssdk.ToString(in.Placement.AvailabilityZone)
+	}
+	if in.LaunchTime == nil {
+		return u, false, false
+	}
+	u.Start = *in.LaunchTime
+	state := ec2types.InstanceStateNameRunning
+	if in.State != nil {
+		state = in.State.Name
+	}
+	switch state {
+	case ec2types.InstanceStateNameTerminated, ec2types.InstanceStateNameStopped,
+		ec2types.InstanceStateNameShuttingDown, ec2types.InstanceStateNameStopping:
+		ended = true
+		if m := transitionTime.FindStringSubmatch(awssdk.ToString(in.StateTransitionReason)); m != nil {
+			if t, err := time.Parse("2006-01-02 15:04:05", m[1]); err == nil {
+				u.End = t.UTC()
+			}
+		}
+		if in.StateReason != nil && awssdk.ToString(in.StateReason.Code) == "Server.SpotInstanceTermination" {
+			u.Interrupted = true
+		}
+	}
+	if !u.End.IsZero() && u.End.Before(q.From) || !u.Start.Before(q.To) {
+		return u, ended, false
+	}
+	return u, ended, true
+}
+
+// readBusy fills each instance's Busy samples from CloudWatch: the GPU
+// metric where any instance has it, else CPU utilization (rep.Source says
+// which).
+func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domain.UsageReport, endUnknown map[string]bool) error {
+	from, to := q.From, q.To
+	if !q.Start.IsZero() && q.Start.After(from) {
+		from = q.Start
+	}
+	if !q.End.IsZero() && q.End.Before(to) {
+		to = q.End
+	}
+	if !to.After(from) {
+		return nil
+	}
+	period := int32(3600)
+	if to.Sub(from) <= 6*time.Hour {
+		period = 300
+	}
+	// Whole periods, as CloudWatch aligns them.
+	from = from.Truncate(time.Duration(period) * time.Second)
+	var queries []cwtypes.MetricDataQuery
+	for i, in := range rep.Instances {
+		queries = append(queries,
+			cwtypes.MetricDataQuery{Id: awssdk.String(fmt.Sprintf("g%d", i)), ReturnData: awssdk.Bool(true),
+				Expression: awssdk.String(fmt.Sprintf(`AVG(SEARCH('{%s} MetricName="%s" InstanceId="%s"', 'Average', %d))`, gpuNamespace, gpuMetric, in.ID, period))},
+			cwtypes.MetricDataQuery{Id: awssdk.String(fmt.Sprintf("c%d", i)), ReturnData: awssdk.Bool(true),
+				MetricStat: &cwtypes.MetricStat{Period: awssdk.Int32(period), Stat: awssdk.String("Average"),
+					Metric: &cwtypes.Metric{Namespace: awssdk.String(cpuNamespace), MetricName: awssdk.String(cpuMetric),
+						Dimensions: []cwtypes.Dimension{{Name: awssdk.String("InstanceId"), Value: awssdk.String(in.ID)}}}}})
+	}
+	series := map[string][]domain.BusySample{}
+	var problems []string
+	for lo := 0; lo < len(queries); lo += metricQueriesPerCall {
+		hi := min(lo+metricQueriesPerCall, len(queries))
+		pg := cloudwatch.NewGetMetricDataPaginator(p.cloudWatch(q.Region), &cloudwatch.GetMetricDataInput{
+			MetricDataQueries: queries[lo:hi], StartTime: awssdk.Time(from), EndTime: awssdk.Time(to),
+			ScanBy: cwtypes.ScanByTimestampAscending})
+		for pg.HasMorePages() {
+			out, err := pg.NextPage(ctx)
+			if err != nil {
+				return fmt.Errorf("get metric data in %s: %w", q.Region, err)
+			}
+			for _, r := range out.MetricDataResults {
+				id := awssdk.ToString(r.Id)
+				switch r.StatusCode {
+				case cwtypes.StatusCodeForbidden, cwtypes.StatusCodeInternalError:
+					problems = append(problems, fmt.Sprintf("%s %s", id, r.StatusCode))
+				}
+				n := min(len(r.Timestamps), len(r.Values))
+				for k := 0; k < n; k++ {
+					series[id] = append(series[id], domain.BusySample{At: r.Timestamps[k].UTC(),
+						Period: time.Duration(period) * time.Second, Share: min(max(r.Values[k]/100, 0), 1)})
+				}
+			}
+		}
+	}
+	gpu := false
+	for i := range rep.Instances {
+		gpu = gpu || len(series[fmt.Sprintf("g%d", i)]) > 0
+	}
+	prefix := "c"
+	rep.Source = SourceCPU
+	if gpu {
+		prefix, rep.Source = "g", SourceGPU
+	}
+	any := false
+	for i := range rep.Instances {
+		s := series[fmt.Sprintf("%s%d", prefix, i)]
+		sort.Slice(s, func(a, b int) bool { return s[a].At.Before(s[b].At) })
+		rep.Instances[i].Busy = s
+		any = any || len(s) > 0
+		// An instance ended at a time EC2 does not say ends with its
+		// last CPU datapoint (without one it is taken to have run to
+		// the span's end: at worst, as a bill would have it).
+		in := &rep.Instances[i]
+		if c := series[fmt.Sprintf("c%d", i)]; endUnknown[in.ID] && len(c) > 0 {
+			last := c[len(c)-1]
+			in.End = last.At.Add(last.Period)
+		}
+	}
+	if !any {
+		rep.Source = ""
+	}
+	if len(problems) > 0 {
+		rep.Note = "CloudWatch answered " + strings.Join(problems, ", ")
+	}
+	if !any && len(problems) > 0 {
+		return errors.New(rep.Note)
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+package azure
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// OfferingPrefix starts the ids gpumarket makes for Azure capacity
+// reservations: Azure has no offering ids, so the id is a hash of the
+// terms.
+const OfferingPrefix = "azcr-"
+
+func offeringID(region, zone, size string, count int, start, end time.Time) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%s|%d|%d|%d", region, zone, strings.ToLower(size), count, start.Unix(), end.Unix())))
+	return OfferingPrefix + hex.EncodeToString(h[:8])
+}
+
+// startsNow checks that a reservation, which starts the moment it is made,
+// can start within the query's start range: Azure's On-demand Capacity
+// Reservations cannot be scheduled, so a range that does not include now
+// is refused with a message saying so, never answered with offerings that
+// start before it.
+func startsNow(q domain.OfferingQuery, now time.Time) error {
+	const form = "2006-01-02T15:04Z"
+	switch {
+	case q.StartAfter.After(now):
+		return domain.InvalidQueryf("azure capacity reservations start when they are made (now, %s) and cannot be scheduled: --start-after %s is later; search without it, or again when the start comes",
+			now.Format(form), q.StartAfter.UTC().Format(form))
+	case !q.StartBefore.IsZero() && q.StartBefore.Before(now):
+		return domain.InvalidQueryf("azure capacity reservations start when they are made (now, %s): --start-before %s has passed",
+			now.Format(form), q.StartBefore.UTC().Format(form))
+	}
+	return nil
+}
+
+// reservationNote is what a buyer must know of a reservation's terms.
+func reservationNote(hourly float64, d time.Duration) string {
+	return fmt.Sprintf("On-demand Capacity Reservation: starts when it is made (Azure cannot schedule it) and bills $%.2f an hour at the on-demand rate, used or not, until it is deleted; gpumarket deletes it %s after it starts",
+		hourly, domain.FormatWindow(d))
+}
+
+// FindOfferings prices On-demand Capacity Reservations for the query.
+// Azure sells no fixed-window blocks here: a reservation holds capacity
+// from the moment it is made until it is deleted and bills at the
+// on-demand rate all that time. So an offering starts now and lasts the
+// asked duration (the ledger deletes it then); it is offered only when
+// the asked start range includes now. UpfrontUSD is its total for the
+// duration and HourlyUSD its rate. Sizes Azure does not take reservations
+// for (ResourceSKUs' CapacityReservationSupported false) are not offered.
+// Regions are searched at once; when some fail and others answer, the
+// offerings of those that answered come back with a
+// domain.RegionErrors naming each that failed.
+func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]domain.Offering, error) {
+	c, err := p.clients(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("azure capacity reservations: %w (%v)", errNoAccount, err)
+	}
+	if err := domain.ReservationTerms.ValidDuration(q.Duration); err != nil {
+		return nil, domain.InvalidQueryf("azure %v", err)
+	}
+	if q.Instances <= 0 && q.GPUs <= 0 {
+		return nil, domain.InvalidQueryf("azure capacity reservations: want a number of instances or GPUs, at least 1")
+	}
+	now := p.now().UTC()
+	if err := startsNow(q, now); err != nil {
+		return nil, err
+	}
+	// The minute keeps the ids of one search's terms stable for a while;
+	// a start range opening within this minute moves the start to it.
+	start := now.Truncate(time.Minute)
+	if start.Before(q.StartAfter) {
+		start = q.StartAfter.UTC()
+	}
+	end := start.Add(q.Duration)
+	regions := p.regions(domain.Query{Regions: q.Regions})
+	var (
+		mu     sync.Mutex
+		out    []domain.Offering
+		failed = domain.RegionErrors{}
+		wg     sync.WaitGroup
+	)
+	for _, region := range regions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			offs, err := p.regionOfferings(ctx, c, region, q, start, end)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed[region] = err
+				return
+			}
+			out = append(out, offs...)
+		}()
+	}
+	wg.Wait()
+	if len(failed) > 0 && len(failed) == len(regions) {
+		errs := make([]error, 0, len(failed))
+		for _, r := range failed.Regions() {
+			errs = append(errs, failed[r])
+		}
+		return nil, fmt.Errorf("azure capacity reservations: %w", errors.Join(errs...))
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].UpfrontUSD != out[j].UpfrontUSD {
+			return out[i].UpfrontUSD < out[j].UpfrontUSD
+		}
+		return out[i].ID < out[j].ID
+	})
+	if len(failed) > 0 {
+		// The regions that answered stand; the search warns of each
+		// that did not, once, where it is shown.
+		return out, failed
+	}
+	return out, nil
+}
+
+// regionOfferings are one region's offerings.
+func (p *Provider) regionOfferings(ctx context.Context, c *armClients, region string, q domain.OfferingQuery, start, end time.Time) ([]domain.Offering, error) {
+	sizes, err := p.sizesFor(ctx, c, region)
+	if err != nil {
+		return nil, err
+	}
+	prices, err := p.retailFor(ctx, region, sizes)
+	if err != nil {
+		return nil, err
+	}
+	var out []domain.Offering
+	for _, s := range sizes {
+		if q.GPU != "" && !strings.EqualFold(q.GPU, s.GPU.Model) {
+			continue
+		}
+		rp := prices[strings.ToLower(s.Name)]
+		if rp.OnDemand == nil || s.GPU.Count <= 0 || !s.Reservable {
+			continue // no price to quote, or Azure does not reserve the size
+		}
+		n := q.Instances
+		if n <= 0 {
+			n = int(math.Ceil(float64(q.GPUs)/s.GPU.Count - 1e-9))
+		}
+		zones := s.Zones
+		if len(zones) == 0 {
+			zones = []string{""}
+		}
+		for _, z := range zones {
+			if s.Restricted(z) {
+				continue
+			}
+			out = append(out, reservationOffering(region, z, s, n, *rp.OnDemand, start, end))
+		}
+	}
+	return out, nil
+}
+
+// reservationOffering prices n instances of a size for [start, end).
+func reservationOffering(region, zone string, s gpuSize, n int, onDemand float64, start, end time.Time) domain.Offering {
+	hourly := onDemand * float64(n)
+	return domain.Offering{
+		ID: offeringID(region, zone, s.Name, n, start, end), Provider: Name, Cloud: domain.CloudAzure,
+		Region: region, Zone: zone, InstanceType: s.Name, GPU: s.GPU, InstanceCount: n,
+		Start: start, End: end, UpfrontUSD: hourly * end.Sub(start).Hours(), HourlyUSD: hourly, Currency: "USD",
+		Note: reservationNote(hourly, end.Sub(start)), StartsOnPurchase: true, Kind: domain.KindReservation,
+	}
+}
+
+// RefreshOffering describes an offering again as Azure sells it now, right
+// before it is bought: the size must still be offered to the subscription
+// in the region and zone and take capacity reservations, and the price is
+// the list price of the moment (read afresh, not from the cache). The id
+// and the window stay: the window of a reservation runs from its
+// purchase, whenever that is. An offering no longer on sale is answered
+// with an error matching domain.ErrOfferingGone.
+func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (domain.Offering, error) {
+	if o.Provider != Name || !strings.HasPrefix(o.ID, OfferingPrefix) {
+		return o, fmt.Errorf("azure refresh: offering %q is not an Azure capacity reservation (want an id %s…)", o.ID, OfferingPrefix)
+	}
+	c, err := p.clients(ctx)
+	if err != nil {
+		return o, fmt.Errorf("azure refresh %s: %w (%v)", o.ID, errNoAccount, err)
+	}
+	sizes, err := p.listGPUSizes(ctx, c, o.Region)
+	if err != nil {
+		return o, fmt.Errorf("azure refresh %s: %w", o.ID, err)
+	}
+	p.cacheMu.Lock()
+	p.skus[o.Region] = cached[[]gpuSize]{v: sizes, at: p.now()}
+	p.cacheMu.Unlock()
+	var s *gpuSize
+	for i := range sizes {
+		if strings.EqualFold(sizes[i].Name, o.InstanceType) {
+			s = &sizes[i]
+		}
+	}
+	gone := func(why string) error {
+		return fmt.Errorf("azure refresh %s: %s: %w", o.ID, why, domain.ErrOfferingGone)
+	}
+	switch {
+	case s == nil:
+		return o, gone(fmt.Sprintf("%s is no longer offered in %s", o.InstanceType, o.Region))
+	case s.Restricted(o.Zone):
+		return o, gone(fmt.Sprintf("%s is no longer offered to this subscription in %s%s", s.Name, o.Region, zoneSuffix(o.Zone)))
+	case o.Zone != "" && len(s.Zones) > 0 && !contains(s.Zones, o.Zone):
+		return o, gone(fmt.Sprintf("%s is no longer offered in %s zone %s", s.Name, o.Region, o.Zone))
+	case !s.Reservable:
+		return o, gone(fmt.Sprintf("Azure no longer takes capacity reservations for %s (CapacityReservationSupported is not true)", s.Name))
+	}
+	prices, _, err := p.fetchRetail(ctx, o.Region, []string{s.Name})
+	if err != nil {
+		return o, fmt.Errorf("azure refresh %s: %w", o.ID, err)
+	}
+	rp := prices[strings.ToLower(s.Name)]
+	if rp.OnDemand == nil {
+		return o, gone(fmt.Sprintf("%s has no on-demand list price in %s", s.Name, o.Region))
+	}
+	fresh := reservationOffering(o.Region, o.Zone, *s, o.InstanceCount, *rp.OnDemand, o.Start, o.End)
+	fresh.ID = o.ID
+	return fresh, nil
+}

@@ -1,0 +1,176 @@
+package azure
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// gpuSize is one GPU VM size as offered in one region.
+type gpuSize struct {
+	Name string
+	GPU  domain.GPUSpec
+	// Zones are the zones the size exists in, restricted ones included
+	// (they are shown, marked); empty for a size without zones.
+	Zones []string
+	// RestrictedZones are zones not offered to this subscription;
+	// RegionRestricted marks the whole region so.
+	RestrictedZones  map[string]bool
+	RegionRestricted bool
+	// Family is the quota family ("standardNCADSA100v4Family"), VCPUs the
+	// size's vCPUs; both from ResourceSKUs, empty from the catalog.
+	Family string
+	VCPUs  int
+	// Reservable is ResourceSKUs' CapacityReservationSupported: only such
+	// sizes take an On-demand Capacity Reservation (Azure lists ND-series
+	// and NCads H100 v5 among those that do not:
+	// https://learn.microsoft.com/azure/virtual-machines/capacity-reservation-overview#limitations-and-restrictions).
+	// False when the capability is absent or the size comes from the
+	// catalog: a reservation is sold only where Azure says it can be.
+	Reservable bool
+}
+
+// Restricted reports whether the size may not be used in the zone.
+func (s gpuSize) Restricted(zone string) bool {
+	return s.RegionRestricted || s.RestrictedZones[zone]
+}
+
+// catalogSizes are the GPU sizes the embedded catalog knows, used when
+// there is no account to list ResourceSKUs with.
+func catalogSizes() []gpuSize {
+	var out []gpuSize
+	for _, e := range domain.CatalogEntries(domain.CloudAzure) {
+		out = append(out, gpuSize{Name: e.InstanceType, GPU: e.GPU, VCPUs: e.VCPUs})
+	}
+	return out
+}
+
+// gpuSpecFor patches what ResourceSKUs says of a size from the catalog:
+// the partial-GPU A10 sizes report "1 GPU" where they have 1/6, 1/3 or 1/2
+// of one, and ResourceSKUs never names the GPU model.
+func gpuSpecFor(name string, reported float64) (domain.GPUSpec, bool) {
+	if e, ok := domain.LookupGPU(name); ok && e.Cloud == domain.CloudAzure {
+		return e.GPU, true
+	}
+	model, ok := domain.NormalizeGPUModel(name)
+	if !ok {
+		return domain.GPUSpec{}, false
+	}
+	return domain.GPUSpec{Model: model, Count: reported}, true
+}
+
+// listGPUSizes lists the region's VM sizes that have GPUs.
+func (p *Provider) listGPUSizes(ctx context.Context, c *armClients, region string) ([]gpuSize, error) {
+	filter := fmt.Sprintf("location eq '%s'", region)
+	pager := c.skus.NewListPager(&armcompute.ResourceSKUsClientListOptions{Filter: &filter})
+	var out []gpuSize
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list VM sizes in %s: %w", region, err)
+		}
+		for _, sku := range page.Value {
+			if s, ok := gpuSizeFromSKU(sku, region); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// gpuSizeFromSKU reads one ResourceSKUs entry; ok is false for anything
+// but a virtual machine size with GPUs in the region.
+func gpuSizeFromSKU(sku *armcompute.ResourceSKU, region string) (gpuSize, bool) {
+	if sku == nil || sku.Name == nil || !strings.EqualFold(deref(sku.ResourceType), "virtualMachines") {
+		return gpuSize{}, false
+	}
+	var gpus float64
+	var vcpus int
+	var reservable bool
+	for _, c := range sku.Capabilities {
+		if c == nil {
+			continue
+		}
+		switch deref(c.Name) {
+		case "GPUs":
+			gpus, _ = strconv.ParseFloat(deref(c.Value), 64)
+		case "vCPUs":
+			vcpus, _ = strconv.Atoi(deref(c.Value))
+		case "CapacityReservationSupported":
+			reservable = strings.EqualFold(deref(c.Value), "true")
+		}
+	}
+	if gpus <= 0 {
+		return gpuSize{}, false
+	}
+	spec, ok := gpuSpecFor(*sku.Name, gpus)
+	if !ok {
+		return gpuSize{}, false
+	}
+	s := gpuSize{Name: *sku.Name, GPU: spec, Family: deref(sku.Family), VCPUs: vcpus, Reservable: reservable, RestrictedZones: map[string]bool{}}
+	zones := map[string]bool{}
+	inRegion := false
+	for _, li := range sku.LocationInfo {
+		if li == nil || !strings.EqualFold(deref(li.Location), region) {
+			continue
+		}
+		inRegion = true
+		for _, z := range li.Zones {
+			if z != nil {
+				zones[*z] = true
+			}
+		}
+	}
+	for _, l := range sku.Locations {
+		if l != nil && strings.EqualFold(*l, region) {
+			inRegion = true
+		}
+	}
+	if !inRegion {
+		return gpuSize{}, false
+	}
+	for _, r := range sku.Restrictions {
+		if r == nil || r.Type == nil {
+			continue
+		}
+		switch *r.Type {
+		case armcompute.ResourceSKURestrictionsTypeLocation:
+			// Location restrictions list the region in Values.
+			for _, v := range r.Values {
+				if v != nil && strings.EqualFold(*v, region) {
+					s.RegionRestricted = true
+				}
+			}
+		case armcompute.ResourceSKURestrictionsTypeZone:
+			if r.RestrictionInfo == nil {
+				continue
+			}
+			for _, z := range r.RestrictionInfo.Zones {
+				if z != nil {
+					s.RestrictedZones[*z] = true
+					zones[*z] = true
+				}
+			}
+		}
+	}
+	for z := range zones {
+		s.Zones = append(s.Zones, z)
+	}
+	sort.Strings(s.Zones)
+	return s, true
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

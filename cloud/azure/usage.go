@@ -1,0 +1,278 @@
+package azure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/monitor/armmonitor"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+var _ domain.UsageReporter = (*Provider)(nil)
+
+// The metrics usage is read from (Azure Monitor). Azure has no platform
+// GPU metric: GPU utilization is there only where the VMs run an agent
+// that publishes it, such as Telegraf's nvidia_smi input, whose custom
+// metrics land in namespace telegraf/nvidia_smi. Percentage CPU is a
+// platform metric of every scale set, per VM (dimension VMName), and of
+// every VM on its own resource (namespace its resource type,
+// Microsoft.Compute/virtualMachines or
+// Microsoft.Compute/virtualMachineScaleSets/virtualMachines, no
+// dimension), and stands in otherwise.
+const (
+	gpuMetricNamespace = "telegraf/nvidia_smi"
+	gpuMetricName      = "utilization_gpu"
+	cpuMetricNamespace = "Microsoft.Compute/virtualMachineScaleSets"
+	cpuMetricName      = "Percentage CPU"
+
+	// SourceGPU and SourceCPU are the metrics_source of a report.
+	SourceGPU = "Azure Monitor telegraf/nvidia_smi utilization_gpu"
+	SourceCPU = "Azure Monitor Percentage CPU (CPU as a stand-in: no GPU metrics)"
+	// SourceMixed is the source of a reservation whose VMs do not all
+	// publish the GPU metric: each VM's busy samples come from the GPU
+	// metric where it publishes it, else from its CPU.
+	SourceMixed = "Azure Monitor telegraf/nvidia_smi utilization_gpu where a VM publishes it, else Percentage CPU (CPU as a stand-in)"
+)
+
+// metricsClients keeps one Azure Monitor client per provider. It lives
+// here rather than in armClients because usage was added apart from
+// azure.go (which belongs to the provider's owner); fold it into
+// armClients when convenient.
+var metricsClients sync.Map // *Provider → *armmonitor.MetricsClient
+
+// metrics returns the provider's Azure Monitor client, signed in the way
+// the other ARM clients are.
+func (p *Provider) metrics(ctx context.Context) (*armmonitor.MetricsClient, error) {
+	if c, ok := metricsClients.Load(p); ok {
+		return c.(*armmonitor.MetricsClient), nil
+	}
+	c, err := p.clients(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%v)", errNoAccount, err)
+	}
+	var cred azcore.TokenCredential = p.opt.Credential
+	if cred == nil {
+		var o *azidentity.DefaultAzureCredentialOptions
+		if p.opt.ClientOptions != nil {
+			o = &azidentity.DefaultAzureCredentialOptions{ClientOptions: p.opt.ClientOptions.ClientOptions}
+		}
+		if cred, err = azidentity.NewDefaultAzureCredential(o); err != nil {
+			return nil, fmt.Errorf("no Azure credential: %w", err)
+		}
+	}
+	// The metrics API is an ARM call like the others: the same read
+	// bucket, the same retry rule (a 429's Retry-After is waited out).
+	mc, err := armmonitor.NewMetricsClient(c.subID, cred, p.clientOptions())
+	if err != nil {
+		return nil, fmt.Errorf("azure monitor client: %w", err)
+	}
+	got, _ := metricsClients.LoadOrStore(p, mc)
+	return got.(*armmonitor.MetricsClient), nil
+}
+
+// Usage reports how the capacity of a ledger row ran and how busy it was,
+// from Azure Monitor, for both things gpumarket makes on Azure:
+//
+//   - a spot scale set (fleet): per VM (dimension VMName) of the scale
+//     set's metrics; Azure Monitor does not say which VMs were evicted, so
+//     interruptions are unknown;
+//   - an On-demand Capacity Reservation (reservation): the VMs Azure lists
+//     as associated with it (or allocated against it) now, each read on
+//     its own resource (reservationUsage). Only the current association is
+//     listed, so a VM that ran in the reservation and was since deleted or
+//     moved out is not counted, and the report's Note says so. Spot VMs
+//     cannot use a capacity reservation, so none of its VMs was evicted:
+//     interruptions are known to be none.
+//
+// Either way the hours with a datapoint are the hours a VM ran, and their
+// average is its utilization: the Telegraf GPU metric where the VM
+// publishes it, else Percentage CPU, said so in Source.
+func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
+	switch q.Kind {
+	case domain.KindFleet:
+		return p.scaleSetUsage(ctx, q)
+	case domain.KindReservation:
+		return p.reservationUsage(ctx, q)
+	}
+	return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: Azure has no %q capacity in gpumarket (only %s and %s)",
+		q.Ref, q.Kind, domain.KindReservation, domain.KindFleet)
+}
+
+// usageSpan is the part of [q.From, q.To] the row's capacity ran in,
+// from the start of its first hour (Azure Monitor's hourly grains start
+// on the hour); false when the row did not run in the span.
+func usageSpan(q domain.UsageQuery) (from, to time.Time, ok bool) {
+	from, to = q.From, q.To
+	if !q.Start.IsZero() && q.Start.After(from) {
+		from = q.Start
+	}
+	if !q.End.IsZero() && q.End.Before(to) {
+		to = q.End
+	}
+	return from.Truncate(time.Hour), to, to.After(from)
+}
+
+// scaleSetUsage reads a spot scale set's usage (see Usage).
+func (p *Provider) scaleSetUsage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
+	if !strings.HasPrefix(q.ProviderRef, "/") {
+		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %q is not a scale set resource id", q.Ref, q.ProviderRef)
+	}
+	from, to, ok := usageSpan(q)
+	rep := domain.UsageReport{InterruptionsUnknown: true}
+	if !ok {
+		return rep, nil
+	}
+	mc, err := p.metrics(ctx)
+	if err != nil {
+		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, err)
+	}
+	gpu, gerr := metricSeries(ctx, mc, q.ProviderRef, gpuMetricNamespace, gpuMetricName, "VMName", from, to)
+	cpu, cerr := metricSeries(ctx, mc, q.ProviderRef, cpuMetricNamespace, cpuMetricName, "VMName", from, to)
+	if cerr != nil {
+		// Without the platform metric nothing says which VMs ran.
+		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, cerr)
+	}
+	busy, source := cpu, SourceCPU
+	if gerr == nil && len(gpu) > 0 {
+		busy, source = gpu, SourceGPU
+	}
+	names := make([]string, 0, len(cpu))
+	for vm := range cpu {
+		names = append(names, vm)
+	}
+	sort.Strings(names)
+	for _, vm := range names {
+		samples := cpu[vm]
+		if len(samples) == 0 {
+			continue
+		}
+		// The VM ran over the hours it reported in, from the first to
+		// the end of the last.
+		last := samples[len(samples)-1]
+		in := domain.InstanceUsage{ID: vm, InstanceType: q.InstanceType, Zone: q.Zone, Spot: true,
+			Start: samples[0].At, Busy: busy[vm]}
+		if end := last.At.Add(last.Period); end.Before(to.Add(-time.Hour)) {
+			in.End = end
+		}
+		rep.Instances = append(rep.Instances, in)
+	}
+	for _, in := range rep.Instances {
+		if len(in.Busy) > 0 {
+			rep.Source = source
+		}
+	}
+	if gerr != nil && !errors.Is(gerr, errMetricAbsent) {
+		rep.Note = "Azure Monitor GPU metric: " + gerr.Error()
+	}
+	return rep, nil
+}
+
+// errMetricAbsent is a metric the resource does not publish: not a
+// failure, the stand-in is used.
+var errMetricAbsent = errors.New("metric not published")
+
+// metricSeries reads one metric of a resource as hourly averages, as
+// busy samples (percent / 100), keyed by the value of dimension dim: a
+// scale set's metrics split by VMName. With dim "" the resource's one
+// series is read, keyed "": a single VM's metrics have no VM dimension
+// (an unsplit answer's timeseries carries empty metadatavalues, as the
+// second metric of the REST spec's GetMetricError.json shows). Hours
+// without a value are left out.
+func metricSeries(ctx context.Context, mc *armmonitor.MetricsClient, resource, namespace, name, dim string, from, to time.Time) (map[string][]domain.BusySample, error) {
+	opt := &armmonitor.MetricsClientListOptions{
+		Metricnames: ptr(name), Metricnamespace: ptr(namespace), Aggregation: ptr("average"), Interval: ptr("PT1H"),
+		Timespan:            ptr(from.UTC().Format(time.RFC3339) + "/" + to.UTC().Format(time.RFC3339)),
+		AutoAdjustTimegrain: ptrBool(true), ValidateDimensions: ptrBool(false),
+	}
+	if dim != "" {
+		opt.Filter, opt.Top = ptr(dim+" eq '*'"), ptrInt32(1000)
+	}
+	out, err := mc.List(ctx, strings.TrimPrefix(resource, "/"), opt)
+	if err != nil {
+		var re *azcore.ResponseError
+		if errors.As(err, &re) && re.StatusCode == 400 && strings.Contains(strings.ToLower(re.ErrorCode+err.Error()), "metric") {
+			return nil, fmt.Errorf("%s %s: %w", namespace, name, errMetricAbsent)
+		}
+		return nil, fmt.Errorf("%s %s: %w", namespace, name, short(err))
+	}
+	// Azure may answer with another grain than asked (AutoAdjustTimegrain).
+	grain := time.Hour
+	if out.Interval != nil {
+		if d, ok := isoHours(*out.Interval); ok {
+			grain = d
+		}
+	}
+	series := map[string][]domain.BusySample{}
+	for _, m := range out.Value {
+		if m == nil {
+			continue
+		}
+		if code := deref(m.ErrorCode); code != "" && code != "Success" {
+			return nil, fmt.Errorf("%s %s: %s: %s: %w", namespace, name, code, deref(m.ErrorMessage), errMetricAbsent)
+		}
+		for _, ts := range m.Timeseries {
+			if ts == nil {
+				continue
+			}
+			key := ""
+			if dim != "" {
+				for _, md := range ts.Metadatavalues {
+					if md != nil && md.Name != nil && strings.EqualFold(deref(md.Name.Value), dim) {
+						key = deref(md.Value)
+					}
+				}
+				if key == "" {
+					continue
+				}
+			}
+			for _, d := range ts.Data {
+				if d == nil || d.TimeStamp == nil || d.Average == nil {
+					continue // no value that hour: not running, or not measured
+				}
+				series[key] = append(series[key], domain.BusySample{At: d.TimeStamp.UTC(), Period: grain,
+					Share: min(max(*d.Average/100, 0), 1)})
+			}
+		}
+	}
+	for k := range series {
+		s := series[k]
+		sort.Slice(s, func(i, j int) bool { return s[i].At.Before(s[j].At) })
+	}
+	return series, nil
+}
+
+// isoHours reads the ISO 8601 grains Azure Monitor answers with (PT1M,
+// PT5M, PT1H, PT6H, P1D).
+func isoHours(s string) (time.Duration, bool) {
+	switch strings.ToUpper(s) {
+	case "PT1M":
+		return time.Minute, true
+	case "PT5M":
+		return 5 * time.Minute, true
+	case "PT15M":
+		return 15 * time.Minute, true
+	case "PT30M":
+		return 30 * time.Minute, true
+	case "PT1H":
+		return time.Hour, true
+	case "PT6H":
+		return 6 * time.Hour, true
+	case "PT12H":
+		return 12 * time.Hour, true
+	case "P1D":
+		return 24 * time.Hour, true
+	}
+	return 0, false
+}
+
+func ptr(s string) *string    { return &s }
+func ptrInt32(v int32) *int32 { return &v }
+func ptrBool(v bool) *bool    { return &v }

@@ -1,0 +1,300 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// The availability process. Each pool's spot capacity comes and goes:
+// runs of capacity that end in an interruption, gaps until it comes back.
+// Two layers make it: one per region and instance type, shared by every
+// zone (a GPU crunch in a region empties all its zones at once, as the traces
+// show: "for 33 % of the time spot was unavailable in every zone of a
+// region"), and one per pool. Capacity is there when both layers are up.
+// While it is, the pool holds its full depth of instances, except in 6 %
+// of the runs, which hold only part (DESIGN.md: over 94 % of the time a
+// zone has all of a cluster's instances or none).
+//
+// The figures are DESIGN.md's: per GPU class an interruption rate at the
+// middle bucket, spread by the pool's bucket over the traces' 0.1-1.4
+// interruptions per available hour; median gaps of 0.38-0.70 h, longer in
+// the wilder buckets; gap tails (mean over median) from 2.5 to 6, as the
+// calm and the wild zones of the traces. Each pool's figures are jittered
+// by a hash of its name, so no two pools are alike.
+//
+// Like prices, the process is a pure function of (seed, pool, time): it is
+// drawn in week-long chunks from a hash of (seed, layer, week), each
+// starting in the process's long-run state, so whoever asks for whichever
+// span gets the same answer.
+
+// classRate is the sim's interruption rate per available hour of a pool
+// of each GPU class at the middle bucket.
+var classRate = map[string]float64{
+	"H200": 0.85, "H100": 0.8, "A100": 0.6, "L40S": 0.5, "L4": 0.45, "A10G": 0.45, "A10": 0.45, "V100": 0.4, "T4": 0.35,
+}
+
+// By bucket (0 "<5%" … 4 ">20%"): rate multiplier, median gap, gap tail.
+var (
+	bucketRateMult = [5]float64{0.2, 0.6, 1.0, 1.4, 1.8}
+	bucketGapHours = [5]float64{0.38, 0.46, 0.54, 0.62, 0.70}
+	bucketGapTail  = [5]float64{2.5, 3.0, 3.5, 4.5, 6.0}
+)
+
+const (
+	// regionShare is the part of a pool's process its region's layer
+	// carries: half its interruptions and, in log terms, half its
+	// unavailability (as the zones' mean).
+	regionShare = 0.5
+	// partialRuns is the share of runs that hold part of a pool's depth.
+	partialRuns = 0.06
+	// chunkSec is the span drawn from one hash.
+	chunkSec = 7 * 24 * 3600
+)
+
+// layerParams is one layer's process.
+type layerParams struct {
+	rate   float64 // runs end at this rate per hour
+	avail  float64 // long-run share of time up
+	median float64 // median gap, hours
+}
+
+// availModel is a pool's availability: its layers and depth.
+type availModel struct {
+	pool, region layerParams
+	poolKey      string // hashes the pool's layer
+	regionKey    string // hashes the shared region layer
+	depth        int    // instances when capacity is there
+	truth        domain.SpotProcess
+}
+
+// poolTruth is a pool's own figures before they are split in layers.
+func poolTruth(s *poolSpec) (rate, avail, median float64) {
+	name := s.Desc.Key().String()
+	b := s.Bucket
+	j := func(tag string) float64 { return 0.8 + 0.4*unit(strHash("avail", tag, name)) } // ×0.8-1.2
+	base, ok := classRate[s.Desc.GPU.Model]
+	if !ok {
+		base = 0.6
+	}
+	rate = base * bucketRateMult[b] * j("rate")
+	median = bucketGapHours[b] * j("gap")
+	tail := bucketGapTail[b] * j("tail")
+	avail = 1 / (1 + rate*tail*median)
+	return rate, avail, median
+}
+
+// buildAvail sets every pool's availability model. The region layer of
+// an instance type in a region is shared by its zones, with the mean of
+// their shares (the zones of one type are alike, so none is left with
+// next to nothing of its own).
+func buildAvail(pools []*simPool) {
+	type group struct{ rate, avail, median, n float64 }
+	groups := map[string]*group{}
+	key := func(p *simPool) string { return p.spec.Region.Name + "/" + p.spec.Desc.InstanceType }
+	for _, p := range pools {
+		rate, avail, median := poolTruth(&p.spec)
+		g := groups[key(p)]
+		if g == nil {
+			g = &group{}
+			groups[key(p)] = g
+		}
+		g.rate += regionShare * rate
+		g.avail += math.Pow(avail, regionShare)
+		g.median += median
+		g.n++
+	}
+	for _, p := range pools {
+		rate, avail, median := poolTruth(&p.spec)
+		g := groups[key(p)]
+		region := layerParams{rate: g.rate / g.n, avail: g.avail / g.n, median: g.median / g.n}
+		// The pool's own layer carries the rest, at least a fifth of its
+		// rate.
+		own := layerParams{rate: math.Max(rate-region.rate, 0.2*rate), avail: math.Min(avail/region.avail, 0.995), median: median}
+		total := own.rate + region.rate
+		p.avail = availModel{
+			pool: own, region: region,
+			poolKey: p.spec.Desc.Key().String(), regionKey: key(p),
+			depth: poolDepth(&p.spec),
+			truth: domain.SpotProcess{
+				InterruptionsPerHour: total,
+				GapMedianHours:       median,
+				Availability:         own.avail * region.avail,
+				RegionShare:          region.rate / total,
+			},
+		}
+	}
+}
+
+// poolDepth is how many instances a pool holds when it has capacity:
+// fewer of the big types.
+func poolDepth(s *poolSpec) int {
+	h := strHash("depth", s.Desc.Key().String())
+	switch g := s.Desc.GPU.Count; {
+	case g >= 8:
+		return 4 + int(h%13) // 4-16
+	case g >= 4:
+		return 8 + int(h%17) // 8-24
+	case g >= 2:
+		return 12 + int(h%21) // 12-32
+	}
+	return 16 + int(h%49) // 16-64
+}
+
+// SpotProcess returns the pool's true availability process, the figures
+// its description carries; false for an unknown pool.
+func (m *Market) SpotProcess(key domain.PoolKey) (domain.SpotProcess, bool) {
+	p, ok := m.byKey[key.String()]
+	if !ok {
+		return domain.SpotProcess{}, false
+	}
+	return p.avail.truth, true
+}
+
+// MaxCapacityTicks bounds one Capacity call.
+const MaxCapacityTicks = 10_000_000
+
+// Capacity returns how many spot instances the pool has at each of n
+// ticks of `gap` from `from` (0 when none): a trace of the pool.
+func (m *Market) Capacity(key domain.PoolKey, from time.Time, gap time.Duration, n int) ([]int, error) {
+	p, ok := m.byKey[key.String()]
+	if !ok {
+		return nil, fmt.Errorf("sim capacity: no pool %s", key)
+	}
+	if gap < time.Second || n < 1 || n > MaxCapacityTicks {
+		return nil, fmt.Errorf("sim capacity of %s: want a gap of at least 1s and 1 to %d ticks", key, MaxCapacityTicks)
+	}
+	w := m.capWalker(p)
+	out := make([]int, n)
+	t0, step := from.Unix(), int64(gap/time.Second)
+	var until int64 = math.MinInt64
+	var c int
+	for i := range out {
+		if t := t0 + int64(i)*step; t >= until {
+			c, until = w.segment(t)
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// capWalker reads a pool's capacity forward in time, segment by segment:
+// each is a span over which neither layer changes. It is what Capacity
+// samples, read without sampling: a fleet's spot instances are taken back
+// at the very second the pool's capacity falls below what it holds.
+type capWalker struct {
+	a            *availModel
+	pool, region *layerReader
+}
+
+func (m *Market) capWalker(p *simPool) *capWalker {
+	a := &p.avail
+	return &capWalker{a: a,
+		pool:   newLayerReader(m.opt.Seed, a.poolKey, a.pool, true),
+		region: newLayerReader(m.opt.Seed, a.regionKey, a.region, false)}
+}
+
+// segment returns the pool's instance count at t and the second it may
+// next change (reads must go forward in time).
+func (w *capWalker) segment(t int64) (n int, until int64) {
+	r := w.region.periodAt(t)
+	if !r.up {
+		return 0, r.to
+	}
+	p := w.pool.periodAt(t)
+	until = min(p.to, r.to)
+	if !p.up {
+		return 0, until
+	}
+	if p.partial > 0 {
+		// A partial run holds part of the depth: at least one instance,
+		// never all of them.
+		return min(1+int(p.partial*float64(w.a.depth-1)), w.a.depth-1), until
+	}
+	return w.a.depth, until
+}
+
+// period is one run or gap of a layer, in Unix seconds [from, to).
+type period struct {
+	from, to int64
+	up       bool
+	partial  float64 // for a partial run, the share of the depth in (0, 1)
+}
+
+// layerReader reads a layer's periods in time order, drawing its chunks
+// as it goes.
+type layerReader struct {
+	seed      int64
+	key       string
+	lp        layerParams
+	partials  bool
+	chunk     int64
+	periods   []period
+	i         int
+	mu, sigma float64
+}
+
+func newLayerReader(seed int64, key string, lp layerParams, partials bool) *layerReader {
+	r := &layerReader{seed: seed, key: key, lp: lp, partials: partials, chunk: math.MinInt64}
+	mean := lp.median
+	if lp.rate > 0 && lp.avail < 1 {
+		mean = (1 - lp.avail) / (lp.avail * lp.rate)
+	}
+	r.sigma = math.Sqrt(2 * math.Log(math.Max(mean/lp.median, 1.0001)))
+	r.mu = math.Log(lp.median)
+	if mean < lp.median {
+		r.mu = math.Log(mean) - r.sigma*r.sigma/2
+	}
+	return r
+}
+
+// draw fills the periods of chunk c: the process restarts in its
+// long-run state at each chunk's start.
+func (r *layerReader) draw(c int64) {
+	r.chunk, r.i = c, 0
+	r.periods = r.periods[:0]
+	h := mix(uint64(r.seed)*0x9e3779b97f4a7c15 ^ strHash("layer", r.key, fmt.Sprint(c)))
+	rng := rand.New(rand.NewPCG(h, mix(h)))
+	from, end := c*chunkSec, (c+1)*chunkSec
+	up := rng.Float64() < r.lp.avail
+	first := true
+	for from < end {
+		var hours float64
+		switch {
+		case up:
+			hours = rng.ExpFloat64() / r.lp.rate
+		case first:
+			// A gap already under way at a given moment is what is left
+			// of a length-biased gap: of a log-normal, U·e^(μ+σ²+σZ).
+			hours = rng.Float64() * math.Exp(r.mu+r.sigma*r.sigma+r.sigma*rng.NormFloat64())
+		default:
+			hours = math.Exp(r.mu + r.sigma*rng.NormFloat64())
+		}
+		first = false
+		to := from + int64(math.Max(1, hours*3600))
+		p := period{from: from, to: min(to, end), up: up}
+		if up && r.partials && rng.Float64() < partialRuns {
+			p.partial = 0.05 + 0.9*rng.Float64()
+		}
+		r.periods = append(r.periods, p)
+		from, up = to, !up
+	}
+}
+
+// periodAt is the layer's period holding t (reads must go forward in
+// time). A layer that never ends a run is one run without end.
+func (r *layerReader) periodAt(t int64) period {
+	if r.lp.rate <= 0 {
+		return period{from: math.MinInt64, to: math.MaxInt64, up: true}
+	}
+	if c := floorDiv(t, chunkSec); c != r.chunk {
+		r.draw(c)
+	}
+	for r.i < len(r.periods)-1 && r.periods[r.i].to <= t {
+		r.i++
+	}
+	return r.periods[r.i]
+}

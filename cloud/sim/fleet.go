@@ -1,0 +1,320 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// MaxFleetTarget caps a simulated fleet's size.
+const MaxFleetTarget = 1000
+
+// fleetState is a fleet launched in this process.
+type fleetState struct {
+	fleet       domain.Fleet
+	fingerprint string
+	// What the launch's tags and spec said, for ListRecords.
+	token, actor, types string
+	cloud               domain.Cloud
+	at                  time.Time
+	// placement is where and when the fleet's instances went.
+	placement
+	// start and end are the spec's schedule, honoured in memory with the
+	// market's clock: nothing runs before start, and everything stops at
+	// end (zero: none).
+	start, end time.Time
+}
+
+type allocation struct {
+	pool     *simPool
+	count    int
+	onDemand bool
+}
+
+// fingerprint is what makes two launch requests the same request.
+func fingerprint(s domain.FleetSpec) string {
+	types := append([]string(nil), s.InstanceTypes...)
+	sort.Strings(types)
+	zones := append([]string(nil), s.Zones...)
+	sort.Strings(zones)
+	maxp := "od"
+	if s.MaxPriceUSD != nil {
+		maxp = fmt.Sprint(*s.MaxPriceUSD)
+	}
+	return strings.Join([]string{s.Region, strings.Join(types, ","), strings.Join(zones, ","),
+		fmt.Sprint(s.TargetCapacity, s.OnDemandBase), s.Strategy, maxp, s.LaunchTemplate}, "|")
+}
+
+// validateFleet checks a spec and returns the pools it may use.
+func (m *Market) validateFleet(s *domain.FleetSpec) ([]*simPool, error) {
+	if s.Provider != "" && s.Provider != Name {
+		return nil, fmt.Errorf("fleet for provider %q sent to the simulated market", s.Provider)
+	}
+	var inRegion []*simPool
+	for _, p := range m.pools {
+		if p.spec.Region.Name == s.Region {
+			inRegion = append(inRegion, p)
+		}
+	}
+	if len(inRegion) == 0 {
+		names := make([]string, len(m.regions))
+		for i, r := range m.regions {
+			names[i] = r.name
+		}
+		return nil, fmt.Errorf("fleet region %q: the simulated market has %s", s.Region, strings.Join(names, ", "))
+	}
+	zones := map[string]bool{}
+	for _, z := range inRegion[0].spec.Region.Zones {
+		zones[z] = true
+	}
+	for _, z := range s.Zones {
+		if !zones[z] {
+			return nil, fmt.Errorf("fleet zone %q: %s has zones %s", z, s.Region, strings.Join(inRegion[0].spec.Region.Zones, ", "))
+		}
+	}
+	if len(s.InstanceTypes) == 0 {
+		return nil, fmt.Errorf("fleet in %s: give at least one instance type", s.Region)
+	}
+	sold := map[string]bool{}
+	var soldList []string
+	for _, p := range inRegion {
+		if t := p.spec.Desc.InstanceType; !sold[t] {
+			sold[t] = true
+			soldList = append(soldList, t)
+		}
+	}
+	want := map[string]bool{}
+	for _, t := range s.InstanceTypes {
+		if !sold[t] {
+			return nil, fmt.Errorf("fleet instance type %q is not sold in %s by the simulated market; it sells %s", t, s.Region, strings.Join(soldList, ", "))
+		}
+		want[t] = true
+	}
+	var pools []*simPool
+	for _, p := range inRegion {
+		if want[p.spec.Desc.InstanceType] && (len(s.Zones) == 0 || slices.Contains(s.Zones, p.spec.Desc.Zone)) {
+			pools = append(pools, p)
+		}
+	}
+	if len(pools) == 0 {
+		return nil, fmt.Errorf("fleet in %s: none of %s is sold in zones %s", s.Region, strings.Join(s.InstanceTypes, ", "), strings.Join(s.Zones, ", "))
+	}
+	switch {
+	case s.TargetCapacity < 1 || s.TargetCapacity > MaxFleetTarget:
+		return nil, fmt.Errorf("fleet target capacity %d: want 1 to %d instances", s.TargetCapacity, MaxFleetTarget)
+	case s.OnDemandBase < 0 || s.OnDemandBase > s.TargetCapacity:
+		return nil, fmt.Errorf("fleet on-demand base %d: want 0 to the target capacity %d", s.OnDemandBase, s.TargetCapacity)
+	case s.MaxPriceUSD != nil && !(*s.MaxPriceUSD > 0):
+		return nil, fmt.Errorf("fleet max price %v: want a positive price per instance-hour, or none for the on-demand price", *s.MaxPriceUSD)
+	}
+	if s.Strategy == "" {
+		s.Strategy = domain.Strategies[0]
+	}
+	if !slices.Contains(domain.Strategies, s.Strategy) {
+		return nil, fmt.Errorf("fleet strategy %q: want one of %s", s.Strategy, strings.Join(domain.Strategies, ", "))
+	}
+	return pools, nil
+}
+
+// LaunchFleet launches a fleet in memory, as EC2 launches a fleet of type
+// instant (see placement.go). The same ClientToken returns the same fleet
+// (a different request under it fails, like EC2's
+// IdempotentParameterMismatch); DryRun validates and changes nothing.
+// Spot instances go to the pools the strategy picks among those whose
+// price at launch is under the max price and that have capacity then, no
+// more to a pool than it has; the rest are not launched, and the answer
+// says so in EC2's words. A fleet that launched nothing has failed, as the
+// AWS provider records an instant fleet that did.
+//
+// A spec's Start and End are honoured in memory with the market's clock:
+// the fleet is scheduled until Start (its instances are placed then), and
+// at End its instances stop and it has ended, whoever deletes it and when.
+// (The descriptor does not say SchedulesFleets: the market lives in the
+// process that launched the fleet, so the booking service keeps the
+// schedule and sends the launch at Start; the end is kept here too, so a
+// simulated fleet never runs past it.)
+func (m *Market) LaunchFleet(ctx context.Context, spec domain.FleetSpec) (domain.Fleet, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Fleet{}, fmt.Errorf("sim launch fleet: %w", err)
+	}
+	pools, err := m.validateFleet(&spec)
+	if err != nil {
+		return domain.Fleet{}, err
+	}
+	now := m.opt.Now()
+	fp := fingerprint(spec)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if spec.ClientToken != "" {
+		if id, ok := m.byToken[spec.ClientToken]; ok {
+			f := m.fleets[id]
+			if f.fingerprint != fp {
+				return domain.Fleet{}, fmt.Errorf("sim launch fleet: client token %q was used for a different request (IdempotentParameterMismatch)", spec.ClientToken)
+			}
+			if spec.DryRun {
+				return domain.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, DryRun: true, Message: dryRunMessage}, nil
+			}
+			return m.viewLocked(f, now), nil
+		}
+	}
+	if !spec.End.IsZero() && !spec.End.After(now) {
+		return domain.Fleet{}, fmt.Errorf("sim launch fleet: its end %s has passed", spec.End.UTC().Format(time.RFC3339))
+	}
+	if spec.DryRun {
+		// Like EC2's DryRunOperation: the request is valid; nothing is
+		// placed, so capacity is not looked at.
+		return domain.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, DryRun: true, Message: dryRunMessage}, nil
+	}
+	placedAt := now
+	if spec.Start.After(now) {
+		placedAt = spec.Start
+	}
+	pl := m.place(pools, spec, placedAt.Unix())
+	var id string
+	if spec.ClientToken != "" {
+		id = fleetID(strHash("fleet", fmt.Sprint(m.opt.Seed), spec.ClientToken), pl.placedAt)
+	} else {
+		m.nFleets++
+		id = fleetID(strHash("fleet-anon", fmt.Sprint(m.opt.Seed), fmt.Sprint(m.nFleets)), pl.placedAt)
+	}
+	f := &fleetState{fingerprint: fp, placement: pl, token: spec.ClientToken, actor: spec.Actor, at: now,
+		types: strings.Join(spec.InstanceTypes, ","), cloud: pools[0].spec.Desc.Cloud, start: spec.Start, end: spec.End,
+		fleet: domain.Fleet{ID: id, Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, State: "active"}}
+	if pl.launched() == 0 {
+		f.fleet.State = "failed"
+	}
+	m.fleets[id] = f
+	if spec.ClientToken != "" {
+		m.byToken[spec.ClientToken] = id
+	}
+	return m.viewLocked(f, now), nil
+}
+
+// message is what the fleet's answer says at now: scheduled, or what its
+// launch placed and what it could not, and how many of its spot instances
+// were taken back since.
+func (f *fleetState) message(now time.Time, interrupted int) string {
+	id := f.fleet.ID
+	var msg string
+	if f.start.After(now) {
+		msg = fmt.Sprintf("simulated fleet %s of %d instances scheduled from %s", id, f.fleet.Target, f.start.UTC().Format(time.RFC3339))
+	} else {
+		msg = fmt.Sprintf("simulated fleet %s: launched %d of %d instances", id, f.launched(), f.fleet.Target)
+		if f.unpriced > 0 {
+			msg += fmt.Sprintf("; %s not launched: no pool is under the max price", spotInstances(f.unpriced))
+		}
+		if f.uncapacitated > 0 {
+			msg += fmt.Sprintf("; %s not launched: %s", spotInstances(f.uncapacitated), insufficientCapacity)
+		}
+		if interrupted > 0 {
+			msg += fmt.Sprintf("; %s interrupted (their pool's capacity was taken back)", spotInstances(interrupted))
+		}
+		if f.unpriced+f.uncapacitated+interrupted > 0 {
+			msg += "; an instant fleet neither retries nor replaces them"
+		}
+	}
+	if !f.end.IsZero() {
+		msg += "; it ends at " + f.end.UTC().Format(time.RFC3339)
+	}
+	return msg
+}
+
+// viewLocked returns the fleet as it stands at now: its instances still
+// running (spot ones not taken back by their pool yet) and their cost at
+// the prices in force.
+func (m *Market) viewLocked(f *fleetState, now time.Time) domain.Fleet {
+	v := f.fleet
+	switch {
+	case v.State == "deleted":
+		v.Instances, v.EstimatedUSDh = 0, 0
+		return v
+	case !f.end.IsZero() && !now.Before(f.end):
+		v.State, v.Instances, v.EstimatedUSDh = "ended", 0, 0
+		v.Message = f.message(now, 0)
+		return v
+	case f.start.After(now):
+		v.State, v.Instances, v.EstimatedUSDh = "scheduled", 0, 0
+		v.Message = f.message(now, 0)
+		return v
+	}
+	n, usd := m.running(f.placement, now.Unix())
+	v.Instances, v.EstimatedUSDh = n, math.Round(usd*1e4)/1e4
+	v.Message = f.message(now, f.launched()-n)
+	return v
+}
+
+// DescribeFleet returns a fleet's state and its cost per hour now.
+func (m *Market) DescribeFleet(ctx context.Context, region, id string) (domain.Fleet, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Fleet{}, fmt.Errorf("sim describe fleet %s: %w", id, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, err := m.fleetLocked(region, id)
+	if err != nil {
+		return domain.Fleet{}, err
+	}
+	return m.viewLocked(f, m.opt.Now()), nil
+}
+
+// DeleteFleet terminates a fleet's instances. Deleting a deleted fleet is
+// not an error.
+func (m *Market) DeleteFleet(ctx context.Context, region, id string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sim delete fleet %s: %w", id, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, err := m.fleetLocked(region, id)
+	if err != nil {
+		return err
+	}
+	f.fleet.State = "deleted"
+	f.fleet.Message = fmt.Sprintf("simulated fleet %s deleted; its instances are terminated", id)
+	return nil
+}
+
+// FindFleet finds the fleet this process's market launched with a client
+// token, so a launch whose answer was lost is settled rather than sent
+// again; nil, nil when it launched none.
+func (m *Market) FindFleet(ctx context.Context, region, clientToken string) (*domain.Fleet, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sim find fleet %s: %w", clientToken, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := m.byToken[clientToken]
+	if !ok {
+		return nil, nil
+	}
+	f, err := m.fleetLocked(region, id)
+	if err != nil {
+		return nil, nil
+	}
+	v := m.viewLocked(f, m.opt.Now())
+	return &v, nil
+}
+
+var _ domain.FleetFinder = (*Market)(nil)
+
+func (m *Market) fleetLocked(region, id string) (*fleetState, error) {
+	f, ok := m.fleets[id]
+	if !ok || (region != "" && f.fleet.Region != region) {
+		return nil, fmt.Errorf("sim fleet %s not found in region %s (the simulated market keeps fleets only while it runs)", id, region)
+	}
+	return f, nil
+}
+
+// spotInstances is "1 spot instance" or "3 spot instances".
+func spotInstances(n int) string {
+	if n == 1 {
+		return "1 spot instance"
+	}
+	return fmt.Sprintf("%d spot instances", n)
+}

@@ -1,0 +1,525 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// The terms the simulated market sells on are the clouds' own:
+// AWS-style capacity blocks and Azure-style capacity reservations.
+var (
+	blockTerms       = domain.CapacityBlockTerms
+	reservationTerms = domain.ReservationTerms
+)
+
+// offersPerPool caps the start times offered per pool and query.
+const offersPerPool = 3
+
+// dryRunMessage is EC2's own answer to a dry run that would succeed.
+const dryRunMessage = "Request would have succeeded, but DryRun flag is set. (simulated market)"
+
+// blockRate is the range of a block's price per GPU-hour by instance type
+// (AWS; what capacity blocks cost in 2025, a bit above spot and below
+// on-demand).
+var blockRate = map[string][2]float64{
+	"p5.48xlarge":   {3.9, 4.9},
+	"p5e.48xlarge":  {4.4, 5.6},
+	"p5en.48xlarge": {4.5, 5.7},
+	"p4d.24xlarge":  {1.9, 2.6},
+	"p4de.24xlarge": {2.3, 3.1},
+}
+
+// azureReservable are the Azure families the sim sells fixed-window
+// capacity reservations of (at the on-demand price): only sizes whose
+// CapacityReservationSupported capability Azure sets, as the Azure
+// provider sells. Azure lists ND-series and NCads H100 v5 among the sizes
+// that take no capacity reservation (capacity-reservation-overview,
+// "Limitations and restrictions"), so the sim's H100 sizes have none.
+var azureReservable = map[string]bool{"NC A100 v4": true}
+
+// offerQuery is a validated OfferingQuery.
+type offerQuery struct {
+	gpu                     string // canonical, "" for every block GPU
+	instances, gpus         int
+	dur                     time.Duration
+	startAfter, startBefore time.Time
+	regions                 []string
+	// blocks is whether the duration is one AWS sells capacity blocks for.
+	blocks bool
+}
+
+func (m *Market) validateOfferingQuery(q domain.OfferingQuery) (offerQuery, error) {
+	v := offerQuery{instances: q.Instances, gpus: q.GPUs, dur: q.Duration, regions: q.Regions}
+	if q.GPU != "" {
+		g, ok := domain.NormalizeGPUModel(q.GPU)
+		if !ok {
+			return v, domain.InvalidQueryf("GPU %q: want one of %s", q.GPU, strings.Join(domain.GPUModels, ", "))
+		}
+		if !slices.Contains(blockGPUs, g) {
+			return v, domain.InvalidQueryf("GPU %s: the simulated market sells blocks of %s only", g, strings.Join(blockGPUs, ", "))
+		}
+		v.gpu = g
+	}
+	switch {
+	case q.Instances < 0 || q.GPUs < 0:
+		return v, domain.InvalidQueryf("count: want a positive number of instances (1-%d) or GPUs", blockTerms.MaxInstances)
+	case q.Instances > blockTerms.MaxInstances:
+		return v, domain.InvalidQueryf("instance count %d: a capacity block holds 1 to %d instances", q.Instances, blockTerms.MaxInstances)
+	case q.Instances == 0 && q.GPUs == 0:
+		return v, domain.InvalidQueryf("count: want the number of instances (1-%d) or of GPUs", blockTerms.MaxInstances)
+	case q.Instances == 0 && q.GPUs > 8*blockTerms.MaxInstances:
+		return v, domain.InvalidQueryf("GPU count %d: a capacity block holds at most %d instances (%d GPUs of 8-GPU types)", q.GPUs, blockTerms.MaxInstances, 8*blockTerms.MaxInstances)
+	}
+	// AWS's blocks come in days and weeks; Azure's reservations in any
+	// whole hours. A duration that suits only Azure gets only Azure's.
+	if reservationTerms.ValidDuration(q.Duration) != nil {
+		return v, domain.InvalidQueryf("duration %s: want whole hours up to 182 days (AWS capacity blocks: %s)", q.Duration, blockTerms.DurationForm)
+	}
+	v.blocks = blockTerms.ValidDuration(q.Duration) == nil
+	now := m.opt.Now().UTC()
+	limit := now.Add(blockTerms.MaxLead)
+	v.startAfter, v.startBefore = q.StartAfter.UTC(), q.StartBefore.UTC()
+	if q.StartAfter.IsZero() || v.startAfter.Before(now) {
+		v.startAfter = now
+	}
+	if q.StartBefore.IsZero() || v.startBefore.After(limit) {
+		v.startBefore = limit
+	}
+	if v.startAfter.After(limit) {
+		return v, domain.InvalidQueryf("start after %s: blocks start within 8 weeks (by %s)", v.startAfter.Format(time.RFC3339), limit.Format(time.RFC3339))
+	}
+	if v.startBefore.Before(v.startAfter) {
+		return v, domain.InvalidQueryf("start before %s is earlier than start after %s", v.startBefore.Format(time.RFC3339), v.startAfter.Format(time.RFC3339))
+	}
+	return v, nil
+}
+
+// FindOfferings returns the blocks on sale for the query, cheapest per
+// GPU-hour first: AWS capacity blocks (starting 11:30 UTC, AWS's steps of
+// duration) for p5, p5e, p5en, p4d and p4de, and Azure fixed-window
+// capacity reservations at the on-demand price for the ND/NC H100 and A100
+// sizes. What is on sale is a pure function of the seed and the terms;
+// offerings booked in this process are left out.
+func (m *Market) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]domain.Offering, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sim offerings: %w", err)
+	}
+	v, err := m.validateOfferingQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	// As on Azure, a reservation starts when it is made: it is sold only
+	// to a search whose start range holds now.
+	reservable := !v.startAfter.After(m.opt.Now().UTC().Add(time.Minute))
+	if !v.blocks && !reservable {
+		return nil, domain.InvalidQueryf("duration %s with a start after %s: capacity blocks last %s, and capacity reservations start when they are made (search from now)",
+			domain.FormatWindow(v.dur), v.startAfter.Format(time.RFC3339), blockTerms.DurationForm)
+	}
+	var out []domain.Offering
+	for _, p := range m.pools {
+		if !p.blockable() || (v.gpu != "" && p.spec.Desc.GPU.Model != v.gpu) || !domain.Query.WantsRegion(domain.Query{Regions: v.regions}, p.spec.Region.Name) {
+			continue
+		}
+		if p.spec.Desc.Cloud == domain.CloudAWS && !v.blocks || p.spec.Desc.Cloud == domain.CloudAzure && !reservable {
+			continue
+		}
+		n := v.instances
+		if n == 0 {
+			n = int(math.Ceil(float64(v.gpus) / p.spec.Desc.GPU.Count))
+		}
+		if n < 1 || n > blockTerms.MaxInstances {
+			continue
+		}
+		out = append(out, m.offersOf(p, n, v)...)
+	}
+	m.mu.Lock()
+	kept := out[:0]
+	for _, o := range out {
+		if !m.bookedLocked(o) {
+			kept = append(kept, o)
+		}
+	}
+	m.mu.Unlock()
+	sort.SliceStable(kept, func(i, j int) bool {
+		a, b := kept[i].USDPerGPUHour(), kept[j].USDPerGPUHour()
+		if a != b {
+			return a < b
+		}
+		return kept[i].Start.Before(kept[j].Start)
+	})
+	return kept, nil
+}
+
+func (p *simPool) blockable() bool {
+	if p.spec.Desc.Cloud == domain.CloudAWS {
+		_, ok := blockRate[p.spec.Desc.InstanceType]
+		return ok
+	}
+	return azureReservable[p.spec.Family]
+}
+
+// offersOf returns up to offersPerPool offerings of n instances of a pool.
+func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
+	var starts []time.Time
+	aws := p.spec.Desc.Cloud == domain.CloudAWS
+	if aws {
+		day := v.startAfter.Truncate(24 * time.Hour).Add(blockTerms.StartOfDayUTC)
+		if day.Before(v.startAfter) {
+			day = day.Add(24 * time.Hour)
+		}
+		for ; !day.After(v.startBefore); day = day.Add(24 * time.Hour) {
+			starts = append(starts, day)
+		}
+	} else {
+		// As on Azure, a reservation starts when it is bought and lasts
+		// the asked hours (the caller searched from now).
+		starts = append(starts, m.opt.Now().UTC().Truncate(time.Minute))
+	}
+	// Large and long blocks are scarcer.
+	odds := 0.3
+	if n > 8 {
+		odds *= 0.6
+	}
+	if n > 32 {
+		odds *= 0.5
+	}
+	if v.dur > 14*24*time.Hour {
+		odds *= 0.5
+	}
+	if !aws {
+		odds *= 1.5
+	}
+	key := p.spec.Desc.Key().String()
+	var out []domain.Offering
+	for _, s := range starts {
+		h := mix(uint64(m.opt.Seed)*0x9e3779b97f4a7c15 ^ strHash("offer", key, s.Format(time.RFC3339), fmt.Sprint(n), v.dur.String()))
+		if unit(h) >= odds {
+			continue
+		}
+		o := domain.Offering{
+			Provider: Name, Cloud: p.spec.Desc.Cloud, Region: p.spec.Region.Name, Zone: p.spec.Desc.Zone,
+			InstanceType: p.spec.Desc.InstanceType, GPU: p.spec.Desc.GPU, InstanceCount: n,
+			Start: s, End: s.Add(v.dur), Currency: "USD", Simulated: true, Kind: domain.KindBlock,
+		}
+		if !aws {
+			o.StartsOnPurchase, o.Kind = true, domain.KindReservation
+			o.Note = "simulated Azure capacity reservation: held and billed at the on-demand rate from purchase until deleted; gpumarket prices it, and releases it, at " + o.End.Format(time.RFC3339)
+		}
+		hours := o.End.Sub(o.Start).Hours()
+		if aws {
+			r := blockRate[o.InstanceType]
+			// Sooner starts are dearer; the rest is the day's demand.
+			// Lead time counts from today's date, so a price holds all day.
+			today := m.opt.Now().UTC().Truncate(24 * time.Hour)
+			lead := s.Sub(today).Hours() / blockTerms.MaxLead.Hours()
+			u := 0.6*unit(mix(h)) + 0.4*(1-math.Min(1, lead))
+			rate := r[0] + (r[1]-r[0])*u
+			o.UpfrontUSD = math.Round(rate*o.GPU.Count*float64(n)*hours*100) / 100
+		} else {
+			// Billed by the hour, as Azure bills it: the total for the
+			// window in UpfrontUSD, the rate beside it.
+			o.HourlyUSD = *p.spec.Desc.OnDemandUSDHour * float64(n)
+			o.UpfrontUSD = math.Round(o.HourlyUSD*hours*100) / 100
+		}
+		o.ID = m.offeringID(o)
+		out = append(out, o)
+		if len(out) == offersPerPool {
+			break
+		}
+	}
+	return out
+}
+
+// offeringID derives an offering's id from the seed and every term, so a
+// later process with the same seed recognises it and a changed term (or
+// price) does not pass for it.
+func (m *Market) offeringID(o domain.Offering) string {
+	h := mix(uint64(m.opt.Seed)*0x9e3779b97f4a7c15 ^ strHash("id", string(o.Cloud), o.Region, o.Zone, o.InstanceType,
+		fmt.Sprint(o.InstanceCount, o.Start.Unix(), o.End.Unix(), int64(math.Round(o.UpfrontUSD*100)))))
+	if o.Cloud == domain.CloudAzure {
+		return fmt.Sprintf("azcr-%016x", h)
+	}
+	return fmt.Sprintf("cb-%016x%x", h, mix(h)&0xf)
+}
+
+// booking is a block bought in this process, with the tags its purchase
+// carried (none for one remembered from the ledger).
+type booking struct {
+	offering   domain.Offering
+	booking    domain.Booking
+	ref, actor string
+	at         time.Time
+}
+
+// checkOffering verifies that an offering is one the market made and can
+// still be bought at now.
+func (m *Market) checkOffering(o domain.Offering, now time.Time) error {
+	if o.Provider != Name || !o.Simulated {
+		return fmt.Errorf("offering %s is from provider %q, not the simulated market", o.ID, o.Provider)
+	}
+	if o.ID == "" || m.offeringID(o) != o.ID {
+		return fmt.Errorf("offering %s is not one the simulated market (seed %d) made with these terms: search again", o.ID, m.opt.Seed)
+	}
+	if !o.End.After(now) {
+		return fmt.Errorf("offering %s ended at %s: search again", o.ID, o.End.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// ErrAlreadyBooked is returned for an offering bought before.
+var ErrAlreadyBooked = errors.New("offering already booked")
+
+// Book buys an offering (in memory). With req.DryRun it answers whether
+// the purchase would succeed and changes nothing. A booked offering
+// disappears from later FindOfferings; booking it again fails.
+func (m *Market) Book(ctx context.Context, req domain.BookRequest) (domain.Booking, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Booking{}, fmt.Errorf("sim book %s: %w", req.Offering.ID, err)
+	}
+	o := req.Offering
+	now := m.opt.Now()
+	if err := m.checkOffering(o, now); err != nil {
+		return domain.Booking{}, fmt.Errorf("sim book: %w", err)
+	}
+	b := domain.Booking{
+		Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
+		InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD,
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if prev, ok := m.bookings[o.ID]; ok {
+		return domain.Booking{}, fmt.Errorf("sim book: offering %s: %w as %s; search again for another", o.ID, ErrAlreadyBooked, prev.booking.ProviderRef)
+	}
+	if m.bookedLocked(o) {
+		return domain.Booking{}, fmt.Errorf("sim book: offering %s: %w (the same capacity and window was bought); search again for another", o.ID, ErrAlreadyBooked)
+	}
+	if req.DryRun {
+		b.DryRun = true
+		b.Message = dryRunMessage
+		return b, nil
+	}
+	b.ProviderRef = m.reservationRef(o)
+	b.State = "scheduled"
+	if !now.Before(o.Start) {
+		b.State = "active"
+	}
+	b.Message = fmt.Sprintf("simulated %s booked: %d × %s in %s from %s to %s, $%.2f",
+		b.ProviderRef, o.InstanceCount, o.InstanceType, o.Zone, o.Start.UTC().Format(time.RFC3339), o.End.UTC().Format(time.RFC3339), o.UpfrontUSD)
+	m.bookings[o.ID] = &booking{offering: o, booking: b, ref: req.Ref, actor: req.Actor, at: now}
+	return b, nil
+}
+
+// reservationRef is the id the booking gets: AWS "cr-…", or an Azure
+// capacity reservation's resource id.
+func (m *Market) reservationRef(o domain.Offering) string {
+	h := mix(strHash("cr", o.ID))
+	if o.Cloud == domain.CloudAzure {
+		return fmt.Sprintf("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/gpumarket-sim/providers/Microsoft.Compute/capacityReservationGroups/gpumarket-%s/capacityReservations/cr-%016x", o.Region, h)
+	}
+	return fmt.Sprintf("cr-%016x%x", h, mix(h)&0xf)
+}
+
+// FindBooking returns the booking made in this process for the request's
+// offering (same id, or same type, zone, count and dates), nil if none.
+// req.After is not needed: an offering can be booked only once, and the
+// sim's bookings live only as long as the process.
+func (m *Market) FindBooking(ctx context.Context, req domain.BookRequest) (*domain.Booking, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sim find booking %s: %w", req.Offering.ID, err)
+	}
+	o := req.Offering
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b, ok := m.bookings[o.ID]; ok {
+		c := b.booking
+		return &c, nil
+	}
+	for _, b := range m.bookings {
+		if sameWindow(b.offering, o) && b.offering.InstanceCount == o.InstanceCount {
+			c := b.booking
+			return &c, nil
+		}
+	}
+	return nil, nil
+}
+
+// bookedLocked reports whether the capacity of an offering was bought: the
+// same pool and window, whatever the price or count it was offered at.
+func (m *Market) bookedLocked(o domain.Offering) bool {
+	if _, ok := m.bookings[o.ID]; ok {
+		return true
+	}
+	for _, b := range m.bookings {
+		if sameWindow(b.offering, o) {
+			return true
+		}
+	}
+	return false
+}
+
+func sameWindow(a, b domain.Offering) bool {
+	return a.Region == b.Region && a.Zone == b.Zone && a.InstanceType == b.InstanceType &&
+		a.Start.Equal(b.Start) && a.End.Equal(b.End)
+}
+
+// RememberBookings takes the ledger's booked offerings at start, since the
+// sim's own memory ends with its process: they are not sold again, and
+// FindBooking finds them. A row whose outcome was never recorded (the
+// process died between intent and answer) counts as bought: the simulated
+// purchase is instant, so an intent that reached the ledger is taken to
+// have gone through — the safe side, since it never sells twice.
+func (m *Market) RememberBookings(booked []domain.BookedOffering) {
+	now := m.opt.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, bo := range booked {
+		o := bo.Offering
+		if _, ok := m.bookings[o.ID]; ok || o.ID == "" {
+			continue
+		}
+		b := bo.Booking
+		if b.ProviderRef == "" {
+			b = domain.Booking{
+				Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
+				InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD,
+				ProviderRef: m.reservationRef(o), State: "scheduled",
+			}
+			if !now.Before(o.Start) {
+				b.State = "active"
+			}
+		}
+		m.bookings[o.ID] = &booking{offering: o, booking: b, at: now}
+	}
+}
+
+// ReleaseBooking ends a simulated Azure reservation, as the ledger does
+// with real ones when their window ends. The capacity is not sold again:
+// its window has passed.
+func (m *Market) ReleaseBooking(ctx context.Context, b domain.Booking) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sim release %s: %w", b.ProviderRef, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, bk := range m.bookings {
+		if bk.booking.ProviderRef == b.ProviderRef {
+			bk.booking.State = "ended"
+		}
+	}
+	return nil
+}
+
+var _ domain.BookingReleaser = (*Market)(nil)
+
+// RefreshOffering describes an offering again as the market sells it
+// now, right before it is bought: a block's price follows its lead time
+// from today's date, so it changes from one day to the next; a
+// reservation starts when it is bought, so it is priced from now to its
+// end at the same hourly rate (and, its id made from its terms, gets a
+// new id). An offering bought meanwhile, past its start or end, or not
+// one the market sells, matches domain.ErrOfferingGone.
+func (m *Market) RefreshOffering(ctx context.Context, o domain.Offering) (domain.Offering, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Offering{}, fmt.Errorf("sim refresh %s: %w", o.ID, err)
+	}
+	gone := func(why string) (domain.Offering, error) {
+		return domain.Offering{}, fmt.Errorf("sim offering %s %s: %w", o.ID, why, domain.ErrOfferingGone)
+	}
+	if o.Provider != Name || !o.Simulated {
+		return gone(fmt.Sprintf("is from provider %q, not the simulated market", o.Provider))
+	}
+	p, ok := m.byKey[domain.PoolKey{Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType}.String()]
+	if !ok || !p.blockable() {
+		return gone("is of no pool the market sells blocks of")
+	}
+	m.mu.Lock()
+	booked := m.bookedLocked(o)
+	m.mu.Unlock()
+	now := m.opt.Now().UTC()
+	switch {
+	case booked:
+		return gone("was bought")
+	case !o.End.After(now):
+		return gone("ended at " + o.End.UTC().Format(time.RFC3339))
+	case o.StartsOnPurchase:
+		fresh := o
+		if s := now.Truncate(time.Minute); s.After(fresh.Start) {
+			fresh.Start = s
+		}
+		fresh.UpfrontUSD = math.Round(*p.spec.Desc.OnDemandUSDHour*float64(o.InstanceCount)*fresh.End.Sub(fresh.Start).Hours()*100) / 100
+		fresh.ID = m.offeringID(fresh)
+		return fresh, nil
+	case !now.Before(o.Start):
+		return gone("started at " + o.Start.UTC().Format(time.RFC3339))
+	}
+	v := offerQuery{instances: o.InstanceCount, dur: o.End.Sub(o.Start), startAfter: o.Start, startBefore: o.Start, blocks: true}
+	for _, c := range m.offersOf(p, o.InstanceCount, v) {
+		if c.Start.Equal(o.Start) && c.End.Equal(o.End) {
+			return c, nil
+		}
+	}
+	return gone("is no longer on sale")
+}
+
+// ListRecords lists what the market sold and launched in this process
+// since the time given, with the tags the calls carried: the simulated
+// market's second record lives as long as its process, so a ledger lost
+// while the process runs (a TUI, a server) can be rebuilt from it.
+// Bookings the ledger told it of (RememberBookings) carry no tags.
+func (m *Market) ListRecords(ctx context.Context, since time.Time) ([]domain.CloudRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sim list records: %w", err)
+	}
+	now := m.opt.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []domain.CloudRecord
+	for _, b := range m.bookings {
+		if b.at.Before(since) {
+			continue
+		}
+		o, bk := b.offering, b.booking
+		state := bk.State
+		if state == "" || state == "scheduled" || state == "active" {
+			state = "scheduled"
+			if !now.Before(o.Start) {
+				state = "active"
+			}
+			if !now.Before(o.End) && !o.StartsOnPurchase {
+				state = "ended"
+			}
+		}
+		out = append(out, domain.CloudRecord{Kind: o.Terms().Kind, Ref: b.ref, Actor: b.actor, OfferingID: o.ID,
+			ProviderRef: bk.ProviderRef, Provider: Name, Cloud: o.Cloud, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
+			InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, State: state, CreatedAt: b.at})
+	}
+	for _, f := range m.fleets {
+		if f.at.Before(since) {
+			continue
+		}
+		v := m.viewLocked(f, now)
+		state := v.State
+		start := f.at
+		if f.start.After(start) {
+			start = f.start
+		}
+		out = append(out, domain.CloudRecord{Kind: domain.KindFleet, Ref: f.token, Actor: f.actor, ProviderRef: v.ID,
+			Provider: Name, Cloud: f.cloud, Region: v.Region, InstanceType: f.types, InstanceCount: v.Target,
+			CostUSD: v.EstimatedUSDh, State: state, Start: start, End: f.end, CreatedAt: f.at})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out, nil
+}
+
+var (
+	_ domain.OfferingRefresher = (*Market)(nil)
+	_ domain.RecordLister      = (*Market)(nil)
+)

@@ -1,0 +1,607 @@
+// Package hub runs one poll loop per market data source and fans immutable
+// snapshots of the market out to any number of subscribers: TUI sessions
+// (one per SSH client) and CLI commands. Thirty subscribers cost the clouds
+// the same API calls as one.
+package feed
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/series"
+)
+
+// Options tune a hub.
+type Options struct {
+	// Query filters what the hub fetches; its Window is the first
+	// back-fill's depth (default 24h).
+	Query domain.Query
+	// MaxWindow is the deepest history Extend may make the hub fetch and
+	// hold (default and at most domain.MaxWindow, at least
+	// Query.Window). A hub that many sessions share (the SSH server's)
+	// sets it to its configured window, so that one session's window
+	// change never makes it fetch and hold more for all of them.
+	MaxWindow time.Duration
+	// Interval returns the refresh interval of a provider (default 30s).
+	Interval func(provider string) time.Duration
+	// PublishEvery coalesces bursts of events into one snapshot at most
+	// this often (default 100ms).
+	PublishEvery time.Duration
+	// MaxBackoff caps the wait after failed fetches (default 5m).
+	MaxBackoff time.Duration
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Cache, when set, keeps the cloud sources' history across restarts
+	// (see Cache); nil fetches the whole window at every start.
+	Cache Cache
+}
+
+// Hub polls sources and publishes snapshots.
+type Hub struct {
+	opt     Options
+	sources []domain.Provider
+
+	mu      sync.Mutex
+	pools   map[domain.PoolKey]*poolState
+	order   []*poolState // sorted by key
+	status  map[string]*sourceState
+	seq     uint64
+	dirty   bool
+	latest  *Snapshot
+	subs    map[int]chan *Snapshot
+	nextSub int
+	window  time.Duration
+	closed  bool
+	stopped chan struct{} // closed when Run has ended
+	trimmed time.Time     // when history was last trimmed to the window
+
+	wake map[string]chan struct{}
+	// fetched wakes the publish loop when a fetch ends, so that a source
+	// finishing its back-fill is published at once rather than at the
+	// next tick: a one-shot command waits for its sources, not the tick.
+	fetched chan struct{}
+}
+
+type poolState struct {
+	pool    domain.Pool
+	key     string
+	series  series.Series
+	changed uint64
+}
+
+type sourceState struct {
+	SourceStatus
+	regions  map[string]*RegionStatus
+	haveFrom time.Time    // history back-filled from here
+	started  bool         // first back-fill finished
+	failed   bool         // last fetch failed
+	cache    *sourceCache // nil when the source is not cached
+}
+
+// New makes a hub over the sources. Call Run to start polling.
+func New(sources []domain.Provider, opt Options) *Hub {
+	if opt.Query.Window <= 0 {
+		opt.Query.Window = 24 * time.Hour
+	}
+	if opt.MaxWindow <= 0 || opt.MaxWindow > domain.MaxWindow {
+		opt.MaxWindow = domain.MaxWindow
+	}
+	opt.MaxWindow = max(opt.MaxWindow, opt.Query.Window)
+	if opt.Interval == nil {
+		opt.Interval = func(string) time.Duration { return 30 * time.Second }
+	}
+	if opt.PublishEvery <= 0 {
+		opt.PublishEvery = 100 * time.Millisecond
+	}
+	if opt.MaxBackoff <= 0 {
+		opt.MaxBackoff = 5 * time.Minute
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Hub{
+		opt: opt, sources: sources,
+		pools:   map[domain.PoolKey]*poolState{},
+		status:  map[string]*sourceState{},
+		subs:    map[int]chan *Snapshot{},
+		window:  opt.Query.Window,
+		wake:    map[string]chan struct{}{},
+		stopped: make(chan struct{}),
+		fetched: make(chan struct{}, 1),
+	}
+	for _, p := range sources {
+		h.status[p.Name()] = &sourceState{
+			SourceStatus: SourceStatus{Provider: p.Name(), Simulated: p.Describe().Simulated, State: StateLoading, Interval: opt.Interval(p.Name())},
+			regions:      map[string]*RegionStatus{},
+		}
+		h.wake[p.Name()] = make(chan struct{}, 1)
+		if opt.Cache != nil && !p.Describe().Simulated {
+			h.status[p.Name()].cache = &sourceCache{regions: map[string]*regionCache{}}
+		}
+	}
+	h.seedFromCache()
+	h.latest = h.buildLocked()
+	return h
+}
+
+// Providers returns the hub's sources, for the actions (booking, fleets)
+// that some of them offer.
+func (h *Hub) Providers() []domain.Provider { return h.sources }
+
+// Provider returns the named source.
+func (h *Hub) Provider(name string) (domain.Provider, bool) {
+	for _, p := range h.sources {
+		if p.Name() == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// Run polls every source until ctx ends, then closes every subscription.
+func (h *Hub) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, p := range h.sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.loop(ctx, p)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		h.publishLoop(ctx)
+	}()
+	wg.Wait()
+	h.mu.Lock()
+	h.closed = true
+	for id, ch := range h.subs {
+		close(ch)
+		delete(h.subs, id)
+	}
+	close(h.stopped)
+	h.mu.Unlock()
+}
+
+// Snapshot returns the latest published snapshot.
+func (h *Hub) Snapshot() *Snapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.latest
+}
+
+// Subscribe returns a channel that receives the latest snapshot at once and
+// then every newer one. A slow reader misses intermediate snapshots, never
+// the newest. The channel is closed when ctx ends or the hub stops; nothing
+// of the subscription is left behind.
+func (h *Hub) Subscribe(ctx context.Context) <-chan *Snapshot {
+	ch := make(chan *Snapshot, 1)
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		close(ch)
+		return ch
+	}
+	id := h.nextSub
+	h.nextSub++
+	h.subs[id] = ch
+	ch <- h.latest
+	h.mu.Unlock()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-h.stopped: // Run closed the channel already
+		}
+		h.mu.Lock()
+		if _, ok := h.subs[id]; ok {
+			delete(h.subs, id)
+			close(ch)
+		}
+		h.mu.Unlock()
+	}()
+	return ch
+}
+
+// Subscribers counts the live subscriptions.
+func (h *Hub) Subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
+
+// WaitReady waits until every source has finished its first back-fill
+// (answered or failed) and returns the snapshot that says so, published
+// as soon as the last source finished. When ctx ends first, it returns the
+// market as the hub holds it at that moment — what the sources that
+// answered gave, with Ready false and the sources still loading in
+// StateLoading — together with ctx's error, so that a caller with a
+// deadline can show what it has. The snapshot is nil only when the hub
+// stopped before it published one.
+func (h *Hub) WaitReady(ctx context.Context) (*Snapshot, error) {
+	sub, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for s := range h.Subscribe(sub) {
+		if s.Ready {
+			return s, nil
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return h.Current(), err
+	}
+	return nil, errors.New("hub stopped before the sources answered")
+}
+
+// Current publishes what the hub holds now, if anything changed since the
+// latest snapshot, and returns it: a reader that cannot wait for the next
+// tick (a deadline has passed) gets every event applied so far.
+func (h *Hub) Current() *Snapshot {
+	h.publish()
+	return h.Snapshot()
+}
+
+// Extend asks for history back to now − window, at most MaxWindow. The
+// sources back-fill the missing part at their next turn, which comes at
+// once.
+func (h *Hub) Extend(window time.Duration) {
+	window = min(window, h.opt.MaxWindow)
+	h.mu.Lock()
+	grow := window > h.window
+	if grow {
+		h.window = window
+	}
+	h.mu.Unlock()
+	if grow {
+		h.Refresh()
+	}
+}
+
+// MaxWindow is the deepest history the hub may be asked to hold.
+func (h *Hub) MaxWindow() time.Duration { return h.opt.MaxWindow }
+
+// Window is the history depth the hub keeps.
+func (h *Hub) Window() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.window
+}
+
+// Refresh makes every source poll now instead of at its next interval
+// (after a booking, say). A poll already running is not duplicated.
+func (h *Hub) Refresh() {
+	for _, w := range h.wake {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (h *Hub) loop(ctx context.Context, p domain.Provider) {
+	name := p.Name()
+	interval := h.opt.Interval(name)
+	var lastUntil time.Time
+	failures := 0
+	for ctx.Err() == nil {
+		h.extendFromCache(ctx, name)
+		now := h.opt.Now()
+		h.mu.Lock()
+		want := now.Add(-h.window)
+		st := h.status[name]
+		haveFrom := st.haveFrom
+		var catchUp time.Time
+		if st.cache != nil {
+			catchUp = st.cache.catchUp
+		}
+		st.beginFetchLocked()
+		h.mu.Unlock()
+
+		req := domain.FetchRequest{Query: h.opt.Query, Until: now}
+		switch {
+		case !catchUp.IsZero():
+			// The cache holds the history up to catchUp: back-fill from
+			// there (a second at least, as a request must not be empty).
+			req.Since, req.Backfill = catchUp, true
+			if !now.After(catchUp) {
+				req.Since = now.Add(-time.Second)
+			}
+		case haveFrom.IsZero():
+			req.Since, req.Backfill = want, true
+		case want.Before(haveFrom):
+			req.Since, req.Until, req.Backfill = want, haveFrom, true
+		default:
+			req.Since = lastUntil
+		}
+		req.Query.Window = now.Sub(req.Since)
+		err := p.Fetch(ctx, req, func(ev domain.Event) { h.apply(name, ev) })
+		if ctx.Err() != nil {
+			return
+		}
+		h.mu.Lock()
+		st.started = true
+		if err != nil {
+			failures++
+			st.failed = true
+			st.Err = err.Error()
+			if st.LastOK.IsZero() {
+				st.State = StateError
+			}
+			h.opt.Logger.Info("fetch failed", "provider", name, "err", err) // the source status says it to the user
+		} else {
+			failures = 0
+			st.failed = false
+			st.Err = ""
+			st.State = StateReady
+			st.LastOK = h.opt.Now()
+			if req.Backfill && catchUp.IsZero() {
+				st.haveFrom = req.Since
+			}
+			if !req.Backfill || haveFrom.IsZero() || !catchUp.IsZero() {
+				lastUntil = now
+			}
+		}
+		h.settleCacheLocked(st, req, err)
+		h.dirty = true
+		h.mu.Unlock()
+		select {
+		case h.fetched <- struct{}{}:
+		default: // a publish is due already
+		}
+
+		wait := interval
+		if failures > 0 {
+			wait = backoff(interval, failures, h.opt.MaxBackoff)
+		}
+		h.mu.Lock()
+		more := err == nil && h.opt.Now().Add(-h.window).Before(st.haveFrom)
+		h.mu.Unlock()
+		if more {
+			continue // the window grew while we fetched
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-h.wake[name]:
+			t.Stop()
+		}
+	}
+}
+
+func backoff(base time.Duration, failures int, max time.Duration) time.Duration {
+	d := base
+	for i := 1; i < failures && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	return d
+}
+
+// apply folds one event into the hub's state. Providers may call it from
+// several goroutines.
+func (h *Hub) apply(provider string, ev domain.Event) {
+	if ev.Provider == "" {
+		ev.Provider = provider
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next := h.seq + 1
+	st := h.status[provider]
+	for _, p := range ev.Pools {
+		ps := h.poolLocked(p.Key())
+		ps.pool = p
+		ps.changed = next
+	}
+	// Providers send each pool's points together; take them a run at a time.
+	var runs []Run
+	for i := 0; i < len(ev.Points); {
+		k := ev.Points[i].Pool
+		j := i + 1
+		for j < len(ev.Points) && ev.Points[j].Pool == k {
+			j++
+		}
+		at := make([]int64, j-i)
+		usd := make([]float64, j-i)
+		for x := i; x < j; x++ {
+			at[x-i] = ev.Points[x].At.Unix()
+			usd[x-i] = ev.Points[x].USDHour
+		}
+		ps := h.poolLocked(k)
+		ps.series = ps.series.Merge(at, usd)
+		ps.changed = next
+		if st != nil && st.cache != nil {
+			runs = append(runs, Run{Pool: k, At: at, USD: usd}) // Merge keeps neither
+		}
+		i = j
+	}
+	for _, ph := range ev.Histories {
+		ps := h.poolLocked(ph.Pool)
+		ps.series = ps.series.Join(ph.History)
+		ps.changed = next
+		if st != nil && st.cache != nil {
+			// A source that sends whole histories is cached as one
+			// that sends points would be.
+			at := make([]int64, 0, ph.History.Len())
+			usd := make([]float64, 0, ph.History.Len())
+			for t, v := range ph.History.All() {
+				at, usd = append(at, t), append(usd, v)
+			}
+			runs = append(runs, Run{Pool: ph.Pool, At: at, USD: usd})
+		}
+	}
+	if st != nil {
+		h.cacheEventLocked(st, ev, runs)
+		if ev.Region != "" {
+			rs := st.regions[ev.Region]
+			if rs == nil {
+				rs = &RegionStatus{Region: ev.Region}
+				st.regions[ev.Region] = rs
+			}
+			if ev.Progress != nil {
+				rs.Done, rs.Total = ev.Progress.Done, ev.Progress.Total
+			}
+			if ev.Err != nil {
+				rs.Err = ev.Err.Error()
+			} else if len(ev.Points) > 0 || len(ev.Histories) > 0 || len(ev.Pools) > 0 || ev.Progress != nil {
+				rs.Err = ""
+				rs.LastOK = h.opt.Now()
+			}
+		} else if ev.Err != nil {
+			st.Err = ev.Err.Error()
+		}
+		if ev.Note != "" {
+			st.Note = ev.Note
+		}
+	}
+	h.dirty = true
+}
+
+// poolLocked returns the pool's state, creating it (described from the
+// catalog) when the provider sends prices before describing the pool.
+func (h *Hub) poolLocked(k domain.PoolKey) *poolState {
+	if ps, ok := h.pools[k]; ok {
+		return ps
+	}
+	ps := &poolState{key: k.String(), pool: poolFromKey(k)}
+	h.pools[k] = ps
+	h.insertKeyLocked(ps)
+	return ps
+}
+
+func poolFromKey(k domain.PoolKey) domain.Pool {
+	p := domain.Pool{Provider: k.Provider, Region: k.Region, Zone: k.Zone, InstanceType: k.InstanceType}
+	if e, ok := domain.LookupGPU(k.InstanceType); ok {
+		p.Cloud, p.GPU = e.Cloud, e.GPU
+	}
+	return p
+}
+
+func (h *Hub) insertKeyLocked(ps *poolState) {
+	i := sort.Search(len(h.order), func(i int) bool { return h.order[i].key >= ps.key })
+	h.order = append(h.order, nil)
+	copy(h.order[i+1:], h.order[i:])
+	h.order[i] = ps
+}
+
+func (h *Hub) publishLoop(ctx context.Context) {
+	t := time.NewTicker(h.opt.PublishEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			h.publish()
+		case <-h.fetched:
+			h.publish()
+		}
+	}
+}
+
+// publish builds and sends a snapshot if anything changed.
+func (h *Hub) publish() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.dirty && !h.staleChangedLocked() {
+		return
+	}
+	h.dirty = false
+	h.seq++
+	h.trimLocked()
+	s := h.buildLocked()
+	h.latest = s
+	for _, ch := range h.subs {
+		select { // latest wins: drop the one the reader has not taken
+		case <-ch:
+		default:
+		}
+		ch <- s
+	}
+}
+
+func (h *Hub) buildLocked() *Snapshot {
+	now := h.opt.Now()
+	s := &Snapshot{Seq: h.seq, Taken: now, Pools: make([]PoolView, len(h.order)), Ready: true}
+	for i, ps := range h.order {
+		s.Pools[i] = PoolView{Pool: ps.pool, Key: ps.key, History: ps.series, Changed: ps.changed}
+	}
+	for _, p := range h.sources {
+		st := h.status[p.Name()]
+		ss := st.SourceStatus
+		ss.Regions = make([]RegionStatus, 0, len(st.regions))
+		for _, r := range st.regions {
+			ss.Regions = append(ss.Regions, *r)
+		}
+		sort.Slice(ss.Regions, func(i, j int) bool { return ss.Regions[i].Region < ss.Regions[j].Region })
+		ss.Stale = st.staleAt(now)
+		s.Sources = append(s.Sources, ss)
+		if !st.started {
+			s.Ready = false
+		}
+		if s.HistoryFrom.IsZero() || st.haveFrom.After(s.HistoryFrom) {
+			s.HistoryFrom = st.haveFrom
+		}
+	}
+	return s
+}
+
+// staleAt reports whether the source's data counts as stale at now: its
+// last fetch failed, or it is older than three refresh intervals.
+func (st *sourceState) staleAt(now time.Time) bool {
+	return st.failed || (!st.LastOK.IsZero() && now.Sub(st.LastOK) > 3*st.Interval)
+}
+
+// staleChangedLocked reports whether a source turned stale (or live)
+// since the latest snapshot. A hung poll sends no events, so without this
+// its old prices would stay marked live for as long as it hangs.
+func (h *Hub) staleChangedLocked() bool {
+	now := h.opt.Now()
+	for i, p := range h.sources {
+		if i < len(h.latest.Sources) && h.latest.Sources[i].Stale != h.status[p.Name()].staleAt(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// trimLocked drops, at most once an hour, the points older than the window
+// (keeping the one in force at its start), so a server that runs for weeks
+// holds 90 days at most. Readers keep the arrays they have; trimmed series
+// are new arrays.
+func (h *Hub) trimLocked() {
+	now := h.opt.Now()
+	if now.Sub(h.trimmed) < time.Hour {
+		return
+	}
+	h.trimmed = now
+	if h.opt.Cache != nil {
+		h.opt.Cache.Trim(now)
+	}
+	cut := now.Add(-h.window - 24*time.Hour).Unix()
+	// What is dropped is no longer held: a later Extend must back-fill it
+	// again, and HistoryFrom must not claim it.
+	for _, st := range h.status {
+		if from := time.Unix(cut, 0).In(now.Location()); !st.haveFrom.IsZero() && st.haveFrom.Before(from) {
+			st.haveFrom = from
+		}
+	}
+	for _, ps := range h.order {
+		if s := ps.series.DropBefore(cut); s.Len() != ps.series.Len() {
+			ps.series = s
+			ps.changed = h.seq
+		}
+	}
+}

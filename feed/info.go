@@ -1,0 +1,133 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Info describes a cache file, for `gpumarket cache info`.
+type Info struct {
+	Path string
+	// Size is the file's bytes with its write-ahead log.
+	Size    int64
+	Version int
+	Pools   int
+	Points  int64
+	Regions []RegionInfo
+}
+
+// RegionInfo is what the cache holds of one region of one provider: its
+// pools and points, and the spans its history covers (one per GPU filter
+// it was fetched under; none when its history is not known to be whole).
+type RegionInfo struct {
+	Provider, Region string
+	Pools            int
+	Points           int64
+	Spans            []SpanInfo
+}
+
+// SpanInfo is a span of a region's history: GPUs is the filter it was
+// fetched under, empty for every GPU.
+type SpanInfo struct {
+	GPUs        []string
+	From, Until time.Time
+}
+
+// ErrNoCache is returned by Stat when the data dir has no cache file.
+var ErrNoCache = errors.New("no history cache")
+
+// Stat reads what the cache in dataDir holds without changing it (a
+// file that is not a cache is reported, not moved).
+func Stat(ctx context.Context, dataDir string) (Info, error) {
+	path := Path(dataDir)
+	info := Info{Path: path}
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return info, fmt.Errorf("%w at %s", ErrNoCache, path)
+	}
+	if err != nil {
+		return info, err
+	}
+	info.Size = fi.Size()
+	if wal, err := os.Stat(path + "-wal"); err == nil {
+		info.Size += wal.Size()
+	}
+	if fi.Size() == 0 {
+		return info, &NotCacheError{Path: path, Reason: "it is empty"}
+	}
+	db, err := openDB(path, false)
+	if err != nil {
+		return info, err
+	}
+	defer db.Close()
+	info.Version = SchemaVersion
+	byRegion := map[[2]string]*RegionInfo{}
+	region := func(p, r string) *RegionInfo {
+		k := [2]string{p, r}
+		ri := byRegion[k]
+		if ri == nil {
+			ri = &RegionInfo{Provider: p, Region: r}
+			byRegion[k] = ri
+		}
+		return ri
+	}
+	rows, err := db.QueryContext(ctx, `SELECT p.provider, p.region, COUNT(DISTINCT p.id), COALESCE(SUM(c.n), 0)
+		FROM pools p LEFT JOIN chunks c ON c.pool = p.id GROUP BY p.provider, p.region`)
+	if err != nil {
+		return info, fmt.Errorf("read %s: %w", path, err)
+	}
+	for rows.Next() {
+		var p, r string
+		var pools int
+		var points int64
+		if err := rows.Scan(&p, &r, &pools, &points); err != nil {
+			rows.Close()
+			return info, fmt.Errorf("read %s: %w", path, err)
+		}
+		ri := region(p, r)
+		ri.Pools, ri.Points = pools, points
+		info.Pools += pools
+		info.Points += points
+	}
+	if err := rows.Close(); err != nil {
+		return info, fmt.Errorf("read %s: %w", path, err)
+	}
+	srows, err := db.QueryContext(ctx, `SELECT provider, region, gpus, from_at, until_at FROM spans ORDER BY provider, region, gpus`)
+	if err != nil {
+		return info, fmt.Errorf("read %s: %w", path, err)
+	}
+	for srows.Next() {
+		var p, r, g string
+		var from, until int64
+		if err := srows.Scan(&p, &r, &g, &from, &until); err != nil {
+			srows.Close()
+			return info, fmt.Errorf("read %s: %w", path, err)
+		}
+		s := SpanInfo{From: time.Unix(0, from).UTC(), Until: time.Unix(0, until).UTC()}
+		if g != "" {
+			s.GPUs = strings.Split(g, ",")
+		}
+		ri := region(p, r)
+		ri.Spans = append(ri.Spans, s)
+	}
+	if err := srows.Close(); err != nil {
+		return info, fmt.Errorf("read %s: %w", path, err)
+	}
+	for _, ri := range byRegion {
+		info.Regions = append(info.Regions, *ri)
+	}
+	sort.Slice(info.Regions, func(i, j int) bool {
+		a, b := info.Regions[i], info.Regions[j]
+		if a.Provider != b.Provider {
+			return a.Provider < b.Provider
+		}
+		return a.Region < b.Region
+	})
+	return info, nil
+}

@@ -1,0 +1,112 @@
+package feed
+
+import (
+	"sort"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/series"
+)
+
+// Snapshot is the market as the hub knows it at one moment. It is
+// immutable: the hub builds a new one for every change and subscribers may
+// keep and read theirs from any goroutine without locks.
+type Snapshot struct {
+	// Seq grows by one for every snapshot published.
+	Seq   uint64
+	Taken time.Time
+	// Pools are sorted by key.
+	Pools []PoolView
+	// Sources holds one status per provider, in the order they were given.
+	Sources []SourceStatus
+	// HistoryFrom is the oldest time from which every source's history has
+	// been back-filled; a window reaching further back is still loading.
+	HistoryFrom time.Time
+	// Ready is true once every source has finished its first back-fill,
+	// successfully or not.
+	Ready bool
+}
+
+// PoolView is one pool in a snapshot.
+type PoolView struct {
+	domain.Pool
+	// Key is Pool.Key().String(), kept to avoid rebuilding it.
+	Key string
+	// History is the pool's price history; read-only.
+	History series.Series
+	// Changed is the Seq of the snapshot in which the pool (its
+	// description or its prices) last changed, so a subscriber can redo
+	// only what changed.
+	Changed uint64
+}
+
+// Pool returns the pool with the key, if the snapshot has it.
+func (s *Snapshot) Pool(key string) (*PoolView, bool) {
+	i := sort.Search(len(s.Pools), func(i int) bool { return s.Pools[i].Key >= key })
+	if i < len(s.Pools) && s.Pools[i].Key == key {
+		return &s.Pools[i], true
+	}
+	return nil, false
+}
+
+// Source returns the status of the named provider.
+func (s *Snapshot) Source(name string) (SourceStatus, bool) {
+	for _, st := range s.Sources {
+		if st.Provider == name {
+			return st, true
+		}
+	}
+	return SourceStatus{}, false
+}
+
+// Simulated reports whether any source in the snapshot is the simulated
+// market.
+func (s *Snapshot) Simulated() bool {
+	for _, st := range s.Sources {
+		if st.Simulated {
+			return true
+		}
+	}
+	return false
+}
+
+// Source states.
+const (
+	StateLoading = "loading" // first back-fill running
+	StateReady   = "ready"   // data is live
+	StateError   = "error"   // the last fetch failed as a whole
+)
+
+// SourceStatus is a provider's health, for the header.
+type SourceStatus struct {
+	Provider string
+	// Simulated is set when the source is a simulated market (its
+	// descriptor says so): every screen must say it.
+	Simulated bool
+	State     string
+	// Regions are the regions the provider has reported on, sorted.
+	Regions []RegionStatus
+	// Err is the last whole-provider failure, "" when the last fetch
+	// succeeded.
+	Err string
+	// Note is the provider's latest status note.
+	Note string
+	// LastOK is when the last successful fetch ended.
+	LastOK time.Time
+	// Stale is set when the data is older than three refresh intervals or
+	// the last fetch failed.
+	Stale    bool
+	Interval time.Duration
+}
+
+// RegionStatus is one region's back-fill progress and health.
+type RegionStatus struct {
+	Region      string
+	Done, Total int
+	// Err is the region's last failure, "" once it answers again.
+	Err    string
+	LastOK time.Time
+}
+
+// Loading reports whether the region is still back-filling.
+func (r RegionStatus) Loading() bool { return r.Total > 0 && r.Done < r.Total }

@@ -1,0 +1,407 @@
+package feed
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// pending is what waits for the writer: descriptions and points by pool,
+// and the spans and trim in the order they came. Points of a pool are kept
+// as the runs they came in (not copied) and sorted at the commit.
+type pending struct {
+	pools  map[domain.PoolKey]*pendingPool
+	order  []domain.PoolKey
+	spans  []providerSpan
+	trim   time.Time
+	points int
+}
+
+type pendingPool struct {
+	desc *domain.Pool
+	runs []Run
+}
+
+type providerSpan struct {
+	provider string
+	Span
+}
+
+func newPending() *pending { return &pending{pools: map[domain.PoolKey]*pendingPool{}} }
+
+func (p *pending) empty() bool {
+	return len(p.pools) == 0 && len(p.spans) == 0 && p.trim.IsZero()
+}
+
+func (p *pending) pool(k domain.PoolKey) *pendingPool {
+	pp := p.pools[k]
+	if pp == nil {
+		pp = &pendingPool{}
+		p.pools[k] = pp
+		p.order = append(p.order, k)
+	}
+	return pp
+}
+
+// Save queues a batch for the writer and returns at once: the hub calls it
+// with its lock held, for every event.
+func (c *History) Save(b Batch) {
+	c.mu.Lock()
+	if c.closed || c.failed != nil {
+		c.mu.Unlock()
+		return
+	}
+	for i := range b.Pools {
+		d := b.Pools[i]
+		c.pend.pool(d.Key()).desc = &d
+	}
+	for _, r := range b.Runs {
+		if len(r.At) == 0 || len(r.At) != len(r.USD) {
+			continue
+		}
+		pp := c.pend.pool(r.Pool)
+		pp.runs = append(pp.runs, r)
+		c.pend.points += len(r.At)
+	}
+	for _, s := range b.Spans {
+		c.pend.spans = append(c.pend.spans, providerSpan{provider: b.Provider, Span: s})
+	}
+	c.mu.Unlock()
+	c.poke()
+}
+
+// Trim queues a trim to the retention before now.
+func (c *History) Trim(now time.Time) {
+	c.mu.Lock()
+	if c.closed || c.failed != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.pend.trim = now
+	c.mu.Unlock()
+	c.poke()
+}
+
+func (c *History) poke() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Flush commits what is queued now and reports the first write failure
+// (once one has failed, nothing more is written by this process).
+func (c *History) Flush() error {
+	c.flush()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failed
+}
+
+// writer commits what is queued: it waits FlushEvery after the first
+// news, so that a back-fill's many events make a few transactions, and
+// commits what is left when the cache closes.
+func (c *History) writer() {
+	defer close(c.stopped)
+	for {
+		select {
+		case <-c.stop:
+			c.flush()
+			return
+		case <-c.kick:
+		}
+		t := time.NewTimer(c.opt.FlushEvery)
+		select {
+		case <-c.stop:
+			t.Stop()
+			c.flush()
+			return
+		case <-t.C:
+		}
+		c.flush()
+	}
+}
+
+// flushMu is held by whoever commits, so a Flush and the writer take
+// turns.
+func (c *History) flush() {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
+	c.mu.Lock()
+	p := c.pend
+	c.pend = newPending()
+	failed := c.failed
+	c.mu.Unlock()
+	if p.empty() || failed != nil {
+		return
+	}
+	err := c.write(context.Background(), p)
+	if err == nil && !p.trim.IsZero() {
+		// Give the space of what the trim dropped back to the disk.
+		_, err = c.db.Exec(`PRAGMA incremental_vacuum`)
+	}
+	if err != nil {
+		c.noteDamage(err)
+		// Something queued is lost. Spans queued later could claim it,
+		// so nothing more is written: the next start fetches what this
+		// run did not keep.
+		c.opt.Logger.Warn("history cache: write failed; nothing more is cached until restart", "file", c.path, "err", err)
+		c.mu.Lock()
+		c.failed = err
+		c.pend = newPending()
+		c.mu.Unlock()
+		c.ids = map[domain.PoolKey]int64{}
+	}
+}
+
+// write commits the pending work in one transaction: descriptions and
+// points first, then the spans (which claim them), then the trim.
+func (c *History) write(ctx context.Context, p *pending) error {
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	ids := map[domain.PoolKey]int64{}
+	for _, k := range p.order {
+		pp := p.pools[k]
+		id, err := c.poolID(ctx, tx, k, pp.desc)
+		if err != nil {
+			return err
+		}
+		ids[k] = id
+		if len(pp.runs) > 0 {
+			if err := writePoints(ctx, tx, id, pp.runs); err != nil {
+				return fmt.Errorf("points of %s: %w", k, err)
+			}
+		}
+	}
+	for _, s := range p.spans {
+		if err := writeSpan(ctx, tx, s); err != nil {
+			return fmt.Errorf("span of %s %s: %w", s.provider, s.Region, err)
+		}
+	}
+	if !p.trim.IsZero() {
+		if err := trim(ctx, tx, p.trim.Add(-c.opt.Retention).Unix()); err != nil {
+			return fmt.Errorf("trim: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	for k, id := range ids {
+		c.ids[k] = id
+	}
+	if !p.trim.IsZero() {
+		c.ids = map[domain.PoolKey]int64{} // the trim may have dropped pools
+	}
+	return nil
+}
+
+// poolID returns the pool's row id, making the row (or updating its
+// description) as needed.
+func (c *History) poolID(ctx context.Context, tx *sql.Tx, k domain.PoolKey, desc *domain.Pool) (int64, error) {
+	if desc == nil {
+		if id, ok := c.ids[k]; ok {
+			return id, nil
+		}
+	}
+	var id int64
+	err := tx.QueryRowContext(ctx, `SELECT id FROM pools WHERE provider = ? AND region = ? AND zone = ? AND instance_type = ?`,
+		k.Provider, k.Region, k.Zone, k.InstanceType).Scan(&id)
+	switch {
+	case err == sql.ErrNoRows:
+		model, text := "", ""
+		if desc != nil {
+			b, err := json.Marshal(desc)
+			if err != nil {
+				return 0, fmt.Errorf("describe %s: %w", k, err)
+			}
+			model, text = desc.GPU.Model, string(b)
+		} else if e, ok := domain.LookupGPU(k.InstanceType); ok {
+			model = e.GPU.Model
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO pools (provider, region, zone, instance_type, gpu_model, description) VALUES (?, ?, ?, ?, ?, ?)`,
+			k.Provider, k.Region, k.Zone, k.InstanceType, model, text)
+		if err != nil {
+			return 0, fmt.Errorf("add pool %s: %w", k, err)
+		}
+		return res.LastInsertId()
+	case err != nil:
+		return 0, fmt.Errorf("pool %s: %w", k, err)
+	}
+	if desc != nil {
+		b, err := json.Marshal(desc)
+		if err != nil {
+			return 0, fmt.Errorf("describe %s: %w", k, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE pools SET gpu_model = ?, description = ? WHERE id = ?`, desc.GPU.Model, string(b), id); err != nil {
+			return 0, fmt.Errorf("describe %s: %w", k, err)
+		}
+	}
+	return id, nil
+}
+
+// writePoints merges a pool's new points into its day chunks.
+func writePoints(ctx context.Context, tx *sql.Tx, pool int64, runs []Run) error {
+	var at []int64
+	var usd []float64
+	for _, r := range runs {
+		at = append(at, r.At...)
+		usd = append(usd, r.USD...)
+	}
+	at, usd = sortPoints(at, usd)
+	first, last := dayOf(at[0]), dayOf(at[len(at)-1])
+	old := map[int64][]byte{}
+	rows, err := tx.QueryContext(ctx, `SELECT day, data FROM chunks WHERE pool = ? AND day BETWEEN ? AND ?`, pool, first, last)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var d int64
+		var b []byte
+		if err := rows.Scan(&d, &b); err != nil {
+			rows.Close()
+			return err
+		}
+		old[d] = b
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	stmt, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO chunks (pool, day, n, data) VALUES (?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for i := 0; i < len(at); {
+		d := dayOf(at[i])
+		j := i + 1
+		for j < len(at) && dayOf(at[j]) == d {
+			j++
+		}
+		nAt, nUSD := at[i:j], usd[i:j]
+		if b, ok := old[d]; ok {
+			oAt, oUSD, err := appendChunk(nil, nil, b)
+			if err != nil {
+				return fmt.Errorf("chunk of day %d: %w", d, err)
+			}
+			nAt, nUSD = mergePoints(oAt, oUSD, nAt, nUSD)
+		}
+		if _, err := stmt.ExecContext(ctx, pool, d, len(nAt), encodeChunk(nAt, nUSD)); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
+
+// gpuKey is a span's GPU filter as stored: sorted, comma-joined, "" for
+// every GPU.
+func gpuKey(gpus []string) string {
+	g := append([]string(nil), gpus...)
+	sort.Strings(g)
+	return strings.Join(g, ",")
+}
+
+// writeSpan folds a fetch's span into the region's span for the same GPU
+// filter: spans that overlap or touch join; a later span that does not
+// touch replaces the old one (what lies between was never fetched); an
+// older one that does not touch is dropped.
+func writeSpan(ctx context.Context, tx *sql.Tx, s providerSpan) error {
+	from, until := s.From.UnixNano(), s.Until.UnixNano()
+	if until < from {
+		return nil
+	}
+	g := gpuKey(s.GPUs)
+	var oFrom, oUntil int64
+	err := tx.QueryRowContext(ctx, `SELECT from_at, until_at FROM spans WHERE provider = ? AND region = ? AND gpus = ?`, s.provider, s.Region, g).Scan(&oFrom, &oUntil)
+	switch {
+	case err == sql.ErrNoRows:
+	case err != nil:
+		return err
+	case from <= oUntil && until >= oFrom:
+		from, until = min(from, oFrom), max(until, oUntil)
+	case until < oFrom:
+		return nil
+	}
+	_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO spans (provider, region, gpus, from_at, until_at) VALUES (?, ?, ?, ?, ?)`, s.provider, s.Region, g, from, until)
+	return err
+}
+
+// trim drops the history before cut: every chunk of an earlier day, after
+// carrying each pool's price in force at cut into the cut's day (the
+// window's first price must stay known); spans start at cut at the
+// earliest, and those ending before it go.
+func trim(ctx context.Context, tx *sql.Tx, cut int64) error {
+	cutDay := dayOf(cut)
+	rows, err := tx.QueryContext(ctx, `SELECT pool, MAX(day) FROM chunks WHERE day < ? GROUP BY pool`, cutDay)
+	if err != nil {
+		return err
+	}
+	type last struct{ pool, day int64 }
+	var lasts []last
+	for rows.Next() {
+		var l last
+		if err := rows.Scan(&l.pool, &l.day); err != nil {
+			rows.Close()
+			return err
+		}
+		lasts = append(lasts, l)
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	for _, l := range lasts {
+		var cur []byte
+		err := tx.QueryRowContext(ctx, `SELECT data FROM chunks WHERE pool = ? AND day = ?`, l.pool, cutDay).Scan(&cur)
+		if err != nil && err != sql.ErrNoRows {
+			return err
+		}
+		cAt, cUSD, derr := appendChunk(nil, nil, cur)
+		if cur == nil {
+			cAt, cUSD, derr = nil, nil, nil
+		}
+		if derr != nil {
+			return fmt.Errorf("chunk of day %d: %w", cutDay, derr)
+		}
+		if len(cAt) > 0 && cAt[0] <= cut {
+			continue // the price in force at cut is in the cut's day
+		}
+		var old []byte
+		if err := tx.QueryRowContext(ctx, `SELECT data FROM chunks WHERE pool = ? AND day = ?`, l.pool, l.day).Scan(&old); err != nil {
+			return err
+		}
+		oAt, oUSD, err := appendChunk(nil, nil, old)
+		if err != nil {
+			return fmt.Errorf("chunk of day %d: %w", l.day, err)
+		}
+		if len(oAt) == 0 {
+			continue
+		}
+		nAt, nUSD := mergePoints([]int64{oAt[len(oAt)-1]}, []float64{oUSD[len(oUSD)-1]}, cAt, cUSD)
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO chunks (pool, day, n, data) VALUES (?, ?, ?, ?)`, l.pool, cutDay, len(nAt), encodeChunk(nAt, nUSD)); err != nil {
+			return err
+		}
+	}
+	for _, st := range []struct {
+		q    string
+		args []any
+	}{
+		{`DELETE FROM chunks WHERE day < ?`, []any{cutDay}},
+		{`DELETE FROM spans WHERE until_at <= ?`, []any{cut * 1e9}},
+		{`UPDATE spans SET from_at = ? WHERE from_at < ?`, []any{cut * 1e9, cut * 1e9}},
+		{`DELETE FROM pools WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunks.pool = pools.id)`, nil},
+	} {
+		if _, err := tx.ExecContext(ctx, st.q, st.args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,470 @@
+// Package booking wraps every action of gpumarket that spends money:
+// capacity-block purchases and spot-fleet launches. Each goes through the
+// same discipline: budget and idempotency checks, an intent row committed
+// durably to the ledger before the call, a bounded call, and an outcome
+// row. An answer that never came is "unknown" and is reconciled — looked
+// up at the cloud — never retried blindly.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// DefaultTimeout bounds each API call that spends money.
+const DefaultTimeout = 60 * time.Second
+
+// Budget caps spending (config budget.*). Zero means no cap.
+type Budget struct {
+	MaxBookingUSD float64
+	MaxDailyUSD   float64
+}
+
+// Options configure a Service.
+type Options struct {
+	Budget Budget
+	// Now is the clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Timeout bounds each purchase, launch or delete call; 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// Actor is who acts when a request names no one ("alice@host").
+	Actor string
+	// Heartbeat is how often a call in flight beats into its row; 0
+	// means ledger.HeartbeatEvery.
+	Heartbeat time.Duration
+}
+
+// Service books and launches through the ledger. It is safe for
+// concurrent use by several TUI sessions; the ledger's transactions keep
+// two sessions (or processes) from buying the same offering.
+type Service struct {
+	st    *Store
+	provs map[string]domain.Provider
+	names []string
+	opt   Options
+
+	rememberOnce sync.Once
+	// changes counts the ledger writes made through the service, so a
+	// view can tell cheaply that it should reread the ledger.
+	changes atomic.Uint64
+	// keeping is set once Keep runs: this process stays up to keep
+	// schedules, so it may launch a simulated fleet, which lives in it.
+	keeping atomic.Bool
+	// fleetsNow caches what the providers said of running fleets, shared
+	// by every view of the process (FleetsNow).
+	fleetsNow fleetsNowCache
+}
+
+// Changes grows by one with every ledger row the service writes.
+func (s *Service) Changes() uint64 { return s.changes.Load() }
+
+func (s *Service) update(ctx context.Context, r Entry) (Entry, error) {
+	out, err := s.st.Update(ctx, r)
+	s.changes.Add(1)
+	return out, err
+}
+
+// settle is update for a reconciliation: only if the row is still in the
+// state it was read in. On a conflict it returns the row as now stored.
+func (s *Service) settle(ctx context.Context, r Entry, from string) (Entry, error) {
+	out, err := s.st.UpdateFrom(ctx, r, from)
+	if errors.Is(err, ErrConflict) {
+		return s.st.Get(ctx, r.ID)
+	}
+	s.changes.Add(1)
+	return out, err
+}
+
+func (s *Service) intent(ctx context.Context, r Entry, check IntentCheck) (Entry, error) {
+	out, err := s.st.RecordIntent(ctx, r, check)
+	if err == nil {
+		s.changes.Add(1)
+	}
+	return out, err
+}
+
+// New returns a service over the store and the providers in use.
+func New(st *Store, ps []domain.Provider, opt Options) *Service {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = DefaultTimeout
+	}
+	s := &Service{st: st, provs: map[string]domain.Provider{}, opt: opt}
+	for _, p := range ps {
+		s.provs[p.Name()] = p
+		s.names = append(s.names, p.Name())
+	}
+	return s
+}
+
+// describe returns the descriptor of a provider in use, or one that names
+// it and claims nothing for a provider not in use in this run.
+func (s *Service) describe(name string) domain.Descriptor {
+	if p, ok := s.provs[name]; ok {
+		return p.Describe()
+	}
+	return domain.Descriptor{Name: name}
+}
+
+// Describe returns the descriptor of the named provider, as describe does:
+// the views ask it whether what they show is simulated.
+func (s *Service) Describe(name string) domain.Descriptor { return s.describe(name) }
+
+// Now is the service's clock: what it dates rows and schedules by.
+func (s *Service) Now() time.Time { return s.opt.Now() }
+
+// Store is the ledger the service writes.
+func (s *Service) Store() *Store { return s.st }
+
+// Budget is the service's budget.
+func (s *Service) Budget() Budget { return s.opt.Budget }
+
+// Timeout is the bound of each call.
+func (s *Service) Timeout() time.Duration { return s.opt.Timeout }
+
+// CanBook reports whether any provider in use sells capacity blocks.
+func (s *Service) CanBook() bool {
+	for _, p := range s.provs {
+		if _, ok := p.(domain.Booker); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// CanLaunch reports whether the named provider launches fleets.
+func (s *Service) CanLaunch(provider string) bool {
+	_, ok := s.provs[provider].(domain.FleetLauncher)
+	return ok
+}
+
+// BudgetError is a refusal because the action would exceed a cap. It
+// carries the figures so the user sees how far over it is.
+type BudgetError struct {
+	// Cap is "max_booking_usd" or "max_daily_usd".
+	Cap      string
+	CapUSD   float64
+	CostUSD  float64
+	SpentUSD float64 // the day's sum so far, for max_daily_usd; NaN when not known
+}
+
+func (e *BudgetError) Error() string {
+	if e.Cap == "max_daily_usd" && math.IsNaN(e.SpentUSD) {
+		return fmt.Sprintf("refused: today's (UTC) spending is not known — the ledger holds purchases of today whose cost the cloud did not say "+
+			"(re-created by `gpumarket ledger --rebuild`) — so budget.max_daily_usd $%.2f cannot be checked; "+
+			"nothing was bought (the cap applies again tomorrow; set it to 0 to lift it)", e.CapUSD)
+	}
+	if e.Cap == "max_daily_usd" {
+		return fmt.Sprintf("refused: today's (UTC) spending $%.2f + this $%.2f = $%.2f is over budget.max_daily_usd $%.2f; nothing was bought",
+			e.SpentUSD, e.CostUSD, e.SpentUSD+e.CostUSD, e.CapUSD)
+	}
+	return fmt.Sprintf("refused: $%.2f is over budget.max_booking_usd $%.2f; nothing was bought", e.CostUSD, e.CapUSD)
+}
+
+// ErrBudget is matched by every *BudgetError.
+var ErrBudget = errors.New("over budget")
+
+// Is lets errors.Is(err, ErrBudget) match.
+func (e *BudgetError) Is(target error) bool { return target == ErrBudget }
+
+// ErrUnknownOutcome is matched by an *UnknownError.
+var ErrUnknownOutcome = errors.New("outcome unknown")
+
+// UnknownError says a purchase or launch was sent but its answer was lost:
+// it may or may not have happened. The row stays "unknown" until a
+// reconciliation settles it; the action is never re-sent meanwhile.
+type UnknownError struct {
+	Row   Entry
+	Cause error
+}
+
+func (e *UnknownError) Error() string {
+	return fmt.Sprintf("outcome unknown (ledger row %s): %v; it is NOT retried — `gpumarket ledger` looks it up at the provider", e.Row.ID, e.Cause)
+}
+
+// Is lets errors.Is(err, ErrUnknownOutcome) match.
+func (e *UnknownError) Is(target error) bool { return target == ErrUnknownOutcome }
+
+// Unwrap returns the call's error.
+func (e *UnknownError) Unwrap() error { return e.Cause }
+
+// checkBudget refuses a cost over a cap. Amounts are compared in whole
+// cents: a day's purchases of $834.37 and $841.95 reach a cap of
+// $1676.32 exactly, although their float sum is 1676.3200000000002.
+func (s *Service) checkBudget(cost, spent float64) error {
+	b := s.opt.Budget
+	if math.IsNaN(cost) {
+		return errors.New("refused: the cost is unknown, so the budget cannot be checked; nothing was bought")
+	}
+	if b.MaxBookingUSD > 0 && cents(cost) > cents(b.MaxBookingUSD) {
+		return &BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: cost}
+	}
+	if b.MaxDailyUSD > 0 && (math.IsNaN(spent) || cents(spent+cost) > cents(b.MaxDailyUSD)) {
+		return &BudgetError{Cap: "max_daily_usd", CapUSD: b.MaxDailyUSD, CostUSD: cost, SpentUSD: spent}
+	}
+	return nil
+}
+
+// declined reports whether err is the provider's definitive "no" rather
+// than a lost answer: its descriptor says (domain.Descriptor.IsDeclined).
+// A provider not in use here is asked nothing: its error is not a "no".
+func (s *Service) declined(provider string, err error) bool {
+	p, ok := s.provs[provider]
+	if !ok {
+		return errors.Is(err, domain.ErrDeclined)
+	}
+	return p.Describe().IsDeclined(err)
+}
+
+// Search is what FindOfferings found.
+type Search struct {
+	Offerings []domain.Offering
+	// Failed maps a provider to its error when it gave nothing; the
+	// others' offerings stand.
+	Failed map[string]error
+	// Warnings name every provider, or region of a provider, that did not
+	// answer (its cause), in the order of the providers: one line each.
+	Warnings []Warning
+	// Hidden counts offerings left out because the ledger holds them.
+	Hidden int
+	// SaveErr is set when the offerings could not be kept for a later
+	// Book by id (a read-only ledger, a busy disk): they are shown, but
+	// `book ID` will not find them.
+	SaveErr error
+	At      time.Time
+}
+
+// Warning is a provider, or one region of it, that did not answer a
+// search.
+type Warning struct {
+	Provider string
+	// Region is "" when the whole provider failed.
+	Region string
+	Err    error
+}
+
+func (w Warning) String() string {
+	if w.Region == "" {
+		return fmt.Sprintf("%s: %v", w.Provider, w.Err)
+	}
+	return fmt.Sprintf("%s %s: %v", w.Provider, w.Region, w.Err)
+}
+
+// RegionErrors is implemented by an error a provider's FindOfferings
+// returns together with the offerings of the regions that answered: it
+// names each region that did not. The search keeps the offerings and
+// warns of each region; the provider counts as answered even when the
+// regions that answered had nothing on sale. A provider none of whose
+// regions answered returns another error (it failed).
+type RegionErrors interface {
+	error
+	RegionErrors() map[string]error
+}
+
+// ledgerWork bounds the ledger reads and writes of a search. They get a
+// context of their own: a provider that used up the command's time must
+// not leave the ledger none (a search once failed with "ledger keys:
+// context deadline exceeded" after a region hung).
+const ledgerWork = 15 * time.Second
+
+// MaxInstances bounds any count of instances the service sends: no cloud
+// sells or launches more in one call (EC2 Fleet's quota is 10,000 target
+// capacity per fleet; a capacity block holds at most 64; an Azure scale
+// set 1,000). A count past it is a typing error, or one that would wrap
+// around in the clouds' 32-bit fields (4294967298 was sent as 2).
+const MaxInstances = 10_000
+
+// FindOfferings asks every provider in use that sells blocks, at once,
+// each within the service's timeout (and ctx): a provider or region that
+// does not answer is a warning, and the others' offerings stand. It
+// leaves out the offerings the ledger holds as bought, sorts the rest —
+// the asked length first, then other lengths (FlexLength) — by $/GPU-h
+// (then start) and keeps them in the store for a later Book by id. It
+// fails only when no provider answered.
+func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Search, error) {
+	lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerWork)
+	defer lcancel()
+	s.remember(lctx)
+	res := Search{Failed: map[string]error{}, At: s.opt.Now()}
+	if q.Instances < 0 || q.Instances > MaxInstances || q.GPUs < 0 || q.GPUs > MaxInstances*8 {
+		return res, domain.InvalidQueryf("count %d instances (%d GPUs): want 1 to %d instances", q.Instances, q.GPUs, MaxInstances)
+	}
+	type answer struct {
+		offs []domain.Offering
+		err  error
+	}
+	// One deadline for every provider, inside the command's.
+	wctx, wcancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer wcancel()
+	var finders []string
+	answers := map[string]chan answer{}
+	for _, name := range s.names {
+		f, ok := s.provs[name].(domain.OfferingFinder)
+		if !ok {
+			continue
+		}
+		finders = append(finders, name)
+		ch := make(chan answer, 1)
+		answers[name] = ch
+		go func() {
+			offs, err := f.FindOfferings(wctx, q)
+			ch <- answer{offs, err}
+		}()
+	}
+	if len(finders) == 0 {
+		return res, fmt.Errorf("none of the providers in use (%s) sells capacity blocks", strings.Join(s.names, ", "))
+	}
+	// A provider that does not honour its context is not waited for past
+	// the deadline: its goroutine is left to finish on its own.
+	answered := 0
+	for _, name := range finders {
+		var a answer
+		select {
+		case a = <-answers[name]:
+		case <-wctx.Done():
+			select {
+			case a = <-answers[name]:
+			default:
+				a.err = fmt.Errorf("no answer within the search's time: %w", wctx.Err())
+			}
+		}
+		var re RegionErrors
+		switch {
+		case a.err == nil:
+			answered++
+		case errors.As(a.err, &re):
+			answered++
+			regions := make([]string, 0, len(re.RegionErrors()))
+			for r := range re.RegionErrors() {
+				regions = append(regions, r)
+			}
+			sort.Strings(regions)
+			for _, r := range regions {
+				res.Warnings = append(res.Warnings, Warning{Provider: name, Region: r, Err: re.RegionErrors()[r]})
+			}
+		default:
+			res.Failed[name] = a.err
+			res.Warnings = append(res.Warnings, Warning{Provider: name, Err: a.err})
+			continue
+		}
+		res.Offerings = append(res.Offerings, a.offs...)
+	}
+	held, err := s.heldOfferings(lctx)
+	if err != nil {
+		return res, err
+	}
+	kept := res.Offerings[:0]
+	for _, o := range res.Offerings {
+		if held[o.ID] {
+			res.Hidden++
+			continue
+		}
+		kept = append(kept, o)
+	}
+	res.Offerings = kept
+	sort.SliceStable(res.Offerings, func(i, j int) bool {
+		a, b := res.Offerings[i], res.Offerings[j]
+		// The length asked for first: an offering of another length
+		// (OfferingQuery.FlexDuration) is never the top row, however
+		// cheap per GPU-hour (issue 11.1: a 51 h block listed above the
+		// 24 h one was what `book` of the top row bought).
+		if a.FlexLength != b.FlexLength {
+			return !a.FlexLength
+		}
+		pa, pb := a.USDPerGPUHour(), b.USDPerGPUHour()
+		if pa != pb && !math.IsNaN(pa) && !math.IsNaN(pb) {
+			return pa < pb
+		}
+		return a.Start.Before(b.Start)
+	})
+	if answered == 0 {
+		var errs []error
+		for _, w := range res.Warnings {
+			// Wrapped, not flattened: a refusal of the terms
+			// (domain.ErrInvalidQuery) stays one.
+			where := w.Provider
+			if w.Region != "" {
+				where += " " + w.Region
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", where, w.Err))
+		}
+		return res, fmt.Errorf("find offerings: %w", errors.Join(errs...))
+	}
+	if err := s.st.SaveOfferings(lctx, q, res.Offerings, res.At); err != nil {
+		res.SaveErr = err
+	}
+	return res, nil
+}
+
+// heldOfferings returns the offering ids the ledger holds as bought or
+// being bought.
+func (s *Service) heldOfferings(ctx context.Context) (map[string]bool, error) {
+	held, err := s.st.HeldKeys(ctx, KindBlock)
+	if err != nil {
+		return nil, err
+	}
+	heldRes, err := s.st.HeldKeys(ctx, KindReservation)
+	if err != nil {
+		return nil, err
+	}
+	for k := range heldRes {
+		held[k] = true
+	}
+	return held, nil
+}
+
+// remember tells providers that forget their bookings between processes
+// (the simulated market) which offerings the ledger holds, once.
+func (s *Service) remember(ctx context.Context) {
+	s.rememberOnce.Do(func() {
+		var rem []domain.BookingRememberer
+		for _, name := range s.names {
+			if r, ok := s.provs[name].(domain.BookingRememberer); ok {
+				rem = append(rem, r)
+			}
+		}
+		if len(rem) == 0 {
+			return
+		}
+		rows, err := s.st.List(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.opt.Logger.Warn("read ledger for the simulated market", "err", err)
+			}
+			return
+		}
+		byProvider := map[string][]domain.BookedOffering{}
+		for _, r := range rows {
+			if !Booked(r.Kind) || r.State == StateFailed {
+				continue
+			}
+			o, err := offeringOf(r)
+			if err != nil {
+				continue
+			}
+			byProvider[r.Provider] = append(byProvider[r.Provider], domain.BookedOffering{Offering: o, Booking: bookingOf(r)})
+		}
+		for _, name := range s.names {
+			if r, ok := s.provs[name].(domain.BookingRememberer); ok && len(byProvider[name]) > 0 {
+				r.RememberBookings(byProvider[name])
+			}
+		}
+	})
+}

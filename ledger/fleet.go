@@ -1,0 +1,812 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// FleetEstimate is what a fleet is expected to cost. A fleet has no fixed
+// total: it bills by the hour until deleted, so gpumarket books the first
+// hour against the budget and says so in the row.
+type FleetEstimate struct {
+	// USDHour is the whole fleet's expected cost per hour; NaN if unknown.
+	USDHour float64
+	// Basis says where the figure comes from, for the row and the screen.
+	Basis string
+	// GPUs counts the fleet's GPUs (target × GPUs of the first type).
+	GPUs float64
+	// PricedGPUs are the GPUs of the instances USDHour prices (spot ones
+	// of the dearest pool's type, on-demand ones of the dearest
+	// on-demand type); 0 when unknown. USDHour / PricedGPUs is the fleet's
+	// $ per GPU-hour: with types of different sizes GPUs is not what was
+	// priced (2 × $4.71 for two 2-GPU instances read "$4.71 per GPU-hour"
+	// beside a 1-GPU first type).
+	PricedGPUs float64
+}
+
+// FirstHourNote is the cost note of a fleet row.
+func (e FleetEstimate) FirstHourNote() string {
+	return firstHour + e.Basis + "; a fleet bills until deleted"
+}
+
+const firstHour = "estimate: first hour at "
+
+// unknownPrices begins the basis of an estimate whose USDHour is NaN.
+const unknownPrices = "unknown prices"
+
+// CostUnknown reports whether a ledger row's cost is unknown: a fleet
+// launched while its prices were not known, or a row re-created from a
+// cloud's record that did not say, is recorded with CostUSD 0 (the column
+// holds a number), which is no price and must not be shown as one.
+func CostUnknown(r Entry) bool {
+	return (r.Kind == KindFleet && strings.HasPrefix(r.CostNote, firstHour+unknownPrices)) ||
+		strings.HasPrefix(r.CostNote, costUnknownNote)
+}
+
+// FleetRunning is how long a fleet has run — from when it became active
+// to its end, or to now while it runs — and what that cost at its
+// estimated hourly rate (the first hour's estimate the ledger holds). ok
+// is false for a row that is not a fleet, has no start, or never reached
+// the cloud (a schedule not launched yet); cost is NaN when the rate is
+// unknown. A scheduled fleet's dates are its window: before its start it
+// has run nothing, and it runs no later than now.
+func FleetRunning(r Entry, now time.Time) (ran time.Duration, costUSD float64, ok bool) {
+	if r.Kind != KindFleet || r.Start.IsZero() || r.ProviderRef == "" {
+		return 0, math.NaN(), false
+	}
+	end := now
+	if !r.End.IsZero() && r.End.Before(now) {
+		end = r.End
+	}
+	ran = max(end.Sub(r.Start), 0)
+	if CostUnknown(r) {
+		return ran, math.NaN(), true
+	}
+	return ran, r.CostUSD * ran.Hours(), true
+}
+
+// EstimateFleet prices a fleet from its provider's current prices: spot
+// instances at the highest latest spot price among the types (the fleet
+// may land on any), on-demand base at the on-demand price. A max price
+// caps the spot part. USDHour is NaN when a price it needs is unknown: a
+// spot price standing in for an unknown on-demand one would understate the
+// cost the budget checks.
+func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) FleetEstimate {
+	est := FleetEstimate{USDHour: math.NaN()}
+	if len(spec.InstanceTypes) > 0 {
+		if e, ok := domain.LookupGPU(spec.InstanceTypes[0]); ok {
+			est.GPUs = e.GPU.Count * float64(spec.TargetCapacity)
+		}
+	}
+	p, ok := s.provs[spec.Provider]
+	if !ok {
+		est.Basis = unknownPrices
+		return est
+	}
+	now := s.opt.Now()
+	want := map[string]bool{}
+	for _, t := range spec.InstanceTypes {
+		want[strings.ToLower(t)] = true
+	}
+	type seen struct {
+		at        time.Time
+		spot, ond float64
+	}
+	latest := map[string]*seen{}
+	inForce := map[domain.PoolKey]*seen{}
+	zones := map[string]bool{} // the spec's zones; none means all
+	for _, z := range spec.Zones {
+		zones[z] = true
+	}
+	sink := func(ev domain.Event) {
+		for _, pl := range ev.Pools {
+			if want[strings.ToLower(pl.InstanceType)] && pl.OnDemandUSDHour != nil {
+				v := latest[strings.ToLower(pl.InstanceType)]
+				if v == nil {
+					v = &seen{}
+					latest[strings.ToLower(pl.InstanceType)] = v
+				}
+				v.ond = *pl.OnDemandUSDHour
+			}
+		}
+		// The price in force is the latest point of each pool (type and
+		// zone); the fleet may land in any of them.
+		for pt := range ev.PricePoints() {
+			k := strings.ToLower(pt.Pool.InstanceType)
+			if !want[k] || (len(zones) > 0 && !zones[pt.Pool.Zone]) {
+				continue
+			}
+			v := inForce[pt.Pool]
+			if v == nil {
+				v = &seen{}
+				inForce[pt.Pool] = v
+			}
+			if pt.At.After(v.at) || (pt.At.Equal(v.at) && pt.USDHour > v.spot) {
+				v.at, v.spot = pt.At, pt.USDHour
+			}
+		}
+	}
+	// The sink is called from several goroutines, and the provider may
+	// reuse an event's slices once the call returns (the Sink contract):
+	// read each event during its call, under a lock.
+	var mu sync.Mutex
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	err := p.Fetch(cctx, domain.FetchRequest{
+		Query: domain.Query{Providers: []string{spec.Provider}, Regions: []string{spec.Region}},
+		// A back-fill: a provider describes its pools (and so their
+		// on-demand prices) only on the first fetch of a window.
+		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true, Aside: true,
+	}, func(ev domain.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		sink(ev)
+	})
+	cancel()
+	// The estimate names the pools it priced: the dearest spot pool (the
+	// fleet may land on it) and the type of the dearest on-demand price.
+	var spot, ond float64
+	var spotPool domain.PoolKey
+	var ondType string
+	for k, v := range inForce {
+		if v.spot > spot || (v.spot == spot && k.String() < spotPool.String()) {
+			spot, spotPool = v.spot, k
+		}
+	}
+	for t, v := range latest {
+		if v.ond > ond || (v.ond == ond && t < ondType) {
+			ond, ondType = v.ond, t
+		}
+	}
+	basis := fmt.Sprintf("current prices in %s ($%.4f/h spot, %s %s", spec.Region, spot, spotPool.InstanceType, zoneOf(spotPool))
+	if spec.MaxPriceUSD != nil && (spot == 0 || *spec.MaxPriceUSD < spot) {
+		spot = *spec.MaxPriceUSD
+		basis = fmt.Sprintf("the max price ($%.4f/h spot", spot)
+		spotPool = domain.PoolKey{} // any type may pay it
+	}
+	if spot == 0 {
+		if err != nil {
+			est.Basis = unknownPrices + ": " + err.Error()
+		} else {
+			est.Basis = unknownPrices
+		}
+		return est
+	}
+	base := min(spec.OnDemandBase, spec.TargetCapacity)
+	switch {
+	case ond == 0 && base > 0:
+		est.Basis = fmt.Sprintf("%s: no on-demand price in %s for the %d on-demand instances", unknownPrices, spec.Region, base)
+		return est
+	case ond == 0:
+		basis += ")"
+	default:
+		basis += fmt.Sprintf("; $%.4f/h on-demand, %s)", ond, typeNamed(spec.InstanceTypes, ondType))
+	}
+	est.USDHour = float64(base)*ond + float64(spec.TargetCapacity-base)*spot
+	est.Basis = basis
+	// Priced as if every spot instance were of the dearest pool's type
+	// and every on-demand one of the dearest on-demand type; spot priced
+	// at the max price counts the fewest GPUs any of the types has (any
+	// may pay it: the dearest per GPU it could be).
+	fewest := math.Inf(1)
+	for _, t := range spec.InstanceTypes {
+		if e, ok := domain.LookupGPU(t); ok && e.GPU.Count > 0 {
+			fewest = min(fewest, e.GPU.Count)
+		}
+	}
+	gpusOf := func(t string) float64 {
+		if e, ok := domain.LookupGPU(t); ok && e.GPU.Count > 0 {
+			return e.GPU.Count
+		}
+		return fewest
+	}
+	if g := float64(base)*gpusOf(ondType) + float64(spec.TargetCapacity-base)*gpusOf(spotPool.InstanceType); g > 0 && !math.IsInf(g, 0) {
+		est.PricedGPUs = g
+	}
+	return est
+}
+
+// zoneOf names a pool's zone with its region ("us-east-1a",
+// "swedencentral/3"), or the region when it has none.
+func zoneOf(k domain.PoolKey) string {
+	switch {
+	case k.Zone == "":
+		return k.Region
+	case strings.HasPrefix(k.Zone, k.Region):
+		return k.Zone
+	}
+	return k.Region + "/" + k.Zone
+}
+
+// typeNamed is the instance type of types spelled as the spec spells it
+// (lower is its lower case).
+func typeNamed(types []string, lower string) string {
+	for _, t := range types {
+		if strings.ToLower(t) == lower {
+			return t
+		}
+	}
+	return lower
+}
+
+// FleetRequest asks to launch a fleet.
+type FleetRequest struct {
+	Spec domain.FleetSpec
+	// Estimate is the fleet's expected cost as shown to the user; when
+	// its USDHour is NaN or zero the service estimates it. With a budget
+	// cap the service reads the prices again right before the launch: the
+	// cap and the ledger use what they are then, and a higher estimate
+	// than the one shown is an *EstimateChangedError.
+	Estimate FleetEstimate
+	Actor    string
+}
+
+// ErrEstimateChanged is matched by an *EstimateChangedError.
+var ErrEstimateChanged = errors.New("the fleet's estimated cost went up")
+
+// EstimateChangedError is a launch refused because the fleet's prices,
+// read again right before the launch, cost more than the estimate shown:
+// nothing was launched or recorded. Now is the new estimate, to show and
+// confirm (launch again with it as FleetRequest.Estimate).
+type EstimateChangedError struct {
+	Shown, Now FleetEstimate
+}
+
+func (e *EstimateChangedError) Error() string {
+	return fmt.Sprintf("refused: the fleet's prices went up since they were shown: now about $%.2f per hour (%s), shown $%.2f; nothing was launched: look at the new estimate and confirm again",
+		e.Now.USDHour, e.Now.Basis, e.Shown.USDHour)
+}
+
+// Is lets errors.Is(err, ErrEstimateChanged) match.
+func (e *EstimateChangedError) Is(target error) bool { return target == ErrEstimateChanged }
+
+// FleetResult is a launch's outcome.
+type FleetResult struct {
+	Row      Entry
+	Fleet    domain.Fleet
+	Estimate FleetEstimate
+	DryRun   bool
+}
+
+// Short says what of a launched fleet did not launch — "launched 2 of 4
+// instances; InsufficientInstanceCapacity: …" — or "" when all of it did
+// (or it is scheduled, or failed, which its row says).
+func (r FleetResult) Short() string {
+	if r.Row.State != StateActive || r.Fleet.Target == 0 || r.Fleet.Instances >= r.Fleet.Target || r.Fleet.Message == "" {
+		return ""
+	}
+	return r.Fleet.Message
+}
+
+// CheckFleet validates a fleet spec: what the provider needs and a sane
+// shape. It names the field and the accepted form.
+func CheckFleet(spec domain.FleetSpec) error {
+	switch {
+	case spec.Region == "":
+		return errors.New("fleet: region is required")
+	case len(spec.InstanceTypes) == 0:
+		return errors.New("fleet: at least one instance type is required")
+	case spec.TargetCapacity < 1 || spec.TargetCapacity > MaxInstances:
+		return fmt.Errorf("fleet: target capacity %d: want a whole number of instances, 1 to %d", spec.TargetCapacity, MaxInstances)
+	case spec.OnDemandBase < 0 || spec.OnDemandBase > spec.TargetCapacity:
+		return fmt.Errorf("fleet: on-demand base %d: want 0 to the target capacity %d", spec.OnDemandBase, spec.TargetCapacity)
+	case spec.MaxPriceUSD != nil && !(*spec.MaxPriceUSD > 0):
+		return fmt.Errorf("fleet: max price %v: want a positive $/instance-hour", *spec.MaxPriceUSD)
+	}
+	for _, st := range domain.Strategies {
+		if spec.Strategy == st || spec.Strategy == "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("fleet: strategy %q: want one of %s", spec.Strategy, strings.Join(domain.Strategies, ", "))
+}
+
+// LaunchFleet launches a fleet through the ledger: the intent row (its id
+// is the fleet's ClientToken, so the cloud itself makes the launch
+// idempotent) is committed before the call; the first hour's estimate is
+// checked against the budget. DryRun sends only the dry-run call and
+// writes nothing.
+//
+// A fleet with a schedule (spec.Start after now, or an End) is launched
+// with it where the provider's cloud keeps schedules (KeptByCloud: the
+// spec goes to the cloud now). Elsewhere gpumarket keeps it
+// (KeptByGpumarket): a fleet that starts later is recorded "scheduled"
+// with no call but the dry run's, and the reconcile loop launches it when
+// its start comes and deletes it when its end comes. Either way the row
+// holds the window (Start, End), who keeps it (in the request:
+// ScheduleOf) and a note saying so.
+func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResult, error) {
+	spec := req.Spec
+	if spec.Strategy == "" {
+		spec.Strategy = domain.Strategies[0]
+	}
+	if err := CheckFleet(spec); err != nil {
+		return FleetResult{}, err
+	}
+	if !spec.Start.After(s.opt.Now()) {
+		// A start that has come (a confirmation left open past it) is now.
+		spec.Start = time.Time{}
+	}
+	if err := spec.CheckSchedule(s.opt.Now()); err != nil {
+		return FleetResult{}, err
+	}
+	res := FleetResult{DryRun: spec.DryRun}
+	p, ok := s.provs[spec.Provider]
+	if !ok {
+		return res, fmt.Errorf("provider %s is not in use in this run (add it to --provider)", spec.Provider)
+	}
+	fl, ok := p.(domain.FleetLauncher)
+	if !ok {
+		return res, fmt.Errorf("provider %s does not launch fleets", spec.Provider)
+	}
+	if !spec.DryRun && s.st.ReadOnly() {
+		return res, fmt.Errorf("refused: %w, and a launch is recorded before it is sent; nothing was launched", ErrReadOnly)
+	}
+	// The same fleet whose launch has no known outcome yet is not
+	// launched a second time: it is looked up, or re-sent under its own
+	// ClientToken, which the cloud honours as the same launch.
+	//
+	// It comes before the budget: the earlier intent already counts
+	// against the day, and its re-send spends nothing more.
+	if !spec.DryRun && spec.ClientToken == "" {
+		prev, err := s.openFleet(ctx, spec)
+		if err != nil {
+			return res, err
+		}
+		if prev != nil {
+			again, retry, err := s.fleetAgain(ctx, *prev)
+			if !retry {
+				res.Row = again
+				return res, err
+			}
+			return s.sendFleet(ctx, fl, again, res, sendAgain)
+		}
+	}
+
+	b := s.opt.Budget
+	capped := b.MaxBookingUSD > 0 || b.MaxDailyUSD > 0
+	est := req.Estimate
+	switch {
+	case math.IsNaN(est.USDHour) || est.USDHour <= 0:
+		est = s.EstimateFleet(ctx, spec)
+	case capped && !spec.DryRun:
+		// The estimate shown may be minutes old (the confirmation waited
+		// on a person): the cap is checked at the prices in force now.
+		now := s.EstimateFleet(ctx, spec)
+		switch {
+		case math.IsNaN(now.USDHour):
+			// Not to be had now: the one shown stands (it was checked
+			// when shown, and the max price bounds the spot part).
+		case cents(now.USDHour) > cents(est.USDHour):
+			res.Estimate = now
+			return res, &EstimateChangedError{Shown: est, Now: now}
+		default:
+			est = now
+		}
+	}
+	res.Estimate = est
+	if math.IsNaN(est.USDHour) && (b.MaxBookingUSD > 0 || b.MaxDailyUSD > 0) {
+		return res, fmt.Errorf("refused: the fleet's cost is unknown (%s), so the budget cannot be checked; pass a max price", est.Basis)
+	}
+	cost := est.USDHour
+	if math.IsNaN(cost) {
+		cost = 0
+	}
+	now := s.opt.Now()
+	spent, err := s.st.DaySpent(ctx, now)
+	if err != nil {
+		return res, err
+	}
+	if err := s.checkBudget(cost, spent); err != nil {
+		return res, err
+	}
+	actor := req.Actor
+	if actor == "" {
+		actor = s.opt.Actor
+	}
+	spec.Actor = actor
+	// A spec the cloud's API would refuse is refused here, before a row
+	// is written for it.
+	if v, ok := fl.(domain.FleetValidator); ok {
+		if spec, err = v.ValidateFleet(spec); err != nil {
+			return res, fmt.Errorf("fleet refused before any call: %w", err)
+		}
+	}
+
+	if spec.DryRun {
+		cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+		defer cancel()
+		f, err := fl.LaunchFleet(cctx, spec)
+		if err != nil {
+			return res, fmt.Errorf("dry run of the fleet at %s: %w", spec.Provider, err)
+		}
+		f.DryRun = true
+		res.Fleet = f
+		return res, nil
+	}
+
+	id := NewID(now)
+	if spec.ClientToken == "" {
+		spec.ClientToken = id
+	}
+	desc := s.describe(spec.Provider)
+	stored := fleetRequest{FleetSpec: spec}
+	scheduled := spec.Scheduled(now)
+	if scheduled {
+		stored.Keeper = KeeperOf(desc)
+	}
+	reqJSON, err := json.Marshal(stored)
+	if err != nil {
+		return res, fmt.Errorf("launch fleet: %w", err)
+	}
+	var cloud string
+	if e, ok := domain.LookupGPU(spec.InstanceTypes[0]); ok {
+		cloud = string(e.Cloud)
+	}
+	intent := Entry{
+		ID: id, Kind: KindFleet, Provider: spec.Provider, Cloud: cloud, Region: spec.Region,
+		Zone: strings.Join(spec.Zones, ","), InstanceType: strings.Join(spec.InstanceTypes, ","),
+		InstanceCount: spec.TargetCapacity, GPUCount: est.GPUs, CostUSD: cost, CostNote: est.FirstHourNote(),
+		State: StatePending, Actor: actor, CreatedAt: now, Request: reqJSON, IdemKey: spec.ClientToken,
+		Start: spec.Start, End: spec.End,
+	}
+	// Kept by gpumarket and starting later: nothing is sent now. The row
+	// is the schedule; the reconcile loop sends the launch at its start.
+	later := scheduled && stored.Keeper == KeptByGpumarket && spec.Start.After(now)
+	if scheduled {
+		intent.Note = "schedule: " + KeeperNote(desc)
+	}
+	if later {
+		intent.State = StateScheduled
+	}
+	row, err := s.st.RecordIntentOpen(ctx, intent, func(spent float64, existing *Entry, open []Entry) error {
+		if existing != nil {
+			return nil
+		}
+		// Another process recorded the same fleet since openFleet looked.
+		for _, o := range open {
+			if sameFleet(o, spec) {
+				return fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s); it is not sent twice", o.ID, o.Actor)
+			}
+		}
+		return s.checkBudget(cost, spent)
+	})
+	if err != nil {
+		var dup *DuplicateError
+		if errors.As(err, &dup) {
+			return res, fmt.Errorf("refused: a fleet with client token %s is already in the ledger: row %s (%s, state %s)",
+				spec.ClientToken, dup.Existing.ID, dup.Existing.ProviderRef, dup.Existing.State)
+		}
+		return res, err
+	}
+	s.changes.Add(1)
+	if later {
+		s.opt.Logger.Info("fleet scheduled: gpumarket launches it at its start", "row", row.ID, "provider", spec.Provider, "start", spec.Start, "end", spec.End)
+		res.Row = row
+		res.Fleet = domain.Fleet{Provider: spec.Provider, Region: spec.Region, State: StateScheduled, Target: spec.TargetCapacity,
+			Message: "scheduled: " + WindowText(spec.Start, spec.End, now) + "; " + KeeperNote(desc)}
+		return res, nil
+	}
+	s.opt.Logger.Info("launch intent recorded", "row", row.ID, "provider", spec.Provider, "region", spec.Region, "usd_first_hour", cost)
+	return s.sendFleet(ctx, fl, row, res, sendFresh)
+}
+
+// How sendFleet sends a recorded launch, which decides what a launch
+// cancelled before its call leaves in the row.
+type sendKind int
+
+const (
+	// sendFresh: a new intent; cancelled, it failed (nothing was sent).
+	sendFresh sendKind = iota
+	// sendAgain: the re-send of a launch whose answer was lost;
+	// cancelled, it is unknown again.
+	sendAgain
+	// sendScheduled: a scheduled fleet's launch, its start come;
+	// cancelled, it is scheduled again for the next reconciliation.
+	sendScheduled
+)
+
+// sendFleet makes the launch call of a recorded intent (pending) and
+// records its outcome.
+func (s *Service) sendFleet(ctx context.Context, fl domain.FleetLauncher, row Entry, res FleetResult, kind sendKind) (FleetResult, error) {
+	defer s.st.EndCall(row.ID)
+	defer s.beat(ctx, row.ID)()
+	res.Row = row
+	var spec domain.FleetSpec
+	if err := json.Unmarshal(row.Request, &spec); err != nil {
+		return res, fmt.Errorf("ledger row %s: stored fleet: %w", row.ID, err)
+	}
+	// Cancelled before the call: nothing is sent. A new intent is
+	// failed; a re-send goes back to the unknown it was.
+	if err := ctx.Err(); err != nil {
+		switch kind {
+		case sendFresh:
+			row.State, row.Error = StateFailed, "not sent: cancelled before the call; nothing was launched"
+		case sendAgain:
+			row.State, row.Error = StateUnknown, "no answer to the first launch; its re-send was cancelled before the call"
+		case sendScheduled:
+			row.State, row.Error = StateScheduled, ""
+			if sched, ok := ScheduleOf(row); ok {
+				row.Start = sched.Start
+			}
+		}
+		if res.Row, err = s.update(context.WithoutCancel(ctx), row); err != nil {
+			return res, fmt.Errorf("record cancelled launch %s: %w", row.ID, err)
+		}
+		return res, fmt.Errorf("fleet launch not sent: %w", ctx.Err())
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	f, callErr := fl.LaunchFleet(cctx, spec)
+	cancel()
+	wctx := context.WithoutCancel(ctx)
+	var err error
+	if callErr != nil {
+		if s.declined(spec.Provider, callErr) {
+			row.State, row.Error = StateFailed, callErr.Error()
+			if res.Row, err = s.update(wctx, row); err != nil {
+				return res, fmt.Errorf("record failed launch %s: %w (launch error: %v)", row.ID, err, callErr)
+			}
+			return res, fmt.Errorf("fleet launch declined by %s: %w", spec.Provider, callErr)
+		}
+		row.State, row.Error = StateUnknown, "no answer: "+callErr.Error()
+		if res.Row, err = s.update(wctx, row); err != nil {
+			return res, fmt.Errorf("record unknown launch %s: %w (launch error: %v)", row.ID, err, callErr)
+		}
+		return res, &UnknownError{Row: res.Row, Cause: callErr}
+	}
+	res.Fleet = f
+	if res.Row, err = s.update(wctx, settleFleet(row, f, s.opt.Now())); err != nil {
+		return res, fmt.Errorf("record launch %s (launched: %s): %w", row.ID, f.ID, err)
+	}
+	return res, nil
+}
+
+// openFleet returns the newest fleet row whose outcome is not known yet
+// (pending or unknown) and that asks for the same fleet as spec, or nil.
+func (s *Service) openFleet(ctx context.Context, spec domain.FleetSpec) (*Entry, error) {
+	rows, err := s.st.List(ctx, StatePending, StateUnknown)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		if r.Kind == KindFleet && sameFleet(r, spec) {
+			return &r, nil
+		}
+	}
+	return nil, nil
+}
+
+// sameFleet reports whether a fleet row asks for the fleet spec asks
+// for: every term but the client token (and who asks).
+func sameFleet(r Entry, spec domain.FleetSpec) bool {
+	var got domain.FleetSpec
+	if r.Kind != KindFleet || json.Unmarshal(r.Request, &got) != nil {
+		return false
+	}
+	got.ClientToken, got.DryRun, got.Actor = "", false, ""
+	spec.ClientToken, spec.DryRun, spec.Actor = "", false, ""
+	a, err1 := json.Marshal(got)
+	b, err2 := json.Marshal(spec)
+	return err1 == nil && err2 == nil && string(a) == string(b)
+}
+
+// fleetAgain decides what a launch of the same fleet as an unsettled row
+// does. While that row's call may still be in flight, it is refused.
+// Otherwise the row is looked up at the provider; if that settles it, the
+// new launch is refused with what was found (nothing is sent; running the
+// command again, now that nothing is unsettled, launches a new fleet). If
+// the provider does not show it, the row is set pending again and retry
+// is true: the caller re-sends it under its own ClientToken, which the
+// cloud treats as the same launch, so at most one fleet results.
+func (s *Service) fleetAgain(ctx context.Context, prev Entry) (row Entry, retry bool, err error) {
+	if ok, why := s.inFlight(prev); ok {
+		return prev, false, fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s: %s); it is not sent twice", prev.ID, prev.Actor, why)
+	}
+	r, settled, reason := s.reconcileRow(ctx, prev)
+	if settled {
+		if r.State == StateFailed {
+			return r, false, fmt.Errorf("refused for now: the earlier launch of the same fleet (ledger row %s) turned out failed (%s); run the command again to launch it", r.ID, r.Error)
+		}
+		return r, false, fmt.Errorf("refused: the earlier launch of the same fleet, whose answer was lost, did land: ledger row %s (%s, state %s); nothing new was launched — run the command again to launch another",
+			r.ID, r.ProviderRef, r.State)
+	}
+	if r.State != StateUnknown {
+		return r, false, fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s); it is not sent twice (%s)", r.ID, r.Actor, reason)
+	}
+	// Not found at the provider: re-send under the same ClientToken. The
+	// row goes back to pending only if no one else did so meanwhile.
+	next := r
+	next.State, next.Error = StatePending, ""
+	u, err := s.st.UpdateFrom(ctx, next, StateUnknown)
+	if errors.Is(err, ErrConflict) {
+		cur, _ := s.st.Get(ctx, r.ID)
+		return cur, false, fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, state %s); it is not sent twice", r.ID, cur.State)
+	}
+	if err != nil {
+		return r, false, err
+	}
+	s.changes.Add(1)
+	s.opt.Logger.Info("re-sending a launch whose answer was lost, under its own client token", "row", u.ID, "token", u.IdemKey, "reason", reason)
+	return u, true, nil
+}
+
+// fleetRowState is the ledger state of a fleet the provider answered
+// for. A provider's "pending" (instances still to come, a fleet being
+// modified) is "active" in the ledger: the fleet exists and may bill,
+// while the ledger's pending means a call with no answer yet, which a
+// reconciliation would take for a process that died mid-call.
+func fleetRowState(state string) string {
+	if state == "" || state == StatePending {
+		return StateActive
+	}
+	return state
+}
+
+// settleFleet writes what a Fleet says into a row, at now: the fleet's
+// start is when it was first seen active, its end when it was first seen
+// over.
+func settleFleet(r Entry, f domain.Fleet, now time.Time) Entry {
+	if f.ID != "" {
+		r.ProviderRef = f.ID
+	}
+	r.State = fleetRowState(f.State)
+	if r.State != StateFailed {
+		r.Error = ""
+	} else if f.Message != "" {
+		r.Error = f.Message
+	}
+	return fleetDates(r, now)
+}
+
+// fleetDates dates a fleet row by its state: started when it is active
+// (or anything after), ended when it is over.
+func fleetDates(r Entry, now time.Time) Entry {
+	switch r.State {
+	case StateActive:
+		if r.Start.IsZero() {
+			r.Start = now
+		}
+	case StateEnded, StateDeleted:
+		if r.ProviderRef == "" {
+			return r // never launched: the window it was asked for stays, for the record
+		}
+		if r.Start.IsZero() {
+			r.Start = r.CreatedAt // it ran from its launch, as far as anyone knows
+		}
+		if r.Start.After(now) {
+			r.Start = now // ended before its scheduled start: it never ran
+		}
+		// A scheduled fleet's end is its window's: found over after it, it
+		// ended then (the cloud kept it); deleted before it, it ended now.
+		if r.End.IsZero() || r.End.After(now) {
+			r.End = now
+		}
+	}
+	return r
+}
+
+// FleetRow finds a fleet's ledger row by its row id or provider id.
+func (s *Service) FleetRow(ctx context.Context, id string) (Entry, error) {
+	r, err := s.st.Get(ctx, id)
+	if err != nil {
+		if r, err = s.st.FindByRef(ctx, id); err != nil {
+			return Entry{}, fmt.Errorf("no fleet %q in the ledger (give its ledger id or fleet id)", id)
+		}
+	}
+	if r.Kind != KindFleet {
+		return Entry{}, fmt.Errorf("ledger row %s is a %s, not a fleet", r.ID, r.Kind)
+	}
+	return r, nil
+}
+
+// DeleteFleet deletes a launched fleet (and terminates its instances) and
+// records the row "deleted". A lost answer leaves the row as it was and
+// says so: deleting twice is harmless, so the user may simply try again.
+func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (Entry, error) {
+	r, err := s.FleetRow(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	switch {
+	case r.State == StateDeleted:
+		return r, fmt.Errorf("fleet %s is already deleted", r.ProviderRef)
+	case r.ProviderRef == "" && r.State == StateScheduled:
+		return s.cancelScheduled(ctx, r, actor)
+	case r.ProviderRef == "":
+		return r, fmt.Errorf("ledger row %s has no fleet id (state %s): reconcile it first with `gpumarket ledger`", r.ID, r.State)
+	}
+	p, ok := s.provs[r.Provider].(domain.FleetLauncher)
+	if !ok {
+		return r, fmt.Errorf("provider %s is not in use in this run or does not launch fleets", r.Provider)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	if err := p.DeleteFleet(cctx, r.Region, r.ProviderRef); err != nil {
+		if s.describe(r.Provider).Ephemeral && cctx.Err() == nil {
+			// An ephemeral provider (the simulated market) keeps its fleets
+			// in the memory of the process that launched them: once that
+			// process ended, so did the fleet, and nothing is left to
+			// delete or to bill.
+			r.State, r.Error = StateDeleted, ""
+			r.Note = simFleetGone + " (" + err.Error() + ")"
+			return s.update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
+		}
+		return r, fmt.Errorf("delete fleet %s: %w (the ledger still shows it %s; deleting again is safe)", r.ProviderRef, err, r.State)
+	}
+	// A delete is news, not an error: who did it goes to the note.
+	r.State, r.Error, r.Note = StateDeleted, "", "deleted"
+	if actor != "" {
+		r.Note = "deleted by " + actor
+	}
+	return s.update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
+}
+
+// cancelScheduled deletes a fleet gpumarket was to launch later: nothing
+// was launched, so nothing is called; the row is deleted unless the loop
+// took it meanwhile (then it is being launched, and can be deleted once it
+// is).
+func (s *Service) cancelScheduled(ctx context.Context, r Entry, actor string) (Entry, error) {
+	if s.st.ReadOnly() {
+		return r, fmt.Errorf("cancel scheduled fleet %s: %w", r.ID, ErrReadOnly)
+	}
+	r.State, r.Error, r.Note = StateDeleted, "", "cancelled before its start; nothing was launched or spent"
+	if actor != "" {
+		r.Note = "cancelled by " + actor + " before its start; nothing was launched or spent"
+	}
+	next, err := s.st.UpdateFrom(ctx, r, StateScheduled)
+	if errors.Is(err, ErrConflict) {
+		cur, _ := s.st.Get(ctx, r.ID)
+		return cur, fmt.Errorf("ledger row %s is being launched now (state %s): delete it once it is launched", r.ID, cur.State)
+	}
+	if err != nil {
+		return r, err
+	}
+	s.changes.Add(1)
+	return next, nil
+}
+
+// simFleetGone is the note of a simulated fleet whose process ended.
+const simFleetGone = "simulated fleet ended with the process that launched it; nothing was billed"
+
+// RefreshFleet asks the provider for a fleet's state and records it.
+func (s *Service) RefreshFleet(ctx context.Context, id string) (domain.Fleet, Entry, error) {
+	r, err := s.FleetRow(ctx, id)
+	if err != nil {
+		return domain.Fleet{}, r, err
+	}
+	if sched, ok := ScheduleOf(r); ok && r.ProviderRef == "" && r.State == StateScheduled {
+		// Kept by gpumarket, not launched yet: the ledger is all there is.
+		return domain.Fleet{Provider: r.Provider, Region: r.Region, State: r.State, Target: r.InstanceCount,
+			Message: "scheduled: gpumarket launches it at " + sched.Start.UTC().Format(time.RFC3339)}, r, nil
+	}
+	if r.ProviderRef == "" {
+		return domain.Fleet{}, r, fmt.Errorf("ledger row %s has no fleet id yet (state %s)", r.ID, r.State)
+	}
+	p, ok := s.provs[r.Provider].(domain.FleetLauncher)
+	if !ok {
+		return domain.Fleet{}, r, fmt.Errorf("provider %s is not in use in this run or does not launch fleets", r.Provider)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	f, err := p.DescribeFleet(cctx, r.Region, r.ProviderRef)
+	if err != nil {
+		return f, r, fmt.Errorf("describe fleet %s: %w", r.ProviderRef, err)
+	}
+	if f.State != "" && fleetRowState(f.State) != r.State && r.State != StateDeleted {
+		// Only over the state read above: a delete recorded meanwhile
+		// (another session, `fleet delete`) is never overwritten.
+		from := r.State
+		r.State = fleetRowState(f.State)
+		if r, err = s.settle(ctx, fleetDates(r, s.opt.Now()), from); err != nil {
+			return f, r, err
+		}
+	}
+	return f, r, nil
+}

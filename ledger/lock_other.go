@@ -1,0 +1,38 @@
+//go:build !unix
+
+package ledger
+
+import "os"
+
+// lockSupported says whether calls hold file locks here: not on this
+// platform, where the heartbeat alone tells a call in flight.
+const lockSupported = false
+
+func lockFile(path string) (*os.File, error) { return nil, nil }
+
+func held(path string) bool { return false }
+
+// writable reports whether this process may write the file or dir: it
+// tries.
+var writable = func(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	if !st.IsDir() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return false
+		}
+		f.Close()
+		return true
+	}
+	f, err := os.CreateTemp(path, ".gpumarket-write-*")
+	if err != nil {
+		return false
+	}
+	name := f.Name()
+	f.Close()
+	os.Remove(name)
+	return true
+}

@@ -1,0 +1,226 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// costUnknownNote is the cost note of a row whose cost the cloud's record
+// did not say: its CostUSD is 0, which is no price (see CostUnknown).
+// The day's spending reads such a row as unknown (ledger.NoteCostUnknown).
+const costUnknownNote = NoteCostUnknown + ": re-created from the cloud's record"
+
+// RebuildReport is what Rebuild did.
+type RebuildReport struct {
+	// Asked lists the providers whose records were read.
+	Asked []string
+	// Created are the rows re-created from the clouds' records.
+	Created []Entry
+	// Present counts records the ledger already had a row for.
+	Present int
+	// Failed maps a provider to why its records could not be read.
+	Failed map[string]error
+}
+
+// Rebuild re-creates the ledger rows the clouds show and the ledger lacks:
+// every provider in use that can list gpumarket's purchases and launches
+// from their tags (a RecordLister) is asked. A record whose ledger row
+// exists — by the row id its tag names, by the cloud's id, or by the
+// offering it was bought from — is left alone, so Rebuild may be run
+// again and again without duplicating anything.
+func (s *Service) Rebuild(ctx context.Context) (RebuildReport, error) {
+	rep := RebuildReport{Failed: map[string]error{}}
+	for _, name := range s.names {
+		rl, ok := s.provs[name].(domain.RecordLister)
+		if !ok {
+			continue
+		}
+		rep.Asked = append(rep.Asked, name)
+		cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+		recs, err := rl.ListRecords(cctx, time.Time{})
+		cancel()
+		if err != nil {
+			rep.Failed[name] = err
+			continue
+		}
+		for _, rec := range recs {
+			if rec.Provider == "" {
+				rec.Provider = name
+			}
+			have, err := s.recorded(ctx, rec)
+			if err != nil {
+				return rep, err
+			}
+			if have {
+				rep.Present++
+				continue
+			}
+			row, err := s.recreate(ctx, rec, domain.Offering{}, fmt.Sprintf("re-created by `gpumarket ledger --rebuild` from %s's tags", name))
+			var dup *DuplicateError
+			switch {
+			case errors.As(err, &dup):
+				rep.Present++
+			case err != nil:
+				return rep, err
+			default:
+				rep.Created = append(rep.Created, row)
+			}
+		}
+	}
+	return rep, nil
+}
+
+// recorded reports whether the ledger has a row for a cloud's record.
+func (s *Service) recorded(ctx context.Context, rec domain.CloudRecord) (bool, error) {
+	found := func(err error) (bool, error) {
+		if err == nil {
+			return true, nil
+		}
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		return false, err
+	}
+	if rec.Ref != "" {
+		if ok, err := found(get(s.st.Get(ctx, rec.Ref))); ok || err != nil {
+			return ok, err
+		}
+	}
+	if rec.ProviderRef != "" {
+		if ok, err := found(get(s.st.FindByRef(ctx, rec.ProviderRef))); ok || err != nil {
+			return ok, err
+		}
+	}
+	if Booked(rec.Kind) && rec.OfferingID != "" {
+		return found(get(s.st.Holder(ctx, rec.Kind, rec.OfferingID)))
+	}
+	return false, nil
+}
+
+func get(_ Entry, err error) error { return err }
+
+// recreate writes the ledger row of a cloud's record of a purchase or
+// launch, under the row id its tag names when that id is free. o is the
+// offering it was bought from, when known; else one is made from the
+// record, so that the row can be reconciled like any other.
+func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain.Offering, why string) (Entry, error) {
+	now := s.opt.Now()
+	r := Entry{
+		Kind: rec.Kind, Provider: rec.Provider, Cloud: string(rec.Cloud), Region: rec.Region, Zone: rec.Zone,
+		InstanceType: rec.InstanceType, InstanceCount: rec.InstanceCount, Start: rec.Start, End: rec.End,
+		State: rec.State, ProviderRef: rec.ProviderRef, Actor: rec.Actor, CreatedAt: rec.CreatedAt, Note: why,
+	}
+	if rec.Ref != "" {
+		if _, err := s.st.Get(ctx, rec.Ref); errors.Is(err, ErrNotFound) {
+			r.ID = rec.Ref
+		}
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = now
+	}
+	if e, ok := domain.LookupGPU(firstType(rec.InstanceType)); ok {
+		r.GPUCount = e.GPU.Count * float64(rec.InstanceCount)
+		if r.Cloud == "" {
+			r.Cloud = string(e.Cloud)
+		}
+	}
+	if math.IsNaN(rec.CostUSD) || rec.CostUSD < 0 {
+		r.CostNote = costUnknownNote
+	} else {
+		r.CostUSD = rec.CostUSD
+	}
+	// A record is of something the cloud shows exists: never "in flight"
+	// or "unknown" in the ledger, whose pending and unknown mean a call
+	// with no answer.
+	if r.State == "" || r.State == StatePending || r.State == StateUnknown {
+		r.State = StateScheduled
+		if r.Kind == KindFleet {
+			r.State = StateActive
+		}
+	}
+	var req any
+	switch r.Kind {
+	case KindFleet:
+		r.IdemKey = rec.Ref
+		if r.IdemKey == "" {
+			r.IdemKey = "cloud:" + rec.ProviderRef
+		}
+		if r.Start.IsZero() {
+			r.Start = r.CreatedAt
+		}
+		if r.CostNote == costUnknownNote {
+			r.CostNote = firstHour + unknownPrices + ": " + costUnknownNote
+		}
+		req = domain.FleetSpec{Provider: r.Provider, Region: r.Region, InstanceTypes: strings.Split(r.InstanceType, ","),
+			TargetCapacity: r.InstanceCount, ClientToken: r.IdemKey, Actor: r.Actor}
+	default:
+		if o.ID == "" {
+			e, _ := domain.LookupGPU(r.InstanceType)
+			o = domain.Offering{ID: rec.OfferingID, Provider: r.Provider, Cloud: domain.Cloud(r.Cloud), Region: r.Region,
+				Zone: r.Zone, InstanceType: r.InstanceType, GPU: e.GPU, InstanceCount: r.InstanceCount, Start: r.Start, End: r.End,
+				UpfrontUSD: r.CostUSD, Currency: "USD", Kind: r.Kind, StartsOnPurchase: r.Kind == KindReservation}
+		}
+		r.IdemKey = rec.OfferingID
+		if r.IdemKey == "" {
+			r.IdemKey = "cloud:" + rec.ProviderRef
+		}
+		req = o
+		r = advance(r, now)
+	}
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return r, fmt.Errorf("re-create the row of %s: %w", rec.ProviderRef, err)
+	}
+	r.Request = raw
+	out, err := s.intent(ctx, r, nil)
+	if err != nil {
+		return out, fmt.Errorf("re-create the row of %s: %w", rec.ProviderRef, err)
+	}
+	s.opt.Logger.Info("ledger row re-created from the cloud's record", "row", out.ID, "ref", out.ProviderRef, "why", why)
+	return out, nil
+}
+
+func firstType(types string) string {
+	t, _, _ := strings.Cut(types, ",")
+	return t
+}
+
+// beat keeps the heartbeat of the row's call in flight until the
+// returned stop is called: another host tells a live call from an
+// abandoned one by it.
+func (s *Service) beat(ctx context.Context, id string) (stop func()) {
+	every := s.opt.Heartbeat
+	if every <= 0 {
+		every = HeartbeatEvery
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := s.st.Beat(context.WithoutCancel(ctx), id, s.opt.Now()); err != nil {
+					s.opt.Logger.Warn("heartbeat of a call in flight", "row", id, "err", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}

@@ -1,0 +1,422 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// legacyInFlight is how long a pending row that names no owner (written
+// by an earlier gpumarket) counts as in flight: the longest its call
+// could take (the default timeout and a grace). It is the same in every
+// process — never the observer's own --timeout.
+const legacyInFlight = DefaultTimeout + 30*time.Second
+
+// inFlight reports whether a pending row's call is still being made, and
+// how that is known: its owner's lock (this host) or heartbeat (another
+// host). Only a row whose owner is gone is reconciled; another process's
+// timeout never decides.
+func (s *Service) inFlight(r Entry) (bool, string) {
+	if r.State != StatePending {
+		return false, ""
+	}
+	now := s.opt.Now()
+	switch l, why := s.st.CallLiveness(r, now); l {
+	case OwnerAlive:
+		return true, why
+	case OwnerGone:
+		return false, why
+	}
+	if now.Sub(r.UpdatedAt) < legacyInFlight {
+		return true, fmt.Sprintf("recorded %s ago by a process that names no owner", now.Sub(r.UpdatedAt).Round(time.Second))
+	}
+	return false, "no owner recorded and older than any call lasts"
+}
+
+// Unsettled is a row a reconciliation could not settle, and why.
+type Unsettled struct {
+	Row    Entry
+	Reason string
+}
+
+// ReconcileReport is what Reconcile did.
+type ReconcileReport struct {
+	// Settled are rows whose outcome it found (or whose dates moved them
+	// along: scheduled → active → ended).
+	Settled   []Entry
+	Unsettled []Unsettled
+	// NextDue is when a fleet's schedule next asks for something (a
+	// launch or delete gpumarket owes, a date the cloud keeps); zero when
+	// none does. Keep wakes then rather than at its next tick.
+	NextDue time.Time
+}
+
+// due keeps the earliest time something is due.
+func (r *ReconcileReport) due(t time.Time) {
+	if !t.IsZero() && (r.NextDue.IsZero() || t.Before(r.NextDue)) {
+		r.NextDue = t
+	}
+}
+
+// Reconcile settles every pending or unknown row it can: it asks the
+// provider whether the purchase or launch happened (AWS:
+// DescribeCapacityReservations for the block's type, zone and dates) and
+// records what it finds. A row the provider does not (yet) show stays
+// "unknown" — never guessed "failed" — and is listed in Unsettled. Blocks
+// whose dates have come are moved to active or ended. Scheduled fleets
+// are kept (keepSchedule): gpumarket's launched at their start and
+// deleted at their end, the cloud's asked how they went once a date
+// passed. Each call is bounded by the timeout.
+func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
+	var rep ReconcileReport
+	if s.st.ReadOnly() {
+		return rep, fmt.Errorf("reconcile: %w: nothing can be settled or released here", ErrReadOnly)
+	}
+	s.remember(ctx)
+	rows, err := s.st.List(ctx)
+	if err != nil {
+		return rep, err
+	}
+	now := s.opt.Now()
+	// endWindow ends a reservation whose window is over; it reports
+	// whether the row was one.
+	endWindow := func(r Entry) (bool, error) {
+		if !windowOver(r, now) {
+			return false, nil
+		}
+		next, reason, err := s.endReservation(ctx, r)
+		if err != nil {
+			return true, err
+		}
+		if reason == "" {
+			rep.Settled = append(rep.Settled, next)
+		} else {
+			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: reason})
+		}
+		return true, nil
+	}
+	for _, r := range rows {
+		if done, err := endWindow(r); done || err != nil {
+			if err != nil {
+				return rep, err
+			}
+			continue
+		}
+		if r.Settled() {
+			if next, ended := s.endedWithProcess(ctx, r); ended {
+				if next, err = s.settle(ctx, next, r.State); err != nil {
+					return rep, err
+				}
+				rep.Settled = append(rep.Settled, next)
+				continue
+			}
+			next, handled, reason, due, err := s.keepSchedule(ctx, r, now)
+			switch {
+			case err != nil:
+				return rep, err
+			case handled && reason == "":
+				rep.Settled = append(rep.Settled, next)
+				continue
+			case handled:
+				rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: reason})
+				continue
+			}
+			rep.due(due)
+			if next := advance(r, now); next.State != r.State {
+				next, err = s.settle(ctx, next, r.State)
+				if err != nil {
+					return rep, err
+				}
+				rep.Settled = append(rep.Settled, next)
+			}
+			continue
+		}
+		if ok, why := s.inFlight(r); ok {
+			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: r, Reason: "the call is still in flight: " + why})
+			continue
+		}
+		next, settled, reason := s.reconcileRow(ctx, r)
+		if settled {
+			// Found only after its window ended: release it now.
+			if done, err := endWindow(next); done || err != nil {
+				if err != nil {
+					return rep, err
+				}
+				continue
+			}
+			rep.Settled = append(rep.Settled, next)
+		} else {
+			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: reason})
+		}
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+	}
+	return rep, nil
+}
+
+// reconcileRow looks one unsettled row up at its provider. It returns the
+// row as now recorded, whether it is settled, and if not, why.
+func (s *Service) reconcileRow(ctx context.Context, r Entry) (Entry, bool, string) {
+	if r.State == StatePending {
+		// The process that sent it is gone (or ended its call without
+		// recording the answer): from here on the row is unknown until
+		// the provider says.
+		_, why := s.inFlight(r)
+		r.State = StateUnknown
+		if r.Error == "" {
+			r.Error = "no outcome recorded: the process stopped between intent and answer (" + why + ")"
+		}
+		u, err := s.settle(ctx, r, StatePending)
+		if err != nil {
+			return r, false, err.Error()
+		}
+		if u.State != StateUnknown {
+			return u, u.Settled(), "the call is still in flight" // its own process answered meanwhile
+		}
+		r = u
+	}
+	switch r.Kind {
+	case KindBlock, KindReservation:
+		return s.reconcileBlock(ctx, r)
+	case KindFleet:
+		return s.reconcileFleet(ctx, r)
+	}
+	return r, false, fmt.Sprintf("gpumarket cannot look up a %s row", r.Kind)
+}
+
+func (s *Service) reconcileBlock(ctx context.Context, r Entry) (Entry, bool, string) {
+	b, err := s.booker(r.Provider)
+	if err != nil {
+		return r, false, err.Error()
+	}
+	o, err := offeringOf(r)
+	if err != nil {
+		return r, false, err.Error()
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	found, err := b.FindBooking(cctx, domain.BookRequest{Offering: o, After: r.CreatedAt, Ref: r.ID})
+	if err != nil {
+		return r, false, fmt.Sprintf("look-up at %s failed: %v", r.Provider, err)
+	}
+	if found == nil {
+		if o.Simulated || s.describe(r.Provider).Ephemeral {
+			// The simulated market lives in its process's memory: a
+			// purchase it does not know of was lost with the process that
+			// sent it, and nothing was ever spent. That is settled.
+			r.State = StateFailed
+			r.Error = "simulated market: the purchase was lost with the process that sent it; nothing was spent"
+			u, err := s.settle(ctx, r, StateUnknown)
+			if err != nil {
+				return r, false, err.Error()
+			}
+			return u, u.Settled(), ""
+		}
+		return r, false, fmt.Sprintf("%s shows no reservation for %s %s×%d from %s yet; left unknown (never retried): check again later or in the console",
+			r.Provider, r.Zone, r.InstanceType, r.InstanceCount, r.Start.UTC().Format(time.RFC3339))
+	}
+	u, err := s.settle(ctx, settleBlock(r, *found, s.opt.Now()), StateUnknown)
+	if err != nil {
+		return r, false, err.Error()
+	}
+	s.opt.Logger.Info("reconciled purchase", "row", r.ID, "ref", u.ProviderRef, "state", u.State)
+	return u, true, ""
+}
+
+func (s *Service) reconcileFleet(ctx context.Context, r Entry) (Entry, bool, string) {
+	p, ok := s.provs[r.Provider]
+	if !ok {
+		return r, false, fmt.Sprintf("provider %s is not in use in this run (add it to --provider)", r.Provider)
+	}
+	f, ok := p.(domain.FleetFinder)
+	if !ok {
+		if p.Describe().Ephemeral {
+			r.State = StateFailed
+			r.Error = "simulated market: the launch was lost with the process that sent it; nothing was spent"
+			u, err := s.settle(ctx, r, StateUnknown)
+			if err != nil {
+				return r, false, err.Error()
+			}
+			return u, u.Settled(), ""
+		}
+		return r, false, fmt.Sprintf("%s cannot look a fleet up by its client token %s; left unknown: check the console", r.Provider, r.IdemKey)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	fl, err := f.FindFleet(cctx, r.Region, r.IdemKey)
+	if err != nil {
+		return r, false, fmt.Sprintf("look-up at %s failed: %v", r.Provider, err)
+	}
+	if fl == nil && p.Describe().Ephemeral {
+		// The simulated market knows every fleet its process launched:
+		// one it does not know was lost with the process that sent it.
+		r.State = StateFailed
+		r.Error = "simulated market: the launch was lost with the process that sent it; nothing was spent"
+		u, err := s.settle(ctx, r, StateUnknown)
+		if err != nil {
+			return r, false, err.Error()
+		}
+		return u, u.Settled(), ""
+	}
+	if fl == nil {
+		return r, false, fmt.Sprintf("%s shows no fleet with client token %s yet; left unknown (never retried)", r.Provider, r.IdemKey)
+	}
+	// Found after its answer was lost: it has run since its launch.
+	if r.Start.IsZero() {
+		r.Start = r.CreatedAt
+	}
+	u, err := s.settle(ctx, settleFleet(r, *fl, s.opt.Now()), StateUnknown)
+	if err != nil {
+		return r, false, err.Error()
+	}
+	return u, true, ""
+}
+
+// endedWithProcess returns a fleet row of an ephemeral provider (the
+// simulated market) ended, with a note, when the process that launched
+// it has ended: the fleet lived in that process's memory and ended with
+// it. A fleet whose process still runs (a TUI, a server) is left alone;
+// one launched on another host, or by a gpumarket that recorded no
+// owner, is asked of this process's provider, and ended only if it does
+// not know it and no owner can be asked.
+func (s *Service) endedWithProcess(ctx context.Context, r Entry) (Entry, bool) {
+	if r.Kind != KindFleet || r.ProviderRef == "" || (r.State != StateActive && r.State != StateScheduled) {
+		return r, false
+	}
+	p, ok := s.provs[r.Provider]
+	if !ok || !p.Describe().Ephemeral {
+		return r, false
+	}
+	why := ""
+	switch l, how := s.st.ProcessLiveness(r.Owner); l {
+	case OwnerAlive:
+		return r, false
+	case OwnerGone:
+		why = how
+	default:
+		if r.Owner != "" {
+			return r, false // on another host: only it can tell
+		}
+		fl, ok := p.(domain.FleetLauncher)
+		if !ok {
+			return r, false
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+		_, err := fl.DescribeFleet(cctx, r.Region, r.ProviderRef)
+		cancel()
+		if err == nil || ctx.Err() != nil || cctx.Err() != nil {
+			return r, false
+		}
+		why = "this process's simulated market does not know it"
+	}
+	r.State, r.Error = StateEnded, ""
+	r.Note = simFleetGone + " (" + why + ")"
+	return fleetDates(r, s.opt.Now()), true
+}
+
+// windowOver reports whether a row is a reservation, recorded as held,
+// whose window has ended: it may bill until it is released (Azure's
+// capacity reservations), so the clock alone does not end it.
+func windowOver(r Entry, now time.Time) bool {
+	return r.Kind == KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
+		(r.State == StateScheduled || r.State == StateActive)
+}
+
+// endReservation ends a reservation whose window is over: released at a
+// provider whose bookings bill until released, by the clock at one whose
+// bookings end on their own. When its provider is not in use in this run
+// nothing can be known or done: the row stays active and the reason says
+// so. reason is "" when the row was recorded ended.
+func (s *Service) endReservation(ctx context.Context, r Entry) (Entry, string, error) {
+	p, ok := s.provs[r.Provider]
+	if !ok {
+		if from := r.State; from != StateActive {
+			next := r
+			next.State = StateActive
+			var err error
+			if r, err = s.settle(ctx, next, from); err != nil {
+				return r, "", err
+			}
+		}
+		return r, fmt.Sprintf("window ended %s; the reservation may bill until it is released, and provider %s is not in use in this run: run `gpumarket ledger --provider %s` to release it",
+			r.End.UTC().Format(time.RFC3339), r.Provider, r.Provider), nil
+	}
+	if _, ok := p.(domain.BookingReleaser); !ok {
+		from := r.State
+		r.State = StateEnded
+		next, err := s.settle(ctx, r, from)
+		return next, "", err
+	}
+	next, err := s.release(ctx, r)
+	if err != nil {
+		return next, "", err
+	}
+	if next.State != StateEnded {
+		return next, next.Error, nil
+	}
+	return next, "", nil
+}
+
+// release releases a reservation whose window has ended and records it
+// ended. When the provider cannot be reached the row stays active with
+// the reason, and the next reconciliation tries again: it is still
+// billing, and the user must see that.
+func (s *Service) release(ctx context.Context, r Entry) (Entry, error) {
+	rel := s.provs[r.Provider].(domain.BookingReleaser)
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	from := r.State
+	if err := rel.ReleaseBooking(cctx, bookingOf(r)); err != nil {
+		r.State = StateActive
+		r.Error = fmt.Sprintf("window ended %s but the reservation is still billing: release failed: %v", r.End.UTC().Format(time.RFC3339), err)
+		s.opt.Logger.Warn("release reservation", "row", r.ID, "ref", r.ProviderRef, "err", err)
+		return s.settle(ctx, r, from)
+	}
+	r.State = StateEnded
+	r.Error = ""
+	s.opt.Logger.Info("released reservation at the end of its window", "row", r.ID, "ref", r.ProviderRef)
+	return s.settle(ctx, r, from)
+}
+
+// keepMinWait is the shortest wait between two passes of Keep.
+const keepMinWait = 100 * time.Millisecond
+
+// Keep reconciles the ledger at once and then every interval until ctx
+// ends, so that lost answers are settled, reservations are released when
+// their window ends, and scheduled fleets that gpumarket keeps are
+// launched at their start and deleted at their end while a TUI or a
+// server is running. It wakes early for a schedule due before the next
+// interval (Report.NextDue), so those are sent at their time, not up to
+// an interval late. The first pass does at once what came due while no
+// gpumarket ran, and says how late.
+func (s *Service) Keep(ctx context.Context, every time.Duration) {
+	s.keeping.Store(true)
+	for {
+		rep, err := s.Reconcile(ctx)
+		if errors.Is(err, ErrReadOnly) {
+			s.opt.Logger.Warn("no periodic reconciliation: the ledger is read-only here", "err", err)
+			return
+		}
+		if err != nil && ctx.Err() == nil {
+			s.opt.Logger.Warn("periodic reconciliation", "err", err)
+		}
+		wait := every
+		if !rep.NextDue.IsZero() {
+			// At the time itself (a timer never fires early); a little
+			// later if the clock reads it not quite come, so the loop
+			// never spins.
+			wait = min(wait, max(rep.NextDue.Sub(s.opt.Now()), keepMinWait))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+)
+
+// snapshotPrices prices instance-hours from a hub snapshot: the pools'
+// price history (the spot price in force while an instance ran) and their
+// list prices.
+type snapshotPrices struct{ snap *feed.Snapshot }
+
+// SnapshotPrices is the PriceBook of a hub snapshot; nil for none.
+func SnapshotPrices(s *feed.Snapshot) PriceBook {
+	if s == nil {
+		return nil
+	}
+	return snapshotPrices{s}
+}
+
+// pools returns the snapshot's pools of k: the one pool, or every zone's
+// when k names no zone.
+func (p snapshotPrices) pools(k domain.PoolKey) []*feed.PoolView {
+	if k.Zone != "" {
+		if v, ok := p.snap.Pool(k.String()); ok {
+			return []*feed.PoolView{v}
+		}
+	}
+	var out []*feed.PoolView
+	for i := range p.snap.Pools {
+		v := &p.snap.Pools[i]
+		if v.Provider == k.Provider && v.Region == k.Region && strings.EqualFold(v.InstanceType, k.InstanceType) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// SpotUSDHour is the time-weighted mean of the pool's history over [from,
+// to]; with no zone, the mean over the region's zones (the instance may
+// have run in any).
+func (p snapshotPrices) SpotUSDHour(k domain.PoolKey, from, to time.Time) (float64, bool) {
+	var sum float64
+	n := 0
+	for _, v := range p.pools(k) {
+		st := v.History.Stats(from.Unix(), max(to.Unix(), from.Unix()+1))
+		if !st.OK {
+			// The window starts before the history the hub holds:
+			// the price in force at its end is the best known.
+			if pr, ok := v.History.PriceAt(to.Unix()); ok {
+				st.Avg, st.OK = pr, true
+			}
+		}
+		if st.OK && !math.IsNaN(st.Avg) {
+			sum += st.Avg
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN(), false
+	}
+	return sum / float64(n), true
+}
+
+// OnDemandUSDHour is the pool's list price.
+func (p snapshotPrices) OnDemandUSDHour(k domain.PoolKey) (float64, bool) {
+	for _, v := range p.pools(k) {
+		if v.OnDemandUSDHour != nil {
+			return *v.OnDemandUSDHour, true
+		}
+	}
+	return math.NaN(), false
+}
+
+// Reporters returns the usage reporter of each provider given that has
+// one, by name, as Options.Reporter wants it.
+func Reporters(ps []domain.Provider) func(string) (domain.UsageReporter, bool) {
+	m := map[string]domain.UsageReporter{}
+	for _, p := range ps {
+		if r, ok := p.(domain.UsageReporter); ok {
+			m[p.Name()] = r
+		}
+	}
+	return func(name string) (domain.UsageReporter, bool) {
+		r, ok := m[name]
+		return r, ok
+	}
+}
+
+// TrackerOptions configure a Tracker.
+type TrackerOptions struct {
+	// Ledger holds the rows.
+	Ledger *Store
+	// Reporter and Prices are as in Options; Prices is called for each
+	// computation (the hub's latest snapshot).
+	Reporter func(provider string) (domain.UsageReporter, bool)
+	Prices   func() PriceBook
+	// Since is how far back a report reaches (default 7 days).
+	Since time.Duration
+	// TTL is how long a report is reused (default 5 minutes): the
+	// clouds' metrics APIs bill by the request, and thirty sessions must
+	// cost what one does.
+	TTL         time.Duration
+	MaxIdlePct  float64
+	Timeout     time.Duration
+	Concurrency int
+	Now         func() time.Time
+	// Kept keeps what the providers showed (the ledger's store; see
+	// Options.Kept); nil keeps nothing.
+	Kept Kept
+	// Log is told once, for the tracker's life, that a report could not
+	// be kept (it is computed every few minutes: a data dir that cannot
+	// be written must not fill the log). nil logs nothing.
+	Log *slog.Logger
+}
+
+// Tracker computes reports for every session of a process and keeps the
+// latest for TTL, so that sessions asking at once share one computation.
+type Tracker struct {
+	opt TrackerOptions
+
+	mu     sync.Mutex
+	last   *UsageReport
+	lastAt time.Time
+	// lastRows is the ledger the last report was computed from (rowsKey):
+	// a purchase, launch or state change since makes it stale whatever
+	// its age, or a fleet just launched would be missing for the TTL.
+	lastRows string
+	flight   chan struct{}
+	// saveWarned is set once a failure to keep a report was logged.
+	saveWarned atomic.Bool
+}
+
+// DefaultSince is how far back a usage report reaches unless asked.
+const DefaultSince = 7 * 24 * time.Hour
+
+// NewTracker makes a tracker.
+func NewTracker(opt TrackerOptions) *Tracker {
+	if opt.Since <= 0 {
+		opt.Since = DefaultSince
+	}
+	if opt.TTL <= 0 {
+		opt.TTL = 5 * time.Minute
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Reporter == nil {
+		opt.Reporter = func(string) (domain.UsageReporter, bool) { return nil, false }
+	}
+	return &Tracker{opt: opt}
+}
+
+// Since is how far back the tracker's reports reach.
+func (t *Tracker) Since() time.Duration { return t.opt.Since }
+
+// MaxIdlePct is the alert threshold (0: off).
+func (t *Tracker) MaxIdlePct() float64 { return t.opt.MaxIdlePct }
+
+// Report returns the latest report if it is younger than TTL and the
+// ledger's rows are as they were then, else computes one (or waits for
+// the one being computed). Reading the ledger is local and cheap; the
+// clouds' metrics are asked only when the rows changed or the TTL passed.
+func (t *Tracker) Report(ctx context.Context) (UsageReport, error) {
+	for {
+		rows, err := t.opt.Ledger.List(ctx)
+		if err != nil {
+			return UsageReport{}, err
+		}
+		key := rowsKey(rows)
+		t.mu.Lock()
+		now := t.opt.Now()
+		if t.last != nil && now.Sub(t.lastAt) < t.opt.TTL && key == t.lastRows {
+			r := *t.last
+			t.mu.Unlock()
+			return r, nil
+		}
+		if t.flight != nil {
+			ch := t.flight
+			t.mu.Unlock()
+			select {
+			case <-ch:
+				continue // its report, if the rows are still those
+			case <-ctx.Done():
+				return UsageReport{}, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		t.flight = ch
+		t.mu.Unlock()
+
+		rep := t.compute(ctx, rows)
+		t.mu.Lock()
+		t.flight = nil
+		t.last, t.lastAt, t.lastRows = &rep, t.opt.Now(), key
+		t.mu.Unlock()
+		close(ch)
+		return rep, nil
+	}
+}
+
+// rowsKey is what a report depends on of the ledger's rows: which rows,
+// their state, window, instances and provider id (not their heartbeat).
+func rowsKey(rows []Entry) string {
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%s|%s|%d|%d|%d|%s;", r.ID, r.State, r.Start.UnixNano(), r.End.UnixNano(), r.InstanceCount, r.ProviderRef)
+	}
+	return b.String()
+}
+
+func (t *Tracker) compute(ctx context.Context, rows []Entry) UsageReport {
+	now := t.opt.Now()
+	var prices PriceBook
+	if t.opt.Prices != nil {
+		prices = t.opt.Prices()
+	}
+	return Compute(ctx, rows, UsageOptions{Since: now.Add(-t.opt.Since), Now: now, Reporter: t.opt.Reporter, Prices: prices,
+		Timeout: t.opt.Timeout, Concurrency: t.opt.Concurrency, MaxIdlePct: t.opt.MaxIdlePct,
+		Kept: t.opt.Kept, SaveFailed: t.saveFailed})
+}
+
+// saveFailed logs the first failure to keep a report.
+func (t *Tracker) saveFailed(err error) {
+	if t.opt.Log != nil && t.saveWarned.CompareAndSwap(false, true) {
+		t.opt.Log.Warn("usage: what the clouds showed could not be kept in the ledger; reports are still computed, "+
+			"but usage the clouds forget (ended instances, deleted reservations) will be missing later", "err", err)
+	}
+}

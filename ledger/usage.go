@@ -1,0 +1,790 @@
+// Package usage works out, for every ledger row, what was bought and how
+// much of it was used: booked GPU-hours, GPU-hours with instances running,
+// GPU-hours busy (from the clouds' utilization metrics), interruptions,
+// the cost so far and the idle cost — what was paid for GPU-hours not
+// running or not busy. The providers only report what their cloud shows
+// (domain.UsageReporter); every figure is computed here, the same way
+// for every cloud, so the CLI, the TUI and the budget alert agree.
+//
+// Unknown figures are NaN (null in JSON), never 0: a row whose metrics
+// could not be read is "no metrics", not "0 % busy".
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// UsageRow is one ledger row's usage over the span asked for.
+type UsageRow struct {
+	ID, Kind, Provider, Cloud, Region, Zone string
+	InstanceType                            string
+	Actor, State                            string
+	// GPUs is what was booked: every GPU of a block or reservation, a
+	// fleet's target count of GPUs.
+	GPUs float64
+	// Start and End bound the span counted: the row's capacity within
+	// [Since, Now]; End is Now while it runs.
+	Start, End time.Time
+	// Active is set while the capacity runs (the ledger's "active").
+	Active bool
+	// BookedGPUHours is the capacity of the span; RunningGPUHours the
+	// part of it that instances ran in; BusyGPUHours the part of that the
+	// metrics saw busy. busy ≤ running ≤ booked. NaN is unknown.
+	BookedGPUHours  float64
+	RunningGPUHours float64
+	BusyGPUHours    float64
+	// Interruptions counts the instances the cloud took back in the span;
+	// -1 is unknown.
+	Interruptions int
+	// CostUSD is what the row has cost so far: a block's whole upfront
+	// fee (paid at purchase), a reservation's hours so far at its rate, a
+	// fleet's instance-hours at the spot prices in force while they ran
+	// (on-demand ones at list). IdleUSD is the part of it paid for
+	// GPU-hours not running or not busy. NaN is unknown.
+	CostUSD float64
+	IdleUSD float64
+	// MetricsSource names the utilization metric ("" is no metrics).
+	MetricsSource string
+	// Note says what a figure rests on or why it is unknown.
+	Note string
+	// Days splits the row by UTC day, oldest first.
+	Days []Day
+	// consumed is the cost of the span (a block's fee spread over its
+	// hours): the base of the idle share.
+	consumed float64
+}
+
+// IdleShare is the share of the span's cost that paid for idle GPU-hours,
+// 0 to 1; NaN when unknown.
+func (r UsageRow) IdleShare() float64 {
+	if math.IsNaN(r.IdleUSD) || !(r.consumed > 0) {
+		return math.NaN()
+	}
+	return math.Min(r.IdleUSD/r.consumed, 1)
+}
+
+// UsedUSD is the cost of the span so far, the base of IdleShare: a
+// block's or reservation's price for the hours it has run (its fee spread
+// over its window), a fleet's cost so far; NaN when unknown.
+func (r UsageRow) UsedUSD() float64 {
+	if !(r.consumed > 0) {
+		return math.NaN()
+	}
+	return r.consumed
+}
+
+// NoMetrics reports whether the row's busy GPU-hours are unknown.
+func (r UsageRow) NoMetrics() bool { return math.IsNaN(r.BusyGPUHours) }
+
+// Day is one UTC day of a row, or the total of a day over rows.
+type Day struct {
+	// Day is the UTC midnight starting it.
+	Day             time.Time
+	BookedGPUHours  float64
+	RunningGPUHours float64
+	BusyGPUHours    float64
+	// CostUSD is what the day's capacity cost (a block's fee spread over
+	// its hours); IdleUSD the part of it idle.
+	CostUSD float64
+	IdleUSD float64
+	// Interruptions counts the instances taken back that day; -1 is
+	// unknown.
+	Interruptions int
+}
+
+// Total sums rows by a key (a day, an actor, or all). Unknown figures of a
+// row are left out of the sums, and NoMetrics counts the rows whose busy
+// GPU-hours (and so idle cost) are unknown.
+type Total struct {
+	Key             string
+	Rows            int
+	BookedGPUHours  float64
+	RunningGPUHours float64
+	BusyGPUHours    float64
+	Interruptions   int
+	CostUSD         float64
+	IdleUSD         float64
+	NoMetrics       int
+}
+
+// Alert is a running row whose idle share is over budget.max_idle_pct.
+type Alert struct {
+	Row     UsageRow
+	IdlePct float64
+	MaxPct  float64
+}
+
+// String is the alert as one line: "…RD7Q2K (2×p5.48xlarge) is 83% idle,
+// over the 50% budget".
+func (a Alert) String() string {
+	return fmt.Sprintf("%s (%s %d GPUs of %s) is %.0f%% idle, over budget.max_idle_pct %.0f%%",
+		a.Row.ID, a.Row.Kind, int(math.Round(a.Row.GPUs)), a.Row.InstanceType, a.IdlePct, a.MaxPct)
+}
+
+// UsageReport is the usage of every row over [Since, Now].
+type UsageReport struct {
+	Since, Now time.Time
+	// Rows are the five most idle first (by idle cost), then the rest
+	// newest first.
+	Rows []UsageRow
+	// Days are the totals per UTC day, oldest first; Actors per actor,
+	// by idle cost; All over every row.
+	Days   []Total
+	Actors []Total
+	All    Total
+	// Alerts are the running rows over budget.max_idle_pct.
+	Alerts []Alert
+}
+
+// PriceBook answers what capacity cost while it ran: the spot price in
+// force (the hub's history) and the list price.
+type PriceBook interface {
+	// SpotUSDHour is the time-weighted mean spot price of an
+	// instance-hour of the pool over [from, to]. A pool with an empty
+	// Zone means any zone of the region.
+	SpotUSDHour(k domain.PoolKey, from, to time.Time) (float64, bool)
+	// OnDemandUSDHour is the list price of an instance-hour.
+	OnDemandUSDHour(k domain.PoolKey) (float64, bool)
+}
+
+// UsageOptions of Compute.
+type UsageOptions struct {
+	// Since and Now bound the span; rows outside it are left out.
+	Since, Now time.Time
+	// Reporter returns the usage reporter of a provider, false when the
+	// provider is not in use in this run or reports no usage.
+	Reporter func(provider string) (domain.UsageReporter, bool)
+	// Prices prices fleets' instance-hours; nil prices them at the
+	// ledger's launch estimate.
+	Prices PriceBook
+	// Timeout bounds each provider call (default 30s); Concurrency how
+	// many run at once (default 4).
+	Timeout     time.Duration
+	Concurrency int
+	// MaxIdlePct raises an Alert for a running row idle more than this
+	// share of its cost (percent); 0 is off.
+	MaxIdlePct float64
+	// Kept keeps what each row's provider last showed (the ledger's
+	// store); nil keeps nothing. See readRow.
+	Kept Kept
+	// SaveFailed is told, once per Compute, that what a provider
+	// showed could not be kept; the report is the same either way. nil
+	// ignores it.
+	SaveFailed func(error)
+}
+
+// saveTimeout bounds keeping one row's report: the report never waits
+// long on the ledger's file (another process may hold its write lock).
+const saveTimeout = 5 * time.Second
+
+// readRow is the report of a row: what its provider shows now, merged
+// with what Kept holds of what it showed before (and kept again), or what
+// Kept holds alone, when the live read fails or the row has ended and the
+// cloud no longer lists any of its instances. nil when nothing is known;
+// notes says what the figures rest on.
+func readRow(ctx context.Context, r Entry, q domain.UsageQuery, opt UsageOptions, saveFailed func(error), notes *[]string) *domain.UsageReport {
+	var live domain.UsageReport
+	var liveErr error
+	if rp, ok := opt.Reporter(r.Provider); !ok {
+		liveErr = fmt.Errorf("%s is not in use in this run or reports no usage", r.Provider)
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, opt.Timeout)
+		live, liveErr = rp.Usage(cctx, q)
+		cancel()
+		if liveErr != nil {
+			liveErr = fmt.Errorf("usage: %w", liveErr)
+		}
+	}
+	var kept domain.UsageReport
+	var keptAt time.Time
+	var haveKept bool
+	var keptErr error
+	if opt.Kept != nil {
+		kept, keptAt, haveKept, keptErr = opt.Kept.LoadUsage(ctx, r.ID)
+		if keptErr != nil {
+			haveKept = false
+		}
+	}
+	withNote := func(rep domain.UsageReport) *domain.UsageReport {
+		if rep.Note != "" {
+			*notes = append(*notes, rep.Note)
+		}
+		return &rep
+	}
+	switch {
+	case liveErr != nil && haveKept:
+		// Counted as seen then: an instance running then is not
+		// guessed to have run on since.
+		*notes = append(*notes, keptNote(keptAt, "the live read failed: "+liveErr.Error()))
+		return withNote(closeOpen(kept, keptAt))
+	case liveErr != nil:
+		*notes = append(*notes, liveErr.Error())
+		if keptErr != nil {
+			*notes = append(*notes, "the usage kept in the ledger could not be read: "+keptErr.Error())
+		}
+		return nil
+	case haveKept && !q.End.IsZero() && !q.End.After(opt.Now) && len(live.Instances) == 0 && len(kept.Instances) > 0:
+		// The row has ended and the cloud has forgotten its
+		// instances: this read adds nothing, and is not kept (the
+		// kept figures stay those of when they were read).
+		*notes = append(*notes, keptNote(keptAt, "the cloud no longer lists its instances"))
+		return withNote(merge(kept, keptAt, live))
+	}
+	rep := live
+	if haveKept {
+		rep = merge(kept, keptAt, live)
+	}
+	if keptErr != nil {
+		// The live figures stand, but what was kept (instances the cloud
+		// has since forgotten) is missing from them.
+		*notes = append(*notes, "the usage kept in the ledger could not be read: "+keptErr.Error()+
+			"; the figures are what the cloud lists now")
+	}
+	rep = bound(rep, q.Start, q.End)
+	if opt.Kept != nil && keptErr == nil {
+		// A kept report that could not be read is not saved over:
+		// what it holds may be what the cloud has forgotten.
+		if ro, ok := opt.Kept.(readOnly); !ok || !ro.ReadOnly() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+			if err := opt.Kept.SaveUsage(sctx, r.ID, rep, opt.Now); err != nil {
+				saveFailed(err)
+			}
+			cancel()
+		}
+	}
+	return withNote(rep)
+}
+
+// TopIdle is how many of the most idle rows come first.
+const TopIdle = 5
+
+// Counted reports whether a ledger row bought or launched capacity that
+// usage counts: it has the cloud's id and a state past its call.
+func Counted(r Entry) bool {
+	if r.ProviderRef == "" {
+		return false
+	}
+	switch r.State {
+	case StateScheduled, StateActive, StateEnded, StateDeleted:
+		return true
+	}
+	return false
+}
+
+// Span is when a row's capacity ran: a block's or a reservation's window;
+// a fleet's time running, from when it became active to when it was
+// deleted or found ended (a fleet row that does not carry those is taken
+// to start when it was launched — its intent is written just before the
+// launch — and, once deleted or ended, to end at its last update). A zero
+// end means it still runs.
+func Span(r Entry) (start, end time.Time) {
+	start, end = r.Start, r.End
+	if r.Kind != KindFleet {
+		return start, end
+	}
+	if start.IsZero() {
+		start = r.CreatedAt
+	}
+	if end.IsZero() && (r.State == StateDeleted || r.State == StateEnded) {
+		end = r.UpdatedAt
+	}
+	return start, end
+}
+
+// Compute works out the usage of the rows over [opt.Since, opt.Now],
+// asking each row's provider what ran (at most opt.Concurrency calls at
+// once). A provider that fails leaves its rows without running and busy
+// figures, and the rest is still computed.
+func Compute(ctx context.Context, rows []Entry, opt UsageOptions) UsageReport {
+	if opt.Timeout <= 0 {
+		opt.Timeout = 30 * time.Second
+	}
+	if opt.Concurrency <= 0 {
+		opt.Concurrency = 4
+	}
+	rep := UsageReport{Since: opt.Since.UTC(), Now: opt.Now.UTC()}
+	var todo []Entry
+	for _, r := range rows {
+		if !Counted(r) {
+			continue
+		}
+		start, end := Span(r)
+		if start.IsZero() {
+			continue
+		}
+		if end.IsZero() || end.After(opt.Now) {
+			end = opt.Now
+		}
+		if start.Before(opt.Since) {
+			start = opt.Since
+		}
+		if end.After(start) {
+			todo = append(todo, r)
+		}
+	}
+	var once sync.Once
+	saveFailed := func(err error) {
+		if opt.SaveFailed != nil {
+			once.Do(func() { opt.SaveFailed(err) })
+		}
+	}
+	out := make([]UsageRow, len(todo))
+	sem := make(chan struct{}, opt.Concurrency)
+	var wg sync.WaitGroup
+	for i, r := range todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i] = computeRow(ctx, r, opt, saveFailed)
+		}()
+	}
+	wg.Wait()
+	rep.Rows = order(out)
+	rep.Days, rep.Actors, rep.All = totals(rep.Rows)
+	if opt.MaxIdlePct > 0 {
+		for _, r := range rep.Rows {
+			if s := r.IdleShare(); r.Active && s*100 > opt.MaxIdlePct {
+				rep.Alerts = append(rep.Alerts, Alert{Row: r, IdlePct: s * 100, MaxPct: opt.MaxIdlePct})
+			}
+		}
+	}
+	return rep
+}
+
+// query is the usage question of a row.
+func query(r Entry, opt UsageOptions) domain.UsageQuery {
+	start, end := Span(r)
+	q := domain.UsageQuery{Ref: r.ID, Kind: r.Kind, ProviderRef: r.ProviderRef, Region: r.Region, Zone: r.Zone,
+		InstanceType: r.InstanceType, InstanceCount: r.InstanceCount, Start: start, End: end, From: opt.Since, To: opt.Now}
+	if r.Kind == KindFleet {
+		var spec domain.FleetSpec
+		if json.Unmarshal(r.Request, &spec) == nil {
+			q.InstanceTypes = spec.InstanceTypes
+			q.OnDemand = spec.OnDemandBase
+			q.Zones, q.Strategy, q.MaxPriceUSD = spec.Zones, spec.Strategy, spec.MaxPriceUSD
+			if len(spec.Zones) == 1 && q.Zone == "" {
+				q.Zone = spec.Zones[0]
+			}
+		}
+	}
+	if len(q.InstanceTypes) == 0 && q.InstanceType != "" {
+		q.InstanceTypes = []string{q.InstanceType}
+	}
+	return q
+}
+
+// perInstanceGPUs is the GPUs of one booked instance.
+func perInstanceGPUs(r Entry) float64 {
+	if r.InstanceCount > 0 && r.GPUCount > 0 {
+		return r.GPUCount / float64(r.InstanceCount)
+	}
+	if e, ok := domain.LookupGPU(r.InstanceType); ok {
+		return e.GPU.Count
+	}
+	return math.NaN()
+}
+
+func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(error)) UsageRow {
+	q := query(r, opt)
+	start, end := q.Start, q.End
+	if end.IsZero() || end.After(opt.Now) {
+		end = opt.Now
+	}
+	if start.Before(opt.Since) {
+		start = opt.Since
+	}
+	per := perInstanceGPUs(r)
+	gpus := r.GPUCount
+	if !(gpus > 0) {
+		gpus = per * float64(r.InstanceCount)
+	}
+	row := UsageRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region, Zone: r.Zone,
+		InstanceType: r.InstanceType, Actor: r.Actor, State: r.State, GPUs: gpus, Start: start, End: end,
+		Active: r.State == StateActive, Interruptions: -1,
+		RunningGPUHours: math.NaN(), BusyGPUHours: math.NaN(), CostUSD: math.NaN(), IdleUSD: math.NaN()}
+	var notes []string
+
+	// What the provider shows, merged with what it showed before.
+	rep := readRow(ctx, r, q, opt, saveFailed, &notes)
+	if rep != nil {
+		if n := lastSeenNote(*rep, start, end); n != "" {
+			notes = append(notes, n)
+		}
+	}
+
+	days := dayStarts(start, end)
+	row.Days = make([]Day, len(days))
+	for i, d := range days {
+		d0, d1 := maxTime(d, start), minTime(d.Add(24*time.Hour), end)
+		row.Days[i] = Day{Day: d, BookedGPUHours: gpus * hours(d0, d1), Interruptions: -1,
+			RunningGPUHours: math.NaN(), BusyGPUHours: math.NaN(), CostUSD: math.NaN(), IdleUSD: math.NaN()}
+		row.BookedGPUHours += row.Days[i].BookedGPUHours
+	}
+
+	measured := 0.0 // GPU-hours of running time covered by samples
+	if rep != nil {
+		row.Interruptions = 0
+		if rep.InterruptionsUnknown {
+			row.Interruptions = -1
+		}
+		for i := range row.Days {
+			row.Days[i].RunningGPUHours, row.Days[i].BusyGPUHours = 0, 0
+			if row.Interruptions == 0 {
+				row.Days[i].Interruptions = 0
+			}
+		}
+		for _, in := range rep.Instances {
+			g := per
+			if e, ok := domain.LookupGPU(in.InstanceType); ok {
+				g = e.GPU.Count
+			}
+			i0, i1 := in.Start, in.End
+			if i1.IsZero() || i1.After(end) {
+				i1 = end
+			}
+			if i0.Before(start) {
+				i0 = start
+			}
+			if in.Interrupted && !in.End.IsZero() && !in.End.Before(start) && !in.End.After(end) && row.Interruptions >= 0 {
+				row.Interruptions++
+				for di, d := range days {
+					if !in.End.Before(d) && in.End.Before(d.Add(24*time.Hour)) || di == len(days)-1 && in.End.Equal(end) {
+						row.Days[di].Interruptions++
+						break
+					}
+				}
+			}
+			if !i1.After(i0) {
+				continue
+			}
+			for di, d := range days {
+				d0, d1 := maxTime(d, i0), minTime(d.Add(24*time.Hour), i1)
+				if !d1.After(d0) {
+					continue
+				}
+				row.Days[di].RunningGPUHours += g * hours(d0, d1)
+				for _, s := range in.Busy {
+					s0, s1 := maxTime(s.At, d0), minTime(s.At.Add(s.Period), d1)
+					if !s1.After(s0) {
+						continue
+					}
+					h := g * hours(s0, s1)
+					measured += h
+					row.Days[di].BusyGPUHours += h * math.Max(0, math.Min(1, s.Share))
+				}
+			}
+		}
+		row.RunningGPUHours, row.BusyGPUHours = 0, 0
+		for i := range row.Days {
+			d := &row.Days[i]
+			// Running counts at most what was booked (an instance
+			// outside the booked count runs on other terms), busy at
+			// most what ran.
+			d.RunningGPUHours = math.Min(d.RunningGPUHours, d.BookedGPUHours)
+			d.BusyGPUHours = math.Min(d.BusyGPUHours, d.RunningGPUHours)
+			row.RunningGPUHours += d.RunningGPUHours
+			row.BusyGPUHours += d.BusyGPUHours
+		}
+		switch {
+		case row.RunningGPUHours == 0:
+			// Nothing ran: nothing was busy, whatever the metrics say.
+			row.MetricsSource = "no instance ran"
+		case measured == 0:
+			row.BusyGPUHours = math.NaN()
+			for i := range row.Days {
+				row.Days[i].BusyGPUHours = math.NaN()
+			}
+			notes = append(notes, "no metrics")
+		default:
+			row.MetricsSource = rep.Source
+			if cover := measured / row.RunningGPUHours; cover < 0.9 {
+				notes = append(notes, fmt.Sprintf("metrics cover %.0f%% of the running GPU-hours; the rest is counted not busy", cover*100))
+			}
+		}
+	}
+
+	costRow(&row, r, rep, opt, &notes)
+	row.Note = strings.Join(notes, "; ")
+	return row
+}
+
+// costRow fills the cost and idle figures of a row and its days.
+func costRow(row *UsageRow, r Entry, rep *domain.UsageReport, opt UsageOptions, notes *[]string) {
+	switch r.Kind {
+	case KindBlock, KindReservation:
+		// A fixed window: its price per GPU-hour is the fee (or the
+		// window's estimate at the reservation's rate) over the window.
+		windowGPUh := row.GPUs * hours(r.Start, r.End)
+		if !(windowGPUh > 0) || math.IsNaN(r.CostUSD) {
+			*notes = append(*notes, "no price for the window")
+			return
+		}
+		p := r.CostUSD / windowGPUh
+		for i := range row.Days {
+			d := &row.Days[i]
+			d.CostUSD = p * d.BookedGPUHours
+			d.IdleUSD = p * (d.BookedGPUHours - d.BusyGPUHours)
+			row.consumed += d.CostUSD
+		}
+		row.CostUSD = row.consumed
+		if r.Kind == KindBlock {
+			row.CostUSD = r.CostUSD // paid in full, up front
+		}
+		row.IdleUSD = p * (row.BookedGPUHours - row.BusyGPUHours)
+	case KindFleet:
+		costFleet(row, r, rep, opt, notes)
+	}
+}
+
+// costFleet prices a fleet's instance-hours at the spot prices in force
+// while they ran (on-demand ones at list). Without the instances it falls
+// back on the launch estimate for the whole fleet, and an instance whose
+// pool has no known price on its share of that estimate.
+func costFleet(row *UsageRow, r Entry, rep *domain.UsageReport, opt UsageOptions, notes *[]string) {
+	estimate := math.NaN() // per instance-hour
+	if r.CostNote != "" && !CostUnknown(r) && r.InstanceCount > 0 {
+		estimate = r.CostUSD / float64(r.InstanceCount)
+	}
+	days := make([]time.Time, len(row.Days))
+	for i, d := range row.Days {
+		days[i] = d.Day
+		row.Days[i].CostUSD = 0
+	}
+	if rep == nil {
+		if math.IsNaN(estimate) {
+			for i := range row.Days {
+				row.Days[i].CostUSD = math.NaN()
+			}
+			return
+		}
+		for i, d := range row.Days {
+			d0, d1 := maxTime(d.Day, row.Start), minTime(d.Day.Add(24*time.Hour), row.End)
+			row.Days[i].CostUSD = estimate * float64(r.InstanceCount) * hours(d0, d1)
+			row.consumed += row.Days[i].CostUSD
+		}
+		row.CostUSD = row.consumed
+		*notes = append(*notes, "cost at the launch estimate")
+		return
+	}
+	estimated, unknown := false, false
+	for _, in := range rep.Instances {
+		i0, i1 := maxTime(in.Start, row.Start), in.End
+		if i1.IsZero() || i1.After(row.End) {
+			i1 = row.End
+		}
+		for di, d := range days {
+			d0, d1 := maxTime(d, i0), minTime(d.Add(24*time.Hour), i1)
+			if !d1.After(d0) {
+				continue
+			}
+			k := domain.PoolKey{Provider: r.Provider, Region: r.Region, Zone: in.Zone, InstanceType: in.InstanceType}
+			price, ok := math.NaN(), false
+			if opt.Prices != nil {
+				if in.Spot {
+					price, ok = opt.Prices.SpotUSDHour(k, d0, d1)
+				} else {
+					price, ok = opt.Prices.OnDemandUSDHour(k)
+				}
+			}
+			if !ok {
+				price, estimated = estimate, true
+				unknown = unknown || math.IsNaN(estimate)
+			}
+			row.Days[di].CostUSD += price * hours(d0, d1)
+		}
+	}
+	if unknown {
+		for i := range row.Days {
+			row.Days[i].CostUSD = math.NaN()
+		}
+		*notes = append(*notes, "no price known for some instance-hours")
+		return
+	}
+	if estimated {
+		*notes = append(*notes, "some instance-hours at the launch estimate (no price history for their pool)")
+	}
+	idleKnown := !math.IsNaN(row.BusyGPUHours)
+	row.IdleUSD = 0
+	for i := range row.Days {
+		d := &row.Days[i]
+		row.consumed += d.CostUSD
+		// A fleet bills only while its instances run: what it paid for
+		// idle is the share of the running GPU-hours not busy.
+		switch {
+		case !idleKnown:
+			d.IdleUSD = math.NaN()
+		case d.RunningGPUHours > 0:
+			d.IdleUSD = d.CostUSD * (d.RunningGPUHours - d.BusyGPUHours) / d.RunningGPUHours
+		default:
+			d.IdleUSD = 0
+		}
+		row.IdleUSD += d.IdleUSD
+	}
+	row.CostUSD = row.consumed
+}
+
+// order puts the TopIdle rows of the highest idle cost first, then the
+// rest newest first.
+func order(rows []UsageRow) []UsageRow {
+	byStart := append([]UsageRow(nil), rows...)
+	sort.SliceStable(byStart, func(i, j int) bool {
+		if !byStart[i].Start.Equal(byStart[j].Start) {
+			return byStart[i].Start.After(byStart[j].Start)
+		}
+		return byStart[i].ID > byStart[j].ID
+	})
+	idle := append([]UsageRow(nil), byStart...)
+	sort.SliceStable(idle, func(i, j int) bool { return nanLast(idle[i].IdleUSD) > nanLast(idle[j].IdleUSD) })
+	out := make([]UsageRow, 0, len(rows))
+	top := map[string]bool{}
+	for _, r := range idle {
+		if len(top) == TopIdle || math.IsNaN(r.IdleUSD) || r.IdleUSD <= 0 {
+			break
+		}
+		top[r.ID] = true
+		out = append(out, r)
+	}
+	for _, r := range byStart {
+		if !top[r.ID] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func nanLast(v float64) float64 {
+	if math.IsNaN(v) {
+		return math.Inf(-1)
+	}
+	return v
+}
+
+// totals sums the rows per day, per actor and over all.
+func totals(rows []UsageRow) (days, actors []Total, all Total) {
+	byDay := map[time.Time]*Total{}
+	byActor := map[string]*Total{}
+	for _, r := range rows {
+		a := byActor[r.Actor]
+		if a == nil {
+			a = &Total{Key: r.Actor}
+			byActor[r.Actor] = a
+		}
+		a.addRow(r)
+		all.addRow(r)
+		for _, d := range r.Days {
+			t := byDay[d.Day]
+			if t == nil {
+				t = &Total{Key: d.Day.Format("2006-01-02")}
+				byDay[d.Day] = t
+			}
+			t.Rows++
+			if math.IsNaN(d.BusyGPUHours) {
+				t.NoMetrics++
+			}
+			if d.Interruptions > 0 {
+				t.Interruptions += d.Interruptions
+			}
+			t.add(d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, d.CostUSD, d.IdleUSD)
+		}
+	}
+	for _, t := range byDay {
+		days = append(days, *t)
+	}
+	sort.Slice(days, func(i, j int) bool { return days[i].Key < days[j].Key })
+	for _, t := range byActor {
+		actors = append(actors, *t)
+	}
+	sort.Slice(actors, func(i, j int) bool {
+		if actors[i].IdleUSD != actors[j].IdleUSD {
+			return actors[i].IdleUSD > actors[j].IdleUSD
+		}
+		return actors[i].Key < actors[j].Key
+	})
+	all.Key = "all"
+	return days, actors, all
+}
+
+func (t *Total) addRow(r UsageRow) {
+	t.Rows++
+	if r.NoMetrics() {
+		t.NoMetrics++
+	}
+	if r.Interruptions > 0 {
+		t.Interruptions += r.Interruptions
+	}
+	t.add(r.BookedGPUHours, r.RunningGPUHours, r.BusyGPUHours, r.CostUSD, r.IdleUSD)
+}
+
+func (t *Total) add(booked, running, busy, cost, idle float64) {
+	t.BookedGPUHours += known(booked)
+	t.RunningGPUHours += known(running)
+	t.BusyGPUHours += known(busy)
+	t.CostUSD += known(cost)
+	t.IdleUSD += known(idle)
+}
+
+func known(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return v
+}
+
+// dayStarts are the UTC midnights of the days [start, end) touches.
+func dayStarts(start, end time.Time) []time.Time {
+	var out []time.Time
+	for d := start.UTC().Truncate(24 * time.Hour); d.Before(end); d = d.Add(24 * time.Hour) {
+		out = append(out, d)
+	}
+	return out
+}
+
+func hours(a, b time.Time) float64 {
+	if !b.After(a) {
+		return 0
+	}
+	return b.Sub(a).Hours()
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// Bar draws booked, running and busy GPU-hours as one bar of at most
+// width cells, scaled to peak: █ busy, ▓ running but not busy (or not
+// measured), ▒ booked but not running. Unknown running or busy figures
+// draw as none of that kind.
+func Bar(booked, running, busy, peak float64, width int) string {
+	if !(peak > 0) || width <= 0 || math.IsNaN(booked) {
+		return ""
+	}
+	cells := func(v float64) int {
+		if math.IsNaN(v) || v <= 0 {
+			return 0
+		}
+		return int(math.Round(v / peak * float64(width)))
+	}
+	b, r, u := cells(booked), cells(running), cells(busy)
+	r, u = min(r, b), min(u, min(r, b))
+	return strings.Repeat("█", u) + strings.Repeat("▓", r-u) + strings.Repeat("▒", b-r)
+}

@@ -1,0 +1,233 @@
+package present
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// Column is one column of the market table, declared once (k9s's
+// internal/render is the model): how the Market view shows it, how it
+// sorts, and how `gpumarket prices` prints it, side by side. A column may
+// have one face only: the TREND sparkline is the view's, the window
+// statistics are the CLI's.
+//
+// The columns are package-level values that nothing writes after init;
+// View, Sorts and Prices list them in each layout's order.
+type Column struct {
+	// Title is the Market view's header; "" keeps the column out of it.
+	Title string
+	// Width is its width in cells; MaxWidth, when larger, is how far it
+	// grows when the terminal has room (names run long).
+	Width, MaxWidth int
+	// Prio orders the columns to keep as the terminal narrows: 0 first.
+	Prio int
+	// Right aligns numbers.
+	Right bool
+	// Cell is what the Market view shows.
+	Cell func(*Row) string
+
+	// SortName names the order by this column ("sort: effective
+	// $/GPU-h"), SortShort in the status line; Compare orders two rows
+	// by it (unknown figures last in either direction). A column without
+	// Compare is not an order of the view.
+	SortName, SortShort string
+	Compare             func(a, b *Row, reverse bool) int
+
+	// Field is its name in `prices` JSON and CSV, upper-cased in the
+	// table (DESIGN.md's contract); "" keeps it out of `prices`.
+	Field string
+	// Format rounds it in the prices table ("%.4f"); "-" keeps it out of
+	// the table (JSON and CSV keep every column and every digit).
+	Format string
+	// Value is what `prices` prints: nil, or a nil pointer, is unknown
+	// (null in JSON, empty in CSV, "-" in the table).
+	Value func(*Row) any
+
+	// Windowed is set when the column reads the window (Row.From, To or
+	// Window): a window change redoes only these, and the Market view
+	// fills their cells for the rows it shows.
+	Windowed bool
+}
+
+// The columns. The figures come from Derive; a column only chooses one and
+// says how it reads.
+var (
+	ColGPU = &Column{Title: "GPU", Width: 12, Prio: 0, Cell: gpuCell,
+		SortName: "GPU", SortShort: "GPU",
+		Compare: func(a, b *Row, rev bool) int {
+			c := dir(rev, cmp.Or(strings.Compare(a.GPU.Model, b.GPU.Model), cmp.Compare(b.GPU.Count, a.GPU.Count)))
+			return cmp.Or(c, cmpNaNLast(a.Effective, b.Effective))
+		}}
+	ColInstance = &Column{Title: "INSTANCE", Width: 17, MaxWidth: 26, Prio: 5,
+		Cell:  func(r *Row) string { return DisplayType(r.InstanceType) },
+		Field: "instance_type", Value: func(r *Row) any { return r.InstanceType }}
+	ColPlace = &Column{Title: "REGION/ZONE", Width: 16, MaxWidth: 20, Prio: 2,
+		Cell:     func(r *Row) string { return Place(r.Region, r.Zone) },
+		SortName: "region", SortShort: "region",
+		Compare: func(a, b *Row, rev bool) int {
+			c := dir(rev, cmp.Or(strings.Compare(a.Region, b.Region), strings.Compare(a.Zone, b.Zone)))
+			return cmp.Or(c, cmpNaNLast(a.Effective, b.Effective))
+		}}
+	ColCloud = &Column{Title: "CLOUD", Width: 9, Prio: 9,
+		Cell:  func(r *Row) string { return CloudName(r.Pool) },
+		Field: "cloud", Format: "-", Value: func(r *Row) any { return string(r.Cloud) }}
+	ColSpot = &Column{Title: "SPOT $/H", Width: 8, Prio: 6, Right: true,
+		Cell:     func(r *Row) string { return Money(r.Spot) },
+		SortName: "spot $/h", SortShort: "spot", Compare: byFigure(func(r *Row) float64 { return r.Spot }),
+		Field: "spot_usd_hour", Format: "%.4f", Value: func(r *Row) any { return known(r.Spot) }}
+	ColPerGPU = &Column{Title: "$/GPU-H", Width: 8, Prio: 3, Right: true,
+		Cell:     func(r *Row) string { return Money(r.PerGPU) },
+		SortName: "$/GPU-h", SortShort: "$/GPU-h", Compare: byFigure(func(r *Row) float64 { return r.PerGPU }),
+		Field: "spot_usd_gpu_hour", Format: "%.4f", Value: func(r *Row) any { return Round(r.PerGPU, 6) }}
+	ColSavings = &Column{Title: "SAVE", Width: 4, Prio: 8, Right: true,
+		Cell: func(r *Row) string {
+			if math.IsNaN(r.Savings) {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f%%", r.Savings)
+		},
+		// the biggest saving first; NaN stays NaN when negated, so last
+		SortName: "savings", SortShort: "savings", Compare: byFigure(func(r *Row) float64 { return -r.Savings }),
+		Field: "savings_pct", Format: "%.1f", Value: func(r *Row) any { return Round(r.Savings, 2) }}
+	ColInterruption = &Column{Title: "INTR", Width: 6, Prio: 4,
+		Cell:     func(r *Row) string { return cmp.Or(r.Bucket(), "-") },
+		SortName: "interruption", SortShort: "interruption",
+		Compare: func(a, b *Row, rev bool) int {
+			unknownA, unknownB := a.BucketRank >= len(domain.Buckets), b.BucketRank >= len(domain.Buckets)
+			var c int
+			switch {
+			case unknownA && !unknownB:
+				c = 1
+			case unknownB && !unknownA:
+				c = -1
+			default:
+				c = dir(rev, cmp.Compare(a.BucketRank, b.BucketRank))
+			}
+			return cmp.Or(c, cmpNaNLast(a.Effective, b.Effective))
+		},
+		Field: "interruption", Value: func(r *Row) any { return optString(r.Bucket()) }}
+	ColEffective = &Column{Title: "EFF $/GPU-H", Width: 12, Prio: 1, Right: true,
+		Cell:     func(r *Row) string { return Money(r.Effective) },
+		SortName: "effective $/GPU-h", SortShort: "effective", Compare: byFigure(func(r *Row) float64 { return r.Effective }),
+		Field: "effective_usd_gpu_hour", Format: "%.4f", Value: func(r *Row) any { return Round(r.Effective, 6) }}
+	ColTrend = &Column{Title: "TREND", Width: SparkCols, Prio: 7, Windowed: true,
+		Cell: func(r *Row) string {
+			_, maxs := r.History.Downsample(r.From, r.To, SparkCols)
+			return Sparkline(maxs)
+		}}
+
+	// The columns only `prices` prints.
+	ColProvider = &Column{Field: "provider", Value: func(r *Row) any { return r.Provider }}
+	ColRegion   = &Column{Field: "region", Value: func(r *Row) any { return r.Region }}
+	ColZone     = &Column{Field: "zone", Value: func(r *Row) any { return optString(r.Zone) }}
+	ColGPUModel = &Column{Field: "gpu_model", Value: func(r *Row) any { return optString(r.GPU.Model) }}
+	ColGPUCount = &Column{Field: "gpu_count", Format: "%g", Value: func(r *Row) any { return positive(r.GPU.Count) }}
+	ColGPUMem   = &Column{Field: "gpu_memory_gib", Format: "-", Value: func(r *Row) any { return positive(r.GPU.MemoryGiB) }}
+	ColOnDemand = &Column{Field: "on_demand_usd_hour", Format: "%.4f", Value: func(r *Row) any {
+		if r.OnDemandUSDHour == nil {
+			return nil
+		}
+		return positive(*r.OnDemandUSDHour)
+	}}
+	ColWindowMin = &Column{Field: "window_min_usd_hour", Format: "%.4f", Windowed: true, Value: func(r *Row) any {
+		if st := r.Window(); st.OK {
+			return domain.Float(st.Min)
+		}
+		return nil
+	}}
+	ColWindowAvg = &Column{Field: "window_avg_usd_hour", Format: "%.4f", Windowed: true, Value: func(r *Row) any {
+		if st := r.Window(); st.OK {
+			return Round(st.Avg, 6)
+		}
+		return nil
+	}}
+	ColWindowMax = &Column{Field: "window_max_usd_hour", Format: "%.4f", Windowed: true, Value: func(r *Row) any {
+		if st := r.Window(); st.OK {
+			return domain.Float(st.Max)
+		}
+		return nil
+	}}
+	ColPlacement  = &Column{Field: "placement_score", Value: func(r *Row) any { return r.PlacementScore }}
+	ColObservedAt = &Column{Field: "observed_at", Format: "-", Value: func(r *Row) any { return r.ObservedAt }}
+)
+
+// SparkCols is the width of the trend sparkline; fixed so it is computed
+// once per change of a pool, not per frame.
+const SparkCols = 12
+
+// View is the Market view's columns in display order.
+var View = []*Column{ColGPU, ColInstance, ColPlace, ColCloud, ColSpot, ColPerGPU, ColSavings, ColInterruption, ColEffective, ColTrend}
+
+// Sorts are the Market view's orders in the order `s` cycles through
+// them; the first is the default and the order of `prices`.
+var Sorts = []*Column{ColEffective, ColPerGPU, ColSpot, ColSavings, ColInterruption, ColGPU, ColPlace}
+
+// Prices is `gpumarket prices`'s columns in DESIGN.md's field order.
+var Prices = []*Column{ColProvider, ColCloud, ColRegion, ColZone, ColInstance, ColGPUModel, ColGPUCount, ColGPUMem,
+	ColSpot, ColPerGPU, ColOnDemand, ColSavings, ColWindowMin, ColWindowAvg, ColWindowMax, ColInterruption,
+	ColPlacement, ColEffective, ColObservedAt}
+
+// Compare orders two rows by a column, then by pool key, so the order is
+// stable between snapshots.
+func Compare(by *Column, a, b *Row, reverse bool) int {
+	if c := by.Compare(a, b, reverse); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Key, b.Key)
+}
+
+// byFigure orders by a figure in the sort direction, unknown (NaN) last
+// either way.
+func byFigure(f func(*Row) float64) func(a, b *Row, reverse bool) int {
+	return func(a, b *Row, reverse bool) int {
+		x, y := f(a), f(b)
+		xn, yn := math.IsNaN(x), math.IsNaN(y)
+		switch {
+		case xn && yn:
+			return 0
+		case xn:
+			return 1
+		case yn:
+			return -1
+		}
+		return dir(reverse, cmp.Compare(x, y))
+	}
+}
+
+func dir(reverse bool, c int) int {
+	if reverse {
+		return -c
+	}
+	return c
+}
+
+// cmpNaNLast breaks ties by the cheaper figure, whatever the direction.
+func cmpNaNLast(a, b float64) int {
+	an, bn := math.IsNaN(a), math.IsNaN(b)
+	switch {
+	case an && bn:
+		return 0
+	case an:
+		return 1
+	case bn:
+		return -1
+	}
+	return cmp.Compare(a, b)
+}
+
+func gpuCell(r *Row) string {
+	gpu := cmp.Or(r.GPU.Model, "?")
+	if r.GPU.Count > 0 {
+		gpu += "×" + GPUCount(r.GPU.Count)
+	} else {
+		gpu += "×?" // count unknown, not zero
+	}
+	if r.GPU.MemoryGiB > 0 {
+		gpu += fmt.Sprintf(" %.0fG", r.GPU.MemoryGiB)
+	}
+	return gpu
+}

@@ -1,0 +1,122 @@
+package present
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/series"
+)
+
+var now = time.Date(2026, 11, 23, 14, 0, 0, 0, time.UTC)
+
+func pool(key string, gpus float64, onDemand *float64, bucket string, prices ...float64) *feed.PoolView {
+	p := domain.Pool{Provider: "sim", Cloud: domain.CloudAWS, Region: "us-east-1", Zone: "us-east-1a",
+		InstanceType: "p5.48xlarge", GPU: domain.GPUSpec{Model: "H100", Count: gpus}, OnDemandUSDHour: onDemand}
+	if bucket != "" {
+		p.Interruption, _ = domain.NewInterruption(bucket, "test", now)
+	}
+	var at []int64
+	for i := range prices {
+		at = append(at, now.Add(time.Duration(i-len(prices)+1)*time.Hour).Unix())
+	}
+	return &feed.PoolView{Pool: p, Key: key, History: series.Series{}.Merge(at, prices)}
+}
+
+// TestColumnsDeclareEachFace: every column in a layout has what that
+// layout needs, so a column added to View, Sorts or Prices without its
+// cell, order or value fails here rather than on screen.
+func TestColumnsDeclareEachFace(t *testing.T) {
+	for _, c := range View {
+		if c.Title == "" || c.Width <= 0 || c.Cell == nil || (c.MaxWidth != 0 && c.MaxWidth < c.Width) {
+			t.Errorf("view column %+v: want a title, a width and a cell", *c)
+		}
+	}
+	for _, c := range Sorts {
+		if c.Compare == nil || c.SortName == "" || c.SortShort == "" || c.Title == "" {
+			t.Errorf("sort %q: want a comparison, names and a view column to mark", c.SortName)
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range Prices {
+		if c.Field == "" || c.Value == nil || seen[c.Field] {
+			t.Errorf("prices column %q: want a unique field and a value", c.Field)
+		}
+		seen[c.Field] = true
+	}
+}
+
+// TestUnknownFiguresAreUnknown: a pool without a price, GPU count,
+// on-demand price or interruption data gets NaN figures, "-" cells and
+// nil values, never a made-up 0.
+func TestUnknownFiguresAreUnknown(t *testing.T) {
+	r := Derive(pool("k", 0, nil, ""), planner.DefaultBasis, now.Add(-time.Hour).Unix(), now.Unix())
+	for name, v := range map[string]float64{"spot": r.Spot, "per GPU": r.PerGPU, "savings": r.Savings, "effective": r.Effective} {
+		if !math.IsNaN(v) {
+			t.Errorf("%s = %v for a pool with no price, want NaN", name, v)
+		}
+	}
+	for _, c := range []*Column{ColSpot, ColPerGPU, ColSavings, ColInterruption, ColEffective} {
+		if got := c.Cell(&r); got != "-" {
+			t.Errorf("%s cell %q, want -", c.Title, got)
+		}
+	}
+	for _, c := range Prices {
+		v := c.Value(&r)
+		if p, ok := v.(*float64); ok && p != nil {
+			t.Errorf("%s = %v, want unknown", c.Field, *p)
+		}
+	}
+	if got := ColGPU.Cell(&r); got != "H100×?" {
+		t.Errorf("GPU cell %q, want H100×?", got)
+	}
+}
+
+// TestViewAndPricesShowOneFigure: the Market view's cell and the prices
+// value are the same derived figure (prices rounds it for print).
+func TestViewAndPricesShowOneFigure(t *testing.T) {
+	r := Derive(pool("k", 8, domain.Float(98.32), ">20%", 30, 20, 25), planner.DefaultBasis, now.Add(-24*time.Hour).Unix(), now.Unix())
+	want := Effective(planner.DefaultBasis, r.Pool, 25)
+	if want <= 25.0/8 {
+		t.Fatalf("effective %v is not dearer than the plain 3.125 $/GPU-h of a >20%% pool", want)
+	}
+	if math.IsNaN(want) || r.Effective != want {
+		t.Fatalf("effective %v, want %v", r.Effective, want)
+	}
+	if got := ColEffective.Cell(&r); got != Money(want) {
+		t.Errorf("EFF cell %q, want %q", got, Money(want))
+	}
+	if got := *ColEffective.Value(&r).(*float64); math.Abs(got-want) > 1e-6 {
+		t.Errorf("effective_usd_gpu_hour %v, want %v", got, want)
+	}
+	if got := *ColPerGPU.Value(&r).(*float64); got != 3.125 {
+		t.Errorf("spot_usd_gpu_hour %v, want 3.125", got)
+	}
+	if st := r.Window(); !st.OK || st.Min != 20 || st.Max != 30 {
+		t.Errorf("window %+v", st)
+	}
+}
+
+// TestCompareUnknownLastEitherWay: an unknown figure sorts after every
+// known one in both directions; ties go by pool key.
+func TestCompareUnknownLastEitherWay(t *testing.T) {
+	risk, from, to := planner.DefaultBasis, now.Add(-time.Hour).Unix(), now.Unix()
+	cheap := Derive(pool("b", 8, nil, "<5%", 10), risk, from, to)
+	dear := Derive(pool("a", 8, nil, "<5%", 20), risk, from, to)
+	unknown := Derive(pool("c", 0, nil, "", 5), risk, from, to) // no GPU count: no EFF
+	for _, rev := range []bool{false, true} {
+		if Compare(ColEffective, &unknown, &cheap, rev) <= 0 || Compare(ColEffective, &dear, &unknown, rev) >= 0 {
+			t.Errorf("reverse=%v: an unknown effective price does not sort last", rev)
+		}
+	}
+	if Compare(ColEffective, &cheap, &dear, false) >= 0 || Compare(ColEffective, &cheap, &dear, true) <= 0 {
+		t.Error("the direction does not order known prices")
+	}
+	same := Derive(pool("a", 8, nil, "<5%", 10), risk, from, to)
+	if Compare(ColEffective, &same, &cheap, false) >= 0 {
+		t.Error("a tie is not broken by pool key")
+	}
+}

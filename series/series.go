@@ -1,0 +1,861 @@
+package series
+
+import (
+	"encoding/binary"
+	"iter"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+)
+
+// Series is a pool's spot price history: a step function, each price holding
+// from its time (Unix seconds, strictly ascending) until the next point.
+//
+// It is stored compactly, because 90 days of every pool is millions of
+// points. The points are cut into blocks of blockLen; a sealed block keeps
+// its first point, its last, the area under the price up to its start and
+// its own area, and encodes the points after its first as varint deltas:
+// of the time, and of the price in units of its last decimal (prices are
+// quoted to a few decimals; a block holding a price that has no such form
+// stores it as raw bits), or, built from prices in those units whose
+// deltas fit, as 16-bit deltas (NewSeriesOfTicks). That is about 4-5
+// bytes a point where two slices would take 16. The newest points, fewer than blockLen, are kept raw: a
+// live tick appends one point at a time. A segment tree over the sealed
+// blocks' minima and maxima, with the areas, makes Stats cost O(log n)
+// plus the decoding of at most two blocks, whatever the window.
+//
+// A Series handed out in a snapshot is read-only and may share its backing
+// arrays with later, longer versions of itself: its owner only appends
+// beyond the lengths a reader holds (points to the tail, encoded bytes,
+// block headers), or builds new arrays; the tree is never written once
+// built. The value itself is 40 bytes (a snapshot copies one per pool).
+type Series struct {
+	sealed *sealed // nil until a block is sealed; never changed once made
+	tail   []point // the newest points, fewer than blockLen, raw
+	// tailArea is the area from the series' first point to tail[0].
+	tailArea float64
+}
+
+// sealed are a series' sealed blocks.
+type sealed struct {
+	blocks []block // blockLen points each, oldest first
+	data   []byte  // their encoded points, after each block's first
+	tree   []span  // min and max over blocks: a segment tree, leaves at len(blocks)
+}
+
+// point is a raw point of the tail.
+type point struct {
+	at  int64
+	usd float64
+}
+
+// blocks returns the sealed blocks.
+func (s Series) blocks() []block {
+	if s.sealed == nil {
+		return nil
+	}
+	return s.sealed.blocks
+}
+
+// blockLen is the points in a sealed block. Stats decodes at most two
+// blocks; Downsample skips whole blocks inside a column. Larger blocks
+// cost less per point (a header is 56 bytes) and more per query.
+const blockLen = 128
+
+// block is a sealed block's header.
+type block struct {
+	t0, t1 int64   // the first and last point's times
+	p0, p1 float64 // their prices
+	// cum is the area (price × seconds) from the series' first point to
+	// t0, area the block's own from t0 to t1: Stats subtracts prefixes
+	// instead of summing the points between.
+	cum, area float64
+	off       uint32 // where the block's encoded points start in data
+	digits    int8   // decimals of its prices' quantum, rawDigits for raw bits
+	// wide blocks hold each point after the first as four bytes: the
+	// delta of the time less one and the delta of the price in its
+	// quantum, 16 bits each (little-endian, the price's signed).
+	// NewSeriesOfTicks writes them when the deltas fit: faster to write
+	// and to read than varints, and a byte or so longer.
+	wide bool
+}
+
+// span is a range of prices.
+type span struct{ lo, hi float64 }
+
+const (
+	rawDigits = -1
+	maxDigits = 9 // AWS quotes 6 decimals, Azure's retail prices a few more
+)
+
+var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
+
+// NewSeries returns the series of the points (in any order; a later value
+// for the same second replaces an earlier one). at and usd are not kept.
+func NewSeries(at []int64, usd []float64) Series { return Series{}.Merge(at, usd) }
+
+// Len is the number of points.
+func (s Series) Len() int { return len(s.blocks())*blockLen + len(s.tail) }
+
+// Size is the bytes the series' arrays hold, including room they keep for
+// appending.
+func (s Series) Size() int {
+	const sealedSize, blockSize, spanSize, pointSize = 72, 56, 16, 16
+	n := cap(s.tail) * pointSize
+	if s.sealed != nil {
+		n += sealedSize + cap(s.sealed.blocks)*blockSize + cap(s.sealed.data) + cap(s.sealed.tree)*spanSize
+	}
+	return n
+}
+
+// Last returns the newest point.
+func (s Series) Last() (at int64, usd float64, ok bool) {
+	if n := len(s.tail); n > 0 {
+		return s.tail[n-1].at, s.tail[n-1].usd, true
+	}
+	if b := s.blocks(); len(b) > 0 {
+		return b[len(b)-1].t1, b[len(b)-1].p1, true
+	}
+	return 0, 0, false
+}
+
+// Point returns the i-th point, oldest first. It decodes up to a block:
+// iterate with All or Window rather than calling it in a loop.
+func (s Series) Point(i int) (at int64, usd float64) {
+	k, j := i/blockLen, i%blockLen
+	var sc scratch
+	a, u := s.segment(k, &sc)
+	return a[j], u[j]
+}
+
+// PriceAt returns the price in force at t: the last point at or before t.
+func (s Series) PriceAt(t int64) (float64, bool) {
+	k := s.segmentAt(t)
+	if k < 0 {
+		return 0, false
+	}
+	var sc scratch
+	a, u := s.segment(k, &sc)
+	return u[lastAtOrBefore(a, t)], true
+}
+
+// All yields every point, oldest first.
+func (s Series) All() iter.Seq2[int64, float64] {
+	return func(yield func(int64, float64) bool) {
+		var sc scratch
+		for k := range s.segments() {
+			a, u := s.segment(k, &sc)
+			for i := range a {
+				if !yield(a[i], u[i]) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Window yields the points that make up the step function over [from,
+// to]: the point in force at from (with its own time, which may be
+// earlier), then every point in (from, to].
+func (s Series) Window(from, to int64) iter.Seq2[int64, float64] {
+	return func(yield func(int64, float64) bool) {
+		k := max(s.segmentAt(from), 0)
+		var sc scratch
+		for ; k < s.segments(); k++ {
+			a, u := s.segment(k, &sc)
+			i := 0
+			if len(a) > 0 && a[0] <= from {
+				i = lastAtOrBefore(a, from)
+			}
+			for ; i < len(a); i++ {
+				if a[i] > to {
+					return
+				}
+				if !yield(a[i], u[i]) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// WindowStats are a series' figures over [From, To].
+type WindowStats struct {
+	Min, Max float64
+	// Avg is time-weighted: each price counts for as long as it held.
+	Avg float64
+	// First is the price in force at From (the point before the window
+	// counts as the price at its start), Last the price at To.
+	First, Last float64
+	// Points is how many observations fall inside the window.
+	Points int
+	OK     bool
+}
+
+// Stats computes min, max and the time-weighted average over [from, to].
+// The price in force at from counts from the window's start; when the
+// series starts inside the window, the time before its first point is left
+// out. It decodes at most two blocks, however long the window.
+func (s Series) Stats(from, to int64) WindowStats {
+	var w WindowStats
+	if to <= from || s.Len() == 0 {
+		return w
+	}
+	start := from
+	ks := s.segmentAt(from)
+	if ks < 0 {
+		ks = 0
+		start = s.firstAt()
+		if start > to {
+			return w
+		}
+	}
+	ke := s.segmentAt(to)
+	var scS, scE scratch
+	aS, uS := s.segment(ks, &scS)
+	aE, uE := aS, uS
+	if ke != ks {
+		aE, uE = s.segment(ke, &scE)
+	}
+	i, j := lastAtOrBefore(aS, start), lastAtOrBefore(aE, to)
+	w.First, w.Last = uS[i], uE[j]
+	w.Points = (ke*blockLen + j) - (ks*blockLen + i) + 1
+	if aS[i] < start {
+		w.Points-- // the price in force at from was set before the window
+	}
+	if ks == ke {
+		w.Min, w.Max = minMax(uS[i : j+1])
+	} else {
+		w.Min, w.Max = minMax(uS[i:])
+		lo, hi := minMax(uE[:j+1])
+		w.Min, w.Max = min(w.Min, lo), max(w.Max, hi)
+		if ks+1 < ke {
+			r := s.blockRange(ks+1, ke)
+			w.Min, w.Max = min(w.Min, r.lo), max(w.Max, r.hi)
+		}
+	}
+	if to > start {
+		area := s.areaTo(ke, aE, uE, j, to) - s.areaTo(ks, aS, uS, i, start)
+		w.Avg = area / float64(to-start)
+	} else {
+		w.Avg = w.Last
+	}
+	w.OK = true
+	return w
+}
+
+// areaTo is the area from the series' first point to t, where the point
+// in force at t is the i-th of segment k (whose points are a, u).
+func (s Series) areaTo(k int, a []int64, u []float64, i int, t int64) float64 {
+	area := s.segmentArea(k)
+	for m := 0; m < i; m++ {
+		area += u[m] * float64(a[m+1]-a[m])
+	}
+	return area + u[i]*float64(t-a[i])
+}
+
+// Downsample reduces the step function over [from, to] to cols columns,
+// keeping each column's minimum and maximum so that a spike shorter than a
+// column still shows. A column with no price (before the first point) is
+// NaN in both. Blocks that lie inside a column are taken from their
+// headers, not decoded.
+func (s Series) Downsample(from, to int64, cols int) (mins, maxs []float64) {
+	if cols <= 0 || to <= from {
+		return nil, nil
+	}
+	mins = make([]float64, cols)
+	maxs = make([]float64, cols)
+	span := float64(to - from)
+	nseg, blocks := s.segments(), s.blocks()
+	// d holds the decoded segment dk; the next point to look at is the
+	// i-th of segment k.
+	var d scratch
+	dk := -1
+	var a []int64
+	var u []float64
+	for c := range cols {
+		c0 := from + int64(span*float64(c)/float64(cols))
+		c1 := from + int64(span*float64(c+1)/float64(cols))
+		lo, hi := math.NaN(), math.NaN()
+		k, i := s.segmentAt(c0), 0
+		if k >= 0 {
+			// the price in force at the column's start
+			if k != dk {
+				a, u = s.segment(k, &d)
+				dk = k
+			}
+			i = lastAtOrBefore(a, c0)
+			lo, hi = u[i], u[i]
+			i++
+		} else {
+			k = 0
+		}
+		// the points in (c0, c1)
+		for k < nseg {
+			if i == 0 && k < len(blocks) && blocks[k].t0 > c0 && blocks[k].t1 < c1 {
+				// a whole block inside the column: its header says
+				r := s.sealed.tree[len(blocks)+k]
+				if math.IsNaN(lo) {
+					lo, hi = r.lo, r.hi
+				} else {
+					lo, hi = min(lo, r.lo), max(hi, r.hi)
+				}
+				k++
+				continue
+			}
+			if k != dk {
+				a, u = s.segment(k, &d)
+				dk = k
+			}
+			for ; i < len(a) && a[i] < c1; i++ {
+				if p := u[i]; math.IsNaN(lo) {
+					lo, hi = p, p
+				} else {
+					lo, hi = min(lo, p), max(hi, p)
+				}
+			}
+			if i < len(a) {
+				break
+			}
+			k, i = k+1, 0
+		}
+		mins[c], maxs[c] = lo, hi
+	}
+	return mins, maxs
+}
+
+// Merge returns s with the given points added: sorted, a later value for
+// the same second replacing an earlier one. When every new point is newer
+// than s's last, the result appends to s's arrays (readers of s are not
+// disturbed: they never look past their own lengths); otherwise it is
+// built in new arrays. at and usd are not kept.
+func (s Series) Merge(at []int64, usd []float64) Series {
+	if len(at) == 0 {
+		return s
+	}
+	if !ascending(at) {
+		at, usd = sortPoints(at, usd)
+	}
+	if last, _, ok := s.Last(); ok && at[0] <= last {
+		return s.rebuild(at, usd)
+	}
+	if s.Len() == 0 {
+		return build(at, usd)
+	}
+	return s.appendPoints(at, usd)
+}
+
+// Join returns s with o's points added, as Merge does (o's value wins a
+// tie). When s is empty it is o itself: a Series never changes once
+// made, so the two may share their arrays.
+func (s Series) Join(o Series) Series {
+	if s.Len() == 0 {
+		return o
+	}
+	if o.Len() == 0 {
+		return s
+	}
+	at := make([]int64, 0, o.Len())
+	usd := make([]float64, 0, o.Len())
+	for t, p := range o.All() {
+		at, usd = append(at, t), append(usd, p)
+	}
+	return s.Merge(at, usd)
+}
+
+// DropBefore returns s without the points before the one in force at t,
+// in new arrays (s is not changed). It returns s when there is nothing to
+// drop.
+func (s Series) DropBefore(t int64) Series {
+	k := s.segmentAt(t)
+	if k < 0 {
+		return s
+	}
+	var sc scratch
+	a, _ := s.segment(k, &sc)
+	first := k*blockLen + lastAtOrBefore(a, t)
+	if first == 0 {
+		return s
+	}
+	at := make([]int64, 0, s.Len()-first)
+	usd := make([]float64, 0, s.Len()-first)
+	i := 0
+	for t, p := range s.All() {
+		if i >= first {
+			at, usd = append(at, t), append(usd, p)
+		}
+		i++
+	}
+	return build(at, usd)
+}
+
+// ascending reports whether at is strictly ascending.
+func ascending(at []int64) bool {
+	for i := 1; i < len(at); i++ {
+		if at[i] <= at[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// sortPoints returns the points sorted by time in new slices, a later value
+// for the same second replacing an earlier one.
+func sortPoints(at []int64, usd []float64) ([]int64, []float64) {
+	idx := make([]int, len(at))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return at[idx[a]] < at[idx[b]] })
+	sa := make([]int64, 0, len(at))
+	su := make([]float64, 0, len(at))
+	for _, i := range idx {
+		if n := len(sa); n > 0 && sa[n-1] == at[i] {
+			su[n-1] = usd[i]
+			continue
+		}
+		sa, su = append(sa, at[i]), append(su, usd[i])
+	}
+	return sa, su
+}
+
+// rebuild merges sorted points into s's, in new arrays: the new value wins
+// a tie.
+func (s Series) rebuild(at []int64, usd []float64) Series {
+	n := s.Len() + len(at)
+	ma := make([]int64, 0, n)
+	mu := make([]float64, 0, n)
+	j := 0
+	for t, p := range s.All() {
+		for ; j < len(at) && at[j] < t; j++ {
+			ma, mu = append(ma, at[j]), append(mu, usd[j])
+		}
+		if j < len(at) && at[j] == t {
+			p = usd[j]
+			j++
+		}
+		ma, mu = append(ma, t), append(mu, p)
+	}
+	ma, mu = append(ma, at[j:]...), append(mu, usd[j:]...)
+	return build(ma, mu)
+}
+
+// build makes a series of sorted, unique points in new arrays sized to
+// fit.
+func build(at []int64, usd []float64) Series {
+	s, _ := buildBlocks(at, func(dst []byte, lo int, area float64) (block, span, []byte, bool) {
+		b, r, d := encodeBlock(dst, at[lo:lo+blockLen], usd[lo:lo+blockLen], area)
+		return b, r, d, true
+	}, func(i int) float64 { return usd[i] })
+	return s
+}
+
+// blockEncoder appends the encoding of the blockLen points from the lo-th
+// to dst, as encodeBlock does; area is the area from the series' first
+// point to the lo-th. ok false gives up on the whole series.
+type blockEncoder func(dst []byte, lo int, area float64) (b block, r span, data []byte, ok bool)
+
+// buildBlocks makes a series of the sorted, unique points at (their prices
+// the encoder's, and price(i) for those of the tail) in new arrays sized
+// to fit, or reports that the encoder gave up.
+func buildBlocks(at []int64, encode blockEncoder, price func(i int) float64) (Series, bool) {
+	nb := len(at) / blockLen
+	var s Series
+	if nb > 0 {
+		sl := &sealed{blocks: make([]block, 0, nb), tree: make([]span, 2*nb)}
+		buf := encodeBuf.Get().(*[]byte)
+		data := (*buf)[:0]
+		area := 0.0
+		for k := range nb {
+			lo := k * blockLen
+			if k > 0 {
+				prev := &sl.blocks[k-1]
+				area = prev.cum + prev.area + prev.p1*float64(at[lo]-prev.t1)
+			}
+			b, r, d, ok := encode(data, lo, area)
+			if !ok {
+				*buf = data[:0]
+				encodeBuf.Put(buf)
+				return Series{}, false
+			}
+			sl.blocks, data = append(sl.blocks, b), d
+			sl.tree[nb+k] = r
+		}
+		fillTree(sl.tree)
+		sl.data = slices.Clone(data)
+		*buf = data
+		encodeBuf.Put(buf)
+		s.sealed = sl
+	}
+	if rest := len(at) - nb*blockLen; rest > 0 {
+		s.tail = make([]point, rest)
+		for i := range rest {
+			s.tail[i] = point{at[nb*blockLen+i], price(nb*blockLen + i)}
+		}
+		s.tailArea = s.nextArea(s.tail[0].at)
+	}
+	return s, true
+}
+
+// encodeBuf holds the scratch buffers build encodes into before copying
+// the bytes to an array of their exact size.
+var encodeBuf = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// appendPoints appends sorted points newer than s's last.
+func (s Series) appendPoints(at []int64, usd []float64) Series {
+	if len(at) == 1 && len(s.tail) > 0 && len(s.tail) < cap(s.tail) && len(s.tail)+1 < blockLen {
+		// The live tick's common case: one newer point, room in the tail.
+		s.tail = append(s.tail, point{at[0], usd[0]})
+		return s
+	}
+	// Fill the tail up to a block and seal it, then seal whole blocks of
+	// the new points as they come, and keep the rest as the new tail.
+	var more []block
+	var ranges []span
+	var data []byte
+	if room := blockLen - len(s.tail); len(s.tail) > 0 && len(at) >= room {
+		var fa [blockLen]int64
+		var fu [blockLen]float64
+		for i, p := range s.tail {
+			fa[i], fu[i] = p.at, p.usd
+		}
+		copy(fa[len(s.tail):], at[:room])
+		copy(fu[len(s.tail):], usd[:room])
+		b, r, d := encodeBlock(nil, fa[:], fu[:], s.tailArea)
+		more, ranges, data = append(more, b), append(ranges, r), d
+		at, usd = at[room:], usd[room:]
+		s.tail = nil // its array belongs to readers now
+	}
+	if len(s.tail) == 0 {
+		for len(at) >= blockLen {
+			area := 0.0
+			if len(more) > 0 {
+				prev := &more[len(more)-1]
+				area = prev.cum + prev.area + prev.p1*float64(at[0]-prev.t1)
+			} else {
+				area = s.nextArea(at[0])
+			}
+			b, r, d := encodeBlock(data, at[:blockLen], usd[:blockLen], area)
+			more, ranges, data = append(more, b), append(ranges, r), d
+			at, usd = at[blockLen:], usd[blockLen:]
+		}
+	}
+	if len(more) > 0 {
+		s.sealed = s.sealed.with(more, ranges, data)
+	}
+	if len(at) > 0 {
+		if len(s.tail) == 0 {
+			s.tail = nil // a sealed tail's array belongs to readers
+			s.tailArea = s.nextArea(at[0])
+		}
+		if c := len(s.tail) + len(at); c > cap(s.tail) {
+			// Grow into a new array so appends never race with a reader
+			// that holds s: copying happens here, not in place. The
+			// tail is at most a block: doubling costs little room and
+			// few copies.
+			c = min(max(c, 2*len(s.tail), 16), blockLen)
+			s.tail = append(make([]point, 0, c), s.tail...)
+		}
+		for i := range at {
+			s.tail = append(s.tail, point{at[i], usd[i]})
+		}
+	}
+	return s
+}
+
+// with returns the sealed blocks with more after them (their offsets
+// relative to data, their price ranges in ranges): a new value over the
+// same arrays, appended to past the lengths readers hold, and a new tree.
+func (sl *sealed) with(more []block, ranges []span, data []byte) *sealed {
+	var n sealed
+	if sl != nil {
+		n = *sl
+	}
+	base := uint32(len(n.data))
+	for i := range more {
+		more[i].off += base
+	}
+	if len(n.data)+len(data) > cap(n.data) {
+		n.data = append(make([]byte, 0, grow(len(n.data), len(data))), n.data...)
+	}
+	n.data = append(n.data, data...)
+	if len(n.blocks)+len(more) > cap(n.blocks) {
+		n.blocks = append(make([]block, 0, grow(len(n.blocks), len(more))), n.blocks...)
+	}
+	n.blocks = append(n.blocks, more...)
+	// A new tree: readers keep theirs. Only the new blocks' leaves are
+	// new; the others are copied from the old tree.
+	nb, oldN := len(n.blocks), len(n.blocks)-len(more)
+	old := n.tree
+	n.tree = make([]span, 2*nb)
+	copy(n.tree[nb:], old[oldN:])
+	copy(n.tree[nb+oldN:], ranges)
+	fillTree(n.tree)
+	return &n
+}
+
+// fillTree computes the inner nodes of a bottom-up segment tree from its
+// leaves (the second half).
+func fillTree(tree []span) {
+	for i := len(tree)/2 - 1; i > 0; i-- {
+		l, r := tree[2*i], tree[2*i+1]
+		tree[i] = span{min(l.lo, r.lo), max(l.hi, r.hi)}
+	}
+}
+
+// blockRange is the lowest and highest price of blocks [a, b).
+func (s Series) blockRange(a, b int) span {
+	r := span{math.Inf(1), math.Inf(-1)}
+	tree := s.sealed.tree
+	nb := len(s.sealed.blocks)
+	for a, b = a+nb, b+nb; a < b; a, b = a/2, b/2 {
+		if a&1 == 1 {
+			r = span{min(r.lo, tree[a].lo), max(r.hi, tree[a].hi)}
+			a++
+		}
+		if b&1 == 1 {
+			b--
+			r = span{min(r.lo, tree[b].lo), max(r.hi, tree[b].hi)}
+		}
+	}
+	return r
+}
+
+// nextArea is the area from the series' first point to t, for a point at
+// t after every sealed block (and before any tail).
+func (s Series) nextArea(t int64) float64 {
+	blocks := s.blocks()
+	if len(blocks) == 0 {
+		return 0
+	}
+	b := &blocks[len(blocks)-1]
+	return b.cum + b.area + b.p1*float64(t-b.t1)
+}
+
+// segments counts the sealed blocks and the tail, if any.
+func (s Series) segments() int {
+	if len(s.tail) > 0 {
+		return len(s.blocks()) + 1
+	}
+	return len(s.blocks())
+}
+
+// segmentArea is the area from the series' first point to the start of
+// segment k.
+func (s Series) segmentArea(k int) float64 {
+	if blocks := s.blocks(); k < len(blocks) {
+		return blocks[k].cum
+	}
+	return s.tailArea
+}
+
+// firstAt is the first point's time; the series must not be empty.
+func (s Series) firstAt() int64 {
+	if blocks := s.blocks(); len(blocks) > 0 {
+		return blocks[0].t0
+	}
+	return s.tail[0].at
+}
+
+// segmentAt returns the segment holding the point in force at t, or -1
+// when t is before the first point.
+func (s Series) segmentAt(t int64) int {
+	blocks := s.blocks()
+	if len(s.tail) > 0 && s.tail[0].at <= t {
+		return len(blocks)
+	}
+	return sort.Search(len(blocks), func(k int) bool { return blocks[k].t0 > t }) - 1
+}
+
+// lastAtOrBefore returns the index of the last time at or before t; a[0]
+// must be at or before t.
+func lastAtOrBefore(a []int64, t int64) int {
+	return sort.Search(len(a), func(i int) bool { return a[i] > t }) - 1
+}
+
+// minMax returns the lowest and highest of a non-empty slice.
+func minMax(u []float64) (lo, hi float64) {
+	lo, hi = u[0], u[0]
+	for _, p := range u[1:] {
+		if p < lo {
+			lo = p
+		}
+		if p > hi {
+			hi = p
+		}
+	}
+	return lo, hi
+}
+
+// scratch holds one decoded block.
+type scratch struct {
+	at  [blockLen]int64
+	usd [blockLen]float64
+}
+
+// segment returns the points of segment k, block k decoded or the tail,
+// in sc.
+func (s Series) segment(k int, sc *scratch) ([]int64, []float64) {
+	blocks := s.blocks()
+	if k >= len(blocks) {
+		for i, p := range s.tail {
+			sc.at[i], sc.usd[i] = p.at, p.usd
+		}
+		return sc.at[:len(s.tail)], sc.usd[:len(s.tail)]
+	}
+	b := &blocks[k]
+	decodeBlock(b, s.sealed.data[b.off:], sc)
+	return sc.at[:], sc.usd[:]
+}
+
+// encodeBlock appends the encoding of blockLen sorted points to dst and
+// returns their header (off is where they start in dst) and their lowest
+// and highest price. area is the area from the series' first point to
+// at[0]. It is one pass over the points (a long back-fill encodes
+// millions), tried with the fewest decimals the first price needs and
+// done again with more, or raw, when a later price needs them.
+func encodeBlock(dst []byte, at []int64, usd []float64, area float64) (block, span, []byte) {
+	at, usd = at[:blockLen], usd[:blockLen]
+	b := block{t0: at[0], t1: at[blockLen-1], p0: usd[0], p1: usd[blockLen-1], cum: area, off: uint32(len(dst))}
+	n0 := len(dst)
+	// At most 10 bytes of time and 10 of price a point: make room once,
+	// then write by index.
+	dst = slices.Grow(dst, 20*blockLen)[:n0+20*blockLen]
+	b.digits = 0
+	for {
+		var q int64
+		ok := b.digits == rawDigits
+		if !ok {
+			q, ok = quantize(usd[0], b.digits)
+		}
+		for !ok {
+			if b.digits++; b.digits > maxDigits {
+				b.digits = rawDigits
+				break
+			}
+			q, ok = quantize(usd[0], b.digits)
+		}
+		n, r := n0, span{usd[0], usd[0]}
+		b.area = 0
+		i := 1
+		for ; i < blockLen; i++ {
+			t, p := at[i], usd[i]
+			b.area += usd[i-1] * float64(t-at[i-1])
+			if p < r.lo {
+				r.lo = p
+			}
+			if p > r.hi {
+				r.hi = p
+			}
+			n = putUvarint(dst, n, uint64(t-at[i-1]))
+			if b.digits == rawDigits {
+				binary.LittleEndian.PutUint64(dst[n:], math.Float64bits(p))
+				n += 8
+				continue
+			}
+			qi, ok := quantize(p, b.digits)
+			if !ok {
+				break
+			}
+			d := qi - q
+			n = putUvarint(dst, n, uint64(d<<1)^uint64(d>>63)) // zigzag, as binary.Varint reads it
+			q = qi
+		}
+		if i == blockLen {
+			return b, r, dst[:n]
+		}
+		// usd[i] needs more decimals than the prices before it.
+		for _, ok := quantize(usd[i], b.digits); !ok; _, ok = quantize(usd[i], b.digits) {
+			if b.digits++; b.digits > maxDigits {
+				b.digits = rawDigits
+				break
+			}
+		}
+	}
+}
+
+// putUvarint writes x at dst[n:] as binary.Uvarint reads it and returns
+// the index after it.
+func putUvarint(dst []byte, n int, x uint64) int {
+	for x >= 0x80 {
+		dst[n] = byte(x) | 0x80
+		x >>= 7
+		n++
+	}
+	dst[n] = byte(x)
+	return n + 1
+}
+
+// decodeBlock decodes a block whose encoded points start at data[0].
+func decodeBlock(b *block, data []byte, sc *scratch) {
+	t, p := b.t0, b.p0
+	sc.at[0], sc.usd[0] = t, p
+	off := 0
+	if b.digits == rawDigits {
+		for i := 1; i < blockLen; i++ {
+			dt, n := binary.Uvarint(data[off:])
+			t += int64(dt)
+			sc.at[i] = t
+			sc.usd[i] = math.Float64frombits(binary.LittleEndian.Uint64(data[off+n:]))
+			off += n + 8
+		}
+		return
+	}
+	scale := pow10[b.digits]
+	q, _ := quantize(p, b.digits)
+	if b.wide {
+		data = data[:4*(blockLen-1)]
+		for i := 1; i < blockLen; i++ {
+			w := binary.LittleEndian.Uint32(data[4*(i-1):])
+			t += int64(uint16(w)) + 1
+			q += int64(int16(w >> 16))
+			sc.at[i] = t
+			sc.usd[i] = float64(q) / scale
+		}
+		return
+	}
+	for i := 1; i < blockLen; i++ {
+		dt, n := binary.Uvarint(data[off:])
+		off += n
+		dq, n := binary.Varint(data[off:])
+		off += n
+		t += int64(dt)
+		q += dq
+		sc.at[i] = t
+		sc.usd[i] = float64(q) / scale
+	}
+}
+
+// quantize returns p in units of 10^-digits, when that gives p back
+// exactly. (Rounding half away from zero by adding a half: where that
+// misses by one, the check fails and the block takes more decimals or
+// raw bits, never a wrong price.)
+func quantize(p float64, digits int8) (int64, bool) {
+	scale := pow10[digits]
+	x := p * scale
+	if !(x < 1<<53 && x > -(1<<53)) {
+		return 0, false
+	}
+	var q int64
+	if x >= 0 {
+		q = int64(x + 0.5)
+	} else {
+		q = int64(x - 0.5)
+	}
+	return q, float64(q)/scale == p
+}
+
+// grow picks the capacity for appending extra items to n: an eighth more
+// for long arrays (live ticks add a little at a time; doubling would leave
+// a back-filled history at twice its size), at least 16.
+func grow(n, extra int) int {
+	c := n + extra
+	if c < n+n/8 {
+		c = n + n/8
+	}
+	if c < 16 {
+		c = 16
+	}
+	return c
+}

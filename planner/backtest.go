@@ -118,13 +118,13 @@ func Backtest(traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
 		for j := range traces {
 			one := []lane{{usdHour: spotUSD, speed: 1, tl: tls[j]}}
 			r := &run{sp: &sp, lanes: one, od: &od}
-			record(PolicyGreedy, r.exec(greedy{}), sp.deadline)
+			record(PolicyGreedy, r.exec(policyFor(PolicyGreedy, 0)), sp.deadline)
 			r = &run{sp: &sp, lanes: one, od: &od}
-			record(PolicyUniformProgress, r.exec(uniformProgress{}), sp.deadline)
+			record(PolicyUniformProgress, r.exec(policyFor(PolicyUniformProgress, 0)), sp.deadline)
 		}
 		lanes, anyAvail := learned(tls, s, hist, spotUSD, d, ckpt)
 		r := &run{sp: &sp, lanes: lanes, od: &od}
-		record(PolicyPlanner, r.exec(planner{anyAvail: anyAvail, cooldown: cooldown}), sp.deadline)
+		record(PolicyPlanner, r.exec(policyFor(PolicyPlanner, anyAvail)), sp.deadline)
 	}
 	var rows []BacktestRow
 	for _, p := range BacktestPolicies {

@@ -242,3 +242,72 @@ func TestRenewalMatchesItsRisk(t *testing.T) {
 		}
 	}
 }
+
+// TestDecisionsNeedOnlyThePresent: a run rebuilt from what a live driver
+// knows (the state, and which pools are up now) takes the move the
+// replayed run takes at that moment, for every policy, so one
+// implementation serves the backtest, the Monte Carlo and the job.
+func TestDecisionsNeedOnlyThePresent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	g := newRenewal()
+	names := []string{StrategySpotOne, PolicyGreedy, StrategyUniformProgress, StrategySafetyNet, StrategyOnDemand}
+	checked := map[string]int{}
+	for i := range 400 {
+		work := 4 + 20*rng.Float64()
+		sp := spec{work: work, deadline: work * (1.2 + rng.Float64()), d: 0.2, ckpt: []float64{0, 0.25, math.Inf(1)}[i%3], horizon: 3 * work}
+		lanes := make([]lane, 1+rng.IntN(4))
+		for j := range lanes {
+			g.setup(0.2+rng.Float64(), 0.3+0.6*rng.Float64(), 0.5)
+			tl := &timeline{}
+			g.fill(tl, uint64(i), uint64(j), sp.horizon)
+			tl.closeAt(sp.horizon)
+			lanes[j] = lane{usdHour: 1, speed: 1, score: 1 + rng.Float64(), tl: tl}
+		}
+		name := names[i%len(names)]
+		pol := policyFor(name, 0.8)
+		// Replay to a random moment, then ask both runs there.
+		r := &run{sp: &sp, lanes: lanes, od: &lane{usdHour: 3, speed: 1}}
+		stop := sp.deadline * rng.Float64()
+		r.exec(stopAt{pol, stop})
+		if r.t < stop || r.progress() >= sp.work {
+			continue
+		}
+		live := make([]lane, len(lanes))
+		for j := range lanes {
+			up, _ := lanes[j].tl.at(r.t)
+			live[j] = lane{usdHour: 1, speed: 1, score: lanes[j].score, tl: steady(up)}
+		}
+		lr := &run{sp: &sp, lanes: live, od: r.od, t: r.t, saved: r.saved, pending: r.pending, clock: r.clock,
+			cur: r.cur, over: r.over, lastPreempt: r.lastPreempt, lastPreemptAt: r.lastPreemptAt}
+		for j := range lr.lanes {
+			lr.lanes[j].rewindTo(r.t)
+		}
+		want, got := pol.decide(r), pol.decide(lr)
+		if want.to != got.to {
+			t.Fatalf("%s at %.2f h: replay moves to %d, live to %d", name, r.t, want.to, got.to)
+		}
+		checked[name]++
+	}
+	for _, n := range names {
+		if checked[n] < 20 {
+			t.Errorf("%s checked %d times", n, checked[n])
+		}
+	}
+}
+
+// stopAt runs a policy until a moment, then holds still so exec stops
+// there (nothing is held after it).
+type stopAt struct {
+	p    policy
+	stop float64
+}
+
+func (s stopAt) decide(r *run) move {
+	if r.t >= s.stop {
+		r.sp.horizon = r.t
+		return move{to: r.cur, review: r.t}
+	}
+	m := s.p.decide(r)
+	m.review = minf(m.review, s.stop)
+	return m
+}

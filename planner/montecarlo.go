@@ -71,12 +71,12 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	add := func(s *mcStrategy) { sts = append(sts, s) }
 	for _, i := range singles {
 		c := lanes[i]
-		add(&mcStrategy{name: StrategySpotOne, pol: spotOnly{cooldown: cooldown}, lanes: []int{i}, sp: spotHorizon, cands: []*candidate{c},
+		add(&mcStrategy{name: StrategySpotOne, pol: policyFor(StrategySpotOne, 0), lanes: []int{i}, sp: spotHorizon, cands: []*candidate{c},
 			assume: fmt.Sprintf("spot in %s only; %s; %s; work not done by the deadline is finished on on-demand (in the cost)",
 				domain.Place(c.p.Region, c.p.Zone), c.risk.Summary(), p.ckptWords())})
 	}
 	if len(multi) > 1 {
-		add(&mcStrategy{name: StrategySpotMulti, pol: spotOnly{cooldown: cooldown}, lanes: seq(len(multi)), sp: spotHorizon, cands: multi,
+		add(&mcStrategy{name: StrategySpotMulti, pol: policyFor(StrategySpotMulti, 0), lanes: seq(len(multi)), sp: spotHorizon, cands: multi,
 			assume: fmt.Sprintf("spot over %d pools in %s, the cheapest per hour of work first, moving on after an interruption; work not done by the deadline is finished on on-demand; %s; zones of a region share part of their interruptions",
 				len(multi), strings.Join(regionsOf(multi), ", "), p.ckptWords())})
 	}
@@ -86,7 +86,7 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	single := multi[:1]
 	upOD := p.ownOnDemand(c0, odBest)
 	if upOD != nil {
-		add(&mcStrategy{name: StrategyUniformProgress, pol: uniformProgress{}, lanes: []int{0}, od: upOD, sp: netHorizon, cands: single,
+		add(&mcStrategy{name: StrategyUniformProgress, pol: policyFor(StrategyUniformProgress, 0), lanes: []int{0}, od: upOD, sp: netHorizon, cands: single,
 			assume: fmt.Sprintf("Uniform Progress (NSDI'24) as published: spot in %s, on-demand %s when behind W·t/(D−S), safety net at work left + 2d; %s",
 				domain.Place(c0.p.Region, c0.p.Zone), upOD.p.InstanceType+" in "+upOD.p.Region, p.ckptWords())})
 	}
@@ -95,7 +95,7 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 		if multi[0].score >= odBest.odUSD/odBest.speed {
 			worthless = "; every pool is expected to cost more per hour of work than on-demand, so it runs on on-demand"
 		}
-		add(&mcStrategy{name: StrategySafetyNet, pol: planner{anyAvail: anyAvailability(multi), cooldown: cooldown}, lanes: seq(len(multi)), od: odBest,
+		add(&mcStrategy{name: StrategySafetyNet, pol: policyFor(StrategySafetyNet, anyAvailability(multi)), lanes: seq(len(multi)), od: odBest,
 			sp: netHorizon, cands: multi,
 			assume: fmt.Sprintf("spot over %d pools (%s) with an on-demand safety net (%s in %s): keeps time to finish on on-demand after any interruption, waits out gaps while the slack allows, back to spot when it can; %s%s",
 				len(multi), strings.Join(regionsOf(multi), ", "), odBest.p.InstanceType, odBest.p.Region, p.ckptWords(), worthless)})
@@ -439,7 +439,7 @@ func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *can
 		if op.before {
 			when = "before"
 		}
-		out = append(out, &mcStrategy{name: StrategyBlockSpot, pol: planner{anyAvail: anyAvailability(multi), cooldown: cooldown},
+		out = append(out, &mcStrategy{name: StrategyBlockSpot, pol: policyFor(StrategyBlockSpot, anyAvailability(multi)),
 			lanes: seq(len(multi)), od: od, sp: sp, fixed: b.o.UpfrontUSD, cands: multi, block: &op.b,
 			assume: fmt.Sprintf("%.0f h block (%s to %s UTC) does %s h of the work; the other %s h on spot over %d pools with the on-demand safety net, %s it; %s",
 				b.hoursPaid, b.o.Start.UTC().Format("Jan 2 15:04"), b.o.End.UTC().Format("Jan 2 15:04"), trimFloat(math.Round(op.blockHrs*10)/10),

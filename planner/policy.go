@@ -7,6 +7,26 @@ import "math"
 // Work left is counted in on-demand hours where a rule compares it with
 // time, since on-demand is what a safety net falls back on.
 
+// policyFor is the policy a strategy or backtest policy carries out, by
+// name, nil for a name without one: the Monte Carlo, the backtest and a
+// live driver all reach the same code through it. anyAvail is the
+// expected share of time some spot pool of the run has capacity.
+func policyFor(name string, anyAvail float64) policy {
+	switch name {
+	case StrategyOnDemand: // PolicyOnDemand is the same name
+		return onDemandOnly{}
+	case StrategySpotOne, StrategySpotMulti:
+		return spotOnly{cooldown: cooldown}
+	case PolicyGreedy:
+		return greedy{}
+	case StrategyUniformProgress, PolicyUniformProgress:
+		return uniformProgress{}
+	case StrategySafetyNet, StrategyBlockSpot, PolicyPlanner:
+		return planner{anyAvail: anyAvail, cooldown: cooldown}
+	}
+	return nil
+}
+
 // onDemandOnly holds on-demand from the start to the end.
 type onDemandOnly struct{}
 

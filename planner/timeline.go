@@ -16,6 +16,12 @@ type timeline struct {
 	cur    int
 }
 
+// steady is a timeline known only at present: up or not, and no word of
+// when that changes (a live pool between two reviews).
+func steady(up bool) *timeline {
+	return &timeline{up0: up, bounds: []float64{math.Inf(1)}}
+}
+
 // at reports whether capacity is there at t and a time before which the
 // state does not change (+Inf: never). Reads between rewinds must not go
 // back in time.

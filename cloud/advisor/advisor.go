@@ -1,8 +1,4 @@
-// Package advisor reads AWS's public Spot Instance Advisor data
-// (spot-advisor-data.json): per region, operating system and instance type,
-// the savings over on-demand and the interruption-frequency bucket. A dated
-// snapshot is embedded so gpumarket has real figures with no network; the
-// AWS provider fetches the live file over it when it can.
+// Package advisor reads AWS's Spot Instance Advisor data; a dated snapshot is embedded.
 package advisor
 
 import (
@@ -21,16 +17,12 @@ var embedded []byte
 // EmbeddedAsOf is when the embedded snapshot was taken.
 var EmbeddedAsOf = time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 
-// Data is a parsed advisor file.
+// Data is a parsed advisor file; Regions maps region → OS → instance type.
 type Data struct {
-	// Ranges are the interruption buckets, indexed by Entry.Range.
-	Ranges []Range
-	// Regions maps region → OS ("Linux", "Windows") → instance type → entry.
+	Ranges  []Range
 	Regions map[string]map[string]map[string]Entry
-	// AsOf is when the data was published (or fetched), Source where it
-	// came from ("embedded 2025-06", a URL).
-	AsOf   time.Time
-	Source string
+	AsOf    time.Time
+	Source  string
 }
 
 // Range is one interruption bucket of the file.
@@ -40,12 +32,10 @@ type Range struct {
 	Max   int    `json:"max"`
 }
 
-// Entry is one instance type's figures in one region.
+// Entry is an instance type's figures in a region: spot's saving in percent, its Range's index.
 type Entry struct {
-	// SavingsPct is the typical saving of spot over on-demand, percent.
 	SavingsPct int `json:"s"`
-	// Range indexes Data.Ranges.
-	Range int `json:"r"`
+	Range      int `json:"r"`
 }
 
 type wire struct {
@@ -53,8 +43,7 @@ type wire struct {
 	SpotAdvisor map[string]map[string]map[string]Entry `json:"spot_advisor"`
 }
 
-// Parse reads an advisor file. It checks the shape the rest of gpumarket
-// relies on: at least one range, one region, and range indexes in bounds.
+// Parse reads an advisor file, checking for ranges, regions and in-bounds range indexes.
 func Parse(b []byte, source string, asOf time.Time) (*Data, error) {
 	var w wire
 	if err := json.Unmarshal(b, &w); err != nil {
@@ -103,8 +92,7 @@ func (d *Data) Lookup(region, instanceType string) (Entry, bool) {
 	return e, ok
 }
 
-// Interruption returns the Linux interruption data of an instance type in a
-// region, labelled with the data's source and date.
+// Interruption returns the Linux interruption data of an instance type in a region.
 func (d *Data) Interruption(region, instanceType string) (*domain.Interruption, bool) {
 	e, ok := d.Lookup(region, instanceType)
 	if !ok {

@@ -1,3 +1,4 @@
+// Package series keeps price history as compact step functions.
 package series
 
 import (
@@ -9,32 +10,13 @@ import (
 	"sync"
 )
 
-// Series is a pool's spot price history: a step function, each price holding
-// from its time (Unix seconds, strictly ascending) until the next point.
-//
-// It is stored compactly, because 90 days of every pool is millions of
-// points. The points are cut into blocks of blockLen; a sealed block keeps
-// its first point, its last, the area under the price up to its start and
-// its own area, and encodes the points after its first as varint deltas:
-// of the time, and of the price in units of its last decimal (prices are
-// quoted to a few decimals; a block holding a price that has no such form
-// stores it as raw bits), or, built from prices in those units whose
-// deltas fit, as 16-bit deltas (NewSeriesOfTicks). That is about 4-5
-// bytes a point where two slices would take 16. The newest points, fewer than blockLen, are kept raw: a
-// live tick appends one point at a time. A segment tree over the sealed
-// blocks' minima and maxima, with the areas, makes Stats cost O(log n)
-// plus the decoding of at most two blocks, whatever the window.
-//
-// A Series handed out in a snapshot is read-only and may share its backing
-// arrays with later, longer versions of itself: its owner only appends
-// beyond the lengths a reader holds (points to the tail, encoded bytes,
-// block headers), or builds new arrays; the tree is never written once
-// built. The value itself is 40 bytes (a snapshot copies one per pool).
+// Series is a pool's spot price history: a step function over points at strictly
+// ascending Unix seconds, stored in blocks (docs/DESIGN.md, "How history is stored").
+// It is read-only: later versions of it only append past the lengths it holds.
 type Series struct {
-	sealed *sealed // nil until a block is sealed; never changed once made
-	tail   []point // the newest points, fewer than blockLen, raw
-	// tailArea is the area from the series' first point to tail[0].
-	tailArea float64
+	sealed   *sealed // nil until a block is sealed; never changed once made
+	tail     []point // the newest points, fewer than blockLen, raw
+	tailArea float64 // from the first point to tail[0]
 }
 
 // sealed are a series' sealed blocks.
@@ -44,13 +26,11 @@ type sealed struct {
 	tree   []span  // min and max over blocks: a segment tree, leaves at len(blocks)
 }
 
-// point is a raw point of the tail.
 type point struct {
 	at  int64
 	usd float64
 }
 
-// blocks returns the sealed blocks.
 func (s Series) blocks() []block {
 	if s.sealed == nil {
 		return nil
@@ -58,27 +38,17 @@ func (s Series) blocks() []block {
 	return s.sealed.blocks
 }
 
-// blockLen is the points in a sealed block. Stats decodes at most two
-// blocks; Downsample skips whole blocks inside a column. Larger blocks
-// cost less per point (a header is 56 bytes) and more per query.
+// blockLen is the points of a sealed block: longer costs less per point, more per query.
 const blockLen = 128
 
 // block is a sealed block's header.
 type block struct {
-	t0, t1 int64   // the first and last point's times
-	p0, p1 float64 // their prices
-	// cum is the area (price × seconds) from the series' first point to
-	// t0, area the block's own from t0 to t1: Stats subtracts prefixes
-	// instead of summing the points between.
-	cum, area float64
-	off       uint32 // where the block's encoded points start in data
-	digits    int8   // decimals of its prices' quantum, rawDigits for raw bits
-	// wide blocks hold each point after the first as four bytes: the
-	// delta of the time less one and the delta of the price in its
-	// quantum, 16 bits each (little-endian, the price's signed).
-	// NewSeriesOfTicks writes them when the deltas fit: faster to write
-	// and to read than varints, and a byte or so longer.
-	wide bool
+	t0, t1    int64   // the first and last point's times
+	p0, p1    float64 // their prices
+	cum, area float64 // price × seconds from the first point to t0, and from t0 to t1
+	off       uint32  // where the block's encoded points start in data
+	digits    int8    // decimals of its prices' quantum, rawDigits for raw bits
+	wide      bool    // 16-bit deltas of time (less one) and price, as putWide writes
 }
 
 // span is a range of prices.
@@ -91,15 +61,14 @@ const (
 
 var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
 
-// NewSeries returns the series of the points (in any order; a later value
-// for the same second replaces an earlier one). at and usd are not kept.
+// NewSeries returns the series of the points, in any order, a later value for a second
+// winning; it keeps neither slice.
 func NewSeries(at []int64, usd []float64) Series { return Series{}.Merge(at, usd) }
 
 // Len is the number of points.
 func (s Series) Len() int { return len(s.blocks())*blockLen + len(s.tail) }
 
-// Size is the bytes the series' arrays hold, including room they keep for
-// appending.
+// Size is the bytes the series' arrays hold, spare capacity included.
 func (s Series) Size() int {
 	const sealedSize, blockSize, spanSize, pointSize = 72, 56, 16, 16
 	n := cap(s.tail) * pointSize
@@ -120,8 +89,7 @@ func (s Series) Last() (at int64, usd float64, ok bool) {
 	return 0, 0, false
 }
 
-// Point returns the i-th point, oldest first. It decodes up to a block:
-// iterate with All or Window rather than calling it in a loop.
+// Point returns the i-th point, oldest first; it decodes a block, so loops use All.
 func (s Series) Point(i int) (at int64, usd float64) {
 	k, j := i/blockLen, i%blockLen
 	var sc scratch
@@ -155,9 +123,7 @@ func (s Series) All() iter.Seq2[int64, float64] {
 	}
 }
 
-// Window yields the points that make up the step function over [from,
-// to]: the point in force at from (with its own time, which may be
-// earlier), then every point in (from, to].
+// Window yields the point in force at from (with its own time), then those in (from, to].
 func (s Series) Window(from, to int64) iter.Seq2[int64, float64] {
 	return func(yield func(int64, float64) bool) {
 		k := max(s.segmentAt(from), 0)
@@ -182,21 +148,15 @@ func (s Series) Window(from, to int64) iter.Seq2[int64, float64] {
 
 // WindowStats are a series' figures over [From, To].
 type WindowStats struct {
-	Min, Max float64
-	// Avg is time-weighted: each price counts for as long as it held.
-	Avg float64
-	// First is the price in force at From (the point before the window
-	// counts as the price at its start), Last the price at To.
-	First, Last float64
-	// Points is how many observations fall inside the window.
-	Points int
-	OK     bool
+	Min, Max    float64
+	Avg         float64 // time-weighted
+	First, Last float64 // the prices in force at From and at To
+	Points      int     // observations inside the window
+	OK          bool
 }
 
-// Stats computes min, max and the time-weighted average over [from, to].
-// The price in force at from counts from the window's start; when the
-// series starts inside the window, the time before its first point is left
-// out. It decodes at most two blocks, however long the window.
+// Stats computes the figures over [from, to], leaving out any time before the first point.
+// It decodes at most two blocks, however long the window.
 func (s Series) Stats(from, to int64) WindowStats {
 	var w WindowStats
 	if to <= from || s.Len() == 0 {
@@ -245,8 +205,7 @@ func (s Series) Stats(from, to int64) WindowStats {
 	return w
 }
 
-// areaTo is the area from the series' first point to t, where the point
-// in force at t is the i-th of segment k (whose points are a, u).
+// areaTo is the area from the first point to t, in force at t the i-th point of segment k.
 func (s Series) areaTo(k int, a []int64, u []float64, i int, t int64) float64 {
 	area := s.segmentArea(k)
 	for m := 0; m < i; m++ {
@@ -255,11 +214,8 @@ func (s Series) areaTo(k int, a []int64, u []float64, i int, t int64) float64 {
 	return area + u[i]*float64(t-a[i])
 }
 
-// Downsample reduces the step function over [from, to] to cols columns,
-// keeping each column's minimum and maximum so that a spike shorter than a
-// column still shows. A column with no price (before the first point) is
-// NaN in both. Blocks that lie inside a column are taken from their
-// headers, not decoded.
+// Downsample reduces [from, to] to cols columns' minima and maxima, so that a short spike
+// still shows; a column before the first point is NaN.
 func (s Series) Downsample(from, to int64, cols int) (mins, maxs []float64) {
 	if cols <= 0 || to <= from {
 		return nil, nil
@@ -268,8 +224,7 @@ func (s Series) Downsample(from, to int64, cols int) (mins, maxs []float64) {
 	maxs = make([]float64, cols)
 	span := float64(to - from)
 	nseg, blocks := s.segments(), s.blocks()
-	// d holds the decoded segment dk; the next point to look at is the
-	// i-th of segment k.
+	// d holds decoded segment dk; the next point is the i-th of segment k.
 	var d scratch
 	dk := -1
 	var a []int64
@@ -280,7 +235,6 @@ func (s Series) Downsample(from, to int64, cols int) (mins, maxs []float64) {
 		lo, hi := math.NaN(), math.NaN()
 		k, i := s.segmentAt(c0), 0
 		if k >= 0 {
-			// the price in force at the column's start
 			if k != dk {
 				a, u = s.segment(k, &d)
 				dk = k
@@ -291,7 +245,6 @@ func (s Series) Downsample(from, to int64, cols int) (mins, maxs []float64) {
 		} else {
 			k = 0
 		}
-		// the points in (c0, c1)
 		for k < nseg {
 			if i == 0 && k < len(blocks) && blocks[k].t0 > c0 && blocks[k].t1 < c1 {
 				// a whole block inside the column: its header says
@@ -325,11 +278,8 @@ func (s Series) Downsample(from, to int64, cols int) (mins, maxs []float64) {
 	return mins, maxs
 }
 
-// Merge returns s with the given points added: sorted, a later value for
-// the same second replacing an earlier one. When every new point is newer
-// than s's last, the result appends to s's arrays (readers of s are not
-// disturbed: they never look past their own lengths); otherwise it is
-// built in new arrays. at and usd are not kept.
+// Merge returns s with the points added, a later value for a second winning. Points all
+// newer than s's last are appended past s's lengths; others rebuild in new arrays.
 func (s Series) Merge(at []int64, usd []float64) Series {
 	if len(at) == 0 {
 		return s
@@ -346,9 +296,7 @@ func (s Series) Merge(at []int64, usd []float64) Series {
 	return s.appendPoints(at, usd)
 }
 
-// Join returns s with o's points added, as Merge does (o's value wins a
-// tie). When s is empty it is o itself: a Series never changes once
-// made, so the two may share their arrays.
+// Join returns s with o's points added, o winning ties; o itself when s is empty.
 func (s Series) Join(o Series) Series {
 	if s.Len() == 0 {
 		return o
@@ -364,9 +312,7 @@ func (s Series) Join(o Series) Series {
 	return s.Merge(at, usd)
 }
 
-// DropBefore returns s without the points before the one in force at t,
-// in new arrays (s is not changed). It returns s when there is nothing to
-// drop.
+// DropBefore returns s without the points before the one in force at t, in new arrays.
 func (s Series) DropBefore(t int64) Series {
 	k := s.segmentAt(t)
 	if k < 0 {
@@ -390,7 +336,6 @@ func (s Series) DropBefore(t int64) Series {
 	return build(at, usd)
 }
 
-// ascending reports whether at is strictly ascending.
 func ascending(at []int64) bool {
 	for i := 1; i < len(at); i++ {
 		if at[i] <= at[i-1] {
@@ -400,8 +345,7 @@ func ascending(at []int64) bool {
 	return true
 }
 
-// sortPoints returns the points sorted by time in new slices, a later value
-// for the same second replacing an earlier one.
+// sortPoints sorts the points into new slices, a later value for a second winning.
 func sortPoints(at []int64, usd []float64) ([]int64, []float64) {
 	idx := make([]int, len(at))
 	for i := range idx {
@@ -420,8 +364,7 @@ func sortPoints(at []int64, usd []float64) ([]int64, []float64) {
 	return sa, su
 }
 
-// rebuild merges sorted points into s's, in new arrays: the new value wins
-// a tie.
+// rebuild merges sorted points into s's in new arrays, the new value winning a tie.
 func (s Series) rebuild(at []int64, usd []float64) Series {
 	n := s.Len() + len(at)
 	ma := make([]int64, 0, n)
@@ -441,8 +384,7 @@ func (s Series) rebuild(at []int64, usd []float64) Series {
 	return build(ma, mu)
 }
 
-// build makes a series of sorted, unique points in new arrays sized to
-// fit.
+// build makes a series of sorted, unique points in arrays sized to fit.
 func build(at []int64, usd []float64) Series {
 	s, _ := buildBlocks(at, func(dst []byte, lo int, area float64) (block, span, []byte, bool) {
 		b, r, d := encodeBlock(dst, at[lo:lo+blockLen], usd[lo:lo+blockLen], area)
@@ -451,14 +393,10 @@ func build(at []int64, usd []float64) Series {
 	return s
 }
 
-// blockEncoder appends the encoding of the blockLen points from the lo-th
-// to dst, as encodeBlock does; area is the area from the series' first
-// point to the lo-th. ok false gives up on the whole series.
+// blockEncoder encodes the block of points from the lo-th into dst; !ok gives up the series.
 type blockEncoder func(dst []byte, lo int, area float64) (b block, r span, data []byte, ok bool)
 
-// buildBlocks makes a series of the sorted, unique points at (their prices
-// the encoder's, and price(i) for those of the tail) in new arrays sized
-// to fit, or reports that the encoder gave up.
+// buildBlocks is build over an encoder, price giving the tail's; !ok if the encoder gave up.
 func buildBlocks(at []int64, encode blockEncoder, price func(i int) float64) (Series, bool) {
 	nb := len(at) / blockLen
 	var s Series
@@ -498,8 +436,7 @@ func buildBlocks(at []int64, encode blockEncoder, price func(i int) float64) (Se
 	return s, true
 }
 
-// encodeBuf holds the scratch buffers build encodes into before copying
-// the bytes to an array of their exact size.
+// encodeBuf holds scratch buffers for build, which copies the result to its exact size.
 var encodeBuf = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 // appendPoints appends sorted points newer than s's last.
@@ -509,8 +446,7 @@ func (s Series) appendPoints(at []int64, usd []float64) Series {
 		s.tail = append(s.tail, point{at[0], usd[0]})
 		return s
 	}
-	// Fill the tail up to a block and seal it, then seal whole blocks of
-	// the new points as they come, and keep the rest as the new tail.
+	// Seal the tail filled up to a block, then whole blocks; the rest is the tail.
 	var more []block
 	var ranges []span
 	var data []byte
@@ -550,10 +486,7 @@ func (s Series) appendPoints(at []int64, usd []float64) Series {
 			s.tailArea = s.nextArea(at[0])
 		}
 		if c := len(s.tail) + len(at); c > cap(s.tail) {
-			// Grow into a new array so appends never race with a reader
-			// that holds s: copying happens here, not in place. The
-			// tail is at most a block: doubling costs little room and
-			// few copies.
+			// Grow into a new array, never in place: a reader may hold s.
 			c = min(max(c, 2*len(s.tail), 16), blockLen)
 			s.tail = append(make([]point, 0, c), s.tail...)
 		}
@@ -564,9 +497,7 @@ func (s Series) appendPoints(at []int64, usd []float64) Series {
 	return s
 }
 
-// with returns the sealed blocks with more after them (their offsets
-// relative to data, their price ranges in ranges): a new value over the
-// same arrays, appended to past the lengths readers hold, and a new tree.
+// with returns sl followed by more: arrays appended past readers' lengths, a new tree.
 func (sl *sealed) with(more []block, ranges []span, data []byte) *sealed {
 	var n sealed
 	if sl != nil {
@@ -584,8 +515,7 @@ func (sl *sealed) with(more []block, ranges []span, data []byte) *sealed {
 		n.blocks = append(make([]block, 0, grow(len(n.blocks), len(more))), n.blocks...)
 	}
 	n.blocks = append(n.blocks, more...)
-	// A new tree: readers keep theirs. Only the new blocks' leaves are
-	// new; the others are copied from the old tree.
+	// A new tree, since readers keep theirs; old leaves are copied.
 	nb, oldN := len(n.blocks), len(n.blocks)-len(more)
 	old := n.tree
 	n.tree = make([]span, 2*nb)
@@ -595,8 +525,7 @@ func (sl *sealed) with(more []block, ranges []span, data []byte) *sealed {
 	return &n
 }
 
-// fillTree computes the inner nodes of a bottom-up segment tree from its
-// leaves (the second half).
+// fillTree computes a bottom-up segment tree's inner nodes from its leaves (the second half).
 func fillTree(tree []span) {
 	for i := len(tree)/2 - 1; i > 0; i-- {
 		l, r := tree[2*i], tree[2*i+1]
@@ -622,8 +551,7 @@ func (s Series) blockRange(a, b int) span {
 	return r
 }
 
-// nextArea is the area from the series' first point to t, for a point at
-// t after every sealed block (and before any tail).
+// nextArea is the area from the first point to t, for t after every sealed block.
 func (s Series) nextArea(t int64) float64 {
 	blocks := s.blocks()
 	if len(blocks) == 0 {
@@ -641,8 +569,7 @@ func (s Series) segments() int {
 	return len(s.blocks())
 }
 
-// segmentArea is the area from the series' first point to the start of
-// segment k.
+// segmentArea is the area from the first point to segment k.
 func (s Series) segmentArea(k int) float64 {
 	if blocks := s.blocks(); k < len(blocks) {
 		return blocks[k].cum
@@ -658,8 +585,7 @@ func (s Series) firstAt() int64 {
 	return s.tail[0].at
 }
 
-// segmentAt returns the segment holding the point in force at t, or -1
-// when t is before the first point.
+// segmentAt returns the segment holding the point in force at t, -1 before the first point.
 func (s Series) segmentAt(t int64) int {
 	blocks := s.blocks()
 	if len(s.tail) > 0 && s.tail[0].at <= t {
@@ -668,13 +594,11 @@ func (s Series) segmentAt(t int64) int {
 	return sort.Search(len(blocks), func(k int) bool { return blocks[k].t0 > t }) - 1
 }
 
-// lastAtOrBefore returns the index of the last time at or before t; a[0]
-// must be at or before t.
+// lastAtOrBefore returns the index of the last time at or before t, which a[0] must be.
 func lastAtOrBefore(a []int64, t int64) int {
 	return sort.Search(len(a), func(i int) bool { return a[i] > t }) - 1
 }
 
-// minMax returns the lowest and highest of a non-empty slice.
 func minMax(u []float64) (lo, hi float64) {
 	lo, hi = u[0], u[0]
 	for _, p := range u[1:] {
@@ -694,8 +618,7 @@ type scratch struct {
 	usd [blockLen]float64
 }
 
-// segment returns the points of segment k, block k decoded or the tail,
-// in sc.
+// segment returns the points of segment k (a block or the tail), decoded into sc.
 func (s Series) segment(k int, sc *scratch) ([]int64, []float64) {
 	blocks := s.blocks()
 	if k >= len(blocks) {
@@ -709,18 +632,13 @@ func (s Series) segment(k int, sc *scratch) ([]int64, []float64) {
 	return sc.at[:], sc.usd[:]
 }
 
-// encodeBlock appends the encoding of blockLen sorted points to dst and
-// returns their header (off is where they start in dst) and their lowest
-// and highest price. area is the area from the series' first point to
-// at[0]. It is one pass over the points (a long back-fill encodes
-// millions), tried with the fewest decimals the first price needs and
-// done again with more, or raw, when a later price needs them.
+// encodeBlock appends blockLen sorted points to dst and returns their header and price range.
+// It tries the first price's decimals, then more (or raw bits) when a later price needs them.
 func encodeBlock(dst []byte, at []int64, usd []float64, area float64) (block, span, []byte) {
 	at, usd = at[:blockLen], usd[:blockLen]
 	b := block{t0: at[0], t1: at[blockLen-1], p0: usd[0], p1: usd[blockLen-1], cum: area, off: uint32(len(dst))}
 	n0 := len(dst)
-	// At most 10 bytes of time and 10 of price a point: make room once,
-	// then write by index.
+	// At most 10 bytes of time and 10 of price a point: grow once, write by index.
 	dst = slices.Grow(dst, 20*blockLen)[:n0+20*blockLen]
 	b.digits = 0
 	for {
@@ -775,8 +693,7 @@ func encodeBlock(dst []byte, at []int64, usd []float64, area float64) (block, sp
 	}
 }
 
-// putUvarint writes x at dst[n:] as binary.Uvarint reads it and returns
-// the index after it.
+// putUvarint writes x at dst[n:] as binary.Uvarint reads it and returns the next index.
 func putUvarint(dst []byte, n int, x uint64) int {
 	for x >= 0x80 {
 		dst[n] = byte(x) | 0x80
@@ -827,10 +744,8 @@ func decodeBlock(b *block, data []byte, sc *scratch) {
 	}
 }
 
-// quantize returns p in units of 10^-digits, when that gives p back
-// exactly. (Rounding half away from zero by adding a half: where that
-// misses by one, the check fails and the block takes more decimals or
-// raw bits, never a wrong price.)
+// quantize returns p in units of 10^-digits when that gives p back exactly; a rounding
+// miss fails the check and costs decimals, never a wrong price.
 func quantize(p float64, digits int8) (int64, bool) {
 	scale := pow10[digits]
 	x := p * scale
@@ -846,9 +761,7 @@ func quantize(p float64, digits int8) (int64, bool) {
 	return q, float64(q)/scale == p
 }
 
-// grow picks the capacity for appending extra items to n: an eighth more
-// for long arrays (live ticks add a little at a time; doubling would leave
-// a back-filled history at twice its size), at least 16.
+// grow picks a capacity for n+extra: an eighth spare, since doubling a back-fill wastes half.
 func grow(n, extra int) int {
 	c := n + extra
 	if c < n+n/8 {

@@ -9,10 +9,8 @@ import (
 	"testing"
 )
 
-// refSeries is the step function as two plain slices, with the linear
-// Stats, Downsample and PriceAt that Series had before it was stored in
-// blocks: the compact Series must answer exactly as these do (Avg to
-// rounding: it subtracts prefix areas where these sum).
+// refSeries is the step function as two plain slices with linear Stats, Downsample and
+// PriceAt: Series must answer exactly as it does (Avg to rounding, prefix areas subtracted).
 type refSeries struct {
 	at  []int64
 	usd []float64

@@ -5,16 +5,8 @@ import (
 	"slices"
 )
 
-// NewSeriesOfTicks returns the series of points whose prices are given in
-// ticks, units of 10^-digits: point i's price is float64(ticks[i]) /
-// 10^digits, and the series answers every question as the one NewSeries
-// makes of those prices does (Stats to the bit). A generator that knows
-// its prices' decimals (the simulated market's back-fill) saves the
-// encoder finding them again for every price, and its blocks are wide
-// where the deltas fit. at and ticks are not kept.
-//
-// Times strictly ascending, digits at most 9 and ticks under 2^50 take
-// the short way; any other input is handed to NewSeries.
+// NewSeriesOfTicks is NewSeries of the prices ticks[i]/10^digits, equal to the bit; ascending
+// times with digits ≤ 9 take a faster path (no search for decimals, wide blocks).
 func NewSeriesOfTicks(at, ticks []int64, digits int) Series {
 	if len(at) != len(ticks) {
 		panic("series.NewSeriesOfTicks: at and ticks differ in length")
@@ -47,12 +39,10 @@ func tickScale(digits int) float64 {
 	return s
 }
 
-// maxTicks bounds the ticks the short way takes: well inside the integers
-// a float64 holds, so that quantize finds them again in any block.
+// maxTicks keeps ticks well inside a float64's integers, so quantize finds them again.
 const maxTicks = 1 << 50
 
-// buildTicks is build for prices in ticks of known digits; ok is false
-// when the points are not strictly ascending or a tick is out of bounds.
+// buildTicks is build for ticks; !ok when times do not ascend or a tick is out of bounds.
 func buildTicks(at, ticks []int64, digits int8) (Series, bool) {
 	scale := pow10[digits]
 	for i := (len(at) / blockLen) * blockLen; i < len(at); i++ {
@@ -69,15 +59,10 @@ func buildTicks(at, ticks []int64, digits int8) (Series, bool) {
 	}, func(i int) float64 { return float64(ticks[i]) / scale })
 }
 
-// pow10i are the powers of ten as integers.
 var pow10i = [...]int64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
 
-// encodeTicks is encodeBlock for prices in ticks of 10^-digits: the
-// same header and range as encodeBlock of the prices float64(q)/10^digits
-// would give, its points as a wide block when every delta fits 16 bits
-// (for prices quoted to four decimals, a move under $3.27), else as
-// encodeVarintTicks writes them. ok is false when the times are not
-// strictly ascending or a tick is out of bounds.
+// encodeTicks is encodeBlock for ticks, as a wide block when every delta fits 16 bits
+// (at four decimals, a move under $3.27), else as encodeVarintTicks writes it.
 func encodeTicks(dst []byte, at, q []int64, digits int8, cum float64) (block, span, []byte, bool) {
 	at, q = at[:blockLen], q[:blockLen]
 	scale := pow10[digits]
@@ -94,16 +79,12 @@ func encodeTicks(dst []byte, at, q []int64, digits int8, cum float64) (block, sp
 		return encodeVarintTicks(dst[:n0], at, q, digits, cum)
 	}
 	b.area = area
-	// Division by a power of ten is monotonic: the lowest tick is the
-	// lowest price.
+	// Division by a power of ten is monotonic: the lowest tick is the lowest price.
 	return b, span{float64(lo) / scale, float64(hi) / scale}, dst, true
 }
 
-// putWide writes the points of a wide block to w and returns its area and
-// its lowest and highest tick; out>>16 is nonzero when a time is not
-// after the last, or a delta does not fit its 16 bits (and w is then of
-// no use). It is a function of its own so that its loop has the
-// registers to itself.
+// putWide writes a wide block's points, with out>>16 nonzero when a delta does not fit.
+// A function of its own so that its loop has the registers to itself.
 func putWide(w *[4 * (blockLen - 1)]byte, at, q *[blockLen]int64, scale float64) (area float64, lo, hi int64, out uint64) {
 	prev := float64(q[0]) / scale
 	lo, hi = q[0], q[0]
@@ -119,19 +100,14 @@ func putWide(w *[4 * (blockLen - 1)]byte, at, q *[blockLen]int64, scale float64)
 	return area, lo, hi, out
 }
 
-// encodeVarintTicks is encodeTicks as varints, giving the same header,
-// range and bytes as encodeBlock of the prices float64(q)/10^digits, in
-// one pass without quantizing each price: the block's decimals are the
-// fewest that every price needs (as encodeBlock settles on), which its
-// ticks tell by their trailing zeros.
+// encodeVarintTicks writes the bytes encodeBlock would, in one pass: the ticks' common
+// trailing zeros give the fewest decimals every price needs.
 func encodeVarintTicks(dst []byte, at, q []int64, digits int8, cum float64) (block, span, []byte, bool) {
 	at, q = at[:blockLen], q[:blockLen]
 	scale := pow10[digits]
 	b := block{t0: at[0], t1: at[blockLen-1], p0: float64(q[0]) / scale, p1: float64(q[blockLen-1]) / scale,
 		cum: cum, off: uint32(len(dst)), digits: digits}
-	// Ticks whose common trailing zeros let the block take fewer decimals
-	// are rare (the first price usually has all of them): divide them out
-	// into a copy.
+	// Rarely can the block take fewer decimals: divide the zeros out into a copy.
 	var fewer [blockLen]int64
 	qs := q
 	if z := commonZeros(q, digits); z > 0 {
@@ -141,8 +117,7 @@ func encodeVarintTicks(dst []byte, at, q []int64, digits int8, cum float64) (blo
 		qs, b.digits = fewer[:], digits-z
 	}
 	n0 := len(dst)
-	// At most 10 bytes of time and 10 of price a point: make room once,
-	// then write by index.
+	// At most 10 bytes of time and 10 of price a point: grow once, write by index.
 	dst = slices.Grow(dst, 20*blockLen)[:n0+20*blockLen]
 	n := n0
 	prev, area := b.p0, 0.0
@@ -163,8 +138,7 @@ func encodeVarintTicks(dst []byte, at, q []int64, digits int8, cum float64) (blo
 	return b, span{float64(lo) / scale, float64(hi) / scale}, dst[:n], true
 }
 
-// commonZeros is how many trailing decimal zeros, at most digits, every
-// tick has.
+// commonZeros is how many trailing decimal zeros, at most digits, every tick has.
 func commonZeros(q []int64, digits int8) int8 {
 	var z int8
 	for z < digits && q[0]%pow10i[z+1] == 0 {

@@ -14,9 +14,8 @@ type Config struct {
 	Providers []string `yaml:"providers"`
 	Regions   []string `yaml:"regions"`
 	GPUs      []string `yaml:"gpus"`
-	// Window is the default history window ("24h"), as ParseWindow reads it.
-	Window Window `yaml:"window"`
-	// Refresh is the live poll interval of the cloud providers.
+	Window    Window   `yaml:"window"`
+	// Refresh is the clouds' live poll interval.
 	Refresh Duration `yaml:"refresh"`
 	Risk    Risk     `yaml:"risk"`
 	Plan    Plan     `yaml:"plan"`
@@ -35,10 +34,8 @@ type Config struct {
 	Path string `yaml:"-"`
 }
 
-// Risk are the assumptions of the first risk-adjusted price, superseded
-// by the planner's model (Plan). Old files still load, and their values
-// keep their meaning: risk.checkpoint_interval is plan.checkpoint and
-// risk.restart_overhead plan.changeover, where plan: does not set them.
+// Risk holds keys that plan: replaced; a file's values stand for plan.checkpoint and
+// plan.changeover where it does not set those.
 type Risk struct {
 	CheckpointInterval Duration `yaml:"checkpoint_interval"`
 	RestartOverhead    Duration `yaml:"restart_overhead"`
@@ -50,9 +47,7 @@ type Budget struct {
 	MaxBookingUSD float64 `yaml:"max_booking_usd"`
 	// MaxDailyUSD caps the ledger's sum for one UTC day; 0 means no cap.
 	MaxDailyUSD float64 `yaml:"max_daily_usd"`
-	// MaxIdlePct is the share (percent) of a running row's cost that may
-	// pay for idle GPU-hours before the TUI header and `ledger` warn; 0
-	// means no alert.
+	// MaxIdlePct is the percent of a running row's cost spent idle before a warning; 0: none.
 	MaxIdlePct float64 `yaml:"max_idle_pct"`
 }
 
@@ -94,8 +89,7 @@ type Serve struct {
 
 // Cache configures the history cache (history.db in the data dir).
 type Cache struct {
-	// Retention is how much history the cache keeps ("90d"), as
-	// ParseWindow reads it.
+	// Retention is how much history the cache keeps.
 	Retention Window `yaml:"retention"`
 }
 

@@ -41,10 +41,8 @@ var ProviderNames = []string{"sim", "aws", "azure"}
 // Roles are the values serve.roles accepts.
 var Roles = []string{"viewer", "booker"}
 
-// ConfigPath returns the config file to read when none is named: the
-// $GPUMARKET_CONFIG file if set, else config.yaml in $XDG_CONFIG_HOME/gpumarket
-// (~/.config/gpumarket). explicit is true for $GPUMARKET_CONFIG, whose file
-// must then exist.
+// ConfigPath returns $GPUMARKET_CONFIG (explicit: it must exist), else config.yaml in
+// $XDG_CONFIG_HOME/gpumarket (~/.config/gpumarket).
 func ConfigPath() (path string, explicit bool, err error) {
 	if p := os.Getenv(EnvConfig); p != "" {
 		return p, true, nil
@@ -60,10 +58,8 @@ func ConfigPath() (path string, explicit bool, err error) {
 	return filepath.Join(dir, "gpumarket", "config.yaml"), false, nil
 }
 
-// DataDir returns the directory for gpumarket's history cache, ledger and
-// offering searches: $GPUMARKET_DATA_DIR, else $XDG_DATA_HOME/gpumarket, else
-// ~/.local/share/gpumarket. It creates the directory (0700: the ledger says
-// what the user bought) when it is missing.
+// DataDir returns $GPUMARKET_DATA_DIR, else $XDG_DATA_HOME/gpumarket (~/.local/share),
+// made 0700 when missing: the ledger says what the user bought.
 func DataDir() (string, error) {
 	dir := os.Getenv(EnvDataDir)
 	if dir == "" {
@@ -83,25 +79,16 @@ func DataDir() (string, error) {
 	return dir, nil
 }
 
-// MaxFileSize is the largest config file gpumarket reads. A full config
-// with a hundred serve.roles entries is a few KiB; the limit is checked
-// before parsing, because parsing costs some twenty times a file's size
-// in memory (a 50 MB file took 1.1 GB).
+// MaxFileSize is the largest config file read: parsing takes some twenty times a file's
+// size in memory, and a full config is a few KiB.
 const MaxFileSize = 1 << 20
 
-// FileError is a config file that was read but cannot be used: a syntax
-// error, an unknown key, a bad value, or a size over MaxFileSize. It is
-// bad usage (the user wrote it; exit 2), where a file that cannot be read
-// is a runtime failure. Its message is one line: "file:line:col: key:
-// what is wrong; want what is accepted" (without line:col for the size).
+// FileError is a config file read but unusable: bad usage (exit 2), where an unreadable one
+// is a runtime failure. It reads "file:line:col: key: what is wrong; want what is accepted".
 type FileError struct {
-	// Path is the file as named to Load or Parse.
-	Path string
-	// Line and Col place the error in the file; 0 when it has no place.
-	Line, Col int
-	// Err says what is wrong and what is accepted; a *KeyError for a
-	// bad value.
-	Err error
+	Path      string
+	Line, Col int   // 0 when the error has no place
+	Err       error // a *KeyError for a bad value
 }
 
 func (e *FileError) Error() string {
@@ -113,13 +100,8 @@ func (e *FileError) Error() string {
 
 func (e *FileError) Unwrap() error { return e.Err }
 
-// Load returns the configuration: Default(), then the YAML file, then the
-// environment. With path "" it reads ConfigPath(), and a missing default
-// file just means the defaults; a file named by path or $GPUMARKET_CONFIG
-// must exist. A file that cannot be used (see FileError) is an error of
-// the form "file:line:col: key: what is wrong; want what is accepted";
-// one that cannot be read is a plain error. Flags are applied by the
-// caller, which then calls Validate.
+// Load returns Default(), then the file at path or ConfigPath() (a missing default file is
+// no error), then the environment; the caller applies flags and then Validate.
 func Load(path string) (Config, error) {
 	explicit := path != ""
 	if !explicit {
@@ -147,8 +129,7 @@ func Load(path string) (Config, error) {
 	return c, nil
 }
 
-// readFile reads a config file of at most MaxFileSize bytes, refusing a
-// bigger one before reading it.
+// readFile reads a config file, refusing one over MaxFileSize before reading it.
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -161,8 +142,7 @@ func readFile(path string) ([]byte, error) {
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxFileSize {
 		return nil, tooBig(fmt.Sprintf("%d bytes", fi.Size()))
 	}
-	// A pipe or a file still growing has no size to trust: read one byte
-	// past the limit to know.
+	// A pipe or a growing file has no size to trust: read one byte past the limit.
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
@@ -173,18 +153,15 @@ func readFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-// Parse reads a config file's bytes over Default(). name is used in error
-// messages and recorded as Path. The result is validated. A file with no
-// settings (empty, only comments, only "---") is the defaults. Its errors
-// are *FileError.
+// Parse reads a config file's bytes over Default() and validates them; errors are
+// *FileError. A file of no settings (empty, comments, "---") is the defaults.
 func Parse(name string, data []byte) (Config, error) {
 	c := Default()
 	c.Path = name
 	if len(data) > MaxFileSize {
 		return Config{}, &FileError{Path: name, Err: fmt.Errorf("%d bytes is larger than the %d MiB a config file may hold", len(data), MaxFileSize>>20)}
 	}
-	// Editors on Windows may start a UTF-8 file with a byte-order mark,
-	// which the YAML parser would read as a value.
+	// Windows editors may write a byte-order mark, which YAML would read as a value.
 	data = bytes.TrimPrefix(data, []byte("\uFEFF"))
 	pos := map[string]position{}
 	file, err := parser.ParseBytes(data, 0)
@@ -193,9 +170,7 @@ func Parse(name string, data []byte) (Config, error) {
 		fe.Err = fmt.Errorf("%w; want YAML of key: value lines, lists as [a, b] (see the README's Configuration)", fe.Err)
 		return Config{}, fe
 	}
-	// The settings are one document. Decoding the whole file would read
-	// only its first document, so settings after a second "---" would be
-	// dropped without a word: refuse them instead.
+	// Decoding reads only the first document: refuse a second, not drop it silently.
 	var body ast.Node
 	for _, doc := range file.Docs {
 		if doc == nil || doc.Body == nil {
@@ -212,8 +187,7 @@ func Parse(name string, data []byte) (Config, error) {
 		body = doc.Body
 	}
 	if body == nil {
-		// Empty, comments only, or "---": nothing is set, so the
-		// defaults hold. (Decoding nothing would zero every key.)
+		// Nothing is set: the defaults hold (decoding nothing would zero every key).
 		return c, nil
 	}
 	if err := checkKeys(body, reflect.TypeFor[Config](), "", pos); err != nil {
@@ -236,8 +210,7 @@ func Parse(name string, data []byte) (Config, error) {
 	return c, nil
 }
 
-// ApplyEnv lets the environment override the file. getenv is os.Getenv
-// outside tests.
+// ApplyEnv lets the environment override the file.
 func (c *Config) ApplyEnv(getenv func(string) string) {
 	if v := getenv(EnvAWSAdvisorURL); v != "" {
 		c.AWS.AdvisorURL = v
@@ -245,8 +218,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	if v := getenv(EnvAzurePricesURL); v != "" {
 		c.Azure.PricesURL = v
 	}
-	// AZURE_SUBSCRIPTION_ID is a general Azure variable that may point at
-	// another subscription than the one chosen for gpumarket: the file wins.
+	// AZURE_SUBSCRIPTION_ID may name another subscription than gpumarket's: the file wins.
 	if v := getenv(EnvAzureSubID); v != "" && c.Azure.SubscriptionID == "" {
 		c.Azure.SubscriptionID = v
 	}
@@ -255,8 +227,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	}
 }
 
-// KeyError is a bad value of one key, named as it is written in the file
-// ("serve.roles.SHA256:abc", "providers[1]").
+// KeyError is a bad value of one key, named as in the file ("providers[1]").
 type KeyError struct {
 	Key string
 	Msg string
@@ -270,16 +241,13 @@ func keyErr(key, format string, args ...any) error {
 
 var regionRE = regexp.MustCompile(`^[a-z][a-z0-9-]{1,40}[a-z0-9]$`)
 
-// ValidRegion reports whether s has the shape of a cloud region name
-// ("us-east-1", "eastus", "westus2"); whether the cloud has it is for the
-// provider to say.
+// ValidRegion reports whether s has a region's shape; the provider says whether it exists.
 func ValidRegion(s string) bool { return regionRE.MatchString(s) }
 
 // RegionForm is the accepted form of a region, for error messages.
 const RegionForm = "lower-case letters, digits and dashes, such as us-east-1 or eastus"
 
-// CanonicalGPU returns the catalog's name of a GPU model written in any case
-// ("h100" → "H100"), or false when the catalog does not know it.
+// CanonicalGPU returns the catalog's name of a GPU model in any case ("h100" → "H100").
 func CanonicalGPU(s string) (string, bool) {
 	for _, m := range domain.GPUModels {
 		if strings.EqualFold(strings.TrimSpace(s), m) {
@@ -289,8 +257,7 @@ func CanonicalGPU(s string) (string, bool) {
 	return "", false
 }
 
-// Validate checks every value and normalises the GPU names. Its error is a
-// *KeyError naming the key and what it accepts.
+// Validate checks every value and normalises the GPU names; its error is a *KeyError.
 func (c *Config) Validate() error {
 	for i, p := range c.Providers {
 		if !slices.Contains(ProviderNames, p) {
@@ -454,8 +421,7 @@ func nodeErr(node ast.Node, format string, args ...any) error {
 	return e
 }
 
-// explain names the key of a decoding error by its place in the file and,
-// for a value of the wrong type, says what the key accepts.
+// explain names a decoding error's key by its place and, for a wrong type, what it accepts.
 func explain(err error, pos map[string]position) error {
 	line, col := 0, 0
 	var pe *posError
@@ -489,8 +455,7 @@ func explain(err error, pos map[string]position) error {
 	return &posError{line: line, col: col, msg: key + ": " + ye.GetMessage()}
 }
 
-// typeAt returns the Go type of the value at a key path such as "sim.seed"
-// or "gpus[0]".
+// typeAt returns the Go type of the value at a key path ("sim.seed", "gpus[0]").
 func typeAt(path string) (reflect.Type, bool) {
 	t := reflect.TypeFor[Config]()
 	for _, part := range strings.Split(path, ".") {
@@ -508,8 +473,7 @@ func typeAt(path string) (reflect.Type, bool) {
 				return nil, false
 			}
 		case reflect.Map:
-			// keys of a map may hold dots ("SHA256:a.b"): its value type
-			// is all that matters
+			// a map's keys may hold dots ("SHA256:a.b"); its value type is all that matters
 			return t.Elem(), true
 		default:
 			return nil, false
@@ -521,8 +485,7 @@ func typeAt(path string) (reflect.Type, bool) {
 	return t, true
 }
 
-// fileError turns a parser or decoder error into a *FileError, placed
-// where the error's token is.
+// fileError turns a parser or decoder error into a *FileError at the error's token.
 func fileError(name string, err error) error {
 	var pe *posError
 	if errors.As(err, &pe) {
@@ -538,10 +501,8 @@ func fileError(name string, err error) error {
 	return &FileError{Path: name, Err: err}
 }
 
-// checkKeys walks the document against the Config struct so an unknown key
-// is reported with the keys accepted where it stands (the decoder alone
-// only says "unknown field"), and records where each key is written so
-// Validate's errors can point at the line.
+// checkKeys walks the document against Config to name the keys accepted beside an unknown
+// one (the decoder only says "unknown field"), recording each key's place for Validate.
 func checkKeys(node ast.Node, typ reflect.Type, path string, pos map[string]position) error {
 	for typ.Kind() == reflect.Pointer {
 		typ = typ.Elem()

@@ -200,9 +200,7 @@ func TestValidateDefault(t *testing.T) {
 	}
 }
 
-// Issue 15.7: an empty or comment-only config file (or "---") broke every
-// command with "window: 0s is out of range". A file that sets nothing is
-// the defaults.
+// A file that sets nothing (empty, comments only, "---") is the defaults.
 func TestConfigWithoutSettingsIsDefaults(t *testing.T) {
 	for name, body := range map[string]string{
 		"empty":                  "",
@@ -241,8 +239,7 @@ func TestConfigWithByteOrderMark(t *testing.T) {
 	}
 }
 
-// Settings after a second "---" were dropped silently (only the first
-// document was decoded); they are refused, placed at the document.
+// Settings after a second "---" are refused, placed at the document.
 func TestSecondDocumentRefused(t *testing.T) {
 	for _, body := range []string{"window: 7d\n---\nwindow: 3x\n", "window: 7d\n---\nrefresh: 1m\n"} {
 		_, err := Parse("two.yaml", []byte(body))
@@ -258,8 +255,7 @@ func TestSecondDocumentRefused(t *testing.T) {
 	}
 }
 
-// Issue 15.7: a 50 MB config took 1.1 GB to parse. A file over
-// MaxFileSize is refused before parsing, with its name, size and the limit.
+// A file over MaxFileSize is refused before parsing, with its name, size and the limit.
 func TestConfigSizeLimit(t *testing.T) {
 	clearEnv(t)
 	line := "# " + strings.Repeat("x", 61) + "\n" // 64 bytes
@@ -366,9 +362,7 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// TestREADMEConfigLoads: the README's Configuration and Watch examples are
-// configs that load (the webhook of the first was once `url: ""`, which is
-// refused).
+// TestREADMEConfigLoads: the README's Configuration and Watch examples load.
 func TestREADMEConfigLoads(t *testing.T) {
 	b, err := os.ReadFile("../README.md")
 	if err != nil {

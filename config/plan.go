@@ -8,29 +8,23 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Plan holds the planner's defaults (`plan:`): the job the market's
-// EFF $/GPU-H column prices every pool for, and what `gpumarket plan`
-// starts from before its flags.
+// Plan is the default job (`plan:`): what the Market's EFF $/GPU-H prices every pool for,
+// and where `gpumarket plan` starts.
 type Plan struct {
 	// GPUs and Hours are the default job's size and length.
 	GPUs  int     `yaml:"gpus"`
 	Hours float64 `yaml:"hours"`
-	// Checkpoint is the interval between checkpoints; 0s means the job
-	// cannot checkpoint (an interruption starts it over).
+	// Checkpoint is the interval between checkpoints; 0s: the job cannot checkpoint.
 	Checkpoint Duration `yaml:"checkpoint"`
 	// Changeover is what a start or switch costs in wall time.
 	Changeover Duration `yaml:"changeover"`
 	// Speed overrides GPU models' training speeds relative to an H100.
 	Speed map[string]float64 `yaml:"speed"`
-	// Priors override what is assumed of a GPU class's spot pools at the
-	// middle interruption bucket when nothing better is known.
+	// Priors override a GPU class's spot risk assumed when nothing better is known.
 	Priors map[string]Prior `yaml:"priors"`
 }
 
-// oldRisk reads the first version's risk: keys that a file set (pos holds
-// the keys it set) as the plan: keys that replaced them, unless the file
-// set those too: a file written for that version keeps its meaning
-// instead of being read and ignored.
+// oldRisk applies the risk: keys a file set (pos) to the plan: keys it did not set.
 func (c *Config) oldRisk(pos map[string]position) {
 	set := func(k string) bool { _, ok := pos[k]; return ok }
 	if set("risk.checkpoint_interval") && !set("plan.checkpoint") {
@@ -48,15 +42,13 @@ type Prior struct {
 	Availability         float64 `yaml:"availability"`
 }
 
-// DefaultPlan is the default job: 8 GPUs for 24 hours, a checkpoint every
-// 15 minutes, a 12-minute changeover (the middle of the 0.2-0.3 h
-// measured).
+// DefaultPlan is 8 GPUs for 24 hours, a checkpoint every 15 minutes and a 12-minute
+// changeover (the middle of the 0.2-0.3 h measured).
 func DefaultPlan() Plan {
 	return Plan{GPUs: 8, Hours: 24, Checkpoint: Duration(15 * time.Minute), Changeover: Duration(12 * time.Minute)}
 }
 
-// validate checks plan.* and writes the GPU names of its maps the
-// catalog's way.
+// validate checks plan.* and writes its maps' GPU names the catalog's way.
 func (p *Plan) validate() error {
 	if p.GPUs < 1 || p.GPUs > 512 {
 		return keyErr("plan.gpus", "%d; want a whole number of GPUs from 1 to 512", p.GPUs)
@@ -100,8 +92,7 @@ func (p *Plan) validate() error {
 	return nil
 }
 
-// canonicalKeys returns m with its GPU model keys in the catalog's
-// spelling, refusing unknown models and a model written twice.
+// canonicalKeys respells m's GPU keys the catalog's way, refusing unknown and repeated ones.
 func canonicalKeys[V any](m map[string]V, key string) (map[string]V, error) {
 	if m == nil {
 		return nil, nil

@@ -81,10 +81,8 @@ func TestPlanSectionErrors(t *testing.T) {
 	}
 }
 
-// TestOldRiskKeysKeepTheirMeaning: a file written for the first version
-// (risk: checkpoint_interval, restart_overhead) is read as the plan:
-// keys that replaced them, unless plan: sets those itself; it is never
-// read and ignored.
+// TestOldRiskKeysKeepTheirMeaning: risk.checkpoint_interval and risk.restart_overhead
+// are read as the plan: keys that replaced them, unless plan: sets those itself.
 func TestOldRiskKeysKeepTheirMeaning(t *testing.T) {
 	c, err := Parse("old.yaml", []byte("risk: {checkpoint_interval: 30m, restart_overhead: 9m}\n"))
 	if err != nil {

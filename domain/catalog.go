@@ -14,17 +14,13 @@ type CatalogEntry struct {
 	MemoryGiB    float64 // host memory
 }
 
-// The catalog is the ground truth for GPU specs: the clouds' own APIs get
-// some wrong (Azure's partial-GPU A10 sizes report "1 GPU"; some AWS
-// entries lag new families), so providers patch what they read from here.
+// catalog is the ground truth for GPU specs, which the clouds' APIs get wrong in places.
 var catalog = func() map[string]CatalogEntry {
 	m := map[string]CatalogEntry{}
 	add := func(c Cloud, model string, mem float64, rows ...any) {
 		for i := 0; i+3 < len(rows); i += 4 {
 			n, gpuMem := toF(rows[i+1]), mem
 			if n < 1 {
-				// A partial GPU has its share of the memory: Azure's
-				// Standard_NV6ads_A10_v5 has 1/6 of an A10 and 4 GiB.
 				gpuMem = mem * n
 			}
 			e := CatalogEntry{Cloud: c, InstanceType: rows[i].(string),
@@ -33,7 +29,6 @@ var catalog = func() map[string]CatalogEntry {
 			m[strings.ToLower(e.InstanceType)] = e
 		}
 	}
-	// AWS
 	add(CloudAWS, "H200", 141, "p5e.48xlarge", 8, 192, 2048, "p5en.48xlarge", 8, 192, 2048)
 	add(CloudAWS, "H100", 80, "p5.48xlarge", 8, 192, 2048, "p5.4xlarge", 1, 16, 256)
 	add(CloudAWS, "A100", 40, "p4d.24xlarge", 8, 96, 1152)
@@ -53,7 +48,6 @@ var catalog = func() map[string]CatalogEntry {
 		"g4dn.16xlarge", 1, 64, 256, "g4dn.12xlarge", 4, 48, 192, "g4dn.metal", 8, 96, 384)
 	add(CloudAWS, "V100", 16, "p3.2xlarge", 1, 8, 61, "p3.8xlarge", 4, 32, 244, "p3.16xlarge", 8, 64, 488)
 	add(CloudAWS, "V100", 32, "p3dn.24xlarge", 8, 96, 768)
-	// Azure
 	add(CloudAzure, "H200", 141, "Standard_ND96isr_H200_v5", 8, 96, 1850)
 	add(CloudAzure, "H100", 80, "Standard_ND96isr_H100_v5", 8, 96, 1900)
 	add(CloudAzure, "H100", 94, "Standard_NC40ads_H100_v5", 1, 40, 320, "Standard_NC80adis_H100_v5", 2, 80, 640)
@@ -82,8 +76,7 @@ func toF(v any) float64 {
 	panic("catalog: bad number")
 }
 
-// LookupGPU returns the catalog's entry for an AWS instance type or Azure
-// VM size (case-insensitive).
+// LookupGPU returns the catalog's entry for an instance type or VM size, in any case.
 func LookupGPU(instanceType string) (CatalogEntry, bool) {
 	e, ok := catalog[strings.ToLower(instanceType)]
 	return e, ok
@@ -104,9 +97,7 @@ func CatalogEntries(c Cloud) []CatalogEntry {
 // GPUModels lists the canonical GPU model names, newest first.
 var GPUModels = []string{"H200", "H100", "A100", "L40S", "L4", "A10G", "A10", "T4", "V100"}
 
-// NormalizeGPUModel maps the names clouds use ("NVIDIA H100 80GB HBM3",
-// "h100", "A100-SXM4-80GB", "Tesla T4") onto a canonical model. It reports
-// false when the name is none of GPUModels.
+// NormalizeGPUModel maps a cloud's GPU name ("NVIDIA H100 80GB HBM3", "Tesla T4") to GPUModels.
 func NormalizeGPUModel(name string) (string, bool) {
 	u := strings.ToUpper(name)
 	// Longest names first so "A10G" is not read as "A10", "L40S" not "L4".

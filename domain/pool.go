@@ -5,8 +5,7 @@ import (
 	"time"
 )
 
-// Cloud names the cloud a pool belongs to. A simulated pool still names the
-// cloud it imitates.
+// Cloud names a pool's cloud; a simulated pool names the one it imitates.
 type Cloud string
 
 // The clouds gpumarket knows.
@@ -28,20 +27,12 @@ func (c Cloud) Title() string {
 
 // GPUSpec describes the accelerators of one instance type or VM size.
 type GPUSpec struct {
-	// Model is the canonical GPU name: "H100", "A100", "L40S", ...
-	Model string
-	// Count is the GPUs per instance. It is fractional for Azure's
-	// partial-GPU sizes (Standard_NV6ads_A10_v5 has 1/6 of an A10).
-	Count float64
-	// MemoryGiB is the GPU memory of one of the instance's GPUs; for a
-	// partial-GPU size (Count below 1), the memory of its share, which is
-	// all the GPU memory the instance has: Standard_NV6ads_A10_v5 has
-	// 4 GiB, 1/6 of an A10's 24.
-	MemoryGiB float64
+	Model     string  // canonical: "H100", "A100", …
+	Count     float64 // per instance; fractional for partial-GPU sizes
+	MemoryGiB float64 // of one GPU, or of a partial GPU's share
 }
 
-// PoolKey identifies a pool: one instance type in one zone of one region
-// of one provider. Its String form is stable and used as a map key.
+// PoolKey identifies a pool; its String form is stable and used as a map key.
 type PoolKey struct {
 	Provider     string
 	Region       string
@@ -54,8 +45,7 @@ func (k PoolKey) String() string {
 	return k.Provider + "/" + k.Region + "/" + k.Zone + "/" + k.InstanceType
 }
 
-// Pool is a market for one instance type in one zone: the unit gpumarket
-// compares. Unknown values are nil, never made up.
+// Pool is a market for one instance type in one zone; unknown values are nil.
 type Pool struct {
 	Provider     string // source that reports it: "sim", "aws", "azure"
 	Cloud        Cloud
@@ -64,19 +54,11 @@ type Pool struct {
 	InstanceType string
 	GPU          GPUSpec
 
-	// OnDemandUSDHour is the list price of one instance-hour, nil if unknown.
-	OnDemandUSDHour *float64
-	// Interruption is the pool's interruption data, nil if unknown.
-	Interruption *Interruption
-	// PlacementScore is AWS's 1-10 spot placement score, nil if unknown
-	// (for instance when the caller may not call GetSpotPlacementScores).
-	PlacementScore *int
-	// Restricted is set when the cloud reports the size as not offered to
-	// this subscription or account in this zone; such pools are shown,
-	// marked, not hidden.
-	Restricted bool
-	// Simulated is true for every pool of the simulated market.
-	Simulated bool
+	OnDemandUSDHour *float64 // list price of an instance-hour
+	Interruption    *Interruption
+	PlacementScore  *int // AWS's 1-10 spot placement score
+	Restricted      bool // not offered to this account here: shown, marked
+	Simulated       bool
 }
 
 // Key returns the pool's identity.
@@ -84,8 +66,7 @@ func (p Pool) Key() PoolKey {
 	return PoolKey{Provider: p.Provider, Region: p.Region, Zone: p.Zone, InstanceType: p.InstanceType}
 }
 
-// Place names a region and zone as one: AWS zones carry their region
-// ("us-east-1a"), Azure's do not ("1" is westeurope/1, not a place).
+// Place names a region and zone as one; AWS zones carry their region, Azure's ("1") do not.
 func Place(region, zone string) string {
 	switch {
 	case zone == "":
@@ -96,21 +77,12 @@ func Place(region, zone string) string {
 	return region + "/" + zone
 }
 
-// Interruption is what is known of how often a pool's spot instances are
-// reclaimed.
+// Interruption is what is known of how often a pool's spot instances are reclaimed.
 type Interruption struct {
-	// Bucket is the canonical label: "<5%", "5-10%", "10-15%", "15-20%" or
-	// ">20%". Azure's "0-5" ... "20+" are mapped onto the same labels.
-	Bucket string
-	// Process, when set, is the pool's spot capacity process as the source
-	// knows it (the simulated market's own truth); the planner's risk
-	// model uses it instead of the bucket. Nil for the clouds.
-	Process *SpotProcess
-	// Source says where the figure comes from, for the UI:
-	// "aws spot advisor (embedded 2025-06)", "azure resource graph", "sim".
-	Source string
-	// AsOf is when the source published the figure, zero if unknown.
-	AsOf time.Time
+	Bucket  string       // canonical: "<5%" … ">20%"
+	Process *SpotProcess // the source's own truth (sim), which the planner prefers
+	Source  string       // for the UI: "aws spot advisor (embedded 2025-06)"
+	AsOf    time.Time    // zero if unknown
 }
 
 // Buckets are the canonical interruption buckets, calmest first.
@@ -126,9 +98,7 @@ func BucketRank(bucket string) int {
 	return len(Buckets)
 }
 
-// NormalizeBucket maps a source's interruption label onto a canonical bucket:
-// AWS's "<5%" ... ">20%" and Azure's "0-5", "5-10", ..., "20+" (with or
-// without a percent sign). It reports false for anything else.
+// NormalizeBucket maps AWS's "<5%" … ">20%" and Azure's "0-5" … "20+" onto Buckets.
 func NormalizeBucket(label string) (string, bool) {
 	s := strings.TrimSpace(label)
 	s = strings.TrimSuffix(s, "%")

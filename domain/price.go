@@ -2,8 +2,7 @@ package domain
 
 import "math"
 
-// PerGPUHour converts an instance-hour price to a GPU-hour price. It returns
-// NaN when the GPU count is not positive.
+// PerGPUHour converts an instance-hour price to a GPU-hour price; NaN with no GPUs.
 func PerGPUHour(usdHour, gpus float64) float64 {
 	if gpus <= 0 {
 		return math.NaN()
@@ -11,8 +10,7 @@ func PerGPUHour(usdHour, gpus float64) float64 {
 	return usdHour / gpus
 }
 
-// SavingsPct is how much cheaper spot is than on-demand, in percent.
-// It returns NaN when the on-demand price is not positive.
+// SavingsPct is how much cheaper spot is than on-demand, in percent; NaN with no on-demand.
 func SavingsPct(spot, onDemand float64) float64 {
 	if onDemand <= 0 {
 		return math.NaN()

@@ -8,16 +8,13 @@ import (
 	"time"
 )
 
-// MaxWindow is the longest history window: the clouds keep 90 days of spot
-// price history.
+// MaxWindow is the longest history window: the clouds keep 90 days of spot prices.
 const MaxWindow = 90 * 24 * time.Hour
 
 // WindowForm is the accepted form of a window, for error messages.
 const WindowForm = "a whole number and a unit m, h, d or w (30m, 6h, 24h, 7d, 2w, 90d), at most 90d"
 
-// ParseWindow parses a time window such as "30m", "6h", "24h", "7d", "2w"
-// or "90d": a positive whole number and one unit (m minutes, h hours,
-// d days, w weeks), at most 90 days.
+// ParseWindow parses a window such as "30m", "6h", "7d" or "2w", at most 90 days.
 func ParseWindow(s string) (time.Duration, error) {
 	d, err := ParseSpan(s, "mhdw", MaxWindow)
 	switch {
@@ -35,8 +32,7 @@ var (
 	ErrSpanTooLong = errors.New("too long")
 )
 
-// ParseSpan parses a positive whole number followed by one unit from
-// units, a subset of "mhdw" (minutes, hours, days, weeks), at most max.
+// ParseSpan parses a positive whole number and one unit of units (of "mhdw"), at most max.
 func ParseSpan(s, units string, max time.Duration) (time.Duration, error) {
 	t := strings.TrimSpace(s)
 	if len(t) < 2 || !strings.ContainsRune(units, rune(t[len(t)-1])) {
@@ -59,8 +55,7 @@ func ParseSpan(s, units string, max time.Duration) (time.Duration, error) {
 	return time.Duration(n) * per, nil
 }
 
-// FormatWindow prints a window the way ParseWindow reads it, in the largest
-// whole unit.
+// FormatWindow prints a window as ParseWindow reads it, in the largest whole unit.
 func FormatWindow(d time.Duration) string {
 	switch {
 	case d <= 0:
@@ -76,8 +71,7 @@ func FormatWindow(d time.Duration) string {
 	}
 }
 
-// FormatDuration prints a duration as Go does without its zero units:
-// 15m, 1h, 1h30m, 1m30s, 30s, 1.5s. (Go prints 15m0s and 1h0m0s.)
+// FormatDuration prints a duration as Go does without zero units: 15m, not 15m0s.
 func FormatDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
@@ -89,8 +83,7 @@ func FormatDuration(d time.Duration) string {
 	return s
 }
 
-// Query selects pools: by provider, GPU model and region, over a window of
-// history. An empty list matches everything.
+// Query selects pools by provider, GPU model and region; an empty list matches all.
 type Query struct {
 	Providers []string
 	GPUs      []string // canonical models, "H100"; matched case-insensitively
@@ -121,8 +114,7 @@ func matchAny(list []string, v string) bool {
 	return false
 }
 
-// SplitList splits a comma list such as "H100, A100" into trimmed,
-// non-empty items.
+// SplitList splits a comma list such as "H100, A100" into trimmed, non-empty items.
 func SplitList(s string) []string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {

@@ -6,15 +6,9 @@ import (
 	"strings"
 )
 
-// RegionErrors is the error of a search that some of a provider's regions
-// answered and others did not: each failed region's error, by region. A
-// provider's FindOfferings returns it beside the offerings of the regions
-// that answered, and the booking service (ledger.RegionErrors) keeps
-// those and warns of each region. When no region answered, a provider
-// returns another error: it failed.
+// RegionErrors are the errors, by region, of a search that other regions answered.
 type RegionErrors map[string]error
 
-// Error names every failed region and its error, in region order.
 func (e RegionErrors) Error() string {
 	var parts []string
 	for _, r := range e.Regions() {

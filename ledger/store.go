@@ -5,22 +5,18 @@
 package ledger
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
-	"modernc.org/sqlite" // registers the "sqlite" driver; its errors carry SQLite's codes
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
 // FileName is the database's name inside the data dir.
@@ -98,259 +94,68 @@ func Open(dataDir string) (*Store, error) {
 	return OpenPath(path)
 }
 
+// schema is the ledger's file. Synchronous FULL makes every commit
+// durable when it returns: a ledger intent is on disk before the purchase
+// it announces is sent. A damaged, emptied or foreign file is refused,
+// never taken for a new ledger: the same capacity would be bought again.
+var schema = sqlitedb.Schema{
+	Name: "ledger", Durable: true, QuickCheck: true, Migrations: migrations,
+	Identify: func(_ context.Context, _ sqlitedb.Querier, t map[string]bool) (string, error) {
+		if t["migrations"] && t["ledger"] {
+			return "", nil
+		}
+		return "holds other tables than a ledger's", nil
+	},
+}
+
 // OpenPath opens the database at path, creating it if it does not exist.
-// Journal mode WAL with synchronous=FULL makes every commit durable when
-// it returns: a ledger intent is on disk before the purchase it announces
-// is sent. Write transactions begin IMMEDIATE so two processes checking a
-// budget or an idempotency key cannot both pass the check.
-//
-// A new ledger is made aside and linked into place only once its schema
-// is committed, so a file at path is always one gpumarket finished making:
-// an empty one there was emptied (a truncation, a full disk, a bad
-// restore) and is refused rather than taken for a new ledger.
 func OpenPath(path string) (*Store, error) {
-	if err := checkFile(path); err != nil {
-		return nil, err
-	}
-	if !exists(path) {
-		if err := create(path); err != nil {
-			return nil, fmt.Errorf("open store %s: %w", path, err)
-		}
-	} else if err := peek(path); err != nil {
-		return nil, err
-	}
-	s, err := openDSN(path, false)
+	d, err := sqlitedb.Open(context.Background(), path, schema, time.Now())
 	if err != nil {
-		return nil, err
+		return nil, refusal(err)
 	}
-	if err := s.migrate(context.Background(), false); err != nil {
-		s.db.Close()
-		if isCorrupt(err) {
-			return nil, damaged(path, err)
-		}
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	return s, nil
+	return newStore(d, false), nil
 }
 
 // OpenReadOnly opens the database at path for reading only: `ledger` on
 // a data dir this user may read but not write. It never creates, changes
 // or migrates the file; a ledger of an older schema is read as it is.
 func OpenReadOnly(path string) (*Store, error) {
-	if err := checkFile(path); err != nil {
-		return nil, err
-	}
-	if !exists(path) {
-		return nil, fmt.Errorf("open store %s read-only: %w", path, os.ErrNotExist)
-	}
-	s, err := openDSN(path, true)
+	d, err := sqlitedb.OpenReadOnly(context.Background(), path, schema)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("open store %s read-only: %w", path, os.ErrNotExist)
+		}
+		return nil, refusal(err)
 	}
-	if err := s.checkSchema(context.Background()); err != nil {
-		// A WAL database needs a -shm file beside it to be read
-		// consistently; where none exists and none can be made (the dir
-		// is read-only), SQLite can read the file only as an immutable
-		// snapshot.
-		s.db.Close()
-		if errors.Is(err, ErrUnreadable) {
-			return nil, err
-		}
-		if isCorrupt(err) {
-			return nil, damaged(path, err)
-		}
-		if s, err = openDSN(path, true, "immutable=1"); err != nil {
-			return nil, err
-		}
-		s.snapshot = true
-		if err := s.checkSchema(context.Background()); err != nil {
-			s.db.Close()
-			return nil, fmt.Errorf("open store %s read-only: %w", path, err)
-		}
-	}
-	return s, nil
+	return newStore(d, true), nil
 }
 
-// peek refuses a SQLite file that is not a ledger, or a ledger SQLite
-// finds damaged (cut short, overwritten in part), before anything is
-// written to it: opening it for writing would turn it to WAL, and
-// writing into a damaged file could lose more of it. A ledger is small,
-// so SQLite's quick_check of every page costs little.
-func peek(path string) error {
-	s, err := openDSN(path, true)
-	if err != nil {
+// refusal is an UnreadableError for a file that cannot be a ledger; a
+// ledger of a newer schema is not one to rebuild.
+func refusal(err error) error {
+	var fe *sqlitedb.FileError
+	if !errors.As(err, &fe) {
 		return err
 	}
-	defer s.db.Close()
-	ctx := context.Background()
-	err = s.checkSchema(ctx)
-	if err == nil {
-		err = quickCheck(ctx, s.db)
+	if fe.Problem == sqlitedb.Newer {
+		return fmt.Errorf("ledger %w", fe)
 	}
-	switch {
-	case errors.Is(err, ErrUnreadable):
-		return err
-	case isCorrupt(err):
-		return damaged(path, err)
-	}
-	return nil // any other trouble is met, and reported, by the real open
+	return &UnreadableError{Path: fe.Path, Reason: fe.Reason}
 }
 
-// errDamaged is what quick_check says of a damaged file.
-type errDamaged struct{ what string }
-
-func (e errDamaged) Error() string { return e.what }
-
-// quickCheck runs SQLite's quick_check: it reads every page of the file
-// and answers "ok", or what is wrong.
-func quickCheck(ctx context.Context, db *sql.DB) error {
-	rows, err := db.QueryContext(ctx, `PRAGMA quick_check(3)`)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	var found []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			return err
-		}
-		if line != "ok" {
-			found = append(found, line)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if len(found) > 0 {
-		return errDamaged{strings.Join(found, "; ")}
-	}
-	return nil
-}
-
-// isCorrupt reports whether err is SQLite saying the file is damaged or
-// not a database at all (SQLITE_CORRUPT, SQLITE_NOTADB), or quick_check
-// finding it damaged — as opposed to a busy or unwritable file, which is
-// no reason to refuse the ledger.
-func isCorrupt(err error) bool {
-	var d errDamaged
-	if errors.As(err, &d) {
-		return true
-	}
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Code() & 0xff {
-	case 11, 26: // SQLITE_CORRUPT, SQLITE_NOTADB
-		return true
-	}
-	return false
-}
-
-// damaged is the refusal of a ledger SQLite cannot read whole.
-func damaged(path string, err error) error {
-	return &UnreadableError{Path: path, Reason: fmt.Sprintf("is damaged: SQLite cannot read it whole (%v)", err)}
-}
-
-func openDSN(path string, readOnly bool, extra ...string) (*Store, error) {
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	if readOnly {
-		q.Set("mode", "ro")
-		for _, e := range extra {
-			k, v, _ := bytesCut(e)
-			q.Set(k, v)
-		}
-	} else {
-		q.Add("_pragma", "journal_mode(WAL)")
-		q.Add("_pragma", "synchronous(FULL)")
-		q.Add("_pragma", "foreign_keys(ON)")
-		q.Set("_txlock", "immediate")
-	}
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	return &Store{db: db, path: path, now: time.Now, readOnly: readOnly, owner: newOwner(), calls: map[string]*os.File{}}, nil
-}
-
-func bytesCut(kv string) (string, string, bool) {
-	for i := 0; i < len(kv); i++ {
-		if kv[i] == '=' {
-			return kv[:i], kv[i+1:], true
-		}
-	}
-	return kv, "", false
-}
-
-// sqliteHeader begins every SQLite database file.
-var sqliteHeader = []byte("SQLite format 3\x00")
-
-// checkFile refuses a file at path that exists but is empty or is not a
-// SQLite database. (One that is SQLite but not ours is refused by
-// migrate.)
-func checkFile(path string) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("open store %s: %w", path, err)
-	}
-	defer f.Close()
-	head := make([]byte, len(sqliteHeader))
-	n, err := io.ReadFull(f, head)
-	switch {
-	case n == 0:
-		return &UnreadableError{Path: path, Reason: "is empty (0 bytes): it is not a new ledger — it was emptied"}
-	case err != nil || !bytes.Equal(head, sqliteHeader):
-		return &UnreadableError{Path: path, Reason: "is not a SQLite database"}
-	}
-	return nil
-}
-
-// create makes a new ledger at path: built beside it, then linked into
-// place, so that no half-made ledger is ever found at path. If another
-// process made one meanwhile, theirs is kept.
-func create(path string) error {
-	tmp := fmt.Sprintf("%s.new-%s", path, randomHex(6))
-	s, err := openDSN(tmp, false)
-	if err != nil {
-		return err
-	}
-	err = s.migrate(context.Background(), true)
-	if cerr := s.db.Close(); err == nil {
-		err = cerr
-	}
-	defer func() {
-		for _, ext := range []string{"", "-wal", "-shm"} {
-			os.Remove(tmp + ext)
-		}
-	}()
-	if err != nil {
-		return fmt.Errorf("create ledger: %w", err)
-	}
-	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("create ledger: %w", err)
-	}
-	return nil
+func newStore(d *sqlitedb.DB, readOnly bool) *Store {
+	return &Store{db: d.DB, path: d.Path, now: time.Now, readOnly: readOnly, version: d.Version, snapshot: d.Snapshot,
+		owner: newOwner(), calls: map[string]*os.File{}}
 }
 
 // SetAside renames an unreadable ledger file (and its -wal and -shm) out
 // of the way, so that a new ledger can be made, and returns its new name.
 // Nothing is deleted: the file may still hold what someone needs.
 func SetAside(path string, now time.Time) (string, error) {
-	aside := fmt.Sprintf("%s.unreadable-%s", path, now.UTC().Format("20060102T150405Z"))
-	if err := os.Rename(path, aside); err != nil {
-		return "", fmt.Errorf("set the unreadable ledger aside: %w", err)
-	}
-	for _, ext := range []string{"-wal", "-shm"} {
-		if exists(path + ext) {
-			if err := os.Rename(path+ext, aside+ext); err != nil {
-				return aside, fmt.Errorf("set the unreadable ledger's %s aside: %w", ext, err)
-			}
-		}
+	aside, err := sqlitedb.MoveAside(path, "unreadable", now)
+	if err != nil {
+		return aside, fmt.Errorf("set the unreadable ledger aside: %w", err)
 	}
 	return aside, nil
 }
@@ -440,96 +245,6 @@ var migrations = []string{
 		read_at TEXT NOT NULL,
 		report  TEXT NOT NULL
 	);`,
-}
-
-// tables lists the database's tables.
-func tables(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table'`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		out[n] = true
-	}
-	return out, rows.Err()
-}
-
-// foreign refuses a database that is not a ledger: one whose tables are
-// not ours. A new file made by create has no tables yet when it is first
-// migrated; a file at the ledger's path always has them.
-func (s *Store) foreign(have map[string]bool, allowEmpty bool) error {
-	if len(have) == 0 && allowEmpty {
-		return nil
-	}
-	if !have["migrations"] || !have["ledger"] {
-		what := "has no tables"
-		if len(have) > 0 {
-			what = "holds other tables than a ledger's"
-		}
-		return &UnreadableError{Path: s.path, Reason: "is a SQLite database that " + what}
-	}
-	return nil
-}
-
-// migrate brings the schema up to date. fresh is set only for the file
-// create is making; any other file must already be a ledger.
-func (s *Store) migrate(ctx context.Context, fresh bool) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	defer tx.Rollback()
-	have, err := tables(ctx, tx)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if err := s.foreign(have, fresh); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	var version int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM migrations`).Scan(&version); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if version > len(migrations) {
-		return fmt.Errorf("database schema version %d is newer than this gpumarket knows (%d): upgrade gpumarket", version, len(migrations))
-	}
-	for v := version + 1; v <= len(migrations); v++ {
-		if _, err := tx.ExecContext(ctx, migrations[v-1]); err != nil {
-			return fmt.Errorf("migration %d: %w", v, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO migrations (version, applied_at) VALUES (?, ?)`, v, fmtTime(s.now())); err != nil {
-			return fmt.Errorf("migration %d: %w", v, err)
-		}
-	}
-	s.version = len(migrations)
-	return tx.Commit()
-}
-
-// checkSchema is migrate's check for a read-only store: the file must be
-// a ledger; its version decides which columns are read.
-func (s *Store) checkSchema(ctx context.Context) error {
-	have, err := tables(ctx, s.db)
-	if err != nil {
-		return fmt.Errorf("read schema: %w", err)
-	}
-	if err := s.foreign(have, false); err != nil {
-		return err
-	}
-	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM migrations`).Scan(&s.version); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	return nil
 }
 
 // timeLayout is fixed-width so that text order is time order in SQL.

@@ -282,34 +282,6 @@ func readOnlyChild(t *testing.T, dir string) {
 
 func providersQuery() domain.OfferingQuery { return domain.OfferingQuery{GPU: "H100"} }
 
-// TestCreateKeepsALedgerMadeMeanwhile: two processes that both found no
-// ledger make one each; the one linked first is kept, with whatever was
-// written to it, and the other's is dropped.
-func TestCreateKeepsALedgerMadeMeanwhile(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	r, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "sim", IdemKey: "cb-1", State: StateScheduled}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	if err := create(filepath.Join(dir, FileName)); err != nil {
-		t.Fatal(err)
-	}
-	s, err = Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.Get(ctx, r.ID); err != nil {
-		t.Fatalf("the first ledger's row is gone: %v", err)
-	}
-}
-
 // TestDamagedLedgerRefused: a ledger cut short or overwritten in part
 // failed every command with SQLite's bare "database disk image is
 // malformed (11)"; it is an unreadable ledger (ErrUnreadable, the way out

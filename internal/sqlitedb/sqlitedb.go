@@ -1,0 +1,624 @@
+// Package sqlitedb opens every SQLite file of gpumarket (the ledger, the
+// history cache, the watch state) the same way: one set of connection
+// settings, new files made aside and linked into place, migrations, and
+// one verdict on a file that cannot be used as it is — damaged, emptied,
+// foreign, or written by a newer gpumarket. What to do about such a file
+// (refuse it, move it aside) is each caller's decision.
+package sqlitedb
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite" // registers the "sqlite" driver; its errors carry SQLite's codes
+)
+
+// Problem is why a file at a database's path cannot be used as it is.
+type Problem int
+
+// The problems a file may have, as FileError reports them.
+const (
+	// Damaged: SQLite cannot read it whole (cut short, overwritten).
+	Damaged Problem = iota + 1
+	// Emptied: 0 bytes. A file is only ever linked into place finished,
+	// so an empty one was emptied, never new.
+	Emptied
+	// NotAFile: a directory or another thing that is not a file.
+	NotAFile
+	// NotSQLite: not a SQLite database at all.
+	NotSQLite
+	// Foreign: a SQLite database without this file's tables.
+	Foreign
+	// Newer: its schema is newer than this build knows.
+	Newer
+)
+
+var problemNames = map[Problem]string{Damaged: "damaged", Emptied: "emptied", NotAFile: "not a file",
+	NotSQLite: "not SQLite", Foreign: "foreign", Newer: "newer schema"}
+
+func (p Problem) String() string { return problemNames[p] }
+
+// FileError is a file that cannot be used as it is; nothing in it was
+// changed.
+type FileError struct {
+	Path    string
+	Problem Problem
+	// Reason completes "<path> …": "is damaged: SQLite cannot read it
+	// whole (…)".
+	Reason string
+}
+
+func (e *FileError) Error() string { return e.Path + " " + e.Reason }
+
+// ProblemOf returns the problem err reports, 0 when it is no *FileError.
+func ProblemOf(err error) Problem {
+	var fe *FileError
+	if errors.As(err, &fe) {
+		return fe.Problem
+	}
+	return 0
+}
+
+// Querier is what reading the schema needs: a *sql.DB or a *sql.Tx.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Versions reads and records how many migrations a file has had.
+type Versions interface {
+	Read(ctx context.Context, q Querier, tables map[string]bool) (int, error)
+	Write(ctx context.Context, tx *sql.Tx, version int, now time.Time) error
+}
+
+// Schema describes one kind of database file.
+type Schema struct {
+	// Name says what the file is in messages: "ledger".
+	Name string
+	// Durable makes every commit reach the disk before it returns
+	// (synchronous FULL); otherwise a power cut may lose the last
+	// commits, never the file (NORMAL).
+	Durable bool
+	// Setup runs on a new file before its first table (auto_vacuum).
+	Setup []string
+	// Migrations are applied in order, each once. Never edit one that
+	// has shipped: add another.
+	Migrations []string
+	// Identify returns "" when a file's tables are this schema's, else
+	// what they are instead ("holds other tables (photos)").
+	Identify func(ctx context.Context, q Querier, tables map[string]bool) (string, error)
+	// Versions records the migrations; nil is a migrations table.
+	Versions Versions
+	// QuickCheck reads every page of an existing file before it is
+	// opened for writing: writing into a damaged file loses more of it.
+	// Worth it for small files only.
+	QuickCheck bool
+}
+
+func (s Schema) versions() Versions {
+	if s.Versions == nil {
+		return MigrationsTable{}
+	}
+	return s.Versions
+}
+
+// Mode is how a connection opens the file.
+type Mode int
+
+// The connection modes.
+const (
+	// ReadWrite: WAL (readers never wait for the writer), foreign keys,
+	// write transactions begun IMMEDIATE so that a check and the write
+	// that follows it cannot interleave with another process's.
+	ReadWrite Mode = iota
+	// ReadOnly never writes the file.
+	ReadOnly
+	// Snapshot reads the file as it is now, for a directory where no
+	// -shm file can be made: others' later writes are not seen.
+	Snapshot
+	// fresh is ReadWrite before the journal mode is set, which fixes
+	// settings such as auto_vacuum.
+	fresh
+)
+
+// DSN is the connection string of path in mode m under schema s.
+func DSN(path string, m Mode, s Schema) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	switch m {
+	case ReadOnly:
+		q.Set("mode", "ro")
+	case Snapshot:
+		q.Set("mode", "ro")
+		q.Set("immutable", "1")
+	default:
+		sync := "NORMAL"
+		if s.Durable {
+			sync = "FULL"
+		}
+		if m != fresh {
+			q.Add("_pragma", "journal_mode(WAL)")
+		}
+		q.Add("_pragma", "synchronous("+sync+")")
+		q.Add("_pragma", "foreign_keys(ON)")
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// DB is an open database file.
+type DB struct {
+	*sql.DB
+	Path string
+	// Version is the file's schema version.
+	Version int
+	// Snapshot is set when a read-only file could be read only as an
+	// immutable snapshot.
+	Snapshot bool
+}
+
+// Newer is a *FileError when the file's schema is newer than s knows: a
+// read-only reader that cannot read it decides so itself.
+func (d *DB) Newer(s Schema) error {
+	if d.Version > len(s.Migrations) {
+		return newer(d.Path, s, d.Version)
+	}
+	return nil
+}
+
+// Open opens the database at path for reading and writing, migrating it.
+// A missing file is made (aside, then linked into place: a file at path
+// is always one gpumarket finished making). An existing file that cannot
+// be used is a *FileError, and is left as it was.
+func Open(ctx context.Context, path string, s Schema, now time.Time) (*DB, error) {
+	if err := Inspect(ctx, path, s); err != nil {
+		if ProblemOf(err) != 0 {
+			return nil, err
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("open %s %s: %w", s.Name, path, err)
+		}
+		if err := create(ctx, path, s, now); err != nil {
+			return nil, fmt.Errorf("create %s %s: %w", s.Name, path, err)
+		}
+	}
+	db, err := sql.Open("sqlite", DSN(path, ReadWrite, s))
+	if err != nil {
+		return nil, fmt.Errorf("open %s %s: %w", s.Name, path, err)
+	}
+	v, err := migrate(ctx, db, path, s, false, now)
+	if err != nil {
+		db.Close()
+		if IsCorrupt(err) {
+			return nil, damaged(path, err)
+		}
+		if ProblemOf(err) != 0 {
+			return nil, err
+		}
+		return nil, fmt.Errorf("open %s %s: %w", s.Name, path, err)
+	}
+	return &DB{DB: db, Path: path, Version: v}, nil
+}
+
+// OpenReadOnly opens the database at path for reading only: it never
+// creates, changes or migrates the file, and reads an older schema as it
+// is (Version says which). Where no -shm file can be made beside a WAL
+// file, it reads an immutable snapshot.
+func OpenReadOnly(ctx context.Context, path string, s Schema) (*DB, error) {
+	if err := CheckFile(path, s); err != nil {
+		return nil, err
+	}
+	d, err := openRO(ctx, path, s, ReadOnly)
+	if err == nil || ProblemOf(err) != 0 {
+		return d, err
+	}
+	d, err2 := openRO(ctx, path, s, Snapshot)
+	if err2 != nil {
+		return nil, fmt.Errorf("open %s %s read-only: %w", s.Name, path, err)
+	}
+	d.Snapshot = true
+	return d, nil
+}
+
+func openRO(ctx context.Context, path string, s Schema, m Mode) (*DB, error) {
+	db, err := sql.Open("sqlite", DSN(path, m, s))
+	if err != nil {
+		return nil, err
+	}
+	v, err := identify(ctx, db, path, s)
+	if err == nil && s.QuickCheck {
+		err = QuickCheck(ctx, db)
+	}
+	if err != nil {
+		db.Close()
+		if IsCorrupt(err) {
+			return nil, damaged(path, err)
+		}
+		return nil, err
+	}
+	return &DB{DB: db, Path: path, Version: v}, nil
+}
+
+// Inspect says whether the file at path is one Open may use, without
+// writing to it: an error wrapping os.ErrNotExist when there is none, a
+// *FileError when it cannot be used, nil when it can. Other errors (a
+// file this process may not read) are returned as they are.
+func Inspect(ctx context.Context, path string, s Schema) error {
+	if err := CheckFile(path, s); err != nil {
+		return err
+	}
+	db, err := sql.Open("sqlite", DSN(path, ReadOnly, s))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	v, err := identify(ctx, db, path, s)
+	if err == nil && v > len(s.Migrations) {
+		err = newer(path, s, v)
+	}
+	if err == nil && s.QuickCheck {
+		err = QuickCheck(ctx, db)
+	}
+	switch {
+	case ProblemOf(err) != 0:
+		return err
+	case IsCorrupt(err):
+		return damaged(path, err)
+	}
+	return nil // any other trouble is met, and reported, by the real open
+}
+
+// sqliteHeader begins every SQLite database file.
+var sqliteHeader = []byte("SQLite format 3\x00")
+
+// CheckFile tells by its first bytes whether the file at path may be a
+// database: nil when it may, an error wrapping os.ErrNotExist when there
+// is none, else a *FileError.
+func CheckFile(path string, s Schema) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		what := "a directory"
+		if !fi.IsDir() {
+			what = "a " + fi.Mode().Type().String() + " file"
+		}
+		return &FileError{Path: path, Problem: NotAFile, Reason: "is " + what + ", not a " + s.Name + " file"}
+	}
+	if fi.Size() == 0 {
+		return &FileError{Path: path, Problem: Emptied, Reason: "is empty (0 bytes): it is not a new " + s.Name + " — it was emptied"}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteHeader))
+	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, sqliteHeader) {
+		return &FileError{Path: path, Problem: NotSQLite, Reason: "is not a SQLite database"}
+	}
+	return nil
+}
+
+// identify checks that the file holds this schema's tables and returns
+// its version.
+func identify(ctx context.Context, q Querier, path string, s Schema) (int, error) {
+	tables, err := Tables(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	if err := foreign(ctx, q, path, s, tables); err != nil {
+		return 0, err
+	}
+	return readVersion(ctx, q, path, s, tables)
+}
+
+// BadVersion is a version record that does not read as one.
+type BadVersion string
+
+func (b BadVersion) Error() string {
+	return fmt.Sprintf("schema version %q is not a version", string(b))
+}
+
+func readVersion(ctx context.Context, q Querier, path string, s Schema, tables map[string]bool) (int, error) {
+	v, err := s.versions().Read(ctx, q, tables)
+	var bad BadVersion
+	if errors.As(err, &bad) {
+		return 0, &FileError{Path: path, Problem: Foreign, Reason: "is a SQLite database whose " + bad.Error() + ", not a " + s.Name}
+	}
+	return v, err
+}
+
+func foreign(ctx context.Context, q Querier, path string, s Schema, tables map[string]bool) error {
+	if len(tables) == 0 {
+		return &FileError{Path: path, Problem: Foreign, Reason: "is a SQLite database with no tables, not a " + s.Name}
+	}
+	if s.Identify == nil {
+		return nil
+	}
+	what, err := s.Identify(ctx, q, tables)
+	if err != nil || what == "" {
+		return err
+	}
+	return &FileError{Path: path, Problem: Foreign, Reason: "is a SQLite database that " + what + ", not a " + s.Name}
+}
+
+func newer(path string, s Schema, v int) error {
+	return &FileError{Path: path, Problem: Newer, Reason: fmt.Sprintf(
+		"was written by a newer gpumarket (schema version %d; this one knows %d): upgrade gpumarket", v, len(s.Migrations))}
+}
+
+func damaged(path string, err error) error {
+	return &FileError{Path: path, Problem: Damaged, Reason: fmt.Sprintf("is damaged: SQLite cannot read it whole (%v)", err)}
+}
+
+// Tables lists the database's tables (not SQLite's own).
+func Tables(ctx context.Context, q Querier) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out[n] = true
+	}
+	return out, rows.Err()
+}
+
+// TableList writes tables for a message: "chunks, meta, photos".
+func TableList(tables map[string]bool) string {
+	out := make([]string, 0, len(tables))
+	for t := range tables {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	if len(out) > 5 {
+		out = append(out[:5], "…")
+	}
+	return strings.Join(out, ", ")
+}
+
+// migrate brings the schema up to date in one IMMEDIATE transaction.
+// fresh is set only for the file create is making.
+func migrate(ctx context.Context, db *sql.DB, path string, s Schema, fresh bool, now time.Time) (int, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("migrate: %w", err)
+	}
+	defer tx.Rollback()
+	tables, err := Tables(ctx, tx)
+	if err != nil {
+		return 0, fmt.Errorf("migrate: %w", err)
+	}
+	if !fresh {
+		if err := foreign(ctx, tx, path, s, tables); err != nil {
+			return 0, err
+		}
+	}
+	version, err := readVersion(ctx, tx, path, s, tables)
+	if err != nil {
+		return 0, err
+	}
+	if version > len(s.Migrations) {
+		return 0, newer(path, s, version)
+	}
+	if version == len(s.Migrations) {
+		return version, nil
+	}
+	for v := version + 1; v <= len(s.Migrations); v++ {
+		if _, err := tx.ExecContext(ctx, s.Migrations[v-1]); err != nil {
+			return 0, fmt.Errorf("migration %d: %w", v, err)
+		}
+		if err := s.versions().Write(ctx, tx, v, now); err != nil {
+			return 0, fmt.Errorf("migration %d: %w", v, err)
+		}
+	}
+	return len(s.Migrations), tx.Commit()
+}
+
+// create makes a new file at path: built beside it, then linked into
+// place, so that no half-made file is ever found at path. If another
+// process made one meanwhile, theirs is kept.
+func create(ctx context.Context, path string, s Schema, now time.Time) error {
+	tmp := fmt.Sprintf("%s.new-%s", path, randomHex(6))
+	defer func() {
+		for _, ext := range []string{"", "-journal", "-wal", "-shm"} {
+			os.Remove(tmp + ext)
+		}
+	}()
+	db, err := sql.Open("sqlite", DSN(tmp, fresh, s))
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(1) // Setup's pragmas hold for the connection that makes the tables
+	for _, p := range append(s.Setup, `PRAGMA journal_mode = WAL`) {
+		if _, err = db.ExecContext(ctx, p); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		_, err = migrate(ctx, db, tmp, s, true, now)
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// MoveAside renames the file at path, with its -wal and -shm (which
+// belong to it and must not be applied to a new file), to
+// <path>.<label>-<time>, and returns that name. Nothing is deleted: the
+// file may hold what someone needs.
+func MoveAside(path, label string, now time.Time) (string, error) {
+	to := path + "." + label + "-" + now.UTC().Format("20060102T150405Z")
+	if _, err := os.Lstat(to); err == nil {
+		to += "-" + randomHex(3)
+	}
+	if err := os.Rename(path, to); err != nil {
+		return "", err
+	}
+	for _, ext := range []string{"-wal", "-shm"} {
+		if err := os.Rename(path+ext, to+ext); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return to, err
+		}
+	}
+	return to, nil
+}
+
+// errDamaged is what quick_check says of a damaged file.
+type errDamaged struct{ what string }
+
+func (e errDamaged) Error() string { return e.what }
+
+// QuickCheck runs SQLite's quick_check, which reads every page: nil when
+// it answers "ok", else an error IsCorrupt recognises.
+func QuickCheck(ctx context.Context, q Querier) error {
+	rows, err := q.QueryContext(ctx, `PRAGMA quick_check(3)`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var found []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return err
+		}
+		if line != "ok" {
+			found = append(found, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(found) > 0 {
+		return errDamaged{strings.Join(found, "; ")}
+	}
+	return nil
+}
+
+// IsCorrupt reports whether err is SQLite saying the file is damaged or
+// not a database (SQLITE_CORRUPT, SQLITE_NOTADB), or quick_check finding
+// it damaged — not a busy or unwritable file, which is no reason to give
+// up on the file.
+func IsCorrupt(err error) bool {
+	var d errDamaged
+	if errors.As(err, &d) {
+		return true
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case 11, 26: // SQLITE_CORRUPT, SQLITE_NOTADB
+		return true
+	}
+	return false
+}
+
+// MigrationsTable records versions in a table of (version, applied_at).
+type MigrationsTable struct{}
+
+// Read implements Versions.
+func (MigrationsTable) Read(ctx context.Context, q Querier, tables map[string]bool) (int, error) {
+	if !tables["migrations"] {
+		return 0, nil
+	}
+	var v int
+	err := q.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM migrations`).Scan(&v)
+	return v, err
+}
+
+// Write implements Versions.
+func (MigrationsTable) Write(ctx context.Context, tx *sql.Tx, v int, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO migrations (version, applied_at) VALUES (?, ?)`, v, FormatTime(now))
+	return err
+}
+
+// MetaVersion records the version as the "version" key of a meta table
+// of keys and values, which migration 1 makes.
+type MetaVersion struct{}
+
+// Read implements Versions.
+func (MetaVersion) Read(ctx context.Context, q Querier, tables map[string]bool) (int, error) {
+	if !tables["meta"] {
+		return 0, nil
+	}
+	var s string
+	err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'version'`).Scan(&s)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, BadVersion("")
+	}
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 {
+		return 0, BadVersion(s)
+	}
+	return v, nil
+}
+
+// Write implements Versions.
+func (MetaVersion) Write(ctx context.Context, tx *sql.Tx, v int, _ time.Time) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('version', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, strconv.Itoa(v))
+	return err
+}
+
+// timeLayout is fixed-width so that text order is time order in SQL.
+const timeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// FormatTime writes t as the files store times: UTC, fixed width; ""
+// for the zero time.
+func FormatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// ParseTime reads a time FormatTime wrote; "" is the zero time.
+func ParseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(timeLayout, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stored time %q: %w", s, err)
+	}
+	return t, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}

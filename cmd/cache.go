@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
 // historyFor opens the history cache in the data dir (under a.mu) when a
@@ -31,7 +32,7 @@ func (a *app) historyFor(ps []domain.Provider) feed.Cache {
 		return nil
 	}
 	if aside := c.Aside(); aside != nil {
-		a.warnf("%v; moved it to %s and fetching afresh", aside.Reason, aside.Path)
+		a.warnf("history cache not used: %v; moved it to %s and fetching afresh", aside.Reason, aside.Path)
 	}
 	a.hist = c
 	return c
@@ -136,9 +137,8 @@ but no span has history the next start fetches again. It changes nothing.`,
 				}
 				return writeRows(e.out, output, []cacheRow{})
 			case err != nil:
-				var nc *feed.NotCacheError
-				if errors.As(err, &nc) {
-					return fmt.Errorf("%w; the next start moves it aside, or run gpumarket cache clear", err)
+				if sqlitedb.ProblemOf(err) != 0 {
+					return fmt.Errorf("history cache %w; the next start moves it aside, or run gpumarket cache clear", err)
 				}
 				return fmt.Errorf("read history cache: %w", err)
 			}

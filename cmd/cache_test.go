@@ -226,7 +226,7 @@ func TestCorruptCacheWarnsAndFetchesAfresh(t *testing.T) {
 			warnings = append(warnings, l)
 		}
 	}
-	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "gpumarket: warning: ") || !strings.Contains(warnings[0], "is not a gpumarket history cache") ||
+	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "gpumarket: warning: ") || !strings.Contains(warnings[0], "history cache not used: "+feed.Path(dataDir)+" is not a SQLite database") ||
 		!strings.Contains(warnings[0], "moved it to "+feed.Path(dataDir)+".corrupt-") {
 		t.Fatalf("warnings = %q", warnings)
 	}
@@ -308,7 +308,7 @@ func TestCacheInfoAndClear(t *testing.T) {
 	}
 	// A file that is not a cache: info says so (exit 1) and leaves it.
 	os.WriteFile(feed.Path(dataDir), []byte(strings.Repeat("not sqlite ", 100)), 0o600)
-	if code, _, errOut := s.run("cache", "info"); code != 1 || !strings.Contains(errOut, "is not a gpumarket history cache") || !strings.Contains(errOut, "cache clear") {
+	if code, _, errOut := s.run("cache", "info"); code != 1 || !strings.Contains(errOut, "history cache "+feed.Path(dataDir)+" is not a SQLite database") || !strings.Contains(errOut, "cache clear") {
 		t.Fatalf("info of garbage: exit %d %q", code, errOut)
 	}
 	if _, err := os.Stat(feed.Path(dataDir)); err != nil {

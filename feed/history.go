@@ -1,14 +1,13 @@
-// Package history is gpumarket's history cache: the pools and spot price
-// points the hub fetched from the clouds, kept in their own SQLite file in
-// the data dir (history.db, never the ledger's file) with, per provider
-// and region, the span of time the fetches covered. A restart seeds the
-// hub from it and asks the clouds only for what is missing since.
+// The history cache: the pools and spot price points the hub fetched
+// from the clouds, kept in their own SQLite file in the data dir
+// (history.db, never the ledger's file) with, per provider and region, the
+// span of time the fetches covered. A restart seeds the hub from it and
+// asks the clouds only for what is missing since.
 //
 // Writes are batched off the hub's hot path: Save and Trim queue their
 // work, and one writer goroutine commits it about once a second. A file
-// that is not a history cache this gpumarket can read (garbage, another
-// program's database, a newer schema) is renamed aside and a fresh cache
-// is made: it is a cache, everything in it can be fetched again.
+// that is not a history cache this gpumarket can read is moved aside and
+// a fresh cache made: everything in it can be fetched again.
 package feed
 
 import (
@@ -17,28 +16,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"sync"
 	"time"
 
-	"modernc.org/sqlite"
-
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
 // FileName is the cache's file inside the data dir.
 const FileName = "history.db"
-
-// SchemaVersion is the version of the cache's tables this gpumarket
-// writes; a file of a newer version is moved aside, not read.
-const SchemaVersion = 1
-
-// format names the file as a gpumarket history cache in its meta table.
-const format = "gpumarket-history"
 
 // DefaultRetention is how much history the cache keeps: what the clouds
 // keep.
@@ -87,19 +75,8 @@ var _ Cache = (*History)(nil)
 type Aside struct {
 	// Path is where the old file now is.
 	Path string
-	// Reason is what was wrong with it.
+	// Reason is what was wrong with it (a *sqlitedb.FileError).
 	Reason error
-}
-
-// NotCacheError is a file that is not a history cache this gpumarket can
-// read.
-type NotCacheError struct {
-	Path   string
-	Reason string
-}
-
-func (e *NotCacheError) Error() string {
-	return fmt.Sprintf("%s is not a gpumarket history cache: %s", e.Path, e.Reason)
 }
 
 // Path returns the cache file in dataDir.
@@ -134,21 +111,21 @@ func OpenPath(path string, opt HistoryOptions) (*History, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	db, err := openDB(path, true)
+	ctx := context.Background()
+	d, err := sqlitedb.Open(ctx, path, historySchema, opt.Now())
 	var aside *Aside
-	var nc *NotCacheError
-	if errors.As(err, &nc) {
-		moved, merr := moveAside(path, opt.Now())
+	if sqlitedb.ProblemOf(err) != 0 {
+		moved, merr := sqlitedb.MoveAside(path, "corrupt", opt.Now())
 		if merr != nil {
 			return nil, fmt.Errorf("open history cache: %w (and it could not be moved aside: %v)", err, merr)
 		}
 		aside = &Aside{Path: moved, Reason: err}
-		db, err = openDB(path, true)
+		d, err = sqlitedb.Open(ctx, path, historySchema, opt.Now())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open history cache: %w", err)
 	}
-	c := &History{db: db, path: path, opt: opt, aside: aside, pend: newPending(),
+	c := &History{db: d.DB, path: path, opt: opt, aside: aside, pend: newPending(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		ids: map[domain.PoolKey]int64{}}
 	go c.writer()
@@ -179,7 +156,7 @@ func (c *History) Close() error {
 		damaged := c.damaged
 		c.mu.Unlock()
 		if damaged != nil {
-			moved, merr := moveAside(c.path, c.opt.Now())
+			moved, merr := sqlitedb.MoveAside(c.path, "corrupt", c.opt.Now())
 			if merr != nil {
 				err = errors.Join(err, fmt.Errorf("history cache %s is damaged (%v) and could not be moved aside: %w", c.path, damaged, merr))
 				return
@@ -195,7 +172,7 @@ func (c *History) Close() error {
 // noteDamage remembers that err, met reading or writing the file, says it
 // is damaged; it reports whether it did.
 func (c *History) noteDamage(err error) bool {
-	if !errors.Is(err, errChunk) && !isCorrupt(err) {
+	if !errors.Is(err, errChunk) && !sqlitedb.IsCorrupt(err) {
 		return false
 	}
 	c.mu.Lock()
@@ -207,52 +184,6 @@ func (c *History) noteDamage(err error) bool {
 	}
 	c.mu.Unlock()
 	return true
-}
-
-// dsn is the cache's connection string: only settings of the connection,
-// so that opening a file that is not ours changes nothing in it.
-// synchronous NORMAL is enough for a cache in WAL mode: a power cut may
-// lose the last commits (their spans with them, so nothing is claimed
-// that was lost), never the file.
-func dsn(path string) string {
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Add("_pragma", "foreign_keys(ON)")
-	q.Set("_txlock", "immediate")
-	return "file:" + path + "?" + q.Encode()
-}
-
-// openDB opens the file and checks (with create, makes) its tables. A
-// file SQLite cannot read, or whose tables are not a history cache of a
-// version this gpumarket knows, is a *NotCacheError.
-func openDB(path string, create bool) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", dsn(path))
-	if err != nil {
-		return nil, err
-	}
-	if err := checkSchema(context.Background(), db, path, create); err != nil {
-		db.Close()
-		if isCorrupt(err) {
-			return nil, &NotCacheError{Path: path, Reason: "SQLite cannot read it (" + err.Error() + ")"}
-		}
-		return nil, err
-	}
-	return db, nil
-}
-
-// isCorrupt reports whether err is SQLite saying the file is damaged or
-// not a database at all.
-func isCorrupt(err error) bool {
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Code() & 0xff {
-	case 11, 26: // SQLITE_CORRUPT, SQLITE_NOTADB
-		return true
-	}
-	return false
 }
 
 // schema is version 1 of the cache's tables.
@@ -286,152 +217,43 @@ CREATE TABLE spans (
 	PRIMARY KEY (provider, region, gpus)
 );`
 
-var tables = []string{"meta", "pools", "chunks", "spans"}
-
-func checkSchema(ctx context.Context, db *sql.DB, path string, create bool) error {
-	have, meta, err := readSchema(ctx, db)
-	if err != nil {
-		return err
-	}
-	if len(have) == 0 {
-		if !create {
-			return &NotCacheError{Path: path, Reason: "it is empty"}
-		}
-		// auto_vacuum lets the trim give space back; it must be set
-		// before the first table. WAL lets a second gpumarket (or
-		// `cache info`) read while the writer commits.
-		for _, p := range []string{`PRAGMA auto_vacuum = INCREMENTAL`, `PRAGMA journal_mode = WAL`} {
-			if _, err := db.ExecContext(ctx, p); err != nil {
-				return fmt.Errorf("create tables: %w", err)
-			}
-		}
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		// Another process may have made them meanwhile.
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'`).Scan(&n); err != nil {
-			return err
-		}
-		if n > 0 {
-			return checkSchema(ctx, db, path, create)
-		}
-		if _, err := tx.ExecContext(ctx, schema); err != nil {
-			return fmt.Errorf("create tables: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('format', ?), ('version', ?)`, format, strconv.Itoa(SchemaVersion)); err != nil {
-			return fmt.Errorf("create tables: %w", err)
-		}
-		return tx.Commit()
-	}
-	if !have["meta"] || meta["format"] != format {
-		return &NotCacheError{Path: path, Reason: "it holds other tables (" + tableList(have) + ")"}
-	}
-	v, err := strconv.Atoi(meta["version"])
-	switch {
-	case err != nil || v < 1:
-		return &NotCacheError{Path: path, Reason: fmt.Sprintf("its schema version %q is not a version", meta["version"])}
-	case v > SchemaVersion:
-		return &NotCacheError{Path: path, Reason: fmt.Sprintf("it was written by a newer gpumarket (schema version %d; this one reads %d)", v, SchemaVersion)}
-	}
-	for _, t := range tables {
-		if !have[t] {
-			return &NotCacheError{Path: path, Reason: "its table " + t + " is missing"}
-		}
-	}
-	if _, err := db.ExecContext(ctx, `PRAGMA journal_mode = WAL`); err != nil {
-		return err
-	}
-	return nil
+// historySchema is the cache's file. Synchronous NORMAL is enough for a
+// cache in WAL mode: a power cut may lose the last commits (their spans
+// with them, so nothing is claimed that was lost), never the file.
+// auto_vacuum lets the trim give space back.
+var historySchema = sqlitedb.Schema{
+	Name:  "gpumarket history cache",
+	Setup: []string{`PRAGMA auto_vacuum = INCREMENTAL`},
+	Migrations: []string{schema + `
+INSERT INTO meta (key, value) VALUES ('format', '` + format + `')`},
+	Versions: sqlitedb.MetaVersion{},
+	Identify: identifyCache,
 }
 
-// readSchema returns the file's tables and, when it has a meta table of
-// keys and values, what it says.
-func readSchema(ctx context.Context, db *sql.DB) (map[string]bool, map[string]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
-	if err != nil {
-		return nil, nil, err
-	}
-	have := map[string]bool{}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return nil, nil, err
-		}
-		have[n] = true
-	}
-	if err := rows.Close(); err != nil {
-		return nil, nil, err
-	}
-	meta := map[string]string{}
+// format names the file as a gpumarket history cache in its meta table.
+const format = "gpumarket-history"
+
+// identifyCache tells a cache's tables from others': a meta table that
+// names the format, and the cache's tables.
+func identifyCache(ctx context.Context, q sqlitedb.Querier, have map[string]bool) (string, error) {
+	other := "holds other tables (" + sqlitedb.TableList(have) + ")"
 	if !have["meta"] {
-		return have, meta, nil
+		return other, nil
 	}
-	// A meta table that is not ours (other columns, other types) is a
-	// foreign file; one SQLite cannot read is a damaged one.
-	mrows, err := db.QueryContext(ctx, `SELECT key, value FROM meta`)
-	if err != nil {
-		if isCorrupt(err) {
-			return nil, nil, err
-		}
-		return have, map[string]string{}, nil
-	}
-	defer mrows.Close()
-	for mrows.Next() {
-		var k, v any
-		if err := mrows.Scan(&k, &v); err != nil {
-			return have, map[string]string{}, nil
-		}
-		meta[fmt.Sprint(k)] = fmt.Sprint(v)
-	}
-	if err := mrows.Err(); err != nil {
-		if isCorrupt(err) {
-			return nil, nil, err
-		}
-		return have, map[string]string{}, nil
-	}
-	return have, meta, nil
-}
-
-func tableList(have map[string]bool) string {
-	var out []string
-	for t := range have {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	if len(out) > 5 {
-		out = append(out[:5], "…")
-	}
-	s := ""
-	for i, t := range out {
-		if i > 0 {
-			s += ", "
-		}
-		s += t
-	}
-	return s
-}
-
-// moveAside renames the file (and its WAL and shared-memory files, which
-// belong to it and must not be applied to a fresh file) to
-// <path>.corrupt-<time>.
-func moveAside(path string, now time.Time) (string, error) {
-	to := path + ".corrupt-" + now.UTC().Format("20060102T150405Z")
-	if _, err := os.Stat(to); err == nil {
-		to += "-" + strconv.FormatInt(now.UnixNano()%1e9, 10)
-	}
-	if err := os.Rename(path, to); err != nil {
+	var f string
+	err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'format'`).Scan(&f)
+	switch {
+	case sqlitedb.IsCorrupt(err):
 		return "", err
+	case err != nil || f != format:
+		return other, nil // no such row, or a meta table of other columns
 	}
-	for _, suffix := range []string{"-wal", "-shm"} {
-		if err := os.Rename(path+suffix, to+suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return "", err
+	for _, t := range []string{"pools", "chunks", "spans"} {
+		if !have[t] {
+			return "lacks the table " + t, nil
 		}
 	}
-	return to, nil
+	return "", nil
 }
 
 // Remove deletes the cache in dataDir (its WAL and shared-memory files

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 
 	"github.com/gpumarket/gpumarket/series"
 )
@@ -352,7 +353,7 @@ func TestUnreadableFileMovedAside(t *testing.T) {
 		make   func(*testing.T, string)
 		reason string
 	}{
-		{"garbage bytes", garbage, "SQLite cannot read it"},
+		{"garbage bytes", garbage, "is not a SQLite database"},
 		{"other tables", foreign, "other tables (photos)"},
 		{"a meta table not ours", foreignMeta, "other tables (meta)"},
 		{"the ledger", theLedger, "other tables"},
@@ -404,8 +405,7 @@ func TestStatLeavesForeignFileBe(t *testing.T) {
 	path := Path(dir)
 	os.WriteFile(path, []byte("garbage garbage garbage garbage garbage garbage garbage garbage garbage garbage garbage"), 0o600)
 	_, err := Stat(context.Background(), dir)
-	var nc *NotCacheError
-	if !errors.As(err, &nc) {
+	if sqlitedb.ProblemOf(err) != sqlitedb.NotSQLite {
 		t.Fatalf("garbage: %v", err)
 	}
 	if b, _ := os.ReadFile(path); !bytes.HasPrefix(b, []byte("garbage")) {

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
 // Info describes a cache file, for `gpumarket cache info`.
@@ -58,15 +60,15 @@ func Stat(ctx context.Context, dataDir string) (Info, error) {
 	if wal, err := os.Stat(path + "-wal"); err == nil {
 		info.Size += wal.Size()
 	}
-	if fi.Size() == 0 {
-		return info, &NotCacheError{Path: path, Reason: "it is empty"}
-	}
-	db, err := openDB(path, false)
+	db, err := sqlitedb.OpenReadOnly(ctx, path, historySchema)
 	if err != nil {
 		return info, err
 	}
 	defer db.Close()
-	info.Version = SchemaVersion
+	if err := db.Newer(historySchema); err != nil {
+		return info, err
+	}
+	info.Version = db.Version
 	byRegion := map[[2]string]*RegionInfo{}
 	region := func(p, r string) *RegionInfo {
 		k := [2]string{p, r}

@@ -41,10 +41,14 @@ starts_in rules, and for idle rules the usage of the ledger's running rows
 (as the usage command reads it, kept 5 minutes). What fired and what is still to deliver is kept in
 <data dir>/` + watch.StateFileName + `: a restart neither repeats an alert nor loses one.
 
-It exits non-zero only for a bad configuration (2, with file:line:col); a
-cloud or a webhook that fails is logged and tried again. SIGTERM finishes
-the deliveries in flight, then exits. --once evaluates every rule once,
-delivers what is owed and exits 0 if no alert fired, 3 if one did.`,
+It exits 2 for a bad configuration (with file:line:col) and 1 for a
+failure a restart may cure (the data dir cannot be written, a state or
+ledger of a newer gpumarket); a cloud or a webhook that fails is logged and
+tried again. A damaged watch.db is moved aside with one warning and a new
+one made, in which the rules whose condition holds are not told again.
+SIGTERM finishes the deliveries in flight, then exits. --once evaluates
+every rule once, delivers what is owed and exits 0 if no alert fired, 3 if
+one did.`,
 		Example: `  gpumarket watch                      # until SIGTERM
   gpumarket watch --once; [ $? -eq 3 ] && echo "an alert fired"`,
 		Args:          cobra.NoArgs,
@@ -239,12 +243,21 @@ func (a *app) checkWatchRules() error {
 // Watcher builds the process's one evaluator of the watch rules over the
 // hub and the booking service, and runs it until Close: the TUI and
 // `serve` share it between their sessions.
+//
+// A bad rule is bad usage; anything else that keeps the watch from
+// running (a state it cannot open) is one warning, and the process runs
+// without alerts: the TUI and `serve` end scheduled fleets, which must
+// not wait on an alert's state.
 func (a *app) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error) {
 	ev, err := a.newWatcher(h, svc, a.usageTracker(h), func(al watch.Alert) {
 		a.log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
 	})
 	if err != nil {
-		return nil, err
+		if _, bad := usageMessage(err); bad {
+			return nil, err
+		}
+		a.warnf("alerts are off in this run: %v", err)
+		return nil, nil
 	}
 	a.mu.Lock()
 	a.watcher = ev
@@ -308,6 +321,9 @@ func (a *app) watchState() (*watch.State, error) {
 	st, err := watch.OpenState(a.dataDir)
 	if err != nil {
 		return nil, err
+	}
+	if r := st.Rebuilt(); r != nil {
+		a.warnf("watch state not used: %v; moved it to %s and made a new one (alerts it still owed are not sent; rules whose condition holds now are not told again)", r.Reason, r.Path)
 	}
 	a.wstate = st
 	return st, nil

@@ -170,6 +170,15 @@ func New(opt Options) (*Evaluator, error) {
 		}
 		e.file, e.fileStamp = rules, stamp
 	}
+	if opt.State.Rebuilt() != nil {
+		rules := map[string]string{}
+		for _, r := range e.rules() {
+			rules[r.Name] = r.Fingerprint
+		}
+		if err := opt.State.quiet(context.Background(), rules, opt.Now()); err != nil {
+			return nil, err
+		}
+	}
 	recent, err := opt.State.Recent(context.Background(), recentCap)
 	if err != nil {
 		return nil, err
@@ -365,6 +374,8 @@ func (e *Evaluator) clearNote(r Rule) {
 // tick). Otherwise the decision is made again on the stored state under
 // the database's lock, so that two processes cannot both raise it.
 func (e *Evaluator) step(ctx context.Context, r Rule, next func(st *ruleState) *Alert) {
+	hushed := false
+	next = quietFirst(next, &hushed)
 	e.mu.Lock()
 	rt := e.runtimeLocked(r)
 	cached, loaded := rt.st, rt.loaded
@@ -398,8 +409,31 @@ func (e *Evaluator) step(ctx context.Context, r Rule, next func(st *ruleState) *
 		return
 	}
 	e.keep(r, st)
+	if hushed {
+		e.log.Warn("watch: rule "+r.Name+": its condition holds, not told: the watch state was rebuilt and it may have been told before", "rule", r.Name)
+	}
 	if a != nil {
 		e.raised(*a)
+	}
+}
+
+// quietFirst makes a Quiet rule's decision record the condition without
+// telling it (and without starting a cooldown); hushed is set when an
+// alert was held back.
+func quietFirst(next func(*ruleState) *Alert, hushed *bool) func(*ruleState) *Alert {
+	return func(st *ruleState) *Alert {
+		*hushed = false
+		if !st.Quiet {
+			return next(st)
+		}
+		last := st.LastFired
+		a := next(st)
+		st.Quiet = false
+		*hushed = a != nil
+		if a != nil {
+			st.LastFired = last
+		}
+		return nil
 	}
 }
 

@@ -6,14 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
 // StateFileName is the watch's database in the data dir: its own file,
@@ -25,8 +24,15 @@ const StateFileName = "watch.db"
 // still owed. Several processes may share it: SQLite's write lock
 // serializes their decisions, so an alert is raised once.
 type State struct {
-	db   *sql.DB
-	path string
+	db      *sql.DB
+	path    string
+	rebuilt *Aside
+}
+
+// Aside is a state file found unusable and moved aside.
+type Aside struct {
+	Path   string
+	Reason error
 }
 
 // ruleState is one rule's memory.
@@ -38,40 +44,62 @@ type ruleState struct {
 	// the cooldown ends, if the condition still holds.
 	Owed      bool
 	LastFired time.Time
+	// Quiet is set for the rules in force when the state was rebuilt:
+	// their first decision records the condition without telling it, as
+	// it may have been told before the old state was lost.
+	Quiet bool
 	// Memo is the kind's own memory: a bucket rule's last buckets, a
 	// starts_in rule's rows already told.
 	Memo json.RawMessage
 }
 
 func (s ruleState) equal(o ruleState) bool {
-	return s.Fingerprint == o.Fingerprint && s.Active == o.Active && s.Owed == o.Owed &&
+	return s.Fingerprint == o.Fingerprint && s.Active == o.Active && s.Owed == o.Owed && s.Quiet == o.Quiet &&
 		s.LastFired.Equal(o.LastFired) && string(s.Memo) == string(o.Memo)
 }
 
-// OpenState opens (creating it) the watch's database in dataDir.
+// stateSchema is the watch's file. A decision to alert is durable when
+// it returns, like a ledger row: a crash after it must not tell the
+// alert a second time.
+var stateSchema = sqlitedb.Schema{
+	Name: "watch state", Durable: true, QuickCheck: true, Migrations: stateMigrations,
+	Identify: func(_ context.Context, _ sqlitedb.Querier, t map[string]bool) (string, error) {
+		if t["migrations"] && t["rule_state"] && t["alerts"] && t["deliveries"] {
+			return "", nil
+		}
+		return "holds other tables (" + sqlitedb.TableList(t) + ")", nil
+	},
+}
+
+// OpenState opens (creating it) the watch's database in dataDir. A file
+// there that is damaged, emptied or not a watch state is moved aside and
+// a new one made (Rebuilt says so): what it held is not worth stopping
+// for. One written by a newer gpumarket is refused.
 func OpenState(dataDir string) (*State, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("open watch state: %w", err)
 	}
 	path := filepath.Join(dataDir, StateFileName)
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	// A decision to alert is durable when it returns, like a ledger row:
-	// a crash after it must not tell the alert a second time.
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	ctx, now := context.Background(), time.Now()
+	d, err := sqlitedb.Open(ctx, path, stateSchema, now)
+	var aside *Aside
+	if p := sqlitedb.ProblemOf(err); p != 0 && p != sqlitedb.Newer {
+		moved, merr := sqlitedb.MoveAside(path, "corrupt", now)
+		if merr != nil {
+			return nil, fmt.Errorf("open watch state: %w (and it could not be moved aside: %v)", err, merr)
+		}
+		aside = &Aside{Path: moved, Reason: err}
+		d, err = sqlitedb.Open(ctx, path, stateSchema, now)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open watch state %s: %w", path, err)
+		return nil, fmt.Errorf("open watch state: %w", err)
 	}
-	s := &State{db: db, path: path}
-	if err := s.migrate(context.Background()); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open watch state %s: %w", path, err)
-	}
-	return s, nil
+	return &State{db: d.DB, path: path, rebuilt: aside}, nil
 }
+
+// Rebuilt says where the unusable file found at open was moved; nil when
+// the file was used.
+func (s *State) Rebuilt() *Aside { return s.rebuilt }
 
 // Path is the database file.
 func (s *State) Path() string { return s.path }
@@ -110,50 +138,32 @@ var stateMigrations = []string{
 		PRIMARY KEY (alert_id, channel)
 	);
 	CREATE INDEX deliveries_due ON deliveries(state, next_at);`,
+	// 2: the rules whose first decision after a rebuild is not told.
+	`ALTER TABLE rule_state ADD COLUMN quiet INTEGER NOT NULL DEFAULT 0;`,
 }
 
-func (s *State) migrate(ctx context.Context) error {
+// quiet marks the rules (name → fingerprint) that have no state yet as
+// Quiet: after a rebuild, their condition may have been told already.
+func (s *State) quiet(ctx context.Context, rules map[string]string, now time.Time) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return fmt.Errorf("quiet rules after a rebuild: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	var have int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM migrations`).Scan(&have); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if have > len(stateMigrations) {
-		return fmt.Errorf("watch state schema version %d is newer than this gpumarket knows (%d): upgrade gpumarket", have, len(stateMigrations))
-	}
-	for v := have + 1; v <= len(stateMigrations); v++ {
-		if _, err := tx.ExecContext(ctx, stateMigrations[v-1]); err != nil {
-			return fmt.Errorf("migration %d: %w", v, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO migrations (version, applied_at) VALUES (?, ?)`, v, fmtTime(time.Now())); err != nil {
-			return fmt.Errorf("migration %d: %w", v, err)
+	for name, fp := range rules {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO rule_state (rule, fingerprint, quiet, updated_at) VALUES (?, ?, 1, ?) ON CONFLICT(rule) DO NOTHING`,
+			name, fp, fmtTime(now)); err != nil {
+			return fmt.Errorf("quiet rules after a rebuild: %w", err)
 		}
 	}
 	return tx.Commit()
 }
 
-// timeLayout is fixed-width so that text order is time order in SQL.
-const timeLayout = "2006-01-02T15:04:05.000000000Z"
+func fmtTime(t time.Time) string { return sqlitedb.FormatTime(t) }
 
-func fmtTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(timeLayout)
-}
-
+// parseTime reads a stored time; one that does not read is the zero time.
 func parseTime(s string) time.Time {
-	t, err := time.Parse(timeLayout, s)
-	if err != nil {
-		return time.Time{}
-	}
+	t, _ := sqlitedb.ParseTime(s)
 	return t
 }
 
@@ -161,10 +171,10 @@ func parseTime(s string) time.Time {
 // changed since (another fingerprint), starts from nothing.
 func (s *State) load(ctx context.Context, q querier, rule, fingerprint string) (ruleState, error) {
 	var st ruleState
-	var active, owed int
+	var active, owed, quiet int
 	var last, memo string
-	err := q.QueryRowContext(ctx, `SELECT fingerprint, active, owed, last_fired, memo FROM rule_state WHERE rule = ?`, rule).
-		Scan(&st.Fingerprint, &active, &owed, &last, &memo)
+	err := q.QueryRowContext(ctx, `SELECT fingerprint, active, owed, last_fired, memo, quiet FROM rule_state WHERE rule = ?`, rule).
+		Scan(&st.Fingerprint, &active, &owed, &last, &memo, &quiet)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return ruleState{Fingerprint: fingerprint}, nil
@@ -176,7 +186,7 @@ func (s *State) load(ctx context.Context, q querier, rule, fingerprint string) (
 		// last firing still counts for the cooldown.
 		return ruleState{Fingerprint: fingerprint, LastFired: parseTime(last)}, nil
 	}
-	st.Active, st.Owed, st.LastFired = active != 0, owed != 0, parseTime(last)
+	st.Active, st.Owed, st.Quiet, st.LastFired = active != 0, owed != 0, quiet != 0, parseTime(last)
 	if memo != "" {
 		st.Memo = json.RawMessage(memo)
 	}
@@ -240,10 +250,10 @@ func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.T
 			}
 		}
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO rule_state (rule, fingerprint, active, owed, last_fired, memo, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+	_, err = tx.ExecContext(ctx, `INSERT INTO rule_state (rule, fingerprint, active, owed, last_fired, memo, quiet, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(rule) DO UPDATE SET fingerprint = excluded.fingerprint, active = excluded.active, owed = excluded.owed,
-		last_fired = excluded.last_fired, memo = excluded.memo, updated_at = excluded.updated_at`,
-		rule, st.Fingerprint, b2i(st.Active), b2i(st.Owed), fmtTime(st.LastFired), string(st.Memo), fmtTime(now))
+		last_fired = excluded.last_fired, memo = excluded.memo, quiet = excluded.quiet, updated_at = excluded.updated_at`,
+		rule, st.Fingerprint, b2i(st.Active), b2i(st.Owed), fmtTime(st.LastFired), string(st.Memo), b2i(st.Quiet), fmtTime(now))
 	if err != nil {
 		return nil, st, fmt.Errorf("record state of rule %s: %w", rule, err)
 	}

@@ -12,13 +12,16 @@ import (
 
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/watch"
 )
 
 // env is what every command needs: the settings after config file,
 // environment and flags, the query they select, and the streams. It is
 // built per command run, so two runs (tests, SSH sessions) share nothing.
 type env struct {
-	cfg     config.Config
+	cfg config.Config
+	// rules are the config's watch rules, read and checked.
+	rules   []watch.Spec
 	query   domain.Query
 	dataDir string
 	log     *slog.Logger
@@ -108,6 +111,10 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 		}
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	rules, err := watch.ConfigRules(cfg)
+	if err != nil {
+		return nil, err
+	}
 	// --provider is checked against the provider table (a test adds a
 	// provider of its own there); the config file's list was checked
 	// against the names a config may give.
@@ -124,6 +131,7 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 	}
 	e := &env{
 		cfg:     cfg,
+		rules:   rules,
 		dataDir: dataDir,
 		out:     cmd.OutOrStdout(),
 		errOut:  cmd.ErrOrStderr(),

@@ -103,12 +103,6 @@ func usageMessage(err error) (string, bool) {
 	if errors.As(err, &fe) {
 		return err.Error(), true
 	}
-	// A watch rule or notify setting that cannot work is bad usage, as a
-	// bad flag is: it is placed at its file:line:col.
-	var re *config.RuleError
-	if errors.As(err, &re) {
-		return err.Error(), true
-	}
 	if errors.Is(err, domain.ErrInvalidQuery) {
 		// A provider's refusal of terms it does not sell names the value
 		// and what is accepted: the input was wrong.

@@ -6,13 +6,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
@@ -88,7 +86,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if err := checkRules(a.rulesFile(), fileRules, a.inUse()); err != nil {
 		return err
 	}
-	all := append(append([]config.WatchRule(nil), e.cfg.Watch...), fileRules...)
+	all := append(append([]watch.Spec(nil), e.rules...), fileRules...)
 	if len(all) == 0 {
 		where := "no config file was read"
 		if e.cfg.Path != "" {
@@ -104,7 +102,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 		return err
 	}
 	var h *feed.Hub
-	if q, ok := marketFor(e.query, all); ok {
+	if q, ok := watch.MarketFor(e.query, all); ok {
 		var sources []domain.Provider
 		for _, p := range ps {
 			d := p.Describe()
@@ -156,54 +154,11 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	return nil
 }
 
-// marketFor is the market a headless watch needs: the spot and bucket
-// rules' GPU models and regions, and a plan rule's models in every region
-// of the query (the planner prices the whole market); an hour of history
-// (the rules read the latest price). ok is false when no rule reads the
-// market.
-func marketFor(q domain.Query, rules []config.WatchRule) (domain.Query, bool) {
-	var gpus, regions []string
-	plans := false
-	for _, w := range rules {
-		it, region := "", ""
-		switch {
-		case w.Plan != nil:
-			plans = true
-			for _, m := range w.Plan.Models() {
-				if !slices.Contains(gpus, m) {
-					gpus = append(gpus, m)
-				}
-			}
-			continue
-		case w.Spot != nil:
-			it, region = w.Spot.InstanceType, w.Spot.Region
-		case w.Bucket != nil:
-			it, region = w.Bucket.InstanceType, w.Bucket.Region
-		default:
-			continue
-		}
-		if e, ok := domain.LookupGPU(it); ok && !slices.Contains(gpus, e.GPU.Model) {
-			gpus = append(gpus, e.GPU.Model)
-		}
-		if !slices.Contains(regions, region) {
-			regions = append(regions, region)
-		}
-	}
-	switch {
-	case plans:
-		regions = q.Regions // the config's, or every region
-	case len(regions) == 0:
-		return q, false
-	}
-	q.GPUs, q.Regions, q.Window = gpus, regions, time.Hour
-	return q, true
-}
-
 // rulesFile is the data dir's file of the rules made in the TUI.
 func (a *app) rulesFile() string { return filepath.Join(a.dataDir, watch.RulesFileName) }
 
 // fileRules reads the rules made in the TUI, checked as the config's are.
-func (a *app) fileRules() ([]config.WatchRule, error) {
+func (a *app) fileRules() ([]watch.Spec, error) {
 	data, err := os.ReadFile(a.rulesFile())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -211,14 +166,14 @@ func (a *app) fileRules() ([]config.WatchRule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read rules file: %w", err)
 	}
-	return config.ParseRules(a.rulesFile(), data, a.cfg.Notify)
+	return watch.ParseRules(a.rulesFile(), data, a.cfg.Notify)
 }
 
 // checkRules refuses a rule of file that the providers in use cannot
 // serve, at its file:line:col (exit 2).
-func checkRules(file string, rules []config.WatchRule, descs []domain.Descriptor) error {
+func checkRules(file string, rules []watch.Spec, descs []domain.Descriptor) error {
 	for i, w := range rules {
-		if err := watch.Check(w, descs, true); err != nil {
+		if err := watch.Check(w, descs); err != nil {
 			return watch.Place(file, w, i, err)
 		}
 	}
@@ -237,7 +192,7 @@ func (a *app) inUse() []domain.Descriptor {
 // checkWatchRules refuses a config rule the providers in use cannot
 // serve, at the rule's file:line:col (exit 2).
 func (a *app) checkWatchRules() error {
-	return checkRules(a.cfg.Path, a.cfg.Watch, a.inUse())
+	return checkRules(a.cfg.Path, a.rules, a.inUse())
 }
 
 // Watcher builds the process's one evaluator of the watch rules over the
@@ -303,9 +258,9 @@ func (a *app) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Track
 	}
 	return watch.New(watch.Options{
 		Hub: h, Offerings: svc, Ledger: svc.Store(), State: st, Planner: watchPlanner{a: a, svc: svc}, Usage: used,
-		Rules: a.cfg.Watch, ConfigPath: a.cfg.Path, Notify: n, Notifiers: notifiers,
+		Rules: a.rules, ConfigPath: a.cfg.Path, Notify: n, Notifiers: notifiers,
 		RulesFile: a.rulesFile(),
-		Check:     func(w config.WatchRule) error { return watch.Check(w, descs, true) },
+		Check:     func(w watch.Spec) error { return watch.Check(w, descs) },
 		MaxLead:   lead, Describe: svc.Describe, Logger: a.log, OnAlert: onAlert,
 	})
 }

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -228,22 +226,3 @@ var oscRE = regexp.MustCompile("\x1b\\][^\x07\x1b]*(\x07|\x1b\\\\)")
 
 // bareBells counts the BELs that ring: those outside OSC sequences.
 func bareBells(s string) int { return strings.Count(oscRE.ReplaceAllString(s, ""), "\a") }
-
-// A headless watch fetches what its rules read, not the TUI's filters.
-func TestWatchMarketIsTheRules(t *testing.T) {
-	base := domain.Query{Providers: []string{"sim"}, GPUs: []string{"A100"}, Regions: []string{"eu-west-1"}, Window: 7 * 24 * time.Hour}
-	one := 3.0
-	rules := []config.WatchRule{
-		{Name: "a", Spot: &config.SpotRule{InstanceType: "p5.48xlarge", Region: "us-west-2", BelowUSDHour: &one}},
-		{Name: "b", Bucket: &config.BucketRule{InstanceType: "Standard_ND96isr_H100_v5", Region: "eastus"}},
-		{Name: "c", Spot: &config.SpotRule{InstanceType: "g4dn.xlarge", Region: "us-west-2", BelowUSDHour: &one}},
-		{Name: "d", Block: &config.BlockRule{GPU: "H200", GPUs: 8, Hours: 24}},
-	}
-	q, ok := marketFor(base, rules)
-	if !ok || strings.Join(q.GPUs, ",") != "H100,T4" || strings.Join(q.Regions, ",") != "us-west-2,eastus" || q.Window != time.Hour || q.Providers[0] != "sim" {
-		t.Errorf("market %+v %v", q, ok)
-	}
-	if _, ok := marketFor(base, rules[3:]); ok {
-		t.Error("a block rule alone needs no market feed")
-	}
-}

@@ -25,10 +25,10 @@ type Config struct {
 	Azure   Azure    `yaml:"azure"`
 	Serve   Serve    `yaml:"serve"`
 	Cache   Cache    `yaml:"cache"`
-	// Watch are the alert rules (config/watch.go); Notify says where
-	// their alerts go besides the TUI.
-	Watch  []WatchRule `yaml:"watch"`
-	Notify Notify      `yaml:"notify"`
+	// Watch are the alert rules, which the watch package reads; Notify
+	// says where their alerts go besides the TUI.
+	Watch  Rules  `yaml:"watch"`
+	Notify Notify `yaml:"notify"`
 
 	// Path is the file the config was read from, "" when none was.
 	Path string `yaml:"-"`

@@ -507,6 +507,9 @@ func checkKeys(node ast.Node, typ reflect.Type, path string, pos map[string]posi
 	for typ.Kind() == reflect.Pointer {
 		typ = typ.Elem()
 	}
+	if typ == rulesType {
+		return nil // the watch package checks the rules
+	}
 	switch n := node.(type) {
 	case *ast.TagNode:
 		return checkKeys(n.Value, typ, path, pos)

@@ -247,23 +247,6 @@ var migrations = []string{
 	);`,
 }
 
-// timeLayout is fixed-width so that text order is time order in SQL.
-const timeLayout = "2006-01-02T15:04:05.000000000Z"
+func fmtTime(t time.Time) string { return sqlitedb.FormatTime(t) }
 
-func fmtTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(timeLayout)
-}
-
-func parseTime(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	t, err := time.Parse(timeLayout, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("stored time %q: %w", s, err)
-	}
-	return t, nil
-}
+func parseTime(s string) (time.Time, error) { return sqlitedb.ParseTime(s) }

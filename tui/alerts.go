@@ -87,7 +87,7 @@ func (m *Model) onAlerts() tea.Cmd {
 	m.alertSeen = news[len(news)-1].ID
 	_, looking := m.views[m.active].(alertLister)
 	for _, a := range news {
-		if !a.Tells(config.TellTUI) {
+		if !a.Tells(watch.TellTUI) {
 			continue
 		}
 		cmds = append(cmds, tea.Raw(bell)) // the terminal bell: BEL, as a string
@@ -352,7 +352,7 @@ func (v *alertsView) detail() []string {
 		out = append(out, st.dim.Render(l))
 	}
 	var told []string
-	if a.Tells(config.TellTUI) {
+	if a.Tells(watch.TellTUI) {
 		told = append(told, "tui ✓")
 	}
 	for _, d := range a.Deliveries {
@@ -417,7 +417,7 @@ type rulePrompt struct {
 	toggle, above bool
 	value         string
 	err           string
-	build         func(above bool, v float64) config.WatchRule
+	build         func(above bool, v float64) watch.Spec
 }
 
 // promptKeys are the footer's keys while a prompt is open.
@@ -524,7 +524,7 @@ func (p *rulePrompt) text() string {
 // saveRule saves a rule off the UI goroutine; the footer says where it
 // went. It runs on its own clock: a session that leaves meanwhile does
 // not leave half a rules file.
-func saveRule(ev *watch.Evaluator, w config.WatchRule) tea.Cmd {
+func saveRule(ev *watch.Evaluator, w watch.Spec) tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -574,15 +574,15 @@ func (m *marketView) makeSpotRule() tea.Cmd {
 		p.now = "now $" + present.Money(usd) + "/h"
 		p.value = strconv.FormatFloat(math.Round(usd*90)/100, 'f', -1, 64)
 	}
-	p.build = func(above bool, v float64) config.WatchRule {
-		s := &config.SpotRule{InstanceType: pv.InstanceType, Region: pv.Region, Zone: pv.Zone, Provider: pv.Provider}
+	p.build = func(above bool, v float64) watch.Spec {
+		s := &watch.SpotRule{InstanceType: pv.InstanceType, Region: pv.Region, Zone: pv.Zone, Provider: pv.Provider}
 		dir := "below"
 		if above {
 			s.AboveUSDHour, dir = &v, "above"
 		} else {
 			s.BelowUSDHour = &v
 		}
-		return config.WatchRule{Name: ruleName("spot", pv.InstanceType, present.Place(pv.Region, pv.Zone), dir), Spot: s}
+		return watch.Spec{Name: ruleName("spot", pv.InstanceType, present.Place(pv.Region, pv.Zone), dir), Cond: s}
 	}
 	m.prompt = p
 	return nil
@@ -612,8 +612,8 @@ func (v *usageView) makeIdleRule() tea.Cmd {
 		p.now = "no metrics yet"
 	}
 	id := r.ID
-	p.build = func(_ bool, pct float64) config.WatchRule {
-		return config.WatchRule{Name: ruleName("idle", r.Kind, id), Idle: &config.IdleRule{AbovePct: pct, ID: id}}
+	p.build = func(_ bool, pct float64) watch.Spec {
+		return watch.Spec{Name: ruleName("idle", r.Kind, id), Cond: &watch.IdleRule{AbovePct: pct, ID: id}}
 	}
 	v.prompt = p
 	return nil
@@ -635,7 +635,7 @@ func (v *blocksView) makeBlockRule() tea.Cmd {
 	if err != nil {
 		return notifyErrHere(fmt.Errorf("the search's terms: %w; e edits them", err))
 	}
-	b := &config.BlockRule{GPU: q.GPU, GPUs: q.GPUs, Instances: q.Instances, Hours: q.Duration.Hours()}
+	b := &watch.BlockRule{GPU: q.GPU, GPUs: q.GPUs, Instances: q.Instances, Hours: q.Duration.Hours()}
 	// Times typed as "+2d" mean from now: the rule keeps the time they
 	// name, in UTC.
 	if !q.StartAfter.IsZero() {
@@ -655,14 +655,14 @@ func (v *blocksView) makeBlockRule() tea.Cmd {
 			p.value = strconv.FormatFloat(math.Round(c*95)/100, 'f', -1, 64)
 		}
 	}
-	p.build = func(_ bool, most float64) config.WatchRule {
+	p.build = func(_ bool, most float64) watch.Spec {
 		bb := *b
 		bb.MaxUSDGPUHour = &most
 		n := q.GPUs
 		if q.Instances > 0 {
 			n = q.Instances
 		}
-		return config.WatchRule{Name: ruleName("block", q.GPU, strconv.Itoa(n), domain.FormatWindow(q.Duration)), Block: &bb}
+		return watch.Spec{Name: ruleName("block", q.GPU, strconv.Itoa(n), domain.FormatWindow(q.Duration)), Cond: &bb}
 	}
 	v.prompt = p
 	return nil
@@ -694,7 +694,7 @@ func (v *planView) makePlanRule() tea.Cmd {
 		ck = config.Duration(job.Checkpoint)
 	}
 	onTime := t.onTime
-	pr := &config.PlanRule{GPU: strings.Join(job.Models, ","), GPUs: job.GPUs, Hours: job.Hours,
+	pr := &watch.PlanRule{GPU: strings.Join(job.Models, ","), GPUs: job.GPUs, Hours: job.Hours,
 		Start: job.Start.UTC().Format(time.RFC3339), Deadline: job.Deadline.UTC().Format(time.RFC3339), Checkpoint: &ck, OnTimePct: &onTime}
 	loc := v.c.now().Location()
 	what := fmt.Sprintf("the best plan for %d %s × %gh by %s, on time ≥%s%%,", job.GPUs, strings.Join(job.Models, "/"), job.Hours,
@@ -717,10 +717,10 @@ func (v *planView) makePlanRule() tea.Cmd {
 	} else {
 		p.now = "r runs the plan: its best is a figure to start from"
 	}
-	p.build = func(_ bool, below float64) config.WatchRule {
+	p.build = func(_ bool, below float64) watch.Spec {
 		rule := *pr
 		rule.BelowUSD = &below
-		return config.WatchRule{Name: ruleName("plan", strings.Join(job.Models, "-"), strconv.Itoa(job.GPUs), trimHours(job.Hours)+"h"), Plan: &rule}
+		return watch.Spec{Name: ruleName("plan", strings.Join(job.Models, "-"), strconv.Itoa(job.GPUs), trimHours(job.Hours)+"h"), Cond: &rule}
 	}
 	v.prompt = p
 	return nil

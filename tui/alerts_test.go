@@ -24,9 +24,9 @@ import (
 // newWatch is an evaluator over the fixture market's clock with the
 // rules given (checked as a config's are), its state and rules file in a
 // temp dir.
-func newWatch(t *testing.T, rules ...config.WatchRule) *watch.Evaluator {
+func newWatch(t *testing.T, rules ...watch.Spec) *watch.Evaluator {
 	t.Helper()
-	if err := config.ValidateRules(rules, "watch", config.Notify{}); err != nil {
+	if err := watch.ValidateSpecs(rules, "watch", config.Notify{}); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -42,8 +42,8 @@ func newWatch(t *testing.T, rules ...config.WatchRule) *watch.Evaluator {
 	return ev
 }
 
-func below(name, it, region string, usd float64) config.WatchRule {
-	return config.WatchRule{Name: name, Spot: &config.SpotRule{InstanceType: it, Region: region, BelowUSDHour: &usd}}
+func below(name, it, region string, usd float64) watch.Spec {
+	return watch.Spec{Name: name, Cond: &watch.SpotRule{InstanceType: it, Region: region, BelowUSDHour: &usd}}
 }
 
 // raise evaluates the rules once on the fixture market.
@@ -217,7 +217,7 @@ func TestMarketMakesASpotRule(t *testing.T) {
 	if len(rs) != 1 {
 		t.Fatalf("rules %+v", rs)
 	}
-	s := rs[0].Spot
+	s := rs[0].Cond.(*watch.SpotRule)
 	if s.AboveUSDHour == nil || *s.AboveUSDHour != 0.12 || s.BelowUSDHour != nil || s.Zone != "3" || s.Region != "eastus" ||
 		s.InstanceType != "Standard_NC4as_T4_v3" || rs[0].MadeBy != "ssh:SHA256:abc alice" || !strings.HasPrefix(key, s.Provider+"/") {
 		t.Errorf("rule %+v %+v", rs[0], s)
@@ -268,7 +268,7 @@ func TestBlocksMakesABlockRule(t *testing.T) {
 	if !hasNotice(msgs, "rule block-H100-8-2d saved") {
 		t.Fatalf("save: %v", msgs)
 	}
-	b := ev.Rules()[0].Block
+	b := ev.Rules()[0].Cond.(*watch.BlockRule)
 	if b.GPU != "H100" || b.GPUs != 8 || b.Hours != 48 || *b.MaxUSDGPUHour != 7.42 || b.StartAfter != "2026-11-24T14:00:00Z" || b.StartBefore != "" {
 		t.Errorf("block rule %+v", b)
 	}
@@ -357,7 +357,10 @@ func TestUsageMakesAnIdleRule(t *testing.T) {
 		t.Fatalf("save: %v", msgs)
 	}
 	rs := ev.Rules()
-	if len(rs) != 1 || rs[0].Idle == nil || rs[0].Idle.AbovePct != 35 || rs[0].Idle.ID != "01JUBLOCK" || rs[0].MadeBy != "local:tester" {
+	if len(rs) != 1 {
+		t.Fatalf("rules %+v", rs)
+	}
+	if i, ok := rs[0].Cond.(*watch.IdleRule); !ok || i.AbovePct != 35 || i.ID != "01JUBLOCK" || rs[0].MadeBy != "local:tester" {
 		t.Fatalf("rules %+v", rs)
 	}
 	if data, err := os.ReadFile(ev.RulesFile()); err != nil || !strings.Contains(string(data), "above_pct: 35") || !strings.Contains(string(data), "id: 01JUBLOCK") {
@@ -400,7 +403,7 @@ func TestUsageIdlePromptAtTinySize(t *testing.T) {
 	if msgs := pressAll(m, "backspace", "backspace", "6", "0", "enter"); !hasNotice(msgs, "rule idle-fleet-01JUFLEET saved") {
 		t.Fatalf("save: %v", msgs)
 	}
-	if rs := ev.Rules(); len(rs) != 1 || rs[0].Idle.AbovePct != 60 || rs[0].Idle.ID != "01JUFLEET" {
+	if rs := ev.Rules(); len(rs) != 1 || rs[0].Cond.(*watch.IdleRule).AbovePct != 60 || rs[0].Cond.(*watch.IdleRule).ID != "01JUFLEET" {
 		t.Errorf("rules %+v", rs)
 	}
 }

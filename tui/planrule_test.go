@@ -93,10 +93,13 @@ func TestPlanMakesAPlanRule(t *testing.T) {
 		t.Fatalf("save: %v (box open %v)", msgs, p.confirm.open)
 	}
 	rs := ev.Rules()
-	if len(rs) != 1 || rs[0].Plan == nil {
+	if len(rs) != 1 {
 		t.Fatalf("rules %+v", rs)
 	}
-	r := rs[0].Plan
+	r, ok := rs[0].Cond.(*watch.PlanRule)
+	if !ok {
+		t.Fatalf("rule %+v", rs[0])
+	}
 	if r.GPU != "H100" || r.GPUs != 16 || r.Hours != 48 || r.Start != "2026-11-24T09:00:00Z" || r.Deadline != "2026-11-27T09:00:00Z" ||
 		r.OnTimePct == nil || *r.OnTimePct != 95 || r.BelowUSD == nil || *r.BelowUSD != want || r.BelowUSDGPUHour != nil ||
 		r.CheckpointOrDefault() != p.res.terms.job.Checkpoint || rs[0].MadeBy != "ssh:SHA256:abc alice" || rs[0].From != watch.FromRulesFile {
@@ -127,7 +130,7 @@ func TestPlanRuleKeepsTheJobsTerms(t *testing.T) {
 	}
 	press(m, "enter")
 	rs := ev.Rules()
-	if len(rs) != 1 || rs[0].Plan.Checkpoint == nil || rs[0].Plan.CheckpointOrDefault() != 0 {
+	if len(rs) != 1 || rs[0].Cond.(*watch.PlanRule).Checkpoint == nil || rs[0].Cond.(*watch.PlanRule).CheckpointOrDefault() != 0 {
 		t.Fatalf("rules %+v", rs)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-
-	"github.com/gpumarket/gpumarket/config"
 )
 
 // Alert is one firing of a rule. Its JSON is a flat object with
@@ -64,7 +62,7 @@ type Alert struct {
 	Tell []string `json:"tell"`
 }
 
-// Tells reports whether the alert goes to where (config.TellTUI, …).
+// Tells reports whether the alert goes to where (TellTUI, …).
 func (a Alert) Tells(where string) bool { return slices.Contains(a.Tell, where) }
 
 // JSON is the alert as notifiers send it.
@@ -126,7 +124,7 @@ type Record struct {
 func outward(tell []string) []string {
 	var out []string
 	for _, t := range tell {
-		if t != config.TellTUI {
+		if t != TellTUI {
 			out = append(out, t)
 		}
 	}

@@ -23,14 +23,14 @@ func BenchmarkEvalSnapshot(b *testing.B) {
 		prices[p] = 20 + float64(i%7)
 	}
 	snap := snapshotOf(now, prices)
-	var rules []config.WatchRule
+	var rules []Spec
 	for i := range 20 {
 		rules = append(rules, spotRule(fmt.Sprintf("s%d", i), "p5.48xlarge", fmt.Sprintf("region-%02d", i), "", 5, 0))
 	}
 	for i := range 5 {
-		rules = append(rules, config.WatchRule{Name: fmt.Sprintf("b%d", i), Bucket: &config.BucketRule{InstanceType: "p5.48xlarge", Region: fmt.Sprintf("region-%02d", 20+i)}})
+		rules = append(rules, Spec{Name: fmt.Sprintf("b%d", i), Cond: &BucketRule{InstanceType: "p5.48xlarge", Region: fmt.Sprintf("region-%02d", 20+i)}})
 	}
-	if err := config.ValidateRules(rules, "watch", config.Notify{}); err != nil {
+	if err := ValidateSpecs(rules, "watch", config.Notify{}); err != nil {
 		b.Fatal(err)
 	}
 	e, err := New(Options{State: openState(b, b.TempDir()), Now: func() time.Time { return now }, Rules: rules})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +49,7 @@ type Options struct {
 	State *State
 	// Rules are the config's `watch:` rules, checked (Check) and read
 	// from ConfigPath.
-	Rules      []config.WatchRule
+	Rules      []Spec
 	ConfigPath string
 	// Notify is the config's `notify:`; Notifiers deliver it.
 	Notify    config.Notify
@@ -59,7 +60,7 @@ type Options struct {
 	// Check asks the providers in use about a rule of the rules file or
 	// one made in the TUI (cmd gives watch.Check over their
 	// descriptors); nil accepts every rule.
-	Check func(config.WatchRule) error
+	Check func(Spec) error
 	// Describe returns a provider's descriptor (the booking service's
 	// Describe): whether a ledger row's provider is simulated. nil: none
 	// is.
@@ -282,27 +283,23 @@ func (e *Evaluator) timerLoop(ctx context.Context) {
 }
 
 // tick does the timers' work: the rules file, other processes' alerts,
-// the starts_in and idle rules, and the block and plan rules that are due (all of
-// them when all is set).
+// the rules of every tick, and the rules on a schedule that are due (all
+// of them when all is set).
 func (e *Evaluator) tick(ctx context.Context, all bool) {
 	e.reloadRulesFile()
 	e.pullAlerts(ctx)
 	now := e.now()
-	searched := map[string]search{}
-	var used *usageAnswer
+	e.mu.Lock()
+	rd := &round{snap: e.latest, searched: map[string]search{}}
+	e.mu.Unlock()
 	for _, r := range e.rules() {
 		if ctx.Err() != nil {
 			return
 		}
-		switch r.Kind {
-		case config.RuleStartsIn:
-			e.evalStartsIn(ctx, r)
-		case config.RuleIdle:
-			if used == nil {
-				used = e.usageReport(ctx)
-			}
-			e.evalIdle(ctx, r, used)
-		case config.RuleBlock, config.RulePlan:
+		switch kinds[r.Kind].When {
+		case onTick:
+			r.Cond.evaluate(ctx, e, r, rd)
+		case onSchedule:
 			e.mu.Lock()
 			rt := e.runtimeLocked(r)
 			due := all || !now.Before(rt.nextDue)
@@ -310,13 +307,8 @@ func (e *Evaluator) tick(ctx context.Context, all bool) {
 				rt.nextDue = now.Add(r.Every)
 			}
 			e.mu.Unlock()
-			if !due {
-				continue
-			}
-			if r.Kind == config.RuleBlock {
-				e.evalBlock(ctx, r, searched)
-			} else {
-				e.evalPlan(ctx, r)
+			if due {
+				r.Cond.evaluate(ctx, e, r, rd)
 			}
 		}
 	}
@@ -328,14 +320,63 @@ func (e *Evaluator) evalSnapshot(ctx context.Context, snap *feed.Snapshot) {
 	if snap == nil || !snap.Ready {
 		return
 	}
+	rd := &round{snap: snap}
 	for _, r := range e.rules() {
-		switch r.Kind {
-		case config.RuleSpot:
-			e.evalSpot(ctx, r, snap)
-		case config.RuleBucket:
-			e.evalBucket(ctx, r, snap)
+		if kinds[r.Kind].When == onMarket {
+			r.Cond.evaluate(ctx, e, r, rd)
 		}
 	}
+}
+
+// round is one evaluation of the rules: what they read in it is asked
+// once (a block search per query, the usage report).
+type round struct {
+	snap     *feed.Snapshot
+	searched map[string]search
+	used     *usageAnswer
+}
+
+// search is one block search's answer.
+type search struct {
+	res ledger.Search
+	err error
+}
+
+// search asks the booking service for q once per round.
+func (rd *round) search(ctx context.Context, e *Evaluator, q domain.OfferingQuery) search {
+	key := fmt.Sprintf("%s|%d|%d|%s|%d|%d|%s", q.GPU, q.GPUs, q.Instances, q.Duration, q.StartAfter.Unix(), q.StartBefore.Unix(), strings.Join(q.Regions, ","))
+	s, ok := rd.searched[key]
+	if !ok {
+		sctx, cancel := context.WithTimeout(ctx, e.opt.SearchTimeout)
+		s.res, s.err = e.opt.Offerings.FindOfferings(sctx, q)
+		cancel()
+		e.searches.Add(1)
+		rd.searched[key] = s
+	}
+	return s
+}
+
+// usageAnswer is the usage report a round's idle rules share.
+type usageAnswer struct {
+	rep ledger.UsageReport
+	err error
+}
+
+var errNoUsage = errors.New("no ledger in this run: idle rules are not evaluated")
+
+// usage asks the usage source once per round.
+func (rd *round) usage(ctx context.Context, e *Evaluator) *usageAnswer {
+	if rd.used != nil {
+		return rd.used
+	}
+	rd.used = &usageAnswer{err: errNoUsage}
+	if e.opt.Usage != nil {
+		cctx, cancel := context.WithTimeout(ctx, e.opt.SearchTimeout)
+		defer cancel()
+		rep, err := e.opt.Usage.Report(cctx)
+		rd.used = &usageAnswer{rep: rep, err: err}
+	}
+	return rd.used
 }
 
 func (e *Evaluator) runtimeLocked(r Rule) *runtime {

@@ -73,7 +73,7 @@ func TestOneAlertForManySubscribers(t *testing.T) {
 		}
 	}
 	as := e.Alerts(0)
-	if len(as) != 1 || as[0].Rule != "cheap" || *as[0].Zone != "us-west-2b" || *as[0].USDHour != 10 || !as[0].Tells(config.TellTUI) {
+	if len(as) != 1 || as[0].Rule != "cheap" || *as[0].Zone != "us-west-2b" || *as[0].USDHour != 10 || !as[0].Tells(TellTUI) {
 		t.Fatalf("alerts %+v, want one for the cheapest zone", as)
 	}
 	if e.Subscribers() != 50 {
@@ -165,27 +165,27 @@ func TestDeliveryLeaseTakenOverAfterACrash(t *testing.T) {
 	st := openState(t, t.TempDir())
 	ctx := context.Background()
 	now := time.Now()
-	a, _, err := st.decide(ctx, "r", "f", now, []string{config.TellWebhook}, func(s *ruleState) *Alert {
-		return &Alert{Rule: "r", Tell: []string{config.TellWebhook}}
+	a, _, err := st.decide(ctx, "r", "f", now, []string{TellWebhook}, func(s *ruleState) *Alert {
+		return &Alert{Rule: "r", Tell: []string{TellWebhook}}
 	})
 	if err != nil || a == nil {
 		t.Fatal(err)
 	}
 	now = time.Now() // the delivery is due from when it was recorded
-	got, err := st.claim(ctx, []string{config.TellWebhook}, "dead", now, time.Minute, 10)
+	got, err := st.claim(ctx, []string{TellWebhook}, "dead", now, time.Minute, 10)
 	if err != nil || len(got) != 1 || got[0].alert.ID != a.ID {
 		t.Fatalf("claim: %v %v", got, err)
 	}
-	if again, _ := st.claim(ctx, []string{config.TellWebhook}, "alive", now.Add(30*time.Second), time.Minute, 10); len(again) != 0 {
+	if again, _ := st.claim(ctx, []string{TellWebhook}, "alive", now.Add(30*time.Second), time.Minute, 10); len(again) != 0 {
 		t.Fatalf("a live lease was taken over: %v", again)
 	}
-	again, _ := st.claim(ctx, []string{config.TellWebhook}, "alive", now.Add(2*time.Minute), time.Minute, 10)
+	again, _ := st.claim(ctx, []string{TellWebhook}, "alive", now.Add(2*time.Minute), time.Minute, 10)
 	if len(again) != 1 || again[0].attempts != 2 {
 		t.Fatalf("after the lease: %+v, want the delivery, attempt 2", again)
 	}
 	// The dead owner's late answer does not settle what is not its own.
 	st.finish(ctx, got[0], "dead", DeliveryDone, "", time.Time{})
-	if n, _, _ := st.owed(ctx, []string{config.TellWebhook}); n != 1 {
+	if n, _, _ := st.owed(ctx, []string{TellWebhook}); n != 1 {
 		t.Errorf("owed %d, want the taken-over delivery still owed", n)
 	}
 }
@@ -238,36 +238,34 @@ func TestCheckAsksTheDescriptors(t *testing.T) {
 		Sells: []*domain.BookingTerms{domain.CapacityBlockTerms}}
 	azure := domain.Descriptor{Name: "azure", IsRegion: func(r string) bool { return !strings.Contains(r, "-") }, RegionExample: "eastus",
 		Sells: []*domain.BookingTerms{domain.ReservationTerms}}
-	spot := func(region, provider string) config.WatchRule {
-		return config.WatchRule{Name: "s", Spot: &config.SpotRule{InstanceType: "p5.48xlarge", Region: region, Provider: provider, BelowUSDHour: f64(1)}}
+	spot := func(region, provider string) Spec {
+		return Spec{Name: "s", Cond: &SpotRule{InstanceType: "p5.48xlarge", Region: region, Provider: provider, BelowUSDHour: f64(1)}}
 	}
-	block := func(hours float64, regions ...string) config.WatchRule {
-		return config.WatchRule{Name: "b", Block: &config.BlockRule{GPU: "H100", GPUs: 8, Hours: hours, Regions: regions}}
+	block := func(hours float64, regions ...string) Spec {
+		return Spec{Name: "b", Cond: &BlockRule{GPU: "H100", GPUs: 8, Hours: hours, Regions: regions}}
 	}
 	cases := []struct {
-		name    string
-		rule    config.WatchRule
-		descs   []domain.Descriptor
-		planner bool
-		key     string // "" for accepted
-		says    string
+		name  string
+		rule  Spec
+		descs []domain.Descriptor
+		key   string // "" for accepted
+		says  string
 	}{
-		{"aws region", spot("us-west-2", ""), []domain.Descriptor{aws}, false, "", ""},
-		{"region nobody knows", spot("westmars", ""), []domain.Descriptor{aws}, false, "spot.region", "us-east-1"},
-		{"region of the other cloud", spot("eastus", ""), []domain.Descriptor{aws, azure}, false, "", ""},
-		{"region of a provider not named", spot("eastus", "aws"), []domain.Descriptor{aws, azure}, false, "spot.region", "none of the providers"},
-		{"provider not in use", spot("us-west-2", "azure"), []domain.Descriptor{aws}, false, "spot.provider", "not in use"},
-		{"block days", block(48), []domain.Descriptor{aws}, false, "", ""},
-		{"block hours AWS does not sell", block(30), []domain.Descriptor{aws}, false, "block.hours", "1 to 14 days"},
-		{"block hours Azure sells", block(30), []domain.Descriptor{aws, azure}, false, "", ""},
-		{"nobody sells blocks", block(48), []domain.Descriptor{{Name: "x"}}, false, "block", "sells capacity blocks"},
-		{"block region", block(48, "eastus"), []domain.Descriptor{aws}, false, "block.regions[0]", "us-east-1"},
-		{"plan without planner", config.WatchRule{Name: "p", Plan: &config.PlanRule{}}, []domain.Descriptor{aws}, false, "plan", "planner"},
-		{"plan with planner", config.WatchRule{Name: "p", Plan: &config.PlanRule{}}, []domain.Descriptor{aws}, true, "", ""},
+		{"aws region", spot("us-west-2", ""), []domain.Descriptor{aws}, "", ""},
+		{"region nobody knows", spot("westmars", ""), []domain.Descriptor{aws}, "spot.region", "us-east-1"},
+		{"region of the other cloud", spot("eastus", ""), []domain.Descriptor{aws, azure}, "", ""},
+		{"region of a provider not named", spot("eastus", "aws"), []domain.Descriptor{aws, azure}, "spot.region", "none of the providers"},
+		{"provider not in use", spot("us-west-2", "azure"), []domain.Descriptor{aws}, "spot.provider", "not in use"},
+		{"block days", block(48), []domain.Descriptor{aws}, "", ""},
+		{"block hours AWS does not sell", block(30), []domain.Descriptor{aws}, "block.hours", "1 to 14 days"},
+		{"block hours Azure sells", block(30), []domain.Descriptor{aws, azure}, "", ""},
+		{"nobody sells blocks", block(48), []domain.Descriptor{{Name: "x"}}, "block", "sells capacity blocks"},
+		{"block region", block(48, "eastus"), []domain.Descriptor{aws}, "block.regions[0]", "us-east-1"},
+		{"plan", Spec{Name: "p", Cond: &PlanRule{}}, []domain.Descriptor{aws}, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := Check(c.rule, c.descs, c.planner)
+			err := Check(c.rule, c.descs)
 			var ce *CheckError
 			switch {
 			case c.key == "" && err != nil:
@@ -287,9 +285,9 @@ func TestRulesMadeInTheTUI(t *testing.T) {
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	cfgRules := validRules(t, config.Notify{}, spotRule("spot", "p5.48xlarge", "us-west-2", "", 20, 0))
 	checked := 0
-	check := func(w config.WatchRule) error {
+	check := func(w Spec) error {
 		checked++
-		if w.Spot != nil && w.Spot.Region == "westmars" {
+		if s, ok := w.Cond.(*SpotRule); ok && s.Region == "westmars" {
 			return &CheckError{Key: "spot.region", Msg: "no such region"}
 		}
 		return nil
@@ -304,13 +302,13 @@ func TestRulesMadeInTheTUI(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Named after its kind, made unique beside the config's "spot".
-	if r.Name != "spot-2" || r.From != FromRulesFile || r.Spot.InstanceType != "p5.48xlarge" {
+	if r.Name != "spot-2" || r.From != FromRulesFile || r.Cond.(*SpotRule).InstanceType != "p5.48xlarge" {
 		t.Errorf("made %+v", r)
 	}
 	if _, err := e.AddRule(ctx, spotRule("far", "p5.48xlarge", "westmars", "", 18, 0)); err == nil || !strings.Contains(err.Error(), "no such region") {
 		t.Errorf("a rule the providers refuse was saved: %v", err)
 	}
-	past := config.WatchRule{Name: "late", Block: &config.BlockRule{GPU: "H100", GPUs: 8, Hours: 24, StartBefore: "2026-11-01"}}
+	past := Spec{Name: "late", Cond: &BlockRule{GPU: "H100", GPUs: 8, Hours: 24, StartBefore: "2026-11-01"}}
 	if _, err := e.AddRule(ctx, past); err == nil || !strings.Contains(err.Error(), "has passed") {
 		t.Errorf("a block rule whose range has passed was saved: %v", err)
 	}
@@ -330,7 +328,7 @@ func TestRulesMadeInTheTUI(t *testing.T) {
 		t.Errorf("the rules file's rule was checked %d times at load, want 1", checked-before)
 	}
 	rs := e2.Rules()
-	if len(rs) != 2 || rs[1].Name != "spot-2" || rs[1].Spot.Zone != "us-west-2a" || rs[1].Fingerprint != r.Fingerprint {
+	if len(rs) != 2 || rs[1].Name != "spot-2" || rs[1].Cond.(*SpotRule).Zone != "us-west-2a" || rs[1].Fingerprint != r.Fingerprint {
 		t.Fatalf("after a restart: %+v", rs)
 	}
 	if err := e2.RemoveRule(ctx, "spot"); err == nil || !strings.Contains(err.Error(), "config.yaml") {
@@ -355,12 +353,13 @@ func TestRulesFileErrors(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, RulesFileName)
 	os.WriteFile(path, []byte("watch:\n  - name: far\n    spot: {instance_type: p5.48xlarge, region: westmars, below_usd_hour: 3}\n"), 0o600)
-	check := func(w config.WatchRule) error {
-		return Check(w, []domain.Descriptor{{Name: "sim", IsRegion: func(r string) bool { return r == "us-west-2" }}}, false)
+	check := func(w Spec) error {
+		return Check(w, []domain.Descriptor{{Name: "sim", IsRegion: func(r string) bool { return r == "us-west-2" }}})
 	}
 	_, err := New(Options{State: openState(t, dir), RulesFile: path, Check: check})
-	var re *config.RuleError
-	if err == nil || !strings.HasPrefix(err.Error(), path+":3:40:") || !errors.As(err, &re) || re.Key != "watch[0].spot.region" {
+	var ke *config.KeyError
+	var fe *config.FileError
+	if err == nil || !strings.HasPrefix(err.Error(), path+":3:40:") || !errors.As(err, &fe) || !errors.As(err, &ke) || ke.Key != "watch[0].spot.region" {
 		t.Fatalf("New = %v, want %s:3:40: and a rule error", err, path)
 	}
 	os.WriteFile(path, []byte("watch:\n  - name: near\n    spot: {instance_type: p5.48xlarge, region: us-west-2, below_usd_hour: 3}\n"), 0o600)
@@ -372,7 +371,7 @@ func TestRulesFileErrors(t *testing.T) {
 	os.WriteFile(path, []byte("watch:\n  - name: near\n    spot: {instance_type: p5.48xlarge, region: us-west-2, below_usd_hour: 0}\n"), 0o600)
 	os.Chtimes(path, time.Now().Add(time.Minute), time.Now().Add(time.Minute))
 	e.reloadRulesFile()
-	if rs := e.Rules(); len(rs) != 1 || *rs[0].Spot.BelowUSDHour != 3 || !strings.Contains(log.String(), "does not read") {
+	if rs := e.Rules(); len(rs) != 1 || *rs[0].Cond.(*SpotRule).BelowUSDHour != 3 || !strings.Contains(log.String(), "does not read") {
 		t.Errorf("after a broken edit: %+v\n%s", rs, log.String())
 	}
 }
@@ -408,8 +407,8 @@ func TestNothingDecidedOnHalfAMarket(t *testing.T) {
 func TestBucketRises(t *testing.T) {
 	clk := newClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	rules := validRules(t, config.Notify{},
-		config.WatchRule{Name: "any", Bucket: &config.BucketRule{InstanceType: "p5.48xlarge", Region: "us-west-2"}},
-		config.WatchRule{Name: "bad", Bucket: &config.BucketRule{InstanceType: "p5.48xlarge", Region: "us-west-2", AtLeast: ">20%"}})
+		Spec{Name: "any", Cond: &BucketRule{InstanceType: "p5.48xlarge", Region: "us-west-2"}},
+		Spec{Name: "bad", Cond: &BucketRule{InstanceType: "p5.48xlarge", Region: "us-west-2", AtLeast: ">20%"}})
 	e := newEvaluator(t, Options{Now: clk.Now, Rules: rules})
 	market := func(buckets ...string) *feed.Snapshot {
 		prices := map[domain.Pool]float64{}

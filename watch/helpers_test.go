@@ -84,16 +84,16 @@ func newEvaluator(t *testing.T, opt Options) *Evaluator {
 func f64(v float64) *float64 { return &v }
 
 // spotRule is a rule on one pool's price.
-func spotRule(name, it, region, zone string, below float64, cooldown time.Duration) config.WatchRule {
+func spotRule(name, it, region, zone string, below float64, cooldown time.Duration) Spec {
 	cd := config.Duration(cooldown)
-	return config.WatchRule{Name: name, Spot: &config.SpotRule{InstanceType: it, Region: region, Zone: zone, BelowUSDHour: f64(below)}, Cooldown: &cd}
+	return Spec{Name: name, Cond: &SpotRule{InstanceType: it, Region: region, Zone: zone, BelowUSDHour: f64(below)}, Cooldown: &cd}
 }
 
 // validRules runs the config's checks on rules, as a config file's
 // would be.
-func validRules(t *testing.T, n config.Notify, rules ...config.WatchRule) []config.WatchRule {
+func validRules(t *testing.T, n config.Notify, rules ...Spec) []Spec {
 	t.Helper()
-	if err := config.ValidateRules(rules, "watch", n); err != nil {
+	if err := ValidateSpecs(rules, "watch", n); err != nil {
 		t.Fatal(err)
 	}
 	return rules

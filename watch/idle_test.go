@@ -71,7 +71,7 @@ func TestIdleRuleTellsEachRowOncePerCrossing(t *testing.T) {
 		blk("r1", ledger.KindReservation, t0.Add(-2*time.Hour), ledger.StateActive),
 	}}
 	rules := validRules(t, config.Notify{},
-		config.WatchRule{Name: "idle-blocks", Idle: &config.IdleRule{AbovePct: 40, Kind: ledger.KindBlock}})
+		Spec{Name: "idle-blocks", Cond: &IdleRule{AbovePct: 40, Kind: ledger.KindBlock}})
 	e := newEvaluator(t, Options{Usage: u, Now: clk.Now, Rules: rules,
 		Describe: func(string) domain.Descriptor { return domain.Descriptor{Simulated: true} }})
 	ctx := context.Background()
@@ -143,7 +143,7 @@ func TestIdleRuleTellsEachRowOncePerCrossing(t *testing.T) {
 // raises nothing.
 func TestIdleRuleWithoutUsageSaysSo(t *testing.T) {
 	var buf syncBuffer
-	rules := validRules(t, config.Notify{}, config.WatchRule{Name: "idle", Idle: &config.IdleRule{AbovePct: 10}})
+	rules := validRules(t, config.Notify{}, Spec{Name: "idle", Cond: &IdleRule{AbovePct: 10}})
 	e := newEvaluator(t, Options{Rules: rules, Logger: logger(&buf)})
 	e.tick(context.Background(), false)
 	e.tick(context.Background(), false)
@@ -166,8 +166,8 @@ func TestIdleRuleOnOneRowSaysWhyNot(t *testing.T) {
 	}}
 	var buf syncBuffer
 	rules := validRules(t, config.Notify{},
-		config.WatchRule{Name: "missing", Idle: &config.IdleRule{AbovePct: 40, ID: "nope"}},
-		config.WatchRule{Name: "ended", Idle: &config.IdleRule{AbovePct: 40, ID: "b1"}})
+		Spec{Name: "missing", Cond: &IdleRule{AbovePct: 40, ID: "nope"}},
+		Spec{Name: "ended", Cond: &IdleRule{AbovePct: 40, ID: "b1"}})
 	e := newEvaluator(t, Options{Usage: u, Now: clk.Now, Rules: rules, Logger: logger(&buf)})
 	e.tick(context.Background(), false)
 	notes := map[string]string{}

@@ -51,8 +51,8 @@ func TestStartsInTellsEachBookedRowOnce(t *testing.T) {
 		{ID: "01D", Kind: ledger.KindFleet, Provider: "sim", Region: "us-east-1", InstanceType: "g6.xlarge", InstanceCount: 4, Start: start.Add(5 * time.Minute), State: ledger.StateScheduled},
 	}}
 	rules := validRules(t, config.Notify{},
-		config.WatchRule{Name: "soon", StartsIn: &config.StartsInRule{Within: config.Duration(time.Hour)}},
-		config.WatchRule{Name: "blocks", StartsIn: &config.StartsInRule{Within: config.Duration(2 * time.Hour), Kind: ledger.KindBlock}})
+		Spec{Name: "soon", Cond: &StartsInRule{Within: config.Duration(time.Hour)}},
+		Spec{Name: "blocks", Cond: &StartsInRule{Within: config.Duration(2 * time.Hour), Kind: ledger.KindBlock}})
 	e := newEvaluator(t, Options{Ledger: l, Now: clk.Now, Rules: rules,
 		Describe: func(string) domain.Descriptor { return domain.Descriptor{Simulated: true} }})
 	ctx := context.Background()
@@ -121,7 +121,7 @@ func TestPlanRuleAgainstAPlanner(t *testing.T) {
 		return PlanQuote{Found: found, Strategy: "spot+od-planner", ExpectedUSD: usd, USDPerUsefulGPUHour: usd / (16 * 48), OnTimePct: 97, Simulated: true}
 	}
 	p := &planner{quotes: []PlanQuote{q(true, 12000), q(true, 9000), q(true, 9500), q(false, 100), q(true, 8000)}}
-	rule := config.WatchRule{Name: "plan", Plan: &config.PlanRule{GPU: "H100,H200", GPUs: 16, Hours: 48, Start: "2026-12-03", Deadline: "2026-12-07", BelowUSD: f64(10000)}}
+	rule := Spec{Name: "plan", Cond: &PlanRule{GPU: "H100,H200", GPUs: 16, Hours: 48, Start: "2026-12-03", Deadline: "2026-12-07", BelowUSD: f64(10000)}}
 	e := newEvaluator(t, Options{Planner: p, Now: clk.Now, Rules: validRules(t, config.Notify{}, rule)})
 	ctx := context.Background()
 	e.setLatest(&feed.Snapshot{Ready: true})
@@ -139,7 +139,7 @@ func TestPlanRuleAgainstAPlanner(t *testing.T) {
 		t.Errorf("alert %+v %q", a, a.Text)
 	}
 	j := p.jobs[0]
-	if strings.Join(j.Models, ",") != "H100,H200" || j.GPUs != 16 || j.OnTimePct != config.DefaultOnTimePct || j.Checkpoint != config.DefaultCheckpoint ||
+	if strings.Join(j.Models, ",") != "H100,H200" || j.GPUs != 16 || j.OnTimePct != DefaultOnTimePct || j.Checkpoint != DefaultCheckpoint ||
 		!j.Start.Equal(time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("job %+v", j)
 	}

@@ -18,8 +18,8 @@ import (
 
 // Notifier tells an alert outward: a command, a webhook.
 type Notifier interface {
-	// Channel is what a rule's `tell:` names it: config.TellCommand or
-	// config.TellWebhook.
+	// Channel is what a rule's `tell:` names it: TellCommand or
+	// TellWebhook.
 	Channel() string
 	// Send tells one alert, within Timeout. An error wrapped by
 	// Permanent is not tried again.
@@ -95,8 +95,8 @@ func NewWebhook(w config.Webhook) *Webhook {
 	return &Webhook{URL: w.URL, Wait: w.TimeoutOrDefault(), Tries: w.RetriesOrDefault(), Base: time.Second, Client: &http.Client{}}
 }
 
-// Channel is config.TellWebhook.
-func (w *Webhook) Channel() string { return config.TellWebhook }
+// Channel is TellWebhook.
+func (w *Webhook) Channel() string { return TellWebhook }
 
 // Timeout bounds one POST.
 func (w *Webhook) Timeout() time.Duration { return w.Wait }
@@ -172,8 +172,8 @@ func NewCommand(n config.Notify) *Command {
 	return &Command{Argv: n.Command, Wait: n.CommandTimeoutOrDefault()}
 }
 
-// Channel is config.TellCommand.
-func (c *Command) Channel() string { return config.TellCommand }
+// Channel is TellCommand.
+func (c *Command) Channel() string { return TellCommand }
 
 // Timeout bounds one run.
 func (c *Command) Timeout() time.Duration { return c.Wait }

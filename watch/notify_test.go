@@ -206,8 +206,8 @@ func TestWebhookHonoursRetryAfter(t *testing.T) {
 }
 
 func testAlert() Alert {
-	return Alert{ID: 42, Rule: "cheap-p5", Kind: config.RuleSpot, At: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC),
-		Text: "spot p5.48xlarge in us-west-2a is $10.00/h, below $20.00/h (sim)", Simulated: true, USDHour: f64(10), Tell: []string{config.TellCommand}}
+	return Alert{ID: 42, Rule: "cheap-p5", Kind: "spot", At: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC),
+		Text: "spot p5.48xlarge in us-west-2a is $10.00/h, below $20.00/h (sim)", Simulated: true, USDHour: f64(10), Tell: []string{TellCommand}}
 }
 
 // The command gets the alert as JSON on its stdin, in its environment,
@@ -294,7 +294,7 @@ func TestCommandThroughTheEvaluator(t *testing.T) {
 	if len(entries) != 1 || entries[0].Name() != "1.json" {
 		t.Fatalf("command ran for %v, want once for alert 1", entries)
 	}
-	if d := deliveries(t, e); len(d) != 1 || d[0].Channel != config.TellCommand || d[0].State != DeliveryDone {
+	if d := deliveries(t, e); len(d) != 1 || d[0].Channel != TellCommand || d[0].State != DeliveryDone {
 		t.Errorf("delivery %+v", d)
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
-
-	"github.com/gpumarket/gpumarket/config"
 )
 
 // RulesFileName is the data dir's file of the rules made in the TUI. It
@@ -41,20 +39,6 @@ func stampOf(path string) (fileStamp, error) {
 	return fileStamp{exists: true, mod: fi.ModTime(), size: fi.Size()}, nil
 }
 
-// Place puts a Check error of a rule at file:line:col, as config errors
-// are, as a *config.RuleError (bad usage); other errors pass unchanged.
-func Place(file string, w config.WatchRule, index int, err error) error {
-	var ce *CheckError
-	if !errors.As(err, &ce) {
-		return err
-	}
-	re := &config.RuleError{KeyError: config.KeyError{Key: fmt.Sprintf("watch[%d].%s", index, ce.Key), Msg: ce.Msg}}
-	if line, col := w.At(ce.Key); line > 0 {
-		return fmt.Errorf("%s:%d:%d: %w", file, line, col, re)
-	}
-	return fmt.Errorf("%s: %w", file, re)
-}
-
 // readRulesFile reads and checks the rules file; a missing file has no
 // rules.
 func (e *Evaluator) readRulesFile() ([]Rule, fileStamp, error) {
@@ -75,7 +59,7 @@ func (e *Evaluator) readRulesFile() ([]Rule, fileStamp, error) {
 	if len(data) > maxRulesFile {
 		return nil, stamp, fmt.Errorf("%s: larger than %d MiB; want a rules file of a few KiB", path, maxRulesFile>>20)
 	}
-	ws, err := config.ParseRules(path, data, e.opt.Notify)
+	ws, err := ParseRules(path, data, e.opt.Notify)
 	if err != nil {
 		return nil, stamp, err
 	}
@@ -127,11 +111,11 @@ func (e *Evaluator) reloadRulesFile() {
 
 // writeRules replaces the rules file's rules.
 func (e *Evaluator) writeRules(rules []Rule) (fileStamp, error) {
-	ws := make([]config.WatchRule, len(rules))
+	ws := make([]Spec, len(rules))
 	for i, r := range rules {
-		ws[i] = r.WatchRule
+		ws[i] = r.Spec
 	}
-	data, err := config.MarshalRules(ws)
+	data, err := MarshalRules(ws)
 	if err != nil {
 		return fileStamp{}, err
 	}
@@ -160,7 +144,7 @@ func (e *Evaluator) writeRules(rules []Rule) (fileStamp, error) {
 
 // AddRule checks a rule made in the TUI, saves it in the rules file and
 // puts it in force. A rule with no name gets one from its kind.
-func (e *Evaluator) AddRule(ctx context.Context, w config.WatchRule) (Rule, error) {
+func (e *Evaluator) AddRule(ctx context.Context, w Spec) (Rule, error) {
 	if e.opt.RulesFile == "" {
 		return Rule{}, errors.New("rules cannot be saved in this run (no data dir)")
 	}
@@ -179,15 +163,9 @@ func (e *Evaluator) AddRule(ctx context.Context, w config.WatchRule) (Rule, erro
 			return Rule{}, err
 		}
 	}
-	now := e.now()
-	switch w.Kind() {
-	case config.RuleBlock:
-		if _, before, err := w.Block.Window(); err == nil && !before.IsZero() && before.Before(now) {
-			return Rule{}, fmt.Errorf("the latest start %s has passed: no block could start in the range", before.UTC().Format(time.RFC3339))
-		}
-	case config.RulePlan:
-		if _, deadline, err := w.Plan.Window(); err == nil && deadline.Before(now) {
-			return Rule{}, fmt.Errorf("the deadline %s has passed", deadline.UTC().Format(time.RFC3339))
+	if x, ok := w.Cond.(expirer); ok {
+		if err := x.expired(e.now()); err != nil {
+			return Rule{}, err
 		}
 	}
 	var added Rule

@@ -157,7 +157,7 @@ func TestSimBlockRuleFiresWithinOneRefresh(t *testing.T) {
 	// Blocks for mid-February: more than 8 weeks away at t0, so not on
 	// sale yet.
 	after, before := time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 2, 4, 0, 0, 0, 0, time.UTC)
-	rule := config.WatchRule{Name: "h100-feb", Block: &config.BlockRule{GPU: "H100", GPUs: 16, Hours: 48,
+	rule := Spec{Name: "h100-feb", Cond: &BlockRule{GPU: "H100", GPUs: 16, Hours: 48,
 		StartAfter: after.Format(time.RFC3339), StartBefore: before.Format(time.RFC3339), MaxUSDGPUHour: f64(6)}}
 	e := newEvaluator(t, Options{Offerings: s.svc, Now: s.clk.Now, Tick: 2 * time.Millisecond,
 		MaxLead: domain.CapacityBlockTerms.MaxLead, Rules: validRules(t, config.Notify{}, rule)})
@@ -210,7 +210,7 @@ func TestSimBlockRuleFiresWithinOneRefresh(t *testing.T) {
 	// Later refreshes find it still on sale: no second alert, and a
 	// search per refresh, not per session or per tick.
 	for i := 1; i <= 3; i++ {
-		s.clk.Set(t0.Add(7*24*time.Hour + time.Duration(i)*config.DefaultEvery))
+		s.clk.Set(t0.Add(7*24*time.Hour + time.Duration(i)*DefaultEvery))
 		waitFor(t, "the next refresh", func() bool { return e.Searches() == int64(1+i) })
 	}
 	time.Sleep(20 * time.Millisecond) // ticks with nothing due

@@ -133,7 +133,7 @@ func TestRebuiltStateTellsNothingAgain(t *testing.T) {
 	clk := newClock(now)
 	// An hour's cooldown: what was held back starts none.
 	rules := validRules(t, config.Notify{}, spotRule("cheap", "p5.48xlarge", "us-west-2", "", 20, time.Hour),
-		config.WatchRule{Name: "soon", StartsIn: &config.StartsInRule{Within: config.Duration(2 * time.Hour)}})
+		Spec{Name: "soon", Cond: &StartsInRule{Within: config.Duration(2 * time.Hour)}})
 	booked := &fakeLedger{rows: []ledger.Entry{{ID: "01B", Kind: ledger.KindBlock, Provider: "sim", State: ledger.StateScheduled, Start: now.Add(time.Hour)}}}
 	below := snapshotOf(now, map[domain.Pool]float64{p5("us-west-2a"): 10})
 	var log syncBuffer

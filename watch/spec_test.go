@@ -1,14 +1,34 @@
-package config
+package watch
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/config"
 )
 
-// issueExample is the config shape of issue 14, which other tools write.
-const issueExample = `watch:
+// loadRules reads a config file of body as every command does: the
+// config, then its rules.
+func loadRules(t *testing.T, body string) (string, config.Config, []Spec, error) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(p)
+	if err != nil {
+		return p, c, nil, err
+	}
+	specs, err := ConfigRules(c)
+	return p, c, specs, err
+}
+
+// shapeExample is the config shape other tools write.
+const shapeExample = `watch:
   - name: h100-thursday
     block: {gpu: H100, gpus: 16, hours: 48, start_after: "2026-12-03", start_before: "2026-12-05", max_usd_gpu_hour: 6}
   - name: cheap-p5
@@ -19,20 +39,19 @@ notify:
   command: ["notify-send", "gpumarket"]
 `
 
-func TestWatchIssueShape(t *testing.T) {
-	clearEnv(t)
-	c, err := Load(writeFile(t, issueExample))
+func TestWatchShape(t *testing.T) {
+	_, c, w, err := loadRules(t, shapeExample)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Watch) != 2 {
-		t.Fatalf("watch: %+v", c.Watch)
+	if len(w) != 2 {
+		t.Fatalf("watch: %+v", w)
 	}
-	b := c.Watch[0]
-	if b.Kind() != RuleBlock || b.Block.GPU != "H100" || b.Block.GPUs != 16 || b.Block.Hours != 48 || *b.Block.MaxUSDGPUHour != 6 {
-		t.Errorf("block rule %+v %+v", b, b.Block)
+	b, blk := w[0], w[0].Cond.(*BlockRule)
+	if b.Kind() != "block" || blk.GPU != "H100" || blk.GPUs != 16 || blk.Hours != 48 || *blk.MaxUSDGPUHour != 6 {
+		t.Errorf("block rule %+v %+v", b, blk)
 	}
-	after, before, err := b.Block.Window()
+	after, before, err := blk.Window()
 	if err != nil || !after.Equal(time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)) || !before.Equal(time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("window %s %s %v", after, before, err)
 	}
@@ -40,17 +59,17 @@ func TestWatchIssueShape(t *testing.T) {
 	if b.CooldownOrDefault() != time.Hour || b.EveryOrDefault() != DefaultEvery {
 		t.Errorf("block defaults: cooldown %s every %s", b.CooldownOrDefault(), b.EveryOrDefault())
 	}
-	s := c.Watch[1]
-	if s.Kind() != RuleSpot || s.Spot.InstanceType != "p5.48xlarge" || s.Spot.Region != "us-west-2" || s.Spot.Zone != "" || *s.Spot.BelowUSDHour != 20 || s.CooldownOrDefault() != time.Hour {
-		t.Errorf("spot rule %+v %+v", s, s.Spot)
+	s, spot := w[1], w[1].Cond.(*SpotRule)
+	if s.Kind() != "spot" || spot.InstanceType != "p5.48xlarge" || spot.Region != "us-west-2" || spot.Zone != "" || *spot.BelowUSDHour != 20 || s.CooldownOrDefault() != time.Hour {
+		t.Errorf("spot rule %+v %+v", s, spot)
 	}
 	n := c.Notify
-	if n.Webhook == nil || n.Webhook.TimeoutOrDefault() != 5*time.Second || n.Webhook.RetriesOrDefault() != DefaultWebhookRetries ||
-		len(n.Command) != 2 || n.CommandTimeoutOrDefault() != DefaultCommandTimeout {
+	if n.Webhook == nil || n.Webhook.TimeoutOrDefault() != 5*time.Second || n.Webhook.RetriesOrDefault() != config.DefaultWebhookRetries ||
+		len(n.Command) != 2 || n.CommandTimeoutOrDefault() != config.DefaultCommandTimeout {
 		t.Errorf("notify %+v", n)
 	}
 	// No tell: the TUI and every notifier.
-	if got := strings.Join(s.Tells(n), ","); got != "tui,command,webhook" {
+	if got := strings.Join(s.TellsOf(n), ","); got != "tui,command,webhook" {
 		t.Errorf("tells %s", got)
 	}
 	// Where each key is written, for checks made above the config.
@@ -63,8 +82,7 @@ func TestWatchIssueShape(t *testing.T) {
 }
 
 func TestWatchKinds(t *testing.T) {
-	clearEnv(t)
-	c, err := Load(writeFile(t, `watch:
+	_, c, w, err := loadRules(t, `watch:
   - name: calm
     bucket: {instance_type: P5.48XLARGE, region: us-east-1, zone: us-east-1a, at_least: "15-20"}
   - name: plan-h100
@@ -79,33 +97,33 @@ func TestWatchKinds(t *testing.T) {
     idle: {above_pct: 40, kind: fleet}
   - name: idle-now
     idle: {above_pct: 0, after: 0s}
-`))
+`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := c.Watch
-	if w[0].Bucket.InstanceType != "p5.48xlarge" || w[0].Bucket.AtLeast != "15-20%" {
-		t.Errorf("bucket %+v: want the catalog's spelling and the canonical label", w[0].Bucket)
+	if b := w[0].Cond.(*BucketRule); b.InstanceType != "p5.48xlarge" || b.AtLeast != "15-20%" {
+		t.Errorf("bucket %+v: want the catalog's spelling and the canonical label", b)
 	}
-	if w[1].Plan.GPU != "H100,H200" || w[1].EveryOrDefault() != 30*time.Minute || w[1].Plan.OnTimeOrDefault() != DefaultOnTimePct || w[1].Plan.CheckpointOrDefault() != DefaultCheckpoint {
-		t.Errorf("plan %+v", w[1].Plan)
+	plan := w[1].Cond.(*PlanRule)
+	if plan.GPU != "H100,H200" || w[1].EveryOrDefault() != 30*time.Minute || plan.OnTimeOrDefault() != DefaultOnTimePct || plan.CheckpointOrDefault() != DefaultCheckpoint {
+		t.Errorf("plan %+v", plan)
 	}
-	if w[2].CooldownOrDefault() != 0 || w[2].StartsIn.Within.D() != time.Hour {
-		t.Errorf("starts_in %+v: cooldown %s, want 0 (each row once)", w[2].StartsIn, w[2].CooldownOrDefault())
+	if si := w[2].Cond.(*StartsInRule); w[2].CooldownOrDefault() != 0 || si.Within.D() != time.Hour {
+		t.Errorf("starts_in %+v: cooldown %s, want 0 (each row once)", si, w[2].CooldownOrDefault())
 	}
-	if w[3].Spot.InstanceType != "Standard_ND96isr_H100_v5" {
-		t.Errorf("azure size %q", w[3].Spot.InstanceType)
+	if it := w[3].Cond.(*SpotRule).InstanceType; it != "Standard_ND96isr_H100_v5" {
+		t.Errorf("azure size %q", it)
 	}
-	if w[4].Kind() != RuleIdle || w[4].Idle.AbovePct != 40 || w[4].Idle.AfterOrDefault() != DefaultIdleAfter || w[4].CooldownOrDefault() != DefaultCooldown {
-		t.Errorf("idle %+v: want 40%%, judged after %s, cooldown %s", w[4].Idle, DefaultIdleAfter, DefaultCooldown)
+	if i := w[4].Cond.(*IdleRule); w[4].Kind() != "idle" || i.AbovePct != 40 || i.AfterOrDefault() != DefaultIdleAfter || w[4].CooldownOrDefault() != DefaultCooldown {
+		t.Errorf("idle %+v: want 40%%, judged after %s, cooldown %s", i, DefaultIdleAfter, DefaultCooldown)
 	}
-	if w[5].Idle.AfterOrDefault() != 0 {
-		t.Errorf("idle after: 0s is %s, want 0 (judged at once)", w[5].Idle.AfterOrDefault())
+	if a := w[5].Cond.(*IdleRule).AfterOrDefault(); a != 0 {
+		t.Errorf("idle after: 0s is %s, want 0 (judged at once)", a)
 	}
-	// Validate again (setup does, after the flags): nothing changes.
-	before := *w[1].Plan
-	if err := c.Validate(); err != nil || *w[1].Plan != before {
-		t.Errorf("second Validate: %v %+v", err, w[1].Plan)
+	// Validate again: nothing changes.
+	before := *plan
+	if err := ValidateSpecs(w, "watch", c.Notify); err != nil || *plan != before {
+		t.Errorf("second Validate: %v %+v", err, plan)
 	}
 }
 
@@ -140,20 +158,20 @@ func TestWatchRuleErrors(t *testing.T) {
 		{"starts_in kind", "watch:\n  - name: x\n    starts_in: {within: 1h, kind: spot}\n", []string{"starts_in.kind", "block, reservation or fleet"}},
 		{"idle 100", "watch:\n  - name: x\n    idle: {above_pct: 100}\n", []string{":3:12:", "idle.above_pct", "never fire", "0 to 99"}},
 		{"idle negative", "watch:\n  - name: x\n    idle: {above_pct: -5}\n", []string{"idle.above_pct", "0 to 99"}},
-		{"idle kind", "watch:\n  - name: x\n    idle: {above_pct: 40, kind: spot}\n", []string{"idle.kind", "fleet, block or reservation"}},
+		{"idle kind", "watch:\n  - name: x\n    idle: {above_pct: 40, kind: spot}\n", []string{"idle.kind", "block, reservation or fleet"}},
 		{"idle after", "watch:\n  - name: x\n    idle: {above_pct: 40, after: 200h}\n", []string{"idle.after", "0s to 168h"}},
 		{"idle every", "watch:\n  - name: x\n    idle: {above_pct: 40}\n    every: 5m\n", []string{"every", "follows the usage report"}},
 		{"no name", "watch:\n  - block: {gpu: H100, gpus: 8, hours: 24}\n", []string{":2:", "name: missing"}},
 		{"bad name", "watch:\n  - name: \"my rule!\"\n    starts_in: {within: 1h}\n", []string{"watch[0].name", "letters, digits"}},
 		{"same name", "watch:\n  - name: a\n    starts_in: {within: 1h}\n  - name: a\n    starts_in: {within: 2h}\n", []string{":4:5:", "watch[1].name", "another rule"}},
-		{"no condition", "watch:\n  - name: a\n    cooldown: 1h\n", []string{"no condition", "block, spot, bucket, plan, starts_in, idle"}},
+		{"no condition", "watch:\n  - name: a\n    cooldown: 1h\n", []string{"no condition", "block, bucket, idle, plan, spot, starts_in"}},
 		{"two conditions", "watch:\n  - name: a\n    starts_in: {within: 1h}\n    spot: {instance_type: p5.48xlarge, region: us-west-2, below_usd_hour: 3}\n", []string{"one condition per rule"}},
 		{"negative cooldown", "watch:\n  - name: a\n    starts_in: {within: 1h}\n    cooldown: -1h\n", []string{":4:5:", "cooldown", "0s to 720h"}},
 		{"every on spot", "watch:\n  - name: a\n    spot: {instance_type: p5.48xlarge, region: us-west-2, below_usd_hour: 3}\n    every: 5m\n", []string{"every", "block and plan"}},
 		{"every too often", "watch:\n  - name: a\n    block: {gpu: H100, gpus: 8, hours: 24}\n    every: 10s\n", []string{"every", "1m to 24h"}},
 		{"tell unconfigured", "watch:\n  - name: a\n    starts_in: {within: 1h}\n    tell: [webhook]\n", []string{":4:12:", "tell[0]", "notify.webhook is not set", "tui"}},
 		{"tell unknown", "watch:\n  - name: a\n    starts_in: {within: 1h}\n    tell: [email]\n", []string{"tell[0]", "tui, command, webhook"}},
-		{"unknown rule key", "watch:\n  - name: a\n    spott: {}\n", []string{":3:5:", `unknown key "spott"`, "block, spot, bucket"}},
+		{"unknown rule key", "watch:\n  - name: a\n    spott: {}\n", []string{":3:5:", `unknown key "spott"`, "name, block, bucket"}},
 		{"unknown block key", "watch:\n  - name: a\n    block: {gpu: H100, gpus: 8, hours: 24, price: 3}\n", []string{`unknown key "price"`, "max_usd_gpu_hour"}},
 		{"hours not whole", "watch:\n  - name: a\n    block: {gpu: H100, gpus: 8, hours: 1.5}\n", []string{":3:33:", "block.hours", "whole hours"}},
 		{"webhook url", "notify:\n  webhook: {url: \"ftp://hooks.example.com/secret\"}\n", []string{":2:13:", "notify.webhook.url", "https://"}},
@@ -163,9 +181,7 @@ func TestWatchRuleErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			clearEnv(t)
-			p := writeFile(t, c.body)
-			_, err := Load(p)
+			p, _, _, err := loadRules(t, c.body)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -182,36 +198,33 @@ func TestWatchRuleErrors(t *testing.T) {
 	}
 }
 
-// A bad rule is bad usage: the command line tells it by its type.
+// A bad rule is bad usage, placed in its file: the command line tells
+// it by its type.
 func TestRuleErrorIsFound(t *testing.T) {
-	_, err := Parse("c.yaml", []byte("watch:\n  - name: x\n    starts_in: {within: 0s}\n"))
-	var re *RuleError
-	if !errors.As(err, &re) || re.Key != "watch[0].starts_in" {
-		t.Fatalf("%v: want a *RuleError for watch[0].starts_in", err)
-	}
-	// A bad key elsewhere is not a rule error.
-	_, err = Parse("c.yaml", []byte("budget: {max_booking_usd: -1}\n"))
-	if errors.As(err, &re) {
-		t.Errorf("%v reads as a rule error", err)
+	_, _, _, err := loadRules(t, "watch:\n  - name: x\n    starts_in: {within: 0s}\n")
+	var fe *config.FileError
+	var ke *config.KeyError
+	if !errors.As(err, &fe) || !errors.As(err, &ke) || ke.Key != "watch[0].starts_in" || fe.Line != 3 {
+		t.Fatalf("%v: want a *config.FileError at line 3 for watch[0].starts_in", err)
 	}
 }
 
 // The webhook URL's path is its secret: a refusal does not print it.
 func TestWebhookURLRedacted(t *testing.T) {
-	_, err := Parse("c.yaml", []byte("notify:\n  webhook: {url: \"ftp://hooks.example.com/T000/B000/SECRET\"}\n"))
+	_, _, _, err := loadRules(t, "notify:\n  webhook: {url: \"ftp://hooks.example.com/T000/B000/SECRET\"}\n")
 	if err == nil || strings.Contains(err.Error(), "SECRET") {
 		t.Errorf("%v", err)
 	}
-	if got := RedactURL("https://hooks.slack.com/services/T0/B0/XXX"); got != "https://hooks.slack.com/…" {
+	if got := config.RedactURL("https://hooks.slack.com/services/T0/B0/XXX"); got != "https://hooks.slack.com/…" {
 		t.Errorf("RedactURL = %q", got)
 	}
 }
 
 func TestRulesFileRoundTrip(t *testing.T) {
 	below, most := 18.5, 5.25
-	rules := []WatchRule{
-		{Name: "spot-1", Spot: &SpotRule{InstanceType: "p5.48xlarge", Region: "us-west-2", Zone: "us-west-2a", BelowUSDHour: &below}, MadeBy: "local:alice"},
-		{Name: "block-1", Block: &BlockRule{GPU: "H100", GPUs: 16, Hours: 48, StartAfter: "2026-12-03T00:00:00Z", MaxUSDGPUHour: &most}, Cooldown: ptr(Duration(2 * time.Hour)), Tell: []string{TellTUI}},
+	rules := []Spec{
+		{Name: "spot-1", Cond: &SpotRule{InstanceType: "p5.48xlarge", Region: "us-west-2", Zone: "us-west-2a", BelowUSDHour: &below}, MadeBy: "local:alice"},
+		{Name: "block-1", Cond: &BlockRule{GPU: "H100", GPUs: 16, Hours: 48, StartAfter: "2026-12-03T00:00:00Z", MaxUSDGPUHour: &most}, Cooldown: ptr(config.Duration(2 * time.Hour)), Tell: []string{TellTUI}},
 	}
 	data, err := MarshalRules(rules)
 	if err != nil {
@@ -220,20 +233,20 @@ func TestRulesFileRoundTrip(t *testing.T) {
 	if !strings.HasPrefix(string(data), RulesFileHeader) {
 		t.Errorf("no header:\n%s", data)
 	}
-	got, err := ParseRules("rules.yaml", data, Notify{})
+	got, err := ParseRules("rules.yaml", data, config.Notify{})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, data)
 	}
-	if len(got) != 2 || got[0].Spot.Zone != "us-west-2a" || *got[0].Spot.BelowUSDHour != below || got[0].MadeBy != "local:alice" || got[1].Block.GPUs != 16 ||
-		*got[1].Block.MaxUSDGPUHour != most || got[1].CooldownOrDefault() != 2*time.Hour || got[1].Tell[0] != TellTUI {
+	if len(got) != 2 || got[0].Cond.(*SpotRule).Zone != "us-west-2a" || *got[0].Cond.(*SpotRule).BelowUSDHour != below || got[0].MadeBy != "local:alice" ||
+		got[1].Cond.(*BlockRule).GPUs != 16 || *got[1].Cond.(*BlockRule).MaxUSDGPUHour != most || got[1].CooldownOrDefault() != 2*time.Hour || got[1].Tell[0] != TellTUI {
 		t.Errorf("round trip:\n%s\n%+v", data, got)
 	}
 	// A hand edit that breaks a rule is placed in the rules file.
 	bad := strings.Replace(string(data), "us-west-2a", "eu-west-1a", 1)
-	if _, err := ParseRules("rules.yaml", []byte(bad), Notify{}); err == nil || !strings.HasPrefix(err.Error(), "rules.yaml:") || !strings.Contains(err.Error(), "spot.zone") {
+	if _, err := ParseRules("rules.yaml", []byte(bad), config.Notify{}); err == nil || !strings.HasPrefix(err.Error(), "rules.yaml:") || !strings.Contains(err.Error(), "spot.zone") {
 		t.Errorf("bad edit: %v", err)
 	}
-	if got, err := ParseRules("rules.yaml", []byte(RulesFileHeader), Notify{}); err != nil || len(got) != 0 {
+	if got, err := ParseRules("rules.yaml", []byte(RulesFileHeader), config.Notify{}); err != nil || len(got) != 0 {
 		t.Errorf("empty rules file: %v %v", got, err)
 	}
 }
@@ -241,19 +254,19 @@ func TestRulesFileRoundTrip(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func FuzzParseRules(f *testing.F) {
-	f.Add([]byte(issueExample))
+	f.Add([]byte(shapeExample))
 	f.Add([]byte("watch:\n  - name: a\n    starts_in: {within: 1h}\n"))
 	f.Add([]byte("watch: [{name: b, bucket: {instance_type: p5.48xlarge, region: us-east-1}}]\n"))
 	f.Add([]byte("watch: [{name: c, idle: {above_pct: 40, after: 1h, kind: fleet}}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rules, err := ParseRules("fuzz.yaml", data, Notify{})
+		rules, err := ParseRules("fuzz.yaml", data, config.Notify{})
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
 				t.Fatalf("error %q does not name the file", err)
 			}
 			return
 		}
-		if err := ValidateRules(rules, "watch", Notify{}); err != nil {
+		if err := ValidateSpecs(rules, "watch", config.Notify{}); err != nil {
 			t.Fatalf("ParseRules accepted %q but ValidateRules says %v", data, err)
 		}
 		for _, r := range rules {
@@ -262,4 +275,23 @@ func FuzzParseRules(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The README's Watch example reads, rules and all.
+func TestREADMEWatchExampleReads(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	i := strings.Index(readme, "## Watch: rules and alerts")
+	if i < 0 {
+		t.Fatal("no Watch section in the README")
+	}
+	i = strings.Index(readme[i:], "```yaml\n") + i + len("```yaml\n")
+	j := strings.Index(readme[i:], "```") + i
+	_, _, specs, err := loadRules(t, readme[i:j])
+	if err != nil || len(specs) < 5 {
+		t.Fatalf("the README's watch example: %d rules, %v", len(specs), err)
+	}
 }

@@ -1,0 +1,542 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// Condition is what a rule waits for: the value under its kind's key
+// (`spot: {…}`). A kind of rule is one file: its condition's type,
+// checks, words and evaluation, registered with register.
+type Condition interface {
+	// Validate checks the condition and writes its names the catalog's
+	// way; its errors are *config.KeyError of keys below the kind's.
+	Validate() error
+	// Describe says the condition in a few words.
+	Describe() string
+	// evaluate decides the rule once, on what the round holds.
+	evaluate(ctx context.Context, e *Evaluator, r Rule, rd *round)
+}
+
+// Optional abilities of a condition, found by type assertion.
+type (
+	// checker asks the providers in use whether they can serve it; its
+	// errors are *CheckError of keys below the kind's.
+	checker interface {
+		check(inUse []domain.Descriptor) error
+	}
+	// marketReader says what of the market the condition reads.
+	marketReader interface {
+		reads() marketNeed
+	}
+	// expirer refuses a new rule whose window has passed.
+	expirer interface {
+		expired(now time.Time) error
+	}
+)
+
+// trigger is when a kind is evaluated.
+type trigger int
+
+const (
+	onMarket   trigger = iota // each ready market snapshot
+	onTick                    // every Options.Tick
+	onSchedule                // every `every:` (a search or a plan)
+)
+
+// Kind is a kind of rule.
+type Kind struct {
+	// Name is its key in a rule: "spot".
+	Name string
+	New  func() Condition
+	When trigger
+	// Follows names what a kind not on a schedule follows ("market
+	// feed"), for the refusal of `every:`.
+	Follows string
+	// TellsEach is set for a kind that tells each thing once (a booked
+	// row), however close together: its default cooldown is 0.
+	TellsEach bool
+}
+
+var (
+	kinds      = map[string]Kind{}
+	kindByType = map[reflect.Type]string{}
+)
+
+// register adds a kind; each kind's file calls it from init.
+func register(k Kind) {
+	kinds[k.Name] = k
+	kindByType[reflect.TypeOf(k.New())] = k.Name
+}
+
+// KindNames lists the kinds of rule, for messages.
+func KindNames() []string {
+	out := make([]string, 0, len(kinds))
+	for n := range kinds {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Where a rule's alerts are told (a rule's `tell:`).
+const (
+	// TellTUI: the header badge, the Alerts view's list and the terminal
+	// bell, in every TUI session of a process that evaluates the rule.
+	TellTUI     = "tui"
+	TellCommand = "command" // notify.command
+	TellWebhook = "webhook" // notify.webhook
+)
+
+// Tells lists what `tell:` accepts.
+var Tells = []string{TellTUI, TellCommand, TellWebhook}
+
+// Defaults and limits of the rules.
+const (
+	// DefaultCooldown is the least time between two alerts of one rule
+	// that sets no cooldown.
+	DefaultCooldown = time.Hour
+	// DefaultEvery is how often a rule on a schedule is evaluated when
+	// it sets no `every:`: a block search asks every region of every
+	// cloud.
+	DefaultEvery = 10 * time.Minute
+	MinEvery     = time.Minute
+	MaxCooldown  = 30 * 24 * time.Hour
+)
+
+// Spec is a rule as written: in the config's `watch:` list, in the rules
+// file, or made in the TUI. It has a name, one condition, a cooldown and
+// where to tell.
+type Spec struct {
+	Name string
+	Cond Condition
+	// Cooldown is the least time between two alerts of the rule; nil
+	// means its kind's default.
+	Cooldown *config.Duration
+	// Every is how often a rule on a schedule is evaluated.
+	Every config.Duration
+	// Tell lists where its alerts go (Tells); empty means the TUI and
+	// every notifier of `notify:`.
+	Tell []string
+	// MadeBy is who made the rule in the TUI; "" for one written by hand.
+	MadeBy string
+
+	// pos holds where each of the rule's keys is written ("spot.region";
+	// "" the rule), so that a check made later points at its line.
+	pos map[string]config.Pos
+}
+
+// specFields are a rule's keys besides its condition's.
+type specFields struct {
+	Name     string           `yaml:"name"`
+	Cooldown *config.Duration `yaml:"cooldown,omitempty"`
+	Every    config.Duration  `yaml:"every,omitempty"`
+	Tell     []string         `yaml:"tell,omitempty"`
+	MadeBy   string           `yaml:"made_by,omitempty"`
+}
+
+var specKeys = []string{"name", "cooldown", "every", "tell", "made_by"}
+
+// Kind returns the rule's kind, "" when it has no condition.
+func (s Spec) Kind() string {
+	if s.Cond == nil {
+		return ""
+	}
+	return kindByType[reflect.TypeOf(s.Cond)]
+}
+
+// CooldownOrDefault is the rule's cooldown, or its kind's default.
+func (s Spec) CooldownOrDefault() time.Duration {
+	if s.Cooldown != nil {
+		return s.Cooldown.D()
+	}
+	if kinds[s.Kind()].TellsEach {
+		return 0
+	}
+	return DefaultCooldown
+}
+
+// EveryOrDefault is how often a rule on a schedule is evaluated.
+func (s Spec) EveryOrDefault() time.Duration {
+	if s.Every > 0 {
+		return s.Every.D()
+	}
+	return DefaultEvery
+}
+
+// TellsOf returns where the rule's alerts go: its `tell:`, or the TUI
+// and every notifier n configures.
+func (s Spec) TellsOf(n config.Notify) []string {
+	if len(s.Tell) > 0 {
+		return s.Tell
+	}
+	return channels(n)
+}
+
+// channels are where alerts may be told with the notifiers of n.
+func channels(n config.Notify) []string {
+	out := []string{TellTUI}
+	if len(n.Command) > 0 {
+		out = append(out, TellCommand)
+	}
+	if n.Webhook != nil {
+		out = append(out, TellWebhook)
+	}
+	return out
+}
+
+// At returns where the rule's key ("spot.region", "" for the rule) is
+// written; 0, 0 when it is not known (a rule made in code). A key the
+// file does not write is placed at its section, or at the rule.
+func (s Spec) At(key string) (line, col int) {
+	for k := key; ; {
+		if p, ok := s.pos[k]; ok {
+			return p.Line, p.Col
+		}
+		if k == "" {
+			return 0, 0
+		}
+		if i := strings.LastIndexAny(k, ".["); i >= 0 {
+			k = k[:i]
+		} else {
+			k = ""
+		}
+	}
+}
+
+// entries are the key-value pairs of a mapping node.
+func entries(node ast.Node) ([]*ast.MappingValueNode, bool) {
+	switch n := node.(type) {
+	case *ast.TagNode:
+		return entries(n.Value)
+	case *ast.AnchorNode:
+		return entries(n.Value)
+	case *ast.MappingNode:
+		return n.Values, true
+	case *ast.MappingValueNode:
+		return []*ast.MappingValueNode{n}, true
+	}
+	return nil, false
+}
+
+func keyText(k ast.MapKeyNode) string {
+	if s, ok := k.(*ast.StringNode); ok {
+		return s.Value
+	}
+	if tk := k.GetToken(); tk != nil {
+		return tk.Value
+	}
+	return ""
+}
+
+func posOf(node ast.Node) (config.Pos, bool) {
+	if tk := node.GetToken(); tk != nil && tk.Position != nil {
+		return config.Pos{Line: tk.Position.Line, Col: tk.Position.Column}, true
+	}
+	return config.Pos{}, false
+}
+
+// decodeSpec reads a rule's node; key is where it stands ("watch[2]").
+// Its errors are placed (config.InFile makes them *config.FileError).
+func decodeSpec(node ast.Node, key string) (Spec, error) {
+	es, ok := entries(node)
+	if !ok {
+		return Spec{}, config.NodeError(node, "%s: want a mapping of a name and one condition (%s), not a value", key, strings.Join(KindNames(), ", "))
+	}
+	full := map[string]config.Pos{}
+	if p, ok := posOf(node); ok {
+		full[key] = p
+	}
+	var common, conds []*ast.MappingValueNode
+	for _, mv := range es {
+		if mv == nil || mv.Key == nil {
+			continue
+		}
+		k := keyText(mv.Key)
+		switch _, kind := kinds[k]; {
+		case kind:
+			conds = append(conds, mv)
+			if p, ok := posOf(mv.Key); ok {
+				full[key+"."+k] = p
+			}
+		case slices.Contains(specKeys, k) || k == "<<":
+			common = append(common, mv)
+		default:
+			return Spec{}, config.NodeError(mv.Key, "unknown key %q in %s; want one of %s", k, key, strings.Join(append(append([]string{"name"}, KindNames()...), specKeys[1:]...), ", "))
+		}
+	}
+	var f specFields
+	if len(common) > 0 {
+		m := ast.Mapping(common[0].GetToken(), false, common...)
+		if err := config.Decode(m, &f, key, full); err != nil {
+			return Spec{}, err
+		}
+	}
+	s := Spec{Name: f.Name, Cooldown: f.Cooldown, Every: f.Every, Tell: f.Tell, MadeBy: f.MadeBy}
+	for i, mv := range conds {
+		name := keyText(mv.Key)
+		if i > 0 {
+			s.pos = relative(full, key)
+			return s, tooMany(s, key, conds)
+		}
+		cond := kinds[name].New()
+		if err := config.Decode(mv.Value, cond, key+"."+name, full); err != nil {
+			return Spec{}, err
+		}
+		s.Cond = cond
+	}
+	s.pos = relative(full, key)
+	return s, nil
+}
+
+// tooMany is the refusal of a rule of several conditions.
+func tooMany(s Spec, key string, conds []*ast.MappingValueNode) error {
+	var names []string
+	for _, mv := range conds {
+		names = append(names, keyText(mv.Key))
+	}
+	return ruleErr(key+"."+names[1], "rule %q has conditions %s; want one condition per rule (make one rule for each)", s.Name, strings.Join(names, " and "))
+}
+
+// relative keeps the places of the keys under key, named from there.
+func relative(full map[string]config.Pos, key string) map[string]config.Pos {
+	out := map[string]config.Pos{}
+	for k, p := range full {
+		switch {
+		case k == key:
+			out[""] = p
+		case strings.HasPrefix(k, key+"."):
+			out[k[len(key)+1:]] = p
+		}
+	}
+	return out
+}
+
+func ruleErr(key, format string, args ...any) error {
+	return &config.KeyError{Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+// under moves a KeyError of a key relative to a section under it.
+func under(key string, err error) error {
+	var ke *config.KeyError
+	if !errors.As(err, &ke) {
+		return err
+	}
+	k := key
+	if ke.Key != "" {
+		k += "." + ke.Key
+	}
+	return &config.KeyError{Key: k, Msg: ke.Msg}
+}
+
+// ruleNameRE is what a rule's name may be: it names the rule in logs,
+// file names and environment variables.
+var ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// RuleNameForm is what a rule's name accepts.
+const RuleNameForm = "1 to 64 letters, digits, dots, dashes and underscores, starting with a letter or digit, such as h100-thursday"
+
+// Validate checks the rule with the notifiers of n; key names it in
+// errors ("watch[2]"), which are *config.KeyError.
+func (s *Spec) Validate(key string, n config.Notify) error {
+	if s.Name == "" {
+		return ruleErr(key, "name: missing; want a name: %s", RuleNameForm)
+	}
+	if !ruleNameRE.MatchString(s.Name) {
+		return ruleErr(key+".name", "%q: want %s", s.Name, RuleNameForm)
+	}
+	kind, ok := kinds[s.Kind()]
+	if !ok {
+		return ruleErr(key, "rule %q has no condition; want one of %s", s.Name, strings.Join(KindNames(), ", "))
+	}
+	if s.Cooldown != nil && (s.Cooldown.D() < 0 || s.Cooldown.D() > MaxCooldown) {
+		return ruleErr(key+".cooldown", "%s; want a duration from 0s to 720h such as 1h (default %s)", s.Cooldown.D(), Spec{Cond: s.Cond}.CooldownOrDefault())
+	}
+	if err := s.validateEvery(key, kind); err != nil {
+		return err
+	}
+	for i, t := range s.Tell {
+		k := fmt.Sprintf("%s.tell[%d]", key, i)
+		switch {
+		case !slices.Contains(Tells, t):
+			return ruleErr(k, "unknown %q; want one of %s", t, strings.Join(Tells, ", "))
+		case t == TellCommand && len(n.Command) == 0:
+			return ruleErr(k, "command: notify.command is not set; set it, or tell %s", strings.Join(channels(n), ", "))
+		case t == TellWebhook && n.Webhook == nil:
+			return ruleErr(k, "webhook: notify.webhook is not set; set it, or tell %s", strings.Join(channels(n), ", "))
+		case slices.Contains(s.Tell[:i], t):
+			return ruleErr(k, "%s is named twice", t)
+		}
+	}
+	return under(key+"."+kind.Name, s.Cond.Validate())
+}
+
+func (s *Spec) validateEvery(key string, kind Kind) error {
+	if s.Every == 0 {
+		return nil
+	}
+	if kind.When != onSchedule {
+		var timed []string
+		for _, n := range KindNames() {
+			if kinds[n].When == onSchedule {
+				timed = append(timed, n)
+			}
+		}
+		return ruleErr(key+".every", "applies to %s rules; a %s rule follows the %s", strings.Join(timed, " and "), kind.Name, kind.Follows)
+	}
+	if s.Every.D() < MinEvery || s.Every.D() > 24*time.Hour {
+		return ruleErr(key+".every", "%s; want a duration from 1m to 24h such as 10m (a block search asks every region of every cloud)", s.Every.D())
+	}
+	return nil
+}
+
+// ValidateSpecs checks rules written under key ("watch") with the
+// notifiers of n. A name may be used once.
+func ValidateSpecs(specs []Spec, key string, n config.Notify) error {
+	seen := map[string]bool{}
+	for i := range specs {
+		k := fmt.Sprintf("%s[%d]", key, i)
+		if err := specs[i].Validate(k, n); err != nil {
+			return err
+		}
+		if seen[specs[i].Name] {
+			return ruleErr(k+".name", "%q names another rule too; want a name of its own", specs[i].Name)
+		}
+		seen[specs[i].Name] = true
+	}
+	return nil
+}
+
+// decodeList reads and checks the rules of a `watch:` list of file.
+func decodeList(file string, nodes []ast.Node, n config.Notify) ([]Spec, error) {
+	specs := make([]Spec, 0, len(nodes))
+	for i, node := range nodes {
+		s, err := decodeSpec(node, fmt.Sprintf("watch[%d]", i))
+		if err != nil {
+			return nil, placed(file, s, fmt.Sprintf("watch[%d]", i), err)
+		}
+		specs = append(specs, s)
+	}
+	if err := ValidateSpecs(specs, "watch", n); err != nil {
+		var ke *config.KeyError
+		if errors.As(err, &ke) {
+			var i int
+			fmt.Sscanf(ke.Key, "watch[%d]", &i)
+			return nil, placed(file, specs[i], fmt.Sprintf("watch[%d]", i), err)
+		}
+		return nil, err
+	}
+	return specs, nil
+}
+
+// placed puts an error of the rule s (written at key of file) at its
+// file:line:col, as a *config.FileError: bad usage.
+func placed(file string, s Spec, key string, err error) error {
+	var ke *config.KeyError
+	if !errors.As(err, &ke) {
+		return config.InFile(file, err)
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(ke.Key, key), ".")
+	line, col := s.At(rel)
+	return &config.FileError{Path: file, Line: line, Col: col, Err: ke}
+}
+
+// ConfigRules reads and checks the config's `watch:` rules.
+func ConfigRules(c config.Config) ([]Spec, error) {
+	return decodeList(c.Path, c.Watch, c.Notify)
+}
+
+// RulesFileHeader opens the rules file.
+const RulesFileHeader = `# Watch rules made in gpumarket's TUI (key a). Same shape as the config's
+# watch: list (see the README's Watch section); gpumarket rewrites this file
+# when a rule is made or deleted in the TUI, and reads it again when it
+# changes. Edit or delete rules here, or move them into the config.
+`
+
+// ParseRules reads a rules file's bytes: a `watch:` list, as in the
+// config. Its errors are "file:line:col: key: what is wrong; want what
+// is accepted". Its rules may tell the notifiers of n.
+func ParseRules(name string, data []byte, n config.Notify) ([]Spec, error) {
+	file, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return nil, config.InFile(name, err)
+	}
+	for _, doc := range file.Docs {
+		if doc == nil || doc.Body == nil {
+			continue
+		}
+		if _, null := doc.Body.(*ast.NullNode); null {
+			continue
+		}
+		var rf struct {
+			Watch config.Rules `yaml:"watch"`
+		}
+		if err := config.Decode(doc.Body, &rf, "", map[string]config.Pos{}); err != nil {
+			return nil, config.InFile(name, err)
+		}
+		return decodeList(name, rf.Watch, n) // one document: the file gpumarket writes
+	}
+	return nil, nil
+}
+
+// MarshalRules writes rules as ParseRules reads them, under the header.
+func MarshalRules(specs []Spec) ([]byte, error) {
+	list := make([]yaml.MapSlice, 0, len(specs))
+	for _, s := range specs {
+		m := yaml.MapSlice{{Key: "name", Value: s.Name}, {Key: s.Kind(), Value: s.Cond}}
+		if s.Cooldown != nil {
+			m = append(m, yaml.MapItem{Key: "cooldown", Value: *s.Cooldown})
+		}
+		if s.Every != 0 {
+			m = append(m, yaml.MapItem{Key: "every", Value: s.Every})
+		}
+		if len(s.Tell) > 0 {
+			m = append(m, yaml.MapItem{Key: "tell", Value: s.Tell})
+		}
+		if s.MadeBy != "" {
+			m = append(m, yaml.MapItem{Key: "made_by", Value: s.MadeBy})
+		}
+		list = append(list, m)
+	}
+	body, err := yaml.MarshalWithOptions(yaml.MapSlice{{Key: "watch", Value: list}}, yaml.IndentSequence(true))
+	if err != nil {
+		return nil, fmt.Errorf("write rules: %w", err)
+	}
+	return append([]byte(RulesFileHeader), body...), nil
+}
+
+// RuleTimeForm is what a rule's times accept.
+const RuleTimeForm = "an RFC 3339 time (2026-12-03T11:30:00Z), a date (2026-12-03, midnight UTC) or a UTC date and time (2026-12-03 11:30)"
+
+// ParseRuleTime reads a rule's time: RFC 3339, a date (midnight UTC) or
+// "2026-12-03 11:30" (UTC: a rule is evaluated by a server whose zone is
+// not its writer's).
+func ParseRuleTime(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02", "2006-01-02 15:04", "2006-01-02T15:04"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q: want %s", s, RuleTimeForm)
+}
+
+func badFloat(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }

@@ -172,9 +172,15 @@ func (a *app) hubOver(ps []domain.Provider) *feed.Hub { return a.hubWith(ps, a.q
 func (a *app) hubWith(ps []domain.Provider, q domain.Query) *feed.Hub {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.hub != nil {
-		return a.hub
+	if a.hub == nil {
+		a.hub = a.startHubLocked(a.ctx, ps, q)
 	}
+	return a.hub
+}
+
+// startHubLocked starts a hub over ps fetching what q selects, running
+// until ctx ends; a.mu is held.
+func (a *app) startHubLocked(ctx context.Context, ps []domain.Provider, q domain.Query) *feed.Hub {
 	simTick, refresh := a.cfg.Sim.Tick.D(), a.cfg.Refresh.D()
 	desc := map[string]domain.Descriptor{}
 	for _, p := range ps {
@@ -184,7 +190,7 @@ func (a *app) hubWith(ps []domain.Provider, q domain.Query) *feed.Hub {
 	if a.sharedWindow {
 		maxWindow = q.Window
 	}
-	a.hub = feed.New(ps, feed.Options{
+	h := feed.New(ps, feed.Options{
 		Query:     q,
 		MaxWindow: maxWindow,
 		// The simulated market ticks at sim.tick; the clouds are polled
@@ -198,11 +204,10 @@ func (a *app) hubWith(ps []domain.Provider, q domain.Query) *feed.Hub {
 		Logger: a.log,
 		Cache:  a.historyFor(ps),
 	})
-	h := a.hub
 	a.loops.Add(1)
 	go func() {
 		defer a.loops.Done()
-		h.Run(a.ctx)
+		h.Run(ctx)
 	}()
 	return h
 }

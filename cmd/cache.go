@@ -26,6 +26,9 @@ func (a *app) historyFor(ps []domain.Provider) feed.Cache {
 	if !cloud || a.dataDir == "" {
 		return nil
 	}
+	if a.hist != nil {
+		return a.hist // a headless watch's wider market shares it
+	}
 	c, err := feed.Open(a.dataDir, feed.HistoryOptions{Retention: a.cfg.Cache.Retention.D(), Logger: a.log})
 	if err != nil {
 		a.warnf("history cache not used, fetching the whole window: %v", err)

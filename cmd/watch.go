@@ -1,12 +1,15 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -101,29 +104,16 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	var h *feed.Hub
-	if q, ok := watch.MarketFor(e.query, all); ok {
-		var sources []domain.Provider
-		for _, p := range ps {
-			d := p.Describe()
-			if len(q.Regions) == 0 { // a plan rule prices every region
-				sources = append(sources, p)
-				continue
-			}
-			for _, r := range q.Regions {
-				if d.KnowsRegion(r) {
-					sources = append(sources, p)
-					break
-				}
-			}
-		}
-		h = a.hubWith(sources, q)
+	market := &watchMarket{a: a, ps: ps, base: e.query}
+	h, err := market.For(all)
+	if err != nil {
+		return err
 	}
 	svc, err := a.Booking(ps, 0)
 	if err != nil {
 		return err
 	}
-	ev, err := a.newWatcher(h, svc, a.usageTrackerOver(ps, h), func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) })
+	ev, err := a.newWatcher(h, svc, a.usageTrackerOver(ps, h), market.For, func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) })
 	if err != nil {
 		return err
 	}
@@ -204,7 +194,7 @@ func (a *app) checkWatchRules() error {
 // without alerts: the TUI and `serve` end scheduled fleets, which must
 // not wait on an alert's state.
 func (a *app) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error) {
-	ev, err := a.newWatcher(h, svc, a.usageTracker(h), func(al watch.Alert) {
+	ev, err := a.newWatcher(h, svc, a.usageTracker(h), nil, func(al watch.Alert) {
 		a.log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
 	})
 	if err != nil {
@@ -226,10 +216,12 @@ func (a *app) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error
 }
 
 // newWatcher checks the rules against the providers in use and builds
-// the evaluator over the market h (nil: none), the booking service and
+// the evaluator over the market h (nil: none; market, when set, gives
+// the one the rules need after they change), the booking service and
 // the usage tracker (nil: no ledger); onAlert is told each alert it
 // raises.
-func (a *app) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Tracker, onAlert func(watch.Alert)) (*watch.Evaluator, error) {
+func (a *app) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Tracker, market func([]watch.Spec) (*feed.Hub, error),
+	onAlert func(watch.Alert)) (*watch.Evaluator, error) {
 	if err := a.checkWatchRules(); err != nil {
 		return nil, err
 	}
@@ -257,7 +249,7 @@ func (a *app) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Track
 		used = tracker // the TUI's Usage view shares it: one metrics read per TTL
 	}
 	return watch.New(watch.Options{
-		Hub: h, Offerings: svc, Ledger: svc.Store(), State: st, Planner: watchPlanner{a: a, svc: svc}, Usage: used,
+		Hub: h, Market: market, Offerings: svc, Ledger: svc.Store(), State: st, Planner: watchPlanner{a: a, svc: svc}, Usage: used,
 		Rules: a.rules, ConfigPath: a.cfg.Path, Notify: n, Notifiers: notifiers,
 		RulesFile: a.rulesFile(),
 		Check:     func(w watch.Spec) error { return watch.Check(w, descs) },
@@ -282,4 +274,85 @@ func (a *app) watchState() (*watch.State, error) {
 	}
 	a.wstate = st
 	return st, nil
+}
+
+// watchMarket is a headless watch's market: a hub over what its rules
+// read, replaced by a wider one when a rule of the rules file needs
+// more, so that `watch` and `watch --once` fire on the same rules.
+type watchMarket struct {
+	a    *app
+	ps   []domain.Provider
+	base domain.Query
+
+	mu   sync.Mutex
+	q    domain.Query
+	hub  *feed.Hub
+	stop context.CancelFunc
+}
+
+// For returns the hub over what rules read (nil when none reads the
+// market), starting a wider one when the current one lacks some of it.
+func (m *watchMarket) For(rules []watch.Spec) (*feed.Hub, error) {
+	q, ok := watch.MarketFor(m.base, rules)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !ok || (m.hub != nil && covers(m.q, q)) {
+		return m.hub, nil
+	}
+	if m.hub != nil {
+		q.GPUs, q.Regions = union(m.q.GPUs, q.GPUs), union(m.q.Regions, q.Regions)
+	}
+	var sources []domain.Provider
+	for _, p := range m.ps {
+		d := p.Describe()
+		if len(q.Regions) == 0 || slices.ContainsFunc(q.Regions, d.KnowsRegion) {
+			sources = append(sources, p)
+		}
+	}
+	if len(sources) == 0 {
+		return m.hub, fmt.Errorf("none of the providers in use (%s) knows the regions %s", strings.Join(m.base.Providers, ", "), strings.Join(q.Regions, ", "))
+	}
+	ctx, cancel := context.WithCancel(m.a.ctx)
+	m.a.mu.Lock()
+	h := m.a.startHubLocked(ctx, sources, q)
+	m.a.mu.Unlock()
+	if m.stop != nil {
+		m.stop()
+	}
+	m.q, m.hub, m.stop = q, h, cancel
+	return h, nil
+}
+
+// covers reports whether a market of have holds all of want's (an empty
+// list is every GPU model, every region).
+func covers(have, want domain.Query) bool {
+	in := func(h, w []string) bool {
+		if len(h) == 0 {
+			return true
+		}
+		if len(w) == 0 {
+			return false
+		}
+		for _, x := range w {
+			if !slices.Contains(h, x) {
+				return false
+			}
+		}
+		return true
+	}
+	return in(have.GPUs, want.GPUs) && in(have.Regions, want.Regions)
+}
+
+// union is what a or b holds; empty (all) when either is.
+func union(a, b []string) []string {
+	if len(a) == 0 || len(b) == 0 {
+		return nil
+	}
+	out := append([]string(nil), a...)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }

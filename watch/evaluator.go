@@ -35,6 +35,12 @@ type Options struct {
 	// Hub is the market feed the spot and bucket rules follow; the
 	// Evaluator subscribes once, however many sessions watch its alerts.
 	Hub *feed.Hub
+	// Market, when set, gives the market feed for the rules in force
+	// each time the rules file changes (a headless watch fetches only
+	// what its rules read): the Evaluator follows the hub it returns.
+	// nil: Hub is fixed (the TUI's), and a rule whose pool it lacks
+	// says so once.
+	Market func(rules []Spec) (*feed.Hub, error)
 	// Offerings answers block rules; Ledger starts_in rules; Planner plan
 	// rules. A rule whose source is nil is not evaluated.
 	Offerings OfferingSearcher
@@ -109,6 +115,8 @@ type Evaluator struct {
 	nextSub    int
 	latest     *feed.Snapshot
 	noPoolSaid map[string]bool
+	hub        *feed.Hub
+	newHub     chan struct{}
 
 	fired    atomic.Int64
 	searches atomic.Int64
@@ -150,7 +158,8 @@ func New(opt Options) (*Evaluator, error) {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Evaluator{opt: opt, log: opt.Logger, notifiers: map[string]Notifier{}, rt: map[string]*runtime{},
-		subs: map[int]chan struct{}{}, wake: make(chan struct{}, 1), noPoolSaid: map[string]bool{}}
+		subs: map[int]chan struct{}{}, wake: make(chan struct{}, 1), noPoolSaid: map[string]bool{},
+		hub: opt.Hub, newHub: make(chan struct{}, 1)}
 	for _, n := range opt.Notifiers {
 		e.notifiers[n.Channel()] = n
 		e.channels = append(e.channels, n.Channel())
@@ -259,13 +268,73 @@ func (e *Evaluator) setLatest(s *feed.Snapshot) {
 	e.mu.Unlock()
 }
 
+// snapshotLoop evaluates the market rules on each snapshot of the hub,
+// following the hub to a new one when the rules need another market.
 func (e *Evaluator) snapshotLoop(ctx context.Context) {
-	if e.opt.Hub == nil {
+	for ctx.Err() == nil {
+		e.mu.Lock()
+		h := e.hub
+		e.mu.Unlock()
+		if h != nil {
+			e.follow(ctx, h)
+		}
+		e.mu.Lock()
+		same := e.hub == h
+		e.mu.Unlock()
+		if same {
+			select { // the hub stopped: wait for another, or the end
+			case <-ctx.Done():
+			case <-e.newHub:
+			}
+		}
+	}
+}
+
+// follow evaluates h's snapshots until it stops, ctx ends or the
+// evaluator moves to another hub.
+func (e *Evaluator) follow(ctx context.Context, h *feed.Hub) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	snaps := h.Subscribe(sctx)
+	for {
+		select {
+		case <-e.newHub:
+			return
+		case snap, ok := <-snaps:
+			if !ok {
+				return
+			}
+			e.setLatest(snap)
+			e.evalSnapshot(ctx, snap)
+		}
+	}
+}
+
+// remarket asks Options.Market for the market of the rules in force and
+// follows the hub it gives.
+func (e *Evaluator) remarket() {
+	if e.opt.Market == nil {
 		return
 	}
-	for snap := range e.opt.Hub.Subscribe(ctx) {
-		e.setLatest(snap)
-		e.evalSnapshot(ctx, snap)
+	rules := e.rules()
+	specs := make([]Spec, len(rules))
+	for i, r := range rules {
+		specs[i] = r.Spec
+	}
+	h, err := e.opt.Market(specs)
+	if err != nil {
+		e.log.Warn("watch: the rules file's rules need a market this run cannot fetch; they cannot fire until it can", "err", err)
+		return
+	}
+	e.mu.Lock()
+	moved := h != e.hub
+	e.hub = h
+	e.mu.Unlock()
+	if moved {
+		select {
+		case e.newHub <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -100,13 +100,16 @@ func (e *Evaluator) reloadRulesFile() {
 	}
 	rules, stamp, err := e.readRulesFile()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.fileStamp = stamp
+	if err == nil {
+		e.file = rules
+	}
+	e.mu.Unlock()
 	if err != nil {
 		e.log.Warn("watch: the rules file does not read; its rules stay as they were", "err", err)
 		return
 	}
-	e.file = rules
+	e.remarket()
 }
 
 // writeRules replaces the rules file's rules.

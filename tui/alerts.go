@@ -356,7 +356,7 @@ func (v *alertsView) detail() []string {
 		told = append(told, "tui ✓")
 	}
 	for _, d := range a.Deliveries {
-		s := d.Channel + " " + map[string]string{watch.DeliveryDone: "✓", watch.DeliveryFailed: "✗ gave up", watch.DeliveryPending: "… owed", watch.DeliverySending: "… sending"}[d.State]
+		s := d.Channel + " " + map[string]string{watch.DeliveryDone: "✓", watch.DeliveryFailed: "✗ gave up", watch.DeliveryPending: "… owed", watch.DeliverySending: "… sending", watch.DeliveryUnconfirmed: "? sent, unconfirmed"}[d.State]
 		if d.Error != "" && d.State != watch.DeliveryDone {
 			s += " (" + d.Error + ")"
 		}

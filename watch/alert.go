@@ -58,8 +58,11 @@ type Alert struct {
 	IdlePct      *float64 `json:"idle_pct"`
 	IdleUSD      *float64 `json:"idle_usd"`
 	ThresholdPct *float64 `json:"threshold_pct"`
-	// Tell is where the alert goes (config.Tells).
+	// Tell is where the alert goes (Tells).
 	Tell []string `json:"tell"`
+	// IdempotencyKey is the alert's own: a receiver that got it twice
+	// (a send cut short after the request went out) can tell.
+	IdempotencyKey string `json:"idempotency_key"`
 }
 
 // Tells reports whether the alert goes to where (TellTUI, …).
@@ -110,6 +113,8 @@ const (
 	DeliverySending = "sending"
 	DeliveryDone    = "delivered"
 	DeliveryFailed  = "failed"
+	// DeliveryUnconfirmed: sent whole, no answer; not sent again.
+	DeliveryUnconfirmed = "unconfirmed"
 )
 
 // Record is an alert with where its deliveries stand, for the Alerts

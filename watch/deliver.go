@@ -71,6 +71,9 @@ func (e *Evaluator) send(ctx context.Context, n Notifier, d delivery) {
 	switch {
 	case err == nil:
 		ferr = e.opt.State.finish(ctx, d, e.owner, DeliveryDone, "", time.Time{})
+	case IsUnconfirmed(err):
+		e.log.Warn("watch: an alert was sent but not confirmed; it is not sent again", "channel", n.String(), "alert", d.alert.ID, "rule", d.alert.Rule, "err", err)
+		ferr = e.opt.State.finish(ctx, d, e.owner, DeliveryUnconfirmed, err.Error(), time.Time{})
 	case IsPermanent(err) || d.attempts > n.Retries():
 		e.log.Warn("watch: gave up telling an alert", "channel", n.String(), "alert", d.alert.ID, "rule", d.alert.Rule, "attempts", d.attempts, "err", err)
 		ferr = e.opt.State.finish(ctx, d, e.owner, DeliveryFailed, err.Error(), time.Time{})

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
@@ -51,6 +54,19 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// unconfirmedError is a delivery that may have reached its receiver:
+// the request went out whole and no answer came. It is not sent again.
+type unconfirmedError struct{ err error }
+
+func (e *unconfirmedError) Error() string { return e.err.Error() }
+func (e *unconfirmedError) Unwrap() error { return e.err }
+
+// IsUnconfirmed reports whether err is a send that may have arrived.
+func IsUnconfirmed(err error) bool {
+	var u *unconfirmedError
+	return errors.As(err, &u)
+}
+
 // retryAfterError carries a server's Retry-After.
 type retryAfterError struct {
 	err   error
@@ -78,8 +94,11 @@ func expBackoff(base time.Duration, n int, err error) time.Duration {
 }
 
 // Webhook POSTs each alert as JSON (Slack-compatible: `text` is the
-// line). A 5xx, a 429 or a timeout is tried again with backoff; another
-// 4xx is not.
+// line), with its idempotency key in the body and the Idempotency-Key
+// header. A 5xx, a 429 or a failure before the request went out is tried
+// again with backoff; a request that went out whole and got no answer in
+// time is not (the hook may have it); another 4xx is not; a redirect to
+// another host is not followed.
 type Webhook struct {
 	URL string
 	// Wait bounds one POST; Tries is the retries after the first.
@@ -115,31 +134,62 @@ func (w *Webhook) Backoff(n int, err error) time.Duration {
 
 func (w *Webhook) String() string { return "webhook " + config.RedactURL(w.URL) }
 
+// otherHostError is a redirect to another host than the hook's.
+type otherHostError struct{ host string }
+
+func (e *otherHostError) Error() string { return "redirected to " + e.host }
+
+// sameHost follows a redirect only on the hook's own host: the alert is
+// for the hook the user configured, not wherever it points.
+func sameHost(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if req.URL.Host != via[0].URL.Host {
+		return &otherHostError{req.URL.Host}
+	}
+	return nil
+}
+
 // Send POSTs the alert.
 func (w *Webhook) Send(ctx context.Context, a Alert) error {
 	ctx, cancel := context.WithTimeout(ctx, w.Wait)
 	defer cancel()
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			wrote.Store(true)
+		}
+	}})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(a.JSON()))
 	if err != nil {
 		return Permanent(fmt.Errorf("webhook request: %w", err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "gpumarket-watch")
-	client := w.Client
-	if client == nil {
-		client = http.DefaultClient
+	if a.IdempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", a.IdempotencyKey)
 	}
+	client := http.Client{}
+	if w.Client != nil {
+		client = *w.Client
+	}
+	client.CheckRedirect = sameHost
+	hook := config.RedactURL(w.URL)
 	resp, err := client.Do(req)
 	if err != nil {
-		// The URL's path is a secret: say the host only.
-		var ue interface{ Unwrap() error }
-		if errors.As(err, &ue) {
-			err = ue.Unwrap()
+		var oh *otherHostError
+		switch {
+		case errors.As(err, &oh):
+			return Permanent(fmt.Errorf("POST %s: %v, another host: not followed", hook, oh))
+		case wrote.Load() && ctx.Err() != nil:
+			return &unconfirmedError{fmt.Errorf("POST %s: sent, no answer within %s; not sent again, as the hook may have it (idempotency key %s)", hook, w.Wait, a.IdempotencyKey)}
+		case wrote.Load():
+			return &unconfirmedError{fmt.Errorf("POST %s: sent, then %v; not sent again, as the hook may have it (idempotency key %s)", hook, unwrapURL(err), a.IdempotencyKey)}
+		case ctx.Err() != nil:
+			return fmt.Errorf("POST %s: not sent within %s", hook, w.Wait)
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("POST %s: no answer within %s", config.RedactURL(w.URL), w.Wait)
-		}
-		return fmt.Errorf("POST %s: %w", config.RedactURL(w.URL), err)
+		return fmt.Errorf("POST %s: %w", hook, unwrapURL(err))
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -148,11 +198,21 @@ func (w *Webhook) Send(ctx context.Context, a Alert) error {
 		return nil
 	case resp.StatusCode == http.StatusTooManyRequests:
 		after, _ := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
-		return &retryAfterError{err: fmt.Errorf("POST %s: %s", config.RedactURL(w.URL), resp.Status), after: time.Duration(after) * time.Second}
+		return &retryAfterError{err: fmt.Errorf("POST %s: %s", hook, resp.Status), after: time.Duration(after) * time.Second}
 	case resp.StatusCode >= 500:
-		return fmt.Errorf("POST %s: %s %s", config.RedactURL(w.URL), resp.Status, oneLine(string(body)))
+		return fmt.Errorf("POST %s: %s %s", hook, resp.Status, oneLine(string(body)))
 	}
-	return Permanent(fmt.Errorf("POST %s: %s %s (not tried again: the hook refused it)", config.RedactURL(w.URL), resp.Status, oneLine(string(body))))
+	return Permanent(fmt.Errorf("POST %s: %s %s (not tried again: the hook refused it)", hook, resp.Status, oneLine(string(body))))
+}
+
+// unwrapURL drops the *url.Error around err: it names the URL, whose
+// path is the hook's secret.
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // Command runs a program once per alert: the alert's text as its last
@@ -186,7 +246,10 @@ func (c *Command) Backoff(n int, err error) time.Duration { return expBackoff(ti
 
 func (c *Command) String() string { return "command " + c.Argv[0] }
 
-// Send runs the command for the alert.
+// Send runs the command for the alert. It runs in a session of its own,
+// and all it started is killed at the timeout or once it has exited: a
+// child it left running (even one in a session of its own) would hold
+// what it holds.
 func (c *Command) Send(ctx context.Context, a Alert) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Wait)
 	defer cancel()
@@ -194,36 +257,30 @@ func (c *Command) Send(ctx context.Context, a Alert) error {
 	cmd := exec.CommandContext(ctx, c.Argv[0], args...)
 	cmd.Stdin = bytes.NewReader(append(a.JSON(), '\n'))
 	cmd.Env = append(os.Environ(), a.Env()...)
-	var out bytes.Buffer
-	cmd.Stdout = &limited{w: &out, n: 2048}
-	cmd.Stderr = cmd.Stdout
-	killGroup(cmd)
-	// A child that keeps the output open after the kill must not hold
-	// the delivery: stop waiting for it soon after.
-	cmd.WaitDelay = time.Second
-	err := cmd.Run()
+	// Its output goes to a file, not a pipe: a child that keeps it open
+	// cannot hold the delivery past the command's end.
+	out, err := os.CreateTemp("", "gpumarket-notify-*")
+	if err != nil {
+		return fmt.Errorf("command %s: %w", c.Argv[0], err)
+	}
+	defer os.Remove(out.Name())
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out
+	run := newKey()
+	isolate(cmd, run)
+	err = cmd.Run()
+	if cmd.Process != nil {
+		sweep(cmd.Process.Pid, run)
+	}
 	switch {
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
 		return fmt.Errorf("command %s: killed after %s without finishing", c.Argv[0], c.Wait)
 	}
-	return fmt.Errorf("command %s: %w: %s", c.Argv[0], err, oneLine(out.String()))
-}
-
-// limited keeps the first n bytes written to it.
-type limited struct {
-	w io.Writer
-	n int
-}
-
-func (l *limited) Write(p []byte) (int, error) {
-	if l.n > 0 {
-		k := min(len(p), l.n)
-		l.w.Write(p[:k])
-		l.n -= k
-	}
-	return len(p), nil
+	said := make([]byte, 2048)
+	n, _ := out.ReadAt(said, 0)
+	return fmt.Errorf("command %s: %w: %s", c.Argv[0], err, oneLine(string(said[:n])))
 }
 
 func oneLine(s string) string {

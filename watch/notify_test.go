@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -159,21 +162,98 @@ func TestWebhookGivesUpAfterTheLimitWithOneLine(t *testing.T) {
 	}
 }
 
-func TestWebhookTimeoutIsRetried(t *testing.T) {
+// A hook that answers 200 slower than the timeout got the alert four
+// times. A request that went out whole is not sent again: the delivery
+// is unconfirmed, said in one line.
+func TestWebhookSlowAnswerIsNotSentAgain(t *testing.T) {
 	h := newHook(t, 200)
-	h.delay = func(n int) time.Duration {
-		if n == 0 {
-			return 5 * time.Second // the first answer never comes in time
-		}
-		return 0
-	}
+	h.delay = func(int) time.Duration { return 400 * time.Millisecond }
 	var log syncBuffer
 	e := webhookEvaluator(t, fastWebhook(h.srv.URL, 3, 100*time.Millisecond), &log)
 	raiseOne(t, e)
 	e.Once(ctxT(t), nil)
+	e.Once(ctxT(t), nil)
 	d := deliveries(t, e)
-	if h.calls() != 2 || len(d) != 1 || d[0].State != DeliveryDone || d[0].Attempts != 2 {
-		t.Errorf("%d POSTs, delivery %+v: want a timeout, then delivered", h.calls(), d)
+	if h.calls() != 1 || len(d) != 1 || d[0].State != DeliveryUnconfirmed || d[0].Attempts != 1 || !strings.Contains(d[0].Error, "not sent again") {
+		t.Errorf("%d POSTs, delivery %+v: want one POST, unconfirmed", h.calls(), d)
+	}
+	if n := strings.Count(log.String(), "not confirmed"); n != 1 {
+		t.Errorf("%d lines say so, want 1:\n%s", n, log.String())
+	}
+}
+
+// A POST that could not have reached the hook (no connection) is tried
+// again; the hook gets it once.
+func TestWebhookNotSentIsTriedAgain(t *testing.T) {
+	h := newHook(t, 200)
+	w := fastWebhook(h.srv.URL, 3, time.Second)
+	var dials atomic.Int32
+	var d net.Dialer
+	w.Client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) == 1 {
+			return nil, errors.New("connection refused")
+		}
+		return d.DialContext(ctx, network, addr)
+	}}}
+	var log syncBuffer
+	e := webhookEvaluator(t, w, &log)
+	raiseOne(t, e)
+	e.Once(ctxT(t), nil)
+	if ds := deliveries(t, e); h.calls() != 1 || ds[0].State != DeliveryDone || ds[0].Attempts != 2 {
+		t.Errorf("%d POSTs, delivery %+v: want delivered at the second attempt", h.calls(), ds)
+	}
+}
+
+// Each alert has its own idempotency key, in the body and the header.
+func TestWebhookIdempotencyKey(t *testing.T) {
+	var mu sync.Mutex
+	var headers []string
+	var bodies []map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b map[string]any
+		json.NewDecoder(r.Body).Decode(&b)
+		mu.Lock()
+		headers, bodies = append(headers, r.Header.Get("Idempotency-Key")), append(bodies, b)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	var log syncBuffer
+	e := webhookEvaluator(t, fastWebhook(srv.URL, 0, time.Second), &log)
+	for _, usd := range []float64{10, 30, 10} { // two crossings
+		e.evalSnapshot(context.Background(), snapshotOf(e.now(), map[domain.Pool]float64{p5("us-west-2a"): usd}))
+	}
+	e.Once(ctxT(t), nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(headers) != 2 || len(headers[0]) != 32 || headers[0] == headers[1] || bodies[0]["idempotency_key"] != headers[0] || bodies[1]["idempotency_key"] != headers[1] {
+		t.Errorf("keys %q, bodies' %v %v: want one of their own per alert, the same in body and header", headers, bodies[0]["idempotency_key"], bodies[1]["idempotency_key"])
+	}
+}
+
+// A redirect to another host is not followed; one on the hook's host is.
+func TestWebhookRedirects(t *testing.T) {
+	other := newHook(t, 200)
+	away := httptest.NewServer(http.RedirectHandler(other.srv.URL+"/collect", http.StatusTemporaryRedirect))
+	defer away.Close()
+	var log syncBuffer
+	e := webhookEvaluator(t, fastWebhook(away.URL+"/T0/B0/secret", 3, time.Second), &log)
+	raiseOne(t, e)
+	e.Once(ctxT(t), nil)
+	d := deliveries(t, e)
+	if other.calls() != 0 || d[0].State != DeliveryFailed || !strings.Contains(d[0].Error, "another host: not followed") {
+		t.Errorf("the other host got %d POSTs; delivery %+v", other.calls(), d)
+	}
+	mux := http.NewServeMux()
+	var got atomic.Int32
+	mux.Handle("/old", http.RedirectHandler("/new", http.StatusPermanentRedirect))
+	mux.HandleFunc("/new", func(w http.ResponseWriter, r *http.Request) { got.Add(1) })
+	home := httptest.NewServer(mux)
+	defer home.Close()
+	e = webhookEvaluator(t, fastWebhook(home.URL+"/old", 3, time.Second), &log)
+	raiseOne(t, e)
+	e.Once(ctxT(t), nil)
+	if d := deliveries(t, e); got.Load() != 1 || d[0].State != DeliveryDone {
+		t.Errorf("a redirect on the same host: %d POSTs at its target, delivery %+v", got.Load(), d)
 	}
 }
 
@@ -263,6 +343,47 @@ func TestCommandKilledAtItsTimeout(t *testing.T) {
 		t.Fatalf("pid file %q", data)
 	}
 	waitFor(t, "the hung child to be gone", func() bool { return gone(pid) })
+}
+
+// Children a command leaves behind — in its own session (setsid), or
+// still running after it exits 0 — survived it. They are killed once it
+// has exited, and at its timeout.
+func TestCommandLeavesNothingBehind(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid here")
+	}
+	if _, err := os.Stat("/proc/self/environ"); err != nil {
+		t.Skip("no /proc here: only the command's process group is killed")
+	}
+	for _, tc := range []struct {
+		name, script string
+		timeout      time.Duration
+	}{
+		{"exits 0", `setsid sleep 300 & echo $! > "$PIDS.1"; sleep 300 & echo $! > "$PIDS.2"; exit 0`, 10 * time.Second},
+		{"times out", `setsid sleep 300 & echo $! > "$PIDS.1"; sleep 300 & echo $! > "$PIDS.2"; sleep 300`, 300 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pids := filepath.Join(t.TempDir(), "pid")
+			t.Setenv("PIDS", pids)
+			c := NewCommand(config.Notify{Command: []string{"sh", "-c", tc.script}, CommandTimeout: config.Duration(tc.timeout)})
+			start := time.Now()
+			err := c.Send(context.Background(), testAlert())
+			if (err == nil) != (tc.timeout > time.Second) {
+				t.Fatalf("Send = %v", err)
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Fatalf("Send took %s: a child held it", took)
+			}
+			for _, f := range []string{pids + ".1", pids + ".2"} {
+				data, _ := os.ReadFile(f)
+				pid, perr := strconv.Atoi(strings.TrimSpace(string(data)))
+				if perr != nil {
+					t.Fatalf("pid file %s: %q", f, data)
+				}
+				waitFor(t, "child "+strconv.Itoa(pid)+" to be gone", func() bool { return gone(pid) })
+			}
+		})
+	}
 }
 
 // gone reports whether a process has ended: no such process, or a

@@ -4,6 +4,8 @@ package watch
 
 import "os/exec"
 
-// killGroup leaves the default: the command alone is killed at its
-// timeout (there are no process groups to kill here).
-func killGroup(*exec.Cmd) {}
+// isolate leaves the default: the command alone is killed at its
+// timeout (there are no sessions or process groups here).
+func isolate(*exec.Cmd, string) {}
+
+func sweep(int, string) {}

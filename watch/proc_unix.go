@@ -3,19 +3,55 @@
 package watch
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"syscall"
 )
 
-// killGroup makes the command the leader of its own process group and,
-// at its timeout, kills the whole group: `sh -c 'curl …'` leaves no curl
-// behind holding the delivery open.
-func killGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+// runVar names a notify command's run in the environment of every
+// process it starts, so that even those that leave its session can be
+// found.
+const runVar = "GPUMARKET_NOTIFY_RUN"
+
+// isolate runs the command in a session (and process group) of its own,
+// killed whole at its timeout.
+func isolate(cmd *exec.Cmd, run string) {
+	cmd.Env = append(cmd.Env, runVar+"="+run)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Cancel = func() error {
-		if cmd.Process == nil {
-			return nil
+		if cmd.Process != nil {
+			sweep(cmd.Process.Pid, run)
 		}
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		return nil
+	}
+}
+
+// sweep kills what is left of a run: its process group, and every
+// process whose environment names the run (one that made a session of
+// its own, or outlived the command). /proc answers where there is one.
+func sweep(pid int, run string) {
+	syscall.Kill(-pid, syscall.SIGKILL)
+	mark := []byte(runVar + "=" + run + "\x00")
+	self := os.Getpid()
+	for range 3 { // a process forking meanwhile is found at the next pass
+		dirs, _ := filepath.Glob("/proc/[0-9]*")
+		found := false
+		for _, d := range dirs {
+			p, err := strconv.Atoi(filepath.Base(d))
+			if err != nil || p == self {
+				continue
+			}
+			env, err := os.ReadFile(d + "/environ")
+			if err == nil && bytes.Contains(env, mark) {
+				syscall.Kill(p, syscall.SIGKILL)
+				found = true
+			}
+		}
+		if !found {
+			return
+		}
 	}
 }

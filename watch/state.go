@@ -2,7 +2,9 @@ package watch
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -230,6 +232,7 @@ func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.T
 	}
 	if a != nil {
 		a.At = now.UTC().Truncate(time.Second) // RFC 3339 to the second, as the CLI writes times
+		a.IdempotencyKey = newKey()
 		res, err := tx.ExecContext(ctx, `INSERT INTO alerts (rule, at, alert) VALUES (?, ?, '')`, rule, fmtTime(now))
 		if err != nil {
 			return nil, st, fmt.Errorf("record alert of rule %s: %w", rule, err)
@@ -261,6 +264,13 @@ func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.T
 		return nil, st, fmt.Errorf("record state of rule %s: %w", rule, err)
 	}
 	return a, st, nil
+}
+
+// newKey is an alert's idempotency key: unique across watch states.
+func newKey() string {
+	b := make([]byte, 16)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 func b2i(b bool) int {

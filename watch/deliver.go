@@ -46,6 +46,12 @@ func (e *Evaluator) deliverDue(ctx context.Context) {
 		}
 		return
 	}
+	e.dispatch(ctx, ds)
+}
+
+// dispatch starts sending claimed deliveries; those it cannot start (the
+// evaluator is stopping, no notifier for the channel) are put back.
+func (e *Evaluator) dispatch(ctx context.Context, ds []delivery) {
 	for _, d := range ds {
 		n := e.notifiers[d.channel]
 		if ctx.Err() != nil || n == nil {

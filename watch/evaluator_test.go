@@ -481,3 +481,23 @@ func TestUnreachableHookStaysOwed(t *testing.T) {
 	}
 	_ = http.StatusOK
 }
+
+// An alert already shared (raised here, then read back from the state by
+// a pull that began before it was raised) is not passed to the sessions
+// a second time.
+func TestAlertSharedOnce(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	e := newEvaluator(t, Options{Now: newClock(now).Now, Rules: validRules(t, config.Notify{}, spotRule("cheap", "p5.48xlarge", "us-west-2", "", 20, 0))})
+	sub := e.Subscribe(ctxT(t))
+	raiseOne(t, e)
+	<-sub
+	e.share(e.Alerts(0)) // the pull's copy of the same alert
+	if as := e.Alerts(0); len(as) != 1 {
+		t.Fatalf("%d alerts for the sessions, want the one raised", len(as))
+	}
+	select {
+	case <-sub:
+		t.Error("the sessions were woken again for an alert they have")
+	default:
+	}
+}

@@ -208,3 +208,31 @@ func TestRuleMadeAfterRebuildTells(t *testing.T) {
 		t.Fatalf("a rule made after the rebuild fired %d, want 1", n)
 	}
 }
+
+// A delivery claimed but not started (shutdown came first) goes back
+// pending, its attempt not counted: a notifier allowed no retry still
+// gets its one attempt.
+func TestReleaseDoesNotCountTheAttempt(t *testing.T) {
+	st := openState(t, t.TempDir())
+	ctx := context.Background()
+	now := time.Now() // deliveries are due in real time
+	if _, _, err := st.decide(ctx, "r", "f", now, []string{TellWebhook}, func(*ruleState) *Alert {
+		return &Alert{Rule: "r", Tell: []string{TellWebhook}}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := st.claim(ctx, []string{TellWebhook}, "me", time.Now(), time.Minute, 10)
+	if err != nil || len(ds) != 1 || ds[0].attempts != 1 {
+		t.Fatalf("claimed %+v, %v", ds, err)
+	}
+	if err := st.release(ctx, ds[0], "me"); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := st.Recent(ctx, 1)
+	if d := recs[0].Deliveries; len(d) != 1 || d[0].State != DeliveryPending || d[0].Attempts != 0 {
+		t.Fatalf("released delivery %+v, want pending with no attempt counted", d)
+	}
+	if again, _ := st.claim(ctx, []string{TellWebhook}, "me", time.Now(), time.Minute, 10); len(again) != 1 || again[0].attempts != 1 {
+		t.Fatalf("claimed again %+v: want its first attempt", again)
+	}
+}

@@ -264,10 +264,7 @@ func Inspect(ctx context.Context, path string, s Schema) error {
 		return err
 	}
 	defer db.Close()
-	v, err := identify(ctx, db, path, s)
-	if err == nil && v > len(s.Migrations) {
-		err = newer(path, s, v)
-	}
+	_, err = identify(ctx, db, path, s)
 	if err == nil && s.QuickCheck {
 		err = QuickCheck(ctx, db)
 	}

@@ -61,7 +61,7 @@ func TestOfferingsBadTermsSaidOnceExit2(t *testing.T) {
 		{[]string{"--start-before", "2025-01-01"}, "gpumarket: --start-before 2025-01-01 is in the past"},
 		{[]string{"--start-after", far}, "gpumarket: --start-after " + far + " is too far ahead: blocks are sold to start at most 8w ahead"},
 		{[]string{"--start-after", "+91d"}, `gpumarket: --start-after "+91d" is more than 90 days ahead`},
-		{[]string{"--start-after", "soon"}, `gpumarket: --start-after "soon": want a local time (2026-11-30 09:00`},
+		{[]string{"--start-after", "soon"}, `gpumarket: --start-after "soon": want a local time (YYYY-MM-DD HH:MM`},
 		{[]string{"--gpu", "L4"}, "gpumarket: offerings: sim: GPU L4: the simulated market sells blocks of H100, H200, A100 only"},
 	} {
 		args := append([]string{"offerings", "--gpu", "H100", "--count", "2", "--duration", "2d"}, c.args...)

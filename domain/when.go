@@ -7,24 +7,29 @@ import (
 	"time"
 )
 
-// WhenForm is what ParseWhen accepts, for messages.
-const WhenForm = "a local time (2026-11-30 09:00 or 2026-11-30T09:00), a weekday and a local time (Thu 14:00: the next one), a date (2026-11-30, midnight UTC), an offset from now (+30m, +6h, +2d, +1w) or an RFC 3339 time (2026-11-30T09:00:00Z)"
+// WhenForm is what ParseWhen accepts, for messages; ParseWhen's own
+// refusal adds an example dated from today.
+const WhenForm = "a local time (YYYY-MM-DD HH:MM or YYYY-MM-DDTHH:MM), today or tomorrow and a local time (tomorrow 09:00), a weekday and a local time (Thu 14:00: the next one), a date (YYYY-MM-DD, midnight UTC), an offset from now (+30m, +6h, +2d, +1w) or an RFC 3339 time (YYYY-MM-DDTHH:MM:SSZ)"
 
-// ParseWhen reads a start time as people write it, the same in the CLI
-// (--start-after, --start-before) and the TUI's Blocks form:
+// WhenExample is a time as ParseWhen reads it, dated from now: the
+// day after tomorrow at 09:00.
+func WhenExample(now time.Time) string { return now.AddDate(0, 0, 2).Format("2006-01-02") + " 09:00" }
+
+// ParseWhen reads a time as people write it, the same in the CLI, the
+// TUI's forms and watch rules:
 //
 //   - "+2d": an offset from now, a whole number and a unit m, h, d or w,
-//     at most 90 days (blocks start within 8 weeks);
+//     at most 90 days;
 //   - "2026-11-30 09:00" or "2026-11-30T09:00": a wall-clock time in now's
-//     location (the local time of the terminal, or of the SSH session:
-//     the tables show start times in it too);
-//   - "Thu 14:00" (or "thursday 14:00"): the next such wall-clock time in
-//     now's location after now — today if it is still to come, else
-//     within the week ahead (a workshop is booked as people say it);
+//     location (the local time of the terminal, the SSH session, or the
+//     process evaluating a rule);
+//   - "today 14:00", "tomorrow 09:00": that wall-clock time of the day;
+//   - "Thu 14:00" (or "thursday 14:00"): the next such wall-clock time
+//     after now, within the week ahead;
 //   - "2026-11-30": midnight UTC of the date;
 //   - an RFC 3339 time, with its own offset.
 //
-// Surrounding spaces are ignored.
+// Surrounding spaces are ignored; the day words in any case.
 func ParseWhen(s string, now time.Time) (time.Time, error) {
 	t := strings.TrimSpace(s)
 	if strings.HasPrefix(t, "+") {
@@ -33,14 +38,14 @@ func ParseWhen(s string, now time.Time) (time.Time, error) {
 		case errors.Is(err, ErrSpanTooLong):
 			return time.Time{}, fmt.Errorf("%q is more than 90 days ahead", s)
 		case err != nil:
-			return time.Time{}, fmt.Errorf("%q: want %s", s, WhenForm)
+			return time.Time{}, whenErr(s, now)
 		}
 		return now.Add(d), nil
 	}
 	if v, err := time.Parse(time.RFC3339, t); err == nil {
 		return v, nil
 	}
-	if v, ok := nextWeekday(t, now); ok {
+	if v, ok := dayAndClock(t, now); ok {
 		return v, nil
 	}
 	for _, layout := range []string{"2006-01-02 15:04", "2006-01-02T15:04"} {
@@ -51,7 +56,11 @@ func ParseWhen(s string, now time.Time) (time.Time, error) {
 	if v, err := time.Parse("2006-01-02", t); err == nil {
 		return v, nil
 	}
-	return time.Time{}, fmt.Errorf("%q: want %s", s, WhenForm)
+	return time.Time{}, whenErr(s, now)
+}
+
+func whenErr(s string, now time.Time) error {
+	return fmt.Errorf("%q: want %s, such as %s", s, WhenForm, WhenExample(now))
 }
 
 // weekdays are the names a weekday may be written by, lower case.
@@ -62,14 +71,10 @@ var weekdays = map[string]time.Weekday{
 	"fri": time.Friday, "friday": time.Friday, "sat": time.Saturday, "saturday": time.Saturday,
 }
 
-// nextWeekday reads "Thu 14:00": the first such wall-clock time in now's
-// location strictly after now.
-func nextWeekday(s string, now time.Time) (time.Time, bool) {
+// dayAndClock reads "Thu 14:00" (the first such wall-clock time in
+// now's location strictly after now), "today 14:00" and "tomorrow 09:00".
+func dayAndClock(s string, now time.Time) (time.Time, bool) {
 	day, clock, ok := strings.Cut(s, " ")
-	if !ok {
-		return time.Time{}, false
-	}
-	wd, ok := weekdays[strings.ToLower(day)]
 	if !ok {
 		return time.Time{}, false
 	}
@@ -79,10 +84,20 @@ func nextWeekday(s string, now time.Time) (time.Time, bool) {
 	}
 	loc := now.Location()
 	y, m, d := now.Date()
-	ahead := (int(wd) - int(now.Weekday()) + 7) % 7
-	v := time.Date(y, m, d+ahead, hm.Hour(), hm.Minute(), 0, 0, loc)
-	if !v.After(now) {
-		v = time.Date(y, m, d+ahead+7, hm.Hour(), hm.Minute(), 0, 0, loc)
+	at := func(days int) time.Time { return time.Date(y, m, d+days, hm.Hour(), hm.Minute(), 0, 0, loc) }
+	switch day = strings.ToLower(day); day {
+	case "today":
+		return at(0), true
+	case "tomorrow":
+		return at(1), true
 	}
-	return v, true
+	wd, ok := weekdays[day]
+	if !ok {
+		return time.Time{}, false
+	}
+	ahead := (int(wd) - int(now.Weekday()) + 7) % 7
+	if v := at(ahead); v.After(now) {
+		return v, true
+	}
+	return at(ahead + 7), true
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// The CLI and the TUI read start times alike (issue 11.14): a local
-// wall-clock time the TUI took was refused by the CLI.
+// The CLI, the TUI and watch rules read times alike: a local wall-clock
+// time one took was refused, or read in another zone, by another.
 func TestParseWhenReadsWhatTheTUIAndCLITake(t *testing.T) {
 	east := time.FixedZone("EST", -5*3600)
 	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC).In(east)
@@ -27,12 +27,16 @@ func TestParseWhenReadsWhatTheTUIAndCLITake(t *testing.T) {
 		{"+2d", now.Add(48 * time.Hour)},
 		{"+1w", now.Add(7 * 24 * time.Hour)},
 		{"+90d", now.Add(90 * 24 * time.Hour)},
-		// Issue 13: "--start 'Thu 14:00'". Now is Friday 07:00 EST.
+		// Now is Friday 07:00 EST.
 		{"Thu 14:00", time.Date(2026, 11, 26, 19, 0, 0, 0, time.UTC)},
 		{"thursday 14:00", time.Date(2026, 11, 26, 19, 0, 0, 0, time.UTC)},
 		{"Fri 08:00", time.Date(2026, 11, 20, 13, 0, 0, 0, time.UTC)},
 		{"Fri 06:00", time.Date(2026, 11, 27, 11, 0, 0, 0, time.UTC)},
 		{"FRI 07:00", time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)}, // now itself is not ahead
+		{"tomorrow 09:00", time.Date(2026, 11, 21, 14, 0, 0, 0, time.UTC)},
+		{"Tomorrow 00:30", time.Date(2026, 11, 21, 5, 30, 0, 0, time.UTC)},
+		{"today 14:00", time.Date(2026, 11, 20, 19, 0, 0, 0, time.UTC)},
+		{"today 06:00", time.Date(2026, 11, 20, 11, 0, 0, 0, time.UTC)}, // passed: the caller refuses it
 	}
 	for _, c := range cases {
 		got, err := ParseWhen(c.in, now)
@@ -40,17 +44,28 @@ func TestParseWhenReadsWhatTheTUIAndCLITake(t *testing.T) {
 			t.Errorf("ParseWhen(%q) = %v, %v; want %v", c.in, got, err, c.want)
 		}
 	}
-	for _, bad := range []string{"", "soon", "+", "+2", "+0d", "+2y", "+-1d", "2026-13-01", "2026-12-02 25:00", "09:00", "+91d", "Thu", "Thu 25:00", "Thx 14:00", "Thu 2pm", "14:00 Thu"} {
+	for _, bad := range []string{"", "soon", "+", "+2", "+0d", "+2y", "+-1d", "2026-13-01", "2026-12-02 25:00", "09:00", "+91d", "Thu", "Thu 25:00", "Thx 14:00", "Thu 2pm", "14:00 Thu", "tomorrow", "tomorrow 9am", "yesterday 09:00", "tomorrow 24:00"} {
 		if _, err := ParseWhen(bad, now); err == nil {
 			t.Errorf("ParseWhen(%q) accepted", bad)
-		} else if !strings.Contains(err.Error(), "90 days") && !strings.Contains(err.Error(), WhenForm) {
-			t.Errorf("ParseWhen(%q): %v, want the accepted forms", bad, err)
+		} else if !strings.Contains(err.Error(), "90 days") && (!strings.Contains(err.Error(), WhenForm) || !strings.Contains(err.Error(), "such as 2026-11-22 09:00")) {
+			t.Errorf("ParseWhen(%q): %v, want the accepted forms and an example dated from today", bad, err)
+		}
+	}
+}
+
+// Examples in messages are dated from the day they are said, never past.
+func TestWhenExampleIsAhead(t *testing.T) {
+	for _, now := range []time.Time{time.Date(2026, 12, 31, 23, 59, 0, 0, time.UTC), time.Date(2031, 2, 27, 1, 0, 0, 0, time.FixedZone("X", 13*3600))} {
+		ex := WhenExample(now)
+		v, err := ParseWhen(ex, now)
+		if err != nil || !v.After(now) {
+			t.Errorf("example %q on %v: %v, %v; want a time ahead", ex, now, v, err)
 		}
 	}
 }
 
 func FuzzParseWhen(f *testing.F) {
-	for _, s := range []string{"2026-12-02T09:00", "2026-12-02 09:00", "2026-12-02", "+2d", "+30m", "2026-12-02T09:00:00Z", "+99999999999999999999d", " +1w ", "Thu 14:00", "sun 00:00"} {
+	for _, s := range []string{"2026-12-02T09:00", "2026-12-02 09:00", "2026-12-02", "+2d", "+30m", "2026-12-02T09:00:00Z", "+99999999999999999999d", " +1w ", "Thu 14:00", "sun 00:00", "tomorrow 09:00", "TODAY 23:59"} {
 		f.Add(s)
 	}
 	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
@@ -65,8 +80,12 @@ func FuzzParseWhen(f *testing.F) {
 		if strings.HasPrefix(strings.TrimSpace(s), "+") && (!got.After(now) || got.Sub(now) > MaxWindow) {
 			t.Errorf("%q: offset %v outside (0, 90d]", s, got.Sub(now))
 		}
-		if _, ok := weekdays[strings.ToLower(strings.Fields(s + " x")[0])]; ok && (!got.After(now) || got.Sub(now) > 7*24*time.Hour+time.Hour) {
+		day := strings.ToLower(strings.Fields(s + " x")[0])
+		if _, ok := weekdays[day]; ok && (!got.After(now) || got.Sub(now) > 7*24*time.Hour+time.Hour) {
 			t.Errorf("%q: a weekday form %v is not within the week ahead of %v", s, got, now)
+		}
+		if (day == "today" || day == "tomorrow") && got.Sub(now.Truncate(24*time.Hour)) >= 48*time.Hour {
+			t.Errorf("%q: %v is not today or tomorrow of %v", s, got, now)
 		}
 	})
 }

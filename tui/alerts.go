@@ -695,7 +695,10 @@ func (v *planView) makePlanRule() tea.Cmd {
 	}
 	onTime := t.onTime
 	pr := &watch.PlanRule{GPU: strings.Join(job.Models, ","), GPUs: job.GPUs, Hours: job.Hours,
-		Start: job.Start.UTC().Format(time.RFC3339), Deadline: job.Deadline.UTC().Format(time.RFC3339), Checkpoint: &ck, OnTimePct: &onTime}
+		Deadline: job.Deadline.UTC().Format(time.RFC3339), Checkpoint: &ck, OnTimePct: &onTime}
+	if job.Start.After(v.c.now()) { // a start come already is "now"
+		pr.Start = job.Start.UTC().Format(time.RFC3339)
+	}
 	loc := v.c.now().Location()
 	what := fmt.Sprintf("the best plan for %d %s × %gh by %s, on time ≥%s%%,", job.GPUs, strings.Join(job.Models, "/"), job.Hours,
 		job.Deadline.In(loc).Format("01-02 15:04"), present.GPUCount(onTime))

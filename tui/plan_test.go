@@ -101,7 +101,7 @@ func TestPlanFormParse(t *testing.T) {
 		{func(f *planForm) { f.models = "H100,h100" }, "H100 is named twice"},
 		{func(f *planForm) { f.models = " , " }, "GPU models: none"},
 		{func(f *planForm) { f.hours = "-3" }, "hours of work \"-3\""},
-		{func(f *planForm) { f.start = "tomorrow" }, "earliest start \"tomorrow\": want a local time (2026-11-30 09:00"},
+		{func(f *planForm) { f.start = "tomorrow" }, "earliest start \"tomorrow\": want a local time (YYYY-MM-DD HH:MM"},
 		{func(f *planForm) { f.deadline = "" }, "deadline: missing"},
 		{func(f *planForm) { f.deadline = "2026-11-25 09:00" }, "deadline: 2026-11-25T09:00:00Z is before start + hours"},
 		{func(f *planForm) { f.checkpoint = "0s" }, "checkpoint every \"0s\""},

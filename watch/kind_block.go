@@ -23,8 +23,8 @@ type BlockRule struct {
 	Instances int    `yaml:"instances,omitempty"`
 	// Hours is the block's length, whole hours.
 	Hours float64 `yaml:"hours"`
-	// StartAfter and StartBefore bound the start (RuleTimeForm); empty
-	// means now and as far ahead as the clouds sell.
+	// StartAfter and StartBefore bound the start (ParseRuleTime);
+	// empty means now and as far ahead as the clouds sell.
 	StartAfter  string `yaml:"start_after,omitempty"`
 	StartBefore string `yaml:"start_before,omitempty"`
 	// MaxUSDGPUHour is the price per GPU-hour to be under; nil: any.
@@ -71,7 +71,7 @@ func (b *BlockRule) Validate() error {
 	if badFloat(b.Hours) || b.Hours != math.Trunc(b.Hours) || b.Hours < 1 || b.Hours > maxBlockHours {
 		return ruleErr("hours", "%v; want whole hours from 1 to %d (AWS blocks: %s)", b.Hours, maxBlockHours, domain.CapacityBlockTerms.DurationForm)
 	}
-	after, before, err := b.Window()
+	after, before, err := b.Window(time.Now())
 	if err != nil {
 		return err
 	}
@@ -90,15 +90,16 @@ func (b *BlockRule) Validate() error {
 	return nil
 }
 
-// Window returns the rule's start range; a bound not set is zero.
-func (b *BlockRule) Window() (after, before time.Time, err error) {
+// Window returns the rule's start range as of now; a bound not set is
+// zero.
+func (b *BlockRule) Window(now time.Time) (after, before time.Time, err error) {
 	if b.StartAfter != "" {
-		if after, err = ParseRuleTime(b.StartAfter); err != nil {
+		if after, err = ParseRuleTime(b.StartAfter, now); err != nil {
 			return after, before, ruleErr("start_after", "%v", err)
 		}
 	}
 	if b.StartBefore != "" {
-		if before, err = ParseRuleTime(b.StartBefore); err != nil {
+		if before, err = ParseRuleTime(b.StartBefore, now); err != nil {
 			return after, before, ruleErr("start_before", "%v", err)
 		}
 	}
@@ -165,7 +166,7 @@ func (b *BlockRule) check(inUse []domain.Descriptor) error {
 
 // expired refuses a new rule whose latest start has passed.
 func (b *BlockRule) expired(now time.Time) error {
-	if _, before, err := b.Window(); err == nil && !before.IsZero() && before.Before(now) {
+	if _, before, err := b.Window(now); err == nil && !before.IsZero() && before.Before(now) {
 		return fmt.Errorf("the latest start %s has passed: no block could start in the range", before.UTC().Format(time.RFC3339))
 	}
 	return nil
@@ -176,8 +177,8 @@ func (b *BlockRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *roun
 		e.sayOnce(r, "no booking service in this run: block rules are not evaluated")
 		return
 	}
-	after, before, _ := b.Window()
 	now := e.now()
+	after, before, _ := b.Window(now)
 	if !before.IsZero() && before.Before(now) {
 		e.sayOnce(r, fmt.Sprintf("its start range ended at %s: it will not fire again (remove it)", before.UTC().Format(time.RFC3339)))
 		return

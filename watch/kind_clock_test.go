@@ -19,7 +19,7 @@ type clockRule struct {
 }
 
 func (c *clockRule) Validate() error {
-	if _, err := ParseRuleTime(c.At); err != nil {
+	if _, err := ParseRuleTime(c.At, time.Now()); err != nil {
 		return ruleErr("at", "%v", err)
 	}
 	return nil
@@ -28,8 +28,8 @@ func (c *clockRule) Validate() error {
 func (c *clockRule) Describe() string { return "the clock reaches " + c.At }
 
 func (c *clockRule) evaluate(ctx context.Context, e *Evaluator, r Rule, _ *round) {
-	at, _ := ParseRuleTime(c.At)
 	now := e.now()
+	at, _ := ParseRuleTime(c.At, now)
 	e.step(ctx, r, crossing(!now.Before(at), now, r.Cooldown, func() *Alert {
 		return &Alert{Text: "it is " + at.UTC().Format(time.RFC3339)}
 	}))

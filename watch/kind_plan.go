@@ -22,8 +22,8 @@ type PlanRule struct {
 	GPU   string  `yaml:"gpu"`
 	GPUs  int     `yaml:"gpus"`
 	Hours float64 `yaml:"hours"`
-	// Start and Deadline are RuleTimeForm times.
-	Start    string `yaml:"start"`
+	// Start and Deadline are ParseRuleTime times; no start is now.
+	Start    string `yaml:"start,omitempty"`
 	Deadline string `yaml:"deadline"`
 	// Checkpoint is the interval between checkpoints; 0s for a job that
 	// cannot checkpoint; nil means DefaultCheckpoint.
@@ -72,7 +72,7 @@ func (p *PlanRule) Validate() error {
 	if badFloat(p.Hours) || p.Hours <= 0 || p.Hours > maxBlockHours {
 		return ruleErr("hours", "%v; want hours of work above 0, at most %d (26 weeks)", p.Hours, maxBlockHours)
 	}
-	start, deadline, err := p.Window()
+	start, deadline, err := p.Window(time.Now())
 	if err != nil {
 		return err
 	}
@@ -99,18 +99,18 @@ func (p *PlanRule) Validate() error {
 	return nil
 }
 
-// Window returns the job's start and deadline.
-func (p *PlanRule) Window() (start, deadline time.Time, err error) {
-	if p.Start == "" {
-		return start, deadline, ruleErr("", "start: missing; want the job's earliest start: %s", RuleTimeForm)
-	}
-	if start, err = ParseRuleTime(p.Start); err != nil {
-		return start, deadline, ruleErr("start", "%v", err)
+// Window returns the job's start and deadline as of now.
+func (p *PlanRule) Window(now time.Time) (start, deadline time.Time, err error) {
+	start = now
+	if p.Start != "" {
+		if start, err = ParseRuleTime(p.Start, now); err != nil {
+			return start, deadline, ruleErr("start", "%v", err)
+		}
 	}
 	if p.Deadline == "" {
-		return start, deadline, ruleErr("", "deadline: missing; want when the work must be done: %s", RuleTimeForm)
+		return start, deadline, ruleErr("", "deadline: missing; want when the work must be done: %s, such as %s", domain.WhenForm, domain.WhenExample(now))
 	}
-	if deadline, err = ParseRuleTime(p.Deadline); err != nil {
+	if deadline, err = ParseRuleTime(p.Deadline, now); err != nil {
 		return start, deadline, ruleErr("deadline", "%v", err)
 	}
 	return start, deadline, nil
@@ -149,10 +149,17 @@ func (p *PlanRule) Describe() string {
 // reads: the planner prices its models in every region.
 func (p *PlanRule) reads() marketNeed { return marketNeed{GPUs: p.Models()} }
 
-// expired refuses a new rule whose deadline has passed.
+// expired refuses a new rule whose start or deadline has passed: a
+// window in the past is a typo, not a job.
 func (p *PlanRule) expired(now time.Time) error {
-	if _, deadline, err := p.Window(); err == nil && deadline.Before(now) {
-		return fmt.Errorf("the deadline %s has passed", deadline.UTC().Format(time.RFC3339))
+	start, deadline, err := p.Window(now)
+	switch {
+	case err != nil:
+		return nil
+	case deadline.Before(now):
+		return fmt.Errorf("the deadline %s has passed; want a later deadline, such as %s", deadline.Format(time.RFC3339), domain.WhenExample(now))
+	case p.Start != "" && start.Before(now):
+		return fmt.Errorf("the start %s has passed; want a later start, or none for now", start.Format(time.RFC3339))
 	}
 	return nil
 }
@@ -162,8 +169,8 @@ func (p *PlanRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *round
 		e.sayOnce(r, "no planner in this run: plan rules are not evaluated")
 		return
 	}
-	start, deadline, _ := p.Window()
 	now := e.now()
+	start, deadline, _ := p.Window(now)
 	work := time.Duration(p.Hours * float64(time.Hour))
 	if now.Add(work).After(deadline) {
 		e.sayOnce(r, fmt.Sprintf("the job can no longer be done by its deadline %s: it will not fire again (remove it)", deadline.UTC().Format(time.RFC3339)))

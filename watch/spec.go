@@ -520,23 +520,9 @@ func MarshalRules(specs []Spec) ([]byte, error) {
 	return append([]byte(RulesFileHeader), body...), nil
 }
 
-// RuleTimeForm is what a rule's times accept.
-const RuleTimeForm = "an RFC 3339 time (2026-12-03T11:30:00Z), a date (2026-12-03, midnight UTC) or a UTC date and time (2026-12-03 11:30)"
-
-// ParseRuleTime reads a rule's time: RFC 3339, a date (midnight UTC) or
-// "2026-12-03 11:30" (UTC: a rule is evaluated by a server whose zone is
-// not its writer's).
-func ParseRuleTime(s string) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	for _, layout := range []string{"2006-01-02", "2006-01-02 15:04", "2006-01-02T15:04"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("%q: want %s", s, RuleTimeForm)
-}
+// ParseRuleTime reads a rule's time as every other time is read
+// (domain.ParseWhen): a time relative to now (+2d, Thu 14:00, tomorrow
+// 09:00) is read again at each evaluation.
+func ParseRuleTime(s string, now time.Time) (time.Time, error) { return domain.ParseWhen(s, now) }
 
 func badFloat(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }

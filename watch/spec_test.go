@@ -1,14 +1,18 @@
 package watch
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // loadRules reads a config file of body as every command does: the
@@ -51,7 +55,7 @@ func TestWatchShape(t *testing.T) {
 	if b.Kind() != "block" || blk.GPU != "H100" || blk.GPUs != 16 || blk.Hours != 48 || *blk.MaxUSDGPUHour != 6 {
 		t.Errorf("block rule %+v %+v", b, blk)
 	}
-	after, before, err := blk.Window()
+	after, before, err := blk.Window(time.Now())
 	if err != nil || !after.Equal(time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)) || !before.Equal(time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("window %s %s %v", after, before, err)
 	}
@@ -293,5 +297,83 @@ func TestREADMEWatchExampleReads(t *testing.T) {
 	_, _, specs, err := loadRules(t, readme[i:j])
 	if err != nil || len(specs) < 5 {
 		t.Fatalf("the README's watch example: %d rules, %v", len(specs), err)
+	}
+}
+
+// searches records the block searches asked, and finds nothing.
+type searches struct {
+	mu sync.Mutex
+	qs []domain.OfferingQuery
+}
+
+func (s *searches) FindOfferings(_ context.Context, q domain.OfferingQuery) (ledger.Search, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.qs = append(s.qs, q)
+	return ledger.Search{}, nil
+}
+
+// A time in a rule reads as it does everywhere else: "2026-12-03 11:30"
+// is local (it was UTC in rules only), "+1d" and "tomorrow 09:00" are
+// taken (plan.start refused "+1d"), and a time relative to now is read
+// again at each evaluation.
+func TestRuleTimesReadAsEverywhere(t *testing.T) {
+	east := time.FixedZone("EST", -5*3600)
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, east)
+	b := &BlockRule{GPU: "H100", GPUs: 8, Hours: 24, StartAfter: "2026-12-03 11:30", StartBefore: "tomorrow 09:00"}
+	after, before, err := b.Window(now)
+	if err != nil || !after.Equal(time.Date(2026, 12, 3, 16, 30, 0, 0, time.UTC)) || !before.Equal(time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)) {
+		t.Fatalf("window %v – %v, %v", after, before, err)
+	}
+	want, _ := domain.ParseWhen("2026-12-03 11:30", now)
+	if !after.Equal(want) {
+		t.Errorf("a rule reads %v where plan --start reads %v", after, want)
+	}
+	p := &PlanRule{GPU: "H100", GPUs: 8, Hours: 4, Start: "+1d", Deadline: "+3d", BelowUSD: f64(100)}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("plan.start +1d: %v", err)
+	}
+	if start, _, _ := p.Window(now); !start.Equal(now.Add(24 * time.Hour)) {
+		t.Errorf("start +1d read as %v", start)
+	}
+	// Read again as the clock moves: the search moves with it.
+	clk := newClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	s := &searches{}
+	rule := Spec{Name: "soon", Cond: &BlockRule{GPU: "H100", GPUs: 8, Hours: 24, StartAfter: "+2d", StartBefore: "+5d"}}
+	e := newEvaluator(t, Options{Offerings: s, Now: clk.Now, Rules: validRules(t, config.Notify{}, rule)})
+	e.tick(context.Background(), true)
+	clk.Add(24 * time.Hour)
+	e.tick(context.Background(), true)
+	if len(s.qs) != 2 || s.qs[1].StartAfter.Sub(s.qs[0].StartAfter) != 24*time.Hour || !s.qs[0].StartAfter.Equal(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)) {
+		t.Errorf("searches %+v: want a window starting 2 days from each evaluation", s.qs)
+	}
+	if _, err := ParseRuleTime("2026-13-01", now); err == nil || !strings.Contains(err.Error(), "such as 2026-12-03 09:00") {
+		t.Errorf("a bad time: %v; want an example dated from today", err)
+	}
+}
+
+// A plan rule made with its start or deadline already passed is refused
+// (a typo in the month, say); one with no start starts now.
+func TestPlanRuleWindowInThePastRefused(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	dir := t.TempDir()
+	e := newEvaluator(t, Options{Now: newClock(now).Now, State: openState(t, dir), RulesFile: filepath.Join(dir, RulesFileName)})
+	for _, c := range []struct {
+		start, deadline, says string
+	}{
+		{"2026-11-01 09:00", "2026-11-03 09:00", "the deadline 2026-11-03T09:00:00Z has passed"},
+		{"2026-11-30 09:00", "2026-12-05 09:00", "the start 2026-11-30T09:00:00Z has passed"},
+	} {
+		_, err := e.AddRule(context.Background(), Spec{Cond: &PlanRule{GPU: "H100", GPUs: 8, Hours: 4, Start: c.start, Deadline: c.deadline, BelowUSD: f64(100)}})
+		if err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("start %s, deadline %s: %v; want %q", c.start, c.deadline, err, c.says)
+		}
+	}
+	r, err := e.AddRule(context.Background(), Spec{Cond: &PlanRule{GPU: "H100", GPUs: 8, Hours: 4, Deadline: "2026-12-05 09:00", BelowUSD: f64(100)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if start, _, _ := r.Cond.(*PlanRule).Window(now); !start.Equal(now) {
+		t.Errorf("no start reads as %v, want now", start)
 	}
 }

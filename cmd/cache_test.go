@@ -68,7 +68,7 @@ func historyCalls(fake *ec2test.Server, skip int) []string {
 	return out
 }
 
-// TestWarmCacheAsksOnlyFromItsEnd is issue 10's "Done when" for the
+// TestWarmCacheAsksOnlyFromItsEnd: the
 // history cache, against the local EC2 endpoint: the first start
 // back-fills the window (several pages a region, from the window's
 // start); the second start's first snapshot already shows the cached

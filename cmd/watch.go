@@ -21,8 +21,7 @@ import (
 	"github.com/gpumarket/gpumarket/watch"
 )
 
-// exitFired is `watch --once`'s exit code when an alert fired: scripts
-// tell "something to do" from "nothing" (0) and from a bad config (2).
+// exitFired is `watch --once`'s exit code when an alert fired.
 const exitFired = 3
 
 func (cl *cli) watchCmd() *cobra.Command {
@@ -81,8 +80,6 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	// The rules are checked against the providers in use before the
-	// market they need is built from them.
 	if err := a.checkWatchRules(); err != nil {
 		return err
 	}
@@ -98,8 +95,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 		return usagef("no watch rules: add a watch: list to the config (%s), or make rules in the TUI with a; see the README's Watch section", where)
 	}
 	ctx := cmd.Context()
-	// The providers are built for the config's regions (a block rule
-	// with none searches them); the market is fetched for the rules.
+	// The providers serve the config's regions; the market the rules'.
 	ps, err := a.Providers(ctx)
 	if err != nil {
 		return err
@@ -144,10 +140,9 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	return nil
 }
 
-// rulesFile is the data dir's file of the rules made in the TUI.
 func (a *app) rulesFile() string { return filepath.Join(a.dataDir, watch.RulesFileName) }
 
-// fileRules reads the rules made in the TUI, checked as the config's are.
+// fileRules reads the rules made in the TUI.
 func (a *app) fileRules() ([]watch.Spec, error) {
 	data, err := os.ReadFile(a.rulesFile())
 	if errors.Is(err, os.ErrNotExist) {
@@ -159,8 +154,7 @@ func (a *app) fileRules() ([]watch.Spec, error) {
 	return watch.ParseRules(a.rulesFile(), data, a.cfg.Notify)
 }
 
-// checkRules refuses a rule of file that the providers in use cannot
-// serve, at its file:line:col (exit 2).
+// checkRules refuses a rule the providers in use cannot serve (exit 2).
 func checkRules(file string, rules []watch.Spec, descs []domain.Descriptor) error {
 	for i, w := range rules {
 		if err := watch.Check(w, descs); err != nil {
@@ -170,7 +164,6 @@ func checkRules(file string, rules []watch.Spec, descs []domain.Descriptor) erro
 	return nil
 }
 
-// inUse are the descriptors of the providers of this run.
 func (a *app) inUse() []domain.Descriptor {
 	out := make([]domain.Descriptor, len(a.query.Providers))
 	for i, n := range a.query.Providers {
@@ -179,20 +172,14 @@ func (a *app) inUse() []domain.Descriptor {
 	return out
 }
 
-// checkWatchRules refuses a config rule the providers in use cannot
-// serve, at the rule's file:line:col (exit 2).
 func (a *app) checkWatchRules() error {
 	return checkRules(a.cfg.Path, a.rules, a.inUse())
 }
 
-// Watcher builds the process's one evaluator of the watch rules over the
-// hub and the booking service, and runs it until Close: the TUI and
-// `serve` share it between their sessions.
-//
-// A bad rule is bad usage; anything else that keeps the watch from
-// running (a state it cannot open) is one warning, and the process runs
-// without alerts: the TUI and `serve` end scheduled fleets, which must
-// not wait on an alert's state.
+// Watcher runs the process's one evaluator until Close, for every
+// session. A bad rule is bad usage; a state it cannot open is one
+// warning and no alerts: the TUI and serve end scheduled fleets, which
+// must not wait on it.
 func (a *app) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error) {
 	ev, err := a.newWatcher(h, svc, a.usageTracker(h), nil, func(al watch.Alert) {
 		a.log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
@@ -215,11 +202,8 @@ func (a *app) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error
 	return ev, nil
 }
 
-// newWatcher checks the rules against the providers in use and builds
-// the evaluator over the market h (nil: none; market, when set, gives
-// the one the rules need after they change), the booking service and
-// the usage tracker (nil: no ledger); onAlert is told each alert it
-// raises.
+// newWatcher checks the rules and builds the evaluator over the market h
+// (market, if set, gives the next one), booking and usage.
 func (a *app) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Tracker, market func([]watch.Spec) (*feed.Hub, error),
 	onAlert func(watch.Alert)) (*watch.Evaluator, error) {
 	if err := a.checkWatchRules(); err != nil {
@@ -257,8 +241,7 @@ func (a *app) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Track
 	})
 }
 
-// watchState opens the watch's state in the data dir once; Close closes
-// it.
+// watchState opens the watch's state once; Close closes it.
 func (a *app) watchState() (*watch.State, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -277,8 +260,8 @@ func (a *app) watchState() (*watch.State, error) {
 }
 
 // watchMarket is a headless watch's market: a hub over what its rules
-// read, replaced by a wider one when a rule of the rules file needs
-// more, so that `watch` and `watch --once` fire on the same rules.
+// read, replaced by a wider one when a new rule needs more, so that
+// `watch` fires as `watch --once` does.
 type watchMarket struct {
 	a    *app
 	ps   []domain.Provider
@@ -290,8 +273,8 @@ type watchMarket struct {
 	stop context.CancelFunc
 }
 
-// For returns the hub over what rules read (nil when none reads the
-// market), starting a wider one when the current one lacks some of it.
+// For returns the hub over what rules read (nil: none), started anew
+// when the current one lacks some of it.
 func (m *watchMarket) For(rules []watch.Spec) (*feed.Hub, error) {
 	q, ok := watch.MarketFor(m.base, rules)
 	m.mu.Lock()
@@ -323,8 +306,7 @@ func (m *watchMarket) For(rules []watch.Spec) (*feed.Hub, error) {
 	return h, nil
 }
 
-// covers reports whether a market of have holds all of want's (an empty
-// list is every GPU model, every region).
+// covers reports whether have holds all of want (empty: everything).
 func covers(have, want domain.Query) bool {
 	in := func(h, w []string) bool {
 		if len(h) == 0 {
@@ -343,7 +325,6 @@ func covers(have, want domain.Query) bool {
 	return in(have.GPUs, want.GPUs) && in(have.Regions, want.Regions)
 }
 
-// union is what a or b holds; empty (all) when either is.
 func union(a, b []string) []string {
 	if len(a) == 0 || len(b) == 0 {
 		return nil

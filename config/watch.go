@@ -10,11 +10,9 @@ import (
 	"github.com/goccy/go-yaml/ast"
 )
 
-// Rules is the `watch:` list as written. The watch package reads and
-// checks it (watch.ConfigRules), where each kind of rule is defined.
+// Rules is the `watch:` list as written, for watch.ConfigRules to read.
 type Rules []ast.Node
 
-// UnmarshalYAML keeps each rule's node, with its place in the file.
 func (r *Rules) UnmarshalYAML(node ast.Node) error {
 	for {
 		switch n := node.(type) {
@@ -39,42 +37,27 @@ var rulesType = reflect.TypeFor[Rules]()
 
 // Defaults and limits of `notify:`.
 const (
-	// DefaultCommandTimeout bounds a notify command when
-	// notify.command_timeout is not set; the command is killed then.
 	DefaultCommandTimeout = 10 * time.Second
-	// DefaultWebhookTimeout bounds one webhook POST.
-	DefaultWebhookTimeout = 5 * time.Second
-	// DefaultWebhookRetries is how many times a webhook POST is tried
-	// again after a 5xx, a 429 or a timeout.
+	DefaultWebhookTimeout = 5 * time.Second // one POST
 	DefaultWebhookRetries = 3
-	// MaxWebhookRetries bounds webhook.retries.
-	MaxWebhookRetries = 10
+	MaxWebhookRetries     = 10
 )
 
-// Notify says where alerts go besides the TUI (`notify:`).
+// Notify says where alerts go besides the TUI (`notify:`): a command run
+// per alert, a webhook POSTed each.
 type Notify struct {
-	// Command is run once per alert: the alert's text is its last
-	// argument, the alert is JSON on its stdin and GPUMARKET_ALERT_*
-	// variables in its environment.
-	Command []string `yaml:"command,omitempty"`
-	// CommandTimeout bounds the command (default DefaultCommandTimeout):
-	// it is killed, with what it started, when the time is up.
+	Command        []string `yaml:"command,omitempty"`
 	CommandTimeout Duration `yaml:"command_timeout,omitempty"`
 	Webhook        *Webhook `yaml:"webhook,omitempty"`
 }
 
-// Webhook is a URL that each alert is POSTed to as JSON, with a
-// Slack-compatible `text` field.
+// Webhook is notify.webhook.
 type Webhook struct {
-	URL string `yaml:"url"`
-	// Timeout bounds one POST (default DefaultWebhookTimeout).
+	URL     string   `yaml:"url"`
 	Timeout Duration `yaml:"timeout,omitempty"`
-	// Retries is how many times a POST that met a 5xx or a 429 is tried
-	// again, with backoff (default DefaultWebhookRetries).
-	Retries *int `yaml:"retries,omitempty"`
+	Retries *int     `yaml:"retries,omitempty"`
 }
 
-// CommandTimeoutOrDefault bounds the notify command.
 func (n Notify) CommandTimeoutOrDefault() time.Duration {
 	if n.CommandTimeout > 0 {
 		return n.CommandTimeout.D()
@@ -82,7 +65,6 @@ func (n Notify) CommandTimeoutOrDefault() time.Duration {
 	return DefaultCommandTimeout
 }
 
-// TimeoutOrDefault bounds one POST.
 func (w Webhook) TimeoutOrDefault() time.Duration {
 	if w.Timeout > 0 {
 		return w.Timeout.D()
@@ -90,7 +72,6 @@ func (w Webhook) TimeoutOrDefault() time.Duration {
 	return DefaultWebhookTimeout
 }
 
-// RetriesOrDefault is how many times a failed POST is tried again.
 func (w Webhook) RetriesOrDefault() int {
 	if w.Retries != nil {
 		return *w.Retries
@@ -120,8 +101,7 @@ func (n *Notify) validate() error {
 	return nil
 }
 
-// RedactURL is a webhook URL as messages may say it: its scheme and
-// host. Its path is its secret (a Slack hook's is all it takes to post).
+// RedactURL keeps a webhook URL's scheme and host: its path is its secret.
 func RedactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" {
@@ -139,12 +119,10 @@ func RedactURL(s string) string {
 // Pos is where a key is written in its file.
 type Pos struct{ Line, Col int }
 
-// Decode decodes a YAML node into v (a pointer to a struct of yaml
-// tags) as Parse decodes the config: an unknown key is refused with the
-// keys accepted where it stands, a value of the wrong type with what the
-// key accepts. key is where the node stands ("watch[2].spot"): messages
-// name keys from there, and pos receives where each key below it is
-// written. Errors are placed: InFile turns them into *FileError.
+// Decode decodes node into v as Parse decodes the config (unknown keys
+// and wrong types said with what is accepted). key is where node stands
+// ("watch[2].spot"); pos receives where each key below it is written;
+// InFile places the errors.
 func Decode(node ast.Node, v any, key string, pos map[string]Pos) error {
 	at := map[string]position{}
 	err := checkKeys(node, reflect.TypeOf(v), key, at)
@@ -165,10 +143,8 @@ func NodeError(node ast.Node, format string, args ...any) error {
 	return nodeErr(node, format, args...)
 }
 
-// InFile is a *FileError of file for an error Decode or NodeError
-// returned, placed where they say.
+// InFile is a *FileError of an error Decode or NodeError returned.
 func InFile(file string, err error) error { return fileError(file, err) }
 
-// validateWatch checks `notify:`; the rules are the watch package's to
-// check.
+// validateWatch checks `notify:`; the watch package checks the rules.
 func (c *Config) validateWatch() error { return c.Notify.validate() }

@@ -11,25 +11,12 @@ import (
 // refusal adds an example dated from today.
 const WhenForm = "a local time (YYYY-MM-DD HH:MM or YYYY-MM-DDTHH:MM), today or tomorrow and a local time (tomorrow 09:00), a weekday and a local time (Thu 14:00: the next one), a date (YYYY-MM-DD, midnight UTC), an offset from now (+30m, +6h, +2d, +1w) or an RFC 3339 time (YYYY-MM-DDTHH:MM:SSZ)"
 
-// WhenExample is a time as ParseWhen reads it, dated from now: the
-// day after tomorrow at 09:00.
+// WhenExample is a time ParseWhen reads, two days from now.
 func WhenExample(now time.Time) string { return now.AddDate(0, 0, 2).Format("2006-01-02") + " 09:00" }
 
-// ParseWhen reads a time as people write it, the same in the CLI, the
-// TUI's forms and watch rules:
-//
-//   - "+2d": an offset from now, a whole number and a unit m, h, d or w,
-//     at most 90 days;
-//   - "2026-11-30 09:00" or "2026-11-30T09:00": a wall-clock time in now's
-//     location (the local time of the terminal, the SSH session, or the
-//     process evaluating a rule);
-//   - "today 14:00", "tomorrow 09:00": that wall-clock time of the day;
-//   - "Thu 14:00" (or "thursday 14:00"): the next such wall-clock time
-//     after now, within the week ahead;
-//   - "2026-11-30": midnight UTC of the date;
-//   - an RFC 3339 time, with its own offset.
-//
-// Surrounding spaces are ignored; the day words in any case.
+// ParseWhen reads a time as people write it (WhenForm), the same in the
+// CLI, the TUI and watch rules: wall-clock times in now's location, an
+// offset at most 90 days, a bare date at midnight UTC.
 func ParseWhen(s string, now time.Time) (time.Time, error) {
 	t := strings.TrimSpace(s)
 	if strings.HasPrefix(t, "+") {
@@ -63,7 +50,6 @@ func whenErr(s string, now time.Time) error {
 	return fmt.Errorf("%q: want %s, such as %s", s, WhenForm, WhenExample(now))
 }
 
-// weekdays are the names a weekday may be written by, lower case.
 var weekdays = map[string]time.Weekday{
 	"sun": time.Sunday, "sunday": time.Sunday, "mon": time.Monday, "monday": time.Monday,
 	"tue": time.Tuesday, "tues": time.Tuesday, "tuesday": time.Tuesday, "wed": time.Wednesday, "wednesday": time.Wednesday,
@@ -71,8 +57,8 @@ var weekdays = map[string]time.Weekday{
 	"fri": time.Friday, "friday": time.Friday, "sat": time.Saturday, "saturday": time.Saturday,
 }
 
-// dayAndClock reads "Thu 14:00" (the first such wall-clock time in
-// now's location strictly after now), "today 14:00" and "tomorrow 09:00".
+// dayAndClock reads "today 14:00", "tomorrow 09:00" and "Thu 14:00" (the
+// next, strictly after now).
 func dayAndClock(s string, now time.Time) (time.Time, bool) {
 	day, clock, ok := strings.Cut(s, " ")
 	if !ok {

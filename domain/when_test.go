@@ -90,7 +90,7 @@ func FuzzParseWhen(f *testing.F) {
 	})
 }
 
-// Issue 13.1: the fleet schedule the CLI's --start/--for and the Fleet
+// The fleet schedule the CLI's --start/--for and the Fleet
 // form's Start/For take: a start ahead, a length within bounds, each
 // refusal naming its field.
 func TestParseFleetSchedule(t *testing.T) {

@@ -1,13 +1,5 @@
-// The history cache: the pools and spot price points the hub fetched
-// from the clouds, kept in their own SQLite file in the data dir
-// (history.db, never the ledger's file) with, per provider and region, the
-// span of time the fetches covered. A restart seeds the hub from it and
-// asks the clouds only for what is missing since.
-//
-// Writes are batched off the hub's hot path: Save and Trim queue their
-// work, and one writer goroutine commits it about once a second. A file
-// that is not a history cache this gpumarket can read is moved aside and
-// a fresh cache made: everything in it can be fetched again.
+// The history cache keeps what the hub fetched, and the spans it covers,
+// in history.db; docs/DESIGN.md has the whole of it.
 package feed
 
 import (
@@ -25,28 +17,22 @@ import (
 	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
-// FileName is the cache's file inside the data dir.
 const FileName = "history.db"
 
-// DefaultRetention is how much history the cache keeps: what the clouds
-// keep.
+// DefaultRetention is what the clouds keep.
 const DefaultRetention = domain.MaxWindow
 
-// HistoryOptions tune a cache.
+// HistoryOptions tune a cache: writes are gathered FlushEvery (1 s) and
+// committed together, off the hub's hot path.
 type HistoryOptions struct {
-	// Retention is how far back the cache keeps history (default 90 d).
-	Retention time.Duration
-	// FlushEvery is how long writes are gathered before they are
-	// committed together (default 1 s).
+	Retention  time.Duration // default 90 d
 	FlushEvery time.Duration
-	// Now is the clock (default time.Now).
-	Now    func() time.Time
-	Logger *slog.Logger
+	Now        func() time.Time
+	Logger     *slog.Logger
 }
 
-// History is an open history cache. It implements feed.History and is safe
-// for concurrent use; several processes may share the file (SQLite's locks
-// serialize their writes).
+// History is an open history cache, safe for concurrent use by several
+// processes.
 type History struct {
 	db    *sql.DB
 	path  string
@@ -64,29 +50,23 @@ type History struct {
 	stopped chan struct{}
 	once    sync.Once
 
-	// ids maps pools to their row ids; only the writer uses it.
+	// ids maps pools to their row ids, for the writer only.
 	ids map[domain.PoolKey]int64
 }
 
 var _ Cache = (*History)(nil)
 
-// Aside says that the file found was not a readable history cache and
-// where it was moved.
+// Aside is a file found unusable (Reason) and where it was moved.
 type Aside struct {
-	// Path is where the old file now is.
-	Path string
-	// Reason is what was wrong with it (a *sqlitedb.FileError).
+	Path   string
 	Reason error
 }
 
-// Path returns the cache file in dataDir.
 func Path(dataDir string) string { return filepath.Join(dataDir, FileName) }
 
-// Open opens the cache in dataDir, creating it (and the dir) when it is
-// missing. A file that is not a readable history cache is renamed aside
-// (history.db.corrupt-<time>) and a fresh one made: Aside then says so,
-// and the caller warns. Any other failure (permissions, a full disk) is
-// returned and nothing is renamed.
+// Open opens (or makes) the cache in dataDir. An unusable file is moved
+// aside (Aside says so) and a fresh cache made: all of it can be fetched
+// again. Any other failure is returned.
 func Open(dataDir string, opt HistoryOptions) (*History, error) {
 	if dataDir == "" {
 		return nil, errors.New("open history cache: no data dir")
@@ -97,7 +77,6 @@ func Open(dataDir string, opt HistoryOptions) (*History, error) {
 	return OpenPath(Path(dataDir), opt)
 }
 
-// OpenPath opens the cache at path; see Open.
 func OpenPath(path string, opt HistoryOptions) (*History, error) {
 	if opt.Retention <= 0 {
 		opt.Retention = DefaultRetention
@@ -132,17 +111,13 @@ func OpenPath(path string, opt HistoryOptions) (*History, error) {
 	return c, nil
 }
 
-// Aside reports whether Open found a file it could not read and moved it
-// aside; nil when it did not.
+// Aside says where an unusable file found by Open went; nil if none.
 func (c *History) Aside() *Aside { return c.aside }
 
-// Path is the cache's file.
 func (c *History) Path() string { return c.path }
 
-// Close commits what is queued and closes the file. A file found damaged
-// while it was read or written is moved aside, so that the next start
-// makes a fresh one instead of tripping over it again. It is safe to call
-// more than once.
+// Close commits what is queued and closes the file; one found damaged
+// meanwhile is moved aside, for a fresh start next time.
 func (c *History) Close() error {
 	var err error
 	c.once.Do(func() {
@@ -161,16 +136,14 @@ func (c *History) Close() error {
 				err = errors.Join(err, fmt.Errorf("history cache %s is damaged (%v) and could not be moved aside: %w", c.path, damaged, merr))
 				return
 			}
-			// The reader said it when it found the damage (the hub warns
-			// that it fetches afresh); this is for the log.
+			// The hub warned when it met the damage; this is for the log.
 			c.opt.Logger.Info("history cache damaged: moved aside, the next start makes a fresh one", "file", c.path, "moved", moved, "err", damaged)
 		}
 	})
 	return err
 }
 
-// noteDamage remembers that err, met reading or writing the file, says it
-// is damaged; it reports whether it did.
+// noteDamage notes that err says the file is damaged, if it does.
 func (c *History) noteDamage(err error) bool {
 	if !errors.Is(err, errChunk) && !sqlitedb.IsCorrupt(err) {
 		return false
@@ -217,10 +190,9 @@ CREATE TABLE spans (
 	PRIMARY KEY (provider, region, gpus)
 );`
 
-// historySchema is the cache's file. Synchronous NORMAL is enough for a
-// cache in WAL mode: a power cut may lose the last commits (their spans
-// with them, so nothing is claimed that was lost), never the file.
-// auto_vacuum lets the trim give space back.
+// historySchema: a power cut may lose the last commits and their spans
+// (so nothing lost is claimed), never the file; auto_vacuum lets the trim
+// give space back.
 var historySchema = sqlitedb.Schema{
 	Name:  "gpumarket history cache",
 	Setup: []string{`PRAGMA auto_vacuum = INCREMENTAL`},
@@ -230,11 +202,9 @@ INSERT INTO meta (key, value) VALUES ('format', '` + format + `')`},
 	Identify: identifyCache,
 }
 
-// format names the file as a gpumarket history cache in its meta table.
 const format = "gpumarket-history"
 
-// identifyCache tells a cache's tables from others': a meta table that
-// names the format, and the cache's tables.
+// identifyCache tells a cache by its meta table's format and its tables.
 func identifyCache(ctx context.Context, q sqlitedb.Querier, have map[string]bool) (string, error) {
 	other := "holds other tables (" + sqlitedb.TableList(have) + ")"
 	if !have["meta"] {
@@ -256,9 +226,8 @@ func identifyCache(ctx context.Context, q sqlitedb.Querier, have map[string]bool
 	return "", nil
 }
 
-// Remove deletes the cache in dataDir (its WAL and shared-memory files
-// too) and the copies earlier opens moved aside. It returns what it
-// removed; nothing there is not an error.
+// Remove deletes the cache in dataDir, with its WAL and the copies moved
+// aside, and returns what it removed.
 func Remove(dataDir string) ([]string, error) {
 	path := Path(dataDir)
 	var removed []string

@@ -5,12 +5,10 @@ import (
 	"time"
 )
 
-// claimBatch is how many deliveries one round claims.
 const claimBatch = 16
 
-// deliverLoop sends what is owed until ctx ends, then waits for the
-// sends in flight: a SIGTERM lets them finish (each is bounded by its
-// notifier's timeout) and leaves the rest owed for the next run.
+// deliverLoop sends what is owed until ctx ends, then waits for the sends
+// in flight (each bounded by its timeout); the rest stays owed.
 func (e *Evaluator) deliverLoop(ctx context.Context) {
 	defer e.inflight.Wait()
 	if len(e.notifiers) == 0 {
@@ -34,7 +32,6 @@ func (e *Evaluator) deliverLoop(ctx context.Context) {
 	}
 }
 
-// deliverDue claims the deliveries that are due and starts sending them.
 func (e *Evaluator) deliverDue(ctx context.Context) {
 	if len(e.notifiers) == 0 || ctx.Err() != nil {
 		return
@@ -49,8 +46,8 @@ func (e *Evaluator) deliverDue(ctx context.Context) {
 	e.dispatch(ctx, ds)
 }
 
-// dispatch starts sending claimed deliveries; those it cannot start (the
-// evaluator is stopping, no notifier for the channel) are put back.
+// dispatch sends claimed deliveries; those it cannot start (stopping, no
+// notifier) go back.
 func (e *Evaluator) dispatch(ctx context.Context, ds []delivery) {
 	for _, d := range ds {
 		n := e.notifiers[d.channel]
@@ -61,16 +58,13 @@ func (e *Evaluator) dispatch(ctx context.Context, ds []delivery) {
 		e.inflight.Add(1)
 		go func() {
 			defer e.inflight.Done()
-			// Once begun, a send runs to its answer or its timeout,
-			// whatever happens to ctx: that is the "in flight" a SIGTERM
-			// waits for.
+			// Begun, a send runs to its answer or timeout whatever ctx does.
 			e.send(context.WithoutCancel(ctx), n, d)
 		}()
 	}
 }
 
-// send makes one attempt and records it: delivered, tried again after a
-// backoff, or given up with one logged line.
+// send makes one attempt and records how it went.
 func (e *Evaluator) send(ctx context.Context, n Notifier, d delivery) {
 	err := n.Send(ctx, d.alert)
 	var ferr error

@@ -19,83 +19,65 @@ import (
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
-// OfferingSearcher searches capacity blocks and reservations: the
-// booking service, which keeps what it finds for `gpumarket book ID`.
+// OfferingSearcher searches blocks and reservations (the booking service,
+// which keeps what it finds for `gpumarket book ID`).
 type OfferingSearcher interface {
 	FindOfferings(ctx context.Context, q domain.OfferingQuery) (ledger.Search, error)
 }
 
-// LedgerReader reads the ledger's rows (the store).
+// LedgerReader reads the ledger's rows.
 type LedgerReader interface {
 	List(ctx context.Context, states ...string) ([]ledger.Entry, error)
 }
 
 // Options configure an Evaluator.
 type Options struct {
-	// Hub is the market feed the spot and bucket rules follow; the
-	// Evaluator subscribes once, however many sessions watch its alerts.
-	Hub *feed.Hub
-	// Market, when set, gives the market feed for the rules in force
-	// each time the rules file changes (a headless watch fetches only
-	// what its rules read): the Evaluator follows the hub it returns.
-	// nil: Hub is fixed (the TUI's), and a rule whose pool it lacks
-	// says so once.
+	// Hub is the market the market rules follow: one subscription for
+	// every session. Market, when set, gives the hub for the rules in
+	// force each time the rules file changes (a headless watch fetches
+	// only what its rules read); nil keeps Hub (the TUI's).
+	Hub    *feed.Hub
 	Market func(rules []Spec) (*feed.Hub, error)
-	// Offerings answers block rules; Ledger starts_in rules; Planner plan
-	// rules. A rule whose source is nil is not evaluated.
+	// The sources of the other kinds; a rule whose source is nil says
+	// so and is not evaluated. Usage is the process's one tracker, so
+	// the clouds' metrics are asked once per its TTL.
 	Offerings OfferingSearcher
 	Ledger    LedgerReader
 	Planner   Planner
-	// Usage answers idle rules: the process's usage report (a
-	// ledger.Tracker, shared with the TUI's Usage view, so the clouds'
-	// metrics are asked once per its TTL). nil: idle rules are not
-	// evaluated.
-	Usage UsageSource
-	// State is where firings and deliveries are kept (required).
-	State *State
-	// Rules are the config's `watch:` rules, checked (Check) and read
-	// from ConfigPath.
+	Usage     UsageSource
+	State     *State // required
+	// Rules are the config's, read from ConfigPath.
 	Rules      []Spec
 	ConfigPath string
-	// Notify is the config's `notify:`; Notifiers deliver it.
-	Notify    config.Notify
-	Notifiers []Notifier
-	// RulesFile is the data dir's file of the rules made in the TUI; ""
-	// when rules cannot be made in this run.
+	Notify     config.Notify
+	Notifiers  []Notifier
+	// RulesFile keeps the rules made in the TUI; "": none can be made.
 	RulesFile string
 	// Check asks the providers in use about a rule of the rules file or
-	// one made in the TUI (cmd gives watch.Check over their
-	// descriptors); nil accepts every rule.
-	Check func(Spec) error
-	// Describe returns a provider's descriptor (the booking service's
-	// Describe): whether a ledger row's provider is simulated. nil: none
-	// is.
+	// one made in the TUI; nil accepts every rule.
+	Check    func(Spec) error
 	Describe func(provider string) domain.Descriptor
-	// MaxLead is how far ahead the providers in use sell blocks: a block
-	// rule whose range starts later is not searched yet. 0: no limit.
+	// MaxLead is how far ahead blocks are sold: a block rule starting
+	// later is not searched yet. 0: no limit.
 	MaxLead time.Duration
-	// Tick is how often the timers are looked at: block and plan rules
-	// that are due, starts_in and idle rules, the rules file, alerts raised by
-	// another process (default 15s).
-	Tick time.Duration
-	// SearchTimeout bounds one block search or plan (default 2m).
-	SearchTimeout time.Duration
-	// Now is the clock of the rules (default time.Now). Deliveries'
-	// timeouts and backoffs are real time whatever it says.
+	// Tick paces the timers: rules on a tick or a schedule, the rules
+	// file, other processes' alerts (default 15s).
+	Tick          time.Duration
+	SearchTimeout time.Duration // one block search or plan (default 2m)
+	// Now is the rules' clock; deliveries run on real time whatever it
+	// says.
 	Now    func() time.Time
 	Logger *slog.Logger
-	// OnAlert is called once for each alert this process raises, after
-	// it is recorded (the `watch` command logs it).
+	// OnAlert is told each alert this process raises, once recorded.
 	OnAlert func(Alert)
 }
 
-// UsageSource reports what the ledger's rows used (ledger.Tracker).
+// UsageSource reports what the ledger's rows used.
 type UsageSource interface {
 	Report(ctx context.Context) (ledger.UsageReport, error)
 }
 
-// Evaluator evaluates the rules of one process. Make one per process and
-// share it: every TUI session subscribes to its alerts.
+// Evaluator evaluates the rules of one process; every session shares it.
 type Evaluator struct {
 	opt       Options
 	log       *slog.Logger
@@ -129,18 +111,15 @@ type runtime struct {
 	st      ruleState
 	loaded  bool
 	nextDue time.Time
-	// said holds the messages already logged for the rule, so a rule
-	// that cannot be searched says why once, not every ten minutes.
+	// said: what was logged, so a rule says why it cannot run once.
 	said map[string]bool
 	note string
 }
 
-// recentCap is how many alerts the evaluator keeps in memory for the
-// sessions.
+// recentCap is how many alerts are kept in memory for the sessions.
 const recentCap = 500
 
-// New checks the rules file and returns an evaluator over the options;
-// Run starts it.
+// New reads the rules file and returns an evaluator; Run starts it.
 func New(opt Options) (*Evaluator, error) {
 	if opt.State == nil {
 		return nil, errors.New("watch: no state")
@@ -207,8 +186,7 @@ func (e *Evaluator) simulated(provider string) bool {
 	return e.opt.Describe != nil && e.opt.Describe(provider).Simulated
 }
 
-// rules returns every rule in force: the config's, then the rules
-// file's.
+// rules returns the rules in force: the config's, then the file's.
 func (e *Evaluator) rules() []Rule {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -216,9 +194,8 @@ func (e *Evaluator) rules() []Rule {
 	return append(append(out, e.config...), e.file...)
 }
 
-// Run evaluates the rules until ctx ends, then finishes the deliveries in
-// flight and returns. Deliveries not yet begun stay owed in the State
-// for the next run.
+// Run evaluates the rules until ctx ends, then lets the deliveries in
+// flight finish; those not begun stay owed for the next run.
 func (e *Evaluator) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Add(3)
@@ -229,9 +206,8 @@ func (e *Evaluator) Run(ctx context.Context) {
 	e.inflight.Wait()
 }
 
-// Once evaluates every rule once — the spot and bucket rules on snap
-// (nil: none), every block, plan and starts_in rule now — delivers what
-// is owed, and returns how many alerts it raised.
+// Once evaluates every rule once (the market rules on snap, if any),
+// delivers what is owed, and returns how many alerts it raised.
 func (e *Evaluator) Once(ctx context.Context, snap *feed.Snapshot) (int, error) {
 	start := e.fired.Load()
 	if snap != nil {
@@ -259,7 +235,7 @@ func (e *Evaluator) Once(ctx context.Context, snap *feed.Snapshot) (int, error) 
 	return int(e.fired.Load() - start), nil
 }
 
-// Searches counts the block searches made, for tests and benchmarks.
+// Searches counts the block searches made.
 func (e *Evaluator) Searches() int64 { return e.searches.Load() }
 
 func (e *Evaluator) setLatest(s *feed.Snapshot) {
@@ -268,8 +244,8 @@ func (e *Evaluator) setLatest(s *feed.Snapshot) {
 	e.mu.Unlock()
 }
 
-// snapshotLoop evaluates the market rules on each snapshot of the hub,
-// following the hub to a new one when the rules need another market.
+// snapshotLoop evaluates the market rules on each snapshot, following
+// the hub to a new one when the rules need another market.
 func (e *Evaluator) snapshotLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		e.mu.Lock()
@@ -290,8 +266,7 @@ func (e *Evaluator) snapshotLoop(ctx context.Context) {
 	}
 }
 
-// follow evaluates h's snapshots until it stops, ctx ends or the
-// evaluator moves to another hub.
+// follow evaluates h's snapshots until it stops or another hub comes.
 func (e *Evaluator) follow(ctx context.Context, h *feed.Hub) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -310,8 +285,7 @@ func (e *Evaluator) follow(ctx context.Context, h *feed.Hub) {
 	}
 }
 
-// remarket asks Options.Market for the market of the rules in force and
-// follows the hub it gives.
+// remarket follows the hub Options.Market gives for the rules in force.
 func (e *Evaluator) remarket() {
 	if e.opt.Market == nil {
 		return
@@ -352,8 +326,7 @@ func (e *Evaluator) timerLoop(ctx context.Context) {
 }
 
 // tick does the timers' work: the rules file, other processes' alerts,
-// the rules of every tick, and the rules on a schedule that are due (all
-// of them when all is set).
+// the tick's rules and the scheduled ones due (all of them with all).
 func (e *Evaluator) tick(ctx context.Context, all bool) {
 	e.reloadRulesFile()
 	e.pullAlerts(ctx)
@@ -397,21 +370,18 @@ func (e *Evaluator) evalSnapshot(ctx context.Context, snap *feed.Snapshot) {
 	}
 }
 
-// round is one evaluation of the rules: what they read in it is asked
-// once (a block search per query, the usage report).
+// round is one evaluation: what its rules read is asked once.
 type round struct {
 	snap     *feed.Snapshot
 	searched map[string]search
 	used     *usageAnswer
 }
 
-// search is one block search's answer.
 type search struct {
 	res ledger.Search
 	err error
 }
 
-// search asks the booking service for q once per round.
 func (rd *round) search(ctx context.Context, e *Evaluator, q domain.OfferingQuery) search {
 	key := fmt.Sprintf("%s|%d|%d|%s|%d|%d|%s", q.GPU, q.GPUs, q.Instances, q.Duration, q.StartAfter.Unix(), q.StartBefore.Unix(), strings.Join(q.Regions, ","))
 	s, ok := rd.searched[key]
@@ -425,7 +395,6 @@ func (rd *round) search(ctx context.Context, e *Evaluator, q domain.OfferingQuer
 	return s
 }
 
-// usageAnswer is the usage report a round's idle rules share.
 type usageAnswer struct {
 	rep ledger.UsageReport
 	err error
@@ -433,7 +402,6 @@ type usageAnswer struct {
 
 var errNoUsage = errors.New("no ledger in this run: idle rules are not evaluated")
 
-// usage asks the usage source once per round.
 func (rd *round) usage(ctx context.Context, e *Evaluator) *usageAnswer {
 	if rd.used != nil {
 		return rd.used
@@ -457,7 +425,7 @@ func (e *Evaluator) runtimeLocked(r Rule) *runtime {
 	return rt
 }
 
-// sayOnce logs msg for the rule the first time it is said.
+// sayOnce logs msg for the rule the first time.
 func (e *Evaluator) sayOnce(r Rule, msg string) {
 	e.mu.Lock()
 	rt := e.runtimeLocked(r)
@@ -470,19 +438,17 @@ func (e *Evaluator) sayOnce(r Rule, msg string) {
 	}
 }
 
-// clearNote forgets the rule's last message once it is evaluated again.
 func (e *Evaluator) clearNote(r Rule) {
 	e.mu.Lock()
 	e.runtimeLocked(r).note = ""
 	e.mu.Unlock()
 }
 
-// step makes one decision for a rule. next computes the rule's new state
-// (and the alert to raise, if any) from a state. It is tried on the
-// evaluator's cached state first: when nothing would change, the
-// database is not touched (a spot rule is evaluated on every market
-// tick). Otherwise the decision is made again on the stored state under
-// the database's lock, so that two processes cannot both raise it.
+// step makes one decision: next computes the new state and the alert,
+// if any. Tried on the cached state first (a spot rule runs on every
+// tick: the database is touched only when something changes), it is
+// then made again on the stored state under the write lock, so that two
+// processes cannot both raise it.
 func (e *Evaluator) step(ctx context.Context, r Rule, next func(st *ruleState) *Alert) {
 	hushed := false
 	next = quietFirst(next, &hushed)
@@ -528,8 +494,7 @@ func (e *Evaluator) step(ctx context.Context, r Rule, next func(st *ruleState) *
 }
 
 // quietFirst makes a Quiet rule's decision record the condition without
-// telling it (and without starting a cooldown); hushed is set when an
-// alert was held back.
+// telling it or starting a cooldown; hushed says an alert was held back.
 func quietFirst(next func(*ruleState) *Alert, hushed *bool) func(*ruleState) *Alert {
 	return func(st *ruleState) *Alert {
 		*hushed = false
@@ -554,10 +519,8 @@ func (e *Evaluator) keep(r Rule, st ruleState) {
 	e.mu.Unlock()
 }
 
-// crossing is the decision of a condition rule: it fires when the
-// condition becomes true (once per crossing), at most once per cooldown.
-// A crossing that falls in the cooldown is owed: it is told when the
-// cooldown ends if the condition still holds then.
+// crossing fires once per crossing, at most once per cooldown; a
+// crossing in the cooldown is told when it ends, if it still holds.
 func crossing(cond bool, now time.Time, cooldown time.Duration, alert func() *Alert) func(*ruleState) *Alert {
 	return func(st *ruleState) *Alert {
 		if !cond {
@@ -578,8 +541,7 @@ func crossing(cond bool, now time.Time, cooldown time.Duration, alert func() *Al
 	}
 }
 
-// raised shares an alert this process raised: the sessions, the
-// deliverer and OnAlert.
+// raised shares an alert this process raised.
 func (e *Evaluator) raised(a Alert) {
 	e.fired.Add(1)
 	e.log.Debug("watch: alert", "rule", a.Rule, "id", a.ID, "text", a.Text)
@@ -593,7 +555,6 @@ func (e *Evaluator) raised(a Alert) {
 	}
 }
 
-// share adds alerts to the recent ones and tells the subscribers.
 func (e *Evaluator) share(as []Alert) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -620,8 +581,7 @@ func (e *Evaluator) share(as []Alert) {
 	}
 }
 
-// pullAlerts shares the alerts another process raised on the same state
-// (a `gpumarket watch` beside a `serve`): its sessions see them too.
+// pullAlerts shares the alerts another process raised on the state.
 func (e *Evaluator) pullAlerts(ctx context.Context) {
 	e.mu.Lock()
 	last := e.lastID
@@ -636,9 +596,8 @@ func (e *Evaluator) pullAlerts(ctx context.Context) {
 	e.share(as)
 }
 
-// Subscribe returns a channel that receives a value whenever alerts are
-// added; Alerts says which. It is closed when ctx ends. A slow reader
-// misses wake-ups, never alerts.
+// Subscribe wakes the caller when alerts are added (Alerts says which)
+// until ctx ends; a slow reader misses wake-ups, never alerts.
 func (e *Evaluator) Subscribe(ctx context.Context) <-chan struct{} {
 	ch := make(chan struct{}, 1)
 	e.mu.Lock()
@@ -681,8 +640,7 @@ func (e *Evaluator) LastID() int64 {
 	return e.lastID
 }
 
-// History returns the newest alerts, newest first, with their
-// deliveries.
+// History returns the newest alerts first, with their deliveries.
 func (e *Evaluator) History(ctx context.Context, n int) ([]Record, error) {
 	return e.opt.State.Recent(ctx, n)
 }
@@ -692,13 +650,11 @@ type RuleStatus struct {
 	Rule
 	Active    bool
 	LastFired time.Time
-	// Note is the last thing said about the rule (why it is not
-	// searched), "" when it evaluates normally.
+	// Note says why the rule does not evaluate; "" when it does.
 	Note string
 }
 
-// Rules returns every rule in force, config's first, and where each
-// stands in this process.
+// Rules returns the rules in force and where each stands.
 func (e *Evaluator) Rules() []RuleStatus {
 	rules := e.rules()
 	e.mu.Lock()

@@ -21,25 +21,18 @@ import (
 
 // Notifier tells an alert outward: a command, a webhook.
 type Notifier interface {
-	// Channel is what a rule's `tell:` names it: TellCommand or
-	// TellWebhook.
-	Channel() string
-	// Send tells one alert, within Timeout. An error wrapped by
-	// Permanent is not tried again.
+	Channel() string // what `tell:` names it
+	// Send tells one alert within Timeout; a Permanent error or an
+	// unconfirmed send is not tried again.
 	Send(ctx context.Context, a Alert) error
-	// Timeout bounds one Send.
 	Timeout() time.Duration
-	// Retries is how many times a failed Send is tried again.
 	Retries() int
-	// Backoff is the wait before attempt n+1 after attempt n failed
-	// with err.
+	// Backoff is the wait after attempt n failed with err.
 	Backoff(n int, err error) time.Duration
-	// String names it for logs, without secrets.
-	String() string
+	String() string // for logs, without secrets
 }
 
-// permanentError is a failure that trying again cannot mend (a webhook's
-// 4xx: a bad URL, a revoked hook).
+// permanentError cannot be mended by trying again (a revoked hook).
 type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
@@ -48,26 +41,23 @@ func (e *permanentError) Unwrap() error { return e.err }
 // Permanent marks err as not worth trying again.
 func Permanent(err error) error { return &permanentError{err} }
 
-// IsPermanent reports whether err was marked Permanent.
 func IsPermanent(err error) bool {
 	var p *permanentError
 	return errors.As(err, &p)
 }
 
-// unconfirmedError is a delivery that may have reached its receiver:
-// the request went out whole and no answer came. It is not sent again.
+// unconfirmedError is a send that went out whole and got no answer: the
+// receiver may have it.
 type unconfirmedError struct{ err error }
 
 func (e *unconfirmedError) Error() string { return e.err.Error() }
 func (e *unconfirmedError) Unwrap() error { return e.err }
 
-// IsUnconfirmed reports whether err is a send that may have arrived.
 func IsUnconfirmed(err error) bool {
 	var u *unconfirmedError
 	return errors.As(err, &u)
 }
 
-// retryAfterError carries a server's Retry-After.
 type retryAfterError struct {
 	err   error
 	after time.Duration
@@ -76,11 +66,10 @@ type retryAfterError struct {
 func (e *retryAfterError) Error() string { return e.err.Error() }
 func (e *retryAfterError) Unwrap() error { return e.err }
 
-// maxBackoff caps the wait between two attempts.
 const maxBackoff = time.Minute
 
-// expBackoff doubles base with each attempt, up to maxBackoff; a
-// server's Retry-After (429) is honoured up to the same cap.
+// expBackoff doubles base with each attempt; a Retry-After wins; both
+// are capped.
 func expBackoff(base time.Duration, n int, err error) time.Duration {
 	var ra *retryAfterError
 	if errors.As(err, &ra) && ra.after > 0 {
@@ -93,37 +82,26 @@ func expBackoff(base time.Duration, n int, err error) time.Duration {
 	return min(d, maxBackoff)
 }
 
-// Webhook POSTs each alert as JSON (Slack-compatible: `text` is the
-// line), with its idempotency key in the body and the Idempotency-Key
-// header. A 5xx, a 429 or a failure before the request went out is tried
-// again with backoff; a request that went out whole and got no answer in
-// time is not (the hook may have it); another 4xx is not; a redirect to
-// another host is not followed.
+// Webhook POSTs each alert as JSON (Slack reads `text`) with its
+// idempotency key; what it retries is in the README's Watch section.
 type Webhook struct {
-	URL string
-	// Wait bounds one POST; Tries is the retries after the first.
-	Wait  time.Duration
-	Tries int
-	// Base is the first backoff (default 1s), doubled each time.
-	Base   time.Duration
+	URL    string
+	Wait   time.Duration // one POST
+	Tries  int           // retries after the first
+	Base   time.Duration // the first backoff (default 1s)
 	Client *http.Client
 }
 
-// NewWebhook returns the webhook of config notify.webhook.
 func NewWebhook(w config.Webhook) *Webhook {
 	return &Webhook{URL: w.URL, Wait: w.TimeoutOrDefault(), Tries: w.RetriesOrDefault(), Base: time.Second, Client: &http.Client{}}
 }
 
-// Channel is TellWebhook.
 func (w *Webhook) Channel() string { return TellWebhook }
 
-// Timeout bounds one POST.
 func (w *Webhook) Timeout() time.Duration { return w.Wait }
 
-// Retries is how many times a failed POST is tried again.
 func (w *Webhook) Retries() int { return w.Tries }
 
-// Backoff is the wait before the next POST.
 func (w *Webhook) Backoff(n int, err error) time.Duration {
 	base := w.Base
 	if base <= 0 {
@@ -134,13 +112,12 @@ func (w *Webhook) Backoff(n int, err error) time.Duration {
 
 func (w *Webhook) String() string { return "webhook " + config.RedactURL(w.URL) }
 
-// otherHostError is a redirect to another host than the hook's.
 type otherHostError struct{ host string }
 
 func (e *otherHostError) Error() string { return "redirected to " + e.host }
 
-// sameHost follows a redirect only on the hook's own host: the alert is
-// for the hook the user configured, not wherever it points.
+// sameHost follows a redirect on the hook's host only: the alert is for
+// the hook configured, not wherever it points.
 func sameHost(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return errors.New("stopped after 10 redirects")
@@ -151,7 +128,8 @@ func sameHost(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
-// Send POSTs the alert.
+// Send POSTs the alert; a request sent whole without an answer is
+// unconfirmed, not retried.
 func (w *Webhook) Send(ctx context.Context, a Alert) error {
 	ctx, cancel := context.WithTimeout(ctx, w.Wait)
 	defer cancel()
@@ -205,8 +183,7 @@ func (w *Webhook) Send(ctx context.Context, a Alert) error {
 	return Permanent(fmt.Errorf("POST %s: %s %s (not tried again: the hook refused it)", hook, resp.Status, oneLine(string(body))))
 }
 
-// unwrapURL drops the *url.Error around err: it names the URL, whose
-// path is the hook's secret.
+// unwrapURL drops the *url.Error: its URL's path is the hook's secret.
 func unwrapURL(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -215,41 +192,32 @@ func unwrapURL(err error) error {
 	return err
 }
 
-// Command runs a program once per alert: the alert's text as its last
-// argument (so `notify-send gpumarket` shows it), the alert as JSON on
-// its stdin and GPUMARKET_ALERT_* in its environment. A command still
-// running at its timeout is killed, with what it started.
+// Command runs a program once per alert: its text as the last argument
+// (for `notify-send gpumarket`), the alert as JSON on stdin and in
+// GPUMARKET_ALERT_*. Tries is 0 by default: a command may not be safe to
+// run twice.
 type Command struct {
-	Argv []string
-	Wait time.Duration
-	// Tries is the retries after the first run (default 0: a command may
-	// not be safe to run twice).
+	Argv  []string
+	Wait  time.Duration
 	Tries int
 }
 
-// NewCommand returns the command of config notify.command.
 func NewCommand(n config.Notify) *Command {
 	return &Command{Argv: n.Command, Wait: n.CommandTimeoutOrDefault()}
 }
 
-// Channel is TellCommand.
 func (c *Command) Channel() string { return TellCommand }
 
-// Timeout bounds one run.
 func (c *Command) Timeout() time.Duration { return c.Wait }
 
-// Retries is how many times a failed run is run again.
 func (c *Command) Retries() int { return c.Tries }
 
-// Backoff is the wait before the next run.
 func (c *Command) Backoff(n int, err error) time.Duration { return expBackoff(time.Second, n, err) }
 
 func (c *Command) String() string { return "command " + c.Argv[0] }
 
-// Send runs the command for the alert. It runs in a session of its own,
-// and all it started is killed at the timeout or once it has exited: a
-// child it left running (even one in a session of its own) would hold
-// what it holds.
+// Send runs the command in a session of its own; all it started is
+// killed at the timeout or once it has exited.
 func (c *Command) Send(ctx context.Context, a Alert) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Wait)
 	defer cancel()
@@ -257,8 +225,7 @@ func (c *Command) Send(ctx context.Context, a Alert) error {
 	cmd := exec.CommandContext(ctx, c.Argv[0], args...)
 	cmd.Stdin = bytes.NewReader(append(a.JSON(), '\n'))
 	cmd.Env = append(os.Environ(), a.Env()...)
-	// Its output goes to a file, not a pipe: a child that keeps it open
-	// cannot hold the delivery past the command's end.
+	// A file, not a pipe: a child holding it cannot hold the delivery.
 	out, err := os.CreateTemp("", "gpumarket-notify-*")
 	if err != nil {
 		return fmt.Errorf("command %s: %w", c.Argv[0], err)

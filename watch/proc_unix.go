@@ -11,13 +11,12 @@ import (
 	"syscall"
 )
 
-// runVar names a notify command's run in the environment of every
-// process it starts, so that even those that leave its session can be
-// found.
+// runVar marks every process of a command's run, even those that leave
+// its session.
 const runVar = "GPUMARKET_NOTIFY_RUN"
 
-// isolate runs the command in a session (and process group) of its own,
-// killed whole at its timeout.
+// isolate runs the command in a session of its own, killed whole at its
+// timeout.
 func isolate(cmd *exec.Cmd, run string) {
 	cmd.Env = append(cmd.Env, runVar+"="+run)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -29,9 +28,8 @@ func isolate(cmd *exec.Cmd, run string) {
 	}
 }
 
-// sweep kills what is left of a run: its process group, and every
-// process whose environment names the run (one that made a session of
-// its own, or outlived the command). /proc answers where there is one.
+// sweep kills what is left of a run: its group, and every process whose
+// environment names the run (where /proc tells).
 func sweep(pid int, run string) {
 	syscall.Kill(-pid, syscall.SIGKILL)
 	mark := []byte(runVar + "=" + run + "\x00")

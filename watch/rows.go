@@ -7,10 +7,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Helpers of the kinds that watch the ledger's rows (starts_in, idle).
-
-// rowsWhat says which rows a rule watches: all of them, those of one
-// kind, or one row.
+// rowsWhat says which of the ledger's rows a rule watches.
 func rowsWhat(all, ofKind, kind, id string) string {
 	switch {
 	case id != "":
@@ -21,8 +18,7 @@ func rowsWhat(all, ofKind, kind, id string) string {
 	return all
 }
 
-// checkRowKind refuses a kind of row that is not a block, reservation or
-// fleet; for says what a fleet is to the rule.
+// checkRowKind refuses a kind of row gpumarket does not book.
 func checkRowKind(kind, fleet string) error {
 	if kind != "" && kind != domain.KindBlock && kind != domain.KindReservation && kind != domain.KindFleet {
 		return ruleErr("kind", "%q; want %s, %s or %s%s, or none for all three", kind, domain.KindBlock, domain.KindReservation, domain.KindFleet, fleet)
@@ -30,7 +26,6 @@ func checkRowKind(kind, fleet string) error {
 	return nil
 }
 
-// toldRows are the rows a rule's memo holds as told.
 func toldRows(st *ruleState) []string {
 	var told []string
 	if len(st.Memo) > 0 {
@@ -39,7 +34,7 @@ func toldRows(st *ruleState) []string {
 	return told
 }
 
-// keepRows makes keep the rows the rule's memo holds as told.
+// keepRows keeps the rows told in the rule's memo.
 func keepRows(st *ruleState, keep []string) {
 	sort.Strings(keep)
 	if len(keep) == 0 {

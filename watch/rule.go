@@ -14,45 +14,34 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Where a rule comes from.
+// Where a rule comes from: the config (read-only here) or the rules file
+// the TUI writes.
 const (
-	// FromConfig: the config file's `watch:` list; read-only here.
-	FromConfig = "config"
-	// FromRulesFile: the data dir's rules file, where the TUI saves the
-	// rules it makes; the TUI may delete them.
+	FromConfig    = "config"
 	FromRulesFile = "rules file"
 )
 
-// Rule is a checked rule as the evaluator runs it.
+// Rule is a checked rule as the evaluator runs it; Index is its place in
+// File's list. An edited condition's state starts afresh: its
+// Fingerprint changes (a crossing, not a name, is what was told).
 type Rule struct {
 	Spec
-	// Kind is one of KindNames.
-	Kind string
-	// From is FromConfig or FromRulesFile; File is that file.
-	From, File string
-	// Index is the rule's place in its file's list (watch[Index]).
-	Index    int
-	Cooldown time.Duration
-	// Every is how often a rule on a schedule is evaluated.
-	Every time.Duration
-	// Tell is where its alerts go.
-	Tell []string
-	// Fingerprint changes when the condition does: the state of a rule
-	// whose condition was edited starts afresh (its crossing, not its
-	// name, is what was told).
+	Kind        string
+	From, File  string
+	Index       int
+	Cooldown    time.Duration
+	Every       time.Duration
+	Tell        []string
 	Fingerprint string
 }
 
-// Compile makes a rule of a spec that Validate accepted, with the
-// notifiers of n.
+// Compile makes a rule of a valid spec, with the notifiers of n.
 func Compile(s Spec, n config.Notify) Rule {
 	kind := s.Kind()
 	return Rule{Spec: s, Kind: kind, Cooldown: s.CooldownOrDefault(), Every: s.EveryOrDefault(), Tell: s.TellsOf(n),
 		Fingerprint: fingerprint(kind, s.Cond)}
 }
 
-// legacySlots are the kinds whose conditions the first builds
-// fingerprinted side by side.
 var legacySlots = []string{"Block", "Spot", "Bucket", "Plan", "StartsIn"}
 
 // fingerprint hashes the condition's JSON in the shape the first builds
@@ -80,11 +69,10 @@ func fingerprint(kind string, c Condition) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// Key names the rule's place for messages: "watch[2]".
+// Key names the rule's place: "watch[2]".
 func (r Rule) Key() string { return fmt.Sprintf("watch[%d]", r.Index) }
 
-// Describe says the rule's condition in a few words, for the Alerts view
-// and the logs.
+// Describe says the rule's condition in a few words.
 func (r Rule) Describe() string {
 	if r.Cond == nil {
 		return r.Kind
@@ -92,9 +80,8 @@ func (r Rule) Describe() string {
 	return r.Cond.Describe()
 }
 
-// CheckError is a rule the providers in use cannot serve: Key names the
-// rule's key ("spot.region", relative to the rule), Msg what is wrong
-// and what is accepted.
+// CheckError is a rule the providers in use cannot serve, at its key
+// ("spot.region").
 type CheckError struct {
 	Key string
 	Msg string
@@ -106,9 +93,7 @@ func checkErr(key, format string, args ...any) error {
 	return &CheckError{Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Check asks the descriptors of the providers in use whether they can
-// serve the rule: a region none of them knows, a provider not in use, a
-// block length none of them sells. Validate checked the rest.
+// Check asks the providers' descriptors whether they can serve the rule.
 func Check(s Spec, inUse []domain.Descriptor) error {
 	c, ok := s.Cond.(checker)
 	if !ok {
@@ -126,9 +111,7 @@ func Check(s Spec, inUse []domain.Descriptor) error {
 	return err
 }
 
-// Place puts a Check error of the rule at index of file at its
-// file:line:col, as a *config.FileError (bad usage); other errors pass
-// unchanged.
+// Place puts a Check error at its file:line:col: bad usage.
 func Place(file string, s Spec, index int, err error) error {
 	var ce *CheckError
 	if !errors.As(err, &ce) {

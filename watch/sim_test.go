@@ -64,7 +64,7 @@ func (s *simMarket) at(t *testing.T, at time.Time) *feed.Snapshot {
 	}
 }
 
-// Done when: on the simulated market, a rule on a price that the sim
+// On the simulated market, a rule on a price that the sim
 // crosses fires once per crossing, the cooldown respected. The expected
 // firings are worked out from the sim's own prices, step by step.
 func TestSimSpotRuleFiresOncePerCrossing(t *testing.T) {
@@ -148,7 +148,7 @@ func TestSimSpotRuleFiresOncePerCrossing(t *testing.T) {
 	t.Logf("$%.3f crossed %d times in 72h; %d alerts with a %s cooldown", figure, crossings, len(got), cooldown)
 }
 
-// Done when: on the simulated market, a rule for a block that the sim
+// On the simulated market, a rule for a block that the sim
 // offers fires within one refresh of its coming on sale — and the one
 // evaluator searches once for it, however many sessions watch.
 func TestSimBlockRuleFiresWithinOneRefresh(t *testing.T) {

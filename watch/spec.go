@@ -21,36 +21,30 @@ import (
 )
 
 // Condition is what a rule waits for: the value under its kind's key
-// (`spot: {…}`). A kind of rule is one file: its condition's type,
-// checks, words and evaluation, registered with register.
+// (`spot: {…}`). A kind of rule is one file (docs/DESIGN.md).
 type Condition interface {
 	// Validate checks the condition and writes its names the catalog's
-	// way; its errors are *config.KeyError of keys below the kind's.
+	// way; errors are *config.KeyError of keys below the kind's.
 	Validate() error
-	// Describe says the condition in a few words.
 	Describe() string
-	// evaluate decides the rule once, on what the round holds.
 	evaluate(ctx context.Context, e *Evaluator, r Rule, rd *round)
 }
 
-// Optional abilities of a condition, found by type assertion.
+// Optional abilities of a condition, found by type assertion: what the
+// providers in use can serve (*CheckError of keys below the kind's),
+// what of the market it reads, and whether a new rule's window passed.
 type (
-	// checker asks the providers in use whether they can serve it; its
-	// errors are *CheckError of keys below the kind's.
 	checker interface {
 		check(inUse []domain.Descriptor) error
 	}
-	// marketReader says what of the market the condition reads.
 	marketReader interface {
 		reads() marketNeed
 	}
-	// expirer refuses a new rule whose window has passed.
 	expirer interface {
 		expired(now time.Time) error
 	}
 )
 
-// trigger is when a kind is evaluated.
 type trigger int
 
 const (
@@ -59,17 +53,15 @@ const (
 	onSchedule                // every `every:` (a search or a plan)
 )
 
-// Kind is a kind of rule.
+// Kind is a kind of rule: Name is its key in a rule.
 type Kind struct {
-	// Name is its key in a rule: "spot".
 	Name string
 	New  func() Condition
 	When trigger
-	// Follows names what a kind not on a schedule follows ("market
-	// feed"), for the refusal of `every:`.
+	// Follows says what a kind off a schedule follows ("market feed").
 	Follows string
-	// TellsEach is set for a kind that tells each thing once (a booked
-	// row), however close together: its default cooldown is 0.
+	// TellsEach: each thing (a booked row) is told once, however close
+	// together: no default cooldown.
 	TellsEach bool
 }
 
@@ -94,54 +86,42 @@ func KindNames() []string {
 	return out
 }
 
-// Where a rule's alerts are told (a rule's `tell:`).
+// Where a rule's alerts are told (`tell:`): the TUI sessions (badge,
+// Alerts view, bell), notify.command, notify.webhook.
 const (
-	// TellTUI: the header badge, the Alerts view's list and the terminal
-	// bell, in every TUI session of a process that evaluates the rule.
 	TellTUI     = "tui"
-	TellCommand = "command" // notify.command
-	TellWebhook = "webhook" // notify.webhook
+	TellCommand = "command"
+	TellWebhook = "webhook"
 )
 
 // Tells lists what `tell:` accepts.
 var Tells = []string{TellTUI, TellCommand, TellWebhook}
 
-// Defaults and limits of the rules.
+// Defaults and limits of the rules. A rule on a schedule runs every 10
+// minutes by default: a block search asks every region of every cloud.
 const (
-	// DefaultCooldown is the least time between two alerts of one rule
-	// that sets no cooldown.
 	DefaultCooldown = time.Hour
-	// DefaultEvery is how often a rule on a schedule is evaluated when
-	// it sets no `every:`: a block search asks every region of every
-	// cloud.
-	DefaultEvery = 10 * time.Minute
-	MinEvery     = time.Minute
-	MaxCooldown  = 30 * 24 * time.Hour
+	DefaultEvery    = 10 * time.Minute
+	MinEvery        = time.Minute
+	MaxCooldown     = 30 * 24 * time.Hour
 )
 
-// Spec is a rule as written: in the config's `watch:` list, in the rules
-// file, or made in the TUI. It has a name, one condition, a cooldown and
-// where to tell.
+// Spec is a rule as written (config, rules file, or made in the TUI).
+// A nil Cooldown is the kind's default; an empty Tell is the TUI and
+// every notifier; MadeBy is who made it in the TUI.
 type Spec struct {
-	Name string
-	Cond Condition
-	// Cooldown is the least time between two alerts of the rule; nil
-	// means its kind's default.
+	Name     string
+	Cond     Condition
 	Cooldown *config.Duration
-	// Every is how often a rule on a schedule is evaluated.
-	Every config.Duration
-	// Tell lists where its alerts go (Tells); empty means the TUI and
-	// every notifier of `notify:`.
-	Tell []string
-	// MadeBy is who made the rule in the TUI; "" for one written by hand.
-	MadeBy string
+	Every    config.Duration
+	Tell     []string
+	MadeBy   string
 
-	// pos holds where each of the rule's keys is written ("spot.region";
-	// "" the rule), so that a check made later points at its line.
+	// pos places the rule's keys ("spot.region"; "" the rule), so that a
+	// later check points at its line.
 	pos map[string]config.Pos
 }
 
-// specFields are a rule's keys besides its condition's.
 type specFields struct {
 	Name     string           `yaml:"name"`
 	Cooldown *config.Duration `yaml:"cooldown,omitempty"`
@@ -152,7 +132,7 @@ type specFields struct {
 
 var specKeys = []string{"name", "cooldown", "every", "tell", "made_by"}
 
-// Kind returns the rule's kind, "" when it has no condition.
+// Kind returns the rule's kind, "" without a condition.
 func (s Spec) Kind() string {
 	if s.Cond == nil {
 		return ""
@@ -160,7 +140,6 @@ func (s Spec) Kind() string {
 	return kindByType[reflect.TypeOf(s.Cond)]
 }
 
-// CooldownOrDefault is the rule's cooldown, or its kind's default.
 func (s Spec) CooldownOrDefault() time.Duration {
 	if s.Cooldown != nil {
 		return s.Cooldown.D()
@@ -171,7 +150,6 @@ func (s Spec) CooldownOrDefault() time.Duration {
 	return DefaultCooldown
 }
 
-// EveryOrDefault is how often a rule on a schedule is evaluated.
 func (s Spec) EveryOrDefault() time.Duration {
 	if s.Every > 0 {
 		return s.Every.D()
@@ -179,8 +157,7 @@ func (s Spec) EveryOrDefault() time.Duration {
 	return DefaultEvery
 }
 
-// TellsOf returns where the rule's alerts go: its `tell:`, or the TUI
-// and every notifier n configures.
+// TellsOf returns where the rule's alerts go with the notifiers of n.
 func (s Spec) TellsOf(n config.Notify) []string {
 	if len(s.Tell) > 0 {
 		return s.Tell
@@ -188,7 +165,6 @@ func (s Spec) TellsOf(n config.Notify) []string {
 	return channels(n)
 }
 
-// channels are where alerts may be told with the notifiers of n.
 func channels(n config.Notify) []string {
 	out := []string{TellTUI}
 	if len(n.Command) > 0 {
@@ -200,9 +176,8 @@ func channels(n config.Notify) []string {
 	return out
 }
 
-// At returns where the rule's key ("spot.region", "" for the rule) is
-// written; 0, 0 when it is not known (a rule made in code). A key the
-// file does not write is placed at its section, or at the rule.
+// At returns where the rule's key is written (0, 0: not known); a key
+// not written is placed at its section, or at the rule.
 func (s Spec) At(key string) (line, col int) {
 	for k := key; ; {
 		if p, ok := s.pos[k]; ok {
@@ -219,7 +194,6 @@ func (s Spec) At(key string) (line, col int) {
 	}
 }
 
-// entries are the key-value pairs of a mapping node.
 func entries(node ast.Node) ([]*ast.MappingValueNode, bool) {
 	switch n := node.(type) {
 	case *ast.TagNode:
@@ -251,8 +225,8 @@ func posOf(node ast.Node) (config.Pos, bool) {
 	return config.Pos{}, false
 }
 
-// decodeSpec reads a rule's node; key is where it stands ("watch[2]").
-// Its errors are placed (config.InFile makes them *config.FileError).
+// decodeSpec reads a rule's node written at key ("watch[2]"); errors are
+// placed for config.InFile.
 func decodeSpec(node ast.Node, key string) (Spec, error) {
 	es, ok := entries(node)
 	if !ok {
@@ -304,7 +278,6 @@ func decodeSpec(node ast.Node, key string) (Spec, error) {
 	return s, nil
 }
 
-// tooMany is the refusal of a rule of several conditions.
 func tooMany(s Spec, key string, conds []*ast.MappingValueNode) error {
 	var names []string
 	for _, mv := range conds {
@@ -313,7 +286,6 @@ func tooMany(s Spec, key string, conds []*ast.MappingValueNode) error {
 	return ruleErr(key+"."+names[1], "rule %q has conditions %s; want one condition per rule (make one rule for each)", s.Name, strings.Join(names, " and "))
 }
 
-// relative keeps the places of the keys under key, named from there.
 func relative(full map[string]config.Pos, key string) map[string]config.Pos {
 	out := map[string]config.Pos{}
 	for k, p := range full {
@@ -331,7 +303,6 @@ func ruleErr(key, format string, args ...any) error {
 	return &config.KeyError{Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 
-// under moves a KeyError of a key relative to a section under it.
 func under(key string, err error) error {
 	var ke *config.KeyError
 	if !errors.As(err, &ke) {
@@ -344,15 +315,13 @@ func under(key string, err error) error {
 	return &config.KeyError{Key: k, Msg: ke.Msg}
 }
 
-// ruleNameRE is what a rule's name may be: it names the rule in logs,
-// file names and environment variables.
+// ruleNameRE: a name appears in logs, file names and the environment.
 var ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// RuleNameForm is what a rule's name accepts.
 const RuleNameForm = "1 to 64 letters, digits, dots, dashes and underscores, starting with a letter or digit, such as h100-thursday"
 
-// Validate checks the rule with the notifiers of n; key names it in
-// errors ("watch[2]"), which are *config.KeyError.
+// Validate checks the rule with the notifiers of n; key names it in the
+// errors (*config.KeyError).
 func (s *Spec) Validate(key string, n config.Notify) error {
 	if s.Name == "" {
 		return ruleErr(key, "name: missing; want a name: %s", RuleNameForm)
@@ -405,8 +374,7 @@ func (s *Spec) validateEvery(key string, kind Kind) error {
 	return nil
 }
 
-// ValidateSpecs checks rules written under key ("watch") with the
-// notifiers of n. A name may be used once.
+// ValidateSpecs checks rules written under key; a name is used once.
 func ValidateSpecs(specs []Spec, key string, n config.Notify) error {
 	seen := map[string]bool{}
 	for i := range specs {
@@ -422,7 +390,6 @@ func ValidateSpecs(specs []Spec, key string, n config.Notify) error {
 	return nil
 }
 
-// decodeList reads and checks the rules of a `watch:` list of file.
 func decodeList(file string, nodes []ast.Node, n config.Notify) ([]Spec, error) {
 	specs := make([]Spec, 0, len(nodes))
 	for i, node := range nodes {
@@ -444,8 +411,7 @@ func decodeList(file string, nodes []ast.Node, n config.Notify) ([]Spec, error) 
 	return specs, nil
 }
 
-// placed puts an error of the rule s (written at key of file) at its
-// file:line:col, as a *config.FileError: bad usage.
+// placed puts an error of rule s at its file:line:col: bad usage.
 func placed(file string, s Spec, key string, err error) error {
 	var ke *config.KeyError
 	if !errors.As(err, &ke) {
@@ -461,16 +427,14 @@ func ConfigRules(c config.Config) ([]Spec, error) {
 	return decodeList(c.Path, c.Watch, c.Notify)
 }
 
-// RulesFileHeader opens the rules file.
 const RulesFileHeader = `# Watch rules made in gpumarket's TUI (key a). Same shape as the config's
 # watch: list (see the README's Watch section); gpumarket rewrites this file
 # when a rule is made or deleted in the TUI, and reads it again when it
 # changes. Edit or delete rules here, or move them into the config.
 `
 
-// ParseRules reads a rules file's bytes: a `watch:` list, as in the
-// config. Its errors are "file:line:col: key: what is wrong; want what
-// is accepted". Its rules may tell the notifiers of n.
+// ParseRules reads a rules file: a `watch:` list as the config's, its
+// errors placed at file:line:col.
 func ParseRules(name string, data []byte, n config.Notify) ([]Spec, error) {
 	file, err := parser.ParseBytes(data, 0)
 	if err != nil {
@@ -520,9 +484,8 @@ func MarshalRules(specs []Spec) ([]byte, error) {
 	return append([]byte(RulesFileHeader), body...), nil
 }
 
-// ParseRuleTime reads a rule's time as every other time is read
-// (domain.ParseWhen): a time relative to now (+2d, Thu 14:00, tomorrow
-// 09:00) is read again at each evaluation.
+// ParseRuleTime reads a rule's time as every time is read; one relative
+// to now is read again at each evaluation.
 func ParseRuleTime(s string, now time.Time) (time.Time, error) { return domain.ParseWhen(s, now) }
 
 func badFloat(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }

@@ -17,14 +17,13 @@ import (
 	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
-// StateFileName is the watch's database in the data dir: its own file,
-// so that nothing of the watch touches the ledger's tables or locks.
+// StateFileName is the watch's own file: it never touches the ledger's
+// tables or locks.
 const StateFileName = "watch.db"
 
-// State keeps what the watch must not forget across restarts: each
-// rule's last firing and crossing, the alerts raised, and the deliveries
-// still owed. Several processes may share it: SQLite's write lock
-// serializes their decisions, so an alert is raised once.
+// State keeps the rules' firings, the alerts and the deliveries owed
+// across restarts; processes sharing it raise each alert once (SQLite's
+// write lock serializes their decisions).
 type State struct {
 	db      *sql.DB
 	path    string
@@ -37,22 +36,16 @@ type Aside struct {
 	Reason error
 }
 
-// ruleState is one rule's memory.
+// ruleState is one rule's memory. Owed: a crossing fell in the cooldown.
+// Quiet: the state was rebuilt, and the first decision may not tell what
+// may have been told already. Memo is the kind's own (rows told).
 type ruleState struct {
 	Fingerprint string
-	// Active is whether the condition held at the last evaluation.
-	Active bool
-	// Owed is set when a crossing fell in the cooldown: it is told when
-	// the cooldown ends, if the condition still holds.
-	Owed      bool
-	LastFired time.Time
-	// Quiet is set for the rules in force when the state was rebuilt:
-	// their first decision records the condition without telling it, as
-	// it may have been told before the old state was lost.
-	Quiet bool
-	// Memo is the kind's own memory: a bucket rule's last buckets, a
-	// starts_in rule's rows already told.
-	Memo json.RawMessage
+	Active      bool
+	Owed        bool
+	LastFired   time.Time
+	Quiet       bool
+	Memo        json.RawMessage
 }
 
 func (s ruleState) equal(o ruleState) bool {
@@ -60,9 +53,8 @@ func (s ruleState) equal(o ruleState) bool {
 		s.LastFired.Equal(o.LastFired) && string(s.Memo) == string(o.Memo)
 }
 
-// stateSchema is the watch's file. A decision to alert is durable when
-// it returns, like a ledger row: a crash after it must not tell the
-// alert a second time.
+// stateSchema: a decision is durable when it returns, so a crash after
+// it does not tell the alert twice.
 var stateSchema = sqlitedb.Schema{
 	Name: "watch state", Durable: true, QuickCheck: true, Migrations: stateMigrations,
 	Identify: func(_ context.Context, _ sqlitedb.Querier, t map[string]bool) (string, error) {
@@ -73,10 +65,9 @@ var stateSchema = sqlitedb.Schema{
 	},
 }
 
-// OpenState opens (creating it) the watch's database in dataDir. A file
-// there that is damaged, emptied or not a watch state is moved aside and
-// a new one made (Rebuilt says so): what it held is not worth stopping
-// for. One written by a newer gpumarket is refused.
+// OpenState opens the watch's file in dataDir. One that cannot be used is
+// moved aside and a new one made (Rebuilt): not worth stopping for. A
+// newer gpumarket's is refused.
 func OpenState(dataDir string) (*State, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("open watch state: %w", err)
@@ -99,18 +90,14 @@ func OpenState(dataDir string) (*State, error) {
 	return &State{db: d.DB, path: path, rebuilt: aside}, nil
 }
 
-// Rebuilt says where the unusable file found at open was moved; nil when
-// the file was used.
+// Rebuilt says where an unusable file was moved; nil when none was.
 func (s *State) Rebuilt() *Aside { return s.rebuilt }
 
-// Path is the database file.
 func (s *State) Path() string { return s.path }
 
-// Close closes the database.
 func (s *State) Close() error { return s.db.Close() }
 
-// stateMigrations are applied in order, each once. Never edit one that
-// has shipped: add another.
+// stateMigrations: never edit one that has shipped; add another.
 var stateMigrations = []string{
 	`CREATE TABLE rule_state (
 		rule        TEXT PRIMARY KEY,
@@ -144,8 +131,7 @@ var stateMigrations = []string{
 	`ALTER TABLE rule_state ADD COLUMN quiet INTEGER NOT NULL DEFAULT 0;`,
 }
 
-// quiet marks the rules (name → fingerprint) that have no state yet as
-// Quiet: after a rebuild, their condition may have been told already.
+// quiet marks the rules (name → fingerprint) without state as Quiet.
 func (s *State) quiet(ctx context.Context, rules map[string]string, now time.Time) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -163,14 +149,12 @@ func (s *State) quiet(ctx context.Context, rules map[string]string, now time.Tim
 
 func fmtTime(t time.Time) string { return sqlitedb.FormatTime(t) }
 
-// parseTime reads a stored time; one that does not read is the zero time.
 func parseTime(s string) time.Time {
 	t, _ := sqlitedb.ParseTime(s)
 	return t
 }
 
-// load reads a rule's state; a rule never seen, or whose condition
-// changed since (another fingerprint), starts from nothing.
+// load reads a rule's state; a new or edited condition starts afresh.
 func (s *State) load(ctx context.Context, q querier, rule, fingerprint string) (ruleState, error) {
 	var st ruleState
 	var active, owed, quiet int
@@ -184,8 +168,7 @@ func (s *State) load(ctx context.Context, q querier, rule, fingerprint string) (
 		return st, fmt.Errorf("read state of rule %s: %w", rule, err)
 	}
 	if st.Fingerprint != fingerprint {
-		// The condition was edited: its crossings are another rule's. The
-		// last firing still counts for the cooldown.
+		// Its crossings are another condition's; the cooldown holds.
 		return ruleState{Fingerprint: fingerprint, LastFired: parseTime(last)}, nil
 	}
 	st.Active, st.Owed, st.Quiet, st.LastFired = active != 0, owed != 0, quiet != 0, parseTime(last)
@@ -204,16 +187,12 @@ func (s *State) Load(ctx context.Context, rule, fingerprint string) (ruleState, 
 	return s.load(ctx, s.db, rule, fingerprint)
 }
 
-// decide runs one decision of a rule under the database's write lock:
-// decide gets the stored state, changes it, and returns the alert to
-// raise (nil for none). The state, the alert and its deliveries (one per
-// outward channel of channels) commit together, so a crash leaves either
-// all of them or none. It returns the alert as recorded (its ID set) and
-// the state as stored.
+// decide runs one decision under the write lock: the state, the alert
+// and its deliveries (one per channel) commit together or not at all. It
+// returns the alert as recorded and the state as stored.
 func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.Time, channels []string,
 	decide func(st *ruleState) *Alert) (*Alert, ruleState, error) {
-	// The decision is recorded even when the caller is going away: it
-	// is short, and half a decision is worse than a late one.
+	// Half a decision is worse than a late one.
 	ctx = context.WithoutCancel(ctx)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -280,17 +259,15 @@ func b2i(b bool) int {
 	return 0
 }
 
-// locked runs f under the database's write lock: the TUI's rewrite of
-// the rules file takes it, so two processes making rules at once do not
-// lose one.
+// locked runs f under the write lock, so two processes rewriting the
+// rules file at once do not lose a rule.
 func (s *State) locked(ctx context.Context, f func() error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("lock the watch state: %w", err)
 	}
 	defer tx.Rollback()
-	// An immediate transaction holds the lock once it has begun; this
-	// write makes sure of it whatever the driver's defaults.
+	// A write makes sure of the lock whatever the driver's defaults.
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS rules_lock (n INTEGER)`); err != nil {
 		return fmt.Errorf("lock the watch state: %w", err)
 	}
@@ -300,8 +277,7 @@ func (s *State) locked(ctx context.Context, f func() error) error {
 	return tx.Commit()
 }
 
-// AlertsAfter returns the alerts recorded after id, oldest first, at
-// most limit.
+// AlertsAfter returns at most limit alerts after id, oldest first.
 func (s *State) AlertsAfter(ctx context.Context, id int64, limit int) ([]Alert, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, alert FROM alerts WHERE id > ? ORDER BY id LIMIT ?`, id, limit)
 	if err != nil {
@@ -325,7 +301,7 @@ func (s *State) AlertsAfter(ctx context.Context, id int64, limit int) ([]Alert, 
 	return out, rows.Err()
 }
 
-// Recent returns the newest alerts, newest first, with their deliveries.
+// Recent returns the newest alerts first, with their deliveries.
 func (s *State) Recent(ctx context.Context, limit int) ([]Record, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, alert FROM alerts ORDER BY id DESC LIMIT ?`, limit)
 	if err != nil {
@@ -373,16 +349,14 @@ func (s *State) Recent(ctx context.Context, limit int) ([]Record, error) {
 	return out, drows.Err()
 }
 
-// delivery is one claimed delivery.
 type delivery struct {
 	alert    Alert
 	channel  string
 	attempts int // including this one
 }
 
-// claim takes up to limit deliveries of the channels that are due at
-// now (pending, or sending under a lease that ran out: its process
-// died), leasing them to owner until now+lease.
+// claim leases to owner up to limit deliveries due at now: pending, or
+// sending under a lease that ran out (its process died).
 func (s *State) claim(ctx context.Context, channels []string, owner string, now time.Time, lease time.Duration, limit int) ([]delivery, error) {
 	if len(channels) == 0 {
 		return nil, nil
@@ -427,9 +401,8 @@ func (s *State) claim(ctx context.Context, channels []string, owner string, now 
 	return out, nil
 }
 
-// finish records a delivery's attempt: done, given up, or to be tried
-// again at next. Only the owner's lease is settled: a lease taken over
-// by another process after this one ran out is that process's.
+// finish records an attempt; only the owner's lease is settled (one
+// taken over since is the other process's).
 func (s *State) finish(ctx context.Context, d delivery, owner, state, errText string, next time.Time) error {
 	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET state = ?, error = ?, next_at = ?, lease_until = '', owner = '', updated_at = ?
 		WHERE alert_id = ? AND channel = ? AND owner = ? AND state = ?`,
@@ -440,8 +413,7 @@ func (s *State) finish(ctx context.Context, d delivery, owner, state, errText st
 	return nil
 }
 
-// release puts back deliveries claimed but not started (shutdown came
-// first), without counting the attempt.
+// release puts back a delivery claimed but not started.
 func (s *State) release(ctx context.Context, d delivery, owner string) error {
 	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET state = ?, attempts = attempts - 1, lease_until = '', owner = '', updated_at = ?
 		WHERE alert_id = ? AND channel = ? AND owner = ? AND state = ?`,
@@ -452,8 +424,7 @@ func (s *State) release(ctx context.Context, d delivery, owner string) error {
 	return nil
 }
 
-// owed reports how many deliveries of the channels are not settled, and
-// when the next pending one is due (zero when none is pending).
+// owed counts the unsettled deliveries and when the next one is due.
 func (s *State) owed(ctx context.Context, channels []string) (n int, next time.Time, err error) {
 	if len(channels) == 0 {
 		return 0, time.Time{}, nil

@@ -1,9 +1,6 @@
-// Package sqlitedb opens every SQLite file of gpumarket (the ledger, the
-// history cache, the watch state) the same way: one set of connection
-// settings, new files made aside and linked into place, migrations, and
-// one verdict on a file that cannot be used as it is — damaged, emptied,
-// foreign, or written by a newer gpumarket. What to do about such a file
-// (refuse it, move it aside) is each caller's decision.
+// Package sqlitedb opens every SQLite file of gpumarket one way and tells
+// apart the files that cannot be used as they are; what to do about one
+// is its owner's call (docs/DESIGN.md, The SQLite files).
 package sqlitedb
 
 import (
@@ -28,21 +25,15 @@ import (
 // Problem is why a file at a database's path cannot be used as it is.
 type Problem int
 
-// The problems a file may have, as FileError reports them.
+// The problems a file may have. A file is only ever linked into place
+// finished, so an empty one was emptied, never new.
 const (
-	// Damaged: SQLite cannot read it whole (cut short, overwritten).
 	Damaged Problem = iota + 1
-	// Emptied: 0 bytes. A file is only ever linked into place finished,
-	// so an empty one was emptied, never new.
 	Emptied
-	// NotAFile: a directory or another thing that is not a file.
 	NotAFile
-	// NotSQLite: not a SQLite database at all.
 	NotSQLite
-	// Foreign: a SQLite database without this file's tables.
-	Foreign
-	// Newer: its schema is newer than this build knows.
-	Newer
+	Foreign // SQLite, other tables
+	Newer   // a schema newer than this build knows
 )
 
 var problemNames = map[Problem]string{Damaged: "damaged", Emptied: "emptied", NotAFile: "not a file",
@@ -50,13 +41,11 @@ var problemNames = map[Problem]string{Damaged: "damaged", Emptied: "emptied", No
 
 func (p Problem) String() string { return problemNames[p] }
 
-// FileError is a file that cannot be used as it is; nothing in it was
-// changed.
+// FileError is a file that cannot be used as it is, left unchanged.
 type FileError struct {
 	Path    string
 	Problem Problem
-	// Reason completes "<path> …": "is damaged: SQLite cannot read it
-	// whole (…)".
+	// Reason completes "<path> …".
 	Reason string
 }
 
@@ -71,7 +60,7 @@ func ProblemOf(err error) Problem {
 	return 0
 }
 
-// Querier is what reading the schema needs: a *sql.DB or a *sql.Tx.
+// Querier is a *sql.DB or a *sql.Tx.
 type Querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -85,25 +74,21 @@ type Versions interface {
 
 // Schema describes one kind of database file.
 type Schema struct {
-	// Name says what the file is in messages: "ledger".
-	Name string
-	// Durable makes every commit reach the disk before it returns
-	// (synchronous FULL); otherwise a power cut may lose the last
-	// commits, never the file (NORMAL).
+	Name string // for messages: "ledger"
+	// Durable: each commit is on disk when it returns (synchronous FULL);
+	// otherwise a power cut may lose the last commits, never the file.
 	Durable bool
 	// Setup runs on a new file before its first table (auto_vacuum).
 	Setup []string
-	// Migrations are applied in order, each once. Never edit one that
-	// has shipped: add another.
+	// Migrations are applied once each, in order; never edit one that
+	// has shipped.
 	Migrations []string
-	// Identify returns "" when a file's tables are this schema's, else
-	// what they are instead ("holds other tables (photos)").
+	// Identify returns "" for this schema's tables, else what they are
+	// ("holds other tables (photos)").
 	Identify func(ctx context.Context, q Querier, tables map[string]bool) (string, error)
-	// Versions records the migrations; nil is a migrations table.
-	Versions Versions
-	// QuickCheck reads every page of an existing file before it is
-	// opened for writing: writing into a damaged file loses more of it.
-	// Worth it for small files only.
+	Versions Versions // nil: a migrations table
+	// QuickCheck reads every page before writing (writing into a damaged
+	// file loses more of it): for small files.
 	QuickCheck bool
 }
 
@@ -117,23 +102,18 @@ func (s Schema) versions() Versions {
 // Mode is how a connection opens the file.
 type Mode int
 
-// The connection modes.
+// The connection modes. ReadWrite writes in IMMEDIATE transactions, so
+// that a check and the write after it cannot interleave with another
+// process's. Snapshot reads a WAL file where no -shm can be made, blind
+// to later writes. fresh is ReadWrite before the journal mode is set,
+// which would fix settings such as auto_vacuum.
 const (
-	// ReadWrite: WAL (readers never wait for the writer), foreign keys,
-	// write transactions begun IMMEDIATE so that a check and the write
-	// that follows it cannot interleave with another process's.
 	ReadWrite Mode = iota
-	// ReadOnly never writes the file.
 	ReadOnly
-	// Snapshot reads the file as it is now, for a directory where no
-	// -shm file can be made: others' later writes are not seen.
 	Snapshot
-	// fresh is ReadWrite before the journal mode is set, which fixes
-	// settings such as auto_vacuum.
 	fresh
 )
 
-// DSN is the connection string of path in mode m under schema s.
 func DSN(path string, m Mode, s Schema) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
@@ -161,16 +141,13 @@ func DSN(path string, m Mode, s Schema) string {
 // DB is an open database file.
 type DB struct {
 	*sql.DB
-	Path string
-	// Version is the file's schema version.
-	Version int
-	// Snapshot is set when a read-only file could be read only as an
-	// immutable snapshot.
-	Snapshot bool
+	Path     string
+	Version  int
+	Snapshot bool // read as an immutable snapshot
 }
 
-// Newer is a *FileError when the file's schema is newer than s knows: a
-// read-only reader that cannot read it decides so itself.
+// Newer is a *FileError when the file's schema is newer than s knows,
+// for a read-only reader that cannot read it.
 func (d *DB) Newer(s Schema) error {
 	if d.Version > len(s.Migrations) {
 		return newer(d.Path, s, d.Version)
@@ -178,10 +155,8 @@ func (d *DB) Newer(s Schema) error {
 	return nil
 }
 
-// Open opens the database at path for reading and writing, migrating it.
-// A missing file is made (aside, then linked into place: a file at path
-// is always one gpumarket finished making). An existing file that cannot
-// be used is a *FileError, and is left as it was.
+// Open opens the database at path for writing, making a missing one and
+// migrating it. A file that cannot be used is a *FileError.
 func Open(ctx context.Context, path string, s Schema, now time.Time) (*DB, error) {
 	if err := Inspect(ctx, path, s); err != nil {
 		if ProblemOf(err) != 0 {
@@ -212,10 +187,8 @@ func Open(ctx context.Context, path string, s Schema, now time.Time) (*DB, error
 	return &DB{DB: db, Path: path, Version: v}, nil
 }
 
-// OpenReadOnly opens the database at path for reading only: it never
-// creates, changes or migrates the file, and reads an older schema as it
-// is (Version says which). Where no -shm file can be made beside a WAL
-// file, it reads an immutable snapshot.
+// OpenReadOnly opens the database at path without ever changing it; an
+// older schema is read as it is (Version says which).
 func OpenReadOnly(ctx context.Context, path string, s Schema) (*DB, error) {
 	if err := CheckFile(path, s); err != nil {
 		return nil, err
@@ -251,10 +224,8 @@ func openRO(ctx context.Context, path string, s Schema, m Mode) (*DB, error) {
 	return &DB{DB: db, Path: path, Version: v}, nil
 }
 
-// Inspect says whether the file at path is one Open may use, without
-// writing to it: an error wrapping os.ErrNotExist when there is none, a
-// *FileError when it cannot be used, nil when it can. Other errors (a
-// file this process may not read) are returned as they are.
+// Inspect says, without writing, whether Open may use the file at path:
+// os.ErrNotExist, a *FileError, or nil.
 func Inspect(ctx context.Context, path string, s Schema) error {
 	if err := CheckFile(path, s); err != nil {
 		return err
@@ -277,12 +248,9 @@ func Inspect(ctx context.Context, path string, s Schema) error {
 	return nil // any other trouble is met, and reported, by the real open
 }
 
-// sqliteHeader begins every SQLite database file.
 var sqliteHeader = []byte("SQLite format 3\x00")
 
-// CheckFile tells by its first bytes whether the file at path may be a
-// database: nil when it may, an error wrapping os.ErrNotExist when there
-// is none, else a *FileError.
+// CheckFile tells by its first bytes whether path may be a database.
 func CheckFile(path string, s Schema) error {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -310,8 +278,7 @@ func CheckFile(path string, s Schema) error {
 	return nil
 }
 
-// identify checks that the file holds this schema's tables and returns
-// its version.
+// identify checks the file's tables and returns its version.
 func identify(ctx context.Context, q Querier, path string, s Schema) (int, error) {
 	tables, err := Tables(ctx, q)
 	if err != nil {
@@ -393,8 +360,8 @@ func TableList(tables map[string]bool) string {
 	return strings.Join(out, ", ")
 }
 
-// migrate brings the schema up to date in one IMMEDIATE transaction.
-// fresh is set only for the file create is making.
+// migrate brings the schema up to date in one transaction; fresh is
+// set only for the file create is making.
 func migrate(ctx context.Context, db *sql.DB, path string, s Schema, fresh bool, now time.Time) (int, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -431,9 +398,8 @@ func migrate(ctx context.Context, db *sql.DB, path string, s Schema, fresh bool,
 	return len(s.Migrations), tx.Commit()
 }
 
-// create makes a new file at path: built beside it, then linked into
-// place, so that no half-made file is ever found at path. If another
-// process made one meanwhile, theirs is kept.
+// create builds a new file beside path and links it into place, so no
+// half-made file is ever found there; one made meanwhile is kept.
 func create(ctx context.Context, path string, s Schema, now time.Time) error {
 	tmp := fmt.Sprintf("%s.new-%s", path, randomHex(6))
 	defer func() {
@@ -466,10 +432,8 @@ func create(ctx context.Context, path string, s Schema, now time.Time) error {
 	return nil
 }
 
-// MoveAside renames the file at path, with its -wal and -shm (which
-// belong to it and must not be applied to a new file), to
-// <path>.<label>-<time>, and returns that name. Nothing is deleted: the
-// file may hold what someone needs.
+// MoveAside renames path, with its -wal and -shm (not to be applied to a
+// new file), to <path>.<label>-<time>; nothing is deleted.
 func MoveAside(path, label string, now time.Time) (string, error) {
 	to := path + "." + label + "-" + now.UTC().Format("20060102T150405Z")
 	if _, err := os.Lstat(to); err == nil {
@@ -486,13 +450,11 @@ func MoveAside(path, label string, now time.Time) (string, error) {
 	return to, nil
 }
 
-// errDamaged is what quick_check says of a damaged file.
 type errDamaged struct{ what string }
 
 func (e errDamaged) Error() string { return e.what }
 
-// QuickCheck runs SQLite's quick_check, which reads every page: nil when
-// it answers "ok", else an error IsCorrupt recognises.
+// QuickCheck reads every page: nil, or an error IsCorrupt recognises.
 func QuickCheck(ctx context.Context, q Querier) error {
 	rows, err := q.QueryContext(ctx, `PRAGMA quick_check(3)`)
 	if err != nil {
@@ -518,10 +480,8 @@ func QuickCheck(ctx context.Context, q Querier) error {
 	return nil
 }
 
-// IsCorrupt reports whether err is SQLite saying the file is damaged or
-// not a database (SQLITE_CORRUPT, SQLITE_NOTADB), or quick_check finding
-// it damaged — not a busy or unwritable file, which is no reason to give
-// up on the file.
+// IsCorrupt reports whether err says the file is damaged or not a
+// database: not busy or unwritable, which is no reason to give it up.
 func IsCorrupt(err error) bool {
 	var d errDamaged
 	if errors.As(err, &d) {
@@ -560,8 +520,8 @@ func (MigrationsTable) Write(ctx context.Context, tx *sql.Tx, v int, now time.Ti
 	return err
 }
 
-// MetaVersion records the version as the "version" key of a meta table
-// of keys and values, which migration 1 makes.
+// MetaVersion records the version under "version" in a meta table of
+// keys and values, which migration 1 makes.
 type MetaVersion struct{}
 
 // Read implements Versions.
@@ -590,11 +550,10 @@ func (MetaVersion) Write(ctx context.Context, tx *sql.Tx, v int, _ time.Time) er
 	return err
 }
 
-// timeLayout is fixed-width so that text order is time order in SQL.
+// timeLayout is fixed-width: text order is time order in SQL.
 const timeLayout = "2006-01-02T15:04:05.000000000Z"
 
-// FormatTime writes t as the files store times: UTC, fixed width; ""
-// for the zero time.
+// FormatTime writes t as the files store times; "" for the zero time.
 func FormatTime(t time.Time) string {
 	if t.IsZero() {
 		return ""

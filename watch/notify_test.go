@@ -174,7 +174,7 @@ func TestWebhookSlowAnswerIsNotSentAgain(t *testing.T) {
 	e.Once(ctxT(t), nil)
 	e.Once(ctxT(t), nil)
 	d := deliveries(t, e)
-	if h.calls() != 1 || len(d) != 1 || d[0].State != DeliveryUnconfirmed || d[0].Attempts != 1 || !strings.Contains(d[0].Error, "not sent again") {
+	if h.calls() != 1 || len(d) != 1 || d[0].State != DeliveryUnconfirmed || d[0].Attempts != 1 || !strings.Contains(d[0].Error, "sent, no answer within 100ms; not sent again") {
 		t.Errorf("%d POSTs, delivery %+v: want one POST, unconfirmed", h.calls(), d)
 	}
 	if n := strings.Count(log.String(), "not confirmed"); n != 1 {

@@ -226,5 +226,8 @@ func (o Offering) CostTerms() string {
 		return fmt.Sprintf("Estimated cost: $%.2f %s to the end of the window%s, billed by the hour from purchase until the reservation is deleted (a running gpumarket, or `gpumarket ledger`, deletes it when the window ends) · $%.4f per GPU-hour",
 			o.UpfrontUSD, cur, rate, o.USDPerGPUHour())
 	}
+	if !o.Terms().Upfront {
+		return fmt.Sprintf("Total: $%.2f %s for the window, billed from its start to its end whether used or not · $%.4f per GPU-hour", o.UpfrontUSD, cur, o.USDPerGPUHour())
+	}
 	return fmt.Sprintf("Total upfront: $%.2f %s, non-refundable · $%.4f per GPU-hour", o.UpfrontUSD, cur, o.USDPerGPUHour())
 }

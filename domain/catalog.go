@@ -63,6 +63,23 @@ var catalog = func() map[string]CatalogEntry {
 		"Standard_NC64as_T4_v3", 4, 64, 440)
 	add(CloudAzure, "V100", 16, "Standard_NC6s_v3", 1, 6, 112, "Standard_NC12s_v3", 2, 12, 224, "Standard_NC24s_v3", 4, 24, 448)
 	add(CloudAzure, "V100", 32, "Standard_ND40rs_v2", 8, 40, 672)
+	// Google Cloud: memory in GiB as machineTypes reports memoryMb / 1024.
+	add(CloudGCP, "H200", 141, "a3-ultragpu-8g", 8, 224, 2952)
+	add(CloudGCP, "H100", 80, "a3-highgpu-1g", 1, 26, 234, "a3-highgpu-2g", 2, 52, 468, "a3-highgpu-4g", 4, 104, 936,
+		"a3-highgpu-8g", 8, 208, 1872, "a3-megagpu-8g", 8, 208, 1872)
+	add(CloudGCP, "A100", 40, "a2-highgpu-1g", 1, 12, 85, "a2-highgpu-2g", 2, 24, 170, "a2-highgpu-4g", 4, 48, 340,
+		"a2-highgpu-8g", 8, 96, 680, "a2-megagpu-16g", 16, 96, 1360)
+	add(CloudGCP, "A100", 80, "a2-ultragpu-1g", 1, 12, 170, "a2-ultragpu-2g", 2, 24, 340, "a2-ultragpu-4g", 4, 48, 680,
+		"a2-ultragpu-8g", 8, 96, 1360)
+	add(CloudGCP, "L4", 24, "g2-standard-4", 1, 4, 16, "g2-standard-8", 1, 8, 32, "g2-standard-12", 1, 12, 48,
+		"g2-standard-16", 1, 16, 64, "g2-standard-24", 2, 24, 96, "g2-standard-32", 1, 32, 128, "g2-standard-48", 4, 48, 192,
+		"g2-standard-96", 8, 96, 384)
+	// N1 machines take T4 and V100 cards attached: "machine+NxGPU" names
+	// the pair (gcp.ParseType).
+	add(CloudGCP, "T4", 16, "n1-standard-4+1xt4", 1, 4, 15, "n1-standard-8+1xt4", 1, 8, 30, "n1-standard-16+2xt4", 2, 16, 60,
+		"n1-standard-32+4xt4", 4, 32, 120)
+	add(CloudGCP, "V100", 16, "n1-standard-8+1xv100", 1, 8, 30, "n1-standard-16+2xv100", 2, 16, 60,
+		"n1-standard-32+4xv100", 4, 32, 120, "n1-standard-64+8xv100", 8, 64, 240)
 	return m
 }()
 

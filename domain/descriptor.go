@@ -17,6 +17,7 @@ type Descriptor struct {
 	RegionExample   string
 	Sells           []*BookingTerms  // the terms of what it sells
 	SchedulesFleets bool             // its cloud launches and ends a fleet at Start and End
+	RecordedHistory bool             // no published price history: only what gpumarket recorded
 	Declined        func(error) bool // whether an error is a definite "no"; see IsDeclined
 }
 
@@ -42,6 +43,7 @@ const (
 	KindBlock       = "block"
 	KindReservation = "reservation"
 	KindFleet       = "fleet"
+	KindCalendar    = "gcp-calendar"
 )
 
 // BookingTerms are the rules a kind of offering is sold on, each kept once here.
@@ -91,6 +93,16 @@ var ReservationTerms = &BookingTerms{
 	validHours:       func(h int) bool { return h >= 1 && h <= 4368 },
 }
 
+// CalendarTerms are Google's calendar-mode future reservations (docs/DESIGN.md, "Facts it rests on").
+var CalendarTerms = &BookingTerms{
+	Kind:         KindCalendar,
+	Name:         "calendar-mode reservation",
+	MaxLead:      8 * 7 * 24 * time.Hour,
+	MaxDuration:  90 * 24 * time.Hour,
+	DurationForm: "1 to 90 days in 1-day steps (whole days: 24h … 2160h)",
+	validHours:   func(h int) bool { return h >= 24 && h <= 2160 && h%24 == 0 },
+}
+
 // ValidHours reports whether a request may ask for so many hours.
 func (t *BookingTerms) ValidHours(h int) bool { return t.validHours(h) }
 
@@ -117,14 +129,16 @@ func (t *BookingTerms) StartOfDay(at time.Time) time.Time {
 
 // TermsOfKind returns the terms that make ledger rows of the kind, or nil.
 func TermsOfKind(kind string) *BookingTerms {
-	switch kind {
-	case KindBlock:
-		return CapacityBlockTerms
-	case KindReservation:
-		return ReservationTerms
+	for _, t := range AllTerms {
+		if t.Kind == kind {
+			return t
+		}
 	}
 	return nil
 }
+
+// AllTerms are the terms of every kind of offering gpumarket sells.
+var AllTerms = []*BookingTerms{CapacityBlockTerms, ReservationTerms, CalendarTerms}
 
 // Terms returns the terms the offering is sold on: by Kind, else by how it starts and its cloud.
 func (o Offering) Terms() *BookingTerms {

@@ -12,6 +12,7 @@ type Cloud string
 const (
 	CloudAWS   Cloud = "aws"
 	CloudAzure Cloud = "azure"
+	CloudGCP   Cloud = "gcp"
 )
 
 // Title is the cloud's name as people write it: "AWS", "Azure".
@@ -21,6 +22,8 @@ func (c Cloud) Title() string {
 		return "AWS"
 	case CloudAzure:
 		return "Azure"
+	case CloudGCP:
+		return "Google Cloud"
 	}
 	return string(c)
 }

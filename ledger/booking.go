@@ -416,16 +416,15 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 // heldOfferings returns the offering ids the ledger holds as bought or
 // being bought.
 func (s *Service) heldOfferings(ctx context.Context) (map[string]bool, error) {
-	held, err := s.st.HeldKeys(ctx, KindBlock)
-	if err != nil {
-		return nil, err
-	}
-	heldRes, err := s.st.HeldKeys(ctx, KindReservation)
-	if err != nil {
-		return nil, err
-	}
-	for k := range heldRes {
-		held[k] = true
+	held := map[string]bool{}
+	for _, t := range domain.AllTerms {
+		keys, err := s.st.HeldKeys(ctx, t.Kind)
+		if err != nil {
+			return nil, err
+		}
+		for k := range keys {
+			held[k] = true
+		}
 	}
 	return held, nil
 }

@@ -21,9 +21,9 @@ const (
 	KindReservation = domain.KindReservation
 )
 
-// Booked reports whether a row of the kind books a fixed window (a
-// capacity block or a reservation), as opposed to a fleet.
-func Booked(kind string) bool { return kind == KindBlock || kind == KindReservation }
+// Booked reports whether a row of the kind books a fixed window (an
+// offering sold on domain.BookingTerms), as opposed to a fleet.
+func Booked(kind string) bool { return domain.TermsOfKind(kind) != nil }
 
 // States of a ledger row (DESIGN.md's contract).
 const (
@@ -407,9 +407,9 @@ func daySum(ctx context.Context, q querier, t time.Time) (float64, error) {
 	var sum float64
 	var unknown int
 	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0),
-		COUNT(CASE WHEN kind IN (?, ?) AND instr(cost_note, ?) > 0 THEN 1 END)
+		COUNT(CASE WHEN kind <> ? AND instr(cost_note, ?) > 0 THEN 1 END)
 		FROM ledger WHERE state <> 'failed' AND created_at >= ? AND created_at < ?`,
-		KindBlock, KindReservation, NoteCostUnknown, fmtTime(day), fmtTime(day.Add(24*time.Hour))).Scan(&sum, &unknown)
+		KindFleet, NoteCostUnknown, fmtTime(day), fmtTime(day.Add(24*time.Hour))).Scan(&sum, &unknown)
 	if err != nil {
 		return 0, fmt.Errorf("sum of the day's spending: %w", err)
 	}

@@ -179,10 +179,10 @@ func (s *Service) reconcileRow(ctx context.Context, r Entry) (Entry, bool, strin
 		}
 		r = u
 	}
-	switch r.Kind {
-	case KindBlock, KindReservation:
+	switch {
+	case Booked(r.Kind):
 		return s.reconcileBlock(ctx, r)
-	case KindFleet:
+	case r.Kind == KindFleet:
 		return s.reconcileFleet(ctx, r)
 	}
 	return r, false, fmt.Sprintf("gpumarket cannot look up a %s row", r.Kind)

@@ -520,8 +520,8 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 
 // costRow fills the cost and idle figures of a row and its days.
 func costRow(row *UsageRow, r Entry, rep *domain.UsageReport, opt UsageOptions, notes *[]string) {
-	switch r.Kind {
-	case KindBlock, KindReservation:
+	switch {
+	case Booked(r.Kind):
 		// A fixed window: its price per GPU-hour is the fee (or the
 		// window's estimate at the reservation's rate) over the window.
 		windowGPUh := row.GPUs * hours(r.Start, r.End)
@@ -537,11 +537,11 @@ func costRow(row *UsageRow, r Entry, rep *domain.UsageReport, opt UsageOptions, 
 			row.consumed += d.CostUSD
 		}
 		row.CostUSD = row.consumed
-		if r.Kind == KindBlock {
+		if domain.TermsOfKind(r.Kind).Upfront {
 			row.CostUSD = r.CostUSD // paid in full, up front
 		}
 		row.IdleUSD = p * (row.BookedGPUHours - row.BusyGPUHours)
-	case KindFleet:
+	case r.Kind == KindFleet:
 		costFleet(row, r, rep, opt, notes)
 	}
 }

@@ -1,0 +1,168 @@
+package gcp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/api/compute/v1"
+	"google.golang.org/api/googleapi"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// retrying resends a request Google answered 429 or 5xx, with full-jitter
+// exponential backoff (or the Retry-After it gave), as Google's "retry
+// strategy" guidance asks. Every call that changes something carries a
+// requestId, so a resent insert is not done twice.
+type retrying struct {
+	base  http.RoundTripper
+	tries int
+	first time.Duration
+	log   *slog.Logger
+	// sleep waits; tests replace it.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil && req.GetBody == nil {
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	}
+	for attempt := 0; ; attempt++ {
+		r := req
+		if attempt > 0 || body != nil {
+			r = req.Clone(req.Context())
+			switch {
+			case body != nil:
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			case req.GetBody != nil:
+				b, err := req.GetBody()
+				if err != nil {
+					return nil, err
+				}
+				r.Body = b
+			}
+		}
+		resp, err := t.base.RoundTrip(r)
+		if err != nil || !retryable(resp.StatusCode) || attempt+1 >= t.tries {
+			return resp, err
+		}
+		wait := backoff(t.first, attempt, resp.Header.Get("Retry-After"))
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		t.log.Debug("gcp: retrying", "status", resp.StatusCode, "url", req.URL.Path, "wait", wait)
+		sleep := t.sleep
+		if sleep == nil {
+			sleep = sleepCtx
+		}
+		if err := sleep(req.Context(), wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func retryable(code int) bool {
+	return code == http.StatusTooManyRequests || code == http.StatusInternalServerError ||
+		code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
+}
+
+// backoff is Retry-After when given in seconds, else a random wait up to
+// first·2^attempt, capped at 32 s.
+func backoff(first time.Duration, attempt int, retryAfter string) time.Duration {
+	if s, err := strconv.Atoi(strings.TrimSpace(retryAfter)); err == nil && s >= 0 {
+		return min(time.Duration(s)*time.Second, time.Minute)
+	}
+	d := min(first<<min(attempt, 10), 32*time.Second)
+	return time.Duration(rand.Int64N(int64(d)) + 1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Declined reports whether err is Google's definite "no": a 4xx answer
+// other than throttling (bad request, quota, permission, conflict, not
+// found), or an operation that ended in an error. A 5xx or a lost
+// connection leaves the outcome unknown.
+func Declined(err error) bool {
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		return ge.Code >= 400 && ge.Code < 500 && ge.Code != http.StatusTooManyRequests && ge.Code != http.StatusRequestTimeout
+	}
+	var oe *opError
+	return errors.As(err, &oe)
+}
+
+// notFound reports a 404 answer.
+func notFound(err error) bool {
+	var ge *googleapi.Error
+	return errors.As(err, &ge) && ge.Code == http.StatusNotFound
+}
+
+// apiErr words a Google error in one line: its status, reason and message.
+func apiErr(what string, err error) error {
+	var ge *googleapi.Error
+	if !errors.As(err, &ge) {
+		return fmt.Errorf("gcp: %s: %w", what, err)
+	}
+	reason := ""
+	if len(ge.Errors) > 0 && ge.Errors[0].Reason != "" {
+		reason = ge.Errors[0].Reason + ": "
+	}
+	msg := firstLine(ge.Message)
+	if msg == "" && len(ge.Errors) > 0 {
+		msg = firstLine(ge.Errors[0].Message)
+	}
+	return &wrapped{msg: fmt.Sprintf("gcp: %s: %d %s%s", what, ge.Code, reason, msg), err: err}
+}
+
+// wrapped keeps the API error for errors.As under a one-line message.
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.err }
+
+// opError is an operation that ended in an error: Google did not do it.
+type opError struct {
+	what string
+	op   *compute.Operation
+}
+
+func (e *opError) Error() string {
+	var parts []string
+	if e.op.Error != nil {
+		for _, x := range e.op.Error.Errors {
+			parts = append(parts, firstLine(x.Code+": "+x.Message))
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, firstLine(fmt.Sprintf("%d %s", e.op.HttpErrorStatusCode, e.op.HttpErrorMessage)))
+	}
+	return fmt.Sprintf("gcp: %s: operation %s failed: %s", e.what, e.op.Name, strings.Join(parts, "; "))
+}
+
+func (e *opError) Is(target error) bool { return target == domain.ErrDeclined }

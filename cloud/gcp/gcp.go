@@ -1,0 +1,307 @@
+// Package gcp is gpumarket's Google Cloud source: GPU machine types and
+// accelerator types from the Compute Engine API, on-demand and Spot prices
+// from the Cloud Billing Catalog API (a machine priced in parts: cores,
+// memory, GPUs), calendar-mode future reservations as offerings, Spot VMs
+// made by bulk insert as fleets, and their usage from Cloud Monitoring.
+// Only cmd imports it: compute/v1 is a very large package.
+package gcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/google"
+	billing "google.golang.org/api/cloudbilling/v1"
+	"google.golang.org/api/compute/v1"
+	monitoring "google.golang.org/api/monitoring/v3"
+	"google.golang.org/api/option"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// Name is the provider's name as users write it.
+const Name = "gcp"
+
+// DefaultRegions are searched for offerings when a query names no Google
+// region: the regions that sell A3 and A2 machines.
+var DefaultRegions = []string{"us-central1", "us-east4", "us-east5", "us-west1", "europe-west4", "asia-northeast1", "asia-southeast1"}
+
+// Endpoints are the APIs' base URLs, as option.WithEndpoint takes them;
+// empty means Google's.
+type Endpoints struct {
+	Compute, Billing, Monitoring string
+}
+
+// Options configure the provider. Every field is optional.
+type Options struct {
+	// Project is the project the calls are made in; empty means the
+	// credentials' project, then GOOGLE_CLOUD_PROJECT.
+	Project string
+	// CredentialsFile is a service-account key file; empty means
+	// Application Default Credentials.
+	CredentialsFile string
+	Endpoints       Endpoints
+	// Regions are searched for offerings when a query names none
+	// (DefaultRegions when empty).
+	Regions []string
+	// Image, Subnetwork and DiskGB make the Spot VMs' boot disk and
+	// network (config gcp.image …); InstanceTemplate, when set, is their
+	// base instead.
+	Image, Subnetwork, InstanceTemplate string
+	DiskGB                              int64
+	// ListTTL is how long machine types and SKUs are reused (default 1h):
+	// Spot prices change at most once a month.
+	ListTTL time.Duration
+	// RetryBase is the first backoff of a throttled call (default 1s);
+	// MaxRetries bounds the retries (default 6).
+	RetryBase  time.Duration
+	MaxRetries int
+	// PollEvery is how often an operation is asked for (default 2s).
+	PollEvery time.Duration
+	// CredentialTimeout bounds the first token request (default 15s).
+	CredentialTimeout time.Duration
+	HTTPClient        *http.Client
+	Now               func() time.Time
+	Logger            *slog.Logger
+}
+
+// Provider is the Google Cloud source. It implements domain.Provider,
+// OfferingFinder, OfferingRefresher, Booker, FleetLauncher,
+// FleetValidator, FleetFinder and UsageReporter.
+type Provider struct {
+	opt     Options
+	project string
+	compute *compute.Service
+	billing *billing.APIService
+	monitor *monitoring.Service
+	log     *slog.Logger
+	now     func() time.Time
+
+	mu     sync.Mutex
+	types  cached[[]machine]
+	prices cached[*priceBook]
+	sent   map[domain.PoolKey]float64 // last spot price sent, per pool
+}
+
+type cached[T any] struct {
+	v  T
+	at time.Time
+}
+
+// ErrNoCredentials is wrapped by New's error when no credentials are
+// found. It matches domain.ErrDeclined: a call refused for its
+// credentials bought nothing.
+var ErrNoCredentials error = declinedError("gcp: no credentials")
+
+type declinedError string
+
+func (e declinedError) Error() string        { return string(e) }
+func (e declinedError) Is(target error) bool { return target == domain.ErrDeclined }
+
+const credentialHint = "set GOOGLE_APPLICATION_CREDENTIALS or gcp.credentials_file to a service-account key file, or run `gcloud auth application-default login`"
+
+// scope covers Compute Engine, the Billing Catalog and Monitoring.
+const scope = "https://www.googleapis.com/auth/cloud-platform"
+
+// New finds credentials as Google's libraries do (a key file, else
+// Application Default Credentials) and checks them with one token
+// request, so a missing login is one clear error before any fetch.
+func New(ctx context.Context, opt Options) (*Provider, error) {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.ListTTL <= 0 {
+		opt.ListTTL = time.Hour
+	}
+	if opt.RetryBase <= 0 {
+		opt.RetryBase = time.Second
+	}
+	if opt.MaxRetries <= 0 {
+		opt.MaxRetries = 6
+	}
+	if opt.PollEvery <= 0 {
+		opt.PollEvery = 2 * time.Second
+	}
+	if opt.CredentialTimeout <= 0 {
+		opt.CredentialTimeout = 15 * time.Second
+	}
+	if opt.DiskGB <= 0 {
+		opt.DiskGB = 200
+	}
+	for _, r := range opt.Regions {
+		if !IsRegion(r) {
+			return nil, fmt.Errorf("gcp region %q: want a Google Cloud region such as us-central1", r)
+		}
+	}
+	creds, err := findCredentials(context.WithoutCancel(ctx), opt.CredentialsFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := probe(ctx, creds.TokenSource, opt.CredentialTimeout); err != nil {
+		return nil, fmt.Errorf("%w: %s (%v)", ErrNoCredentials, credentialHint, err)
+	}
+	project := opt.Project
+	if project == "" {
+		project = creds.ProjectID
+	}
+	if project == "" {
+		project = os.Getenv("GOOGLE_CLOUD_PROJECT")
+	}
+	if project == "" {
+		return nil, errors.New("gcp: no project: set gcp.project (or GOOGLE_CLOUD_PROJECT), or use credentials that name one")
+	}
+	base := opt.HTTPClient
+	if base == nil {
+		base = &http.Client{Timeout: 60 * time.Second}
+	}
+	hc := &http.Client{Timeout: base.Timeout, Transport: &oauth2.Transport{
+		Source: creds.TokenSource,
+		Base:   &retrying{base: transportOf(base), tries: opt.MaxRetries, first: opt.RetryBase, log: opt.Logger},
+	}}
+	p := &Provider{opt: opt, project: project, log: opt.Logger, now: opt.Now, sent: map[domain.PoolKey]float64{}}
+	with := func(endpoint string) []option.ClientOption {
+		o := []option.ClientOption{option.WithHTTPClient(hc)}
+		if endpoint != "" {
+			o = append(o, option.WithEndpoint(endpoint))
+		}
+		return o
+	}
+	if p.compute, err = compute.NewService(ctx, with(opt.Endpoints.Compute)...); err != nil {
+		return nil, fmt.Errorf("gcp: compute client: %w", err)
+	}
+	if p.billing, err = billing.NewService(ctx, with(opt.Endpoints.Billing)...); err != nil {
+		return nil, fmt.Errorf("gcp: billing client: %w", err)
+	}
+	if p.monitor, err = monitoring.NewService(ctx, with(opt.Endpoints.Monitoring)...); err != nil {
+		return nil, fmt.Errorf("gcp: monitoring client: %w", err)
+	}
+	return p, nil
+}
+
+// findCredentials reads a key file when one is named, else asks
+// Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud's
+// file, the metadata server).
+func findCredentials(ctx context.Context, file string) (*google.Credentials, error) {
+	if file == "" {
+		c, err := google.FindDefaultCredentials(ctx, scope)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s", ErrNoCredentials, credentialHint)
+		}
+		return c, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: gcp.credentials_file: %v", ErrNoCredentials, err)
+	}
+	c, err := google.CredentialsFromJSONWithType(ctx, data, google.ServiceAccount, scope)
+	if err != nil {
+		return nil, fmt.Errorf("%w: gcp.credentials_file %s: want a service-account key file (%v)", ErrNoCredentials, file, err)
+	}
+	return c, nil
+}
+
+// probe asks for a token within timeout; a TokenSource takes no context.
+func probe(ctx context.Context, ts oauth2.TokenSource, timeout time.Duration) error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := ts.Token()
+		done <- err
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return errors.New(firstLine(err.Error()))
+		}
+		return nil
+	case <-t.C:
+		return fmt.Errorf("no token within %s", timeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimSpace(s)
+}
+
+func transportOf(c *http.Client) http.RoundTripper {
+	if c.Transport != nil {
+		return c.Transport
+	}
+	return http.DefaultTransport
+}
+
+// Name returns "gcp".
+func (p *Provider) Name() string { return Name }
+
+// Describe says what the provider is: real Google Cloud, its regions, the
+// calendar-mode terms, and that its history is only what was recorded.
+func (p *Provider) Describe() domain.Descriptor { return Descriptor }
+
+// Descriptor is the Google Cloud provider's descriptor. Spot VMs cannot
+// be made to start later, so gpumarket keeps a fleet's schedule; their
+// end is also set on the VMs (terminationTime).
+var Descriptor = domain.Descriptor{
+	Name: Name, Cloud: domain.CloudGCP,
+	IsRegion: IsRegion, RegionExample: "us-central1",
+	Sells:           []*domain.BookingTerms{domain.CalendarTerms},
+	RecordedHistory: true,
+	Declined:        Declined,
+}
+
+var regionRE = regexp.MustCompile(`^[a-z]+-[a-z]+[0-9]+$`)
+
+// IsRegion reports whether s is shaped like a Google Cloud region
+// ("us-central1", "asia-northeast1"), which tells it from AWS's
+// "us-east-1" and Azure's "eastus" in a shared --region list.
+func IsRegion(s string) bool { return regionRE.MatchString(s) }
+
+// regionOf returns a zone's region: "us-central1-a" → "us-central1".
+func regionOf(zone string) string {
+	if i := strings.LastIndexByte(zone, '-'); i > 0 {
+		return zone[:i]
+	}
+	return zone
+}
+
+// regions returns the Google regions among the query's, nil for all.
+func regionsOf(q []string) (out []string, any bool) {
+	if len(q) == 0 {
+		return nil, true
+	}
+	for _, r := range q {
+		if IsRegion(r) {
+			out = append(out, r)
+		}
+	}
+	return out, false
+}
+
+// The abilities the hub and the commands discover by type assertion.
+var (
+	_ domain.Provider          = (*Provider)(nil)
+	_ domain.OfferingFinder    = (*Provider)(nil)
+	_ domain.OfferingRefresher = (*Provider)(nil)
+	_ domain.Booker            = (*Provider)(nil)
+	_ domain.FleetLauncher     = (*Provider)(nil)
+	_ domain.FleetValidator    = (*Provider)(nil)
+	_ domain.FleetFinder       = (*Provider)(nil)
+	_ domain.UsageReporter     = (*Provider)(nil)
+)

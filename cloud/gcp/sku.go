@@ -1,0 +1,198 @@
+package gcp
+
+import (
+	"context"
+	"math"
+	"sort"
+	"strings"
+
+	billing "google.golang.org/api/cloudbilling/v1"
+)
+
+// computeService is the Compute Engine service in the Billing Catalog.
+const computeService = "services/6F81-5844-456A"
+
+// part is what one SKU prices: a machine family's cores or RAM, or a GPU.
+type part int
+
+const (
+	partCore part = iota
+	partRAM
+	partGPU
+)
+
+// skuKey is what a SKU prices, read from its description: the part, the
+// family (cores, RAM) or the GPU's words as a sorted set, and whether it
+// is the Spot price.
+type skuKey struct {
+	part   part
+	name   string
+	spot   bool
+	region string
+}
+
+// priceBook holds the catalog's hourly prices by what they price and
+// region: a core-hour, a GiB-hour of RAM, a GPU-hour.
+type priceBook struct {
+	usd map[skuKey]float64
+	// legacy marks prices read from a plain "Preemptible" SKU, which a
+	// "Spot Preemptible" one replaces.
+	legacy map[skuKey]bool
+}
+
+// readSKU reads what a Compute Engine SKU prices. Descriptions vary by
+// family, model and region ("Spot Preemptible A3Plus Instance Ram running
+// in Tokyo", "Nvidia H100 80GB Mega GPU attached to Spot Preemptible VMs
+// running in Tokyo", "N1 Predefined Instance Core running in Americas"),
+// so the region comes from serviceRegions, never the description's place
+// name, and anything not in exactly these forms (commitments, sole
+// tenancy, custom, reserved, DWS, workstation GPUs) is left out.
+func readSKU(s *billing.Sku) (k skuKey, legacy, ok bool) {
+	if s.Category == nil || s.Category.ResourceFamily != "Compute" {
+		return k, false, false
+	}
+	switch s.Category.UsageType {
+	case "OnDemand":
+	case "Preemptible":
+		k.spot = true
+	default:
+		return k, false, false
+	}
+	d := s.Description
+	if i := strings.Index(d, " running in "); i >= 0 {
+		d = d[:i]
+	} else {
+		return k, false, false
+	}
+	switch {
+	case strings.HasPrefix(d, "Spot Preemptible "):
+		d = strings.TrimPrefix(d, "Spot Preemptible ")
+	case strings.HasPrefix(d, "Preemptible "):
+		d, legacy = strings.TrimPrefix(d, "Preemptible "), true
+	}
+	switch {
+	case strings.HasSuffix(d, " attached to Spot Preemptible VMs"):
+		d = strings.TrimSuffix(d, " attached to Spot Preemptible VMs")
+	case strings.HasSuffix(d, " attached to Preemptible VMs"):
+		d, legacy = strings.TrimSuffix(d, " attached to Preemptible VMs"), true
+	}
+	if k.spot != strings.Contains(s.Description, "Preemptible") {
+		return k, false, false // usage type and words disagree
+	}
+	for _, w := range []string{"Commit", "Sole Tenancy", "Custom", "Reserved", "DWS", "Extended", "Premium"} {
+		if strings.Contains(d, w) {
+			return k, false, false
+		}
+	}
+	switch {
+	case strings.HasSuffix(d, " Instance Core"):
+		k.part, k.name = partCore, squash(strings.TrimSuffix(d, " Instance Core"))
+	case strings.HasSuffix(d, " Instance Ram"):
+		k.part, k.name = partRAM, squash(strings.TrimSuffix(d, " Instance Ram"))
+	case strings.HasPrefix(d, "Nvidia ") && strings.HasSuffix(d, " GPU"):
+		k.part, k.name = partGPU, words(strings.TrimSuffix(strings.TrimPrefix(d, "Nvidia "), " GPU"))
+	default:
+		return k, false, false
+	}
+	return k, legacy, true
+}
+
+// squash is a family as one lower-case word: "A3 Plus" and "A3Plus" are
+// one family.
+func squash(s string) string { return strings.ToLower(strings.ReplaceAll(s, " ", "")) }
+
+// words is a name's words, lower-case and sorted: "H100 80GB Mega" and
+// "h100 mega 80gb" are the same card.
+func words(s string) string {
+	f := strings.Fields(strings.ToLower(s))
+	sort.Strings(f)
+	return strings.Join(f, " ")
+}
+
+// hourly is the SKU's list price per unit-hour: its first tier, in USD,
+// when its unit is an hour ("h") or a GiB-hour ("GiBy.h").
+func hourly(s *billing.Sku, p part) (float64, bool) {
+	if len(s.PricingInfo) == 0 || s.PricingInfo[0].PricingExpression == nil {
+		return 0, false
+	}
+	e := s.PricingInfo[0].PricingExpression
+	want := "h"
+	if p == partRAM {
+		want = "GiBy.h"
+	}
+	if e.UsageUnit != want || len(e.TieredRates) == 0 {
+		return 0, false
+	}
+	best := e.TieredRates[0]
+	for _, t := range e.TieredRates {
+		if t.StartUsageAmount < best.StartUsageAmount {
+			best = t
+		}
+	}
+	if best.UnitPrice == nil || (best.UnitPrice.CurrencyCode != "" && best.UnitPrice.CurrencyCode != "USD") {
+		return 0, false
+	}
+	return float64(best.UnitPrice.Units) + float64(best.UnitPrice.Nanos)/1e9, true
+}
+
+// priceBook reads the Compute Engine SKUs (every page), kept for ListTTL.
+func (p *Provider) priceBook(ctx context.Context) (*priceBook, error) {
+	p.mu.Lock()
+	c := p.prices
+	p.mu.Unlock()
+	if c.v != nil && p.now().Sub(c.at) < p.opt.ListTTL {
+		return c.v, nil
+	}
+	b := &priceBook{usd: map[skuKey]float64{}, legacy: map[skuKey]bool{}}
+	err := p.billing.Services.Skus.List(computeService).CurrencyCode("USD").PageSize(5000).
+		Pages(ctx, func(r *billing.ListSkusResponse) error {
+			for _, s := range r.Skus {
+				b.add(s)
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, apiErr("list Compute Engine SKUs", err)
+	}
+	p.mu.Lock()
+	p.prices = cached[*priceBook]{b, p.now()}
+	p.mu.Unlock()
+	return b, nil
+}
+
+func (b *priceBook) add(s *billing.Sku) {
+	k, legacy, ok := readSKU(s)
+	if !ok {
+		return
+	}
+	usd, ok := hourly(s, k.part)
+	if !ok {
+		return
+	}
+	for _, r := range s.ServiceRegions {
+		k.region = r
+		if _, have := b.usd[k]; have && legacy && !b.legacy[k] {
+			continue
+		}
+		b.usd[k], b.legacy[k] = usd, legacy
+	}
+}
+
+// price is what a machine costs an hour in its zone's region, on-demand
+// or Spot, as Google bills it: vCPUs, memory and GPUs; NaN when the
+// catalog lacks a part.
+func (b *priceBook) price(m machine, spot bool) float64 {
+	region := regionOf(m.Zone)
+	get := func(pt part, name string) float64 {
+		if v, ok := b.usd[skuKey{part: pt, name: name, spot: spot, region: region}]; ok {
+			return v
+		}
+		return math.NaN()
+	}
+	gpus := m.GPU.Count
+	if m.AccelCount > 0 {
+		gpus = float64(m.AccelCount)
+	}
+	usd := float64(m.CPUs)*get(partCore, m.Family) + m.MemGiB*get(partRAM, m.Family) + gpus*get(partGPU, words(m.GPUSKU))
+	return math.Round(usd*1e4) / 1e4
+}

@@ -22,7 +22,14 @@ func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (doma
 	if !o.Start.After(p.now()) {
 		return domain.Offering{}, fmt.Errorf("gcp: offering %s started at %s: %w", o.ID, o.Start.UTC().Format(time.RFC3339), domain.ErrOfferingGone)
 	}
-	offs, err := p.advise(ctx, o.Region, m, int64(o.InstanceCount), o.Start, o.Start, o.End.Sub(o.Start), o.Zone)
+	var others []string
+	ms, _ := p.machines(ctx)
+	for _, x := range ms {
+		if x.Type == o.InstanceType && regionOf(x.Zone) == o.Region && x.Zone != o.Zone && !contains(others, x.Zone) {
+			others = append(others, x.Zone)
+		}
+	}
+	offs, err := p.advise(ctx, o.Region, m, int64(o.InstanceCount), o.Start, o.Start, o.End.Sub(o.Start), others...)
 	if err != nil {
 		return domain.Offering{}, err
 	}

@@ -91,7 +91,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			offs, err := p.advise(ctx, a.region, a.m, a.n, from, to, q.Duration, "")
+			offs, err := p.advise(ctx, a.region, a.m, a.n, from, to, q.Duration)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -156,8 +156,9 @@ func startRange(q domain.OfferingQuery, now time.Time) (from, to time.Time) {
 }
 
 // advise asks for windows of n machines of m's type lasting d and
-// starting in [from, to], in any zone of region (or only zone).
-func (p *Provider) advise(ctx context.Context, region string, m machine, n int64, from, to time.Time, d time.Duration, zone string) ([]domain.Offering, error) {
+// starting in [from, to], in any zone of region but those denied (a zone
+// left out of the location policy is allowed).
+func (p *Provider) advise(ctx context.Context, region string, m machine, n int64, from, to time.Time, d time.Duration, deny ...string) ([]domain.Offering, error) {
 	secs := strconv.FormatInt(int64(d/time.Second), 10) + "s"
 	spec := &compute.FutureResourcesSpec{
 		DeploymentType: "DENSE",
@@ -169,10 +170,12 @@ func (p *Provider) advise(ctx context.Context, region string, m machine, n int64
 			MinDuration: secs, MaxDuration: secs,
 		},
 	}
-	if zone != "" {
-		spec.LocationPolicy = &compute.FutureResourcesSpecLocationPolicy{Locations: map[string]compute.FutureResourcesSpecLocationPolicyLocation{
-			"zones/" + zone: {Preference: "ALLOW"},
-		}}
+	if len(deny) > 0 {
+		locs := map[string]compute.FutureResourcesSpecLocationPolicyLocation{}
+		for _, z := range deny {
+			locs["zones/"+z] = compute.FutureResourcesSpecLocationPolicyLocation{Preference: "DENY"}
+		}
+		spec.LocationPolicy = &compute.FutureResourcesSpecLocationPolicy{Locations: locs}
 	}
 	req := &compute.CalendarModeAdviceRequest{FutureResourcesSpecs: map[string]compute.FutureResourcesSpec{specKey: *spec}}
 	resp, err := p.compute.Advice.CalendarMode(p.project, region, req).Context(ctx).Do()
@@ -188,7 +191,7 @@ func (p *Provider) advise(ctx context.Context, region string, m machine, n int64
 		z := path.Base(r.Location)
 		start, err1 := time.Parse(time.RFC3339, r.StartTime)
 		end, err2 := time.Parse(time.RFC3339, r.EndTime)
-		if err1 != nil || err2 != nil || !end.After(start) || regionOf(z) != region || zone != "" && z != zone {
+		if err1 != nil || err2 != nil || !end.After(start) || regionOf(z) != region || contains(deny, z) {
 			continue
 		}
 		o := domain.Offering{Provider: Name, Cloud: domain.CloudGCP, Region: region, Zone: z, InstanceType: m.Type, GPU: m.GPU,

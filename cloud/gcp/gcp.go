@@ -8,6 +8,7 @@ package gcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -223,6 +224,21 @@ func probe(ctx context.Context, ts oauth2.TokenSource, timeout time.Duration) er
 	defer t.Stop()
 	select {
 	case err := <-done:
+		var re *oauth2.RetrieveError
+		if errors.As(err, &re) {
+			// The JWT flow leaves the answer's RFC 6749 error unread.
+			e := struct{ Error, Description string }{re.ErrorCode, re.ErrorDescription}
+			var body struct {
+				Error       string `json:"error"`
+				Description string `json:"error_description"`
+			}
+			if e.Error == "" && json.Unmarshal(re.Body, &body) == nil {
+				e.Error, e.Description = body.Error, body.Description
+			}
+			if e.Error != "" {
+				return fmt.Errorf("the token endpoint answered %s: %s", e.Error, firstLine(e.Description))
+			}
+		}
 		if err != nil {
 			return errors.New(firstLine(err.Error()))
 		}

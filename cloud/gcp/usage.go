@@ -53,16 +53,22 @@ func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.Usage
 			u = &domain.InstanceUsage{ID: name, InstanceType: q.InstanceType, Zone: ts.Resource.Labels["zone"], Spot: !strings.Contains(name, odMark)}
 			runs[iid] = u
 		}
+		// A period's seconds up place the run's ends: the first period's
+		// end less them is its start, the last period's start plus them
+		// its end.
 		for _, pt := range ts.Points {
-			end, err := time.Parse(time.RFC3339, pt.Interval.EndTime)
-			if err != nil || pt.Value.DoubleValue == nil || *pt.Value.DoubleValue <= 0 {
+			if pt.Interval == nil || pt.Value == nil || pt.Value.DoubleValue == nil || *pt.Value.DoubleValue <= 0 {
 				continue
 			}
-			start := end.Add(-time.Duration(*pt.Value.DoubleValue * float64(time.Second)))
-			if u.Start.IsZero() || start.Before(u.Start) {
+			pEnd, err := time.Parse(time.RFC3339, pt.Interval.EndTime)
+			if err != nil {
+				continue
+			}
+			up := time.Duration(min(*pt.Value.DoubleValue, period.Seconds()) * float64(time.Second))
+			if start := pEnd.Add(-up); u.Start.IsZero() || start.Before(u.Start) {
 				u.Start = start
 			}
-			if end.After(u.End) {
+			if end := pEnd.Add(-period).Add(up); end.After(u.End) {
 				u.End = end
 			}
 		}
@@ -127,8 +133,11 @@ func (p *Provider) busy(ctx context.Context, fleet string, from, to time.Time) (
 	read := func(metric string, scale float64) error {
 		return p.series(ctx, metric, fleet, "ALIGN_MEAN", from, to, func(ts *monitoring.TimeSeries) {
 			for _, pt := range ts.Points {
+				if pt.Interval == nil || pt.Value == nil || pt.Value.DoubleValue == nil {
+					continue
+				}
 				end, err := time.Parse(time.RFC3339, pt.Interval.EndTime)
-				if err != nil || pt.Value.DoubleValue == nil {
+				if err != nil {
 					continue
 				}
 				k := key{ts.Resource.Labels["instance_id"], end.Add(-period)}

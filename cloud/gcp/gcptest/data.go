@@ -47,7 +47,7 @@ func mt(name string, cpus, memMB int64, accel string, n int64) *compute.MachineT
 func DefaultZones() []Zone {
 	return []Zone{
 		{Name: "us-central1-a", MachineTypes: []string{"a3-highgpu-8g", "a2-highgpu-1g", "a2-highgpu-8g", "g2-standard-4", "g2-standard-8", "n1-standard-8", "n2-standard-8", "e2-standard-4"},
-			Accelerators: []string{"nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-h100-80gb", "nvidia-tesla-a100", "nvidia-l4"},
+			Accelerators:     []string{"nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-h100-80gb", "nvidia-tesla-a100", "nvidia-l4"},
 			CalendarCapacity: map[string]int{"a3-highgpu-8g": 4}},
 		{Name: "us-central1-b", MachineTypes: []string{"a2-highgpu-1g", "g2-standard-4", "n1-standard-4"},
 			Accelerators: []string{"nvidia-tesla-t4"}},

@@ -71,7 +71,7 @@ func (p *Provider) ValidateFleet(spec domain.FleetSpec) (domain.FleetSpec, error
 // (the cards are the request's, shared by every type).
 func fleetTypes(types []string) (bases []string, accel *compute.AcceleratorConfig, err error) {
 	for _, t := range types {
-		if _, ok := domain.LookupGPU(t); !ok {
+		if e, ok := domain.LookupGPU(t); !ok || e.Cloud != domain.CloudGCP {
 			return nil, nil, fmt.Errorf("machine %q: want a Google GPU machine type such as a3-highgpu-8g, g2-standard-8 or n1-standard-8+1xt4", t)
 		}
 		base, n, card, err := ParseType(t)

@@ -301,7 +301,7 @@ func (s *Server) route(r *http.Request) (string, http.HandlerFunc) {
 		return "acceleratorTypes.aggregatedList", s.acceleratorTypes
 	case len(p) == 2 && p[0] == "aggregated" && p[1] == "instances" && get:
 		return "instances.aggregatedList", s.instances
-	case len(p) == 5 && p[0] == "regions" && p[2] == "advice" && p[3] == "calendarMode" && post:
+	case len(p) == 4 && p[0] == "regions" && p[2] == "advice" && p[3] == "calendarMode" && post:
 		return "advice.calendarMode", func(w http.ResponseWriter, r *http.Request) { s.calendarMode(w, r, p[1]) }
 	case len(p) == 4 && p[0] == "regions" && p[2] == "instances" && p[3] == "bulkInsert" && post:
 		return "regionInstances.bulkInsert", func(w http.ResponseWriter, r *http.Request) { s.bulkInsert(w, r, p[1]) }

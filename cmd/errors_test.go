@@ -44,7 +44,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"history", "--window", "0h"}, "--window"},
 		{[]string{"prices", "--gpu", "H900"}, "--gpu"},
 		{[]string{"prices", "--gpu", ","}, "--gpu"},
-		{[]string{"prices", "--provider", "gcp"}, "--provider"},
+		{[]string{"prices", "--provider", "oci"}, "--provider"},
 		{[]string{"prices", "--region", "US East!"}, "--region"},
 		{[]string{"prices", "--seed", "x"}, "--seed"},
 		{[]string{"prices", "--timeout", "soon"}, "--timeout"},

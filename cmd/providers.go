@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/cloud/aws"
 	"github.com/gpumarket/gpumarket/cloud/azure"
+	"github.com/gpumarket/gpumarket/cloud/gcp"
 	"github.com/gpumarket/gpumarket/cloud/sim"
 	"github.com/gpumarket/gpumarket/domain"
 )
@@ -47,6 +48,12 @@ func defaultProviders() providerTable {
 				CredentialTimeout: 5 * time.Second, Logger: e.log,
 				ImageID: a.ImageID, SubnetID: a.SubnetID, AdminUsername: a.AdminUsername, SSHPublicKey: a.SSHPublicKey,
 			})
+		}},
+		{desc: gcp.Descriptor, build: func(ctx context.Context, e *env) (domain.Provider, error) {
+			g := e.cfg.GCP
+			return gcp.New(ctx, gcp.Options{Project: g.Project, CredentialsFile: g.CredentialsFile, Logger: e.log,
+				Endpoints: gcp.Endpoints{Compute: g.Endpoints.Compute, Billing: g.Endpoints.Billing, Monitoring: g.Endpoints.Monitoring},
+				Image: g.Image, Subnetwork: g.Subnetwork, InstanceTemplate: g.InstanceTemplate, DiskGB: g.DiskGB})
 		}},
 	}
 }

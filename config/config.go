@@ -23,6 +23,7 @@ type Config struct {
 	Sim     Sim      `yaml:"sim"`
 	AWS     AWS      `yaml:"aws"`
 	Azure   Azure    `yaml:"azure"`
+	GCP     GCP      `yaml:"gcp"`
 	Serve   Serve    `yaml:"serve"`
 	Cache   Cache    `yaml:"cache"`
 	// Watch are the alert rules, which the watch package reads; Notify

@@ -36,7 +36,7 @@ const (
 )
 
 // ProviderNames are the sources a config or --provider may name.
-var ProviderNames = []string{"sim", "aws", "azure"}
+var ProviderNames = []string{"sim", "aws", "azure", "gcp"}
 
 // Roles are the values serve.roles accepts.
 var Roles = []string{"viewer", "booker"}
@@ -314,6 +314,9 @@ func (c *Config) Validate() error {
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			return keyErr(key, "bad URL %q; want an http:// or https:// URL", u)
 		}
+	}
+	if err := c.validateGCP(); err != nil {
+		return err
 	}
 	if c.Serve.Listen != "" {
 		if _, port, err := net.SplitHostPort(c.Serve.Listen); err != nil || port == "" {

@@ -14,7 +14,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -196,6 +198,9 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 // file, the metadata server).
 func findCredentials(ctx context.Context, file string) (*google.Credentials, error) {
 	if file == "" {
+		if !adcMayFind() {
+			return nil, fmt.Errorf("%w: %s", ErrNoCredentials, credentialHint)
+		}
 		c, err := google.FindDefaultCredentials(ctx, scope)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s", ErrNoCredentials, credentialHint)
@@ -211,6 +216,32 @@ func findCredentials(ctx context.Context, file string) (*google.Credentials, err
 		return nil, fmt.Errorf("%w: gcp.credentials_file %s: want a service-account key file (%v)", ErrNoCredentials, file, err)
 	}
 	return c, nil
+}
+
+// adcMayFind reports whether Application Default Credentials have
+// anything to find: a key file named by GOOGLE_APPLICATION_CREDENTIALS,
+// gcloud's application-default login, or a metadata server (one named by
+// GCE_METADATA_HOST, or a machine whose firmware says it runs on Google's
+// cloud). Off Google's machines the library would probe 169.254.169.254
+// to learn there is none; gpumarket does not send that traffic.
+func adcMayFind() bool {
+	if os.Getenv("GOOGLE_APPLICATION_CREDENTIALS") != "" || os.Getenv("GCE_METADATA_HOST") != "" {
+		return true
+	}
+	// Where the library looks for gcloud's login.
+	dir := filepath.Join(os.Getenv("APPDATA"), "gcloud")
+	if runtime.GOOS != "windows" {
+		home := os.Getenv("HOME")
+		if home == "" {
+			home, _ = os.UserHomeDir()
+		}
+		dir = filepath.Join(home, ".config", "gcloud")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "application_default_credentials.json")); err == nil {
+		return true
+	}
+	b, err := os.ReadFile("/sys/class/dmi/id/product_name")
+	return err == nil && strings.Contains(string(b), "Google")
 }
 
 // probe asks for a token within timeout; a TokenSource takes no context.

@@ -53,7 +53,7 @@ func defaultProviders() providerTable {
 			g := e.cfg.GCP
 			return gcp.New(ctx, gcp.Options{Project: g.Project, CredentialsFile: g.CredentialsFile, Logger: e.log,
 				Endpoints: gcp.Endpoints{Compute: g.Endpoints.Compute, Billing: g.Endpoints.Billing, Monitoring: g.Endpoints.Monitoring},
-				Image: g.Image, Subnetwork: g.Subnetwork, InstanceTemplate: g.InstanceTemplate, DiskGB: g.DiskGB})
+				Image:     g.Image, Subnetwork: g.Subnetwork, InstanceTemplate: g.InstanceTemplate, DiskGB: g.DiskGB})
 		}},
 	}
 }

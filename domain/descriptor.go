@@ -57,7 +57,8 @@ type BookingTerms struct {
 	StartOfDayUTC    time.Duration // when scheduled capacity starts, if HasStartOfDay
 	HasStartOfDay    bool
 	MaxDuration      time.Duration
-	DurationForm     string // the durations accepted, for messages
+	StopsEarly       time.Duration // how long before the end its instances stop (AWS: 30 min)
+	DurationForm     string        // the durations accepted, for messages
 	validHours       func(h int) bool
 }
 
@@ -70,6 +71,7 @@ var CapacityBlockTerms = &BookingTerms{
 	Upfront:       true,
 	StartOfDayUTC: 11*time.Hour + 30*time.Minute,
 	HasStartOfDay: true,
+	StopsEarly:    30 * time.Minute,
 	MaxDuration:   182 * 24 * time.Hour,
 	DurationForm:  "1 to 14 days in 1-day steps (whole days: 24h … 336h), or 21 to 182 days in 7-day steps (whole weeks: 504h … 4368h)",
 	validHours: func(h int) bool {

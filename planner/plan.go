@@ -81,9 +81,6 @@ const (
 	// is up: interruptions come in bursts in a zone (83-97 % are followed
 	// by another within 5 minutes, DESIGN.md).
 	cooldown = 0.5
-	// blockStopEarly: AWS terminates a block's instances from 30 minutes
-	// before its end.
-	blockStopEarly = 30 * time.Minute
 )
 
 // candidate is a pool sized for the job.
@@ -315,7 +312,7 @@ func (p *planning) blockWork(o domain.Offering) (blockWork, bool) {
 	if o.StartsOnPurchase {
 		b.kind = StrategyReservation
 	} else {
-		end = end.Add(-blockStopEarly)
+		end = end.Add(-o.Terms().StopsEarly)
 	}
 	b.from = o.Start.Sub(p.job.Start).Hours()
 	b.until = end.Sub(p.job.Start).Hours()

@@ -133,7 +133,8 @@ func TestPlanOnSimMarket(t *testing.T) {
 	}
 	for _, b := range got[planner.StrategyBlock] {
 		hours := b.End.Sub(b.Start).Hours()
-		if b.Cloud != "aws" || b.Start.UTC().Hour() != 11 || hours < 49 || b.OfferingID == "" || !strings.Contains(b.Assumptions, fmt.Sprintf("%.0f h block", hours)) ||
+		startHour := map[string]int{"aws": 11, "gcp": 0} // capacity blocks, calendar mode
+		if h, ok := startHour[b.Cloud]; !ok || b.Start.UTC().Hour() != h || hours < 49 || b.OfferingID == "" || !strings.Contains(b.Assumptions, fmt.Sprintf("%.0f h block", hours)) ||
 			b.USDPerUsefulGPUHour < b.ExpectedCostUSD/(16*hours)*0.999 {
 			t.Errorf("block %+v", b)
 		}

@@ -113,6 +113,9 @@ func (m *Market) validateFleet(s *domain.FleetSpec) ([]*simPool, error) {
 	case s.MaxPriceUSD != nil && !(*s.MaxPriceUSD > 0):
 		return nil, fmt.Errorf("fleet max price %v: want a positive price per instance-hour, or none for the on-demand price", *s.MaxPriceUSD)
 	}
+	if err := checkGCPFleet(inRegion[0].spec.Desc.Cloud, s); err != nil {
+		return nil, err
+	}
 	if s.Strategy == "" {
 		s.Strategy = domain.Strategies[0]
 	}

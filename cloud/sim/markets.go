@@ -3,6 +3,7 @@ package sim
 import (
 	"hash/fnv"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/gpumarket/gpumarket/cloud/advisor"
@@ -46,9 +47,10 @@ var awsRegions = []region{
 var azureZones = []string{"1", "2", "3"}
 
 // IsRegion reports whether the simulated market has the region (it
-// imitates eleven AWS and eight Azure regions under their real names).
+// imitates eleven AWS, eight Azure and seven Google regions under their
+// real names).
 func IsRegion(name string) bool {
-	for _, list := range [][]region{awsRegions, azureRegions} {
+	for _, list := range [][]region{awsRegions, azureRegions, gcpRegions} {
 		for _, r := range list {
 			if r.Name == name {
 				return true
@@ -238,8 +240,12 @@ func buildSpecs() []poolSpec {
 		azureRegions[i].Cloud = domain.CloudAzure
 		regions = append(regions, &azureRegions[i])
 	}
+	for i := range gcpRegions {
+		gcpRegions[i].Cloud = domain.CloudGCP
+		regions = append(regions, &gcpRegions[i])
+	}
 	for _, r := range regions {
-		for _, f := range families {
+		for _, f := range slices.Concat(families, gcpFamilies) {
 			if f.Cloud != r.Cloud || !familyIn(f, r, adv) {
 				continue
 			}
@@ -285,7 +291,7 @@ func familyIn(f family, r *region, adv *advisor.Data) bool {
 }
 
 func newSpec(adv *advisor.Data, r *region, f family, t, zone string, gpu domain.GPUSpec) poolSpec {
-	od := math.Round(listPrice[t]*r.PriceMult*1e4) / 1e4
+	od := math.Round(listPriceOf(t)*r.PriceMult*1e4) / 1e4
 	s := poolSpec{
 		Desc: domain.Pool{
 			Provider: Name, Cloud: r.Cloud, Region: r.Name, Zone: zone, InstanceType: t, GPU: gpu,
@@ -298,7 +304,7 @@ func newSpec(adv *advisor.Data, r *region, f family, t, zone string, gpu domain.
 	// every region the advisor lists it in.
 	advType, advRegion := t, r.Name
 	s.Source = sourceAWS
-	if r.Cloud == domain.CloudAzure {
+	if r.Cloud != domain.CloudAWS {
 		advType, advRegion = f.Twin, r.AWSTwin
 		s.Source = sourceAzure
 	}
@@ -309,6 +315,9 @@ func newSpec(adv *advisor.Data, r *region, f family, t, zone string, gpu domain.
 		score = advisorWeight*rangeIdx + (1-advisorWeight)*prior
 	} else {
 		s.Source = sourcePrior
+	}
+	if r.Cloud == domain.CloudGCP {
+		s.Source = sourceGCP
 	}
 	// Blending pulls scores to the middle; stretch them back so the calm
 	// and the wild buckets stay as common as they are in the real data.
@@ -322,7 +331,7 @@ func newSpec(adv *advisor.Data, r *region, f family, t, zone string, gpu domain.
 		s.Placement = clampInt(9-2*s.Bucket+pj-1, 1, 10)
 	}
 
-	if !ok || r.Cloud == domain.CloudAzure {
+	if !ok || r.Cloud != domain.CloudAWS {
 		savings = savingsPrior[gpu.Model]
 	}
 	savings += unit(strHash("sav", r.Name, zone, t))*8 - 4

@@ -52,8 +52,9 @@ type offerQuery struct {
 	dur                     time.Duration
 	startAfter, startBefore time.Time
 	regions                 []string
-	// blocks is whether the duration is one AWS sells capacity blocks for.
-	blocks bool
+	// blocks is whether the duration is one AWS sells capacity blocks for;
+	// calendar one Google sells calendar-mode reservations for.
+	blocks, calendar bool
 }
 
 func (m *Market) validateOfferingQuery(q domain.OfferingQuery) (offerQuery, error) {
@@ -84,6 +85,7 @@ func (m *Market) validateOfferingQuery(q domain.OfferingQuery) (offerQuery, erro
 		return v, domain.InvalidQueryf("duration %s: want whole hours up to 182 days (AWS capacity blocks: %s)", q.Duration, blockTerms.DurationForm)
 	}
 	v.blocks = blockTerms.ValidDuration(q.Duration) == nil
+	v.calendar = calendarTerms.ValidDuration(q.Duration) == nil
 	now := m.opt.Now().UTC()
 	limit := now.Add(blockTerms.MaxLead)
 	v.startAfter, v.startBefore = q.StartAfter.UTC(), q.StartBefore.UTC()
@@ -119,7 +121,7 @@ func (m *Market) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]d
 	// As on Azure, a reservation starts when it is made: it is sold only
 	// to a search whose start range holds now.
 	reservable := !v.startAfter.After(m.opt.Now().UTC().Add(time.Minute))
-	if !v.blocks && !reservable {
+	if !v.blocks && !v.calendar && !reservable {
 		return nil, domain.InvalidQueryf("duration %s with a start after %s: capacity blocks last %s, and capacity reservations start when they are made (search from now)",
 			domain.FormatWindow(v.dur), v.startAfter.Format(time.RFC3339), blockTerms.DurationForm)
 	}
@@ -128,7 +130,8 @@ func (m *Market) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]d
 		if !p.blockable() || (v.gpu != "" && p.spec.Desc.GPU.Model != v.gpu) || !domain.Query.WantsRegion(domain.Query{Regions: v.regions}, p.spec.Region.Name) {
 			continue
 		}
-		if p.spec.Desc.Cloud == domain.CloudAWS && !v.blocks || p.spec.Desc.Cloud == domain.CloudAzure && !reservable {
+		if p.spec.Desc.Cloud == domain.CloudAWS && !v.blocks || p.spec.Desc.Cloud == domain.CloudAzure && !reservable ||
+			p.spec.Desc.Cloud == domain.CloudGCP && !v.calendar {
 			continue
 		}
 		n := v.instances
@@ -159,9 +162,12 @@ func (m *Market) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]d
 }
 
 func (p *simPool) blockable() bool {
-	if p.spec.Desc.Cloud == domain.CloudAWS {
+	switch p.spec.Desc.Cloud {
+	case domain.CloudAWS:
 		_, ok := blockRate[p.spec.Desc.InstanceType]
 		return ok
+	case domain.CloudGCP:
+		return gcpCalendar[p.spec.Desc.InstanceType]
 	}
 	return azureReservable[p.spec.Family]
 }
@@ -169,8 +175,10 @@ func (p *simPool) blockable() bool {
 // offersOf returns up to offersPerPool offerings of n instances of a pool.
 func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 	var starts []time.Time
-	aws := p.spec.Desc.Cloud == domain.CloudAWS
-	if aws {
+	aws, gcp := p.spec.Desc.Cloud == domain.CloudAWS, p.spec.Desc.Cloud == domain.CloudGCP
+	if gcp {
+		starts = calendarStarts(v)
+	} else if aws {
 		day := v.startAfter.Truncate(24 * time.Hour).Add(blockTerms.StartOfDayUTC)
 		if day.Before(v.startAfter) {
 			day = day.Add(24 * time.Hour)
@@ -209,12 +217,14 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 			InstanceType: p.spec.Desc.InstanceType, GPU: p.spec.Desc.GPU, InstanceCount: n,
 			Start: s, End: s.Add(v.dur), Currency: "USD", Simulated: true, Kind: domain.KindBlock,
 		}
-		if !aws {
+		if !aws && !gcp {
 			o.StartsOnPurchase, o.Kind = true, domain.KindReservation
 			o.Note = "simulated Azure capacity reservation: held and billed at the on-demand rate from purchase until deleted; gpumarket prices it, and releases it, at " + o.End.Format(time.RFC3339)
 		}
 		hours := o.End.Sub(o.Start).Hours()
-		if aws {
+		if gcp {
+			asCalendar(&o, *p.spec.Desc.OnDemandUSDHour)
+		} else if aws {
 			r := blockRate[o.InstanceType]
 			// Sooner starts are dearer; the rest is the day's demand.
 			// Lead time counts from today's date, so a price holds all day.
@@ -244,8 +254,11 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 func (m *Market) offeringID(o domain.Offering) string {
 	h := mix(uint64(m.opt.Seed)*0x9e3779b97f4a7c15 ^ strHash("id", string(o.Cloud), o.Region, o.Zone, o.InstanceType,
 		fmt.Sprint(o.InstanceCount, o.Start.Unix(), o.End.Unix(), int64(math.Round(o.UpfrontUSD*100)))))
-	if o.Cloud == domain.CloudAzure {
+	switch o.Cloud {
+	case domain.CloudAzure:
 		return fmt.Sprintf("azcr-%016x", h)
+	case domain.CloudGCP:
+		return fmt.Sprintf("gcpcal-%016x", h)
 	}
 	return fmt.Sprintf("cb-%016x%x", h, mix(h)&0xf)
 }
@@ -321,6 +334,9 @@ func (m *Market) Book(ctx context.Context, req domain.BookRequest) (domain.Booki
 // capacity reservation's resource id.
 func (m *Market) reservationRef(o domain.Offering) string {
 	h := mix(strHash("cr", o.ID))
+	if o.Cloud == domain.CloudGCP {
+		return gcpRef(o, h)
+	}
 	if o.Cloud == domain.CloudAzure {
 		return fmt.Sprintf("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/gpumarket-sim/providers/Microsoft.Compute/capacityReservationGroups/gpumarket-%s/capacityReservations/cr-%016x", o.Region, h)
 	}

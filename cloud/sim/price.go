@@ -121,6 +121,9 @@ type model struct {
 	vol    float64 // scales the noise: some pools are jumpier
 	offset int64   // region's UTC offset in seconds
 	odds   *weekOdds
+	// monthly is set for a Google pool: its price steps once a month
+	// (gcp.go), not with the slots.
+	monthly bool
 }
 
 // hourBusy is the market's activity by local hour: 0 at night, 1 at 14:00.
@@ -533,6 +536,9 @@ func (m *model) appendTicks(at, q []int64, from, to int64, sc *scratch) ([]int64
 	if to <= from {
 		return at, q
 	}
+	if m.monthly {
+		return m.monthlyTicks(at, q, from, to)
+	}
 	lo := len(at)
 	var spikeBuf [8]spikeAt
 	at, spikes := m.appendTimes(at, spikeBuf[:0], from, to)
@@ -752,6 +758,9 @@ func (m *model) inForce(t int64) (int64, float64) {
 // inForceTicks is inForce in ticks; sc may be nil. The price changes at
 // least every forcedEvery slots: it looks back hour by hour.
 func (m *model) inForceTicks(t int64, sc *scratch) (int64, int64) {
+	if m.monthly {
+		return m.monthAt(floorDiv(t-m.monthOffset(), monthSec))
+	}
 	var buf [slotsPerHour + 2]int64
 	for h := floorDiv(t, 3600); ; h-- {
 		at, _ := m.appendTimes(buf[:0], nil, h*3600-1, min(t, h*3600+3599))

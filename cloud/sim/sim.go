@@ -1,6 +1,7 @@
 // Package sim is the embedded simulated GPU market: the default source when
-// no cloud is configured. It imitates both clouds — real AWS regions and
-// zones, real Azure regions with zones "1", "2", "3", the real GPU families
+// no cloud is configured. It imitates the three clouds — real AWS regions
+// and zones, real Azure regions with zones "1", "2", "3", real Google
+// regions and zones (gcp.go), the real GPU families
 // and their list prices — and its spot prices move with a daily and a
 // weekly cycle, a random walk and rare spikes, always 60-91 % below
 // on-demand. Interruption buckets start from AWS's Spot Advisor figures of
@@ -94,6 +95,7 @@ func New(opt Options) *Market {
 	for i := range specs {
 		p := &simPool{spec: specs[i]}
 		p.model = newModel(opt.Seed, &p.spec, odds)
+		p.model.monthly = p.spec.Desc.Cloud == domain.CloudGCP
 		m.pools = append(m.pools, p)
 		m.byKey[p.spec.Desc.Key().String()] = p
 		r := p.spec.Region.Name
@@ -127,7 +129,7 @@ func (m *Market) Describe() domain.Descriptor { return Descriptor }
 var Descriptor = domain.Descriptor{
 	Name: Name, Simulated: true, Ephemeral: true,
 	IsRegion: IsRegion, RegionExample: "us-east-1",
-	Sells:    []*domain.BookingTerms{domain.CapacityBlockTerms, domain.ReservationTerms},
+	Sells:    []*domain.BookingTerms{domain.CapacityBlockTerms, domain.ReservationTerms, domain.CalendarTerms},
 	Declined: func(error) bool { return true },
 }
 
@@ -160,6 +162,9 @@ func (p *simPool) describe(t time.Time) domain.Pool {
 	}
 	truth := p.avail.truth
 	d.Interruption = &domain.Interruption{Bucket: domain.Buckets[b], Source: p.spec.Source, AsOf: t.UTC(), Process: &truth}
+	if d.Cloud == domain.CloudGCP {
+		d.Interruption.Bucket = "" // Google publishes none
+	}
 	if score > 0 {
 		d.PlacementScore = domain.Int(score)
 	}

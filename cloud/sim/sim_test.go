@@ -71,7 +71,7 @@ func TestMarketShape(t *testing.T) {
 	if len(pools) < 40 || len(pools) > 1000 {
 		t.Fatalf("%d pools, want 40 to 1000", len(pools))
 	}
-	regions := map[domain.Cloud]map[string]bool{domain.CloudAWS: {}, domain.CloudAzure: {}}
+	regions := map[domain.Cloud]map[string]bool{domain.CloudAWS: {}, domain.CloudAzure: {}, domain.CloudGCP: {}}
 	types := map[string]int{}
 	typeRegions := map[string]map[string]bool{}
 	awsZone := regexp.MustCompile(`^([a-z]+-[a-z]+-\d)[a-f]$`)
@@ -103,6 +103,13 @@ func TestMarketShape(t *testing.T) {
 			if p.PlacementScore == nil || *p.PlacementScore < 1 || *p.PlacementScore > 10 {
 				t.Errorf("%s: placement score %v, want 1-10", p.Key(), p.PlacementScore)
 			}
+		case domain.CloudGCP:
+			if !strings.HasPrefix(p.Zone, p.Region+"-") || len(p.Zone) != len(p.Region)+2 {
+				t.Errorf("%s: zone %q is not a Google zone of %s", p.Key(), p.Zone, p.Region)
+			}
+			if p.PlacementScore != nil || p.Interruption.Bucket != "" || p.Interruption.Process == nil {
+				t.Errorf("%s: Google publishes no bucket or score; got %+v %v", p.Key(), p.Interruption, p.PlacementScore)
+			}
 		case domain.CloudAzure:
 			if p.Zone != "1" && p.Zone != "2" && p.Zone != "3" {
 				t.Errorf("%s: zone %q, want 1, 2 or 3", p.Key(), p.Zone)
@@ -118,9 +125,13 @@ func TestMarketShape(t *testing.T) {
 	if n := len(regions[domain.CloudAzure]); n < 6 {
 		t.Errorf("%d Azure regions, want at least 6", n)
 	}
+	if n := len(regions[domain.CloudGCP]); n < 6 {
+		t.Errorf("%d Google regions, want at least 6", n)
+	}
 	for _, want := range []string{"p5.48xlarge", "p5e.48xlarge", "p4d.24xlarge", "p4de.24xlarge", "g6e.xlarge", "g6.xlarge",
 		"g5.xlarge", "g4dn.xlarge", "Standard_ND96isr_H100_v5", "Standard_NC24ads_A100_v4", "Standard_NC40ads_H100_v5",
-		"Standard_NV6ads_A10_v5", "Standard_NV12ads_A10_v5", "Standard_NV18ads_A10_v5", "Standard_NC4as_T4_v3"} {
+		"Standard_NV6ads_A10_v5", "Standard_NV12ads_A10_v5", "Standard_NV18ads_A10_v5", "Standard_NC4as_T4_v3",
+		"a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g", "a2-highgpu-1g", "a2-ultragpu-8g", "g2-standard-4"} {
 		if types[want] == 0 {
 			t.Errorf("no pool of %s", want)
 		}

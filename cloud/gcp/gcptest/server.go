@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -45,6 +46,8 @@ type Options struct {
 	// AgentGPU makes the fleet VMs report the Ops Agent's GPU metric.
 	AgentGPU bool
 	Now      func() time.Time
+	// Listener, when set, is where the fake serves (fakegcp's address).
+	Listener net.Listener
 }
 
 // Server is the fake Google Cloud.
@@ -108,7 +111,12 @@ func New(opt Options) *Server {
 	s := &Server{opt: opt, key: key, tokens: map[string]bool{}, fail: map[string]apiError{}, failOp: map[string]opFailure{},
 		drop: map[string]int{}, ops: map[string]*compute.Operation{}, opPolls: map[string]int{}, byReq: map[string]string{},
 		frs: map[string]*compute.FutureReservation{}, vms: map[string]*vm{}, Calls: map[string]int{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	if opt.Listener != nil {
+		s.Listener.Close()
+		s.Listener = opt.Listener
+	}
+	s.Start()
 	return s
 }
 

@@ -21,7 +21,7 @@ import (
 
 // offeringsFields and ledgerFields are DESIGN.md's contract, in order.
 var offeringsFields = []string{"id", "provider", "cloud", "region", "zone", "instance_type", "gpu_model", "gpu_count",
-	"instance_count", "start", "end", "duration_hours", "upfront_usd", "currency", "usd_gpu_hour"}
+	"instance_count", "start", "end", "duration_hours", "upfront_usd", "currency", "usd_gpu_hour", "kind"}
 
 var ledgerFields = []string{"id", "kind", "provider", "cloud", "region", "zone", "instance_type", "instance_count",
 	"gpu_count", "start", "end", "cost_usd", "state", "provider_ref", "actor", "created_at", "error"}

@@ -60,6 +60,21 @@ func TestGCPAgainstTheFake(t *testing.T) {
 		}
 	}
 
+	// The plan prices Google's pools with the class prior, and says so.
+	code, out, errOut = runC("plan", "--gpu", "H100", "--gpus", "8", "--hours", "6", "--deadline", "+2d", "--region", "us-central1", "--runs", "500", "-o", "json")
+	if code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, errOut)
+	}
+	plans, _ := jsonRows(t, out)
+	said := false
+	for _, r := range plans {
+		a, _ := r["assumptions"].(string)
+		said = said || r["strategy"] == "spot-one-pool" && strings.Contains(a, "H100 prior, no bucket known (Google publishes no interruption rate; Spot VMs get a 30 s preemption notice")
+	}
+	if !said {
+		t.Errorf("no spot plan says it used the H100 prior for want of a Google rate: %v", plans)
+	}
+
 	code, out, errOut = runC("offerings", "--gpu", "H100", "--count", "2", "--duration", "2d", "--region", "us-central1", "-o", "json")
 	if code != 0 {
 		t.Fatalf("offerings: exit %d: %s", code, errOut)

@@ -39,13 +39,14 @@ type offeringRow struct {
 	HourlyUSD     *float64  `json:"$/h" table:"%.2f" output:"table"`
 	Currency      string    `json:"currency" table:"-"`
 	USDGPUHour    *float64  `json:"usd_gpu_hour" table:"%.4f"`
+	Kind          string    `json:"kind"`
 }
 
 func offeringRowOf(o domain.Offering) offeringRow {
 	r := offeringRow{ID: o.ID, Provider: o.Provider, Cloud: string(o.Cloud), Region: o.Region, Zone: optString(o.Zone),
 		InstanceType: o.InstanceType, GPUModel: o.GPU.Model, GPUCount: o.GPUCount(), InstanceCount: o.InstanceCount,
 		Start: o.Start.UTC(), End: o.End.UTC(), DurationHours: o.DurationHours(), Length: lengthCell(o), UpfrontUSD: o.UpfrontUSD,
-		Currency: currency(o.Currency), USDGPUHour: present.Round(o.USDPerGPUHour(), 6)}
+		Currency: currency(o.Currency), USDGPUHour: present.Round(o.USDPerGPUHour(), 6), Kind: o.Terms().Kind}
 	if o.HourlyUSD > 0 {
 		r.HourlyUSD = &o.HourlyUSD
 	}

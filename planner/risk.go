@@ -131,6 +131,9 @@ func RiskOf(p domain.Pool, priors Priors) Risk {
 		r.Source = fmt.Sprintf("%s × %s bucket %s", from, sourceName(p.Interruption, "interruption"), p.Interruption.Bucket)
 	} else {
 		r.Source = from + ", no bucket known"
+		if p.Interruption != nil && p.Interruption.Source != "" {
+			r.Source += " (" + p.Interruption.Source + ")"
+		}
 	}
 	return r
 }

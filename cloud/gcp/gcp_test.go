@@ -186,3 +186,4 @@ func TestCredentialsMissingOrRefused(t *testing.T) {
 		t.Errorf("a key the token endpoint refuses: %v", err)
 	}
 }
+

@@ -186,4 +186,3 @@ func TestCredentialsMissingOrRefused(t *testing.T) {
 		t.Errorf("a key the token endpoint refuses: %v", err)
 	}
 }
-

@@ -400,14 +400,10 @@ func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Ti
 	return a
 }
 
-// offeringName is what an offering is called in a question: a capacity
-// block, or a capacity reservation (which starts when bought).
-func offeringName(o domain.Offering) string {
-	if o.StartsOnPurchase {
-		return "capacity reservation"
-	}
-	return "capacity block"
-}
+// offeringName is what an offering is called in a question, as its terms
+// name it: a capacity block, a capacity reservation, a calendar-mode
+// reservation.
+func offeringName(o domain.Offering) string { return o.Terms().Name }
 
 // offeringLines are the confirmation's terms, the total first.
 func offeringLines(o domain.Offering, now time.Time) []string {

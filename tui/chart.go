@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -153,6 +154,9 @@ func (v *chartView) render() string {
 	if len(pools) > maxLegend {
 		legendN++
 	}
+	if v.recordedNote(pools) != "" {
+		legendN++
+	}
 	if len(missing) > 0 {
 		legendN++
 	}
@@ -276,6 +280,43 @@ func (v *chartView) legend(b *strings.Builder, pools []*feed.PoolView, missing [
 		b.WriteString("\n")
 		b.WriteString(st.dim.Render(fit("not in the market now: "+strings.Join(missing, ", "), w, false)))
 	}
+	if note := v.recordedNote(pools); note != "" {
+		b.WriteString("\n")
+		b.WriteString(st.dim.Render(fit(note, w, false)))
+	}
+}
+
+// recordedNote says, for charted pools whose cloud publishes no price
+// history (their provider's descriptor: RecordedHistory), that the line is
+// only what gpumarket recorded, and since when.
+func (v *chartView) recordedNote(pools []*feed.PoolView) string {
+	if v.c.hub == nil {
+		return ""
+	}
+	var clouds []string
+	var since int64
+	for _, p := range v.c.hub.Providers() {
+		d := p.Describe()
+		if !d.RecordedHistory {
+			continue
+		}
+		for _, pv := range pools {
+			if pv.Provider != p.Name() || pv.History.Len() == 0 {
+				continue
+			}
+			if at, _ := pv.History.Point(0); since == 0 || at < since {
+				since = at
+			}
+			if t := d.Cloud.Title(); !slices.Contains(clouds, t) {
+				clouds = append(clouds, t)
+			}
+		}
+	}
+	if len(clouds) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s publishes no spot price history: shown is what gpumarket recorded, since %s",
+		strings.Join(clouds, ", "), time.Unix(since, 0).In(v.c.now().Location()).Format("Jan 2 15:04"))
 }
 
 // axisDecimals picks enough decimals that neighbouring y labels differ.

@@ -508,19 +508,20 @@ var blocksColumns = []tableColumn{
 	{title: "INSTANCES", w: 16, prio: 9, max: 24}, {title: "GPUs", w: 4, right: true, prio: 3},
 	{title: "WHERE", w: 13, prio: 5, max: 18}, {title: "START (local)", w: 15, prio: 2}, {title: "HOURS", w: 5, right: true, prio: 4},
 	{title: "SPOT ALT*", w: 9, right: true, prio: 7}, {title: "ALT TOTAL", w: 9, right: true, prio: 8}, {title: "SPOT POOL", w: 24, prio: 10},
+	{title: "KIND", w: 12, prio: 11},
 }
 
 // blocksColumnsFor is blocksColumns without $/H when no offering bills
-// by the hour.
+// by the hour, and without KIND when every offering is a capacity block.
 func blocksColumnsFor(offers []domain.Offering) []tableColumn {
+	hourly, kinds := false, false
 	for _, o := range offers {
-		if o.HourlyUSD > 0 {
-			return blocksColumns
-		}
+		hourly = hourly || o.HourlyUSD > 0
+		kinds = kinds || o.Terms().Kind != domain.KindBlock
 	}
 	out := make([]tableColumn, 0, len(blocksColumns))
 	for _, c := range blocksColumns {
-		if c.title != "$/H" {
+		if (c.title != "$/H" || hourly) && (c.title != "KIND" || kinds) {
 			out = append(out, c)
 		}
 	}
@@ -724,7 +725,7 @@ func (v *blocksView) View() string {
 		cells := map[string]string{"$/GPU-h": present.Money(o.USDPerGPUHour()), "UPFRONT $": fmt.Sprintf("%.2f", o.UpfrontUSD), "$/H": hourly,
 			"INSTANCES": fmt.Sprintf("%d×%s", o.InstanceCount, present.DisplayType(o.InstanceType)), "GPUs": present.GPUCount(o.GPUCount()), "WHERE": where,
 			"START (local)": o.Start.In(loc).Format("01-02 15:04 MST"), "HOURS": hoursCell(o),
-			"SPOT ALT*": altEff, "ALT TOTAL": altTotal, "SPOT POOL": alt}
+			"SPOT ALT*": altEff, "ALT TOTAL": altTotal, "SPOT POOL": alt, "KIND": o.Terms().Kind}
 		var line []string
 		for _, c := range cols {
 			line = append(line, fit(cells[c.title], c.w, c.right))

@@ -94,6 +94,25 @@ func TestGCPAgainstTheFake(t *testing.T) {
 		t.Fatalf("book: %v", booked)
 	}
 
+	// A purchase whose answer is lost is unknown, then settled by the
+	// reservation's name, never bought twice.
+	f.LoseAnswer("futureReservations.insert")
+	lost := offs[1]["id"].(string)
+	if code, _, errOut = runC("book", lost, "--yes", "-o", "json"); code != 1 {
+		t.Fatalf("book with its answer lost: exit %d: %s", code, errOut)
+	}
+	code, out, errOut = runC("ledger", "-o", "json")
+	led, _ := jsonRows(t, out)
+	settled := 0
+	for _, r := range led {
+		if r["kind"] == "gcp-calendar" && r["state"] == "scheduled" {
+			settled++
+		}
+	}
+	if code != 0 || settled != 2 {
+		t.Fatalf("ledger after a lost answer: exit %d, %v: %s", code, led, errOut)
+	}
+
 	code, out, errOut = runC("fleet", "launch", "--region", "us-central1", "--instance-types", "g2-standard-8", "--target", "2", "--yes", "-o", "json")
 	if code != 0 {
 		t.Fatalf("fleet launch: exit %d: %s", code, errOut)
@@ -110,7 +129,7 @@ func TestGCPAgainstTheFake(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("ledger: exit %d: %s", code, errOut)
 	}
-	led, _ := jsonRows(t, out)
+	led, _ = jsonRows(t, out)
 	kinds := map[string]string{}
 	for _, r := range led {
 		kinds[r["kind"].(string)] = r["state"].(string)

@@ -84,12 +84,44 @@ func TestBookCreatesACalendarModeFutureReservation(t *testing.T) {
 	if _, err := p.RefreshOffering(context.Background(), o); o.Zone == "us-central1-c" && !errors.Is(err, domain.ErrOfferingGone) {
 		t.Errorf("refresh of a window now held: %v, want gone", err)
 	}
+	other := o
+	other.InstanceCount = 1
+	if got, err := p.FindBooking(context.Background(), domain.BookRequest{Offering: other}); err != nil || got != nil {
+		t.Errorf("another count: %+v %v, want none", got, err)
+	}
+	// The window in the other zone is offered too: the refresh asks only
+	// for its zone.
+	if o.Zone != "us-central1-a" {
+		t.Fatalf("the advice recommended %s before us-central1-a", o.Zone)
+	}
+	inC := o
+	inC.Zone = "us-central1-c"
+	if fresh, err := p.RefreshOffering(context.Background(), inC); err != nil || fresh.Zone != inC.Zone {
+		t.Errorf("refresh in %s: %+v %v", inC.Zone, fresh, err)
+	}
 	// Found by its name, and by its terms with no name.
 	for _, ref := range []string{"01ROW", ""} {
 		got, err := p.FindBooking(context.Background(), domain.BookRequest{Offering: o, Ref: ref})
 		if err != nil || got == nil || got.ProviderRef != b.ProviderRef {
 			t.Errorf("find booking (ref %q): %+v %v", ref, got, err)
 		}
+	}
+}
+
+// A 503 after Google did the insert is retried with the same requestId,
+// which Google ignores as done: one reservation, one fleet, not two.
+func TestRetriedInsertsAreDoneOnce(t *testing.T) {
+	p, f := newTest(t, gcptest.Options{})
+	p.opt.Image = "img"
+	o := findH100(t, p, 1)[0]
+	f.FailAfter("futureReservations.insert", 503)
+	if _, err := p.Book(context.Background(), domain.BookRequest{Offering: o, Ref: "01AGAIN"}); err != nil {
+		t.Fatalf("book: %v", err)
+	}
+	f.FailAfter("regionInstances.bulkInsert", 503)
+	fl, err := p.LaunchFleet(context.Background(), domain.FleetSpec{Region: "us-central1", InstanceTypes: []string{"g2-standard-4"}, TargetCapacity: 2, ClientToken: "01TWICE"})
+	if err != nil || fl.Instances != 2 || len(f.VMs()) != 2 {
+		t.Fatalf("launch: %+v %v, VMs %v", fl, err, f.VMs())
 	}
 }
 
@@ -155,6 +187,13 @@ func TestSpotFleet(t *testing.T) {
 	if fl.EstimatedUSDh <= 0 {
 		t.Errorf("estimate %v", fl.EstimatedUSDh)
 	}
+	for _, name := range f.VMs() {
+		vm := f.VM(name)
+		if s := vm.Scheduling; s.ProvisioningModel != "SPOT" || s.InstanceTerminationAction != "DELETE" || s.TerminationTime != spec.End.Format(time.RFC3339) ||
+			vm.Labels[labelFleet] != fl.ID || vm.Labels[labelActor] != "alice_host" {
+			t.Errorf("VM %s: scheduling %+v, labels %v", name, vm.Scheduling, vm.Labels)
+		}
+	}
 	clock = clock.Add(40 * time.Minute)
 	if err := f.Preempt(f.VMs()[0]); err != nil {
 		t.Fatal(err)
@@ -169,6 +208,14 @@ func TestSpotFleet(t *testing.T) {
 	for _, u := range rep.Instances {
 		if u.Interrupted {
 			interrupted++
+			if !u.End.Equal(clock.Add(-30 * time.Minute)) {
+				t.Errorf("preempted %s ended %s, want the preemption's time", u.ID, u.End)
+			}
+		} else if !u.End.IsZero() {
+			t.Errorf("%s still runs, ended %s", u.ID, u.End)
+		}
+		if d := u.Start.Sub(clock.Add(-70 * time.Minute)); d < -time.Minute || d > time.Minute {
+			t.Errorf("%s started %s, launched %s", u.ID, u.Start, clock.Add(-70*time.Minute))
 		}
 		if !u.Spot || len(u.Busy) == 0 || u.Busy[0].Share != 0.4 {
 			t.Errorf("instance %+v", u)
@@ -176,6 +223,19 @@ func TestSpotFleet(t *testing.T) {
 	}
 	if len(rep.Instances) != 3 || interrupted != 1 || !strings.Contains(rep.Source, "cpu/utilization") {
 		t.Errorf("usage: %d instances, %d interrupted, source %q", len(rep.Instances), interrupted, rep.Source)
+	}
+	// A launch that failed, its answer lost, is found failed by its
+	// operation (clientOperationId, the requestId) though no VM is listed.
+	f.FailOperation("regionInstances.bulkInsert", "ZONE_RESOURCE_POOL_EXHAUSTED", "The zone does not have enough resources.")
+	f.LoseAnswer("regionInstances.bulkInsert")
+	failed := spec
+	failed.ClientToken = "01NONE"
+	if _, err := p.LaunchFleet(context.Background(), failed); err == nil {
+		t.Fatal("a lost answer said nothing")
+	}
+	if got, err := p.FindFleet(context.Background(), "us-central1", "01NONE"); err != nil || got == nil || got.State != "failed" ||
+		!strings.Contains(got.Message, "ZONE_RESOURCE_POOL_EXHAUSTED") {
+		t.Errorf("find the failed launch: %+v %v", got, err)
 	}
 	if err := p.DeleteFleet(context.Background(), "us-central1", fl.ID); err != nil || len(f.VMs()) != 0 {
 		t.Fatalf("delete: %v, left %v", err, f.VMs())

@@ -38,7 +38,7 @@ func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (doma
 		return domain.Offering{}, err
 	}
 	for _, f := range offs {
-		if f.Start.Equal(o.Start) && f.End.Equal(o.End) && priced(book, m, &f) {
+		if f.Zone == o.Zone && f.Start.Equal(o.Start) && f.End.Equal(o.End) && priced(book, m, &f) {
 			return f, nil
 		}
 	}

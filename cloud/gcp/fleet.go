@@ -366,10 +366,17 @@ func (p *Provider) FindFleet(ctx context.Context, region, clientToken string) (*
 			return nil, apiErr("look up the bulk insert of fleet "+id, err)
 		}
 		if found != nil {
-			f.Message = fmt.Sprintf("bulk insert %s is %s; none of its VMs is listed now", found.Name, found.Status)
-			if found.Status == "DONE" && found.Error != nil && len(found.Error.Errors) > 0 {
-				f.State = "failed"
-				f.Message = (&opError{what: "fleet " + id, op: found}).Error()
+			// The launch was made: its operation says how it ended.
+			if _, err := p.wait(ctx, "fleet "+id, found); err != nil {
+				var failed *opError
+				if !errors.As(err, &failed) {
+					return nil, err
+				}
+				f.State, f.Message = "failed", err.Error()
+				return &f, nil
+			}
+			if f, err = p.DescribeFleet(ctx, region, id); err != nil {
+				return nil, err
 			}
 			return &f, nil
 		}

@@ -147,8 +147,8 @@ func TestEndlessThrottlingFails(t *testing.T) {
 	p, f := newTest(t, gcptest.Options{})
 	f.Throttle(429, 429, 429, 429, 429, 429, 429)
 	err := p.Fetch(context.Background(), domain.FetchRequest{Until: time.Now(), Backfill: true}, func(domain.Event) {})
-	if err == nil || !strings.Contains(err.Error(), "429") || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("err %v, want one line naming the 429", err)
+	if err == nil || !strings.Contains(err.Error(), "429") || strings.Contains(err.Error(), "\n") || Declined(err) {
+		t.Fatalf("err %v, want one line naming the 429, not a definite no", err)
 	}
 }
 

@@ -45,8 +45,9 @@ type priceBook struct {
 // in Tokyo", "Nvidia H100 80GB Mega GPU attached to Spot Preemptible VMs
 // running in Tokyo", "N1 Predefined Instance Core running in Americas"),
 // so the region comes from serviceRegions, never the description's place
-// name, and anything not in exactly these forms (commitments, sole
-// tenancy, custom, reserved, DWS, workstation GPUs) is left out.
+// name, and anything not in exactly these forms or usage types
+// (commitments, sole tenancy, custom, workstation GPUs) prices nothing
+// gpumarket asks for.
 func readSKU(s *billing.Sku) (k skuKey, legacy, ok bool) {
 	if s.Category == nil || s.Category.ResourceFamily != "Compute" {
 		return k, false, false
@@ -78,11 +79,6 @@ func readSKU(s *billing.Sku) (k skuKey, legacy, ok bool) {
 	}
 	if k.spot != strings.Contains(s.Description, "Preemptible") {
 		return k, false, false // usage type and words disagree
-	}
-	for _, w := range []string{"Commit", "Sole Tenancy", "Custom", "Reserved", "DWS", "Extended", "Premium"} {
-		if strings.Contains(d, w) {
-			return k, false, false
-		}
 	}
 	switch {
 	case strings.HasSuffix(d, " Instance Core"):

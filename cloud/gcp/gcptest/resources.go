@@ -295,6 +295,17 @@ func (s *Server) Preempt(name string) error {
 	return nil
 }
 
+// VM returns a VM the fake made, nil if none.
+func (s *Server) VM(name string) *compute.Instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.vms[name]; ok {
+		c := *v.in
+		return &c
+	}
+	return nil
+}
+
 // VMs lists the names of the VMs running now.
 func (s *Server) VMs() []string {
 	s.mu.Lock()

@@ -62,6 +62,7 @@ type Server struct {
 	fail     map[string]apiError
 	failOp   map[string]opFailure
 	drop     map[string]int // answers to lose, by call
+	after    map[string]int // status to answer after doing the call, by call
 	ops      map[string]*compute.Operation
 	opPolls  map[string]int
 	byReq    map[string]string // requestId → operation name
@@ -109,7 +110,7 @@ func New(opt Options) *Server {
 		panic(err)
 	}
 	s := &Server{opt: opt, key: key, tokens: map[string]bool{}, fail: map[string]apiError{}, failOp: map[string]opFailure{},
-		drop: map[string]int{}, ops: map[string]*compute.Operation{}, opPolls: map[string]int{}, byReq: map[string]string{},
+		drop: map[string]int{}, after: map[string]int{}, ops: map[string]*compute.Operation{}, opPolls: map[string]int{}, byReq: map[string]string{},
 		frs: map[string]*compute.FutureReservation{}, vms: map[string]*vm{}, Calls: map[string]int{}}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	if opt.Listener != nil {
@@ -165,6 +166,14 @@ func (s *Server) FailOperation(call, code, msg string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failOp[call] = opFailure{code, msg}
+}
+
+// FailAfter makes the next request of a call be carried out and then
+// answered with a 5xx, as a backend that did the work and failed to say so.
+func (s *Server) FailAfter(call string, code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.after[call] = code
 }
 
 // LoseAnswer makes the next request of a call be carried out and its
@@ -230,9 +239,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if lose {
 		s.drop[call]--
 	}
+	after, failAfter := s.after[call]
+	delete(s.after, call)
 	s.mu.Unlock()
 	if h == nil {
 		writeError(w, apiError{code: 404, reason: "notFound", status: "NOT_FOUND", msg: "The fake does not serve " + r.Method + " " + r.URL.Path})
+		return
+	}
+	if failAfter {
+		h(httptest.NewRecorder(), r)
+		writeError(w, apiError{code: after, reason: "backendError", status: statusOf(after), msg: "Internal error. Please try again."})
 		return
 	}
 	if lose {

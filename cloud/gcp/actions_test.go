@@ -165,7 +165,9 @@ func TestFailedOperationIsOneLine(t *testing.T) {
 // answer, deleted; its usage read from Monitoring with the preemption the
 // zone recorded.
 func TestSpotFleet(t *testing.T) {
-	clock := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Minute)
+	// Off the 5-minute periods of the metrics, so runs' ends are read
+	// inside them.
+	clock := time.Now().UTC().Truncate(time.Hour).Add(-3*time.Hour + 2*time.Minute)
 	now := func() time.Time { return clock }
 	p, f := newTest(t, gcptest.Options{Now: now})
 	p.opt.Image = "projects/debian-cloud/global/images/family/debian-12"
@@ -243,6 +245,17 @@ func TestSpotFleet(t *testing.T) {
 	d, err := p.DescribeFleet(context.Background(), "us-central1", fl.ID)
 	if err != nil || d.Instances != 0 || d.State != "ended" {
 		t.Errorf("after delete: %+v %v", d, err)
+	}
+	deleted := clock
+	clock = clock.Add(20 * time.Minute)
+	rep, err = p.Usage(context.Background(), domain.UsageQuery{Kind: domain.KindFleet, ProviderRef: fl.ID, From: deleted.Add(-2 * time.Hour), To: clock})
+	if err != nil || len(rep.Instances) != 3 {
+		t.Fatalf("usage after delete: %+v %v", rep, err)
+	}
+	for _, u := range rep.Instances {
+		if !u.Interrupted && !u.End.Equal(deleted) {
+			t.Errorf("%s ended %s, deleted %s", u.ID, u.End, deleted)
+		}
 	}
 }
 

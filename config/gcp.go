@@ -6,19 +6,12 @@ import (
 	"regexp"
 )
 
-// GCP configures the Google Cloud provider. Credentials are Google's:
-// CredentialsFile, else Application Default Credentials
-// (GOOGLE_APPLICATION_CREDENTIALS, gcloud's login, the metadata server).
+// GCP configures the Google Cloud provider; credentials are Google's (README, Clouds).
 type GCP struct {
-	// Project is the project the calls are made in; empty means the
-	// credentials' own, then GOOGLE_CLOUD_PROJECT.
-	Project         string `yaml:"project"`
-	CredentialsFile string `yaml:"credentials_file"`
-	// Endpoints are the APIs' base URLs (as the client libraries'
-	// endpoint option takes them); empty means Google's.
-	Endpoints GCPEndpoints `yaml:"endpoints"`
-	// The Spot VMs' boot image, subnetwork and disk size, or an instance
-	// template to base them on.
+	Project         string       `yaml:"project"` // else the credentials' own, then GOOGLE_CLOUD_PROJECT
+	CredentialsFile string       `yaml:"credentials_file"`
+	Endpoints       GCPEndpoints `yaml:"endpoints"` // base URLs; empty: Google's
+	// The Spot VMs' boot image, subnetwork and disk, or a template.
 	Image            string `yaml:"image"`
 	Subnetwork       string `yaml:"subnetwork"`
 	InstanceTemplate string `yaml:"instance_template"`

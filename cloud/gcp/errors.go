@@ -91,13 +91,11 @@ func backoff(first time.Duration, attempt int, retryAfter string) time.Duration 
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
+	case <-time.After(d):
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

@@ -44,37 +44,23 @@ type Endpoints struct {
 	Compute, Billing, Monitoring string
 }
 
-// Options configure the provider. Every field is optional.
+// Options configure the provider; every field is optional.
 type Options struct {
-	// Project is the project the calls are made in; empty means the
-	// credentials' project, then GOOGLE_CLOUD_PROJECT.
-	Project string
-	// CredentialsFile is a service-account key file; empty means
-	// Application Default Credentials.
-	CredentialsFile string
+	Project         string // else the credentials' project, then GOOGLE_CLOUD_PROJECT
+	CredentialsFile string // a service-account key file; else Application Default Credentials
 	Endpoints       Endpoints
-	// Regions are searched for offerings when a query names none
-	// (DefaultRegions when empty).
-	Regions []string
-	// Image, Subnetwork and DiskGB make the Spot VMs' boot disk and
-	// network (config gcp.image …); InstanceTemplate, when set, is their
-	// base instead.
+	Regions         []string // searched for offerings when a query names none (DefaultRegions)
+	// The Spot VMs' boot image, network and disk (config gcp.*), or a template.
 	Image, Subnetwork, InstanceTemplate string
 	DiskGB                              int64
-	// ListTTL is how long machine types and SKUs are reused (default 1h):
-	// Spot prices change at most once a month.
-	ListTTL time.Duration
-	// RetryBase is the first backoff of a throttled call (default 1s);
-	// MaxRetries bounds the retries (default 6).
-	RetryBase  time.Duration
-	MaxRetries int
-	// PollEvery is how often an operation is asked for (default 2s).
-	PollEvery time.Duration
-	// CredentialTimeout bounds the first token request (default 15s).
-	CredentialTimeout time.Duration
-	HTTPClient        *http.Client
-	Now               func() time.Time
-	Logger            *slog.Logger
+	ListTTL                             time.Duration // machine types and SKUs reused (1h): Spot prices move monthly
+	RetryBase                           time.Duration // first backoff of a throttled call (1s)
+	MaxRetries                          int           // attempts of a throttled call (6)
+	PollEvery                           time.Duration // how often an operation is asked for (2s)
+	CredentialTimeout                   time.Duration // bound on the first token request (15s)
+	HTTPClient                          *http.Client
+	Now                                 func() time.Time
+	Logger                              *slog.Logger
 }
 
 // Provider is the Google Cloud source. It implements domain.Provider,
@@ -125,24 +111,12 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opt.ListTTL <= 0 {
-		opt.ListTTL = time.Hour
-	}
-	if opt.RetryBase <= 0 {
-		opt.RetryBase = time.Second
-	}
-	if opt.MaxRetries <= 0 {
-		opt.MaxRetries = 6
-	}
-	if opt.PollEvery <= 0 {
-		opt.PollEvery = 2 * time.Second
-	}
-	if opt.CredentialTimeout <= 0 {
-		opt.CredentialTimeout = 15 * time.Second
-	}
-	if opt.DiskGB <= 0 {
-		opt.DiskGB = 200
-	}
+	orDefault(&opt.ListTTL, time.Hour)
+	orDefault(&opt.RetryBase, time.Second)
+	orDefault(&opt.MaxRetries, 6)
+	orDefault(&opt.PollEvery, 2*time.Second)
+	orDefault(&opt.CredentialTimeout, 15*time.Second)
+	orDefault(&opt.DiskGB, 200)
 	for _, r := range opt.Regions {
 		if !IsRegion(r) {
 			return nil, fmt.Errorf("gcp region %q: want a Google Cloud region such as us-central1", r)
@@ -191,6 +165,13 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		return nil, fmt.Errorf("gcp: monitoring client: %w", err)
 	}
 	return p, nil
+}
+
+// orDefault sets an option left at zero (or below) to its default.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // findCredentials reads a key file when one is named, else asks

@@ -24,15 +24,12 @@ type machine struct {
 	// Accel and AccelCount are the cards attached to an N1 type.
 	Accel      string
 	AccelCount int64
-	// Family keys the Billing Catalog's core and RAM SKUs; GPUSKU the
-	// tokens of its GPU SKU's name (see sku.go).
+	// Family and GPUSKU key the catalog's SKUs (sku.go).
 	Family string
 	GPUSKU string
 }
 
-// family is how Compute Engine bills a machine type prefix: the family of
-// its "<Family> Instance Core" and "… Ram" SKUs and the words of its GPU
-// SKU ("Nvidia H100 80GB Mega GPU"), compared as sets (catalogKey).
+// families map a type prefix to its core/RAM SKU family and GPU SKU words.
 var families = []struct{ prefix, family, gpu string }{
 	{"a3-highgpu-", "a3", "h100 80gb"},
 	{"a3-megagpu-", "a3plus", "h100 80gb mega"},
@@ -44,9 +41,7 @@ var families = []struct{ prefix, family, gpu string }{
 	{"n1-standard-", "n1predefined", ""},
 }
 
-// accelerators are the cards gpumarket attaches to N1 types: the
-// accelerator type, its short name in gpumarket's type names, and its
-// GPU SKU's words.
+// accelerators are the cards gpumarket attaches to N1 types.
 var accelerators = []struct{ name, short, gpu string }{
 	{"nvidia-tesla-t4", "t4", "tesla t4"},
 	{"nvidia-tesla-v100", "v100", "tesla v100"},

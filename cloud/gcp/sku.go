@@ -21,9 +21,7 @@ const (
 	partGPU
 )
 
-// skuKey is what a SKU prices, read from its description: the part, the
-// family (cores, RAM) or the GPU's words as a sorted set, and whether it
-// is the Spot price.
+// skuKey is what a SKU prices: a part of a family, or a GPU's words; Spot or not.
 type skuKey struct {
 	part   part
 	name   string
@@ -31,23 +29,15 @@ type skuKey struct {
 	region string
 }
 
-// priceBook holds the catalog's hourly prices by what they price and
-// region: a core-hour, a GiB-hour of RAM, a GPU-hour.
+// priceBook is the catalog's hourly prices: a core-, GiB- or GPU-hour by region.
 type priceBook struct {
 	usd map[skuKey]float64
-	// legacy marks prices read from a plain "Preemptible" SKU, which a
-	// "Spot Preemptible" one replaces.
+	// legacy marks a plain "Preemptible" SKU's price: a "Spot" one replaces it.
 	legacy map[skuKey]bool
 }
 
-// readSKU reads what a Compute Engine SKU prices. Descriptions vary by
-// family, model and region ("Spot Preemptible A3Plus Instance Ram running
-// in Tokyo", "Nvidia H100 80GB Mega GPU attached to Spot Preemptible VMs
-// running in Tokyo", "N1 Predefined Instance Core running in Americas"),
-// so the region comes from serviceRegions, never the description's place
-// name, and anything not in exactly these forms or usage types
-// (commitments, sole tenancy, custom, workstation GPUs) prices nothing
-// gpumarket asks for.
+// readSKU reads what a SKU prices by its description's form only; the
+// region comes from serviceRegions, never the place name (docs/DESIGN.md).
 func readSKU(s *billing.Sku) (k skuKey, legacy, ok bool) {
 	if s.Category == nil || s.Category.ResourceFamily != "Compute" {
 		return k, false, false
@@ -93,12 +83,10 @@ func readSKU(s *billing.Sku) (k skuKey, legacy, ok bool) {
 	return k, legacy, true
 }
 
-// squash is a family as one lower-case word: "A3 Plus" and "A3Plus" are
-// one family.
+// squash makes a family one lower-case word: "A3 Plus" is "a3plus".
 func squash(s string) string { return strings.ToLower(strings.ReplaceAll(s, " ", "")) }
 
-// words is a name's words, lower-case and sorted: "H100 80GB Mega" and
-// "h100 mega 80gb" are the same card.
+// words is a name's words, lower-case and sorted, so word order does not matter.
 func words(s string) string {
 	f := strings.Fields(strings.ToLower(s))
 	sort.Strings(f)
@@ -174,9 +162,8 @@ func (b *priceBook) add(s *billing.Sku) {
 	}
 }
 
-// price is what a machine costs an hour in its zone's region, on-demand
-// or Spot, as Google bills it: vCPUs, memory and GPUs; NaN when the
-// catalog lacks a part.
+// price is a machine's hourly price as Google bills it (vCPUs, memory,
+// GPUs), NaN when the catalog lacks a part.
 func (b *priceBook) price(m machine, spot bool) float64 {
 	region := regionOf(m.Zone)
 	get := func(pt part, name string) float64 {

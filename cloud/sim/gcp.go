@@ -9,10 +9,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// The simulated market's Google Cloud: real regions and zones, the A3, A2
-// and G2 families, calendar-mode future reservations of the 8-GPU types,
-// and Spot fleets. Google publishes no interruption rate, so its pools
-// show no bucket (the market still runs its own process under them).
+// The market's Google Cloud (docs/DESIGN.md): no bucket is shown, as Google publishes none.
 
 var gcpRegions = []region{
 	{Name: "us-central1", Zones: []string{"us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"}, UTCOffset: -6, Busy: 0.3, PriceMult: 1.00, AWSTwin: "us-east-2"},
@@ -39,8 +36,7 @@ var gcpFamilies = []family{
 		Regions: []string{"us-central1", "us-east4", "us-east5", "us-west1", "europe-west4", "asia-northeast1", "asia-southeast1"}},
 }
 
-// gcpListPrice is the on-demand price of a machine in us-central1, as
-// Google's price list sums its parts (A3 Mega and Ultra approximate).
+// gcpListPrice is on-demand in us-central1 (A3 Mega and Ultra approximate).
 var gcpListPrice = map[string]float64{
 	"a3-highgpu-8g": 88.25, "a3-megagpu-8g": 92.7, "a3-ultragpu-8g": 84.81,
 	"a2-highgpu-1g": 3.6731, "a2-highgpu-8g": 29.3847, "a2-ultragpu-1g": 5.0688, "a2-ultragpu-8g": 40.5503,
@@ -61,14 +57,12 @@ const sourceGCP = "sim (Google publishes no interruption rate; 30 s preemption n
 // gcpCalendar are the types the market sells calendar-mode reservations of.
 var gcpCalendar = map[string]bool{"a3-highgpu-8g": true, "a3-megagpu-8g": true, "a3-ultragpu-8g": true, "a2-ultragpu-8g": true}
 
-// calendarTerms are Google's calendar-mode terms.
 var calendarTerms = domain.CalendarTerms
 
 // gcpCalendarNote is what a buyer must know of a calendar-mode offering.
 const gcpCalendarNote = "simulated Google calendar-mode future reservation: held and billed for the whole window, used or not; its VMs end with it; priced at on-demand rates, the most it costs"
 
-// asCalendar makes an offering a calendar-mode one: a window from 00:00
-// UTC, billed at the on-demand rate over its hours.
+// asCalendar prices a calendar-mode window at the on-demand rate.
 func asCalendar(o *domain.Offering, od float64) {
 	o.Kind, o.Note = domain.KindCalendar, gcpCalendarNote
 	o.HourlyUSD = od * float64(o.InstanceCount)
@@ -88,7 +82,6 @@ func calendarStarts(v offerQuery) []time.Time {
 	return out
 }
 
-// gcpRef is the id of a simulated future reservation.
 func gcpRef(o domain.Offering, h uint64) string {
 	return fmt.Sprintf("projects/gpumarket-sim/zones/%s/futureReservations/gpumarket-%016x", o.Zone, h)
 }
@@ -101,9 +94,7 @@ func checkGCPFleet(c domain.Cloud, s *domain.FleetSpec) error {
 	return nil
 }
 
-// Google changes a Spot VM's price at most once every 30 days: a Google
-// pool's price is a step a month, from a pool's own day, drawn around its
-// typical ratio to on-demand and bent into the same band as the others.
+// A Google pool's price steps once in 30 days, as Google moves Spot prices.
 const monthSec = 30 * 24 * 3600
 
 // monthOffset places a pool's month boundaries.

@@ -75,6 +75,29 @@ type scoped[T any] struct {
 	item  T
 }
 
+// aggregatedPage pages an aggregated list and groups the page by scope.
+func aggregatedPage[T any](s *Server, w http.ResponseWriter, r *http.Request, all []scoped[T]) (map[string][]T, string, bool) {
+	from, to, next, ok := s.page(w, r, len(all), "maxResults")
+	if !ok {
+		return nil, "", false
+	}
+	items := map[string][]T{}
+	for _, e := range all[from:to] {
+		items[e.scope] = append(items[e.scope], e.item)
+	}
+	return items, next, true
+}
+
+// listPage sorts a list by name and cuts the request's page of it.
+func listPage[T any](s *Server, w http.ResponseWriter, r *http.Request, all []T, name func(T) string) ([]T, string, bool) {
+	sort.Slice(all, func(i, j int) bool { return name(all[i]) < name(all[j]) })
+	from, to, next, ok := s.page(w, r, len(all), "maxResults")
+	if !ok {
+		return nil, "", false
+	}
+	return all[from:to], next, true
+}
+
 // machineTypes serves machineTypes.aggregatedList
 // (MachineTypeAggregatedList: "items": {"zones/us-central1-a":
 // {"machineTypes": [...]}} and "nextPageToken"), every zone's types
@@ -95,15 +118,13 @@ func (s *Server) machineTypes(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	from, to, next, ok := s.page(w, r, len(all), "maxResults")
+	byScope, next, ok := aggregatedPage(s, w, r, all)
 	if !ok {
 		return
 	}
 	items := map[string]compute.MachineTypesScopedList{}
-	for _, e := range all[from:to] {
-		sl := items[e.scope]
-		sl.MachineTypes = append(sl.MachineTypes, e.item)
-		items[e.scope] = sl
+	for k, v := range byScope {
+		items[k] = compute.MachineTypesScopedList{MachineTypes: v}
 	}
 	writeJSON(w, compute.MachineTypeAggregatedList{Kind: "compute#machineTypeAggregatedList", Items: items, NextPageToken: next})
 }
@@ -124,15 +145,13 @@ func (s *Server) acceleratorTypes(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	from, to, next, ok := s.page(w, r, len(all), "maxResults")
+	byScope, next, ok := aggregatedPage(s, w, r, all)
 	if !ok {
 		return
 	}
 	items := map[string]compute.AcceleratorTypesScopedList{}
-	for _, e := range all[from:to] {
-		sl := items[e.scope]
-		sl.AcceleratorTypes = append(sl.AcceleratorTypes, e.item)
-		items[e.scope] = sl
+	for k, v := range byScope {
+		items[k] = compute.AcceleratorTypesScopedList{AcceleratorTypes: v}
 	}
 	writeJSON(w, compute.AcceleratorTypeAggregatedList{Kind: "compute#acceleratorTypeAggregatedList", Items: items, NextPageToken: next})
 }
@@ -307,10 +326,8 @@ func (s *Server) listOps(w http.ResponseWriter, r *http.Request, scope, where st
 		all = append(all, &c)
 	}
 	s.mu.Unlock()
-	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
-	from, to, next, ok := s.page(w, r, len(all), "maxResults")
-	if !ok {
-		return
+	page, next, ok := listPage(s, w, r, all, func(o *compute.Operation) string { return o.Name })
+	if ok {
+		writeJSON(w, compute.OperationList{Kind: "compute#operationList", Items: page, NextPageToken: next})
 	}
-	writeJSON(w, compute.OperationList{Kind: "compute#operationList", Items: all[from:to], NextPageToken: next})
 }

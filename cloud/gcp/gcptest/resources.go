@@ -97,12 +97,10 @@ func (s *Server) listFRs(w http.ResponseWriter, r *http.Request, zone string) {
 		}
 	}
 	s.mu.Unlock()
-	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
-	from, to, next, ok := s.page(w, r, len(all), "maxResults")
-	if !ok {
-		return
+	page, next, ok := listPage(s, w, r, all, func(f *compute.FutureReservation) string { return f.Name })
+	if ok {
+		writeJSON(w, compute.FutureReservationsListResponse{Kind: "compute#futureReservationsListResponse", Items: page, NextPageToken: next})
 	}
-	writeJSON(w, compute.FutureReservationsListResponse{Kind: "compute#futureReservationsListResponse", Items: all[from:to], NextPageToken: next})
 }
 
 // bulkInsert serves regionInstances.bulkInsert: it makes up to count VMs
@@ -418,7 +416,13 @@ func (s *Server) seriesLocked(v *vm, metric string, gpu int, from, to time.Time,
 		end = s.opt.Now().UTC()
 	}
 	for t := from.Truncate(step); t.Before(to); t = t.Add(step) {
-		a, b := maxTime(t, v.created), minTime(t.Add(step), end)
+		a, b := t, t.Add(step)
+		if v.created.After(a) {
+			a = v.created
+		}
+		if end.Before(b) {
+			b = end
+		}
 		if !b.After(a) || t.Add(step).After(to.Add(step)) {
 			continue
 		}
@@ -435,18 +439,4 @@ func (s *Server) seriesLocked(v *vm, metric string, gpu int, from, to time.Time,
 		ts.Points = append([]*monitoring.Point{pt}, ts.Points...)
 	}
 	return ts
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

@@ -169,7 +169,7 @@ func TestSpotFleet(t *testing.T) {
 	// inside them.
 	clock := time.Now().UTC().Truncate(time.Hour).Add(-3*time.Hour + 2*time.Minute)
 	now := func() time.Time { return clock }
-	p, f := newTest(t, gcptest.Options{Now: now})
+	p, f := newTest(t, gcptest.Options{Now: now, PageSize: 2})
 	p.opt.Image = "projects/debian-cloud/global/images/family/debian-12"
 	spec := domain.FleetSpec{Provider: Name, Region: "us-central1", InstanceTypes: []string{"g2-standard-8"}, TargetCapacity: 3,
 		ClientToken: "01FLEET", Actor: "alice@host", End: clock.Add(3 * time.Hour)}
@@ -225,6 +225,11 @@ func TestSpotFleet(t *testing.T) {
 	}
 	if len(rep.Instances) != 3 || interrupted != 1 || !strings.Contains(rep.Source, "cpu/utilization") {
 		t.Errorf("usage: %d instances, %d interrupted, source %q", len(rep.Instances), interrupted, rep.Source)
+	}
+	for _, call := range []string{"instances.aggregatedList", "projects.timeSeries.list"} {
+		if f.Calls[call] < 2 {
+			t.Errorf("%s asked %d times: not paged", call, f.Calls[call])
+		}
 	}
 	// A launch that failed, its answer lost, is found failed by its
 	// operation (clientOperationId, the requestId) though no VM is listed.

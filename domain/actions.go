@@ -279,3 +279,24 @@ func (o Offering) CostTerms() string {
 	}
 	return fmt.Sprintf("Total upfront: $%.2f %s, non-refundable · $%.4f per GPU-hour", o.UpfrontUSD, cur, o.USDPerGPUHour())
 }
+
+// PlanTerms are the lines a confirmation of a multi-window or no-dry-run
+// offering adds: each segment, the target resource, and that the cloud has
+// no dry run. None for a capacity block.
+func (o Offering) PlanTerms() []string {
+	var out []string
+	if len(o.Segments) > 0 {
+		for i, s := range o.Segments {
+			out = append(out, fmt.Sprintf("segment %d of %d: %d × %s in %s, %s to %s UTC (%g h)", i+1, len(o.Segments), s.InstanceCount, s.InstanceType,
+				s.Zone, s.Start.UTC().Format("Mon 2006-01-02 15:04"), s.End.UTC().Format("Mon 2006-01-02 15:04"), s.End.Sub(s.Start).Hours()))
+		}
+		out = append(out, fmt.Sprintf("held %g h in all; no capacity between the segments", o.HeldHours()))
+	}
+	if o.TargetResource != "" {
+		out = append(out, "serves only: "+o.TargetResource+" (a plan for training jobs cannot hold a HyperPod cluster, nor the other way)")
+	}
+	if o.Terms().NoDryRun {
+		out = append(out, fmt.Sprintf("no dry run: %s cannot check a purchase without making it; --dry-run re-reads the terms and sends nothing", o.Terms().Name+"s"))
+	}
+	return out
+}

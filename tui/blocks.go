@@ -422,6 +422,7 @@ func offeringLines(o domain.Offering, now time.Time) []string {
 	if o.FlexLength {
 		lines = append(lines, fmt.Sprintf("length: %g h, not the length searched for (listed by the form's other lengths)", o.DurationHours()))
 	}
+	lines = append(lines, o.PlanTerms()...)
 	if o.Note != "" {
 		lines = append(lines, "note: "+o.Note)
 	}

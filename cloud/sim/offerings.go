@@ -335,6 +335,9 @@ func (m *Market) Book(ctx context.Context, req domain.BookRequest) (domain.Booki
 	if req.DryRun {
 		b.DryRun = true
 		b.Message = dryRunMessage
+		if o.Terms().NoDryRun {
+			b.Message = planDryRun
+		}
 		return b, nil
 	}
 	b.ProviderRef = m.reservationRef(o)

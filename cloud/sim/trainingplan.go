@@ -15,6 +15,9 @@ var planTerms = domain.TrainingPlanTerms
 // planNote is what a buyer must know of a simulated training plan.
 const planNote = "simulated SageMaker training plan: paid upfront, no refund; it serves only its target resource (%s); its instances are reserved for its segments' windows only; SageMaker has no dry run"
 
+// planDryRun answers a dry run of a plan as the AWS provider does: SageMaker has none.
+const planDryRun = "SageMaker has no dry run for CreateTrainingPlan: the offering is still on sale at these terms; nothing was sent (simulated market)"
+
 // planOffers returns the training plans of n instances of an AWS pool for
 // the query: a one-segment plan at each start, and a two-segment plan that
 // splits the length in two whole-day windows a day or two apart, as

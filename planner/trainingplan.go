@@ -111,4 +111,3 @@ func (p *planning) planWords(o domain.Offering, run planRun, speed float64) stri
 
 // onePlanSegment reports whether a plan is one window, which block+spot may use as a block.
 func onePlanSegment(o domain.Offering) bool { return len(o.Segments) <= 1 }
-

@@ -385,7 +385,12 @@ func (p *Provider) planBooking(region string, s smtypes.TrainingPlanSummary) dom
 	b := domain.Booking{ProviderRef: awssdk.ToString(s.TrainingPlanArn), Provider: Name, Region: region,
 		InstanceCount: int(awssdk.ToInt32(s.TotalInstanceCount)), Start: start, End: end}
 	if len(s.ReservedCapacitySummaries) > 0 {
-		rc := s.ReservedCapacitySummaries[0]
+		rc := s.ReservedCapacitySummaries[0] // the first segment: where the plan starts
+		for _, x := range s.ReservedCapacitySummaries {
+			if awssdk.ToTime(x.StartTime).Before(awssdk.ToTime(rc.StartTime)) {
+				rc = x
+			}
+		}
 		b.InstanceType, b.Zone = strings.TrimPrefix(string(rc.InstanceType), "ml."), awssdk.ToString(rc.AvailabilityZone)
 		if b.InstanceCount == 0 {
 			b.InstanceCount = int(awssdk.ToInt32(rc.TotalInstanceCount))

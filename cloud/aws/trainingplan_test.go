@@ -174,7 +174,7 @@ func TestBookTrainingPlan(t *testing.T) {
 	for status, want := range map[string]string{"Pending": "scheduled", "Scheduled": "scheduled", "Active": "active", "Expired": "ended", "Failed": "failed", "Paused": "scheduled"} {
 		fake.SetPlan(name, status, 0)
 		got, err := p.FindBooking(context.Background(), req)
-		if err != nil || got == nil || got.State != want || got.ProviderRef != b.ProviderRef || got.InstanceCount != 2 || got.InstanceType != "p5.48xlarge" {
+		if err != nil || got == nil || got.State != want || got.ProviderRef != b.ProviderRef || got.InstanceCount != 2 || got.InstanceType != "p5.48xlarge" || got.Zone != "us-east-1a" {
 			t.Errorf("status %s: %+v, %v; want state %s", status, got, err, want)
 		}
 		if status == "Paused" && !strings.Contains(got.Message, "does not know") {

@@ -80,17 +80,23 @@ func (p *Provider) withTrainingPlans(ctx context.Context, q domain.OfferingQuery
 			errs = append(errs, err)
 		}
 	}
+	var blockInvalid error
 	if q.WantsKind(domain.KindBlock) {
 		bq := q
 		bq.Kinds = []string{domain.KindBlock}
 		offs, err := p.FindOfferings(ctx, bq)
-		if !errors.Is(err, domain.ErrInvalidQuery) || len(q.Kinds) == 1 {
+		if errors.Is(err, domain.ErrInvalidQuery) && len(q.Kinds) != 1 {
+			blockInvalid = err // the plans may sell these terms
+		} else {
 			keep(offs, err)
 		}
 	}
 	offs, err := p.findTrainingPlans(ctx, q)
-	if !errors.Is(err, domain.ErrInvalidQuery) || q.OnlyKind(domain.KindTrainingPlan) || len(out) == 0 && len(errs) == 0 && len(failed) == 0 {
+	switch {
+	case !errors.Is(err, domain.ErrInvalidQuery) || q.OnlyKind(domain.KindTrainingPlan):
 		keep(offs, err)
+	case blockInvalid != nil:
+		return nil, errors.Join(blockInvalid, err) // neither sells these terms: both say what they do
 	}
 	rankOfferings(out)
 	switch {

@@ -270,3 +270,22 @@ func TestTrainingPlansReachTheEndpointOfTheEnvironment(t *testing.T) {
 		t.Fatalf("%d offerings, %v, %d searches at the fake", len(offs), err, fake.Calls("SearchTrainingPlanOfferings"))
 	}
 }
+
+// TestTrainingPlansBesideBlocks: a search of every kind asks for blocks
+// and plans alike; terms only plans sell (15 days) get plans alone, and
+// terms neither sells are refused naming what each sells.
+func TestTrainingPlansBesideBlocks(t *testing.T) {
+	fake := planFake()
+	p := planProvider(t, fake)
+	q := planQuery
+	q.Kinds = nil
+	q.Duration = 15 * 24 * time.Hour
+	if _, err := p.FindOfferings(context.Background(), q); err != nil || fake.Calls("SearchTrainingPlanOfferings") == 0 {
+		t.Errorf("15 days: %v, %d plan searches; want the plans searched, blocks (days to 14, then weeks) left out", err, fake.Calls("SearchTrainingPlanOfferings"))
+	}
+	q.Duration = 36 * time.Hour
+	_, err := p.FindOfferings(context.Background(), q)
+	if !errors.Is(err, domain.ErrInvalidQuery) || !strings.Contains(err.Error(), "whole days, 1 to 182") || !strings.Contains(err.Error(), "7-day steps") {
+		t.Errorf("36 h: %v, want a refusal naming what blocks and plans sell", err)
+	}
+}

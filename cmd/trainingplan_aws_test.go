@@ -15,7 +15,7 @@ import (
 // book buys it through the ledger (a training-plan row, state scheduled),
 // and a ResourceLimitExceeded leaves a failed row and nothing bought.
 func TestTrainingPlansOnAWS(t *testing.T) {
-	day := time.Now().UTC().Truncate(24*time.Hour).Add(48*time.Hour + 11*time.Hour + 30*time.Minute)
+	day := time.Now().UTC().Truncate(24 * time.Hour).Add(48*time.Hour + 11*time.Hour + 30*time.Minute)
 	seg := func(zone string, from, to float64) smtest.Segment {
 		return smtest.Segment{Zone: zone, Start: day.Add(time.Duration(from) * time.Hour), End: day.Add(time.Duration(to) * time.Hour)}
 	}

@@ -64,8 +64,8 @@ type Server struct {
 	fail     map[string]apiError
 	failOp   map[string]opFailure
 	outcome  map[string]*compute.Operation // error an operation shows once DONE, by name
-	drop     map[string]int // answers to lose, by call
-	after    map[string]int // status to answer after doing the call, by call
+	drop     map[string]int                // answers to lose, by call
+	after    map[string]int                // status to answer after doing the call, by call
 	ops      map[string]*compute.Operation
 	opPolls  map[string]int
 	byReq    map[string]string // requestId → operation name
@@ -119,7 +119,7 @@ func New(opt Options) *Server {
 	}
 	s := &Server{opt: opt, key: key, tokens: map[string]bool{}, fail: map[string]apiError{}, failOp: map[string]opFailure{},
 		outcome: map[string]*compute.Operation{},
-		drop: map[string]int{}, after: map[string]int{}, ops: map[string]*compute.Operation{}, opPolls: map[string]int{}, byReq: map[string]string{},
+		drop:    map[string]int{}, after: map[string]int{}, ops: map[string]*compute.Operation{}, opPolls: map[string]int{}, byReq: map[string]string{},
 		frs: map[string]*compute.FutureReservation{}, vms: map[string]*vm{}, Calls: map[string]int{}}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	if opt.Listener != nil {

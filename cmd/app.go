@@ -203,6 +203,7 @@ func (a *app) startHubLocked(ctx context.Context, ps []domain.Provider, q domain
 		},
 		Logger: a.log,
 		Cache:  a.historyFor(ps),
+		Now:    a.now,
 	})
 	a.loops.Add(1)
 	go func() {
@@ -239,6 +240,7 @@ func (a *app) Booking(ps []domain.Provider, timeout time.Duration) (*ledger.Serv
 		Logger:  a.log,
 		Timeout: timeout,
 		Actor:   localActor(),
+		Now:     a.now,
 	}), nil
 }
 
@@ -254,8 +256,18 @@ func (a *app) KeepLedger(svc *ledger.Service) {
 	a.loops.Add(1)
 	go func() {
 		defer a.loops.Done()
-		svc.Keep(a.ctx, ledgerKeepEvery)
+		svc.Keep(a.ctx, a.keepEvery())
 	}()
+}
+
+// keepEvery is the reconcile loop's period in wall time: a minute of the
+// run's clock, so a fast simulated clock is reconciled as often in market
+// time (at most four times a wall second).
+func (a *app) keepEvery() time.Duration {
+	if a.clock == nil {
+		return ledgerKeepEvery
+	}
+	return max(ledgerKeepEvery/time.Duration(a.clock.Speed()), 250*time.Millisecond)
 }
 
 // Close stops the reconcile loop and the hub, waits for them, and closes

@@ -209,7 +209,7 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 	if err != nil {
 		return ledger.UsageReport{}, err
 	}
-	now := time.Now()
+	now := a.now()
 	var names, regions []string
 	for _, r := range rows {
 		if !ledger.Counted(r) {

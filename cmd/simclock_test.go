@@ -74,31 +74,31 @@ func TestSimSpeedMovesWhatTheMarketShows(t *testing.T) {
 	if wall := time.Now(); !second.After(wall.Add(time.Hour)) {
 		t.Errorf("latest price at %s, not ahead of the wall clock %s", second, wall)
 	}
-}
 
-// A data dir recorded at one speed refuses another (1 included) as bad
-// usage naming both; a fast clock with a cloud among the providers is
-// refused too, before anything is recorded.
-func TestSimSpeedMismatchRefused(t *testing.T) {
-	dir := t.TempDir()
-	code, _, stderr := runAtSpeed(t, dir, "7200", "--provider", "aws", "prices")
-	if code != 2 || !strings.Contains(stderr, "sim.speed 7200") || !strings.Contains(stderr, "aws") {
-		t.Errorf("a cloud at speed: exit %d: %s", code, stderr)
+	// Offerings' windows and a launched fleet's start follow the clock too.
+	code, out, errOut := runAtSpeed(t, dir, "7200", "offerings", "--gpu", "H100", "--count", "1", "--duration", "2d", "-o", "json")
+	offs, _ := jsonRows(t, out)
+	if code != 0 || len(offs) == 0 {
+		t.Fatalf("offerings: exit %d, %d rows: %s", code, len(offs), errOut)
 	}
-	if _, err := os.Stat(filepath.Join(dir, sim.ClockFile)); err == nil {
-		t.Error("a refused run recorded a clock")
-	}
-	if code, _, stderr := runAtSpeed(t, dir, "7200", "prices", "--gpu", "H100"); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	for _, speed := range []string{"60", ""} {
-		code, _, stderr := runAtSpeed(t, dir, speed, "prices", "--gpu", "H100")
-		if code != 2 || !strings.Contains(stderr, "7200×") || !strings.Contains(stderr, "GPUMARKET_SIM_SPEED=7200") || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
-			t.Errorf("speed %q on a 7200× data dir: exit %d: %q", speed, code, stderr)
+	for _, o := range offs {
+		start, err := time.Parse(time.RFC3339, o["start"].(string))
+		if err != nil || start.Before(second.Add(-time.Hour)) {
+			t.Errorf("offering %v starts %s, before the simulated now %s", o["id"], start, second)
 		}
 	}
-	code, _, stderr = runAtSpeed(t, dir, "0", "prices")
-	if code != 2 || !strings.Contains(stderr, "GPUMARKET_SIM_SPEED") {
-		t.Errorf("speed 0: exit %d: %s", code, stderr)
+	// Launched or not for want of capacity then, the fleet's ledger row is
+	// dated by the simulated clock.
+	code, _, errOut = runAtSpeed(t, dir, "7200", "fleet", "launch", "--region", "us-east-1", "--instance-types", "p5.48xlarge", "--target", "1", "--yes", "-o", "json")
+	if code > 1 {
+		t.Fatalf("fleet launch: exit %d: %s", code, errOut)
+	}
+	code, out, errOut = runAtSpeed(t, dir, "7200", "ledger", "-o", "json")
+	rows, _ := jsonRows(t, out)
+	if code != 0 || len(rows) != 1 {
+		t.Fatalf("ledger: exit %d, %v: %s", code, rows, errOut)
+	}
+	if at, err := time.Parse(time.RFC3339, rows[0]["created_at"].(string)); err != nil || at.Before(second) {
+		t.Errorf("the fleet's row was made at %s, before the simulated now %s", rows[0]["created_at"], second)
 	}
 }

@@ -173,3 +173,33 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		}
 	}
 }
+
+// A booking searched for by its terms (no name: its ledger row was lost)
+// is found on a later page of the zone's future reservations.
+func TestBookingFoundByTermsOnALaterPage(t *testing.T) {
+	p, f := newTest(t, gcptest.Options{PageSize: 1})
+	offs := findH100(t, p, 1)
+	var inZone []domain.Offering
+	for _, o := range offs {
+		if o.Zone == offs[0].Zone {
+			inZone = append(inZone, o)
+		}
+	}
+	if len(inZone) < 2 {
+		t.Fatalf("%d windows in %s, want two or more", len(inZone), offs[0].Zone)
+	}
+	refs := []string{"01AAA", "01ZZZ"} // listed by name: the last is on the last page
+	for i, o := range inZone[:2] {
+		if _, err := p.Book(context.Background(), domain.BookRequest{Offering: o, Ref: refs[i]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := f.Calls["futureReservations.list"]
+	got, err := p.FindBooking(context.Background(), domain.BookRequest{Offering: inZone[1]})
+	if err != nil || got == nil || !strings.HasSuffix(got.ProviderRef, "/gpumarket-01zzz") {
+		t.Fatalf("found %+v %v, want gpumarket-01zzz", got, err)
+	}
+	if n := f.Calls["futureReservations.list"] - before; n < 2 {
+		t.Errorf("the list was asked %d times: the match was not on a later page", n)
+	}
+}

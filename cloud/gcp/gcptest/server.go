@@ -230,7 +230,14 @@ func writeError(w http.ResponseWriter, e apiError) {
 				"domain": "googleapis.com", "metadata": map[string]string{"service": iw.service}}}
 		}
 	} else {
-		body["errors"] = []map[string]string{{"message": e.msg, "domain": "global", "reason": e.reason}}
+		// Quota reasons are in domain usageLimits, as Google's standard
+		// error example shows: {"domain": "usageLimits", "reason":
+		// "rateLimitExceeded", "message": "Rate Limit Exceeded"}.
+		domain := "global"
+		if e.reason == "rateLimitExceeded" || e.reason == "quotaExceeded" {
+			domain = "usageLimits"
+		}
+		body["errors"] = []map[string]string{{"message": e.msg, "domain": domain, "reason": e.reason}}
 	}
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	w.WriteHeader(e.code)

@@ -165,12 +165,12 @@ ahead; --for takes ` + domain.FleetLengthForm + `.`,
 	return c
 }
 
-func fleetSummary(spec domain.FleetSpec, est ledger.FleetEstimate, simulated bool, schedule []string) string {
+func fleetSummary(spec domain.FleetSpec, est ledger.FleetEstimate, simulated bool, schedule []string, now time.Time) string {
 	var b strings.Builder
 	if simulated {
 		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is launched.")
 	}
-	bills := est.Billing(spec, time.Now())
+	bills := est.Billing(spec, now)
 	if math.IsNaN(est.USDHour) {
 		fmt.Fprintf(&b, "Estimated cost: unknown (%s); %s\n", est.Basis, bills)
 	} else {
@@ -234,7 +234,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 	}
 	est := svc.EstimateFleet(ctx, spec)
 	simulated := svc.Describe(spec.Provider).Simulated
-	fmt.Fprint(e.errOut, fleetSummary(spec, est, simulated, svc.ScheduleLines(spec, a.now())))
+	fmt.Fprint(e.errOut, fleetSummary(spec, est, simulated, svc.ScheduleLines(spec, a.now()), a.now()))
 	if !spec.DryRun {
 		// Dry run first: the provider's "no" comes before the question.
 		dry := spec
@@ -266,7 +266,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 			break
 		}
 		fmt.Fprintln(e.errOut, "The fleet's prices went up since they were shown; nothing was launched. The new estimate:")
-		fmt.Fprint(e.errOut, fleetSummary(spec, ec.Now, simulated, svc.ScheduleLines(spec, a.now())))
+		fmt.Fprint(e.errOut, fleetSummary(spec, ec.Now, simulated, svc.ScheduleLines(spec, a.now()), a.now()))
 		if f.yes || asked >= maxAsks-1 {
 			return fmt.Errorf("refused: the fleet now costs about $%.2f per hour (shown $%.2f); nothing was launched: run the command again to launch at the new prices", ec.Now.USDHour, ec.Shown.USDHour)
 		}

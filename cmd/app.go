@@ -204,6 +204,7 @@ func (a *app) startHubLocked(ctx context.Context, ps []domain.Provider, q domain
 		Logger: a.log,
 		Cache:  a.historyFor(ps),
 		Now:    a.now,
+		Speed:  a.clockSpeed(),
 	})
 	a.loops.Add(1)
 	go func() {
@@ -260,14 +261,20 @@ func (a *app) KeepLedger(svc *ledger.Service) {
 	}()
 }
 
+// clockSpeed is how many times faster than the wall clock the run's
+// clock runs.
+func (a *app) clockSpeed() int {
+	if a.clock == nil {
+		return 1
+	}
+	return a.clock.Speed()
+}
+
 // keepEvery is the reconcile loop's period in wall time: a minute of the
 // run's clock, so a fast simulated clock is reconciled as often in market
 // time (at most four times a wall second).
 func (a *app) keepEvery() time.Duration {
-	if a.clock == nil {
-		return ledgerKeepEvery
-	}
-	return max(ledgerKeepEvery/time.Duration(a.clock.Speed()), 250*time.Millisecond)
+	return max(ledgerKeepEvery/time.Duration(a.clockSpeed()), 250*time.Millisecond)
 }
 
 // Close stops the reconcile loop and the hub, waits for them, and closes

@@ -35,7 +35,11 @@ type Options struct {
 	// MaxBackoff caps the wait after failed fetches (default 5m).
 	MaxBackoff time.Duration
 	// Now is the clock (default time.Now).
-	Now    func() time.Time
+	Now func() time.Time
+	// Speed is how many times faster than the wall clock Now runs (a
+	// fast simulated clock; default 1): intervals are wall time, so data
+	// is stale after three of them times Speed on Now's clock.
+	Speed  int
 	Logger *slog.Logger
 	// Cache, when set, keeps the cloud sources' history across restarts
 	// (see Cache); nil fetches the whole window at every start.
@@ -78,10 +82,13 @@ type poolState struct {
 type sourceState struct {
 	SourceStatus
 	regions  map[string]*RegionStatus
-	haveFrom time.Time    // history back-filled from here
-	started  bool         // first back-fill finished
-	failed   bool         // last fetch failed
-	cache    *sourceCache // nil when the source is not cached
+	haveFrom time.Time // history back-filled from here
+	started  bool      // first back-fill finished
+	failed   bool      // last fetch failed
+	// staleAfter is how old on Now's clock the data may be (three
+	// intervals at Speed).
+	staleAfter time.Duration
+	cache      *sourceCache // nil when the source is not cached
 }
 
 // New makes a hub over the sources. Call Run to start polling.
@@ -122,6 +129,7 @@ func New(sources []domain.Provider, opt Options) *Hub {
 		h.status[p.Name()] = &sourceState{
 			SourceStatus: SourceStatus{Provider: p.Name(), Simulated: p.Describe().Simulated, State: StateLoading, Interval: opt.Interval(p.Name())},
 			regions:      map[string]*RegionStatus{},
+			staleAfter:   3 * opt.Interval(p.Name()) * time.Duration(max(opt.Speed, 1)),
 		}
 		h.wake[p.Name()] = make(chan struct{}, 1)
 		if opt.Cache != nil && !p.Describe().Simulated {
@@ -561,7 +569,7 @@ func (h *Hub) buildLocked() *Snapshot {
 // staleAt reports whether the source's data counts as stale at now: its
 // last fetch failed, or it is older than three refresh intervals.
 func (st *sourceState) staleAt(now time.Time) bool {
-	return st.failed || (!st.LastOK.IsZero() && now.Sub(st.LastOK) > 3*st.Interval)
+	return st.failed || (!st.LastOK.IsZero() && now.Sub(st.LastOK) > st.staleAfter)
 }
 
 // staleChangedLocked reports whether a source turned stale (or live)

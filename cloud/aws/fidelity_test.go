@@ -1,0 +1,137 @@
+package aws
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
+)
+
+// A scheduled (request) fleet lists no instances in DescribeFleets; its
+// running count is read from DescribeFleetInstances: N/N once the fake
+// fulfils it, fewer once the fake interrupts some, through the ledger's
+// FleetsNow, which the Ledger view shows as RUN.
+func TestRequestFleetRunningCount(t *testing.T) {
+	clock := &testClock{t: testNow}
+	f := newFixture(t, "us-east-1")
+	f.fake.Now = clock.Now
+	p := f.provider(t, func(o *Options) { o.LaunchTemplate = "lt-1"; o.Now = clock.Now })
+	st, err := ledger.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc := ledger.New(st, []domain.Provider{p}, ledger.Options{Now: clock.Now, Timeout: 10 * time.Second, Actor: "organiser"})
+	ctx := context.Background()
+	start := testNow.Add(2 * time.Hour)
+	spec := domain.FleetSpec{Provider: Name, Region: "us-east-1", InstanceTypes: []string{"g6.xlarge"}, TargetCapacity: 4,
+		Start: start, End: start.Add(6 * time.Hour)}
+	res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := func(at time.Time) domain.Fleet {
+		t.Helper()
+		clock.Set(at)
+		if _, err := svc.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r, err := st.Get(ctx, res.Row.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := svc.FleetsNow(ctx, []ledger.Entry{r})[r.ID]
+		if now.Err != nil {
+			t.Fatalf("at %s: %v", at, now.Err)
+		}
+		return now.Fleet
+	}
+	if fl := running(start.Add(time.Minute)); fl.Instances != 4 || fl.Target != 4 || fl.State != "active" {
+		t.Fatalf("fulfilled request fleet reads %d/%d (%s); want 4/4 active", fl.Instances, fl.Target, fl.State)
+	}
+	if f.fake.Count("DescribeFleetInstances", "us-east-1") == 0 {
+		t.Fatal("the running count was not asked of DescribeFleetInstances")
+	}
+	if n := f.fake.Interrupt(res.Row.ProviderRef, 1); n != 1 {
+		t.Fatalf("interrupted %d", n)
+	}
+	// FleetsNow asks a fleet at most every FleetsNowEvery.
+	if fl := running(start.Add(time.Minute + ledger.FleetsNowEvery)); fl.Instances != 3 || fl.Target != 4 {
+		t.Fatalf("after one interruption the fleet reads %d/%d; want 3/4", fl.Instances, fl.Target)
+	}
+}
+
+// DeleteFleets may fail for an instant fleet of more than 1,000
+// instances: all but 1,000 are terminated first, 1,000 per call.
+func TestDeleteFleetOfMoreThanAThousandInstances(t *testing.T) {
+	f := newFixture(t, "us-east-1")
+	p := f.provider(t, func(o *Options) { o.LaunchTemplate = "lt-1" })
+	ctx := context.Background()
+	spec := fleetSpec()
+	spec.TargetCapacity = 2500
+	fl, err := p.LaunchFleet(ctx, spec)
+	if err != nil || fl.Instances != 2500 {
+		t.Fatalf("launch: %+v, %v", fl, err)
+	}
+	if err := p.DeleteFleet(ctx, "us-east-1", fl.ID); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	var terminated []int
+	for _, c := range f.fake.Calls() {
+		if c.Action == "TerminateInstances" {
+			n := 0
+			for k := range c.Params {
+				if strings.HasPrefix(k, "InstanceId.") {
+					n++
+				}
+			}
+			terminated = append(terminated, n)
+		}
+	}
+	if len(terminated) != 2 || terminated[0] != 1000 || terminated[1] != 500 {
+		t.Fatalf("TerminateInstances calls of %v instances; want [1000 500] before DeleteFleets", terminated)
+	}
+	if rec := f.fake.Fleets()[0]; !strings.HasPrefix(rec.State, "deleted") || !rec.Terminated {
+		t.Fatalf("fleet at the fake: %s terminated=%v", rec.State, rec.Terminated)
+	}
+	// A fleet of 1,000 is deleted in one call.
+	spec.TargetCapacity, spec.ClientToken = 1000, "L10"
+	if fl, err = p.LaunchFleet(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	before := f.fake.Count("TerminateInstances", "")
+	if err := p.DeleteFleet(ctx, "us-east-1", fl.ID); err != nil || f.fake.Count("TerminateInstances", "") != before {
+		t.Fatalf("delete of 1,000: %v, %d TerminateInstances calls", err, f.fake.Count("TerminateInstances", "")-before)
+	}
+}
+
+// The booking look-ups name only filters the model lists for
+// DescribeCapacityReservations; the fake refuses any other, as EC2 does.
+func TestBookingLookUpsAskOnlyDocumentedFilters(t *testing.T) {
+	f := newFixture(t, "us-east-1")
+	p := f.provider(t, nil)
+	ctx := context.Background()
+	q := h100Query()
+	q.Regions = []string{"us-east-1"}
+	offers, err := p.FindOfferings(ctx, q)
+	if err != nil || len(offers) == 0 {
+		t.Fatalf("offerings: %d, %v", len(offers), err)
+	}
+	o := offers[0]
+	b, err := p.Book(ctx, domain.BookRequest{Offering: o, Ref: "R1", Actor: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := p.FindBooking(ctx, domain.BookRequest{Offering: o, Ref: "R1", After: testNow.Add(-time.Minute)})
+	if err != nil || found == nil || found.ProviderRef != b.ProviderRef {
+		t.Fatalf("FindBooking: %+v, %v; want %s", found, err, b.ProviderRef)
+	}
+	// Bought again: answered with the first purchase, found by its tag.
+	again, err := p.Book(ctx, domain.BookRequest{Offering: o, Ref: "R2", Actor: "alice"})
+	if err != nil || again.ProviderRef != b.ProviderRef {
+		t.Fatalf("second purchase of the offering: %+v, %v; want %s", again, err, b.ProviderRef)
+	}
+}

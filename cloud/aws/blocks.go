@@ -177,6 +177,10 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q domain.
 		for pg.HasMorePages() {
 			page, err := pg.NextPage(ctx)
 			if err != nil {
+				if countRefused(err) {
+					return out, fmt.Errorf("capacity blocks of %s in %s: AWS does not sell a block of %d instances: %s",
+						t.InstanceType, region, count, shortCause(err))
+				}
 				// Most GPU types are not sold as blocks; AWS says so
 				// with InvalidParameterValue.
 				if apiCode(err) == "InvalidParameterValue" || apiCode(err) == "Unsupported" {
@@ -605,7 +609,7 @@ func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (doma
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)
 		if err != nil {
-			if apiCode(err) == "InvalidParameterValue" || apiCode(err) == "Unsupported" {
+			if !countRefused(err) && (apiCode(err) == "InvalidParameterValue" || apiCode(err) == "Unsupported") {
 				break // the type is no longer sold as blocks
 			}
 			return o, explain(fmt.Errorf("aws: describe offering %s in %s again: %w", o.ID, o.Region, err))

@@ -135,3 +135,22 @@ func TestBookingLookUpsAskOnlyDocumentedFilters(t *testing.T) {
 		t.Fatalf("second purchase of the offering: %+v, %v; want %s", again, err, b.ProviderRef)
 	}
 }
+
+// A block search for a count AWS does not sell is refused by AWS with
+// InvalidParameterValue; the search says so for the region instead of
+// reading it as "type not sold" and showing nothing.
+func TestFindOfferingsSaysACountNotSold(t *testing.T) {
+	f := newFixture(t, "us-east-1")
+	p := f.provider(t, nil)
+	q := h100Query()
+	q.Regions, q.Instances = []string{"us-east-1"}, 3
+	offers, err := p.FindOfferings(context.Background(), q)
+	if err == nil || len(offers) != 0 || !strings.Contains(err.Error(), "does not sell a block of 3 instances") ||
+		!strings.Contains(err.Error(), "InstanceCount must be one of 1, 2, 4") {
+		t.Fatalf("offers %d, err %v; want an error saying blocks of 3 are not sold and what is", len(offers), err)
+	}
+	q.Instances = 4
+	if offers, err = p.FindOfferings(context.Background(), q); err != nil || len(offers) == 0 {
+		t.Fatalf("a count sold: %d offers, %v", len(offers), err)
+	}
+}

@@ -164,6 +164,9 @@ func (s *Server) Fleets() []FleetRecord {
 	return out
 }
 
+// SoldBlockCounts are the instance counts capacity blocks are sold in.
+var SoldBlockCounts = []string{"1", "2", "4", "8", "16", "32", "64"}
+
 // describeCapacityBlockOfferings answers as the EC2 User Guide ("Find and
 // purchase Capacity Blocks") says AWS does: the blocks of the asked length,
 // and beside them blocks of other lengths that end at the same time of day
@@ -184,10 +187,6 @@ func (s *Server) describeCapacityBlockOfferings(rd *Region, f url.Values, reqID 
 	if !domain.CapacityBlockTerms.ValidHours(hours) {
 		return nil, badParam("CapacityDurationHours %d is not a supported duration", hours)
 	}
-	count, cerr := strconv.Atoi(f.Get("InstanceCount"))
-	if most := domain.CapacityBlockTerms.MaxInstances; cerr != nil || count < 1 || count > most {
-		return nil, badParam("InstanceCount %q: want 1 to %d", f.Get("InstanceCount"), most)
-	}
 	typ := f.Get("InstanceType")
 	if typ != "" {
 		known := false
@@ -199,6 +198,16 @@ func (s *Server) describeCapacityBlockOfferings(rd *Region, f url.Values, reqID 
 		if !known {
 			return nil, badParam("The instance type %s is not supported for Capacity Blocks.", typ)
 		}
+	}
+	// The API reference: "You must select one of the following options …
+	// For instance count 1, 2, 4, 8, 16, 32, or 64 instances"; a count EC2
+	// does not sell is refused in its words for InstanceCount ("1001 is an
+	// invalid value for InstanceCount. InstanceCount must be between 1 and
+	// 1000", CreateCapacityReservation in boto/boto3#2962).
+	count, cerr := strconv.Atoi(f.Get("InstanceCount"))
+	if cerr != nil || !contains(SoldBlockCounts, strconv.Itoa(count)) {
+		return nil, badParam("%s is an invalid value for InstanceCount. InstanceCount must be one of %s.",
+			f.Get("InstanceCount"), strings.Join(SoldBlockCounts, ", "))
 	}
 	from, hasFrom, err := timeParam(f, "StartDateRange")
 	if err != nil {

@@ -2,10 +2,14 @@ package aws
 
 import (
 	"context"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/cloud/aws/cwtest"
+	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/ledger"
 )
@@ -152,5 +156,93 @@ func TestFindOfferingsSaysACountNotSold(t *testing.T) {
 	q.Instances = 4
 	if offers, err = p.FindOfferings(context.Background(), q); err != nil || len(offers) == 0 {
 		t.Fatalf("a count sold: %d offers, %v", len(offers), err)
+	}
+}
+
+// The CloudWatch agent's default NVIDIA metrics carry index, name and
+// host (the instance's private DNS name, or its first label), not
+// InstanceId: usage finds them by host and says so.
+func TestUsageFindsTheGPUMetricByHost(t *testing.T) {
+	f := newUsageFixture(t)
+	p := f.provider(t)
+	id, ids := f.launch(t, p, 2)
+	host0 := ec2test.PrivateDNSName("us-east-1", ids[0])
+	short1, _, _ := strings.Cut(ec2test.PrivateDNSName("us-east-1", ids[1]), ".")
+	for gpu := range 2 {
+		idx := strconv.Itoa(gpu)
+		f.cw.Add("CWAgent", "nvidia_smi_utilization_gpu", map[string]string{"index": idx, "name": "NVIDIA L4", "host": host0}, hourlyPoints(3, 60+20*float64(gpu))...)
+		f.cw.Add("CWAgent", "nvidia_smi_utilization_gpu", map[string]string{"index": idx, "name": "NVIDIA L4", "host": short1}, hourlyPoints(3, 30)...)
+	}
+	// Another instance's GPU with the same index and name is not these.
+	f.cw.Add("CWAgent", "nvidia_smi_utilization_gpu", map[string]string{"index": "0", "name": "NVIDIA L4", "host": "ip-10-9-9-9.ec2.internal"}, hourlyPoints(3, 100)...)
+	rep, err := p.Usage(context.Background(), fleetQuery(id, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Source != SourceGPUHost {
+		t.Fatalf("source %q, want %q", rep.Source, SourceGPUHost)
+	}
+	want := map[string]float64{ids[0]: 0.7, ids[1]: 0.3}
+	for _, in := range rep.Instances {
+		if len(in.Busy) == 0 {
+			t.Fatalf("%s: no samples", in.ID)
+		}
+		for _, s := range in.Busy {
+			if math.Abs(s.Share-want[in.ID]) > 1e-9 {
+				t.Errorf("%s share %v, want %v (the mean of its GPUs)", in.ID, s.Share, want[in.ID])
+			}
+		}
+	}
+}
+
+// Without any GPU metric, the CPU stands in and metrics_source says why.
+func TestUsageSaysWhyNoGPUMetric(t *testing.T) {
+	f := newUsageFixture(t)
+	p := f.provider(t)
+	id, ids := f.launch(t, p, 1)
+	f.cw.Add("AWS/EC2", "CPUUtilization", map[string]string{"InstanceId": ids[0]}, hourlyPoints(2, 50)...)
+	rep, err := p.Usage(context.Background(), fleetQuery(id, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.Source, "CPU as a stand-in") || !strings.Contains(rep.Source, "no nvidia_smi metric with InstanceId or host") {
+		t.Fatalf("source %q: want the CPU, and why no GPU metric", rep.Source)
+	}
+}
+
+// A span that ended more than two weeks ago: SEARCH cannot see its GPU
+// metrics (the report says so), and a span that started more than 63
+// days ago is asked in hours, the only resolution CloudWatch keeps.
+func TestUsageOfAnOldSpan(t *testing.T) {
+	f := newUsageFixture(t)
+	p := f.provider(t)
+	start := testNow.Add(-70 * 24 * time.Hour)
+	ids := []string{"i-0aaaaaaaaaaaaaaa1"}
+	f.blockInstances = `<item><instanceId>i-0aaaaaaaaaaaaaaa1</instanceId><instanceType>p5.48xlarge</instanceType>
+  <instanceState><code>48</code><name>terminated</name></instanceState>
+  <reason>User initiated (` + start.Add(2*time.Hour).Format("2006-01-02 15:04:05") + ` GMT)</reason>
+  <launchTime>` + start.Format(time.RFC3339) + `</launchTime></item>`
+	var pts []cwtest.Point
+	for at := start; at.Before(start.Add(2 * time.Hour)); at = at.Add(time.Minute) {
+		pts = append(pts, cwtest.Point{At: at, Value: 40})
+	}
+	f.cw.Add("AWS/EC2", "CPUUtilization", map[string]string{"InstanceId": ids[0]}, pts...)
+	f.cw.Add("CWAgent", "nvidia_smi_utilization_gpu", map[string]string{"InstanceId": ids[0], "index": "0", "name": "NVIDIA L4", "host": "x"}, pts...)
+	q := domain.UsageQuery{Ref: "B1", Kind: domain.KindBlock, ProviderRef: "cr-0123456789abcdef0", Region: "us-east-1",
+		InstanceType: "p5.48xlarge", InstanceCount: 1, From: start, To: start.Add(2 * time.Hour)}
+	before := len(f.cw.Calls())
+	rep, err := p.Usage(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range f.cw.Calls()[before:] {
+		for _, c := range call {
+			if c.Expression != "" || c.Period != 3600 {
+				t.Errorf("query %s: expression %q period %d; want no SEARCH, and a period of 3600", c.ID, c.Expression, c.Period)
+			}
+		}
+	}
+	if rep.Source != SourceCPUOld || len(rep.Instances) != 1 || len(rep.Instances[0].Busy) != 2 || rep.Instances[0].Busy[0].Share != 0.4 {
+		t.Fatalf("source %q instances %+v; want two hours of CPU and why no GPU", rep.Source, rep.Instances)
 	}
 }

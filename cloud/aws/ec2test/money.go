@@ -798,6 +798,19 @@ func (s *Server) deleteFleets(rd *Region, f url.Values, reqID string) ([]byte, *
 	return document("DeleteFleets", reqID, items("successfulFleetDeletionSet", ok), items("unsuccessfulFleetDeletionSet", bad)), nil
 }
 
+// PrivateDNSName is the private DNS name EC2 gives an instance (the
+// AWS CLI's describe-instances example: ip-10-0-0-157.us-east-2.compute.internal;
+// us-east-1's end in ec2.internal), made from its id here. It is the
+// host name the CloudWatch agent reports by default.
+func PrivateDNSName(region, id string) string {
+	n, _ := strconv.ParseUint(strings.TrimPrefix(id, "i-"), 16, 64)
+	suffix := region + ".compute.internal"
+	if region == "us-east-1" {
+		suffix = "ec2.internal"
+	}
+	return fmt.Sprintf("ip-10-%d-%d-%d.%s", n>>16&0xff, n>>8&0xff, n&0xff, suffix)
+}
+
 // describeFleetInstances follows the AWS CLI's describe-fleet-instances
 // example: the fleet's running instances in activeInstanceSet, paged.
 // The model: "Currently, DescribeFleetInstances does not support fleets
@@ -942,6 +955,7 @@ func (s *Server) describeInstances(rd *Region, f url.Values, reqID string) ([]by
 			code, name = 16, "running"
 		}
 		in := el("", tx("instanceId", x.id), tx("instanceType", x.fl.Overrides[0].Get("InstanceType")),
+			tx("privateDnsName", PrivateDNSName(rd.Name, x.id)),
 			el("placement", tx("availabilityZone", x.fl.Overrides[0].Get("AvailabilityZone"))),
 			el("instanceState", num("code", code), tx("name", name)), tm("launchTime", x.fl.Created),
 			tx("instanceLifecycle", x.fl.Lifecycle), items("tagSet", tagNodes(tags)))

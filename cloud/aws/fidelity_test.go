@@ -246,3 +246,42 @@ func TestUsageOfAnOldSpan(t *testing.T) {
 		t.Fatalf("source %q instances %+v; want two hours of CPU and why no GPU", rep.Source, rep.Instances)
 	}
 }
+
+// Placement scores are asked for the set of types a fleet of the GPU
+// filter would use, three or more; a filter that leaves fewer is not
+// asked and says why, never a number.
+func TestPlacementScoresOfASetAndTheTop10(t *testing.T) {
+	f := newFixture(t, "us-east-1")
+	p := f.provider(t, nil)
+	c := newCollector()
+	if err := p.Fetch(context.Background(), domain.FetchRequest{Query: domain.Query{Regions: []string{"us-east-1"}}, Since: testNow.Add(-time.Hour), Until: testNow, Backfill: true}, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range f.fake.Calls() {
+		if call.Action == "GetSpotPlacementScores" && call.Params.Get("InstanceType.3") == "" {
+			t.Errorf("GetSpotPlacementScores asked for fewer than three types: %v", call.Params)
+		}
+	}
+	if f.fake.Count("GetSpotPlacementScores", "") != 1 {
+		t.Errorf("%d GetSpotPlacementScores calls, want one for the set", f.fake.Count("GetSpotPlacementScores", ""))
+	}
+
+	f = newFixture(t, "us-east-1")
+	p = f.provider(t, nil)
+	c = newCollector()
+	q := domain.Query{Regions: []string{"us-east-1"}, GPUs: []string{"H100"}}
+	if err := p.Fetch(context.Background(), domain.FetchRequest{Query: q, Since: testNow.Add(-time.Hour), Until: testNow, Backfill: true}, c.sink); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.fake.Count("GetSpotPlacementScores", ""); n != 0 {
+		t.Errorf("%d GetSpotPlacementScores calls for one H100 type: AWS scores fewer than three always low", n)
+	}
+	if len(c.pools) == 0 {
+		t.Fatal("no H100 pools")
+	}
+	for k, pool := range c.pools {
+		if pool.PlacementScore != nil || pool.PlacementNote != NoteTooFewTypes {
+			t.Errorf("%s: score %v note %q, want none and %q", k, pool.PlacementScore, pool.PlacementNote, NoteTooFewTypes)
+		}
+	}
+}

@@ -466,6 +466,9 @@ func (h *Hub) apply(provider string, ev domain.Event) {
 			} else if len(ev.Points) > 0 || len(ev.Histories) > 0 || len(ev.Pools) > 0 || ev.Progress != nil {
 				rs.Err = ""
 				rs.LastOK = h.opt.Now()
+				if st.cache != nil {
+					st.cache.region(ev.Region).cachedAt = time.Time{}
+				}
 			}
 		} else if ev.Err != nil {
 			st.Err = ev.Err.Error()
@@ -544,14 +547,24 @@ func (h *Hub) buildLocked() *Snapshot {
 	now := h.opt.Now()
 	s := &Snapshot{Seq: h.seq, Taken: now, Pools: make([]PoolView, len(h.order)), Ready: true}
 	for i, ps := range h.order {
-		s.Pools[i] = PoolView{Pool: ps.pool, Key: ps.key, History: ps.series, Changed: ps.changed}
+		asOf, cached := h.asOfLocked(ps.pool.Provider, ps.pool.Region)
+		s.Pools[i] = PoolView{Pool: ps.pool, Key: ps.key, History: ps.series, Changed: ps.changed, AsOf: asOf, Cached: cached}
 	}
 	for _, p := range h.sources {
 		st := h.status[p.Name()]
 		ss := st.SourceStatus
 		ss.Regions = make([]RegionStatus, 0, len(st.regions))
 		for _, r := range st.regions {
-			ss.Regions = append(ss.Regions, *r)
+			rs := *r
+			rs.CachedAt = st.cachedAtLocked(r.Region)
+			ss.Regions = append(ss.Regions, rs)
+		}
+		if st.cache != nil {
+			for _, rc := range st.cache.regions {
+				if !rc.cachedAt.IsZero() && (ss.CachedAt.IsZero() || rc.cachedAt.Before(ss.CachedAt)) {
+					ss.CachedAt = rc.cachedAt
+				}
+			}
 		}
 		sort.Slice(ss.Regions, func(i, j int) bool { return ss.Regions[i].Region < ss.Regions[j].Region })
 		ss.Stale = st.staleAt(now)
@@ -564,6 +577,33 @@ func (h *Hub) buildLocked() *Snapshot {
 		}
 	}
 	return s
+}
+
+// asOfLocked is when a region of a source last answered, or, when its
+// prices are still the cache's, when the cache last heard from it.
+func (h *Hub) asOfLocked(provider, region string) (time.Time, bool) {
+	st := h.status[provider]
+	if st == nil {
+		return time.Time{}, false
+	}
+	if at := st.cachedAtLocked(region); !at.IsZero() {
+		return at, true
+	}
+	if rs := st.regions[region]; rs != nil && !rs.LastOK.IsZero() {
+		return rs.LastOK, false
+	}
+	return st.LastOK, false
+}
+
+// cachedAtLocked is the region's regionCache.cachedAt (zero: live).
+func (st *sourceState) cachedAtLocked(region string) time.Time {
+	if st.cache == nil {
+		return time.Time{}
+	}
+	if rc := st.cache.regions[region]; rc != nil {
+		return rc.cachedAt
+	}
+	return time.Time{}
 }
 
 // staleAt reports whether the source's data counts as stale at now: its

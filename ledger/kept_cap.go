@@ -161,14 +161,14 @@ func capNoteOf(note string) string {
 }
 
 // withCapNote is note with the cap's sentence put last, in place of any
-// earlier one.
+// earlier one; note as it is when capped is "".
 func withCapNote(note, capped string) string {
+	if capped == "" {
+		return note
+	}
 	old := capNoteOf(note)
 	if old != "" {
 		note = strings.TrimSuffix(strings.TrimSuffix(note, old), "; ")
-	}
-	if capped == "" {
-		return note
 	}
 	if i := strings.Index(old, dropSays); i >= 0 && !strings.Contains(capped, dropSays) {
 		capped += "; " + old[i:] // what was dropped stays dropped

@@ -91,6 +91,23 @@ func TestCapKeptDropsTheOldestWhenNothingMerges(t *testing.T) {
 	if !strings.Contains(says, want) || strings.Contains(says, "merged") {
 		t.Errorf("note %q, want it to say %q and nothing merged", says, want)
 	}
+	if got, _ := capKept(rep, 599); countSamples(got) != 599 {
+		t.Errorf("one over the cap: %d samples kept, want 599", countSamples(got))
+	}
+}
+
+// A new cap's sentence replaces the old one, but what was dropped stays
+// said; the rest of the note is kept.
+func TestCapNoteKeepsWhatWasDropped(t *testing.T) {
+	old := "from the cloud; " + keptCapSays + "100 samples: samples before A merged into longer ones; those before B dropped (that time is unmeasured)"
+	got := withCapNote(old, keptCapSays+"100 samples: samples before C merged into longer ones")
+	if !strings.HasPrefix(got, "from the cloud; ") || !strings.Contains(got, "samples before C merged") ||
+		strings.Contains(got, "before A") || strings.Count(got, "those before B dropped") != 1 || strings.Count(got, keptCapSays) != 1 {
+		t.Errorf("note %q", got)
+	}
+	if got := withCapNote(old, ""); got != old {
+		t.Errorf("no new cap: note %q, want it as it was", got)
+	}
 }
 
 // A fleet whose samples pass the cap is kept capped, the row's note says
@@ -143,7 +160,8 @@ func computeKeptSince(t testing.TB, rows []Entry, rep *fakeReporter, kept Kept, 
 }
 
 // hugeKeptBody is a kept report as an older gpumarket wrote it, with no
-// cap: instances × samples hourly samples (each "[0.5]" after the first).
+// cap: instances × samples hourly samples (0.75 and 0.25 by turns after
+// the first).
 func hugeKeptBody(instances, samples int) string {
 	var b strings.Builder
 	b.WriteString(`{"v":1,"source":"gpu","instances":[`)
@@ -152,8 +170,8 @@ func hugeKeptBody(instances, samples int) string {
 			b.WriteByte(',')
 		}
 		fmt.Fprintf(&b, `{"id":"i-%d","start":%q,"busy":[[%d,%d,0.5]`, i, at(0).Format(time.RFC3339Nano), at(0).UnixNano(), int64(time.Hour))
-		for range samples - 1 {
-			b.WriteString(",[0.5]")
+		for j := range samples - 1 {
+			b.WriteString([]string{",[0.75]", ",[0.25]"}[j%2])
 		}
 		b.WriteString("]}")
 	}
@@ -186,8 +204,9 @@ func TestHugeKeptReportReadMerged(t *testing.T) {
 	if len(rep.Instances) != 4 || rep.Source != "gpu" {
 		t.Errorf("instances %d source %q", len(rep.Instances), rep.Source)
 	}
-	if got := busyHours(rep); !near(got, 4*60_000*0.5) {
-		t.Errorf("busy %v hours, want %v", got, 4*60_000*0.5)
+	// Per instance: 0.5, then 0.75 and 0.25 by turns.
+	if got, want := busyHours(rep), 4*(0.5+0.75*30_000+0.25*29_999); !near(got, want) {
+		t.Errorf("busy %v hours, want %v as written", got, want)
 	}
 	if !strings.Contains(rep.Note, "the usage kept in the ledger is capped at 100000 samples") ||
 		!strings.Contains(rep.Note, "an oversized report read with up to") {

@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// serve collects at half the live heap unless GOGC says otherwise: an
-// idle session then costs near what it holds, not twice it.
-func TestServeCollectsAtHalfTheLiveHeapUnlessGOGCIsSet(t *testing.T) {
+// serve collects at a quarter of the live heap unless GOGC says
+// otherwise: an idle session then costs near what it holds, not twice it.
+func TestServeCollectsEarlyUnlessGOGCIsSet(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	k, line := newKey(t, "", "")
 	t.Setenv("GOGC", "")

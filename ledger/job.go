@@ -576,3 +576,22 @@ func (s *Service) StartJob(ctx context.Context, j Job) (Job, error) {
 	}
 	return out, err
 }
+
+// ReconcileRow settles one unsettled row as Reconcile does, unless its
+// call is still in flight; a settled fleet of an ephemeral provider whose
+// process ended is recorded ended. It returns the row as now recorded
+// and whether its outcome is known.
+func (s *Service) ReconcileRow(ctx context.Context, r Entry) (Entry, bool, string) {
+	if r.Settled() {
+		if next, ended := s.endedWithProcess(ctx, r); ended {
+			if u, err := s.settle(ctx, next, r.State); err == nil {
+				return u, true, ""
+			}
+		}
+		return r, true, ""
+	}
+	if ok, why := s.inFlight(r); ok {
+		return r, false, "the call is still in flight: " + why
+	}
+	return s.reconcileRow(ctx, r)
+}

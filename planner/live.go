@@ -65,9 +65,13 @@ type LiveState struct {
 	Review time.Time `json:"review,omitzero"`
 }
 
+// neverPreempted stands for "no interruption yet" (−Inf in a run),
+// which JSON cannot hold: a million years before the start.
+const neverPreempted = -1e10
+
 // NewLiveState is a job not started at t.
 func NewLiveState(t time.Time) LiveState {
-	return LiveState{At: t, Cur: idle, LastPreempt: idle, LastPreemptAt: math.Inf(-1)}
+	return LiveState{At: t, Cur: idle, LastPreempt: idle, LastPreemptAt: neverPreempted}
 }
 
 // Progress is the hours of work done (kept and not yet checkpointed).

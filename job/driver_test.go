@@ -2,7 +2,7 @@ package job_test
 
 import (
 	"context"
-		"math"
+	"math"
 	"slices"
 	"strings"
 	"sync"

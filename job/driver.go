@@ -74,6 +74,22 @@ type Driver struct {
 	holder string
 	wake   chan struct{}
 	mu     sync.Mutex // one review at a time
+	// hook, in tests, is called at each step of a move; an error stops
+	// the review there, as a process killed at that moment would.
+	hook func(point string) error
+}
+
+// errKilled stops a review at a test's hook.
+var errKilled = errors.New("stopped at a test hook")
+
+func (d *Driver) at(point string) error {
+	if d.hook == nil {
+		return nil
+	}
+	if err := d.hook(point); err != nil {
+		return fmt.Errorf("%w: %w", errKilled, err)
+	}
+	return nil
 }
 
 // New returns a driver over the service's ledger and the providers in
@@ -96,6 +112,10 @@ func New(svc *ledger.Service, provs []domain.Provider, opt Options) *Driver {
 		d.provs[p.Name()] = p
 	}
 	d.holder = d.st.Owner().String() + "#" + ledger.NewID(time.Now())[16:]
+	if err := d.st.HoldProcessLock(); err != nil {
+		// Others then take the job over only once its lease lapses.
+		opt.Logger.Warn("job driver: process lock", "err", err)
+	}
 	return d
 }
 
@@ -257,6 +277,9 @@ func (r *jobRun) step(ctx context.Context) error {
 	if interrupted != "" {
 		from := r.laneName(r.p.Cur)
 		r.endHeld(ctx, "interrupted")
+		if err := r.d.at("interrupt-ended"); err != nil {
+			return err
+		}
 		r.p.LiveState = r.lj.Interrupted(r.p.LiveState)
 		if _, err := r.move(ctx, ledger.JobMove{From: from, To: "none", Reason: interrupted}); err != nil {
 			return err
@@ -314,8 +337,13 @@ func (r *jobRun) readRows(ctx context.Context) error {
 	for i := range rows {
 		row, settled, why := r.d.svc.ReconcileRow(ctx, rows[i])
 		rows[i] = row
-		if !settled {
+		if !settled && row.State == ledger.StatePending {
 			return fmt.Errorf("launch %s (ledger row %s) is not settled yet: %s", row.IdemKey, row.ID, why)
+		}
+		if !settled {
+			// Unknown: looked up again at each review; if it turns out
+			// to run, it is ended then as not the job's lane.
+			r.d.opt.Logger.Warn("job: a launch's outcome is unknown", "job", r.j.ID, "row", row.ID, "why", why)
 		}
 		if live(row) {
 			latest = i
@@ -432,6 +460,9 @@ func (r *jobRun) carry(ctx context.Context, mv planner.LiveMove, up []bool) (boo
 	reason := r.why(mv.To)
 	if r.p.Cur != planner.Idle {
 		r.endHeld(ctx, "moved to "+to)
+		if err := r.d.at("old-ended"); err != nil {
+			return false, err
+		}
 	}
 	if mv.To == planner.Idle {
 		r.p.LiveState = r.lj.Apply(r.p.LiveState, mv, up)
@@ -442,7 +473,13 @@ func (r *jobRun) carry(ctx context.Context, mv planner.LiveMove, up []bool) (boo
 	if _, err := r.move(ctx, ledger.JobMove{From: from, To: to, Reason: reason, Key: key}); err != nil {
 		return false, err
 	}
+	if err := r.d.at("move-recorded"); err != nil {
+		return false, err
+	}
 	row, err := r.launch(ctx, mv.To, key)
+	if herr := r.d.at("launched"); herr != nil {
+		return false, herr
+	}
 	if err != nil || row.State != ledger.StateActive {
 		why := "no capacity"
 		if err != nil {

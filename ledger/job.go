@@ -595,3 +595,23 @@ func (s *Service) ReconcileRow(ctx context.Context, r Entry) (Entry, bool, strin
 	}
 	return s.reconcileRow(ctx, r)
 }
+
+// HoldProcessLock takes this handle's process lock, held until Close, so
+// that other processes on this host see it alive (ProcessLiveness): a
+// job driver's lease is taken over at once only from a process gone.
+func (s *Store) HoldProcessLock() error {
+	if s.readOnly || !lockSupported {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		return nil
+	}
+	f, err := lockFile(s.procLock(s.owner.Token))
+	if err != nil {
+		return fmt.Errorf("take the process lock: %w", err)
+	}
+	s.proc = f
+	return nil
+}

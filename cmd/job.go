@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,35 +22,55 @@ import (
 // jobRow is a job with DESIGN.md's fields. rows and moves are the job's
 // ledger rows and the moves its driver made (JSON only).
 type jobRow struct {
-	ID              string           `json:"id"`
-	State           string           `json:"state"`
-	Strategy        string           `json:"strategy"`
-	GPUs            int              `json:"gpus"`
-	Hours           float64          `json:"hours" table:"%g"`
-	WorkDoneHours   float64          `json:"work_done_hours" table:"%.1f"`
-	Start           time.Time        `json:"start" table:"local"`
-	Deadline        time.Time        `json:"deadline" table:"local"`
-	FinishedAt      *time.Time       `json:"finished_at" table:"-"`
-	SpentUSD        float64          `json:"spent_usd" table:"%.2f"`
-	PlanExpectedUSD float64          `json:"plan_expected_usd" table:"%.2f"`
-	PlanP95USD      float64          `json:"plan_p95_usd" table:"-"`
-	PlanOnTimePct   float64          `json:"plan_on_time_pct" table:"-"`
-	MaxUSD          *float64         `json:"max_usd" table:"-"`
-	HoldUSD         float64          `json:"hold_usd" table:"-"`
-	Reason          *string          `json:"reason" table:"-"`
-	Outlook         *string          `json:"outlook" table:"-"`
-	ProgressSource  string           `json:"progress_source" table:"-"`
-	Rows            []ledgerRow      `json:"rows" table:"-" output:"json"`
-	Moves           []ledger.JobMove `json:"moves" table:"-" output:"json"`
+	ID              string                   `json:"id"`
+	State           string                   `json:"state"`
+	Strategy        string                   `json:"strategy"`
+	GPUs            int                      `json:"gpus"`
+	Hours           float64                  `json:"hours" table:"%g"`
+	WorkDoneHours   float64                  `json:"work_done_hours" table:"%.1f"`
+	Start           time.Time                `json:"start" table:"local"`
+	Deadline        time.Time                `json:"deadline" table:"local"`
+	FinishedAt      *time.Time               `json:"finished_at" table:"-"`
+	SpentUSD        float64                  `json:"spent_usd" table:"%.2f"`
+	PlanExpectedUSD float64                  `json:"plan_expected_usd" table:"%.2f"`
+	PlanP95USD      float64                  `json:"plan_p95_usd" table:"-"`
+	PlanOnTimePct   float64                  `json:"plan_on_time_pct" table:"-"`
+	MaxUSD          *float64                 `json:"max_usd" table:"-"`
+	HoldUSD         float64                  `json:"hold_usd" table:"-"`
+	Reason          *string                  `json:"reason" table:"-"`
+	Outlook         *string                  `json:"outlook" table:"-"`
+	ProgressSource  string                   `json:"progress_source" table:"-"`
+	Rows            jsonList[ledgerRow]      `json:"rows" table:"-"`
+	Moves           jsonList[ledger.JobMove] `json:"moves" table:"-"`
+}
+
+// jsonList is a list in one cell: JSON in JSON, its JSON text in CSV.
+// Rows are written as writeRows writes them (an unknown cost is null).
+type jsonList[T any] []T
+
+func (l jsonList[T]) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	if err := writeRows(&b, formatJSON, []T(l)); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSpace(b.Bytes()), nil
+}
+
+func (l jsonList[T]) String() string {
+	b, err := l.MarshalJSON()
+	if err != nil {
+		return err.Error()
+	}
+	return string(bytes.Join(bytes.Fields(b), []byte(" ")))
 }
 
 func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove) jobRow {
 	out := jobRow{ID: j.ID, State: j.State, Strategy: j.Strategy, GPUs: j.Terms.GPUs, Hours: j.Terms.Hours, WorkDoneHours: j.WorkDone,
 		Start: j.Terms.Start.UTC(), Deadline: j.Terms.Deadline.UTC(), SpentUSD: j.SpentUSD, PlanExpectedUSD: j.Plan.ExpectedUSD,
 		PlanP95USD: j.Plan.P95USD, PlanOnTimePct: j.Plan.OnTimePct, HoldUSD: j.HoldUSD, Reason: optString(j.Reason),
-		Outlook: optString(j.Outlook), ProgressSource: "model", Rows: []ledgerRow{}, Moves: moves}
+		Outlook: optString(j.Outlook), ProgressSource: "model", Rows: jsonList[ledgerRow]{}, Moves: jsonList[ledger.JobMove](moves)}
 	if out.Moves == nil {
-		out.Moves = []ledger.JobMove{}
+		out.Moves = jsonList[ledger.JobMove]{}
 	}
 	switch {
 	case j.Terms.ProgressFile != "":

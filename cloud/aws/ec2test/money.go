@@ -80,6 +80,35 @@ type FleetRecord struct {
 	Tags, InstanceTags map[string]string
 	// Terminated is set once DeleteFleets terminated the instances.
 	Terminated bool
+	// Reclaimed are the spot instances EC2 took back (InterruptInstances),
+	// terminated while the fleet lives on.
+	Reclaimed map[string]bool
+}
+
+// InterruptInstances takes a fleet's spot instances back, as EC2 does
+// when spot capacity goes: DescribeInstances then shows each terminated
+// with the state reason Server.SpotInstanceTermination ("The instance
+// was terminated because the number of Spot requests with a maximum
+// price equal to or higher than the Spot price exceeded available
+// capacity", StateReason in the EC2 API model). An instant fleet's
+// DescribeFleets still lists the instances it launched.
+func (s *Server) InterruptInstances(fleetID string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, fl := range s.fleets {
+		if fl.ID != fleetID {
+			continue
+		}
+		if fl.Reclaimed == nil {
+			fl.Reclaimed = map[string]bool{}
+		}
+		for _, id := range fl.Instances {
+			if n > 0 && !fl.Reclaimed[id] {
+				fl.Reclaimed[id] = true
+				n--
+			}
+		}
+	}
 }
 
 // Reservations returns copies of the capacity reservations bought so far.
@@ -747,7 +776,7 @@ func (s *Server) describeInstances(rd *Region, f url.Values, reqID string) ([]by
 		}
 		for _, id := range fl.Instances {
 			state := "terminated"
-			if live[id] {
+			if live[id] && !fl.Reclaimed[id] {
 				state = "running"
 			}
 			if (len(ids) > 0 && !contains(ids, id)) || !matchTags(flt, tags) {
@@ -756,7 +785,7 @@ func (s *Server) describeInstances(rd *Region, f url.Values, reqID string) ([]by
 			if v, ok := flt["instance-state-name"]; ok && !contains(v, state) {
 				continue
 			}
-			sel = append(sel, inst{fl, id, live[id]})
+			sel = append(sel, inst{fl, id, live[id] && !fl.Reclaimed[id]})
 		}
 	}
 	lo, hi, tok, err := s.page(f, len(sel), 1000, 5, 1000)
@@ -773,10 +802,15 @@ func (s *Server) describeInstances(rd *Region, f url.Values, reqID string) ([]by
 		if x.running {
 			code, name = 16, "running"
 		}
-		in := el("", tx("instanceId", x.id), tx("instanceType", x.fl.Overrides[0].Get("InstanceType")),
+		kids := []node{tx("instanceId", x.id), tx("instanceType", x.fl.Overrides[0].Get("InstanceType")),
 			el("placement", tx("availabilityZone", x.fl.Overrides[0].Get("AvailabilityZone"))),
 			el("instanceState", num("code", code), tx("name", name)), tm("launchTime", x.fl.Created),
-			tx("instanceLifecycle", x.fl.Lifecycle), items("tagSet", tagNodes(tags)))
+			tx("instanceLifecycle", x.fl.Lifecycle), items("tagSet", tagNodes(tags))}
+		if x.fl.Reclaimed[x.id] {
+			kids = append(kids, el("stateReason", tx("code", "Server.SpotInstanceTermination"),
+				tx("message", "Server.SpotInstanceTermination: Spot instance termination")))
+		}
+		in := el("", kids...)
 		res = append(res, el("", tx("reservationId", "r-"+strings.TrimPrefix(x.id, "i-")), tx("ownerId", "123456789012"),
 			items("instancesSet", []node{in})))
 	}

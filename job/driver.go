@@ -148,27 +148,80 @@ type Pass struct {
 	Errs []error
 }
 
-// Review reviews every active job once.
+// Review reviews every active job once: their leases are taken in one
+// transaction and their routine progress saved in another, so a review
+// of many jobs commits twice, plus once per move.
 func (d *Driver) Review(ctx context.Context) (Pass, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.opt.Now()
 	pass := Pass{Next: now.Add(d.opt.Every)}
+	later := func(t time.Time) {
+		if !t.IsZero() && t.Before(pass.Next) {
+			pass.Next = t
+		}
+	}
 	jobs, err := d.st.ListJobs(ctx, ledger.JobScheduled, ledger.JobRunning)
 	if err != nil {
 		return pass, err
 	}
+	pass.Active = len(jobs)
+	held, err := d.st.TakeLeases(ctx, jobs, d.holder, now, now.Add(d.opt.Lease), d.gone)
+	if err != nil {
+		return pass, err
+	}
+	mine := map[string]bool{}
+	for _, j := range held {
+		mine[j.ID] = true
+	}
 	for _, j := range jobs {
-		next, active, err := d.review(ctx, j)
-		if err != nil {
+		if !mine[j.ID] {
+			later(j.LeaseUntil) // another driver's: taken over if it lapses
+		}
+	}
+	runs := map[string]*jobRun{}
+	var batch []ledger.Job
+	for _, j := range held {
+		r, err := d.review(ctx, j, now)
+		switch {
+		case errors.Is(err, ledger.ErrJobEnded):
+			// Cancelled meanwhile: whatever this review launched ends too.
+			r.endAll(ctx, "the job was cancelled")
+			pass.Active--
+			continue
+		case errors.Is(err, ledger.ErrLeaseLost):
+			continue
+		case err != nil:
 			pass.Errs = append(pass.Errs, fmt.Errorf("job %s: %w", j.ID, err))
 			d.opt.Logger.Warn("job review", "job", j.ID, "err", err)
 		}
-		if active {
-			pass.Active++
+		if r == nil {
+			continue
 		}
-		if !next.IsZero() && next.Before(pass.Next) {
-			pass.Next = next
+		if !ledger.JobActive(r.j.State) {
+			pass.Active--
+			continue
+		}
+		later(r.next)
+		if err == nil && !r.saved {
+			if err := r.prepare(); err != nil {
+				pass.Errs = append(pass.Errs, fmt.Errorf("job %s: %w", j.ID, err))
+				continue
+			}
+			runs[j.ID] = r
+			batch = append(batch, r.j)
+		}
+	}
+	if len(batch) > 0 {
+		failed, err := d.st.SaveJobs(ctx, batch, d.holder)
+		if err != nil {
+			return pass, err
+		}
+		for id, ferr := range failed {
+			if errors.Is(ferr, ledger.ErrJobEnded) {
+				runs[id].endAll(ctx, "the job was cancelled")
+				pass.Active--
+			}
 		}
 	}
 	return pass, nil
@@ -223,37 +276,25 @@ type jobRun struct {
 	now  time.Time
 	next time.Time
 	rows []ledger.Entry
+	// saved is set once the review wrote the job itself (it ended).
+	saved bool
 }
 
-func (d *Driver) review(ctx context.Context, j ledger.Job) (next time.Time, active bool, err error) {
-	now := d.opt.Now()
-	j, ok, err := d.st.TakeLease(ctx, j.ID, d.holder, now, now.Add(d.opt.Lease), d.gone)
-	if err != nil || !ok {
-		return j.LeaseUntil, true, err
-	}
+func (d *Driver) review(ctx context.Context, j ledger.Job, now time.Time) (*jobRun, error) {
 	r := &jobRun{d: d, j: j, now: now, next: now.Add(d.opt.Every)}
 	if err := json.Unmarshal(j.Live, &r.lj); err != nil {
-		return time.Time{}, true, fmt.Errorf("its plan: %w", err)
+		return nil, fmt.Errorf("its plan: %w", err)
 	}
 	r.p.LiveState = planner.NewLiveState(r.lj.Start)
 	if len(j.Progress) > 2 {
 		if err := json.Unmarshal(j.Progress, &r.p); err != nil {
-			return time.Time{}, true, fmt.Errorf("its progress: %w", err)
+			return nil, fmt.Errorf("its progress: %w", err)
 		}
 	}
 	if len(r.p.DownUntil) != len(r.lj.Lanes) {
 		r.p.DownUntil = make([]time.Time, len(r.lj.Lanes))
 	}
-	err = r.step(ctx)
-	if errors.Is(err, ledger.ErrJobEnded) {
-		// Cancelled meanwhile: whatever this review launched ends too.
-		r.endAll(ctx, "the job was cancelled")
-		return time.Time{}, false, nil
-	}
-	if errors.Is(err, ledger.ErrLeaseLost) {
-		return time.Time{}, true, nil
-	}
-	return r.next, ledger.JobActive(r.j.State), err
+	return r, r.step(ctx)
 }
 
 // step carries the review out: read the world, count progress and
@@ -261,7 +302,7 @@ func (d *Driver) review(ctx context.Context, j ledger.Job) (next time.Time, acti
 func (r *jobRun) step(ctx context.Context) error {
 	if r.now.Before(r.lj.Start) {
 		r.next = r.lj.Start
-		return r.save(ctx)
+		return nil
 	}
 	if r.j.State == ledger.JobScheduled {
 		r.j.State = ledger.JobRunning
@@ -317,7 +358,7 @@ func (r *jobRun) step(ctx context.Context) error {
 		r.next = r.p.Review
 	}
 	r.outlook()
-	return r.save(ctx)
+	return nil
 }
 
 // readRows reads the job's rows and settles what a driver that stopped
@@ -641,15 +682,24 @@ func (r *jobRun) move(ctx context.Context, m ledger.JobMove) (ledger.JobMove, er
 	return out, err
 }
 
-// save writes the job's progress and renews its lease.
-func (r *jobRun) save(ctx context.Context) error {
+// prepare puts the review's progress into the job, its lease renewed.
+func (r *jobRun) prepare() error {
 	b, err := json.Marshal(r.p)
 	if err != nil {
 		return err
 	}
 	r.j.Progress = b
 	r.j.LeaseUntil = r.now.Add(r.d.opt.Lease)
-	_, err = r.d.st.SaveJob(ctx, r.j, r.d.holder)
+	return nil
+}
+
+// save writes the job's progress and renews its lease at once.
+func (r *jobRun) save(ctx context.Context) error {
+	if err := r.prepare(); err != nil {
+		return err
+	}
+	r.saved = true
+	_, err := r.d.st.SaveJob(ctx, r.j, r.d.holder)
 	return err
 }
 

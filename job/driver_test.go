@@ -170,7 +170,9 @@ func TestJobDoneOnTimeOnTheSimulatedMarket(t *testing.T) {
 	for _, seed := range seeds {
 		w := newSimWorld(t, seed, ledger.Budget{})
 		j := w.start(t, w.svc, 16, 48, 72, 0)
-		d := w.driver(w.svc, 15*time.Minute)
+		// Reviews an hour apart at the least: the driver wakes at each
+		// change of the market's capacity and at the policy's reviews.
+		d := w.driver(w.svc, time.Hour)
 		j = w.drive(t, d, j.ID, t0.Add(80*time.Hour))
 		if j.State != ledger.JobDone || j.WorkDone < 48-1e-6 || j.FinishedAt.After(j.Terms.Deadline) {
 			t.Errorf("seed %d: %s %.2f h done, finished %s (deadline %s): %s", seed, j.State, j.WorkDone, j.FinishedAt, j.Terms.Deadline, j.Reason)

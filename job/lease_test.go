@@ -44,7 +44,7 @@ func (w *fakeWorld) process(t *testing.T) (*ledger.Store, *ledger.Service, *job.
 
 // fakeJob is 20 h of work on 2 instances over three zones with an
 // on-demand safety net, due in 30 h.
-func (w *fakeWorld) start(t *testing.T, svc *ledger.Service) ledger.Job {
+func (w *fakeWorld) start(t *testing.T, svc *ledger.Service, mods ...func(*job.Request)) ledger.Job {
 	t.Helper()
 	lj := planner.LiveJob{Policy: planner.StrategySafetyNet, Start: t0, Deadline: t0.Add(30 * time.Hour), Work: 20, D: 0.2, Checkpoint: 0.5, AnyAvail: 0.9,
 		OnDemand: &planner.LiveLane{Pool: "od", Provider: "aws", Region: "us-east-1", InstanceType: "p5.48xlarge", Instances: 2, USDHour: 196, Speed: 1, Score: 196}}
@@ -54,6 +54,9 @@ func (w *fakeWorld) start(t *testing.T, svc *ledger.Service) ledger.Job {
 	}
 	req := job.Request{Job: planner.Job{GPUs: 16, Models: []string{"H100"}, Hours: 20, Start: t0, Deadline: lj.Deadline, Checkpointable: true,
 		Checkpoint: 30 * time.Minute, Changeover: 12 * time.Minute}, Strategy: planner.StrategySafetyNet}
+	for _, m := range mods {
+		m(&req)
+	}
 	j, err := job.Start(context.Background(), svc, req, job.Proposal{Live: lj, HoldUSD: 5000,
 		Result: planner.Result{ExpectedCostUSD: 1300, P95CostUSD: 5000, OnTimePct: 100}})
 	if err != nil {

@@ -307,21 +307,15 @@ func (s *Store) TakeLease(ctx context.Context, id, holder string, now, until tim
 	if err != nil {
 		return j, false, err
 	}
-	free := j.LeaseHolder == "" || j.LeaseHolder == holder || !now.Before(j.LeaseUntil) || (gone != nil && gone(j.LeaseHolder))
-	if !free {
-		return j, false, nil
+	held, err := s.TakeLeases(ctx, []Job{j}, holder, now, until, gone)
+	if err != nil || len(held) == 1 {
+		if len(held) == 1 {
+			j = held[0]
+		}
+		return j, len(held) == 1, err
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE jobs SET lease_holder = ?, lease_until = ? WHERE id = ? AND lease_holder = ? AND lease_until = ?`,
-		holder, fmtTime(until), j.ID, j.LeaseHolder, fmtTime(j.LeaseUntil))
-	if err != nil {
-		return j, false, fmt.Errorf("lease of job %s: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		cur, err := s.GetJob(ctx, id)
-		return cur, false, err
-	}
-	j.LeaseHolder, j.LeaseUntil = holder, until
-	return j, true, nil
+	cur, err := s.GetJob(ctx, id)
+	return cur, false, err
 }
 
 // ReleaseLease gives the lease up, if holder has it.
@@ -334,46 +328,79 @@ func (s *Store) ReleaseLease(ctx context.Context, id, holder string) error {
 // fenced: only while holder has its lease (ErrLeaseLost otherwise). A
 // job cancelled meanwhile stays cancelled (ErrJobEnded).
 func (s *Store) SaveJob(ctx context.Context, j Job, holder string) (Job, error) {
-	return j, s.saveJobs(ctx, []Job{j}, holder)
+	failed, err := s.SaveJobs(ctx, []Job{j}, holder)
+	if err == nil {
+		err = failed[j.ID]
+	}
+	return j, err
 }
 
 // ErrJobEnded is returned by a fenced write to a job that ended
 // meanwhile (cancelled by the user).
 var ErrJobEnded = errors.New("the job has ended")
 
-// SaveJobs is SaveJob for several jobs in one transaction: a driver's
-// review of many jobs commits once.
-func (s *Store) SaveJobs(ctx context.Context, js []Job, holder string) error {
-	return s.saveJobs(ctx, js, holder)
-}
-
-func (s *Store) saveJobs(ctx context.Context, js []Job, holder string) error {
+// SaveJobs is SaveJob for several jobs in one transaction (a driver's
+// review of many jobs commits once); failed says, by job id, why a job
+// was not saved (ErrLeaseLost, ErrJobEnded).
+func (s *Store) SaveJobs(ctx context.Context, js []Job, holder string) (failed map[string]error, err error) {
 	if s.readOnly {
-		return ErrReadOnly
+		return nil, ErrReadOnly
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("save jobs: %w", err)
+		return nil, fmt.Errorf("save jobs: %w", err)
 	}
 	defer tx.Rollback()
 	now := s.now()
-	var lost error
 	for _, j := range js {
 		res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, live = ?, progress = ?, work_done = ?, spent_usd = ?, reason = ?, outlook = ?,
 			lease_until = ?, updated_at = ?, finished_at = ? WHERE id = ? AND lease_holder = ? AND state IN (?, ?)`,
 			j.State, string(j.Live), string(j.Progress), j.WorkDone, j.SpentUSD, j.Reason, j.Outlook, fmtTime(j.LeaseUntil),
 			fmtTime(now), fmtTime(j.FinishedAt), j.ID, holder, JobScheduled, JobRunning)
 		if err != nil {
-			return fmt.Errorf("save job %s: %w", j.ID, err)
+			return nil, fmt.Errorf("save job %s: %w", j.ID, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			lost = errors.Join(lost, s.whyNotSaved(ctx, tx, j.ID))
+			if failed == nil {
+				failed = map[string]error{}
+			}
+			failed[j.ID] = s.whyNotSaved(ctx, tx, j.ID)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("save jobs: commit: %w", err)
+		return nil, fmt.Errorf("save jobs: commit: %w", err)
 	}
-	return lost
+	return failed, nil
+}
+
+// TakeLeases is TakeLease for several jobs (as ListJobs read them) in one
+// transaction; it returns the jobs holder now holds.
+func (s *Store) TakeLeases(ctx context.Context, js []Job, holder string, now, until time.Time, gone func(holder string) bool) ([]Job, error) {
+	if s.readOnly {
+		return nil, ErrReadOnly
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("job leases: %w", err)
+	}
+	defer tx.Rollback()
+	var held []Job
+	for _, j := range js {
+		free := j.LeaseHolder == "" || j.LeaseHolder == holder || !now.Before(j.LeaseUntil) || (gone != nil && gone(j.LeaseHolder))
+		if !free {
+			continue
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET lease_holder = ?, lease_until = ? WHERE id = ? AND lease_holder = ? AND lease_until = ?`,
+			holder, fmtTime(until), j.ID, j.LeaseHolder, fmtTime(j.LeaseUntil))
+		if err != nil {
+			return nil, fmt.Errorf("lease of job %s: %w", j.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			j.LeaseHolder, j.LeaseUntil = holder, until
+			held = append(held, j)
+		}
+	}
+	return held, tx.Commit()
 }
 
 func (s *Store) whyNotSaved(ctx context.Context, tx *sql.Tx, id string) error {

@@ -367,6 +367,11 @@ func TestPlanStartsAJob(t *testing.T) {
 	if f.fake.Calls("LaunchFleet") != 0 {
 		t.Fatalf("%d launches before the plan's start", f.fake.Calls("LaunchFleet"))
 	}
+	// The Ledger view lists the job over the rows.
+	f.show(t, "Ledger")
+	if want := "job " + short(js[0].ID) + " scheduled spot+od-planner · 0.0 h of 48"; !strings.Contains(f.screen(), want) {
+		t.Errorf("the Ledger view lacks %q:\n%s", want, f.screen())
+	}
 }
 
 // TestPlanSchedulesTheFleet: with a provider that schedules fleets, the

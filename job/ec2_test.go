@@ -100,7 +100,7 @@ func TestJobOnTheEC2Fake(t *testing.T) {
 	}
 	fleets := fake.Fleets()
 	first := fleets[0].ID
-	fake.InterruptInstances(first, 1)
+	fake.Interrupt(first, 1)
 	review()
 	cf = createFleets(fake)
 	if len(cf) != 2 || cf[1].Region != "us-west-2" || cf[1].Params.Get("LaunchTemplateConfigs.1.Overrides.1.AvailabilityZone") != "us-west-2b" {

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -139,7 +140,10 @@ them; it says where it wrote them.`,
 			cfg := planner.BacktestConfig{JobHours: f.jobHours, DeadlineHours: f.deadlineHrs, SpotUSDHour: f.spotUSD,
 				OnDemandUSDHour: f.odUSD, Changeover: f.changeover, Checkpoint: f.checkpoint, Starts: f.starts, Seed: seed,
 				Instances: f.instances}
-			rows, err := planner.Backtest(traces, cfg)
+			rows, err := planner.BacktestContext(cmd.Context(), traces, cfg)
+			if errors.Is(err, context.Canceled) {
+				return errors.New("backtest: interrupted")
+			}
 			if err != nil {
 				return planUsage(err)
 			}
@@ -177,14 +181,19 @@ them; it says where it wrote them.`,
 func readTraces(files []string) ([]planner.Trace, error) {
 	out := make([]planner.Trace, 0, len(files))
 	for _, name := range files {
-		b, err := os.ReadFile(name)
+		fh, err := os.Open(name)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil, usagef("--trace %s: no such file; want trace files (%s)", name, planner.TraceForm)
 			}
 			return nil, usagef("--trace %s: %v", name, unwrapPath(err))
 		}
-		t, err := planner.ParseTrace(name, b)
+		t, err := planner.ReadTrace(name, fh)
+		fh.Close()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, usagef("--trace %s: %v", name, pe.Err)
+		}
 		if err != nil {
 			return nil, usagef("--%s", err)
 		}

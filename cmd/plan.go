@@ -117,7 +117,12 @@ Blocks form reads them: "2026-12-02 09:00" (local), 2026-12-02 (UTC), +1d, RFC 3
 			if err != nil {
 				return err
 			}
-			return a.runPlan(cmd.Context(), job, f)
+			err = a.runPlan(cmd.Context(), job, f)
+			if err != nil && errors.Is(cmd.Context().Err(), context.Canceled) {
+				// SIGINT or SIGTERM: whatever stage it stopped at.
+				return errors.New("plan: interrupted")
+			}
+			return err
 		},
 	}
 	fl := c.Flags()
@@ -214,7 +219,10 @@ func (a *app) runPlan(parent context.Context, job planner.Job, f planFlags) erro
 		return err
 	}
 	market.Offerings = offs
-	results, err := planner.Plan(job, market, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.planSpeeds()})
+	results, err := planner.PlanContext(parent, job, market, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.planSpeeds()})
+	if errors.Is(err, context.Canceled) {
+		return errors.New("plan: interrupted")
+	}
 	if err != nil {
 		return planUsage(err)
 	}

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -60,6 +61,12 @@ type BacktestRow struct {
 // setting is a *FieldError naming it as the CLI's flag does ("job-hours",
 // "trace", …).
 func Backtest(traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
+	return BacktestContext(context.Background(), traces, cfg)
+}
+
+// BacktestContext is Backtest that stops when ctx is done (between two
+// starts) and returns its error.
+func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
 	if err := cfg.check(traces); err != nil {
 		return nil, err
 	}
@@ -109,6 +116,9 @@ func Backtest(traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
 		}
 	}
 	for _, s := range starts {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		sp := spec{work: W, start: s, deadline: s + D, d: d, ckpt: ckpt, quantum: quantum, horizon: s + D + W}
 		// on-demand: known in closed form.
 		res[PolicyOnDemand].cost = append(res[PolicyOnDemand].cost, odCost)

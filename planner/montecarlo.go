@@ -129,7 +129,7 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	// Timelines are drawn to the deadline (the latest any strategy looks
 	// at spot); after it, no spot is counted on.
 	until := p.span
-	parallel(runs, p.opt.workers(), func() func(int) {
+	parallel(p.ctx, runs, p.opt.workers(), func() func(int) {
 		type layer struct {
 			g  *renewal
 			tl timeline

@@ -1,10 +1,12 @@
 package planner
 
 import (
+	"context"
 	"errors"
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -353,5 +355,32 @@ func TestResultsNameTheirPools(t *testing.T) {
 				t.Errorf("%s names %v, on-demand %q", r.Strategy, r.Pools, r.OnDemandPool)
 			}
 		}
+	}
+}
+
+// parallel stops handing out runs once its context is done, and
+// PlanContext and BacktestContext return the context's error.
+func TestPlanStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var done atomic.Int64
+	parallel(ctx, 1_000_000, 2, func() func(int) {
+		return func(int) {
+			if done.Add(1) == 10 {
+				cancel()
+			}
+		}
+	})
+	if n := done.Load(); n >= 1_000_000 || n > 4*250 {
+		t.Errorf("%d runs after cancelling at the 10th; want at most the chunks under way", n)
+	}
+	job := Job{GPUs: 8, Models: []string{"H100"}, Hours: 24, Start: t0, Deadline: t0.Add(72 * time.Hour), Changeover: 12 * time.Minute}
+	m := Market{Pools: []Pool{{Key: "a", Cloud: "aws", Region: "r", Zone: "z", InstanceType: "p5", GPUModel: "H100", GPUsPerInstance: 8,
+		SpotUSDHour: 30, OnDemandUSDHour: 98, Risk: Risk{InterruptionsPerHour: 0.5, GapMedianHours: 0.5, Availability: 0.6}}}}
+	if _, err := PlanContext(ctx, job, m, Options{Runs: 1_000_000}); !errors.Is(err, context.Canceled) {
+		t.Errorf("PlanContext: %v, want context.Canceled", err)
+	}
+	tr := Trace{Name: "a", GapSeconds: 300, Data: slices.Repeat([]int{1, 0}, 2000)}
+	if _, err := BacktestContext(ctx, []Trace{tr}, BacktestConfig{JobHours: 24, DeadlineHours: 36, SpotUSDHour: 1, OnDemandUSDHour: 3, Starts: 10}); !errors.Is(err, context.Canceled) {
+		t.Errorf("BacktestContext: %v, want context.Canceled", err)
 	}
 }

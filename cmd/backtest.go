@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,7 +35,8 @@ type backtestFlags struct {
 	jobHours, deadlineHrs  float64
 	spotUSD, odUSD         float64
 	changeover, checkpoint time.Duration
-	starts, instances      int
+	starts                 string
+	instances              int
 	sim                    bool
 	simType, simOut        string
 	simDays                int
@@ -137,8 +139,16 @@ them; it says where it wrote them.`,
 			if err != nil {
 				return err
 			}
-			cfg := planner.BacktestConfig{JobHours: f.jobHours, DeadlineHours: f.deadlineHrs, SpotUSDHour: f.spotUSD,
-				OnDemandUSDHour: f.odUSD, Changeover: f.changeover, Checkpoint: f.checkpoint, Starts: f.starts, Seed: seed,
+			starts, all := 0, f.starts == "all"
+			if !all {
+				n, err := strconv.Atoi(f.starts)
+				if err != nil || n < 1 || n > 1_000_000 {
+					return usagef("--starts %q: want a whole number of start times from 1 to 1000000, or all", f.starts)
+				}
+				starts = n
+			}
+			cfg := planner.BacktestConfig{AllStarts: all, JobHours: f.jobHours, DeadlineHours: f.deadlineHrs, SpotUSDHour: f.spotUSD,
+				OnDemandUSDHour: f.odUSD, Changeover: f.changeover, Checkpoint: f.checkpoint, Starts: starts, Seed: seed,
 				Instances: f.instances}
 			rows, err := planner.BacktestContext(cmd.Context(), traces, cfg)
 			if errors.Is(err, context.Canceled) {
@@ -166,7 +176,7 @@ them; it says where it wrote them.`,
 	fl.Float64Var(&f.odUSD, "on-demand-usd-hour", 3.06, "on-demand price per instance-hour")
 	fl.DurationVar(&f.changeover, "changeover", 12*time.Minute, "wall time a start or switch costs")
 	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints; 0 keeps all progress at an interruption (the published model)")
-	fl.IntVar(&f.starts, "starts", 300, "start times drawn over the traces")
+	fl.StringVar(&f.starts, "starts", "300", "start times drawn over the traces, or all (every start slot)")
 	fl.IntVar(&f.instances, "instances", 1, "instances the job holds at once; it progresses only while a pool has them all")
 	fl.BoolVar(&f.sim, "sim", false, "write traces of the simulated market and replay them")
 	fl.StringVar(&f.simType, "instance-type", "p3.2xlarge", "with --sim: the instance type whose pools to record")

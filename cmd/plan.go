@@ -130,7 +130,7 @@ Blocks form reads them: "2026-12-02 09:00" (local), 2026-12-02 (UTC), +1d, RFC 3
 	fl.Float64Var(&f.hours, "hours", 0, "hours of work, on the first --gpu model (default: config plan.hours, else 24)")
 	fl.StringVar(&f.start, "start", "", "earliest start: "+domain.WhenForm+" (default now)")
 	fl.StringVar(&f.deadline, "deadline", "", "when the work must be done, same forms (required)")
-	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints (default: config plan.checkpoint, else 15m)")
+	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints; 0 keeps progress at an interruption (default: config plan.checkpoint, else 15m)")
 	fl.BoolVar(&f.noCheckpoint, "no-checkpoint", false, "the job cannot checkpoint: an interruption starts it over (a workshop, a load test)")
 	fl.DurationVar(&f.changeover, "changeover", 0, "wall time a start or switch costs: provisioning, image, restore (default: config plan.changeover, else 12m)")
 	fl.Float64Var(&f.onTime, "on-time", 95, "rank first the strategies on time at least this percent of the runs")

@@ -221,6 +221,8 @@ func TestBacktestCommand(t *testing.T) {
 		{[]string{"backtest", "--trace", good, "--sim"}, "--sim"},
 		{[]string{"backtest", "--trace", good, "--deadline-hours", "10"}, "--deadline-hours"},
 		{[]string{"backtest", "--trace", good, "--starts", "0"}, "--starts"},
+		{[]string{"backtest", "--trace", good, "--starts", "some"}, "--starts \"some\": want a whole number of start times from 1 to 1000000, or all"},
+		{[]string{"backtest", "--trace", good, "--job-hours", "24", "--deadline-hours", "24.1"}, "shorter than the work plus one changeover"},
 		{[]string{"backtest", "--trace", good, "--instances", "0"}, "--instances"},
 		{[]string{"backtest", "--trace", good, "--spot-usd-hour", "NaN"}, "--spot-usd-hour"},
 		{[]string{"backtest", "--trace", good, "--seed", "0"}, "--seed"},

@@ -33,7 +33,10 @@ type BacktestConfig struct {
 	Checkpoint time.Duration
 	// Starts is how many start times are drawn, uniformly over the traces.
 	Starts int
-	Seed   uint64
+	// AllStarts evaluates every start slot instead of drawing Starts of
+	// them: the figure without sampling noise.
+	AllStarts bool
+	Seed      uint64
 	// Instances is how many instances the job holds at once; it
 	// progresses only while a pool has all of them (default 1).
 	Instances int
@@ -93,6 +96,12 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 	starts := make([]float64, cfg.Starts)
 	for i := range starts {
 		starts[i] = float64(rng.IntN(slots)) * quantum
+	}
+	if cfg.AllStarts {
+		starts = make([]float64, slots)
+		for i := range starts {
+			starts[i] = float64(i) * quantum
+		}
 	}
 
 	od := lane{usdHour: odUSD, speed: 1}
@@ -167,7 +176,10 @@ func (cfg *BacktestConfig) check(traces []Trace) error {
 		return fieldErr("changeover", "%s: want a duration from 0s to 24h such as 12m", cfg.Changeover)
 	case cfg.Checkpoint < 0:
 		return fieldErr("checkpoint", "%s: want 0 (progress kept) or a positive interval", cfg.Checkpoint)
-	case cfg.Starts < 1 || cfg.Starts > 1_000_000:
+	case bad(cfg.DeadlineHours) || cfg.DeadlineHours < cfg.JobHours+cfg.Changeover.Hours()-1e-9:
+		return fieldErr("deadline-hours", "%v: shorter than the work plus one changeover (%v h + %s); want at least %v",
+			cfg.DeadlineHours, cfg.JobHours, cfg.Changeover, cfg.JobHours+cfg.Changeover.Hours())
+	case !cfg.AllStarts && (cfg.Starts < 1 || cfg.Starts > 1_000_000):
 		return fieldErr("starts", "%d: want a whole number of start times from 1 to 1000000", cfg.Starts)
 	}
 	if cfg.Instances == 0 {

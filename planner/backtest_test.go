@@ -31,6 +31,8 @@ func TestBacktestConfigErrors(t *testing.T) {
 		{"job-hours", func(c *BacktestConfig) { c.JobHours = 0 }, week},
 		{"job-hours", func(c *BacktestConfig) { c.JobHours = math.NaN() }, week},
 		{"deadline-hours", func(c *BacktestConfig) { c.DeadlineHours = 47 }, week},
+		// The work fits, one changeover does not.
+		{"deadline-hours", func(c *BacktestConfig) { c.DeadlineHours = 48.1 }, week},
 		{"spot-usd-hour", func(c *BacktestConfig) { c.SpotUSDHour = -1 }, week},
 		{"on-demand-usd-hour", func(c *BacktestConfig) { c.OnDemandUSDHour = 0 }, week},
 		{"changeover", func(c *BacktestConfig) { c.Changeover = -time.Second }, week},
@@ -102,5 +104,36 @@ func TestBacktestKnownOutcomes(t *testing.T) {
 	b, _ := Backtest(two, published)
 	if !slices.Equal(a, b) || a[1].Runs != 100 || a[3].Runs != 50 {
 		t.Errorf("runs %+v / %+v", a, b)
+	}
+}
+
+// TestBacktestAllStarts: every start slot once, whatever the seed; the
+// slots run from 0 to the last that leaves room for the deadline.
+func TestBacktestAllStarts(t *testing.T) {
+	// 10 min ticks; a pool there only in the trace's last 12 hours.
+	ticks := 5 * 24 * 6
+	tr := flat("late.json", 0, ticks)
+	for i := ticks - 12*6; i < ticks; i++ {
+		tr.Data[i] = 1
+	}
+	cfg := published
+	cfg.AllStarts, cfg.Starts = true, 0
+	rows, err := Backtest([]Trace{tr}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := (5*24-60)*6 + 1
+	if rows[3].Runs != slots {
+		t.Errorf("%d runs, want every one of the %d start slots", rows[3].Runs, slots)
+	}
+	cfg.Seed = 9
+	again, _ := Backtest([]Trace{tr}, cfg)
+	if !slices.Equal(rows, again) {
+		t.Errorf("another seed moved the figures of every slot: %+v / %+v", rows, again)
+	}
+	// Only windows that reach the last 12 hours (starts after 48 h, 72 of
+	// 361) can use spot, and at most the work done there.
+	if rows[3].MeanCostUSD >= rows[0].MeanCostUSD || rows[3].MeanCostUSD < rows[0].MeanCostUSD*(1-72.0/361*12/48.2) {
+		t.Errorf("planner $%v against on-demand $%v over %d slots", rows[3].MeanCostUSD, rows[0].MeanCostUSD, slots)
 	}
 }

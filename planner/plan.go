@@ -223,6 +223,8 @@ func (p *planning) ckptWords() string {
 	switch {
 	case math.IsInf(p.ckpt, 1):
 		return "not checkpointable: an interruption starts the job over"
+	case p.ckpt == 0:
+		return "progress kept at an interruption (checkpoint 0)"
 	default:
 		return fmt.Sprintf("checkpoint every %s", domain.FormatDuration(p.job.Checkpoint))
 	}

@@ -115,7 +115,7 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	groups := map[string]int{}
 	var groupLanes [][]*candidate
 	for _, c := range lanes {
-		if c.risk.RegionShare <= 0 || c.risk.InterruptionsPerHour <= 0 {
+		if c.risk.RegionShare <= 0 || c.risk.InterruptionsPerHour <= 0 || c.risk.Spells != nil {
 			continue
 		}
 		if _, ok := groups[c.regionGroup]; !ok {
@@ -156,12 +156,16 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 				continue // capacity always there
 			}
 			share := 0.0
-			if g, ok := groups[c.regionGroup]; ok {
+			if g, ok := groups[c.regionGroup]; ok && r.Spells == nil {
 				share = r.RegionShare
 				laneRegion[i] = g
 			}
 			pools[i] = &layer{g: newRenewal()}
-			pools[i].g.setup((1-share)*r.InterruptionsPerHour, math.Pow(r.Availability, 1-share), r.GapMedianHours)
+			if r.Spells != nil {
+				pools[i].g.setupSpells(r.Spells)
+			} else {
+				pools[i].g.setup((1-share)*r.InterruptionsPerHour, math.Pow(r.Availability, 1-share), r.GapMedianHours)
+			}
 			laneTL[i] = &pools[i].tl
 			if laneRegion[i] >= 0 {
 				laneTL[i] = &timeline{}

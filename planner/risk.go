@@ -25,6 +25,9 @@ type Risk struct {
 	RegionShare float64
 	// Source says where the figures come from, for the assumptions line.
 	Source string
+	// Spells, when fitted from history, are the lengths runs and gaps are
+	// drawn from; nil draws the parametric model above.
+	Spells *Spells
 }
 
 // Prior is what is assumed of a GPU class's pools at the middle bucket

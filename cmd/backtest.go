@@ -29,6 +29,22 @@ type backtestRow struct {
 	P95CostUSD           *float64 `json:"p95_cost_usd" table:"%.2f"`
 }
 
+// backtestPredictRow is a policy of `backtest --predict`: what the Monte
+// Carlo claimed at each start (means over the runs) beside what was
+// realized, and the share of runs above their claimed p95.
+type backtestPredictRow struct {
+	Policy               string   `json:"policy"`
+	Runs                 int      `json:"runs"`
+	DeadlinesMetPct      *float64 `json:"deadlines_met_pct" table:"%.1f"`
+	MeanCostUSD          *float64 `json:"mean_cost_usd" table:"%.2f"`
+	SavingsVsOnDemandPct *float64 `json:"savings_vs_on_demand_pct" table:"%.1f"`
+	P95CostUSD           *float64 `json:"p95_cost_usd" table:"%.2f"`
+	PredictedCostUSD     *float64 `json:"predicted_cost_usd" table:"%.2f"`
+	PredictedP95CostUSD  *float64 `json:"predicted_p95_cost_usd" table:"%.2f"`
+	PredictedOnTimePct   *float64 `json:"predicted_on_time_pct" table:"%.1f"`
+	OverP95Pct           *float64 `json:"over_p95_pct" table:"%.1f"`
+}
+
 // backtestFlags are backtest's own flags as typed.
 type backtestFlags struct {
 	traces                 []string
@@ -37,7 +53,7 @@ type backtestFlags struct {
 	changeover, checkpoint time.Duration
 	starts                 string
 	instances              int
-	sim                    bool
+	sim, predict           bool
 	simType, simOut        string
 	simDays                int
 	output                 string
@@ -148,7 +164,7 @@ them; it says where it wrote them.`,
 				starts = n
 			}
 			cfg := planner.BacktestConfig{AllStarts: all, JobHours: f.jobHours, DeadlineHours: f.deadlineHrs, SpotUSDHour: f.spotUSD,
-				OnDemandUSDHour: f.odUSD, Changeover: f.changeover, Checkpoint: f.checkpoint, Starts: starts, Seed: seed,
+				OnDemandUSDHour: f.odUSD, Changeover: f.changeover, Checkpoint: f.checkpoint, Starts: starts, Seed: seed, Predict: f.predict,
 				Instances: f.instances}
 			rows, err := planner.BacktestContext(cmd.Context(), traces, cfg)
 			if errors.Is(err, context.Canceled) {
@@ -161,6 +177,17 @@ them; it says where it wrote them.`,
 			for i, r := range rows {
 				out[i] = backtestRow{Policy: r.Policy, Runs: r.Runs, DeadlinesMetPct: present.Round(r.DeadlinesMetPct, 2),
 					MeanCostUSD: present.Round(r.MeanCostUSD, 2), SavingsVsOnDemandPct: present.Round(r.SavingsVsOnDemandPct, 2), P95CostUSD: present.Round(r.P95CostUSD, 2)}
+			}
+			if f.predict {
+				pred := make([]backtestPredictRow, len(rows))
+				for i, r := range rows {
+					o := out[i]
+					pred[i] = backtestPredictRow{Policy: o.Policy, Runs: o.Runs, DeadlinesMetPct: o.DeadlinesMetPct, MeanCostUSD: o.MeanCostUSD,
+						SavingsVsOnDemandPct: o.SavingsVsOnDemandPct, P95CostUSD: o.P95CostUSD,
+						PredictedCostUSD: present.Round(r.PredictedCostUSD, 2), PredictedP95CostUSD: present.Round(r.PredictedP95CostUSD, 2),
+						PredictedOnTimePct: present.Round(r.PredictedOnTimePct, 2), OverP95Pct: present.Round(r.OverP95Pct, 2)}
+				}
+				return writeRows(e.out, f.output, pred)
 			}
 			if f.sim {
 				a.banner(f.output)
@@ -178,6 +205,7 @@ them; it says where it wrote them.`,
 	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints; 0 keeps all progress at an interruption (the published model)")
 	fl.StringVar(&f.starts, "starts", "300", "start times drawn over the traces, or all (every start slot)")
 	fl.IntVar(&f.instances, "instances", 1, "instances the job holds at once; it progresses only while a pool has them all")
+	fl.BoolVar(&f.predict, "predict", false, "beside each policy's realized cost, what the Monte Carlo predicted at each start from the traces before it")
 	fl.BoolVar(&f.sim, "sim", false, "write traces of the simulated market and replay them")
 	fl.StringVar(&f.simType, "instance-type", "p3.2xlarge", "with --sim: the instance type whose pools to record")
 	fl.IntVar(&f.simDays, "sim-days", 45, "with --sim: days to record, ending now")

@@ -255,6 +255,19 @@ func TestBacktestCommand(t *testing.T) {
 		t.Errorf("runs: greedy %v (2 pools × 50 starts), planner %v", rows[1]["runs"], rows[3]["runs"])
 	}
 
+	// --predict adds what was claimed at each start beside each row.
+	code, stdout, stderr = runCmd(t, "backtest", "--trace", good, "--job-hours", "24", "--deadline-hours", "36", "--starts", "20", "--predict", "-o", "json")
+	rows = nil
+	if err := json.Unmarshal([]byte(stdout), &rows); code != 0 || err != nil || len(rows) != 4 {
+		t.Fatalf("--predict: exit %d %v %s %s", code, err, stdout, stderr)
+	}
+	for _, r := range rows {
+		p, ok := r["predicted_cost_usd"].(float64)
+		if len(r) != len(want)+4 || !ok || p <= 0 || r["over_p95_pct"] == nil || r["predicted_on_time_pct"] == nil || r["predicted_p95_cost_usd"] == nil {
+			t.Errorf("--predict row %v", r)
+		}
+	}
+
 	// --sim writes the traces where it says, and replays them.
 	out := filepath.Join(dir, "sim")
 	code, stdout, stderr = runCmd(t, "backtest", "--sim", "--out", out, "--sim-days", "20", "--starts", "100", "-o", "json")

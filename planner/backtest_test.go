@@ -137,3 +137,52 @@ func TestBacktestAllStarts(t *testing.T) {
 		t.Errorf("planner $%v against on-demand $%v over %d slots", rows[3].MeanCostUSD, rows[0].MeanCostUSD, slots)
 	}
 }
+
+// TestBacktestPredict: the prediction at a start sees only the trace
+// before it. At the turn of a pool away for 8 days and there for 8 after,
+// the planner is predicted to cost about on-demand and realizes spot; a
+// week into the pool's good days, it is predicted near spot (the prior,
+// a day of history, still says 0.4 interruptions an hour).
+func TestBacktestPredict(t *testing.T) {
+	ticks := 16 * 24 * 6 // 10-minute ticks
+	tr := flat("late.json", 0, ticks)
+	for i := ticks / 2; i < ticks; i++ {
+		tr.Data[i] = 1
+	}
+	tls := []*timeline{tr.timeline(1)}
+	cfg := BacktestConfig{JobHours: 24, DeadlineHours: 30, SpotUSDHour: 0.918, OnDemandUSDHour: 3.06,
+		Changeover: 12 * time.Minute, Seed: 1, Instances: 1, PredictRuns: 200}
+	od, spot := 3.06*24.2, 0.918*24.2
+	pr := newPredictor([]Trace{tr}, tls, cfg, 7*24, 1.0/6)
+	for _, c := range []struct {
+		start          float64
+		lo, hi, actual float64
+	}{{8 * 24, 0.8 * od, od * 1.001, spot}, {14 * 24, spot, 1.4 * spot, spot}} {
+		lanes, anyAvail := learned(tls, c.start, 7*24, 0.918, 0.2, 0)
+		pd := pr.at(0, c.start, lanes, anyAvail)
+		got := pd[2][0]
+		if got.cost < c.lo || got.cost > c.hi || got.onTimePct != 100 {
+			t.Errorf("at %v h: predicted $%.2f, %.0f%% on time; want $%.2f to $%.2f, on time", c.start, got.cost, got.onTimePct, c.lo, c.hi)
+		}
+		sp := spec{work: 24, start: c.start, deadline: c.start + 30, d: 0.2, quantum: 1.0 / 6, horizon: c.start + 54}
+		r := &run{sp: &sp, lanes: lanes, od: &lane{usdHour: 3.06, speed: 1}}
+		if o := r.exec(policyFor(PolicyPlanner, anyAvail)); math.Abs(o.cost-c.actual) > 0.01 {
+			t.Errorf("at %v h: realized $%.2f, want $%.2f", c.start, o.cost, c.actual)
+		}
+	}
+	// Through Backtest: on-demand is predicted exactly; every row has its
+	// predictions.
+	cfg.Predict, cfg.Starts, cfg.PredictRuns = true, 20, 50
+	rows, err := Backtest([]Trace{tr}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(rows[0].PredictedCostUSD-od) > 1e-9 || rows[0].OverP95Pct != 0 || rows[0].PredictedOnTimePct != 100 {
+		t.Errorf("on-demand %+v", rows[0])
+	}
+	for _, r := range rows[1:] {
+		if r.PredictedCostUSD <= 0 || r.PredictedP95CostUSD < r.PredictedCostUSD || r.PredictedOnTimePct <= 0 {
+			t.Errorf("%s: %+v", r.Policy, r)
+		}
+	}
+}

@@ -15,8 +15,10 @@ import (
 // of runs end within 12 minutes, where a memoryless model says 2-24 %.
 type Spells struct {
 	Run, Gap []float64
-	// Hours is the history they were fitted on.
-	Hours float64
+	// Hours is the history they were fitted on; Runs and Gaps count the
+	// lengths that ended in it, the prior's counted as a day of its own.
+	Hours      float64
+	Runs, Gaps float64
 }
 
 // priorHours is how much history a prior counts for when it is blended
@@ -50,9 +52,11 @@ func spellsOf(tl *timeline, from, to float64) (runs, gaps []spell) {
 }
 
 // kaplanMeier returns the quantile table of the lengths, right-censored
-// where marked (Kaplan–Meier), and false when no length ended. Past the
+// where marked (Kaplan–Meier), and false when there are none. Past the
 // last ended length the survival left is spread as an exponential tail
-// with the mean of all lengths per ending.
+// with the mean of all lengths per ending; when none ended (a pool that
+// was there, or away, the whole window) the lengths are an exponential
+// whose mean is all of it, as if it ended now.
 func kaplanMeier(ss []spell) ([]float64, bool) {
 	s := slices.Clone(ss)
 	sort.Slice(s, func(i, j int) bool { return s[i].hours < s[j].hours })
@@ -79,8 +83,15 @@ func kaplanMeier(ss []spell) ([]float64, bool) {
 		atRisk -= j - i
 		i = j
 	}
-	if ended == 0 {
+	if len(s) == 0 {
 		return nil, false
+	}
+	if ended == 0 {
+		q := make([]float64, gapSteps)
+		for i := range q {
+			q[i] = -total * math.Log1p(-(float64(i)+0.5)/gapSteps)
+		}
+		return q, true
 	}
 	mean := total / float64(ended)
 	top := fs[len(fs)-1]
@@ -170,11 +181,14 @@ func FitRisk(tl *timeline, from, to float64, prior Risk, source string) Risk {
 	if q, ok := kaplanMeier(gaps); ok {
 		gap = blend(q, pGap, w)
 	}
+	// The prior's day holds about as many lengths as its rate says.
+	pseudo := priorHours * prior.InterruptionsPerHour * prior.Availability
+	nRun, nGap := pseudo+float64(ended(runs)), pseudo+float64(ended(gaps))
 	mr, mg := meanOf(run), meanOf(gap)
 	sorted := slices.Clone(gap)
 	slices.Sort(sorted)
 	return Risk{InterruptionsPerHour: 1 / mr, GapMedianHours: sorted[gapSteps/2], Availability: mr / (mr + mg),
-		Source: fmt.Sprintf("fitted on %s h of %s", trimFloat(math.Round(hours)), source), Spells: &Spells{Run: run, Gap: gap, Hours: hours}}
+		Source: fmt.Sprintf("fitted on %s h of %s", trimFloat(math.Round(hours)), source), Spells: &Spells{Run: run, Gap: gap, Hours: hours, Runs: nRun, Gaps: nGap}}
 }
 
 // setupSpells makes the renewal draw the fitted lengths.
@@ -183,6 +197,7 @@ func (g *renewal) setupSpells(s *Spells) {
 	mr, mg := meanOf(s.Run), meanOf(s.Gap)
 	g.avail = mr / (mr + mg)
 	g.runCum, g.gapCum = cumulative(s.Run), cumulative(s.Gap)
+	g.runScale, g.gapScale = 1, 1
 }
 
 func cumulative(xs []float64) []float64 {
@@ -208,21 +223,43 @@ func (g *renewal) fillSpells(tl *timeline, seed1, seed2 uint64, until float64) {
 	up := g.rng.Float64() < g.avail
 	tl.up0 = up
 	b := tl.bounds[:0]
-	t := underWay(g.rng, g.gapQ, g.gapCum)
+	t := underWay(g.rng, g.gapQ, g.gapCum) * g.gapScale
 	if up {
-		t = underWay(g.rng, g.runQ, g.runCum)
+		t = underWay(g.rng, g.runQ, g.runCum) * g.runScale
 	}
 	b = append(b, t)
 	up = !up
 	for t < until {
 		if up {
-			t += g.runQ[g.src.Uint64()>>54]
+			t += g.runQ[g.src.Uint64()>>54] * g.runScale
 		} else {
-			t += g.gapQ[g.src.Uint64()>>54]
+			t += g.gapQ[g.src.Uint64()>>54] * g.gapScale
 		}
 		b = append(b, t)
 		up = !up
 	}
 	tl.bounds = append(b, math.Inf(1))
 	tl.cur = 0
+}
+
+// uncertain sets the draw's scales for a fit on nRun and nGap ended
+// lengths: the mean of n lengths is known to about 1/√n, so each draw
+// stretches them by a log-normal of that spread (a prediction from a
+// week of history is less sure than one from a year).
+func (g *renewal) uncertain(rng *rand.Rand, nRun, nGap float64) {
+	scale := func(n float64) float64 {
+		s := 1 / math.Sqrt(math.Max(n, 1))
+		return math.Exp(s*rng.NormFloat64() - s*s/2)
+	}
+	g.runScale, g.gapScale = scale(nRun), scale(nGap)
+}
+
+func ended(ss []spell) int {
+	n := 0
+	for _, s := range ss {
+		if !s.censored {
+			n++
+		}
+	}
+	return n
 }

@@ -21,8 +21,12 @@ func TestKaplanMeier(t *testing.T) {
 			t.Errorf("quantile %.2f: %v h, want %v", c.u, got, c.want)
 		}
 	}
-	if _, ok := kaplanMeier([]spell{{5, true}}); ok {
-		t.Error("a fit from a censored length alone")
+	// Nothing ended in 5 h: lengths of about 5 h (an exponential).
+	if q, ok := kaplanMeier([]spell{{5, true}}); !ok || math.Abs(q[gapSteps/2]-5*math.Ln2) > 0.01 {
+		t.Errorf("a censored 5 h alone: median %v", q[gapSteps/2])
+	}
+	if _, ok := kaplanMeier(nil); ok {
+		t.Error("a fit from nothing")
 	}
 	// All censored past the first ending: the tail goes on past the
 	// longest length seen, an exponential with the mean per ending.

@@ -103,6 +103,9 @@ type renewal struct {
 	// runQ, when set, are fitted run lengths drawn instead of the
 	// exponential; the cumulative sums draw the spell under way at start.
 	runQ, runCum, gapCum []float64
+	// runScale and gapScale stretch the fitted lengths for one draw (the
+	// fit's own uncertainty); 1 draws them as fitted.
+	runScale, gapScale float64
 }
 
 func newRenewal() *renewal {

@@ -138,9 +138,23 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 			t.met++
 		}
 	}
-	var pr *predictor
+	// The predictions, made first and in parallel: each worker has its
+	// own read cursors over the traces.
+	var preds [][][]prediction
 	if cfg.Predict {
-		pr = newPredictor(traces, tls, cfg, hist, quantum)
+		preds = make([][][]prediction, len(starts))
+		parallel(ctx, len(starts), Options{}.workers(), func() func(int) {
+			own := make([]*timeline, len(tls))
+			for j, tl := range tls {
+				c := *tl
+				own[j] = &c
+			}
+			pr := newPredictor(traces, own, cfg, hist, quantum)
+			return func(k int) {
+				lanes, anyAvail := learned(own, starts[k], hist, spotUSD, d, ckpt)
+				preds[k] = pr.at(k, starts[k], lanes, anyAvail)
+			}
+		})
 	}
 	for k, s := range starts {
 		if err := ctx.Err(); err != nil {
@@ -155,8 +169,8 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 		}
 		lanes, anyAvail := learned(tls, s, hist, spotUSD, d, ckpt)
 		var pd [][]prediction
-		if pr != nil {
-			pd = pr.at(k, s, lanes, anyAvail)
+		if preds != nil {
+			pd = preds[k]
 			res[PolicyOnDemand].pred.add(prediction{odCost, odCost, pct(odOnTime)}, odCost)
 		}
 		for j := range traces {
@@ -191,7 +205,7 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 		mean /= float64(len(t.cost))
 		row := BacktestRow{Policy: p, Runs: len(t.cost), DeadlinesMetPct: 100 * float64(t.met) / float64(len(t.cost)),
 			MeanCostUSD: mean, SavingsVsOnDemandPct: 100 * (1 - mean/odCost), P95CostUSD: quantile(t.cost, 0.95)}
-		if pr != nil {
+		if preds != nil {
 			t.pred.fill(&row)
 		}
 		rows = append(rows, row)
@@ -347,6 +361,8 @@ type predictor struct {
 	cfg    BacktestConfig
 	hist   float64
 	prior  Risk
+	pRun   []float64
+	pGap   []float64
 	sp     spec
 	od     lane
 	gens   []*renewal
@@ -370,6 +386,7 @@ func newPredictor(traces []Trace, tls []*timeline, cfg BacktestConfig, hist, qua
 	for range traces {
 		pr.gens = append(pr.gens, newRenewal())
 	}
+	pr.pRun, pr.pGap = priorSpells(prior)
 	return pr
 }
 
@@ -380,7 +397,7 @@ func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]pr
 	from := math.Max(0, s-pr.hist)
 	fits := make([]*Spells, len(pr.tls))
 	for j, tl := range pr.tls {
-		fits[j] = FitRisk(tl, from, s, pr.prior, pr.traces[j].Name).Spells
+		fits[j] = fitRisk(tl, from, s, pr.prior, pr.pRun, pr.pGap, pr.traces[j].Name).Spells
 		pr.gens[j].setupSpells(fits[j])
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(k)))

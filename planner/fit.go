@@ -126,7 +126,8 @@ func priorSpells(r Risk) (run, gap []float64) {
 }
 
 // blend is the quantile table of the mixture: a with weight w, b with
-// 1 − w (each table's entries are equally likely).
+// 1 − w (each table's entries are equally likely; both are ascending, so
+// they merge in one pass).
 func blend(a, b []float64, w float64) []float64 {
 	if w >= 1 {
 		return slices.Clone(a)
@@ -134,24 +135,31 @@ func blend(a, b []float64, w float64) []float64 {
 	if w <= 0 {
 		return slices.Clone(b)
 	}
-	type pt struct{ v, p float64 }
-	pts := make([]pt, 0, 2*gapSteps)
-	for _, v := range a {
-		pts = append(pts, pt{v, w / gapSteps})
-	}
-	for _, v := range b {
-		pts = append(pts, pt{v, (1 - w) / gapSteps})
-	}
-	sort.Slice(pts, func(i, j int) bool { return pts[i].v < pts[j].v })
 	out := make([]float64, gapSteps)
-	cum, k := 0.0, 0
-	for i := range out {
-		u := (float64(i) + 0.5) / gapSteps
-		for k < len(pts)-1 && cum+pts[k].p < u {
-			cum += pts[k].p
-			k++
+	pa, pb := w/gapSteps, (1-w)/gapSteps
+	cum, i, j := 0.0, 0, 0
+	for k := range out {
+		u := (float64(k) + 0.5) / gapSteps
+		for {
+			// The next smallest point of the two tables.
+			useA := j >= len(b) || (i < len(a) && a[i] <= b[j])
+			v, p := 0.0, 0.0
+			if useA {
+				v, p = a[i], pa
+			} else {
+				v, p = b[j], pb
+			}
+			if cum+p >= u || (i+j >= len(a)+len(b)-1) {
+				out[k] = v
+				break
+			}
+			cum += p
+			if useA {
+				i++
+			} else {
+				j++
+			}
 		}
-		out[i] = pts[k].v
 	}
 	return out
 }
@@ -170,9 +178,14 @@ func meanOf(xs []float64) float64 {
 // Its rate and availability follow from the blended lengths, so the
 // figures shown are those drawn. source names the history.
 func FitRisk(tl *timeline, from, to float64, prior Risk, source string) Risk {
+	pRun, pGap := priorSpells(prior)
+	return fitRisk(tl, from, to, prior, pRun, pGap, source)
+}
+
+// fitRisk is FitRisk with the prior's tables made once.
+func fitRisk(tl *timeline, from, to float64, prior Risk, pRun, pGap []float64, source string) Risk {
 	hours := math.Max(0, to-from)
 	runs, gaps := spellsOf(tl, from, to)
-	pRun, pGap := priorSpells(prior)
 	w := hours / (hours + priorHours)
 	run, gap := pRun, pGap
 	if q, ok := kaplanMeier(runs); ok {

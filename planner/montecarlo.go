@@ -77,8 +77,8 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	}
 	if len(multi) > 1 {
 		add(&mcStrategy{name: StrategySpotMulti, pol: policyFor(StrategySpotMulti, 0), lanes: seq(len(multi)), sp: spotHorizon, cands: multi,
-			assume: fmt.Sprintf("spot over %d pools in %s, the cheapest per hour of work first, moving on after an interruption; work not done by the deadline is finished on on-demand; %s; zones of a region share part of their interruptions",
-				len(multi), strings.Join(regionsOf(multi), ", "), p.ckptWords())})
+			assume: fmt.Sprintf("spot over %d pools in %s, the cheapest per hour of work first, moving on after an interruption; work not done by the deadline is finished on on-demand; %s; zones of a region share part of their interruptions; %s",
+				len(multi), strings.Join(regionsOf(multi), ", "), p.ckptWords(), riskWords(multi))})
 	}
 	// Uniform Progress as published holds one pool: the best of all, with
 	// its own on-demand.
@@ -97,8 +97,8 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 		}
 		add(&mcStrategy{name: StrategySafetyNet, pol: policyFor(StrategySafetyNet, anyAvailability(multi)), lanes: seq(len(multi)), od: odBest,
 			sp: netHorizon, cands: multi,
-			assume: fmt.Sprintf("spot over %d pools (%s) with an on-demand safety net (%s in %s): keeps time to finish on on-demand after any interruption, waits out gaps while the slack allows, back to spot when it can; %s%s",
-				len(multi), strings.Join(regionsOf(multi), ", "), odBest.p.InstanceType, odBest.p.Region, p.ckptWords(), worthless)})
+			assume: fmt.Sprintf("spot over %d pools (%s) with an on-demand safety net (%s in %s): keeps time to finish on on-demand after any interruption, waits out gaps while the slack allows, back to spot when it can; %s%s; %s",
+				len(multi), strings.Join(regionsOf(multi), ", "), odBest.p.InstanceType, odBest.p.Region, p.ckptWords(), worthless, riskWords(multi))})
 		for _, s := range p.blockSpot(offs, multi, odBest) {
 			add(s)
 		}
@@ -450,4 +450,23 @@ func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *can
 				trimFloat(math.Round((p.work-op.blockHrs)*10)/10), len(multi), when, p.ckptWords())})
 	}
 	return out
+}
+
+// riskWords says where each pool's risk came from, pools of one source
+// named together: "risk of us-east-1a, us-east-1b from H100 prior × …".
+func riskWords(cs []*candidate) string {
+	var sources []string
+	places := map[string][]string{}
+	for _, c := range cs {
+		src := c.risk.Source
+		if _, ok := places[src]; !ok {
+			sources = append(sources, src)
+		}
+		places[src] = appendNew(places[src], domain.Place(c.p.Region, c.p.Zone))
+	}
+	parts := make([]string, len(sources))
+	for i, src := range sources {
+		parts[i] = "risk of " + strings.Join(places[src], ", ") + " from " + src
+	}
+	return strings.Join(parts, "; ")
 }

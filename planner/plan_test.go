@@ -384,3 +384,37 @@ func TestPlanStopsWhenCancelled(t *testing.T) {
 		t.Errorf("BacktestContext: %v, want context.Canceled", err)
 	}
 }
+
+// TestPlanNamesRiskSources: the spot rows say where each pool's risk
+// came from, pools of one source named together, a fitted pool by its
+// history.
+func TestPlanNamesRiskSources(t *testing.T) {
+	m := testMarket()
+	// us-west-2b's risk fitted on a week of a trace.
+	ticks := 7 * 24 * 12
+	tr := Trace{Name: "us-west-2b.json", GapSeconds: 300, Data: make([]int, ticks)}
+	for i := range tr.Data {
+		tr.Data[i] = []int{2, 2, 2, 0}[i/36%4]
+	}
+	for i := range m.Pools {
+		if m.Pools[i].Zone == "us-west-2b" {
+			m.Pools[i].Risk = FitRisk(tr.timeline(2), 0, tr.Hours(), m.Pools[i].Risk, "us-west-2b.json")
+		}
+	}
+	job := Job{GPUs: 16, Models: []string{"H100"}, Hours: 24, Start: t0, Deadline: t0.Add(48 * time.Hour),
+		Checkpointable: true, Checkpoint: 15 * time.Minute, Changeover: 12 * time.Minute}
+	rs, err := Plan(job, m, Options{Runs: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, ok := byStrategy(rs, StrategySafetyNet)
+	if !ok {
+		t.Fatal("no safety net row")
+	}
+	for _, want := range []string{"risk of us-east-1a, us-east-1b from H100 prior × test bucket >20%",
+		"risk of us-east-2a from H100 prior × test bucket 10-15%", "risk of us-west-2b from fitted on 168 h of us-west-2b.json"} {
+		if !strings.Contains(net.Assumptions, want) {
+			t.Errorf("assumptions %q do not say %q", net.Assumptions, want)
+		}
+	}
+}

@@ -178,7 +178,8 @@ func scalePrior(p Prior, b int) Risk {
 // cluster or none most of the time, so the rate per usable hour stays
 // the pool's and the usable share of time shrinks by ClusterShare.
 func (r Risk) ForInstances(n int) Risk {
-	if n >= 2 {
+	// A fitted risk was read at the job's count already.
+	if n >= 2 && r.Spells == nil {
 		r.Availability *= ClusterShare
 	}
 	return r

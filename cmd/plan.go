@@ -56,6 +56,9 @@ type planFlags struct {
 	runs                   int
 	output                 string
 	timeout                time.Duration
+	// A market of traces instead of the sources (plan_trace.go).
+	traces         []string
+	spotUSD, odUSD float64
 }
 
 func (cl *cli) planCmd() *cobra.Command {
@@ -117,7 +120,11 @@ Blocks form reads them: "2026-12-02 09:00" (local), 2026-12-02 (UTC), +1d, RFC 3
 			if err != nil {
 				return err
 			}
-			err = a.runPlan(cmd.Context(), job, f)
+			if len(f.traces) > 0 {
+				err = a.runPlanOnTraces(cmd.Context(), job, f)
+			} else {
+				err = a.runPlan(cmd.Context(), job, f)
+			}
 			if err != nil && errors.Is(cmd.Context().Err(), context.Canceled) {
 				// SIGINT or SIGTERM: whatever stage it stopped at.
 				return errors.New("plan: interrupted")
@@ -126,6 +133,9 @@ Blocks form reads them: "2026-12-02 09:00" (local), 2026-12-02 (UTC), +1d, RFC 3
 		},
 	}
 	fl := c.Flags()
+	fl.StringArrayVar(&f.traces, "trace", nil, "plan on a market of traces instead: each file one pool of one-GPU instances (the backtest's format)")
+	fl.Float64Var(&f.spotUSD, "spot-usd-hour", 0.918, "with --trace: spot price per instance-hour")
+	fl.Float64Var(&f.odUSD, "on-demand-usd-hour", 3.06, "with --trace: on-demand price per instance-hour")
 	fl.IntVar(&f.gpus, "gpus", 0, "GPUs the job needs at once (default: config plan.gpus, else 8)")
 	fl.Float64Var(&f.hours, "hours", 0, "hours of work, on the first --gpu model (default: config plan.hours, else 24)")
 	fl.StringVar(&f.start, "start", "", "earliest start: "+domain.WhenForm+" (default now)")

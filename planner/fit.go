@@ -276,3 +276,14 @@ func ended(ss []spell) int {
 	}
 	return n
 }
+
+// TracePool is a pool made of a trace: one-GPU instances of model at the
+// given prices per instance-hour, its risk for a job of n instances
+// fitted on the whole trace (blended with the model's prior).
+func TracePool(t Trace, model string, n int, spotUSD, odUSD float64, priors Priors) Pool {
+	base, _ := priors.prior(model)
+	prior := scalePrior(base, middleBucket).ForInstances(n)
+	return Pool{Key: "trace/" + t.Name, Provider: "trace", Cloud: "trace", Region: t.Name, InstanceType: "trace",
+		GPUModel: model, GPUsPerInstance: 1, SpotUSDHour: spotUSD, OnDemandUSDHour: odUSD,
+		Risk: FitRisk(t.timeline(max(n, 1)), 0, t.Hours(), prior, t.Name)}
+}

@@ -134,7 +134,7 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 	record := func(p string, o outcome, deadline float64) {
 		t := res[p]
 		t.cost = append(t.cost, o.cost)
-		if o.done && o.finish <= deadline+1e-9 {
+		if o.onTime(deadline) {
 			t.met++
 		}
 	}
@@ -420,7 +420,7 @@ func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]pr
 		}
 		note := func(a *acc, o outcome) {
 			a.cost = append(a.cost, o.cost)
-			if o.done && o.finish <= D+1e-9 {
+			if o.onTime(D) {
 				a.on++
 			}
 		}

@@ -205,7 +205,7 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 					cost += p.finishCost(o.left, s, lanes)
 				}
 				s.cost[i] = cost
-				s.onTime[i] = o.done && o.finish <= s.sp.deadline+1e-9
+				s.onTime[i] = o.onTime(s.sp.deadline)
 				s.inter[i] = o.interruptions
 				s.finish[i] = o.finish
 				if !o.done {

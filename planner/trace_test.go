@@ -160,6 +160,17 @@ func TestReadTraceBounded(t *testing.T) {
 	if ticks.sent > 9<<20 {
 		t.Errorf("read %d bytes of an endless list before refusing it", ticks.sent)
 	}
+	// The limit itself: 2,000,000 ticks are a trace, one more is not.
+	for _, n := range []int{maxTraceTicks, maxTraceTicks + 1} {
+		in := `{"metadata": {"gap_seconds": 300}, "data": [1` + strings.Repeat(",1", n-1) + `]}`
+		tr, err := ReadTrace("edge.json", strings.NewReader(in))
+		if n == maxTraceTicks && (err != nil || len(tr.Data) != n) {
+			t.Errorf("%d ticks: %v", n, err)
+		}
+		if n > maxTraceTicks && err == nil {
+			t.Errorf("%d ticks accepted", n)
+		}
+	}
 	// Too many bytes (whitespace, or a huge value in metadata): refused at
 	// the byte limit, whatever the ticks.
 	for _, unit := range []string{"          ", `aaaaaaaaaa`} {

@@ -215,6 +215,9 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 		}
 	})
 
+	if p.ctx.Err() != nil {
+		return nil // cancelled: the summaries (sorts of every run) are not wanted
+	}
 	out := make([]Result, 0, len(sts))
 	for _, s := range sts {
 		r := p.result(s.name, s.cands)

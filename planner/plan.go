@@ -437,7 +437,7 @@ func parallel(ctx context.Context, runs, workers int, newWorker func() func(run 
 			defer wg.Done()
 			do := newWorker()
 			for start := range next {
-				for i := start; i < min(start+chunk, runs); i++ {
+				for i := start; i < min(start+chunk, runs) && ctx.Err() == nil; i++ {
 					do(i)
 				}
 			}

@@ -413,8 +413,11 @@ func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]pr
 	plan := slices.Clone(lanes)
 	D := pr.sp.deadline
 	for i := range R {
+		zRun, zGap := rng.NormFloat64(), rng.NormFloat64()
 		for j := range pr.drawn {
-			pr.gens[j].uncertain(rng, fits[j].Runs, fits[j].Gaps)
+			// Spells hours apart share a regime: the independent
+			// stretches of history are half-days (the prior's day is two).
+			pr.gens[j].uncertain(rng, (fits[j].Hours+priorHours)/12, zRun, zGap)
 			pr.gens[j].fill(&pr.drawn[j], cfg.Seed, uint64(k)<<32|uint64(i)<<12|uint64(j&0xfff), D)
 			pr.drawn[j].closeAt(D)
 		}

@@ -15,10 +15,8 @@ import (
 // of runs end within 12 minutes, where a memoryless model says 2-24 %.
 type Spells struct {
 	Run, Gap []float64
-	// Hours is the history they were fitted on; Runs and Gaps count the
-	// lengths that ended in it, the prior's counted as a day of its own.
-	Hours      float64
-	Runs, Gaps float64
+	// Hours is the history they were fitted on.
+	Hours float64
 }
 
 // priorHours is how much history a prior counts for when it is blended
@@ -194,14 +192,11 @@ func fitRisk(tl *timeline, from, to float64, prior Risk, pRun, pGap []float64, s
 	if q, ok := kaplanMeier(gaps); ok {
 		gap = blend(q, pGap, w)
 	}
-	// The prior's day holds about as many lengths as its rate says.
-	pseudo := priorHours * prior.InterruptionsPerHour * prior.Availability
-	nRun, nGap := pseudo+float64(ended(runs)), pseudo+float64(ended(gaps))
 	mr, mg := meanOf(run), meanOf(gap)
 	sorted := slices.Clone(gap)
 	slices.Sort(sorted)
 	return Risk{InterruptionsPerHour: 1 / mr, GapMedianHours: sorted[gapSteps/2], Availability: mr / (mr + mg),
-		Source: fmt.Sprintf("fitted on %s h of %s", trimFloat(math.Round(hours)), source), Spells: &Spells{Run: run, Gap: gap, Hours: hours, Runs: nRun, Gaps: nGap}}
+		Source: fmt.Sprintf("fitted on %s h of %s", trimFloat(math.Round(hours)), source), Spells: &Spells{Run: run, Gap: gap, Hours: hours}}
 }
 
 // setupSpells makes the renewal draw the fitted lengths.
@@ -255,26 +250,19 @@ func (g *renewal) fillSpells(tl *timeline, seed1, seed2 uint64, until float64) {
 	tl.cur = 0
 }
 
-// uncertain sets the draw's scales for a fit on nRun and nGap ended
-// lengths: the mean of n lengths is known to about 1/√n, so each draw
-// stretches them by a log-normal of that spread (a prediction from a
-// week of history is less sure than one from a year).
-func (g *renewal) uncertain(rng *rand.Rand, nRun, nGap float64) {
-	scale := func(n float64) float64 {
-		s := 1 / math.Sqrt(math.Max(n, 1))
-		return math.Exp(s*rng.NormFloat64() - s*s/2)
+// uncertain sets the draw's scales for a fit on n independent stretches
+// of history: a mean is known to about 1/√n, so each draw stretches the
+// lengths by a log-normal of that spread (a prediction from a week is
+// less sure than one from a year). Half of the variance is common to the
+// draw's pools (zRun, zGap): the traces' zones have good and bad days
+// together.
+func (g *renewal) uncertain(rng *rand.Rand, n, zRun, zGap float64) {
+	s := 1 / math.Sqrt(math.Max(n, 1))
+	scale := func(common float64) float64 {
+		z := (common + rng.NormFloat64()) / math.Sqrt2
+		return math.Exp(s*z - s*s/2)
 	}
-	g.runScale, g.gapScale = scale(nRun), scale(nGap)
-}
-
-func ended(ss []spell) int {
-	n := 0
-	for _, s := range ss {
-		if !s.censored {
-			n++
-		}
-	}
-	return n
+	g.runScale, g.gapScale = scale(zRun), scale(zGap)
 }
 
 // TracePool is a pool made of a trace: one-GPU instances of model at the

@@ -186,3 +186,24 @@ func TestBacktestPredict(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnedBlendsThePrior: the planner's view of a pool at a start is
+// its history before it, pulled towards the prior by a day's weight: up
+// 26 of 48 h with 3 interruptions (one at the start itself) reads as
+// (3 + 0.5·24)/(26 + 24) = 0.3 an hour, and any pool up (26 + 0.5·24)/(48
+// + 24) of the time.
+func TestLearnedBlendsThePrior(t *testing.T) {
+	tl := fixed(false, 10, 12, 20, 40, 48)
+	lanes, anyAvail := learned([]*timeline{tl}, 48, 48, 2, 0.2, 0)
+	if want := 2 / efficiency(0.3, 0.2, 0); math.Abs(lanes[0].score-want) > 1e-12 {
+		t.Errorf("score %v, want %v (rate 0.3)", lanes[0].score, want)
+	}
+	if want := 38.0 / 72; math.Abs(anyAvail-want) > 1e-12 {
+		t.Errorf("any pool up %v, want %v", anyAvail, want)
+	}
+	// No history at all: the prior alone.
+	lanes, anyAvail = learned([]*timeline{fixed(false, 48)}, 0, 48, 2, 0.2, 0)
+	if want := 2 / efficiency(0.5, 0.2, 0); math.Abs(lanes[0].score-want) > 1e-12 || anyAvail != 0.5 {
+		t.Errorf("no history: score %v (want %v), any %v", lanes[0].score, want, anyAvail)
+	}
+}

@@ -173,6 +173,10 @@ type blocksView struct {
 
 	snap   *feed.Snapshot
 	offers []domain.Offering
+	// alts memoizes the spot alternative per block terms for altsOf:
+	// each one scans every pool, so a frame does not redo them.
+	alts   map[altKey]spotAlt
+	altsOf *feed.Snapshot
 	// warnings name each provider, or region of one, that did not
 	// answer the last search: the offerings shown are the others'.
 	warnings  []ledger.Warning
@@ -416,12 +420,13 @@ func offeringLines(o domain.Offering, now time.Time) []string {
 		o.CostTerms() + sim,
 		fmt.Sprintf("%d × %s (%s GPUs: %s) in %s %s · %s", o.InstanceCount, o.InstanceType, present.GPUCount(o.GPUCount()), o.GPU.Model, o.Region, o.Zone, o.Provider),
 		fmt.Sprintf("start  %s   (%s UTC)", o.Start.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.Start.UTC().Format("2006-01-02 15:04")),
-		fmt.Sprintf("end    %s   (%s UTC) · %g h", o.End.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.End.UTC().Format("2006-01-02 15:04"), o.DurationHours()),
+		fmt.Sprintf("end    %s   (%s UTC) · %g h", o.End.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.End.UTC().Format("2006-01-02 15:04"), o.HeldHours()),
 		"offering " + o.ID,
 	}
 	if o.FlexLength {
-		lines = append(lines, fmt.Sprintf("length: %g h, not the length searched for (listed by the form's other lengths)", o.DurationHours()))
+		lines = append(lines, fmt.Sprintf("length: %g h, not the length searched for (listed by the form's other lengths)", o.HeldHours()))
 	}
+	lines = append(lines, o.PlanTerms()...)
 	if o.Note != "" {
 		lines = append(lines, "note: "+o.Note)
 	}
@@ -508,7 +513,7 @@ var blocksColumns = []tableColumn{
 	{title: "INSTANCES", w: 16, prio: 9, max: 24}, {title: "GPUs", w: 4, right: true, prio: 3},
 	{title: "WHERE", w: 13, prio: 5, max: 18}, {title: "START (local)", w: 15, prio: 2}, {title: "HOURS", w: 5, right: true, prio: 4},
 	{title: "SPOT ALT*", w: 9, right: true, prio: 7}, {title: "ALT TOTAL", w: 9, right: true, prio: 8}, {title: "SPOT POOL", w: 24, prio: 10},
-	{title: "KIND", w: 12, prio: 11},
+	{title: "KIND", w: 13, prio: 11},
 }
 
 // blocksColumnsFor is blocksColumns without $/H when no offering bills
@@ -532,7 +537,7 @@ func blocksColumnsFor(offers []domain.Offering) []tableColumn {
 // else to the tenth ("43.3"), marked ~ when it is not the length asked
 // for (the form's other lengths kept it).
 func hoursCell(o domain.Offering) string {
-	h := o.DurationHours()
+	h := o.HeldHours()
 	s := strconv.FormatFloat(h, 'f', 1, 64)
 	if h == math.Trunc(h) {
 		s = strconv.FormatFloat(h, 'f', 0, 64)
@@ -581,6 +586,27 @@ type spotAlt struct {
 	total     float64 // for the block's GPUs and hours
 }
 
+// altKey is what a block's spot alternative depends on.
+type altKey struct {
+	model       string
+	gpus, hours float64
+}
+
+// spotAlternativeOnce is spotAlternative, worked once per snapshot for
+// each block's terms.
+func (v *blocksView) spotAlternativeOnce(o domain.Offering) (spotAlt, bool) {
+	if v.altsOf != v.snap || v.alts == nil {
+		v.alts, v.altsOf = map[altKey]spotAlt{}, v.snap
+	}
+	k := altKey{strings.ToUpper(o.GPU.Model), o.GPUCount(), o.DurationHours()}
+	a, ok := v.alts[k]
+	if !ok {
+		a, _ = v.spotAlternative(o)
+		v.alts[k] = a
+	}
+	return a, a.pool != nil
+}
+
 func (v *blocksView) spotAlternative(o domain.Offering) (spotAlt, bool) {
 	best := spotAlt{effective: math.Inf(1)}
 	if v.snap == nil {
@@ -598,11 +624,11 @@ func (v *blocksView) spotAlternative(o domain.Offering) (spotAlt, bool) {
 		}
 		// EFF for this block's job: its GPUs, for its hours.
 		b := v.c.eff
-		b.GPUs, b.Hours = int(math.Ceil(gpus)), o.DurationHours()
+		b.GPUs, b.Hours = int(math.Ceil(gpus)), o.HeldHours()
 		// NaN (the price or GPU count is unknown) is never below the best.
 		eff := present.Effective(b, pv.Pool, usd)
 		if eff < best.effective {
-			best = spotAlt{pool: pv, effective: eff, total: eff * gpus * o.DurationHours()}
+			best = spotAlt{pool: pv, effective: eff, total: eff * gpus * o.HeldHours()}
 		}
 	}
 	return best, best.pool != nil
@@ -713,7 +739,7 @@ func (v *blocksView) View() string {
 	for i := first; i < len(v.offers) && i < first+rows; i++ {
 		o := v.offers[i]
 		alt, altEff, altTotal := "-", "-", "-"
-		if a, ok := v.spotAlternative(o); ok {
+		if a, ok := v.spotAlternativeOnce(o); ok {
 			altEff, altTotal = present.Money(a.effective), present.Money(a.total)
 			alt = present.DisplayType(a.pool.InstanceType) + " " + a.pool.Region
 		}

@@ -344,19 +344,3 @@ func TestOnTime(t *testing.T) {
 		t.Errorf("spot alone at 20 %% availability claims %.1f %% on time for 20 h of work in 24 h", one.OnTimePct)
 	}
 }
-
-// TestQuantileNearestRank: the q-quantile is the value at rank ⌈q·n⌉.
-func TestQuantileNearestRank(t *testing.T) {
-	xs := make([]float64, 20)
-	for i := range xs {
-		xs[i] = float64(20 - i) // 20 … 1, unsorted on purpose
-	}
-	for _, c := range []struct{ q, want float64 }{{0.95, 19}, {0.5, 10}, {1, 20}, {0.01, 1}} {
-		if got := quantile(xs, c.q); got != c.want {
-			t.Errorf("quantile %.2f of 1…20: %v, want %v", c.q, got, c.want)
-		}
-	}
-	if xs[0] != 20 {
-		t.Error("quantile sorted its input")
-	}
-}

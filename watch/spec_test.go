@@ -152,7 +152,7 @@ func TestWatchRuleErrors(t *testing.T) {
 		{"unknown type", "watch:\n  - name: x\n    spot: {instance_type: p9.huge, region: us-west-2, below_usd_hour: 3}\n", []string{"spot.instance_type", "p5.48xlarge"}},
 		{"bad region", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: US_WEST, below_usd_hour: 3}\n", []string{"spot.region", "us-east-1"}},
 		{"zone of another region", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: us-west-2, zone: us-east-1a, below_usd_hour: 3}\n", []string{"spot.zone", "us-west-2a"}},
-		{"bad provider", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: us-west-2, provider: oci, below_usd_hour: 3}\n", []string{"spot.provider", "sim, aws, azure, gcp"}},
+		{"bad provider", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: us-west-2, provider: OCI, below_usd_hour: 3}\n", []string{"spot.provider", "provider's name"}},
 		{"calmest bucket", "watch:\n  - name: x\n    bucket: {instance_type: p5.48xlarge, region: us-west-2, at_least: \"<5%\"}\n", []string{"bucket.at_least", "never fire", "5-10%"}},
 		{"late deadline", "watch:\n  - name: x\n    plan: {gpu: H100, gpus: 8, hours: 48, start: 2026-12-03, deadline: 2026-12-04, below_usd: 100}\n",
 			[]string{"plan.deadline", "no plan could be on time"}},

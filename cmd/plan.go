@@ -165,7 +165,7 @@ func (e *env) planJob(cmd *cobra.Command, f planFlags, now time.Time) (planner.J
 	if f.start != "" {
 		t, err := domain.ParseWhen(strings.TrimSpace(f.start), now)
 		if err != nil {
-			return job, usagef("--start %q: want %s", f.start, domain.WhenForm)
+			return job, usagef("--start %v", err)
 		}
 		job.Start = t
 	}
@@ -174,10 +174,10 @@ func (e *env) planJob(cmd *cobra.Command, f planFlags, now time.Time) (planner.J
 	}
 	d, err := domain.ParseWhen(strings.TrimSpace(f.deadline), now)
 	if err != nil {
-		return job, usagef("--deadline %q: want %s", f.deadline, domain.WhenForm)
+		return job, usagef("--deadline %v", err)
 	}
 	job.Deadline = d
-	if err := job.Validate(); err != nil {
+	if err := job.Check(now, e.planSpeeds()); err != nil {
 		return job, planUsage(err)
 	}
 	return job, nil

@@ -33,6 +33,12 @@ func TestPlanUsageErrors(t *testing.T) {
 		{with("--hours", "0"), "--hours"},
 		{with("--hours", "abc"), "--hours"},
 		{with("--hours", "96"), "--deadline"}, // before start + hours
+		// A window in the past (a one-digit month typo) is named, not planned.
+		{with("--start", pastDay(30)+" 09:00", "--deadline", pastDay(28)+" 09:00"), "--start " + pastDay(30) + " 09:00"},
+		{with("--start", "", "--deadline", pastDay(1)+" 09:00"), "--deadline " + pastDay(1) + " 09:00"},
+		// A workshop whose changeover leaves less than its hours.
+		{with("--hours", "3", "--start", "+1d", "--deadline", "+27h", "--changeover", "12m", "--no-checkpoint"),
+			"no strategy fits: the 12m changeover leaves 2h48m for 3h of work"},
 		{with("--gpu", "H900"), "--gpu"},      // not a GPU at all
 		{with("--on-time", "120"), "--on-time"},
 		{with("--runs", "0"), "--runs"},
@@ -54,6 +60,9 @@ func TestPlanUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// pastDay is the local date days ago, as people type it.
+func pastDay(days int) string { return time.Now().AddDate(0, 0, -days).Format("2006-01-02") }
 
 // runIn runs a command line in an isolated data dir shared by the calls.
 func runIn(args ...string) (int, string, string) {

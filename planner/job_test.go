@@ -92,3 +92,52 @@ func TestSpeedsRelative(t *testing.T) {
 		t.Errorf("default A100 = %v, want 0.45", got)
 	}
 }
+
+// A window in the past is refused, naming the time; the deadline check
+// counts the changeover and says what it leaves for the work.
+func TestJobCheck(t *testing.T) {
+	now := t0.Add(-30 * time.Second)
+	workshop := func() Job {
+		return Job{GPUs: 16, Models: []string{"H100"}, Hours: 3, Start: t0, Deadline: t0.Add(3 * time.Hour), Changeover: 12 * time.Minute}
+	}
+	cases := []struct {
+		name  string
+		job   Job
+		now   time.Time
+		field string // "" for accepted
+		says  string
+	}{
+		{"a job from now", goodJob(), now, "", ""},
+		{"start passed", goodJob(), t0.Add(2 * time.Hour), "start", "2026-12-02 09:00 UTC has passed"},
+		{"deadline passed", func() Job { j := goodJob(); j.Start = t0.Add(-80 * time.Hour); return j }(), t0, "start", "has passed"},
+		{"a typo month back", func() Job {
+			j := goodJob()
+			j.Start, j.Deadline = t0.AddDate(0, -1, 0), t0.AddDate(0, -1, 3)
+			return j
+		}(), now, "start", "2026-11-02 09:00 UTC has passed"},
+		{"the changeover does not fit", workshop(), now, "deadline", "no strategy fits: the 12m changeover leaves 2h48m for 3h of work"},
+		{"the changeover fits", func() Job { j := workshop(); j.Deadline = j.Deadline.Add(12 * time.Minute); return j }(), now, "", ""},
+		{"no changeover", func() Job { j := workshop(); j.Changeover = 0; return j }(), now, "", ""},
+		// Work measured on an A100 fits in less time on an H100.
+		{"a faster second model", func() Job { j := workshop(); j.Models = []string{"A100", "H100"}; return j }(), now, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.job.Check(tc.now, nil)
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.field || !strings.Contains(fe.Msg, tc.says) {
+				t.Fatalf("got %v; want %s: …%s…", err, tc.field, tc.says)
+			}
+		})
+	}
+	// Plan refuses the same deadline, whoever calls it.
+	if _, err := Plan(workshop(), Market{}, Options{Runs: 1}); err == nil || !strings.Contains(err.Error(), "no strategy fits") {
+		t.Errorf("Plan of a job the changeover does not fit: %v", err)
+	}
+}

@@ -116,6 +116,9 @@ func Plan(job Job, m Market, opt Options) ([]Result, error) {
 	if opt.Speeds == nil {
 		opt.Speeds = DefaultSpeeds
 	}
+	if err := job.Fits(opt.Speeds); err != nil {
+		return nil, err
+	}
 	ref := job.Models[0]
 	for _, model := range job.Models {
 		if opt.Speeds.Relative(model, ref) <= 0 {

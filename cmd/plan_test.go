@@ -39,7 +39,7 @@ func TestPlanUsageErrors(t *testing.T) {
 		// A workshop whose changeover leaves less than its hours.
 		{with("--hours", "3", "--start", "+1d", "--deadline", "+27h", "--changeover", "12m", "--no-checkpoint"),
 			"no strategy fits: the 12m changeover leaves 2h48m for 3h of work"},
-		{with("--gpu", "H900"), "--gpu"},      // not a GPU at all
+		{with("--gpu", "H900"), "--gpu"}, // not a GPU at all
 		{with("--on-time", "120"), "--on-time"},
 		{with("--runs", "0"), "--runs"},
 		{with("--checkpoint", "15m", "--no-checkpoint"), "--checkpoint"},

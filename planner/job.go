@@ -120,15 +120,15 @@ func (j Job) stamp(t time.Time) string { return t.In(j.Start.Location()).Format(
 // the work on the fastest of the models (Fits). The CLI, the Plan form
 // and watch plan rules all check a job here.
 func (j Job) Check(now time.Time, speeds Speeds) error {
-	if err := j.Validate(); err != nil {
-		return err
-	}
 	floor := now.Truncate(time.Minute)
-	if j.Start.Before(floor) {
+	if !j.Start.IsZero() && j.Start.Before(floor) {
 		return fieldErr("start", "%s has passed (it is %s now); want a later start, or none for now", j.stamp(j.Start), j.stamp(now))
 	}
-	if j.Deadline.Before(floor) {
+	if !j.Deadline.IsZero() && j.Deadline.Before(floor) {
 		return fieldErr("deadline", "%s has passed (it is %s now); want a later deadline", j.stamp(j.Deadline), j.stamp(now))
+	}
+	if err := j.Validate(); err != nil {
+		return err
 	}
 	return j.Fits(speeds)
 }

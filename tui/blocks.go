@@ -193,7 +193,7 @@ func newBlocksView(c *common, ctx context.Context, svc *ledger.Service, gpus []s
 	v := &blocksView{c: c, ctx: ctx, svc: svc, keys: newBlocksKeys(&c.keys),
 		form: blocksForm{gpu: "H100", size: "8", duration: "2d"}}
 	if len(gpus) > 0 {
-		if g, ok := domain.NormalizeGPUModel(gpus[0]); ok {
+		if g, ok := domain.CanonicalGPU(gpus[0]); ok {
 			v.form.gpu = g
 		}
 	}
@@ -555,7 +555,7 @@ func (v *blocksView) formHints() [numFields]string {
 		"a whole number",
 		fmt.Sprintf("←/→ GPUs or instances (a block holds 1-%d instances)", blockTerms.MaxInstances),
 		"8h, 2d, 1w · AWS blocks: whole days 1d-14d, then weeks to 26w · Azure: any hours",
-		"2026-11-30 09:00 (local), +6h, +2d · AWS blocks start at " + startAt,
+		domain.WhenExample(now) + " (local), tomorrow 09:00, +6h, +2d · AWS blocks start at " + startAt,
 		"the same forms; empty: as far ahead as sold (AWS: 8 weeks)",
 		"such as 20h: AWS also sells blocks a little shorter or longer than asked (ending at 11:30 UTC); those within this of the duration are listed too, after the others, their HOURS marked ~; empty: the duration only",
 	}

@@ -459,7 +459,7 @@ func (v *planView) formView() string {
 		}
 		b.WriteString(line + "\n")
 	}
-	b.WriteString(st.cursor.Render(wordwrap(planFieldNames[v.field]+": "+planHints[v.field], v.w)) + "\n")
+	b.WriteString(st.cursor.Render(wordwrap(planFieldNames[v.field]+": "+planHint(v.field, v.c.now()), v.w)) + "\n")
 	b.WriteString(st.dim.Render(wordwrap("tab/↑/↓ field · enter runs the plan · esc back", v.w)))
 	if v.formErr != "" {
 		b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))

@@ -103,7 +103,15 @@ func TestPlanFormParse(t *testing.T) {
 		{func(f *planForm) { f.hours = "-3" }, "hours of work \"-3\""},
 		{func(f *planForm) { f.start = "tomorrow" }, "earliest start \"tomorrow\": want a local time (YYYY-MM-DD HH:MM"},
 		{func(f *planForm) { f.deadline = "" }, "deadline: missing"},
-		{func(f *planForm) { f.deadline = "2026-11-25 09:00" }, "deadline: 2026-11-25T09:00:00Z is before start + hours"},
+		{func(f *planForm) { f.deadline = "2026-11-25 09:00" }, "deadline: 2026-11-25 09:00 UTC is before start + hours"},
+		// The CLI's GPU names exactly: no substring of a typo.
+		{func(f *planForm) { f.models = "a1000" }, "unknown GPU \"a1000\""},
+		{func(f *planForm) { f.models = "L40" }, "unknown GPU \"L40\""},
+		// A window in the past (a one-digit month typo) is refused.
+		{func(f *planForm) { f.start, f.deadline = "2026-10-24 09:00", "2026-10-28 09:00" }, "earliest start: 2026-10-24 09:00 UTC has passed"},
+		{func(f *planForm) { f.start, f.deadline = "", "2026-11-23 09:00" }, "deadline: 2026-11-23 09:00 UTC has passed"},
+		// The changeover counts.
+		{func(f *planForm) { f.models, f.hours, f.deadline = "H100", "3", "2026-11-24 12:00" }, "no strategy fits: the 12m changeover leaves 2h48m for 3h of work"},
 		{func(f *planForm) { f.checkpoint = "0s" }, "checkpoint every \"0s\""},
 		{func(f *planForm) { f.changeover = "25h" }, "changeover: 25h0m0s: want a duration from 0s to 24h"},
 		{func(f *planForm) { f.changeover = "a bit" }, "changeover \"a bit\""},
@@ -126,7 +134,7 @@ func FuzzPlanForm(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if verr := terms.job.Validate(); verr != nil {
+		if verr := terms.job.Check(fixedNow, nil); verr != nil {
 			t.Fatalf("accepted a job the planner refuses: %+v: %v", terms.job, verr)
 		}
 		if terms.onTime < 0 || terms.onTime > 100 {

@@ -35,8 +35,11 @@ type Result struct {
 	Instances    int
 	GPUs         float64
 	// Start and End are the capacity's window: a block's own, else the
-	// job's start and its expected end.
+	// job's start and its median finish over every run, the late ones
+	// too (finished on on-demand). EndP95 is the finish 95 % of the runs
+	// reach by (End for a block or on-demand).
 	Start, End            time.Time
+	EndP95                time.Time
 	ExpectedCostUSD       float64
 	P95CostUSD            float64
 	OnTimePct             float64
@@ -239,6 +242,7 @@ func (p *planning) onDemand() []Result {
 		cost := c.odUSD * hours
 		r := p.result(StrategyOnDemand, []*candidate{c})
 		r.End = p.at(hours)
+		r.EndP95 = r.End
 		r.ExpectedCostUSD, r.P95CostUSD = cost, cost
 		r.OnTimePct = pct(hours <= p.span+1e-9)
 		r.USDPerUsefulGPUHour = cost / p.usefulGPUHours()
@@ -344,7 +348,7 @@ func (p *planning) offerings(offs []domain.Offering) []Result {
 			continue // it cannot hold the whole job
 		}
 		r := Result{Strategy: b.kind, Provider: o.Provider, Cloud: string(o.Cloud), Regions: []string{o.Region},
-			InstanceType: o.InstanceType, Instances: o.InstanceCount, GPUs: o.GPUCount(), Start: o.Start, End: o.End,
+			InstanceType: o.InstanceType, Instances: o.InstanceCount, GPUs: o.GPUCount(), Start: o.Start, End: o.End, EndP95: o.End,
 			ExpectedCostUSD: o.UpfrontUSD, P95CostUSD: o.UpfrontUSD, OnTimePct: pct(finish <= p.span+1e-9),
 			USDPerUsefulGPUHour: o.UpfrontUSD / p.usefulGPUHours(), OfferingID: o.ID}
 		if b.kind == StrategyReservation {

@@ -121,7 +121,7 @@ warning on stderr, and the others' offerings are shown (exit 0); the command
 fails only when none answered.`,
 		Example: `  gpumarket offerings --gpu H100 --count 1 --duration 48h
   gpumarket offerings --gpu H100 --count 1 --duration 1d --flex-duration 20h
-  gpumarket offerings --gpu H100 --count 2 --duration 2d --start-after +1d --start-before 2026-12-20 -o json`,
+  gpumarket offerings --gpu H100 --count 2 --duration 2d --start-after +1d --start-before +2w -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(output); err != nil {

@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,5 +75,27 @@ func TestSafetyNetTakesOnDemandThatCanMeetTheDeadline(t *testing.T) {
 	rs, _ = Plan(j, Market{Pools: []Pool{h100, a100}}, Options{Runs: 500})
 	if net, _ := byStrategy(rs, StrategySafetyNet); net.OnDemandPool != "a" {
 		t.Errorf("with 30 h the net is %q; want the cheaper A100 (a)", net.OnDemandPool)
+	}
+}
+
+// Numbers in the assumptions are rounded as the columns are: work on a
+// faster model is said to a tenth of an hour.
+func TestAssumptionsAreRounded(t *testing.T) {
+	j := goodJob()
+	j.Models = []string{"A100", "H100"} // 48 h of A100 work is 21.6 h on an H100
+	rs, err := Plan(j, testMarket(), Options{Runs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := regexp.MustCompile(`\d\.\d{3,}`)
+	seen := false
+	for _, r := range rs {
+		if m := long.FindString(r.Assumptions); m != "" {
+			t.Errorf("%s: %q in %q", r.Strategy, m, r.Assumptions)
+		}
+		seen = seen || strings.Contains(r.Assumptions, "21.6 h of work")
+	}
+	if !seen {
+		t.Error("no block row says 21.6 h of work")
 	}
 }

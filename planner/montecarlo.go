@@ -463,8 +463,8 @@ func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *can
 		out = append(out, &mcStrategy{name: StrategyBlockSpot, pol: policyFor(StrategyBlockSpot, anyAvailability(multi)),
 			lanes: seq(len(multi)), od: od, sp: sp, fixed: b.o.UpfrontUSD, cands: multi, block: &op.b,
 			assume: fmt.Sprintf("%.0f h block (%s to %s UTC) does %s h of the work; the other %s h on spot over %d pools with the on-demand safety net, %s it; %s",
-				b.hoursPaid, b.o.Start.UTC().Format("Jan 2 15:04"), b.o.End.UTC().Format("Jan 2 15:04"), trimFloat(math.Round(op.blockHrs*10)/10),
-				trimFloat(math.Round((p.work-op.blockHrs)*10)/10), len(multi), when, p.ckptWords())})
+				b.hoursPaid, b.o.Start.UTC().Format("Jan 2 15:04"), b.o.End.UTC().Format("Jan 2 15:04"), tenths(op.blockHrs),
+				tenths(p.work-op.blockHrs), len(multi), when, p.ckptWords())})
 	}
 	return out
 }

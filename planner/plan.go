@@ -353,14 +353,14 @@ func (p *planning) offerings(offs []domain.Offering) []Result {
 			USDPerUsefulGPUHour: o.UpfrontUSD / p.usefulGPUHours(), OfferingID: o.ID}
 		if b.kind == StrategyReservation {
 			r.Assumptions = fmt.Sprintf("%d × %s reserved in %s from purchase to %s (%.0f h billed at the on-demand rate; gpumarket releases it then) for %s h of work",
-				o.InstanceCount, o.InstanceType, domain.Place(o.Region, o.Zone), o.End.UTC().Format(time.RFC3339), b.hoursPaid, trimFloat(p.work/b.speed))
+				o.InstanceCount, o.InstanceType, domain.Place(o.Region, o.Zone), o.End.UTC().Format(time.RFC3339), b.hoursPaid, tenths(p.work/b.speed))
 		} else {
 			stop := "they run to its end"
 			if early := o.Terms().StopsEarly; early > 0 {
 				stop = "instances stop " + domain.FormatDuration(early) + " before its end"
 			}
 			r.Assumptions = fmt.Sprintf("%.0f h block (%s to %s UTC, a %s) paid in full for %s h of work + %s changeover; %s; no interruptions",
-				b.hoursPaid, o.Start.UTC().Format("Jan 2 15:04"), o.End.UTC().Format("Jan 2 15:04"), o.Terms().Name, trimFloat(p.work/b.speed),
+				b.hoursPaid, o.Start.UTC().Format("Jan 2 15:04"), o.End.UTC().Format("Jan 2 15:04"), o.Terms().Name, tenths(p.work/b.speed),
 				domain.FormatDuration(p.job.Changeover), stop)
 		}
 		// Blocks of each length (a longer one may start earlier); one

@@ -156,3 +156,82 @@ func (j Job) Fits(speeds Speeds) error {
 		j.stamp(j.Deadline), domain.FormatDuration(j.Changeover), domain.FormatDuration(left.Round(time.Minute)),
 		domain.FormatDuration(work.Round(time.Minute)), j.stamp(j.Start.Add(j.Changeover+work)))
 }
+
+// Held is capacity a job already holds: a ledger row carried out for it.
+type Held struct {
+	// Row is the ledger row's id; Kind its kind (domain.KindBlock, …),
+	// whose terms say how early its instances stop.
+	Row, Kind string
+	// Model and GPUs are what it holds; fewer GPUs than the job's do not
+	// cover it (the job runs on all its GPUs at once).
+	Model string
+	GPUs  float64
+	// Start and End bound it; a zero End runs to the job's deadline.
+	Start, End time.Time
+}
+
+// Uncovered is the job the held rows leave, planned from now: the work
+// they do not do (each held stretch, less a changeover and its kind's
+// early stop, at its model's speed), in the longest part of the window
+// they leave free. by names the rows that do some of the work; a left
+// job of no hours is covered by them.
+func Uncovered(job Job, held []Held, now time.Time, speeds Speeds) (left Job, by []string) {
+	if speeds == nil {
+		speeds = DefaultSpeeds
+	}
+	left = job
+	from := job.Start
+	if now.After(from) {
+		from = now
+	}
+	type span struct{ a, b time.Time }
+	var taken []span
+	done := 0.0
+	for _, h := range held {
+		speed := speeds.Relative(h.Model, job.Models[0])
+		if h.GPUs < float64(job.GPUs)-1e-9 || speed <= 0 || !slices.Contains(job.Models, h.Model) {
+			continue
+		}
+		a, b := h.Start, h.End
+		if b.IsZero() || b.After(job.Deadline) {
+			b = job.Deadline
+		}
+		if t := domain.TermsOfKind(h.Kind); t != nil && !h.End.IsZero() {
+			b = minTime(b, h.End.Add(-t.StopsEarly))
+		}
+		if a.Before(job.Start) {
+			a = job.Start
+		}
+		if usable := b.Sub(a) - job.Changeover; usable > 0 {
+			done += usable.Hours() * speed
+			by = append(by, h.Row)
+			taken = append(taken, span{a, b})
+		}
+	}
+	left.Hours = max(0, job.Hours-done)
+	if left.Hours < 1e-6 {
+		left.Hours = 0
+		return left, by
+	}
+	// The free stretches of [from, deadline], the longest kept.
+	slices.SortFunc(taken, func(x, y span) int { return x.a.Compare(y.a) })
+	best := span{from, from}
+	cur := from
+	for _, s := range append(taken, span{job.Deadline, job.Deadline}) {
+		if s.a.After(cur) && s.a.Sub(cur) > best.b.Sub(best.a) {
+			best = span{cur, s.a}
+		}
+		if s.b.After(cur) {
+			cur = s.b
+		}
+	}
+	left.Start, left.Deadline = best.a, best.b
+	return left, by
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

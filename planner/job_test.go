@@ -141,3 +141,41 @@ func TestJobCheck(t *testing.T) {
 		t.Errorf("Plan of a job the changeover does not fit: %v", err)
 	}
 }
+
+// Re-planning after part of a plan was carried out plans only the work
+// the held rows leave, in the longest stretch they leave free.
+func TestUncovered(t *testing.T) {
+	job := goodJob() // 16 H100 × 48 h, t0 to t0+72h, 12m changeover
+	h := func(row, kind string, gpus float64, from, hours float64) Held {
+		start := t0.Add(time.Duration(from * float64(time.Hour)))
+		return Held{Row: row, Kind: kind, Model: "H100", GPUs: gpus, Start: start, End: start.Add(time.Duration(hours * float64(time.Hour)))}
+	}
+	// A day's block in the middle: 24 h less AWS's 30 minutes and a
+	// changeover do 23.3 h; the 24.7 h left go after it, the longer stretch.
+	left, by := Uncovered(job, []Held{h("row-b", "block", 16, 24, 24)}, t0, nil)
+	if math.Abs(left.Hours-24.7) > 1e-9 || !left.Start.Equal(t0.Add(47*time.Hour+30*time.Minute)) || !left.Deadline.Equal(job.Deadline) ||
+		strings.Join(by, ",") != "row-b" {
+		t.Errorf("a day's block: left %v h from %v to %v, by %v", left.Hours, left.Start, left.Deadline, by)
+	}
+	// A block that holds the whole job covers it.
+	if left, by := Uncovered(job, []Held{h("row-all", "block", 16, 0, 72)}, t0, nil); left.Hours != 0 || strings.Join(by, ",") != "row-all" {
+		t.Errorf("a whole block: left %v h, by %v", left.Hours, by)
+	}
+	// So does the plan's fleet over the job's window (no early stop).
+	if left, by := Uncovered(job, []Held{h("row-f", "fleet", 16, 0, 72)}, t0, nil); left.Hours != 0 || len(by) != 1 {
+		t.Errorf("the plan's fleet: left %v h, by %v", left.Hours, by)
+	}
+	// Half the GPUs, or another model, cover nothing.
+	other := h("row-a", "block", 16, 0, 72)
+	other.Model = "A100"
+	for _, held := range []Held{h("row-half", "block", 8, 0, 72), other} {
+		if left, by := Uncovered(job, []Held{held}, t0, nil); left.Hours != 48 || len(by) != 0 || !left.Start.Equal(t0) {
+			t.Errorf("%+v: left %v h from %v, by %v; want the whole job", held, left.Hours, left.Start, by)
+		}
+	}
+	// Planned later, what is left starts now.
+	now := t0.Add(5 * time.Hour)
+	if left, _ := Uncovered(job, []Held{h("row-b", "block", 16, 48, 24)}, now, nil); !left.Start.Equal(now) || !left.Deadline.Equal(t0.Add(48*time.Hour)) {
+		t.Errorf("from now: %v to %v", left.Start, left.Deadline)
+	}
+}

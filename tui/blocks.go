@@ -27,7 +27,9 @@ type (
 	}
 	// bookedMsg follows a purchase, whatever its answer: the offerings
 	// are searched again (the bought one is gone; prices move).
-	bookedMsg struct{}
+	// bookedMsg follows a purchase, whatever its answer; row is the
+	// ledger row of one that went through.
+	bookedMsg struct{ row ledger.Entry }
 )
 
 // blocksKeys are the Blocks view's keys.
@@ -394,7 +396,11 @@ func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Ti
 			return outcome{renewed: buyAction(svc, actor, tc.Now, now, tc, 0)}
 		}
 		r := res.Row
-		return outcome{err: err, then: bookedMsg{},
+		then := bookedMsg{}
+		if err == nil {
+			then.row = r
+		}
+		return outcome{err: err, then: then,
 			notice: fmt.Sprintf("booked %s: %s, $%.2f (ledger row %s) — see the Ledger view", r.ProviderRef, r.State, r.CostUSD, short(r.ID))}
 	}
 	return a

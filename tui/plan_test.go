@@ -752,3 +752,36 @@ func TestPlanSummarySaysWhenARelativeJobWasPlanned(t *testing.T) {
 		t.Fatalf("summary:\n%s", f.screen())
 	}
 }
+
+// TestPlanAgainPlansWhatIsLeft: after b booked the plan's block, which
+// holds the whole job, r offers no strategy again: it says which ledger
+// row covers the job. Another job is planned whole.
+func TestPlanAgainPlansWhatIsLeft(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
+	f.show(t, "Plan")
+	p := f.plan()
+	p.runs = testRuns
+	f.job8()
+	press(f.m, "r")
+	f.selectStrategy(t, planner.StrategyBlock)
+	press(f.m, "b")
+	press(f.m, "y", "enter")
+	rows, err := f.st.List(context.Background())
+	if err != nil || len(rows) != 1 || f.fake.Calls("Book") != 1 {
+		t.Fatalf("booking: %v %v", rows, err)
+	}
+	seq := p.seq
+	press(f.m, "r")
+	if p.seq != seq || p.running {
+		t.Fatalf("r planned the covered job again (run %d → %d)", seq, p.seq)
+	}
+	if want := "this job is covered by ledger row " + short(rows[0].ID); !strings.Contains(f.m.notice.text, want) {
+		t.Fatalf("footer %q, want %q", f.m.notice.text, want)
+	}
+	// Another job (more GPUs than the block holds) is planned whole.
+	f.setJob("16", "24", "2026-11-24 09:00", "2026-11-26 14:00")
+	press(f.m, "r")
+	if p.seq == seq || len(p.res.results) == 0 || p.res.terms.job.GPUs != 16 || p.res.terms.job.Hours != 24 {
+		t.Fatalf("another job: run %d, %d results, job %+v", p.seq, len(p.res.results), p.res.terms.job)
+	}
+}

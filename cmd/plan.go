@@ -52,23 +52,10 @@ func planRowOf(r planner.Result, b config.Budget) planRow {
 		ExpectedCostUSD: present.Round(r.ExpectedCostUSD, 2), P95CostUSD: present.Round(r.P95CostUSD, 2), OnTimePct: present.Round(r.OnTimePct, 2),
 		ExpectedInterruptions: present.Round(r.ExpectedInterruptions, 3), USDPerUsefulGPUHour: present.Round(r.USDPerUsefulGPUHour, 4),
 		OfferingID: optString(r.OfferingID), Assumptions: r.Assumptions}
-	if key := overCap(r.ExpectedCostUSD, b); key != "" {
+	if key := planner.OverCap(r.ExpectedCostUSD, b.MaxBookingUSD, b.MaxDailyUSD); key != "" {
 		row.OverCap, row.Cap = &key, "over "+key
 	}
 	return row
-}
-
-// overCap is the budget key a plan's expected cost is over, "" for none:
-// the purchase cap first, then the day's (a plan is bought or launched in
-// one go, so its whole cost meets both).
-func overCap(usd float64, b config.Budget) string {
-	switch {
-	case b.MaxBookingUSD > 0 && usd > b.MaxBookingUSD:
-		return "max_booking_usd"
-	case b.MaxDailyUSD > 0 && usd > b.MaxDailyUSD:
-		return "max_daily_usd"
-	}
-	return ""
 }
 
 // planFlags are plan's own flags as typed.

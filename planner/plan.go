@@ -443,3 +443,18 @@ func parallel(runs, workers int, newWorker func() func(run int)) {
 	close(next)
 	wg.Wait()
 }
+
+// OverCap is the budget key a strategy's expected cost is over, "" for
+// none: the purchase cap first (max_booking_usd), then the day's
+// (max_daily_usd); a cap of 0 is none. A plan is bought or launched in
+// one go, so its whole cost meets both: over either, carrying it out is
+// refused.
+func OverCap(usd, maxBookingUSD, maxDailyUSD float64) string {
+	switch {
+	case maxBookingUSD > 0 && usd > maxBookingUSD:
+		return "max_booking_usd"
+	case maxDailyUSD > 0 && usd > maxDailyUSD:
+		return "max_daily_usd"
+	}
+	return ""
+}

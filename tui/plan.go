@@ -418,6 +418,12 @@ func (v *planView) detail(r planner.Result) []string {
 	head := fmt.Sprintf("#%s %s: %d × %s in %s (%s) · %.1f interruptions expected · %s → %s",
 		rowLabel(v.cur), r.Strategy, r.Instances, displayTypes(r.InstanceType), strings.Join(r.Regions, ","), r.Provider,
 		r.ExpectedInterruptions, r.Start.In(loc).Format("01-02 15:04"), r.End.In(loc).Format("01-02 15:04"))
+	if v.svc != nil {
+		b := v.svc.Budget()
+		if key := planner.OverCap(r.ExpectedCostUSD, b.MaxBookingUSD, b.MaxDailyUSD); key != "" {
+			head = "over " + key + ": b would be refused (config budget." + key + ") · " + head
+		}
+	}
 	lines := strings.Split(wordwrap(head+". "+r.Assumptions, v.w), "\n")
 	most := 4
 	if v.h >= 30 {

@@ -785,3 +785,17 @@ func TestPlanAgainPlansWhatIsLeft(t *testing.T) {
 		t.Fatalf("another job: run %d, %d results, job %+v", p.seq, len(p.res.results), p.res.terms.job)
 	}
 }
+
+// A row over a budget cap says so under the table, naming the key.
+func TestPlanRowOverCapSaysSo(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{MaxBookingUSD: 1000})
+	f.show(t, "Plan")
+	p := f.plan()
+	p.runs = testRuns
+	f.job8()
+	press(f.m, "r")
+	r := f.selectStrategy(t, planner.StrategyBlock)
+	if r.ExpectedCostUSD <= 1000 || !strings.Contains(flat(f.screen()), "over max_booking_usd: b would be refused (config budget.max_booking_usd)") {
+		t.Fatalf("a $%.2f block under a $1000 cap:\n%s", r.ExpectedCostUSD, f.screen())
+	}
+}

@@ -209,7 +209,7 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 	if err != nil {
 		return ledger.UsageReport{}, err
 	}
-	now := time.Now()
+	now := a.now()
 	var names, regions []string
 	for _, r := range rows {
 		if !ledger.Counted(r) {
@@ -369,7 +369,7 @@ func (a *app) usageTrackerOver(ps []domain.Provider, h *feed.Hub) *ledger.Tracke
 			prices = func() ledger.PriceBook { return ledger.SnapshotPrices(h.Snapshot()) }
 		}
 		a.usage = ledger.NewTracker(ledger.TrackerOptions{Ledger: st, Reporter: ledger.Reporters(ps),
-			Prices: prices, MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, Log: a.log})
+			Prices: prices, MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, Log: a.log, Now: a.now})
 	}
 	return a.usage
 }

@@ -68,6 +68,9 @@ type planFlags struct {
 	runs                   int
 	output                 string
 	timeout                time.Duration
+	// A market of traces instead of the sources (plan_trace.go).
+	traces         []string
+	spotUSD, odUSD float64
 }
 
 func (cl *cli) planCmd() *cobra.Command {
@@ -140,15 +143,27 @@ changeover leaves too short for the work.`,
 			if err != nil {
 				return err
 			}
-			return a.runPlan(cmd.Context(), job, f)
+			if len(f.traces) > 0 {
+				err = a.runPlanOnTraces(cmd.Context(), job, f)
+			} else {
+				err = a.runPlan(cmd.Context(), job, f)
+			}
+			if err != nil && errors.Is(cmd.Context().Err(), context.Canceled) {
+				// SIGINT or SIGTERM: whatever stage it stopped at.
+				return errors.New("plan: interrupted")
+			}
+			return err
 		},
 	}
 	fl := c.Flags()
+	fl.StringArrayVar(&f.traces, "trace", nil, "plan on a market of traces instead: each file one pool of one-GPU instances (the backtest's format)")
+	fl.Float64Var(&f.spotUSD, "spot-usd-hour", 0.918, "with --trace: spot price per instance-hour")
+	fl.Float64Var(&f.odUSD, "on-demand-usd-hour", 3.06, "with --trace: on-demand price per instance-hour")
 	fl.IntVar(&f.gpus, "gpus", 0, "GPUs the job needs at once (default: config plan.gpus, else 8)")
 	fl.Float64Var(&f.hours, "hours", 0, "hours of work, on the first --gpu model (default: config plan.hours, else 24)")
 	fl.StringVar(&f.start, "start", "", "earliest start: "+domain.WhenForm+" (default now)")
 	fl.StringVar(&f.deadline, "deadline", "", "when the work must be done, same forms (required)")
-	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints (default: config plan.checkpoint, else 15m)")
+	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints; 0 keeps progress at an interruption (default: config plan.checkpoint, else 15m)")
 	fl.BoolVar(&f.noCheckpoint, "no-checkpoint", false, "the job cannot checkpoint: an interruption starts it over (a workshop, a load test)")
 	fl.DurationVar(&f.changeover, "changeover", 0, "wall time a start or switch costs: provisioning, image, restore (default: config plan.changeover, else 12m)")
 	fl.Float64Var(&f.onTime, "on-time", 95, "rank first the strategies on time at least this percent of the runs")
@@ -237,7 +252,10 @@ func (a *app) runPlan(parent context.Context, job planner.Job, f planFlags) erro
 		return err
 	}
 	market.Offerings = offs
-	results, err := planner.Plan(job, market, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.planSpeeds()})
+	results, err := planner.PlanContext(parent, job, market, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.planSpeeds()})
+	if errors.Is(err, context.Canceled) {
+		return errors.New("plan: interrupted")
+	}
 	if err != nil {
 		return planUsage(err)
 	}

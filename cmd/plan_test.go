@@ -307,6 +307,8 @@ func TestBacktestCommand(t *testing.T) {
 		{[]string{"backtest", "--trace", good, "--sim"}, "--sim"},
 		{[]string{"backtest", "--trace", good, "--deadline-hours", "10"}, "--deadline-hours"},
 		{[]string{"backtest", "--trace", good, "--starts", "0"}, "--starts"},
+		{[]string{"backtest", "--trace", good, "--starts", "some"}, "--starts \"some\": want a whole number of start times from 1 to 1000000, or all"},
+		{[]string{"backtest", "--trace", good, "--job-hours", "24", "--deadline-hours", "24.1"}, "shorter than the work plus one changeover"},
 		{[]string{"backtest", "--trace", good, "--instances", "0"}, "--instances"},
 		{[]string{"backtest", "--trace", good, "--spot-usd-hour", "NaN"}, "--spot-usd-hour"},
 		{[]string{"backtest", "--trace", good, "--seed", "0"}, "--seed"},
@@ -337,6 +339,19 @@ func TestBacktestCommand(t *testing.T) {
 	}
 	if rows[1]["runs"].(float64) != 100 || rows[3]["runs"].(float64) != 50 {
 		t.Errorf("runs: greedy %v (2 pools × 50 starts), planner %v", rows[1]["runs"], rows[3]["runs"])
+	}
+
+	// --predict adds what was claimed at each start beside each row.
+	code, stdout, stderr = runCmd(t, "backtest", "--trace", good, "--job-hours", "24", "--deadline-hours", "36", "--starts", "20", "--predict", "-o", "json")
+	rows = nil
+	if err := json.Unmarshal([]byte(stdout), &rows); code != 0 || err != nil || len(rows) != 4 {
+		t.Fatalf("--predict: exit %d %v %s %s", code, err, stdout, stderr)
+	}
+	for _, r := range rows {
+		p, ok := r["predicted_cost_usd"].(float64)
+		if len(r) != len(want)+4 || !ok || p <= 0 || r["over_p95_pct"] == nil || r["predicted_on_time_pct"] == nil || r["predicted_p95_cost_usd"] == nil {
+			t.Errorf("--predict row %v", r)
+		}
 	}
 
 	// --sim writes the traces where it says, and replays them.

@@ -93,8 +93,8 @@ func (j Job) Validate() error {
 	if j.Deadline.Sub(j.Start) > MaxSpan {
 		return fieldErr("deadline", "%s is more than 26 weeks after the start; want a deadline within 26 weeks", j.stamp(j.Deadline))
 	}
-	if j.Checkpointable && j.Checkpoint <= 0 {
-		return fieldErr("checkpoint", "%s: want a positive interval such as 15m (or a job that is not checkpointable)", j.Checkpoint)
+	if j.Checkpointable && j.Checkpoint < 0 {
+		return fieldErr("checkpoint", "%s: want 0 (progress kept at an interruption) or a positive interval such as 15m (or a job that is not checkpointable)", j.Checkpoint)
 	}
 	if j.Changeover < 0 || j.Changeover > MaxChangeover {
 		return fieldErr("changeover", "%s: want a duration from 0s to 24h such as 12m", j.Changeover)

@@ -38,7 +38,8 @@ func TestJobValidate(t *testing.T) {
 		{"no deadline", func(j *Job) { j.Deadline = time.Time{} }, "deadline", "missing"},
 		{"deadline before start+hours", func(j *Job) { j.Deadline = t0.Add(47 * time.Hour) }, "deadline", "before start + hours"},
 		{"deadline far away", func(j *Job) { j.Deadline = t0.Add(200 * 24 * time.Hour) }, "deadline", "26 weeks"},
-		{"checkpointable without interval", func(j *Job) { j.Checkpoint = 0 }, "checkpoint", "positive interval"},
+		{"checkpoint 0 keeps progress", func(j *Job) { j.Checkpoint = 0 }, "", ""},
+		{"negative checkpoint", func(j *Job) { j.Checkpoint = -time.Minute }, "checkpoint", "positive interval"},
 		{"negative changeover", func(j *Job) { j.Changeover = -time.Minute }, "changeover", "0s to 24h"},
 		{"huge changeover", func(j *Job) { j.Changeover = 25 * time.Hour }, "changeover", "0s to 24h"},
 	}

@@ -78,8 +78,8 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	}
 	if len(multi) > 1 {
 		add(&mcStrategy{name: StrategySpotMulti, pol: policyFor(StrategySpotMulti, 0), lanes: seq(len(multi)), sp: spotHorizon, cands: multi,
-			assume: fmt.Sprintf("spot over %d pools in %s, the cheapest per hour of work first, moving on after an interruption; work not done by the deadline is finished on on-demand; %s; zones of a region share part of their interruptions",
-				len(multi), strings.Join(regionsOf(multi), ", "), p.ckptWords())})
+			assume: fmt.Sprintf("spot over %d pools in %s, the cheapest per hour of work first, moving on after an interruption; work not done by the deadline is finished on on-demand; %s; zones of a region share part of their interruptions; %s",
+				len(multi), strings.Join(regionsOf(multi), ", "), p.ckptWords(), riskWords(multi))})
 	}
 	// Uniform Progress as published holds one pool: the best of all, with
 	// its own on-demand.
@@ -98,8 +98,8 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 		}
 		add(&mcStrategy{name: StrategySafetyNet, pol: policyFor(StrategySafetyNet, anyAvailability(multi)), lanes: seq(len(multi)), od: odBest,
 			sp: netHorizon, cands: multi,
-			assume: fmt.Sprintf("spot over %d pools (%s) with an on-demand safety net (%s in %s): keeps time to finish on on-demand after any interruption, waits out gaps while the slack allows, back to spot when it can; %s%s",
-				len(multi), strings.Join(regionsOf(multi), ", "), odBest.p.InstanceType, odBest.p.Region, p.ckptWords(), worthless)})
+			assume: fmt.Sprintf("spot over %d pools (%s) with an on-demand safety net (%s in %s): keeps time to finish on on-demand after any interruption, waits out gaps while the slack allows, back to spot when it can; %s%s; %s",
+				len(multi), strings.Join(regionsOf(multi), ", "), odBest.p.InstanceType, odBest.p.Region, p.ckptWords(), worthless, riskWords(multi))})
 		for _, s := range p.blockSpot(offs, multi, odBest) {
 			add(s)
 		}
@@ -116,7 +116,7 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	groups := map[string]int{}
 	var groupLanes [][]*candidate
 	for _, c := range lanes {
-		if c.risk.RegionShare <= 0 || c.risk.InterruptionsPerHour <= 0 {
+		if c.risk.RegionShare <= 0 || c.risk.InterruptionsPerHour <= 0 || c.risk.Spells != nil {
 			continue
 		}
 		if _, ok := groups[c.regionGroup]; !ok {
@@ -130,7 +130,7 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	// Timelines are drawn to the deadline (the latest any strategy looks
 	// at spot); after it, no spot is counted on.
 	until := p.span
-	parallel(runs, p.opt.workers(), func() func(int) {
+	parallel(p.ctx, runs, p.opt.workers(), func() func(int) {
 		type layer struct {
 			g  *renewal
 			tl timeline
@@ -157,12 +157,16 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 				continue // capacity always there
 			}
 			share := 0.0
-			if g, ok := groups[c.regionGroup]; ok {
+			if g, ok := groups[c.regionGroup]; ok && r.Spells == nil {
 				share = r.RegionShare
 				laneRegion[i] = g
 			}
 			pools[i] = &layer{g: newRenewal()}
-			pools[i].g.setup((1-share)*r.InterruptionsPerHour, math.Pow(r.Availability, 1-share), r.GapMedianHours)
+			if r.Spells != nil {
+				pools[i].g.setupSpells(r.Spells)
+			} else {
+				pools[i].g.setup((1-share)*r.InterruptionsPerHour, math.Pow(r.Availability, 1-share), r.GapMedianHours)
+			}
 			laneTL[i] = &pools[i].tl
 			if laneRegion[i] >= 0 {
 				laneTL[i] = &timeline{}
@@ -202,7 +206,7 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 					cost += p.finishCost(o.left, s, lanes)
 				}
 				s.cost[i] = cost
-				s.onTime[i] = o.done && o.finish <= s.sp.deadline+1e-9
+				s.onTime[i] = o.onTime(s.sp.deadline)
 				s.inter[i] = o.interruptions
 				s.finish[i] = o.finish
 				if !o.done {
@@ -212,6 +216,9 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 		}
 	})
 
+	if p.ctx.Err() != nil {
+		return nil // cancelled: the summaries (sorts of every run) are not wanted
+	}
 	out := make([]Result, 0, len(sts))
 	for _, s := range sts {
 		r := p.result(s.name, s.cands)
@@ -468,4 +475,23 @@ func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *can
 				tenths(p.work-op.blockHrs), len(multi), when, p.ckptWords())})
 	}
 	return out
+}
+
+// riskWords says where each pool's risk came from, pools of one source
+// named together: "risk of us-east-1a, us-east-1b from H100 prior × …".
+func riskWords(cs []*candidate) string {
+	var sources []string
+	places := map[string][]string{}
+	for _, c := range cs {
+		src := c.risk.Source
+		if _, ok := places[src]; !ok {
+			sources = append(sources, src)
+		}
+		places[src] = appendNew(places[src], domain.Place(c.p.Region, c.p.Zone))
+	}
+	parts := make([]string, len(sources))
+	for i, src := range sources {
+		parts[i] = "risk of " + strings.Join(places[src], ", ") + " from " + src
+	}
+	return strings.Join(parts, "; ")
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"runtime"
@@ -104,6 +105,12 @@ type candidate struct {
 // (Rank orders them). Deterministic strategies are computed; the others
 // by Monte Carlo over the pools' risk, all strategies over the same draws.
 func Plan(job Job, m Market, opt Options) ([]Result, error) {
+	return PlanContext(context.Background(), job, m, opt)
+}
+
+// PlanContext is Plan that stops when ctx is done (within one chunk of
+// runs) and returns its error.
+func PlanContext(ctx context.Context, job Job, m Market, opt Options) ([]Result, error) {
 	if err := job.Validate(); err != nil {
 		return nil, err
 	}
@@ -131,7 +138,7 @@ func Plan(job Job, m Market, opt Options) ([]Result, error) {
 			return nil, fieldErr("gpu", "no pool or offering of the market sells %s (the market has %s)", model, strings.Join(modelsIn(m), ", "))
 		}
 	}
-	p := &planning{job: job, opt: opt, ref: ref, d: job.Changeover.Hours(), work: job.Hours}
+	p := &planning{ctx: ctx, job: job, opt: opt, ref: ref, d: job.Changeover.Hours(), work: job.Hours}
 	p.ckpt = math.Inf(1)
 	if job.Checkpointable {
 		p.ckpt = job.Checkpoint.Hours()
@@ -143,6 +150,9 @@ func Plan(job Job, m Market, opt Options) ([]Result, error) {
 	out = append(out, p.offerings(m.Offerings)...)
 	out = append(out, p.trainingPlans(m.Offerings)...)
 	out = append(out, p.montecarlo(m.Offerings)...)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -179,6 +189,7 @@ func modelsIn(m Market) []string {
 
 // planning is one Plan's working state.
 type planning struct {
+	ctx        context.Context
 	job        Job
 	opt        Options
 	ref        string
@@ -219,6 +230,8 @@ func (p *planning) ckptWords() string {
 	switch {
 	case math.IsInf(p.ckpt, 1):
 		return "not checkpointable: an interruption starts the job over"
+	case p.ckpt == 0:
+		return "progress kept at an interruption (checkpoint 0)"
 	default:
 		return fmt.Sprintf("checkpoint every %s", domain.FormatDuration(p.job.Checkpoint))
 	}
@@ -424,8 +437,8 @@ func (o Options) workers() int {
 
 // parallel runs fn(worker, run) for every run, split over workers in fixed
 // chunks; each worker has its own state, so the results do not depend on
-// how many there are.
-func parallel(runs, workers int, newWorker func() func(run int)) {
+// how many there are. It hands out no more chunks once ctx is done.
+func parallel(ctx context.Context, runs, workers int, newWorker func() func(run int)) {
 	const chunk = 250
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -435,13 +448,13 @@ func parallel(runs, workers int, newWorker func() func(run int)) {
 			defer wg.Done()
 			do := newWorker()
 			for start := range next {
-				for i := start; i < min(start+chunk, runs); i++ {
+				for i := start; i < min(start+chunk, runs) && ctx.Err() == nil; i++ {
 					do(i)
 				}
 			}
 		}()
 	}
-	for s := 0; s < runs; s += chunk {
+	for s := 0; s < runs && ctx.Err() == nil; s += chunk {
 		next <- s
 	}
 	close(next)

@@ -285,14 +285,7 @@ func ValidRegion(s string) bool { return regionRE.MatchString(s) }
 const RegionForm = "lower-case letters, digits and dashes, such as us-east-1 or eastus"
 
 // CanonicalGPU returns the catalog's name of a GPU model in any case ("h100" → "H100").
-func CanonicalGPU(s string) (string, bool) {
-	for _, m := range domain.GPUModels {
-		if strings.EqualFold(strings.TrimSpace(s), m) {
-			return m, true
-		}
-	}
-	return "", false
-}
+func CanonicalGPU(s string) (string, bool) { return domain.CanonicalGPU(s) }
 
 // Validate checks every value and normalises the GPU names; its error is a *KeyError.
 func (c *Config) Validate() error {

@@ -135,3 +135,28 @@ func TestSessionsDrawSharedRowsConcurrently(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// The cache holds the newest rows of each window in use, not every
+// snapshot's: a window no session moved on is let go, and its session
+// still follows the market from the rows it has.
+func TestSharedKeepsOnlyTheLatestRows(t *testing.T) {
+	sh, snap := NewShared(), fixtureSnapshot()
+	a := sharedSession(t, sh, snap, Options{Window: time.Hour})
+	b := sharedSession(t, sh, snap, Options{Window: 6 * time.Hour})
+	if len(sh.latest) != 2 {
+		t.Fatalf("%d kinds of rows cached, want 2", len(sh.latest))
+	}
+	s := snap
+	for i := range 5 {
+		s = repriced(s, i%len(s.Pools), 1.1)
+		a.Update(snapshotMsg{snap: s})
+	}
+	if len(sh.latest) != 1 || sh.latest[a.market.rs.kind] != a.market.rs {
+		t.Fatalf("cached %d kinds after five snapshots only the 1h session took", len(sh.latest))
+	}
+	b.Update(snapshotMsg{snap: s})
+	fresh := sharedSession(t, NewShared(), s, Options{Window: 6 * time.Hour})
+	if got, want := screenOf(b), screenOf(fresh); got != want {
+		t.Errorf("the 6h session after its rows were let go:\n%s\nwant\n%s", got, want)
+	}
+}

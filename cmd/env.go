@@ -189,6 +189,14 @@ func (e *env) now() time.Time {
 	return e.clock.Now()
 }
 
+// speed is how many times faster than the wall clock now() runs.
+func (e *env) speed() float64 {
+	if e.clock == nil {
+		return 1
+	}
+	return float64(e.clock.Speed())
+}
+
 // parseProviderFlag reads --provider: a comma list of the known names.
 func parseProviderFlag(v string, known []string) ([]string, error) {
 	list := domain.SplitList(v)

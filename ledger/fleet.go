@@ -246,6 +246,9 @@ type FleetRequest struct {
 	// than the one shown is an *EstimateChangedError.
 	Estimate FleetEstimate
 	Actor    string
+	// Job is the id of the job the launch is for: its hold already
+	// counts against the daily cap, so the launch does not again.
+	Job string
 }
 
 // ErrEstimateChanged is matched by an *EstimateChangedError.
@@ -404,7 +407,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if err != nil {
 		return res, err
 	}
-	if err := s.checkBudget(cost, spent); err != nil {
+	if err := s.checkLaunchBudget(req.Job, cost, spent); err != nil {
 		return res, err
 	}
 	actor := req.Actor
@@ -476,7 +479,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 				return fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s); it is not sent twice", o.ID, o.Actor)
 			}
 		}
-		return s.checkBudget(cost, spent)
+		return s.checkLaunchBudget(req.Job, cost, spent)
 	})
 	if err != nil {
 		var dup *DuplicateError

@@ -211,7 +211,7 @@ func (s *Store) recordIntent(ctx context.Context, r Entry, check OpenIntentCheck
 		ex = &existing
 	}
 	if check != nil {
-		spent, err := daySum(ctx, tx, r.CreatedAt)
+		spent, err := daySum(ctx, tx, r.CreatedAt, true)
 		if err != nil {
 			return Entry{}, fmt.Errorf("record intent: %w", err)
 		}
@@ -359,7 +359,7 @@ func (s *Store) List(ctx context.Context, states ...string) ([]Entry, error) {
 // fleet bills until deleted), and one fleet re-created from AWS, which
 // shows no price of it, must not stop the day's purchases.
 func (s *Store) DaySpent(ctx context.Context, t time.Time) (float64, error) {
-	return daySum(ctx, s.db, t)
+	return daySum(ctx, s.db, t, s.hasJobs())
 }
 
 // NoteCostUnknown, in a row's cost note, says that its cost is not known:
@@ -401,17 +401,30 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// daySum is DaySpent, on the database or inside a transaction.
-func daySum(ctx context.Context, q querier, t time.Time) (float64, error) {
+// daySum is DaySpent, on the database or inside a transaction. With
+// jobs (a ledger that has them), the jobs' holds count and their
+// launches' rows do not: the hold covers them (job.go).
+func daySum(ctx context.Context, q querier, t time.Time, jobs bool) (float64, error) {
 	day := t.UTC().Truncate(24 * time.Hour)
 	var sum float64
 	var unknown int
+	notJobs := ""
+	if jobs {
+		notJobs = ` AND idem_key NOT IN (SELECT idem_key FROM job_launches)`
+	}
 	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0),
 		COUNT(CASE WHEN kind <> ? AND instr(cost_note, ?) > 0 THEN 1 END)
-		FROM ledger WHERE state <> 'failed' AND created_at >= ? AND created_at < ?`,
+		FROM ledger WHERE state <> 'failed' AND created_at >= ? AND created_at < ?`+notJobs,
 		KindFleet, NoteCostUnknown, fmtTime(day), fmtTime(day.Add(24*time.Hour))).Scan(&sum, &unknown)
 	if err != nil {
 		return 0, fmt.Errorf("sum of the day's spending: %w", err)
+	}
+	if jobs {
+		held, err := jobsDaySum(ctx, q, day)
+		if err != nil {
+			return 0, err
+		}
+		sum += held
 	}
 	if unknown > 0 {
 		return math.NaN(), nil

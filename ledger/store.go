@@ -245,6 +245,8 @@ var migrations = []string{
 		read_at TEXT NOT NULL,
 		report  TEXT NOT NULL
 	);`,
+	// 4: jobs, their moves and launches (job.go).
+	jobsMigration,
 }
 
 func fmtTime(t time.Time) string { return sqlitedb.FormatTime(t) }

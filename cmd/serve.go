@@ -159,6 +159,7 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 // sessionModel returns the factory of one SSH session's TUI: the shared
 // hub, the session's own role, actor, colours and context.
 func sessionModel(a *app, h *feed.Hub, svc *ledger.Service) func(server.SessionInfo) tea.Model {
+	shared := tui.NewShared() // the Market's rows, derived once for every session
 	return func(info server.SessionInfo) tea.Model {
 		role := tui.RoleViewer
 		if info.Role == server.RoleBooker {
@@ -166,6 +167,7 @@ func sessionModel(a *app, h *feed.Hub, svc *ledger.Service) func(server.SessionI
 		}
 		opt := a.tuiOptions(h, svc)
 		opt.Role, opt.Actor, opt.NoColor, opt.Context = role, info.Actor, info.NoColor, info.Context
+		opt.Shared = shared
 		opt.Logger = a.log.With("actor", info.Actor)
 		if loc := sessionZone(info.Environ); loc != nil {
 			opt.Now = func() time.Time { return a.now().In(loc) }

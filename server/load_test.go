@@ -152,6 +152,7 @@ func benchSessions(b *testing.B, realTUI bool) {
 	var round, frames atomic.Int64
 	var mu sync.Mutex
 	var models []*roundModel
+	shared := tui.NewShared() // one per process, as cmd's serve makes it
 	srv, err := server.New(server.Options{
 		DataDir: dir, AuthorizedKeysPath: ak, Hub: h, MaxSessions: loadSessions,
 		NewModel: func(info server.SessionInfo) tea.Model {
@@ -160,6 +161,7 @@ func benchSessions(b *testing.B, realTUI bool) {
 			}
 			m := &roundModel{round: &round, frames: &frames, Model: tui.New(tui.Options{
 				Hub: h, Role: tui.RoleViewer, Actor: info.Actor, Context: info.Context, Now: clock,
+				Shared: shared,
 			})}
 			mu.Lock()
 			models = append(models, m)

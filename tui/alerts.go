@@ -566,8 +566,7 @@ func (m *marketView) makeSpotRule() tea.Cmd {
 	if m.cursor >= len(m.list) {
 		return notifyHere("no pool under the cursor to watch")
 	}
-	r := m.list[m.cursor]
-	pv := *r.PoolView
+	pv := m.rs.snap.Pools[m.list[m.cursor]] // the pool as the snapshot has it now
 	p := rulePrompt{open: true, toggle: true, unit: "/h",
 		what: fmt.Sprintf("spot %s in %s", present.DisplayType(pv.InstanceType), present.Place(pv.Region, pv.Zone))}
 	if _, usd, ok := pv.History.Last(); ok {

@@ -23,15 +23,18 @@ type marketView struct {
 	fkeys filterKeys
 
 	snap *feed.Snapshot
-	rows map[string]*row
-	all  []*row // in snapshot order
-	list []*row // filtered and sorted: what the table shows
+	// shared derives the rows once for every session of the process; rs
+	// are the rows of snap this session shows.
+	shared *Shared
+	effKey string
+	rs     *marketRows
+	list   []int32 // into rs.rows, filtered and sorted: what the table shows
 	// listValid is false until list is built for the current filters and
 	// sort; after that live updates only move the rows that changed.
 	listValid bool
-	changed   []*row
-	spare     []*row // reused buffers for resort
-	movedBuf  []*row
+	moving    []bool  // scratch for resort, by row index
+	spare     []int32 // reused buffers for resort
+	movedBuf  []int32
 
 	cursor, offset int
 	cursorKey      string
@@ -52,14 +55,14 @@ type marketView struct {
 	cols          []int // shown, into present.View
 }
 
-func newMarket(c *common, gpus, regions []string) *marketView {
+func newMarket(c *common, shared *Shared, gpus, regions []string) *marketView {
 	ti := textinput.New()
 	ti.Prompt = "/"
 	ti.Placeholder = "GPU, instance type, region, zone or provider"
 	ti.CharLimit = 64
 	m := &marketView{
 		c: c, keys: newMarketKeys(&c.keys), fkeys: newFilterKeys(),
-		rows: map[string]*row{}, marked: map[string]bool{},
+		shared: shared, effKey: effKey(c.eff), marked: map[string]bool{},
 		gpus: gpus, regions: regions, filter: ti,
 	}
 	m.applyStyles()
@@ -186,7 +189,7 @@ func (m *marketView) scrollToCursor() {
 
 func (m *marketView) syncCursorKey() {
 	if m.cursor < len(m.list) {
-		m.cursorKey = m.list[m.cursor].Key
+		m.cursorKey = m.row(m.cursor).Key
 	}
 }
 
@@ -266,7 +269,7 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 		m.move(len(m.list) - 1)
 	case key.Matches(msg, k.Mark):
 		if m.cursor < len(m.list) {
-			m.toggleMark(m.list[m.cursor].Key)
+			m.toggleMark(m.row(m.cursor).Key)
 			m.move(m.cursor + 1)
 		}
 	case key.Matches(msg, k.Sort):
@@ -327,21 +330,41 @@ func (m *marketView) picked() (keys []string, marked bool) {
 func (m *marketView) chartKeys() []string {
 	var keys []string
 	for _, k := range m.markOrder {
-		if _, ok := m.rows[k]; ok {
+		if m.inMarket(k) {
 			keys = append(keys, k)
 		}
 	}
 	if len(keys) == 0 && m.cursor < len(m.list) {
-		keys = []string{m.list[m.cursor].Key}
+		keys = []string{m.row(m.cursor).Key}
 	}
 	return keys
+}
+
+// row is the i-th row of the table.
+func (m *marketView) row(i int) *row { return m.rs.rows[m.list[i]] }
+
+// allRows is how many pools the snapshot shown has.
+func (m *marketView) allRows() int {
+	if m.rs == nil {
+		return 0
+	}
+	return len(m.rs.rows)
+}
+
+// inMarket reports whether the pool k is in the snapshot shown.
+func (m *marketView) inMarket(k string) bool {
+	if m.rs == nil {
+		return false
+	}
+	_, ok := m.rs.byKey[k]
+	return ok
 }
 
 // markedCount is how many marked pools are still in the market.
 func (m *marketView) markedCount() int {
 	n := 0
 	for _, k := range m.markOrder {
-		if _, ok := m.rows[k]; ok {
+		if m.inMarket(k) {
 			n++
 		}
 	}
@@ -361,8 +384,8 @@ func (m *marketView) toggleMark(k string) {
 // distinct lists the values of a pool field present in the snapshot, sorted.
 func (m *marketView) distinct(field func(*feed.PoolView) string) []string {
 	set := map[string]bool{}
-	for _, r := range m.all {
-		if v := field(r.PoolView); v != "" {
+	for i := range m.allRows() {
+		if v := field(&m.rs.snap.Pools[i]); v != "" {
 			set[v] = true
 		}
 	}
@@ -422,7 +445,7 @@ func (m *marketView) View() string {
 			arrow = "↓"
 		}
 		status := fmt.Sprintf("%d/%d pools · sort %s%s · window %s",
-			len(m.list), len(m.all), present.Sorts[m.sortBy].SortShort, arrow, windowLabel(m.c.window))
+			len(m.list), m.allRows(), present.Sorts[m.sortBy].SortShort, arrow, windowLabel(m.c.window))
 		if len(m.gpus) > 0 {
 			status += " · gpu " + listOrAll(m.gpus)
 		}
@@ -458,10 +481,10 @@ func (m *marketView) View() string {
 	if len(m.list) == 0 {
 		b.WriteByte('\n')
 		switch {
-		case len(m.all) == 0 && snapshotFailed(m.snap):
+		case m.allRows() == 0 && snapshotFailed(m.snap):
 			// Not "waiting": the sources answered, with errors.
 			b.WriteString(st.footerErr.Render(fit("  no prices yet: the header above says what failed; it is asked again each refresh", m.width, false)))
-		case m.snap == nil || len(m.all) == 0:
+		case m.snap == nil || m.allRows() == 0:
 			b.WriteString(st.dim.Render(fit("  waiting for the market…", m.width, false)))
 		default:
 			b.WriteString(st.dim.Render(fit("  no pool matches the filter (esc clears it)", m.width, false)))
@@ -471,8 +494,8 @@ func (m *marketView) View() string {
 	end := min(m.offset+m.pageRows(), len(m.list))
 	var line strings.Builder
 	for i := m.offset; i < end; i++ {
-		r := m.list[i]
-		r.fresh()
+		r := m.row(i)
+		cells := r.cellsShown()
 		b.WriteByte('\n')
 		line.Reset()
 		cur := i == m.cursor
@@ -496,7 +519,7 @@ func (m *marketView) View() string {
 		}
 		for j, c := range m.cols {
 			col := present.View[c]
-			cell := fit(r.cells[c], ws[j], col.Right)
+			cell := fit(cells[c], ws[j], col.Right)
 			if col == present.ColInterruption && !cur && !st.noColor {
 				switch {
 				case r.BucketRank <= 0:

@@ -8,77 +8,43 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// applySnapshot folds a new snapshot into the rows. Only pools whose Changed
-// moved are recomputed; after a window change the others are moved to the
-// new window, which redoes nothing but the windowed figures, when used,
-// and the order only if the sort reads the window.
+// applySnapshot shows a new snapshot: its rows come from the process's
+// Shared, derived by the first session to ask. When they were made from
+// the rows this session showed, only the rows derived again move in the
+// order; otherwise the list is filtered and sorted anew.
 func (m *marketView) applySnapshot(s *feed.Snapshot) {
 	if s == nil {
 		return
 	}
 	m.snap = s
 	from, to := m.c.span()
-	ws := m.c.windowSeq
-	structural := len(s.Pools) != len(m.all)
-	rewindowed := false
-	m.changed = m.changed[:0]
-	// old and the new m.all share an array: iteration i reads old[i]
-	// before it appends (writes) index i, so nothing is read after it is
-	// overwritten.
-	old := m.all
-	m.all = m.all[:0]
-	for i := range s.Pools {
-		pv := &s.Pools[i]
-		// Snapshots are sorted by key and rarely gain a pool, so the row at
-		// the same index is almost always the one: no map lookup needed.
-		var r *row
-		if i < len(old) && old[i].Key == pv.Key {
-			r = old[i]
-		} else {
-			r = m.rows[pv.Key]
-		}
-		if r == nil {
-			r = &row{}
-			m.rows[pv.Key] = r
-			structural = true
-		}
-		stale := r.PoolView == nil || r.derived != pv.Changed
-		r.PoolView = pv
-		r.seen = s.Seq
-		switch {
-		case stale:
-			r.compute(m.c, pv, from, to)
-			m.changed = append(m.changed, r)
-		case r.window != ws:
-			r.rewindow(ws, from, to)
-			rewindowed = true
-		}
-		m.all = append(m.all, r)
+	rs := m.shared.rows(s, m.c.window, m.c.eff, m.effKey, from, to, m.rs)
+	if rs == m.rs {
+		return
 	}
-	if len(m.rows) != len(s.Pools) {
-		structural = true
-		for k, r := range m.rows {
-			if r.seen != s.Seq {
-				delete(m.rows, k)
-			}
-		}
-	}
+	prev := m.rs
+	m.rs = rs
 	switch {
-	case structural || !m.listValid || 4*len(m.changed) > len(m.all) || (rewindowed && present.Sorts[m.sortBy].Windowed):
+	case prev != nil && prev.snap == s && m.listValid && !present.Sorts[m.sortBy].Windowed:
+		// Another window of the same snapshot: the same pools at the same
+		// indices, in the same order.
+	case prev == nil || rs.prevID != prev.id || !rs.sameLayout || !m.listValid ||
+		4*len(rs.changed) > len(rs.rows) || (rs.rewindowed && present.Sorts[m.sortBy].Windowed):
 		m.rebuild()
-	case len(m.changed) > 0:
-		m.resort(m.changed)
+	case len(rs.changed) > 0:
+		m.resort(rs.changed)
 	}
 }
 
-// refreshWindow recomputes every row after the window changed.
+// refreshWindow takes the rows of the new window.
 func (m *marketView) refreshWindow() {
 	if m.snap != nil {
 		m.applySnapshot(m.snap)
 	}
 }
 
-func (m *marketView) matches(r *row) bool {
+func (m *marketView) matches(i int32) bool {
+	r := m.rs.rows[i]
 	if len(m.gpus) > 0 && !containsFold(m.gpus, r.GPU.Model) {
 		return false
 	}
@@ -102,9 +68,11 @@ func containsFold(list []string, v string) bool {
 func (m *marketView) rebuild() {
 	screenRow := m.cursor - m.offset
 	m.list = m.list[:0]
-	for _, r := range m.all {
-		if m.matches(r) {
-			m.list = append(m.list, r)
+	if m.rs != nil {
+		for i := range m.rs.rows {
+			if m.matches(int32(i)) {
+				m.list = append(m.list, int32(i))
+			}
 		}
 	}
 	slices.SortFunc(m.list, m.compare)
@@ -115,38 +83,42 @@ func (m *marketView) rebuild() {
 // resort moves the rows whose figures changed to their new places: the
 // others keep their order, so this is a merge of the few changed rows into
 // the sorted rest, not a sort of everything. A live tick changes a few
-// pools out of thousands.
-func (m *marketView) resort(changed []*row) {
+// pools out of thousands. The rows are new, the indices the same
+// (sameLayout): the list is still over the pools it was.
+func (m *marketView) resort(changed []int32) {
 	screenRow := m.cursor - m.offset
-	for _, r := range changed {
-		r.moving = true
+	if len(m.moving) != len(m.rs.rows) {
+		m.moving = make([]bool, len(m.rs.rows))
+	}
+	for _, i := range changed {
+		m.moving[i] = true
 	}
 	kept := m.spare[:0]
-	for _, r := range m.list {
-		if !r.moving {
-			kept = append(kept, r)
+	for _, i := range m.list {
+		if !m.moving[i] {
+			kept = append(kept, i)
 		}
 	}
 	moved := m.movedBuf[:0]
-	for _, r := range changed {
-		r.moving = false
-		if m.matches(r) {
-			moved = append(moved, r)
+	for _, i := range changed {
+		m.moving[i] = false
+		if m.matches(i) {
+			moved = append(moved, i)
 		}
 	}
 	slices.SortFunc(moved, m.compare)
 	out := m.list[:0]
 	if cap(out) < len(kept)+len(moved) {
-		out = make([]*row, 0, len(kept)+len(moved))
+		out = make([]int32, 0, len(kept)+len(moved))
 	}
 	// Each moved row goes in after the kept rows that sort before it:
 	// a binary search per moved row and block copies in between.
 	at := 0
-	for _, r := range moved {
+	for _, i := range moved {
 		rest := kept[at:]
-		j, _ := slices.BinarySearchFunc(rest, r, m.compare)
+		j, _ := slices.BinarySearchFunc(rest, i, m.compare)
 		out = append(out, rest[:j]...)
-		out = append(out, r)
+		out = append(out, i)
 		at += j
 	}
 	out = append(out, kept[at:]...)
@@ -158,11 +130,10 @@ func (m *marketView) resort(changed []*row) {
 // height on screen when it can.
 func (m *marketView) placeCursor(screenRow int) {
 	m.cursor = 0
-	if want := m.rows[m.cursorKey]; want != nil {
-		for i, r := range m.list {
-			if r == want {
+	if m.rs != nil {
+		if want, ok := m.rs.byKey[m.cursorKey]; ok {
+			if i := slices.Index(m.list, want); i >= 0 {
 				m.cursor = i
-				break
 			}
 		}
 	}
@@ -174,6 +145,6 @@ func (m *marketView) placeCursor(screenRow int) {
 // compare orders two rows by the sort column (present.Compare: unknown
 // figures last in either direction, ties by pool key so the order is
 // stable between snapshots).
-func (m *marketView) compare(a, b *row) int {
-	return present.Compare(present.Sorts[m.sortBy], &a.Row, &b.Row, m.reverse)
+func (m *marketView) compare(a, b int32) int {
+	return present.Compare(present.Sorts[m.sortBy], &m.rs.rows[a].Row, &m.rs.rows[b].Row, m.reverse)
 }

@@ -91,21 +91,21 @@ func TestProgramFilterChartQuit(t *testing.T) {
 	}
 	// The charted pool is the filtered list's first; its key names the
 	// instance type, not the GPU (p5.48xlarge), so look the GPU up.
-	if len(chartOf(final).poolKeys) != 1 || len(final.market.list) == 0 || final.market.list[0].Key != chartOf(final).poolKeys[0] ||
-		final.market.list[0].GPU.Model != "H100" {
+	if len(chartOf(final).poolKeys) != 1 || len(final.market.list) == 0 || final.market.row(0).Key != chartOf(final).poolKeys[0] ||
+		final.market.row(0).GPU.Model != "H100" {
 		t.Errorf("charted %v, want the first H100 pool of the filtered list", chartOf(final).poolKeys)
 	}
 	out := ansi.Strip(final.View().Content)
 	charted := "H100"
 	if len(final.market.list) > 0 {
-		charted = final.market.list[0].InstanceType // the legend names the type
+		charted = final.market.row(0).InstanceType // the legend names the type
 	}
 	for _, want := range []string{"Sun 14:00", "Mon 14:00", charted, "/GPU-h", "┤", "SIMULATED MARKET"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("final chart lacks %q:\n%s", want, out)
 		}
 	}
-	for _, r := range final.market.list {
+	for _, r := range shownRows(final.market) {
 		if r.GPU.Model != "H100" {
 			t.Errorf("filter let %s through", r.Key)
 		}

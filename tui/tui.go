@@ -77,6 +77,10 @@ type Options struct {
 	// Watch is the process's one evaluator of the alert rules, shared by
 	// every session (alerts.go); nil means no Alerts view.
 	Watch *watch.Evaluator
+	// Shared is what the process's sessions derive from the market once
+	// for all of them (NewShared, one per process); nil gives the session
+	// one of its own.
+	Shared *Shared
 }
 
 // Messages between the root and its views.
@@ -177,6 +181,9 @@ func New(opt Options) *Model {
 	if opt.Effective.GPUs == 0 {
 		opt.Effective = planner.DefaultBasis
 	}
+	if opt.Shared == nil {
+		opt.Shared = NewShared()
+	}
 	c := &common{
 		styles: newStyles(true, opt.NoColor),
 		keys:   newGlobalKeys(),
@@ -192,7 +199,7 @@ func New(opt Options) *Model {
 	}
 	m := &Model{opt: opt, c: c, isDark: true}
 	// The views, in tab order: a new view is one line here.
-	m.market = addView(m, newMarket(c, opt.GPUs, opt.Regions))
+	m.market = addView(m, newMarket(c, opt.Shared, opt.GPUs, opt.Regions))
 	addView(m, newChart(c))
 	addView(m, newBlocksView(c, opt.Context, opt.Booking, opt.GPUs))
 	addView(m, newPlanView(c, opt.Context, opt.Booking, opt.Speeds, opt.GPUs, opt.Regions))

@@ -97,7 +97,7 @@ func run(m *Model, cmd tea.Cmd) []tea.Msg {
 
 func listKeys(m *Model) []string {
 	var ks []string
-	for _, r := range m.market.list {
+	for _, r := range shownRows(m.market) {
 		ks = append(ks, r.Key)
 	}
 	return ks
@@ -113,18 +113,27 @@ func chartOf(m *Model) *chartView {
 	return nil
 }
 
-// cellOf is a row's cell in the Market view's column col.
+// cellOf is a row's cell in the Market view's column col, as shown.
 func cellOf(r *row, col *present.Column) string {
 	for i, c := range present.View {
 		if c == col {
-			return r.cells[i]
+			return r.cellsShown()[i]
 		}
 	}
 	return ""
 }
 
+// shownRows are the rows of the Market's table, in its order.
+func shownRows(m *marketView) []*row {
+	out := make([]*row, len(m.list))
+	for i := range m.list {
+		out[i] = m.row(i)
+	}
+	return out
+}
+
 func cursorKey(m *Model) string {
-	return m.market.list[m.market.cursor].Key
+	return m.market.row(m.market.cursor).Key
 }
 
 func TestCursorStaysOnPoolWhenPoolsAppearAbove(t *testing.T) {
@@ -153,7 +162,7 @@ func TestCursorStaysOnPoolWhenPoolsAppearAbove(t *testing.T) {
 	if got := m.market.cursor - m.market.offset; got != screenRow {
 		t.Errorf("cursor's screen row %d, want %d (scroll kept)", got, screenRow)
 	}
-	if m.market.list[0].InstanceType != "g4dn.xlarge" || m.market.list[0].Spot > 0.02 {
+	if m.market.row(0).InstanceType != "g4dn.xlarge" || m.market.row(0).Spot > 0.02 {
 		t.Errorf("new cheap pools not on top: %s", listKeys(m)[0])
 	}
 }
@@ -181,7 +190,7 @@ func TestCursorFollowsPoolWhenItsPriceMoves(t *testing.T) {
 
 func unknownEffective(m *Model) int {
 	n := 0
-	for _, r := range m.market.list {
+	for _, r := range shownRows(m.market) {
 		if math.IsNaN(r.Effective) {
 			n++
 		}
@@ -238,7 +247,7 @@ func assertAll(t *testing.T, m *Model, gpu string) {
 	if len(m.market.list) == 0 {
 		t.Fatal("no pools left")
 	}
-	for _, r := range m.market.list {
+	for _, r := range shownRows(m.market) {
 		if r.GPU.Model != gpu {
 			t.Errorf("%s left by filter for %s", r.Key, gpu)
 		}
@@ -265,7 +274,7 @@ func TestGPUAndRegionFiltersCycle(t *testing.T) {
 	if len(m.market.list) == 0 {
 		t.Fatal("region filter left no pools to check")
 	}
-	for _, r := range m.market.list {
+	for _, r := range shownRows(m.market) {
 		if r.Region != "ap-northeast-1" {
 			t.Errorf("region filter let %s through", r.Key)
 		}
@@ -291,7 +300,7 @@ func TestSortModes(t *testing.T) {
 				prev = math.Inf(1)
 			}
 			seenNaN := false
-			for _, r := range m.market.list {
+			for _, r := range shownRows(m.market) {
 				v := f(r)
 				if math.IsNaN(v) || (present.Sorts[mode] == present.ColInterruption && r.BucketRank == len(domain.Buckets)) {
 					seenNaN = true
@@ -313,8 +322,8 @@ func TestSortModes(t *testing.T) {
 		t.Fatalf("after five presses sort is %s", present.Sorts[m.market.sortBy].SortName)
 	}
 	for i := 1; i < len(m.market.list); i++ {
-		if m.market.list[i-1].GPU.Model > m.market.list[i].GPU.Model {
-			t.Errorf("GPU sort: %s before %s", m.market.list[i-1].GPU.Model, m.market.list[i].GPU.Model)
+		if m.market.row(i-1).GPU.Model > m.market.row(i).GPU.Model {
+			t.Errorf("GPU sort: %s before %s", m.market.row(i-1).GPU.Model, m.market.row(i).GPU.Model)
 		}
 	}
 	press(m, "s", "s")
@@ -392,9 +401,13 @@ func TestWindowCycleExtendsHub(t *testing.T) {
 func TestWindowChangeRecomputesRows(t *testing.T) {
 	m := newTestModel(t, 120, 40, Options{Window: time.Hour})
 	m.View()
-	r := m.market.list[0]
+	r := m.market.row(0)
 	before := cellOf(r, present.ColTrend)
 	press(m, "w", "w", "w") // 6h, 24h, 7d
+	if m.market.row(0).Key != r.Key {
+		t.Fatal("a window change reordered the rows")
+	}
+	r = m.market.row(0)
 	if from, to := m.c.span(); r.From != from || r.To != to {
 		t.Fatalf("row window [%d, %d], want [%d, %d]", r.From, r.To, from, to)
 	}
@@ -415,25 +428,26 @@ func TestWindowChangeRedoesOnlyWindowedCells(t *testing.T) {
 	m := newTestModel(t, 120, 6, Options{Window: time.Hour}) // 3 rows on screen
 	m.View()
 	order := slices.Clone(m.market.list)
-	first, last := order[0], order[len(order)-1]
+	first := m.market.row(0)
 	derived, spot := first.derived, cellOf(first, present.ColSpot)
 	press(m, "w")
 	m.View()
 	if !slices.Equal(order, m.market.list) {
 		t.Fatal("a window change reordered the rows")
 	}
-	if first.derived != derived || cellOf(first, present.ColSpot) != spot {
-		t.Fatal("a window change derived the row again")
-	}
-	if first.cellsFor != m.c.windowSeq {
+	now, last := m.market.row(0), m.market.row(len(order)-1)
+	if now.shown.Load() == nil || now.From == first.From {
 		t.Fatal("the trend of a row on screen was not made for the new window")
 	}
-	if last.cellsFor == m.c.windowSeq {
+	if now.derived != derived || cellOf(now, present.ColSpot) != spot || &now.cells[0] != &first.cells[0] {
+		t.Fatal("a window change derived the row again")
+	}
+	if last.shown.Load() != nil {
 		t.Fatal("the trend of a row off screen was made before it was shown")
 	}
 	press(m, "end") // to the last row
 	m.View()
-	if last.cellsFor != m.c.windowSeq {
+	if last.shown.Load() == nil {
 		t.Fatal("the trend of a row scrolled into view was not made")
 	}
 	if _, mx := last.History.Downsample(last.From, last.To, present.SparkCols); cellOf(last, present.ColTrend) != present.Sparkline(mx) {
@@ -719,7 +733,7 @@ func FuzzFilter(f *testing.F) {
 			m.Update(tea.KeyPressMsg{Code: r, Text: string(r)})
 		}
 		needle := strings.ToLower(strings.TrimSpace(m.market.filter.Value()))
-		for _, r := range m.market.list {
+		for _, r := range shownRows(m.market) {
 			if !strings.Contains(r.search, needle) {
 				t.Fatalf("%s left for %q", r.Key, needle)
 			}
@@ -738,7 +752,7 @@ func TestUnknownGPUCountIsNotZero(t *testing.T) {
 	s.Pools[0].Changed++
 	m.Update(snapshotMsg{snap: s})
 	found := false
-	for _, r := range m.market.list {
+	for _, r := range shownRows(m.market) {
 		if r.Key != s.Pools[0].Key {
 			continue
 		}
@@ -872,7 +886,7 @@ func TestWindowChangeResortsBySortThatReadsIt(t *testing.T) {
 		t.Fatal("the order by change over the window is the same over 1h and 7d: the test shows nothing")
 	}
 	for i := 1; i < len(m.market.list); i++ {
-		a, b := m.market.list[i-1], m.market.list[i]
+		a, b := m.market.row(i-1), m.market.row(i)
 		if a.From != b.From || change(&a.Row) > change(&b.Row) {
 			t.Fatalf("rows %d and %d out of the 7d window's order: %v > %v", i-1, i, change(&a.Row), change(&b.Row))
 		}

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -222,7 +223,7 @@ func (a *app) runPlan(parent context.Context, job planner.Job, f planFlags) erro
 	if err != nil {
 		return err
 	}
-	market := planner.Market{Pools: e.planPools(snap, job)}
+	market := planner.Market{Pools: planner.WithOwn(e.planPools(snap, job), a.ownFleets(ctx))}
 	if err := e.checkModelsSold(snap, job); err != nil {
 		return err
 	}
@@ -356,6 +357,71 @@ func (e *env) planSpeeds() planner.Speeds {
 	}
 	for g, v := range e.cfg.Plan.Speed {
 		out[g] = v
+	}
+	return out
+}
+
+// ownWindow is how far back the user's own fleets teach the planner: a
+// pool's behaviour drifts, so older runs are left out.
+const ownWindow = 90 * 24 * time.Hour
+
+// ownFleets is what the user's spot fleets met per pool, from the usage
+// the ledger keeps (what `usage` counts); nothing when the ledger cannot
+// be read, the plan then resting on the market alone.
+func (a *app) ownFleets(ctx context.Context) planner.Own {
+	st, err := a.Ledger()
+	if err != nil {
+		return nil
+	}
+	rows, err := st.List(ctx)
+	if err != nil {
+		a.log.Warn("plan: the ledger's fleets could not be read; risk from the market alone", "err", err)
+		return nil
+	}
+	return ownFrom(rows, func(id string) (domain.UsageReport, bool) {
+		rep, _, ok, err := st.LoadUsage(ctx, id)
+		return rep, ok && err == nil
+	}, a.now())
+}
+
+// ownFrom sums, per pool, the instance-hours the fleets' spot instances
+// ran within ownWindow before now and how many the cloud took back; a
+// report whose interruptions are unknown is left out.
+func ownFrom(rows []ledger.Entry, load func(id string) (domain.UsageReport, bool), now time.Time) planner.Own {
+	since := now.Add(-ownWindow)
+	out := planner.Own{}
+	for _, r := range rows {
+		if r.Kind != domain.KindFleet {
+			continue
+		}
+		rep, ok := load(r.ID)
+		if !ok || rep.InterruptionsUnknown {
+			continue
+		}
+		for _, in := range rep.Instances {
+			end := in.End
+			if end.IsZero() || end.After(now) {
+				end = now
+			}
+			start := in.Start
+			if start.Before(since) {
+				start = since
+			}
+			if !in.Spot || !end.After(start) {
+				continue
+			}
+			k := domain.PoolKey{Provider: r.Provider, Region: r.Region, Zone: cmp.Or(in.Zone, r.Zone),
+				InstanceType: cmp.Or(in.InstanceType, r.InstanceType)}
+			if k.Zone == "" || k.InstanceType == "" {
+				continue
+			}
+			o := out[k.String()]
+			o.Hours += end.Sub(start).Hours()
+			if in.Interrupted && !in.End.IsZero() && !in.End.After(now) {
+				o.Interruptions++
+			}
+			out[k.String()] = o
+		}
 	}
 	return out
 }

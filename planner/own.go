@@ -7,10 +7,10 @@ import (
 )
 
 // Observed is what the user's own spot instances met in one pool: the
-// GPU-hours they ran there and how many of them the cloud took back.
+// instance-hours they ran there and how many of them the cloud took back.
 type Observed struct {
-	RunningGPUHours float64
-	Interruptions   int
+	Hours         float64
+	Interruptions int
 }
 
 // Own is what the user's own fleets met, by pool key (Pool.Key). The
@@ -28,14 +28,10 @@ func WithOwn(pools []Pool, own Own) []Pool {
 	for i := range out {
 		p := &out[i]
 		o, ok := own[p.Key]
-		if !ok || !(o.RunningGPUHours > 0) || o.Interruptions < 0 || math.IsInf(o.RunningGPUHours, 0) {
+		if !ok || !(o.Hours > 0) || o.Interruptions < 0 || math.IsInf(o.Hours, 0) {
 			continue
 		}
-		per := p.GPUsPerInstance
-		if !(per > 0) {
-			per = 1
-		}
-		p.Risk = p.Risk.WithOwn(o.RunningGPUHours/per, o.Interruptions)
+		p.Risk = p.Risk.WithOwn(o.Hours, o.Interruptions)
 	}
 	return out
 }

@@ -75,7 +75,7 @@ func TestPlanLearnsFromOwnFleets(t *testing.T) {
 		t.Fatal(err)
 	}
 	same := m
-	same.Pools = WithOwn(m.Pools, Own{"sim/elsewhere/x/y": {RunningGPUHours: 80, Interruptions: 3}})
+	same.Pools = WithOwn(m.Pools, Own{"sim/elsewhere/x/y": {Hours: 10, Interruptions: 3}})
 	again, err := Plan(job, same, Options{Runs: 2000, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -89,9 +89,9 @@ func TestPlanLearnsFromOwnFleets(t *testing.T) {
 			key = p.Key
 		}
 	}
-	// 37 h of one 8-GPU instance, interrupted 30 times.
+	// 37 instance-hours, 30 instances taken back.
 	own := m
-	own.Pools = WithOwn(m.Pools, Own{key: {RunningGPUHours: 37 * 8, Interruptions: 30}})
+	own.Pools = WithOwn(m.Pools, Own{key: {Hours: 37, Interruptions: 30}})
 	rs, err := Plan(job, own, Options{Runs: 2000, Seed: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -361,10 +360,6 @@ func (e *env) planSpeeds() planner.Speeds {
 	return out
 }
 
-// ownWindow is how far back the user's own fleets teach the planner: a
-// pool's behaviour drifts, so older runs are left out.
-const ownWindow = 90 * 24 * time.Hour
-
 // ownFleets is what the user's spot fleets met per pool, from the usage
 // the ledger keeps (what `usage` counts); nothing when the ledger cannot
 // be read, the plan then resting on the market alone.
@@ -384,44 +379,17 @@ func (a *app) ownFleets(ctx context.Context) planner.Own {
 	}, a.now())
 }
 
-// ownFrom sums, per pool, the instance-hours the fleets' spot instances
-// ran within ownWindow before now and how many the cloud took back; a
-// report whose interruptions are unknown is left out.
+// ownFrom is planner.OwnFrom over the ledger's fleet rows and their kept
+// usage.
 func ownFrom(rows []ledger.Entry, load func(id string) (domain.UsageReport, bool), now time.Time) planner.Own {
-	since := now.Add(-ownWindow)
-	out := planner.Own{}
+	var fs []planner.FleetUsage
 	for _, r := range rows {
 		if r.Kind != domain.KindFleet {
 			continue
 		}
-		rep, ok := load(r.ID)
-		if !ok || rep.InterruptionsUnknown {
-			continue
-		}
-		for _, in := range rep.Instances {
-			end := in.End
-			if end.IsZero() || end.After(now) {
-				end = now
-			}
-			start := in.Start
-			if start.Before(since) {
-				start = since
-			}
-			if !in.Spot || !end.After(start) {
-				continue
-			}
-			k := domain.PoolKey{Provider: r.Provider, Region: r.Region, Zone: cmp.Or(in.Zone, r.Zone),
-				InstanceType: cmp.Or(in.InstanceType, r.InstanceType)}
-			if k.Zone == "" || k.InstanceType == "" {
-				continue
-			}
-			o := out[k.String()]
-			o.Hours += end.Sub(start).Hours()
-			if in.Interrupted && !in.End.IsZero() && !in.End.After(now) {
-				o.Interruptions++
-			}
-			out[k.String()] = o
+		if rep, ok := load(r.ID); ok {
+			fs = append(fs, planner.FleetUsage{Provider: r.Provider, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, Report: rep})
 		}
 	}
-	return out
+	return planner.OwnFrom(fs, now)
 }

@@ -1,9 +1,13 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // Observed is what the user's own spot instances met in one pool: the
@@ -75,5 +79,55 @@ func (r Risk) WithOwn(h float64, n int) Risk {
 		gap = 3.5 * r.GapMedianHours
 	}
 	out.Availability = 1 / (1 + lambda*gap)
+	return out
+}
+
+// OwnWindow is how far back the user's own fleets teach the planner: a
+// pool's behaviour drifts, so older runs are left out.
+const OwnWindow = 90 * 24 * time.Hour
+
+// FleetUsage is one of the user's fleets as its records show it: where it
+// was asked for (an instance's own zone and type win) and the usage its
+// cloud reported (what `gpumarket usage` counts).
+type FleetUsage struct {
+	Provider, Region, Zone, InstanceType string
+	Report                               domain.UsageReport
+}
+
+// OwnFrom sums, per pool, the instance-hours the fleets' spot instances
+// ran within OwnWindow before now and how many the cloud took back; a
+// report whose interruptions are unknown teaches nothing.
+func OwnFrom(fs []FleetUsage, now time.Time) Own {
+	since := now.Add(-OwnWindow)
+	out := Own{}
+	for _, f := range fs {
+		if f.Report.InterruptionsUnknown {
+			continue
+		}
+		for _, in := range f.Report.Instances {
+			end := in.End
+			if end.IsZero() || end.After(now) {
+				end = now
+			}
+			start := in.Start
+			if start.Before(since) {
+				start = since
+			}
+			if !in.Spot || !end.After(start) {
+				continue
+			}
+			k := domain.PoolKey{Provider: f.Provider, Region: f.Region, Zone: cmp.Or(in.Zone, f.Zone),
+				InstanceType: cmp.Or(in.InstanceType, f.InstanceType)}
+			if k.Zone == "" || k.InstanceType == "" {
+				continue
+			}
+			o := out[k.String()]
+			o.Hours += end.Sub(start).Hours()
+			if in.Interrupted && !in.End.IsZero() && !in.End.After(now) {
+				o.Interruptions++
+			}
+			out[k.String()] = o
+		}
+	}
 	return out
 }

@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -39,16 +38,10 @@ func (a *app) runPlanOnTraces(ctx context.Context, job planner.Job, f planFlags)
 	planner.Rank(results, f.onTime)
 	rows := make([]planRow, len(results))
 	for i, r := range results {
-		rows[i] = planRowOf(r)
+		rows[i] = planRowOf(r, e.cfg.Budget)
 	}
-	if err := writeRows(e.out, f.output, rows); err != nil {
-		return err
+	if f.output != formatTable {
+		return writeRows(e.out, f.output, rows)
 	}
-	if f.output == formatTable {
-		fmt.Fprintln(e.out, "\nassumptions:")
-		for i, r := range rows {
-			fmt.Fprintf(e.out, "  %d. %s: %s\n", i+1, r.Strategy, r.Assumptions)
-		}
-	}
-	return nil
+	return e.planTable(rows, results, f.onTime)
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
 )
@@ -38,7 +39,7 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	if len(spot) == 0 {
 		return nil
 	}
-	odBest := p.bestOnDemand()
+	odBest := p.netOnDemand()
 	multi := p.diverse(spot)
 	// Spot in one pool: the best pool of each cloud (as on-demand is per
 	// cloud), each a lane of its own if the spread does not hold it.
@@ -209,7 +210,7 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 				s.inter[i] = o.interruptions
 				s.finish[i] = o.finish
 				if !o.done {
-					s.finish[i] = math.NaN()
+					s.finish[i] = p.finishAt(o.left, s, lanes)
 				}
 			}
 		}
@@ -221,17 +222,13 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	out := make([]Result, 0, len(sts))
 	for _, s := range sts {
 		r := p.result(s.name, s.cands)
-		var sum, inter, fin float64
-		var on, done int
+		var sum, inter float64
+		var on int
 		for i := range runs {
 			sum += s.cost[i]
 			inter += float64(s.inter[i])
 			if s.onTime[i] {
 				on++
-			}
-			if !math.IsNaN(s.finish[i]) {
-				fin += s.finish[i]
-				done++
 			}
 		}
 		r.ExpectedCostUSD = sum / float64(runs)
@@ -239,10 +236,8 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 		r.OnTimePct = 100 * float64(on) / float64(runs)
 		r.ExpectedInterruptions = inter / float64(runs)
 		r.USDPerUsefulGPUHour = r.ExpectedCostUSD / p.usefulGPUHours()
-		r.End = p.at(p.span)
-		if done > 0 {
-			r.End = p.at(fin / float64(done))
-		}
+		// The median and p95 finish of every run, the late ones too.
+		r.End, r.EndP95 = p.endAt(quantile(s.finish, 0.5), s.sp), p.endAt(quantile(s.finish, 0.95), s.sp)
 		if s.block != nil {
 			// The capacity held runs from the earlier of the job's start
 			// and the block's to the later of their ends.
@@ -252,6 +247,9 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 			}
 			if o.End.After(r.End) {
 				r.End = o.End
+			}
+			if o.End.After(r.EndP95) {
+				r.EndP95 = o.End
 			}
 			r.OfferingID = o.ID
 			r.Regions = appendNew(r.Regions, o.Region)
@@ -283,6 +281,29 @@ func (p *planning) finishCost(left float64, s *mcStrategy, lanes []*candidate) f
 	}
 	c := lanes[s.lanes[0]]
 	return c.score * left
+}
+
+// finishAt is when a run that stopped at its horizon with work left ends
+// once that work is finished on on-demand, as finishCost prices it: +Inf
+// when no on-demand is known.
+func (p *planning) finishAt(left float64, s *mcStrategy, lanes []*candidate) float64 {
+	od := s.od
+	if od == nil {
+		od = p.bestOnDemand()
+	}
+	if od == nil {
+		return math.Inf(1)
+	}
+	return s.sp.horizon + p.d + left/od.speed
+}
+
+// endAt is a finish (hours from the job's start) as a time; one never
+// reached is the run's horizon.
+func (p *planning) endAt(h float64, sp spec) time.Time {
+	if math.IsInf(h, 0) || math.IsNaN(h) {
+		h = sp.horizon
+	}
+	return p.at(h)
 }
 
 func seq(n int) []int {
@@ -450,8 +471,8 @@ func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *can
 		out = append(out, &mcStrategy{name: StrategyBlockSpot, pol: policyFor(StrategyBlockSpot, anyAvailability(multi)),
 			lanes: seq(len(multi)), od: od, sp: sp, fixed: b.o.UpfrontUSD, cands: multi, block: &op.b,
 			assume: fmt.Sprintf("%.0f h block (%s to %s UTC) does %s h of the work; the other %s h on spot over %d pools with the on-demand safety net, %s it; %s",
-				b.hoursPaid, b.o.Start.UTC().Format("Jan 2 15:04"), b.o.End.UTC().Format("Jan 2 15:04"), trimFloat(math.Round(op.blockHrs*10)/10),
-				trimFloat(math.Round((p.work-op.blockHrs)*10)/10), len(multi), when, p.ckptWords())})
+				b.hoursPaid, b.o.Start.UTC().Format("Jan 2 15:04"), b.o.End.UTC().Format("Jan 2 15:04"), tenths(op.blockHrs),
+				tenths(p.work-op.blockHrs), len(multi), when, p.ckptWords())})
 	}
 	return out
 }

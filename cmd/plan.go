@@ -243,7 +243,7 @@ func (a *app) runPlan(parent context.Context, job planner.Job, f planFlags) erro
 	if err != nil {
 		return err
 	}
-	market := planner.Market{Pools: e.planPools(snap, job)}
+	market := planner.Market{Pools: planner.WithOwn(e.planPools(snap, job), a.ownFleets(ctx))}
 	if err := e.checkModelsSold(snap, job); err != nil {
 		return err
 	}
@@ -415,4 +415,38 @@ func (e *env) planSpeeds() planner.Speeds {
 		out[g] = v
 	}
 	return out
+}
+
+// ownFleets is what the user's spot fleets met per pool, from the usage
+// the ledger keeps (what `usage` counts); nothing when the ledger cannot
+// be read, the plan then resting on the market alone.
+func (a *app) ownFleets(ctx context.Context) planner.Own {
+	st, err := a.Ledger()
+	if err != nil {
+		return nil
+	}
+	rows, err := st.List(ctx)
+	if err != nil {
+		a.log.Warn("plan: the ledger's fleets could not be read; risk from the market alone", "err", err)
+		return nil
+	}
+	return ownFrom(rows, func(id string) (domain.UsageReport, bool) {
+		rep, _, ok, err := st.LoadUsage(ctx, id)
+		return rep, ok && err == nil
+	}, a.now())
+}
+
+// ownFrom is planner.OwnFrom over the ledger's fleet rows and their kept
+// usage.
+func ownFrom(rows []ledger.Entry, load func(id string) (domain.UsageReport, bool), now time.Time) planner.Own {
+	var fs []planner.FleetUsage
+	for _, r := range rows {
+		if r.Kind != domain.KindFleet {
+			continue
+		}
+		if rep, ok := load(r.ID); ok {
+			fs = append(fs, planner.FleetUsage{Provider: r.Provider, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, Report: rep})
+		}
+	}
+	return planner.OwnFrom(fs, now)
 }

@@ -97,7 +97,7 @@ func makePlan(ctx context.Context, in planInput) planMsg {
 		}
 		cancel()
 	}
-	results, err := planner.Plan(in.terms.job, planner.Market{Pools: in.pools, Offerings: offs},
+	results, err := planner.Plan(in.terms.job, planner.Market{Pools: planner.WithOwn(in.pools, ownFleets(ctx, in.svc, in.now)), Offerings: offs},
 		planner.Options{Runs: in.runs, Seed: 1, Speeds: in.speeds})
 	if err != nil {
 		out.err = planFieldErr(err)
@@ -106,4 +106,28 @@ func makePlan(ctx context.Context, in planInput) planMsg {
 	planner.Rank(results, in.terms.onTime)
 	out.results = results
 	return out
+}
+
+// ownFleets is what the user's spot fleets met per pool, from the usage
+// the ledger keeps, as `gpumarket plan` reads it; nothing when there is
+// no ledger or it cannot be read.
+func ownFleets(ctx context.Context, svc *ledger.Service, now time.Time) planner.Own {
+	if svc == nil || svc.Store() == nil {
+		return nil
+	}
+	st := svc.Store()
+	rows, err := st.List(ctx)
+	if err != nil {
+		return nil
+	}
+	var fs []planner.FleetUsage
+	for _, r := range rows {
+		if r.Kind != domain.KindFleet {
+			continue
+		}
+		if rep, _, ok, err := st.LoadUsage(ctx, r.ID); ok && err == nil {
+			fs = append(fs, planner.FleetUsage{Provider: r.Provider, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, Report: rep})
+		}
+	}
+	return planner.OwnFrom(fs, now)
 }

@@ -368,6 +368,10 @@ func (a *app) offeringsFor(ctx context.Context, svc *ledger.Service, job planner
 	for _, q := range planner.BlockQueries(job, a.now(), e.planSpeeds()) {
 		q.Regions = e.query.Regions
 		res, err := svc.FindOfferings(ctx, q)
+		if ctx.Err() != nil {
+			// Interrupted: what the providers could not answer is no news.
+			return nil, ctx.Err()
+		}
 		for name, perr := range res.Failed {
 			if msg := fmt.Sprintf("%s: %v", name, perr); !warned[msg] {
 				warned[msg] = true

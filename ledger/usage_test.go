@@ -64,7 +64,7 @@ func fleet(id string, n, onDemand int, start float64, estimate float64, state st
 	spec, _ := json.Marshal(domain.FleetSpec{Provider: "fake", Region: "us-east-1", InstanceTypes: []string{"g6.xlarge"},
 		TargetCapacity: n, OnDemandBase: onDemand})
 	return Entry{ID: id, Kind: KindFleet, Provider: "fake", Cloud: "aws", Region: "us-east-1",
-		InstanceType: "g6.xlarge", InstanceCount: n, GPUCount: float64(n), Start: at(start), CostUSD: estimate,
+		InstanceType: "g6.xlarge", InstanceCount: n, GPUCount: float64(n), Start: at(start), USDHour: estimate,
 		CostNote: "estimate: first hour at current prices; a fleet bills until deleted", State: state,
 		ProviderRef: "fleet-" + id, Actor: "local:bob", CreatedAt: at(start), IdemKey: id, Request: spec}
 }
@@ -162,16 +162,20 @@ func TestComputeRow(t *testing.T) {
 			now:    5, booked: 40, running: 40, busy: 10, cost: 50, idle: 1.25 * 30, source: "cpu",
 		},
 		{
-			name: "spot fleet at the prices in force, one interrupted, on-demand at list",
-			row:  fleet("f1", 3, 1, 0, 1.0, StateDeleted),
+			name: "fleet at its estimate over the hours it ran (as every view), one interrupted",
+			row: func() Entry {
+				r := fleet("f1", 3, 1, 0, 1.0, StateDeleted)
+				r.End = at(10)
+				return r
+			}(),
 			report: &domain.UsageReport{Source: "gpu", Instances: []domain.InstanceUsage{
 				{ID: "i-od", InstanceType: "g6.xlarge", Start: at(0), End: at(10), Busy: inst("x", 0, 10, 1, false).Busy},
 				{ID: "i-s1", InstanceType: "g6.xlarge", Spot: true, Start: at(0), End: at(10), Busy: inst("x", 0, 10, 0.5, false).Busy},
 				{ID: "i-s2", InstanceType: "g6.xlarge", Spot: true, Start: at(0), End: at(4), Interrupted: true, Busy: inst("x", 0, 4, 0, false).Busy},
 			}},
 			prices: fixedPrices{spot: map[string]float64{"g6.xlarge": 0.3}, ond: map[string]float64{"g6.xlarge": 0.8}},
-			now:    20, booked: 60, running: 24, busy: 15,
-			cost: 0.8*10 + 0.3*14, idle: (0.8*10 + 0.3*14) * 9 / 24, interruptions: 1, source: "gpu",
+			now:    20, booked: 30, running: 24, busy: 15,
+			cost: 1.0 * 10, idle: 10 * 9.0 / 24, interruptions: 1, source: "gpu", note: "launch estimate",
 		},
 		{
 			name:   "fleet without price history: its launch estimate",
@@ -183,7 +187,7 @@ func TestComputeRow(t *testing.T) {
 			name: "fleet launched at unknown prices and none known since: cost unknown",
 			row: func() Entry {
 				r := fleet("f3", 1, 0, 0, 0, StateActive)
-				r.CostNote = "estimate: first hour at unknown prices"
+				r.USDHour = math.NaN()
 				return r
 			}(),
 			report: &domain.UsageReport{Source: "gpu", Instances: []domain.InstanceUsage{{ID: "i-1", InstanceType: "g6.xlarge", Spot: true, Start: at(0), Busy: inst("x", 0, 4, 1, false).Busy}}},
@@ -374,8 +378,9 @@ func TestTotalsByDayAndActor(t *testing.T) {
 		t.Errorf("days sum to booked %v idle %v; all says %v, %v", dayBooked, dayIdle, rep.All.BookedGPUHours, rep.All.IdleUSD)
 	}
 	// A block's fee is paid up front: the row's cost is the whole fee,
-	// the days spread it over its hours.
-	if want := 1920 + 0.5*(40+30); !near(rep.All.CostUSD, want) || !near(dayCost, want) {
+	// the days spread it over its hours. The fleet costs its estimate
+	// over the 40 hours it has run.
+	if want := 1920 + 1.0*40; !near(rep.All.CostUSD, want) || !near(dayCost, want) {
 		t.Errorf("cost all %v days %v, want %v", rep.All.CostUSD, dayCost, want)
 	}
 	if len(rep.Actors) != 2 || rep.All.Interruptions != 1 || rep.All.Rows != 2 {

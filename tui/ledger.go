@@ -3,7 +3,6 @@ package tui
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -351,7 +350,7 @@ func timeLeft(r ledger.Entry, now time.Time) string {
 		case r.ProviderRef == "":
 			return "-" // never launched
 		}
-		start, end := rowSpan(r)
+		start, end := ledger.Span(r)
 		switch {
 		case start.IsZero():
 			return "-"
@@ -514,13 +513,17 @@ func ledgerCells(r ledger.Entry, now time.Time, fleets map[string]ledger.FleetNo
 		}
 		return t.In(loc).Format("01-02 15:04 MST")
 	}
-	start, end := rowSpan(r)
+	f := ledger.FiguresOf(r, now)
+	start, end := f.Start, f.End
+	if start.IsZero() {
+		start, end = r.Start, r.End // not run (yet): the window asked for
+	}
 	cost := present.Money(r.CostUSD)
-	switch {
-	case ledger.CostUnknown(r):
-		cost = "-" // recorded as 0, but no price was known
-	case r.CostNote != "":
-		cost += "/h"
+	if r.Kind == ledger.KindFleet {
+		cost = present.Money(r.USDHour) + "/h"
+		if ledger.CostUnknown(r) {
+			cost = "-" // no price was known at launch
+		}
 	}
 	kept := "-"
 	if sched, ok := ledger.ScheduleOf(r); ok {
@@ -528,7 +531,7 @@ func ledgerCells(r ledger.Entry, now time.Time, fleets map[string]ledger.FleetNo
 	}
 	return map[string]string{"STATE": r.State, "KIND": r.Kind, "WHAT": fmt.Sprintf("%d×%s", r.InstanceCount, present.DisplayType(r.InstanceType)),
 		"WHERE": present.Place(r.Region, r.Zone), "START (local)": when(start), "END (local)": when(end), "TIME LEFT": timeLeft(r, now),
-		"RUN": running(r, fleets), "COST $": cost, "SO FAR $": present.Money(costSoFar(r, now)), "PROVIDER ID": orDash(r.ProviderRef),
+		"RUN": running(r, fleets), "COST $": cost, "SO FAR $": present.Money(f.SoFar), "PROVIDER ID": orDash(r.ProviderRef),
 		"BY": actorName(r.Actor), "KEPT BY": kept, "LEDGER ID": r.ID, "NOTE": orDash(r.Note)}
 }
 
@@ -579,41 +582,6 @@ func hiddenCells(cells map[string]string, shown []tableColumn) string {
 		parts = append(parts, c.title+" "+v)
 	}
 	return strings.Join(parts, " · ")
-}
-
-// rowSpan is when a row's capacity started and ended: a block's or a
-// reservation's window; a fleet's time running, from when it became
-// active to when it was deleted or found ended. A fleet row that does not
-// carry those (one written before the ledger recorded them) is taken to
-// start when it was launched (its intent is written just before the
-// launch call) and, once deleted or ended, to end at its last update.
-func rowSpan(r ledger.Entry) (start, end time.Time) {
-	start, end = r.Start, r.End
-	if r.Kind != ledger.KindFleet || r.ProviderRef == "" {
-		return start, end
-	}
-	if start.IsZero() {
-		start = r.CreatedAt
-	}
-	if end.IsZero() && (r.State == ledger.StateDeleted || r.State == ledger.StateEnded) {
-		end = r.UpdatedAt
-	}
-	return start, end
-}
-
-// costSoFar is what a fleet has cost up to now (or its end): its hourly
-// estimate times the hours it ran; NaN for anything else, a fleet never
-// launched, or when the price is unknown. A scheduled fleet's start and
-// end are its window: nothing before the one, nothing after the other.
-func costSoFar(r ledger.Entry, now time.Time) float64 {
-	start, end := rowSpan(r)
-	if r.Kind != ledger.KindFleet || r.ProviderRef == "" || r.CostNote == "" || ledger.CostUnknown(r) || start.IsZero() || start.After(now) {
-		return math.NaN()
-	}
-	if end.IsZero() || end.After(now) {
-		end = now
-	}
-	return r.CostUSD * max(end.Sub(start).Hours(), 0)
 }
 
 // actorName is who booked, as a column has room for: the local user, or

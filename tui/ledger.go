@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -97,6 +98,9 @@ type ledgerView struct {
 	fleets      map[string]ledger.FleetNow
 	fleetsSeq   int
 	fleetsAsked bool
+	// states is each row's state at the last load: a row that turns
+	// failed since is told in the footer, whichever view is shown.
+	states map[string]string
 
 	confirm confirmation
 }
@@ -207,6 +211,7 @@ func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
 		return notifyErr(msg.err)
 	}
 	v.err = ""
+	told := v.failures(msg.rows)
 	v.rows = orderLedger(msg.rows, v.c.now())
 	v.cur = min(v.cur, max(len(v.rows)-1, 0))
 	if msg.rep != nil {
@@ -217,9 +222,31 @@ func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
 		v.note = strings.Join(parts, "; ")
 	}
 	if asked {
-		return tea.Batch(reconciled(msg.rep), v.askFleets())
+		return tea.Batch(reconciled(msg.rep), v.askFleets(), told)
 	}
-	return v.askFleets()
+	return tea.Batch(v.askFleets(), told)
+}
+
+// failures records the rows' states and says, in the footer, each row
+// that failed since the last load (a fleet that launched nothing, a
+// scheduled fleet refused at its start): the session may be on another
+// view, or another session may have made it.
+func (v *ledgerView) failures(rows []ledger.Entry) tea.Cmd {
+	first := v.states == nil
+	var lines []string
+	next := make(map[string]string, len(rows))
+	for _, r := range rows {
+		next[r.ID] = r.State
+		if was, seen := v.states[r.ID]; !first && r.State == ledger.StateFailed && was != ledger.StateFailed && (seen || r.Error != "") {
+			lines = append(lines, fmt.Sprintf("ledger row %s (%s %d×%s) failed: %s", short(r.ID), r.Kind, r.InstanceCount,
+				present.DisplayType(r.InstanceType), orDefault(r.Error, "see the Ledger view")))
+		}
+	}
+	v.states = next
+	if len(lines) == 0 {
+		return nil
+	}
+	return notifyErr(errors.New(strings.Join(lines, "; ")))
 }
 
 // askFleets asks the providers how many instances of each running fleet

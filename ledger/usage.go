@@ -1,7 +1,7 @@
 // Package usage works out, for every ledger row, what was bought and how
 // much of it was used: booked GPU-hours, GPU-hours with instances running,
 // GPU-hours busy (from the clouds' utilization metrics), interruptions,
-// the cost so far and the idle cost — what was paid for GPU-hours not
+// the cost so far (CostSoFar, as every view shows it) and the idle cost — what was paid for GPU-hours not
 // running or not busy. The providers only report what their cloud shows
 // (domain.UsageReporter); every figure is computed here, the same way
 // for every cloud, so the CLI, the TUI and the budget alert agree.
@@ -145,17 +145,6 @@ type UsageReport struct {
 	Alerts []Alert
 }
 
-// PriceBook answers what capacity cost while it ran: the spot price in
-// force (the hub's history) and the list price.
-type PriceBook interface {
-	// SpotUSDHour is the time-weighted mean spot price of an
-	// instance-hour of the pool over [from, to]. A pool with an empty
-	// Zone means any zone of the region.
-	SpotUSDHour(k domain.PoolKey, from, to time.Time) (float64, bool)
-	// OnDemandUSDHour is the list price of an instance-hour.
-	OnDemandUSDHour(k domain.PoolKey) (float64, bool)
-}
-
 // UsageOptions of Compute.
 type UsageOptions struct {
 	// Since and Now bound the span; rows outside it are left out.
@@ -163,9 +152,6 @@ type UsageOptions struct {
 	// Reporter returns the usage reporter of a provider, false when the
 	// provider is not in use in this run or reports no usage.
 	Reporter func(provider string) (domain.UsageReporter, bool)
-	// Prices prices fleets' instance-hours; nil prices them at the
-	// ledger's launch estimate.
-	Prices PriceBook
 	// Timeout bounds each provider call (default 30s); Concurrency how
 	// many run at once (default 4).
 	Timeout     time.Duration

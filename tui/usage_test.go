@@ -116,14 +116,12 @@ func newUsageFixtureWith(t *testing.T, opt Options, w, h int) (*Model, *usageRep
 			t.Fatal(err)
 		}
 	}
-	snap := fixtureSnapshot()
 	tr := ledger.NewTracker(ledger.TrackerOptions{Ledger: st, Now: nowFn, MaxIdlePct: 50,
-		Reporter: func(name string) (domain.UsageReporter, bool) { return rep, name == "sim" },
-		Prices:   func() ledger.PriceBook { return ledger.SnapshotPrices(snap) }})
+		Reporter: func(name string) (domain.UsageReporter, bool) { return rep, name == "sim" }})
 	opt.Now, opt.NoColor, opt.Actor, opt.Usage = nowFn, true, "local:tester", tr
 	m := newBare(opt)
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
-	_, cmd := m.Update(snapshotMsg{snap: snap})
+	_, cmd := m.Update(snapshotMsg{snap: fixtureSnapshot()})
 	run(m, cmd)
 	return m, rep
 }

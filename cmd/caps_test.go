@@ -82,3 +82,28 @@ func TestLedgerFigures(t *testing.T) {
 		}
 	}
 }
+
+// TestSameScheduledFleetTwiceRefused: the same scheduled fleet booked a
+// second time is refused, naming the first row, before any question;
+// --again books it.
+func TestSameScheduledFleetTwiceRefused(t *testing.T) {
+	s := newSession(t, "")
+	fleet := []string{"fleet", "launch", "--region", "us-east-1", "--instance-types", "p5.48xlarge", "--target", "2",
+		"--start", "+1d", "--for", "3h", "--yes", "-o", "json"}
+	code, out, errOut := s.run(fleet...)
+	if code != 0 {
+		t.Fatalf("schedule: exit %d: %s", code, errOut)
+	}
+	rows, _ := jsonRows(t, out)
+	first := rows[0]["id"].(string)
+	code, _, errOut = s.run(fleet...)
+	if code != 1 || !strings.Contains(errOut, first) || !strings.Contains(errOut, "--again") {
+		t.Fatalf("the same fleet again: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := s.run(append(fleet, "--again")...); code != 0 {
+		t.Fatalf("--again: exit %d: %s", code, errOut)
+	}
+	if all, _ := s.ledger(); len(all) != 2 {
+		t.Fatalf("%d rows, want the first and the one asked for again", len(all))
+	}
+}

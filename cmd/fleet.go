@@ -245,7 +245,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 		// Dry run first: the provider's "no" comes before the question.
 		dry := spec
 		dry.DryRun = true
-		dres, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: dry, Estimate: est})
+		dres, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: dry, Estimate: est, Again: f.again})
 		if dres.Fleet.DryRun {
 			fmt.Fprintf(e.errOut, "  dry run    %s\n", domain.DryRunAnswer(dres.Fleet.Message, "the provider accepted the dry run"))
 		}

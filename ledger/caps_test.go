@@ -195,6 +195,12 @@ func TestSameFleetTwiceRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), first.ID) || !strings.Contains(err.Error(), "--again") {
 		t.Fatalf("the same scheduled fleet twice: %v, want refused naming %s", err, first.ID)
 	}
+	// Its dry run says so before anyone confirms, with the cloud's answer.
+	dry := spec
+	dry.DryRun = true
+	if res, err := f.svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: dry}); err == nil || !strings.Contains(err.Error(), first.ID) || !res.Fleet.DryRun {
+		t.Fatalf("the dry run of the same fleet: %+v, %v", res.Fleet, err)
+	}
 	if _, err := f.svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Again: true}); err != nil {
 		t.Fatalf("asked for again: %v", err)
 	}

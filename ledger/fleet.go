@@ -392,6 +392,11 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if overCap != nil && !spec.DryRun {
 		return res, overCap
 	}
+	if spec.DryRun && !req.Again && overCap == nil {
+		// Said before anyone is asked to confirm; the launch checks it
+		// again under the ledger's lock.
+		overCap = s.duplicateOf(ctx, spec, intent)
+	}
 
 	if spec.DryRun {
 		cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
@@ -434,8 +439,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 				// Another process recorded the same fleet since openFleet looked.
 				return fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s); it is not sent twice", o.ID, o.Actor)
 			case !req.Again && sameTerms(o, intent):
-				return fmt.Errorf("refused: a fleet on the same terms is already %s over the same time: ledger row %s (%s); nothing was launched — "+
-					"to launch another one like it, say so: `fleet launch … --again`", o.State, o.ID, orNone(o.ProviderRef))
+				return duplicateFleet(o)
 			}
 		}
 		return check(spent)
@@ -586,6 +590,27 @@ func sameTerms(r, intent Entry) bool {
 	from1, until1 := runWindow(r)
 	from2, until2 := runWindow(intent)
 	return (until2.IsZero() || from1.Before(until2)) && (until1.IsZero() || from2.Before(until1))
+}
+
+// duplicateOf refuses a fleet on the same terms as one scheduled or
+// running over the same time (sameTerms), naming that row.
+func (s *Service) duplicateOf(ctx context.Context, spec domain.FleetSpec, intent Entry) error {
+	rows, err := s.st.List(ctx, StateScheduled, StateActive)
+	if err != nil {
+		return err
+	}
+	intent.Request, _ = json.Marshal(spec)
+	for _, o := range rows {
+		if sameTerms(o, intent) {
+			return duplicateFleet(o)
+		}
+	}
+	return nil
+}
+
+func duplicateFleet(o Entry) error {
+	return fmt.Errorf("refused: a fleet on the same terms is already %s over the same time: ledger row %s (%s); nothing was launched — "+
+		"to launch another one like it, say so: `fleet launch … --again`", o.State, o.ID, orNone(o.ProviderRef))
 }
 
 // runWindow is when a fleet row runs: from its asked start (else its

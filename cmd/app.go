@@ -203,6 +203,8 @@ func (a *app) startHubLocked(ctx context.Context, ps []domain.Provider, q domain
 		},
 		Logger: a.log,
 		Cache:  a.historyFor(ps),
+		Now:    a.now,
+		Speed:  a.clockSpeed(),
 	})
 	a.loops.Add(1)
 	go func() {
@@ -239,6 +241,7 @@ func (a *app) Booking(ps []domain.Provider, timeout time.Duration) (*ledger.Serv
 		Logger:  a.log,
 		Timeout: timeout,
 		Actor:   localActor(),
+		Now:     a.now,
 	}), nil
 }
 
@@ -254,8 +257,24 @@ func (a *app) KeepLedger(svc *ledger.Service) {
 	a.loops.Add(1)
 	go func() {
 		defer a.loops.Done()
-		svc.Keep(a.ctx, ledgerKeepEvery)
+		svc.Keep(a.ctx, a.keepEvery())
 	}()
+}
+
+// clockSpeed is how many times faster than the wall clock the run's
+// clock runs.
+func (a *app) clockSpeed() int {
+	if a.clock == nil {
+		return 1
+	}
+	return a.clock.Speed()
+}
+
+// keepEvery is the reconcile loop's period in wall time: a minute of the
+// run's clock, so a fast simulated clock is reconciled as often in market
+// time (at most four times a wall second).
+func (a *app) keepEvery() time.Duration {
+	return max(ledgerKeepEvery/time.Duration(a.clockSpeed()), 250*time.Millisecond)
 }
 
 // Close stops the reconcile loop and the hub, waits for them, and closes

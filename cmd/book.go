@@ -105,7 +105,7 @@ func (a *app) runBook(ctx context.Context, id string, dryRun, yes bool, timeout 
 		return err
 	}
 	// The offering names its provider; an unknown id is refused below.
-	c, _ := st.Offering(ctx, id, time.Now())
+	c, _ := st.Offering(ctx, id, a.now())
 	ps, err := a.Providers(ctx, c.Offering.Provider)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -316,5 +317,50 @@ func TestCacheInfoAndClear(t *testing.T) {
 	}
 	if _, err := os.Stat(feed.Path(dataDir)); err != nil {
 		t.Fatal("info moved the file")
+	}
+}
+
+// With a warm cache and an endpoint that refuses connections, `prices`
+// prints the cached rows with their age: cached and as_of in JSON,
+// "cached HH:MM" in the table, and a warning naming the cache file.
+func TestPricesFromTheCacheSayTheirAge(t *testing.T) {
+	s, _, _, dataDir := awsSession(t)
+	args := []string{"prices", "--provider", "aws", "--region", "us-east-1", "--window", "1d"}
+	code, out, errOut := s.run(append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("warming the cache: exit %d: %s", code, errOut)
+	}
+	warm, _ := jsonRows(t, out)
+	info, err := feed.Stat(context.Background(), dataDir)
+	if err != nil || len(info.Regions) != 1 {
+		t.Fatalf("cache: %+v, %v", info, err)
+	}
+	cachedAt := info.Regions[0].Spans[0].Until
+	refused := httptest.NewServer(http.NotFoundHandler())
+	refused.Close()
+	t.Setenv("AWS_ENDPOINT_URL", refused.URL)
+	t.Setenv("AWS_ENDPOINT_URL_EC2", refused.URL)
+	t.Setenv("GPUMARKET_AWS_ADVISOR_URL", refused.URL+"/spot-advisor-data.json")
+
+	code, out, errOut = s.run(append(args, "-o", "json", "--timeout", "30s")...)
+	if code != 0 {
+		t.Fatalf("unreachable endpoint with a warm cache: exit %d: %s", code, errOut)
+	}
+	rows, _ := jsonRows(t, out)
+	if len(rows) != len(warm) || len(rows) == 0 {
+		t.Fatalf("%d rows from the cache, want the %d cached", len(rows), len(warm))
+	}
+	for _, r := range rows {
+		at, _ := time.Parse(time.RFC3339, fmt.Sprint(r["as_of"]))
+		if r["cached"] != true || !at.Equal(cachedAt.Truncate(time.Second)) {
+			t.Fatalf("row %s: cached %v as_of %v; want cached as of %s", r["instance_type"], r["cached"], r["as_of"], cachedAt)
+		}
+	}
+	if !strings.Contains(errOut, "cached prices as of "+cachedAt.Local().Format("2006-01-02 15:04")) || !strings.Contains(errOut, feed.Path(dataDir)) {
+		t.Fatalf("warning %q does not say the rows are cached, when, and from which file (%s)", errOut, feed.Path(dataDir))
+	}
+	code, table, _ := s.run(append(args, "--timeout", "30s")...)
+	if code != 0 || !strings.Contains(table, "AS_OF") || !strings.Contains(table, "cached "+cachedAt.Local().Format("15:04")) {
+		t.Fatalf("table (exit %d) does not say cached %s:\n%s", code, cachedAt.Local().Format("15:04"), table)
 	}
 }

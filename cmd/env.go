@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/cloud/sim"
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/watch"
@@ -24,10 +26,14 @@ type env struct {
 	rules   []watch.Spec
 	query   domain.Query
 	dataDir string
-	log     *slog.Logger
-	out     io.Writer
-	errOut  io.Writer
-	stdin   io.Reader
+	// clock is the simulated market's clock (sim.speed): the wall clock,
+	// or a fast one recorded in the data dir. It is the one clock of the
+	// run: the hub, the ledger, the TUI and the commands date by now().
+	clock  *sim.Clock
+	log    *slog.Logger
+	out    io.Writer
+	errOut io.Writer
+	stdin  io.Reader
 }
 
 // Names of the persistent flags every command shares.
@@ -106,6 +112,10 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 		cfg.Sim.Seed, _ = flags.GetInt64(flagSeed)
 	}
 	if err := cfg.Validate(); err != nil {
+		// A bad environment variable is bad input as a bad flag is.
+		if ke := (*config.KeyError)(nil); errors.As(err, &ke) && ke.Key == config.EnvSimSpeed {
+			return nil, usagef("%s", err)
+		}
 		if cfg.Path != "" {
 			return nil, fmt.Errorf("config %s: %w", cfg.Path, err)
 		}
@@ -144,7 +154,39 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 		},
 	}
 	e.log = slog.New(newLineHandler(e.errOut, logLevel(slog.LevelWarn)))
+	if e.clock, err = c.simClock(cfg, dataDir); err != nil {
+		return nil, err
+	}
 	return e, nil
+}
+
+// simClock opens the data dir's simulated clock at sim.speed. A fast clock
+// runs the simulated market only: a cloud's prices and launches keep the
+// wall clock, and one run cannot date by two.
+func (c *cli) simClock(cfg config.Config, dataDir string) (*sim.Clock, error) {
+	if cfg.Sim.Speed > 1 {
+		for _, p := range cfg.Providers {
+			if !c.table.describe(p).Simulated {
+				return nil, usagef("sim.speed %d (%s) runs the simulated market's clock only; the provider %s keeps the wall clock: use --provider %s, or leave the speed at 1",
+					cfg.Sim.Speed, config.EnvSimSpeed, p, c.table.fallback())
+			}
+		}
+	}
+	clock, err := sim.OpenClock(dataDir, cfg.Sim.Speed)
+	var mm *sim.SpeedMismatchError
+	if errors.As(err, &mm) {
+		return nil, usagef("%s", err)
+	}
+	return clock, err
+}
+
+// now is the run's clock: the simulated market's (sim.speed), which is
+// the wall clock at speed 1.
+func (e *env) now() time.Time {
+	if e.clock == nil {
+		return time.Now()
+	}
+	return e.clock.Now()
 }
 
 // parseProviderFlag reads --provider: a comma list of the known names.

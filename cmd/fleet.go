@@ -125,16 +125,16 @@ ahead; --for takes ` + domain.FleetLengthForm + `.`,
 			if cmd.Flags().Changed("for") && strings.TrimSpace(f.length) == "" {
 				return usagef("--for is empty: want %s", domain.FleetLengthForm)
 			}
-			start, end, err := domain.ParseFleetSchedule(f.start, f.length, time.Now())
-			var se *domain.ScheduleError
-			if errors.As(err, &se) {
-				return usagef("--%s %q: %s", se.Field, se.Value, se.Why)
-			}
 			a, err := cl.newApp(cmd)
 			if err != nil {
 				return err
 			}
 			defer a.Close()
+			start, end, err := domain.ParseFleetSchedule(f.start, f.length, a.now())
+			var se *domain.ScheduleError
+			if errors.As(err, &se) {
+				return usagef("--%s %q: %s", se.Field, se.Value, se.Why)
+			}
 			e := a.env
 			if len(e.query.Regions) != 1 {
 				return usagef("--region %s: a fleet is launched in exactly one region", strings.Join(e.query.Regions, ","))
@@ -171,12 +171,12 @@ ahead; --for takes ` + domain.FleetLengthForm + `.`,
 	return c
 }
 
-func fleetSummary(spec domain.FleetSpec, est ledger.FleetEstimate, simulated bool, schedule []string) string {
+func fleetSummary(spec domain.FleetSpec, est ledger.FleetEstimate, simulated bool, schedule []string, now time.Time) string {
 	var b strings.Builder
 	if simulated {
 		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is launched.")
 	}
-	bills := est.Billing(spec, time.Now())
+	bills := est.Billing(spec, now)
 	if math.IsNaN(est.USDHour) {
 		fmt.Fprintf(&b, "Estimated cost: unknown (%s); %s\n", est.Basis, bills)
 	} else {
@@ -240,7 +240,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 	}
 	est := svc.EstimateFleet(ctx, spec)
 	simulated := svc.Describe(spec.Provider).Simulated
-	fmt.Fprint(e.errOut, fleetSummary(spec, est, simulated, svc.ScheduleLines(spec, time.Now())))
+	fmt.Fprint(e.errOut, fleetSummary(spec, est, simulated, svc.ScheduleLines(spec, a.now()), a.now()))
 	if !spec.DryRun {
 		// Dry run first: the provider's "no" comes before the question.
 		dry := spec
@@ -254,7 +254,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 		}
 	}
 	verb := "launch"
-	if spec.Start.After(time.Now()) {
+	if spec.Start.After(a.now()) {
 		verb = "schedule"
 	}
 	var res ledger.FleetResult
@@ -274,7 +274,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 			break
 		}
 		fmt.Fprintln(e.errOut, "The fleet's prices went up since they were shown; nothing was launched. The new estimate:")
-		fmt.Fprint(e.errOut, fleetSummary(spec, ec.Now, simulated, svc.ScheduleLines(spec, time.Now())))
+		fmt.Fprint(e.errOut, fleetSummary(spec, ec.Now, simulated, svc.ScheduleLines(spec, a.now()), a.now()))
 		if f.yes || asked >= maxAsks-1 {
 			return fmt.Errorf("refused: the fleet now costs about $%.2f per hour (shown $%.2f); nothing was launched: run the command again to launch at the new prices", ec.Now.USDHour, ec.Shown.USDHour)
 		}
@@ -305,10 +305,10 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 	switch {
 	case err != nil:
 	case res.Row.State == ledger.StateScheduled && res.Row.ProviderRef == "":
-		fmt.Fprintf(e.errOut, "scheduled: ledger row %s, %s; %s\n", res.Row.ID, ledger.WindowText(res.Row.Start, res.Row.End, time.Now()),
+		fmt.Fprintf(e.errOut, "scheduled: ledger row %s, %s; %s\n", res.Row.ID, ledger.WindowText(res.Row.Start, res.Row.End, a.now()),
 			ledger.KeeperNote(svc.Describe(spec.Provider)))
 	case res.Row.State == ledger.StateScheduled:
-		fmt.Fprintf(e.errOut, "scheduled at the cloud: %s, ledger row %s, %s\n", res.Row.ProviderRef, res.Row.ID, ledger.WindowText(res.Row.Start, res.Row.End, time.Now()))
+		fmt.Fprintf(e.errOut, "scheduled at the cloud: %s, ledger row %s, %s\n", res.Row.ProviderRef, res.Row.ID, ledger.WindowText(res.Row.Start, res.Row.End, a.now()))
 	case res.Row.State == ledger.StateFailed:
 		// The cloud took the request and launched nothing (no spot
 		// capacity, no pool under the max price): a failure, exit 1.

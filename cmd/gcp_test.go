@@ -149,3 +149,45 @@ func TestGCPWithoutCredentials(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 1 and one line", code, errOut)
 	}
 }
+
+// Against the fake: throttling is waited out; an API's refusal (Billing's
+// reason in its ErrorInfo detail) and a failed operation are each one
+// line on stderr, exit 1, and a failed launch is in the ledger as failed.
+func TestGCPFailuresSaidInOneLine(t *testing.T) {
+	f := gcptest.New(gcptest.Options{})
+	defer f.Close()
+	runC := gcpRun(t, f)
+
+	f.Throttle(429, 503, 429)
+	if code, _, errOut := runC("prices", "--gpu", "H100", "-o", "json"); code != 0 {
+		t.Fatalf("prices while throttled: exit %d: %s", code, errOut)
+	}
+
+	f.Fail("services.skus.list", 403, "SERVICE_DISABLED", "Cloud Billing API has not been used in project gpumarket-test before or it is disabled.")
+	code, _, errOut := runC("prices", "--gpu", "H100", "-o", "json")
+	if code != 1 || saidIn(errOut, "403 SERVICE_DISABLED: Cloud Billing API") != 1 {
+		t.Errorf("billing refused: exit %d, stderr %q; want 1 and one line naming the reason", code, errOut)
+	}
+
+	f.FailOperation("regionInstances.bulkInsert", "ZONE_RESOURCE_POOL_EXHAUSTED", "The zone 'us-central1-a' does not have enough resources available to fulfill the request.\nTry a different zone.")
+	code, _, errOut = runC("fleet", "launch", "--region", "us-central1", "--instance-types", "g2-standard-8", "--target", "2", "--yes", "-o", "json")
+	if code != 1 || saidIn(errOut, "failed: ZONE_RESOURCE_POOL_EXHAUSTED: The zone") != 1 || strings.Contains(errOut, "Try a different zone") {
+		t.Errorf("failed bulk insert: exit %d, stderr %q; want 1 and one line naming the code", code, errOut)
+	}
+	code, out, errOut := runC("ledger", "-o", "json")
+	led, _ := jsonRows(t, out)
+	if code != 0 || len(led) != 1 || led[0]["state"] != "failed" {
+		t.Errorf("ledger after a failed launch: exit %d, %v: %s", code, led, errOut)
+	}
+}
+
+// saidIn counts the lines of stderr that say what.
+func saidIn(stderr, what string) int {
+	n := 0
+	for _, l := range stderrLines(stderr) {
+		if strings.Contains(l, what) {
+			n++
+		}
+	}
+	return n
+}

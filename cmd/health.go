@@ -82,6 +82,7 @@ func (a *app) waitReady(ctx context.Context, h *feed.Hub, timeout time.Duration,
 		desc[p.Name()] = p.Describe()
 	}
 	rep := healthOf(snap, a.query, desc)
+	rep.cacheFile = feed.Path(a.dataDir)
 	if a.modelsChecked {
 		rep.warnings = slices.DeleteFunc(rep.warnings, func(x warning) bool { return x.empty != "" })
 	}
@@ -103,6 +104,8 @@ type health struct {
 	notes    []string // "aws: advisor data from …"
 	warnings []warning
 	answered bool
+	// cacheFile is the history cache, named when rows come from it.
+	cacheFile string
 }
 
 // warning is one line of stderr about a source or one of its regions.
@@ -117,6 +120,9 @@ type warning struct {
 	partial bool
 	empty   string // what the region answered with none of
 	example string // a region name of the provider, for an empty answer
+	// cachedAt is set when the region's rows are the history cache's:
+	// when the cache last heard from it.
+	cachedAt time.Time
 }
 
 // healthOf reads the snapshot's source statuses against the query: every
@@ -160,10 +166,12 @@ func healthOf(snap *feed.Snapshot, q domain.Query, desc map[string]domain.Descri
 			switch {
 			case r.Err != "":
 				failed[r.Region] = true
-				h.warnings = append(h.warnings, warning{provider: name, region: r.Region, cause: unprefixed(name, r.Err)})
+				w := warning{provider: name, region: r.Region, cause: unprefixed(name, r.Err)}
 				if priced[k] {
 					h.answered = true
+					w.cachedAt = r.CachedAt
 				}
+				h.warnings = append(h.warnings, w)
 			case loading && !(r.Total > 0 && r.Done >= r.Total):
 				failed[r.Region] = true
 				late++
@@ -234,7 +242,11 @@ func (h health) write(w io.Writer, timeout time.Duration) {
 		fmt.Fprintf(w, "gpumarket: %s\n", n)
 	}
 	for _, x := range h.warnings {
-		fmt.Fprintf(w, "gpumarket: warning: %s\n", x.line(timeout))
+		line := x.line(timeout)
+		if !x.cachedAt.IsZero() {
+			line += fmt.Sprintf("; its rows are cached prices as of %s, from %s", x.cachedAt.Local().Format("2006-01-02 15:04 MST"), h.cacheFile)
+		}
+		fmt.Fprintf(w, "gpumarket: warning: %s\n", line)
 	}
 }
 

@@ -168,7 +168,7 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 	// until it is), and a simulated fleet is known there to have ended
 	// with the process that launched it.
 	names := append([]string(nil), e.query.Providers...)
-	now := time.Now()
+	now := a.now()
 	for _, r := range all {
 		unsettled := !r.Settled()
 		windowOver := r.Kind == ledger.KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&

@@ -167,7 +167,7 @@ fails only when none answered.`,
 			if err := a.table.checkCount(count, e.query.Providers); err != nil {
 				return err
 			}
-			if err := a.startRange(&q, after, before, time.Now()); err != nil {
+			if err := a.startRange(&q, after, before, a.now()); err != nil {
 				return err
 			}
 			return a.runOfferings(cmd.Context(), q, timeout, output)

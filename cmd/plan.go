@@ -113,7 +113,7 @@ Blocks form reads them: "2026-12-02 09:00" (local), 2026-12-02 (UTC), +1d, RFC 3
 				return err
 			}
 			defer a.Close()
-			job, err := a.planJob(cmd, f, time.Now())
+			job, err := a.planJob(cmd, f, a.now())
 			if err != nil {
 				return err
 			}
@@ -288,7 +288,7 @@ func (a *app) offeringsFor(ctx context.Context, svc *ledger.Service, job planner
 	var out []domain.Offering
 	seen := map[string]bool{}
 	warned := map[string]bool{}
-	for _, q := range planner.BlockQueries(job, time.Now(), e.planSpeeds()) {
+	for _, q := range planner.BlockQueries(job, a.now(), e.planSpeeds()) {
 		q.Regions = e.query.Regions
 		res, err := svc.FindOfferings(ctx, q)
 		for name, perr := range res.Failed {

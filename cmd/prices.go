@@ -100,5 +100,10 @@ func (priceTable) columns() []column {
 			return reflect.ValueOf(c.Value(r.Addr().Interface().(*present.Row)))
 		}})
 	}
+	// The table's AS_OF says "cached HH:MM" for rows from the history
+	// cache; JSON and CSV have as_of and cached.
+	cols = append(cols, column{name: present.ColAsOf.Field, tableOnly: true, value: func(r reflect.Value) reflect.Value {
+		return reflect.ValueOf(present.AsOfCell(r.Addr().Interface().(*present.Row)))
+	}})
 	return cols
 }

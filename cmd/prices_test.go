@@ -23,7 +23,7 @@ import (
 var pricesFields = []string{"provider", "cloud", "region", "zone", "instance_type", "gpu_model", "gpu_count",
 	"gpu_memory_gib", "spot_usd_hour", "spot_usd_gpu_hour", "on_demand_usd_hour", "savings_pct",
 	"window_min_usd_hour", "window_avg_usd_hour", "window_max_usd_hour", "interruption", "placement_score",
-	"effective_usd_gpu_hour", "observed_at"}
+	"placement_note", "effective_usd_gpu_hour", "observed_at", "as_of", "cached"}
 
 var historyFields = []string{"provider", "cloud", "region", "zone", "instance_type", "at", "usd_hour"}
 

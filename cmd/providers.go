@@ -30,7 +30,7 @@ type providerTable []providerRow
 func defaultProviders() providerTable {
 	return providerTable{
 		{desc: sim.Descriptor, build: func(_ context.Context, e *env) (domain.Provider, error) {
-			return sim.New(sim.Options{Seed: e.cfg.Sim.Seed}), nil
+			return sim.New(sim.Options{Seed: e.cfg.Sim.Seed, Now: e.now}), nil
 		}},
 		{desc: aws.Descriptor, build: func(ctx context.Context, e *env) (domain.Provider, error) {
 			return aws.New(ctx, aws.Options{

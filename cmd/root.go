@@ -106,5 +106,6 @@ func (a *app) tuiOptions(h *feed.Hub, svc *ledger.Service) tui.Options {
 		Logger:    a.log,
 		Usage:     a.usageTracker(h),
 		Watch:     a.watcher,
+		Now:       a.now,
 	}
 }

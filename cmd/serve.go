@@ -143,7 +143,7 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 		MaxSessions:        sc.MaxSessions,
 		Hub:                h,
 		NewModel:           sessionModel(a, h, svc),
-		Drain:              drainLedger(st, time.Now()),
+		Drain:              drainLedger(st, a.now()),
 		Logger:             e.log,
 	})
 	if err != nil {
@@ -167,7 +167,7 @@ func sessionModel(a *app, h *feed.Hub, svc *ledger.Service) func(server.SessionI
 		opt.Role, opt.Actor, opt.NoColor, opt.Context = role, info.Actor, info.NoColor, info.Context
 		opt.Logger = a.log.With("actor", info.Actor)
 		if loc := sessionZone(info.Environ); loc != nil {
-			opt.Now = func() time.Time { return time.Now().In(loc) }
+			opt.Now = func() time.Time { return a.now().In(loc) }
 		}
 		return tui.New(opt)
 	}

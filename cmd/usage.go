@@ -205,7 +205,7 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 	if err != nil {
 		return ledger.UsageReport{}, err
 	}
-	now := time.Now()
+	now := a.now()
 	var names []string
 	for _, r := range rows {
 		if ledger.Counted(r) && !slices.Contains(names, r.Provider) {
@@ -339,7 +339,7 @@ func (a *app) usageTrackerOver(ps []domain.Provider) *ledger.Tracker {
 	defer a.mu.Unlock()
 	if a.usage == nil {
 		a.usage = ledger.NewTracker(ledger.TrackerOptions{Ledger: st, Reporter: ledger.Reporters(ps),
-			MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, Log: a.log})
+			MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, Log: a.log, Now: a.now})
 	}
 	return a.usage
 }

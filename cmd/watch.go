@@ -237,7 +237,7 @@ func (a *app) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Track
 		Rules: a.rules, ConfigPath: a.cfg.Path, Notify: n, Notifiers: notifiers,
 		RulesFile: a.rulesFile(),
 		Check:     func(w watch.Spec) error { return watch.Check(w, descs) },
-		MaxLead:   lead, Describe: svc.Describe, Logger: a.log, OnAlert: onAlert,
+		MaxLead:   lead, Describe: svc.Describe, Logger: a.log, OnAlert: onAlert, Now: a.now,
 	})
 }
 

@@ -56,6 +56,11 @@ type Budget struct {
 type Sim struct {
 	Seed int64    `yaml:"seed"`
 	Tick Duration `yaml:"tick"`
+	// Speed runs the simulated market's clock this many times faster than
+	// the wall clock (GPUMARKET_SIM_SPEED); 1 is the wall clock.
+	Speed int `yaml:"speed"`
+	// speedEnv is GPUMARKET_SIM_SPEED as given, kept to name it when bad.
+	speedEnv string
 }
 
 // AWS configures the AWS provider.
@@ -114,7 +119,7 @@ func Default() Config {
 		Risk:    Risk{CheckpointInterval: Duration(15 * time.Minute), RestartOverhead: Duration(6 * time.Minute)},
 		Plan:    DefaultPlan(),
 		Budget:  Budget{MaxBookingUSD: 5000, MaxDailyUSD: 20000},
-		Sim:     Sim{Seed: 1, Tick: Duration(2 * time.Second)},
+		Sim:     Sim{Seed: 1, Tick: Duration(2 * time.Second), Speed: 1},
 		AWS:     AWS{AdvisorURL: "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"},
 		Azure:   Azure{PricesURL: "https://prices.azure.com/api/retail/prices"},
 		Serve:   Serve{Listen: "127.0.0.1:2222", IdleTimeout: Duration(30 * time.Minute), MaxSessions: 100},

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ const (
 	EnvDataDir        = "GPUMARKET_DATA_DIR"
 	EnvAWSAdvisorURL  = "GPUMARKET_AWS_ADVISOR_URL"
 	EnvAzurePricesURL = "GPUMARKET_AZURE_PRICES_URL"
+	EnvSimSpeed       = "GPUMARKET_SIM_SPEED"
 	EnvAzureSubID     = "AZURE_SUBSCRIPTION_ID"
 	EnvAWSProfile     = "AWS_PROFILE"
 )
@@ -225,7 +227,19 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	if v := getenv(EnvAWSProfile); v != "" {
 		c.AWS.Profile = v
 	}
+	if v := strings.TrimSpace(getenv(EnvSimSpeed)); v != "" {
+		c.Sim.speedEnv = v
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			n = 0 // refused by Validate, naming the variable
+		}
+		c.Sim.Speed = n
+	}
 }
+
+// MaxSimSpeed is the fastest simulated clock: a day of market time per
+// second.
+const MaxSimSpeed = 86400
 
 // KeyError is a bad value of one key, named as in the file ("providers[1]").
 type KeyError struct {
@@ -284,6 +298,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Refresh.D() < time.Second {
 		return keyErr("refresh", "%s is too short; want at least 1s (the clouds rate-limit)", c.Refresh.D())
+	}
+	if c.Sim.Speed < 1 || c.Sim.Speed > MaxSimSpeed {
+		key, v := "sim.speed", fmt.Sprint(c.Sim.Speed)
+		if c.Sim.speedEnv != "" {
+			key, v = EnvSimSpeed, fmt.Sprintf("%q", c.Sim.speedEnv)
+		}
+		return keyErr(key, "%s; want a whole number from 1 (the wall clock) to %d, such as 7200 (two hours a second)", v, MaxSimSpeed)
 	}
 	if c.Sim.Tick.D() < 100*time.Millisecond {
 		return keyErr("sim.tick", "%s is too short; want at least 100ms", c.Sim.Tick.D())

@@ -23,7 +23,7 @@ func writeFile(t *testing.T, body string) string {
 
 func clearEnv(t *testing.T) {
 	t.Helper()
-	for _, k := range []string{EnvConfig, EnvDataDir, EnvAWSAdvisorURL, EnvAzurePricesURL, EnvAzureSubID, EnvAWSProfile} {
+	for _, k := range []string{EnvConfig, EnvDataDir, EnvAWSAdvisorURL, EnvAzurePricesURL, EnvAzureSubID, EnvAWSProfile, EnvSimSpeed} {
 		t.Setenv(k, "")
 	}
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
@@ -82,6 +82,8 @@ func TestLoadErrors(t *testing.T) {
 		{"bad seed", "sim: {seed: x}\n", []string{":1:13:", "sim.seed", "whole number"}},
 		{"refresh too short", "refresh: 10ms\n", []string{":1:1:", "refresh", "1s"}},
 		{"tick too short", "sim: {tick: 1ms}\n", []string{"sim.tick", "100ms"}},
+		{"speed zero", "sim: {speed: 0}\n", []string{"sim.speed", "from 1", "7200"}},
+		{"speed too fast", "sim: {speed: 100000}\n", []string{"sim.speed", "86400"}},
 		{"negative budget", "budget:\n  max_booking_usd: -1\n", []string{":2:3:", "budget.max_booking_usd", "≥ 0"}},
 		{"idle share over 100", "budget:\n  max_idle_pct: 150\n", []string{":2:3:", "budget.max_idle_pct", "0 to 100"}},
 		{"negative idle share", "budget: {max_idle_pct: -5}\n", []string{"budget.max_idle_pct", "0 to 100"}},
@@ -172,6 +174,33 @@ func TestEnvOverrides(t *testing.T) {
 	}
 	if c.Azure.SubscriptionID != "env-sub" {
 		t.Errorf("subscription = %q, want env-sub", c.Azure.SubscriptionID)
+	}
+}
+
+// sim.speed is a whole number from 1; GPUMARKET_SIM_SPEED overrides the
+// file, and a bad value is named as the variable.
+func TestSimSpeed(t *testing.T) {
+	clearEnv(t)
+	if c, err := Load(""); err != nil || c.Sim.Speed != 1 {
+		t.Errorf("default speed %d %v, want 1", c.Sim.Speed, err)
+	}
+	p := writeFile(t, "sim: {speed: 60}\n")
+	if c, err := Load(p); err != nil || c.Sim.Speed != 60 {
+		t.Errorf("file speed %d %v, want 60", c.Sim.Speed, err)
+	}
+	t.Setenv(EnvSimSpeed, "7200")
+	if c, err := Load(p); err != nil || c.Sim.Speed != 7200 {
+		t.Errorf("env speed %d %v, want 7200", c.Sim.Speed, err)
+	}
+	for _, bad := range []string{"fast", "0", "-3", "1.5"} {
+		t.Setenv(EnvSimSpeed, bad)
+		c, err := Load(p)
+		if err == nil {
+			err = c.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), EnvSimSpeed) || !strings.Contains(err.Error(), "from 1") {
+			t.Errorf("GPUMARKET_SIM_SPEED=%s: %v", bad, err)
+		}
 	}
 }
 

@@ -106,6 +106,10 @@ type regionCache struct {
 	// it again with the region's next fetch (domain.Gap); the hub
 	// follows the same rule to know what that fetch covered.
 	gap domain.Gap
+	// cachedAt is where the cache's history of the region ended when the
+	// hub started; zero once the region has answered since: until then
+	// its prices are the cache's, as old as this.
+	cachedAt time.Time
 }
 
 // sourceCache is a cached source's bookkeeping, under the hub's lock.
@@ -160,7 +164,12 @@ func (h *Hub) seedFromCache() {
 		}
 		h.mergeCachedLocked(c, false)
 		for _, s := range c.Spans {
-			st.cache.region(s.Region).from = s.From
+			rc := st.cache.region(s.Region)
+			rc.from = s.From
+			rc.cachedAt = s.Until
+			if rc.cachedAt.After(now) {
+				rc.cachedAt = now
+			}
 		}
 		if from.Before(want) {
 			from = want
@@ -329,6 +338,7 @@ func (h *Hub) settleCacheLocked(st *sourceState, req domain.FetchRequest, err er
 		if failed {
 			continue
 		}
+		rc.cachedAt = time.Time{}
 		if rc.from.IsZero() || w.Since.Before(rc.from) {
 			rc.from = w.Since
 		}

@@ -35,7 +35,11 @@ type Options struct {
 	// MaxBackoff caps the wait after failed fetches (default 5m).
 	MaxBackoff time.Duration
 	// Now is the clock (default time.Now).
-	Now    func() time.Time
+	Now func() time.Time
+	// Speed is how many times faster than the wall clock Now runs (a
+	// fast simulated clock; default 1): intervals are wall time, so data
+	// is stale after three of them times Speed on Now's clock.
+	Speed  int
 	Logger *slog.Logger
 	// Cache, when set, keeps the cloud sources' history across restarts
 	// (see Cache); nil fetches the whole window at every start.
@@ -78,10 +82,13 @@ type poolState struct {
 type sourceState struct {
 	SourceStatus
 	regions  map[string]*RegionStatus
-	haveFrom time.Time    // history back-filled from here
-	started  bool         // first back-fill finished
-	failed   bool         // last fetch failed
-	cache    *sourceCache // nil when the source is not cached
+	haveFrom time.Time // history back-filled from here
+	started  bool      // first back-fill finished
+	failed   bool      // last fetch failed
+	// staleAfter is how old on Now's clock the data may be (three
+	// intervals at Speed).
+	staleAfter time.Duration
+	cache      *sourceCache // nil when the source is not cached
 }
 
 // New makes a hub over the sources. Call Run to start polling.
@@ -122,6 +129,7 @@ func New(sources []domain.Provider, opt Options) *Hub {
 		h.status[p.Name()] = &sourceState{
 			SourceStatus: SourceStatus{Provider: p.Name(), Simulated: p.Describe().Simulated, State: StateLoading, Interval: opt.Interval(p.Name())},
 			regions:      map[string]*RegionStatus{},
+			staleAfter:   3 * opt.Interval(p.Name()) * time.Duration(max(opt.Speed, 1)),
 		}
 		h.wake[p.Name()] = make(chan struct{}, 1)
 		if opt.Cache != nil && !p.Describe().Simulated {
@@ -458,6 +466,9 @@ func (h *Hub) apply(provider string, ev domain.Event) {
 			} else if len(ev.Points) > 0 || len(ev.Histories) > 0 || len(ev.Pools) > 0 || ev.Progress != nil {
 				rs.Err = ""
 				rs.LastOK = h.opt.Now()
+				if st.cache != nil {
+					st.cache.region(ev.Region).cachedAt = time.Time{}
+				}
 			}
 		} else if ev.Err != nil {
 			st.Err = ev.Err.Error()
@@ -536,14 +547,24 @@ func (h *Hub) buildLocked() *Snapshot {
 	now := h.opt.Now()
 	s := &Snapshot{Seq: h.seq, Taken: now, Pools: make([]PoolView, len(h.order)), Ready: true}
 	for i, ps := range h.order {
-		s.Pools[i] = PoolView{Pool: ps.pool, Key: ps.key, History: ps.series, Changed: ps.changed}
+		asOf, cached := h.asOfLocked(ps.pool.Provider, ps.pool.Region)
+		s.Pools[i] = PoolView{Pool: ps.pool, Key: ps.key, History: ps.series, Changed: ps.changed, AsOf: asOf, Cached: cached}
 	}
 	for _, p := range h.sources {
 		st := h.status[p.Name()]
 		ss := st.SourceStatus
 		ss.Regions = make([]RegionStatus, 0, len(st.regions))
 		for _, r := range st.regions {
-			ss.Regions = append(ss.Regions, *r)
+			rs := *r
+			rs.CachedAt = st.cachedAtLocked(r.Region)
+			ss.Regions = append(ss.Regions, rs)
+		}
+		if st.cache != nil {
+			for _, rc := range st.cache.regions {
+				if !rc.cachedAt.IsZero() && (ss.CachedAt.IsZero() || rc.cachedAt.Before(ss.CachedAt)) {
+					ss.CachedAt = rc.cachedAt
+				}
+			}
 		}
 		sort.Slice(ss.Regions, func(i, j int) bool { return ss.Regions[i].Region < ss.Regions[j].Region })
 		ss.Stale = st.staleAt(now)
@@ -558,10 +579,37 @@ func (h *Hub) buildLocked() *Snapshot {
 	return s
 }
 
+// asOfLocked is when a region of a source last answered, or, when its
+// prices are still the cache's, when the cache last heard from it.
+func (h *Hub) asOfLocked(provider, region string) (time.Time, bool) {
+	st := h.status[provider]
+	if st == nil {
+		return time.Time{}, false
+	}
+	if at := st.cachedAtLocked(region); !at.IsZero() {
+		return at, true
+	}
+	if rs := st.regions[region]; rs != nil && !rs.LastOK.IsZero() {
+		return rs.LastOK, false
+	}
+	return st.LastOK, false
+}
+
+// cachedAtLocked is the region's regionCache.cachedAt (zero: live).
+func (st *sourceState) cachedAtLocked(region string) time.Time {
+	if st.cache == nil {
+		return time.Time{}
+	}
+	if rc := st.cache.regions[region]; rc != nil {
+		return rc.cachedAt
+	}
+	return time.Time{}
+}
+
 // staleAt reports whether the source's data counts as stale at now: its
 // last fetch failed, or it is older than three refresh intervals.
 func (st *sourceState) staleAt(now time.Time) bool {
-	return st.failed || (!st.LastOK.IsZero() && now.Sub(st.LastOK) > 3*st.Interval)
+	return st.failed || (!st.LastOK.IsZero() && now.Sub(st.LastOK) > st.staleAfter)
 }
 
 // staleChangedLocked reports whether a source turned stale (or live)

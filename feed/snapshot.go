@@ -38,6 +38,11 @@ type PoolView struct {
 	// description or its prices) last changed, so a subscriber can redo
 	// only what changed.
 	Changed uint64
+	// AsOf is when the pool's region last answered; with Cached, when
+	// the history cache last heard from it: its region has not answered
+	// since gpumarket started, and what is shown is the cache's.
+	AsOf   time.Time
+	Cached bool
 }
 
 // Pool returns the pool with the key, if the snapshot has it.
@@ -95,7 +100,10 @@ type SourceStatus struct {
 	LastOK time.Time
 	// Stale is set when the data is older than three refresh intervals or
 	// the last fetch failed.
-	Stale    bool
+	Stale bool
+	// CachedAt is the oldest RegionStatus.CachedAt of the source's
+	// regions (zero when every region has answered live).
+	CachedAt time.Time
 	Interval time.Duration
 }
 
@@ -106,6 +114,10 @@ type RegionStatus struct {
 	// Err is the region's last failure, "" once it answers again.
 	Err    string
 	LastOK time.Time
+	// CachedAt is set while the region's prices are the history cache's
+	// (it has not answered since gpumarket started): when the cache last
+	// heard from it.
+	CachedAt time.Time
 }
 
 // Loading reports whether the region is still back-filling.

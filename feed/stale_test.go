@@ -49,3 +49,24 @@ func TestHungPollMarksStale(t *testing.T) {
 		t.Fatalf("a minute into a hung poll (interval 1ms): %+v, want stale", st)
 	}
 }
+
+// Under a fast clock (Speed) an interval is wall time: the data is stale
+// after three intervals times the speed on the hub's clock, not after
+// three intervals of it.
+func TestStaleAtSpeed(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	h := New([]domain.Provider{&fakeSource{name: "fake"}}, Options{
+		Interval: func(string) time.Duration { return 2 * time.Second },
+		Speed:    7200,
+		Now:      func() time.Time { return now },
+	})
+	st := h.status["fake"]
+	st.LastOK = now.Add(-4 * time.Hour) // two wall seconds behind at 7200×
+	if st.staleAt(now) {
+		t.Error("data one tick old at 7200× is stale")
+	}
+	st.LastOK = now.Add(-13 * time.Hour) // more than three ticks (12 h)
+	if !st.staleAt(now) {
+		t.Error("data over three ticks old at 7200× is not stale")
+	}
+}

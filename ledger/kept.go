@@ -49,9 +49,11 @@ func keyOf(in domain.InstanceUsage) runKey { return runKey{in.ID, in.Start.UnixN
 //     instance do not cover (a run the cloud now starts later, because
 //     its earliest hours fell out of the span asked, is counted once);
 //   - Source, Note and InterruptionsUnknown are the newer read's (Source
-//     the kept one's when the newer read has no samples).
+//     the kept one's when the newer read has no samples; the note keeps
+//     the kept one's word that it was capped).
 func merge(kept domain.UsageReport, keptAt time.Time, newer domain.UsageReport) domain.UsageReport {
-	out := domain.UsageReport{Source: newer.Source, Note: newer.Note, InterruptionsUnknown: newer.InterruptionsUnknown}
+	out := domain.UsageReport{Source: newer.Source, Note: withCapNote(newer.Note, capNoteOf(kept.Note)),
+		InterruptionsUnknown: newer.InterruptionsUnknown}
 	keptRuns := map[runKey]domain.InstanceUsage{}
 	for _, in := range kept.Instances {
 		keptRuns[keyOf(in)] = in

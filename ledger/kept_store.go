@@ -176,7 +176,12 @@ func (s *Store) LoadUsage(ctx context.Context, rowID string) (domain.UsageReport
 	if err != nil {
 		return domain.UsageReport{}, time.Time{}, false, fmt.Errorf("read the usage kept of %s: %w", rowID, err)
 	}
-	rep, err := decodeUsage([]byte(body))
+	var rep domain.UsageReport
+	if len(body) > maxKeptBytes {
+		rep, err = decodeUsageMerged(body)
+	} else {
+		rep, err = decodeUsage([]byte(body))
+	}
 	if errors.Is(err, errKeptVersion) {
 		return domain.UsageReport{}, time.Time{}, false, nil
 	}

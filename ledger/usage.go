@@ -235,7 +235,7 @@ func readRow(ctx context.Context, r Entry, q domain.UsageQuery, opt UsageOptions
 		*notes = append(*notes, "the usage kept in the ledger could not be read: "+keptErr.Error()+
 			"; the figures are what the cloud lists now")
 	}
-	rep = bound(rep, q.Start, q.End)
+	rep = capForKeeping(bound(rep, q.Start, q.End))
 	if opt.Kept != nil && keptErr == nil {
 		// A kept report that could not be read is not saved over:
 		// what it holds may be what the cloud has forgotten.

@@ -151,9 +151,31 @@ var (
 		}
 		return nil
 	}}
-	ColPlacement  = &Column{Field: "placement_score", Value: func(r *Row) any { return r.PlacementScore }}
-	ColObservedAt = &Column{Field: "observed_at", Format: "-", Value: func(r *Row) any { return r.ObservedAt }}
+	ColPlacement = &Column{Field: "placement_score", Value: func(r *Row) any { return r.PlacementScore }}
+	// ColPlacementNote says why placement_score is null where AWS was
+	// asked: never a number made up for it.
+	ColPlacementNote = &Column{Field: "placement_note", Value: func(r *Row) any { return optString(r.PlacementNote) }}
+	ColObservedAt    = &Column{Field: "observed_at", Format: "-", Value: func(r *Row) any { return r.ObservedAt }}
+	// ColAsOf is when the row's region last answered, or, for a row
+	// from the history cache (Cached), when the cache last heard from it;
+	// the table says "cached HH:MM" or "live".
+	ColAsOf = &Column{Field: "as_of", Format: "-", Value: func(r *Row) any {
+		if r.AsOf.IsZero() {
+			return nil
+		}
+		return r.AsOf.UTC()
+	}}
+	ColCached = &Column{Field: "cached", Format: "-", Value: func(r *Row) any { return r.Cached }}
 )
+
+// AsOfCell is a row's age for a table: "cached 09:41" (local time) when
+// its prices are the history cache's, "live" otherwise.
+func AsOfCell(r *Row) string {
+	if r.Cached {
+		return "cached " + r.AsOf.Local().Format("15:04")
+	}
+	return "live"
+}
 
 // SparkCols is the width of the trend sparkline; fixed so it is computed
 // once per change of a pool, not per frame.
@@ -169,7 +191,7 @@ var Sorts = []*Column{ColEffective, ColPerGPU, ColSpot, ColSavings, ColInterrupt
 // Prices is `gpumarket prices`'s columns in DESIGN.md's field order.
 var Prices = []*Column{ColProvider, ColCloud, ColRegion, ColZone, ColInstance, ColGPUModel, ColGPUCount, ColGPUMem,
 	ColSpot, ColPerGPU, ColOnDemand, ColSavings, ColWindowMin, ColWindowAvg, ColWindowMax, ColInterruption,
-	ColPlacement, ColEffective, ColObservedAt}
+	ColPlacement, ColPlacementNote, ColEffective, ColObservedAt, ColAsOf, ColCached}
 
 // Compare orders two rows by a column, then by pool key, so the order is
 // stable between snapshots.

@@ -144,5 +144,5 @@ func (c *conn) sessionEndedLocked(d time.Duration) {
 }
 
 func fullMessage(max int) string {
-	return fmt.Sprintf("gpumarket: the server is full (%d sessions, its maximum); try again later", max)
+	return fmt.Sprintf("gpumarket: the server is full: it allows %d sessions at once; try again later", max)
 }

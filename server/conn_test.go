@@ -69,7 +69,7 @@ func TestSessionlessConnectionHoldsAPlaceAndTimesOut(t *testing.T) {
 		c.Close()
 		t.Fatal("a second login was admitted while a sessionless connection held the only place")
 	}
-	if !strings.Contains(banner, "server is full (1 sessions") {
+	if !strings.Contains(banner, "gpumarket: the server is full: it allows 1 sessions at once; try again later") {
 		t.Errorf("the refused client was told %q, want the server-is-full message", banner)
 	}
 	r.timers.fireAll()

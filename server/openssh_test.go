@@ -96,7 +96,7 @@ func TestOpenSSHSessionlessConnectionCountsAndEnds(t *testing.T) {
 	eventually(t, "ssh -N authenticates and holds a place", func() bool { return r.places() == 1 })
 
 	code, out := runOpenSSH(t, r.addr(), key, "-tt")
-	if code != 255 || !strings.Contains(out, "server is full (1 sessions") {
+	if code != 255 || !strings.Contains(out, "gpumarket: the server is full: it allows 1 sessions at once; try again later") {
 		t.Errorf("ssh while ssh -N holds the only place: exit %d, output %q; want 255 and the server-is-full banner", code, out)
 	}
 	r.timers.fireAll() // the no-session timeout passes

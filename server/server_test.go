@@ -210,7 +210,7 @@ func TestMaxSessions(t *testing.T) {
 	if st := third.exitStatus(t); st != 1 {
 		t.Errorf("exit status of the session over the cap = %d, want 1", st)
 	}
-	if got := third.scr.stderr(); !strings.Contains(got, "server is full (2 sessions") {
+	if got := third.scr.stderr(); !strings.Contains(got, "gpumarket: the server is full: it allows 2 sessions at once; try again later") {
 		t.Errorf("stderr = %q, want the server-is-full message", got)
 	}
 	if n := len(r.infos); n != 2 {

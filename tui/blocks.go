@@ -173,6 +173,10 @@ type blocksView struct {
 
 	snap   *feed.Snapshot
 	offers []domain.Offering
+	// alts memoizes the spot alternative per block terms for altsOf:
+	// each one scans every pool, so a frame does not redo them.
+	alts   map[altKey]spotAlt
+	altsOf *feed.Snapshot
 	// warnings name each provider, or region of one, that did not
 	// answer the last search: the offerings shown are the others'.
 	warnings  []ledger.Warning
@@ -581,6 +585,27 @@ type spotAlt struct {
 	total     float64 // for the block's GPUs and hours
 }
 
+// altKey is what a block's spot alternative depends on.
+type altKey struct {
+	model       string
+	gpus, hours float64
+}
+
+// spotAlternativeOnce is spotAlternative, worked once per snapshot for
+// each block's terms.
+func (v *blocksView) spotAlternativeOnce(o domain.Offering) (spotAlt, bool) {
+	if v.altsOf != v.snap || v.alts == nil {
+		v.alts, v.altsOf = map[altKey]spotAlt{}, v.snap
+	}
+	k := altKey{strings.ToUpper(o.GPU.Model), o.GPUCount(), o.DurationHours()}
+	a, ok := v.alts[k]
+	if !ok {
+		a, _ = v.spotAlternative(o)
+		v.alts[k] = a
+	}
+	return a, a.pool != nil
+}
+
 func (v *blocksView) spotAlternative(o domain.Offering) (spotAlt, bool) {
 	best := spotAlt{effective: math.Inf(1)}
 	if v.snap == nil {
@@ -713,7 +738,7 @@ func (v *blocksView) View() string {
 	for i := first; i < len(v.offers) && i < first+rows; i++ {
 		o := v.offers[i]
 		alt, altEff, altTotal := "-", "-", "-"
-		if a, ok := v.spotAlternative(o); ok {
+		if a, ok := v.spotAlternativeOnce(o); ok {
 			altEff, altTotal = present.Money(a.effective), present.Money(a.total)
 			alt = present.DisplayType(a.pool.InstanceType) + " " + a.pool.Region
 		}

@@ -161,17 +161,29 @@ func (m *Model) sources() []feed.SourceStatus {
 // sourceWord is a source in the compact header: name and a state glyph.
 func (m *Model) sourceWord(s feed.SourceStatus) string {
 	st := &m.c.styles
+	cached := m.cachedMark(s)
 	switch {
 	case s.State == feed.StateError:
-		return st.badgeErr.Render(s.Provider + " ✗")
+		return st.badgeErr.Render(s.Provider+" ✗") + st.stale.Render(cached)
 	case s.State == feed.StateLoading:
-		return s.Provider + " " + m.spin.View()
+		return s.Provider + " " + m.spin.View() + st.stale.Render(cached)
+	case cached != "":
+		return st.stale.Render(s.Provider + cached)
 	case s.Stale:
 		return st.stale.Render(s.Provider + " stale")
 	case failedRegions(s) > 0:
 		return s.Provider + st.badgeErr.Render(fmt.Sprintf(" %d✗", failedRegions(s)))
 	}
 	return s.Provider + st.ok.Render(" ●")
+}
+
+// cachedMark is " cached HH:MM" while some of the source's prices are the
+// history cache's (a region has not answered since the start), else "".
+func (m *Model) cachedMark(s feed.SourceStatus) string {
+	if s.CachedAt.IsZero() {
+		return ""
+	}
+	return " cached " + s.CachedAt.In(m.c.now().Location()).Format("15:04")
 }
 
 func failedRegions(s feed.SourceStatus) int {
@@ -217,7 +229,15 @@ func (m *Model) sourceLine(s feed.SourceStatus) string {
 	case failed > 0 && failed == len(s.Regions):
 		b.WriteString(st.badgeErr.Render(" no region answers "))
 	default:
-		b.WriteString(st.ok.Render("● live"))
+		if cached := m.cachedMark(s); cached != "" {
+			// Not "live": a region's prices are the cache's.
+			b.WriteString(st.stale.Render("◌" + cached))
+		} else {
+			b.WriteString(st.ok.Render("● live"))
+		}
+	}
+	if cached := m.cachedMark(s); cached != "" && (loading || s.State == feed.StateError || s.Stale || (failed > 0 && failed == len(s.Regions))) {
+		b.WriteString(st.stale.Render(" ·" + cached))
 	}
 	if total > 0 && done < total {
 		b.WriteString(" " + progressBar(done, total, 16) + fmt.Sprintf(" %d/%d", done, total))

@@ -898,3 +898,28 @@ func TestHelpNotesBreakOnlyBetweenSentences(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderSaysPricesAreCached: a source whose regions' prices are still
+// the history cache's says "cached HH:MM", in the full header and the
+// compact one, never "live".
+func TestHeaderSaysPricesAreCached(t *testing.T) {
+	for _, size := range [][2]int{{160, 40}, {80, 24}} {
+		m := newTestModel(t, size[0], size[1], Options{})
+		s := fixtureSnapshot()
+		s.Seq = 2
+		at := fixedNow.Add(-95 * time.Minute)
+		s.Sources = append(s.Sources, feed.SourceStatus{Provider: "aws", State: feed.StateReady, LastOK: fixedNow, CachedAt: at,
+			Regions: []feed.RegionStatus{{Region: "us-east-1", Err: "connection refused", CachedAt: at}, {Region: "us-west-2"}}})
+		m.Update(snapshotMsg{snap: s})
+		out := ansi.Strip(m.View().Content)
+		want := "cached " + at.In(fixedNow.Location()).Format("15:04")
+		if !strings.Contains(out, want) {
+			t.Errorf("%dx%d: header lacks %q:\n%s", size[0], size[1], want, out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "aws") && strings.Contains(line, "live") {
+				t.Errorf("%dx%d: a cached source called live: %q", size[0], size[1], line)
+			}
+		}
+	}
+}

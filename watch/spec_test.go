@@ -355,21 +355,25 @@ func TestRuleTimesReadAsEverywhere(t *testing.T) {
 // A plan rule made with its start or deadline already passed is refused
 // (a typo in the month, say); one with no start starts now.
 func TestPlanRuleWindowInThePastRefused(t *testing.T) {
-	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	// Validate reads the wall clock for a rule with no start, so the
+	// evaluator's clock is today's too.
+	now := time.Now().UTC().Truncate(time.Hour)
+	day := func(d int) string { return now.AddDate(0, 0, d).Format("2006-01-02 15:04") }
+	rfc := func(d int) string { return now.AddDate(0, 0, d).Format(time.RFC3339) }
 	dir := t.TempDir()
 	e := newEvaluator(t, Options{Now: newClock(now).Now, State: openState(t, dir), RulesFile: filepath.Join(dir, RulesFileName)})
 	for _, c := range []struct {
 		start, deadline, says string
 	}{
-		{"2026-11-01 09:00", "2026-11-03 09:00", "the deadline 2026-11-03T09:00:00Z has passed"},
-		{"2026-11-30 09:00", "2026-12-05 09:00", "the start 2026-11-30T09:00:00Z has passed"},
+		{day(-30), day(-28), "the deadline " + rfc(-28) + " has passed"},
+		{day(-1), day(4), "the start " + rfc(-1) + " has passed"},
 	} {
 		_, err := e.AddRule(context.Background(), Spec{Cond: &PlanRule{GPU: "H100", GPUs: 8, Hours: 4, Start: c.start, Deadline: c.deadline, BelowUSD: f64(100)}})
 		if err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("start %s, deadline %s: %v; want %q", c.start, c.deadline, err, c.says)
 		}
 	}
-	r, err := e.AddRule(context.Background(), Spec{Cond: &PlanRule{GPU: "H100", GPUs: 8, Hours: 4, Deadline: "2026-12-05 09:00", BelowUSD: f64(100)}})
+	r, err := e.AddRule(context.Background(), Spec{Cond: &PlanRule{GPU: "H100", GPUs: 8, Hours: 4, Deadline: day(4), BelowUSD: f64(100)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -177,6 +177,10 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q domain.
 		for pg.HasMorePages() {
 			page, err := pg.NextPage(ctx)
 			if err != nil {
+				if countRefused(err) {
+					return out, fmt.Errorf("capacity blocks of %s in %s: AWS does not sell a block of %d instances: %s",
+						t.InstanceType, region, count, shortCause(err))
+				}
 				// Most GPU types are not sold as blocks; AWS says so
 				// with InvalidParameterValue.
 				if apiCode(err) == "InvalidParameterValue" || apiCode(err) == "Unsupported" {
@@ -362,9 +366,9 @@ func blockTags(req domain.BookRequest, o domain.Offering) map[string]string {
 // boughtFrom returns the reservation bought from an offering, as its
 // TagOffering tag says, that did not fail; nil when there is none.
 func (p *Provider) boughtFrom(ctx context.Context, region, offeringID string) (*domain.Booking, error) {
-	pg := ec2.NewDescribeCapacityReservationsPaginator(p.client(region), &ec2.DescribeCapacityReservationsInput{
-		Filters: []ec2types.Filter{{Name: awssdk.String("tag:" + domain.TagOffering), Values: []string{offeringID}}},
-	})
+	// The model lists no tag filter for DescribeCapacityReservations: the
+	// region's reservations are read and matched by their tag here.
+	pg := ec2.NewDescribeCapacityReservationsPaginator(p.client(region), &ec2.DescribeCapacityReservationsInput{})
 	var best *domain.Booking
 	var bestCreated time.Time
 	for pg.HasMorePages() {
@@ -422,9 +426,10 @@ func (p *Provider) FindBooking(ctx context.Context, req domain.BookRequest) (*do
 	if o.Region == "" || o.InstanceType == "" {
 		return nil, fmt.Errorf("aws: find booking: the offering has no region or instance type")
 	}
+	// Only filters the model lists for DescribeCapacityReservations (it
+	// lists no reservation-type): capacity blocks are picked below.
 	filters := []ec2types.Filter{
 		{Name: awssdk.String("instance-type"), Values: []string{o.InstanceType}},
-		{Name: awssdk.String("reservation-type"), Values: []string{"capacity-block"}},
 	}
 	if o.Zone != "" {
 		filters = append(filters, ec2types.Filter{Name: awssdk.String("availability-zone"), Values: []string{o.Zone}})
@@ -604,7 +609,7 @@ func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (doma
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)
 		if err != nil {
-			if apiCode(err) == "InvalidParameterValue" || apiCode(err) == "Unsupported" {
+			if !countRefused(err) && (apiCode(err) == "InvalidParameterValue" || apiCode(err) == "Unsupported") {
 				break // the type is no longer sold as blocks
 			}
 			return o, explain(fmt.Errorf("aws: describe offering %s in %s again: %w", o.ID, o.Region, err))

@@ -21,6 +21,14 @@ func apiCode(err error) string {
 	return ""
 }
 
+// countRefused reports whether AWS refused a block search for its
+// instance count (InvalidParameterValue naming InstanceCount), which is
+// not the type being unsold and must be said, not skipped.
+func countRefused(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "InvalidParameterValue" && strings.Contains(ae.ErrorMessage(), "InstanceCount")
+}
+
 // credentialCodes are the answers AWS gives to missing, wrong or expired
 // keys.
 var credentialCodes = map[string]bool{

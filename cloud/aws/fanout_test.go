@@ -145,17 +145,24 @@ func TestFetchAsksEveryRegionAtOnce(t *testing.T) {
 			t.Errorf("no %s call: the gate checked nothing", action)
 		}
 	}
-	priced, scored := 0, 0
+	// AWS scores its top 10 zones only: the others say so.
+	priced, scored, noted := 0, 0, 0
+	zones := map[string]bool{}
 	for _, pool := range c.pools {
 		if pool.OnDemandUSDHour != nil {
 			priced++
 		}
-		if pool.PlacementScore != nil {
+		switch {
+		case pool.PlacementScore != nil:
 			scored++
+			zones[pool.Zone] = true
+		case pool.PlacementNote == NoteNotInTop10:
+			noted++
 		}
 	}
-	if want := len(regions) * 6 * 3; len(c.pools) != want || priced != want || scored != want {
-		t.Errorf("%d pools, %d with on-demand prices, %d with scores; want %d of each", len(c.pools), priced, scored, want)
+	if want := len(regions) * 6 * 3; len(c.pools) != want || priced != want || scored+noted != want || len(zones) != 10 {
+		t.Errorf("%d pools, %d with on-demand prices, %d with scores in %d zones, %d not in the top 10; want %d, scores in 10 zones",
+			len(c.pools), priced, scored, len(zones), noted, want)
 	}
 }
 

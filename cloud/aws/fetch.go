@@ -445,7 +445,7 @@ func (rf *regionFetch) history(ctx context.Context, names []string) error {
 // describe makes a pool's description from what is known now: its GPUs,
 // its on-demand price (cached), its interruption bucket, its placement
 // score (scores, when given; else the one it had).
-func (rf *regionFetch) describe(k domain.PoolKey, scores map[string]map[string]map[string]int) domain.Pool {
+func (rf *regionFetch) describe(k domain.PoolKey, scores *placement) domain.Pool {
 	spec, _ := rf.spec(k.InstanceType)
 	pool := domain.Pool{Provider: Name, Cloud: domain.CloudAWS, Region: rf.region, Zone: k.Zone,
 		InstanceType: k.InstanceType, GPU: spec}
@@ -461,7 +461,7 @@ func (rf *regionFetch) describe(k domain.PoolKey, scores map[string]map[string]m
 	}
 	rf.rs.mu.Unlock()
 	if known {
-		pool.OnDemandUSDHour, pool.PlacementScore = old.OnDemandUSDHour, old.PlacementScore
+		pool.OnDemandUSDHour, pool.PlacementScore, pool.PlacementNote = old.OnDemandUSDHour, old.PlacementScore, old.PlacementNote
 	}
 	if v, ok := rf.p.cachedOnDemand(rf.region, k.InstanceType); ok {
 		pool.OnDemandUSDHour = v
@@ -469,8 +469,8 @@ func (rf *regionFetch) describe(k domain.PoolKey, scores map[string]map[string]m
 	if in, ok := rf.aids.adv.current().Interruption(rf.region, k.InstanceType); ok {
 		pool.Interruption = in
 	}
-	if score, ok := scores[rf.region][zoneID][k.InstanceType]; ok && zoneID != "" {
-		pool.PlacementScore = domain.Int(score)
+	if score, note, ok := scores.of(rf.region, zoneID, k.InstanceType); ok && zoneID != "" {
+		pool.PlacementScore, pool.PlacementNote = score, note
 	}
 	return pool
 }
@@ -584,5 +584,5 @@ func samePool(a, b domain.Pool) bool {
 	eqIn := func(x, y *domain.Interruption) bool {
 		return (x == nil) == (y == nil) && (x == nil || (x.Bucket == y.Bucket && x.Source == y.Source && x.AsOf.Equal(y.AsOf)))
 	}
-	return a.GPU == b.GPU && eqF(a.OnDemandUSDHour, b.OnDemandUSDHour) && eqI(a.PlacementScore, b.PlacementScore) && eqIn(a.Interruption, b.Interruption)
+	return a.GPU == b.GPU && eqF(a.OnDemandUSDHour, b.OnDemandUSDHour) && eqI(a.PlacementScore, b.PlacementScore) && a.PlacementNote == b.PlacementNote && eqIn(a.Interruption, b.Interruption)
 }

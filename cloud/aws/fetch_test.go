@@ -285,14 +285,26 @@ func TestFetchOnDemandAdvisorAndScores(t *testing.T) {
 	if pool.GPU != (domain.GPUSpec{Model: "H100", Count: 8, MemoryGiB: 80}) {
 		t.Errorf("gpu %+v", pool.GPU)
 	}
+	// Every pool has the score of the set of types a fleet would use
+	// (the fake's: its best member's in the zone).
+	set := map[string]bool{}
+	for key := range c.pools {
+		set[key.InstanceType] = true
+	}
+	if len(set) < 3 {
+		t.Fatalf("%d types: the fixture wants three or more to be scored", len(set))
+	}
 	for key, pl := range c.pools {
-		want := f.fake.Region(key.Region).Scores[key.InstanceType]
 		ids := map[string]string{}
 		for _, z := range f.fake.Region(key.Region).Zones {
 			ids[z.Name] = z.ID
 		}
-		if pl.PlacementScore == nil || *pl.PlacementScore != want[ids[key.Zone]] {
-			t.Errorf("%s: placement score %v, want %d", key, pl.PlacementScore, want[ids[key.Zone]])
+		want := 0
+		for typ := range set {
+			want = max(want, f.fake.Region(key.Region).Scores[typ][ids[key.Zone]])
+		}
+		if pl.PlacementScore == nil || *pl.PlacementScore != want || pl.PlacementNote != "" {
+			t.Errorf("%s: placement score %v (%q), want %d, the set's", key, pl.PlacementScore, pl.PlacementNote, want)
 		}
 	}
 	// g4dn.xlarge is in the embedded June 2025 advisor for us-east-1.

@@ -253,26 +253,69 @@ func (p *Provider) DescribeFleet(ctx context.Context, region, id string) (domain
 	}
 	for _, fd := range out.Fleets {
 		if awssdk.ToString(fd.FleetId) == id {
-			return p.fleetOf(region, fd), nil
+			return p.describedFleet(ctx, region, fd), nil
 		}
 	}
 	return domain.Fleet{}, fmt.Errorf("aws: describe fleet %s in %s: no such fleet", id, region)
 }
 
+// describedFleet is a described fleet with its running instances counted.
+// An instant fleet lists them (the model's FleetData.Instances is "Valid
+// only when Type is set to instant"); a request or maintain fleet's
+// running instances are those DescribeFleetInstances lists, or, when that
+// call fails or the fleet is not active, its FulfilledCapacity (one unit
+// per instance: gpumarket sets no weights).
+func (p *Provider) describedFleet(ctx context.Context, region string, fd ec2types.FleetData) domain.Fleet {
+	f := p.fleetOf(region, fd)
+	if fd.Type == ec2types.FleetTypeInstant {
+		for _, inst := range fd.Instances {
+			f.Instances += len(inst.InstanceIds)
+		}
+		return f
+	}
+	f.Instances = int(awssdk.ToFloat64(fd.FulfilledCapacity))
+	if f.State != "active" {
+		return f
+	}
+	n, err := p.activeInstances(ctx, region, f.ID)
+	if err != nil {
+		f.Message += " (running count from FulfilledCapacity: " + err.Error() + ")"
+		return f
+	}
+	f.Instances = n
+	return f
+}
+
+// fleetOf is a described fleet, its instances not counted.
 func (p *Provider) fleetOf(region string, fd ec2types.FleetData) domain.Fleet {
 	state, note := fleetState(fd, p.opt.Now())
 	f := domain.Fleet{ID: awssdk.ToString(fd.FleetId), Provider: Name, Region: region, State: state}
 	if fd.TargetCapacitySpecification != nil {
 		f.Target = int(awssdk.ToInt32(fd.TargetCapacitySpecification.TotalTargetCapacity))
 	}
-	for _, inst := range fd.Instances {
-		f.Instances += len(inst.InstanceIds)
-	}
 	f.Message = string(fd.FleetState)
 	if note != "" {
 		f.Message += " (" + note + ")"
 	}
 	return f
+}
+
+// activeInstances counts a request or maintain fleet's running instances
+// (DescribeFleetInstances, which does not take instant fleets).
+func (p *Provider) activeInstances(ctx context.Context, region, id string) (int, error) {
+	n := 0
+	var token *string
+	for {
+		out, err := p.client(region).DescribeFleetInstances(ctx, &ec2.DescribeFleetInstancesInput{
+			FleetId: awssdk.String(id), MaxResults: awssdk.Int32(1000), NextToken: token})
+		if err != nil {
+			return 0, err
+		}
+		n += len(out.ActiveInstances)
+		if token = out.NextToken; awssdk.ToString(token) == "" {
+			return n, nil
+		}
+	}
 }
 
 // FindFleet finds the fleet launched with a client token, so a launch whose
@@ -292,7 +335,7 @@ func (p *Provider) FindFleet(ctx context.Context, region, clientToken string) (*
 		}
 		for _, fd := range out.Fleets {
 			if awssdk.ToString(fd.ClientToken) == clientToken {
-				f := p.fleetOf(region, fd)
+				f := p.describedFleet(ctx, region, fd)
 				return &f, nil
 			}
 		}
@@ -310,7 +353,7 @@ func (p *Provider) FindFleet(ctx context.Context, region, clientToken string) (*
 	}
 	for _, fd := range out.Fleets {
 		if awssdk.ToString(fd.ClientToken) == clientToken {
-			f := p.fleetOf(region, fd)
+			f := p.describedFleet(ctx, region, fd)
 			return &f, nil
 		}
 	}
@@ -348,7 +391,15 @@ func (p *Provider) taggedFleetIDs(ctx context.Context, region string, filter ec2
 // DeleteFleet deletes a fleet and terminates its instances (an instant
 // fleet can only be deleted that way, and a forgotten GPU instance is the
 // costliest mistake gpumarket could leave behind).
+//
+// DeleteFleets "might fail" for an instant fleet of more than 1,000
+// instances (the model: "first terminate most of the instances manually,
+// leaving 1000 or fewer"), so such a fleet's instances beyond 1,000 are
+// terminated first, up to 1,000 per TerminateInstances call (its limit).
 func (p *Provider) DeleteFleet(ctx context.Context, region, id string) error {
+	if err := p.trimInstantFleet(ctx, region, id); err != nil {
+		return explain(fmt.Errorf("aws: delete fleet %s in %s: %w", id, region, err))
+	}
 	out, err := p.client(region).DeleteFleets(ctx, &ec2.DeleteFleetsInput{FleetIds: []string{id}, TerminateInstances: awssdk.Bool(true)})
 	if err != nil {
 		return explain(fmt.Errorf("aws: delete fleet %s in %s: %w", id, region, err))
@@ -368,6 +419,37 @@ func (p *Provider) DeleteFleet(ctx context.Context, region, id string) error {
 		}
 	}
 	return fmt.Errorf("aws: delete fleet %s in %s: AWS did not confirm the deletion", id, region)
+}
+
+// maxInstantDelete is the most instances DeleteFleets is documented to
+// delete with an instant fleet; also TerminateInstances' most ids a call.
+const maxInstantDelete = 1000
+
+// trimInstantFleet terminates an instant fleet's instances beyond
+// maxInstantDelete; a fleet of another type, or of fewer instances, is
+// left as it is.
+func (p *Provider) trimInstantFleet(ctx context.Context, region, id string) error {
+	out, err := p.client(region).DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: []string{id}})
+	if err != nil {
+		return nil // DeleteFleets, asked next, says what is wrong
+	}
+	var ids []string
+	for _, fd := range out.Fleets {
+		if awssdk.ToString(fd.FleetId) != id || fd.Type != ec2types.FleetTypeInstant {
+			continue
+		}
+		for _, inst := range fd.Instances {
+			ids = append(ids, inst.InstanceIds...)
+		}
+	}
+	for len(ids) > maxInstantDelete {
+		n := min(maxInstantDelete, len(ids)-maxInstantDelete)
+		if _, err := p.client(region).TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids[:n]}); err != nil {
+			return fmt.Errorf("terminate %d of its %d instances before deleting it: %w", n, len(ids), err)
+		}
+		ids = ids[n:]
+	}
+	return nil
 }
 
 // fleetState maps a fleet as AWS describes it onto the ledger's states,

@@ -71,9 +71,9 @@ func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]domain.C
 
 func (p *Provider) regionRecords(ctx context.Context, region string, since time.Time) ([]domain.CloudRecord, error) {
 	var out []domain.CloudRecord
-	pg := ec2.NewDescribeCapacityReservationsPaginator(p.client(region), &ec2.DescribeCapacityReservationsInput{
-		Filters: []ec2types.Filter{{Name: awssdk.String("tag-key"), Values: ourTags}},
-	})
+	// The model lists no tag filter for DescribeCapacityReservations: the
+	// region's reservations are read and gpumarket's picked by their tags.
+	pg := ec2.NewDescribeCapacityReservationsPaginator(p.client(region), &ec2.DescribeCapacityReservationsInput{})
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)
 		if err != nil {

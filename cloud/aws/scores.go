@@ -8,7 +8,6 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/gpumarket/gpumarket/domain"
 )
@@ -38,8 +37,40 @@ type scoreJob struct {
 	left  int               // regions yet to say their types
 	ready chan struct{}     // closed when left reaches 0
 	done  chan struct{}
-	// scores[region][zone id][type], once done.
-	scores map[string]map[string]map[string]int
+	// scores, once done; nil when not had.
+	scores *placement
+}
+
+// placement is what GetSpotPlacementScores said of the set of types a
+// fleet would use: a score per region and zone id for the set, and, for
+// its types, why a zone has none.
+type placement struct {
+	types  map[string]bool
+	byZone map[string]map[string]int // region → zone id → score of the set
+	// note, when set, is why no type of the set has a score (too few
+	// types to ask).
+	note string
+}
+
+// Notes said of a pool instead of a placement score.
+const (
+	NoteTooFewTypes = "too few types for a meaningful score"
+	NoteNotInTop10  = "not in AWS's top 10"
+)
+
+// of is a pool's score or the note that stands for it; ok is false for a
+// type the scores were not asked for.
+func (pl *placement) of(region, zoneID, typ string) (score *int, note string, ok bool) {
+	if pl == nil || !pl.types[typ] {
+		return nil, "", false
+	}
+	if pl.note != "" {
+		return nil, pl.note, true
+	}
+	if v, found := pl.byZone[region][zoneID]; found {
+		return domain.Int(v), "", true
+	}
+	return nil, NoteNotInTop10, true
 }
 
 // startScores returns the fetch's score job, or nil when scores are not to
@@ -89,7 +120,7 @@ func (j *scoreJob) typesKnown(types []GPUType) {
 }
 
 // wait returns the scores once asked, or nil when ctx ends first.
-func (j *scoreJob) wait(ctx context.Context) map[string]map[string]map[string]int {
+func (j *scoreJob) wait(ctx context.Context) *placement {
 	if j == nil {
 		return nil
 	}
@@ -101,11 +132,19 @@ func (j *scoreJob) wait(ctx context.Context) map[string]map[string]map[string]in
 	}
 }
 
-// askScores asks GetSpotPlacementScores, once per instance type for all the
-// regions (at most maxScoreTypes, the newest GPU models first, all at
-// once), for a score per zone. When the caller may not call it
+// minScoreTypes is the fewest types AWS scores meaningfully: "If you
+// specify one or two instance types … the returned placement score will
+// always be low" (GetSpotPlacementScoresInput.InstanceTypes).
+const minScoreTypes = 3
+
+// askScores asks GetSpotPlacementScores once for the set of types a fleet
+// of the query's GPUs would use (at most maxScoreTypes, the newest GPU
+// models first), for a score per zone of the set. AWS answers for its top
+// 10 zones only: a zone of the regions not among them is said as such.
+// With fewer than minScoreTypes types it is not asked: the score would be
+// low whatever the market. When the caller may not call it
 // (UnauthorizedOperation) the scores stay nil and it is not asked again.
-func (p *Provider) askScores(ctx context.Context, regions []string, seen map[string]string, now time.Time) map[string]map[string]map[string]int {
+func (p *Provider) askScores(ctx context.Context, regions []string, seen map[string]string, now time.Time) *placement {
 	rank := map[string]int{}
 	for i, m := range domain.GPUModels {
 		rank[m] = i
@@ -126,76 +165,49 @@ func (p *Provider) askScores(ctx context.Context, regions []string, seen map[str
 	if len(types) == 0 {
 		return nil
 	}
-	type answer struct {
-		typ    string
-		scores []ec2types.SpotPlacementScore
-		err    error
-	}
-	answers := make(chan answer, len(types))
-	call := p.ec2Call(p.home, "GetSpotPlacementScores")
+	pl := &placement{types: map[string]bool{}, byZone: map[string]map[string]int{}}
 	for _, t := range types {
-		go func() {
-			pg := ec2.NewGetSpotPlacementScoresPaginator(p.client(p.home), &ec2.GetSpotPlacementScoresInput{
-				InstanceTypes:          []string{t},
-				RegionNames:            regions,
-				TargetCapacity:         awssdk.Int32(1),
-				SingleAvailabilityZone: awssdk.Bool(true),
-				MaxResults:             awssdk.Int32(100),
-			})
-			var all []ec2types.SpotPlacementScore
-			for pg.HasMorePages() {
-				out, err := pg.NextPage(ctx, call)
-				if err != nil {
-					answers <- answer{t, nil, err}
-					return
-				}
-				all = append(all, out.SpotPlacementScores...)
-			}
-			answers <- answer{t, all, nil}
-		}()
+		pl.types[t] = true
 	}
-	// scores[region][zone id][type]
-	scores := map[string]map[string]map[string]int{}
-	var denied, failed error
-	for range types {
-		a := <-answers
-		if a.err != nil {
-			if apiCode(a.err) == "UnauthorizedOperation" {
-				denied = a.err
-			} else if failed == nil {
-				failed = a.err
-			}
-			continue
+	if len(types) < minScoreTypes {
+		pl.note = NoteTooFewTypes
+		return pl
+	}
+	call := p.ec2Call(p.home, "GetSpotPlacementScores")
+	pg := ec2.NewGetSpotPlacementScoresPaginator(p.client(p.home), &ec2.GetSpotPlacementScoresInput{
+		InstanceTypes:          types,
+		RegionNames:            regions,
+		TargetCapacity:         awssdk.Int32(1),
+		SingleAvailabilityZone: awssdk.Bool(true),
+		MaxResults:             awssdk.Int32(100),
+	})
+	for pg.HasMorePages() {
+		out, err := pg.NextPage(ctx, call)
+		if apiCode(err) == "UnauthorizedOperation" {
+			p.opt.Logger.Info("spot placement scores not allowed for these credentials; scores stay unknown", "err", err)
+			p.mu.Lock()
+			p.scores.denied = true
+			p.mu.Unlock()
+			return nil
 		}
-		for _, s := range a.scores {
+		if err != nil {
+			// Scores are optional: the pools show none, and the next
+			// back-fill asks again.
+			p.opt.Logger.Info("spot placement scores", "err", err)
+			return nil
+		}
+		for _, s := range out.SpotPlacementScores {
 			if s.Region == nil || s.AvailabilityZoneId == nil || s.Score == nil {
 				continue
 			}
-			r, z := *s.Region, *s.AvailabilityZoneId
-			if scores[r] == nil {
-				scores[r] = map[string]map[string]int{}
+			if pl.byZone[*s.Region] == nil {
+				pl.byZone[*s.Region] = map[string]int{}
 			}
-			if scores[r][z] == nil {
-				scores[r][z] = map[string]int{}
-			}
-			scores[r][z][a.typ] = int(*s.Score)
+			pl.byZone[*s.Region][*s.AvailabilityZoneId] = int(*s.Score)
 		}
-	}
-	switch {
-	case denied != nil:
-		p.opt.Logger.Info("spot placement scores not allowed for these credentials; scores stay unknown", "err", denied)
-		p.mu.Lock()
-		p.scores.denied = true
-		p.mu.Unlock()
-		return nil
-	case failed != nil:
-		// Scores are optional: the pools show none, and the next
-		// back-fill asks again.
-		p.opt.Logger.Info("spot placement scores", "err", failed)
-		return scores
 	}
 	p.mu.Lock()
 	p.scores.at = now
 	p.mu.Unlock()
-	return scores
+	return pl
 }

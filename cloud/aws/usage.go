@@ -21,23 +21,36 @@ import (
 var _ domain.UsageReporter = (*Provider)(nil)
 
 // The metrics usage reads. The CloudWatch agent's NVIDIA collector
-// publishes one nvidia_smi_utilization_gpu series per GPU (dimensions
-// index, name, arch and whatever the agent appends, such as InstanceId),
-// so they are found with a search expression and averaged per instance;
-// AWS/EC2 CPUUtilization (dimension InstanceId) exists for every instance
-// and stands in when an instance publishes no GPU metric.
+// publishes one nvidia_smi_utilization_gpu series per GPU with the
+// dimensions index, name and host ("gathered by Name, Index and Host",
+// aws/amazon-cloudwatch-agent#981), and InstanceId only when the agent's
+// append_dimensions adds it; so a GPU's series is searched for by
+// InstanceId, and else by host, which by default is the instance's
+// private DNS name, and averaged per instance. AWS/EC2 CPUUtilization
+// (dimension InstanceId) exists for every instance and stands in when no
+// GPU series is found.
 const (
 	gpuNamespace = "CWAgent"
 	gpuMetric    = "nvidia_smi_utilization_gpu"
 	cpuNamespace = "AWS/EC2"
 	cpuMetric    = "CPUUtilization"
 
-	// SourceGPU and SourceCPU are the metrics_source of a report.
-	SourceGPU = "CloudWatch CWAgent nvidia_smi_utilization_gpu"
-	SourceCPU = "CloudWatch AWS/EC2 CPUUtilization (CPU as a stand-in: no GPU metrics)"
+	// SourceGPU, SourceGPUHost and SourceCPU are the metrics_source of a
+	// report: the GPU metric found by InstanceId, by host, or neither.
+	SourceGPU     = "CloudWatch CWAgent nvidia_smi_utilization_gpu by InstanceId"
+	SourceGPUHost = "CloudWatch CWAgent nvidia_smi_utilization_gpu by host (the instances' private DNS names)"
+	SourceCPU     = "CloudWatch AWS/EC2 CPUUtilization (CPU as a stand-in: " + noGPUMetric + ")"
+	// SourceCPUOld is SourceCPU for a span CloudWatch SEARCH cannot see.
+	SourceCPUOld = "CloudWatch AWS/EC2 CPUUtilization (CPU as a stand-in: the span ended more than two weeks ago, and CloudWatch SEARCH finds only metrics that reported since)"
+
+	noGPUMetric = "no nvidia_smi metric with InstanceId or host of these instances in CWAgent"
 
 	// metricQueriesPerCall is under GetMetricData's 500 queries a call.
 	metricQueriesPerCall = 400
+
+	// searchWindow is how recently a metric must have reported for a
+	// SEARCH expression to find it (two weeks, CloudWatch User Guide).
+	searchWindow = 14 * 24 * time.Hour
 )
 
 // cloudWatchAPI is the part of the CloudWatch client usage uses.
@@ -82,6 +95,8 @@ func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.Usage
 	// Instances that ended at a time EC2 no longer says: their last
 	// CPU datapoint ends them.
 	endUnknown := map[string]bool{}
+	hosts := map[string]string{} // instance id → private DNS name
+
 	pg := ec2.NewDescribeInstancesPaginator(p.client(q.Region), &ec2.DescribeInstancesInput{
 		Filters: []ec2types.Filter{filter}, MaxResults: awssdk.Int32(1000)})
 	for pg.HasMorePages() {
@@ -93,6 +108,7 @@ func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.Usage
 			for _, in := range r.Instances {
 				if u, ended, ok := instanceUsage(in, q); ok {
 					rep.Instances = append(rep.Instances, u)
+					hosts[u.ID] = awssdk.ToString(in.PrivateDnsName)
 					if ended && u.End.IsZero() {
 						endUnknown[u.ID] = true
 					}
@@ -104,7 +120,7 @@ func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.Usage
 	if len(rep.Instances) == 0 {
 		return rep, nil
 	}
-	if err := p.readBusy(ctx, q, &rep, endUnknown); err != nil {
+	if err := p.readBusy(ctx, q, &rep, endUnknown, hosts); err != nil {
 		// The instances are known; their metrics are not.
 		for i := range rep.Instances {
 			rep.Instances[i].Busy = nil
@@ -154,9 +170,9 @@ func instanceUsage(in ec2types.Instance, q domain.UsageQuery) (u domain.Instance
 }
 
 // readBusy fills each instance's Busy samples from CloudWatch: the GPU
-// metric where any instance has it, else CPU utilization (rep.Source says
-// which).
-func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domain.UsageReport, endUnknown map[string]bool) error {
+// metric where any instance has it (by InstanceId, else by host), else
+// CPU utilization (rep.Source says which, and why no GPU metric).
+func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domain.UsageReport, endUnknown map[string]bool, hosts map[string]string) error {
 	from, to := q.From, q.To
 	if !q.Start.IsZero() && q.Start.After(from) {
 		from = q.Start
@@ -167,21 +183,29 @@ func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domai
 	if !to.After(from) {
 		return nil
 	}
-	period := int32(3600)
-	if to.Sub(from) <= 6*time.Hour {
-		period = 300
-	}
+	now := p.opt.Now()
+	period := metricPeriod(from, to, now)
 	// Whole periods, as CloudWatch aligns them.
 	from = from.Truncate(time.Duration(period) * time.Second)
+	searchable := now.Sub(to) < searchWindow
 	var queries []cwtypes.MetricDataQuery
+	gpuSearch := func(id, search string) cwtypes.MetricDataQuery {
+		return cwtypes.MetricDataQuery{Id: awssdk.String(id), ReturnData: awssdk.Bool(true),
+			Expression: awssdk.String(fmt.Sprintf(`AVG(SEARCH('%s', 'Average', %d))`, search, period))}
+	}
 	for i, in := range rep.Instances {
-		queries = append(queries,
-			cwtypes.MetricDataQuery{Id: awssdk.String(fmt.Sprintf("g%d", i)), ReturnData: awssdk.Bool(true),
-				Expression: awssdk.String(fmt.Sprintf(`AVG(SEARCH('{%s} MetricName="%s" InstanceId="%s"', 'Average', %d))`, gpuNamespace, gpuMetric, in.ID, period))},
-			cwtypes.MetricDataQuery{Id: awssdk.String(fmt.Sprintf("c%d", i)), ReturnData: awssdk.Bool(true),
-				MetricStat: &cwtypes.MetricStat{Period: awssdk.Int32(period), Stat: awssdk.String("Average"),
-					Metric: &cwtypes.Metric{Namespace: awssdk.String(cpuNamespace), MetricName: awssdk.String(cpuMetric),
-						Dimensions: []cwtypes.Dimension{{Name: awssdk.String("InstanceId"), Value: awssdk.String(in.ID)}}}}})
+		if searchable {
+			queries = append(queries, gpuSearch(fmt.Sprintf("gi%d", i),
+				fmt.Sprintf(`{%s} MetricName="%s" InstanceId="%s"`, gpuNamespace, gpuMetric, in.ID)))
+			if h := hostTerms(hosts[in.ID]); h != "" {
+				queries = append(queries, gpuSearch(fmt.Sprintf("gh%d", i),
+					fmt.Sprintf(`{%s,host,index,name} MetricName="%s" %s`, gpuNamespace, gpuMetric, h)))
+			}
+		}
+		queries = append(queries, cwtypes.MetricDataQuery{Id: awssdk.String(fmt.Sprintf("c%d", i)), ReturnData: awssdk.Bool(true),
+			MetricStat: &cwtypes.MetricStat{Period: awssdk.Int32(period), Stat: awssdk.String("Average"),
+				Metric: &cwtypes.Metric{Namespace: awssdk.String(cpuNamespace), MetricName: awssdk.String(cpuMetric),
+					Dimensions: []cwtypes.Dimension{{Name: awssdk.String("InstanceId"), Value: awssdk.String(in.ID)}}}}})
 	}
 	series := map[string][]domain.BusySample{}
 	var problems []string
@@ -209,18 +233,34 @@ func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domai
 			}
 		}
 	}
-	gpu := false
+	// Each instance's GPU series: by InstanceId, else by host.
+	gpuOf := map[int]string{}
+	byID, byHost := false, false
 	for i := range rep.Instances {
-		gpu = gpu || len(series[fmt.Sprintf("g%d", i)]) > 0
+		switch {
+		case len(series[fmt.Sprintf("gi%d", i)]) > 0:
+			gpuOf[i], byID = fmt.Sprintf("gi%d", i), true
+		case len(series[fmt.Sprintf("gh%d", i)]) > 0:
+			gpuOf[i], byHost = fmt.Sprintf("gh%d", i), true
+		}
 	}
-	prefix := "c"
 	rep.Source = SourceCPU
-	if gpu {
-		prefix, rep.Source = "g", SourceGPU
+	switch {
+	case byID && byHost:
+		rep.Source = SourceGPU + " or host"
+	case byID:
+		rep.Source = SourceGPU
+	case byHost:
+		rep.Source = SourceGPUHost
+	case !searchable:
+		rep.Source = SourceCPUOld
 	}
 	any := false
 	for i := range rep.Instances {
-		s := series[fmt.Sprintf("%s%d", prefix, i)]
+		s := series[fmt.Sprintf("c%d", i)]
+		if byID || byHost {
+			s = series[gpuOf[i]]
+		}
 		sort.Slice(s, func(a, b int) bool { return s[a].At.Before(s[b].At) })
 		rep.Instances[i].Busy = s
 		any = any || len(s) > 0
@@ -243,4 +283,29 @@ func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domai
 		return errors.New(rep.Note)
 	}
 	return nil
+}
+
+// metricPeriod is the period to ask CloudWatch for: an hour for spans
+// over six hours, and for any starting more than 63 days ago (the model:
+// "Start time greater than 63 days ago - Use a multiple of 3600
+// seconds"); else five minutes, which CloudWatch keeps for 63 days.
+func metricPeriod(from, to, now time.Time) int32 {
+	if to.Sub(from) > 6*time.Hour || now.Sub(from) > 63*24*time.Hour {
+		return 3600
+	}
+	return 300
+}
+
+// hostTerms is the SEARCH term for the agent's host dimension of an
+// instance: its private DNS name, or that name's first label (the host
+// name some images set), or "" when EC2 gave none.
+func hostTerms(dns string) string {
+	if dns == "" {
+		return ""
+	}
+	short, _, _ := strings.Cut(dns, ".")
+	if short == dns {
+		return fmt.Sprintf(`host="%s"`, dns)
+	}
+	return fmt.Sprintf(`(host="%s" OR host="%s")`, dns, short)
 }

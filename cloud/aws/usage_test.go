@@ -34,6 +34,7 @@ type usageFixture struct {
 func newUsageFixture(t *testing.T) *usageFixture {
 	t.Helper()
 	f := &usageFixture{fixture: newFixture(t, "us-east-1"), cw: cwtest.New()}
+	f.cw.Now = func() time.Time { return testNow }
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/service/") {
 			f.cw.ServeHTTP(w, r)
@@ -125,8 +126,8 @@ func TestUsageFleetGPUMetrics(t *testing.T) {
 	f := newUsageFixture(t)
 	p := f.provider(t)
 	id, ids := f.launch(t, p, 2)
-	// The agent's NVIDIA collector: one series per GPU, with the
-	// dimensions it publishes (index, name, arch) and InstanceId.
+	// The agent's NVIDIA collector with append_dimensions adding
+	// InstanceId: one series per GPU.
 	f.cw.Add("CWAgent", "nvidia_smi_utilization_gpu", map[string]string{"InstanceId": ids[0], "index": "0", "name": "NVIDIA L4", "arch": "Ada"}, hourlyPoints(3, 80)...)
 	f.cw.Add("CWAgent", "nvidia_smi_utilization_gpu", map[string]string{"InstanceId": ids[1], "index": "0", "name": "NVIDIA L4", "arch": "Ada"}, hourlyPoints(3, 20)...)
 	f.cw.Add("AWS/EC2", "CPUUtilization", map[string]string{"InstanceId": ids[0]}, hourlyPoints(3, 5)...)
@@ -158,12 +159,12 @@ func TestUsageFleetGPUMetrics(t *testing.T) {
 	}
 	calls := f.cw.Calls()
 	last := calls[len(calls)-1]
-	if len(last) != 4 || last[0].ProtocolHeader != "rpc-v2-cbor" || last[0].Content != "application/cbor" || last[0].ScanBy != "TimestampAscending" {
+	if len(last) != 6 || last[0].ProtocolHeader != "rpc-v2-cbor" || last[0].Content != "application/cbor" || last[0].ScanBy != "TimestampAscending" {
 		t.Fatalf("GetMetricData sent %+v", last)
 	}
 	if !strings.Contains(last[0].Expression, `SEARCH('{CWAgent} MetricName="nvidia_smi_utilization_gpu" InstanceId="`+ids[0]+`"'`) ||
-		last[1].Namespace != "AWS/EC2" || last[1].Dimensions["InstanceId"] != ids[0] || last[1].Stat != "Average" {
-		t.Errorf("queries %+v", last[:2])
+		last[2].Namespace != "AWS/EC2" || last[2].Dimensions["InstanceId"] != ids[0] || last[2].Stat != "Average" {
+		t.Errorf("queries %+v", last[:3])
 	}
 }
 

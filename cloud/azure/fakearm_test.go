@@ -298,11 +298,13 @@ const (
 )
 
 var (
-	reSKUFilter  = regexp.MustCompile(`location eq '([^']*)'`)
-	reKQLType    = regexp.MustCompile(`type =~ '([^']*)'`)
-	reKQLLoc     = regexp.MustCompile(`location in~ \(([^)]*)\)`)
-	reKQLIn      = regexp.MustCompile(`sku\.name\) in~ \(([^)]*)\)`)
-	reKQLFrom    = regexp.MustCompile(`effectiveDate >= datetime\(([^)]*)\)`)
+	reSKUFilter = regexp.MustCompile(`location eq '([^']*)'`)
+	reKQLType   = regexp.MustCompile(`type =~ '([^']*)'`)
+	reKQLLoc    = regexp.MustCompile(`location in~ \(([^)]*)\)`)
+	reKQLIn     = regexp.MustCompile(`sku\.name\) in~ \(([^)]*)\)`)
+	reKQLFrom   = regexp.MustCompile(`effectiveDate >= datetime\(([^)]*)\)`)
+	// reKQLLimit finds a limit, take or sample operator (or clause).
+	reKQLLimit   = regexp.MustCompile(`(?i)\b(limit|take|sample)\s+\d+`)
 	reUsages     = regexp.MustCompile(`^/subscriptions/[^/]+/providers/microsoft\.compute/locations/([^/]+)/usages$`)
 	reGroupList  = regexp.MustCompile(rePrefix + `capacityreservationgroups$`)
 	reGroup      = regexp.MustCompile(rePrefix + `capacityreservationgroups/[^/]+$`)
@@ -794,7 +796,14 @@ func (f *fakeARM) serveGraph(w http.ResponseWriter, r *http.Request) {
 		page = rows[skip:end]
 	}
 	resp := map[string]any{"totalRecords": len(rows), "count": len(page), "resultTruncated": "false", "data": page}
-	if end < len(rows) {
+	switch {
+	case end < len(rows) && reKQLLimit.MatchString(req.Query):
+		// Guidance for pagination: "The response won't contain
+		// $skipToken if: The query contains a limit or sample/take
+		// operator"; "When resultTruncated is true, the $skipToken
+		// property isn't set."
+		resp["resultTruncated"] = "true"
+	case end < len(rows):
 		resp["$skipToken"] = "tok-" + strconv.Itoa(end)
 	}
 	writeJSON(w, 200, resp)

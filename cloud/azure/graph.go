@@ -60,7 +60,10 @@ func historyQuery(regions, sizes []string, from time.Time, live bool) string {
 		b.WriteString("| order by location asc, skuName asc")
 		return b.String()
 	}
-	b.WriteString("| mv-expand spotPrice = properties.spotPrices limit 400\n")
+	// No limit clause: Resource Graph does not page a query with a limit
+	// operator ("The response won't contain $skipToken if: The query
+	// contains a limit or sample/take operator", Guidance for pagination).
+	b.WriteString("| mv-expand spotPrice = properties.spotPrices\n")
 	b.WriteString("| extend effectiveDate = todatetime(spotPrice.effectiveDate)\n")
 	fmt.Fprintf(&b, "| where effectiveDate >= datetime(%s)\n", from.UTC().Format(time.RFC3339))
 	b.WriteString("| project skuName = tostring(sku.name), location, effectiveDate, priceUSD = todouble(spotPrice.priceUSD)\n")
@@ -277,6 +280,12 @@ func (p *Provider) graphRows(ctx context.Context, c *armClients, query string) (
 		}
 		rows = append(rows, page...)
 		if resp.SkipToken == nil || *resp.SkipToken == "" {
+			// Truncated without a token: the rest cannot be had, and a
+			// partial history must not pass for the whole.
+			if resp.ResultTruncated != nil && *resp.ResultTruncated == armresourcegraph.ResultTruncatedTrue &&
+				resp.TotalRecords != nil && int64(len(rows)) < *resp.TotalRecords {
+				return nil, pages, fmt.Errorf("resource graph: the answer was cut at %d of %d rows and gave no $skipToken to read the rest", len(rows), *resp.TotalRecords)
+			}
 			return rows, pages, nil
 		}
 		if seen[*resp.SkipToken] {

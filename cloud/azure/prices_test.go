@@ -254,7 +254,7 @@ func TestQueries(t *testing.T) {
 | where location in~ ('eastus')
 | where tostring(properties.osType) =~ 'linux'
 | where tostring(sku.name) in~ ('Standard_NC24ads_A100_v4', 'Standard_ND96isr_H100_v5')
-| mv-expand spotPrice = properties.spotPrices limit 400
+| mv-expand spotPrice = properties.spotPrices
 | extend effectiveDate = todatetime(spotPrice.effectiveDate)
 | where effectiveDate >= datetime(2026-11-29T11:00:00Z)
 | project skuName = tostring(sku.name), location, effectiveDate, priceUSD = todouble(spotPrice.priceUSD)

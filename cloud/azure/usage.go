@@ -134,21 +134,21 @@ func (p *Provider) scaleSetUsage(ctx context.Context, q domain.UsageQuery) (doma
 	if err != nil {
 		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, err)
 	}
-	gpu, gerr := metricSeries(ctx, mc, q.ProviderRef, gpuMetricNamespace, gpuMetricName, "VMName", from, to)
 	cpu, cerr := metricSeries(ctx, mc, q.ProviderRef, cpuMetricNamespace, cpuMetricName, "VMName", from, to)
 	if cerr != nil {
 		// Without the platform metric nothing says which VMs ran.
 		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, cerr)
-	}
-	busy, source := cpu, SourceCPU
-	if gerr == nil && len(gpu) > 0 {
-		busy, source = gpu, SourceGPU
 	}
 	names := make([]string, 0, len(cpu))
 	for vm := range cpu {
 		names = append(names, vm)
 	}
 	sort.Strings(names)
+	gpu, gerr := scaleSetGPU(ctx, mc, q.ProviderRef, names, from, to)
+	busy, source := cpu, SourceCPU
+	if len(gpu) > 0 {
+		busy, source = gpu, SourceGPU
+	}
 	for _, vm := range names {
 		samples := cpu[vm]
 		if len(samples) == 0 {
@@ -173,6 +173,34 @@ func (p *Provider) scaleSetUsage(ctx context.Context, q domain.UsageQuery) (doma
 		rep.Note = "Azure Monitor GPU metric: " + gerr.Error()
 	}
 	return rep, nil
+}
+
+// scaleSetGPU reads the Telegraf GPU metric of a Flexible scale set's
+// VMs, each on its own resource (virtualMachines/{VMName} in the scale
+// set's resource group): Telegraf's Azure Monitor output posts on the
+// resource of the VM it runs on (its README: resource_id "…/providers/
+// Microsoft.Compute/virtualMachines/<vm_name>", from the instance
+// metadata), with the input's tags (index, name, uuid, host) as
+// dimensions, not the platform metrics' VMName; unsplit, Azure Monitor
+// averages over them, which is the VM's mean over its GPUs. A VM that
+// publishes none is left out; the first other failure is returned.
+func scaleSetGPU(ctx context.Context, mc *armmonitor.MetricsClient, scaleSet string, vms []string, from, to time.Time) (map[string][]domain.BusySample, error) {
+	group, _, ok := strings.Cut(scaleSet, "/providers/")
+	if !ok {
+		return nil, fmt.Errorf("%q is not a resource id", scaleSet)
+	}
+	out := map[string][]domain.BusySample{}
+	var first error
+	for _, vm := range vms {
+		s, err := metricSeries(ctx, mc, group+"/providers/Microsoft.Compute/virtualMachines/"+vm, gpuMetricNamespace, gpuMetricName, "", from, to)
+		switch {
+		case err == nil && len(s[""]) > 0:
+			out[vm] = s[""]
+		case err != nil && !errors.Is(err, errMetricAbsent) && first == nil:
+			first = fmt.Errorf("VM %s: %w", vm, err)
+		}
+	}
+	return out, first
 }
 
 // errMetricAbsent is a metric the resource does not publish: not a

@@ -89,6 +89,13 @@ func (f *fakeMonitor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		armError(w, http.StatusBadRequest, "BadRequest", "unexpected query "+q.Encode())
 		return
 	}
+	if strings.EqualFold(ns, gpuMetricNamespace) && f.status[ns] == 0 {
+		// Telegraf posts its metrics on each VM's resource (its Azure
+		// Monitor output's resource_id, "…/virtualMachines/<vm_name>"),
+		// never on the scale set: nothing there to find.
+		armError(w, http.StatusBadRequest, "BadRequest", "Failed to find metric configuration for provider: "+ns+", resource Id: "+resource)
+		return
+	}
 	if st := f.status[ns]; st != 0 {
 		armError(w, st, "BadRequest", "Failed to find metric configuration for provider: "+ns)
 		return
@@ -211,10 +218,12 @@ func TestAzureUsageScaleSet(t *testing.T) {
 		share   map[string]float64
 	}{
 		{
-			name: "GPU metric from the VMs' agent",
+			name: "GPU metric from the VMs' agent, on each VM's resource",
 			mon: &fakeMonitor{series: map[string]map[string][]float64{
-				gpuMetricNamespace: {"gpumarket-01J_0": {90, 90, 90, 90}, "gpumarket-01J_1": {10, 10, -1, -1}},
 				cpuMetricNamespace: {"gpumarket-01J_0": {5, 5, 5, 5}, "gpumarket-01J_1": {5, 5, -1, -1}},
+			}, vms: map[string]map[string][]float64{
+				"gpumarket-01J_0": {gpuMetricNamespace: {90, 90, 90, 90}},
+				"gpumarket-01J_1": {gpuMetricNamespace: {10, 10, -1, -1}},
 			}},
 			source: SourceGPU, running: map[string]int{"gpumarket-01J_0": 4, "gpumarket-01J_1": 2},
 			share: map[string]float64{"gpumarket-01J_0": 0.9, "gpumarket-01J_1": 0.1},
@@ -262,9 +271,14 @@ func TestAzureUsageScaleSet(t *testing.T) {
 					}
 				}
 			}
-			if len(mon.asked) != 2 || mon.asked[0].Get("metricnames") != gpuMetricName || mon.asked[1].Get("metricnames") != cpuMetricName ||
-				mon.asked[1].Get("interval") != "PT1H" || !strings.Contains(mon.asked[1].Get("timespan"), "/") {
+			if len(mon.asked) != 1+len(c.running) || mon.asked[0].Get("metricnames") != cpuMetricName ||
+				mon.asked[0].Get("interval") != "PT1H" || !strings.Contains(mon.asked[0].Get("timespan"), "/") {
 				t.Errorf("asked %v", mon.asked)
+			}
+			for i, path := range mon.askedPaths[1:] {
+				if !strings.Contains(path, "/providers/Microsoft.Compute/virtualMachines/gpumarket-01J_") || mon.asked[i+1].Get("metricnamespace") != gpuMetricNamespace {
+					t.Errorf("GPU metric asked of %s, want each VM's resource", path)
+				}
 			}
 		})
 	}

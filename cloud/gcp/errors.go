@@ -61,7 +61,7 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil || !retryable(resp.StatusCode) || attempt+1 >= t.tries {
 			return resp, err
 		}
-		wait := backoff(t.first, attempt, resp.Header.Get("Retry-After"))
+		wait := backoff(t.first, attempt, resp.Header.Get("Retry-After"), time.Now())
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		resp.Body.Close()
 		t.log.Debug("gcp: retrying", "status", resp.StatusCode, "url", req.URL.Path, "wait", wait)
@@ -80,11 +80,16 @@ func retryable(code int) bool {
 		code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
 }
 
-// backoff is Retry-After when given in seconds, else a random wait up to
+// backoff is the Retry-After Google gave, in seconds or as an HTTP date
+// (RFC 9110 section 10.2.3), at most a minute; else a random wait up to
 // first·2^attempt, capped at 32 s.
-func backoff(first time.Duration, attempt int, retryAfter string) time.Duration {
-	if s, err := strconv.Atoi(strings.TrimSpace(retryAfter)); err == nil && s >= 0 {
+func backoff(first time.Duration, attempt int, retryAfter string, now time.Time) time.Duration {
+	retryAfter = strings.TrimSpace(retryAfter)
+	if s, err := strconv.Atoi(retryAfter); err == nil && s >= 0 {
 		return min(time.Duration(s)*time.Second, time.Minute)
+	}
+	if at, err := http.ParseTime(retryAfter); err == nil {
+		return min(max(at.Sub(now), 0), time.Minute)
 	}
 	d := min(first<<min(attempt, 10), 32*time.Second)
 	return time.Duration(rand.Int64N(int64(d)) + 1)
@@ -125,14 +130,31 @@ func apiErr(what string, err error) error {
 		return fmt.Errorf("gcp: %s: %w", what, err)
 	}
 	reason := ""
-	if len(ge.Errors) > 0 && ge.Errors[0].Reason != "" {
-		reason = ge.Errors[0].Reason + ": "
+	if r := errorReason(ge); r != "" {
+		reason = r + ": "
 	}
 	msg := firstLine(ge.Message)
 	if msg == "" && len(ge.Errors) > 0 {
 		msg = firstLine(ge.Errors[0].Message)
 	}
 	return &wrapped{msg: fmt.Sprintf("gcp: %s: %d %s%s", what, ge.Code, reason, msg), err: err}
+}
+
+// errorReason is the reason of a Google error: Compute Engine's is in
+// "errors"; the newer APIs (Billing Catalog, Monitoring) give theirs in
+// a google.rpc.ErrorInfo detail.
+func errorReason(ge *googleapi.Error) string {
+	for _, d := range ge.Details {
+		if m, ok := d.(map[string]any); ok && m["@type"] == "type.googleapis.com/google.rpc.ErrorInfo" {
+			if r, ok := m["reason"].(string); ok && r != "" {
+				return r
+			}
+		}
+	}
+	if len(ge.Errors) > 0 {
+		return ge.Errors[0].Reason
+	}
+	return ""
 }
 
 // wrapped keeps the API error for errors.As under a one-line message.

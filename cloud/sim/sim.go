@@ -35,7 +35,8 @@ type Options struct {
 	// Seed picks one of the possible markets (config sim.seed).
 	Seed int64
 	// Now is the clock for offerings, bookings and fleets (default
-	// time.Now). Fetch takes its times from the request.
+	// time.Now; a fast Clock's Now under GPUMARKET_SIM_SPEED). Fetch
+	// takes its times from the request, so the hub must share this clock.
 	Now func() time.Time
 }
 
@@ -132,6 +133,12 @@ var Descriptor = domain.Descriptor{
 	Sells:    []*domain.BookingTerms{domain.CapacityBlockTerms, domain.ReservationTerms, domain.CalendarTerms},
 	Declined: func(error) bool { return true },
 }
+
+// Now is the market's clock: what its offerings, bookings and fleets are
+// dated by. Code that acts on the simulated market at a fast speed (the
+// hub, the ledger, a job's driver) reads the time here or from the same
+// Clock.
+func (m *Market) Now() time.Time { return m.opt.Now() }
 
 // Seed returns the market's seed.
 func (m *Market) Seed() int64 { return m.opt.Seed }

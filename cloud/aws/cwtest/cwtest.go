@@ -72,6 +72,16 @@ type Server struct {
 	deny     map[string]bool // namespaces answered Forbidden
 	fail     string          // every call fails with this error code
 	calls    [][]Query
+	// Now is the server's clock (default time.Now): SEARCH and the
+	// retention of fine periods are relative to it.
+	Now func() time.Time
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 // New makes an empty server.
@@ -301,10 +311,34 @@ type result struct {
 }
 
 // searchExpr is the one form of expression the fake evaluates, the
-// per-instance average of a search:
-// AVG(SEARCH('{NS} MetricName="M" Key="V"', 'Average', PERIOD)).
-var searchExpr = regexp.MustCompile(`^AVG\(SEARCH\('\{([^},]+)[^}]*\}\s*MetricName="([^"]+)"((?:\s+\w+="[^"]*")*)',\s*'Average',\s*(\d+)\)\)$`)
+// average of a search ("CloudWatch search expression syntax", User
+// Guide): AVG(SEARCH('{NS[,Dim…]} MetricName="M" TERMS', 'Average',
+// PERIOD)), TERMS being Key="V" terms, all of which must hold, each
+// alone or an OR of them in parentheses. A schema naming dimensions
+// matches only metrics with exactly those dimensions.
+var searchExpr = regexp.MustCompile(`^AVG\(SEARCH\('\{([^}]+)\}\s*MetricName="([^"]+)"(.*)',\s*'Average',\s*(\d+)\)\)$`)
 var term = regexp.MustCompile(`(\w+)="([^"]*)"`)
+var group = regexp.MustCompile(`\(([^)]*)\)|\w+="[^"]*"`)
+
+// searchWindow is how recently a metric must have reported for SEARCH
+// to find it: "A search expression can find only metrics that have
+// reported data within the past two weeks" (User Guide, "Use search
+// expressions in graphs"; ListMetrics' model says the same of itself).
+const searchWindow = 14 * 24 * time.Hour
+
+// kept reports whether CloudWatch still holds a datapoint of this age at
+// the period asked (GetMetricData's model: 1-minute data "available for
+// 15 days", 5-minute "for 63 days", then "available with a resolution of
+// 1 hour"; a period finer than what is kept returns nothing).
+func kept(age time.Duration, period int) bool {
+	switch {
+	case age > 63*24*time.Hour:
+		return period%3600 == 0
+	case age > 15*24*time.Hour:
+		return period%300 == 0
+	}
+	return true
+}
 
 // evaluate answers each query over [start, end): a metric's datapoints
 // averaged per period (periods aligned to the epoch), or the search
@@ -327,26 +361,21 @@ func (s *Server) evaluate(qs []Query, start, end time.Time, scan string) []resul
 			}
 			period, _ = strconv.Atoi(m[4])
 			r.label = q.ID
-			if s.deny[m[1]] {
+			schema := strings.Split(m[1], ",")
+			for i := range schema {
+				schema[i] = strings.TrimSpace(schema[i])
+			}
+			ns, schema := schema[0], schema[1:]
+			if s.deny[ns] {
 				r.status = "Forbidden"
 				out = append(out, r)
 				continue
 			}
-			want := map[string]string{}
-			for _, t := range term.FindAllStringSubmatch(m[3], -1) {
-				want[t[1]] = t[2]
-			}
 			for _, x := range s.series {
-				if x.namespace != m[1] || x.name != m[2] {
+				if x.namespace != ns || x.name != m[2] || !schemaFits(schema, x.dims) || !termsHold(m[3], x.dims) || !reportedSince(x, s.now().Add(-searchWindow)) {
 					continue
 				}
-				ok := true
-				for k, v := range want {
-					ok = ok && x.dims[k] == v
-				}
-				if ok {
-					match = append(match, x)
-				}
+				match = append(match, x)
 			}
 		} else {
 			r.label = q.MetricName
@@ -368,7 +397,7 @@ func (s *Server) evaluate(qs []Query, start, end time.Time, scan string) []resul
 		for _, x := range match {
 			per := map[int64][2]float64{}
 			for _, pt := range x.points {
-				if pt.At.Before(start) || !pt.At.Before(end) {
+				if pt.At.Before(start) || !pt.At.Before(end) || !kept(s.now().Sub(pt.At), period) {
 					continue
 				}
 				k := pt.At.Truncate(p).Unix()
@@ -399,4 +428,46 @@ func (s *Server) evaluate(qs []Query, start, end time.Time, scan string) []resul
 		out = append(out, r)
 	}
 	return out
+}
+
+// schemaFits: a schema of dimension names matches a metric with exactly
+// those dimensions; a bare namespace matches any.
+func schemaFits(schema []string, dims map[string]string) bool {
+	if len(schema) == 0 {
+		return true
+	}
+	if len(schema) != len(dims) {
+		return false
+	}
+	for _, d := range schema {
+		if _, ok := dims[d]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// termsHold reports whether every Key="V" term, or one of each
+// parenthesised OR group, matches the metric's dimensions.
+func termsHold(terms string, dims map[string]string) bool {
+	for _, g := range group.FindAllString(terms, -1) {
+		any := false
+		for _, t := range term.FindAllStringSubmatch(g, -1) {
+			v, ok := dims[t[1]]
+			any = any || (ok && v == t[2])
+		}
+		if !any {
+			return false
+		}
+	}
+	return true
+}
+
+func reportedSince(x series, since time.Time) bool {
+	for _, pt := range x.points {
+		if !pt.At.Before(since) {
+			return true
+		}
+	}
+	return false
 }

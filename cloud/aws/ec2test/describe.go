@@ -241,7 +241,10 @@ func selectHistory(rd *Region, types []string, zone string, start time.Time, has
 
 // getSpotPlacementScores scores the set of instance types in each
 // requested region (or zone, with SingleAvailabilityZone): the set's score
-// is its best member's, as a fleet may use any of them.
+// is its best member's, as a fleet may use any of them. As the model
+// says: with "one or two instance types … the returned placement score
+// will always be low" (1 here), and the answer holds "the Spot placement
+// score for the top 10 Regions or Availability Zones" only, best first.
 func (s *Server) getSpotPlacementScores(f url.Values, reqID string) ([]byte, *apiError) {
 	if s.DenyPlacementScores {
 		return nil, &apiError{http.StatusForbidden, "UnauthorizedOperation", "You are not authorized to perform this operation. User: arn:aws:iam::123456789012:user/test is not authorized to perform: ec2:GetSpotPlacementScores"}
@@ -261,7 +264,11 @@ func (s *Server) getSpotPlacementScores(f url.Values, reqID string) ([]byte, *ap
 		regions = s.order
 	}
 	single := f.Get("SingleAvailabilityZone") == "true"
-	var out []node
+	type scored struct {
+		region, zone string
+		score        int
+	}
+	var all []scored
 	for _, name := range regions {
 		rd := s.regions[name]
 		if rd == nil {
@@ -278,16 +285,27 @@ func (s *Server) getSpotPlacementScores(f url.Values, reqID string) ([]byte, *ap
 			if score == 0 {
 				continue
 			}
+			if len(types) < 3 {
+				score = 1
+			}
 			if single {
-				out = append(out, el("", tx("region", name), tx("availabilityZoneId", z.ID), num("score", score)))
+				all = append(all, scored{name, z.ID, score})
 			}
-			if score > best {
-				best = score
-			}
+			best = max(best, score)
 		}
 		if !single && best > 0 {
-			out = append(out, el("", tx("region", name), num("score", best)))
+			all = append(all, scored{name, "", best})
 		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].score > all[j].score })
+	all = all[:min(len(all), 10)]
+	var out []node
+	for _, x := range all {
+		kids := []node{tx("region", x.region)}
+		if x.zone != "" {
+			kids = append(kids, tx("availabilityZoneId", x.zone))
+		}
+		out = append(out, el("", append(kids, num("score", x.score))...))
 	}
 	return document("GetSpotPlacementScores", reqID, items("spotPlacementScoreSet", out)), nil
 }

@@ -80,6 +80,36 @@ type FleetRecord struct {
 	Tags, InstanceTags map[string]string
 	// Terminated is set once DeleteFleets terminated the instances.
 	Terminated bool
+	// Gone are instances terminated one by one: by Interrupt (AWS
+	// reclaiming spot capacity) or by TerminateInstances.
+	Gone map[string]bool
+}
+
+// Interrupt reclaims n of a fleet's running instances, as AWS interrupts
+// spot capacity; a request or instant fleet does not replace them. It
+// returns how many were reclaimed.
+func (s *Server) Interrupt(fleetID string, n int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, fl := range s.fleets {
+		if fl.ID != fleetID {
+			continue
+		}
+		_, _, running := s.fleetView(fl)
+		k := 0
+		for _, id := range running {
+			if k == n {
+				break
+			}
+			if fl.Gone == nil {
+				fl.Gone = map[string]bool{}
+			}
+			fl.Gone[id] = true
+			k++
+		}
+		return k
+	}
+	return 0
 }
 
 // Reservations returns copies of the capacity reservations bought so far.
@@ -134,6 +164,9 @@ func (s *Server) Fleets() []FleetRecord {
 	return out
 }
 
+// SoldBlockCounts are the instance counts capacity blocks are sold in.
+var SoldBlockCounts = []string{"1", "2", "4", "8", "16", "32", "64"}
+
 // describeCapacityBlockOfferings answers as the EC2 User Guide ("Find and
 // purchase Capacity Blocks") says AWS does: the blocks of the asked length,
 // and beside them blocks of other lengths that end at the same time of day
@@ -154,10 +187,6 @@ func (s *Server) describeCapacityBlockOfferings(rd *Region, f url.Values, reqID 
 	if !domain.CapacityBlockTerms.ValidHours(hours) {
 		return nil, badParam("CapacityDurationHours %d is not a supported duration", hours)
 	}
-	count, cerr := strconv.Atoi(f.Get("InstanceCount"))
-	if most := domain.CapacityBlockTerms.MaxInstances; cerr != nil || count < 1 || count > most {
-		return nil, badParam("InstanceCount %q: want 1 to %d", f.Get("InstanceCount"), most)
-	}
 	typ := f.Get("InstanceType")
 	if typ != "" {
 		known := false
@@ -169,6 +198,16 @@ func (s *Server) describeCapacityBlockOfferings(rd *Region, f url.Values, reqID 
 		if !known {
 			return nil, badParam("The instance type %s is not supported for Capacity Blocks.", typ)
 		}
+	}
+	// The API reference: "You must select one of the following options …
+	// For instance count 1, 2, 4, 8, 16, 32, or 64 instances"; a count EC2
+	// does not sell is refused in its words for InstanceCount ("1001 is an
+	// invalid value for InstanceCount. InstanceCount must be between 1 and
+	// 1000", CreateCapacityReservation in boto/boto3#2962).
+	count, cerr := strconv.Atoi(f.Get("InstanceCount"))
+	if cerr != nil || !contains(SoldBlockCounts, strconv.Itoa(count)) {
+		return nil, badParam("%s is an invalid value for InstanceCount. InstanceCount must be one of %s.",
+			f.Get("InstanceCount"), strings.Join(SoldBlockCounts, ", "))
 	}
 	from, hasFrom, err := timeParam(f, "StartDateRange")
 	if err != nil {
@@ -399,11 +438,20 @@ func matchTags(flt map[string][]string, tags map[string]string) bool {
 	return true
 }
 
+// capacityReservationFilters are the filters the model lists for
+// DescribeCapacityReservations; it lists no reservation-type and no tag
+// filter, so the fake refuses them as EC2 refuses a filter it does not know.
+var capacityReservationFilters = []string{"instance-type", "owner-id", "instance-platform", "availability-zone",
+	"tenancy", "outpost-arn", "state", "start-date", "end-date", "end-date-type", "instance-match-criteria", "placement-group-arn"}
+
 // describeCapacityReservations lists the region's reservations, filtered
-// by id and by the model's filters (instance-type, availability-zone,
-// state, reservation-type, tag:KEY, tag-key), paged.
+// by id and by the model's filters (of which instance-type,
+// availability-zone and state are applied), paged.
 func (s *Server) describeCapacityReservations(rd *Region, f url.Values, reqID string) ([]byte, *apiError) {
 	if err := dryRun(f); err != nil {
+		return nil, err
+	}
+	if err := onlyFilters(f, capacityReservationFilters...); err != nil {
 		return nil, err
 	}
 	ids := list(f, "CapacityReservationId")
@@ -425,16 +473,6 @@ func (s *Server) describeCapacityReservations(rd *Region, f url.Values, reqID st
 			continue
 		}
 		if v, ok := flt["state"]; ok && !contains(v, state) {
-			continue
-		}
-		if v, ok := flt["reservation-type"]; ok && !contains(v, "capacity-block") {
-			continue
-		}
-		all := map[string]string{TagRequestedQuantity: strconv.Itoa(r.Count), TagReservationType: "capacity-block"}
-		for k, v := range r.Tags {
-			all[k] = v
-		}
-		if !matchTags(flt, all) {
 			continue
 		}
 		sel = append(sel, shown{r, state})
@@ -543,7 +581,7 @@ func (s *Server) createFleet(rd *Region, f url.Values, reqID string) ([]byte, *a
 		Created: now.UTC(), ValidFrom: from, ValidUntil: until, TerminateAtEnd: terminate,
 		Tags: tags["fleet"], InstanceTags: tags["instance"]}
 	for i := 0; i < total; i++ {
-		fl.Instances = append(fl.Instances, fmt.Sprintf("i-%017x", 0xb0000+len(s.fleets)*1000+i))
+		fl.Instances = append(fl.Instances, fmt.Sprintf("i-%017x", 0xb0000000+len(s.fleets)*0x100000+i))
 	}
 	s.fleets = append(s.fleets, fl)
 	return s.createFleetAnswer(fl, reqID), nil
@@ -582,6 +620,18 @@ func (s *Server) findFleet(region, id string) *FleetRecord {
 // ValidUntil, and then expires: deleted, its instances terminated when
 // TerminateInstancesWithExpiration was set, left running otherwise.
 func (s *Server) fleetView(fl *FleetRecord) (state, activity string, running []string) {
+	state, activity, running = s.fleetStage(fl)
+	var live []string
+	for _, id := range running {
+		if !fl.Gone[id] {
+			live = append(live, id)
+		}
+	}
+	return state, activity, live
+}
+
+// fleetStage is fleetView before instances terminated one by one.
+func (s *Server) fleetStage(fl *FleetRecord) (state, activity string, running []string) {
 	now := s.now()
 	switch {
 	case strings.HasPrefix(fl.State, "deleted"):
@@ -607,6 +657,10 @@ func (s *Server) fleetView(fl *FleetRecord) (state, activity string, running []s
 // asked for.
 func (s *Server) describeFleets(rd *Region, f url.Values, reqID string) ([]byte, *apiError) {
 	if err := dryRun(f); err != nil {
+		return nil, err
+	}
+	// The model's filters for DescribeFleets.
+	if err := onlyFilters(f, "activity-status", "excess-capacity-termination-policy", "fleet-state", "replace-unhealthy-instances", "type"); err != nil {
 		return nil, err
 	}
 	ids := list(f, "FleetId")
@@ -639,10 +693,14 @@ func (s *Server) describeFleets(rd *Region, f url.Values, reqID string) ([]byte,
 	return document("DescribeFleets", reqID, withToken([]node{items("fleetSet", out)}, tok)...), nil
 }
 
+// fleetNode renders a fleet as DescribeFleets does. Its fleetInstanceSet
+// is filled for instant fleets only: the model's FleetData.Instances is
+// "Valid only when Type is set to instant"; a request or maintain fleet's
+// running instances are in fulfilledCapacity and DescribeFleetInstances.
 func (s *Server) fleetNode(fl *FleetRecord) node {
 	state, activity, running := s.fleetView(fl)
 	var insts []node
-	if len(running) > 0 {
+	if len(running) > 0 && fl.Type == "instant" {
 		var idn []node
 		for _, id := range running {
 			idn = append(idn, tx("", id))
@@ -683,21 +741,50 @@ func (s *Server) fleetNode(fl *FleetRecord) node {
 	return el("", kids...)
 }
 
+// MaxInstantDelete is the most running instances an instant fleet may
+// have for DeleteFleets to delete it: the model says "For fleets with more
+// than 1000 instances, the deletion request might fail … first terminate
+// most of the instances manually, leaving 1000 or fewer". The fake always
+// fails above it.
+const MaxInstantDelete = 1000
+
 // deleteFleets follows the AWS CLI's delete-fleets examples (with and
-// without --terminate-instances).
+// without --terminate-instances) and the model's restrictions: up to 25
+// instant and 100 request or maintain fleets per call ("If you exceed the
+// specified number of fleets to delete, no fleets are deleted"), and an
+// instant fleet of more than MaxInstantDelete running instances refused.
 func (s *Server) deleteFleets(rd *Region, f url.Values, reqID string) ([]byte, *apiError) {
 	if err := dryRun(f); err != nil {
 		return nil, err
 	}
 	terminate := f.Get("TerminateInstances") == "true"
+	ids := list(f, "FleetId")
+	instant, other := 0, 0
+	for _, id := range ids {
+		if fl := s.findFleet(rd.Name, id); fl != nil && fl.Type == "instant" {
+			instant++
+		} else {
+			other++
+		}
+	}
+	if instant > 25 || other > 100 {
+		return nil, badParam("You can delete up to 25 fleets of type instant and 100 of type maintain or request in a single request")
+	}
 	var ok, bad []node
-	for _, id := range list(f, "FleetId") {
+	for _, id := range ids {
 		fl := s.findFleet(rd.Name, id)
+		var running []string
+		if fl != nil {
+			_, _, running = s.fleetView(fl)
+		}
 		switch {
 		case fl == nil:
 			bad = append(bad, el("", tx("fleetId", id), el("error", tx("code", "fleetIdDoesNotExist"), tx("message", "The fleet ID does not exist"))))
 		case fl.Type == "instant" && !terminate:
 			bad = append(bad, el("", tx("fleetId", id), el("error", tx("code", "unexpectedError"), tx("message", "Instant fleets can only be deleted with TerminateInstances true"))))
+		case fl.Type == "instant" && len(running) > MaxInstantDelete:
+			bad = append(bad, el("", tx("fleetId", id), el("error", tx("code", "unexpectedError"),
+				tx("message", fmt.Sprintf("The fleet has %d instances; terminate all but %d before deleting it", len(running), MaxInstantDelete)))))
 		default:
 			prev, _, _ := s.fleetView(fl)
 			fl.State = "deleted_running"
@@ -709,6 +796,100 @@ func (s *Server) deleteFleets(rd *Region, f url.Values, reqID string) ([]byte, *
 		}
 	}
 	return document("DeleteFleets", reqID, items("successfulFleetDeletionSet", ok), items("unsuccessfulFleetDeletionSet", bad)), nil
+}
+
+// PrivateDNSName is the private DNS name EC2 gives an instance (the
+// AWS CLI's describe-instances example: ip-10-0-0-157.us-east-2.compute.internal;
+// us-east-1's end in ec2.internal), made from its id here. It is the
+// host name the CloudWatch agent reports by default.
+func PrivateDNSName(region, id string) string {
+	n, _ := strconv.ParseUint(strings.TrimPrefix(id, "i-"), 16, 64)
+	suffix := region + ".compute.internal"
+	if region == "us-east-1" {
+		suffix = "ec2.internal"
+	}
+	return fmt.Sprintf("ip-10-%d-%d-%d.%s", n>>16&0xff, n>>8&0xff, n&0xff, suffix)
+}
+
+// describeFleetInstances follows the AWS CLI's describe-fleet-instances
+// example: the fleet's running instances in activeInstanceSet, paged.
+// The model: "Currently, DescribeFleetInstances does not support fleets
+// of type instant. Instead, use DescribeFleets"; its one filter is
+// instance-type.
+func (s *Server) describeFleetInstances(rd *Region, f url.Values, reqID string) ([]byte, *apiError) {
+	if err := dryRun(f); err != nil {
+		return nil, err
+	}
+	if err := onlyFilters(f, "instance-type"); err != nil {
+		return nil, err
+	}
+	id := f.Get("FleetId")
+	fl := s.findFleet(rd.Name, id)
+	switch {
+	case fl == nil:
+		return nil, &apiError{http.StatusBadRequest, "InvalidFleetId.NotFound", "The fleet ID '" + id + "' does not exist"}
+	case fl.Type == "instant":
+		return nil, badParam("DescribeFleetInstances does not support fleets of type instant; use DescribeFleets")
+	}
+	_, _, running := s.fleetView(fl)
+	typ := fl.Overrides[0].Get("InstanceType")
+	if v, ok := filters(f)["instance-type"]; ok && !contains(v, typ) {
+		running = nil
+	}
+	lo, hi, tok, err := s.page(f, len(running), 1000, 1, 1000)
+	if err != nil {
+		return nil, err
+	}
+	var out []node
+	for _, iid := range running[lo:hi] {
+		out = append(out, el("", tx("instanceId", iid), tx("instanceType", typ),
+			tx("spotInstanceRequestId", "sir-"+strings.TrimPrefix(iid, "i-")), tx("instanceHealth", "healthy")))
+	}
+	return document("DescribeFleetInstances", reqID, withToken([]node{items("activeInstanceSet", out), tx("fleetId", fl.ID)}, tok)...), nil
+}
+
+// terminateInstances follows the AWS CLI's terminate-instances example.
+// The model: "Up to 1000 instance IDs", and "If you specify multiple
+// instances and the request fails (for example, because of a single
+// incorrect instance ID), none of the instances are terminated."
+func (s *Server) terminateInstances(rd *Region, f url.Values, reqID string) ([]byte, *apiError) {
+	if err := dryRun(f); err != nil {
+		return nil, err
+	}
+	ids := list(f, "InstanceId")
+	if len(ids) == 0 || len(ids) > 1000 {
+		return nil, badParam("InstanceId: %d given; want 1 to 1000", len(ids))
+	}
+	owner := map[string]*FleetRecord{}
+	for _, fl := range s.fleets {
+		if fl.Region != rd.Name {
+			continue
+		}
+		for _, iid := range fl.Instances {
+			owner[iid] = fl
+		}
+	}
+	for _, iid := range ids {
+		if owner[iid] == nil {
+			return nil, &apiError{http.StatusBadRequest, "InvalidInstanceID.NotFound", "The instance ID '" + iid + "' does not exist"}
+		}
+	}
+	var out []node
+	for _, iid := range ids {
+		fl := owner[iid]
+		_, _, running := s.fleetView(fl)
+		prev, prevName := 48, "terminated"
+		if contains(running, iid) {
+			prev, prevName = 16, "running"
+		}
+		if fl.Gone == nil {
+			fl.Gone = map[string]bool{}
+		}
+		fl.Gone[iid] = true
+		out = append(out, el("", tx("instanceId", iid), el("currentState", num("code", 32), tx("name", "shutting-down")),
+			el("previousState", num("code", prev), tx("name", prevName))))
+	}
+	return document("TerminateInstances", reqID, items("instancesSet", out)), nil
 }
 
 // describeInstances lists the instances the region's fleets launched, with
@@ -774,6 +955,7 @@ func (s *Server) describeInstances(rd *Region, f url.Values, reqID string) ([]by
 			code, name = 16, "running"
 		}
 		in := el("", tx("instanceId", x.id), tx("instanceType", x.fl.Overrides[0].Get("InstanceType")),
+			tx("privateDnsName", PrivateDNSName(rd.Name, x.id)),
 			el("placement", tx("availabilityZone", x.fl.Overrides[0].Get("AvailabilityZone"))),
 			el("instanceState", num("code", code), tx("name", name)), tm("launchTime", x.fl.Created),
 			tx("instanceLifecycle", x.fl.Lifecycle), items("tagSet", tagNodes(tags)))

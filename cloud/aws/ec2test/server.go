@@ -415,6 +415,10 @@ func (s *Server) dispatch(action, region string, f url.Values, reqID string) ([]
 		return s.deleteFleets(rd, f, reqID)
 	case "DescribeInstances":
 		return s.describeInstances(rd, f, reqID)
+	case "DescribeFleetInstances":
+		return s.describeFleetInstances(rd, f, reqID)
+	case "TerminateInstances":
+		return s.terminateInstances(rd, f, reqID)
 	}
 	return nil, &apiError{http.StatusBadRequest, "InvalidAction", "The action " + action + " is not valid for this web service."}
 }
@@ -441,6 +445,23 @@ func filters(f url.Values) map[string][]string {
 		}
 		out[name] = list(f, "Filter."+strconv.Itoa(i)+".Value")
 	}
+}
+
+// onlyFilters refuses a filter name the call's model does not list, as
+// EC2 does: "InvalidParameterValue … The filter 'tag:Name' is invalid"
+// (DescribeInstanceStatus in aws/aws-cli#7225, DescribeInstances in
+// boto/boto3#1299). A name ending in ":" allows any suffix ("tag:").
+func onlyFilters(f url.Values, allowed ...string) *apiError {
+	for name := range filters(f) {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || name == a || (strings.HasSuffix(a, ":") && strings.HasPrefix(name, a))
+		}
+		if !ok {
+			return badParam("The filter '%s' is invalid", name)
+		}
+	}
+	return nil
 }
 
 func contains(list []string, v string) bool {

@@ -246,9 +246,11 @@ func (s *Server) heldLocked(zone, typ string, from, to time.Time) int64 {
 	return n
 }
 
-// newOpLocked starts an operation (Operation: status PENDING, RUNNING,
-// DONE; a requestId already seen returns its operation: "the server will
-// know to ignore the request if it has already been completed").
+// newOpLocked starts an operation, PENDING (Operation.status: "[Output
+// Only] The status of the operation, which can be one of the following:
+// PENDING, RUNNING, or DONE"). A requestId already seen returns its
+// operation: "the server will know to ignore the request if it has
+// already been completed".
 func (s *Server) newOpLocked(r *http.Request, scope, where, opType, target string) (*compute.Operation, bool) {
 	rid := r.URL.Query().Get("requestId")
 	if name, ok := s.byReq[rid]; ok && rid != "" {
@@ -256,7 +258,7 @@ func (s *Server) newOpLocked(r *http.Request, scope, where, opType, target strin
 	}
 	s.nOps++
 	op := &compute.Operation{Kind: "compute#operation", Name: fmt.Sprintf("operation-%d-%06d", s.opt.Now().Unix(), s.nOps),
-		OperationType: opType, Status: "RUNNING", TargetLink: target, ClientOperationId: rid,
+		OperationType: opType, Status: "PENDING", TargetLink: target, ClientOperationId: rid,
 		InsertTime: s.opt.Now().UTC().Format(time.RFC3339), Progress: 0, User: "gpumarket@" + Project + ".iam.gserviceaccount.com"}
 	link := s.URL + "/compute/v1/projects/" + Project + "/" + scope + "/" + where
 	if scope == "zones" {
@@ -272,21 +274,24 @@ func (s *Server) newOpLocked(r *http.Request, scope, where, opType, target strin
 	return op, true
 }
 
-// finishLocked ends an operation, in error when a failure was asked for
-// its call ("error": {"errors": [{"code", "message"}]} with
-// httpErrorStatusCode).
+// finishLocked reports whether an operation succeeds; when a failure was
+// asked for its call, the operation will end in that error ("error":
+// {"errors": [{"code", "message"}]} with httpErrorStatusCode).
 func (s *Server) finishLocked(op *compute.Operation, call string) bool {
 	if f, ok := s.failOp[call]; ok {
 		delete(s.failOp, call)
-		op.Error = &compute.OperationError{Errors: []*compute.OperationErrorErrors{{Code: f.code, Message: f.msg}}}
-		op.HttpErrorStatusCode, op.HttpErrorMessage = 400, "BAD REQUEST"
+		s.outcome[op.Name] = &compute.Operation{Error: &compute.OperationError{Errors: []*compute.OperationErrorErrors{{Code: f.code, Message: f.msg}}},
+			HttpErrorStatusCode: 400, HttpErrorMessage: "BAD REQUEST"}
 		return false
 	}
 	return true
 }
 
-// getOp serves zoneOperations.get and regionOperations.get: an operation
-// stays RUNNING for OpPolls polls, then is DONE.
+// getOp serves zoneOperations.get and regionOperations.get: PENDING
+// until asked, RUNNING from the first poll, DONE at the OpPolls-th poll;
+// only then does it carry its error or results (Operation.error: "If
+// errors are generated during processing of the operation, this field
+// will be populated"; httpErrorStatusCode: "If the operation fails").
 func (s *Server) getOp(w http.ResponseWriter, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -296,8 +301,21 @@ func (s *Server) getOp(w http.ResponseWriter, name string) {
 		return
 	}
 	s.opPolls[name]++
-	if op.Status != "DONE" && s.opPolls[name] >= s.opt.OpPolls {
-		op.Status, op.Progress, op.EndTime = "DONE", 100, s.opt.Now().UTC().Format(time.RFC3339)
+	now := s.opt.Now().UTC().Format(time.RFC3339)
+	switch {
+	case op.Status == "DONE":
+	case s.opPolls[name] >= s.opt.OpPolls:
+		op.Status, op.Progress, op.EndTime = "DONE", 100, now
+		if op.StartTime == "" {
+			op.StartTime = now
+		}
+		if o := s.outcome[name]; o != nil {
+			op.Error, op.HttpErrorStatusCode, op.HttpErrorMessage = o.Error, o.HttpErrorStatusCode, o.HttpErrorMessage
+			op.InstancesBulkInsertOperationMetadata = o.InstancesBulkInsertOperationMetadata
+			delete(s.outcome, name)
+		}
+	default:
+		op.Status, op.Progress, op.StartTime = "RUNNING", 50, now
 	}
 	writeJSON(w, op)
 }

@@ -158,13 +158,13 @@ func (s *Server) bulkInsert(w http.ResponseWriter, r *http.Request, region strin
 		for _, v := range made {
 			delete(s.vms, v.in.Name)
 		}
-		op.Error = &compute.OperationError{Errors: []*compute.OperationErrorErrors{{Code: "ZONE_RESOURCE_POOL_EXHAUSTED",
-			Message: fmt.Sprintf("The zone does not have enough resources available to fulfill the request. Only %d of the minimum %d VMs could be created.", len(made), minCount)}}}
-		op.HttpErrorStatusCode, op.HttpErrorMessage = 503, "SERVICE UNAVAILABLE"
+		s.outcome[op.Name] = &compute.Operation{Error: &compute.OperationError{Errors: []*compute.OperationErrorErrors{{Code: "ZONE_RESOURCE_POOL_EXHAUSTED",
+			Message: fmt.Sprintf("The zone does not have enough resources available to fulfill the request. Only %d of the minimum %d VMs could be created.", len(made), minCount)}}},
+			HttpErrorStatusCode: 503, HttpErrorMessage: "SERVICE UNAVAILABLE"}
 		writeJSON(w, op)
 		return
 	}
-	op.InstancesBulkInsertOperationMetadata = &compute.InstancesBulkInsertOperationMetadata{PerLocationStatus: status}
+	s.outcome[op.Name] = &compute.Operation{InstancesBulkInsertOperationMetadata: &compute.InstancesBulkInsertOperationMetadata{PerLocationStatus: status}}
 	writeJSON(w, op)
 }
 
@@ -352,7 +352,7 @@ func (s *Server) skus(w http.ResponseWriter, r *http.Request) {
 // metadata.user_labels."K" = "V"`, an interval, an alignment period and a
 // per-series aligner; one series per VM (per GPU for the Ops Agent's
 // metric, label gpu_number), points newest first as the API returns them,
-// paged by pageSize.
+// paged by pageSize points.
 func (s *Server) timeSeries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	m := regexp.MustCompile(`^metric\.type = "([^"]+)" AND resource\.type = "gce_instance" AND metadata\.user_labels\."([^"]+)" = "([^"]*)"$`).FindStringSubmatch(q.Get("filter"))
@@ -394,11 +394,29 @@ func (s *Server) timeSeries(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Unlock()
-	pf, pt, next, ok := s.page(w, r, len(all), "pageSize")
+	// pageSize counts points, not series ("If view is set to FULL, this
+	// is the maximum number of Points returned"): a series is cut
+	// between pages, each page carrying its part of the points.
+	n := 0
+	for _, ts := range all {
+		n += len(ts.Points)
+	}
+	pf, pt, next, ok := s.page(w, r, n, "pageSize")
 	if !ok {
 		return
 	}
-	writeJSON(w, monitoring.ListTimeSeriesResponse{TimeSeries: all[pf:pt], NextPageToken: next})
+	var out []*monitoring.TimeSeries
+	at := 0
+	for _, ts := range all {
+		a, b := max(pf-at, 0), min(pt-at, len(ts.Points))
+		at += len(ts.Points)
+		if a < b {
+			part := *ts
+			part.Points = ts.Points[a:b]
+			out = append(out, &part)
+		}
+	}
+	writeJSON(w, monitoring.ListTimeSeriesResponse{TimeSeries: out, NextPageToken: next})
 }
 
 // seriesLocked makes one VM's aligned points over [from, to]: seconds up

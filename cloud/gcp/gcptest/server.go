@@ -24,6 +24,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -41,7 +42,8 @@ type Options struct {
 	SKUs  []*billing.Sku
 	// PageSize caps every list page (default 3), so every list pages.
 	PageSize int
-	// OpPolls is how many polls an operation stays RUNNING (default 1).
+	// OpPolls is how many polls an operation takes to be DONE (default
+	// 2: PENDING when made, RUNNING at the first poll, DONE at the second).
 	OpPolls int
 	// AgentGPU makes the fleet VMs report the Ops Agent's GPU metric.
 	AgentGPU bool
@@ -58,11 +60,12 @@ type Server struct {
 
 	mu       sync.Mutex
 	tokens   map[string]bool
-	throttle []int // status codes the next API requests get
+	throttle []throttled // what the next API requests get
 	fail     map[string]apiError
 	failOp   map[string]opFailure
-	drop     map[string]int // answers to lose, by call
-	after    map[string]int // status to answer after doing the call, by call
+	outcome  map[string]*compute.Operation // error an operation shows once DONE, by name
+	drop     map[string]int                // answers to lose, by call
+	after    map[string]int                // status to answer after doing the call, by call
 	ops      map[string]*compute.Operation
 	opPolls  map[string]int
 	byReq    map[string]string // requestId → operation name
@@ -80,6 +83,11 @@ type apiError struct {
 }
 
 type opFailure struct{ code, msg string }
+
+type throttled struct {
+	code       int
+	retryAfter string
+}
 
 type vm struct {
 	in      *compute.Instance
@@ -100,7 +108,7 @@ func New(opt Options) *Server {
 		opt.PageSize = 3
 	}
 	if opt.OpPolls <= 0 {
-		opt.OpPolls = 1
+		opt.OpPolls = 2
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
@@ -110,7 +118,8 @@ func New(opt Options) *Server {
 		panic(err)
 	}
 	s := &Server{opt: opt, key: key, tokens: map[string]bool{}, fail: map[string]apiError{}, failOp: map[string]opFailure{},
-		drop: map[string]int{}, after: map[string]int{}, ops: map[string]*compute.Operation{}, opPolls: map[string]int{}, byReq: map[string]string{},
+		outcome: map[string]*compute.Operation{},
+		drop:    map[string]int{}, after: map[string]int{}, ops: map[string]*compute.Operation{}, opPolls: map[string]int{}, byReq: map[string]string{},
 		frs: map[string]*compute.FutureReservation{}, vms: map[string]*vm{}, Calls: map[string]int{}}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	if opt.Listener != nil {
@@ -151,7 +160,18 @@ func (s *Server) KeyFile(dir string) (string, error) {
 func (s *Server) Throttle(codes ...int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.throttle = append(s.throttle, codes...)
+	for _, c := range codes {
+		s.throttle = append(s.throttle, throttled{code: c})
+	}
+}
+
+// ThrottleRetryAfter makes the next API request answer code with this
+// Retry-After header: delay-seconds or an HTTP-date (RFC 9110 section
+// 10.2.3, "Retry-After = HTTP-date / delay-seconds").
+func (s *Server) ThrottleRetryAfter(code int, retryAfter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.throttle = append(s.throttle, throttled{code, retryAfter})
 }
 
 // Fail makes the next request of a call answer with a Google error.
@@ -189,16 +209,59 @@ func statusOf(code int) string {
 		429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}[code]
 }
 
-// writeError answers in Google's JSON error form ({"error": {"code",
-// "message", "status", "errors": [{"reason", "domain", "message"}]}}), as
-// googleapi.CheckResponse reads it.
+// writeError answers in Google's JSON error form, as
+// googleapi.CheckResponse reads it. Compute Engine gives the reason in
+// "errors": [{"reason", "domain", "message"}]; the newer APIs (Billing
+// Catalog, Monitoring: an errorInfo writer) give it in an ErrorInfo
+// detail, as the API design guide's example shows: {"error": {"code":
+// 400, "message": "API key not valid. …", "status": "INVALID_ARGUMENT",
+// "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+// "reason": "API_KEY_INVALID", "domain": "googleapis.com", "metadata":
+// {"service": "translate.googleapis.com"}}]}}.
 func writeError(w http.ResponseWriter, e apiError) {
+	body := map[string]any{"code": e.code, "message": e.msg, "status": e.status}
+	if iw, ok := w.(errorInfo); ok {
+		w = iw.ResponseWriter
+		// ErrorInfo's reason "should … match a regular expression of
+		// [A-Z][A-Z0-9_]+[A-Z0-9]" (google/rpc/error_details.proto): a
+		// Compute-style reason is not one, and is left out.
+		if upperSnake.MatchString(e.reason) {
+			body["details"] = []map[string]any{{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": e.reason,
+				"domain": "googleapis.com", "metadata": map[string]string{"service": iw.service}}}
+		}
+	} else {
+		// Quota reasons are in domain usageLimits, as Google's standard
+		// error example shows: {"domain": "usageLimits", "reason":
+		// "rateLimitExceeded", "message": "Rate Limit Exceeded"}.
+		domain := "global"
+		if e.reason == "rateLimitExceeded" || e.reason == "quotaExceeded" {
+			domain = "usageLimits"
+		}
+		body["errors"] = []map[string]string{{"message": e.msg, "domain": domain, "reason": e.reason}}
+	}
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	w.WriteHeader(e.code)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
-		"code": e.code, "message": e.msg, "status": e.status,
-		"errors": []map[string]string{{"message": e.msg, "domain": "global", "reason": e.reason}},
-	}})
+	json.NewEncoder(w).Encode(map[string]any{"error": body})
+}
+
+var upperSnake = regexp.MustCompile(`^[A-Z][A-Z0-9_]+[A-Z0-9]$`)
+
+// errorInfo marks the answers of an API whose errors carry ErrorInfo.
+type errorInfo struct {
+	http.ResponseWriter
+	service string
+}
+
+// serviceOf names the newer APIs' services by call; Compute's calls are
+// not named.
+func serviceOf(call string) string {
+	switch call {
+	case "services.skus.list":
+		return "cloudbilling.googleapis.com"
+	case "projects.timeSeries.list":
+		return "monitoring.googleapis.com"
+	}
+	return ""
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -216,23 +279,26 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	call, h := s.route(r)
+	api := w
+	if svc := serviceOf(call); svc != "" {
+		api = errorInfo{w, svc}
+	}
 	s.mu.Lock()
 	s.Calls[call]++
 	if len(s.throttle) > 0 {
-		code := s.throttle[0]
+		t := s.throttle[0]
 		s.throttle = s.throttle[1:]
 		s.mu.Unlock()
-		reason := "rateLimitExceeded"
-		if code == 503 {
-			reason = "backendError"
+		if t.retryAfter != "" {
+			w.Header().Set("Retry-After", t.retryAfter)
 		}
-		writeError(w, apiError{code: code, reason: reason, status: statusOf(code), msg: "Quota exceeded or service unavailable; retry with backoff."})
+		writeError(api, throttleError(t.code, api != w))
 		return
 	}
 	if e, ok := s.fail[call]; ok {
 		delete(s.fail, call)
 		s.mu.Unlock()
-		writeError(w, e)
+		writeError(api, e)
 		return
 	}
 	lose := s.drop[call] > 0
@@ -243,12 +309,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	delete(s.after, call)
 	s.mu.Unlock()
 	if h == nil {
-		writeError(w, apiError{code: 404, reason: "notFound", status: "NOT_FOUND", msg: "The fake does not serve " + r.Method + " " + r.URL.Path})
+		writeError(api, apiError{code: 404, reason: "notFound", status: "NOT_FOUND", msg: "The fake does not serve " + r.Method + " " + r.URL.Path})
 		return
 	}
 	if failAfter {
 		h(httptest.NewRecorder(), r)
-		writeError(w, apiError{code: after, reason: "backendError", status: statusOf(after), msg: "Internal error. Please try again."})
+		writeError(api, apiError{code: after, reason: "backendError", status: statusOf(after), msg: "Internal error. Please try again."})
 		return
 	}
 	if lose {
@@ -260,7 +326,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	h(w, r)
+	h(api, r)
+}
+
+// throttleError is a 429 or 503 as each API words it: Compute's
+// rateLimitExceeded and backendError reasons; the newer APIs' ErrorInfo
+// reason RATE_LIMIT_EXCEEDED on a 429, and no detail on a 503.
+func throttleError(code int, errorInfo bool) apiError {
+	e := apiError{code: code, status: statusOf(code), msg: "Quota exceeded or service unavailable; retry with backoff."}
+	switch {
+	case errorInfo && code == http.StatusTooManyRequests:
+		e.reason = "RATE_LIMIT_EXCEEDED"
+	case errorInfo:
+	case code == http.StatusTooManyRequests:
+		e.reason = "rateLimitExceeded"
+	default:
+		e.reason = "backendError"
+	}
+	return e
 }
 
 // token follows Google's OAuth 2.0 for server-to-server applications: a

@@ -1,0 +1,142 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ClockFile is the file in the data dir that records a fast clock's
+// origin and speed, so that every process on that data dir reads the same
+// simulated time.
+const ClockFile = "sim-clock.json"
+
+// Clock is the simulated market's clock: the wall clock, or a clock that
+// runs Speed times faster from an origin recorded in the data dir. At the
+// origin both read the same; after it, simulated time is origin + Speed ×
+// (wall time since the origin).
+type Clock struct {
+	origin time.Time
+	speed  int
+	wall   func() time.Time
+}
+
+// WallClock is the clock at speed 1: time.Now.
+func WallClock() *Clock { return &Clock{speed: 1, wall: time.Now} }
+
+// clockRecord is the file's content.
+type clockRecord struct {
+	Speed  int       `json:"speed"`
+	Origin time.Time `json:"origin"`
+}
+
+// SpeedMismatchError refuses a data dir recorded at another speed: its
+// ledger and searches are dated by that clock, and mixing two would move
+// time backwards or jump it.
+type SpeedMismatchError struct {
+	Dir          string
+	Recorded     int
+	Origin       time.Time
+	Asked        int
+	RecordedFile string
+}
+
+func (e *SpeedMismatchError) Error() string {
+	return fmt.Sprintf("the data dir %s runs the simulated market at %d× since %s (%s); this run asks for %d×: "+
+		"set GPUMARKET_SIM_SPEED=%d (or sim.speed), or use another data dir (GPUMARKET_DATA_DIR)",
+		e.Dir, e.Recorded, e.Origin.UTC().Format(time.RFC3339), e.RecordedFile, e.Asked, e.Recorded)
+}
+
+// OpenClock returns the clock of a data dir at speed. At speed 1 with no
+// record it is the wall clock and nothing is written. Above 1, the first
+// use records the origin (now) and the speed; later uses, in any process,
+// read them back. A record of another speed is refused with a
+// *SpeedMismatchError, whatever the speed asked (1 included).
+func OpenClock(dir string, speed int) (*Clock, error) {
+	return openClock(dir, speed, time.Now)
+}
+
+func openClock(dir string, speed int, wall func() time.Time) (*Clock, error) {
+	if speed < 1 {
+		return nil, fmt.Errorf("sim clock speed %d; want 1 or more", speed)
+	}
+	path := filepath.Join(dir, ClockFile)
+	rec, err := readClock(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && speed == 1:
+		return &Clock{speed: 1, wall: wall}, nil
+	case errors.Is(err, fs.ErrNotExist):
+		if rec, err = recordClock(dir, path, clockRecord{Speed: speed, Origin: wall().UTC()}); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	}
+	if rec.Speed != speed {
+		return nil, &SpeedMismatchError{Dir: dir, Recorded: rec.Speed, Origin: rec.Origin, Asked: speed, RecordedFile: path}
+	}
+	return &Clock{origin: rec.Origin, speed: rec.Speed, wall: wall}, nil
+}
+
+func readClock(path string) (clockRecord, error) {
+	var rec clockRecord
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return rec, err
+	}
+	if err := json.Unmarshal(data, &rec); err != nil || rec.Speed < 1 || rec.Origin.IsZero() {
+		return rec, fmt.Errorf("%s is not a simulated clock's record (want {\"speed\": N, \"origin\": RFC 3339}); move it aside to start the clock again", path)
+	}
+	return rec, nil
+}
+
+// recordClock writes the record whole under a temporary name and links
+// it into place, so that of two processes starting at once one record
+// wins and both read it.
+func recordClock(dir, path string, rec clockRecord) (clockRecord, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return rec, err
+	}
+	data, _ := json.Marshal(rec)
+	tmp, err := os.CreateTemp(dir, ClockFile+".*")
+	if err != nil {
+		return rec, err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return rec, err
+	}
+	if err := tmp.Close(); err != nil {
+		return rec, err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return rec, fmt.Errorf("record the simulated clock: %w", err)
+	}
+	return readClock(path)
+}
+
+// Now is the simulated time. Past what a time.Duration holds (292 years
+// of market time) it stays there.
+func (c *Clock) Now() time.Time {
+	w := c.wall()
+	if c.speed == 1 {
+		return w
+	}
+	since := w.Sub(c.origin)
+	if float64(since)*float64(c.speed) >= math.MaxInt64 {
+		return c.origin.Add(math.MaxInt64)
+	}
+	return c.origin.Add(since * time.Duration(c.speed)).In(w.Location())
+}
+
+// Speed is how many times faster than the wall clock the clock runs.
+func (c *Clock) Speed() int { return c.speed }
+
+// Origin is when the fast clock started (zero for the wall clock).
+func (c *Clock) Origin() time.Time { return c.origin }

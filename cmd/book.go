@@ -33,6 +33,9 @@ func offeringSummary(o domain.Offering, simulated bool) string {
 	if o.FlexLength {
 		fmt.Fprintf(&b, "  length     %g h: not the --duration searched for (listed by --flex-duration)\n", o.DurationHours())
 	}
+	for _, l := range o.PlanTerms() {
+		fmt.Fprintf(&b, "  plan       %s\n", l)
+	}
 	return b.String()
 }
 

@@ -22,7 +22,7 @@ import (
 
 // offeringsFields and ledgerFields are DESIGN.md's contract, in order.
 var offeringsFields = []string{"id", "provider", "cloud", "region", "zone", "instance_type", "gpu_model", "gpu_count",
-	"instance_count", "start", "end", "duration_hours", "upfront_usd", "currency", "usd_gpu_hour", "kind"}
+	"instance_count", "start", "end", "duration_hours", "upfront_usd", "currency", "usd_gpu_hour", "kind", "segments"}
 
 var ledgerFields = []string{"id", "kind", "provider", "cloud", "region", "zone", "instance_type", "instance_count",
 	"gpu_count", "start", "end", "committed_usd", "cost_so_far_usd", "cost_usd", "state", "provider_ref", "actor", "created_at", "error"}
@@ -83,7 +83,7 @@ func jsonRows(t *testing.T, s string) ([]map[string]any, [][]string) {
 
 func (s *session) search() []map[string]any {
 	s.t.Helper()
-	code, out, errOut := s.run("offerings", "--gpu", "H100", "--count", "1", "--duration", "48h", "-o", "json")
+	code, out, errOut := s.run("offerings", "--gpu", "H100", "--count", "1", "--duration", "48h", "--kind", "block", "-o", "json")
 	if code != 0 {
 		s.t.Fatalf("offerings: exit %d: %s", code, errOut)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,13 +41,86 @@ type offeringRow struct {
 	Currency      string    `json:"currency" table:"-"`
 	USDGPUHour    *float64  `json:"usd_gpu_hour" table:"%.4f"`
 	Kind          string    `json:"kind"`
+	// Segments are the windows the offering holds: one for a block, a
+	// training plan's each; JSON text in CSV.
+	Segments segmentList `json:"segments" table:"-"`
+}
+
+// segmentRow is one segment as the contract writes it.
+type segmentRow struct {
+	InstanceType  string    `json:"instance_type"`
+	InstanceCount int       `json:"instance_count"`
+	Zone          *string   `json:"zone"`
+	Start         time.Time `json:"start"`
+	End           time.Time `json:"end"`
+}
+
+// segmentList is a list in JSON, and its JSON text in CSV (through String).
+type segmentList []segmentRow
+
+func (l segmentList) String() string {
+	b, err := marshal([]segmentRow(l))
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+func segmentsOf(o domain.Offering) segmentList {
+	var out segmentList
+	for _, s := range o.Windows() {
+		out = append(out, segmentRow{InstanceType: s.InstanceType, InstanceCount: s.InstanceCount, Zone: optString(s.Zone),
+			Start: s.Start.UTC(), End: s.End.UTC()})
+	}
+	return out
+}
+
+// offeringKinds are the kinds --kind accepts, from the terms gpumarket sells on.
+func offeringKinds() []string {
+	var out []string
+	for _, t := range domain.AllTerms {
+		out = append(out, t.Kind)
+	}
+	return out
+}
+
+// parseKinds reads --kind: a comma-separated list of offering kinds.
+func parseKinds(s string) ([]string, error) {
+	var out []string
+	for _, k := range strings.Split(s, ",") {
+		k = strings.ToLower(strings.TrimSpace(k))
+		if domain.TermsOfKind(k) == nil {
+			return nil, usagef("--kind %q: want one or more of %s, separated by commas", s, strings.Join(offeringKinds(), ", "))
+		}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// checkKindTerms refuses, before any call, a count or length that a kind
+// asked for by --kind alone is never sold in, naming what is.
+func checkKindTerms(kinds []string, count int, d time.Duration) error {
+	if len(kinds) != 1 {
+		return nil
+	}
+	t := domain.TermsOfKind(kinds[0])
+	if err := t.ValidInstances(count); err != nil {
+		return usagef("--count %v", strings.TrimPrefix(err.Error(), "count "))
+	}
+	if err := t.ValidDuration(d); err != nil {
+		return usagef("--duration %v", strings.TrimPrefix(err.Error(), "duration "))
+	}
+	return nil
 }
 
 func offeringRowOf(o domain.Offering) offeringRow {
 	r := offeringRow{ID: o.ID, Provider: o.Provider, Cloud: string(o.Cloud), Region: o.Region, Zone: optString(o.Zone),
 		InstanceType: o.InstanceType, GPUModel: o.GPU.Model, GPUCount: o.GPUCount(), InstanceCount: o.InstanceCount,
-		Start: o.Start.UTC(), End: o.End.UTC(), DurationHours: o.DurationHours(), Length: lengthCell(o), UpfrontUSD: o.UpfrontUSD,
-		Currency: currency(o.Currency), USDGPUHour: present.Round(o.USDPerGPUHour(), 6), Kind: o.Terms().Kind}
+		Start: o.Start.UTC(), End: o.End.UTC(), DurationHours: o.HeldHours(), Length: lengthCell(o), UpfrontUSD: o.UpfrontUSD,
+		Currency: currency(o.Currency), USDGPUHour: present.Round(o.USDPerGPUHour(), 6), Kind: o.Terms().Kind,
+		Segments: segmentsOf(o)}
 	if o.HourlyUSD > 0 {
 		r.HourlyUSD = &o.HourlyUSD
 	}
@@ -60,7 +134,7 @@ const flexMark = "~"
 // ("48h") or hours and minutes ("43h17m", as AWS sells some), marked
 // when it is not the length asked for.
 func lengthCell(o domain.Offering) string {
-	d := o.End.Sub(o.Start).Round(time.Minute)
+	d := time.Duration(o.HeldHours() * float64(time.Hour)).Round(time.Minute)
 	s := fmt.Sprintf("%dh", int(d.Hours()))
 	if m := int(d.Minutes()) % 60; m != 0 {
 		s += fmt.Sprintf("%02dm", m)
@@ -92,7 +166,7 @@ func parseSpan(s string) (time.Duration, error) {
 }
 
 func (cl *cli) offeringsCmd() *cobra.Command {
-	var output, duration, flex, after, before string
+	var output, duration, flex, after, before, kind string
 	var count int
 	var timeout time.Duration
 	c := &cobra.Command{
@@ -150,6 +224,14 @@ fails only when none answered.`,
 				return err
 			}
 			q := domain.OfferingQuery{Instances: count, Duration: d, FlexDuration: fd}
+			if kind != "" {
+				if q.Kinds, err = parseKinds(kind); err != nil {
+					return err
+				}
+				if err := checkKindTerms(q.Kinds, count, d); err != nil {
+					return err
+				}
+			}
 			a, err := cl.newApp(cmd)
 			if err != nil {
 				return err
@@ -180,6 +262,7 @@ fails only when none answered.`,
 	c.Flags().StringVar(&after, "start-after", "", "earliest start: "+whenForm+" (default now)")
 	c.Flags().StringVar(&before, "start-before", "", "latest start, same forms (default: as far as the cloud sells, 8 weeks for AWS)")
 	c.Flags().DurationVar(&timeout, "timeout", ledger.DefaultTimeout, "bound on the search")
+	c.Flags().StringVar(&kind, "kind", "", "only these kinds, comma-separated: "+strings.Join(offeringKinds(), ",")+" (default every kind)")
 	return c
 }
 
@@ -255,7 +338,9 @@ func (a *app) runOfferings(parent context.Context, q domain.OfferingQuery, timeo
 	a.banner(output)
 	rows := make([]offeringRow, 0, len(res.Offerings))
 	for _, o := range res.Offerings {
-		rows = append(rows, offeringRowOf(o))
+		if q.WantsKind(o.Terms().Kind) {
+			rows = append(rows, offeringRowOf(o))
+		}
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(e.errOut, "gpumarket: offerings: nothing on sale for these terms; try other dates, a shorter duration or fewer instances")
@@ -264,6 +349,12 @@ func (a *app) runOfferings(parent context.Context, q domain.OfferingQuery, timeo
 		return err
 	}
 	if output == formatTable {
+		for _, o := range res.Offerings {
+			if len(o.Segments) > 1 && q.WantsKind(o.Terms().Kind) {
+				fmt.Fprintln(e.errOut, "gpumarket: offerings: a training plan's LENGTH is the hours its segments hold, between its START and END; -o json lists its segments")
+				break
+			}
+		}
 		for _, o := range res.Offerings {
 			if o.FlexLength {
 				fmt.Fprintf(e.errOut, "gpumarket: offerings: %s marks a length other than --duration %s, within --flex-duration %s\n",

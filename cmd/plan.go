@@ -70,6 +70,8 @@ and done by --deadline — on the market the sources show:
 
   capacity-block            an AWS capacity block that holds the job (paid in full,
                             however long; starts 11:30 UTC)
+  training-plan             a SageMaker training plan whose segments, in order,
+                            hold all the work (a changeover in each)
   reservation               an Azure capacity reservation (from purchase, billed
                             hourly until gpumarket releases it)
   on-demand                 the cheapest on-demand per hour of work, per cloud

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -17,7 +18,31 @@ type OfferingQuery struct {
 	StartAfter, StartBefore time.Time // zero: now and the furthest the cloud allows
 	Regions                 []string
 	FlexDuration            time.Duration // also accept lengths this far off (FlexLength)
+	Kinds                   []string      // the ledger kinds wanted; none: every kind
 }
+
+// WantsKind reports whether the query asks for offerings of the kind.
+func (q OfferingQuery) WantsKind(kind string) bool {
+	return len(q.Kinds) == 0 || slices.Contains(q.Kinds, kind)
+}
+
+// OnlyKind reports whether the query asks for the kind and no other.
+func (q OfferingQuery) OnlyKind(kind string) bool { return len(q.Kinds) == 1 && q.Kinds[0] == kind }
+
+// Segment is one window of reserved capacity an offering holds; a block has one.
+type Segment struct {
+	InstanceType  string    `json:"instance_type"`
+	InstanceCount int       `json:"instance_count"`
+	Zone          string    `json:"zone"`
+	Start         time.Time `json:"start"`
+	End           time.Time `json:"end"`
+}
+
+// Target resources a training plan is sold for: it serves only the one it was bought for.
+const (
+	TargetTrainingJob     = "training-job"
+	TargetHyperPodCluster = "hyperpod-cluster"
+)
 
 // Offering is a capacity block (or a fixed-window reservation) on sale.
 type Offering struct {
@@ -37,6 +62,17 @@ type Offering struct {
 	StartsOnPurchase bool   // Start is then the search time
 	Kind             string // KindBlock or KindReservation: see Terms
 	FlexLength       bool   `json:",omitempty"` // not the asked length (OfferingQuery.FlexDuration)
+	// Segments are the windows a training plan holds, in order; nil for one window (Start–End).
+	Segments       []Segment `json:",omitempty"`
+	TargetResource string    `json:",omitempty"` // what a training plan serves: TargetTrainingJob …
+}
+
+// Windows are the offering's segments, or its one window as a segment.
+func (o Offering) Windows() []Segment {
+	if len(o.Segments) > 0 {
+		return o.Segments
+	}
+	return []Segment{{InstanceType: o.InstanceType, InstanceCount: o.InstanceCount, Zone: o.Zone, Start: o.Start, End: o.End}}
 }
 
 // DurationHours is the block's length in hours.
@@ -45,9 +81,21 @@ func (o Offering) DurationHours() float64 { return o.End.Sub(o.Start).Hours() }
 // GPUCount counts every GPU in the block.
 func (o Offering) GPUCount() float64 { return o.GPU.Count * float64(o.InstanceCount) }
 
-// USDPerGPUHour is the upfront fee spread over every GPU-hour of the block.
+// HeldHours are the hours the offering holds capacity: its segments' sum, without the gaps between them.
+func (o Offering) HeldHours() float64 {
+	if len(o.Segments) == 0 {
+		return o.DurationHours()
+	}
+	h := 0.0
+	for _, s := range o.Segments {
+		h += s.End.Sub(s.Start).Hours()
+	}
+	return h
+}
+
+// USDPerGPUHour is the upfront fee spread over every GPU-hour the offering holds.
 func (o Offering) USDPerGPUHour() float64 {
-	gh := o.GPUCount() * o.DurationHours()
+	gh := o.GPUCount() * o.HeldHours()
 	if gh <= 0 {
 		return math.NaN()
 	}
@@ -230,4 +278,25 @@ func (o Offering) CostTerms() string {
 		return fmt.Sprintf("Total: $%.2f %s for the window, billed from its start to its end whether used or not · $%.4f per GPU-hour", o.UpfrontUSD, cur, o.USDPerGPUHour())
 	}
 	return fmt.Sprintf("Total upfront: $%.2f %s, non-refundable · $%.4f per GPU-hour", o.UpfrontUSD, cur, o.USDPerGPUHour())
+}
+
+// PlanTerms are the lines a confirmation of a multi-window or no-dry-run
+// offering adds: each segment, the target resource, and that the cloud has
+// no dry run. None for a capacity block.
+func (o Offering) PlanTerms() []string {
+	var out []string
+	if len(o.Segments) > 0 {
+		for i, s := range o.Segments {
+			out = append(out, fmt.Sprintf("segment %d of %d: %d × %s in %s, %s to %s UTC (%g h)", i+1, len(o.Segments), s.InstanceCount, s.InstanceType,
+				s.Zone, s.Start.UTC().Format("Mon 2006-01-02 15:04"), s.End.UTC().Format("Mon 2006-01-02 15:04"), s.End.Sub(s.Start).Hours()))
+		}
+		out = append(out, fmt.Sprintf("held %g h in all; no capacity between the segments", o.HeldHours()))
+	}
+	if o.TargetResource != "" {
+		out = append(out, "serves only: "+o.TargetResource+" (a plan for training jobs cannot hold a HyperPod cluster, nor the other way)")
+	}
+	if o.Terms().NoDryRun {
+		out = append(out, fmt.Sprintf("no dry run: %s cannot check a purchase without making it; --dry-run re-reads the terms and sends nothing", o.Terms().Name+"s"))
+	}
+	return out
 }

@@ -44,6 +44,8 @@ const (
 	KindReservation = "reservation"
 	KindFleet       = "fleet"
 	KindCalendar    = "gcp-calendar"
+	// KindTrainingPlan is a SageMaker training plan: reserved capacity in segments.
+	KindTrainingPlan = "training-plan"
 )
 
 // BookingTerms are the rules a kind of offering is sold on, each kept once here.
@@ -59,7 +61,10 @@ type BookingTerms struct {
 	MaxDuration      time.Duration
 	StopsEarly       time.Duration // how long before the end its instances stop (AWS: 30 min)
 	DurationForm     string        // the durations accepted, for messages
+	CountForm        string        // the instance counts accepted, if not 1 to MaxInstances
+	NoDryRun         bool          // the cloud cannot check a purchase without making it
 	validHours       func(h int) bool
+	validCount       func(n int) bool
 }
 
 // CapacityBlockTerms are AWS EC2 Capacity Blocks for ML (docs/DESIGN.md, "Facts it rests on").
@@ -105,6 +110,45 @@ var CalendarTerms = &BookingTerms{
 	validHours:   func(h int) bool { return h >= 24 && h <= 2160 && h%24 == 0 },
 }
 
+// TrainingPlanTerms are SageMaker training plans (docs/DESIGN.md, "Training plans"): the
+// instance counts and whole-day durations SearchTrainingPlanOfferings accepts, sold
+// upfront like the capacity blocks they are made of, with no dry run.
+var TrainingPlanTerms = &BookingTerms{
+	Kind:         KindTrainingPlan,
+	Name:         "training plan",
+	MaxInstances: 64,
+	MaxLead:      8 * 7 * 24 * time.Hour,
+	Upfront:      true,
+	// Assumed as for the capacity blocks a plan reserves; no SageMaker page says it.
+	StopsEarly:   30 * time.Minute,
+	MaxDuration:  182 * 24 * time.Hour,
+	DurationForm: "whole days, 1 to 182 (24h … 4368h)",
+	validHours:   func(h int) bool { return h >= 24 && h <= 4368 && h%24 == 0 },
+	validCount:   func(n int) bool { return n > 0 && n <= 64 && n&(n-1) == 0 },
+	CountForm:    "1, 2, 4, 8, 16, 32 or 64 instances",
+	NoDryRun:     true,
+}
+
+// ValidCount reports whether an offering of the terms may hold n instances.
+func (t *BookingTerms) ValidCount(n int) bool {
+	if t.validCount != nil {
+		return t.validCount(n)
+	}
+	return n >= 1 && (t.MaxInstances == 0 || n <= t.MaxInstances)
+}
+
+// ValidInstances checks an instance count against the terms, naming what is accepted.
+func (t *BookingTerms) ValidInstances(n int) error {
+	if t.ValidCount(n) {
+		return nil
+	}
+	form := t.CountForm
+	if form == "" {
+		form = fmt.Sprintf("1 to %d instances", t.MaxInstances)
+	}
+	return fmt.Errorf("count %d: %ss hold %s", n, t.Name, form)
+}
+
 // ValidHours reports whether a request may ask for so many hours.
 func (t *BookingTerms) ValidHours(h int) bool { return t.validHours(h) }
 
@@ -140,7 +184,7 @@ func TermsOfKind(kind string) *BookingTerms {
 }
 
 // AllTerms are the terms of every kind of offering gpumarket sells.
-var AllTerms = []*BookingTerms{CapacityBlockTerms, ReservationTerms, CalendarTerms}
+var AllTerms = []*BookingTerms{CapacityBlockTerms, ReservationTerms, CalendarTerms, TrainingPlanTerms}
 
 // Terms returns the terms the offering is sold on: by Kind, else by how it starts and its cloud.
 func (o Offering) Terms() *BookingTerms {

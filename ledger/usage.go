@@ -390,9 +390,10 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 
 	days := dayStarts(start, end)
 	row.Days = make([]Day, len(days))
+	held := rowWindows(r) // a training plan holds only its segments
 	for i, d := range days {
 		d0, d1 := maxTime(d, start), minTime(d.Add(24*time.Hour), end)
-		row.Days[i] = Day{Day: d, BookedGPUHours: gpus * hours(d0, d1), Interruptions: -1,
+		row.Days[i] = Day{Day: d, BookedGPUHours: gpus * heldHours(held, d0, d1), Interruptions: -1,
 			RunningGPUHours: math.NaN(), BusyGPUHours: math.NaN(), CostUSD: math.NaN(), IdleUSD: math.NaN()}
 		row.BookedGPUHours += row.Days[i].BookedGPUHours
 	}

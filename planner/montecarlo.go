@@ -412,7 +412,8 @@ func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *can
 	var opts []option
 	for _, o := range offs {
 		b, ok := p.blockWork(o)
-		if !ok || b.kind != StrategyBlock || b.from < 0 || b.until > p.span+1e-9 {
+		usable := b.kind == StrategyBlock || b.kind == StrategyTrainingPlan && onePlanSegment(o)
+		if !ok || !usable || b.from < 0 || b.until > p.span+1e-9 {
 			continue
 		}
 		blockHrs := (b.until - b.from - p.d) * b.speed

@@ -135,6 +135,7 @@ func Plan(job Job, m Market, opt Options) ([]Result, error) {
 	var out []Result
 	out = append(out, p.onDemand()...)
 	out = append(out, p.offerings(m.Offerings)...)
+	out = append(out, p.trainingPlans(m.Offerings)...)
 	out = append(out, p.montecarlo(m.Offerings)...)
 	return out, nil
 }
@@ -309,7 +310,10 @@ func (p *planning) blockWork(o domain.Offering) (blockWork, bool) {
 	}
 	b := blockWork{o: o, speed: p.opt.Speeds.Relative(o.GPU.Model, p.ref), kind: StrategyBlock, instGPU: o.GPU.Count}
 	end := o.End
-	if o.StartsOnPurchase {
+	if o.Kind == domain.KindTrainingPlan {
+		b.kind = StrategyTrainingPlan
+		end = end.Add(-o.Terms().StopsEarly)
+	} else if o.StartsOnPurchase {
 		b.kind = StrategyReservation
 	} else {
 		end = end.Add(-o.Terms().StopsEarly)
@@ -332,7 +336,7 @@ func (p *planning) offerings(offs []domain.Offering) []Result {
 	var keys []key
 	for _, o := range offs {
 		b, ok := p.blockWork(o)
-		if !ok {
+		if !ok || b.kind == StrategyTrainingPlan {
 			continue
 		}
 		begin := math.Max(0, b.from)

@@ -420,12 +420,13 @@ func offeringLines(o domain.Offering, now time.Time) []string {
 		o.CostTerms() + sim,
 		fmt.Sprintf("%d × %s (%s GPUs: %s) in %s %s · %s", o.InstanceCount, o.InstanceType, present.GPUCount(o.GPUCount()), o.GPU.Model, o.Region, o.Zone, o.Provider),
 		fmt.Sprintf("start  %s   (%s UTC)", o.Start.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.Start.UTC().Format("2006-01-02 15:04")),
-		fmt.Sprintf("end    %s   (%s UTC) · %g h", o.End.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.End.UTC().Format("2006-01-02 15:04"), o.DurationHours()),
+		fmt.Sprintf("end    %s   (%s UTC) · %g h", o.End.In(loc).Format("Mon 2006-01-02 15:04 MST"), o.End.UTC().Format("2006-01-02 15:04"), o.HeldHours()),
 		"offering " + o.ID,
 	}
 	if o.FlexLength {
-		lines = append(lines, fmt.Sprintf("length: %g h, not the length searched for (listed by the form's other lengths)", o.DurationHours()))
+		lines = append(lines, fmt.Sprintf("length: %g h, not the length searched for (listed by the form's other lengths)", o.HeldHours()))
 	}
+	lines = append(lines, o.PlanTerms()...)
 	if o.Note != "" {
 		lines = append(lines, "note: "+o.Note)
 	}
@@ -512,7 +513,7 @@ var blocksColumns = []tableColumn{
 	{title: "INSTANCES", w: 16, prio: 9, max: 24}, {title: "GPUs", w: 4, right: true, prio: 3},
 	{title: "WHERE", w: 13, prio: 5, max: 18}, {title: "START (local)", w: 15, prio: 2}, {title: "HOURS", w: 5, right: true, prio: 4},
 	{title: "SPOT ALT*", w: 9, right: true, prio: 7}, {title: "ALT TOTAL", w: 9, right: true, prio: 8}, {title: "SPOT POOL", w: 24, prio: 10},
-	{title: "KIND", w: 12, prio: 11},
+	{title: "KIND", w: 13, prio: 11},
 }
 
 // blocksColumnsFor is blocksColumns without $/H when no offering bills
@@ -536,7 +537,7 @@ func blocksColumnsFor(offers []domain.Offering) []tableColumn {
 // else to the tenth ("43.3"), marked ~ when it is not the length asked
 // for (the form's other lengths kept it).
 func hoursCell(o domain.Offering) string {
-	h := o.DurationHours()
+	h := o.HeldHours()
 	s := strconv.FormatFloat(h, 'f', 1, 64)
 	if h == math.Trunc(h) {
 		s = strconv.FormatFloat(h, 'f', 0, 64)
@@ -623,11 +624,11 @@ func (v *blocksView) spotAlternative(o domain.Offering) (spotAlt, bool) {
 		}
 		// EFF for this block's job: its GPUs, for its hours.
 		b := v.c.eff
-		b.GPUs, b.Hours = int(math.Ceil(gpus)), o.DurationHours()
+		b.GPUs, b.Hours = int(math.Ceil(gpus)), o.HeldHours()
 		// NaN (the price or GPU count is unknown) is never below the best.
 		eff := present.Effective(b, pv.Pool, usd)
 		if eff < best.effective {
-			best = spotAlt{pool: pv, effective: eff, total: eff * gpus * o.DurationHours()}
+			best = spotAlt{pool: pv, effective: eff, total: eff * gpus * o.HeldHours()}
 		}
 	}
 	return best, best.pool != nil

@@ -16,8 +16,11 @@ type tableColumn struct {
 // the columns that grow.
 func fitTable(cols []tableColumn, w int) []tableColumn {
 	keep := make([]bool, len(cols))
-	used := 0
-	for p := range len(cols) {
+	used, last := 0, 0
+	for _, c := range cols {
+		last = max(last, c.prio) // a list without some columns keeps the others' priorities
+	}
+	for p := range last + 1 {
 		for i, c := range cols {
 			if c.prio == p && used+c.w+1 <= w+1 {
 				keep[i] = true

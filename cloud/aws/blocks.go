@@ -102,6 +102,9 @@ func ValidateOfferingQuery(q domain.OfferingQuery, now time.Time) (domain.Offeri
 // joined. An offering AWS describes without a usable fee, id or dates is
 // skipped with a warning naming it; the others are kept.
 func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]domain.Offering, error) {
+	if q.WantsKind(domain.KindTrainingPlan) {
+		return p.withTrainingPlans(ctx, q)
+	}
 	q, err := ValidateOfferingQuery(q, p.opt.Now())
 	if err != nil {
 		return nil, err
@@ -302,6 +305,9 @@ func (e notSent) Is(target error) bool { return target == domain.ErrDeclined }
 // other answer is an error.
 func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Booking, error) {
 	o := req.Offering
+	if isPlan(o) {
+		return p.bookTrainingPlan(ctx, req)
+	}
 	switch {
 	case !strings.HasPrefix(o.ID, "cb-"):
 		return domain.Booking{}, specErrorf("aws: offering id %q: want a capacity block offering id (cb-…) from a search", o.ID)
@@ -423,6 +429,9 @@ func tagSpecs(rt ec2types.ResourceType, tags map[string]string) []ec2types.TagSp
 // bought is then read from AWS's own incrementalRequestedQuantity tag.
 func (p *Provider) FindBooking(ctx context.Context, req domain.BookRequest) (*domain.Booking, error) {
 	o := req.Offering
+	if isPlan(o) {
+		return p.findTrainingPlan(ctx, req)
+	}
 	if o.Region == "" || o.InstanceType == "" {
 		return nil, fmt.Errorf("aws: find booking: the offering has no region or instance type")
 	}
@@ -583,6 +592,9 @@ func reservationState(s ec2types.CapacityReservationState, start, end, now time.
 // with the price, dates, zone and count of that answer, or an error
 // matching domain.ErrOfferingGone when AWS no longer offers the id.
 func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (domain.Offering, error) {
+	if isPlan(o) {
+		return p.refreshTrainingPlan(ctx, o)
+	}
 	switch {
 	case !strings.HasPrefix(o.ID, "cb-"):
 		return o, specErrorf("aws: offering id %q: want a capacity block offering id (cb-…) from a search", o.ID)

@@ -91,7 +91,7 @@ func TestFindOfferingsKeepsOnlyTheAskedLengthAndStart(t *testing.T) {
 		short = "cb-0cfb51b701f835f96" // 19 h 17 min from 02-14 16:13, $228
 		long  = "cb-0c1fa9b2125eb49e0" // 43 h 17 min from 02-14 16:13, $511
 	)
-	base := domain.OfferingQuery{GPU: "A100", Instances: 1, Duration: 24 * time.Hour, Regions: []string{"us-east-2"}}
+	base := domain.OfferingQuery{GPU: "A100", Instances: 1, Duration: 24 * time.Hour, Regions: []string{"us-east-2"}, Kinds: []string{domain.KindBlock}}
 	for name, tc := range map[string]struct {
 		mod  func(*domain.OfferingQuery)
 		want []string

@@ -110,6 +110,7 @@ type Provider struct {
 	scores    scoreState
 	onDemandC onDemandCache
 	buckets   map[bucketKey]*tokenBucket
+	sm        trainingPlans // SageMaker training plans (trainingplan.go)
 }
 
 var (
@@ -269,7 +270,7 @@ func (p *Provider) Describe() domain.Descriptor { return Descriptor }
 var Descriptor = domain.Descriptor{
 	Name: Name, Cloud: domain.CloudAWS,
 	IsRegion: IsRegion, RegionExample: "us-east-1",
-	Sells:    []*domain.BookingTerms{domain.CapacityBlockTerms},
+	Sells:    []*domain.BookingTerms{domain.CapacityBlockTerms, domain.TrainingPlanTerms},
 	Declined: awserr.Declined,
 	// Request fleets with ValidFrom and ValidUntil (LaunchFleet).
 	SchedulesFleets: true,

@@ -84,6 +84,9 @@ func (p *Provider) cloudWatch(region string) cloudWatchAPI {
 // it is still listed. A spot instance ended by
 // Server.SpotInstanceTermination counts as interrupted.
 func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
+	if q.Kind == domain.KindTrainingPlan && q.Region != "" && q.ProviderRef != "" {
+		return p.planUsage(ctx, q)
+	}
 	if q.ProviderRef == "" || q.Region == "" {
 		return domain.UsageReport{}, fmt.Errorf("aws usage of %s: the row has no AWS id or region", q.Ref)
 	}

@@ -55,6 +55,8 @@ type offerQuery struct {
 	// blocks is whether the duration is one AWS sells capacity blocks for;
 	// calendar one Google sells calendar-mode reservations for.
 	blocks, calendar bool
+	plans            bool // training plans are asked for (by kind) and sold for the duration
+	kinds            domain.OfferingQuery
 }
 
 func (m *Market) validateOfferingQuery(q domain.OfferingQuery) (offerQuery, error) {
@@ -86,6 +88,16 @@ func (m *Market) validateOfferingQuery(q domain.OfferingQuery) (offerQuery, erro
 	}
 	v.blocks = blockTerms.ValidDuration(q.Duration) == nil
 	v.calendar = calendarTerms.ValidDuration(q.Duration) == nil
+	v.kinds = domain.OfferingQuery{Kinds: q.Kinds}
+	v.plans = q.WantsKind(domain.KindTrainingPlan) && planTerms.ValidDuration(q.Duration) == nil
+	if q.OnlyKind(domain.KindTrainingPlan) {
+		if err := planTerms.ValidDuration(q.Duration); err != nil {
+			return v, domain.InvalidQueryf("sim: %v", err)
+		}
+		if q.Instances > 0 && !planTerms.ValidCount(q.Instances) {
+			return v, domain.InvalidQueryf("sim: %v", planTerms.ValidInstances(q.Instances))
+		}
+	}
 	now := m.opt.Now().UTC()
 	limit := now.Add(blockTerms.MaxLead)
 	v.startAfter, v.startBefore = q.StartAfter.UTC(), q.StartBefore.UTC()
@@ -121,17 +133,13 @@ func (m *Market) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]d
 	// As on Azure, a reservation starts when it is made: it is sold only
 	// to a search whose start range holds now.
 	reservable := !v.startAfter.After(m.opt.Now().UTC().Add(time.Minute))
-	if !v.blocks && !v.calendar && !reservable {
+	if !v.blocks && !v.calendar && !v.plans && !reservable {
 		return nil, domain.InvalidQueryf("duration %s with a start after %s: capacity blocks last %s, and capacity reservations start when they are made (search from now)",
 			domain.FormatWindow(v.dur), v.startAfter.Format(time.RFC3339), blockTerms.DurationForm)
 	}
 	var out []domain.Offering
 	for _, p := range m.pools {
 		if !p.blockable() || (v.gpu != "" && p.spec.Desc.GPU.Model != v.gpu) || !domain.Query.WantsRegion(domain.Query{Regions: v.regions}, p.spec.Region.Name) {
-			continue
-		}
-		if p.spec.Desc.Cloud == domain.CloudAWS && !v.blocks || p.spec.Desc.Cloud == domain.CloudAzure && !reservable ||
-			p.spec.Desc.Cloud == domain.CloudGCP && !v.calendar {
 			continue
 		}
 		n := v.instances
@@ -141,12 +149,19 @@ func (m *Market) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]d
 		if n < 1 || n > blockTerms.MaxInstances {
 			continue
 		}
+		if p.spec.Desc.Cloud == domain.CloudAWS {
+			out = append(out, m.planOffers(p, n, v)...)
+		}
+		if p.spec.Desc.Cloud == domain.CloudAWS && !v.blocks || p.spec.Desc.Cloud == domain.CloudAzure && !reservable ||
+			p.spec.Desc.Cloud == domain.CloudGCP && !v.calendar {
+			continue
+		}
 		out = append(out, m.offersOf(p, n, v)...)
 	}
 	m.mu.Lock()
 	kept := out[:0]
 	for _, o := range out {
-		if !m.bookedLocked(o) {
+		if !m.bookedLocked(o) && v.kinds.WantsKind(o.Kind) {
 			kept = append(kept, o)
 		}
 	}
@@ -252,6 +267,9 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 // later process with the same seed recognises it and a changed term (or
 // price) does not pass for it.
 func (m *Market) offeringID(o domain.Offering) string {
+	if o.Kind == domain.KindTrainingPlan {
+		return m.planID(o)
+	}
 	h := mix(uint64(m.opt.Seed)*0x9e3779b97f4a7c15 ^ strHash("id", string(o.Cloud), o.Region, o.Zone, o.InstanceType,
 		fmt.Sprint(o.InstanceCount, o.Start.Unix(), o.End.Unix(), int64(math.Round(o.UpfrontUSD*100)))))
 	switch o.Cloud {
@@ -317,6 +335,9 @@ func (m *Market) Book(ctx context.Context, req domain.BookRequest) (domain.Booki
 	if req.DryRun {
 		b.DryRun = true
 		b.Message = dryRunMessage
+		if o.Terms().NoDryRun {
+			b.Message = planDryRun
+		}
 		return b, nil
 	}
 	b.ProviderRef = m.reservationRef(o)
@@ -334,6 +355,9 @@ func (m *Market) Book(ctx context.Context, req domain.BookRequest) (domain.Booki
 // capacity reservation's resource id.
 func (m *Market) reservationRef(o domain.Offering) string {
 	h := mix(strHash("cr", o.ID))
+	if o.Kind == domain.KindTrainingPlan {
+		return planARN(o, h)
+	}
 	if o.Cloud == domain.CloudGCP {
 		return gcpRef(o, h)
 	}
@@ -475,6 +499,8 @@ func (m *Market) RefreshOffering(ctx context.Context, o domain.Offering) (domain
 		return fresh, nil
 	case !now.Before(o.Start):
 		return gone("started at " + o.Start.UTC().Format(time.RFC3339))
+	case o.Kind == domain.KindTrainingPlan:
+		return m.refreshPlan(p, o)
 	}
 	v := offerQuery{instances: o.InstanceCount, dur: o.End.Sub(o.Start), startAfter: o.Start, startBefore: o.Start, blocks: true}
 	for _, c := range m.offersOf(p, o.InstanceCount, v) {

@@ -63,6 +63,9 @@ func (m *Market) Usage(ctx context.Context, q domain.UsageQuery) (domain.UsageRe
 	if prof == profileNoMetrics {
 		rep.Source, rep.Note = "", "simulated: these instances run no metrics agent"
 	}
+	if q.Kind == domain.KindTrainingPlan && rep.Source != "" {
+		rep.Source = fmt.Sprintf("simulated training plan: in-use instances (SageMaker's DescribeTrainingPlan count) and GPU utilization (seed %d)", m.opt.Seed)
+	}
 	end := q.End
 	if end.IsZero() || end.After(q.To) {
 		end = q.To

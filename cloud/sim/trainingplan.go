@@ -1,0 +1,111 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// planTerms are SageMaker training plans: the sim sells them in its AWS regions.
+var planTerms = domain.TrainingPlanTerms
+
+// planNote is what a buyer must know of a simulated training plan.
+const planNote = "simulated SageMaker training plan: paid upfront, no refund; it serves only its target resource (%s); its instances are reserved for its segments' windows only; SageMaker has no dry run"
+
+// planDryRun answers a dry run of a plan as the AWS provider does: SageMaker has none.
+const planDryRun = "SageMaker has no dry run for CreateTrainingPlan: the offering is still on sale at these terms; nothing was sent (simulated market)"
+
+// planOffers returns the training plans of n instances of an AWS pool for
+// the query: a one-segment plan at each start, and a two-segment plan that
+// splits the length in two whole-day windows a day or two apart, as
+// SearchTrainingPlanOfferings answers with several ReservedCapacityOfferings
+// when no single window holds the asked length.
+func (m *Market) planOffers(p *simPool, n int, v offerQuery) []domain.Offering {
+	if !v.plans || !planTerms.ValidCount(n) || planTerms.ValidDuration(v.dur) != nil {
+		return nil
+	}
+	rate, ok := blockRate[p.spec.Desc.InstanceType]
+	if !ok {
+		return nil
+	}
+	key := p.spec.Desc.Key().String()
+	today := m.opt.Now().UTC().Truncate(24 * time.Hour)
+	var out []domain.Offering
+	for day := firstBlockStart(v.startAfter); !day.After(v.startBefore) && len(out) < offersPerPool; day = day.Add(24 * time.Hour) {
+		h := mix(uint64(m.opt.Seed)*0x9e3779b97f4a7c15 ^ strHash("plan", key, day.Format(time.RFC3339), fmt.Sprint(n), v.dur.String()))
+		if unit(h) >= 0.35 {
+			continue
+		}
+		segs := []domain.Segment{{Start: day, End: day.Add(v.dur)}}
+		days := int(v.dur / (24 * time.Hour))
+		if days >= 2 && unit(mix(h^1)) < 0.5 {
+			first := time.Duration((days+1)/2) * 24 * time.Hour
+			gap := time.Duration(1+mix(h^2)%2) * 24 * time.Hour
+			segs = []domain.Segment{{Start: day, End: day.Add(first)}, {Start: day.Add(first + gap), End: day.Add(v.dur + gap)}}
+		}
+		for i := range segs {
+			segs[i].InstanceType, segs[i].InstanceCount, segs[i].Zone = p.spec.Desc.InstanceType, n, p.spec.Desc.Zone
+		}
+		target := domain.TargetTrainingJob
+		if mix(h^3)%3 == 0 {
+			target = domain.TargetHyperPodCluster
+		}
+		o := domain.Offering{
+			Provider: Name, Cloud: domain.CloudAWS, Region: p.spec.Region.Name, Zone: p.spec.Desc.Zone,
+			InstanceType: p.spec.Desc.InstanceType, GPU: p.spec.Desc.GPU, InstanceCount: n,
+			Start: segs[0].Start, End: segs[len(segs)-1].End, Currency: "USD", Simulated: true,
+			Kind: domain.KindTrainingPlan, Segments: segs, TargetResource: target,
+		}
+		o.Note = fmt.Sprintf(planNote, target)
+		// As blocks, sooner starts are dearer; a split plan is a little cheaper.
+		lead := day.Sub(today).Hours() / planTerms.MaxLead.Hours()
+		u := 0.6*unit(mix(h^4)) + 0.4*(1-math.Min(1, lead))
+		r := rate[0] + (rate[1]-rate[0])*u
+		if len(segs) > 1 {
+			r *= 0.95
+		}
+		o.UpfrontUSD = math.Round(r*o.GPU.Count*float64(n)*o.HeldHours()*100) / 100
+		o.ID = m.offeringID(o)
+		out = append(out, o)
+	}
+	return out
+}
+
+// firstBlockStart is the first 11:30 UTC at or after t: training plans are made of capacity blocks.
+func firstBlockStart(t time.Time) time.Time {
+	day := t.UTC().Truncate(24 * time.Hour).Add(blockTerms.StartOfDayUTC)
+	if day.Before(t) {
+		day = day.Add(24 * time.Hour)
+	}
+	return day
+}
+
+// planID is a training plan offering's id, from the seed and every term including its segments.
+func (m *Market) planID(o domain.Offering) string {
+	parts := []string{"plan", o.Region, o.Zone, o.InstanceType, o.TargetResource,
+		fmt.Sprint(o.InstanceCount, int64(math.Round(o.UpfrontUSD*100)))}
+	for _, s := range o.Segments {
+		parts = append(parts, s.Zone, s.InstanceType, fmt.Sprint(s.InstanceCount, s.Start.Unix(), s.End.Unix()))
+	}
+	return fmt.Sprintf("tpo-%016x", mix(uint64(m.opt.Seed)*0x9e3779b97f4a7c15^strHash(parts...)))
+}
+
+// planARN is the ARN CreateTrainingPlan answers with, for a simulated plan.
+func planARN(o domain.Offering, h uint64) string {
+	return fmt.Sprintf("arn:aws:sagemaker:%s:000000000000:training-plan/gpumarket-%016x", o.Region, h)
+}
+
+// refreshPlan describes a plan offering again, as the same search answers
+// it now: the same segments and target, at today's price (and id).
+func (m *Market) refreshPlan(p *simPool, o domain.Offering) (domain.Offering, error) {
+	v := offerQuery{instances: o.InstanceCount, dur: time.Duration(o.HeldHours() * float64(time.Hour)), startAfter: o.Start, startBefore: o.Start, plans: true}
+	for _, c := range m.planOffers(p, o.InstanceCount, v) {
+		if c.TargetResource == o.TargetResource && slices.Equal(c.Segments, o.Segments) {
+			return c, nil
+		}
+	}
+	return domain.Offering{}, fmt.Errorf("sim training plan offering %s is no longer on sale: %w", o.ID, domain.ErrOfferingGone)
+}

@@ -1,0 +1,113 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// StrategyTrainingPlan is a SageMaker training plan that holds the job in its segments.
+const StrategyTrainingPlan = "training-plan"
+
+// planRun is how a training plan carries the job: the work each segment
+// does, in order, and when the last of it is done.
+type planRun struct {
+	did    []float64 // work hours per segment
+	finish float64   // hours from the job's start; +Inf if the plan cannot hold it all
+}
+
+// runPlan lays the job over a plan's segments in order: each segment holds
+// the job's GPUs from its start (or the job's) to its end less the early
+// stop, and a changeover begins each segment that does work, since the job
+// moves to new instances there. It never moves work across a gap.
+func (p *planning) runPlan(o domain.Offering, speed float64) planRun {
+	r := planRun{finish: math.Inf(1)}
+	left := p.work
+	early := o.Terms().StopsEarly
+	for _, s := range o.Windows() {
+		r.did = append(r.did, 0)
+		if float64(s.InstanceCount)*o.GPU.Count < float64(p.job.GPUs)-1e-9 {
+			continue // this segment cannot hold the job's GPUs
+		}
+		begin := math.Max(0, s.Start.Sub(p.job.Start).Hours())
+		until := s.End.Add(-early).Sub(p.job.Start).Hours()
+		room := (until - begin - p.d) * speed
+		if room <= 1e-9 || left <= 1e-9 {
+			continue
+		}
+		do := math.Min(room, left)
+		r.did[len(r.did)-1] = do
+		left -= do
+		if left <= 1e-9 {
+			r.finish = begin + p.d + do/speed
+			break
+		}
+	}
+	return r
+}
+
+// trainingPlans evaluates each training plan that holds the whole job,
+// deterministic and paid in full, keeping the cheapest of each cloud and
+// number of segments.
+func (p *planning) trainingPlans(offs []domain.Offering) []Result {
+	type key struct {
+		cloud string
+		segs  int
+	}
+	best := map[key]Result{}
+	var keys []key
+	for _, o := range offs {
+		if o.Kind != domain.KindTrainingPlan {
+			continue
+		}
+		b, ok := p.blockWork(o)
+		if !ok {
+			continue
+		}
+		run := p.runPlan(o, b.speed)
+		if math.IsInf(run.finish, 1) {
+			continue // the plan cannot hold all the work
+		}
+		r := Result{Strategy: StrategyTrainingPlan, Provider: o.Provider, Cloud: string(o.Cloud), Regions: []string{o.Region},
+			InstanceType: o.InstanceType, Instances: o.InstanceCount, GPUs: o.GPUCount(), Start: o.Start, End: o.End,
+			ExpectedCostUSD: o.UpfrontUSD, P95CostUSD: o.UpfrontUSD, OnTimePct: pct(run.finish <= p.span+1e-9),
+			USDPerUsefulGPUHour: o.UpfrontUSD / p.usefulGPUHours(), OfferingID: o.ID, Assumptions: p.planWords(o, run, b.speed)}
+		k := key{string(o.Cloud), len(o.Windows())}
+		prev, seen := best[k]
+		if !seen {
+			keys = append(keys, k)
+		}
+		if !seen || better(r, prev) {
+			best[k] = r
+		}
+	}
+	out := make([]Result, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, best[k])
+	}
+	return out
+}
+
+// planWords say how the plan holds the job, segment by segment.
+func (p *planning) planWords(o domain.Offering, run planRun, speed float64) string {
+	var parts []string
+	for i, s := range o.Windows() {
+		parts = append(parts, fmt.Sprintf("%s to %s UTC does %s h", s.Start.UTC().Format("Jan 2 15:04"), s.End.UTC().Format("Jan 2 15:04"),
+			trimFloat(math.Round(run.did[min(i, len(run.did)-1)]*10)/10)))
+		if i >= len(run.did)-1 {
+			break
+		}
+	}
+	target := o.TargetResource
+	if target == "" {
+		target = domain.TargetTrainingJob
+	}
+	return fmt.Sprintf("%.0f h %s for %s, paid in full: %s of work (+ %s changeover in each segment used; instances stop %s before each end); no interruptions",
+		o.HeldHours(), o.Terms().Name, target, strings.Join(parts, ", "), domain.FormatDuration(p.job.Changeover),
+		domain.FormatDuration(o.Terms().StopsEarly))
+}
+
+// onePlanSegment reports whether a plan is one window, which block+spot may use as a block.
+func onePlanSegment(o domain.Offering) bool { return len(o.Segments) <= 1 }

@@ -98,6 +98,7 @@ func TestDesignListsTheContract(t *testing.T) {
 		"usage --by day":         csvHeader(t, []usageDayRow{}),
 		"usage --by actor":       csvHeader(t, []usageActorRow{}),
 		"cache info":             csvHeader(t, []cacheRow{}),
+		"job show":               csvHeader(t, []jobRow{}),
 		"notify.command":         jsonKeys(t, watch.Alert{}.JSON()),
 	}
 	for name, fields := range code {
@@ -111,7 +112,7 @@ func TestDesignListsTheContract(t *testing.T) {
 		}
 	}
 	for name, held := range map[string][]string{"prices": pricesFields, "history": historyFields, "offerings": offeringsFields,
-		"ledger": ledgerFields, "plan": planFields} {
+		"ledger": ledgerFields, "plan": planFields, "job show": jobFields} {
 		if !slices.Equal(doc[name], held) {
 			t.Errorf("the tests hold %s to\n  %s\ndocs/DESIGN.md says\n  %s", name, strings.Join(held, ", "), strings.Join(doc[name], ", "))
 		}

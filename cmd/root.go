@@ -46,7 +46,7 @@ With no config file and no --provider it shows a simulated market.`,
 		c.pricesCmd(), c.historyCmd(), c.offeringsCmd(), c.bookCmd(),
 		c.fleetCmd(), c.ledgerCmd(), c.usageCmd(), c.serveCmd(), c.planCmd(), c.backtestCmd(), c.watchCmd(),
 	)
-	root.AddCommand(c.cacheCmd())
+	root.AddCommand(c.cacheCmd(), c.jobCmd())
 	return root
 }
 
@@ -75,6 +75,7 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 		return err
 	}
 	a.KeepLedger(svc)
+	a.DriveJobs(svc, h.Providers())
 	if _, err := a.Watcher(h, svc); err != nil {
 		return err
 	}

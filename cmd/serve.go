@@ -127,6 +127,7 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 	// Settle lost answers and release reservations whose window ended,
 	// while the server runs.
 	a.KeepLedger(svc)
+	a.DriveJobs(svc, h.Providers())
 	// One evaluator of the watch rules for the whole server: fifty
 	// sessions tell each alert once and search once.
 	if _, err := a.Watcher(h, svc); err != nil {

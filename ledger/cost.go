@@ -221,14 +221,24 @@ func HoldOf(r Entry) Hold {
 // launch). q is the database or a transaction.
 func (s *Store) DayHeld(ctx context.Context, q querier, t time.Time, except string) (float64, error) {
 	day := t.UTC().Truncate(24 * time.Hour)
-	// Any other kind of hold (a job's) is one more term of this sum.
-	return s.rowsHeld(ctx, q, day, except)
+	rows, err := s.rowsHeld(ctx, q, day, except)
+	if err != nil || !s.hasJobs() {
+		return rows, err
+	}
+	// Any other kind of hold is one more term of this sum: the jobs'.
+	jobs, err := jobsDaySum(ctx, q, day)
+	return rows + jobs, err
 }
 
 // rowsHeld sums heldOn over the rows that may hold something on day.
 func (s *Store) rowsHeld(ctx context.Context, q querier, day time.Time, except string) (float64, error) {
+	// A job's launches are covered by the job's hold (job.go).
+	notJobs := ""
+	if s.hasJobs() {
+		notJobs = ` AND idem_key NOT IN (SELECT idem_key FROM job_launches)`
+	}
 	rows, err := q.QueryContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE state <> 'failed' AND id <> ? AND created_at < ? AND
-		(kind = ? AND (end_at = '' OR end_at >= ?) OR created_at >= ?)`, except, fmtTime(day.Add(24*time.Hour)), KindFleet, fmtTime(day), fmtTime(day))
+		(kind = ? AND (end_at = '' OR end_at >= ?) OR created_at >= ?)`+notJobs, except, fmtTime(day.Add(24*time.Hour)), KindFleet, fmtTime(day), fmtTime(day))
 	if err != nil {
 		return 0, fmt.Errorf("sum of the day's spending: %w", err)
 	}

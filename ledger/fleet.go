@@ -215,6 +215,9 @@ type FleetRequest struct {
 	// or running over the same time; without it that is refused as a
 	// duplicate.
 	Again bool
+	// Job is the id of the job the launch is for: its hold already
+	// counts against the daily cap, so the launch does not again.
+	Job string
 }
 
 // ErrEstimateChanged is matched by an *EstimateChangedError.
@@ -294,6 +297,9 @@ func CheckFleet(spec domain.FleetSpec) error {
 // ScheduleOf) and a note saying so.
 func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResult, error) {
 	spec := req.Spec
+	if req.Job != "" {
+		req.Again = true // a job moves its own fleets: several alike are meant
+	}
 	if spec.Strategy == "" {
 		spec.Strategy = domain.Strategies[0]
 	}
@@ -383,8 +389,11 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	// With no cap, a fleet whose prices are not known may still launch
 	// (the row says its cost is unknown).
 	check := func(spent Spending) error {
-		if !capped {
+		switch {
+		case !capped:
 			return nil
+		case req.Job != "":
+			return s.checkLaunchBudget(req.Job, est.USDHour, 0) // the job's hold covers it
 		}
 		return s.checkHold(HoldOf(intent), spent)
 	}

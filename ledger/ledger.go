@@ -502,7 +502,7 @@ func (s *Store) cols() string {
 	switch {
 	case s.version == 1:
 		return strings.Replace(legacyColumns, "idem_key, note, owner, heartbeat_at", "idem_key, '', '', ''", 1)
-	case s.version < 4:
+	case s.version < 5:
 		return legacyColumns
 	}
 	return columns

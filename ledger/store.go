@@ -245,12 +245,14 @@ var migrations = []string{
 		read_at TEXT NOT NULL,
 		report  TEXT NOT NULL
 	);`,
-	// 4: state that lived in free text gets columns: a cost may be
+	// 4: jobs, their moves and launches (job.go).
+	jobsMigration,
+	// 5: state that lived in free text gets columns: a cost may be
 	// unknown (NULL), a fleet's hourly estimate is usd_hour (its cost_usd,
 	// a first hour's estimate, goes), and a fleet's schedule is read from
 	// its request once, here. SQLite cannot drop a NOT NULL: the table
 	// is copied.
-	`CREATE TABLE ledger_v4 (
+	`CREATE TABLE ledger_v5 (
 		id             TEXT PRIMARY KEY,
 		kind           TEXT NOT NULL,
 		provider       TEXT NOT NULL,
@@ -280,17 +282,17 @@ var migrations = []string{
 		sched_end      TEXT NOT NULL DEFAULT '',
 		sched_keeper   TEXT NOT NULL DEFAULT ''
 	);
-	INSERT INTO ledger_v4 SELECT ` + legacyColumns + ` FROM ledger;
+	INSERT INTO ledger_v5 SELECT ` + legacyColumns + ` FROM ledger;
 	DROP TABLE ledger;
-	ALTER TABLE ledger_v4 RENAME TO ledger;
+	ALTER TABLE ledger_v5 RENAME TO ledger;
 	CREATE UNIQUE INDEX ledger_idem ON ledger(kind, idem_key) WHERE state <> 'failed';
 	CREATE INDEX ledger_created ON ledger(created_at);
 	CREATE INDEX ledger_state ON ledger(state);`,
 }
 
-// legacyColumns reads a row of schemas 2 and 3 as schema 4 has it: the
-// copy of migration 4, and what a read-only store selects from an older
-// file. Never edit it: migration 4 has shipped with it.
+// legacyColumns reads a row of schemas 2 to 4 as schema 5 has it: the
+// copy of migration 5, and what a read-only store selects from an older
+// file. Never edit it: migration 5 has shipped with it.
 const legacyColumns = `id, kind, provider, cloud, region, zone, instance_type, instance_count, gpu_count, start_at, end_at,
 	CASE WHEN kind = 'fleet' OR instr(cost_note, 'cost unknown') > 0 THEN NULL ELSE cost_usd END,
 	cost_note, state, provider_ref, actor, created_at, updated_at, error, request, idem_key, note, owner, heartbeat_at,

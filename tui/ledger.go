@@ -26,6 +26,7 @@ type (
 	ledgerLoadedMsg struct {
 		seq  int
 		rows []ledger.Entry
+		jobs []jobLine
 		rep  *ledger.ReconcileReport
 		err  error
 		// asked is set for the reconciliation r asked for: its answer
@@ -101,6 +102,8 @@ type ledgerView struct {
 	// states is each row's state at the last load: a row that turns
 	// failed since is told in the footer, whichever view is shown.
 	states map[string]string
+	// jobs are the ledger's jobs, newest first, with their rows' ids.
+	jobs []jobLine
 
 	confirm confirmation
 }
@@ -151,7 +154,11 @@ func (v *ledgerView) load(reconcile bool) tea.Cmd {
 			rep = &r
 		}
 		rows, err := svc.Store().List(ctx)
-		return ledgerLoadedMsg{seq: seq, rows: rows, rep: rep, err: err}
+		var jobs []jobLine
+		if err == nil {
+			jobs, err = loadJobs(ctx, svc.Store())
+		}
+		return ledgerLoadedMsg{seq: seq, rows: rows, jobs: jobs, rep: rep, err: err}
 	})
 }
 
@@ -212,6 +219,7 @@ func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
 	}
 	v.err = ""
 	told := v.failures(msg.rows)
+	v.jobs = msg.jobs
 	v.rows = orderLedger(msg.rows, v.c.now())
 	v.cur = min(v.cur, max(len(v.rows)-1, 0))
 	if msg.rep != nil {
@@ -461,6 +469,7 @@ func (v *ledgerView) View() string {
 		b.WriteString("\n" + st.stale.Render(fit("not settled yet: "+v.note, v.w, false)))
 		used++
 	}
+	used += v.viewJobs(&b, now)
 	cols := fitTable(ledgerColumns, v.w-2)
 	var hdr []string
 	for _, c := range cols {
@@ -477,6 +486,9 @@ func (v *ledgerView) View() string {
 	cur := v.rows[min(v.cur, len(v.rows)-1)]
 	if cur.Error != "" {
 		detail = append(detail, st.footerErr.Render(fit(cur.Error, max(v.w-4, 1), false)))
+	}
+	if id := v.jobOf(cur.ID); id != "" {
+		detail = append(detail, st.dim.Render(fit("a launch of job "+id, max(v.w-4, 1), false)))
 	}
 	if d := hiddenCells(ledgerCells(cur, now, v.fleets, v.svc.Describe), cols); d != "" {
 		for _, l := range strings.Split(wordwrap(d, max(v.w-4, 1)), "\n") {

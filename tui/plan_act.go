@@ -38,6 +38,11 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 		a.notes = append(v.planLines(r), bookNotes(r, o, v.res.terms.job, v.res.pools, now)...)
 		return a, nil
 	}
+	if slices.Contains(planner.CarriedOut, r.Strategy) && r.Strategy != planner.StrategyOnDemand {
+		a := v.jobAction(r)
+		a.notes = v.planLines(r)
+		return a, nil
+	}
 	spec, left, err := planFleet(r, v.res.pools, v.res.terms.job)
 	if err != nil {
 		return nil, notifyErrHere(err)

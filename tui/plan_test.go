@@ -3,7 +3,6 @@ package tui
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -331,48 +330,47 @@ func TestPlanBooksABlock(t *testing.T) {
 	}
 }
 
-// TestPlanLaunchesTheSafetyNetsFleet: b on the safety net launches the
-// spot fleet it implies, in its first pool's provider and region, and
-// the confirmation says what is not automated: the pools elsewhere, the
-// switch to on-demand; and who starts and stops it (issue 13: where the
-// cloud keeps no schedule, gpumarket does, from the plan's start to its
-// deadline).
-func TestPlanLaunchesTheSafetyNetsFleet(t *testing.T) {
+// TestPlanStartsAJob: b on the safety net starts a job carrying the
+// whole plan out: the confirmation holds the plan's p95 against the caps,
+// gives the plan's figures and says what happens while no gpumarket
+// runs; yes records the job, scheduled at the plan's start, and launches
+// nothing yet.
+func TestPlanStartsAJob(t *testing.T) {
 	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
 	f.show(t, "Plan")
 	p := f.plan()
 	p.runs = testRuns
 	f.job16()
 	press(f.m, "r")
-	r := f.selectStrategy(t, planner.StrategySafetyNet)
-	first := p.res.pools[r.Pools[0]]
+	f.selectStrategy(t, planner.StrategySafetyNet)
+	f.m.Update(tea.WindowSizeMsg{Width: 100, Height: 50})
 	press(f.m, "b")
 	scr := flat(f.screen())
-	for _, want := range []string{
-		fmt.Sprintf("Schedule a spot fleet of 2 instances in %s for Tue 11-24 09:00?", first.Region),
-		"SIMULATED MARKET: nothing real is launched", "Estimated cost:", "spot+od-planner: expected $",
-		"gpumarket launches it at Tue 11-24 09:00 (09:00 UTC) and deletes it at the deadline, Fri 11-27 09:00 (09:00 UTC): a gpumarket TUI or `serve` must be running then",
-		"Not automated: the plan's other pools (sim ", "a fleet is one provider's, in one region, of one size of instance",
-		"the safety net: moving the job to on-demand (", "replacing interrupted instances", "restarting your job from its checkpoint",
-		"dry run: Request would have succeeded"} {
+	for _, want := range []string{"Start a job carrying out spot+od-planner?", "SIMULATED MARKET: nothing real is launched",
+		"Hold: $", "against the budget caps", "Plan: expected $", "spot+od-planner: expected $", "While none runs, no move is made"} {
 		if !strings.Contains(scr, want) {
 			t.Errorf("confirmation lacks %q:\n%s", want, f.screen())
 		}
 	}
+	for i := 0; i < 10 && !strings.Contains(f.screen(), "Type y then enter to start the job"); i++ {
+		press(f.m, "pgdown")
+	}
 	press(f.m, "y", "enter")
+	js, err := f.st.ListJobs(context.Background())
+	if err != nil || len(js) != 1 {
+		t.Fatalf("jobs %+v %v\n%s", js, err, f.screen())
+	}
+	if js[0].Strategy != planner.StrategySafetyNet || js[0].State != ledger.JobScheduled || js[0].HoldUSD <= 0 ||
+		!js[0].Terms.Start.Equal(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)) {
+		t.Fatalf("job %+v", js[0])
+	}
 	if f.fake.Calls("LaunchFleet") != 0 {
 		t.Fatalf("%d launches before the plan's start", f.fake.Calls("LaunchFleet"))
 	}
-	rows, err := f.st.List(context.Background())
-	if err != nil || len(rows) != 1 || rows[0].Kind != ledger.KindFleet || rows[0].Region != first.Region || rows[0].InstanceCount != 2 ||
-		rows[0].State != ledger.StateScheduled {
-		t.Fatalf("ledger %+v %v", rows, err)
-	}
-	var spec domain.FleetSpec
-	if err := json.Unmarshal(rows[0].Request, &spec); err != nil || spec.OnDemandBase != 0 ||
-		!spec.Start.Equal(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)) || !spec.End.Equal(time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)) ||
-		len(spec.InstanceTypes) != 1 || spec.InstanceTypes[0] != first.InstanceType {
-		t.Fatalf("scheduled %+v %v", spec, err)
+	// The Ledger view lists the job over the rows.
+	f.show(t, "Ledger")
+	if want := "job " + short(js[0].ID) + " scheduled spot+od-planner · 0.0 h of 48"; !strings.Contains(f.screen(), want) {
+		t.Errorf("the Ledger view lacks %q:\n%s", want, f.screen())
 	}
 }
 
@@ -581,10 +579,11 @@ func TestConfirmationKeepsItsPromptWhenShort(t *testing.T) {
 	f.show(t, "Plan")
 	f.job16()
 	press(f.m, "r")
+	f.selectStrategy(t, planner.StrategyOnDemand)
 	f.m.Update(tea.WindowSizeMsg{Width: 80, Height: 14})
 	press(f.m, "b")
 	scr := f.screen()
-	if !strings.Contains(scr, "Schedule a spot fleet") || !strings.Contains(scr, "Read every term (↓) before you schedule") ||
+	if !strings.Contains(scr, "Schedule an on-demand fleet") || !strings.Contains(scr, "Read every term (↓) before you schedule") ||
 		!strings.Contains(scr, "more lines of terms (↓ or pgdn scrolls") || strings.Contains(scr, "dry run:") {
 		t.Fatalf("80x14 confirmation:\n%s", scr)
 	}
@@ -695,7 +694,7 @@ func TestFooterSaysTheKeysOfWhatHasThem(t *testing.T) {
 	press(f.m, "esc")
 	f.job16()
 	press(f.m, "r", "b")
-	if got := foot(); strings.Contains(got, "edit job") || !strings.Contains(got, "y then enter schedule") || !strings.Contains(got, "n/esc cancel") {
+	if got := foot(); strings.Contains(got, "edit job") || !strings.Contains(got, "y then enter start the job") || !strings.Contains(got, "n/esc cancel") {
 		t.Fatalf("confirmation footer %q", got)
 	}
 	press(f.m, "esc")

@@ -411,3 +411,26 @@ func (f *Fake) FindFleet(ctx context.Context, region, token string) (*domain.Fle
 	}
 	return nil, nil
 }
+
+// Interrupt takes the fleet's instances back down to running, as a
+// cloud reclaiming spot capacity does.
+func (f *Fake) Interrupt(id string, running int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fl := f.fleets[id]
+	fl.Instances = min(fl.Instances, running)
+	f.fleets[id] = fl
+}
+
+// Active returns the ids of the fleets not deleted.
+func (f *Fake) Active() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for id, fl := range f.fleets {
+		if fl.State != "deleted" {
+			out = append(out, id)
+		}
+	}
+	return out
+}

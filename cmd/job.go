@@ -1,0 +1,558 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/job"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/planner"
+)
+
+// jobRow is a job with DESIGN.md's fields. rows and moves are the job's
+// ledger rows and the moves its driver made (JSON only).
+type jobRow struct {
+	ID              string                   `json:"id"`
+	State           string                   `json:"state"`
+	Strategy        string                   `json:"strategy"`
+	GPUs            int                      `json:"gpus"`
+	Hours           float64                  `json:"hours" table:"%g"`
+	WorkDoneHours   float64                  `json:"work_done_hours" table:"%.1f"`
+	Start           time.Time                `json:"start" table:"local"`
+	Deadline        time.Time                `json:"deadline" table:"local"`
+	FinishedAt      *time.Time               `json:"finished_at" table:"-"`
+	SpentUSD        float64                  `json:"spent_usd" table:"%.2f"`
+	PlanExpectedUSD float64                  `json:"plan_expected_usd" table:"%.2f"`
+	PlanP95USD      float64                  `json:"plan_p95_usd" table:"-"`
+	PlanOnTimePct   float64                  `json:"plan_on_time_pct" table:"-"`
+	MaxUSD          *float64                 `json:"max_usd" table:"-"`
+	HoldUSD         float64                  `json:"hold_usd" table:"-"`
+	Reason          *string                  `json:"reason" table:"-"`
+	Outlook         *string                  `json:"outlook" table:"-"`
+	ProgressSource  string                   `json:"progress_source" table:"-"`
+	Rows            jsonList[ledgerRow]      `json:"rows" table:"-"`
+	Moves           jsonList[ledger.JobMove] `json:"moves" table:"-"`
+}
+
+// jsonList is a list in one cell: JSON in JSON, its JSON text in CSV.
+// Rows are written as writeRows writes them (an unknown cost is null).
+type jsonList[T any] []T
+
+func (l jsonList[T]) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	if err := writeRows(&b, formatJSON, []T(l)); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSpace(b.Bytes()), nil
+}
+
+func (l jsonList[T]) String() string {
+	b, err := l.MarshalJSON()
+	if err != nil {
+		return err.Error()
+	}
+	return string(bytes.Join(bytes.Fields(b), []byte(" ")))
+}
+
+func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove) jobRow {
+	out := jobRow{ID: j.ID, State: j.State, Strategy: j.Strategy, GPUs: j.Terms.GPUs, Hours: j.Terms.Hours, WorkDoneHours: j.WorkDone,
+		Start: j.Terms.Start.UTC(), Deadline: j.Terms.Deadline.UTC(), SpentUSD: j.SpentUSD, PlanExpectedUSD: j.Plan.ExpectedUSD,
+		PlanP95USD: j.Plan.P95USD, PlanOnTimePct: j.Plan.OnTimePct, HoldUSD: j.HoldUSD, Reason: optString(j.Reason),
+		Outlook: optString(j.Outlook), ProgressSource: "model", Rows: jsonList[ledgerRow]{}, Moves: jsonList[ledger.JobMove](moves)}
+	if out.Moves == nil {
+		out.Moves = jsonList[ledger.JobMove]{}
+	}
+	switch {
+	case j.Terms.ProgressFile != "":
+		out.ProgressSource = "file " + j.Terms.ProgressFile
+	case j.Terms.ProgressCommand != "":
+		out.ProgressSource = "command " + j.Terms.ProgressCommand
+	}
+	if j.MaxUSD > 0 {
+		m := j.MaxUSD
+		out.MaxUSD = &m
+	}
+	if !j.FinishedAt.IsZero() {
+		t := j.FinishedAt.UTC()
+		out.FinishedAt = &t
+	}
+	for _, r := range rows {
+		out.Rows = append(out.Rows, ledgerRowOf(r, time.Now()))
+	}
+	return out
+}
+
+// jobStartFlags are `plan`'s flags and the job's own.
+type jobStartFlags struct {
+	plan                          planFlags
+	strategy                      string
+	maxUSD                        float64
+	progressFile, progressCommand string
+	yes, dryRun                   bool
+}
+
+func (cl *cli) jobCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "job",
+		Short: "Let gpumarket carry a planned job out: start, list, show, cancel, run",
+		Long: `A job is a plan carried out: gpumarket launches, moves and ends the job's
+fleets as the strategy it was priced with decides (spot over the plan's pools,
+another pool after an interruption, waiting while the slack allows, the
+on-demand safety net in time for the deadline), and ends everything when the
+work is done. Every launch is a ledger row linked to the job.
+
+Any long-running gpumarket (the TUI, serve, watch, or ` + "`gpumarket job run`" + `)
+drives the jobs of its data dir, one driver per job (a lease in the ledger,
+taken over when its holder stops). While none runs, nothing is moved.`,
+		Args: cobra.NoArgs,
+	}
+	c.AddCommand(cl.jobStartCmd(), cl.jobListCmd(), cl.jobShowCmd(), cl.jobCancelCmd(), cl.jobRunCmd())
+	return c
+}
+
+func (cl *cli) jobStartCmd() *cobra.Command {
+	var f jobStartFlags
+	c := &cobra.Command{
+		Use:   "start",
+		Short: "Plan a job and start carrying it out with one strategy (asks for a yes first)",
+		Long: `job start plans the job as ` + "`gpumarket plan`" + ` does (the same flags), takes the
+row of --strategy, shows its expected and p95 cost and on-time share, and holds
+the whole commitment — the p95 cost or --max-usd, whichever is larger —
+against budget.max_booking_usd and budget.max_daily_usd. Asked yes (or with
+--yes) it records the job and prints it; a driver launches from its start.
+
+The job fails, ending everything it runs, when what it spent would pass
+--max-usd (or, without one, its hold). --progress-file or --progress-command
+names where the job reports its hours of work done (` + job.ProgressForm + `),
+read at each review; without, progress is counted as the plan models it.`,
+		Example: `  gpumarket job start --gpus 16 --gpu H100 --hours 48 --deadline +72h --strategy spot+od-planner --dry-run
+  gpumarket job start --gpus 16 --gpu H100 --hours 48 --deadline +72h --strategy spot+od-planner --max-usd 4000 --yes
+  gpumarket job run`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputTimeout(f.plan.output, f.plan.timeout); err != nil {
+				return err
+			}
+			if f.plan.runs < 1 || f.plan.runs > 1_000_000 {
+				return usagef("--runs %d: want a whole number of Monte Carlo runs from 1 to 1000000", f.plan.runs)
+			}
+			if cmd.Flags().Changed("checkpoint") && f.plan.noCheckpoint {
+				return usagef("--checkpoint and --no-checkpoint together: want one of them")
+			}
+			if !slices.Contains(planner.CarriedOut, f.strategy) {
+				return usagef("--strategy %q: want one of %s (the strategies `gpumarket plan` prints that a driver carries out)", f.strategy, strings.Join(planner.CarriedOut, ", "))
+			}
+			if math.IsNaN(f.maxUSD) || math.IsInf(f.maxUSD, 0) || f.maxUSD < 0 {
+				return usagef("--max-usd %v: want a limit in dollars ≥ 0 (0: the plan's p95 cost)", f.maxUSD)
+			}
+			if f.progressFile != "" && f.progressCommand != "" {
+				return usagef("--progress-file and --progress-command together: want one of them")
+			}
+			return cl.withApp(cmd, func(a *app) error {
+				if err := a.needsConfirmation("job start", f.dryRun, f.yes); err != nil {
+					return err
+				}
+				pj, err := a.planJob(cmd, f.plan, time.Now())
+				if err != nil {
+					return err
+				}
+				return a.runJobStart(cmd.Context(), pj, f)
+			})
+		},
+	}
+	fl := c.Flags()
+	fl.IntVar(&f.plan.gpus, "gpus", 0, "GPUs the job needs at once (default: config plan.gpus, else 8)")
+	fl.Float64Var(&f.plan.hours, "hours", 0, "hours of work, on the first --gpu model (default: config plan.hours, else 24)")
+	fl.StringVar(&f.plan.start, "start", "", "earliest start: "+domain.WhenForm+" (default now)")
+	fl.StringVar(&f.plan.deadline, "deadline", "", "when the work must be done, same forms (required)")
+	fl.DurationVar(&f.plan.checkpoint, "checkpoint", 0, "time between checkpoints (default: config plan.checkpoint, else 15m)")
+	fl.BoolVar(&f.plan.noCheckpoint, "no-checkpoint", false, "the job cannot checkpoint: an interruption starts it over")
+	fl.DurationVar(&f.plan.changeover, "changeover", 0, "wall time a start or switch costs (default: config plan.changeover, else 12m)")
+	fl.IntVar(&f.plan.runs, "runs", 10000, "Monte Carlo runs of the plan")
+	fl.StringVar(&f.strategy, "strategy", planner.StrategySafetyNet, "the strategy to carry out: "+strings.Join(planner.CarriedOut, ", "))
+	fl.Float64Var(&f.maxUSD, "max-usd", 0, "the most the job may spend (0: its p95 cost); it is held against the budget caps")
+	fl.StringVar(&f.progressFile, "progress-file", "", "a file where the job writes its hours of work done")
+	fl.StringVar(&f.progressCommand, "progress-command", "", "a shell command that prints the job's hours of work done")
+	fl.BoolVar(&f.yes, "yes", false, "start without asking (required when stdin is not a terminal)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "plan and show what the job would hold; nothing is recorded or launched")
+	addOutputFlag(c, &f.plan.output)
+	fl.DurationVar(&f.plan.timeout, "timeout", defaultTimeout, "how long to wait for the sources")
+	return c
+}
+
+func (a *app) runJobStart(parent context.Context, pj planner.Job, f jobStartFlags) error {
+	e := a.env
+	ctx, cancel := context.WithTimeout(parent, f.plan.timeout)
+	defer cancel()
+	ps, err := a.Providers(ctx)
+	if err != nil {
+		return err
+	}
+	a.modelsChecked = true
+	snap, err := a.ReadySnapshot(ctx, f.plan.timeout)
+	if err != nil {
+		return err
+	}
+	if err := e.checkModelsSold(snap, pj); err != nil {
+		return err
+	}
+	req := job.Request{Job: pj, Market: planner.Market{Pools: e.planPools(snap, pj)}, Strategy: f.strategy, MaxUSD: f.maxUSD,
+		Options: planner.Options{Runs: f.plan.runs, Seed: 1, Speeds: e.planSpeeds()}, ProgressFile: f.progressFile,
+		ProgressCommand: f.progressCommand, Actor: localActor()}
+	p, err := job.Propose(req)
+	if err != nil {
+		return planUsage(err)
+	}
+	svc, err := a.Booking(ps, f.plan.timeout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(e.errOut, jobSummary(req, p, svc, a.simulated()))
+	if b := svc.Budget(); b.MaxBookingUSD > 0 && cents(p.HoldUSD) > cents(b.MaxBookingUSD) {
+		return &ledger.BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: p.HoldUSD}
+	}
+	if f.dryRun {
+		fmt.Fprintln(e.errOut, "dry run: nothing was recorded or launched")
+		return writeRows(e.out, f.plan.output, []jobRow{jobRowOf(proposed(req, p), nil, nil)})
+	}
+	if !f.yes {
+		if err := e.confirm("job start", fmt.Sprintf("start the job, holding $%.2f", p.HoldUSD)); err != nil {
+			return err
+		}
+	}
+	j, err := job.Start(parent, svc, req, p)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.errOut, "job %s recorded (%s): a running gpumarket carries it out from %s; `gpumarket job run` drives it headless\n",
+		j.ID, j.State, bothZones(j.Terms.Start))
+	return writeRows(e.out, f.plan.output, []jobRow{jobRowOf(j, nil, nil)})
+}
+
+// cents rounds dollars to whole cents, as the ledger compares them.
+func cents(usd float64) int64 { return int64(math.Round(usd * 100)) }
+
+// proposed is the job a dry run shows: not recorded, no id.
+func proposed(req job.Request, p job.Proposal) ledger.Job {
+	return ledger.Job{State: "dry-run", Strategy: req.Strategy,
+		Terms: ledger.JobTerms{GPUs: req.Job.GPUs, Models: req.Job.Models, Hours: req.Job.Hours, Start: req.Job.Start, Deadline: req.Job.Deadline,
+			ProgressFile: req.ProgressFile, ProgressCommand: req.ProgressCommand},
+		Plan:   ledger.JobPlan{ExpectedUSD: p.Result.ExpectedCostUSD, P95USD: p.Result.P95CostUSD, OnTimePct: p.Result.OnTimePct},
+		MaxUSD: req.MaxUSD, HoldUSD: p.HoldUSD}
+}
+
+// jobSummary is the confirmation: the whole hold first, the plan's
+// figures, the pools, and what happens while no gpumarket runs.
+func jobSummary(req job.Request, p job.Proposal, svc *ledger.Service, simulated bool) string {
+	var b strings.Builder
+	if simulated {
+		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is launched.")
+	}
+	fmt.Fprintf(&b, "Hold: $%.2f against the budget (the larger of the plan's p95 $%.2f and --max-usd $%.2f)\n", p.HoldUSD, p.Result.P95CostUSD, req.MaxUSD)
+	fmt.Fprintf(&b, "  strategy   %s: expected $%.2f, p95 $%.2f, on time in %.0f%% of the plan's runs\n", req.Strategy,
+		p.Result.ExpectedCostUSD, p.Result.P95CostUSD, p.Result.OnTimePct)
+	fmt.Fprintf(&b, "  job        %d GPUs of %s for %g h of work\n", req.Job.GPUs, strings.Join(req.Job.Models, ","), req.Job.Hours)
+	fmt.Fprintf(&b, "  start      %s\n", bothZones(req.Job.Start))
+	fmt.Fprintf(&b, "  deadline   %s\n", bothZones(req.Job.Deadline))
+	for i, l := range p.Live.Lanes {
+		fmt.Fprintf(&b, "  spot %d     %d × %s in %s (%s), $%.2f/h\n", i+1, l.Instances, l.InstanceType, location(l.Region, l.Zone), l.Provider, l.USDHour)
+	}
+	if od := p.Live.OnDemand; od != nil {
+		fmt.Fprintf(&b, "  on-demand  %d × %s in %s (%s), $%.2f/h\n", od.Instances, od.InstanceType, od.Region, od.Provider, od.USDHour)
+	}
+	if bu := svc.Budget(); bu.MaxDailyUSD > 0 {
+		fmt.Fprintf(&b, "  budget     the hold counts against budget.max_daily_usd $%.2f with every other purchase\n", bu.MaxDailyUSD)
+	}
+	fmt.Fprintf(&b, "  unattended %s\n", job.Unattended(job.Every))
+	return b.String()
+}
+
+func (cl *cli) jobListCmd() *cobra.Command {
+	var output string
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "The jobs of the ledger, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			return cl.withApp(cmd, func(a *app) error {
+				st, err := a.Ledger()
+				if err != nil {
+					return err
+				}
+				js, err := st.ListJobs(cmd.Context())
+				if err != nil {
+					return err
+				}
+				rows := make([]jobRow, 0, len(js))
+				for _, j := range js {
+					rows = append(rows, jobRowOf(j, nil, nil))
+				}
+				return writeRows(a.out, output, rows)
+			})
+		},
+	}
+	addOutputFlag(c, &output)
+	return c
+}
+
+// jobID reads a job id argument.
+func jobID(args []string) (string, error) {
+	id := strings.TrimSpace(args[0])
+	if id == "" {
+		return "", usagef("ID is empty: give a job id from `gpumarket job list`")
+	}
+	return id, nil
+}
+
+// getJob finds a job; an unknown id is a usage error naming where ids
+// come from.
+func getJob(ctx context.Context, st *ledger.Store, id string) (ledger.Job, error) {
+	j, err := st.GetJob(ctx, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return j, usagef("no job %q in the ledger: want an id (or its first 6 or more characters) from `gpumarket job list`", id)
+	}
+	return j, err
+}
+
+func (cl *cli) jobShowCmd() *cobra.Command {
+	var output string
+	c := &cobra.Command{
+		Use:   "show ID",
+		Short: "A job: progress, spent against the plan, its outlook, its rows and every move its driver made",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			id, err := jobID(args)
+			if err != nil {
+				return err
+			}
+			return cl.withApp(cmd, func(a *app) error {
+				st, err := a.Ledger()
+				if err != nil {
+					return err
+				}
+				ctx := cmd.Context()
+				j, err := getJob(ctx, st, id)
+				if err != nil {
+					return err
+				}
+				rows, err := st.JobRows(ctx, j.ID)
+				if err != nil {
+					return err
+				}
+				moves, err := st.JobMoves(ctx, j.ID)
+				if err != nil {
+					return err
+				}
+				jr := jobRowOf(j, rows, moves)
+				if output != formatTable {
+					return writeRows(a.out, output, []jobRow{jr})
+				}
+				writeJobTable(a, j, jr, rows, moves)
+				return nil
+			})
+		},
+	}
+	addOutputFlag(c, &output)
+	return c
+}
+
+// writeJobTable shows a job for people: its figures, its rows beneath,
+// then its moves.
+func writeJobTable(a *app, j ledger.Job, jr jobRow, rows []ledger.Entry, moves []ledger.JobMove) {
+	w := a.out
+	fmt.Fprintf(w, "job %s  %s  %s\n", j.ID, j.State, j.Strategy)
+	fmt.Fprintf(w, "  progress   %.1f h of %g h (%s)\n", j.WorkDone, j.Terms.Hours, jr.ProgressSource)
+	fmt.Fprintf(w, "  spent      $%.2f; plan expected $%.2f, p95 $%.2f, on time %.0f%%; hold $%.2f\n", j.SpentUSD, j.Plan.ExpectedUSD,
+		j.Plan.P95USD, j.Plan.OnTimePct, j.HoldUSD)
+	fmt.Fprintf(w, "  window     %s to %s\n", bothZones(j.Terms.Start), bothZones(j.Terms.Deadline))
+	if j.Outlook != "" {
+		fmt.Fprintf(w, "  outlook    %s\n", j.Outlook)
+	}
+	if j.Reason != "" {
+		fmt.Fprintf(w, "  reason     %s\n", j.Reason)
+	}
+	if len(rows) > 0 {
+		fmt.Fprintln(w, "\nrows:")
+		lr := make([]ledgerRow, len(rows))
+		for i, r := range rows {
+			lr[i] = ledgerRowOf(r, a.now())
+		}
+		writeRows(w, formatTable, lr)
+	}
+	if len(moves) > 0 {
+		fmt.Fprintln(w, "\nmoves:")
+		for _, m := range moves {
+			fmt.Fprintf(w, "  %s  %s → %s: %s\n", m.At.Local().Format(localLayout), m.From, m.To, m.Reason)
+		}
+	}
+}
+
+func (cl *cli) jobCancelCmd() *cobra.Command {
+	var output string
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a job: it launches nothing more, and every fleet it runs is deleted",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutputTimeout(output, timeout); err != nil {
+				return err
+			}
+			id, err := jobID(args)
+			if err != nil {
+				return err
+			}
+			return cl.withApp(cmd, func(a *app) error {
+				st, err := a.Ledger()
+				if err != nil {
+					return err
+				}
+				ctx := cmd.Context()
+				j, err := getJob(ctx, st, id)
+				if err != nil {
+					return err
+				}
+				rows, _ := st.JobRows(ctx, j.ID)
+				var names []string
+				for _, r := range rows {
+					if !slices.Contains(names, r.Provider) {
+						names = append(names, r.Provider)
+					}
+				}
+				ps, err := a.Providers(ctx, names...)
+				if err != nil {
+					return err
+				}
+				svc, err := a.Booking(ps, timeout)
+				if err != nil {
+					return err
+				}
+				j, err = job.Cancel(ctx, svc, j.ID, localActor())
+				rows, _ = st.JobRows(ctx, j.ID)
+				moves, _ := st.JobMoves(ctx, j.ID)
+				if werr := writeRows(a.out, output, []jobRow{jobRowOf(j, rows, moves)}); werr != nil && err == nil {
+					err = werr
+				}
+				return err
+			})
+		},
+	}
+	addOutputFlag(c, &output)
+	c.Flags().DurationVar(&timeout, "timeout", ledger.DefaultTimeout, "bound on each delete call")
+	return c
+}
+
+func (cl *cli) jobRunCmd() *cobra.Command {
+	var once bool
+	c := &cobra.Command{
+		Use:   "run",
+		Short: "Drive the ledger's jobs headless until none is active (for systemd or cron)",
+		Long: `job run carries out the jobs of the data dir as the TUI, serve and watch do:
+it reviews each running job at least every minute and at each event it can
+see, and returns once no job is scheduled or running. With --once it reviews
+each job once and returns. A job another process drives is left to it until
+that process's lease lapses.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cl.withApp(cmd, func(a *app) error {
+				ctx := cmd.Context()
+				ps, err := a.jobProviders(ctx)
+				if err != nil {
+					return err
+				}
+				svc, err := a.Booking(ps, 0)
+				if err != nil {
+					return err
+				}
+				d := a.jobDriver(svc, ps, func(text string) { fmt.Fprintln(a.errOut, "gpumarket: "+text) })
+				if once {
+					pass, err := d.Review(ctx)
+					if err != nil {
+						return err
+					}
+					return errors.Join(pass.Errs...)
+				}
+				err = d.Run(ctx, true)
+				if errors.Is(err, context.Canceled) {
+					return nil
+				}
+				return err
+			})
+		},
+	}
+	c.Flags().BoolVar(&once, "once", false, "review each job once and return")
+	return c
+}
+
+// jobProviders are the providers in use plus those the active jobs'
+// lanes launch in.
+func (a *app) jobProviders(ctx context.Context) ([]domain.Provider, error) {
+	st, err := a.Ledger()
+	if err != nil {
+		return nil, err
+	}
+	js, err := st.ListJobs(ctx, ledger.JobScheduled, ledger.JobRunning)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, j := range js {
+		var lj planner.LiveJob
+		if err := json.Unmarshal(j.Live, &lj); err != nil {
+			continue
+		}
+		for _, l := range append(lj.Lanes, ptrLanes(lj.OnDemand)...) {
+			if !slices.Contains(names, l.Provider) {
+				names = append(names, l.Provider)
+			}
+		}
+	}
+	return a.Providers(ctx, names...)
+}
+
+func ptrLanes(l *planner.LiveLane) []planner.LiveLane {
+	if l == nil {
+		return nil
+	}
+	return []planner.LiveLane{*l}
+}
+
+// jobDriver is the process's driver of the ledger's jobs; its alerts go
+// to the log and stderr.
+func (a *app) jobDriver(svc *ledger.Service, ps []domain.Provider, tell func(string)) *job.Driver {
+	return job.New(svc, ps, job.Options{Logger: a.log, Actor: localActor(),
+		Template: func(string) string { return a.cfg.AWS.LaunchTemplate },
+		Alert: func(j ledger.Job, key, text string) {
+			a.log.Info("job", "job", j.ID, "alert", key, "text", text)
+			if tell != nil {
+				tell(text)
+			}
+		}})
+}
+
+// DriveJobs drives the ledger's jobs until Close, as every long-running
+// gpumarket does.
+func (a *app) DriveJobs(svc *ledger.Service, ps []domain.Provider) {
+	d := a.jobDriver(svc, ps, nil)
+	a.loops.Add(1)
+	go func() {
+		defer a.loops.Done()
+		_ = d.Run(a.ctx, false)
+	}()
+}

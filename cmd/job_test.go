@@ -1,0 +1,107 @@
+package cmd
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// jobFields are the JSON fields of `job show`, in order.
+var jobFields = []string{"id", "state", "strategy", "gpus", "hours", "work_done_hours", "start", "deadline", "finished_at", "spent_usd",
+	"plan_expected_usd", "plan_p95_usd", "plan_on_time_pct", "max_usd", "hold_usd", "reason", "outlook", "progress_source", "rows", "moves"}
+
+func TestJobStartRefusesBadUsage(t *testing.T) {
+	ok := []string{"job", "start", "--gpus", "16", "--gpu", "H100", "--hours", "48", "--deadline", "+72h", "--dry-run"}
+	with := func(extra ...string) []string { return append(slices.Clone(ok), extra...) }
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{with("--strategy", "capacity-block"), "--strategy \"capacity-block\": want one of spot+od-planner"},
+		{with("--max-usd", "-5"), "--max-usd -5"},
+		{with("--max-usd", "NaN"), "--max-usd"},
+		{with("--progress-file", "/a", "--progress-command", "b"), "--progress-file and --progress-command"},
+		{with("--runs", "0"), "--runs"},
+		{with("-o", "yaml"), "-o"},
+		{[]string{"job", "start", "--gpus", "16", "--gpu", "H100", "--hours", "48"}, "needs a confirmation"},
+		{[]string{"job", "start", "--gpu", "H100", "--hours", "48", "--dry-run"}, "--deadline is required"},
+		{[]string{"job", "show", "NOSUCHJOB"}, "no job \"NOSUCHJOB\""},
+		{[]string{"job", "cancel", " "}, "ID is empty"},
+		{[]string{"job", "list", "-o", "xml"}, "-o"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args[1:], " "), func(t *testing.T) {
+			code, stdout, stderr := runCmd(t, c.args...)
+			if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q: want exit 2 and one line naming %s", code, stdout, stderr, c.want)
+			}
+		})
+	}
+}
+
+func TestJobStartRunShowCancel(t *testing.T) {
+	isolate(t)
+	start := []string{"job", "start", "--gpus", "16", "--gpu", "H100", "--hours", "48", "--deadline", "+72h", "--runs", "500", "-o", "json"}
+	code, out, errOut := runIn(append(slices.Clone(start), "--dry-run")...)
+	if code != 0 {
+		t.Fatalf("dry run: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"Hold: $", "spot+od-planner: expected $", "on-demand", "While none runs, no move is made", "nothing was recorded"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the confirmation does not say %q:\n%s", want, errOut)
+		}
+	}
+	if code, out, _ := runIn("job", "list", "-o", "json"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("a dry run recorded a job: %s", out)
+	}
+	// A hold over budget.max_booking_usd (5,000 by default) is refused.
+	if code, _, errOut := runIn(append(slices.Clone(start), "--yes", "--max-usd", "99999")...); code != 1 || !strings.Contains(errOut, "max_booking_usd") {
+		t.Errorf("a hold over the cap: exit %d: %s", code, errOut)
+	}
+	code, out, errOut = runIn(append(slices.Clone(start), "--yes", "--max-usd", "4500")...)
+	if code != 0 {
+		t.Fatalf("start: exit %d: %s", code, errOut)
+	}
+	var started []map[string]any
+	if err := json.Unmarshal([]byte(out), &started); err != nil || len(started) != 1 {
+		t.Fatalf("start printed %q: %v", out, err)
+	}
+	id := started[0]["id"].(string)
+	if started[0]["state"] != "scheduled" || started[0]["max_usd"] != 4500.0 || started[0]["hold_usd"] != 4500.0 {
+		t.Errorf("started %v", started[0])
+	}
+	// Its start is the next minute: a review then launches its first fleet.
+	time.Sleep(time.Until(time.Now().Truncate(time.Minute).Add(time.Minute + 100*time.Millisecond)))
+	if code, _, errOut := runIn("job", "run", "--once"); code != 0 {
+		t.Fatalf("run --once: exit %d: %s", code, errOut)
+	}
+	code, out, _ = runIn("job", "show", id[:8], "-o", "json")
+	if code != 0 {
+		t.Fatalf("show: exit %d", code)
+	}
+	keys := jsonKeys(t, []byte(strings.TrimSpace(out))[1:])
+	if !slices.Equal(keys, jobFields) {
+		t.Errorf("job show fields %v, want %v", keys, jobFields)
+	}
+	var shown []struct {
+		State string `json:"state"`
+		Rows  []struct {
+			Kind, State string
+		} `json:"rows"`
+		Moves []struct{ From, To, Reason string } `json:"moves"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); err != nil || len(shown) != 1 {
+		t.Fatalf("show: %v %q", err, out)
+	}
+	if shown[0].State != "running" || len(shown[0].Rows) == 0 || len(shown[0].Moves) == 0 || shown[0].Rows[0].Kind != "fleet" {
+		t.Errorf("after a review: %+v", shown[0])
+	}
+	if code, out, errOut := runIn("job", "cancel", id, "-o", "json"); code != 0 || !strings.Contains(out, `"state":"cancelled"`) {
+		t.Errorf("cancel: exit %d %s %s", code, out, errOut)
+	}
+	if code, _, _ := runIn("job", "cancel", id); code != 1 {
+		t.Errorf("cancelling a cancelled job: exit %d, want 1", code)
+	}
+}

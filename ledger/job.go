@@ -1,0 +1,644 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A job is work gpumarket carries out for the user: the plan's policy
+// driven live (package job). The ledger keeps its terms, the plan's
+// figures, its hold on the budget, its progress, its lease (which
+// process drives it) and every move it made; each launch it makes is an
+// ordinary ledger row, linked to the job by its idempotency key in
+// job_launches before the launch is recorded.
+
+// States of a job.
+const (
+	JobScheduled = "scheduled"
+	JobRunning   = "running"
+	JobDone      = "done"
+	JobFailed    = "failed"
+	JobCancelled = "cancelled"
+)
+
+// JobStates lists every job state.
+var JobStates = []string{JobScheduled, JobRunning, JobDone, JobFailed, JobCancelled}
+
+// JobActive reports whether a job in the state is still to be driven.
+func JobActive(state string) bool { return state == JobScheduled || state == JobRunning }
+
+// JobTerms are the job's terms as the user gave them.
+type JobTerms struct {
+	GPUs           int           `json:"gpus"`
+	Models         []string      `json:"models"`
+	Hours          float64       `json:"hours"`
+	Start          time.Time     `json:"start"`
+	Deadline       time.Time     `json:"deadline"`
+	Checkpointable bool          `json:"checkpointable"`
+	Checkpoint     time.Duration `json:"checkpoint"`
+	Changeover     time.Duration `json:"changeover"`
+	// ProgressFile or ProgressCommand, when set, is where the job reports
+	// its own hours of work done, read at each review.
+	ProgressFile    string `json:"progress_file,omitempty"`
+	ProgressCommand string `json:"progress_command,omitempty"`
+}
+
+// JobPlan is what the plan said when the job was started.
+type JobPlan struct {
+	ExpectedUSD float64 `json:"expected_usd"`
+	P95USD      float64 `json:"p95_usd"`
+	OnTimePct   float64 `json:"on_time_pct"`
+}
+
+// Job is one job of the ledger.
+type Job struct {
+	ID       string
+	State    string
+	Strategy string
+	Terms    JobTerms
+	Plan     JobPlan
+	// Live is the plan's lanes as the driver carries them out and
+	// Progress its state (planner.LiveJob and LiveState, as JSON).
+	Live, Progress json.RawMessage
+	// MaxUSD is the user's limit (0: none); HoldUSD what the job holds
+	// against the budget caps: the larger of the plan's p95 and MaxUSD.
+	MaxUSD, HoldUSD float64
+	// WorkDone is the hours of work done; SpentUSD what its rows cost
+	// so far, as of its last review.
+	WorkDone, SpentUSD float64
+	// Reason says why it failed or was cancelled; Outlook what the last
+	// review projected.
+	Reason, Outlook string
+	// LeaseHolder is the driver that carries the job out until
+	// LeaseUntil (JobLease).
+	LeaseHolder string
+	LeaseUntil  time.Time
+	// Seq numbers the job's moves.
+	Seq                              int
+	Actor                            string
+	CreatedAt, UpdatedAt, FinishedAt time.Time
+}
+
+// JobMove is one move a driver made, and why.
+type JobMove struct {
+	Seq    int       `json:"-"`
+	At     time.Time `json:"time"`
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	Reason string    `json:"reason"`
+	// Key is the idempotency key of the launch the move makes ("" for a
+	// move that launches nothing).
+	Key string `json:"launch_key,omitempty"`
+}
+
+// jobsMigration adds the jobs. A new table only: no ledger row changes.
+const jobsMigration = `CREATE TABLE jobs (
+		id           TEXT PRIMARY KEY,
+		state        TEXT NOT NULL,
+		strategy     TEXT NOT NULL,
+		terms        TEXT NOT NULL,
+		plan         TEXT NOT NULL,
+		live         TEXT NOT NULL,
+		progress     TEXT NOT NULL,
+		max_usd      REAL NOT NULL DEFAULT 0,
+		hold_usd     REAL NOT NULL DEFAULT 0,
+		work_done    REAL NOT NULL DEFAULT 0,
+		spent_usd    REAL NOT NULL DEFAULT 0,
+		reason       TEXT NOT NULL DEFAULT '',
+		outlook      TEXT NOT NULL DEFAULT '',
+		lease_holder TEXT NOT NULL DEFAULT '',
+		lease_until  TEXT NOT NULL DEFAULT '',
+		seq          INTEGER NOT NULL DEFAULT 0,
+		actor        TEXT NOT NULL DEFAULT '',
+		created_at   TEXT NOT NULL,
+		updated_at   TEXT NOT NULL,
+		finished_at  TEXT NOT NULL DEFAULT ''
+	);
+	CREATE INDEX jobs_state ON jobs(state);
+	CREATE TABLE job_moves (
+		job_id     TEXT NOT NULL,
+		seq        INTEGER NOT NULL,
+		at         TEXT NOT NULL,
+		from_lane  TEXT NOT NULL,
+		to_lane    TEXT NOT NULL,
+		reason     TEXT NOT NULL,
+		launch_key TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (job_id, seq)
+	);
+	CREATE TABLE job_launches (
+		idem_key   TEXT PRIMARY KEY,
+		job_id     TEXT NOT NULL,
+		seq        INTEGER NOT NULL,
+		created_at TEXT NOT NULL
+	);
+	CREATE INDEX job_launches_job ON job_launches(job_id);`
+
+// jobsVersion is the schema version that has the jobs, wherever the
+// migration stands in the list.
+var jobsVersion = slices.Index(migrations, jobsMigration) + 1
+
+func (s *Store) hasJobs() bool { return s.version >= jobsVersion }
+
+// ErrLeaseLost is returned by a job write fenced by a lease the writer
+// no longer holds: another driver took the job over.
+var ErrLeaseLost = errors.New("the job's lease is held by another driver")
+
+const jobCols = `id, state, strategy, terms, plan, live, progress, max_usd, hold_usd, work_done, spent_usd, reason, outlook,
+	lease_holder, lease_until, seq, actor, created_at, updated_at, finished_at`
+
+func scanJob(sc scanner) (Job, error) {
+	var j Job
+	var terms, plan, live, prog, until, created, updated, finished string
+	if err := sc.Scan(&j.ID, &j.State, &j.Strategy, &terms, &plan, &live, &prog, &j.MaxUSD, &j.HoldUSD, &j.WorkDone, &j.SpentUSD,
+		&j.Reason, &j.Outlook, &j.LeaseHolder, &until, &j.Seq, &j.Actor, &created, &updated, &finished); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return j, ErrNotFound
+		}
+		return j, err
+	}
+	if err := json.Unmarshal([]byte(terms), &j.Terms); err != nil {
+		return j, fmt.Errorf("job %s: terms: %w", j.ID, err)
+	}
+	if err := json.Unmarshal([]byte(plan), &j.Plan); err != nil {
+		return j, fmt.Errorf("job %s: plan: %w", j.ID, err)
+	}
+	j.Live, j.Progress = json.RawMessage(live), json.RawMessage(prog)
+	var err error
+	for _, f := range []struct {
+		s string
+		t *time.Time
+	}{{until, &j.LeaseUntil}, {created, &j.CreatedAt}, {updated, &j.UpdatedAt}, {finished, &j.FinishedAt}} {
+		if *f.t, err = parseTime(f.s); err != nil {
+			return j, fmt.Errorf("job %s: %w", j.ID, err)
+		}
+	}
+	return j, nil
+}
+
+// JobHold is the sum a job holds against the budget: the larger of its
+// plan's p95 cost and its limit.
+func JobHold(p95, maxUSD float64) float64 { return math.Max(p95, maxUSD) }
+
+// CreateJob records a new job, its hold checked against the caps inside
+// the write transaction (check gets the day's spending, jobs' holds
+// included, so two processes cannot both pass a cap).
+func (s *Store) CreateJob(ctx context.Context, j Job, check func(daySpent float64) error) (Job, error) {
+	if s.readOnly {
+		return Job{}, fmt.Errorf("record job: %w", ErrReadOnly)
+	}
+	if j.ID == "" {
+		j.ID = NewID(s.now())
+	}
+	if j.CreatedAt.IsZero() {
+		j.CreatedAt = s.now()
+	}
+	j.UpdatedAt = j.CreatedAt
+	if j.State == "" {
+		j.State = JobScheduled
+	}
+	if len(j.Live) == 0 {
+		j.Live = json.RawMessage("{}")
+	}
+	if len(j.Progress) == 0 {
+		j.Progress = json.RawMessage("{}")
+	}
+	terms, err := json.Marshal(j.Terms)
+	if err != nil {
+		return Job{}, err
+	}
+	plan, err := json.Marshal(j.Plan)
+	if err != nil {
+		return Job{}, err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Job{}, fmt.Errorf("record job: %w", err)
+	}
+	defer tx.Rollback()
+	if check != nil {
+		spent, err := s.DayHeld(ctx, tx, j.CreatedAt, "")
+		if err != nil {
+			return Job{}, fmt.Errorf("record job: %w", err)
+		}
+		if err := check(spent); err != nil {
+			return Job{}, err
+		}
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO jobs (`+jobCols+`) VALUES (?`+strings.Repeat(",?", 19)+`)`,
+		j.ID, j.State, j.Strategy, string(terms), string(plan), string(j.Live), string(j.Progress), j.MaxUSD, j.HoldUSD,
+		j.WorkDone, j.SpentUSD, j.Reason, j.Outlook, j.LeaseHolder, fmtTime(j.LeaseUntil), j.Seq, j.Actor,
+		fmtTime(j.CreatedAt), fmtTime(j.UpdatedAt), fmtTime(j.FinishedAt))
+	if err != nil {
+		return Job{}, fmt.Errorf("record job: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Job{}, fmt.Errorf("record job: commit: %w", err)
+	}
+	return j, nil
+}
+
+// GetJob returns one job; an id prefix of at least 6 characters that
+// names one job finds it too.
+func (s *Store) GetJob(ctx context.Context, id string) (Job, error) {
+	if !s.hasJobs() {
+		return Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	j, err := scanJob(s.db.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
+	if errors.Is(err, ErrNotFound) && len(id) >= 6 {
+		js, lerr := s.jobs(ctx, `WHERE id LIKE ? ORDER BY id LIMIT 2`, strings.ToUpper(id)+"%")
+		if lerr == nil && len(js) == 1 {
+			return js[0], nil
+		}
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// ListJobs returns the jobs, newest first; with states given, only jobs
+// in them.
+func (s *Store) ListJobs(ctx context.Context, states ...string) ([]Job, error) {
+	if !s.hasJobs() {
+		return nil, nil
+	}
+	q := `ORDER BY id DESC`
+	var args []any
+	if len(states) > 0 {
+		q = `WHERE state IN (?` + strings.Repeat(",?", len(states)-1) + `) ` + q
+		for _, st := range states {
+			args = append(args, st)
+		}
+	}
+	return s.jobs(ctx, q, args...)
+}
+
+func (s *Store) jobs(ctx context.Context, where string, args ...any) ([]Job, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+jobCols+` FROM jobs `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// TakeLease gives the job's lease to holder until `until` if it is free,
+// already holder's, lapsed at now, or held by a process gone (gone says,
+// from the holder's name). It compares and swaps: of two drivers that
+// read the same lapsed lease, one gets it. ok is false when another
+// driver holds it.
+func (s *Store) TakeLease(ctx context.Context, id, holder string, now, until time.Time, gone func(holder string) bool) (Job, bool, error) {
+	j, err := s.GetJob(ctx, id)
+	if err != nil {
+		return j, false, err
+	}
+	held, err := s.TakeLeases(ctx, []Job{j}, holder, now, until, gone)
+	if err != nil || len(held) == 1 {
+		if len(held) == 1 {
+			j = held[0]
+		}
+		return j, len(held) == 1, err
+	}
+	cur, err := s.GetJob(ctx, id)
+	return cur, false, err
+}
+
+// ReleaseLease gives the lease up, if holder has it.
+func (s *Store) ReleaseLease(ctx context.Context, id, holder string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE jobs SET lease_holder = '', lease_until = '' WHERE id = ? AND lease_holder = ?`, id, holder)
+	return err
+}
+
+// SaveJob writes the job's progress, state, figures and lease expiry,
+// fenced: only while holder has its lease (ErrLeaseLost otherwise). A
+// job cancelled meanwhile stays cancelled (ErrJobEnded).
+func (s *Store) SaveJob(ctx context.Context, j Job, holder string) (Job, error) {
+	failed, err := s.SaveJobs(ctx, []Job{j}, holder)
+	if err == nil {
+		err = failed[j.ID]
+	}
+	return j, err
+}
+
+// ErrJobEnded is returned by a fenced write to a job that ended
+// meanwhile (cancelled by the user).
+var ErrJobEnded = errors.New("the job has ended")
+
+// SaveJobs is SaveJob for several jobs in one transaction (a driver's
+// review of many jobs commits once); failed says, by job id, why a job
+// was not saved (ErrLeaseLost, ErrJobEnded).
+func (s *Store) SaveJobs(ctx context.Context, js []Job, holder string) (failed map[string]error, err error) {
+	if s.readOnly {
+		return nil, ErrReadOnly
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("save jobs: %w", err)
+	}
+	defer tx.Rollback()
+	now := s.now()
+	for _, j := range js {
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, live = ?, progress = ?, work_done = ?, spent_usd = ?, reason = ?, outlook = ?,
+			lease_until = ?, updated_at = ?, finished_at = ? WHERE id = ? AND lease_holder = ? AND state IN (?, ?)`,
+			j.State, string(j.Live), string(j.Progress), j.WorkDone, j.SpentUSD, j.Reason, j.Outlook, fmtTime(j.LeaseUntil),
+			fmtTime(now), fmtTime(j.FinishedAt), j.ID, holder, JobScheduled, JobRunning)
+		if err != nil {
+			return nil, fmt.Errorf("save job %s: %w", j.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			if failed == nil {
+				failed = map[string]error{}
+			}
+			failed[j.ID] = s.whyNotSaved(ctx, tx, j.ID)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("save jobs: commit: %w", err)
+	}
+	return failed, nil
+}
+
+// TakeLeases is TakeLease for several jobs (as ListJobs read them) in one
+// transaction; it returns the jobs holder now holds.
+func (s *Store) TakeLeases(ctx context.Context, js []Job, holder string, now, until time.Time, gone func(holder string) bool) ([]Job, error) {
+	if s.readOnly {
+		return nil, ErrReadOnly
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("job leases: %w", err)
+	}
+	defer tx.Rollback()
+	var held []Job
+	for _, j := range js {
+		free := j.LeaseHolder == "" || j.LeaseHolder == holder || !now.Before(j.LeaseUntil) || (gone != nil && gone(j.LeaseHolder))
+		if !free {
+			continue
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET lease_holder = ?, lease_until = ? WHERE id = ? AND lease_holder = ? AND lease_until = ?`,
+			holder, fmtTime(until), j.ID, j.LeaseHolder, fmtTime(j.LeaseUntil))
+		if err != nil {
+			return nil, fmt.Errorf("lease of job %s: %w", j.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			j.LeaseHolder, j.LeaseUntil = holder, until
+			held = append(held, j)
+		}
+	}
+	return held, tx.Commit()
+}
+
+func (s *Store) whyNotSaved(ctx context.Context, tx *sql.Tx, id string) error {
+	var state string
+	if err := tx.QueryRowContext(ctx, `SELECT state FROM jobs WHERE id = ?`, id).Scan(&state); err != nil {
+		return fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	if !JobActive(state) {
+		return fmt.Errorf("job %s is %s: %w", id, state, ErrJobEnded)
+	}
+	return fmt.Errorf("job %s: %w", id, ErrLeaseLost)
+}
+
+// RecordMove writes a move of the job, fenced by holder's lease; a move
+// that launches (Key set) reserves its key in job_launches in the same
+// transaction, before the launch is recorded or sent, so the launch's
+// row is the job's however the process ends. It returns the move with
+// its sequence number.
+func (s *Store) RecordMove(ctx context.Context, jobID, holder string, m JobMove) (JobMove, error) {
+	if s.readOnly {
+		return m, ErrReadOnly
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return m, fmt.Errorf("record move: %w", err)
+	}
+	defer tx.Rollback()
+	var seq int
+	var lh, state string
+	if err := tx.QueryRowContext(ctx, `SELECT seq, lease_holder, state FROM jobs WHERE id = ?`, jobID).Scan(&seq, &lh, &state); err != nil {
+		return m, fmt.Errorf("record move of job %s: %w", jobID, err)
+	}
+	if lh != holder {
+		return m, fmt.Errorf("record move of job %s: %w", jobID, ErrLeaseLost)
+	}
+	if !JobActive(state) && m.Key != "" {
+		return m, fmt.Errorf("record move of job %s (%s): %w", jobID, state, ErrJobEnded)
+	}
+	m.Seq = seq + 1
+	if m.At.IsZero() {
+		m.At = s.now()
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO job_moves (job_id, seq, at, from_lane, to_lane, reason, launch_key) VALUES (?,?,?,?,?,?,?)`,
+		jobID, m.Seq, fmtTime(m.At), m.From, m.To, m.Reason, m.Key); err != nil {
+		return m, fmt.Errorf("record move of job %s: %w", jobID, err)
+	}
+	if m.Key != "" {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO job_launches (idem_key, job_id, seq, created_at) VALUES (?,?,?,?)`,
+			m.Key, jobID, m.Seq, fmtTime(m.At)); err != nil {
+			return m, fmt.Errorf("record launch of job %s: %w", jobID, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET seq = ? WHERE id = ?`, m.Seq, jobID); err != nil {
+		return m, fmt.Errorf("record move of job %s: %w", jobID, err)
+	}
+	return m, tx.Commit()
+}
+
+// JobMoves returns the job's moves in order.
+func (s *Store) JobMoves(ctx context.Context, jobID string) ([]JobMove, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, from_lane, to_lane, reason, launch_key FROM job_moves WHERE job_id = ? ORDER BY seq`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("moves of job %s: %w", jobID, err)
+	}
+	defer rows.Close()
+	var out []JobMove
+	for rows.Next() {
+		var m JobMove
+		var at string
+		if err := rows.Scan(&m.Seq, &at, &m.From, &m.To, &m.Reason, &m.Key); err != nil {
+			return nil, err
+		}
+		if m.At, err = parseTime(at); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// JobLaunchKeys returns the launch keys the job reserved, in order.
+func (s *Store) JobLaunchKeys(ctx context.Context, jobID string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT idem_key FROM job_launches WHERE job_id = ? ORDER BY seq`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("launches of job %s: %w", jobID, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// JobRows returns the ledger rows of the job's launches, oldest first.
+func (s *Store) JobRows(ctx context.Context, jobID string) ([]Entry, error) {
+	if !s.hasJobs() {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+prefixed(s.cols(), "l.")+` FROM ledger l JOIN job_launches k ON l.idem_key = k.idem_key
+		WHERE k.job_id = ? AND l.kind = ? ORDER BY k.seq, l.id`, jobID, KindFleet)
+	if err != nil {
+		return nil, fmt.Errorf("rows of job %s: %w", jobID, err)
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		r, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("rows of job %s: %w", jobID, err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// JobOfRow returns the id of the job whose launch the row is, or "".
+func (s *Store) JobOfRow(ctx context.Context, r Entry) string {
+	if !s.hasJobs() {
+		return ""
+	}
+	var id string
+	_ = s.db.QueryRowContext(ctx, `SELECT job_id FROM job_launches WHERE idem_key = ?`, r.IdemKey).Scan(&id)
+	return id
+}
+
+// EndJob sets a job's final state (done, failed, cancelled) whoever holds
+// its lease: the user's cancel, or a driver that ended it. It returns
+// false when the job had already ended.
+func (s *Store) EndJob(ctx context.Context, id, state, reason string) (bool, error) {
+	if s.readOnly {
+		return false, ErrReadOnly
+	}
+	now := s.now()
+	res, err := s.db.ExecContext(ctx, `UPDATE jobs SET state = ?, reason = ?, finished_at = ?, updated_at = ? WHERE id = ? AND state IN (?, ?)`,
+		state, reason, fmtTime(now), fmtTime(now), id, JobScheduled, JobRunning)
+	if err != nil {
+		return false, fmt.Errorf("end job %s: %w", id, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// prefixed qualifies each column of a select list with p.
+func prefixed(cols, p string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = p + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// jobsDaySum is what the jobs created on t's UTC day count against the
+// daily cap: an active job its hold (or what it spent, if more), an
+// ended one what it spent. Their launches' rows are left out of the
+// rows' sum (daySum): the hold covers them.
+func jobsDaySum(ctx context.Context, q querier, day time.Time) (float64, error) {
+	var sum float64
+	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(CASE WHEN state IN (?, ?) THEN MAX(hold_usd, spent_usd) ELSE spent_usd END), 0)
+		FROM jobs WHERE created_at >= ? AND created_at < ?`, JobScheduled, JobRunning,
+		fmtTime(day), fmtTime(day.Add(24*time.Hour))).Scan(&sum)
+	if err != nil {
+		return 0, fmt.Errorf("sum of the day's jobs: %w", err)
+	}
+	return sum, nil
+}
+
+// checkLaunchBudget checks a fleet's first hour against the caps; a
+// job's launch is covered by the job's hold on the day, so only the
+// per-purchase cap applies to it.
+func (s *Service) checkLaunchBudget(job string, cost, spent float64) error {
+	if job != "" {
+		b := s.opt.Budget
+		if b.MaxBookingUSD > 0 && cents(cost) > cents(b.MaxBookingUSD) {
+			return &BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: cost}
+		}
+		return nil
+	}
+	return s.checkBudget(cost, spent)
+}
+
+// StartJob records a job with its whole hold checked against the budget
+// caps: the hold is one purchase (max_booking_usd) and counts on the
+// day with everything else (max_daily_usd).
+func (s *Service) StartJob(ctx context.Context, j Job) (Job, error) {
+	if s.st.ReadOnly() {
+		return Job{}, fmt.Errorf("refused: %w; nothing was started", ErrReadOnly)
+	}
+	if j.Actor == "" {
+		j.Actor = s.opt.Actor
+	}
+	j.CreatedAt = s.opt.Now()
+	out, err := s.st.CreateJob(ctx, j, func(spent float64) error { return s.checkBudget(j.HoldUSD, spent) })
+	if err == nil {
+		s.changes.Add(1)
+	}
+	return out, err
+}
+
+// ReconcileRow settles one unsettled row as Reconcile does, unless its
+// call is still in flight; a settled fleet of an ephemeral provider whose
+// process ended is recorded ended. It returns the row as now recorded
+// and whether its outcome is known.
+func (s *Service) ReconcileRow(ctx context.Context, r Entry) (Entry, bool, string) {
+	if r.Settled() {
+		if next, ended := s.endedWithProcess(ctx, r); ended {
+			if u, err := s.settle(ctx, next, r.State); err == nil {
+				return u, true, ""
+			}
+		}
+		return r, true, ""
+	}
+	if ok, why := s.inFlight(r); ok {
+		return r, false, "the call is still in flight: " + why
+	}
+	return s.reconcileRow(ctx, r)
+}
+
+// HoldProcessLock takes this handle's process lock, held until Close, so
+// that other processes on this host see it alive (ProcessLiveness): a
+// job driver's lease is taken over at once only from a process gone.
+func (s *Store) HoldProcessLock() error {
+	if s.readOnly || !lockSupported {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		return nil
+	}
+	f, err := lockFile(s.procLock(s.owner.Token))
+	if err != nil {
+		return fmt.Errorf("take the process lock: %w", err)
+	}
+	s.proc = f
+	return nil
+}

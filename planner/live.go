@@ -1,0 +1,302 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// A live job is the policy a plan was priced with, carried out on the
+// wall clock: the same policy code (policyFor) and the same run
+// arithmetic (advance, preempt, switchTo) the Monte Carlo and the
+// backtest use, fed what is known now instead of a drawn timeline.
+
+// LiveLane is one way the job may hold its capacity: a spot pool of the
+// plan's strategy, or its on-demand pool.
+type LiveLane struct {
+	Pool         string  `json:"pool"` // Pool.Key
+	Provider     string  `json:"provider"`
+	Region       string  `json:"region"`
+	Zone         string  `json:"zone,omitempty"`
+	InstanceType string  `json:"instance_type"`
+	Instances    int     `json:"instances"`
+	USDHour      float64 `json:"usd_hour"` // for all the instances
+	Speed        float64 `json:"speed"`
+	Score        float64 `json:"score"`
+}
+
+// LiveJob is what a driver needs to carry a planned job out: its terms
+// in hours from its start, the policy's name and the lanes it runs on.
+type LiveJob struct {
+	Policy   string    `json:"policy"`
+	Start    time.Time `json:"start"`
+	Deadline time.Time `json:"deadline"`
+	Work     float64   `json:"work_hours"`
+	D        float64   `json:"changeover_hours"`
+	// Checkpoint is the interval in hours; 0 keeps all progress, -1
+	// keeps none (the job cannot checkpoint).
+	Checkpoint float64    `json:"checkpoint_hours"`
+	Lanes      []LiveLane `json:"lanes"`
+	OnDemand   *LiveLane  `json:"on_demand,omitempty"`
+	AnyAvail   float64    `json:"any_avail"`
+}
+
+// Idle is the lane of a job that holds nothing.
+const Idle = idle
+
+// LiveState is a job's progress as the policy counts it.
+type LiveState struct {
+	At            time.Time `json:"at"`
+	Cur           int       `json:"cur"` // Idle, a spot lane, or len(Lanes) for on-demand
+	Over          float64   `json:"over"`
+	Saved         float64   `json:"saved"`
+	Pending       float64   `json:"pending"`
+	Clock         float64   `json:"clock"`
+	Cost          float64   `json:"cost"`
+	Interruptions int       `json:"interruptions"`
+	LastPreempt   int       `json:"last_preempt"`
+	LastPreemptAt float64   `json:"last_preempt_at"`
+	// What the policy was last asked with: the lanes then up and the
+	// review it named (zero: none). Asked is false until it is asked,
+	// and again after an interruption.
+	Asked  bool      `json:"asked"`
+	Up     []bool    `json:"up,omitempty"`
+	Review time.Time `json:"review,omitzero"`
+}
+
+// neverPreempted stands for "no interruption yet" (−Inf in a run),
+// which JSON cannot hold: a million years before the start.
+const neverPreempted = -1e10
+
+// NewLiveState is a job not started at t.
+func NewLiveState(t time.Time) LiveState {
+	return LiveState{At: t, Cur: idle, LastPreempt: idle, LastPreemptAt: neverPreempted}
+}
+
+// Progress is the hours of work done (kept and not yet checkpointed).
+func (s LiveState) Progress() float64 { return s.Saved + s.Pending }
+
+// LiveMove is the policy's decision: the lane to hold from now, and the
+// latest time to ask again (zero: only at an event).
+type LiveMove struct {
+	To     int
+	Review time.Time
+}
+
+// OnDemandLane is the lane index of on-demand.
+func (j *LiveJob) OnDemandLane() int { return len(j.Lanes) }
+
+// Lane is lane i (spot or on-demand), nil for Idle.
+func (j *LiveJob) Lane(i int) *LiveLane {
+	switch {
+	case i == j.OnDemandLane():
+		return j.OnDemand
+	case i >= 0 && i < len(j.Lanes):
+		return &j.Lanes[i]
+	}
+	return nil
+}
+
+// Done reports whether the work is done.
+func (j *LiveJob) Done(s LiveState) bool { return s.Progress() >= j.Work-1e-9 }
+
+func (j *LiveJob) hours(t time.Time) float64 { return t.Sub(j.Start).Hours() }
+
+// at is the time h hours after the start, rounded up past the
+// nanosecond so that a time the policy names has come when the clock
+// reads it back in hours.
+func (j *LiveJob) at(h float64) time.Time {
+	return j.Start.Add(time.Duration(math.Ceil(h*float64(time.Hour))) + 1)
+}
+
+// run is the job's state as a planner run on lanes whose capacity is
+// known only now (up[i]).
+func (j *LiveJob) run(s *LiveState, up []bool) (*run, *spec) {
+	ckpt := j.Checkpoint
+	if ckpt < 0 {
+		ckpt = math.Inf(1)
+	}
+	sp := &spec{work: j.Work, start: 0, deadline: j.hours(j.Deadline), d: j.D, ckpt: ckpt, horizon: math.Inf(1)}
+	lanes := make([]lane, len(j.Lanes))
+	for i, l := range j.Lanes {
+		u := i < len(up) && up[i]
+		lanes[i] = lane{usdHour: l.USDHour, speed: l.Speed, score: l.Score, tl: steady(u), until: math.Inf(-1)}
+	}
+	r := &run{sp: sp, lanes: lanes, t: j.hours(s.At), saved: s.Saved, pending: s.Pending, clock: s.Clock,
+		cur: s.Cur, over: s.Over, cost: s.Cost, interruptions: s.Interruptions,
+		lastPreempt: s.LastPreempt, lastPreemptAt: s.LastPreemptAt}
+	if j.OnDemand != nil {
+		r.od = &lane{usdHour: j.OnDemand.USDHour, speed: j.OnDemand.Speed, until: math.Inf(-1)}
+	} else {
+		r.od = &lane{usdHour: math.Inf(1), speed: 1, until: math.Inf(-1)}
+	}
+	return r, sp
+}
+
+func (r *run) liveState(s LiveState, at time.Time) LiveState {
+	return LiveState{Asked: s.Asked, Up: s.Up, Review: s.Review, At: at, Cur: r.cur, Over: r.over, Saved: r.saved, Pending: r.pending, Clock: r.clock, Cost: r.cost,
+		Interruptions: r.interruptions, LastPreempt: r.lastPreempt, LastPreemptAt: r.lastPreemptAt}
+}
+
+// Advance counts the time from s.At to t on the lane held: its cost and
+// the progress the plan models (after the changeover, checkpoints at the
+// job's interval).
+func (j *LiveJob) Advance(s LiveState, t time.Time) LiveState {
+	if !t.After(s.At) {
+		return s
+	}
+	r, _ := j.run(&s, nil)
+	h := j.hours(t)
+	if s.Cur != idle {
+		// Work done before t ends the count there: a done job pays for
+		// nothing after it in the model.
+		if l := r.lane(s.Cur); l.speed > 0 {
+			if fin := r.t + r.over + (j.Work-r.progress())/l.speed; fin < h {
+				h = fin
+			}
+		}
+	}
+	r.advance(h)
+	return r.liveState(s, t)
+}
+
+// Interrupted is the state after the lane held was lost at s.At: what
+// the plan counts an interruption to lose.
+func (j *LiveJob) Interrupted(s LiveState) LiveState {
+	r, _ := j.run(&s, nil)
+	if r.cur == idle {
+		return s
+	}
+	r.preempt()
+	s.Asked = false
+	return r.liveState(s, s.At)
+}
+
+// Apply is the state after the move was carried out at s.At, asked with
+// up (a voluntary move checkpoints first; a new lane starts with a
+// changeover).
+func (j *LiveJob) Apply(s LiveState, mv LiveMove, up []bool) LiveState {
+	s.Asked, s.Up, s.Review = true, slices.Clone(up), mv.Review
+	if mv.To == s.Cur {
+		return s
+	}
+	r, _ := j.run(&s, nil)
+	r.switchTo(mv.To)
+	return r.liveState(s, s.At)
+}
+
+// Due reports whether the policy is to be asked at s.At, as the model
+// asks it: at the start and after an interruption, once the review it
+// named has come, and, while it holds nothing or named no review, when
+// some lane's capacity changed (the model's review is then the next
+// change). Asked more often, a policy may decide differently from the
+// plan it priced (Uniform Progress stays on on-demand until its review).
+func (j *LiveJob) Due(s LiveState, up []bool) bool {
+	switch {
+	case !s.Asked:
+		return true
+	case !s.Review.IsZero() && !s.At.Before(s.Review):
+		return true
+	case s.Cur == idle || s.Review.IsZero():
+		return !slices.Equal(up, s.Up)
+	}
+	return false
+}
+
+// Reported sets the progress to what the job itself reports (hours of
+// work done, kept: the job counts what it saved).
+func (j *LiveJob) Reported(s LiveState, hours float64) LiveState {
+	s.Saved, s.Pending, s.Clock = math.Max(0, hours), 0, 0
+	return s
+}
+
+// Decide asks the job's policy what to hold at s.At, with up saying which
+// spot lanes have capacity now.
+func (j *LiveJob) Decide(s LiveState, up []bool) (LiveMove, error) {
+	pol := policyFor(j.Policy, j.AnyAvail)
+	if pol == nil {
+		return LiveMove{}, fmt.Errorf("strategy %s has no policy a driver can carry out", j.Policy)
+	}
+	r, _ := j.run(&s, up)
+	m := pol.decide(r)
+	if m.to == r.odIdx() && j.OnDemand == nil {
+		m.to = idle
+	}
+	mv := LiveMove{To: m.to}
+	if !math.IsInf(m.review, 1) && !math.IsNaN(m.review) {
+		mv.Review = j.at(m.review)
+	}
+	return mv, nil
+}
+
+// CarriedOut names the strategies a driver can carry out: those run by
+// a policy over spot lanes (and on-demand).
+var CarriedOut = []string{StrategySafetyNet, StrategyUniformProgress, StrategySpotMulti, StrategySpotOne, StrategyOnDemand}
+
+// CarryOut plans the job and returns the result of the strategy asked
+// for (the best-ranked of that name) with the lanes a driver carries it
+// out on: the very pools, prices, speeds and scores the plan was priced
+// with.
+func CarryOut(job Job, m Market, opt Options, strategy string) (Result, LiveJob, error) {
+	if !slices.Contains(CarriedOut, strategy) {
+		return Result{}, LiveJob{}, fieldErr("strategy", "%q: a job carries out one of %v", strategy, CarriedOut)
+	}
+	res, err := Plan(job, m, opt)
+	if err != nil {
+		return Result{}, LiveJob{}, err
+	}
+	Rank(res, 0)
+	var best *Result
+	for _, r := range res {
+		if r.Strategy == strategy {
+			best = &r
+			break
+		}
+	}
+	if best == nil {
+		return Result{}, LiveJob{}, fieldErr("strategy", "the plan has no %s row on this market (no pool it needs)", strategy)
+	}
+	if opt.Speeds == nil {
+		opt.Speeds = DefaultSpeeds
+	}
+	p := &planning{job: job, opt: opt, ref: job.Models[0], d: job.Changeover.Hours(), work: job.Hours}
+	p.candidates(m)
+	byKey := map[string]*candidate{}
+	for i := range p.cands {
+		byKey[p.cands[i].p.Key] = &p.cands[i]
+	}
+	lj := LiveJob{Policy: strategy, Start: job.Start, Deadline: job.Deadline, Work: job.Hours, D: job.Changeover.Hours(), Checkpoint: -1}
+	if job.Checkpointable {
+		lj.Checkpoint = job.Checkpoint.Hours()
+	}
+	liveLane := func(c *candidate, usd float64) LiveLane {
+		return LiveLane{Pool: c.p.Key, Provider: c.p.Provider, Region: c.p.Region, Zone: c.p.Zone, InstanceType: c.p.InstanceType,
+			Instances: c.n, USDHour: usd, Speed: c.speed, Score: c.score}
+	}
+	var spot []*candidate
+	if strategy != StrategyOnDemand {
+		for _, k := range best.Pools {
+			if c := byKey[k]; c != nil {
+				lj.Lanes = append(lj.Lanes, liveLane(c, c.spotUSD))
+				spot = append(spot, c)
+			}
+		}
+	}
+	odKey := best.OnDemandPool
+	if strategy == StrategyOnDemand && len(best.Pools) > 0 {
+		odKey = best.Pools[0]
+	}
+	if c := byKey[odKey]; c != nil {
+		l := liveLane(c, c.odUSD)
+		l.Score = c.odScore
+		lj.OnDemand = &l
+	}
+	if len(spot) > 0 {
+		lj.AnyAvail = anyAvailability(spot)
+	}
+	if len(lj.Lanes) == 0 && lj.OnDemand == nil {
+		return Result{}, LiveJob{}, fieldErr("strategy", "the %s row names no pool gpumarket can launch in", strategy)
+	}
+	return *best, lj, nil
+}

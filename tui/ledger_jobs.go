@@ -1,0 +1,74 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/ledger"
+)
+
+// jobLine is a job as the Ledger view lists it, with its rows' ids.
+type jobLine struct {
+	job  ledger.Job
+	rows []string
+}
+
+// shownJobs bounds the jobs the Ledger view lists over its rows.
+const shownJobs = 3
+
+// loadJobs reads the newest jobs and their rows' ids.
+func loadJobs(ctx context.Context, st *ledger.Store) ([]jobLine, error) {
+	js, err := st.ListJobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []jobLine
+	for _, j := range js[:min(len(js), shownJobs)] {
+		rows, err := st.JobRows(ctx, j.ID)
+		if err != nil {
+			return nil, err
+		}
+		l := jobLine{job: j}
+		for _, r := range rows {
+			l.rows = append(l.rows, r.ID)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// viewJobs writes the jobs part over the rows: each job's progress, spent
+// against its plan, and its rows; it returns the lines it used.
+func (v *ledgerView) viewJobs(b *strings.Builder, now time.Time) int {
+	if len(v.jobs) == 0 || v.h < 12 {
+		return 0
+	}
+	st := &v.c.styles
+	used := 0
+	for _, l := range v.jobs {
+		j := l.job
+		line := fmt.Sprintf("job %s %s %s · %.1f h of %g · $%.2f of plan $%.2f · %s", short(j.ID), j.State, j.Strategy,
+			j.WorkDone, j.Terms.Hours, j.SpentUSD, j.Plan.ExpectedUSD, plural(len(l.rows), "row"))
+		if j.Reason != "" && !ledger.JobActive(j.State) {
+			line += " · " + j.Reason
+		} else if j.Outlook != "" {
+			line += " · " + j.Outlook
+		}
+		b.WriteString("\n" + st.dim.Render(fit(line, v.w, false)))
+		used++
+	}
+	return used
+}
+
+// jobOf is the short id of the listed job a row is a launch of, or "".
+func (v *ledgerView) jobOf(rowID string) string {
+	for _, l := range v.jobs {
+		if slices.Contains(l.rows, rowID) {
+			return short(l.job.ID)
+		}
+	}
+	return ""
+}

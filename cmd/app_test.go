@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,8 +82,12 @@ func TestAddingAProviderIsOneRow(t *testing.T) {
 // TestProviderTableMatchesConfig: the names a config file may give are
 // the table's, so a provider added to one is added to the other.
 func TestProviderTableMatchesConfig(t *testing.T) {
-	if got := defaultProviders().names(); !slices.Equal(got, config.ProviderNames) {
-		t.Errorf("provider table %v, config.ProviderNames %v", got, config.ProviderNames)
+	names := defaultProviders().names()
+	if err := (config.Config{Providers: names}).CheckProviders(names); err != nil {
+		t.Errorf("the table's own names refused: %v", err)
+	}
+	if err := (config.Config{Providers: []string{"oci"}}).CheckProviders(names); err == nil || !strings.Contains(err.Error(), strings.Join(names, ", ")) {
+		t.Errorf("an unknown provider: %v; want it refused, naming %v", err, names)
 	}
 	for _, r := range defaultProviders() {
 		if r.build == nil || r.desc.Name == "" {

@@ -1,12 +1,14 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,14 +29,31 @@ type backtestRow struct {
 	P95CostUSD           *float64 `json:"p95_cost_usd" table:"%.2f"`
 }
 
+// backtestPredictRow is a policy of `backtest --predict`: what the Monte
+// Carlo claimed at each start (means over the runs) beside what was
+// realized, and the share of runs above their claimed p95.
+type backtestPredictRow struct {
+	Policy               string   `json:"policy"`
+	Runs                 int      `json:"runs"`
+	DeadlinesMetPct      *float64 `json:"deadlines_met_pct" table:"%.1f"`
+	MeanCostUSD          *float64 `json:"mean_cost_usd" table:"%.2f"`
+	SavingsVsOnDemandPct *float64 `json:"savings_vs_on_demand_pct" table:"%.1f"`
+	P95CostUSD           *float64 `json:"p95_cost_usd" table:"%.2f"`
+	PredictedCostUSD     *float64 `json:"predicted_cost_usd" table:"%.2f"`
+	PredictedP95CostUSD  *float64 `json:"predicted_p95_cost_usd" table:"%.2f"`
+	PredictedOnTimePct   *float64 `json:"predicted_on_time_pct" table:"%.1f"`
+	OverP95Pct           *float64 `json:"over_p95_pct" table:"%.1f"`
+}
+
 // backtestFlags are backtest's own flags as typed.
 type backtestFlags struct {
 	traces                 []string
 	jobHours, deadlineHrs  float64
 	spotUSD, odUSD         float64
 	changeover, checkpoint time.Duration
-	starts, instances      int
-	sim                    bool
+	starts                 string
+	instances              int
+	sim, predict           bool
 	simType, simOut        string
 	simDays                int
 	output                 string
@@ -136,10 +155,21 @@ them; it says where it wrote them.`,
 			if err != nil {
 				return err
 			}
-			cfg := planner.BacktestConfig{JobHours: f.jobHours, DeadlineHours: f.deadlineHrs, SpotUSDHour: f.spotUSD,
-				OnDemandUSDHour: f.odUSD, Changeover: f.changeover, Checkpoint: f.checkpoint, Starts: f.starts, Seed: seed,
+			starts, all := 0, f.starts == "all"
+			if !all {
+				n, err := strconv.Atoi(f.starts)
+				if err != nil || n < 1 || n > 1_000_000 {
+					return usagef("--starts %q: want a whole number of start times from 1 to 1000000, or all", f.starts)
+				}
+				starts = n
+			}
+			cfg := planner.BacktestConfig{AllStarts: all, JobHours: f.jobHours, DeadlineHours: f.deadlineHrs, SpotUSDHour: f.spotUSD,
+				OnDemandUSDHour: f.odUSD, Changeover: f.changeover, Checkpoint: f.checkpoint, Starts: starts, Seed: seed, Predict: f.predict,
 				Instances: f.instances}
-			rows, err := planner.Backtest(traces, cfg)
+			rows, err := planner.BacktestContext(cmd.Context(), traces, cfg)
+			if errors.Is(err, context.Canceled) {
+				return errors.New("backtest: interrupted")
+			}
 			if err != nil {
 				return planUsage(err)
 			}
@@ -147,6 +177,17 @@ them; it says where it wrote them.`,
 			for i, r := range rows {
 				out[i] = backtestRow{Policy: r.Policy, Runs: r.Runs, DeadlinesMetPct: present.Round(r.DeadlinesMetPct, 2),
 					MeanCostUSD: present.Round(r.MeanCostUSD, 2), SavingsVsOnDemandPct: present.Round(r.SavingsVsOnDemandPct, 2), P95CostUSD: present.Round(r.P95CostUSD, 2)}
+			}
+			if f.predict {
+				pred := make([]backtestPredictRow, len(rows))
+				for i, r := range rows {
+					o := out[i]
+					pred[i] = backtestPredictRow{Policy: o.Policy, Runs: o.Runs, DeadlinesMetPct: o.DeadlinesMetPct, MeanCostUSD: o.MeanCostUSD,
+						SavingsVsOnDemandPct: o.SavingsVsOnDemandPct, P95CostUSD: o.P95CostUSD,
+						PredictedCostUSD: present.Round(r.PredictedCostUSD, 2), PredictedP95CostUSD: present.Round(r.PredictedP95CostUSD, 2),
+						PredictedOnTimePct: present.Round(r.PredictedOnTimePct, 2), OverP95Pct: present.Round(r.OverP95Pct, 2)}
+				}
+				return writeRows(e.out, f.output, pred)
 			}
 			if f.sim {
 				a.banner(f.output)
@@ -162,8 +203,9 @@ them; it says where it wrote them.`,
 	fl.Float64Var(&f.odUSD, "on-demand-usd-hour", 3.06, "on-demand price per instance-hour")
 	fl.DurationVar(&f.changeover, "changeover", 12*time.Minute, "wall time a start or switch costs")
 	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints; 0 keeps all progress at an interruption (the published model)")
-	fl.IntVar(&f.starts, "starts", 300, "start times drawn over the traces")
+	fl.StringVar(&f.starts, "starts", "300", "start times drawn over the traces, or all (every start slot)")
 	fl.IntVar(&f.instances, "instances", 1, "instances the job holds at once; it progresses only while a pool has them all")
+	fl.BoolVar(&f.predict, "predict", false, "beside each policy's realized cost, what the Monte Carlo predicted at each start from the traces before it")
 	fl.BoolVar(&f.sim, "sim", false, "write traces of the simulated market and replay them")
 	fl.StringVar(&f.simType, "instance-type", "p3.2xlarge", "with --sim: the instance type whose pools to record")
 	fl.IntVar(&f.simDays, "sim-days", 45, "with --sim: days to record, ending now")
@@ -177,14 +219,19 @@ them; it says where it wrote them.`,
 func readTraces(files []string) ([]planner.Trace, error) {
 	out := make([]planner.Trace, 0, len(files))
 	for _, name := range files {
-		b, err := os.ReadFile(name)
+		fh, err := os.Open(name)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil, usagef("--trace %s: no such file; want trace files (%s)", name, planner.TraceForm)
 			}
 			return nil, usagef("--trace %s: %v", name, unwrapPath(err))
 		}
-		t, err := planner.ParseTrace(name, b)
+		t, err := planner.ReadTrace(name, fh)
+		fh.Close()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, usagef("--trace %s: %v", name, pe.Err)
+		}
 		if err != nil {
 			return nil, usagef("--%s", err)
 		}

@@ -56,15 +56,8 @@ func (t providerTable) regionClouds(region string) []domain.Cloud {
 	return out
 }
 
-// cloudNames are the clouds as users read them.
-var cloudNames = map[domain.Cloud]string{domain.CloudAWS: "AWS", domain.CloudAzure: "Azure"}
-
-func cloudName(c domain.Cloud) string {
-	if n, ok := cloudNames[c]; ok {
-		return n
-	}
-	return string(c)
-}
+// cloudName is the cloud as users read it.
+func cloudName(c domain.Cloud) string { return c.Title() }
 
 // checkFleetTypes refuses, before the fleet's cost is estimated or anyone
 // is asked for a yes or a max price, the instance types its region cannot
@@ -89,8 +82,8 @@ func (a *app) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, timeou
 		}
 		models[e.GPU.Model] = true
 		if len(clouds) > 0 && !slices.Contains(clouds, e.Cloud) {
-			return usagef("--instance-types %s is an %s instance type, but %s (%s)",
-				t, cloudName(e.Cloud), where, sampleTypes(clouds[0], e.GPU.Model))
+			return usagef("--instance-types %s is %s instance type, but %s (%s)",
+				t, article([]domain.Cloud{e.Cloud}), where, sampleTypes(clouds[0], e.GPU.Model))
 		}
 	}
 	p, err := a.provider(ctx, spec.Provider)
@@ -193,7 +186,8 @@ func sampleTypes(c domain.Cloud, model string) string {
 	return head + strings.Join(out, ", ")
 }
 
-// article names the clouds of a region with "an": "an Azure", "an AWS".
+// article names the clouds of a region with their article: "an Azure",
+// "an AWS", "a Google Cloud".
 func article(clouds []domain.Cloud) string {
 	names := make([]string, len(clouds))
 	for i, c := range clouds {
@@ -202,5 +196,8 @@ func article(clouds []domain.Cloud) string {
 	if len(names) == 0 {
 		return "a"
 	}
-	return "an " + strings.Join(names, " or ")
+	if strings.ContainsRune("AEIOUaeiou", rune(names[0][0])) {
+		return "an " + strings.Join(names, " or ")
+	}
+	return "a " + strings.Join(names, " or ")
 }

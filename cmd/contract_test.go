@@ -94,6 +94,7 @@ func TestDesignListsTheContract(t *testing.T) {
 		"fleet launch --dry-run": csvHeader(t, []fleetDryRunRow{}),
 		"plan":                   csvHeader(t, []planRow{}),
 		"backtest":               csvHeader(t, []backtestRow{}),
+		"backtest --predict":     csvHeader(t, []backtestPredictRow{}),
 		"usage":                  csvHeader(t, []usageRow{}),
 		"usage --by day":         csvHeader(t, []usageDayRow{}),
 		"usage --by actor":       csvHeader(t, []usageActorRow{}),

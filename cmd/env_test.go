@@ -49,7 +49,7 @@ func FuzzFilterFlags(f *testing.F) {
 			}
 		} else {
 			for _, p := range got {
-				if !slices.Contains(config.ProviderNames, p) {
+				if !slices.Contains(defaultProviders().names(), p) {
 					t.Fatalf("--provider %q gave %q", v, p)
 				}
 			}

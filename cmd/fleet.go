@@ -102,10 +102,12 @@ ahead; --for takes ` + domain.FleetLengthForm + `.`,
 			if len(types) == 0 {
 				return usagef("--instance-types is required: a comma list of GPU instance types such as p5.48xlarge,p4d.24xlarge")
 			}
-			for _, t := range types {
-				if _, ok := domain.LookupGPU(t); !ok {
-					return usagef("--instance-types: %q is not a GPU instance type gpumarket knows (such as p5.48xlarge or Standard_ND96isr_H100_v5)", t)
+			for i, t := range types {
+				name, err := domain.InstanceTypeName(t)
+				if err != nil {
+					return usagef("--instance-types: %v", err)
 				}
+				types[i] = name
 			}
 			if f.target < 1 || f.target > ledger.MaxInstances {
 				return usagef("--target %d: want a whole number of instances, 1 to %d (the most one fleet launches: EC2 Fleet's quota)", f.target, ledger.MaxInstances)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 )
 
@@ -40,8 +41,12 @@ price in force when the window starts, reported at the window's start time
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			if cmd.Flags().Changed("instance-type") && !validInstanceType(instanceType) {
-				return usagef("--instance-type %q: want an instance type or VM size such as p5.48xlarge or Standard_ND96isr_H100_v5", instanceType)
+			if cmd.Flags().Changed("instance-type") {
+				name, err := domain.InstanceTypeName(instanceType)
+				if err != nil {
+					return usagef("--instance-type %v", err)
+				}
+				instanceType = name
 			}
 			return cl.withApp(cmd, func(a *app) error {
 				snap, err := a.ReadySnapshot(cmd.Context(), timeout)
@@ -54,21 +59,9 @@ price in force when the window starts, reported at the window's start time
 		},
 	}
 	addOutputFlag(c, &output)
-	c.Flags().StringVar(&instanceType, "instance-type", "", "only this instance type or VM size (case-insensitive)")
+	c.Flags().StringVar(&instanceType, "instance-type", "", "only this instance type or VM size (any case; an Azure size with or without Standard_)")
 	c.Flags().DurationVar(&timeout, "timeout", defaultTimeout, "how long to wait for the sources to answer")
 	return c
-}
-
-func validInstanceType(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // writeHistory writes the history rows pool by pool, so that 90 days of

@@ -162,7 +162,7 @@ read at each review; without, progress is counted as the plan models it.`,
 				if err := a.needsConfirmation("job start", f.dryRun, f.yes); err != nil {
 					return err
 				}
-				pj, err := a.planJob(cmd, f.plan, time.Now())
+				pj, err := a.planJob(cmd, f.plan, a.now())
 				if err != nil {
 					return err
 				}
@@ -536,7 +536,7 @@ func ptrLanes(l *planner.LiveLane) []planner.LiveLane {
 // jobDriver is the process's driver of the ledger's jobs; its alerts go
 // to the log and stderr.
 func (a *app) jobDriver(svc *ledger.Service, ps []domain.Provider, tell func(string)) *job.Driver {
-	return job.New(svc, ps, job.Options{Logger: a.log, Actor: localActor(),
+	return job.New(svc, ps, job.Options{Logger: a.log, Actor: localActor(), Now: a.now, Speed: a.speed(),
 		Template: func(string) string { return a.cfg.AWS.LaunchTemplate },
 		Alert: func(j ledger.Job, key, text string) {
 			a.log.Info("job", "job", j.ID, "alert", key, "text", text)

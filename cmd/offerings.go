@@ -195,7 +195,7 @@ warning on stderr, and the others' offerings are shown (exit 0); the command
 fails only when none answered.`,
 		Example: `  gpumarket offerings --gpu H100 --count 1 --duration 48h
   gpumarket offerings --gpu H100 --count 1 --duration 1d --flex-duration 20h
-  gpumarket offerings --gpu H100 --count 2 --duration 2d --start-after +1d --start-before 2026-12-20 -o json`,
+  gpumarket offerings --gpu H100 --count 2 --duration 2d --start-after +1d --start-before +2w -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(output); err != nil {
@@ -367,9 +367,8 @@ func (a *app) runOfferings(parent context.Context, q domain.OfferingQuery, timeo
 }
 
 // startRange reads --start-after and --start-before into q, against now.
-// A --start-before in the past is refused: nothing starts in the past. A
-// --start-after in the past is searched from now, and a warning says so
-// (a date of today reads as its midnight, hours gone). A --start-after
+// A start in the past is refused, as every command refuses a window in
+// the past (a typo in the month); none is now. A --start-after
 // later than any provider in use sells is refused, naming how far ahead
 // they sell.
 func (a *app) startRange(q *domain.OfferingQuery, after, before string, now time.Time) error {
@@ -387,9 +386,9 @@ func (a *app) startRange(q *domain.OfferingQuery, after, before string, now time
 			return usagef("--start-before %s is in the past (it is %s now): nothing can start before it", before, localStamp(now))
 		}
 	}
-	if !q.StartAfter.IsZero() && q.StartAfter.Before(now.Add(-time.Minute)) {
-		fmt.Fprintf(a.errOut, "gpumarket: warning: --start-after %s is in the past: searching from now (%s)\n", after, localStamp(now))
-		q.StartAfter = now
+	if !q.StartAfter.IsZero() && q.StartAfter.Before(now.Truncate(time.Minute)) {
+		return usagef("--start-after %s is %s, in the past (it is %s now): want a later start, or none for now",
+			after, localStamp(q.StartAfter), localStamp(now))
 	}
 	if lead, ok := a.table.longestLead(a.query.Providers); ok && q.StartAfter.After(now.Add(lead)) {
 		return usagef("--start-after %s is too far ahead: blocks are sold to start at most %s ahead (by %s)",

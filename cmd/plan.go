@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
@@ -18,7 +19,11 @@ import (
 )
 
 // planRow is one strategy of `gpumarket plan`. offering_id is what
-// `gpumarket book` takes; regions is a comma list.
+// `gpumarket book` takes; regions is a comma list. end is the median
+// finish of every run and end_p95 the finish 95 % of them reach by;
+// over_cap names the budget key (max_booking_usd, max_daily_usd) the
+// expected cost is over, null when under both. The table shows times in
+// local time with the zone, and the cap in words (CAP).
 type planRow struct {
 	Strategy              string    `json:"strategy"`
 	Provider              string    `json:"provider" table:"-"`
@@ -27,23 +32,30 @@ type planRow struct {
 	InstanceType          string    `json:"instance_type"`
 	Instances             int       `json:"instances"`
 	GPUs                  float64   `json:"gpus" table:"%g"`
-	Start                 time.Time `json:"start"`
-	End                   time.Time `json:"end"`
+	Start                 time.Time `json:"start" table:"local"`
+	End                   time.Time `json:"end" table:"local"`
+	EndP95                time.Time `json:"end_p95" table:"-"`
 	ExpectedCostUSD       *float64  `json:"expected_cost_usd" table:"%.2f"`
 	P95CostUSD            *float64  `json:"p95_cost_usd" table:"%.2f"`
 	OnTimePct             *float64  `json:"on_time_pct" table:"%.1f"`
 	ExpectedInterruptions *float64  `json:"expected_interruptions" table:"%.1f"`
 	USDPerUsefulGPUHour   *float64  `json:"usd_per_useful_gpu_hour" table:"%.3f"`
 	OfferingID            *string   `json:"offering_id"`
+	OverCap               *string   `json:"over_cap" table:"-"`
 	Assumptions           string    `json:"assumptions" table:"-"`
+	Cap                   string    `json:"cap" output:"table"`
 }
 
-func planRowOf(r planner.Result) planRow {
-	return planRow{Strategy: r.Strategy, Provider: r.Provider, Cloud: r.Cloud, Regions: strings.Join(r.Regions, ","),
-		InstanceType: r.InstanceType, Instances: r.Instances, GPUs: r.GPUs, Start: r.Start.UTC(), End: r.End.UTC(),
+func planRowOf(r planner.Result, b config.Budget) planRow {
+	row := planRow{Strategy: r.Strategy, Provider: r.Provider, Cloud: r.Cloud, Regions: strings.Join(r.Regions, ","),
+		InstanceType: r.InstanceType, Instances: r.Instances, GPUs: r.GPUs, Start: r.Start.UTC(), End: r.End.UTC(), EndP95: r.EndP95.UTC(),
 		ExpectedCostUSD: present.Round(r.ExpectedCostUSD, 2), P95CostUSD: present.Round(r.P95CostUSD, 2), OnTimePct: present.Round(r.OnTimePct, 2),
 		ExpectedInterruptions: present.Round(r.ExpectedInterruptions, 3), USDPerUsefulGPUHour: present.Round(r.USDPerUsefulGPUHour, 4),
 		OfferingID: optString(r.OfferingID), Assumptions: r.Assumptions}
+	if key := planner.OverCap(r.ExpectedCostUSD, b.MaxBookingUSD, b.MaxDailyUSD); key != "" {
+		row.OverCap, row.Cap = &key, "over "+key
+	}
+	return row
 }
 
 // planFlags are plan's own flags as typed.
@@ -56,10 +68,17 @@ type planFlags struct {
 	runs                   int
 	output                 string
 	timeout                time.Duration
+	// A market of traces instead of the sources (plan_trace.go).
+	traces         []string
+	spotUSD, odUSD float64
 }
 
 func (cl *cli) planCmd() *cobra.Command {
 	var f planFlags
+	// Examples are dated from today: an example in the past is refused.
+	now := time.Now()
+	ex, exDay := domain.WhenExample(now), now.AddDate(0, 0, 2).Format("2006-01-02")
+	exDeadline := now.AddDate(0, 0, 5).Format("2006-01-02") + " 09:00"
 	c := &cobra.Command{
 		Use:   "plan",
 		Short: "Ways to get G GPUs for W hours done by a deadline, each with its expected and p95 cost and its chance of being on time",
@@ -91,9 +110,14 @@ the deadline by spot alone is finished on on-demand in its cost.
 
 Rows on time at least --on-time percent of the runs come first, cheapest
 expected first; the rest follow, most often on time first. offering_id is
-bookable with ` + "`gpumarket book`" + ` (the search is kept for an hour). Times as the
-Blocks form reads them: "2026-12-02 09:00" (local), 2026-12-02 (UTC), +1d, RFC 3339.`,
-		Example: `  gpumarket plan --gpus 16 --gpu H100 --hours 48 --start "2026-12-02 09:00" --deadline "2026-12-05 09:00"
+bookable with ` + "`gpumarket book`" + ` (the search is kept for an hour). END is the
+median finish of every run, late ones included (end_p95 in JSON: the finish
+95 % of runs reach by); a row whose expected cost is over budget.max_booking_usd
+or budget.max_daily_usd says so (CAP; over_cap in JSON). Times as the Blocks form
+reads them: "` + ex + `" (local), tomorrow 09:00, Thu 14:00, ` + exDay + ` (UTC), +1d,
+RFC 3339; a start or deadline already passed is refused, and so is a deadline the
+changeover leaves too short for the work.`,
+		Example: `  gpumarket plan --gpus 16 --gpu H100 --hours 48 --start "` + ex + `" --deadline "` + exDeadline + `"
   gpumarket plan --gpus 8 --gpu H100,H200 --hours 24 --start +1d --deadline +3d --checkpoint 30m -o json
   gpumarket plan --gpus 16 --gpu H100 --hours 8 --start +1d --deadline +2d --no-checkpoint   # a workshop`,
 		Args: cobra.NoArgs,
@@ -119,15 +143,27 @@ Blocks form reads them: "2026-12-02 09:00" (local), 2026-12-02 (UTC), +1d, RFC 3
 			if err != nil {
 				return err
 			}
-			return a.runPlan(cmd.Context(), job, f)
+			if len(f.traces) > 0 {
+				err = a.runPlanOnTraces(cmd.Context(), job, f)
+			} else {
+				err = a.runPlan(cmd.Context(), job, f)
+			}
+			if err != nil && errors.Is(cmd.Context().Err(), context.Canceled) {
+				// SIGINT or SIGTERM: whatever stage it stopped at.
+				return errors.New("plan: interrupted")
+			}
+			return err
 		},
 	}
 	fl := c.Flags()
+	fl.StringArrayVar(&f.traces, "trace", nil, "plan on a market of traces instead: each file one pool of one-GPU instances (the backtest's format)")
+	fl.Float64Var(&f.spotUSD, "spot-usd-hour", 0.918, "with --trace: spot price per instance-hour")
+	fl.Float64Var(&f.odUSD, "on-demand-usd-hour", 3.06, "with --trace: on-demand price per instance-hour")
 	fl.IntVar(&f.gpus, "gpus", 0, "GPUs the job needs at once (default: config plan.gpus, else 8)")
 	fl.Float64Var(&f.hours, "hours", 0, "hours of work, on the first --gpu model (default: config plan.hours, else 24)")
 	fl.StringVar(&f.start, "start", "", "earliest start: "+domain.WhenForm+" (default now)")
 	fl.StringVar(&f.deadline, "deadline", "", "when the work must be done, same forms (required)")
-	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints (default: config plan.checkpoint, else 15m)")
+	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints; 0 keeps progress at an interruption (default: config plan.checkpoint, else 15m)")
 	fl.BoolVar(&f.noCheckpoint, "no-checkpoint", false, "the job cannot checkpoint: an interruption starts it over (a workshop, a load test)")
 	fl.DurationVar(&f.changeover, "changeover", 0, "wall time a start or switch costs: provisioning, image, restore (default: config plan.changeover, else 12m)")
 	fl.Float64Var(&f.onTime, "on-time", 95, "rank first the strategies on time at least this percent of the runs")
@@ -167,7 +203,7 @@ func (e *env) planJob(cmd *cobra.Command, f planFlags, now time.Time) (planner.J
 	if f.start != "" {
 		t, err := domain.ParseWhen(strings.TrimSpace(f.start), now)
 		if err != nil {
-			return job, usagef("--start %q: want %s", f.start, domain.WhenForm)
+			return job, usagef("--start %v", err)
 		}
 		job.Start = t
 	}
@@ -176,10 +212,10 @@ func (e *env) planJob(cmd *cobra.Command, f planFlags, now time.Time) (planner.J
 	}
 	d, err := domain.ParseWhen(strings.TrimSpace(f.deadline), now)
 	if err != nil {
-		return job, usagef("--deadline %q: want %s", f.deadline, domain.WhenForm)
+		return job, usagef("--deadline %v", err)
 	}
 	job.Deadline = d
-	if err := job.Validate(); err != nil {
+	if err := job.Check(now, e.planSpeeds()); err != nil {
 		return job, planUsage(err)
 	}
 	return job, nil
@@ -216,25 +252,64 @@ func (a *app) runPlan(parent context.Context, job planner.Job, f planFlags) erro
 		return err
 	}
 	market.Offerings = offs
-	results, err := planner.Plan(job, market, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.planSpeeds()})
+	results, err := planner.PlanContext(parent, job, market, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.planSpeeds()})
+	if errors.Is(err, context.Canceled) {
+		return errors.New("plan: interrupted")
+	}
 	if err != nil {
 		return planUsage(err)
 	}
 	planner.Rank(results, f.onTime)
 	rows := make([]planRow, len(results))
 	for i, r := range results {
-		rows[i] = planRowOf(r)
+		rows[i] = planRowOf(r, e.cfg.Budget)
 	}
 	a.banner(f.output)
-	if err := writeRows(e.out, f.output, rows); err != nil {
-		return err
+	if f.output != formatTable {
+		return writeRows(e.out, f.output, rows)
 	}
-	if f.output == formatTable {
-		// The assumptions are too long for a column: one line each.
-		fmt.Fprintln(e.out, "\nassumptions:")
-		for i, r := range rows {
-			fmt.Fprintf(e.out, "  %d. %s: %s\n", i+1, r.Strategy, r.Assumptions)
+	return e.planTable(rows, results, f.onTime)
+}
+
+// planTable writes the rows on time at least onTime percent, then the
+// rest under a line saying so (as the Plan view does), then each row's
+// assumptions, and where a row is over a cap, the key and the file.
+func (e *env) planTable(rows []planRow, results []planner.Result, onTime float64) error {
+	split := len(rows)
+	for i, r := range results {
+		if r.OnTimePct < onTime {
+			split = i
+			break
 		}
+	}
+	if split > 0 {
+		if err := writeRows(e.out, formatTable, rows[:split]); err != nil {
+			return err
+		}
+	}
+	if split < len(rows) {
+		if split > 0 {
+			fmt.Fprintln(e.out)
+		}
+		fmt.Fprintf(e.out, "on time less than %s %% of the runs:\n", present.GPUCount(onTime))
+		if err := writeRows(e.out, formatTable, rows[split:]); err != nil {
+			return err
+		}
+	}
+	// The assumptions are too long for a column: one line each.
+	fmt.Fprintln(e.out, "\nassumptions:")
+	over := false
+	for i, r := range rows {
+		fmt.Fprintf(e.out, "  %d. %s: %s\n", i+1, r.Strategy, r.Assumptions)
+		over = over || r.OverCap != nil
+	}
+	if over {
+		path := e.cfg.Path
+		if path == "" {
+			path, _, _ = config.ConfigPath()
+		}
+		fmt.Fprintf(e.out, "\nA row over a cap is refused when carried out: budget.max_booking_usd $%.2f per purchase, budget.max_daily_usd $%.2f a day; raise them in %s.\n",
+			e.cfg.Budget.MaxBookingUSD, e.cfg.Budget.MaxDailyUSD, path)
 	}
 	return nil
 }

@@ -6,15 +6,17 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
 // planFields are the JSON fields of a plan row, in order (issue 9).
-var planFields = []string{"strategy", "provider", "cloud", "regions", "instance_type", "instances", "gpus", "start", "end",
-	"expected_cost_usd", "p95_cost_usd", "on_time_pct", "expected_interruptions", "usd_per_useful_gpu_hour", "offering_id", "assumptions"}
+var planFields = []string{"strategy", "provider", "cloud", "regions", "instance_type", "instances", "gpus", "start", "end", "end_p95",
+	"expected_cost_usd", "p95_cost_usd", "on_time_pct", "expected_interruptions", "usd_per_useful_gpu_hour", "offering_id", "over_cap", "assumptions"}
 
 func TestPlanUsageErrors(t *testing.T) {
 	ok := []string{"plan", "--gpus", "16", "--gpu", "H100", "--hours", "48", "--start", "+1d", "--deadline", "+4d"}
@@ -33,7 +35,13 @@ func TestPlanUsageErrors(t *testing.T) {
 		{with("--hours", "0"), "--hours"},
 		{with("--hours", "abc"), "--hours"},
 		{with("--hours", "96"), "--deadline"}, // before start + hours
-		{with("--gpu", "H900"), "--gpu"},      // not a GPU at all
+		// A window in the past (a one-digit month typo) is named, not planned.
+		{with("--start", pastDay(30)+" 09:00", "--deadline", pastDay(28)+" 09:00"), "--start " + pastDay(30) + " 09:00"},
+		{with("--start", "", "--deadline", pastDay(1)+" 09:00"), "--deadline " + pastDay(1) + " 09:00"},
+		// A workshop whose changeover leaves less than its hours.
+		{with("--hours", "3", "--start", "+1d", "--deadline", "+27h", "--changeover", "12m", "--no-checkpoint"),
+			"no strategy fits: the 12m changeover leaves 2h48m for 3h of work"},
+		{with("--gpu", "H900"), "--gpu"}, // not a GPU at all
 		{with("--on-time", "120"), "--on-time"},
 		{with("--runs", "0"), "--runs"},
 		{with("--checkpoint", "15m", "--no-checkpoint"), "--checkpoint"},
@@ -54,6 +62,9 @@ func TestPlanUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// pastDay is the local date days ago, as people type it.
+func pastDay(days int) string { return time.Now().AddDate(0, 0, -days).Format("2006-01-02") }
 
 // runIn runs a command line in an isolated data dir shared by the calls.
 func runIn(args ...string) (int, string, string) {
@@ -182,21 +193,96 @@ func TestPlanTable(t *testing.T) {
 	if !strings.HasPrefix(lines[0], "SIMULATED MARKET") || !strings.HasPrefix(lines[1], "STRATEGY") || strings.Contains(lines[1], "ASSUMPTIONS") {
 		t.Errorf("table starts %q / %q", lines[0], lines[1])
 	}
-	// The rows, a blank line, then one numbered assumption per row.
+	// The rows on time, then those that are not under a line saying so
+	// (as the Plan view does), a blank line, one assumption per row.
 	i := slices.Index(lines, "assumptions:")
-	rows := i - 3
-	if i < 0 || rows < 4 || lines[i-1] != "" {
+	if i < 0 || lines[i-1] != "" {
 		t.Fatalf("no assumptions after the rows:\n%s", stdout)
 	}
+	var strategies []string
+	late := false
+	for _, l := range lines[2 : i-1] {
+		switch {
+		case l == "on time less than 95 % of the runs:":
+			late = true
+		case l == "" || strings.HasPrefix(l, "STRATEGY"):
+		default:
+			f := strings.Fields(l)
+			// START and END are local, with the zone: "2026-12-07 09:00 CET".
+			if !regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d [A-Z+\-0-9]+ +\d{4}-\d\d-\d\d \d\d:\d\d [A-Z+\-0-9]+ `).MatchString(l) {
+				t.Errorf("row %q: want START and END as local times with the zone", l)
+			}
+			if last := f[len(f)-1]; strings.HasPrefix(last, "max_") {
+				f = f[:len(f)-1] // CAP "over max_…" is two words
+			}
+			pct, _ := strconv.ParseFloat(f[len(f)-5], 64)
+			if late != (pct < 95) {
+				t.Errorf("row %q on time %v %% is on the wrong side of the split (late %v)", l, pct, late)
+			}
+			strategies = append(strategies, f[0])
+		}
+	}
+	if !late {
+		t.Errorf("no row under the on-time line:\n%s", stdout)
+	}
 	notes := lines[i+1 : len(lines)-1]
-	if len(notes) != rows {
-		t.Errorf("%d rows, %d assumptions", rows, len(notes))
+	if len(notes) != len(strategies) || len(strategies) < 4 {
+		t.Fatalf("%d rows, %d assumptions", len(strategies), len(notes))
 	}
 	for n, l := range notes {
-		strategy := strings.Fields(lines[2+n])[0]
-		if !strings.HasPrefix(l, "  "+itoa(n+1)+". "+strategy+": ") {
-			t.Errorf("assumption %d %q is not row %d's (%s)", n+1, l, n+1, strategy)
+		if !strings.HasPrefix(l, "  "+itoa(n+1)+". "+strategies[n]+": ") {
+			t.Errorf("assumption %d %q is not row %d's (%s)", n+1, l, n+1, strategies[n])
 		}
+	}
+}
+
+// A row whose expected cost is over a budget cap says so: over_cap names
+// the key in JSON, CAP in the table, and a line says where to raise it.
+func TestPlanOverCap(t *testing.T) {
+	isolate(t)
+	cfg := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "gpumarket")
+	os.MkdirAll(cfg, 0o700)
+	os.WriteFile(filepath.Join(cfg, "config.yaml"), []byte("budget: {max_booking_usd: 1500, max_daily_usd: 0}\n"), 0o600)
+	args := []string{"plan", "--gpus", "8", "--gpu", "H100", "--hours", "24", "--start", "+1d", "--deadline", "+3d", "--runs", "300"}
+	code, stdout, stderr := runIn(append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rows []struct {
+		Strategy        string
+		ExpectedCostUSD float64 `json:"expected_cost_usd"`
+		OverCap         *string `json:"over_cap"`
+		End             time.Time
+		EndP95          time.Time `json:"end_p95"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
+		t.Fatal(err)
+	}
+	over := 0
+	for _, r := range rows {
+		want := ""
+		switch {
+		case r.ExpectedCostUSD > 1500:
+			want = "max_booking_usd"
+		}
+		got := ""
+		if r.OverCap != nil {
+			got = *r.OverCap
+			over++
+		}
+		if got != want {
+			t.Errorf("%s $%.2f: over_cap %q, want %q", r.Strategy, r.ExpectedCostUSD, got, want)
+		}
+		if r.EndP95.Before(r.End) || r.End.IsZero() {
+			t.Errorf("%s: end %v, end_p95 %v", r.Strategy, r.End, r.EndP95)
+		}
+	}
+	if over == 0 || over == len(rows) {
+		t.Fatalf("%d of %d rows over the cap: the case tests nothing", over, len(rows))
+	}
+	code, stdout, stderr = runIn(args...)
+	if code != 0 || !strings.Contains(stdout, "over max_booking_usd") || !strings.Contains(stdout, "raise them in "+filepath.Join(cfg, "config.yaml")) {
+		t.Errorf("table: exit %d:\n%s%s", code, stdout, stderr)
 	}
 }
 
@@ -221,6 +307,8 @@ func TestBacktestCommand(t *testing.T) {
 		{[]string{"backtest", "--trace", good, "--sim"}, "--sim"},
 		{[]string{"backtest", "--trace", good, "--deadline-hours", "10"}, "--deadline-hours"},
 		{[]string{"backtest", "--trace", good, "--starts", "0"}, "--starts"},
+		{[]string{"backtest", "--trace", good, "--starts", "some"}, "--starts \"some\": want a whole number of start times from 1 to 1000000, or all"},
+		{[]string{"backtest", "--trace", good, "--job-hours", "24", "--deadline-hours", "24.1"}, "shorter than the work plus one changeover"},
 		{[]string{"backtest", "--trace", good, "--instances", "0"}, "--instances"},
 		{[]string{"backtest", "--trace", good, "--spot-usd-hour", "NaN"}, "--spot-usd-hour"},
 		{[]string{"backtest", "--trace", good, "--seed", "0"}, "--seed"},
@@ -251,6 +339,19 @@ func TestBacktestCommand(t *testing.T) {
 	}
 	if rows[1]["runs"].(float64) != 100 || rows[3]["runs"].(float64) != 50 {
 		t.Errorf("runs: greedy %v (2 pools × 50 starts), planner %v", rows[1]["runs"], rows[3]["runs"])
+	}
+
+	// --predict adds what was claimed at each start beside each row.
+	code, stdout, stderr = runCmd(t, "backtest", "--trace", good, "--job-hours", "24", "--deadline-hours", "36", "--starts", "20", "--predict", "-o", "json")
+	rows = nil
+	if err := json.Unmarshal([]byte(stdout), &rows); code != 0 || err != nil || len(rows) != 4 {
+		t.Fatalf("--predict: exit %d %v %s %s", code, err, stdout, stderr)
+	}
+	for _, r := range rows {
+		p, ok := r["predicted_cost_usd"].(float64)
+		if len(r) != len(want)+4 || !ok || p <= 0 || r["over_p95_pct"] == nil || r["predicted_on_time_pct"] == nil || r["predicted_p95_cost_usd"] == nil {
+			t.Errorf("--predict row %v", r)
+		}
 	}
 
 	// --sim writes the traces where it says, and replays them.

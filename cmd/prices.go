@@ -66,7 +66,7 @@ func (a *app) banner(format string) {
 	if format == formatTable {
 		w = e.out
 	}
-	fmt.Fprintln(w, simBanner)
+	fmt.Fprintln(w, a.table.simBanner())
 }
 
 // priceRows makes one row per pool of the snapshot that matches the query,

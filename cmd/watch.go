@@ -118,7 +118,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	}
 	e.log.Info("watching", "rules", len(ev.Rules()), "providers", strings.Join(e.query.Providers, ","), "state", filepath.Join(e.dataDir, watch.StateFileName))
 	if a.simulated() {
-		e.log.Warn(simBanner)
+		e.log.Warn(a.table.simBanner())
 	}
 	if once {
 		var snap *feed.Snapshot

@@ -43,12 +43,20 @@ func TestPlanRulePricedByThePlanner(t *testing.T) {
 	if !q.Found || q.Strategy == "" || !(q.ExpectedUSD > 0) || q.OnTimePct < 95 || !q.Simulated {
 		t.Errorf("quote %+v: want an on-time strategy of the simulated market with its cost", q)
 	}
-	// No slack at all and 100 % on time asked: spot cannot promise it, but
-	// on-demand (or a block) still may; a plan is found only if on time.
+	// No slack beyond the changeover and 100 % on time asked: spot cannot
+	// promise it, but on-demand (or a block) still may; a plan is found
+	// only if on time.
+	changeover := a.cfg.Plan.Changeover.D()
 	tight, err := p.BestPlan(context.Background(), watch.PlanJob{Models: []string{"H100"}, GPUs: 8, Hours: 12,
-		Start: start, Deadline: start.Add(12 * time.Hour), Checkpoint: 15 * time.Minute, OnTimePct: 100}, snap)
+		Start: start, Deadline: start.Add(12*time.Hour + changeover), Checkpoint: 15 * time.Minute, OnTimePct: 100}, snap)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Without time for the changeover no strategy fits: said, not priced.
+	if _, err := p.BestPlan(context.Background(), watch.PlanJob{Models: []string{"H100"}, GPUs: 8, Hours: 12,
+		Start: start, Deadline: start.Add(12 * time.Hour), Checkpoint: 15 * time.Minute, OnTimePct: 100}, snap); err == nil ||
+		!strings.Contains(err.Error(), "no strategy fits") {
+		t.Errorf("a job the changeover does not fit: %v", err)
 	}
 	if tight.Found && tight.OnTimePct < 100 {
 		t.Errorf("tight job: found %+v below the asked 100 %% on time", tight)

@@ -37,8 +37,12 @@ const (
 	EnvAWSProfile     = "AWS_PROFILE"
 )
 
-// ProviderNames are the sources a config or --provider may name.
-var ProviderNames = []string{"sim", "aws", "azure", "gcp"}
+// providerRE is the form of a provider's name; which exist is the
+// provider table's to say (CheckProviders).
+var providerRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,40}$`)
+
+// ValidProviderName reports whether s has a provider name's shape.
+func ValidProviderName(s string) bool { return providerRE.MatchString(s) }
 
 // Roles are the values serve.roles accepts.
 var Roles = []string{"viewer", "booker"}
@@ -200,6 +204,9 @@ func Parse(name string, data []byte) (Config, error) {
 	}
 	c.oldRisk(pos)
 	c.Path = name
+	for i := range c.Providers {
+		c.providerAt = append(c.providerAt, pos[fmt.Sprintf("providers[%d]", i)])
+	}
 	if err := c.Validate(); err != nil {
 		var ke *KeyError
 		if errors.As(err, &ke) {
@@ -210,6 +217,22 @@ func Parse(name string, data []byte) (Config, error) {
 		return Config{}, &FileError{Path: name, Err: err}
 	}
 	return c, nil
+}
+
+// CheckProviders refuses a provider the file names that is not known,
+// at its place in the file.
+func (c Config) CheckProviders(known []string) error {
+	for i, p := range c.Providers {
+		if slices.Contains(known, p) {
+			continue
+		}
+		err := keyErr(fmt.Sprintf("providers[%d]", i), "unknown provider %q; want one of %s", p, strings.Join(known, ", "))
+		if i < len(c.providerAt) && c.providerAt[i].line > 0 {
+			return &FileError{Path: c.Path, Line: c.providerAt[i].line, Col: c.providerAt[i].col, Err: err}
+		}
+		return &FileError{Path: c.Path, Err: err}
+	}
+	return nil
 }
 
 // ApplyEnv lets the environment override the file.
@@ -262,20 +285,13 @@ func ValidRegion(s string) bool { return regionRE.MatchString(s) }
 const RegionForm = "lower-case letters, digits and dashes, such as us-east-1 or eastus"
 
 // CanonicalGPU returns the catalog's name of a GPU model in any case ("h100" → "H100").
-func CanonicalGPU(s string) (string, bool) {
-	for _, m := range domain.GPUModels {
-		if strings.EqualFold(strings.TrimSpace(s), m) {
-			return m, true
-		}
-	}
-	return "", false
-}
+func CanonicalGPU(s string) (string, bool) { return domain.CanonicalGPU(s) }
 
 // Validate checks every value and normalises the GPU names; its error is a *KeyError.
 func (c *Config) Validate() error {
 	for i, p := range c.Providers {
-		if !slices.Contains(ProviderNames, p) {
-			return keyErr(fmt.Sprintf("providers[%d]", i), "unknown provider %q; want one of %s", p, strings.Join(ProviderNames, ", "))
+		if !ValidProviderName(p) {
+			return keyErr(fmt.Sprintf("providers[%d]", i), "bad provider %q; want a provider's name such as aws or gcp", p)
 		}
 	}
 	for i, g := range c.GPUs {

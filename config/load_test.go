@@ -76,7 +76,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad window", "window: 3x\n", []string{":1:9:", "window", "7d"}},
 		{"window too long", "window: 91d\n", []string{":1:9:", "90 days"}},
 		{"bad role", "serve:\n  roles:\n    \"SHA256:abc\": admin\n", []string{":3:5:", "serve.roles", `"admin"`, "viewer, booker"}},
-		{"bad provider", "providers: [sim, oci]\n", []string{":1:18:", "providers[1]", "sim, aws, azure, gcp"}},
+		{"bad provider", "providers: [sim, OCI]\n", []string{":1:18:", "providers[1]", "provider's name"}},
 		{"provider not a list", "providers: aws\n", []string{":1:12:", "providers", "list"}},
 		{"bad gpu", "gpus: [H100, X1]\n", []string{"gpus[1]", "H100"}},
 		{"bad seed", "sim: {seed: x}\n", []string{":1:13:", "sim.seed", "whole number"}},

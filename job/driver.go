@@ -51,7 +51,11 @@ const (
 type Options struct {
 	// Now is the clock (default time.Now): jobs' times, leases and the
 	// model's progress all follow it.
-	Now    func() time.Time
+	Now func() time.Time
+	// Speed is how many times faster than the wall clock Now runs (the
+	// simulated market's sim.speed; 0 or 1 is the wall clock): waits
+	// between reviews are in wall time, so they shrink by it.
+	Speed  float64
 	Every  time.Duration
 	Lease  time.Duration
 	Logger *slog.Logger
@@ -101,8 +105,13 @@ func New(svc *ledger.Service, provs []domain.Provider, opt Options) *Driver {
 	if opt.Every <= 0 {
 		opt.Every = Every
 	}
+	if opt.Speed < 1 {
+		opt.Speed = 1
+	}
 	if opt.Lease <= 0 {
-		opt.Lease = LeaseFor
+		// A lease must outlast the wall time between two reviews, or a
+		// fast clock would let it lapse under a driver that is alive.
+		opt.Lease = max(LeaseFor, time.Duration(float64(10*time.Second)*opt.Speed))
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
@@ -239,7 +248,8 @@ func (d *Driver) Run(ctx context.Context, untilIdle bool) error {
 		if untilIdle && err == nil && pass.Active == 0 {
 			return nil
 		}
-		wait := min(max(pass.Next.Sub(d.opt.Now()), 50*time.Millisecond), d.opt.Every)
+		wait := min(pass.Next.Sub(d.opt.Now()), d.opt.Every)
+		wait = max(time.Duration(float64(wait)/d.opt.Speed), 50*time.Millisecond)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -32,7 +33,10 @@ type BacktestConfig struct {
 	Checkpoint time.Duration
 	// Starts is how many start times are drawn, uniformly over the traces.
 	Starts int
-	Seed   uint64
+	// AllStarts evaluates every start slot instead of drawing Starts of
+	// them: the figure without sampling noise.
+	AllStarts bool
+	Seed      uint64
 	// Instances is how many instances the job holds at once; it
 	// progresses only while a pool has all of them (default 1).
 	Instances int
@@ -40,6 +44,14 @@ type BacktestConfig struct {
 	// look to rank pools (default 7 days); nothing after the start is
 	// seen.
 	History time.Duration
+	// Predict adds, for each run, what the Monte Carlo predicted at its
+	// start from the history before it (PredictRuns draws of the pools
+	// fitted on History, blended with Prior).
+	Predict     bool
+	PredictRuns int
+	// Prior is the risk assumed where history is short (default: the
+	// V100 prior at the middle bucket, the public traces' GPU).
+	Prior *Risk
 }
 
 // BacktestRow is one policy's result over every run.
@@ -50,6 +62,11 @@ type BacktestRow struct {
 	MeanCostUSD          float64
 	SavingsVsOnDemandPct float64
 	P95CostUSD           float64
+	// With Predict: the means over runs of the expected cost, p95 cost and
+	// on-time share predicted at each start, and the share of runs whose
+	// realized cost was above their predicted p95.
+	PredictedCostUSD, PredictedP95CostUSD float64
+	PredictedOnTimePct, OverP95Pct        float64
 }
 
 // Backtest replays the job from cfg.Starts random start times on the
@@ -60,6 +77,12 @@ type BacktestRow struct {
 // setting is a *FieldError naming it as the CLI's flag does ("job-hours",
 // "trace", …).
 func Backtest(traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
+	return BacktestContext(context.Background(), traces, cfg)
+}
+
+// BacktestContext is Backtest that stops when ctx is done (between two
+// starts) and returns its error.
+func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
 	if err := cfg.check(traces); err != nil {
 		return nil, err
 	}
@@ -87,6 +110,12 @@ func Backtest(traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
 	for i := range starts {
 		starts[i] = float64(rng.IntN(slots)) * quantum
 	}
+	if cfg.AllStarts {
+		starts = make([]float64, slots)
+		for i := range starts {
+			starts[i] = float64(i) * quantum
+		}
+	}
 
 	od := lane{usdHour: odUSD, speed: 1}
 	hist := cfg.History.Hours()
@@ -96,6 +125,7 @@ func Backtest(traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
 	type tally struct {
 		cost []float64
 		met  int
+		pred predTally
 	}
 	res := map[string]*tally{}
 	for _, p := range BacktestPolicies {
@@ -104,27 +134,66 @@ func Backtest(traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
 	record := func(p string, o outcome, deadline float64) {
 		t := res[p]
 		t.cost = append(t.cost, o.cost)
-		if o.done && o.finish <= deadline+1e-9 {
+		if o.onTime(deadline) {
 			t.met++
 		}
 	}
-	for _, s := range starts {
+	// The predictions, made first and in parallel: each worker has its
+	// own read cursors over the traces.
+	var preds [][][]prediction
+	if cfg.Predict {
+		preds = make([][][]prediction, len(starts))
+		parallel(ctx, len(starts), Options{}.workers(), func() func(int) {
+			own := make([]*timeline, len(tls))
+			for j, tl := range tls {
+				c := *tl
+				own[j] = &c
+			}
+			pr := newPredictor(traces, own, cfg, hist, quantum)
+			return func(k int) {
+				lanes, anyAvail := learned(own, starts[k], hist, spotUSD, d, ckpt)
+				preds[k] = pr.at(k, starts[k], lanes, anyAvail)
+			}
+		})
+	}
+	for k, s := range starts {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		sp := spec{work: W, start: s, deadline: s + D, d: d, ckpt: ckpt, quantum: quantum, horizon: s + D + W}
 		// on-demand: known in closed form.
 		res[PolicyOnDemand].cost = append(res[PolicyOnDemand].cost, odCost)
-		if W+d <= D+1e-9 {
+		odOnTime := W+d <= D+1e-9
+		if odOnTime {
 			res[PolicyOnDemand].met++
+		}
+		lanes, anyAvail := learned(tls, s, hist, spotUSD, d, ckpt)
+		var pd [][]prediction
+		if preds != nil {
+			pd = preds[k]
+			res[PolicyOnDemand].pred.add(prediction{odCost, odCost, pct(odOnTime)}, odCost)
 		}
 		for j := range traces {
 			one := []lane{{usdHour: spotUSD, speed: 1, tl: tls[j]}}
 			r := &run{sp: &sp, lanes: one, od: &od}
-			record(PolicyGreedy, r.exec(policyFor(PolicyGreedy, 0)), sp.deadline)
+			o := r.exec(policyFor(PolicyGreedy, 0))
+			record(PolicyGreedy, o, sp.deadline)
+			if pd != nil {
+				res[PolicyGreedy].pred.add(pd[0][j], o.cost)
+			}
 			r = &run{sp: &sp, lanes: one, od: &od}
-			record(PolicyUniformProgress, r.exec(policyFor(PolicyUniformProgress, 0)), sp.deadline)
+			o = r.exec(policyFor(PolicyUniformProgress, 0))
+			record(PolicyUniformProgress, o, sp.deadline)
+			if pd != nil {
+				res[PolicyUniformProgress].pred.add(pd[1][j], o.cost)
+			}
 		}
-		lanes, anyAvail := learned(tls, s, hist, spotUSD, d, ckpt)
 		r := &run{sp: &sp, lanes: lanes, od: &od}
-		record(PolicyPlanner, r.exec(policyFor(PolicyPlanner, anyAvail)), sp.deadline)
+		o := r.exec(policyFor(PolicyPlanner, anyAvail))
+		record(PolicyPlanner, o, sp.deadline)
+		if pd != nil {
+			res[PolicyPlanner].pred.add(pd[2][0], o.cost)
+		}
 	}
 	var rows []BacktestRow
 	for _, p := range BacktestPolicies {
@@ -134,8 +203,12 @@ func Backtest(traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
 			mean += c
 		}
 		mean /= float64(len(t.cost))
-		rows = append(rows, BacktestRow{Policy: p, Runs: len(t.cost), DeadlinesMetPct: 100 * float64(t.met) / float64(len(t.cost)),
-			MeanCostUSD: mean, SavingsVsOnDemandPct: 100 * (1 - mean/odCost), P95CostUSD: quantile(t.cost, 0.95)})
+		row := BacktestRow{Policy: p, Runs: len(t.cost), DeadlinesMetPct: 100 * float64(t.met) / float64(len(t.cost)),
+			MeanCostUSD: mean, SavingsVsOnDemandPct: 100 * (1 - mean/odCost), P95CostUSD: quantile(t.cost, 0.95)}
+		if preds != nil {
+			t.pred.fill(&row)
+		}
+		rows = append(rows, row)
 	}
 	return rows, nil
 }
@@ -157,7 +230,10 @@ func (cfg *BacktestConfig) check(traces []Trace) error {
 		return fieldErr("changeover", "%s: want a duration from 0s to 24h such as 12m", cfg.Changeover)
 	case cfg.Checkpoint < 0:
 		return fieldErr("checkpoint", "%s: want 0 (progress kept) or a positive interval", cfg.Checkpoint)
-	case cfg.Starts < 1 || cfg.Starts > 1_000_000:
+	case bad(cfg.DeadlineHours) || cfg.DeadlineHours < cfg.JobHours+cfg.Changeover.Hours()-1e-9:
+		return fieldErr("deadline-hours", "%v: shorter than the work plus one changeover (%v h + %s); want at least %v",
+			cfg.DeadlineHours, cfg.JobHours, cfg.Changeover, cfg.JobHours+cfg.Changeover.Hours())
+	case !cfg.AllStarts && (cfg.Starts < 1 || cfg.Starts > 1_000_000):
 		return fieldErr("starts", "%d: want a whole number of start times from 1 to 1000000", cfg.Starts)
 	}
 	if cfg.Instances == 0 {
@@ -243,4 +319,132 @@ func learned(tls []*timeline, start, hist, usd, d, ckpt float64) ([]lane, float6
 	}
 	anyAvail := (covered + priorAvail*weight) / (start - from + weight)
 	return lanes, anyAvail
+}
+
+// prediction is what the Monte Carlo claimed for one run at its start.
+type prediction struct {
+	cost, p95, onTimePct float64
+}
+
+// predTally sums the predictions beside what the runs realized.
+type predTally struct {
+	n                 int
+	cost, p95, onTime float64
+	overP95           int
+}
+
+func (t *predTally) add(p prediction, realized float64) {
+	t.n++
+	t.cost += p.cost
+	t.p95 += p.p95
+	t.onTime += p.onTimePct
+	if realized > p.p95+1e-9 {
+		t.overP95++
+	}
+}
+
+func (t *predTally) fill(r *BacktestRow) {
+	n := float64(max(t.n, 1))
+	r.PredictedCostUSD, r.PredictedP95CostUSD = t.cost/n, t.p95/n
+	r.PredictedOnTimePct, r.OverP95Pct = t.onTime/n, 100*float64(t.overP95)/n
+}
+
+// defaultPredictRuns are the draws of each prediction.
+const defaultPredictRuns = 300
+
+// predictor makes, at a start, the prediction a live plan would make:
+// each pool's risk fitted on its trace before the start, the policies
+// run over draws of it.
+type predictor struct {
+	traces []Trace
+	tls    []*timeline
+	cfg    BacktestConfig
+	hist   float64
+	prior  Risk
+	pRun   []float64
+	pGap   []float64
+	sp     spec
+	od     lane
+	gens   []*renewal
+	drawn  []timeline
+}
+
+func newPredictor(traces []Trace, tls []*timeline, cfg BacktestConfig, hist, quantum float64) *predictor {
+	n := cfg.Instances
+	prior := scalePrior(DefaultPriors["V100"], middleBucket).ForInstances(n)
+	if cfg.Prior != nil {
+		prior = *cfg.Prior
+	}
+	if cfg.PredictRuns <= 0 {
+		cfg.PredictRuns = defaultPredictRuns
+	}
+	W, D := cfg.JobHours, cfg.DeadlineHours
+	pr := &predictor{traces: traces, tls: tls, cfg: cfg, hist: hist, prior: prior,
+		sp:    spec{work: W, deadline: D, d: cfg.Changeover.Hours(), ckpt: cfg.Checkpoint.Hours(), quantum: quantum, horizon: D + W},
+		od:    lane{usdHour: float64(n) * cfg.OnDemandUSDHour, speed: 1},
+		drawn: make([]timeline, len(traces))}
+	for range traces {
+		pr.gens = append(pr.gens, newRenewal())
+	}
+	pr.pRun, pr.pGap = priorSpells(prior)
+	return pr
+}
+
+// at returns the predictions at the k-th start s: [greedy per pool,
+// uniform-progress per pool, planner].
+func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]prediction {
+	cfg := pr.cfg
+	from := math.Max(0, s-pr.hist)
+	fits := make([]*Spells, len(pr.tls))
+	for j, tl := range pr.tls {
+		fits[j] = fitRisk(tl, from, s, pr.prior, pr.pRun, pr.pGap, pr.traces[j].Name).Spells
+		pr.gens[j].setupSpells(fits[j])
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(k)))
+	R := cfg.PredictRuns
+	pools := len(pr.tls)
+	type acc struct {
+		cost []float64
+		on   int
+	}
+	accs := make([][]acc, 3)
+	accs[0], accs[1], accs[2] = make([]acc, pools), make([]acc, pools), make([]acc, 1)
+	spotUSD := float64(cfg.Instances) * cfg.SpotUSDHour
+	plan := slices.Clone(lanes)
+	D := pr.sp.deadline
+	for i := range R {
+		zRun, zGap := rng.NormFloat64(), rng.NormFloat64()
+		for j := range pr.drawn {
+			// Spells hours apart share a regime: the independent
+			// stretches of history are half-days (the prior's day is two).
+			pr.gens[j].uncertain(rng, (fits[j].Hours+priorHours)/12, zRun, zGap)
+			pr.gens[j].fill(&pr.drawn[j], cfg.Seed, uint64(k)<<32|uint64(i)<<12|uint64(j&0xfff), D)
+			pr.drawn[j].closeAt(D)
+		}
+		note := func(a *acc, o outcome) {
+			a.cost = append(a.cost, o.cost)
+			if o.onTime(D) {
+				a.on++
+			}
+		}
+		for j := range pr.drawn {
+			one := []lane{{usdHour: spotUSD, speed: 1, tl: &pr.drawn[j]}}
+			r := &run{sp: &pr.sp, lanes: one, od: &pr.od}
+			note(&accs[0][j], r.exec(policyFor(PolicyGreedy, 0)))
+			r = &run{sp: &pr.sp, lanes: one, od: &pr.od}
+			note(&accs[1][j], r.exec(policyFor(PolicyUniformProgress, 0)))
+		}
+		for j := range plan {
+			plan[j].tl = &pr.drawn[j]
+		}
+		r := &run{sp: &pr.sp, lanes: plan, od: &pr.od}
+		note(&accs[2][0], r.exec(policyFor(PolicyPlanner, anyAvail)))
+	}
+	out := make([][]prediction, 3)
+	for p, as := range accs {
+		for _, a := range as {
+			out[p] = append(out[p], prediction{cost: meanOf(a.cost), p95: quantile(a.cost, 0.95), onTimePct: 100 * float64(a.on) / float64(R)})
+		}
+	}
+	return out
 }

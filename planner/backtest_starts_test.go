@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -30,7 +31,8 @@ func always(hours int) Trace {
 }
 
 // On-demand meets a deadline only when the work and its changeover fit:
-// 10 h of work and 30 minutes of changeover do not fit in 10 h.
+// 10 h of work and 30 minutes of changeover do not fit in 10 h, a job the
+// backtest refuses; in 10.5 h they fit.
 func TestBacktestOnDemandCountsItsChangeover(t *testing.T) {
 	for _, c := range []struct {
 		deadline float64
@@ -38,6 +40,13 @@ func TestBacktestOnDemandCountsItsChangeover(t *testing.T) {
 	}{{10, 0}, {10.5, 100}} {
 		rows, err := Backtest([]Trace{always(12)}, BacktestConfig{JobHours: 10, DeadlineHours: c.deadline, SpotUSDHour: 1,
 			OnDemandUSDHour: 3, Changeover: 30 * time.Minute, Starts: 5})
+		var fe *FieldError
+		if c.met == 0 {
+			if !errors.As(err, &fe) || fe.Field != "deadline-hours" {
+				t.Errorf("deadline %v h for 10 h + 30m: %v, want it refused", c.deadline, err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

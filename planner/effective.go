@@ -66,3 +66,7 @@ func trimFloat(v float64) string {
 	}
 	return fmt.Sprintf("%g", v)
 }
+
+// tenths writes hours of work to a tenth, as the plan's columns round:
+// 21.6, not 21.599999999999998.
+func tenths(v float64) string { return trimFloat(math.Round(v*10) / 10) }

@@ -51,6 +51,10 @@ type outcome struct {
 	left          float64 // work left when not done
 }
 
+// onTime is whether the run finished the job by the deadline: a run cut
+// off at its horizon did not, whenever that was.
+func (o outcome) onTime(deadline float64) bool { return o.done && o.finish <= deadline+1e-9 }
+
 func (r *run) odIdx() int { return len(r.lanes) }
 
 func (r *run) lane(i int) *lane {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // fixed is a complete timeline from its flip times (up first unless
@@ -310,4 +311,36 @@ func (s stopAt) decide(r *run) move {
 	m := s.p.decide(r)
 	m.review = minf(m.review, s.stop)
 	return m
+}
+
+// TestOnTime: only a finished job is on time, however early its run
+// stopped; a finished one is on time up to the deadline itself.
+func TestOnTime(t *testing.T) {
+	for _, c := range []struct {
+		o    outcome
+		want bool
+	}{
+		{outcome{done: true, finish: 10}, true},
+		{outcome{done: true, finish: 12}, true},
+		{outcome{done: true, finish: 12.01}, false},
+		{outcome{done: false, finish: 11, left: 3}, false},
+		{outcome{done: false, finish: 12, left: 0.5}, false},
+	} {
+		if got := c.o.onTime(12); got != c.want {
+			t.Errorf("%+v by 12: on time %v, want %v", c.o, got, c.want)
+		}
+	}
+	// Spot alone stops at the deadline unfinished: the plan counts it late.
+	m := Market{Pools: []Pool{{Key: "a", Cloud: "aws", Region: "r", Zone: "z", InstanceType: "p5", GPUModel: "H100", GPUsPerInstance: 8,
+		SpotUSDHour: 30, OnDemandUSDHour: 98, Risk: Risk{InterruptionsPerHour: 2, GapMedianHours: 3, Availability: 0.2}}}}
+	job := Job{GPUs: 8, Models: []string{"H100"}, Hours: 20, Start: t0, Deadline: t0.Add(24 * time.Hour), Checkpointable: true,
+		Checkpoint: 15 * time.Minute, Changeover: 12 * time.Minute}
+	rs, err := Plan(job, m, Options{Runs: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, _ := byStrategy(rs, StrategySpotOne)
+	if one.OnTimePct > 5 {
+		t.Errorf("spot alone at 20 %% availability claims %.1f %% on time for 20 h of work in 24 h", one.OnTimePct)
+	}
 }

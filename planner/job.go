@@ -88,13 +88,13 @@ func (j Job) Validate() error {
 	work := time.Duration(j.Hours * float64(time.Hour))
 	if earliest := j.Start.Add(work); j.Deadline.Before(earliest) {
 		return fieldErr("deadline", "%s is before start + hours (%s); want a deadline at or after it",
-			j.Deadline.UTC().Format(time.RFC3339), earliest.UTC().Format(time.RFC3339))
+			j.stamp(j.Deadline), j.stamp(earliest))
 	}
 	if j.Deadline.Sub(j.Start) > MaxSpan {
-		return fieldErr("deadline", "%s is more than 26 weeks after the start; want a deadline within 26 weeks", j.Deadline.UTC().Format(time.RFC3339))
+		return fieldErr("deadline", "%s is more than 26 weeks after the start; want a deadline within 26 weeks", j.stamp(j.Deadline))
 	}
-	if j.Checkpointable && j.Checkpoint <= 0 {
-		return fieldErr("checkpoint", "%s: want a positive interval such as 15m (or a job that is not checkpointable)", j.Checkpoint)
+	if j.Checkpointable && j.Checkpoint < 0 {
+		return fieldErr("checkpoint", "%s: want 0 (progress kept at an interruption) or a positive interval such as 15m (or a job that is not checkpointable)", j.Checkpoint)
 	}
 	if j.Changeover < 0 || j.Changeover > MaxChangeover {
 		return fieldErr("changeover", "%s: want a duration from 0s to 24h such as 12m", j.Changeover)
@@ -105,4 +105,133 @@ func (j Job) Validate() error {
 // Slack is D − S − W: the time the job may lose and still be on time.
 func (j Job) Slack() time.Duration {
 	return j.Deadline.Sub(j.Start) - time.Duration(j.Hours*float64(time.Hour))
+}
+
+// StampLayout is how the planner's messages write a time: local, with
+// the zone, as the CLI's tables do.
+const StampLayout = "2006-01-02 15:04 MST"
+
+// stamp writes t in the job's own zone (the one its start was read in).
+func (j Job) stamp(t time.Time) string { return t.In(j.Start.Location()).Format(StampLayout) }
+
+// Check is Validate for a job about to be planned or carried out at now:
+// a start or deadline already passed is refused (a start left out is now,
+// never passed), and so is a deadline the changeover leaves too short for
+// the work on the fastest of the models (Fits). The CLI, the Plan form
+// and watch plan rules all check a job here.
+func (j Job) Check(now time.Time, speeds Speeds) error {
+	floor := now.Truncate(time.Minute)
+	if !j.Start.IsZero() && j.Start.Before(floor) {
+		return fieldErr("start", "%s has passed (it is %s now); want a later start, or none for now", j.stamp(j.Start), j.stamp(now))
+	}
+	if !j.Deadline.IsZero() && j.Deadline.Before(floor) {
+		return fieldErr("deadline", "%s has passed (it is %s now); want a later deadline", j.stamp(j.Deadline), j.stamp(now))
+	}
+	if err := j.Validate(); err != nil {
+		return err
+	}
+	return j.Fits(speeds)
+}
+
+// Fits refuses a deadline no strategy can meet: the first changeover
+// plus the work on the fastest model must fit between start and deadline.
+func (j Job) Fits(speeds Speeds) error {
+	if speeds == nil {
+		speeds = DefaultSpeeds
+	}
+	best := 0.0
+	for _, m := range j.Models {
+		best = max(best, speeds.Relative(m, j.Models[0]))
+	}
+	if best <= 0 {
+		return nil // Plan names the model with no speed
+	}
+	work := time.Duration(j.Hours / best * float64(time.Hour))
+	span := j.Deadline.Sub(j.Start)
+	if j.Changeover+work <= span {
+		return nil
+	}
+	left := max(span-j.Changeover, 0)
+	return fieldErr("deadline", "%s: no strategy fits: the %s changeover leaves %s for %s of work; want a deadline at or after %s",
+		j.stamp(j.Deadline), domain.FormatDuration(j.Changeover), domain.FormatDuration(left.Round(time.Minute)),
+		domain.FormatDuration(work.Round(time.Minute)), j.stamp(j.Start.Add(j.Changeover+work)))
+}
+
+// Held is capacity a job already holds: a ledger row carried out for it.
+type Held struct {
+	// Row is the ledger row's id; Kind its kind (domain.KindBlock, …),
+	// whose terms say how early its instances stop.
+	Row, Kind string
+	// Model and GPUs are what it holds; fewer GPUs than the job's do not
+	// cover it (the job runs on all its GPUs at once).
+	Model string
+	GPUs  float64
+	// Start and End bound it; a zero End runs to the job's deadline.
+	Start, End time.Time
+}
+
+// Uncovered is the job the held rows leave, planned from now: the work
+// they do not do (each held stretch, less a changeover and its kind's
+// early stop, at its model's speed), in the longest part of the window
+// they leave free. by names the rows that do some of the work; a left
+// job of no hours is covered by them.
+func Uncovered(job Job, held []Held, now time.Time, speeds Speeds) (left Job, by []string) {
+	if speeds == nil {
+		speeds = DefaultSpeeds
+	}
+	left = job
+	from := job.Start
+	if now.After(from) {
+		from = now
+	}
+	type span struct{ a, b time.Time }
+	var taken []span
+	done := 0.0
+	for _, h := range held {
+		speed := speeds.Relative(h.Model, job.Models[0])
+		if h.GPUs < float64(job.GPUs)-1e-9 || speed <= 0 || !slices.Contains(job.Models, h.Model) {
+			continue
+		}
+		a, b := h.Start, h.End
+		if b.IsZero() || b.After(job.Deadline) {
+			b = job.Deadline
+		}
+		if t := domain.TermsOfKind(h.Kind); t != nil && !h.End.IsZero() {
+			b = minTime(b, h.End.Add(-t.StopsEarly))
+		}
+		if a.Before(job.Start) {
+			a = job.Start
+		}
+		if usable := b.Sub(a) - job.Changeover; usable > 0 {
+			done += usable.Hours() * speed
+			by = append(by, h.Row)
+			taken = append(taken, span{a, b})
+		}
+	}
+	left.Hours = max(0, job.Hours-done)
+	if left.Hours < 1e-6 {
+		left.Hours = 0
+		return left, by
+	}
+	// The free stretches of [from, deadline], the longest kept.
+	slices.SortFunc(taken, func(x, y span) int { return x.a.Compare(y.a) })
+	best := span{from, from}
+	cur := from
+	for _, s := range append(taken, span{job.Deadline, job.Deadline}) {
+		if s.a.After(cur) && s.a.Sub(cur) > best.b.Sub(best.a) {
+			best = span{cur, s.a}
+		}
+		if s.b.After(cur) {
+			cur = s.b
+		}
+	}
+	left.Start, left.Deadline = best.a, best.b
+	return left, by
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
 )
@@ -38,7 +39,7 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	if len(spot) == 0 {
 		return nil
 	}
-	odBest := p.bestOnDemand()
+	odBest := p.netOnDemand()
 	multi := p.diverse(spot)
 	// Spot in one pool: the best pool of each cloud (as on-demand is per
 	// cloud), each a lane of its own if the spread does not hold it.
@@ -77,8 +78,8 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	}
 	if len(multi) > 1 {
 		add(&mcStrategy{name: StrategySpotMulti, pol: policyFor(StrategySpotMulti, 0), lanes: seq(len(multi)), sp: spotHorizon, cands: multi,
-			assume: fmt.Sprintf("spot over %d pools in %s, the cheapest per hour of work first, moving on after an interruption; work not done by the deadline is finished on on-demand; %s; zones of a region share part of their interruptions",
-				len(multi), strings.Join(regionsOf(multi), ", "), p.ckptWords())})
+			assume: fmt.Sprintf("spot over %d pools in %s, the cheapest per hour of work first, moving on after an interruption; work not done by the deadline is finished on on-demand; %s; zones of a region share part of their interruptions; %s",
+				len(multi), strings.Join(regionsOf(multi), ", "), p.ckptWords(), riskWords(multi))})
 	}
 	// Uniform Progress as published holds one pool: the best of all, with
 	// its own on-demand.
@@ -97,8 +98,8 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 		}
 		add(&mcStrategy{name: StrategySafetyNet, pol: policyFor(StrategySafetyNet, anyAvailability(multi)), lanes: seq(len(multi)), od: odBest,
 			sp: netHorizon, cands: multi,
-			assume: fmt.Sprintf("spot over %d pools (%s) with an on-demand safety net (%s in %s): keeps time to finish on on-demand after any interruption, waits out gaps while the slack allows, back to spot when it can; %s%s",
-				len(multi), strings.Join(regionsOf(multi), ", "), odBest.p.InstanceType, odBest.p.Region, p.ckptWords(), worthless)})
+			assume: fmt.Sprintf("spot over %d pools (%s) with an on-demand safety net (%s in %s): keeps time to finish on on-demand after any interruption, waits out gaps while the slack allows, back to spot when it can; %s%s; %s",
+				len(multi), strings.Join(regionsOf(multi), ", "), odBest.p.InstanceType, odBest.p.Region, p.ckptWords(), worthless, riskWords(multi))})
 		for _, s := range p.blockSpot(offs, multi, odBest) {
 			add(s)
 		}
@@ -115,7 +116,7 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	groups := map[string]int{}
 	var groupLanes [][]*candidate
 	for _, c := range lanes {
-		if c.risk.RegionShare <= 0 || c.risk.InterruptionsPerHour <= 0 {
+		if c.risk.RegionShare <= 0 || c.risk.InterruptionsPerHour <= 0 || c.risk.Spells != nil {
 			continue
 		}
 		if _, ok := groups[c.regionGroup]; !ok {
@@ -129,7 +130,7 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	// Timelines are drawn to the deadline (the latest any strategy looks
 	// at spot); after it, no spot is counted on.
 	until := p.span
-	parallel(runs, p.opt.workers(), func() func(int) {
+	parallel(p.ctx, runs, p.opt.workers(), func() func(int) {
 		type layer struct {
 			g  *renewal
 			tl timeline
@@ -156,12 +157,16 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 				continue // capacity always there
 			}
 			share := 0.0
-			if g, ok := groups[c.regionGroup]; ok {
+			if g, ok := groups[c.regionGroup]; ok && r.Spells == nil {
 				share = r.RegionShare
 				laneRegion[i] = g
 			}
 			pools[i] = &layer{g: newRenewal()}
-			pools[i].g.setup((1-share)*r.InterruptionsPerHour, math.Pow(r.Availability, 1-share), r.GapMedianHours)
+			if r.Spells != nil {
+				pools[i].g.setupSpells(r.Spells)
+			} else {
+				pools[i].g.setup((1-share)*r.InterruptionsPerHour, math.Pow(r.Availability, 1-share), r.GapMedianHours)
+			}
 			laneTL[i] = &pools[i].tl
 			if laneRegion[i] >= 0 {
 				laneTL[i] = &timeline{}
@@ -201,30 +206,29 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 					cost += p.finishCost(o.left, s, lanes)
 				}
 				s.cost[i] = cost
-				s.onTime[i] = o.done && o.finish <= s.sp.deadline+1e-9
+				s.onTime[i] = o.onTime(s.sp.deadline)
 				s.inter[i] = o.interruptions
 				s.finish[i] = o.finish
 				if !o.done {
-					s.finish[i] = math.NaN()
+					s.finish[i] = p.finishAt(o.left, s, lanes)
 				}
 			}
 		}
 	})
 
+	if p.ctx.Err() != nil {
+		return nil // cancelled: the summaries (sorts of every run) are not wanted
+	}
 	out := make([]Result, 0, len(sts))
 	for _, s := range sts {
 		r := p.result(s.name, s.cands)
-		var sum, inter, fin float64
-		var on, done int
+		var sum, inter float64
+		var on int
 		for i := range runs {
 			sum += s.cost[i]
 			inter += float64(s.inter[i])
 			if s.onTime[i] {
 				on++
-			}
-			if !math.IsNaN(s.finish[i]) {
-				fin += s.finish[i]
-				done++
 			}
 		}
 		r.ExpectedCostUSD = sum / float64(runs)
@@ -232,10 +236,8 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 		r.OnTimePct = 100 * float64(on) / float64(runs)
 		r.ExpectedInterruptions = inter / float64(runs)
 		r.USDPerUsefulGPUHour = r.ExpectedCostUSD / p.usefulGPUHours()
-		r.End = p.at(p.span)
-		if done > 0 {
-			r.End = p.at(fin / float64(done))
-		}
+		// The median and p95 finish of every run, the late ones too.
+		r.End, r.EndP95 = p.endAt(quantile(s.finish, 0.5), s.sp), p.endAt(quantile(s.finish, 0.95), s.sp)
 		if s.block != nil {
 			// The capacity held runs from the earlier of the job's start
 			// and the block's to the later of their ends.
@@ -245,6 +247,9 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 			}
 			if o.End.After(r.End) {
 				r.End = o.End
+			}
+			if o.End.After(r.EndP95) {
+				r.EndP95 = o.End
 			}
 			r.OfferingID = o.ID
 			r.Regions = appendNew(r.Regions, o.Region)
@@ -276,6 +281,29 @@ func (p *planning) finishCost(left float64, s *mcStrategy, lanes []*candidate) f
 	}
 	c := lanes[s.lanes[0]]
 	return c.score * left
+}
+
+// finishAt is when a run that stopped at its horizon with work left ends
+// once that work is finished on on-demand, as finishCost prices it: +Inf
+// when no on-demand is known.
+func (p *planning) finishAt(left float64, s *mcStrategy, lanes []*candidate) float64 {
+	od := s.od
+	if od == nil {
+		od = p.bestOnDemand()
+	}
+	if od == nil {
+		return math.Inf(1)
+	}
+	return s.sp.horizon + p.d + left/od.speed
+}
+
+// endAt is a finish (hours from the job's start) as a time; one never
+// reached is the run's horizon.
+func (p *planning) endAt(h float64, sp spec) time.Time {
+	if math.IsInf(h, 0) || math.IsNaN(h) {
+		h = sp.horizon
+	}
+	return p.at(h)
 }
 
 func seq(n int) []int {
@@ -443,8 +471,27 @@ func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *can
 		out = append(out, &mcStrategy{name: StrategyBlockSpot, pol: policyFor(StrategyBlockSpot, anyAvailability(multi)),
 			lanes: seq(len(multi)), od: od, sp: sp, fixed: b.o.UpfrontUSD, cands: multi, block: &op.b,
 			assume: fmt.Sprintf("%.0f h block (%s to %s UTC) does %s h of the work; the other %s h on spot over %d pools with the on-demand safety net, %s it; %s",
-				b.hoursPaid, b.o.Start.UTC().Format("Jan 2 15:04"), b.o.End.UTC().Format("Jan 2 15:04"), trimFloat(math.Round(op.blockHrs*10)/10),
-				trimFloat(math.Round((p.work-op.blockHrs)*10)/10), len(multi), when, p.ckptWords())})
+				b.hoursPaid, b.o.Start.UTC().Format("Jan 2 15:04"), b.o.End.UTC().Format("Jan 2 15:04"), tenths(op.blockHrs),
+				tenths(p.work-op.blockHrs), len(multi), when, p.ckptWords())})
 	}
 	return out
+}
+
+// riskWords says where each pool's risk came from, pools of one source
+// named together: "risk of us-east-1a, us-east-1b from H100 prior × …".
+func riskWords(cs []*candidate) string {
+	var sources []string
+	places := map[string][]string{}
+	for _, c := range cs {
+		src := c.risk.Source
+		if _, ok := places[src]; !ok {
+			sources = append(sources, src)
+		}
+		places[src] = appendNew(places[src], domain.Place(c.p.Region, c.p.Zone))
+	}
+	parts := make([]string, len(sources))
+	for i, src := range sources {
+		parts[i] = "risk of " + strings.Join(places[src], ", ") + " from " + src
+	}
+	return strings.Join(parts, "; ")
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"runtime"
@@ -35,8 +36,11 @@ type Result struct {
 	Instances    int
 	GPUs         float64
 	// Start and End are the capacity's window: a block's own, else the
-	// job's start and its expected end.
+	// job's start and its median finish over every run, the late ones
+	// too (finished on on-demand). EndP95 is the finish 95 % of the runs
+	// reach by (End for a block or on-demand).
 	Start, End            time.Time
+	EndP95                time.Time
 	ExpectedCostUSD       float64
 	P95CostUSD            float64
 	OnTimePct             float64
@@ -101,6 +105,12 @@ type candidate struct {
 // (Rank orders them). Deterministic strategies are computed; the others
 // by Monte Carlo over the pools' risk, all strategies over the same draws.
 func Plan(job Job, m Market, opt Options) ([]Result, error) {
+	return PlanContext(context.Background(), job, m, opt)
+}
+
+// PlanContext is Plan that stops when ctx is done (within one chunk of
+// runs) and returns its error.
+func PlanContext(ctx context.Context, job Job, m Market, opt Options) ([]Result, error) {
 	if err := job.Validate(); err != nil {
 		return nil, err
 	}
@@ -116,6 +126,9 @@ func Plan(job Job, m Market, opt Options) ([]Result, error) {
 	if opt.Speeds == nil {
 		opt.Speeds = DefaultSpeeds
 	}
+	if err := job.Fits(opt.Speeds); err != nil {
+		return nil, err
+	}
 	ref := job.Models[0]
 	for _, model := range job.Models {
 		if opt.Speeds.Relative(model, ref) <= 0 {
@@ -125,7 +138,7 @@ func Plan(job Job, m Market, opt Options) ([]Result, error) {
 			return nil, fieldErr("gpu", "no pool or offering of the market sells %s (the market has %s)", model, strings.Join(modelsIn(m), ", "))
 		}
 	}
-	p := &planning{job: job, opt: opt, ref: ref, d: job.Changeover.Hours(), work: job.Hours}
+	p := &planning{ctx: ctx, job: job, opt: opt, ref: ref, d: job.Changeover.Hours(), work: job.Hours}
 	p.ckpt = math.Inf(1)
 	if job.Checkpointable {
 		p.ckpt = job.Checkpoint.Hours()
@@ -137,6 +150,9 @@ func Plan(job Job, m Market, opt Options) ([]Result, error) {
 	out = append(out, p.offerings(m.Offerings)...)
 	out = append(out, p.trainingPlans(m.Offerings)...)
 	out = append(out, p.montecarlo(m.Offerings)...)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -173,6 +189,7 @@ func modelsIn(m Market) []string {
 
 // planning is one Plan's working state.
 type planning struct {
+	ctx        context.Context
 	job        Job
 	opt        Options
 	ref        string
@@ -213,6 +230,8 @@ func (p *planning) ckptWords() string {
 	switch {
 	case math.IsInf(p.ckpt, 1):
 		return "not checkpointable: an interruption starts the job over"
+	case p.ckpt == 0:
+		return "progress kept at an interruption (checkpoint 0)"
 	default:
 		return fmt.Sprintf("checkpoint every %s", domain.FormatDuration(p.job.Checkpoint))
 	}
@@ -237,6 +256,7 @@ func (p *planning) onDemand() []Result {
 		cost := c.odUSD * hours
 		r := p.result(StrategyOnDemand, []*candidate{c})
 		r.End = p.at(hours)
+		r.EndP95 = r.End
 		r.ExpectedCostUSD, r.P95CostUSD = cost, cost
 		r.OnTimePct = pct(hours <= p.span+1e-9)
 		r.USDPerUsefulGPUHour = cost / p.usefulGPUHours()
@@ -345,19 +365,19 @@ func (p *planning) offerings(offs []domain.Offering) []Result {
 			continue // it cannot hold the whole job
 		}
 		r := Result{Strategy: b.kind, Provider: o.Provider, Cloud: string(o.Cloud), Regions: []string{o.Region},
-			InstanceType: o.InstanceType, Instances: o.InstanceCount, GPUs: o.GPUCount(), Start: o.Start, End: o.End,
+			InstanceType: o.InstanceType, Instances: o.InstanceCount, GPUs: o.GPUCount(), Start: o.Start, End: o.End, EndP95: o.End,
 			ExpectedCostUSD: o.UpfrontUSD, P95CostUSD: o.UpfrontUSD, OnTimePct: pct(finish <= p.span+1e-9),
 			USDPerUsefulGPUHour: o.UpfrontUSD / p.usefulGPUHours(), OfferingID: o.ID}
 		if b.kind == StrategyReservation {
 			r.Assumptions = fmt.Sprintf("%d × %s reserved in %s from purchase to %s (%.0f h billed at the on-demand rate; gpumarket releases it then) for %s h of work",
-				o.InstanceCount, o.InstanceType, domain.Place(o.Region, o.Zone), o.End.UTC().Format(time.RFC3339), b.hoursPaid, trimFloat(p.work/b.speed))
+				o.InstanceCount, o.InstanceType, domain.Place(o.Region, o.Zone), o.End.UTC().Format(time.RFC3339), b.hoursPaid, tenths(p.work/b.speed))
 		} else {
 			stop := "they run to its end"
 			if early := o.Terms().StopsEarly; early > 0 {
 				stop = "instances stop " + domain.FormatDuration(early) + " before its end"
 			}
 			r.Assumptions = fmt.Sprintf("%.0f h block (%s to %s UTC, a %s) paid in full for %s h of work + %s changeover; %s; no interruptions",
-				b.hoursPaid, o.Start.UTC().Format("Jan 2 15:04"), o.End.UTC().Format("Jan 2 15:04"), o.Terms().Name, trimFloat(p.work/b.speed),
+				b.hoursPaid, o.Start.UTC().Format("Jan 2 15:04"), o.End.UTC().Format("Jan 2 15:04"), o.Terms().Name, tenths(p.work/b.speed),
 				domain.FormatDuration(p.job.Changeover), stop)
 		}
 		// Blocks of each length (a longer one may start earlier); one
@@ -417,8 +437,8 @@ func (o Options) workers() int {
 
 // parallel runs fn(worker, run) for every run, split over workers in fixed
 // chunks; each worker has its own state, so the results do not depend on
-// how many there are.
-func parallel(runs, workers int, newWorker func() func(run int)) {
+// how many there are. It hands out no more chunks once ctx is done.
+func parallel(ctx context.Context, runs, workers int, newWorker func() func(run int)) {
 	const chunk = 250
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -428,15 +448,30 @@ func parallel(runs, workers int, newWorker func() func(run int)) {
 			defer wg.Done()
 			do := newWorker()
 			for start := range next {
-				for i := start; i < min(start+chunk, runs); i++ {
+				for i := start; i < min(start+chunk, runs) && ctx.Err() == nil; i++ {
 					do(i)
 				}
 			}
 		}()
 	}
-	for s := 0; s < runs; s += chunk {
+	for s := 0; s < runs && ctx.Err() == nil; s += chunk {
 		next <- s
 	}
 	close(next)
 	wg.Wait()
+}
+
+// OverCap is the budget key a strategy's expected cost is over, "" for
+// none: the purchase cap first (max_booking_usd), then the day's
+// (max_daily_usd); a cap of 0 is none. A plan is bought or launched in
+// one go, so its whole cost meets both: over either, carrying it out is
+// refused.
+func OverCap(usd, maxBookingUSD, maxDailyUSD float64) string {
+	switch {
+	case maxBookingUSD > 0 && usd > maxBookingUSD:
+		return "max_booking_usd"
+	case maxDailyUSD > 0 && usd > maxDailyUSD:
+		return "max_daily_usd"
+	}
+	return ""
 }

@@ -1,10 +1,12 @@
 package planner
 
 import (
+	"context"
 	"errors"
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -352,6 +354,67 @@ func TestResultsNameTheirPools(t *testing.T) {
 			if len(r.Pools) == 0 || keys[r.OnDemandPool].Key == "" || math.IsNaN(keys[r.OnDemandPool].OnDemandUSDHour) {
 				t.Errorf("%s names %v, on-demand %q", r.Strategy, r.Pools, r.OnDemandPool)
 			}
+		}
+	}
+}
+
+// parallel stops handing out runs once its context is done, and
+// PlanContext and BacktestContext return the context's error.
+func TestPlanStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var done atomic.Int64
+	parallel(ctx, 1_000_000, 2, func() func(int) {
+		return func(int) {
+			if done.Add(1) == 10 {
+				cancel()
+			}
+		}
+	})
+	if n := done.Load(); n >= 1_000_000 || n > 4*250 {
+		t.Errorf("%d runs after cancelling at the 10th; want at most the chunks under way", n)
+	}
+	job := Job{GPUs: 8, Models: []string{"H100"}, Hours: 24, Start: t0, Deadline: t0.Add(72 * time.Hour), Changeover: 12 * time.Minute}
+	m := Market{Pools: []Pool{{Key: "a", Cloud: "aws", Region: "r", Zone: "z", InstanceType: "p5", GPUModel: "H100", GPUsPerInstance: 8,
+		SpotUSDHour: 30, OnDemandUSDHour: 98, Risk: Risk{InterruptionsPerHour: 0.5, GapMedianHours: 0.5, Availability: 0.6}}}}
+	if _, err := PlanContext(ctx, job, m, Options{Runs: 1_000_000}); !errors.Is(err, context.Canceled) {
+		t.Errorf("PlanContext: %v, want context.Canceled", err)
+	}
+	tr := Trace{Name: "a", GapSeconds: 300, Data: slices.Repeat([]int{1, 0}, 2000)}
+	if _, err := BacktestContext(ctx, []Trace{tr}, BacktestConfig{JobHours: 24, DeadlineHours: 36, SpotUSDHour: 1, OnDemandUSDHour: 3, Starts: 10}); !errors.Is(err, context.Canceled) {
+		t.Errorf("BacktestContext: %v, want context.Canceled", err)
+	}
+}
+
+// TestPlanNamesRiskSources: the spot rows say where each pool's risk
+// came from, pools of one source named together, a fitted pool by its
+// history.
+func TestPlanNamesRiskSources(t *testing.T) {
+	m := testMarket()
+	// us-west-2b's risk fitted on a week of a trace.
+	ticks := 7 * 24 * 12
+	tr := Trace{Name: "us-west-2b.json", GapSeconds: 300, Data: make([]int, ticks)}
+	for i := range tr.Data {
+		tr.Data[i] = []int{2, 2, 2, 0}[i/36%4]
+	}
+	for i := range m.Pools {
+		if m.Pools[i].Zone == "us-west-2b" {
+			m.Pools[i].Risk = FitRisk(tr.timeline(2), 0, tr.Hours(), m.Pools[i].Risk, "us-west-2b.json")
+		}
+	}
+	job := Job{GPUs: 16, Models: []string{"H100"}, Hours: 24, Start: t0, Deadline: t0.Add(48 * time.Hour),
+		Checkpointable: true, Checkpoint: 15 * time.Minute, Changeover: 12 * time.Minute}
+	rs, err := Plan(job, m, Options{Runs: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, ok := byStrategy(rs, StrategySafetyNet)
+	if !ok {
+		t.Fatal("no safety net row")
+	}
+	for _, want := range []string{"risk of us-east-1a, us-east-1b from H100 prior × test bucket >20%",
+		"risk of us-east-2a from H100 prior × test bucket 10-15%", "risk of us-west-2b from fitted on 168 h of us-west-2b.json"} {
+		if !strings.Contains(net.Assumptions, want) {
+			t.Errorf("assumptions %q do not say %q", net.Assumptions, want)
 		}
 	}
 }

@@ -233,3 +233,33 @@ func maxf(a, b float64) float64 {
 	}
 	return b
 }
+
+// netOnDemand is the on-demand pool a safety net falls back on: the
+// cheapest per hour of work, unless it cannot finish the job by the
+// deadline even from the start; then the fastest that can (a slow, cheap
+// A100 net is 0 % on time where an H100 one keeps the deadline). With
+// none that can, the cheapest.
+func (p *planning) netOnDemand() *candidate {
+	best := p.bestOnDemand()
+	if best == nil || p.odFits(best) {
+		return best
+	}
+	var fast *candidate
+	for i := range p.cands {
+		c := &p.cands[i]
+		if math.IsNaN(c.odUSD) || !p.odFits(c) {
+			continue
+		}
+		if fast == nil || c.speed > fast.speed || c.speed == fast.speed && c.odScore < fast.odScore {
+			fast = c
+		}
+	}
+	if fast == nil {
+		return best
+	}
+	return fast
+}
+
+// odFits reports whether on-demand in the pool finishes the work by the
+// deadline from the start, one changeover included.
+func (p *planning) odFits(c *candidate) bool { return p.d+p.work/c.speed <= p.span+tolerance }

@@ -25,6 +25,9 @@ type Risk struct {
 	RegionShare float64
 	// Source says where the figures come from, for the assumptions line.
 	Source string
+	// Spells, when fitted from history, are the lengths runs and gaps are
+	// drawn from; nil draws the parametric model above.
+	Spells *Spells
 }
 
 // Prior is what is assumed of a GPU class's pools at the middle bucket
@@ -175,7 +178,8 @@ func scalePrior(p Prior, b int) Risk {
 // cluster or none most of the time, so the rate per usable hour stays
 // the pool's and the usable share of time shrinks by ClusterShare.
 func (r Risk) ForInstances(n int) Risk {
-	if n >= 2 {
+	// A fitted risk was read at the job's count already.
+	if n >= 2 && r.Spells == nil {
 		r.Availability *= ClusterShare
 	}
 	return r

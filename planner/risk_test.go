@@ -74,6 +74,16 @@ func TestRiskOfSources(t *testing.T) {
 	if r.InterruptionsPerHour != 0.3 || r.Availability != 0.8 || r.RegionShare != 0.25 || !strings.Contains(r.Source, "sim's own process") {
 		t.Errorf("process: %+v", r)
 	}
+	// A pool always there (availability 1, the range's closed end) is a
+	// process too; one above 1 is not.
+	p.Interruption.Process = &domain.SpotProcess{InterruptionsPerHour: 0.3, GapMedianHours: 0.4, Availability: 1, RegionShare: 0.25}
+	if r := RiskOf(p, nil); r.Availability != 1 || !strings.Contains(r.Source, "sim's own process") {
+		t.Errorf("availability 1: %+v", r)
+	}
+	p.Interruption.Process = &domain.SpotProcess{InterruptionsPerHour: 0.3, GapMedianHours: 0.4, Availability: 1.01, RegionShare: 0.25}
+	if r := RiskOf(p, nil); strings.Contains(r.Source, "own process") {
+		t.Errorf("availability 1.01 used: %+v", r)
+	}
 	// …unless it is not a process.
 	p.Interruption.Process = &domain.SpotProcess{InterruptionsPerHour: math.NaN(), GapMedianHours: 0.4, Availability: 0.8}
 	if r := RiskOf(p, nil); math.IsNaN(r.InterruptionsPerHour) || !strings.Contains(r.Source, ">20%") {

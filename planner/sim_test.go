@@ -198,3 +198,18 @@ func BenchmarkBacktest(b *testing.B) {
 	}
 	b.ReportMetric(float64(runs)*float64(b.N)/b.Elapsed().Seconds(), "policy-runs/s")
 }
+
+// BenchmarkBacktestPredict is BenchmarkBacktest with --predict: 300
+// starts, each with its own fit and Monte Carlo per pool and policy
+// (target: under 10 s).
+func BenchmarkBacktestPredict(b *testing.B) {
+	traces := simTraces(b, "p3.2xlarge", 45)
+	cfg := planner.BacktestConfig{JobHours: 48, DeadlineHours: 60, SpotUSDHour: 0.918, OnDemandUSDHour: 3.06,
+		Changeover: 12 * time.Minute, Starts: 300, Seed: 1, Predict: true}
+	for b.Loop() {
+		if _, err := planner.Backtest(traces, cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(traces)), "pools")
+}

@@ -100,6 +100,12 @@ type renewal struct {
 	// gapQ are the gap's quantiles on a fine grid, so a draw is a table
 	// read rather than an exponential.
 	gapQ []float64
+	// runQ, when set, are fitted run lengths drawn instead of the
+	// exponential; the cumulative sums draw the spell under way at start.
+	runQ, runCum, gapCum []float64
+	// runScale and gapScale stretch the fitted lengths for one draw (the
+	// fit's own uncertainty); 1 draws them as fitted.
+	runScale, gapScale float64
 }
 
 func newRenewal() *renewal {
@@ -156,6 +162,10 @@ func (g *renewal) setup(lambda, a, median float64) {
 // probability a (the process in its long-run state), each period fresh
 // but a gap under way at the start.
 func (g *renewal) fill(tl *timeline, seed1, seed2 uint64, until float64) {
+	if g.runQ != nil {
+		g.fillSpells(tl, seed1, seed2, until)
+		return
+	}
 	g.src.Seed(seed1, seed2)
 	up := g.rng.Float64() < g.avail
 	tl.up0 = up

@@ -24,85 +24,387 @@ type Trace struct {
 // TraceForm is the accepted format, for error messages.
 const TraceForm = `{"metadata": {"gap_seconds": N}, "data": [n0, n1, ...]} with N a whole number of seconds from 1 to 86400 and each n a whole number ≥ 0`
 
-// Limits of a trace.
+// Limits of a trace. A trace is read as it streams and refused as soon
+// as it passes either, so a huge file costs neither time nor memory.
 const (
 	maxGapSeconds = 86400
 	maxTraceTicks = 2_000_000
 	maxCount      = 1 << 30
+	// MaxTraceBytes is the largest trace file read: 2,000,000 ticks of
+	// counts up to 16 written as the dataset writes them fit in 8 MiB.
+	MaxTraceBytes = 32 << 20
 )
 
-// ParseTrace reads a trace strictly: one JSON object with exactly the keys
-// "metadata" and "data" (metadata may carry other keys, which are
-// ignored), a whole positive gap_seconds, and a non-empty list of whole
-// numbers ≥ 0. Errors name the file and the place.
+// ParseTrace reads a trace held in memory (see ReadTrace).
 func ParseTrace(name string, b []byte) (Trace, error) {
-	t := Trace{Name: name}
-	fail := func(format string, args ...any) (Trace, error) {
-		return Trace{}, fmt.Errorf("trace %s: %s; want %s", name, fmt.Sprintf(format, args...), TraceForm)
+	return ReadTrace(name, bytes.NewReader(b))
+}
+
+// ReadTrace reads a trace strictly as it streams: one JSON object with
+// exactly the keys "metadata" and "data" (metadata may carry other keys,
+// which are ignored), a whole positive gap_seconds, and a non-empty list
+// of whole numbers ≥ 0, at most 2,000,000 of them in at most
+// MaxTraceBytes. It stops at the first byte past a limit. Errors name the
+// file and the place.
+func ReadTrace(name string, r io.Reader) (Trace, error) {
+	in := &cappedReader{r: r, left: MaxTraceBytes}
+	sc := &traceScanner{br: bufio.NewReaderSize(in, 64<<10)}
+	t, err := sc.trace()
+	if err != nil {
+		msg := err.Error()
+		var f traceFault
+		switch {
+		case in.over:
+			msg = fmt.Sprintf("larger than %d MiB", MaxTraceBytes>>20)
+		case errors.As(err, &f):
+		case errors.Is(err, errBadJSON) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			msg = "not a JSON object (" + msg + ")"
+		default:
+			return Trace{}, fmt.Errorf("trace %s: %w", name, err)
+		}
+		return Trace{}, fmt.Errorf("trace %s: %s; want %s", name, msg, TraceForm)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var top map[string]json.RawMessage
-	if err := dec.Decode(&top); err != nil {
-		return fail("not a JSON object (%s)", jsonErr(err))
+	t.Name = name
+	return t, nil
+}
+
+// traceFault is what is wrong with a trace's content, as opposed to its
+// JSON or its reading.
+type traceFault string
+
+func (f traceFault) Error() string { return string(f) }
+
+var errBadJSON = errors.New("bad JSON")
+
+// traceScanner reads the dataset's one shape by hand: a general JSON
+// decoder spends a microsecond a token, and a trace is millions of them.
+type traceScanner struct {
+	br  *bufio.Reader
+	off int64
+}
+
+func (s *traceScanner) syntax(what string) error {
+	return fmt.Errorf("%w: %s at byte %d", errBadJSON, what, s.off)
+}
+
+func (s *traceScanner) next() (byte, error) {
+	c, err := s.br.ReadByte()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("%w at byte %d", io.ErrUnexpectedEOF, s.off)
+		}
+		return 0, err
 	}
-	if top == nil {
-		return fail("not a JSON object")
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fail("more than one JSON value in the file")
-	}
-	for k := range top {
-		if k != "metadata" && k != "data" {
-			return fail("unknown key %q", k)
+	s.off++
+	return c, nil
+}
+
+// skipSpace returns the next byte that is not JSON white space.
+func (s *traceScanner) skipSpace() (byte, error) {
+	for {
+		c, err := s.next()
+		if err != nil {
+			return 0, err
+		}
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return c, nil
 		}
 	}
-	metaRaw, ok := top["metadata"]
-	if !ok {
-		return fail(`no "metadata"`)
+}
+
+func (s *traceScanner) expect(want byte, what string) error {
+	c, err := s.skipSpace()
+	if err != nil {
+		return err
+	}
+	if c != want {
+		return s.syntax(fmt.Sprintf("%q where %s was expected", c, what))
+	}
+	return nil
+}
+
+func (s *traceScanner) trace() (Trace, error) {
+	var t Trace
+	c, err := s.skipSpace()
+	if err != nil {
+		return t, err
+	}
+	if c != '{' {
+		return t, traceFault("not a JSON object")
+	}
+	seenMeta, seenData := false, false
+	for first := true; ; first = false {
+		c, err := s.skipSpace()
+		if err != nil {
+			return t, err
+		}
+		if c == '}' && first {
+			break
+		}
+		if c != '"' {
+			return t, s.syntax(fmt.Sprintf("%q where a key was expected", c))
+		}
+		raw, err := s.rawString()
+		if err != nil {
+			return t, err
+		}
+		var key string
+		if json.Unmarshal(raw, &key) != nil {
+			return t, s.syntax("a bad key")
+		}
+		if err := s.expect(':', "':'"); err != nil {
+			return t, err
+		}
+		switch {
+		case key == "metadata" && !seenMeta:
+			seenMeta = true
+			if t.GapSeconds, err = s.metadata(); err != nil {
+				return t, err
+			}
+		case key == "data" && !seenData:
+			seenData = true
+			if t.Data, err = s.counts(); err != nil {
+				return t, err
+			}
+		case key == "metadata" || key == "data":
+			return t, traceFault(fmt.Sprintf("%q given twice", key))
+		default:
+			return t, traceFault(fmt.Sprintf("unknown key %q", key))
+		}
+		c, err = s.skipSpace()
+		if err != nil {
+			return t, err
+		}
+		if c == '}' {
+			break
+		}
+		if c != ',' {
+			return t, s.syntax(fmt.Sprintf("%q where ',' or '}' was expected", c))
+		}
+	}
+	if c, err := s.skipSpace(); err == nil {
+		return t, traceFault(fmt.Sprintf("more than one JSON value in the file (%q at byte %d)", c, s.off))
+	} else if !errors.Is(err, io.ErrUnexpectedEOF) {
+		return t, err
+	}
+	switch {
+	case !seenMeta:
+		return t, traceFault(`no "metadata"`)
+	case t.GapSeconds == 0:
+		return t, traceFault(`no "metadata.gap_seconds"`)
+	case !seenData:
+		return t, traceFault(`no "data"`)
+	case len(t.Data) == 0:
+		return t, traceFault(`"data" is empty`)
+	}
+	return t, nil
+}
+
+// metadata reads the metadata object whole (it is small, and the byte
+// limit bounds it) and returns its gap_seconds, 0 when it has none.
+func (s *traceScanner) metadata() (int, error) {
+	raw, err := s.rawValue()
+	if err != nil {
+		return 0, err
 	}
 	var meta map[string]json.RawMessage
-	if err := unmarshalNumbers(metaRaw, &meta); err != nil || meta == nil {
-		return fail(`"metadata" is not an object`)
+	if err := unmarshalNumbers(raw, &meta); err != nil || meta == nil {
+		return 0, traceFault(`"metadata" is not an object`)
 	}
 	gapRaw, ok := meta["gap_seconds"]
 	if !ok {
-		return fail(`no "metadata.gap_seconds"`)
+		return 0, nil
 	}
 	gap, ok := wholeNumber(gapRaw)
 	if !ok || gap < 1 || gap > maxGapSeconds {
-		return fail("gap_seconds %s is not a whole number of seconds from 1 to %d", clip(string(gapRaw)), maxGapSeconds)
+		return 0, traceFault(fmt.Sprintf("gap_seconds %s is not a whole number of seconds from 1 to %d", clip(string(gapRaw)), maxGapSeconds))
 	}
-	t.GapSeconds = int(gap)
-	dataRaw, ok := top["data"]
-	if !ok {
-		return fail(`no "data"`)
+	return int(gap), nil
+}
+
+// counts reads the data list, refusing it at its 2,000,001st tick.
+func (s *traceScanner) counts() ([]int, error) {
+	c, err := s.skipSpace()
+	if err != nil {
+		return nil, err
 	}
-	var data []json.RawMessage
-	if err := unmarshalNumbers(dataRaw, &data); err != nil {
-		return fail(`"data" is not a list`)
+	if c != '[' {
+		_ = s.br.UnreadByte()
+		s.off--
+		return nil, traceFault(`"data" is not a list`)
 	}
-	if len(data) == 0 {
-		return fail(`"data" is empty`)
-	}
-	if len(data) > maxTraceTicks {
-		return fail(`"data" has %d ticks, more than %d`, len(data), maxTraceTicks)
-	}
-	t.Data = make([]int, len(data))
-	for i, raw := range data {
-		n, ok := wholeNumber(raw)
-		if !ok || n < 0 || n > maxCount {
-			return fail("data[%d] %s is not a count", i, clip(string(raw)))
+	var out []int
+	var num []byte
+	for {
+		c, err := s.skipSpace()
+		if err != nil {
+			return nil, err
 		}
-		t.Data[i] = int(n)
+		if c == ']' && len(out) == 0 {
+			return out, nil
+		}
+		if len(out) == maxTraceTicks {
+			return nil, traceFault(fmt.Sprintf(`"data" has more than %d ticks`, maxTraceTicks))
+		}
+		// A count: the run of bytes up to the next delimiter.
+		num = append(num[:0], c)
+		if c == '"' {
+			raw, err := s.rawString()
+			if err != nil {
+				return nil, err
+			}
+			num = raw
+		} else {
+			for {
+				b, err := s.br.ReadByte()
+				if err != nil {
+					break
+				}
+				if b == ',' || b == ']' || b == ' ' || b == '\t' || b == '\n' || b == '\r' {
+					_ = s.br.UnreadByte()
+					break
+				}
+				s.off++
+				if len(num) < 64 {
+					num = append(num, b)
+				}
+			}
+		}
+		n, ok := count(num)
+		if !ok {
+			return nil, traceFault(fmt.Sprintf("data[%d] %s is not a count", len(out), clip(string(num))))
+		}
+		out = append(out, n)
+		c, err = s.skipSpace()
+		if err != nil {
+			return nil, err
+		}
+		if c == ']' {
+			return out, nil
+		}
+		if c != ',' {
+			return nil, s.syntax(fmt.Sprintf("%q where ',' or ']' was expected", c))
+		}
 	}
-	return t, nil
+}
+
+// count reads a JSON whole number from 0 to maxCount.
+func count(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 12 || (len(b) > 1 && b[0] == '0') {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, n <= maxCount
+}
+
+// rawString reads the rest of a string whose opening quote was read and
+// returns it with its quotes.
+func (s *traceScanner) rawString() ([]byte, error) {
+	out := []byte{'"'}
+	for {
+		c, err := s.next()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+		switch c {
+		case '\\':
+			c, err := s.next()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, c)
+		case '"':
+			return out, nil
+		}
+	}
+}
+
+// rawValue reads one JSON value whole; json.Unmarshal checks it after.
+func (s *traceScanner) rawValue() ([]byte, error) {
+	c, err := s.skipSpace()
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	depth := 0
+	for {
+		switch c {
+		case '"':
+			raw, err := s.rawString()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, raw...)
+		case '{', '[':
+			depth++
+			out = append(out, c)
+		case '}', ']':
+			depth--
+			out = append(out, c)
+		default:
+			out = append(out, c)
+		}
+		if depth <= 0 {
+			if depth < 0 || c == '}' || c == ']' || c == '"' {
+				return out, nil
+			}
+			// A number or literal at the top: read to its end.
+			b, err := s.br.ReadByte()
+			if err != nil || b == ',' || b == '}' || b == ']' || b == ' ' || b == '\t' || b == '\n' || b == '\r' {
+				if err == nil {
+					_ = s.br.UnreadByte()
+				}
+				return out, nil
+			}
+			s.off++
+			c = b
+			continue
+		}
+		if c, err = s.next(); err != nil {
+			return nil, err
+		}
+	}
 }
 
 func unmarshalNumbers(raw json.RawMessage, v any) error {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	return d.Decode(v)
+}
+
+// cappedReader reads at most `left` bytes and then fails, saying so.
+type cappedReader struct {
+	r    io.Reader
+	left int64
+	over bool
+}
+
+var errTraceTooBig = errors.New("trace too large")
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		// One byte more tells a file of exactly the limit from a bigger one.
+		var one [1]byte
+		n, err := c.r.Read(one[:])
+		if n > 0 {
+			c.over = true
+			return 0, errTraceTooBig
+		}
+		return 0, err
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 // wholeNumber reads a JSON number written as a whole number (no fraction

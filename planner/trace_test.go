@@ -123,3 +123,68 @@ func FuzzParseTrace(f *testing.F) {
 		_ = tr.timeline(1)
 	})
 }
+
+// endless is a trace that never ends: a head, then `unit` repeated, with
+// a count of the bytes handed out.
+type endless struct {
+	head, unit string
+	sent       int64
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if e.head != "" {
+			c := copy(p[n:], e.head)
+			e.head = e.head[c:]
+			n += c
+			continue
+		}
+		n += copy(p[n:], e.unit)
+		if len(p)-n < len(e.unit) {
+			break
+		}
+	}
+	e.sent += int64(n)
+	return n, nil
+}
+
+func TestReadTraceBounded(t *testing.T) {
+	// Too many ticks: refused at the 2,000,001st, having read about that
+	// much of the file and no more.
+	ticks := &endless{head: `{"metadata": {"gap_seconds": 300}, "data": [1`, unit: ", 16"}
+	_, err := ReadTrace("big.json", ticks)
+	if err == nil || !strings.Contains(err.Error(), "more than 2000000 ticks") {
+		t.Fatalf("an endless list: %v", err)
+	}
+	if ticks.sent > 9<<20 {
+		t.Errorf("read %d bytes of an endless list before refusing it", ticks.sent)
+	}
+	// The limit itself: 2,000,000 ticks are a trace, one more is not.
+	for _, n := range []int{maxTraceTicks, maxTraceTicks + 1} {
+		in := `{"metadata": {"gap_seconds": 300}, "data": [1` + strings.Repeat(",1", n-1) + `]}`
+		tr, err := ReadTrace("edge.json", strings.NewReader(in))
+		if n == maxTraceTicks && (err != nil || len(tr.Data) != n) {
+			t.Errorf("%d ticks: %v", n, err)
+		}
+		if n > maxTraceTicks && err == nil {
+			t.Errorf("%d ticks accepted", n)
+		}
+	}
+	// Too many bytes (whitespace, or a huge value in metadata): refused at
+	// the byte limit, whatever the ticks.
+	for _, unit := range []string{"          ", `aaaaaaaaaa`} {
+		head := `{"metadata": {"gap_seconds": 300, "note": "`
+		if unit[0] == ' ' {
+			head = `{"metadata": {"gap_seconds": 300}, "data": [1,`
+		}
+		big := &endless{head: head, unit: unit}
+		_, err := ReadTrace("big.json", big)
+		if err == nil || !strings.Contains(err.Error(), "larger than 32 MiB") || !strings.HasPrefix(err.Error(), "trace big.json: ") {
+			t.Fatalf("an endless %q: %v", unit[:1], err)
+		}
+		if big.sent > MaxTraceBytes+64<<10 {
+			t.Errorf("read %d bytes before refusing a file over %d", big.sent, MaxTraceBytes)
+		}
+	}
+}

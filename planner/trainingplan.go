@@ -71,7 +71,7 @@ func (p *planning) trainingPlans(offs []domain.Offering) []Result {
 			continue // the plan cannot hold all the work
 		}
 		r := Result{Strategy: StrategyTrainingPlan, Provider: o.Provider, Cloud: string(o.Cloud), Regions: []string{o.Region},
-			InstanceType: o.InstanceType, Instances: o.InstanceCount, GPUs: o.GPUCount(), Start: o.Start, End: o.End,
+			InstanceType: o.InstanceType, Instances: o.InstanceCount, GPUs: o.GPUCount(), Start: o.Start, End: o.End, EndP95: o.End,
 			ExpectedCostUSD: o.UpfrontUSD, P95CostUSD: o.UpfrontUSD, OnTimePct: pct(run.finish <= p.span+1e-9),
 			USDPerUsefulGPUHour: o.UpfrontUSD / p.usefulGPUHours(), OfferingID: o.ID, Assumptions: p.planWords(o, run, b.speed)}
 		k := key{string(o.Cloud), len(o.Windows())}

@@ -27,7 +27,9 @@ type (
 	}
 	// bookedMsg follows a purchase, whatever its answer: the offerings
 	// are searched again (the bought one is gone; prices move).
-	bookedMsg struct{}
+	// bookedMsg follows a purchase, whatever its answer; row is the
+	// ledger row of one that went through.
+	bookedMsg struct{ row ledger.Entry }
 )
 
 // blocksKeys are the Blocks view's keys.
@@ -197,7 +199,7 @@ func newBlocksView(c *common, ctx context.Context, svc *ledger.Service, gpus []s
 	v := &blocksView{c: c, ctx: ctx, svc: svc, keys: newBlocksKeys(&c.keys),
 		form: blocksForm{gpu: "H100", size: "8", duration: "2d"}}
 	if len(gpus) > 0 {
-		if g, ok := domain.NormalizeGPUModel(gpus[0]); ok {
+		if g, ok := domain.CanonicalGPU(gpus[0]); ok {
 			v.form.gpu = g
 		}
 	}
@@ -398,7 +400,11 @@ func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Ti
 			return outcome{renewed: buyAction(svc, actor, tc.Now, now, tc, 0)}
 		}
 		r := res.Row
-		return outcome{err: err, then: bookedMsg{},
+		then := bookedMsg{}
+		if err == nil {
+			then.row = r
+		}
+		return outcome{err: err, then: then,
 			notice: fmt.Sprintf("booked %s: %s, $%.2f (ledger row %s) — see the Ledger view", r.ProviderRef, r.State, r.CostUSD, short(r.ID))}
 	}
 	return a
@@ -560,7 +566,7 @@ func (v *blocksView) formHints() [numFields]string {
 		"a whole number",
 		fmt.Sprintf("←/→ GPUs or instances (a block holds 1-%d instances)", blockTerms.MaxInstances),
 		"8h, 2d, 1w · AWS blocks: whole days 1d-14d, then weeks to 26w · Azure: any hours",
-		"2026-11-30 09:00 (local), +6h, +2d · AWS blocks start at " + startAt,
+		domain.WhenExample(now) + " (local), tomorrow 09:00, +6h, +2d · AWS blocks start at " + startAt,
 		"the same forms; empty: as far ahead as sold (AWS: 8 weeks)",
 		"such as 20h: AWS also sells blocks a little shorter or longer than asked (ending at 11:30 UTC); those within this of the duration are listed too, after the others, their HOURS marked ~; empty: the duration only",
 	}

@@ -514,7 +514,7 @@ func (v *fleetView) View() string {
 		hint := "  tab/↑/↓ field · ←/→ strategy · enter or esc done"
 		switch v.field {
 		case ffStart:
-			hint = "  Thu 14:00, +2h, 2026-12-03 09:00 … (local time) · empty: now"
+			hint = "  Thu 14:00, +2h, " + domain.WhenExample(v.c.now()) + " … (local time) · empty: now"
 		case ffFor:
 			hint = "  3h, 90m, 2d … (5m to 90d) · empty: until deleted"
 		}

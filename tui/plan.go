@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -78,6 +79,12 @@ type planView struct {
 	// acted is set when a strategy of the plan shown was carried out:
 	// the market it was made on has changed (an offering is gone).
 	acted bool
+	// pending is what b is carrying out; held what was carried out for
+	// the job the form holds, by ledger row: r then plans what is left
+	// (planner.Uncovered). leftNote says what that was.
+	pending  *planner.Held
+	held     []planner.Held
+	leftNote string
 
 	confirm confirmation
 	// prompt asks a plan rule's figure (a, alerts.go).
@@ -132,10 +139,31 @@ func (v *planView) openPlan(s planSeed) {
 // as long as the clouds take). A newer run makes an older one's answer
 // stale.
 func (v *planView) run() tea.Cmd {
-	terms, err := v.form.parse(v.c.now())
+	now := v.c.now()
+	terms, err := v.form.parse(now)
 	if err != nil {
 		v.formErr = err.Error()
 		return nil
+	}
+	if v.form != v.ran {
+		v.held = nil // another job: nothing is held for it
+	}
+	v.leftNote = ""
+	if len(v.held) > 0 {
+		left, by := planner.Uncovered(terms.job, v.held, now, v.speeds)
+		rows := shortRows(by)
+		if left.Hours == 0 {
+			return notifyHere("this job is covered by ledger row " + rows + ": nothing is left to plan (e edits the job)")
+		}
+		if err := left.Check(now, v.speeds); err != nil && len(by) > 0 {
+			return notifyErrHere(fmt.Errorf("what ledger row %s leaves, %s h of work, cannot be planned: %w", rows, trimHours(math.Round(left.Hours*10)/10), planFieldErr(err)))
+		}
+		if len(by) > 0 {
+			terms.job = left
+			loc := now.Location()
+			v.leftNote = fmt.Sprintf("what ledger row %s leaves: %s h of work, %s to %s", rows, trimHours(math.Round(left.Hours*10)/10),
+				left.Start.In(loc).Format("01-02 15:04"), left.Deadline.In(loc).Format("01-02 15:04"))
+		}
 	}
 	if v.snap == nil || len(v.snap.Pools) == 0 {
 		v.formErr = "the market has not answered yet: run the plan once prices show in the Market view"
@@ -156,15 +184,41 @@ func (v *planView) Update(msg tea.Msg) (view, tea.Cmd) {
 	switch msg := msg.(type) {
 	case planMsg:
 		v.planned(msg)
-	case bookedMsg, fleetLaunchedMsg:
+	case bookedMsg:
 		// A carried-out strategy's follow-up, whatever its answer.
 		v.acted = true
+		v.hold(msg.row)
+	case fleetLaunchedMsg:
+		v.acted = true
+		if msg.err == nil {
+			v.hold(msg.res.Row)
+		}
 	case snapshotMsg:
 		v.snap = msg.snap
 	case tea.KeyPressMsg:
 		cmds = append(cmds, v.updateKey(msg))
 	}
 	return v, tea.Batch(cmds...)
+}
+
+// hold records the row b made for the job, unless it holds nothing.
+func (v *planView) hold(row ledger.Entry) {
+	p := v.pending
+	v.pending = nil
+	if p == nil || row.ID == "" || row.State == ledger.StateFailed {
+		return
+	}
+	h := *p
+	h.Row = row.ID
+	v.held = append(v.held, h)
+}
+
+func shortRows(ids []string) string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = short(id)
+	}
+	return strings.Join(out, ", ")
 }
 
 // planned takes a plan's answer, unless a newer run was started since.
@@ -364,6 +418,12 @@ func (v *planView) detail(r planner.Result) []string {
 	head := fmt.Sprintf("#%s %s: %d × %s in %s (%s) · %.1f interruptions expected · %s → %s",
 		rowLabel(v.cur), r.Strategy, r.Instances, displayTypes(r.InstanceType), strings.Join(r.Regions, ","), r.Provider,
 		r.ExpectedInterruptions, r.Start.In(loc).Format("01-02 15:04"), r.End.In(loc).Format("01-02 15:04"))
+	if v.svc != nil {
+		b := v.svc.Budget()
+		if key := planner.OverCap(r.ExpectedCostUSD, b.MaxBookingUSD, b.MaxDailyUSD); key != "" {
+			head = "over " + key + ": b would be refused (config budget." + key + ") · " + head
+		}
+	}
 	lines := strings.Split(wordwrap(head+". "+r.Assumptions, v.w), "\n")
 	most := 4
 	if v.h >= 30 {
@@ -436,6 +496,8 @@ func (v *planView) status() string {
 		s = "the job was edited: r runs it · " + s
 	case v.acted:
 		s = "carried out since: r plans again on what is left · " + s
+	case v.leftNote != "":
+		s = v.leftNote + " · " + s
 	}
 	return s
 }
@@ -459,7 +521,7 @@ func (v *planView) formView() string {
 		}
 		b.WriteString(line + "\n")
 	}
-	b.WriteString(st.cursor.Render(wordwrap(planFieldNames[v.field]+": "+planHints[v.field], v.w)) + "\n")
+	b.WriteString(st.cursor.Render(wordwrap(planFieldNames[v.field]+": "+planHint(v.field, v.c.now()), v.w)) + "\n")
 	b.WriteString(st.dim.Render(wordwrap("tab/↑/↓ field · enter runs the plan · esc back", v.w)))
 	if v.formErr != "" {
 		b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))

@@ -32,6 +32,7 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 		if !ok {
 			return nil, notifyErrHere(fmt.Errorf("offering %s is no longer among the plan's: r runs the plan again", r.OfferingID))
 		}
+		v.pending = &planner.Held{Kind: o.Terms().Kind, Model: o.GPU.Model, GPUs: o.GPUCount(), Start: o.Start, End: o.End}
 		a := bookAction(v.svc, v.c.actor, o, now)
 		// Notes, not terms: they stay under the new terms if the
 		// provider sells the block on others now.
@@ -57,6 +58,11 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 	if job.Deadline.After(now) {
 		spec.End = job.Deadline
 	}
+	// The fleet holds the job's GPUs over its window: a plan's
+	// strategy carried out, whatever spot then gives it.
+	p0 := v.res.pools[r.Pools[0]]
+	v.pending = &planner.Held{Kind: domain.KindFleet, Model: p0.GPUModel, GPUs: float64(spec.TargetCapacity) * p0.GPUsPerInstance,
+		Start: maxTime(spec.Start, now), End: spec.End}
 	desc := v.svc.Describe(spec.Provider)
 	a := launchAction(v.svc, v.c.actor, spec)
 	a.title = fleetTitle(spec, desc.Simulated, now)
@@ -223,4 +229,11 @@ func thousands(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -75,7 +75,7 @@ func newPlanForm(basis planner.Basis, gpus, regions []string, now time.Time) pla
 func normalModels(gpus []string) []string {
 	var out []string
 	for _, g := range gpus {
-		if m, ok := domain.NormalizeGPUModel(strings.TrimSpace(g)); ok && !slices.Contains(out, m) {
+		if m, ok := domain.CanonicalGPU(g); ok && !slices.Contains(out, m) {
 			out = append(out, m)
 		}
 	}
@@ -122,7 +122,7 @@ func (f planForm) parse(now time.Time) (planTerms, error) {
 		if g == "" {
 			continue
 		}
-		m, ok := domain.NormalizeGPUModel(g)
+		m, ok := domain.CanonicalGPU(g)
 		if !ok {
 			return t, fmt.Errorf("GPU models: unknown GPU %q; want one or more of %s, such as H100 or H100,H200", g, strings.Join(domain.GPUModels, ", "))
 		}
@@ -166,7 +166,7 @@ func (f planForm) parse(now time.Time) (planTerms, error) {
 	if err != nil || math.IsNaN(t.onTime) || t.onTime < 0 || t.onTime > 100 {
 		return t, fmt.Errorf("on time %q: want a percentage from 0 to 100, such as 95", f.onTime)
 	}
-	if err := j.Validate(); err != nil {
+	if err := j.Check(now, nil); err != nil {
 		return t, planFieldErr(err)
 	}
 	return t, nil
@@ -278,12 +278,21 @@ func (f *planForm) text(field int) *string {
 	return nil
 }
 
+// planHint says, beside a field, what it takes; examples are dated from
+// now, never in the past.
+func planHint(field int, now time.Time) string {
+	if field == pfStart {
+		return domain.WhenExample(now) + " or tomorrow 09:00 (local), +6h, +2d; empty: now"
+	}
+	return planHints[field]
+}
+
 // planHints say, beside each field, what it takes.
 var planHints = [numPlanFields]string{
 	"the GPUs the job needs at once, 1-512",
 	"H100, or H100,H200: the hours are measured on the first; the others run at their relative speed (config plan.speed)",
 	"hours of work on the first model, such as 48",
-	"2026-11-30 09:00 (local), 2026-11-30 (UTC), +6h, +2d; empty: now",
+	"", // planHint
 	"the same forms; +3d is 3 days from now, not from the start",
 	"←/→ yes or no: a job that cannot checkpoint starts over when interrupted (a workshop, a load test)",
 	"time between checkpoints, such as 15m or 1h",

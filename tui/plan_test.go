@@ -102,7 +102,15 @@ func TestPlanFormParse(t *testing.T) {
 		{func(f *planForm) { f.hours = "-3" }, "hours of work \"-3\""},
 		{func(f *planForm) { f.start = "tomorrow" }, "earliest start \"tomorrow\": want a local time (YYYY-MM-DD HH:MM"},
 		{func(f *planForm) { f.deadline = "" }, "deadline: missing"},
-		{func(f *planForm) { f.deadline = "2026-11-25 09:00" }, "deadline: 2026-11-25T09:00:00Z is before start + hours"},
+		{func(f *planForm) { f.deadline = "2026-11-25 09:00" }, "deadline: 2026-11-25 09:00 UTC is before start + hours"},
+		// The CLI's GPU names exactly: no substring of a typo.
+		{func(f *planForm) { f.models = "a1000" }, "unknown GPU \"a1000\""},
+		{func(f *planForm) { f.models = "L40" }, "unknown GPU \"L40\""},
+		// A window in the past (a one-digit month typo) is refused.
+		{func(f *planForm) { f.start, f.deadline = "2026-10-24 09:00", "2026-10-28 09:00" }, "earliest start: 2026-10-24 09:00 UTC has passed"},
+		{func(f *planForm) { f.start, f.deadline = "", "2026-11-23 09:00" }, "deadline: 2026-11-23 09:00 UTC has passed"},
+		// The changeover counts.
+		{func(f *planForm) { f.models, f.hours, f.deadline = "H100", "3", "2026-11-24 12:00" }, "no strategy fits: the 12m changeover leaves 2h48m for 3h of work"},
 		{func(f *planForm) { f.checkpoint = "0s" }, "checkpoint every \"0s\""},
 		{func(f *planForm) { f.changeover = "25h" }, "changeover: 25h0m0s: want a duration from 0s to 24h"},
 		{func(f *planForm) { f.changeover = "a bit" }, "changeover \"a bit\""},
@@ -125,7 +133,7 @@ func FuzzPlanForm(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if verr := terms.job.Validate(); verr != nil {
+		if verr := terms.job.Check(fixedNow, nil); verr != nil {
 			t.Fatalf("accepted a job the planner refuses: %+v: %v", terms.job, verr)
 		}
 		if terms.onTime < 0 || terms.onTime > 100 {
@@ -741,5 +749,52 @@ func TestPlanSummarySaysWhenARelativeJobWasPlanned(t *testing.T) {
 	press(f.m, "r")
 	if scr := flat(f.screen()); !strings.Contains(scr, "start 2026-11-24 09:00 · deadline 2026-11-27 09:00 ·") {
 		t.Fatalf("summary:\n%s", f.screen())
+	}
+}
+
+// TestPlanAgainPlansWhatIsLeft: after b booked the plan's block, which
+// holds the whole job, r offers no strategy again: it says which ledger
+// row covers the job. Another job is planned whole.
+func TestPlanAgainPlansWhatIsLeft(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
+	f.show(t, "Plan")
+	p := f.plan()
+	p.runs = testRuns
+	f.job8()
+	press(f.m, "r")
+	f.selectStrategy(t, planner.StrategyBlock)
+	press(f.m, "b")
+	press(f.m, "y", "enter")
+	rows, err := f.st.List(context.Background())
+	if err != nil || len(rows) != 1 || f.fake.Calls("Book") != 1 {
+		t.Fatalf("booking: %v %v", rows, err)
+	}
+	seq := p.seq
+	press(f.m, "r")
+	if p.seq != seq || p.running {
+		t.Fatalf("r planned the covered job again (run %d → %d)", seq, p.seq)
+	}
+	if want := "this job is covered by ledger row " + short(rows[0].ID); !strings.Contains(f.m.notice.text, want) {
+		t.Fatalf("footer %q, want %q", f.m.notice.text, want)
+	}
+	// Another job (more GPUs than the block holds) is planned whole.
+	f.setJob("16", "24", "2026-11-24 09:00", "2026-11-26 14:00")
+	press(f.m, "r")
+	if p.seq == seq || len(p.res.results) == 0 || p.res.terms.job.GPUs != 16 || p.res.terms.job.Hours != 24 {
+		t.Fatalf("another job: run %d, %d results, job %+v", p.seq, len(p.res.results), p.res.terms.job)
+	}
+}
+
+// A row over a budget cap says so under the table, naming the key.
+func TestPlanRowOverCapSaysSo(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{MaxBookingUSD: 1000})
+	f.show(t, "Plan")
+	p := f.plan()
+	p.runs = testRuns
+	f.job8()
+	press(f.m, "r")
+	r := f.selectStrategy(t, planner.StrategyBlock)
+	if r.ExpectedCostUSD <= 1000 || !strings.Contains(flat(f.screen()), "over max_booking_usd: b would be refused (config budget.max_booking_usd)") {
+		t.Fatalf("a $%.2f block under a $1000 cap:\n%s", r.ExpectedCostUSD, f.screen())
 	}
 }

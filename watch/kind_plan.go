@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
+	planjob "github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
 )
 
@@ -149,19 +150,18 @@ func (p *PlanRule) Describe() string {
 // reads: the planner prices its models in every region.
 func (p *PlanRule) reads() marketNeed { return marketNeed{GPUs: p.Models()} }
 
-// expired refuses a new rule whose start or deadline has passed: a
-// window in the past is a typo, not a job.
+// expired refuses a new rule whose start or deadline has passed, or
+// whose deadline leaves no time for the work, as every job is checked
+// (planner.Job.Check): a window in the past is a typo, not a job. The
+// changeover is config's, which the evaluation's planner adds; here none.
 func (p *PlanRule) expired(now time.Time) error {
 	start, deadline, err := p.Window(now)
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil
-	case deadline.Before(now):
-		return fmt.Errorf("the deadline %s has passed; want a later deadline, such as %s", deadline.Format(time.RFC3339), domain.WhenExample(now))
-	case p.Start != "" && start.Before(now):
-		return fmt.Errorf("the start %s has passed; want a later start, or none for now", start.Format(time.RFC3339))
 	}
-	return nil
+	job := planjob.Job{GPUs: p.GPUs, Models: p.Models(), Hours: p.Hours, Start: start, Deadline: deadline,
+		Checkpointable: p.CheckpointOrDefault() > 0, Checkpoint: p.CheckpointOrDefault()}
+	return job.Check(now, nil)
 }
 
 func (p *PlanRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *round) {

@@ -40,8 +40,9 @@ func validatePool(it, region, zone, provider *string) error {
 	if z := *zone; z != "" && !(strings.HasPrefix(z, *region) && len(z) == len(*region)+1) && !(len(z) == 1 && z[0] >= '1' && z[0] <= '9') {
 		return ruleErr("zone", "%q is not a zone of %s; want one such as %sa (AWS) or 1, 2, 3 (Azure), or no zone for any zone of the region", z, *region, *region)
 	}
-	if *provider != "" && !slices.Contains(config.ProviderNames, *provider) {
-		return ruleErr("provider", "unknown provider %q; want one of %s, or none for any provider in use", *provider, strings.Join(config.ProviderNames, ", "))
+	// Whether it is in use is checked against the run's providers.
+	if *provider != "" && !config.ValidProviderName(*provider) {
+		return ruleErr("provider", "bad provider %q; want a provider's name such as aws or gcp, or none for any provider in use", *provider)
 	}
 	return nil
 }

@@ -152,7 +152,7 @@ func TestWatchRuleErrors(t *testing.T) {
 		{"unknown type", "watch:\n  - name: x\n    spot: {instance_type: p9.huge, region: us-west-2, below_usd_hour: 3}\n", []string{"spot.instance_type", "p5.48xlarge"}},
 		{"bad region", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: US_WEST, below_usd_hour: 3}\n", []string{"spot.region", "us-east-1"}},
 		{"zone of another region", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: us-west-2, zone: us-east-1a, below_usd_hour: 3}\n", []string{"spot.zone", "us-west-2a"}},
-		{"bad provider", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: us-west-2, provider: oci, below_usd_hour: 3}\n", []string{"spot.provider", "sim, aws, azure, gcp"}},
+		{"bad provider", "watch:\n  - name: x\n    spot: {instance_type: p5.48xlarge, region: us-west-2, provider: OCI, below_usd_hour: 3}\n", []string{"spot.provider", "provider's name"}},
 		{"calmest bucket", "watch:\n  - name: x\n    bucket: {instance_type: p5.48xlarge, region: us-west-2, at_least: \"<5%\"}\n", []string{"bucket.at_least", "never fire", "5-10%"}},
 		{"late deadline", "watch:\n  - name: x\n    plan: {gpu: H100, gpus: 8, hours: 48, start: 2026-12-03, deadline: 2026-12-04, below_usd: 100}\n",
 			[]string{"plan.deadline", "no plan could be on time"}},
@@ -355,18 +355,18 @@ func TestRuleTimesReadAsEverywhere(t *testing.T) {
 // A plan rule made with its start or deadline already passed is refused
 // (a typo in the month, say); one with no start starts now.
 func TestPlanRuleWindowInThePastRefused(t *testing.T) {
-	// Validate reads the wall clock for a rule with no start, so the
-	// evaluator's clock is today's too.
-	now := time.Now().UTC().Truncate(time.Hour)
-	day := func(d int) string { return now.AddDate(0, 0, d).Format("2006-01-02 15:04") }
-	rfc := func(d int) string { return now.AddDate(0, 0, d).Format(time.RFC3339) }
+	// Validate reads relative times against the wall clock: the rule's
+	// times are dated from it.
+	now := time.Now().UTC().Truncate(time.Minute)
+	day := func(d int) string { return now.AddDate(0, 0, d).Format("2006-01-02") + " 09:00" }
+	stamp := func(d int) string { return now.AddDate(0, 0, d).Format("2006-01-02") + " 09:00 UTC" }
 	dir := t.TempDir()
 	e := newEvaluator(t, Options{Now: newClock(now).Now, State: openState(t, dir), RulesFile: filepath.Join(dir, RulesFileName)})
 	for _, c := range []struct {
 		start, deadline, says string
 	}{
-		{day(-30), day(-28), "the deadline " + rfc(-28) + " has passed"},
-		{day(-1), day(4), "the start " + rfc(-1) + " has passed"},
+		{day(-30), day(-28), "start: " + stamp(-30) + " has passed"},
+		{day(-1), day(4), "start: " + stamp(-1) + " has passed"},
 	} {
 		_, err := e.AddRule(context.Background(), Spec{Cond: &PlanRule{GPU: "H100", GPUs: 8, Hours: 4, Start: c.start, Deadline: c.deadline, BelowUSD: f64(100)}})
 		if err == nil || !strings.Contains(err.Error(), c.says) {

@@ -3,8 +3,6 @@ package gcp
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"google.golang.org/api/compute/v1"
@@ -88,7 +86,7 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 	}
 	fr := &compute.FutureReservation{
 		Name:            reservationName(ref),
-		Description:     describeTags(domain.Tags(req.Ref, req.Actor, o.ID)),
+		Description:     describeTags(reservationTags(req)),
 		ReservationMode: "CALENDAR",
 		PlanningStatus:  "SUBMITTED",
 		DeploymentType:  "DENSE",
@@ -216,19 +214,4 @@ func orUnset(s string) string {
 		return "unset"
 	}
 	return s
-}
-
-// describeTags writes gpumarket's tags in a future reservation's
-// description: it takes no labels.
-func describeTags(tags map[string]string) string {
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + tags[k]
-	}
-	return strings.Join(parts, " ")
 }

@@ -208,9 +208,11 @@ func (p *Provider) bulkRequest(spec domain.FleetSpec, id string, zones []string,
 	if !spec.End.IsZero() {
 		sched.TerminationTime, sched.InstanceTerminationAction = spec.End.UTC().Format(time.RFC3339), "DELETE"
 	}
+	// The description keeps the row id and actor exactly, as labels cannot.
 	props := &compute.InstanceProperties{
 		MachineType: bases[0],
 		Scheduling:  sched,
+		Description: describeTags(domain.Tags(spec.ClientToken, spec.Actor, "")),
 		Labels: map[string]string{labelFleet: id, labelRef: labelValue(spec.ClientToken), labelTool: domain.ToolName,
 			labelActor: labelValue(spec.Actor)},
 	}

@@ -65,7 +65,7 @@ type Options struct {
 
 // Provider is the Google Cloud source. It implements domain.Provider,
 // OfferingFinder, OfferingRefresher, Booker, FleetLauncher,
-// FleetValidator, FleetFinder and UsageReporter.
+// FleetValidator, FleetFinder, UsageReporter and RecordLister.
 type Provider struct {
 	opt     Options
 	project string

@@ -103,6 +103,37 @@ func (s *Server) listFRs(w http.ResponseWriter, r *http.Request, zone string) {
 	}
 }
 
+// aggregatedFRs serves futureReservations.aggregatedList ("Retrieves an
+// aggregated list of future reservations": FutureReservationsAggregatedListResponse,
+// "items" keyed by "zones/ZONE" holding {"futureReservations": [...]},
+// and "nextPageToken"), filtered by the regular-expression form on name,
+// paged by maxResults across zones.
+func (s *Server) aggregatedFRs(w http.ResponseWriter, r *http.Request) {
+	re, ok := nameFilter(w, r.URL.Query().Get("filter"))
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	var all []scoped[*compute.FutureReservation]
+	for _, fr := range s.frs {
+		if re.MatchString(fr.Name) {
+			c := *fr
+			all = append(all, scoped[*compute.FutureReservation]{"zones/" + path.Base(fr.Zone), &c})
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].scope+"/"+all[i].item.Name < all[j].scope+"/"+all[j].item.Name })
+	byScope, next, ok := aggregatedPage(s, w, r, all)
+	if !ok {
+		return
+	}
+	items := map[string]compute.FutureReservationsScopedList{}
+	for k, v := range byScope {
+		items[k] = compute.FutureReservationsScopedList{FutureReservations: v}
+	}
+	writeJSON(w, compute.FutureReservationsAggregatedListResponse{Kind: "compute#futureReservationsAggregatedListResponse", Items: items, NextPageToken: next})
+}
+
 // bulkInsert serves regionInstances.bulkInsert: it makes up to count VMs
 // (at least minCount, else none: "If min_count instances cannot be
 // created, then no instances will be created") named by namePattern's
@@ -197,6 +228,9 @@ func (s *Server) runningLocked(zone, typ string) int64 {
 	return n
 }
 
+// newVMLocked makes one VM of a bulk insert from its instanceProperties,
+// description included ("An optional text description for the instances
+// that are created from these properties").
 func (s *Server) newVMLocked(zone, pattern string, props *compute.InstanceProperties) *vm {
 	i := 1
 	name := ""
@@ -213,7 +247,7 @@ func (s *Server) newVMLocked(zone, pattern string, props *compute.InstanceProper
 	in := &compute.Instance{Kind: "compute#instance", Name: name, Id: id, Status: "RUNNING",
 		Zone:        s.URL + "/compute/v1/projects/" + Project + "/zones/" + zone,
 		MachineType: s.URL + "/compute/v1/projects/" + Project + "/zones/" + zone + "/machineTypes/" + props.MachineType,
-		Labels:      props.Labels, Scheduling: props.Scheduling, GuestAccelerators: props.GuestAccelerators,
+		Labels:      props.Labels, Scheduling: props.Scheduling, GuestAccelerators: props.GuestAccelerators, Description: props.Description,
 		CreationTimestamp: now.Format(time.RFC3339), LastStartTimestamp: now.Format(time.RFC3339)}
 	in.SelfLink = in.Zone + "/instances/" + name
 	v := &vm{in: in, created: now, id: id}

@@ -406,6 +406,8 @@ func (s *Server) route(r *http.Request) (string, http.HandlerFunc) {
 		return "machineTypes.aggregatedList", s.machineTypes
 	case len(p) == 2 && p[0] == "aggregated" && p[1] == "acceleratorTypes" && get:
 		return "acceleratorTypes.aggregatedList", s.acceleratorTypes
+	case len(p) == 2 && p[0] == "aggregated" && p[1] == "futureReservations" && get:
+		return "futureReservations.aggregatedList", s.aggregatedFRs
 	case len(p) == 2 && p[0] == "aggregated" && p[1] == "instances" && get:
 		return "instances.aggregatedList", s.instances
 	case len(p) == 4 && p[0] == "regions" && p[2] == "advice" && p[3] == "calendarMode" && post:

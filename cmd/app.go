@@ -237,7 +237,7 @@ func (a *app) Booking(ps []domain.Provider, timeout time.Duration) (*ledger.Serv
 		return nil, err
 	}
 	return ledger.New(st, ps, ledger.Options{
-		Budget:  ledger.Budget{MaxBookingUSD: a.cfg.Budget.MaxBookingUSD, MaxDailyUSD: a.cfg.Budget.MaxDailyUSD},
+		Budget:  ledger.Budget{MaxBookingUSD: a.cfg.Budget.MaxBookingUSD, MaxDailyUSD: a.cfg.Budget.MaxDailyUSD, ConfigPath: a.cfg.Path},
 		Logger:  a.log,
 		Timeout: timeout,
 		Actor:   localActor(),

@@ -119,6 +119,19 @@ func (a *app) runBook(ctx context.Context, id string, dryRun, yes bool, timeout 
 	}
 
 	q, err := svc.Quote(ctx, id)
+	if err != nil && dryRun && errors.Is(err, ledger.ErrBudget) {
+		// A dry run over a cap says it would be refused, and still shows
+		// what the cloud's dry run answers.
+		fmt.Fprint(e.errOut, offeringSummary(q.Offering, q.Offering.Simulated))
+		res, derr := svc.Book(ctx, ledger.BookRequest{OfferingID: id, DryRun: true})
+		if res.Booking.DryRun {
+			fmt.Fprintf(e.out, "dry run: %s (nothing was bought)\n", domain.DryRunAnswer(res.Booking.Message, "the provider accepted the dry run"))
+		}
+		if derr != nil && !errors.Is(derr, ledger.ErrBudget) {
+			return fmt.Errorf("a purchase would be %w; and the dry run: %w", err, derr)
+		}
+		return fmt.Errorf("a purchase would be %w", err)
+	}
 	if err != nil {
 		if errors.Is(err, ledger.ErrOfferingUnknown) || errors.Is(err, ledger.ErrOfferingExpired) {
 			return err // names the id and says to search again
@@ -182,12 +195,12 @@ func (a *app) runBook(ctx context.Context, id string, dryRun, yes bool, timeout 
 		}
 		if err != nil {
 			if res.Row.ID != "" {
-				writeRows(e.out, output, []ledgerRow{ledgerRowOf(res.Row)})
+				writeRows(e.out, output, []ledgerRow{ledgerRowOf(res.Row, time.Now())})
 			}
 			return err
 		}
 		fmt.Fprintf(e.errOut, "booked: %s, ledger row %s, state %s\n", res.Row.ProviderRef, res.Row.ID, res.Row.State)
-		return writeRows(e.out, output, []ledgerRow{ledgerRowOf(res.Row)})
+		return writeRows(e.out, output, []ledgerRow{ledgerRowOf(res.Row, time.Now())})
 	}
 }
 

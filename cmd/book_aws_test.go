@@ -102,7 +102,7 @@ func TestBookAgainstFakeEC2(t *testing.T) {
 		t.Fatalf("reservations at the fake: %+v", res)
 	}
 	rows, _ := s.ledger()
-	if len(rows) != 1 || rows[0]["provider_ref"] != res[0].ID || rows[0]["cost_usd"] != offers[0]["upfront_usd"] ||
+	if len(rows) != 1 || rows[0]["provider_ref"] != res[0].ID || rows[0]["committed_usd"] != offers[0]["upfront_usd"] ||
 		rows[0]["start"] != offers[0]["start"] || rows[0]["end"] != offers[0]["end"] || rows[0]["state"] != "scheduled" {
 		t.Fatalf("ledger %v\nreservation %+v\noffer %v", rows, res[0], offers[0])
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,7 +25,7 @@ var offeringsFields = []string{"id", "provider", "cloud", "region", "zone", "ins
 	"instance_count", "start", "end", "duration_hours", "upfront_usd", "currency", "usd_gpu_hour", "kind", "segments"}
 
 var ledgerFields = []string{"id", "kind", "provider", "cloud", "region", "zone", "instance_type", "instance_count",
-	"gpu_count", "start", "end", "cost_usd", "state", "provider_ref", "actor", "created_at", "error"}
+	"gpu_count", "start", "end", "committed_usd", "cost_so_far_usd", "cost_usd", "state", "provider_ref", "actor", "created_at", "error"}
 
 // session runs several command lines against one data dir (and config),
 // as a user does in one shell.
@@ -158,7 +159,7 @@ func TestBookFlowOnSim(t *testing.T) {
 		t.Fatalf("second book: exit %d: %s", code, errOut)
 	}
 	rows, _ := s.ledger()
-	if len(rows) != 1 || rows[0]["id"] != booked[0]["id"] || rows[0]["cost_usd"] != offers[0]["upfront_usd"] ||
+	if len(rows) != 1 || rows[0]["id"] != booked[0]["id"] || rows[0]["committed_usd"] != offers[0]["upfront_usd"] ||
 		rows[0]["start"] != offers[0]["start"] || rows[0]["end"] != offers[0]["end"] {
 		t.Fatalf("ledger %v\noffer %v", rows, offers[0])
 	}
@@ -238,8 +239,10 @@ func TestFleetFlowOnSim(t *testing.T) {
 		t.Fatalf("launch: exit %d: %s", code, errOut)
 	}
 	rows, _ := jsonRows(t, out)
-	// A fleet is dated from when it became active; it has no end yet.
-	if len(rows) != 1 || rows[0]["kind"] != "fleet" || rows[0]["start"] == nil || rows[0]["end"] != nil || !(rows[0]["cost_usd"].(float64) > 0) {
+	// A fleet is dated from when it became active; it has no end yet, so
+	// no committed or final cost, and has cost (about) nothing so far.
+	if so, ok := rows[0]["cost_so_far_usd"].(float64); len(rows) != 1 || rows[0]["kind"] != "fleet" || rows[0]["start"] == nil || rows[0]["end"] != nil ||
+		!ok || so < 0 || rows[0]["committed_usd"] != nil || rows[0]["cost_usd"] != nil {
 		t.Fatalf("launched %v", rows)
 	}
 	ref, _ := rows[0]["provider_ref"].(string)
@@ -259,26 +262,29 @@ func TestFleetFlowOnSim(t *testing.T) {
 	}
 }
 
-// TestLedgerUnknownFleetCostIsNull: a fleet launched at unknown prices is
-// recorded with cost 0; the ledger prints null, not a price of zero.
+// TestLedgerUnknownFleetCostIsNull: a fleet launched at unknown prices has
+// no figure (null, not a price of zero); a priced one running for 2 hours
+// has cost 2 × its hourly estimate so far, and no final cost yet.
 func TestLedgerUnknownFleetCostIsNull(t *testing.T) {
-	unknown := ledger.Entry{ID: "01JA", Kind: ledger.KindFleet, State: ledger.StateActive,
-		CostNote: ledger.FleetEstimate{Basis: "unknown prices"}.FirstHourNote()}
-	known := ledger.Entry{ID: "01JB", Kind: ledger.KindFleet, State: ledger.StateActive, CostUSD: 240,
-		CostNote: ledger.FleetEstimate{Basis: "current prices"}.FirstHourNote()}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	unknown := ledger.Entry{ID: "01JA", Kind: ledger.KindFleet, State: ledger.StateActive, USDHour: math.NaN(), ProviderRef: "fleet-a",
+		CreatedAt: now.Add(-2 * time.Hour), CostNote: ledger.FleetEstimate{Basis: "unknown prices"}.Note()}
+	known := ledger.Entry{ID: "01JB", Kind: ledger.KindFleet, State: ledger.StateActive, USDHour: 240, ProviderRef: "fleet-b",
+		CreatedAt: now.Add(-2 * time.Hour), CostNote: ledger.FleetEstimate{Basis: "current prices"}.Note()}
 	var b bytes.Buffer
-	if err := writeRows(&b, "json", []ledgerRow{ledgerRowOf(unknown), ledgerRowOf(known)}); err != nil {
+	if err := writeRows(&b, "json", []ledgerRow{ledgerRowOf(unknown, now), ledgerRowOf(known, now)}); err != nil {
 		t.Fatal(err)
 	}
 	rows, _ := jsonRows(t, b.String())
 	if len(rows) != 2 {
 		t.Fatalf("%d rows:\n%s", len(rows), b.String())
 	}
-	if v, ok := rows[0]["cost_usd"]; !ok || v != nil {
-		t.Errorf("unknown fleet cost_usd = %v (present %v), want null", v, ok)
+	if v, ok := rows[0]["cost_so_far_usd"]; !ok || v != nil {
+		t.Errorf("unknown fleet cost_so_far_usd = %v (present %v), want null", v, ok)
 	}
-	if rows[1]["cost_usd"] != 240.0 {
-		t.Errorf("priced fleet cost_usd = %v, want 240", rows[1]["cost_usd"])
+	if rows[1]["cost_so_far_usd"] != 480.0 || rows[1]["cost_usd"] != nil || rows[1]["committed_usd"] != nil {
+		t.Errorf("priced fleet: so far %v, final %v, committed %v; want 480, null (running), null (no end)",
+			rows[1]["cost_so_far_usd"], rows[1]["cost_usd"], rows[1]["committed_usd"])
 	}
 }
 
@@ -451,7 +457,7 @@ func TestBookBuysWhatItShowed(t *testing.T) {
 				// purchase's fresh look at the market finds the market's
 				// own terms again, shows them, and asks a third time; the
 				// yes to those buys at them — never at terms not shown.
-				if code != 0 || len(rows) != 1 || rows[0]["cost_usd"] != offers[0]["upfront_usd"] || strings.Count(errOut, "Type yes") != 3 {
+				if code != 0 || len(rows) != 1 || rows[0]["committed_usd"] != offers[0]["upfront_usd"] || strings.Count(errOut, "Type yes") != 3 {
 					t.Fatalf("exit %d, rows %v, offer %v: %s", code, rows, offers[0], errOut)
 				}
 			}

@@ -37,6 +37,7 @@ type fleetLaunchFlags struct {
 	maxPrice       float64
 	template       string
 	dryRun, yes    bool
+	again          bool
 	timeout        time.Duration
 	output         string
 	// start and length schedule the fleet (--start, --for).
@@ -56,8 +57,12 @@ yes; without --yes and with no terminal on stdin it refuses (exit 2).
 
 The launch is recorded in the ledger before it is sent, and its ledger id is
 the fleet's ClientToken, so the cloud itself never launches it twice. The
-ledger's cost_usd is the estimated first hour (checked against the budget); a
-fleet bills until ` + "`gpumarket fleet delete`" + `. With a budget cap, the prices
+whole commitment is checked against budget.max_booking_usd and
+budget.max_daily_usd: a fleet with an end (--for) at its hourly estimate over
+its window, spread over the UTC days it bills; one with no end at its first 24
+hours (it bills until ` + "`gpumarket fleet delete`" + `). A fleet on the same
+terms as one already scheduled or running over the same time is refused as a
+duplicate unless --again. With a budget cap, the prices
 are read again right before the launch: if the fleet would now cost more per
 hour than shown, nothing is launched — the new estimate is shown and asked for
 again (with --yes the command exits 1 with it, and running it again launches).
@@ -161,6 +166,7 @@ ahead; --for takes ` + domain.FleetLengthForm + `.`,
 	fl.StringVar(&f.template, "launch-template", "", "AWS launch template id (default: config aws.launch_template)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "only ask the provider whether the launch would succeed; nothing is launched or recorded")
 	fl.BoolVar(&f.yes, "yes", false, "launch without asking (required when stdin is not a terminal)")
+	fl.BoolVar(&f.again, "again", false, "launch it even though a fleet on the same terms is already scheduled or running over the same time")
 	fl.DurationVar(&f.timeout, "timeout", ledger.DefaultTimeout, "bound on each call to the provider")
 	fl.StringVar(&f.start, "start", "", "schedule the fleet to start then: "+domain.WhenForm+" (default now)")
 	fl.StringVar(&f.length, "for", "", "end the fleet after this long: "+domain.FleetLengthForm+" (default: it runs until deleted)")
@@ -241,11 +247,13 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 		// Dry run first: the provider's "no" comes before the question.
 		dry := spec
 		dry.DryRun = true
-		dres, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: dry, Estimate: est})
+		dres, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: dry, Estimate: est, Again: f.again})
+		if dres.Fleet.DryRun {
+			fmt.Fprintf(e.errOut, "  dry run    %s\n", domain.DryRunAnswer(dres.Fleet.Message, "the provider accepted the dry run"))
+		}
 		if err != nil {
 			return fmt.Errorf("%w; nothing was launched", err)
 		}
-		fmt.Fprintf(e.errOut, "  dry run    %s\n", domain.DryRunAnswer(dres.Fleet.Message, "the provider accepted the dry run"))
 	}
 	verb := "launch"
 	if spec.Start.After(a.now()) {
@@ -262,7 +270,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 				return err
 			}
 		}
-		res, err = svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Estimate: est})
+		res, err = svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Estimate: est, Again: f.again})
 		var ec *ledger.EstimateChangedError
 		if !errors.As(err, &ec) {
 			break
@@ -275,6 +283,12 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 		est = ec.Now
 	}
 	if spec.DryRun {
+		if err != nil && res.Fleet.DryRun {
+			// Over a cap: the launch would be refused, and the cloud's
+			// answer is still worth showing.
+			fmt.Fprintf(e.out, "dry run: %s (nothing was launched)\n", domain.DryRunAnswer(res.Fleet.Message, "the provider accepted the dry run"))
+			return fmt.Errorf("a launch would be %w", err)
+		}
 		if err != nil {
 			return err
 		}
@@ -286,7 +300,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 		return writeRows(e.out, f.output, []fleetDryRunRow{{Provider: spec.Provider, Region: spec.Region, DryRun: true, USDHour: est.USDHour, Message: msg}})
 	}
 	if res.Row.ID != "" {
-		if werr := writeRows(e.out, f.output, []ledgerRow{ledgerRowOf(res.Row)}); werr != nil && err == nil {
+		if werr := writeRows(e.out, f.output, []ledgerRow{ledgerRowOf(res.Row, time.Now())}); werr != nil && err == nil {
 			err = werr
 		}
 	}
@@ -363,5 +377,5 @@ func (a *app) runFleetDelete(ctx context.Context, id string, yes bool, timeout t
 		return err
 	}
 	fmt.Fprintf(e.errOut, "deleted: %s\n", r.ProviderRef)
-	return writeRows(e.out, output, []ledgerRow{ledgerRowOf(r)})
+	return writeRows(e.out, output, []ledgerRow{ledgerRowOf(r, time.Now())})
 }

@@ -87,7 +87,7 @@ func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove) jobRow 
 		out.FinishedAt = &t
 	}
 	for _, r := range rows {
-		out.Rows = append(out.Rows, ledgerRowOf(r))
+		out.Rows = append(out.Rows, ledgerRowOf(r, time.Now()))
 	}
 	return out
 }
@@ -391,7 +391,7 @@ func writeJobTable(a *app, j ledger.Job, jr jobRow, rows []ledger.Entry, moves [
 		fmt.Fprintln(w, "\nrows:")
 		lr := make([]ledgerRow, len(rows))
 		for i, r := range rows {
-			lr[i] = ledgerRowOf(r)
+			lr[i] = ledgerRowOf(r, a.now())
 		}
 		writeRows(w, formatTable, lr)
 	}

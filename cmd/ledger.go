@@ -31,26 +31,31 @@ type ledgerRow struct {
 	GPUCount      float64    `json:"gpu_count" table:"%g"`
 	Start         *time.Time `json:"start"`
 	End           *time.Time `json:"end"`
-	CostUSD       float64    `json:"cost_usd" table:"%.2f"`
-	State         string     `json:"state"`
-	ProviderRef   *string    `json:"provider_ref"`
-	Actor         string     `json:"actor" table:"-"`
-	CreatedAt     time.Time  `json:"created_at"`
-	Error         *string    `json:"error"`
+	// CommittedUSD is what the row may cost over its known window (null
+	// for a fleet with no end); CostSoFarUSD what it cost up to now;
+	// CostUSD its final cost, null until it is over. All come from
+	// ledger.FiguresOf, as every view's.
+	CommittedUSD float64   `json:"committed_usd" table:"%.2f"`
+	CostSoFarUSD float64   `json:"cost_so_far_usd" table:"%.2f"`
+	CostUSD      float64   `json:"cost_usd" table:"%.2f"`
+	State        string    `json:"state"`
+	ProviderRef  *string   `json:"provider_ref"`
+	Actor        string    `json:"actor" table:"-"`
+	CreatedAt    time.Time `json:"created_at"`
+	Error        *string   `json:"error"`
 	// Note is what happened that is not an error (who deleted a fleet, a
 	// row re-created from the cloud): the table shows it; DESIGN.md's
 	// JSON and CSV fields do not include it.
 	Note *string `json:"note" output:"table"`
 }
 
-func ledgerRowOf(r ledger.Entry) ledgerRow {
+func ledgerRowOf(r ledger.Entry, now time.Time) ledgerRow {
+	f := ledger.FiguresOf(r, now)
 	out := ledgerRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region, Zone: optString(r.Zone),
-		InstanceType: r.InstanceType, InstanceCount: r.InstanceCount, GPUCount: r.GPUCount, CostUSD: r.CostUSD,
+		InstanceType: r.InstanceType, InstanceCount: r.InstanceCount, GPUCount: r.GPUCount,
+		CommittedUSD: f.Committed, CostSoFarUSD: f.SoFar, CostUSD: f.Final,
 		State: r.State, ProviderRef: optString(r.ProviderRef), Actor: r.Actor, CreatedAt: r.CreatedAt.UTC(), Error: optString(r.Error),
 		Note: optString(r.Note)}
-	if ledger.CostUnknown(r) {
-		out.CostUSD = math.NaN() // null: the fleet's prices were unknown at launch
-	}
 	if !r.Start.IsZero() {
 		t := r.Start.UTC()
 		out.Start = &t
@@ -76,9 +81,12 @@ was lost to a timeout or a crash) is looked up at its provider, within
 --timeout, and recorded if found. Rows it cannot settle yet stay "unknown" and
 are named on stderr; they are never retried. A row whose call another process
 is still making (its owner's lock or heartbeat says so) is left alone, whatever
---timeout says. cost_usd of a fleet is the estimate of its first hour: a fleet
-bills until deleted; start and end are when it became active and when it ended
-— for a scheduled fleet (fleet launch --start/--for), its window until then.
+--timeout says. committed_usd is what a row may cost over its known window
+(null for a fleet with no end), cost_so_far_usd what it has cost up to now (a
+fleet at its hourly estimate over the hours it ran), cost_usd its final cost
+once it is over (null before). start and end are when it became active and
+when it ended — for a scheduled fleet (fleet launch --start/--for), its window
+until then. A fleet that launched nothing costs 0.
 
 Reconciling also keeps the schedules gpumarket keeps (where the cloud has none:
 Azure scale sets): a fleet whose start has come is launched, one whose end has
@@ -185,9 +193,9 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 				r.ID, r.InstanceType, r.InstanceCount, r.ProviderRef, r.End.UTC().Format(time.RFC3339))
 		case ledger.Booked(r.Kind) && (r.State == ledger.StateActive || r.State == ledger.StateEnded) && r.ProviderRef != "":
 			// moved along by its dates: not news
-		case r.Kind == ledger.KindFleet && r.State == ledger.StateActive && strings.HasPrefix(r.Note, "schedule: "):
+		case r.Kind == ledger.KindFleet && r.State == ledger.StateActive && r.Schedule.Keeper != "":
 			who := "gpumarket launched"
-			if sched, ok := ledger.ScheduleOf(r); ok && sched.Keeper == ledger.KeptByCloud {
+			if r.Schedule.Keeper == ledger.KeptByCloud {
 				who = r.Provider + " started" // the cloud keeps its schedule
 			}
 			fmt.Fprintf(e.errOut, "gpumarket: ledger: %s the scheduled fleet %s (%s × %d, %s) at its start\n", who, r.ID, r.InstanceType, r.InstanceCount, r.ProviderRef)
@@ -216,10 +224,14 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s scheduled %s (starts in %s); %s\n", r.ID, ledger.WindowText(sched.Start, sched.End, now),
 					ledger.Countdown(sched.Start.Sub(now)), sched.Keeper.Note(a.table.describe(r.Provider)))
 			}
-			if ran, cost, ok := ledger.FleetRunning(r, now); ok && r.State == ledger.StateActive {
+			if f := ledger.FiguresOf(r, now); r.Kind == ledger.KindFleet && r.State == ledger.StateActive && !f.Start.IsZero() {
+				ran := now.Sub(f.Start)
+				if !f.End.IsZero() && f.End.Before(now) {
+					ran = f.End.Sub(f.Start)
+				}
 				so := "cost unknown"
-				if !math.IsNaN(cost) {
-					so = fmt.Sprintf("about $%.2f so far at $%.2f/h", cost, r.CostUSD)
+				if !math.IsNaN(f.SoFar) {
+					so = fmt.Sprintf("about $%.2f so far at $%.2f/h", f.SoFar, r.USDHour)
 				}
 				ends := ""
 				if scheduled && !sched.End.IsZero() && sched.End.After(now) {
@@ -241,13 +253,9 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 // writeLedger prints the rows.
 func (a *app) writeLedger(rows []ledger.Entry, output string) error {
 	out := make([]ledgerRow, 0, len(rows))
-	fleets := false
+	now := time.Now()
 	for _, r := range rows {
-		out = append(out, ledgerRowOf(r))
-		fleets = fleets || r.Kind == ledger.KindFleet
-	}
-	if fleets && output == formatTable {
-		fmt.Fprintln(a.errOut, "gpumarket: ledger: a fleet's cost_usd is the estimate of its first hour; a fleet bills until deleted")
+		out = append(out, ledgerRowOf(r, now))
 	}
 	return writeRows(a.out, output, out)
 }

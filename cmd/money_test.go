@@ -92,7 +92,7 @@ func TestBookYesRefusesChangedTerms(t *testing.T) {
 	}
 	code, _, errOut = a.run("book", "acme-1", "--yes")
 	rows := a.ledger()
-	if code != 0 || len(rows) != 1 || rows[0]["cost_usd"] != 9000.0 {
+	if code != 0 || len(rows) != 1 || rows[0]["committed_usd"] != 9000.0 {
 		t.Fatalf("book again: exit %d, rows %v: %s", code, rows, errOut)
 	}
 	// Over the cap at the new price: refused at the new price.
@@ -118,7 +118,7 @@ func TestBookAsksAgainOnNewTerms(t *testing.T) {
 		return "yes"
 	})
 	rows := a.ledger()
-	if code != 0 || strings.Count(errOut, "Type yes to buy it for $3049.00") != 1 || len(rows) != 1 || rows[0]["cost_usd"] != 3049.0 {
+	if code != 0 || strings.Count(errOut, "Type yes to buy it for $3049.00") != 1 || len(rows) != 1 || rows[0]["committed_usd"] != 3049.0 {
 		t.Fatalf("exit %d, rows %v: %s", code, rows, errOut)
 	}
 }

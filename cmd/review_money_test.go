@@ -105,14 +105,14 @@ func TestAWSFleetWithOnDemandBaseIsPriced(t *testing.T) {
 		t.Fatalf("dry run: exit %d: %s", code, errOut)
 	}
 	code, out, errOut := s.run("fleet", "launch", "--provider", "aws", "--region", "us-east-1", "--instance-types", "g6.xlarge",
-		"--target", "2", "--on-demand-base", "1", "--yes", "-o", "json")
+		"--target", "2", "--on-demand-base", "1", "--for", "3h", "--yes", "-o", "json")
 	if code != 0 {
 		t.Fatalf("launch under the default caps: exit %d: %s", code, errOut)
 	}
 	rows, _ := jsonRows(t, out)
 	od := fake.Region("us-east-1").OnDemand["g6.xlarge"]
-	if len(rows) != 1 || rows[0]["cost_usd"] == nil || rows[0]["cost_usd"].(float64) < od {
-		t.Fatalf("ledger row %v: want a first hour of at least the on-demand $%v", rows, od)
+	if c, ok := rows[0]["committed_usd"].(float64); len(rows) != 1 || !ok || c < 3*od {
+		t.Fatalf("ledger row %v: want 3 hours of at least the on-demand $%v committed", rows, od)
 	}
 	if n := len(fake.Fleets()); n != 1 {
 		t.Fatalf("%d fleets at the fake", n)

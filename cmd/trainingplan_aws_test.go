@@ -54,7 +54,7 @@ func TestTrainingPlansOnAWS(t *testing.T) {
 		t.Fatalf("book: exit %d: %s", code, errOut)
 	}
 	led, _ := s.ledger()
-	if len(led) != 1 || led[0]["kind"] != "training-plan" || led[0]["state"] != "scheduled" || led[0]["cost_usd"] != 3100.0 ||
+	if len(led) != 1 || led[0]["kind"] != "training-plan" || led[0]["state"] != "scheduled" || led[0]["committed_usd"] != 3100.0 ||
 		!strings.HasPrefix(led[0]["provider_ref"].(string), "arn:aws:sagemaker:us-east-1:") {
 		t.Fatalf("ledger %v", led)
 	}

@@ -86,7 +86,7 @@ func TestTrainingPlanThroughTheLedger(t *testing.T) {
 	}
 	led, _ := s.ledger()
 	if len(led) != 1 || led[0]["kind"] != "training-plan" || !strings.HasPrefix(led[0]["provider_ref"].(string), "arn:aws:sagemaker:") ||
-		led[0]["cost_usd"] != plan["upfront_usd"] {
+		led[0]["committed_usd"] != plan["upfront_usd"] {
 		t.Fatalf("ledger %v, want one training-plan row at %v", led, plan["upfront_usd"])
 	}
 }

@@ -147,7 +147,7 @@ totals.`,
 }
 
 func (a *app) runUsage(ctx context.Context, since time.Duration, by string, timeout time.Duration, output string) error {
-	rep, err := a.usageReport(ctx, since, timeout, true)
+	rep, err := a.usageReport(ctx, since, timeout)
 	if err != nil {
 		return err
 	}
@@ -195,12 +195,8 @@ func (a *app) runUsage(ctx context.Context, since time.Duration, by string, time
 
 // usageReport computes the usage of the ledger's rows over the last
 // since: each row asks its own provider (built even when --provider names
-// others, as `ledger` does), and fleets are priced at the spot prices the
-// hub's history holds for the rows' regions. withPrices false prices
-// fleets at their launch estimate without starting a hub (the ledger's
-// idle warning).
-func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time.Duration, withPrices bool) (ledger.UsageReport, error) {
-	e := a.env
+// others, as `ledger` does); every cost is ledger.CostSoFar's.
+func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time.Duration) (ledger.UsageReport, error) {
 	st, err := a.Ledger()
 	if err != nil {
 		return ledger.UsageReport{}, err
@@ -210,32 +206,13 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 		return ledger.UsageReport{}, err
 	}
 	now := a.now()
-	var names, regions []string
+	var names []string
 	for _, r := range rows {
-		if !ledger.Counted(r) {
-			continue
-		}
-		if !slices.Contains(names, r.Provider) {
+		if ledger.Counted(r) && !slices.Contains(names, r.Provider) {
 			names = append(names, r.Provider)
-		}
-		if r.Region != "" && !slices.Contains(regions, r.Region) {
-			regions = append(regions, r.Region)
 		}
 	}
 	ps := a.reachable(ctx, names, "usage")
-	var prices ledger.PriceBook
-	if withPrices && len(ps) > 0 {
-		// The hub over the rows' providers and regions, back to since:
-		// the spot prices in force while the fleets ran.
-		a.query.Providers, a.query.Regions, a.query.GPUs = names, regions, nil
-		a.query.Window = min(since, domain.MaxWindow)
-		snap, err := a.waitReady(ctx, a.hubOver(ps), timeout)
-		if err != nil {
-			fmt.Fprintf(e.errOut, "gpumarket: usage: no price history (%v): fleets are priced at their launch estimate\n", err)
-		} else {
-			prices = ledger.SnapshotPrices(snap)
-		}
-	}
 	// What the clouds show is kept in the ledger (they forget ended
 	// instances and deleted reservations); a store opened read-only
 	// reads what is kept and saves nothing.
@@ -243,7 +220,7 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 		a.log.Warn("usage: what the clouds showed could not be kept in the ledger (the report is complete)", "err", err)
 	}
 	return ledger.Compute(ctx, rows, ledger.UsageOptions{Since: now.Add(-since), Now: now, Reporter: ledger.Reporters(ps),
-		Prices: prices, Timeout: timeout, MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, SaveFailed: keepFailed}), nil
+		Timeout: timeout, MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, SaveFailed: keepFailed}), nil
 }
 
 // writeUsageTable prints the rows (the five most idle first), then the
@@ -321,7 +298,7 @@ func (a *app) idleWarnings(ctx context.Context, timeout time.Duration) []string 
 	if a.cfg.Budget.MaxIdlePct <= 0 {
 		return nil
 	}
-	rep, err := a.usageReport(ctx, ledger.DefaultSince, timeout, false)
+	rep, err := a.usageReport(ctx, ledger.DefaultSince, timeout)
 	if err != nil {
 		return []string{"cannot check idle capacity: " + err.Error()}
 	}
@@ -342,21 +319,18 @@ func dashIfEmpty(s string) string {
 // usageTracker is the one usage tracker of the run, built on first use:
 // every TUI session of the process (serve's included) shares it, so the
 // clouds' metrics are asked once per TTL whatever the number of
-// sessions. It asks the hub's providers and prices fleets at the hub's
-// latest snapshot; nil when there is no ledger.
+// sessions. It asks the hub's providers; nil when there is no ledger.
 func (a *app) usageTracker(h *feed.Hub) *ledger.Tracker {
 	var ps []domain.Provider
 	if h != nil {
 		ps = h.Providers()
 	}
-	return a.usageTrackerOver(ps, h)
+	return a.usageTrackerOver(ps)
 }
 
 // usageTrackerOver is usageTracker asking the providers ps, for a run
-// whose market (h) may be nil or narrower than the ledger (a headless
-// watch): fleets the market does not price are priced at their launch
-// estimate.
-func (a *app) usageTrackerOver(ps []domain.Provider, h *feed.Hub) *ledger.Tracker {
+// whose market may be narrower than the ledger (a headless watch).
+func (a *app) usageTrackerOver(ps []domain.Provider) *ledger.Tracker {
 	st, err := a.Ledger()
 	if err != nil {
 		return nil
@@ -364,12 +338,8 @@ func (a *app) usageTrackerOver(ps []domain.Provider, h *feed.Hub) *ledger.Tracke
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.usage == nil {
-		prices := func() ledger.PriceBook { return nil }
-		if h != nil {
-			prices = func() ledger.PriceBook { return ledger.SnapshotPrices(h.Snapshot()) }
-		}
 		a.usage = ledger.NewTracker(ledger.TrackerOptions{Ledger: st, Reporter: ledger.Reporters(ps),
-			Prices: prices, MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, Log: a.log, Now: a.now})
+			MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, Log: a.log, Now: a.now})
 	}
 	return a.usage
 }

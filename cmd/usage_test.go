@@ -63,7 +63,7 @@ func seedLedger(t *testing.T, dataDir string) (block, fleet ledger.Entry) {
 	}
 	spec, _ := json.Marshal(domain.FleetSpec{Provider: "sim", Region: "us-east-1", InstanceTypes: []string{"g6.xlarge"}, TargetCapacity: 4, OnDemandBase: 1})
 	fleet = ledger.Entry{Kind: ledger.KindFleet, Provider: "sim", Cloud: "aws", Region: "us-east-1", InstanceType: "g6.xlarge",
-		InstanceCount: 4, GPUCount: 4, CostUSD: 1.2, CostNote: "estimate: first hour at current prices; a fleet bills until deleted",
+		InstanceCount: 4, GPUCount: 4, USDHour: 1.2, CostNote: "estimate: first hour at current prices; a fleet bills until deleted",
 		State: ledger.StateActive, ProviderRef: "fleet-11111111-2222-4333-8444-555555555555", Actor: "bob@lab", IdemKey: "tok-1",
 		CreatedAt: now.Add(-20 * time.Hour), Request: spec}
 	if fleet, err = st.RecordIntent(ctx, fleet, nil); err != nil {

@@ -112,7 +112,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if !once {
 		a.DriveJobs(svc, ps)
 	}
-	ev, err := a.newWatcher(h, svc, a.usageTrackerOver(ps, h), market.For, func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) })
+	ev, err := a.newWatcher(h, svc, a.usageTrackerOver(ps), market.For, func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) })
 	if err != nil {
 		return err
 	}

@@ -717,7 +717,7 @@ func (r *jobRun) save(ctx context.Context) error {
 func (r *jobRun) spent() float64 {
 	sum := 0.0
 	for _, row := range r.rows {
-		if _, c, ok := ledger.FleetRunning(row, r.now); ok && !math.IsNaN(c) {
+		if c := ledger.CostSoFar(row, time.Time{}, r.now); row.Kind == ledger.KindFleet && !math.IsNaN(c) {
 			sum += c
 		}
 	}

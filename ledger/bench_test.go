@@ -8,7 +8,7 @@ import (
 )
 
 // BenchmarkCompute: a week of 50 fleets of 20 instances, hourly samples
-// (168,000 samples), priced from a price book.
+// (168,000 samples).
 func BenchmarkCompute(b *testing.B) {
 	fr := &fakeReporter{reports: map[string]domain.UsageReport{}}
 	var rows []Entry
@@ -23,9 +23,8 @@ func BenchmarkCompute(b *testing.B) {
 		}
 		fr.reports[id] = domain.UsageReport{Source: "gpu", Instances: ins}
 	}
-	prices := fixedPrices{spot: map[string]float64{"g6.xlarge": 0.3}, ond: map[string]float64{"g6.xlarge": 0.8}}
 	b.ReportAllocs()
 	for b.Loop() {
-		compute(b, rows, fr, prices, 0, 168, 50)
+		compute(b, rows, fr, 0, 168, 50)
 	}
 }

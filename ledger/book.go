@@ -205,9 +205,11 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	if req.DryRun {
 		// A dry run spends nothing, so it writes no row; it still honours
 		// the budget and the ledger so it never says "would succeed" for a
-		// purchase Book would refuse.
-		if _, err := s.Quote(ctx, req.OfferingID); err != nil {
-			return res, err
+		// purchase Book would refuse. Over a cap the cloud is still asked:
+		// its answer comes back with the refusal.
+		_, overCap := s.Quote(ctx, req.OfferingID)
+		if overCap != nil && !errors.Is(overCap, ErrBudget) {
+			return res, overCap
 		}
 		cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 		defer cancel()
@@ -217,7 +219,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 		}
 		bk.DryRun = true
 		res.Booking = bk
-		return res, nil
+		return res, overCap
 	}
 
 	// The ledger is the first record, the cloud the second: a purchase

@@ -28,6 +28,9 @@ const DefaultTimeout = 60 * time.Second
 type Budget struct {
 	MaxBookingUSD float64
 	MaxDailyUSD   float64
+	// ConfigPath is the config file the caps are set in, for a refusal
+	// to name; "" when they are the defaults of no file.
+	ConfigPath string
 }
 
 // Options configure a Service.
@@ -156,26 +159,48 @@ func (s *Service) CanLaunch(provider string) bool {
 }
 
 // BudgetError is a refusal because the action would exceed a cap. It
-// carries the figures so the user sees how far over it is.
+// carries the figures so the user sees how far over it is, and where the
+// cap is set.
 type BudgetError struct {
 	// Cap is "max_booking_usd" or "max_daily_usd".
 	Cap      string
 	CapUSD   float64
 	CostUSD  float64
 	SpentUSD float64 // the day's sum so far, for max_daily_usd; NaN when not known
+	// What says the commitment of a fleet ("90d at $4403.20/h").
+	What string
+	// Day is the UTC day of a max_daily_usd refusal; Today is set when
+	// it is the day the action is asked on.
+	Day   time.Time
+	Today bool
+	// ConfigPath is the file the cap is set in ("" for the default).
+	ConfigPath string
 }
 
 func (e *BudgetError) Error() string {
+	key := "budget." + e.Cap
+	where := fmt.Sprintf("%s is set in %s: raise it there, or set it to 0 to lift the cap", key, e.ConfigPath)
+	if e.ConfigPath == "" {
+		where = fmt.Sprintf("%s is the default: set it in the config file (gpumarket config), or 0 to lift the cap", key)
+	}
+	what := ""
+	if e.What != "" {
+		what = " (" + e.What + ")"
+	}
+	day := "today's (UTC)"
+	if !e.Today && !e.Day.IsZero() {
+		day = e.Day.UTC().Format("Mon 2006-01-02") + "'s (UTC)"
+	}
 	if e.Cap == "max_daily_usd" && math.IsNaN(e.SpentUSD) {
-		return fmt.Sprintf("refused: today's (UTC) spending is not known — the ledger holds purchases of today whose cost the cloud did not say "+
-			"(re-created by `gpumarket ledger --rebuild`) — so budget.max_daily_usd $%.2f cannot be checked; "+
-			"nothing was bought (the cap applies again tomorrow; set it to 0 to lift it)", e.CapUSD)
+		return fmt.Sprintf("refused: %s spending is not known — the ledger holds purchases of that day whose cost the cloud did not say "+
+			"(re-created by `gpumarket ledger --rebuild`) — so %s $%.2f cannot be checked; "+
+			"nothing was bought (the cap applies again the next day; %s)", day, key, e.CapUSD, where)
 	}
 	if e.Cap == "max_daily_usd" {
-		return fmt.Sprintf("refused: today's (UTC) spending $%.2f + this $%.2f = $%.2f is over budget.max_daily_usd $%.2f; nothing was bought",
-			e.SpentUSD, e.CostUSD, e.SpentUSD+e.CostUSD, e.CapUSD)
+		return fmt.Sprintf("refused: %s spending $%.2f + this $%.2f%s = $%.2f is over %s $%.2f; nothing was bought (%s)",
+			day, e.SpentUSD, e.CostUSD, what, e.SpentUSD+e.CostUSD, key, e.CapUSD, where)
 	}
-	return fmt.Sprintf("refused: $%.2f is over budget.max_booking_usd $%.2f; nothing was bought", e.CostUSD, e.CapUSD)
+	return fmt.Sprintf("refused: $%.2f%s is over %s $%.2f; nothing was bought (%s)", e.CostUSD, what, key, e.CapUSD, where)
 }
 
 // ErrBudget is matched by every *BudgetError.
@@ -205,19 +230,51 @@ func (e *UnknownError) Is(target error) bool { return target == ErrUnknownOutcom
 // Unwrap returns the call's error.
 func (e *UnknownError) Unwrap() error { return e.Cause }
 
-// checkBudget refuses a cost over a cap. Amounts are compared in whole
-// cents: a day's purchases of $834.37 and $841.95 reach a cap of
-// $1676.32 exactly, although their float sum is 1676.3200000000002.
+// checkBudget refuses a purchase of cost on the day of spent (the
+// ledger's sum of that day) over a cap.
 func (s *Service) checkBudget(cost, spent float64) error {
+	h := Hold{Whole: cost, Days: []DayAmount{{Day: s.today(), USD: cost}}}
+	return s.checkHold(h, func(time.Time) (float64, error) { return spent, nil })
+}
+
+// today is the UTC midnight of the service's clock.
+func (s *Service) today() time.Time {
+	if s.opt.Now == nil {
+		return time.Now().UTC().Truncate(24 * time.Hour)
+	}
+	return s.opt.Now().UTC().Truncate(24 * time.Hour)
+}
+
+// checkHold refuses a hold over a cap: its whole over max_booking_usd, or
+// its part of any UTC day over what that day's max_daily_usd leaves.
+// Amounts are compared in whole cents: a day's purchases of $834.37 and
+// $841.95 reach a cap of $1676.32 exactly, although their float sum is
+// 1676.3200000000002.
+func (s *Service) checkHold(h Hold, spent Spending) error {
 	b := s.opt.Budget
-	if math.IsNaN(cost) {
+	if math.IsNaN(h.Whole) {
 		return errors.New("refused: the cost is unknown, so the budget cannot be checked; nothing was bought")
 	}
-	if b.MaxBookingUSD > 0 && cents(cost) > cents(b.MaxBookingUSD) {
-		return &BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: cost}
+	refuse := func(e *BudgetError) error {
+		e.What, e.ConfigPath = h.What, b.ConfigPath
+		return e
 	}
-	if b.MaxDailyUSD > 0 && (math.IsNaN(spent) || cents(spent+cost) > cents(b.MaxDailyUSD)) {
-		return &BudgetError{Cap: "max_daily_usd", CapUSD: b.MaxDailyUSD, CostUSD: cost, SpentUSD: spent}
+	if b.MaxBookingUSD > 0 && cents(h.Whole) > cents(b.MaxBookingUSD) {
+		return refuse(&BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: h.Whole})
+	}
+	if b.MaxDailyUSD <= 0 {
+		return nil
+	}
+	today := s.today()
+	for _, d := range h.Days {
+		day, err := spent(d.Day)
+		if err != nil {
+			return err
+		}
+		if math.IsNaN(day) || cents(day+d.USD) > cents(b.MaxDailyUSD) {
+			return refuse(&BudgetError{Cap: "max_daily_usd", CapUSD: b.MaxDailyUSD, CostUSD: d.USD, SpentUSD: day,
+				Day: d.Day, Today: d.Day.Equal(today)})
+		}
 	}
 	return nil
 }

@@ -122,11 +122,14 @@ func TestBudgetRefusedBeforeAnyCall(t *testing.T) {
 		if !errors.As(err, &be) || be.CostUSD != 9000 || be.CapUSD != 5000 || !strings.Contains(err.Error(), "$9000.00") {
 			t.Fatalf("err %v", err)
 		}
-		if _, err := f.svc.Book(ctx, ledger.BookRequest{OfferingID: "cb-dear", DryRun: true}); !errors.Is(err, ledger.ErrBudget) {
-			t.Fatalf("dry run over budget: %v", err)
-		}
 		if f.fake.Calls("Book")+f.fake.Calls("BookDryRun") != 0 {
 			t.Fatal("a purchase call was made over budget")
+		}
+		// A dry run says it would be refused, and still brings the
+		// cloud's answer to its own dry run; nothing is bought.
+		dry, err := f.svc.Book(ctx, ledger.BookRequest{OfferingID: "cb-dear", DryRun: true})
+		if !errors.Is(err, ledger.ErrBudget) || !dry.Booking.DryRun || f.fake.Calls("Book") != 0 {
+			t.Fatalf("dry run over budget: %+v, %v", dry.Booking, err)
 		}
 		noRows(t, f.st)
 	})
@@ -454,7 +457,7 @@ func TestKilledBetweenIntentAndOutcome(t *testing.T) {
 }
 
 func TestFleetLaunchAndDelete(t *testing.T) {
-	f := newFixture(t, "", "aws", ledger.Budget{MaxBookingUSD: 1000})
+	f := newFixture(t, "", "aws", ledger.Budget{MaxBookingUSD: 24 * 240}) // its first day at $240/h
 	f.fake.SpotUSDHour = 40
 	ctx := context.Background()
 	spec := domain.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 4, OnDemandBase: 1}
@@ -473,8 +476,8 @@ func TestFleetLaunchAndDelete(t *testing.T) {
 	}
 	// 1 on-demand at 120 $/h + 3 spot at 40 $/h.
 	r := res.Row
-	if r.State != ledger.StateActive || r.ProviderRef != "fleet-0001" || r.CostUSD != 240 || r.GPUCount != 32 ||
-		r.IdemKey != r.ID || !strings.Contains(r.CostNote, "first hour") {
+	if r.State != ledger.StateActive || r.ProviderRef != "fleet-0001" || r.USDHour != 240 || r.GPUCount != 32 ||
+		r.IdemKey != r.ID || !strings.HasPrefix(r.CostNote, "estimate at current prices") {
 		t.Fatalf("row %+v", r)
 	}
 	if math.Abs(res.Estimate.USDHour-240) > 1e-9 {

@@ -13,9 +13,9 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// FleetEstimate is what a fleet is expected to cost. A fleet has no fixed
-// total: it bills by the hour until deleted, so gpumarket books the first
-// hour against the budget and says so in the row.
+// FleetEstimate is what a fleet is expected to cost per hour. A fleet has
+// no fixed total: it is held against the caps over its window (its first
+// day when it has no end; HoldOf).
 type FleetEstimate struct {
 	// USDHour is the whole fleet's expected cost per hour; NaN if unknown.
 	USDHour float64
@@ -32,46 +32,11 @@ type FleetEstimate struct {
 	PricedGPUs float64
 }
 
-// FirstHourNote is the cost note of a fleet row.
-func (e FleetEstimate) FirstHourNote() string {
-	return firstHour + e.Basis + "; a fleet bills until deleted"
-}
-
-const firstHour = "estimate: first hour at "
+// Note is the cost note of a fleet row: what its hourly estimate rests on.
+func (e FleetEstimate) Note() string { return "estimate at " + e.Basis }
 
 // unknownPrices begins the basis of an estimate whose USDHour is NaN.
 const unknownPrices = "unknown prices"
-
-// CostUnknown reports whether a ledger row's cost is unknown: a fleet
-// launched while its prices were not known, or a row re-created from a
-// cloud's record that did not say, is recorded with CostUSD 0 (the column
-// holds a number), which is no price and must not be shown as one.
-func CostUnknown(r Entry) bool {
-	return (r.Kind == KindFleet && strings.HasPrefix(r.CostNote, firstHour+unknownPrices)) ||
-		strings.HasPrefix(r.CostNote, costUnknownNote)
-}
-
-// FleetRunning is how long a fleet has run — from when it became active
-// to its end, or to now while it runs — and what that cost at its
-// estimated hourly rate (the first hour's estimate the ledger holds). ok
-// is false for a row that is not a fleet, has no start, or never reached
-// the cloud (a schedule not launched yet); cost is NaN when the rate is
-// unknown. A scheduled fleet's dates are its window: before its start it
-// has run nothing, and it runs no later than now.
-func FleetRunning(r Entry, now time.Time) (ran time.Duration, costUSD float64, ok bool) {
-	if r.Kind != KindFleet || r.Start.IsZero() || r.ProviderRef == "" {
-		return 0, math.NaN(), false
-	}
-	end := now
-	if !r.End.IsZero() && r.End.Before(now) {
-		end = r.End
-	}
-	ran = max(end.Sub(r.Start), 0)
-	if CostUnknown(r) {
-		return ran, math.NaN(), true
-	}
-	return ran, r.CostUSD * ran.Hours(), true
-}
 
 // EstimateFleet prices a fleet from its provider's current prices: spot
 // instances at the highest latest spot price among the types (the fleet
@@ -246,6 +211,10 @@ type FleetRequest struct {
 	// than the one shown is an *EstimateChangedError.
 	Estimate FleetEstimate
 	Actor    string
+	// Again launches a fleet on the same terms as one already scheduled
+	// or running over the same time; without it that is refused as a
+	// duplicate.
+	Again bool
 	// Job is the id of the job the launch is for: its hold already
 	// counts against the daily cap, so the launch does not again.
 	Job string
@@ -313,9 +282,10 @@ func CheckFleet(spec domain.FleetSpec) error {
 
 // LaunchFleet launches a fleet through the ledger: the intent row (its id
 // is the fleet's ClientToken, so the cloud itself makes the launch
-// idempotent) is committed before the call; the first hour's estimate is
-// checked against the budget. DryRun sends only the dry-run call and
-// writes nothing.
+// idempotent) is committed before the call, in the transaction that
+// checks its whole commitment against the caps (HoldOf). DryRun sends
+// only the dry-run call and writes nothing; over a cap it is still sent,
+// and the result carries the refusal a launch would meet.
 //
 // A fleet with a schedule (spec.Start after now, or an End) is launched
 // with it where the provider's cloud keeps schedules (KeptByCloud: the
@@ -327,6 +297,9 @@ func CheckFleet(spec domain.FleetSpec) error {
 // ScheduleOf) and a note saying so.
 func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResult, error) {
 	spec := req.Spec
+	if req.Job != "" {
+		req.Again = true // a job moves its own fleets: several alike are meant
+	}
 	if spec.Strategy == "" {
 		spec.Strategy = domain.Strategies[0]
 	}
@@ -398,18 +371,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if math.IsNaN(est.USDHour) && (b.MaxBookingUSD > 0 || b.MaxDailyUSD > 0) {
 		return res, fmt.Errorf("refused: the fleet's cost is unknown (%s), so the budget cannot be checked; pass a max price", est.Basis)
 	}
-	cost := est.USDHour
-	if math.IsNaN(cost) {
-		cost = 0
-	}
 	now := s.opt.Now()
-	spent, err := s.st.DaySpent(ctx, now)
-	if err != nil {
-		return res, err
-	}
-	if err := s.checkLaunchBudget(req.Job, cost, spent); err != nil {
-		return res, err
-	}
 	actor := req.Actor
 	if actor == "" {
 		actor = s.opt.Actor
@@ -417,10 +379,32 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	spec.Actor = actor
 	// A spec the cloud's API would refuse is refused here, before a row
 	// is written for it.
+	var err error
 	if v, ok := fl.(domain.FleetValidator); ok {
 		if spec, err = v.ValidateFleet(spec); err != nil {
 			return res, fmt.Errorf("fleet refused before any call: %w", err)
 		}
+	}
+	intent := s.fleetIntent(spec, est, now)
+	// With no cap, a fleet whose prices are not known may still launch
+	// (the row says its cost is unknown).
+	check := func(spent Spending) error {
+		switch {
+		case !capped:
+			return nil
+		case req.Job != "":
+			return s.checkLaunchBudget(req.Job, est.USDHour, 0) // the job's hold covers it
+		}
+		return s.checkHold(HoldOf(intent), spent)
+	}
+	overCap := check(func(day time.Time) (float64, error) { return s.st.DaySpent(ctx, day) })
+	if overCap != nil && !spec.DryRun {
+		return res, overCap
+	}
+	if spec.DryRun && !req.Again && overCap == nil {
+		// Said before anyone is asked to confirm; the launch checks it
+		// again under the ledger's lock.
+		overCap = s.duplicateOf(ctx, spec, intent)
 	}
 
 	if spec.DryRun {
@@ -432,54 +416,42 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		}
 		f.DryRun = true
 		res.Fleet = f
-		return res, nil
+		return res, overCap
 	}
 
-	id := NewID(now)
 	if spec.ClientToken == "" {
-		spec.ClientToken = id
+		spec.ClientToken = intent.ID
 	}
 	desc := s.describe(spec.Provider)
-	stored := fleetRequest{FleetSpec: spec}
-	scheduled := spec.Scheduled(now)
-	if scheduled {
-		stored.Keeper = KeeperOf(desc)
-	}
+	stored := fleetRequest{FleetSpec: spec, Keeper: intent.Schedule.Keeper}
 	reqJSON, err := json.Marshal(stored)
 	if err != nil {
 		return res, fmt.Errorf("launch fleet: %w", err)
 	}
-	var cloud string
-	if e, ok := domain.LookupGPU(spec.InstanceTypes[0]); ok {
-		cloud = string(e.Cloud)
-	}
-	intent := Entry{
-		ID: id, Kind: KindFleet, Provider: spec.Provider, Cloud: cloud, Region: spec.Region,
-		Zone: strings.Join(spec.Zones, ","), InstanceType: strings.Join(spec.InstanceTypes, ","),
-		InstanceCount: spec.TargetCapacity, GPUCount: est.GPUs, CostUSD: cost, CostNote: est.FirstHourNote(),
-		State: StatePending, Actor: actor, CreatedAt: now, Request: reqJSON, IdemKey: spec.ClientToken,
-		Start: spec.Start, End: spec.End,
-	}
+	intent.Request, intent.IdemKey = reqJSON, spec.ClientToken
 	// Kept by gpumarket and starting later: nothing is sent now. The row
 	// is the schedule; the reconcile loop sends the launch at its start.
-	later := scheduled && stored.Keeper == KeptByGpumarket && spec.Start.After(now)
-	if scheduled {
+	later := intent.Schedule.Keeper == KeptByGpumarket && spec.Start.After(now)
+	if intent.Schedule.Keeper != "" {
 		intent.Note = "schedule: " + KeeperNote(desc)
 	}
 	if later {
 		intent.State = StateScheduled
 	}
-	row, err := s.st.RecordIntentOpen(ctx, intent, func(spent float64, existing *Entry, open []Entry) error {
+	row, err := s.st.RecordIntentOpen(ctx, intent, func(spent Spending, existing *Entry, live []Entry) error {
 		if existing != nil {
 			return nil
 		}
-		// Another process recorded the same fleet since openFleet looked.
-		for _, o := range open {
-			if sameFleet(o, spec) {
+		for _, o := range live {
+			switch {
+			case (o.State == StatePending || o.State == StateUnknown) && sameFleet(o, spec):
+				// Another process recorded the same fleet since openFleet looked.
 				return fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s); it is not sent twice", o.ID, o.Actor)
+			case !req.Again && sameTerms(o, intent):
+				return duplicateFleet(o)
 			}
 		}
-		return s.checkLaunchBudget(req.Job, cost, spent)
+		return check(spent)
 	})
 	if err != nil {
 		var dup *DuplicateError
@@ -497,7 +469,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 			Message: "scheduled: " + WindowText(spec.Start, spec.End, now) + "; " + KeeperNote(desc)}
 		return res, nil
 	}
-	s.opt.Logger.Info("launch intent recorded", "row", row.ID, "provider", spec.Provider, "region", spec.Region, "usd_first_hour", cost)
+	s.opt.Logger.Info("launch intent recorded", "row", row.ID, "provider", spec.Provider, "region", spec.Region, "usd_hour", est.USDHour)
 	return s.sendFleet(ctx, fl, row, res, sendFresh)
 }
 
@@ -586,6 +558,87 @@ func (s *Service) openFleet(ctx context.Context, spec domain.FleetSpec) (*Entry,
 	return nil, nil
 }
 
+// fleetIntent is the pending row of a fleet launch at now: its hourly
+// estimate and, when it has a window, its schedule.
+func (s *Service) fleetIntent(spec domain.FleetSpec, est FleetEstimate, now time.Time) Entry {
+	var cloud string
+	if e, ok := domain.LookupGPU(spec.InstanceTypes[0]); ok {
+		cloud = string(e.Cloud)
+	}
+	r := Entry{
+		ID: NewID(now), Kind: KindFleet, Provider: spec.Provider, Cloud: cloud, Region: spec.Region,
+		Zone: strings.Join(spec.Zones, ","), InstanceType: strings.Join(spec.InstanceTypes, ","),
+		InstanceCount: spec.TargetCapacity, GPUCount: est.GPUs, CostUSD: math.NaN(), USDHour: est.USDHour, CostNote: est.Note(),
+		State: StatePending, Actor: spec.Actor, CreatedAt: now, Start: spec.Start, End: spec.End,
+	}
+	if spec.Scheduled(now) {
+		r.Schedule = FleetSchedule{Start: spec.Start, End: spec.End, Keeper: KeeperOf(s.describe(spec.Provider))}
+	}
+	return r
+}
+
+// sameTerms reports whether a scheduled or running fleet row asks for
+// what the intent asks for (every term but the window and who asks) over
+// a time that overlaps the intent's: the same fleet booked twice.
+func sameTerms(r, intent Entry) bool {
+	if r.State != StateScheduled && r.State != StateActive {
+		return false
+	}
+	var a, b domain.FleetSpec
+	if r.Kind != KindFleet || json.Unmarshal(r.Request, &a) != nil || json.Unmarshal(intent.Request, &b) != nil {
+		return false
+	}
+	for _, s := range []*domain.FleetSpec{&a, &b} {
+		s.ClientToken, s.DryRun, s.Actor, s.Start, s.End = "", false, "", time.Time{}, time.Time{}
+	}
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	if err1 != nil || err2 != nil || string(ja) != string(jb) {
+		return false
+	}
+	from1, until1 := runWindow(r)
+	from2, until2 := runWindow(intent)
+	return (until2.IsZero() || from1.Before(until2)) && (until1.IsZero() || from2.Before(until1))
+}
+
+// duplicateOf refuses a fleet on the same terms as one scheduled or
+// running over the same time (sameTerms), naming that row.
+func (s *Service) duplicateOf(ctx context.Context, spec domain.FleetSpec, intent Entry) error {
+	rows, err := s.st.List(ctx, StateScheduled, StateActive)
+	if err != nil {
+		return err
+	}
+	intent.Request, _ = json.Marshal(spec)
+	for _, o := range rows {
+		if sameTerms(o, intent) {
+			return duplicateFleet(o)
+		}
+	}
+	return nil
+}
+
+func duplicateFleet(o Entry) error {
+	return fmt.Errorf("refused: a fleet on the same terms is already %s over the same time: ledger row %s (%s); nothing was launched — "+
+		"to launch another one like it, say so: `fleet launch … --again`", o.State, o.ID, orNone(o.ProviderRef))
+}
+
+// runWindow is when a fleet row runs: from its asked start (else its
+// launch) to its asked end (zero: until deleted).
+func runWindow(r Entry) (from, until time.Time) {
+	from = r.Schedule.Start
+	if from.IsZero() {
+		from = r.CreatedAt
+	}
+	return from, r.Schedule.End
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "not launched yet"
+	}
+	return s
+}
+
 // sameFleet reports whether a fleet row asks for the fleet spec asks
 // for: every term but the client token (and who asks).
 func sameFleet(r Entry, spec domain.FleetSpec) bool {
@@ -617,7 +670,7 @@ func (s *Service) fleetAgain(ctx context.Context, prev Entry) (row Entry, retry 
 		if r.State == StateFailed {
 			return r, false, fmt.Errorf("refused for now: the earlier launch of the same fleet (ledger row %s) turned out failed (%s); run the command again to launch it", r.ID, r.Error)
 		}
-		return r, false, fmt.Errorf("refused: the earlier launch of the same fleet, whose answer was lost, did land: ledger row %s (%s, state %s); nothing new was launched — run the command again to launch another",
+		return r, false, fmt.Errorf("refused: the earlier launch of the same fleet, whose answer was lost, did land: ledger row %s (%s, state %s); nothing new was launched — run the command again with --again to launch another",
 			r.ID, r.ProviderRef, r.State)
 	}
 	if r.State != StateUnknown {

@@ -49,8 +49,12 @@ func TestFleetLaunchAgainAfterLostAnswer(t *testing.T) {
 		if r.State != ledger.StateActive || r.ProviderRef != "fleet-0001" {
 			t.Fatalf("the earlier row should be settled by the look-up: %+v", r)
 		}
-		// Once settled, launching again is a new, deliberate fleet.
-		if _, err := f.svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec}); err != nil {
+		// Once settled, the same fleet again is a duplicate of the one
+		// running, unless asked for as such.
+		if _, err := f.svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec}); err == nil || !strings.Contains(err.Error(), first.Row.ID) {
+			t.Fatalf("the same fleet again: %v, want a duplicate naming %s", err, first.Row.ID)
+		}
+		if _, err := f.svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Again: true}); err != nil {
 			t.Fatal(err)
 		}
 		if n := f.fake.Fleets(); n != 2 {
@@ -61,7 +65,7 @@ func TestFleetLaunchAgainAfterLostAnswer(t *testing.T) {
 	t.Run("not found: re-sent under the same token", func(t *testing.T) {
 		// The lost launch already counts against the day's budget; its
 		// re-send adds nothing, so it is not refused for the budget.
-		f := newFixture(t, "", "aws", ledger.Budget{MaxDailyUSD: 30})
+		f := newFixture(t, "", "aws", ledger.Budget{MaxDailyUSD: 24 * 30}) // a fleet with no end is held for its first day
 		f.fake.SpotUSDHour = 10
 		var tokens []string
 		f.fake.LaunchHook = func(ctx context.Context, spec domain.FleetSpec) error {
@@ -253,13 +257,13 @@ func TestFleetUnknownCostIsNotAPrice(t *testing.T) {
 		t.Fatal(err)
 	}
 	row, err := f.st.Get(ctx, res.Row.ID)
-	if err != nil || !math.IsNaN(res.Estimate.USDHour) || row.CostUSD != 0 || !ledger.CostUnknown(row) {
+	if err != nil || !math.IsNaN(res.Estimate.USDHour) || !math.IsNaN(row.USDHour) || !ledger.CostUnknown(row) {
 		t.Fatalf("unpriced fleet: estimate %+v, row %+v, %v; want an unknown cost", res.Estimate, row, err)
 	}
 	f.fake.SpotUSDHour = 40
 	spec.TargetCapacity = 3
 	res, err = f.svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec})
-	if err != nil || res.Row.CostUSD != 120 || ledger.CostUnknown(res.Row) {
+	if err != nil || res.Row.USDHour != 120 || ledger.CostUnknown(res.Row) {
 		t.Fatalf("priced fleet: row %+v, %v; want $120/h known", res.Row, err)
 	}
 }

@@ -223,7 +223,7 @@ func (s *Store) CreateJob(ctx context.Context, j Job, check func(daySpent float6
 	}
 	defer tx.Rollback()
 	if check != nil {
-		spent, err := daySum(ctx, tx, j.CreatedAt, true)
+		spent, err := s.DayHeld(ctx, tx, j.CreatedAt, "")
 		if err != nil {
 			return Job{}, fmt.Errorf("record job: %w", err)
 		}

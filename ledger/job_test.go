@@ -121,7 +121,7 @@ func TestJobMovesAndLaunches(t *testing.T) {
 	// Another fleet, not the job's.
 	other := spec
 	other.ClientToken = ""
-	if _, err := f.svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: other, Estimate: ledger.FleetEstimate{USDHour: 60}}); err != nil {
+	if _, err := f.svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: other, Estimate: ledger.FleetEstimate{USDHour: 60}, Again: true}); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := f.st.JobRows(ctx, j.ID)

@@ -107,7 +107,7 @@ func TestKeptCountsInstancesTheCloudForgot(t *testing.T) {
 	}
 	// 8:00: i-1 was terminated (at about 6:00) and is no longer listed.
 	fr.reports["f"] = domain.UsageReport{Source: "gpu", Instances: []domain.InstanceUsage{running("i-2", 0, 8, 1)}}
-	forgot := oneRow(t, compute(t, []Entry{row}, fr, nil, -48, 8, 0))
+	forgot := oneRow(t, compute(t, []Entry{row}, fr, -48, 8, 0))
 	if !near(forgot.RunningGPUHours, 8) {
 		t.Fatalf("without keeping: running %v, want 8 (the cloud's view)", forgot.RunningGPUHours)
 	}

@@ -58,11 +58,19 @@ type Entry struct {
 	// Start and End bound a block. For a fleet they are when it became
 	// active and when it was deleted or found ended; zero while unknown.
 	Start, End time.Time
-	// CostUSD is the expected cost at intent and the actual cost once
-	// known. CostNote says what the figure is when it is an estimate (a
-	// fleet has no fixed total).
-	CostUSD  float64
+	// CostUSD is a block's or reservation's price; NaN when not known
+	// (a row re-created from a cloud's record that did not say). A fleet
+	// has no fixed total: its figures come from USDHour (FiguresOf).
+	CostUSD float64
+	// USDHour is a fleet's estimated cost per hour; NaN when its prices
+	// were not known at launch.
+	USDHour float64
+	// CostNote says what the figures rest on, for people; nothing reads
+	// it back.
 	CostNote string
+	// Schedule is the window a fleet was asked for and who keeps it; zero
+	// when it was launched at once with no end.
+	Schedule FleetSchedule
 	State    string
 	// ProviderRef is the cloud's id: "cr-…", "fleet-…", an Azure id.
 	ProviderRef string
@@ -137,10 +145,14 @@ func NewID(now time.Time) string {
 
 // IntentCheck is called inside the intent's transaction, with the write
 // lock held, so no other process can record a purchase between the check
-// and the insert. daySpent is the UTC day's sum of cost over rows that are
-// not failed (NaN when a block of it has no known cost, as DaySpent); existing is
-// the row that already holds the key, or nil.
+// and the insert. daySpent is what the ledger holds against the intent's
+// UTC day (as DaySpent); existing is the row that already holds the key,
+// or nil.
 type IntentCheck func(daySpent float64, existing *Entry) error
+
+// Spending is what the ledger holds against a UTC day (as DaySpent), read
+// inside a transaction.
+type Spending func(day time.Time) (float64, error)
 
 // RecordIntent writes the row (its State is usually pending) and commits
 // durably before it returns. It fails with a *DuplicateError when a row
@@ -149,16 +161,23 @@ type IntentCheck func(daySpent float64, existing *Entry) error
 func (s *Store) RecordIntent(ctx context.Context, r Entry, check IntentCheck) (Entry, error) {
 	var c OpenIntentCheck
 	if check != nil {
-		c = func(daySpent float64, existing *Entry, _ []Entry) error { return check(daySpent, existing) }
+		c = func(spent Spending, existing *Entry, _ []Entry) error {
+			day, err := spent(r.CreatedAt)
+			if err != nil {
+				return err
+			}
+			return check(day, existing)
+		}
 	}
 	return s.RecordIntentOpen(ctx, r, c)
 }
 
-// OpenIntentCheck is an IntentCheck that also sees the rows of the same
-// kind whose outcome is not known yet (pending or unknown), read under the
-// same write lock: an action without a natural key (a fleet) can refuse
-// to start while the same action is in flight in another process.
-type OpenIntentCheck func(daySpent float64, existing *Entry, open []Entry) error
+// OpenIntentCheck is an IntentCheck that reads the spending of any day
+// and sees the rows of the same kind that are not over (pending, unknown,
+// scheduled or active), under the same write lock: a fleet, which bills
+// over many days and has no natural key, can refuse to start while the
+// same fleet is in flight, scheduled or running.
+type OpenIntentCheck func(spent Spending, existing *Entry, live []Entry) error
 
 // RecordIntentOpen is RecordIntent with an OpenIntentCheck.
 func (s *Store) RecordIntentOpen(ctx context.Context, r Entry, check OpenIntentCheck) (Entry, error) {
@@ -211,15 +230,12 @@ func (s *Store) recordIntent(ctx context.Context, r Entry, check OpenIntentCheck
 		ex = &existing
 	}
 	if check != nil {
-		spent, err := daySum(ctx, tx, r.CreatedAt, true)
+		live, err := liveRows(ctx, tx, s.cols(), r.Kind)
 		if err != nil {
 			return Entry{}, fmt.Errorf("record intent: %w", err)
 		}
-		open, err := openRows(ctx, tx, s.cols(), r.Kind)
-		if err != nil {
-			return Entry{}, fmt.Errorf("record intent: %w", err)
-		}
-		if err := check(spent, ex, open); err != nil {
+		spent := func(day time.Time) (float64, error) { return s.DayHeld(ctx, tx, day, "") }
+		if err := check(spent, ex, live); err != nil {
 			return Entry{}, err
 		}
 	}
@@ -275,21 +291,65 @@ func (s *Store) update(ctx context.Context, r Entry, from string) (Entry, error)
 	return out, err
 }
 
-func (s *Store) write(ctx context.Context, r Entry, from string) (Entry, error) {
-	q := `UPDATE ledger SET provider=?, cloud=?, region=?, zone=?, instance_type=?, instance_count=?,
-		gpu_count=?, start_at=?, end_at=?, cost_usd=?, cost_note=?, state=?, provider_ref=?, actor=?, updated_at=?, error=?,
-		note=?, owner=?, heartbeat_at=? WHERE id=?`
-	args := []any{r.Provider, r.Cloud, r.Region, r.Zone, r.InstanceType, r.InstanceCount, r.GPUCount, fmtTime(r.Start), fmtTime(r.End),
-		r.CostUSD, r.CostNote, r.State, r.ProviderRef, r.Actor, fmtTime(r.UpdatedAt), r.Error, r.Note, r.Owner, fmtTime(r.Heartbeat), r.ID}
-	if from != "" {
-		q += ` AND state=?`
-		args = append(args, from)
+// UpdateFromChecked is UpdateFrom with check run first, in the same
+// transaction (the write lock held): a scheduled fleet's launch is
+// checked against the caps and recorded as one step. spent leaves the row
+// itself out. check's error is returned as it is, and nothing is written.
+func (s *Store) UpdateFromChecked(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
+	if s.readOnly {
+		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrReadOnly)
 	}
-	res, err := s.db.ExecContext(ctx, q, args...)
+	r.UpdatedAt = s.now()
+	claimed := false
+	if r.State == StatePending && from != StatePending {
+		if err := s.claimCall(r.ID); err != nil {
+			return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
+		}
+		claimed = true
+		r.Owner, r.Heartbeat = s.owner.String(), r.UpdatedAt
+	}
+	out, err := s.writeChecked(ctx, r, from, check)
+	if err != nil && claimed {
+		s.EndCall(r.ID)
+	}
+	return out, err
+}
+
+func (s *Store) writeChecked(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	defer tx.Rollback()
+	var state string
+	if err := tx.QueryRowContext(ctx, `SELECT state FROM ledger WHERE id = ?`, r.ID).Scan(&state); err != nil {
+		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
+	}
+	if state != from {
+		return Entry{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
+	}
+	if err := check(func(day time.Time) (float64, error) { return s.DayHeld(ctx, tx, day, r.ID) }); err != nil {
+		return Entry{}, err
+	}
+	if _, err := s.exec(ctx, tx, r, from); err != nil {
+		return Entry{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return Entry{}, fmt.Errorf("update ledger row %s: commit: %w", r.ID, err)
+	}
+	return r, nil
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func (s *Store) write(ctx context.Context, r Entry, from string) (Entry, error) {
+	n, err := s.exec(ctx, s.db, r, from)
+	if err != nil {
+		return Entry{}, err
+	}
+	if n == 0 {
 		if from != "" {
 			if _, err := s.Get(ctx, r.ID); err == nil {
 				return Entry{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
@@ -298,6 +358,28 @@ func (s *Store) write(ctx context.Context, r Entry, from string) (Entry, error) 
 		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
 	}
 	return r, nil
+}
+
+// exec writes the row's outcome fields (only over state from, when
+// given) and says how many rows it changed.
+func (s *Store) exec(ctx context.Context, ex execer, r Entry, from string) (int64, error) {
+	q := `UPDATE ledger SET provider=?, cloud=?, region=?, zone=?, instance_type=?, instance_count=?,
+		gpu_count=?, start_at=?, end_at=?, cost_usd=?, cost_note=?, state=?, provider_ref=?, actor=?, updated_at=?, error=?,
+		note=?, owner=?, heartbeat_at=?, usd_hour=?, sched_start=?, sched_end=?, sched_keeper=? WHERE id=?`
+	cost, hour := r.costs()
+	args := []any{r.Provider, r.Cloud, r.Region, r.Zone, r.InstanceType, r.InstanceCount, r.GPUCount, fmtTime(r.Start), fmtTime(r.End),
+		cost, r.CostNote, r.State, r.ProviderRef, r.Actor, fmtTime(r.UpdatedAt), r.Error, r.Note, r.Owner, fmtTime(r.Heartbeat),
+		hour, fmtTime(r.Schedule.Start), fmtTime(r.Schedule.End), string(r.Schedule.Keeper), r.ID}
+	if from != "" {
+		q += ` AND state=?`
+		args = append(args, from)
+	}
+	res, err := ex.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("update ledger row %s: %w", r.ID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
 }
 
 // Get returns one row.
@@ -350,23 +432,11 @@ func (s *Store) List(ctx context.Context, states ...string) ([]Entry, error) {
 	return out, nil
 }
 
-// DaySpent is the sum of cost over rows created on t's UTC day that are
-// not failed: what max_daily_usd caps. It is NaN when a block or
-// reservation among them has no known cost (see NoteCostUnknown): its
-// cost_usd of 0 is no price, and a sum that read it as one would let the
-// day be spent again. A fleet counts its first hour's estimate, 0 when
-// its prices were not known: that figure is an estimate either way (a
-// fleet bills until deleted), and one fleet re-created from AWS, which
-// shows no price of it, must not stop the day's purchases.
+// DaySpent is what the ledger holds against t's UTC day: what
+// max_daily_usd caps (see Store.DayHeld).
 func (s *Store) DaySpent(ctx context.Context, t time.Time) (float64, error) {
-	return daySum(ctx, s.db, t, s.hasJobs())
+	return s.DayHeld(ctx, s.db, t, "")
 }
-
-// NoteCostUnknown, in a row's cost note, says that its cost is not known:
-// a row re-created from a cloud's record that does not say what it cost
-// (a capacity block bought before purchases were tagged with their fee).
-// Its cost_usd column holds 0, which is no price.
-const NoteCostUnknown = "cost unknown"
 
 // HeldKeys returns the idempotency keys of a kind held by rows that are not
 // failed: for blocks, the offerings already bought (or being bought).
@@ -399,42 +469,14 @@ func (s *Store) Holder(ctx context.Context, kind, key string) (Entry, error) {
 
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// daySum is DaySpent, on the database or inside a transaction. With
-// jobs (a ledger that has them), the jobs' holds count and their
-// launches' rows do not: the hold covers them (job.go).
-func daySum(ctx context.Context, q querier, t time.Time, jobs bool) (float64, error) {
-	day := t.UTC().Truncate(24 * time.Hour)
-	var sum float64
-	var unknown int
-	notJobs := ""
-	if jobs {
-		notJobs = ` AND idem_key NOT IN (SELECT idem_key FROM job_launches)`
-	}
-	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0),
-		COUNT(CASE WHEN kind <> ? AND instr(cost_note, ?) > 0 THEN 1 END)
-		FROM ledger WHERE state <> 'failed' AND created_at >= ? AND created_at < ?`+notJobs,
-		KindFleet, NoteCostUnknown, fmtTime(day), fmtTime(day.Add(24*time.Hour))).Scan(&sum, &unknown)
-	if err != nil {
-		return 0, fmt.Errorf("sum of the day's spending: %w", err)
-	}
-	if jobs {
-		held, err := jobsDaySum(ctx, q, day)
-		if err != nil {
-			return 0, err
-		}
-		sum += held
-	}
-	if unknown > 0 {
-		return math.NaN(), nil
-	}
-	return sum, nil
-}
-
-// openRows returns the rows of a kind whose outcome is not known yet.
-func openRows(ctx context.Context, tx *sql.Tx, cols, kind string) ([]Entry, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT `+cols+` FROM ledger WHERE kind = ? AND state IN (?, ?) ORDER BY id`, kind, StatePending, StateUnknown)
+// liveRows returns the rows of a kind that are not over: pending,
+// unknown, scheduled or active.
+func liveRows(ctx context.Context, tx *sql.Tx, cols, kind string) ([]Entry, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+cols+` FROM ledger WHERE kind = ? AND state IN (?, ?, ?, ?) ORDER BY id`,
+		kind, StatePending, StateUnknown, StateScheduled, StateActive)
 	if err != nil {
 		return nil, fmt.Errorf("unsettled %s rows: %w", kind, err)
 	}
@@ -451,25 +493,44 @@ func openRows(ctx context.Context, tx *sql.Tx, cols, kind string) ([]Entry, erro
 }
 
 const columns = `id, kind, provider, cloud, region, zone, instance_type, instance_count, gpu_count, start_at, end_at,
-	cost_usd, cost_note, state, provider_ref, actor, created_at, updated_at, error, request, idem_key, note, owner, heartbeat_at`
+	cost_usd, cost_note, state, provider_ref, actor, created_at, updated_at, error, request, idem_key, note, owner, heartbeat_at,
+	usd_hour, sched_start, sched_end, sched_keeper`
 
-// columnsV1 reads a ledger of schema version 1 (read-only) as the
-// current columns.
-const columnsV1 = `id, kind, provider, cloud, region, zone, instance_type, instance_count, gpu_count, start_at, end_at,
-	cost_usd, cost_note, state, provider_ref, actor, created_at, updated_at, error, request, idem_key, '' AS note, '' AS owner, '' AS heartbeat_at`
-
-// cols is the select list for the file's schema.
+// cols is the select list for the file's schema: a read-only store reads
+// an older file as migration 4 would copy it.
 func (s *Store) cols() string {
-	if s.version == 1 {
-		return columnsV1
+	switch {
+	case s.version == 1:
+		return strings.Replace(legacyColumns, "idem_key, note, owner, heartbeat_at", "idem_key, '', '', ''", 1)
+	case s.version < 5:
+		return legacyColumns
 	}
 	return columns
 }
 
+// orNull is a figure for a nullable column: NaN is NULL.
+func orNull(v float64) any {
+	if math.IsNaN(v) {
+		return nil
+	}
+	return v
+}
+
+// costs are the row's cost_usd and usd_hour columns: a fleet has no
+// fixed cost, anything else no hourly estimate.
+func (r Entry) costs() (cost, hour any) {
+	if r.Kind == KindFleet {
+		return nil, orNull(r.USDHour)
+	}
+	return orNull(r.CostUSD), nil
+}
+
 func (r Entry) args() []any {
+	cost, hour := r.costs()
 	return []any{r.ID, r.Kind, r.Provider, r.Cloud, r.Region, r.Zone, r.InstanceType, r.InstanceCount, r.GPUCount,
-		fmtTime(r.Start), fmtTime(r.End), r.CostUSD, r.CostNote, r.State, r.ProviderRef, r.Actor,
-		fmtTime(r.CreatedAt), fmtTime(r.UpdatedAt), r.Error, string(r.Request), r.IdemKey, r.Note, r.Owner, fmtTime(r.Heartbeat)}
+		fmtTime(r.Start), fmtTime(r.End), cost, r.CostNote, r.State, r.ProviderRef, r.Actor,
+		fmtTime(r.CreatedAt), fmtTime(r.UpdatedAt), r.Error, string(r.Request), r.IdemKey, r.Note, r.Owner, fmtTime(r.Heartbeat),
+		hour, fmtTime(r.Schedule.Start), fmtTime(r.Schedule.End), string(r.Schedule.Keeper)}
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -484,14 +545,31 @@ func scanOne(sc *sql.Row) (Entry, error) {
 
 func scan(sc scanner) (Entry, error) {
 	var r Entry
-	var start, end, created, updated, req, beat string
+	var start, end, created, updated, req, beat, sStart, sEnd, keeper string
+	var cost, hour sql.NullFloat64
 	err := sc.Scan(&r.ID, &r.Kind, &r.Provider, &r.Cloud, &r.Region, &r.Zone, &r.InstanceType, &r.InstanceCount, &r.GPUCount,
-		&start, &end, &r.CostUSD, &r.CostNote, &r.State, &r.ProviderRef, &r.Actor, &created, &updated, &r.Error, &req, &r.IdemKey,
-		&r.Note, &r.Owner, &beat)
+		&start, &end, &cost, &r.CostNote, &r.State, &r.ProviderRef, &r.Actor, &created, &updated, &r.Error, &req, &r.IdemKey,
+		&r.Note, &r.Owner, &beat, &hour, &sStart, &sEnd, &keeper)
 	if err != nil {
 		return Entry{}, err
 	}
+	r.CostUSD, r.USDHour = math.NaN(), math.NaN()
+	if cost.Valid {
+		r.CostUSD = cost.Float64
+	}
+	if hour.Valid {
+		r.USDHour = hour.Float64
+	}
 	r.Request = json.RawMessage(req)
+	if keeper != "" {
+		r.Schedule.Keeper = Keeper(keeper)
+		if r.Schedule.Start, err = parseAnyTime(sStart); err == nil {
+			r.Schedule.End, err = parseAnyTime(sEnd)
+		}
+		if err != nil {
+			return Entry{}, fmt.Errorf("ledger row %s: schedule: %w", r.ID, err)
+		}
+	}
 	for _, f := range []struct {
 		s string
 		t *time.Time

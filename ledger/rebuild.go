@@ -14,9 +14,9 @@ import (
 )
 
 // costUnknownNote is the cost note of a row whose cost the cloud's record
-// did not say: its CostUSD is 0, which is no price (see CostUnknown).
-// The day's spending reads such a row as unknown (ledger.NoteCostUnknown).
-const costUnknownNote = NoteCostUnknown + ": re-created from the cloud's record"
+// did not say: its cost is NaN (NULL), which the day's spending reads as
+// unknown.
+const costUnknownNote = "cost unknown: re-created from the cloud's record"
 
 // RebuildReport is what Rebuild did.
 type RebuildReport struct {
@@ -132,8 +132,11 @@ func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain
 			r.Cloud = string(e.Cloud)
 		}
 	}
+	r.CostUSD, r.USDHour = math.NaN(), math.NaN()
 	if math.IsNaN(rec.CostUSD) || rec.CostUSD < 0 {
 		r.CostNote = costUnknownNote
+	} else if r.Kind == KindFleet {
+		r.USDHour = rec.CostUSD
 	} else {
 		r.CostUSD = rec.CostUSD
 	}
@@ -156,9 +159,6 @@ func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain
 		if r.Start.IsZero() {
 			r.Start = r.CreatedAt
 		}
-		if r.CostNote == costUnknownNote {
-			r.CostNote = firstHour + unknownPrices + ": " + costUnknownNote
-		}
 		req = domain.FleetSpec{Provider: r.Provider, Region: r.Region, InstanceTypes: strings.Split(r.InstanceType, ","),
 			TargetCapacity: r.InstanceCount, ClientToken: r.IdemKey, Actor: r.Actor}
 	default:
@@ -166,7 +166,7 @@ func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain
 			e, _ := domain.LookupGPU(r.InstanceType)
 			o = domain.Offering{ID: rec.OfferingID, Provider: r.Provider, Cloud: domain.Cloud(r.Cloud), Region: r.Region,
 				Zone: r.Zone, InstanceType: r.InstanceType, GPU: e.GPU, InstanceCount: r.InstanceCount, Start: r.Start, End: r.End,
-				UpfrontUSD: r.CostUSD, Currency: "USD", Kind: r.Kind, StartsOnPurchase: r.Kind == KindReservation}
+				UpfrontUSD: knownOr0(r.CostUSD), Currency: "USD", Kind: r.Kind, StartsOnPurchase: r.Kind == KindReservation}
 		}
 		r.IdemKey = rec.OfferingID
 		if r.IdemKey == "" {
@@ -223,4 +223,13 @@ func (s *Service) beat(ctx context.Context, id string) (stop func()) {
 		close(done)
 		wg.Wait()
 	}
+}
+
+// knownOr0 is a figure for a record that cannot hold NaN (JSON): an
+// unknown cost is 0 there, and the row's column says it is unknown.
+func knownOr0(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return v
 }

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -79,22 +78,13 @@ type FleetSchedule struct {
 	Keeper Keeper
 }
 
-// ScheduleOf reads a fleet row's schedule from its request; ok is false
-// for a row that is not a fleet or was not scheduled.
+// ScheduleOf is a fleet row's schedule; ok is false for a row that is
+// not a fleet or was not scheduled.
 func ScheduleOf(r Entry) (FleetSchedule, bool) {
-	if r.Kind != KindFleet {
+	if r.Kind != KindFleet || r.Schedule.Keeper == "" {
 		return FleetSchedule{}, false
 	}
-	var req fleetRequest
-	if json.Unmarshal(r.Request, &req) != nil || (req.Start.IsZero() && req.End.IsZero()) {
-		return FleetSchedule{}, false
-	}
-	if req.Keeper == "" {
-		// Written before gpumarket kept schedules itself, when only a
-		// cloud that keeps them was given one (the Plan view on AWS).
-		req.Keeper = KeptByCloud
-	}
-	return FleetSchedule{Start: req.Start, End: req.End, Keeper: req.Keeper}, true
+	return r.Schedule, true
 }
 
 // WindowText says a fleet's window for a person: in the local time of now
@@ -264,7 +254,21 @@ func (s *Service) launchDue(ctx context.Context, r Entry, sched FleetSchedule, n
 	}
 	next := r
 	next.State, next.Error, next.Start = StatePending, "", now
-	u, err := s.st.UpdateFrom(ctx, next, StateScheduled)
+	// Checked again, against the spending of the day it starts on: the
+	// caps, or what the ledger holds, may have changed since it was
+	// scheduled. Refused, it is not launched and its row says why.
+	var overCap error
+	u, err := s.st.UpdateFromChecked(ctx, next, StateScheduled, func(spent Spending) error {
+		overCap = s.checkHold(HoldOf(r), spent)
+		return overCap
+	})
+	if overCap != nil {
+		r.State = StateFailed
+		r.Error = "not launched at its start: " + overCap.Error()
+		s.opt.Logger.Warn("a scheduled fleet is over a cap at its start: not launched", "row", r.ID, "err", overCap)
+		failed, err := s.settle(ctx, r, StateScheduled)
+		return failed, "", err
+	}
 	if errors.Is(err, ErrConflict) {
 		cur, _ := s.st.Get(ctx, r.ID)
 		return cur, "another gpumarket is launching it", nil

@@ -18,7 +18,8 @@ func scheduleOnFake(t *testing.T, f *fixture, start time.Time, length time.Durat
 	if length > 0 {
 		spec.End = start.Add(length)
 	}
-	res, err := f.svc.LaunchFleet(context.Background(), ledger.FleetRequest{Spec: spec})
+	// Several on the same terms are meant: each asked for again.
+	res, err := f.svc.LaunchFleet(context.Background(), ledger.FleetRequest{Spec: spec, Again: true})
 	if err != nil {
 		t.Fatalf("schedule: %+v, %v", res.Row, err)
 	}

@@ -87,8 +87,8 @@ func TestScheduledFleetKeptByTheLoopOnSim(t *testing.T) {
 	if sched, ok := ledger.ScheduleOf(row); !ok || sched.Keeper != ledger.KeptByGpumarket || !sched.Start.Equal(start) || !sched.End.Equal(end) {
 		t.Fatalf("schedule of the row: %+v %v", sched, ok)
 	}
-	if _, _, ok := ledger.FleetRunning(row, end); ok {
-		t.Fatal("a fleet not launched yet has run")
+	if fig := ledger.FiguresOf(row, end); !fig.Start.IsZero() || fig.SoFar != 0 {
+		t.Fatalf("a fleet not launched yet has run: %+v", fig)
 	}
 	recs, _ := market.ListRecords(ctx, time.Time{})
 	if len(recs) != 0 {
@@ -132,8 +132,8 @@ func TestScheduledFleetKeptByTheLoopOnSim(t *testing.T) {
 	if err != nil || f == nil || f.ID != active.ProviderRef || f.Instances != 30 {
 		t.Fatalf("the market's fleet by the row's client token: %+v, %v", f, err)
 	}
-	_, early, _ := ledger.FleetRunning(active, start.Add(time.Hour))
-	_, later, _ := ledger.FleetRunning(active, start.Add(2*time.Hour))
+	early := ledger.FiguresOf(active, start.Add(time.Hour)).SoFar
+	later := ledger.FiguresOf(active, start.Add(2*time.Hour)).SoFar
 	if !(early > 0) || !(later > early) || math.Abs(later-2*early) > 0.02*later {
 		t.Fatalf("cost so far: $%.2f after 1h, $%.2f after 2h; want it growing with the hours", early, later)
 	}
@@ -150,8 +150,8 @@ func TestScheduledFleetKeptByTheLoopOnSim(t *testing.T) {
 	if d, err := market.DescribeFleet(ctx, "us-east-1", active.ProviderRef); err != nil || d.Instances != 0 || d.State != "deleted" {
 		t.Fatalf("the market's fleet after its end: %+v, %v", d, err)
 	}
-	_, atEnd, _ := ledger.FleetRunning(ended, ended.End)
-	_, dayAfter, _ := ledger.FleetRunning(ended, end.Add(24*time.Hour))
+	atEnd := ledger.FiguresOf(ended, ended.End).SoFar
+	dayAfter := ledger.FiguresOf(ended, end.Add(24*time.Hour)).SoFar
 	if atEnd != dayAfter {
 		t.Fatalf("cost so far went on after the end: $%.2f then $%.2f", atEnd, dayAfter)
 	}
@@ -277,8 +277,8 @@ func TestScheduledFleetCancelledBeforeItsStart(t *testing.T) {
 	if f.fake.Calls("LaunchFleet")+f.fake.Calls("DeleteFleet") != 0 {
 		t.Fatal("a call for a cancelled schedule")
 	}
-	if _, _, ok := ledger.FleetRunning(d, f.now); ok {
-		t.Fatal("a cancelled schedule has run")
+	if fig := ledger.FiguresOf(d, f.now); !fig.Start.IsZero() || fig.SoFar != 0 || fig.Final != 0 {
+		t.Fatalf("a cancelled schedule has run: %+v", fig)
 	}
 }
 
@@ -372,17 +372,4 @@ func TestKeepWakesWhenAScheduleIsDue(t *testing.T) {
 	}
 	c.Set(start)
 	waitRow(t, f.st, res.Row.ID, "an hour's tick, but the start came", func(r ledger.Entry) bool { return r.State == ledger.StateActive })
-}
-
-// A fleet row scheduled before gpumarket kept schedules itself (the Plan
-// view gave schedules to AWS only) records no keeper: it was the cloud.
-func TestScheduleOfAnOlderRowIsTheCloud(t *testing.T) {
-	r := ledger.Entry{Kind: ledger.KindFleet, Request: []byte(`{"Provider":"aws","Start":"2026-12-03T14:00:00Z","End":"2026-12-03T17:00:00Z"}`)}
-	if sched, ok := ledger.ScheduleOf(r); !ok || sched.Keeper != ledger.KeptByCloud || sched.End.Sub(sched.Start) != 3*time.Hour {
-		t.Fatalf("%+v %v", sched, ok)
-	}
-	r.Request = []byte(`{"Provider":"aws"}`)
-	if _, ok := ledger.ScheduleOf(r); ok {
-		t.Fatal("a fleet without a schedule has one")
-	}
 }

@@ -247,8 +247,79 @@ var migrations = []string{
 	);`,
 	// 4: jobs, their moves and launches (job.go).
 	jobsMigration,
+	// 5: state that lived in free text gets columns: a cost may be
+	// unknown (NULL), a fleet's hourly estimate is usd_hour (its cost_usd,
+	// a first hour's estimate, goes), and a fleet's schedule is read from
+	// its request once, here. SQLite cannot drop a NOT NULL: the table
+	// is copied.
+	`CREATE TABLE ledger_v5 (
+		id             TEXT PRIMARY KEY,
+		kind           TEXT NOT NULL,
+		provider       TEXT NOT NULL,
+		cloud          TEXT NOT NULL DEFAULT '',
+		region         TEXT NOT NULL DEFAULT '',
+		zone           TEXT NOT NULL DEFAULT '',
+		instance_type  TEXT NOT NULL DEFAULT '',
+		instance_count INTEGER NOT NULL DEFAULT 0,
+		gpu_count      REAL NOT NULL DEFAULT 0,
+		start_at       TEXT NOT NULL DEFAULT '',
+		end_at         TEXT NOT NULL DEFAULT '',
+		cost_usd       REAL,
+		cost_note      TEXT NOT NULL DEFAULT '',
+		state          TEXT NOT NULL,
+		provider_ref   TEXT NOT NULL DEFAULT '',
+		actor          TEXT NOT NULL DEFAULT '',
+		created_at     TEXT NOT NULL,
+		updated_at     TEXT NOT NULL,
+		error          TEXT NOT NULL DEFAULT '',
+		request        TEXT NOT NULL DEFAULT '{}',
+		idem_key       TEXT NOT NULL,
+		note           TEXT NOT NULL DEFAULT '',
+		owner          TEXT NOT NULL DEFAULT '',
+		heartbeat_at   TEXT NOT NULL DEFAULT '',
+		usd_hour       REAL,
+		sched_start    TEXT NOT NULL DEFAULT '',
+		sched_end      TEXT NOT NULL DEFAULT '',
+		sched_keeper   TEXT NOT NULL DEFAULT ''
+	);
+	INSERT INTO ledger_v5 SELECT ` + legacyColumns + ` FROM ledger;
+	DROP TABLE ledger;
+	ALTER TABLE ledger_v5 RENAME TO ledger;
+	CREATE UNIQUE INDEX ledger_idem ON ledger(kind, idem_key) WHERE state <> 'failed';
+	CREATE INDEX ledger_created ON ledger(created_at);
+	CREATE INDEX ledger_state ON ledger(state);`,
 }
+
+// legacyColumns reads a row of schemas 2 to 4 as schema 5 has it: the
+// copy of migration 5, and what a read-only store selects from an older
+// file. Never edit it: migration 5 has shipped with it.
+const legacyColumns = `id, kind, provider, cloud, region, zone, instance_type, instance_count, gpu_count, start_at, end_at,
+	CASE WHEN kind = 'fleet' OR instr(cost_note, 'cost unknown') > 0 THEN NULL ELSE cost_usd END,
+	cost_note, state, provider_ref, actor, created_at, updated_at, error, request, idem_key, note, owner, heartbeat_at,
+	CASE WHEN kind <> 'fleet' OR cost_note LIKE 'estimate: first hour at unknown prices%' OR cost_note LIKE 'cost unknown%' THEN NULL
+		ELSE cost_usd END,
+	` + legacySchedule + `
+	CASE WHEN kind = 'fleet' AND json_valid(request) AND
+		(NULLIF(json_extract(request, '$.Start'), '0001-01-01T00:00:00Z') IS NOT NULL OR
+		 NULLIF(json_extract(request, '$.End'), '0001-01-01T00:00:00Z') IS NOT NULL)
+		THEN COALESCE(NULLIF(json_extract(request, '$.Keeper'), ''), 'cloud') ELSE '' END`
+
+// legacySchedule is the start and end of a fleet's schedule as its
+// request holds them (RFC 3339, read by parseAnyTime).
+const legacySchedule = `CASE WHEN kind = 'fleet' AND json_valid(request) THEN
+		COALESCE(NULLIF(json_extract(request, '$.Start'), '0001-01-01T00:00:00Z'), '') ELSE '' END,
+	CASE WHEN kind = 'fleet' AND json_valid(request) THEN
+		COALESCE(NULLIF(json_extract(request, '$.End'), '0001-01-01T00:00:00Z'), '') ELSE '' END,`
 
 func fmtTime(t time.Time) string { return sqlitedb.FormatTime(t) }
 
 func parseTime(s string) (time.Time, error) { return sqlitedb.ParseTime(s) }
+
+// parseAnyTime reads a stored time, or the RFC 3339 of a fleet request's
+// schedule that migration 4 copied.
+func parseAnyTime(s string) (time.Time, error) {
+	if t, err := parseTime(s); err == nil {
+		return t, nil
+	}
+	return time.Parse(time.RFC3339Nano, s)
+}

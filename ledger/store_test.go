@@ -267,7 +267,7 @@ func BenchmarkList(b *testing.B) {
 	}
 }
 
-func TestRecordIntentOpenSeesUnsettledRowsOfItsKind(t *testing.T) {
+func TestRecordIntentOpenSeesLiveRowsOfItsKind(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
 	pending, err := s.RecordIntent(ctx, Entry{Kind: KindFleet, Provider: "aws", IdemKey: "t1", State: StatePending}, nil)
@@ -282,9 +282,9 @@ func TestRecordIntentOpenSeesUnsettledRowsOfItsKind(t *testing.T) {
 	}
 	refuse := errors.New("same fleet in flight")
 	_, err = s.RecordIntentOpen(ctx, Entry{Kind: KindFleet, Provider: "aws", IdemKey: "t3", State: StatePending},
-		func(_ float64, existing *Entry, open []Entry) error {
-			if existing != nil || len(open) != 1 || open[0].ID != pending.ID {
-				t.Errorf("existing %v, open %+v: want only the pending fleet row", existing, open)
+		func(_ Spending, existing *Entry, live []Entry) error {
+			if existing != nil || len(live) != 2 || live[0].ID != pending.ID || live[1].State != StateActive {
+				t.Errorf("existing %v, live %+v: want the pending and the active fleet rows, not the block", existing, live)
 			}
 			return refuse
 		})

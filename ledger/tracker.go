@@ -4,82 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
-	"github.com/gpumarket/gpumarket/feed"
 )
-
-// snapshotPrices prices instance-hours from a hub snapshot: the pools'
-// price history (the spot price in force while an instance ran) and their
-// list prices.
-type snapshotPrices struct{ snap *feed.Snapshot }
-
-// SnapshotPrices is the PriceBook of a hub snapshot; nil for none.
-func SnapshotPrices(s *feed.Snapshot) PriceBook {
-	if s == nil {
-		return nil
-	}
-	return snapshotPrices{s}
-}
-
-// pools returns the snapshot's pools of k: the one pool, or every zone's
-// when k names no zone.
-func (p snapshotPrices) pools(k domain.PoolKey) []*feed.PoolView {
-	if k.Zone != "" {
-		if v, ok := p.snap.Pool(k.String()); ok {
-			return []*feed.PoolView{v}
-		}
-	}
-	var out []*feed.PoolView
-	for i := range p.snap.Pools {
-		v := &p.snap.Pools[i]
-		if v.Provider == k.Provider && v.Region == k.Region && strings.EqualFold(v.InstanceType, k.InstanceType) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// SpotUSDHour is the time-weighted mean of the pool's history over [from,
-// to]; with no zone, the mean over the region's zones (the instance may
-// have run in any).
-func (p snapshotPrices) SpotUSDHour(k domain.PoolKey, from, to time.Time) (float64, bool) {
-	var sum float64
-	n := 0
-	for _, v := range p.pools(k) {
-		st := v.History.Stats(from.Unix(), max(to.Unix(), from.Unix()+1))
-		if !st.OK {
-			// The window starts before the history the hub holds:
-			// the price in force at its end is the best known.
-			if pr, ok := v.History.PriceAt(to.Unix()); ok {
-				st.Avg, st.OK = pr, true
-			}
-		}
-		if st.OK && !math.IsNaN(st.Avg) {
-			sum += st.Avg
-			n++
-		}
-	}
-	if n == 0 {
-		return math.NaN(), false
-	}
-	return sum / float64(n), true
-}
-
-// OnDemandUSDHour is the pool's list price.
-func (p snapshotPrices) OnDemandUSDHour(k domain.PoolKey) (float64, bool) {
-	for _, v := range p.pools(k) {
-		if v.OnDemandUSDHour != nil {
-			return *v.OnDemandUSDHour, true
-		}
-	}
-	return math.NaN(), false
-}
 
 // Reporters returns the usage reporter of each provider given that has
 // one, by name, as Options.Reporter wants it.
@@ -100,10 +31,8 @@ func Reporters(ps []domain.Provider) func(string) (domain.UsageReporter, bool) {
 type TrackerOptions struct {
 	// Ledger holds the rows.
 	Ledger *Store
-	// Reporter and Prices are as in Options; Prices is called for each
-	// computation (the hub's latest snapshot).
+	// Reporter is as in UsageOptions.
 	Reporter func(provider string) (domain.UsageReporter, bool)
-	Prices   func() PriceBook
 	// Since is how far back a report reaches (default 7 days).
 	Since time.Duration
 	// TTL is how long a report is reused (default 5 minutes): the
@@ -220,11 +149,7 @@ func rowsKey(rows []Entry) string {
 
 func (t *Tracker) compute(ctx context.Context, rows []Entry) UsageReport {
 	now := t.opt.Now()
-	var prices PriceBook
-	if t.opt.Prices != nil {
-		prices = t.opt.Prices()
-	}
-	return Compute(ctx, rows, UsageOptions{Since: now.Add(-t.opt.Since), Now: now, Reporter: t.opt.Reporter, Prices: prices,
+	return Compute(ctx, rows, UsageOptions{Since: now.Add(-t.opt.Since), Now: now, Reporter: t.opt.Reporter,
 		Timeout: t.opt.Timeout, Concurrency: t.opt.Concurrency, MaxIdlePct: t.opt.MaxIdlePct,
 		Kept: t.opt.Kept, SaveFailed: t.saveFailed})
 }

@@ -1,7 +1,7 @@
 // Package usage works out, for every ledger row, what was bought and how
 // much of it was used: booked GPU-hours, GPU-hours with instances running,
 // GPU-hours busy (from the clouds' utilization metrics), interruptions,
-// the cost so far and the idle cost — what was paid for GPU-hours not
+// the cost so far (CostSoFar, as every view shows it) and the idle cost — what was paid for GPU-hours not
 // running or not busy. The providers only report what their cloud shows
 // (domain.UsageReporter); every figure is computed here, the same way
 // for every cloud, so the CLI, the TUI and the budget alert agree.
@@ -145,17 +145,6 @@ type UsageReport struct {
 	Alerts []Alert
 }
 
-// PriceBook answers what capacity cost while it ran: the spot price in
-// force (the hub's history) and the list price.
-type PriceBook interface {
-	// SpotUSDHour is the time-weighted mean spot price of an
-	// instance-hour of the pool over [from, to]. A pool with an empty
-	// Zone means any zone of the region.
-	SpotUSDHour(k domain.PoolKey, from, to time.Time) (float64, bool)
-	// OnDemandUSDHour is the list price of an instance-hour.
-	OnDemandUSDHour(k domain.PoolKey) (float64, bool)
-}
-
 // UsageOptions of Compute.
 type UsageOptions struct {
 	// Since and Now bound the span; rows outside it are left out.
@@ -163,9 +152,6 @@ type UsageOptions struct {
 	// Reporter returns the usage reporter of a provider, false when the
 	// provider is not in use in this run or reports no usage.
 	Reporter func(provider string) (domain.UsageReporter, bool)
-	// Prices prices fleets' instance-hours; nil prices them at the
-	// ledger's launch estimate.
-	Prices PriceBook
 	// Timeout bounds each provider call (default 30s); Concurrency how
 	// many run at once (default 4).
 	Timeout     time.Duration
@@ -278,26 +264,6 @@ func Counted(r Entry) bool {
 		return true
 	}
 	return false
-}
-
-// Span is when a row's capacity ran: a block's or a reservation's window;
-// a fleet's time running, from when it became active to when it was
-// deleted or found ended (a fleet row that does not carry those is taken
-// to start when it was launched — its intent is written just before the
-// launch — and, once deleted or ended, to end at its last update). A zero
-// end means it still runs.
-func Span(r Entry) (start, end time.Time) {
-	start, end = r.Start, r.End
-	if r.Kind != KindFleet {
-		return start, end
-	}
-	if start.IsZero() {
-		start = r.CreatedAt
-	}
-	if end.IsZero() && (r.State == StateDeleted || r.State == StateEnded) {
-		end = r.UpdatedAt
-	}
-	return start, end
 }
 
 // Compute works out the usage of the rows over [opt.Since, opt.Now],
@@ -514,124 +480,62 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 		}
 	}
 
-	costRow(&row, r, rep, opt, &notes)
 	row.Note = strings.Join(notes, "; ")
+	costRow(&row, r, opt)
 	return row
 }
 
-// costRow fills the cost and idle figures of a row and its days.
-func costRow(row *UsageRow, r Entry, rep *domain.UsageReport, opt UsageOptions, notes *[]string) {
-	switch {
-	case Booked(r.Kind):
-		// A fixed window: its price per GPU-hour is the fee (or the
-		// window's estimate at the reservation's rate) over the window.
-		windowGPUh := row.GPUs * hours(r.Start, r.End)
-		if !(windowGPUh > 0) || math.IsNaN(r.CostUSD) {
-			*notes = append(*notes, "no price for the window")
-			return
-		}
-		p := r.CostUSD / windowGPUh
-		for i := range row.Days {
-			d := &row.Days[i]
-			d.CostUSD = p * d.BookedGPUHours
-			d.IdleUSD = p * (d.BookedGPUHours - d.BusyGPUHours)
-			row.consumed += d.CostUSD
-		}
-		row.CostUSD = row.consumed
-		if domain.TermsOfKind(r.Kind).Upfront {
-			row.CostUSD = r.CostUSD // paid in full, up front
-		}
-		row.IdleUSD = p * (row.BookedGPUHours - row.BusyGPUHours)
-	case r.Kind == KindFleet:
-		costFleet(row, r, rep, opt, notes)
+// costRow fills the cost and idle figures of a row and its days: the
+// cost is CostSoFar's over each day (what every view shows), the idle
+// part the share of it not running or not busy.
+func costRow(row *UsageRow, r Entry, opt UsageOptions) {
+	row.CostUSD = CostSoFar(r, row.Start, row.End)
+	if t := domain.TermsOfKind(r.Kind); t != nil && t.Upfront {
+		row.CostUSD = CostSoFar(r, time.Time{}, row.End) // paid in full, up front
 	}
-}
-
-// costFleet prices a fleet's instance-hours at the spot prices in force
-// while they ran (on-demand ones at list). Without the instances it falls
-// back on the launch estimate for the whole fleet, and an instance whose
-// pool has no known price on its share of that estimate.
-func costFleet(row *UsageRow, r Entry, rep *domain.UsageReport, opt UsageOptions, notes *[]string) {
-	estimate := math.NaN() // per instance-hour
-	if r.CostNote != "" && !CostUnknown(r) && r.InstanceCount > 0 {
-		estimate = r.CostUSD / float64(r.InstanceCount)
-	}
-	days := make([]time.Time, len(row.Days))
-	for i, d := range row.Days {
-		days[i] = d.Day
-		row.Days[i].CostUSD = 0
-	}
-	if rep == nil {
-		if math.IsNaN(estimate) {
-			for i := range row.Days {
-				row.Days[i].CostUSD = math.NaN()
-			}
-			return
-		}
-		for i, d := range row.Days {
-			d0, d1 := maxTime(d.Day, row.Start), minTime(d.Day.Add(24*time.Hour), row.End)
-			row.Days[i].CostUSD = estimate * float64(r.InstanceCount) * hours(d0, d1)
-			row.consumed += row.Days[i].CostUSD
-		}
-		row.CostUSD = row.consumed
-		*notes = append(*notes, "cost at the launch estimate")
+	if !Booked(r.Kind) && r.Kind != KindFleet {
 		return
-	}
-	estimated, unknown := false, false
-	for _, in := range rep.Instances {
-		i0, i1 := maxTime(in.Start, row.Start), in.End
-		if i1.IsZero() || i1.After(row.End) {
-			i1 = row.End
-		}
-		for di, d := range days {
-			d0, d1 := maxTime(d, i0), minTime(d.Add(24*time.Hour), i1)
-			if !d1.After(d0) {
-				continue
-			}
-			k := domain.PoolKey{Provider: r.Provider, Region: r.Region, Zone: in.Zone, InstanceType: in.InstanceType}
-			price, ok := math.NaN(), false
-			if opt.Prices != nil {
-				if in.Spot {
-					price, ok = opt.Prices.SpotUSDHour(k, d0, d1)
-				} else {
-					price, ok = opt.Prices.OnDemandUSDHour(k)
-				}
-			}
-			if !ok {
-				price, estimated = estimate, true
-				unknown = unknown || math.IsNaN(estimate)
-			}
-			row.Days[di].CostUSD += price * hours(d0, d1)
-		}
-	}
-	if unknown {
-		for i := range row.Days {
-			row.Days[i].CostUSD = math.NaN()
-		}
-		*notes = append(*notes, "no price known for some instance-hours")
-		return
-	}
-	if estimated {
-		*notes = append(*notes, "some instance-hours at the launch estimate (no price history for their pool)")
 	}
 	idleKnown := !math.IsNaN(row.BusyGPUHours)
 	row.IdleUSD = 0
 	for i := range row.Days {
 		d := &row.Days[i]
+		d0, d1 := maxTime(d.Day, row.Start), minTime(d.Day.Add(24*time.Hour), row.End)
+		d.CostUSD = CostSoFar(r, d0, d1)
 		row.consumed += d.CostUSD
-		// A fleet bills only while its instances run: what it paid for
-		// idle is the share of the running GPU-hours not busy.
 		switch {
 		case !idleKnown:
 			d.IdleUSD = math.NaN()
-		case d.RunningGPUHours > 0:
+		case r.Kind == KindFleet && d.RunningGPUHours > 0:
+			// A fleet bills only while its instances run: what it paid
+			// for idle is the share of the running GPU-hours not busy.
 			d.IdleUSD = d.CostUSD * (d.RunningGPUHours - d.BusyGPUHours) / d.RunningGPUHours
+		case r.Kind == KindFleet:
+			d.IdleUSD = 0
+		case d.BookedGPUHours > 0:
+			// A fixed window bills whether used or not.
+			d.IdleUSD = d.CostUSD * (d.BookedGPUHours - d.BusyGPUHours) / d.BookedGPUHours
 		default:
 			d.IdleUSD = 0
 		}
 		row.IdleUSD += d.IdleUSD
 	}
-	row.CostUSD = row.consumed
+	if !idleKnown {
+		row.IdleUSD = math.NaN()
+	}
+	switch {
+	case CostUnknown(r):
+		row.Note = joinNote(row.Note, "no price known")
+	case r.Kind == KindFleet:
+		row.Note = joinNote(row.Note, "cost at the launch estimate")
+	}
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // order puts the TopIdle rows of the highest idle cost first, then the

@@ -34,20 +34,6 @@ func (f *fakeReporter) Usage(_ context.Context, q domain.UsageQuery) (domain.Usa
 	return f.reports[q.Ref], nil
 }
 
-// fixedPrices prices every spot hour at spot and on-demand at ond, per
-// instance type; a type not listed has no price.
-type fixedPrices struct{ spot, ond map[string]float64 }
-
-func (p fixedPrices) SpotUSDHour(k domain.PoolKey, _, _ time.Time) (float64, bool) {
-	v, ok := p.spot[k.InstanceType]
-	return v, ok
-}
-
-func (p fixedPrices) OnDemandUSDHour(k domain.PoolKey) (float64, bool) {
-	v, ok := p.ond[k.InstanceType]
-	return v, ok
-}
-
 var t0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 
 func at(h float64) time.Time { return t0.Add(time.Duration(h * float64(time.Hour))) }
@@ -64,7 +50,7 @@ func fleet(id string, n, onDemand int, start float64, estimate float64, state st
 	spec, _ := json.Marshal(domain.FleetSpec{Provider: "fake", Region: "us-east-1", InstanceTypes: []string{"g6.xlarge"},
 		TargetCapacity: n, OnDemandBase: onDemand})
 	return Entry{ID: id, Kind: KindFleet, Provider: "fake", Cloud: "aws", Region: "us-east-1",
-		InstanceType: "g6.xlarge", InstanceCount: n, GPUCount: float64(n), Start: at(start), CostUSD: estimate,
+		InstanceType: "g6.xlarge", InstanceCount: n, GPUCount: float64(n), Start: at(start), USDHour: estimate,
 		CostNote: "estimate: first hour at current prices; a fleet bills until deleted", State: state,
 		ProviderRef: "fleet-" + id, Actor: "local:bob", CreatedAt: at(start), IdemKey: id, Request: spec}
 }
@@ -86,9 +72,9 @@ func inst(id string, start, end float64, share float64, spot bool) domain.Instan
 	return in
 }
 
-func compute(t testing.TB, rows []Entry, rep *fakeReporter, prices PriceBook, since, now float64, maxIdle float64) UsageReport {
+func compute(t testing.TB, rows []Entry, rep *fakeReporter, since, now float64, maxIdle float64) UsageReport {
 	t.Helper()
-	return Compute(context.Background(), rows, UsageOptions{Since: at(since), Now: at(now), Prices: prices, MaxIdlePct: maxIdle,
+	return Compute(context.Background(), rows, UsageOptions{Since: at(since), Now: at(now), MaxIdlePct: maxIdle,
 		Reporter: func(name string) (domain.UsageReporter, bool) {
 			if name == "fake" {
 				return rep, true
@@ -111,7 +97,6 @@ func TestComputeRow(t *testing.T) {
 		row    Entry
 		report *domain.UsageReport
 		err    error
-		prices PriceBook
 		now    float64
 		// want
 		booked, running, busy, cost, idle float64
@@ -162,16 +147,19 @@ func TestComputeRow(t *testing.T) {
 			now:    5, booked: 40, running: 40, busy: 10, cost: 50, idle: 1.25 * 30, source: "cpu",
 		},
 		{
-			name: "spot fleet at the prices in force, one interrupted, on-demand at list",
-			row:  fleet("f1", 3, 1, 0, 1.0, StateDeleted),
+			name: "fleet at its estimate over the hours it ran (as every view), one interrupted",
+			row: func() Entry {
+				r := fleet("f1", 3, 1, 0, 1.0, StateDeleted)
+				r.End = at(10)
+				return r
+			}(),
 			report: &domain.UsageReport{Source: "gpu", Instances: []domain.InstanceUsage{
 				{ID: "i-od", InstanceType: "g6.xlarge", Start: at(0), End: at(10), Busy: inst("x", 0, 10, 1, false).Busy},
 				{ID: "i-s1", InstanceType: "g6.xlarge", Spot: true, Start: at(0), End: at(10), Busy: inst("x", 0, 10, 0.5, false).Busy},
 				{ID: "i-s2", InstanceType: "g6.xlarge", Spot: true, Start: at(0), End: at(4), Interrupted: true, Busy: inst("x", 0, 4, 0, false).Busy},
 			}},
-			prices: fixedPrices{spot: map[string]float64{"g6.xlarge": 0.3}, ond: map[string]float64{"g6.xlarge": 0.8}},
-			now:    20, booked: 60, running: 24, busy: 15,
-			cost: 0.8*10 + 0.3*14, idle: (0.8*10 + 0.3*14) * 9 / 24, interruptions: 1, source: "gpu",
+			now: 20, booked: 30, running: 24, busy: 15,
+			cost: 1.0 * 10, idle: 10 * 9.0 / 24, interruptions: 1, source: "gpu", note: "launch estimate",
 		},
 		{
 			name:   "fleet without price history: its launch estimate",
@@ -183,7 +171,7 @@ func TestComputeRow(t *testing.T) {
 			name: "fleet launched at unknown prices and none known since: cost unknown",
 			row: func() Entry {
 				r := fleet("f3", 1, 0, 0, 0, StateActive)
-				r.CostNote = "estimate: first hour at unknown prices"
+				r.USDHour = math.NaN()
 				return r
 			}(),
 			report: &domain.UsageReport{Source: "gpu", Instances: []domain.InstanceUsage{{ID: "i-1", InstanceType: "g6.xlarge", Spot: true, Start: at(0), Busy: inst("x", 0, 4, 1, false).Busy}}},
@@ -210,7 +198,7 @@ func TestComputeRow(t *testing.T) {
 			if c.row.ID == "b6" {
 				since = 24
 			}
-			rep := compute(t, []Entry{c.row}, fr, c.prices, since, c.now, 0)
+			rep := compute(t, []Entry{c.row}, fr, since, c.now, 0)
 			if len(rep.Rows) != 1 {
 				t.Fatalf("rows = %d, want 1", len(rep.Rows))
 			}
@@ -282,7 +270,7 @@ func TestComputeConsistentUnderAnyReport(t *testing.T) {
 			ins = append(ins, in)
 		}
 		fr := &fakeReporter{reports: map[string]domain.UsageReport{r.ID: {Source: "x", Instances: ins}}}
-		rep := compute(t, []Entry{r}, fr, nil, 5, 70, 0)
+		rep := compute(t, []Entry{r}, fr, 5, 70, 0)
 		for _, row := range rep.Rows {
 			checkConsistent(t, row)
 			if !math.IsNaN(row.IdleUSD) && (row.IdleUSD < -1e-9 || row.IdleUSD > row.CostUSD+1e-9) {
@@ -300,7 +288,7 @@ func TestComputeLeavesOutWhatBoughtNothing(t *testing.T) {
 	future := block("future", 1, 48, 72, 100, StateScheduled)
 	old := block("old", 1, 0, 24, 100, StateEnded)
 	kept := block("kept", 1, 0, 24, 100, StateActive)
-	rep := compute(t, []Entry{failed, pending, noRef, future, old, kept}, &fakeReporter{}, nil, 0, 12, 0)
+	rep := compute(t, []Entry{failed, pending, noRef, future, old, kept}, &fakeReporter{}, 0, 12, 0)
 	var ids []string
 	for _, r := range rep.Rows {
 		ids = append(ids, r.ID)
@@ -313,7 +301,7 @@ func TestComputeLeavesOutWhatBoughtNothing(t *testing.T) {
 func TestComputeNamesAProviderNotInUse(t *testing.T) {
 	r := block("b", 1, 0, 24, 100, StateEnded)
 	r.Provider = "elsewhere"
-	rep := compute(t, []Entry{r}, &fakeReporter{}, nil, 0, 30, 0)
+	rep := compute(t, []Entry{r}, &fakeReporter{}, 0, 30, 0)
 	got := rep.Rows[0]
 	if !got.NoMetrics() || !math.IsNaN(got.RunningGPUHours) || !strings.Contains(got.Note, "elsewhere is not in use") {
 		t.Errorf("row = %+v, want running and busy unknown and a note naming the provider", got)
@@ -336,7 +324,7 @@ func TestOrderFiveMostIdleFirst(t *testing.T) {
 	noMetrics := block("nm", 1, 10, 34, 1920, StateEnded)
 	fr.reports["nm"] = domain.UsageReport{Instances: []domain.InstanceUsage{inst("i", 10, 34, -1, false)}}
 	rows = append(rows, noMetrics)
-	rep := compute(t, rows, fr, nil, 0, 40, 0)
+	rep := compute(t, rows, fr, 0, 40, 0)
 	var ids []string
 	for _, r := range rep.Rows {
 		ids = append(ids, r.ID)
@@ -360,7 +348,7 @@ func TestTotalsByDayAndActor(t *testing.T) {
 			{ID: "s2", InstanceType: "g6.xlarge", Spot: true, Start: at(0), End: at(30), Interrupted: true},
 		}},
 	}}
-	rep := compute(t, []Entry{a, b}, fr, fixedPrices{spot: map[string]float64{"g6.xlarge": 0.5}}, 0, 40, 0)
+	rep := compute(t, []Entry{a, b}, fr, 0, 40, 0)
 	if len(rep.Days) != 2 || rep.Days[0].Key != "2026-03-02" || rep.Days[1].Key != "2026-03-03" {
 		t.Fatalf("days = %+v, want 2026-03-02 and 2026-03-03", rep.Days)
 	}
@@ -374,8 +362,9 @@ func TestTotalsByDayAndActor(t *testing.T) {
 		t.Errorf("days sum to booked %v idle %v; all says %v, %v", dayBooked, dayIdle, rep.All.BookedGPUHours, rep.All.IdleUSD)
 	}
 	// A block's fee is paid up front: the row's cost is the whole fee,
-	// the days spread it over its hours.
-	if want := 1920 + 0.5*(40+30); !near(rep.All.CostUSD, want) || !near(dayCost, want) {
+	// the days spread it over its hours. The fleet costs its estimate
+	// over the 40 hours it has run.
+	if want := 1920 + 1.0*40; !near(rep.All.CostUSD, want) || !near(dayCost, want) {
 		t.Errorf("cost all %v days %v, want %v", rep.All.CostUSD, dayCost, want)
 	}
 	if len(rep.Actors) != 2 || rep.All.Interruptions != 1 || rep.All.Rows != 2 {
@@ -398,14 +387,14 @@ func TestAlertsOnlyForRunningRowsOverTheThreshold(t *testing.T) {
 		"idle": {Source: "g", Instances: []domain.InstanceUsage{inst("i", 0, -1, 0.2, false)}},
 		"over": {Source: "g", Instances: []domain.InstanceUsage{inst("i", 0, 24, 0.0, false)}},
 	}}
-	rep := compute(t, []Entry{busy, idle, over}, fr, nil, 0, 10, 50)
+	rep := compute(t, []Entry{busy, idle, over}, fr, 0, 10, 50)
 	if len(rep.Alerts) != 1 || rep.Alerts[0].Row.ID != "idle" || !near(rep.Alerts[0].IdlePct, 80) {
 		t.Fatalf("alerts = %+v, want one for the running row 80%% idle", rep.Alerts)
 	}
 	if s := rep.Alerts[0].String(); !strings.Contains(s, "80% idle") || !strings.Contains(s, "budget.max_idle_pct 50%") {
 		t.Errorf("alert reads %q", s)
 	}
-	if rep := compute(t, []Entry{idle}, fr, nil, 0, 10, 0); len(rep.Alerts) != 0 {
+	if rep := compute(t, []Entry{idle}, fr, 0, 10, 0); len(rep.Alerts) != 0 {
 		t.Errorf("max_idle_pct 0 (off) raised %+v", rep.Alerts)
 	}
 }
@@ -419,7 +408,7 @@ func TestQueryCarriesTheFleetSpec(t *testing.T) {
 		Zones: []string{"us-east-1a", "us-east-1b"}, TargetCapacity: 4, OnDemandBase: 1, Strategy: domain.StrategyCapacityOptimized,
 		MaxPriceUSD: domain.Float(0.5)})
 	fr := &fakeReporter{}
-	compute(t, []Entry{f}, fr, nil, 0, 10, 0)
+	compute(t, []Entry{f}, fr, 0, 10, 0)
 	if len(fr.got) != 1 {
 		t.Fatalf("queries = %d", len(fr.got))
 	}

@@ -37,7 +37,7 @@ func (f *moneyFixture) ledger() *ledgerView {
 }
 
 func TestFleetLaunchFollowDelete(t *testing.T) {
-	f := newMoneyFixture(t, RoleBooker, ledger.Budget{MaxBookingUSD: 1000})
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{MaxBookingUSD: 2400}) // its first day at $100/h
 	f.m.market.toggleMark("sim/us-east-1/us-east-1a/p5.48xlarge")
 	f.m.market.toggleMark("sim/us-east-1/us-east-1b/g6e.xlarge")
 	f.show(t, "Fleet")
@@ -67,7 +67,7 @@ func TestFleetLaunchFollowDelete(t *testing.T) {
 		t.Fatalf("following %q %+v\n%s", fv.rowID, fv.row, f.screen())
 	}
 	row, _ := f.st.Get(context.Background(), fv.rowID)
-	if row.Kind != ledger.KindFleet || row.CostUSD != 100 || row.IdemKey != row.ID || row.InstanceType != "p5.48xlarge,g6e.xlarge" {
+	if row.Kind != ledger.KindFleet || row.USDHour != 100 || row.IdemKey != row.ID || row.InstanceType != "p5.48xlarge,g6e.xlarge" {
 		t.Fatalf("ledger row %+v", row)
 	}
 	// The tick asks for the fleet's state.
@@ -183,9 +183,9 @@ func TestLedgerUnknownFleetCost(t *testing.T) {
 	lv := f.ledger()
 	rows := []ledger.Entry{
 		{ID: "01JA", Kind: ledger.KindFleet, State: ledger.StateActive, Region: "us-east-1", InstanceType: "p5.48xlarge", InstanceCount: 2,
-			CostNote: ledger.FleetEstimate{Basis: "unknown prices"}.FirstHourNote(), ProviderRef: "fleet-a"},
+			USDHour: math.NaN(), CostNote: ledger.FleetEstimate{Basis: "unknown prices"}.Note(), ProviderRef: "fleet-a", CreatedAt: fixedNow.Add(-time.Hour)},
 		{ID: "01JB", Kind: ledger.KindFleet, State: ledger.StateActive, Region: "us-east-1", InstanceType: "g6e.xlarge", InstanceCount: 3,
-			CostUSD: 240, CostNote: ledger.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: "fleet-b"},
+			USDHour: 240, CostNote: ledger.FleetEstimate{Basis: "current prices"}.Note(), ProviderRef: "fleet-b", CreatedAt: fixedNow.Add(-time.Hour)},
 	}
 	lv.rows, lv.ready = orderLedger(rows, fixedNow), true
 	lv.SetSize(200, 20)
@@ -468,18 +468,18 @@ func TestLedgerShowsWhoAndFleetTimes(t *testing.T) {
 	}
 	// A fleet row without the times (written before the ledger kept them)
 	// is taken to start at its launch and end at its last update.
-	old := ledger.Entry{Kind: ledger.KindFleet, State: ledger.StateDeleted, ProviderRef: "fleet-x", CostUSD: 2,
-		CostNote:  ledger.FleetEstimate{Basis: "current prices"}.FirstHourNote(),
+	old := ledger.Entry{Kind: ledger.KindFleet, State: ledger.StateDeleted, ProviderRef: "fleet-x", USDHour: 2,
+		CostNote:  ledger.FleetEstimate{Basis: "current prices"}.Note(),
 		CreatedAt: fixedNow.Add(-5 * time.Hour), UpdatedAt: fixedNow.Add(-2 * time.Hour)}
 	if got := timeLeft(old, fixedNow); got != "ran 3h 0m" {
 		t.Errorf("old fleet row: %q", got)
 	}
-	if got := costSoFar(old, fixedNow); got != 6 {
+	if got := ledger.FiguresOf(old, fixedNow).SoFar; got != 6 {
 		t.Errorf("old fleet row cost so far %v, want 6", got)
 	}
 	unknown := old
-	unknown.CostNote = ledger.FleetEstimate{Basis: "unknown prices"}.FirstHourNote()
-	if got := costSoFar(unknown, fixedNow); !math.IsNaN(got) {
+	unknown.USDHour = math.NaN()
+	if got := ledger.FiguresOf(unknown, fixedNow).SoFar; !math.IsNaN(got) {
 		t.Errorf("a fleet at unknown prices has cost %v so far, want unknown", got)
 	}
 }

@@ -238,7 +238,7 @@ func TestPlanFleetEstimateChangedAsksAgain(t *testing.T) {
 	// fleet is recorded scheduled, at the new estimate, and gpumarket's
 	// loop launches it at its start.
 	rows := f.ledgerRows(t)
-	if f.fake.Calls("LaunchFleet") != 0 || len(rows) != 1 || rows[0].CostUSD != 156 || rows[0].State != ledger.StateScheduled {
+	if f.fake.Calls("LaunchFleet") != 0 || len(rows) != 1 || rows[0].USDHour != 156 || rows[0].State != ledger.StateScheduled {
 		t.Fatalf("%d launches, ledger %+v: want one fleet scheduled at the new estimate", f.fake.Calls("LaunchFleet"), rows)
 	}
 }

@@ -116,11 +116,11 @@ func goldenLedgerRows() []ledger.Entry {
 			CostUSD: 6000, ProviderRef: "cr-0123456789abcdef0", Actor: "local:alice", CreatedAt: now.Add(-time.Hour)},
 		{ID: "01JFLEETA", Kind: ledger.KindFleet, Provider: "sim", State: ledger.StateActive, Region: "us-east-1",
 			InstanceType: "p5.48xlarge,g6e.xlarge", InstanceCount: 3, Start: now.Add(-150 * time.Minute),
-			CostUSD: 100, CostNote: ledger.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: "fleet-0001",
+			USDHour: 100, CostNote: ledger.FleetEstimate{Basis: "current prices"}.Note(), ProviderRef: "fleet-0001",
 			Actor: "ssh:SHA256:Zm9vYmFy bob@laptop", CreatedAt: now.Add(-151 * time.Minute)},
 		{ID: "01JFLEETB", Kind: ledger.KindFleet, Provider: "sim", State: ledger.StateDeleted, Region: "eastus",
 			InstanceType: "Standard_NC4as_T4_v3", InstanceCount: 2, Start: now.Add(-30 * time.Hour), End: now.Add(-27 * time.Hour),
-			CostUSD: 0.2, CostNote: ledger.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: "fleet-0000",
+			USDHour: 0.2, CostNote: ledger.FleetEstimate{Basis: "current prices"}.Note(), ProviderRef: "fleet-0000",
 			Actor: "local:alice", CreatedAt: now.Add(-30 * time.Hour)},
 		{ID: "01JRES", Kind: ledger.KindReservation, Provider: "sim", State: ledger.StateActive, Region: "westeurope", Zone: "2",
 			InstanceType: "Standard_NC24ads_A100_v4", InstanceCount: 1, Start: now.Add(-48 * time.Hour), End: now.Add(-time.Hour),
@@ -137,9 +137,18 @@ func scheduledRow(id, provider, cloud, state, ref string, n int, start, end time
 	req, _ := json.Marshal(map[string]any{"Provider": provider, "Region": "us-east-1", "InstanceTypes": []string{"g6.xlarge"},
 		"TargetCapacity": n, "Start": start, "End": end, "Keeper": k})
 	return ledger.Entry{ID: id, Kind: ledger.KindFleet, Provider: provider, Cloud: cloud, State: state, Region: "us-east-1",
-		InstanceType: "g6.xlarge", InstanceCount: n, GPUCount: float64(n), Start: start, End: end, CostUSD: 0.30 * float64(n),
-		CostNote: ledger.FleetEstimate{Basis: "current prices"}.FirstHourNote(), ProviderRef: ref, Actor: "local:alice",
-		CreatedAt: start.Add(-48 * time.Hour), Request: req}
+		InstanceType: "g6.xlarge", InstanceCount: n, GPUCount: float64(n), Start: start, End: end, USDHour: 0.30 * float64(n),
+		CostNote: ledger.FleetEstimate{Basis: "current prices"}.Note(), ProviderRef: ref, Actor: "local:alice",
+		CreatedAt: start.Add(-48 * time.Hour), Request: req, Schedule: ledger.FleetSchedule{Start: start, End: end, Keeper: keeperOr(k)}}
+}
+
+// keeperOr is the keeper a row records: a schedule written before the
+// keeper was recorded was kept by the cloud.
+func keeperOr(k ledger.Keeper) ledger.Keeper {
+	if k == "" {
+		return ledger.KeptByCloud
+	}
+	return k
 }
 
 // goldenFleetsNow are what the providers said of the running fleets.

@@ -2,8 +2,8 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -99,6 +99,9 @@ type ledgerView struct {
 	fleets      map[string]ledger.FleetNow
 	fleetsSeq   int
 	fleetsAsked bool
+	// states is each row's state at the last load: a row that turns
+	// failed since is told in the footer, whichever view is shown.
+	states map[string]string
 	// jobs are the ledger's jobs, newest first, with their rows' ids.
 	jobs []jobLine
 
@@ -215,6 +218,7 @@ func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
 		return notifyErr(msg.err)
 	}
 	v.err = ""
+	told := v.failures(msg.rows)
 	v.jobs = msg.jobs
 	v.rows = orderLedger(msg.rows, v.c.now())
 	v.cur = min(v.cur, max(len(v.rows)-1, 0))
@@ -226,9 +230,31 @@ func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
 		v.note = strings.Join(parts, "; ")
 	}
 	if asked {
-		return tea.Batch(reconciled(msg.rep), v.askFleets())
+		return tea.Batch(reconciled(msg.rep), v.askFleets(), told)
 	}
-	return v.askFleets()
+	return tea.Batch(v.askFleets(), told)
+}
+
+// failures records the rows' states and says, in the footer, each row
+// that failed since the last load (a fleet that launched nothing, a
+// scheduled fleet refused at its start): the session may be on another
+// view, or another session may have made it.
+func (v *ledgerView) failures(rows []ledger.Entry) tea.Cmd {
+	first := v.states == nil
+	var lines []string
+	next := make(map[string]string, len(rows))
+	for _, r := range rows {
+		next[r.ID] = r.State
+		if was, seen := v.states[r.ID]; !first && r.State == ledger.StateFailed && was != ledger.StateFailed && (seen || r.Error != "") {
+			lines = append(lines, fmt.Sprintf("ledger row %s (%s %d×%s) failed: %s", short(r.ID), r.Kind, r.InstanceCount,
+				present.DisplayType(r.InstanceType), orDefault(r.Error, "see the Ledger view")))
+		}
+	}
+	v.states = next
+	if len(lines) == 0 {
+		return nil
+	}
+	return notifyErr(errors.New(strings.Join(lines, "; ")))
 }
 
 // askFleets asks the providers how many instances of each running fleet
@@ -359,7 +385,7 @@ func timeLeft(r ledger.Entry, now time.Time) string {
 		case r.ProviderRef == "":
 			return "-" // never launched
 		}
-		start, end := rowSpan(r)
+		start, end := ledger.Span(r)
 		switch {
 		case start.IsZero():
 			return "-"
@@ -526,13 +552,17 @@ func ledgerCells(r ledger.Entry, now time.Time, fleets map[string]ledger.FleetNo
 		}
 		return t.In(loc).Format("01-02 15:04 MST")
 	}
-	start, end := rowSpan(r)
+	f := ledger.FiguresOf(r, now)
+	start, end := f.Start, f.End
+	if start.IsZero() {
+		start, end = r.Start, r.End // not run (yet): the window asked for
+	}
 	cost := present.Money(r.CostUSD)
-	switch {
-	case ledger.CostUnknown(r):
-		cost = "-" // recorded as 0, but no price was known
-	case r.CostNote != "":
-		cost += "/h"
+	if r.Kind == ledger.KindFleet {
+		cost = present.Money(r.USDHour) + "/h"
+		if ledger.CostUnknown(r) {
+			cost = "-" // no price was known at launch
+		}
 	}
 	kept := "-"
 	if sched, ok := ledger.ScheduleOf(r); ok {
@@ -540,7 +570,7 @@ func ledgerCells(r ledger.Entry, now time.Time, fleets map[string]ledger.FleetNo
 	}
 	return map[string]string{"STATE": r.State, "KIND": r.Kind, "WHAT": fmt.Sprintf("%d×%s", r.InstanceCount, present.DisplayType(r.InstanceType)),
 		"WHERE": present.Place(r.Region, r.Zone), "START (local)": when(start), "END (local)": when(end), "TIME LEFT": timeLeft(r, now),
-		"RUN": running(r, fleets), "COST $": cost, "SO FAR $": present.Money(costSoFar(r, now)), "PROVIDER ID": orDash(r.ProviderRef),
+		"RUN": running(r, fleets), "COST $": cost, "SO FAR $": present.Money(f.SoFar), "PROVIDER ID": orDash(r.ProviderRef),
 		"BY": actorName(r.Actor), "KEPT BY": kept, "LEDGER ID": r.ID, "NOTE": orDash(r.Note)}
 }
 
@@ -591,41 +621,6 @@ func hiddenCells(cells map[string]string, shown []tableColumn) string {
 		parts = append(parts, c.title+" "+v)
 	}
 	return strings.Join(parts, " · ")
-}
-
-// rowSpan is when a row's capacity started and ended: a block's or a
-// reservation's window; a fleet's time running, from when it became
-// active to when it was deleted or found ended. A fleet row that does not
-// carry those (one written before the ledger recorded them) is taken to
-// start when it was launched (its intent is written just before the
-// launch call) and, once deleted or ended, to end at its last update.
-func rowSpan(r ledger.Entry) (start, end time.Time) {
-	start, end = r.Start, r.End
-	if r.Kind != ledger.KindFleet || r.ProviderRef == "" {
-		return start, end
-	}
-	if start.IsZero() {
-		start = r.CreatedAt
-	}
-	if end.IsZero() && (r.State == ledger.StateDeleted || r.State == ledger.StateEnded) {
-		end = r.UpdatedAt
-	}
-	return start, end
-}
-
-// costSoFar is what a fleet has cost up to now (or its end): its hourly
-// estimate times the hours it ran; NaN for anything else, a fleet never
-// launched, or when the price is unknown. A scheduled fleet's start and
-// end are its window: nothing before the one, nothing after the other.
-func costSoFar(r ledger.Entry, now time.Time) float64 {
-	start, end := rowSpan(r)
-	if r.Kind != ledger.KindFleet || r.ProviderRef == "" || r.CostNote == "" || ledger.CostUnknown(r) || start.IsZero() || start.After(now) {
-		return math.NaN()
-	}
-	if end.IsZero() || end.After(now) {
-		end = now
-	}
-	return r.CostUSD * max(end.Sub(start).Hours(), 0)
 }
 
 // actorName is who booked, as a column has room for: the local user, or

@@ -60,7 +60,7 @@ func usageFixtureRows() ([]ledger.Entry, *usageReporter) {
 			InstanceType: "p5.48xlarge", InstanceCount: 2, GPUCount: 16, Start: now.Add(-50 * time.Hour), End: now.Add(22 * time.Hour),
 			CostUSD: 6000, ProviderRef: "cr-0123456789abcdef0", Actor: "local:alice", CreatedAt: now.Add(-60 * time.Hour), IdemKey: "cb-1"},
 		{ID: "01JUFLEET", Kind: ledger.KindFleet, Provider: "sim", Cloud: "aws", State: ledger.StateActive, Region: "us-east-1",
-			InstanceType: "g6e.xlarge", InstanceCount: 4, GPUCount: 4, Start: now.Add(-30 * time.Hour), CostUSD: 2.5,
+			InstanceType: "g6e.xlarge", InstanceCount: 4, GPUCount: 4, Start: now.Add(-30 * time.Hour), USDHour: 2.5,
 			CostNote: "estimate: first hour at current prices", ProviderRef: "fleet-0001", Actor: "ssh:SHA256:Zm9v bob@laptop",
 			CreatedAt: now.Add(-30 * time.Hour), IdemKey: "tok-1", Request: spec},
 		{ID: "01JURES", Kind: ledger.KindReservation, Provider: "sim", Cloud: "azure", State: ledger.StateEnded, Region: "westeurope", Zone: "2",
@@ -116,14 +116,12 @@ func newUsageFixtureWith(t *testing.T, opt Options, w, h int) (*Model, *usageRep
 			t.Fatal(err)
 		}
 	}
-	snap := fixtureSnapshot()
 	tr := ledger.NewTracker(ledger.TrackerOptions{Ledger: st, Now: nowFn, MaxIdlePct: 50,
-		Reporter: func(name string) (domain.UsageReporter, bool) { return rep, name == "sim" },
-		Prices:   func() ledger.PriceBook { return ledger.SnapshotPrices(snap) }})
+		Reporter: func(name string) (domain.UsageReporter, bool) { return rep, name == "sim" }})
 	opt.Now, opt.NoColor, opt.Actor, opt.Usage = nowFn, true, "local:tester", tr
 	m := newBare(opt)
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
-	_, cmd := m.Update(snapshotMsg{snap: snap})
+	_, cmd := m.Update(snapshotMsg{snap: fixtureSnapshot()})
 	run(m, cmd)
 	return m, rep
 }

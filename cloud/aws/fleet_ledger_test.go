@@ -70,7 +70,7 @@ func TestScheduledFleetThroughTheLedger(t *testing.T) {
 	if sched, ok := ledger.ScheduleOf(row); !ok || sched.Keeper != ledger.KeptByCloud {
 		t.Fatalf("schedule %+v %v", sched, ok)
 	}
-	if math.IsNaN(row.CostUSD) || ledger.CostUnknown(row) || row.CostUSD <= 0 {
+	if ledger.CostUnknown(row) || !(row.USDHour > 0) || math.Abs(ledger.FiguresOf(row, start).Committed-3*row.USDHour) > 1e-9 {
 		t.Fatalf("no estimate to grow a cost so far from: %+v", row)
 	}
 
@@ -99,9 +99,9 @@ func TestScheduledFleetThroughTheLedger(t *testing.T) {
 	}
 	var last float64
 	for _, h := range []float64{0.5, 1, 2, 2.9} {
-		_, cost, ok := ledger.FleetRunning(r, start.Add(time.Duration(h*float64(time.Hour))))
-		if !ok || !(cost > last) {
-			t.Fatalf("cost so far at T+%gh: $%v (%v), not more than $%v", h, cost, ok, last)
+		cost := ledger.FiguresOf(r, start.Add(time.Duration(h*float64(time.Hour)))).SoFar
+		if !(cost > last) {
+			t.Fatalf("cost so far at T+%gh: $%v, not more than $%v", h, cost, last)
 		}
 		last = cost
 	}
@@ -110,9 +110,9 @@ func TestScheduledFleetThroughTheLedger(t *testing.T) {
 	if r.State != ledger.StateEnded || !r.End.Equal(end) {
 		t.Fatalf("after T+3h: %+v", r)
 	}
-	ran, atEnd, _ := ledger.FleetRunning(r, end.Add(24*time.Hour))
-	if ran != 3*time.Hour || math.Abs(atEnd-3*r.CostUSD) > 1e-9 {
-		t.Fatalf("ended: ran %v for $%v; want 3h at $%v/h", ran, atEnd, r.CostUSD)
+	fig := ledger.FiguresOf(r, end.Add(24*time.Hour))
+	if ran := fig.End.Sub(fig.Start); ran != 3*time.Hour || math.Abs(fig.Final-3*r.USDHour) > 1e-9 {
+		t.Fatalf("ended: ran %v for $%v; want 3h at $%v/h", ran, fig.Final, r.USDHour)
 	}
 	if rec := f.fake.Fleets()[0]; !rec.TerminateAtEnd || !rec.ValidUntil.Equal(end) {
 		t.Fatalf("fleet at the fake: %+v", rec)

@@ -1,0 +1,255 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// unboundedHold is how long a fleet with no end is held against the caps:
+// its first day.
+const unboundedHold = 24 * time.Hour
+
+// Span is when a row's capacity ran: a block's or a reservation's window;
+// a fleet's time running, from when it became active (else its launch) to
+// when it ended (zero while it runs, or its asked end). A row that never
+// reached its cloud, or failed there (a fleet that launched nothing), has
+// no span: zero start and end.
+func Span(r Entry) (start, end time.Time) {
+	if r.State == StateFailed || (r.Kind == KindFleet && r.ProviderRef == "") {
+		return time.Time{}, time.Time{}
+	}
+	start, end = r.Start, r.End
+	if r.Kind != KindFleet {
+		return start, end
+	}
+	if start.IsZero() {
+		start = r.CreatedAt
+	}
+	if end.IsZero() && (r.State == StateDeleted || r.State == StateEnded) {
+		end = r.UpdatedAt
+	}
+	return start, end
+}
+
+// CostUnknown reports whether a row's cost cannot be said: a fleet
+// launched while its prices were not known, a block re-created from a
+// cloud's record that did not say its fee.
+func CostUnknown(r Entry) bool {
+	if r.Kind == KindFleet {
+		return math.IsNaN(r.USDHour)
+	}
+	return math.IsNaN(r.CostUSD)
+}
+
+// Figures are a row's money figures at a time. NaN is unknown (null in
+// JSON).
+type Figures struct {
+	// Start and End are the row's Span.
+	Start, End time.Time
+	// Committed is what the row may cost over its known window: a block's
+	// price, a bounded fleet's hourly estimate over its window (what it
+	// billed, once it ended). NaN for a fleet with no end.
+	Committed float64
+	// SoFar is what it has cost up to the time asked (CostSoFar).
+	SoFar float64
+	// Final is its cost once it is over (ended, deleted or failed); NaN
+	// before.
+	Final float64
+}
+
+// FiguresOf is a row's money figures at now: what `ledger`, `usage`, the
+// Ledger and Usage views and the budget all show.
+func FiguresOf(r Entry, now time.Time) Figures {
+	f := Figures{Committed: math.NaN(), Final: math.NaN()}
+	f.Start, f.End = Span(r)
+	f.SoFar = CostSoFar(r, time.Time{}, now)
+	over := r.State == StateEnded || r.State == StateDeleted || r.State == StateFailed
+	switch {
+	case r.Kind != KindFleet:
+		f.Committed = r.CostUSD
+		if r.State == StateFailed {
+			f.Committed = 0
+		}
+	case over:
+		f.Committed = f.SoFar
+	default:
+		from, until := holdWindow(r)
+		if !r.Schedule.End.IsZero() {
+			f.Committed = r.USDHour * until.Sub(from).Hours()
+		}
+	}
+	if over {
+		f.Final = f.SoFar
+	}
+	return f
+}
+
+// CostSoFar is what a row cost over [from, to] (a zero from: since it
+// began): a block's fee paid up front once bought; a reservation's price
+// spread over its window; a fleet's hourly estimate over the hours it ran.
+// A row that never ran costs 0; NaN is a price not known.
+func CostSoFar(r Entry, from, to time.Time) float64 {
+	start, end := Span(r)
+	if start.IsZero() {
+		return 0
+	}
+	if CostUnknown(r) {
+		return math.NaN()
+	}
+	if t := domain.TermsOfKind(r.Kind); t != nil && t.Upfront {
+		if from.IsZero() {
+			return r.CostUSD
+		}
+		// Spread over its window, a day at a time, as usage splits it.
+		return r.CostUSD * share(start, end, from, to)
+	}
+	rate := r.USDHour
+	if r.Kind != KindFleet {
+		if !end.After(start) {
+			return math.NaN()
+		}
+		rate = r.CostUSD / end.Sub(start).Hours()
+	}
+	if from.IsZero() || from.Before(start) {
+		from = start
+	}
+	if !end.IsZero() && end.Before(to) {
+		to = end
+	}
+	return rate * max(to.Sub(from).Hours(), 0)
+}
+
+// share is the part of [start, end] inside [from, to], 0 to 1.
+func share(start, end, from, to time.Time) float64 {
+	if !end.After(start) {
+		return 0
+	}
+	a, b := maxTime(start, from), minTime(end, to)
+	return max(b.Sub(a).Hours(), 0) / end.Sub(start).Hours()
+}
+
+// holdWindow is when a fleet that is not over holds its estimate against
+// the caps: from its asked start (else its launch) to its asked end, or
+// for its first day when it has none.
+func holdWindow(r Entry) (from, until time.Time) {
+	from = r.Schedule.Start
+	if from.IsZero() {
+		from = r.CreatedAt
+	}
+	until = r.Schedule.End
+	if until.IsZero() {
+		until = from.Add(unboundedHold)
+	}
+	return from, until
+}
+
+// heldOn is what a row holds against the cap of the UTC day starting at
+// day: a block or reservation its price on the day it was bought; a fleet
+// its hourly estimate over the hours of its hold (what it billed, once
+// over) that fall on the day. NaN is a price not known; an unknown fleet
+// estimate holds 0 (a fleet re-created from a cloud that shows no price
+// must not stop every purchase: a new fleet needs a known price).
+func heldOn(r Entry, day time.Time) float64 {
+	next := day.Add(24 * time.Hour)
+	if r.State == StateFailed {
+		return 0
+	}
+	if r.Kind != KindFleet {
+		if r.CreatedAt.Before(day) || !r.CreatedAt.Before(next) {
+			return 0
+		}
+		return r.CostUSD
+	}
+	if math.IsNaN(r.USDHour) {
+		return 0
+	}
+	from, until := holdWindow(r)
+	if r.State == StateEnded || r.State == StateDeleted {
+		if from, until = Span(r); from.IsZero() {
+			return 0 // cancelled before its start: nothing ran
+		}
+	}
+	a, b := maxTime(from, day), minTime(until, next)
+	return r.USDHour * max(b.Sub(a).Hours(), 0)
+}
+
+// Hold is what a purchase would hold against the caps: its whole
+// commitment (max_booking_usd) and its part on each UTC day it bills
+// (max_daily_usd).
+type Hold struct {
+	Whole float64
+	Days  []DayAmount
+	// What says the commitment for a refusal: "90d at $4403.20/h".
+	What string
+}
+
+// DayAmount is an amount on the UTC day starting at Day.
+type DayAmount struct {
+	Day time.Time
+	USD float64
+}
+
+// HoldOf is what a row holds against the caps, whole and by UTC day.
+func HoldOf(r Entry) Hold {
+	h := Hold{}
+	if r.Kind != KindFleet {
+		day := r.CreatedAt.UTC().Truncate(24 * time.Hour)
+		h.Whole = r.CostUSD
+		h.Days = []DayAmount{{Day: day, USD: r.CostUSD}}
+		return h
+	}
+	from, until := holdWindow(r)
+	h.Whole = r.USDHour * until.Sub(from).Hours()
+	h.What = fmt.Sprintf("%s at $%.2f/h", Countdown(until.Sub(from)), r.USDHour)
+	if r.Schedule.End.IsZero() {
+		h.What = fmt.Sprintf("its first %s at $%.2f/h; it has no end", Countdown(unboundedHold), r.USDHour)
+	}
+	for d := from.UTC().Truncate(24 * time.Hour); d.Before(until); d = d.Add(24 * time.Hour) {
+		h.Days = append(h.Days, DayAmount{Day: d, USD: heldOn(r, d)})
+	}
+	return h
+}
+
+// DayHeld is what the ledger holds against the cap of t's UTC day: every
+// row that is not failed, by heldOn; NaN when a block's or reservation's
+// price among them is not known (a sum that read it as 0 would let the
+// day be spent again). The row except is left out (its own check at its
+// launch). q is the database or a transaction.
+func (s *Store) DayHeld(ctx context.Context, q querier, t time.Time, except string) (float64, error) {
+	day := t.UTC().Truncate(24 * time.Hour)
+	rows, err := s.rowsHeld(ctx, q, day, except)
+	if err != nil || !s.hasJobs() {
+		return rows, err
+	}
+	// Any other kind of hold is one more term of this sum: the jobs'.
+	jobs, err := jobsDaySum(ctx, q, day)
+	return rows + jobs, err
+}
+
+// rowsHeld sums heldOn over the rows that may hold something on day.
+func (s *Store) rowsHeld(ctx context.Context, q querier, day time.Time, except string) (float64, error) {
+	// A job's launches are covered by the job's hold (job.go).
+	notJobs := ""
+	if s.hasJobs() {
+		notJobs = ` AND idem_key NOT IN (SELECT idem_key FROM job_launches)`
+	}
+	rows, err := q.QueryContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE state <> 'failed' AND id <> ? AND created_at < ? AND
+		(kind = ? AND (end_at = '' OR end_at >= ?) OR created_at >= ?)`+notJobs, except, fmtTime(day.Add(24*time.Hour)), KindFleet, fmtTime(day), fmtTime(day))
+	if err != nil {
+		return 0, fmt.Errorf("sum of the day's spending: %w", err)
+	}
+	defer rows.Close()
+	sum := 0.0
+	for rows.Next() {
+		r, err := scan(rows)
+		if err != nil {
+			return 0, fmt.Errorf("sum of the day's spending: %w", err)
+		}
+		sum += heldOn(r, day)
+	}
+	return sum, rows.Err()
+}

@@ -89,6 +89,8 @@ and done by --deadline — on the market the sources show:
 
   capacity-block            an AWS capacity block that holds the job (paid in full,
                             however long; starts 11:30 UTC)
+  gcp-calendar              a Google calendar-mode reservation that holds the job
+                            (whole days, paid for the window)
   training-plan             a SageMaker training plan whose segments, in order,
                             hold all the work (a changeover in each)
   reservation               an Azure capacity reservation (from purchase, billed

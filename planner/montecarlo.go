@@ -440,7 +440,7 @@ func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *can
 	var opts []option
 	for _, o := range offs {
 		b, ok := p.blockWork(o)
-		usable := b.kind == StrategyBlock || b.kind == StrategyTrainingPlan && onePlanSegment(o)
+		usable := b.kind == StrategyBlock || b.kind == StrategyCalendar || b.kind == StrategyTrainingPlan && onePlanSegment(o)
 		if !ok || !usable || b.from < 0 || b.until > p.span+1e-9 {
 			continue
 		}

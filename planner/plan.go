@@ -16,8 +16,11 @@ import (
 
 // Strategies the planner evaluates, as they appear in a Result.
 const (
-	StrategyBlock           = "capacity-block"
-	StrategyReservation     = "reservation"
+	StrategyBlock       = "capacity-block"
+	StrategyReservation = "reservation"
+	// StrategyCalendar is a Google calendar-mode reservation: a block of
+	// Google's, ranked as one but named as what `b` buys.
+	StrategyCalendar        = "gcp-calendar"
 	StrategyOnDemand        = "on-demand"
 	StrategySpotOne         = "spot-one-pool"
 	StrategySpotMulti       = "spot-multi-pool"
@@ -336,6 +339,9 @@ func (p *planning) blockWork(o domain.Offering) (blockWork, bool) {
 	} else if o.StartsOnPurchase {
 		b.kind = StrategyReservation
 	} else {
+		if o.Kind == domain.KindCalendar {
+			b.kind = StrategyCalendar
+		}
 		end = end.Add(-o.Terms().StopsEarly)
 	}
 	b.from = o.Start.Sub(p.job.Start).Hours()

@@ -334,7 +334,7 @@ func TestResultsNameTheirPools(t *testing.T) {
 			}
 		}
 		switch r.Strategy {
-		case StrategyBlock, StrategyReservation:
+		case StrategyBlock, StrategyCalendar, StrategyReservation:
 			if len(r.Pools) != 0 || r.OnDemandPool != "" {
 				t.Errorf("%s names pools %v / %q", r.Strategy, r.Pools, r.OnDemandPool)
 			}

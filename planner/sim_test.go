@@ -131,7 +131,10 @@ func TestPlanOnSimMarket(t *testing.T) {
 	if !azure {
 		t.Error("no Azure strategy")
 	}
-	for _, b := range got[planner.StrategyBlock] {
+	for _, b := range append(got[planner.StrategyBlock], got[planner.StrategyCalendar]...) {
+		if (b.Cloud == "gcp") != (b.Strategy == planner.StrategyCalendar) {
+			t.Errorf("a %s offering planned as %s", b.Cloud, b.Strategy)
+		}
 		hours := b.End.Sub(b.Start).Hours()
 		startHour := map[string]int{"aws": 11, "gcp": 0} // capacity blocks, calendar mode
 		if h, ok := startHour[b.Cloud]; !ok || b.Start.UTC().Hour() != h || hours < 49 || b.OfferingID == "" || !strings.Contains(b.Assumptions, fmt.Sprintf("%.0f h block", hours)) ||

@@ -1,7 +1,8 @@
-// Package hub runs one poll loop per market data source and fans immutable
+// The hub runs one poll loop per market data source and fans immutable
 // snapshots of the market out to any number of subscribers: TUI sessions
 // (one per SSH client) and CLI commands. Thirty subscribers cost the clouds
 // the same API calls as one.
+
 package feed
 
 import (

@@ -1,9 +1,10 @@
-// Package booking wraps every action of gpumarket that spends money:
+// The booking service wraps every action of gpumarket that spends money:
 // capacity-block purchases and spot-fleet launches. Each goes through the
 // same discipline: budget and idempotency checks, an intent row committed
 // durably to the ledger before the call, a bounded call, and an outcome
 // row. An answer that never came is "unknown" and is reconciled — looked
 // up at the cloud — never retried blindly.
+
 package ledger
 
 import (

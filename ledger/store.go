@@ -1,7 +1,8 @@
-// Package store keeps gpumarket's local state in one SQLite file in the data
+// The store keeps gpumarket's local state in one SQLite file in the data
 // dir: the booking ledger (every money-spending action, written before the
 // call is made) and the cache of offerings found by searches, which `book`
 // looks an offering id up in because the clouds cannot.
+
 package ledger
 
 import (

@@ -1,4 +1,4 @@
-// Package usage works out, for every ledger row, what was bought and how
+// Usage works out, for every ledger row, what was bought and how
 // much of it was used: booked GPU-hours, GPU-hours with instances running,
 // GPU-hours busy (from the clouds' utilization metrics), interruptions,
 // the cost so far (CostSoFar, as every view shows it) and the idle cost — what was paid for GPU-hours not
@@ -8,6 +8,7 @@
 //
 // Unknown figures are NaN (null in JSON), never 0: a row whose metrics
 // could not be read is "no metrics", not "0 % busy".
+
 package ledger
 
 import (

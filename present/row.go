@@ -1,10 +1,9 @@
-// Package market derives the figures of one spot pool (its price per
-// GPU-hour, the saving on on-demand, the effective price (what a job pays
-// per useful GPU-hour, interruptions counted), the window's
-// statistics) and declares, once, the columns that show them: the TUI's
-// Market view and `gpumarket prices` (table, JSON, CSV) read the same Row
-// through the same Column. It imports only providers, its hub and the
-// planner's risk model, so the command line uses it without the TUI.
+// A pool's Row: its price per GPU-hour, the saving on on-demand, the
+// effective price (what a job pays per useful GPU-hour, interruptions
+// counted) and the window's statistics. The TUI's Market view and
+// `gpumarket prices` (table, JSON, CSV) read the same Row through the same
+// Column, without the TUI.
+
 package present
 
 import (

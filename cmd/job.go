@@ -206,7 +206,7 @@ func (a *app) runJobStart(parent context.Context, pj planner.Job, f jobStartFlag
 	if err := e.checkModelsSold(snap, pj); err != nil {
 		return err
 	}
-	req := job.Request{Job: pj, Market: planner.Market{Pools: e.planPools(snap, pj)}, Strategy: f.strategy, MaxUSD: f.maxUSD,
+	req := job.Request{Job: pj, Market: planner.Market{Pools: planner.WithOwn(e.planPools(snap, pj), a.ownFleets(ctx))}, Strategy: f.strategy, MaxUSD: f.maxUSD,
 		Options: planner.Options{Runs: f.plan.runs, Seed: 1, Speeds: e.planSpeeds()}, ProgressFile: f.progressFile,
 		ProgressCommand: f.progressCommand, Actor: localActor()}
 	p, err := job.Propose(req)

@@ -29,7 +29,7 @@ func (p watchPlanner) BestPlan(ctx context.Context, job watch.PlanJob, snap *fee
 	a := p.a
 	pj := planner.Job{GPUs: job.GPUs, Models: job.Models, Hours: job.Hours, Start: job.Start, Deadline: job.Deadline,
 		Checkpoint: job.Checkpoint, Checkpointable: job.Checkpoint > 0, Changeover: a.cfg.Plan.Changeover.D()}
-	m := planner.Market{Pools: a.planPools(snap, pj)}
+	m := planner.Market{Pools: planner.WithOwn(a.planPools(snap, pj), a.ownFleets(ctx))}
 	offs, err := a.offeringsFor(ctx, p.svc, pj, func(msg string) { a.log.Warn("watch: plan rule: " + msg) })
 	if err != nil {
 		return watch.PlanQuote{}, err

@@ -525,6 +525,18 @@ func (p *Provider) bookingOf(region string, cr ec2types.CapacityReservation) dom
 	return b
 }
 
+// datedState is the ledger state of something held from start to end,
+// read by the dates alone: for states that say it exists, not when.
+func datedState(start, end, now time.Time) string {
+	switch {
+	case !start.IsZero() && now.Before(start):
+		return "scheduled"
+	case end.IsZero() || now.Before(end):
+		return "active"
+	}
+	return "ended"
+}
+
 // reservationState maps each of AWS's capacity reservation states onto
 // the ledger state that means the same, with a note of what the ledger
 // state leaves out. No AWS state reads "unknown" (the ledger's word for a
@@ -550,15 +562,7 @@ func (p *Provider) bookingOf(region string, cr ec2types.CapacityReservation) dom
 //   - a state this version does not know → by the dates, noted: AWS shows
 //     the reservation, so it exists.
 func reservationState(s ec2types.CapacityReservationState, start, end, now time.Time) (state, note string) {
-	dated := func() string {
-		switch {
-		case !start.IsZero() && now.Before(start):
-			return "scheduled"
-		case end.IsZero() || now.Before(end):
-			return "active"
-		}
-		return "ended"
-	}
+	dated := func() string { return datedState(start, end, now) }
 	switch s {
 	case ec2types.CapacityReservationStateActive:
 		return "active", ""

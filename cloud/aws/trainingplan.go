@@ -423,15 +423,7 @@ func (p *Provider) planBooking(region string, s smtypes.TrainingPlanSummary) dom
 //   - Failed → failed: nothing is held.
 //   - a status this version does not know → by the dates, noted.
 func planState(s smtypes.TrainingPlanStatus, start, end, now time.Time) (state, note string) {
-	dated := func() string {
-		switch {
-		case !start.IsZero() && now.Before(start):
-			return "scheduled"
-		case end.IsZero() || now.Before(end):
-			return "active"
-		}
-		return "ended"
-	}
+	dated := func() string { return datedState(start, end, now) }
 	switch s {
 	case smtypes.TrainingPlanStatusPending:
 		return dated(), "SageMaker is still reserving it (Pending)"

@@ -248,8 +248,7 @@ func (d *Driver) Run(ctx context.Context, untilIdle bool) error {
 		if untilIdle && err == nil && pass.Active == 0 {
 			return nil
 		}
-		wait := min(pass.Next.Sub(d.opt.Now()), d.opt.Every)
-		wait = max(time.Duration(float64(wait)/d.opt.Speed), 50*time.Millisecond)
+		wait := d.wallWait(pass.Next)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -260,6 +259,13 @@ func (d *Driver) Run(ctx context.Context, untilIdle bool) error {
 		case <-t.C:
 		}
 	}
+}
+
+// wallWait is the wall time until the next review is due: the clock's
+// time until next (at most Every), shrunk by its speed.
+func (d *Driver) wallWait(next time.Time) time.Duration {
+	wait := min(next.Sub(d.opt.Now()), d.opt.Every)
+	return max(time.Duration(float64(wait)/d.opt.Speed), 50*time.Millisecond)
 }
 
 // progress is a job's state as the ledger keeps it (Job.Progress).

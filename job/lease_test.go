@@ -209,3 +209,31 @@ func TestOneDriverPerJob(t *testing.T) {
 		t.Errorf("lease held by %q", got.LeaseHolder)
 	}
 }
+
+// On a fast clock (sim.speed) the driver waits in wall time a review's
+// due time divided by the speed, and its lease outlasts ten wall seconds
+// so it cannot lapse between two reviews of a driver that is alive.
+func TestDriverPacesItselfOnAFastClock(t *testing.T) {
+	w := newFakeWorld(t)
+	_, svc, _ := w.process(t)
+	for _, c := range []struct {
+		speed     float64
+		next      time.Duration
+		wait      time.Duration
+		leaseOver time.Duration
+	}{
+		{1, 30 * time.Second, 30 * time.Second, 3 * time.Minute},
+		{1, time.Hour, time.Minute, 3 * time.Minute}, // at most Every
+		{60, 30 * time.Second, 500 * time.Millisecond, 10 * time.Minute},
+		{7200, time.Minute, 50 * time.Millisecond, 20 * time.Hour}, // the floor
+		{7200, 0, 50 * time.Millisecond, 20 * time.Hour},
+	} {
+		d := job.New(svc, []domain.Provider{w.fake}, job.Options{Now: w.clk.Now, Speed: c.speed})
+		if got := job.WallWait(d, w.clk.Now().Add(c.next)); got != c.wait {
+			t.Errorf("speed %v, next in %v: waits %v, want %v", c.speed, c.next, got, c.wait)
+		}
+		if got := job.LeaseOf(d); got < c.leaseOver {
+			t.Errorf("speed %v: lease %v, want at least %v", c.speed, got, c.leaseOver)
+		}
+	}
+}

@@ -433,6 +433,9 @@ func (a *app) ownFleets(ctx context.Context) planner.Own {
 	}
 	rows, err := st.List(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted: the plan says so itself, once
+		}
 		a.log.Warn("plan: the ledger's fleets could not be read; risk from the market alone", "err", err)
 		return nil
 	}

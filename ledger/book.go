@@ -254,49 +254,24 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 		}
 		return res, err
 	}
-	defer s.st.EndCall(row.ID)
-	defer s.beat(ctx, row.ID)()
 	res.Row = row
 	s.opt.Logger.Info("purchase intent recorded", "row", row.ID, "offering", o.ID, "provider", o.Provider, "usd", o.UpfrontUSD)
-
-	// Cancelled (ctrl+c, a closed session) between the intent and the
-	// call: nothing is sent, and the ledger says so rather than leave an
-	// "unknown" no look-up could ever settle.
-	if err := ctx.Err(); err != nil {
-		row.State, row.Error = StateFailed, "not sent: cancelled before the call; nothing was bought"
-		if res.Row, err = s.update(context.WithoutCancel(ctx), row); err != nil {
-			return res, fmt.Errorf("record cancelled purchase %s: %w", row.ID, err)
-		}
-		return res, fmt.Errorf("purchase of %s not sent: %w", o.ID, ctx.Err())
-	}
-
-	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
-	bk, callErr := b.Book(cctx, domain.BookRequest{Offering: o, After: now, Ref: row.ID, Actor: actor})
-	cancel()
-	// The outcome is written even when ctx is done: the purchase may have
-	// happened, and the ledger must say so.
-	wctx := context.WithoutCancel(ctx)
-	if callErr != nil {
-		if s.declined(o.Provider, callErr) {
-			row.State, row.Error = StateFailed, callErr.Error()
-			res.Row, err = s.update(wctx, row)
-			if err != nil {
-				return res, fmt.Errorf("record failed purchase %s: %w (purchase error: %v)", row.ID, err, callErr)
+	res.Row, err = s.transact(ctx, row, transaction{
+		provider: o.Provider, noun: "purchase", subject: "purchase of " + o.ID, made: "bought",
+		cancelled: func(r Entry) Entry {
+			r.State, r.Error = StateFailed, "not sent: cancelled before the call; nothing was bought"
+			return r
+		},
+		call: func(cctx context.Context) (func(Entry) Entry, string, error) {
+			bk, err := b.Book(cctx, domain.BookRequest{Offering: o, After: now, Ref: row.ID, Actor: actor})
+			if err == nil {
+				res.Booking = bk
 			}
-			return res, fmt.Errorf("purchase of %s declined by %s: %w", o.ID, o.Provider, callErr)
-		}
-		row.State, row.Error = StateUnknown, "no answer: "+callErr.Error()
-		res.Row, err = s.update(wctx, row)
-		if err != nil {
-			return res, fmt.Errorf("record unknown purchase %s: %w (purchase error: %v)", row.ID, err, callErr)
-		}
-		s.opt.Logger.Warn("purchase outcome unknown", "row", row.ID, "err", callErr)
-		return res, &UnknownError{Row: res.Row, Cause: callErr}
-	}
-	res.Booking = bk
-	res.Row, err = s.update(wctx, settleBlock(row, bk, s.opt.Now()))
+			return func(r Entry) Entry { return settleBlock(r, bk, s.opt.Now()) }, bk.ProviderRef, err
+		},
+	})
 	if err != nil {
-		return res, fmt.Errorf("record purchase %s (bought: %s): %w", row.ID, bk.ProviderRef, err)
+		return res, err
 	}
 	if res.Row.State == StateFailed {
 		// The cloud answered, and what it answered is a failure (AWS's

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -325,12 +326,8 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if !spec.DryRun && s.st.ReadOnly() {
 		return res, fmt.Errorf("refused: %w, and a launch is recorded before it is sent; nothing was launched", ErrReadOnly)
 	}
-	// The same fleet whose launch has no known outcome yet is not
-	// launched a second time: it is looked up, or re-sent under its own
-	// ClientToken, which the cloud honours as the same launch.
-	//
-	// It comes before the budget: the earlier intent already counts
-	// against the day, and its re-send spends nothing more.
+	// An unsettled launch of the same fleet is looked up or re-sent under
+	// its own ClientToken, before the budget: its intent already counts.
 	if !spec.DryRun && spec.ClientToken == "" {
 		prev, err := s.openFleet(ctx, spec)
 		if err != nil {
@@ -345,41 +342,16 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 			return s.sendFleet(ctx, fl, again, res, sendAgain)
 		}
 	}
-
 	b := s.opt.Budget
 	capped := b.MaxBookingUSD > 0 || b.MaxDailyUSD > 0
-	est := req.Estimate
-	switch {
-	case math.IsNaN(est.USDHour) || est.USDHour <= 0:
-		est = s.EstimateFleet(ctx, spec)
-	case capped && !spec.DryRun:
-		// The estimate shown may be minutes old (the confirmation waited
-		// on a person): the cap is checked at the prices in force now.
-		now := s.EstimateFleet(ctx, spec)
-		switch {
-		case math.IsNaN(now.USDHour):
-			// Not to be had now: the one shown stands (it was checked
-			// when shown, and the max price bounds the spot part).
-		case cents(now.USDHour) > cents(est.USDHour):
-			res.Estimate = now
-			return res, &EstimateChangedError{Shown: est, Now: now}
-		default:
-			est = now
-		}
-	}
+	est, err := s.launchEstimate(ctx, spec, req.Estimate, capped)
 	res.Estimate = est
-	if math.IsNaN(est.USDHour) && (b.MaxBookingUSD > 0 || b.MaxDailyUSD > 0) {
-		return res, fmt.Errorf("refused: the fleet's cost is unknown (%s), so the budget cannot be checked; pass a max price", est.Basis)
+	if err != nil {
+		return res, err
 	}
 	now := s.opt.Now()
-	actor := req.Actor
-	if actor == "" {
-		actor = s.opt.Actor
-	}
-	spec.Actor = actor
-	// A spec the cloud's API would refuse is refused here, before a row
-	// is written for it.
-	var err error
+	spec.Actor = cmp.Or(req.Actor, s.opt.Actor)
+	// A spec the cloud's API would refuse is refused before a row is written.
 	if v, ok := fl.(domain.FleetValidator); ok {
 		if spec, err = v.ValidateFleet(spec); err != nil {
 			return res, fmt.Errorf("fleet refused before any call: %w", err)
@@ -401,37 +373,71 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if overCap != nil && !spec.DryRun {
 		return res, overCap
 	}
-	if spec.DryRun && !req.Again && overCap == nil {
-		// Said before anyone is asked to confirm; the launch checks it
-		// again under the ledger's lock.
-		overCap = s.duplicateOf(ctx, spec, intent)
-	}
-
 	if spec.DryRun {
-		cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
-		defer cancel()
-		f, err := fl.LaunchFleet(cctx, spec)
-		if err != nil {
-			return res, fmt.Errorf("dry run of the fleet at %s: %w", spec.Provider, err)
+		if !req.Again && overCap == nil {
+			// Said before anyone is asked to confirm; the launch checks it
+			// again under the ledger's lock.
+			overCap = s.duplicateOf(ctx, spec, intent)
 		}
-		f.DryRun = true
-		res.Fleet = f
-		return res, overCap
+		return s.dryRunFleet(ctx, fl, spec, res, overCap)
 	}
+	return s.recordFleet(ctx, fl, spec, intent, req.Again, check, res)
+}
 
+// launchEstimate is the estimate a launch is checked and recorded at: the
+// one shown, read again under a cap (it may be minutes old), or a fresh
+// one when none was shown. Prices that went up are an
+// *EstimateChangedError carrying the new estimate.
+func (s *Service) launchEstimate(ctx context.Context, spec domain.FleetSpec, est FleetEstimate, capped bool) (FleetEstimate, error) {
+	switch {
+	case math.IsNaN(est.USDHour) || est.USDHour <= 0:
+		est = s.EstimateFleet(ctx, spec)
+	case capped && !spec.DryRun:
+		now := s.EstimateFleet(ctx, spec)
+		switch {
+		case math.IsNaN(now.USDHour):
+			// Not to be had now: the one shown stands (it was checked
+			// when shown, and the max price bounds the spot part).
+		case cents(now.USDHour) > cents(est.USDHour):
+			return now, &EstimateChangedError{Shown: est, Now: now}
+		default:
+			est = now
+		}
+	}
+	if math.IsNaN(est.USDHour) && capped {
+		return est, fmt.Errorf("refused: the fleet's cost is unknown (%s), so the budget cannot be checked; pass a max price", est.Basis)
+	}
+	return est, nil
+}
+
+// dryRunFleet sends only the dry-run call; overCap is the refusal a
+// launch would meet, returned with the cloud's answer.
+func (s *Service) dryRunFleet(ctx context.Context, fl domain.FleetLauncher, spec domain.FleetSpec, res FleetResult, overCap error) (FleetResult, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	f, err := fl.LaunchFleet(cctx, spec)
+	if err != nil {
+		return res, fmt.Errorf("dry run of the fleet at %s: %w", spec.Provider, err)
+	}
+	f.DryRun = true
+	res.Fleet = f
+	return res, overCap
+}
+
+// recordFleet commits a launch's intent row under the ledger's lock (the
+// caps and duplicates checked again there), then sends it, or for a
+// schedule gpumarket keeps, leaves it scheduled for the reconcile loop.
+func (s *Service) recordFleet(ctx context.Context, fl domain.FleetLauncher, spec domain.FleetSpec, intent Entry, again bool, check func(Spending) error, res FleetResult) (FleetResult, error) {
 	if spec.ClientToken == "" {
 		spec.ClientToken = intent.ID
 	}
 	desc := s.describe(spec.Provider)
-	stored := fleetRequest{FleetSpec: spec, Keeper: intent.Schedule.Keeper}
-	reqJSON, err := json.Marshal(stored)
+	reqJSON, err := json.Marshal(fleetRequest{FleetSpec: spec, Keeper: intent.Schedule.Keeper})
 	if err != nil {
 		return res, fmt.Errorf("launch fleet: %w", err)
 	}
 	intent.Request, intent.IdemKey = reqJSON, spec.ClientToken
-	// Kept by gpumarket and starting later: nothing is sent now. The row
-	// is the schedule; the reconcile loop sends the launch at its start.
-	later := intent.Schedule.Keeper == KeptByGpumarket && spec.Start.After(now)
+	later := intent.Schedule.Keeper == KeptByGpumarket && spec.Start.After(intent.CreatedAt)
 	if intent.Schedule.Keeper != "" {
 		intent.Note = "schedule: " + KeeperNote(desc)
 	}
@@ -447,7 +453,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 			case (o.State == StatePending || o.State == StateUnknown) && sameFleet(o, spec):
 				// Another process recorded the same fleet since openFleet looked.
 				return fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s); it is not sent twice", o.ID, o.Actor)
-			case !req.Again && sameTerms(o, intent):
+			case !again && sameTerms(o, intent):
 				return duplicateFleet(o)
 			}
 		}
@@ -466,10 +472,10 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		s.opt.Logger.Info("fleet scheduled: gpumarket launches it at its start", "row", row.ID, "provider", spec.Provider, "start", spec.Start, "end", spec.End)
 		res.Row = row
 		res.Fleet = domain.Fleet{Provider: spec.Provider, Region: spec.Region, State: StateScheduled, Target: spec.TargetCapacity,
-			Message: "scheduled: " + WindowText(spec.Start, spec.End, now) + "; " + KeeperNote(desc)}
+			Message: "scheduled: " + WindowText(spec.Start, spec.End, intent.CreatedAt) + "; " + KeeperNote(desc)}
 		return res, nil
 	}
-	s.opt.Logger.Info("launch intent recorded", "row", row.ID, "provider", spec.Provider, "region", spec.Region, "usd_hour", est.USDHour)
+	s.opt.Logger.Info("launch intent recorded", "row", row.ID, "provider", spec.Provider, "region", spec.Region, "usd_hour", intent.USDHour)
 	return s.sendFleet(ctx, fl, row, res, sendFresh)
 }
 
@@ -491,56 +497,38 @@ const (
 // sendFleet makes the launch call of a recorded intent (pending) and
 // records its outcome.
 func (s *Service) sendFleet(ctx context.Context, fl domain.FleetLauncher, row Entry, res FleetResult, kind sendKind) (FleetResult, error) {
-	defer s.st.EndCall(row.ID)
-	defer s.beat(ctx, row.ID)()
 	res.Row = row
 	var spec domain.FleetSpec
 	if err := json.Unmarshal(row.Request, &spec); err != nil {
+		s.st.EndCall(row.ID)
 		return res, fmt.Errorf("ledger row %s: stored fleet: %w", row.ID, err)
 	}
-	// Cancelled before the call: nothing is sent. A new intent is
-	// failed; a re-send goes back to the unknown it was.
-	if err := ctx.Err(); err != nil {
-		switch kind {
-		case sendFresh:
-			row.State, row.Error = StateFailed, "not sent: cancelled before the call; nothing was launched"
-		case sendAgain:
-			row.State, row.Error = StateUnknown, "no answer to the first launch; its re-send was cancelled before the call"
-		case sendScheduled:
-			row.State, row.Error = StateScheduled, ""
-			if sched, ok := ScheduleOf(row); ok {
-				row.Start = sched.Start
-			}
-		}
-		if res.Row, err = s.update(context.WithoutCancel(ctx), row); err != nil {
-			return res, fmt.Errorf("record cancelled launch %s: %w", row.ID, err)
-		}
-		return res, fmt.Errorf("fleet launch not sent: %w", ctx.Err())
-	}
-	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
-	f, callErr := fl.LaunchFleet(cctx, spec)
-	cancel()
-	wctx := context.WithoutCancel(ctx)
 	var err error
-	if callErr != nil {
-		if s.declined(spec.Provider, callErr) {
-			row.State, row.Error = StateFailed, callErr.Error()
-			if res.Row, err = s.update(wctx, row); err != nil {
-				return res, fmt.Errorf("record failed launch %s: %w (launch error: %v)", row.ID, err, callErr)
+	res.Row, err = s.transact(ctx, row, transaction{
+		provider: spec.Provider, noun: "launch", subject: "fleet launch", made: "launched",
+		cancelled: func(r Entry) Entry {
+			switch kind {
+			case sendFresh:
+				r.State, r.Error = StateFailed, "not sent: cancelled before the call; nothing was launched"
+			case sendAgain:
+				r.State, r.Error = StateUnknown, "no answer to the first launch; its re-send was cancelled before the call"
+			case sendScheduled:
+				r.State, r.Error = StateScheduled, ""
+				if sched, ok := ScheduleOf(r); ok {
+					r.Start = sched.Start
+				}
 			}
-			return res, fmt.Errorf("fleet launch declined by %s: %w", spec.Provider, callErr)
-		}
-		row.State, row.Error = StateUnknown, "no answer: "+callErr.Error()
-		if res.Row, err = s.update(wctx, row); err != nil {
-			return res, fmt.Errorf("record unknown launch %s: %w (launch error: %v)", row.ID, err, callErr)
-		}
-		return res, &UnknownError{Row: res.Row, Cause: callErr}
-	}
-	res.Fleet = f
-	if res.Row, err = s.update(wctx, settleFleet(row, f, s.opt.Now())); err != nil {
-		return res, fmt.Errorf("record launch %s (launched: %s): %w", row.ID, f.ID, err)
-	}
-	return res, nil
+			return r
+		},
+		call: func(cctx context.Context) (func(Entry) Entry, string, error) {
+			f, err := fl.LaunchFleet(cctx, spec)
+			if err == nil {
+				res.Fleet = f
+			}
+			return func(r Entry) Entry { return settleFleet(r, f, s.opt.Now()) }, f.ID, err
+		},
+	})
+	return res, err
 }
 
 // openFleet returns the newest fleet row whose outcome is not known yet

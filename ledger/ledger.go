@@ -257,7 +257,7 @@ func (s *Store) recordIntent(ctx context.Context, r Entry, check OpenIntentCheck
 // set pending again (a lost launch re-sent under its own token) is
 // claimed by this handle as its call in flight: release it with EndCall.
 func (s *Store) Update(ctx context.Context, r Entry) (Entry, error) {
-	return s.update(ctx, r, "")
+	return s.update(ctx, r, "", nil)
 }
 
 // ErrConflict is returned by UpdateFrom when the row is no longer in the
@@ -268,10 +268,12 @@ var ErrConflict = errors.New("the row changed meanwhile")
 // reconciliation uses it so that it never overwrites the outcome the
 // process that made the call recorded in the meantime.
 func (s *Store) UpdateFrom(ctx context.Context, r Entry, from string) (Entry, error) {
-	return s.update(ctx, r, from)
+	return s.update(ctx, r, from, nil)
 }
 
-func (s *Store) update(ctx context.Context, r Entry, from string) (Entry, error) {
+// update writes r (only from state from, unless from is "", and after
+// check when it is not nil), claiming the call of a row that goes pending.
+func (s *Store) update(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
 	if s.readOnly {
 		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrReadOnly)
 	}
@@ -284,7 +286,13 @@ func (s *Store) update(ctx context.Context, r Entry, from string) (Entry, error)
 		claimed = true
 		r.Owner, r.Heartbeat = s.owner.String(), r.UpdatedAt
 	}
-	out, err := s.write(ctx, r, from)
+	var out Entry
+	var err error
+	if check == nil {
+		out, err = s.write(ctx, r, from)
+	} else {
+		out, err = s.writeChecked(ctx, r, from, check)
+	}
 	if err != nil && claimed {
 		s.EndCall(r.ID)
 	}
@@ -296,23 +304,7 @@ func (s *Store) update(ctx context.Context, r Entry, from string) (Entry, error)
 // checked against the caps and recorded as one step. spent leaves the row
 // itself out. check's error is returned as it is, and nothing is written.
 func (s *Store) UpdateFromChecked(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
-	if s.readOnly {
-		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrReadOnly)
-	}
-	r.UpdatedAt = s.now()
-	claimed := false
-	if r.State == StatePending && from != StatePending {
-		if err := s.claimCall(r.ID); err != nil {
-			return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
-		}
-		claimed = true
-		r.Owner, r.Heartbeat = s.owner.String(), r.UpdatedAt
-	}
-	out, err := s.writeChecked(ctx, r, from, check)
-	if err != nil && claimed {
-		s.EndCall(r.ID)
-	}
-	return out, err
+	return s.update(ctx, r, from, check)
 }
 
 func (s *Store) writeChecked(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {

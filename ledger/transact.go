@@ -5,8 +5,7 @@ import (
 	"fmt"
 )
 
-// transaction is one money call over an intent row already recorded:
-// the words that name it in the row and its errors, and the call.
+// transaction is one money call over a recorded intent row.
 type transaction struct {
 	provider string
 	noun     string // "purchase", "launch"
@@ -14,15 +13,11 @@ type transaction struct {
 	made     string // "bought", "launched"
 	// cancelled is the row when ctx ended before the call: nothing was sent.
 	cancelled func(Entry) Entry
-	// call sends it within the timeout; settle writes the answer into the
-	// row and ref names what the answer made.
+	// call sends it; settle writes the answer into the row, ref names what it made.
 	call func(ctx context.Context) (settle func(Entry) Entry, ref string, err error)
 }
 
-// transact sends the call of a pending intent row and records its outcome.
-// A provider's definite no fails the row; a lost answer leaves it unknown
-// (*UnknownError), to be looked up, never re-sent. The outcome is written
-// even when ctx is done: the call may have happened.
+// transact sends a pending intent's call and records its outcome, even past ctx.
 func (s *Service) transact(ctx context.Context, row Entry, t transaction) (Entry, error) {
 	defer s.st.EndCall(row.ID)
 	defer s.beat(ctx, row.ID)()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/internal/testutil"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
 )
@@ -16,7 +17,7 @@ import (
 // ledger.FiguresOf: a fleet that ran 3 hours at $12.34/h, a block paid
 // $1,234.50 up front.
 func TestOneCostSoFarEverywhere(t *testing.T) {
-	viewer, vline := clientKey(t, "", "attendee")
+	viewer, vline := testutil.SSHKey(t, "", "attendee")
 	srv := startServe(t, vline+"\n")
 	st, err := ledger.Open(srv.dataDir)
 	if err != nil {

@@ -1,17 +1,13 @@
 package cmd
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +16,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/server"
 )
@@ -53,7 +50,7 @@ func TestServeRefusesUnsafeAuthorizedKeys(t *testing.T) {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	_, line := clientKey(t, "", "alice")
+	_, line := testutil.SSHKey(t, "", "alice")
 	ak := filepath.Join(dir, "authorized_keys")
 	if err := os.WriteFile(ak, []byte(line+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -76,8 +73,8 @@ func TestServeRefusesUnsafeAuthorizedKeys(t *testing.T) {
 // market and connects two SSH clients: each gets the real TUI, a viewer's
 // is read-only, their screens are their own, and a shutdown tells them.
 func TestServeRealTUI(t *testing.T) {
-	viewer, vline := clientKey(t, "", "attendee")
-	booker, bline := clientKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
+	viewer, vline := testutil.SSHKey(t, "", "attendee")
+	booker, bline := testutil.SSHKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
 	srv := startServe(t, vline+"\n"+bline+"\n")
 	addr, cancel, exited, logs := srv.addr, srv.cancel, srv.exited, &srv.logs
 
@@ -129,8 +126,8 @@ func TestServeRealTUI(t *testing.T) {
 // the block through the ledger, which records the key that did it.
 func TestServeBookingRoles(t *testing.T) {
 	clearOfSimDayTurns(t)
-	viewer, vline := clientKey(t, "", "attendee")
-	booker, bline := clientKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
+	viewer, vline := testutil.SSHKey(t, "", "attendee")
+	booker, bline := testutil.SSHKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
 	srv := startServe(t, vline+"\n"+bline+"\n")
 	ledgerRows := func() []ledger.Entry {
 		st, err := ledger.Open(srv.dataDir)
@@ -182,7 +179,7 @@ type servedCmd struct {
 	dataDir string
 	cancel  context.CancelFunc
 	exited  chan int
-	logs    syncBuffer
+	logs    testutil.Buffer
 }
 
 // startServe runs `gpumarket serve` on the simulated market (no budget
@@ -225,23 +222,6 @@ func startServe(t *testing.T, authorized string) *servedCmd {
 	return s
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -253,28 +233,11 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-func clientKey(t *testing.T, options, comment string) (gossh.Signer, string) {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := gossh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	line := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(signer.PublicKey())))
-	if options != "" {
-		line = options + " " + line
-	}
-	return signer, line + " " + comment
-}
-
 type sshScreen struct {
 	sess   *gossh.Session
 	in     io.Writer
-	out    syncBuffer
-	errOut syncBuffer
+	out    testutil.Buffer
+	errOut testutil.Buffer
 	seen   int
 }
 

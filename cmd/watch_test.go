@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -178,8 +179,8 @@ func TestWatchSIGTERMFinishesDeliveries(t *testing.T) {
 // evaluator raises its alert once, and every session — the viewer's too
 // — rings the bell and shows the badge.
 func TestServeSessionsShareOneWatch(t *testing.T) {
-	viewer, vline := clientKey(t, "", "attendee")
-	booker, bline := clientKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
+	viewer, vline := testutil.SSHKey(t, "", "attendee")
+	booker, bline := testutil.SSHKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
 	srv := startServe(t, vline+"\n"+bline+"\n")
 	v := sshTerm(t, srv.addr, viewer, 120, 40)
 	v.wait(t, "sort effective")

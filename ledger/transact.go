@@ -17,7 +17,8 @@ type transaction struct {
 	call func(ctx context.Context) (settle func(Entry) Entry, ref string, err error)
 }
 
-// transact sends a pending intent's call and records its outcome, even past ctx.
+// transact sends a pending intent's call and records its outcome, even past ctx:
+// a definite no fails the row; a lost answer leaves it unknown, never re-sent.
 func (s *Service) transact(ctx context.Context, row Entry, t transaction) (Entry, error) {
 	defer s.st.EndCall(row.ID)
 	defer s.beat(ctx, row.ID)()

@@ -60,6 +60,25 @@ func describedAs(f *ledgertest.Fake) *ledgertest.Fake {
 	return f
 }
 
+// bookInFlight starts a purchase of cb-cheap by actor whose call blocks
+// until release is closed; it returns once the call is on the wire.
+func bookInFlight(t *testing.T, f *fixture, actor string) (release chan struct{}, done <-chan error) {
+	t.Helper()
+	started, release := make(chan struct{}), make(chan struct{})
+	f.fake.BookHook = func(context.Context, domain.BookRequest) error {
+		close(started)
+		<-release
+		return nil
+	}
+	out := make(chan error, 1)
+	go func() {
+		_, err := f.svc.Book(context.Background(), ledger.BookRequest{OfferingID: "cb-cheap", Actor: actor})
+		out <- err
+	}()
+	<-started
+	return release, out
+}
+
 func (f *fixture) search(t *testing.T) ledger.Search {
 	t.Helper()
 	res, err := f.svc.FindOfferings(context.Background(), domain.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour})
@@ -553,19 +572,8 @@ func TestCheckFleet(t *testing.T) {
 func TestSecondBookWhileFirstInFlight(t *testing.T) {
 	f := newFixture(t, "", "aws", ledger.Budget{})
 	f.search(t)
-	started, release := make(chan struct{}), make(chan struct{})
-	f.fake.BookHook = func(context.Context, domain.BookRequest) error {
-		close(started)
-		<-release
-		return nil
-	}
 	ctx := context.Background()
-	first := make(chan error, 1)
-	go func() {
-		_, err := f.svc.Book(ctx, ledger.BookRequest{OfferingID: "cb-cheap"})
-		first <- err
-	}()
-	<-started
+	release, first := bookInFlight(t, f, "")
 	_, err := f.svc.Book(ctx, ledger.BookRequest{OfferingID: "cb-cheap"})
 	if err == nil || !strings.Contains(err.Error(), "in flight") {
 		t.Fatalf("second press: %v", err)

@@ -125,18 +125,7 @@ func TestInFlightTwoStoresOneFile(t *testing.T) {
 	b.fake = a.fake
 	b.svc = ledger.New(b.st, []domain.Provider{a.fake}, ledger.Options{Now: func() time.Time { return b.now }, Timeout: time.Millisecond})
 
-	started, release := make(chan struct{}), make(chan struct{})
-	a.fake.BookHook = func(context.Context, domain.BookRequest) error {
-		close(started)
-		<-release
-		return nil
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := a.svc.Book(context.Background(), ledger.BookRequest{OfferingID: "cb-cheap"})
-		done <- err
-	}()
-	<-started
+	release, done := bookInFlight(t, a, "")
 	ctx := context.Background()
 	rep, err := b.svc.Reconcile(ctx)
 	if err != nil || len(rep.Unsettled) != 1 || !strings.Contains(rep.Unsettled[0].Reason, "still waiting") {
@@ -206,18 +195,7 @@ func TestHeartbeatDuringACall(t *testing.T) {
 		return c
 	}
 	f.svc = ledger.New(f.st, []domain.Provider{f.fake}, ledger.Options{Now: now, Timeout: 10 * time.Second, Heartbeat: time.Millisecond})
-	started, release := make(chan struct{}), make(chan struct{})
-	f.fake.BookHook = func(context.Context, domain.BookRequest) error {
-		close(started)
-		<-release
-		return nil
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := f.svc.Book(context.Background(), ledger.BookRequest{OfferingID: "cb-cheap"})
-		done <- err
-	}()
-	<-started
+	release, done := bookInFlight(t, f, "")
 	<-clock
 	clock <- t0.Add(time.Minute)
 	var beat time.Time

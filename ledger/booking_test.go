@@ -390,34 +390,36 @@ const crashEnv = "GPUMARKET_BOOKING_CRASH_DIR"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashEnv); dir != "" {
-		crashChild(dir)
+		bookingChild(dir, ledger.Options{}, func(context.Context, domain.BookRequest) error {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		})
 		return
 	}
 	if dir := os.Getenv(hangEnv); dir != "" {
-		hangChild(dir)
+		// Another process with a purchase in flight.
+		bookingChild(dir, ledger.Options{Timeout: time.Hour}, func(context.Context, domain.BookRequest) error { select {} })
 		return
 	}
 	os.Exit(m.Run())
 }
 
-func crashChild(dir string) {
+// bookingChild books cb-cheap, which the parent's search found, from
+// the data dir with hook inside the purchase call; it never returns.
+func bookingChild(dir string, opt ledger.Options, hook func(context.Context, domain.BookRequest) error) {
 	st, err := ledger.Open(dir)
 	if err != nil {
 		os.Exit(3)
 	}
-	// The cloud sells the offering the parent's search found.
 	c, err := st.Offering(context.Background(), "cb-cheap", time.Now())
 	if err != nil {
 		os.Exit(3)
 	}
 	fake := describedAs(ledgertest.New("aws", c.Offering))
-	fake.BookHook = func(context.Context, domain.BookRequest) error {
-		syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
-	}
-	svc := ledger.New(st, []domain.Provider{fake}, ledger.Options{})
+	fake.BookHook = hook
+	svc := ledger.New(st, []domain.Provider{fake}, opt)
 	svc.Book(context.Background(), ledger.BookRequest{OfferingID: "cb-cheap"})
-	os.Exit(4) // never reached: the kill comes first
+	os.Exit(4)
 }
 
 func TestKilledBetweenIntentAndOutcome(t *testing.T) {

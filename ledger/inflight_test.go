@@ -21,22 +21,6 @@ import (
 // the purchase call forever: another process with a purchase in flight.
 const hangEnv = "GPUMARKET_BOOKING_HANG_DIR"
 
-func hangChild(dir string) {
-	st, err := ledger.Open(dir)
-	if err != nil {
-		os.Exit(3)
-	}
-	c, err := st.Offering(context.Background(), "cb-cheap", time.Now())
-	if err != nil {
-		os.Exit(3)
-	}
-	fake := describedAs(ledgertest.New("aws", c.Offering))
-	fake.BookHook = func(context.Context, domain.BookRequest) error { select {} }
-	svc := ledger.New(st, []domain.Provider{fake}, ledger.Options{Timeout: time.Hour})
-	svc.Book(context.Background(), ledger.BookRequest{OfferingID: "cb-cheap"})
-	os.Exit(4)
-}
-
 // TestInFlightInAnotherProcess (issue 15.5): `ledger --timeout 1s` marked
 // a purchase that another process was still waiting on as unknown ("the
 // process stopped between intent and answer"). The row names its owner,

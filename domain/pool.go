@@ -15,19 +15,6 @@ const (
 	CloudGCP   Cloud = "gcp"
 )
 
-// Title is the cloud's name as people write it: "AWS", "Azure".
-func (c Cloud) Title() string {
-	switch c {
-	case CloudAWS:
-		return "AWS"
-	case CloudAzure:
-		return "Azure"
-	case CloudGCP:
-		return "Google Cloud"
-	}
-	return string(c)
-}
-
 // GPUSpec describes the accelerators of one instance type or VM size.
 type GPUSpec struct {
 	Model     string  // canonical: "H100", "A100", …

@@ -268,7 +268,7 @@ func (p *Provider) Describe() domain.Descriptor { return Descriptor }
 
 // Descriptor is the AWS provider's descriptor.
 var Descriptor = domain.Descriptor{
-	Name: Name, Cloud: domain.CloudAWS,
+	Name: Name, Cloud: domain.CloudAWS, CloudTitle: "AWS",
 	IsRegion: IsRegion, RegionExample: "us-east-1",
 	Sells:    []*domain.BookingTerms{domain.CapacityBlockTerms, domain.TrainingPlanTerms},
 	Declined: awserr.Declined,

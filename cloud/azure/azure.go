@@ -229,7 +229,7 @@ func (p *Provider) Describe() domain.Descriptor { return Descriptor }
 
 // Descriptor is the Azure provider's descriptor.
 var Descriptor = domain.Descriptor{
-	Name: Name, Cloud: domain.CloudAzure,
+	Name: Name, Cloud: domain.CloudAzure, CloudTitle: "Azure",
 	IsRegion: IsRegion, RegionExample: "eastus",
 	Sells: []*domain.BookingTerms{domain.ReservationTerms},
 }

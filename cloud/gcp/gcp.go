@@ -287,7 +287,7 @@ func (p *Provider) Describe() domain.Descriptor { return Descriptor }
 // be made to start later, so gpumarket keeps a fleet's schedule; their
 // end is also set on the VMs (terminationTime).
 var Descriptor = domain.Descriptor{
-	Name: Name, Cloud: domain.CloudGCP,
+	Name: Name, Cloud: domain.CloudGCP, CloudTitle: "Google Cloud",
 	IsRegion: IsRegion, RegionExample: "us-central1",
 	Sells:           []*domain.BookingTerms{domain.CalendarTerms},
 	RecordedHistory: true,

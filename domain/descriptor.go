@@ -119,9 +119,7 @@ var CalendarTerms = &BookingTerms{
 	validHours:   func(h int) bool { return h >= 24 && h <= 2160 && h%24 == 0 },
 }
 
-// TrainingPlanTerms are SageMaker training plans (docs/DESIGN.md, "Training plans"): the
-// instance counts and whole-day durations SearchTrainingPlanOfferings accepts, sold
-// upfront like the capacity blocks they are made of, with no dry run.
+// TrainingPlanTerms are SageMaker training plans (docs/DESIGN.md, "Training plans").
 var TrainingPlanTerms = &BookingTerms{
 	Kind:         KindTrainingPlan,
 	Name:         "training plan",

@@ -47,8 +47,7 @@ type Pool struct {
 	OnDemandUSDHour *float64 // list price of an instance-hour
 	Interruption    *Interruption
 	PlacementScore  *int // AWS's 1-10 spot placement score
-	// PlacementNote says why a pool AWS was asked about has no score
-	// ("not in AWS's top 10", "too few types for a meaningful score").
+	// PlacementNote says why an asked pool has no score ("not in AWS's top 10").
 	PlacementNote string
 	Restricted    bool // not offered to this account here: shown, marked
 	Simulated     bool

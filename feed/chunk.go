@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 )
 
 // A chunk is one pool's points of one UTC day: a version byte, the count, then
@@ -112,25 +111,6 @@ func mergePoints(aAt []int64, aUSD []float64, bAt []int64, bUSD []float64) ([]in
 		}
 	}
 	return at, usd
-}
-
-// sortPoints sorts in place, a later point winning for the same second, and returns them unique.
-func sortPoints(at []int64, usd []float64) ([]int64, []float64) {
-	idx := make([]int, len(at))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return at[idx[a]] < at[idx[b]] })
-	outAt := make([]int64, 0, len(at))
-	outUSD := make([]float64, 0, len(at))
-	for _, k := range idx {
-		if n := len(outAt); n > 0 && outAt[n-1] == at[k] {
-			outUSD[n-1] = usd[k]
-			continue
-		}
-		outAt, outUSD = append(outAt, at[k]), append(outUSD, usd[k])
-	}
-	return outAt, outUSD
 }
 
 func ascending(at []int64) bool {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/series"
 )
 
 // pending waits for the writer: points kept as the runs they came in, sorted at the commit.
@@ -243,7 +244,7 @@ func writePoints(ctx context.Context, tx *sql.Tx, pool int64, runs []Run) error 
 		at = append(at, r.At...)
 		usd = append(usd, r.USD...)
 	}
-	at, usd = sortPoints(at, usd)
+	at, usd = series.SortPoints(at, usd)
 	first, last := dayOf(at[0]), dayOf(at[len(at)-1])
 	old := map[int64][]byte{}
 	rows, err := tx.QueryContext(ctx, `SELECT day, data FROM chunks WHERE pool = ? AND day BETWEEN ? AND ?`, pool, first, last)

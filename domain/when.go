@@ -84,3 +84,19 @@ func dayAndClock(s string, now time.Time) (time.Time, bool) {
 	}
 	return at(ahead + 7), true
 }
+
+// Later returns the later of a and b.
+func Later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// Earlier returns the earlier of a and b.
+func Earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

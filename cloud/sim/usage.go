@@ -81,7 +81,7 @@ func (m *Market) Usage(ctx context.Context, q domain.UsageQuery) (domain.UsageRe
 		if prof != profileNoMetrics {
 			noise := newHashPrefix("usage-busy", seed, q.Ref, strconv.Itoa(i))
 			for h := in.Start.Truncate(time.Hour); h.Before(stop); h = h.Add(time.Hour) {
-				s0, s1 := maxT(h, in.Start), minT(h.Add(time.Hour), stop)
+				s0, s1 := domain.Later(h, in.Start), domain.Earlier(h.Add(time.Hour), stop)
 				if s1.After(s0) && !s1.Before(q.From) {
 					in.Busy = append(in.Busy, domain.BusySample{At: s0, Period: s1.Sub(s0),
 						Share: busyShare(prof, unit(noise.withInt(h.Unix())), h)})
@@ -226,18 +226,4 @@ func (m *Market) usageZone(region, typ, seed, ref string, i int) string {
 		return ""
 	}
 	return zones[strHash("usage-zone", seed, ref, fmt.Sprint(i))%uint64(len(zones))]
-}
-
-func maxT(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minT(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

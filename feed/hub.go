@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 	"github.com/gpumarket/gpumarket/series"
 )
 
@@ -49,12 +50,9 @@ type Hub struct {
 	seq     uint64
 	dirty   bool
 	latest  *Snapshot
-	subs    map[int]chan *Snapshot
-	nextSub int
+	subs    fanout.Set[*Snapshot] // closed when Run has ended
 	window  time.Duration
-	closed  bool
-	stopped chan struct{} // closed when Run has ended
-	trimmed time.Time     // when history was last trimmed to the window
+	trimmed time.Time // when history was last trimmed to the window
 
 	wake map[string]chan struct{}
 	// fetched wakes the publish loop when a fetch ends: a one-shot command waits for its sources, not the tick.
@@ -106,10 +104,8 @@ func New(sources []domain.Provider, opt Options) *Hub {
 		opt: opt, sources: sources,
 		pools:   map[domain.PoolKey]*poolState{},
 		status:  map[string]*sourceState{},
-		subs:    map[int]chan *Snapshot{},
 		window:  opt.Query.Window,
 		wake:    map[string]chan struct{}{},
-		stopped: make(chan struct{}),
 		fetched: make(chan struct{}, 1),
 	}
 	for _, p := range sources {
@@ -158,12 +154,7 @@ func (h *Hub) Run(ctx context.Context) {
 	}()
 	wg.Wait()
 	h.mu.Lock()
-	h.closed = true
-	for id, ch := range h.subs {
-		close(ch)
-		delete(h.subs, id)
-	}
-	close(h.stopped)
+	h.subs.Close()
 	h.mu.Unlock()
 }
 
@@ -177,39 +168,13 @@ func (h *Hub) Snapshot() *Snapshot {
 // Subscribe returns a channel of the latest snapshot, then each newer one; a
 // slow reader misses intermediate ones, never the newest. Closed when ctx ends.
 func (h *Hub) Subscribe(ctx context.Context) <-chan *Snapshot {
-	ch := make(chan *Snapshot, 1)
 	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		close(ch)
-		return ch
-	}
-	id := h.nextSub
-	h.nextSub++
-	h.subs[id] = ch
-	ch <- h.latest
-	h.mu.Unlock()
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-h.stopped: // Run closed the channel already
-		}
-		h.mu.Lock()
-		if _, ok := h.subs[id]; ok {
-			delete(h.subs, id)
-			close(ch)
-		}
-		h.mu.Unlock()
-	}()
-	return ch
+	defer h.mu.Unlock()
+	return h.subs.Add(ctx, h.latest)
 }
 
 // Subscribers counts the live subscriptions.
-func (h *Hub) Subscribers() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs)
-}
+func (h *Hub) Subscribers() int { return h.subs.Len() }
 
 // WaitReady waits until every source finished its first back-fill and returns
 // that snapshot. If ctx ends first, it returns what the hub holds (Ready false)
@@ -502,13 +467,7 @@ func (h *Hub) publish() {
 	h.trimLocked()
 	s := h.buildLocked()
 	h.latest = s
-	for _, ch := range h.subs {
-		select { // latest wins: drop the one the reader has not taken
-		case <-ch:
-		default:
-		}
-		ch <- s
-	}
+	h.subs.Publish(s)
 }
 
 func (h *Hub) buildLocked() *Snapshot {

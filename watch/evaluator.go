@@ -16,6 +16,7 @@ import (
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
@@ -85,8 +86,7 @@ type Evaluator struct {
 	rt         map[string]*runtime
 	recent     []Alert
 	lastID     int64
-	subs       map[int]chan struct{}
-	nextSub    int
+	subs       fanout.Set[struct{}]
 	latest     *feed.Snapshot
 	noPoolSaid map[string]bool
 	hub        *feed.Hub
@@ -129,7 +129,7 @@ func New(opt Options) (*Evaluator, error) {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Evaluator{opt: opt, log: opt.Logger, notifiers: map[string]Notifier{}, rt: map[string]*runtime{},
-		subs: map[int]chan struct{}{}, wake: make(chan struct{}, 1), noPoolSaid: map[string]bool{},
+		wake: make(chan struct{}, 1), noPoolSaid: map[string]bool{},
 		hub: opt.Hub, newHub: make(chan struct{}, 1)}
 	for _, n := range opt.Notifiers {
 		e.notifiers[n.Channel()] = n
@@ -556,12 +556,7 @@ func (e *Evaluator) share(as []Alert) {
 	if n := len(e.recent); n > recentCap {
 		e.recent = append([]Alert(nil), e.recent[n-recentCap:]...)
 	}
-	for _, ch := range e.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	e.subs.Publish(struct{}{})
 }
 
 // pullAlerts shares the alerts another process raised on the state.
@@ -580,29 +575,10 @@ func (e *Evaluator) pullAlerts(ctx context.Context) {
 }
 
 // Subscribe wakes the caller when alerts are added; a slow reader misses wake-ups, never alerts.
-func (e *Evaluator) Subscribe(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	e.mu.Lock()
-	id := e.nextSub
-	e.nextSub++
-	e.subs[id] = ch
-	e.mu.Unlock()
-	go func() {
-		<-ctx.Done()
-		e.mu.Lock()
-		delete(e.subs, id)
-		close(ch)
-		e.mu.Unlock()
-	}()
-	return ch
-}
+func (e *Evaluator) Subscribe(ctx context.Context) <-chan struct{} { return e.subs.Add(ctx) }
 
 // Subscribers counts the live subscriptions.
-func (e *Evaluator) Subscribers() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.subs)
-}
+func (e *Evaluator) Subscribers() int { return e.subs.Len() }
 
 // Alerts returns the recent alerts after id, oldest first.
 func (e *Evaluator) Alerts(after int64) []Alert {

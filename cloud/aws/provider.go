@@ -44,6 +44,7 @@ func (e declinedError) Is(target error) bool {
 type Options struct {
 	// Regions when a query names none; with neither, DescribeRegions.
 	Regions []string
+	// Profile is the shared-config profile (AWS_PROFILE otherwise).
 	Profile string
 	// AdvisorURL is the Spot Instance Advisor JSON; "" uses the embedded snapshot.
 	AdvisorURL string

@@ -7,8 +7,8 @@ import (
 
 // The price model: a pool's spot price is a pure function of (seed, pool, t),
 // so any chunking gives the same points. docs/DESIGN.md ("The simulated
-// market's prices") gives the formula and the fast path; price_ref_test.go
-// keeps the plain formulation the generator is held to.
+// market") gives the formula and the fast path; price_ref_test.go keeps the
+// plain formulation the generator is held to.
 const (
 	slotSec      = 15 * 60 // a price changes at most once a slot…
 	slotsPerHour = 3600 / slotSec

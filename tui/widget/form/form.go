@@ -1,0 +1,341 @@
+// Package form is the one editor behind every form of the TUI: fields bound
+// to the values they edit, and the same keys, length cap and esc in each.
+package form
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textinput"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// MaxLen is the most runes typing puts in a text field: room for the longest
+// name typed, an AWS launch template's 128 characters.
+const MaxLen = 128
+
+// Cursor is drawn where the next rune goes, so it shows without colour.
+const Cursor = "▏"
+
+// Result says what a key did to the form.
+type Result int
+
+const (
+	// Editing: the form stays open.
+	Editing Result = iota
+	// Submit: enter; the host checks the values and closes the form or not.
+	Submit
+	// Cancel: esc; every value is back to what it was when the form opened.
+	Cancel
+)
+
+// Field is one line of a form: a text, or a choice among options.
+type Field struct {
+	label, placeholder string
+	accept             func(string) bool
+	text               *string
+	options            []string
+	get                func() int
+	set                func(int)
+}
+
+// Text is a text field editing *p.
+func Text(label string, p *string) Field { return Field{label: label, text: p} }
+
+// Empty is what the field shows while it is empty: what empty means.
+func (f Field) Empty(placeholder string) Field {
+	f.placeholder = placeholder
+	return f
+}
+
+// Only keeps typed or pasted text that ok accepts, whole.
+func (f Field) Only(ok func(string) bool) Field {
+	f.accept = ok
+	return f
+}
+
+// Choice is a field choosing options[*p].
+func Choice(label string, options []string, p *int) Field {
+	return Field{label: label, options: options,
+		get: func() int { return *p }, set: func(i int) { *p = i }}
+}
+
+// Pick is a field choosing *p among options; a value not among them reads as
+// the first.
+func Pick(label string, options []string, p *string) Field {
+	return Field{label: label, options: options,
+		get: func() int { return max(0, indexOf(options, *p)) }, set: func(i int) { *p = options[i] }}
+}
+
+// Toggle is a field choosing between off and on.
+func Toggle(label, off, on string, p *bool) Field {
+	return Field{label: label, options: []string{off, on},
+		get: func() int {
+			if *p {
+				return 1
+			}
+			return 0
+		},
+		set: func(i int) { *p = i == 1 }}
+}
+
+func (f Field) choice() bool { return f.text == nil }
+
+func (f Field) index() int {
+	if len(f.options) == 0 {
+		return 0
+	}
+	return ((f.get() % len(f.options)) + len(f.options)) % len(f.options)
+}
+
+// Model is an open form. It edits the values its fields are bound to in
+// place, so the host reads them as they are typed.
+type Model struct {
+	fields []Field
+	focus  int
+	saved  []string
+	// input edits the focused text field: bubbles' cursor, word and line
+	// keys, without its clipboard (over SSH that would be the server's).
+	input textinput.Model
+}
+
+// New opens a form on fields, focused on the first, remembering their values
+// for esc.
+func New(fields ...Field) Model {
+	m := Model{fields: fields, input: textinput.New()}
+	m.input.SetVirtualCursor(false)
+	m.input.Focus()
+	km := &m.input.KeyMap
+	for _, b := range []*key.Binding{&km.Paste, &km.AcceptSuggestion, &km.NextSuggestion, &km.PrevSuggestion} {
+		*b = key.NewBinding()
+		b.SetEnabled(false)
+	}
+	for _, f := range fields {
+		m.saved = append(m.saved, f.value())
+	}
+	m.load()
+	return m
+}
+
+func (f Field) value() string {
+	if f.choice() {
+		return strconv.Itoa(f.index())
+	}
+	return *f.text
+}
+
+func (f Field) restore(s string) {
+	if f.choice() {
+		i, _ := strconv.Atoi(s)
+		f.set(i)
+		return
+	}
+	*f.text = s
+}
+
+// Focus is the index of the focused field.
+func (m Model) Focus() int { return m.focus }
+
+// SetFocus focuses field i, its cursor at the end.
+func (m *Model) SetFocus(i int) {
+	if len(m.fields) == 0 {
+		return
+	}
+	m.focus = ((i % len(m.fields)) + len(m.fields)) % len(m.fields)
+	m.load()
+}
+
+// Len is the number of fields.
+func (m Model) Len() int { return len(m.fields) }
+
+// Label is field i's label.
+func (m Model) Label(i int) string { return m.fields[i].label }
+
+// OnChoice says the focused field is a choice (←/→ change it).
+func (m Model) OnChoice() bool { return len(m.fields) > 0 && m.fields[m.focus].choice() }
+
+// load puts the focused text field's value in the input, unless it is there:
+// the host may have changed the value since (a seed, a reset).
+func (m *Model) load() {
+	if len(m.fields) == 0 || m.fields[m.focus].choice() {
+		return
+	}
+	if v := *m.fields[m.focus].text; v != m.input.Value() {
+		m.input.SetValue(v)
+		m.input.CursorEnd()
+	}
+}
+
+// Update takes a key or a paste.
+func (m *Model) Update(msg tea.Msg) Result {
+	if len(m.fields) == 0 {
+		return Editing
+	}
+	switch msg := msg.(type) {
+	case tea.KeyPressMsg:
+		return m.key(msg)
+	case tea.PasteMsg:
+		if f := m.fields[m.focus]; !f.choice() {
+			msg.Content = m.room(f, msg.Content)
+			m.edit(msg)
+		}
+	}
+	return Editing
+}
+
+func (m *Model) key(msg tea.KeyPressMsg) Result {
+	f := m.fields[m.focus]
+	switch s := msg.String(); s {
+	case "esc":
+		for i, f := range m.fields {
+			f.restore(m.saved[i])
+		}
+		m.load()
+		return Cancel
+	case "enter":
+		return Submit
+	case "tab", "down":
+		m.SetFocus(m.focus + 1)
+	case "shift+tab", "up":
+		m.SetFocus(m.focus - 1)
+	default:
+		if f.choice() {
+			m.choose(f, s, msg.Text)
+			return Editing
+		}
+		if m.typed(msg) {
+			if msg.Text = m.room(f, msg.Text); msg.Text == "" {
+				return Editing
+			}
+		}
+		m.edit(msg)
+	}
+	return Editing
+}
+
+// choose moves a choice: ←/→/space step through the options, a typed letter
+// goes to the next option starting with it.
+func (m *Model) choose(f Field, s, text string) {
+	n, i := len(f.options), f.index()
+	switch {
+	case n == 0:
+	case s == "left":
+		f.set((i + n - 1) % n)
+	case s == "right" || s == "space":
+		f.set((i + 1) % n)
+	case len([]rune(text)) == 1:
+		r := unicode.ToLower([]rune(text)[0])
+		for k := 1; k <= n; k++ {
+			if o := []rune(f.options[(i+k)%n]); len(o) > 0 && unicode.ToLower(o[0]) == r {
+				f.set((i + k) % n)
+				return
+			}
+		}
+	}
+}
+
+// typed says the key inserts its text rather than edit or move.
+func (m *Model) typed(msg tea.KeyPressMsg) bool {
+	km := m.input.KeyMap
+	for _, b := range []key.Binding{km.CharacterForward, km.CharacterBackward, km.WordForward, km.WordBackward,
+		km.DeleteWordBackward, km.DeleteWordForward, km.DeleteAfterCursor, km.DeleteBeforeCursor,
+		km.DeleteCharacterBackward, km.DeleteCharacterForward, km.LineStart, km.LineEnd} {
+		if key.Matches(msg, b) {
+			return false
+		}
+	}
+	return msg.Text != ""
+}
+
+// room is what of text the field takes: all of it if accepted, cut to
+// MaxLen. A longer value the host gave is kept; typing only cannot grow it.
+func (m *Model) room(f Field, text string) string {
+	if f.accept != nil && !f.accept(text) {
+		return ""
+	}
+	r := []rune(text)
+	return string(r[:min(len(r), max(0, MaxLen-len([]rune(m.input.Value()))))])
+}
+
+func (m *Model) edit(msg tea.Msg) {
+	m.load()
+	m.input, _ = m.input.Update(msg)
+	if f := m.fields[m.focus]; *f.text != m.input.Value() {
+		*f.text = m.input.Value()
+	}
+}
+
+// Show is field i as drawn in width cells: a choice's option, a text or
+// what empty means; the focused field with the cursor, which stays in
+// sight when the text is wider (… marks what is cut).
+func (m Model) Show(i, width int) string {
+	f := m.fields[i]
+	if f.choice() {
+		s := ""
+		if len(f.options) > 0 {
+			s = f.options[f.index()]
+		}
+		if i == m.focus {
+			s += Cursor
+		}
+		return s
+	}
+	if i != m.focus {
+		if strings.TrimSpace(*f.text) == "" && f.placeholder != "" {
+			return f.placeholder
+		}
+		return *f.text
+	}
+	m.load()
+	r, pos := []rune(m.input.Value()), m.input.Position()
+	if len(r) == 0 {
+		return Cursor + f.placeholder
+	}
+	return window(r, pos, max(width, 2))
+}
+
+// window is r with the cursor at pos, cut to width cells around it: the
+// text before the cursor first, a third of the room kept for what follows.
+func window(r []rune, pos, width int) string {
+	full := string(r[:pos]) + Cursor + string(r[pos:])
+	if ansi.StringWidth(full) <= width {
+		return full
+	}
+	room := max(width-3, 0) // the cursor and an ellipsis each side
+	right := 0
+	for to := pos; to < len(r) && right+runeWidth(r[to]) <= room/3; to++ {
+		right += runeWidth(r[to])
+	}
+	from, w := pos, 0
+	for from > 0 && w+runeWidth(r[from-1]) <= room-right {
+		from--
+		w += runeWidth(r[from])
+	}
+	to := pos
+	for to < len(r) && w+runeWidth(r[to]) <= room {
+		w += runeWidth(r[to])
+		to++
+	}
+	head, tail := string(r[from:pos]), string(r[pos:to])
+	if from > 0 {
+		head = "…" + head
+	}
+	if to < len(r) {
+		tail += "…"
+	}
+	return head + Cursor + tail
+}
+
+func runeWidth(r rune) int { return max(ansi.StringWidth(string(r)), 1) }
+
+func indexOf(options []string, s string) int {
+	for i, o := range options {
+		if o == s {
+			return i
+		}
+	}
+	return -1
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/present"
+	"github.com/gpumarket/gpumarket/tui/widget/form"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -416,8 +417,15 @@ type rulePrompt struct {
 	// toggle offers above as well as below.
 	toggle, above bool
 	value         string
+	edit          form.Model
 	err           string
 	build         func(above bool, v float64) watch.Spec
+}
+
+// begin opens q in p, its figure on the form widget: digits and points only.
+func (p *rulePrompt) begin(q rulePrompt) {
+	*p = q
+	p.edit = form.New(form.Text("", &p.value).Only(func(t string) bool { return strings.Trim(t, "0123456789.") == "" }))
 }
 
 // promptKeys are the footer's keys while a prompt is open.
@@ -449,11 +457,16 @@ func (c *common) canMakeRules() error {
 }
 
 // update handles a key while the prompt is open; enter saves the rule.
+// ←/→ and space say below or above where the rule offers both.
 func (p *rulePrompt) update(c *common, msg tea.KeyPressMsg) tea.Cmd {
-	switch s := msg.String(); {
-	case s == "esc":
+	if s := msg.String(); p.toggle && (s == "left" || s == "right" || s == "space") {
+		p.above = !p.above
+		return nil
+	}
+	switch p.edit.Update(msg) {
+	case form.Cancel:
 		*p = rulePrompt{}
-	case s == "enter":
+	case form.Submit:
 		v, err := strconv.ParseFloat(strings.TrimSpace(p.value), 64)
 		switch {
 		case p.unit == "%" && (err != nil || v < 0 || v >= 100):
@@ -467,16 +480,6 @@ func (p *rulePrompt) update(c *common, msg tea.KeyPressMsg) tea.Cmd {
 		w.MadeBy = c.actor
 		*p = rulePrompt{}
 		return saveRule(c.watch, w)
-	case p.toggle && (s == "left" || s == "right" || s == "space"):
-		p.above = !p.above
-	case s == "backspace":
-		if r := []rune(p.value); len(r) > 0 {
-			p.value = string(r[:len(r)-1])
-		}
-	default:
-		if t := msg.Text; t != "" && len(p.value) < 12 && strings.Trim(t, "0123456789.") == "" {
-			p.value += t
-		}
 	}
 	return nil
 }
@@ -511,9 +514,10 @@ func (p *rulePrompt) text() string {
 	if p.unit == "/GPU-h" {
 		dir = "at most"
 	}
-	line := fmt.Sprintf("alert when %s is %s $%s▏%s", p.what, dir, p.value, p.unit)
+	value := p.edit.Show(0, form.MaxLen)
+	line := fmt.Sprintf("alert when %s is %s $%s%s", p.what, dir, value, p.unit)
 	if p.unit == "%" {
-		line = fmt.Sprintf("alert when %s is more than %s▏%% idle", p.what, p.value)
+		line = fmt.Sprintf("alert when %s is more than %s%% idle", p.what, value)
 	}
 	if p.now != "" {
 		line += " (" + p.now + ")"
@@ -583,7 +587,7 @@ func (m *marketView) makeSpotRule() tea.Cmd {
 		}
 		return watch.Spec{Name: ruleName("spot", pv.InstanceType, present.Place(pv.Region, pv.Zone), dir), Cond: s}
 	}
-	m.prompt = p
+	m.prompt.begin(p)
 	return nil
 }
 
@@ -614,7 +618,7 @@ func (v *usageView) makeIdleRule() tea.Cmd {
 	p.build = func(_ bool, pct float64) watch.Spec {
 		return watch.Spec{Name: ruleName("idle", r.Kind, id), Cond: &watch.IdleRule{AbovePct: pct, ID: id}}
 	}
-	v.prompt = p
+	v.prompt.begin(p)
 	return nil
 }
 
@@ -663,7 +667,7 @@ func (v *blocksView) makeBlockRule() tea.Cmd {
 		}
 		return watch.Spec{Name: ruleName("block", q.GPU, strconv.Itoa(n), domain.FormatWindow(q.Duration)), Cond: &bb}
 	}
-	v.prompt = p
+	v.prompt.begin(p)
 	return nil
 }
 
@@ -724,6 +728,6 @@ func (v *planView) makePlanRule() tea.Cmd {
 		rule.BelowUSD = &below
 		return watch.Spec{Name: ruleName("plan", strings.Join(job.Models, "-"), strconv.Itoa(job.GPUs), trimHours(job.Hours)+"h"), Cond: &rule}
 	}
-	v.prompt = p
+	v.prompt.begin(p)
 	return nil
 }

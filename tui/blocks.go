@@ -17,6 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
+	"github.com/gpumarket/gpumarket/tui/widget/form"
 )
 
 type (
@@ -87,6 +88,15 @@ type blocksForm struct {
 	// flex also takes blocks whose length is within it of the duration
 	// (OfferingQuery.FlexDuration); empty: the duration only.
 	flex string
+}
+
+// fields are the form's fields, bound to f.
+func (f *blocksForm) fields() []form.Field {
+	n := fieldNames
+	return []form.Field{form.Pick(n[fieldGPU], domain.GPUModels, &f.gpu), form.Text(n[fieldSize], &f.size),
+		form.Toggle(n[fieldUnit], "GPUs", "instances", &f.instances), form.Text(n[fieldDuration], &f.duration),
+		form.Text(n[fieldAfter], &f.after).Empty("now"), form.Text(n[fieldBefore], &f.before).Empty("as far as sold"),
+		form.Text(n[fieldFlex], &f.flex).Empty("none")}
 }
 
 // parse turns the form into a query, naming the field that is wrong.
@@ -170,7 +180,7 @@ type blocksView struct {
 	// progress, and esc puts the form back to them.
 	terms   blocksForm
 	editing bool
-	field   int
+	edit    form.Model
 	formErr string
 
 	snap   *feed.Snapshot
@@ -214,7 +224,7 @@ func (v *blocksView) KeyMap() help.KeyMap {
 		return newPromptKeys(false)
 	case v.editing:
 		change := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "change"))
-		change.SetEnabled(v.field == fieldGPU || v.field == fieldUnit)
+		change.SetEnabled(v.edit.OnChoice())
 		return formKeys("search", "back to the last search", change)
 	}
 	return v.keys
@@ -272,6 +282,10 @@ func (v *blocksView) Update(msg tea.Msg) (view, tea.Cmd) {
 		cmds = append(cmds, v.search())
 	case snapshotMsg:
 		v.snap = msg.snap
+	case tea.PasteMsg:
+		if v.editing {
+			v.edit.Update(msg)
+		}
 	case tea.KeyPressMsg:
 		cmds = append(cmds, v.updateKey(msg))
 	}
@@ -304,7 +318,7 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, v.keys.Down):
 		v.cur = min(v.cur+1, max(len(v.offers)-1, 0))
 	case key.Matches(msg, v.keys.Form):
-		v.editing, v.field = true, fieldGPU
+		v.editing, v.edit = true, form.New(v.form.fields()...)
 	case key.Matches(msg, v.keys.Search):
 		return v.search()
 	case key.Matches(msg, v.keys.Book):
@@ -440,68 +454,15 @@ func offeringLines(o domain.Offering, now time.Time) []string {
 }
 
 func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
-	f := &v.form
-	text := func() *string {
-		switch v.field {
-		case fieldSize:
-			return &f.size
-		case fieldDuration:
-			return &f.duration
-		case fieldAfter:
-			return &f.after
-		case fieldBefore:
-			return &f.before
-		case fieldFlex:
-			return &f.flex
-		}
-		return nil
-	}
-	s := msg.String()
-	choice := v.field == fieldGPU || v.field == fieldUnit
-	switch {
-	case s == "esc":
-		// Leaving without searching puts back the terms the table shows.
+	switch v.edit.Update(msg) {
+	case form.Cancel:
 		v.editing, v.formErr = false, ""
-		if v.searched {
-			v.form = v.terms
-		}
-		return nil
-	case s == "enter":
+	case form.Submit:
 		// Terms that do not parse keep the form open beside their error,
 		// rather than leave the last search's offerings under new terms.
 		cmd := v.search()
 		v.editing = v.formErr != ""
 		return cmd
-	case s == "tab" || s == "down":
-		v.field = (v.field + 1) % numFields
-	case s == "shift+tab" || s == "up":
-		v.field = (v.field + numFields - 1) % numFields
-	case choice && (s == "left" || s == "right" || s == "space"):
-		switch v.field {
-		case fieldGPU:
-			step := 1
-			if msg.String() == "left" {
-				step = len(domain.GPUModels) - 1
-			}
-			i := 0
-			for j, g := range domain.GPUModels {
-				if g == f.gpu {
-					i = j
-				}
-			}
-			f.gpu = domain.GPUModels[(i+step)%len(domain.GPUModels)]
-		case fieldUnit:
-			f.instances = !f.instances
-		}
-	case s == "backspace":
-		if p := text(); p != nil && *p != "" {
-			r := []rune(*p)
-			*p = string(r[:len(r)-1])
-		}
-	default:
-		if p := text(); p != nil && msg.Text != "" && len(*p) < 40 {
-			*p += msg.Text
-		}
 	}
 	return nil
 }
@@ -649,28 +610,11 @@ func (v *blocksView) View() string {
 	if v.svc == nil {
 		return st.dim.Render("Capacity blocks cannot be booked in this session (no ledger).")
 	}
-	// the form, on one line (or one field per line while editing)
-	unit := "GPUs"
-	if v.form.instances {
-		unit = "instances"
-	}
-	vals := [numFields]string{v.form.gpu, v.form.size, unit, v.form.duration, orDefault(v.form.after, "now"), orDefault(v.form.before, "as far as sold"),
-		orDefault(v.form.flex, "none")}
 	if v.editing {
-		for i := 0; i < numFields; i++ {
-			val := vals[i]
-			if i == v.field {
-				val += "▏"
-			}
-			line := fmt.Sprintf("%-15s %-18s", fieldNames[i], val)
-			if i == v.field {
-				line = st.cursor.Render(line)
-			}
-			b.WriteString(fit(line, v.w, false) + "\n")
-		}
+		b.WriteString(formRows(&v.edit, st, 15, v.w))
 		// The focused field's hint, and the clouds' terms, wrapped: at 80
 		// columns their ends (when blocks start) are what matters most.
-		b.WriteString(st.cursor.Render(wordwrap(fieldNames[v.field]+": "+v.formHints()[v.field], v.w)) + "\n")
+		b.WriteString(st.cursor.Render(wordwrap(fieldNames[v.edit.Focus()]+": "+v.formHints()[v.edit.Focus()], v.w)) + "\n")
 		b.WriteString(st.dim.Render(fit("tab/↑/↓ field · enter search · esc back to the last search", v.w, false)))
 		if v.formErr != "" {
 			b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))

@@ -1,6 +1,13 @@
 package tui
 
-import "charm.land/bubbles/v2/key"
+import (
+	"fmt"
+	"strings"
+
+	"charm.land/bubbles/v2/key"
+
+	"github.com/gpumarket/gpumarket/tui/widget/form"
+)
 
 // globalKeys are the keys every view honours. A session builds its own
 // (newGlobalKeys), never a package-level value, so a binding disabled in one
@@ -144,4 +151,24 @@ func formKeys(submit, back string, extra ...key.Binding) keyList {
 		k = append(k, key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", back)))
 	}
 	return k
+}
+
+// formLine is field i of an open form: its label in lw cells, then its
+// value with the cursor in what is left of w.
+func formLine(f *form.Model, i, lw, w int) string {
+	return fmt.Sprintf("%-*s %s", lw, f.Label(i), f.Show(i, w-lw-1))
+}
+
+// formRows are every field's formLine, each w wide, the focused one in the
+// cursor style.
+func formRows(f *form.Model, st *styles, lw, w int) string {
+	var b strings.Builder
+	for i := range f.Len() {
+		line := fit(formLine(f, i, lw, w), w, false)
+		if i == f.Focus() {
+			line = st.cursor.Render(line)
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
+	"github.com/gpumarket/gpumarket/tui/widget/form"
 )
 
 // planKeys are the Plan view's keys.
@@ -68,7 +69,7 @@ type planView struct {
 	// summary says it, and esc puts the form back to it.
 	ran     planForm
 	editing bool
-	field   int
+	edit    form.Model
 	formErr string
 
 	snap    *feed.Snapshot
@@ -130,8 +131,9 @@ func (v *planView) openPlan(s planSeed) {
 	if v.confirm.open {
 		return // the box shows what it was opened with
 	}
+	v.edit = form.New(v.form.fields()...) // esc puts back the form before the seed
 	v.form = v.form.seeded(s, v.c.now())
-	v.editing, v.field, v.formErr = true, pfGPUs, ""
+	v.editing, v.formErr = true, ""
 }
 
 // run plans the form's job: a task, never on the Update goroutine (the
@@ -195,6 +197,10 @@ func (v *planView) Update(msg tea.Msg) (view, tea.Cmd) {
 		}
 	case snapshotMsg:
 		v.snap = msg.snap
+	case tea.PasteMsg:
+		if v.editing {
+			v.edit.Update(msg)
+		}
 	case tea.KeyPressMsg:
 		cmds = append(cmds, v.updateKey(msg))
 	}
@@ -248,7 +254,7 @@ func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, v.keys.Down):
 		v.cur = min(v.cur+1, max(len(v.res.results)-1, 0))
 	case key.Matches(msg, v.keys.Form):
-		v.editing, v.field = true, pfGPUs
+		v.editing, v.edit = true, form.New(v.form.fields()...)
 	case key.Matches(msg, v.keys.Run):
 		return v.run()
 	case key.Matches(msg, v.keys.Carry):
@@ -258,35 +264,14 @@ func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 func (v *planView) editKey(msg tea.KeyPressMsg) tea.Cmd {
-	f := &v.form
-	s := msg.String()
-	switch {
-	case s == "esc":
-		// Leaving without running puts back the terms the table shows.
+	switch v.edit.Update(msg) {
+	case form.Cancel:
 		v.editing, v.formErr = false, ""
-		if v.seq > 0 {
-			v.form = v.ran
-		}
-	case s == "enter":
+	case form.Submit:
 		// Terms that do not parse keep the form open beside their error.
 		cmd := v.run()
 		v.editing = v.formErr != ""
 		return cmd
-	case s == "tab" || s == "down":
-		v.field = (v.field + 1) % numPlanFields
-	case s == "shift+tab" || s == "up":
-		v.field = (v.field + numPlanFields - 1) % numPlanFields
-	case v.field == pfCheckpointable && (s == "left" || s == "right" || s == "space" || s == "y" || s == "n"):
-		f.checkpointable = s == "y" || (s != "n" && !f.checkpointable)
-	case s == "backspace":
-		if p := f.text(v.field); p != nil && *p != "" {
-			r := []rune(*p)
-			*p = string(r[:len(r)-1])
-		}
-	default:
-		if p := f.text(v.field); p != nil && msg.Text != "" && len(*p) < 60 {
-			*p += msg.Text
-		}
 	}
 	return nil
 }
@@ -507,21 +492,8 @@ func (v *planView) status() string {
 func (v *planView) formView() string {
 	st := &v.c.styles
 	var b strings.Builder
-	vals := v.form.values()
-	for i := 0; i < numPlanFields; i++ {
-		val := vals[i]
-		if i == v.field {
-			val += "▏"
-		}
-		line := fmt.Sprintf("%-17s %s", planFieldNames[i], val)
-		if i == v.field {
-			line = st.cursor.Render(fit(line, v.w, false))
-		} else {
-			line = fit(line, v.w, false)
-		}
-		b.WriteString(line + "\n")
-	}
-	b.WriteString(st.cursor.Render(wordwrap(planFieldNames[v.field]+": "+planHint(v.field, v.c.now()), v.w)) + "\n")
+	b.WriteString(formRows(&v.edit, st, 17, v.w))
+	b.WriteString(st.cursor.Render(wordwrap(planFieldNames[v.edit.Focus()]+": "+planHint(v.edit.Focus(), v.c.now()), v.w)) + "\n")
 	b.WriteString(st.dim.Render(wordwrap("tab/↑/↓ field · enter runs the plan · esc back", v.w)))
 	if v.formErr != "" {
 		b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/tui/widget/form"
 )
 
 // Fields of the Plan view's job form.
@@ -243,39 +244,13 @@ func (f planForm) seeded(s planSeed, now time.Time) planForm {
 	return f
 }
 
-// values are the fields as the form shows them.
-func (f planForm) values() [numPlanFields]string {
-	ck := "no"
-	if f.checkpointable {
-		ck = "yes"
-	}
-	return [numPlanFields]string{f.gpus, f.models, f.hours, orDefault(f.start, "now"), f.deadline, ck,
-		f.checkpoint, f.changeover, orDefault(f.regions, "all"), f.onTime}
-}
-
-// text is the field's text, nil for the yes/no field.
-func (f *planForm) text(field int) *string {
-	switch field {
-	case pfGPUs:
-		return &f.gpus
-	case pfModels:
-		return &f.models
-	case pfHours:
-		return &f.hours
-	case pfStart:
-		return &f.start
-	case pfDeadline:
-		return &f.deadline
-	case pfCheckpoint:
-		return &f.checkpoint
-	case pfChangeover:
-		return &f.changeover
-	case pfRegions:
-		return &f.regions
-	case pfOnTime:
-		return &f.onTime
-	}
-	return nil
+// fields are the form's fields, bound to f.
+func (f *planForm) fields() []form.Field {
+	n := planFieldNames
+	return []form.Field{form.Text(n[pfGPUs], &f.gpus), form.Text(n[pfModels], &f.models), form.Text(n[pfHours], &f.hours),
+		form.Text(n[pfStart], &f.start).Empty("now"), form.Text(n[pfDeadline], &f.deadline),
+		form.Toggle(n[pfCheckpointable], "no", "yes", &f.checkpointable), form.Text(n[pfCheckpoint], &f.checkpoint),
+		form.Text(n[pfChangeover], &f.changeover), form.Text(n[pfRegions], &f.regions).Empty("all"), form.Text(n[pfOnTime], &f.onTime)}
 }
 
 // planHint says, beside a field, what it takes; examples are dated from

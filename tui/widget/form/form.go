@@ -152,7 +152,12 @@ func (m *Model) SetFocus(i int) {
 func (m Model) Len() int { return len(m.fields) }
 
 // Label is field i's label.
-func (m Model) Label(i int) string { return m.fields[i].label }
+func (m Model) Label(i int) string {
+	if i < 0 || i >= len(m.fields) {
+		return ""
+	}
+	return m.fields[i].label
+}
 
 // OnChoice says the focused field is a choice (←/→ change it).
 func (m Model) OnChoice() bool { return len(m.fields) > 0 && m.fields[m.focus].choice() }
@@ -268,26 +273,37 @@ func (m *Model) edit(msg tea.Msg) {
 	}
 }
 
-// Show is field i as drawn in width cells: a choice's option, a text or
-// what empty means; the focused field with the cursor, which stays in
-// sight when the text is wider (… marks what is cut).
-func (m Model) Show(i, width int) string {
-	f := m.fields[i]
-	if f.choice() {
-		s := ""
-		if len(f.options) > 0 {
-			s = f.options[f.index()]
-		}
-		if i == m.focus {
-			s += Cursor
-		}
-		return s
+// Value is field i as shown without a cursor: a choice's option, a text,
+// or what empty means.
+func (m Model) Value(i int) string {
+	if i < 0 || i >= len(m.fields) {
+		return ""
 	}
-	if i != m.focus {
-		if strings.TrimSpace(*f.text) == "" && f.placeholder != "" {
-			return f.placeholder
-		}
+	f := m.fields[i]
+	switch {
+	case !f.choice() && strings.TrimSpace(*f.text) == "" && f.placeholder != "":
+		return f.placeholder
+	case !f.choice():
 		return *f.text
+	case len(f.options) > 0:
+		return f.options[f.index()]
+	}
+	return ""
+}
+
+// Show is field i as drawn in width cells: Value, and on the focused field
+// the cursor, which stays in sight when the text is wider (… marks what is
+// cut).
+func (m Model) Show(i, width int) string {
+	if i < 0 || i >= len(m.fields) {
+		return ""
+	}
+	f := m.fields[i]
+	switch {
+	case i != m.focus:
+		return m.Value(i)
+	case f.choice():
+		return m.Value(i) + Cursor
 	}
 	m.load()
 	r, pos := []rune(m.input.Value()), m.input.Position()

@@ -302,4 +302,7 @@ func TestEmptyForm(t *testing.T) {
 		t.Errorf("an empty form: %v", r)
 	}
 	m.SetFocus(3)
+	if m.Show(0, 9) != "" || m.Value(0) != "" || m.Label(0) != "" {
+		t.Error("an empty form shows a field")
+	}
 }

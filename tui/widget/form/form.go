@@ -310,7 +310,7 @@ func (m Model) Show(i, width int) string {
 	if len(r) == 0 {
 		return Cursor + f.placeholder
 	}
-	return window(r, pos, max(width, 2))
+	return window(r, pos, width)
 }
 
 // window is r with the cursor at pos, cut to width cells around it: the
@@ -320,7 +320,10 @@ func window(r []rune, pos, width int) string {
 	if ansi.StringWidth(full) <= width {
 		return full
 	}
-	room := max(width-3, 0) // the cursor and an ellipsis each side
+	if width < 4 {
+		return "…" + Cursor
+	}
+	room := width - 3 // the cursor and an ellipsis each side
 	right := 0
 	for to := pos; to < len(r) && right+runeWidth(r[to]) <= room/3; to++ {
 		right += runeWidth(r[to])

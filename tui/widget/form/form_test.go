@@ -265,7 +265,7 @@ func TestShowPlaceholder(t *testing.T) {
 func TestShowKeepsTheCursorInSight(t *testing.T) {
 	text := "us-east-1,us-west-2,eastus,westus2,北京,europe-west4"
 	n := len([]rune(text))
-	for width := 2; width <= 60; width++ {
+	for width := 0; width <= 60; width++ {
 		for pos := 0; pos <= n; pos++ {
 			v := text
 			m := New(Text("R", &v))
@@ -274,7 +274,7 @@ func TestShowKeepsTheCursorInSight(t *testing.T) {
 				send(&m, "right")
 			}
 			got := m.Show(0, width)
-			if w := ansi.StringWidth(got); w > max(width, 3) && w > ansi.StringWidth(text)+1 {
+			if w := ansi.StringWidth(got); w > max(width, 2) {
 				t.Fatalf("width %d pos %d: %q is %d wide", width, pos, got, w)
 			}
 			if strings.Count(got, Cursor) != 1 {

@@ -21,14 +21,8 @@ import (
 	"github.com/gpumarket/gpumarket/watch"
 )
 
-// The watch in the TUI: every session subscribes to the process's one
-// evaluator (Options.Watch), so fifty sessions cost the clouds and the
-// notifiers what one does. A session rings the bell once for each alert
-// it is told, counts the alerts it has not seen in the header's badge,
-// lists them in the Alerts view, and — in a booker's session — makes
-// rules with a: a spot rule on a Market row, a block rule for a Blocks
-// search, a plan rule for a Plan's job. The rules it makes are saved in
-// the data dir's rules file.
+// The watch in the TUI: each session subscribes to the process's one
+// evaluator (docs/DESIGN.md, The watch); a booker's makes rules with a.
 
 type (
 	// alertsMsg wakes the session: the evaluator has new alerts.
@@ -404,18 +398,13 @@ func (v *alertsView) viewRules(b *strings.Builder) {
 	}
 }
 
-// rulePrompt asks the one figure a rule made with a needs: the price a
-// spot rule crosses (below, or above with ←/→), or a block's most per
-// GPU-hour. While it is open it has every key.
+// rulePrompt asks the one figure a rule made with a needs; while open it
+// has every key.
 type rulePrompt struct {
-	open bool
-	// what is the rule's subject: "spot p5.48xlarge in us-west-2a".
-	what string
-	// unit follows the figure: "/h", "/GPU-h"; now is the current value,
-	// for reference.
-	unit, now string
-	// toggle offers above as well as below.
-	toggle, above bool
+	open          bool
+	what          string // the subject: "spot p5.48xlarge in us-west-2a"
+	unit, now     string // "/h" after the figure; now the current value
+	toggle, above bool   // toggle offers above as well as below
 	value         string
 	edit          form.Model
 	err           string
@@ -444,8 +433,7 @@ func newPromptKeys(toggle bool) promptKeys {
 func (k promptKeys) ShortHelp() []key.Binding  { return []key.Binding{k.Save, k.Toggle, k.Cancel} }
 func (k promptKeys) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }
 
-// canMakeRules says why this session may not make rules, nil when it
-// may: a viewer's may not, nor one with no watch.
+// canMakeRules says why this session may not make rules (a viewer's, no watch).
 func (c *common) canMakeRules() error {
 	switch {
 	case c.role == RoleViewer:
@@ -492,8 +480,7 @@ func (p *rulePrompt) view(st *styles, w int) string {
 	return st.cursor.Render(fit(p.text(), w, false))
 }
 
-// lines is the prompt wrapped to w, for a view with room for more than
-// one line: a plan rule's job takes words to say.
+// lines is the prompt wrapped to w: a plan rule's job takes words to say.
 func (p *rulePrompt) lines(st *styles, w int) []string {
 	style, text := st.cursor, p.text()
 	if p.err != "" {
@@ -525,9 +512,8 @@ func (p *rulePrompt) text() string {
 	return line
 }
 
-// saveRule saves a rule off the UI goroutine; the footer says where it
-// went. It runs on its own clock: a session that leaves meanwhile does
-// not leave half a rules file.
+// saveRule saves a rule off the UI goroutine, on its own clock: a session
+// that leaves meanwhile does not leave half a rules file.
 func saveRule(ev *watch.Evaluator, w watch.Spec) tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -591,9 +577,8 @@ func (m *marketView) makeSpotRule() tea.Cmd {
 	return nil
 }
 
-// makeIdleRule opens the prompt for an idle rule on the Usage view's row
-// under the cursor: the budget's max_idle_pct to start with (40 % without
-// one). Only a running row can be idle from now on.
+// makeIdleRule opens the prompt for an idle rule on the Usage row under the
+// cursor, from the budget's max_idle_pct (else 40 %).
 func (v *usageView) makeIdleRule() tea.Cmd {
 	if err := v.c.canMakeRules(); err != nil {
 		return notifyErrHere(err)
@@ -622,9 +607,9 @@ func (v *usageView) makeIdleRule() tea.Cmd {
 	return nil
 }
 
-// makeBlockRule opens the prompt for a block rule for the Blocks search:
-// its terms, under the price of the cheapest block found (or one to
-// type).
+// makeBlockRule opens the prompt for a block rule on the Blocks search,
+// under the cheapest block found.
+
 func (v *blocksView) makeBlockRule() tea.Cmd {
 	if err := v.c.canMakeRules(); err != nil {
 		return notifyErrHere(err)

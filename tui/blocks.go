@@ -26,10 +26,8 @@ type (
 		res ledger.Search
 		err error
 	}
-	// bookedMsg follows a purchase, whatever its answer: the offerings
-	// are searched again (the bought one is gone; prices move).
-	// bookedMsg follows a purchase, whatever its answer; row is the
-	// ledger row of one that went through.
+	// bookedMsg follows a purchase, whatever its answer; row is the ledger
+	// row of one that went through. The offerings are searched again.
 	bookedMsg struct{ row ledger.Entry }
 )
 
@@ -76,8 +74,7 @@ const (
 
 var fieldNames = [numFields]string{"GPU", "How many", "Counting", "Duration", "Earliest start", "Latest start", "Other lengths"}
 
-// blocksForm is what the user asks for. Text fields hold what was typed;
-// parse checks them.
+// blocksForm is the search as typed; parse checks it.
 type blocksForm struct {
 	gpu       string
 	size      string
@@ -85,9 +82,7 @@ type blocksForm struct {
 	duration  string
 	after     string
 	before    string
-	// flex also takes blocks whose length is within it of the duration
-	// (OfferingQuery.FlexDuration); empty: the duration only.
-	flex string
+	flex      string // OfferingQuery.FlexDuration; empty: the duration only
 }
 
 // fields are the form's fields, bound to f.
@@ -115,8 +110,7 @@ func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
 	} else {
 		q.GPUs = n
 	}
-	// Blocks run longer than a history window (AWS: up to 26 weeks), so
-	// the form reads spans as the offerings command does, not as windows.
+	// Blocks run longer than a history window (AWS: up to 26 weeks).
 	if q.Duration, err = domain.ParseSpan(f.duration, "hdw", maxBlockSpan); err != nil {
 		return q, fmt.Errorf("duration %q: want whole hours, days or weeks such as 8h, 2d, 1w, at most 26w", f.duration)
 	}
@@ -146,8 +140,7 @@ func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
 	return q, nil
 }
 
-// blockTerms are AWS's capacity-block terms, which the form's hints
-// explain; maxBlockSpan is the longest block the clouds sell.
+// blockTerms are the terms the form's hints explain.
 var (
 	blockTerms   = domain.CapacityBlockTerms
 	maxBlockSpan = domain.CapacityBlockTerms.MaxDuration
@@ -156,16 +149,13 @@ var (
 // startForm is what the start fields accept, for their errors.
 const startForm = domain.WhenForm
 
-// parseStart reads "+2d" (from now), "2026-11-30 09:00" (the session's
-// local time: the table's START column is local too), "2026-12-01"
-// (midnight UTC, as the offerings command reads it) or RFC 3339; the
-// parser is shared with `gpumarket plan` (domain.ParseWhen).
+// parseStart reads a start as `gpumarket plan` does; local times are the
+// session's, as the table's START column.
 func parseStart(s string, now time.Time) (time.Time, error) {
 	return domain.ParseWhen(s, now)
 }
 
-// blocksView searches capacity blocks and books one through the
-// confirmation.
+// blocksView searches capacity blocks and books one.
 type blocksView struct {
 	owner
 	c    *common
@@ -174,24 +164,18 @@ type blocksView struct {
 	keys blocksKeys
 	w, h int
 
-	form blocksForm
-	// terms are the form as last searched: the table shows their
-	// offerings, so the summary above it says them, not an edit in
-	// progress, and esc puts the form back to them.
-	terms   blocksForm
+	form    blocksForm
+	terms   blocksForm // as last searched: the summary over the table says them
 	editing bool
 	edit    form.Model
 	formErr string
 
 	snap   *feed.Snapshot
 	offers []domain.Offering
-	// alts memoizes the spot alternative per block terms for altsOf:
-	// each one scans every pool, so a frame does not redo them.
-	alts   map[altKey]spotAlt
-	altsOf *feed.Snapshot
-	// warnings name each provider, or region of one, that did not
-	// answer the last search: the offerings shown are the others'.
-	warnings  []ledger.Warning
+	// alts memoizes each block's spot alternative for altsOf: one scans every pool.
+	alts      map[altKey]spotAlt
+	altsOf    *feed.Snapshot
+	warnings  []ledger.Warning // who did not answer the last search
 	searched  bool
 	searching bool
 	at        time.Time
@@ -199,12 +183,10 @@ type blocksView struct {
 	seq       int // of the latest search
 
 	confirm confirmation
-	// prompt asks a block rule's price (a, alerts.go).
-	prompt rulePrompt
+	prompt  rulePrompt // a block rule's price (a)
 }
 
-// newBlocksView searches for the first of gpus (the session's GPU filter),
-// H100 when it names none the form knows.
+// newBlocksView searches for the session's first GPU filter, else H100.
 func newBlocksView(c *common, ctx context.Context, svc *ledger.Service, gpus []string) *blocksView {
 	v := &blocksView{c: c, ctx: ctx, svc: svc, keys: newBlocksKeys(&c.keys),
 		form: blocksForm{gpu: "H100", size: "8", duration: "2d"}}
@@ -239,11 +221,8 @@ func (v *blocksView) helpNote() string {
 		"priced as EFF: what a job of the block's GPUs and hours pays per useful GPU-hour there, given its interruptions (config plan.*)."
 }
 
-// shown starts the first search when the view is first shown, not when
-// the session starts: a search asks every region of every cloud. A
-// read-only session searches when asked (r): thirty workshop attendees
-// tabbing through to the Ledger sent thirty searches of every region,
-// which the clouds throttle, the organiser's own search with them.
+// shown starts the first search when the view is first shown: a search asks
+// every region of every cloud. A viewer's waits for r (docs/DESIGN.md, TUI).
 func (v *blocksView) shown() tea.Cmd {
 	if v.searched || v.c.role == RoleViewer {
 		return nil
@@ -332,10 +311,9 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// planSeed is the search as a job to plan: its GPUs for its duration,
-// from its earliest start, done by its latest start plus the duration.
-// Counted in instances, the size is in GPUs of the selected offering's
-// instances, else 8: every capacity-block type has 8 GPUs.
+// planSeed is the search as a job: its GPUs for its duration, due by its
+// latest start plus the duration. An instance counts 8 GPUs unless the
+// selected offering says otherwise.
 func (v *blocksView) planSeed() planSeed {
 	t := v.terms
 	if !v.searched {
@@ -366,13 +344,8 @@ func (v *blocksView) buyBlock() (*moneyAction, tea.Cmd) {
 	return bookAction(v.svc, v.c.actor, v.offers[v.cur], v.c.now()), nil
 }
 
-// bookAction buys an offering (a capacity block, a reservation): the
-// terms (budget, ledger) and the provider's dry run asked at once, then
-// the purchase of the offering as the confirmation showed it. If its
-// terms changed since they were shown (a later search re-priced it, or
-// the provider sells it on other terms now), nothing is bought: the box
-// shows the new terms and asks again (renewBuy, fresh.go). The Blocks
-// view's b and the Plan view's b for a block strategy both run it.
+// bookAction buys an offering as the confirmation showed it, after the
+// budget and a dry run; changed terms are shown and asked again (fresh.go).
 func bookAction(svc *ledger.Service, actor string, o domain.Offering, now time.Time) *moneyAction {
 	return buyAction(svc, actor, o, now, nil, 0)
 }
@@ -409,8 +382,7 @@ func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Ti
 	a.send = func(ctx context.Context) outcome {
 		res, err := svc.Book(ctx, ledger.BookRequest{OfferingID: o.ID, Actor: actor, Confirmed: o})
 		if tc := termsChanged(err); tc != nil {
-			// Said no to by the provider, not by the user: the new terms
-			// are shown, and asked for, in the same box.
+			// The provider's no, not the user's: ask again in the same box.
 			return outcome{renewed: buyAction(svc, actor, tc.Now, now, tc, 0)}
 		}
 		r := res.Row
@@ -424,9 +396,7 @@ func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Ti
 	return a
 }
 
-// offeringName is what an offering is called in a question, as its terms
-// name it: a capacity block, a capacity reservation, a calendar-mode
-// reservation.
+// offeringName is what its terms call an offering: "a capacity block".
 func offeringName(o domain.Offering) string { return o.Terms().Name }
 
 // offeringLines are the confirmation's terms, the total first.
@@ -458,8 +428,7 @@ func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 	case form.Cancel:
 		v.editing, v.formErr = false, ""
 	case form.Submit:
-		// Terms that do not parse keep the form open beside their error,
-		// rather than leave the last search's offerings under new terms.
+		// Terms that do not parse keep the form open beside their error.
 		cmd := v.search()
 		v.editing = v.formErr != ""
 		return cmd
@@ -515,8 +484,7 @@ func hoursCell(o domain.Offering) string {
 	return s
 }
 
-// formHints say, beside each field, what it takes and what the clouds
-// sell, for someone who has never booked a block.
+// formHints say what each field takes, for someone new to blocks.
 func (v *blocksView) formHints() [numFields]string {
 	now := v.c.now()
 	// 11:30 UTC in the session's zone, the hour AWS blocks start and end.
@@ -533,8 +501,7 @@ func (v *blocksView) formHints() [numFields]string {
 	}
 }
 
-// formHelp is said under the form: the terms the clouds sell, so a need
-// such as "16 H100 tomorrow 09:00-17:00" can be put in their words.
+// formHelp is the terms the clouds sell, said under the form.
 func (v *blocksView) formHelp() []string {
 	return []string{
 		"AWS capacity blocks start and end at 11:30 UTC, last whole days (1-14, then weeks), are paid up front and",
@@ -544,9 +511,8 @@ func (v *blocksView) formHelp() []string {
 	}
 }
 
-// spotAlt is the cheapest spot alternative to a block: the pool with the
-// lowest EFF $/GPU-h for a job of the block's GPUs and hours on the same
-// GPU model, over as many instances as those GPUs need.
+// spotAlt is a block's cheapest spot alternative: the lowest EFF $/GPU-h
+// for a job of its GPUs and hours on the same GPU model.
 type spotAlt struct {
 	pool      *feed.PoolView
 	effective float64 // $/GPU-h
@@ -559,8 +525,7 @@ type altKey struct {
 	gpus, hours float64
 }
 
-// spotAlternativeOnce is spotAlternative, worked once per snapshot for
-// each block's terms.
+// spotAlternativeOnce is spotAlternative once per snapshot and block terms.
 func (v *blocksView) spotAlternativeOnce(o domain.Offering) (spotAlt, bool) {
 	if v.altsOf != v.snap || v.alts == nil {
 		v.alts, v.altsOf = map[altKey]spotAlt{}, v.snap
@@ -612,8 +577,6 @@ func (v *blocksView) View() string {
 	}
 	if v.editing {
 		b.WriteString(formRows(&v.edit, st, 15, v.w))
-		// The focused field's hint, and the clouds' terms, wrapped: at 80
-		// columns their ends (when blocks start) are what matters most.
 		b.WriteString(st.cursor.Render(wordwrap(fieldNames[v.edit.Focus()]+": "+v.formHints()[v.edit.Focus()], v.w)) + "\n")
 		b.WriteString(st.dim.Render(fit("tab/↑/↓ field · enter search · esc back to the last search", v.w, false)))
 		if v.formErr != "" {

@@ -9,14 +9,10 @@ import (
 	"github.com/gpumarket/gpumarket/tui/widget/form"
 )
 
-// globalKeys are the keys every view honours. A session builds its own
-// (newGlobalKeys), never a package-level value, so a binding disabled in one
-// SSH session is not disabled in another.
+// globalKeys are the keys every view honours, one set per session.
 type globalKeys struct {
 	NextView, PrevView, Help, Quit, Back key.Binding
-	// Filter is / in the views that have nothing of their own to filter:
-	// it goes to the Market view with its filter open.
-	Filter key.Binding
+	Filter                               key.Binding // / where a view has nothing to filter: the Market's
 }
 
 func newGlobalKeys() globalKeys {
@@ -71,8 +67,7 @@ func newMarketKeys(g *globalKeys) marketKeys {
 	}
 }
 
-// ShortHelp is the view's part of the footer, most used first: the root
-// adds tab, ? and q after it, and cuts it (not them) at 80 columns.
+// ShortHelp is the view's part of the footer, most used first.
 func (k marketKeys) ShortHelp() []key.Binding {
 	return []key.Binding{k.Chart, k.Mark, k.Filter, k.Sort, k.Window, k.GPU, k.Region, k.Plan}
 }
@@ -125,24 +120,17 @@ func newFilterKeys() filterKeys {
 func (k filterKeys) ShortHelp() []key.Binding  { return []key.Binding{k.Apply, k.Cancel} }
 func (k filterKeys) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }
 
-// keyList is a help.KeyMap of a few keys: the footer's keys while a form
-// or a confirmation has every key, which are not the view's (the Plan
-// form's footer used to offer "b book/launch" while b typed a b).
+// keyList is the footer while a form or a confirmation has every key.
 type keyList []key.Binding
 
-// ShortHelp is the footer.
-func (k keyList) ShortHelp() []key.Binding { return k }
-
-// FullHelp is the `?` screen (not reached while the keys are captured).
+func (k keyList) ShortHelp() []key.Binding  { return k }
 func (k keyList) FullHelp() [][]key.Binding { return [][]key.Binding{k} }
 
-// fieldKey moves between a form's fields.
 func fieldKey() key.Binding {
 	return key.NewBinding(key.WithKeys("tab", "up", "down"), key.WithHelp("tab/↑/↓", "field"))
 }
 
-// formKeys are a form's keys: move between fields, then submit or go
-// back; extra sits between them (←/→ on a choice).
+// formKeys are a form's keys; extra sits before enter (←/→ on a choice).
 func formKeys(submit, back string, extra ...key.Binding) keyList {
 	k := keyList{fieldKey()}
 	k = append(k, extra...)
@@ -153,14 +141,13 @@ func formKeys(submit, back string, extra ...key.Binding) keyList {
 	return k
 }
 
-// formLine is field i of an open form: its label in lw cells, then its
-// value with the cursor in what is left of w.
+// formLine is field i: its label in lw cells, its value in the rest of w.
 func formLine(f *form.Model, i, lw, w int) string {
 	return fmt.Sprintf("%-*s %s", lw, f.Label(i), f.Show(i, w-lw-1))
 }
 
-// formRows are every field's formLine, each w wide, the focused one in the
-// cursor style.
+// formRows are every formLine w wide, the focused one in the cursor style.
+
 func formRows(f *form.Model, st *styles, lw, w int) string {
 	var b strings.Builder
 	for i := range f.Len() {

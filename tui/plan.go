@@ -48,11 +48,8 @@ func (k planKeys) FullHelp() [][]key.Binding {
 	return [][]key.Binding{{k.Up, k.Down}, {k.Run, k.Form, k.Carry, k.Alert}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
 }
 
-// planView plans a job on the market the session sees and the offerings
-// the booking service finds (the planner package, as `gpumarket plan`
-// does), ranks the ways to carry it out, charts their cost against their
-// chance of being on time, and carries the chosen one out through the
-// confirmation.
+// planView is `gpumarket plan` in the TUI: ranked strategies, their chart,
+// and b to carry one out (docs/DESIGN.md, The TUI).
 type planView struct {
 	owner
 	c      *common
@@ -61,13 +58,10 @@ type planView struct {
 	speeds planner.Speeds
 	keys   planKeys
 	w, h   int
-	// runs is the Monte Carlo runs of a plan (planRuns; tests use fewer).
-	runs int
+	runs   int // Monte Carlo runs of a plan (planRuns; tests use fewer)
 
-	form planForm
-	// ran is the form as last run: the table shows its plan, so the
-	// summary says it, and esc puts the form back to it.
-	ran     planForm
+	form    planForm
+	ran     planForm // as last run: the summary over the table says it
 	editing bool
 	edit    form.Model
 	formErr string
@@ -77,9 +71,7 @@ type planView struct {
 	running bool
 	res     planMsg
 	cur     int
-	// acted is set when a strategy of the plan shown was carried out:
-	// the market it was made on has changed (an offering is gone).
-	acted bool
+	acted   bool // a strategy was carried out: the plan's market has changed
 	// pending is what b is carrying out; held what was carried out for
 	// the job the form holds, by ledger row: r then plans what is left
 	// (planner.Uncovered). leftNote says what that was.
@@ -88,8 +80,7 @@ type planView struct {
 	leftNote string
 
 	confirm confirmation
-	// prompt asks a plan rule's figure (a, alerts.go).
-	prompt rulePrompt
+	prompt  rulePrompt // a plan rule's figure (a)
 }
 
 func newPlanView(c *common, ctx context.Context, svc *ledger.Service, speeds planner.Speeds, gpus, regions []string) *planView {
@@ -125,8 +116,7 @@ func (v *planView) helpNote() string {
 		"a makes an alert rule for the job: the best plan on time that often gets cheaper than a figure (below the best now to start with)."
 }
 
-// openPlan takes the terms p brought from the Market or the Blocks view
-// and opens the form on them, for the user to complete and run.
+// openPlan opens the form on the terms p brought from another view.
 func (v *planView) openPlan(s planSeed) {
 	if v.confirm.open {
 		return // the box shows what it was opened with
@@ -136,10 +126,8 @@ func (v *planView) openPlan(s planSeed) {
 	v.editing, v.formErr = true, ""
 }
 
-// run plans the form's job: a task, never on the Update goroutine (the
-// Monte Carlo takes a few hundred milliseconds, the offering searches
-// as long as the clouds take). A newer run makes an older one's answer
-// stale.
+// run plans the form's job in a task: the Monte Carlo takes a few hundred
+// milliseconds, the offering searches as long as the clouds take.
 func (v *planView) run() tea.Cmd {
 	now := v.c.now()
 	terms, err := v.form.parse(now)
@@ -424,9 +412,7 @@ func (v *planView) detail(r planner.Result) []string {
 	return lines
 }
 
-// displayTypes shortens each instance type of a result's list
-// ("p5.48xlarge+Standard_NC40ads_H100_v5,p5.48xlarge") as the Market
-// does.
+// displayTypes shortens each instance type of a result's list as the Market does.
 func displayTypes(list string) string {
 	var b strings.Builder
 	start := 0
@@ -487,8 +473,8 @@ func (v *planView) status() string {
 	return s
 }
 
-// formView is the job form, one field a line, the focused one's hint
-// wrapped under it.
+// formView is the job form and the focused field's hint.
+
 func (v *planView) formView() string {
 	st := &v.c.styles
 	var b strings.Builder

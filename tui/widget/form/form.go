@@ -1,5 +1,5 @@
-// Package form is the one editor behind every form of the TUI: fields bound
-// to the values they edit, and the same keys, length cap and esc in each.
+// Package form is the one editor of the TUI's forms: the same keys, cap and
+// esc in each (docs/DESIGN.md, The TUI).
 package form
 
 import (
@@ -13,23 +13,19 @@ import (
 	"github.com/charmbracelet/x/ansi"
 )
 
-// MaxLen is the most runes typing puts in a text field: room for the longest
-// name typed, an AWS launch template's 128 characters.
+// MaxLen is the most runes typed into a field: an AWS launch template name.
 const MaxLen = 128
 
-// Cursor is drawn where the next rune goes, so it shows without colour.
+// Cursor is drawn where the next rune goes: it shows without colour.
 const Cursor = "▏"
 
 // Result says what a key did to the form.
 type Result int
 
 const (
-	// Editing: the form stays open.
-	Editing Result = iota
-	// Submit: enter; the host checks the values and closes the form or not.
-	Submit
-	// Cancel: esc; every value is back to what it was when the form opened.
-	Cancel
+	Editing Result = iota // the form stays open
+	Submit                // enter: the host checks the values
+	Cancel                // esc: every value is back as the form opened on it
 )
 
 // Field is one line of a form: a text, or a choice among options.
@@ -63,8 +59,7 @@ func Choice(label string, options []string, p *int) Field {
 		get: func() int { return *p }, set: func(i int) { *p = i }}
 }
 
-// Pick is a field choosing *p among options; a value not among them reads as
-// the first.
+// Pick is a field choosing *p among options, an unknown one read as the first.
 func Pick(label string, options []string, p *string) Field {
 	return Field{label: label, options: options,
 		get: func() int { return max(0, indexOf(options, *p)) }, set: func(i int) { *p = options[i] }}
@@ -91,19 +86,17 @@ func (f Field) index() int {
 	return ((f.get() % len(f.options)) + len(f.options)) % len(f.options)
 }
 
-// Model is an open form. It edits the values its fields are bound to in
-// place, so the host reads them as they are typed.
+// Model is an open form, editing its fields' values in place.
 type Model struct {
 	fields []Field
 	focus  int
 	saved  []string
-	// input edits the focused text field: bubbles' cursor, word and line
-	// keys, without its clipboard (over SSH that would be the server's).
+	// input edits the focused text, without its ctrl+v: over SSH that
+	// clipboard would be the server's.
 	input textinput.Model
 }
 
-// New opens a form on fields, focused on the first, remembering their values
-// for esc.
+// New opens a form on fields, remembering their values for esc.
 func New(fields ...Field) Model {
 	m := Model{fields: fields, input: textinput.New()}
 	m.input.SetVirtualCursor(false)
@@ -162,8 +155,7 @@ func (m Model) Label(i int) string {
 // OnChoice says the focused field is a choice (←/→ change it).
 func (m Model) OnChoice() bool { return len(m.fields) > 0 && m.fields[m.focus].choice() }
 
-// load puts the focused text field's value in the input, unless it is there:
-// the host may have changed the value since (a seed, a reset).
+// load takes the focused value into the input: the host may have changed it.
 func (m *Model) load() {
 	if len(m.fields) == 0 || m.fields[m.focus].choice() {
 		return
@@ -221,8 +213,8 @@ func (m *Model) key(msg tea.KeyPressMsg) Result {
 	return Editing
 }
 
-// choose moves a choice: ←/→/space step through the options, a typed letter
-// goes to the next option starting with it.
+// choose steps a choice (←/→/space) or goes to the next option starting
+// with the letter typed.
 func (m *Model) choose(f Field, s, text string) {
 	n, i := len(f.options), f.index()
 	switch {
@@ -255,8 +247,8 @@ func (m *Model) typed(msg tea.KeyPressMsg) bool {
 	return msg.Text != ""
 }
 
-// room is what of text the field takes: all of it if accepted, cut to
-// MaxLen. A longer value the host gave is kept; typing only cannot grow it.
+// room is what of text the field takes, cut to MaxLen; a longer value the
+// host gave is kept, only not grown.
 func (m *Model) room(f Field, text string) string {
 	if f.accept != nil && !f.accept(text) {
 		return ""
@@ -273,8 +265,7 @@ func (m *Model) edit(msg tea.Msg) {
 	}
 }
 
-// Value is field i as shown without a cursor: a choice's option, a text,
-// or what empty means.
+// Value is field i shown without the cursor; an empty text shows Empty's.
 func (m Model) Value(i int) string {
 	if i < 0 || i >= len(m.fields) {
 		return ""
@@ -291,9 +282,8 @@ func (m Model) Value(i int) string {
 	return ""
 }
 
-// Show is field i as drawn in width cells: Value, and on the focused field
-// the cursor, which stays in sight when the text is wider (… marks what is
-// cut).
+// Show is Value with the cursor on the focused field, kept in sight in
+// width cells (… marks what is cut).
 func (m Model) Show(i, width int) string {
 	if i < 0 || i >= len(m.fields) {
 		return ""
@@ -313,8 +303,8 @@ func (m Model) Show(i, width int) string {
 	return window(r, pos, width)
 }
 
-// window is r with the cursor at pos, cut to width cells around it: the
-// text before the cursor first, a third of the room kept for what follows.
+// window cuts r around the cursor, a third of the room kept for what follows.
+
 func window(r []rune, pos, width int) string {
 	full := string(r[:pos]) + Cursor + string(r[pos:])
 	if ansi.StringWidth(full) <= width {

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -138,5 +139,22 @@ func TestFormsAtTwentyByFive(t *testing.T) {
 			}
 		}
 		edit(f.m, "home", "esc")
+	}
+}
+
+// ctrl+v would read the clipboard of the machine running gpumarket (over
+// SSH, the server's) into a field on screen: no field takes it.
+func TestNoFieldReadsTheServersClipboard(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
+	for _, open := range []struct{ view, key string }{{"Market", "/"}, {"Plan", "e"}, {"Blocks", "e"}, {"Fleet", "e"}} {
+		f.show(t, open.view)
+		press(f.m, open.key)
+		_, cmd := f.m.Update(tea.KeyPressMsg{Code: 'v', Mod: tea.ModCtrl})
+		for _, msg := range run(f.m, cmd) {
+			if strings.Contains(strings.ToLower(fmt.Sprintf("%T", msg)), "paste") {
+				t.Errorf("%s: ctrl+v read the clipboard (%T)", open.view, msg)
+			}
+		}
+		press(f.m, "esc")
 	}
 }

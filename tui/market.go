@@ -60,6 +60,7 @@ func newMarket(c *common, shared *Shared, gpus, regions []string) *marketView {
 	ti.Prompt = "/"
 	ti.Placeholder = "GPU, instance type, region, zone or provider"
 	ti.CharLimit = 64
+	ti.KeyMap.Paste.SetEnabled(false) // the clipboard of the machine serving, over SSH
 	m := &marketView{
 		c: c, keys: newMarketKeys(&c.keys), fkeys: newFilterKeys(),
 		shared: shared, effKey: effKey(c.eff), marked: map[string]bool{},

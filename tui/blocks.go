@@ -164,11 +164,9 @@ type blocksView struct {
 	keys blocksKeys
 	w, h int
 
-	form    blocksForm
-	terms   blocksForm // as last searched: the summary over the table says them
-	editing bool
-	edit    form.Model
-	formErr string
+	form  blocksForm
+	terms blocksForm // as last searched: the summary over the table says them
+	openForm
 
 	snap   *feed.Snapshot
 	offers []domain.Offering
@@ -262,9 +260,7 @@ func (v *blocksView) Update(msg tea.Msg) (view, tea.Cmd) {
 	case snapshotMsg:
 		v.snap = msg.snap
 	case tea.PasteMsg:
-		if v.editing {
-			v.edit.Update(msg)
-		}
+		v.paste(msg)
 	case tea.KeyPressMsg:
 		cmds = append(cmds, v.updateKey(msg))
 	}
@@ -286,7 +282,7 @@ func (v *blocksView) found(msg offersMsg) tea.Cmd {
 
 func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	if v.editing {
-		return v.editKey(msg)
+		return v.key(msg, v.search)
 	}
 	if v.prompt.open {
 		return v.prompt.update(v.c, msg)
@@ -297,7 +293,7 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, v.keys.Down):
 		v.cur = min(v.cur+1, max(len(v.offers)-1, 0))
 	case key.Matches(msg, v.keys.Form):
-		v.editing, v.edit = true, form.New(v.form.fields()...)
+		v.open(v.form.fields())
 	case key.Matches(msg, v.keys.Search):
 		return v.search()
 	case key.Matches(msg, v.keys.Book):
@@ -421,19 +417,6 @@ func offeringLines(o domain.Offering, now time.Time) []string {
 		lines = append(lines, "note: "+o.Note)
 	}
 	return lines
-}
-
-func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
-	switch v.edit.Update(msg) {
-	case form.Cancel:
-		v.editing, v.formErr = false, ""
-	case form.Submit:
-		// Terms that do not parse keep the form open beside their error.
-		cmd := v.search()
-		v.editing = v.formErr != ""
-		return cmd
-	}
-	return nil
 }
 
 // blocksColumns in display order. At 80 columns what decides a booking

@@ -107,10 +107,8 @@ type fleetView struct {
 	keys fleetKeys
 	w, h int
 
-	form    fleetForm
-	editing bool
-	edit    form.Model
-	formErr string
+	form fleetForm
+	openForm
 
 	// poolKeys are the Market's picks; cursorOnly says that nothing is
 	// marked there, so they are the pool under its cursor.
@@ -261,9 +259,7 @@ func (v *fleetView) Update(msg tea.Msg) (view, tea.Cmd) {
 			cmds = append(cmds, v.poll())
 		}
 	case tea.PasteMsg:
-		if v.editing {
-			v.edit.Update(msg)
-		}
+		v.paste(msg)
 	case tea.KeyPressMsg:
 		v.refreshPools()
 		cmds = append(cmds, v.updateKey(msg))
@@ -322,7 +318,7 @@ func (v *fleetView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	}
 	switch {
 	case key.Matches(msg, v.keys.Form):
-		v.editing, v.edit = true, form.New(v.form.fields()...)
+		v.open(v.form.fields())
 	case key.Matches(msg, v.keys.Launch):
 		return v.confirm.offer(v.launchFleet)
 	}

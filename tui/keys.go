@@ -1,13 +1,6 @@
 package tui
 
-import (
-	"fmt"
-	"strings"
-
-	"charm.land/bubbles/v2/key"
-
-	"github.com/gpumarket/gpumarket/tui/widget/form"
-)
+import "charm.land/bubbles/v2/key"
 
 // globalKeys are the keys every view honours, one set per session.
 type globalKeys struct {
@@ -139,23 +132,4 @@ func formKeys(submit, back string, extra ...key.Binding) keyList {
 		k = append(k, key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", back)))
 	}
 	return k
-}
-
-// formLine is field i: its label in lw cells, its value in the rest of w.
-func formLine(f *form.Model, i, lw, w int) string {
-	return fmt.Sprintf("%-*s %s", lw, f.Label(i), f.Show(i, w-lw-1))
-}
-
-// formRows are every formLine w wide, the focused one in the cursor style.
-
-func formRows(f *form.Model, st *styles, lw, w int) string {
-	var b strings.Builder
-	for i := range f.Len() {
-		line := fit(formLine(f, i, lw, w), w, false)
-		if i == f.Focus() {
-			line = st.cursor.Render(line)
-		}
-		b.WriteString(line + "\n")
-	}
-	return b.String()
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
-	"github.com/gpumarket/gpumarket/tui/widget/form"
 )
 
 // planKeys are the Plan view's keys.
@@ -60,11 +59,9 @@ type planView struct {
 	w, h   int
 	runs   int // Monte Carlo runs of a plan (planRuns; tests use fewer)
 
-	form    planForm
-	ran     planForm // as last run: the summary over the table says it
-	editing bool
-	edit    form.Model
-	formErr string
+	form planForm
+	ran  planForm // as last run: the summary over the table says it
+	openForm
 
 	snap    *feed.Snapshot
 	seq     int // of the latest run
@@ -121,9 +118,9 @@ func (v *planView) openPlan(s planSeed) {
 	if v.confirm.open {
 		return // the box shows what it was opened with
 	}
-	v.edit = form.New(v.form.fields()...) // esc puts back the form before the seed
+	v.open(v.form.fields()) // esc puts back the form before the seed
 	v.form = v.form.seeded(s, v.c.now())
-	v.editing, v.formErr = true, ""
+	v.formErr = ""
 }
 
 // run plans the form's job in a task: the Monte Carlo takes a few hundred
@@ -186,9 +183,7 @@ func (v *planView) Update(msg tea.Msg) (view, tea.Cmd) {
 	case snapshotMsg:
 		v.snap = msg.snap
 	case tea.PasteMsg:
-		if v.editing {
-			v.edit.Update(msg)
-		}
+		v.paste(msg)
 	case tea.KeyPressMsg:
 		cmds = append(cmds, v.updateKey(msg))
 	}
@@ -229,7 +224,7 @@ func (v *planView) planned(msg planMsg) {
 
 func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	if v.editing {
-		return v.editKey(msg)
+		return v.key(msg, v.run)
 	}
 	if v.prompt.open {
 		return v.prompt.update(v.c, msg)
@@ -242,24 +237,11 @@ func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, v.keys.Down):
 		v.cur = min(v.cur+1, max(len(v.res.results)-1, 0))
 	case key.Matches(msg, v.keys.Form):
-		v.editing, v.edit = true, form.New(v.form.fields()...)
+		v.open(v.form.fields())
 	case key.Matches(msg, v.keys.Run):
 		return v.run()
 	case key.Matches(msg, v.keys.Carry):
 		return v.confirm.offer(v.carryOut)
-	}
-	return nil
-}
-
-func (v *planView) editKey(msg tea.KeyPressMsg) tea.Cmd {
-	switch v.edit.Update(msg) {
-	case form.Cancel:
-		v.editing, v.formErr = false, ""
-	case form.Submit:
-		// Terms that do not parse keep the form open beside their error.
-		cmd := v.run()
-		v.editing = v.formErr != ""
-		return cmd
 	}
 	return nil
 }

@@ -1,0 +1,60 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/gpumarket/gpumarket/tui/widget/form"
+)
+
+// openForm is a view's form: whether it is open, the widget, the error
+// shown beside it.
+type openForm struct {
+	editing bool
+	edit    form.Model
+	formErr string
+}
+
+func (o *openForm) open(fields []form.Field) { o.editing, o.edit = true, form.New(fields...) }
+
+// key runs a key of the open form; enter runs submit, and the form stays
+// open beside the error submit leaves in formErr.
+func (o *openForm) key(msg tea.KeyPressMsg, submit func() tea.Cmd) tea.Cmd {
+	switch o.edit.Update(msg) {
+	case form.Cancel:
+		o.editing, o.formErr = false, ""
+	case form.Submit:
+		cmd := submit()
+		o.editing = o.formErr != ""
+		return cmd
+	}
+	return nil
+}
+
+// paste gives a paste to the open form.
+func (o *openForm) paste(msg tea.PasteMsg) {
+	if o.editing {
+		o.edit.Update(msg)
+	}
+}
+
+// formLine is field i: its label in lw cells, its value in the rest of w.
+func formLine(f *form.Model, i, lw, w int) string {
+	return fmt.Sprintf("%-*s %s", lw, f.Label(i), f.Show(i, w-lw-1))
+}
+
+// formRows are every formLine w wide, the focused one in the cursor style.
+
+func formRows(f *form.Model, st *styles, lw, w int) string {
+	var b strings.Builder
+	for i := range f.Len() {
+		line := fit(formLine(f, i, lw, w), w, false)
+		if i == f.Focus() {
+			line = st.cursor.Render(line)
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}

@@ -3,7 +3,6 @@
 package form
 
 import (
-	"strconv"
 	"strings"
 	"unicode"
 
@@ -36,10 +35,19 @@ type Field struct {
 	options            []string
 	get                func() int
 	set                func(int)
+	// keep returns what puts back the value as it is now.
+	keep func() func()
 }
 
 // Text is a text field editing *p.
-func Text(label string, p *string) Field { return Field{label: label, text: p} }
+func Text(label string, p *string) Field { return Field{label: label, text: p, keep: keep(p)} }
+
+func keep[T any](p *T) func() func() {
+	return func() func() {
+		v := *p
+		return func() { *p = v }
+	}
+}
 
 // Empty is what the field shows while it is empty: what empty means.
 func (f Field) Empty(placeholder string) Field {
@@ -55,19 +63,19 @@ func (f Field) Only(ok func(string) bool) Field {
 
 // Choice is a field choosing options[*p].
 func Choice(label string, options []string, p *int) Field {
-	return Field{label: label, options: options,
+	return Field{label: label, options: options, keep: keep(p),
 		get: func() int { return *p }, set: func(i int) { *p = i }}
 }
 
 // Pick is a field choosing *p among options, an unknown one read as the first.
 func Pick(label string, options []string, p *string) Field {
-	return Field{label: label, options: options,
+	return Field{label: label, options: options, keep: keep(p),
 		get: func() int { return max(0, indexOf(options, *p)) }, set: func(i int) { *p = options[i] }}
 }
 
 // Toggle is a field choosing between off and on.
 func Toggle(label, off, on string, p *bool) Field {
-	return Field{label: label, options: []string{off, on},
+	return Field{label: label, options: []string{off, on}, keep: keep(p),
 		get: func() int {
 			if *p {
 				return 1
@@ -90,7 +98,7 @@ func (f Field) index() int {
 type Model struct {
 	fields []Field
 	focus  int
-	saved  []string
+	saved  []func()
 	// input edits the focused text, without its ctrl+v: over SSH that
 	// clipboard would be the server's.
 	input textinput.Model
@@ -107,26 +115,10 @@ func New(fields ...Field) Model {
 		b.SetEnabled(false)
 	}
 	for _, f := range fields {
-		m.saved = append(m.saved, f.value())
+		m.saved = append(m.saved, f.keep())
 	}
-	m.load()
+	m.SetFocus(0)
 	return m
-}
-
-func (f Field) value() string {
-	if f.choice() {
-		return strconv.Itoa(f.index())
-	}
-	return *f.text
-}
-
-func (f Field) restore(s string) {
-	if f.choice() {
-		i, _ := strconv.Atoi(s)
-		f.set(i)
-		return
-	}
-	*f.text = s
 }
 
 // Focus is the index of the focused field.
@@ -138,7 +130,10 @@ func (m *Model) SetFocus(i int) {
 		return
 	}
 	m.focus = ((i % len(m.fields)) + len(m.fields)) % len(m.fields)
-	m.load()
+	if f := m.fields[m.focus]; !f.choice() {
+		m.input.SetValue(*f.text)
+		m.input.CursorEnd()
+	}
 }
 
 // Len is the number of fields.
@@ -187,8 +182,8 @@ func (m *Model) key(msg tea.KeyPressMsg) Result {
 	f := m.fields[m.focus]
 	switch s := msg.String(); s {
 	case "esc":
-		for i, f := range m.fields {
-			f.restore(m.saved[i])
+		for _, put := range m.saved {
+			put()
 		}
 		m.load()
 		return Cancel

@@ -134,6 +134,26 @@ func TestEscRestoresEveryField(t *testing.T) {
 	}
 }
 
+// esc puts back a value no option names, and a cursor left inside one
+// field is at the end of the next, even one holding the same text.
+func TestEscKeepsAnUnknownChoiceAndFocusEndsTheCursor(t *testing.T) {
+	g := "V100"
+	a, b := "15m", "15m"
+	m := New(Pick("GPU", []string{"A100", "H100"}, &g), Text("A", &a), Text("B", &b))
+	send(&m, "right")
+	if g != "H100" {
+		t.Fatalf("right from an unknown: %q", g)
+	}
+	send(&m, "down", "home", "down", "x")
+	if a != "15m" || b != "15mx" {
+		t.Errorf("typed after moving: a %q b %q", a, b)
+	}
+	send(&m, "esc")
+	if g != "V100" || b != "15m" {
+		t.Errorf("esc: %q %q", g, b)
+	}
+}
+
 func TestChoiceKeys(t *testing.T) {
 	opts := []string{"price-capacity-optimized", "capacity-optimized", "lowest-price", "diversified"}
 	i := 0

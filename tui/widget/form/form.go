@@ -166,6 +166,7 @@ func (m *Model) Update(msg tea.Msg) Result {
 	if len(m.fields) == 0 {
 		return Editing
 	}
+	m.load()
 	switch msg := msg.(type) {
 	case tea.KeyPressMsg:
 		return m.key(msg)
@@ -253,7 +254,6 @@ func (m *Model) room(f Field, text string) string {
 }
 
 func (m *Model) edit(msg tea.Msg) {
-	m.load()
 	m.input, _ = m.input.Update(msg)
 	if f := m.fields[m.focus]; *f.text != m.input.Value() {
 		*f.text = m.input.Value()

@@ -260,6 +260,13 @@ func TestHostChangesAreSeen(t *testing.T) {
 	if v != "H200,A100x" {
 		t.Errorf("typed after the host's change: %q", v)
 	}
+	short := strings.Repeat("s", MaxLen-1)
+	m = New(Text("T", &short))
+	short = "s"
+	m.Update(tea.PasteMsg{Content: "abc"})
+	if short != "sabc" {
+		t.Errorf("a paste measured against the value before the host's change: %q", short)
+	}
 }
 
 func TestShowPlaceholder(t *testing.T) {

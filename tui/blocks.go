@@ -149,8 +149,7 @@ var (
 // startForm is what the start fields accept, for their errors.
 const startForm = domain.WhenForm
 
-// parseStart reads a start as `gpumarket plan` does; local times are the
-// session's, as the table's START column.
+// parseStart reads a start as `gpumarket plan` does, in the session's zone.
 func parseStart(s string, now time.Time) (time.Time, error) {
 	return domain.ParseWhen(s, now)
 }
@@ -219,8 +218,8 @@ func (v *blocksView) helpNote() string {
 		"priced as EFF: what a job of the block's GPUs and hours pays per useful GPU-hour there, given its interruptions (config plan.*)."
 }
 
-// shown starts the first search when the view is first shown: a search asks
-// every region of every cloud. A viewer's waits for r (docs/DESIGN.md, TUI).
+// shown starts the first search, a viewer's on r only (docs/DESIGN.md, The TUI).
+
 func (v *blocksView) shown() tea.Cmd {
 	if v.searched || v.c.role == RoleViewer {
 		return nil
@@ -307,9 +306,8 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// planSeed is the search as a job: its GPUs for its duration, due by its
-// latest start plus the duration. An instance counts 8 GPUs unless the
-// selected offering says otherwise.
+// planSeed is the search as a job, due by its latest start plus the
+// duration; an instance counts 8 GPUs unless the selected offering says.
 func (v *blocksView) planSeed() planSeed {
 	t := v.terms
 	if !v.searched {
@@ -346,8 +344,7 @@ func bookAction(svc *ledger.Service, actor string, o domain.Offering, now time.T
 	return buyAction(svc, actor, o, now, nil, 0)
 }
 
-// buyAction is bookAction on terms that are shown as changed when
-// changed is set; quoted counts the renewals its quotes made in a row.
+// buyAction is bookAction on changed terms; quoted counts renewals in a row.
 func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Time, changed *ledger.TermsChangedError, quoted int) *moneyAction {
 	a := &moneyAction{
 		title: fmt.Sprintf("Buy this %s for $%.2f?", offeringName(o), o.UpfrontUSD), verb: "buy",
@@ -590,9 +587,7 @@ func (v *blocksView) View() string {
 	case !v.at.IsZero():
 		summary += fmt.Sprintf(" · %d offerings at %s", len(v.offers), v.at.In(v.c.now().Location()).Format("15:04"))
 	}
-	// Wrapped, not cut: the summary ends with what it found, the footnote
-	// says what SPOT ALT means.
-	// "(e edits)" stays whole: on the summary's last line if it fits.
+	// Wrapped, not cut: the summary ends with what it found; "(e edits)" stays whole.
 	lines := strings.Split(wordwrap(summary, v.w), "\n")
 	if last := len(lines) - 1; cellWidth(lines[last])+len("   (e edits)") <= v.w {
 		lines[last] += "   (e edits)"
@@ -606,10 +601,8 @@ func (v *blocksView) View() string {
 	b.WriteString(st.dim.Render(strings.Join(lines, "\n")))
 	cols := fitTable(blocksColumnsFor(v.offers), v.w-2)
 	b.WriteString("\n" + st.dim.Render(wordwrap(v.footnote(cols), v.w)))
-	// One line per provider, or region of one, that did not answer,
-	// wrapped: a refusal's end says what is accepted. The service gives
-	// them in the providers' order and each one's regions sorted, so the
-	// lines do not swap places from one search to the next.
+	// A line per provider or region that did not answer, wrapped (a refusal's
+	// end says what is accepted), in the service's steady order.
 	for _, w := range v.warnings {
 		b.WriteString("\n" + st.footerErr.Render(wordwrap(w.String(), v.w)))
 	}

@@ -9,8 +9,7 @@ import (
 	"github.com/gpumarket/gpumarket/tui/widget/form"
 )
 
-// openForm is a view's form: whether it is open, the widget, the error
-// shown beside it.
+// openForm is a view's form: open or not, the widget, the error beside it.
 type openForm struct {
 	editing bool
 	edit    form.Model
@@ -19,8 +18,7 @@ type openForm struct {
 
 func (o *openForm) open(fields []form.Field) { o.editing, o.edit = true, form.New(fields...) }
 
-// key runs a key of the open form; enter runs submit, and the form stays
-// open beside the error submit leaves in formErr.
+// key runs a key of the open form; it stays open beside submit's formErr.
 func (o *openForm) key(msg tea.KeyPressMsg, submit func() tea.Cmd) tea.Cmd {
 	switch o.edit.Update(msg) {
 	case form.Cancel:
@@ -33,7 +31,6 @@ func (o *openForm) key(msg tea.KeyPressMsg, submit func() tea.Cmd) tea.Cmd {
 	return nil
 }
 
-// paste gives a paste to the open form.
 func (o *openForm) paste(msg tea.PasteMsg) {
 	if o.editing {
 		o.edit.Update(msg)

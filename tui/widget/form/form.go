@@ -35,8 +35,7 @@ type Field struct {
 	options            []string
 	get                func() int
 	set                func(int)
-	// keep returns what puts back the value as it is now.
-	keep func() func()
+	keep               func() func() // returns what puts the value back
 }
 
 // Text is a text field editing *p.
@@ -49,7 +48,7 @@ func keep[T any](p *T) func() func() {
 	}
 }
 
-// Empty is what the field shows while it is empty: what empty means.
+// Empty is what the field shows when empty: what empty means.
 func (f Field) Empty(placeholder string) Field {
 	f.placeholder = placeholder
 	return f
@@ -99,9 +98,7 @@ type Model struct {
 	fields []Field
 	focus  int
 	saved  []func()
-	// input edits the focused text, without its ctrl+v: over SSH that
-	// clipboard would be the server's.
-	input textinput.Model
+	input  textinput.Model // without ctrl+v: over SSH, the server's clipboard
 }
 
 // New opens a form on fields, remembering their values for esc.
@@ -209,8 +206,7 @@ func (m *Model) key(msg tea.KeyPressMsg) Result {
 	return Editing
 }
 
-// choose steps a choice (←/→/space) or goes to the next option starting
-// with the letter typed.
+// choose steps a choice, or goes to the next option starting with a letter.
 func (m *Model) choose(f Field, s, text string) {
 	n, i := len(f.options), f.index()
 	switch {
@@ -243,8 +239,7 @@ func (m *Model) typed(msg tea.KeyPressMsg) bool {
 	return msg.Text != ""
 }
 
-// room is what of text the field takes, cut to MaxLen; a longer value the
-// host gave is kept, only not grown.
+// room is what of text the field takes, to MaxLen; a longer value is not grown.
 func (m *Model) room(f Field, text string) string {
 	if f.accept != nil && !f.accept(text) {
 		return ""
@@ -277,8 +272,8 @@ func (m Model) Value(i int) string {
 	return ""
 }
 
-// Show is Value with the cursor on the focused field, kept in sight in
-// width cells (… marks what is cut).
+// Show is Value with the cursor on the focused field, in sight in width cells.
+
 func (m Model) Show(i, width int) string {
 	if i < 0 || i >= len(m.fields) {
 		return ""

@@ -202,9 +202,7 @@ func (v *blocksView) KeyMap() help.KeyMap {
 	case v.prompt.open:
 		return newPromptKeys(false)
 	case v.editing:
-		change := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "change"))
-		change.SetEnabled(v.edit.OnChoice())
-		return formKeys("search", "back to the last search", change)
+		return v.footer("change", "search", "back to the last search")
 	}
 	return v.keys
 }

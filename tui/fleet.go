@@ -169,9 +169,7 @@ func (v *fleetView) shown() tea.Cmd {
 func (v *fleetView) Title() string { return "Fleet" }
 func (v *fleetView) KeyMap() help.KeyMap {
 	if v.editing {
-		strategy := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "strategy"))
-		strategy.SetEnabled(v.edit.OnChoice())
-		return formKeys("done", "put back", strategy)
+		return v.footer("strategy", "done", "put back")
 	}
 	return v.keys
 }

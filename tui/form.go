@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/gpumarket/gpumarket/tui/widget/form"
@@ -14,6 +15,15 @@ type openForm struct {
 	editing bool
 	edit    form.Model
 	formErr string
+}
+
+// footer is the keys of the open form: ←/→ say what they change on a
+// choice.
+func (o *openForm) footer(choice, submit, back string) keyList {
+	change := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", choice))
+	change.SetEnabled(o.edit.OnChoice())
+	return keyList{key.NewBinding(key.WithKeys("tab", "up", "down"), key.WithHelp("tab/↑/↓", "field")), change,
+		key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", submit)), key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", back))}
 }
 
 func (o *openForm) open(fields []form.Field) { o.editing, o.edit = true, form.New(fields...) }

@@ -158,3 +158,34 @@ func TestNoFieldReadsTheServersClipboard(t *testing.T) {
 		press(f.m, "esc")
 	}
 }
+
+// Every form's footer says what ←/→ change on a choice, and only there.
+func TestFormFootersSayTheChoiceKeys(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
+	foot := func() string {
+		l := strings.Split(f.screen(), "\n")
+		return l[len(l)-1]
+	}
+	for _, c := range []struct {
+		view   string
+		toText []string
+		choice []string
+		says   string
+	}{
+		{"Plan", nil, []string{"up", "up", "up", "up", "up"}, "←/→ yes/no"},
+		{"Blocks", []string{"down"}, []string{"up"}, "←/→ change"},
+		{"Fleet", nil, []string{"down", "down"}, "←/→ strategy"},
+	} {
+		f.show(t, c.view)
+		edit(f.m, "e")
+		edit(f.m, c.toText...)
+		if got := foot(); strings.Contains(got, "←/→") {
+			t.Errorf("%s on a text field: %q", c.view, got)
+		}
+		edit(f.m, c.choice...)
+		if got := foot(); !strings.Contains(got, c.says) {
+			t.Errorf("%s on a choice: %q, want %q", c.view, got, c.says)
+		}
+		edit(f.m, "esc")
+	}
+}

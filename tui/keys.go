@@ -118,18 +118,3 @@ type keyList []key.Binding
 
 func (k keyList) ShortHelp() []key.Binding  { return k }
 func (k keyList) FullHelp() [][]key.Binding { return [][]key.Binding{k} }
-
-func fieldKey() key.Binding {
-	return key.NewBinding(key.WithKeys("tab", "up", "down"), key.WithHelp("tab/↑/↓", "field"))
-}
-
-// formKeys are a form's keys; extra sits before enter (←/→ on a choice).
-func formKeys(submit, back string, extra ...key.Binding) keyList {
-	k := keyList{fieldKey()}
-	k = append(k, extra...)
-	k = append(k, key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", submit)))
-	if back != "" {
-		k = append(k, key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", back)))
-	}
-	return k
-}

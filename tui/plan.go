@@ -94,7 +94,7 @@ func (v *planView) KeyMap() help.KeyMap {
 	case v.prompt.open:
 		return newPromptKeys(false)
 	case v.editing:
-		return formKeys("run the plan", "back")
+		return v.footer("yes/no", "run the plan", "back")
 	}
 	return v.keys
 }

@@ -417,6 +417,12 @@ func (p *rulePrompt) begin(q rulePrompt) {
 	p.edit = form.New(form.Text("", &p.value).Only(func(t string) bool { return strings.Trim(t, "0123456789.") == "" }))
 }
 
+func (p *rulePrompt) paste(msg tea.PasteMsg) {
+	if p.open {
+		p.edit.Update(msg)
+	}
+}
+
 // promptKeys are the footer's keys while a prompt is open.
 type promptKeys struct{ Save, Toggle, Cancel key.Binding }
 

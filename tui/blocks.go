@@ -258,6 +258,7 @@ func (v *blocksView) Update(msg tea.Msg) (view, tea.Cmd) {
 		v.snap = msg.snap
 	case tea.PasteMsg:
 		v.paste(msg)
+		v.prompt.paste(msg)
 	case tea.KeyPressMsg:
 		cmds = append(cmds, v.updateKey(msg))
 	}

@@ -189,3 +189,24 @@ func TestFormFootersSayTheChoiceKeys(t *testing.T) {
 		edit(f.m, "esc")
 	}
 }
+
+// A paste reaches the rule prompt's figure and the Market filter, which
+// filters by it at once.
+func TestPasteReachesThePromptAndTheFilter(t *testing.T) {
+	ev := newWatch(t)
+	m := newTestModel(t, 120, 30, Options{Watch: ev})
+	press(m, "a")
+	edit(m, "ctrl+u")
+	m.Update(tea.PasteMsg{Content: "0.5"})
+	m.Update(tea.PasteMsg{Content: "x1"})
+	if p := m.market.prompt; p.value != "0.5" {
+		t.Errorf("prompt after pastes: %q", p.value)
+	}
+	edit(m, "esc")
+	all := len(listKeys(m))
+	press(m, "/")
+	m.Update(tea.PasteMsg{Content: "westeurope"})
+	if got := listKeys(m); len(got) == 0 || len(got) == all || !strings.Contains(got[0], "westeurope") {
+		t.Errorf("filter after a paste: %d of %d rows, first %v", len(got), all, got[:min(len(got), 1)])
+	}
+}

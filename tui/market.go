@@ -216,10 +216,13 @@ func (m *marketView) Update(msg tea.Msg) (view, tea.Cmd) {
 			return m, m.prompt.update(m.c, msg)
 		}
 		return m.updateKey(msg)
+	case tea.PasteMsg:
+		m.prompt.paste(msg)
 	}
 	if m.typing {
 		var cmd tea.Cmd
 		m.filter, cmd = m.filter.Update(msg)
+		m.setNeedle(m.filter.Value())
 		return m, cmd
 	}
 	return m, nil

@@ -3,6 +3,7 @@
 package form
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 
@@ -69,7 +70,7 @@ func Choice(label string, options []string, p *int) Field {
 // Pick is a field choosing *p among options, an unknown one read as the first.
 func Pick(label string, options []string, p *string) Field {
 	return Field{label: label, options: options, keep: keep(p),
-		get: func() int { return max(0, indexOf(options, *p)) }, set: func(i int) { *p = options[i] }}
+		get: func() int { return max(0, slices.Index(options, *p)) }, set: func(i int) { *p = options[i] }}
 }
 
 // Toggle is a field choosing between off and on.
@@ -273,7 +274,6 @@ func (m Model) Value(i int) string {
 }
 
 // Show is Value with the cursor on the focused field, in sight in width cells.
-
 func (m Model) Show(i, width int) string {
 	if i < 0 || i >= len(m.fields) {
 		return ""
@@ -294,13 +294,14 @@ func (m Model) Show(i, width int) string {
 }
 
 // window cuts r around the cursor, a third of the room kept for what follows.
-
 func window(r []rune, pos, width int) string {
 	full := string(r[:pos]) + Cursor + string(r[pos:])
 	if ansi.StringWidth(full) <= width {
 		return full
 	}
-	if width < 4 {
+	if width < 4 && pos == 0 {
+		return Cursor + "…"
+	} else if width < 4 {
 		return "…" + Cursor
 	}
 	room := width - 3 // the cursor and an ellipsis each side
@@ -329,12 +330,3 @@ func window(r []rune, pos, width int) string {
 }
 
 func runeWidth(r rune) int { return max(ansi.StringWidth(string(r)), 1) }
-
-func indexOf(options []string, s string) int {
-	for i, o := range options {
-		if o == s {
-			return i
-		}
-	}
-	return -1
-}

@@ -307,6 +307,9 @@ func TestShowKeepsTheCursorInSight(t *testing.T) {
 			if strings.Count(got, Cursor) != 1 {
 				t.Fatalf("width %d pos %d: %q", width, pos, got)
 			}
+			if pos == 0 && !strings.HasPrefix(got, Cursor) {
+				t.Fatalf("width %d: the cursor at the start shows %q", width, got)
+			}
 			before := strings.TrimPrefix(strings.Split(got, Cursor)[0], "…")
 			if r := []rune(text); !strings.HasSuffix(string(r[:pos]), before) {
 				t.Fatalf("width %d pos %d: %q does not end where the cursor is", width, pos, got)

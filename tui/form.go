@@ -17,8 +17,7 @@ type openForm struct {
 	formErr string
 }
 
-// footer is the keys of the open form: ←/→ say what they change on a
-// choice.
+// footer is the open form's keys; ←/→ say what they change on a choice.
 func (o *openForm) footer(choice, submit, back string) keyList {
 	change := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", choice))
 	change.SetEnabled(o.edit.OnChoice())

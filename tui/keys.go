@@ -19,7 +19,6 @@ func newGlobalKeys() globalKeys {
 	}
 }
 
-// upKey and downKey move a list's cursor, in every view with a list.
 func upKey() key.Binding {
 	return key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up"))
 }

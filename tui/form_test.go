@@ -2,8 +2,10 @@ package tui
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
@@ -209,4 +211,28 @@ func TestPasteReachesThePromptAndTheFilter(t *testing.T) {
 	if got := listKeys(m); len(got) == 0 || len(got) == all || !strings.Contains(got[0], "westeurope") {
 		t.Errorf("filter after a paste: %d of %d rows, first %v", len(got), all, got[:min(len(got), 1)])
 	}
+}
+
+// The keys arrive as a terminal sends them (bytes through bubbletea's
+// input parser): home, end, ←, ctrl+w and ctrl+u edit the Plan form.
+func TestFormKeysFromTerminalBytes(t *testing.T) {
+	h := startHub(t)
+	keys := "\t\t\t" + "e" + "\x1b[B\x1b[B" + // Plan, its form, Hours of work (24)
+		"\x1b[D\x15" + "1" + "\x1b[F 5\x17" + "7" + "\x1b[H2" + "\x03" // ← ctrl+u 1, end " 5" ctrl+w 7, home 2
+	in := &slowReader{data: []byte(keys), after: 200 * time.Millisecond}
+	p := tea.NewProgram(New(Options{Hub: h, Now: nowFn, NoColor: true}),
+		tea.WithInput(in), tea.WithOutput(io.Discard), tea.WithWindowSize(80, 24), tea.WithoutSignals())
+	final, err := p.Run()
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, v := range final.(*Model).views {
+		if pv, ok := v.(*planView); ok {
+			if !pv.editing || pv.form.hours != "214 7" {
+				t.Errorf("hours %q, editing %v; want \"214 7\" in an open form", pv.form.hours, pv.editing)
+			}
+			return
+		}
+	}
+	t.Fatal("no Plan view")
 }

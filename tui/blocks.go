@@ -280,7 +280,7 @@ func (v *blocksView) found(msg offersMsg) tea.Cmd {
 
 func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	if v.editing {
-		return v.key(msg, v.search)
+		return v.formKey(msg, v.search)
 	}
 	if v.prompt.open {
 		return v.prompt.update(v.c, msg)

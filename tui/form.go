@@ -27,8 +27,8 @@ func (o *openForm) footer(choice, submit, back string) keyList {
 
 func (o *openForm) open(fields []form.Field) { o.editing, o.edit = true, form.New(fields...) }
 
-// key runs a key of the open form; it stays open beside submit's formErr.
-func (o *openForm) key(msg tea.KeyPressMsg, submit func() tea.Cmd) tea.Cmd {
+// formKey runs a key of the open form; it stays open beside submit's formErr.
+func (o *openForm) formKey(msg tea.KeyPressMsg, submit func() tea.Cmd) tea.Cmd {
 	switch o.edit.Update(msg) {
 	case form.Cancel:
 		o.editing, o.formErr = false, ""

@@ -225,7 +225,7 @@ func (v *planView) planned(msg planMsg) {
 
 func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	if v.editing {
-		return v.key(msg, v.run)
+		return v.formKey(msg, v.run)
 	}
 	if v.prompt.open {
 		return v.prompt.update(v.c, msg)

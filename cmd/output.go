@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // Output formats of -o.
@@ -60,19 +62,14 @@ func checkOutput(format string) error {
 // tagged `output:"table"` is for people only: the table shows it, and JSON
 // and CSV (whose fields are DESIGN.md's contract) leave it out.
 //
-// A slice type with declared columns (a declaredTable: `prices`, whose
-// columns the market package declares once for the TUI and the CLI) is
-// written through those columns instead of its fields' tags.
+// Rows of a type whose columns package present declares (declared) are
+// written through those columns instead.
 func writeRows(w io.Writer, format string, rows any) error {
 	rv := reflect.ValueOf(rows)
 	if rv.Kind() != reflect.Slice {
 		return fmt.Errorf("writeRows: want a slice of structs, got %T", rows)
 	}
-	var cols []column
-	if d, ok := rows.(declaredTable); ok {
-		cols = d.columns()
-	}
-	rw, err := newColumnWriter(w, format, rv.Type().Elem(), cols)
+	rw, err := newRowWriter(w, format, rv.Type().Elem())
 	if err != nil {
 		return err
 	}
@@ -100,18 +97,6 @@ type rowWriter struct {
 // newRowWriter starts writing rows of type rowType (a struct, or a pointer
 // to one) and writes the header.
 func newRowWriter(w io.Writer, format string, rowType reflect.Type) (*rowWriter, error) {
-	return newColumnWriter(w, format, rowType, nil)
-}
-
-// declaredTable is a slice of rows whose columns are declared rather than
-// read from struct tags.
-type declaredTable interface {
-	columns() []column
-}
-
-// newColumnWriter is newRowWriter with the columns given; nil reads them
-// from the struct's json and table tags.
-func newColumnWriter(w io.Writer, format string, rowType reflect.Type, declared []column) (*rowWriter, error) {
 	if err := checkOutput(format); err != nil {
 		return nil, err
 	}
@@ -123,10 +108,11 @@ func newColumnWriter(w io.Writer, format string, rowType reflect.Type, declared 
 		return nil, fmt.Errorf("rows of %s: want flat structs", rowType)
 	}
 	rw := &rowWriter{format: format, typ: rowType, buf: bufio.NewWriterSize(w, 64<<10)}
-	if declared == nil {
-		declared = columnsOf(et)
+	cols, ok := declared[et]
+	if !ok {
+		cols = columnsOf(et)
 	}
-	for _, c := range declared {
+	for _, c := range cols {
 		if format == formatTable && c.tableFmt == "-" || format != formatTable && c.tableOnly {
 			continue
 		}
@@ -252,6 +238,27 @@ type column struct {
 	value    func(row reflect.Value) reflect.Value
 	// tableOnly is set for a column only the table shows.
 	tableOnly bool
+}
+
+// declared are the columns package present declares once for the TUI and
+// the CLI, by row type.
+var declared = map[reflect.Type][]column{
+	reflect.TypeFor[present.Row]():       fromPresent(present.MarketCols(present.Prices)),
+	reflect.TypeFor[present.LedgerRow](): fromPresent(present.Ledger),
+}
+
+// fromPresent reads rows of type E through columns declared in present.
+func fromPresent[E any](cols []*present.Col[*E]) []column {
+	out := make([]column, 0, len(cols))
+	for _, c := range cols {
+		if c.Field == "" {
+			continue
+		}
+		out = append(out, column{name: c.Field, tableFmt: c.Format, tableOnly: c.TableOnly, value: func(r reflect.Value) reflect.Value {
+			return reflect.ValueOf(c.Value(r.Addr().Interface().(*E)))
+		}})
+	}
+	return out
 }
 
 func columnsOf(t reflect.Type) []column {

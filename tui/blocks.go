@@ -714,7 +714,7 @@ func (v *blocksView) View() string {
 		b.WriteString(v.prompt.view(st, v.w) + "\n")
 	}
 	b.WriteString(st.dim.Render(strings.Join(lines, "\n")))
-	cols := fitTable(blocksColumnsFor(v.offers), v.w-2)
+	cols := fitTableOld(blocksColumnsFor(v.offers), v.w-2)
 	b.WriteString("\n" + st.dim.Render(wordwrap(v.footnote(cols), v.w)))
 	// One line per provider, or region of one, that did not answer,
 	// wrapped: a refusal's end says what is accepted. The service gives

@@ -340,7 +340,7 @@ func (v *planView) View() string {
 	if len(rs) == 0 {
 		return clip(strings.Join(top, "\n"), v.w, v.h)
 	}
-	cols := fitTable(planColumns, v.w-2)
+	cols := fitTableOld(planColumns, v.w-2)
 	var hdr []string
 	for _, c := range cols {
 		hdr = append(hdr, fit(c.title, c.w, c.right))

@@ -182,7 +182,7 @@ func usageCells(r ledger.UsageRow) map[string]string {
 	}
 	what := fmt.Sprintf("%s GPU %s", present.GPUCount(r.GPUs), present.DisplayType(r.InstanceType))
 	return map[string]string{"KIND": r.Kind, "WHAT": what, "BOOKED": gpuh(r.BookedGPUHours), "RUNNING": gpuh(r.RunningGPUHours),
-		"BUSY": busy, "IDLE $": present.Money(r.IdleUSD), "COST $": present.Money(r.CostUSD), "INTR": intr, "BY": actorName(r.Actor),
+		"BUSY": busy, "IDLE $": present.Money(r.IdleUSD), "COST $": present.Money(r.CostUSD), "INTR": intr, "BY": present.ActorName(r.Actor),
 		"STATE": r.State, "WHERE": present.Place(r.Region, r.Zone), "METRICS": orDefault(r.MetricsSource, "no metrics")}
 }
 
@@ -229,7 +229,7 @@ func (v *usageView) View() string {
 		room = 3
 	}
 
-	cols := fitTable(usageColumns, v.w-2)
+	cols := fitTableOld(usageColumns, v.w-2)
 	var hdr []string
 	for _, c := range cols {
 		hdr = append(hdr, fit(c.title, c.w, c.right))
@@ -293,7 +293,7 @@ func (v *usageView) View() string {
 	if len(actors) > 0 {
 		low = append(low, st.header.Render(fit("  BY         ROWS  GPU-H BOOKED / RUNNING / BUSY   COST       IDLE", v.w, false)))
 		for _, a := range actors {
-			low = append(low, fit(fmt.Sprintf("  %-10s %4d  %7.1f %7.1f %7.1f    %-10s %s", fit(actorName(a.Key), 10, false), a.Rows,
+			low = append(low, fit(fmt.Sprintf("  %-10s %4d  %7.1f %7.1f %7.1f    %-10s %s", fit(present.ActorName(a.Key), 10, false), a.Rows,
 				a.BookedGPUHours, a.RunningGPUHours, a.BusyGPUHours, usd(a.CostUSD), usd(a.IdleUSD)), v.w, false))
 		}
 	}

@@ -3,6 +3,7 @@ package cmd
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
 )
 
@@ -141,7 +143,7 @@ func newRowWriter(w io.Writer, format string, rowType reflect.Type) (*rowWriter,
 	default:
 		rw.tw = tabwriter.NewWriter(rw.buf, 0, 0, 2, ' ', 0)
 		for j, c := range rw.cols {
-			rw.rec[j] = strings.ToUpper(c.name)
+			rw.rec[j] = cmp.Or(c.head, strings.ToUpper(c.name))
 		}
 		fmt.Fprintln(rw.tw, strings.Join(rw.rec, "\t"))
 	}
@@ -172,6 +174,10 @@ func (rw *rowWriter) write(rows any) error {
 			err = rw.csv.Write(rw.rec)
 		default:
 			for j, c := range rw.cols {
+				if c.text != nil {
+					rw.rec[j] = c.text(r)
+					continue
+				}
 				rw.rec[j] = tableCell(c.value(r), c.tableFmt)
 			}
 			_, err = fmt.Fprintln(rw.tw, strings.Join(rw.rec, "\t"))
@@ -238,6 +244,9 @@ type column struct {
 	value    func(row reflect.Value) reflect.Value
 	// tableOnly is set for a column only the table shows.
 	tableOnly bool
+	// head and text, when set, are the table's header and cell.
+	head string
+	text func(row reflect.Value) string
 }
 
 // declared are the columns package present declares once for the TUI and
@@ -245,6 +254,7 @@ type column struct {
 var declared = map[reflect.Type][]column{
 	reflect.TypeFor[present.Row]():       fromPresent(present.MarketCols(present.Prices)),
 	reflect.TypeFor[present.LedgerRow](): fromPresent(present.Ledger),
+	reflect.TypeFor[ledger.UsageRow]():   fromPresent(present.Usage),
 }
 
 // fromPresent reads rows of type E through columns declared in present.
@@ -254,9 +264,13 @@ func fromPresent[E any](cols []*present.Col[*E]) []column {
 		if c.Field == "" {
 			continue
 		}
-		out = append(out, column{name: c.Field, tableFmt: c.Format, tableOnly: c.TableOnly, value: func(r reflect.Value) reflect.Value {
+		col := column{name: c.Field, tableFmt: c.Format, tableOnly: c.TableOnly, head: c.Head, value: func(r reflect.Value) reflect.Value {
 			return reflect.ValueOf(c.Value(r.Addr().Interface().(*E)))
-		}})
+		}}
+		if c.Text != nil {
+			col.text = func(r reflect.Value) string { return c.Text(r.Addr().Interface().(*E)) }
+		}
+		out = append(out, col)
 	}
 	return out
 }

@@ -18,28 +18,9 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// usageRow is one ledger row's usage with the README's fields, exactly.
-// start and end bound the span counted (the row's capacity within
-// --since, up to now); unknown figures are null.
-type usageRow struct {
-	ID              string    `json:"id"`
-	Kind            string    `json:"kind"`
-	Provider        string    `json:"provider"`
-	Cloud           string    `json:"cloud"`
-	Region          string    `json:"region"`
-	InstanceType    string    `json:"instance_type"`
-	GPUs            float64   `json:"gpus"`
-	Actor           string    `json:"actor"`
-	Start           time.Time `json:"start"`
-	End             time.Time `json:"end"`
-	BookedGPUHours  *float64  `json:"booked_gpu_hours"`
-	RunningGPUHours *float64  `json:"running_gpu_hours"`
-	BusyGPUHours    *float64  `json:"busy_gpu_hours"`
-	Interruptions   *int      `json:"interruptions"`
-	CostUSD         *float64  `json:"cost_usd"`
-	IdleUSD         *float64  `json:"idle_usd"`
-	MetricsSource   *string   `json:"metrics_source"`
-}
+// usageRow is one ledger row's usage as `usage` writes it, through
+// present.Usage: the README's fields; unknown figures are null.
+type usageRow = ledger.UsageRow
 
 // usageDayRow and usageActorRow are the totals of one UTC day (--by day)
 // or one actor (--by actor). Unknown figures of a row are left out of the
@@ -68,18 +49,6 @@ type usageActorRow struct {
 	CostUSD           *float64 `json:"cost_usd"`
 	IdleUSD           *float64 `json:"idle_usd"`
 	RowsWithoutMetric int      `json:"rows_without_metrics"`
-}
-
-func usageRowOf(r ledger.UsageRow) usageRow {
-	out := usageRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region,
-		InstanceType: r.InstanceType, GPUs: r.GPUs, Actor: r.Actor, Start: r.Start.UTC(), End: r.End.UTC(),
-		BookedGPUHours: present.Round(r.BookedGPUHours, 3), RunningGPUHours: present.Round(r.RunningGPUHours, 3), BusyGPUHours: present.Round(r.BusyGPUHours, 3),
-		CostUSD: present.Round(r.CostUSD, 2), IdleUSD: present.Round(r.IdleUSD, 2), MetricsSource: optString(r.MetricsSource)}
-	if r.Interruptions >= 0 {
-		n := r.Interruptions
-		out.Interruptions = &n
-	}
-	return out
 }
 
 func dayRowOf(t ledger.Total) usageDayRow {
@@ -184,11 +153,7 @@ func (a *app) runUsage(ctx context.Context, since time.Duration, by string, time
 			}
 			return writeRows(e.out, output, out)
 		}
-		out := make([]usageRow, 0, len(rep.Rows))
-		for _, r := range rep.Rows {
-			out = append(out, usageRowOf(r))
-		}
-		return writeRows(e.out, output, out)
+		return writeRows(e.out, output, rep.Rows)
 	}
 	return writeUsageTable(e.out, rep, by)
 }
@@ -227,37 +192,16 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 // totals per day with a bar of booked, running and busy GPU-hours, per
 // actor, and over all. --by day or actor prints only that section.
 func writeUsageTable(w io.Writer, rep ledger.UsageReport, by string) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	num := func(v float64, f string) string {
-		if math.IsNaN(v) {
-			return "-"
-		}
-		return fmt.Sprintf(f, v)
-	}
 	if by == byRow {
-		fmt.Fprintf(tw, "ID\tKIND\tPROVIDER\tREGION\tINSTANCE_TYPE\tGPUS\tACTOR\tSTART (UTC)\tEND (UTC)\tBOOKED GPU-H\tRUNNING GPU-H\tBUSY GPU-H\tINTERRUPTIONS\tCOST $\tIDLE $\tMETRICS\n")
-		for _, r := range rep.Rows {
-			busy := num(r.BusyGPUHours, "%.1f")
-			if r.NoMetrics() {
-				busy = "no metrics"
-			}
-			intr := "-"
-			if r.Interruptions >= 0 {
-				intr = fmt.Sprint(r.Interruptions)
-			}
-			src := r.MetricsSource
-			if src == "" {
-				src = "no metrics"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Kind, r.Provider, r.Region,
-				r.InstanceType, present.GPUCount(r.GPUs), dashIfEmpty(r.Actor), r.Start.UTC().Format("2006-01-02 15:04"), r.End.UTC().Format("2006-01-02 15:04"),
-				num(r.BookedGPUHours, "%.1f"), num(r.RunningGPUHours, "%.1f"), busy, intr, num(r.CostUSD, "%.2f"), num(r.IdleUSD, "%.2f"), src)
+		if err := writeRows(w, formatTable, rep.Rows); err != nil {
+			return err
 		}
 		if len(rep.Rows) == 0 {
-			fmt.Fprintf(tw, "(nothing in the ledger ran since %s)\n", rep.Since.Format(time.RFC3339))
+			fmt.Fprintf(w, "(nothing in the ledger ran since %s)\n", rep.Since.Format(time.RFC3339))
 		}
-		fmt.Fprintln(tw)
+		fmt.Fprintln(w)
 	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if by == byRow || by == byDay {
 		fmt.Fprintf(tw, "DAY (UTC)\tBOOKED GPU-H\tRUNNING GPU-H\tBUSY GPU-H\tBOOKED ▒ RUNNING ▓ BUSY █\tINTERRUPTIONS\tCOST $\tIDLE $\n")
 		peak := 0.0
@@ -307,13 +251,6 @@ func (a *app) idleWarnings(ctx context.Context, timeout time.Duration) []string 
 		out = append(out, "warning: "+strings.TrimSpace(al.String())+" (`gpumarket usage` for the figures)")
 	}
 	return out
-}
-
-func dashIfEmpty(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // usageTracker is the one usage tracker of the run, built on first use:

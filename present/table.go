@@ -20,15 +20,8 @@ type Col[R any] struct {
 	Field, Format string
 	TableOnly     bool
 	Value         func(R) any
-}
-
-// Fields are the columns the CLI writes.
-func Fields[R any](cols []*Col[R]) []*Col[R] {
-	var out []*Col[R]
-	for _, c := range cols {
-		if c.Field != "" {
-			out = append(out, c)
-		}
-	}
-	return out
+	// Head and Text are the CLI table's header and cell where they are
+	// not the upper-cased Field and the Value printed with Format.
+	Head string
+	Text func(R) string
 }

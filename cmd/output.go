@@ -252,9 +252,10 @@ type column struct {
 // declared are the columns package present declares once for the TUI and
 // the CLI, by row type.
 var declared = map[reflect.Type][]column{
-	reflect.TypeFor[present.Row]():       fromPresent(present.MarketCols(present.Prices)),
-	reflect.TypeFor[present.LedgerRow](): fromPresent(present.Ledger),
-	reflect.TypeFor[ledger.UsageRow]():   fromPresent(present.Usage),
+	reflect.TypeFor[present.Row]():         fromPresent(present.MarketCols(present.Prices)),
+	reflect.TypeFor[present.LedgerRow]():   fromPresent(present.Ledger),
+	reflect.TypeFor[ledger.UsageRow]():     fromPresent(present.Usage),
+	reflect.TypeFor[present.OfferingRow](): fromPresent(present.Offerings),
 }
 
 // fromPresent reads rows of type E through columns declared in present.

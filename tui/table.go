@@ -73,7 +73,7 @@ func hiddenCells[R any](all []*present.Col[R], shown []shownCol[R], r R) string 
 			continue
 		}
 		v := c.Cell(r)
-		if v == "" || v == "-" || fitsShown(c, shown, v) {
+		if w := shownWidth(shown, c); v == "" || v == "-" || cellWidth(v) <= w {
 			continue
 		}
 		parts = append(parts, c.Title+" "+v)
@@ -81,14 +81,17 @@ func hiddenCells[R any](all []*present.Col[R], shown []shownCol[R], r R) string 
 	return strings.Join(parts, " · ")
 }
 
-func fitsShown[R any](c *present.Col[R], shown []shownCol[R], v string) bool {
+// shownWidth is the width c is shown at, -1 when it is not shown.
+func shownWidth[R any](shown []shownCol[R], c *present.Col[R]) int {
 	for _, s := range shown {
 		if s.Col == c {
-			return cellWidth(v) <= s.w
+			return s.w
 		}
 	}
-	return false
+	return -1
 }
+
+func isShown[R any](shown []shownCol[R], c *present.Col[R]) bool { return shownWidth(shown, c) >= 0 }
 
 func orDash(s string) string {
 	if s == "" {

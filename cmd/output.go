@@ -256,6 +256,7 @@ var declared = map[reflect.Type][]column{
 	reflect.TypeFor[present.LedgerRow]():   fromPresent(present.Ledger),
 	reflect.TypeFor[ledger.UsageRow]():     fromPresent(present.Usage),
 	reflect.TypeFor[present.OfferingRow](): fromPresent(present.Offerings),
+	reflect.TypeFor[present.PlanRow]():     fromPresent(present.Plan),
 }
 
 // fromPresent reads rows of type E through columns declared in present.

@@ -110,8 +110,10 @@ func newRowWriter(w io.Writer, format string, rowType reflect.Type) (*rowWriter,
 		return nil, fmt.Errorf("rows of %s: want flat structs", rowType)
 	}
 	rw := &rowWriter{format: format, typ: rowType, buf: bufio.NewWriterSize(w, 64<<10)}
-	cols, ok := declared[et]
-	if !ok {
+	var cols []column
+	if d, ok := declared[et]; ok {
+		cols = d()
+	} else {
 		cols = columnsOf(et)
 	}
 	for _, c := range cols {
@@ -250,13 +252,13 @@ type column struct {
 }
 
 // declared are the columns package present declares once for the TUI and
-// the CLI, by row type.
-var declared = map[reflect.Type][]column{
-	reflect.TypeFor[present.Row]():         fromPresent(present.MarketCols(present.Prices)),
-	reflect.TypeFor[present.LedgerRow]():   fromPresent(present.Ledger),
-	reflect.TypeFor[ledger.UsageRow]():     fromPresent(present.Usage),
-	reflect.TypeFor[present.OfferingRow](): fromPresent(present.Offerings),
-	reflect.TypeFor[present.PlanRow]():     fromPresent(present.Plan),
+// the CLI, by row type, read when a writer starts.
+var declared = map[reflect.Type]func() []column{
+	reflect.TypeFor[present.Row]():         func() []column { return fromPresent(present.MarketCols(present.Prices)) },
+	reflect.TypeFor[present.LedgerRow]():   func() []column { return fromPresent(present.Ledger) },
+	reflect.TypeFor[ledger.UsageRow]():     func() []column { return fromPresent(present.Usage) },
+	reflect.TypeFor[present.OfferingRow](): func() []column { return fromPresent(present.Offerings) },
+	reflect.TypeFor[present.PlanRow]():     func() []column { return fromPresent(present.Plan) },
 }
 
 // fromPresent reads rows of type E through columns declared in present.

@@ -9,22 +9,15 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Column is a column of the market table (Col), with how the Market view
-// sorts by it. Windowed is set when it reads the window (Row.From, To or
-// Window): a window change redoes only these cells, and the view fills
-// them only for the rows it shows.
+// Column is a market column with its order; a Windowed one reads the
+// window, so only its cells are redone when the window changes.
 type Column struct {
 	Col[*Row]
-	// SortName names the order ("sort: effective $/GPU-h"), SortShort in
-	// the status line; Compare puts unknown figures last either way. No
-	// Compare: not an order of the view.
 	SortName, SortShort string
 	Compare             func(a, b *Row, reverse bool) int
 	Windowed            bool
 }
 
-// The columns. The figures come from Derive; a column only chooses one and
-// says how it reads.
 var (
 	ColGPU = &Column{Col: Col[*Row]{Title: "GPU", Width: 12, Prio: 0, Cell: gpuCell},
 		SortName: "GPU", SortShort: "GPU",
@@ -90,7 +83,6 @@ var (
 			return Sparkline(maxs)
 		}}, Windowed: true}
 
-	// The columns only `prices` prints.
 	ColProvider = &Column{Col: Col[*Row]{Field: "provider", Value: func(r *Row) any { return r.Provider }}}
 	ColRegion   = &Column{Col: Col[*Row]{Field: "region", Value: func(r *Row) any { return r.Region }}}
 	ColZone     = &Column{Col: Col[*Row]{Field: "zone", Value: func(r *Row) any { return optString(r.Zone) }}}
@@ -121,23 +113,17 @@ var (
 		}
 		return nil
 	}}, Windowed: true}
-	ColPlacement = &Column{Col: Col[*Row]{Field: "placement_score", Value: func(r *Row) any { return r.PlacementScore }}}
-	// ColPlacementNote says why placement_score is null where AWS was
-	// asked: never a number made up for it.
+	ColPlacement     = &Column{Col: Col[*Row]{Field: "placement_score", Value: func(r *Row) any { return r.PlacementScore }}}
 	ColPlacementNote = &Column{Col: Col[*Row]{Field: "placement_note", Value: func(r *Row) any { return optString(r.PlacementNote) }}}
 	ColObservedAt    = &Column{Col: Col[*Row]{Field: "observed_at", Format: "-", Value: func(r *Row) any { return r.ObservedAt }}}
-	// ColAsOf is when the row's region last answered, or, for a row
-	// from the history cache (Cached), when the cache last heard from it;
-	// the table says "cached HH:MM" or "live".
-	ColAsOf = &Column{Col: Col[*Row]{Field: "as_of", Format: "-", Value: func(r *Row) any {
+	ColAsOf          = &Column{Col: Col[*Row]{Field: "as_of", Format: "-", Value: func(r *Row) any {
 		if r.AsOf.IsZero() {
 			return nil
 		}
 		return r.AsOf.UTC()
 	}}}
 	ColCached = &Column{Col: Col[*Row]{Field: "cached", Format: "-", Value: func(r *Row) any { return r.Cached }}}
-	// ColAge is the table's AS_OF: "cached 09:41" (local time) for a row
-	// from the history cache, else "live".
+	// ColAge is the table's AS_OF: "cached 09:41" or "live".
 	ColAge = &Column{Col: Col[*Row]{Field: "as_of", TableOnly: true, Value: func(r *Row) any {
 		if r.Cached {
 			return "cached " + r.AsOf.Local().Format("15:04")
@@ -146,15 +132,12 @@ var (
 	}}}
 )
 
-// SparkCols is the width of the trend sparkline; fixed so it is computed
-// once per change of a pool, not per frame.
+// SparkCols is fixed so a trend is drawn once per change of its pool.
 const SparkCols = 12
 
-// View is the Market view's columns in display order.
 var View = []*Column{ColGPU, ColInstance, ColPlace, ColCloud, ColSpot, ColPerGPU, ColSavings, ColInterruption, ColEffective, ColTrend}
 
-// Sorts are the Market view's orders in the order `s` cycles through
-// them; the first is the default and the order of `prices`.
+// Sorts are the orders `s` cycles through; the first is `prices`'s.
 var Sorts = []*Column{ColEffective, ColPerGPU, ColSpot, ColSavings, ColInterruption, ColGPU, ColPlace}
 
 // Prices is `gpumarket prices`'s columns in DESIGN.md's field order.
@@ -162,7 +145,6 @@ var Prices = []*Column{ColProvider, ColCloud, ColRegion, ColZone, ColInstance, C
 	ColSpot, ColPerGPU, ColOnDemand, ColSavings, ColWindowMin, ColWindowAvg, ColWindowMax, ColInterruption,
 	ColPlacement, ColPlacementNote, ColEffective, ColObservedAt, ColAsOf, ColCached, ColAge}
 
-// MarketCols are the Col of each column.
 func MarketCols(cols []*Column) []*Col[*Row] {
 	out := make([]*Col[*Row], len(cols))
 	for i, c := range cols {
@@ -171,8 +153,7 @@ func MarketCols(cols []*Column) []*Col[*Row] {
 	return out
 }
 
-// Compare orders two rows by a column, then by pool key, so the order is
-// stable between snapshots.
+// Compare orders by a column, then by pool key (stable across snapshots).
 func Compare(by *Column, a, b *Row, reverse bool) int {
 	if c := by.Compare(a, b, reverse); c != 0 {
 		return c
@@ -180,8 +161,7 @@ func Compare(by *Column, a, b *Row, reverse bool) int {
 	return strings.Compare(a.Key, b.Key)
 }
 
-// byFigure orders by a figure in the sort direction, unknown (NaN) last
-// either way.
+// byFigure orders by a figure, unknown (NaN) last either way.
 func byFigure(f func(*Row) float64) func(a, b *Row, reverse bool) int {
 	return func(a, b *Row, reverse bool) int {
 		x, y := f(a), f(b)

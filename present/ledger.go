@@ -9,9 +9,8 @@ import (
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
-// LedgerRow is a ledger row with its money figures at Now. Fleet is what
-// its provider last said of a running fleet (nil: not asked yet) and
-// Desc its provider's descriptor; only the Ledger view fills them.
+// LedgerRow is a ledger row with its figures at Now; the Ledger view adds
+// what its provider last said of a fleet (nil: not asked) and its Desc.
 type LedgerRow struct {
 	ledger.Entry
 	Fig   ledger.Figures
@@ -20,15 +19,13 @@ type LedgerRow struct {
 	Desc  domain.Descriptor
 }
 
-// NewLedgerRow is r with its figures at now.
 func NewLedgerRow(r ledger.Entry, now time.Time) LedgerRow {
 	return LedgerRow{Entry: r, Fig: ledger.FiguresOf(r, now), Now: now}
 }
 
 type ledgerCol = Col[*LedgerRow]
 
-// The ledger's columns. The view's START and END are when the row ran,
-// else the window asked for; the CLI's start and end are the window.
+// The view's START and END are when the row ran, else its window.
 var (
 	LedgerState = &ledgerCol{Title: "STATE", Width: 9, Cell: func(r *LedgerRow) string { return r.State },
 		Field: "state", Value: func(r *LedgerRow) any { return r.State }}
@@ -75,8 +72,7 @@ var (
 		Field: "provider_ref", Value: func(r *LedgerRow) any { return optString(r.ProviderRef) }}
 	LedgerID = &ledgerCol{Title: "LEDGER ID", Width: 26, Prio: 11, Cell: func(r *LedgerRow) string { return r.ID },
 		Field: "id", Value: func(r *LedgerRow) any { return r.ID }}
-	// LedgerNote is what happened that is not an error; DESIGN.md's JSON
-	// and CSV fields do not include it.
+	// LedgerNote is not in DESIGN.md's JSON and CSV fields.
 	LedgerNote = &ledgerCol{Title: "NOTE", Width: 40, Prio: 13, Cell: func(r *LedgerRow) string { return orDash(r.Note) },
 		Field: "note", TableOnly: true, Value: func(r *LedgerRow) any { return optString(r.Note) }}
 
@@ -95,13 +91,11 @@ var (
 	ledgerError    = &ledgerCol{Field: "error", Value: func(r *LedgerRow) any { return optString(r.Error) }}
 )
 
-// LedgerView is the Ledger view's columns in display order: what decides
-// and tracks a booking stays at 80 columns; what does not fit is said
-// under the cursor's row.
+// LedgerView: what decides a booking stays at 80 columns.
 var LedgerView = []*Col[*LedgerRow]{LedgerState, LedgerKind, LedgerWhat, LedgerWhere, LedgerRan, LedgerRanUntil, LedgerTimeLeft,
 	LedgerRun, LedgerCost, LedgerSoFar, LedgerBy, LedgerKeptBy, LedgerRef, LedgerID, LedgerNote}
 
-// Ledger is `gpumarket ledger`'s columns in DESIGN.md's field order.
+// Ledger is in DESIGN.md's field order.
 var Ledger = []*Col[*LedgerRow]{LedgerID, LedgerKind, ledgerProvider, ledgerCloud, ledgerRegion, ledgerZone, ledgerType, ledgerCount,
 	ledgerGPUs, ledgerStart, ledgerEnd, ledgerCommit, LedgerSoFar, ledgerFinal, LedgerState, LedgerRef, LedgerBy, ledgerCreated,
 	ledgerError, LedgerNote}
@@ -113,9 +107,7 @@ func localCell(t, now time.Time) string {
 	return t.In(now.Location()).Format("01-02 15:04 MST")
 }
 
-// running is a fleet's instances running now of those asked: "28/30";
-// "?" when its provider could not say and never did; "-" for what is not
-// a running fleet or was not asked yet.
+// running is "28/30" instances up; "?" when the provider never said.
 func running(r *LedgerRow) string {
 	f := r.Fleet
 	switch {
@@ -127,8 +119,7 @@ func running(r *LedgerRow) string {
 	return fmt.Sprintf("%d/%d", f.Fleet.Instances, max(f.Fleet.Target, r.InstanceCount))
 }
 
-// keptBy says who starts and ends a scheduled fleet: the cloud, named by
-// the provider's descriptor or else the row's cloud, or gpumarket.
+// keptBy says who starts and ends a scheduled fleet.
 func keptBy(k ledger.Keeper, d domain.Descriptor, cloud string) string {
 	if k == "" {
 		k = ledger.KeeperOf(d)
@@ -146,8 +137,7 @@ func keptBy(k ledger.Keeper, d domain.Descriptor, cloud string) string {
 	return "gpumarket: a TUI or serve must run"
 }
 
-// ActorName is who booked, as a column has room for: the local user, or
-// an SSH key's comment (else its fingerprint).
+// ActorName is the local user, or an SSH key's comment or fingerprint.
 func ActorName(actor string) string {
 	if a, ok := strings.CutPrefix(actor, "local:"); ok {
 		return a
@@ -161,9 +151,7 @@ func ActorName(actor string) string {
 	return orDash(actor)
 }
 
-// TimeLeft is a block's countdown: to its start, then to its end; a
-// scheduled fleet's too, else a fleet's time running (it bills until
-// deleted).
+// TimeLeft counts down to a start, then an end; a fleet's is its run time.
 func TimeLeft(r ledger.Entry, now time.Time) string {
 	if r.Kind == ledger.KindFleet {
 		return fleetTimeLeft(r, now)

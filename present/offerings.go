@@ -12,18 +12,14 @@ import (
 	"github.com/gpumarket/gpumarket/feed"
 )
 
-// OfferingRow is an offering on sale, with what the Blocks view shows
-// beside it: Loc is the zone of its START, Alt its cheapest spot
-// alternative (no Pool: none).
+// OfferingRow is an offering; the Blocks view adds START's zone and Alt.
 type OfferingRow struct {
 	domain.Offering
 	Loc *time.Location
 	Alt SpotAlt
 }
 
-// SpotAlt is the cheapest spot alternative to a block: the pool with the
-// lowest EFF $/GPU-h for a job of the block's GPUs and hours, and what
-// those GPUs cost there for those hours.
+// SpotAlt is the pool of lowest EFF for a block's GPUs and hours.
 type SpotAlt struct {
 	Pool             *feed.PoolView
 	Effective, Total float64
@@ -31,7 +27,6 @@ type SpotAlt struct {
 
 type offerCol = Col[*OfferingRow]
 
-// The offerings' columns: the Blocks view's and `gpumarket offerings`'s.
 var (
 	OfferPerGPU = &offerCol{Title: "$/GPU-h", Width: 7, Right: true, Prio: 0,
 		Cell:  func(r *OfferingRow) string { return Money(r.USDPerGPUHour()) },
@@ -39,8 +34,7 @@ var (
 	OfferUpfront = &offerCol{Title: "UPFRONT $", Width: 9, Right: true, Prio: 1,
 		Cell:  func(r *OfferingRow) string { return fmt.Sprintf("%.2f", r.UpfrontUSD) },
 		Field: "upfront_usd", Format: "%.2f", Value: func(r *OfferingRow) any { return r.UpfrontUSD }}
-	// OfferHourly is what a reservation bills an hour until deleted,
-	// beside its total, so an hourly bill is never read as a fee.
+	// OfferHourly keeps an hourly bill from being read as a fee.
 	OfferHourly = &offerCol{Title: "$/H", Width: 5, Right: true, Prio: 6, Cell: func(r *OfferingRow) string {
 		if r.HourlyUSD > 0 {
 			return Money(r.HourlyUSD)
@@ -81,9 +75,7 @@ var (
 	offerModel    = &offerCol{Field: "gpu_model", Value: func(r *OfferingRow) any { return r.GPU.Model }}
 	offerCount    = &offerCol{Field: "instance_count", Value: func(r *OfferingRow) any { return r.InstanceCount }}
 	offerEnd      = &offerCol{Field: "end", Format: "local", Value: func(r *OfferingRow) any { return r.End.UTC() }}
-	// offerLength is the table's LENGTH: "48h", "43h17m" (as AWS sells
-	// some), marked ~ when it is not the length asked for.
-	offerLength = &offerCol{Field: "length", TableOnly: true, Value: func(r *OfferingRow) any {
+	offerLength   = &offerCol{Field: "length", TableOnly: true, Value: func(r *OfferingRow) any {
 		d := time.Duration(r.HeldHours() * float64(time.Hour)).Round(time.Minute)
 		s := fmt.Sprintf("%dh", int(d.Hours()))
 		if m := int(d.Minutes()) % 60; m != 0 {
@@ -106,13 +98,11 @@ var (
 // FlexMark follows a length other than the one asked for.
 const FlexMark = "~"
 
-// BlocksView is the Blocks view's columns in display order: at 80
-// columns what decides a booking stays; the instance type (the
-// confirmation says it) and the spot pool go first.
+// BlocksView: at 80 columns what decides a booking stays.
 var BlocksView = []*offerCol{OfferPerGPU, OfferUpfront, OfferHourly, OfferInstances, OfferGPUs, OfferWhere, OfferStart, OfferHours,
 	OfferAlt, OfferAltTotal, OfferAltPool, OfferKind}
 
-// Offerings is `gpumarket offerings`'s columns in DESIGN.md's field order.
+// Offerings is in DESIGN.md's field order.
 var Offerings = []*offerCol{offerID, offerProvider, offerCloud, offerRegion, offerZone, offerType, offerModel, OfferGPUs, offerCount,
 	OfferStart, offerEnd, OfferHours, offerLength, OfferUpfront, OfferHourly, offerCurrency, OfferPerGPU, OfferKind, offerSegments}
 
@@ -123,8 +113,6 @@ func (r *OfferingRow) alt(v float64) string {
 	return Money(v)
 }
 
-// hoursCell is an offering's length in whole hours, else to the tenth,
-// marked ~ when it is not the length asked for.
 func hoursCell(r *OfferingRow) string {
 	h := r.HeldHours()
 	s := strconv.FormatFloat(h, 'f', 1, 64)
@@ -137,7 +125,6 @@ func hoursCell(r *OfferingRow) string {
 	return s
 }
 
-// Segment is one window an offering holds, as the contract writes it.
 type Segment struct {
 	InstanceType  string    `json:"instance_type"`
 	InstanceCount int       `json:"instance_count"`
@@ -146,7 +133,7 @@ type Segment struct {
 	End           time.Time `json:"end"`
 }
 
-// Segments is a list in JSON, and its JSON text in CSV (String).
+// Segments is its JSON text in CSV.
 type Segments []Segment
 
 func (l Segments) String() string {

@@ -7,23 +7,18 @@ import (
 	"github.com/gpumarket/gpumarket/planner"
 )
 
-// PlanRow is a strategy of a plan. Label is its mark in the Plan view's
-// table and chart; OverCap the budget key its expected cost is over, "" when
-// under both.
+// PlanRow is a strategy, its mark in the Plan view and the cap it is over.
 type PlanRow struct {
 	planner.Result
 	Label, OverCap string
 }
 
-// NewPlanRow is r against the budget's caps (0: none).
 func NewPlanRow(r planner.Result, maxBookingUSD, maxDailyUSD float64) PlanRow {
 	return PlanRow{Result: r, OverCap: planner.OverCap(r.ExpectedCostUSD, maxBookingUSD, maxDailyUSD)}
 }
 
 type planCol = Col[*PlanRow]
 
-// The plan's columns: the Plan view's and `gpumarket plan`'s. The times
-// are the median finish of every run (end) and the one 95 % reach by.
 var (
 	PlanLabel    = &planCol{Title: "#", Width: 2, Right: true, Cell: func(r *PlanRow) string { return r.Label }}
 	PlanStrategy = &planCol{Title: "STRATEGY", Width: 24, Prio: 1, Cell: func(r *PlanRow) string { return r.Strategy },
@@ -59,24 +54,19 @@ var (
 	}}
 )
 
-// PlanView is the Plan view's columns in display order: at 80 columns
-// the strategy, its expected cost, on-time share, p95, $/GPU-h and where
-// stay; the instances and interruptions are said under the table.
+// PlanView: at 80 columns the strategy, its costs and odds stay.
 var PlanView = []*planCol{PlanLabel, PlanStrategy, PlanExpected, PlanP95, PlanOnTime, PlanIntr, PlanPerGPU, PlanWhere, PlanInstances}
 
-// Plan is `gpumarket plan`'s columns in DESIGN.md's field order.
+// Plan is in DESIGN.md's field order.
 var Plan = []*planCol{PlanStrategy, planProvider, planCloud, PlanWhere, planType, planInstances, planGPUs, planStart, planEnd,
 	planEndP95, PlanExpected, PlanP95, PlanOnTime, PlanIntr, PlanPerGPU, planOffering, planOverCap, planAssume, planCap}
 
-// planFigure is a figure the view shows as cell does and the CLI rounds
-// to digits (format in its table).
 func planFigure(title string, w, prio int, cell func(float64) string, field, format string, digits int, f func(*PlanRow) float64) *planCol {
 	return &planCol{Title: title, Width: w, Right: true, Prio: prio, Cell: func(r *PlanRow) string { return cell(f(r)) },
 		Field: field, Format: format, Value: func(r *PlanRow) any { return Round(f(r), digits) }}
 }
 
-// DisplayTypes shortens each instance type of a list
-// ("p5.48xlarge+Standard_NC40ads_H100_v5,p5.48xlarge") as DisplayType.
+// DisplayTypes is DisplayType of each type of a "+" and "," list.
 func DisplayTypes(list string) string {
 	var b strings.Builder
 	start := 0

@@ -1,27 +1,21 @@
 package present
 
 // Col is one column of a table, declared once for the TUI and every CLI
-// output format: a column that only one of them shows leaves the other's
-// fields empty.
+// output format.
 type Col[R any] struct {
-	// Title, Width, MaxWidth (how far it grows when there is room), Prio
-	// (0 stays longest as the terminal narrows), Right and Cell are the
-	// TUI's; "" Title keeps it out of the TUI.
+	// The TUI's: MaxWidth is how far it grows, Prio 0 stays longest.
 	Title                 string
 	Width, MaxWidth, Prio int
 	Right                 bool
 	Cell                  func(R) string
 
-	// Field is the JSON key and CSV header (DESIGN.md's contract),
-	// upper-cased in the CLI table; "" keeps it out of the CLI. Format
-	// rounds it in the CLI table ("%.2f", "local" for a local time, "-"
-	// to leave it out); TableOnly keeps it out of JSON and CSV. Value
-	// nil, or a nil pointer, or NaN, is unknown.
+	// The CLI's: Field is the JSON key (DESIGN.md's contract); Format is
+	// the table's ("%.2f", "local", "-": not in it); a nil or NaN Value is
+	// unknown. Head and Text replace the table's upper-cased Field and
+	// formatted Value.
 	Field, Format string
 	TableOnly     bool
 	Value         func(R) any
-	// Head and Text are the CLI table's header and cell where they are
-	// not the upper-cased Field and the Value printed with Format.
-	Head string
-	Text func(R) string
+	Head          string
+	Text          func(R) string
 }

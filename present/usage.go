@@ -9,7 +9,6 @@ import (
 
 type usageCol = Col[*ledger.UsageRow]
 
-// The usage report's columns: the Usage view's and `gpumarket usage`'s.
 var (
 	UsageKind = &usageCol{Title: "KIND", Width: 11, Prio: 7, Cell: func(r *ledger.UsageRow) string { return r.Kind },
 		Field: "kind", Value: func(r *ledger.UsageRow) any { return r.Kind }}
@@ -63,12 +62,10 @@ var (
 		Text: func(r *ledger.UsageRow) string { return r.End.UTC().Format("2006-01-02 15:04") }}
 )
 
-// UsageView is the Usage view's columns in display order; what does not
-// fit is said under the cursor's row.
 var UsageView = []*usageCol{UsageKind, UsageWhat, UsageBooked, UsageRunning, UsageBusy, UsageIdle, UsageCost, UsageIntr,
 	UsageBy, UsageState, UsageWhere, UsageMetrics}
 
-// Usage is `gpumarket usage`'s columns in the README's field order.
+// Usage is in the README's field order.
 var Usage = []*usageCol{usageID, UsageKind, usageProvider, usageCloud, usageRegion, usageType, usageGPUs, UsageBy, usageStart,
 	usageEnd, UsageBooked, UsageRunning, UsageBusy, UsageIntr, UsageCost, UsageIdle, UsageMetrics}
 

@@ -28,22 +28,18 @@ type (
 		jobs []jobLine
 		rep  *ledger.ReconcileReport
 		err  error
-		// asked is set for the reconciliation r asked for: its answer
-		// is said in the footer.
+		// asked: r asked for it, so the footer says its answer.
 		asked bool
 	}
-	// fleetDeletedMsg follows a delete, whatever its answer: the ledger
-	// is read again.
+	// fleetDeletedMsg follows a delete, whatever its answer.
 	fleetDeletedMsg struct{}
-	// fleetsNowMsg is what the providers said of the running fleets
-	// (ledger.FleetsNow), asked after a load.
+	// fleetsNowMsg is ledger.FleetsNow's answer, asked after a load.
 	fleetsNowMsg struct {
 		seq    int
 		fleets map[string]ledger.FleetNow
 	}
 )
 
-// ledgerKeys are the Ledger view's keys.
 type ledgerKeys struct {
 	Up, Down, Delete, Reconcile key.Binding
 	global                      *globalKeys
@@ -69,9 +65,8 @@ func (k ledgerKeys) FullHelp() [][]key.Binding {
 	return [][]key.Binding{{k.Up, k.Down}, {k.Delete, k.Reconcile}, {k.global.Back, k.global.Filter, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
 }
 
-// ledgerView lists what was booked or launched: current and upcoming
-// reservations first with the time left (the workshop view), then the
-// rest, newest first.
+// ledgerView lists what was booked or launched, current and upcoming
+// first with the time left (the workshop view), then newest first.
 type ledgerView struct {
 	owner
 	c    *common
@@ -91,15 +86,12 @@ type ledgerView struct {
 	ready bool // the first load (with reconciliation) is done
 	// changes is the service's change count at the last load.
 	changes uint64
-	// fleets is what the providers last said of the running fleets, by
-	// row id: instances running now of those asked. Asked after each load
-	// (the service answers from its shared cache, one describe per fleet
-	// per ledger.FleetsNowEvery), never per key.
+	// fleets is what the providers last said of the running fleets, by row
+	// id: asked after each load (from the service's cache), never per key.
 	fleets      map[string]ledger.FleetNow
 	fleetsSeq   int
 	fleetsAsked bool
-	// states is each row's state at the last load: a row that turns
-	// failed since is told in the footer, whichever view is shown.
+	// states at the last load: a row that fails since is told in the footer.
 	states map[string]string
 	// jobs are the ledger's jobs, newest first, with their rows' ids.
 	jobs []jobLine
@@ -120,8 +112,7 @@ func (v *ledgerView) box() *confirmation  { return &v.confirm }
 func (v *ledgerView) escGoesHome()        {}
 func (v *ledgerView) slashFiltersMarket() {}
 
-// shown rereads the ledger if this session wrote to it while the view was
-// hidden (a purchase in the Blocks view): the new row is there at once.
+// shown rereads the ledger this session wrote to while it was hidden.
 func (v *ledgerView) shown() tea.Cmd {
 	if v.ready && v.svc != nil && v.svc.Changes() != v.changes {
 		return v.load(false)
@@ -196,9 +187,7 @@ func (v *ledgerView) Update(msg tea.Msg) (view, tea.Cmd) {
 	case tea.KeyPressMsg:
 		cmds = append(cmds, v.updateKey(msg))
 	}
-	// This session (another view, another SSH session) wrote to the
-	// ledger: reread it at the next message that reaches this view (a
-	// market tick, its own answers, a key) rather than at the next reload.
+	// Written to by this session elsewhere: reread now, not at the reload.
 	if v.ready && v.svc != nil && v.svc.Changes() != v.changes {
 		cmds = append(cmds, v.load(false))
 	}
@@ -234,10 +223,8 @@ func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
 	return tea.Batch(v.askFleets(), told)
 }
 
-// failures records the rows' states and says, in the footer, each row
-// that failed since the last load (a fleet that launched nothing, a
-// scheduled fleet refused at its start): the session may be on another
-// view, or another session may have made it.
+// failures says in the footer each row that failed since the last load:
+// this session may be on another view, or another session made it.
 func (v *ledgerView) failures(rows []ledger.Entry) tea.Cmd {
 	first := v.states == nil
 	var lines []string
@@ -256,8 +243,7 @@ func (v *ledgerView) failures(rows []ledger.Entry) tea.Cmd {
 	return notifyErr(errors.New(strings.Join(lines, "; ")))
 }
 
-// askFleets asks the providers how many instances of each running fleet
-// run now, unless it is being asked already.
+// askFleets asks how many instances of each running fleet run now.
 func (v *ledgerView) askFleets() tea.Cmd {
 	if v.svc == nil || v.fleetsAsked || !slices.ContainsFunc(v.rows, ledger.LiveFleet) {
 		return nil
@@ -362,8 +348,7 @@ func orderLedger(rows []ledger.Entry, now time.Time) []ledger.Entry {
 	return out
 }
 
-// dated reports whether a row has a window to order it by: a block, a
-// reservation, a fleet with a start.
+// dated: a block, a reservation or a fleet with a start.
 func dated(r ledger.Entry) bool { return ledger.Booked(r.Kind) || !r.Start.IsZero() }
 
 // short is the tail of a ledger id, enough to tell rows apart on screen.
@@ -414,8 +399,7 @@ func (v *ledgerView) View() string {
 		b.WriteString("\n" + st.dim.Render(wrapIndent("  Nothing booked or launched yet. Blocks: b books an offering; Fleet: L launches.", v.w)))
 		return b.String()
 	}
-	// Under the cursor's row: its error, and what the columns that did
-	// not fit say (at 80 columns: where, who, the ids).
+	// Under the cursor's row: its error, and the columns that did not fit.
 	var detail []string
 	cur := v.rows[min(v.cur, len(v.rows)-1)]
 	if cur.Error != "" {
@@ -430,8 +414,7 @@ func (v *ledgerView) View() string {
 		}
 	}
 	detail = detail[:min(len(detail), max(v.h-used-1, 0), 3)]
-	// Only the rows that fit, scrolled to keep the cursor and its lines
-	// in sight: a workshop's ledger outgrows the screen.
+	// The rows that fit, scrolled to keep the cursor and its lines in sight.
 	page := max(v.h-used-len(detail), 1)
 	first := max(0, min(v.cur-page+1, len(v.rows)-page))
 	for i := first; i < len(v.rows) && i < first+page; i++ {

@@ -12,9 +12,8 @@ type shownCol[R any] struct {
 	w int
 }
 
-// fitTable keeps the columns with a title that fit in w cells (one space
-// between them), by priority, in display order, and gives the cells left
-// over to the columns that grow.
+// fitTable keeps the titled columns that fit in w cells, by priority, and
+// gives the cells left over to those that grow.
 func fitTable[R any](cols []*present.Col[R], w int) []shownCol[R] {
 	keep := make([]bool, len(cols))
 	used, last := 0, 0
@@ -63,9 +62,8 @@ func tableLine[R any](cols []shownCol[R], r R) string {
 	return strings.Join(line, " ")
 }
 
-// hiddenCells says what the columns that are not shown hold, and the
-// cells cut to their column, for the lines under the cursor: "WHERE
-// us-east-1a · BY alice · …". Unknown cells are left out.
+// hiddenCells is the known cells not shown whole, for under the cursor:
+// "WHERE us-east-1a · BY alice".
 func hiddenCells[R any](all []*present.Col[R], shown []shownCol[R], r R) string {
 	var parts []string
 	for _, c := range all {

@@ -15,10 +15,8 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// usageReload is how often the Usage view asks for a report as the market
-// ticks; the tracker shared by the process answers from its cache until
-// its own TTL passes, so sessions do not multiply the clouds' metrics
-// calls.
+// usageReload: the process's one tracker answers from its cache until its
+// TTL passes, so sessions do not multiply the clouds' metrics calls.
 const usageReload = time.Minute
 
 type usageLoadedMsg struct {
@@ -27,7 +25,6 @@ type usageLoadedMsg struct {
 	err error
 }
 
-// usageKeys are the Usage view's keys.
 type usageKeys struct {
 	Up, Down, Alert key.Binding
 	global          *globalKeys
@@ -184,9 +181,7 @@ func (v *usageView) View() string {
 		return strings.Join(lines, "\n")
 	}
 
-	// The day chart and the actors take what they need of the height
-	// (up to a week and three actors); the rows take the rest, at least
-	// three.
+	// The days (a week) and actors (three) first; the rows, at least 3.
 	days := rep.Days[max(len(rep.Days)-7, 0):]
 	actors := rep.Actors[:min(len(rep.Actors), 3)]
 	below := 1 + len(days) + 1 + len(actors)

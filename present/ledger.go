@@ -1,6 +1,7 @@
 package present
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -125,12 +126,9 @@ func keptBy(k ledger.Keeper, d domain.Descriptor, cloud string) string {
 		k = ledger.KeeperOf(d)
 	}
 	if k == ledger.KeptByCloud {
-		who := d.Cloud.Title()
+		who := d.CloudName()
 		if who == "" {
-			who = domain.Cloud(cloud).Title()
-			if who == "" {
-				who = d.Name
-			}
+			who = cmp.Or(cloud, d.Name)
 		}
 		return who + ", at the cloud (on time)"
 	}

@@ -259,6 +259,8 @@ var declared = map[reflect.Type]func() []column{
 	reflect.TypeFor[ledger.UsageRow]():     func() []column { return fromPresent(present.Usage) },
 	reflect.TypeFor[present.OfferingRow](): func() []column { return fromPresent(present.Offerings) },
 	reflect.TypeFor[present.PlanRow]():     func() []column { return fromPresent(present.Plan) },
+	reflect.TypeFor[present.DayTotal]():    func() []column { return fromPresent(present.Days) },
+	reflect.TypeFor[present.ActorTotal]():  func() []column { return fromPresent(present.Actors) },
 }
 
 // fromPresent reads rows of type E through columns declared in present.

@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,46 +21,13 @@ import (
 // present.Usage: the README's fields; unknown figures are null.
 type usageRow = ledger.UsageRow
 
-// usageDayRow and usageActorRow are the totals of one UTC day (--by day)
-// or one actor (--by actor). Unknown figures of a row are left out of the
-// sums; rows_without_metrics counts the rows whose busy GPU-hours (so
-// idle cost) are unknown. (Flat structs: the row writer reads one level
-// of fields.)
-type usageDayRow struct {
-	Day               string   `json:"day"`
-	Rows              int      `json:"rows"`
-	BookedGPUHours    *float64 `json:"booked_gpu_hours"`
-	RunningGPUHours   *float64 `json:"running_gpu_hours"`
-	BusyGPUHours      *float64 `json:"busy_gpu_hours"`
-	Interruptions     int      `json:"interruptions"`
-	CostUSD           *float64 `json:"cost_usd"`
-	IdleUSD           *float64 `json:"idle_usd"`
-	RowsWithoutMetric int      `json:"rows_without_metrics"`
-}
-
-type usageActorRow struct {
-	Actor             string   `json:"actor"`
-	Rows              int      `json:"rows"`
-	BookedGPUHours    *float64 `json:"booked_gpu_hours"`
-	RunningGPUHours   *float64 `json:"running_gpu_hours"`
-	BusyGPUHours      *float64 `json:"busy_gpu_hours"`
-	Interruptions     int      `json:"interruptions"`
-	CostUSD           *float64 `json:"cost_usd"`
-	IdleUSD           *float64 `json:"idle_usd"`
-	RowsWithoutMetric int      `json:"rows_without_metrics"`
-}
-
-func dayRowOf(t ledger.Total) usageDayRow {
-	return usageDayRow{Day: t.Key, Rows: t.Rows, BookedGPUHours: present.Round(t.BookedGPUHours, 3), RunningGPUHours: present.Round(t.RunningGPUHours, 3),
-		BusyGPUHours: present.Round(t.BusyGPUHours, 3), Interruptions: t.Interruptions, CostUSD: present.Round(t.CostUSD, 2), IdleUSD: present.Round(t.IdleUSD, 2),
-		RowsWithoutMetric: t.NoMetrics}
-}
-
-func actorRowOf(t ledger.Total) usageActorRow {
-	d := dayRowOf(t)
-	return usageActorRow{Actor: t.Key, Rows: d.Rows, BookedGPUHours: d.BookedGPUHours, RunningGPUHours: d.RunningGPUHours,
-		BusyGPUHours: d.BusyGPUHours, Interruptions: d.Interruptions, CostUSD: d.CostUSD, IdleUSD: d.IdleUSD, RowsWithoutMetric: d.RowsWithoutMetric}
-}
+// usageDayRow and usageActorRow are the totals of a UTC day (--by day) or
+// an actor (--by actor), through present.Days and present.Actors; unknown
+// figures of a row are left out of the sums.
+type (
+	usageDayRow   = present.DayTotal
+	usageActorRow = present.ActorTotal
+)
 
 // Groupings of `usage --by`.
 const (
@@ -141,15 +107,11 @@ func (a *app) runUsage(ctx context.Context, since time.Duration, by string, time
 	if output != formatTable {
 		switch by {
 		case byDay:
-			out := make([]usageDayRow, 0, len(rep.Days))
-			for _, t := range rep.Days {
-				out = append(out, dayRowOf(t))
-			}
-			return writeRows(e.out, output, out)
+			return writeRows(e.out, output, dayRows(rep))
 		case byActor:
 			out := make([]usageActorRow, 0, len(rep.Actors))
 			for _, t := range rep.Actors {
-				out = append(out, actorRowOf(t))
+				out = append(out, usageActorRow{Total: t})
 			}
 			return writeRows(e.out, output, out)
 		}
@@ -201,38 +163,34 @@ func writeUsageTable(w io.Writer, rep ledger.UsageReport, by string) error {
 		}
 		fmt.Fprintln(w)
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if by == byRow || by == byDay {
-		fmt.Fprintf(tw, "DAY (UTC)\tBOOKED GPU-H\tRUNNING GPU-H\tBUSY GPU-H\tBOOKED ▒ RUNNING ▓ BUSY █\tINTERRUPTIONS\tCOST $\tIDLE $\n")
-		peak := 0.0
-		for _, d := range rep.Days {
-			peak = math.Max(peak, d.BookedGPUHours)
+		if err := writeRows(w, formatTable, dayRows(rep)); err != nil {
+			return err
 		}
-		for _, d := range rep.Days {
-			busy := fmt.Sprintf("%.1f", d.BusyGPUHours)
-			if d.NoMetrics > 0 {
-				busy += fmt.Sprintf(" (%d without metrics)", d.NoMetrics)
-			}
-			fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%s\t%s\t%d\t%.2f\t%.2f\n", d.Key, d.BookedGPUHours, d.RunningGPUHours, busy,
-				ledger.Bar(d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, peak, 24), d.Interruptions, d.CostUSD, d.IdleUSD)
-		}
-		fmt.Fprintln(tw)
+		fmt.Fprintln(w)
 	}
 	if by == byRow || by == byActor {
-		fmt.Fprintf(tw, "ACTOR\tROWS\tBOOKED GPU-H\tRUNNING GPU-H\tBUSY GPU-H\tINTERRUPTIONS\tCOST $\tIDLE $\tWITHOUT METRICS\n")
-		for _, t := range append(append([]ledger.Total(nil), rep.Actors...), rep.All) {
-			key := t.Key
-			if key == "" {
-				key = "-"
-			}
-			if t.Key == "all" && len(rep.Actors) > 0 {
-				key = "ALL"
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%d\t%.2f\t%.2f\t%d\n", key, t.Rows, t.BookedGPUHours, t.RunningGPUHours,
-				t.BusyGPUHours, t.Interruptions, t.CostUSD, t.IdleUSD, t.NoMetrics)
+		rows := make([]usageActorRow, 0, len(rep.Actors)+1)
+		for _, t := range rep.Actors {
+			rows = append(rows, usageActorRow{Total: t})
 		}
+		return writeRows(w, formatTable, append(rows, usageActorRow{Total: rep.All, All: len(rep.Actors) > 0 && rep.All.Key == "all"}))
 	}
-	return tw.Flush()
+	return nil
+}
+
+// dayRows are the report's days, each with the busiest day's booked
+// GPU-hours for its bar.
+func dayRows(rep ledger.UsageReport) []usageDayRow {
+	peak := 0.0
+	for _, d := range rep.Days {
+		peak = math.Max(peak, d.BookedGPUHours)
+	}
+	out := make([]usageDayRow, len(rep.Days))
+	for i, d := range rep.Days {
+		out[i] = usageDayRow{Total: d, Peak: peak}
+	}
+	return out
 }
 
 // idleWarnings are the `ledger` lines for running rows over

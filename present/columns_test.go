@@ -35,6 +35,8 @@ func TestColumnsDeclareEachFace(t *testing.T) {
 	checkFaces(t, "usage", UsageView, Usage)
 	checkFaces(t, "offerings", BlocksView, Offerings)
 	checkFaces(t, "plan", PlanView, Plan)
+	checkFaces(t, "usage --by day", nil, Days)
+	checkFaces(t, "usage --by actor", nil, Actors)
 	for _, c := range Sorts {
 		if c.Compare == nil || c.SortName == "" || c.SortShort == "" || c.Title == "" {
 			t.Errorf("sort %q: want a comparison, names and a view column to mark", c.SortName)

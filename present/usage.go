@@ -103,3 +103,64 @@ func metricsCell(r *ledger.UsageRow) string {
 	}
 	return r.MetricsSource
 }
+
+// DayTotal is a UTC day's usage; Peak is the busiest day's booked
+// GPU-hours, the scale of its bar.
+type DayTotal struct {
+	ledger.Total
+	Peak float64
+}
+
+// ActorTotal is an actor's usage; All marks the row over every actor.
+type ActorTotal struct {
+	ledger.Total
+	All bool
+}
+
+// Days and Actors are `usage --by day` and `--by actor`'s columns in the
+// README's field order; the table shows the rows' days and actors too.
+var (
+	Days = totals(&Col[*DayTotal]{Field: "day", Head: "DAY (UTC)", Value: func(r *DayTotal) any { return r.Key }},
+		func(r *DayTotal) *ledger.Total { return &r.Total }, "-", func(r *DayTotal) string {
+			if r.NoMetrics > 0 {
+				return fmt.Sprintf("%.1f (%d without metrics)", r.BusyGPUHours, r.NoMetrics)
+			}
+			return fmt.Sprintf("%.1f", r.BusyGPUHours)
+		}, &Col[*DayTotal]{Field: "bar", Head: "BOOKED ▒ RUNNING ▓ BUSY █", TableOnly: true, Value: func(r *DayTotal) any {
+			return ledger.Bar(r.BookedGPUHours, r.RunningGPUHours, r.BusyGPUHours, r.Peak, 24)
+		}})
+	Actors = totals(&Col[*ActorTotal]{Field: "actor", Value: func(r *ActorTotal) any { return r.Key }, Text: func(r *ActorTotal) string {
+		if r.All {
+			return "ALL"
+		}
+		return orDash(r.Key)
+	}}, func(r *ActorTotal) *ledger.Total { return &r.Total }, "", nil, nil)
+)
+
+// totals are the columns of a day's or an actor's totals after key;
+// hidden is the table format of the row counts, busy and bar the table's
+// busy GPU-hours and bar (nil: none).
+func totals[R any](key *Col[R], t func(R) *ledger.Total, hidden string, busy func(R) string, bar *Col[R]) []*Col[R] {
+	hours := func(field, head string, f func(*ledger.Total) float64) *Col[R] {
+		return &Col[R]{Field: field, Head: head, Value: func(r R) any { return Round(f(t(r)), 3) },
+			Text: func(r R) string { return fmt.Sprintf("%.1f", f(t(r))) }}
+	}
+	usd := func(field, head string, f func(*ledger.Total) float64) *Col[R] {
+		return &Col[R]{Field: field, Head: head, Value: func(r R) any { return Round(f(t(r)), 2) },
+			Text: func(r R) string { return fmt.Sprintf("%.2f", f(t(r))) }}
+	}
+	busyCol := hours("busy_gpu_hours", "BUSY GPU-H", func(t *ledger.Total) float64 { return t.BusyGPUHours })
+	if busy != nil {
+		busyCol.Text = busy
+	}
+	cols := []*Col[R]{key, {Field: "rows", Format: hidden, Value: func(r R) any { return t(r).Rows }},
+		hours("booked_gpu_hours", "BOOKED GPU-H", func(t *ledger.Total) float64 { return t.BookedGPUHours }),
+		hours("running_gpu_hours", "RUNNING GPU-H", func(t *ledger.Total) float64 { return t.RunningGPUHours }), busyCol}
+	if bar != nil {
+		cols = append(cols, bar)
+	}
+	return append(cols, &Col[R]{Field: "interruptions", Value: func(r R) any { return t(r).Interruptions }},
+		usd("cost_usd", "COST $", func(t *ledger.Total) float64 { return t.CostUSD }),
+		usd("idle_usd", "IDLE $", func(t *ledger.Total) float64 { return t.IdleUSD }),
+		&Col[R]{Field: "rows_without_metrics", Head: "WITHOUT METRICS", Format: hidden, Value: func(r R) any { return t(r).NoMetrics }})
+}

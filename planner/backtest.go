@@ -97,6 +97,7 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 	for i, t := range traces {
 		tls[i] = t.timeline(n)
 	}
+	mixes := mixLanes(traces, cfg)
 	W, D, d := cfg.JobHours, cfg.DeadlineHours, cfg.Changeover.Hours()
 	ckpt := cfg.Checkpoint.Hours()
 	spotUSD, odUSD := float64(n)*cfg.SpotUSDHour, float64(n)*cfg.OnDemandUSDHour
@@ -168,6 +169,7 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 			res[PolicyOnDemand].met++
 		}
 		lanes, anyAvail := learned(tls, s, hist, spotUSD, d, ckpt)
+		lanes = append(lanes, mixes.learned(s, hist, d, ckpt)...)
 		var pd [][]prediction
 		if preds != nil {
 			pd = preds[k]
@@ -256,6 +258,35 @@ func (cfg *BacktestConfig) check(traces []Trace) error {
 			strings.Join(short, ", "), cfg.DeadlineHours)
 	}
 	return nil
+}
+
+// mixSet is the partial gangs of a backtest: c of the job's instances on
+// spot in a pool (while its trace has c), the rest on on-demand.
+type mixSet struct {
+	tls []*timeline
+	usd []float64
+}
+
+func mixLanes(traces []Trace, cfg BacktestConfig) mixSet {
+	var m mixSet
+	n := cfg.Instances
+	for _, c := range mixLevels(n) {
+		for _, t := range traces {
+			m.tls = append(m.tls, t.timeline(c))
+			m.usd = append(m.usd, float64(c)*cfg.SpotUSDHour+float64(n-c)*cfg.OnDemandUSDHour)
+		}
+	}
+	return m
+}
+
+func (m mixSet) learned(start, hist, d, ckpt float64) []lane {
+	out := make([]lane, len(m.tls))
+	for i, tl := range m.tls {
+		l, _ := learned([]*timeline{tl}, start, hist, m.usd[i], d, ckpt)
+		out[i] = l[0]
+		out[i].mix = true
+	}
+	return out
 }
 
 // learned is what the planner may know of the pools at a start: their

@@ -1,6 +1,9 @@
 package planner
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // spec is one job as a run sees it, in hours on the run's clock.
 type spec struct {
@@ -232,22 +235,23 @@ func (r *run) advance(to float64) {
 
 // nextChange is the earliest time any spot lane may change.
 func (r *run) nextChange() float64 {
-	_, next := r.scan(math.Inf(1), inf)
+	_, next := r.scan(math.Inf(1), inf, false)
 	return next
 }
 
 // scan finds, in one pass over the lanes, the available spot lane of
 // lowest score (-1 when none is up) and the earliest time any lane may
-// change, leaving out lanes whose score is maxScore or more. A lane
+// change, leaving out lanes whose score is maxScore or more and lanes
+// that are (mix) or are not partial gangs. A lane
 // interrupted less than cooldown ago is taken only when no other is up:
 // interruptions repeat in a zone (SkyPilot moves on to the next region
 // after one).
-func (r *run) scan(cooldown, maxScore float64) (best int, next float64) {
+func (r *run) scan(cooldown, maxScore float64, mix bool) (best int, next float64) {
 	best, fallback := -1, -1
 	next = math.Inf(1)
 	for i := range r.lanes {
 		l := &r.lanes[i]
-		if l.score >= maxScore {
+		if l.score >= maxScore || l.mix != mix {
 			continue
 		}
 		up, n := l.at(r.t)
@@ -269,4 +273,17 @@ func (r *run) scan(cooldown, maxScore float64) (best int, next float64) {
 		best = fallback
 	}
 	return best, next
+}
+
+// mixLevels are the spot shares of a partial gang of n instances: n−1,
+// 3n/4 and n/2. A gang with less than half on spot saves too little to
+// pay for the changeovers its interruptions cost.
+func mixLevels(n int) []int {
+	var out []int
+	for _, c := range []int{n - 1, (3*n + 3) / 4, (n + 1) / 2} {
+		if c >= 1 && c < n && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -41,7 +41,7 @@ func (p spotOnly) decide(r *run) move {
 	if r.cur != idle && r.cur != r.odIdx() {
 		return move{to: r.cur, review: math.Inf(1)}
 	}
-	l, next := r.scan(p.cooldown, inf)
+	l, next := r.scan(p.cooldown, inf, false)
 	if l >= 0 {
 		return move{to: l, review: math.Inf(1)}
 	}
@@ -178,19 +178,8 @@ func (p planner) mustLeave(r *run, rem float64) float64 {
 func (p planner) decide(r *run) move {
 	sp := r.sp
 	d, od := sp.d, r.odIdx()
-	switch {
-	case r.cur == od:
-		rem := r.remOD(r.kept())
-		slack := sp.deadline - r.t - r.over - rem - sp.quantum
-		l, next := r.scan(p.cooldown, p.worth(r))
-		if l >= 0 && slack-2*d >= p.reserve(r, rem) {
-			return move{to: l, review: p.mustLeave(r, rem)}
-		}
-		if l >= 0 {
-			return move{to: od, review: r.t + reviewStep}
-		}
-		return move{to: od, review: next}
-	case r.cur != idle:
+	onMix := r.cur != idle && r.cur != od && r.lanes[r.cur].mix
+	if r.cur != idle && r.cur != od && !onMix {
 		// On spot: keep it while an interruption now would still leave
 		// time to finish on on-demand.
 		spare := sp.deadline - r.t - d - r.remOD(r.safe()) - sp.quantum
@@ -200,11 +189,36 @@ func (p planner) decide(r *run) move {
 		return move{to: r.cur, review: r.t + spare}
 	}
 	rem := r.remOD(r.kept())
+	if r.cur == od || onMix {
+		spare := math.Inf(1)
+		if onMix {
+			spare = sp.deadline - r.t - d - r.remOD(r.safe()) - sp.quantum
+			if spare <= tolerance {
+				return move{to: od, review: math.Inf(1)}
+			}
+		}
+		slack := sp.deadline - r.t - r.over - rem - sp.quantum
+		l, next := r.scan(p.cooldown, p.worth(r), false)
+		if l >= 0 && slack-2*d >= p.reserve(r, rem) {
+			return move{to: l, review: p.mustLeave(r, rem)}
+		}
+		if l >= 0 {
+			next = r.t + reviewStep
+		}
+		if onMix {
+			return move{to: r.cur, review: minf(next, r.t+spare)}
+		}
+		m, mnext := r.scan(p.cooldown, p.worth(r), true)
+		if m >= 0 && slack-2*d >= 0 {
+			return move{to: m, review: p.mustLeave(r, rem)}
+		}
+		return move{to: od, review: minf(next, mnext)}
+	}
 	slack := sp.deadline - r.t - d - rem - sp.quantum
 	if slack <= tolerance {
 		return move{to: od, review: math.Inf(1)}
 	}
-	l, next := r.scan(p.cooldown, p.worth(r))
+	l, next := r.scan(p.cooldown, p.worth(r), false)
 	if l >= 0 {
 		if slack-d >= 0 {
 			return move{to: l, review: p.mustLeave(r, rem)}
@@ -213,7 +227,13 @@ func (p planner) decide(r *run) move {
 	}
 	res := p.reserve(r, rem)
 	if slack <= res {
-		return move{to: od, review: next}
+		// Where the whole gang would go on on-demand, a pool holding
+		// part of it takes that part on spot.
+		m, mnext := r.scan(p.cooldown, p.worth(r), true)
+		if m >= 0 && slack-d >= 0 {
+			return move{to: m, review: p.mustLeave(r, rem)}
+		}
+		return move{to: od, review: minf(next, mnext)}
 	}
 	return move{to: idle, review: minf(next, r.t+slack-res)}
 }

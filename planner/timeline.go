@@ -200,6 +200,9 @@ type lane struct {
 	// score is the expected cost of an hour of work (lower is better),
 	// what a policy ranks available lanes by.
 	score float64
+	// mix is a partial gang: some instances on spot in the pool, the rest
+	// on on-demand; the timeline says when the pool has its spot share.
+	mix bool
 	// The last answer, good until `until`: a policy scans every lane at
 	// each decision, and most have not changed.
 	up    bool

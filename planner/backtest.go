@@ -145,14 +145,11 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 	if cfg.Predict {
 		preds = make([][][]prediction, len(starts))
 		parallel(ctx, len(starts), Options{}.workers(), func() func(int) {
-			own := make([]*timeline, len(tls))
-			for j, tl := range tls {
-				c := *tl
-				own[j] = &c
-			}
-			pr := newPredictor(traces, own, cfg, hist, quantum)
+			own, ownMix := cloneTimelines(tls), mixes.clone()
+			pr := newPredictor(traces, own, ownMix, cfg, hist, quantum)
 			return func(k int) {
 				lanes, anyAvail := learned(own, starts[k], hist, spotUSD, d, ckpt)
+				lanes = append(lanes, ownMix.learned(starts[k], hist, d, ckpt)...)
 				preds[k] = pr.at(k, starts[k], lanes, anyAvail)
 			}
 		})
@@ -258,35 +255,6 @@ func (cfg *BacktestConfig) check(traces []Trace) error {
 			strings.Join(short, ", "), cfg.DeadlineHours)
 	}
 	return nil
-}
-
-// mixSet is the partial gangs of a backtest: c of the job's instances on
-// spot in a pool (while its trace has c), the rest on on-demand.
-type mixSet struct {
-	tls []*timeline
-	usd []float64
-}
-
-func mixLanes(traces []Trace, cfg BacktestConfig) mixSet {
-	var m mixSet
-	n := cfg.Instances
-	for _, c := range mixLevels(n) {
-		for _, t := range traces {
-			m.tls = append(m.tls, t.timeline(c))
-			m.usd = append(m.usd, float64(c)*cfg.SpotUSDHour+float64(n-c)*cfg.OnDemandUSDHour)
-		}
-	}
-	return m
-}
-
-func (m mixSet) learned(start, hist, d, ckpt float64) []lane {
-	out := make([]lane, len(m.tls))
-	for i, tl := range m.tls {
-		l, _ := learned([]*timeline{tl}, start, hist, m.usd[i], d, ckpt)
-		out[i] = l[0]
-		out[i].mix = true
-	}
-	return out
 }
 
 // learned is what the planner may know of the pools at a start: their
@@ -398,9 +366,16 @@ type predictor struct {
 	od     lane
 	gens   []*renewal
 	drawn  []timeline
+	// The partial gangs: per level and pool, the whole gang's draw
+	// widened by the covers its gaps had before the start.
+	mixes  mixSet
+	covers [][]gapCover
+	mixed  []timeline
+	mixSrc rand.PCG
+	mixRng *rand.Rand
 }
 
-func newPredictor(traces []Trace, tls []*timeline, cfg BacktestConfig, hist, quantum float64) *predictor {
+func newPredictor(traces []Trace, tls []*timeline, mixes mixSet, cfg BacktestConfig, hist, quantum float64) *predictor {
 	n := cfg.Instances
 	prior := scalePrior(DefaultPriors["V100"], middleBucket).ForInstances(n)
 	if cfg.Prior != nil {
@@ -418,7 +393,30 @@ func newPredictor(traces []Trace, tls []*timeline, cfg BacktestConfig, hist, qua
 		pr.gens = append(pr.gens, newRenewal())
 	}
 	pr.pRun, pr.pGap = priorSpells(prior)
+	pr.mixes = mixes
+	pr.mixed, pr.covers = make([]timeline, len(mixes.tls)), make([][]gapCover, len(mixes.tls))
+	pr.mixRng = rand.New(&pr.mixSrc)
 	return pr
+}
+
+// coversAt reads, for each pool and level, how its partial gangs
+// covered the whole gang's gaps in [from, s).
+func (pr *predictor) coversAt(from, s float64) {
+	for b, tl := range pr.mixes.tls {
+		pr.covers[b] = coversOf(pr.tls[b%len(pr.tls)], tl, from, s)
+	}
+}
+
+// drawMixes widens run i's draw of each pool into its partial gangs'.
+func (pr *predictor) drawMixes(k, i int, D, zCov float64, fits []*Spells) {
+	for b := range pr.mixed {
+		j := b % len(pr.tls)
+		pr.mixSrc.Seed(pr.cfg.Seed, uint64(k)<<32|uint64(i)<<12|uint64(2048+b&0x7ff))
+		s := 1 / math.Sqrt(math.Max((fits[j].Hours+priorHours)/12, 1))
+		z := zCov
+		pr.mixed[b].widen(&pr.drawn[j], pr.covers[b], pr.mixRng, math.Exp(s*z-s*s/2))
+		pr.mixed[b].closeAt(D)
+	}
 }
 
 // at returns the predictions at the k-th start s: [greedy per pool,
@@ -431,6 +429,7 @@ func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]pr
 		fits[j] = fitRisk(tl, from, s, pr.prior, pr.pRun, pr.pGap, pr.traces[j].Name).Spells
 		pr.gens[j].setupSpells(fits[j])
 	}
+	pr.coversAt(from, s)
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(k)))
 	R := cfg.PredictRuns
 	pools := len(pr.tls)
@@ -452,6 +451,7 @@ func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]pr
 			pr.gens[j].fill(&pr.drawn[j], cfg.Seed, uint64(k)<<32|uint64(i)<<12|uint64(j&0xfff), D)
 			pr.drawn[j].closeAt(D)
 		}
+		pr.drawMixes(k, i, D, -zGap, fits)
 		note := func(a *acc, o outcome) {
 			a.cost = append(a.cost, o.cost)
 			if o.onTime(D) {
@@ -466,7 +466,11 @@ func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]pr
 			note(&accs[1][j], r.exec(policyFor(PolicyUniformProgress, 0)))
 		}
 		for j := range plan {
-			plan[j].tl = &pr.drawn[j]
+			if j < pools {
+				plan[j].tl = &pr.drawn[j]
+			} else {
+				plan[j].tl = &pr.mixed[j-pools]
+			}
 		}
 		r := &run{sp: &pr.sp, lanes: plan, od: &pr.od}
 		note(&accs[2][0], r.exec(policyFor(PolicyPlanner, anyAvail)))

@@ -159,7 +159,7 @@ func TestBacktestPredict(t *testing.T) {
 	cfg := BacktestConfig{JobHours: 24, DeadlineHours: 30, SpotUSDHour: 0.918, OnDemandUSDHour: 3.06,
 		Changeover: 12 * time.Minute, Seed: 1, Instances: 1, PredictRuns: 200}
 	od, spot := 3.06*24.2, 0.918*24.2
-	pr := newPredictor([]Trace{tr}, tls, cfg, 7*24, 1.0/6)
+	pr := newPredictor([]Trace{tr}, tls, mixLanes([]Trace{tr}, cfg), cfg, 7*24, 1.0/6)
 	for _, c := range []struct {
 		start          float64
 		lo, hi, actual float64

@@ -54,10 +54,15 @@ func (tl *timeline) closeAt(end float64) {
 }
 
 // and sets tl to the times both a and b are up (a pool and its region).
-func (tl *timeline) and(a, b *timeline) {
+func (tl *timeline) and(a, b *timeline) { tl.merge(a, b, true) }
+
+// or sets tl to the times a or b is up (a whole gang or a band of it).
+func (tl *timeline) or(a, b *timeline) { tl.merge(a, b, false) }
+
+func (tl *timeline) merge(a, b *timeline, both bool) {
 	out := tl.bounds[:0]
 	ua, ub := a.up0, b.up0
-	up := ua && ub
+	up := ua && ub || !both && (ua || ub)
 	tl.up0 = up
 	i, j := 0, 0
 	for {
@@ -77,7 +82,7 @@ func (tl *timeline) and(a, b *timeline) {
 			ub = !ub
 			j++
 		}
-		if now := ua && ub; now != up {
+		if now := ua && ub || !both && (ua || ub); now != up {
 			out = append(out, t)
 			up = now
 		}

@@ -452,12 +452,16 @@ func (t Trace) Hours() float64 { return float64(len(t.Data)) * float64(t.GapSeco
 
 // timeline is when the trace has at least n instances, in hours from its
 // start, closed at its end.
-func (t Trace) timeline(n int) *timeline {
-	tl := &timeline{up0: t.Data[0] >= n}
+func (t Trace) timeline(n int) *timeline { return t.band(n, maxCount+1) }
+
+// band is when the trace has from lo to hi−1 instances.
+func (t Trace) band(lo, hi int) *timeline {
+	in := func(v int) bool { return v >= lo && v < hi }
+	tl := &timeline{up0: in(t.Data[0])}
 	gap := float64(t.GapSeconds) / 3600
 	up := tl.up0
 	for i, v := range t.Data {
-		if now := v >= n; now != up {
+		if now := in(v); now != up {
 			tl.bounds = append(tl.bounds, float64(i)*gap)
 			up = now
 		}

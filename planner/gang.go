@@ -1,0 +1,174 @@
+package planner
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// mixSet is the partial gangs of a backtest: c of the job's instances on
+// spot in a pool (while its trace has c), the rest on on-demand, for each
+// level c and trace.
+type mixSet struct {
+	tls    []*timeline
+	usd    []float64
+	levels []int
+}
+
+func mixLanes(traces []Trace, cfg BacktestConfig) mixSet {
+	m := mixSet{levels: mixLevels(cfg.Instances)}
+	n := cfg.Instances
+	for _, c := range m.levels {
+		for _, t := range traces {
+			m.tls = append(m.tls, t.timeline(c))
+			m.usd = append(m.usd, float64(c)*cfg.SpotUSDHour+float64(n-c)*cfg.OnDemandUSDHour)
+		}
+	}
+	return m
+}
+
+// clone gives a worker its own read cursors.
+func (m mixSet) clone() mixSet {
+	out := m
+	out.tls = cloneTimelines(m.tls)
+	return out
+}
+
+func cloneTimelines(tls []*timeline) []*timeline {
+	out := make([]*timeline, len(tls))
+	for i, tl := range tls {
+		c := *tl
+		out[i] = &c
+	}
+	return out
+}
+
+func (m mixSet) learned(start, hist, d, ckpt float64) []lane {
+	out := make([]lane, len(m.tls))
+	for i, tl := range m.tls {
+		l, _ := learned([]*timeline{tl}, start, hist, m.usd[i], d, ckpt)
+		out[i] = l[0]
+		out[i].mix = true
+	}
+	return out
+}
+
+// gapCover is what a zone held of a gang's c instances in one gap of the
+// whole gang: c or more for tail hours after the gap began and head hours
+// before it ended, or all through it (bridged). Partial stretches sit
+// next to whole ones in the traces (counts fall and climb in steps), so a
+// partial gang is drawn as the whole gang's draw widened by these.
+type gapCover struct {
+	hours      float64 // the gap's length
+	tail, head float64
+	bridged    bool
+}
+
+// coversOf are the covers of the whole gang's gaps that lie inside
+// [from, to), read from part (when the pool has c or more).
+func coversOf(whole, part *timeline, from, to float64) []gapCover {
+	var out []gapCover
+	whole.rewindTo(from)
+	t := from
+	for t < to {
+		up, next := whole.at(t)
+		if !up && t > from && next < to {
+			out = append(out, coverIn(part, t, next))
+		}
+		t = math.Min(next, to)
+	}
+	slices.SortFunc(out, func(a, b gapCover) int { return cmp.Compare(a.hours, b.hours) })
+	return out
+}
+
+// near draws one of the covers of the gaps nearest in length to h: a long
+// gap is seldom bridged.
+func near(cs []gapCover, h float64, rng *rand.Rand) gapCover {
+	i, _ := slices.BinarySearchFunc(cs, h, func(c gapCover, h float64) int { return cmp.Compare(c.hours, h) })
+	lo, hi := max(0, i-nearCovers), min(len(cs), i+nearCovers)
+	return cs[lo+rng.IntN(hi-lo)]
+}
+
+// nearCovers is how many covers on each side of a gap's length are drawn
+// from.
+const nearCovers = 3
+
+func coverIn(part *timeline, a, b float64) gapCover {
+	part.rewindTo(a)
+	up, next := part.at(a)
+	c := gapCover{hours: b - a}
+	if up && next >= b {
+		c.bridged = true
+		return c
+	}
+	if up {
+		c.tail = next - a
+	}
+	for t := next; t < b; {
+		up, n := part.at(t)
+		if up && n >= b {
+			c.head = b - t
+		}
+		t = n
+	}
+	return c
+}
+
+// widen sets tl to whole with each gap covered as a cover drawn from cs
+// says, its lengths stretched by phi (the draw's regime).
+func (tl *timeline) widen(whole *timeline, cs []gapCover, rng *rand.Rand, phi float64) {
+	out := tl.bounds[:0]
+	tl.up0 = false
+	add := func(a, b float64) { // an up interval, in order
+		if b <= a {
+			return
+		}
+		if n := len(out); n > 0 && out[n-1] >= a {
+			out[n-1] = math.Max(out[n-1], b)
+			return
+		}
+		if len(out) == 0 && a <= 0 {
+			tl.up0 = true
+			out = append(out, b)
+			return
+		}
+		out = append(out, a, b)
+	}
+	gap := func(a, b float64, front bool) {
+		if len(cs) == 0 {
+			return
+		}
+		c := near(cs, b-a, rng)
+		tail, head := c.tail*phi, c.head*phi
+		if c.bridged {
+			tail = (b - a) * phi
+		}
+		if front && !c.bridged { // under way at the start: its tail is past
+			tail = 0
+		}
+		if tail+head >= b-a {
+			add(a, b)
+			return
+		}
+		add(a, a+tail)
+		add(b-head, b)
+	}
+	last, up := 0.0, whole.up0
+	for i, b := range whole.bounds {
+		if math.IsInf(b, 1) {
+			if !up {
+				gap(last, b, i == 0)
+			}
+			break
+		}
+		if up {
+			add(last, b)
+		} else {
+			gap(last, b, i == 0)
+		}
+		last, up = b, !up
+	}
+	tl.bounds = append(out, math.Inf(1))
+	tl.cur = 0
+}

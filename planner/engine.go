@@ -42,6 +42,7 @@ type run struct {
 	odHours        float64
 	lastPreempt    int
 	lastPreemptAt  float64
+	hasMix         bool // some lane is a partial gang
 }
 
 // outcome is what a run came to.
@@ -108,8 +109,10 @@ func (r *run) exec(p policy) outcome {
 	r.t, r.saved, r.pending, r.clock = sp.start, 0, 0, 0
 	r.cur, r.over, r.cost, r.interruptions, r.odHours = idle, 0, 0, 0, 0
 	r.lastPreempt, r.lastPreemptAt = idle, math.Inf(-1)
+	r.hasMix = false
 	for i := range r.lanes {
 		r.lanes[i].rewindTo(sp.start)
+		r.hasMix = r.hasMix || r.lanes[i].mix
 	}
 	const eps = 1e-9
 	for step := 0; ; step++ {

@@ -271,7 +271,14 @@ func (g *renewal) uncertain(rng *rand.Rand, n, zRun, zGap float64) {
 func TracePool(t Trace, model string, n int, spotUSD, odUSD float64, priors Priors) Pool {
 	base, _ := priors.prior(model)
 	prior := scalePrior(base, middleBucket).ForInstances(n)
+	whole := t.timeline(max(n, 1))
+	risk := FitRisk(whole, 0, t.Hours(), prior, t.Name)
+	if lv := mixLevels(n); len(lv) > 0 {
+		risk.covers = &gangCovers{}
+		for _, c := range lv {
+			risk.covers.levels = append(risk.covers.levels, coversOf(whole, t.timeline(c), 0, t.Hours()))
+		}
+	}
 	return Pool{Key: "trace/" + t.Name, Provider: "trace", Cloud: "trace", Region: t.Name, InstanceType: "trace",
-		GPUModel: model, GPUsPerInstance: 1, SpotUSDHour: spotUSD, OnDemandUSDHour: odUSD,
-		Risk: FitRisk(t.timeline(max(n, 1)), 0, t.Hours(), prior, t.Name)}
+		GPUModel: model, GPUsPerInstance: 1, SpotUSDHour: spotUSD, OnDemandUSDHour: odUSD, Risk: risk}
 }

@@ -2,9 +2,11 @@ package planner
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 )
 
 // mixSet is the partial gangs of a backtest: c of the job's instances on
@@ -65,16 +67,16 @@ type gapCover struct {
 	bridged    bool
 }
 
-// coversOf are the covers of the whole gang's gaps that lie inside
-// [from, to), read from part (when the pool has c or more).
+// coversOf are the covers of the whole gang's gaps in [from, to), read
+// from part (when the pool has c or more).
 func coversOf(whole, part *timeline, from, to float64) []gapCover {
 	var out []gapCover
 	whole.rewindTo(from)
 	t := from
 	for t < to {
 		up, next := whole.at(t)
-		if !up && t > from && next < to {
-			out = append(out, coverIn(part, t, next))
+		if !up { // a gap cut by the window's edge counts as seen
+			out = append(out, coverIn(part, t, math.Min(next, to)))
 		}
 		t = math.Min(next, to)
 	}
@@ -171,4 +173,45 @@ func (tl *timeline) widen(whole *timeline, cs []gapCover, rng *rand.Rand, phi fl
 	}
 	tl.bounds = append(out, math.Inf(1))
 	tl.cur = 0
+}
+
+// mixLane is a partial gang in a plan: c of a pool's n instances on spot,
+// the rest on on-demand, drawn as the pool's draw widened by its covers.
+type mixLane struct {
+	lane           int // index into the drawn lanes
+	c              int
+	usdHour, score float64
+	covers         []gapCover
+}
+
+// mixesOf are the partial gangs of the drawn pools that have an
+// on-demand price.
+func (p *planning) mixesOf(lanes []*candidate) []mixLane {
+	var out []mixLane
+	for i, cd := range lanes {
+		if cd.n < 2 || math.IsNaN(cd.odUSD) {
+			continue
+		}
+		for k, c := range mixLevels(cd.n) {
+			usd := (float64(c)*cd.spotUSD + float64(cd.n-c)*cd.odUSD) / float64(cd.n)
+			var cs []gapCover
+			if cv := cd.risk.covers; cv != nil && k < len(cv.levels) {
+				cs = cv.levels[k]
+			}
+			out = append(out, mixLane{lane: i, c: c, usdHour: usd, covers: cs,
+				score: usd * paidHours(cd.risk.InterruptionsPerHour, p.work/cd.speed, p.d, p.ckpt) / p.work})
+		}
+	}
+	return out
+}
+
+// mixWords says what partial gangs a strategy may hold.
+func (p *planning) mixWords(cs []*candidate) string {
+	for _, c := range cs {
+		if lv := mixLevels(c.n); len(lv) > 0 && !math.IsNaN(c.odUSD) {
+			return fmt.Sprintf("; where it would pay on-demand for all %d instances, it holds %s of them on spot in a pool that has them, the rest on on-demand",
+				c.n, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(lv)), " or "), "[]"))
+		}
+	}
+	return ""
 }

@@ -208,7 +208,7 @@ func (p planner) decide(r *run) move {
 		if onMix {
 			return move{to: r.cur, review: minf(next, r.t+spare)}
 		}
-		m, mnext := r.scan(p.cooldown, p.worth(r), true)
+		m, mnext := p.mix(r)
 		if m >= 0 && slack-2*d >= 0 {
 			return move{to: m, review: p.mustLeave(r, rem)}
 		}
@@ -229,13 +229,21 @@ func (p planner) decide(r *run) move {
 	if slack <= res {
 		// Where the whole gang would go on on-demand, a pool holding
 		// part of it takes that part on spot.
-		m, mnext := r.scan(p.cooldown, p.worth(r), true)
+		m, mnext := p.mix(r)
 		if m >= 0 && slack-d >= 0 {
 			return move{to: m, review: p.mustLeave(r, rem)}
 		}
 		return move{to: od, review: minf(next, mnext)}
 	}
 	return move{to: idle, review: minf(next, r.t+slack-res)}
+}
+
+// mix is the best partial gang that is up and the next change of any.
+func (p planner) mix(r *run) (int, float64) {
+	if !r.hasMix {
+		return -1, inf
+	}
+	return r.scan(p.cooldown, p.worth(r), true)
 }
 
 // minf and maxf are math.Min and math.Max for the policies' sums, which

@@ -28,7 +28,12 @@ type Risk struct {
 	// Spells, when fitted from history, are the lengths runs and gaps are
 	// drawn from; nil draws the parametric model above.
 	Spells *Spells
+	// covers, per partial-gang level (mixLevels), are how the pool held
+	// part of a gang in its history's gaps; nil: a zone holds all or none.
+	covers *gangCovers
 }
+
+type gangCovers struct{ levels [][]gapCover }
 
 // Prior is what is assumed of a GPU class's pools at the middle bucket
 // ("10-15%") when nothing better is known (config plan.priors).

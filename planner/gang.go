@@ -9,9 +9,7 @@ import (
 	"strings"
 )
 
-// mixSet is the partial gangs of a backtest: c of the job's instances on
-// spot in a pool (while its trace has c), the rest on on-demand, for each
-// level c and trace.
+// mixSet is a backtest's partial gangs, per level c and trace.
 type mixSet struct {
 	tls    []*timeline
 	usd    []float64
@@ -56,19 +54,16 @@ func (m mixSet) learned(start, hist, d, ckpt float64) []lane {
 	return out
 }
 
-// gapCover is what a zone held of a gang's c instances in one gap of the
-// whole gang: c or more for tail hours after the gap began and head hours
-// before it ended, or all through it (bridged). Partial stretches sit
-// next to whole ones in the traces (counts fall and climb in steps), so a
-// partial gang is drawn as the whole gang's draw widened by these.
+// gapCover is what a zone held of c instances in a gap of the whole gang:
+// c or more for tail hours after it began and head hours before it ended,
+// or all through (bridged); counts fall and climb in steps.
 type gapCover struct {
 	hours      float64 // the gap's length
 	tail, head float64
 	bridged    bool
 }
 
-// coversOf are the covers of the whole gang's gaps in [from, to), read
-// from part (when the pool has c or more).
+// coversOf are the whole gang's gaps in [from, to) as part covered them.
 func coversOf(whole, part *timeline, from, to float64) []gapCover {
 	var out []gapCover
 	whole.rewindTo(from)
@@ -84,16 +79,13 @@ func coversOf(whole, part *timeline, from, to float64) []gapCover {
 	return out
 }
 
-// near draws one of the covers of the gaps nearest in length to h: a long
-// gap is seldom bridged.
+// near draws a cover of a gap near h in length: long gaps seldom bridge.
 func near(cs []gapCover, h float64, rng *rand.Rand) gapCover {
 	i, _ := slices.BinarySearchFunc(cs, h, func(c gapCover, h float64) int { return cmp.Compare(c.hours, h) })
 	lo, hi := max(0, i-nearCovers), min(len(cs), i+nearCovers)
 	return cs[lo+rng.IntN(hi-lo)]
 }
 
-// nearCovers is how many covers on each side of a gap's length are drawn
-// from.
 const nearCovers = 3
 
 func coverIn(part *timeline, a, b float64) gapCover {
@@ -117,8 +109,8 @@ func coverIn(part *timeline, a, b float64) gapCover {
 	return c
 }
 
-// widen sets tl to whole with each gap covered as a cover drawn from cs
-// says, its lengths stretched by phi (the draw's regime).
+// widen sets tl to whole with each gap covered as a drawn cover says,
+// stretched by phi (the draw's regime).
 func (tl *timeline) widen(whole *timeline, cs []gapCover, rng *rand.Rand, phi float64) {
 	out := tl.bounds[:0]
 	tl.up0 = false
@@ -175,8 +167,7 @@ func (tl *timeline) widen(whole *timeline, cs []gapCover, rng *rand.Rand, phi fl
 	tl.cur = 0
 }
 
-// mixLane is a partial gang in a plan: c of a pool's n instances on spot,
-// the rest on on-demand, drawn as the pool's draw widened by its covers.
+// mixLane is a partial gang in a plan, drawn widened by its covers.
 type mixLane struct {
 	lane           int // index into the drawn lanes
 	c              int
@@ -184,8 +175,7 @@ type mixLane struct {
 	covers         []gapCover
 }
 
-// mixesOf are the partial gangs of the drawn pools that have an
-// on-demand price.
+// mixesOf are the drawn pools' partial gangs (those with on-demand).
 func (p *planning) mixesOf(lanes []*candidate) []mixLane {
 	var out []mixLane
 	for i, cd := range lanes {

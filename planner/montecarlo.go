@@ -12,8 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// mcStrategy is one strategy evaluated by Monte Carlo: a policy over some
-// of the lanes, with or without on-demand, and what each run came to.
+// mcStrategy is a policy over some lanes, and what each run came to.
 type mcStrategy struct {
 	name   string
 	pol    policy
@@ -32,10 +31,8 @@ type mcStrategy struct {
 	finish []float64
 }
 
-// montecarlo evaluates the strategies whose outcome depends on spot
-// capacity. All of them run over the same draws of the pools' timelines
-// (common random numbers), so their differences are the policies', not
-// the luck of the draw.
+// montecarlo evaluates the spot strategies, all over the same draws
+// (common random numbers): differences are the policies', not luck's.
 func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	spot := p.spotCandidates()
 	if len(spot) == 0 {
@@ -59,8 +56,7 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	return out
 }
 
-// mcStrategies are the strategies over spot and the lanes they draw:
-// the spread's pools, then the best pool of each cloud not among them.
+// mcStrategies are the spot strategies and the lanes they draw.
 func (p *planning) mcStrategies(offs []domain.Offering, spot []*candidate) ([]*mcStrategy, []*candidate) {
 	odBest := p.netOnDemand()
 	multi := p.diverse(spot)
@@ -80,8 +76,7 @@ func (p *planning) mcStrategies(offs []domain.Offering, spot []*candidate) ([]*m
 		singles = append(singles, i)
 	}
 	base := spec{work: p.work, deadline: p.span, d: p.d, ckpt: p.ckpt}
-	// Spot alone runs to the deadline; what is left then is finished on
-	// on-demand in the cost, so a late strategy does not look cheap.
+	// Work left at the deadline is finished on on-demand in the cost.
 	spotHorizon := base
 	spotHorizon.horizon = p.span
 	netHorizon := base
@@ -100,8 +95,7 @@ func (p *planning) mcStrategies(offs []domain.Offering, spot []*candidate) ([]*m
 			assume: fmt.Sprintf("spot over %d pools in %s, the cheapest per hour of work first, moving on after an interruption; work not done by the deadline is finished on on-demand; %s; zones of a region share part of their interruptions; %s",
 				len(multi), strings.Join(regionsOf(multi), ", "), p.ckptWords(), riskWords(multi))})
 	}
-	// Uniform Progress as published holds one pool: the best of all, with
-	// its own on-demand.
+	// Uniform Progress as published: the best pool, its own on-demand.
 	c0 := multi[0]
 	if upOD := p.ownOnDemand(c0, odBest); upOD != nil {
 		add(&mcStrategy{name: StrategyUniformProgress, pol: policyFor(StrategyUniformProgress, 0), lanes: []int{0}, od: upOD, sp: netHorizon, cands: multi[:1],
@@ -124,10 +118,8 @@ func (p *planning) mcStrategies(offs []domain.Offering, spot []*candidate) ([]*m
 	return sts, lanes
 }
 
-// mcDraw runs every strategy over the same draws: one timeline per pool
-// and one per region group, each with its own random stream, seeded by
-// (seed, run, layer), drawn to the deadline (after it, no spot is
-// counted on).
+// mcDraw runs every strategy over the same draws, each layer with its
+// own stream seeded by (seed, run, layer), to the deadline.
 func (p *planning) mcDraw(sts []*mcStrategy, lanes []*candidate, mixes []mixLane) {
 	groups := map[string]int{}
 	var groupLanes [][]*candidate
@@ -174,8 +166,7 @@ type layer struct {
 	tl timeline
 }
 
-// draws are one worker's timelines: the region layers, each pool's own,
-// the lanes' (a pool's joined with its region's) and the partial gangs'.
+// draws are one worker's timelines: regions, pools, lanes, partial gangs.
 type draws struct {
 	regions    []*layer
 	pools      []*layer
@@ -310,9 +301,7 @@ func (p *planning) mcResult(s *mcStrategy) Result {
 	return r
 }
 
-// withBlock widens a result to the block it holds: the capacity runs
-// from the earlier of the job's start and the block's to the later of
-// their ends.
+// withBlock widens a result to the block it holds.
 func (p *planning) withBlock(r *Result, o domain.Offering) {
 	if o.Start.Before(r.Start) {
 		r.Start = o.Start
@@ -331,8 +320,7 @@ func (p *planning) withBlock(r *Result, o domain.Offering) {
 	r.Instances, r.GPUs = o.InstanceCount, o.GPUCount()
 }
 
-// finishCost is what the work a run left undone costs on on-demand (or,
-// with none known, on its first lane's spot at that lane's efficiency).
+// finishCost is the work a run left undone, on on-demand.
 func (p *planning) finishCost(left float64, s *mcStrategy, lanes []*candidate) float64 {
 	if left <= 0 {
 		return 0
@@ -347,9 +335,7 @@ func (p *planning) finishCost(left float64, s *mcStrategy, lanes []*candidate) f
 	return c.score * left
 }
 
-// finishAt is when a run that stopped at its horizon with work left ends
-// once that work is finished on on-demand, as finishCost prices it: +Inf
-// when no on-demand is known.
+// finishAt is when that work would end on on-demand (+Inf: none known).
 func (p *planning) finishAt(left float64, s *mcStrategy, lanes []*candidate) float64 {
 	od := s.od
 	if od == nil {
@@ -361,8 +347,7 @@ func (p *planning) finishAt(left float64, s *mcStrategy, lanes []*candidate) flo
 	return s.sp.horizon + p.d + left/od.speed
 }
 
-// endAt is a finish (hours from the job's start) as a time; one never
-// reached is the run's horizon.
+// endAt is a finish as a time; one never reached is the horizon.
 func (p *planning) endAt(h float64, sp spec) time.Time {
 	if math.IsInf(h, 0) || math.IsNaN(h) {
 		h = sp.horizon
@@ -378,8 +363,7 @@ func seq(n int) []int {
 	return out
 }
 
-// spotCandidates are the pools with a spot price, cheapest per hour of
-// work first.
+// spotCandidates are the spot pools, cheapest per hour of work first.
 func (p *planning) spotCandidates() []*candidate {
 	var out []*candidate
 	for i := range p.cands {
@@ -397,8 +381,7 @@ func (p *planning) spotCandidates() []*candidate {
 	return out
 }
 
-// diverse takes the best pools, at most perRegion of each region, so a
-// spread is a spread (SpotHedge: over regions).
+// diverse takes the best pools, at most perRegion a region (SpotHedge).
 func (p *planning) diverse(spot []*candidate) []*candidate {
 	var out []*candidate
 	count := map[string]int{}
@@ -431,8 +414,7 @@ func (p *planning) bestOnDemand() *candidate {
 	return best
 }
 
-// ownOnDemand is the pool's own on-demand (same type and region), as
-// Uniform Progress uses, else the cheapest.
+// ownOnDemand is the pool's own on-demand, else the fallback.
 func (p *planning) ownOnDemand(c *candidate, fallback *candidate) *candidate {
 	if !math.IsNaN(c.odUSD) {
 		return c
@@ -454,8 +436,7 @@ func regionsOf(cs []*candidate) []string {
 	return out
 }
 
-// anyAvailability is the expected share of time at least one of the pools
-// has capacity, with zones of a region sharing their region's part.
+// anyAvailability is the share of time some pool has capacity.
 func anyAvailability(cs []*candidate) float64 {
 	type group struct{ region, noneOfZones float64 }
 	groups := map[string]*group{}
@@ -488,11 +469,8 @@ func quantile(xs []float64, q float64) float64 {
 	return s[max(0, min(i, len(s)-1))]
 }
 
-// blockSpot pairs a block that holds part of the job with spot (and the
-// on-demand safety net) for the rest, before or after it: the block
-// guarantees its share, spot makes the rest cheaper. It evaluates the
-// pair whose estimate (the block, and the rest at the best pool's
-// expected spot cost) is cheapest.
+// blockSpot pairs a block holding part of the job with spot and the
+// safety net for the rest: the pair of cheapest estimate.
 func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *candidate) []*mcStrategy {
 	type option struct {
 		b        blockWork
@@ -541,8 +519,7 @@ func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *can
 	return out
 }
 
-// riskWords says where each pool's risk came from, pools of one source
-// named together: "risk of us-east-1a, us-east-1b from H100 prior × …".
+// riskWords says where each pool's risk came from, by source.
 func riskWords(cs []*candidate) string {
 	var sources []string
 	places := map[string][]string{}

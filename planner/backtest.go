@@ -132,7 +132,7 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 			pr := newPredictor(traces, own, ownMix, cfg, hist, quantum)
 			return func(k int) {
 				lanes, anyAvail := learned(own, starts[k], hist, spotUSD, d, ckpt)
-				lanes = append(lanes, ownMix.learned(starts[k], hist, d, ckpt)...)
+				lanes = append(lanes, ownMix.learned(starts[k], hist, d, ckpt, lanes)...)
 				preds[k] = pr.at(k, starts[k], lanes, anyAvail)
 			}
 		})
@@ -149,7 +149,7 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 			res[PolicyOnDemand].met++
 		}
 		lanes, anyAvail := learned(tls, s, hist, spotUSD, d, ckpt)
-		lanes = append(lanes, mixes.learned(s, hist, d, ckpt)...)
+		lanes = append(lanes, mixes.learned(s, hist, d, ckpt, lanes)...)
 		var pd [][]prediction
 		if preds != nil {
 			pd = preds[k]

@@ -44,12 +44,19 @@ func cloneTimelines(tls []*timeline) []*timeline {
 	return out
 }
 
-func (m mixSet) learned(start, hist, d, ckpt float64) []lane {
+// learned scores each partial gang as the planner may know it at start;
+// one whose runs have not outlasted its whole gang's is left out (in a
+// zone that holds all or none it is a dearer spot, not a hedge).
+func (m mixSet) learned(start, hist, d, ckpt float64, whole []lane) []lane {
 	out := make([]lane, len(m.tls))
 	for i, tl := range m.tls {
 		l, _ := learned([]*timeline{tl}, start, hist, m.usd[i], d, ckpt)
 		out[i] = l[0]
 		out[i].mix = true
+		w := whole[i%len(whole)]
+		if m.usd[i]/out[i].score <= w.usdHour/w.score*(1+1e-9) {
+			out[i].score = inf
+		}
 	}
 	return out
 }
@@ -175,18 +182,18 @@ type mixLane struct {
 	covers         []gapCover
 }
 
-// mixesOf are the drawn pools' partial gangs (those with on-demand).
+// mixesOf are the partial gangs of drawn pools with on-demand and history.
 func (p *planning) mixesOf(lanes []*candidate) []mixLane {
 	var out []mixLane
 	for i, cd := range lanes {
-		if cd.n < 2 || math.IsNaN(cd.odUSD) {
-			continue
+		if cd.n < 2 || math.IsNaN(cd.odUSD) || cd.risk.covers == nil {
+			continue // no history of part of a gang: all or none
 		}
 		for k, c := range mixLevels(cd.n) {
 			usd := (float64(c)*cd.spotUSD + float64(cd.n-c)*cd.odUSD) / float64(cd.n)
 			var cs []gapCover
-			if cv := cd.risk.covers; cv != nil && k < len(cv.levels) {
-				cs = cv.levels[k]
+			if k < len(cd.risk.covers.levels) {
+				cs = cd.risk.covers.levels[k]
 			}
 			out = append(out, mixLane{lane: i, c: c, usdHour: usd, covers: cs,
 				score: usd * paidHours(cd.risk.InterruptionsPerHour, p.work/cd.speed, p.d, p.ckpt) / p.work})
@@ -198,7 +205,7 @@ func (p *planning) mixesOf(lanes []*candidate) []mixLane {
 // mixWords says what partial gangs a strategy may hold.
 func (p *planning) mixWords(cs []*candidate) string {
 	for _, c := range cs {
-		if lv := mixLevels(c.n); len(lv) > 0 && !math.IsNaN(c.odUSD) {
+		if lv := mixLevels(c.n); len(lv) > 0 && !math.IsNaN(c.odUSD) && c.risk.covers != nil {
 			return fmt.Sprintf("; where it would pay on-demand for all %d instances, it holds %s of them on spot in a pool that has them, the rest on on-demand",
 				c.n, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(lv)), " or "), "[]"))
 		}

@@ -125,3 +125,45 @@ func TestPlanPricesPartialGangs(t *testing.T) {
 		t.Errorf("backtest planner $%.2f, want $%.2f", got, mix)
 	}
 }
+
+// TestAllOrNoneHoldsNoPartialGang: on traces whose zones hold all of a
+// gang or none, partial gangs are never taken (they would be a dearer
+// spot, not a hedge): 16 instances replay exactly as one instance at 16
+// times the prices.
+func TestAllOrNoneHoldsNoPartialGang(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var gang, one []Trace
+	for z := range 3 {
+		tr := flat("zone.json", 0, 14*24*6)
+		up := false
+		for i := range tr.Data {
+			if rng.IntN(8) == 0 {
+				up = !up
+			}
+			if up {
+				tr.Data[i] = 16
+			}
+		}
+		tr.Name = string(rune('a' + z))
+		gang = append(gang, tr)
+		o := Trace{Name: tr.Name, GapSeconds: tr.GapSeconds, Data: make([]int, len(tr.Data))}
+		for i, v := range tr.Data {
+			o.Data[i] = v / 16
+		}
+		one = append(one, o)
+	}
+	cfg := BacktestConfig{JobHours: 24, DeadlineHours: 30, SpotUSDHour: 0.918, OnDemandUSDHour: 3.06,
+		Changeover: 12 * time.Minute, Starts: 60, Instances: 16}
+	a, err := Backtest(gang, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Instances, cfg.SpotUSDHour, cfg.OnDemandUSDHour = 1, 16*0.918, 16*3.06
+	b, err := Backtest(one, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(a[3].MeanCostUSD-b[3].MeanCostUSD) > 1e-6 || a[3].MeanCostUSD >= 0.95*16*3.06*24.2 {
+		t.Errorf("planner over 16 all-or-none: $%.2f; as one instance: $%.2f (want equal, and spot used)", a[3].MeanCostUSD, b[3].MeanCostUSD)
+	}
+}

@@ -132,7 +132,7 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 			pr := newPredictor(traces, own, ownMix, cfg, hist, quantum)
 			return func(k int) {
 				lanes, anyAvail := learned(own, starts[k], hist, spotUSD, d, ckpt)
-				lanes = append(lanes, ownMix.learned(starts[k], hist, d, ckpt, lanes)...)
+				lanes = append(lanes, ownMix.learned(starts[k], hist, d, ckpt)...)
 				preds[k] = pr.at(k, starts[k], lanes, anyAvail)
 			}
 		})
@@ -149,7 +149,7 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 			res[PolicyOnDemand].met++
 		}
 		lanes, anyAvail := learned(tls, s, hist, spotUSD, d, ckpt)
-		lanes = append(lanes, mixes.learned(s, hist, d, ckpt, lanes)...)
+		lanes = append(lanes, mixes.learned(s, hist, d, ckpt)...)
 		var pd [][]prediction
 		if preds != nil {
 			pd = preds[k]
@@ -272,7 +272,7 @@ func learned(tls []*timeline, start, hist, usd, d, ckpt float64) ([]lane, float6
 		}
 		rate := (downs + priorRate*weight) / (up + weight)
 		eff := efficiency(rate, d, ckpt)
-		lanes[i] = lane{usdHour: usd, speed: 1, tl: tls[i], score: usd / math.Max(eff, 1e-6)}
+		lanes[i] = lane{usdHour: usd, speed: 1, tl: tls[i], score: usd / math.Max(eff, 1e-6), rate: rate}
 		ups = append(ups, segs)
 	}
 	// How often any pool had capacity: the union of the up segments.

@@ -6,19 +6,21 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 )
 
 // mixSet is a backtest's partial gangs, per level c and trace.
 type mixSet struct {
+	od     float64 // on-demand for the whole gang
 	tls    []*timeline
 	usd    []float64
 	levels []int
 }
 
 func mixLanes(traces []Trace, cfg BacktestConfig) mixSet {
-	m := mixSet{levels: mixLevels(cfg.Instances)}
 	n := cfg.Instances
+	m := mixSet{levels: mixLevels(n), od: float64(n) * cfg.OnDemandUSDHour}
 	for _, c := range m.levels {
 		for _, t := range traces {
 			m.tls = append(m.tls, t.timeline(c))
@@ -44,17 +46,15 @@ func cloneTimelines(tls []*timeline) []*timeline {
 	return out
 }
 
-// learned scores each partial gang as the planner may know it at start;
-// one whose runs have not outlasted its whole gang's is left out (in a
-// zone that holds all or none it is a dearer spot, not a hedge).
-func (m mixSet) learned(start, hist, d, ckpt float64, whole []lane) []lane {
+// learned scores each partial gang as the planner may know it at start,
+// leaving out one that does not hedge.
+func (m mixSet) learned(start, hist, d, ckpt float64) []lane {
 	out := make([]lane, len(m.tls))
 	for i, tl := range m.tls {
 		l, _ := learned([]*timeline{tl}, start, hist, m.usd[i], d, ckpt)
 		out[i] = l[0]
 		out[i].mix = true
-		w := whole[i%len(whole)]
-		if m.usd[i]/out[i].score <= w.usdHour/w.score*(1+1e-9) {
+		if !hedges(m.usd[i], m.od, out[i].rate, d) {
 			out[i].score = inf
 		}
 	}
@@ -195,6 +195,9 @@ func (p *planning) mixesOf(lanes []*candidate) []mixLane {
 			if k < len(cd.risk.covers.levels) {
 				cs = cd.risk.covers.levels[k]
 			}
+			if !hedges(usd, cd.odUSD, cd.risk.InterruptionsPerHour, p.d) {
+				continue
+			}
 			out = append(out, mixLane{lane: i, c: c, usdHour: usd, covers: cs,
 				score: usd * paidHours(cd.risk.InterruptionsPerHour, p.work/cd.speed, p.d, p.ckpt) / p.work})
 		}
@@ -202,13 +205,23 @@ func (p *planning) mixesOf(lanes []*candidate) []mixLane {
 	return out
 }
 
-// mixWords says what partial gangs a strategy may hold.
+// mixWords says what partial gangs a strategy over cs may hold.
 func (p *planning) mixWords(cs []*candidate) string {
-	for _, c := range cs {
-		if lv := mixLevels(c.n); len(lv) > 0 && !math.IsNaN(c.odUSD) && c.risk.covers != nil {
-			return fmt.Sprintf("; where it would pay on-demand for all %d instances, it holds %s of them on spot in a pool that has them, the rest on on-demand",
-				c.n, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(lv)), " or "), "[]"))
-		}
+	var cs0 []string
+	n := 0
+	for _, m := range p.mixesOf(cs) {
+		cs0, n = appendNew(cs0, strconv.Itoa(m.c)), cs[m.lane].n
 	}
-	return ""
+	if len(cs0) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; where it would pay on-demand for all %d instances, it holds %s of them on spot in a pool that has them, the rest on on-demand",
+		n, strings.Join(cs0, ", "))
+}
+
+// hedges reports whether a partial gang at usd an hour is worth taking in
+// place of on-demand: what it saves over a run (1/rate hours) must beat
+// the two changeovers, in and back out, at on-demand's rate.
+func hedges(usd, od, rate, d float64) bool {
+	return rate <= 0 || (od-usd)/rate >= 2*d*od
 }

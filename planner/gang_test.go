@@ -126,18 +126,17 @@ func TestPlanPricesPartialGangs(t *testing.T) {
 	}
 }
 
-// TestAllOrNoneHoldsNoPartialGang: on traces whose zones hold all of a
-// gang or none, partial gangs are never taken (they would be a dearer
-// spot, not a hedge): 16 instances replay exactly as one instance at 16
-// times the prices.
-func TestAllOrNoneHoldsNoPartialGang(t *testing.T) {
+// TestPartialGangMustHedge: where two changeovers cost more than a partial
+// gang saves over a run, it is never taken: on zones holding all of a gang
+// or none, 16 instances then replay exactly as one at 16 times the prices.
+func TestPartialGangMustHedge(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	var gang, one []Trace
 	for z := range 3 {
 		tr := flat("zone.json", 0, 14*24*6)
 		up := false
 		for i := range tr.Data {
-			if rng.IntN(8) == 0 {
+			if rng.IntN(30) == 0 {
 				up = !up
 			}
 			if up {
@@ -153,7 +152,7 @@ func TestAllOrNoneHoldsNoPartialGang(t *testing.T) {
 		one = append(one, o)
 	}
 	cfg := BacktestConfig{JobHours: 24, DeadlineHours: 30, SpotUSDHour: 0.918, OnDemandUSDHour: 3.06,
-		Changeover: 12 * time.Minute, Starts: 60, Instances: 16}
+		Changeover: 90 * time.Minute, Starts: 60, Instances: 16}
 	a, err := Backtest(gang, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +162,25 @@ func TestAllOrNoneHoldsNoPartialGang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if math.Abs(a[3].MeanCostUSD-b[3].MeanCostUSD) > 1e-6 || a[3].MeanCostUSD >= 0.95*16*3.06*24.2 {
+	if math.Abs(a[3].MeanCostUSD-b[3].MeanCostUSD) > 1e-6 || a[3].MeanCostUSD >= 16*3.06*25.5-50 {
 		t.Errorf("planner over 16 all-or-none: $%.2f; as one instance: $%.2f (want equal, and spot used)", a[3].MeanCostUSD, b[3].MeanCostUSD)
+	}
+}
+
+func TestHedges(t *testing.T) {
+	const od, d = 16 * 3.06, 0.2
+	for _, c := range []struct {
+		usd, rate float64
+		want      bool
+	}{
+		{15*0.918 + 3.06, 0.5, true}, // saves $64 a run, changeovers $20
+		{8*0.918 + 8*3.06, 0.5, true},
+		{0.918 + 15*3.06, 0.5, false}, // saves $4 a run
+		{15*0.918 + 3.06, 2, false},   // runs of half an hour: $16
+		{0.918 + 15*3.06, 0, true},    // never interrupted
+	} {
+		if got := hedges(c.usd, od, c.rate, d); got != c.want {
+			t.Errorf("hedges($%.2f/h at %v/h) = %v, want %v", c.usd, c.rate, got, c.want)
+		}
 	}
 }

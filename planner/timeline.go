@@ -181,7 +181,8 @@ type lane struct {
 	// score is the expected cost of an hour of work, what lanes rank by.
 	score float64
 	// mix is a partial gang: part spot in the pool, the rest on-demand.
-	mix bool
+	mix  bool
+	rate float64 // interruptions per hour, where known
 	// The last answer, good until `until` (most lanes have not changed).
 	up    bool
 	until float64

@@ -184,3 +184,20 @@ func TestHedges(t *testing.T) {
 		}
 	}
 }
+
+// TestPredictDrawsPartialGangs: at a start after a week in which a pool
+// always held 8 of a 16-instance gang, the planner is predicted to hold
+// that partial gang, as it then does.
+func TestPredictDrawsPartialGangs(t *testing.T) {
+	tr := flat("eight.json", 8, 16*24*6)
+	cfg := BacktestConfig{JobHours: 24, DeadlineHours: 30, SpotUSDHour: 0.918, OnDemandUSDHour: 3.06,
+		Changeover: 12 * time.Minute, Starts: 10, Instances: 16, Predict: true, PredictRuns: 100}
+	rows, err := Backtest([]Trace{tr}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mix := (8*0.918 + 8*3.06) * 24.2
+	if p := rows[3]; math.Abs(p.PredictedCostUSD-mix) > 0.03*mix || math.Abs(p.MeanCostUSD-mix) > 1e-6 {
+		t.Errorf("planner predicted $%.2f, realized $%.2f; want both about $%.2f (8 on spot, 8 on on-demand)", p.PredictedCostUSD, p.MeanCostUSD, mix)
+	}
+}

@@ -132,41 +132,21 @@ func (p planner) mustLeave(r *run, rem float64) float64 {
 func (p planner) decide(r *run) move {
 	sp := r.sp
 	d, od := sp.d, r.odIdx()
-	onMix := r.cur != idle && r.cur != od && r.lanes[r.cur].mix
-	if r.cur != idle && r.cur != od && !onMix {
+	if r.cur != idle && r.cur != od {
 		// On spot while an interruption would leave time for on-demand.
 		spare := sp.deadline - r.t - d - r.remOD(r.safe()) - sp.quantum
 		if spare <= tolerance {
 			return move{to: od, review: math.Inf(1)}
 		}
-		return move{to: r.cur, review: r.t + spare}
+		if !r.lanes[r.cur].mix {
+			return move{to: r.cur, review: r.t + spare}
+		}
+		return p.paying(r, r.t+spare)
+	}
+	if r.cur == od {
+		return p.paying(r, math.Inf(1))
 	}
 	rem := r.remOD(r.kept())
-	if r.cur == od || onMix {
-		spare := math.Inf(1)
-		if onMix {
-			spare = sp.deadline - r.t - d - r.remOD(r.safe()) - sp.quantum
-			if spare <= tolerance {
-				return move{to: od, review: math.Inf(1)}
-			}
-		}
-		slack := sp.deadline - r.t - r.over - rem - sp.quantum
-		l, next := r.scan(p.cooldown, p.worth(r), false)
-		if l >= 0 && slack-2*d >= p.reserve(r, rem) {
-			return move{to: l, review: p.mustLeave(r, rem)}
-		}
-		if l >= 0 {
-			next = r.t + reviewStep
-		}
-		if onMix {
-			return move{to: r.cur, review: minf(next, r.t+spare)}
-		}
-		m, mnext := p.mix(r)
-		if m >= 0 && slack-2*d >= 0 {
-			return move{to: m, review: p.mustLeave(r, rem)}
-		}
-		return move{to: od, review: minf(next, mnext)}
-	}
 	slack := sp.deadline - r.t - d - rem - sp.quantum
 	if slack <= tolerance {
 		return move{to: od, review: math.Inf(1)}
@@ -188,6 +168,30 @@ func (p planner) decide(r *run) move {
 		return move{to: od, review: minf(next, mnext)}
 	}
 	return move{to: idle, review: minf(next, r.t+slack-res)}
+}
+
+// paying decides on on-demand or a partial gang (held safely until
+// until): back to a whole gang once the reserve allows; from on-demand, a
+// partial gang where one is up and an interruption leaves time.
+func (p planner) paying(r *run, until float64) move {
+	sp, od := r.sp, r.odIdx()
+	rem := r.remOD(r.kept())
+	slack := sp.deadline - r.t - r.over - rem - sp.quantum
+	l, next := r.scan(p.cooldown, p.worth(r), false)
+	if l >= 0 && slack-2*sp.d >= p.reserve(r, rem) {
+		return move{to: l, review: p.mustLeave(r, rem)}
+	}
+	if l >= 0 {
+		next = r.t + reviewStep
+	}
+	if r.cur != od {
+		return move{to: r.cur, review: minf(next, until)}
+	}
+	m, mnext := p.mix(r)
+	if m >= 0 && slack-2*sp.d >= 0 {
+		return move{to: m, review: p.mustLeave(r, rem)}
+	}
+	return move{to: od, review: minf(next, mnext)}
 }
 
 // mix is the best partial gang that is up and the next change of any.

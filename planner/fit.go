@@ -8,8 +8,7 @@ import (
 	"sort"
 )
 
-// Spells are fitted quantile tables of run and gap lengths in hours,
-// drawn as they are: runs are not memoryless (DESIGN.md).
+// Spells are fitted quantile tables of run and gap lengths (not memoryless).
 type Spells struct {
 	Run, Gap []float64
 	// Hours is the history they were fitted on.
@@ -126,7 +125,6 @@ func blend(a, b []float64, w float64) []float64 {
 	for k := range out {
 		u := (float64(k) + 0.5) / gapSteps
 		for {
-			// The next smallest point of the two tables.
 			useA := j >= len(b) || (i < len(a) && a[i] <= b[j])
 			v, p := 0.0, 0.0
 			if useA {
@@ -244,8 +242,7 @@ func (g *renewal) uncertain(rng *rand.Rand, n, zRun, zGap float64) {
 	g.runScale, g.gapScale = scale(zRun), scale(zGap)
 }
 
-// TracePool is a pool made of a trace, its risk for n instances fitted
-// on the whole trace.
+// TracePool is a pool made of a trace, its risk for n fitted on all of it.
 func TracePool(t Trace, model string, n int, spotUSD, odUSD float64, priors Priors) Pool {
 	base, _ := priors.prior(model)
 	prior := scalePrior(base, middleBucket).ForInstances(n)

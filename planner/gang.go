@@ -46,8 +46,7 @@ func cloneTimelines(tls []*timeline) []*timeline {
 	return out
 }
 
-// learned scores each partial gang as the planner may know it at start,
-// leaving out one that does not hedge.
+// learned scores the partial gangs at start, leaving out those that do not hedge.
 func (m mixSet) learned(start, hist, d, ckpt float64) []lane {
 	out := make([]lane, len(m.tls))
 	for i, tl := range m.tls {

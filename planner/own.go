@@ -10,8 +10,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Observed is the instance-hours the user's spot ran in a pool and how
-// many of them were taken back.
+// Observed is the user's spot instance-hours in a pool and its interruptions.
 type Observed struct {
 	Hours         float64
 	Interruptions int

@@ -170,9 +170,7 @@ func (p planner) decide(r *run) move {
 	return move{to: idle, review: minf(next, r.t+slack-res)}
 }
 
-// paying decides on on-demand or a partial gang (held safely until
-// until): back to a whole gang once the reserve allows; from on-demand, a
-// partial gang where one is up and an interruption leaves time.
+// paying decides on on-demand or a partial gang (safe until until).
 func (p planner) paying(r *run, until float64) move {
 	sp, od := r.sp, r.odIdx()
 	rem := r.remOD(r.kept())

@@ -7,9 +7,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// BlockQueries are the offering searches that may hold the job, per
-// model: blocks for the whole job, a one-day block, a reservation
-// (DESIGN.md's Planner section says why each).
+// BlockQueries are the offering searches that may hold the job (DESIGN.md).
 func BlockQueries(job Job, now time.Time, speeds Speeds) []domain.OfferingQuery {
 	if speeds == nil {
 		speeds = DefaultSpeeds

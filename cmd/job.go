@@ -35,6 +35,7 @@ type jobRow struct {
 	PlanExpectedUSD float64                  `json:"plan_expected_usd" table:"%.2f"`
 	PlanP95USD      float64                  `json:"plan_p95_usd" table:"-"`
 	PlanOnTimePct   float64                  `json:"plan_on_time_pct" table:"-"`
+	OnTimePct       *float64                 `json:"on_time_pct" table:"-"`
 	MaxUSD          *float64                 `json:"max_usd" table:"-"`
 	HoldUSD         float64                  `json:"hold_usd" table:"-"`
 	Reason          *string                  `json:"reason" table:"-"`
@@ -81,6 +82,9 @@ func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove) jobRow 
 	if j.MaxUSD > 0 {
 		m := j.MaxUSD
 		out.MaxUSD = &m
+	}
+	if pct, ok := job.OnTimePct(j); ok && ledger.JobActive(j.State) {
+		out.OnTimePct = &pct
 	}
 	if !j.FinishedAt.IsZero() {
 		t := j.FinishedAt.UTC()
@@ -381,6 +385,9 @@ func writeJobTable(a *app, j ledger.Job, jr jobRow, rows []ledger.Entry, moves [
 	fmt.Fprintf(w, "  spent      $%.2f; plan expected $%.2f, p95 $%.2f, on time %.0f%%; hold $%.2f\n", j.SpentUSD, j.Plan.ExpectedUSD,
 		j.Plan.P95USD, j.Plan.OnTimePct, j.HoldUSD)
 	fmt.Fprintf(w, "  window     %s to %s\n", bothZones(j.Terms.Start), bothZones(j.Terms.Deadline))
+	if jr.OnTimePct != nil {
+		fmt.Fprintf(w, "  on time    %.0f%% chance as of its last review (plan %.0f%%)\n", *jr.OnTimePct, j.Plan.OnTimePct)
+	}
 	if j.Outlook != "" {
 		fmt.Fprintf(w, "  outlook    %s\n", j.Outlook)
 	}

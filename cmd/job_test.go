@@ -10,7 +10,7 @@ import (
 
 // jobFields are the JSON fields of `job show`, in order.
 var jobFields = []string{"id", "state", "strategy", "gpus", "hours", "work_done_hours", "start", "deadline", "finished_at", "spent_usd",
-	"plan_expected_usd", "plan_p95_usd", "plan_on_time_pct", "max_usd", "hold_usd", "reason", "outlook", "progress_source", "rows", "moves"}
+	"plan_expected_usd", "plan_p95_usd", "plan_on_time_pct", "on_time_pct", "max_usd", "hold_usd", "reason", "outlook", "progress_source", "rows", "moves"}
 
 func TestJobStartRefusesBadUsage(t *testing.T) {
 	ok := []string{"job", "start", "--gpus", "16", "--gpu", "H100", "--hours", "48", "--deadline", "+72h", "--dry-run"}
@@ -86,8 +86,9 @@ func TestJobStartRunShowCancel(t *testing.T) {
 		t.Errorf("job show fields %v, want %v", keys, jobFields)
 	}
 	var shown []struct {
-		State string `json:"state"`
-		Rows  []struct {
+		State     string   `json:"state"`
+		OnTimePct *float64 `json:"on_time_pct"`
+		Rows      []struct {
 			Kind, State string
 		} `json:"rows"`
 		Moves []struct{ From, To, Reason string } `json:"moves"`
@@ -97,6 +98,13 @@ func TestJobStartRunShowCancel(t *testing.T) {
 	}
 	if shown[0].State != "running" || len(shown[0].Rows) == 0 || len(shown[0].Moves) == 0 || shown[0].Rows[0].Kind != "fleet" {
 		t.Errorf("after a review: %+v", shown[0])
+	}
+	// The safety net keeps the deadline: the review's chance is the plan's.
+	if o := shown[0].OnTimePct; o == nil || *o != 100 {
+		t.Errorf("on_time_pct after a review: %v, want 100", o)
+	}
+	if code, out, _ := runIn("job", "show", id); code != 0 || !strings.Contains(out, "on time    100% chance as of its last review (plan 100%)") {
+		t.Errorf("job show (text): exit %d:\n%s", code, out)
 	}
 	if code, out, errOut := runIn("job", "cancel", id, "-o", "json"); code != 0 || !strings.Contains(out, `"state":"cancelled"`) {
 		t.Errorf("cancel: exit %d %s %s", code, out, errOut)

@@ -281,6 +281,10 @@ type progress struct {
 	// why it could not be read.
 	Reported  *float64 `json:"reported,omitempty"`
 	ReportErr string   `json:"report_error,omitempty"`
+	// OnTime is the chance of finishing by the deadline the last review
+	// computed (planner.LiveJob.Odds); OddsLow that it was below the plan's.
+	OnTime  *float64 `json:"on_time,omitempty"`
+	OddsLow bool     `json:"odds_low,omitempty"`
 }
 
 // jobRun is one review of one job.
@@ -353,8 +357,9 @@ func (r *jobRun) step(ctx context.Context) error {
 	if limit := r.limit(); spent+r.hourOf(r.p.Cur)*r.d.opt.Every.Hours() > limit {
 		return r.finish(ctx, ledger.JobFailed, fmt.Sprintf("limit reached: $%.2f spent of $%.2f; everything it ran was ended", spent, limit))
 	}
+	var up []bool
 	for range 4 {
-		up := r.up()
+		up = r.up()
 		if !r.lj.Due(r.p.LiveState, up) {
 			break
 		}
@@ -373,6 +378,7 @@ func (r *jobRun) step(ctx context.Context) error {
 	if !r.p.Review.IsZero() && r.p.Review.Before(r.next) {
 		r.next = r.p.Review
 	}
+	r.odds(up)
 	r.outlook()
 	return nil
 }

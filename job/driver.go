@@ -29,8 +29,9 @@ type CapacityReader interface {
 
 // FleetWatcher is a provider that can say how many of a fleet's
 // instances run now and are not being taken back (AWS: the fleet's
-// instances by DescribeInstances; Azure: the scale set's VMs). Others
-// are read through DescribeFleet.
+// instances and their spot requests' notices; Azure: the scale set's
+// VMs). Others are read through DescribeFleet. An error with a
+// Partial() true method comes with a count that stands.
 type FleetWatcher interface {
 	WatchFleet(ctx context.Context, region, id string) (running int, err error)
 }
@@ -451,6 +452,11 @@ func (r *jobRun) readHeld(ctx context.Context) (string, error) {
 		return fmt.Sprintf("%s: its fleet %s is %s", r.laneName(r.p.Cur), row.ProviderRef, row.State), nil
 	}
 	running, err := r.d.running(ctx, *row)
+	var partial interface{ Partial() bool }
+	if err != nil && errors.As(err, &partial) && partial.Partial() {
+		r.d.opt.Logger.Warn("job: read its fleet in part", "job", r.j.ID, "fleet", row.ProviderRef, "err", err)
+		err = nil
+	}
 	if err != nil {
 		if r.d.svc.Describe(row.Provider).Ephemeral {
 			return fmt.Sprintf("%s: the simulated fleet is gone (%v)", r.laneName(r.p.Cur), err), nil
@@ -459,7 +465,7 @@ func (r *jobRun) readHeld(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	if running < lane.Instances {
-		return fmt.Sprintf("%s interrupted at %s (%d of %d instances run)", r.laneName(r.p.Cur), r.now.UTC().Format("15:04"), running, lane.Instances), nil
+		return fmt.Sprintf("%s interrupted at %s (%d of %d instances run and are not being taken back)", r.laneName(r.p.Cur), r.now.UTC().Format("15:04"), running, lane.Instances), nil
 	}
 	return "", nil
 }

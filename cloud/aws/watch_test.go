@@ -102,4 +102,3 @@ func TestWatchFleetOfOnDemandAsksNoSpotRequests(t *testing.T) {
 		t.Error("asked for the spot requests of on-demand instances")
 	}
 }
-

@@ -135,8 +135,8 @@ type fakeARM struct {
 	// scale set path and VM index: "deleting" while being deleted (policy
 	// Delete), "gone" once deleted.
 	evicted map[string]map[int]string
-	ops          map[string]*fakeOp
-	nextOp       int
+	ops     map[string]*fakeOp
+	nextOp  int
 }
 
 type fakeOp struct {

@@ -117,7 +117,7 @@ func (f *fakeARM) serveVMList(w http.ResponseWriter, r *http.Request) {
 		}
 		items = append(items, map[string]any{
 			"name": name, "type": "Microsoft.Compute/virtualMachines", "location": res["location"],
-			"id": strings.Replace(fmt.Sprint(res["id"]), "/virtualMachineScaleSets/"+fmt.Sprint(res["name"]), "/virtualMachines/"+name, 1),
+			"id":         strings.Replace(fmt.Sprint(res["id"]), "/virtualMachineScaleSets/"+fmt.Sprint(res["name"]), "/virtualMachines/"+name, 1),
 			"properties": props,
 		})
 	}

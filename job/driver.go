@@ -64,6 +64,8 @@ type Driver struct {
 	holder string
 	wake   chan struct{}
 	mu     sync.Mutex // one review at a time
+	// oddsLeft is what is left of a pass's runs beyond minRuns.
+	oddsLeft int
 	// hook, in tests, stops a review at a step as a kill would.
 	hook func(point string) error
 }
@@ -170,6 +172,7 @@ func (d *Driver) Review(ctx context.Context) (Pass, error) {
 	}
 	runs := map[string]*jobRun{}
 	var batch []ledger.Job
+	d.oddsLeft = extraRuns * len(held)
 	for _, j := range held {
 		r, err := d.review(ctx, j, now)
 		switch {

@@ -9,15 +9,30 @@ import (
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
-// enoughRuns ends a review's count of runs: at 32 when all agree (the
-// usual case of a job on its course; a 90 % chance gives 32 of 32 once in
-// 30), else once the sampling error is 3 points, at most 256 runs (3.1).
-func enoughRuns(on, n int) bool {
-	if n >= 256 || n >= 32 && (on == 0 || on == n) {
+// Runs of a review's on-time chance: at least minRuns, more while the
+// count is unsure (sampling error over 3 points, at most 256 runs) and the
+// pass's budget of extraRuns a job lasts, so a review stays bounded.
+const (
+	minRuns   = 32
+	maxRuns   = 256
+	extraRuns = 32
+)
+
+// enough ends a count at minRuns when all runs agree (a 90 % chance gives
+// 32 of 32 once in 30), else once sure or out of budget.
+func (d *Driver) enough(on, n int) bool {
+	if n < minRuns {
+		return false
+	}
+	if n >= maxRuns || on == 0 || on == n || d.oddsLeft <= 0 {
 		return true
 	}
-	p := float64(on) / float64(max(n, 1))
-	return n >= 64 && p*(1-p)/float64(n) <= 0.03*0.03
+	p := float64(on) / float64(n)
+	if p*(1-p)/float64(n) <= 0.03*0.03 {
+		return true
+	}
+	d.oddsLeft--
+	return false
 }
 
 // oddsMargin is how far below the plan's on-time share the chance falls
@@ -29,7 +44,7 @@ const oddsMargin = 10.0
 func (r *jobRun) odds(up []bool) {
 	h := fnv.New64a()
 	h.Write([]byte(r.j.ID))
-	o := r.lj.Odds(r.p.LiveState, up, h.Sum64(), enoughRuns)
+	o := r.lj.Odds(r.p.LiveState, up, h.Sum64(), r.d.enough)
 	if math.IsNaN(o) {
 		r.p.OnTime = nil
 		return

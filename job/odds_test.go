@@ -22,15 +22,7 @@ func TestOddsAtEachReview(t *testing.T) {
 	d := job.New(svc, []domain.Provider{w.fake}, job.Options{Now: w.clk.Now, Every: 10 * time.Minute, Lease: 30 * time.Minute,
 		Alert: func(_ ledger.Job, key, text string) { alerts = append(alerts, key+": "+text) }})
 	net := w.start(t, svc)
-	// Spot alone, 20 h of work due in 26 h on pools up 80 % of the time:
-	// the plan's 100 % cannot hold.
-	lj := planner.LiveJob{Policy: planner.StrategySpotMulti, Start: t0, Deadline: t0.Add(26 * time.Hour), Work: 20, D: 0.2, Checkpoint: 0.5}
-	for _, z := range []string{"a", "b"} {
-		lj.Lanes = append(lj.Lanes, planner.LiveLane{Pool: "aws/us-east-1/us-east-1" + z, Provider: "aws", Region: "us-east-1", Zone: "us-east-1" + z,
-			InstanceType: "p5.48xlarge", Instances: 2, USDHour: 60, Speed: 1, Score: 62,
-			Risk: planner.Risk{InterruptionsPerHour: 0.5, Availability: 0.8, GapMedianHours: 0.5}})
-	}
-	spot := w.startLive(t, svc, lj)
+	spot := w.startLive(t, svc, tightSpot())
 	ctx := context.Background()
 	odds := func(id string) float64 {
 		t.Helper()
@@ -74,4 +66,16 @@ func TestOddsAtEachReview(t *testing.T) {
 	if slices.ContainsFunc(alerts, func(a string) bool { return strings.HasPrefix(a, net.ID+"/odds") }) {
 		t.Errorf("the safety net's job alerted: %q", alerts)
 	}
+}
+
+// tightSpot is spot alone, 20 h of work due in 26 h on pools up 80 % of
+// the time: the plan's 100 % cannot hold, and the chance is unsure.
+func tightSpot() planner.LiveJob {
+	lj := planner.LiveJob{Policy: planner.StrategySpotMulti, Start: t0, Deadline: t0.Add(26 * time.Hour), Work: 20, D: 0.2, Checkpoint: 0.5}
+	for _, z := range []string{"a", "b"} {
+		lj.Lanes = append(lj.Lanes, planner.LiveLane{Pool: "aws/us-east-1/us-east-1" + z, Provider: "aws", Region: "us-east-1", Zone: "us-east-1" + z,
+			InstanceType: "p5.48xlarge", Instances: 2, USDHour: 60, Speed: 1, Score: 62,
+			Risk: planner.Risk{InterruptionsPerHour: 0.5, Availability: 0.8, GapMedianHours: 0.5}})
+	}
+	return lj
 }

@@ -640,7 +640,7 @@ func (r *jobRun) finish(ctx context.Context, state, reason string) error {
 	if err := r.save(ctx); err != nil {
 		return err
 	}
-	if _, err := r.d.st.EndJob(ctx, r.j.ID, state, reason); err != nil {
+	if _, err := r.d.st.EndJob(ctx, r.j.ID, state, reason, r.now); err != nil {
 		return err
 	}
 	r.j.State = state
@@ -778,7 +778,7 @@ func Cancel(ctx context.Context, svc *ledger.Service, id, actor string) (ledger.
 	if actor != "" {
 		reason = "cancelled by " + actor
 	}
-	if _, err := st.EndJob(ctx, j.ID, ledger.JobCancelled, reason); err != nil {
+	if _, err := st.EndJob(ctx, j.ID, ledger.JobCancelled, reason, svc.Now()); err != nil {
 		return j, err
 	}
 	rows, err := st.JobRows(ctx, j.ID)

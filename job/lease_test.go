@@ -112,7 +112,7 @@ func (w *fakeWorld) run(t *testing.T, st *ledger.Store, d *job.Driver, id string
 
 func (w *fakeWorld) check(t *testing.T, st *ledger.Store, j ledger.Job, name string) int {
 	t.Helper()
-	if j.State != ledger.JobDone || j.FinishedAt.After(j.Terms.Deadline) {
+	if j.State != ledger.JobDone || j.FinishedAt.After(j.Terms.Deadline) || j.FinishedAt.Before(j.Terms.Start.Add(20*time.Hour)) {
 		t.Errorf("%s: job %s, finished %s: %s", name, j.State, j.FinishedAt, j.Reason)
 	}
 	if a := w.fake.Active(); len(a) != 0 {

@@ -92,34 +92,16 @@ type FleetRecord struct {
 // spot capacity; a request or instant fleet does not replace them. It
 // returns how many were reclaimed.
 func (s *Server) Interrupt(fleetID string, n int) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, fl := range s.fleets {
-		if fl.ID != fleetID {
-			continue
+	return s.reclaim(fleetID, n, func(fl *FleetRecord, id string) bool {
+		if fl.Gone == nil {
+			fl.Gone = map[string]bool{}
 		}
-		_, _, running := s.fleetView(fl)
-		k := 0
-		for _, id := range running {
-			if k == n {
-				break
-			}
-			if fl.Gone == nil {
-				fl.Gone = map[string]bool{}
-			}
-			fl.Gone[id] = true
-			if isSpot(fl, id) {
-				// Its notice ran out just now.
-				if fl.Noticed == nil {
-					fl.Noticed = map[string]time.Time{}
-				}
-				fl.Noticed[id] = s.now().Add(-NoticeLead)
-			}
-			k++
+		fl.Gone[id] = true
+		if isSpot(fl, id) {
+			s.notice(fl, id, s.now().Add(-NoticeLead)) // it ran out just now
 		}
-		return k
-	}
-	return 0
+		return true
+	})
 }
 
 // Reservations returns copies of the capacity reservations bought so far.

@@ -18,6 +18,18 @@ const NoticeLead = 2 * time.Minute
 // they keep running for NoticeLead, then are gone. It returns how many
 // were given one.
 func (s *Server) Notice(fleetID string, n int) int {
+	return s.reclaim(fleetID, n, func(fl *FleetRecord, id string) bool {
+		if _, ok := fl.Noticed[id]; ok || !isSpot(fl, id) {
+			return false
+		}
+		s.notice(fl, id, s.now())
+		return true
+	})
+}
+
+// reclaim has take act on up to n of a fleet's running instances, under
+// the lock, and returns on how many it did.
+func (s *Server) reclaim(fleetID string, n int, take func(fl *FleetRecord, id string) bool) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, fl := range s.fleets {
@@ -27,21 +39,20 @@ func (s *Server) Notice(fleetID string, n int) int {
 		_, _, running := s.fleetView(fl)
 		k := 0
 		for _, id := range running {
-			if k == n {
-				break
+			if k < n && take(fl, id) {
+				k++
 			}
-			if _, ok := fl.Noticed[id]; ok || !isSpot(fl, id) {
-				continue
-			}
-			if fl.Noticed == nil {
-				fl.Noticed = map[string]time.Time{}
-			}
-			fl.Noticed[id] = s.now()
-			k++
 		}
 		return k
 	}
 	return 0
+}
+
+func (s *Server) notice(fl *FleetRecord, id string, at time.Time) {
+	if fl.Noticed == nil {
+		fl.Noticed = map[string]time.Time{}
+	}
+	fl.Noticed[id] = at
 }
 
 // noticeEnded reports whether an instance's notice ran out: it is gone.

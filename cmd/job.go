@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/job"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
@@ -544,13 +545,33 @@ func ptrLanes(l *planner.LiveLane) []planner.LiveLane {
 // to the log and stderr.
 func (a *app) jobDriver(svc *ledger.Service, ps []domain.Provider, tell func(string)) *job.Driver {
 	return job.New(svc, ps, job.Options{Logger: a.log, Actor: localActor(), Now: a.now, Speed: a.speed(),
-		Template: func(string) string { return a.cfg.AWS.LaunchTemplate },
+		Template: func(string) string { return a.cfg.AWS.LaunchTemplate }, Risk: a.poolRisk,
 		Alert: func(j ledger.Job, key, text string) {
 			a.log.Info("job", "job", j.ID, "alert", key, "text", text)
 			if tell != nil {
 				tell(text)
 			}
 		}})
+}
+
+// poolRisk is a pool's spot process in the running hub's latest snapshot,
+// for n instances; a process without a hub (job run) keeps the plan's.
+func (a *app) poolRisk(pool string, n int) (planner.Risk, bool) {
+	a.mu.Lock()
+	h := a.hub
+	a.mu.Unlock()
+	if h == nil {
+		return planner.Risk{}, false
+	}
+	snap := h.Snapshot()
+	if snap == nil {
+		return planner.Risk{}, false
+	}
+	i, ok := slices.BinarySearchFunc(snap.Pools, pool, func(p feed.PoolView, k string) int { return strings.Compare(p.Key, k) })
+	if !ok {
+		return planner.Risk{}, false
+	}
+	return planner.RiskOf(snap.Pools[i].Pool, a.planPriors()).ForInstances(n), true
 }
 
 // DriveJobs drives the ledger's jobs until Close, as every long-running

@@ -52,7 +52,10 @@ type Options struct {
 	// kind, so a notifier can say each once.
 	Alert    func(j ledger.Job, key, text string)
 	Template func(provider string) string
-	Actor    string
+	// Risk, when set, is a pool's spot process on the market now, for n
+	// instances: the on-time chance reads it over the plan's.
+	Risk  func(pool string, instances int) (planner.Risk, bool)
+	Actor string
 }
 
 // Driver reviews the ledger's jobs; it is safe for concurrent use.

@@ -40,8 +40,15 @@ func (d *Driver) enough(on, n int) bool {
 const oddsMargin = 10.0
 
 // odds recomputes the job's on-time chance from where it stands, on the
-// capacity seen now, and alerts once when it falls below the plan's.
+// market now, and alerts once when it falls below the plan's.
 func (r *jobRun) odds(up []bool) {
+	if r.d.opt.Risk != nil {
+		for i := range r.lj.Lanes {
+			if rk, ok := r.d.opt.Risk(r.lj.Lanes[i].Pool, r.lj.Lanes[i].Instances); ok {
+				r.lj.Lanes[i].Risk = rk
+			}
+		}
+	}
 	h := fnv.New64a()
 	h.Write([]byte(r.j.ID))
 	o := r.lj.Odds(r.p.LiveState, up, h.Sum64(), r.d.enough)

@@ -2,6 +2,7 @@ package job_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -78,4 +79,45 @@ func tightSpot() planner.LiveJob {
 			Risk: planner.Risk{InterruptionsPerHour: 0.5, Availability: 0.8, GapMedianHours: 0.5}})
 	}
 	return lj
+}
+
+// The market's risk now, when the process reads one, replaces the plan's:
+// a job priced on pools that never fail is unsure once they do.
+func TestOddsReadTheMarketNow(t *testing.T) {
+	w := newFakeWorld(t)
+	st, svc, _ := w.process(t)
+	calm := tightSpot()
+	for i := range calm.Lanes {
+		calm.Lanes[i].Risk = planner.Risk{}
+	}
+	j := w.startLive(t, svc, calm)
+	ctx := context.Background()
+	chance := func(risk func(string, int) (planner.Risk, bool)) float64 {
+		t.Helper()
+		d := job.New(svc, []domain.Provider{w.fake}, job.Options{Now: w.clk.Now, Every: 10 * time.Minute, Lease: 30 * time.Minute, Risk: risk})
+		if _, err := d.Review(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := st.GetJob(ctx, j.ID)
+		pct, ok := job.OnTimePct(got)
+		if !ok {
+			t.Fatal("no chance stored")
+		}
+		return pct
+	}
+	if o := chance(nil); o != 100 {
+		t.Errorf("on the plan's calm pools: %.1f %%, want 100", o)
+	}
+	var asked []string
+	stormy := func(pool string, n int) (planner.Risk, bool) {
+		asked = append(asked, fmt.Sprintf("%s×%d", pool, n))
+		return tightSpot().Lanes[0].Risk, true
+	}
+	w.clk.Set(w.clk.Now().Add(31 * time.Minute)) // the first driver's lease lapses
+	if o := chance(stormy); o >= 90 {
+		t.Errorf("on pools that now fail: %.1f %%, want well below 100", o)
+	}
+	if len(asked) != 2 || asked[0] != "aws/us-east-1/us-east-1a×2" {
+		t.Errorf("asked the market for %q, want each lane's pool and instances", asked)
+	}
 }

@@ -56,8 +56,15 @@ func (t providerTable) regionClouds(region string) []domain.Cloud {
 	return out
 }
 
-// cloudName is the cloud as users read it.
-func cloudName(c domain.Cloud) string { return c.Title() }
+// cloudName is the cloud as users read it, from its provider's row.
+func (t providerTable) cloudName(c domain.Cloud) string {
+	for _, r := range t {
+		if r.desc.Cloud == c {
+			return r.desc.CloudName()
+		}
+	}
+	return string(c)
+}
 
 // checkFleetTypes refuses, before the fleet's cost is estimated or anyone
 // is asked for a yes or a max price, the instance types its region cannot
@@ -69,10 +76,10 @@ func cloudName(c domain.Cloud) string { return c.Title() }
 // estimate and the launch say what went wrong.
 func (a *app) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, timeout time.Duration) error {
 	clouds := a.table.regionClouds(spec.Region)
-	where := spec.Region + " is " + article(clouds) + " region"
+	where := spec.Region + " is " + a.table.article(clouds) + " region"
 	if d := a.table.describe(spec.Provider); d.Cloud != "" {
 		clouds = []domain.Cloud{d.Cloud}
-		where = "--provider " + spec.Provider + " launches " + cloudName(d.Cloud) + " ones"
+		where = "--provider " + spec.Provider + " launches " + a.table.cloudName(d.Cloud) + " ones"
 	}
 	models := map[string]bool{}
 	for _, t := range spec.InstanceTypes {
@@ -83,7 +90,7 @@ func (a *app) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, timeou
 		models[e.GPU.Model] = true
 		if len(clouds) > 0 && !slices.Contains(clouds, e.Cloud) {
 			return usagef("--instance-types %s is %s instance type, but %s (%s)",
-				t, article([]domain.Cloud{e.Cloud}), where, sampleTypes(clouds[0], e.GPU.Model))
+				t, a.table.article([]domain.Cloud{e.Cloud}), where, a.table.sampleTypes(clouds[0], e.GPU.Model))
 		}
 	}
 	p, err := a.provider(ctx, spec.Provider)
@@ -165,17 +172,17 @@ func soldTypes(ctx context.Context, p domain.Provider, region string, models map
 // sampleTypes names up to three instance types of the cloud with the GPU
 // model, for a message; or, when the cloud has none, says so and names
 // three of its GPU types.
-func sampleTypes(c domain.Cloud, model string) string {
+func (t providerTable) sampleTypes(c domain.Cloud, model string) string {
 	var out []string
 	for _, e := range domain.CatalogEntries(c) {
 		if e.GPU.Model == model {
 			out = append(out, e.InstanceType)
 		}
 	}
-	head := fmt.Sprintf("%s %s types: ", cloudName(c), model)
+	head := fmt.Sprintf("%s %s types: ", t.cloudName(c), model)
 	if len(out) == 0 {
 		// None of that GPU: say so, rather than list others under its name.
-		head = fmt.Sprintf("%s has no %s type; its GPU types include ", cloudName(c), model)
+		head = fmt.Sprintf("%s has no %s type; its GPU types include ", t.cloudName(c), model)
 		for _, e := range domain.CatalogEntries(c) {
 			out = append(out, e.InstanceType)
 		}
@@ -188,10 +195,10 @@ func sampleTypes(c domain.Cloud, model string) string {
 
 // article names the clouds of a region with their article: "an Azure",
 // "an AWS", "a Google Cloud".
-func article(clouds []domain.Cloud) string {
+func (t providerTable) article(clouds []domain.Cloud) string {
 	names := make([]string, len(clouds))
 	for i, c := range clouds {
-		names[i] = cloudName(c)
+		names[i] = t.cloudName(c)
 	}
 	if len(names) == 0 {
 		return "a"

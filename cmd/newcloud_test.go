@@ -41,7 +41,7 @@ func TestAddingAProviderOfANewCloudIsOneRow(t *testing.T) {
 	o := ledgertest.Offering("acme", "acme-1", time.Now().Add(48*time.Hour), 48, 1, 3000)
 	o.Cloud, o.Region, o.Zone, o.InstanceType = acmeCloud, "acme-north1", "acme-north1-a", "acme.h100x8"
 	fake := acmeProvider{ledgertest.New("acme", o)}
-	fake.Desc = domain.Descriptor{Name: "acme", Cloud: acmeCloud, IsRegion: func(r string) bool { return strings.HasPrefix(r, "acme-") },
+	fake.Desc = domain.Descriptor{Name: "acme", Cloud: acmeCloud, CloudTitle: "Acme Cloud", IsRegion: func(r string) bool { return strings.HasPrefix(r, "acme-") },
 		RegionExample: "acme-north1", Sells: []*domain.BookingTerms{domain.ReservationTerms}}
 	c := &cli{table: append(defaultProviders(), providerRow{desc: fake.Desc,
 		build: func(context.Context, *env) (domain.Provider, error) { return fake, nil }})}
@@ -75,6 +75,13 @@ func TestAddingAProviderOfANewCloudIsOneRow(t *testing.T) {
 	}
 	if rows, _ := jsonRows(t, out); len(rows) != 1 || rows[0]["id"] != "acme-1" || rows[0]["cloud"] != string(acmeCloud) {
 		t.Errorf("offerings: %v", rows)
+	}
+
+	// Messages name the cloud as its row titles it.
+	code, _, errOut = runC("fleet", "launch", "--provider", "acme", "--region", "acme-north1", "--instance-types", "p5.48xlarge",
+		"--target", "1", "--yes", "--dry-run")
+	if code != 2 || !strings.Contains(errOut, "p5.48xlarge is an AWS instance type, but --provider acme launches Acme Cloud ones") {
+		t.Errorf("fleet launch of another cloud's type: exit %d: %s", code, errOut)
 	}
 
 	// Beside the simulated market, whose banner names the real providers.

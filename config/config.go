@@ -27,8 +27,7 @@ type Config struct {
 	GCP     GCP      `yaml:"gcp"`
 	Serve   Serve    `yaml:"serve"`
 	Cache   Cache    `yaml:"cache"`
-	// Watch are the alert rules, which the watch package reads; Notify
-	// says where their alerts go besides the TUI.
+	// Watch are the alert rules (read by watch); Notify says where alerts go besides the TUI.
 	Watch  Rules  `yaml:"watch"`
 	Notify Notify `yaml:"notify"`
 
@@ -36,8 +35,7 @@ type Config struct {
 	Path string `yaml:"-"`
 }
 
-// Risk holds keys that plan: replaced; a file's values stand for plan.checkpoint and
-// plan.changeover where it does not set those.
+// Risk holds keys plan: replaced; they stand where a file sets no plan.checkpoint or plan.changeover.
 type Risk struct {
 	CheckpointInterval Duration `yaml:"checkpoint_interval"`
 	RestartOverhead    Duration `yaml:"restart_overhead"`
@@ -57,10 +55,8 @@ type Budget struct {
 type Sim struct {
 	Seed int64    `yaml:"seed"`
 	Tick Duration `yaml:"tick"`
-	// Speed runs the simulated market's clock this many times faster than
-	// the wall clock (GPUMARKET_SIM_SPEED); 1 is the wall clock.
-	Speed int `yaml:"speed"`
-	// speedEnv is GPUMARKET_SIM_SPEED as given, kept to name it when bad.
+	// Speed runs the simulated clock this many times faster (GPUMARKET_SIM_SPEED); 1 is the wall clock.
+	Speed    int `yaml:"speed"`
 	speedEnv string
 }
 

@@ -30,7 +30,6 @@ const EnvGCPProject = "GOOGLE_CLOUD_PROJECT"
 
 var gcpProjectRE = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]$|^[a-z][-a-z0-9.:]{4,60}[a-z0-9]$`)
 
-// validateGCP checks the gcp section.
 func (c *Config) validateGCP() error {
 	g := c.GCP
 	if g.Project == "" {

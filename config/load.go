@@ -37,8 +37,7 @@ const (
 	EnvAWSProfile     = "AWS_PROFILE"
 )
 
-// providerRE is the form of a provider's name; which exist is the
-// provider table's to say (CheckProviders).
+// providerRE is a provider name's form; which exist is CheckProviders' to say.
 var providerRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,40}$`)
 
 // ValidProviderName reports whether s has a provider name's shape.
@@ -85,12 +84,11 @@ func DataDir() (string, error) {
 	return dir, nil
 }
 
-// MaxFileSize is the largest config file read: parsing takes some twenty times a file's
-// size in memory, and a full config is a few KiB.
+// MaxFileSize is the largest config file read: parsing takes ~20× its size in memory.
 const MaxFileSize = 1 << 20
 
-// FileError is a config file read but unusable: bad usage (exit 2), where an unreadable one
-// is a runtime failure. It reads "file:line:col: key: what is wrong; want what is accepted".
+// FileError is a config file read but unusable: bad usage (exit 2), reading
+// "file:line:col: key: what is wrong; want what is accepted".
 type FileError struct {
 	Path      string
 	Line, Col int   // 0 when the error has no place
@@ -135,7 +133,6 @@ func Load(path string) (Config, error) {
 	return c, nil
 }
 
-// readFile reads a config file, refusing one over MaxFileSize before reading it.
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -219,8 +216,7 @@ func Parse(name string, data []byte) (Config, error) {
 	return c, nil
 }
 
-// CheckProviders refuses a provider the file names that is not known,
-// at its place in the file.
+// CheckProviders refuses an unknown provider the file names, at its place in the file.
 func (c Config) CheckProviders(known []string) error {
 	for i, p := range c.Providers {
 		if slices.Contains(known, p) {
@@ -260,8 +256,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	}
 }
 
-// MaxSimSpeed is the fastest simulated clock: a day of market time per
-// second.
+// MaxSimSpeed is the fastest simulated clock: a day of market time per second.
 const MaxSimSpeed = 86400
 
 // KeyError is a bad value of one key, named as in the file ("providers[1]").
@@ -424,7 +419,6 @@ func (w *Window) UnmarshalYAML(node ast.Node) error {
 // MarshalYAML writes the window as UnmarshalYAML reads it.
 func (w Window) MarshalYAML() ([]byte, error) { return []byte(domain.FormatWindow(w.D())), nil }
 
-// scalar returns the text of a scalar node; "" for null.
 func scalar(node ast.Node) (string, bool) {
 	switch n := node.(type) {
 	case *ast.NullNode:
@@ -443,7 +437,6 @@ func scalar(node ast.Node) (string, bool) {
 	return "", false
 }
 
-// posError is a bad value at a place in the file.
 type posError struct {
 	line, col int
 	msg       string
@@ -525,7 +518,6 @@ func typeAt(path string) (reflect.Type, bool) {
 	return t, true
 }
 
-// fileError turns a parser or decoder error into a *FileError at the error's token.
 func fileError(name string, err error) error {
 	var pe *posError
 	if errors.As(err, &pe) {

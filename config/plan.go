@@ -8,8 +8,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Plan is the default job (`plan:`): what the Market's EFF $/GPU-H prices every pool for,
-// and where `gpumarket plan` starts.
+// Plan is the default job (`plan:`) the Market's EFF $/GPU-H prices for, and where `plan` starts.
 type Plan struct {
 	// GPUs and Hours are the default job's size and length.
 	GPUs  int     `yaml:"gpus"`
@@ -42,13 +41,11 @@ type Prior struct {
 	Availability         float64 `yaml:"availability"`
 }
 
-// DefaultPlan is 8 GPUs for 24 hours, a checkpoint every 15 minutes and a 12-minute
-// changeover (the middle of the 0.2-0.3 h measured).
+// DefaultPlan is 8 GPUs for 24 hours, 15-minute checkpoints and a 12-minute changeover (0.2-0.3 h measured).
 func DefaultPlan() Plan {
 	return Plan{GPUs: 8, Hours: 24, Checkpoint: Duration(15 * time.Minute), Changeover: Duration(12 * time.Minute)}
 }
 
-// validate checks plan.* and writes its maps' GPU names the catalog's way.
 func (p *Plan) validate() error {
 	if p.GPUs < 1 || p.GPUs > 512 {
 		return keyErr("plan.gpus", "%d; want a whole number of GPUs from 1 to 512", p.GPUs)

@@ -43,8 +43,7 @@ const (
 	MaxWebhookRetries     = 10
 )
 
-// Notify says where alerts go besides the TUI (`notify:`): a command run
-// per alert, a webhook POSTed each.
+// Notify says where alerts go besides the TUI (`notify:`): a command, a webhook.
 type Notify struct {
 	Command        []string `yaml:"command,omitempty"`
 	CommandTimeout Duration `yaml:"command_timeout,omitempty"`
@@ -119,10 +118,8 @@ func RedactURL(s string) string {
 // Pos is where a key is written in its file.
 type Pos struct{ Line, Col int }
 
-// Decode decodes node into v as Parse decodes the config (unknown keys
-// and wrong types said with what is accepted). key is where node stands
-// ("watch[2].spot"); pos receives where each key below it is written;
-// InFile places the errors.
+// Decode decodes node into v as Parse decodes the config; key is where node
+// stands ("watch[2].spot"), pos receives each key's place below it.
 func Decode(node ast.Node, v any, key string, pos map[string]Pos) error {
 	at := map[string]position{}
 	err := checkKeys(node, reflect.TypeOf(v), key, at)
@@ -146,5 +143,4 @@ func NodeError(node ast.Node, format string, args ...any) error {
 // InFile is a *FileError of an error Decode or NodeError returned.
 func InFile(file string, err error) error { return fileError(file, err) }
 
-// validateWatch checks `notify:`; the watch package checks the rules.
 func (c *Config) validateWatch() error { return c.Notify.validate() }

@@ -280,9 +280,7 @@ func (o Offering) CostTerms() string {
 	return fmt.Sprintf("Total upfront: $%.2f %s, non-refundable · $%.4f per GPU-hour", o.UpfrontUSD, cur, o.USDPerGPUHour())
 }
 
-// PlanTerms are the lines a confirmation of a multi-window or no-dry-run
-// offering adds: each segment, the target resource, and that the cloud has
-// no dry run. None for a capacity block.
+// PlanTerms are a confirmation's lines of a multi-window or no-dry-run offering.
 func (o Offering) PlanTerms() []string {
 	var out []string
 	if len(o.Segments) > 0 {

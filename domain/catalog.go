@@ -74,8 +74,7 @@ var catalog = func() map[string]CatalogEntry {
 	add(CloudGCP, "L4", 24, "g2-standard-4", 1, 4, 16, "g2-standard-8", 1, 8, 32, "g2-standard-12", 1, 12, 48,
 		"g2-standard-16", 1, 16, 64, "g2-standard-24", 2, 24, 96, "g2-standard-32", 1, 32, 128, "g2-standard-48", 4, 48, 192,
 		"g2-standard-96", 8, 96, 384)
-	// N1 machines take T4 and V100 cards attached: "machine+NxGPU" names
-	// the pair (gcp.ParseType).
+	// N1 machines with attached cards: "machine+NxGPU" (gcp.ParseType).
 	add(CloudGCP, "T4", 16, "n1-standard-4+1xt4", 1, 4, 15, "n1-standard-8+1xt4", 1, 8, 30, "n1-standard-16+2xt4", 2, 16, 60,
 		"n1-standard-32+4xt4", 4, 32, 120)
 	add(CloudGCP, "V100", 16, "n1-standard-8+1xv100", 1, 8, 30, "n1-standard-16+2xv100", 2, 16, 60,

@@ -11,6 +11,7 @@ import (
 type Descriptor struct {
 	Name            string            // as users write it: Provider.Name
 	Cloud           Cloud             // "" when it imitates several (sim)
+	CloudTitle      string            // the cloud as people write it: "AWS", "Google Cloud"
 	Simulated       bool              // nothing it shows or sells is real
 	Ephemeral       bool              // what it sold lives in its process's memory
 	IsRegion        func(string) bool // nil: any region
@@ -19,6 +20,14 @@ type Descriptor struct {
 	SchedulesFleets bool             // its cloud launches and ends a fleet at Start and End
 	RecordedHistory bool             // no published price history: only what gpumarket recorded
 	Declined        func(error) bool // whether an error is a definite "no"; see IsDeclined
+}
+
+// CloudName is the cloud as people write it: CloudTitle, else Cloud.
+func (d Descriptor) CloudName() string {
+	if d.CloudTitle != "" {
+		return d.CloudTitle
+	}
+	return string(d.Cloud)
 }
 
 // KnowsRegion reports whether the provider has the region.
@@ -110,9 +119,7 @@ var CalendarTerms = &BookingTerms{
 	validHours:   func(h int) bool { return h >= 24 && h <= 2160 && h%24 == 0 },
 }
 
-// TrainingPlanTerms are SageMaker training plans (docs/DESIGN.md, "Training plans"): the
-// instance counts and whole-day durations SearchTrainingPlanOfferings accepts, sold
-// upfront like the capacity blocks they are made of, with no dry run.
+// TrainingPlanTerms are SageMaker training plans (docs/DESIGN.md, "Training plans").
 var TrainingPlanTerms = &BookingTerms{
 	Kind:         KindTrainingPlan,
 	Name:         "training plan",

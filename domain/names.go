@@ -5,9 +5,7 @@ import (
 	"strings"
 )
 
-// CanonicalGPU returns the catalog's name of a GPU model typed in any case
-// ("h100" → "H100"). It matches whole names only: "a1000" is no A100 and
-// "L40" no L4. Every place a person types a GPU model reads it here.
+// CanonicalGPU returns the catalog's name of a GPU model in any case, whole names only ("a1000" is no A100).
 func CanonicalGPU(s string) (string, bool) {
 	s = strings.TrimSpace(s)
 	for _, m := range GPUModels {
@@ -25,11 +23,8 @@ const InstanceTypeForm = "a GPU instance type or VM size of the catalog, in any 
 // azurePrefix starts every Azure VM size; people often leave it out.
 const azurePrefix = "Standard_"
 
-// InstanceTypeName reads an instance type or VM size as a person types
-// it and returns the catalog's spelling, the one the clouds answer with
-// and every view shows: "G5.XLARGE" → "g5.xlarge", "nc4as_t4_v3" →
-// "Standard_NC4as_T4_v3". A type the catalog does not have is refused,
-// naming the accepted form.
+// InstanceTypeName returns the catalog's spelling of a typed instance type or
+// VM size ("nc4as_t4_v3" → "Standard_NC4as_T4_v3"), refusing one it lacks.
 func InstanceTypeName(s string) (string, error) {
 	t := strings.TrimSpace(s)
 	if e, ok := LookupGPU(t); ok && t != "" {

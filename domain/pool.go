@@ -15,19 +15,6 @@ const (
 	CloudGCP   Cloud = "gcp"
 )
 
-// Title is the cloud's name as people write it: "AWS", "Azure".
-func (c Cloud) Title() string {
-	switch c {
-	case CloudAWS:
-		return "AWS"
-	case CloudAzure:
-		return "Azure"
-	case CloudGCP:
-		return "Google Cloud"
-	}
-	return string(c)
-}
-
 // GPUSpec describes the accelerators of one instance type or VM size.
 type GPUSpec struct {
 	Model     string  // canonical: "H100", "A100", …
@@ -60,8 +47,7 @@ type Pool struct {
 	OnDemandUSDHour *float64 // list price of an instance-hour
 	Interruption    *Interruption
 	PlacementScore  *int // AWS's 1-10 spot placement score
-	// PlacementNote says why a pool AWS was asked about has no score
-	// ("not in AWS's top 10", "too few types for a meaningful score").
+	// PlacementNote says why an asked pool has no score ("not in AWS's top 10").
 	PlacementNote string
 	Restricted    bool // not offered to this account here: shown, marked
 	Simulated     bool

@@ -7,16 +7,14 @@ import (
 	"time"
 )
 
-// WhenForm is what ParseWhen accepts, for messages; ParseWhen's own
-// refusal adds an example dated from today.
+// WhenForm is what ParseWhen accepts, for messages.
 const WhenForm = "a local time (YYYY-MM-DD HH:MM or YYYY-MM-DDTHH:MM), today or tomorrow and a local time (tomorrow 09:00), a weekday and a local time (Thu 14:00: the next one), a date (YYYY-MM-DD, midnight UTC), an offset from now (+30m, +6h, +2d, +1w) or an RFC 3339 time (YYYY-MM-DDTHH:MM:SSZ)"
 
 // WhenExample is a time ParseWhen reads, two days from now.
 func WhenExample(now time.Time) string { return now.AddDate(0, 0, 2).Format("2006-01-02") + " 09:00" }
 
-// ParseWhen reads a time as people write it (WhenForm), the same in the
-// CLI, the TUI and watch rules: wall-clock times in now's location, an
-// offset at most 90 days, a bare date at midnight UTC.
+// ParseWhen reads a time as people write it (WhenForm) in the CLI, TUI and
+// rules: wall-clock times in now's location, a bare date at midnight UTC.
 func ParseWhen(s string, now time.Time) (time.Time, error) {
 	t := strings.TrimSpace(s)
 	if strings.HasPrefix(t, "+") {
@@ -57,8 +55,7 @@ var weekdays = map[string]time.Weekday{
 	"fri": time.Friday, "friday": time.Friday, "sat": time.Saturday, "saturday": time.Saturday,
 }
 
-// dayAndClock reads "today 14:00", "tomorrow 09:00" and "Thu 14:00" (the
-// next, strictly after now).
+// dayAndClock reads "today 14:00", "tomorrow 09:00" and "Thu 14:00" (strictly after now).
 func dayAndClock(s string, now time.Time) (time.Time, bool) {
 	day, clock, ok := strings.Cut(s, " ")
 	if !ok {
@@ -86,4 +83,20 @@ func dayAndClock(s string, now time.Time) (time.Time, bool) {
 		return v, true
 	}
 	return at(ahead + 7), true
+}
+
+// Later returns the later of a and b.
+func Later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// Earlier returns the earlier of a and b.
+func Earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

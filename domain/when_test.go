@@ -153,3 +153,11 @@ func FuzzParseFleetSchedule(f *testing.F) {
 		}
 	})
 }
+
+func TestLaterAndEarlier(t *testing.T) {
+	a := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	b := a.Add(time.Second)
+	if Later(a, b) != b || Later(b, a) != b || Earlier(a, b) != a || Earlier(b, a) != a {
+		t.Errorf("Later %v %v, Earlier %v %v", Later(a, b), Later(b, a), Earlier(a, b), Earlier(b, a))
+	}
+}

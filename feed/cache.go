@@ -10,55 +10,36 @@ import (
 	"github.com/gpumarket/gpumarket/series"
 )
 
-// Cache keeps what the hub fetched from the clouds across restarts: pool
-// descriptions, price points and, per provider and region, the span of
-// time the fetches covered. The hub seeds its pools from it at start and
-// asks the clouds only for what the cache does not cover.
-//
-// A simulated source is never cached: it regenerates its history from its
-// seed faster than it could be read back, and a history generated under
-// one seed must never be shown under another (nor be mistaken for a
-// cloud's).
+// Cache keeps the clouds' pools, prices and covered spans across restarts, so
+// the hub asks only for what it lacks. A simulated source is never cached: it
+// regenerates faster than a read, and one seed's history must not show under another.
 type Cache interface {
-	// Load returns what the cache holds of the provider's pools that q
-	// matches (GPU and region filters): their descriptions, their price
-	// points in [from, until] plus the one in force at from, and the span
-	// each region covers for q's GPUs. It reads the disk; the hub calls
-	// it without holding its lock.
+	// Load returns the provider's cached pools that q matches, their points in
+	// [from, until] plus the one in force at from, and each region's span. It reads the disk.
 	Load(ctx context.Context, provider string, q domain.Query, from, until time.Time) (*Cached, error)
-	// Save hands the cache what a fetch brought, in the order it came.
-	// The hub calls it with its lock held, for every event: it must not
-	// wait for the disk. The cache owns the batch's slices.
+	// Save takes a fetch's batch; called under the hub's lock, it must not wait for the disk.
 	Save(Batch)
-	// Trim drops what is older than the cache's retention, keeping each
-	// pool's price in force at the cut. The hub calls it from its hourly
-	// trim; like Save, it must not wait for the disk.
+	// Trim drops what is older than retention, keeping each pool's price at the cut; it must not wait either.
 	Trim(now time.Time)
 }
 
 // Cached is what a cache holds of one provider.
 type Cached struct {
-	// Pools and History are parallel: History[i] is Pools[i]'s series,
-	// owned by the caller.
+	// Pools and History are parallel; the caller owns History.
 	Pools   []domain.Pool
 	History []series.Series
-	// Spans are the regions whose history the cache covers for the
-	// query's GPUs, one per region.
-	Spans []Span
+	Spans   []Span
 }
 
-// Span is a stretch of time over which every price change of a region's
-// pools (those of GPUs the span's filter selects) is known.
+// Span is a stretch over which every price change of a region's pools (of its GPU filter) is known.
 type Span struct {
 	Region string
-	// GPUs is the GPU filter of the fetches that covered the span; empty
-	// for every GPU.
+	// GPUs is the fetches' GPU filter; empty for every GPU.
 	GPUs        []string
 	From, Until time.Time
 }
 
-// CoversGPUs reports whether the span, fetched under its GPU filter, holds
-// every pool that a query for gpus (empty: every GPU) wants.
+// CoversGPUs reports whether the span holds every pool a query for gpus wants.
 func (s Span) CoversGPUs(gpus []string) bool {
 	if len(s.GPUs) == 0 {
 		return true
@@ -88,8 +69,7 @@ type Run struct {
 	USD  []float64
 }
 
-// Batch is what the hub hands a cache: new pool descriptions and price
-// points of one event, or the spans one fetch covered.
+// Batch is an event's new descriptions and points, or the spans one fetch covered.
 type Batch struct {
 	Provider string
 	Pools    []domain.Pool
@@ -97,32 +77,21 @@ type Batch struct {
 	Spans    []Span
 }
 
-// regionCache is what the hub knows of one region of a cached source.
 type regionCache struct {
-	// from is the oldest time since which the hub holds the region's
-	// history without a hole (zero: none yet).
+	// from: since when the region's history is held without a hole (zero: none).
 	from time.Time
-	// gap is what the region's failed fetches missed. Providers ask for
-	// it again with the region's next fetch (domain.Gap); the hub
-	// follows the same rule to know what that fetch covered.
+	// gap is what failed fetches missed; providers ask for it again, so the hub knows what a fetch covered.
 	gap domain.Gap
-	// cachedAt is where the cache's history of the region ended when the
-	// hub started; zero once the region has answered since: until then
-	// its prices are the cache's, as old as this.
+	// cachedAt: where the cache's history ended at start, until the region answers (then zero).
 	cachedAt time.Time
 }
 
-// sourceCache is a cached source's bookkeeping, under the hub's lock.
 type sourceCache struct {
-	regions map[string]*regionCache
-	// reported and failed are the regions that sent an event, and an
-	// error, during the fetch in flight.
+	regions          map[string]*regionCache
 	reported, failed map[string]bool
-	// catchUp, when set, is where the cache's history ends: the next
-	// fetch back-fills from there instead of the whole window.
+	// catchUp: where the cache's history ends; the next fetch back-fills from there.
 	catchUp time.Time
-	// tried is how far back the cache was last asked for history, so
-	// that it is asked once per extension of the window.
+	// tried: how far back the cache was last asked, once per extension.
 	tried time.Time
 }
 
@@ -135,10 +104,8 @@ func (sc *sourceCache) region(r string) *regionCache {
 	return rc
 }
 
-// seedFromCache fills the hub with what the cache holds of each cloud
-// source over the window, before the first snapshot: a restart shows the
-// history it had at once, and the first fetch of the source back-fills
-// only from where the cache's history ends.
+// seedFromCache fills the hub from the cache before the first snapshot, so a
+// restart shows its history at once and back-fills only the rest.
 func (h *Hub) seedFromCache() {
 	if h.opt.Cache == nil {
 		return
@@ -180,9 +147,7 @@ func (h *Hub) seedFromCache() {
 	}
 }
 
-// commonSpan is from the latest start to the earliest end of the spans:
-// the hub claims history from the one and back-fills from the other. (The
-// spans need not overlap: each region's history is whole over its own.)
+// commonSpan is the latest start to the earliest end: claimed from one, back-filled from the other.
 func commonSpan(spans []Span) (from, until time.Time, ok bool) {
 	for i, s := range spans {
 		if i == 0 || s.From.After(from) {
@@ -195,9 +160,7 @@ func commonSpan(spans []Span) (from, until time.Time, ok bool) {
 	return from, until, len(spans) > 0
 }
 
-// mergeCachedLocked folds cached pools and points into the hub. With
-// keepDescriptions, pools the hub already describes keep their (newer)
-// descriptions.
+// mergeCachedLocked folds cached pools in; with keepDescriptions the hub's newer ones stay.
 func (h *Hub) mergeCachedLocked(c *Cached, keepDescriptions bool) {
 	next := h.seq + 1
 	for i, pool := range c.Pools {
@@ -208,8 +171,6 @@ func (h *Hub) mergeCachedLocked(c *Cached, keepDescriptions bool) {
 			ps.pool = pool
 		}
 		if i < len(c.History) && c.History[i].Len() > 0 {
-			// Join takes the cache's series whole when the pool has none
-			// (a Series never changes once made).
 			ps.series = ps.series.Join(c.History[i])
 		}
 		ps.changed = next
@@ -217,9 +178,7 @@ func (h *Hub) mergeCachedLocked(c *Cached, keepDescriptions bool) {
 	h.dirty = true
 }
 
-// extendFromCache reads from the cache the history of a grown window
-// (Extend) that the hub does not hold yet, before the source is asked for
-// it: the source back-fills only what the cache does not cover either.
+// extendFromCache reads a grown window's missing history from the cache before asking the source.
 func (h *Hub) extendFromCache(ctx context.Context, name string) {
 	h.mu.Lock()
 	st := h.status[name]
@@ -246,8 +205,7 @@ func (h *Hub) extendFromCache(ctx context.Context, name string) {
 		h.opt.Logger.Warn("history cache not read", "provider", name, "err", err)
 		return
 	}
-	// Every region the hub holds must be covered from some time before
-	// haveFrom up to it, without a hole.
+	// Every held region must be covered from before haveFrom, without a hole.
 	by := map[string]Span{}
 	for _, s := range c.Spans {
 		by[s.Region] = s
@@ -276,8 +234,7 @@ func (h *Hub) extendFromCache(ctx context.Context, name string) {
 	}
 }
 
-// cacheEventLocked hands an event's descriptions and points to the cache
-// and notes which regions reported and failed during the fetch.
+// cacheEventLocked hands an event to the cache and notes the regions that reported or failed.
 func (h *Hub) cacheEventLocked(st *sourceState, ev domain.Event, runs []Run) {
 	sc := st.cache
 	if sc == nil {
@@ -301,19 +258,15 @@ func (h *Hub) cacheEventLocked(st *sourceState, ev domain.Event, runs []Run) {
 	h.opt.Cache.Save(Batch{Provider: st.Provider, Pools: append([]domain.Pool(nil), ev.Pools...), Runs: runs})
 }
 
-// beginFetchLocked starts the bookkeeping of a cached source's fetch.
 func (st *sourceState) beginFetchLocked() {
 	if sc := st.cache; sc != nil {
 		sc.reported, sc.failed = map[string]bool{}, map[string]bool{}
 	}
 }
 
-// settleCacheLocked records what a fetch of req covered, region by
-// region: a region that did not fail covered req widened over its gap.
-// A region whose history starts later than the source claims (one the
-// cache did not hold, answering for the first time) makes the hub claim
-// only from there, so that the window before it is back-filled: the hub
-// never claims history that was not fetched.
+// settleCacheLocked records what a fetch covered per region: req widened over
+// its gap. A region first answering later than claimed lowers the claim, so the
+// hub never claims history it did not fetch.
 func (h *Hub) settleCacheLocked(st *sourceState, req domain.FetchRequest, err error) {
 	sc := st.cache
 	if sc == nil {

@@ -5,21 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 )
 
-// A chunk holds one pool's price points of one UTC day (the day of its
-// key; a point carried over by a trim may be older, never newer than the
-// next chunk's): a version byte, the count, then each point as its time
-// (the first as a signed varint of Unix seconds, the others as the
-// unsigned varint of the step from the previous) and its price as the 8
-// bytes of a float64. About 10 bytes a point, decoded without allocation
-// beyond the series.
+// A chunk is one pool's points of one UTC day: a version byte, the count, then
+// each point's time (a signed varint, then unsigned steps) and its float64
+// price. About 10 bytes a point, decoded without allocation.
 const chunkVersion = 1
 
 const daySeconds = 24 * 60 * 60
 
-// dayOf is the chunk day of a Unix time.
 func dayOf(at int64) int64 {
 	d := at / daySeconds
 	if at < 0 && at%daySeconds != 0 {
@@ -28,7 +22,6 @@ func dayOf(at int64) int64 {
 	return d
 }
 
-// errChunk is a chunk whose bytes are not what encodeChunk writes.
 var errChunk = errors.New("damaged price chunk")
 
 // encodeChunk packs points, ascending and unique in at.
@@ -47,23 +40,19 @@ func encodeChunk(at []int64, usd []float64) []byte {
 	return buf
 }
 
-// chunkLen reads a chunk's point count.
 func chunkLen(b []byte) (int, error) {
 	if len(b) < 2 || b[0] != chunkVersion {
 		return 0, errChunk
 	}
 	n, k := binary.Uvarint(b[1:])
-	// every point takes 9 bytes at least
 	if k <= 0 || n > uint64(len(b))/9 {
 		return 0, errChunk
 	}
 	return int(n), nil
 }
 
-// appendChunk decodes a chunk onto at and usd. It refuses anything
-// encodeChunk would not have written: a wrong version or count, a time
-// that does not increase, a price that is not a finite non-negative
-// number, bytes left over.
+// appendChunk decodes a chunk onto at and usd, refusing anything encodeChunk
+// would not write.
 func appendChunk(at []int64, usd []float64, b []byte) ([]int64, []float64, error) {
 	n, err := chunkLen(b)
 	if err != nil {
@@ -102,8 +91,7 @@ func appendChunk(at []int64, usd []float64, b []byte) ([]int64, []float64, error
 	return at, usd, nil
 }
 
-// mergePoints merges b's points into a's (each ascending and unique), b's
-// value winning for the same second.
+// mergePoints merges b's points into a's, b's winning for the same second.
 func mergePoints(aAt []int64, aUSD []float64, bAt []int64, bUSD []float64) ([]int64, []float64) {
 	at := make([]int64, 0, len(aAt)+len(bAt))
 	usd := make([]float64, 0, len(aAt)+len(bAt))
@@ -125,27 +113,6 @@ func mergePoints(aAt []int64, aUSD []float64, bAt []int64, bUSD []float64) ([]in
 	return at, usd
 }
 
-// sortPoints sorts points by time, a later one winning for the same
-// second, in place, and returns them unique.
-func sortPoints(at []int64, usd []float64) ([]int64, []float64) {
-	idx := make([]int, len(at))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return at[idx[a]] < at[idx[b]] })
-	outAt := make([]int64, 0, len(at))
-	outUSD := make([]float64, 0, len(at))
-	for _, k := range idx {
-		if n := len(outAt); n > 0 && outAt[n-1] == at[k] {
-			outUSD[n-1] = usd[k]
-			continue
-		}
-		outAt, outUSD = append(outAt, at[k]), append(outUSD, usd[k])
-	}
-	return outAt, outUSD
-}
-
-// ascending reports whether at is strictly ascending.
 func ascending(at []int64) bool {
 	for i := 1; i < len(at); i++ {
 		if at[i] <= at[i-1] {

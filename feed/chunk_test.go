@@ -44,14 +44,10 @@ func TestChunkRefusesWhatEncodeWouldNotWrite(t *testing.T) {
 	}
 }
 
-func TestMergeAndSortPoints(t *testing.T) {
+func TestMergePoints(t *testing.T) {
 	at, usd := mergePoints([]int64{1, 3, 5}, []float64{1, 3, 5}, []int64{2, 3, 6}, []float64{20, 30, 60})
 	if !slices.Equal(at, []int64{1, 2, 3, 5, 6}) || !slices.Equal(usd, []float64{1, 20, 30, 5, 60}) {
 		t.Errorf("merge: %v %v", at, usd)
-	}
-	at, usd = sortPoints([]int64{5, 1, 5, 3}, []float64{50, 10, 51, 30})
-	if !slices.Equal(at, []int64{1, 3, 5}) || !slices.Equal(usd, []float64{10, 30, 51}) {
-		t.Errorf("sort: %v %v", at, usd)
 	}
 }
 

@@ -1,5 +1,3 @@
-// The history cache keeps what the hub fetched, and the spans it covers,
-// in history.db; docs/DESIGN.md has the whole of it.
 package feed
 
 import (
@@ -22,8 +20,7 @@ const FileName = "history.db"
 // DefaultRetention is what the clouds keep.
 const DefaultRetention = domain.MaxWindow
 
-// HistoryOptions tune a cache: writes are gathered FlushEvery (1 s) and
-// committed together, off the hub's hot path.
+// HistoryOptions tune a cache: writes are gathered FlushEvery (1 s) off the hub's hot path.
 type HistoryOptions struct {
 	Retention  time.Duration // default 90 d
 	FlushEvery time.Duration
@@ -31,8 +28,7 @@ type HistoryOptions struct {
 	Logger     *slog.Logger
 }
 
-// History is an open history cache, safe for concurrent use by several
-// processes.
+// History is an open history cache (docs/DESIGN.md), safe for several processes.
 type History struct {
 	db    *sql.DB
 	path  string
@@ -50,7 +46,6 @@ type History struct {
 	stopped chan struct{}
 	once    sync.Once
 
-	// ids maps pools to their row ids, for the writer only.
 	ids map[domain.PoolKey]int64
 }
 
@@ -64,9 +59,8 @@ type Aside struct {
 
 func Path(dataDir string) string { return filepath.Join(dataDir, FileName) }
 
-// Open opens (or makes) the cache in dataDir. An unusable file is moved
-// aside (Aside says so) and a fresh cache made: all of it can be fetched
-// again. Any other failure is returned.
+// Open opens or makes the cache in dataDir; an unusable file is moved aside
+// and a fresh one made, since all of it can be fetched again.
 func Open(dataDir string, opt HistoryOptions) (*History, error) {
 	if dataDir == "" {
 		return nil, errors.New("open history cache: no data dir")
@@ -116,8 +110,7 @@ func (c *History) Aside() *Aside { return c.aside }
 
 func (c *History) Path() string { return c.path }
 
-// Close commits what is queued and closes the file; one found damaged
-// meanwhile is moved aside, for a fresh start next time.
+// Close commits what is queued and closes; a file found damaged meanwhile is moved aside.
 func (c *History) Close() error {
 	var err error
 	c.once.Do(func() {
@@ -136,14 +129,12 @@ func (c *History) Close() error {
 				err = errors.Join(err, fmt.Errorf("history cache %s is damaged (%v) and could not be moved aside: %w", c.path, damaged, merr))
 				return
 			}
-			// The hub warned when it met the damage; this is for the log.
 			c.opt.Logger.Info("history cache damaged: moved aside, the next start makes a fresh one", "file", c.path, "moved", moved, "err", damaged)
 		}
 	})
 	return err
 }
 
-// noteDamage notes that err says the file is damaged, if it does.
 func (c *History) noteDamage(err error) bool {
 	if !errors.Is(err, errChunk) && !sqlitedb.IsCorrupt(err) {
 		return false
@@ -159,7 +150,6 @@ func (c *History) noteDamage(err error) bool {
 	return true
 }
 
-// schema is version 1 of the cache's tables.
 const schema = `
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE pools (
@@ -190,9 +180,8 @@ CREATE TABLE spans (
 	PRIMARY KEY (provider, region, gpus)
 );`
 
-// historySchema: a power cut may lose the last commits and their spans
-// (so nothing lost is claimed), never the file; auto_vacuum lets the trim
-// give space back.
+// historySchema: a power cut may lose the last commits and their spans (so
+// nothing lost is claimed), never the file; auto_vacuum lets trims give space back.
 var historySchema = sqlitedb.Schema{
 	Name:  "gpumarket history cache",
 	Setup: []string{`PRAGMA auto_vacuum = INCREMENTAL`},
@@ -204,7 +193,6 @@ INSERT INTO meta (key, value) VALUES ('format', '` + format + `')`},
 
 const format = "gpumarket-history"
 
-// identifyCache tells a cache by its meta table's format and its tables.
 func identifyCache(ctx context.Context, q sqlitedb.Querier, have map[string]bool) (string, error) {
 	other := "holds other tables (" + sqlitedb.TableList(have) + ")"
 	if !have["meta"] {
@@ -226,8 +214,7 @@ func identifyCache(ctx context.Context, q sqlitedb.Querier, have map[string]bool
 	return "", nil
 }
 
-// Remove deletes the cache in dataDir, with its WAL and the copies moved
-// aside, and returns what it removed.
+// Remove deletes the cache in dataDir with its WAL and moved-aside copies, returning what it removed.
 func Remove(dataDir string) ([]string, error) {
 	path := Path(dataDir)
 	var removed []string

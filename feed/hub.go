@@ -1,7 +1,5 @@
-// The hub runs one poll loop per market data source and fans immutable
-// snapshots of the market out to any number of subscribers: TUI sessions
-// (one per SSH client) and CLI commands. Thirty subscribers cost the clouds
-// the same API calls as one.
+// The hub: one poll loop per source, snapshots to any number of subscribers;
+// thirty subscribers cost the clouds the same calls as one.
 
 package feed
 
@@ -14,36 +12,29 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 	"github.com/gpumarket/gpumarket/series"
 )
 
 // Options tune a hub.
 type Options struct {
-	// Query filters what the hub fetches; its Window is the first
-	// back-fill's depth (default 24h).
+	// Query filters what the hub fetches; its Window is the first back-fill's depth (default 24h).
 	Query domain.Query
-	// MaxWindow is the deepest history Extend may make the hub fetch and
-	// hold (default and at most domain.MaxWindow, at least
-	// Query.Window). A hub that many sessions share (the SSH server's)
-	// sets it to its configured window, so that one session's window
-	// change never makes it fetch and hold more for all of them.
+	// MaxWindow is the deepest Extend may reach (default and at most domain.MaxWindow);
+	// a shared hub sets its configured window, so one session cannot grow it for all.
 	MaxWindow time.Duration
 	// Interval returns the refresh interval of a provider (default 30s).
 	Interval func(provider string) time.Duration
-	// PublishEvery coalesces bursts of events into one snapshot at most
-	// this often (default 100ms).
+	// PublishEvery coalesces events into one snapshot at most this often (default 100ms).
 	PublishEvery time.Duration
 	// MaxBackoff caps the wait after failed fetches (default 5m).
 	MaxBackoff time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Speed is how many times faster than the wall clock Now runs (a
-	// fast simulated clock; default 1): intervals are wall time, so data
-	// is stale after three of them times Speed on Now's clock.
+	// Speed is how much faster than the wall clock Now runs (default 1); data is stale after three intervals times Speed.
 	Speed  int
 	Logger *slog.Logger
-	// Cache, when set, keeps the cloud sources' history across restarts
-	// (see Cache); nil fetches the whole window at every start.
+	// Cache keeps the clouds' history across restarts; nil fetches the whole window at every start.
 	Cache Cache
 }
 
@@ -59,17 +50,12 @@ type Hub struct {
 	seq     uint64
 	dirty   bool
 	latest  *Snapshot
-	subs    map[int]chan *Snapshot
-	nextSub int
+	subs    fanout.Set[*Snapshot] // closed when Run has ended
 	window  time.Duration
-	closed  bool
-	stopped chan struct{} // closed when Run has ended
-	trimmed time.Time     // when history was last trimmed to the window
+	trimmed time.Time // when history was last trimmed to the window
 
 	wake map[string]chan struct{}
-	// fetched wakes the publish loop when a fetch ends, so that a source
-	// finishing its back-fill is published at once rather than at the
-	// next tick: a one-shot command waits for its sources, not the tick.
+	// fetched wakes the publish loop when a fetch ends: a one-shot command waits for its sources, not the tick.
 	fetched chan struct{}
 }
 
@@ -82,12 +68,10 @@ type poolState struct {
 
 type sourceState struct {
 	SourceStatus
-	regions  map[string]*RegionStatus
-	haveFrom time.Time // history back-filled from here
-	started  bool      // first back-fill finished
-	failed   bool      // last fetch failed
-	// staleAfter is how old on Now's clock the data may be (three
-	// intervals at Speed).
+	regions    map[string]*RegionStatus
+	haveFrom   time.Time // history back-filled from here
+	started    bool      // first back-fill finished
+	failed     bool      // last fetch failed
 	staleAfter time.Duration
 	cache      *sourceCache // nil when the source is not cached
 }
@@ -120,10 +104,8 @@ func New(sources []domain.Provider, opt Options) *Hub {
 		opt: opt, sources: sources,
 		pools:   map[domain.PoolKey]*poolState{},
 		status:  map[string]*sourceState{},
-		subs:    map[int]chan *Snapshot{},
 		window:  opt.Query.Window,
 		wake:    map[string]chan struct{}{},
-		stopped: make(chan struct{}),
 		fetched: make(chan struct{}, 1),
 	}
 	for _, p := range sources {
@@ -142,8 +124,7 @@ func New(sources []domain.Provider, opt Options) *Hub {
 	return h
 }
 
-// Providers returns the hub's sources, for the actions (booking, fleets)
-// that some of them offer.
+// Providers returns the hub's sources.
 func (h *Hub) Providers() []domain.Provider { return h.sources }
 
 // Provider returns the named source.
@@ -173,12 +154,7 @@ func (h *Hub) Run(ctx context.Context) {
 	}()
 	wg.Wait()
 	h.mu.Lock()
-	h.closed = true
-	for id, ch := range h.subs {
-		close(ch)
-		delete(h.subs, id)
-	}
-	close(h.stopped)
+	h.subs.Close()
 	h.mu.Unlock()
 }
 
@@ -189,53 +165,20 @@ func (h *Hub) Snapshot() *Snapshot {
 	return h.latest
 }
 
-// Subscribe returns a channel that receives the latest snapshot at once and
-// then every newer one. A slow reader misses intermediate snapshots, never
-// the newest. The channel is closed when ctx ends or the hub stops; nothing
-// of the subscription is left behind.
+// Subscribe returns a channel of the latest snapshot, then each newer one; a
+// slow reader misses intermediate ones, never the newest. Closed when ctx ends.
 func (h *Hub) Subscribe(ctx context.Context) <-chan *Snapshot {
-	ch := make(chan *Snapshot, 1)
 	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		close(ch)
-		return ch
-	}
-	id := h.nextSub
-	h.nextSub++
-	h.subs[id] = ch
-	ch <- h.latest
-	h.mu.Unlock()
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-h.stopped: // Run closed the channel already
-		}
-		h.mu.Lock()
-		if _, ok := h.subs[id]; ok {
-			delete(h.subs, id)
-			close(ch)
-		}
-		h.mu.Unlock()
-	}()
-	return ch
+	defer h.mu.Unlock()
+	return h.subs.Add(ctx, h.latest)
 }
 
 // Subscribers counts the live subscriptions.
-func (h *Hub) Subscribers() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs)
-}
+func (h *Hub) Subscribers() int { return h.subs.Len() }
 
-// WaitReady waits until every source has finished its first back-fill
-// (answered or failed) and returns the snapshot that says so, published
-// as soon as the last source finished. When ctx ends first, it returns the
-// market as the hub holds it at that moment — what the sources that
-// answered gave, with Ready false and the sources still loading in
-// StateLoading — together with ctx's error, so that a caller with a
-// deadline can show what it has. The snapshot is nil only when the hub
-// stopped before it published one.
+// WaitReady waits until every source finished its first back-fill and returns
+// that snapshot. If ctx ends first, it returns what the hub holds (Ready false)
+// with ctx's error; nil only if the hub stopped before publishing.
 func (h *Hub) WaitReady(ctx context.Context) (*Snapshot, error) {
 	sub, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -250,17 +193,13 @@ func (h *Hub) WaitReady(ctx context.Context) (*Snapshot, error) {
 	return nil, errors.New("hub stopped before the sources answered")
 }
 
-// Current publishes what the hub holds now, if anything changed since the
-// latest snapshot, and returns it: a reader that cannot wait for the next
-// tick (a deadline has passed) gets every event applied so far.
+// Current publishes what the hub holds now, if changed, and returns it, for a reader that cannot wait.
 func (h *Hub) Current() *Snapshot {
 	h.publish()
 	return h.Snapshot()
 }
 
-// Extend asks for history back to now − window, at most MaxWindow. The
-// sources back-fill the missing part at their next turn, which comes at
-// once.
+// Extend asks for history back to now − window (at most MaxWindow), back-filled at once.
 func (h *Hub) Extend(window time.Duration) {
 	window = min(window, h.opt.MaxWindow)
 	h.mu.Lock()
@@ -284,8 +223,7 @@ func (h *Hub) Window() time.Duration {
 	return h.window
 }
 
-// Refresh makes every source poll now instead of at its next interval
-// (after a booking, say). A poll already running is not duplicated.
+// Refresh makes every source poll now; a poll already running is not duplicated.
 func (h *Hub) Refresh() {
 	for _, w := range h.wake {
 		select {
@@ -317,8 +255,7 @@ func (h *Hub) loop(ctx context.Context, p domain.Provider) {
 		req := domain.FetchRequest{Query: h.opt.Query, Until: now}
 		switch {
 		case !catchUp.IsZero():
-			// The cache holds the history up to catchUp: back-fill from
-			// there (a second at least, as a request must not be empty).
+			// Back-fill from the cache's end (at least a second: a request must not be empty).
 			req.Since, req.Backfill = catchUp, true
 			if !now.After(catchUp) {
 				req.Since = now.Add(-time.Second)
@@ -399,8 +336,7 @@ func backoff(base time.Duration, failures int, max time.Duration) time.Duration 
 	return d
 }
 
-// apply folds one event into the hub's state. Providers may call it from
-// several goroutines.
+// apply folds one event into the hub; providers may call it concurrently.
 func (h *Hub) apply(provider string, ev domain.Event) {
 	if ev.Provider == "" {
 		ev.Provider = provider
@@ -414,7 +350,6 @@ func (h *Hub) apply(provider string, ev domain.Event) {
 		ps.pool = p
 		ps.changed = next
 	}
-	// Providers send each pool's points together; take them a run at a time.
 	var runs []Run
 	for i := 0; i < len(ev.Points); {
 		k := ev.Points[i].Pool
@@ -441,8 +376,7 @@ func (h *Hub) apply(provider string, ev domain.Event) {
 		ps.series = ps.series.Join(ph.History)
 		ps.changed = next
 		if st != nil && st.cache != nil {
-			// A source that sends whole histories is cached as one
-			// that sends points would be.
+			// Whole histories are cached as points would be.
 			at := make([]int64, 0, ph.History.Len())
 			usd := make([]float64, 0, ph.History.Len())
 			for t, v := range ph.History.All() {
@@ -481,8 +415,7 @@ func (h *Hub) apply(provider string, ev domain.Event) {
 	h.dirty = true
 }
 
-// poolLocked returns the pool's state, creating it (described from the
-// catalog) when the provider sends prices before describing the pool.
+// poolLocked returns the pool's state, described from the catalog if prices come first.
 func (h *Hub) poolLocked(k domain.PoolKey) *poolState {
 	if ps, ok := h.pools[k]; ok {
 		return ps
@@ -523,7 +456,6 @@ func (h *Hub) publishLoop(ctx context.Context) {
 	}
 }
 
-// publish builds and sends a snapshot if anything changed.
 func (h *Hub) publish() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -535,13 +467,7 @@ func (h *Hub) publish() {
 	h.trimLocked()
 	s := h.buildLocked()
 	h.latest = s
-	for _, ch := range h.subs {
-		select { // latest wins: drop the one the reader has not taken
-		case <-ch:
-		default:
-		}
-		ch <- s
-	}
+	h.subs.Publish(s)
 }
 
 func (h *Hub) buildLocked() *Snapshot {
@@ -580,8 +506,7 @@ func (h *Hub) buildLocked() *Snapshot {
 	return s
 }
 
-// asOfLocked is when a region of a source last answered, or, when its
-// prices are still the cache's, when the cache last heard from it.
+// asOfLocked is when a region last answered, or, while its prices are the cache's, when the cache heard from it.
 func (h *Hub) asOfLocked(provider, region string) (time.Time, bool) {
 	st := h.status[provider]
 	if st == nil {
@@ -596,7 +521,6 @@ func (h *Hub) asOfLocked(provider, region string) (time.Time, bool) {
 	return st.LastOK, false
 }
 
-// cachedAtLocked is the region's regionCache.cachedAt (zero: live).
 func (st *sourceState) cachedAtLocked(region string) time.Time {
 	if st.cache == nil {
 		return time.Time{}
@@ -607,15 +531,12 @@ func (st *sourceState) cachedAtLocked(region string) time.Time {
 	return time.Time{}
 }
 
-// staleAt reports whether the source's data counts as stale at now: its
-// last fetch failed, or it is older than three refresh intervals.
+// staleAt reports whether the last fetch failed or the data is older than three intervals.
 func (st *sourceState) staleAt(now time.Time) bool {
 	return st.failed || (!st.LastOK.IsZero() && now.Sub(st.LastOK) > st.staleAfter)
 }
 
-// staleChangedLocked reports whether a source turned stale (or live)
-// since the latest snapshot. A hung poll sends no events, so without this
-// its old prices would stay marked live for as long as it hangs.
+// staleChangedLocked reports a source turned stale or live: a hung poll sends no events to say so.
 func (h *Hub) staleChangedLocked() bool {
 	now := h.opt.Now()
 	for i, p := range h.sources {
@@ -626,10 +547,8 @@ func (h *Hub) staleChangedLocked() bool {
 	return false
 }
 
-// trimLocked drops, at most once an hour, the points older than the window
-// (keeping the one in force at its start), so a server that runs for weeks
-// holds 90 days at most. Readers keep the arrays they have; trimmed series
-// are new arrays.
+// trimLocked drops, at most hourly, points older than the window (keeping the
+// one in force at its start); trimmed series are new arrays, readers keep theirs.
 func (h *Hub) trimLocked() {
 	now := h.opt.Now()
 	if now.Sub(h.trimmed) < time.Hour {
@@ -640,8 +559,7 @@ func (h *Hub) trimLocked() {
 		h.opt.Cache.Trim(now)
 	}
 	cut := now.Add(-h.window - 24*time.Hour).Unix()
-	// What is dropped is no longer held: a later Extend must back-fill it
-	// again, and HistoryFrom must not claim it.
+	// No longer held: Extend must back-fill it, HistoryFrom must not claim it.
 	for _, st := range h.status {
 		if from := time.Unix(cut, 0).In(now.Location()); !st.haveFrom.IsZero() && st.haveFrom.Before(from) {
 			st.haveFrom = from

@@ -24,9 +24,7 @@ type Info struct {
 	Regions []RegionInfo
 }
 
-// RegionInfo is what the cache holds of one region of one provider: its
-// pools and points, and the spans its history covers (one per GPU filter
-// it was fetched under; none when its history is not known to be whole).
+// RegionInfo is one region's pools, points and spans (one per GPU filter; none if not known whole).
 type RegionInfo struct {
 	Provider, Region string
 	Pools            int
@@ -34,8 +32,7 @@ type RegionInfo struct {
 	Spans            []SpanInfo
 }
 
-// SpanInfo is a span of a region's history: GPUs is the filter it was
-// fetched under, empty for every GPU.
+// SpanInfo is a span of a region's history; GPUs is its filter, empty for every GPU.
 type SpanInfo struct {
 	GPUs        []string
 	From, Until time.Time
@@ -44,8 +41,7 @@ type SpanInfo struct {
 // ErrNoCache is returned by Stat when the data dir has no cache file.
 var ErrNoCache = errors.New("no history cache")
 
-// Stat reads what the cache in dataDir holds without changing it (a
-// file that is not a cache is reported, not moved).
+// Stat reads the cache in dataDir without changing it; a file that is not one is reported, not moved.
 func Stat(ctx context.Context, dataDir string) (Info, error) {
 	path := Path(dataDir)
 	info := Info{Path: path}

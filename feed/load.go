@@ -14,10 +14,8 @@ import (
 	"github.com/gpumarket/gpumarket/series"
 )
 
-// Load returns what the cache holds of the provider for the query: the
-// regions whose span covers q's GPUs (one span each, the one reaching
-// latest), their pools that q matches, and those pools' points in
-// [from, until] with the one in force at from.
+// Load returns the provider's regions whose span covers q's GPUs (the latest
+// each), their pools q matches, and points in [from, until] with the one at from.
 func (c *History) Load(ctx context.Context, provider string, q domain.Query, from, until time.Time) (*Cached, error) {
 	out, err := c.load(ctx, provider, q, from, until)
 	if err != nil {
@@ -74,14 +72,12 @@ func (c *History) load(ctx context.Context, provider string, q domain.Query, fro
 	if len(out.Pools) == 0 {
 		return out, nil
 	}
-	// The points are gathered as plain arrays, then made series once.
 	type points struct {
 		at  []int64
 		usd []float64
 	}
 	hist := make([]points, len(out.Pools))
 
-	// The chunks of the span's days, pool by pool, in day order.
 	f, u := from.Unix(), until.Unix()
 	chunks, err := c.db.QueryContext(ctx, `SELECT pool, data FROM chunks
 		WHERE pool IN (SELECT id FROM pools WHERE provider = ?) AND day BETWEEN ? AND ? ORDER BY pool, day`, provider, dayOf(f), dayOf(u))
@@ -101,7 +97,6 @@ func (c *History) load(ctx context.Context, provider string, q domain.Query, fro
 		}
 		s := &hist[i]
 		if s.at == nil {
-			// A day's worth of points per day of the span, at least.
 			n, _ := chunkLen(raw)
 			days := int(dayOf(u)-dayOf(f)) + 1
 			s.at, s.usd = make([]int64, 0, n*days), make([]float64, 0, n*days)
@@ -148,11 +143,10 @@ func (c *History) load(ctx context.Context, provider string, q domain.Query, fro
 	return out, nil
 }
 
-// clip keeps the points in (from, until] and the one in force at from; it
-// sorts points whose chunks overlap (a trim's carried point).
+// clip keeps points in (from, until] and the one at from, sorting overlapping chunks' points.
 func clip(at []int64, usd []float64, from, until int64) series.Series {
 	if !ascending(at) {
-		at, usd = sortPoints(at, usd)
+		at, usd = series.SortPoints(at, usd)
 	}
 	lo := sort.Search(len(at), func(i int) bool { return at[i] > from }) - 1
 	if lo < 0 {
@@ -165,8 +159,7 @@ func clip(at []int64, usd []float64, from, until int64) series.Series {
 	return series.NewSeries(at[lo:hi:hi], usd[lo:hi:hi])
 }
 
-// spans returns, for each region q wants, the span that covers q's GPUs
-// and reaches latest.
+// spans returns, per region q wants, the span covering q's GPUs that reaches latest.
 func (c *History) spans(ctx context.Context, provider string, q domain.Query) ([]Span, error) {
 	rows, err := c.db.QueryContext(ctx, `SELECT region, gpus, from_at, until_at FROM spans WHERE provider = ?`, provider)
 	if err != nil {
@@ -202,8 +195,7 @@ func (c *History) spans(ctx context.Context, provider string, q domain.Query) ([
 	return out, nil
 }
 
-// poolOf reads a stored description; a pool stored before it was
-// described is described from the catalog, as the hub does.
+// poolOf reads a stored description; one stored undescribed is described from the catalog.
 func poolOf(k domain.PoolKey, desc string) (domain.Pool, error) {
 	if desc == "" {
 		p := domain.Pool{Provider: k.Provider, Region: k.Region, Zone: k.Zone, InstanceType: k.InstanceType}

@@ -8,9 +8,8 @@ import (
 	"github.com/gpumarket/gpumarket/series"
 )
 
-// Snapshot is the market as the hub knows it at one moment. It is
-// immutable: the hub builds a new one for every change and subscribers may
-// keep and read theirs from any goroutine without locks.
+// Snapshot is the market as the hub knows it at one moment; immutable, so
+// subscribers read theirs from any goroutine without locks.
 type Snapshot struct {
 	// Seq grows by one for every snapshot published.
 	Seq   uint64
@@ -19,11 +18,9 @@ type Snapshot struct {
 	Pools []PoolView
 	// Sources holds one status per provider, in the order they were given.
 	Sources []SourceStatus
-	// HistoryFrom is the oldest time from which every source's history has
-	// been back-filled; a window reaching further back is still loading.
+	// HistoryFrom: every source's history is back-filled from here; further back is loading.
 	HistoryFrom time.Time
-	// Ready is true once every source has finished its first back-fill,
-	// successfully or not.
+	// Ready: every source finished its first back-fill, successfully or not.
 	Ready bool
 }
 
@@ -34,13 +31,10 @@ type PoolView struct {
 	Key string
 	// History is the pool's price history; read-only.
 	History series.Series
-	// Changed is the Seq of the snapshot in which the pool (its
-	// description or its prices) last changed, so a subscriber can redo
-	// only what changed.
+	// Changed is the Seq where the pool last changed, so subscribers redo only that.
 	Changed uint64
-	// AsOf is when the pool's region last answered; with Cached, when
-	// the history cache last heard from it: its region has not answered
-	// since gpumarket started, and what is shown is the cache's.
+	// AsOf is when the pool's region last answered; with Cached, when the history
+	// cache last heard from it (no answer since start).
 	AsOf   time.Time
 	Cached bool
 }
@@ -64,8 +58,7 @@ func (s *Snapshot) Source(name string) (SourceStatus, bool) {
 	return SourceStatus{}, false
 }
 
-// Simulated reports whether any source in the snapshot is the simulated
-// market.
+// Simulated reports whether any source is a simulated market.
 func (s *Snapshot) Simulated() bool {
 	for _, st := range s.Sources {
 		if st.Simulated {
@@ -85,24 +78,20 @@ const (
 // SourceStatus is a provider's health, for the header.
 type SourceStatus struct {
 	Provider string
-	// Simulated is set when the source is a simulated market (its
-	// descriptor says so): every screen must say it.
+	// Simulated: the descriptor says so, and every screen must say it.
 	Simulated bool
 	State     string
 	// Regions are the regions the provider has reported on, sorted.
 	Regions []RegionStatus
-	// Err is the last whole-provider failure, "" when the last fetch
-	// succeeded.
+	// Err is the last whole-provider failure, "" after a success.
 	Err string
 	// Note is the provider's latest status note.
 	Note string
 	// LastOK is when the last successful fetch ended.
 	LastOK time.Time
-	// Stale is set when the data is older than three refresh intervals or
-	// the last fetch failed.
+	// Stale: older than three refresh intervals, or the last fetch failed.
 	Stale bool
-	// CachedAt is the oldest RegionStatus.CachedAt of the source's
-	// regions (zero when every region has answered live).
+	// CachedAt is the oldest of its regions' CachedAt (zero: all live).
 	CachedAt time.Time
 	Interval time.Duration
 }
@@ -114,9 +103,7 @@ type RegionStatus struct {
 	// Err is the region's last failure, "" once it answers again.
 	Err    string
 	LastOK time.Time
-	// CachedAt is set while the region's prices are the history cache's
-	// (it has not answered since gpumarket started): when the cache last
-	// heard from it.
+	// CachedAt: while the region's prices are the cache's, when the cache last heard from it.
 	CachedAt time.Time
 }
 

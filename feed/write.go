@@ -10,11 +10,10 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/series"
 )
 
-// pending is what waits for the writer: descriptions and points by pool,
-// and the spans and trim in the order they came. Points of a pool are kept
-// as the runs they came in (not copied) and sorted at the commit.
+// pending waits for the writer: points kept as the runs they came in, sorted at the commit.
 type pending struct {
 	pools  map[domain.PoolKey]*pendingPool
 	order  []domain.PoolKey
@@ -49,8 +48,7 @@ func (p *pending) pool(k domain.PoolKey) *pendingPool {
 	return pp
 }
 
-// Save queues a batch for the writer and returns at once: the hub calls it
-// with its lock held, for every event.
+// Save queues a batch and returns at once: the hub calls it under its lock.
 func (c *History) Save(b Batch) {
 	c.mu.Lock()
 	if c.closed || c.failed != nil {
@@ -95,8 +93,7 @@ func (c *History) poke() {
 	}
 }
 
-// Flush commits what is queued now and reports the first write failure
-// (once one has failed, nothing more is written by this process).
+// Flush commits what is queued and reports the first write failure (after which nothing is written).
 func (c *History) Flush() error {
 	c.flush()
 	c.mu.Lock()
@@ -104,9 +101,7 @@ func (c *History) Flush() error {
 	return c.failed
 }
 
-// writer commits what is queued: it waits FlushEvery after the first
-// news, so that a back-fill's many events make a few transactions, and
-// commits what is left when the cache closes.
+// writer commits FlushEvery after the first news, so a back-fill makes few transactions.
 func (c *History) writer() {
 	defer close(c.stopped)
 	for {
@@ -128,8 +123,7 @@ func (c *History) writer() {
 	}
 }
 
-// flushMu is held by whoever commits, so a Flush and the writer take
-// turns.
+// flush commits what is queued; flushMu makes a Flush and the writer take turns.
 func (c *History) flush() {
 	c.flushMu.Lock()
 	defer c.flushMu.Unlock()
@@ -143,14 +137,11 @@ func (c *History) flush() {
 	}
 	err := c.write(context.Background(), p)
 	if err == nil && !p.trim.IsZero() {
-		// Give the space of what the trim dropped back to the disk.
 		_, err = c.db.Exec(`PRAGMA incremental_vacuum`)
 	}
 	if err != nil {
 		c.noteDamage(err)
-		// Something queued is lost. Spans queued later could claim it,
-		// so nothing more is written: the next start fetches what this
-		// run did not keep.
+		// Something queued is lost, and later spans could claim it: write nothing more.
 		c.opt.Logger.Warn("history cache: write failed; nothing more is cached until restart", "file", c.path, "err", err)
 		c.mu.Lock()
 		c.failed = err
@@ -160,8 +151,7 @@ func (c *History) flush() {
 	}
 }
 
-// write commits the pending work in one transaction: descriptions and
-// points first, then the spans (which claim them), then the trim.
+// write commits in one transaction: points first, then the spans that claim them, then the trim.
 func (c *History) write(ctx context.Context, p *pending) error {
 	tx, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -204,8 +194,7 @@ func (c *History) write(ctx context.Context, p *pending) error {
 	return nil
 }
 
-// poolID returns the pool's row id, making the row (or updating its
-// description) as needed.
+// poolID returns the pool's row id, making or updating the row as needed.
 func (c *History) poolID(ctx context.Context, tx *sql.Tx, k domain.PoolKey, desc *domain.Pool) (int64, error) {
 	if desc == nil {
 		if id, ok := c.ids[k]; ok {
@@ -248,7 +237,6 @@ func (c *History) poolID(ctx context.Context, tx *sql.Tx, k domain.PoolKey, desc
 	return id, nil
 }
 
-// writePoints merges a pool's new points into its day chunks.
 func writePoints(ctx context.Context, tx *sql.Tx, pool int64, runs []Run) error {
 	var at []int64
 	var usd []float64
@@ -256,7 +244,7 @@ func writePoints(ctx context.Context, tx *sql.Tx, pool int64, runs []Run) error 
 		at = append(at, r.At...)
 		usd = append(usd, r.USD...)
 	}
-	at, usd = sortPoints(at, usd)
+	at, usd = series.SortPoints(at, usd)
 	first, last := dayOf(at[0]), dayOf(at[len(at)-1])
 	old := map[int64][]byte{}
 	rows, err := tx.QueryContext(ctx, `SELECT day, data FROM chunks WHERE pool = ? AND day BETWEEN ? AND ?`, pool, first, last)
@@ -302,18 +290,15 @@ func writePoints(ctx context.Context, tx *sql.Tx, pool int64, runs []Run) error 
 	return nil
 }
 
-// gpuKey is a span's GPU filter as stored: sorted, comma-joined, "" for
-// every GPU.
+// gpuKey is a GPU filter as stored: sorted, comma-joined, "" for every GPU.
 func gpuKey(gpus []string) string {
 	g := append([]string(nil), gpus...)
 	sort.Strings(g)
 	return strings.Join(g, ",")
 }
 
-// writeSpan folds a fetch's span into the region's span for the same GPU
-// filter: spans that overlap or touch join; a later span that does not
-// touch replaces the old one (what lies between was never fetched); an
-// older one that does not touch is dropped.
+// writeSpan folds a span into its region's for the same filter: touching spans
+// join; a later one replaces a non-touching old one (the gap was never fetched).
 func writeSpan(ctx context.Context, tx *sql.Tx, s providerSpan) error {
 	from, until := s.From.UnixNano(), s.Until.UnixNano()
 	if until < from {
@@ -335,10 +320,8 @@ func writeSpan(ctx context.Context, tx *sql.Tx, s providerSpan) error {
 	return err
 }
 
-// trim drops the history before cut: every chunk of an earlier day, after
-// carrying each pool's price in force at cut into the cut's day (the
-// window's first price must stay known); spans start at cut at the
-// earliest, and those ending before it go.
+// trim drops history before cut, first carrying each pool's price at cut into
+// the cut's day; spans start at cut at the earliest.
 func trim(ctx context.Context, tx *sql.Tx, cut int64) error {
 	cutDay := dayOf(cut)
 	rows, err := tx.QueryContext(ctx, `SELECT pool, MAX(day) FROM chunks WHERE day < ? GROUP BY pool`, cutDay)

@@ -49,7 +49,7 @@ func (k Keeper) Note(d domain.Descriptor) string {
 	}
 	switch {
 	case k == KeptByCloud:
-		who := d.Cloud.Title()
+		who := d.CloudName()
 		if who == "" {
 			who = d.Name
 		}

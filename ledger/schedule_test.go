@@ -310,7 +310,7 @@ func TestFleetScheduleRefusedBeforeAnyRow(t *testing.T) {
 // Who keeps a schedule is the descriptor's to say, and the note tells the
 // user what that asks of them.
 func TestKeeperOfSaysWhoStartsAndStops(t *testing.T) {
-	aws := domain.Descriptor{Name: "aws", Cloud: domain.CloudAWS, SchedulesFleets: true}
+	aws := domain.Descriptor{Name: "aws", Cloud: domain.CloudAWS, CloudTitle: "AWS", SchedulesFleets: true}
 	if ledger.KeeperOf(aws) != ledger.KeptByCloud || ledger.KeeperNote(aws) != "AWS starts and ends it at the cloud; it ends on time even if gpumarket is not running (a fleet given no end runs until deleted)" {
 		t.Errorf("AWS: %s, %q", ledger.KeeperOf(aws), ledger.KeeperNote(aws))
 	}

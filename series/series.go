@@ -285,7 +285,7 @@ func (s Series) Merge(at []int64, usd []float64) Series {
 		return s
 	}
 	if !ascending(at) {
-		at, usd = sortPoints(at, usd)
+		at, usd = SortPoints(at, usd)
 	}
 	if last, _, ok := s.Last(); ok && at[0] <= last {
 		return s.rebuild(at, usd)
@@ -345,8 +345,8 @@ func ascending(at []int64) bool {
 	return true
 }
 
-// sortPoints sorts the points into new slices, a later value for a second winning.
-func sortPoints(at []int64, usd []float64) ([]int64, []float64) {
+// SortPoints sorts points by time into new slices, unique, a later value for a second winning.
+func SortPoints(at []int64, usd []float64) ([]int64, []float64) {
 	idx := make([]int, len(at))
 	for i := range idx {
 		idx[i] = i

@@ -263,3 +263,10 @@ func TestJoin(t *testing.T) {
 		t.Fatalf("join = %v %v", at, usd)
 	}
 }
+
+func TestSortPoints(t *testing.T) {
+	at, usd := SortPoints([]int64{5, 1, 5, 3}, []float64{50, 10, 51, 30})
+	if !slices.Equal(at, []int64{1, 3, 5}) || !slices.Equal(usd, []float64{10, 30, 51}) {
+		t.Errorf("sort: %v %v", at, usd)
+	}
+}

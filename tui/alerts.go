@@ -17,17 +17,12 @@ import (
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/present"
+	"github.com/gpumarket/gpumarket/tui/widget/form"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
-// The watch in the TUI: every session subscribes to the process's one
-// evaluator (Options.Watch), so fifty sessions cost the clouds and the
-// notifiers what one does. A session rings the bell once for each alert
-// it is told, counts the alerts it has not seen in the header's badge,
-// lists them in the Alerts view, and — in a booker's session — makes
-// rules with a: a spot rule on a Market row, a block rule for a Blocks
-// search, a plan rule for a Plan's job. The rules it makes are saved in
-// the data dir's rules file.
+// The watch in the TUI: each session subscribes to the process's one
+// evaluator (docs/DESIGN.md, The watch); a booker's makes rules with a.
 
 type (
 	// alertsMsg wakes the session: the evaluator has new alerts.
@@ -403,21 +398,29 @@ func (v *alertsView) viewRules(b *strings.Builder) {
 	}
 }
 
-// rulePrompt asks the one figure a rule made with a needs: the price a
-// spot rule crosses (below, or above with ←/→), or a block's most per
-// GPU-hour. While it is open it has every key.
+// rulePrompt asks the one figure a rule made with a needs; while open it
+// has every key.
 type rulePrompt struct {
-	open bool
-	// what is the rule's subject: "spot p5.48xlarge in us-west-2a".
-	what string
-	// unit follows the figure: "/h", "/GPU-h"; now is the current value,
-	// for reference.
-	unit, now string
-	// toggle offers above as well as below.
-	toggle, above bool
+	open          bool
+	what          string // the subject: "spot p5.48xlarge in us-west-2a"
+	unit, now     string // "/h" after the figure; now the current value
+	toggle, above bool   // toggle offers above as well as below
 	value         string
+	edit          form.Model
 	err           string
 	build         func(above bool, v float64) watch.Spec
+}
+
+// begin opens q in p, its figure on the form widget: digits and points only.
+func (p *rulePrompt) begin(q rulePrompt) {
+	*p = q
+	p.edit = form.New(form.Text("", &p.value).Only(func(t string) bool { return strings.Trim(t, "0123456789.") == "" }))
+}
+
+func (p *rulePrompt) paste(msg tea.PasteMsg) {
+	if p.open {
+		p.edit.Update(msg)
+	}
 }
 
 // promptKeys are the footer's keys while a prompt is open.
@@ -436,8 +439,7 @@ func newPromptKeys(toggle bool) promptKeys {
 func (k promptKeys) ShortHelp() []key.Binding  { return []key.Binding{k.Save, k.Toggle, k.Cancel} }
 func (k promptKeys) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }
 
-// canMakeRules says why this session may not make rules, nil when it
-// may: a viewer's may not, nor one with no watch.
+// canMakeRules says why this session may not make rules (a viewer's, no watch).
 func (c *common) canMakeRules() error {
 	switch {
 	case c.role == RoleViewer:
@@ -449,11 +451,16 @@ func (c *common) canMakeRules() error {
 }
 
 // update handles a key while the prompt is open; enter saves the rule.
+// ←/→ and space say below or above where the rule offers both.
 func (p *rulePrompt) update(c *common, msg tea.KeyPressMsg) tea.Cmd {
-	switch s := msg.String(); {
-	case s == "esc":
+	if s := msg.String(); p.toggle && (s == "left" || s == "right" || s == "space") {
+		p.above = !p.above
+		return nil
+	}
+	switch p.edit.Update(msg) {
+	case form.Cancel:
 		*p = rulePrompt{}
-	case s == "enter":
+	case form.Submit:
 		v, err := strconv.ParseFloat(strings.TrimSpace(p.value), 64)
 		switch {
 		case p.unit == "%" && (err != nil || v < 0 || v >= 100):
@@ -467,16 +474,6 @@ func (p *rulePrompt) update(c *common, msg tea.KeyPressMsg) tea.Cmd {
 		w.MadeBy = c.actor
 		*p = rulePrompt{}
 		return saveRule(c.watch, w)
-	case p.toggle && (s == "left" || s == "right" || s == "space"):
-		p.above = !p.above
-	case s == "backspace":
-		if r := []rune(p.value); len(r) > 0 {
-			p.value = string(r[:len(r)-1])
-		}
-	default:
-		if t := msg.Text; t != "" && len(p.value) < 12 && strings.Trim(t, "0123456789.") == "" {
-			p.value += t
-		}
 	}
 	return nil
 }
@@ -489,8 +486,7 @@ func (p *rulePrompt) view(st *styles, w int) string {
 	return st.cursor.Render(fit(p.text(), w, false))
 }
 
-// lines is the prompt wrapped to w, for a view with room for more than
-// one line: a plan rule's job takes words to say.
+// lines is the prompt wrapped to w: a plan rule's job takes words to say.
 func (p *rulePrompt) lines(st *styles, w int) []string {
 	style, text := st.cursor, p.text()
 	if p.err != "" {
@@ -511,9 +507,10 @@ func (p *rulePrompt) text() string {
 	if p.unit == "/GPU-h" {
 		dir = "at most"
 	}
-	line := fmt.Sprintf("alert when %s is %s $%s▏%s", p.what, dir, p.value, p.unit)
+	value := p.edit.Show(0, form.MaxLen)
+	line := fmt.Sprintf("alert when %s is %s $%s%s", p.what, dir, value, p.unit)
 	if p.unit == "%" {
-		line = fmt.Sprintf("alert when %s is more than %s▏%% idle", p.what, p.value)
+		line = fmt.Sprintf("alert when %s is more than %s%% idle", p.what, value)
 	}
 	if p.now != "" {
 		line += " (" + p.now + ")"
@@ -521,9 +518,8 @@ func (p *rulePrompt) text() string {
 	return line
 }
 
-// saveRule saves a rule off the UI goroutine; the footer says where it
-// went. It runs on its own clock: a session that leaves meanwhile does
-// not leave half a rules file.
+// saveRule saves a rule off the UI goroutine, on its own clock: a session
+// that leaves meanwhile does not leave half a rules file.
 func saveRule(ev *watch.Evaluator, w watch.Spec) tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -583,13 +579,12 @@ func (m *marketView) makeSpotRule() tea.Cmd {
 		}
 		return watch.Spec{Name: ruleName("spot", pv.InstanceType, present.Place(pv.Region, pv.Zone), dir), Cond: s}
 	}
-	m.prompt = p
+	m.prompt.begin(p)
 	return nil
 }
 
-// makeIdleRule opens the prompt for an idle rule on the Usage view's row
-// under the cursor: the budget's max_idle_pct to start with (40 % without
-// one). Only a running row can be idle from now on.
+// makeIdleRule opens the prompt for an idle rule on the Usage row under the
+// cursor, from the budget's max_idle_pct (else 40 %).
 func (v *usageView) makeIdleRule() tea.Cmd {
 	if err := v.c.canMakeRules(); err != nil {
 		return notifyErrHere(err)
@@ -614,13 +609,13 @@ func (v *usageView) makeIdleRule() tea.Cmd {
 	p.build = func(_ bool, pct float64) watch.Spec {
 		return watch.Spec{Name: ruleName("idle", r.Kind, id), Cond: &watch.IdleRule{AbovePct: pct, ID: id}}
 	}
-	v.prompt = p
+	v.prompt.begin(p)
 	return nil
 }
 
-// makeBlockRule opens the prompt for a block rule for the Blocks search:
-// its terms, under the price of the cheapest block found (or one to
-// type).
+// makeBlockRule opens the prompt for a block rule on the Blocks search,
+// under the cheapest block found.
+
 func (v *blocksView) makeBlockRule() tea.Cmd {
 	if err := v.c.canMakeRules(); err != nil {
 		return notifyErrHere(err)
@@ -663,7 +658,7 @@ func (v *blocksView) makeBlockRule() tea.Cmd {
 		}
 		return watch.Spec{Name: ruleName("block", q.GPU, strconv.Itoa(n), domain.FormatWindow(q.Duration)), Cond: &bb}
 	}
-	v.prompt = p
+	v.prompt.begin(p)
 	return nil
 }
 
@@ -724,6 +719,6 @@ func (v *planView) makePlanRule() tea.Cmd {
 		rule.BelowUSD = &below
 		return watch.Spec{Name: ruleName("plan", strings.Join(job.Models, "-"), strconv.Itoa(job.GPUs), trimHours(job.Hours)+"h"), Cond: &rule}
 	}
-	v.prompt = p
+	v.prompt.begin(p)
 	return nil
 }

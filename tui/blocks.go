@@ -17,6 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
+	"github.com/gpumarket/gpumarket/tui/widget/form"
 )
 
 type (
@@ -25,10 +26,8 @@ type (
 		res ledger.Search
 		err error
 	}
-	// bookedMsg follows a purchase, whatever its answer: the offerings
-	// are searched again (the bought one is gone; prices move).
-	// bookedMsg follows a purchase, whatever its answer; row is the
-	// ledger row of one that went through.
+	// bookedMsg follows a purchase, whatever its answer; row is the ledger
+	// row of one that went through. The offerings are searched again.
 	bookedMsg struct{ row ledger.Entry }
 )
 
@@ -75,8 +74,7 @@ const (
 
 var fieldNames = [numFields]string{"GPU", "How many", "Counting", "Duration", "Earliest start", "Latest start", "Other lengths"}
 
-// blocksForm is what the user asks for. Text fields hold what was typed;
-// parse checks them.
+// blocksForm is the search as typed; parse checks it.
 type blocksForm struct {
 	gpu       string
 	size      string
@@ -84,9 +82,16 @@ type blocksForm struct {
 	duration  string
 	after     string
 	before    string
-	// flex also takes blocks whose length is within it of the duration
-	// (OfferingQuery.FlexDuration); empty: the duration only.
-	flex string
+	flex      string // OfferingQuery.FlexDuration; empty: the duration only
+}
+
+// fields are the form's fields, bound to f.
+func (f *blocksForm) fields() []form.Field {
+	n := fieldNames
+	return []form.Field{form.Pick(n[fieldGPU], domain.GPUModels, &f.gpu), form.Text(n[fieldSize], &f.size),
+		form.Toggle(n[fieldUnit], "GPUs", "instances", &f.instances), form.Text(n[fieldDuration], &f.duration),
+		form.Text(n[fieldAfter], &f.after).Empty("now"), form.Text(n[fieldBefore], &f.before).Empty("as far as sold"),
+		form.Text(n[fieldFlex], &f.flex).Empty("none")}
 }
 
 // parse turns the form into a query, naming the field that is wrong.
@@ -105,8 +110,7 @@ func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
 	} else {
 		q.GPUs = n
 	}
-	// Blocks run longer than a history window (AWS: up to 26 weeks), so
-	// the form reads spans as the offerings command does, not as windows.
+	// Blocks run longer than a history window (AWS: up to 26 weeks).
 	if q.Duration, err = domain.ParseSpan(f.duration, "hdw", maxBlockSpan); err != nil {
 		return q, fmt.Errorf("duration %q: want whole hours, days or weeks such as 8h, 2d, 1w, at most 26w", f.duration)
 	}
@@ -136,8 +140,7 @@ func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
 	return q, nil
 }
 
-// blockTerms are AWS's capacity-block terms, which the form's hints
-// explain; maxBlockSpan is the longest block the clouds sell.
+// blockTerms are the terms the form's hints explain.
 var (
 	blockTerms   = domain.CapacityBlockTerms
 	maxBlockSpan = domain.CapacityBlockTerms.MaxDuration
@@ -146,16 +149,12 @@ var (
 // startForm is what the start fields accept, for their errors.
 const startForm = domain.WhenForm
 
-// parseStart reads "+2d" (from now), "2026-11-30 09:00" (the session's
-// local time: the table's START column is local too), "2026-12-01"
-// (midnight UTC, as the offerings command reads it) or RFC 3339; the
-// parser is shared with `gpumarket plan` (domain.ParseWhen).
+// parseStart reads a start as `gpumarket plan` does, in the session's zone.
 func parseStart(s string, now time.Time) (time.Time, error) {
 	return domain.ParseWhen(s, now)
 }
 
-// blocksView searches capacity blocks and books one through the
-// confirmation.
+// blocksView searches capacity blocks and books one.
 type blocksView struct {
 	owner
 	c    *common
@@ -164,24 +163,16 @@ type blocksView struct {
 	keys blocksKeys
 	w, h int
 
-	form blocksForm
-	// terms are the form as last searched: the table shows their
-	// offerings, so the summary above it says them, not an edit in
-	// progress, and esc puts the form back to them.
-	terms   blocksForm
-	editing bool
-	field   int
-	formErr string
+	form  blocksForm
+	terms blocksForm // as last searched: the summary over the table says them
+	openForm
 
 	snap   *feed.Snapshot
 	offers []domain.Offering
-	// alts memoizes the spot alternative per block terms for altsOf:
-	// each one scans every pool, so a frame does not redo them.
-	alts   map[altKey]spotAlt
-	altsOf *feed.Snapshot
-	// warnings name each provider, or region of one, that did not
-	// answer the last search: the offerings shown are the others'.
-	warnings  []ledger.Warning
+	// alts memoizes each block's spot alternative for altsOf: one scans every pool.
+	alts      map[altKey]spotAlt
+	altsOf    *feed.Snapshot
+	warnings  []ledger.Warning // who did not answer the last search
 	searched  bool
 	searching bool
 	at        time.Time
@@ -189,12 +180,10 @@ type blocksView struct {
 	seq       int // of the latest search
 
 	confirm confirmation
-	// prompt asks a block rule's price (a, alerts.go).
-	prompt rulePrompt
+	prompt  rulePrompt // a block rule's price (a)
 }
 
-// newBlocksView searches for the first of gpus (the session's GPU filter),
-// H100 when it names none the form knows.
+// newBlocksView searches for the session's first GPU filter, else H100.
 func newBlocksView(c *common, ctx context.Context, svc *ledger.Service, gpus []string) *blocksView {
 	v := &blocksView{c: c, ctx: ctx, svc: svc, keys: newBlocksKeys(&c.keys),
 		form: blocksForm{gpu: "H100", size: "8", duration: "2d"}}
@@ -213,9 +202,7 @@ func (v *blocksView) KeyMap() help.KeyMap {
 	case v.prompt.open:
 		return newPromptKeys(false)
 	case v.editing:
-		change := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "change"))
-		change.SetEnabled(v.field == fieldGPU || v.field == fieldUnit)
-		return formKeys("search", "back to the last search", change)
+		return v.footer("change", "search", "back to the last search")
 	}
 	return v.keys
 }
@@ -229,11 +216,8 @@ func (v *blocksView) helpNote() string {
 		"priced as EFF: what a job of the block's GPUs and hours pays per useful GPU-hour there, given its interruptions (config plan.*)."
 }
 
-// shown starts the first search when the view is first shown, not when
-// the session starts: a search asks every region of every cloud. A
-// read-only session searches when asked (r): thirty workshop attendees
-// tabbing through to the Ledger sent thirty searches of every region,
-// which the clouds throttle, the organiser's own search with them.
+// shown starts the first search, a viewer's on r only (docs/DESIGN.md, The TUI).
+
 func (v *blocksView) shown() tea.Cmd {
 	if v.searched || v.c.role == RoleViewer {
 		return nil
@@ -272,6 +256,9 @@ func (v *blocksView) Update(msg tea.Msg) (view, tea.Cmd) {
 		cmds = append(cmds, v.search())
 	case snapshotMsg:
 		v.snap = msg.snap
+	case tea.PasteMsg:
+		v.paste(msg)
+		v.prompt.paste(msg)
 	case tea.KeyPressMsg:
 		cmds = append(cmds, v.updateKey(msg))
 	}
@@ -293,7 +280,7 @@ func (v *blocksView) found(msg offersMsg) tea.Cmd {
 
 func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	if v.editing {
-		return v.editKey(msg)
+		return v.formKey(msg, v.search)
 	}
 	if v.prompt.open {
 		return v.prompt.update(v.c, msg)
@@ -304,7 +291,7 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, v.keys.Down):
 		v.cur = min(v.cur+1, max(len(v.offers)-1, 0))
 	case key.Matches(msg, v.keys.Form):
-		v.editing, v.field = true, fieldGPU
+		v.open(v.form.fields())
 	case key.Matches(msg, v.keys.Search):
 		return v.search()
 	case key.Matches(msg, v.keys.Book):
@@ -318,10 +305,8 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// planSeed is the search as a job to plan: its GPUs for its duration,
-// from its earliest start, done by its latest start plus the duration.
-// Counted in instances, the size is in GPUs of the selected offering's
-// instances, else 8: every capacity-block type has 8 GPUs.
+// planSeed is the search as a job, due by its latest start plus the
+// duration; an instance counts 8 GPUs unless the selected offering says.
 func (v *blocksView) planSeed() planSeed {
 	t := v.terms
 	if !v.searched {
@@ -352,19 +337,13 @@ func (v *blocksView) buyBlock() (*moneyAction, tea.Cmd) {
 	return bookAction(v.svc, v.c.actor, v.offers[v.cur], v.c.now()), nil
 }
 
-// bookAction buys an offering (a capacity block, a reservation): the
-// terms (budget, ledger) and the provider's dry run asked at once, then
-// the purchase of the offering as the confirmation showed it. If its
-// terms changed since they were shown (a later search re-priced it, or
-// the provider sells it on other terms now), nothing is bought: the box
-// shows the new terms and asks again (renewBuy, fresh.go). The Blocks
-// view's b and the Plan view's b for a block strategy both run it.
+// bookAction buys an offering as the confirmation showed it, after the
+// budget and a dry run; changed terms are shown and asked again (fresh.go).
 func bookAction(svc *ledger.Service, actor string, o domain.Offering, now time.Time) *moneyAction {
 	return buyAction(svc, actor, o, now, nil, 0)
 }
 
-// buyAction is bookAction on terms that are shown as changed when
-// changed is set; quoted counts the renewals its quotes made in a row.
+// buyAction is bookAction on changed terms; quoted counts renewals in a row.
 func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Time, changed *ledger.TermsChangedError, quoted int) *moneyAction {
 	a := &moneyAction{
 		title: fmt.Sprintf("Buy this %s for $%.2f?", offeringName(o), o.UpfrontUSD), verb: "buy",
@@ -395,8 +374,7 @@ func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Ti
 	a.send = func(ctx context.Context) outcome {
 		res, err := svc.Book(ctx, ledger.BookRequest{OfferingID: o.ID, Actor: actor, Confirmed: o})
 		if tc := termsChanged(err); tc != nil {
-			// Said no to by the provider, not by the user: the new terms
-			// are shown, and asked for, in the same box.
+			// The provider's no, not the user's: ask again in the same box.
 			return outcome{renewed: buyAction(svc, actor, tc.Now, now, tc, 0)}
 		}
 		r := res.Row
@@ -410,9 +388,7 @@ func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Ti
 	return a
 }
 
-// offeringName is what an offering is called in a question, as its terms
-// name it: a capacity block, a capacity reservation, a calendar-mode
-// reservation.
+// offeringName is what its terms call an offering: "a capacity block".
 func offeringName(o domain.Offering) string { return o.Terms().Name }
 
 // offeringLines are the confirmation's terms, the total first.
@@ -437,73 +413,6 @@ func offeringLines(o domain.Offering, now time.Time) []string {
 		lines = append(lines, "note: "+o.Note)
 	}
 	return lines
-}
-
-func (v *blocksView) editKey(msg tea.KeyPressMsg) tea.Cmd {
-	f := &v.form
-	text := func() *string {
-		switch v.field {
-		case fieldSize:
-			return &f.size
-		case fieldDuration:
-			return &f.duration
-		case fieldAfter:
-			return &f.after
-		case fieldBefore:
-			return &f.before
-		case fieldFlex:
-			return &f.flex
-		}
-		return nil
-	}
-	s := msg.String()
-	choice := v.field == fieldGPU || v.field == fieldUnit
-	switch {
-	case s == "esc":
-		// Leaving without searching puts back the terms the table shows.
-		v.editing, v.formErr = false, ""
-		if v.searched {
-			v.form = v.terms
-		}
-		return nil
-	case s == "enter":
-		// Terms that do not parse keep the form open beside their error,
-		// rather than leave the last search's offerings under new terms.
-		cmd := v.search()
-		v.editing = v.formErr != ""
-		return cmd
-	case s == "tab" || s == "down":
-		v.field = (v.field + 1) % numFields
-	case s == "shift+tab" || s == "up":
-		v.field = (v.field + numFields - 1) % numFields
-	case choice && (s == "left" || s == "right" || s == "space"):
-		switch v.field {
-		case fieldGPU:
-			step := 1
-			if msg.String() == "left" {
-				step = len(domain.GPUModels) - 1
-			}
-			i := 0
-			for j, g := range domain.GPUModels {
-				if g == f.gpu {
-					i = j
-				}
-			}
-			f.gpu = domain.GPUModels[(i+step)%len(domain.GPUModels)]
-		case fieldUnit:
-			f.instances = !f.instances
-		}
-	case s == "backspace":
-		if p := text(); p != nil && *p != "" {
-			r := []rune(*p)
-			*p = string(r[:len(r)-1])
-		}
-	default:
-		if p := text(); p != nil && msg.Text != "" && len(*p) < 40 {
-			*p += msg.Text
-		}
-	}
-	return nil
 }
 
 // blocksColumns in display order. At 80 columns what decides a booking
@@ -554,8 +463,7 @@ func hoursCell(o domain.Offering) string {
 	return s
 }
 
-// formHints say, beside each field, what it takes and what the clouds
-// sell, for someone who has never booked a block.
+// formHints say what each field takes, for someone new to blocks.
 func (v *blocksView) formHints() [numFields]string {
 	now := v.c.now()
 	// 11:30 UTC in the session's zone, the hour AWS blocks start and end.
@@ -572,8 +480,7 @@ func (v *blocksView) formHints() [numFields]string {
 	}
 }
 
-// formHelp is said under the form: the terms the clouds sell, so a need
-// such as "16 H100 tomorrow 09:00-17:00" can be put in their words.
+// formHelp is the terms the clouds sell, said under the form.
 func (v *blocksView) formHelp() []string {
 	return []string{
 		"AWS capacity blocks start and end at 11:30 UTC, last whole days (1-14, then weeks), are paid up front and",
@@ -583,9 +490,8 @@ func (v *blocksView) formHelp() []string {
 	}
 }
 
-// spotAlt is the cheapest spot alternative to a block: the pool with the
-// lowest EFF $/GPU-h for a job of the block's GPUs and hours on the same
-// GPU model, over as many instances as those GPUs need.
+// spotAlt is a block's cheapest spot alternative: the lowest EFF $/GPU-h
+// for a job of its GPUs and hours on the same GPU model.
 type spotAlt struct {
 	pool      *feed.PoolView
 	effective float64 // $/GPU-h
@@ -598,8 +504,7 @@ type altKey struct {
 	gpus, hours float64
 }
 
-// spotAlternativeOnce is spotAlternative, worked once per snapshot for
-// each block's terms.
+// spotAlternativeOnce is spotAlternative once per snapshot and block terms.
 func (v *blocksView) spotAlternativeOnce(o domain.Offering) (spotAlt, bool) {
 	if v.altsOf != v.snap || v.alts == nil {
 		v.alts, v.altsOf = map[altKey]spotAlt{}, v.snap
@@ -649,28 +554,9 @@ func (v *blocksView) View() string {
 	if v.svc == nil {
 		return st.dim.Render("Capacity blocks cannot be booked in this session (no ledger).")
 	}
-	// the form, on one line (or one field per line while editing)
-	unit := "GPUs"
-	if v.form.instances {
-		unit = "instances"
-	}
-	vals := [numFields]string{v.form.gpu, v.form.size, unit, v.form.duration, orDefault(v.form.after, "now"), orDefault(v.form.before, "as far as sold"),
-		orDefault(v.form.flex, "none")}
 	if v.editing {
-		for i := 0; i < numFields; i++ {
-			val := vals[i]
-			if i == v.field {
-				val += "▏"
-			}
-			line := fmt.Sprintf("%-15s %-18s", fieldNames[i], val)
-			if i == v.field {
-				line = st.cursor.Render(line)
-			}
-			b.WriteString(fit(line, v.w, false) + "\n")
-		}
-		// The focused field's hint, and the clouds' terms, wrapped: at 80
-		// columns their ends (when blocks start) are what matters most.
-		b.WriteString(st.cursor.Render(wordwrap(fieldNames[v.field]+": "+v.formHints()[v.field], v.w)) + "\n")
+		b.WriteString(formRows(&v.edit, st, 15, v.w))
+		b.WriteString(st.cursor.Render(wordwrap(fieldNames[v.edit.Focus()]+": "+v.formHints()[v.edit.Focus()], v.w)) + "\n")
 		b.WriteString(st.dim.Render(fit("tab/↑/↓ field · enter search · esc back to the last search", v.w, false)))
 		if v.formErr != "" {
 			b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))
@@ -700,9 +586,7 @@ func (v *blocksView) View() string {
 	case !v.at.IsZero():
 		summary += fmt.Sprintf(" · %d offerings at %s", len(v.offers), v.at.In(v.c.now().Location()).Format("15:04"))
 	}
-	// Wrapped, not cut: the summary ends with what it found, the footnote
-	// says what SPOT ALT means.
-	// "(e edits)" stays whole: on the summary's last line if it fits.
+	// Wrapped, not cut: the summary ends with what it found; "(e edits)" stays whole.
 	lines := strings.Split(wordwrap(summary, v.w), "\n")
 	if last := len(lines) - 1; cellWidth(lines[last])+len("   (e edits)") <= v.w {
 		lines[last] += "   (e edits)"
@@ -716,10 +600,8 @@ func (v *blocksView) View() string {
 	b.WriteString(st.dim.Render(strings.Join(lines, "\n")))
 	cols := fitTable(blocksColumnsFor(v.offers), v.w-2)
 	b.WriteString("\n" + st.dim.Render(wordwrap(v.footnote(cols), v.w)))
-	// One line per provider, or region of one, that did not answer,
-	// wrapped: a refusal's end says what is accepted. The service gives
-	// them in the providers' order and each one's regions sorted, so the
-	// lines do not swap places from one search to the next.
+	// A line per provider or region that did not answer, wrapped (a refusal's
+	// end says what is accepted), in the service's steady order.
 	for _, w := range v.warnings {
 		b.WriteString("\n" + st.footerErr.Render(wordwrap(w.String(), v.w)))
 	}

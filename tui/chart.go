@@ -307,7 +307,7 @@ func (v *chartView) recordedNote(pools []*feed.PoolView) string {
 			if at, _ := pv.History.Point(0); since == 0 || at < since {
 				since = at
 			}
-			if t := d.Cloud.Title(); !slices.Contains(clouds, t) {
+			if t := d.CloudName(); !slices.Contains(clouds, t) {
 				clouds = append(clouds, t)
 			}
 		}

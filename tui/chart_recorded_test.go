@@ -17,7 +17,7 @@ type recordedProvider struct{ recorded bool }
 
 func (recordedProvider) Name() string { return "sim" }
 func (p recordedProvider) Describe() domain.Descriptor {
-	return domain.Descriptor{Name: "sim", Cloud: domain.CloudGCP, RecordedHistory: p.recorded}
+	return domain.Descriptor{Name: "sim", Cloud: domain.CloudGCP, CloudTitle: "Google Cloud", RecordedHistory: p.recorded}
 }
 func (recordedProvider) Fetch(context.Context, domain.FetchRequest, domain.Sink) error { return nil }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/tui/widget/form"
 )
 
 // fleetPoll is how often a launched fleet's state is asked for.
@@ -87,6 +88,15 @@ type fleetForm struct {
 	template      string
 }
 
+// fields are the form's fields, bound to f.
+func (f *fleetForm) fields() []form.Field {
+	n := fleetFieldNames
+	return []form.Field{form.Text(n[ffTarget], &f.target), form.Text(n[ffOnDemand], &f.onDemand),
+		form.Choice(n[ffStrategy], domain.Strategies, &f.strategy), form.Text(n[ffMaxPrice], &f.maxPrice).Empty("on-demand price"),
+		form.Text(n[ffStart], &f.start).Empty("now"), form.Text(n[ffFor], &f.length).Empty("until deleted"),
+		form.Text(n[ffTemplate], &f.template).Empty("provider default (config aws.launch_template)")}
+}
+
 // fleetView composes a spot fleet from the pools marked in the Market
 // view, launches it through the confirmation, and follows its state.
 type fleetView struct {
@@ -97,10 +107,8 @@ type fleetView struct {
 	keys fleetKeys
 	w, h int
 
-	form    fleetForm
-	editing bool
-	field   int
-	formErr string
+	form fleetForm
+	openForm
 
 	// poolKeys are the Market's picks; cursorOnly says that nothing is
 	// marked there, so they are the pool under its cursor.
@@ -122,6 +130,7 @@ type fleetView struct {
 
 func newFleetView(c *common, ctx context.Context, svc *ledger.Service) *fleetView {
 	v := &fleetView{c: c, ctx: ctx, svc: svc, keys: newFleetKeys(&c.keys), form: fleetForm{target: "2", onDemand: "0"}}
+	v.edit = form.New(v.form.fields()...)
 	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
 	return v
 }
@@ -160,10 +169,7 @@ func (v *fleetView) shown() tea.Cmd {
 func (v *fleetView) Title() string { return "Fleet" }
 func (v *fleetView) KeyMap() help.KeyMap {
 	if v.editing {
-		strategy := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "strategy"))
-		strategy.SetEnabled(v.field == ffStrategy)
-		return keyList{fieldKey(), strategy,
-			key.NewBinding(key.WithKeys("enter", "esc"), key.WithHelp("enter/esc", "done"))}
+		return v.footer("strategy", "done", "put back")
 	}
 	return v.keys
 }
@@ -250,6 +256,8 @@ func (v *fleetView) Update(msg tea.Msg) (view, tea.Cmd) {
 		if msg.seq == v.tick && v.followed {
 			cmds = append(cmds, v.poll())
 		}
+	case tea.PasteMsg:
+		v.paste(msg)
 	case tea.KeyPressMsg:
 		v.refreshPools()
 		cmds = append(cmds, v.updateKey(msg))
@@ -308,7 +316,7 @@ func (v *fleetView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	}
 	switch {
 	case key.Matches(msg, v.keys.Form):
-		v.editing = true
+		v.open(v.form.fields())
 	case key.Matches(msg, v.keys.Launch):
 		return v.confirm.offer(v.launchFleet)
 	}
@@ -414,55 +422,14 @@ func fleetLines(spec domain.FleetSpec, est ledger.FleetEstimate, now time.Time) 
 }
 
 func (v *fleetView) editKey(msg tea.KeyPressMsg) tea.Cmd {
-	f := &v.form
-	var p *string
-	switch v.field {
-	case ffTarget:
-		p = &f.target
-	case ffOnDemand:
-		p = &f.onDemand
-	case ffMaxPrice:
-		p = &f.maxPrice
-	case ffStart:
-		p = &f.start
-	case ffFor:
-		p = &f.length
-	case ffTemplate:
-		p = &f.template
+	if v.edit.Update(msg) == form.Editing {
+		return nil
 	}
-	switch msg.String() {
-	case "esc", "enter":
-		v.editing = false
-		if _, err := v.compose(); err != nil {
-			v.formErr = err.Error()
-		} else {
-			v.formErr = ""
-		}
-	case "tab", "down":
-		v.field = (v.field + 1) % numFleetFields
-	case "shift+tab", "up":
-		v.field = (v.field + numFleetFields - 1) % numFleetFields
-	case "left", "right", "space":
-		switch {
-		case v.field == ffStrategy:
-			n := len(domain.Strategies)
-			if msg.String() == "left" {
-				f.strategy = (f.strategy + n - 1) % n
-			} else {
-				f.strategy = (f.strategy + 1) % n
-			}
-		case msg.String() == "space" && p != nil:
-			*p += " " // "Thu 14:00"
-		}
-	case "backspace":
-		if p != nil && *p != "" {
-			r := []rune(*p)
-			*p = string(r[:len(r)-1])
-		}
-	default:
-		if p != nil && msg.Text != "" {
-			*p += msg.Text
-		}
+	v.editing = false
+	if _, err := v.compose(); err != nil {
+		v.formErr = err.Error()
+	} else {
+		v.formErr = ""
 	}
 	return nil
 }
@@ -489,30 +456,20 @@ func (v *fleetView) View() string {
 	for _, k := range keys {
 		b.WriteString("  " + k + "\n")
 	}
-	mp := v.form.maxPrice
-	if strings.TrimSpace(mp) == "" {
-		mp = "on-demand price"
-	}
-	start, length := v.form.start, v.form.length
-	if !v.editing || v.field != ffStart {
-		start = orDefault(strings.TrimSpace(start), "now")
-	}
-	if !v.editing || v.field != ffFor {
-		length = orDefault(strings.TrimSpace(length), "until deleted")
-	}
-	vals := [numFleetFields]string{v.form.target, v.form.onDemand, domain.Strategies[v.form.strategy%len(domain.Strategies)], mp,
-		start, length, orDefault(v.form.template, "provider default (config aws.launch_template)")}
 	b.WriteString("\n" + st.title.Render("Fleet") + "\n")
-	for i := 0; i < numFleetFields; i++ {
-		line := fmt.Sprintf("  %-16s %s", fleetFieldNames[i], vals[i])
-		if v.editing && i == v.field {
-			line = st.cursor.Render(fmt.Sprintf("  %-16s %s▏", fleetFieldNames[i], vals[i]))
+	for i := range v.edit.Len() {
+		line := fmt.Sprintf("  %-16s %s", v.edit.Label(i), v.edit.Value(i))
+		if v.editing {
+			line = "  " + formLine(&v.edit, i, 16, v.w-2)
+		}
+		if v.editing && i == v.edit.Focus() {
+			line = st.cursor.Render(line)
 		}
 		b.WriteString(line + "\n")
 	}
 	if v.editing {
-		hint := "  tab/↑/↓ field · ←/→ strategy · enter or esc done"
-		switch v.field {
+		hint := "  tab/↑/↓ field · ←/→ strategy · enter done · esc puts back"
+		switch v.edit.Focus() {
 		case ffStart:
 			hint = "  Thu 14:00, +2h, " + domain.WhenExample(v.c.now()) + " … (local time) · empty: now"
 		case ffFor:

@@ -520,7 +520,7 @@ func TestFleetFormSchedules(t *testing.T) {
 		t.Errorf("the launched section:\n%s", f.screen())
 	}
 	// A cloud that keeps the schedule says so.
-	f.fake.Desc.SchedulesFleets, f.fake.Desc.Ephemeral, f.fake.Desc.Cloud = true, false, domain.CloudAWS
+	f.fake.Desc.SchedulesFleets, f.fake.Desc.Ephemeral, f.fake.Desc.Cloud, f.fake.Desc.CloudTitle = true, false, domain.CloudAWS, "AWS"
 	press(f.m, "L")
 	if scr := strings.Join(strings.Fields(f.screen()), " "); !strings.Contains(scr, "AWS starts and ends it at the cloud; it ends on time even if gpumarket is not running") {
 		t.Errorf("AWS's confirmation:\n%s", f.screen())

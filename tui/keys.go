@@ -2,14 +2,10 @@ package tui
 
 import "charm.land/bubbles/v2/key"
 
-// globalKeys are the keys every view honours. A session builds its own
-// (newGlobalKeys), never a package-level value, so a binding disabled in one
-// SSH session is not disabled in another.
+// globalKeys are the keys every view honours, one set per session.
 type globalKeys struct {
 	NextView, PrevView, Help, Quit, Back key.Binding
-	// Filter is / in the views that have nothing of their own to filter:
-	// it goes to the Market view with its filter open.
-	Filter key.Binding
+	Filter                               key.Binding // / where a view has nothing to filter: the Market's
 }
 
 func newGlobalKeys() globalKeys {
@@ -23,7 +19,6 @@ func newGlobalKeys() globalKeys {
 	}
 }
 
-// upKey and downKey move a list's cursor, in every view with a list.
 func upKey() key.Binding {
 	return key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up"))
 }
@@ -64,8 +59,7 @@ func newMarketKeys(g *globalKeys) marketKeys {
 	}
 }
 
-// ShortHelp is the view's part of the footer, most used first: the root
-// adds tab, ? and q after it, and cuts it (not them) at 80 columns.
+// ShortHelp is the view's part of the footer, most used first.
 func (k marketKeys) ShortHelp() []key.Binding {
 	return []key.Binding{k.Chart, k.Mark, k.Filter, k.Sort, k.Window, k.GPU, k.Region, k.Plan}
 }
@@ -118,30 +112,8 @@ func newFilterKeys() filterKeys {
 func (k filterKeys) ShortHelp() []key.Binding  { return []key.Binding{k.Apply, k.Cancel} }
 func (k filterKeys) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }
 
-// keyList is a help.KeyMap of a few keys: the footer's keys while a form
-// or a confirmation has every key, which are not the view's (the Plan
-// form's footer used to offer "b book/launch" while b typed a b).
+// keyList is the footer while a form or a confirmation has every key.
 type keyList []key.Binding
 
-// ShortHelp is the footer.
-func (k keyList) ShortHelp() []key.Binding { return k }
-
-// FullHelp is the `?` screen (not reached while the keys are captured).
+func (k keyList) ShortHelp() []key.Binding  { return k }
 func (k keyList) FullHelp() [][]key.Binding { return [][]key.Binding{k} }
-
-// fieldKey moves between a form's fields.
-func fieldKey() key.Binding {
-	return key.NewBinding(key.WithKeys("tab", "up", "down"), key.WithHelp("tab/↑/↓", "field"))
-}
-
-// formKeys are a form's keys: move between fields, then submit or go
-// back; extra sits between them (←/→ on a choice).
-func formKeys(submit, back string, extra ...key.Binding) keyList {
-	k := keyList{fieldKey()}
-	k = append(k, extra...)
-	k = append(k, key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", submit)))
-	if back != "" {
-		k = append(k, key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", back)))
-	}
-	return k
-}

@@ -595,10 +595,7 @@ func keptBy(k ledger.Keeper, d domain.Descriptor, cloud string) string {
 		k = ledger.KeeperOf(d)
 	}
 	if k == ledger.KeptByCloud {
-		who := d.Cloud.Title()
-		if who == "" {
-			who = orDefault(domain.Cloud(cloud).Title(), d.Name)
-		}
+		who := orDefault(d.CloudName(), orDefault(cloud, d.Name))
 		return who + ", at the cloud (on time)"
 	}
 	return "gpumarket: a TUI or serve must run"

@@ -60,6 +60,7 @@ func newMarket(c *common, shared *Shared, gpus, regions []string) *marketView {
 	ti.Prompt = "/"
 	ti.Placeholder = "GPU, instance type, region, zone or provider"
 	ti.CharLimit = 64
+	ti.KeyMap.Paste.SetEnabled(false) // the clipboard of the machine serving, over SSH
 	m := &marketView{
 		c: c, keys: newMarketKeys(&c.keys), fkeys: newFilterKeys(),
 		shared: shared, effKey: effKey(c.eff), marked: map[string]bool{},
@@ -215,10 +216,13 @@ func (m *marketView) Update(msg tea.Msg) (view, tea.Cmd) {
 			return m, m.prompt.update(m.c, msg)
 		}
 		return m.updateKey(msg)
+	case tea.PasteMsg:
+		m.prompt.paste(msg)
 	}
 	if m.typing {
 		var cmd tea.Cmd
 		m.filter, cmd = m.filter.Update(msg)
+		m.setNeedle(m.filter.Value())
 		return m, cmd
 	}
 	return m, nil

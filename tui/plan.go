@@ -47,11 +47,8 @@ func (k planKeys) FullHelp() [][]key.Binding {
 	return [][]key.Binding{{k.Up, k.Down}, {k.Run, k.Form, k.Carry, k.Alert}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
 }
 
-// planView plans a job on the market the session sees and the offerings
-// the booking service finds (the planner package, as `gpumarket plan`
-// does), ranks the ways to carry it out, charts their cost against their
-// chance of being on time, and carries the chosen one out through the
-// confirmation.
+// planView is `gpumarket plan` in the TUI: ranked strategies, their chart,
+// and b to carry one out (docs/DESIGN.md, The TUI).
 type planView struct {
 	owner
 	c      *common
@@ -60,25 +57,18 @@ type planView struct {
 	speeds planner.Speeds
 	keys   planKeys
 	w, h   int
-	// runs is the Monte Carlo runs of a plan (planRuns; tests use fewer).
-	runs int
+	runs   int // Monte Carlo runs of a plan (planRuns; tests use fewer)
 
 	form planForm
-	// ran is the form as last run: the table shows its plan, so the
-	// summary says it, and esc puts the form back to it.
-	ran     planForm
-	editing bool
-	field   int
-	formErr string
+	ran  planForm // as last run: the summary over the table says it
+	openForm
 
 	snap    *feed.Snapshot
 	seq     int // of the latest run
 	running bool
 	res     planMsg
 	cur     int
-	// acted is set when a strategy of the plan shown was carried out:
-	// the market it was made on has changed (an offering is gone).
-	acted bool
+	acted   bool // a strategy was carried out: the plan's market has changed
 	// pending is what b is carrying out; held what was carried out for
 	// the job the form holds, by ledger row: r then plans what is left
 	// (planner.Uncovered). leftNote says what that was.
@@ -87,8 +77,7 @@ type planView struct {
 	leftNote string
 
 	confirm confirmation
-	// prompt asks a plan rule's figure (a, alerts.go).
-	prompt rulePrompt
+	prompt  rulePrompt // a plan rule's figure (a)
 }
 
 func newPlanView(c *common, ctx context.Context, svc *ledger.Service, speeds planner.Speeds, gpus, regions []string) *planView {
@@ -105,7 +94,7 @@ func (v *planView) KeyMap() help.KeyMap {
 	case v.prompt.open:
 		return newPromptKeys(false)
 	case v.editing:
-		return formKeys("run the plan", "back")
+		return v.footer("yes/no", "run the plan", "back")
 	}
 	return v.keys
 }
@@ -124,20 +113,18 @@ func (v *planView) helpNote() string {
 		"a makes an alert rule for the job: the best plan on time that often gets cheaper than a figure (below the best now to start with)."
 }
 
-// openPlan takes the terms p brought from the Market or the Blocks view
-// and opens the form on them, for the user to complete and run.
+// openPlan opens the form on the terms p brought from another view.
 func (v *planView) openPlan(s planSeed) {
 	if v.confirm.open {
 		return // the box shows what it was opened with
 	}
+	v.open(v.form.fields()) // esc puts back the form before the seed
 	v.form = v.form.seeded(s, v.c.now())
-	v.editing, v.field, v.formErr = true, pfGPUs, ""
+	v.formErr = ""
 }
 
-// run plans the form's job: a task, never on the Update goroutine (the
-// Monte Carlo takes a few hundred milliseconds, the offering searches
-// as long as the clouds take). A newer run makes an older one's answer
-// stale.
+// run plans the form's job in a task: the Monte Carlo takes a few hundred
+// milliseconds, the offering searches as long as the clouds take.
 func (v *planView) run() tea.Cmd {
 	now := v.c.now()
 	terms, err := v.form.parse(now)
@@ -195,6 +182,9 @@ func (v *planView) Update(msg tea.Msg) (view, tea.Cmd) {
 		}
 	case snapshotMsg:
 		v.snap = msg.snap
+	case tea.PasteMsg:
+		v.paste(msg)
+		v.prompt.paste(msg)
 	case tea.KeyPressMsg:
 		cmds = append(cmds, v.updateKey(msg))
 	}
@@ -235,7 +225,7 @@ func (v *planView) planned(msg planMsg) {
 
 func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	if v.editing {
-		return v.editKey(msg)
+		return v.formKey(msg, v.run)
 	}
 	if v.prompt.open {
 		return v.prompt.update(v.c, msg)
@@ -248,45 +238,11 @@ func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, v.keys.Down):
 		v.cur = min(v.cur+1, max(len(v.res.results)-1, 0))
 	case key.Matches(msg, v.keys.Form):
-		v.editing, v.field = true, pfGPUs
+		v.open(v.form.fields())
 	case key.Matches(msg, v.keys.Run):
 		return v.run()
 	case key.Matches(msg, v.keys.Carry):
 		return v.confirm.offer(v.carryOut)
-	}
-	return nil
-}
-
-func (v *planView) editKey(msg tea.KeyPressMsg) tea.Cmd {
-	f := &v.form
-	s := msg.String()
-	switch {
-	case s == "esc":
-		// Leaving without running puts back the terms the table shows.
-		v.editing, v.formErr = false, ""
-		if v.seq > 0 {
-			v.form = v.ran
-		}
-	case s == "enter":
-		// Terms that do not parse keep the form open beside their error.
-		cmd := v.run()
-		v.editing = v.formErr != ""
-		return cmd
-	case s == "tab" || s == "down":
-		v.field = (v.field + 1) % numPlanFields
-	case s == "shift+tab" || s == "up":
-		v.field = (v.field + numPlanFields - 1) % numPlanFields
-	case v.field == pfCheckpointable && (s == "left" || s == "right" || s == "space" || s == "y" || s == "n"):
-		f.checkpointable = s == "y" || (s != "n" && !f.checkpointable)
-	case s == "backspace":
-		if p := f.text(v.field); p != nil && *p != "" {
-			r := []rune(*p)
-			*p = string(r[:len(r)-1])
-		}
-	default:
-		if p := f.text(v.field); p != nil && msg.Text != "" && len(*p) < 60 {
-			*p += msg.Text
-		}
 	}
 	return nil
 }
@@ -439,9 +395,7 @@ func (v *planView) detail(r planner.Result) []string {
 	return lines
 }
 
-// displayTypes shortens each instance type of a result's list
-// ("p5.48xlarge+Standard_NC40ads_H100_v5,p5.48xlarge") as the Market
-// does.
+// displayTypes shortens each instance type of a result's list as the Market does.
 func displayTypes(list string) string {
 	var b strings.Builder
 	start := 0
@@ -502,26 +456,13 @@ func (v *planView) status() string {
 	return s
 }
 
-// formView is the job form, one field a line, the focused one's hint
-// wrapped under it.
+// formView is the job form and the focused field's hint.
+
 func (v *planView) formView() string {
 	st := &v.c.styles
 	var b strings.Builder
-	vals := v.form.values()
-	for i := 0; i < numPlanFields; i++ {
-		val := vals[i]
-		if i == v.field {
-			val += "▏"
-		}
-		line := fmt.Sprintf("%-17s %s", planFieldNames[i], val)
-		if i == v.field {
-			line = st.cursor.Render(fit(line, v.w, false))
-		} else {
-			line = fit(line, v.w, false)
-		}
-		b.WriteString(line + "\n")
-	}
-	b.WriteString(st.cursor.Render(wordwrap(planFieldNames[v.field]+": "+planHint(v.field, v.c.now()), v.w)) + "\n")
+	b.WriteString(formRows(&v.edit, st, 17, v.w))
+	b.WriteString(st.cursor.Render(wordwrap(planFieldNames[v.edit.Focus()]+": "+planHint(v.edit.Focus(), v.c.now()), v.w)) + "\n")
 	b.WriteString(st.dim.Render(wordwrap("tab/↑/↓ field · enter runs the plan · esc back", v.w)))
 	if v.formErr != "" {
 		b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))

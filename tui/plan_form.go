@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/tui/widget/form"
 )
 
 // Fields of the Plan view's job form.
@@ -31,30 +32,25 @@ const (
 var planFieldNames = [numPlanFields]string{"GPUs", "GPU models", "Hours of work", "Earliest start", "Deadline",
 	"Checkpointable", "Checkpoint every", "Changeover", "Regions", "On time ≥ %"}
 
-// planForm is the job as typed. Text fields hold what was typed; parse
-// reads them as `gpumarket plan` reads its flags.
+// planForm is the job as typed; parse reads it as `gpumarket plan` reads
+// its flags. An empty start is now, empty regions every region shown.
 type planForm struct {
-	gpus, models, hours string
-	// start and deadline take what the Blocks form takes; an empty start
-	// is now.
+	gpus, models, hours    string
 	start, deadline        string
 	checkpointable         bool
 	checkpoint, changeover string
-	// regions is a comma list; empty is every region the market shows.
-	regions string
-	onTime  string
+	regions                string // a comma list
+	onTime                 string
 }
 
-// planTerms is a parsed form: the job, where to plan it, and the on-time
-// share a strategy needs to be ranked first.
+// planTerms is a parsed form; onTime is the share ranked first.
 type planTerms struct {
 	job     planner.Job
 	regions []string
 	onTime  float64
 }
 
-// newPlanForm is config plan.*'s job (basis) for the GPU models and
-// regions the session started with, from now, due by the default deadline.
+// newPlanForm is config plan.*'s job on the session's GPUs and regions.
 func newPlanForm(basis planner.Basis, gpus, regions []string, now time.Time) planForm {
 	f := planForm{
 		gpus: strconv.Itoa(basis.GPUs), models: "H100", hours: trimHours(basis.Hours),
@@ -82,9 +78,8 @@ func normalModels(gpus []string) []string {
 	return out
 }
 
-// defaultDeadline gives a job of hours from start half as long again to
-// finish, on the hour, written as the form takes it (local time): a
-// deadline the user sees and changes, never one left implied.
+// defaultDeadline gives a job of hours from start half as long again, on
+// the hour: a deadline the user sees, never one left implied.
 func defaultDeadline(start time.Time, hours float64, now time.Time) string {
 	if math.IsNaN(hours) || hours <= 0 || hours > planner.MaxSpan.Hours() {
 		hours = 24
@@ -98,8 +93,7 @@ func defaultDeadline(start time.Time, hours float64, now time.Time) string {
 
 func trimHours(h float64) string { return strconv.FormatFloat(h, 'f', -1, 64) }
 
-// planStart is the form's start: now (to the next minute, as the plan
-// command's default) when empty.
+// planStart is the form's start; empty is the next minute, as in the command.
 func planStart(s string, now time.Time) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || strings.EqualFold(s, "now") {
@@ -108,8 +102,7 @@ func planStart(s string, now time.Time) (time.Time, error) {
 	return parseStart(s, now)
 }
 
-// parse reads the form, naming the field that is wrong and what it
-// accepts; the job is then checked as the plan command checks it.
+// parse reads the form, naming the field that is wrong and what it accepts.
 func (f planForm) parse(now time.Time) (planTerms, error) {
 	var t planTerms
 	j := &t.job
@@ -187,25 +180,20 @@ func planFieldErr(err error) error {
 	return err
 }
 
-// planSeed is what p in the Market or Blocks view brings to the form:
-// the filters, and the Blocks form's size, duration and start. Empty
-// fields leave the form's as they are.
+// planSeed is what p in the Market or Blocks view brings to the form; empty
+// fields leave the form's. latest is the Blocks form's latest start.
 type planSeed struct {
-	models []string
-	// regions replaces the form's when setRegions is set: the Market's
-	// region filter, all regions when it has none.
+	models     []string
 	regions    []string
-	setRegions bool
+	setRegions bool // regions replace the form's, none meaning all
 	gpus       string
 	hours      float64
 	start      string
-	// latest is the Blocks form's latest start: the deadline is then the
-	// latest start plus the hours.
-	latest string
+	latest     string
 }
 
-// seeded is the form with the seed's terms. A deadline that no longer
-// leaves the hours after the start is made again from the new terms.
+// seeded is the form with the seed's terms; a deadline too early for the
+// hours is made again.
 func (f planForm) seeded(s planSeed, now time.Time) planForm {
 	if ms := normalModels(s.models); len(ms) > 0 {
 		f.models = strings.Join(ms, ",")
@@ -243,43 +231,17 @@ func (f planForm) seeded(s planSeed, now time.Time) planForm {
 	return f
 }
 
-// values are the fields as the form shows them.
-func (f planForm) values() [numPlanFields]string {
-	ck := "no"
-	if f.checkpointable {
-		ck = "yes"
-	}
-	return [numPlanFields]string{f.gpus, f.models, f.hours, orDefault(f.start, "now"), f.deadline, ck,
-		f.checkpoint, f.changeover, orDefault(f.regions, "all"), f.onTime}
+// fields are the form's fields, bound to f.
+func (f *planForm) fields() []form.Field {
+	n := planFieldNames
+	return []form.Field{form.Text(n[pfGPUs], &f.gpus), form.Text(n[pfModels], &f.models), form.Text(n[pfHours], &f.hours),
+		form.Text(n[pfStart], &f.start).Empty("now"), form.Text(n[pfDeadline], &f.deadline),
+		form.Toggle(n[pfCheckpointable], "no", "yes", &f.checkpointable), form.Text(n[pfCheckpoint], &f.checkpoint),
+		form.Text(n[pfChangeover], &f.changeover), form.Text(n[pfRegions], &f.regions).Empty("all"), form.Text(n[pfOnTime], &f.onTime)}
 }
 
-// text is the field's text, nil for the yes/no field.
-func (f *planForm) text(field int) *string {
-	switch field {
-	case pfGPUs:
-		return &f.gpus
-	case pfModels:
-		return &f.models
-	case pfHours:
-		return &f.hours
-	case pfStart:
-		return &f.start
-	case pfDeadline:
-		return &f.deadline
-	case pfCheckpoint:
-		return &f.checkpoint
-	case pfChangeover:
-		return &f.changeover
-	case pfRegions:
-		return &f.regions
-	case pfOnTime:
-		return &f.onTime
-	}
-	return nil
-}
+// planHint says what a field takes, its examples dated from now.
 
-// planHint says, beside a field, what it takes; examples are dated from
-// now, never in the past.
 func planHint(field int, now time.Time) string {
 	if field == pfStart {
 		return domain.WhenExample(now) + " or tomorrow 09:00 (local), +6h, +2d; empty: now"

@@ -723,7 +723,7 @@ func TestFooterSaysTheKeysOfWhatHasThem(t *testing.T) {
 
 	f.show(t, "Fleet")
 	press(f.m, "e")
-	if got := foot(); strings.Contains(got, "launch") || strings.Contains(got, "strategy") || !strings.Contains(got, "enter/esc done") {
+	if got := foot(); strings.Contains(got, "launch") || strings.Contains(got, "strategy") || !strings.Contains(got, "enter done") || !strings.Contains(got, "esc put back") {
 		t.Fatalf("Fleet form footer on Target %q", got)
 	}
 	press(f.m, "tab", "tab") // Strategy

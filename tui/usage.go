@@ -130,6 +130,8 @@ func (v *usageView) Update(msg tea.Msg) (view, tea.Cmd) {
 		if !v.ready || v.c.now().Sub(v.last) >= usageReload {
 			return v, v.load()
 		}
+	case tea.PasteMsg:
+		v.prompt.paste(msg)
 	case tea.KeyPressMsg:
 		if v.prompt.open {
 			return v, v.prompt.update(v.c, msg)

@@ -7,9 +7,8 @@ import (
 	"time"
 )
 
-// Alert is one firing of a rule. Its JSON (a command's stdin, a webhook's
-// body) is flat snake_case, null where a field is not the kind's.
-// Simulated: about the simulated market, nothing in it real.
+// Alert is one firing of a rule; its JSON (stdin, webhook body) is flat
+// snake_case, null where a field is not the kind's.
 type Alert struct {
 	ID        int64     `json:"id"` // the State's row id: alerts' order
 	Rule      string    `json:"rule"`
@@ -26,8 +25,7 @@ type Alert struct {
 	GPUCount     *float64 `json:"gpu_count"`
 	USDHour      *float64 `json:"usd_hour"`
 	USDGPUHour   *float64 `json:"usd_gpu_hour"` // a block's, or a plan's per useful GPU-hour
-	// TotalUSD is a block's upfront price, a plan's expected cost, or an
-	// idle row's cost so far.
+	// TotalUSD: a block's upfront price, a plan's expected cost, or an idle row's cost so far.
 	TotalUSD       *float64   `json:"total_usd"`
 	ThresholdUSD   *float64   `json:"threshold_usd"`
 	OfferingID     *string    `json:"offering_id"` // for `gpumarket book ID`

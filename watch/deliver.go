@@ -7,8 +7,7 @@ import (
 
 const claimBatch = 16
 
-// deliverLoop sends what is owed until ctx ends, then waits for the sends
-// in flight (each bounded by its timeout); the rest stays owed.
+// deliverLoop sends what is owed until ctx ends, then waits for sends in flight; the rest stays owed.
 func (e *Evaluator) deliverLoop(ctx context.Context) {
 	defer e.inflight.Wait()
 	if len(e.notifiers) == 0 {
@@ -46,8 +45,7 @@ func (e *Evaluator) deliverDue(ctx context.Context) {
 	e.dispatch(ctx, ds)
 }
 
-// dispatch sends claimed deliveries; those it cannot start (stopping, no
-// notifier) go back.
+// dispatch sends claimed deliveries; those it cannot start go back.
 func (e *Evaluator) dispatch(ctx context.Context, ds []delivery) {
 	for _, d := range ds {
 		n := e.notifiers[d.channel]

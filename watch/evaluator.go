@@ -16,11 +16,11 @@ import (
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
-// OfferingSearcher searches blocks and reservations (the booking service,
-// which keeps what it finds for `gpumarket book ID`).
+// OfferingSearcher searches blocks and reservations (the booking service).
 type OfferingSearcher interface {
 	FindOfferings(ctx context.Context, q domain.OfferingQuery) (ledger.Search, error)
 }
@@ -32,15 +32,12 @@ type LedgerReader interface {
 
 // Options configure an Evaluator.
 type Options struct {
-	// Hub is the market the market rules follow: one subscription for
-	// every session. Market, when set, gives the hub for the rules in
-	// force each time the rules file changes (a headless watch fetches
-	// only what its rules read); nil keeps Hub (the TUI's).
+	// Hub is the market the rules follow; Market, when set, gives the hub for the
+	// rules in force (a headless watch fetches only what they read).
 	Hub    *feed.Hub
 	Market func(rules []Spec) (*feed.Hub, error)
-	// The sources of the other kinds; a rule whose source is nil says
-	// so and is not evaluated. Usage is the process's one tracker, so
-	// the clouds' metrics are asked once per its TTL.
+	// The other kinds' sources; a rule whose source is nil says so. Usage is the
+	// process's one tracker.
 	Offerings OfferingSearcher
 	Ledger    LedgerReader
 	Planner   Planner
@@ -53,19 +50,15 @@ type Options struct {
 	Notifiers  []Notifier
 	// RulesFile keeps the rules made in the TUI; "": none can be made.
 	RulesFile string
-	// Check asks the providers in use about a rule of the rules file or
-	// one made in the TUI; nil accepts every rule.
+	// Check asks the providers in use about a rule; nil accepts every rule.
 	Check    func(Spec) error
 	Describe func(provider string) domain.Descriptor
-	// MaxLead is how far ahead blocks are sold: a block rule starting
-	// later is not searched yet. 0: no limit.
+	// MaxLead is how far ahead blocks are sold (0: no limit).
 	MaxLead time.Duration
-	// Tick paces the timers: rules on a tick or a schedule, the rules
-	// file, other processes' alerts (default 15s).
+	// Tick paces the timers (default 15s).
 	Tick          time.Duration
 	SearchTimeout time.Duration // one block search or plan (default 2m)
-	// Now is the rules' clock; deliveries run on real time whatever it
-	// says.
+	// Now is the rules' clock; deliveries run on real time.
 	Now    func() time.Time
 	Logger *slog.Logger
 	// OnAlert is told each alert this process raises, once recorded.
@@ -93,8 +86,7 @@ type Evaluator struct {
 	rt         map[string]*runtime
 	recent     []Alert
 	lastID     int64
-	subs       map[int]chan struct{}
-	nextSub    int
+	subs       fanout.Set[struct{}]
 	latest     *feed.Snapshot
 	noPoolSaid map[string]bool
 	hub        *feed.Hub
@@ -137,7 +129,7 @@ func New(opt Options) (*Evaluator, error) {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Evaluator{opt: opt, log: opt.Logger, notifiers: map[string]Notifier{}, rt: map[string]*runtime{},
-		subs: map[int]chan struct{}{}, wake: make(chan struct{}, 1), noPoolSaid: map[string]bool{},
+		wake: make(chan struct{}, 1), noPoolSaid: map[string]bool{},
 		hub: opt.Hub, newHub: make(chan struct{}, 1)}
 	for _, n := range opt.Notifiers {
 		e.notifiers[n.Channel()] = n
@@ -194,8 +186,7 @@ func (e *Evaluator) rules() []Rule {
 	return append(append(out, e.config...), e.file...)
 }
 
-// Run evaluates the rules until ctx ends, then lets the deliveries in
-// flight finish; those not begun stay owed for the next run.
+// Run evaluates the rules until ctx ends, then lets deliveries in flight finish.
 func (e *Evaluator) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Add(3)
@@ -206,8 +197,7 @@ func (e *Evaluator) Run(ctx context.Context) {
 	e.inflight.Wait()
 }
 
-// Once evaluates every rule once (the market rules on snap, if any),
-// delivers what is owed, and returns how many alerts it raised.
+// Once evaluates every rule once, delivers what is owed, and returns the alerts raised.
 func (e *Evaluator) Once(ctx context.Context, snap *feed.Snapshot) (int, error) {
 	start := e.fired.Load()
 	if snap != nil {
@@ -244,8 +234,7 @@ func (e *Evaluator) setLatest(s *feed.Snapshot) {
 	e.mu.Unlock()
 }
 
-// snapshotLoop evaluates the market rules on each snapshot, following
-// the hub to a new one when the rules need another market.
+// snapshotLoop evaluates the market rules per snapshot, following the hub the rules need.
 func (e *Evaluator) snapshotLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		e.mu.Lock()
@@ -325,8 +314,7 @@ func (e *Evaluator) timerLoop(ctx context.Context) {
 	}
 }
 
-// tick does the timers' work: the rules file, other processes' alerts,
-// the tick's rules and the scheduled ones due (all of them with all).
+// tick does the timers' work: the rules file, others' alerts, and the rules due (all with all).
 func (e *Evaluator) tick(ctx context.Context, all bool) {
 	e.reloadRulesFile()
 	e.pullAlerts(ctx)
@@ -357,8 +345,7 @@ func (e *Evaluator) tick(ctx context.Context, all bool) {
 }
 
 func (e *Evaluator) evalSnapshot(ctx context.Context, snap *feed.Snapshot) {
-	// Until every source has back-filled, a pool that has not arrived
-	// yet is not a price that rose: nothing is decided on half a market.
+	// Until every source back-filled, nothing is decided on half a market.
 	if snap == nil || !snap.Ready {
 		return
 	}
@@ -444,11 +431,9 @@ func (e *Evaluator) clearNote(r Rule) {
 	e.mu.Unlock()
 }
 
-// step makes one decision: next computes the new state and the alert,
-// if any. Tried on the cached state first (a spot rule runs on every
-// tick: the database is touched only when something changes), it is
-// then made again on the stored state under the write lock, so that two
-// processes cannot both raise it.
+// step makes one decision: tried on the cached state first (the database is
+// touched only on a change), then again on the stored state under the write
+// lock, so two processes cannot both raise it.
 func (e *Evaluator) step(ctx context.Context, r Rule, next func(st *ruleState) *Alert) {
 	hushed := false
 	next = quietFirst(next, &hushed)
@@ -493,8 +478,7 @@ func (e *Evaluator) step(ctx context.Context, r Rule, next func(st *ruleState) *
 	}
 }
 
-// quietFirst makes a Quiet rule's decision record the condition without
-// telling it or starting a cooldown; hushed says an alert was held back.
+// quietFirst records a Quiet rule's condition without telling it; hushed says one was held back.
 func quietFirst(next func(*ruleState) *Alert, hushed *bool) func(*ruleState) *Alert {
 	return func(st *ruleState) *Alert {
 		*hushed = false
@@ -519,8 +503,7 @@ func (e *Evaluator) keep(r Rule, st ruleState) {
 	e.mu.Unlock()
 }
 
-// crossing fires once per crossing, at most once per cooldown; a
-// crossing in the cooldown is told when it ends, if it still holds.
+// crossing fires once per crossing and cooldown; one in the cooldown is told at its end if it holds.
 func crossing(cond bool, now time.Time, cooldown time.Duration, alert func() *Alert) func(*ruleState) *Alert {
 	return func(st *ruleState) *Alert {
 		if !cond {
@@ -573,12 +556,7 @@ func (e *Evaluator) share(as []Alert) {
 	if n := len(e.recent); n > recentCap {
 		e.recent = append([]Alert(nil), e.recent[n-recentCap:]...)
 	}
-	for _, ch := range e.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	e.subs.Publish(struct{}{})
 }
 
 // pullAlerts shares the alerts another process raised on the state.
@@ -596,31 +574,11 @@ func (e *Evaluator) pullAlerts(ctx context.Context) {
 	e.share(as)
 }
 
-// Subscribe wakes the caller when alerts are added (Alerts says which)
-// until ctx ends; a slow reader misses wake-ups, never alerts.
-func (e *Evaluator) Subscribe(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	e.mu.Lock()
-	id := e.nextSub
-	e.nextSub++
-	e.subs[id] = ch
-	e.mu.Unlock()
-	go func() {
-		<-ctx.Done()
-		e.mu.Lock()
-		delete(e.subs, id)
-		close(ch)
-		e.mu.Unlock()
-	}()
-	return ch
-}
+// Subscribe wakes the caller when alerts are added; a slow reader misses wake-ups, never alerts.
+func (e *Evaluator) Subscribe(ctx context.Context) <-chan struct{} { return e.subs.Add(ctx) }
 
 // Subscribers counts the live subscriptions.
-func (e *Evaluator) Subscribers() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.subs)
-}
+func (e *Evaluator) Subscribers() int { return e.subs.Len() }
 
 // Alerts returns the recent alerts after id, oldest first.
 func (e *Evaluator) Alerts(after int64) []Alert {

@@ -13,18 +13,15 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// BlockRule waits for a capacity block (or fixed-window reservation) on
-// sale: at least GPUs GPUs (or Instances instances) of the GPU model for
-// Hours hours, starting between StartAfter and StartBefore, at most
-// MaxUSDGPUHour per GPU-hour.
+// BlockRule waits for a block or reservation on sale: GPUs (or Instances) of
+// the model for Hours, starting in the range, at most MaxUSDGPUHour.
 type BlockRule struct {
 	GPU       string `yaml:"gpu"`
 	GPUs      int    `yaml:"gpus,omitempty"`
 	Instances int    `yaml:"instances,omitempty"`
 	// Hours is the block's length, whole hours.
 	Hours float64 `yaml:"hours"`
-	// StartAfter and StartBefore bound the start (ParseRuleTime);
-	// empty means now and as far ahead as the clouds sell.
+	// StartAfter and StartBefore bound the start (ParseRuleTime); empty: now, and as far as sold.
 	StartAfter  string `yaml:"start_after,omitempty"`
 	StartBefore string `yaml:"start_before,omitempty"`
 	// MaxUSDGPUHour is the price per GPU-hour to be under; nil: any.
@@ -37,8 +34,7 @@ func init() {
 	register(Kind{Name: "block", New: func() Condition { return &BlockRule{} }, When: onSchedule})
 }
 
-// Blocks hold at most 64 instances of at most 8 GPUs, and last at most
-// 26 weeks (domain.CapacityBlockTerms).
+// Block limits (domain.CapacityBlockTerms).
 const (
 	maxBlockGPUs  = 512
 	maxBlockHours = 4368
@@ -90,8 +86,7 @@ func (b *BlockRule) Validate() error {
 	return nil
 }
 
-// Window returns the rule's start range as of now; a bound not set is
-// zero.
+// Window returns the rule's start range as of now; a bound not set is zero.
 func (b *BlockRule) Window(now time.Time) (after, before time.Time, err error) {
 	if b.StartAfter != "" {
 		if after, err = ParseRuleTime(b.StartAfter, now); err != nil {
@@ -221,8 +216,7 @@ func (b *BlockRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *roun
 		}
 	}
 	if match == nil && len(s.res.Failed) > 0 {
-		// A provider that did not answer may have had one: "none" is
-		// not known, and a crossing told before is not undone by it.
+		// A provider that did not answer may have had one: "none" is not known.
 		return
 	}
 	if len(s.res.Failed) == 0 {

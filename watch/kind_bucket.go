@@ -11,16 +11,14 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// BucketRule waits for a pool's interruption bucket to rise (get worse):
-// any rise, or one that reaches AtLeast. Without a zone, every zone of
-// the region is watched.
+// BucketRule waits for a pool's interruption bucket to rise, or reach AtLeast;
+// without a zone, every zone of the region.
 type BucketRule struct {
 	InstanceType string `yaml:"instance_type"`
 	Region       string `yaml:"region"`
 	Zone         string `yaml:"zone,omitempty"`
 	Provider     string `yaml:"provider,omitempty"`
-	// AtLeast is a bucket label ("15-20%"): only a rise to it or above
-	// is told.
+	// AtLeast is a bucket label ("15-20%"): only a rise to it or above is told.
 	AtLeast string `yaml:"at_least,omitempty"`
 }
 
@@ -61,8 +59,7 @@ func (b *BucketRule) check(inUse []domain.Descriptor) error { return b.pool().ch
 
 func (b *BucketRule) reads() marketNeed { return b.pool().reads() }
 
-// bucketMemo is a bucket rule's memory: the bucket each pool was last
-// told at (or first seen at), by pool key.
+// bucketMemo is the bucket each pool was last told (or first seen) at.
 type bucketMemo map[string]string
 
 func (b *BucketRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *round) {
@@ -114,8 +111,7 @@ func (b *BucketRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *rou
 		}
 		var a *Alert
 		if len(rose) > 0 && (st.LastFired.IsZero() || now.Sub(st.LastFired) >= r.Cooldown) {
-			// Told: the new buckets are the baseline. A rise in the
-			// cooldown keeps the old one, so it is told when it ends.
+			// Told: the new buckets are the baseline; a rise in the cooldown keeps the old.
 			var parts []string
 			for _, x := range rose {
 				memo[x.pv.Key] = x.to

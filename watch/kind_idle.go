@@ -15,10 +15,8 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// IdleRule waits for a running row of the ledger (a fleet, a block or a
-// reservation) to spend more than AbovePct percent of its cost so far on
-// idle GPU-hours — not running or not busy, as the usage report counts
-// them — once it has run After. Kind and ID narrow it.
+// IdleRule waits for a running row to spend over AbovePct % of its cost so far
+// on idle GPU-hours, once it has run After; Kind and ID narrow it.
 type IdleRule struct {
 	AbovePct float64          `yaml:"above_pct"`
 	After    *config.Duration `yaml:"after,omitempty"`
@@ -30,9 +28,7 @@ func init() {
 	register(Kind{Name: "idle", New: func() Condition { return &IdleRule{} }, When: onTick, Follows: "usage report"})
 }
 
-// DefaultIdleAfter is how long a row runs before an idle rule judges it:
-// instances booting and a job loading its data are idle, and an alert
-// for them is noise.
+// DefaultIdleAfter: booting instances and a job loading data are idle, and noise.
 const DefaultIdleAfter = 30 * time.Minute
 
 // AfterOrDefault is how long a row runs before the rule judges it.
@@ -62,11 +58,8 @@ func (i *IdleRule) Describe() string {
 	return fmt.Sprintf("%s idle more than %g%% of its cost (after %s running)", what, i.AbovePct, domain.FormatDuration(i.AfterOrDefault()))
 }
 
-// evaluate tells each running row whose idle share passes the figure,
-// once per time it passes it: again only after it has fallen to the
-// figure or below. Rows crossing inside the cooldown are told when it
-// ends, if still above; a row whose share is unknown for now keeps its
-// place.
+// evaluate tells each row whose idle share passes the figure, again only after
+// it fell back; a row of unknown share keeps its place.
 func (i *IdleRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *round) {
 	u := rd.usage(ctx, e)
 	if u.err != nil {
@@ -124,8 +117,7 @@ func (i *IdleRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *round
 	})
 }
 
-// rowNote says why a rule on one row cannot judge it: not in the report
-// (no such row, or it ran before the report's span), or not running.
+// rowNote says why a rule on one row cannot judge it: not in the report, or not running.
 func (i *IdleRule) rowNote(rep ledger.UsageReport) string {
 	if i.ID == "" {
 		return ""

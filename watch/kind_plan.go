@@ -14,20 +14,17 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// PlanRule waits for the best plan for a job that is on time at least
-// OnTimePct percent of the time to get cheaper than BelowUSD (expected
-// total) or BelowUSDGPUHour (per useful GPU-hour).
+// PlanRule waits for the best plan on time OnTimePct % of the time to cost
+// under BelowUSD or BelowUSDGPUHour.
 type PlanRule struct {
-	// GPU is the acceptable models, a comma list; the job's hours are
-	// measured on the first.
+	// GPU is the acceptable models, a comma list; hours are measured on the first.
 	GPU   string  `yaml:"gpu"`
 	GPUs  int     `yaml:"gpus"`
 	Hours float64 `yaml:"hours"`
 	// Start and Deadline are ParseRuleTime times; no start is now.
 	Start    string `yaml:"start,omitempty"`
 	Deadline string `yaml:"deadline"`
-	// Checkpoint is the interval between checkpoints; 0s for a job that
-	// cannot checkpoint; nil means DefaultCheckpoint.
+	// Checkpoint: 0s cannot checkpoint; nil is DefaultCheckpoint.
 	Checkpoint      *config.Duration `yaml:"checkpoint,omitempty"`
 	OnTimePct       *float64         `yaml:"on_time_pct,omitempty"`
 	BelowUSD        *float64         `yaml:"below_usd,omitempty"`
@@ -150,10 +147,8 @@ func (p *PlanRule) Describe() string {
 // reads: the planner prices its models in every region.
 func (p *PlanRule) reads() marketNeed { return marketNeed{GPUs: p.Models()} }
 
-// expired refuses a new rule whose start or deadline has passed, or
-// whose deadline leaves no time for the work, as every job is checked
-// (planner.Job.Check): a window in the past is a typo, not a job. The
-// changeover is config's, which the evaluation's planner adds; here none.
+// expired refuses a new rule whose start or deadline passed, or leaves no time
+// for the work (planner.Job.Check): a past window is a typo.
 func (p *PlanRule) expired(now time.Time) error {
 	start, deadline, err := p.Window(now)
 	if err != nil {

@@ -9,9 +9,8 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// SpotRule waits for a pool's spot price to cross below BelowUSDHour
-// (or above AboveUSDHour), per instance-hour. Without a zone, any zone
-// of the region counts: the cheapest for below, the dearest for above.
+// SpotRule waits for a pool's spot price to cross below BelowUSDHour (or above
+// AboveUSDHour); without a zone, the cheapest (or dearest) zone counts.
 type SpotRule struct {
 	InstanceType string   `yaml:"instance_type"`
 	Region       string   `yaml:"region"`

@@ -13,9 +13,8 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// StartsInRule waits for a booked block or reservation, or a fleet
-// scheduled to start later, of the ledger to start within Within. Kind
-// and ID narrow it to one kind or one row.
+// StartsInRule waits for a booked block or reservation, or a scheduled fleet,
+// to start within Within; Kind and ID narrow it.
 type StartsInRule struct {
 	Within config.Duration `yaml:"within"`
 	Kind   string          `yaml:"kind,omitempty"`
@@ -58,8 +57,7 @@ func (s *StartsInRule) evaluate(ctx context.Context, e *Evaluator, r Rule, _ *ro
 	now := e.now()
 	var future, soon []ledger.Entry
 	for _, row := range rows {
-		// A block, a reservation or a scheduled fleet (launch --start):
-		// what starts at a set time.
+		// What starts at a set time: a block, a reservation, a scheduled fleet.
 		if (!ledger.Booked(row.Kind) && row.Kind != ledger.KindFleet) || (s.Kind != "" && row.Kind != s.Kind) || (s.ID != "" && row.ID != s.ID && row.ProviderRef != s.ID) || !row.Start.After(now) {
 			continue
 		}
@@ -71,8 +69,7 @@ func (s *StartsInRule) evaluate(ctx context.Context, e *Evaluator, r Rule, _ *ro
 	e.clearNote(r)
 	e.step(ctx, r, func(st *ruleState) *Alert {
 		told := toldRows(st)
-		// Rows that started (or left the ledger's schedule) are
-		// forgotten: the memo holds only what may still be told.
+		// The memo keeps only rows that may still be told.
 		var keep []string
 		for _, row := range future {
 			if slices.Contains(told, row.ID) {

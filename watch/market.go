@@ -19,8 +19,7 @@ type pool struct {
 	Provider     string
 }
 
-// validatePool checks a spot or bucket rule's pool and writes its
-// instance type the catalog's way; keys are the condition's.
+// validatePool checks a rule's pool, spelling its instance type the catalog's way.
 func validatePool(it, region, zone, provider *string) error {
 	if *it == "" {
 		return ruleErr("", "instance_type: missing; want a GPU instance type or VM size such as p5.48xlarge or Standard_ND96isr_H100_v5")
@@ -101,8 +100,7 @@ func (p pool) matches(pv *feed.PoolView) bool {
 		(p.Zone == "" || pv.Zone == p.Zone) && (p.Provider == "" || pv.Provider == p.Provider) && !pv.Restricted
 }
 
-// notInMarket says once that no pool of the snapshot matches a rule: it
-// cannot fire while that is so.
+// notInMarket says once that no pool matches a rule: it cannot fire while so.
 func (e *Evaluator) notInMarket(r Rule, p pool) {
 	where := p.Region
 	if p.Zone != "" {
@@ -111,9 +109,8 @@ func (e *Evaluator) notInMarket(r Rule, p pool) {
 	e.sayOnce(r, fmt.Sprintf("no pool of %s in %s is in this run's market (its filters, or the region has none); the rule cannot fire until one is", p.InstanceType, where))
 }
 
-// fresh reports whether the pool's data is current: its source is not
-// stale and its region's last fetch did not fail. A crossing is never
-// decided on old data, either way.
+// fresh reports whether the pool's source is not stale and its region's fetch
+// did not fail: a crossing is never decided on old data.
 func fresh(snap *feed.Snapshot, pv *feed.PoolView) bool {
 	src, ok := snap.Source(pv.Provider)
 	if !ok || src.Stale {
@@ -133,16 +130,13 @@ func poolAlert(pv feed.PoolView) *Alert {
 		InstanceType: strp(pv.InstanceType), GPUModel: strp(pv.GPU.Model), GPUCount: fp(pv.GPU.Count)}
 }
 
-// marketNeed is what of the market a rule reads: GPU models in regions
-// (none: every region of the query).
+// marketNeed is the GPU models in regions a rule reads (none: the query's).
 type marketNeed struct {
 	GPUs, Regions []string
 }
 
-// MarketFor is the market a headless watch needs for rules: the GPU
-// models and regions they read (a rule that reads every region, such as
-// a plan's, keeps the query's), an hour of history. ok is false when no
-// rule reads the market.
+// MarketFor is the market a headless watch needs for rules: their GPUs and
+// regions, an hour of history; false when no rule reads the market.
 func MarketFor(q domain.Query, specs []Spec) (domain.Query, bool) {
 	var gpus, regions []string
 	every, any := false, false

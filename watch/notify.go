@@ -22,8 +22,7 @@ import (
 // Notifier tells an alert outward: a command, a webhook.
 type Notifier interface {
 	Channel() string // what `tell:` names it
-	// Send tells one alert within Timeout; a Permanent error or an
-	// unconfirmed send is not tried again.
+	// Send tells one alert within Timeout; a Permanent or unconfirmed error is not retried.
 	Send(ctx context.Context, a Alert) error
 	Timeout() time.Duration
 	Retries() int
@@ -46,8 +45,7 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
-// unconfirmedError is a send that went out whole and got no answer: the
-// receiver may have it.
+// unconfirmedError is a send out whole without an answer: the receiver may have it.
 type unconfirmedError struct{ err error }
 
 func (e *unconfirmedError) Error() string { return e.err.Error() }
@@ -68,8 +66,7 @@ func (e *retryAfterError) Unwrap() error { return e.err }
 
 const maxBackoff = time.Minute
 
-// expBackoff doubles base with each attempt; a Retry-After wins; both
-// are capped.
+// expBackoff doubles base per attempt; a Retry-After wins; both capped.
 func expBackoff(base time.Duration, n int, err error) time.Duration {
 	var ra *retryAfterError
 	if errors.As(err, &ra) && ra.after > 0 {
@@ -82,8 +79,7 @@ func expBackoff(base time.Duration, n int, err error) time.Duration {
 	return min(d, maxBackoff)
 }
 
-// Webhook POSTs each alert as JSON (Slack reads `text`) with its
-// idempotency key; what it retries is in the README's Watch section.
+// Webhook POSTs each alert as JSON (Slack reads `text`) with its idempotency key.
 type Webhook struct {
 	URL    string
 	Wait   time.Duration // one POST
@@ -116,8 +112,7 @@ type otherHostError struct{ host string }
 
 func (e *otherHostError) Error() string { return "redirected to " + e.host }
 
-// sameHost follows a redirect on the hook's host only: the alert is for
-// the hook configured, not wherever it points.
+// sameHost follows redirects on the hook's host only.
 func sameHost(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return errors.New("stopped after 10 redirects")
@@ -128,8 +123,7 @@ func sameHost(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
-// Send POSTs the alert; a request sent whole without an answer is
-// unconfirmed, not retried.
+// Send POSTs the alert; one sent whole without an answer is unconfirmed.
 func (w *Webhook) Send(ctx context.Context, a Alert) error {
 	ctx, cancel := context.WithTimeout(ctx, w.Wait)
 	defer cancel()
@@ -192,10 +186,8 @@ func unwrapURL(err error) error {
 	return err
 }
 
-// Command runs a program once per alert: its text as the last argument
-// (for `notify-send gpumarket`), the alert as JSON on stdin and in
-// GPUMARKET_ALERT_*. Tries is 0 by default: a command may not be safe to
-// run twice.
+// Command runs a program per alert: its text as last argument, the JSON on
+// stdin and in GPUMARKET_ALERT_*; no retries by default (it may not be safe twice).
 type Command struct {
 	Argv  []string
 	Wait  time.Duration
@@ -216,8 +208,7 @@ func (c *Command) Backoff(n int, err error) time.Duration { return expBackoff(ti
 
 func (c *Command) String() string { return "command " + c.Argv[0] }
 
-// Send runs the command in a session of its own; all it started is
-// killed at the timeout or once it has exited.
+// Send runs the command in its own session, killing all it started at the timeout or exit.
 func (c *Command) Send(ctx context.Context, a Alert) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Wait)
 	defer cancel()

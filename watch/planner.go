@@ -9,8 +9,7 @@ import (
 
 // Planner prices the best plan for a plan rule's job (cmd/watch_plan.go).
 type Planner interface {
-	// BestPlan returns the cheapest plan on time in job.OnTimePct % of
-	// the runs over snap's market; Found is false when none is.
+	// BestPlan returns the cheapest plan on time in OnTimePct % of runs; Found false when none.
 	BestPlan(ctx context.Context, job PlanJob, snap *feed.Snapshot) (PlanQuote, error)
 }
 

@@ -11,12 +11,10 @@ import (
 	"syscall"
 )
 
-// runVar marks every process of a command's run, even those that leave
-// its session.
+// runVar marks every process of a command's run, even those leaving its session.
 const runVar = "GPUMARKET_NOTIFY_RUN"
 
-// isolate runs the command in a session of its own, killed whole at its
-// timeout.
+// isolate runs the command in its own session, killed whole at its timeout.
 func isolate(cmd *exec.Cmd, run string) {
 	cmd.Env = append(cmd.Env, runVar+"="+run)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -28,8 +26,7 @@ func isolate(cmd *exec.Cmd, run string) {
 	}
 }
 
-// sweep kills what is left of a run: its group, and every process whose
-// environment names the run (where /proc tells).
+// sweep kills what is left of a run: its group and every process naming the run in /proc.
 func sweep(pid int, run string) {
 	syscall.Kill(-pid, syscall.SIGKILL)
 	mark := []byte(runVar + "=" + run + "\x00")

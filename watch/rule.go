@@ -14,16 +14,14 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Where a rule comes from: the config (read-only here) or the rules file
-// the TUI writes.
+// Where a rule comes from: the config (read-only here) or the TUI's rules file.
 const (
 	FromConfig    = "config"
 	FromRulesFile = "rules file"
 )
 
-// Rule is a checked rule as the evaluator runs it; Index is its place in
-// File's list. An edited condition's state starts afresh: its
-// Fingerprint changes (a crossing, not a name, is what was told).
+// Rule is a checked rule; Index is its place in File's list. An edited condition
+// changes Fingerprint, so its state starts afresh.
 type Rule struct {
 	Spec
 	Kind        string
@@ -44,8 +42,7 @@ func Compile(s Spec, n config.Notify) Rule {
 
 var legacySlots = []string{"Block", "Spot", "Bucket", "Plan", "StartsIn"}
 
-// fingerprint hashes the condition's JSON in the shape the first builds
-// wrote, so that a rule's state they kept still matches it.
+// fingerprint hashes the condition's JSON in its first shape, so kept states still match.
 func fingerprint(kind string, c Condition) string {
 	body, _ := json.Marshal(c)
 	own := ""
@@ -80,8 +77,7 @@ func (r Rule) Describe() string {
 	return r.Cond.Describe()
 }
 
-// CheckError is a rule the providers in use cannot serve, at its key
-// ("spot.region").
+// CheckError is a rule the providers in use cannot serve, at its key ("spot.region").
 type CheckError struct {
 	Key string
 	Msg string

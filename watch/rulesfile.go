@@ -12,11 +12,8 @@ import (
 	"time"
 )
 
-// RulesFileName is the data dir's file of the rules made in the TUI. It
-// is YAML of the config's shape (a `watch:` list), so a rule can be read,
-// edited, or moved into the config by hand; the config file itself is
-// never rewritten (it is the user's, with their comments, and other tools
-// write it).
+// RulesFileName is the data dir's file of rules made in the TUI, of the config's
+// shape; the user's config file is never rewritten.
 const RulesFileName = "watch-rules.yaml"
 
 // maxRulesFile bounds the rules file as config.MaxFileSize would.
@@ -39,8 +36,7 @@ func stampOf(path string) (fileStamp, error) {
 	return fileStamp{exists: true, mod: fi.ModTime(), size: fi.Size()}, nil
 }
 
-// readRulesFile reads and checks the rules file; a missing file has no
-// rules.
+// readRulesFile reads and checks the rules file; a missing file has none.
 func (e *Evaluator) readRulesFile() ([]Rule, fileStamp, error) {
 	path := e.opt.RulesFile
 	stamp, err := stampOf(path)
@@ -84,9 +80,7 @@ func (e *Evaluator) readRulesFile() ([]Rule, fileStamp, error) {
 	return out, stamp, nil
 }
 
-// reloadRulesFile reads the rules file again when it changed (a rule
-// made by another process, a hand edit). A file that no longer reads
-// keeps the rules in force and is said once.
+// reloadRulesFile rereads a changed rules file; one that no longer reads keeps the rules, said once.
 func (e *Evaluator) reloadRulesFile() {
 	if e.opt.RulesFile == "" {
 		return
@@ -128,8 +122,7 @@ func (e *Evaluator) writeRules(rules []Rule) (fileStamp, error) {
 		return fileStamp{}, fmt.Errorf("write rules file: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	// A failed write or sync must stop the rename: the file it would
-	// replace holds every rule made so far.
+	// A failed write must stop the rename: the old file holds every rule.
 	if _, err = tmp.Write(data); err == nil {
 		err = tmp.Sync()
 	}
@@ -145,15 +138,12 @@ func (e *Evaluator) writeRules(rules []Rule) (fileStamp, error) {
 	return stampOf(path)
 }
 
-// AddRule checks a rule made in the TUI, saves it in the rules file and
-// puts it in force. A rule with no name gets one from its kind.
+// AddRule checks, saves and puts in force a rule made in the TUI, naming it from its kind if unnamed.
 func (e *Evaluator) AddRule(ctx context.Context, w Spec) (Rule, error) {
 	if e.opt.RulesFile == "" {
 		return Rule{}, errors.New("rules cannot be saved in this run (no data dir)")
 	}
-	// Checked before the name is made unique (a rule with none gets one
-	// from its kind): the probe shares w's conditions, so what Validate
-	// writes the catalog's way is written for w too.
+	// Checked before naming: the probe shares w's conditions, so Validate's spelling reaches w.
 	probe := w
 	if probe.Name == "" {
 		probe.Name = "new"
@@ -211,8 +201,7 @@ func (e *Evaluator) AddRule(ctx context.Context, w Spec) (Rule, error) {
 	return added, nil
 }
 
-// RemoveRule deletes a rule of the rules file. The config's rules are
-// the user's file to edit.
+// RemoveRule deletes a rule of the rules file; the config's are the user's to edit.
 func (e *Evaluator) RemoveRule(ctx context.Context, name string) error {
 	for _, r := range e.rules() {
 		if r.Name == name && r.From == FromConfig {

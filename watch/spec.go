@@ -20,19 +20,16 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Condition is what a rule waits for: the value under its kind's key
-// (`spot: {…}`). A kind of rule is one file (docs/DESIGN.md).
+// Condition is what a rule waits for, under its kind's key; a kind is one file (docs/DESIGN.md).
 type Condition interface {
-	// Validate checks the condition and writes its names the catalog's
-	// way; errors are *config.KeyError of keys below the kind's.
+	// Validate checks the condition and spells its names the catalog's way (*config.KeyError).
 	Validate() error
 	Describe() string
 	evaluate(ctx context.Context, e *Evaluator, r Rule, rd *round)
 }
 
-// Optional abilities of a condition, found by type assertion: what the
-// providers in use can serve (*CheckError of keys below the kind's),
-// what of the market it reads, and whether a new rule's window passed.
+// Optional abilities of a condition, by type assertion: serving checks, the
+// market it reads, whether a new rule's window passed.
 type (
 	checker interface {
 		check(inUse []domain.Descriptor) error
@@ -60,8 +57,7 @@ type Kind struct {
 	When trigger
 	// Follows says what a kind off a schedule follows ("market feed").
 	Follows string
-	// TellsEach: each thing (a booked row) is told once, however close
-	// together: no default cooldown.
+	// TellsEach: each thing is told once, however close together: no default cooldown.
 	TellsEach bool
 }
 
@@ -86,8 +82,7 @@ func KindNames() []string {
 	return out
 }
 
-// Where a rule's alerts are told (`tell:`): the TUI sessions (badge,
-// Alerts view, bell), notify.command, notify.webhook.
+// Where alerts are told (`tell:`): the TUI, notify.command, notify.webhook.
 const (
 	TellTUI     = "tui"
 	TellCommand = "command"
@@ -97,8 +92,7 @@ const (
 // Tells lists what `tell:` accepts.
 var Tells = []string{TellTUI, TellCommand, TellWebhook}
 
-// Defaults and limits of the rules. A rule on a schedule runs every 10
-// minutes by default: a block search asks every region of every cloud.
+// Rule defaults and limits; a schedule runs every 10 minutes: a block search asks every region.
 const (
 	DefaultCooldown = time.Hour
 	DefaultEvery    = 10 * time.Minute
@@ -106,9 +100,8 @@ const (
 	MaxCooldown     = 30 * 24 * time.Hour
 )
 
-// Spec is a rule as written (config, rules file, or made in the TUI).
-// A nil Cooldown is the kind's default; an empty Tell is the TUI and
-// every notifier; MadeBy is who made it in the TUI.
+// Spec is a rule as written; a nil Cooldown is the kind's default, an empty
+// Tell every channel, MadeBy who made it in the TUI.
 type Spec struct {
 	Name     string
 	Cond     Condition
@@ -117,8 +110,7 @@ type Spec struct {
 	Tell     []string
 	MadeBy   string
 
-	// pos places the rule's keys ("spot.region"; "" the rule), so that a
-	// later check points at its line.
+	// pos places the rule's keys ("spot.region"), for later checks.
 	pos map[string]config.Pos
 }
 
@@ -176,8 +168,7 @@ func channels(n config.Notify) []string {
 	return out
 }
 
-// At returns where the rule's key is written (0, 0: not known); a key
-// not written is placed at its section, or at the rule.
+// At returns where a key is written, else its section or the rule (0, 0: unknown).
 func (s Spec) At(key string) (line, col int) {
 	for k := key; ; {
 		if p, ok := s.pos[k]; ok {
@@ -225,8 +216,7 @@ func posOf(node ast.Node) (config.Pos, bool) {
 	return config.Pos{}, false
 }
 
-// decodeSpec reads a rule's node written at key ("watch[2]"); errors are
-// placed for config.InFile.
+// decodeSpec reads a rule's node written at key ("watch[2]").
 func decodeSpec(node ast.Node, key string) (Spec, error) {
 	es, ok := entries(node)
 	if !ok {
@@ -320,8 +310,7 @@ var ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 const RuleNameForm = "1 to 64 letters, digits, dots, dashes and underscores, starting with a letter or digit, such as h100-thursday"
 
-// Validate checks the rule with the notifiers of n; key names it in the
-// errors (*config.KeyError).
+// Validate checks the rule with n's notifiers; key names it in errors.
 func (s *Spec) Validate(key string, n config.Notify) error {
 	if s.Name == "" {
 		return ruleErr(key, "name: missing; want a name: %s", RuleNameForm)
@@ -433,8 +422,7 @@ const RulesFileHeader = `# Watch rules made in gpumarket's TUI (key a). Same sha
 # changes. Edit or delete rules here, or move them into the config.
 `
 
-// ParseRules reads a rules file: a `watch:` list as the config's, its
-// errors placed at file:line:col.
+// ParseRules reads a rules file's `watch:` list, errors at file:line:col.
 func ParseRules(name string, data []byte, n config.Notify) ([]Spec, error) {
 	file, err := parser.ParseBytes(data, 0)
 	if err != nil {
@@ -484,8 +472,7 @@ func MarshalRules(specs []Spec) ([]byte, error) {
 	return append([]byte(RulesFileHeader), body...), nil
 }
 
-// ParseRuleTime reads a rule's time as every time is read; one relative
-// to now is read again at each evaluation.
+// ParseRuleTime reads a rule's time as ParseWhen; a relative one is reread at each evaluation.
 func ParseRuleTime(s string, now time.Time) (time.Time, error) { return domain.ParseWhen(s, now) }
 
 func badFloat(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }

@@ -17,13 +17,11 @@ import (
 	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
-// StateFileName is the watch's own file: it never touches the ledger's
-// tables or locks.
+// StateFileName is the watch's own file, apart from the ledger's tables and locks.
 const StateFileName = "watch.db"
 
-// State keeps the rules' firings, the alerts and the deliveries owed
-// across restarts; processes sharing it raise each alert once (SQLite's
-// write lock serializes their decisions).
+// State keeps firings, alerts and owed deliveries across restarts; processes
+// sharing it raise each alert once (SQLite's write lock).
 type State struct {
 	db      *sql.DB
 	path    string
@@ -36,9 +34,8 @@ type Aside struct {
 	Reason error
 }
 
-// ruleState is one rule's memory. Owed: a crossing fell in the cooldown.
-// Quiet: the state was rebuilt, and the first decision may not tell what
-// may have been told already. Memo is the kind's own (rows told).
+// ruleState is a rule's memory: Owed, a crossing in the cooldown; Quiet, rebuilt
+// state whose first decision tells nothing; Memo, the kind's own.
 type ruleState struct {
 	Fingerprint string
 	Active      bool
@@ -53,8 +50,7 @@ func (s ruleState) equal(o ruleState) bool {
 		s.LastFired.Equal(o.LastFired) && string(s.Memo) == string(o.Memo)
 }
 
-// stateSchema: a decision is durable when it returns, so a crash after
-// it does not tell the alert twice.
+// stateSchema: a decision is durable when it returns, so a crash never tells twice.
 var stateSchema = sqlitedb.Schema{
 	Name: "watch state", Durable: true, QuickCheck: true, Migrations: stateMigrations,
 	Identify: func(_ context.Context, _ sqlitedb.Querier, t map[string]bool) (string, error) {
@@ -65,9 +61,8 @@ var stateSchema = sqlitedb.Schema{
 	},
 }
 
-// OpenState opens the watch's file in dataDir. One that cannot be used is
-// moved aside and a new one made (Rebuilt): not worth stopping for. A
-// newer gpumarket's is refused.
+// OpenState opens the watch's file; an unusable one is moved aside and remade
+// (Rebuilt), a newer gpumarket's refused.
 func OpenState(dataDir string) (*State, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("open watch state: %w", err)
@@ -187,9 +182,8 @@ func (s *State) Load(ctx context.Context, rule, fingerprint string) (ruleState, 
 	return s.load(ctx, s.db, rule, fingerprint)
 }
 
-// decide runs one decision under the write lock: the state, the alert
-// and its deliveries (one per channel) commit together or not at all. It
-// returns the alert as recorded and the state as stored.
+// decide runs one decision under the write lock: state, alert and deliveries
+// commit together; it returns them as stored.
 func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.Time, channels []string,
 	decide func(st *ruleState) *Alert) (*Alert, ruleState, error) {
 	// Half a decision is worse than a late one.
@@ -259,8 +253,7 @@ func b2i(b bool) int {
 	return 0
 }
 
-// locked runs f under the write lock, so two processes rewriting the
-// rules file at once do not lose a rule.
+// locked runs f under the write lock, so concurrent rules-file rewrites lose no rule.
 func (s *State) locked(ctx context.Context, f func() error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -355,8 +348,7 @@ type delivery struct {
 	attempts int // including this one
 }
 
-// claim leases to owner up to limit deliveries due at now: pending, or
-// sending under a lease that ran out (its process died).
+// claim leases up to limit due deliveries: pending, or under an expired lease.
 func (s *State) claim(ctx context.Context, channels []string, owner string, now time.Time, lease time.Duration, limit int) ([]delivery, error) {
 	if len(channels) == 0 {
 		return nil, nil
@@ -401,8 +393,7 @@ func (s *State) claim(ctx context.Context, channels []string, owner string, now 
 	return out, nil
 }
 
-// finish records an attempt; only the owner's lease is settled (one
-// taken over since is the other process's).
+// finish records an attempt; only the owner's lease is settled.
 func (s *State) finish(ctx context.Context, d delivery, owner, state, errText string, next time.Time) error {
 	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET state = ?, error = ?, next_at = ?, lease_until = '', owner = '', updated_at = ?
 		WHERE alert_id = ? AND channel = ? AND owner = ? AND state = ?`,

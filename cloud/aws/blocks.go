@@ -17,22 +17,17 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// blockTerms are the terms of EC2 Capacity Blocks for ML (providers
-// holds them once for every provider, fake and view).
+// blockTerms are the terms of EC2 Capacity Blocks for ML.
 var blockTerms = domain.CapacityBlockTerms
 
-// RefTag is the tag a purchase carries with the ledger's id, so that
-// reconciliation can tell our reservation from a look-alike. It is
-// domain.TagRef, kept under this name for the callers that know it.
+// RefTag is domain.TagRef, the ledger id a purchase carries, under its older name.
 const RefTag = domain.TagRef
 
-// Tags AWS puts on a capacity block itself. Until the block starts, its
-// TotalInstanceCount reads 0 and the count bought is only in
-// tagRequestedQuantity (EC2 User Guide, "View Capacity Blocks").
+// AWS's own tag on a block: the count bought, while TotalInstanceCount reads 0
+// before the start (EC2 User Guide, "View Capacity Blocks").
 const tagRequestedQuantity = "aws:ec2capacityreservation:incrementalRequestedQuantity"
 
-// maxBlockGPUs is the most GPUs one capacity block can hold: 64 instances
-// of the AWS instance type with the most GPUs.
+// maxBlockGPUs: 64 instances of the type with the most GPUs.
 var maxBlockGPUs = func() int {
 	most := 8.0
 	for _, e := range domain.CatalogEntries(domain.CloudAWS) {
@@ -41,9 +36,8 @@ var maxBlockGPUs = func() int {
 	return blockTerms.MaxInstances * int(most)
 }()
 
-// ValidateOfferingQuery checks an offering query against the AWS limits
-// and fills its defaults (start range now … 8 weeks ahead). Errors name
-// the field and the accepted form.
+// ValidateOfferingQuery checks a query against AWS's limits and fills its
+// defaults (start now … 8 weeks ahead).
 func ValidateOfferingQuery(q domain.OfferingQuery, now time.Time) (domain.OfferingQuery, error) {
 	model, ok := domain.NormalizeGPUModel(q.GPU)
 	if !ok {
@@ -87,20 +81,10 @@ func ValidateOfferingQuery(q domain.OfferingQuery, now time.Time) (domain.Offeri
 	return q, nil
 }
 
-// FindOfferings lists the capacity blocks on sale for the query's GPU in
-// its regions that are what was asked: the asked length (or, with
-// FlexDuration, within it, marked FlexLength), the asked count, and a
-// start within [StartAfter, StartBefore]. AWS answers a search with blocks
-// of other lengths and starts too; they are dropped here, so the top row
-// is never a block nobody asked for. Blocks of the asked length come
-// first, then the flexible ones, each cheapest per GPU-hour first.
-//
-// Regions are asked concurrently. When some fail and others answer, the
-// offerings of those that answered come back with a
-// domain.RegionErrors naming each that failed (the search warns of
-// each and keeps the rest); when every region failed, their errors
-// joined. An offering AWS describes without a usable fee, id or dates is
-// skipped with a warning naming it; the others are kept.
+// FindOfferings lists the blocks on sale that are what was asked (length or
+// FlexDuration, count, start range): AWS also answers with other lengths and
+// starts, dropped here. Regions are asked at once; a partial failure comes
+// back as domain.RegionErrors beside the offerings that answered.
 func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]domain.Offering, error) {
 	if q.WantsKind(domain.KindTrainingPlan) {
 		return p.withTrainingPlans(ctx, q)
@@ -116,8 +100,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 	out, failed := eachRegion(p, regions, func(region string) ([]domain.Offering, error) {
 		offers, err := p.regionOfferings(ctx, region, q)
 		if err != nil {
-			// Returned, and said once by whoever searched: the log has
-			// it only for debugging.
+			// Returned and said once by the searcher; logged only for debugging.
 			p.opt.Logger.Debug("capacity blocks", "region", region, "err", err)
 		}
 		return offers, err
@@ -136,8 +119,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 	return out, failed
 }
 
-// rankOfferings puts the blocks of the asked length first, then the
-// flexible ones; within each, cheapest per GPU-hour, then earliest.
+// rankOfferings: asked length first, then flexible; cheapest per GPU-hour, then earliest.
 func rankOfferings(out []domain.Offering) {
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].FlexLength != out[j].FlexLength {
@@ -173,8 +155,7 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q domain.
 			InstanceType:          awssdk.String(t.InstanceType),
 			InstanceCount:         awssdk.Int32(int32(count)),
 			StartDateRange:        awssdk.Time(q.StartAfter),
-			// The latest end: a block of the longest accepted length
-			// starting at the latest accepted start.
+			// The longest accepted length at the latest accepted start.
 			EndDateRange: awssdk.Time(q.StartBefore.Add(q.Duration + q.FlexDuration)),
 		})
 		for pg.HasMorePages() {
@@ -184,8 +165,7 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q domain.
 					return out, fmt.Errorf("capacity blocks of %s in %s: AWS does not sell a block of %d instances: %s",
 						t.InstanceType, region, count, shortCause(err))
 				}
-				// Most GPU types are not sold as blocks; AWS says so
-				// with InvalidParameterValue.
+				// Most GPU types are not sold as blocks: InvalidParameterValue.
 				if apiCode(err) == "InvalidParameterValue" || apiCode(err) == "Unsupported" {
 					break
 				}
@@ -210,8 +190,7 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q domain.
 	return out, nil
 }
 
-// mismatch says how an offering differs from what the query asked for,
-// or "" when it is what was asked.
+// mismatch says how an offering differs from the query, "" when it does not.
 func mismatch(o domain.Offering, q domain.OfferingQuery, count int) string {
 	length := o.End.Sub(o.Start)
 	switch {
@@ -226,11 +205,8 @@ func mismatch(o domain.Offering, q domain.OfferingQuery, count int) string {
 	return ""
 }
 
-// offeringOf reads one offering of an answer. The model marks every
-// member optional: without an id, a start or a fee that is a finite
-// non-negative amount the offering cannot be shown or bought and is an
-// error; an end missing is the start plus the duration members, a count
-// missing is the count asked for, a currency missing is USD.
+// offeringOf reads one offering. The model marks every member optional: no id,
+// start or valid fee is an error; a missing end, count or currency is inferred.
 func offeringOf(region string, t GPUType, o ec2types.CapacityBlockOffering, asked int) (domain.Offering, error) {
 	id := awssdk.ToString(o.CapacityBlockOfferingId)
 	if id == "" {
@@ -276,33 +252,21 @@ func offeringOf(region string, t GPUType, o ec2types.CapacityBlockOffering, aske
 	}, nil
 }
 
-// noRetry turns the SDK's retries off for one call. PurchaseCapacityBlock
-// has no idempotency token: a retry after a lost answer could buy a second
-// block, so a failed purchase is reconciled with FindBooking instead.
+// noRetry turns the SDK's retries off: PurchaseCapacityBlock has no idempotency
+// token, so a lost answer is reconciled with FindBooking instead.
 func noRetry(o *ec2.Options) { o.Retryer = awssdk.NopRetryer{} }
 
-// notSent wraps the error of a step before a purchase or launch was sent
-// (the look-up for an earlier purchase, say): nothing was bought, so it
-// matches domain.ErrDeclined and the ledger records it failed.
+// notSent wraps an error before the purchase or launch was sent: it matches domain.ErrDeclined.
 type notSent struct{ err error }
 
 func (e notSent) Error() string        { return e.err.Error() }
 func (e notSent) Unwrap() error        { return e.err }
 func (e notSent) Is(target error) bool { return target == domain.ErrDeclined }
 
-// Book buys a capacity block (PurchaseCapacityBlock, never retried),
-// tagged with domain.Tags (ledger row, actor, tool, offering) and its
-// fee (TagCost: AWS shows no price of a block, and a rebuilt ledger needs it).
-//
-// Before buying it looks for a reservation already bought from the same
-// offering (tagged TagOffering, in any state but failed or cancelled) and
-// answers with that one instead: a purchase made by a lost ledger, or by
-// another process, is never made twice. If the look-up itself fails,
-// nothing is bought and the error matches domain.ErrDeclined.
-//
-// With req.DryRun, AWS's DryRunOperation answer (HTTP 412) means the
-// purchase would succeed and is returned as a Booking with DryRun set; any
-// other answer is an error.
+// Book buys a capacity block (never retried), tagged with domain.Tags and its
+// fee, which AWS does not show. A reservation already bought from the offering
+// is answered instead, so a purchase is never made twice. With req.DryRun,
+// DryRunOperation (HTTP 412) is a Booking with DryRun set.
 func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Booking, error) {
 	o := req.Offering
 	if isPlan(o) {
@@ -359,8 +323,7 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 	return b, nil
 }
 
-// blockTags are the tags of a purchase: domain.Tags and the fee
-// (TagCost), which AWS does not show.
+// blockTags are a purchase's tags: domain.Tags and the fee.
 func blockTags(req domain.BookRequest, o domain.Offering) map[string]string {
 	tags := domain.Tags(req.Ref, req.Actor, o.ID)
 	if o.UpfrontUSD >= 0 && !math.IsInf(o.UpfrontUSD, 0) {
@@ -369,11 +332,9 @@ func blockTags(req domain.BookRequest, o domain.Offering) map[string]string {
 	return tags
 }
 
-// boughtFrom returns the reservation bought from an offering, as its
-// TagOffering tag says, that did not fail; nil when there is none.
+// boughtFrom returns the unfailed reservation tagged with the offering, nil if none.
 func (p *Provider) boughtFrom(ctx context.Context, region, offeringID string) (*domain.Booking, error) {
-	// The model lists no tag filter for DescribeCapacityReservations: the
-	// region's reservations are read and matched by their tag here.
+	// The model lists no tag filter for DescribeCapacityReservations.
 	pg := ec2.NewDescribeCapacityReservationsPaginator(p.client(region), &ec2.DescribeCapacityReservationsInput{})
 	var best *domain.Booking
 	var bestCreated time.Time
@@ -402,8 +363,7 @@ func (p *Provider) boughtFrom(ctx context.Context, region, offeringID string) (*
 	return best, nil
 }
 
-// tagSpecs is one TagSpecification of the tags for a resource type, in a
-// stable order.
+// tagSpecs is one TagSpecification of the tags, in a stable order.
 func tagSpecs(rt ec2types.ResourceType, tags map[string]string) []ec2types.TagSpecification {
 	keys := make([]string, 0, len(tags))
 	for k := range tags {
@@ -417,16 +377,9 @@ func tagSpecs(rt ec2types.ResourceType, tags map[string]string) []ec2types.TagSp
 	return []ec2types.TagSpecification{spec}
 }
 
-// FindBooking looks for the reservation a purchase may have made: a
-// capacity block of the offering's type, zone, dates and instance count,
-// created after req.After (less a few minutes of clock skew), not tagged
-// with another ledger id nor bought from another offering. A block tagged
-// with req.Ref is preferred over an untagged look-alike (one bought
-// outside gpumarket, or by a version that did not tag). It returns nil,
-// nil when there is none.
-//
-// Until a block starts AWS shows its TotalInstanceCount as 0; the count
-// bought is then read from AWS's own incrementalRequestedQuantity tag.
+// FindBooking looks for the block a purchase may have made: same type, zone,
+// dates and count, created after req.After less clock skew, not another row's;
+// one tagged with req.Ref beats an untagged look-alike. nil, nil when none.
 func (p *Provider) FindBooking(ctx context.Context, req domain.BookRequest) (*domain.Booking, error) {
 	o := req.Offering
 	if isPlan(o) {
@@ -435,8 +388,7 @@ func (p *Provider) FindBooking(ctx context.Context, req domain.BookRequest) (*do
 	if o.Region == "" || o.InstanceType == "" {
 		return nil, fmt.Errorf("aws: find booking: the offering has no region or instance type")
 	}
-	// Only filters the model lists for DescribeCapacityReservations (it
-	// lists no reservation-type): capacity blocks are picked below.
+	// The model lists no reservation-type filter: blocks are picked below.
 	filters := []ec2types.Filter{
 		{Name: awssdk.String("instance-type"), Values: []string{o.InstanceType}},
 	}
@@ -479,9 +431,7 @@ func (p *Provider) FindBooking(ctx context.Context, req domain.BookRequest) (*do
 	return best, nil
 }
 
-// reservationCount is the number of instances a capacity block holds:
-// TotalInstanceCount once it is active, AWS's requested-quantity tag
-// before; 0 when neither says.
+// reservationCount is TotalInstanceCount once active, AWS's requested-quantity tag before.
 func reservationCount(cr ec2types.CapacityReservation) int {
 	if n := int(awssdk.ToInt32(cr.TotalInstanceCount)); n > 0 {
 		return n
@@ -503,8 +453,7 @@ func tagValue(tags []ec2types.Tag, key string) (string, bool) {
 	return "", false
 }
 
-// bookingOf reads a reservation as a Booking; its Message holds what the
-// ledger state does not say (", payment pending at AWS", say).
+// bookingOf reads a reservation as a Booking; Message says what the state does not.
 func (p *Provider) bookingOf(region string, cr ec2types.CapacityReservation) domain.Booking {
 	start, end := awssdk.ToTime(cr.StartDate).UTC(), awssdk.ToTime(cr.EndDate).UTC()
 	state, note := reservationState(cr.State, start, end, p.opt.Now())
@@ -525,8 +474,7 @@ func (p *Provider) bookingOf(region string, cr ec2types.CapacityReservation) dom
 	return b
 }
 
-// datedState is the ledger state of something held from start to end,
-// read by the dates alone: for states that say it exists, not when.
+// datedState is the state of something held from start to end, by the dates alone.
 func datedState(start, end, now time.Time) string {
 	switch {
 	case !start.IsZero() && now.Before(start):
@@ -537,30 +485,10 @@ func datedState(start, end, now time.Time) string {
 	return "ended"
 }
 
-// reservationState maps each of AWS's capacity reservation states onto
-// the ledger state that means the same, with a note of what the ledger
-// state leaves out. No AWS state reads "unknown" (the ledger's word for a
-// call whose answer was lost) nor "pending" (a call in flight):
-//
-//   - active → active; expired → ended; cancelled → deleted.
-//   - cancelling → deleted: the capacity is released (charges may run on
-//     for a commitment's wind-down, which capacity blocks do not have).
-//   - failed, unsupported → failed: nothing was reserved.
-//   - payment-failed → failed: AWS could not take the upfront payment
-//     within 12 hours and released the block; nothing is held or owed.
-//   - payment-pending → scheduled (or active, by its dates): the block is
-//     bought and held for the buyer while AWS takes the payment; the note
-//     says so. The ledger has no state for "held, not yet paid", and
-//     "pending" there means a call in flight, which reconciliation would
-//     take for a process that died mid-call. A failed payment shows later
-//     as payment-failed, which FindBooking and ListRecords read as failed.
-//   - scheduled, pending, assessing, delayed → scheduled or active by the
-//     dates: the reservation exists and waits for (or is in) its window.
-//   - unavailable → scheduled or active by the dates, noted: the
-//     reservation exists (and is paid) but AWS says its capacity cannot
-//     be used now.
-//   - a state this version does not know → by the dates, noted: AWS shows
-//     the reservation, so it exists.
+// reservationState maps AWS's reservation states onto the ledger's, with a note.
+// None reads "unknown" or "pending" (a lost answer, a call in flight):
+// payment-pending is held for the buyer, so scheduled or active by its dates;
+// an unknown state exists, so it goes by the dates too.
 func reservationState(s ec2types.CapacityReservationState, start, end, now time.Time) (state, note string) {
 	dated := func() string { return datedState(start, end, now) }
 	switch s {
@@ -589,12 +517,8 @@ func reservationState(s ec2types.CapacityReservationState, start, end, now time.
 	return dated(), fmt.Sprintf("AWS state %q, which this version of gpumarket does not know", string(s))
 }
 
-// RefreshOffering describes a capacity block offering again, as AWS sells
-// it now, so the booking service buys at fresh terms: the same search
-// (type, count, the length rounded to one AWS sells, a start range around
-// the offering's) paged through for the same id. It returns the offering
-// with the price, dates, zone and count of that answer, or an error
-// matching domain.ErrOfferingGone when AWS no longer offers the id.
+// RefreshOffering finds the offering's id again in the same search as AWS sells
+// now; one no longer offered matches domain.ErrOfferingGone.
 func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (domain.Offering, error) {
 	if isPlan(o) {
 		return p.refreshTrainingPlan(ctx, o)
@@ -646,9 +570,7 @@ func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (doma
 		o.Start.UTC().Format(time.RFC3339), domain.ErrOfferingGone)
 }
 
-// sellableHours is the length AWS sells nearest to d, in hours: AWS
-// refuses a search for a length it does not sell, and answers one with
-// blocks of nearby lengths.
+// sellableHours is the sold length nearest d: AWS refuses a search for another.
 func sellableHours(d time.Duration) int {
 	best, bestDiff := 24, time.Duration(math.MaxInt64)
 	for h := 24; h <= int(blockTerms.MaxDuration/time.Hour); h += 24 {

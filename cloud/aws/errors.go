@@ -11,8 +11,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// apiCode returns the AWS error code of err ("RequestLimitExceeded",
-// "DryRunOperation"), or "".
+// apiCode returns err's AWS error code ("DryRunOperation"), or "".
 func apiCode(err error) string {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
@@ -21,24 +20,19 @@ func apiCode(err error) string {
 	return ""
 }
 
-// countRefused reports whether AWS refused a block search for its
-// instance count (InvalidParameterValue naming InstanceCount), which is
-// not the type being unsold and must be said, not skipped.
+// countRefused reports a block search refused for its InstanceCount: said, not skipped as unsold.
 func countRefused(err error) bool {
 	var ae smithy.APIError
 	return errors.As(err, &ae) && ae.ErrorCode() == "InvalidParameterValue" && strings.Contains(ae.ErrorMessage(), "InstanceCount")
 }
 
-// credentialCodes are the answers AWS gives to missing, wrong or expired
-// keys.
 var credentialCodes = map[string]bool{
 	"AuthFailure": true, "ExpiredToken": true, "ExpiredTokenException": true, "RequestExpired": true,
 	"InvalidClientTokenId": true, "UnrecognizedClientException": true, "SignatureDoesNotMatch": true,
 	"InvalidAccessKeyId": true,
 }
 
-// explain turns the SDK's credential failures into one clear error that
-// wraps ErrNoCredentials; other errors pass through.
+// explain turns credential failures into one error wrapping ErrNoCredentials.
 func explain(err error) error {
 	if err == nil {
 		return nil
@@ -55,7 +49,6 @@ func explain(err error) error {
 	return err
 }
 
-// shortCause keeps the innermost message of the SDK's long error chains.
 func shortCause(err error) string {
 	for {
 		next := errors.Unwrap(err)
@@ -71,10 +64,8 @@ func shortCause(err error) string {
 	return s
 }
 
-// ErrInvalidSpec is matched (errors.Is) by the errors of a request refused
-// before any call to AWS: a fleet without a launch template, an offering id
-// that is not "cb-…". Such a request certainly bought nothing, so these
-// errors match domain.ErrDeclined too and the ledger marks them failed.
+// ErrInvalidSpec matches a request refused before any call to AWS; it certainly
+// bought nothing, so it matches domain.ErrDeclined too.
 var ErrInvalidSpec = errors.New("aws: invalid request")
 
 type specError struct{ msg string }
@@ -86,11 +77,8 @@ func (e specError) Is(target error) bool {
 
 func specErrorf(format string, a ...any) error { return specError{fmt.Sprintf(format, a...)} }
 
-// limitError is a request refused before any call because a count is
-// beyond what the AWS API takes (CreateFleet's TotalTargetCapacity is an
-// int32, and EC2 Fleet's quota is 10,000 per fleet; a capacity block holds
-// 64 instances): the user's input was wrong, so it matches
-// domain.ErrInvalidQuery as well as ErrInvalidSpec and ErrDeclined.
+// limitError is a count beyond what the API takes: the user's input, so it also
+// matches domain.ErrInvalidQuery.
 type limitError struct{ msg string }
 
 func (e limitError) Error() string { return e.msg }

@@ -19,25 +19,20 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// regionState is what the provider remembers of a region between fetches.
-// A region's fetch runs its history streams and the calls beside them at
-// once, and FindOfferings may read the types meanwhile, hence the lock.
+// regionState is what the provider remembers of a region between fetches, locked:
+// a fetch's streams and FindOfferings may read it at once.
 type regionState struct {
 	mu      sync.Mutex
 	types   []GPUType
 	typesAt time.Time
-	// pools are the pools described so far, as last sent to the sink.
-	pools map[domain.PoolKey]domain.Pool
-	// zoneNames maps zone ids ("use1-az1") to names ("us-east-1a"), as
-	// the price history reports them; placement scores name zone ids.
+	pools   map[domain.PoolKey]domain.Pool
+	// zoneNames maps zone ids ("use1-az1") to the names the history reports.
 	zoneNames map[string]string
-	// gap is what failed fetches of this region did not get; the
-	// region's next fetch asks for it again.
+	// gap is what failed fetches missed; the next fetch asks for it again.
 	gap domain.Gap
 }
 
-// regionRequest widens the request over what earlier fetches of the
-// region missed (a catch-up back-fill: progress, on-demand prices).
+// regionRequest widens the request over what earlier fetches missed.
 func (rs *regionState) regionRequest(req domain.FetchRequest) domain.FetchRequest {
 	if req.Aside {
 		return req
@@ -47,7 +42,6 @@ func (rs *regionState) regionRequest(req domain.FetchRequest) domain.FetchReques
 	return rs.gap.Widen(req)
 }
 
-// settle records the outcome of the region's fetch of req.
 func (rs *regionState) settle(req domain.FetchRequest, failed bool) {
 	if req.Aside {
 		return // the hub's next fetch catches up, not this one
@@ -74,10 +68,8 @@ func (rs *regionState) setTypes(t []GPUType, at time.Time) {
 	rs.mu.Unlock()
 }
 
-// sideTimeout bounds what a region waits, after its history, for the
-// calls that run beside it (the Price List, placement scores, the advisor
-// file): their data is optional, and a hang there must not hold rows that
-// are ready.
+// sideTimeout bounds the wait for the optional calls beside a region's history,
+// so a hang there does not hold rows that are ready.
 const sideTimeout = 10 * time.Second
 
 // fetchAids are the calls a fetch runs beside the regions' history.
@@ -88,17 +80,10 @@ type fetchAids struct {
 	note   func(string) string
 }
 
-// Fetch streams the GPU pools of the query's regions and their spot prices
-// in [req.Since, req.Until]: one event per page (or batch of pages) of
-// DescribeSpotPriceHistory. Every region is asked at once, bounded only by
-// AWS's documented rate limits, and the steps of a region overlap: its
-// history pages start with the catalog's GPU types while
-// DescribeInstanceTypes answers (a type the catalog lacks gets its own
-// pages after), and the Price List, the placement scores and the advisor
-// file are asked beside them. A region that fails is reported as an Event
-// with Err and the others go on; Fetch returns an error only when every
-// region failed. A region asks again, at its next fetch, for the span its
-// failed fetches missed.
+// Fetch streams the query's GPU pools and spot prices in [Since, Until], an
+// event per page batch. Regions run at once, bounded by AWS's rate limits, with
+// the Price List, scores and advisor beside; a failed region is an Event with
+// Err, and Fetch fails only when all did.
 func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink domain.Sink) error {
 	if !req.Until.After(req.Since) {
 		return fmt.Errorf("aws: fetch window [%s, %s] is empty", req.Since.Format(time.RFC3339), req.Until.Format(time.RFC3339))
@@ -109,8 +94,7 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	aids := &fetchAids{note: p.sourceNote}
-	// Nothing of the fetch outlives it: what still runs beside the
-	// regions (a slow Price List, say) is stopped and waited for.
+	// Nothing outlives the fetch: the side calls are stopped and waited for.
 	defer aids.join()
 	defer cancel()
 
@@ -163,13 +147,11 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 		return fmt.Errorf("aws: every region failed (%d), first: %w", len(regions), firstErr)
 	}
 	if aids.od != nil {
-		// The note now says whether the Price List answered.
 		sink(domain.Event{Provider: Name, Note: aids.note(aids.adv.noteNow())})
 	}
 	return nil
 }
 
-// join waits for the calls beside the regions to end.
 func (a *fetchAids) join() {
 	if a.adv != nil {
 		<-a.adv.done
@@ -182,8 +164,7 @@ func (a *fetchAids) join() {
 	}
 }
 
-// sourceNote is the source's status line: the advisor's note, and why
-// on-demand prices are unknown when the Price List failed.
+// sourceNote is the advisor's note, and why on-demand prices are unknown if so.
 func (p *Provider) sourceNote(advisorNote string) string {
 	if od := p.onDemandNote(); od != "" {
 		return advisorNote + "; " + od
@@ -191,9 +172,7 @@ func (p *Provider) sourceNote(advisorNote string) string {
 	return advisorNote
 }
 
-// knownGPUTypes returns the region's GPU types from the caches, else the
-// catalog's: the types a fetch asks about before DescribeInstanceTypes has
-// answered.
+// knownGPUTypes returns the region's cached GPU types, else the catalog's.
 func (p *Provider) knownGPUTypes(region string) []GPUType {
 	if t, ok := p.cachedGPUTypes(region); ok {
 		return t
@@ -211,8 +190,7 @@ func wantedNames(types []GPUType, q domain.Query) []string {
 	return out
 }
 
-// regionFetch is one region's part of a fetch. Its history streams (the
-// catalog's types, then any the catalog lacks) may run at once.
+// regionFetch is one region's part of a fetch; its history streams may run at once.
 type regionFetch struct {
 	p      *Provider
 	region string
@@ -225,13 +203,11 @@ type regionFetch struct {
 	specs map[string]domain.GPUSpec // the wanted types asked for, with their GPUs
 	pages int                       // history pages answered
 	open  int                       // streams with more pages to come
-	// described are the pools this fetch has described: a back-fill
-	// describes each pool it reports once, known to the provider or not.
+	// described: a back-fill describes each pool it reports once.
 	described map[domain.PoolKey]bool
 }
 
-// describeOnce reports whether a back-fill has yet to describe the pool,
-// and notes that it now does.
+// describeOnce reports whether a back-fill has yet to describe the pool, and marks it.
 func (rf *regionFetch) describeOnce(k domain.PoolKey) bool {
 	rf.mu.Lock()
 	defer rf.mu.Unlock()
@@ -245,8 +221,7 @@ func (rf *regionFetch) describeOnce(k domain.PoolKey) bool {
 	return true
 }
 
-// want adds the types the query wants that are not asked for yet, and
-// returns their names.
+// want adds the wanted types not yet asked for and returns their names.
 func (rf *regionFetch) want(types []GPUType) []string {
 	rf.mu.Lock()
 	defer rf.mu.Unlock()
@@ -268,9 +243,7 @@ func (rf *regionFetch) spec(instanceType string) (domain.GPUSpec, bool) {
 	return s, ok
 }
 
-// fetchRegion streams one region's history pages, then refreshes the
-// descriptions of its pools (on-demand prices, interruption data,
-// placement scores) once the calls beside it have answered.
+// fetchRegion streams a region's history, then refreshes its pools once the side calls answered.
 func (p *Provider) fetchRegion(ctx context.Context, region string, req domain.FetchRequest, aids *fetchAids, sink domain.Sink) error {
 	rf := &regionFetch{p: p, region: region, req: req, rs: p.regionState(region), aids: aids, sink: sink, specs: map[string]domain.GPUSpec{}}
 	if types, ok := p.cachedGPUTypes(region); ok {
@@ -279,8 +252,7 @@ func (p *Provider) fetchRegion(ctx context.Context, region string, req domain.Fe
 			return err
 		}
 	} else {
-		// Cold: the catalog's types at once, DescribeInstanceTypes beside
-		// them, then the region's types the catalog lacks.
+		// Cold: the catalog's types at once, then the region's own that it lacks.
 		first := rf.want(catalogGPUTypes())
 		histErr := make(chan error, 1)
 		go func() { histErr <- rf.history(ctx, first) }()
@@ -295,8 +267,7 @@ func (p *Provider) fetchRegion(ctx context.Context, region string, req domain.Fe
 			if err != nil || !rejectedTypes(herr) {
 				return herr
 			}
-			// The region's API refused a type of the catalog (one it
-			// does not know yet): ask for the region's own types.
+			// The region refused a catalog type it does not know yet: ask for its own.
 			var own []string
 			for _, t := range types {
 				if slices.Contains(first, t.InstanceType) {
@@ -315,7 +286,6 @@ func (p *Provider) fetchRegion(ctx context.Context, region string, req domain.Fe
 	pages, asked := rf.pages, len(rf.specs)
 	rf.mu.Unlock()
 	if req.Backfill && pages == 0 {
-		// No type of the query here: the region's back-fill is done.
 		sink(domain.Event{Provider: Name, Region: region, Progress: &domain.Progress{Done: 1, Total: 1}})
 	}
 	if asked == 0 {
@@ -326,8 +296,7 @@ func (p *Provider) fetchRegion(ctx context.Context, region string, req domain.Fe
 	return rf.finish(ctx)
 }
 
-// rejectedTypes reports whether EC2 refused a request for its instance
-// types (an unknown name), rather than failing it.
+// rejectedTypes reports whether EC2 refused an unknown instance type name.
 func rejectedTypes(err error) bool {
 	switch apiCode(err) {
 	case "InvalidParameterValue", "InvalidInstanceType":
@@ -336,7 +305,6 @@ func rejectedTypes(err error) bool {
 	return false
 }
 
-// history pages through DescribeSpotPriceHistory for the given types.
 func (rf *regionFetch) history(ctx context.Context, names []string) error {
 	if len(names) == 0 {
 		return nil
@@ -361,12 +329,8 @@ func (rf *regionFetch) history(ctx context.Context, names []string) error {
 		rf.open--
 		rf.mu.Unlock()
 	}()
-	// AWS answers newest first, so every page is older than what the
-	// sink has already merged, and merging it rebuilds the pools' series.
-	// Pages are therefore sent in batches that double in size: the first
-	// page (today's prices) at once, and the whole history in about
-	// log2(pages) merges instead of one per page. Progress goes out with
-	// every page all the same.
+	// AWS answers newest first, so each page rebuilds merged series: pages go in
+	// doubling batches, about log2(pages) merges; progress goes with every page.
 	pg := ec2.NewDescribeSpotPriceHistoryPaginator(p.client(region), in)
 	call := p.ec2Call(region, "DescribeSpotPriceHistory")
 	sent := 0
@@ -403,11 +367,7 @@ func (rf *regionFetch) history(ctx context.Context, names []string) error {
 				rf.describeOnce(pt.Pool)
 				ev.Pools = append(ev.Pools, pool)
 			case req.Backfill && rf.describeOnce(pt.Pool):
-				// A back-fill starts a window for whoever asked: one
-				// that knows no pool yet (a fleet's estimate after an
-				// earlier fetch of this provider) needs the description,
-				// with its on-demand price, though the provider sent it
-				// before.
+				// A back-fill describes its pools again for a caller that knows none yet.
 				ev.Pools = append(ev.Pools, pool)
 			}
 		}
@@ -442,9 +402,7 @@ func (rf *regionFetch) history(ctx context.Context, names []string) error {
 	return nil
 }
 
-// describe makes a pool's description from what is known now: its GPUs,
-// its on-demand price (cached), its interruption bucket, its placement
-// score (scores, when given; else the one it had).
+// describe makes a pool's description from what is known now.
 func (rf *regionFetch) describe(k domain.PoolKey, scores *placement) domain.Pool {
 	spec, _ := rf.spec(k.InstanceType)
 	pool := domain.Pool{Provider: Name, Cloud: domain.CloudAWS, Region: rf.region, Zone: k.Zone,
@@ -475,12 +433,8 @@ func (rf *regionFetch) describe(k domain.PoolKey, scores *placement) domain.Pool
 	return pool
 }
 
-// finish waits (within ctx) for the calls beside the region — the Price
-// List, the advisor file, the placement scores — and sends the pools whose
-// description changed. Types that DescribeInstanceTypes brought and the
-// Price List query beside did not ask for are asked now (those it asked
-// for and did not get stay unknown: the query failed, and the note says
-// so).
+// finish waits for the side calls and sends the pools whose description changed;
+// types the Price List query did not ask for are asked now.
 func (rf *regionFetch) finish(ctx context.Context) error {
 	if rf.req.Backfill {
 		rf.aids.od.wait(ctx)
@@ -497,8 +451,6 @@ func (rf *regionFetch) finish(ctx context.Context) error {
 	}
 	rf.aids.adv.wait(ctx)
 	scores := rf.aids.scores.wait(ctx)
-	// Refresh the descriptions of the region's pools of the asked types
-	// whose on-demand price, interruption data or score changed.
 	rf.rs.mu.Lock()
 	keys := make([]domain.PoolKey, 0, len(rf.rs.pools))
 	for k := range rf.rs.pools {
@@ -525,10 +477,8 @@ func (rf *regionFetch) finish(ctx context.Context) error {
 	return nil
 }
 
-// byPool orders points pool by pool, each pool's in the order given. A page
-// interleaves the pools (AWS sorts it by time), and the sink merges a
-// pool's run of points at once: one merge a pool, not one a point (an
-// older point than a series' last rebuilds it).
+// byPool orders points pool by pool: a page interleaves pools by time, and one
+// merge per pool beats one per point.
 func byPool(points []domain.PricePoint) []domain.PricePoint {
 	group := map[domain.PoolKey]int{}
 	var counts []int
@@ -558,9 +508,7 @@ func byPool(points []domain.PricePoint) []domain.PricePoint {
 	return out
 }
 
-// pricePoint converts one history entry. Entries for other products, or
-// with no zone, are skipped (ok false); a price that is not a number is an
-// error, as the answer is then not what the API promises.
+// pricePoint converts one entry; other products or no zone are skipped, a non-number price is an error.
 func pricePoint(region string, sp ec2types.SpotPrice) (domain.PricePoint, bool, error) {
 	if sp.AvailabilityZone == nil || sp.Timestamp == nil || sp.SpotPrice == nil {
 		return domain.PricePoint{}, false, nil

@@ -16,45 +16,21 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Limits of EC2 Fleet that a launch is checked against before any call
-// ("Quotas for EC2 Fleet and Spot Fleet", EC2 User Guide; the API's
-// counts are int32).
+// EC2 Fleet limits checked before any call ("Quotas for EC2 Fleet and Spot Fleet", EC2 User Guide).
 const (
 	// MaxFleetTarget is the most instances one EC2 Fleet may target.
 	MaxFleetTarget = 10000
-	// MaxFleetPools is the most capacity pools (instance type × zone) a
-	// fleet of type request or maintain may name.
+	// MaxFleetPools is the most pools (type × zone) a request or maintain fleet may name.
 	MaxFleetPools = 300
 )
 
-// tagFleetID is the tag EC2 Fleet puts on every instance it launches.
 const tagFleetID = "aws:ec2:fleet-id"
 
-// LaunchFleet launches a spot fleet with CreateFleet, tagged with
-// domain.Tags (TagRef is the client token: the ledger row's id).
-//
-// A fleet to run now is of type "instant": one synchronous call that
-// answers with the instances it launched and the errors of the pools it
-// could not fill, so the ledger records exactly what was launched and the
-// user sees "insufficient capacity" at once; it leaves no standing request
-// that keeps launching (and billing) after gpumarket has exited. The price
-// is that interrupted instances are not replaced.
-//
-// A scheduled fleet (spec.Start in the future, or an End) is of type
-// "request": AWS documents ValidFrom, ValidUntil and
-// TerminateInstancesWithExpiration for request and maintain fleets, not
-// for instant ones. Request, not maintain: like instant it is a one-time
-// request that does not replace interrupted Spot Instances, so the fleet
-// bills no more than the one launched now would; AWS launches it at
-// ValidFrom and, with TerminateInstancesWithExpiration, terminates its
-// instances at ValidUntil, whether or not gpumarket is running. Its answer
-// names only the fleet; its instances come at the start.
-//
-// Overrides are the instance types × zones of the spec (types alone when it
-// names no zones); the spot part uses the spec's allocation strategy
-// (price-capacity-optimized by default) and MaxPriceUSD caps each pool's
-// price; OnDemandBase instances are on-demand. ClientToken makes a repeated
-// launch return the first fleet rather than a second.
+// LaunchFleet launches a spot fleet with CreateFleet; its client token is the
+// ledger row's id, so a repeat returns the first fleet. A fleet to run now is
+// "instant": one call answering what launched and what could not, no standing
+// request billing after gpumarket exits. A scheduled one is "request", the type
+// AWS documents ValidFrom/ValidUntil for, likewise not replacing interruptions.
 func (p *Provider) LaunchFleet(ctx context.Context, spec domain.FleetSpec) (domain.Fleet, error) {
 	if err := p.validateFleet(&spec); err != nil {
 		return domain.Fleet{}, err
@@ -107,7 +83,6 @@ func (p *Provider) LaunchFleet(ctx context.Context, spec domain.FleetSpec) (doma
 	return f, nil
 }
 
-// createFleetInput is the CreateFleet request of a validated spec.
 func (p *Provider) createFleetInput(spec domain.FleetSpec, now time.Time) *ec2.CreateFleetInput {
 	ltSpec := &ec2types.FleetLaunchTemplateSpecificationRequest{Version: awssdk.String("$Default")}
 	if strings.HasPrefix(spec.LaunchTemplate, "lt-") {
@@ -157,15 +132,13 @@ func (p *Provider) createFleetInput(spec domain.FleetSpec, now time.Time) *ec2.C
 	}
 	if spec.Start.After(now) || !spec.End.IsZero() {
 		in.Type = ec2types.FleetTypeRequest
-		// A request fleet can tag only itself; instances get the tags
-		// of the launch template.
+		// A request fleet tags only itself; instances get the launch template's tags.
 		in.TagSpecifications = tagSpecs(ec2types.ResourceTypeFleet, tags)
 		if spec.Start.After(now) {
 			in.ValidFrom = awssdk.Time(spec.Start.UTC().Truncate(time.Second))
 		}
 		if !spec.End.IsZero() {
-			// Truncated, never rounded up: the fleet never ends later
-			// than asked.
+			// Truncated: the fleet never ends later than asked.
 			in.ValidUntil = awssdk.Time(spec.End.UTC().Truncate(time.Second))
 			in.TerminateInstancesWithExpiration = awssdk.Bool(true)
 		}
@@ -184,11 +157,8 @@ func scheduleNote(in *ec2.CreateFleetInput) string {
 	return s
 }
 
-// ValidateFleet checks a fleet spec against what the provider and the EC2
-// API take, without any call, and fills its defaults (the strategy, the
-// launch template from the options). Errors match ErrInvalidSpec and
-// domain.ErrDeclined; a count beyond the API's limits also matches
-// domain.ErrInvalidQuery.
+// ValidateFleet checks a spec without a call and fills its defaults; errors
+// match ErrInvalidSpec and domain.ErrDeclined.
 func (p *Provider) ValidateFleet(spec domain.FleetSpec) (domain.FleetSpec, error) {
 	err := p.validateFleet(&spec)
 	return spec, err
@@ -259,12 +229,8 @@ func (p *Provider) DescribeFleet(ctx context.Context, region, id string) (domain
 	return domain.Fleet{}, fmt.Errorf("aws: describe fleet %s in %s: no such fleet", id, region)
 }
 
-// describedFleet is a described fleet with its running instances counted.
-// An instant fleet lists them (the model's FleetData.Instances is "Valid
-// only when Type is set to instant"); a request or maintain fleet's
-// running instances are those DescribeFleetInstances lists, or, when that
-// call fails or the fleet is not active, its FulfilledCapacity (one unit
-// per instance: gpumarket sets no weights).
+// describedFleet counts a fleet's running instances: an instant fleet lists them;
+// another's come from DescribeFleetInstances, else FulfilledCapacity.
 func (p *Provider) describedFleet(ctx context.Context, region string, fd ec2types.FleetData) domain.Fleet {
 	f := p.fleetOf(region, fd)
 	if fd.Type == ec2types.FleetTypeInstant {
@@ -286,7 +252,6 @@ func (p *Provider) describedFleet(ctx context.Context, region string, fd ec2type
 	return f
 }
 
-// fleetOf is a described fleet, its instances not counted.
 func (p *Provider) fleetOf(region string, fd ec2types.FleetData) domain.Fleet {
 	state, note := fleetState(fd, p.opt.Now())
 	f := domain.Fleet{ID: awssdk.ToString(fd.FleetId), Provider: Name, Region: region, State: state}
@@ -300,8 +265,7 @@ func (p *Provider) fleetOf(region string, fd ec2types.FleetData) domain.Fleet {
 	return f
 }
 
-// activeInstances counts a request or maintain fleet's running instances
-// (DescribeFleetInstances, which does not take instant fleets).
+// activeInstances counts a request or maintain fleet's instances (not instant fleets).
 func (p *Provider) activeInstances(ctx context.Context, region, id string) (int, error) {
 	n := 0
 	var token *string
@@ -318,14 +282,9 @@ func (p *Provider) activeInstances(ctx context.Context, region, id string) (int,
 	}
 }
 
-// FindFleet finds the fleet launched with a client token, so a launch whose
-// answer was lost is settled instead of sent again. DescribeFleets has no
-// client-token filter and lists a fleet of type instant only when asked
-// for by id, so: the region's listed fleets (request and maintain) are
-// paged through and matched; then the instances tagged with the token
-// (TagRef, put on an instant fleet's instances at launch) name, in AWS's
-// aws:ec2:fleet-id tag, the instant fleet to describe. It returns nil, nil
-// when no fleet has the token.
+// FindFleet finds the fleet launched with a client token, nil, nil if none.
+// DescribeFleets has no token filter and lists instant fleets only by id: listed
+// fleets are matched, then instances tagged with the token name theirs.
 func (p *Provider) FindFleet(ctx context.Context, region, clientToken string) (*domain.Fleet, error) {
 	pages := ec2.NewDescribeFleetsPaginator(p.client(region), &ec2.DescribeFleetsInput{MaxResults: awssdk.Int32(1000)})
 	for pages.HasMorePages() {
@@ -360,8 +319,7 @@ func (p *Provider) FindFleet(ctx context.Context, region, clientToken string) (*
 	return nil, nil
 }
 
-// taggedFleetIDs pages through the instances matching the filter and
-// returns the fleets that launched them, by AWS's aws:ec2:fleet-id tag.
+// taggedFleetIDs returns the fleets that launched the filter's instances.
 func (p *Provider) taggedFleetIDs(ctx context.Context, region string, filter ec2types.Filter) ([]string, error) {
 	pg := ec2.NewDescribeInstancesPaginator(p.client(region), &ec2.DescribeInstancesInput{
 		Filters: []ec2types.Filter{filter}, MaxResults: awssdk.Int32(1000),
@@ -388,14 +346,9 @@ func (p *Provider) taggedFleetIDs(ctx context.Context, region string, filter ec2
 	return ids, nil
 }
 
-// DeleteFleet deletes a fleet and terminates its instances (an instant
-// fleet can only be deleted that way, and a forgotten GPU instance is the
-// costliest mistake gpumarket could leave behind).
-//
-// DeleteFleets "might fail" for an instant fleet of more than 1,000
-// instances (the model: "first terminate most of the instances manually,
-// leaving 1000 or fewer"), so such a fleet's instances beyond 1,000 are
-// terminated first, up to 1,000 per TerminateInstances call (its limit).
+// DeleteFleet deletes a fleet and terminates its instances. DeleteFleets "might
+// fail" for an instant fleet over 1,000 instances (the model), so those beyond
+// are terminated first.
 func (p *Provider) DeleteFleet(ctx context.Context, region, id string) error {
 	if err := p.trimInstantFleet(ctx, region, id); err != nil {
 		return explain(fmt.Errorf("aws: delete fleet %s in %s: %w", id, region, err))
@@ -421,13 +374,10 @@ func (p *Provider) DeleteFleet(ctx context.Context, region, id string) error {
 	return fmt.Errorf("aws: delete fleet %s in %s: AWS did not confirm the deletion", id, region)
 }
 
-// maxInstantDelete is the most instances DeleteFleets is documented to
-// delete with an instant fleet; also TerminateInstances' most ids a call.
+// maxInstantDelete: DeleteFleets' documented instant limit and TerminateInstances' ids per call.
 const maxInstantDelete = 1000
 
-// trimInstantFleet terminates an instant fleet's instances beyond
-// maxInstantDelete; a fleet of another type, or of fewer instances, is
-// left as it is.
+// trimInstantFleet terminates an instant fleet's instances beyond maxInstantDelete.
 func (p *Provider) trimInstantFleet(ctx context.Context, region, id string) error {
 	out, err := p.client(region).DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: []string{id}})
 	if err != nil {
@@ -452,15 +402,8 @@ func (p *Provider) trimInstantFleet(ctx context.Context, region, id string) erro
 	return nil
 }
 
-// fleetState maps a fleet as AWS describes it onto the ledger's states,
-// with a note of what the state leaves out. Its schedule decides first: a
-// fleet before its ValidFrom is "scheduled" (AWS shows it active with
-// nothing launched yet), one past its ValidUntil has "ended" (expired, its
-// instances terminated with it). Otherwise: submitted, modifying and
-// active are "active" (the fleet exists and may bill; the ledger's
-// "pending" means a call in flight), the deleted states "deleted", failed
-// "failed"; a state this version does not know is "active", noted, never
-// the ledger's "unknown" (an answer that was lost).
+// fleetState maps a fleet onto the ledger's states, with a note: before
+// ValidFrom scheduled, past ValidUntil ended; an unknown state is active.
 func fleetState(fd ec2types.FleetData, now time.Time) (state, note string) {
 	expired := fd.ValidUntil != nil && !now.Before(*fd.ValidUntil)
 	switch fd.FleetState {

@@ -16,20 +16,12 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
-// DescribeSpotPriceHistory's answers are most of what the fetch reads: a
-// 90-day back-fill of one region is a thousand pages of a thousand items.
-// The SDK's deserializer walks them with encoding/xml, about 3 KB of
-// allocations and 10µs of CPU an item, so fourteen regions' pages arriving
-// together kept two cores busy longer than the network took to bring them.
-// historyDeserializer reads the same answers in one pass over the bytes,
-// sharing the strings that repeat (types, zones, prices, times). It is
-// strict: anything it does not recognise as a plain answer (an error
-// status, a comment, a CDATA section, an unknown entity, mismatched tags)
-// is handed, bytes unchanged, to the SDK's own deserializer, so callers see
-// exactly what the SDK would say. FuzzHistoryXML checks both agree.
+// A 90-day back-fill is a thousand pages of a thousand items per region, and the
+// SDK's encoding/xml walk (~3 KB, 10 µs an item) kept two cores busy longer than
+// the network. This reads plain answers in one pass, sharing repeated strings;
+// anything else goes, bytes unchanged, to the SDK's deserializer (FuzzHistoryXML).
 
-// historyDeserializer replaces the SDK's DescribeSpotPriceHistory
-// deserializer and keeps it for the answers it leaves to it.
+// historyDeserializer replaces the SDK's DescribeSpotPriceHistory deserializer, keeping it for the rest.
 type historyDeserializer struct {
 	sdk middleware.DeserializeMiddleware
 }
@@ -37,8 +29,7 @@ type historyDeserializer struct {
 // ID is the SDK deserializer's, which this one replaces in the stack.
 func (historyDeserializer) ID() string { return "OperationDeserializer" }
 
-// HandleDeserialize reads a successful answer itself and hands anything
-// else to the SDK.
+// HandleDeserialize reads a successful answer itself and hands anything else to the SDK.
 func (d historyDeserializer) HandleDeserialize(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (
 	middleware.DeserializeOutput, middleware.Metadata, error) {
 	out, md, err := next.HandleDeserialize(ctx, in)
@@ -49,7 +40,6 @@ func (d historyDeserializer) HandleDeserialize(ctx context.Context, in middlewar
 	body, rerr := readBody(resp)
 	resp.Body.Close()
 	if rerr != nil {
-		// The SDK's deserializer would fail to read it too; let it say so.
 		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{rerr}))
 		return d.sdk.HandleDeserialize(ctx, in, answered{out, md, nil})
 	}
@@ -62,24 +52,21 @@ func (d historyDeserializer) HandleDeserialize(ctx context.Context, in middlewar
 	return out, md, nil
 }
 
-// readBody reads an answer into one buffer of its Content-Length (a page
-// is ~300 KB: io.ReadAll would grow its buffer a dozen times).
+// readBody reads an answer into one buffer of its Content-Length (io.ReadAll would grow it a dozen times).
 func readBody(resp *smithyhttp.Response) ([]byte, error) {
 	if n := resp.ContentLength; n > 0 && n < 64<<20 {
 		b := make([]byte, n)
 		if _, err := io.ReadFull(resp.Body, b); err != nil {
 			return b, err
 		}
-		// Anything past the announced length is an error of the
-		// transport, which io.ReadAll would have read: read it too.
+		// Past the announced length is the transport's error: read it, as io.ReadAll would.
 		rest, err := io.ReadAll(resp.Body)
 		return append(b, rest...), err
 	}
 	return io.ReadAll(resp.Body)
 }
 
-// answered is the rest of the stack, already run: the SDK's deserializer
-// gets the response it would have got.
+// answered is the rest of the stack, already run, for the SDK's deserializer.
 type answered struct {
 	out middleware.DeserializeOutput
 	md  middleware.Metadata
@@ -94,7 +81,6 @@ type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
-// withHistoryDeserializer installs historyDeserializer in a call's stack.
 func withHistoryDeserializer(o *ec2.Options) {
 	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
 		sdk, found := s.Deserialize.Get("OperationDeserializer")
@@ -106,12 +92,10 @@ func withHistoryDeserializer(o *ec2.Options) {
 	})
 }
 
-// errNotPlain makes parseSpotPriceHistory leave an answer to the SDK.
 var errNotPlain = errors.New("not a plain DescribeSpotPriceHistory answer")
 
-// parseSpotPriceHistory reads a DescribeSpotPriceHistoryResponse: its
-// nextToken and the items of its spotPriceHistorySet. Element names match
-// case-insensitively and unknown elements are skipped, as in the SDK.
+// parseSpotPriceHistory reads nextToken and the spotPriceHistorySet items;
+// names match case-insensitively, unknown elements are skipped, as in the SDK.
 func parseSpotPriceHistory(body []byte) (*ec2.DescribeSpotPriceHistoryOutput, error) {
 	if !utf8.Valid(body) {
 		return nil, errNotPlain
@@ -162,9 +146,7 @@ func parseSpotPriceHistory(body []byte) (*ec2.DescribeSpotPriceHistoryOutput, er
 	return out, x.end()
 }
 
-// xmlScanner walks a small subset of XML: elements (whose attributes are
-// namespace declarations and the like), text with the predefined and
-// numeric entities. Anything else fails the scan (ok false).
+// xmlScanner walks a small subset of XML (elements, text, predefined and numeric entities); anything else fails the scan.
 type xmlScanner struct {
 	b     []byte
 	i     int
@@ -184,13 +166,11 @@ func (x *xmlScanner) space() {
 	}
 }
 
-// prologs are the XML declarations read here; any other is left to
-// encoding/xml (which refuses encodings other than UTF-8, for one).
+// prologs are the XML declarations read here; others are left to encoding/xml.
 var prologs = [][]byte{
 	[]byte(`<?xml version="1.0" encoding="UTF-8"?>`), []byte(`<?xml version="1.0" encoding="utf-8"?>`), []byte(`<?xml version="1.0"?>`),
 }
 
-// prolog skips the XML declaration, if it is one of prologs.
 func (x *xmlScanner) prolog() bool {
 	x.space()
 	if bytes.HasPrefix(x.b[x.i:], []byte("<?")) {
@@ -210,8 +190,7 @@ func (x *xmlScanner) prolog() bool {
 	return true
 }
 
-// open reads a start tag at the cursor: its name as written, its local
-// name (after any prefix) and whether it closes itself.
+// open reads a start tag: its name as written, its local name, whether it closes itself.
 func (x *xmlScanner) open() (raw, local []byte, self, ok bool) {
 	if x.i >= len(x.b) || x.b[x.i] != '<' {
 		return nil, nil, false, false
@@ -248,8 +227,7 @@ func (x *xmlScanner) open() (raw, local []byte, self, ok bool) {
 	return raw, local, self, true
 }
 
-// plainAttrs reports whether a start tag's rest is attributes name="value"
-// (or 'value') with plain values: no markup, entities or control bytes.
+// plainAttrs reports whether a tag's attributes have plain values: no markup, entities or control bytes.
 func plainAttrs(a []byte) bool {
 	i := 0
 	for {
@@ -288,7 +266,6 @@ func plainAttrs(a []byte) bool {
 	}
 }
 
-// closeTag reads the end tag of the element named raw.
 func (x *xmlScanner) closeTag(raw []byte) bool {
 	if !bytes.HasPrefix(x.b[x.i:], []byte("</")) || !bytes.HasPrefix(x.b[x.i+2:], raw) {
 		return false
@@ -304,8 +281,7 @@ func (x *xmlScanner) closeTag(raw []byte) bool {
 	return true
 }
 
-// child moves to the next child element of the element named parent, or
-// reads parent's end tag (closed).
+// child moves to parent's next child element, or reads its end tag (closed).
 func (x *xmlScanner) child(parent []byte) (raw, local []byte, self, closed, ok bool) {
 	x.space()
 	if bytes.HasPrefix(x.b[x.i:], []byte("</")) {
@@ -315,8 +291,7 @@ func (x *xmlScanner) child(parent []byte) (raw, local []byte, self, closed, ok b
 	return raw, local, self, false, ok
 }
 
-// text reads the text of the element named raw up to its end tag (empty
-// when it has none or closes itself, as the SDK reads it).
+// text reads the element's text up to its end tag (empty if self-closed, as the SDK reads it).
 func (x *xmlScanner) text(raw []byte, self bool) ([]byte, bool) {
 	if self {
 		return []byte{}, true
@@ -336,9 +311,7 @@ func (x *xmlScanner) text(raw []byte, self bool) ([]byte, bool) {
 	return x.unescape(v)
 }
 
-// plainText reports whether text holds only characters encoding/xml takes
-// as they are: no carriage return (which it rewrites), no character XML
-// forbids.
+// plainText reports whether encoding/xml takes the text as it is: no carriage return, no forbidden character.
 func plainText(v []byte) bool {
 	for i := 0; i < len(v); {
 		c := v[i]
@@ -358,7 +331,6 @@ func plainText(v []byte) bool {
 	return true
 }
 
-// unescape decodes the predefined and numeric entities.
 func (x *xmlScanner) unescape(raw []byte) ([]byte, bool) {
 	out := x.buf[:0]
 	for len(raw) > 0 {
@@ -407,12 +379,10 @@ func (x *xmlScanner) unescape(raw []byte) ([]byte, bool) {
 	return out, true
 }
 
-// isXMLChar is encoding/xml's test of a character reference.
 func isXMLChar(r rune) bool {
 	return r == 0x09 || r == 0x0A || r == 0x0D || r >= 0x20 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF
 }
 
-// skip passes over the element named raw, with what it holds.
 func (x *xmlScanner) skip(raw []byte, self bool) bool {
 	if self {
 		return true
@@ -438,7 +408,6 @@ func (x *xmlScanner) skip(raw []byte, self bool) bool {
 	}
 }
 
-// end checks that nothing but space follows the root element.
 func (x *xmlScanner) end() error {
 	x.space()
 	if x.i != len(x.b) {
@@ -447,7 +416,6 @@ func (x *xmlScanner) end() error {
 	return nil
 }
 
-// items reads the item elements of the spotPriceHistorySet named set.
 func (x *xmlScanner) items(set []byte, list *[]ec2types.SpotPrice) bool {
 	for {
 		raw, name, self, closed, ok := x.child(set)
@@ -471,7 +439,6 @@ func (x *xmlScanner) items(set []byte, list *[]ec2types.SpotPrice) bool {
 	}
 }
 
-// item reads one SpotPrice.
 func (x *xmlScanner) item(item []byte, sp *ec2types.SpotPrice) bool {
 	for {
 		raw, name, self, closed, ok := x.child(item)
@@ -526,8 +493,7 @@ func (x *xmlScanner) item(item []byte, sp *ec2types.SpotPrice) bool {
 	}
 }
 
-// str returns a shared pointer to the string v: a page's items repeat the
-// same few types, zones, products and prices.
+// str returns a shared pointer to v: a page repeats a few types, zones and prices.
 func (x *xmlScanner) str(v []byte) *string {
 	if p, ok := x.strs[string(v)]; ok {
 		return p
@@ -537,8 +503,7 @@ func (x *xmlScanner) str(v []byte) *string {
 	return &s
 }
 
-// time parses a timestamp as the SDK does (smithytime.ParseDateTime),
-// sharing the result between the items of a page that have the same one.
+// time parses as the SDK does (smithytime.ParseDateTime), shared within a page.
 func (x *xmlScanner) time(v []byte) (*time.Time, bool) {
 	if p, ok := x.times[string(v)]; ok {
 		return p, true
@@ -559,7 +524,6 @@ func isNameByte(c byte) bool {
 	return isNameStart(c) || c >= '0' && c <= '9' || c == ':' || c == '-' || c == '.'
 }
 
-// equalFold is strings.EqualFold for an ASCII name read from the bytes.
 func equalFold(b []byte, s string) bool {
 	if len(b) != len(s) {
 		return false

@@ -19,19 +19,9 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
-// plainBodyClient hides the request body's io.WriterTo from net/http.
-//
-// Why: smithy-go wraps the body in a reader whose WriteTo answers
-// (0, io.EOF) once the SDK has closed it, and the SDK closes it as soon as
-// the response headers arrive. net/http, after sending Content-Length
-// bytes, copies the body once more to check for extra bytes; when that
-// copy comes after the close (a fast endpoint, a large answer), io.Copy
-// reports the io.EOF as an error, the transport tears the connection down,
-// and the answer being read fails with "use of closed network connection"
-// — about one large DescribeSpotPriceHistory page in six against a
-// loopback endpoint, each costing a retry with backoff, or a failed
-// PurchaseCapacityBlock, which is never retried. Through Read, a closed
-// body is a clean end of file.
+// plainBodyClient hides the body's io.WriterTo from net/http: smithy-go's WriteTo
+// answers (0, io.EOF) once the SDK closed the body, and net/http's extra-bytes
+// check would then tear down the connection mid-answer. Through Read it is EOF.
 type plainBodyClient struct{ inner awssdk.HTTPClient }
 
 // Do sends the request with its body behind a plain io.ReadCloser.
@@ -57,21 +47,16 @@ func withPlainBodies(c awssdk.HTTPClient) awssdk.HTTPClient {
 	return plainBodyClient{inner: c}
 }
 
-// Connection limits. An endpoint that refuses connections, cannot be
-// resolved or never completes a handshake is reported within seconds, not
-// after the SDK's defaults (30s to connect, 10s for TLS, each retried five
-// times with backoff: 40s and more for a closed port).
+// Connection limits: an unreachable endpoint is reported within seconds, not
+// after the SDK's defaults retried (40 s and more for a closed port).
 const (
 	dialTimeout = 3 * time.Second
 	tlsTimeout  = 4 * time.Second
-	// idleConnsPerHost keeps a connection per stream when many regions
-	// share one host (AWS_ENDPOINT_URL pointing at a proxy or a local
-	// endpoint); AWS's own endpoints are one host per region.
+	// idleConnsPerHost keeps a connection per stream when regions share one host (a proxy, a local endpoint).
 	idleConnsPerHost = 64
 )
 
-// withTimeouts applies the connection limits to the SDK's default client;
-// a client the caller built (tests, a custom Config) is left as it is.
+// withTimeouts applies the limits to the SDK's default client only.
 func withTimeouts(c awssdk.HTTPClient) awssdk.HTTPClient {
 	if c == nil {
 		c = awshttp.NewBuildableClient()
@@ -87,10 +72,8 @@ func withTimeouts(c awssdk.HTTPClient) awssdk.HTTPClient {
 		})
 }
 
-// unreachableCause says why a request never reached the endpoint (refused,
-// not resolved, no connection in time, no TLS handshake in time), or
-// reports false for any other error. Such a request was never sent, so it
-// is safe to report at once rather than retry: the next poll tries again.
+// unreachableCause says why a request never reached the endpoint, or false.
+// Never sent, so reported at once: the next poll tries again.
 func unreachableCause(err error) (string, bool) {
 	if err == nil {
 		return "", false
@@ -116,8 +99,7 @@ func unreachableCause(err error) (string, bool) {
 	return "", false
 }
 
-// attemptError is an attempt that got no answer: the endpoint was out of
-// reach, or did not answer within the attempt timeout. It is not retried.
+// attemptError is an attempt that got no answer; it is not retried.
 type attemptError struct {
 	endpoint, cause string
 	err             error
@@ -132,11 +114,8 @@ func (e *attemptError) Error() string {
 func (e *attemptError) Unwrap() error        { return e.err }
 func (e *attemptError) RetryableError() bool { return false }
 
-// attemptGuard wraps each attempt (it runs after the retry middleware) of a
-// market data call: it takes a token from the action's bucket first, bounds
-// the attempt with a timeout (an endpoint that accepts and never answers
-// fails the region after AttemptTimeout instead of holding the fetch), and
-// names the endpoint and the cause when no answer came.
+// attemptGuard wraps each attempt of a market data call: a token from the
+// action's bucket, a timeout, and the endpoint and cause when no answer came.
 type attemptGuard struct {
 	timeout time.Duration
 	bucket  *tokenBucket
@@ -179,14 +158,12 @@ func (g attemptGuard) HandleFinalize(ctx context.Context, in middleware.Finalize
 	return out, md, err
 }
 
-// ec2Call returns the per-call option of a market data call to EC2: the
-// attempt guard with the region's bucket for the action.
+// ec2Call is a market data call's option: the attempt guard with the action's bucket.
 func (p *Provider) ec2Call(region, action string) func(*ec2.Options) {
 	g := attemptGuard{timeout: p.opt.AttemptTimeout, bucket: p.bucket(region, action, nonMutatingLimit)}
 	return func(o *ec2.Options) { o.APIOptions = append(o.APIOptions, g.addTo) }
 }
 
-// pricingCall is ec2Call for the Price List's GetProducts.
 func (p *Provider) pricingCall() func(*pricing.Options) {
 	g := attemptGuard{timeout: p.opt.AttemptTimeout, bucket: p.bucket(pricingRegion, "GetProducts", priceListLimit)}
 	return func(o *pricing.Options) { o.APIOptions = append(o.APIOptions, g.addTo) }

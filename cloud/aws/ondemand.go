@@ -17,9 +17,7 @@ import (
 	pricingtypes "github.com/aws/aws-sdk-go-v2/service/pricing/types"
 )
 
-// onDemandPrice is one cached list price; USD is nil when the Price List
-// has none (the type is not sold on demand there), so the miss is cached
-// too.
+// onDemandPrice is one cached list price; nil USD caches a miss (not sold on demand).
 type onDemandPrice struct {
 	USD     *float64  `json:"usd"`
 	Fetched time.Time `json:"fetched"`
@@ -29,12 +27,11 @@ type onDemandCache struct {
 	mu     sync.Mutex
 	loaded bool
 	prices map[string]map[string]onDemandPrice // region → type → price
-	// failure is why the last Price List query failed ("" after one that
-	// answered), said in the source's note.
+	// failure is why the last Price List query failed, for the source's note.
 	failure string
 }
 
-// load reads the data dir's copy once. The caller holds c.mu.
+// load reads the data dir's copy once; the caller holds c.mu.
 func (c *onDemandCache) load(path string) {
 	if c.loaded {
 		return
@@ -46,8 +43,7 @@ func (c *onDemandCache) load(path string) {
 	}
 }
 
-// cachedOnDemand returns a type's cached on-demand price in a region (nil
-// when the Price List has none), and whether the cache holds a fresh one.
+// cachedOnDemand returns a type's cached price (nil: none) and whether it is fresh.
 func (p *Provider) cachedOnDemand(region, instanceType string) (*float64, bool) {
 	c := &p.onDemandC
 	c.mu.Lock()
@@ -60,7 +56,6 @@ func (p *Provider) cachedOnDemand(region, instanceType string) (*float64, bool) 
 	return e.USD, true
 }
 
-// missingOnDemand returns the types of want whose price the cache lacks.
 func (p *Provider) missingOnDemand(region string, want []string) []string {
 	var out []string
 	for _, t := range want {
@@ -71,15 +66,12 @@ func (p *Provider) missingOnDemand(region string, want []string) []string {
 	return out
 }
 
-// onDemandJob is a Price List query running beside the regions' history.
 type onDemandJob struct {
 	done  chan struct{}
 	asked map[string][]string // region → the types it asks for
 }
 
-// notAsked returns the types of a region the job does not ask for (a type
-// DescribeInstanceTypes brought that the catalog lacks). A nil job asks
-// for none.
+// notAsked returns the region's types the job does not ask for; a nil job asks none.
 func (j *onDemandJob) notAsked(region string, types []string) []string {
 	if j == nil {
 		return types
@@ -93,7 +85,6 @@ func (j *onDemandJob) notAsked(region string, types []string) []string {
 	return out
 }
 
-// wait returns when the job is done or ctx ends.
 func (j *onDemandJob) wait(ctx context.Context) {
 	if j == nil {
 		return
@@ -104,10 +95,8 @@ func (j *onDemandJob) wait(ctx context.Context) {
 	}
 }
 
-// startOnDemand asks the Price List, beside the regions' history, for the
-// on-demand prices the cache lacks (want returns a region's wanted types)
-// and caches them for a day; see fetchOnDemand. It returns nil when the
-// cache holds them all.
+// startOnDemand asks the Price List, beside the history, for the prices the
+// cache lacks; nil when it has them all.
 func (p *Provider) startOnDemand(ctx context.Context, regions []string, want func(region string) []string) *onDemandJob {
 	missing := map[string][]string{}
 	for _, r := range regions {
@@ -126,10 +115,8 @@ func (p *Provider) startOnDemand(ctx context.Context, regions []string, want fun
 	return job
 }
 
-// onDemandFilters are the Price List attributes of a Linux, shared-tenancy,
-// on-demand product. GPU types sold as capacity blocks have a second product
-// that matches every other filter at the block's price: marketoption tells
-// them apart.
+// onDemandFilters select a Linux, shared, on-demand product; marketoption tells
+// it from a block type's second product at the block's price.
 var onDemandFilters = []pricingtypes.Filter{
 	termMatch("operatingSystem", "Linux"), termMatch("tenancy", "Shared"), termMatch("preInstalledSw", "NA"),
 	termMatch("capacitystatus", "Used"), termMatch("marketoption", "OnDemand"), termMatch("locationType", "AWS Region"),
@@ -139,21 +126,13 @@ func termMatch(field, value string) pricingtypes.Filter {
 	return pricingtypes.Filter{Type: pricingtypes.FilterTypeTermMatch, Field: awssdk.String(field), Value: awssdk.String(value)}
 }
 
-// maxFilterValue is the Price List's limit on a filter value (1,024
-// characters), less a margin.
+// maxFilterValue is the Price List's 1,024-character filter value, less a margin.
 const maxFilterValue = 1000
 
-// fetchOnDemand asks the Price List for the on-demand prices of the given
-// types of each region and caches what it learns for a day, a miss (a type
-// not sold on demand there) as nil. GetProducts takes ANY_OF filters, "multiple
-// values as a comma-separated string" (API Reference, Filter), so a few
-// queries cover every region and type: each names a set of types and as many
-// regions as keep its answer within one page of 100 products, and the
-// queries run at once within the Price List's bucket of 10 (refilled at 5 a
-// second), where one query per type and region would take 84 calls for 14
-// regions and wait on that bucket for 15 seconds. A failed query leaves its
-// prices unknown (not cached) and is said in the source's note: on-demand
-// prices must not hide the spot market.
+// fetchOnDemand asks the Price List for the types' on-demand prices and caches
+// them a day, misses as nil. GetProducts takes ANY_OF "multiple values as a
+// comma-separated string" (API Reference, Filter), so a few one-page queries
+// cover every region. A failed query is said in the note, never cached.
 func (p *Provider) fetchOnDemand(ctx context.Context, missing map[string][]string) {
 	typeSet := map[string]bool{}
 	var regions []string
@@ -208,8 +187,7 @@ func (p *Provider) fetchOnDemand(ctx context.Context, missing map[string][]strin
 		}
 		for _, reg := range r.q.regions {
 			for _, t := range r.q.types {
-				// Types another region wanted are kept too: they are
-				// as fresh as the ones asked for.
+				// Types another region wanted are as fresh: keep them.
 				if fetched[reg] == nil {
 					fetched[reg] = map[string]onDemandPrice{}
 				}
@@ -245,8 +223,7 @@ func (p *Provider) fetchOnDemand(ctx context.Context, missing map[string][]strin
 	}
 }
 
-// onDemandNote is the Price List's part of the source's note: why on-demand
-// prices are unknown, or "".
+// onDemandNote says why on-demand prices are unknown, or "".
 func (p *Provider) onDemandNote() string {
 	c := &p.onDemandC
 	c.mu.Lock()
@@ -254,9 +231,7 @@ func (p *Provider) onDemandNote() string {
 	return c.failure
 }
 
-// getProducts pages through one Price List query of the given types in the
-// given regions and returns the hourly on-demand price of each (region,
-// type) the list has.
+// getProducts pages one Price List query and returns each (region, type)'s hourly price.
 func (p *Provider) getProducts(ctx context.Context, regions, types []string) (map[[2]string]*float64, error) {
 	filters := append([]pricingtypes.Filter{
 		{Type: pricingtypes.FilterTypeAnyOf, Field: awssdk.String("regionCode"), Value: awssdk.String(strings.Join(regions, ","))},
@@ -287,8 +262,7 @@ func (p *Provider) getProducts(ctx context.Context, regions, types []string) (ma
 	return out, nil
 }
 
-// chunkList splits items into runs of at most n whose comma-joined length
-// stays within maxLen.
+// chunkList splits items into runs of at most n whose comma-joined length is within maxLen.
 func chunkList(items []string, n, maxLen int) [][]string {
 	var out [][]string
 	var cur []string
@@ -324,8 +298,7 @@ type priceListProduct struct {
 	} `json:"terms"`
 }
 
-// parsePriceListProduct reads a product's region, instance type and hourly
-// on-demand USD price (nil when it has none).
+// parsePriceListProduct reads a product's region, type and hourly USD (nil: none).
 func parsePriceListProduct(doc []byte) (region, instanceType string, usd *float64, err error) {
 	var p priceListProduct
 	if err := json.Unmarshal(doc, &p); err != nil {
@@ -352,8 +325,7 @@ func onDemandOf(p priceListProduct) (*float64, error) {
 			if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
 				return nil, fmt.Errorf("price list product: USD price %q is not a non-negative number", s)
 			}
-			// A zero price is the Price List's placeholder for a
-			// product not sold on demand, not a free instance.
+			// Zero is the placeholder for a product not sold on demand.
 			if v == 0 {
 				continue
 			}

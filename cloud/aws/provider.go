@@ -1,10 +1,6 @@
-// Package aws is the AWS market source on aws-sdk-go-v2: spot price history
-// (DescribeSpotPriceHistory), GPU instance types (DescribeInstanceTypes),
-// interruption buckets (the Spot Instance Advisor), placement scores
-// (GetSpotPlacementScores), on-demand prices (the Price List API), capacity
-// blocks (DescribeCapacityBlockOfferings, PurchaseCapacityBlock,
-// DescribeCapacityReservations) and spot fleets (CreateFleet, DescribeFleets,
-// DeleteFleets). Only cmd imports it: service/ec2 is a very large package.
+// Package aws is the AWS market source on aws-sdk-go-v2: spot history, GPU
+// types, advisor buckets, placement scores, on-demand prices, capacity blocks
+// and fleets. Only cmd imports it: service/ec2 is very large.
 package aws
 
 import (
@@ -33,13 +29,10 @@ import (
 // Name is the provider's name.
 const Name = "aws"
 
-// ErrNoCredentials is wrapped by the error New returns when the AWS
-// credential chain finds nothing usable (or finds an expired SSO token).
-// It also matches domain.ErrDeclined: a request AWS refused for its
-// credentials bought nothing, so the ledger records it failed, not unknown.
+// ErrNoCredentials wraps New's error when no usable credentials are found. It
+// matches domain.ErrDeclined: a refusal for credentials bought nothing.
 var ErrNoCredentials error = declinedError("aws: no credentials")
 
-// declinedError is a sentinel that also matches domain.ErrDeclined.
 type declinedError string
 
 func (e declinedError) Error() string { return string(e) }
@@ -49,51 +42,36 @@ func (e declinedError) Is(target error) bool {
 
 // Options configure the provider. Zero values mean the defaults.
 type Options struct {
-	// Regions are used when a query names none; when both are empty the
-	// account's regions come from DescribeRegions.
+	// Regions when a query names none; with neither, DescribeRegions.
 	Regions []string
 	// Profile is the shared-config profile (AWS_PROFILE otherwise).
 	Profile string
-	// AdvisorURL is the Spot Instance Advisor JSON; "" uses only the
-	// embedded snapshot.
+	// AdvisorURL is the Spot Instance Advisor JSON; "" uses the embedded snapshot.
 	AdvisorURL string
-	// LaunchTemplate is the fleet launch template (id "lt-…" or name)
-	// used when a FleetSpec names none.
+	// LaunchTemplate ("lt-…" or a name) for a FleetSpec naming none.
 	LaunchTemplate string
-	// DataDir holds the day-long caches (instance types, on-demand
-	// prices, the advisor file); "" caches in memory only.
+	// DataDir holds the day-long caches; "" caches in memory only.
 	DataDir string
 	Now     func() time.Time
 	Logger  *slog.Logger
-	// Concurrency bounds the regions searched at once for capacity
-	// blocks (default 4). The market data fetch asks every region at
-	// once, bounded by AWS's documented rate limits (ratelimit.go).
+	// Concurrency bounds the regions searched at once for blocks (default 4).
 	Concurrency int
-	// Config, when set, replaces config.LoadDefaultConfig: tests pass one
-	// with static credentials and a BaseEndpoint.
+	// Config replaces config.LoadDefaultConfig (tests).
 	Config *awssdk.Config
 	// HTTPClient fetches the advisor file (default: http.DefaultClient).
 	HTTPClient *http.Client
-	// MaxAttempts and MaxBackoff tune the SDK retryer for throttling and
-	// 5xx answers (defaults 6 and 20s). An endpoint out of reach is not
-	// retried (see unreachableCause).
+	// MaxAttempts and MaxBackoff tune the retryer (defaults 6 and 20s).
 	MaxAttempts int
 	MaxBackoff  time.Duration
-	// Unthrottled drops the client-side copies of AWS's token buckets
-	// (ratelimit.go): for benchmarks of the client's own speed against a
-	// local endpoint, never against AWS.
+	// Unthrottled drops the client-side token buckets: local benchmarks only.
 	Unthrottled bool
-	// AttemptTimeout bounds each attempt of a market data call (default
-	// 15s): an endpoint that takes the request and never answers fails
-	// its region instead of holding the whole fetch.
+	// AttemptTimeout bounds each market data attempt (default 15s).
 	AttemptTimeout time.Duration
 	// AdvisorTimeout bounds the live advisor fetch (default 3s).
 	AdvisorTimeout time.Duration
 }
 
-// Provider is the AWS source. It implements domain.Provider,
-// OfferingFinder, Booker, FleetLauncher, FleetFinder, OfferingRefresher
-// and RecordLister.
+// Provider is the AWS source: domain.Provider and its booking, fleet and record abilities.
 type Provider struct {
 	opt     Options
 	cfg     awssdk.Config
@@ -139,15 +117,12 @@ type ec2API interface {
 	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
 }
 
-// pricingAPI is the part of the Price List client the provider uses.
 type pricingAPI interface {
 	pricing.GetProductsAPIClient
 }
 
-// New loads the AWS configuration the AWS way (profile, SSO, environment,
-// IMDS; AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_EC2 are honoured by the SDK)
-// and checks that there are credentials, so a missing login is one clear
-// error before any fetch.
+// New loads the AWS configuration the AWS way and checks for credentials, so a
+// missing login is one clear error before any fetch.
 func New(ctx context.Context, opt Options) (*Provider, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
@@ -177,8 +152,7 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 	if opt.Config != nil {
 		cfg = opt.Config.Copy()
 	} else {
-		// The SDK's own warnings ("falling back to IMDSv1") go to the
-		// debug log: the user gets one clear message from New instead.
+		// The SDK's own warnings go to the debug log; New says one clear thing.
 		sdkLog := logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
 			opt.Logger.Debug(fmt.Sprintf(format, v...), "sdk", string(c))
 		})
@@ -212,23 +186,15 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 	return p, nil
 }
 
-// pricingRegion is where the Price List API is asked: it answers only in a
-// few regions, and us-east-1 lists every region's prices.
+// pricingRegion: the Price List answers in few regions; us-east-1 lists them all.
 const pricingRegion = "us-east-1"
 
 const credentialHint = "set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), or run `aws sso login`"
 
-// newRetryer retries throttling and 5xx answers with jittered exponential
-// backoff ("full jitter", as AWS advises in "Retries and exponential
-// backoff" of the EC2 throttling guide): a throttled call waits up to 200ms,
-// then 400ms, 800ms… (a bucket refilled at 20 tokens a second has a token
-// again within 50ms, so the first retry usually passes, and persistent
-// throttling still backs off to seconds); a server error waits up to 50ms,
-// then 100ms…, capped at maxBackoff. An endpoint that refuses connections
-// or cannot be resolved is not retried: the request was never sent, and
-// retrying a closed port with backoff took 40 seconds to say so. The
-// client-side retry quota is off: a back-fill of many regions is throttled
-// on purpose by AWS and must not exhaust a shared bucket.
+// newRetryer retries throttling and 5xx with full-jitter backoff (EC2 throttling
+// guide, "Retries and exponential backoff"), capped at maxBackoff. An unreachable
+// endpoint is not retried, and the retry quota is off: a back-fill is throttled
+// on purpose and must not exhaust a shared bucket.
 func newRetryer(attempts int, maxBackoff time.Duration) func() awssdk.Retryer {
 	throttle := retry.IsErrorThrottles(retry.DefaultThrottles)
 	backoff := retry.BackoffDelayerFunc(func(attempt int, err error) (time.Duration, error) {
@@ -263,13 +229,12 @@ func newRetryer(attempts int, maxBackoff time.Duration) func() awssdk.Retryer {
 // Name returns "aws".
 func (p *Provider) Name() string { return Name }
 
-// Describe says what the AWS provider is: real AWS, its regions, capacity
-// blocks for sale, and AWS's error codes read by awserr.
+// Describe returns Descriptor.
 func (p *Provider) Describe() domain.Descriptor { return Descriptor }
 
 // Descriptor is the AWS provider's descriptor.
 var Descriptor = domain.Descriptor{
-	Name: Name, Cloud: domain.CloudAWS,
+	Name: Name, Cloud: domain.CloudAWS, CloudTitle: "AWS",
 	IsRegion: IsRegion, RegionExample: "us-east-1",
 	Sells:    []*domain.BookingTerms{domain.CapacityBlockTerms, domain.TrainingPlanTerms},
 	Declined: awserr.Declined,
@@ -277,7 +242,6 @@ var Descriptor = domain.Descriptor{
 	SchedulesFleets: true,
 }
 
-// client returns the EC2 client of a region.
 func (p *Provider) client(region string) ec2API {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -289,20 +253,15 @@ func (p *Provider) client(region string) ec2API {
 	return c
 }
 
-// SetClient replaces a region's EC2 client (tests that fake the client
-// rather than the endpoint).
+// SetClient replaces a region's EC2 client (tests).
 func (p *Provider) SetClient(region string, c ec2API) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clients[region] = c
 }
 
-// regions returns the regions a query asks for: its own, the options',
-// or every region of the account.
-//
-// A region list may mix clouds (--region us-east-1,eastus): only the names
-// shaped like AWS regions are kept, and a list with none of them selects
-// no AWS region at all.
+// regions returns the query's regions, the options', or the account's; of a
+// mixed list only AWS-shaped names are kept.
 func (p *Provider) regions(ctx context.Context, q domain.Query) ([]string, error) {
 	if len(q.Regions) > 0 {
 		return awsRegions(q.Regions), nil
@@ -335,13 +294,9 @@ func (p *Provider) regions(ctx context.Context, q domain.Query) ([]string, error
 	return names, nil
 }
 
-// awsRegionPattern matches AWS region names: us-east-1, eu-central-2,
-// us-gov-west-1, ap-southeast-5.
 var awsRegionPattern = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$`)
 
-// IsRegion reports whether a name is shaped like an AWS region
-// ("us-east-1", "us-gov-west-1"), so mixed region lists can be split
-// between the clouds.
+// IsRegion reports whether a name is shaped like an AWS region ("us-gov-west-1").
 func IsRegion(name string) bool { return awsRegionPattern.MatchString(name) }
 
 func awsRegions(names []string) []string {

@@ -6,22 +6,11 @@ import (
 	"time"
 )
 
-// AWS throttles each account's API calls per region with token buckets
-// ("Request throttling for the Amazon EC2 API", "Request token bucket sizes
-// and refill rates",
-// https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html):
-// every non-mutating EC2 action (DescribeSpotPriceHistory,
-// DescribeInstanceTypes, DescribeRegions, GetSpotPlacementScores) has its
-// own bucket of 100 tokens refilled at 20 a second, per region. The Price
-// List Query API's GetProducts has 10 refilled at 5 a second per account
-// and endpoint region ("Quotas",
-// https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/using-pelong.html).
-// The fetch fans out to every region at once and keeps its own copy of
-// those buckets, so it never sends faster than AWS accepts; what other
-// callers in the account take shows up as RequestLimitExceeded, which the
-// retryer backs off from.
+// The fetch keeps a copy of AWS's per-region token buckets so it never sends
+// faster than AWS accepts: 100 tokens refilled at 20/s per non-mutating EC2
+// action (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html),
+// 10 at 5/s for GetProducts (https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/using-pelong.html).
 
-// apiLimit is a documented bucket: its size and refill per second.
 type apiLimit struct {
 	capacity, refill float64
 }
@@ -31,12 +20,9 @@ var (
 	priceListLimit   = apiLimit{10, 5}
 )
 
-// headroom is the share of a documented bucket the fetch uses: requests
-// that leave evenly can arrive bunched (the network's jitter), and AWS
-// counts them as they arrive, so the copy runs a little below AWS's rate.
+// headroom: evenly sent requests arrive bunched, so run a little below AWS's rate.
 const headroom = 0.9
 
-// tokenBucket is a client-side copy of an AWS token bucket.
 type tokenBucket struct {
 	lim apiLimit
 
@@ -50,8 +36,7 @@ func newTokenBucket(lim apiLimit) *tokenBucket {
 	return &tokenBucket{lim: lim, tokens: lim.capacity}
 }
 
-// wait takes a token, sleeping until one is refilled when the bucket is
-// empty, or returns the context's error.
+// wait takes a token, sleeping for a refill, or returns the context's error.
 func (b *tokenBucket) wait(ctx context.Context) error {
 	for {
 		b.mu.Lock()
@@ -79,8 +64,7 @@ func (b *tokenBucket) wait(ctx context.Context) error {
 
 type bucketKey struct{ region, action string }
 
-// bucket returns the provider's bucket for an action in a region (nil, no
-// limit, when Options.Unthrottled).
+// bucket returns an action's bucket in a region; nil when Unthrottled.
 func (p *Provider) bucket(region, action string, lim apiLimit) *tokenBucket {
 	if p.opt.Unthrottled {
 		return nil

@@ -22,32 +22,17 @@ var (
 	_ domain.OfferingRefresher = (*Provider)(nil)
 )
 
-// TagCost carries what a capacity block cost, in USD: AWS shows no price
-// of a block it sold, so without it a ledger rebuilt from the tags would
-// not know what was spent (Azure's reservations carry azure.TagCost).
+// TagCost carries a block's cost in USD: AWS shows no price of a sold block, and a rebuilt ledger needs it.
 const TagCost = "gpumarket:cost-usd"
 
-// ourTags are the tag keys that mark a resource as gpumarket's: TagTool on
-// everything since the second record, TagRef on the purchases of earlier
-// versions.
+// ourTags mark a resource as gpumarket's: TagTool, and TagRef on earlier purchases.
 var ourTags = []string{domain.TagTool, domain.TagRef}
 
-// ListRecords lists, from their tags, the capacity blocks and fleets
-// gpumarket bought or launched in every region in use, created at or
-// after since, so a lost ledger can be rebuilt:
-//
-//   - capacity blocks: DescribeCapacityReservations filtered by tag key;
-//   - request and maintain fleets (scheduled ones): DescribeFleets, paged,
-//     keeping those tagged;
-//   - instant fleets, which DescribeFleets lists only by id: the instances
-//     tagged at launch name them in AWS's aws:ec2:fleet-id tag. An instant
-//     fleet whose instances are all gone (terminated long ago) bills
-//     nothing and is not found.
-//
-// AWS does not show what a block cost: it is read from the block's TagCost
-// tag, and is NaN without one (a block of an earlier version). Regions are asked
-// concurrently; the records of those that answered are returned with an
-// error naming those that did not.
+// ListRecords lists from their tags the blocks and fleets gpumarket bought or
+// launched since, so a lost ledger can be rebuilt: blocks by tag key, request
+// fleets paged, instant fleets named by their tagged instances' aws:ec2:fleet-id
+// (one whose instances are all gone is not found). A block's cost is its TagCost,
+// else NaN; regions that failed are named in the error beside the records.
 func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]domain.CloudRecord, error) {
 	regions, err := p.regions(ctx, domain.Query{})
 	if err != nil {
@@ -71,8 +56,7 @@ func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]domain.C
 
 func (p *Provider) regionRecords(ctx context.Context, region string, since time.Time) ([]domain.CloudRecord, error) {
 	var out []domain.CloudRecord
-	// The model lists no tag filter for DescribeCapacityReservations: the
-	// region's reservations are read and gpumarket's picked by their tags.
+	// The model lists no tag filter for DescribeCapacityReservations.
 	pg := ec2.NewDescribeCapacityReservationsPaginator(p.client(region), &ec2.DescribeCapacityReservationsInput{})
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)

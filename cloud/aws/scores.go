@@ -12,12 +12,10 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// scoreTTL is how long placement scores are kept: AWS limits how many
-// distinct score requests an account may make a day.
+// scoreTTL: AWS limits distinct score requests an account makes a day.
 const scoreTTL = 6 * time.Hour
 
-// maxScoreTypes caps the instance types scored per refresh, for the same
-// quota; the newest GPU models go first.
+// maxScoreTypes caps the types scored per refresh, newest GPUs first, for the same quota.
 const maxScoreTypes = 10
 
 type scoreState struct {
@@ -25,30 +23,24 @@ type scoreState struct {
 	at     time.Time
 }
 
-// scoreJob asks GetSpotPlacementScores beside the regions' history. It
-// needs each region's instance types (to score the types the regions
-// actually offer), so it starts when every region has said them, one round
-// trip into a cold fetch, and is done a round trip later, while the
-// regions still page through their history.
+// scoreJob asks GetSpotPlacementScores beside the history once every region has
+// said its types, a round trip into a cold fetch.
 type scoreJob struct {
-	q     domain.Query
-	mu    sync.Mutex
-	types map[string]string // instance type → GPU model, of every region
-	left  int               // regions yet to say their types
-	ready chan struct{}     // closed when left reaches 0
-	done  chan struct{}
-	// scores, once done; nil when not had.
+	q      domain.Query
+	mu     sync.Mutex
+	types  map[string]string // instance type → GPU model, of every region
+	left   int               // regions yet to say their types
+	ready  chan struct{}     // closed when left reaches 0
+	done   chan struct{}
 	scores *placement
 }
 
-// placement is what GetSpotPlacementScores said of the set of types a
-// fleet would use: a score per region and zone id for the set, and, for
-// its types, why a zone has none.
+// placement is what GetSpotPlacementScores said of a fleet's set of types: a
+// score per region and zone id, and why a zone has none.
 type placement struct {
 	types  map[string]bool
 	byZone map[string]map[string]int // region → zone id → score of the set
-	// note, when set, is why no type of the set has a score (too few
-	// types to ask).
+	// note: why no type has a score (too few to ask).
 	note string
 }
 
@@ -58,8 +50,7 @@ const (
 	NoteNotInTop10  = "not in AWS's top 10"
 )
 
-// of is a pool's score or the note that stands for it; ok is false for a
-// type the scores were not asked for.
+// of is a pool's score or its note; false for a type not asked.
 func (pl *placement) of(region, zoneID, typ string) (score *int, note string, ok bool) {
 	if pl == nil || !pl.types[typ] {
 		return nil, "", false
@@ -73,10 +64,8 @@ func (pl *placement) of(region, zoneID, typ string) (score *int, note string, ok
 	return nil, NoteNotInTop10, true
 }
 
-// startScores returns the fetch's score job, or nil when scores are not to
-// be asked: the caller may not (UnauthorizedOperation earlier), or they
-// were asked within scoreTTL (AWS limits how many distinct score requests an
-// account may make a day).
+// startScores returns the fetch's score job, nil when the caller may not
+// (UnauthorizedOperation) or scores were asked within scoreTTL.
 func (p *Provider) startScores(ctx context.Context, regions []string, q domain.Query) *scoreJob {
 	now := p.opt.Now()
 	p.mu.Lock()
@@ -101,8 +90,7 @@ func (p *Provider) startScores(ctx context.Context, regions []string, q domain.Q
 	return j
 }
 
-// typesKnown records a region's GPU types (nil when they could not be
-// had); every region calls it once.
+// typesKnown records a region's GPU types (nil if unknown); each region calls it once.
 func (j *scoreJob) typesKnown(types []GPUType) {
 	if j == nil {
 		return
@@ -119,7 +107,6 @@ func (j *scoreJob) typesKnown(types []GPUType) {
 	}
 }
 
-// wait returns the scores once asked, or nil when ctx ends first.
 func (j *scoreJob) wait(ctx context.Context) *placement {
 	if j == nil {
 		return nil
@@ -132,18 +119,13 @@ func (j *scoreJob) wait(ctx context.Context) *placement {
 	}
 }
 
-// minScoreTypes is the fewest types AWS scores meaningfully: "If you
-// specify one or two instance types … the returned placement score will
-// always be low" (GetSpotPlacementScoresInput.InstanceTypes).
+// minScoreTypes: "If you specify one or two instance types … the returned
+// placement score will always be low" (GetSpotPlacementScoresInput.InstanceTypes).
 const minScoreTypes = 3
 
-// askScores asks GetSpotPlacementScores once for the set of types a fleet
-// of the query's GPUs would use (at most maxScoreTypes, the newest GPU
-// models first), for a score per zone of the set. AWS answers for its top
-// 10 zones only: a zone of the regions not among them is said as such.
-// With fewer than minScoreTypes types it is not asked: the score would be
-// low whatever the market. When the caller may not call it
-// (UnauthorizedOperation) the scores stay nil and it is not asked again.
+// askScores asks once for the fleet's set of types (at most maxScoreTypes),
+// a score per zone; AWS answers for its top 10 zones only. Not asked below
+// minScoreTypes, nor again after UnauthorizedOperation.
 func (p *Provider) askScores(ctx context.Context, regions []string, seen map[string]string, now time.Time) *placement {
 	rank := map[string]int{}
 	for i, m := range domain.GPUModels {
@@ -191,8 +173,7 @@ func (p *Provider) askScores(ctx context.Context, regions []string, seen map[str
 			return nil
 		}
 		if err != nil {
-			// Scores are optional: the pools show none, and the next
-			// back-fill asks again.
+			// Optional: the pools show none, the next back-fill asks again.
 			p.opt.Logger.Info("spot placement scores", "err", err)
 			return nil
 		}

@@ -14,8 +14,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// advisorRetry is how long after a failed live fetch the provider waits
-// before trying again: the advisor file changes a few times a day.
+// advisorRetry: the advisor file changes a few times a day.
 const advisorRetry = time.Hour
 
 // maxAdvisorBytes bounds the live file (the real one is about 1 MB).
@@ -26,25 +25,19 @@ type advisorState struct {
 	live      bool      // data came from the advisor URL (now or from the cache)
 	fetched   time.Time // when the live data was fetched
 	triedLive time.Time
-	// failed is why the last live fetch failed ("" when it did not), said
-	// in the note until the next try.
+	// failed is why the last live fetch failed, said until the next try.
 	failed string
 }
 
-// advisorJob is a fetch's interruption data: what can be shown at once and,
-// when the live file is being fetched beside the regions, the data it
-// brings.
+// advisorJob is a fetch's interruption data: what shows at once, and the live file's when fetched beside.
 type advisorJob struct {
 	done chan struct{}
-	// first is usable at once: the data held, else the embedded snapshot
-	// (parsed once, beside the first requests: it takes tens of ms).
+	// first: the data held, else the embedded snapshot (parsed once, tens of ms).
 	first func() *advisor.Data
 	data  *advisor.Data // once done
 	note  string        // once done
 }
 
-// current returns the best data known now, without waiting for the live
-// file.
 func (j *advisorJob) current() *advisor.Data {
 	select {
 	case <-j.done:
@@ -54,8 +47,6 @@ func (j *advisorJob) current() *advisor.Data {
 	}
 }
 
-// wait returns the job's data once it is done, or what is known when ctx
-// ends first.
 func (j *advisorJob) wait(ctx context.Context) *advisor.Data {
 	select {
 	case <-j.done:
@@ -65,11 +56,8 @@ func (j *advisorJob) wait(ctx context.Context) *advisor.Data {
 	}
 }
 
-// startAdvisor finds the interruption data to show and sends the note that
-// says which one it is and how old (the source's status line): the live
-// file (fetched within a day, from the data dir or now, with a short
-// timeout), else the embedded snapshot. A fetch of the live file runs
-// beside the regions' requests rather than before them.
+// startAdvisor picks the interruption data (the live file within a day, else the
+// embedded snapshot) and sends the note saying which; the live fetch runs beside.
 func (p *Provider) startAdvisor(ctx context.Context, sink domain.Sink, note func(string) string) *advisorJob {
 	p.mu.Lock()
 	st := p.adv
@@ -85,8 +73,7 @@ func (p *Provider) startAdvisor(ctx context.Context, sink domain.Sink, note func
 	go job.first()
 	finish := func(st advisorState) {
 		job.data, job.note = st.data, advisorNote(st, now)
-		// The note goes out before the job is done: a fetch waits for
-		// its jobs, so nothing reaches the sink after Fetch returns.
+		// Sent now: nothing reaches the sink after Fetch returns.
 		sink(domain.Event{Provider: Name, Note: note(job.note)})
 		close(job.done)
 	}
@@ -143,12 +130,10 @@ func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Ti
 			}
 		}
 		if errors.Is(err, context.Canceled) {
-			// The fetch ended (its regions all failed, say) before the
-			// file came: it was not tried, and is tried next time.
+			// The fetch ended before the file came: tried next time.
 			return before, false
 		}
-		// The note says it, once, in the source's status line; the log
-		// keeps the details for --debug.
+		// Said once in the note; details in the log for --debug.
 		st.failed = advisorFailure(err)
 		p.opt.Logger.Debug("spot advisor: live fetch failed", "url", p.opt.AdvisorURL, "err", err)
 	}
@@ -158,7 +143,6 @@ func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Ti
 	return advisorState{data: advisor.Embedded(), triedLive: st.triedLive, failed: st.failed}, true
 }
 
-// advisorFailure is the short reason a live fetch failed, for the note.
 func advisorFailure(err error) string {
 	if cause, ok := unreachableCause(err); ok {
 		return cause
@@ -198,10 +182,8 @@ func (p *Provider) fetchAdvisor(ctx context.Context) ([]byte, error) {
 	return b, nil
 }
 
-// advisorNote is the header's status line for the advisor data: which data
-// it is and how old, and why the live file is not shown when its fetch
-// failed ("spot advisor: embedded 2025-06 (live fetch failed: connection
-// refused)").
+// advisorNote is the status line: which data, how old, and why not live
+// ("spot advisor: embedded 2025-06 (live fetch failed: connection refused)").
 func advisorNote(st advisorState, now time.Time) string {
 	note := "spot advisor: " + st.data.Source
 	if st.live {
@@ -213,7 +195,6 @@ func advisorNote(st advisorState, now time.Time) string {
 	return note
 }
 
-// ago prints an age the way the header shows it: "12m ago", "3h ago".
 func ago(d time.Duration) string {
 	switch {
 	case d < time.Minute:
@@ -236,8 +217,7 @@ type rawJSON []byte
 // MarshalJSON returns the bytes unchanged.
 func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 
-// noteNow is the advisor's note as known now: the job's when it is done,
-// else the one of the data held.
+// noteNow is the job's note when done, else the held data's.
 func (j *advisorJob) noteNow() string {
 	select {
 	case <-j.done:

@@ -19,14 +19,11 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// planTerms are SageMaker training plans' (domain.TrainingPlanTerms).
 var planTerms = domain.TrainingPlanTerms
 
-// planTargets are the target resources gpumarket searches plans for: a
-// plan serves only the one it was bought for (API_TrainingPlanOffering).
+// planTargets: a plan serves only the resource it was bought for (API_TrainingPlanOffering).
 var planTargets = []smtypes.SageMakerResourceName{smtypes.SageMakerResourceNameTrainingJob, smtypes.SageMakerResourceNameHyperpodCluster}
 
-// sageMakerAPI is the part of the SageMaker client training plans use.
 type sageMakerAPI interface {
 	SearchTrainingPlanOfferings(context.Context, *sagemaker.SearchTrainingPlanOfferingsInput, ...func(*sagemaker.Options)) (*sagemaker.SearchTrainingPlanOfferingsOutput, error)
 	CreateTrainingPlan(context.Context, *sagemaker.CreateTrainingPlanInput, ...func(*sagemaker.Options)) (*sagemaker.CreateTrainingPlanOutput, error)
@@ -35,14 +32,12 @@ type sageMakerAPI interface {
 	ListTags(context.Context, *sagemaker.ListTagsInput, ...func(*sagemaker.Options)) (*sagemaker.ListTagsOutput, error)
 }
 
-// trainingPlans holds the SageMaker clients, one per region.
 type trainingPlans struct {
 	mu      sync.Mutex
 	clients map[string]sageMakerAPI
 }
 
-// sageMaker returns a region's SageMaker client; AWS_ENDPOINT_URL_SAGEMAKER
-// reaches it, as the SDK reads service endpoints from the shared config.
+// sageMaker returns a region's client; AWS_ENDPOINT_URL_SAGEMAKER reaches it.
 func (p *Provider) sageMaker(region string) sageMakerAPI {
 	p.sm.mu.Lock()
 	defer p.sm.mu.Unlock()
@@ -57,13 +52,10 @@ func (p *Provider) sageMaker(region string) sageMakerAPI {
 	return c
 }
 
-// isPlan reports whether an offering is a training plan.
 func isPlan(o domain.Offering) bool { return o.Kind == domain.KindTrainingPlan }
 
-// withTrainingPlans answers a search that wants training plans: the
-// capacity blocks, if wanted too, and the plans, ranked together. Terms
-// one kind does not sell leave that kind out, unless it is the only one
-// asked for.
+// withTrainingPlans ranks blocks and plans together; a kind that does not sell
+// the terms is left out unless it is the only one asked.
 func (p *Provider) withTrainingPlans(ctx context.Context, q domain.OfferingQuery) ([]domain.Offering, error) {
 	var out []domain.Offering
 	var errs []error
@@ -108,9 +100,8 @@ func (p *Provider) withTrainingPlans(ctx context.Context, q domain.OfferingQuery
 	return out, nil
 }
 
-// validPlanQuery checks a search against what SearchTrainingPlanOfferings
-// sells, before any call: the count (1, 2, 4 … 64), whole days to 182,
-// and a start within 8 weeks.
+// validPlanQuery checks a search against what SageMaker sells: count 1, 2, 4 … 64,
+// whole days to 182, a start within 8 weeks.
 func validPlanQuery(q domain.OfferingQuery, now time.Time) (domain.OfferingQuery, error) {
 	model, ok := domain.NormalizeGPUModel(q.GPU)
 	if !ok {
@@ -140,8 +131,7 @@ func validPlanQuery(q domain.OfferingQuery, now time.Time) (domain.OfferingQuery
 	return q, nil
 }
 
-// planCount is the instances a plan of type t needs for the query: the
-// count asked, or the GPUs rounded up to a count SageMaker sells; 0 if none.
+// planCount is the count asked, or the GPUs rounded up to a count SageMaker sells; 0 if none.
 func planCount(q domain.OfferingQuery, gpusPer float64) int {
 	if q.Instances > 0 {
 		return q.Instances
@@ -155,8 +145,7 @@ func planCount(q domain.OfferingQuery, gpusPer float64) int {
 	return 0
 }
 
-// findTrainingPlans searches every region for plans of the query's GPU:
-// one SearchTrainingPlanOfferings per instance type and target resource.
+// findTrainingPlans searches every region per instance type and target resource.
 func (p *Provider) findTrainingPlans(ctx context.Context, q domain.OfferingQuery) ([]domain.Offering, error) {
 	q, err := validPlanQuery(q, p.opt.Now())
 	if err != nil {
@@ -203,7 +192,6 @@ func (p *Provider) findTrainingPlans(ctx context.Context, q domain.OfferingQuery
 	return out, failed
 }
 
-// searchPlans asks one region for plans of n instances of a type.
 func (p *Provider) searchPlans(ctx context.Context, region string, t domain.CatalogEntry, n int, target smtypes.SageMakerResourceName, q domain.OfferingQuery) ([]domain.Offering, error) {
 	res, err := p.sageMaker(region).SearchTrainingPlanOfferings(ctx, &sagemaker.SearchTrainingPlanOfferingsInput{
 		InstanceType:    smtypes.ReservedCapacityInstanceType("ml." + t.InstanceType),
@@ -239,10 +227,8 @@ func (p *Provider) searchPlans(ctx context.Context, region string, t domain.Cata
 	return out, nil
 }
 
-// planOffering reads one TrainingPlanOffering: its segments are its
-// ReservedCapacityOfferings in order of start, each with its instance
-// type, count, zone and dates (an end missing is the start plus the
-// duration members). An offering without id, segment or fee is an error.
+// planOffering reads one TrainingPlanOffering, its segments in order of start;
+// no id, segment or fee is an error.
 func planOffering(region string, t domain.CatalogEntry, x smtypes.TrainingPlanOffering, asked int) (domain.Offering, error) {
 	id := awssdk.ToString(x.TrainingPlanOfferingId)
 	if id == "" {
@@ -294,24 +280,19 @@ func planOffering(region string, t domain.CatalogEntry, x smtypes.TrainingPlanOf
 	return o, nil
 }
 
-// planName is the name a plan is bought under: the ledger row's id, so a
-// lost answer is found by name and the same intent never buys twice.
+// planName is the ledger row's id, so a lost answer is found by name and never bought twice.
 func planName(ref string) string {
 	return "gpumarket-" + strings.ToLower(nameUnsafe.ReplaceAllString(ref, "-"))
 }
 
-// nameUnsafe are the characters a training plan's name may not hold
-// (^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}).
+// nameUnsafe: a plan's name is ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}.
 var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9]+`)
 
-// noRetrySM turns the SDK's retries off for CreateTrainingPlan: a retry
-// after a lost answer could buy a second plan; FindBooking settles it.
+// noRetrySM: a retried CreateTrainingPlan could buy twice; FindBooking settles it.
 func noRetrySM(o *sagemaker.Options) { o.Retryer = awssdk.NopRetryer{} }
 
-// bookTrainingPlan buys a plan (CreateTrainingPlan, never retried), named
-// after the ledger row and tagged as blocks are. It first looks the name
-// up: a plan the same intent bought is answered, not bought again. There
-// is no dry run: req.DryRun describes the offering again and sends nothing.
+// bookTrainingPlan buys a plan named after the ledger row, never retried; a plan
+// of that name is answered instead. No dry run: req.DryRun only re-describes.
 func (p *Provider) bookTrainingPlan(ctx context.Context, req domain.BookRequest) (domain.Booking, error) {
 	o := req.Offering
 	switch {
@@ -368,8 +349,7 @@ func (p *Provider) bookTrainingPlan(ctx context.Context, req domain.BookRequest)
 	return b, nil
 }
 
-// describePlan reads a plan by name as a Booking; nil, nil when SageMaker
-// has none (ResourceNotFound).
+// describePlan reads a plan by name; nil, nil on ResourceNotFound.
 func (p *Provider) describePlan(ctx context.Context, region, name string) (*domain.Booking, error) {
 	d, err := p.sageMaker(region).DescribeTrainingPlan(ctx, &sagemaker.DescribeTrainingPlanInput{TrainingPlanName: awssdk.String(name)})
 	var nf *smtypes.ResourceNotFound
@@ -385,7 +365,6 @@ func (p *Provider) describePlan(ctx context.Context, region, name string) (*doma
 	return &b, nil
 }
 
-// planBooking reads a plan's summary as a Booking.
 func (p *Provider) planBooking(region string, s smtypes.TrainingPlanSummary) domain.Booking {
 	start, end := awssdk.ToTime(s.StartTime).UTC(), awssdk.ToTime(s.EndTime).UTC()
 	b := domain.Booking{ProviderRef: awssdk.ToString(s.TrainingPlanArn), Provider: Name, Region: region,
@@ -413,15 +392,8 @@ func (p *Provider) planBooking(region string, s smtypes.TrainingPlanSummary) dom
 	return b
 }
 
-// planState maps each TrainingPlanStatus onto the ledger state that means
-// the same (API_TrainingPlanSummary, Status):
-//
-//   - Pending → scheduled (or active, by the dates), noted: the plan
-//     exists and SageMaker is still reserving it; the ledger's "pending"
-//     is a call in flight, which reconciliation would settle again.
-//   - Scheduled → scheduled; Active → active; Expired → ended.
-//   - Failed → failed: nothing is held.
-//   - a status this version does not know → by the dates, noted.
+// planState maps TrainingPlanStatus (API_TrainingPlanSummary) onto the ledger's
+// states: Pending is held, so scheduled or active by the dates, noted.
 func planState(s smtypes.TrainingPlanStatus, start, end, now time.Time) (state, note string) {
 	dated := func() string { return datedState(start, end, now) }
 	switch s {
@@ -440,9 +412,7 @@ func planState(s smtypes.TrainingPlanStatus, start, end, now time.Time) (state, 
 }
 
 // findTrainingPlan settles a lost CreateTrainingPlan: the plan named after
-// req.Ref, else (a purchase by an older intent) one of the offering's
-// type, count and dates whose tags name this offering and no other row.
-// ListTrainingPlans is read to its last page (NextToken).
+// req.Ref, else one of the offering's terms tagged with it and no other row.
 func (p *Provider) findTrainingPlan(ctx context.Context, req domain.BookRequest) (*domain.Booking, error) {
 	o := req.Offering
 	if o.Region == "" {
@@ -497,9 +467,7 @@ func (p *Provider) found(o domain.Offering, s smtypes.TrainingPlanSummary) *doma
 	return &b
 }
 
-// refreshTrainingPlan searches again as the offering was found (type,
-// count, held length, target, a start range around its own) for the same
-// id; domain.ErrOfferingGone when SageMaker no longer offers it.
+// refreshTrainingPlan searches again as found for the same id; ErrOfferingGone if gone.
 func (p *Provider) refreshTrainingPlan(ctx context.Context, o domain.Offering) (domain.Offering, error) {
 	if o.ID == "" || o.Region == "" || o.InstanceType == "" {
 		return o, specErrorf("aws: training plan offering %q has no id, region or instance type", o.ID)
@@ -530,9 +498,7 @@ func (p *Provider) refreshTrainingPlan(ctx context.Context, o domain.Offering) (
 		o.Start.UTC().Format(time.RFC3339), domain.ErrOfferingGone)
 }
 
-// planUsage reports a plan's instances in use now from DescribeTrainingPlan
-// (InUseInstanceCount): one entry per instance in use, from the start of
-// the segment now running; SageMaker runs them, so no EC2 metric is read.
+// planUsage reports a plan's instances in use now (InUseInstanceCount); SageMaker runs them, so no EC2 metric.
 func (p *Provider) planUsage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
 	arn := q.ProviderRef
 	name := arn[strings.LastIndex(arn, "/")+1:]

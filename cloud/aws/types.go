@@ -16,8 +16,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// cacheTTL is how long the slow-moving facts (instance types, on-demand
-// prices, the advisor file) are kept.
+// cacheTTL keeps slow-moving facts: instance types, on-demand prices, the advisor file.
 const cacheTTL = 24 * time.Hour
 
 // GPUType is a GPU instance type of a region.
@@ -31,8 +30,7 @@ type typesFile struct {
 	Types   []GPUType `json:"types"`
 }
 
-// gpuTypes returns the region's GPU instance types: from memory, the data
-// dir (for a day), or DescribeInstanceTypes.
+// gpuTypes returns the region's GPU types from memory, the data dir (a day), or DescribeInstanceTypes.
 func (p *Provider) gpuTypes(ctx context.Context, region string) ([]GPUType, error) {
 	if t, ok := p.cachedGPUTypes(region); ok {
 		return t, nil
@@ -51,8 +49,6 @@ func (p *Provider) gpuTypes(ctx context.Context, region string) ([]GPUType, erro
 	return types, nil
 }
 
-// cachedGPUTypes returns the region's GPU types when memory or the data dir
-// holds a copy less than a day old, without asking AWS.
 func (p *Provider) cachedGPUTypes(region string) ([]GPUType, bool) {
 	rs := p.regionState(region)
 	now := p.opt.Now()
@@ -71,16 +67,12 @@ func (p *Provider) cachedGPUTypes(region string) ([]GPUType, bool) {
 	return nil, false
 }
 
-// gpuFamilies are the instance families with NVIDIA GPUs (P and G: p5,
-// g6e, gr6…), as DescribeInstanceTypes' instance-type filter takes them
-// ("c5*" is the API Reference's own example of a wildcard). Inferentia,
-// Trainium, Gaudi and FPGA families carry no GPU gpumarket compares.
+// gpuFamilies are the NVIDIA families as the instance-type filter takes them
+// ("c5*" is the API Reference's example).
 var gpuFamilies = []string{"p*", "g*"}
 
-// describeGPUTypes pages through DescribeInstanceTypes for the GPU
-// families, keeping the types that have GPUs: one page of 100 instead of
-// the ten that list every type of a region. The embedded catalog wins where
-// it knows a type: AWS reports, for instance, 44.7 GiB for the L40S's 48 GB.
+// describeGPUTypes pages the GPU families (one page, not ten); the catalog wins
+// where it knows a type (AWS says 44.7 GiB for the L40S's 48 GB).
 func (p *Provider) describeGPUTypes(ctx context.Context, region string) ([]GPUType, error) {
 	pg := ec2.NewDescribeInstanceTypesPaginator(p.client(region), &ec2.DescribeInstanceTypesInput{
 		MaxResults: awssdk.Int32(100),
@@ -106,8 +98,7 @@ func (p *Provider) describeGPUTypes(ctx context.Context, region string) ([]GPUTy
 	return out, nil
 }
 
-// catalogGPUTypes are the embedded catalog's AWS GPU types: what the fetch
-// asks the price history for before DescribeInstanceTypes has answered.
+// catalogGPUTypes are the catalog's AWS types, asked before DescribeInstanceTypes answers.
 func catalogGPUTypes() []GPUType {
 	var out []GPUType
 	for _, e := range domain.CatalogEntries(domain.CloudAWS) {
@@ -116,10 +107,7 @@ func catalogGPUTypes() []GPUType {
 	return out
 }
 
-// gpuTypeOf reads an instance type's GPUs; it reports false for types
-// without GPUs and for accelerators that are not one of the GPU models
-// gpumarket compares (Inferentia, Trainium and FPGAs have no GpuInfo;
-// Radeon and old GRID cards are skipped).
+// gpuTypeOf reads a type's GPUs; false without GPUs or for ones gpumarket does not compare.
 func gpuTypeOf(it ec2types.InstanceTypeInfo) (GPUType, bool) {
 	name := string(it.InstanceType)
 	spec := domain.GPUSpec{}
@@ -161,8 +149,7 @@ func readJSON(path string, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-// writeJSON replaces a cache file atomically, so a crash never leaves half
-// a file for the next run to choke on.
+// writeJSON replaces a cache file atomically: a crash leaves no half file.
 func writeJSON(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -20,23 +20,16 @@ import (
 
 var _ domain.UsageReporter = (*Provider)(nil)
 
-// The metrics usage reads. The CloudWatch agent's NVIDIA collector
-// publishes one nvidia_smi_utilization_gpu series per GPU with the
-// dimensions index, name and host ("gathered by Name, Index and Host",
-// aws/amazon-cloudwatch-agent#981), and InstanceId only when the agent's
-// append_dimensions adds it; so a GPU's series is searched for by
-// InstanceId, and else by host, which by default is the instance's
-// private DNS name, and averaged per instance. AWS/EC2 CPUUtilization
-// (dimension InstanceId) exists for every instance and stands in when no
-// GPU series is found.
+// The NVIDIA collector publishes one series per GPU by index, name and host
+// (aws/amazon-cloudwatch-agent#981), InstanceId only if appended: searched by
+// InstanceId, else host; CPUUtilization stands in when there is none.
 const (
 	gpuNamespace = "CWAgent"
 	gpuMetric    = "nvidia_smi_utilization_gpu"
 	cpuNamespace = "AWS/EC2"
 	cpuMetric    = "CPUUtilization"
 
-	// SourceGPU, SourceGPUHost and SourceCPU are the metrics_source of a
-	// report: the GPU metric found by InstanceId, by host, or neither.
+	// SourceGPU, SourceGPUHost and SourceCPU are a report's metrics_source.
 	SourceGPU     = "CloudWatch CWAgent nvidia_smi_utilization_gpu by InstanceId"
 	SourceGPUHost = "CloudWatch CWAgent nvidia_smi_utilization_gpu by host (the instances' private DNS names)"
 	SourceCPU     = "CloudWatch AWS/EC2 CPUUtilization (CPU as a stand-in: " + noGPUMetric + ")"
@@ -45,22 +38,17 @@ const (
 
 	noGPUMetric = "no nvidia_smi metric with InstanceId or host of these instances in CWAgent"
 
-	// metricQueriesPerCall is under GetMetricData's 500 queries a call.
 	metricQueriesPerCall = 400
 
-	// searchWindow is how recently a metric must have reported for a
-	// SEARCH expression to find it (two weeks, CloudWatch User Guide).
+	// searchWindow: SEARCH finds metrics reported in the last two weeks (CloudWatch User Guide).
 	searchWindow = 14 * 24 * time.Hour
 )
 
-// cloudWatchAPI is the part of the CloudWatch client usage uses.
 type cloudWatchAPI interface {
 	cloudwatch.GetMetricDataAPIClient
 }
 
-// cloudWatch returns the CloudWatch client of a region (the SDK's
-// GetMetricData speaks Smithy RPC v2 CBOR since 2025: the local test
-// endpoint, cwtest, answers in it).
+// cloudWatch returns a region's client (GetMetricData speaks Smithy RPC v2 CBOR, as cwtest does).
 func (p *Provider) cloudWatch(region string) cloudWatchAPI {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -75,14 +63,9 @@ func (p *Provider) cloudWatch(region string) cloudWatchAPI {
 	return c
 }
 
-// Usage reports how the instances of a capacity block (those launched
-// into its capacity reservation) or of a fleet (those tagged with its
-// aws:ec2:fleet-id) ran, and how busy they were: the CloudWatch agent's
-// GPU utilization, falling back to CPU utilization and saying so. The
-// instances come from DescribeInstances, which lists a terminated
-// instance for about an hour after it ends: an older one is known only if
-// it is still listed. A spot instance ended by
-// Server.SpotInstanceTermination counts as interrupted.
+// Usage reports how a block's or fleet's instances ran and how busy: GPU
+// utilization, else CPU, saying so. DescribeInstances lists a terminated
+// instance for about an hour; a SpotInstanceTermination counts as interrupted.
 func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
 	if q.Kind == domain.KindTrainingPlan && q.Region != "" && q.ProviderRef != "" {
 		return p.planUsage(ctx, q)
@@ -95,8 +78,7 @@ func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.Usage
 		filter = ec2types.Filter{Name: awssdk.String("capacity-reservation-id"), Values: []string{q.ProviderRef}}
 	}
 	var rep domain.UsageReport
-	// Instances that ended at a time EC2 no longer says: their last
-	// CPU datapoint ends them.
+	// Instances whose end EC2 no longer says: their last CPU datapoint ends them.
 	endUnknown := map[string]bool{}
 	hosts := map[string]string{} // instance id → private DNS name
 
@@ -124,7 +106,6 @@ func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.Usage
 		return rep, nil
 	}
 	if err := p.readBusy(ctx, q, &rep, endUnknown, hosts); err != nil {
-		// The instances are known; their metrics are not.
 		for i := range rep.Instances {
 			rep.Instances[i].Busy = nil
 		}
@@ -133,12 +114,10 @@ func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.Usage
 	return rep, nil
 }
 
-// transitionTime reads the time EC2 writes in an instance's state
-// transition reason: "User initiated (2025-06-03 10:31:02 GMT)".
+// transitionTime reads "User initiated (2025-06-03 10:31:02 GMT)".
 var transitionTime = regexp.MustCompile(`\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) GMT\)`)
 
-// instanceUsage is one described instance's run within [q.From, q.To],
-// whether it has ended, and false for one that did not run then.
+// instanceUsage is an instance's run within [From, To], whether it ended; false if it did not run.
 func instanceUsage(in ec2types.Instance, q domain.UsageQuery) (u domain.InstanceUsage, ended, ok bool) {
 	u = domain.InstanceUsage{ID: awssdk.ToString(in.InstanceId), InstanceType: string(in.InstanceType),
 		Spot: in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot}
@@ -172,9 +151,7 @@ func instanceUsage(in ec2types.Instance, q domain.UsageQuery) (u domain.Instance
 	return u, ended, true
 }
 
-// readBusy fills each instance's Busy samples from CloudWatch: the GPU
-// metric where any instance has it (by InstanceId, else by host), else
-// CPU utilization (rep.Source says which, and why no GPU metric).
+// readBusy fills Busy from the GPU metric where any instance has it, else CPU (rep.Source says which).
 func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domain.UsageReport, endUnknown map[string]bool, hosts map[string]string) error {
 	from, to := q.From, q.To
 	if !q.Start.IsZero() && q.Start.After(from) {
@@ -236,7 +213,6 @@ func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domai
 			}
 		}
 	}
-	// Each instance's GPU series: by InstanceId, else by host.
 	gpuOf := map[int]string{}
 	byID, byHost := false, false
 	for i := range rep.Instances {
@@ -267,9 +243,7 @@ func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domai
 		sort.Slice(s, func(a, b int) bool { return s[a].At.Before(s[b].At) })
 		rep.Instances[i].Busy = s
 		any = any || len(s) > 0
-		// An instance ended at a time EC2 does not say ends with its
-		// last CPU datapoint (without one it is taken to have run to
-		// the span's end: at worst, as a bill would have it).
+		// An unknown end is the last CPU datapoint; without one, the span's end, as a bill would have it.
 		in := &rep.Instances[i]
 		if c := series[fmt.Sprintf("c%d", i)]; endUnknown[in.ID] && len(c) > 0 {
 			last := c[len(c)-1]
@@ -288,10 +262,8 @@ func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domai
 	return nil
 }
 
-// metricPeriod is the period to ask CloudWatch for: an hour for spans
-// over six hours, and for any starting more than 63 days ago (the model:
-// "Start time greater than 63 days ago - Use a multiple of 3600
-// seconds"); else five minutes, which CloudWatch keeps for 63 days.
+// metricPeriod: an hour for spans over six hours or starting over 63 days ago
+// ("Start time greater than 63 days ago - Use a multiple of 3600 seconds"); else 5 min.
 func metricPeriod(from, to, now time.Time) int32 {
 	if to.Sub(from) > 6*time.Hour || now.Sub(from) > 63*24*time.Hour {
 		return 3600
@@ -299,9 +271,7 @@ func metricPeriod(from, to, now time.Time) int32 {
 	return 300
 }
 
-// hostTerms is the SEARCH term for the agent's host dimension of an
-// instance: its private DNS name, or that name's first label (the host
-// name some images set), or "" when EC2 gave none.
+// hostTerms is the SEARCH term for an instance's host: private DNS name or its first label.
 func hostTerms(dns string) string {
 	if dns == "" {
 		return ""

@@ -1,19 +1,7 @@
-// Package azure is gpumarket's Azure source: GPU VM sizes and their zone
-// restrictions from ResourceSKUs (armcompute), current list prices from the
-// public Retail Prices API, 90 days of spot price history and eviction rates
-// from Azure Resource Graph (table SpotResources), and the actions Azure
-// offers: On-demand Capacity Reservations as bookings and spot scale sets as
-// fleets, each tagged with the ledger row it was made for so that the
-// cloud remembers them (ListRecords).
-//
-// Every region is fetched at once; the APIs' documented limits, not a fixed
-// number of regions, pace the calls (throttle.go), and the regions of a
-// fetch share their Resource Graph queries (graph.go).
-//
-// Without a signed-in account (no subscription, or DefaultAzureCredential
-// finds nothing) the provider still shows current list prices, which need no
-// credentials, and says plainly that history, eviction rates and actions
-// need an account.
+// Package azure is the Azure source: GPU sizes (ResourceSKUs), list prices
+// (Retail Prices API), spot history and eviction rates (Resource Graph), and
+// capacity reservations and spot scale sets, tagged with their ledger rows.
+// Without an account it shows list prices only, and says what needs one.
 package azure
 
 import (
@@ -45,83 +33,59 @@ const Name = "azure"
 // DefaultPricesURL is the public Retail Prices API.
 const DefaultPricesURL = "https://prices.azure.com/api/retail/prices"
 
-// DefaultRegions are polled when neither the query nor the options name any
-// Azure region: the regions that sell most GPU sizes.
+// DefaultRegions, polled when nothing names an Azure region, sell the most GPU sizes.
 var DefaultRegions = []string{"eastus", "eastus2", "southcentralus", "westus2", "westus3", "westeurope", "northeurope", "swedencentral"}
 
 // Options configure the provider. Every field is optional.
 type Options struct {
-	// SubscriptionID is the subscription the ARM calls are made in; empty
-	// means AZURE_SUBSCRIPTION_ID, and without either only list prices
-	// are shown.
+	// SubscriptionID for ARM calls; else AZURE_SUBSCRIPTION_ID, else list prices only.
 	SubscriptionID string
 	// ResourceGroup holds the reservations and scale sets gpumarket makes.
 	ResourceGroup string
 	// PricesURL is the Retail Prices API (DefaultPricesURL when empty).
 	PricesURL string
-	// Regions are polled when the query names no Azure region
-	// (DefaultRegions when empty).
+	// Regions when the query names none (DefaultRegions when empty).
 	Regions []string
-	// Credential signs ARM and Resource Graph calls. Nil means
-	// azidentity.DefaultAzureCredential, probed once with CredentialTimeout.
+	// Credential signs ARM calls; nil is DefaultAzureCredential, probed once.
 	Credential azcore.TokenCredential
-	// CredentialTimeout bounds the first token request (default 10s), so
-	// that a machine without any Azure login does not wait on IMDS.
+	// CredentialTimeout bounds the first token request (default 10s): no waiting on IMDS.
 	CredentialTimeout time.Duration
-	// ClientOptions are passed to every ARM client; tests point them at a
-	// fake server through their cloud configuration.
+	// ClientOptions go to every ARM client (tests point them at a fake).
 	ClientOptions *arm.ClientOptions
-	// HTTPClient fetches the Retail Prices API (default a client with a
-	// 60s timeout).
+	// HTTPClient fetches the Retail Prices API (default: 60s timeout).
 	HTTPClient *http.Client
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
 
-	// ImageID, SubnetID, AdminUsername and SSHPublicKey make the spot
-	// scale sets' VM profile (config azure.image_id …). ImageID is an
-	// image or gallery image resource id, or a marketplace URN
-	// "publisher:offer:sku:version".
+	// ImageID (a resource id or "publisher:offer:sku:version"), SubnetID,
+	// AdminUsername and SSHPublicKey make the scale sets' VM profile.
 	ImageID, SubnetID, AdminUsername, SSHPublicKey string
 
-	// ListTTL is how long SKUs, list prices and eviction rates are reused
-	// between polls (default 15m): they change a few times a day, and
-	// the hub polls every 30s.
+	// ListTTL reuses SKUs, list prices and eviction rates between polls (default 15m).
 	ListTTL time.Duration
-	// HistoryLookback widens a live poll's history query into the past
-	// (default 24h), because Azure publishes a spot price some time after
-	// the moment it takes effect.
+	// HistoryLookback widens a live poll's history (default 24h): Azure publishes a price late.
 	HistoryLookback time.Duration
-	// RetryBase is the first backoff of a throttled or failed Retail
-	// Prices request (default 1s); MaxRetries bounds the retries
-	// (default 5).
+	// RetryBase (default 1s) and MaxRetries (5) pace Retail Prices retries.
 	RetryBase  time.Duration
 	MaxRetries int
-	// PollFrequency is how often a long-running ARM operation is polled
-	// (default 10s).
+	// PollFrequency polls long-running ARM operations (default 10s).
 	PollFrequency time.Duration
-	// Concurrency bounds how many regions are fetched at once; 0 (the
-	// default) fetches every region at once, and the APIs' own documented
-	// limits (see throttle.go) bound the calls instead.
+	// Concurrency bounds regions fetched at once; 0 leaves it to the APIs' limits.
 	Concurrency int
-	// PricesInFlight bounds the Retail Prices requests in flight
-	// (default DefaultPricesInFlight): that API documents no limit.
+	// PricesInFlight bounds Retail Prices requests (default DefaultPricesInFlight): it documents no limit.
 	PricesInFlight int
 }
 
-// Provider is the Azure source. It implements domain.Provider,
-// OfferingFinder, OfferingRefresher, Booker, BookingReleaser,
-// FleetLauncher, FleetFinder and RecordLister.
+// Provider is the Azure source: domain.Provider and its booking, fleet and record abilities.
 type Provider struct {
 	opt     Options
 	pricesU string
 	http    *http.Client
 	log     *slog.Logger
 	now     func() time.Time
-	// sleep waits between retries; tests replace it to see the waits.
-	sleep func(ctx context.Context, d time.Duration) error
-	// lim holds the APIs' rate limits, shared by every call.
-	lim *limits
+	sleep   func(ctx context.Context, d time.Duration) error
+	lim     *limits
 
 	authMu   sync.Mutex
 	authDone bool
@@ -133,11 +97,9 @@ type Provider struct {
 	skus    map[string]cached[[]gpuSize]
 	prices  map[string]cached[map[string]retailPrice]
 	evict   map[string]cached[map[string]string]
-	// hasHistory marks pools whose spot prices come from Resource
-	// Graph, so the list price's single point is not mixed in.
+	// hasHistory: pools priced by Resource Graph, so the list price's point is not mixed in.
 	hasHistory map[domain.PoolKey]bool
-	// gaps are the regions whose history a failed fetch missed.
-	gaps map[string]domain.Gap
+	gaps       map[string]domain.Gap
 }
 
 type cached[T any] struct {
@@ -157,8 +119,7 @@ type armClients struct {
 	resGroup string
 }
 
-// New makes the provider. It does no network call: the credential is
-// probed at the first Fetch or action.
+// New makes the provider without a network call; the credential is probed on first use.
 func New(ctx context.Context, opt Options) (*Provider, error) {
 	_ = ctx
 	if opt.SubscriptionID == "" {
@@ -223,27 +184,22 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 // Name returns "azure".
 func (p *Provider) Name() string { return Name }
 
-// Describe says what the Azure provider is: real Azure, its regions, and
-// capacity reservations for sale. Its own refusals match
-// domain.ErrDeclined; no other error is a definite "no".
+// Describe returns Descriptor: only the provider's own refusals are a definite "no".
 func (p *Provider) Describe() domain.Descriptor { return Descriptor }
 
 // Descriptor is the Azure provider's descriptor.
 var Descriptor = domain.Descriptor{
-	Name: Name, Cloud: domain.CloudAzure,
+	Name: Name, Cloud: domain.CloudAzure, CloudTitle: "Azure",
 	IsRegion: IsRegion, RegionExample: "eastus",
 	Sells: []*domain.BookingTerms{domain.ReservationTerms},
 }
 
 var regionRE = regexp.MustCompile(`^[a-z][a-z0-9]{2,40}$`)
 
-// IsRegion reports whether s looks like an Azure region name ("eastus",
-// "westeurope"): lower-case letters and digits, no dashes, which tells it
-// from AWS's "us-east-1" in a shared --region list.
+// IsRegion reports whether s looks like an Azure region ("eastus"): no dashes, unlike AWS's.
 func IsRegion(s string) bool { return regionRE.MatchString(s) }
 
-// regions returns the Azure regions a query asks for: the Azure names among
-// its regions, or the configured ones when it names none at all.
+// regions returns the query's Azure regions, or the configured ones when it names none.
 func (p *Provider) regions(q domain.Query) []string {
 	if len(q.Regions) > 0 {
 		var out []string
@@ -263,13 +219,10 @@ func (p *Provider) regions(q domain.Query) []string {
 	return DefaultRegions
 }
 
-// errNoAccount is returned by the actions when there is no signed-in
-// account.
 var errNoAccount = errors.New("azure: this needs a signed-in account: set azure.subscription_id (or AZURE_SUBSCRIPTION_ID) and sign in (az login, AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET, or a managed identity)")
 
-// clients returns the ARM clients, probing the credential the first time
-// (and again after ListTTL when it failed). A nil result with an error
-// means list prices only.
+// clients returns the ARM clients, probing the credential once (again after
+// ListTTL if it failed); nil with an error means list prices only.
 func (p *Provider) clients(ctx context.Context) (*armClients, error) {
 	p.authMu.Lock()
 	defer p.authMu.Unlock()
@@ -339,9 +292,7 @@ func (p *Provider) connect(ctx context.Context) (*armClients, error) {
 	return c, nil
 }
 
-// clientOptions are the configured ARM client options with the
-// provider's rate limits (one token per attempt) and its retry rule (a
-// connection that never opened is not retried).
+// clientOptions add the rate limits (a token per attempt) and the retry rule to the configured ones.
 func (p *Provider) clientOptions() *arm.ClientOptions {
 	var co arm.ClientOptions
 	if p.opt.ClientOptions != nil {
@@ -357,8 +308,7 @@ func (p *Provider) clientOptions() *arm.ClientOptions {
 	return &co
 }
 
-// firstLine shortens azidentity's multi-paragraph errors to their first
-// line, for a header note.
+// firstLine shortens azidentity's multi-paragraph errors for a header note.
 func firstLine(err error) error {
 	s := err.Error()
 	if i := strings.IndexByte(s, '\n'); i > 0 {

@@ -25,26 +25,19 @@ func conflict(err error) bool { return statusOf(err) == http.StatusConflict }
 
 func isNotFound(err error) bool { return statusOf(err) == http.StatusNotFound }
 
-// declinedError is a definitive refusal: the action was not done. It
-// reads as its cause and matches domain.ErrDeclined, so the ledger
-// records "failed" instead of reconciling.
+// declinedError is a definite refusal: it matches domain.ErrDeclined, so the ledger records "failed".
 type declinedError struct{ err error }
 
 func (e declinedError) Error() string   { return e.err.Error() }
 func (e declinedError) Unwrap() []error { return []error{e.err, domain.ErrDeclined} }
 
-// refuse makes a declinedError for a request refused before any call that
-// spends: nothing was made.
+// refuse makes a declinedError for a request refused before any call that spends.
 func refuse(format string, args ...any) error {
 	return declinedError{fmt.Errorf(format, args...)}
 }
 
-// settle classifies an ARM call's error for the ledger. Only an answer
-// that says the request was refused is a definite "no": a 4xx other than
-// 408 (the server gave up waiting; the work may be under way) and 429
-// (throttled before or after the work), or a long-running operation that
-// ended Failed or Canceled. A 5xx, a timeout or a lost connection leaves
-// the outcome unknown, and the ledger looks it up instead of buying again.
+// settle classifies an ARM error: a definite "no" is a 4xx but 408 and 429, or
+// an operation ended Failed or Canceled. Anything else is unknown and looked up.
 func settle(err error) error {
 	s := statusOf(err)
 	if err == nil || s == 0 {
@@ -56,16 +49,13 @@ func settle(err error) error {
 	return declinedError{err}
 }
 
-// shortError tells an ARM call's error in one line ("404
-// ResourceNotFound: The Resource … was not found."), for a message or a
-// usage note: azcore's own text spans a dozen lines (the URL, a rule, the
-// whole body). The error it shortens stays behind Unwrap.
+// shortError tells an ARM error in one line ("404 ResourceNotFound: …") where
+// azcore's spans a dozen; the error stays behind Unwrap.
 type shortError struct{ err error }
 
 func (e shortError) Error() string { return armCause(e.err) }
 func (e shortError) Unwrap() error { return e.err }
 
-// short wraps err as a shortError (nil stays nil).
 func short(err error) error {
 	if err == nil {
 		return nil
@@ -73,8 +63,7 @@ func short(err error) error {
 	return shortError{err}
 }
 
-// armCause is the status, code and message of an ARM error answer
-// ({"error": {"code", "message"}}), or the first line of another error.
+// armCause is an ARM error's status, code and message, or another error's first line.
 func armCause(err error) string {
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {

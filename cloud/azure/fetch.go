@@ -12,13 +12,11 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// interruptionSource names Azure's eviction rates in the UI.
 const interruptionSource = "azure resource graph"
 
-// Fetch reports the GPU pools of the query's Azure regions with their list
-// prices and, with an account, spot price history and eviction rates. Each
-// region is fetched on its own: one that fails is reported in an Event with
-// Err and the others go on. The returned error means every region failed.
+// Fetch reports the query's Azure GPU pools with list prices and, with an account,
+// spot history and eviction rates. A failed region is an Event with Err; the
+// error means all failed.
 func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink domain.Sink) error {
 	regions := p.regions(req.Query)
 	if len(regions) == 0 {
@@ -30,16 +28,12 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	} else {
 		sink(domain.Event{Provider: Name, Note: "signed in to subscription " + c.subID})
 	}
-	// Every region at once unless bounded: the APIs' rate limits (see
-	// throttle.go) pace the calls themselves.
 	bound := p.opt.Concurrency
 	if bound <= 0 {
 		bound = len(regions)
 	}
 	sem := make(chan struct{}, bound)
-	// With every region at once, the grouped Resource Graph queries wait
-	// for them all; with a bound, for those started (the others would
-	// keep a batch waiting for maxGather).
+	// Grouped queries wait for the regions started (others would hold a batch for maxGather).
 	var graph *graphBatcher
 	if c != nil && bound >= len(regions) {
 		graph = p.newGraphBatcher(ctx, c, regions)
@@ -83,10 +77,8 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	return nil
 }
 
-// regionRequest widens the request over what earlier fetches of the
-// region missed: the hub moves on to live polls when any region answers,
-// so a region whose back-fill (or live poll) failed asks for that span
-// itself. The catch-up is a back-fill: whole history arrays, trimmed.
+// regionRequest widens the request over what the region's failed fetches missed:
+// the hub moves on to live polls when any region answers.
 func (p *Provider) regionRequest(region string, req domain.FetchRequest) domain.FetchRequest {
 	if req.Aside {
 		return req
@@ -96,8 +88,7 @@ func (p *Provider) regionRequest(region string, req domain.FetchRequest) domain.
 	return p.gaps[region].Widen(req)
 }
 
-// settle records whether the region's fetch of req got its history (or,
-// without an account, its list prices): a miss is asked for again.
+// settle records whether the region got its history (or list prices): a miss is asked again.
 func (p *Provider) settle(region string, req domain.FetchRequest, failed bool) {
 	if req.Aside {
 		return // the hub's next fetch catches up, not this one
@@ -111,15 +102,10 @@ func (p *Provider) settle(region string, req domain.FetchRequest, failed bool) {
 	}
 }
 
-// fetchRegion does one region: its sizes first (the other calls name
-// them), then its list prices, eviction rates and price history at once.
-// Its hard errors (no sizes, no prices) are returned; failures of the
-// account-only data (history, eviction rates) are reported after the
-// region's pools, so the pools still show. histOK is false when the
-// history the request asks for was not read.
+// fetchRegion gets the sizes, then list prices, eviction rates and history at
+// once; failures of account-only data come after the pools, so they still show.
 func (p *Provider) fetchRegion(ctx context.Context, c *armClients, g *graphBatcher, region string, req domain.FetchRequest, sink domain.Sink) (histOK bool, err error) {
-	// Whatever becomes of the region, the others' grouped queries stop
-	// waiting for it.
+	// The others' grouped queries stop waiting for this region.
 	defer g.leave(region, typeEvictionRate)
 	defer g.leave(region, typePriceHistory)
 	total := 2
@@ -218,8 +204,7 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, g *graphBatch
 			}
 			ev.Pools = append(ev.Pools, pool)
 			k := pool.Key()
-			// Azure's spot prices are per region: each zone gets the
-			// region's price.
+			// Azure's spot prices are per region: each zone gets the region's.
 			if pts := hist[key]; len(pts) > 0 {
 				p.hasHistory[k] = true
 				for _, pt := range pts {
@@ -242,8 +227,7 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, g *graphBatch
 	return histOK, nil
 }
 
-// sizesFor returns the region's GPU sizes: from ResourceSKUs with an
-// account (cached for ListTTL), else from the catalog.
+// sizesFor returns the region's GPU sizes from ResourceSKUs (cached), else the catalog.
 func (p *Provider) sizesFor(ctx context.Context, c *armClients, region string) ([]gpuSize, error) {
 	if c == nil {
 		return catalogSizes(), nil
@@ -264,8 +248,6 @@ func (p *Provider) sizesFor(ctx context.Context, c *armClients, region string) (
 	return sizes, nil
 }
 
-// retailFor returns the region's list prices of the sizes, cached for
-// ListTTL.
 func (p *Provider) retailFor(ctx context.Context, region string, sizes []gpuSize) (map[string]retailPrice, error) {
 	names := make([]string, len(sizes))
 	for i, s := range sizes {
@@ -274,8 +256,7 @@ func (p *Provider) retailFor(ctx context.Context, region string, sizes []gpuSize
 	if len(names) == 0 {
 		return map[string]retailPrice{}, nil
 	}
-	// Keyed by the sizes too: signing in later brings sizes the catalog
-	// does not know.
+	// Keyed by the sizes: signing in later brings sizes the catalog lacks.
 	key := region + "|" + strings.Join(names, ",")
 	p.cacheMu.Lock()
 	e, ok := p.prices[key]
@@ -293,8 +274,6 @@ func (p *Provider) retailFor(ctx context.Context, region string, sizes []gpuSize
 	return prices, nil
 }
 
-// evictionsFor returns the region's eviction-rate labels, cached for
-// ListTTL.
 func (p *Provider) evictionsFor(ctx context.Context, g *graphBatcher, region string, names []string) (map[string]string, error) {
 	key := region + "|" + strings.Join(names, ",")
 	p.cacheMu.Lock()
@@ -318,7 +297,6 @@ func (p *Provider) evictionsFor(ctx context.Context, g *graphBatcher, region str
 	return m, nil
 }
 
-// history returns the spot price history the request asks for.
 func (p *Provider) history(ctx context.Context, g *graphBatcher, region string, names []string, req domain.FetchRequest) (map[string][]spotPoint, error) {
 	live := !req.Backfill && !req.Since.IsZero()
 	from := req.Since

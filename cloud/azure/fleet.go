@@ -17,8 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// missingFleetConfig names the config keys a spot scale set needs that
-// are not set.
+// missingFleetConfig names the unset config keys a spot scale set needs.
 func (p *Provider) missingFleetConfig() []string {
 	var miss []string
 	if p.opt.ResourceGroup == "" {
@@ -39,9 +38,7 @@ func (p *Provider) missingFleetConfig() []string {
 	return miss
 }
 
-// checkStrategy refuses the strategy Azure has no counterpart of. A spot
-// scale set of one size has no allocation choice to make, so the others
-// are accepted and change nothing.
+// checkStrategy refuses what Azure has no counterpart of; one size leaves no allocation choice.
 func checkStrategy(strategy string) error {
 	switch strategy {
 	case "", domain.StrategyPriceCapacityOptimized, domain.StrategyCapacityOptimized, domain.StrategyLowestPrice:
@@ -51,14 +48,9 @@ func checkStrategy(strategy string) error {
 		strategy, domain.StrategyPriceCapacityOptimized, domain.StrategyCapacityOptimized, domain.StrategyLowestPrice)
 }
 
-// fleetSizes removes repeated sizes (Azure refuses a size named twice)
-// and refuses several sizes. A scale set takes several sizes only as an
-// instance mix (sku.name "Mix" and skuProfile.vmSizes), which Azure
-// documents for the A, B, D, E and F families only
-// (https://learn.microsoft.com/azure/virtual-machine-scale-sets/instance-mix-overview):
-// every GPU size is N-series. Splitting the target over one scale set
-// per size would decide the mix for the user, which no strategy asked
-// for, so gpumarket refuses and says how to launch it instead.
+// fleetSizes drops repeated sizes and refuses several: an instance mix is
+// documented for A, B, D, E and F families only, and GPU sizes are N-series
+// (https://learn.microsoft.com/azure/virtual-machine-scale-sets/instance-mix-overview).
 func fleetSizes(types []string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
@@ -80,8 +72,7 @@ func fleetSizes(types []string) ([]string, error) {
 	return out, nil
 }
 
-// imageReference reads azure.image_id: a resource id ("/subscriptions/…")
-// or a marketplace URN "publisher:offer:sku:version".
+// imageReference reads a resource id or a URN "publisher:offer:sku:version".
 func imageReference(image string) (*armcompute.ImageReference, error) {
 	if strings.HasPrefix(image, "/") {
 		return &armcompute.ImageReference{ID: to.Ptr(image)}, nil
@@ -106,13 +97,9 @@ func sshKey(v string) (string, error) {
 	return strings.TrimSpace(string(data)), nil
 }
 
-// scaleSet builds the scale set of a fleet. The on-demand base uses the
-// scale set's PriorityMixPolicy (BaseRegularPriorityCount) rather than a
-// second, regular scale set: one resource to create, watch and delete, and
-// Azure itself keeps the base regular when spot VMs are evicted. Priority
-// mix needs Flexible orchestration (the documented example
-// VirtualMachineScaleSet_Create_WithSpotPlusPriorityFlex.json). spec has
-// one size: fleetSizes.
+// scaleSet builds a fleet's scale set; the on-demand base is its
+// PriorityMixPolicy, so one resource and Azure keeps the base on eviction
+// (Flexible, as VirtualMachineScaleSet_Create_WithSpotPlusPriorityFlex.json).
 func (p *Provider) scaleSet(spec domain.FleetSpec) (armcompute.VirtualMachineScaleSet, error) {
 	img, err := imageReference(p.opt.ImageID)
 	if err != nil {
@@ -186,16 +173,10 @@ func (p *Provider) scaleSet(spec domain.FleetSpec) (armcompute.VirtualMachineSca
 	return ss, nil
 }
 
-// LaunchFleet creates a spot scale set (Priority Spot, eviction policy
-// Delete, MaxPrice from the spec or -1 for "up to on-demand") of
-// spec.TargetCapacity VMs of one size, spec.OnDemandBase of them regular,
-// tagged with the ledger row, the actor and the tool. A size named twice
-// counts once; several sizes are refused (fleetSizes). The scale set is
-// named after the ClientToken, so a retried launch updates the same scale
-// set. With spec.DryRun it only validates the request locally, Azure
-// having no dry run: the size, the config, and the quotas the VMs count
-// against (the family's and the region's for the regular ones, the
-// region's spot quota for the rest).
+// LaunchFleet creates a spot scale set of one size (evictions delete, MaxPrice
+// or -1 for "up to on-demand"), named after the ClientToken so a retry updates
+// it, tagged with the ledger row. DryRun validates locally (size, config,
+// quotas): Azure has no dry run.
 func (p *Provider) LaunchFleet(ctx context.Context, spec domain.FleetSpec) (domain.Fleet, error) {
 	c, err := p.clients(ctx)
 	if err != nil {
@@ -260,9 +241,7 @@ func fleetHash(spec domain.FleetSpec) string {
 	return hex.EncodeToString(h[:6])
 }
 
-// estimate is the fleet's cost per hour from the list prices, 0 when
-// they are not known: the base at on-demand, the rest at the size's spot
-// list price (Azure bills the spot price of the moment).
+// estimate is the hourly cost from list prices (0 if unknown): base at on-demand, the rest at spot list.
 func (p *Provider) estimate(ctx context.Context, c *armClients, spec domain.FleetSpec) float64 {
 	sizes, err := p.sizesFor(ctx, c, spec.Region)
 	if err != nil {
@@ -279,8 +258,7 @@ func (p *Provider) estimate(ctx context.Context, c *armClients, spec domain.Flee
 	return float64(spec.OnDemandBase)**rp.OnDemand + float64(spec.TargetCapacity-spec.OnDemandBase)**rp.Spot
 }
 
-// scaleSetID parses a scale set id, or a bare name in the configured
-// resource group.
+// scaleSetID parses a scale set id, or a bare name in the configured group.
 func (p *Provider) scaleSetID(c *armClients, id string) (rg, name string, err error) {
 	if !strings.HasPrefix(id, "/") {
 		if c.resGroup == "" {
@@ -295,8 +273,7 @@ func (p *Provider) scaleSetID(c *armClients, id string) (rg, name string, err er
 	return rid.ResourceGroupName, rid.Name, nil
 }
 
-// DescribeFleet reads a scale set's state and how many of its VMs are
-// provisioned. A scale set that is gone is reported "deleted".
+// DescribeFleet reads a scale set's state and provisioned VMs; one gone is "deleted".
 func (p *Provider) DescribeFleet(ctx context.Context, region, id string) (domain.Fleet, error) {
 	c, err := p.clients(ctx)
 	if err != nil {
@@ -335,10 +312,8 @@ func (p *Provider) DescribeFleet(ctx context.Context, region, id string) (domain
 	return f, nil
 }
 
-// DeleteFleet deletes a scale set (and its VMs). Given a capacity
-// reservation's id it deletes the reservation instead, so the ledger can
-// end both kinds of Azure resource through one call. A resource already
-// gone is not an error.
+// DeleteFleet deletes a scale set and its VMs, or a reservation given its id, so
+// the ledger ends both through one call; one already gone is fine.
 func (p *Provider) DeleteFleet(ctx context.Context, region, id string) error {
 	if strings.Contains(strings.ToLower(id), "/capacityreservationgroups/") {
 		return p.DeleteBooking(ctx, id)
@@ -364,10 +339,7 @@ func (p *Provider) DeleteFleet(ctx context.Context, region, id string) error {
 	return nil
 }
 
-// FindFleet finds the scale set a launch with the client token made, so an
-// intent whose answer was lost can be settled: the scale set's name comes
-// from the token, and its tag must carry it. It returns nil, nil when
-// there is none.
+// FindFleet finds the scale set named after the client token and tagged with it; nil, nil if none.
 func (p *Provider) FindFleet(ctx context.Context, region, clientToken string) (*domain.Fleet, error) {
 	if clientToken == "" {
 		return nil, errors.New("azure fleet lookup: want the launch's client token")

@@ -20,13 +20,11 @@ const (
 	typeEvictionRate = "microsoft.compute/skuspotevictionrate/location"
 )
 
-// graphPageSize is the rows asked per Resource Graph page (its maximum).
 const graphPageSize = 1000
 
 // maxGraphPages guards against a $skipToken that never ends.
 const maxGraphPages = 1000
 
-// kqlString quotes s as a KQL string literal.
 func kqlString(s string) string {
 	s = strings.ReplaceAll(s, `\`, `\\`)
 	return "'" + strings.ReplaceAll(s, "'", `\'`) + "'"
@@ -40,14 +38,9 @@ func kqlList(items []string) string {
 	return "(" + strings.Join(q, ", ") + ")"
 }
 
-// historyQuery is the Resource Graph query for the Linux spot price
-// history of sizes in regions.
-//
-// A back-fill takes each size's whole spotPrices array (one row per size
-// and region, at most 90 days of points) and trims it here, because the
-// point before the window's start is the price in force at the start, and
-// finding it in KQL needs a union that Resource Graph limits. A live poll
-// expands the arrays and asks only for points from `from` on.
+// historyQuery is the Linux spot history query. A back-fill takes whole
+// spotPrices arrays and trims them here: the point before the window is the
+// price at its start, and KQL would need a union Resource Graph limits.
 func historyQuery(regions, sizes []string, from time.Time, live bool) string {
 	var b strings.Builder
 	b.WriteString("SpotResources\n")
@@ -60,9 +53,8 @@ func historyQuery(regions, sizes []string, from time.Time, live bool) string {
 		b.WriteString("| order by location asc, skuName asc")
 		return b.String()
 	}
-	// No limit clause: Resource Graph does not page a query with a limit
-	// operator ("The response won't contain $skipToken if: The query
-	// contains a limit or sample/take operator", Guidance for pagination).
+	// No limit clause: "The response won't contain $skipToken if: The query
+	// contains a limit or sample/take operator" (Guidance for pagination).
 	b.WriteString("| mv-expand spotPrice = properties.spotPrices\n")
 	b.WriteString("| extend effectiveDate = todatetime(spotPrice.effectiveDate)\n")
 	fmt.Fprintf(&b, "| where effectiveDate >= datetime(%s)\n", from.UTC().Format(time.RFC3339))
@@ -71,8 +63,6 @@ func historyQuery(regions, sizes []string, from time.Time, live bool) string {
 	return b.String()
 }
 
-// evictionQuery is the Resource Graph query for the eviction rates of
-// sizes in regions.
 func evictionQuery(regions, sizes []string) string {
 	var b strings.Builder
 	b.WriteString("SpotResources\n")
@@ -84,30 +74,22 @@ func evictionQuery(regions, sizes []string) string {
 	return b.String()
 }
 
-// maxGather is the longest a batch of Resource Graph queries waits for
-// the regions that have not asked yet: a region slow to list its sizes
-// delays the others' history by no more than this.
+// maxGather: a region slow to list its sizes delays the others' history by no more.
 const maxGather = time.Second
 
-// graphKind is one query a batch runs for its regions.
 type graphKind struct {
 	typ  string // typePriceHistory or typeEvictionRate
 	from time.Time
 	live bool
 }
 
-// graphBatcher gathers the Resource Graph queries of a fetch's regions
-// into one query per kind for all of them, as Azure advises ("Grouping
-// queries",
-// https://learn.microsoft.com/azure/governance/resource-graph/concepts/guidance-for-throttled-requests#grouping-queries):
-// its quota counts queries (15 per 5 s), so one query per region would
-// make a fetch of every region wait seconds for its turn. A batch runs
-// when every region of the fetch has asked or said it will not (leave),
-// or after maxGather; a region that asks later joins a later batch.
+// graphBatcher runs one query per kind for all of a fetch's regions, as Azure
+// advises: the quota counts queries (15 per 5 s)
+// (https://learn.microsoft.com/azure/governance/resource-graph/concepts/guidance-for-throttled-requests#grouping-queries).
+// A batch runs when every region asked or left, or after maxGather.
 type graphBatcher struct {
-	p *Provider
-	c *armClients
-	// ctx is the fetch's: every region of it waits with the same one.
+	p      *Provider
+	c      *armClients
 	ctx    context.Context
 	gather time.Duration
 
@@ -127,7 +109,6 @@ type graphBatch struct {
 	err     error
 }
 
-// newGraphBatcher makes the batcher of one fetch, expecting the regions.
 func (p *Provider) newGraphBatcher(ctx context.Context, c *armClients, regions []string) *graphBatcher {
 	g := &graphBatcher{p: p, c: c, ctx: ctx, gather: maxGather, open: map[graphKind]*graphBatch{}, waiting: map[string]map[string]bool{}}
 	for _, typ := range []string{typePriceHistory, typeEvictionRate} {
@@ -139,7 +120,6 @@ func (p *Provider) newGraphBatcher(ctx context.Context, c *armClients, regions [
 	return g
 }
 
-// expect adds a region that will ask or leave.
 func (g *graphBatcher) expect(region string) {
 	if g == nil {
 		return
@@ -151,8 +131,7 @@ func (g *graphBatcher) expect(region string) {
 	}
 }
 
-// leave says the region will not ask (again) for the query type. It may
-// be said more than once.
+// leave says the region will not ask (again) for the type; may be said twice.
 func (g *graphBatcher) leave(region, typ string) {
 	if g == nil {
 		return
@@ -162,8 +141,7 @@ func (g *graphBatcher) leave(region, typ string) {
 	g.settled(strings.ToLower(region), typ)
 }
 
-// settled drops a region from the waiting list and frees the type's
-// batches when nobody is left to wait for. g.mu is held.
+// settled drops a region from the waiting list, freeing batches when none is left; g.mu is held.
 func (g *graphBatcher) settled(region, typ string) {
 	delete(g.waiting[typ], region)
 	if len(g.waiting[typ]) > 0 {
@@ -177,8 +155,7 @@ func (g *graphBatcher) settled(region, typ string) {
 	}
 }
 
-// rows returns the region's rows of the kind's query, run in a batch with
-// the other regions of the fetch.
+// rows returns the region's rows of the kind's query, batched with the fetch's other regions.
 func (g *graphBatcher) rows(ctx context.Context, kind graphKind, region string, sizes []string) ([]json.RawMessage, error) {
 	region = strings.ToLower(region)
 	g.mu.Lock()
@@ -214,8 +191,7 @@ func (g *graphBatcher) rows(ctx context.Context, kind graphKind, region string, 
 	return out, nil
 }
 
-// run waits for the batch to gather, closes it to newcomers and runs its
-// query, bounded by the fetch's context.
+// run waits for the batch to gather, closes it and runs its query.
 func (g *graphBatcher) run(kind graphKind, b *graphBatch) {
 	defer close(b.done)
 	timer := time.NewTimer(g.gather)
@@ -247,8 +223,7 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// graphRows runs a query in the subscription and returns every row,
-// following $skipToken.
+// graphRows runs a query and returns every row, following $skipToken.
 func (p *Provider) graphRows(ctx context.Context, c *armClients, query string) ([]json.RawMessage, int, error) {
 	var rows []json.RawMessage
 	var skip *string
@@ -280,8 +255,7 @@ func (p *Provider) graphRows(ctx context.Context, c *armClients, query string) (
 		}
 		rows = append(rows, page...)
 		if resp.SkipToken == nil || *resp.SkipToken == "" {
-			// Truncated without a token: the rest cannot be had, and a
-			// partial history must not pass for the whole.
+			// Truncated without a token: a partial history must not pass for the whole.
 			if resp.ResultTruncated != nil && *resp.ResultTruncated == armresourcegraph.ResultTruncatedTrue &&
 				resp.TotalRecords != nil && int64(len(rows)) < *resp.TotalRecords {
 				return nil, pages, fmt.Errorf("resource graph: the answer was cut at %d of %d rows and gave no $skipToken to read the rest", len(rows), *resp.TotalRecords)
@@ -296,13 +270,11 @@ func (p *Provider) graphRows(ctx context.Context, c *armClients, query string) (
 	}
 }
 
-// spotPoint is one spot price of the history.
 type spotPoint struct {
 	At  time.Time
 	USD float64
 }
 
-// historyRow is a row of either history query.
 type historyRow struct {
 	SkuName    string `json:"skuName"`
 	Location   string `json:"location"`
@@ -314,9 +286,8 @@ type historyRow struct {
 	PriceUSD      *float64 `json:"priceUSD"`
 }
 
-// parseHistoryRows turns history rows into points per size (lower-case
-// name), sorted by time. A back-fill keeps the points in [since, until]
-// and the last one before since; a live poll keeps what it was sent.
+// parseHistoryRows returns points per lower-case size, by time: a back-fill's in
+// [since, until] plus the last before since; a live poll's as sent.
 func parseHistoryRows(rows []json.RawMessage, since, until time.Time, live bool) (map[string][]spotPoint, error) {
 	all := map[string][]spotPoint{}
 	add := func(sku, date string, usd *float64) error {
@@ -374,7 +345,6 @@ func parseHistoryRows(rows []json.RawMessage, since, until time.Time, live bool)
 	return all, nil
 }
 
-// evictionRow is a row of the eviction-rate query.
 type evictionRow struct {
 	SkuName      string `json:"skuName"`
 	Location     string `json:"location"`

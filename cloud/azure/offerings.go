@@ -15,9 +15,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// OfferingPrefix starts the ids gpumarket makes for Azure capacity
-// reservations: Azure has no offering ids, so the id is a hash of the
-// terms.
+// OfferingPrefix starts gpumarket's reservation offering ids, a hash of the terms: Azure has none.
 const OfferingPrefix = "azcr-"
 
 func offeringID(region, zone, size string, count int, start, end time.Time) string {
@@ -25,11 +23,8 @@ func offeringID(region, zone, size string, count int, start, end time.Time) stri
 	return OfferingPrefix + hex.EncodeToString(h[:8])
 }
 
-// startsNow checks that a reservation, which starts the moment it is made,
-// can start within the query's start range: Azure's On-demand Capacity
-// Reservations cannot be scheduled, so a range that does not include now
-// is refused with a message saying so, never answered with offerings that
-// start before it.
+// startsNow refuses a start range without now: a reservation starts when made
+// and cannot be scheduled.
 func startsNow(q domain.OfferingQuery, now time.Time) error {
 	const form = "2006-01-02T15:04Z"
 	switch {
@@ -43,23 +38,15 @@ func startsNow(q domain.OfferingQuery, now time.Time) error {
 	return nil
 }
 
-// reservationNote is what a buyer must know of a reservation's terms.
 func reservationNote(hourly float64, d time.Duration) string {
 	return fmt.Sprintf("On-demand Capacity Reservation: starts when it is made (Azure cannot schedule it) and bills $%.2f an hour at the on-demand rate, used or not, until it is deleted; gpumarket deletes it %s after it starts",
 		hourly, domain.FormatWindow(d))
 }
 
-// FindOfferings prices On-demand Capacity Reservations for the query.
-// Azure sells no fixed-window blocks here: a reservation holds capacity
-// from the moment it is made until it is deleted and bills at the
-// on-demand rate all that time. So an offering starts now and lasts the
-// asked duration (the ledger deletes it then); it is offered only when
-// the asked start range includes now. UpfrontUSD is its total for the
-// duration and HourlyUSD its rate. Sizes Azure does not take reservations
-// for (ResourceSKUs' CapacityReservationSupported false) are not offered.
-// Regions are searched at once; when some fail and others answer, the
-// offerings of those that answered come back with a
-// domain.RegionErrors naming each that failed.
+// FindOfferings prices On-demand Capacity Reservations: one starts now, bills
+// on-demand until deleted, and lasts the asked duration (the ledger deletes it).
+// Sizes without CapacityReservationSupported are left out; failed regions come
+// back as domain.RegionErrors beside the others' offerings.
 func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]domain.Offering, error) {
 	c, err := p.clients(ctx)
 	if err != nil {
@@ -75,8 +62,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 	if err := startsNow(q, now); err != nil {
 		return nil, err
 	}
-	// The minute keeps the ids of one search's terms stable for a while;
-	// a start range opening within this minute moves the start to it.
+	// The minute keeps one search's ids stable a while.
 	start := now.Truncate(time.Minute)
 	if start.Before(q.StartAfter) {
 		start = q.StartAfter.UTC()
@@ -118,14 +104,11 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 		return out[i].ID < out[j].ID
 	})
 	if len(failed) > 0 {
-		// The regions that answered stand; the search warns of each
-		// that did not, once, where it is shown.
 		return out, failed
 	}
 	return out, nil
 }
 
-// regionOfferings are one region's offerings.
 func (p *Provider) regionOfferings(ctx context.Context, c *armClients, region string, q domain.OfferingQuery, start, end time.Time) ([]domain.Offering, error) {
 	sizes, err := p.sizesFor(ctx, c, region)
 	if err != nil {
@@ -162,7 +145,6 @@ func (p *Provider) regionOfferings(ctx context.Context, c *armClients, region st
 	return out, nil
 }
 
-// reservationOffering prices n instances of a size for [start, end).
 func reservationOffering(region, zone string, s gpuSize, n int, onDemand float64, start, end time.Time) domain.Offering {
 	hourly := onDemand * float64(n)
 	return domain.Offering{
@@ -173,13 +155,9 @@ func reservationOffering(region, zone string, s gpuSize, n int, onDemand float64
 	}
 }
 
-// RefreshOffering describes an offering again as Azure sells it now, right
-// before it is bought: the size must still be offered to the subscription
-// in the region and zone and take capacity reservations, and the price is
-// the list price of the moment (read afresh, not from the cache). The id
-// and the window stay: the window of a reservation runs from its
-// purchase, whenever that is. An offering no longer on sale is answered
-// with an error matching domain.ErrOfferingGone.
+// RefreshOffering re-checks the offering right before purchase: still sold and
+// reservable there, at the list price of the moment; id and window kept. One
+// gone matches domain.ErrOfferingGone.
 func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (domain.Offering, error) {
 	if o.Provider != Name || !strings.HasPrefix(o.ID, OfferingPrefix) {
 		return o, fmt.Errorf("azure refresh: offering %q is not an Azure capacity reservation (want an id %s…)", o.ID, OfferingPrefix)

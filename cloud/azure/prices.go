@@ -15,8 +15,7 @@ import (
 	"time"
 )
 
-// retailItem is one meter of the Retail Prices API, the fields gpumarket
-// reads.
+// retailItem is the fields gpumarket reads of one Retail Prices meter.
 type retailItem struct {
 	CurrencyCode         string  `json:"currencyCode"`
 	RetailPrice          float64 `json:"retailPrice"`
@@ -33,7 +32,6 @@ type retailItem struct {
 	IsPrimaryMeterRegion *bool   `json:"isPrimaryMeterRegion"`
 }
 
-// pricesPage is one page of the Retail Prices API.
 type pricesPage struct {
 	BillingCurrency string       `json:"BillingCurrency"`
 	Items           []retailItem `json:"Items"`
@@ -41,7 +39,6 @@ type pricesPage struct {
 	Count           int          `json:"Count"`
 }
 
-// retailPrice is what the list prices say of one VM size in one region.
 type retailPrice struct {
 	Size       string // armSkuName as the API spells it
 	Spot       *float64
@@ -53,9 +50,7 @@ type retailPrice struct {
 	odItemAt   time.Time
 }
 
-// parsePricesPage reads one Retail Prices page. It accepts the API's
-// documented shape and refuses anything else with an error saying what was
-// wrong; it never panics on bad input.
+// parsePricesPage reads one page of the documented shape; anything else is an error saying what was wrong.
 func parsePricesPage(data []byte) (pricesPage, error) {
 	var page pricesPage
 	if err := json.Unmarshal(data, &page); err != nil {
@@ -78,10 +73,8 @@ func parsePricesPage(data []byte) (pricesPage, error) {
 	return page, nil
 }
 
-// priceFilter is the OData filter of one region's GPU meters. Sizes are
-// named so the API does not page through every VM meter of the region
-// (thousands); the client still checks every item, since a compatible
-// endpoint may ignore parts of the filter.
+// priceFilter names the sizes so the API does not page through thousands of
+// meters; items are still checked, as an endpoint may ignore parts of it.
 func priceFilter(region string, sizes []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "serviceName eq 'Virtual Machines' and armRegionName eq '%s' and priceType eq 'Consumption'", odataQuote(region))
@@ -100,15 +93,12 @@ func priceFilter(region string, sizes []string) string {
 
 func odataQuote(s string) string { return strings.ReplaceAll(s, "'", "''") }
 
-// priceChunk bounds the sizes named in one filter, keeping URLs short.
 const priceChunk = 25
 
-// maxPricePages guards against a server whose NextPageLink never ends.
+// maxPricePages guards against a NextPageLink that never ends.
 const maxPricePages = 1000
 
-// fetchRetail returns the Linux spot and on-demand list prices of the
-// given GPU sizes (keyed by lower-case armSkuName) in a region, following
-// every NextPageLink.
+// fetchRetail returns the sizes' Linux spot and on-demand list prices by lower-case armSkuName.
 func (p *Provider) fetchRetail(ctx context.Context, region string, sizes []string) (map[string]retailPrice, int, error) {
 	want := map[string]bool{}
 	for _, s := range sizes {
@@ -146,8 +136,7 @@ func (p *Provider) fetchRetail(ctx context.Context, region string, sizes []strin
 	return out, pages, nil
 }
 
-// addRetailItem folds one meter into the region's prices if it is a Linux
-// spot or on-demand hourly meter of a wanted GPU size.
+// addRetailItem folds in a Linux spot or on-demand hourly meter of a wanted size.
 func addRetailItem(out map[string]retailPrice, it retailItem, region string, want map[string]bool) {
 	key := strings.ToLower(it.ArmSkuName)
 	switch {
@@ -166,23 +155,18 @@ func addRetailItem(out map[string]retailPrice, it retailItem, region string, wan
 		at, _ := time.Parse(time.RFC3339, it.EffectiveStartDate)
 		price := it.RetailPrice
 		if strings.HasSuffix(it.SkuName, " Spot") {
-			// A region sometimes lists a meter twice; the primary
-			// meter region's and then the newest one wins.
+			// A meter listed twice: the primary meter region's, then the newest, wins.
 			if rp.Spot == nil || (primary && !rp.spotPrim) || (primary == rp.spotPrim && at.After(rp.spotItemAt)) {
 				rp.Spot, rp.SpotAt, rp.spotPrim, rp.spotItemAt = &price, at, primary, at
 			}
 		} else if rp.OnDemand == nil || (primary && !rp.odPrim) || (primary == rp.odPrim && at.After(rp.odItemAt)) {
-			// The same rule as spot: an old price listed beside the
-			// new one must not win by coming first.
 			rp.OnDemand, rp.odPrim, rp.odItemAt = &price, primary, at
 		}
 		out[key] = rp
 	}
 }
 
-// getWithRetry GETs a URL, retrying 429 (honouring Retry-After), 408 and
-// 5xx with exponential backoff. An endpoint that cannot be reached at all is
-// reported at once: retrying a refused connection only delays the answer.
+// getWithRetry retries 429 (Retry-After), 408 and 5xx with backoff; an unreachable endpoint is said at once.
 func (p *Provider) getWithRetry(ctx context.Context, u string) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -229,7 +213,6 @@ func (p *Provider) getWithRetry(ctx context.Context, u string) ([]byte, error) {
 	}
 }
 
-// maxRetryWait caps one wait, whatever a server asks.
 const maxRetryWait = 2 * time.Minute
 
 func (p *Provider) backoff(attempt int) time.Duration {
@@ -237,7 +220,6 @@ func (p *Provider) backoff(attempt int) time.Duration {
 	return min(d, maxRetryWait)
 }
 
-// retryAfter reads a Retry-After header: seconds or an HTTP date.
 func retryAfter(h string, now time.Time) (time.Duration, bool) {
 	h = strings.TrimSpace(h)
 	if h == "" {

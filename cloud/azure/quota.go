@@ -6,8 +6,7 @@ import (
 	"strings"
 )
 
-// validateSize checks, without spending, that the size is offered to the
-// subscription in the region and zones, and returns it.
+// validateSize checks without spending that the size is offered in the region and zones.
 func (p *Provider) validateSize(ctx context.Context, c *armClients, region, size string, zones []string) (gpuSize, error) {
 	sizes, err := p.sizesFor(ctx, c, region)
 	if err != nil {
@@ -36,18 +35,13 @@ func (p *Provider) validateSize(ctx context.Context, c *armClients, region, size
 	return gpuSize{}, fmt.Errorf("%s is not a GPU size offered in %s", size, region)
 }
 
-// The usage entries (Usage - List) of the quotas gpumarket checks:
-// regular VMs and capacity reservations count against their family's
-// quota and the region's "cores"; spot VMs only against the region's
-// separate spot quota, "lowPriorityCores" ("Total Regional Low-priority
-// vCPUs", the portal's "Total Regional Spot vCPUs"):
-// https://learn.microsoft.com/azure/quotas/spot-quota
+// Quota entries (Usage - List): regular VMs count against the family and
+// "cores", spot VMs only "lowPriorityCores" (https://learn.microsoft.com/azure/quotas/spot-quota).
 const (
 	quotaRegional = "cores"
 	quotaSpot     = "lowPriorityCores"
 )
 
-// quotaNeed is vCPUs wanted of one usage entry.
 type quotaNeed struct {
 	Name  string
 	VCPUs int
@@ -68,10 +62,8 @@ func needsOf(s gpuSize, n int, spot bool) []quotaNeed {
 	return out
 }
 
-// checkQuota compares the vCPUs wanted with the subscription's quotas in
-// the region, every page of the usage list read. A need over its limit is
-// refused with what to do; a quota that cannot be read, or has no entry,
-// is said to be unchecked, not refused.
+// checkQuota refuses a need over its limit, saying what to do; a quota it cannot
+// read is said unchecked, not refused.
 func (p *Provider) checkQuota(ctx context.Context, c *armClients, region string, needs []quotaNeed) (string, error) {
 	want := map[string]int{}
 	var order []string
@@ -97,8 +89,7 @@ func (p *Provider) checkQuota(ctx context.Context, c *armClients, region string,
 			return "quota not checked: " + firstLine(err).Error(), nil
 		}
 		for _, u := range page.Value {
-			// Entries may omit the name or the figures (the documented
-			// minimum-set example has an empty name).
+			// Entries may omit name or figures (the documented minimum-set example).
 			if u == nil || u.Name == nil || u.Name.Value == nil || u.CurrentValue == nil || u.Limit == nil {
 				continue
 			}

@@ -16,31 +16,23 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Tags gpumarket puts on what it creates, so that the cloud remembers
-// which of its resources gpumarket made, for which ledger row, by whom
-// and from which offering (domain.Tags). Azure tag names may not hold
-// < > % & \ ? / and some services refuse ":" too, so the keys are
-// providers' with a dash for the colon ("gpumarket-ref", as earlier
-// versions wrote it); values are cut to Azure's 256 characters.
-// https://learn.microsoft.com/azure/azure-resource-manager/management/tag-resources#limitations
+// Tags on what gpumarket creates (domain.Tags), spelled with a dash for the
+// colon that Azure names may not hold; values cut to 256 characters
+// (https://learn.microsoft.com/azure/azure-resource-manager/management/tag-resources#limitations).
 const (
 	TagRef      = "gpumarket-ref"
 	TagActor    = "gpumarket-actor"
 	TagTool     = "gpumarket-tool"
 	TagOffering = "gpumarket-offering"
-	// TagEnd is when gpumarket deletes a reservation (RFC 3339), TagCost
-	// its total for that window in USD: Azure records neither.
+	// TagEnd (RFC 3339) and TagCost (USD) of a reservation: Azure records neither.
 	TagEnd  = "gpumarket-end"
 	TagCost = "gpumarket-cost-usd"
-	// TagManaged ("managed-by: gpumarket") marks every resource and group
-	// gpumarket made, as earlier versions did.
+	// TagManaged ("managed-by: gpumarket") marks every resource and group gpumarket made.
 	TagManaged = "managed-by"
 )
 
-// maxTagValue is Azure's longest tag value.
 const maxTagValue = 256
 
-// azureTags spells domain.Tags (and extra tags) for Azure.
 func azureTags(ref, actor, offeringID string, extra map[string]string) map[string]*string {
 	out := map[string]*string{TagManaged: to.Ptr(domain.ToolName)}
 	add := func(k, v string) {
@@ -62,7 +54,6 @@ func azureTags(ref, actor, offeringID string, extra map[string]string) map[strin
 	return out
 }
 
-// ours reports whether tags mark a resource gpumarket made.
 func ours(tags map[string]*string) bool {
 	return tagOf(tags, TagTool) == domain.ToolName || tagOf(tags, TagManaged) == domain.ToolName || tagOf(tags, TagRef) != ""
 }
@@ -74,17 +65,13 @@ func tagOf(tags map[string]*string, k string) string {
 	return ""
 }
 
-// regionName reads a location as ARM spells it in places ("West US" in
-// the documented list examples) as the region name ("westus").
+// regionName reads an ARM location ("West US") as a region name ("westus").
 func regionName(loc string) string {
 	return strings.ToLower(strings.ReplaceAll(loc, " ", ""))
 }
 
-// ListRecords lists the capacity reservations (in gpumarket's reservation
-// groups) and the scale sets of the configured resource group that carry
-// gpumarket's tags, created at or after since, following every page, so
-// that a lost ledger can be written again. A resource whose creation time
-// Azure does not show is listed whatever since says.
+// ListRecords lists gpumarket-tagged reservations and scale sets created since,
+// so a lost ledger can be written again; one without a creation time is listed.
 func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]domain.CloudRecord, error) {
 	c, err := p.clients(ctx)
 	if err != nil {

@@ -20,21 +20,15 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// NoDryRunMessage opens the message of every dry run: Azure's APIs have no
-// dry-run mode, so gpumarket checks what it can without spending.
+// NoDryRunMessage opens every dry run's message: Azure has no dry run.
 const NoDryRunMessage = "no dry-run in Azure: validated the request locally"
 
-// maxGroups bounds the reservation groups gpumarket makes for one region
-// and zone: one more is needed only for each reservation of a size that
-// is already reserved there.
+// maxGroups bounds gpumarket's groups per region and zone: one per reservation of an already reserved size.
 const maxGroups = 20
 
-// groupName is the n-th (from 1) capacity reservation group of a region
-// and zone. Groups are per zone because a group's reservations must lie
-// in its zones, and there can be several because a group holds at most
-// one reservation of a VM size per zone ("Each Capacity Reservation Group
-// can have exactly one reservation for a given VM size":
-// https://learn.microsoft.com/azure/virtual-machines/capacity-reservation-create#considerations).
+// groupName is the n-th (from 1) reservation group of a region and zone: a group
+// holds "exactly one reservation for a given VM size" per zone
+// (https://learn.microsoft.com/azure/virtual-machines/capacity-reservation-create#considerations).
 func groupName(region, zone string, n int) string {
 	name := "gpumarket-" + region
 	if zone != "" {
@@ -46,7 +40,6 @@ func groupName(region, zone string, n int) string {
 	return name
 }
 
-// groupIndex is n when name is groupName(region, zone, n), else 0.
 func groupIndex(name, region, zone string) int {
 	base := groupName(region, zone, 1)
 	if strings.EqualFold(name, base) {
@@ -63,10 +56,8 @@ func groupIndex(name, region, zone string) int {
 	return n
 }
 
-// resourceName makes an ARM resource name from a ledger ref: letters,
-// digits and dashes, at most 64 characters. Deriving the name from the
-// ref makes the PUT idempotent: a retried booking updates the same
-// reservation instead of buying a second one.
+// resourceName makes an ARM name from a ledger ref (letters, digits, dashes, ≤ 64),
+// so a retried booking PUTs the same reservation instead of buying a second.
 func resourceName(ref, fallback string) string {
 	s := ref
 	if s == "" {
@@ -90,8 +81,7 @@ func resourceName(ref, fallback string) string {
 	return out
 }
 
-// groupsIn lists the reservation groups of the resource group whose names
-// keep accepts, every page read. A missing resource group has none.
+// groupsIn lists the resource group's reservation groups that keep accepts; none if it is missing.
 func (p *Provider) groupsIn(ctx context.Context, c *armClients, keep func(string) bool) ([]string, error) {
 	var out []string
 	pager := c.groups.NewListByResourceGroupPager(c.resGroup, nil)
@@ -112,7 +102,6 @@ func (p *Provider) groupsIn(ctx context.Context, c *armClients, keep func(string
 	return out, nil
 }
 
-// regionGroups are gpumarket's groups of a region and zone, first first.
 func (p *Provider) regionGroups(ctx context.Context, c *armClients, region, zone string) ([]string, error) {
 	gs, err := p.groupsIn(ctx, c, func(n string) bool { return groupIndex(n, region, zone) > 0 })
 	if err != nil {
@@ -122,8 +111,7 @@ func (p *Provider) regionGroups(ctx context.Context, c *armClients, region, zone
 	return gs, nil
 }
 
-// reservationsIn lists a group's reservations, every page read. A missing
-// group has none.
+// reservationsIn lists a group's reservations; a missing group has none.
 func (p *Provider) reservationsIn(ctx context.Context, c *armClients, group string) ([]*armcompute.CapacityReservation, error) {
 	var out []*armcompute.CapacityReservation
 	pager := c.reserve.NewListByCapacityReservationGroupPager(c.resGroup, group, nil)
@@ -144,8 +132,7 @@ func (p *Provider) reservationsIn(ctx context.Context, c *armClients, group stri
 	return out, nil
 }
 
-// live reports whether a reservation holds (or is being made to hold)
-// capacity: not Failed, Canceled or Deleting.
+// live reports whether a reservation holds capacity: not Failed, Canceled or Deleting.
 func live(r *armcompute.CapacityReservation) bool {
 	state := ""
 	if r.Properties != nil {
@@ -155,21 +142,16 @@ func live(r *armcompute.CapacityReservation) bool {
 	return s != "failed" && s != "deleted"
 }
 
-// placement is where a booking's reservation goes.
 type placement struct {
 	group  string
 	exists bool
-	// found is a live reservation already made from the same offering or
-	// for the same ledger row: the booking answers with it.
+	// found: a live reservation of the same offering or row, answered instead.
 	found *armcompute.CapacityReservation
 }
 
-// place finds the group for a reservation of the offering: the first of
-// gpumarket's groups in the region and zone that has no reservation of the
-// size (Azure takes one per size per zone per group), or a new one. On
-// the way it looks for a reservation tagged with the same offering or
-// ledger row, so that an offering already bought (a lost ledger, a second
-// process) is answered with what was bought, not bought again.
+// place finds the first of gpumarket's groups in the region and zone without
+// the size, or a new one; a reservation already bought from the offering or
+// for the row is answered instead of bought again.
 func (p *Provider) place(ctx context.Context, c *armClients, o domain.Offering, ref string) (placement, error) {
 	groups, err := p.regionGroups(ctx, c, o.Region, o.Zone)
 	if err != nil {
@@ -191,8 +173,7 @@ func (p *Provider) place(ctx context.Context, c *armClients, o domain.Offering, 
 					return placement{group: g, exists: true, found: r}, nil
 				}
 				if sameRef {
-					// This intent's own attempt that failed: the PUT of
-					// the same name tries it again in place.
+					// This intent's own failed attempt: the same-named PUT retries it in place.
 					return placement{group: g, exists: true}, nil
 				}
 			}
@@ -214,15 +195,9 @@ func (p *Provider) place(ctx context.Context, c *armClients, o domain.Offering, 
 	return placement{group: groupName(o.Region, o.Zone, last+1)}, nil
 }
 
-// Book makes an On-demand Capacity Reservation for the offering, named
-// after req.Ref so that a retry cannot buy twice, tagged with the ledger
-// row, the actor, the tool and the offering. It goes in the first of
-// gpumarket's reservation groups of the region and zone without one of
-// the size (made if needed). A live reservation already made from the
-// offering (or for the row) is answered with instead of buying again. The
-// reservation starts when made and lasts the offering's duration: the
-// ledger deletes it then. With req.DryRun it only validates the request,
-// since Azure has no dry run.
+// Book makes an On-demand Capacity Reservation named after req.Ref, so a retry
+// cannot buy twice, and tagged with the ledger row; it starts when made and the
+// ledger deletes it at its end. With req.DryRun it only validates: Azure has none.
 func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Booking, error) {
 	o := req.Offering
 	c, err := p.clients(ctx)
@@ -282,8 +257,7 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 			g.Zones = []*string{to.Ptr(o.Zone)}
 		}
 		if _, err := c.groups.CreateOrUpdate(ctx, c.resGroup, pl.group, g, nil); err != nil {
-			// Whatever became of the group (which costs nothing), the
-			// reservation was not asked for: nothing was bought.
+			// The group costs nothing and no reservation was asked for.
 			return domain.Booking{}, declinedError{fmt.Errorf("azure booking %s: create reservation group %s (no reservation was requested): %w", o.ID, pl.group, firstLine(err))}
 		}
 	}
@@ -302,10 +276,8 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 	if err != nil {
 		err = fmt.Errorf("azure booking %s: create reservation %s: %w", o.ID, name, err)
 		if conflict(err) {
-			// azcore re-sends a PUT after a 5xx or a lost connection; if
-			// the first one made the reservation, the retry can meet a
-			// 409. The name is this intent's own, so a reservation under
-			// it is ours: only its absence makes the 409 a "no".
+			// azcore re-sends a PUT after a 5xx, which can meet a 409 if the first made it:
+			// a reservation under this intent's name is ours, so only its absence is a "no".
 			if _, gerr := c.reserve.Get(ctx, c.resGroup, pl.group, name, nil); !isNotFound(gerr) {
 				return domain.Booking{}, fmt.Errorf("%w (a reservation named %s may exist: it is looked up, not re-sent)", err, name)
 			}
@@ -330,13 +302,9 @@ func zoneSuffix(z string) string {
 	return " zone " + z
 }
 
-// createdAt is when a reservation was made: timeCreated where Azure shows
-// it, else provisioningTime. The documented answers differ: a Get shows
-// both, a PUT's answer and every item of a list show provisioningTime
-// only (CapacityReservation_Get.json, _CreateOrUpdate.json,
-// _ListByReservationGroup.json of the Compute REST examples).
-// provisioningTime is when the reservation last changed, which for one
-// gpumarket made and never updated is when it was made.
+// createdAt is timeCreated, else provisioningTime: a PUT's answer and list items
+// show only the latter (the Compute REST examples' CapacityReservation_*.json),
+// which for a reservation never updated is when it was made.
 func createdAt(r *armcompute.CapacityReservation) time.Time {
 	if r.Properties == nil {
 		return time.Time{}
@@ -350,7 +318,6 @@ func createdAt(r *armcompute.CapacityReservation) time.Time {
 	return time.Time{}
 }
 
-// bookingFrom reads a reservation as a Booking.
 func bookingFrom(r *armcompute.CapacityReservation, region string) domain.Booking {
 	b := domain.Booking{Provider: Name, Region: region, ProviderRef: deref(r.ID), Start: createdAt(r)}
 	if r.SKU != nil {
@@ -371,10 +338,8 @@ func bookingFrom(r *armcompute.CapacityReservation, region string) domain.Bookin
 	return b
 }
 
-// ledgerState maps an ARM provisioning state onto the ledger's states.
-// ARM's terminal states are Succeeded, Failed and Canceled; Compute adds
-// Creating, Updating, Deleting and Migrating while it works. Failed and
-// Canceled mean what they say: nothing is held.
+// ledgerState maps an ARM provisioning state onto the ledger's: Failed and
+// Canceled hold nothing; Creating, Updating and the like are work in progress.
 func ledgerState(provisioning string) string {
 	switch strings.ToLower(provisioning) {
 	case "succeeded":
@@ -388,10 +353,8 @@ func ledgerState(provisioning string) string {
 	}
 }
 
-// FindBooking looks for the reservation a request may have made, in every
-// one of gpumarket's groups of the request's region and zone: the one
-// tagged with req.Ref, or (without a ref) one of the same size, count and
-// zone made after req.After. It returns nil, nil when there is none.
+// FindBooking looks in gpumarket's groups of the region and zone for the reservation
+// tagged req.Ref, or one of the same terms made after req.After; nil, nil if none.
 func (p *Provider) FindBooking(ctx context.Context, req domain.BookRequest) (*domain.Booking, error) {
 	c, err := p.clients(ctx)
 	if err != nil {
@@ -446,9 +409,7 @@ func matchesRequest(r *armcompute.CapacityReservation, req domain.BookRequest) b
 	return true
 }
 
-// reservationID reads a capacity reservation's resource id, as Book
-// writes it in the ledger row's ProviderRef; its Parent is the
-// reservation group.
+// reservationID reads the resource id Book writes as ProviderRef; its Parent is the group.
 func reservationID(ref string) (*arm.ResourceID, error) {
 	id, err := arm.ParseResourceID(ref)
 	if err != nil || !strings.EqualFold(id.ResourceType.String(), "Microsoft.Compute/capacityReservationGroups/capacityReservations") || id.Parent == nil {
@@ -457,8 +418,7 @@ func reservationID(ref string) (*arm.ResourceID, error) {
 	return id, nil
 }
 
-// inSubscription refuses a reservation of another subscription than the
-// clients': they ask in their own, where it is not found.
+// inSubscription refuses another subscription's reservation: asked here it is not found.
 func inSubscription(id *arm.ResourceID, c *armClients) error {
 	if !strings.EqualFold(id.SubscriptionID, c.subID) {
 		return fmt.Errorf("capacity reservation %s is in subscription %s, and gpumarket is signed in to subscription %s (azure.subscription_id): it can be read and deleted only there",
@@ -467,10 +427,8 @@ func inSubscription(id *arm.ResourceID, c *armClients) error {
 	return nil
 }
 
-// DeleteBooking deletes a capacity reservation by its resource id, which
-// ends its billing. A reservation already gone is not an error. Azure
-// deletes a reservation only when no VM is associated with it; when one
-// is, the error names the VMs and what to do.
+// DeleteBooking deletes a reservation, ending its billing; one already gone is
+// fine. Azure refuses while VMs are associated: the error names them.
 func (p *Provider) DeleteBooking(ctx context.Context, providerRef string) error {
 	c, err := p.clients(ctx)
 	if err != nil {
@@ -481,8 +439,7 @@ func (p *Provider) DeleteBooking(ctx context.Context, providerRef string) error 
 		return refuse("azure delete reservation: %w", err)
 	}
 	if err := inSubscription(id, c); err != nil {
-		// Asked here, Azure answers 404, which reads as already
-		// deleted: the ledger would end a reservation that still bills.
+		// Asked here the 404 would read as deleted while it still bills.
 		return refuse("azure delete reservation: %w", err)
 	}
 	poller, err := c.reserve.BeginDelete(ctx, id.ResourceGroupName, id.Parent.Name, id.Name, nil)
@@ -499,9 +456,7 @@ func (p *Provider) DeleteBooking(ctx context.Context, providerRef string) error 
 	return settle(p.explainDelete(ctx, c, id, err))
 }
 
-// explainDelete adds to a refused delete the VMs that keep the
-// reservation, if any: Azure refuses to delete a reservation that VMs are
-// associated with, and only the user can move them
+// explainDelete names the VMs keeping a reservation; only the user can move them
 // (https://learn.microsoft.com/azure/virtual-machines/capacity-reservation-remove-vm).
 func (p *Provider) explainDelete(ctx context.Context, c *armClients, id *arm.ResourceID, err error) error {
 	s := statusOf(err)
@@ -527,8 +482,7 @@ func (p *Provider) explainDelete(ctx context.Context, c *armClients, id *arm.Res
 		err, len(got.Properties.VirtualMachinesAssociated), strings.Join(vms, ", "))
 }
 
-// ReleaseBooking deletes a capacity reservation whose window has ended:
-// Azure bills a reservation until it is deleted.
+// ReleaseBooking deletes a reservation whose window ended: Azure bills until deletion.
 func (p *Provider) ReleaseBooking(ctx context.Context, b domain.Booking) error {
 	return p.DeleteBooking(ctx, b.ProviderRef)
 }

@@ -12,27 +12,19 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// gpuSize is one GPU VM size as offered in one region.
 type gpuSize struct {
 	Name string
 	GPU  domain.GPUSpec
-	// Zones are the zones the size exists in, restricted ones included
-	// (they are shown, marked); empty for a size without zones.
+	// Zones the size exists in, restricted ones included (shown, marked).
 	Zones []string
-	// RestrictedZones are zones not offered to this subscription;
-	// RegionRestricted marks the whole region so.
+	// RestrictedZones are not offered to this subscription; RegionRestricted: none is.
 	RestrictedZones  map[string]bool
 	RegionRestricted bool
-	// Family is the quota family ("standardNCADSA100v4Family"), VCPUs the
-	// size's vCPUs; both from ResourceSKUs, empty from the catalog.
+	// Family is the quota family, VCPUs the size's; empty from the catalog.
 	Family string
 	VCPUs  int
-	// Reservable is ResourceSKUs' CapacityReservationSupported: only such
-	// sizes take an On-demand Capacity Reservation (Azure lists ND-series
-	// and NCads H100 v5 among those that do not:
-	// https://learn.microsoft.com/azure/virtual-machines/capacity-reservation-overview#limitations-and-restrictions).
-	// False when the capability is absent or the size comes from the
-	// catalog: a reservation is sold only where Azure says it can be.
+	// Reservable is CapacityReservationSupported, false when absent or from the catalog
+	// (https://learn.microsoft.com/azure/virtual-machines/capacity-reservation-overview#limitations-and-restrictions).
 	Reservable bool
 }
 
@@ -41,8 +33,7 @@ func (s gpuSize) Restricted(zone string) bool {
 	return s.RegionRestricted || s.RestrictedZones[zone]
 }
 
-// catalogSizes are the GPU sizes the embedded catalog knows, used when
-// there is no account to list ResourceSKUs with.
+// catalogSizes are the catalog's GPU sizes, for when there is no account.
 func catalogSizes() []gpuSize {
 	var out []gpuSize
 	for _, e := range domain.CatalogEntries(domain.CloudAzure) {
@@ -51,9 +42,8 @@ func catalogSizes() []gpuSize {
 	return out
 }
 
-// gpuSpecFor patches what ResourceSKUs says of a size from the catalog:
-// the partial-GPU A10 sizes report "1 GPU" where they have 1/6, 1/3 or 1/2
-// of one, and ResourceSKUs never names the GPU model.
+// gpuSpecFor patches ResourceSKUs from the catalog: partial A10 sizes report
+// "1 GPU", and the GPU model is never named.
 func gpuSpecFor(name string, reported float64) (domain.GPUSpec, bool) {
 	if e, ok := domain.LookupGPU(name); ok && e.Cloud == domain.CloudAzure {
 		return e.GPU, true
@@ -65,7 +55,6 @@ func gpuSpecFor(name string, reported float64) (domain.GPUSpec, bool) {
 	return domain.GPUSpec{Model: model, Count: reported}, true
 }
 
-// listGPUSizes lists the region's VM sizes that have GPUs.
 func (p *Provider) listGPUSizes(ctx context.Context, c *armClients, region string) ([]gpuSize, error) {
 	filter := fmt.Sprintf("location eq '%s'", region)
 	pager := c.skus.NewListPager(&armcompute.ResourceSKUsClientListOptions{Filter: &filter})
@@ -85,8 +74,7 @@ func (p *Provider) listGPUSizes(ctx context.Context, c *armClients, region strin
 	return out, nil
 }
 
-// gpuSizeFromSKU reads one ResourceSKUs entry; ok is false for anything
-// but a virtual machine size with GPUs in the region.
+// gpuSizeFromSKU reads one entry; false for anything but a GPU VM size in the region.
 func gpuSizeFromSKU(sku *armcompute.ResourceSKU, region string) (gpuSize, bool) {
 	if sku == nil || sku.Name == nil || !strings.EqualFold(deref(sku.ResourceType), "virtualMachines") {
 		return gpuSize{}, false
@@ -142,7 +130,6 @@ func gpuSizeFromSKU(sku *armcompute.ResourceSKU, region string) (gpuSize, bool) 
 		}
 		switch *r.Type {
 		case armcompute.ResourceSKURestrictionsTypeLocation:
-			// Location restrictions list the region in Values.
 			for _, v := range r.Values {
 				if v != nil && strings.EqualFold(*v, region) {
 					s.RegionRestricted = true

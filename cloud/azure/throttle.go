@@ -13,23 +13,12 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 )
 
-// Every region is fetched at once; what bounds the calls is each API's own
-// documented limit, kept here, so that a user asking every region is never
-// throttled into a slower answer than one asking a few.
-//
-//   - Azure Resource Manager throttles per subscription and per principal
-//     with token buckets: reads 250 (refilled 25 a second), writes and
-//     deletes 200 (10 a second) each.
-//     https://learn.microsoft.com/azure/azure-resource-manager/management/request-limits-and-throttling
-//     ("Regional throttling and token bucket algorithm").
-//   - Azure Resource Graph allows a user "at most 15 queries within every
-//     5-second window" and says what is left in every answer
-//     (x-ms-user-quota-remaining, x-ms-user-quota-resets-after hh:mm:ss).
-//     https://learn.microsoft.com/azure/governance/resource-graph/concepts/guidance-for-throttled-requests
-//   - The Retail Prices API documents no limit; it answers 429 with
-//     Retry-After when pressed. gpumarket keeps at most
-//     DefaultPricesInFlight of its requests in flight and honours the
-//     Retry-After.
+// Every region is fetched at once; each API's documented limit bounds the calls:
+// ARM buckets per subscription and principal, reads 250 (25/s), writes 200 (10/s)
+// (https://learn.microsoft.com/azure/azure-resource-manager/management/request-limits-and-throttling);
+// Resource Graph "at most 15 queries within every 5-second window"
+// (https://learn.microsoft.com/azure/governance/resource-graph/concepts/guidance-for-throttled-requests);
+// Retail Prices documents none, so DefaultPricesInFlight and its Retry-After.
 const (
 	armReadBucket, armReadRefill     = 250, 25
 	armWriteBucket, armWriteRefill   = 200, 10
@@ -38,14 +27,11 @@ const (
 	graphWindow                      = 5 * time.Second
 	// DefaultPricesInFlight bounds the Retail Prices requests in flight.
 	DefaultPricesInFlight = 16
-	// dialTimeout bounds a connection attempt: an endpoint that cannot be
-	// reached is reported within seconds, not after the OS's timeout.
+	// dialTimeout: an unreachable endpoint is said within seconds.
 	dialTimeout = 5 * time.Second
 )
 
-// bucket is a token bucket: size tokens, refilled at rate a second. A
-// server may also say when its own quota resets (pauseUntil), which holds
-// every caller of the bucket until then.
+// bucket is a token bucket; a server's quota reset (pauseUntil) holds every caller.
 type bucket struct {
 	mu         sync.Mutex
 	size, rate float64
@@ -60,7 +46,6 @@ func newBucket(size int, perSecond float64) *bucket {
 	return &bucket{size: float64(size), rate: perSecond, tokens: float64(size), clock: time.Now, sleep: sleepCtx}
 }
 
-// wait takes a token, waiting for one if the bucket is empty or paused.
 func (b *bucket) wait(ctx context.Context) error {
 	for {
 		d := b.take()
@@ -92,8 +77,7 @@ func (b *bucket) take() time.Duration {
 	return max(time.Duration((1-b.tokens)/b.rate*float64(time.Second)), time.Millisecond)
 }
 
-// pause holds the bucket for d (a server's Retry-After or quota reset) and
-// empties it: the server's count, not ours, is the truth.
+// pause holds and empties the bucket for d: the server's count is the truth.
 func (b *bucket) pause(d time.Duration) {
 	if d <= 0 {
 		return
@@ -108,8 +92,7 @@ func (b *bucket) pause(d time.Duration) {
 	b.last = until
 }
 
-// limits are the buckets of one provider (one subscription, one
-// principal).
+// limits are the buckets of one subscription and principal.
 type limits struct {
 	reads, writes, deletes, graph *bucket
 	prices                        chan struct{}
@@ -125,7 +108,6 @@ func newLimits(pricesInFlight int) *limits {
 	}
 }
 
-// acquirePrices holds a Retail Prices slot until release is called.
 func (l *limits) acquirePrices(ctx context.Context) (release func(), err error) {
 	select {
 	case l.prices <- struct{}{}:
@@ -135,7 +117,6 @@ func (l *limits) acquirePrices(ctx context.Context) (release func(), err error) 
 	}
 }
 
-// isGraph reports whether a request is a Resource Graph query.
 func isGraph(r *http.Request) bool {
 	return strings.EqualFold(strings.TrimSuffix(r.URL.Path, "/"), "/providers/Microsoft.ResourceGraph/resources")
 }
@@ -152,10 +133,8 @@ func (l *limits) bucketOf(r *http.Request) *bucket {
 	return l.writes
 }
 
-// throttlePolicy is an azcore per-retry policy: every attempt of every ARM
-// and Resource Graph call takes a token of its bucket first, and a
-// server's word on its quota (429 Retry-After, Resource Graph's quota
-// headers) holds the bucket for everyone.
+// throttlePolicy, per retry: each attempt takes a token, and a server's word on
+// its quota (429 Retry-After, Graph's quota headers) holds the bucket.
 type throttlePolicy struct{ l *limits }
 
 // Do implements policy.Policy.
@@ -184,7 +163,6 @@ func (t throttlePolicy) Do(req *policy.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// parseHMS reads Resource Graph's "hh:mm:ss" durations.
 func parseHMS(s string) (time.Duration, bool) {
 	parts := strings.Split(strings.TrimSpace(s), ":")
 	if len(parts) != 3 {
@@ -201,11 +179,8 @@ func parseHMS(s string) (time.Duration, bool) {
 	return d, true
 }
 
-// dialFailure reports whether err happened before a request left this
-// machine: the endpoint refused the connection, could not be resolved or
-// reached. Such a failure is reported at once, not retried with backoff:
-// a retry a second later meets the same closed port, and the user waits
-// for nothing. Throttling and server faults are retried as before.
+// dialFailure reports whether the request never left: refused, unresolved,
+// unreached. Said at once; a retry would meet the same closed port.
 func dialFailure(err error) bool {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
@@ -215,14 +190,13 @@ func dialFailure(err error) bool {
 	return errors.As(err, &dns)
 }
 
-// retryStatus are the answers worth another attempt (azcore's own list).
+// retryStatus are azcore's own retried statuses.
 var retryStatus = map[int]bool{
 	http.StatusRequestTimeout: true, http.StatusTooManyRequests: true, http.StatusInternalServerError: true,
 	http.StatusBadGateway: true, http.StatusServiceUnavailable: true, http.StatusGatewayTimeout: true,
 }
 
-// shouldRetry is azcore's retry rule without the retries of a connection
-// that never opened.
+// shouldRetry is azcore's rule, less connections that never opened.
 func shouldRetry(resp *http.Response, err error) bool {
 	if err != nil {
 		return !dialFailure(err)
@@ -230,8 +204,7 @@ func shouldRetry(resp *http.Response, err error) bool {
 	return resp != nil && retryStatus[resp.StatusCode]
 }
 
-// newTransport is the HTTP transport of the provider's own clients: the
-// default one with a short dial timeout.
+// newTransport is the default transport with a short dial timeout.
 func newTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}

@@ -18,15 +18,9 @@ import (
 
 var _ domain.UsageReporter = (*Provider)(nil)
 
-// The metrics usage is read from (Azure Monitor). Azure has no platform
-// GPU metric: GPU utilization is there only where the VMs run an agent
-// that publishes it, such as Telegraf's nvidia_smi input, whose custom
-// metrics land in namespace telegraf/nvidia_smi. Percentage CPU is a
-// platform metric of every scale set, per VM (dimension VMName), and of
-// every VM on its own resource (namespace its resource type,
-// Microsoft.Compute/virtualMachines or
-// Microsoft.Compute/virtualMachineScaleSets/virtualMachines, no
-// dimension), and stands in otherwise.
+// Azure has no platform GPU metric: it is there only where an agent such as
+// Telegraf's nvidia_smi publishes it (namespace telegraf/nvidia_smi). Percentage
+// CPU, a platform metric per VM, stands in otherwise.
 const (
 	gpuMetricNamespace = "telegraf/nvidia_smi"
 	gpuMetricName      = "utilization_gpu"
@@ -36,20 +30,14 @@ const (
 	// SourceGPU and SourceCPU are the metrics_source of a report.
 	SourceGPU = "Azure Monitor telegraf/nvidia_smi utilization_gpu"
 	SourceCPU = "Azure Monitor Percentage CPU (CPU as a stand-in: no GPU metrics)"
-	// SourceMixed is the source of a reservation whose VMs do not all
-	// publish the GPU metric: each VM's busy samples come from the GPU
-	// metric where it publishes it, else from its CPU.
+	// SourceMixed: each VM's samples from the GPU metric where it publishes it, else CPU.
 	SourceMixed = "Azure Monitor telegraf/nvidia_smi utilization_gpu where a VM publishes it, else Percentage CPU (CPU as a stand-in)"
 )
 
-// metricsClients keeps one Azure Monitor client per provider. It lives
-// here rather than in armClients because usage was added apart from
-// azure.go (which belongs to the provider's owner); fold it into
-// armClients when convenient.
+// metricsClients keeps one Azure Monitor client per provider, beside armClients.
 var metricsClients sync.Map // *Provider → *armmonitor.MetricsClient
 
-// metrics returns the provider's Azure Monitor client, signed in the way
-// the other ARM clients are.
+// metrics returns the provider's Azure Monitor client, signed in as the other ARM clients.
 func (p *Provider) metrics(ctx context.Context) (*armmonitor.MetricsClient, error) {
 	if c, ok := metricsClients.Load(p); ok {
 		return c.(*armmonitor.MetricsClient), nil
@@ -68,8 +56,7 @@ func (p *Provider) metrics(ctx context.Context) (*armmonitor.MetricsClient, erro
 			return nil, fmt.Errorf("no Azure credential: %w", err)
 		}
 	}
-	// The metrics API is an ARM call like the others: the same read
-	// bucket, the same retry rule (a 429's Retry-After is waited out).
+	// An ARM call like the others: same read bucket and retry rule.
 	mc, err := armmonitor.NewMetricsClient(c.subID, cred, p.clientOptions())
 	if err != nil {
 		return nil, fmt.Errorf("azure monitor client: %w", err)
@@ -78,23 +65,10 @@ func (p *Provider) metrics(ctx context.Context) (*armmonitor.MetricsClient, erro
 	return got.(*armmonitor.MetricsClient), nil
 }
 
-// Usage reports how the capacity of a ledger row ran and how busy it was,
-// from Azure Monitor, for both things gpumarket makes on Azure:
-//
-//   - a spot scale set (fleet): per VM (dimension VMName) of the scale
-//     set's metrics; Azure Monitor does not say which VMs were evicted, so
-//     interruptions are unknown;
-//   - an On-demand Capacity Reservation (reservation): the VMs Azure lists
-//     as associated with it (or allocated against it) now, each read on
-//     its own resource (reservationUsage). Only the current association is
-//     listed, so a VM that ran in the reservation and was since deleted or
-//     moved out is not counted, and the report's Note says so. Spot VMs
-//     cannot use a capacity reservation, so none of its VMs was evicted:
-//     interruptions are known to be none.
-//
-// Either way the hours with a datapoint are the hours a VM ran, and their
-// average is its utilization: the Telegraf GPU metric where the VM
-// publishes it, else Percentage CPU, said so in Source.
+// Usage reports how a row's capacity ran and how busy, from Azure Monitor. A
+// spot scale set: per VM of its metrics, interruptions unknown (evictions are
+// not said). A reservation: the VMs associated now (reservationUsage), none
+// evicted. Hours with a datapoint are hours run; GPU metric, else CPU.
 func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
 	switch q.Kind {
 	case domain.KindFleet:
@@ -106,9 +80,7 @@ func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.Usage
 		q.Ref, q.Kind, domain.KindReservation, domain.KindFleet)
 }
 
-// usageSpan is the part of [q.From, q.To] the row's capacity ran in,
-// from the start of its first hour (Azure Monitor's hourly grains start
-// on the hour); false when the row did not run in the span.
+// usageSpan is the part of [From, To] the row ran in, from its first whole hour; false if none.
 func usageSpan(q domain.UsageQuery) (from, to time.Time, ok bool) {
 	from, to = q.From, q.To
 	if !q.Start.IsZero() && q.Start.After(from) {
@@ -120,7 +92,6 @@ func usageSpan(q domain.UsageQuery) (from, to time.Time, ok bool) {
 	return from.Truncate(time.Hour), to, to.After(from)
 }
 
-// scaleSetUsage reads a spot scale set's usage (see Usage).
 func (p *Provider) scaleSetUsage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
 	if !strings.HasPrefix(q.ProviderRef, "/") {
 		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %q is not a scale set resource id", q.Ref, q.ProviderRef)
@@ -154,8 +125,6 @@ func (p *Provider) scaleSetUsage(ctx context.Context, q domain.UsageQuery) (doma
 		if len(samples) == 0 {
 			continue
 		}
-		// The VM ran over the hours it reported in, from the first to
-		// the end of the last.
 		last := samples[len(samples)-1]
 		in := domain.InstanceUsage{ID: vm, InstanceType: q.InstanceType, Zone: q.Zone, Spot: true,
 			Start: samples[0].At, Busy: busy[vm]}
@@ -175,15 +144,9 @@ func (p *Provider) scaleSetUsage(ctx context.Context, q domain.UsageQuery) (doma
 	return rep, nil
 }
 
-// scaleSetGPU reads the Telegraf GPU metric of a Flexible scale set's
-// VMs, each on its own resource (virtualMachines/{VMName} in the scale
-// set's resource group): Telegraf's Azure Monitor output posts on the
-// resource of the VM it runs on (its README: resource_id "…/providers/
-// Microsoft.Compute/virtualMachines/<vm_name>", from the instance
-// metadata), with the input's tags (index, name, uuid, host) as
-// dimensions, not the platform metrics' VMName; unsplit, Azure Monitor
-// averages over them, which is the VM's mean over its GPUs. A VM that
-// publishes none is left out; the first other failure is returned.
+// scaleSetGPU reads the Telegraf GPU metric of a Flexible scale set's VMs, each
+// on its own resource, where Telegraf posts it (its README: resource_id
+// "…/virtualMachines/<vm_name>"); unsplit, it is the VM's mean over its GPUs.
 func scaleSetGPU(ctx context.Context, mc *armmonitor.MetricsClient, scaleSet string, vms []string, from, to time.Time) (map[string][]domain.BusySample, error) {
 	group, _, ok := strings.Cut(scaleSet, "/providers/")
 	if !ok {
@@ -203,17 +166,12 @@ func scaleSetGPU(ctx context.Context, mc *armmonitor.MetricsClient, scaleSet str
 	return out, first
 }
 
-// errMetricAbsent is a metric the resource does not publish: not a
-// failure, the stand-in is used.
+// errMetricAbsent: the resource does not publish the metric; the stand-in is used.
 var errMetricAbsent = errors.New("metric not published")
 
-// metricSeries reads one metric of a resource as hourly averages, as
-// busy samples (percent / 100), keyed by the value of dimension dim: a
-// scale set's metrics split by VMName. With dim "" the resource's one
-// series is read, keyed "": a single VM's metrics have no VM dimension
-// (an unsplit answer's timeseries carries empty metadatavalues, as the
-// second metric of the REST spec's GetMetricError.json shows). Hours
-// without a value are left out.
+// metricSeries reads a metric as hourly busy samples keyed by dimension dim;
+// with dim "" the one series, keyed "" (GetMetricError.json: an unsplit series
+// has empty metadatavalues). Hours without a value are left out.
 func metricSeries(ctx context.Context, mc *armmonitor.MetricsClient, resource, namespace, name, dim string, from, to time.Time) (map[string][]domain.BusySample, error) {
 	opt := &armmonitor.MetricsClientListOptions{
 		Metricnames: ptr(name), Metricnamespace: ptr(namespace), Aggregation: ptr("average"), Interval: ptr("PT1H"),
@@ -277,8 +235,7 @@ func metricSeries(ctx context.Context, mc *armmonitor.MetricsClient, resource, n
 	return series, nil
 }
 
-// isoHours reads the ISO 8601 grains Azure Monitor answers with (PT1M,
-// PT5M, PT1H, PT6H, P1D).
+// isoHours reads Azure Monitor's ISO 8601 grains (PT1M … P1D).
 func isoHours(s string) (time.Duration, bool) {
 	switch strings.ToUpper(s) {
 	case "PT1M":

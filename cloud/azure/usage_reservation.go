@@ -17,31 +17,17 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// associationNote is what a reservation's report cannot know, said on
-// every one: Azure lists the VMs associated with a reservation now, not
-// those that were.
+// associationNote: Azure lists the VMs associated with a reservation now, not those that were.
 const associationNote = "Azure lists only the VMs associated with the reservation now: " +
 	"a VM that ran in it earlier and was since deleted or moved out is not counted, so running hours may be under-counted"
 
-// vmMetricsInFlight bounds the VMs of one reservation whose metrics are
-// read at once: two calls each, within the ARM read bucket every call
-// shares.
+// vmMetricsInFlight bounds a reservation's VMs read at once, within the shared ARM read bucket.
 const vmMetricsInFlight = 4
 
-// reservationUsage reads how the VMs of an On-demand Capacity Reservation
-// ran (see Usage). The reservation's Get with its instance view names the
-// VMs associated with it (virtualMachinesAssociated) and those allocated
-// against it now (instanceView.utilizationInfo.virtualMachinesAllocated);
-// each one's hourly Percentage CPU, and GPU utilization where its agent
-// publishes it, is read on its own resource. A VM ran in the hours it has
-// a value: an associated VM that is deallocated has none, and does not
-// count as running.
-//
-// The VMs are not spot (Azure does not take Spot VMs into a capacity
-// reservation: "Spot VMs and Azure Dedicated Host Nodes aren't supported
-// with Capacity Reservation", capacity-reservation-overview, Limitations
-// and restrictions), so none was evicted: interruptions are known, and
-// none. The reservation's price covers them (Spot false).
+// reservationUsage reads the VMs a reservation names now (its instance view),
+// each on its own resource; a VM ran in the hours it has a value. None is spot:
+// "Spot VMs … aren't supported with Capacity Reservation"
+// (capacity-reservation-overview, Limitations), so none was evicted.
 func (p *Provider) reservationUsage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
 	id, err := reservationID(q.ProviderRef)
 	if err != nil {
@@ -56,15 +42,13 @@ func (p *Provider) reservationUsage(ctx context.Context, q domain.UsageQuery) (d
 		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w (%v)", q.Ref, errNoAccount, err)
 	}
 	if err := inSubscription(id, c); err != nil {
-		// Asked here, Azure answers 404, and the row would be said
-		// deleted.
+		// Asked here, the 404 would say the row deleted.
 		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, err)
 	}
 	got, err := c.reserve.Get(ctx, id.ResourceGroupName, id.Parent.Name, id.Name,
 		&armcompute.CapacityReservationsClientGetOptions{Expand: to.Ptr(armcompute.CapacityReservationInstanceViewTypesInstanceView)})
 	if isNotFound(err) {
-		// gpumarket deletes a reservation at its end, and Azure keeps
-		// nothing of a deleted one: an ended row's usage cannot be read.
+		// Azure keeps nothing of a deleted reservation: an ended row's usage is gone.
 		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: capacity reservation %s (group %s, resource group %s) is not in Azure (%w): "+
 			"once a reservation is deleted (gpumarket deletes one at its end) Azure no longer says which VMs used it, so its running and busy hours cannot be read",
 			q.Ref, id.Name, id.Parent.Name, id.ResourceGroupName, short(err))
@@ -127,10 +111,7 @@ func (p *Provider) reservationUsage(ctx context.Context, q domain.UsageQuery) (d
 	return rep, nil
 }
 
-// reservationVMs are the resource ids of the VMs a reservation names:
-// associated with it, or allocated against it now (Azure lists the
-// allocated ones among the associated, but an answer may omit either
-// list), each once, sorted.
+// reservationVMs are the ids of the VMs associated or allocated now, each once, sorted.
 func reservationVMs(r *armcompute.CapacityReservation) []string {
 	if r.Properties == nil {
 		return nil
@@ -142,8 +123,7 @@ func reservationVMs(r *armcompute.CapacityReservation) []string {
 			if vm == nil || deref(vm.ID) == "" {
 				continue
 			}
-			// ARM ids are case-insensitive, and its answers vary the
-			// case of a type ("virtualMachines", "VirtualMachines").
+			// ARM ids are case-insensitive, and answers vary a type's case.
 			if k := strings.ToLower(*vm.ID); !seen[k] {
 				seen[k] = true
 				out = append(out, *vm.ID)
@@ -158,36 +138,25 @@ func reservationVMs(r *armcompute.CapacityReservation) []string {
 	return out
 }
 
-// vmKind is what every VM of a reservation is: the reserved size, in the
-// reserved zone (Azure allocates only VMs of the size and zone against
-// it).
+// vmKind is every VM of a reservation: the reserved size and zone.
 type vmKind struct{ instanceType, zone string }
 
-// vmUsage is what one VM of a reservation showed.
 type vmUsage struct {
-	// runs are its runs in the span, oldest first.
 	runs []domain.InstanceUsage
-	// source is the metric its busy samples come from (SourceGPU or
-	// SourceCPU); "" when it has none.
+	// source: SourceGPU or SourceCPU; "" for none.
 	source string
-	// notes say what could not be read of it, for the user.
-	notes []string
+	notes  []string
 }
 
-// readVM reads one VM's hourly Percentage CPU and the Telegraf GPU metric
-// over [from, until]. Its running hours are those with a CPU value; when
-// the CPU cannot be read, those with a GPU value. Busy samples are the
-// GPU's where it publishes them, else the CPU's.
+// readVM reads a VM's hourly CPU and GPU metric: running hours are those with a
+// CPU value (else GPU); busy samples the GPU's where published, else CPU's.
 func readVM(ctx context.Context, mc *armmonitor.MetricsClient, vmID string, kind vmKind, from, until time.Time) vmUsage {
 	rid, err := arm.ParseResourceID(vmID)
 	if err != nil {
 		return vmUsage{notes: []string{fmt.Sprintf("%q is not a VM resource id: it had no metrics", vmID)}}
 	}
 	name := vmName(rid)
-	// A VM's platform metrics are in the namespace of its resource type:
-	// Microsoft.Compute/virtualMachines, or
-	// Microsoft.Compute/virtualMachineScaleSets/virtualMachines for a
-	// scale set's VM.
+	// Platform metrics are in the namespace of the VM's resource type.
 	cpu, cerr := metricSeries(ctx, mc, vmID, rid.ResourceType.String(), cpuMetricName, "", from, until)
 	gpu, gerr := metricSeries(ctx, mc, vmID, gpuMetricNamespace, gpuMetricName, "", from, until)
 	var u vmUsage
@@ -221,8 +190,7 @@ func readVM(ctx context.Context, mc *armmonitor.MetricsClient, vmID string, kind
 	return u
 }
 
-// vmName is how a report names a VM: its name, or for a scale set's VM
-// the scale set's name and its instance id.
+// vmName is a VM's name, or a scale set's name and instance id.
 func vmName(rid *arm.ResourceID) string {
 	if rid.Parent != nil && strings.EqualFold(rid.Parent.ResourceType.Type, "virtualMachineScaleSets") {
 		return rid.Parent.Name + "/" + rid.Name
@@ -233,12 +201,9 @@ func vmName(rid *arm.ResourceID) string {
 // run is a span a VM ran; a zero end means it still runs.
 type run struct{ start, end time.Time }
 
-// runsOf splits a VM's samples, oldest first, into its runs: periods with
-// a value back to back. An hour without a value is one it did not run in
-// (Azure Monitor has no platform metric of a deallocated VM) or that was
-// not measured; either way it is not counted as running. The last run
-// still goes on unless it ended before the span's last hour, which Azure
-// Monitor may not have published yet.
+// runsOf splits samples into runs of back-to-back values; an hour without one
+// was not run. The last run goes on unless it ended before the span's last hour,
+// which may be unpublished yet.
 func runsOf(samples []domain.BusySample, until time.Time) []run {
 	var out []run
 	for _, s := range samples {

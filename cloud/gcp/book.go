@@ -10,8 +10,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// RefreshOffering asks the advice again for exactly the offering's window
-// in its zone, and prices it from the catalog now.
+// RefreshOffering asks the advice again for the offering's window and zone, priced from the catalog now.
 func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (domain.Offering, error) {
 	m, err := p.machineOf(ctx, o.Zone, o.InstanceType)
 	if err != nil {
@@ -58,14 +57,11 @@ func (p *Provider) machineOf(ctx context.Context, zone, typ string) (machine, er
 	return machine{}, fmt.Errorf("gcp: %s is not sold in %s: %w", typ, zone, domain.ErrOfferingGone)
 }
 
-// reservationName is the future reservation a ledger row makes: its name
-// settles a purchase whose answer was lost.
+// reservationName derives from the ledger row, so a lost answer is settled by name.
 func reservationName(ref string) string { return resourceName("gpumarket", ref) }
 
-// Book creates the future reservation in calendar mode (planning status
-// SUBMITTED), waits for its operation and reads back its status. The
-// Compute Engine API has no dry run: a dry run asks the advice whether the
-// window is still offered.
+// Book creates the calendar-mode future reservation and reads back its status.
+// No dry run in the API: a dry run asks the advice whether the window is still offered.
 func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Booking, error) {
 	o := req.Offering
 	m, err := p.machineOf(ctx, o.Zone, o.InstanceType)
@@ -117,9 +113,7 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 	return b, nil
 }
 
-// FindBooking looks for the future reservation a request may have made:
-// by the name its ledger row gives it, else by its terms (machine type,
-// count, window) in its zone.
+// FindBooking looks for the reservation a request may have made: by its row's name, else its terms.
 func (p *Provider) FindBooking(ctx context.Context, req domain.BookRequest) (*domain.Booking, error) {
 	o := req.Offering
 	if req.Ref != "" {
@@ -167,9 +161,7 @@ func createdAfter(fr *compute.FutureReservation, after time.Time) bool {
 	return after.IsZero() || err != nil || !t.Before(after.Add(-time.Minute))
 }
 
-// bookingOf reads a future reservation back: its window, and its state as
-// the API reports it (planning and procurement status), mapped onto a
-// ledger state.
+// bookingOf reads a future reservation's window and status as a ledger state.
 func (p *Provider) bookingOf(fr *compute.FutureReservation, zone string, cost float64) domain.Booking {
 	b := domain.Booking{Provider: Name, Region: regionOf(zone), Zone: zone, CostUSD: cost,
 		ProviderRef: fmt.Sprintf("projects/%s/zones/%s/futureReservations/%s", p.project, zone, fr.Name)}

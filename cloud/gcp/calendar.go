@@ -16,9 +16,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// calendarTypes are the machine types gpumarket asks calendar-mode advice
-// for: Google sells calendar mode for its 8-GPU accelerator-optimised
-// machines.
+// calendarTypes: Google sells calendar mode for its 8-GPU accelerator-optimised machines.
 var calendarTypes = map[string]bool{
 	"a3-highgpu-8g": true, "a3-megagpu-8g": true, "a3-ultragpu-8g": true, "a2-ultragpu-8g": true, "a2-highgpu-8g": true,
 }
@@ -29,11 +27,9 @@ const calendarNote = "Google calendar-mode future reservation: held for the whol
 
 const specKey = "gpumarket"
 
-// FindOfferings asks the calendar-mode advice of each region for each
-// calendar-mode machine type of the asked GPU that the region sells: the
-// windows Google can deliver, each one an offering of kind gcp-calendar.
-// Regions that fail are returned in a domain.RegionErrors beside the
-// others' offerings.
+// FindOfferings asks each region's calendar-mode advice for the GPU's machine
+// types: each deliverable window is an offering; failed regions come back as
+// domain.RegionErrors.
 func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]domain.Offering, error) {
 	gpu, err := checkQuery(q, p.now())
 	if err != nil {
@@ -124,8 +120,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 	return out, nil
 }
 
-// checkQuery refuses what calendar mode does not sell, naming what it
-// does; it returns the canonical GPU.
+// checkQuery refuses what calendar mode does not sell and returns the canonical GPU.
 func checkQuery(q domain.OfferingQuery, now time.Time) (string, error) {
 	gpu, ok := domain.NormalizeGPUModel(q.GPU)
 	if !ok {
@@ -155,9 +150,8 @@ func startRange(q domain.OfferingQuery, now time.Time) (from, to time.Time) {
 	return from, to
 }
 
-// advise asks for windows of n machines of m's type lasting d and
-// starting in [from, to], in any zone of region but those denied (a zone
-// left out of the location policy is allowed).
+// advise asks for windows of n machines lasting d starting in [from, to], in
+// any zone of region not denied.
 func (p *Provider) advise(ctx context.Context, region string, m machine, n int64, from, to time.Time, d time.Duration, deny ...string) ([]domain.Offering, error) {
 	secs := strconv.FormatInt(int64(d/time.Second), 10) + "s"
 	spec := &compute.FutureResourcesSpec{
@@ -202,8 +196,7 @@ func (p *Provider) advise(ctx context.Context, region string, m machine, n int64
 	return out, nil
 }
 
-// priced sets the window's total and hourly rate at on-demand rates, and
-// the id; false when the catalog lacks the machine's price.
+// priced sets the window's on-demand total, rate and id; false if the catalog lacks the price.
 func priced(book *priceBook, m machine, o *domain.Offering) bool {
 	rate := book.price(m, false)
 	if math.IsNaN(rate) {
@@ -215,8 +208,7 @@ func priced(book *priceBook, m machine, o *domain.Offering) bool {
 	return true
 }
 
-// offeringID names an offering by its terms (Google gives a window no id
-// that outlives the answer).
+// offeringID names an offering by its terms: Google's windows have no lasting id.
 func offeringID(o domain.Offering) string {
 	return fmt.Sprintf("gcpcal-%016x", fnv64(fmt.Sprint(o.Zone, o.InstanceType, o.InstanceCount, o.Start.Unix(), o.End.Unix())))
 }

@@ -19,10 +19,8 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// retrying resends a request Google answered 429 or 5xx, with full-jitter
-// exponential backoff (or the Retry-After it gave), as Google's "retry
-// strategy" guidance asks. Every call that changes something carries a
-// requestId, so a resent insert is not done twice.
+// retrying resends on 429 or 5xx with full-jitter backoff or Retry-After, per
+// Google's retry strategy; changes carry a requestId, so a resend is not done twice.
 type retrying struct {
 	base  http.RoundTripper
 	tries int
@@ -80,9 +78,8 @@ func retryable(code int) bool {
 		code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
 }
 
-// backoff is the Retry-After Google gave, in seconds or as an HTTP date
-// (RFC 9110 section 10.2.3), at most a minute; else a random wait up to
-// first·2^attempt, capped at 32 s.
+// backoff is Google's Retry-After (seconds or HTTP date, RFC 9110 10.2.3), at
+// most a minute, else a random wait up to first·2^attempt, capped at 32 s.
 func backoff(first time.Duration, attempt int, retryAfter string, now time.Time) time.Duration {
 	retryAfter = strings.TrimSpace(retryAfter)
 	if s, err := strconv.Atoi(retryAfter); err == nil && s >= 0 {
@@ -104,10 +101,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Declined reports whether err is Google's definite "no": a 4xx answer
-// other than throttling (bad request, quota, permission, conflict, not
-// found), or an operation that ended in an error. A 5xx or a lost
-// connection leaves the outcome unknown.
+// Declined reports Google's definite "no": a 4xx but throttling, or an
+// operation ended in error. A 5xx or lost connection is unknown.
 func Declined(err error) bool {
 	var ge *googleapi.Error
 	if errors.As(err, &ge) {
@@ -140,9 +135,7 @@ func apiErr(what string, err error) error {
 	return &wrapped{msg: fmt.Sprintf("gcp: %s: %d %s%s", what, ge.Code, reason, msg), err: err}
 }
 
-// errorReason is the reason of a Google error: Compute Engine's is in
-// "errors"; the newer APIs (Billing Catalog, Monitoring) give theirs in
-// a google.rpc.ErrorInfo detail.
+// errorReason is Compute's "errors" reason, or the newer APIs' google.rpc.ErrorInfo.
 func errorReason(ge *googleapi.Error) string {
 	for _, d := range ge.Details {
 		if m, ok := d.(map[string]any); ok && m["@type"] == "type.googleapis.com/google.rpc.ErrorInfo" {

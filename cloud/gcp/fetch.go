@@ -8,18 +8,14 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// interruptionSource is what a Google pool says of its interruptions:
-// Google publishes no rate or bucket, so the planner falls back on its
-// prior for the GPU class.
+// interruptionSource: Google publishes no rate, so the planner uses its GPU-class prior.
 const interruptionSource = "Google publishes no interruption rate; Spot VMs get a 30 s preemption notice, too short to save a checkpoint"
 
 // historyNote is the header's note: the prices have no past but ours.
 const historyNote = "Spot prices from the Cloud Billing Catalog; Google publishes no price history (the chart shows what gpumarket recorded)"
 
-// Fetch reports the GPU machines of the query's regions with their
-// on-demand price and their Spot price now. Google publishes no history:
-// a back-fill sends the price in force at req.Until, and a live poll only
-// the prices that changed since the last one sent.
+// Fetch reports the regions' GPU machines with on-demand and current Spot
+// prices. No published history: a back-fill sends the price at Until, a poll the changes.
 func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink domain.Sink) error {
 	ms, err := p.machines(ctx)
 	if err != nil {

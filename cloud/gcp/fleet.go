@@ -16,11 +16,9 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// A fleet is Spot VMs made by one regional bulk insert (and a second one
-// for its on-demand base), labelled with the fleet's id: bulk insert is
-// one call with a requestId, launches what Google has and replaces
-// nothing, as the other clouds' fleets; a managed instance group would
-// recreate preempted VMs and needs a template resource of its own.
+// A fleet is Spot VMs from one regional bulk insert (a second for the on-demand
+// base), labelled with its id: one call with a requestId, replacing nothing,
+// unlike a managed instance group.
 const (
 	labelFleet = "gpumarket-fleet"
 	labelRef   = "gpumarket-ref"
@@ -33,8 +31,7 @@ const (
 // FleetID is the id of the fleet a launch with this client token makes.
 func FleetID(token string) string { return resourceName("gpumarket", token) }
 
-// ValidateFleet checks a spec against what bulk insert takes, without a
-// call, and fills the default strategy.
+// ValidateFleet checks a spec against bulk insert without a call and fills the default strategy.
 func (p *Provider) ValidateFleet(spec domain.FleetSpec) (domain.FleetSpec, error) {
 	if !IsRegion(spec.Region) {
 		return spec, fmt.Errorf("region %q: want a Google Cloud region such as us-central1", spec.Region)
@@ -66,9 +63,7 @@ func (p *Provider) ValidateFleet(spec domain.FleetSpec) (domain.FleetSpec, error
 	return spec, spec.CheckSchedule(p.now())
 }
 
-// fleetTypes reads a fleet's machines: several accelerator-optimised
-// types (one bulk insert's flexibility policy), or one N1 type with cards
-// (the cards are the request's, shared by every type).
+// fleetTypes reads a fleet's machines: several accelerator-optimised types, or one N1 type with cards.
 func fleetTypes(types []string) (bases []string, accel *compute.AcceleratorConfig, err error) {
 	for _, t := range types {
 		if e, ok := domain.LookupGPU(t); !ok || e.Cloud != domain.CloudGCP {
@@ -92,12 +87,9 @@ func fleetTypes(types []string) (bases []string, accel *compute.AcceleratorConfi
 	return bases, accel, nil
 }
 
-// LaunchFleet makes the fleet's VMs by bulk insert: Spot (provisioning
-// model SPOT, termination action DELETE) for the target less the
-// on-demand base, and on-demand VMs for the base. A fleet with an end has
-// it set on its VMs (terminationTime), so Google deletes them then even
-// when gpumarket does not run. Compute Engine has no dry run for bulk
-// insert: a dry run checks the types against what the region sells.
+// LaunchFleet bulk-inserts Spot VMs (terminated by deletion) and the on-demand
+// base; an end is set on the VMs (terminationTime), kept without gpumarket. No
+// dry run: a dry run checks the types against the region.
 func (p *Provider) LaunchFleet(ctx context.Context, spec domain.FleetSpec) (domain.Fleet, error) {
 	spec, err := p.ValidateFleet(spec)
 	if err != nil {
@@ -158,8 +150,7 @@ func createdVMs(op *compute.Operation) int64 {
 	return n
 }
 
-// fleetZones are the zones of the region that sell every type of the
-// fleet (and are among its zones, when it names some).
+// fleetZones are the region's zones selling every type (among the fleet's own, if named).
 func (p *Provider) fleetZones(ctx context.Context, spec domain.FleetSpec) ([]string, error) {
 	ms, err := p.machines(ctx)
 	if err != nil {
@@ -249,8 +240,7 @@ func (p *Provider) bulkRequest(spec domain.FleetSpec, id string, zones []string,
 	return res, nil
 }
 
-// fleetVMs lists the fleet's VMs in its region (aggregated list by label,
-// every page).
+// fleetVMs lists the fleet's VMs by label across the region.
 func (p *Provider) fleetVMs(ctx context.Context, region, id string) ([]*compute.Instance, error) {
 	var out []*compute.Instance
 	err := p.compute.Instances.AggregatedList(p.project).Filter(fmt.Sprintf(`labels.%s = "%s"`, labelFleet, id)).
@@ -270,8 +260,7 @@ func (p *Provider) fleetVMs(ctx context.Context, region, id string) ([]*compute.
 	return out, nil
 }
 
-// DescribeFleet counts the fleet's VMs that run (or are starting) now,
-// priced at the catalog's Spot or on-demand rate.
+// DescribeFleet counts the fleet's running VMs at the catalog's Spot or on-demand rate.
 func (p *Provider) DescribeFleet(ctx context.Context, region, id string) (domain.Fleet, error) {
 	vms, err := p.fleetVMs(ctx, region, id)
 	if err != nil {
@@ -343,9 +332,8 @@ func (p *Provider) DeleteFleet(ctx context.Context, region, id string) error {
 	return errors.Join(errs...)
 }
 
-// FindFleet settles a launch whose answer was lost: the fleet's VMs by
-// label, else the bulk insert operation its requestId names (which
-// Compute Engine keeps as clientOperationId).
+// FindFleet settles a lost launch: the VMs by label, else the bulk insert's
+// operation by requestId (clientOperationId).
 func (p *Provider) FindFleet(ctx context.Context, region, clientToken string) (*domain.Fleet, error) {
 	id := FleetID(clientToken)
 	f, err := p.DescribeFleet(ctx, region, id)

@@ -1,9 +1,6 @@
-// Package gcp is gpumarket's Google Cloud source: GPU machine types and
-// accelerator types from the Compute Engine API, on-demand and Spot prices
-// from the Cloud Billing Catalog API (a machine priced in parts: cores,
-// memory, GPUs), calendar-mode future reservations as offerings, Spot VMs
-// made by bulk insert as fleets, and their usage from Cloud Monitoring.
-// Only cmd imports it: compute/v1 is a very large package.
+// Package gcp is the Google Cloud source: GPU machines (Compute Engine), prices
+// in parts (Cloud Billing Catalog), calendar-mode reservations, Spot fleets by
+// bulk insert, usage from Monitoring. Only cmd imports it: compute/v1 is very large.
 package gcp
 
 import (
@@ -34,12 +31,10 @@ import (
 // Name is the provider's name as users write it.
 const Name = "gcp"
 
-// DefaultRegions are searched for offerings when a query names no Google
-// region: the regions that sell A3 and A2 machines.
+// DefaultRegions, searched when a query names none, sell A3 and A2 machines.
 var DefaultRegions = []string{"us-central1", "us-east4", "us-east5", "us-west1", "europe-west4", "asia-northeast1", "asia-southeast1"}
 
-// Endpoints are the APIs' base URLs, as option.WithEndpoint takes them;
-// empty means Google's.
+// Endpoints are the APIs' base URLs (option.WithEndpoint); empty means Google's.
 type Endpoints struct {
 	Compute, Billing, Monitoring string
 }
@@ -63,9 +58,7 @@ type Options struct {
 	Logger                              *slog.Logger
 }
 
-// Provider is the Google Cloud source. It implements domain.Provider,
-// OfferingFinder, OfferingRefresher, Booker, FleetLauncher,
-// FleetValidator, FleetFinder, UsageReporter and RecordLister.
+// Provider is the Google Cloud source: domain.Provider and its booking, fleet, usage and record abilities.
 type Provider struct {
 	opt     Options
 	project string
@@ -86,9 +79,7 @@ type cached[T any] struct {
 	at time.Time
 }
 
-// ErrNoCredentials is wrapped by New's error when no credentials are
-// found. It matches domain.ErrDeclined: a call refused for its
-// credentials bought nothing.
+// ErrNoCredentials wraps New's error when no credentials are found; it matches domain.ErrDeclined.
 var ErrNoCredentials error = declinedError("gcp: no credentials")
 
 type declinedError string
@@ -101,9 +92,8 @@ const credentialHint = "set GOOGLE_APPLICATION_CREDENTIALS or gcp.credentials_fi
 // scope covers Compute Engine, the Billing Catalog and Monitoring.
 const scope = "https://www.googleapis.com/auth/cloud-platform"
 
-// New finds credentials as Google's libraries do (a key file, else
-// Application Default Credentials) and checks them with one token
-// request, so a missing login is one clear error before any fetch.
+// New finds credentials as Google's libraries do and checks them with one token
+// request, so a missing login is one clear error.
 func New(ctx context.Context, opt Options) (*Provider, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
@@ -174,9 +164,7 @@ func orDefault[T int | int64 | time.Duration](v *T, def T) {
 	}
 }
 
-// findCredentials reads a key file when one is named, else asks
-// Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud's
-// file, the metadata server).
+// findCredentials reads the named key file, else Application Default Credentials.
 func findCredentials(ctx context.Context, file string) (*google.Credentials, error) {
 	if file == "" {
 		if !adcMayFind() {
@@ -199,12 +187,9 @@ func findCredentials(ctx context.Context, file string) (*google.Credentials, err
 	return c, nil
 }
 
-// adcMayFind reports whether Application Default Credentials have
-// anything to find: a key file named by GOOGLE_APPLICATION_CREDENTIALS,
-// gcloud's application-default login, or a metadata server (one named by
-// GCE_METADATA_HOST, or a machine whose firmware says it runs on Google's
-// cloud). Off Google's machines the library would probe 169.254.169.254
-// to learn there is none; gpumarket does not send that traffic.
+// adcMayFind reports whether ADC has anything to find (a key file, gcloud's
+// login, a metadata server): off Google's machines the library would probe
+// 169.254.169.254, traffic gpumarket does not send.
 func adcMayFind() bool {
 	if os.Getenv("GOOGLE_APPLICATION_CREDENTIALS") != "" || os.Getenv("GCE_METADATA_HOST") != "" {
 		return true
@@ -279,15 +264,13 @@ func transportOf(c *http.Client) http.RoundTripper {
 // Name returns "gcp".
 func (p *Provider) Name() string { return Name }
 
-// Describe says what the provider is: real Google Cloud, its regions, the
-// calendar-mode terms, and that its history is only what was recorded.
+// Describe returns Descriptor.
 func (p *Provider) Describe() domain.Descriptor { return Descriptor }
 
-// Descriptor is the Google Cloud provider's descriptor. Spot VMs cannot
-// be made to start later, so gpumarket keeps a fleet's schedule; their
-// end is also set on the VMs (terminationTime).
+// Descriptor is the Google Cloud provider's descriptor: Spot VMs cannot start
+// later, so gpumarket keeps a fleet's schedule.
 var Descriptor = domain.Descriptor{
-	Name: Name, Cloud: domain.CloudGCP,
+	Name: Name, Cloud: domain.CloudGCP, CloudTitle: "Google Cloud",
 	IsRegion: IsRegion, RegionExample: "us-central1",
 	Sells:           []*domain.BookingTerms{domain.CalendarTerms},
 	RecordedHistory: true,
@@ -296,9 +279,7 @@ var Descriptor = domain.Descriptor{
 
 var regionRE = regexp.MustCompile(`^[a-z]+-[a-z]+[0-9]+$`)
 
-// IsRegion reports whether s is shaped like a Google Cloud region
-// ("us-central1", "asia-northeast1"), which tells it from AWS's
-// "us-east-1" and Azure's "eastus" in a shared --region list.
+// IsRegion reports whether s is shaped like a Google region ("us-central1"), unlike AWS's or Azure's.
 func IsRegion(s string) bool { return regionRE.MatchString(s) }
 
 // regionOf returns a zone's region: "us-central1-a" → "us-central1".

@@ -13,8 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// machine is one GPU machine sold in one zone: an accelerator-optimised
-// machine type (A3, A2, G2), or an N1 type with cards attached.
+// machine is one GPU machine in one zone: an accelerator-optimised type, or N1 with cards.
 type machine struct {
 	Zone, Type string // Type as gpumarket names it ("n1-standard-8+1xt4")
 	Base       string // the machine type ("n1-standard-8")
@@ -47,9 +46,8 @@ var accelerators = []struct{ name, short, gpu string }{
 	{"nvidia-tesla-v100", "v100", "tesla v100"},
 }
 
-// ParseType splits gpumarket's name of a Google GPU machine: a machine
-// type ("a3-highgpu-8g"), or an N1 type with cards ("n1-standard-8+1xt4":
-// base type, count, accelerator type).
+// ParseType splits a Google GPU machine name: "a3-highgpu-8g", or
+// "n1-standard-8+1xt4" (base type, count, accelerator type).
 func ParseType(t string) (base string, count int64, accel string, err error) {
 	base, cards, ok := strings.Cut(t, "+")
 	if !ok {
@@ -76,12 +74,10 @@ func familyOf(base string) (family, gpu string, ok bool) {
 	return "", "", false
 }
 
-// machineFilter asks for the GPU families and the N1 types gpumarket
-// pairs with cards (a regular expression, "eq" form of the filter).
+// machineFilter selects the GPU families and the N1 types paired with cards.
 const machineFilter = `name eq "(a2|a3|g2)-.*|n1-standard-(4|8|16|32|64)"`
 
-// machines lists the GPU machines of every zone (aggregated list, every
-// page), kept for ListTTL.
+// machines lists every zone's GPU machines, kept for ListTTL.
 func (p *Provider) machines(ctx context.Context) ([]machine, error) {
 	p.mu.Lock()
 	c := p.types
@@ -147,9 +143,8 @@ func (p *Provider) machines(ctx context.Context) ([]machine, error) {
 	return out, nil
 }
 
-// machinesOf returns the GPU machines a machine type makes in a zone: the
-// type itself when it carries GPUs the catalog knows, or each catalog
-// pairing of an N1 type with a card the zone has.
+// machinesOf returns a type's GPU machines in a zone: itself if it carries
+// known GPUs, or each catalog pairing of an N1 type with a card there.
 func machinesOf(zone string, mt *compute.MachineType, cards map[string]bool) []machine {
 	family, gpu, ok := familyOf(mt.Name)
 	if !ok {

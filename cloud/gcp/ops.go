@@ -9,9 +9,7 @@ import (
 	"google.golang.org/api/compute/v1"
 )
 
-// wait polls an operation until it is DONE and returns it, or an *opError
-// when it ended in an error. Zonal, regional and global operations are
-// asked where they live (their zone or region field).
+// wait polls an operation where it lives until DONE; one ended in an error is an *opError.
 func (p *Provider) wait(ctx context.Context, what string, op *compute.Operation) (*compute.Operation, error) {
 	for op.Status != "DONE" {
 		if err := sleepCtx(ctx, p.opt.PollEvery); err != nil {
@@ -36,9 +34,8 @@ func (p *Provider) wait(ctx context.Context, what string, op *compute.Operation)
 	return op, nil
 }
 
-// requestID turns a ledger id into the UUID-shaped requestId Compute
-// Engine takes ("must be a valid UUID with the exception that zero UUID
-// is not supported"), the same for every retry of the call.
+// requestID is a ledger id as the UUID-shaped requestId Compute takes, the same
+// for every retry of the call.
 func requestID(ref, call string) string {
 	h := fnv64(ref + "\x00" + call)
 	g := fnv64(call + "\x00" + ref)
@@ -54,8 +51,7 @@ func fnv64(s string) uint64 {
 	return h
 }
 
-// labelValue makes a GCE label value: lower-case letters, digits, - and
-// _, at most 63 characters.
+// labelValue makes a label value: lower-case letters, digits, - and _, at most 63.
 func labelValue(s string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(s) {

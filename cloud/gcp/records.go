@@ -17,22 +17,13 @@ import (
 
 var _ domain.RecordLister = (*Provider)(nil)
 
-// TagCost carries what a future reservation cost, in USD: Compute Engine
-// shows no price of one, so a ledger rebuilt without it would not know
-// what was spent.
+// TagCost carries a future reservation's cost in USD: Compute shows none, and a rebuilt ledger needs it.
 const TagCost = "gpumarket:cost-usd"
 
-// ListRecords lists what gpumarket bought or launched in the project,
-// created at or after since, so a lost ledger can be rebuilt:
-//
-//   - future reservations named gpumarket-…, every zone's (aggregated
-//     list), their tags and cost read from the description;
-//   - Spot and on-demand VMs labelled by gpumarket (aggregated list), one
-//     fleet record per fleet label, started at its earliest VM's creation.
-//     A fleet whose VMs are all gone bills nothing and is not found.
-//
-// A fleet's cost is NaN: the ledger's figure is an estimate of its first
-// hour at launch, which the cloud does not keep.
+// ListRecords lists what gpumarket bought or launched since, so a lost ledger
+// can be rebuilt: future reservations named gpumarket-… (tags in the
+// description), and one fleet per label of its VMs (cost NaN; one whose VMs
+// are all gone is not found).
 func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]domain.CloudRecord, error) {
 	var out []domain.CloudRecord
 	err := p.compute.FutureReservations.AggregatedList(p.project).Filter(`name eq "gpumarket-.*"`).
@@ -78,8 +69,7 @@ func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]domain.C
 	return out, nil
 }
 
-// reservationRecord reads a future reservation gpumarket made; ok is
-// false for one whose description does not say it is gpumarket's.
+// reservationRecord reads a future reservation; false if its description is not gpumarket's.
 func (p *Provider) reservationRecord(scope string, fr *compute.FutureReservation) (domain.CloudRecord, bool) {
 	tags := readTags(fr.Description)
 	if tags[domain.TagTool] != domain.ToolName && tags[domain.TagRef] == "" {
@@ -104,8 +94,7 @@ func (p *Provider) reservationRecord(scope string, fr *compute.FutureReservation
 	return rec, true
 }
 
-// fleetRecord makes one fleet's record of its VMs: types and zones in
-// the order of the VMs' creation, its end the VMs' termination time.
+// fleetRecord makes a fleet's record from its VMs, in order of creation.
 func fleetRecord(id string, vms []*compute.Instance) domain.CloudRecord {
 	created := func(in *compute.Instance) time.Time {
 		t, _ := time.Parse(time.RFC3339, in.CreationTimestamp)
@@ -147,8 +136,7 @@ func fleetRecord(id string, vms []*compute.Instance) domain.CloudRecord {
 	}
 	rec.CreatedAt = rec.Start
 	rec.InstanceType, rec.Zone = strings.Join(types, ","), strings.Join(zones, ",")
-	// The description keeps the row id and actor as written; labels keep
-	// them lower-cased, with _ for what a label value may not hold.
+	// The description keeps row id and actor as written; labels lower-case them.
 	tags := readTags(vms[0].Description)
 	rec.Ref, rec.Actor = tags[domain.TagRef], tags[domain.TagActor]
 	if rec.Ref == "" {
@@ -160,9 +148,8 @@ func fleetRecord(id string, vms []*compute.Instance) domain.CloudRecord {
 	return rec
 }
 
-// describeTags writes gpumarket's tags in a description (future
-// reservations take no labels): key=value separated by spaces, a value
-// with a space or a quote quoted as Go does.
+// describeTags writes tags in a description (reservations take no labels):
+// key=value by spaces, values with spaces or quotes Go-quoted.
 func describeTags(tags map[string]string) string {
 	keys := make([]string, 0, len(tags))
 	for k := range tags {
@@ -204,8 +191,7 @@ func readTags(desc string) map[string]string {
 	return out
 }
 
-// reservationTags are a future reservation's tags: domain.Tags and what
-// it cost.
+// reservationTags are domain.Tags and the cost.
 func reservationTags(req domain.BookRequest) map[string]string {
 	tags := domain.Tags(req.Ref, req.Actor, req.Offering.ID)
 	if usd := req.Offering.UpfrontUSD; usd >= 0 && !math.IsNaN(usd) && !math.IsInf(usd, 0) {

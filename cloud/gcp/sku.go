@@ -36,8 +36,7 @@ type priceBook struct {
 	legacy map[skuKey]bool
 }
 
-// readSKU reads what a SKU prices by its description's form only; the
-// region comes from serviceRegions, never the place name (docs/DESIGN.md).
+// readSKU reads what a SKU prices from its description only; regions from serviceRegions.
 func readSKU(s *billing.Sku) (k skuKey, legacy, ok bool) {
 	if s.Category == nil || s.Category.ResourceFamily != "Compute" {
 		return k, false, false
@@ -93,8 +92,7 @@ func words(s string) string {
 	return strings.Join(f, " ")
 }
 
-// hourly is the SKU's list price per unit-hour: its first tier, in USD,
-// when its unit is an hour ("h") or a GiB-hour ("GiBy.h").
+// hourly is the SKU's first-tier USD per hour or GiB-hour.
 func hourly(s *billing.Sku, p part) (float64, bool) {
 	if len(s.PricingInfo) == 0 || s.PricingInfo[0].PricingExpression == nil {
 		return 0, false
@@ -162,8 +160,7 @@ func (b *priceBook) add(s *billing.Sku) {
 	}
 }
 
-// price is a machine's hourly price as Google bills it (vCPUs, memory,
-// GPUs), NaN when the catalog lacks a part.
+// price is a machine's hourly price as billed in parts, NaN when one is missing.
 func (b *priceBook) price(m machine, spot bool) float64 {
 	region := regionOf(m.Zone)
 	get := func(pt part, name string) float64 {

@@ -14,10 +14,8 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// The metrics a fleet's usage is read from: uptime says which VMs ran
-// when (Monitoring keeps a deleted VM's series, the Compute API forgets
-// the VM); the Ops Agent's GPU utilisation where the agent runs, else the
-// hypervisor's CPU utilisation.
+// Uptime says which VMs ran when (Monitoring keeps a deleted VM's series);
+// the Ops Agent's GPU utilisation where it runs, else CPU.
 const (
 	metricUptime = "compute.googleapis.com/instance/uptime"
 	metricGPU    = "agent.googleapis.com/gpu/utilization"
@@ -25,9 +23,7 @@ const (
 	period       = 5 * time.Minute
 )
 
-// Usage reports which VMs of a fleet ran when, how busy they were, and
-// which Google preempted (the zones' compute.instances.preempted
-// operations).
+// Usage reports which fleet VMs ran when, how busy, and which Google preempted.
 func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
 	if q.Kind != domain.KindFleet {
 		return domain.UsageReport{}, fmt.Errorf("gcp: usage of a %s row is not read: gpumarket reads the VMs of its fleets only", q.Kind)
@@ -53,9 +49,7 @@ func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.Usage
 			u = &domain.InstanceUsage{ID: name, InstanceType: q.InstanceType, Zone: ts.Resource.Labels["zone"], Spot: !strings.Contains(name, odMark)}
 			runs[iid] = u
 		}
-		// A period's seconds up place the run's ends: the first period's
-		// end less them is its start, the last period's start plus them
-		// its end.
+		// The first period's end less its seconds up is the run's start; the last's start plus them, its end.
 		for _, pt := range ts.Points {
 			if pt.Interval == nil || pt.Value == nil || pt.Value.DoubleValue == nil || *pt.Value.DoubleValue <= 0 {
 				continue
@@ -101,8 +95,7 @@ func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.Usage
 	return rep, nil
 }
 
-// series lists a metric's time series matching filter, aligned by
-// aligner over period (every page).
+// series lists a metric's series matching filter, aligned over period.
 func (p *Provider) series(ctx context.Context, metric, filter, aligner string, from, to time.Time, f func(*monitoring.TimeSeries)) error {
 	err := p.monitor.Projects.TimeSeries.List("projects/"+p.project).
 		Filter(fmt.Sprintf(`metric.type = "%s" AND %s`, metric, filter)).
@@ -122,8 +115,7 @@ func (p *Provider) series(ctx context.Context, metric, filter, aligner string, f
 	return nil
 }
 
-// busy reads each VM's utilisation: the mean of its GPUs from the Ops
-// Agent, else its CPU; the note says what could not be read.
+// busy reads each VM's utilisation: GPU mean from the Ops Agent, else CPU.
 func (p *Provider) busy(ctx context.Context, fleet string, from, to time.Time) (map[string][]domain.BusySample, string, string) {
 	type key struct {
 		iid string
@@ -168,8 +160,7 @@ func (p *Provider) busy(ctx context.Context, fleet string, from, to time.Time) (
 	return out, source, strings.Join(notes, "; ")
 }
 
-// preempted marks the VMs Google preempted, from the operations Compute
-// Engine records in their zones (operationType compute.instances.preempted).
+// preempted marks VMs from the zones' compute.instances.preempted operations.
 func (p *Provider) preempted(ctx context.Context, runs map[string]*domain.InstanceUsage, from, to time.Time) error {
 	byName := map[string]*domain.InstanceUsage{}
 	zones := map[string]bool{}

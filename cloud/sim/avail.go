@@ -9,30 +9,11 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// The availability process. Each pool's spot capacity comes and goes:
-// runs of capacity that end in an interruption, gaps until it comes back.
-// Two layers make it: one per region and instance type, shared by every
-// zone (a GPU crunch in a region empties all its zones at once, as the traces
-// show: "for 33 % of the time spot was unavailable in every zone of a
-// region"), and one per pool. Capacity is there when both layers are up.
-// While it is, the pool holds its full depth of instances, except in 6 %
-// of the runs, which hold only part (DESIGN.md: over 94 % of the time a
-// zone has all of a cluster's instances or none).
-//
-// The figures are DESIGN.md's: per GPU class an interruption rate at the
-// middle bucket, spread by the pool's bucket over the traces' 0.1-1.4
-// interruptions per available hour; median gaps of 0.38-0.70 h, longer in
-// the wilder buckets; gap tails (mean over median) from 2.5 to 6, as the
-// calm and the wild zones of the traces. Each pool's figures are jittered
-// by a hash of its name, so no two pools are alike.
-//
-// Like prices, the process is a pure function of (seed, pool, time): it is
-// drawn in week-long chunks from a hash of (seed, layer, week), each
-// starting in the process's long-run state, so whoever asks for whichever
-// span gets the same answer.
+// The availability process (docs/DESIGN.md, "The simulated market"): runs of
+// capacity and gaps, a region layer shared by its zones and a pool layer, a
+// pure function of (seed, pool, time) drawn in week-long chunks.
 
-// classRate is the sim's interruption rate per available hour of a pool
-// of each GPU class at the middle bucket.
+// classRate is the interruption rate per available hour by GPU class, at the middle bucket.
 var classRate = map[string]float64{
 	"H200": 0.85, "H100": 0.8, "A100": 0.6, "L40S": 0.5, "L4": 0.45, "A10G": 0.45, "A10": 0.45, "V100": 0.4, "T4": 0.35,
 }
@@ -45,17 +26,13 @@ var (
 )
 
 const (
-	// regionShare is the part of a pool's process its region's layer
-	// carries: half its interruptions and, in log terms, half its
-	// unavailability (as the zones' mean).
+	// regionShare is the region layer's part: half the interruptions and, in log terms, half the unavailability.
 	regionShare = 0.5
 	// partialRuns is the share of runs that hold part of a pool's depth.
 	partialRuns = 0.06
-	// chunkSec is the span drawn from one hash.
-	chunkSec = 7 * 24 * 3600
+	chunkSec    = 7 * 24 * 3600
 )
 
-// layerParams is one layer's process.
 type layerParams struct {
 	rate   float64 // runs end at this rate per hour
 	avail  float64 // long-run share of time up
@@ -71,7 +48,6 @@ type availModel struct {
 	truth        domain.SpotProcess
 }
 
-// poolTruth is a pool's own figures before they are split in layers.
 func poolTruth(s *poolSpec) (rate, avail, median float64) {
 	name := s.Desc.Key().String()
 	b := s.Bucket
@@ -87,10 +63,8 @@ func poolTruth(s *poolSpec) (rate, avail, median float64) {
 	return rate, avail, median
 }
 
-// buildAvail sets every pool's availability model. The region layer of
-// an instance type in a region is shared by its zones, with the mean of
-// their shares (the zones of one type are alike, so none is left with
-// next to nothing of its own).
+// buildAvail sets every pool's availability model; a type's zones share its
+// region layer with their mean share, so none is left with next to nothing.
 func buildAvail(pools []*simPool) {
 	type group struct{ rate, avail, median, n float64 }
 	groups := map[string]*group{}
@@ -111,8 +85,7 @@ func buildAvail(pools []*simPool) {
 		rate, avail, median := poolTruth(&p.spec)
 		g := groups[key(p)]
 		region := layerParams{rate: g.rate / g.n, avail: g.avail / g.n, median: g.median / g.n}
-		// The pool's own layer carries the rest, at least a fifth of its
-		// rate.
+		// The pool's own layer carries the rest, at least a fifth of its rate.
 		own := layerParams{rate: math.Max(rate-region.rate, 0.2*rate), avail: math.Min(avail/region.avail, 0.995), median: median}
 		total := own.rate + region.rate
 		p.avail = availModel{
@@ -129,8 +102,7 @@ func buildAvail(pools []*simPool) {
 	}
 }
 
-// poolDepth is how many instances a pool holds when it has capacity:
-// fewer of the big types.
+// poolDepth is the instances a pool holds when it has capacity: fewer of the big types.
 func poolDepth(s *poolSpec) int {
 	h := strHash("depth", s.Desc.Key().String())
 	switch g := s.Desc.GPU.Count; {
@@ -144,8 +116,7 @@ func poolDepth(s *poolSpec) int {
 	return 16 + int(h%49) // 16-64
 }
 
-// SpotProcess returns the pool's true availability process, the figures
-// its description carries; false for an unknown pool.
+// SpotProcess returns the pool's true availability process; false for an unknown pool.
 func (m *Market) SpotProcess(key domain.PoolKey) (domain.SpotProcess, bool) {
 	p, ok := m.byKey[key.String()]
 	if !ok {
@@ -157,8 +128,7 @@ func (m *Market) SpotProcess(key domain.PoolKey) (domain.SpotProcess, bool) {
 // MaxCapacityTicks bounds one Capacity call.
 const MaxCapacityTicks = 10_000_000
 
-// Capacity returns how many spot instances the pool has at each of n
-// ticks of `gap` from `from` (0 when none): a trace of the pool.
+// Capacity returns the pool's spot instances at each of n ticks of gap from from.
 func (m *Market) Capacity(key domain.PoolKey, from time.Time, gap time.Duration, n int) ([]int, error) {
 	p, ok := m.byKey[key.String()]
 	if !ok {
@@ -181,10 +151,8 @@ func (m *Market) Capacity(key domain.PoolKey, from time.Time, gap time.Duration,
 	return out, nil
 }
 
-// capWalker reads a pool's capacity forward in time, segment by segment:
-// each is a span over which neither layer changes. It is what Capacity
-// samples, read without sampling: a fleet's spot instances are taken back
-// at the very second the pool's capacity falls below what it holds.
+// capWalker reads a pool's capacity forward, a segment per span where no layer
+// changes: a fleet's instances go the very second capacity falls below them.
 type capWalker struct {
 	a            *availModel
 	pool, region *layerReader
@@ -197,8 +165,7 @@ func (m *Market) capWalker(p *simPool) *capWalker {
 		region: newLayerReader(m.opt.Seed, a.regionKey, a.region, false)}
 }
 
-// segment returns the pool's instance count at t and the second it may
-// next change (reads must go forward in time).
+// segment returns the count at t and when it may next change (reads go forward).
 func (w *capWalker) segment(t int64) (n int, until int64) {
 	r := w.region.periodAt(t)
 	if !r.up {
@@ -210,22 +177,19 @@ func (w *capWalker) segment(t int64) (n int, until int64) {
 		return 0, until
 	}
 	if p.partial > 0 {
-		// A partial run holds part of the depth: at least one instance,
-		// never all of them.
+		// A partial run holds at least one instance, never all.
 		return min(1+int(p.partial*float64(w.a.depth-1)), w.a.depth-1), until
 	}
 	return w.a.depth, until
 }
 
-// period is one run or gap of a layer, in Unix seconds [from, to).
 type period struct {
 	from, to int64
 	up       bool
 	partial  float64 // for a partial run, the share of the depth in (0, 1)
 }
 
-// layerReader reads a layer's periods in time order, drawing its chunks
-// as it goes.
+// layerReader reads a layer's periods in time order, drawing chunks as it goes.
 type layerReader struct {
 	seed      int64
 	key       string
@@ -251,8 +215,7 @@ func newLayerReader(seed int64, key string, lp layerParams, partials bool) *laye
 	return r
 }
 
-// draw fills the periods of chunk c: the process restarts in its
-// long-run state at each chunk's start.
+// draw fills chunk c's periods, restarting in the long-run state.
 func (r *layerReader) draw(c int64) {
 	r.chunk, r.i = c, 0
 	r.periods = r.periods[:0]
@@ -267,8 +230,7 @@ func (r *layerReader) draw(c int64) {
 		case up:
 			hours = rng.ExpFloat64() / r.lp.rate
 		case first:
-			// A gap already under way at a given moment is what is left
-			// of a length-biased gap: of a log-normal, U·e^(μ+σ²+σZ).
+			// A gap under way is the rest of a length-biased log-normal: U·e^(μ+σ²+σZ).
 			hours = rng.Float64() * math.Exp(r.mu+r.sigma*r.sigma+r.sigma*rng.NormFloat64())
 		default:
 			hours = math.Exp(r.mu + r.sigma*rng.NormFloat64())
@@ -284,8 +246,7 @@ func (r *layerReader) draw(c int64) {
 	}
 }
 
-// periodAt is the layer's period holding t (reads must go forward in
-// time). A layer that never ends a run is one run without end.
+// periodAt is the period holding t (reads go forward); a layer that never ends a run is one run.
 func (r *layerReader) periodAt(t int64) period {
 	if r.lp.rate <= 0 {
 		return period{from: math.MinInt64, to: math.MaxInt64, up: true}

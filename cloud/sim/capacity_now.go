@@ -5,9 +5,7 @@ import (
 	"time"
 )
 
-// SpotCapacity says whether the pool (its key's string) has n spot
-// instances at t, and the time before which that does not change: the
-// availability process its fleets follow, for a driver to wake at.
+// SpotCapacity says whether the pool has n spot instances at t, and until when that holds.
 func (m *Market) SpotCapacity(pool string, n int, t time.Time) (bool, time.Time, error) {
 	p, ok := m.byKey[pool]
 	if !ok {

@@ -11,15 +11,11 @@ import (
 	"time"
 )
 
-// ClockFile is the file in the data dir that records a fast clock's
-// origin and speed, so that every process on that data dir reads the same
-// simulated time.
+// ClockFile records a fast clock's origin and speed in the data dir, for every process on it.
 const ClockFile = "sim-clock.json"
 
-// Clock is the simulated market's clock: the wall clock, or a clock that
-// runs Speed times faster from an origin recorded in the data dir. At the
-// origin both read the same; after it, simulated time is origin + Speed ×
-// (wall time since the origin).
+// Clock is the wall clock, or one running Speed times faster from an origin
+// recorded in the data dir: origin + Speed × (wall time since the origin).
 type Clock struct {
 	origin time.Time
 	speed  int
@@ -29,15 +25,12 @@ type Clock struct {
 // WallClock is the clock at speed 1: time.Now.
 func WallClock() *Clock { return &Clock{speed: 1, wall: time.Now} }
 
-// clockRecord is the file's content.
 type clockRecord struct {
 	Speed  int       `json:"speed"`
 	Origin time.Time `json:"origin"`
 }
 
-// SpeedMismatchError refuses a data dir recorded at another speed: its
-// ledger and searches are dated by that clock, and mixing two would move
-// time backwards or jump it.
+// SpeedMismatchError refuses a data dir recorded at another speed: two clocks would move its time backwards.
 type SpeedMismatchError struct {
 	Dir          string
 	Recorded     int
@@ -52,11 +45,8 @@ func (e *SpeedMismatchError) Error() string {
 		e.Dir, e.Recorded, e.Origin.UTC().Format(time.RFC3339), e.RecordedFile, e.Asked, e.Recorded)
 }
 
-// OpenClock returns the clock of a data dir at speed. At speed 1 with no
-// record it is the wall clock and nothing is written. Above 1, the first
-// use records the origin (now) and the speed; later uses, in any process,
-// read them back. A record of another speed is refused with a
-// *SpeedMismatchError, whatever the speed asked (1 included).
+// OpenClock returns the data dir's clock at speed: the wall clock at 1 with no
+// record, else the recorded origin; another speed's record is a *SpeedMismatchError.
 func OpenClock(dir string, speed int) (*Clock, error) {
 	return openClock(dir, speed, time.Now)
 }
@@ -95,9 +85,8 @@ func readClock(path string) (clockRecord, error) {
 	return rec, nil
 }
 
-// recordClock writes the record whole under a temporary name and links
-// it into place, so that of two processes starting at once one record
-// wins and both read it.
+// recordClock writes the record whole and links it into place, so of two
+// processes starting at once one record wins.
 func recordClock(dir, path string, rec clockRecord) (clockRecord, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return rec, err
@@ -121,8 +110,7 @@ func recordClock(dir, path string, rec clockRecord) (clockRecord, error) {
 	return readClock(path)
 }
 
-// Now is the simulated time. Past what a time.Duration holds (292 years
-// of market time) it stays there.
+// Now is the simulated time, held at what a time.Duration reaches.
 func (c *Clock) Now() time.Time {
 	w := c.wall()
 	if c.speed == 1 {

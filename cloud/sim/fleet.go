@@ -15,19 +15,14 @@ import (
 // MaxFleetTarget caps a simulated fleet's size.
 const MaxFleetTarget = 1000
 
-// fleetState is a fleet launched in this process.
 type fleetState struct {
-	fleet       domain.Fleet
-	fingerprint string
-	// What the launch's tags and spec said, for ListRecords.
+	fleet               domain.Fleet
+	fingerprint         string
 	token, actor, types string
 	cloud               domain.Cloud
 	at                  time.Time
-	// placement is where and when the fleet's instances went.
 	placement
-	// start and end are the spec's schedule, honoured in memory with the
-	// market's clock: nothing runs before start, and everything stops at
-	// end (zero: none).
+	// The spec's schedule on the market's clock; zero end: none.
 	start, end time.Time
 }
 
@@ -51,7 +46,6 @@ func fingerprint(s domain.FleetSpec) string {
 		fmt.Sprint(s.TargetCapacity, s.OnDemandBase), s.Strategy, maxp, s.LaunchTemplate}, "|")
 }
 
-// validateFleet checks a spec and returns the pools it may use.
 func (m *Market) validateFleet(s *domain.FleetSpec) ([]*simPool, error) {
 	if s.Provider != "" && s.Provider != Name {
 		return nil, fmt.Errorf("fleet for provider %q sent to the simulated market", s.Provider)
@@ -125,23 +119,10 @@ func (m *Market) validateFleet(s *domain.FleetSpec) ([]*simPool, error) {
 	return pools, nil
 }
 
-// LaunchFleet launches a fleet in memory, as EC2 launches a fleet of type
-// instant (see placement.go). The same ClientToken returns the same fleet
-// (a different request under it fails, like EC2's
-// IdempotentParameterMismatch); DryRun validates and changes nothing.
-// Spot instances go to the pools the strategy picks among those whose
-// price at launch is under the max price and that have capacity then, no
-// more to a pool than it has; the rest are not launched, and the answer
-// says so in EC2's words. A fleet that launched nothing has failed, as the
-// AWS provider records an instant fleet that did.
-//
-// A spec's Start and End are honoured in memory with the market's clock:
-// the fleet is scheduled until Start (its instances are placed then), and
-// at End its instances stop and it has ended, whoever deletes it and when.
-// (The descriptor does not say SchedulesFleets: the market lives in the
-// process that launched the fleet, so the booking service keeps the
-// schedule and sends the launch at Start; the end is kept here too, so a
-// simulated fleet never runs past it.)
+// LaunchFleet launches a fleet in memory as EC2 launches an instant fleet
+// (placement.go); the same ClientToken returns the same fleet, DryRun changes
+// nothing. Start and End are kept on the market's clock: the descriptor says no
+// SchedulesFleets, so the booking service sends the launch at Start.
 func (m *Market) LaunchFleet(ctx context.Context, spec domain.FleetSpec) (domain.Fleet, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.Fleet{}, fmt.Errorf("sim launch fleet: %w", err)
@@ -170,8 +151,7 @@ func (m *Market) LaunchFleet(ctx context.Context, spec domain.FleetSpec) (domain
 		return domain.Fleet{}, fmt.Errorf("sim launch fleet: its end %s has passed", spec.End.UTC().Format(time.RFC3339))
 	}
 	if spec.DryRun {
-		// Like EC2's DryRunOperation: the request is valid; nothing is
-		// placed, so capacity is not looked at.
+		// Like EC2's DryRunOperation: capacity is not looked at.
 		return domain.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, DryRun: true, Message: dryRunMessage}, nil
 	}
 	placedAt := now
@@ -199,9 +179,7 @@ func (m *Market) LaunchFleet(ctx context.Context, spec domain.FleetSpec) (domain
 	return m.viewLocked(f, now), nil
 }
 
-// message is what the fleet's answer says at now: scheduled, or what its
-// launch placed and what it could not, and how many of its spot instances
-// were taken back since.
+// message is the fleet's answer at now: scheduled, or what was placed, not placed and taken back.
 func (f *fleetState) message(now time.Time, interrupted int) string {
 	id := f.fleet.ID
 	var msg string
@@ -228,9 +206,7 @@ func (f *fleetState) message(now time.Time, interrupted int) string {
 	return msg
 }
 
-// viewLocked returns the fleet as it stands at now: its instances still
-// running (spot ones not taken back by their pool yet) and their cost at
-// the prices in force.
+// viewLocked returns the fleet at now: instances still running and their cost.
 func (m *Market) viewLocked(f *fleetState, now time.Time) domain.Fleet {
 	v := f.fleet
 	switch {
@@ -266,8 +242,7 @@ func (m *Market) DescribeFleet(ctx context.Context, region, id string) (domain.F
 	return m.viewLocked(f, m.opt.Now()), nil
 }
 
-// DeleteFleet terminates a fleet's instances. Deleting a deleted fleet is
-// not an error.
+// DeleteFleet terminates a fleet's instances; deleting twice is not an error.
 func (m *Market) DeleteFleet(ctx context.Context, region, id string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sim delete fleet %s: %w", id, err)
@@ -283,9 +258,7 @@ func (m *Market) DeleteFleet(ctx context.Context, region, id string) error {
 	return nil
 }
 
-// FindFleet finds the fleet this process's market launched with a client
-// token, so a launch whose answer was lost is settled rather than sent
-// again; nil, nil when it launched none.
+// FindFleet finds the fleet launched with a client token, nil, nil if none.
 func (m *Market) FindFleet(ctx context.Context, region, clientToken string) (*domain.Fleet, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sim find fleet %s: %w", clientToken, err)
@@ -314,7 +287,6 @@ func (m *Market) fleetLocked(region, id string) (*fleetState, error) {
 	return f, nil
 }
 
-// spotInstances is "1 spot instance" or "3 spot instances".
 func spotInstances(n int) string {
 	if n == 1 {
 		return "1 spot instance"

@@ -43,7 +43,6 @@ var gcpListPrice = map[string]float64{
 	"g2-standard-4": 0.7069, "g2-standard-8": 0.8536, "g2-standard-24": 2.0004, "g2-standard-48": 4.0008,
 }
 
-// listPriceOf is a type's on-demand price in its cloud's home region.
 func listPriceOf(t string) float64 {
 	if p, ok := gcpListPrice[t]; ok {
 		return p
@@ -51,7 +50,6 @@ func listPriceOf(t string) float64 {
 	return listPrice[t]
 }
 
-// sourceGCP is a Google pool's interruption source: no published figure.
 const sourceGCP = "sim (Google publishes no interruption rate; 30 s preemption notice)"
 
 // gcpCalendar are the types the market sells calendar-mode reservations of.
@@ -59,10 +57,8 @@ var gcpCalendar = map[string]bool{"a3-highgpu-8g": true, "a3-megagpu-8g": true, 
 
 var calendarTerms = domain.CalendarTerms
 
-// gcpCalendarNote is what a buyer must know of a calendar-mode offering.
 const gcpCalendarNote = "simulated Google calendar-mode future reservation: held and billed for the whole window, used or not; its VMs end with it; priced at on-demand rates, the most it costs"
 
-// asCalendar prices a calendar-mode window at the on-demand rate.
 func asCalendar(o *domain.Offering, od float64) {
 	o.Kind, o.Note = domain.KindCalendar, gcpCalendarNote
 	o.HourlyUSD = od * float64(o.InstanceCount)
@@ -97,10 +93,8 @@ func checkGCPFleet(c domain.Cloud, s *domain.FleetSpec) error {
 // A Google pool's price steps once in 30 days, as Google moves Spot prices.
 const monthSec = 30 * 24 * 3600
 
-// monthOffset places a pool's month boundaries.
 func (m *model) monthOffset() int64 { return int64(m.id % monthSec) }
 
-// monthAt is month k's start and price in ticks.
 func (m *model) monthAt(k int64) (at, ticks int64) {
 	walk := 2*unit(mix(m.id^uint64(k)*0x9e3779b97f4a7c15)) - 1
 	r := clip(m.base * math.Exp(0.25*m.vol*walk))

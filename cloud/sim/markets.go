@@ -10,23 +10,17 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// region is one region the simulated market imitates.
 type region struct {
 	Name  string
 	Cloud domain.Cloud
-	// Zones are the real zone names ("us-east-1a"; Azure's "1", "2", "3").
 	Zones []string
-	// UTCOffset is the region's local time offset in hours (standard time;
-	// the sim ignores daylight saving): its business hours are the busy ones.
+	// UTCOffset in hours, standard time: its business hours are the busy ones.
 	UTCOffset float64
-	// Busy shifts the interruption score: popular regions are reclaimed
-	// more often.
+	// Busy shifts the interruption score: popular regions are reclaimed more.
 	Busy float64
-	// PriceMult scales the us-east-1 / eastus list price: Europe and Asia
-	// are dearer.
+	// PriceMult scales the us-east-1 / eastus list price.
 	PriceMult float64
-	// AWSTwin is, for an Azure region, the AWS region whose advisor figures
-	// stand in for it (the nearest one).
+	// AWSTwin: for an Azure region, the nearest AWS region, whose advisor figures stand in.
 	AWSTwin string
 }
 
@@ -46,9 +40,7 @@ var awsRegions = []region{
 
 var azureZones = []string{"1", "2", "3"}
 
-// IsRegion reports whether the simulated market has the region (it
-// imitates eleven AWS, eight Azure and seven Google regions under their
-// real names).
+// IsRegion reports whether the simulated market has the region (real names).
 func IsRegion(name string) bool {
 	for _, list := range [][]region{awsRegions, azureRegions, gcpRegions} {
 		for _, r := range list {
@@ -71,14 +63,11 @@ var azureRegions = []region{
 	{Name: "japaneast", Zones: azureZones, UTCOffset: 9, Busy: 0.2, PriceMult: 1.18, AWSTwin: "ap-northeast-1"},
 }
 
-// listPrice is the on-demand Linux price of one instance-hour in us-east-1
-// (AWS, after the June 2025 cut for P4/P5) or eastus (Azure pay-as-you-go),
-// rounded the way the price lists print them.
+// listPrice is the on-demand Linux instance-hour in us-east-1 (after the June
+// 2025 P4/P5 cut) or eastus, rounded as the price lists print them.
 var listPrice = map[string]float64{
-	// AWS P5/P4 after the June 2025 price cut (p5.48xlarge was $98.32).
 	"p5.48xlarge": 55.04,
-	// p5e and p5en had no public on-demand price before the cut: these are
-	// p5 plus the H200's memory premium, approximate.
+	// p5e/p5en: p5 plus the H200's memory premium, approximate (no public price before the cut).
 	"p5e.48xlarge":  61.80,
 	"p5en.48xlarge": 63.30,
 	"p4d.24xlarge":  21.96,
@@ -110,20 +99,16 @@ type family struct {
 	Name  string
 	Cloud domain.Cloud
 	Types []string
-	// Regions lists where the family is sold; nil means wherever the spot
-	// advisor lists the type (AWS) or every region (Azure).
+	// Regions: nil is wherever the advisor lists the type (AWS) or every region (Azure).
 	Regions []string
-	// MinZones and MaxZones bound how many of a region's zones carry it;
-	// 0, 0 means all zones but, now and then, one.
+	// MinZones, MaxZones bound the zones carrying it; 0, 0 is all but now and then one.
 	MinZones, MaxZones int
-	// Twin is, for an Azure family, the AWS type whose advisor figures
-	// stand in for it.
+	// Twin: for an Azure family, the AWS type whose advisor figures stand in.
 	Twin string
 }
 
 var families = []family{
-	// The advisor lists p5 in ten of the sim's regions; the sim keeps the
-	// six where it is easiest to find, in one or two zones.
+	// The six regions of the advisor's ten where p5 is easiest to find.
 	{Name: "p5", Cloud: domain.CloudAWS, Types: []string{"p5.48xlarge"},
 		Regions: []string{"us-east-1", "us-east-2", "us-west-2", "eu-west-2", "eu-north-1", "ap-northeast-1"}, MinZones: 1, MaxZones: 2},
 	{Name: "p5e", Cloud: domain.CloudAWS, Types: []string{"p5e.48xlarge"}, Regions: []string{"us-east-2", "us-west-2"}, MinZones: 1, MaxZones: 1},
@@ -148,31 +133,24 @@ var families = []family{
 	{Name: "NCas T4 v3", Cloud: domain.CloudAzure, Types: []string{"Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3", "Standard_NC64as_T4_v3"}, Twin: "g4dn.xlarge"},
 }
 
-// gpuPrior is the sim's prior interruption score per GPU model (0 = "<5%"
-// … 4 = ">20%"). It encodes the publicly reported ordering — the newest,
-// scarcest GPUs are reclaimed most, V100/T4 least — which the June 2025
-// advisor data does not show for V100 (p3) and T4 (g4dn): those old fleets
-// sit at ">20%" in most regions. The sim blends the two (see score).
+// gpuPrior is the prior interruption score per GPU model (0 "<5%" … 4 ">20%"):
+// the scarcest GPUs reclaimed most, which the advisor's data does not show for old fleets.
 var gpuPrior = map[string]float64{
 	"H200": 3.5, "H100": 3.6, "A100": 2.6, "L40S": 2.2, "L4": 2.0, "A10G": 2.0, "A10": 2.0, "T4": 0.9, "V100": 0.7,
 }
 
-// advisorWeight is the share of the real advisor figure in a pool's
-// interruption score; the rest is the GPU prior.
+// advisorWeight is the advisor figure's share of a pool's score; the rest is the prior.
 const advisorWeight = 0.35
 
-// savingsPrior is the typical spot saving (percent) per GPU model where the
-// advisor has no figure (Azure; types it lacks).
+// savingsPrior is the typical spot saving (%) per GPU model where the advisor has none.
 var savingsPrior = map[string]float64{
 	"H200": 64, "H100": 67, "A100": 73, "L40S": 66, "L4": 64, "A10G": 64, "A10": 72, "T4": 80, "V100": 80,
 }
 
-// blockGPUs are the GPU models the sim sells capacity blocks of.
 var blockGPUs = []string{"H100", "H200", "A100"}
 
-// strHash is a seed-independent hash of a name: the market's structure
-// (which pools exist, their list prices and buckets) is the same for every
-// seed; the seed drives prices and offerings.
+// strHash hashes a name without the seed: the market's structure is the same
+// for every seed, which drives only prices and offerings.
 func strHash(parts ...string) uint64 {
 	h := fnv.New64a()
 	for _, p := range parts {
@@ -182,11 +160,9 @@ func strHash(parts ...string) uint64 {
 	return mix(h.Sum64())
 }
 
-// pickZones returns the zones of a region that carry a family.
 func pickZones(r region, f family) []string {
 	zones := append([]string(nil), r.Zones...)
 	if f.MinZones == 0 && f.MaxZones == 0 {
-		// Everywhere, but a quarter of the time one zone lacks it.
 		if h := strHash("drop", r.Name, f.Name); len(zones) > 2 && h%4 == 0 {
 			i := int(h>>8) % len(zones)
 			zones = append(zones[:i], zones[i+1:]...)
@@ -207,17 +183,13 @@ func pickZones(r region, f family) []string {
 
 // poolSpec is one pool's seed-independent terms.
 type poolSpec struct {
-	Desc   domain.Pool // without Interruption and PlacementScore, which vary with time
-	Region *region
-	Family string
-	// Bucket is the weekday interruption bucket index (0..4).
-	Bucket int
-	// Placement is the weekday placement score (AWS), 0 for Azure.
+	Desc      domain.Pool // without Interruption and PlacementScore, which vary with time
+	Region    *region
+	Family    string
+	Bucket    int
 	Placement int
-	// BaseRatio is the typical spot price as a share of on-demand.
 	BaseRatio float64
-	// Source names where the interruption figure comes from.
-	Source string
+	Source    string
 }
 
 // Interruption sources, shown in the UI next to the bucket.
@@ -227,7 +199,6 @@ const (
 	sourcePrior = "sim (GPU prior)"
 )
 
-// buildSpecs lays out every pool of the simulated market.
 func buildSpecs() []poolSpec {
 	adv := advisor.Embedded()
 	var out []poolSpec
@@ -269,7 +240,6 @@ func buildSpecs() []poolSpec {
 	return out
 }
 
-// familyIn reports whether a family is sold in a region.
 func familyIn(f family, r *region, adv *advisor.Data) bool {
 	if f.Regions != nil {
 		for _, n := range f.Regions {
@@ -299,9 +269,8 @@ func newSpec(adv *advisor.Data, r *region, f family, t, zone string, gpu domain.
 		},
 		Region: r, Family: f.Name,
 	}
-	// The advisor figure: the type's own in its region (AWS), or the twin
-	// type's in the nearest AWS region (Azure), else the type's mean over
-	// every region the advisor lists it in.
+	// The type's own advisor figure (AWS), or its twin's in the nearest AWS region
+	// (Azure), else the type's mean over the advisor's regions.
 	advType, advRegion := t, r.Name
 	s.Source = sourceAWS
 	if r.Cloud != domain.CloudAWS {
@@ -319,8 +288,7 @@ func newSpec(adv *advisor.Data, r *region, f family, t, zone string, gpu domain.
 	if r.Cloud == domain.CloudGCP {
 		s.Source = sourceGCP
 	}
-	// Blending pulls scores to the middle; stretch them back so the calm
-	// and the wild buckets stay as common as they are in the real data.
+	// Stretch blended scores back so calm and wild buckets stay as common as in the data.
 	score = 2 + 1.35*(score-2)
 	jitter := unit(strHash("int", r.Name, zone, t)) - 0.5
 	score += r.Busy + jitter
@@ -335,15 +303,13 @@ func newSpec(adv *advisor.Data, r *region, f family, t, zone string, gpu domain.
 		savings = savingsPrior[gpu.Model]
 	}
 	savings += unit(strHash("sav", r.Name, zone, t))*8 - 4
-	// Keep the typical saving inside the band the sim promises (60-91 %),
-	// with room for the cycles and spikes to move either way.
+	// Inside the promised 60-91 % band, with room for cycles and spikes.
 	savings = math.Max(65, math.Min(87, savings))
 	s.BaseRatio = 1 - savings/100
 	return s
 }
 
-// advisorFigure returns the advisor's range index and savings of a type in
-// a region, falling back to the type's mean over every region.
+// advisorFigure returns a type's advisor range and savings in a region, else its mean.
 func advisorFigure(adv *advisor.Data, region, t string) (rangeIdx, savings float64, ok bool) {
 	if e, found := adv.Lookup(region, t); found {
 		return float64(e.Range), float64(e.SavingsPct), true

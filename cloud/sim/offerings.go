@@ -13,22 +13,18 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// The terms the simulated market sells on are the clouds' own:
-// AWS-style capacity blocks and Azure-style capacity reservations.
+// The simulated market sells on the clouds' own terms.
 var (
 	blockTerms       = domain.CapacityBlockTerms
 	reservationTerms = domain.ReservationTerms
 )
 
-// offersPerPool caps the start times offered per pool and query.
 const offersPerPool = 3
 
 // dryRunMessage is EC2's own answer to a dry run that would succeed.
 const dryRunMessage = "Request would have succeeded, but DryRun flag is set. (simulated market)"
 
-// blockRate is the range of a block's price per GPU-hour by instance type
-// (AWS; what capacity blocks cost in 2025, a bit above spot and below
-// on-demand).
+// blockRate is a block's price range per GPU-hour by type (2025: above spot, below on-demand).
 var blockRate = map[string][2]float64{
 	"p5.48xlarge":   {3.9, 4.9},
 	"p5e.48xlarge":  {4.4, 5.6},
@@ -37,23 +33,17 @@ var blockRate = map[string][2]float64{
 	"p4de.24xlarge": {2.3, 3.1},
 }
 
-// azureReservable are the Azure families the sim sells fixed-window
-// capacity reservations of (at the on-demand price): only sizes whose
-// CapacityReservationSupported capability Azure sets, as the Azure
-// provider sells. Azure lists ND-series and NCads H100 v5 among the sizes
-// that take no capacity reservation (capacity-reservation-overview,
-// "Limitations and restrictions"), so the sim's H100 sizes have none.
+// azureReservable: the families whose sizes take capacity reservations; H100 ones take none
+// (https://learn.microsoft.com/azure/virtual-machines/capacity-reservation-overview, "Limitations").
 var azureReservable = map[string]bool{"NC A100 v4": true}
 
-// offerQuery is a validated OfferingQuery.
 type offerQuery struct {
 	gpu                     string // canonical, "" for every block GPU
 	instances, gpus         int
 	dur                     time.Duration
 	startAfter, startBefore time.Time
 	regions                 []string
-	// blocks is whether the duration is one AWS sells capacity blocks for;
-	// calendar one Google sells calendar-mode reservations for.
+	// blocks, calendar: whether AWS blocks / Google calendar mode are sold for the duration.
 	blocks, calendar bool
 	plans            bool // training plans are asked for (by kind) and sold for the duration
 	kinds            domain.OfferingQuery
@@ -81,8 +71,7 @@ func (m *Market) validateOfferingQuery(q domain.OfferingQuery) (offerQuery, erro
 	case q.Instances == 0 && q.GPUs > 8*blockTerms.MaxInstances:
 		return v, domain.InvalidQueryf("GPU count %d: a capacity block holds at most %d instances (%d GPUs of 8-GPU types)", q.GPUs, blockTerms.MaxInstances, 8*blockTerms.MaxInstances)
 	}
-	// AWS's blocks come in days and weeks; Azure's reservations in any
-	// whole hours. A duration that suits only Azure gets only Azure's.
+	// A duration that suits only Azure's whole hours gets only Azure's.
 	if reservationTerms.ValidDuration(q.Duration) != nil {
 		return v, domain.InvalidQueryf("duration %s: want whole hours up to 182 days (AWS capacity blocks: %s)", q.Duration, blockTerms.DurationForm)
 	}
@@ -116,12 +105,8 @@ func (m *Market) validateOfferingQuery(q domain.OfferingQuery) (offerQuery, erro
 	return v, nil
 }
 
-// FindOfferings returns the blocks on sale for the query, cheapest per
-// GPU-hour first: AWS capacity blocks (starting 11:30 UTC, AWS's steps of
-// duration) for p5, p5e, p5en, p4d and p4de, and Azure fixed-window
-// capacity reservations at the on-demand price for the ND/NC H100 and A100
-// sizes. What is on sale is a pure function of the seed and the terms;
-// offerings booked in this process are left out.
+// FindOfferings returns the blocks and reservations on sale for the query,
+// cheapest per GPU-hour first: a pure function of seed and terms, less what was booked.
 func (m *Market) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]domain.Offering, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sim offerings: %w", err)
@@ -130,8 +115,7 @@ func (m *Market) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]d
 	if err != nil {
 		return nil, err
 	}
-	// As on Azure, a reservation starts when it is made: it is sold only
-	// to a search whose start range holds now.
+	// As on Azure, a reservation starts when made: sold only if the start range holds now.
 	reservable := !v.startAfter.After(m.opt.Now().UTC().Add(time.Minute))
 	if !v.blocks && !v.calendar && !v.plans && !reservable {
 		return nil, domain.InvalidQueryf("duration %s with a start after %s: capacity blocks last %s, and capacity reservations start when they are made (search from now)",
@@ -187,7 +171,6 @@ func (p *simPool) blockable() bool {
 	return azureReservable[p.spec.Family]
 }
 
-// offersOf returns up to offersPerPool offerings of n instances of a pool.
 func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 	var starts []time.Time
 	aws, gcp := p.spec.Desc.Cloud == domain.CloudAWS, p.spec.Desc.Cloud == domain.CloudGCP
@@ -202,8 +185,6 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 			starts = append(starts, day)
 		}
 	} else {
-		// As on Azure, a reservation starts when it is bought and lasts
-		// the asked hours (the caller searched from now).
 		starts = append(starts, m.opt.Now().UTC().Truncate(time.Minute))
 	}
 	// Large and long blocks are scarcer.
@@ -241,16 +222,14 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 			asCalendar(&o, *p.spec.Desc.OnDemandUSDHour)
 		} else if aws {
 			r := blockRate[o.InstanceType]
-			// Sooner starts are dearer; the rest is the day's demand.
-			// Lead time counts from today's date, so a price holds all day.
+			// Sooner starts are dearer; lead counts from today's date, so a price holds all day.
 			today := m.opt.Now().UTC().Truncate(24 * time.Hour)
 			lead := s.Sub(today).Hours() / blockTerms.MaxLead.Hours()
 			u := 0.6*unit(mix(h)) + 0.4*(1-math.Min(1, lead))
 			rate := r[0] + (r[1]-r[0])*u
 			o.UpfrontUSD = math.Round(rate*o.GPU.Count*float64(n)*hours*100) / 100
 		} else {
-			// Billed by the hour, as Azure bills it: the total for the
-			// window in UpfrontUSD, the rate beside it.
+			// Billed by the hour, as Azure bills it.
 			o.HourlyUSD = *p.spec.Desc.OnDemandUSDHour * float64(n)
 			o.UpfrontUSD = math.Round(o.HourlyUSD*hours*100) / 100
 		}
@@ -263,9 +242,8 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 	return out
 }
 
-// offeringID derives an offering's id from the seed and every term, so a
-// later process with the same seed recognises it and a changed term (or
-// price) does not pass for it.
+// offeringID derives an id from the seed and every term, so a later process
+// recognises it and a changed term does not pass for it.
 func (m *Market) offeringID(o domain.Offering) string {
 	if o.Kind == domain.KindTrainingPlan {
 		return m.planID(o)
@@ -281,8 +259,7 @@ func (m *Market) offeringID(o domain.Offering) string {
 	return fmt.Sprintf("cb-%016x%x", h, mix(h)&0xf)
 }
 
-// booking is a block bought in this process, with the tags its purchase
-// carried (none for one remembered from the ledger).
+// booking is a block bought in this process, with its purchase's tags.
 type booking struct {
 	offering   domain.Offering
 	booking    domain.Booking
@@ -290,8 +267,7 @@ type booking struct {
 	at         time.Time
 }
 
-// checkOffering verifies that an offering is one the market made and can
-// still be bought at now.
+// checkOffering verifies the market made the offering and it can be bought at now.
 func (m *Market) checkOffering(o domain.Offering, now time.Time) error {
 	if o.Provider != Name || !o.Simulated {
 		return fmt.Errorf("offering %s is from provider %q, not the simulated market", o.ID, o.Provider)
@@ -308,9 +284,7 @@ func (m *Market) checkOffering(o domain.Offering, now time.Time) error {
 // ErrAlreadyBooked is returned for an offering bought before.
 var ErrAlreadyBooked = errors.New("offering already booked")
 
-// Book buys an offering (in memory). With req.DryRun it answers whether
-// the purchase would succeed and changes nothing. A booked offering
-// disappears from later FindOfferings; booking it again fails.
+// Book buys an offering in memory; with req.DryRun it changes nothing.
 func (m *Market) Book(ctx context.Context, req domain.BookRequest) (domain.Booking, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.Booking{}, fmt.Errorf("sim book %s: %w", req.Offering.ID, err)
@@ -351,8 +325,7 @@ func (m *Market) Book(ctx context.Context, req domain.BookRequest) (domain.Booki
 	return b, nil
 }
 
-// reservationRef is the id the booking gets: AWS "cr-…", or an Azure
-// capacity reservation's resource id.
+// reservationRef is the booking's id: AWS "cr-…" or an Azure reservation's resource id.
 func (m *Market) reservationRef(o domain.Offering) string {
 	h := mix(strHash("cr", o.ID))
 	if o.Kind == domain.KindTrainingPlan {
@@ -367,10 +340,8 @@ func (m *Market) reservationRef(o domain.Offering) string {
 	return fmt.Sprintf("cr-%016x%x", h, mix(h)&0xf)
 }
 
-// FindBooking returns the booking made in this process for the request's
-// offering (same id, or same type, zone, count and dates), nil if none.
-// req.After is not needed: an offering can be booked only once, and the
-// sim's bookings live only as long as the process.
+// FindBooking returns this process's booking of the request's offering (same id,
+// or same pool, count and dates), nil if none.
 func (m *Market) FindBooking(ctx context.Context, req domain.BookRequest) (*domain.Booking, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sim find booking %s: %w", req.Offering.ID, err)
@@ -391,8 +362,7 @@ func (m *Market) FindBooking(ctx context.Context, req domain.BookRequest) (*doma
 	return nil, nil
 }
 
-// bookedLocked reports whether the capacity of an offering was bought: the
-// same pool and window, whatever the price or count it was offered at.
+// bookedLocked reports whether the offering's pool and window were bought.
 func (m *Market) bookedLocked(o domain.Offering) bool {
 	if _, ok := m.bookings[o.ID]; ok {
 		return true
@@ -410,12 +380,8 @@ func sameWindow(a, b domain.Offering) bool {
 		a.Start.Equal(b.Start) && a.End.Equal(b.End)
 }
 
-// RememberBookings takes the ledger's booked offerings at start, since the
-// sim's own memory ends with its process: they are not sold again, and
-// FindBooking finds them. A row whose outcome was never recorded (the
-// process died between intent and answer) counts as bought: the simulated
-// purchase is instant, so an intent that reached the ledger is taken to
-// have gone through — the safe side, since it never sells twice.
+// RememberBookings takes the ledger's booked offerings at start, so they are not
+// sold again; an intent with no outcome counts as bought, the safe side.
 func (m *Market) RememberBookings(booked []domain.BookedOffering) {
 	now := m.opt.Now()
 	m.mu.Lock()
@@ -440,9 +406,7 @@ func (m *Market) RememberBookings(booked []domain.BookedOffering) {
 	}
 }
 
-// ReleaseBooking ends a simulated Azure reservation, as the ledger does
-// with real ones when their window ends. The capacity is not sold again:
-// its window has passed.
+// ReleaseBooking ends a simulated Azure reservation; its capacity is not sold again.
 func (m *Market) ReleaseBooking(ctx context.Context, b domain.Booking) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sim release %s: %w", b.ProviderRef, err)
@@ -459,13 +423,8 @@ func (m *Market) ReleaseBooking(ctx context.Context, b domain.Booking) error {
 
 var _ domain.BookingReleaser = (*Market)(nil)
 
-// RefreshOffering describes an offering again as the market sells it
-// now, right before it is bought: a block's price follows its lead time
-// from today's date, so it changes from one day to the next; a
-// reservation starts when it is bought, so it is priced from now to its
-// end at the same hourly rate (and, its id made from its terms, gets a
-// new id). An offering bought meanwhile, past its start or end, or not
-// one the market sells, matches domain.ErrOfferingGone.
+// RefreshOffering describes an offering as sold now, right before buying;
+// one no longer sold matches domain.ErrOfferingGone.
 func (m *Market) RefreshOffering(ctx context.Context, o domain.Offering) (domain.Offering, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.Offering{}, fmt.Errorf("sim refresh %s: %w", o.ID, err)
@@ -511,11 +470,8 @@ func (m *Market) RefreshOffering(ctx context.Context, o domain.Offering) (domain
 	return gone("is no longer on sale")
 }
 
-// ListRecords lists what the market sold and launched in this process
-// since the time given, with the tags the calls carried: the simulated
-// market's second record lives as long as its process, so a ledger lost
-// while the process runs (a TUI, a server) can be rebuilt from it.
-// Bookings the ledger told it of (RememberBookings) carry no tags.
+// ListRecords lists what this process sold and launched since the time, so a
+// ledger lost meanwhile can be rebuilt.
 func (m *Market) ListRecords(ctx context.Context, since time.Time) ([]domain.CloudRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sim list records: %w", err)

@@ -11,42 +11,22 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// A simulated fleet behaves as an EC2 Fleet of type instant (the type the
-// AWS provider launches a fleet to run now with): one attempt, at launch,
-// to place its spot instances in pools that have capacity then; what finds
-// none is not launched and is never tried again. A spot instance runs until
-// its pool's capacity falls below what the fleet holds there — the pool's
-// run ends, the availability process's interruption — and is not replaced.
-// (A fleet of type maintain would launch replacements in pools with
-// capacity; the simulated market does not model it, as gpumarket launches
-// no maintain fleets. A scheduled fleet, of type request on AWS, is placed
-// the same way at its start.)
-//
-// Where and when each instance ran is a pure function of the seed, the
-// fleet's spec and the second it was placed, which its fleet id carries:
-// the market keeps fleets only in memory, so the Usage of a ledger row —
-// asked in any process, over any span — tells the story the launching
-// process's view tells.
+// A simulated fleet behaves as an EC2 Fleet of type instant: one placement at
+// launch (or at a schedule's start); a spot instance runs until its pool's
+// capacity falls below it and is not replaced. All a pure function of seed,
+// spec and the second placed, which the fleet id carries.
 
-// placement is where a fleet's instances went and when.
 type placement struct {
-	// placedAt is the Unix second the instances were placed: the launch,
-	// or the spec's Start for a fleet scheduled ahead.
+	// placedAt: the launch, or a scheduled fleet's Start (Unix seconds).
 	placedAt int64
 	alloc    []allocation
-	// unpriced and uncapacitated count the spot instances not launched:
-	// no pool under the max price, or not enough capacity in those that
-	// were.
+	// Spot instances not launched: no pool under the max price, or no capacity.
 	unpriced, uncapacitated int
 }
 
-// insufficientCapacity is EC2's error for spot instances a fleet could
-// not launch for want of capacity (the errorCode and errorMessage of a
-// CreateFleet answer's CreateFleetError, as RunInstances and instant
-// fleets return them).
+// insufficientCapacity is EC2's CreateFleetError for spot it could not place.
 const insufficientCapacity = "InsufficientInstanceCapacity: There is no Spot capacity available that matches your request."
 
-// launched is how many instances the placement launched.
 func (pl placement) launched() int {
 	n := 0
 	for _, a := range pl.alloc {
@@ -55,11 +35,8 @@ func (pl placement) launched() int {
 	return n
 }
 
-// place places a fleet's instances at Unix second t: the on-demand base on
-// the type with the cheapest list price, the spot rest by the spec's
-// strategy among the pools whose spot price is under the max price and
-// that have capacity at t, none beyond a pool's capacity. Spot instances
-// that fit nowhere are counted, not placed.
+// place places a fleet at t: on-demand on the cheapest list price, spot by the
+// spec's strategy among pools under the max price with capacity.
 func (m *Market) place(pools []*simPool, spec domain.FleetSpec, t int64) placement {
 	pl := placement{placedAt: t}
 	if spec.OnDemandBase > 0 {
@@ -107,8 +84,7 @@ func (m *Market) place(pools []*simPool, spec domain.FleetSpec, t int64) placeme
 	}
 	switch spec.Strategy {
 	case domain.StrategyDiversified:
-		// Evenly over the pools, one instance at a time to each that has
-		// room left: a shallow pool's share goes to the others.
+		// One at a time to each pool with room: a shallow pool's share goes to the others.
 		given := make([]int, len(cands))
 		for more := true; left > 0 && more; {
 			more = false
@@ -130,15 +106,13 @@ func (m *Market) place(pools []*simPool, spec domain.FleetSpec, t int64) placeme
 	case domain.StrategyLowestPrice:
 		slices.SortStableFunc(cands, func(a, b cand) int { return cmp.Compare(a.perGPU, b.perGPU) })
 	case domain.StrategyCapacityOptimized:
-		// The pools with the most capacity for the instances launching;
-		// among equals, the calmer bucket and the better placement score.
+		// Most capacity first; among equals, calmer bucket and better score.
 		slices.SortStableFunc(cands, func(a, b cand) int {
 			return cmp.Or(cmp.Compare(b.capacity, a.capacity), cmp.Compare(a.p.spec.Bucket, b.p.spec.Bucket),
 				cmp.Compare(b.p.spec.Placement, a.p.spec.Placement))
 		})
 	default: // price-capacity-optimized
-		// The pools deep enough for every instance launching first, then
-		// the cheapest of them, with their risk weighed in.
+		// Deep enough pools first, then the cheapest with their risk weighed in.
 		w := func(c cand) float64 { return c.perGPU * (1 + 0.25*float64(c.p.spec.Bucket)) }
 		deep := func(c cand) int {
 			if c.capacity >= spot {
@@ -158,13 +132,8 @@ func (m *Market) place(pools []*simPool, spec domain.FleetSpec, t int64) placeme
 	return pl
 }
 
-// takenBack returns, for each allocation of a placement and each of its
-// instances (ranked as the fleet holds them in the pool), the Unix second
-// it was interrupted, 0 if not before until: the first second the pool's
-// capacity falls below the instances the fleet holds there takes back
-// those above it (when a run ends, all). On-demand instances are never
-// taken back. Each pool's capacity is read once, from its layers' periods,
-// and only until the fleet holds nothing there.
+// takenBack returns per allocation and instance the Unix second it was
+// interrupted, 0 if not before until; on-demand is never taken back.
 func (m *Market) takenBack(pl placement, until int64) [][]int64 {
 	out := make([][]int64, len(pl.alloc))
 	for i, a := range pl.alloc {
@@ -185,8 +154,7 @@ func (m *Market) takenBack(pl placement, until int64) [][]int64 {
 	return out
 }
 
-// running counts the instances of a placement that run at Unix second
-// now, and what they cost an hour at the prices in force then.
+// running counts a placement's instances at now and their hourly cost then.
 func (m *Market) running(pl placement, now int64) (n int, usdHour float64) {
 	gone := m.takenBack(pl, now+1)
 	for i, a := range pl.alloc {
@@ -204,19 +172,15 @@ func (m *Market) running(pl placement, now int64) (n int, usdHour float64) {
 	return n, usdHour
 }
 
-// fleetID formats an EC2 fleet id, "fleet-" and a UUID, whose first
-// eight hex digits are the second the fleet's instances were placed (see
-// placedAtOf).
+// fleetID formats "fleet-" and a UUID whose first eight hex digits are the placement second.
 func fleetID(h uint64, placedAt int64) string {
 	g := mix(h)
 	return fmt.Sprintf("fleet-%08x-%04x-4%03x-%04x-%012x", uint32(placedAt), uint16(h>>16), uint16(h)&0xfff,
 		uint16(g>>48)&0x3fff|0x8000, g&0xffffffffffff)
 }
 
-// placedAtOf reads the placement second from a fleet id of this market.
-// The ledger dates a fleet when its launch's answer comes, or when a
-// reconciliation first finds it, so the second may come before the row's
-// start; one more than a week before is no id of this market's.
+// placedAtOf reads the placement second from a fleet id; the ledger may date a
+// fleet after it, but not by more than a week.
 func placedAtOf(id string, start time.Time) (int64, bool) {
 	if len(id) != len("fleet-")+36 || id[:6] != "fleet-" {
 		return 0, false
@@ -228,14 +192,8 @@ func placedAtOf(id string, start time.Time) (int64, bool) {
 	return int64(v), true
 }
 
-// oldFleetID reports whether id is one this market made before ids
-// carried their placement second: "fleet-" and a UUID of one hash h, its
-// first group h's top 32 bits (a second anywhere from 1970 to 2106: most
-// read as one after the row's start, and a fleet placed then ran
-// nothing). Its last 62 bits are mix(h), and h is the id's first three
-// groups but for the 4 bits the UUID's version digit took: one of 16
-// hashes matches, where an id of today's (placement second, then a
-// hash) matches by chance once in 2^58.
+// oldFleetID reports whether id is of the earlier format, a UUID of one hash
+// (a false match is one in 2^58).
 func oldFleetID(id string) bool {
 	g1, err1 := strconv.ParseUint(id[6:14], 16, 32)
 	g2, err2 := strconv.ParseUint(id[15:19], 16, 16)

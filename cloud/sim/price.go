@@ -5,52 +5,33 @@ import (
 	"slices"
 )
 
-// The price model. A pool's spot price is a step function of time that is a
-// pure function of (seed, pool, t): whoever asks, in whatever chunks, gets
-// the same points. Time is cut into slots; a hash of (pool, slot) decides
-// whether the price changes in the slot and at which second, and rare
-// spikes are decided per hour. The value at a change is the share
-//
-//	ratio(t) = clip(base · exp(vol·noise(t) + daily(t) + weekly(t) + jitter(t) + spike(t)))
-//
-// of the on-demand price: multiplicative moves of a few percent, and clip
-// bends them smoothly into the band, so whatever the walk does, spot stays
-// 60.5-90.5 % below on-demand.
-//
-// A 90-day back-fill computes this for millions of points, so the
-// generator takes shortcuts that give the same prices bit for bit (the
-// plain formulation is kept in price_ref_test.go, and the generator is
-// held to it): the slots' thresholds are looked up by their place in the
-// week, and prices are computed in ticks the fast way, exactly where that
-// cannot round differently (see appendTicks).
+// The price model: a pool's spot price is a pure function of (seed, pool, t),
+// so any chunking gives the same points. docs/DESIGN.md ("The simulated
+// market") gives the formula and the fast path; price_ref_test.go keeps the
+// plain formulation the generator is held to.
 const (
 	slotSec      = 15 * 60 // a price changes at most once a slot…
 	slotsPerHour = 3600 / slotSec
 	slotsPerWeek = 7 * 24 * slotsPerHour
 	forcedEvery  = 8 // …and surely once every 8 slots (2 h), so the price in force is never far back
-	// priceDigits are the decimals of a price, as the clouds quote spot
-	// prices: the generator works in units of the last one (ticks).
+	// priceDigits are a price's decimals, as the clouds quote spot prices; the generator works in ticks of the last one.
 	priceDigits = 4
 	priceScale  = 1e4
-	// spikeOdds is the chance that an hour holds a spike (about five per
-	// pool in 90 days).
+	// spikeOdds is the chance an hour holds a spike (about five per pool in 90 days).
 	spikeOdds = 1.0 / 400
 	ratioLo   = 0.095 // spot / on-demand, the band's bottom: 90.5 % saving
 	ratioHi   = 0.395 // the band's top: 60.5 % saving
 
 	ratioKnee = 0.03 // clip bends the ratio this close to the band's edges
 
-	// Log amplitudes: the daily cycle (±4 % on weekdays), the weekend's
-	// drop (6 %), and each change's own jitter (±1.5 %).
+	// Log amplitudes: daily cycle ±4 % on weekdays, weekend drop 6 %, per-change jitter ±1.5 %.
 	dailyAmp   = 0.04
 	weekendAmp = 0.06
 	jitterAmp  = 0.015
 )
 
-// noise octaves: knots every period seconds with values in [-amp, amp],
-// smoothly interpolated; together a slow random walk with faster wiggles.
-// They are constants so that noise divides by constants (a multiply),
-// not by a variable (a division instruction, and the remainder again).
+// Noise octaves: smoothed knots every period seconds in [-amp, amp]. Constants,
+// so dividing by them is a multiply.
 const (
 	period0, amp0 = 36 * 3600, 0.10
 	period1, amp1 = 8 * 3600, 0.06
@@ -68,11 +49,8 @@ func mix(x uint64) uint64 {
 	return x
 }
 
-// hot holds constants of the hot loops as variables. Go loads a
-// constant into a register each time it is used (it does not keep one
-// there across a loop), one instruction more than taking an operand
-// straight from memory, which it does for a variable; in loops that run
-// tens of millions of times, that is a tenth of their cost.
+// hot holds hot-loop constants as variables: Go reloads a constant into a
+// register at each use, a tenth of these loops' cost.
 var hot = struct {
 	mix1, mix2, jitter             uint64
 	jitterScale, sixtieth, perSlot float64
@@ -86,9 +64,7 @@ var hot = struct {
 	one: 1, half: 0.5, e2: 1.0 / 2, e3: 1.0 / 6, e4: 1.0 / 24,
 	expY: expSteps, expY0: expMax * expSteps, expStep: 1.0 / expSteps,
 	kHi: ratioHi - ratioKnee, kLo: ratioLo + ratioKnee, knee: ratioKnee, perKnee: 1 / ratioKnee, guard: roundGuard,
-	// unit(x) < spikeOdds exactly when x>>11 < spikeOdds·2^53 (both
-	// sides scaled by a power of two), so when x>>11 is below its
-	// ceiling
+	// x>>11 < its ceiling exactly when unit(x) < spikeOdds.
 	spike: uint64(math.Ceil(spikeOdds * (1 << 53))),
 }
 
@@ -121,8 +97,7 @@ type model struct {
 	vol    float64 // scales the noise: some pools are jumpier
 	offset int64   // region's UTC offset in seconds
 	odds   *weekOdds
-	// monthly is set for a Google pool: its price steps once a month
-	// (gcp.go), not with the slots.
+	// monthly: a Google pool's price steps once a month, not with the slots.
 	monthly bool
 }
 
@@ -134,11 +109,8 @@ var hourBusy = func() (b [24]float64) {
 	return b
 }()
 
-// changeOdds is, by weekend and local hour, the threshold under which a
-// slot's 16-bit draw makes the price change. Busy hours move more: 35 %
-// of slots at night, 75 % at 14:00, half as busy at the weekend. About
-// 0.6 changes a slot keep 90 days of ~800 pools under 4 M points while a
-// 2 s live poll still sees a change most of the time.
+// changeOdds is, by weekend and local hour, the chance a slot's price changes:
+// busy hours move more; ~0.6 changes a slot keep 90 days of ~800 pools under 4 M points.
 var changeOdds = func() (o [2][24]float64) {
 	for w := range o {
 		for h := range o[w] {
@@ -153,12 +125,8 @@ var changeOdds = func() (o [2][24]float64) {
 	return o
 }()
 
-// weekOdds is changeOdds laid out over the slots of a week for one UTC
-// offset: slot s (weeks repeat, and so does the calendar) changes its
-// price when its 16-bit draw is below odds[s mod slotsPerWeek]. The
-// bounds are integers (the draw is below a fractional threshold exactly
-// when it is below its ceiling), and a forced slot's bound is 1<<16,
-// which every draw is below (slotsPerWeek is a multiple of forcedEvery).
+// weekOdds is changeOdds over the slots of a week for one UTC offset, as
+// integer bounds for the slot's 16-bit draw; a forced slot's bound is 1<<16.
 type weekOdds [slotsPerWeek]uint32
 
 func newWeekOdds(offset int64) *weekOdds {
@@ -175,8 +143,7 @@ func newWeekOdds(offset int64) *weekOdds {
 	return &o
 }
 
-// newModel returns a pool's price process. odds holds the week's
-// thresholds by UTC offset, shared by the pools of a market.
+// newModel returns a pool's price process; odds are shared by a market's pools.
 func newModel(seed int64, s *poolSpec, odds map[int64]*weekOdds) model {
 	id := mix(uint64(seed)*0x9e3779b97f4a7c15 ^ strHash(s.Desc.Key().String()))
 	offset := int64(s.Region.UTCOffset * 3600)
@@ -208,8 +175,7 @@ func weekend(day int64) bool {
 	return dow == 0 || dow == 6
 }
 
-// calendar is the region's local day and second of the day at some
-// instant.
+// calendar is the region's local day and second of the day at some instant.
 type calendar struct {
 	day, sec int64
 	w        int // 1 on the weekend, else 0: an index of changeOdds
@@ -227,8 +193,7 @@ func weekendIndex(day int64) int {
 	return 0
 }
 
-// spike returns the hour's spike, if it has one: [from, to) and its log
-// lift. A spike starts and ends within its hour.
+// spike returns the hour's spike, if any: [from, to) within the hour and its log lift.
 func (m *model) spike(hour int64) (from, to int64, lift float64, ok bool) {
 	h := mix(m.id ^ uint64(hour)*0x8cb92ba72f3d8dd7 ^ 0xa5a5)
 	if unit(h) >= spikeOdds {
@@ -261,8 +226,7 @@ type octave struct {
 	a, b  float64 // the two knots' values
 }
 
-// noKnot is no knot's number: loading knot k after it never takes it for
-// k-1.
+// noKnot is no knot's number, so loading knot k after it never takes it for k-1.
 const noKnot = math.MinInt64
 
 // reach makes the octave's knots those around t.
@@ -280,18 +244,13 @@ func (o *octave) reach(m *model, oct int, period, t int64) {
 	o.k, o.start = k, k*period
 }
 
-// knots are the noise octaves' knots around the time reached: a walk
-// through time hashes each knot once instead of once per point.
+// knots are the octaves' knots around the time reached, hashed once per knot.
 type knots [nOctaves]octave
 
 func newKnots() knots { return knots{{k: noKnot}, {k: noKnot}, {k: noKnot}} }
 
-// exactX is, before rounding, the ticks a change at t sets: the price
-// model spelled out as it is defined. lift is the log lift of a spike in
-// force at t (0 for none).
-//
-// The noise, the pool's smooth random walk, is the octaves' two knots
-// around t smoothly interpolated, summed in the octaves' order.
+// exactX is the unrounded ticks of a change at t, the model as defined; lift
+// is a spike's log lift in force at t (0 for none).
 func (m *model) exactX(o *knots, t int64, lift float64) float64 {
 	o[0].reach(m, 0, period0, t)
 	o[1].reach(m, 1, period1, t)
@@ -320,16 +279,12 @@ func (m *model) exactX(o *knots, t int64, lift float64) float64 {
 	if r > ratioHi-ratioKnee || r < ratioLo+ratioKnee {
 		r = clip(r)
 	}
-	// Four decimals, as the clouds quote spot prices; the price is
-	// positive, so truncating x+0.5 rounds it (faster than math.Round).
+	// Positive, so truncating x+0.5 rounds it (faster than math.Round).
 	return m.od*r*priceScale + 0.5
 }
 
-// clipNear is clip with expNear's exponential, for a ratio outside the
-// knees; ok is false when its exponent is beyond expNear's table. The
-// clip moves no two ratios farther apart (its slope is at most 1).
-// Called, not written into fastTicks's loop, for the one point in nine
-// that needs it: its values would crowd the loop's registers.
+// clipNear is clip with expNear's exponential; ok is false beyond expNear's
+// table. Not inlined: its values would crowd fastTicks's registers.
 //
 //go:noinline
 func clipNear(r float64) (float64, bool) {
@@ -350,8 +305,7 @@ func clipNear(r float64) (float64, bool) {
 	return hot.kLo - bend, true
 }
 
-// clip bends a ratio smoothly into [ratioLo, ratioHi]: unchanged in the
-// middle, approaching each edge asymptotically within ratioKnee of it.
+// clip bends a ratio smoothly into [ratioLo, ratioHi], asymptotically within ratioKnee of each edge.
 func clip(r float64) float64 {
 	if k := ratioHi - ratioKnee; r > k {
 		return k + ratioKnee*(1-math.Exp(-(r-k)/ratioKnee))
@@ -362,47 +316,27 @@ func clip(r float64) float64 {
 	return r
 }
 
-// The fast path. exactX costs about 250 instructions a point, and a
-// 90-day back-fill has millions of points; the fast path computes the
-// same x to within x·1e-13 for well under half that, and keeps its
-// rounding only where the two cannot round differently, which is nearly
-// always. Its ingredients: the noise as one cubic per knot interval of
-// the finest octave (a span); the calendar term from one table by local
-// minute of the week; the exponentials (v's and the clip's) from a table
-// and a short Taylor polynomial. A spike's points take exactX.
+// The fast path (docs/DESIGN.md): the same x to within x·1e-13 at under half
+// exactX's cost, trusted only where the two cannot round differently.
 
-// roundGuard bounds how near a rounding edge the fast path's x may land
-// and still be trusted to round as exactX's would: the two differ by
-// under x·1e-13 (the cubic and the tables a few units in the last place
-// off, expNear within 2.5e-13, the clip moving no two ratios farther
-// apart), and x·roundGuard is over a thousand times that.
-// TestGeneratorMatchesReference would see a difference near it as prices
-// a tick apart; TestPricesNearARoundingEdge puts prices on the edges.
+// roundGuard: how near a rounding edge the fast x may land and still round as
+// exactX's; over a thousand times their difference (TestPricesNearARoundingEdge).
 const roundGuard = 0x1p-32
 
-// Each period is a multiple of the next, so that every knot of a coarser
-// octave falls on a knot of the finest one: within a span every octave
-// keeps its two knots.
+// Each period divides the coarser one, so a span keeps every octave's two knots.
 var _ [0]struct{} = [period0 % period2]struct{}{}
 var _ [0]struct{} = [period1 % period2]struct{}{}
 
-// span is a knot interval of the finest octave, [start, start+period2).
-// Within it the noise times the pool's volatility, less jitterAmp (which
-// the fast path's jitter leaves out), is c[0] + u·(c[1] + u·(c[2] +
-// u·c[3])) with u = t-start, and the calendar term of a point u seconds
-// in is cycleByMinute[cyc + ⌊(u+sec)/60⌋], sec being the span's start's
-// local second of the minute.
+// span is a knot interval of the finest octave, [start, start+period2): the noise
+// term as a cubic in u = t-start, and the calendar term from cycleByMinute.
 type span struct {
 	start int64
 	c     [4]float64
 	cyc   int
 }
 
-// shape holds, for each span m of a coarser octave's knot interval, its
-// smoothstep s(f) = 3f²-2f³, f = (t - the interval's start)/period, as a
-// cubic in u = t - the span's start: with f = α + βu, α = m·period2/period
-// and β = 1/period, s(f) is s(α) + s′(α)·βu + s″(α)/2·β²u² + s‴/6·β³u³,
-// where s′(α) = 6α(1-α), s″(α)/2 = 3-6α and s‴/6 = -2.
+// shape holds, per span of a coarser octave's interval, its smoothstep
+// 3f²-2f³ as a cubic in u = t - the span's start.
 func shape(period int64) (s [period0 / period2][4]float64) {
 	beta := 1 / float64(period)
 	for m := range period / period2 {
@@ -412,14 +346,12 @@ func shape(period int64) (s [period0 / period2][4]float64) {
 	return s
 }
 
-// shape0 and shape1 are the shapes of octaves 0 and 1 (octave 1 uses the
-// first period1/period2 of its entries).
+// shape0 and shape1 are octaves 0 and 1's shapes (octave 1 uses its first entries).
 var shape0, shape1 = shape(period0), shape(period1)
 
 var _ [0]struct{} = [period1 / period0]struct{}{} // period1 < period0: shape's array holds octave 1's too
 
-// appendSpans appends the spans from the one holding first to the one
-// holding last.
+// appendSpans appends the spans from the one holding first to the one holding last.
 func (m *model) appendSpans(spans []span, first, last int64) []span {
 	k, kLast := floorDiv(first, period2), floorDiv(last, period2)
 	n := len(spans)
@@ -462,10 +394,8 @@ func (m *model) appendSpans(spans []span, first, last int64) []span {
 // weekMinutes are the minutes of a week.
 const weekMinutes = 7 * 24 * 60
 
-// cycleByMinute is the calendar term of v by local minute of the week,
-// from Thursday 00:00 (1970-01-01 was a Thursday): the daily cycle,
-// damped and lowered at the weekend. A span's first minute comes again
-// at the end, so that a span's minutes are consecutive entries.
+// cycleByMinute is the calendar term by local minute of the week from Thursday
+// 00:00 (as 1970-01-01); a span's first minute repeats at the end.
 var cycleByMinute = func() (c [weekMinutes + period2/60 + 1]float64) {
 	for i := range c {
 		j := i % weekMinutes
@@ -480,12 +410,10 @@ var cycleByMinute = func() (c [weekMinutes + period2/60 + 1]float64) {
 	return c
 }()
 
-// weekShift makes t + offset + weekShift positive for any time after
-// 18,000 BC without moving the minute of the week.
+// weekShift keeps t + offset + weekShift positive without moving the minute of the week.
 const weekShift = 1 << 20 * 7 * 86400
 
-// The exponential's table: e^(i/expSteps - expMax) for i up to
-// 2·expMax·expSteps.
+// The exponential's table: e^(i/expSteps - expMax) for i up to 2·expMax·expSteps.
 const (
 	expSteps = 64
 	expMax   = 2
@@ -498,23 +426,19 @@ var expTable = func() (e [2*expMax*expSteps + 1]float64) {
 	return e
 }()
 
-// expNear is e^v to within 2.5e-13 (relative) for v in (-expMax, expMax),
-// given y = (v+expMax)·expSteps and i = y rounded: the table's nearest
-// knot times a Taylor polynomial of the rest, which is under 1/128, so
-// that the first term left out is under 2.5e-13 (TestExpNearIsNearExp).
+// expNear is e^v to within 2.5e-13 for y = (v+expMax)·expSteps, i = y rounded:
+// a table knot times a short Taylor polynomial (TestExpNearIsNearExp).
 func expNear(y float64, i int) float64 {
 	d := (y - float64(i)) * hot.expStep
 	return expTable[i] * (hot.one + d*(hot.one+d*(hot.e2+d*(hot.e3+d*hot.e4))))
 }
 
-// scratch is what appendTicks works in; a back-fill worker keeps one for
-// all its pools.
+// scratch is appendTicks's working space; a back-fill worker reuses one.
 type scratch struct {
 	spans []span
 }
 
-// spikeAt is a spike among a walk's points: [from, to), its lift, and the
-// index of the first point of its hour.
+// spikeAt is a spike among a walk's points: [from, to), its lift, its hour's first point.
 type spikeAt struct {
 	from, to int64
 	lift     float64
@@ -524,14 +448,8 @@ type spikeAt struct {
 // slow marks a point the fast path left to exactX.
 const slow = -1
 
-// appendTicks appends every point in (from, to], ascending, to at and q
-// (in ticks); sc may be nil. It runs for every one of the millions of
-// points of a long back-fill, so it is written for that: the change times
-// of the whole range first, then its spans, then the prices the fast way,
-// each left to exactX if it might round differently (marked slow); then
-// the spikes' points, exactX's way. The loops over slots, spans and
-// points make no call, which would have the compiler keep their values in
-// memory.
+// appendTicks appends every point in (from, to], ascending, to at and q (in
+// ticks); sc may be nil. The loops make no call, to keep their values in registers.
 func (m *model) appendTicks(at, q []int64, from, to int64, sc *scratch) ([]int64, []int64) {
 	if to <= from {
 		return at, q
@@ -569,15 +487,10 @@ func (m *model) appendTicks(at, q []int64, from, to int64, sc *scratch) ([]int64
 	return at, q
 }
 
-// fastTicks sets q[i] to the ticks of the change at at[i], or to slow,
-// and reports whether it marked any slow (a few pools in a hundred have
-// one in 90 days). spans hold every point.
+// fastTicks sets q[i] to the ticks at at[i] or to slow, and reports whether any is slow.
 func (m *model) fastTicks(spans []span, at, q []int64) (slows bool) {
 	id, odTicks, base := m.id, m.od*priceScale, m.base
-	// The spans start on the hour: their local second of the minute is
-	// the pool's. The half keeps (u+half)/60 at least 0.5/60 from the
-	// integers, far more than its rounding errors, so that converting it
-	// truncates it to ⌊(u+second)/60⌋.
+	// The half keeps (u+half)/60 well away from the integers, so truncating gives ⌊(u+second)/60⌋.
 	half := float64((m.offset%60+60)%60) + 0.5
 	q = q[:len(at)]
 	i := 0
@@ -609,8 +522,7 @@ func (m *model) fastTicks(spans []span, at, q []int64) (slows bool) {
 					continue
 				}
 			}
-			// x rounds as exactX's would when x±g truncate alike: no
-			// integer lies between them
+			// x rounds as exactX's would when no integer lies between x±g.
 			x := odTicks*r + hot.half
 			g := x * hot.guard
 			if p := int64(x + g); p == int64(x-g) {
@@ -623,8 +535,7 @@ func (m *model) fastTicks(spans []span, at, q []int64) (slows bool) {
 	return slows
 }
 
-// appendTimes appends the change times in (from, to] to at, and the
-// spikes among them to spikes.
+// appendTimes appends the change times in (from, to] to at, and their spikes to spikes.
 func (m *model) appendTimes(at []int64, spikes []spikeAt, from, to int64) ([]int64, []spikeAt) {
 	hFirst, hLast := floorDiv(from+1, 3600), floorDiv(to, 3600)
 	// An hour has at most four changes and a spike's two.
@@ -664,15 +575,8 @@ func (m *model) spikyHours(hours []int64, from, to int64) []int64 {
 	return hours
 }
 
-// plainHours writes the change times of hours [from, to), none of which
-// has a spike, to at from n, and returns where they end. at has room.
-//
-// The slots' hashes say whether the price changes (the low 16 bits
-// against the week's bound for the slot) and at which second (the next
-// ones). Each change time is written whether or not its slot changes, and
-// n counts only those that do: bit 31 of draw-bound is set when draw <
-// bound (both at most 1<<16), so there is no branch to mispredict half
-// the time.
+// plainHours writes the change times of spike-free hours [from, to) to at
+// from n and returns the end; n counts a slot by bit 31 of draw-bound, no branch.
 func (m *model) plainHours(at []int64, n int, from, to int64) int {
 	id, odds := m.id, m.odds
 	s := from * slotsPerHour
@@ -703,21 +607,15 @@ func (m *model) plainHours(at []int64, n int, from, to int64) int {
 	return n
 }
 
-// secondOf is the second of its slot at which a slot's hash has the price
-// change: (x>>16) % slotSec, divided in floating point, where the
-// compiler's integer division would take two registers the loop above
-// needs. a = x>>16 is under 2^48, so a+0.5 is exact and (a+0.5)·(1/slotSec)
-// is within 2^48/slotSec·2^-52 < 1e-4 of (a+0.5)/slotSec, whose
-// fractional part is at least 0.5/slotSec > 5e-4 from the integers:
-// truncating it gives ⌊a/slotSec⌋ exactly.
+// secondOf is (x>>16) % slotSec by a float multiply, exact here, which spares
+// the registers an integer division would take.
 func secondOf(x uint64) int64 {
 	a := int64(x >> 16)
 	return a - int64((float64(a)+hot.half)*hot.perSlot)*slotSec
 }
 
-// hourTimes writes the change times of hour h in (from, to], with its
-// spike's if it has one, to at from n, and returns where they end. A
-// spike is added to spikes.
+// hourTimes writes hour h's change times in (from, to], its spike's too, to at
+// from n, and returns the end.
 func (m *model) hourTimes(at []int64, n int, h, from, to int64, spikes []spikeAt) (int, []spikeAt) {
 	var hr [slotsPerHour + 2]int64
 	k := m.plainHours(hr[:], 0, h, h+1)
@@ -755,8 +653,7 @@ func (m *model) inForce(t int64) (int64, float64) {
 	return at, float64(q) / priceScale
 }
 
-// inForceTicks is inForce in ticks; sc may be nil. The price changes at
-// least every forcedEvery slots: it looks back hour by hour.
+// inForceTicks is inForce in ticks; sc may be nil.
 func (m *model) inForceTicks(t int64, sc *scratch) (int64, int64) {
 	if m.monthly {
 		return m.monthAt(floorDiv(t-m.monthOffset(), monthSec))

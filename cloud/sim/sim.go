@@ -1,19 +1,6 @@
-// Package sim is the embedded simulated GPU market: the default source when
-// no cloud is configured. It imitates the three clouds — real AWS regions
-// and zones, real Azure regions with zones "1", "2", "3", real Google
-// regions and zones (gcp.go), the real GPU families
-// and their list prices — and its spot prices move with a daily and a
-// weekly cycle, a random walk and rare spikes, always 60-91 % below
-// on-demand. Interruption buckets start from AWS's Spot Advisor figures of
-// June 2025.
-//
-// Everything is deterministic for a seed: a pool's price at t is a pure
-// function of (seed, pool, t), so history and live ticks agree however they
-// are asked for, and nothing is generated until a Fetch asks for it.
-//
-// The Market also sells capacity blocks, books them and launches fleets, in
-// memory, so the whole booking flow works without a cloud account. Every
-// pool, offering and event says it is simulated.
+// Package sim is the embedded simulated GPU market, the default source: it
+// imitates the clouds' regions, GPU families and list prices, and sells, books
+// and launches in memory. Prices are deterministic for a seed (price.go).
 package sim
 
 import (
@@ -34,9 +21,7 @@ const Name = "sim"
 type Options struct {
 	// Seed picks one of the possible markets (config sim.seed).
 	Seed int64
-	// Now is the clock for offerings, bookings and fleets (default
-	// time.Now; a fast Clock's Now under GPUMARKET_SIM_SPEED). Fetch
-	// takes its times from the request, so the hub must share this clock.
+	// Now dates offerings, bookings and fleets (default time.Now); the hub must share it.
 	Now func() time.Time
 }
 
@@ -62,8 +47,7 @@ type simPool struct {
 	avail availModel
 }
 
-// regionPools are the pools of one region, grouped by family: a family is
-// one chunk of a back-fill.
+// regionPools are a region's pools by family, one back-fill chunk each.
 type regionPools struct {
 	name     string
 	families [][]*simPool
@@ -120,9 +104,7 @@ func New(opt Options) *Market {
 // Name returns "sim".
 func (m *Market) Name() string { return Name }
 
-// Describe says what the simulated market is: made up, kept in this
-// process's memory, imitating both clouds' regions and terms. It answers
-// in memory, in the caller's process: any error of its but a cancelled
+// Describe says the market is made up and in memory; any error but a cancelled
 // context is its answer.
 func (m *Market) Describe() domain.Descriptor { return Descriptor }
 
@@ -134,10 +116,7 @@ var Descriptor = domain.Descriptor{
 	Declined: func(error) bool { return true },
 }
 
-// Now is the market's clock: what its offerings, bookings and fleets are
-// dated by. Code that acts on the simulated market at a fast speed (the
-// hub, the ledger, a job's driver) reads the time here or from the same
-// Clock.
+// Now is the market's clock; code acting on it at a fast speed reads it here.
 func (m *Market) Now() time.Time { return m.opt.Now() }
 
 // Seed returns the market's seed.
@@ -152,9 +131,7 @@ func (m *Market) Pools(t time.Time) []domain.Pool {
 	return out
 }
 
-// describe returns the pool's description at t: its interruption bucket is
-// one step calmer on the region's weekend, its placement score a point
-// better.
+// describe returns the pool at t: one bucket calmer and a point better on the region's weekend.
 func (p *simPool) describe(t time.Time) domain.Pool {
 	d := p.spec.Desc
 	b, score := p.spec.Bucket, p.spec.Placement
@@ -178,8 +155,7 @@ func (p *simPool) describe(t time.Time) domain.Pool {
 	return d
 }
 
-// sameDescription reports whether the pool's description is the same at
-// both times: it moves only when the region's weekend starts or ends.
+// sameDescription reports whether the pool is described alike at both times.
 func (p *simPool) sameDescription(a, b time.Time) bool {
 	if b.Sub(a) >= 24*time.Hour {
 		return false // a whole weekend may lie between
@@ -189,14 +165,8 @@ func (p *simPool) sameDescription(a, b time.Time) bool {
 	return weekend(da) == weekend(db)
 }
 
-// Fetch reports the matching pools and their prices in [req.Since,
-// req.Until], plus the point in force at Since (the price before the window
-// counts as the price at its start). A back-fill goes region by region, one
-// chunk per instance family, with progress, and describes the pools as they
-// are at the later of req.Until and Options.Now; a live poll (Backfill false)
-// reports only the points in (Since, Until] and the descriptions that
-// changed in it (the hub knows the rest from its back-fill). A window
-// longer than 90 days is cut to its last 90 days.
+// Fetch reports the matching pools and prices in [Since, Until] with the point
+// in force at Since; a live poll only what changed in (Since, Until]. At most 90 days.
 func (m *Market) Fetch(ctx context.Context, req domain.FetchRequest, sink domain.Sink) error {
 	until := req.Until
 	if until.IsZero() {
@@ -215,8 +185,7 @@ func (m *Market) Fetch(ctx context.Context, req domain.FetchRequest, sink domain
 	return m.live(ctx, req.Query, since, until, sink)
 }
 
-// matching returns the region's families cut down to the pools the query
-// wants; empty families are dropped.
+// matching returns the region's non-empty families cut to the query's pools.
 func (m *Market) matching(q domain.Query, rp regionPools) [][]*simPool {
 	if !q.WantsRegion(rp.name) {
 		return nil
@@ -242,14 +211,12 @@ func (m *Market) backfill(ctx context.Context, q domain.Query, since, until time
 		families [][]*simPool
 	}
 	var todo []work
-	// Pools are described as they are now, not at the end of the window:
-	// extending the history to the past must not bring back old buckets.
+	// Described as now: extending history back must not bring back old buckets.
 	descAt := until
 	if now := m.opt.Now(); now.After(descAt) {
 		descAt = now
 	}
-	// Describe every pool and announce every region's chunk count first,
-	// so the progress bars know the whole job from the start.
+	// Chunk counts first, so the progress bars know the whole job.
 	for _, rp := range m.regions {
 		fams := m.matching(q, rp)
 		if len(fams) == 0 {
@@ -270,14 +237,8 @@ func (m *Market) backfill(ctx context.Context, q domain.Query, since, until time
 		return nil
 	}
 	from, to := since.Unix(), until.Unix()
-	// Regions are generated in parallel, each by one worker in chunk
-	// order (the sink may be called from several goroutines). A worker
-	// generates a pool into two columns it reuses, sized so they are
-	// allocated once (room for every slot's change and a spike's two an
-	// hour, the times' being written before they are counted), and sends
-	// the pool's compact Series, built there: in parallel, with no point
-	// passing through a PricePoint, its prices handed over in ticks so
-	// the encoder need not find their decimals.
+	// One worker per region in chunk order (the sink may be called concurrently);
+	// columns sized once per worker, Series built there with prices in ticks.
 	size := int((to-from)/3600+3) * (slotsPerHour + 2)
 	next := make(chan work)
 	errs := make(chan error, len(todo))
@@ -306,16 +267,14 @@ func (m *Market) backfill(ctx context.Context, q domain.Query, since, until time
 // maxWorkers caps the goroutines of a back-fill.
 const maxWorkers = 4
 
-// columns are a worker's scratch for one pool's points, the prices in
-// ticks.
+// columns are a worker's scratch for one pool's points, prices in ticks.
 type columns struct {
 	at, q []int64
 	scratch
 }
 
-// backfillRegion sends one region's history, one chunk per family: each
-// pool's point in force at from and its points in (from, to], as a
-// Series.
+// backfillRegion sends a region's history, one chunk per family: each pool's
+// point at from and its points in (from, to], as a Series.
 func (m *Market) backfillRegion(ctx context.Context, region string, families [][]*simPool, from, to int64, cols *columns, sink domain.Sink) error {
 	var hist []domain.PoolHistory
 	for i, fam := range families {
@@ -374,8 +333,7 @@ func (m *Market) live(ctx context.Context, q domain.Query, since, until time.Tim
 	return nil
 }
 
-// SpotPrice returns the spot price of a pool in force at t, for fleets
-// and tests.
+// SpotPrice returns a pool's spot price in force at t.
 func (m *Market) SpotPrice(key domain.PoolKey, t time.Time) (float64, bool) {
 	p, ok := m.byKey[key.String()]
 	if !ok {

@@ -9,20 +9,15 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// planTerms are SageMaker training plans: the sim sells them in its AWS regions.
 var planTerms = domain.TrainingPlanTerms
 
-// planNote is what a buyer must know of a simulated training plan.
 const planNote = "simulated SageMaker training plan: paid upfront, no refund; it serves only its target resource (%s); its instances are reserved for its segments' windows only; SageMaker has no dry run"
 
 // planDryRun answers a dry run of a plan as the AWS provider does: SageMaker has none.
 const planDryRun = "SageMaker has no dry run for CreateTrainingPlan: the offering is still on sale at these terms; nothing was sent (simulated market)"
 
-// planOffers returns the training plans of n instances of an AWS pool for
-// the query: a one-segment plan at each start, and a two-segment plan that
-// splits the length in two whole-day windows a day or two apart, as
-// SearchTrainingPlanOfferings answers with several ReservedCapacityOfferings
-// when no single window holds the asked length.
+// planOffers returns training plans of n instances of an AWS pool: one segment
+// per start, and one split in two whole-day windows, as SageMaker answers.
 func (m *Market) planOffers(p *simPool, n int, v offerQuery) []domain.Offering {
 	if !v.plans || !planTerms.ValidCount(n) || planTerms.ValidDuration(v.dur) != nil {
 		return nil
@@ -83,7 +78,6 @@ func firstBlockStart(t time.Time) time.Time {
 	return day
 }
 
-// planID is a training plan offering's id, from the seed and every term including its segments.
 func (m *Market) planID(o domain.Offering) string {
 	parts := []string{"plan", o.Region, o.Zone, o.InstanceType, o.TargetResource,
 		fmt.Sprint(o.InstanceCount, int64(math.Round(o.UpfrontUSD*100)))}
@@ -93,13 +87,11 @@ func (m *Market) planID(o domain.Offering) string {
 	return fmt.Sprintf("tpo-%016x", mix(uint64(m.opt.Seed)*0x9e3779b97f4a7c15^strHash(parts...)))
 }
 
-// planARN is the ARN CreateTrainingPlan answers with, for a simulated plan.
 func planARN(o domain.Offering, h uint64) string {
 	return fmt.Sprintf("arn:aws:sagemaker:%s:000000000000:training-plan/gpumarket-%016x", o.Region, h)
 }
 
-// refreshPlan describes a plan offering again, as the same search answers
-// it now: the same segments and target, at today's price (and id).
+// refreshPlan describes a plan offering as the same search answers it now.
 func (m *Market) refreshPlan(p *simPool, o domain.Offering) (domain.Offering, error) {
 	v := offerQuery{instances: o.InstanceCount, dur: time.Duration(o.HeldHours() * float64(time.Hour)), startAfter: o.Start, startBefore: o.Start, plans: true}
 	for _, c := range m.planOffers(p, o.InstanceCount, v) {

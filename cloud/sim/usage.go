@@ -13,9 +13,8 @@ import (
 
 var _ domain.UsageReporter = (*Market)(nil)
 
-// usageProfile is how a simulated row's instances are used. Each row gets
-// one, from the seed and the row's id, so the Usage view has busy rows,
-// idle ones, late starters and rows without metrics with no account.
+// usageProfile is how a row's instances are used, from seed and row id: busy,
+// idle, late or without metrics.
 type usageProfile int
 
 const (
@@ -37,19 +36,11 @@ func (m *Market) profileOf(ref string) usageProfile {
 	return profileBusy
 }
 
-// maxUsageInstances bounds the instances a simulated report describes.
 const maxUsageInstances = MaxFleetTarget
 
-// Usage reports how a row's simulated instances ran: a pure function of
-// the seed, the row and the clock, so that every process and every span
-// asked for tells the same story. Instances of a block or reservation
-// start within the first hour of the window (a quarter into it for a late
-// row). A fleet's instances are those its launch placed (placement.go),
-// worked out again from the row's spec and the second its fleet id
-// carries: they start then, and each spot one is interrupted at the
-// second its pool's capacity falls below what the fleet holds there — the
-// times the fleet's view counts it gone — and is not replaced, as an EC2
-// instant fleet's are not. Utilization comes in hourly samples.
+// Usage reports how a row's simulated instances ran, a pure function of seed,
+// row and clock: a fleet's instances as its launch placed them (placement.go),
+// a block's starting within its window's first hour; hourly utilization samples.
 func (m *Market) Usage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.UsageReport{}, fmt.Errorf("sim usage of %s: %w", q.Ref, err)
@@ -87,11 +78,10 @@ func (m *Market) Usage(ctx context.Context, q domain.UsageQuery) (domain.UsageRe
 		if !in.Start.Before(stop) {
 			continue
 		}
-		// Each clock hour of its run has a busy sample.
 		if prof != profileNoMetrics {
 			noise := newHashPrefix("usage-busy", seed, q.Ref, strconv.Itoa(i))
 			for h := in.Start.Truncate(time.Hour); h.Before(stop); h = h.Add(time.Hour) {
-				s0, s1 := maxT(h, in.Start), minT(h.Add(time.Hour), stop)
+				s0, s1 := domain.Later(h, in.Start), domain.Earlier(h.Add(time.Hour), stop)
 				if s1.After(s0) && !s1.Before(q.From) {
 					in.Busy = append(in.Busy, domain.BusySample{At: s0, Period: s1.Sub(s0),
 						Share: busyShare(prof, unit(noise.withInt(h.Unix())), h)})
@@ -109,9 +99,8 @@ func (m *Market) Usage(ctx context.Context, q domain.UsageQuery) (domain.UsageRe
 	return rep, nil
 }
 
-// bookedRuns are the instances of a block or reservation: each starts
-// within the first 45 minutes of the window, a quarter into it for a
-// late row; none is interrupted.
+// bookedRuns are a block's or reservation's instances: started within 45
+// minutes (a quarter in for a late row), never interrupted.
 func (m *Market) bookedRuns(q domain.UsageQuery, seed string, prof usageProfile, end time.Time) []domain.InstanceUsage {
 	n := min(q.InstanceCount, maxUsageInstances)
 	types := q.InstanceTypes
@@ -138,9 +127,7 @@ func (m *Market) bookedRuns(q domain.UsageQuery, seed string, prof usageProfile,
 	return out
 }
 
-// fleetRuns are the instances a fleet's launch placed, in the order of its
-// placement: the on-demand base, then each spot pool's. Its spec is the
-// row's; the second it was placed is its fleet id's, else the row's start.
+// fleetRuns are the instances a fleet's launch placed, placed at its fleet id's second, else the row's start.
 func (m *Market) fleetRuns(q domain.UsageQuery, seed string, end time.Time) ([]domain.InstanceUsage, error) {
 	spec := domain.FleetSpec{Region: q.Region, InstanceTypes: q.InstanceTypes, Zones: q.Zones, TargetCapacity: q.InstanceCount,
 		OnDemandBase: q.OnDemand, Strategy: q.Strategy, MaxPriceUSD: q.MaxPriceUSD}
@@ -183,23 +170,19 @@ func usageInstanceID(seed, ref string, i int) string {
 	return fmt.Sprintf("i-%017x", strHash("usage-instance", seed, ref, fmt.Sprint(i))>>4)
 }
 
-// busyShare is an instance's utilization in the clock hour h, from a
-// noise in [0, 1) drawn for the instance and the hour.
+// busyShare is an instance's utilization in hour h from a noise in [0, 1).
 func busyShare(prof usageProfile, noise float64, h time.Time) float64 {
 	switch prof {
 	case profileIdle:
 		return round3(0.01 + 0.07*noise)
 	}
-	// Working hours (UTC) busy, nights half idle.
 	if hr := h.UTC().Hour(); hr >= 7 && hr < 21 {
 		return round3(0.75 + 0.23*noise)
 	}
 	return round3(0.15 + 0.5*noise)
 }
 
-// hashPrefix is strHash's FNV-1a state after its leading parts: it hashes
-// many part lists that share them — an instance's every hour — without
-// hashing the shared parts again or formatting through fmt.
+// hashPrefix is strHash's state after shared leading parts, hashed once.
 type hashPrefix uint64
 
 const (
@@ -215,14 +198,12 @@ func newHashPrefix(parts ...string) hashPrefix {
 	return hashPrefix(h)
 }
 
-// withInt is strHash of the prefix's parts and v in decimal.
 func (h hashPrefix) withInt(v int64) uint64 {
 	var buf [24]byte
 	return mix(fnvAdd(uint64(h), strconv.AppendInt(buf[:0], v, 10)))
 }
 
-// fnvAdd hashes one part and its 0 separator into an FNV-1a state, as
-// strHash does.
+// fnvAdd hashes one part and its 0 separator, as strHash does.
 func fnvAdd[T string | []byte](h uint64, part T) uint64 {
 	for i := 0; i < len(part); i++ {
 		h ^= uint64(part[i])
@@ -233,8 +214,7 @@ func fnvAdd[T string | []byte](h uint64, part T) uint64 {
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
-// usageZone picks the zone an instance of a fleet ran in: one of the
-// region's pools of its type.
+// usageZone picks a zone of the region's pools of the type for a fleet's instance.
 func (m *Market) usageZone(region, typ, seed, ref string, i int) string {
 	var zones []string
 	for _, p := range m.pools {
@@ -246,18 +226,4 @@ func (m *Market) usageZone(region, typ, seed, ref string, i int) string {
 		return ""
 	}
 	return zones[strHash("usage-zone", seed, ref, fmt.Sprint(i))%uint64(len(zones))]
-}
-
-func maxT(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minT(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

@@ -106,6 +106,12 @@ func (r *run) exec(p policy) outcome {
 		r.lanes[i].rewindTo(sp.start)
 		r.hasMix = r.hasMix || r.lanes[i].mix
 	}
+	return r.resume(p)
+}
+
+// resume carries the job on with the policy from the run's state.
+func (r *run) resume(p policy) outcome {
+	sp := r.sp
 	const eps = 1e-9
 	for step := 0; ; step++ {
 		if r.progress() >= sp.work-eps {

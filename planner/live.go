@@ -21,6 +21,8 @@ type LiveLane struct {
 	USDHour      float64 `json:"usd_hour"` // for all the instances
 	Speed        float64 `json:"speed"`
 	Score        float64 `json:"score"`
+	// Risk is the pool's spot process the plan drew (zero on-demand).
+	Risk Risk `json:"risk,omitzero"`
 }
 
 // LiveJob is a planned job's terms (hours from its start), policy and lanes.
@@ -244,7 +246,7 @@ func CarryOut(job Job, m Market, opt Options, strategy string) (Result, LiveJob,
 	}
 	liveLane := func(c *candidate, usd float64) LiveLane {
 		return LiveLane{Pool: c.p.Key, Provider: c.p.Provider, Region: c.p.Region, Zone: c.p.Zone, InstanceType: c.p.InstanceType,
-			Instances: c.n, USDHour: usd, Speed: c.speed, Score: c.score}
+			Instances: c.n, USDHour: usd, Speed: c.speed, Score: c.score, Risk: c.risk}
 	}
 	var spot []*candidate
 	if strategy != StrategyOnDemand {
@@ -261,7 +263,7 @@ func CarryOut(job Job, m Market, opt Options, strategy string) (Result, LiveJob,
 	}
 	if c := byKey[odKey]; c != nil {
 		l := liveLane(c, c.odUSD)
-		l.Score = c.odScore
+		l.Score, l.Risk = c.odScore, Risk{}
 		lj.OnDemand = &l
 	}
 	if len(spot) > 0 {

@@ -79,8 +79,9 @@ pools a policy may choose among; they are taken to start at the same time.
 
 From --starts start times drawn with --seed over the traces, it runs the job
 (--job-hours of work, done within --deadline-hours, a --changeover at each start
-or switch; --instances at once, progressing only while a pool has them all)
-with each policy and prints one row per policy:
+or switch; --instances at once, progressing only while it holds them all: the
+planner may hold part of them on spot in a pool that has them and the rest on
+on-demand) with each policy and prints one row per policy:
 
   on-demand         on-demand from the start
   greedy            Can't Be Late's Greedy: spot when there, on-demand to the end
@@ -204,7 +205,7 @@ them; it says where it wrote them.`,
 	fl.DurationVar(&f.changeover, "changeover", 12*time.Minute, "wall time a start or switch costs")
 	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints; 0 keeps all progress at an interruption (the published model)")
 	fl.StringVar(&f.starts, "starts", "300", "start times drawn over the traces, or all (every start slot)")
-	fl.IntVar(&f.instances, "instances", 1, "instances the job holds at once; it progresses only while a pool has them all")
+	fl.IntVar(&f.instances, "instances", 1, "instances the job holds at once; it progresses only while it holds them all (a trace's data are counts)")
 	fl.BoolVar(&f.predict, "predict", false, "beside each policy's realized cost, what the Monte Carlo predicted at each start from the traces before it")
 	fl.BoolVar(&f.sim, "sim", false, "write traces of the simulated market and replay them")
 	fl.StringVar(&f.simType, "instance-type", "p3.2xlarge", "with --sim: the instance type whose pools to record")

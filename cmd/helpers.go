@@ -105,13 +105,6 @@ func readLine(r io.Reader) (string, error) {
 	}
 }
 
-func currency(c string) string {
-	if c == "" {
-		return "USD"
-	}
-	return c
-}
-
 func location(region, zone string) string {
 	if zone == "" {
 		return region

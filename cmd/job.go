@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/job"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
@@ -35,6 +36,7 @@ type jobRow struct {
 	PlanExpectedUSD float64                  `json:"plan_expected_usd" table:"%.2f"`
 	PlanP95USD      float64                  `json:"plan_p95_usd" table:"-"`
 	PlanOnTimePct   float64                  `json:"plan_on_time_pct" table:"-"`
+	OnTimePct       *float64                 `json:"on_time_pct" table:"-"`
 	MaxUSD          *float64                 `json:"max_usd" table:"-"`
 	HoldUSD         float64                  `json:"hold_usd" table:"-"`
 	Reason          *string                  `json:"reason" table:"-"`
@@ -81,6 +83,9 @@ func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove) jobRow 
 	if j.MaxUSD > 0 {
 		m := j.MaxUSD
 		out.MaxUSD = &m
+	}
+	if pct, ok := job.OnTimePct(j); ok && ledger.JobActive(j.State) {
+		out.OnTimePct = &pct
 	}
 	if !j.FinishedAt.IsZero() {
 		t := j.FinishedAt.UTC()
@@ -381,6 +386,9 @@ func writeJobTable(a *app, j ledger.Job, jr jobRow, rows []ledger.Entry, moves [
 	fmt.Fprintf(w, "  spent      $%.2f; plan expected $%.2f, p95 $%.2f, on time %.0f%%; hold $%.2f\n", j.SpentUSD, j.Plan.ExpectedUSD,
 		j.Plan.P95USD, j.Plan.OnTimePct, j.HoldUSD)
 	fmt.Fprintf(w, "  window     %s to %s\n", bothZones(j.Terms.Start), bothZones(j.Terms.Deadline))
+	if jr.OnTimePct != nil {
+		fmt.Fprintf(w, "  on time    %.0f%% chance as of its last review (plan %.0f%%)\n", *jr.OnTimePct, j.Plan.OnTimePct)
+	}
 	if j.Outlook != "" {
 		fmt.Fprintf(w, "  outlook    %s\n", j.Outlook)
 	}
@@ -537,13 +545,33 @@ func ptrLanes(l *planner.LiveLane) []planner.LiveLane {
 // to the log and stderr.
 func (a *app) jobDriver(svc *ledger.Service, ps []domain.Provider, tell func(string)) *job.Driver {
 	return job.New(svc, ps, job.Options{Logger: a.log, Actor: localActor(), Now: a.now, Speed: a.speed(),
-		Template: func(string) string { return a.cfg.AWS.LaunchTemplate },
+		Template: func(string) string { return a.cfg.AWS.LaunchTemplate }, Risk: a.poolRisk,
 		Alert: func(j ledger.Job, key, text string) {
 			a.log.Info("job", "job", j.ID, "alert", key, "text", text)
 			if tell != nil {
 				tell(text)
 			}
 		}})
+}
+
+// poolRisk is a pool's spot process in the running hub's latest snapshot,
+// for n instances; a process without a hub (job run) keeps the plan's.
+func (a *app) poolRisk(pool string, n int) (planner.Risk, bool) {
+	a.mu.Lock()
+	h := a.hub
+	a.mu.Unlock()
+	if h == nil {
+		return planner.Risk{}, false
+	}
+	snap := h.Snapshot()
+	if snap == nil {
+		return planner.Risk{}, false
+	}
+	i, ok := slices.BinarySearchFunc(snap.Pools, pool, func(p feed.PoolView, k string) int { return strings.Compare(p.Key, k) })
+	if !ok {
+		return planner.Risk{}, false
+	}
+	return planner.RiskOf(snap.Pools[i].Pool, a.planPriors()).ForInstances(n), true
 }
 
 // DriveJobs drives the ledger's jobs until Close, as every long-running

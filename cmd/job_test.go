@@ -1,16 +1,20 @@
 package cmd
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/planner"
 )
 
 // jobFields are the JSON fields of `job show`, in order.
 var jobFields = []string{"id", "state", "strategy", "gpus", "hours", "work_done_hours", "start", "deadline", "finished_at", "spent_usd",
-	"plan_expected_usd", "plan_p95_usd", "plan_on_time_pct", "max_usd", "hold_usd", "reason", "outlook", "progress_source", "rows", "moves"}
+	"plan_expected_usd", "plan_p95_usd", "plan_on_time_pct", "on_time_pct", "max_usd", "hold_usd", "reason", "outlook", "progress_source", "rows", "moves"}
 
 func TestJobStartRefusesBadUsage(t *testing.T) {
 	ok := []string{"job", "start", "--gpus", "16", "--gpu", "H100", "--hours", "48", "--deadline", "+72h", "--dry-run"}
@@ -86,8 +90,9 @@ func TestJobStartRunShowCancel(t *testing.T) {
 		t.Errorf("job show fields %v, want %v", keys, jobFields)
 	}
 	var shown []struct {
-		State string `json:"state"`
-		Rows  []struct {
+		State     string   `json:"state"`
+		OnTimePct *float64 `json:"on_time_pct"`
+		Rows      []struct {
 			Kind, State string
 		} `json:"rows"`
 		Moves []struct{ From, To, Reason string } `json:"moves"`
@@ -98,10 +103,50 @@ func TestJobStartRunShowCancel(t *testing.T) {
 	if shown[0].State != "running" || len(shown[0].Rows) == 0 || len(shown[0].Moves) == 0 || shown[0].Rows[0].Kind != "fleet" {
 		t.Errorf("after a review: %+v", shown[0])
 	}
+	// The safety net keeps the deadline: the review's chance is the plan's.
+	if o := shown[0].OnTimePct; o == nil || *o != 100 {
+		t.Errorf("on_time_pct after a review: %v, want 100", o)
+	}
+	if code, out, _ := runIn("job", "show", id); code != 0 || !strings.Contains(out, "on time    100% chance as of its last review (plan 100%)") {
+		t.Errorf("job show (text): exit %d:\n%s", code, out)
+	}
 	if code, out, errOut := runIn("job", "cancel", id, "-o", "json"); code != 0 || !strings.Contains(out, `"state":"cancelled"`) {
 		t.Errorf("cancel: exit %d %s %s", code, out, errOut)
 	}
 	if code, _, _ := runIn("job", "cancel", id); code != 1 {
 		t.Errorf("cancelling a cancelled job: exit %d, want 1", code)
+	}
+}
+
+// A long-running process's driver reads each lane's risk off its hub's
+// latest snapshot; without a hub (job run) it keeps the plan's.
+func TestJobDriverReadsTheHubsRisk(t *testing.T) {
+	isolate(t)
+	ctx := context.Background()
+	e, _, _ := testEnv(t, domain.Query{Providers: []string{"sim"}})
+	a := newCLI().appOf(ctx, e)
+	defer a.Close()
+	ps, err := a.Providers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := e.snapshotOf(ctx, ps, time.Minute)
+	if err != nil || len(snap.Pools) == 0 {
+		t.Fatalf("snapshot: %v", err)
+	}
+	pv := snap.Pools[len(snap.Pools)/2]
+	if _, ok := a.poolRisk(pv.Key, 2); ok {
+		t.Error("a risk read without a hub")
+	}
+	if _, err := a.waitReady(ctx, a.hubOver(ps), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := a.poolRisk(pv.Key, 2)
+	want := planner.RiskOf(pv.Pool, nil).ForInstances(2)
+	if !ok || got.InterruptionsPerHour <= 0 || got.InterruptionsPerHour != want.InterruptionsPerHour || got.Availability != want.Availability {
+		t.Errorf("risk of %s: %+v, %v; want %+v", pv.Key, got, ok, want)
+	}
+	if _, ok := a.poolRisk("sim/nowhere/none", 2); ok {
+		t.Error("a risk for a pool the market does not have")
 	}
 }

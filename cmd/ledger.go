@@ -14,58 +14,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
-// ledgerRow is one ledger row with DESIGN.md's fields, exactly. Values
-// that do not apply or are not known yet (a fleet's dates, the provider id
-// of an unknown purchase) are null.
-type ledgerRow struct {
-	ID            string     `json:"id"`
-	Kind          string     `json:"kind"`
-	Provider      string     `json:"provider"`
-	Cloud         string     `json:"cloud" table:"-"`
-	Region        string     `json:"region"`
-	Zone          *string    `json:"zone"`
-	InstanceType  string     `json:"instance_type"`
-	InstanceCount int        `json:"instance_count"`
-	GPUCount      float64    `json:"gpu_count" table:"%g"`
-	Start         *time.Time `json:"start"`
-	End           *time.Time `json:"end"`
-	// CommittedUSD is what the row may cost over its known window (null
-	// for a fleet with no end); CostSoFarUSD what it cost up to now;
-	// CostUSD its final cost, null until it is over. All come from
-	// ledger.FiguresOf, as every view's.
-	CommittedUSD float64   `json:"committed_usd" table:"%.2f"`
-	CostSoFarUSD float64   `json:"cost_so_far_usd" table:"%.2f"`
-	CostUSD      float64   `json:"cost_usd" table:"%.2f"`
-	State        string    `json:"state"`
-	ProviderRef  *string   `json:"provider_ref"`
-	Actor        string    `json:"actor" table:"-"`
-	CreatedAt    time.Time `json:"created_at"`
-	Error        *string   `json:"error"`
-	// Note is what happened that is not an error (who deleted a fleet, a
-	// row re-created from the cloud): the table shows it; DESIGN.md's
-	// JSON and CSV fields do not include it.
-	Note *string `json:"note" output:"table"`
-}
+// ledgerRow is a ledger row as every command writes it, through
+// present.Ledger: DESIGN.md's fields; what does not apply or is not known
+// yet (a fleet's dates, the provider id of an unknown purchase) is null.
+type ledgerRow = present.LedgerRow
 
-func ledgerRowOf(r ledger.Entry, now time.Time) ledgerRow {
-	f := ledger.FiguresOf(r, now)
-	out := ledgerRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region, Zone: optString(r.Zone),
-		InstanceType: r.InstanceType, InstanceCount: r.InstanceCount, GPUCount: r.GPUCount,
-		CommittedUSD: f.Committed, CostSoFarUSD: f.SoFar, CostUSD: f.Final,
-		State: r.State, ProviderRef: optString(r.ProviderRef), Actor: r.Actor, CreatedAt: r.CreatedAt.UTC(), Error: optString(r.Error),
-		Note: optString(r.Note)}
-	if !r.Start.IsZero() {
-		t := r.Start.UTC()
-		out.Start = &t
-	}
-	if !r.End.IsZero() {
-		t := r.End.UTC()
-		out.End = &t
-	}
-	return out
-}
+func ledgerRowOf(r ledger.Entry, now time.Time) ledgerRow { return present.NewLedgerRow(r, now) }
 
 func (cl *cli) ledgerCmd() *cobra.Command {
 	var output string

@@ -15,65 +15,10 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// offeringRow is one offering with DESIGN.md's fields, exactly. The
-// table shows its start and end in local time, as the TUI does (JSON and
-// CSV keep RFC 3339 UTC), its length as LENGTH ("48h", "43h17m~": ~
-// marks a length other than --duration's, kept by --flex-duration), and
-// for a reservation billed by the hour its rate as $/H beside the
-// total, so an hourly bill is never read as an upfront fee. Those two
-// are the table's only: JSON and CSV keep the contract's fields.
-type offeringRow struct {
-	ID            string    `json:"id"`
-	Provider      string    `json:"provider"`
-	Cloud         string    `json:"cloud" table:"-"`
-	Region        string    `json:"region"`
-	Zone          *string   `json:"zone"`
-	InstanceType  string    `json:"instance_type"`
-	GPUModel      string    `json:"gpu_model"`
-	GPUCount      float64   `json:"gpu_count" table:"%g"`
-	InstanceCount int       `json:"instance_count"`
-	Start         time.Time `json:"start" table:"local"`
-	End           time.Time `json:"end" table:"local"`
-	DurationHours float64   `json:"duration_hours" table:"-"`
-	Length        string    `json:"length" output:"table"`
-	UpfrontUSD    float64   `json:"upfront_usd" table:"%.2f"`
-	HourlyUSD     *float64  `json:"$/h" table:"%.2f" output:"table"`
-	Currency      string    `json:"currency" table:"-"`
-	USDGPUHour    *float64  `json:"usd_gpu_hour" table:"%.4f"`
-	Kind          string    `json:"kind"`
-	// Segments are the windows the offering holds: one for a block, a
-	// training plan's each; JSON text in CSV.
-	Segments segmentList `json:"segments" table:"-"`
-}
-
-// segmentRow is one segment as the contract writes it.
-type segmentRow struct {
-	InstanceType  string    `json:"instance_type"`
-	InstanceCount int       `json:"instance_count"`
-	Zone          *string   `json:"zone"`
-	Start         time.Time `json:"start"`
-	End           time.Time `json:"end"`
-}
-
-// segmentList is a list in JSON, and its JSON text in CSV (through String).
-type segmentList []segmentRow
-
-func (l segmentList) String() string {
-	b, err := marshal([]segmentRow(l))
-	if err != nil {
-		return ""
-	}
-	return string(b)
-}
-
-func segmentsOf(o domain.Offering) segmentList {
-	var out segmentList
-	for _, s := range o.Windows() {
-		out = append(out, segmentRow{InstanceType: s.InstanceType, InstanceCount: s.InstanceCount, Zone: optString(s.Zone),
-			Start: s.Start.UTC(), End: s.End.UTC()})
-	}
-	return out
-}
+// offeringRow is an offering as `offerings` writes it, through
+// present.Offerings: DESIGN.md's fields; the table shows START and END in
+// local time, LENGTH, and a reservation's hourly rate as $/H.
+type offeringRow = present.OfferingRow
 
 // offeringKinds are the kinds --kind accepts, from the terms gpumarket sells on.
 func offeringKinds() []string {
@@ -115,35 +60,7 @@ func checkKindTerms(kinds []string, count int, d time.Duration) error {
 	return nil
 }
 
-func offeringRowOf(o domain.Offering) offeringRow {
-	r := offeringRow{ID: o.ID, Provider: o.Provider, Cloud: string(o.Cloud), Region: o.Region, Zone: optString(o.Zone),
-		InstanceType: o.InstanceType, GPUModel: o.GPU.Model, GPUCount: o.GPUCount(), InstanceCount: o.InstanceCount,
-		Start: o.Start.UTC(), End: o.End.UTC(), DurationHours: o.HeldHours(), Length: lengthCell(o), UpfrontUSD: o.UpfrontUSD,
-		Currency: currency(o.Currency), USDGPUHour: present.Round(o.USDPerGPUHour(), 6), Kind: o.Terms().Kind,
-		Segments: segmentsOf(o)}
-	if o.HourlyUSD > 0 {
-		r.HourlyUSD = &o.HourlyUSD
-	}
-	return r
-}
-
-// flexMark follows the length of an offering kept by --flex-duration.
-const flexMark = "~"
-
-// lengthCell is an offering's length as the table shows it: whole hours
-// ("48h") or hours and minutes ("43h17m", as AWS sells some), marked
-// when it is not the length asked for.
-func lengthCell(o domain.Offering) string {
-	d := time.Duration(o.HeldHours() * float64(time.Hour)).Round(time.Minute)
-	s := fmt.Sprintf("%dh", int(d.Hours()))
-	if m := int(d.Minutes()) % 60; m != 0 {
-		s += fmt.Sprintf("%02dm", m)
-	}
-	if o.FlexLength {
-		s += flexMark
-	}
-	return s
-}
+func offeringRowOf(o domain.Offering) offeringRow { return offeringRow{Offering: o} }
 
 // whenForm is the accepted form of --start-after and --start-before:
 // the TUI's Blocks form reads them alike.
@@ -358,7 +275,7 @@ func (a *app) runOfferings(parent context.Context, q domain.OfferingQuery, timeo
 		for _, o := range res.Offerings {
 			if o.FlexLength {
 				fmt.Fprintf(e.errOut, "gpumarket: offerings: %s marks a length other than --duration %s, within --flex-duration %s\n",
-					flexMark, domain.FormatWindow(q.Duration), domain.FormatWindow(q.FlexDuration))
+					present.FlexMark, domain.FormatWindow(q.Duration), domain.FormatWindow(q.FlexDuration))
 				break
 			}
 		}

@@ -3,6 +3,7 @@ package cmd
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // Output formats of -o.
@@ -60,19 +64,14 @@ func checkOutput(format string) error {
 // tagged `output:"table"` is for people only: the table shows it, and JSON
 // and CSV (whose fields are DESIGN.md's contract) leave it out.
 //
-// A slice type with declared columns (a declaredTable: `prices`, whose
-// columns the market package declares once for the TUI and the CLI) is
-// written through those columns instead of its fields' tags.
+// Rows of a type whose columns package present declares (declared) are
+// written through those columns instead.
 func writeRows(w io.Writer, format string, rows any) error {
 	rv := reflect.ValueOf(rows)
 	if rv.Kind() != reflect.Slice {
 		return fmt.Errorf("writeRows: want a slice of structs, got %T", rows)
 	}
-	var cols []column
-	if d, ok := rows.(declaredTable); ok {
-		cols = d.columns()
-	}
-	rw, err := newColumnWriter(w, format, rv.Type().Elem(), cols)
+	rw, err := newRowWriter(w, format, rv.Type().Elem())
 	if err != nil {
 		return err
 	}
@@ -100,18 +99,6 @@ type rowWriter struct {
 // newRowWriter starts writing rows of type rowType (a struct, or a pointer
 // to one) and writes the header.
 func newRowWriter(w io.Writer, format string, rowType reflect.Type) (*rowWriter, error) {
-	return newColumnWriter(w, format, rowType, nil)
-}
-
-// declaredTable is a slice of rows whose columns are declared rather than
-// read from struct tags.
-type declaredTable interface {
-	columns() []column
-}
-
-// newColumnWriter is newRowWriter with the columns given; nil reads them
-// from the struct's json and table tags.
-func newColumnWriter(w io.Writer, format string, rowType reflect.Type, declared []column) (*rowWriter, error) {
 	if err := checkOutput(format); err != nil {
 		return nil, err
 	}
@@ -123,10 +110,13 @@ func newColumnWriter(w io.Writer, format string, rowType reflect.Type, declared 
 		return nil, fmt.Errorf("rows of %s: want flat structs", rowType)
 	}
 	rw := &rowWriter{format: format, typ: rowType, buf: bufio.NewWriterSize(w, 64<<10)}
-	if declared == nil {
-		declared = columnsOf(et)
+	var cols []column
+	if d, ok := declared[et]; ok {
+		cols = d()
+	} else {
+		cols = columnsOf(et)
 	}
-	for _, c := range declared {
+	for _, c := range cols {
 		if format == formatTable && c.tableFmt == "-" || format != formatTable && c.tableOnly {
 			continue
 		}
@@ -155,7 +145,7 @@ func newColumnWriter(w io.Writer, format string, rowType reflect.Type, declared 
 	default:
 		rw.tw = tabwriter.NewWriter(rw.buf, 0, 0, 2, ' ', 0)
 		for j, c := range rw.cols {
-			rw.rec[j] = strings.ToUpper(c.name)
+			rw.rec[j] = cmp.Or(c.head, strings.ToUpper(c.name))
 		}
 		fmt.Fprintln(rw.tw, strings.Join(rw.rec, "\t"))
 	}
@@ -186,6 +176,10 @@ func (rw *rowWriter) write(rows any) error {
 			err = rw.csv.Write(rw.rec)
 		default:
 			for j, c := range rw.cols {
+				if c.text != nil {
+					rw.rec[j] = c.text(r)
+					continue
+				}
 				rw.rec[j] = tableCell(c.value(r), c.tableFmt)
 			}
 			_, err = fmt.Fprintln(rw.tw, strings.Join(rw.rec, "\t"))
@@ -252,6 +246,39 @@ type column struct {
 	value    func(row reflect.Value) reflect.Value
 	// tableOnly is set for a column only the table shows.
 	tableOnly bool
+	// head and text, when set, are the table's header and cell.
+	head string
+	text func(row reflect.Value) string
+}
+
+// declared are the columns package present declares once for the TUI and
+// the CLI, by row type, read when a writer starts.
+var declared = map[reflect.Type]func() []column{
+	reflect.TypeFor[present.Row]():         func() []column { return fromPresent(present.MarketCols(present.Prices)) },
+	reflect.TypeFor[present.LedgerRow]():   func() []column { return fromPresent(present.Ledger) },
+	reflect.TypeFor[ledger.UsageRow]():     func() []column { return fromPresent(present.Usage) },
+	reflect.TypeFor[present.OfferingRow](): func() []column { return fromPresent(present.Offerings) },
+	reflect.TypeFor[present.PlanRow]():     func() []column { return fromPresent(present.Plan) },
+	reflect.TypeFor[present.DayTotal]():    func() []column { return fromPresent(present.Days) },
+	reflect.TypeFor[present.ActorTotal]():  func() []column { return fromPresent(present.Actors) },
+}
+
+// fromPresent reads rows of type E through columns declared in present.
+func fromPresent[E any](cols []*present.Col[*E]) []column {
+	out := make([]column, 0, len(cols))
+	for _, c := range cols {
+		if c.Field == "" {
+			continue
+		}
+		col := column{name: c.Field, tableFmt: c.Format, tableOnly: c.TableOnly, head: c.Head, value: func(r reflect.Value) reflect.Value {
+			return reflect.ValueOf(c.Value(r.Addr().Interface().(*E)))
+		}}
+		if c.Text != nil {
+			col.text = func(r reflect.Value) string { return c.Text(r.Addr().Interface().(*E)) }
+		}
+		out = append(out, col)
+	}
+	return out
 }
 
 func columnsOf(t reflect.Type) []column {

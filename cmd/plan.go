@@ -18,44 +18,14 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// planRow is one strategy of `gpumarket plan`. offering_id is what
-// `gpumarket book` takes; regions is a comma list. end is the median
-// finish of every run and end_p95 the finish 95 % of them reach by;
-// over_cap names the budget key (max_booking_usd, max_daily_usd) the
-// expected cost is over, null when under both. The table shows times in
-// local time with the zone, and the cap in words (CAP).
-type planRow struct {
-	Strategy              string    `json:"strategy"`
-	Provider              string    `json:"provider" table:"-"`
-	Cloud                 string    `json:"cloud"`
-	Regions               string    `json:"regions"`
-	InstanceType          string    `json:"instance_type"`
-	Instances             int       `json:"instances"`
-	GPUs                  float64   `json:"gpus" table:"%g"`
-	Start                 time.Time `json:"start" table:"local"`
-	End                   time.Time `json:"end" table:"local"`
-	EndP95                time.Time `json:"end_p95" table:"-"`
-	ExpectedCostUSD       *float64  `json:"expected_cost_usd" table:"%.2f"`
-	P95CostUSD            *float64  `json:"p95_cost_usd" table:"%.2f"`
-	OnTimePct             *float64  `json:"on_time_pct" table:"%.1f"`
-	ExpectedInterruptions *float64  `json:"expected_interruptions" table:"%.1f"`
-	USDPerUsefulGPUHour   *float64  `json:"usd_per_useful_gpu_hour" table:"%.3f"`
-	OfferingID            *string   `json:"offering_id"`
-	OverCap               *string   `json:"over_cap" table:"-"`
-	Assumptions           string    `json:"assumptions" table:"-"`
-	Cap                   string    `json:"cap" output:"table"`
-}
+// planRow is a strategy as `plan` writes it, through present.Plan:
+// offering_id is what `gpumarket book` takes; end is the median finish of
+// every run and end_p95 the finish 95 % reach by; over_cap names the
+// budget key the expected cost is over (CAP in the table).
+type planRow = present.PlanRow
 
 func planRowOf(r planner.Result, b config.Budget) planRow {
-	row := planRow{Strategy: r.Strategy, Provider: r.Provider, Cloud: r.Cloud, Regions: strings.Join(r.Regions, ","),
-		InstanceType: r.InstanceType, Instances: r.Instances, GPUs: r.GPUs, Start: r.Start.UTC(), End: r.End.UTC(), EndP95: r.EndP95.UTC(),
-		ExpectedCostUSD: present.Round(r.ExpectedCostUSD, 2), P95CostUSD: present.Round(r.P95CostUSD, 2), OnTimePct: present.Round(r.OnTimePct, 2),
-		ExpectedInterruptions: present.Round(r.ExpectedInterruptions, 3), USDPerUsefulGPUHour: present.Round(r.USDPerUsefulGPUHour, 4),
-		OfferingID: optString(r.OfferingID), Assumptions: r.Assumptions}
-	if key := planner.OverCap(r.ExpectedCostUSD, b.MaxBookingUSD, b.MaxDailyUSD); key != "" {
-		row.OverCap, row.Cap = &key, "over "+key
-	}
-	return row
+	return present.NewPlanRow(r, b.MaxBookingUSD, b.MaxDailyUSD)
 }
 
 // planFlags are plan's own flags as typed.
@@ -303,7 +273,7 @@ func (e *env) planTable(rows []planRow, results []planner.Result, onTime float64
 	over := false
 	for i, r := range rows {
 		fmt.Fprintf(e.out, "  %d. %s: %s\n", i+1, r.Strategy, r.Assumptions)
-		over = over || r.OverCap != nil
+		over = over || r.OverCap != ""
 	}
 	if over {
 		path := e.cfg.Path

@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"fmt"
-	"reflect"
 	"slices"
 	"time"
 
@@ -92,18 +91,3 @@ func (e *env) priceRows(snap *feed.Snapshot) priceTable {
 // priceTable is the rows of `prices`; writeRows prints them through
 // present.Prices.
 type priceTable []present.Row
-
-func (priceTable) columns() []column {
-	cols := make([]column, 0, len(present.Prices))
-	for _, c := range present.Prices {
-		cols = append(cols, column{name: c.Field, tableFmt: c.Format, value: func(r reflect.Value) reflect.Value {
-			return reflect.ValueOf(c.Value(r.Addr().Interface().(*present.Row)))
-		}})
-	}
-	// The table's AS_OF says "cached HH:MM" for rows from the history
-	// cache; JSON and CSV have as_of and cached.
-	cols = append(cols, column{name: present.ColAsOf.Field, tableOnly: true, value: func(r reflect.Value) reflect.Value {
-		return reflect.ValueOf(present.AsOfCell(r.Addr().Interface().(*present.Row)))
-	}})
-	return cols
-}

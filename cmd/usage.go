@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,81 +17,17 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// usageRow is one ledger row's usage with the README's fields, exactly.
-// start and end bound the span counted (the row's capacity within
-// --since, up to now); unknown figures are null.
-type usageRow struct {
-	ID              string    `json:"id"`
-	Kind            string    `json:"kind"`
-	Provider        string    `json:"provider"`
-	Cloud           string    `json:"cloud"`
-	Region          string    `json:"region"`
-	InstanceType    string    `json:"instance_type"`
-	GPUs            float64   `json:"gpus"`
-	Actor           string    `json:"actor"`
-	Start           time.Time `json:"start"`
-	End             time.Time `json:"end"`
-	BookedGPUHours  *float64  `json:"booked_gpu_hours"`
-	RunningGPUHours *float64  `json:"running_gpu_hours"`
-	BusyGPUHours    *float64  `json:"busy_gpu_hours"`
-	Interruptions   *int      `json:"interruptions"`
-	CostUSD         *float64  `json:"cost_usd"`
-	IdleUSD         *float64  `json:"idle_usd"`
-	MetricsSource   *string   `json:"metrics_source"`
-}
+// usageRow is one ledger row's usage as `usage` writes it, through
+// present.Usage: the README's fields; unknown figures are null.
+type usageRow = ledger.UsageRow
 
-// usageDayRow and usageActorRow are the totals of one UTC day (--by day)
-// or one actor (--by actor). Unknown figures of a row are left out of the
-// sums; rows_without_metrics counts the rows whose busy GPU-hours (so
-// idle cost) are unknown. (Flat structs: the row writer reads one level
-// of fields.)
-type usageDayRow struct {
-	Day               string   `json:"day"`
-	Rows              int      `json:"rows"`
-	BookedGPUHours    *float64 `json:"booked_gpu_hours"`
-	RunningGPUHours   *float64 `json:"running_gpu_hours"`
-	BusyGPUHours      *float64 `json:"busy_gpu_hours"`
-	Interruptions     int      `json:"interruptions"`
-	CostUSD           *float64 `json:"cost_usd"`
-	IdleUSD           *float64 `json:"idle_usd"`
-	RowsWithoutMetric int      `json:"rows_without_metrics"`
-}
-
-type usageActorRow struct {
-	Actor             string   `json:"actor"`
-	Rows              int      `json:"rows"`
-	BookedGPUHours    *float64 `json:"booked_gpu_hours"`
-	RunningGPUHours   *float64 `json:"running_gpu_hours"`
-	BusyGPUHours      *float64 `json:"busy_gpu_hours"`
-	Interruptions     int      `json:"interruptions"`
-	CostUSD           *float64 `json:"cost_usd"`
-	IdleUSD           *float64 `json:"idle_usd"`
-	RowsWithoutMetric int      `json:"rows_without_metrics"`
-}
-
-func usageRowOf(r ledger.UsageRow) usageRow {
-	out := usageRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, Cloud: r.Cloud, Region: r.Region,
-		InstanceType: r.InstanceType, GPUs: r.GPUs, Actor: r.Actor, Start: r.Start.UTC(), End: r.End.UTC(),
-		BookedGPUHours: present.Round(r.BookedGPUHours, 3), RunningGPUHours: present.Round(r.RunningGPUHours, 3), BusyGPUHours: present.Round(r.BusyGPUHours, 3),
-		CostUSD: present.Round(r.CostUSD, 2), IdleUSD: present.Round(r.IdleUSD, 2), MetricsSource: optString(r.MetricsSource)}
-	if r.Interruptions >= 0 {
-		n := r.Interruptions
-		out.Interruptions = &n
-	}
-	return out
-}
-
-func dayRowOf(t ledger.Total) usageDayRow {
-	return usageDayRow{Day: t.Key, Rows: t.Rows, BookedGPUHours: present.Round(t.BookedGPUHours, 3), RunningGPUHours: present.Round(t.RunningGPUHours, 3),
-		BusyGPUHours: present.Round(t.BusyGPUHours, 3), Interruptions: t.Interruptions, CostUSD: present.Round(t.CostUSD, 2), IdleUSD: present.Round(t.IdleUSD, 2),
-		RowsWithoutMetric: t.NoMetrics}
-}
-
-func actorRowOf(t ledger.Total) usageActorRow {
-	d := dayRowOf(t)
-	return usageActorRow{Actor: t.Key, Rows: d.Rows, BookedGPUHours: d.BookedGPUHours, RunningGPUHours: d.RunningGPUHours,
-		BusyGPUHours: d.BusyGPUHours, Interruptions: d.Interruptions, CostUSD: d.CostUSD, IdleUSD: d.IdleUSD, RowsWithoutMetric: d.RowsWithoutMetric}
-}
+// usageDayRow and usageActorRow are the totals of a UTC day (--by day) or
+// an actor (--by actor), through present.Days and present.Actors; unknown
+// figures of a row are left out of the sums.
+type (
+	usageDayRow   = present.DayTotal
+	usageActorRow = present.ActorTotal
+)
 
 // Groupings of `usage --by`.
 const (
@@ -172,23 +107,15 @@ func (a *app) runUsage(ctx context.Context, since time.Duration, by string, time
 	if output != formatTable {
 		switch by {
 		case byDay:
-			out := make([]usageDayRow, 0, len(rep.Days))
-			for _, t := range rep.Days {
-				out = append(out, dayRowOf(t))
-			}
-			return writeRows(e.out, output, out)
+			return writeRows(e.out, output, dayRows(rep))
 		case byActor:
 			out := make([]usageActorRow, 0, len(rep.Actors))
 			for _, t := range rep.Actors {
-				out = append(out, actorRowOf(t))
+				out = append(out, usageActorRow{Total: t})
 			}
 			return writeRows(e.out, output, out)
 		}
-		out := make([]usageRow, 0, len(rep.Rows))
-		for _, r := range rep.Rows {
-			out = append(out, usageRowOf(r))
-		}
-		return writeRows(e.out, output, out)
+		return writeRows(e.out, output, rep.Rows)
 	}
 	return writeUsageTable(e.out, rep, by)
 }
@@ -227,68 +154,43 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 // totals per day with a bar of booked, running and busy GPU-hours, per
 // actor, and over all. --by day or actor prints only that section.
 func writeUsageTable(w io.Writer, rep ledger.UsageReport, by string) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	num := func(v float64, f string) string {
-		if math.IsNaN(v) {
-			return "-"
-		}
-		return fmt.Sprintf(f, v)
-	}
 	if by == byRow {
-		fmt.Fprintf(tw, "ID\tKIND\tPROVIDER\tREGION\tINSTANCE_TYPE\tGPUS\tACTOR\tSTART (UTC)\tEND (UTC)\tBOOKED GPU-H\tRUNNING GPU-H\tBUSY GPU-H\tINTERRUPTIONS\tCOST $\tIDLE $\tMETRICS\n")
-		for _, r := range rep.Rows {
-			busy := num(r.BusyGPUHours, "%.1f")
-			if r.NoMetrics() {
-				busy = "no metrics"
-			}
-			intr := "-"
-			if r.Interruptions >= 0 {
-				intr = fmt.Sprint(r.Interruptions)
-			}
-			src := r.MetricsSource
-			if src == "" {
-				src = "no metrics"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Kind, r.Provider, r.Region,
-				r.InstanceType, present.GPUCount(r.GPUs), dashIfEmpty(r.Actor), r.Start.UTC().Format("2006-01-02 15:04"), r.End.UTC().Format("2006-01-02 15:04"),
-				num(r.BookedGPUHours, "%.1f"), num(r.RunningGPUHours, "%.1f"), busy, intr, num(r.CostUSD, "%.2f"), num(r.IdleUSD, "%.2f"), src)
+		if err := writeRows(w, formatTable, rep.Rows); err != nil {
+			return err
 		}
 		if len(rep.Rows) == 0 {
-			fmt.Fprintf(tw, "(nothing in the ledger ran since %s)\n", rep.Since.Format(time.RFC3339))
+			fmt.Fprintf(w, "(nothing in the ledger ran since %s)\n", rep.Since.Format(time.RFC3339))
 		}
-		fmt.Fprintln(tw)
+		fmt.Fprintln(w)
 	}
 	if by == byRow || by == byDay {
-		fmt.Fprintf(tw, "DAY (UTC)\tBOOKED GPU-H\tRUNNING GPU-H\tBUSY GPU-H\tBOOKED ▒ RUNNING ▓ BUSY █\tINTERRUPTIONS\tCOST $\tIDLE $\n")
-		peak := 0.0
-		for _, d := range rep.Days {
-			peak = math.Max(peak, d.BookedGPUHours)
+		if err := writeRows(w, formatTable, dayRows(rep)); err != nil {
+			return err
 		}
-		for _, d := range rep.Days {
-			busy := fmt.Sprintf("%.1f", d.BusyGPUHours)
-			if d.NoMetrics > 0 {
-				busy += fmt.Sprintf(" (%d without metrics)", d.NoMetrics)
-			}
-			fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%s\t%s\t%d\t%.2f\t%.2f\n", d.Key, d.BookedGPUHours, d.RunningGPUHours, busy,
-				ledger.Bar(d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, peak, 24), d.Interruptions, d.CostUSD, d.IdleUSD)
-		}
-		fmt.Fprintln(tw)
+		fmt.Fprintln(w)
 	}
 	if by == byRow || by == byActor {
-		fmt.Fprintf(tw, "ACTOR\tROWS\tBOOKED GPU-H\tRUNNING GPU-H\tBUSY GPU-H\tINTERRUPTIONS\tCOST $\tIDLE $\tWITHOUT METRICS\n")
-		for _, t := range append(append([]ledger.Total(nil), rep.Actors...), rep.All) {
-			key := t.Key
-			if key == "" {
-				key = "-"
-			}
-			if t.Key == "all" && len(rep.Actors) > 0 {
-				key = "ALL"
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%d\t%.2f\t%.2f\t%d\n", key, t.Rows, t.BookedGPUHours, t.RunningGPUHours,
-				t.BusyGPUHours, t.Interruptions, t.CostUSD, t.IdleUSD, t.NoMetrics)
+		rows := make([]usageActorRow, 0, len(rep.Actors)+1)
+		for _, t := range rep.Actors {
+			rows = append(rows, usageActorRow{Total: t})
 		}
+		return writeRows(w, formatTable, append(rows, usageActorRow{Total: rep.All, All: len(rep.Actors) > 0 && rep.All.Key == "all"}))
 	}
-	return tw.Flush()
+	return nil
+}
+
+// dayRows are the report's days, each with the busiest day's booked
+// GPU-hours for its bar.
+func dayRows(rep ledger.UsageReport) []usageDayRow {
+	peak := 0.0
+	for _, d := range rep.Days {
+		peak = math.Max(peak, d.BookedGPUHours)
+	}
+	out := make([]usageDayRow, len(rep.Days))
+	for i, d := range rep.Days {
+		out[i] = usageDayRow{Total: d, Peak: peak}
+	}
+	return out
 }
 
 // idleWarnings are the `ledger` lines for running rows over
@@ -307,13 +209,6 @@ func (a *app) idleWarnings(ctx context.Context, timeout time.Duration) []string 
 		out = append(out, "warning: "+strings.TrimSpace(al.String())+" (`gpumarket usage` for the figures)")
 	}
 	return out
-}
-
-func dashIfEmpty(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // usageTracker is the one usage tracker of the run, built on first use:

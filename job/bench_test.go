@@ -16,12 +16,23 @@ func cpuTime() time.Duration {
 // BenchmarkReview100Jobs is one review of 100 running jobs, each holding
 // a fleet (the ledger's fake cloud answers at once): what a driver costs
 // a minute. cpu-ms/op is the process's CPU time per review.
-func BenchmarkReview100Jobs(b *testing.B) {
+func BenchmarkReview100Jobs(b *testing.B) { benchReview(b, false) }
+
+// BenchmarkReview100UnsureJobs is that review when every job's on-time
+// chance is unsure (spot alone on a tight deadline): the most runs the
+// chance takes.
+func BenchmarkReview100UnsureJobs(b *testing.B) { benchReview(b, true) }
+
+func benchReview(b *testing.B, unsure bool) {
 	t := &testing.T{}
 	w := newFakeWorld(t)
 	_, svc, d := w.process(t)
 	for range 100 {
-		w.start(t, svc)
+		if unsure {
+			w.startLive(t, svc, tightSpot())
+		} else {
+			w.start(t, svc)
+		}
 	}
 	ctx := context.Background()
 	if pass, err := d.Review(ctx); err != nil || pass.Active != 100 || len(pass.Errs) > 0 {

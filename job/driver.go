@@ -1,8 +1,6 @@
-// Package job carries jobs out: a driver reviews each running job of the
-// ledger, reads what the clouds say of its fleets, and makes the moves
-// its plan's policy decides (planner.LiveJob), each launch through the
-// ledger's booking path. One driver holds a job at a time (a lease in the
-// ledger); any long-running gpumarket process may be it.
+// Package job carries jobs out: a driver (one per job, by a lease in the
+// ledger) reviews each running job and makes the moves its plan's policy
+// decides (planner.LiveJob), each launch through the ledger's booking path.
 package job
 
 import (
@@ -21,55 +19,46 @@ import (
 	"github.com/gpumarket/gpumarket/planner"
 )
 
-// CapacityReader is a provider that knows a pool's spot capacity now
-// and until when it holds (the simulated market's availability process).
+// CapacityReader knows a pool's spot capacity now and until when it holds.
 type CapacityReader interface {
 	SpotCapacity(pool string, instances int, t time.Time) (up bool, until time.Time, err error)
 }
 
-// FleetWatcher is a provider that can say how many of a fleet's
-// instances run now and are not being taken back (AWS: the fleet's
-// instances by DescribeInstances; Azure: the scale set's VMs). Others
-// are read through DescribeFleet.
+// FleetWatcher counts a fleet's instances that run and are not being taken
+// back; an error with a Partial() true method comes with a count that stands.
 type FleetWatcher interface {
 	WatchFleet(ctx context.Context, region, id string) (running int, err error)
 }
 
-// Defaults of a driver.
 const (
 	// Every is the longest a running job goes without a review.
 	Every = time.Minute
-	// LeaseFor is how long a lease lasts unless renewed: a driver that
-	// stops is taken over that long after its last review.
+	// LeaseFor: a driver that stops is taken over that long after its last review.
 	LeaseFor = 3 * time.Minute
-	// downFor is how long a pool whose launch found no capacity is
-	// taken as without it.
+	// downFor is how long a pool whose launch found no capacity is left alone.
 	downFor = 10 * time.Minute
 )
 
 // Options tune a driver.
 type Options struct {
-	// Now is the clock (default time.Now): jobs' times, leases and the
-	// model's progress all follow it.
 	Now func() time.Time
-	// Speed is how many times faster than the wall clock Now runs (the
-	// simulated market's sim.speed; 0 or 1 is the wall clock): waits
+	// Speed is how many times faster than the wall clock Now runs: waits
 	// between reviews are in wall time, so they shrink by it.
 	Speed  float64
 	Every  time.Duration
 	Lease  time.Duration
 	Logger *slog.Logger
-	// Alert is told what a user should hear of: a job done, failed,
-	// behind its line, switched to on-demand. key is stable per job and
+	// Alert is told what a user should hear of; key is stable per job and
 	// kind, so a notifier can say each once.
-	Alert func(j ledger.Job, key, text string)
-	// Template is the launch template (AWS) a job's fleets use, by
-	// provider; "" lets the provider choose.
+	Alert    func(j ledger.Job, key, text string)
 	Template func(provider string) string
-	Actor    string
+	// Risk, when set, is a pool's spot process on the market now, for n
+	// instances: the on-time chance reads it over the plan's.
+	Risk  func(pool string, instances int) (planner.Risk, bool)
+	Actor string
 }
 
-// Driver reviews the ledger's jobs. It is safe for concurrent use.
+// Driver reviews the ledger's jobs; it is safe for concurrent use.
 type Driver struct {
 	svc    *ledger.Service
 	st     *ledger.Store
@@ -78,12 +67,12 @@ type Driver struct {
 	holder string
 	wake   chan struct{}
 	mu     sync.Mutex // one review at a time
-	// hook, in tests, is called at each step of a move; an error stops
-	// the review there, as a process killed at that moment would.
+	// oddsLeft is what is left of a pass's runs beyond minRuns.
+	oddsLeft int
+	// hook, in tests, stops a review at a step as a kill would.
 	hook func(point string) error
 }
 
-// errKilled stops a review at a test's hook.
 var errKilled = errors.New("stopped at a test hook")
 
 func (d *Driver) at(point string) error {
@@ -96,8 +85,7 @@ func (d *Driver) at(point string) error {
 	return nil
 }
 
-// New returns a driver over the service's ledger and the providers in
-// use.
+// New returns a driver over the service's ledger and the providers in use.
 func New(svc *ledger.Service, provs []domain.Provider, opt Options) *Driver {
 	if opt.Now == nil {
 		opt.Now = time.Now
@@ -131,8 +119,7 @@ func New(svc *ledger.Service, provs []domain.Provider, opt Options) *Driver {
 // Holder names this driver in the jobs' leases.
 func (d *Driver) Holder() string { return d.holder }
 
-// gone reports whether a lease holder's process has ended (this host
-// only; elsewhere the lease's expiry decides).
+// gone reports whether a lease holder's process on this host has ended.
 func (d *Driver) gone(holder string) bool {
 	owner, _, _ := strings.Cut(holder, "#")
 	l, _ := d.st.ProcessLiveness(owner)
@@ -149,17 +136,15 @@ func (d *Driver) Wake() {
 
 // Pass is what one review of every job came to.
 type Pass struct {
-	// Active counts the jobs still to be driven (by anyone).
+	// Active counts the jobs still to be driven, by anyone; Next is the
+	// latest next review of this driver.
 	Active int
-	// Next is when this driver should review again at the latest.
-	Next time.Time
-	// Errs are the jobs whose review failed, and why.
-	Errs []error
+	Next   time.Time
+	Errs   []error
 }
 
-// Review reviews every active job once: their leases are taken in one
-// transaction and their routine progress saved in another, so a review
-// of many jobs commits twice, plus once per move.
+// Review reviews every active job once: leases taken in one transaction,
+// routine progress saved in another, plus one per move.
 func (d *Driver) Review(ctx context.Context) (Pass, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -190,6 +175,7 @@ func (d *Driver) Review(ctx context.Context) (Pass, error) {
 	}
 	runs := map[string]*jobRun{}
 	var batch []ledger.Job
+	d.oddsLeft = extraRuns * len(held)
 	for _, j := range held {
 		r, err := d.review(ctx, j, now)
 		switch {
@@ -236,9 +222,7 @@ func (d *Driver) Review(ctx context.Context) (Pass, error) {
 	return pass, nil
 }
 
-// Run reviews the jobs until ctx ends, at least every Options.Every and
-// whenever a job's next event comes; with untilIdle it returns once no
-// job is active.
+// Run reviews the jobs until ctx ends (with untilIdle, until none is active).
 func (d *Driver) Run(ctx context.Context, untilIdle bool) error {
 	for {
 		pass, err := d.Review(ctx)
@@ -261,38 +245,32 @@ func (d *Driver) Run(ctx context.Context, untilIdle bool) error {
 	}
 }
 
-// wallWait is the wall time until the next review is due: the clock's
-// time until next (at most Every), shrunk by its speed.
 func (d *Driver) wallWait(next time.Time) time.Duration {
 	wait := min(next.Sub(d.opt.Now()), d.opt.Every)
 	return max(time.Duration(float64(wait)/d.opt.Speed), 50*time.Millisecond)
 }
 
-// progress is a job's state as the ledger keeps it (Job.Progress).
 type progress struct {
 	planner.LiveState
-	// Key and Row are the launch key and ledger row of the lane held.
-	Key string `json:"key,omitempty"`
-	Row string `json:"row,omitempty"`
-	// DownUntil is, per spot lane, until when a launch there found no
-	// capacity.
+	Key       string      `json:"key,omitempty"`
+	Row       string      `json:"row,omitempty"`
 	DownUntil []time.Time `json:"down_until,omitempty"`
-	// Reported is the progress the job itself last reported; ReportErr
-	// why it could not be read.
+	// Reported is what the job itself last reported.
 	Reported  *float64 `json:"reported,omitempty"`
 	ReportErr string   `json:"report_error,omitempty"`
+	// OnTime is the on-time chance the last review computed.
+	OnTime  *float64 `json:"on_time,omitempty"`
+	OddsLow bool     `json:"odds_low,omitempty"`
 }
 
-// jobRun is one review of one job.
 type jobRun struct {
-	d    *Driver
-	j    ledger.Job
-	lj   planner.LiveJob
-	p    progress
-	now  time.Time
-	next time.Time
-	rows []ledger.Entry
-	// saved is set once the review wrote the job itself (it ended).
+	d     *Driver
+	j     ledger.Job
+	lj    planner.LiveJob
+	p     progress
+	now   time.Time
+	next  time.Time
+	rows  []ledger.Entry
 	saved bool
 }
 
@@ -313,8 +291,6 @@ func (d *Driver) review(ctx context.Context, j ledger.Job, now time.Time) (*jobR
 	return r, r.step(ctx)
 }
 
-// step carries the review out: read the world, count progress and
-// money, ask the policy, carry its move out, save.
 func (r *jobRun) step(ctx context.Context) error {
 	if r.now.Before(r.lj.Start) {
 		r.next = r.lj.Start
@@ -353,8 +329,9 @@ func (r *jobRun) step(ctx context.Context) error {
 	if limit := r.limit(); spent+r.hourOf(r.p.Cur)*r.d.opt.Every.Hours() > limit {
 		return r.finish(ctx, ledger.JobFailed, fmt.Sprintf("limit reached: $%.2f spent of $%.2f; everything it ran was ended", spent, limit))
 	}
+	var up []bool
 	for range 4 {
-		up := r.up()
+		up = r.up()
 		if !r.lj.Due(r.p.LiveState, up) {
 			break
 		}
@@ -373,15 +350,13 @@ func (r *jobRun) step(ctx context.Context) error {
 	if !r.p.Review.IsZero() && r.p.Review.Before(r.next) {
 		r.next = r.p.Review
 	}
+	r.odds(up)
 	r.outlook()
 	return nil
 }
 
-// readRows reads the job's rows and settles what a driver that stopped
-// left: a row whose outcome is unknown is looked up; a fleet that runs
-// and is not the lane held (a move cut short) is adopted if it is the
-// latest launch, ended otherwise, so nothing runs that the job does not
-// count.
+// readRows settles what a driver that stopped left: a running fleet not
+// the lane held is adopted if it is the latest launch, else ended.
 func (r *jobRun) readRows(ctx context.Context) error {
 	rows, err := r.d.st.JobRows(ctx, r.j.ID)
 	if err != nil {
@@ -398,8 +373,7 @@ func (r *jobRun) readRows(ctx context.Context) error {
 			return fmt.Errorf("launch %s (ledger row %s) is not settled yet: %s", row.IdemKey, row.ID, why)
 		}
 		if !settled {
-			// Unknown: looked up again at each review; if it turns out
-			// to run, it is ended then as not the job's lane.
+			// Looked up again at each review; ended if it turns out to run.
 			r.d.opt.Logger.Warn("job: a launch's outcome is unknown", "job", r.j.ID, "row", row.ID, "why", why)
 		}
 		if live(row) {
@@ -423,9 +397,8 @@ func (r *jobRun) readRows(ctx context.Context) error {
 	return nil
 }
 
-// readHeld reads the fleet of the lane held: gone, ended, or short of the
-// instances the lane holds (a gang progresses only with all of them) is
-// an interruption, said in the reason returned.
+// readHeld says why the lane held was interrupted, if it was: a gang
+// progresses only with all of its instances.
 func (r *jobRun) readHeld(ctx context.Context) (string, error) {
 	if r.p.Cur == planner.Idle {
 		return "", nil
@@ -445,6 +418,11 @@ func (r *jobRun) readHeld(ctx context.Context) (string, error) {
 		return fmt.Sprintf("%s: its fleet %s is %s", r.laneName(r.p.Cur), row.ProviderRef, row.State), nil
 	}
 	running, err := r.d.running(ctx, *row)
+	var partial interface{ Partial() bool }
+	if err != nil && errors.As(err, &partial) && partial.Partial() {
+		r.d.opt.Logger.Warn("job: read its fleet in part", "job", r.j.ID, "fleet", row.ProviderRef, "err", err)
+		err = nil
+	}
 	if err != nil {
 		if r.d.svc.Describe(row.Provider).Ephemeral {
 			return fmt.Sprintf("%s: the simulated fleet is gone (%v)", r.laneName(r.p.Cur), err), nil
@@ -453,12 +431,11 @@ func (r *jobRun) readHeld(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	if running < lane.Instances {
-		return fmt.Sprintf("%s interrupted at %s (%d of %d instances run)", r.laneName(r.p.Cur), r.now.UTC().Format("15:04"), running, lane.Instances), nil
+		return fmt.Sprintf("%s interrupted at %s (%d of %d instances run and are not being taken back)", r.laneName(r.p.Cur), r.now.UTC().Format("15:04"), running, lane.Instances), nil
 	}
 	return "", nil
 }
 
-// running counts a fleet's instances that run now.
 func (d *Driver) running(ctx context.Context, row ledger.Entry) (int, error) {
 	p := d.provs[row.Provider]
 	cctx, cancel := context.WithTimeout(ctx, d.svc.Timeout())
@@ -480,9 +457,7 @@ func (d *Driver) running(ctx context.Context, row ledger.Entry) (int, error) {
 	return f.Instances, nil
 }
 
-// up says which spot lanes have capacity now, as far as can be known: a
-// pool whose launch just found none is taken as without it for a while;
-// a provider with an availability process is asked; others are tried.
+// up says which spot lanes have capacity now, as far as can be known.
 func (r *jobRun) up() []bool {
 	up := make([]bool, len(r.lj.Lanes))
 	for i, l := range r.lj.Lanes {
@@ -506,8 +481,7 @@ func (r *jobRun) up() []bool {
 	return up
 }
 
-// carry carries a decision out. ok is false when a launch found no
-// capacity: the policy is asked again at once.
+// carry carries a decision out; !ok (no capacity) asks the policy again.
 func (r *jobRun) carry(ctx context.Context, mv planner.LiveMove, up []bool) (bool, error) {
 	if mv.To == r.p.Cur {
 		r.p.LiveState = r.lj.Apply(r.p.LiveState, mv, up)
@@ -571,9 +545,8 @@ func (r *jobRun) carry(ctx context.Context, mv planner.LiveMove, up []bool) (boo
 	return true, nil
 }
 
-// launch launches the lane's fleet through the ledger under the move's
-// key, covered by the job's hold; a fleet short of the lane's instances
-// is ended and counts as no capacity.
+// launch launches the lane's fleet under the move's key; a fleet short of
+// the lane's instances is ended and counts as no capacity.
 func (r *jobRun) launch(ctx context.Context, lane int, key string) (ledger.Entry, error) {
 	l := r.lj.Lane(lane)
 	spec := domain.FleetSpec{Provider: l.Provider, Region: l.Region, InstanceTypes: []string{l.InstanceType}, TargetCapacity: l.Instances,
@@ -591,8 +564,7 @@ func (r *jobRun) launch(ctx context.Context, lane int, key string) (ledger.Entry
 	res, err := r.d.svc.LaunchFleet(ctx, req)
 	var changed *ledger.EstimateChangedError
 	if errors.As(err, &changed) {
-		// The job's hold covers its launches at the prices in force;
-		// its limit is checked at each review.
+		// The job's hold covers its launches; its limit is checked at reviews.
 		req.Estimate = changed.Now
 		res, err = r.d.svc.LaunchFleet(ctx, req)
 	}
@@ -614,7 +586,6 @@ func (r *jobRun) actor() string {
 	return "job " + r.j.ID
 }
 
-// why says why the policy moves to lane `to`.
 func (r *jobRun) why(to int) string {
 	switch {
 	case to == planner.Idle:
@@ -627,7 +598,6 @@ func (r *jobRun) why(to int) string {
 	return "cheapest pool with capacity now"
 }
 
-// endHeld ends the fleet of the lane held.
 func (r *jobRun) endHeld(ctx context.Context, why string) {
 	for _, row := range r.rows {
 		if row.IdemKey == r.p.Key && r.p.Key != "" {
@@ -637,7 +607,6 @@ func (r *jobRun) endHeld(ctx context.Context, why string) {
 	r.p.Key, r.p.Row = "", ""
 }
 
-// end deletes a fleet of the job, if it may still run.
 func (r *jobRun) end(ctx context.Context, row ledger.Entry, why string) {
 	if row.ProviderRef == "" && row.State != ledger.StateScheduled {
 		return
@@ -650,7 +619,6 @@ func (r *jobRun) end(ctx context.Context, row ledger.Entry, why string) {
 	}
 }
 
-// endAll ends every fleet of the job that may still run.
 func (r *jobRun) endAll(ctx context.Context, why string) {
 	rows, err := r.d.st.JobRows(ctx, r.j.ID)
 	if err != nil {
@@ -662,7 +630,6 @@ func (r *jobRun) endAll(ctx context.Context, why string) {
 	r.p.Key, r.p.Row = "", ""
 }
 
-// finish ends what runs and ends the job.
 func (r *jobRun) finish(ctx context.Context, state, reason string) error {
 	r.endAll(ctx, reason)
 	if r.p.Cur != planner.Idle {
@@ -676,7 +643,7 @@ func (r *jobRun) finish(ctx context.Context, state, reason string) error {
 	if err := r.save(ctx); err != nil {
 		return err
 	}
-	if _, err := r.d.st.EndJob(ctx, r.j.ID, state, reason); err != nil {
+	if _, err := r.d.st.EndJob(ctx, r.j.ID, state, reason, r.now); err != nil {
 		return err
 	}
 	r.j.State = state
@@ -688,7 +655,6 @@ func (r *jobRun) finish(ctx context.Context, state, reason string) error {
 	return nil
 }
 
-// move records a move, fenced by the lease.
 func (r *jobRun) move(ctx context.Context, m ledger.JobMove) (ledger.JobMove, error) {
 	m.At = r.now
 	out, err := r.d.st.RecordMove(ctx, r.j.ID, r.d.holder, m)
@@ -698,7 +664,6 @@ func (r *jobRun) move(ctx context.Context, m ledger.JobMove) (ledger.JobMove, er
 	return out, err
 }
 
-// prepare puts the review's progress into the job, its lease renewed.
 func (r *jobRun) prepare() error {
 	b, err := json.Marshal(r.p)
 	if err != nil {
@@ -709,7 +674,6 @@ func (r *jobRun) prepare() error {
 	return nil
 }
 
-// save writes the job's progress and renews its lease at once.
 func (r *jobRun) save(ctx context.Context) error {
 	if err := r.prepare(); err != nil {
 		return err
@@ -719,7 +683,6 @@ func (r *jobRun) save(ctx context.Context) error {
 	return err
 }
 
-// spent is what the job's rows cost so far.
 func (r *jobRun) spent() float64 {
 	sum := 0.0
 	for _, row := range r.rows {
@@ -730,7 +693,6 @@ func (r *jobRun) spent() float64 {
 	return sum
 }
 
-// limit is what the job may spend: its --max-usd, else its hold.
 func (r *jobRun) limit() float64 {
 	if r.j.MaxUSD > 0 {
 		return r.j.MaxUSD
@@ -738,7 +700,6 @@ func (r *jobRun) limit() float64 {
 	return r.j.HoldUSD
 }
 
-// hourOf is what holding lane i costs an hour (0 idle).
 func (r *jobRun) hourOf(i int) float64 {
 	if l := r.lj.Lane(i); l != nil {
 		return l.USDHour
@@ -746,7 +707,6 @@ func (r *jobRun) hourOf(i int) float64 {
 	return 0
 }
 
-// outlook projects the finish on the lane held, for `job show`.
 func (r *jobRun) outlook() {
 	left := r.lj.Work - r.p.Progress()
 	l := r.lj.Lane(r.p.Cur)
@@ -763,15 +723,13 @@ func (r *jobRun) outlook() {
 		word = "late"
 	}
 	r.j.Outlook = fmt.Sprintf("%.1f h of work left; at this pace done %s (%s)", left, fin.UTC().Format("Jan 2 15:04 UTC"), word)
-	// Behind the plan's line: less done than a uniform pace to the
-	// deadline asks, with no on-demand held.
+	// Behind the plan's line: less done than a uniform pace asks.
 	line := r.lj.Work * r.now.Sub(r.lj.Start).Hours() / r.lj.Deadline.Sub(r.lj.Start).Hours()
 	if fin.After(r.lj.Deadline) && r.p.Progress() < line && r.d.opt.Alert != nil {
 		r.d.opt.Alert(r.j, r.j.ID+"/behind", fmt.Sprintf("job %s is behind its line: %.1f h of %.1f done", r.j.ID, r.p.Progress(), r.lj.Work))
 	}
 }
 
-// laneName names lane i for the moves: "aws us-east-1a p5.48xlarge spot".
 func (r *jobRun) laneName(i int) string {
 	l := r.lj.Lane(i)
 	if l == nil {
@@ -788,7 +746,7 @@ func (r *jobRun) laneName(i int) string {
 	return fmt.Sprintf("%s %s %d×%s %s", l.Provider, place, l.Instances, l.InstanceType, kind)
 }
 
-// laneOfKey reads the lane from a launch key ("<job>-<seq>-L<lane>").
+// laneOfKey reads the lane from a launch key "<job>-<seq>-L<lane>".
 func laneOfKey(key string) (int, bool) {
 	i := strings.LastIndex(key, "-L")
 	if i < 0 {
@@ -808,8 +766,8 @@ func short(s string) string {
 	return s
 }
 
-// Cancel ends the job and everything it runs, whoever drives it: the job
-// is recorded cancelled first, so no driver launches for it after.
+// Cancel records the job cancelled first, so no driver launches for it
+// after, then ends everything it runs.
 func Cancel(ctx context.Context, svc *ledger.Service, id, actor string) (ledger.Job, error) {
 	st := svc.Store()
 	j, err := st.GetJob(ctx, id)
@@ -823,7 +781,7 @@ func Cancel(ctx context.Context, svc *ledger.Service, id, actor string) (ledger.
 	if actor != "" {
 		reason = "cancelled by " + actor
 	}
-	if _, err := st.EndJob(ctx, j.ID, ledger.JobCancelled, reason); err != nil {
+	if _, err := st.EndJob(ctx, j.ID, ledger.JobCancelled, reason, svc.Now()); err != nil {
 		return j, err
 	}
 	rows, err := st.JobRows(ctx, j.ID)

@@ -34,8 +34,8 @@ func createFleets(f *ec2test.Server) []ec2test.Call {
 
 // TestJobOnTheEC2Fake carries a job out against the local EC2 with the
 // real SDK: 10 h of work due in 11 h on two zones with an on-demand
-// safety net. An interruption of its spot fleet leads, within one review,
-// to a launch in the other pool; the second run leaves no slack, so the
+// safety net. An interruption notice of its spot fleet leads, within one
+// review and before the instance stops, to a launch in the other pool; the second run leaves no slack, so the
 // safety net launches on-demand at the moment the policy named; at the
 // end every fleet of the job is deleted.
 func TestJobOnTheEC2Fake(t *testing.T) {
@@ -93,18 +93,24 @@ func TestJobOnTheEC2Fake(t *testing.T) {
 		t.Fatalf("first launch: %d calls, %v", len(cf), cf)
 	}
 
-	// Two hours in, EC2 takes one of its two instances back.
+	// Two hours in, EC2 gives one of its two instances its two-minute
+	// notice: the instance still runs, only its spot request says so.
 	for clk.Now().Before(t0.Add(2 * time.Hour)) {
 		pass := review()
 		clk.Set(pass.Next)
 	}
 	fleets := fake.Fleets()
 	first := fleets[0].ID
-	fake.Interrupt(first, 1)
+	if fake.Notice(first, 1) != 1 {
+		t.Fatal("no instance given a notice")
+	}
 	review()
 	cf = createFleets(fake)
 	if len(cf) != 2 || cf[1].Region != "us-west-2" || cf[1].Params.Get("LaunchTemplateConfigs.1.Overrides.1.AvailabilityZone") != "us-west-2b" {
-		t.Fatalf("after the interruption, one review: %d launches, last %+v", len(cf), cf[len(cf)-1])
+		t.Fatalf("after the notice, one review at once: %d launches, last %+v", len(cf), cf[len(cf)-1])
+	}
+	if moves, _ := st.JobMoves(ctx, j.ID); !strings.Contains(moves[len(moves)-2].Reason, "1 of 2 instances run and are not being taken back") {
+		t.Errorf("the move's reason: %+v", moves[len(moves)-2])
 	}
 	if fl := fake.Fleets()[0]; !fl.Terminated {
 		t.Errorf("the interrupted fleet %s was not deleted: %+v", first, fl)

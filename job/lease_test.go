@@ -43,17 +43,24 @@ func (w *fakeWorld) process(t *testing.T) (*ledger.Store, *ledger.Service, *job.
 }
 
 // fakeJob is 20 h of work on 2 instances over three zones with an
-// on-demand safety net, due in 30 h.
+// on-demand safety net, due in 30 h, each zone interrupted twice in 4 h.
 func (w *fakeWorld) start(t *testing.T, svc *ledger.Service, mods ...func(*job.Request)) ledger.Job {
 	t.Helper()
 	lj := planner.LiveJob{Policy: planner.StrategySafetyNet, Start: t0, Deadline: t0.Add(30 * time.Hour), Work: 20, D: 0.2, Checkpoint: 0.5, AnyAvail: 0.9,
 		OnDemand: &planner.LiveLane{Pool: "od", Provider: "aws", Region: "us-east-1", InstanceType: "p5.48xlarge", Instances: 2, USDHour: 196, Speed: 1, Score: 196}}
 	for i, z := range []string{"a", "b", "c"} {
 		lj.Lanes = append(lj.Lanes, planner.LiveLane{Pool: "aws/us-east-1/us-east-1" + z, Provider: "aws", Region: "us-east-1", Zone: "us-east-1" + z,
-			InstanceType: "p5.48xlarge", Instances: 2, USDHour: 60, Speed: 1, Score: 62 + float64(i)})
+			InstanceType: "p5.48xlarge", Instances: 2, USDHour: 60, Speed: 1, Score: 62 + float64(i),
+			Risk: planner.Risk{InterruptionsPerHour: 0.5, Availability: 0.8, GapMedianHours: 0.5}})
 	}
-	req := job.Request{Job: planner.Job{GPUs: 16, Models: []string{"H100"}, Hours: 20, Start: t0, Deadline: lj.Deadline, Checkpointable: true,
-		Checkpoint: 30 * time.Minute, Changeover: 12 * time.Minute}, Strategy: planner.StrategySafetyNet}
+	return w.startLive(t, svc, lj, mods...)
+}
+
+// startLive records a job carrying lj out, its plan on time 100 %.
+func (w *fakeWorld) startLive(t *testing.T, svc *ledger.Service, lj planner.LiveJob, mods ...func(*job.Request)) ledger.Job {
+	t.Helper()
+	req := job.Request{Job: planner.Job{GPUs: 16, Models: []string{"H100"}, Hours: lj.Work, Start: lj.Start, Deadline: lj.Deadline, Checkpointable: true,
+		Checkpoint: 30 * time.Minute, Changeover: 12 * time.Minute}, Strategy: lj.Policy}
 	for _, m := range mods {
 		m(&req)
 	}
@@ -105,7 +112,7 @@ func (w *fakeWorld) run(t *testing.T, st *ledger.Store, d *job.Driver, id string
 
 func (w *fakeWorld) check(t *testing.T, st *ledger.Store, j ledger.Job, name string) int {
 	t.Helper()
-	if j.State != ledger.JobDone || j.FinishedAt.After(j.Terms.Deadline) {
+	if j.State != ledger.JobDone || j.FinishedAt.After(j.Terms.Deadline) || j.FinishedAt.Before(j.Terms.Start.Add(20*time.Hour)) {
 		t.Errorf("%s: job %s, finished %s: %s", name, j.State, j.FinishedAt, j.Reason)
 	}
 	if a := w.fake.Active(); len(a) != 0 {

@@ -531,14 +531,15 @@ func (s *Store) JobOfRow(ctx context.Context, r Entry) string {
 	return id
 }
 
-// EndJob sets a job's final state (done, failed, cancelled) whoever holds
-// its lease: the user's cancel, or a driver that ended it. It returns
-// false when the job had already ended.
-func (s *Store) EndJob(ctx context.Context, id, state, reason string) (bool, error) {
+// EndJob sets a job's final state (done, failed, cancelled) at `at`
+// whoever holds its lease: the user's cancel, or a driver that ended it.
+// at is the caller's clock, which a fast simulated market runs ahead of
+// the wall's. It returns false when the job had already ended.
+func (s *Store) EndJob(ctx context.Context, id, state, reason string, at time.Time) (bool, error) {
 	if s.readOnly {
 		return false, ErrReadOnly
 	}
-	now := s.now()
+	now := at
 	res, err := s.db.ExecContext(ctx, `UPDATE jobs SET state = ?, reason = ?, finished_at = ?, updated_at = ? WHERE id = ? AND state IN (?, ?)`,
 		state, reason, fmtTime(now), fmtTime(now), id, JobScheduled, JobRunning)
 	if err != nil {

@@ -49,10 +49,10 @@ func TestJobRoundTrip(t *testing.T) {
 	if err != nil || len(js) != 1 {
 		t.Fatalf("active jobs: %v %v", js, err)
 	}
-	if ok, err := f.st.EndJob(ctx, j.ID, ledger.JobCancelled, "cancelled by tester"); !ok || err != nil {
+	if ok, err := f.st.EndJob(ctx, j.ID, ledger.JobCancelled, "cancelled by tester", time.Now()); !ok || err != nil {
 		t.Fatalf("end: %v %v", ok, err)
 	}
-	if ok, _ := f.st.EndJob(ctx, j.ID, ledger.JobDone, ""); ok {
+	if ok, _ := f.st.EndJob(ctx, j.ID, ledger.JobDone, "", time.Now()); ok {
 		t.Error("an ended job ended again")
 	}
 	if js, _ := f.st.ListJobs(ctx, ledger.JobScheduled, ledger.JobRunning); len(js) != 0 {
@@ -183,7 +183,7 @@ func TestJobHoldsCountAgainstEveryPurchase(t *testing.T) {
 		t.Errorf("day's spending after the job's launch: %v, want the hold alone (4000)", spent)
 	}
 	// Once the job ends, what it spent counts, not its hold.
-	f.st.EndJob(ctx, j.ID, ledger.JobDone, "")
+	f.st.EndJob(ctx, j.ID, ledger.JobDone, "", time.Now())
 	if spent, _ := f.st.DaySpent(ctx, t0); spent != 0 {
 		t.Errorf("day's spending after the job ended having spent nothing recorded: %v", spent)
 	}

@@ -21,36 +21,27 @@ const (
 // BacktestPolicies are the policies a backtest compares, in its order.
 var BacktestPolicies = []string{PolicyOnDemand, PolicyGreedy, PolicyUniformProgress, PolicyPlanner}
 
-// BacktestConfig is a job replayed on traces, with the prices of the
-// published comparison (an instance-hour of spot and of on-demand).
+// BacktestConfig is a job replayed on traces at instance-hour prices.
 type BacktestConfig struct {
 	JobHours, DeadlineHours      float64
 	SpotUSDHour, OnDemandUSDHour float64
 	Changeover                   time.Duration
-	// Checkpoint is the checkpoint interval; 0 keeps all progress at an
-	// interruption, as the published simulator does (the changeover
-	// stands for the loss).
+	// Checkpoint is the interval; 0 keeps all progress, as published.
 	Checkpoint time.Duration
 	// Starts is how many start times are drawn, uniformly over the traces.
 	Starts int
-	// AllStarts evaluates every start slot instead of drawing Starts of
-	// them: the figure without sampling noise.
+	// AllStarts evaluates every start slot: no sampling noise.
 	AllStarts bool
 	Seed      uint64
-	// Instances is how many instances the job holds at once; it
-	// progresses only while a pool has all of them (default 1).
+	// Instances is the gang's size (default 1); a trace's data are counts.
 	Instances int
-	// History is how far back before each start the planner policy may
-	// look to rank pools (default 7 days); nothing after the start is
-	// seen.
+	// History is what the planner may look back on (default 7 days).
 	History time.Duration
-	// Predict adds, for each run, what the Monte Carlo predicted at its
-	// start from the history before it (PredictRuns draws of the pools
-	// fitted on History, blended with Prior).
+	// Predict adds what the Monte Carlo predicted at each start from the
+	// history before it (PredictRuns draws).
 	Predict     bool
 	PredictRuns int
-	// Prior is the risk assumed where history is short (default: the
-	// V100 prior at the middle bucket, the public traces' GPU).
+	// Prior is the risk where history is short (default: V100, middle bucket).
 	Prior *Risk
 }
 
@@ -62,26 +53,20 @@ type BacktestRow struct {
 	MeanCostUSD          float64
 	SavingsVsOnDemandPct float64
 	P95CostUSD           float64
-	// With Predict: the means over runs of the expected cost, p95 cost and
-	// on-time share predicted at each start, and the share of runs whose
-	// realized cost was above their predicted p95.
+	// With Predict: the predictions' means and the share of runs above
+	// their predicted p95.
 	PredictedCostUSD, PredictedP95CostUSD float64
 	PredictedOnTimePct, OverP95Pct        float64
 }
 
-// Backtest replays the job from cfg.Starts random start times on the
-// traces, each a pool, with every policy. The per-pool policies (greedy,
-// uniform-progress) run on each pool alone, as published, and are
-// averaged over the pools; the planner may use every pool. All pools are
-// taken to start at the same time; the replay spans the shortest. A bad
-// setting is a *FieldError naming it as the CLI's flag does ("job-hours",
-// "trace", …).
+// Backtest replays the job on the traces (each a pool) with every policy:
+// greedy and uniform-progress per pool as published, the planner over all.
+// A bad setting is a *FieldError named as the CLI's flag.
 func Backtest(traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
 	return BacktestContext(context.Background(), traces, cfg)
 }
 
-// BacktestContext is Backtest that stops when ctx is done (between two
-// starts) and returns its error.
+// BacktestContext is Backtest that stops when ctx is done.
 func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
 	if err := cfg.check(traces); err != nil {
 		return nil, err
@@ -97,13 +82,13 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 	for i, t := range traces {
 		tls[i] = t.timeline(n)
 	}
+	mixes := mixLanes(traces, cfg)
 	W, D, d := cfg.JobHours, cfg.DeadlineHours, cfg.Changeover.Hours()
 	ckpt := cfg.Checkpoint.Hours()
 	spotUSD, odUSD := float64(n)*cfg.SpotUSDHour, float64(n)*cfg.OnDemandUSDHour
 	odCost := odUSD * (W + d)
 
-	// Starts on the tick grid, uniformly over what leaves room for the
-	// deadline.
+	// Starts on the tick grid, leaving room for the deadline.
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6a09e667f3bcc908))
 	slots := int(math.Floor((span-D)/quantum)) + 1
 	starts := make([]float64, cfg.Starts)
@@ -138,20 +123,16 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 			t.met++
 		}
 	}
-	// The predictions, made first and in parallel: each worker has its
-	// own read cursors over the traces.
+	// Predictions first, in parallel, each worker on its own cursors.
 	var preds [][][]prediction
 	if cfg.Predict {
 		preds = make([][][]prediction, len(starts))
 		parallel(ctx, len(starts), Options{}.workers(), func() func(int) {
-			own := make([]*timeline, len(tls))
-			for j, tl := range tls {
-				c := *tl
-				own[j] = &c
-			}
-			pr := newPredictor(traces, own, cfg, hist, quantum)
+			own, ownMix := cloneTimelines(tls), mixes.clone()
+			pr := newPredictor(traces, own, ownMix, cfg, hist, quantum)
 			return func(k int) {
 				lanes, anyAvail := learned(own, starts[k], hist, spotUSD, d, ckpt)
+				lanes = append(lanes, ownMix.learned(starts[k], hist, d, ckpt)...)
 				preds[k] = pr.at(k, starts[k], lanes, anyAvail)
 			}
 		})
@@ -168,6 +149,7 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 			res[PolicyOnDemand].met++
 		}
 		lanes, anyAvail := learned(tls, s, hist, spotUSD, d, ckpt)
+		lanes = append(lanes, mixes.learned(s, hist, d, ckpt)...)
 		var pd [][]prediction
 		if preds != nil {
 			pd = preds[k]
@@ -258,11 +240,9 @@ func (cfg *BacktestConfig) check(traces []Trace) error {
 	return nil
 }
 
-// learned is what the planner may know of the pools at a start: their
-// traces in the `hist` hours before it (nothing after). Each pool is
-// ranked by its interruptions per available hour, pulled towards a prior
-// by a day's weight so a short history does not decide alone; and how
-// often any pool had capacity sets the planner's reserve.
+// learned is what the planner may know at a start from the history before
+// it: each pool's score (its rate pulled towards a prior by a day's weight)
+// and how often any pool had capacity.
 func learned(tls []*timeline, start, hist, usd, d, ckpt float64) ([]lane, float64) {
 	const (
 		priorRate  = 0.5 // per hour: the middle of the traces' 0.1-1.4
@@ -292,7 +272,7 @@ func learned(tls []*timeline, start, hist, usd, d, ckpt float64) ([]lane, float6
 		}
 		rate := (downs + priorRate*weight) / (up + weight)
 		eff := efficiency(rate, d, ckpt)
-		lanes[i] = lane{usdHour: usd, speed: 1, tl: tls[i], score: usd / math.Max(eff, 1e-6)}
+		lanes[i] = lane{usdHour: usd, speed: 1, tl: tls[i], score: usd / math.Max(eff, 1e-6), rate: rate}
 		ups = append(ups, segs)
 	}
 	// How often any pool had capacity: the union of the up segments.
@@ -352,9 +332,8 @@ func (t *predTally) fill(r *BacktestRow) {
 // defaultPredictRuns are the draws of each prediction.
 const defaultPredictRuns = 300
 
-// predictor makes, at a start, the prediction a live plan would make:
-// each pool's risk fitted on its trace before the start, the policies
-// run over draws of it.
+// predictor predicts at a start as a live plan would: pools fitted on
+// the trace before it, the policies run over draws of them.
 type predictor struct {
 	traces []Trace
 	tls    []*timeline
@@ -367,9 +346,15 @@ type predictor struct {
 	od     lane
 	gens   []*renewal
 	drawn  []timeline
+	// Partial gangs: the whole gang's draw widened by its past covers.
+	mixes  mixSet
+	covers [][]gapCover
+	mixed  []timeline
+	mixSrc rand.PCG
+	mixRng *rand.Rand
 }
 
-func newPredictor(traces []Trace, tls []*timeline, cfg BacktestConfig, hist, quantum float64) *predictor {
+func newPredictor(traces []Trace, tls []*timeline, mixes mixSet, cfg BacktestConfig, hist, quantum float64) *predictor {
 	n := cfg.Instances
 	prior := scalePrior(DefaultPriors["V100"], middleBucket).ForInstances(n)
 	if cfg.Prior != nil {
@@ -387,11 +372,32 @@ func newPredictor(traces []Trace, tls []*timeline, cfg BacktestConfig, hist, qua
 		pr.gens = append(pr.gens, newRenewal())
 	}
 	pr.pRun, pr.pGap = priorSpells(prior)
+	pr.mixes = mixes
+	pr.mixed, pr.covers = make([]timeline, len(mixes.tls)), make([][]gapCover, len(mixes.tls))
+	pr.mixRng = rand.New(&pr.mixSrc)
 	return pr
 }
 
-// at returns the predictions at the k-th start s: [greedy per pool,
-// uniform-progress per pool, planner].
+// coversAt reads each pool's covers per level in [from, s).
+func (pr *predictor) coversAt(from, s float64) {
+	for b, tl := range pr.mixes.tls {
+		pr.covers[b] = coversOf(pr.tls[b%len(pr.tls)], tl, from, s)
+	}
+}
+
+// drawMixes widens run i's draw of each pool into its partial gangs'.
+func (pr *predictor) drawMixes(k, i int, D, zCov float64, fits []*Spells) {
+	for b := range pr.mixed {
+		j := b % len(pr.tls)
+		pr.mixSrc.Seed(pr.cfg.Seed, uint64(k)<<32|uint64(i)<<12|uint64(2048+b&0x7ff))
+		s := 1 / math.Sqrt(math.Max((fits[j].Hours+priorHours)/12, 1))
+		z := zCov
+		pr.mixed[b].widen(&pr.drawn[j], pr.covers[b], pr.mixRng, math.Exp(s*z-s*s/2))
+		pr.mixed[b].closeAt(D)
+	}
+}
+
+// at predicts at the k-th start: [greedy, uniform-progress per pool, planner].
 func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]prediction {
 	cfg := pr.cfg
 	from := math.Max(0, s-pr.hist)
@@ -400,6 +406,7 @@ func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]pr
 		fits[j] = fitRisk(tl, from, s, pr.prior, pr.pRun, pr.pGap, pr.traces[j].Name).Spells
 		pr.gens[j].setupSpells(fits[j])
 	}
+	pr.coversAt(from, s)
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(k)))
 	R := cfg.PredictRuns
 	pools := len(pr.tls)
@@ -415,12 +422,12 @@ func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]pr
 	for i := range R {
 		zRun, zGap := rng.NormFloat64(), rng.NormFloat64()
 		for j := range pr.drawn {
-			// Spells hours apart share a regime: the independent
-			// stretches of history are half-days (the prior's day is two).
+			// Spells share a regime: history counts in half-days.
 			pr.gens[j].uncertain(rng, (fits[j].Hours+priorHours)/12, zRun, zGap)
 			pr.gens[j].fill(&pr.drawn[j], cfg.Seed, uint64(k)<<32|uint64(i)<<12|uint64(j&0xfff), D)
 			pr.drawn[j].closeAt(D)
 		}
+		pr.drawMixes(k, i, D, -zGap, fits)
 		note := func(a *acc, o outcome) {
 			a.cost = append(a.cost, o.cost)
 			if o.onTime(D) {
@@ -435,7 +442,11 @@ func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]pr
 			note(&accs[1][j], r.exec(policyFor(PolicyUniformProgress, 0)))
 		}
 		for j := range plan {
-			plan[j].tl = &pr.drawn[j]
+			if j < pools {
+				plan[j].tl = &pr.drawn[j]
+			} else {
+				plan[j].tl = &pr.mixed[j-pools]
+			}
 		}
 		r := &run{sp: &pr.sp, lanes: plan, od: &pr.od}
 		note(&accs[2][0], r.exec(policyFor(PolicyPlanner, anyAvail)))

@@ -86,16 +86,22 @@ func TestBacktestKnownOutcomes(t *testing.T) {
 			t.Errorf("%s on a pool never there: %+v", r.Policy, r)
 		}
 	}
-	// Instances: 16 at once from a pool that has 8: never there; the
-	// costs are for all 16.
+	// Instances: 16 at once from a pool that has 8: never there for a
+	// whole gang; the planner holds a partial gang of 8 on spot and 8 on
+	// on-demand for the work and one changeover.
 	cfg := published
 	cfg.Instances = 16
 	rows, err = Backtest([]Trace{flat("eight.json", 8, week)}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows[3].MeanCostUSD < 16*3.06*48.2-1e-6 {
-		t.Errorf("16 instances from a pool of 8 ran on spot: %+v", rows[3])
+	for _, r := range rows[1:3] {
+		if r.MeanCostUSD < 16*3.06*48.2-1e-6 {
+			t.Errorf("%s: 16 instances from a pool of 8 ran on spot: %+v", r.Policy, r)
+		}
+	}
+	if mix := (8*0.918 + 8*3.06) * 48.2; math.Abs(rows[3].MeanCostUSD-mix) > 1e-6 || rows[3].DeadlinesMetPct != 100 {
+		t.Errorf("planner on a pool of 8 for 16: %+v, want $%.2f (8 on spot, 8 on on-demand)", rows[3], mix)
 	}
 	// The same seed draws the same starts; per-pool policies run once per
 	// pool per start.
@@ -153,7 +159,7 @@ func TestBacktestPredict(t *testing.T) {
 	cfg := BacktestConfig{JobHours: 24, DeadlineHours: 30, SpotUSDHour: 0.918, OnDemandUSDHour: 3.06,
 		Changeover: 12 * time.Minute, Seed: 1, Instances: 1, PredictRuns: 200}
 	od, spot := 3.06*24.2, 0.918*24.2
-	pr := newPredictor([]Trace{tr}, tls, cfg, 7*24, 1.0/6)
+	pr := newPredictor([]Trace{tr}, tls, mixLanes([]Trace{tr}, cfg), cfg, 7*24, 1.0/6)
 	for _, c := range []struct {
 		start          float64
 		lo, hi, actual float64

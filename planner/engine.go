@@ -1,6 +1,9 @@
 package planner
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // spec is one job as a run sees it, in hours on the run's clock.
 type spec struct {
@@ -8,13 +11,10 @@ type spec struct {
 	start    float64 // when the job may begin
 	deadline float64 // D
 	d        float64 // changeover per start or switch
-	// ckpt is the checkpoint interval in hours of running: 0 keeps all
-	// progress at an interruption (the published model, where the
-	// changeover stands for the loss), +Inf keeps none (not
-	// checkpointable: the job starts over).
+	// ckpt is the checkpoint interval: 0 keeps all progress (as published),
+	// +Inf keeps none.
 	ckpt float64
-	// quantum is the decision grid: a trace's tick (decisions are taken
-	// when the trace is sampled), 0 for continuous time.
+	// quantum is the decision grid (a trace's tick), 0 for continuous time.
 	quantum float64
 	// horizon ends a run that is not done.
 	horizon float64
@@ -39,6 +39,7 @@ type run struct {
 	odHours        float64
 	lastPreempt    int
 	lastPreemptAt  float64
+	hasMix         bool // some lane is a partial gang
 }
 
 // outcome is what a run came to.
@@ -51,8 +52,7 @@ type outcome struct {
 	left          float64 // work left when not done
 }
 
-// onTime is whether the run finished the job by the deadline: a run cut
-// off at its horizon did not, whenever that was.
+// onTime: done by the deadline (a run cut at its horizon is not).
 func (o outcome) onTime(deadline float64) bool { return o.done && o.finish <= deadline+1e-9 }
 
 func (r *run) odIdx() int { return len(r.lanes) }
@@ -66,8 +66,7 @@ func (r *run) lane(i int) *lane {
 
 func (r *run) progress() float64 { return r.saved + r.pending }
 
-// kept is the progress a voluntary switch keeps (a checkpoint is taken
-// first), none for a job that cannot checkpoint.
+// kept is what a voluntary switch keeps (it checkpoints first).
 func (r *run) kept() float64 {
 	if math.IsInf(r.sp.ckpt, 1) {
 		return 0
@@ -83,16 +82,13 @@ func (r *run) safe() float64 {
 	return r.saved
 }
 
-// move is a policy's decision: the lane to hold from now and when to be
-// asked again at the latest (availability changes, interruptions and the
-// job's end ask it anyway).
+// move is the lane to hold and the latest time to be asked again.
 type move struct {
 	to     int
 	review float64
 }
 
-// policy decides what to hold. It keeps no state between calls: what it
-// needs of the past is in the run.
+// policy decides what to hold, keeping no state between calls.
 type policy interface {
 	decide(r *run) move
 }
@@ -105,9 +101,17 @@ func (r *run) exec(p policy) outcome {
 	r.t, r.saved, r.pending, r.clock = sp.start, 0, 0, 0
 	r.cur, r.over, r.cost, r.interruptions, r.odHours = idle, 0, 0, 0, 0
 	r.lastPreempt, r.lastPreemptAt = idle, math.Inf(-1)
+	r.hasMix = false
 	for i := range r.lanes {
 		r.lanes[i].rewindTo(sp.start)
+		r.hasMix = r.hasMix || r.lanes[i].mix
 	}
+	return r.resume(p)
+}
+
+// resume carries the job on with the policy from the run's state.
+func (r *run) resume(p policy) outcome {
+	sp := r.sp
 	const eps = 1e-9
 	for step := 0; ; step++ {
 		if r.progress() >= sp.work-eps {
@@ -159,14 +163,12 @@ func (r *run) exec(p policy) outcome {
 	}
 }
 
-// inf is +Inf, for comparisons in the hot loop (math.Min is slower: it
-// minds NaN and signed zeros, which never occur here).
+// inf is +Inf for the hot loop's comparisons.
 var inf = math.Inf(1)
 
 func (r *run) switchTo(to int) {
 	if r.cur != idle {
-		// A voluntary switch checkpoints first; a job that cannot
-		// checkpoint starts over.
+		// A voluntary switch checkpoints first.
 		if math.IsInf(r.sp.ckpt, 1) {
 			r.saved = 0
 		} else {
@@ -193,8 +195,7 @@ func (r *run) preempt() {
 	r.cur, r.over = idle, 0
 }
 
-// advance moves the clock to `to`, paying for and progressing on the lane
-// held.
+// advance moves the clock to `to`, paying and progressing on the lane held.
 func (r *run) advance(to float64) {
 	dt := to - r.t
 	r.t = to
@@ -232,22 +233,19 @@ func (r *run) advance(to float64) {
 
 // nextChange is the earliest time any spot lane may change.
 func (r *run) nextChange() float64 {
-	_, next := r.scan(math.Inf(1), inf)
+	_, next := r.scan(math.Inf(1), inf, false)
 	return next
 }
 
-// scan finds, in one pass over the lanes, the available spot lane of
-// lowest score (-1 when none is up) and the earliest time any lane may
-// change, leaving out lanes whose score is maxScore or more. A lane
-// interrupted less than cooldown ago is taken only when no other is up:
-// interruptions repeat in a zone (SkyPilot moves on to the next region
-// after one).
-func (r *run) scan(cooldown, maxScore float64) (best int, next float64) {
+// scan finds the up lane of lowest score below maxScore among the partial
+// (mix) or whole gangs, and the next change; a lane just interrupted is
+// taken only if no other is up (interruptions repeat in a zone).
+func (r *run) scan(cooldown, maxScore float64, mix bool) (best int, next float64) {
 	best, fallback := -1, -1
 	next = math.Inf(1)
 	for i := range r.lanes {
 		l := &r.lanes[i]
-		if l.score >= maxScore {
+		if l.score >= maxScore || l.mix != mix {
 			continue
 		}
 		up, n := l.at(r.t)
@@ -269,4 +267,16 @@ func (r *run) scan(cooldown, maxScore float64) (best int, next float64) {
 		best = fallback
 	}
 	return best, next
+}
+
+// mixLevels are a partial gang's spot shares: n−1, 3n/4 and n/2 (less
+// than half saves too little to pay its changeovers).
+func mixLevels(n int) []int {
+	var out []int
+	for _, c := range []int{n - 1, (3*n + 3) / 4, (n + 1) / 2} {
+		if c >= 1 && c < n && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -8,20 +8,14 @@ import (
 	"sort"
 )
 
-// Spells are how long a pool's capacity stays and stays away, as fitted
-// from its history: gapSteps equal-probability quantiles of the lengths
-// of runs (capacity there) and of gaps, in hours. Runs are drawn from
-// them as they are, not as an exponential: in the public traces 13-33 %
-// of runs end within 12 minutes, where a memoryless model says 2-24 %.
+// Spells are fitted quantile tables of run and gap lengths (not memoryless).
 type Spells struct {
 	Run, Gap []float64
 	// Hours is the history they were fitted on.
 	Hours float64
 }
 
-// priorHours is how much history a prior counts for when it is blended
-// with a fit: a day, so a few hours of history move it a little and a
-// week of history decides.
+// priorHours is the history a prior counts for: a day.
 const priorHours = 24.0
 
 // spell is one stretch of a timeline in one state.
@@ -49,12 +43,8 @@ func spellsOf(tl *timeline, from, to float64) (runs, gaps []spell) {
 	return runs, gaps
 }
 
-// kaplanMeier returns the quantile table of the lengths, right-censored
-// where marked (Kaplan–Meier), and false when there are none. Past the
-// last ended length the survival left is spread as an exponential tail
-// with the mean of all lengths per ending; when none ended (a pool that
-// was there, or away, the whole window) the lengths are an exponential
-// whose mean is all of it, as if it ended now.
+// kaplanMeier is the quantile table of right-censored lengths, with an
+// exponential tail past the last ending (DESIGN.md); false for none.
 func kaplanMeier(ss []spell) ([]float64, bool) {
 	s := slices.Clone(ss)
 	sort.Slice(s, func(i, j int) bool { return s[i].hours < s[j].hours })
@@ -109,9 +99,7 @@ func kaplanMeier(ss []spell) ([]float64, bool) {
 	return q, true
 }
 
-// priorSpells are the tables of the parametric model: exponential runs at
-// the rate, log-normal gaps with the median and the mean availability
-// implies.
+// priorSpells are the parametric model's tables.
 func priorSpells(r Risk) (run, gap []float64) {
 	g := newRenewal()
 	g.setup(math.Max(r.InterruptionsPerHour, 1e-6), r.Availability, r.GapMedianHours)
@@ -123,9 +111,7 @@ func priorSpells(r Risk) (run, gap []float64) {
 	return run, g.gapQ
 }
 
-// blend is the quantile table of the mixture: a with weight w, b with
-// 1 − w (each table's entries are equally likely; both are ascending, so
-// they merge in one pass).
+// blend is the quantile table of a (weight w) mixed with b.
 func blend(a, b []float64, w float64) []float64 {
 	if w >= 1 {
 		return slices.Clone(a)
@@ -139,7 +125,6 @@ func blend(a, b []float64, w float64) []float64 {
 	for k := range out {
 		u := (float64(k) + 0.5) / gapSteps
 		for {
-			// The next smallest point of the two tables.
 			useA := j >= len(b) || (i < len(a) && a[i] <= b[j])
 			v, p := 0.0, 0.0
 			if useA {
@@ -170,11 +155,8 @@ func meanOf(xs []float64) float64 {
 	return s / float64(len(xs))
 }
 
-// FitRisk fits a pool's risk on its timeline over [from, to): the lengths
-// of its runs and gaps (Kaplan–Meier, the window's edges censoring),
-// blended with the prior's as if the prior were priorHours of history.
-// Its rate and availability follow from the blended lengths, so the
-// figures shown are those drawn. source names the history.
+// FitRisk fits a pool's risk on [from, to) of its timeline, blended with
+// the prior as priorHours of history; source names the history.
 func FitRisk(tl *timeline, from, to float64, prior Risk, source string) Risk {
 	pRun, pGap := priorSpells(prior)
 	return fitRisk(tl, from, to, prior, pRun, pGap, source)
@@ -218,8 +200,7 @@ func cumulative(xs []float64) []float64 {
 	return out
 }
 
-// underWay is what is left of the spell under way at a random time: a
-// spell drawn in proportion to its length, cut at a uniform point.
+// underWay is what is left of the spell under way at a random time.
 func underWay(rng *rand.Rand, q, cum []float64) float64 {
 	i := sort.SearchFloat64s(cum, rng.Float64()*cum[len(cum)-1])
 	return rng.Float64() * q[min(i, len(q)-1)]
@@ -250,12 +231,8 @@ func (g *renewal) fillSpells(tl *timeline, seed1, seed2 uint64, until float64) {
 	tl.cur = 0
 }
 
-// uncertain sets the draw's scales for a fit on n independent stretches
-// of history: a mean is known to about 1/√n, so each draw stretches the
-// lengths by a log-normal of that spread (a prediction from a week is
-// less sure than one from a year). Half of the variance is common to the
-// draw's pools (zRun, zGap): the traces' zones have good and bad days
-// together.
+// uncertain stretches a draw's lengths by a log-normal of spread 1/√n,
+// half of it common to the draw's pools (zRun, zGap).
 func (g *renewal) uncertain(rng *rand.Rand, n, zRun, zGap float64) {
 	s := 1 / math.Sqrt(math.Max(n, 1))
 	scale := func(common float64) float64 {
@@ -265,13 +242,18 @@ func (g *renewal) uncertain(rng *rand.Rand, n, zRun, zGap float64) {
 	g.runScale, g.gapScale = scale(zRun), scale(zGap)
 }
 
-// TracePool is a pool made of a trace: one-GPU instances of model at the
-// given prices per instance-hour, its risk for a job of n instances
-// fitted on the whole trace (blended with the model's prior).
+// TracePool is a pool made of a trace, its risk for n fitted on all of it.
 func TracePool(t Trace, model string, n int, spotUSD, odUSD float64, priors Priors) Pool {
 	base, _ := priors.prior(model)
 	prior := scalePrior(base, middleBucket).ForInstances(n)
+	whole := t.timeline(max(n, 1))
+	risk := FitRisk(whole, 0, t.Hours(), prior, t.Name)
+	if lv := mixLevels(n); len(lv) > 0 {
+		risk.covers = &gangCovers{}
+		for _, c := range lv {
+			risk.covers.levels = append(risk.covers.levels, coversOf(whole, t.timeline(c), 0, t.Hours()))
+		}
+	}
 	return Pool{Key: "trace/" + t.Name, Provider: "trace", Cloud: "trace", Region: t.Name, InstanceType: "trace",
-		GPUModel: model, GPUsPerInstance: 1, SpotUSDHour: spotUSD, OnDemandUSDHour: odUSD,
-		Risk: FitRisk(t.timeline(max(n, 1)), 0, t.Hours(), prior, t.Name)}
+		GPUModel: model, GPUsPerInstance: 1, SpotUSDHour: spotUSD, OnDemandUSDHour: odUSD, Risk: risk}
 }

@@ -10,44 +10,36 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Job is what the user needs done: G GPUs of one of the acceptable models
-// for W hours of work, no earlier than Start and done by Deadline.
+// Job is G GPUs of an acceptable model for W hours, from Start to Deadline.
 type Job struct {
 	// GPUs is G, the GPUs the job needs at once.
 	GPUs int
-	// Models are the acceptable GPU models (canonical names); the work is
-	// measured on the first, and each other runs at its relative speed.
+	// Models are acceptable GPU models; work is measured on the first.
 	Models []string
 	// Hours is W, the hours of work on Models[0].
 	Hours float64
 	// Start is the earliest start S; Deadline is D.
 	Start, Deadline time.Time
-	// Checkpointable jobs keep their progress up to the last checkpoint
-	// when interrupted; others (a workshop, a load test) start over.
+	// Checkpointable jobs keep progress to the last checkpoint; others restart.
 	Checkpointable bool
 	// Checkpoint is the interval between checkpoints (c).
 	Checkpoint time.Duration
-	// Changeover is what a start or a switch costs in wall time:
-	// provisioning, image pull, restore (d; 0.2-0.3 h measured).
+	// Changeover is a start's or switch's wall time (d; 0.2-0.3 h measured).
 	Changeover time.Duration
 }
 
 // Limits of a job.
 const (
-	// MaxGPUs is the most GPUs a job may ask for: a capacity block's 64
-	// instances of 8 GPUs.
+	// MaxGPUs is a capacity block's 64 instances of 8 GPUs.
 	MaxGPUs = 512
-	// MaxSpan is the longest job or window the planner plans: the longest
-	// capacity block (26 weeks).
+	// MaxSpan is the longest capacity block (26 weeks).
 	MaxSpan = 182 * 24 * time.Hour
 	// MaxChangeover bounds a changeover.
 	MaxChangeover = 24 * time.Hour
 )
 
-// FieldError is a job value that cannot be planned. Field names it as the
-// CLI's flags do ("gpus", "gpu", "hours", "start", "deadline",
-// "checkpoint", "changeover"); Msg says what is wrong and what is
-// accepted.
+// FieldError is a value that cannot be planned, named as the CLI's flag;
+// Msg says what is wrong and what is accepted.
 type FieldError struct {
 	Field string
 	Msg   string
@@ -59,8 +51,7 @@ func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Validate checks the job on its own; Plan also checks that the market
-// sells the models.
+// Validate checks the job on its own (Plan checks the models are sold).
 func (j Job) Validate() error {
 	if j.GPUs < 1 || j.GPUs > MaxGPUs {
 		return fieldErr("gpus", "%d: want a whole number of GPUs from 1 to %d", j.GPUs, MaxGPUs)
@@ -107,18 +98,14 @@ func (j Job) Slack() time.Duration {
 	return j.Deadline.Sub(j.Start) - time.Duration(j.Hours*float64(time.Hour))
 }
 
-// StampLayout is how the planner's messages write a time: local, with
-// the zone, as the CLI's tables do.
+// StampLayout writes a time in messages: local, with the zone.
 const StampLayout = "2006-01-02 15:04 MST"
 
 // stamp writes t in the job's own zone (the one its start was read in).
 func (j Job) stamp(t time.Time) string { return t.In(j.Start.Location()).Format(StampLayout) }
 
-// Check is Validate for a job about to be planned or carried out at now:
-// a start or deadline already passed is refused (a start left out is now,
-// never passed), and so is a deadline the changeover leaves too short for
-// the work on the fastest of the models (Fits). The CLI, the Plan form
-// and watch plan rules all check a job here.
+// Check is Validate at now: a passed start or deadline is refused, and a
+// deadline too short for the work (Fits); every entry point checks here.
 func (j Job) Check(now time.Time, speeds Speeds) error {
 	floor := now.Truncate(time.Minute)
 	if !j.Start.IsZero() && j.Start.Before(floor) {
@@ -133,8 +120,7 @@ func (j Job) Check(now time.Time, speeds Speeds) error {
 	return j.Fits(speeds)
 }
 
-// Fits refuses a deadline no strategy can meet: the first changeover
-// plus the work on the fastest model must fit between start and deadline.
+// Fits refuses a deadline no strategy can meet.
 func (j Job) Fits(speeds Speeds) error {
 	if speeds == nil {
 		speeds = DefaultSpeeds
@@ -159,22 +145,17 @@ func (j Job) Fits(speeds Speeds) error {
 
 // Held is capacity a job already holds: a ledger row carried out for it.
 type Held struct {
-	// Row is the ledger row's id; Kind its kind (domain.KindBlock, …),
-	// whose terms say how early its instances stop.
+	// Row is the ledger row's id; Kind says how early its instances stop.
 	Row, Kind string
-	// Model and GPUs are what it holds; fewer GPUs than the job's do not
-	// cover it (the job runs on all its GPUs at once).
+	// Model and GPUs are what it holds; fewer GPUs do not cover the job.
 	Model string
 	GPUs  float64
 	// Start and End bound it; a zero End runs to the job's deadline.
 	Start, End time.Time
 }
 
-// Uncovered is the job the held rows leave, planned from now: the work
-// they do not do (each held stretch, less a changeover and its kind's
-// early stop, at its model's speed), in the longest part of the window
-// they leave free. by names the rows that do some of the work; a left
-// job of no hours is covered by them.
+// Uncovered is the job the held rows leave, planned from now, in the
+// longest free part of the window; by names the rows that do some work.
 func Uncovered(job Job, held []Held, now time.Time, speeds Speeds) (left Job, by []string) {
 	if speeds == nil {
 		speeds = DefaultSpeeds
@@ -213,7 +194,6 @@ func Uncovered(job Job, held []Held, now time.Time, speeds Speeds) (left Job, by
 		left.Hours = 0
 		return left, by
 	}
-	// The free stretches of [from, deadline], the longest kept.
 	slices.SortFunc(taken, func(x, y span) int { return x.a.Compare(y.a) })
 	best := span{from, from}
 	cur := from

@@ -7,13 +7,10 @@ import (
 	"time"
 )
 
-// A live job is the policy a plan was priced with, carried out on the
-// wall clock: the same policy code (policyFor) and the same run
-// arithmetic (advance, preempt, switchTo) the Monte Carlo and the
-// backtest use, fed what is known now instead of a drawn timeline.
+// A live job runs the priced policy and run arithmetic on the wall clock,
+// fed what is known now instead of a drawn timeline.
 
-// LiveLane is one way the job may hold its capacity: a spot pool of the
-// plan's strategy, or its on-demand pool.
+// LiveLane is a spot pool of the plan's strategy, or its on-demand pool.
 type LiveLane struct {
 	Pool         string  `json:"pool"` // Pool.Key
 	Provider     string  `json:"provider"`
@@ -24,18 +21,18 @@ type LiveLane struct {
 	USDHour      float64 `json:"usd_hour"` // for all the instances
 	Speed        float64 `json:"speed"`
 	Score        float64 `json:"score"`
+	// Risk is the pool's spot process the plan drew (zero on-demand).
+	Risk Risk `json:"risk,omitzero"`
 }
 
-// LiveJob is what a driver needs to carry a planned job out: its terms
-// in hours from its start, the policy's name and the lanes it runs on.
+// LiveJob is a planned job's terms (hours from its start), policy and lanes.
 type LiveJob struct {
 	Policy   string    `json:"policy"`
 	Start    time.Time `json:"start"`
 	Deadline time.Time `json:"deadline"`
 	Work     float64   `json:"work_hours"`
 	D        float64   `json:"changeover_hours"`
-	// Checkpoint is the interval in hours; 0 keeps all progress, -1
-	// keeps none (the job cannot checkpoint).
+	// Checkpoint is the interval in hours; 0 keeps all, -1 keeps none.
 	Checkpoint float64    `json:"checkpoint_hours"`
 	Lanes      []LiveLane `json:"lanes"`
 	OnDemand   *LiveLane  `json:"on_demand,omitempty"`
@@ -57,16 +54,13 @@ type LiveState struct {
 	Interruptions int       `json:"interruptions"`
 	LastPreempt   int       `json:"last_preempt"`
 	LastPreemptAt float64   `json:"last_preempt_at"`
-	// What the policy was last asked with: the lanes then up and the
-	// review it named (zero: none). Asked is false until it is asked,
-	// and again after an interruption.
+	// What the policy was last asked with; Asked is reset by an interruption.
 	Asked  bool      `json:"asked"`
 	Up     []bool    `json:"up,omitempty"`
 	Review time.Time `json:"review,omitzero"`
 }
 
-// neverPreempted stands for "no interruption yet" (−Inf in a run),
-// which JSON cannot hold: a million years before the start.
+// neverPreempted stands for −Inf, which JSON cannot hold.
 const neverPreempted = -1e10
 
 // NewLiveState is a job not started at t.
@@ -77,8 +71,7 @@ func NewLiveState(t time.Time) LiveState {
 // Progress is the hours of work done (kept and not yet checkpointed).
 func (s LiveState) Progress() float64 { return s.Saved + s.Pending }
 
-// LiveMove is the policy's decision: the lane to hold from now, and the
-// latest time to ask again (zero: only at an event).
+// LiveMove is the lane to hold and when to ask again (zero: at an event).
 type LiveMove struct {
 	To     int
 	Review time.Time
@@ -103,15 +96,12 @@ func (j *LiveJob) Done(s LiveState) bool { return s.Progress() >= j.Work-1e-9 }
 
 func (j *LiveJob) hours(t time.Time) float64 { return t.Sub(j.Start).Hours() }
 
-// at is the time h hours after the start, rounded up past the
-// nanosecond so that a time the policy names has come when the clock
-// reads it back in hours.
+// at is h hours after the start, rounded up so it has come when read back.
 func (j *LiveJob) at(h float64) time.Time {
 	return j.Start.Add(time.Duration(math.Ceil(h*float64(time.Hour))) + 1)
 }
 
-// run is the job's state as a planner run on lanes whose capacity is
-// known only now (up[i]).
+// run is the job's state as a run on lanes known only now (up[i]).
 func (j *LiveJob) run(s *LiveState, up []bool) (*run, *spec) {
 	ckpt := j.Checkpoint
 	if ckpt < 0 {
@@ -139,9 +129,7 @@ func (r *run) liveState(s LiveState, at time.Time) LiveState {
 		Interruptions: r.interruptions, LastPreempt: r.lastPreempt, LastPreemptAt: r.lastPreemptAt}
 }
 
-// Advance counts the time from s.At to t on the lane held: its cost and
-// the progress the plan models (after the changeover, checkpoints at the
-// job's interval).
+// Advance counts the time from s.At to t on the lane held, as the plan does.
 func (j *LiveJob) Advance(s LiveState, t time.Time) LiveState {
 	if !t.After(s.At) {
 		return s
@@ -149,8 +137,6 @@ func (j *LiveJob) Advance(s LiveState, t time.Time) LiveState {
 	r, _ := j.run(&s, nil)
 	h := j.hours(t)
 	if s.Cur != idle {
-		// Work done before t ends the count there: a done job pays for
-		// nothing after it in the model.
 		if l := r.lane(s.Cur); l.speed > 0 {
 			if fin := r.t + r.over + (j.Work-r.progress())/l.speed; fin < h {
 				h = fin
@@ -161,8 +147,7 @@ func (j *LiveJob) Advance(s LiveState, t time.Time) LiveState {
 	return r.liveState(s, t)
 }
 
-// Interrupted is the state after the lane held was lost at s.At: what
-// the plan counts an interruption to lose.
+// Interrupted is the state after the lane held was lost at s.At.
 func (j *LiveJob) Interrupted(s LiveState) LiveState {
 	r, _ := j.run(&s, nil)
 	if r.cur == idle {
@@ -173,9 +158,7 @@ func (j *LiveJob) Interrupted(s LiveState) LiveState {
 	return r.liveState(s, s.At)
 }
 
-// Apply is the state after the move was carried out at s.At, asked with
-// up (a voluntary move checkpoints first; a new lane starts with a
-// changeover).
+// Apply is the state after the move was carried out at s.At.
 func (j *LiveJob) Apply(s LiveState, mv LiveMove, up []bool) LiveState {
 	s.Asked, s.Up, s.Review = true, slices.Clone(up), mv.Review
 	if mv.To == s.Cur {
@@ -186,12 +169,8 @@ func (j *LiveJob) Apply(s LiveState, mv LiveMove, up []bool) LiveState {
 	return r.liveState(s, s.At)
 }
 
-// Due reports whether the policy is to be asked at s.At, as the model
-// asks it: at the start and after an interruption, once the review it
-// named has come, and, while it holds nothing or named no review, when
-// some lane's capacity changed (the model's review is then the next
-// change). Asked more often, a policy may decide differently from the
-// plan it priced (Uniform Progress stays on on-demand until its review).
+// Due reports whether to ask the policy at s.At exactly as the model asks
+// it: asked more often, it may decide otherwise than priced.
 func (j *LiveJob) Due(s LiveState, up []bool) bool {
 	switch {
 	case !s.Asked:
@@ -204,15 +183,13 @@ func (j *LiveJob) Due(s LiveState, up []bool) bool {
 	return false
 }
 
-// Reported sets the progress to what the job itself reports (hours of
-// work done, kept: the job counts what it saved).
+// Reported sets the progress to the hours the job reports saved.
 func (j *LiveJob) Reported(s LiveState, hours float64) LiveState {
 	s.Saved, s.Pending, s.Clock = math.Max(0, hours), 0, 0
 	return s
 }
 
-// Decide asks the job's policy what to hold at s.At, with up saying which
-// spot lanes have capacity now.
+// Decide asks the job's policy what to hold at s.At given up.
 func (j *LiveJob) Decide(s LiveState, up []bool) (LiveMove, error) {
 	pol := policyFor(j.Policy, j.AnyAvail)
 	if pol == nil {
@@ -230,14 +207,11 @@ func (j *LiveJob) Decide(s LiveState, up []bool) (LiveMove, error) {
 	return mv, nil
 }
 
-// CarriedOut names the strategies a driver can carry out: those run by
-// a policy over spot lanes (and on-demand).
+// CarriedOut names the strategies a driver can carry out.
 var CarriedOut = []string{StrategySafetyNet, StrategyUniformProgress, StrategySpotMulti, StrategySpotOne, StrategyOnDemand}
 
-// CarryOut plans the job and returns the result of the strategy asked
-// for (the best-ranked of that name) with the lanes a driver carries it
-// out on: the very pools, prices, speeds and scores the plan was priced
-// with.
+// CarryOut plans the job and returns the best row of the strategy with
+// the lanes it was priced on.
 func CarryOut(job Job, m Market, opt Options, strategy string) (Result, LiveJob, error) {
 	if !slices.Contains(CarriedOut, strategy) {
 		return Result{}, LiveJob{}, fieldErr("strategy", "%q: a job carries out one of %v", strategy, CarriedOut)
@@ -272,7 +246,7 @@ func CarryOut(job Job, m Market, opt Options, strategy string) (Result, LiveJob,
 	}
 	liveLane := func(c *candidate, usd float64) LiveLane {
 		return LiveLane{Pool: c.p.Key, Provider: c.p.Provider, Region: c.p.Region, Zone: c.p.Zone, InstanceType: c.p.InstanceType,
-			Instances: c.n, USDHour: usd, Speed: c.speed, Score: c.score}
+			Instances: c.n, USDHour: usd, Speed: c.speed, Score: c.score, Risk: c.risk}
 	}
 	var spot []*candidate
 	if strategy != StrategyOnDemand {
@@ -289,7 +263,7 @@ func CarryOut(job Job, m Market, opt Options, strategy string) (Result, LiveJob,
 	}
 	if c := byKey[odKey]; c != nil {
 		l := liveLane(c, c.odUSD)
-		l.Score = c.odScore
+		l.Score, l.Risk = c.odScore, Risk{}
 		lj.OnDemand = &l
 	}
 	if len(spot) > 0 {

@@ -6,9 +6,8 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Pool is one spot pool as the planner needs it: plain figures, so the
-// CLI, the TUI and tests can all feed it. Prices are per instance-hour,
-// NaN when unknown.
+// Pool is one spot pool as plain figures; prices per instance-hour, NaN
+// when unknown.
 type Pool struct {
 	Key             string
 	Provider        string
@@ -24,8 +23,7 @@ type Pool struct {
 	Restricted bool
 }
 
-// PoolOf reads a provider's pool, its current spot price (NaN when none
-// is known) and what is known of its risk.
+// PoolOf reads a provider's pool, its spot price and its risk.
 func PoolOf(p domain.Pool, spotUSDHour float64, priors Priors) Pool {
 	od := math.NaN()
 	if p.OnDemandUSDHour != nil && *p.OnDemandUSDHour > 0 {
@@ -38,9 +36,7 @@ func PoolOf(p domain.Pool, spotUSDHour float64, priors Priors) Pool {
 	}
 }
 
-// Market is what the planner plans over: the pools (spot and on-demand
-// prices, risk) and the capacity blocks and reservations the caller found
-// for the job (BlockQueries says which to ask for).
+// Market is the pools and the offerings the caller found (BlockQueries).
 type Market struct {
 	Pools     []Pool
 	Offerings []domain.Offering

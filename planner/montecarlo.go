@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -11,8 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// mcStrategy is one strategy evaluated by Monte Carlo: a policy over some
-// of the lanes, with or without on-demand, and what each run came to.
+// mcStrategy is a policy over some lanes, and what each run came to.
 type mcStrategy struct {
 	name   string
 	pol    policy
@@ -23,6 +23,7 @@ type mcStrategy struct {
 	cands  []*candidate
 	block  *blockWork
 	assume string
+	mixes  bool // the lanes' partial gangs too
 
 	cost   []float64
 	onTime []bool
@@ -30,19 +31,35 @@ type mcStrategy struct {
 	finish []float64
 }
 
-// montecarlo evaluates the strategies whose outcome depends on spot
-// capacity. All of them run over the same draws of the pools' timelines
-// (common random numbers), so their differences are the policies', not
-// the luck of the draw.
+// montecarlo evaluates the spot strategies, all over the same draws
+// (common random numbers): differences are the policies', not luck's.
 func (p *planning) montecarlo(offs []domain.Offering) []Result {
 	spot := p.spotCandidates()
 	if len(spot) == 0 {
 		return nil
 	}
+	sts, lanes := p.mcStrategies(offs, spot)
+	for _, s := range sts {
+		s.cost = make([]float64, p.opt.Runs)
+		s.onTime = make([]bool, p.opt.Runs)
+		s.inter = make([]int, p.opt.Runs)
+		s.finish = make([]float64, p.opt.Runs)
+	}
+	p.mcDraw(sts, lanes, p.mixesOf(lanes))
+	if p.ctx.Err() != nil {
+		return nil // cancelled: the summaries (sorts of every run) are not wanted
+	}
+	out := make([]Result, 0, len(sts))
+	for _, s := range sts {
+		out = append(out, p.mcResult(s))
+	}
+	return out
+}
+
+// mcStrategies are the spot strategies and the lanes they draw.
+func (p *planning) mcStrategies(offs []domain.Offering, spot []*candidate) ([]*mcStrategy, []*candidate) {
 	odBest := p.netOnDemand()
 	multi := p.diverse(spot)
-	// Spot in one pool: the best pool of each cloud (as on-demand is per
-	// cloud), each a lane of its own if the spread does not hold it.
 	lanes := append([]*candidate(nil), multi...)
 	var singles []int
 	seenCloud := map[domain.Cloud]bool{}
@@ -58,11 +75,8 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 		}
 		singles = append(singles, i)
 	}
-	runs := p.opt.Runs
 	base := spec{work: p.work, deadline: p.span, d: p.d, ckpt: p.ckpt}
-	// Spot alone runs to the deadline; what is left then is finished on
-	// on-demand in the cost (what a user would do), so a strategy that is
-	// late is not made to look cheap.
+	// Work left at the deadline is finished on on-demand in the cost.
 	spotHorizon := base
 	spotHorizon.horizon = p.span
 	netHorizon := base
@@ -81,13 +95,10 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 			assume: fmt.Sprintf("spot over %d pools in %s, the cheapest per hour of work first, moving on after an interruption; work not done by the deadline is finished on on-demand; %s; zones of a region share part of their interruptions; %s",
 				len(multi), strings.Join(regionsOf(multi), ", "), p.ckptWords(), riskWords(multi))})
 	}
-	// Uniform Progress as published holds one pool: the best of all, with
-	// its own on-demand.
+	// Uniform Progress as published: the best pool, its own on-demand.
 	c0 := multi[0]
-	single := multi[:1]
-	upOD := p.ownOnDemand(c0, odBest)
-	if upOD != nil {
-		add(&mcStrategy{name: StrategyUniformProgress, pol: policyFor(StrategyUniformProgress, 0), lanes: []int{0}, od: upOD, sp: netHorizon, cands: single,
+	if upOD := p.ownOnDemand(c0, odBest); upOD != nil {
+		add(&mcStrategy{name: StrategyUniformProgress, pol: policyFor(StrategyUniformProgress, 0), lanes: []int{0}, od: upOD, sp: netHorizon, cands: multi[:1],
 			assume: fmt.Sprintf("Uniform Progress (NSDI'24) as published: spot in %s, on-demand %s when behind W·t/(D−S), safety net at work left + 2d; %s",
 				domain.Place(c0.p.Region, c0.p.Zone), upOD.p.InstanceType+" in "+upOD.p.Region, p.ckptWords())})
 	}
@@ -97,22 +108,19 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 			worthless = "; every pool is expected to cost more per hour of work than on-demand, so it runs on on-demand"
 		}
 		add(&mcStrategy{name: StrategySafetyNet, pol: policyFor(StrategySafetyNet, anyAvailability(multi)), lanes: seq(len(multi)), od: odBest,
-			sp: netHorizon, cands: multi,
-			assume: fmt.Sprintf("spot over %d pools (%s) with an on-demand safety net (%s in %s): keeps time to finish on on-demand after any interruption, waits out gaps while the slack allows, back to spot when it can; %s%s; %s",
-				len(multi), strings.Join(regionsOf(multi), ", "), odBest.p.InstanceType, odBest.p.Region, p.ckptWords(), worthless, riskWords(multi))})
+			sp: netHorizon, cands: multi, mixes: true,
+			assume: fmt.Sprintf("spot over %d pools (%s) with an on-demand safety net (%s in %s): keeps time to finish on on-demand after any interruption, waits out gaps while the slack allows, back to spot when it can%s; %s%s; %s",
+				len(multi), strings.Join(regionsOf(multi), ", "), odBest.p.InstanceType, odBest.p.Region, p.mixWords(multi), p.ckptWords(), worthless, riskWords(multi))})
 		for _, s := range p.blockSpot(offs, multi, odBest) {
 			add(s)
 		}
 	}
-	for _, s := range sts {
-		s.cost = make([]float64, runs)
-		s.onTime = make([]bool, runs)
-		s.inter = make([]int, runs)
-		s.finish = make([]float64, runs)
-	}
+	return sts, lanes
+}
 
-	// The draws: one timeline per pool and one per region group, each
-	// with its own random stream, seeded by (seed, run, layer).
+// mcDraw runs every strategy over the same draws, each layer with its
+// own stream seeded by (seed, run, layer), to the deadline.
+func (p *planning) mcDraw(sts []*mcStrategy, lanes []*candidate, mixes []mixLane) {
 	groups := map[string]int{}
 	var groupLanes [][]*candidate
 	for _, c := range lanes {
@@ -126,149 +134,193 @@ func (p *planning) montecarlo(offs []domain.Offering) []Result {
 		g := groups[c.regionGroup]
 		groupLanes[g] = append(groupLanes[g], c)
 	}
-	seed := p.opt.Seed
-	// Timelines are drawn to the deadline (the latest any strategy looks
-	// at spot); after it, no spot is counted on.
-	until := p.span
-	parallel(p.ctx, runs, p.opt.workers(), func() func(int) {
-		type layer struct {
-			g  *renewal
-			tl timeline
-		}
-		regions := make([]*layer, len(groupLanes))
-		for g, cs := range groupLanes {
-			lam, a, med := 0.0, 0.0, 0.0
-			for _, c := range cs {
-				lam += c.risk.RegionShare * c.risk.InterruptionsPerHour
-				a += math.Pow(c.risk.Availability, c.risk.RegionShare)
-				med += c.risk.GapMedianHours
-			}
-			k := float64(len(cs))
-			regions[g] = &layer{g: newRenewal()}
-			regions[g].g.setup(lam/k, a/k, med/k)
-		}
-		pools := make([]*layer, len(lanes))
-		laneTL := make([]*timeline, len(lanes))
-		laneRegion := make([]int, len(lanes))
-		for i, c := range lanes {
-			laneRegion[i] = -1
-			r := c.risk
-			if r.InterruptionsPerHour <= 0 {
-				continue // capacity always there
-			}
-			share := 0.0
-			if g, ok := groups[c.regionGroup]; ok && r.Spells == nil {
-				share = r.RegionShare
-				laneRegion[i] = g
-			}
-			pools[i] = &layer{g: newRenewal()}
-			if r.Spells != nil {
-				pools[i].g.setupSpells(r.Spells)
-			} else {
-				pools[i].g.setup((1-share)*r.InterruptionsPerHour, math.Pow(r.Availability, 1-share), r.GapMedianHours)
-			}
-			laneTL[i] = &pools[i].tl
-			if laneRegion[i] >= 0 {
-				laneTL[i] = &timeline{}
-			}
-		}
-		runners := make([]*run, len(sts))
-		for k, s := range sts {
-			ls := make([]lane, len(s.lanes))
-			for j, li := range s.lanes {
-				c := lanes[li]
-				ls[j] = lane{usdHour: c.spotUSD, speed: c.speed, score: c.score, tl: laneTL[li]}
-			}
-			r := &run{sp: &sts[k].sp, lanes: ls}
-			if s.od != nil {
-				r.od = &lane{usdHour: s.od.odUSD, speed: s.od.speed}
-			}
-			runners[k] = r
-		}
+	seed, until := p.opt.Seed, p.span
+	parallel(p.ctx, p.opt.Runs, p.opt.workers(), func() func(int) {
+		d := newDraws(lanes, groups, groupLanes, mixes)
+		runners := p.runners(sts, lanes, mixes, d)
 		return func(i int) {
-			for j, l := range regions {
-				l.g.fill(&l.tl, seed, uint64(i)<<12|uint64(2048+j), until)
-			}
-			for j, l := range pools {
-				if l == nil {
-					continue
-				}
-				l.g.fill(&l.tl, seed, uint64(i)<<12|uint64(j), until)
-				if g := laneRegion[j]; g >= 0 {
-					laneTL[j].and(&l.tl, &regions[g].tl)
-				}
-				laneTL[j].closeAt(until)
-			}
+			d.fill(seed, i, until)
 			for k, s := range sts {
-				o := runners[k].exec(s.pol)
-				cost := s.fixed + o.cost
-				if !o.done {
-					cost += p.finishCost(o.left, s, lanes)
-				}
-				s.cost[i] = cost
-				s.onTime[i] = o.onTime(s.sp.deadline)
-				s.inter[i] = o.interruptions
-				s.finish[i] = o.finish
-				if !o.done {
-					s.finish[i] = p.finishAt(o.left, s, lanes)
-				}
+				p.record(s, i, runners[k].exec(s.pol), lanes)
 			}
 		}
 	})
+}
 
-	if p.ctx.Err() != nil {
-		return nil // cancelled: the summaries (sorts of every run) are not wanted
+// record keeps run i's outcome of s, the work left finished on on-demand.
+func (p *planning) record(s *mcStrategy, i int, o outcome, lanes []*candidate) {
+	cost := s.fixed + o.cost
+	s.finish[i] = o.finish
+	if !o.done {
+		cost += p.finishCost(o.left, s, lanes)
+		s.finish[i] = p.finishAt(o.left, s, lanes)
 	}
-	out := make([]Result, 0, len(sts))
-	for _, s := range sts {
-		r := p.result(s.name, s.cands)
-		var sum, inter float64
-		var on int
-		for i := range runs {
-			sum += s.cost[i]
-			inter += float64(s.inter[i])
-			if s.onTime[i] {
-				on++
+	s.cost[i] = cost
+	s.onTime[i] = o.onTime(s.sp.deadline)
+	s.inter[i] = o.interruptions
+}
+
+// layer is one drawn process: a pool's own or its region's.
+type layer struct {
+	g  *renewal
+	tl timeline
+}
+
+// draws are one worker's timelines: regions, pools, lanes, partial gangs.
+type draws struct {
+	regions    []*layer
+	pools      []*layer
+	laneTL     []*timeline
+	laneRegion []int
+	mixes      []mixLane
+	mixTL      []timeline
+	src        rand.PCG
+	rng        *rand.Rand
+}
+
+func newDraws(lanes []*candidate, groups map[string]int, groupLanes [][]*candidate, mixes []mixLane) *draws {
+	d := &draws{regions: make([]*layer, len(groupLanes)), pools: make([]*layer, len(lanes)),
+		laneTL: make([]*timeline, len(lanes)), laneRegion: make([]int, len(lanes)), mixes: mixes, mixTL: make([]timeline, len(mixes))}
+	d.rng = rand.New(&d.src)
+	for g, cs := range groupLanes {
+		lam, a, med := 0.0, 0.0, 0.0
+		for _, c := range cs {
+			lam += c.risk.RegionShare * c.risk.InterruptionsPerHour
+			a += math.Pow(c.risk.Availability, c.risk.RegionShare)
+			med += c.risk.GapMedianHours
+		}
+		k := float64(len(cs))
+		d.regions[g] = &layer{g: newRenewal()}
+		d.regions[g].g.setup(lam/k, a/k, med/k)
+	}
+	for i, c := range lanes {
+		d.laneRegion[i] = -1
+		r := c.risk
+		if r.InterruptionsPerHour <= 0 {
+			continue // capacity always there
+		}
+		share := 0.0
+		if g, ok := groups[c.regionGroup]; ok && r.Spells == nil {
+			share = r.RegionShare
+			d.laneRegion[i] = g
+		}
+		d.pools[i] = &layer{g: newRenewal()}
+		if r.Spells != nil {
+			d.pools[i].g.setupSpells(r.Spells)
+		} else {
+			d.pools[i].g.setup((1-share)*r.InterruptionsPerHour, math.Pow(r.Availability, 1-share), r.GapMedianHours)
+		}
+		d.laneTL[i] = &d.pools[i].tl
+		if d.laneRegion[i] >= 0 {
+			d.laneTL[i] = &timeline{}
+		}
+	}
+	return d
+}
+
+// fill draws run i.
+func (d *draws) fill(seed uint64, i int, until float64) {
+	for j, l := range d.regions {
+		l.g.fill(&l.tl, seed, uint64(i)<<12|uint64(2048+j), until)
+	}
+	for j, l := range d.pools {
+		if l == nil {
+			continue
+		}
+		l.g.fill(&l.tl, seed, uint64(i)<<12|uint64(j), until)
+		if g := d.laneRegion[j]; g >= 0 {
+			d.laneTL[j].and(&l.tl, &d.regions[g].tl)
+		}
+		d.laneTL[j].closeAt(until)
+	}
+	for m, mx := range d.mixes {
+		if tl := d.laneTL[mx.lane]; tl != nil && mx.covers != nil {
+			d.src.Seed(seed, uint64(i)<<12|uint64(3072+m))
+			d.mixTL[m].widen(tl, mx.covers, d.rng, 1)
+			d.mixTL[m].closeAt(until)
+		}
+	}
+}
+
+// runners are one worker's runs of the strategies over its draws.
+func (p *planning) runners(sts []*mcStrategy, lanes []*candidate, mixes []mixLane, d *draws) []*run {
+	out := make([]*run, len(sts))
+	for k, s := range sts {
+		ls := make([]lane, len(s.lanes))
+		for j, li := range s.lanes {
+			c := lanes[li]
+			ls[j] = lane{usdHour: c.spotUSD, speed: c.speed, score: c.score, tl: d.laneTL[li]}
+		}
+		if s.mixes {
+			for m, mx := range mixes {
+				if slices.Contains(s.lanes, mx.lane) {
+					tl := d.laneTL[mx.lane]
+					if tl != nil && mx.covers != nil {
+						tl = &d.mixTL[m]
+					}
+					ls = append(ls, lane{usdHour: mx.usdHour, speed: lanes[mx.lane].speed, score: mx.score, tl: tl, mix: true})
+				}
 			}
 		}
-		r.ExpectedCostUSD = sum / float64(runs)
-		r.P95CostUSD = quantile(s.cost, 0.95)
-		r.OnTimePct = 100 * float64(on) / float64(runs)
-		r.ExpectedInterruptions = inter / float64(runs)
-		r.USDPerUsefulGPUHour = r.ExpectedCostUSD / p.usefulGPUHours()
-		// The median and p95 finish of every run, the late ones too.
-		r.End, r.EndP95 = p.endAt(quantile(s.finish, 0.5), s.sp), p.endAt(quantile(s.finish, 0.95), s.sp)
-		if s.block != nil {
-			// The capacity held runs from the earlier of the job's start
-			// and the block's to the later of their ends.
-			o := s.block.o
-			if o.Start.Before(r.Start) {
-				r.Start = o.Start
-			}
-			if o.End.After(r.End) {
-				r.End = o.End
-			}
-			if o.End.After(r.EndP95) {
-				r.EndP95 = o.End
-			}
-			r.OfferingID = o.ID
-			r.Regions = appendNew(r.Regions, o.Region)
-			r.InstanceType = o.InstanceType + "+" + r.InstanceType
-			r.Provider = strings.Join(appendNew(strings.Split(r.Provider, ","), o.Provider), ",")
-			r.Cloud = strings.Join(appendNew(strings.Split(r.Cloud, ","), string(o.Cloud)), ",")
-			r.Instances, r.GPUs = o.InstanceCount, o.GPUCount()
-		}
+		r := &run{sp: &sts[k].sp, lanes: ls}
 		if s.od != nil {
-			r.OnDemandPool = s.od.p.Key
+			r.od = &lane{usdHour: s.od.odUSD, speed: s.od.speed}
 		}
-		r.Assumptions = s.assume
-		out = append(out, r)
+		out[k] = r
 	}
 	return out
 }
 
-// finishCost is what the work a run left undone costs on on-demand (or,
-// with none known, on its first lane's spot at that lane's efficiency).
+// mcResult sums a strategy's runs.
+func (p *planning) mcResult(s *mcStrategy) Result {
+	runs := len(s.cost)
+	r := p.result(s.name, s.cands)
+	var sum, inter float64
+	var on int
+	for i := range runs {
+		sum += s.cost[i]
+		inter += float64(s.inter[i])
+		if s.onTime[i] {
+			on++
+		}
+	}
+	r.ExpectedCostUSD = sum / float64(runs)
+	r.P95CostUSD = quantile(s.cost, 0.95)
+	r.OnTimePct = 100 * float64(on) / float64(runs)
+	r.ExpectedInterruptions = inter / float64(runs)
+	r.USDPerUsefulGPUHour = r.ExpectedCostUSD / p.usefulGPUHours()
+	// The median and p95 finish of every run, the late ones too.
+	r.End, r.EndP95 = p.endAt(quantile(s.finish, 0.5), s.sp), p.endAt(quantile(s.finish, 0.95), s.sp)
+	if s.block != nil {
+		p.withBlock(&r, s.block.o)
+	}
+	if s.od != nil {
+		r.OnDemandPool = s.od.p.Key
+	}
+	r.Assumptions = s.assume
+	return r
+}
+
+// withBlock widens a result to the block it holds.
+func (p *planning) withBlock(r *Result, o domain.Offering) {
+	if o.Start.Before(r.Start) {
+		r.Start = o.Start
+	}
+	if o.End.After(r.End) {
+		r.End = o.End
+	}
+	if o.End.After(r.EndP95) {
+		r.EndP95 = o.End
+	}
+	r.OfferingID = o.ID
+	r.Regions = appendNew(r.Regions, o.Region)
+	r.InstanceType = o.InstanceType + "+" + r.InstanceType
+	r.Provider = strings.Join(appendNew(strings.Split(r.Provider, ","), o.Provider), ",")
+	r.Cloud = strings.Join(appendNew(strings.Split(r.Cloud, ","), string(o.Cloud)), ",")
+	r.Instances, r.GPUs = o.InstanceCount, o.GPUCount()
+}
+
+// finishCost is the work a run left undone, on on-demand.
 func (p *planning) finishCost(left float64, s *mcStrategy, lanes []*candidate) float64 {
 	if left <= 0 {
 		return 0
@@ -283,9 +335,7 @@ func (p *planning) finishCost(left float64, s *mcStrategy, lanes []*candidate) f
 	return c.score * left
 }
 
-// finishAt is when a run that stopped at its horizon with work left ends
-// once that work is finished on on-demand, as finishCost prices it: +Inf
-// when no on-demand is known.
+// finishAt is when that work would end on on-demand (+Inf: none known).
 func (p *planning) finishAt(left float64, s *mcStrategy, lanes []*candidate) float64 {
 	od := s.od
 	if od == nil {
@@ -297,8 +347,7 @@ func (p *planning) finishAt(left float64, s *mcStrategy, lanes []*candidate) flo
 	return s.sp.horizon + p.d + left/od.speed
 }
 
-// endAt is a finish (hours from the job's start) as a time; one never
-// reached is the run's horizon.
+// endAt is a finish as a time; one never reached is the horizon.
 func (p *planning) endAt(h float64, sp spec) time.Time {
 	if math.IsInf(h, 0) || math.IsNaN(h) {
 		h = sp.horizon
@@ -314,8 +363,7 @@ func seq(n int) []int {
 	return out
 }
 
-// spotCandidates are the pools with a spot price, cheapest per hour of
-// work first.
+// spotCandidates are the spot pools, cheapest per hour of work first.
 func (p *planning) spotCandidates() []*candidate {
 	var out []*candidate
 	for i := range p.cands {
@@ -333,8 +381,7 @@ func (p *planning) spotCandidates() []*candidate {
 	return out
 }
 
-// diverse takes the best pools, at most perRegion of each region, so a
-// spread is a spread (SpotHedge: over regions).
+// diverse takes the best pools, at most perRegion a region (SpotHedge).
 func (p *planning) diverse(spot []*candidate) []*candidate {
 	var out []*candidate
 	count := map[string]int{}
@@ -367,8 +414,7 @@ func (p *planning) bestOnDemand() *candidate {
 	return best
 }
 
-// ownOnDemand is the pool's own on-demand (same type and region), as
-// Uniform Progress uses, else the cheapest.
+// ownOnDemand is the pool's own on-demand, else the fallback.
 func (p *planning) ownOnDemand(c *candidate, fallback *candidate) *candidate {
 	if !math.IsNaN(c.odUSD) {
 		return c
@@ -390,8 +436,7 @@ func regionsOf(cs []*candidate) []string {
 	return out
 }
 
-// anyAvailability is the expected share of time at least one of the pools
-// has capacity, with zones of a region sharing their region's part.
+// anyAvailability is the share of time some pool has capacity.
 func anyAvailability(cs []*candidate) float64 {
 	type group struct{ region, noneOfZones float64 }
 	groups := map[string]*group{}
@@ -424,11 +469,8 @@ func quantile(xs []float64, q float64) float64 {
 	return s[max(0, min(i, len(s)-1))]
 }
 
-// blockSpot pairs a block that holds part of the job with spot (and the
-// on-demand safety net) for the rest, before or after it: the block
-// guarantees its share, spot makes the rest cheaper. It evaluates the
-// pair whose estimate (the block, and the rest at the best pool's
-// expected spot cost) is cheapest.
+// blockSpot pairs a block holding part of the job with spot and the
+// safety net for the rest: the pair of cheapest estimate.
 func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *candidate) []*mcStrategy {
 	type option struct {
 		b        blockWork
@@ -477,8 +519,7 @@ func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *can
 	return out
 }
 
-// riskWords says where each pool's risk came from, pools of one source
-// named together: "risk of us-east-1a, us-east-1b from H100 prior × …".
+// riskWords says where each pool's risk came from, by source.
 func riskWords(cs []*candidate) string {
 	var sources []string
 	places := map[string][]string{}

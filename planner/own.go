@@ -10,20 +10,16 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Observed is what the user's own spot instances met in one pool: the
-// instance-hours they ran there and how many of them the cloud took back.
+// Observed is the user's spot instance-hours in a pool and its interruptions.
 type Observed struct {
 	Hours         float64
 	Interruptions int
 }
 
-// Own is what the user's own fleets met, by pool key (Pool.Key). The
-// caller fills it from its records (the ledger's usage); the planner only
-// reads it.
+// Own is what the user's own fleets met, by Pool.Key (the caller fills it).
 type Own map[string]Observed
 
-// WithOwn returns the pools with what the user's own fleets met there
-// blended into their risk (Risk.WithOwn); pools not in own are unchanged.
+// WithOwn blends own into the pools' risk; others are unchanged.
 func WithOwn(pools []Pool, own Own) []Pool {
 	if len(own) == 0 {
 		return pools
@@ -40,12 +36,8 @@ func WithOwn(pools []Pool, own Own) []Pool {
 	return out
 }
 
-// WithOwn blends n interruptions seen over h instance-hours of the user's
-// own fleets into the risk, Gamma–Poisson: the risk's rate λ0 counts as
-// λ0·H0 interruptions over H0 hours (H0 the prior's priorHours plus any
-// history it was fitted on), so λ = (λ0·H0 + n) / (H0 + h) moves toward
-// n/h in proportion to how much was observed. The mean wait for capacity
-// is kept, so availability follows the new rate.
+// WithOwn blends n interruptions over h hours into the rate, Gamma–Poisson:
+// λ = (λ0·H0 + n) / (H0 + h), H0 the prior's day plus the fit's hours.
 func (r Risk) WithOwn(h float64, n int) Risk {
 	if !(h > 0) || n < 0 {
 		return r
@@ -82,21 +74,17 @@ func (r Risk) WithOwn(h float64, n int) Risk {
 	return out
 }
 
-// OwnWindow is how far back the user's own fleets teach the planner: a
-// pool's behaviour drifts, so older runs are left out.
+// OwnWindow: a pool drifts, so older runs teach nothing.
 const OwnWindow = 90 * 24 * time.Hour
 
-// FleetUsage is one of the user's fleets as its records show it: where it
-// was asked for (an instance's own zone and type win) and the usage its
-// cloud reported (what `gpumarket usage` counts).
+// FleetUsage is one of the user's fleets, where it ran and its usage.
 type FleetUsage struct {
 	Provider, Region, Zone, InstanceType string
 	Report                               domain.UsageReport
 }
 
-// OwnFrom sums, per pool, the instance-hours the fleets' spot instances
-// ran within OwnWindow before now and how many the cloud took back; a
-// report whose interruptions are unknown teaches nothing.
+// OwnFrom sums per pool the spot hours within OwnWindow and their
+// interruptions; a report with interruptions unknown teaches nothing.
 func OwnFrom(fs []FleetUsage, now time.Time) Own {
 	since := now.Add(-OwnWindow)
 	out := Own{}

@@ -18,8 +18,7 @@ import (
 const (
 	StrategyBlock       = "capacity-block"
 	StrategyReservation = "reservation"
-	// StrategyCalendar is a Google calendar-mode reservation: a block of
-	// Google's, ranked as one but named as what `b` buys.
+	// StrategyCalendar is a Google calendar-mode reservation, ranked as a block.
 	StrategyCalendar        = "gcp-calendar"
 	StrategyOnDemand        = "on-demand"
 	StrategySpotOne         = "spot-one-pool"
@@ -38,29 +37,22 @@ type Result struct {
 	InstanceType string
 	Instances    int
 	GPUs         float64
-	// Start and End are the capacity's window: a block's own, else the
-	// job's start and its median finish over every run, the late ones
-	// too (finished on on-demand). EndP95 is the finish 95 % of the runs
-	// reach by (End for a block or on-demand).
+	// Start and End are the capacity's window: a block's own, else the start
+	// and the median finish of every run; EndP95 is the runs' p95 finish.
 	Start, End            time.Time
 	EndP95                time.Time
 	ExpectedCostUSD       float64
 	P95CostUSD            float64
 	OnTimePct             float64
 	ExpectedInterruptions float64
-	// USDPerUsefulGPUHour is the expected cost over the job's GPU-hours
-	// of work (G × W, measured on the first model).
+	// USDPerUsefulGPUHour is the expected cost over G × W GPU-hours.
 	USDPerUsefulGPUHour float64
 	// OfferingID is the block or reservation to book, "" for others.
 	OfferingID  string
 	Assumptions string
-	// Pools are the keys of the pools the strategy runs on (Pool.Key),
-	// in the order it prefers them: the spot pools of a spot strategy,
-	// the on-demand pool of on-demand; none for a block alone. They say
-	// what carrying the plan out launches.
+	// Pools are the keys of the pools a carried-out plan launches in, best first.
 	Pools []string
-	// OnDemandPool is the key of the pool a safety net falls back to
-	// on-demand in, "" for a strategy without one.
+	// OnDemandPool is the safety net's on-demand pool, "" for none.
 	OnDemandPool string
 }
 
@@ -72,11 +64,9 @@ type Options struct {
 	Seed uint64
 	// Speeds are the GPU models' relative speeds (default DefaultSpeeds).
 	Speeds Speeds
-	// MaxPools caps the pools a multi-pool strategy spreads over
-	// (default 6, at most 2 per region).
+	// MaxPools caps a spread's pools (default 6, at most 2 per region).
 	MaxPools int
-	// Workers is the goroutines the runs use (default GOMAXPROCS, at most
-	// 4); the results do not depend on it.
+	// Workers is the goroutines used (default GOMAXPROCS, at most 4).
 	Workers int
 }
 
@@ -84,9 +74,7 @@ const (
 	defaultRuns     = 10000
 	defaultMaxPools = 6
 	perRegion       = 2
-	// cooldown is how long an interrupted pool is avoided while another
-	// is up: interruptions come in bursts in a zone (83-97 % are followed
-	// by another within 5 minutes, DESIGN.md).
+	// cooldown avoids a just-interrupted pool: interruptions come in bursts.
 	cooldown = 0.5
 )
 
@@ -104,15 +92,12 @@ type candidate struct {
 	instanceGPUs float64
 }
 
-// Plan evaluates every way to carry the job out on the market, unsorted
-// (Rank orders them). Deterministic strategies are computed; the others
-// by Monte Carlo over the pools' risk, all strategies over the same draws.
+// Plan evaluates every way to carry the job out, unsorted (see Rank).
 func Plan(job Job, m Market, opt Options) ([]Result, error) {
 	return PlanContext(context.Background(), job, m, opt)
 }
 
-// PlanContext is Plan that stops when ctx is done (within one chunk of
-// runs) and returns its error.
+// PlanContext is Plan that stops when ctx is done.
 func PlanContext(ctx context.Context, job Job, m Market, opt Options) ([]Result, error) {
 	if err := job.Validate(); err != nil {
 		return nil, err
@@ -211,11 +196,7 @@ func (p *planning) candidates(m Market) {
 		n := int(math.Ceil(float64(p.job.GPUs)/pl.GPUsPerInstance - 1e-9))
 		c := candidate{p: pl, n: n, speed: speed, risk: pl.Risk.ForInstances(n), instanceGPUs: pl.GPUsPerInstance,
 			spotUSD: float64(n) * pl.SpotUSDHour, odUSD: float64(n) * pl.OnDemandUSDHour,
-			// Zones of a region share part of an instance type's process
-			// (the traces' evidence is per type across zones).
 			regionGroup: string(pl.Cloud) + "/" + pl.Region + "/" + pl.InstanceType}
-		// The expected spot cost per hour of work, as EFF $/GPU-H prices
-		// it: what ranks the pools.
 		w := p.work / speed
 		c.score = c.spotUSD * paidHours(c.risk.InterruptionsPerHour, w, p.d, p.ckpt) / p.work
 		c.odScore = c.odUSD / speed
@@ -314,8 +295,7 @@ func appendNew(list []string, v string) []string {
 	return append(list, v)
 }
 
-// blockWork describes where a block or reservation can hold the job:
-// from when to when it may run, and its speed.
+// blockWork is where a block or reservation can hold the job.
 type blockWork struct {
 	o                  domain.Offering
 	speed              float64
@@ -350,9 +330,7 @@ func (p *planning) blockWork(o domain.Offering) (blockWork, bool) {
 	return b, b.speed > 0 && b.until > math.Max(b.from, 0)
 }
 
-// offerings evaluates every block and reservation that can hold the whole
-// job: deterministic, paid in full. It keeps the cheapest block of each
-// cloud and length and the cheapest reservation of each cloud.
+// offerings evaluates each block and reservation that holds the whole job.
 func (p *planning) offerings(offs []domain.Offering) []Result {
 	type key struct {
 		kind, cloud string
@@ -386,9 +364,7 @@ func (p *planning) offerings(offs []domain.Offering) []Result {
 				b.hoursPaid, o.Start.UTC().Format("Jan 2 15:04"), o.End.UTC().Format("Jan 2 15:04"), o.Terms().Name, tenths(p.work/b.speed),
 				domain.FormatDuration(p.job.Changeover), stop)
 		}
-		// Blocks of each length (a longer one may start earlier); one
-		// reservation per cloud, since it starts when bought and bills
-		// until released: the cheapest that holds the job.
+		// A block per length; one reservation per cloud (it bills until released).
 		k := key{b.kind, string(o.Cloud), math.Round(b.hoursPaid)}
 		if b.kind == StrategyReservation {
 			k.hours = 0
@@ -408,7 +384,6 @@ func (p *planning) offerings(offs []domain.Offering) []Result {
 	return out
 }
 
-// better prefers on time, then cheaper.
 func better(a, b Result) bool {
 	if (a.OnTimePct >= 100) != (b.OnTimePct >= 100) {
 		return a.OnTimePct >= 100
@@ -416,8 +391,8 @@ func better(a, b Result) bool {
 	return a.ExpectedCostUSD < b.ExpectedCostUSD
 }
 
-// Rank orders results: those on time at least minOnTime percent of the
-// time, cheapest expected first; then the rest, most often on time first.
+// Rank orders results: on time at least minOnTime %, cheapest first;
+// then the rest, most often on time first.
 func Rank(rs []Result, minOnTime float64) {
 	sort.SliceStable(rs, func(i, j int) bool {
 		a, b := rs[i], rs[j]
@@ -432,7 +407,6 @@ func Rank(rs []Result, minOnTime float64) {
 	})
 }
 
-// workers returns how many goroutines to use.
 func (o Options) workers() int {
 	w := o.Workers
 	if w <= 0 {
@@ -441,9 +415,8 @@ func (o Options) workers() int {
 	return max(w, 1)
 }
 
-// parallel runs fn(worker, run) for every run, split over workers in fixed
-// chunks; each worker has its own state, so the results do not depend on
-// how many there are. It hands out no more chunks once ctx is done.
+// parallel runs fn over every run in fixed chunks per worker, so results
+// do not depend on the workers; no chunk starts once ctx is done.
 func parallel(ctx context.Context, runs, workers int, newWorker func() func(run int)) {
 	const chunk = 250
 	var wg sync.WaitGroup
@@ -467,11 +440,8 @@ func parallel(ctx context.Context, runs, workers int, newWorker func() func(run 
 	wg.Wait()
 }
 
-// OverCap is the budget key a strategy's expected cost is over, "" for
-// none: the purchase cap first (max_booking_usd), then the day's
-// (max_daily_usd); a cap of 0 is none. A plan is bought or launched in
-// one go, so its whole cost meets both: over either, carrying it out is
-// refused.
+// OverCap is the budget key (max_booking_usd, then max_daily_usd; 0 is
+// none) a plan's whole expected cost is over, "" for none.
 func OverCap(usd, maxBookingUSD, maxDailyUSD float64) string {
 	switch {
 	case maxBookingUSD > 0 && usd > maxBookingUSD:

@@ -7,21 +7,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// BlockQueries are the offering searches whose answers may hold the job,
-// for the caller to run (the booking service keeps what they find, so a
-// plan's offering can be booked by id). For each acceptable model:
-//   - blocks long enough for the whole job: whole days (AWS sells 1-14
-//     days, then weeks) covering the work, a changeover and the 30
-//     minutes before the end when AWS stops the instances, and one day
-//     more, since blocks start at 11:30 UTC and the job may not start
-//     there;
-//   - a one-day block, for a block that does part of the job with spot
-//     for the rest;
-//   - a reservation of the job's whole hours from its start (Azure's
-//     reservations start when bought and take any whole hours).
-//
-// Starts range from a day before the job's start (a block that began
-// earlier still holds it) to its deadline, and never before now.
+// BlockQueries are the offering searches that may hold the job (DESIGN.md).
 func BlockQueries(job Job, now time.Time, speeds Speeds) []domain.OfferingQuery {
 	if speeds == nil {
 		speeds = DefaultSpeeds
@@ -57,8 +43,7 @@ func BlockQueries(job Job, now time.Time, speeds Speeds) []domain.OfferingQuery 
 		if days > 1 {
 			add(model, 24*time.Hour, after)
 		}
-		// A reservation (Azure's) starts when it is made: bought now, it
-		// is held, and billed, from now to the job's end.
+		// A reservation bills from when it is made.
 		hold := work
 		if wait := job.Start.Sub(now); wait > 0 {
 			hold += wait
@@ -69,8 +54,7 @@ func BlockQueries(job Job, now time.Time, speeds Speeds) []domain.OfferingQuery 
 	return out
 }
 
-// awsDays rounds a number of days up to a length AWS sells: 1-14 days,
-// then whole weeks.
+// awsDays rounds up to a length AWS sells: 1-14 days, then weeks.
 func awsDays(n int) int {
 	if n <= 14 {
 		return max(n, 1)

@@ -6,25 +6,20 @@ import (
 	"sort"
 )
 
-// timeline is when a pool's spot capacity is there during one run: the
-// state flips at each time in bounds (ascending, ending with +Inf), from
-// up0 at the start. A cursor makes the monotone reads of one policy
-// cheap; rewind starts the next policy over the same timeline.
+// timeline is when a pool has capacity in a run: the state flips at each
+// bound (ascending, +Inf last) from up0; a cursor serves monotone reads.
 type timeline struct {
 	bounds []float64
 	up0    bool
 	cur    int
 }
 
-// steady is a timeline known only at present: up or not, and no word of
-// when that changes (a live pool between two reviews).
+// steady is a timeline known only now (a live pool between reviews).
 func steady(up bool) *timeline {
 	return &timeline{up0: up, bounds: []float64{math.Inf(1)}}
 }
 
-// at reports whether capacity is there at t and a time before which the
-// state does not change (+Inf: never). Reads between rewinds must not go
-// back in time.
+// at reports the state at t and when it may change; t must not go back.
 func (tl *timeline) at(t float64) (bool, float64) {
 	c := tl.cur
 	for tl.bounds[c] <= t {
@@ -39,8 +34,7 @@ func (tl *timeline) rewindTo(t float64) {
 	tl.cur = sort.Search(len(tl.bounds)-1, func(i int) bool { return tl.bounds[i] > t })
 }
 
-// closeAt ends the timeline at `end`: no capacity after it (a run's
-// draws stop at its deadline), then the +Inf sentinel.
+// closeAt ends the timeline at end: no capacity after it.
 func (tl *timeline) closeAt(end float64) {
 	b := tl.bounds
 	for len(b) > 0 && b[len(b)-1] >= end {
@@ -86,10 +80,8 @@ func (tl *timeline) and(a, b *timeline) {
 	tl.cur = 0
 }
 
-// renewal draws an alternating renewal process: runs of capacity that end
-// at rate rate (exponential: interruptions are memoryless at this scale),
-// gaps log-normal with the given median and mean (the traces' gaps are
-// heavy-tailed: a median of about half an hour, a mean of hours).
+// renewal draws alternating runs (exponential) and gaps (log-normal,
+// heavy-tailed as in the traces), or fitted tables of both.
 type renewal struct {
 	src    rand.PCG
 	rng    *rand.Rand
@@ -97,14 +89,11 @@ type renewal struct {
 	median float64
 	sigma  float64
 	avail  float64
-	// gapQ are the gap's quantiles on a fine grid, so a draw is a table
-	// read rather than an exponential.
+	// gapQ are the gap's quantiles: a draw is a table read.
 	gapQ []float64
-	// runQ, when set, are fitted run lengths drawn instead of the
-	// exponential; the cumulative sums draw the spell under way at start.
+	// runQ, when set, are fitted run lengths; the sums draw a spell under way.
 	runQ, runCum, gapCum []float64
-	// runScale and gapScale stretch the fitted lengths for one draw (the
-	// fit's own uncertainty); 1 draws them as fitted.
+	// runScale and gapScale stretch one draw's lengths (fit uncertainty).
 	runScale, gapScale float64
 }
 
@@ -117,8 +106,7 @@ func newRenewal() *renewal {
 // gapSteps is the resolution of the gap quantile table.
 const gapSteps = 1024
 
-// normalQ are standard normal quantiles at the middle of gapSteps equal
-// slices of probability.
+// normalQ are standard normal quantiles at gapSteps mid-slices.
 var normalQ = func() []float64 {
 	q := make([]float64, gapSteps)
 	for i := range q {
@@ -127,9 +115,8 @@ var normalQ = func() []float64 {
 	return q
 }()
 
-// setup sets the process of a layer with interruption rate λ, availability
-// a and median gap m. The mean gap follows from a = run / (run + gap);
-// a log-normal's mean is its median times e^(σ²/2).
+// setup sets rate λ, availability a and median gap; the mean gap follows
+// from a = run / (run + gap).
 func (g *renewal) setup(lambda, a, median float64) {
 	g.rate, g.avail, g.median = lambda, a, median
 	mean := median
@@ -140,13 +127,11 @@ func (g *renewal) setup(lambda, a, median float64) {
 	g.sigma = math.Sqrt(2 * math.Log(ratio))
 	mu := math.Log(median)
 	if mean < median {
-		// Gaps shorter than the median says: keep the mean (it sets the
-		// availability) with a narrow spread.
+		// Gaps shorter than the median says: keep the mean, narrow the spread.
 		mu = math.Log(mean) - g.sigma*g.sigma/2
 	}
 	g.gapQ = make([]float64, gapSteps)
-	// The table's mean falls short of the distribution's (its tail is
-	// cut at the last slice); scale it back so availability holds.
+	// Scale the table back to the mean its cut tail lost.
 	sum := 0.0
 	for i, z := range normalQ {
 		g.gapQ[i] = math.Exp(mu + g.sigma*z)
@@ -158,9 +143,7 @@ func (g *renewal) setup(lambda, a, median float64) {
 	}
 }
 
-// fill draws a run's timeline up to `until`: up at the start with
-// probability a (the process in its long-run state), each period fresh
-// but a gap under way at the start.
+// fill draws a timeline to until, from the long-run state.
 func (g *renewal) fill(tl *timeline, seed1, seed2 uint64, until float64) {
 	if g.runQ != nil {
 		g.fillSpells(tl, seed1, seed2, until)
@@ -172,8 +155,7 @@ func (g *renewal) fill(tl *timeline, seed1, seed2 uint64, until float64) {
 	b := tl.bounds[:0]
 	t := 0.0
 	if !up {
-		// A gap under way at the start is what is left of a
-		// length-biased gap: of a log-normal, U·e^(σ²)·(a gap).
+		// A gap under way is the rest of a length-biased gap.
 		t = g.rng.Float64() * math.Exp(g.sigma*g.sigma) * g.gapQ[g.src.Uint64()>>54]
 		b = append(b, t)
 		up = true
@@ -191,17 +173,17 @@ func (g *renewal) fill(tl *timeline, seed1, seed2 uint64, until float64) {
 	tl.cur = 0
 }
 
-// lane is one way to hold the job's capacity in a run: a spot pool (its
-// timeline says when capacity is there) or on-demand (always there).
+// lane is a spot pool (its timeline) or on-demand (always there).
 type lane struct {
 	usdHour float64 // for all the job's instances
 	speed   float64 // hours of reference work per hour
 	tl      *timeline
-	// score is the expected cost of an hour of work (lower is better),
-	// what a policy ranks available lanes by.
+	// score is the expected cost of an hour of work, what lanes rank by.
 	score float64
-	// The last answer, good until `until`: a policy scans every lane at
-	// each decision, and most have not changed.
+	// mix is a partial gang: part spot in the pool, the rest on-demand.
+	mix  bool
+	rate float64 // interruptions per hour, where known
+	// The last answer, good until `until` (most lanes have not changed).
 	up    bool
 	until float64
 }

@@ -10,10 +10,8 @@ import (
 	"strconv"
 )
 
-// Trace is one pool's recorded spot availability in the format of the
-// public spot-traces dataset (skypilot-org/spot-traces, used by Can't Be
-// Late): {"metadata": {"gap_seconds": N}, "data": [n0, n1, …]}, where
-// data[i] is how many instances the pool had at tick i (0 = none).
+// Trace is one pool's availability in the public spot-traces format:
+// data[i] is how many instances the pool had at tick i.
 type Trace struct {
 	// Name says where the trace came from (its file), for messages.
 	Name       string
@@ -24,14 +22,12 @@ type Trace struct {
 // TraceForm is the accepted format, for error messages.
 const TraceForm = `{"metadata": {"gap_seconds": N}, "data": [n0, n1, ...]} with N a whole number of seconds from 1 to 86400 and each n a whole number ≥ 0`
 
-// Limits of a trace. A trace is read as it streams and refused as soon
-// as it passes either, so a huge file costs neither time nor memory.
+// Limits of a trace, checked as it streams.
 const (
 	maxGapSeconds = 86400
 	maxTraceTicks = 2_000_000
 	maxCount      = 1 << 30
-	// MaxTraceBytes is the largest trace file read: 2,000,000 ticks of
-	// counts up to 16 written as the dataset writes them fit in 8 MiB.
+	// MaxTraceBytes holds 2,000,000 ticks as the dataset writes them.
 	MaxTraceBytes = 32 << 20
 )
 
@@ -40,12 +36,8 @@ func ParseTrace(name string, b []byte) (Trace, error) {
 	return ReadTrace(name, bytes.NewReader(b))
 }
 
-// ReadTrace reads a trace strictly as it streams: one JSON object with
-// exactly the keys "metadata" and "data" (metadata may carry other keys,
-// which are ignored), a whole positive gap_seconds, and a non-empty list
-// of whole numbers ≥ 0, at most 2,000,000 of them in at most
-// MaxTraceBytes. It stops at the first byte past a limit. Errors name the
-// file and the place.
+// ReadTrace reads a trace strictly as it streams (TraceForm), stopping at
+// the first byte past a limit; errors name the file and the place.
 func ReadTrace(name string, r io.Reader) (Trace, error) {
 	in := &cappedReader{r: r, left: MaxTraceBytes}
 	sc := &traceScanner{br: bufio.NewReaderSize(in, 64<<10)}
@@ -68,16 +60,14 @@ func ReadTrace(name string, r io.Reader) (Trace, error) {
 	return t, nil
 }
 
-// traceFault is what is wrong with a trace's content, as opposed to its
-// JSON or its reading.
+// traceFault is what is wrong with a trace's content.
 type traceFault string
 
 func (f traceFault) Error() string { return string(f) }
 
 var errBadJSON = errors.New("bad JSON")
 
-// traceScanner reads the dataset's one shape by hand: a general JSON
-// decoder spends a microsecond a token, and a trace is millions of them.
+// traceScanner reads the one shape by hand: a JSON decoder is too slow.
 type traceScanner struct {
 	br  *bufio.Reader
 	off int64
@@ -200,8 +190,7 @@ func (s *traceScanner) trace() (Trace, error) {
 	return t, nil
 }
 
-// metadata reads the metadata object whole (it is small, and the byte
-// limit bounds it) and returns its gap_seconds, 0 when it has none.
+// metadata returns gap_seconds, 0 when there is none.
 func (s *traceScanner) metadata() (int, error) {
 	raw, err := s.rawValue()
 	if err != nil {
@@ -303,8 +292,7 @@ func count(b []byte) (int, bool) {
 	return n, n <= maxCount
 }
 
-// rawString reads the rest of a string whose opening quote was read and
-// returns it with its quotes.
+// rawString reads the rest of a string, quotes included.
 func (s *traceScanner) rawString() ([]byte, error) {
 	out := []byte{'"'}
 	for {
@@ -407,8 +395,7 @@ func (c *cappedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// wholeNumber reads a JSON number written as a whole number (no fraction
-// or exponent: counts and seconds are written so).
+// wholeNumber reads a JSON number written as a whole number.
 func wholeNumber(raw json.RawMessage) (int64, bool) {
 	s := string(bytes.TrimSpace(raw))
 	if s == "" || s[0] == '"' {
@@ -450,8 +437,7 @@ func (t Trace) Write(w io.Writer) error {
 // Hours is the trace's length.
 func (t Trace) Hours() float64 { return float64(len(t.Data)) * float64(t.GapSeconds) / 3600 }
 
-// timeline is when the trace has at least n instances, in hours from its
-// start, closed at its end.
+// timeline is when the trace has at least n instances.
 func (t Trace) timeline(n int) *timeline {
 	tl := &timeline{up0: t.Data[0] >= n}
 	gap := float64(t.GapSeconds) / 3600

@@ -11,17 +11,14 @@ import (
 // StrategyTrainingPlan is a SageMaker training plan that holds the job in its segments.
 const StrategyTrainingPlan = "training-plan"
 
-// planRun is how a training plan carries the job: the work each segment
-// does, in order, and when the last of it is done.
+// planRun is the work each segment of a training plan does.
 type planRun struct {
 	did    []float64 // work hours per segment
 	finish float64   // hours from the job's start; +Inf if the plan cannot hold it all
 }
 
-// runPlan lays the job over a plan's segments in order: each segment holds
-// the job's GPUs from its start (or the job's) to its end less the early
-// stop, and a changeover begins each segment that does work, since the job
-// moves to new instances there. It never moves work across a gap.
+// runPlan lays the job over the segments in order, a changeover at each
+// that does work; no work crosses a gap.
 func (p *planning) runPlan(o domain.Offering, speed float64) planRun {
 	r := planRun{finish: math.Inf(1)}
 	left := p.work
@@ -48,9 +45,7 @@ func (p *planning) runPlan(o domain.Offering, speed float64) planRun {
 	return r
 }
 
-// trainingPlans evaluates each training plan that holds the whole job,
-// deterministic and paid in full, keeping the cheapest of each cloud and
-// number of segments.
+// trainingPlans evaluates each plan that holds the whole job.
 func (p *planning) trainingPlans(offs []domain.Offering) []Result {
 	type key struct {
 		cloud string

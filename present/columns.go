@@ -9,92 +9,56 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Column is one column of the market table, declared once (k9s's
-// internal/render is the model): how the Market view shows it, how it
-// sorts, and how `gpumarket prices` prints it, side by side. A column may
-// have one face only: the TREND sparkline is the view's, the window
-// statistics are the CLI's.
-//
-// The columns are package-level values that nothing writes after init;
-// View, Sorts and Prices list them in each layout's order.
+// Column is a market column with its order; a Windowed one reads the
+// window, so only its cells are redone when the window changes.
 type Column struct {
-	// Title is the Market view's header; "" keeps the column out of it.
-	Title string
-	// Width is its width in cells; MaxWidth, when larger, is how far it
-	// grows when the terminal has room (names run long).
-	Width, MaxWidth int
-	// Prio orders the columns to keep as the terminal narrows: 0 first.
-	Prio int
-	// Right aligns numbers.
-	Right bool
-	// Cell is what the Market view shows.
-	Cell func(*Row) string
-
-	// SortName names the order by this column ("sort: effective
-	// $/GPU-h"), SortShort in the status line; Compare orders two rows
-	// by it (unknown figures last in either direction). A column without
-	// Compare is not an order of the view.
+	Col[*Row]
 	SortName, SortShort string
 	Compare             func(a, b *Row, reverse bool) int
-
-	// Field is its name in `prices` JSON and CSV, upper-cased in the
-	// table (DESIGN.md's contract); "" keeps it out of `prices`.
-	Field string
-	// Format rounds it in the prices table ("%.4f"); "-" keeps it out of
-	// the table (JSON and CSV keep every column and every digit).
-	Format string
-	// Value is what `prices` prints: nil, or a nil pointer, is unknown
-	// (null in JSON, empty in CSV, "-" in the table).
-	Value func(*Row) any
-
-	// Windowed is set when the column reads the window (Row.From, To or
-	// Window): a window change redoes only these, and the Market view
-	// fills their cells for the rows it shows.
-	Windowed bool
+	Windowed            bool
 }
 
-// The columns. The figures come from Derive; a column only chooses one and
-// says how it reads.
 var (
-	ColGPU = &Column{Title: "GPU", Width: 12, Prio: 0, Cell: gpuCell,
+	ColGPU = &Column{Col: Col[*Row]{Title: "GPU", Width: 12, Prio: 0, Cell: gpuCell},
 		SortName: "GPU", SortShort: "GPU",
 		Compare: func(a, b *Row, rev bool) int {
 			c := dir(rev, cmp.Or(strings.Compare(a.GPU.Model, b.GPU.Model), cmp.Compare(b.GPU.Count, a.GPU.Count)))
 			return cmp.Or(c, cmpNaNLast(a.Effective, b.Effective))
 		}}
-	ColInstance = &Column{Title: "INSTANCE", Width: 17, MaxWidth: 26, Prio: 5,
+	ColInstance = &Column{Col: Col[*Row]{Title: "INSTANCE", Width: 17, MaxWidth: 26, Prio: 5,
 		Cell:  func(r *Row) string { return DisplayType(r.InstanceType) },
-		Field: "instance_type", Value: func(r *Row) any { return r.InstanceType }}
-	ColPlace = &Column{Title: "REGION/ZONE", Width: 16, MaxWidth: 20, Prio: 2,
-		Cell:     func(r *Row) string { return Place(r.Region, r.Zone) },
+		Field: "instance_type", Value: func(r *Row) any { return r.InstanceType }}}
+	ColPlace = &Column{Col: Col[*Row]{Title: "REGION/ZONE", Width: 16, MaxWidth: 20, Prio: 2,
+		Cell: func(r *Row) string { return Place(r.Region, r.Zone) }},
 		SortName: "region", SortShort: "region",
 		Compare: func(a, b *Row, rev bool) int {
 			c := dir(rev, cmp.Or(strings.Compare(a.Region, b.Region), strings.Compare(a.Zone, b.Zone)))
 			return cmp.Or(c, cmpNaNLast(a.Effective, b.Effective))
 		}}
-	ColCloud = &Column{Title: "CLOUD", Width: 9, Prio: 9,
+	ColCloud = &Column{Col: Col[*Row]{Title: "CLOUD", Width: 9, Prio: 9,
 		Cell:  func(r *Row) string { return CloudName(r.Pool) },
-		Field: "cloud", Format: "-", Value: func(r *Row) any { return string(r.Cloud) }}
-	ColSpot = &Column{Title: "SPOT $/H", Width: 8, Prio: 6, Right: true,
-		Cell:     func(r *Row) string { return Money(r.Spot) },
-		SortName: "spot $/h", SortShort: "spot", Compare: byFigure(func(r *Row) float64 { return r.Spot }),
-		Field: "spot_usd_hour", Format: "%.4f", Value: func(r *Row) any { return known(r.Spot) }}
-	ColPerGPU = &Column{Title: "$/GPU-H", Width: 8, Prio: 3, Right: true,
-		Cell:     func(r *Row) string { return Money(r.PerGPU) },
-		SortName: "$/GPU-h", SortShort: "$/GPU-h", Compare: byFigure(func(r *Row) float64 { return r.PerGPU }),
-		Field: "spot_usd_gpu_hour", Format: "%.4f", Value: func(r *Row) any { return Round(r.PerGPU, 6) }}
-	ColSavings = &Column{Title: "SAVE", Width: 4, Prio: 8, Right: true,
+		Field: "cloud", Format: "-", Value: func(r *Row) any { return string(r.Cloud) }}}
+	ColSpot = &Column{Col: Col[*Row]{Title: "SPOT $/H", Width: 8, Prio: 6, Right: true,
+		Cell:  func(r *Row) string { return Money(r.Spot) },
+		Field: "spot_usd_hour", Format: "%.4f", Value: func(r *Row) any { return known(r.Spot) }},
+		SortName: "spot $/h", SortShort: "spot", Compare: byFigure(func(r *Row) float64 { return r.Spot })}
+	ColPerGPU = &Column{Col: Col[*Row]{Title: "$/GPU-H", Width: 8, Prio: 3, Right: true,
+		Cell:  func(r *Row) string { return Money(r.PerGPU) },
+		Field: "spot_usd_gpu_hour", Format: "%.4f", Value: func(r *Row) any { return Round(r.PerGPU, 6) }},
+		SortName: "$/GPU-h", SortShort: "$/GPU-h", Compare: byFigure(func(r *Row) float64 { return r.PerGPU })}
+	ColSavings = &Column{Col: Col[*Row]{Title: "SAVE", Width: 4, Prio: 8, Right: true,
 		Cell: func(r *Row) string {
 			if math.IsNaN(r.Savings) {
 				return "-"
 			}
 			return fmt.Sprintf("%.0f%%", r.Savings)
 		},
+		Field: "savings_pct", Format: "%.1f", Value: func(r *Row) any { return Round(r.Savings, 2) }},
 		// the biggest saving first; NaN stays NaN when negated, so last
-		SortName: "savings", SortShort: "savings", Compare: byFigure(func(r *Row) float64 { return -r.Savings }),
-		Field: "savings_pct", Format: "%.1f", Value: func(r *Row) any { return Round(r.Savings, 2) }}
-	ColInterruption = &Column{Title: "INTR", Width: 6, Prio: 4,
-		Cell:     func(r *Row) string { return cmp.Or(r.Bucket(), "-") },
+		SortName: "savings", SortShort: "savings", Compare: byFigure(func(r *Row) float64 { return -r.Savings })}
+	ColInterruption = &Column{Col: Col[*Row]{Title: "INTR", Width: 6, Prio: 4,
+		Cell:  func(r *Row) string { return cmp.Or(r.Bucket(), "-") },
+		Field: "interruption", Value: func(r *Row) any { return optString(r.Bucket()) }},
 		SortName: "interruption", SortShort: "interruption",
 		Compare: func(a, b *Row, rev bool) int {
 			unknownA, unknownB := a.BucketRank >= len(domain.Buckets), b.BucketRank >= len(domain.Buckets)
@@ -108,93 +72,88 @@ var (
 				c = dir(rev, cmp.Compare(a.BucketRank, b.BucketRank))
 			}
 			return cmp.Or(c, cmpNaNLast(a.Effective, b.Effective))
-		},
-		Field: "interruption", Value: func(r *Row) any { return optString(r.Bucket()) }}
-	ColEffective = &Column{Title: "EFF $/GPU-H", Width: 12, Prio: 1, Right: true,
-		Cell:     func(r *Row) string { return Money(r.Effective) },
-		SortName: "effective $/GPU-h", SortShort: "effective", Compare: byFigure(func(r *Row) float64 { return r.Effective }),
-		Field: "effective_usd_gpu_hour", Format: "%.4f", Value: func(r *Row) any { return Round(r.Effective, 6) }}
-	ColTrend = &Column{Title: "TREND", Width: SparkCols, Prio: 7, Windowed: true,
+		}}
+	ColEffective = &Column{Col: Col[*Row]{Title: "EFF $/GPU-H", Width: 12, Prio: 1, Right: true,
+		Cell:  func(r *Row) string { return Money(r.Effective) },
+		Field: "effective_usd_gpu_hour", Format: "%.4f", Value: func(r *Row) any { return Round(r.Effective, 6) }},
+		SortName: "effective $/GPU-h", SortShort: "effective", Compare: byFigure(func(r *Row) float64 { return r.Effective })}
+	ColTrend = &Column{Col: Col[*Row]{Title: "TREND", Width: SparkCols, Prio: 7,
 		Cell: func(r *Row) string {
 			_, maxs := r.History.Downsample(r.From, r.To, SparkCols)
 			return Sparkline(maxs)
-		}}
+		}}, Windowed: true}
 
-	// The columns only `prices` prints.
-	ColProvider = &Column{Field: "provider", Value: func(r *Row) any { return r.Provider }}
-	ColRegion   = &Column{Field: "region", Value: func(r *Row) any { return r.Region }}
-	ColZone     = &Column{Field: "zone", Value: func(r *Row) any { return optString(r.Zone) }}
-	ColGPUModel = &Column{Field: "gpu_model", Value: func(r *Row) any { return optString(r.GPU.Model) }}
-	ColGPUCount = &Column{Field: "gpu_count", Format: "%g", Value: func(r *Row) any { return positive(r.GPU.Count) }}
-	ColGPUMem   = &Column{Field: "gpu_memory_gib", Format: "-", Value: func(r *Row) any { return positive(r.GPU.MemoryGiB) }}
-	ColOnDemand = &Column{Field: "on_demand_usd_hour", Format: "%.4f", Value: func(r *Row) any {
+	ColProvider = &Column{Col: Col[*Row]{Field: "provider", Value: func(r *Row) any { return r.Provider }}}
+	ColRegion   = &Column{Col: Col[*Row]{Field: "region", Value: func(r *Row) any { return r.Region }}}
+	ColZone     = &Column{Col: Col[*Row]{Field: "zone", Value: func(r *Row) any { return optString(r.Zone) }}}
+	ColGPUModel = &Column{Col: Col[*Row]{Field: "gpu_model", Value: func(r *Row) any { return optString(r.GPU.Model) }}}
+	ColGPUCount = &Column{Col: Col[*Row]{Field: "gpu_count", Format: "%g", Value: func(r *Row) any { return positive(r.GPU.Count) }}}
+	ColGPUMem   = &Column{Col: Col[*Row]{Field: "gpu_memory_gib", Format: "-", Value: func(r *Row) any { return positive(r.GPU.MemoryGiB) }}}
+	ColOnDemand = &Column{Col: Col[*Row]{Field: "on_demand_usd_hour", Format: "%.4f", Value: func(r *Row) any {
 		if r.OnDemandUSDHour == nil {
 			return nil
 		}
 		return positive(*r.OnDemandUSDHour)
-	}}
-	ColWindowMin = &Column{Field: "window_min_usd_hour", Format: "%.4f", Windowed: true, Value: func(r *Row) any {
+	}}}
+	ColWindowMin = &Column{Col: Col[*Row]{Field: "window_min_usd_hour", Format: "%.4f", Value: func(r *Row) any {
 		if st := r.Window(); st.OK {
 			return domain.Float(st.Min)
 		}
 		return nil
-	}}
-	ColWindowAvg = &Column{Field: "window_avg_usd_hour", Format: "%.4f", Windowed: true, Value: func(r *Row) any {
+	}}, Windowed: true}
+	ColWindowAvg = &Column{Col: Col[*Row]{Field: "window_avg_usd_hour", Format: "%.4f", Value: func(r *Row) any {
 		if st := r.Window(); st.OK {
 			return Round(st.Avg, 6)
 		}
 		return nil
-	}}
-	ColWindowMax = &Column{Field: "window_max_usd_hour", Format: "%.4f", Windowed: true, Value: func(r *Row) any {
+	}}, Windowed: true}
+	ColWindowMax = &Column{Col: Col[*Row]{Field: "window_max_usd_hour", Format: "%.4f", Value: func(r *Row) any {
 		if st := r.Window(); st.OK {
 			return domain.Float(st.Max)
 		}
 		return nil
-	}}
-	ColPlacement = &Column{Field: "placement_score", Value: func(r *Row) any { return r.PlacementScore }}
-	// ColPlacementNote says why placement_score is null where AWS was
-	// asked: never a number made up for it.
-	ColPlacementNote = &Column{Field: "placement_note", Value: func(r *Row) any { return optString(r.PlacementNote) }}
-	ColObservedAt    = &Column{Field: "observed_at", Format: "-", Value: func(r *Row) any { return r.ObservedAt }}
-	// ColAsOf is when the row's region last answered, or, for a row
-	// from the history cache (Cached), when the cache last heard from it;
-	// the table says "cached HH:MM" or "live".
-	ColAsOf = &Column{Field: "as_of", Format: "-", Value: func(r *Row) any {
+	}}, Windowed: true}
+	ColPlacement     = &Column{Col: Col[*Row]{Field: "placement_score", Value: func(r *Row) any { return r.PlacementScore }}}
+	ColPlacementNote = &Column{Col: Col[*Row]{Field: "placement_note", Value: func(r *Row) any { return optString(r.PlacementNote) }}}
+	ColObservedAt    = &Column{Col: Col[*Row]{Field: "observed_at", Format: "-", Value: func(r *Row) any { return r.ObservedAt }}}
+	ColAsOf          = &Column{Col: Col[*Row]{Field: "as_of", Format: "-", Value: func(r *Row) any {
 		if r.AsOf.IsZero() {
 			return nil
 		}
 		return r.AsOf.UTC()
-	}}
-	ColCached = &Column{Field: "cached", Format: "-", Value: func(r *Row) any { return r.Cached }}
+	}}}
+	ColCached = &Column{Col: Col[*Row]{Field: "cached", Format: "-", Value: func(r *Row) any { return r.Cached }}}
+	// ColAge is the table's AS_OF: "cached 09:41" or "live".
+	ColAge = &Column{Col: Col[*Row]{Field: "as_of", TableOnly: true, Value: func(r *Row) any {
+		if r.Cached {
+			return "cached " + r.AsOf.Local().Format("15:04")
+		}
+		return "live"
+	}}}
 )
 
-// AsOfCell is a row's age for a table: "cached 09:41" (local time) when
-// its prices are the history cache's, "live" otherwise.
-func AsOfCell(r *Row) string {
-	if r.Cached {
-		return "cached " + r.AsOf.Local().Format("15:04")
-	}
-	return "live"
-}
-
-// SparkCols is the width of the trend sparkline; fixed so it is computed
-// once per change of a pool, not per frame.
+// SparkCols is fixed so a trend is drawn once per change of its pool.
 const SparkCols = 12
 
-// View is the Market view's columns in display order.
 var View = []*Column{ColGPU, ColInstance, ColPlace, ColCloud, ColSpot, ColPerGPU, ColSavings, ColInterruption, ColEffective, ColTrend}
 
-// Sorts are the Market view's orders in the order `s` cycles through
-// them; the first is the default and the order of `prices`.
+// Sorts are the orders `s` cycles through; the first is `prices`'s.
 var Sorts = []*Column{ColEffective, ColPerGPU, ColSpot, ColSavings, ColInterruption, ColGPU, ColPlace}
 
 // Prices is `gpumarket prices`'s columns in DESIGN.md's field order.
 var Prices = []*Column{ColProvider, ColCloud, ColRegion, ColZone, ColInstance, ColGPUModel, ColGPUCount, ColGPUMem,
 	ColSpot, ColPerGPU, ColOnDemand, ColSavings, ColWindowMin, ColWindowAvg, ColWindowMax, ColInterruption,
-	ColPlacement, ColPlacementNote, ColEffective, ColObservedAt, ColAsOf, ColCached}
+	ColPlacement, ColPlacementNote, ColEffective, ColObservedAt, ColAsOf, ColCached, ColAge}
 
-// Compare orders two rows by a column, then by pool key, so the order is
-// stable between snapshots.
+func MarketCols(cols []*Column) []*Col[*Row] {
+	out := make([]*Col[*Row], len(cols))
+	for i, c := range cols {
+		out[i] = &c.Col
+	}
+	return out
+}
+
+// Compare orders by a column, then by pool key (stable across snapshots).
 func Compare(by *Column, a, b *Row, reverse bool) int {
 	if c := by.Compare(a, b, reverse); c != 0 {
 		return c
@@ -202,8 +161,7 @@ func Compare(by *Column, a, b *Row, reverse bool) int {
 	return strings.Compare(a.Key, b.Key)
 }
 
-// byFigure orders by a figure in the sort direction, unknown (NaN) last
-// either way.
+// byFigure orders by a figure, unknown (NaN) last either way.
 func byFigure(f func(*Row) float64) func(a, b *Row, reverse bool) int {
 	return func(a, b *Row, reverse bool) int {
 		x, y := f(a), f(b)

@@ -26,26 +26,38 @@ func pool(key string, gpus float64, onDemand *float64, bucket string, prices ...
 	return &feed.PoolView{Pool: p, Key: key, History: series.Series{}.Merge(at, prices)}
 }
 
-// TestColumnsDeclareEachFace: every column in a layout has what that
-// layout needs, so a column added to View, Sorts or Prices without its
-// cell, order or value fails here rather than on screen.
+// TestColumnsDeclareEachFace: every column of a TUI table has a title,
+// a width and a cell; every column of a CLI output a value and a field
+// unique among the JSON fields and among the table's; every sort an order.
 func TestColumnsDeclareEachFace(t *testing.T) {
-	for _, c := range View {
-		if c.Title == "" || c.Width <= 0 || c.Cell == nil || (c.MaxWidth != 0 && c.MaxWidth < c.Width) {
-			t.Errorf("view column %+v: want a title, a width and a cell", *c)
-		}
-	}
+	checkFaces(t, "market", MarketCols(View), MarketCols(Prices))
+	checkFaces(t, "ledger", LedgerView, Ledger)
+	checkFaces(t, "usage", UsageView, Usage)
+	checkFaces(t, "offerings", BlocksView, Offerings)
+	checkFaces(t, "plan", PlanView, Plan)
+	checkFaces(t, "usage --by day", nil, Days)
+	checkFaces(t, "usage --by actor", nil, Actors)
 	for _, c := range Sorts {
 		if c.Compare == nil || c.SortName == "" || c.SortShort == "" || c.Title == "" {
 			t.Errorf("sort %q: want a comparison, names and a view column to mark", c.SortName)
 		}
 	}
-	seen := map[string]bool{}
-	for _, c := range Prices {
-		if c.Field == "" || c.Value == nil || seen[c.Field] {
-			t.Errorf("prices column %q: want a unique field and a value", c.Field)
+}
+
+func checkFaces[R any](t *testing.T, name string, view, cli []*Col[R]) {
+	for _, c := range view {
+		if c.Title == "" || c.Width <= 0 || c.Cell == nil || (c.MaxWidth != 0 && c.MaxWidth < c.Width) {
+			t.Errorf("%s view column %q: want a title, a width and a cell", name, c.Title)
 		}
-		seen[c.Field] = true
+	}
+	json, table := map[string]bool{}, map[string]bool{}
+	for _, c := range cli {
+		inJSON, inTable := !c.TableOnly, c.Format != "-"
+		if c.Field == "" || c.Value == nil || (inJSON && json[c.Field]) || (inTable && table[c.Field]) {
+			t.Errorf("%s column %q: want a unique field and a value", name, c.Field)
+		}
+		json[c.Field] = json[c.Field] || inJSON
+		table[c.Field] = table[c.Field] || inTable
 	}
 }
 

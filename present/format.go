@@ -8,8 +8,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Money formats a dollar amount with as many decimals as a price of its
-// size needs: 98.3, 24.12, 1.006, 0.1623; "-" when unknown.
+// Money prints dollars with the decimals their size needs: 98.3, 1.006.
 func Money(v float64) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "-"
@@ -37,18 +36,15 @@ func GPUCount(n float64) string {
 	return strconv.FormatFloat(n, 'f', 2, 64)
 }
 
-// Place names a region and zone as one (domain.Place).
 func Place(region, zone string) string { return domain.Place(region, zone) }
 
-// DisplayType shortens Azure's "Standard_NC40ads_H100_v5" to the
-// "NC40ads_H100_v5" people say; filters still match the full name.
+// DisplayType drops Azure's "Standard_" prefix, as people say the type.
 func DisplayType(t string) string {
 	return strings.TrimPrefix(t, "Standard_")
 }
 
-// CloudName names the pool's cloud, and the source when it is not the
-// cloud itself: a simulated pool reads "sim:aws" on every row, so it is
-// never taken for a real one when sources are mixed.
+// CloudName is "sim:aws" for a source that is not the cloud itself, so a
+// simulated pool is never taken for a real one.
 func CloudName(p domain.Pool) string {
 	if p.Provider == "" || p.Provider == string(p.Cloud) {
 		return string(p.Cloud)
@@ -58,8 +54,7 @@ func CloudName(p domain.Pool) string {
 
 var sparkBlocks = []rune("▁▂▃▄▅▆▇█")
 
-// Sparkline draws values (NaN for "no data") as unicode blocks scaled
-// between their own minimum and maximum; a flat series is a flat low line.
+// Sparkline draws values (NaN: none) as blocks between their min and max.
 func Sparkline(vals []float64) string {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, v := range vals {
@@ -84,9 +79,7 @@ func Sparkline(vals []float64) string {
 	return b.String()
 }
 
-// Round rounds a derived figure for print (a quotient has no more
-// meaningful digits than its inputs); NaN and ±Inf are unknown: nil. Every
-// output of the CLI rounds its figures with it.
+// Round rounds a derived figure for print; NaN and ±Inf are nil.
 func Round(v float64, digits int) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
@@ -95,7 +88,6 @@ func Round(v float64, digits int) *float64 {
 	return domain.Float(math.Round(v*p) / p)
 }
 
-// known is v, or nil when it is unknown (NaN or ±Inf).
 func known(v float64) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
@@ -103,8 +95,7 @@ func known(v float64) *float64 {
 	return domain.Float(v)
 }
 
-// positive is v when it is above zero, else nil: a GPU count, a memory
-// size or an on-demand price of 0 means the source did not say.
+// positive is nil for 0: a source that did not say.
 func positive(v float64) *float64 {
 	if !(v > 0) {
 		return nil

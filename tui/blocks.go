@@ -170,7 +170,7 @@ type blocksView struct {
 	snap   *feed.Snapshot
 	offers []domain.Offering
 	// alts memoizes each block's spot alternative for altsOf: one scans every pool.
-	alts      map[altKey]spotAlt
+	alts      map[altKey]present.SpotAlt
 	altsOf    *feed.Snapshot
 	warnings  []ledger.Warning // who did not answer the last search
 	searched  bool
@@ -415,52 +415,22 @@ func offeringLines(o domain.Offering, now time.Time) []string {
 	return lines
 }
 
-// blocksColumns in display order. At 80 columns what decides a booking
-// stays: the price, the total, the GPUs, when and for how long, where,
-// and the spot alternative with its total; the instance type (the
-// confirmation says it) and the spot pool go first.
-//
-// $/H, a reservation's hourly rate beside its total, is shown only when
-// the list holds one (blocksColumnsFor): at 80 columns it then takes the
-// place of ALT TOTAL, so that an hourly bill is never read as a fee.
-var blocksColumns = []tableColumn{
-	{title: "$/GPU-h", w: 7, right: true, prio: 0}, {title: "UPFRONT $", w: 9, right: true, prio: 1}, {title: "$/H", w: 5, right: true, prio: 6},
-	{title: "INSTANCES", w: 16, prio: 9, max: 24}, {title: "GPUs", w: 4, right: true, prio: 3},
-	{title: "WHERE", w: 13, prio: 5, max: 18}, {title: "START (local)", w: 15, prio: 2}, {title: "HOURS", w: 5, right: true, prio: 4},
-	{title: "SPOT ALT*", w: 9, right: true, prio: 7}, {title: "ALT TOTAL", w: 9, right: true, prio: 8}, {title: "SPOT POOL", w: 24, prio: 10},
-	{title: "KIND", w: 13, prio: 11},
-}
-
-// blocksColumnsFor is blocksColumns without $/H when no offering bills
-// by the hour, and without KIND when every offering is a capacity block.
-func blocksColumnsFor(offers []domain.Offering) []tableColumn {
+// blocksColumnsFor is present.BlocksView without $/H when no offering
+// bills by the hour (at 80 columns $/H then takes ALT TOTAL's place), and
+// without KIND when every offering is a capacity block.
+func blocksColumnsFor(offers []domain.Offering) []*present.Col[*present.OfferingRow] {
 	hourly, kinds := false, false
 	for _, o := range offers {
 		hourly = hourly || o.HourlyUSD > 0
 		kinds = kinds || o.Terms().Kind != domain.KindBlock
 	}
-	out := make([]tableColumn, 0, len(blocksColumns))
-	for _, c := range blocksColumns {
-		if (c.title != "$/H" || hourly) && (c.title != "KIND" || kinds) {
+	out := make([]*present.Col[*present.OfferingRow], 0, len(present.BlocksView))
+	for _, c := range present.BlocksView {
+		if (c != present.OfferHourly || hourly) && (c != present.OfferKind || kinds) {
 			out = append(out, c)
 		}
 	}
 	return out
-}
-
-// hoursCell is an offering's length in the HOURS column: whole hours,
-// else to the tenth ("43.3"), marked ~ when it is not the length asked
-// for (the form's other lengths kept it).
-func hoursCell(o domain.Offering) string {
-	h := o.HeldHours()
-	s := strconv.FormatFloat(h, 'f', 1, 64)
-	if h == math.Trunc(h) {
-		s = strconv.FormatFloat(h, 'f', 0, 64)
-	}
-	if o.FlexLength {
-		s += "~"
-	}
-	return s
 }
 
 // formHints say what each field takes, for someone new to blocks.
@@ -490,14 +460,6 @@ func (v *blocksView) formHelp() []string {
 	}
 }
 
-// spotAlt is a block's cheapest spot alternative: the lowest EFF $/GPU-h
-// for a job of its GPUs and hours on the same GPU model.
-type spotAlt struct {
-	pool      *feed.PoolView
-	effective float64 // $/GPU-h
-	total     float64 // for the block's GPUs and hours
-}
-
 // altKey is what a block's spot alternative depends on.
 type altKey struct {
 	model       string
@@ -505,9 +467,9 @@ type altKey struct {
 }
 
 // spotAlternativeOnce is spotAlternative once per snapshot and block terms.
-func (v *blocksView) spotAlternativeOnce(o domain.Offering) (spotAlt, bool) {
+func (v *blocksView) spotAlternativeOnce(o domain.Offering) (present.SpotAlt, bool) {
 	if v.altsOf != v.snap || v.alts == nil {
-		v.alts, v.altsOf = map[altKey]spotAlt{}, v.snap
+		v.alts, v.altsOf = map[altKey]present.SpotAlt{}, v.snap
 	}
 	k := altKey{strings.ToUpper(o.GPU.Model), o.GPUCount(), o.DurationHours()}
 	a, ok := v.alts[k]
@@ -515,11 +477,13 @@ func (v *blocksView) spotAlternativeOnce(o domain.Offering) (spotAlt, bool) {
 		a, _ = v.spotAlternative(o)
 		v.alts[k] = a
 	}
-	return a, a.pool != nil
+	return a, a.Pool != nil
 }
 
-func (v *blocksView) spotAlternative(o domain.Offering) (spotAlt, bool) {
-	best := spotAlt{effective: math.Inf(1)}
+// spotAlternative is the pool of the block's GPU model with the lowest EFF
+// for a job of its GPUs and hours.
+func (v *blocksView) spotAlternative(o domain.Offering) (present.SpotAlt, bool) {
+	best := present.SpotAlt{Effective: math.Inf(1)}
 	if v.snap == nil {
 		return best, false
 	}
@@ -538,11 +502,11 @@ func (v *blocksView) spotAlternative(o domain.Offering) (spotAlt, bool) {
 		b.GPUs, b.Hours = int(math.Ceil(gpus)), o.HeldHours()
 		// NaN (the price or GPU count is unknown) is never below the best.
 		eff := present.Effective(b, pv.Pool, usd)
-		if eff < best.effective {
-			best = spotAlt{pool: pv, effective: eff, total: eff * gpus * o.HeldHours()}
+		if eff < best.Effective {
+			best = present.SpotAlt{Pool: pv, Effective: eff, Total: eff * gpus * o.HeldHours()}
 		}
 	}
-	return best, best.pool != nil
+	return best, best.Pool != nil
 }
 
 func (v *blocksView) View() string {
@@ -605,11 +569,7 @@ func (v *blocksView) View() string {
 	for _, w := range v.warnings {
 		b.WriteString("\n" + st.footerErr.Render(wordwrap(w.String(), v.w)))
 	}
-	var hdr []string
-	for _, c := range cols {
-		hdr = append(hdr, fit(c.title, c.w, c.right))
-	}
-	b.WriteString("\n  " + st.header.Render(strings.Join(hdr, " ")))
+	b.WriteString("\n  " + st.header.Render(tableHeader(cols)))
 	switch {
 	case len(v.offers) == 0 && !v.searching && v.searched:
 		hint := "No offerings for these terms. e: try other dates, a shorter duration or fewer GPUs."
@@ -625,26 +585,9 @@ func (v *blocksView) View() string {
 	rows := max(v.h-strings.Count(b.String(), "\n")-1, 1)
 	first := max(0, v.cur-rows+1)
 	for i := first; i < len(v.offers) && i < first+rows; i++ {
-		o := v.offers[i]
-		alt, altEff, altTotal := "-", "-", "-"
-		if a, ok := v.spotAlternativeOnce(o); ok {
-			altEff, altTotal = present.Money(a.effective), present.Money(a.total)
-			alt = present.DisplayType(a.pool.InstanceType) + " " + a.pool.Region
-		}
-		where := present.Place(o.Region, o.Zone)
-		hourly := "-"
-		if o.HourlyUSD > 0 {
-			hourly = present.Money(o.HourlyUSD)
-		}
-		cells := map[string]string{"$/GPU-h": present.Money(o.USDPerGPUHour()), "UPFRONT $": fmt.Sprintf("%.2f", o.UpfrontUSD), "$/H": hourly,
-			"INSTANCES": fmt.Sprintf("%d×%s", o.InstanceCount, present.DisplayType(o.InstanceType)), "GPUs": present.GPUCount(o.GPUCount()), "WHERE": where,
-			"START (local)": o.Start.In(loc).Format("01-02 15:04 MST"), "HOURS": hoursCell(o),
-			"SPOT ALT*": altEff, "ALT TOTAL": altTotal, "SPOT POOL": alt, "KIND": o.Terms().Kind}
-		var line []string
-		for _, c := range cols {
-			line = append(line, fit(cells[c.title], c.w, c.right))
-		}
-		text := strings.Join(line, " ")
+		r := present.OfferingRow{Offering: v.offers[i], Loc: loc}
+		r.Alt, _ = v.spotAlternativeOnce(r.Offering)
+		text := tableLine(cols, &r)
 		prefix := "  "
 		if i == v.cur {
 			prefix, text = "› ", st.cursor.Render(text)
@@ -657,13 +600,9 @@ func (v *blocksView) View() string {
 // footnote says what the table's marked columns mean: SPOT ALT (and ALT
 // TOTAL when shown), $/H when a reservation is listed, ~ when a length
 // other than the one asked is.
-func (v *blocksView) footnote(cols []tableColumn) string {
-	shown := map[string]bool{}
-	for _, c := range cols {
-		shown[c.title] = true
-	}
+func (v *blocksView) footnote(cols []shownCol[*present.OfferingRow]) string {
 	s := "* SPOT ALT: the cheapest spot pool's EFF $/GPU-h for the block's GPUs and hours (interruptions priced in)"
-	if shown["ALT TOTAL"] {
+	if isShown(cols, present.OfferAltTotal) {
 		s += ", ALT TOTAL for them"
 	}
 	hourly, flex := false, false
@@ -671,7 +610,7 @@ func (v *blocksView) footnote(cols []tableColumn) string {
 		hourly = hourly || o.HourlyUSD > 0
 		flex = flex || o.FlexLength
 	}
-	if hourly && shown["$/H"] {
+	if hourly && isShown(cols, present.OfferHourly) {
 		s += ". $/H: what a reservation bills an hour until deleted; its UPFRONT $ is that for the hours asked"
 	}
 	if flex {

@@ -75,10 +75,10 @@ func TestBlocksSpotAltFollowsTheSnapshot(t *testing.T) {
 	run(m, cmd)
 	_ = m.View()
 	after, ok := v.spotAlternativeOnce(v.offers[0])
-	if !ok || !(after.total > 1.5*before.total) {
-		t.Errorf("spot twice as dear: alternative total %v, was %v", after.total, before.total)
+	if !ok || !(after.Total > 1.5*before.Total) {
+		t.Errorf("spot twice as dear: alternative total %v, was %v", after.Total, before.Total)
 	}
-	if want, _ := v.spotAlternative(v.offers[0]); want.total != after.total {
-		t.Errorf("the remembered alternative %v is not the one worked out now %v", after.total, want.total)
+	if want, _ := v.spotAlternative(v.offers[0]); want.Total != after.Total {
+		t.Errorf("the remembered alternative %v is not the one worked out now %v", after.Total, want.Total)
 	}
 }

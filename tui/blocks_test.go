@@ -87,7 +87,7 @@ func TestBlocksSelectBookConfirmLedgerRow(t *testing.T) {
 		t.Fatalf("blocks screen:\n%s", scr)
 	}
 	// The spot alternative is the cheapest risk-adjusted H100 pool.
-	if alt, ok := b.spotAlternative(b.offers[0]); !ok || alt.pool.GPU.Model != "H100" || !(alt.effective > 0) {
+	if alt, ok := b.spotAlternative(b.offers[0]); !ok || alt.Pool.GPU.Model != "H100" || !(alt.Effective > 0) {
 		t.Fatalf("spot alternative %+v %v", alt, ok)
 	}
 

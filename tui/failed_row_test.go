@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // TestEverySessionIsToldOfAFailedRow: a fleet that launched none of its
@@ -31,8 +32,8 @@ func TestEverySessionIsToldOfAFailedRow(t *testing.T) {
 	if !strings.Contains(scr, "failed: InsufficientInstanceCapacity") || !strings.Contains(scr, short(res.Row.ID)) {
 		t.Errorf("no word of the failed row in the footer:\n%s", f.screen())
 	}
-	cells := ledgerCells(res.Row, fixedNow.Add(15*60e9), nil, f.svc.Describe)
-	if cells["TIME LEFT"] != "-" || cells["SO FAR $"] != "0.0000" {
-		t.Errorf("a fleet that launched nothing shows %q and costs %q so far; want no run time and 0", cells["TIME LEFT"], cells["SO FAR $"])
+	r := present.NewLedgerRow(res.Row, fixedNow.Add(15*60e9))
+	if left, soFar := present.LedgerTimeLeft.Cell(&r), present.LedgerSoFar.Cell(&r); left != "-" || soFar != "0.0000" {
+		t.Errorf("a fleet that launched nothing shows %q and costs %q so far; want no run time and 0", left, soFar)
 	}
 }

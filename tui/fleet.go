@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 	"github.com/gpumarket/gpumarket/tui/widget/form"
 )
 
@@ -492,7 +493,7 @@ func (v *fleetView) View() string {
 		// time of the last check are read whole.
 		parts := []string{orDash(v.row.ProviderRef), "state " + v.row.State,
 			fmt.Sprintf("instances %d/%d", v.fleet.Instances, max(v.fleet.Target, v.row.InstanceCount))}
-		if left := timeLeft(v.row, v.c.now()); left != "-" {
+		if left := present.TimeLeft(v.row, v.c.now()); left != "-" {
 			parts = append(parts, left)
 		}
 		if v.fleet.EstimatedUSDh > 0 {

@@ -128,16 +128,16 @@ func TestLedgerOrderAndCountdown(t *testing.T) {
 	}
 	var got []string
 	for _, r := range orderLedger(rows, now) {
-		got = append(got, r.ID+" "+timeLeft(r, now))
+		got = append(got, r.ID+" "+present.TimeLeft(r, now))
 	}
 	want := []string{"04 ends in 45m", "03 starts in 3h 20m", "02 starts in 2d 2h", "06 starts in 1h 0m", "05 -", "01 ended"}
 	// A reservation past its window that was not released still bills.
 	billing := ledger.Entry{Kind: ledger.KindReservation, State: ledger.StateActive, Start: now.Add(-48 * time.Hour), End: now.Add(-time.Hour)}
-	if got := timeLeft(billing, now); got != "over: billing until released" {
+	if got := present.TimeLeft(billing, now); got != "over: billing until released" {
 		t.Errorf("unreleased reservation: %q", got)
 	}
 	billing.State = ledger.StateEnded
-	if got := timeLeft(billing, now); got != "ended" {
+	if got := present.TimeLeft(billing, now); got != "ended" {
 		t.Errorf("released reservation: %q", got)
 	}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
@@ -471,7 +471,7 @@ func TestLedgerShowsWhoAndFleetTimes(t *testing.T) {
 	old := ledger.Entry{Kind: ledger.KindFleet, State: ledger.StateDeleted, ProviderRef: "fleet-x", USDHour: 2,
 		CostNote:  ledger.FleetEstimate{Basis: "current prices"}.Note(),
 		CreatedAt: fixedNow.Add(-5 * time.Hour), UpdatedAt: fixedNow.Add(-2 * time.Hour)}
-	if got := timeLeft(old, fixedNow); got != "ran 3h 0m" {
+	if got := present.TimeLeft(old, fixedNow); got != "ran 3h 0m" {
 		t.Errorf("old fleet row: %q", got)
 	}
 	if got := ledger.FiguresOf(old, fixedNow).SoFar; got != 6 {
@@ -612,7 +612,7 @@ func TestLedgerReconcileSaysWhatItDid(t *testing.T) {
 // reads "starts in <1m", not "starts in 0m" (read as started).
 func TestCountdownUnderAMinute(t *testing.T) {
 	for d, want := range map[time.Duration]string{20 * time.Second: "<1m", 0: "0m", 45 * time.Second: "1m", 90 * time.Minute: "1h 30m"} {
-		if got := span(d); got != want {
+		if got := present.Span(d); got != want {
 			t.Errorf("span(%s) = %q, want %q", d, got, want)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
 )
@@ -29,22 +28,18 @@ type (
 		jobs []jobLine
 		rep  *ledger.ReconcileReport
 		err  error
-		// asked is set for the reconciliation r asked for: its answer
-		// is said in the footer.
+		// asked: r asked for it, so the footer says its answer.
 		asked bool
 	}
-	// fleetDeletedMsg follows a delete, whatever its answer: the ledger
-	// is read again.
+	// fleetDeletedMsg follows a delete, whatever its answer.
 	fleetDeletedMsg struct{}
-	// fleetsNowMsg is what the providers said of the running fleets
-	// (ledger.FleetsNow), asked after a load.
+	// fleetsNowMsg is ledger.FleetsNow's answer, asked after a load.
 	fleetsNowMsg struct {
 		seq    int
 		fleets map[string]ledger.FleetNow
 	}
 )
 
-// ledgerKeys are the Ledger view's keys.
 type ledgerKeys struct {
 	Up, Down, Delete, Reconcile key.Binding
 	global                      *globalKeys
@@ -70,9 +65,8 @@ func (k ledgerKeys) FullHelp() [][]key.Binding {
 	return [][]key.Binding{{k.Up, k.Down}, {k.Delete, k.Reconcile}, {k.global.Back, k.global.Filter, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
 }
 
-// ledgerView lists what was booked or launched: current and upcoming
-// reservations first with the time left (the workshop view), then the
-// rest, newest first.
+// ledgerView lists what was booked or launched, current and upcoming
+// first with the time left (the workshop view), then newest first.
 type ledgerView struct {
 	owner
 	c    *common
@@ -92,15 +86,12 @@ type ledgerView struct {
 	ready bool // the first load (with reconciliation) is done
 	// changes is the service's change count at the last load.
 	changes uint64
-	// fleets is what the providers last said of the running fleets, by
-	// row id: instances running now of those asked. Asked after each load
-	// (the service answers from its shared cache, one describe per fleet
-	// per ledger.FleetsNowEvery), never per key.
+	// fleets is what the providers last said of the running fleets, by row
+	// id: asked after each load (from the service's cache), never per key.
 	fleets      map[string]ledger.FleetNow
 	fleetsSeq   int
 	fleetsAsked bool
-	// states is each row's state at the last load: a row that turns
-	// failed since is told in the footer, whichever view is shown.
+	// states at the last load: a row that fails since is told in the footer.
 	states map[string]string
 	// jobs are the ledger's jobs, newest first, with their rows' ids.
 	jobs []jobLine
@@ -121,8 +112,7 @@ func (v *ledgerView) box() *confirmation  { return &v.confirm }
 func (v *ledgerView) escGoesHome()        {}
 func (v *ledgerView) slashFiltersMarket() {}
 
-// shown rereads the ledger if this session wrote to it while the view was
-// hidden (a purchase in the Blocks view): the new row is there at once.
+// shown rereads the ledger this session wrote to while it was hidden.
 func (v *ledgerView) shown() tea.Cmd {
 	if v.ready && v.svc != nil && v.svc.Changes() != v.changes {
 		return v.load(false)
@@ -197,9 +187,7 @@ func (v *ledgerView) Update(msg tea.Msg) (view, tea.Cmd) {
 	case tea.KeyPressMsg:
 		cmds = append(cmds, v.updateKey(msg))
 	}
-	// This session (another view, another SSH session) wrote to the
-	// ledger: reread it at the next message that reaches this view (a
-	// market tick, its own answers, a key) rather than at the next reload.
+	// Written to by this session elsewhere: reread now, not at the reload.
 	if v.ready && v.svc != nil && v.svc.Changes() != v.changes {
 		cmds = append(cmds, v.load(false))
 	}
@@ -235,10 +223,8 @@ func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
 	return tea.Batch(v.askFleets(), told)
 }
 
-// failures records the rows' states and says, in the footer, each row
-// that failed since the last load (a fleet that launched nothing, a
-// scheduled fleet refused at its start): the session may be on another
-// view, or another session may have made it.
+// failures says in the footer each row that failed since the last load:
+// this session may be on another view, or another session made it.
 func (v *ledgerView) failures(rows []ledger.Entry) tea.Cmd {
 	first := v.states == nil
 	var lines []string
@@ -257,8 +243,7 @@ func (v *ledgerView) failures(rows []ledger.Entry) tea.Cmd {
 	return notifyErr(errors.New(strings.Join(lines, "; ")))
 }
 
-// askFleets asks the providers how many instances of each running fleet
-// run now, unless it is being asked already.
+// askFleets asks how many instances of each running fleet run now.
 func (v *ledgerView) askFleets() tea.Cmd {
 	if v.svc == nil || v.fleetsAsked || !slices.ContainsFunc(v.rows, ledger.LiveFleet) {
 		return nil
@@ -310,7 +295,7 @@ func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
 		return &moneyAction{
 			title: "Cancel the scheduled fleet " + short(r.ID) + "?", verb: "cancel it", sending: "cancelling",
 			lines: []string{
-				fmt.Sprintf("%d × %s in %s (%s), %s", r.InstanceCount, r.InstanceType, r.Region, r.Provider, timeLeft(r, v.c.now())),
+				fmt.Sprintf("%d × %s in %s (%s), %s", r.InstanceCount, r.InstanceType, r.Region, r.Provider, present.TimeLeft(r, v.c.now())),
 				"Nothing was launched yet; nothing is spent. gpumarket will not launch it.",
 			},
 			send: func(ctx context.Context) outcome {
@@ -363,70 +348,8 @@ func orderLedger(rows []ledger.Entry, now time.Time) []ledger.Entry {
 	return out
 }
 
-// dated reports whether a row has a window to order it by: a block, a
-// reservation, a fleet with a start.
+// dated: a block, a reservation or a fleet with a start.
 func dated(r ledger.Entry) bool { return ledger.Booked(r.Kind) || !r.Start.IsZero() }
-
-// timeLeft is a block's countdown: to its start, then to its end; a
-// fleet's too when it is scheduled (the workshop's countdown), else its
-// time running (it bills until deleted).
-func timeLeft(r ledger.Entry, now time.Time) string {
-	if r.Kind == ledger.KindFleet {
-		sched, scheduled := ledger.ScheduleOf(r)
-		switch {
-		case scheduled && r.State == ledger.StateScheduled && now.Before(sched.Start):
-			return "starts in " + span(sched.Start.Sub(now))
-		case scheduled && r.State == ledger.StateScheduled:
-			return "start due"
-		case scheduled && r.State == ledger.StateActive && !sched.End.IsZero() && now.Before(sched.End):
-			return "ends in " + span(sched.End.Sub(now))
-		case scheduled && r.State == ledger.StateActive && !sched.End.IsZero():
-			return "end due"
-		case r.ProviderRef == "":
-			return "-" // never launched
-		}
-		start, end := ledger.Span(r)
-		switch {
-		case start.IsZero():
-			return "-"
-		case end.IsZero():
-			return "running " + span(now.Sub(start))
-		}
-		return "ran " + span(end.Sub(start))
-	}
-	if !ledger.Booked(r.Kind) || r.Start.IsZero() {
-		return "-"
-	}
-	switch {
-	case now.Before(r.Start):
-		return "starts in " + span(r.Start.Sub(now))
-	case now.Before(r.End):
-		return "ends in " + span(r.End.Sub(now))
-	case r.Kind == ledger.KindReservation && (r.State == ledger.StateActive || r.State == ledger.StateScheduled):
-		// Azure bills a reservation until it is deleted: its window is
-		// over, but it has not been released yet.
-		return "over: billing until released"
-	}
-	return "ended"
-}
-
-// span prints a duration as people read a countdown: 2d 4h, 3h 20m, 45m.
-func span(d time.Duration) string {
-	if d > 0 && d < 30*time.Second {
-		return "<1m" // "starts in 0m" read as started
-	}
-	d = d.Round(time.Minute)
-	days := int(d / (24 * time.Hour))
-	hours := int(d % (24 * time.Hour) / time.Hour)
-	mins := int(d % time.Hour / time.Minute)
-	switch {
-	case days > 0:
-		return fmt.Sprintf("%dd %dh", days, hours)
-	case hours > 0:
-		return fmt.Sprintf("%dh %dm", hours, mins)
-	}
-	return fmt.Sprintf("%dm", mins)
-}
 
 // short is the tail of a ledger id, enough to tell rows apart on screen.
 func short(id string) string {
@@ -470,18 +393,13 @@ func (v *ledgerView) View() string {
 		used++
 	}
 	used += v.viewJobs(&b, now)
-	cols := fitTable(ledgerColumns, v.w-2)
-	var hdr []string
-	for _, c := range cols {
-		hdr = append(hdr, fit(c.title, c.w, c.right))
-	}
-	b.WriteString("\n  " + st.header.Render(strings.Join(hdr, " ")))
+	cols := fitTable(present.LedgerView, v.w-2)
+	b.WriteString("\n  " + st.header.Render(tableHeader(cols)))
 	if len(v.rows) == 0 {
 		b.WriteString("\n" + st.dim.Render(wrapIndent("  Nothing booked or launched yet. Blocks: b books an offering; Fleet: L launches.", v.w)))
 		return b.String()
 	}
-	// Under the cursor's row: its error, and what the columns that did
-	// not fit say (at 80 columns: where, who, the ids).
+	// Under the cursor's row: its error, and the columns that did not fit.
 	var detail []string
 	cur := v.rows[min(v.cur, len(v.rows)-1)]
 	if cur.Error != "" {
@@ -490,24 +408,18 @@ func (v *ledgerView) View() string {
 	if id := v.jobOf(cur.ID); id != "" {
 		detail = append(detail, st.dim.Render(fit("a launch of job "+id, max(v.w-4, 1), false)))
 	}
-	if d := hiddenCells(ledgerCells(cur, now, v.fleets, v.svc.Describe), cols); d != "" {
+	if d := hiddenCells(present.LedgerView, cols, v.ledgerRow(cur, now)); d != "" {
 		for _, l := range strings.Split(wordwrap(d, max(v.w-4, 1)), "\n") {
 			detail = append(detail, st.dim.Render(fit(l, max(v.w-4, 1), false)))
 		}
 	}
 	detail = detail[:min(len(detail), max(v.h-used-1, 0), 3)]
-	// Only the rows that fit, scrolled to keep the cursor and its lines
-	// in sight: a workshop's ledger outgrows the screen.
+	// The rows that fit, scrolled to keep the cursor and its lines in sight.
 	page := max(v.h-used-len(detail), 1)
 	first := max(0, min(v.cur-page+1, len(v.rows)-page))
 	for i := first; i < len(v.rows) && i < first+page; i++ {
 		r := v.rows[i]
-		cells := ledgerCells(r, now, v.fleets, v.svc.Describe)
-		var line []string
-		for _, c := range cols {
-			line = append(line, fit(cells[c.title], c.w, c.right))
-		}
-		text := strings.Join(line, " ")
+		text := tableLine(cols, v.ledgerRow(r, now))
 		prefix := "  "
 		if i == v.cur {
 			prefix = "› "
@@ -525,112 +437,12 @@ func (v *ledgerView) View() string {
 	return b.String()
 }
 
-// ledgerColumns in display order. What decides and tracks a booking (what,
-// when, how long, what it costs) stays at 80 columns; where, who and the
-// running cost of a fleet come next, then the ids. What does not fit is
-// said under the cursor's row.
-//
-// RUN is a fleet's instances running now of those asked (its provider's
-// describe, through ledger.FleetsNow); KEPT BY who starts and ends a
-// scheduled fleet; NOTE what happened that is not an error.
-var ledgerColumns = []tableColumn{
-	{title: "STATE", w: 9, prio: 0}, {title: "KIND", w: 5, prio: 9}, {title: "WHAT", w: 18, prio: 1},
-	{title: "WHERE", w: 14, prio: 5, max: 18}, {title: "START (local)", w: 15, prio: 2}, {title: "END (local)", w: 15, prio: 8},
-	{title: "TIME LEFT", w: 16, prio: 3}, {title: "RUN", w: 5, right: true, prio: 4}, {title: "COST $", w: 10, right: true, prio: 4},
-	{title: "SO FAR $", w: 9, right: true, prio: 7}, {title: "BY", w: 14, prio: 6}, {title: "KEPT BY", w: 30, prio: 12},
-	{title: "PROVIDER ID", w: 22, prio: 10}, {title: "LEDGER ID", w: 26, prio: 11}, {title: "NOTE", w: 40, prio: 13},
-}
-
-// ledgerCells are a row's cells by column title; fleets holds what the
-// providers said of running fleets (nil: nothing yet), d names a
-// provider's descriptor.
-func ledgerCells(r ledger.Entry, now time.Time, fleets map[string]ledger.FleetNow, d func(string) domain.Descriptor) map[string]string {
-	loc := now.Location()
-	when := func(t time.Time) string {
-		if t.IsZero() {
-			return "-"
-		}
-		return t.In(loc).Format("01-02 15:04 MST")
+// ledgerRow is r as the Ledger view shows it at now.
+func (v *ledgerView) ledgerRow(r ledger.Entry, now time.Time) *present.LedgerRow {
+	lr := present.NewLedgerRow(r, now)
+	if f, ok := v.fleets[r.ID]; ok {
+		lr.Fleet = &f
 	}
-	f := ledger.FiguresOf(r, now)
-	start, end := f.Start, f.End
-	if start.IsZero() {
-		start, end = r.Start, r.End // not run (yet): the window asked for
-	}
-	cost := present.Money(r.CostUSD)
-	if r.Kind == ledger.KindFleet {
-		cost = present.Money(r.USDHour) + "/h"
-		if ledger.CostUnknown(r) {
-			cost = "-" // no price was known at launch
-		}
-	}
-	kept := "-"
-	if sched, ok := ledger.ScheduleOf(r); ok {
-		kept = keptBy(sched.Keeper, d(r.Provider), r.Cloud)
-	}
-	return map[string]string{"STATE": r.State, "KIND": r.Kind, "WHAT": fmt.Sprintf("%d×%s", r.InstanceCount, present.DisplayType(r.InstanceType)),
-		"WHERE": present.Place(r.Region, r.Zone), "START (local)": when(start), "END (local)": when(end), "TIME LEFT": timeLeft(r, now),
-		"RUN": running(r, fleets), "COST $": cost, "SO FAR $": present.Money(f.SoFar), "PROVIDER ID": orDash(r.ProviderRef),
-		"BY": actorName(r.Actor), "KEPT BY": kept, "LEDGER ID": r.ID, "NOTE": orDash(r.Note)}
-}
-
-// running is a fleet's instances running now of those asked, as its
-// provider last said: "28/30"; "?" when it could not say and never did;
-// "-" for what is not a running fleet or was not asked yet.
-func running(r ledger.Entry, fleets map[string]ledger.FleetNow) string {
-	f, ok := fleets[r.ID]
-	switch {
-	case !ledger.LiveFleet(r) || !ok:
-		return "-"
-	case f.At.IsZero() || (f.Err != nil && f.Fleet.ID == "" && f.Fleet.Target == 0):
-		return "?"
-	}
-	return fmt.Sprintf("%d/%d", f.Fleet.Instances, max(f.Fleet.Target, r.InstanceCount))
-}
-
-// keptBy says who starts and ends a scheduled fleet, in a cell: the
-// cloud, named by the provider's descriptor or else the row's cloud.
-func keptBy(k ledger.Keeper, d domain.Descriptor, cloud string) string {
-	if k == "" {
-		k = ledger.KeeperOf(d)
-	}
-	if k == ledger.KeptByCloud {
-		who := orDefault(d.CloudName(), orDefault(cloud, d.Name))
-		return who + ", at the cloud (on time)"
-	}
-	return "gpumarket: a TUI or serve must run"
-}
-
-// hiddenCells says what the columns that are not shown hold, and the
-// cells cut to their column, for the lines under the cursor: "WHERE
-// us-east-1a · BY alice · …". Unknown cells are left out.
-func hiddenCells(cells map[string]string, shown []tableColumn) string {
-	width := map[string]int{}
-	for _, c := range shown {
-		width[c.title] = c.w
-	}
-	var parts []string
-	for _, c := range ledgerColumns {
-		v := cells[c.title]
-		if w, on := width[c.title]; (on && cellWidth(v) <= w) || v == "" || v == "-" {
-			continue
-		}
-		parts = append(parts, c.title+" "+v)
-	}
-	return strings.Join(parts, " · ")
-}
-
-// actorName is who booked, as a column has room for: the local user, or
-// an SSH key's comment (else its fingerprint).
-func actorName(actor string) string {
-	if a, ok := strings.CutPrefix(actor, "local:"); ok {
-		return a
-	}
-	if a, ok := strings.CutPrefix(actor, "ssh:"); ok {
-		if _, comment, ok := strings.Cut(a, " "); ok && comment != "" {
-			return comment
-		}
-		return a
-	}
-	return orDash(actor)
+	lr.Desc = v.svc.Describe(r.Provider)
+	return &lr
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/job"
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
@@ -50,8 +51,12 @@ func (v *ledgerView) viewJobs(b *strings.Builder, now time.Time) int {
 	used := 0
 	for _, l := range v.jobs {
 		j := l.job
-		line := fmt.Sprintf("job %s %s %s · %.1f h of %g · $%.2f of plan $%.2f · %s", short(j.ID), j.State, j.Strategy,
-			j.WorkDone, j.Terms.Hours, j.SpentUSD, j.Plan.ExpectedUSD, plural(len(l.rows), "row"))
+		odds := ""
+		if pct, ok := job.OnTimePct(j); ok && ledger.JobActive(j.State) {
+			odds = fmt.Sprintf(" · on time %.0f%% (plan %.0f%%)", pct, j.Plan.OnTimePct)
+		}
+		line := fmt.Sprintf("job %s %s %s · %.1f h of %g%s · $%.2f of plan $%.2f · %s", short(j.ID), j.State, j.Strategy,
+			j.WorkDone, j.Terms.Hours, odds, j.SpentUSD, j.Plan.ExpectedUSD, plural(len(l.rows), "row"))
 		if j.Reason != "" && !ledger.JobActive(j.State) {
 			line += " · " + j.Reason
 		} else if j.Outlook != "" {

@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -52,7 +51,7 @@ type marketView struct {
 	prompt rulePrompt
 
 	width, height int
-	cols          []int // shown, into present.View
+	cols, ws      []int // shown, into present.View, and their widths
 }
 
 func newMarket(c *common, shared *Shared, gpus, regions []string) *marketView {
@@ -112,55 +111,19 @@ func (m *marketView) capturing() bool { return m.typing || m.prompt.open }
 func (m *marketView) SetSize(w, h int) {
 	m.width, m.height = max(w, 0), max(h, 0)
 	m.filter.SetWidth(max(w-2, 1))
-	m.cols = fitColumns(m.width - gutter)
+	m.cols, m.ws = fitColumns(m.width - gutter)
 	m.scrollToCursor()
 }
 
-// fitColumns picks the columns of present.View that fit in w cells, most
-// important first, and returns their indices in display order.
-func fitColumns(w int) []int {
-	order := make([]int, len(present.View))
-	for i := range order {
-		order[i] = i
+// fitColumns is fitTable over present.View in w cells, each with a space
+// after it: the shown columns' indices and their widths.
+func fitColumns(w int) (cols, ws []int) {
+	all := present.MarketCols(present.View)
+	for _, c := range fitTable(all, w-1) {
+		cols = append(cols, slices.Index(all, c.Col))
+		ws = append(ws, c.w)
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(present.View[a].Prio, present.View[b].Prio) })
-	keep := make([]bool, len(present.View))
-	used := 0
-	for _, c := range order {
-		need := present.View[c].Width + 1
-		if used+need > w {
-			continue
-		}
-		keep[c] = true
-		used += need
-	}
-	var cols []int
-	for c := range present.View {
-		if keep[c] {
-			cols = append(cols, c)
-		}
-	}
-	return cols
-}
-
-// colWidths returns the width of each shown column, giving spare cells to
-// the columns that grow (the instance type and the location, whose names
-// run long), in display order.
-func (m *marketView) colWidths() []int {
-	ws := make([]int, len(m.cols))
-	used := 0
-	for i, c := range m.cols {
-		ws[i] = present.View[c].Width
-		used += ws[i] + 1
-	}
-	spare := m.width - gutter - used
-	for i, c := range m.cols {
-		if add := min(spare, present.View[c].MaxWidth-ws[i]); add > 0 {
-			ws[i] += add
-			spare -= add
-		}
-	}
-	return ws
+	return cols, ws
 }
 
 func (m *marketView) pageRows() int { return max(m.height-2, 1) }
@@ -467,7 +430,7 @@ func (m *marketView) View() string {
 	if m.height == 1 {
 		return b.String()
 	}
-	ws := m.colWidths()
+	ws := m.ws
 	// column header
 	var hdr strings.Builder
 	hdr.WriteString(strings.Repeat(" ", min(gutter, m.width)))
@@ -535,7 +498,7 @@ func (m *marketView) View() string {
 			line.WriteString(cell)
 			line.WriteByte(' ')
 		}
-		// The cells add up to at most the width (colWidths), so the line
+		// The cells add up to at most the width (fitColumns), so the line
 		// needs no measuring.
 		if cur {
 			b.WriteString(st.pCursor.wrap(fit(line.String(), m.width, false)))

@@ -247,18 +247,6 @@ func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// planColumns in display order. At 80 columns what decides stays: the
-// strategy, its expected cost and its chance of being on time, its p95,
-// its cost per useful GPU-hour and where; the instances and the
-// interruptions are said under the table for the selected row.
-var planColumns = []tableColumn{
-	{title: "#", w: 2, right: true, prio: 0}, {title: "STRATEGY", w: 24, prio: 1},
-	{title: "EXP $", w: 8, right: true, prio: 2}, {title: "P95 $", w: 8, right: true, prio: 4},
-	{title: "ON TIME", w: 7, right: true, prio: 3}, {title: "INTR", w: 5, right: true, prio: 8},
-	{title: "$/GPU-h", w: 7, right: true, prio: 5}, {title: "WHERE", w: 12, prio: 6, max: 44},
-	{title: "INSTANCES", w: 16, prio: 7, max: 40},
-}
-
 func (v *planView) View() string {
 	if v.w <= 0 || v.h <= 0 {
 		return ""
@@ -296,12 +284,8 @@ func (v *planView) View() string {
 	if len(rs) == 0 {
 		return clip(strings.Join(top, "\n"), v.w, v.h)
 	}
-	cols := fitTable(planColumns, v.w-2)
-	var hdr []string
-	for _, c := range cols {
-		hdr = append(hdr, fit(c.title, c.w, c.right))
-	}
-	top = append(top, "  "+st.header.Render(strings.Join(hdr, " ")))
+	cols := fitTable(present.PlanView, v.w-2)
+	top = append(top, "  "+st.header.Render(tableHeader(cols)))
 
 	detail := v.detail(rs[v.cur])
 	below := 0
@@ -347,18 +331,8 @@ func (v *planView) View() string {
 }
 
 // row is the i-th strategy's line of the table.
-func (v *planView) row(i int, r planner.Result, cols []tableColumn) string {
-	cells := map[string]string{
-		"#": rowLabel(i), "STRATEGY": r.Strategy, "EXP $": present.Money(r.ExpectedCostUSD), "P95 $": present.Money(r.P95CostUSD),
-		"ON TIME": fmt.Sprintf("%.1f%%", r.OnTimePct), "INTR": fmt.Sprintf("%.1f", r.ExpectedInterruptions),
-		"$/GPU-h": present.Money(r.USDPerUsefulGPUHour), "WHERE": strings.Join(r.Regions, ","),
-		"INSTANCES": fmt.Sprintf("%d×%s", r.Instances, displayTypes(r.InstanceType)),
-	}
-	var line []string
-	for _, c := range cols {
-		line = append(line, fit(cells[c.title], c.w, c.right))
-	}
-	text := strings.Join(line, " ")
+func (v *planView) row(i int, r planner.Result, cols []shownCol[*present.PlanRow]) string {
+	text := tableLine(cols, &present.PlanRow{Result: r, Label: rowLabel(i)})
 	if i == v.cur {
 		return "› " + v.c.styles.cursor.Render(text)
 	}
@@ -372,7 +346,7 @@ func (v *planView) detail(r planner.Result) []string {
 	st := &v.c.styles
 	loc := v.c.now().Location()
 	head := fmt.Sprintf("#%s %s: %d × %s in %s (%s) · %.1f interruptions expected · %s → %s",
-		rowLabel(v.cur), r.Strategy, r.Instances, displayTypes(r.InstanceType), strings.Join(r.Regions, ","), r.Provider,
+		rowLabel(v.cur), r.Strategy, r.Instances, present.DisplayTypes(r.InstanceType), strings.Join(r.Regions, ","), r.Provider,
 		r.ExpectedInterruptions, r.Start.In(loc).Format("01-02 15:04"), r.End.In(loc).Format("01-02 15:04"))
 	if v.svc != nil {
 		b := v.svc.Budget()
@@ -393,21 +367,6 @@ func (v *planView) detail(r planner.Result) []string {
 		lines[i] = st.dim.Render(lines[i])
 	}
 	return lines
-}
-
-// displayTypes shortens each instance type of a result's list as the Market does.
-func displayTypes(list string) string {
-	var b strings.Builder
-	start := 0
-	for i, r := range list {
-		if r == ',' || r == '+' {
-			b.WriteString(present.DisplayType(list[start:i]))
-			b.WriteRune(r)
-			start = i + 1
-		}
-	}
-	b.WriteString(present.DisplayType(list[start:]))
-	return b.String()
 }
 
 // summary says a job in one line: the form as last run above the table.

@@ -606,11 +606,11 @@ type lightGray struct{}
 func (lightGray) RGBA() (r, g, b, a uint32) { return 0xeeee, 0xeeee, 0xeeee, 0xffff }
 
 func TestFitColumnsByPriority(t *testing.T) {
-	all := fitColumns(1000)
+	all, _ := fitColumns(1000)
 	if len(all) != len(present.View) {
 		t.Fatalf("wide: %d columns", len(all))
 	}
-	narrow := fitColumns(80 - gutter)
+	narrow, ws := fitColumns(80 - gutter)
 	has := map[*present.Column]bool{}
 	for _, c := range narrow {
 		has[present.View[c]] = true
@@ -623,7 +623,14 @@ func TestFitColumnsByPriority(t *testing.T) {
 	if has[present.ColTrend] && !has[present.ColInstance] {
 		t.Error("trend kept before instance type")
 	}
-	if got := fitColumns(3); len(got) != 0 {
+	used := 0
+	for _, w := range ws {
+		used += w + 1
+	}
+	if used > 80-gutter {
+		t.Errorf("80 columns: the shown columns take %d cells, more than %d", used, 80-gutter)
+	}
+	if got, _ := fitColumns(3); len(got) != 0 {
 		t.Errorf("3 cells: %v", got)
 	}
 }

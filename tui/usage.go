@@ -15,10 +15,8 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// usageReload is how often the Usage view asks for a report as the market
-// ticks; the tracker shared by the process answers from its cache until
-// its own TTL passes, so sessions do not multiply the clouds' metrics
-// calls.
+// usageReload: the process's one tracker answers from its cache until its
+// TTL passes, so sessions do not multiply the clouds' metrics calls.
 const usageReload = time.Minute
 
 type usageLoadedMsg struct {
@@ -27,7 +25,6 @@ type usageLoadedMsg struct {
 	err error
 }
 
-// usageKeys are the Usage view's keys.
 type usageKeys struct {
 	Up, Down, Alert key.Binding
 	global          *globalKeys
@@ -155,39 +152,6 @@ func (v *usageView) setReport(rep ledger.UsageReport) {
 	v.c.idleAlerts = rep.Alerts
 }
 
-// usageColumns in display order; what does not fit is said under the
-// cursor's row.
-var usageColumns = []tableColumn{
-	{title: "KIND", w: 11, prio: 7}, {title: "WHAT", w: 17, prio: 0, max: 24}, {title: "BOOKED", w: 7, right: true, prio: 2},
-	{title: "RUNNING", w: 7, right: true, prio: 3}, {title: "BUSY", w: 10, right: true, prio: 1}, {title: "IDLE $", w: 9, right: true, prio: 0},
-	{title: "COST $", w: 9, right: true, prio: 4}, {title: "INTR", w: 4, right: true, prio: 6}, {title: "BY", w: 12, prio: 5},
-	{title: "STATE", w: 7, prio: 8}, {title: "WHERE", w: 12, prio: 9, max: 16}, {title: "METRICS", w: 20, prio: 10, max: 40},
-}
-
-// usageCells are a row's cells by column title.
-func usageCells(r ledger.UsageRow) map[string]string {
-	gpuh := func(v float64) string {
-		if math.IsNaN(v) {
-			return "-"
-		}
-		return fmt.Sprintf("%.1f", v)
-	}
-	busy := gpuh(r.BusyGPUHours)
-	if r.NoMetrics() {
-		busy = "no metrics"
-	} else if r.BookedGPUHours > 0 && !math.IsNaN(r.BusyGPUHours) {
-		busy = fmt.Sprintf("%s %2.0f%%", gpuh(r.BusyGPUHours), 100*r.BusyGPUHours/r.BookedGPUHours)
-	}
-	intr := "-"
-	if r.Interruptions >= 0 {
-		intr = fmt.Sprint(r.Interruptions)
-	}
-	what := fmt.Sprintf("%s GPU %s", present.GPUCount(r.GPUs), present.DisplayType(r.InstanceType))
-	return map[string]string{"KIND": r.Kind, "WHAT": what, "BOOKED": gpuh(r.BookedGPUHours), "RUNNING": gpuh(r.RunningGPUHours),
-		"BUSY": busy, "IDLE $": present.Money(r.IdleUSD), "COST $": present.Money(r.CostUSD), "INTR": intr, "BY": actorName(r.Actor),
-		"STATE": r.State, "WHERE": present.Place(r.Region, r.Zone), "METRICS": orDefault(r.MetricsSource, "no metrics")}
-}
-
 func (v *usageView) View() string {
 	if v.w <= 0 || v.h <= 0 {
 		return ""
@@ -219,9 +183,7 @@ func (v *usageView) View() string {
 		return strings.Join(lines, "\n")
 	}
 
-	// The day chart and the actors take what they need of the height
-	// (up to a week and three actors); the rows take the rest, at least
-	// three.
+	// The days (a week) and actors (three) first; the rows, at least 3.
 	days := rep.Days[max(len(rep.Days)-7, 0):]
 	actors := rep.Actors[:min(len(rep.Actors), 3)]
 	below := 1 + len(days) + 1 + len(actors)
@@ -231,21 +193,12 @@ func (v *usageView) View() string {
 		room = 3
 	}
 
-	cols := fitTable(usageColumns, v.w-2)
-	var hdr []string
-	for _, c := range cols {
-		hdr = append(hdr, fit(c.title, c.w, c.right))
-	}
-	lines = append(lines, "  "+st.header.Render(strings.Join(hdr, " ")))
+	cols := fitTable(present.UsageView, v.w-2)
+	lines = append(lines, "  "+st.header.Render(tableHeader(cols)))
 	first := max(0, min(v.cur-room+1, len(rep.Rows)-room))
 	for i := first; i < len(rep.Rows) && i < first+room; i++ {
-		r := rep.Rows[i]
-		cells := usageCells(r)
-		var line []string
-		for _, c := range cols {
-			line = append(line, fit(cells[c.title], c.w, c.right))
-		}
-		text := strings.Join(line, " ")
+		r := &rep.Rows[i]
+		text := tableLine(cols, r)
 		prefix := "  "
 		switch {
 		case i == v.cur:
@@ -295,7 +248,7 @@ func (v *usageView) View() string {
 	if len(actors) > 0 {
 		low = append(low, st.header.Render(fit("  BY         ROWS  GPU-H BOOKED / RUNNING / BUSY   COST       IDLE", v.w, false)))
 		for _, a := range actors {
-			low = append(low, fit(fmt.Sprintf("  %-10s %4d  %7.1f %7.1f %7.1f    %-10s %s", fit(actorName(a.Key), 10, false), a.Rows,
+			low = append(low, fit(fmt.Sprintf("  %-10s %4d  %7.1f %7.1f %7.1f    %-10s %s", fit(present.ActorName(a.Key), 10, false), a.Rows,
 				a.BookedGPUHours, a.RunningGPUHours, a.BusyGPUHours, usd(a.CostUSD), usd(a.IdleUSD)), v.w, false))
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // usageReporter is a provider's usage as a test wants it: a report per
@@ -167,8 +168,8 @@ func TestUsageViewRowsAndAlert(t *testing.T) {
 		t.Fatalf("rows %+v", u.rep.Rows)
 	}
 	for _, r := range u.rep.Rows {
-		if r.ID == "01JUNOMET" && (!r.NoMetrics() || !strings.Contains(usageCells(r)["BUSY"], "no metrics")) {
-			t.Errorf("the block without metrics reads %q", usageCells(r)["BUSY"])
+		if r.ID == "01JUNOMET" && (!r.NoMetrics() || !strings.Contains(present.UsageBusy.Cell(&r), "no metrics")) {
+			t.Errorf("the block without metrics reads %q", present.UsageBusy.Cell(&r))
 		}
 	}
 	// A tick within a minute asks nothing; after it, the tracker (whose

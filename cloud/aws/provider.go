@@ -108,6 +108,7 @@ type ec2API interface {
 	ec2.DescribeCapacityBlockOfferingsAPIClient
 	ec2.DescribeCapacityReservationsAPIClient
 	ec2.DescribeInstancesAPIClient
+	ec2.DescribeSpotInstanceRequestsAPIClient
 	PurchaseCapacityBlock(context.Context, *ec2.PurchaseCapacityBlockInput, ...func(*ec2.Options)) (*ec2.PurchaseCapacityBlockOutput, error)
 	CreateFleet(context.Context, *ec2.CreateFleetInput, ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
 	DescribeFleets(context.Context, *ec2.DescribeFleetsInput, ...func(*ec2.Options)) (*ec2.DescribeFleetsOutput, error)

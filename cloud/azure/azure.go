@@ -113,6 +113,7 @@ type armClients struct {
 	groups   *armcompute.CapacityReservationGroupsClient
 	reserve  *armcompute.CapacityReservationsClient
 	vmss     *armcompute.VirtualMachineScaleSetsClient
+	vms      *armcompute.VirtualMachinesClient
 	graph    *armresourcegraph.Client
 	subID    string
 	resGroup string
@@ -281,6 +282,9 @@ func (p *Provider) connect(ctx context.Context) (*armClients, error) {
 	}
 	if c.vmss, err = armcompute.NewVirtualMachineScaleSetsClient(sub, cred, co); err != nil {
 		return nil, fmt.Errorf("azure scale sets client: %w", err)
+	}
+	if c.vms, err = armcompute.NewVirtualMachinesClient(sub, cred, co); err != nil {
+		return nil, fmt.Errorf("azure virtual machines client: %w", err)
 	}
 	if c.graph, err = armresourcegraph.NewClient(cred, co); err != nil {
 		return nil, fmt.Errorf("azure resource graph client: %w", err)

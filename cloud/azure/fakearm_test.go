@@ -131,8 +131,12 @@ type fakeARM struct {
 	puts         map[string]int // lower-case path → PUT count
 	deletes      map[string]int
 	resources    map[string]map[string]any // lower-case path → resource
-	ops          map[string]*fakeOp
-	nextOp       int
+	// evicted are a scale set's spot VMs Azure took back, by lower-case
+	// scale set path and VM index: "deleting" while being deleted (policy
+	// Delete), "gone" once deleted.
+	evicted map[string]map[int]string
+	ops     map[string]*fakeOp
+	nextOp  int
 }
 
 type fakeOp struct {
@@ -167,7 +171,7 @@ func newFakeARM(t testing.TB) *fakeARM {
 	t.Helper()
 	f := &fakeARM{
 		t: t, skus: map[string][]json.RawMessage{}, graphPageSize: 2, listPageSize: 2, graphWindow: 5 * time.Second,
-		listPages: map[string]int{}, puts: map[string]int{}, deletes: map[string]int{}, resources: map[string]map[string]any{}, ops: map[string]*fakeOp{},
+		listPages: map[string]int{}, puts: map[string]int{}, deletes: map[string]int{}, resources: map[string]map[string]any{}, evicted: map[string]map[int]string{}, ops: map[string]*fakeOp{},
 		usage: []map[string]any{
 			{"name": map[string]any{"value": "cores", "localizedValue": "Total Regional vCPUs"}, "currentValue": 10, "limit": 350, "unit": "Count"},
 			{"unit": "Count", "currentValue": 17, "limit": 19, "name": map[string]any{}},
@@ -313,6 +317,8 @@ var (
 	reVMSSList   = regexp.MustCompile(rePrefix + `virtualmachinescalesets$`)
 	reVMSS       = regexp.MustCompile(rePrefix + `virtualmachinescalesets/[^/]+$`)
 	reVMSSView   = regexp.MustCompile(`^(` + rePrefix[1:] + `virtualmachinescalesets/[^/]+)/instanceview$`)
+	reVMList     = regexp.MustCompile(rePrefix + `virtualmachines$`)
+	reVMSSFilter = regexp.MustCompile(`^'virtualMachineScaleSet/id' eq '([^']+)'$`)
 	reOperations = regexp.MustCompile(`^/operations/([^/]+)$`)
 )
 
@@ -464,10 +470,17 @@ func (f *fakeARM) serveARM(w http.ResponseWriter, r *http.Request) {
 			armError(w, 404, "ResourceNotFound", "not found")
 			return
 		}
-		n := res["sku"].(map[string]any)["capacity"]
+		n := 0
+		for _, vm := range f.scaleSetVMs(reVMSSView.FindStringSubmatch(path)[1]) {
+			if vm.state == "" {
+				n++
+			}
+		}
 		writeJSON(w, 200, map[string]any{"virtualMachine": map[string]any{"statusesSummary": []any{
 			map[string]any{"code": "ProvisioningState/succeeded", "count": n},
 		}}})
+	case reVMList.MatchString(path) && r.Method == http.MethodGet:
+		f.serveVMList(w, r)
 	case (reRes.MatchString(path) || reVMSS.MatchString(path)) && r.Method == http.MethodDelete:
 		f.deletes[path]++
 		if f.deleteStatus != 0 {

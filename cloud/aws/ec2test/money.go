@@ -83,33 +83,25 @@ type FleetRecord struct {
 	// Gone are instances terminated one by one: by Interrupt (AWS
 	// reclaiming spot capacity) or by TerminateInstances.
 	Gone map[string]bool
+	// Noticed are the spot instances given an interruption notice, and
+	// when (Notice): they run two minutes more, then are gone.
+	Noticed map[string]time.Time
 }
 
 // Interrupt reclaims n of a fleet's running instances, as AWS interrupts
 // spot capacity; a request or instant fleet does not replace them. It
 // returns how many were reclaimed.
 func (s *Server) Interrupt(fleetID string, n int) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, fl := range s.fleets {
-		if fl.ID != fleetID {
-			continue
+	return s.reclaim(fleetID, n, func(fl *FleetRecord, id string) bool {
+		if fl.Gone == nil {
+			fl.Gone = map[string]bool{}
 		}
-		_, _, running := s.fleetView(fl)
-		k := 0
-		for _, id := range running {
-			if k == n {
-				break
-			}
-			if fl.Gone == nil {
-				fl.Gone = map[string]bool{}
-			}
-			fl.Gone[id] = true
-			k++
+		fl.Gone[id] = true
+		if isSpot(fl, id) {
+			s.notice(fl, id, s.now().Add(-NoticeLead)) // it ran out just now
 		}
-		return k
-	}
-	return 0
+		return true
+	})
 }
 
 // Reservations returns copies of the capacity reservations bought so far.
@@ -623,7 +615,7 @@ func (s *Server) fleetView(fl *FleetRecord) (state, activity string, running []s
 	state, activity, running = s.fleetStage(fl)
 	var live []string
 	for _, id := range running {
-		if !fl.Gone[id] {
+		if !fl.Gone[id] && !s.noticeEnded(fl, id) {
 			live = append(live, id)
 		}
 	}
@@ -843,7 +835,7 @@ func (s *Server) describeFleetInstances(rd *Region, f url.Values, reqID string) 
 	var out []node
 	for _, iid := range running[lo:hi] {
 		out = append(out, el("", tx("instanceId", iid), tx("instanceType", typ),
-			tx("spotInstanceRequestId", "sir-"+strings.TrimPrefix(iid, "i-")), tx("instanceHealth", "healthy")))
+			tx("spotInstanceRequestId", spotRequestID(iid)), tx("instanceHealth", "healthy")))
 	}
 	return document("DescribeFleetInstances", reqID, withToken([]node{items("activeInstanceSet", out), tx("fleetId", fl.ID)}, tok)...), nil
 }
@@ -957,8 +949,13 @@ func (s *Server) describeInstances(rd *Region, f url.Values, reqID string) ([]by
 		in := el("", tx("instanceId", x.id), tx("instanceType", x.fl.Overrides[0].Get("InstanceType")),
 			tx("privateDnsName", PrivateDNSName(rd.Name, x.id)),
 			el("placement", tx("availabilityZone", x.fl.Overrides[0].Get("AvailabilityZone"))),
-			el("instanceState", num("code", code), tx("name", name)), tm("launchTime", x.fl.Created),
-			tx("instanceLifecycle", x.fl.Lifecycle), items("tagSet", tagNodes(tags)))
+			el("instanceState", num("code", code), tx("name", name)), tm("launchTime", x.fl.Created))
+		if isSpot(x.fl, x.id) {
+			// An on-demand instance has no instanceLifecycle; a spot one
+			// names its request (the model's Instance).
+			in.kids = append(in.kids, tx("instanceLifecycle", x.fl.Lifecycle), tx("spotInstanceRequestId", spotRequestID(x.id)))
+		}
+		in.kids = append(in.kids, items("tagSet", tagNodes(tags)))
 		res = append(res, el("", tx("reservationId", "r-"+strings.TrimPrefix(x.id, "i-")), tx("ownerId", "123456789012"),
 			items("instancesSet", []node{in})))
 	}

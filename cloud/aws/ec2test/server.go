@@ -415,6 +415,8 @@ func (s *Server) dispatch(action, region string, f url.Values, reqID string) ([]
 		return s.deleteFleets(rd, f, reqID)
 	case "DescribeInstances":
 		return s.describeInstances(rd, f, reqID)
+	case "DescribeSpotInstanceRequests":
+		return s.describeSpotInstanceRequests(rd, f, reqID)
 	case "DescribeFleetInstances":
 		return s.describeFleetInstances(rd, f, reqID)
 	case "TerminateInstances":

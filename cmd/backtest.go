@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -108,30 +109,8 @@ them; it says where it wrote them.`,
 				return err
 			}
 			files := append(append([]string(nil), f.traces...), args...)
-			if !f.sim {
-				for _, name := range []string{"out", "instance-type", "sim-days"} {
-					if cmd.Flags().Changed(name) {
-						return usagef("--%s is for --sim (traces of the simulated market); with --trace files, leave it out", name)
-					}
-				}
-			}
-			switch {
-			case len(files) == 0 && !f.sim:
-				return usagef("backtest needs traces: --trace FILE... (each file one pool: %s), or --sim to write and replay traces of the simulated market", planner.TraceForm)
-			case len(files) > 0 && f.sim:
-				return usagef("--sim writes its own traces: give --trace files or --sim, not both")
-			case f.simDays < 1 || f.simDays > 365:
-				return usagef("--sim-days %d: want a whole number of days from 1 to 365", f.simDays)
-			case f.instances < 1:
-				return usagef("--instances %d: want a whole number of instances ≥ 1", f.instances)
-			}
-			for _, v := range []struct {
-				name string
-				val  float64
-			}{{"job-hours", f.jobHours}, {"deadline-hours", f.deadlineHrs}, {"spot-usd-hour", f.spotUSD}, {"on-demand-usd-hour", f.odUSD}} {
-				if math.IsNaN(v.val) || math.IsInf(v.val, 0) {
-					return usagef("--%s %v: want a number", v.name, v.val)
-				}
+			if err := f.check(cmd, files); err != nil {
+				return err
 			}
 			a, err := cl.newApp(cmd)
 			if err != nil {
@@ -174,26 +153,10 @@ them; it says where it wrote them.`,
 			if err != nil {
 				return planUsage(err)
 			}
-			out := make([]backtestRow, len(rows))
-			for i, r := range rows {
-				out[i] = backtestRow{Policy: r.Policy, Runs: r.Runs, DeadlinesMetPct: present.Round(r.DeadlinesMetPct, 2),
-					MeanCostUSD: present.Round(r.MeanCostUSD, 2), SavingsVsOnDemandPct: present.Round(r.SavingsVsOnDemandPct, 2), P95CostUSD: present.Round(r.P95CostUSD, 2)}
-			}
-			if f.predict {
-				pred := make([]backtestPredictRow, len(rows))
-				for i, r := range rows {
-					o := out[i]
-					pred[i] = backtestPredictRow{Policy: o.Policy, Runs: o.Runs, DeadlinesMetPct: o.DeadlinesMetPct, MeanCostUSD: o.MeanCostUSD,
-						SavingsVsOnDemandPct: o.SavingsVsOnDemandPct, P95CostUSD: o.P95CostUSD,
-						PredictedCostUSD: present.Round(r.PredictedCostUSD, 2), PredictedP95CostUSD: present.Round(r.PredictedP95CostUSD, 2),
-						PredictedOnTimePct: present.Round(r.PredictedOnTimePct, 2), OverP95Pct: present.Round(r.OverP95Pct, 2)}
-				}
-				return writeRows(e.out, f.output, pred)
-			}
-			if f.sim {
+			if f.sim && !f.predict {
 				a.banner(f.output)
 			}
-			return writeRows(e.out, f.output, out)
+			return writeBacktest(e.out, f.output, f.predict, rows)
 		},
 	}
 	fl := c.Flags()
@@ -213,6 +176,58 @@ them; it says where it wrote them.`,
 	fl.StringVar(&f.simOut, "out", "", "with --sim: the directory to write the traces to (default: a new one under the data dir)")
 	addOutputFlag(c, &f.output)
 	return c
+}
+
+// check refuses flags that cannot go together or values out of range.
+func (f *backtestFlags) check(cmd *cobra.Command, files []string) error {
+	if !f.sim {
+		for _, name := range []string{"out", "instance-type", "sim-days"} {
+			if cmd.Flags().Changed(name) {
+				return usagef("--%s is for --sim (traces of the simulated market); with --trace files, leave it out", name)
+			}
+		}
+	}
+	switch {
+	case len(files) == 0 && !f.sim:
+		return usagef("backtest needs traces: --trace FILE... (each file one pool: %s), or --sim to write and replay traces of the simulated market", planner.TraceForm)
+	case len(files) > 0 && f.sim:
+		return usagef("--sim writes its own traces: give --trace files or --sim, not both")
+	case f.simDays < 1 || f.simDays > 365:
+		return usagef("--sim-days %d: want a whole number of days from 1 to 365", f.simDays)
+	case f.instances < 1:
+		return usagef("--instances %d: want a whole number of instances ≥ 1", f.instances)
+	}
+	for _, v := range []struct {
+		name string
+		val  float64
+	}{{"job-hours", f.jobHours}, {"deadline-hours", f.deadlineHrs}, {"spot-usd-hour", f.spotUSD}, {"on-demand-usd-hour", f.odUSD}} {
+		if math.IsNaN(v.val) || math.IsInf(v.val, 0) {
+			return usagef("--%s %v: want a number", v.name, v.val)
+		}
+	}
+	return nil
+}
+
+// writeBacktest writes one row per policy, with the prediction beside the
+// realized figures when there is one.
+func writeBacktest(w io.Writer, format string, predict bool, rows []planner.BacktestRow) error {
+	out := make([]backtestRow, len(rows))
+	for i, r := range rows {
+		out[i] = backtestRow{Policy: r.Policy, Runs: r.Runs, DeadlinesMetPct: present.Round(r.DeadlinesMetPct, 2),
+			MeanCostUSD: present.Round(r.MeanCostUSD, 2), SavingsVsOnDemandPct: present.Round(r.SavingsVsOnDemandPct, 2), P95CostUSD: present.Round(r.P95CostUSD, 2)}
+	}
+	if predict {
+		pred := make([]backtestPredictRow, len(rows))
+		for i, r := range rows {
+			o := out[i]
+			pred[i] = backtestPredictRow{Policy: o.Policy, Runs: o.Runs, DeadlinesMetPct: o.DeadlinesMetPct, MeanCostUSD: o.MeanCostUSD,
+				SavingsVsOnDemandPct: o.SavingsVsOnDemandPct, P95CostUSD: o.P95CostUSD,
+				PredictedCostUSD: present.Round(r.PredictedCostUSD, 2), PredictedP95CostUSD: present.Round(r.PredictedP95CostUSD, 2),
+				PredictedOnTimePct: present.Round(r.PredictedOnTimePct, 2), OverP95Pct: present.Round(r.OverP95Pct, 2)}
+		}
+		return writeRows(w, format, pred)
+	}
+	return writeRows(w, format, out)
 }
 
 // readTraces reads and checks every file; a missing or malformed one is a

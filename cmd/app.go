@@ -16,37 +16,26 @@ import (
 	"github.com/gpumarket/gpumarket/watch"
 )
 
-// cli is what the command tree of one run shares: the provider table.
-// Tests build one with a provider of their own.
+// cli is what the command tree of one run shares; tests give their own table.
 type cli struct {
 	table providerTable
 }
 
-// app is gpumarket assembled once for one run of a command: the settings
-// (env), the provider table, and what is built from them on first use —
-// the providers, one hub, the ledger and its booking service, the
-// reconcile loop. The TUI, `serve` and the one-shot commands build it the
-// same way and Close it once, which stops what runs in the reverse order
-// it started.
+// app is gpumarket assembled once per command run and built on first use;
+// Close stops what runs in the reverse order it started.
 type app struct {
 	*env
 	table providerTable
 
-	// ctx lives until Close: the hub and the reconcile loop run under it.
-	// It is not the command's context, so that `serve` can drain its
-	// sessions after SIGTERM while the feed still runs.
+	// ctx lives until Close, not the command's: serve drains sessions after SIGTERM.
 	ctx    context.Context
 	cancel context.CancelFunc
 	loops  sync.WaitGroup
 
-	// modelsChecked is set by a command that says itself which of the
-	// query's GPU models no pool sells (`plan`): a region that answered
-	// with none of them is then not worth a warning of its own.
+	// modelsChecked: the command says itself which GPU models no pool sells.
 	modelsChecked bool
 
-	// sharedWindow caps what the hub holds at the configured window (the
-	// hub of `serve`, shared by every session); otherwise a session may
-	// extend it to 90 days.
+	// sharedWindow caps serve's shared hub at the configured window.
 	sharedWindow bool
 
 	mu    sync.Mutex
@@ -56,16 +45,14 @@ type app struct {
 	st    *ledger.Store
 	// usage is the one usage tracker of the run (usageTracker).
 	usage *ledger.Tracker
-	// wstate is the watch's state (cmd/watch.go), apart from the ledger;
-	// watcher the one evaluator of the rules that every session shares.
+	// wstate is the watch's state; watcher the one evaluator every session shares.
 	wstate  *watch.State
 	watcher *watch.Evaluator
 
 	closeOnce sync.Once
 }
 
-// newApp loads the settings of the command's flags and config and returns
-// the app over them; nothing is built or started yet.
+// newApp loads the settings; nothing is built or started yet.
 func (c *cli) newApp(cmd *cobra.Command) (*app, error) {
 	e, err := c.setup(cmd)
 	if err != nil {
@@ -74,8 +61,7 @@ func (c *cli) newApp(cmd *cobra.Command) (*app, error) {
 	return c.appOf(cmd.Context(), e), nil
 }
 
-// withApp runs f over the app of the command's flags and config, and
-// closes the app when f returns.
+// withApp runs f over the command's app and closes it after.
 func (c *cli) withApp(cmd *cobra.Command, f func(*app) error) error {
 	a, err := c.newApp(cmd)
 	if err != nil {
@@ -113,9 +99,7 @@ func (a *app) provider(ctx context.Context, name string) (domain.Provider, error
 	return p, nil
 }
 
-// Providers builds the sources the query names, plus the named ones: the
-// provider an offering or a ledger row belongs to, so that `book ID` and
-// `fleet delete ID` reach it without --provider.
+// Providers builds the query's sources plus the named ones (an offering's, a row's).
 func (a *app) Providers(ctx context.Context, also ...string) ([]domain.Provider, error) {
 	if err := a.table.checkRegions(a.query.Providers, a.query.Regions); err != nil {
 		return nil, err
@@ -137,10 +121,7 @@ func (a *app) Providers(ctx context.Context, also ...string) ([]domain.Provider,
 	return out, nil
 }
 
-// reachable builds the named providers for a command over the ledger's
-// rows, each of which asks its own provider: one that cannot be built (no
-// credentials, say) is said in one line on stderr and left out, so the
-// others' rows are still served.
+// reachable builds the named providers; one that cannot be built is said and left out.
 func (a *app) reachable(ctx context.Context, names []string, command string) []domain.Provider {
 	var ps []domain.Provider
 	for _, name := range names {
@@ -163,12 +144,10 @@ func (a *app) Hub(ctx context.Context) (*feed.Hub, error) {
 	return a.hubOver(ps), nil
 }
 
-// hubOver starts the hub over the given sources (tests give fakes); a
-// second call returns the hub already running.
+// hubOver starts the hub over ps once; tests give fakes.
 func (a *app) hubOver(ps []domain.Provider) *feed.Hub { return a.hubWith(ps, a.query) }
 
-// hubWith is hubOver fetching what q selects (`watch` fetches what its
-// rules need, its providers built for the config's regions).
+// hubWith is hubOver fetching what q selects.
 func (a *app) hubWith(ps []domain.Provider, q domain.Query) *feed.Hub {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -178,8 +157,7 @@ func (a *app) hubWith(ps []domain.Provider, q domain.Query) *feed.Hub {
 	return a.hub
 }
 
-// startHubLocked starts a hub over ps fetching what q selects, running
-// until ctx ends; a.mu is held.
+// startHubLocked starts a hub until ctx ends; a.mu is held.
 func (a *app) startHubLocked(ctx context.Context, ps []domain.Provider, q domain.Query) *feed.Hub {
 	simTick, refresh := a.cfg.Sim.Tick.D(), a.cfg.Refresh.D()
 	desc := map[string]domain.Descriptor{}
@@ -193,8 +171,6 @@ func (a *app) startHubLocked(ctx context.Context, ps []domain.Provider, q domain
 	h := feed.New(ps, feed.Options{
 		Query:     q,
 		MaxWindow: maxWindow,
-		// The simulated market ticks at sim.tick; the clouds are polled
-		// every refresh.
 		Interval: func(name string) time.Duration {
 			if desc[name].Simulated {
 				return simTick
@@ -229,8 +205,7 @@ func (a *app) Ledger() (*ledger.Store, error) {
 	return st, nil
 }
 
-// Booking returns a booking service over the ledger and the given
-// providers, each call to a provider bounded by timeout (0: the default).
+// Booking returns a booking service over the ledger and ps.
 func (a *app) Booking(ps []domain.Provider, timeout time.Duration) (*ledger.Service, error) {
 	st, err := a.Ledger()
 	if err != nil {
@@ -245,11 +220,7 @@ func (a *app) Booking(ps []domain.Provider, timeout time.Duration) (*ledger.Serv
 	}), nil
 }
 
-// ledgerKeepEvery is how often a running TUI or server reconciles the
-// ledger: lost answers settle, and reservations that bill until released
-// are released within a minute of their window's end. Scheduled fleets
-// that gpumarket keeps are launched and deleted at their time: the loop
-// wakes for them (ledger.Report.NextDue).
+// ledgerKeepEvery is how often a TUI or server reconciles; it wakes early for schedules.
 const ledgerKeepEvery = time.Minute
 
 // KeepLedger reconciles the ledger through svc every minute until Close.
@@ -261,8 +232,6 @@ func (a *app) KeepLedger(svc *ledger.Service) {
 	}()
 }
 
-// clockSpeed is how many times faster than the wall clock the run's
-// clock runs.
 func (a *app) clockSpeed() int {
 	if a.clock == nil {
 		return 1
@@ -270,16 +239,12 @@ func (a *app) clockSpeed() int {
 	return a.clock.Speed()
 }
 
-// keepEvery is the reconcile loop's period in wall time: a minute of the
-// run's clock, so a fast simulated clock is reconciled as often in market
-// time (at most four times a wall second).
+// keepEvery is a minute of the run's clock in wall time, at most four a second.
 func (a *app) keepEvery() time.Duration {
 	return max(ledgerKeepEvery/time.Duration(a.clockSpeed()), 250*time.Millisecond)
 }
 
-// Close stops the reconcile loop and the hub, waits for them, and closes
-// the ledger and the history cache (which commits what it was given). It
-// is safe to call more than once.
+// Close stops the loops and the hub and closes the files; safe to call twice.
 func (a *app) Close() {
 	a.closeOnce.Do(func() {
 		a.cancel()

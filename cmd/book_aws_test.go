@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
@@ -40,15 +41,7 @@ func TestBookAgainstFakeEC2(t *testing.T) {
 	defer srv.Close()
 
 	s := newSession(t, "budget: {max_booking_usd: 1000000, max_daily_usd: 5000000}\n")
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
-	t.Setenv("AWS_ENDPOINT_URL_EC2", srv.URL)
-	t.Setenv("GPUMARKET_AWS_ADVISOR_URL", srv.URL+"/spot-advisor-data.json")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	testutil.AWSEnv(t, srv.URL)
 
 	search := func(duration string, min int) []map[string]any {
 		t.Helper()
@@ -180,15 +173,7 @@ func TestBookGatewayErrorIsUnknown(t *testing.T) {
 		var on atomic.Bool
 		srv := httptest.NewServer(gatewayErrorOnPurchase(fake, &on, c.status, c.body))
 		s := newSession(t, "")
-		t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-		t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
-		t.Setenv("AWS_REGION", "us-east-1")
-		t.Setenv("AWS_ENDPOINT_URL", srv.URL)
-		t.Setenv("AWS_ENDPOINT_URL_EC2", srv.URL)
-		t.Setenv("GPUMARKET_AWS_ADVISOR_URL", srv.URL+"/spot-advisor-data.json")
-		t.Setenv("AWS_PROFILE", "")
-		t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
-		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+		testutil.AWSEnv(t, srv.URL)
 
 		code, out, errOut := s.run("offerings", "--provider", "aws", "--region", "us-east-1", "--gpu", "H100", "--count", "1", "--duration", "2d", "-o", "json")
 		if code != 0 {
@@ -237,15 +222,7 @@ func TestLedgerReleasesReservationsOfOtherProviders(t *testing.T) {
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	s := newSession(t, "")
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
-	t.Setenv("AWS_ENDPOINT_URL_EC2", srv.URL)
-	t.Setenv("GPUMARKET_AWS_ADVISOR_URL", srv.URL+"/spot-advisor-data.json")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	testutil.AWSEnv(t, srv.URL)
 
 	// A simulated Azure reservation (the sim releases reservations as
 	// Azure needs them released) whose window ended an hour ago.

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
-
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/ledger"
 )
@@ -324,26 +322,10 @@ func TestBookAsksOnATerminal(t *testing.T) {
 		code   int
 		rows   int
 	}{{"no\n", 1, 0}, {"yes\n", 0, 1}} {
-		ptm, tty, err := pty.Open()
-		if err != nil {
-			t.Skipf("no pseudo-terminal here: %v", err)
-		}
-		go func() {
-			// The terminal echoes; drain what the command writes to it.
-			b := make([]byte, 1024)
-			for {
-				if _, err := ptm.Read(b); err != nil {
-					return
-				}
-			}
-		}()
-		if _, err := ptm.Write([]byte(c.answer)); err != nil {
-			t.Fatal(err)
-		}
+		tty, closeTTY := answeredTTY(t, c.answer)
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), []string{"book", offers[0]["id"].(string)}, tty, &out, &errOut)
-		tty.Close()
-		ptm.Close()
+		closeTTY()
 		if code != c.code || !strings.Contains(errOut.String(), "Type yes to buy it for $") {
 			t.Fatalf("answer %q: exit %d: %s", c.answer, code, errOut.String())
 		}
@@ -385,19 +367,8 @@ func (w *promptWatch) String() string {
 // with each question's number and returns what to type.
 func onTerminal(t *testing.T, c *cli, args []string, answer func(n int, errOut *promptWatch) string) (int, string) {
 	t.Helper()
-	ptm, tty, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
-	}
+	ptm, tty := openTTY(t)
 	defer ptm.Close()
-	go func() {
-		b := make([]byte, 1024)
-		for {
-			if _, err := ptm.Read(b); err != nil {
-				return
-			}
-		}
-	}()
 	errOut := newPromptWatch()
 	go func() {
 		for n := range errOut.asked {

@@ -19,6 +19,7 @@ import (
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
@@ -41,15 +42,7 @@ func awsSession(t *testing.T) (*session, *ec2test.Server, *atomic.Bool, string) 
 	t.Cleanup(srv.Close)
 	s := newSession(t, "")
 	dataDir := os.Getenv("GPUMARKET_DATA_DIR")
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
-	t.Setenv("AWS_ENDPOINT_URL_EC2", srv.URL)
-	t.Setenv("GPUMARKET_AWS_ADVISOR_URL", srv.URL+"/spot-advisor-data.json")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	testutil.AWSEnv(t, srv.URL)
 	return s, fake, &slow, dataDir
 }
 

@@ -12,15 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Checks of what a command asks against what the providers in use have:
-// their descriptors and the catalog first (no call), then, where only the
-// provider knows, one question to it. Each refusal is one line naming the
-// flag, the value and what is accepted.
-
-// checkRegionsKnown refuses a region that no provider in use has
-// ("--region us-east-1,mars-1" with the simulated market): it would be
-// left out with no word. A provider that takes any name (no IsRegion)
-// knows every region.
+// checkRegionsKnown refuses a region no provider in use has: it would drop out unsaid.
 func (t providerTable) checkRegionsKnown(names, regions []string) error {
 	for _, r := range regions {
 		known := false
@@ -42,8 +34,7 @@ func (t providerTable) checkRegionsKnown(names, regions []string) error {
 	return nil
 }
 
-// regionClouds returns the clouds whose real provider (not a simulated
-// one) has a region of the name: "eastus" is Azure's, "us-east-1" AWS's.
+// regionClouds returns the clouds whose real provider has the region.
 func (t providerTable) regionClouds(region string) []domain.Cloud {
 	var out []domain.Cloud
 	for _, r := range t {
@@ -66,14 +57,8 @@ func (t providerTable) cloudName(c domain.Cloud) string {
 	return string(c)
 }
 
-// checkFleetTypes refuses, before the fleet's cost is estimated or anyone
-// is asked for a yes or a max price, the instance types its region cannot
-// launch: a type of another cloud than the region's (the catalog names
-// each type's cloud, the descriptors each region's and provider's), then
-// a type the provider does not sell there (asked of the provider: the
-// pools it reports in the region over the estimate's 6 hours). When the
-// provider cannot be asked (an error, no answer within timeout), the
-// estimate and the launch say what went wrong.
+// checkFleetTypes refuses, before any estimate or question, types the fleet's
+// region cannot launch: another cloud's, or ones its provider does not sell there.
 func (a *app) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, timeout time.Duration) error {
 	clouds := a.table.regionClouds(spec.Region)
 	where := spec.Region + " is " + a.table.article(clouds) + " region"
@@ -119,8 +104,7 @@ func (a *app) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, timeou
 	return nil
 }
 
-// soldTypes asks the provider for the region's pools of the GPU models
-// over the last 6 hours and returns their instance types, lower-case.
+// soldTypes returns the region's instance types of the models, lower-case.
 func soldTypes(ctx context.Context, p domain.Provider, region string, models map[string]bool, timeout time.Duration) (map[string]bool, error) {
 	var gpus []string
 	for m := range models {
@@ -137,8 +121,7 @@ func soldTypes(ctx context.Context, p domain.Provider, region string, models map
 		Query: domain.Query{Providers: []string{p.Name()}, Regions: []string{region}, GPUs: gpus, Window: 6 * time.Hour},
 		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true, Aside: true,
 	}, func(ev domain.Event) {
-		// The sink is called from several goroutines and the provider
-		// may reuse an event's slices after the call.
+		// The sink runs on several goroutines and may not keep an event's slices.
 		mu.Lock()
 		defer mu.Unlock()
 		if ev.Err != nil && (ev.Region == "" || ev.Region == region) {
@@ -169,9 +152,7 @@ func soldTypes(ctx context.Context, p domain.Provider, region string, models map
 	return sold, nil
 }
 
-// sampleTypes names up to three instance types of the cloud with the GPU
-// model, for a message; or, when the cloud has none, says so and names
-// three of its GPU types.
+// sampleTypes names up to three of the cloud's types with the model, for a message.
 func (t providerTable) sampleTypes(c domain.Cloud, model string) string {
 	var out []string
 	for _, e := range domain.CatalogEntries(c) {
@@ -193,8 +174,7 @@ func (t providerTable) sampleTypes(c domain.Cloud, model string) string {
 	return head + strings.Join(out, ", ")
 }
 
-// article names the clouds of a region with their article: "an Azure",
-// "an AWS", "a Google Cloud".
+// article names a region's clouds with their article: "an Azure".
 func (t providerTable) article(clouds []domain.Cloud) string {
 	names := make([]string, len(clouds))
 	for i, c := range clouds {

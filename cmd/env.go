@@ -17,18 +17,14 @@ import (
 	"github.com/gpumarket/gpumarket/watch"
 )
 
-// env is what every command needs: the settings after config file,
-// environment and flags, the query they select, and the streams. It is
-// built per command run, so two runs (tests, SSH sessions) share nothing.
+// env is what every command needs, built per run so two runs share nothing.
 type env struct {
 	cfg config.Config
 	// rules are the config's watch rules, read and checked.
 	rules   []watch.Spec
 	query   domain.Query
 	dataDir string
-	// clock is the simulated market's clock (sim.speed): the wall clock,
-	// or a fast one recorded in the data dir. It is the one clock of the
-	// run: the hub, the ledger, the TUI and the commands date by now().
+	// clock is the run's one clock (sim.speed): hub, ledger, TUI and commands date by it.
 	clock  *sim.Clock
 	log    *slog.Logger
 	out    io.Writer
@@ -46,9 +42,7 @@ const (
 	flagSeed     = "seed"
 )
 
-// addCommonFlags adds the common flags of DESIGN.md to the root command.
-// Their values are read back by setup from the command's flag set, so the
-// command tree holds no shared mutable state.
+// addCommonFlags adds the common flags; setup reads them back from the flag set.
 func (c *cli) addCommonFlags(root *cobra.Command) {
 	pf := root.PersistentFlags()
 	pf.String(flagProvider, "", "market data sources, a comma list of "+joinNames(c.table.names())+" (default: config providers, else "+c.table.fallback()+")")
@@ -59,12 +53,9 @@ func (c *cli) addCommonFlags(root *cobra.Command) {
 	pf.Int64(flagSeed, 0, "seed of the simulated market (default: config sim.seed, else 1)")
 }
 
-// setup loads the config (Default → file → env → flags → Validate) and
-// builds the query of the common flags. Bad flag values are usage errors
-// naming the flag; a bad config file is a runtime error naming file:line:col.
+// setup loads the config (Default → file → env → flags → Validate) and the query.
 func (c *cli) setup(cmd *cobra.Command) (*env, error) {
-	// The flags first: a bad flag is bad usage (exit 2) whatever the
-	// config file holds.
+	// A bad flag is bad usage (exit 2) whatever the config file holds.
 	flags := cmd.Flags()
 	var provs, gpus, regions []string
 	var window time.Duration
@@ -128,8 +119,6 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	// --provider and the config file's list are checked against the
-	// provider table (a test adds a provider of its own there).
 	if provs != nil {
 		cfg.Providers = provs
 	}
@@ -162,9 +151,7 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 	return e, nil
 }
 
-// simClock opens the data dir's simulated clock at sim.speed. A fast clock
-// runs the simulated market only: a cloud's prices and launches keep the
-// wall clock, and one run cannot date by two.
+// simClock opens the data dir's clock; a fast one runs the simulated market only.
 func (c *cli) simClock(cfg config.Config, dataDir string) (*sim.Clock, error) {
 	if cfg.Sim.Speed > 1 {
 		for _, p := range cfg.Providers {
@@ -182,8 +169,6 @@ func (c *cli) simClock(cfg config.Config, dataDir string) (*sim.Clock, error) {
 	return clock, err
 }
 
-// now is the run's clock: the simulated market's (sim.speed), which is
-// the wall clock at speed 1.
 func (e *env) now() time.Time {
 	if e.clock == nil {
 		return time.Now()
@@ -217,8 +202,7 @@ func parseProviderFlag(v string, known []string) ([]string, error) {
 
 func joinNames(names []string) string { return strings.Join(names, ", ") }
 
-// parseGPUFlag reads --gpu: a comma list of catalog models in any case,
-// returned in the catalog's spelling.
+// parseGPUFlag reads --gpu, returning the catalog's spelling.
 func parseGPUFlag(v string) ([]string, error) {
 	list := domain.SplitList(v)
 	if len(list) == 0 {
@@ -234,8 +218,7 @@ func parseGPUFlag(v string) ([]string, error) {
 	return dedupe(list), nil
 }
 
-// parseRegionFlag reads --region: a comma list of region names. Whether a
-// cloud has the region is for its provider to say.
+// parseRegionFlag reads --region; whether a cloud has it is its provider's call.
 func parseRegionFlag(v string) ([]string, error) {
 	list := domain.SplitList(v)
 	if len(list) == 0 {
@@ -251,8 +234,7 @@ func parseRegionFlag(v string) ([]string, error) {
 	return dedupe(list), nil
 }
 
-// simBanner is said first wherever simulated prices are shown; it names
-// the table's real providers.
+// simBanner is said first wherever simulated prices are shown.
 func (t providerTable) simBanner() string {
 	var real []string
 	for _, r := range t {

@@ -24,19 +24,14 @@ const (
 	exitUsage   = 2
 )
 
-// usageError is bad usage: an unknown flag, a bad flag value, a missing
-// argument. It exits 2 and its message is one line naming the flag and
-// the accepted form.
+// usageError is bad usage: exit 2, one line naming the flag and the form.
 type usageError struct {
 	msg string
 }
 
 func (e *usageError) Error() string { return e.msg }
 
-// reportedError ends a command with an exit code of its own and nothing
-// more on stderr: its failure has been said already, line by line (every
-// provider's refusal of a search), or the code is the answer (`watch
-// --once` exits 3 when an alert fired).
+// reportedError ends a command with its own exit code, all said already.
 type reportedError struct{ code int }
 
 func (e reportedError) Error() string { return fmt.Sprintf("exit %d (said above)", e.code) }
@@ -44,22 +39,19 @@ func (e reportedError) Error() string { return fmt.Sprintf("exit %d (said above)
 // reported returns the error of a failure said already.
 func reported(code int) error { return reportedError{code: code} }
 
-// usagef returns a usage error (exit 2). Name the flag and what it
-// accepts: usagef("--window %q: want %s", v, domain.WindowForm).
+// usagef returns a usage error; name the flag and what it accepts.
 func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// Execute runs gpumarket with the process's arguments and returns the exit
-// code. SIGINT and SIGTERM cancel the command's context.
+// Execute runs gpumarket and returns the exit code; signals cancel the context.
 func Execute() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }
 
-// run executes one command line with the given streams and the default
-// providers; tests call it in-process.
+// run executes one command line; tests call it in-process.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return newCLI().run(ctx, args, stdin, stdout, stderr)
 }
@@ -90,22 +82,19 @@ func (c *cli) run(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	return exitFailure
 }
 
-// usageMessage recognises bad usage: our usageErrors, pflag's parse errors
-// and cobra's argument checks, and words them as one line.
+// usageMessage recognises bad usage of every origin and words it as one line.
 func usageMessage(err error) (string, bool) {
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return ue.msg, true
 	}
-	// A config file that was read but holds a bad key or value is bad
-	// usage as much as a bad flag is; one that cannot be read is not.
+	// A config file read with a bad key or value is bad usage; an unreadable one is not.
 	var fe *config.FileError
 	if errors.As(err, &fe) {
 		return err.Error(), true
 	}
 	if errors.Is(err, domain.ErrInvalidQuery) {
-		// A provider's refusal of terms it does not sell names the value
-		// and what is accepted: the input was wrong.
+		// A provider's refusal of terms names the value and what is accepted.
 		return err.Error(), true
 	}
 	var iv *pflag.InvalidValueError
@@ -132,8 +121,7 @@ func usageMessage(err error) (string, bool) {
 	if errors.As(err, &se) {
 		return se.Error(), true
 	}
-	// cobra words its own checks of commands and arguments as plain
-	// errors; these prefixes are all of them in cobra v1.10.
+	// cobra's own argument checks are plain errors with these prefixes (v1.10).
 	msg := err.Error()
 	for _, p := range []string{"unknown command", "accepts ", "requires at least", "requires at most", "received ", "invalid argument", "unknown flag", "unknown shorthand flag", "flag needs an argument", "bad flag syntax", "if any flags in the group", "required flag"} {
 		if strings.HasPrefix(msg, p) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/internal/testutil"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
 )
@@ -16,7 +17,7 @@ import (
 // ledger.FiguresOf: a fleet that ran 3 hours at $12.34/h, a block paid
 // $1,234.50 up front.
 func TestOneCostSoFarEverywhere(t *testing.T) {
-	viewer, vline := clientKey(t, "", "attendee")
+	viewer, vline := testutil.SSHKey(t, "", "attendee")
 	srv := startServe(t, vline+"\n")
 	st, err := ledger.Open(srv.dataDir)
 	if err != nil {
@@ -67,17 +68,17 @@ func TestOneCostSoFarEverywhere(t *testing.T) {
 	}
 
 	a := sshTerm(t, srv.addr, viewer, 200, 40)
-	a.wait(t, "SIMULATED MARKET")
+	a.WaitText(t, "SIMULATED MARKET")
 	for _, v := range []struct{ title, tabs string }{{"SO FAR $", "\t\t\t\t\t"}, {"IDLE $", "\t"}} {
-		a.press(t, v.tabs)
-		a.wait(t, v.title)
+		a.Press(t, v.tabs)
+		a.WaitText(t, v.title)
 		// A full redraw: the renderer sends only the cells that change,
 		// and a figure in the same place in both views is not sent again.
-		if err := a.sess.WindowChange(40, 199); err != nil {
+		if err := a.Sess.WindowChange(40, 199); err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
-			a.wait(t, present.Money(want[r.ID]))
+			a.WaitText(t, present.Money(want[r.ID]))
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
 // Issue 13.1: a schedule that cannot be kept is bad usage, in one line
@@ -107,15 +108,7 @@ func TestFleetScheduleOnFakeEC2(t *testing.T) {
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	s := newSession(t, "aws: {launch_template: lt-0123}\n")
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
-	t.Setenv("AWS_ENDPOINT_URL_EC2", srv.URL)
-	t.Setenv("GPUMARKET_AWS_ADVISOR_URL", srv.URL+"/spot-advisor-data.json")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	testutil.AWSEnv(t, srv.URL)
 
 	code, out, errOut := s.run("fleet", "launch", "--provider", "aws", "--region", "us-east-1", "--instance-types", "g6.xlarge", "--target", "3",
 		"--start", "+26h", "--for", "3h", "--yes", "-o", "json")

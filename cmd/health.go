@@ -14,13 +14,8 @@ import (
 	"github.com/gpumarket/gpumarket/feed"
 )
 
-// ReadySnapshot runs the hub until every source has finished its first
-// back-fill, or until timeout, and returns what the sources that answered
-// gave. It warns on stderr, one line each, of every source that could not
-// be set up (no credentials, say) and every source or region that failed
-// (with its cause) or had not answered when timeout ran out, and fails
-// only when nothing answered at all: one bad region or cloud never blanks
-// the others' rows.
+// ReadySnapshot runs the hub until every source's first back-fill or timeout,
+// warning of each that failed; one bad region never blanks the others' rows.
 func (a *app) ReadySnapshot(ctx context.Context, timeout time.Duration) (*feed.Snapshot, error) {
 	ps, down, err := a.reachableProviders(ctx)
 	if err != nil {
@@ -29,11 +24,8 @@ func (a *app) ReadySnapshot(ctx context.Context, timeout time.Duration) (*feed.S
 	return a.waitReady(ctx, a.hubOver(ps), timeout, down...)
 }
 
-// reachableProviders builds the query's sources. One that cannot be
-// built (no credentials, a bad endpoint) is left out with a warning,
-// returned for the caller to print with its others, while another
-// answers; when none can be, the first error is returned (alone, as it
-// is, when there is one source). Bad usage is returned at once.
+// reachableProviders builds the query's sources, leaving out with a warning
+// one that cannot be built while another can.
 func (a *app) reachableProviders(ctx context.Context) ([]domain.Provider, []warning, error) {
 	if err := a.table.checkRegions(a.query.Providers, a.query.Regions); err != nil {
 		return nil, nil, err
@@ -71,8 +63,7 @@ func (a *app) waitReady(ctx context.Context, h *feed.Hub, timeout time.Duration,
 	defer cancel()
 	snap, err := h.WaitReady(wctx)
 	if err != nil {
-		// The command itself was cancelled (SIGINT), or the hub stopped:
-		// no partial answer is wanted.
+		// Cancelled, or the hub stopped: no partial answer is wanted.
 		if snap == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 			return nil, fmt.Errorf("wait for the sources: %w", err)
 		}
@@ -97,9 +88,7 @@ func (a *app) waitReady(ctx context.Context, h *feed.Hub, timeout time.Duration,
 	return snap, nil
 }
 
-// health is what a snapshot says of the sources a one-shot command asked:
-// their notes, one warning per source or region that failed or has not
-// answered, and whether anything answered.
+// health is what a snapshot says of the sources a one-shot command asked.
 type health struct {
 	notes    []string // "aws: advisor data from …"
 	warnings []warning
@@ -111,28 +100,20 @@ type health struct {
 // warning is one line of stderr about a source or one of its regions.
 type warning struct {
 	provider, region string
-	// cause is the failure; "" when the region had not answered when
-	// --timeout ran out, or answered with nothing (empty).
+	// cause is the failure; "" when it had not answered or answered empty.
 	cause string
-	// partial is set for a region still loading that had sent some
-	// prices: its rows are printed, perhaps with less history than the
-	// window.
+	// partial: still loading but some prices came; its rows are printed.
 	partial bool
 	empty   string // what the region answered with none of
 	example string // a region name of the provider, for an empty answer
-	// cachedAt is set when the region's rows are the history cache's:
-	// when the cache last heard from it.
+	// cachedAt is when the history cache last heard from the region.
 	cachedAt time.Time
 }
 
-// healthOf reads the snapshot's source statuses against the query: every
-// region the query names that a source has is accounted for, answered or
-// not. A snapshot that is not Ready was taken when the deadline passed.
+// healthOf accounts for every region the query names that a source has.
 func healthOf(snap *feed.Snapshot, q domain.Query, desc map[string]domain.Descriptor) health {
 	var h health
-	// A region that sent prices and then failed a part (Azure's history
-	// while its list prices answered, say) has answered: its rows are
-	// printed, with its warning.
+	// A region that sent prices then failed a part has answered.
 	priced := map[[2]string]bool{}
 	pooled := map[[2]string]bool{}
 	for i := range snap.Pools {
@@ -152,8 +133,6 @@ func healthOf(snap *feed.Snapshot, q domain.Query, desc map[string]domain.Descri
 			h.notes = append(h.notes, name+": "+unprefixed(name, src.Note))
 		}
 		if src.Err != "" && !everyRegionFailed(src) {
-			// (A source whose every region failed says "every region
-			// failed"; the regions' own lines say why.)
 			h.warnings = append(h.warnings, warning{provider: name, cause: unprefixed(name, src.Err)})
 		}
 		loading := src.State == feed.StateLoading
@@ -183,10 +162,8 @@ func healthOf(snap *feed.Snapshot, q domain.Query, desc map[string]domain.Descri
 				okRegions++
 			}
 		}
-		// The regions the query names that the source has: each is
-		// accounted for. One it has not reported on is still on its
-		// first call; one that answered with no pools is named, since an
-		// empty answer is what a cloud gives for a name it does not know.
+		// Every named region is accounted for; an empty answer is named, as clouds
+		// answer so for a name they do not know.
 		d, known := desc[name]
 		for _, r := range q.Regions {
 			if (known && !d.KnowsRegion(r)) || failed[r] || pooled[[2]string{name, r}] {
@@ -201,14 +178,9 @@ func healthOf(snap *feed.Snapshot, q domain.Query, desc map[string]domain.Descri
 			}
 		}
 		if loading && late == 0 {
-			// Still loading, yet no region of it is seen late: the ones
-			// it had not reported on are invisible here (no --region
-			// named them), or what it fetches after its regions (AWS's
-			// placement scores) is late. Say the source had not finished.
+			// Still loading with no region late: say the source had not finished.
 			h.warnings = append(h.warnings, warning{provider: name, partial: okRegions > 0})
 		}
-		// A source that reports no regions answered as a whole when its
-		// fetch succeeded.
 		if okRegions > 0 || (len(src.Regions) == 0 && src.State == feed.StateReady && src.Err == "") {
 			h.answered = true
 		}
@@ -216,8 +188,7 @@ func healthOf(snap *feed.Snapshot, q domain.Query, desc map[string]domain.Descri
 	return h
 }
 
-// everyRegionFailed reports whether the source reported regions and
-// every one of them failed.
+// everyRegionFailed reports whether the source had regions and all failed.
 func everyRegionFailed(src feed.SourceStatus) bool {
 	for _, r := range src.Regions {
 		if r.Err == "" {
@@ -227,8 +198,7 @@ func everyRegionFailed(src feed.SourceStatus) bool {
 	return len(src.Regions) > 0
 }
 
-// emptyWhat names what an empty answer had none of: "GPU pools", or the
-// query's models.
+// emptyWhat names what an empty answer had none of.
 func emptyWhat(q domain.Query) string {
 	if len(q.GPUs) == 0 {
 		return "GPU pools"
@@ -271,10 +241,8 @@ func (x warning) line(timeout time.Duration) string {
 	return fmt.Sprintf("%s: did not answer within --timeout %s", who, domain.FormatDuration(timeout))
 }
 
-// unprefixed is a source's message on one line without the "aws: " its
-// errors start with, since the warning line names the source already, and
-// with the query of any quoted URL cut (an Azure price filter names every
-// VM size: a line of thousands of characters).
+// unprefixed is a source's message on one line, its "aws: " and URL queries
+// cut (an Azure price filter names every VM size).
 func unprefixed(provider, msg string) string {
 	return quotedURLQuery.ReplaceAllString(strings.TrimPrefix(oneLine(msg), provider+": "), `"$1?…"`)
 }

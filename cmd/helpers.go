@@ -13,9 +13,6 @@ import (
 	"github.com/charmbracelet/x/term"
 )
 
-// Helpers every command shares: the checks of flags they have in common,
-// who acts, asking for a yes, and small formatting of values.
-
 // timeoutForm is the accepted form of --timeout.
 const timeoutForm = "a positive duration such as 60s or 2m"
 
@@ -27,8 +24,7 @@ func checkTimeout(timeout time.Duration) error {
 	return nil
 }
 
-// checkOutputTimeout checks the -o and --timeout flags every command
-// that asks the clouds takes, before anything is loaded or fetched.
+// checkOutputTimeout checks -o and --timeout before anything is loaded.
 func checkOutputTimeout(output string, timeout time.Duration) error {
 	if err := checkOutput(output); err != nil {
 		return err
@@ -58,9 +54,7 @@ func stdinIsTerminal(r io.Reader) bool {
 	return ok && term.IsTerminal(f.Fd())
 }
 
-// needsConfirmation refuses at once, with one line, a purchase or launch
-// that would have to ask but cannot: stdin is not a terminal and neither
-// --yes nor --dry-run was given. Nothing is looked up or fetched first.
+// needsConfirmation refuses at once a spend that must ask but cannot (no terminal, no --yes).
 func (e *env) needsConfirmation(cmdName string, dryRun, yes bool) error {
 	if dryRun || yes || stdinIsTerminal(e.stdin) {
 		return nil
@@ -68,10 +62,7 @@ func (e *env) needsConfirmation(cmdName string, dryRun, yes bool) error {
 	return usagef("%s needs a confirmation: pass --yes to go ahead without asking, or --dry-run (stdin is not a terminal)", cmdName)
 }
 
-// confirm asks "Type yes to <what>" on a terminal and reports whether the
-// answer was yes: y or yes in any case, as the TUI's confirmation takes
-// y. Anything else, an empty line included, is a no. Without a terminal
-// it refuses with a usage error (exit 2): a script must say --yes.
+// confirm asks "Type yes to <what>"; y or yes in any case is yes.
 func (e *env) confirm(cmdName, what string) error {
 	if !stdinIsTerminal(e.stdin) {
 		return usagef("%s needs a confirmation: pass --yes to %s without asking (stdin is not a terminal)", cmdName, what)
@@ -93,9 +84,7 @@ func isYes(answer string) bool {
 	return a == "y" || a == "yes"
 }
 
-// readLine reads one line, a byte at a time: a command may ask twice
-// (the terms changed since the first answer), and a buffered reader
-// would swallow the second answer with the first.
+// readLine reads byte by byte: a buffered reader would swallow a second answer.
 func readLine(r io.Reader) (string, error) {
 	var b strings.Builder
 	one := make([]byte, 1)

@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"bytes"
+	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -84,27 +86,11 @@ func TestConfirmTakesYOrYesInAnyCase(t *testing.T) {
 		{"y\n", true}, {"Y\n", true}, {"yes\n", true}, {"YES\n", true}, {" Yes \n", true},
 		{"n\n", false}, {"no\n", false}, {"\n", false}, {"yess\n", false}, {"y es\n", false}, {"ok\n", false},
 	} {
-		ptm, tty, err := pty.Open()
-		if err != nil {
-			t.Skipf("no pseudo-terminal here: %v", err)
-		}
-		go func() {
-			// The terminal echoes; drain what is written to it.
-			b := make([]byte, 1024)
-			for {
-				if _, err := ptm.Read(b); err != nil {
-					return
-				}
-			}
-		}()
-		if _, err := ptm.Write([]byte(c.answer)); err != nil {
-			t.Fatal(err)
-		}
+		tty, closeTTY := answeredTTY(t, c.answer)
 		var errOut bytes.Buffer
 		e := &env{stdin: tty, errOut: &errOut}
-		err = e.confirm("book", "buy it for $10.00")
-		tty.Close()
-		ptm.Close()
+		err := e.confirm("book", "buy it for $10.00")
+		closeTTY()
 		if (err == nil) != c.yes {
 			t.Errorf("answer %q: err %v, want confirmed %v", c.answer, err, c.yes)
 		}
@@ -112,4 +98,26 @@ func TestConfirmTakesYOrYesInAnyCase(t *testing.T) {
 			t.Errorf("prompt %q", errOut.String())
 		}
 	}
+}
+
+// openTTY opens a pseudo-terminal, draining its echo; it skips the test
+// where there is none.
+func openTTY(t *testing.T) (ptm, tty *os.File) {
+	t.Helper()
+	ptm, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, ptm) }()
+	return ptm, tty
+}
+
+// answeredTTY is a pseudo-terminal on which answer has been typed.
+func answeredTTY(t *testing.T, answer string) (tty *os.File, closeTTY func()) {
+	t.Helper()
+	ptm, tty := openTTY(t)
+	if _, err := ptm.Write([]byte(answer)); err != nil {
+		t.Fatal(err)
+	}
+	return tty, func() { tty.Close(); ptm.Close() }
 }

@@ -199,8 +199,7 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 			}
 		}
 	}
-	// Capacity running idle past budget.max_idle_pct: one warning line
-	// each (issue 13).
+	// Capacity running idle past budget.max_idle_pct: one warning line each.
 	for _, w := range a.idleWarnings(ctx, timeout) {
 		fmt.Fprintln(e.errOut, "gpumarket: ledger: "+w)
 	}

@@ -10,14 +10,10 @@ import (
 	"sync"
 )
 
-// The one-shot commands' log goes to stderr, where a person or a script
-// reads the command's other lines ("gpumarket: warning: …"), not a log
-// collector: lineHandler writes each record as one such line, in the same
-// words, instead of slog's key=value text with a timestamp. `serve`,
-// `watch` and the TUI's log file keep slog's text: they are logs.
+// One-shot commands log as "gpumarket: warning: …" lines for people and
+// scripts; serve, watch and the TUI's log file keep slog's text.
 
-// logLevel is the level of a command's log: warnings, or everything with
-// GPUMARKET_DEBUG set.
+// logLevel is warnings, or everything with GPUMARKET_DEBUG set.
 func logLevel(quiet slog.Level) slog.Level {
 	if os.Getenv("GPUMARKET_DEBUG") != "" {
 		return slog.LevelDebug
@@ -25,8 +21,7 @@ func logLevel(quiet slog.Level) slog.Level {
 	return quiet
 }
 
-// lineHandler is a slog.Handler writing "gpumarket: warning: <message>
-// (key value, …)" lines.
+// lineHandler writes "gpumarket: warning: <message> (key value, …)" lines.
 type lineHandler struct {
 	mu    *sync.Mutex
 	w     io.Writer
@@ -73,8 +68,7 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 	return err
 }
 
-// appendAttr adds "key value" for a, its key prefixed by its groups; an
-// empty attribute is left out, as slog's handlers do.
+// appendAttr adds "key value" for a, prefixed by its groups; empty ones are left out.
 func appendAttr(parts []string, prefix string, a slog.Attr) []string {
 	a.Value = a.Value.Resolve()
 	if a.Equal(slog.Attr{}) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
@@ -80,13 +81,7 @@ func awsEndpointSession(t *testing.T, config string) (*session, *ec2test.Server)
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
 	s := newSession(t, config)
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_REGION": "us-east-1",
-		"AWS_ENDPOINT_URL": srv.URL, "AWS_ENDPOINT_URL_EC2": srv.URL, "GPUMARKET_AWS_ADVISOR_URL": srv.URL + "/spot-advisor-data.json",
-		"AWS_PROFILE": "", "AWS_CONFIG_FILE": t.TempDir() + "/none", "AWS_SHARED_CREDENTIALS_FILE": t.TempDir() + "/none",
-	} {
-		t.Setenv(k, v)
-	}
+	testutil.AWSEnv(t, srv.URL)
 	return s, fake
 }
 

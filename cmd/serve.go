@@ -80,9 +80,7 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	// Close stops the feed and the reconcile loop after the server has
-	// drained its sessions on SIGTERM: the app's loops do not end with
-	// the command's context.
+	// The app's loops outlive the command's context, so serve drains first.
 	defer a.Close()
 	e := a.env
 	sc := e.cfg.Serve
@@ -112,8 +110,7 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 	// A server has no TUI of its own: its log goes to stderr.
 	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
-	// The hub every SSH session shares holds the configured window, and
-	// no session's w makes it fetch and hold more for all of them.
+	// The shared hub holds the configured window; no session widens it for all.
 	a.sharedWindow = true
 	h, err := a.Hub(cmd.Context())
 	if err != nil {
@@ -124,12 +121,9 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 		return err
 	}
 	st, _ := a.Ledger() // opened by Booking
-	// Settle lost answers and release reservations whose window ended,
-	// while the server runs.
 	a.KeepLedger(svc)
 	a.DriveJobs(svc, h.Providers())
-	// One evaluator of the watch rules for the whole server: fifty
-	// sessions tell each alert once and search once.
+	// One evaluator for the server: fifty sessions tell each alert once.
 	if _, err := a.Watcher(h, svc); err != nil {
 		return err
 	}
@@ -156,8 +150,7 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 	return nil
 }
 
-// sessionModel returns the factory of one SSH session's TUI: the shared
-// hub, the session's own role, actor, colours and context.
+// sessionModel is the factory of one SSH session's TUI.
 func sessionModel(a *app, h *feed.Hub, svc *ledger.Service) func(server.SessionInfo) tea.Model {
 	shared := tui.NewShared() // the Market's rows, derived once for every session
 	return func(info server.SessionInfo) tea.Model {
@@ -176,10 +169,7 @@ func sessionModel(a *app, h *feed.Hub, svc *ledger.Service) func(server.SessionI
 	}
 }
 
-// sessionZone is the time zone the client sent (ssh -o SetEnv=TZ=Europe/Berlin,
-// or SendEnv TZ), so that an attendee's "START (local)" and the Blocks
-// form's times are the attendee's, not the server's; nil when it sent none
-// or one this machine does not know.
+// sessionZone is the client's TZ (ssh -o SetEnv=TZ=…), so times are the attendee's; nil if unknown.
 func sessionZone(environ []string) *time.Location {
 	tz := ""
 	for _, kv := range environ {
@@ -197,10 +187,8 @@ func sessionZone(environ []string) *time.Location {
 	return loc
 }
 
-// drainLedger waits until no purchase or launch that an SSH session of
-// this server started is still pending in the ledger: Shutdown calls it
-// after the sessions have ended, so the process never exits between a
-// purchase's intent and its recorded outcome.
+// drainLedger waits until no call a session started is pending, so the process
+// never exits between an intent and its outcome.
 func drainLedger(st *ledger.Store, since time.Time) func(context.Context) error {
 	return func(ctx context.Context) error {
 		tick := time.NewTicker(100 * time.Millisecond)

@@ -1,25 +1,21 @@
 package cmd
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/charmbracelet/x/ansi"
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/server"
 )
@@ -53,7 +49,7 @@ func TestServeRefusesUnsafeAuthorizedKeys(t *testing.T) {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	_, line := clientKey(t, "", "alice")
+	_, line := testutil.SSHKey(t, "", "alice")
 	ak := filepath.Join(dir, "authorized_keys")
 	if err := os.WriteFile(ak, []byte(line+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -76,38 +72,38 @@ func TestServeRefusesUnsafeAuthorizedKeys(t *testing.T) {
 // market and connects two SSH clients: each gets the real TUI, a viewer's
 // is read-only, their screens are their own, and a shutdown tells them.
 func TestServeRealTUI(t *testing.T) {
-	viewer, vline := clientKey(t, "", "attendee")
-	booker, bline := clientKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
+	viewer, vline := testutil.SSHKey(t, "", "attendee")
+	booker, bline := testutil.SSHKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
 	srv := startServe(t, vline+"\n"+bline+"\n")
 	addr, cancel, exited, logs := srv.addr, srv.cancel, srv.exited, &srv.logs
 
 	a := sshTerm(t, addr, viewer, 120, 40)
-	a.wait(t, "SIMULATED MARKET")
-	a.wait(t, "read-only")
-	a.wait(t, "sort effective")
+	a.WaitText(t, "SIMULATED MARKET")
+	a.WaitText(t, "read-only")
+	a.WaitText(t, "sort effective")
 	b := sshTerm(t, addr, booker, 120, 40)
-	b.wait(t, "SIMULATED MARKET")
-	b.wait(t, "sort effective")
-	if strings.Contains(b.text(), "read-only") {
+	b.WaitText(t, "SIMULATED MARKET")
+	b.WaitText(t, "sort effective")
+	if strings.Contains(b.Text(), "read-only") {
 		t.Error("a booker's session says read-only")
 	}
 
 	// One session's sort is its own. The renderer redraws only the cells
 	// that change, so each screen is read after a full redraw (a resize).
-	b.press(t, "s")
-	b.wait(t, "$/GPU-h") // the changed cells of the status line: the key landed
-	if err := b.sess.WindowChange(40, 110); err != nil {
+	b.Press(t, "s")
+	b.WaitText(t, "$/GPU-h") // the changed cells of the status line: the key landed
+	if err := b.Sess.WindowChange(40, 110); err != nil {
 		t.Fatal(err)
 	}
-	b.wait(t, "sort $/GPU-h")
-	if err := a.sess.WindowChange(40, 110); err != nil {
+	b.WaitText(t, "sort $/GPU-h")
+	if err := a.Sess.WindowChange(40, 110); err != nil {
 		t.Fatal(err)
 	}
-	a.wait(t, "sort effective")
+	a.WaitText(t, "sort effective")
 
 	cancel() // SIGTERM
-	a.waitStderr(t, "server shutting down")
-	b.waitStderr(t, "server shutting down")
+	a.WaitStderr(t, "server shutting down")
+	b.WaitStderr(t, "server shutting down")
 	select {
 	case code := <-exited:
 		exited <- code // for the cleanup
@@ -129,8 +125,8 @@ func TestServeRealTUI(t *testing.T) {
 // the block through the ledger, which records the key that did it.
 func TestServeBookingRoles(t *testing.T) {
 	clearOfSimDayTurns(t)
-	viewer, vline := clientKey(t, "", "attendee")
-	booker, bline := clientKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
+	viewer, vline := testutil.SSHKey(t, "", "attendee")
+	booker, bline := testutil.SSHKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
 	srv := startServe(t, vline+"\n"+bline+"\n")
 	ledgerRows := func() []ledger.Entry {
 		st, err := ledger.Open(srv.dataDir)
@@ -146,26 +142,26 @@ func TestServeBookingRoles(t *testing.T) {
 	}
 
 	v := sshTerm(t, srv.addr, viewer, 120, 40)
-	v.wait(t, "SIMULATED MARKET")
-	v.press(t, "\t\t")                       // Market → Chart → Blocks
-	v.wait(t, "r searches with these terms") // a viewer searches when asked
-	v.press(t, "r")
-	v.wait(t, "offerings at")
-	v.press(t, "b")
-	v.wait(t, "read-only session")
+	v.WaitText(t, "SIMULATED MARKET")
+	v.Press(t, "\t\t")                           // Market → Chart → Blocks
+	v.WaitText(t, "r searches with these terms") // a viewer searches when asked
+	v.Press(t, "r")
+	v.WaitText(t, "offerings at")
+	v.Press(t, "b")
+	v.WaitText(t, "read-only session")
 	if rows := ledgerRows(); len(rows) != 0 {
 		t.Fatalf("a viewer's b wrote %d ledger rows, want none: %+v", len(rows), rows)
 	}
 
 	b := sshTerm(t, srv.addr, booker, 120, 40)
-	b.wait(t, "SIMULATED MARKET")
-	b.press(t, "\t\t")
-	b.wait(t, "offerings at")
-	b.press(t, "b")
-	b.wait(t, "Type y then enter to buy")
-	b.press(t, "y")
-	b.press(t, "\r")
-	b.wait(t, "booked ")
+	b.WaitText(t, "SIMULATED MARKET")
+	b.Press(t, "\t\t")
+	b.WaitText(t, "offerings at")
+	b.Press(t, "b")
+	b.WaitText(t, "Type y then enter to buy")
+	b.Press(t, "y")
+	b.Press(t, "\r")
+	b.WaitText(t, "booked ")
 	rows := ledgerRows()
 	if len(rows) != 1 {
 		t.Fatalf("after the booker's purchase the ledger has %d rows, want 1", len(rows))
@@ -182,7 +178,7 @@ type servedCmd struct {
 	dataDir string
 	cancel  context.CancelFunc
 	exited  chan int
-	logs    syncBuffer
+	logs    testutil.Buffer
 }
 
 // startServe runs `gpumarket serve` on the simulated market (no budget
@@ -225,23 +221,6 @@ func startServe(t *testing.T, authorized string) *servedCmd {
 	return s
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -253,34 +232,9 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-func clientKey(t *testing.T, options, comment string) (gossh.Signer, string) {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := gossh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	line := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(signer.PublicKey())))
-	if options != "" {
-		line = options + " " + line
-	}
-	return signer, line + " " + comment
-}
-
-type sshScreen struct {
-	sess   *gossh.Session
-	in     io.Writer
-	out    syncBuffer
-	errOut syncBuffer
-	seen   int
-}
-
 // sshTerm dials addr (retrying while the server starts) and opens a
-// session with a PTY of w×h.
-func sshTerm(t *testing.T, addr string, key gossh.Signer, w, h int) *sshScreen {
+// shell with a PTY of w×h.
+func sshTerm(t *testing.T, addr string, key gossh.Signer, w, h int) *testutil.Term {
 	t.Helper()
 	var c *gossh.Client
 	var err error
@@ -302,50 +256,10 @@ func sshTerm(t *testing.T, addr string, key gossh.Signer, w, h int) *sshScreen {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &sshScreen{sess: sess}
-	sess.Stdout, sess.Stderr = &s.out, &s.errOut
-	if s.in, err = sess.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
 	if err := sess.RequestPty("xterm-256color", h, w, gossh.TerminalModes{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := sess.Shell(); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func (s *sshScreen) text() string { return ansi.Strip(s.out.String()) }
-
-// wait waits for want in the output after what earlier waits consumed.
-func (s *sshScreen) wait(t *testing.T, want string) {
-	t.Helper()
-	for deadline := time.Now().Add(serveWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		txt := s.text()
-		if i := strings.Index(txt[min(s.seen, len(txt)):], want); i >= 0 {
-			s.seen += i + len(want)
-			return
-		}
-	}
-	t.Fatalf("the screen never showed %q; it shows:\n%s", want, s.text())
-}
-
-func (s *sshScreen) waitStderr(t *testing.T, want string) {
-	t.Helper()
-	for deadline := time.Now().Add(serveWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if strings.Contains(s.errOut.String(), want) {
-			return
-		}
-	}
-	t.Fatalf("stderr never said %q; it says %q", want, s.errOut.String())
-}
-
-func (s *sshScreen) press(t *testing.T, keys string) {
-	t.Helper()
-	if _, err := io.WriteString(s.in, keys); err != nil {
-		t.Fatal(err)
-	}
+	return testutil.StartShell(t, sess, serveWait)
 }
 
 // The shutdown drain waits for a purchase an SSH session started until

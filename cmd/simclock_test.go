@@ -88,8 +88,11 @@ func TestSimSpeedMovesWhatTheMarketShows(t *testing.T) {
 		}
 	}
 	// Launched or not for want of capacity then, the fleet's ledger row is
-	// dated by the simulated clock.
-	code, _, errOut = runAtSpeed(t, dir, "7200", "fleet", "launch", "--region", "us-east-1", "--instance-types", "p5.48xlarge", "--target", "1", "--yes", "-o", "json")
+	// dated by the simulated clock. A max price keeps the estimate fixed:
+	// at 7200× prices move between the estimate and its re-read under the
+	// default caps, and a rise refuses the launch before any row.
+	code, _, errOut = runAtSpeed(t, dir, "7200", "fleet", "launch", "--region", "us-east-1", "--instance-types", "p5.48xlarge", "--target", "1",
+		"--max-price", "1", "--yes", "-o", "json")
 	if code > 1 {
 		t.Fatalf("fleet launch: exit %d: %s", code, errOut)
 	}

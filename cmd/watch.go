@@ -179,10 +179,8 @@ func (a *app) checkWatchRules() error {
 	return checkRules(a.cfg.Path, a.rules, a.inUse())
 }
 
-// Watcher runs the process's one evaluator until Close, for every
-// session. A bad rule is bad usage; a state it cannot open is one
-// warning and no alerts: the TUI and serve end scheduled fleets, which
-// must not wait on it.
+// Watcher runs the process's one evaluator; a state it cannot open is one warning,
+// since the TUI and serve must keep ending scheduled fleets.
 func (a *app) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error) {
 	ev, err := a.newWatcher(h, svc, a.usageTracker(h), nil, func(al watch.Alert) {
 		a.log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
@@ -205,8 +203,7 @@ func (a *app) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error
 	return ev, nil
 }
 
-// newWatcher checks the rules and builds the evaluator over the market h
-// (market, if set, gives the next one), booking and usage.
+// newWatcher checks the rules and builds the evaluator.
 func (a *app) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Tracker, market func([]watch.Spec) (*feed.Hub, error),
 	onAlert func(watch.Alert)) (*watch.Evaluator, error) {
 	if err := a.checkWatchRules(); err != nil {
@@ -262,9 +259,7 @@ func (a *app) watchState() (*watch.State, error) {
 	return st, nil
 }
 
-// watchMarket is a headless watch's market: a hub over what its rules
-// read, replaced by a wider one when a new rule needs more, so that
-// `watch` fires as `watch --once` does.
+// watchMarket is a headless watch's hub, widened when a new rule needs more.
 type watchMarket struct {
 	a    *app
 	ps   []domain.Provider
@@ -276,8 +271,7 @@ type watchMarket struct {
 	stop context.CancelFunc
 }
 
-// For returns the hub over what rules read (nil: none), started anew
-// when the current one lacks some of it.
+// For returns the hub over what rules read (nil: none).
 func (m *watchMarket) For(rules []watch.Spec) (*feed.Hub, error) {
 	q, ok := watch.MarketFor(m.base, rules)
 	m.mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -135,7 +136,7 @@ func TestWatcherOffWhenTheStateCannotOpen(t *testing.T) {
 
 // serve starts over a damaged watch.db, with one warning.
 func TestServeRunsOverADamagedState(t *testing.T) {
-	_, line := clientKey(t, "", "attendee")
+	_, line := testutil.SSHKey(t, "", "attendee")
 	newSession(t, "watch:\n"+alwaysRule)
 	dir := filepath.Dir(os.Getenv("GPUMARKET_DATA_DIR"))
 	os.Chmod(dir, 0o700)
@@ -151,7 +152,7 @@ func TestServeRunsOverADamagedState(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs testutil.Buffer
 	exited := make(chan int, 1)
 	go func() {
 		exited <- run(ctx, []string{"serve", "--listen", addr, "--authorized-keys", ak}, strings.NewReader(""), io.Discard, &logs)

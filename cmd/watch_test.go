@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -178,33 +179,33 @@ func TestWatchSIGTERMFinishesDeliveries(t *testing.T) {
 // evaluator raises its alert once, and every session — the viewer's too
 // — rings the bell and shows the badge.
 func TestServeSessionsShareOneWatch(t *testing.T) {
-	viewer, vline := clientKey(t, "", "attendee")
-	booker, bline := clientKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
+	viewer, vline := testutil.SSHKey(t, "", "attendee")
+	booker, bline := testutil.SSHKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
 	srv := startServe(t, vline+"\n"+bline+"\n")
 	v := sshTerm(t, srv.addr, viewer, 120, 40)
-	v.wait(t, "sort effective")
+	v.WaitText(t, "sort effective")
 	b := sshTerm(t, srv.addr, booker, 120, 40)
-	b.wait(t, "sort effective")
-	if !strings.Contains(v.text(), "Alerts") {
-		t.Fatalf("no Alerts tab:\n%s", v.text())
+	b.WaitText(t, "sort effective")
+	if !strings.Contains(v.Text(), "Alerts") {
+		t.Fatalf("no Alerts tab:\n%s", v.Text())
 	}
-	v.press(t, "a")
-	v.wait(t, "only a booker may make alert rules")
+	v.Press(t, "a")
+	v.WaitText(t, "only a booker may make alert rules")
 
 	// Below $1000/h: every spot price is, so it fires at the next tick.
-	b.press(t, "a")
-	b.wait(t, "alert when spot")
-	b.press(t, strings.Repeat("\x7f", 12)+"1000\r")
-	b.wait(t, "saved in")
-	for _, s := range []*sshScreen{v, b} {
-		s.wait(t, "1 new alert")
+	b.Press(t, "a")
+	b.WaitText(t, "alert when spot")
+	b.Press(t, strings.Repeat("\x7f", 12)+"1000\r")
+	b.WaitText(t, "saved in")
+	for _, s := range []*testutil.Term{v, b} {
+		s.WaitText(t, "1 new alert")
 		// The bell may reach the client in a later write than the
 		// badge's frame: wait for it, then make sure no second one comes.
-		for deadline := time.Now().Add(serveWait); bareBells(s.out.String()) == 0 && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(serveWait); bareBells(s.Raw()) == 0 && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
 		time.Sleep(200 * time.Millisecond)
-		if n := bareBells(s.out.String()); n != 1 {
+		if n := bareBells(s.Raw()); n != 1 {
 			t.Errorf("%d bells in the session's output, want 1", n)
 		}
 	}

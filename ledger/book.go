@@ -11,8 +11,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Quote is what the confirmation shows before a purchase: the offering's
-// terms, its total, and how it stands against the budget.
+// Quote is what a confirmation shows: terms, total and the budget's verdict.
 type Quote struct {
 	Offering domain.Offering
 	// SearchedAt is when the search found it.
@@ -22,9 +21,7 @@ type Quote struct {
 	DaySpentUSD float64
 }
 
-// Quote looks the offering up in the store and checks it against the
-// budget and the ledger, without writing or calling anything. Book does
-// the same checks again, under the ledger's lock.
+// Quote checks an offering against the budget and the ledger, writing nothing.
 func (s *Service) Quote(ctx context.Context, offeringID string) (Quote, error) {
 	c, err := s.st.Offering(ctx, offeringID, s.opt.Now())
 	if err != nil {
@@ -69,25 +66,15 @@ func (s *Service) booker(provider string) (domain.Booker, error) {
 // BookRequest asks to buy an offering found by an earlier search.
 type BookRequest struct {
 	OfferingID string
-	// DryRun asks the provider whether the purchase would succeed; nothing
-	// is bought and nothing is written to the ledger.
+	// DryRun asks the provider only; nothing is bought or written.
 	DryRun bool
 	// Actor is who buys; "" means Options.Actor.
 	Actor string
-	// Confirmed, when its ID is set, is the offering as the user saw it
-	// when they said yes (a Quote's). If the terms to be bought differ
-	// from it — a later search re-priced the same id, or the cloud sells
-	// it on other terms now — nothing is bought: the user is never
-	// charged a total other than the one shown.
+	// Confirmed, when set, is the offering as shown: other terms are refused.
 	Confirmed domain.Offering
 }
 
-// SameTerms reports whether two descriptions of an offering sell the same
-// thing at the same price: provider, place, type, count, dates and the
-// total to the cent — with no tolerance: a $1 change is a change. An
-// offering that starts when bought (an Azure reservation) starts at the
-// time it was described, so its start is not a term; its hourly rate is
-// (the total shrinks as the end draws nearer, at the same rate).
+// SameTerms reports whether two offerings sell the same thing at the same price, to the cent.
 func SameTerms(a, b domain.Offering) bool {
 	if a.Provider != b.Provider || a.Region != b.Region || a.Zone != b.Zone || a.InstanceType != b.InstanceType ||
 		a.InstanceCount != b.InstanceCount || !a.End.Equal(b.End) || currency(a.Currency) != currency(b.Currency) ||
@@ -120,18 +107,11 @@ func hourlyRate(o domain.Offering) float64 {
 // ErrTermsChanged is matched by a *TermsChangedError.
 var ErrTermsChanged = errors.New("the offering's terms changed")
 
-// TermsChangedError is a purchase refused because the terms to be bought
-// are not the ones shown: the cloud re-describes the offering right
-// before money moves (its price, dates or size may have changed since the
-// search, an hour ago at most), or a later search re-priced the id. Now
-// holds the new terms — shown to the user, who confirms them (book
-// Now.ID with Confirmed: Now) or not. Nothing was bought or recorded.
+// TermsChangedError refuses a purchase on terms other than those shown; Now holds the new ones.
 type TermsChangedError struct {
 	// Shown is what the user saw and agreed to.
 	Shown domain.Offering
-	// Now is the offering on its current terms. Its ID may differ from
-	// Shown's where the cloud has no offering ids and gpumarket makes them
-	// from the terms; it is kept for a Quote or Book by id.
+	// Now is the offering on its current terms, its ID kept for Quote or Book.
 	Now domain.Offering
 	// Why says what re-described it: the provider, or a later search.
 	Why string
@@ -150,8 +130,7 @@ func rfc(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // BookResult is a purchase's outcome.
 type BookResult struct {
-	// Offering is what was bought (or would be): the terms the provider
-	// described right before the purchase.
+	// Offering is what was bought (or would be), as described right before.
 	Offering domain.Offering
 	// Row is the ledger row (zero for a dry run).
 	Row     Entry
@@ -159,17 +138,7 @@ type BookResult struct {
 	DryRun  bool
 }
 
-// Book buys an offering: look it up, re-describe it at the provider
-// (nothing is bought on terms other than those shown: a change is a
-// *TermsChangedError carrying the new terms), make sure the provider
-// shows no purchase already made from it, check the budget and the
-// ledger, then — unless DryRun — record the intent durably, call the
-// provider within the timeout, and record the outcome. The budget and the
-// ledger use the terms just described, and the cost the provider says it
-// charged. A timeout or lost answer leaves the row "unknown" and returns
-// an *UnknownError; the purchase is never re-sent. A second Book of an
-// offering the ledger holds is refused with a *ledger.DuplicateError
-// (after reconciling it, if it was unknown).
+// Book buys an offering through the ledger (docs/DESIGN.md, "Money").
 func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error) {
 	s.remember(ctx)
 	now := s.opt.Now()
@@ -203,10 +172,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	res.Offering = o
 
 	if req.DryRun {
-		// A dry run spends nothing, so it writes no row; it still honours
-		// the budget and the ledger so it never says "would succeed" for a
-		// purchase Book would refuse. Over a cap the cloud is still asked:
-		// its answer comes back with the refusal.
+		// A dry run writes no row, but never says "would succeed" where Book would refuse.
 		_, overCap := s.Quote(ctx, req.OfferingID)
 		if overCap != nil && !errors.Is(overCap, ErrBudget) {
 			return res, overCap
@@ -222,9 +188,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 		return res, overCap
 	}
 
-	// The ledger is the first record, the cloud the second: a purchase
-	// the ledger lost (an emptied file, another data dir) is found at the
-	// provider before the same capacity is bought again.
+	// A purchase the ledger lost is found at the provider before buying again.
 	if err := s.madeBefore(ctx, b, req.OfferingID, o, actor); err != nil {
 		return res, err
 	}
@@ -233,8 +197,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	if err != nil {
 		return res, fmt.Errorf("book %s: %w", o.ID, err)
 	}
-	// The key is the id the user booked: a provider that makes ids from
-	// the terms may re-describe the same offering under another.
+	// The key is the id the user booked; a re-description may carry another.
 	intent := Entry{
 		Kind: kindOf(o), Provider: o.Provider, Cloud: string(o.Cloud), Region: o.Region, Zone: o.Zone,
 		InstanceType: o.InstanceType, InstanceCount: o.InstanceCount, GPUCount: o.GPUCount(),
@@ -254,66 +217,33 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 		}
 		return res, err
 	}
-	defer s.st.EndCall(row.ID)
-	defer s.beat(ctx, row.ID)()
 	res.Row = row
 	s.opt.Logger.Info("purchase intent recorded", "row", row.ID, "offering", o.ID, "provider", o.Provider, "usd", o.UpfrontUSD)
-
-	// Cancelled (ctrl+c, a closed session) between the intent and the
-	// call: nothing is sent, and the ledger says so rather than leave an
-	// "unknown" no look-up could ever settle.
-	if err := ctx.Err(); err != nil {
-		row.State, row.Error = StateFailed, "not sent: cancelled before the call; nothing was bought"
-		if res.Row, err = s.update(context.WithoutCancel(ctx), row); err != nil {
-			return res, fmt.Errorf("record cancelled purchase %s: %w", row.ID, err)
-		}
-		return res, fmt.Errorf("purchase of %s not sent: %w", o.ID, ctx.Err())
-	}
-
-	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
-	bk, callErr := b.Book(cctx, domain.BookRequest{Offering: o, After: now, Ref: row.ID, Actor: actor})
-	cancel()
-	// The outcome is written even when ctx is done: the purchase may have
-	// happened, and the ledger must say so.
-	wctx := context.WithoutCancel(ctx)
-	if callErr != nil {
-		if s.declined(o.Provider, callErr) {
-			row.State, row.Error = StateFailed, callErr.Error()
-			res.Row, err = s.update(wctx, row)
-			if err != nil {
-				return res, fmt.Errorf("record failed purchase %s: %w (purchase error: %v)", row.ID, err, callErr)
+	res.Row, err = s.transact(ctx, row, transaction{
+		provider: o.Provider, noun: "purchase", subject: "purchase of " + o.ID, made: "bought",
+		cancelled: func(r Entry) Entry {
+			r.State, r.Error = StateFailed, "not sent: cancelled before the call; nothing was bought"
+			return r
+		},
+		call: func(cctx context.Context) (func(Entry) Entry, string, error) {
+			bk, err := b.Book(cctx, domain.BookRequest{Offering: o, After: now, Ref: row.ID, Actor: actor})
+			if err == nil {
+				res.Booking = bk
 			}
-			return res, fmt.Errorf("purchase of %s declined by %s: %w", o.ID, o.Provider, callErr)
-		}
-		row.State, row.Error = StateUnknown, "no answer: "+callErr.Error()
-		res.Row, err = s.update(wctx, row)
-		if err != nil {
-			return res, fmt.Errorf("record unknown purchase %s: %w (purchase error: %v)", row.ID, err, callErr)
-		}
-		s.opt.Logger.Warn("purchase outcome unknown", "row", row.ID, "err", callErr)
-		return res, &UnknownError{Row: res.Row, Cause: callErr}
-	}
-	res.Booking = bk
-	res.Row, err = s.update(wctx, settleBlock(row, bk, s.opt.Now()))
+			return func(r Entry) Entry { return settleBlock(r, bk, s.opt.Now()) }, bk.ProviderRef, err
+		},
+	})
 	if err != nil {
-		return res, fmt.Errorf("record purchase %s (bought: %s): %w", row.ID, bk.ProviderRef, err)
+		return res, err
 	}
 	if res.Row.State == StateFailed {
-		// The cloud answered, and what it answered is a failure (AWS's
-		// payment-failed): nothing is held, and the user must hear so.
+		// The cloud answered with a failure (AWS's payment-failed): nothing is held.
 		return res, fmt.Errorf("purchase of %s failed at %s: %s (ledger row %s)", o.ID, o.Provider, res.Row.Error, res.Row.ID)
 	}
 	return res, nil
 }
 
-// fresh re-describes the offering at its provider right before money
-// moves and returns it on the terms it is sold on now. Terms other than
-// those shown are a *TermsChangedError (the new terms are kept in the
-// store, so they can be quoted and confirmed); an offering no longer on
-// sale, or one the provider could not re-describe, is refused: nothing is
-// bought on terms that were not just checked. A provider that cannot
-// re-describe offerings (it has no OfferingRefresher) sells on the
-// search's terms.
+// fresh re-describes the offering right before money moves; other terms are a *TermsChangedError.
 func (s *Service) fresh(ctx context.Context, b domain.Booker, c CachedOffering, shown domain.Offering) (domain.Offering, error) {
 	o := c.Offering
 	r, ok := b.(domain.OfferingRefresher)
@@ -344,17 +274,10 @@ func (s *Service) fresh(ctx context.Context, b domain.Booker, c CachedOffering, 
 	return now, nil
 }
 
-// recordSince bounds how far back a provider's records are searched for
-// a purchase made from an offering: it was made after the offering went
-// on sale, at most 8 weeks before its start, and nothing lasts longer
-// than 182 days.
+// recordSince covers a purchase's longest lead plus its longest term.
 var recordSince = domain.CapacityBlockTerms.MaxLead + domain.CapacityBlockTerms.MaxDuration + 24*time.Hour
 
-// madeBefore asks the provider whether a reservation was already made
-// from the offering: by its tags (a RecordLister; key is the id the user
-// booked), or else by its terms (FindBooking). If one was, the ledger had
-// lost it: its row is re-created and the purchase refused. A look-up
-// that fails refuses too — the purchase would be made blind.
+// madeBefore refuses a purchase the provider shows already made, re-creating its lost row.
 func (s *Service) madeBefore(ctx context.Context, b domain.Booker, key string, o domain.Offering, actor string) error {
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()
@@ -403,9 +326,7 @@ func (s *Service) madeBefore(ctx context.Context, b domain.Booker, key string, o
 		key, rec.ProviderRef, o.Provider, how, row.ID, ErrDuplicate)
 }
 
-// duplicate words the refusal of a second purchase of an offering. If
-// the first one's outcome is unknown it is reconciled first, so the user
-// learns whether it was bought.
+// duplicate words the refusal of a second purchase, reconciling an unknown first.
 func (s *Service) duplicate(ctx context.Context, existing Entry) error {
 	if ok, why := s.inFlight(existing); ok {
 		return fmt.Errorf("refused: a purchase of %s is in flight (ledger row %s, by %s: %s); it is not sent twice", existing.IdemKey, existing.ID, existing.Actor, why)
@@ -424,8 +345,7 @@ func (s *Service) duplicate(ctx context.Context, existing Entry) error {
 	return alreadyBooked(existing)
 }
 
-// bookedError is the refusal of an offering the ledger holds as bought:
-// it matches ledger.ErrDuplicate and says so once.
+// bookedError matches ErrDuplicate and says so once.
 type bookedError struct{ msg string }
 
 func (e bookedError) Error() string        { return e.msg }
@@ -450,11 +370,7 @@ func settleBlock(r Entry, bk domain.Booking, now time.Time) Entry {
 	if bk.CostUSD > 0 {
 		r.CostUSD = bk.CostUSD
 	}
-	// A booking the provider answered for or shows exists: while it is
-	// still being made (ARM's Creating) or in a state gpumarket does not
-	// know, it is scheduled and follows its dates. The ledger's pending
-	// and unknown mean a call with no answer, which is looked up again
-	// and keeps the offering refused as "outcome unknown".
+	// The ledger's pending and unknown mean no answer: an answered booking is scheduled.
 	r.State = bk.State
 	if r.State == "" || r.State == StatePending || r.State == StateUnknown {
 		r.State = StateScheduled
@@ -467,11 +383,7 @@ func settleBlock(r Entry, bk domain.Booking, now time.Time) Entry {
 	return advance(r, now)
 }
 
-// advance moves a block along its dates: scheduled until the start,
-// active until the end, then ended. Capacity blocks do so on their own at
-// the cloud; the ledger follows the clock rather than ask. A reservation
-// stays active past its end: it may bill until it is released (Azure),
-// and only Reconcile, which releases it, records it ended.
+// advance moves a block along its dates; a reservation bills until Reconcile releases it.
 func advance(r Entry, now time.Time) Entry {
 	if !Booked(r.Kind) || r.Start.IsZero() {
 		return r
@@ -490,8 +402,7 @@ func advance(r Entry, now time.Time) Entry {
 	return r
 }
 
-// kindOf is the ledger kind of an offering: the kind of the terms it is
-// sold on.
+// kindOf is the ledger kind of the terms an offering is sold on.
 func kindOf(o domain.Offering) string { return o.Terms().Kind }
 
 func offeringOf(r Entry) (domain.Offering, error) {

@@ -1,10 +1,3 @@
-// The booking service wraps every action of gpumarket that spends money:
-// capacity-block purchases and spot-fleet launches. Each goes through the
-// same discipline: budget and idempotency checks, an intent row committed
-// durably to the ledger before the call, a bounded call, and an outcome
-// row. An answer that never came is "unknown" and is reconciled — looked
-// up at the cloud — never retried blindly.
-
 package ledger
 
 import (
@@ -29,8 +22,7 @@ const DefaultTimeout = 60 * time.Second
 type Budget struct {
 	MaxBookingUSD float64
 	MaxDailyUSD   float64
-	// ConfigPath is the config file the caps are set in, for a refusal
-	// to name; "" when they are the defaults of no file.
+	// ConfigPath is the file the caps are set in, "" for the defaults.
 	ConfigPath string
 }
 
@@ -40,19 +32,15 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
-	// Timeout bounds each purchase, launch or delete call; 0 means
-	// DefaultTimeout.
+	// Timeout bounds each money call; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// Actor is who acts when a request names no one ("alice@host").
 	Actor string
-	// Heartbeat is how often a call in flight beats into its row; 0
-	// means ledger.HeartbeatEvery.
+	// Heartbeat is how often a call in flight beats; 0 means HeartbeatEvery.
 	Heartbeat time.Duration
 }
 
-// Service books and launches through the ledger. It is safe for
-// concurrent use by several TUI sessions; the ledger's transactions keep
-// two sessions (or processes) from buying the same offering.
+// Service books and launches through the ledger; safe for concurrent use.
 type Service struct {
 	st    *Store
 	provs map[string]domain.Provider
@@ -60,14 +48,10 @@ type Service struct {
 	opt   Options
 
 	rememberOnce sync.Once
-	// changes counts the ledger writes made through the service, so a
-	// view can tell cheaply that it should reread the ledger.
+	// changes counts writes, so a view can tell cheaply to reread the ledger.
 	changes atomic.Uint64
-	// keeping is set once Keep runs: this process stays up to keep
-	// schedules, so it may launch a simulated fleet, which lives in it.
-	keeping atomic.Bool
-	// fleetsNow caches what the providers said of running fleets, shared
-	// by every view of the process (FleetsNow).
+	// keeping is set once Keep runs: this process may launch a simulated fleet.
+	keeping   atomic.Bool
 	fleetsNow fleetsNowCache
 }
 
@@ -80,8 +64,7 @@ func (s *Service) update(ctx context.Context, r Entry) (Entry, error) {
 	return out, err
 }
 
-// settle is update for a reconciliation: only if the row is still in the
-// state it was read in. On a conflict it returns the row as now stored.
+// settle is update only from state from; on a conflict it returns the stored row.
 func (s *Service) settle(ctx context.Context, r Entry, from string) (Entry, error) {
 	out, err := s.st.UpdateFrom(ctx, r, from)
 	if errors.Is(err, ErrConflict) {
@@ -118,8 +101,7 @@ func New(st *Store, ps []domain.Provider, opt Options) *Service {
 	return s
 }
 
-// describe returns the descriptor of a provider in use, or one that names
-// it and claims nothing for a provider not in use in this run.
+// describe returns a provider's descriptor, or a bare one when it is not in use.
 func (s *Service) describe(name string) domain.Descriptor {
 	if p, ok := s.provs[name]; ok {
 		return p.Describe()
@@ -127,8 +109,7 @@ func (s *Service) describe(name string) domain.Descriptor {
 	return domain.Descriptor{Name: name}
 }
 
-// Describe returns the descriptor of the named provider, as describe does:
-// the views ask it whether what they show is simulated.
+// Describe is describe, for the views.
 func (s *Service) Describe(name string) domain.Descriptor { return s.describe(name) }
 
 // Now is the service's clock: what it dates rows and schedules by.
@@ -159,9 +140,7 @@ func (s *Service) CanLaunch(provider string) bool {
 	return ok
 }
 
-// BudgetError is a refusal because the action would exceed a cap. It
-// carries the figures so the user sees how far over it is, and where the
-// cap is set.
+// BudgetError refuses an action over a cap, with the figures and where the cap is set.
 type BudgetError struct {
 	// Cap is "max_booking_usd" or "max_daily_usd".
 	Cap      string
@@ -170,8 +149,7 @@ type BudgetError struct {
 	SpentUSD float64 // the day's sum so far, for max_daily_usd; NaN when not known
 	// What says the commitment of a fleet ("90d at $4403.20/h").
 	What string
-	// Day is the UTC day of a max_daily_usd refusal; Today is set when
-	// it is the day the action is asked on.
+	// Day is the UTC day of a max_daily_usd refusal; Today, when it is today.
 	Day   time.Time
 	Today bool
 	// ConfigPath is the file the cap is set in ("" for the default).
@@ -213,9 +191,7 @@ func (e *BudgetError) Is(target error) bool { return target == ErrBudget }
 // ErrUnknownOutcome is matched by an *UnknownError.
 var ErrUnknownOutcome = errors.New("outcome unknown")
 
-// UnknownError says a purchase or launch was sent but its answer was lost:
-// it may or may not have happened. The row stays "unknown" until a
-// reconciliation settles it; the action is never re-sent meanwhile.
+// UnknownError is a call whose answer was lost: its row stays unknown until reconciled.
 type UnknownError struct {
 	Row   Entry
 	Cause error
@@ -231,8 +207,7 @@ func (e *UnknownError) Is(target error) bool { return target == ErrUnknownOutcom
 // Unwrap returns the call's error.
 func (e *UnknownError) Unwrap() error { return e.Cause }
 
-// checkBudget refuses a purchase of cost on the day of spent (the
-// ledger's sum of that day) over a cap.
+// checkBudget refuses a purchase of cost today, spent already, over a cap.
 func (s *Service) checkBudget(cost, spent float64) error {
 	h := Hold{Whole: cost, Days: []DayAmount{{Day: s.today(), USD: cost}}}
 	return s.checkHold(h, func(time.Time) (float64, error) { return spent, nil })
@@ -246,11 +221,7 @@ func (s *Service) today() time.Time {
 	return s.opt.Now().UTC().Truncate(24 * time.Hour)
 }
 
-// checkHold refuses a hold over a cap: its whole over max_booking_usd, or
-// its part of any UTC day over what that day's max_daily_usd leaves.
-// Amounts are compared in whole cents: a day's purchases of $834.37 and
-// $841.95 reach a cap of $1676.32 exactly, although their float sum is
-// 1676.3200000000002.
+// checkHold refuses a hold over a cap, in whole cents (float sums of cents overshoot).
 func (s *Service) checkHold(h Hold, spent Spending) error {
 	b := s.opt.Budget
 	if math.IsNaN(h.Whole) {
@@ -280,9 +251,7 @@ func (s *Service) checkHold(h Hold, spent Spending) error {
 	return nil
 }
 
-// declined reports whether err is the provider's definitive "no" rather
-// than a lost answer: its descriptor says (domain.Descriptor.IsDeclined).
-// A provider not in use here is asked nothing: its error is not a "no".
+// declined reports whether err is the provider's definite "no", not a lost answer.
 func (s *Service) declined(provider string, err error) bool {
 	p, ok := s.provs[provider]
 	if !ok {
@@ -294,23 +263,18 @@ func (s *Service) declined(provider string, err error) bool {
 // Search is what FindOfferings found.
 type Search struct {
 	Offerings []domain.Offering
-	// Failed maps a provider to its error when it gave nothing; the
-	// others' offerings stand.
+	// Failed maps a provider that gave nothing to its error.
 	Failed map[string]error
-	// Warnings name every provider, or region of a provider, that did not
-	// answer (its cause), in the order of the providers: one line each.
+	// Warnings name each provider or region that did not answer, in order.
 	Warnings []Warning
 	// Hidden counts offerings left out because the ledger holds them.
 	Hidden int
-	// SaveErr is set when the offerings could not be kept for a later
-	// Book by id (a read-only ledger, a busy disk): they are shown, but
-	// `book ID` will not find them.
+	// SaveErr says the offerings could not be kept for a later Book by id.
 	SaveErr error
 	At      time.Time
 }
 
-// Warning is a provider, or one region of it, that did not answer a
-// search.
+// Warning is a provider, or one region of it, that did not answer.
 type Warning struct {
 	Provider string
 	// Region is "" when the whole provider failed.
@@ -325,37 +289,19 @@ func (w Warning) String() string {
 	return fmt.Sprintf("%s %s: %v", w.Provider, w.Region, w.Err)
 }
 
-// RegionErrors is implemented by an error a provider's FindOfferings
-// returns together with the offerings of the regions that answered: it
-// names each region that did not. The search keeps the offerings and
-// warns of each region; the provider counts as answered even when the
-// regions that answered had nothing on sale. A provider none of whose
-// regions answered returns another error (it failed).
+// RegionErrors is returned with the offerings of the regions that answered.
 type RegionErrors interface {
 	error
 	RegionErrors() map[string]error
 }
 
-// ledgerWork bounds the ledger reads and writes of a search. They get a
-// context of their own: a provider that used up the command's time must
-// not leave the ledger none (a search once failed with "ledger keys:
-// context deadline exceeded" after a region hung).
+// ledgerWork bounds a search's ledger work apart from ctx, which a hung provider may use up.
 const ledgerWork = 15 * time.Second
 
-// MaxInstances bounds any count of instances the service sends: no cloud
-// sells or launches more in one call (EC2 Fleet's quota is 10,000 target
-// capacity per fleet; a capacity block holds at most 64; an Azure scale
-// set 1,000). A count past it is a typing error, or one that would wrap
-// around in the clouds' 32-bit fields (4294967298 was sent as 2).
+// MaxInstances bounds any instance count sent: past it is a typo, or wraps in 32-bit fields.
 const MaxInstances = 10_000
 
-// FindOfferings asks every provider in use that sells blocks, at once,
-// each within the service's timeout (and ctx): a provider or region that
-// does not answer is a warning, and the others' offerings stand. It
-// leaves out the offerings the ledger holds as bought, sorts the rest —
-// the asked length first, then other lengths (FlexLength) — by $/GPU-h
-// (then start) and keeps them in the store for a later Book by id. It
-// fails only when no provider answered.
+// FindOfferings asks every block seller at once and fails only when none answered.
 func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Search, error) {
 	lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerWork)
 	defer lcancel()
@@ -368,7 +314,6 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 		offs []domain.Offering
 		err  error
 	}
-	// One deadline for every provider, inside the command's.
 	wctx, wcancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer wcancel()
 	var finders []string
@@ -389,8 +334,7 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 	if len(finders) == 0 {
 		return res, fmt.Errorf("none of the providers in use (%s) sells capacity blocks", strings.Join(s.names, ", "))
 	}
-	// A provider that does not honour its context is not waited for past
-	// the deadline: its goroutine is left to finish on its own.
+	// A provider that ignores its context is not waited for past the deadline.
 	answered := 0
 	for _, name := range finders {
 		var a answer
@@ -439,10 +383,7 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 	res.Offerings = kept
 	sort.SliceStable(res.Offerings, func(i, j int) bool {
 		a, b := res.Offerings[i], res.Offerings[j]
-		// The length asked for first: an offering of another length
-		// (OfferingQuery.FlexDuration) is never the top row, however
-		// cheap per GPU-hour (issue 11.1: a 51 h block listed above the
-		// 24 h one was what `book` of the top row bought).
+		// The asked length first: `book` of the top row must buy the length asked for.
 		if a.FlexLength != b.FlexLength {
 			return !a.FlexLength
 		}
@@ -455,8 +396,7 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 	if answered == 0 {
 		var errs []error
 		for _, w := range res.Warnings {
-			// Wrapped, not flattened: a refusal of the terms
-			// (domain.ErrInvalidQuery) stays one.
+			// Wrapped, so a domain.ErrInvalidQuery stays one.
 			where := w.Provider
 			if w.Region != "" {
 				where += " " + w.Region
@@ -471,8 +411,7 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 	return res, nil
 }
 
-// heldOfferings returns the offering ids the ledger holds as bought or
-// being bought.
+// heldOfferings returns the offering ids the ledger holds as bought or being bought.
 func (s *Service) heldOfferings(ctx context.Context) (map[string]bool, error) {
 	held := map[string]bool{}
 	for _, t := range domain.AllTerms {
@@ -487,8 +426,7 @@ func (s *Service) heldOfferings(ctx context.Context) (map[string]bool, error) {
 	return held, nil
 }
 
-// remember tells providers that forget their bookings between processes
-// (the simulated market) which offerings the ledger holds, once.
+// remember tells providers that forget their bookings (the simulated market) what the ledger holds.
 func (s *Service) remember(ctx context.Context) {
 	s.rememberOnce.Do(func() {
 		var rem []domain.BookingRememberer

@@ -60,6 +60,25 @@ func describedAs(f *ledgertest.Fake) *ledgertest.Fake {
 	return f
 }
 
+// bookInFlight starts a purchase of cb-cheap by actor whose call blocks
+// until release is closed; it returns once the call is on the wire.
+func bookInFlight(t *testing.T, f *fixture, actor string) (release chan struct{}, done <-chan error) {
+	t.Helper()
+	started, release := make(chan struct{}), make(chan struct{})
+	f.fake.BookHook = func(context.Context, domain.BookRequest) error {
+		close(started)
+		<-release
+		return nil
+	}
+	out := make(chan error, 1)
+	go func() {
+		_, err := f.svc.Book(context.Background(), ledger.BookRequest{OfferingID: "cb-cheap", Actor: actor})
+		out <- err
+	}()
+	<-started
+	return release, out
+}
+
 func (f *fixture) search(t *testing.T) ledger.Search {
 	t.Helper()
 	res, err := f.svc.FindOfferings(context.Background(), domain.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour})
@@ -371,34 +390,36 @@ const crashEnv = "GPUMARKET_BOOKING_CRASH_DIR"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashEnv); dir != "" {
-		crashChild(dir)
+		bookingChild(dir, ledger.Options{}, func(context.Context, domain.BookRequest) error {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		})
 		return
 	}
 	if dir := os.Getenv(hangEnv); dir != "" {
-		hangChild(dir)
+		// Another process with a purchase in flight.
+		bookingChild(dir, ledger.Options{Timeout: time.Hour}, func(context.Context, domain.BookRequest) error { select {} })
 		return
 	}
 	os.Exit(m.Run())
 }
 
-func crashChild(dir string) {
+// bookingChild books cb-cheap, which the parent's search found, from
+// the data dir with hook inside the purchase call; it never returns.
+func bookingChild(dir string, opt ledger.Options, hook func(context.Context, domain.BookRequest) error) {
 	st, err := ledger.Open(dir)
 	if err != nil {
 		os.Exit(3)
 	}
-	// The cloud sells the offering the parent's search found.
 	c, err := st.Offering(context.Background(), "cb-cheap", time.Now())
 	if err != nil {
 		os.Exit(3)
 	}
 	fake := describedAs(ledgertest.New("aws", c.Offering))
-	fake.BookHook = func(context.Context, domain.BookRequest) error {
-		syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
-	}
-	svc := ledger.New(st, []domain.Provider{fake}, ledger.Options{})
+	fake.BookHook = hook
+	svc := ledger.New(st, []domain.Provider{fake}, opt)
 	svc.Book(context.Background(), ledger.BookRequest{OfferingID: "cb-cheap"})
-	os.Exit(4) // never reached: the kill comes first
+	os.Exit(4)
 }
 
 func TestKilledBetweenIntentAndOutcome(t *testing.T) {
@@ -553,19 +574,8 @@ func TestCheckFleet(t *testing.T) {
 func TestSecondBookWhileFirstInFlight(t *testing.T) {
 	f := newFixture(t, "", "aws", ledger.Budget{})
 	f.search(t)
-	started, release := make(chan struct{}), make(chan struct{})
-	f.fake.BookHook = func(context.Context, domain.BookRequest) error {
-		close(started)
-		<-release
-		return nil
-	}
 	ctx := context.Background()
-	first := make(chan error, 1)
-	go func() {
-		_, err := f.svc.Book(ctx, ledger.BookRequest{OfferingID: "cb-cheap"})
-		first <- err
-	}()
-	<-started
+	release, first := bookInFlight(t, f, "")
 	_, err := f.svc.Book(ctx, ledger.BookRequest{OfferingID: "cb-cheap"})
 	if err == nil || !strings.Contains(err.Error(), "in flight") {
 		t.Fatalf("second press: %v", err)

@@ -11,25 +11,13 @@ import (
 	"time"
 )
 
-// A ledger row that is pending has a call in flight: a purchase or launch
-// sent and not yet answered. Only the process making the call can say
-// when it is over, so the row names its owner (host, process id and a
-// token of the store handle) and the owner holds a lock on a file named
-// after the row for as long as the call lasts, and beats a heartbeat into
-// the row. Another process on the same host asks the lock; one on another
-// host (a data dir shared over the network) reads the heartbeat. Neither
-// judges the call by its own timeout: `ledger --timeout 1s` must never
-// take a purchase that another process is still waiting on for lost.
-
 // HeartbeatEvery is how often the owner of a call in flight beats.
 const HeartbeatEvery = 10 * time.Second
 
-// HeartbeatStale is how old a heartbeat may be before the call is taken
-// for abandoned, where no lock can be asked (another host).
+// HeartbeatStale is how old a heartbeat may be before the call is abandoned.
 const HeartbeatStale = 6 * HeartbeatEvery
 
-// Owner names the process (and store handle) that made a ledger row's
-// call.
+// Owner names the process and store handle that made a row's call.
 type Owner struct {
 	Host  string
 	PID   int
@@ -78,13 +66,10 @@ func (s *Store) procLock(token string) string {
 	return filepath.Join(s.callDir(), "proc-"+token+".lock")
 }
 
-// errCallHeld is returned by claimCall when another handle holds the
-// row's call.
+// errCallHeld: another handle holds the row's call.
 var errCallHeld = errors.New("another process holds the call")
 
-// claimCall takes the lock of a call in flight for the row id, and the
-// handle's process lock, which is held until Close: a simulated market's
-// fleet lives as long as the process that launched it.
+// claimCall takes the row's call lock, and the process lock held until Close.
 func (s *Store) claimCall(id string) error {
 	if s.readOnly {
 		return ErrReadOnly
@@ -113,9 +98,7 @@ func (s *Store) claimCall(id string) error {
 	return nil
 }
 
-// EndCall releases the lock of the row's call: the call is over, whether
-// or not its outcome could be written. A row still pending after EndCall
-// is then seen by every process as abandoned, and reconciled.
+// EndCall releases the row's call lock; a row still pending is then reconciled.
 func (s *Store) EndCall(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -153,19 +136,15 @@ func (s *Store) releaseAll() {
 type Liveness int
 
 const (
-	// OwnerUnknown: the row names no owner (an earlier gpumarket wrote
-	// it), or one on another host that sent no heartbeat.
+	// OwnerUnknown: no owner named, or a remote one without a heartbeat.
 	OwnerUnknown Liveness = iota
 	// OwnerAlive: the call is still being made (the process lives).
 	OwnerAlive
-	// OwnerGone: the owner no longer makes the call (the process ended,
-	// crashed, or finished without writing the outcome).
+	// OwnerGone: the owner no longer makes the call.
 	OwnerGone
 )
 
-// CallLiveness says whether a pending row's call is still in flight, and
-// how that was learned, for messages. It asks the owner's lock on this
-// host, its heartbeat from another.
+// CallLiveness says whether a pending row's call is in flight, and how that is known.
 func (s *Store) CallLiveness(r Entry, now time.Time) (Liveness, string) {
 	o, ok := ParseOwner(r.Owner)
 	if !ok {
@@ -191,9 +170,7 @@ func (s *Store) heartbeat(o Owner, r Entry, now time.Time) (Liveness, string) {
 	return OwnerGone, fmt.Sprintf("no heartbeat from %s since %s", o.describe(), r.Heartbeat.UTC().Format(time.RFC3339))
 }
 
-// ProcessLiveness says whether the process (store handle) that made a
-// row's call still runs: a simulated fleet lives in that process's
-// memory. It can tell only on this host.
+// ProcessLiveness says whether the process that made a call still runs (this host only).
 func (s *Store) ProcessLiveness(owner string) (Liveness, string) {
 	o, ok := ParseOwner(owner)
 	if !ok || !lockSupported || o.Host != s.owner.Host {

@@ -73,7 +73,8 @@ func TestCapsHoldTheWholeCommitment(t *testing.T) {
 
 // TestFleetsAtOnceCannotPassACapTogether: two 3-hour fleets launched at
 // once under a daily cap that admits one: the check and the intent row
-// are one step, so exactly one launches.
+// are one step, so exactly one launches. They differ in strategy: the
+// same fleet twice at once would be refused as in flight instead.
 func TestFleetsAtOnceCannotPassACapTogether(t *testing.T) {
 	f := newFixture(t, "", "aws", ledger.Budget{MaxDailyUSD: 90})
 	f.fake.SpotUSDHour = 10
@@ -81,7 +82,9 @@ func TestFleetsAtOnceCannotPassACapTogether(t *testing.T) {
 	errs := make([]error, 2)
 	for i := range errs {
 		wg.Go(func() {
-			_, errs[i] = f.svc.LaunchFleet(context.Background(), ledger.FleetRequest{Spec: p5Fleet(3, time.Time{}, 3*time.Hour), Again: true})
+			spec := p5Fleet(3, time.Time{}, 3*time.Hour)
+			spec.Strategy = domain.Strategies[i]
+			_, errs[i] = f.svc.LaunchFleet(context.Background(), ledger.FleetRequest{Spec: spec, Again: true})
 		})
 	}
 	wg.Wait()

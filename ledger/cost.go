@@ -9,15 +9,10 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// unboundedHold is how long a fleet with no end is held against the caps:
-// its first day.
+// unboundedHold is how long a fleet with no end is held against the caps.
 const unboundedHold = 24 * time.Hour
 
-// Span is when a row's capacity ran: a block's or a reservation's window;
-// a fleet's time running, from when it became active (else its launch) to
-// when it ended (zero while it runs, or its asked end). A row that never
-// reached its cloud, or failed there (a fleet that launched nothing), has
-// no span: zero start and end.
+// Span is when a row's capacity ran; zero for a row that never ran or failed.
 func Span(r Entry) (start, end time.Time) {
 	if r.State == StateFailed || (r.Kind == KindFleet && r.ProviderRef == "") {
 		return time.Time{}, time.Time{}
@@ -35,9 +30,7 @@ func Span(r Entry) (start, end time.Time) {
 	return start, end
 }
 
-// CostUnknown reports whether a row's cost cannot be said: a fleet
-// launched while its prices were not known, a block re-created from a
-// cloud's record that did not say its fee.
+// CostUnknown reports whether a row's cost cannot be said.
 func CostUnknown(r Entry) bool {
 	if r.Kind == KindFleet {
 		return math.IsNaN(r.USDHour)
@@ -45,24 +38,18 @@ func CostUnknown(r Entry) bool {
 	return math.IsNaN(r.CostUSD)
 }
 
-// Figures are a row's money figures at a time. NaN is unknown (null in
-// JSON).
+// Figures are a row's money figures at a time; NaN is unknown.
 type Figures struct {
-	// Start and End are the row's Span.
 	Start, End time.Time
-	// Committed is what the row may cost over its known window: a block's
-	// price, a bounded fleet's hourly estimate over its window (what it
-	// billed, once it ended). NaN for a fleet with no end.
+	// Committed is what the row may cost over its known window; NaN with no end.
 	Committed float64
 	// SoFar is what it has cost up to the time asked (CostSoFar).
 	SoFar float64
-	// Final is its cost once it is over (ended, deleted or failed); NaN
-	// before.
+	// Final is its cost once it is over; NaN before.
 	Final float64
 }
 
-// FiguresOf is a row's money figures at now: what `ledger`, `usage`, the
-// Ledger and Usage views and the budget all show.
+// FiguresOf is a row's money figures at now, as every view shows them.
 func FiguresOf(r Entry, now time.Time) Figures {
 	f := Figures{Committed: math.NaN(), Final: math.NaN()}
 	f.Start, f.End = Span(r)
@@ -88,10 +75,7 @@ func FiguresOf(r Entry, now time.Time) Figures {
 	return f
 }
 
-// CostSoFar is what a row cost over [from, to] (a zero from: since it
-// began): a block's fee paid up front once bought; a reservation's price
-// spread over its window; a fleet's hourly estimate over the hours it ran.
-// A row that never ran costs 0; NaN is a price not known.
+// CostSoFar is what a row cost over [from, to] (zero from: since it began).
 func CostSoFar(r Entry, from, to time.Time) float64 {
 	start, end := Span(r)
 	if start.IsZero() {
@@ -132,9 +116,7 @@ func share(start, end, from, to time.Time) float64 {
 	return max(b.Sub(a).Hours(), 0) / end.Sub(start).Hours()
 }
 
-// holdWindow is when a fleet that is not over holds its estimate against
-// the caps: from its asked start (else its launch) to its asked end, or
-// for its first day when it has none.
+// holdWindow is when a fleet not over holds its estimate against the caps.
 func holdWindow(r Entry) (from, until time.Time) {
 	from = r.Schedule.Start
 	if from.IsZero() {
@@ -147,12 +129,7 @@ func holdWindow(r Entry) (from, until time.Time) {
 	return from, until
 }
 
-// heldOn is what a row holds against the cap of the UTC day starting at
-// day: a block or reservation its price on the day it was bought; a fleet
-// its hourly estimate over the hours of its hold (what it billed, once
-// over) that fall on the day. NaN is a price not known; an unknown fleet
-// estimate holds 0 (a fleet re-created from a cloud that shows no price
-// must not stop every purchase: a new fleet needs a known price).
+// heldOn is what a row holds against day's cap; an unknown fleet estimate holds 0.
 func heldOn(r Entry, day time.Time) float64 {
 	next := day.Add(24 * time.Hour)
 	if r.State == StateFailed {
@@ -177,9 +154,7 @@ func heldOn(r Entry, day time.Time) float64 {
 	return r.USDHour * max(b.Sub(a).Hours(), 0)
 }
 
-// Hold is what a purchase would hold against the caps: its whole
-// commitment (max_booking_usd) and its part on each UTC day it bills
-// (max_daily_usd).
+// Hold is a purchase's whole commitment and its part on each UTC day.
 type Hold struct {
 	Whole float64
 	Days  []DayAmount
@@ -214,11 +189,7 @@ func HoldOf(r Entry) Hold {
 	return h
 }
 
-// DayHeld is what the ledger holds against the cap of t's UTC day: every
-// row that is not failed, by heldOn; NaN when a block's or reservation's
-// price among them is not known (a sum that read it as 0 would let the
-// day be spent again). The row except is left out (its own check at its
-// launch). q is the database or a transaction.
+// DayHeld is what the ledger holds against t's UTC day but row except; NaN if a price is unknown.
 func (s *Store) DayHeld(ctx context.Context, q querier, t time.Time, except string) (float64, error) {
 	day := t.UTC().Truncate(24 * time.Hour)
 	rows, err := s.rowsHeld(ctx, q, day, except)

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,9 +14,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// FleetEstimate is what a fleet is expected to cost per hour. A fleet has
-// no fixed total: it is held against the caps over its window (its first
-// day when it has no end; HoldOf).
+// FleetEstimate is a fleet's expected cost per hour; HoldOf holds it over its window.
 type FleetEstimate struct {
 	// USDHour is the whole fleet's expected cost per hour; NaN if unknown.
 	USDHour float64
@@ -23,12 +22,7 @@ type FleetEstimate struct {
 	Basis string
 	// GPUs counts the fleet's GPUs (target × GPUs of the first type).
 	GPUs float64
-	// PricedGPUs are the GPUs of the instances USDHour prices (spot ones
-	// of the dearest pool's type, on-demand ones of the dearest
-	// on-demand type); 0 when unknown. USDHour / PricedGPUs is the fleet's
-	// $ per GPU-hour: with types of different sizes GPUs is not what was
-	// priced (2 × $4.71 for two 2-GPU instances read "$4.71 per GPU-hour"
-	// beside a 1-GPU first type).
+	// PricedGPUs are the GPUs USDHour prices, the base of $ per GPU-hour; 0 when unknown.
 	PricedGPUs float64
 }
 
@@ -38,12 +32,7 @@ func (e FleetEstimate) Note() string { return "estimate at " + e.Basis }
 // unknownPrices begins the basis of an estimate whose USDHour is NaN.
 const unknownPrices = "unknown prices"
 
-// EstimateFleet prices a fleet from its provider's current prices: spot
-// instances at the highest latest spot price among the types (the fleet
-// may land on any), on-demand base at the on-demand price. A max price
-// caps the spot part. USDHour is NaN when a price it needs is unknown: a
-// spot price standing in for an unknown on-demand one would understate the
-// cost the budget checks.
+// EstimateFleet prices a fleet at current prices, spot at its dearest pool; NaN when unknown.
 func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) FleetEstimate {
 	est := FleetEstimate{USDHour: math.NaN()}
 	if len(spec.InstanceTypes) > 0 {
@@ -82,8 +71,7 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 				v.ond = *pl.OnDemandUSDHour
 			}
 		}
-		// The price in force is the latest point of each pool (type and
-		// zone); the fleet may land in any of them.
+		// The price in force is each pool's latest point; the fleet may land in any.
 		for pt := range ev.PricePoints() {
 			k := strings.ToLower(pt.Pool.InstanceType)
 			if !want[k] || (len(zones) > 0 && !zones[pt.Pool.Zone]) {
@@ -99,15 +87,12 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 			}
 		}
 	}
-	// The sink is called from several goroutines, and the provider may
-	// reuse an event's slices once the call returns (the Sink contract):
-	// read each event during its call, under a lock.
+	// The sink runs on several goroutines and may not keep an event's slices.
 	var mu sync.Mutex
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	err := p.Fetch(cctx, domain.FetchRequest{
 		Query: domain.Query{Providers: []string{spec.Provider}, Regions: []string{spec.Region}},
-		// A back-fill: a provider describes its pools (and so their
-		// on-demand prices) only on the first fetch of a window.
+		// A back-fill: providers describe pools (on-demand prices) only on a first fetch.
 		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true, Aside: true,
 	}, func(ev domain.Event) {
 		mu.Lock()
@@ -115,8 +100,6 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 		sink(ev)
 	})
 	cancel()
-	// The estimate names the pools it priced: the dearest spot pool (the
-	// fleet may land on it) and the type of the dearest on-demand price.
 	var spot, ond float64
 	var spotPool domain.PoolKey
 	var ondType string
@@ -156,10 +139,7 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 	}
 	est.USDHour = float64(base)*ond + float64(spec.TargetCapacity-base)*spot
 	est.Basis = basis
-	// Priced as if every spot instance were of the dearest pool's type
-	// and every on-demand one of the dearest on-demand type; spot priced
-	// at the max price counts the fewest GPUs any of the types has (any
-	// may pay it: the dearest per GPU it could be).
+	// Spot priced at the max price counts the fewest GPUs of any type: any may pay it.
 	fewest := math.Inf(1)
 	for _, t := range spec.InstanceTypes {
 		if e, ok := domain.LookupGPU(t); ok && e.GPU.Count > 0 {
@@ -178,8 +158,7 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 	return est
 }
 
-// zoneOf names a pool's zone with its region ("us-east-1a",
-// "swedencentral/3"), or the region when it has none.
+// zoneOf names a pool's zone with its region, or the region when it has none.
 func zoneOf(k domain.PoolKey) string {
 	switch {
 	case k.Zone == "":
@@ -190,8 +169,7 @@ func zoneOf(k domain.PoolKey) string {
 	return k.Region + "/" + k.Zone
 }
 
-// typeNamed is the instance type of types spelled as the spec spells it
-// (lower is its lower case).
+// typeNamed is the type of lower-cased name lower as the spec spells it.
 func typeNamed(types []string, lower string) string {
 	for _, t := range types {
 		if strings.ToLower(t) == lower {
@@ -204,29 +182,18 @@ func typeNamed(types []string, lower string) string {
 // FleetRequest asks to launch a fleet.
 type FleetRequest struct {
 	Spec domain.FleetSpec
-	// Estimate is the fleet's expected cost as shown to the user; when
-	// its USDHour is NaN or zero the service estimates it. With a budget
-	// cap the service reads the prices again right before the launch: the
-	// cap and the ledger use what they are then, and a higher estimate
-	// than the one shown is an *EstimateChangedError.
+	// Estimate is the cost shown; NaN or zero means the service estimates it.
 	Estimate FleetEstimate
 	Actor    string
-	// Again launches a fleet on the same terms as one already scheduled
-	// or running over the same time; without it that is refused as a
-	// duplicate.
-	Again bool
-	// Job is the id of the job the launch is for: its hold already
-	// counts against the daily cap, so the launch does not again.
+	Again    bool // a fleet on the same terms as one scheduled or running is meant
+	// Job is the job the launch is for: its hold already counts against the cap.
 	Job string
 }
 
 // ErrEstimateChanged is matched by an *EstimateChangedError.
 var ErrEstimateChanged = errors.New("the fleet's estimated cost went up")
 
-// EstimateChangedError is a launch refused because the fleet's prices,
-// read again right before the launch, cost more than the estimate shown:
-// nothing was launched or recorded. Now is the new estimate, to show and
-// confirm (launch again with it as FleetRequest.Estimate).
+// EstimateChangedError refuses a launch whose prices rose since shown; Now is the new estimate.
 type EstimateChangedError struct {
 	Shown, Now FleetEstimate
 }
@@ -247,9 +214,7 @@ type FleetResult struct {
 	DryRun   bool
 }
 
-// Short says what of a launched fleet did not launch — "launched 2 of 4
-// instances; InsufficientInstanceCapacity: …" — or "" when all of it did
-// (or it is scheduled, or failed, which its row says).
+// Short says what of a launched fleet did not launch, or "".
 func (r FleetResult) Short() string {
 	if r.Row.State != StateActive || r.Fleet.Target == 0 || r.Fleet.Instances >= r.Fleet.Target || r.Fleet.Message == "" {
 		return ""
@@ -257,8 +222,7 @@ func (r FleetResult) Short() string {
 	return r.Fleet.Message
 }
 
-// CheckFleet validates a fleet spec: what the provider needs and a sane
-// shape. It names the field and the accepted form.
+// CheckFleet validates a fleet spec, naming the field and what is accepted.
 func CheckFleet(spec domain.FleetSpec) error {
 	switch {
 	case spec.Region == "":
@@ -280,21 +244,7 @@ func CheckFleet(spec domain.FleetSpec) error {
 	return fmt.Errorf("fleet: strategy %q: want one of %s", spec.Strategy, strings.Join(domain.Strategies, ", "))
 }
 
-// LaunchFleet launches a fleet through the ledger: the intent row (its id
-// is the fleet's ClientToken, so the cloud itself makes the launch
-// idempotent) is committed before the call, in the transaction that
-// checks its whole commitment against the caps (HoldOf). DryRun sends
-// only the dry-run call and writes nothing; over a cap it is still sent,
-// and the result carries the refusal a launch would meet.
-//
-// A fleet with a schedule (spec.Start after now, or an End) is launched
-// with it where the provider's cloud keeps schedules (KeptByCloud: the
-// spec goes to the cloud now). Elsewhere gpumarket keeps it
-// (KeptByGpumarket): a fleet that starts later is recorded "scheduled"
-// with no call but the dry run's, and the reconcile loop launches it when
-// its start comes and deletes it when its end comes. Either way the row
-// holds the window (Start, End), who keeps it (in the request:
-// ScheduleOf) and a note saying so.
+// LaunchFleet launches a fleet through the ledger (docs/DESIGN.md, "Money").
 func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResult, error) {
 	spec := req.Spec
 	if req.Job != "" {
@@ -325,12 +275,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if !spec.DryRun && s.st.ReadOnly() {
 		return res, fmt.Errorf("refused: %w, and a launch is recorded before it is sent; nothing was launched", ErrReadOnly)
 	}
-	// The same fleet whose launch has no known outcome yet is not
-	// launched a second time: it is looked up, or re-sent under its own
-	// ClientToken, which the cloud honours as the same launch.
-	//
-	// It comes before the budget: the earlier intent already counts
-	// against the day, and its re-send spends nothing more.
+	// An unsettled launch of the same fleet is looked up or re-sent, before the budget.
 	if !spec.DryRun && spec.ClientToken == "" {
 		prev, err := s.openFleet(ctx, spec)
 		if err != nil {
@@ -345,49 +290,23 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 			return s.sendFleet(ctx, fl, again, res, sendAgain)
 		}
 	}
-
 	b := s.opt.Budget
 	capped := b.MaxBookingUSD > 0 || b.MaxDailyUSD > 0
-	est := req.Estimate
-	switch {
-	case math.IsNaN(est.USDHour) || est.USDHour <= 0:
-		est = s.EstimateFleet(ctx, spec)
-	case capped && !spec.DryRun:
-		// The estimate shown may be minutes old (the confirmation waited
-		// on a person): the cap is checked at the prices in force now.
-		now := s.EstimateFleet(ctx, spec)
-		switch {
-		case math.IsNaN(now.USDHour):
-			// Not to be had now: the one shown stands (it was checked
-			// when shown, and the max price bounds the spot part).
-		case cents(now.USDHour) > cents(est.USDHour):
-			res.Estimate = now
-			return res, &EstimateChangedError{Shown: est, Now: now}
-		default:
-			est = now
-		}
-	}
+	est, err := s.launchEstimate(ctx, spec, req.Estimate, capped)
 	res.Estimate = est
-	if math.IsNaN(est.USDHour) && (b.MaxBookingUSD > 0 || b.MaxDailyUSD > 0) {
-		return res, fmt.Errorf("refused: the fleet's cost is unknown (%s), so the budget cannot be checked; pass a max price", est.Basis)
+	if err != nil {
+		return res, err
 	}
 	now := s.opt.Now()
-	actor := req.Actor
-	if actor == "" {
-		actor = s.opt.Actor
-	}
-	spec.Actor = actor
-	// A spec the cloud's API would refuse is refused here, before a row
-	// is written for it.
-	var err error
+	spec.Actor = cmp.Or(req.Actor, s.opt.Actor)
+	// A spec the cloud's API would refuse is refused before a row is written.
 	if v, ok := fl.(domain.FleetValidator); ok {
 		if spec, err = v.ValidateFleet(spec); err != nil {
 			return res, fmt.Errorf("fleet refused before any call: %w", err)
 		}
 	}
 	intent := s.fleetIntent(spec, est, now)
-	// With no cap, a fleet whose prices are not known may still launch
-	// (the row says its cost is unknown).
+	// With no cap, a fleet of unknown prices may launch (its row says so).
 	check := func(spent Spending) error {
 		switch {
 		case !capped:
@@ -401,37 +320,63 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if overCap != nil && !spec.DryRun {
 		return res, overCap
 	}
-	if spec.DryRun && !req.Again && overCap == nil {
-		// Said before anyone is asked to confirm; the launch checks it
-		// again under the ledger's lock.
-		overCap = s.duplicateOf(ctx, spec, intent)
-	}
-
 	if spec.DryRun {
-		cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
-		defer cancel()
-		f, err := fl.LaunchFleet(cctx, spec)
-		if err != nil {
-			return res, fmt.Errorf("dry run of the fleet at %s: %w", spec.Provider, err)
+		if !req.Again && overCap == nil {
+			// Said before anyone confirms; the launch checks again under the lock.
+			overCap = s.duplicateOf(ctx, spec, intent)
 		}
-		f.DryRun = true
-		res.Fleet = f
-		return res, overCap
+		return s.dryRunFleet(ctx, fl, spec, res, overCap)
 	}
+	return s.recordFleet(ctx, fl, spec, intent, req.Again, check, res)
+}
 
+// launchEstimate is the estimate a launch is checked at, read again under a cap.
+func (s *Service) launchEstimate(ctx context.Context, spec domain.FleetSpec, est FleetEstimate, capped bool) (FleetEstimate, error) {
+	switch {
+	case math.IsNaN(est.USDHour) || est.USDHour <= 0:
+		est = s.EstimateFleet(ctx, spec)
+	case capped && !spec.DryRun:
+		now := s.EstimateFleet(ctx, spec)
+		switch {
+		case math.IsNaN(now.USDHour):
+			// Not to be had now: the one shown stands.
+		case cents(now.USDHour) > cents(est.USDHour):
+			return now, &EstimateChangedError{Shown: est, Now: now}
+		default:
+			est = now
+		}
+	}
+	if math.IsNaN(est.USDHour) && capped {
+		return est, fmt.Errorf("refused: the fleet's cost is unknown (%s), so the budget cannot be checked; pass a max price", est.Basis)
+	}
+	return est, nil
+}
+
+// dryRunFleet sends only the dry-run call, returning overCap with its answer.
+func (s *Service) dryRunFleet(ctx context.Context, fl domain.FleetLauncher, spec domain.FleetSpec, res FleetResult, overCap error) (FleetResult, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	f, err := fl.LaunchFleet(cctx, spec)
+	if err != nil {
+		return res, fmt.Errorf("dry run of the fleet at %s: %w", spec.Provider, err)
+	}
+	f.DryRun = true
+	res.Fleet = f
+	return res, overCap
+}
+
+// recordFleet commits the intent under the ledger's lock, then sends it (or leaves it scheduled).
+func (s *Service) recordFleet(ctx context.Context, fl domain.FleetLauncher, spec domain.FleetSpec, intent Entry, again bool, check func(Spending) error, res FleetResult) (FleetResult, error) {
 	if spec.ClientToken == "" {
 		spec.ClientToken = intent.ID
 	}
 	desc := s.describe(spec.Provider)
-	stored := fleetRequest{FleetSpec: spec, Keeper: intent.Schedule.Keeper}
-	reqJSON, err := json.Marshal(stored)
+	reqJSON, err := json.Marshal(fleetRequest{FleetSpec: spec, Keeper: intent.Schedule.Keeper})
 	if err != nil {
 		return res, fmt.Errorf("launch fleet: %w", err)
 	}
 	intent.Request, intent.IdemKey = reqJSON, spec.ClientToken
-	// Kept by gpumarket and starting later: nothing is sent now. The row
-	// is the schedule; the reconcile loop sends the launch at its start.
-	later := intent.Schedule.Keeper == KeptByGpumarket && spec.Start.After(now)
+	later := intent.Schedule.Keeper == KeptByGpumarket && spec.Start.After(intent.CreatedAt)
 	if intent.Schedule.Keeper != "" {
 		intent.Note = "schedule: " + KeeperNote(desc)
 	}
@@ -447,7 +392,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 			case (o.State == StatePending || o.State == StateUnknown) && sameFleet(o, spec):
 				// Another process recorded the same fleet since openFleet looked.
 				return fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s); it is not sent twice", o.ID, o.Actor)
-			case !req.Again && sameTerms(o, intent):
+			case !again && sameTerms(o, intent):
 				return duplicateFleet(o)
 			}
 		}
@@ -466,85 +411,62 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		s.opt.Logger.Info("fleet scheduled: gpumarket launches it at its start", "row", row.ID, "provider", spec.Provider, "start", spec.Start, "end", spec.End)
 		res.Row = row
 		res.Fleet = domain.Fleet{Provider: spec.Provider, Region: spec.Region, State: StateScheduled, Target: spec.TargetCapacity,
-			Message: "scheduled: " + WindowText(spec.Start, spec.End, now) + "; " + KeeperNote(desc)}
+			Message: "scheduled: " + WindowText(spec.Start, spec.End, intent.CreatedAt) + "; " + KeeperNote(desc)}
 		return res, nil
 	}
-	s.opt.Logger.Info("launch intent recorded", "row", row.ID, "provider", spec.Provider, "region", spec.Region, "usd_hour", est.USDHour)
+	s.opt.Logger.Info("launch intent recorded", "row", row.ID, "provider", spec.Provider, "region", spec.Region, "usd_hour", intent.USDHour)
 	return s.sendFleet(ctx, fl, row, res, sendFresh)
 }
 
-// How sendFleet sends a recorded launch, which decides what a launch
-// cancelled before its call leaves in the row.
+// sendKind decides what a launch cancelled before its call leaves in the row.
 type sendKind int
 
 const (
 	// sendFresh: a new intent; cancelled, it failed (nothing was sent).
 	sendFresh sendKind = iota
-	// sendAgain: the re-send of a launch whose answer was lost;
-	// cancelled, it is unknown again.
+	// sendAgain: a re-send of a lost answer; cancelled, it is unknown again.
 	sendAgain
-	// sendScheduled: a scheduled fleet's launch, its start come;
-	// cancelled, it is scheduled again for the next reconciliation.
+	// sendScheduled: a scheduled launch; cancelled, it is scheduled again.
 	sendScheduled
 )
 
-// sendFleet makes the launch call of a recorded intent (pending) and
-// records its outcome.
+// sendFleet makes the launch call of a recorded intent and records its outcome.
 func (s *Service) sendFleet(ctx context.Context, fl domain.FleetLauncher, row Entry, res FleetResult, kind sendKind) (FleetResult, error) {
-	defer s.st.EndCall(row.ID)
-	defer s.beat(ctx, row.ID)()
 	res.Row = row
 	var spec domain.FleetSpec
 	if err := json.Unmarshal(row.Request, &spec); err != nil {
+		s.st.EndCall(row.ID)
 		return res, fmt.Errorf("ledger row %s: stored fleet: %w", row.ID, err)
 	}
-	// Cancelled before the call: nothing is sent. A new intent is
-	// failed; a re-send goes back to the unknown it was.
-	if err := ctx.Err(); err != nil {
-		switch kind {
-		case sendFresh:
-			row.State, row.Error = StateFailed, "not sent: cancelled before the call; nothing was launched"
-		case sendAgain:
-			row.State, row.Error = StateUnknown, "no answer to the first launch; its re-send was cancelled before the call"
-		case sendScheduled:
-			row.State, row.Error = StateScheduled, ""
-			if sched, ok := ScheduleOf(row); ok {
-				row.Start = sched.Start
-			}
-		}
-		if res.Row, err = s.update(context.WithoutCancel(ctx), row); err != nil {
-			return res, fmt.Errorf("record cancelled launch %s: %w", row.ID, err)
-		}
-		return res, fmt.Errorf("fleet launch not sent: %w", ctx.Err())
-	}
-	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
-	f, callErr := fl.LaunchFleet(cctx, spec)
-	cancel()
-	wctx := context.WithoutCancel(ctx)
 	var err error
-	if callErr != nil {
-		if s.declined(spec.Provider, callErr) {
-			row.State, row.Error = StateFailed, callErr.Error()
-			if res.Row, err = s.update(wctx, row); err != nil {
-				return res, fmt.Errorf("record failed launch %s: %w (launch error: %v)", row.ID, err, callErr)
+	res.Row, err = s.transact(ctx, row, transaction{
+		provider: spec.Provider, noun: "launch", subject: "fleet launch", made: "launched",
+		cancelled: func(r Entry) Entry {
+			switch kind {
+			case sendFresh:
+				r.State, r.Error = StateFailed, "not sent: cancelled before the call; nothing was launched"
+			case sendAgain:
+				r.State, r.Error = StateUnknown, "no answer to the first launch; its re-send was cancelled before the call"
+			case sendScheduled:
+				r.State, r.Error = StateScheduled, ""
+				if sched, ok := ScheduleOf(r); ok {
+					r.Start = sched.Start
+				}
 			}
-			return res, fmt.Errorf("fleet launch declined by %s: %w", spec.Provider, callErr)
-		}
-		row.State, row.Error = StateUnknown, "no answer: "+callErr.Error()
-		if res.Row, err = s.update(wctx, row); err != nil {
-			return res, fmt.Errorf("record unknown launch %s: %w (launch error: %v)", row.ID, err, callErr)
-		}
-		return res, &UnknownError{Row: res.Row, Cause: callErr}
-	}
-	res.Fleet = f
-	if res.Row, err = s.update(wctx, settleFleet(row, f, s.opt.Now())); err != nil {
-		return res, fmt.Errorf("record launch %s (launched: %s): %w", row.ID, f.ID, err)
-	}
-	return res, nil
+			return r
+		},
+		call: func(cctx context.Context) (func(Entry) Entry, string, error) {
+			f, err := fl.LaunchFleet(cctx, spec)
+			if err == nil {
+				res.Fleet = f
+			}
+			return func(r Entry) Entry { return settleFleet(r, f, s.opt.Now()) }, f.ID, err
+		},
+	})
+	return res, err
 }
 
-// openFleet returns the newest fleet row whose outcome is not known yet
-// (pending or unknown) and that asks for the same fleet as spec, or nil.
+// openFleet returns the newest unsettled row asking for the same fleet, or nil.
 func (s *Service) openFleet(ctx context.Context, spec domain.FleetSpec) (*Entry, error) {
 	rows, err := s.st.List(ctx, StatePending, StateUnknown)
 	if err != nil {
@@ -558,8 +480,7 @@ func (s *Service) openFleet(ctx context.Context, spec domain.FleetSpec) (*Entry,
 	return nil, nil
 }
 
-// fleetIntent is the pending row of a fleet launch at now: its hourly
-// estimate and, when it has a window, its schedule.
+// fleetIntent is the pending row of a fleet launch at now.
 func (s *Service) fleetIntent(spec domain.FleetSpec, est FleetEstimate, now time.Time) Entry {
 	var cloud string
 	if e, ok := domain.LookupGPU(spec.InstanceTypes[0]); ok {
@@ -577,9 +498,7 @@ func (s *Service) fleetIntent(spec domain.FleetSpec, est FleetEstimate, now time
 	return r
 }
 
-// sameTerms reports whether a scheduled or running fleet row asks for
-// what the intent asks for (every term but the window and who asks) over
-// a time that overlaps the intent's: the same fleet booked twice.
+// sameTerms reports whether a scheduled or running row is the intent's fleet over an overlapping time.
 func sameTerms(r, intent Entry) bool {
 	if r.State != StateScheduled && r.State != StateActive {
 		return false
@@ -601,8 +520,7 @@ func sameTerms(r, intent Entry) bool {
 	return (until2.IsZero() || from1.Before(until2)) && (until1.IsZero() || from2.Before(until1))
 }
 
-// duplicateOf refuses a fleet on the same terms as one scheduled or
-// running over the same time (sameTerms), naming that row.
+// duplicateOf refuses a fleet on the same terms as a scheduled or running one.
 func (s *Service) duplicateOf(ctx context.Context, spec domain.FleetSpec, intent Entry) error {
 	rows, err := s.st.List(ctx, StateScheduled, StateActive)
 	if err != nil {
@@ -622,8 +540,7 @@ func duplicateFleet(o Entry) error {
 		"to launch another one like it, say so: `fleet launch … --again`", o.State, o.ID, orNone(o.ProviderRef))
 }
 
-// runWindow is when a fleet row runs: from its asked start (else its
-// launch) to its asked end (zero: until deleted).
+// runWindow is from a row's asked start (else its launch) to its asked end.
 func runWindow(r Entry) (from, until time.Time) {
 	from = r.Schedule.Start
 	if from.IsZero() {
@@ -639,8 +556,7 @@ func orNone(s string) string {
 	return s
 }
 
-// sameFleet reports whether a fleet row asks for the fleet spec asks
-// for: every term but the client token (and who asks).
+// sameFleet reports whether a row asks for spec's fleet, client token aside.
 func sameFleet(r Entry, spec domain.FleetSpec) bool {
 	var got domain.FleetSpec
 	if r.Kind != KindFleet || json.Unmarshal(r.Request, &got) != nil {
@@ -653,14 +569,7 @@ func sameFleet(r Entry, spec domain.FleetSpec) bool {
 	return err1 == nil && err2 == nil && string(a) == string(b)
 }
 
-// fleetAgain decides what a launch of the same fleet as an unsettled row
-// does. While that row's call may still be in flight, it is refused.
-// Otherwise the row is looked up at the provider; if that settles it, the
-// new launch is refused with what was found (nothing is sent; running the
-// command again, now that nothing is unsettled, launches a new fleet). If
-// the provider does not show it, the row is set pending again and retry
-// is true: the caller re-sends it under its own ClientToken, which the
-// cloud treats as the same launch, so at most one fleet results.
+// fleetAgain decides whether an unsettled row's fleet is refused or re-sent (retry).
 func (s *Service) fleetAgain(ctx context.Context, prev Entry) (row Entry, retry bool, err error) {
 	if ok, why := s.inFlight(prev); ok {
 		return prev, false, fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s: %s); it is not sent twice", prev.ID, prev.Actor, why)
@@ -676,8 +585,7 @@ func (s *Service) fleetAgain(ctx context.Context, prev Entry) (row Entry, retry 
 	if r.State != StateUnknown {
 		return r, false, fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s); it is not sent twice (%s)", r.ID, r.Actor, reason)
 	}
-	// Not found at the provider: re-send under the same ClientToken. The
-	// row goes back to pending only if no one else did so meanwhile.
+	// Not found: re-send under the same token, if no one else did meanwhile.
 	next := r
 	next.State, next.Error = StatePending, ""
 	u, err := s.st.UpdateFrom(ctx, next, StateUnknown)
@@ -693,11 +601,7 @@ func (s *Service) fleetAgain(ctx context.Context, prev Entry) (row Entry, retry 
 	return u, true, nil
 }
 
-// fleetRowState is the ledger state of a fleet the provider answered
-// for. A provider's "pending" (instances still to come, a fleet being
-// modified) is "active" in the ledger: the fleet exists and may bill,
-// while the ledger's pending means a call with no answer yet, which a
-// reconciliation would take for a process that died mid-call.
+// fleetRowState is a provider's state in the ledger's words: its pending is active.
 func fleetRowState(state string) string {
 	if state == "" || state == StatePending {
 		return StateActive
@@ -705,9 +609,7 @@ func fleetRowState(state string) string {
 	return state
 }
 
-// settleFleet writes what a Fleet says into a row, at now: the fleet's
-// start is when it was first seen active, its end when it was first seen
-// over.
+// settleFleet writes what a Fleet says into a row, at now.
 func settleFleet(r Entry, f domain.Fleet, now time.Time) Entry {
 	if f.ID != "" {
 		r.ProviderRef = f.ID
@@ -721,8 +623,7 @@ func settleFleet(r Entry, f domain.Fleet, now time.Time) Entry {
 	return fleetDates(r, now)
 }
 
-// fleetDates dates a fleet row by its state: started when it is active
-// (or anything after), ended when it is over.
+// fleetDates dates a fleet row by its state.
 func fleetDates(r Entry, now time.Time) Entry {
 	switch r.State {
 	case StateActive:
@@ -739,8 +640,7 @@ func fleetDates(r Entry, now time.Time) Entry {
 		if r.Start.After(now) {
 			r.Start = now // ended before its scheduled start: it never ran
 		}
-		// A scheduled fleet's end is its window's: found over after it, it
-		// ended then (the cloud kept it); deleted before it, it ended now.
+		// Found over after its window's end, it ended then; deleted before, now.
 		if r.End.IsZero() || r.End.After(now) {
 			r.End = now
 		}
@@ -762,9 +662,7 @@ func (s *Service) FleetRow(ctx context.Context, id string) (Entry, error) {
 	return r, nil
 }
 
-// DeleteFleet deletes a launched fleet (and terminates its instances) and
-// records the row "deleted". A lost answer leaves the row as it was and
-// says so: deleting twice is harmless, so the user may simply try again.
+// DeleteFleet deletes a launched fleet and records it; deleting again is safe.
 func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (Entry, error) {
 	r, err := s.FleetRow(ctx, id)
 	if err != nil {
@@ -786,10 +684,7 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (Entry, err
 	defer cancel()
 	if err := p.DeleteFleet(cctx, r.Region, r.ProviderRef); err != nil {
 		if s.describe(r.Provider).Ephemeral && cctx.Err() == nil {
-			// An ephemeral provider (the simulated market) keeps its fleets
-			// in the memory of the process that launched them: once that
-			// process ended, so did the fleet, and nothing is left to
-			// delete or to bill.
+			// A simulated fleet lives in its process: gone with it, nothing bills.
 			r.State, r.Error = StateDeleted, ""
 			r.Note = simFleetGone + " (" + err.Error() + ")"
 			return s.update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
@@ -804,10 +699,7 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (Entry, err
 	return s.update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
 }
 
-// cancelScheduled deletes a fleet gpumarket was to launch later: nothing
-// was launched, so nothing is called; the row is deleted unless the loop
-// took it meanwhile (then it is being launched, and can be deleted once it
-// is).
+// cancelScheduled deletes a fleet not yet launched, unless the loop took it meanwhile.
 func (s *Service) cancelScheduled(ctx context.Context, r Entry, actor string) (Entry, error) {
 	if s.st.ReadOnly() {
 		return r, fmt.Errorf("cancel scheduled fleet %s: %w", r.ID, ErrReadOnly)
@@ -856,8 +748,7 @@ func (s *Service) RefreshFleet(ctx context.Context, id string) (domain.Fleet, En
 		return f, r, fmt.Errorf("describe fleet %s: %w", r.ProviderRef, err)
 	}
 	if f.State != "" && fleetRowState(f.State) != r.State && r.State != StateDeleted {
-		// Only over the state read above: a delete recorded meanwhile
-		// (another session, `fleet delete`) is never overwritten.
+		// Only over the state read above: a delete recorded meanwhile stands.
 		from := r.State
 		r.State = fleetRowState(f.State)
 		if r, err = s.settle(ctx, fleetDates(r, s.opt.Now()), from); err != nil {

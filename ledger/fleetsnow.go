@@ -8,14 +8,10 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// FleetsNowEvery is how often FleetsNow asks a provider about one fleet:
-// every view of the process (thirty SSH sessions on a workshop's Ledger)
-// shares one answer per fleet this long, so they cost the cloud what one
-// view does.
+// FleetsNowEvery is how long all views share one describe per fleet.
 const FleetsNowEvery = 30 * time.Second
 
-// fleetsNowWork bounds one describe of FleetsNow: a view waits for it,
-// and a provider that does not answer must not hold the others' answers.
+// fleetsNowWork bounds one describe: one slow provider must not hold the rest.
 const fleetsNowWork = 15 * time.Second
 
 // FleetNow is what a provider said of a fleet, and when.
@@ -33,19 +29,12 @@ type fleetsNowCache struct {
 	asking map[string]bool
 }
 
-// LiveFleet reports whether a row is a fleet at its cloud that may be
-// running (or start running): one FleetsNow asks about.
+// LiveFleet reports whether a row is a fleet that may be running.
 func LiveFleet(r Entry) bool {
 	return r.Kind == KindFleet && r.ProviderRef != "" && (r.State == StateActive || r.State == StateScheduled)
 }
 
-// FleetsNow says, for every live fleet among rows (LiveFleet), how many
-// instances run now of how many asked, from its provider's describe
-// through RefreshFleet (which also records a state the cloud moved it
-// to). A fleet asked about less than FleetsNowEvery ago gets the answer
-// then; concurrent callers share one call per fleet; the calls run at
-// once, each bounded. Rows of providers not in use in this run are left
-// out.
+// FleetsNow says how many instances of each live fleet run now, one shared call per fleet.
 func (s *Service) FleetsNow(ctx context.Context, rows []Entry) map[string]FleetNow {
 	c := &s.fleetsNow
 	now := s.opt.Now()

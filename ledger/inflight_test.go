@@ -21,22 +21,6 @@ import (
 // the purchase call forever: another process with a purchase in flight.
 const hangEnv = "GPUMARKET_BOOKING_HANG_DIR"
 
-func hangChild(dir string) {
-	st, err := ledger.Open(dir)
-	if err != nil {
-		os.Exit(3)
-	}
-	c, err := st.Offering(context.Background(), "cb-cheap", time.Now())
-	if err != nil {
-		os.Exit(3)
-	}
-	fake := describedAs(ledgertest.New("aws", c.Offering))
-	fake.BookHook = func(context.Context, domain.BookRequest) error { select {} }
-	svc := ledger.New(st, []domain.Provider{fake}, ledger.Options{Timeout: time.Hour})
-	svc.Book(context.Background(), ledger.BookRequest{OfferingID: "cb-cheap"})
-	os.Exit(4)
-}
-
 // TestInFlightInAnotherProcess (issue 15.5): `ledger --timeout 1s` marked
 // a purchase that another process was still waiting on as unknown ("the
 // process stopped between intent and answer"). The row names its owner,
@@ -125,18 +109,7 @@ func TestInFlightTwoStoresOneFile(t *testing.T) {
 	b.fake = a.fake
 	b.svc = ledger.New(b.st, []domain.Provider{a.fake}, ledger.Options{Now: func() time.Time { return b.now }, Timeout: time.Millisecond})
 
-	started, release := make(chan struct{}), make(chan struct{})
-	a.fake.BookHook = func(context.Context, domain.BookRequest) error {
-		close(started)
-		<-release
-		return nil
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := a.svc.Book(context.Background(), ledger.BookRequest{OfferingID: "cb-cheap"})
-		done <- err
-	}()
-	<-started
+	release, done := bookInFlight(t, a, "")
 	ctx := context.Background()
 	rep, err := b.svc.Reconcile(ctx)
 	if err != nil || len(rep.Unsettled) != 1 || !strings.Contains(rep.Unsettled[0].Reason, "still waiting") {
@@ -206,18 +179,7 @@ func TestHeartbeatDuringACall(t *testing.T) {
 		return c
 	}
 	f.svc = ledger.New(f.st, []domain.Provider{f.fake}, ledger.Options{Now: now, Timeout: 10 * time.Second, Heartbeat: time.Millisecond})
-	started, release := make(chan struct{}), make(chan struct{})
-	f.fake.BookHook = func(context.Context, domain.BookRequest) error {
-		close(started)
-		<-release
-		return nil
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := f.svc.Book(context.Background(), ledger.BookRequest{OfferingID: "cb-cheap"})
-		done <- err
-	}()
-	<-started
+	release, done := bookInFlight(t, f, "")
 	<-clock
 	clock <- t0.Add(time.Minute)
 	var beat time.Time

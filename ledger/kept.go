@@ -10,26 +10,17 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Kept keeps, per ledger row, what the row's provider last showed of its
-// usage, because the clouds forget: EC2 lists a terminated instance for
-// about an hour, and Azure says nothing of a capacity reservation once it
-// is deleted (gpumarket deletes one at its end). The ledger's store
-// implements it (the usage_kept table).
+// Kept keeps what each row's provider last showed of its usage: the clouds forget.
 type Kept interface {
-	// LoadUsage returns the report kept for the row and when it was
-	// read; false when none is kept.
+	// LoadUsage returns the kept report and when it was read; false when none.
 	LoadUsage(ctx context.Context, rowID string) (domain.UsageReport, time.Time, bool, error)
-	// SaveUsage keeps rep as read at at.
 	SaveUsage(ctx context.Context, rowID string, rep domain.UsageReport, at time.Time) error
 }
 
-// readOnly is a Kept that can tell it saves nothing (a store opened
-// read-only): Compute then reads what is kept and does not try to save.
+// readOnly is a Kept that saves nothing (a read-only store).
 type readOnly interface{ ReadOnly() bool }
 
-// runKey is what tells one run of an instance from another: a VM may
-// run several times under one id (cloud/azure splits a VM's runs
-// where it was deallocated).
+// runKey tells one run of an instance from another: a VM may run several times under one id.
 type runKey struct {
 	id    string
 	start int64
@@ -37,20 +28,7 @@ type runKey struct {
 
 func keyOf(in domain.InstanceUsage) runKey { return runKey{in.ID, in.Start.UnixNano()} }
 
-// merge is what the kept report (read at keptAt) and a newer read show
-// together:
-//   - an instance run (by id and start) the newer read lists is the newer
-//     read's, its busy samples the union of both by start (the newer
-//     read's where both have one);
-//   - one it no longer lists is kept as it was, and if it was running when
-//     last read, it is taken to have ended then (EndLastSeen): it was seen
-//     running until keptAt and may have run a little longer;
-//   - a kept run is cut to the time the newer read's runs of the same
-//     instance do not cover (a run the cloud now starts later, because
-//     its earliest hours fell out of the span asked, is counted once);
-//   - Source, Note and InterruptionsUnknown are the newer read's (Source
-//     the kept one's when the newer read has no samples; the note keeps
-//     the kept one's word that it was capped).
+// merge is the kept report and a newer read together (docs/DESIGN.md, "What the clouds forget is kept").
 func merge(kept domain.UsageReport, keptAt time.Time, newer domain.UsageReport) domain.UsageReport {
 	out := domain.UsageReport{Source: newer.Source, Note: withCapNote(newer.Note, capNoteOf(kept.Note)),
 		InterruptionsUnknown: newer.InterruptionsUnknown}
@@ -82,9 +60,7 @@ func merge(kept domain.UsageReport, keptAt time.Time, newer domain.UsageReport) 
 		}
 		for _, piece := range uncovered(in, newerRuns[in.ID]) {
 			if listed[keyOf(piece)] {
-				// Two kept runs of one instance that overlapped (no
-				// cloud reports that, but nothing is counted twice)
-				// cut to the same piece.
+				// Overlapping kept runs cut to the same piece: nothing counts twice.
 				continue
 			}
 			listed[keyOf(piece)] = true
@@ -107,9 +83,7 @@ func merge(kept domain.UsageReport, keptAt time.Time, newer domain.UsageReport) 
 	return out
 }
 
-// unionSamples are the samples of both, by start, oldest first: b's where
-// both have one (b is the newer read; a sample of the hour in progress
-// grows from read to read).
+// unionSamples are both sets by start, oldest first, b's where both have one.
 func unionSamples(a, b []domain.BusySample) []domain.BusySample {
 	if len(a) == 0 {
 		return b
@@ -129,10 +103,7 @@ func unionSamples(a, b []domain.BusySample) []domain.BusySample {
 	return out
 }
 
-// uncovered is the ended run in cut to the time that none of the newer
-// runs of the same instance covers: zero, one or more pieces, each with
-// the samples that overlap it. Only the last piece keeps the run's end,
-// and so its interruption and EndLastSeen.
+// uncovered is run in cut to the time no newer run of its instance covers.
 func uncovered(in domain.InstanceUsage, newer []domain.InstanceUsage) []domain.InstanceUsage {
 	type span struct{ from, to time.Time }
 	pieces := []span{{in.Start, in.End}}
@@ -176,9 +147,7 @@ func uncovered(in domain.InstanceUsage, newer []domain.InstanceUsage) []domain.I
 	return out
 }
 
-// bound keeps of rep what can count for a row whose capacity ran over
-// [start, end) (a zero end: still running): the runs and samples that
-// overlap it. It is what bounds what is kept of a row.
+// bound keeps the runs and samples of rep that overlap [start, end).
 func bound(rep domain.UsageReport, start, end time.Time) domain.UsageReport {
 	out := rep
 	out.Instances = nil
@@ -201,8 +170,7 @@ func bound(rep domain.UsageReport, start, end time.Time) domain.UsageReport {
 	return out
 }
 
-// closeOpen ends, at at, the runs of rep still running when it was read:
-// figures "as last read" count what was seen then, not a guess since.
+// closeOpen ends at at the runs still running when rep was read.
 func closeOpen(rep domain.UsageReport, at time.Time) domain.UsageReport {
 	out := rep
 	out.Instances = append([]domain.InstanceUsage(nil), rep.Instances...)
@@ -214,11 +182,7 @@ func closeOpen(rep domain.UsageReport, at time.Time) domain.UsageReport {
 	return out
 }
 
-// lastSeenNote says how many instances of rep are counted only until they
-// were last seen, within a row whose span ends at end: "2 instances no
-// longer listed by the cloud: counted until last seen at 2026-03-05 14:55
-// UTC (they may have run a little longer)". "" when none is, or when the
-// row's span had ended before (nothing of the span is missing).
+// lastSeenNote says how many instances count only until last seen, or "".
 func lastSeenNote(rep domain.UsageReport, start, end time.Time) string {
 	n := 0
 	var first, last time.Time
@@ -253,8 +217,7 @@ func lastSeenNote(rep domain.UsageReport, start, end time.Time) string {
 // utcMinute is a time as the notes say it: "2026-03-05 14:55 UTC".
 func utcMinute(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") + " UTC" }
 
-// keptNote is the note of figures that are the kept ones: when they were
-// read, and why the live read did not replace them.
+// keptNote says when kept figures were read and why they stand.
 func keptNote(at time.Time, why string) string {
 	return fmt.Sprintf("figures as last read at %s, kept in the ledger (%s)", utcMinute(at), strings.TrimSpace(why))
 }

@@ -9,26 +9,18 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// maxKeptSamples caps the busy samples kept per row: a 64-instance fleet
-// sampled hourly fills it in about two months, and its report is some
-// 1 MB (a report of 13 million samples took 8 s and 943 MB to read).
+// maxKeptSamples caps the busy samples kept per row (some 1 MB of report).
 const maxKeptSamples = 100_000
 
-// keptCapSays starts the note of a capped kept report; a later read finds
-// it by this prefix to carry it on.
+// keptCapSays starts a capped report's note; later reads find it by it.
 const keptCapSays = "the usage kept in the ledger is capped at "
 
 const dropSays = "those before "
 
-// maxMergeRounds bounds the merging: each round halves what the oldest
-// half holds, so a few rounds reach any cap that merging can.
+// maxMergeRounds bounds the merging; each round halves the oldest half.
 const maxMergeRounds = 12
 
-// capKept bounds rep to max busy samples: the oldest half's neighbouring
-// samples of one instance are merged into one twice as long (busy hours
-// kept: the share is their mean), round after round, and the oldest
-// dropped if that is not enough. It returns what it did as a note ("" when
-// rep was within the cap).
+// capKept bounds rep to max samples, merging the oldest, then dropping; it says what it did.
 func capKept(rep domain.UsageReport, max int) (domain.UsageReport, string) {
 	total := countSamples(rep)
 	if total <= max {
@@ -75,8 +67,7 @@ func countSamples(rep domain.UsageReport) int {
 	return n
 }
 
-// oldestHalfEnd is the start of the median sample: the samples before it
-// are the oldest half.
+// oldestHalfEnd is the start of the median sample.
 func oldestHalfEnd(rep domain.UsageReport) time.Time {
 	ats := make([]int64, 0, countSamples(rep))
 	for _, in := range rep.Instances {
@@ -88,9 +79,7 @@ func oldestHalfEnd(rep domain.UsageReport) time.Time {
 	return time.Unix(0, ats[len(ats)/2]).UTC()
 }
 
-// mergePairs merges each pair of neighbouring samples (the second starts
-// where the first ends, both as long) that ends by cut into one; it
-// returns the samples and how many fewer there are.
+// mergePairs merges neighbouring equal samples ending by cut, two into one.
 func mergePairs(busy []domain.BusySample, cut time.Time) ([]domain.BusySample, int) {
 	out := busy[:0:0]
 	merged := 0
@@ -110,8 +99,7 @@ func mergePairs(busy []domain.BusySample, cut time.Time) ([]domain.BusySample, i
 	return out, merged
 }
 
-// dropOldest drops the n oldest samples of rep (its instances are its
-// own) and returns the start of the oldest sample kept.
+// dropOldest drops rep's n oldest samples and returns the oldest start kept.
 func dropOldest(rep *domain.UsageReport, n int) time.Time {
 	ats := make([]int64, 0, countSamples(*rep))
 	for _, in := range rep.Instances {
@@ -126,8 +114,6 @@ func dropOldest(rep *domain.UsageReport, n int) time.Time {
 		}
 		return time.Unix(0, ats[len(ats)-1]).Add(time.Nanosecond).UTC()
 	}
-	// Every sample before keep goes, and of those starting at keep just
-	// enough to drop n.
 	keep := ats[n]
 	atKeep := n - slices.Index(ats, keep)
 	for i := range rep.Instances {
@@ -160,8 +146,7 @@ func capNoteOf(note string) string {
 	return ""
 }
 
-// withCapNote is note with the cap's sentence put last, in place of any
-// earlier one; note as it is when capped is "".
+// withCapNote puts the cap's sentence last in note, replacing an earlier one.
 func withCapNote(note, capped string) string {
 	if capped == "" {
 		return note
@@ -179,8 +164,7 @@ func withCapNote(note, capped string) string {
 	return note + "; " + capped
 }
 
-// capForKeeping is rep as the ledger keeps it: within the cap, the note
-// saying so when it is not whole.
+// capForKeeping is rep within the cap, its note saying so.
 func capForKeeping(rep domain.UsageReport) domain.UsageReport {
 	out, says := capKept(rep, maxKeptSamples)
 	if says != "" {

@@ -12,19 +12,13 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// maxKeptBytes is the size past which a kept report (one written before
-// reports were capped) is read merged as it streams, not decoded whole:
-// a decoded sample costs some 70 bytes of memory for the 7 it takes here.
+// maxKeptBytes: a larger (pre-cap) kept report is merged as it streams.
 var maxKeptBytes = 16 << 20
 
-// bytesPerSample is about the least a kept sample takes ("[0.5],"), so a
-// report of n bytes holds at most n/bytesPerSample samples.
+// bytesPerSample is the least a kept sample takes ("[0.5],").
 const bytesPerSample = 6
 
-// decodeUsageMerged reads an oversized kept report instance by instance,
-// merging each run of neighbouring samples into one of up to factor
-// samples' length as they are read, then caps it. The same encodings as
-// decodeUsage are refused.
+// decodeUsageMerged reads an oversized report merging samples as it goes, then caps it.
 func decodeUsageMerged(body string) (domain.UsageReport, error) {
 	factor := max(1, (len(body)/bytesPerSample+maxKeptSamples-1)/maxKeptSamples)
 	dec := json.NewDecoder(strings.NewReader(body))
@@ -86,8 +80,7 @@ func expectDelim(dec *json.Decoder, d json.Delim) error {
 	return nil
 }
 
-// decodeInstancesMerged reads the instances array, one instance at a
-// time.
+// decodeInstancesMerged reads the instances array one at a time.
 func decodeInstancesMerged(dec *json.Decoder, factor int) ([]domain.InstanceUsage, error) {
 	if tok, err := dec.Token(); err != nil || tok == nil {
 		return nil, err // null: none
@@ -119,8 +112,7 @@ func decodeInstancesMerged(dec *json.Decoder, factor int) ([]domain.InstanceUsag
 	return out, err
 }
 
-// sampleMerger merges up to factor neighbouring samples of one length
-// into one, its share their mean.
+// sampleMerger merges up to factor neighbouring samples into one.
 type sampleMerger struct {
 	factor int
 	out    []domain.BusySample
@@ -151,9 +143,7 @@ func (m *sampleMerger) done() []domain.BusySample {
 	return m.out
 }
 
-// scanBusy reads a kept busy array ([[at, period, share], [share], …], as
-// encodeUsage writes it) without decoding it whole, handing each sample
-// to emit.
+// scanBusy hands each sample of a kept busy array to emit without decoding it whole.
 func scanBusy(raw []byte, emit func(domain.BusySample)) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
@@ -240,8 +230,7 @@ func (p *busyScanner) number() (string, bool) {
 	if j == p.i {
 		return "", false
 	}
-	// Read only while p.b is: strconv copies what it keeps (an error's
-	// text), and a copy per sample was most of a huge report's cost.
+	// No copy per sample: strconv copies what it keeps.
 	s := unsafe.String(&p.b[p.i], j-p.i)
 	p.i = j
 	return s, true

@@ -12,21 +12,10 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// The clouds forget what ran: EC2 lists a terminated instance for about
-// an hour, and Azure says nothing of a capacity reservation once it is
-// deleted. So what a row's provider last showed of its usage is kept here,
-// one report per ledger row, merged over time by ledger, which
-// falls back on it when the live read fails or no longer lists the
-// instances. It is a cache of what the cloud showed, not a money record:
-// losing it loses figures, never a purchase.
-
-// keptVersion is the encoding of a kept report; a report of another
-// version is not read (as if none were kept).
+// keptVersion is the encoding of a kept report; another version is not read.
 const keptVersion = 1
 
-// keptReport is a domain.UsageReport as the usage_kept table holds it:
-// compact JSON, since a 64-instance fleet over a week with hourly samples
-// is some 10,000 samples.
+// keptReport is a UsageReport as usage_kept holds it: compact JSON.
 type keptReport struct {
 	V                    int            `json:"v"`
 	Source               string         `json:"source,omitempty"`
@@ -35,12 +24,7 @@ type keptReport struct {
 	Instances            []keptInstance `json:"instances"`
 }
 
-// keptInstance is one instance's run. Start and End are RFC 3339 with
-// nanoseconds (exact: a sample or a run is matched by its time). Busy is
-// one array per sample: [at, period, share] with at in Unix nanoseconds and
-// period in nanoseconds, or just [share] for a sample that starts where
-// the one before it ended and lasts as long (the hourly run of samples
-// that makes up nearly all of them).
+// keptInstance is one run; Busy holds [at, period, share], or [share] following on.
 type keptInstance struct {
 	ID           string          `json:"id"`
 	InstanceType string          `json:"type,omitempty"`
@@ -83,8 +67,7 @@ func encodeUsage(rep domain.UsageReport) ([]byte, error) {
 	return json.Marshal(k)
 }
 
-// errKeptVersion marks a kept report of an encoding this gpumarket does
-// not know (a newer one's).
+// errKeptVersion marks a kept report of an encoding not known here.
 var errKeptVersion = errors.New("kept usage of an unknown encoding")
 
 // decodeUsage reads what encodeUsage wrote.
@@ -135,10 +118,7 @@ func decodeUsage(b []byte) (domain.UsageReport, error) {
 	return rep, nil
 }
 
-// SaveUsage keeps rep as what row rowID's provider showed at at (merged
-// with what was kept before, by the caller). A report older than the one
-// kept is not saved over it: of two processes reading the same row, the
-// later read stays.
+// SaveUsage keeps rep as row rowID's report at at, unless a later one is kept.
 func (s *Store) SaveUsage(ctx context.Context, rowID string, rep domain.UsageReport, at time.Time) error {
 	if s.readOnly {
 		return fmt.Errorf("keep the usage of %s: %w", rowID, ErrReadOnly)
@@ -156,10 +136,7 @@ func (s *Store) SaveUsage(ctx context.Context, rowID string, rep domain.UsageRep
 	return nil
 }
 
-// LoadUsage returns the usage kept for row rowID and when it was read;
-// false when none is kept (or the file is a read-only ledger of a schema
-// from before usage was kept, or the report is of an encoding this
-// gpumarket does not know).
+// LoadUsage returns row rowID's kept report and when it was read; false when none.
 func (s *Store) LoadUsage(ctx context.Context, rowID string) (domain.UsageReport, time.Time, bool, error) {
 	if s.version < 3 {
 		return domain.UsageReport{}, time.Time{}, false, nil

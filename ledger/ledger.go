@@ -21,16 +21,14 @@ const (
 	KindReservation = domain.KindReservation
 )
 
-// Booked reports whether a row of the kind books a fixed window (an
-// offering sold on domain.BookingTerms), as opposed to a fleet.
+// Booked reports whether a kind books a fixed window, as opposed to a fleet.
 func Booked(kind string) bool { return domain.TermsOfKind(kind) != nil }
 
 // States of a ledger row (DESIGN.md's contract).
 const (
 	// StatePending: the intent is recorded and the call is being made.
 	StatePending = "pending"
-	// StateUnknown: the call was made (or may have been) but its answer
-	// was lost (timeout, crash); it must be reconciled before any retry.
+	// StateUnknown: the answer was lost; reconciled before any retry.
 	StateUnknown   = "unknown"
 	StateScheduled = "scheduled"
 	StateActive    = "active"
@@ -42,8 +40,7 @@ const (
 // States lists every ledger state.
 var States = []string{StatePending, StateUnknown, StateScheduled, StateActive, StateEnded, StateFailed, StateDeleted}
 
-// Entry is one ledger row: an action that spends money, from its intent to
-// its outcome.
+// Entry is one ledger row: a money action from its intent to its outcome.
 type Entry struct {
 	// ID is sortable by creation time (a ULID).
 	ID            string
@@ -55,21 +52,15 @@ type Entry struct {
 	InstanceType  string
 	InstanceCount int
 	GPUCount      float64
-	// Start and End bound a block. For a fleet they are when it became
-	// active and when it was deleted or found ended; zero while unknown.
+	// Start and End bound a block, or when a fleet ran; zero while unknown.
 	Start, End time.Time
-	// CostUSD is a block's or reservation's price; NaN when not known
-	// (a row re-created from a cloud's record that did not say). A fleet
-	// has no fixed total: its figures come from USDHour (FiguresOf).
+	// CostUSD is a block's price, NaN when unknown; a fleet's figures come from USDHour.
 	CostUSD float64
-	// USDHour is a fleet's estimated cost per hour; NaN when its prices
-	// were not known at launch.
+	// USDHour is a fleet's estimated cost per hour; NaN when unknown.
 	USDHour float64
-	// CostNote says what the figures rest on, for people; nothing reads
-	// it back.
+	// CostNote says what the figures rest on, for people only.
 	CostNote string
-	// Schedule is the window a fleet was asked for and who keeps it; zero
-	// when it was launched at once with no end.
+	// Schedule is a fleet's asked window and who keeps it.
 	Schedule FleetSchedule
 	State    string
 	// ProviderRef is the cloud's id: "cr-…", "fleet-…", an Azure id.
@@ -77,31 +68,22 @@ type Entry struct {
 	Actor       string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
-	// Error is what went wrong: a refusal, a lost answer, a failed
-	// release. Note is what happened that is not an error: who deleted a
-	// fleet, that a row was re-created from the cloud's tags, that a
-	// simulated fleet ended with its process.
+	// Error is what went wrong; Note what happened that is not an error.
 	Error string
 	Note  string
-	// Owner is the process whose call the row records (Owner.String):
-	// while the row is pending, only that process's lock (this host) or
-	// heartbeat (another host) says whether the call is still in flight.
-	// Heartbeat is the owner's last beat, zero when it sent none.
+	// Owner is the process whose call a pending row records.
 	Owner     string
 	Heartbeat time.Time
 	// Request is the JSON of what was asked: the offering, the fleet spec.
 	Request json.RawMessage
-	// IdemKey makes the action idempotent: the offering id of a block,
-	// the client token of a fleet. At most one row of a kind that is not
-	// failed may hold a key.
+	// IdemKey is the offering id or client token; unique per kind among rows not failed.
 	IdemKey string
 }
 
 // Settled reports whether the row's outcome is known.
 func (r Entry) Settled() bool { return r.State != StatePending && r.State != StateUnknown }
 
-// ErrDuplicate is returned (wrapped in a *DuplicateError) when a row that
-// is not failed already holds the idempotency key.
+// ErrDuplicate: a row that is not failed already holds the key (*DuplicateError).
 var ErrDuplicate = errors.New("already in the ledger")
 
 // DuplicateError names the row that already holds an idempotency key.
@@ -117,9 +99,7 @@ func (e *DuplicateError) Unwrap() error { return ErrDuplicate }
 // ErrNotFound is returned for an id the store does not hold.
 var ErrNotFound = errors.New("not found")
 
-// NewID returns a ULID: 48 bits of milliseconds and 80 random bits in
-// Crockford base32, 26 characters, sortable by time. It is also a valid
-// AWS ClientToken (at most 64 ASCII characters).
+// NewID returns a ULID: sortable by time, and a valid AWS ClientToken.
 func NewID(now time.Time) string {
 	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 	var b [16]byte
@@ -143,21 +123,13 @@ func NewID(now time.Time) string {
 	return string(out[:])
 }
 
-// IntentCheck is called inside the intent's transaction, with the write
-// lock held, so no other process can record a purchase between the check
-// and the insert. daySpent is what the ledger holds against the intent's
-// UTC day (as DaySpent); existing is the row that already holds the key,
-// or nil.
+// IntentCheck runs in the intent's transaction; existing is the row holding the key, or nil.
 type IntentCheck func(daySpent float64, existing *Entry) error
 
-// Spending is what the ledger holds against a UTC day (as DaySpent), read
-// inside a transaction.
+// Spending is what the ledger holds against a UTC day, read in a transaction.
 type Spending func(day time.Time) (float64, error)
 
-// RecordIntent writes the row (its State is usually pending) and commits
-// durably before it returns. It fails with a *DuplicateError when a row
-// that is not failed holds the same kind and key, and with check's error
-// when check refuses.
+// RecordIntent writes the row and commits durably before it returns.
 func (s *Store) RecordIntent(ctx context.Context, r Entry, check IntentCheck) (Entry, error) {
 	var c OpenIntentCheck
 	if check != nil {
@@ -172,11 +144,7 @@ func (s *Store) RecordIntent(ctx context.Context, r Entry, check IntentCheck) (E
 	return s.RecordIntentOpen(ctx, r, c)
 }
 
-// OpenIntentCheck is an IntentCheck that reads the spending of any day
-// and sees the rows of the same kind that are not over (pending, unknown,
-// scheduled or active), under the same write lock: a fleet, which bills
-// over many days and has no natural key, can refuse to start while the
-// same fleet is in flight, scheduled or running.
+// OpenIntentCheck also sees the kind's live rows: a fleet has no natural key.
 type OpenIntentCheck func(spent Spending, existing *Entry, live []Entry) error
 
 // RecordIntentOpen is RecordIntent with an OpenIntentCheck.
@@ -194,9 +162,7 @@ func (s *Store) RecordIntentOpen(ctx context.Context, r Entry, check OpenIntentC
 		r.CreatedAt = s.now()
 	}
 	if r.State == StatePending {
-		// The call's lock is taken before the row exists, so no other
-		// process ever sees the row pending without a live owner. It is
-		// held until EndCall (or Close).
+		// The lock is taken before the row exists: no one sees it pending without an owner.
 		if err := s.claimCall(r.ID); err != nil {
 			return Entry{}, fmt.Errorf("record intent: %w", err)
 		}
@@ -210,8 +176,7 @@ func (s *Store) RecordIntentOpen(ctx context.Context, r Entry, check OpenIntentC
 }
 
 func (s *Store) recordIntent(ctx context.Context, r Entry, check OpenIntentCheck) (Entry, error) {
-	// An intent is as old as its creation: the caller's clock decides
-	// when a pending call counts as abandoned.
+	// An intent is as old as its creation, by the caller's clock.
 	r.UpdatedAt = r.CreatedAt
 	if len(r.Request) == 0 {
 		r.Request = json.RawMessage("{}")
@@ -252,26 +217,21 @@ func (s *Store) recordIntent(ctx context.Context, r Entry, check OpenIntentCheck
 	return r, nil
 }
 
-// Update writes the row's outcome fields (everything but id, kind,
-// created_at, request, idem_key and heartbeat) and commits durably. A row
-// set pending again (a lost launch re-sent under its own token) is
-// claimed by this handle as its call in flight: release it with EndCall.
+// Update writes the row's outcome durably; a row set pending again is claimed (EndCall).
 func (s *Store) Update(ctx context.Context, r Entry) (Entry, error) {
-	return s.update(ctx, r, "")
+	return s.update(ctx, r, "", nil)
 }
 
-// ErrConflict is returned by UpdateFrom when the row is no longer in the
-// state the caller read it in: another process settled it meanwhile.
+// ErrConflict: the row is no longer in the state it was read in.
 var ErrConflict = errors.New("the row changed meanwhile")
 
-// UpdateFrom is Update only if the stored row is still in state from. A
-// reconciliation uses it so that it never overwrites the outcome the
-// process that made the call recorded in the meantime.
+// UpdateFrom is Update only from state from, never over the caller's recorded outcome.
 func (s *Store) UpdateFrom(ctx context.Context, r Entry, from string) (Entry, error) {
-	return s.update(ctx, r, from)
+	return s.update(ctx, r, from, nil)
 }
 
-func (s *Store) update(ctx context.Context, r Entry, from string) (Entry, error) {
+// update writes r, only from state from when given and after check when set.
+func (s *Store) update(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
 	if s.readOnly {
 		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrReadOnly)
 	}
@@ -284,35 +244,22 @@ func (s *Store) update(ctx context.Context, r Entry, from string) (Entry, error)
 		claimed = true
 		r.Owner, r.Heartbeat = s.owner.String(), r.UpdatedAt
 	}
-	out, err := s.write(ctx, r, from)
+	var out Entry
+	var err error
+	if check == nil {
+		out, err = s.write(ctx, r, from)
+	} else {
+		out, err = s.writeChecked(ctx, r, from, check)
+	}
 	if err != nil && claimed {
 		s.EndCall(r.ID)
 	}
 	return out, err
 }
 
-// UpdateFromChecked is UpdateFrom with check run first, in the same
-// transaction (the write lock held): a scheduled fleet's launch is
-// checked against the caps and recorded as one step. spent leaves the row
-// itself out. check's error is returned as it is, and nothing is written.
+// UpdateFromChecked is UpdateFrom with check run first in the same transaction.
 func (s *Store) UpdateFromChecked(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
-	if s.readOnly {
-		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrReadOnly)
-	}
-	r.UpdatedAt = s.now()
-	claimed := false
-	if r.State == StatePending && from != StatePending {
-		if err := s.claimCall(r.ID); err != nil {
-			return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
-		}
-		claimed = true
-		r.Owner, r.Heartbeat = s.owner.String(), r.UpdatedAt
-	}
-	out, err := s.writeChecked(ctx, r, from, check)
-	if err != nil && claimed {
-		s.EndCall(r.ID)
-	}
-	return out, err
+	return s.update(ctx, r, from, check)
 }
 
 func (s *Store) writeChecked(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
@@ -360,8 +307,7 @@ func (s *Store) write(ctx context.Context, r Entry, from string) (Entry, error) 
 	return r, nil
 }
 
-// exec writes the row's outcome fields (only over state from, when
-// given) and says how many rows it changed.
+// exec writes the row's outcome fields and says how many rows changed.
 func (s *Store) exec(ctx context.Context, ex execer, r Entry, from string) (int64, error) {
 	q := `UPDATE ledger SET provider=?, cloud=?, region=?, zone=?, instance_type=?, instance_count=?,
 		gpu_count=?, start_at=?, end_at=?, cost_usd=?, cost_note=?, state=?, provider_ref=?, actor=?, updated_at=?, error=?,
@@ -391,8 +337,7 @@ func (s *Store) Get(ctx context.Context, id string) (Entry, error) {
 	return r, nil
 }
 
-// FindByRef returns the newest row with the provider's id, such as a
-// fleet's "fleet-…".
+// FindByRef returns the newest row with the provider's id.
 func (s *Store) FindByRef(ctx context.Context, ref string) (Entry, error) {
 	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE provider_ref = ? ORDER BY id DESC LIMIT 1`, ref))
 	if err != nil {
@@ -401,8 +346,7 @@ func (s *Store) FindByRef(ctx context.Context, ref string) (Entry, error) {
 	return r, nil
 }
 
-// List returns the rows, newest first. With states given, only rows in
-// them.
+// List returns the rows newest first, only those in states when given.
 func (s *Store) List(ctx context.Context, states ...string) ([]Entry, error) {
 	q := `SELECT ` + s.cols() + ` FROM ledger`
 	var args []any
@@ -432,14 +376,12 @@ func (s *Store) List(ctx context.Context, states ...string) ([]Entry, error) {
 	return out, nil
 }
 
-// DaySpent is what the ledger holds against t's UTC day: what
-// max_daily_usd caps (see Store.DayHeld).
+// DaySpent is what the ledger holds against t's UTC day (Store.DayHeld).
 func (s *Store) DaySpent(ctx context.Context, t time.Time) (float64, error) {
 	return s.DayHeld(ctx, s.db, t, "")
 }
 
-// HeldKeys returns the idempotency keys of a kind held by rows that are not
-// failed: for blocks, the offerings already bought (or being bought).
+// HeldKeys returns the keys of a kind held by rows that are not failed.
 func (s *Store) HeldKeys(ctx context.Context, kind string) (map[string]bool, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT idem_key FROM ledger WHERE kind = ? AND state <> 'failed'`, kind)
 	if err != nil {
@@ -457,8 +399,7 @@ func (s *Store) HeldKeys(ctx context.Context, kind string) (map[string]bool, err
 	return out, rows.Err()
 }
 
-// Holder returns the row that is not failed and holds the kind's key, or
-// ErrNotFound.
+// Holder returns the row not failed holding the kind's key, or ErrNotFound.
 func (s *Store) Holder(ctx context.Context, kind, key string) (Entry, error) {
 	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE kind = ? AND idem_key = ? AND state <> 'failed'`, kind, key))
 	if err != nil {
@@ -472,8 +413,7 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// liveRows returns the rows of a kind that are not over: pending,
-// unknown, scheduled or active.
+// liveRows returns the rows of a kind that are not over.
 func liveRows(ctx context.Context, tx *sql.Tx, cols, kind string) ([]Entry, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT `+cols+` FROM ledger WHERE kind = ? AND state IN (?, ?, ?, ?) ORDER BY id`,
 		kind, StatePending, StateUnknown, StateScheduled, StateActive)
@@ -496,8 +436,7 @@ const columns = `id, kind, provider, cloud, region, zone, instance_type, instanc
 	cost_usd, cost_note, state, provider_ref, actor, created_at, updated_at, error, request, idem_key, note, owner, heartbeat_at,
 	usd_hour, sched_start, sched_end, sched_keeper`
 
-// cols is the select list for the file's schema: a read-only store reads
-// an older file as migration 4 would copy it.
+// cols is the select list for the file's schema.
 func (s *Store) cols() string {
 	switch {
 	case s.version == 1:
@@ -516,8 +455,7 @@ func orNull(v float64) any {
 	return v
 }
 
-// costs are the row's cost_usd and usd_hour columns: a fleet has no
-// fixed cost, anything else no hourly estimate.
+// costs are the cost_usd and usd_hour columns: a fleet has only the hourly one.
 func (r Entry) costs() (cost, hour any) {
 	if r.Kind == KindFleet {
 		return nil, orNull(r.USDHour)

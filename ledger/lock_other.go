@@ -4,16 +4,14 @@ package ledger
 
 import "os"
 
-// lockSupported says whether calls hold file locks here: not on this
-// platform, where the heartbeat alone tells a call in flight.
+// lockSupported: no file locks here; the heartbeat alone tells.
 const lockSupported = false
 
 func lockFile(path string) (*os.File, error) { return nil, nil }
 
 func held(path string) bool { return false }
 
-// writable reports whether this process may write the file or dir: it
-// tries.
+// writable reports whether this process may write path: it tries.
 var writable = func(path string) bool {
 	st, err := os.Stat(path)
 	if err != nil {

@@ -14,11 +14,7 @@ import (
 // lockSupported says whether calls hold file locks here.
 const lockSupported = true
 
-// lockFile creates (if needed) and locks the file at path exclusively.
-// It tries for a second: an observer's probe holds a shared lock for an
-// instant, while a holder of the call holds it for the call. The lock is
-// taken on the file still at path, so that one being removed by the
-// previous holder is not mistaken for it.
+// lockFile locks the file still at path exclusively, trying for a second.
 func lockFile(path string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
@@ -55,8 +51,7 @@ func same(f *os.File, path string) bool {
 	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
-// held reports whether someone holds the lock of the file at path. A
-// shared lock probes it, so that two probes never see each other.
+// held probes the lock with a shared one, so two probes never see each other.
 func held(path string) bool {
 	f, err := os.Open(path)
 	if err != nil {

@@ -11,9 +11,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// OfferingTTL is how long a search's offering may be booked by id. The
-// clouds reprice and sell blocks continuously: after an hour the terms the
-// user saw are no longer a fair promise, so `book` asks for a new search.
+// OfferingTTL is how long a found offering may be booked by id.
 const OfferingTTL = time.Hour
 
 // CachedOffering is an offering as a search found it.
@@ -26,12 +24,10 @@ type CachedOffering struct {
 // ErrOfferingUnknown is returned for an id no search has found.
 var ErrOfferingUnknown = errors.New("unknown offering id")
 
-// ErrOfferingExpired is returned for an offering older than OfferingTTL
-// or whose start has passed.
+// ErrOfferingExpired: older than OfferingTTL, or its start has passed.
 var ErrOfferingExpired = errors.New("offering expired")
 
-// SaveOfferings remembers what a search found, with the query and when.
-// A later search finding the same id replaces it.
+// SaveOfferings remembers what a search found; the same id replaces it.
 func (s *Store) SaveOfferings(ctx context.Context, q domain.OfferingQuery, offs []domain.Offering, at time.Time) error {
 	if s.readOnly {
 		return fmt.Errorf("save offerings: %w", ErrReadOnly)
@@ -65,17 +61,13 @@ func (s *Store) SaveOfferings(ctx context.Context, q domain.OfferingQuery, offs 
 	return tx.Commit()
 }
 
-// Offering returns the offering a search found under id as of now. It fails
-// with ErrOfferingUnknown or ErrOfferingExpired (wrapped, with the reason);
-// an expired offering is returned too, for the message.
+// Offering returns the offering found under id (an expired one too, with the error).
 func (s *Store) Offering(ctx context.Context, id string, now time.Time) (CachedOffering, error) {
 	var oj, qj, at string
 	err := s.db.QueryRowContext(ctx, `SELECT offering, query, searched_at FROM offerings WHERE id = ?`, id).Scan(&oj, &qj, &at)
 	if err != nil {
 		switch {
 		case errors.Is(err, errNoRows) && s.readOnly:
-			// Searches made here could not be kept: searching again
-			// would not help, and nothing could be bought here anyway.
 			return CachedOffering{}, fmt.Errorf("offering %q: %w: %w, so no search made here is kept for `book`, and nothing can be bought here "+
 				"(a purchase is recorded before it is sent): run it as the user who owns the data dir", id, ErrOfferingUnknown, ErrReadOnly)
 		case errors.Is(err, errNoRows):

@@ -13,14 +13,11 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// costUnknownNote is the cost note of a row whose cost the cloud's record
-// did not say: its cost is NaN (NULL), which the day's spending reads as
-// unknown.
+// costUnknownNote marks a row whose cost the cloud's record did not say.
 const costUnknownNote = "cost unknown: re-created from the cloud's record"
 
 // RebuildReport is what Rebuild did.
 type RebuildReport struct {
-	// Asked lists the providers whose records were read.
 	Asked []string
 	// Created are the rows re-created from the clouds' records.
 	Created []Entry
@@ -30,12 +27,7 @@ type RebuildReport struct {
 	Failed map[string]error
 }
 
-// Rebuild re-creates the ledger rows the clouds show and the ledger lacks:
-// every provider in use that can list gpumarket's purchases and launches
-// from their tags (a RecordLister) is asked. A record whose ledger row
-// exists — by the row id its tag names, by the cloud's id, or by the
-// offering it was bought from — is left alone, so Rebuild may be run
-// again and again without duplicating anything.
+// Rebuild re-creates the rows the clouds' tags show and the ledger lacks; it is idempotent.
 func (s *Service) Rebuild(ctx context.Context) (RebuildReport, error) {
 	rep := RebuildReport{Failed: map[string]error{}}
 	for _, name := range s.names {
@@ -107,10 +99,7 @@ func (s *Service) recorded(ctx context.Context, rec domain.CloudRecord) (bool, e
 
 func get(_ Entry, err error) error { return err }
 
-// recreate writes the ledger row of a cloud's record of a purchase or
-// launch, under the row id its tag names when that id is free. o is the
-// offering it was bought from, when known; else one is made from the
-// record, so that the row can be reconciled like any other.
+// recreate writes the row of a cloud's record, under its tagged id when free.
 func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain.Offering, why string) (Entry, error) {
 	now := s.opt.Now()
 	r := Entry{
@@ -140,9 +129,7 @@ func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain
 	} else {
 		r.CostUSD = rec.CostUSD
 	}
-	// A record is of something the cloud shows exists: never "in flight"
-	// or "unknown" in the ledger, whose pending and unknown mean a call
-	// with no answer.
+	// A record shows it exists: never pending or unknown in the ledger.
 	if r.State == "" || r.State == StatePending || r.State == StateUnknown {
 		r.State = StateScheduled
 		if r.Kind == KindFleet {
@@ -193,9 +180,7 @@ func firstType(types string) string {
 	return t
 }
 
-// beat keeps the heartbeat of the row's call in flight until the
-// returned stop is called: another host tells a live call from an
-// abandoned one by it.
+// beat beats the row's heartbeat until stop: other hosts read it.
 func (s *Service) beat(ctx context.Context, id string) (stop func()) {
 	every := s.opt.Heartbeat
 	if every <= 0 {
@@ -225,8 +210,7 @@ func (s *Service) beat(ctx context.Context, id string) (stop func()) {
 	}
 }
 
-// knownOr0 is a figure for a record that cannot hold NaN (JSON): an
-// unknown cost is 0 there, and the row's column says it is unknown.
+// knownOr0 is a figure for JSON, which cannot hold NaN.
 func knownOr0(v float64) float64 {
 	if math.IsNaN(v) {
 		return 0

@@ -9,16 +9,10 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// legacyInFlight is how long a pending row that names no owner (written
-// by an earlier gpumarket) counts as in flight: the longest its call
-// could take (the default timeout and a grace). It is the same in every
-// process — never the observer's own --timeout.
+// legacyInFlight is how long an ownerless pending row counts as in flight, in every process.
 const legacyInFlight = DefaultTimeout + 30*time.Second
 
-// inFlight reports whether a pending row's call is still being made, and
-// how that is known: its owner's lock (this host) or heartbeat (another
-// host). Only a row whose owner is gone is reconciled; another process's
-// timeout never decides.
+// inFlight reports whether a pending row's call is live, by its owner's lock or heartbeat.
 func (s *Service) inFlight(r Entry) (bool, string) {
 	if r.State != StatePending {
 		return false, ""
@@ -44,13 +38,10 @@ type Unsettled struct {
 
 // ReconcileReport is what Reconcile did.
 type ReconcileReport struct {
-	// Settled are rows whose outcome it found (or whose dates moved them
-	// along: scheduled → active → ended).
+	// Settled are rows whose outcome was found or whose dates moved them along.
 	Settled   []Entry
 	Unsettled []Unsettled
-	// NextDue is when a fleet's schedule next asks for something (a
-	// launch or delete gpumarket owes, a date the cloud keeps); zero when
-	// none does. Keep wakes then rather than at its next tick.
+	// NextDue is when a schedule next asks for something; Keep wakes then.
 	NextDue time.Time
 }
 
@@ -61,15 +52,7 @@ func (r *ReconcileReport) due(t time.Time) {
 	}
 }
 
-// Reconcile settles every pending or unknown row it can: it asks the
-// provider whether the purchase or launch happened (AWS:
-// DescribeCapacityReservations for the block's type, zone and dates) and
-// records what it finds. A row the provider does not (yet) show stays
-// "unknown" — never guessed "failed" — and is listed in Unsettled. Blocks
-// whose dates have come are moved to active or ended. Scheduled fleets
-// are kept (keepSchedule): gpumarket's launched at their start and
-// deleted at their end, the cloud's asked how they went once a date
-// passed. Each call is bounded by the timeout.
+// Reconcile settles what it can; a row its provider does not show stays unknown.
 func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	var rep ReconcileReport
 	if s.st.ReadOnly() {
@@ -81,8 +64,6 @@ func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 		return rep, err
 	}
 	now := s.opt.Now()
-	// endWindow ends a reservation whose window is over; it reports
-	// whether the row was one.
 	endWindow := func(r Entry) (bool, error) {
 		if !windowOver(r, now) {
 			return false, nil
@@ -158,13 +139,10 @@ func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	return rep, nil
 }
 
-// reconcileRow looks one unsettled row up at its provider. It returns the
-// row as now recorded, whether it is settled, and if not, why.
+// reconcileRow looks one unsettled row up: the row, whether settled, and why not.
 func (s *Service) reconcileRow(ctx context.Context, r Entry) (Entry, bool, string) {
 	if r.State == StatePending {
-		// The process that sent it is gone (or ended its call without
-		// recording the answer): from here on the row is unknown until
-		// the provider says.
+		// Its sender is gone: unknown until the provider says.
 		_, why := s.inFlight(r)
 		r.State = StateUnknown
 		if r.Error == "" {
@@ -205,9 +183,7 @@ func (s *Service) reconcileBlock(ctx context.Context, r Entry) (Entry, bool, str
 	}
 	if found == nil {
 		if o.Simulated || s.describe(r.Provider).Ephemeral {
-			// The simulated market lives in its process's memory: a
-			// purchase it does not know of was lost with the process that
-			// sent it, and nothing was ever spent. That is settled.
+			// A purchase the simulated market does not know was lost with its process.
 			r.State = StateFailed
 			r.Error = "simulated market: the purchase was lost with the process that sent it; nothing was spent"
 			u, err := s.settle(ctx, r, StateUnknown)
@@ -252,8 +228,7 @@ func (s *Service) reconcileFleet(ctx context.Context, r Entry) (Entry, bool, str
 		return r, false, fmt.Sprintf("look-up at %s failed: %v", r.Provider, err)
 	}
 	if fl == nil && p.Describe().Ephemeral {
-		// The simulated market knows every fleet its process launched:
-		// one it does not know was lost with the process that sent it.
+		// The simulated market knows every fleet its process launched.
 		r.State = StateFailed
 		r.Error = "simulated market: the launch was lost with the process that sent it; nothing was spent"
 		u, err := s.settle(ctx, r, StateUnknown)
@@ -276,13 +251,7 @@ func (s *Service) reconcileFleet(ctx context.Context, r Entry) (Entry, bool, str
 	return u, true, ""
 }
 
-// endedWithProcess returns a fleet row of an ephemeral provider (the
-// simulated market) ended, with a note, when the process that launched
-// it has ended: the fleet lived in that process's memory and ended with
-// it. A fleet whose process still runs (a TUI, a server) is left alone;
-// one launched on another host, or by a gpumarket that recorded no
-// owner, is asked of this process's provider, and ended only if it does
-// not know it and no owner can be asked.
+// endedWithProcess ends a simulated fleet whose launching process has ended.
 func (s *Service) endedWithProcess(ctx context.Context, r Entry) (Entry, bool) {
 	if r.Kind != KindFleet || r.ProviderRef == "" || (r.State != StateActive && r.State != StateScheduled) {
 		return r, false
@@ -318,19 +287,13 @@ func (s *Service) endedWithProcess(ctx context.Context, r Entry) (Entry, bool) {
 	return fleetDates(r, s.opt.Now()), true
 }
 
-// windowOver reports whether a row is a reservation, recorded as held,
-// whose window has ended: it may bill until it is released (Azure's
-// capacity reservations), so the clock alone does not end it.
+// windowOver reports whether a held reservation's window ended: it bills until released.
 func windowOver(r Entry, now time.Time) bool {
 	return r.Kind == KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
 		(r.State == StateScheduled || r.State == StateActive)
 }
 
-// endReservation ends a reservation whose window is over: released at a
-// provider whose bookings bill until released, by the clock at one whose
-// bookings end on their own. When its provider is not in use in this run
-// nothing can be known or done: the row stays active and the reason says
-// so. reason is "" when the row was recorded ended.
+// endReservation ends a reservation whose window is over; reason is "" once ended.
 func (s *Service) endReservation(ctx context.Context, r Entry) (Entry, string, error) {
 	p, ok := s.provs[r.Provider]
 	if !ok {
@@ -361,10 +324,7 @@ func (s *Service) endReservation(ctx context.Context, r Entry) (Entry, string, e
 	return next, "", nil
 }
 
-// release releases a reservation whose window has ended and records it
-// ended. When the provider cannot be reached the row stays active with
-// the reason, and the next reconciliation tries again: it is still
-// billing, and the user must see that.
+// release releases an ended reservation; a failure leaves it active, billing, with the reason.
 func (s *Service) release(ctx context.Context, r Entry) (Entry, error) {
 	rel := s.provs[r.Provider].(domain.BookingReleaser)
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
@@ -385,14 +345,7 @@ func (s *Service) release(ctx context.Context, r Entry) (Entry, error) {
 // keepMinWait is the shortest wait between two passes of Keep.
 const keepMinWait = 100 * time.Millisecond
 
-// Keep reconciles the ledger at once and then every interval until ctx
-// ends, so that lost answers are settled, reservations are released when
-// their window ends, and scheduled fleets that gpumarket keeps are
-// launched at their start and deleted at their end while a TUI or a
-// server is running. It wakes early for a schedule due before the next
-// interval (Report.NextDue), so those are sent at their time, not up to
-// an interval late. The first pass does at once what came due while no
-// gpumarket ran, and says how late.
+// Keep reconciles now and every interval until ctx ends, waking early for NextDue.
 func (s *Service) Keep(ctx context.Context, every time.Duration) {
 	s.keeping.Store(true)
 	for {
@@ -406,9 +359,7 @@ func (s *Service) Keep(ctx context.Context, every time.Duration) {
 		}
 		wait := every
 		if !rep.NextDue.IsZero() {
-			// At the time itself (a timer never fires early); a little
-			// later if the clock reads it not quite come, so the loop
-			// never spins.
+			// At the due time, but never spinning on a clock not quite there.
 			wait = min(wait, max(rep.NextDue.Sub(s.opt.Now()), keepMinWait))
 		}
 		t := time.NewTimer(wait)

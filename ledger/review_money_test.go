@@ -155,19 +155,8 @@ func TestFleetOfUnknownCostCountsItsFirstHourOnly(t *testing.T) {
 func TestQuoteWhileAPurchaseIsInFlight(t *testing.T) {
 	f := newFixture(t, "", "aws", ledger.Budget{})
 	f.search(t)
-	started, release := make(chan struct{}), make(chan struct{})
-	f.fake.BookHook = func(context.Context, domain.BookRequest) error {
-		close(started)
-		<-release
-		return nil
-	}
 	ctx := context.Background()
-	first := make(chan error, 1)
-	go func() {
-		_, err := f.svc.Book(ctx, ledger.BookRequest{OfferingID: "cb-cheap", Actor: "alice@host"})
-		first <- err
-	}()
-	<-started
+	release, first := bookInFlight(t, f, "alice@host")
 	_, err := f.svc.Quote(ctx, "cb-cheap")
 	close(release)
 	if err == nil || !strings.Contains(err.Error(), "in flight") || !strings.Contains(err.Error(), "alice@host") || strings.Contains(err.Error(), "unknown outcome") {

@@ -14,19 +14,13 @@ import (
 type Keeper string
 
 const (
-	// KeptByCloud: the cloud launches the fleet at its start and ends it
-	// at its end (AWS: a request fleet with ValidFrom, ValidUntil and
-	// TerminateInstancesWithExpiration); nothing of gpumarket need run.
+	// KeptByCloud: the cloud starts and ends the fleet; nothing of gpumarket need run.
 	KeptByCloud Keeper = "cloud"
-	// KeptByGpumarket: the reconcile loop (Keep, in a running TUI or
-	// serve; or `gpumarket ledger`) sends the launch when the start comes
-	// and the delete when the end comes.
+	// KeptByGpumarket: the reconcile loop launches and deletes it on time.
 	KeptByGpumarket Keeper = "gpumarket"
 )
 
-// KeeperOf is who keeps the schedules of the provider's fleets: its cloud
-// when the descriptor says SchedulesFleets and what it launches outlives
-// gpumarket's process; gpumarket otherwise.
+// KeeperOf is the cloud when it schedules fleets that outlive gpumarket, else gpumarket.
 func KeeperOf(d domain.Descriptor) Keeper {
 	if d.SchedulesFleets && !d.Ephemeral {
 		return KeptByCloud
@@ -34,15 +28,10 @@ func KeeperOf(d domain.Descriptor) Keeper {
 	return KeptByGpumarket
 }
 
-// KeeperNote says, for a confirmation and the ledger's note, who starts
-// and stops a scheduled fleet of the provider, and what that asks of the
-// user.
+// KeeperNote says who starts and stops a scheduled fleet of the provider.
 func KeeperNote(d domain.Descriptor) string { return KeeperOf(d).Note(d) }
 
-// Note says who keeps a schedule kept by k, and what that asks of the
-// user; d is the provider's descriptor (its cloud's name, whether it lives
-// in gpumarket's process). A keeper not recorded ("") is the one the
-// descriptor says.
+// Note says who keeps a schedule kept by k ("" is the descriptor's keeper).
 func (k Keeper) Note(d domain.Descriptor) string {
 	if k == "" {
 		k = KeeperOf(d)
@@ -60,9 +49,7 @@ func (k Keeper) Note(d domain.Descriptor) string {
 	return "gpumarket starts and deletes it: a gpumarket TUI or `serve` must be running at those times (or run `gpumarket ledger`)"
 }
 
-// fleetRequest is what a fleet row's Request holds: the spec sent, and who
-// keeps its schedule. It reads back as a domain.FleetSpec (the keeper
-// is an extra key), so every reader of the spec is unchanged.
+// fleetRequest is a fleet row's Request: the spec plus its keeper.
 type fleetRequest struct {
 	domain.FleetSpec
 	Keeper Keeper `json:",omitempty"`
@@ -78,8 +65,7 @@ type FleetSchedule struct {
 	Keeper Keeper
 }
 
-// ScheduleOf is a fleet row's schedule; ok is false for a row that is
-// not a fleet or was not scheduled.
+// ScheduleOf is a fleet row's schedule; false when it has none.
 func ScheduleOf(r Entry) (FleetSchedule, bool) {
 	if r.Kind != KindFleet || r.Schedule.Keeper == "" {
 		return FleetSchedule{}, false
@@ -87,9 +73,7 @@ func ScheduleOf(r Entry) (FleetSchedule, bool) {
 	return r.Schedule, true
 }
 
-// WindowText says a fleet's window for a person: in the local time of now
-// (the terminal's, or the SSH session's) and in UTC, with its length.
-// A zero start is now; a zero end is "until deleted".
+// WindowText says a fleet's window in now's location and UTC, with its length.
 func WindowText(start, end, now time.Time) string {
 	loc := now.Location()
 	from := "now"
@@ -140,9 +124,7 @@ func Countdown(d time.Duration) string {
 	return fmt.Sprintf("%dm", mins)
 }
 
-// Billing says, after a fleet's hourly estimate, how long it bills: until
-// deleted, or (with an end) until its end, with the total of its window
-// at the estimate.
+// Billing says how long a fleet bills, with its window's total at the estimate.
 func (e FleetEstimate) Billing(spec domain.FleetSpec, now time.Time) string {
 	if spec.End.IsZero() {
 		return "a fleet bills until deleted"
@@ -158,10 +140,7 @@ func (e FleetEstimate) Billing(spec domain.FleetSpec, now time.Time) string {
 	return fmt.Sprintf("it bills until its end: about $%.2f for its %s", e.USDHour*hours.Hours(), Countdown(hours))
 }
 
-// ScheduleLines are what a confirmation says of a scheduled fleet, before
-// anything is launched: its window, in now's location (the terminal's or
-// the SSH session's) and UTC, and who starts and stops it. None for a
-// fleet without a schedule.
+// ScheduleLines are what a confirmation says of a scheduled fleet.
 func (s *Service) ScheduleLines(spec domain.FleetSpec, now time.Time) []string {
 	if !spec.Scheduled(now) {
 		return nil
@@ -169,15 +148,10 @@ func (s *Service) ScheduleLines(spec domain.FleetSpec, now time.Time) []string {
 	return []string{"Window: " + WindowText(spec.Start, spec.End, now), "Schedule: " + KeeperNote(s.describe(spec.Provider)) + "."}
 }
 
-// lateBy is how late past its due time a scheduled action may be sent and
-// still be said to be on time: the loop ticks every minute.
+// lateBy is how late a scheduled action may be and still be on time.
 const lateBy = 2 * time.Minute
 
-// keepSchedule does what a fleet row's schedule asks for now: it launches
-// a fleet gpumarket keeps when its start comes, deletes it when its end
-// comes, and asks the cloud how one the cloud keeps went once a date of
-// it passed. handled is false when the row has nothing due; due is then
-// when it next has (zero: never).
+// keepSchedule does what a row's schedule asks now; else due is when it next asks.
 func (s *Service) keepSchedule(ctx context.Context, r Entry, now time.Time) (next Entry, handled bool, reason string, due time.Time, err error) {
 	sched, ok := ScheduleOf(r)
 	if !ok {
@@ -229,10 +203,7 @@ func (s *Service) keepSchedule(ctx context.Context, r Entry, now time.Time) (nex
 	return r, false, "", time.Time{}, nil
 }
 
-// launchDue launches a fleet gpumarket keeps, its start come, through the
-// same discipline as any launch: the row (its id the ClientToken) goes
-// pending under this process's call lock before the call, the call is
-// bounded, and a lost answer leaves it unknown, to be looked up.
+// launchDue launches a fleet gpumarket keeps, its start come.
 func (s *Service) launchDue(ctx context.Context, r Entry, sched FleetSchedule, now time.Time) (Entry, string, error) {
 	p, ok := s.provs[r.Provider]
 	if !ok {
@@ -244,8 +215,7 @@ func (s *Service) launchDue(ctx context.Context, r Entry, sched FleetSchedule, n
 		return r, fmt.Sprintf("provider %s does not launch fleets", r.Provider), nil
 	}
 	if p.Describe().Ephemeral && !s.keeping.Load() {
-		// What this process launched would end with it: a one-shot
-		// command leaves it to a process that stays.
+		// A simulated fleet would end with this one-shot process.
 		return r, fmt.Sprintf("due at %s: the simulated market lives in a running gpumarket (a TUI or `serve`), which launches it; this command does not",
 			sched.Start.UTC().Format(time.RFC3339)), nil
 	}
@@ -254,9 +224,7 @@ func (s *Service) launchDue(ctx context.Context, r Entry, sched FleetSchedule, n
 	}
 	next := r
 	next.State, next.Error, next.Start = StatePending, "", now
-	// Checked again, against the spending of the day it starts on: the
-	// caps, or what the ledger holds, may have changed since it was
-	// scheduled. Refused, it is not launched and its row says why.
+	// Checked again at its start: the caps or the ledger may have changed.
 	var overCap error
 	u, err := s.st.UpdateFromChecked(ctx, next, StateScheduled, func(spent Spending) error {
 		overCap = s.checkHold(HoldOf(r), spent)
@@ -279,9 +247,7 @@ func (s *Service) launchDue(ctx context.Context, r Entry, sched FleetSchedule, n
 	s.changes.Add(1)
 	late := now.Sub(sched.Start)
 	s.opt.Logger.Info("launching a scheduled fleet", "row", u.ID, "provider", u.Provider, "start", sched.Start, "late", late.Round(time.Second))
-	// Once the row is pending the call runs to its answer, bounded by the
-	// timeout, even when the loop is stopping (a server's SIGTERM drains
-	// money actions in flight): an answer recorded is one less to look up.
+	// Once pending, the call runs to its answer even when the loop stops.
 	res, err := s.sendFleet(context.WithoutCancel(ctx), fl, u, FleetResult{}, sendScheduled)
 	switch {
 	case err != nil && res.Row.ID == "":
@@ -300,10 +266,7 @@ func (s *Service) launchDue(ctx context.Context, r Entry, sched FleetSchedule, n
 	return res.Row, "", nil
 }
 
-// endDue deletes a fleet gpumarket keeps, its end come, and records it
-// ended: at its end when the loop was running then, else as late as it
-// is, said in the note. A delete that fails leaves the row active, still
-// billing, with the reason; the next reconciliation tries again.
+// endDue deletes a fleet gpumarket keeps, its end come; a failure is retried next pass.
 func (s *Service) endDue(ctx context.Context, r Entry, sched FleetSchedule, now time.Time) (Entry, string, error) {
 	p, ok := s.provs[r.Provider].(domain.FleetLauncher)
 	if !ok {
@@ -313,15 +276,13 @@ func (s *Service) endDue(ctx context.Context, r Entry, sched FleetSchedule, now 
 	if err := ctx.Err(); err != nil {
 		return r, "", err
 	}
-	// Sent, the delete runs to its answer (bounded) even when the loop is
-	// stopping: the row must say whether the fleet still bills.
+	// Sent, the delete runs to its answer: the row must say whether it bills.
 	ctx = context.WithoutCancel(ctx)
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	err := p.DeleteFleet(cctx, r.Region, r.ProviderRef)
 	timedOut := cctx.Err() != nil
 	cancel()
-	// A simulated fleet its market does not know ended with the process
-	// that launched it: nothing is left to delete.
+	// A simulated fleet its market does not know ended with its process.
 	if err != nil && !(s.describe(r.Provider).Ephemeral && !timedOut) {
 		r.Error = fmt.Sprintf("its end %s has passed but it is still running: delete failed: %v; gpumarket tries again every minute (or `gpumarket fleet delete %s`)",
 			sched.End.UTC().Format(time.RFC3339), err, r.ID)
@@ -352,10 +313,7 @@ func (s *Service) endDue(ctx context.Context, r Entry, sched FleetSchedule, now 
 	return next, "", err
 }
 
-// ScheduleDue reports whether a fleet row's schedule asks for something
-// now or has passed unheeded: a launch or delete gpumarket owes, or a date
-// the cloud kept whose outcome the ledger does not know yet. A command
-// that reconciles brings the row's provider for it.
+// ScheduleDue reports whether a fleet row's schedule asks for something now.
 func ScheduleDue(r Entry, now time.Time) bool {
 	sched, ok := ScheduleOf(r)
 	if !ok {

@@ -10,8 +10,7 @@ import (
 // KindTrainingPlan is a SageMaker training plan's row.
 const KindTrainingPlan = domain.KindTrainingPlan
 
-// rowWindows are the windows a row holds capacity in: a training plan's
-// segments, as its request recorded the offering; nil for one window.
+// rowWindows are a training plan's segments; nil for one window.
 func rowWindows(r Entry) [][2]time.Time {
 	var o domain.Offering
 	if r.Kind != KindFleet && json.Unmarshal(r.Request, &o) == nil && len(o.Segments) > 0 {

@@ -1,8 +1,3 @@
-// The store keeps gpumarket's local state in one SQLite file in the data
-// dir: the booking ledger (every money-spending action, written before the
-// call is made) and the cache of offerings found by searches, which `book`
-// looks an offering id up in because the clouds cannot.
-
 package ledger
 
 import (
@@ -23,38 +18,27 @@ import (
 // FileName is the database's name inside the data dir.
 const FileName = "gpumarket.db"
 
-// Store is an open database. It is safe for concurrent use, and several
-// processes may open the same file: SQLite's locks (busy timeout 10 s)
-// serialize their writes.
+// Store is an open ledger file, safe for concurrent use by several processes.
 type Store struct {
 	db       *sql.DB
 	path     string
 	now      func() time.Time
 	readOnly bool
-	// version is the schema version of the file (a read-only store reads
-	// older files as they are).
-	version int
-	// snapshot is set when the read-only file could be read only as an
-	// immutable snapshot (no -shm could be made next to it): what another
-	// process writes meanwhile is not seen.
+	version  int
+	// snapshot: the read-only file is read as an immutable snapshot.
 	snapshot bool
 
-	// owner names this handle in the rows whose calls it makes; calls
-	// holds the in-flight lock of each (see calls.go).
+	// owner names this handle in its calls' rows; calls holds their locks.
 	owner Owner
 	mu    sync.Mutex
 	calls map[string]*os.File
 	proc  *os.File
 }
 
-// ErrUnreadable is matched by the refusal to open a ledger file that
-// exists but is empty or not a gpumarket ledger: it is never taken for a
-// new one, since the rows it held (or should hold) would be lost from
-// sight and the same capacity bought again.
+// ErrUnreadable refuses an empty or foreign file, never taken for a new ledger.
 var ErrUnreadable = errors.New("not a gpumarket ledger")
 
-// UnreadableError names the file and what is wrong with it, and says how
-// to rebuild.
+// UnreadableError names the file, what is wrong, and how to rebuild.
 type UnreadableError struct {
 	Path   string
 	Reason string
@@ -72,10 +56,7 @@ func (e *UnreadableError) Is(target error) bool { return target == ErrUnreadable
 // ErrReadOnly is returned by every write to a store opened read-only.
 var ErrReadOnly = errors.New("the ledger is open read-only (its data dir or file is not writable here)")
 
-// Open opens (creating it and the dir if needed) the database in dataDir.
-// A dir or file this process cannot write is opened read-only: the
-// ledger can be listed, and every write fails with ErrReadOnly. A file
-// that exists but is empty or foreign is refused (*UnreadableError).
+// Open opens the ledger in dataDir, read-only when it cannot be written.
 func Open(dataDir string) (*Store, error) {
 	if dataDir == "" {
 		return nil, errors.New("open store: no data dir")
@@ -95,10 +76,7 @@ func Open(dataDir string) (*Store, error) {
 	return OpenPath(path)
 }
 
-// schema is the ledger's file. Synchronous FULL makes every commit
-// durable when it returns: a ledger intent is on disk before the purchase
-// it announces is sent. A damaged, emptied or foreign file is refused,
-// never taken for a new ledger: the same capacity would be bought again.
+// schema: synchronous FULL puts an intent on disk before its call is sent.
 var schema = sqlitedb.Schema{
 	Name: "ledger", Durable: true, QuickCheck: true, Migrations: migrations,
 	Identify: func(_ context.Context, _ sqlitedb.Querier, t map[string]bool) (string, error) {
@@ -118,9 +96,7 @@ func OpenPath(path string) (*Store, error) {
 	return newStore(d, false), nil
 }
 
-// OpenReadOnly opens the database at path for reading only: `ledger` on
-// a data dir this user may read but not write. It never creates, changes
-// or migrates the file; a ledger of an older schema is read as it is.
+// OpenReadOnly opens the ledger at path without creating, changing or migrating it.
 func OpenReadOnly(path string) (*Store, error) {
 	d, err := sqlitedb.OpenReadOnly(context.Background(), path, schema)
 	if err != nil {
@@ -132,8 +108,7 @@ func OpenReadOnly(path string) (*Store, error) {
 	return newStore(d, true), nil
 }
 
-// refusal is an UnreadableError for a file that cannot be a ledger; a
-// ledger of a newer schema is not one to rebuild.
+// refusal is an UnreadableError unless the file is of a newer schema.
 func refusal(err error) error {
 	var fe *sqlitedb.FileError
 	if !errors.As(err, &fe) {
@@ -150,9 +125,7 @@ func newStore(d *sqlitedb.DB, readOnly bool) *Store {
 		owner: newOwner(), calls: map[string]*os.File{}}
 }
 
-// SetAside renames an unreadable ledger file (and its -wal and -shm) out
-// of the way, so that a new ledger can be made, and returns its new name.
-// Nothing is deleted: the file may still hold what someone needs.
+// SetAside renames an unreadable ledger (and its -wal, -shm) aside; nothing is deleted.
 func SetAside(path string, now time.Time) (string, error) {
 	aside, err := sqlitedb.MoveAside(path, "unreadable", now)
 	if err != nil {
@@ -180,21 +153,17 @@ func (s *Store) Path() string { return s.path }
 // ReadOnly reports whether the store was opened read-only.
 func (s *Store) ReadOnly() bool { return s.readOnly }
 
-// Snapshot reports whether the read-only store reads a snapshot that does
-// not follow another process's writes.
+// Snapshot reports whether the read-only store misses others' writes.
 func (s *Store) Snapshot() bool { return s.snapshot }
 
-// Close releases the in-flight locks this handle holds and closes the
-// database.
+// Close releases this handle's in-flight locks and closes the file.
 func (s *Store) Close() error {
 	s.releaseAll()
 	return s.db.Close()
 }
 
-// migrations are applied in order, each once; the migrations table
-// remembers which ran. Never edit one that has shipped: add another.
+// migrations run in order, each once. Never edit one that has shipped.
 var migrations = []string{
-	// 1: the ledger and the offering cache.
 	`CREATE TABLE ledger (
 		id             TEXT PRIMARY KEY,
 		kind           TEXT NOT NULL,
@@ -229,30 +198,20 @@ var migrations = []string{
 		searched_at TEXT NOT NULL,
 		start_at    TEXT NOT NULL
 	);`,
-	// 2: what happened that is not an error (a delete, a re-created row)
-	// gets its own column; a call in flight names its owner (process)
-	// and its heartbeat. Notes the error column held move to note.
+	// 2: notes, and the owner and heartbeat of a call in flight.
 	`ALTER TABLE ledger ADD COLUMN note TEXT NOT NULL DEFAULT '';
 	ALTER TABLE ledger ADD COLUMN owner TEXT NOT NULL DEFAULT '';
 	ALTER TABLE ledger ADD COLUMN heartbeat_at TEXT NOT NULL DEFAULT '';
 	UPDATE ledger SET note = error, error = ''
 		WHERE state = 'deleted' AND (error LIKE 'deleted by %' OR error LIKE 'simulated fleet ended with the process%');`,
-	// 3: what each row's provider last showed of its usage (usage.go),
-	// kept because the clouds forget: EC2 lists a terminated instance
-	// for about an hour, Azure nothing of a deleted reservation. A new
-	// table only: no ledger row is touched.
+	// 3: each row's last usage report, kept because the clouds forget.
 	`CREATE TABLE usage_kept (
 		row_id  TEXT PRIMARY KEY,
 		read_at TEXT NOT NULL,
 		report  TEXT NOT NULL
 	);`,
-	// 4: jobs, their moves and launches (job.go).
 	jobsMigration,
-	// 5: state that lived in free text gets columns: a cost may be
-	// unknown (NULL), a fleet's hourly estimate is usd_hour (its cost_usd,
-	// a first hour's estimate, goes), and a fleet's schedule is read from
-	// its request once, here. SQLite cannot drop a NOT NULL: the table
-	// is copied.
+	// 5: state from free text into columns; the table is copied to drop a NOT NULL.
 	`CREATE TABLE ledger_v5 (
 		id             TEXT PRIMARY KEY,
 		kind           TEXT NOT NULL,
@@ -291,9 +250,7 @@ var migrations = []string{
 	CREATE INDEX ledger_state ON ledger(state);`,
 }
 
-// legacyColumns reads a row of schemas 2 to 4 as schema 5 has it: the
-// copy of migration 5, and what a read-only store selects from an older
-// file. Never edit it: migration 5 has shipped with it.
+// legacyColumns reads a row of schemas 2 to 4 as schema 5 (shipped: never edit).
 const legacyColumns = `id, kind, provider, cloud, region, zone, instance_type, instance_count, gpu_count, start_at, end_at,
 	CASE WHEN kind = 'fleet' OR instr(cost_note, 'cost unknown') > 0 THEN NULL ELSE cost_usd END,
 	cost_note, state, provider_ref, actor, created_at, updated_at, error, request, idem_key, note, owner, heartbeat_at,
@@ -305,8 +262,7 @@ const legacyColumns = `id, kind, provider, cloud, region, zone, instance_type, i
 		 NULLIF(json_extract(request, '$.End'), '0001-01-01T00:00:00Z') IS NOT NULL)
 		THEN COALESCE(NULLIF(json_extract(request, '$.Keeper'), ''), 'cloud') ELSE '' END`
 
-// legacySchedule is the start and end of a fleet's schedule as its
-// request holds them (RFC 3339, read by parseAnyTime).
+// legacySchedule is a fleet's schedule as its request holds it.
 const legacySchedule = `CASE WHEN kind = 'fleet' AND json_valid(request) THEN
 		COALESCE(NULLIF(json_extract(request, '$.Start'), '0001-01-01T00:00:00Z'), '') ELSE '' END,
 	CASE WHEN kind = 'fleet' AND json_valid(request) THEN
@@ -316,8 +272,7 @@ func fmtTime(t time.Time) string { return sqlitedb.FormatTime(t) }
 
 func parseTime(s string) (time.Time, error) { return sqlitedb.ParseTime(s) }
 
-// parseAnyTime reads a stored time, or the RFC 3339 of a fleet request's
-// schedule that migration 4 copied.
+// parseAnyTime reads a stored time, or a fleet request's RFC 3339.
 func parseAnyTime(s string) (time.Time, error) {
 	if t, err := parseTime(s); err == nil {
 		return t, nil

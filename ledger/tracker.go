@@ -12,8 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Reporters returns the usage reporter of each provider given that has
-// one, by name, as Options.Reporter wants it.
+// Reporters returns each provider's usage reporter by name.
 func Reporters(ps []domain.Provider) func(string) (domain.UsageReporter, bool) {
 	m := map[string]domain.UsageReporter{}
 	for _, p := range ps {
@@ -29,43 +28,32 @@ func Reporters(ps []domain.Provider) func(string) (domain.UsageReporter, bool) {
 
 // TrackerOptions configure a Tracker.
 type TrackerOptions struct {
-	// Ledger holds the rows.
 	Ledger *Store
 	// Reporter is as in UsageOptions.
 	Reporter func(provider string) (domain.UsageReporter, bool)
 	// Since is how far back a report reaches (default 7 days).
 	Since time.Duration
-	// TTL is how long a report is reused (default 5 minutes): the
-	// clouds' metrics APIs bill by the request, and thirty sessions must
-	// cost what one does.
+	// TTL is how long a report is reused (default 5m): metrics APIs bill per request.
 	TTL         time.Duration
 	MaxIdlePct  float64
 	Timeout     time.Duration
 	Concurrency int
 	Now         func() time.Time
-	// Kept keeps what the providers showed (the ledger's store; see
-	// Options.Kept); nil keeps nothing.
-	Kept Kept
-	// Log is told once, for the tracker's life, that a report could not
-	// be kept (it is computed every few minutes: a data dir that cannot
-	// be written must not fill the log). nil logs nothing.
+	Kept        Kept
+	// Log is told once that a report could not be kept; nil logs nothing.
 	Log *slog.Logger
 }
 
-// Tracker computes reports for every session of a process and keeps the
-// latest for TTL, so that sessions asking at once share one computation.
+// Tracker shares one report among a process's sessions for TTL.
 type Tracker struct {
 	opt TrackerOptions
 
 	mu     sync.Mutex
 	last   *UsageReport
 	lastAt time.Time
-	// lastRows is the ledger the last report was computed from (rowsKey):
-	// a purchase, launch or state change since makes it stale whatever
-	// its age, or a fleet just launched would be missing for the TTL.
-	lastRows string
-	flight   chan struct{}
-	// saveWarned is set once a failure to keep a report was logged.
+	// lastRows is the ledger the report came from: a change makes it stale at once.
+	lastRows   string
+	flight     chan struct{}
 	saveWarned atomic.Bool
 }
 
@@ -95,10 +83,7 @@ func (t *Tracker) Since() time.Duration { return t.opt.Since }
 // MaxIdlePct is the alert threshold (0: off).
 func (t *Tracker) MaxIdlePct() float64 { return t.opt.MaxIdlePct }
 
-// Report returns the latest report if it is younger than TTL and the
-// ledger's rows are as they were then, else computes one (or waits for
-// the one being computed). Reading the ledger is local and cheap; the
-// clouds' metrics are asked only when the rows changed or the TTL passed.
+// Report returns the latest report unless it is older than TTL or the rows changed.
 func (t *Tracker) Report(ctx context.Context) (UsageReport, error) {
 	for {
 		rows, err := t.opt.Ledger.List(ctx)
@@ -137,8 +122,7 @@ func (t *Tracker) Report(ctx context.Context) (UsageReport, error) {
 	}
 }
 
-// rowsKey is what a report depends on of the ledger's rows: which rows,
-// their state, window, instances and provider id (not their heartbeat).
+// rowsKey is what a report depends on of the rows (not their heartbeat).
 func rowsKey(rows []Entry) string {
 	var b strings.Builder
 	for _, r := range rows {

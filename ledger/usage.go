@@ -1,14 +1,3 @@
-// Usage works out, for every ledger row, what was bought and how
-// much of it was used: booked GPU-hours, GPU-hours with instances running,
-// GPU-hours busy (from the clouds' utilization metrics), interruptions,
-// the cost so far (CostSoFar, as every view shows it) and the idle cost — what was paid for GPU-hours not
-// running or not busy. The providers only report what their cloud shows
-// (domain.UsageReporter); every figure is computed here, the same way
-// for every cloud, so the CLI, the TUI and the budget alert agree.
-//
-// Unknown figures are NaN (null in JSON), never 0: a row whose metrics
-// could not be read is "no metrics", not "0 % busy".
-
 package ledger
 
 import (
@@ -29,28 +18,19 @@ type UsageRow struct {
 	ID, Kind, Provider, Cloud, Region, Zone string
 	InstanceType                            string
 	Actor, State                            string
-	// GPUs is what was booked: every GPU of a block or reservation, a
-	// fleet's target count of GPUs.
+	// GPUs is what was booked (a fleet's target count of GPUs).
 	GPUs float64
-	// Start and End bound the span counted: the row's capacity within
-	// [Since, Now]; End is Now while it runs.
+	// Start and End bound the row's capacity within [Since, Now].
 	Start, End time.Time
 	// Active is set while the capacity runs (the ledger's "active").
 	Active bool
-	// BookedGPUHours is the capacity of the span; RunningGPUHours the
-	// part of it that instances ran in; BusyGPUHours the part of that the
-	// metrics saw busy. busy ≤ running ≤ booked. NaN is unknown.
+	// busy ≤ running ≤ booked GPU-hours of the span; NaN is unknown.
 	BookedGPUHours  float64
 	RunningGPUHours float64
 	BusyGPUHours    float64
-	// Interruptions counts the instances the cloud took back in the span;
-	// -1 is unknown.
+	// Interruptions counts instances taken back in the span; -1 is unknown.
 	Interruptions int
-	// CostUSD is what the row has cost so far: a block's whole upfront
-	// fee (paid at purchase), a reservation's hours so far at its rate, a
-	// fleet's instance-hours at the spot prices in force while they ran
-	// (on-demand ones at list). IdleUSD is the part of it paid for
-	// GPU-hours not running or not busy. NaN is unknown.
+	// CostUSD is the cost so far; IdleUSD its part paid for idle GPU-hours. NaN is unknown.
 	CostUSD float64
 	IdleUSD float64
 	// MetricsSource names the utilization metric ("" is no metrics).
@@ -59,13 +39,11 @@ type UsageRow struct {
 	Note string
 	// Days splits the row by UTC day, oldest first.
 	Days []Day
-	// consumed is the cost of the span (a block's fee spread over its
-	// hours): the base of the idle share.
+	// consumed is the span's cost (a fee spread over its hours), IdleShare's base.
 	consumed float64
 }
 
-// IdleShare is the share of the span's cost that paid for idle GPU-hours,
-// 0 to 1; NaN when unknown.
+// IdleShare is the share of the span's cost paid for idle GPU-hours; NaN when unknown.
 func (r UsageRow) IdleShare() float64 {
 	if math.IsNaN(r.IdleUSD) || !(r.consumed > 0) {
 		return math.NaN()
@@ -73,9 +51,7 @@ func (r UsageRow) IdleShare() float64 {
 	return math.Min(r.IdleUSD/r.consumed, 1)
 }
 
-// UsedUSD is the cost of the span so far, the base of IdleShare: a
-// block's or reservation's price for the hours it has run (its fee spread
-// over its window), a fleet's cost so far; NaN when unknown.
+// UsedUSD is the cost of the span so far; NaN when unknown.
 func (r UsageRow) UsedUSD() float64 {
 	if !(r.consumed > 0) {
 		return math.NaN()
@@ -93,18 +69,14 @@ type Day struct {
 	BookedGPUHours  float64
 	RunningGPUHours float64
 	BusyGPUHours    float64
-	// CostUSD is what the day's capacity cost (a block's fee spread over
-	// its hours); IdleUSD the part of it idle.
+	// CostUSD is the day's capacity cost; IdleUSD the part of it idle.
 	CostUSD float64
 	IdleUSD float64
-	// Interruptions counts the instances taken back that day; -1 is
-	// unknown.
+	// Interruptions counts instances taken back that day; -1 is unknown.
 	Interruptions int
 }
 
-// Total sums rows by a key (a day, an actor, or all). Unknown figures of a
-// row are left out of the sums, and NoMetrics counts the rows whose busy
-// GPU-hours (and so idle cost) are unknown.
+// Total sums rows by a key; NoMetrics counts rows whose busy GPU-hours are unknown.
 type Total struct {
 	Key             string
 	Rows            int
@@ -124,8 +96,7 @@ type Alert struct {
 	MaxPct  float64
 }
 
-// String is the alert as one line: "…RD7Q2K (2×p5.48xlarge) is 83% idle,
-// over the 50% budget".
+// String is the alert as one line.
 func (a Alert) String() string {
 	return fmt.Sprintf("%s (%s %d GPUs of %s) is %.0f%% idle, over budget.max_idle_pct %.0f%%",
 		a.Row.ID, a.Row.Kind, int(math.Round(a.Row.GPUs)), a.Row.InstanceType, a.IdlePct, a.MaxPct)
@@ -134,11 +105,9 @@ func (a Alert) String() string {
 // UsageReport is the usage of every row over [Since, Now].
 type UsageReport struct {
 	Since, Now time.Time
-	// Rows are the five most idle first (by idle cost), then the rest
-	// newest first.
+	// Rows are the five most idle first, then the rest newest first.
 	Rows []UsageRow
-	// Days are the totals per UTC day, oldest first; Actors per actor,
-	// by idle cost; All over every row.
+	// Days are per UTC day, oldest first; Actors by idle cost; All over every row.
 	Days   []Total
 	Actors []Total
 	All    Total
@@ -148,36 +117,23 @@ type UsageReport struct {
 
 // UsageOptions of Compute.
 type UsageOptions struct {
-	// Since and Now bound the span; rows outside it are left out.
 	Since, Now time.Time
-	// Reporter returns the usage reporter of a provider, false when the
-	// provider is not in use in this run or reports no usage.
+	// Reporter returns a provider's usage reporter, false when there is none.
 	Reporter func(provider string) (domain.UsageReporter, bool)
-	// Timeout bounds each provider call (default 30s); Concurrency how
-	// many run at once (default 4).
+	// Timeout bounds each call (default 30s); Concurrency how many run (default 4).
 	Timeout     time.Duration
 	Concurrency int
-	// MaxIdlePct raises an Alert for a running row idle more than this
-	// share of its cost (percent); 0 is off.
+	// MaxIdlePct alerts on a running row idle over this % of its cost; 0 is off.
 	MaxIdlePct float64
-	// Kept keeps what each row's provider last showed (the ledger's
-	// store); nil keeps nothing. See readRow.
-	Kept Kept
-	// SaveFailed is told, once per Compute, that what a provider
-	// showed could not be kept; the report is the same either way. nil
-	// ignores it.
+	Kept       Kept
+	// SaveFailed is told once per Compute that a report could not be kept.
 	SaveFailed func(error)
 }
 
-// saveTimeout bounds keeping one row's report: the report never waits
-// long on the ledger's file (another process may hold its write lock).
+// saveTimeout keeps a report from waiting long on another process's write lock.
 const saveTimeout = 5 * time.Second
 
-// readRow is the report of a row: what its provider shows now, merged
-// with what Kept holds of what it showed before (and kept again), or what
-// Kept holds alone, when the live read fails or the row has ended and the
-// cloud no longer lists any of its instances. nil when nothing is known;
-// notes says what the figures rest on.
+// readRow is a row's report: the live read merged with what was kept.
 func readRow(ctx context.Context, r Entry, q domain.UsageQuery, opt UsageOptions, saveFailed func(error), notes *[]string) *domain.UsageReport {
 	var live domain.UsageReport
 	var liveErr error
@@ -209,8 +165,7 @@ func readRow(ctx context.Context, r Entry, q domain.UsageQuery, opt UsageOptions
 	}
 	switch {
 	case liveErr != nil && haveKept:
-		// Counted as seen then: an instance running then is not
-		// guessed to have run on since.
+		// Counted as seen then, not guessed to have run on since.
 		*notes = append(*notes, keptNote(keptAt, "the live read failed: "+liveErr.Error()))
 		return withNote(closeOpen(kept, keptAt))
 	case liveErr != nil:
@@ -220,9 +175,7 @@ func readRow(ctx context.Context, r Entry, q domain.UsageQuery, opt UsageOptions
 		}
 		return nil
 	case haveKept && !q.End.IsZero() && !q.End.After(opt.Now) && len(live.Instances) == 0 && len(kept.Instances) > 0:
-		// The row has ended and the cloud has forgotten its
-		// instances: this read adds nothing, and is not kept (the
-		// kept figures stay those of when they were read).
+		// Ended and forgotten by the cloud: this read adds nothing and is not kept.
 		*notes = append(*notes, keptNote(keptAt, "the cloud no longer lists its instances"))
 		return withNote(merge(kept, keptAt, live))
 	}
@@ -231,15 +184,12 @@ func readRow(ctx context.Context, r Entry, q domain.UsageQuery, opt UsageOptions
 		rep = merge(kept, keptAt, live)
 	}
 	if keptErr != nil {
-		// The live figures stand, but what was kept (instances the cloud
-		// has since forgotten) is missing from them.
 		*notes = append(*notes, "the usage kept in the ledger could not be read: "+keptErr.Error()+
 			"; the figures are what the cloud lists now")
 	}
 	rep = capForKeeping(bound(rep, q.Start, q.End))
 	if opt.Kept != nil && keptErr == nil {
-		// A kept report that could not be read is not saved over:
-		// what it holds may be what the cloud has forgotten.
+		// A kept report that could not be read is not saved over.
 		if ro, ok := opt.Kept.(readOnly); !ok || !ro.ReadOnly() {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 			if err := opt.Kept.SaveUsage(sctx, r.ID, rep, opt.Now); err != nil {
@@ -254,8 +204,7 @@ func readRow(ctx context.Context, r Entry, q domain.UsageQuery, opt UsageOptions
 // TopIdle is how many of the most idle rows come first.
 const TopIdle = 5
 
-// Counted reports whether a ledger row bought or launched capacity that
-// usage counts: it has the cloud's id and a state past its call.
+// Counted reports whether a row has capacity usage counts: a cloud id and a state past its call.
 func Counted(r Entry) bool {
 	if r.ProviderRef == "" {
 		return false
@@ -267,10 +216,7 @@ func Counted(r Entry) bool {
 	return false
 }
 
-// Compute works out the usage of the rows over [opt.Since, opt.Now],
-// asking each row's provider what ran (at most opt.Concurrency calls at
-// once). A provider that fails leaves its rows without running and busy
-// figures, and the rest is still computed.
+// Compute works out the usage of the rows over [Since, Now].
 func Compute(ctx context.Context, rows []Entry, opt UsageOptions) UsageReport {
 	if opt.Timeout <= 0 {
 		opt.Timeout = 30 * time.Second
@@ -381,7 +327,6 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 		RunningGPUHours: math.NaN(), BusyGPUHours: math.NaN(), CostUSD: math.NaN(), IdleUSD: math.NaN()}
 	var notes []string
 
-	// What the provider shows, merged with what it showed before.
 	rep := readRow(ctx, r, q, opt, saveFailed, &notes)
 	if rep != nil {
 		if n := lastSeenNote(*rep, start, end); n != "" {
@@ -455,9 +400,7 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 		row.RunningGPUHours, row.BusyGPUHours = 0, 0
 		for i := range row.Days {
 			d := &row.Days[i]
-			// Running counts at most what was booked (an instance
-			// outside the booked count runs on other terms), busy at
-			// most what ran.
+			// Running counts at most what was booked, busy at most what ran.
 			d.RunningGPUHours = math.Min(d.RunningGPUHours, d.BookedGPUHours)
 			d.BusyGPUHours = math.Min(d.BusyGPUHours, d.RunningGPUHours)
 			row.RunningGPUHours += d.RunningGPUHours
@@ -486,9 +429,7 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 	return row
 }
 
-// costRow fills the cost and idle figures of a row and its days: the
-// cost is CostSoFar's over each day (what every view shows), the idle
-// part the share of it not running or not busy.
+// costRow fills a row's and its days' cost (CostSoFar) and idle figures.
 func costRow(row *UsageRow, r Entry, opt UsageOptions) {
 	row.CostUSD = CostSoFar(r, row.Start, row.End)
 	if t := domain.TermsOfKind(r.Kind); t != nil && t.Upfront {
@@ -508,8 +449,7 @@ func costRow(row *UsageRow, r Entry, opt UsageOptions) {
 		case !idleKnown:
 			d.IdleUSD = math.NaN()
 		case r.Kind == KindFleet && d.RunningGPUHours > 0:
-			// A fleet bills only while its instances run: what it paid
-			// for idle is the share of the running GPU-hours not busy.
+			// A fleet bills only while it runs: idle is the running share not busy.
 			d.IdleUSD = d.CostUSD * (d.RunningGPUHours - d.BusyGPUHours) / d.RunningGPUHours
 		case r.Kind == KindFleet:
 			d.IdleUSD = 0
@@ -539,8 +479,7 @@ func joinNote(a, b string) string {
 	return a + "; " + b
 }
 
-// order puts the TopIdle rows of the highest idle cost first, then the
-// rest newest first.
+// order puts the TopIdle rows of highest idle cost first, then newest first.
 func order(rows []UsageRow) []UsageRow {
 	byStart := append([]UsageRow(nil), rows...)
 	sort.SliceStable(byStart, func(i, j int) bool {
@@ -676,10 +615,7 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// Bar draws booked, running and busy GPU-hours as one bar of at most
-// width cells, scaled to peak: █ busy, ▓ running but not busy (or not
-// measured), ▒ booked but not running. Unknown running or busy figures
-// draw as none of that kind.
+// Bar draws GPU-hours as one bar: █ busy, ▓ running not busy, ▒ booked not running.
 func Bar(booked, running, busy, peak float64, width int) string {
 	if !(peak > 0) || width <= 0 || math.IsNaN(booked) {
 		return ""

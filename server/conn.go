@@ -11,13 +11,10 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 )
 
-// defaultNoSessionTimeout is Options.NoSessionTimeout's default: as long
-// as the handshake may take, ample for a client to open its session.
+// defaultNoSessionTimeout is as long as a handshake may take.
 const defaultNoSessionTimeout = 30 * time.Second
 
-// conn is one SSH connection, from accept to close. An authenticated
-// connection holds one place of MaxSessions while it has no session; a
-// session on it takes that place over.
+// conn is one SSH connection; authenticated and sessionless, it holds a place.
 type conn struct {
 	nc     net.Conn
 	remote string
@@ -30,8 +27,7 @@ type conn struct {
 
 type connKey struct{}
 
-// connTimer is the part of *time.Timer a connection uses; tests fire a
-// fake one instead of waiting for the clock.
+// connTimer is the part of *time.Timer a connection uses, faked in tests.
 type connTimer interface {
 	Reset(time.Duration) bool
 	Stop() bool
@@ -39,15 +35,12 @@ type connTimer interface {
 
 func realTimer(d time.Duration, f func()) connTimer { return time.AfterFunc(d, f) }
 
-// connOf returns the connection a session runs on.
 func connOf(ctx context.Context) *conn {
 	c, _ := ctx.Value(connKey{}).(*conn)
 	return c
 }
 
-// trackConn sees every connection as it is accepted, before the
-// handshake. It arms the no-session timer, which also bounds the
-// handshake, and forgets the connection when it closes.
+// trackConn arms each accepted connection's no-session timer, which bounds the handshake too.
 func (s *Server) trackConn(ctx ssh.Context, nc net.Conn) net.Conn {
 	c := &conn{nc: nc, remote: addrString(nc.RemoteAddr())}
 	s.mu.Lock()
@@ -69,15 +62,12 @@ func (s *Server) trackConn(ctx ssh.Context, nc net.Conn) net.Conn {
 	return nc
 }
 
-// serverConfig adds to each connection's SSH config the hook that runs
-// once its key is verified (not merely queried): the moment it starts to
-// hold a place.
+// serverConfig admits a connection once its key is verified, not merely queried.
 func (s *Server) serverConfig(ctx ssh.Context) *gossh.ServerConfig {
 	return &gossh.ServerConfig{
 		VerifiedPublicKeyCallback: func(_ gossh.ConnMetadata, _ gossh.PublicKey, perms *gossh.Permissions, _ string) (*gossh.Permissions, error) {
 			if msg := s.admitConn(connOf(ctx)); msg != "" {
-				// The banner is what the client prints; the error only
-				// fails this attempt.
+				// The client prints the banner; the error fails only this attempt.
 				return nil, &gossh.BannerError{Err: errors.New(msg), Message: msg + "\r\n"}
 			}
 			return perms, nil
@@ -85,8 +75,7 @@ func (s *Server) serverConfig(ctx ssh.Context) *gossh.ServerConfig {
 	}
 }
 
-// admitConn lets an authenticated connection hold a place, or says why it
-// cannot ("" when admitted).
+// admitConn lets an authenticated connection hold a place, or says why not.
 func (s *Server) admitConn(c *conn) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -99,9 +88,7 @@ func (s *Server) admitConn(c *conn) string {
 	return ""
 }
 
-// placesLocked counts the places in use: every session, and every
-// authenticated connection without one, except the connection asking
-// (whose own place a session on it takes over).
+// placesLocked counts places in use but the asking connection's own.
 func (s *Server) placesLocked(asking *conn) int {
 	n := len(s.sessions)
 	for c := range s.conns {
@@ -112,7 +99,6 @@ func (s *Server) placesLocked(asking *conn) int {
 	return n
 }
 
-// closeIfSessionless closes c if it still has no session.
 func (s *Server) closeIfSessionless(c *conn) {
 	s.mu.Lock()
 	if c.closed || c.sessions > 0 {
@@ -126,16 +112,12 @@ func (s *Server) closeIfSessionless(c *conn) {
 	_ = c.nc.Close()
 }
 
-// sessionStartedLocked moves c's place to a session on it. The timer is
-// left to run: when it fires, closeIfSessionless sees the session and
-// leaves the connection be (stopping it here would race with a timer
-// already firing anyway).
+// sessionStartedLocked moves c's place to its session; the timer then finds it and leaves c be.
 func (c *conn) sessionStartedLocked() {
 	c.sessions++
 }
 
-// sessionEndedLocked gives c back its place once its last session ends,
-// and re-arms its timer.
+// sessionEndedLocked gives c its place back and re-arms its timer.
 func (c *conn) sessionEndedLocked(d time.Duration) {
 	c.sessions--
 	if c.sessions == 0 && !c.closed {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
 // dialBanner dials and returns the auth banners the server sent (where a
@@ -58,7 +60,7 @@ func (r *rig) places() int {
 // NoSessionTimeout, which frees the place. (The timers are fired by the
 // test; TestSilentConnectionClosed runs a real one.)
 func TestSessionlessConnectionHoldsAPlaceAndTimesOut(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{maxSessions: 1, fakeTimers: true})
 	idle := mustDial(t, r.addr(), k) // like ssh -N: authenticated, no session
 	if n := r.places(); n != 1 {
@@ -79,41 +81,41 @@ func TestSessionlessConnectionHoldsAPlaceAndTimesOut(t *testing.T) {
 	}
 	eventually(t, "the place is freed", func() bool { return r.places() == 0 })
 	tm := openTerm(t, mustDial(t, r.addr(), k), 80, 24, nil)
-	tm.waitText(t, "SIMULATED MARKET")
+	tm.WaitText(t, "SIMULATED MARKET")
 }
 
 // A session on a connection takes over that connection's place: with a
 // cap of one, one client can still open its one session.
 func TestSessionTakesOverItsConnectionsPlace(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{maxSessions: 1})
 	c := mustDial(t, r.addr(), k)
 	tm := openTerm(t, c, 80, 24, nil)
-	tm.waitText(t, "SIMULATED MARKET")
+	tm.WaitText(t, "SIMULATED MARKET")
 	if n := r.places(); n != 1 {
 		t.Errorf("places with one session on one connection = %d, want 1", n)
 	}
 	second := openTerm(t, c, 80, 24, nil)
-	if st := second.exitStatus(t); st != 1 {
+	if st := second.ExitStatus(t); st != 1 {
 		t.Errorf("a second session over a cap of 1: exit %d, want 1", st)
 	}
-	second.waitStderr(t, "server is full")
+	second.WaitStderr(t, "server is full")
 }
 
 // A connection whose sessions have ended (ssh's ControlPersist keeps such
 // connections) is sessionless again: it is closed after the timeout, and
 // the timer does not fire while a session runs.
 func TestConnectionClosedAfterItsLastSessionEnds(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{fakeTimers: true})
 	c := mustDial(t, r.addr(), k)
 	tm := openTerm(t, c, 80, 24, nil)
-	tm.waitText(t, "SIMULATED MARKET")
+	tm.WaitText(t, "SIMULATED MARKET")
 	r.timers.fireAll() // the timeout passes: a running session keeps its connection
-	tm.press(t, "x")
-	tm.waitText(t, "typed=x")
-	tm.press(t, "q")
-	if st := tm.exitStatus(t); st != 0 {
+	tm.Press(t, "x")
+	tm.WaitText(t, "typed=x")
+	tm.Press(t, "q")
+	if st := tm.ExitStatus(t); st != 0 {
 		t.Fatalf("exit %d after q", st)
 	}
 	eventually(t, "the server sees the session end", func() bool { return r.srv.Sessions() == 0 })
@@ -124,7 +126,7 @@ func TestConnectionClosedAfterItsLastSessionEnds(t *testing.T) {
 // A session channel that never asks for a shell is no session: its
 // connection still holds its place and is closed on time.
 func TestChannelWithoutShellDoesNotKeepConnection(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{maxSessions: 1, fakeTimers: true})
 	c := mustDial(t, r.addr(), k)
 	if _, err := c.NewSession(); err != nil {
@@ -142,7 +144,7 @@ func TestChannelWithoutShellDoesNotKeepConnection(t *testing.T) {
 // is closed, and holds no place meanwhile. This test runs the real timer:
 // nothing else in it depends on the clock.
 func TestSilentConnectionClosed(t *testing.T) {
-	_, line := newKey(t, "", "")
+	_, line := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{maxSessions: 1, noSession: 300 * time.Millisecond})
 	nc, err := net.Dial("tcp", r.addr())
 	if err != nil {
@@ -168,7 +170,7 @@ func TestSilentConnectionClosed(t *testing.T) {
 // A command (with or without a terminal) or a subsystem is refused with a
 // message and exit 1, and no TUI is built.
 func TestCommandRefused(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{})
 	c := mustDial(t, r.addr(), k)
 	for _, pty := range []bool{true, false} {

@@ -3,6 +3,8 @@ package server
 import (
 	"strings"
 	"testing"
+
+	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
 const fullOfTwo = "gpumarket: the server is full: it allows 2 sessions at once; try again later"
@@ -10,10 +12,10 @@ const fullOfTwo = "gpumarket: the server is full: it allows 2 sessions at once; 
 // A client turned away by a server full of TUI sessions reads one line
 // saying so, sent as an SSH banner before its authentication fails.
 func TestFullServerBannerBeforeAuthFails(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{maxSessions: 2})
 	for range 2 {
-		openTerm(t, mustDial(t, r.addr(), k), 80, 24, nil).waitText(t, "SIMULATED MARKET")
+		openTerm(t, mustDial(t, r.addr(), k), 80, 24, nil).WaitText(t, "SIMULATED MARKET")
 	}
 	c, banner, err := dialBanner(r.addr(), k)
 	if err == nil {
@@ -31,11 +33,11 @@ func TestFullServerBannerBeforeAuthFails(t *testing.T) {
 // The same with the real OpenSSH client: it prints the banner, then its
 // own "Permission denied".
 func TestOpenSSHFullServerSaysSo(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	key, line2 := newKeyFile(t, "", "")
 	r := newRig(t, line+"\n"+line2+"\n", rigOptions{maxSessions: 2})
 	for range 2 {
-		openTerm(t, mustDial(t, r.addr(), k), 80, 24, nil).waitText(t, "SIMULATED MARKET")
+		openTerm(t, mustDial(t, r.addr(), k), 80, 24, nil).WaitText(t, "SIMULATED MARKET")
 	}
 	code, out := runOpenSSH(t, r.addr(), key, "-tt")
 	if code != 255 || !strings.Contains(out, fullOfTwo) {

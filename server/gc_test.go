@@ -3,13 +3,15 @@ package server
 import (
 	"runtime/debug"
 	"testing"
+
+	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
 // serve collects at a quarter of the live heap unless GOGC says
 // otherwise: an idle session then costs near what it holds, not twice it.
 func TestServeCollectsEarlyUnlessGOGCIsSet(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	t.Setenv("GOGC", "")
 	r := newRig(t, line+"\n", rigOptions{})
 	mustDial(t, r.addr(), k).Close() // served: Serve has begun

@@ -1,14 +1,11 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -20,11 +17,11 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
 // waitFor bounds every wait in these tests. It is a ceiling against a hung
@@ -154,29 +151,11 @@ type rig struct {
 	stop    func()
 	started time.Time
 
-	logs   *logBuffer
+	logs   *testutil.Buffer
 	timers *fakeTimers // set when rigOptions.fakeTimers
 
 	mu   sync.Mutex
 	hook func(*testModel)
-}
-
-// logBuffer collects the server's log for tests to read.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // newModelHook sees every test model the server builds from now on.
@@ -269,7 +248,7 @@ func newRig(t *testing.T, authorized string, ro rigOptions) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, dir: dir, akPath: ak, source: &countingSource{}, booker: &fakeBooker{},
-		infos: make(chan SessionInfo, 200), serveCh: make(chan error, 1), logs: &logBuffer{}}
+		infos: make(chan SessionInfo, 200), serveCh: make(chan error, 1), logs: &testutil.Buffer{}}
 	r.hub = feed.New([]domain.Provider{r.source}, feed.Options{
 		Interval:     func(string) time.Duration { return ro.interval },
 		PublishEvery: 10 * time.Millisecond,
@@ -354,26 +333,6 @@ func (r *rig) addr() string {
 
 // newKey makes a client key and its authorized_keys line (without a
 // newline; prefix and suffix are options and comment).
-func newKey(t *testing.T, options, comment string) (gossh.Signer, string) {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := gossh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	line := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(signer.PublicKey())))
-	if options != "" {
-		line = options + " " + line
-	}
-	if comment != "" {
-		line += " " + comment
-	}
-	return signer, line
-}
-
 // newKeyFile makes a client key as OpenSSH's ssh reads it (a 0600
 // private key file) and its authorized_keys line.
 func newKeyFile(t *testing.T, options, comment string) (path, line string) {
@@ -395,14 +354,7 @@ func newKeyFile(t *testing.T, options, comment string) (path, line string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line = strings.TrimSpace(string(gossh.MarshalAuthorizedKey(signer.PublicKey())))
-	if options != "" {
-		line = options + " " + line
-	}
-	if comment != "" {
-		line += " " + comment
-	}
-	return path, line
+	return path, testutil.KeyLine(signer.PublicKey(), options, comment)
 }
 
 func dial(addr string, signer gossh.Signer) (*gossh.Client, error) {
@@ -424,46 +376,7 @@ func mustDial(t *testing.T, addr string, signer gossh.Signer) *gossh.Client {
 	return c
 }
 
-// screen is the output of one session, read as it comes.
-type screen struct {
-	mu     sync.Mutex
-	out    bytes.Buffer
-	errOut bytes.Buffer
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (s *screen) text() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return ansi.Strip(s.out.String())
-}
-
-func (s *screen) stderr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.errOut.String()
-}
-
-// term is a client session with a PTY.
-type term struct {
-	sess  *gossh.Session
-	in    io.WriteCloser
-	scr   *screen
-	done  chan error
-	wrote int // bytes of output already consumed by waits
-}
-
-func openTerm(t *testing.T, c *gossh.Client, w, h int, env map[string]string) *term {
+func openTerm(t *testing.T, c *gossh.Client, w, h int, env map[string]string) *testutil.Term {
 	t.Helper()
 	sess, err := c.NewSession()
 	if err != nil {
@@ -478,78 +391,7 @@ func openTerm(t *testing.T, c *gossh.Client, w, h int, env map[string]string) *t
 	if err := sess.RequestPty("xterm-256color", h, w, gossh.TerminalModes{}); err != nil {
 		t.Fatalf("request pty: %v", err)
 	}
-	return startShell(t, sess)
-}
-
-func startShell(t *testing.T, sess *gossh.Session) *term {
-	t.Helper()
-	scr := &screen{}
-	sess.Stdout = lockedWriter{&scr.mu, &scr.out}
-	sess.Stderr = lockedWriter{&scr.mu, &scr.errOut}
-	in, err := sess.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sess.Shell(); err != nil {
-		t.Fatalf("shell: %v", err)
-	}
-	tm := &term{sess: sess, in: in, scr: scr, done: make(chan error, 1)}
-	go func() { tm.done <- sess.Wait() }()
-	return tm
-}
-
-// waitText waits until the screen shows want (in output not yet consumed
-// by an earlier wait) and consumes it.
-func (tm *term) waitText(t *testing.T, want string) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for time.Now().Before(deadline) {
-		txt := tm.scr.text()
-		if i := strings.Index(txt[min(tm.wrote, len(txt)):], want); i >= 0 {
-			tm.wrote += i + len(want)
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("screen never showed %q; it shows:\n%s\nstderr: %s", want, tm.scr.text(), tm.scr.stderr())
-}
-
-func (tm *term) waitStderr(t *testing.T, want string) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for time.Now().Before(deadline) {
-		if strings.Contains(tm.scr.stderr(), want) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("stderr never said %q; it says %q", want, tm.scr.stderr())
-}
-
-func (tm *term) press(t *testing.T, keys string) {
-	t.Helper()
-	if _, err := io.WriteString(tm.in, keys); err != nil {
-		t.Fatalf("type %q: %v", keys, err)
-	}
-}
-
-// exitStatus waits for the session to end and returns its exit status.
-func (tm *term) exitStatus(t *testing.T) int {
-	t.Helper()
-	select {
-	case err := <-tm.done:
-		if err == nil {
-			return 0
-		}
-		var ee *gossh.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitStatus()
-		}
-		t.Fatalf("session ended without a status: %v", err)
-	case <-time.After(waitFor):
-		t.Fatal("session did not end")
-	}
-	return -1
+	return testutil.StartShell(t, sess, waitFor)
 }
 
 // eventually polls cond until it holds, bounded by waitFor.

@@ -15,18 +15,10 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 )
 
-// HostKeyName is the host key's file name in the data dir.
 const HostKeyName = "ssh_host_ed25519_key"
 
-// LoadOrCreateHostKey reads the server's host key from path, creating an
-// ed25519 key there (mode 0600, directory 0700) the first time. Keeping
-// the key across restarts is what spares clients the "host key changed"
-// warning.
-//
-// A key file that others may read or change, in a directory others may
-// write, is refused (an *UnsafeFileError, see readTrusted), as is a weak
-// key (see checkHostKeyStrength): either would let someone else pose as
-// this server to its users.
+// LoadOrCreateHostKey reads the host key at path, creating an ed25519 one the
+// first time; unsafe files and weak keys are refused (docs/DESIGN.md).
 func LoadOrCreateHostKey(path string, logger *slog.Logger) (gossh.Signer, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -54,16 +46,10 @@ func LoadOrCreateHostKey(path string, logger *slog.Logger) (gossh.Signer, error)
 	return signer, nil
 }
 
-// minRSABits is the smallest RSA host key accepted. RSA-1024 has been
-// below every published guidance (NIST SP 800-131A) since 2013; OpenSSH
-// itself refuses RSA keys under 1024 bits and makes 3072 by default.
+// minRSABits: RSA-1024 is below NIST SP 800-131A since 2013.
 const minRSABits = 2048
 
-// checkHostKeyStrength refuses host keys too weak to prove the server:
-// RSA under minRSABits and DSA (1024 bits by definition, removed from
-// OpenSSH). Refused rather than warned about: a warning scrolls past in
-// a server's log while every client keeps trusting the weak key, and the
-// fix (a new ed25519 key) takes one command.
+// checkHostKeyStrength refuses RSA under minRSABits and DSA: a warning would scroll past.
 func checkHostKeyStrength(pub gossh.PublicKey) error {
 	switch pub.Type() {
 	case gossh.InsecureKeyAlgoDSA:
@@ -84,8 +70,7 @@ func checkHostKeyStrength(pub gossh.PublicKey) error {
 	return nil
 }
 
-// createHostKey writes a new key with O_EXCL, so two servers starting at
-// once cannot each write a different key; the loser reads the winner's.
+// createHostKey uses O_EXCL: of two servers starting at once, the loser reads the winner's key.
 func createHostKey(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("create directory: %w", err)

@@ -11,39 +11,17 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 )
 
-// Role is what a key may do in a session.
 type Role string
 
-// Roles. A key with no role is a viewer: least privilege unless someone
-// said otherwise.
-//
-// Where a key's role comes from, first match wins:
-//
-//  1. config serve.roles, by the key's fingerprint, either way: the
-//     operator's own file naming one key exactly is the most deliberate
-//     word there is, so it may promote a viewer line and demote a booker
-//     line;
-//  2. the key's authorized_keys line: its environment="GPUMARKET_ROLE=…"
-//     options and its gpumarket-role=… comment tokens. When they agree,
-//     that role; when they disagree, viewer (least privilege), with a
-//     warning in the log. Neither the option nor the comment is more
-//     "explicit" than the other (both are text anyone who can edit the
-//     line wrote), and an unclear grant must not be read as leave to
-//     spend money: a mistaken viewer costs an edit, a mistaken booker
-//     costs money;
-//  3. otherwise viewer.
+// Roles; where a key's comes from is in docs/DESIGN.md ("Serving over SSH").
 const (
-	// RoleViewer sees everything and can spend nothing.
 	RoleViewer Role = "viewer"
-	// RoleBooker may book capacity blocks and launch fleets, within the
-	// budget caps.
 	RoleBooker Role = "booker"
 )
 
-// RoleForm is the accepted spelling of a role, for error messages.
+// RoleForm is the accepted spelling of a role, for messages.
 const RoleForm = `"viewer" or "booker"`
 
-// ParseRole reads a role as config and authorized_keys write it.
 func ParseRole(s string) (Role, error) {
 	switch r := Role(strings.ToLower(strings.TrimSpace(s))); r {
 	case RoleViewer, RoleBooker:
@@ -52,23 +30,13 @@ func ParseRole(s string) (Role, error) {
 	return "", fmt.Errorf("role %q: want %s", s, RoleForm)
 }
 
-// RoleEnv is the environment variable an authorized_keys line sets, with
-// OpenSSH's own environment="..." option, to give its key a role:
-//
-//	environment="GPUMARKET_ROLE=booker" ssh-ed25519 AAAA... alice@laptop
-//
-// Using a real OpenSSH option keeps the file valid for ssh-keygen and sshd.
+// RoleEnv is set with OpenSSH's own environment="..." option, so the file stays valid for sshd.
 const RoleEnv = "GPUMARKET_ROLE"
 
-// roleCommentPrefix marks a role given in the key's comment instead:
-//
-//	ssh-ed25519 AAAA... alice@laptop gpumarket-role=booker
+// roleCommentPrefix gives a role in the key's comment instead.
 const roleCommentPrefix = "gpumarket-role="
 
-// refusedOptions are authorized_keys options that restrict who may log in
-// or what they run. gpumarket cannot honour them, and ignoring them would
-// grant more than the file's author meant, so a line carrying one is an
-// error rather than silently widened.
+// refusedOptions restrict a login; ignoring them would grant more than meant.
 var refusedOptions = map[string]bool{
 	"cert-authority":  true,
 	"command":         true,
@@ -78,28 +46,20 @@ var refusedOptions = map[string]bool{
 	"verify-required": true,
 }
 
-// AuthorizedKey is one key allowed to log in.
 type AuthorizedKey struct {
-	Key gossh.PublicKey
-	// Fingerprint is "SHA256:…", as ssh-keygen -l prints it.
+	Key         gossh.PublicKey
 	Fingerprint string
-	// Comment is the line's comment without any gpumarket-role= token
-	// ("alice@laptop"); it names the person in the ledger.
+	// Comment names the person in the ledger ("alice@laptop").
 	Comment string
-	// Role is the role the file gives the key ("" when it gives none).
+	// Role is what the line gives ("" for none).
 	Role Role
-	// RoleConflict is set when the line gives both roles (its option
-	// and its comment disagree, or two options do): Role is then viewer.
+	// RoleConflict: the line gives both roles, so Role is viewer.
 	RoleConflict bool
-	// Line is the key's line number in the file, for messages.
-	Line int
+	Line         int
 }
 
-// ParseAuthorizedKeys reads an authorized_keys file. Blank lines and
-// #-comments are skipped; any other line that is not a key, carries an
-// option gpumarket cannot honour, or gives an unknown role is an error
-// naming its line. When a key appears twice, the first line wins, as in
-// sshd.
+// ParseAuthorizedKeys reads an authorized_keys file; a bad line is an error
+// naming it, and the first line of a key wins, as in sshd.
 func ParseAuthorizedKeys(data []byte) ([]AuthorizedKey, error) {
 	var keys []AuthorizedKey
 	seen := map[string]bool{}
@@ -135,8 +95,6 @@ func parseAuthorizedLine(line []byte) (AuthorizedKey, error) {
 		return AuthorizedKey{}, fmt.Errorf("a certificate is not an authorized key; list the user's public key")
 	}
 	k := AuthorizedKey{Key: key, Fingerprint: gossh.FingerprintSHA256(key)}
-	// Every role the line gives, from its options and its comment; see
-	// Role for why disagreement means viewer.
 	given := map[Role]bool{}
 	for _, opt := range options {
 		name, value, hasValue := strings.Cut(opt, "=")
@@ -185,7 +143,6 @@ func parseAuthorizedLine(line []byte) (AuthorizedKey, error) {
 	return k, nil
 }
 
-// unquoteOption reads an option value as sshd does: "..." with \" escapes.
 func unquoteOption(v string) (string, error) {
 	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
 		return "", fmt.Errorf("value %s: want a double-quoted string", v)
@@ -193,23 +150,13 @@ func unquoteOption(v string) (string, error) {
 	return strings.ReplaceAll(v[1:len(v)-1], `\"`, `"`), nil
 }
 
-// Why a key may not log in: not listed, or the file is unsafe to trust.
 var (
 	errNotListed  = errors.New("key not in the authorized keys file")
 	errKeysUnsafe = errors.New("the authorized keys file is unsafe; every login is refused until it is fixed")
 )
 
-// keyring answers "may this key log in, and as what?" from the
-// authorized_keys file, re-reading it on every question so that adding a
-// workshop attendee needs no restart. The file is small; reading it per
-// login costs less than watching it.
-//
-// A file that stops parsing, or is missing for an instant (an editor's
-// rename), keeps the last good set and says why in the log. A file that
-// becomes unsafe (see readTrusted) is different: someone else may have
-// written it, and so may have written the last good set's successor too,
-// so every login is refused until the file is safe again; the log says so
-// once per change.
+// keyring answers "may this key log in, and as what?", re-reading the file at
+// every login; it keeps the last good set unless the file became unsafe.
 type keyring struct {
 	path   string
 	roles  map[string]Role // from config, by fingerprint; they win
@@ -263,8 +210,7 @@ func (kr *keyring) load(data []byte) error {
 	return nil
 }
 
-// lookup returns the authorized entry of key, reading the file anew. Its
-// error is errNotListed, or wraps errKeysUnsafe.
+// lookup returns key's entry; its error is errNotListed or wraps errKeysUnsafe.
 func (kr *keyring) lookup(key gossh.PublicKey) (AuthorizedKey, error) {
 	data, err := readTrusted(kr.path, false)
 	kr.mu.Lock()
@@ -278,8 +224,7 @@ func (kr *keyring) lookup(key gossh.PublicKey) (AuthorizedKey, error) {
 		}
 		return AuthorizedKey{}, fmt.Errorf("%w: %w", errKeysUnsafe, err)
 	case err != nil:
-		// A file being replaced (editor's rename) may be missing for an
-		// instant; the last good set is the better answer than nobody.
+		// A file being replaced may be missing for an instant.
 		kr.logger.Warn("read authorized keys; using the last good copy", "path", kr.path, "err", err)
 	default:
 		if kr.unsafe != "" {

@@ -8,13 +8,15 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
 func TestParseAuthorizedKeys(t *testing.T) {
-	_, a := newKey(t, "", "alice@laptop")
-	_, b := newKey(t, `no-pty,environment="GPUMARKET_ROLE=booker",no-agent-forwarding`, "bob")
-	_, c := newKey(t, "", "carol gpumarket-role=BOOKER on call")
-	_, d := newKey(t, `environment="LANG=C"`, "")
+	_, a := testutil.SSHKey(t, "", "alice@laptop")
+	_, b := testutil.SSHKey(t, `no-pty,environment="GPUMARKET_ROLE=booker",no-agent-forwarding`, "bob")
+	_, c := testutil.SSHKey(t, "", "carol gpumarket-role=BOOKER on call")
+	_, d := testutil.SSHKey(t, `environment="LANG=C"`, "")
 	tests := []struct {
 		name     string
 		file     string
@@ -79,7 +81,7 @@ func TestParseRole(t *testing.T) {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	_, line := newKey(t, "", "")
+	_, line := testutil.SSHKey(t, "", "")
 	dir := t.TempDir()
 	ak := dir + "/ak"
 	if err := os.WriteFile(ak, []byte(line+"\n"), 0o600); err != nil {
@@ -131,8 +133,8 @@ func FuzzParseAuthorizedKeys(f *testing.F) {
 // validity, CA), so it must refuse them rather than trust the key inside.
 func certLine(t *testing.T) string {
 	t.Helper()
-	ca, _ := newKey(t, "", "")
-	user, _ := newKey(t, "", "")
+	ca, _ := testutil.SSHKey(t, "", "")
+	user, _ := testutil.SSHKey(t, "", "")
 	cert := &gossh.Certificate{Key: user.PublicKey(), CertType: gossh.UserCert,
 		ValidPrincipals: []string{"alice"}, ValidBefore: gossh.CertTimeInfinity}
 	if err := cert.SignCert(rand.Reader, ca); err != nil {

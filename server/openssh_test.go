@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
 // The tests in this file drive the server with the real OpenSSH client,
@@ -115,7 +117,7 @@ func TestOpenSSHSessionlessConnectionCountsAndEnds(t *testing.T) {
 // authorized_keys, a local user appends a key with the booker role and
 // logs in. Refused; no session is built.
 func TestOpenSSHWorldWritableAuthorizedKeysRefused(t *testing.T) {
-	_, aline := newKey(t, "", "alice")
+	_, aline := testutil.SSHKey(t, "", "alice")
 	r := newRig(t, aline+"\n", rigOptions{})
 	mallory, mline := newKeyFile(t, `environment="GPUMARKET_ROLE=booker"`, "mallory")
 	chmod(t, r.akPath, 0o666)

@@ -7,7 +7,6 @@ import (
 	"syscall"
 )
 
-// fileOwner returns the user id that owns the file.
 func fileOwner(fi fs.FileInfo) (uid int, ok bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {

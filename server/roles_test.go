@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
 // TestRolePrecedence logs in with a key for every combination of the
@@ -71,7 +73,7 @@ func TestRolePrecedence(t *testing.T) {
 		if tc.comment != "" {
 			comment += " gpumarket-role=" + string(tc.comment)
 		}
-		key, line := newKey(t, opt, comment)
+		key, line := testutil.SSHKey(t, opt, comment)
 		if tc.config != "" {
 			roles[gossh.FingerprintSHA256(key.PublicKey())] = string(tc.config)
 		}
@@ -85,16 +87,16 @@ func TestRolePrecedence(t *testing.T) {
 	count := map[Role]int{}
 	for _, l := range logins {
 		tm := openTerm(t, mustDial(t, r.addr(), l.key), 80, 24, nil)
-		tm.waitText(t, "role=")
+		tm.WaitText(t, "role=")
 		info := <-r.infos
 		if info.Role != l.want {
 			t.Errorf("%s: session role %q, want %q", l.name, info.Role, l.want)
 		}
-		tm.press(t, "b")
+		tm.Press(t, "b")
 		if l.want == RoleBooker {
-			tm.waitText(t, "BOOKED-BY-")
+			tm.WaitText(t, "BOOKED-BY-")
 		} else {
-			tm.waitText(t, "READ-ONLY-SESSION")
+			tm.WaitText(t, "READ-ONLY-SESSION")
 		}
 		count[l.want]++
 	}
@@ -112,9 +114,9 @@ func TestRolePrecedence(t *testing.T) {
 // Several role options or comment tokens on one line follow the same
 // rule: all agree, or viewer.
 func TestRoleConflictWithinOneSource(t *testing.T) {
-	_, twoOpts := newKey(t, `environment="GPUMARKET_ROLE=booker",environment="GPUMARKET_ROLE=viewer"`, "")
-	_, twoComments := newKey(t, "", "gpumarket-role=booker x gpumarket-role=viewer")
-	_, same := newKey(t, `environment="GPUMARKET_ROLE=booker"`, "gpumarket-role=BOOKER")
+	_, twoOpts := testutil.SSHKey(t, `environment="GPUMARKET_ROLE=booker",environment="GPUMARKET_ROLE=viewer"`, "")
+	_, twoComments := testutil.SSHKey(t, "", "gpumarket-role=booker x gpumarket-role=viewer")
+	_, same := testutil.SSHKey(t, `environment="GPUMARKET_ROLE=booker"`, "gpumarket-role=BOOKER")
 	for _, tc := range []struct {
 		line     string
 		role     Role

@@ -1,11 +1,5 @@
-// Package server serves the gpumarket TUI over SSH (wish): public-key
-// logins from an authorized_keys file, a role per key (viewer or booker),
-// one Bubble Tea program per session over one shared market hub, idle and
-// session limits, and a graceful shutdown that tells every session and
-// waits for money-spending actions in flight.
-//
-// The server does not build TUI models itself: it is given a factory, so
-// it depends on no view code and its tests can use a small model.
+// Package server serves the gpumarket TUI over SSH with one model per session
+// from a factory, so it depends on no view code.
 package server
 
 import (
@@ -31,67 +25,41 @@ import (
 	"github.com/gpumarket/gpumarket/feed"
 )
 
-// Options configure a Server.
 type Options struct {
-	// Listen is the TCP address ListenAndServe listens on
-	// (default "127.0.0.1:2222").
+	// Listen is the address ListenAndServe uses (default "127.0.0.1:2222").
 	Listen string
-	// HostKeyPath is the server's private host key, created on first use.
-	// When empty it is DataDir/ssh_host_ed25519_key.
+	// HostKeyPath defaults to DataDir/ssh_host_ed25519_key.
 	HostKeyPath string
-	// DataDir is where the host key lives when HostKeyPath is empty.
-	DataDir string
-	// AuthorizedKeysPath lists the keys that may log in (required). It is
-	// re-read at every login.
+	DataDir     string
+	// AuthorizedKeysPath lists the keys that may log in (required).
 	AuthorizedKeysPath string
-	// Roles gives roles by key fingerprint ("SHA256:…" → "viewer" or
-	// "booker"); they override what the authorized_keys file says.
+	// Roles override the file's roles by fingerprint.
 	Roles map[string]string
-	// IdleTimeout ends a session after this long without a keypress;
-	// 0 never does. Output does not count: the market keeps drawing.
+	// IdleTimeout ends a session after this long without a keypress; 0 never.
 	IdleTimeout time.Duration
-	// MaxSessions caps the sessions open at once; 0 means no cap. An
-	// authenticated connection with no session (ssh -N, or one whose
-	// sessions have ended) holds one place too, so such connections
-	// cannot crowd out sessions unseen.
+	// MaxSessions caps the places in use at once; 0 means no cap.
 	MaxSessions int
-	// NoSessionTimeout closes a connection that has no session for this
-	// long: from its start (which bounds the handshake too) and from the
-	// end of its last session (default 30s). A connection exists to carry
-	// a TUI session; one that carries none holds a place of MaxSessions
-	// and memory, and IdleTimeout, which counts keypresses in a session,
-	// could never end it.
+	// NoSessionTimeout closes a connection with no session this long (default 30s).
 	NoSessionTimeout time.Duration
-	// ShutdownTimeout bounds the graceful shutdown Serve does when its
-	// context ends (default 30s).
+	// ShutdownTimeout bounds Serve's graceful shutdown (default 30s).
 	ShutdownTimeout time.Duration
-	// Hub is the one market feed every session's model subscribes to.
-	// The server only reads its subscriber count for the logs; the
-	// models subscribe themselves with SessionInfo.Context.
+	// Hub is the one market feed; sessions subscribe themselves.
 	Hub *feed.Hub
-	// NewModel builds the model of one session (required). It is called
-	// once per session, on the session's goroutine, and must return a
-	// model that shares no mutable state with any other.
+	// NewModel builds one session's model, sharing no mutable state (required).
 	NewModel func(SessionInfo) tea.Model
-	// Drain waits for money-spending actions that are still running (the
-	// booking service's wait); Shutdown calls it after the sessions have
-	// ended, bounded by its context, so a purchase is never cut midway.
-	Drain func(context.Context) error
-	// Logger receives connection and session logs (default: discard).
+	// Drain waits for money actions in flight once the sessions have ended.
+	Drain  func(context.Context) error
 	Logger *slog.Logger
 }
 
-// Server is an SSH server of TUI sessions.
 type Server struct {
 	opt  Options
 	log  *slog.Logger
 	keys *keyring
 	ssh  *ssh.Server
-	// hostKey is the host key's fingerprint, logged so that an operator
-	// can tell users what to expect on first connect.
+	// hostKey's fingerprint is logged for operators to tell users.
 	hostKey string
 
-	// afterFunc starts a connection's no-session timer (time.AfterFunc).
 	afterFunc func(time.Duration, func()) connTimer
 
 	mu        sync.Mutex
@@ -105,8 +73,7 @@ type Server struct {
 	stopOnce  sync.Once
 }
 
-// New checks the options, loads (or creates) the host key and reads the
-// authorized keys. Nothing listens until Serve or ListenAndServe.
+// New checks the options and loads the keys; nothing listens until Serve.
 func New(opt Options) (*Server, error) {
 	if opt.Listen == "" {
 		opt.Listen = "127.0.0.1:2222"
@@ -169,24 +136,19 @@ func New(opt Options) (*Server, error) {
 	s.ssh, err = wish.NewServer(
 		wish.WithAddress(opt.Listen),
 		wish.WithVersion("gpumarket"),
-		// Set before anything else looks: without a host key wish would
-		// generate one into ./id_ed25519.
+		// First: without a host key wish would write one into ./id_ed25519.
 		func(srv *ssh.Server) error {
 			srv.AddHostKey(signer)
 			return nil
 		},
 		wish.WithPublicKeyAuth(s.authorize),
-		// Every connection is tracked from accept to close, and admitted
-		// (counted against MaxSessions) once its key is verified.
 		ssh.WrapConn(s.trackConn),
 		func(srv *ssh.Server) error {
 			srv.ServerConfigCallback = s.serverConfig
 			return nil
 		},
-		// An emulated PTY: no OS pseudo-terminal per session (a hundred
-		// sessions would hold a hundred), and the colour profile is read
-		// from the client's TERM and environment, not probed on a
-		// server-side tty.
+		// An emulated PTY: no OS pseudo-terminal per session; the colour profile
+		// comes from the client's TERM and environment.
 		ssh.EmulatePty(),
 		wish.WithMiddleware(
 			recover.MiddlewareWithLogger(std, s.sessionMiddleware),
@@ -203,8 +165,7 @@ func New(opt Options) (*Server, error) {
 	return s, nil
 }
 
-// authorize is the only authentication handler: no password and no
-// keyboard-interactive handler is set, so the server offers neither.
+// authorize is the only handler: no password or keyboard-interactive is offered.
 func (s *Server) authorize(ctx ssh.Context, key ssh.PublicKey) bool {
 	k, err := s.keys.lookup(key)
 	if err != nil {
@@ -218,8 +179,7 @@ func (s *Server) authorize(ctx ssh.Context, key ssh.PublicKey) bool {
 	return true
 }
 
-// Addr returns the address the server listens on, once Serve has started
-// (nil before): tests listen on port 0 and dial this.
+// Addr is the address listened on once Serve started; nil before.
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -229,8 +189,7 @@ func (s *Server) Addr() net.Addr {
 	return s.listeners[0].Addr()
 }
 
-// ListenAndServe listens on Options.Listen and serves until ctx ends or
-// Shutdown is called; then it shuts down gracefully and returns.
+// ListenAndServe serves on Options.Listen until ctx ends or Shutdown.
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.opt.Listen)
 	if err != nil {
@@ -239,12 +198,9 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
-// serveGCPercent is the server's GOGC unless the environment sets one.
 const serveGCPercent = 25
 
-// Serve serves SSH on ln until ctx ends or Shutdown is called. When ctx
-// ends it runs Shutdown bounded by Options.ShutdownTimeout. It returns
-// once the server has stopped: nil after a graceful shutdown.
+// Serve serves on ln until ctx ends (then Shutdown) or Shutdown is called.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing {
@@ -255,10 +211,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.listeners = append(s.listeners, ln)
 	s.mu.Unlock()
 	if os.Getenv("GOGC") == "" {
-		// The heap is mostly the sessions' views, remade at each market
-		// update: collecting at a quarter of the live heap, not all of
-		// it, keeps an idle session near what it holds (50 idle sessions
-		// took the same CPU at GOGC 25 as at 50).
+		// Views are remade at each update: a quarter of the live heap keeps idle sessions small.
 		debug.SetGCPercent(serveGCPercent)
 	}
 	s.log.Info("serving gpumarket over SSH", "addr", ln.Addr().String(), "host_key", s.hostKey,
@@ -289,18 +242,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return s.stopErr
 }
 
-// Sessions counts the sessions open now.
 func (s *Server) Sessions() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.sessions)
 }
 
-// Shutdown stops accepting connections, tells every session that the
-// server is shutting down and ends it, waits for the sessions to finish
-// and then for in-flight actions (Options.Drain), and closes what is
-// left. ctx bounds the waiting; on its end the remaining connections are
-// closed anyway and ctx's error is returned.
+// Shutdown ends every session, then drains money actions in flight; ctx bounds the wait.
 func (s *Server) Shutdown(ctx context.Context) error {
 	first := false
 	s.stopOnce.Do(func() { first = true })

@@ -13,15 +13,17 @@ import (
 
 	"github.com/charmbracelet/colorprofile"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
 func TestMarketAppearsAndSessionUnsubscribes(t *testing.T) {
-	k, line := newKey(t, "", "alice@laptop")
+	k, line := testutil.SSHKey(t, "", "alice@laptop")
 	r := newRig(t, line+"\n", rigOptions{})
 	c := mustDial(t, r.addr(), k)
 	tm := openTerm(t, c, 100, 30, nil)
-	tm.waitText(t, "SIMULATED MARKET")
-	tm.waitText(t, "role=viewer")
+	tm.WaitText(t, "SIMULATED MARKET")
+	tm.WaitText(t, "role=viewer")
 
 	info := <-r.infos
 	if info.Role != RoleViewer || info.Comment != "alice@laptop" {
@@ -41,8 +43,8 @@ func TestMarketAppearsAndSessionUnsubscribes(t *testing.T) {
 		t.Errorf("hub subscribers with one session = %d, want 1", n)
 	}
 
-	tm.press(t, "q")
-	if st := tm.exitStatus(t); st != 0 {
+	tm.Press(t, "q")
+	if st := tm.ExitStatus(t); st != 0 {
 		t.Errorf("exit status after q = %d, want 0", st)
 	}
 	eventually(t, "the session's subscription ends", func() bool { return r.hub.Subscribers() == 0 })
@@ -50,8 +52,8 @@ func TestMarketAppearsAndSessionUnsubscribes(t *testing.T) {
 }
 
 func TestUnknownKeyRefused(t *testing.T) {
-	_, line := newKey(t, "", "listed")
-	stranger, _ := newKey(t, "", "")
+	_, line := testutil.SSHKey(t, "", "listed")
+	stranger, _ := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{})
 	if _, err := dial(r.addr(), stranger); err == nil || !strings.Contains(err.Error(), "unable to authenticate") {
 		t.Fatalf("dial with a key not in the file: err = %v, want unable to authenticate", err)
@@ -62,7 +64,7 @@ func TestUnknownKeyRefused(t *testing.T) {
 }
 
 func TestOnlyPublicKeyAuthOffered(t *testing.T) {
-	_, line := newKey(t, "", "")
+	_, line := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{})
 	var offered []string
 	passwordAsked := false
@@ -96,19 +98,19 @@ func TestOnlyPublicKeyAuthOffered(t *testing.T) {
 }
 
 func TestViewerCannotBookBookerCan(t *testing.T) {
-	viewer, vline := newKey(t, "", "attendee")
-	byOption, oline := newKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
-	byComment, cline := newKey(t, "", "oncall gpumarket-role=booker")
-	byConfig, fline := newKey(t, "", "lead")
+	viewer, vline := testutil.SSHKey(t, "", "attendee")
+	byOption, oline := testutil.SSHKey(t, `environment="GPUMARKET_ROLE=booker"`, "organizer")
+	byComment, cline := testutil.SSHKey(t, "", "oncall gpumarket-role=booker")
+	byConfig, fline := testutil.SSHKey(t, "", "lead")
 	r := newRig(t, strings.Join([]string{vline, oline, cline, fline}, "\n")+"\n", rigOptions{
 		roles: map[string]string{gossh.FingerprintSHA256(byConfig.PublicKey()): "booker"},
 	})
 	addr := r.addr()
 
 	v := openTerm(t, mustDial(t, addr, viewer), 80, 24, nil)
-	v.waitText(t, "SIMULATED MARKET")
-	v.press(t, "b")
-	v.waitText(t, "READ-ONLY-SESSION")
+	v.WaitText(t, "SIMULATED MARKET")
+	v.Press(t, "b")
+	v.WaitText(t, "READ-ONLY-SESSION")
 	if n := r.booker.calls.Load(); n != 0 {
 		t.Fatalf("a viewer's b made %d purchases, want 0", n)
 	}
@@ -118,9 +120,9 @@ func TestViewerCannotBookBookerCan(t *testing.T) {
 		comment string
 	}{{byOption, "organizer"}, {byComment, "oncall"}, {byConfig, "lead"}} {
 		b := openTerm(t, mustDial(t, addr, tc.key), 80, 24, nil)
-		b.waitText(t, "role=booker")
-		b.press(t, "b")
-		b.waitText(t, "BOOKED-BY-"+tc.comment)
+		b.WaitText(t, "role=booker")
+		b.Press(t, "b")
+		b.WaitText(t, "BOOKED-BY-"+tc.comment)
 		if n := r.booker.calls.Load(); n != int64(i+1) {
 			t.Errorf("after %s booked: %d purchases, want %d", tc.comment, n, i+1)
 		}
@@ -128,25 +130,25 @@ func TestViewerCannotBookBookerCan(t *testing.T) {
 }
 
 func TestConfigRoleOverridesFile(t *testing.T) {
-	k, line := newKey(t, `environment="GPUMARKET_ROLE=booker"`, "demoted")
+	k, line := testutil.SSHKey(t, `environment="GPUMARKET_ROLE=booker"`, "demoted")
 	r := newRig(t, line+"\n", rigOptions{roles: map[string]string{gossh.FingerprintSHA256(k.PublicKey()): "viewer"}})
 	tm := openTerm(t, mustDial(t, r.addr(), k), 80, 24, nil)
-	tm.waitText(t, "role=viewer")
+	tm.WaitText(t, "role=viewer")
 }
 
 func TestNoPTY(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{})
 	c := mustDial(t, r.addr(), k)
 	sess, err := c.NewSession()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm := startShell(t, sess)
-	if st := tm.exitStatus(t); st != 1 {
+	tm := testutil.StartShell(t, sess, waitFor)
+	if st := tm.ExitStatus(t); st != 1 {
 		t.Errorf("exit status without a PTY = %d, want 1", st)
 	}
-	if got := tm.scr.stderr(); !strings.Contains(got, "gpumarket needs a terminal: connect with ssh -t") {
+	if got := tm.Stderr(); !strings.Contains(got, "gpumarket needs a terminal: connect with ssh -t") {
 		t.Errorf("stderr = %q, want the needs-a-terminal message", got)
 	}
 	if len(r.infos) != 0 {
@@ -155,62 +157,62 @@ func TestNoPTY(t *testing.T) {
 }
 
 func TestWindowResize(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{})
 	tm := openTerm(t, mustDial(t, r.addr(), k), 80, 24, nil)
-	tm.waitText(t, "cols=80")
-	if err := tm.sess.WindowChange(40, 132); err != nil {
+	tm.WaitText(t, "cols=80")
+	if err := tm.Sess.WindowChange(40, 132); err != nil {
 		t.Fatal(err)
 	}
-	tm.waitText(t, "cols=132")
+	tm.WaitText(t, "cols=132")
 }
 
 func TestColourProfileFromClient(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{})
 	c := mustDial(t, r.addr(), k)
-	openTerm(t, c, 80, 24, map[string]string{"NO_COLOR": "1"}).waitText(t, "SIMULATED MARKET")
+	openTerm(t, c, 80, 24, map[string]string{"NO_COLOR": "1"}).WaitText(t, "SIMULATED MARKET")
 	if info := <-r.infos; !info.NoColor || info.ColorProfile != colorprofile.ASCII {
 		t.Errorf("with NO_COLOR: no_color %v profile %v, want true ASCII", info.NoColor, info.ColorProfile)
 	}
-	openTerm(t, c, 80, 24, map[string]string{"COLORTERM": "truecolor"}).waitText(t, "SIMULATED MARKET")
+	openTerm(t, c, 80, 24, map[string]string{"COLORTERM": "truecolor"}).WaitText(t, "SIMULATED MARKET")
 	if info := <-r.infos; info.NoColor || info.ColorProfile != colorprofile.TrueColor {
 		t.Errorf("with COLORTERM=truecolor: no_color %v profile %v, want false TrueColor", info.NoColor, info.ColorProfile)
 	}
 }
 
 func TestPanicEndsOnlyThatSession(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{})
 	c := mustDial(t, r.addr(), k)
 	calm := openTerm(t, c, 80, 24, nil)
-	calm.waitText(t, "SIMULATED MARKET")
+	calm.WaitText(t, "SIMULATED MARKET")
 	doomed := openTerm(t, c, 80, 24, nil)
-	doomed.waitText(t, "SIMULATED MARKET")
-	doomed.press(t, "P")
-	if st := doomed.exitStatus(t); st != 1 {
+	doomed.WaitText(t, "SIMULATED MARKET")
+	doomed.Press(t, "P")
+	if st := doomed.ExitStatus(t); st != 1 {
 		t.Errorf("exit status after a panic = %d, want 1", st)
 	}
-	doomed.waitStderr(t, "internal error")
+	doomed.WaitStderr(t, "internal error")
 
-	calm.press(t, "x")
-	calm.waitText(t, "typed=x")
+	calm.Press(t, "x")
+	calm.WaitText(t, "typed=x")
 	late := openTerm(t, mustDial(t, r.addr(), k), 80, 24, nil)
-	late.waitText(t, "SIMULATED MARKET")
+	late.WaitText(t, "SIMULATED MARKET")
 }
 
 func TestMaxSessions(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{maxSessions: 2})
 	c := mustDial(t, r.addr(), k)
 	for range 2 {
-		openTerm(t, c, 80, 24, nil).waitText(t, "SIMULATED MARKET")
+		openTerm(t, c, 80, 24, nil).WaitText(t, "SIMULATED MARKET")
 	}
 	third := openTerm(t, c, 80, 24, nil)
-	if st := third.exitStatus(t); st != 1 {
+	if st := third.ExitStatus(t); st != 1 {
 		t.Errorf("exit status of the session over the cap = %d, want 1", st)
 	}
-	if got := third.scr.stderr(); !strings.Contains(got, "gpumarket: the server is full: it allows 2 sessions at once; try again later") {
+	if got := third.Stderr(); !strings.Contains(got, "gpumarket: the server is full: it allows 2 sessions at once; try again later") {
 		t.Errorf("stderr = %q, want the server-is-full message", got)
 	}
 	if n := len(r.infos); n != 2 {
@@ -222,34 +224,34 @@ func TestMaxSessions(t *testing.T) {
 }
 
 func TestIdleTimeout(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{idle: 300 * time.Millisecond, interval: 20 * time.Millisecond})
 	tm := openTerm(t, mustDial(t, r.addr(), k), 80, 24, nil)
-	tm.waitText(t, "SIMULATED MARKET")
+	tm.WaitText(t, "SIMULATED MARKET")
 	// The market keeps redrawing (20ms polls), yet without a keypress the
 	// session ends: output is not activity.
-	if st := tm.exitStatus(t); st != 0 {
+	if st := tm.ExitStatus(t); st != 0 {
 		t.Errorf("exit status after idling = %d, want 0", st)
 	}
-	tm.waitStderr(t, "closed after 300ms without input")
+	tm.WaitStderr(t, "closed after 300ms without input")
 	eventually(t, "the idle session's subscription ends", func() bool { return r.hub.Subscribers() == 0 })
 }
 
 func TestShutdownTellsSessionsAndDrains(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	var drained sync.WaitGroup
 	drained.Add(1)
 	r := newRig(t, line+"\n", rigOptions{drain: func(context.Context) error { drained.Done(); return nil }})
 	c := mustDial(t, r.addr(), k)
 	a := openTerm(t, c, 80, 24, nil)
 	b := openTerm(t, c, 80, 24, nil)
-	a.waitText(t, "SIMULATED MARKET")
-	b.waitText(t, "SIMULATED MARKET")
+	a.WaitText(t, "SIMULATED MARKET")
+	b.WaitText(t, "SIMULATED MARKET")
 
 	r.cancel() // what SIGTERM does in cmd/serve.go
-	for _, tm := range []*term{a, b} {
-		tm.waitStderr(t, "server shutting down")
-		tm.exitStatus(t)
+	for _, tm := range []*testutil.Term{a, b} {
+		tm.WaitStderr(t, "server shutting down")
+		tm.ExitStatus(t)
 	}
 	select {
 	case err := <-r.serveCh:
@@ -267,9 +269,9 @@ func TestShutdownTellsSessionsAndDrains(t *testing.T) {
 }
 
 func TestAuthorizedKeysReloadedWithoutRestart(t *testing.T) {
-	first, line := newKey(t, "", "first")
+	first, line := testutil.SSHKey(t, "", "first")
 	r := newRig(t, line+"\n", rigOptions{})
-	late, lateLine := newKey(t, "", "late gpumarket-role=booker")
+	late, lateLine := testutil.SSHKey(t, "", "late gpumarket-role=booker")
 	if _, err := dial(r.addr(), late); err == nil {
 		t.Fatal("a key not yet in the file logged in")
 	}
@@ -277,7 +279,7 @@ func TestAuthorizedKeysReloadedWithoutRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	tm := openTerm(t, mustDial(t, r.addr(), late), 80, 24, nil)
-	tm.waitText(t, "role=booker")
+	tm.WaitText(t, "role=booker")
 
 	// A file that stops parsing keeps the last good keys.
 	if err := os.WriteFile(r.akPath, []byte(line+"\nnot a key at all\n"), 0o600); err != nil {
@@ -288,7 +290,7 @@ func TestAuthorizedKeysReloadedWithoutRestart(t *testing.T) {
 }
 
 func TestHostKeyCreatedOnceAndReused(t *testing.T) {
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	var seen []string
 	for run := range 2 { // the same data dir across a restart
@@ -327,7 +329,7 @@ func TestHostKeyCreatedOnceAndReused(t *testing.T) {
 func TestFiftySessionsOnePollPerInterval(t *testing.T) {
 	const sessions = 50
 	const interval = 100 * time.Millisecond
-	k, line := newKey(t, "", "")
+	k, line := testutil.SSHKey(t, "", "")
 	var mu sync.Mutex
 	var models []*testModel
 	r := newRig(t, line+"\n", rigOptions{interval: interval})
@@ -340,7 +342,7 @@ func TestFiftySessionsOnePollPerInterval(t *testing.T) {
 	clients := make([]*gossh.Client, sessions)
 	for i := range clients {
 		clients[i] = mustDial(t, addr, k)
-		openTerm(t, clients[i], 80, 24, nil).waitText(t, "SIMULATED MARKET")
+		openTerm(t, clients[i], 80, 24, nil).WaitText(t, "SIMULATED MARKET")
 	}
 	if n := r.hub.Subscribers(); n != sessions {
 		t.Fatalf("hub subscribers = %d, want %d", n, sessions)
@@ -374,18 +376,18 @@ func TestFiftySessionsOnePollPerInterval(t *testing.T) {
 // A key removed from the file while its connection is open cannot open
 // another session on that connection.
 func TestRevokedKeyCannotOpenSession(t *testing.T) {
-	k, line := newKey(t, "", "leaver")
-	_, other := newKey(t, "", "stayer")
+	k, line := testutil.SSHKey(t, "", "leaver")
+	_, other := testutil.SSHKey(t, "", "stayer")
 	r := newRig(t, line+"\n"+other+"\n", rigOptions{})
 	c := mustDial(t, r.addr(), k)
 	if err := os.WriteFile(r.akPath, []byte(other+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tm := openTerm(t, c, 80, 24, nil)
-	if st := tm.exitStatus(t); st != 1 {
+	if st := tm.ExitStatus(t); st != 1 {
 		t.Errorf("session of a revoked key: exit %d, want 1", st)
 	}
-	tm.waitStderr(t, "no longer in the authorized keys file")
+	tm.WaitStderr(t, "no longer in the authorized keys file")
 	if len(r.infos) != 0 {
 		t.Error("a session was built for a revoked key")
 	}

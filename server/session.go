@@ -16,56 +16,38 @@ import (
 	"github.com/charmbracelet/colorprofile"
 )
 
-// Messages a session's user reads in their terminal after the TUI is gone.
 const (
 	msgNoPTY    = "gpumarket needs a terminal: connect with ssh -t"
 	msgShutdown = "gpumarket: server shutting down"
 	msgPanic    = "gpumarket: this session hit an internal error and was closed; the server is still running, reconnect to start afresh"
 	msgRevoked  = "gpumarket: your key is no longer in the authorized keys file"
 	msgUnsafe   = "gpumarket: the server's authorized keys file is unsafe (others could change it), so every login is refused; the operator has been told"
-	// msgCommand answers ssh HOST COMMAND: the server runs the TUI and
-	// nothing else, and starting the TUI instead of the command would
-	// leave a script waiting on a screen it cannot read.
+	// msgCommand: a script must not wait on a screen it cannot read.
 	msgCommand = "gpumarket: this server runs only the gpumarket TUI, not commands; connect with ssh -t -p PORT HOST and no command"
 )
 
-// quitGrace is how long a session's program gets to quit on its own (final
-// render, terminal restored) before it is killed.
+// quitGrace is how long a program may take to quit before it is killed.
 const quitGrace = 2 * time.Second
 
-// SessionInfo is what the model factory knows about one SSH session.
 type SessionInfo struct {
-	// Role is what the key may do.
 	Role Role
 	// Actor names the key for the ledger: "ssh:SHA256:… alice@laptop".
-	Actor string
-	// Fingerprint is the key's "SHA256:…" fingerprint.
+	Actor       string
 	Fingerprint string
-	// Comment is the key's authorized_keys comment ("alice@laptop").
-	Comment string
+	Comment     string
 	// User is the SSH user name the client gave; it proves nothing.
 	User       string
 	RemoteAddr string
-	// Width and Height are the terminal's size at connect time; later
-	// sizes arrive as tea.WindowSizeMsg.
+	// Width and Height are the size at connect; later ones come as messages.
 	Width, Height int
-	// Term is the client's TERM.
-	Term string
-	// ColorProfile is the client terminal's colour profile, from its TERM
-	// and environment (COLORTERM, NO_COLOR, CLICOLOR_FORCE).
-	ColorProfile colorprofile.Profile
-	// NoColor is set when the client sent NO_COLOR (ssh -o SendEnv=NO_COLOR).
-	NoColor bool
-	// Environ is the environment the client sent, plus TERM.
-	Environ []string
-	// Context ends when the session ends: the model subscribes to the hub
-	// with it, so a session that leaves unsubscribes. Money-spending
-	// actions must not run under it alone, or a dropped connection would
-	// cut a purchase midway.
+	Term          string
+	ColorProfile  colorprofile.Profile
+	NoColor       bool
+	Environ       []string
+	// Context ends with the session; money actions must not run under it alone.
 	Context context.Context
 }
 
-// Actor formats the ledger's name for a key.
 func Actor(fingerprint, comment string) string {
 	if comment == "" {
 		return "ssh:" + fingerprint
@@ -73,7 +55,6 @@ func Actor(fingerprint, comment string) string {
 	return "ssh:" + fingerprint + " " + comment
 }
 
-// session is one running TUI program.
 type session struct {
 	program *tea.Program
 	cancel  context.CancelFunc // kills the program
@@ -84,8 +65,7 @@ type session struct {
 	lastInput atomic.Int64 // unix nanoseconds of the last byte the user typed
 }
 
-// end asks the program to quit and records why, for the message shown
-// afterwards. A program that does not quit within quitGrace is killed.
+// end asks the program to quit, killing it after quitGrace.
 func (st *session) end(reason string) {
 	st.mu.Lock()
 	if st.reason == "" {
@@ -102,11 +82,8 @@ func (st *session) endReason() string {
 	return st.reason
 }
 
-// sessionMiddleware runs the TUI for one session. It stands in for wish's
-// activeterm and bubbletea middlewares because it needs what they hide:
-// the program's exit error (to tell a panic from a quit), the user's
-// input (for the idle timeout) and a handle to end the program at
-// shutdown.
+// sessionMiddleware replaces wish's activeterm and bubbletea middlewares: it
+// needs the exit error, the input and a handle to end the program.
 func (s *Server) sessionMiddleware(next ssh.Handler) ssh.Handler {
 	return func(sess ssh.Session) {
 		code := s.runSession(sess)
@@ -115,7 +92,6 @@ func (s *Server) sessionMiddleware(next ssh.Handler) ssh.Handler {
 	}
 }
 
-// runSession runs the session and returns its exit status.
 func (s *Server) runSession(sess ssh.Session) (code int) {
 	k, err := s.keys.lookup(sess.PublicKey())
 	switch {
@@ -126,8 +102,6 @@ func (s *Server) runSession(sess ssh.Session) (code int) {
 		tell(sess, msgRevoked)
 		return 1
 	}
-	// (A subsystem request never gets here: with no subsystem handler
-	// the ssh server refuses it itself.)
 	if cmd := sess.RawCommand(); cmd != "" {
 		s.log.Info("refused a command", "fingerprint", k.Fingerprint, "command", cmd)
 		tell(sess, msgCommand)
@@ -163,9 +137,7 @@ func (s *Server) runSession(sess ssh.Session) (code int) {
 	st := &session{cancel: cancelProg}
 	st.lastInput.Store(time.Now().UnixNano())
 
-	// Window changes go to the program while it runs, and are drained
-	// until the session closes the channel: an unread change would block
-	// the session's request loop for good.
+	// Resizes are drained until the channel closes: one unread blocks the session's requests.
 	var resizeTo atomic.Pointer[tea.Program]
 	go func() {
 		for w := range winch {
@@ -188,22 +160,18 @@ func (s *Server) runSession(sess ssh.Session) (code int) {
 		tea.WithInput(inputClock{r: sess, last: &st.lastInput}),
 		tea.WithColorProfile(profile),
 		tea.WithContext(progCtx),
-		// The server's SIGINT/SIGTERM are the server's to handle: one
-		// signal must not quit a hundred programs behind its back.
+		// The server handles signals: one must not quit a hundred programs.
 		tea.WithoutSignalHandler(),
 	)
 	st.program = tea.NewProgram(model, opts...)
-	// Registered only now that the program exists: Shutdown may end any
-	// registered session at once.
+	// Registered only now: Shutdown may end a registered session at once.
 	if msg := s.register(st, conn); msg != "" {
 		tell(sess, msg)
 		return 1
 	}
 	defer s.unregister(st, conn)
 	resizeTo.Store(st.program)
-	// The exit status goes out before the session counts as ended:
-	// Shutdown closes the connections once no session is left, and the
-	// client must have its status (and the message) by then.
+	// The status goes out before the session ends: Shutdown then closes the connection.
 	defer func() { _ = sess.Exit(code) }()
 
 	if d := s.opt.IdleTimeout; d > 0 {
@@ -235,8 +203,7 @@ func (s *Server) runSession(sess ssh.Session) (code int) {
 	return 0
 }
 
-// register admits a session on c unless the server is full or closing;
-// it returns the message for the refused user, "" when admitted.
+// register admits a session on c, or returns the refusal.
 func (s *Server) register(st *session, c *conn) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -251,15 +218,13 @@ func (s *Server) register(st *session, c *conn) string {
 	return ""
 }
 
-// refusal says why a new session on c cannot open now, "" when it can.
 func (s *Server) refusal(c *conn) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.refusalLocked(c)
 }
 
-// refusalLocked says why c may not take a place now (a session, or an
-// authenticated connection's own), "" when it may.
+// refusalLocked says why c may not take a place now, "" when it may.
 func (s *Server) refusalLocked(c *conn) string {
 	if s.closing {
 		return msgShutdown
@@ -288,8 +253,7 @@ func (s *Server) subscribers() int {
 	return s.opt.Hub.Subscribers()
 }
 
-// watchIdle ends the session once no byte has been typed for d; it
-// returns the function that stops watching.
+// watchIdle ends the session after d without typing.
 func watchIdle(st *session, d time.Duration) (stop func()) {
 	var t *time.Timer
 	var mu sync.Mutex
@@ -317,7 +281,6 @@ func watchIdle(st *session, d time.Duration) (stop func()) {
 	}
 }
 
-// inputClock notes when the user last typed.
 type inputClock struct {
 	r    io.Reader
 	last *atomic.Int64
@@ -331,8 +294,7 @@ func (c inputClock) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// tell writes a line to the session's stderr, which the client prints
-// after the TUI has restored the terminal.
+// tell writes to stderr, which the client prints once the TUI is gone.
 func tell(sess ssh.Session, msg string) {
 	_, _ = io.WriteString(sess.Stderr(), "\r"+msg+"\r\n")
 }

@@ -9,39 +9,22 @@ import (
 	"path/filepath"
 )
 
-// The server trusts two files: authorized_keys says who may log in and
-// who may spend money, and the host key proves the server to its users.
-// Whoever can write either of them (or replace it through its directory)
-// can grant themselves a booker session or pose as the server, so, like
-// OpenSSH's StrictModes, a file that someone other than the server's user
-// (or root) could change is refused, never read.
-
-// maxTrustedFile bounds what readTrusted reads: an authorized_keys file of
-// a thousand keys is well under it, and a huge file is not read into
-// memory at every login.
+// maxTrustedFile keeps a huge file out of memory at every login.
 const maxTrustedFile = 4 << 20
 
-// UnsafeFileError is a trusted file (authorized_keys, host key) that
-// someone other than the server's user could change, or whose secret
-// others could read. It names the file, the reason and the fix.
+// UnsafeFileError is a trusted file others could change (or read, a secret), with the fix.
 type UnsafeFileError struct {
-	// Path is the file or directory at fault.
 	Path string
-	// Why says what is wrong ("is writable by its group and others").
-	Why string
-	// Fix is the command that fixes it ("chmod go-w /path").
-	Fix string
+	Why  string
+	Fix  string
 }
 
 func (e *UnsafeFileError) Error() string {
 	return fmt.Sprintf("%s %s; gpumarket refuses it, as OpenSSH's StrictModes does (fix: %s)", e.Path, e.Why, e.Fix)
 }
 
-// readTrusted reads a trusted file after checking that nobody but the
-// server's user or root can change it: the file is opened first and its
-// checks run on the open file, so a swap between check and read cannot
-// slip in another file. secret also refuses a file others can read (a
-// private key). Errors of the checks are *UnsafeFileError.
+// readTrusted reads a file only nobody but us or root can change, checking the
+// open file so no swap slips in; secret also refuses one others can read.
 func readTrusted(path string, secret bool) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -68,9 +51,6 @@ func readTrusted(path string, secret bool) ([]byte, error) {
 	return data, nil
 }
 
-// checkTrustedFile checks the file itself: a regular file, owned by the
-// server's user or root, writable by nobody else, and for a secret
-// readable by nobody else.
 func checkTrustedFile(path string, fi fs.FileInfo, secret bool) error {
 	if !fi.Mode().IsRegular() {
 		return &UnsafeFileError{Path: path, Why: "is not a regular file", Fix: "point the setting at a regular file"}
@@ -90,12 +70,8 @@ func checkTrustedFile(path string, fi fs.FileInfo, secret bool) error {
 	return nil
 }
 
-// checkTrustedDirs checks every directory above the file, to the root:
-// whoever may write a directory may rename the file away and put their
-// own in its place. A sticky directory (/tmp, mode 1777) is allowed where
-// OpenSSH would stop at the user's home instead: the sticky bit lets only
-// an entry's owner rename or remove it, so others cannot swap ours. Both
-// the path as written and the path its symbolic links lead to are checked.
+// checkTrustedDirs checks every directory above the file, as written and as
+// its links resolve; a sticky one lets no one else swap our entry.
 func checkTrustedDirs(path string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -126,9 +102,7 @@ func checkTrustedDirs(path string) error {
 	return nil
 }
 
-// checkOwner refuses a file or directory owned by someone other than the
-// server's user or root. Where the system has no owners to read, there is
-// nothing to check.
+// checkOwner refuses an owner other than us or root, where owners exist.
 func checkOwner(path string, fi fs.FileInfo) error {
 	uid, ok := fileOwner(fi)
 	if !ok {
@@ -151,7 +125,6 @@ func whoWrites(perm fs.FileMode) string {
 	return "its group"
 }
 
-// isUnsafe reports whether err is a refusal of readTrusted's checks.
 func isUnsafe(err error) bool {
 	var ue *UnsafeFileError
 	return errors.As(err, &ue)

@@ -13,6 +13,8 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
 // otherUser is a user id that is neither root nor the tests' user.
@@ -40,7 +42,7 @@ func safeDir(t *testing.T) string {
 // its directory) gives themselves a booker session. Each way the file can
 // be open to others is refused at start, naming the file and the fix.
 func TestUnsafeAuthorizedKeysRefusedAtStart(t *testing.T) {
-	_, line := newKey(t, "", "alice")
+	_, line := testutil.SSHKey(t, "", "alice")
 	model := func(SessionInfo) tea.Model { return nil }
 	for _, tc := range []struct {
 		name  string
@@ -179,11 +181,11 @@ func chown(t *testing.T, path string, uid int) {
 // connection is refused with a message, the operator reads it in the log
 // once, and logins resume when the file is safe again.
 func TestAuthorizedKeysBecameUnsafeRefusesEveryLogin(t *testing.T) {
-	alice, aline := newKey(t, "", "alice")
+	alice, aline := testutil.SSHKey(t, "", "alice")
 	r := newRig(t, aline+"\n", rigOptions{})
 	early := mustDial(t, r.addr(), alice) // authenticated while the file was safe
 
-	mallory, mline := newKey(t, `environment="GPUMARKET_ROLE=booker"`, "mallory")
+	mallory, mline := testutil.SSHKey(t, `environment="GPUMARKET_ROLE=booker"`, "mallory")
 	chmod(t, r.akPath, 0o666)
 	if err := os.WriteFile(r.akPath, []byte(aline+"\n"+mline+"\n"), 0o666); err != nil {
 		t.Fatal(err)
@@ -205,11 +207,11 @@ func TestAuthorizedKeysBecameUnsafeRefusesEveryLogin(t *testing.T) {
 	if err := sess.RequestPty("xterm", 24, 80, gossh.TerminalModes{}); err != nil {
 		t.Fatal(err)
 	}
-	tm := startShell(t, sess)
-	if st := tm.exitStatus(t); st != 1 {
+	tm := testutil.StartShell(t, sess, waitFor)
+	if st := tm.ExitStatus(t); st != 1 {
 		t.Errorf("session on an earlier connection: exit %d, want 1", st)
 	}
-	if got := tm.scr.stderr(); !strings.Contains(got, "authorized keys file is unsafe") {
+	if got := tm.Stderr(); !strings.Contains(got, "authorized keys file is unsafe") {
 		t.Errorf("stderr %q, want the unsafe-file message", got)
 	}
 	if len(r.infos) != 0 {
@@ -306,7 +308,7 @@ func TestWeakHostKeyRefused(t *testing.T) {
 			t.Errorf("RSA-1024 host key: err = %v, want it to say %q", err, w)
 		}
 	}
-	_, line := newKey(t, "", "")
+	_, line := testutil.SSHKey(t, "", "")
 	dir := safeDir(t)
 	akPath := filepath.Join(dir, "ak")
 	if err := os.WriteFile(akPath, []byte(line+"\n"), 0o600); err != nil {

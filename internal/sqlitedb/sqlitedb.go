@@ -1,6 +1,5 @@
-// Package sqlitedb opens every SQLite file of gpumarket one way and tells
-// apart the files that cannot be used as they are; what to do about one
-// is its owner's call (docs/DESIGN.md, The SQLite files).
+// Package sqlitedb opens every SQLite file of gpumarket one way and names
+// what makes one unusable (docs/DESIGN.md, "The SQLite files").
 package sqlitedb
 
 import (
@@ -25,8 +24,7 @@ import (
 // Problem is why a file at a database's path cannot be used as it is.
 type Problem int
 
-// The problems a file may have. A file is only ever linked into place
-// finished, so an empty one was emptied, never new.
+// A file is only linked into place finished: an empty one was emptied.
 const (
 	Damaged Problem = iota + 1
 	Emptied
@@ -75,20 +73,16 @@ type Versions interface {
 // Schema describes one kind of database file.
 type Schema struct {
 	Name string // for messages: "ledger"
-	// Durable: each commit is on disk when it returns (synchronous FULL);
-	// otherwise a power cut may lose the last commits, never the file.
+	// Durable: each commit is on disk when it returns (synchronous FULL).
 	Durable bool
 	// Setup runs on a new file before its first table (auto_vacuum).
 	Setup []string
-	// Migrations are applied once each, in order; never edit one that
-	// has shipped.
+	// Migrations run once each, in order; never edit a shipped one.
 	Migrations []string
-	// Identify returns "" for this schema's tables, else what they are
-	// ("holds other tables (photos)").
+	// Identify returns "" for this schema's tables, else what they are.
 	Identify func(ctx context.Context, q Querier, tables map[string]bool) (string, error)
 	Versions Versions // nil: a migrations table
-	// QuickCheck reads every page before writing (writing into a damaged
-	// file loses more of it): for small files.
+	// QuickCheck reads every page before writing, which would damage a bad file further.
 	QuickCheck bool
 }
 
@@ -102,11 +96,8 @@ func (s Schema) versions() Versions {
 // Mode is how a connection opens the file.
 type Mode int
 
-// The connection modes. ReadWrite writes in IMMEDIATE transactions, so
-// that a check and the write after it cannot interleave with another
-// process's. Snapshot reads a WAL file where no -shm can be made, blind
-// to later writes. fresh is ReadWrite before the journal mode is set,
-// which would fix settings such as auto_vacuum.
+// ReadWrite uses IMMEDIATE transactions so a check and its write cannot
+// interleave with another process's; Snapshot reads a WAL file without -shm.
 const (
 	ReadWrite Mode = iota
 	ReadOnly
@@ -146,8 +137,7 @@ type DB struct {
 	Snapshot bool // read as an immutable snapshot
 }
 
-// Newer is a *FileError when the file's schema is newer than s knows,
-// for a read-only reader that cannot read it.
+// Newer is a *FileError when the file's schema is newer than s knows.
 func (d *DB) Newer(s Schema) error {
 	if d.Version > len(s.Migrations) {
 		return newer(d.Path, s, d.Version)
@@ -155,8 +145,7 @@ func (d *DB) Newer(s Schema) error {
 	return nil
 }
 
-// Open opens the database at path for writing, making a missing one and
-// migrating it. A file that cannot be used is a *FileError.
+// Open opens path for writing, making and migrating it; unusable is a *FileError.
 func Open(ctx context.Context, path string, s Schema, now time.Time) (*DB, error) {
 	if err := Inspect(ctx, path, s); err != nil {
 		if ProblemOf(err) != 0 {
@@ -187,8 +176,7 @@ func Open(ctx context.Context, path string, s Schema, now time.Time) (*DB, error
 	return &DB{DB: db, Path: path, Version: v}, nil
 }
 
-// OpenReadOnly opens the database at path without ever changing it; an
-// older schema is read as it is (Version says which).
+// OpenReadOnly opens path without changing it; an older schema is read as it is.
 func OpenReadOnly(ctx context.Context, path string, s Schema) (*DB, error) {
 	if err := CheckFile(path, s); err != nil {
 		return nil, err
@@ -224,8 +212,7 @@ func openRO(ctx context.Context, path string, s Schema, m Mode) (*DB, error) {
 	return &DB{DB: db, Path: path, Version: v}, nil
 }
 
-// Inspect says, without writing, whether Open may use the file at path:
-// os.ErrNotExist, a *FileError, or nil.
+// Inspect says without writing whether Open may use path.
 func Inspect(ctx context.Context, path string, s Schema) error {
 	if err := CheckFile(path, s); err != nil {
 		return err
@@ -360,8 +347,7 @@ func TableList(tables map[string]bool) string {
 	return strings.Join(out, ", ")
 }
 
-// migrate brings the schema up to date in one transaction; fresh is
-// set only for the file create is making.
+// migrate brings the schema up to date in one transaction.
 func migrate(ctx context.Context, db *sql.DB, path string, s Schema, fresh bool, now time.Time) (int, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -398,8 +384,7 @@ func migrate(ctx context.Context, db *sql.DB, path string, s Schema, fresh bool,
 	return len(s.Migrations), tx.Commit()
 }
 
-// create builds a new file beside path and links it into place, so no
-// half-made file is ever found there; one made meanwhile is kept.
+// create links a finished new file into place; one made meanwhile is kept.
 func create(ctx context.Context, path string, s Schema, now time.Time) error {
 	tmp := fmt.Sprintf("%s.new-%s", path, randomHex(6))
 	defer func() {
@@ -432,8 +417,7 @@ func create(ctx context.Context, path string, s Schema, now time.Time) error {
 	return nil
 }
 
-// MoveAside renames path, with its -wal and -shm (not to be applied to a
-// new file), to <path>.<label>-<time>; nothing is deleted.
+// MoveAside renames path with its -wal and -shm aside; nothing is deleted.
 func MoveAside(path, label string, now time.Time) (string, error) {
 	to := path + "." + label + "-" + now.UTC().Format("20060102T150405Z")
 	if _, err := os.Lstat(to); err == nil {
@@ -480,8 +464,7 @@ func QuickCheck(ctx context.Context, q Querier) error {
 	return nil
 }
 
-// IsCorrupt reports whether err says the file is damaged or not a
-// database: not busy or unwritable, which is no reason to give it up.
+// IsCorrupt reports whether err says the file is damaged, not merely busy.
 func IsCorrupt(err error) bool {
 	var d errDamaged
 	if errors.As(err, &d) {
@@ -520,8 +503,7 @@ func (MigrationsTable) Write(ctx context.Context, tx *sql.Tx, v int, now time.Ti
 	return err
 }
 
-// MetaVersion records the version under "version" in a meta table of
-// keys and values, which migration 1 makes.
+// MetaVersion records the version under "version" in a meta table.
 type MetaVersion struct{}
 
 // Read implements Versions.

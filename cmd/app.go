@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
@@ -18,14 +19,14 @@ import (
 
 // cli is what the command tree of one run shares; tests give their own table.
 type cli struct {
-	table providerTable
+	table app.Table
 }
 
 // app is gpumarket assembled once per command run and built on first use;
 // Close stops what runs in the reverse order it started.
-type app struct {
+type runner struct {
 	*env
-	table providerTable
+	table app.Table
 
 	// ctx lives until Close, not the command's: serve drains sessions after SIGTERM.
 	ctx    context.Context
@@ -53,7 +54,7 @@ type app struct {
 }
 
 // newApp loads the settings; nothing is built or started yet.
-func (c *cli) newApp(cmd *cobra.Command) (*app, error) {
+func (c *cli) newApp(cmd *cobra.Command) (*runner, error) {
 	e, err := c.setup(cmd)
 	if err != nil {
 		return nil, err
@@ -62,7 +63,7 @@ func (c *cli) newApp(cmd *cobra.Command) (*app, error) {
 }
 
 // withApp runs f over the command's app and closes it after.
-func (c *cli) withApp(cmd *cobra.Command, f func(*app) error) error {
+func (c *cli) withApp(cmd *cobra.Command, f func(*runner) error) error {
 	a, err := c.newApp(cmd)
 	if err != nil {
 		return err
@@ -72,26 +73,26 @@ func (c *cli) withApp(cmd *cobra.Command, f func(*app) error) error {
 }
 
 // appOf is the app over settings already made (tests make their own).
-func (c *cli) appOf(parent context.Context, e *env) *app {
+func (c *cli) appOf(parent context.Context, e *env) *runner {
 	if parent == nil {
 		parent = context.Background()
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
-	return &app{env: e, table: c.table, ctx: ctx, cancel: cancel, built: map[string]domain.Provider{}}
+	return &runner{env: e, table: c.table, ctx: ctx, cancel: cancel, built: map[string]domain.Provider{}}
 }
 
 // provider builds the named provider once.
-func (a *app) provider(ctx context.Context, name string) (domain.Provider, error) {
+func (a *runner) provider(ctx context.Context, name string) (domain.Provider, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if p, ok := a.built[name]; ok {
 		return p, nil
 	}
-	row, ok := a.table.lookup(name)
+	row, ok := a.table.Lookup(name)
 	if !ok {
-		return nil, usagef("--provider: unknown provider %q; want a comma list of %s", name, joinNames(a.table.names()))
+		return nil, usagef("--provider: unknown provider %q; want a comma list of %s", name, joinNames(a.table.Names()))
 	}
-	p, err := row.build(ctx, a.env)
+	p, err := row.Build(ctx, &a.Settings)
 	if err != nil {
 		return nil, err
 	}
@@ -100,11 +101,11 @@ func (a *app) provider(ctx context.Context, name string) (domain.Provider, error
 }
 
 // Providers builds the query's sources plus the named ones (an offering's, a row's).
-func (a *app) Providers(ctx context.Context, also ...string) ([]domain.Provider, error) {
-	if err := a.table.checkRegions(a.query.Providers, a.query.Regions); err != nil {
+func (a *runner) Providers(ctx context.Context, also ...string) ([]domain.Provider, error) {
+	if err := a.table.CheckRegions(a.Query.Providers, a.Query.Regions); err != nil {
 		return nil, err
 	}
-	names := append([]string(nil), a.query.Providers...)
+	names := append([]string(nil), a.Query.Providers...)
 	for _, n := range also {
 		if n != "" && !slices.Contains(names, n) {
 			names = append(names, n)
@@ -122,7 +123,7 @@ func (a *app) Providers(ctx context.Context, also ...string) ([]domain.Provider,
 }
 
 // reachable builds the named providers; one that cannot be built is said and left out.
-func (a *app) reachable(ctx context.Context, names []string, command string) []domain.Provider {
+func (a *runner) reachable(ctx context.Context, names []string, command string) []domain.Provider {
 	var ps []domain.Provider
 	for _, name := range names {
 		p, err := a.provider(ctx, name)
@@ -136,7 +137,7 @@ func (a *app) reachable(ctx context.Context, names []string, command string) []d
 }
 
 // Hub returns the one hub over the query's sources, running until Close.
-func (a *app) Hub(ctx context.Context) (*feed.Hub, error) {
+func (a *runner) Hub(ctx context.Context) (*feed.Hub, error) {
 	ps, err := a.Providers(ctx)
 	if err != nil {
 		return nil, err
@@ -145,10 +146,10 @@ func (a *app) Hub(ctx context.Context) (*feed.Hub, error) {
 }
 
 // hubOver starts the hub over ps once; tests give fakes.
-func (a *app) hubOver(ps []domain.Provider) *feed.Hub { return a.hubWith(ps, a.query) }
+func (a *runner) hubOver(ps []domain.Provider) *feed.Hub { return a.hubWith(ps, a.Query) }
 
 // hubWith is hubOver fetching what q selects.
-func (a *app) hubWith(ps []domain.Provider, q domain.Query) *feed.Hub {
+func (a *runner) hubWith(ps []domain.Provider, q domain.Query) *feed.Hub {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.hub == nil {
@@ -158,8 +159,8 @@ func (a *app) hubWith(ps []domain.Provider, q domain.Query) *feed.Hub {
 }
 
 // startHubLocked starts a hub until ctx ends; a.mu is held.
-func (a *app) startHubLocked(ctx context.Context, ps []domain.Provider, q domain.Query) *feed.Hub {
-	simTick, refresh := a.cfg.Sim.Tick.D(), a.cfg.Refresh.D()
+func (a *runner) startHubLocked(ctx context.Context, ps []domain.Provider, q domain.Query) *feed.Hub {
+	simTick, refresh := a.Config.Sim.Tick.D(), a.Config.Refresh.D()
 	desc := map[string]domain.Descriptor{}
 	for _, p := range ps {
 		desc[p.Name()] = p.Describe()
@@ -177,9 +178,9 @@ func (a *app) startHubLocked(ctx context.Context, ps []domain.Provider, q domain
 			}
 			return refresh
 		},
-		Logger: a.log,
+		Logger: a.Log,
 		Cache:  a.historyFor(ps),
-		Now:    a.now,
+		Now:    a.Now,
 		Speed:  a.clockSpeed(),
 	})
 	a.loops.Add(1)
@@ -191,13 +192,13 @@ func (a *app) startHubLocked(ctx context.Context, ps []domain.Provider, q domain
 }
 
 // Ledger opens the ledger in the data dir once; Close closes it.
-func (a *app) Ledger() (*ledger.Store, error) {
+func (a *runner) Ledger() (*ledger.Store, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.st != nil {
 		return a.st, nil
 	}
-	st, err := ledger.Open(a.dataDir)
+	st, err := ledger.Open(a.DataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -206,17 +207,17 @@ func (a *app) Ledger() (*ledger.Store, error) {
 }
 
 // Booking returns a booking service over the ledger and ps.
-func (a *app) Booking(ps []domain.Provider, timeout time.Duration) (*ledger.Service, error) {
+func (a *runner) Booking(ps []domain.Provider, timeout time.Duration) (*ledger.Service, error) {
 	st, err := a.Ledger()
 	if err != nil {
 		return nil, err
 	}
 	return ledger.New(st, ps, ledger.Options{
-		Budget:  ledger.Budget{MaxBookingUSD: a.cfg.Budget.MaxBookingUSD, MaxDailyUSD: a.cfg.Budget.MaxDailyUSD, ConfigPath: a.cfg.Path},
-		Logger:  a.log,
+		Budget:  ledger.Budget{MaxBookingUSD: a.Config.Budget.MaxBookingUSD, MaxDailyUSD: a.Config.Budget.MaxDailyUSD, ConfigPath: a.Config.Path},
+		Logger:  a.Log,
 		Timeout: timeout,
 		Actor:   localActor(),
-		Now:     a.now,
+		Now:     a.Now,
 	}), nil
 }
 
@@ -224,7 +225,7 @@ func (a *app) Booking(ps []domain.Provider, timeout time.Duration) (*ledger.Serv
 const ledgerKeepEvery = time.Minute
 
 // KeepLedger reconciles the ledger through svc every minute until Close.
-func (a *app) KeepLedger(svc *ledger.Service) {
+func (a *runner) KeepLedger(svc *ledger.Service) {
 	a.loops.Add(1)
 	go func() {
 		defer a.loops.Done()
@@ -232,20 +233,20 @@ func (a *app) KeepLedger(svc *ledger.Service) {
 	}()
 }
 
-func (a *app) clockSpeed() int {
-	if a.clock == nil {
+func (a *runner) clockSpeed() int {
+	if a.Clock == nil {
 		return 1
 	}
-	return a.clock.Speed()
+	return a.Clock.Speed()
 }
 
 // keepEvery is a minute of the run's clock in wall time, at most four a second.
-func (a *app) keepEvery() time.Duration {
+func (a *runner) keepEvery() time.Duration {
 	return max(ledgerKeepEvery/time.Duration(a.clockSpeed()), 250*time.Millisecond)
 }
 
 // Close stops the loops and the hub and closes the files; safe to call twice.
-func (a *app) Close() {
+func (a *runner) Close() {
 	a.closeOnce.Do(func() {
 		a.cancel()
 		a.loops.Wait()
@@ -262,4 +263,4 @@ func (a *app) Close() {
 }
 
 // simulated reports whether the simulated market is one of the sources.
-func (a *app) simulated() bool { return a.table.simulated(a.query.Providers) }
+func (a *runner) simulated() bool { return a.table.Simulated(a.Query.Providers) }

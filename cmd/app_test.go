@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
@@ -36,8 +37,8 @@ func TestAddingAProviderIsOneRow(t *testing.T) {
 	fake.SpotUSDHour = 10
 	fake.Desc.IsRegion = func(r string) bool { return r == "us-east-1" }
 	fake.Desc.RegionExample = "us-east-1"
-	c := &cli{table: append(defaultProviders(), providerRow{desc: fake.Desc,
-		build: func(context.Context, *env) (domain.Provider, error) { return fake, nil }})}
+	c := &cli{table: append(app.DefaultTable(), app.Row{Desc: fake.Desc,
+		Build: func(context.Context, *app.Settings) (domain.Provider, error) { return fake, nil }})}
 	runC := func(args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
 		code := c.run(context.Background(), args, strings.NewReader(""), &out, &errOut)
@@ -82,20 +83,20 @@ func TestAddingAProviderIsOneRow(t *testing.T) {
 // TestProviderTableMatchesConfig: the names a config file may give are
 // the table's, so a provider added to one is added to the other.
 func TestProviderTableMatchesConfig(t *testing.T) {
-	names := defaultProviders().names()
+	names := app.DefaultTable().Names()
 	if err := (config.Config{Providers: names}).CheckProviders(names); err != nil {
 		t.Errorf("the table's own names refused: %v", err)
 	}
 	if err := (config.Config{Providers: []string{"oci"}}).CheckProviders(names); err == nil || !strings.Contains(err.Error(), strings.Join(names, ", ")) {
 		t.Errorf("an unknown provider: %v; want it refused, naming %v", err, names)
 	}
-	for _, r := range defaultProviders() {
-		if r.build == nil || r.desc.Name == "" {
-			t.Errorf("row %+v has no name or constructor", r.desc)
+	for _, r := range app.DefaultTable() {
+		if r.Build == nil || r.Desc.Name == "" {
+			t.Errorf("row %+v has no name or constructor", r.Desc)
 		}
 	}
-	if defaultProviders().fallback() != "sim" {
-		t.Errorf("with no provider named, the source is %q, want the simulated market", defaultProviders().fallback())
+	if app.DefaultTable().Fallback() != "sim" {
+		t.Errorf("with no provider named, the source is %q, want the simulated market", app.DefaultTable().Fallback())
 	}
 }
 
@@ -143,9 +144,9 @@ func TestNoProviderNameComparisons(t *testing.T) {
 // form starts from, and plan.speed over the planner's defaults.
 func TestTUIOptionsCarryThePlanConfig(t *testing.T) {
 	e, _, _ := testEnv(t, domain.Query{})
-	e.cfg.Plan.GPUs, e.cfg.Plan.Hours = 16, 48
-	e.cfg.Plan.Speed = map[string]float64{"A100": 0.5}
-	opt := (&app{env: e}).tuiOptions(nil, nil)
+	e.Config.Plan.GPUs, e.Config.Plan.Hours = 16, 48
+	e.Config.Plan.Speed = map[string]float64{"A100": 0.5}
+	opt := (&runner{env: e}).tuiOptions(nil, nil)
 	if opt.Effective.GPUs != 16 || opt.Effective.Hours != 48 {
 		t.Errorf("basis %+v", opt.Effective)
 	}

@@ -12,59 +12,14 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// checkRegionsKnown refuses a region no provider in use has: it would drop out unsaid.
-func (t providerTable) checkRegionsKnown(names, regions []string) error {
-	for _, r := range regions {
-		known := false
-		var examples []string
-		for _, name := range names {
-			d := t.describe(name)
-			if d.KnowsRegion(r) {
-				known = true
-				break
-			}
-			if d.RegionExample != "" {
-				examples = append(examples, name+"'s are named such as "+d.RegionExample)
-			}
-		}
-		if !known {
-			return usagef("--region %s: no provider in use has a region of that name (%s)", r, strings.Join(examples, "; "))
-		}
-	}
-	return nil
-}
-
-// regionClouds returns the clouds whose real provider has the region.
-func (t providerTable) regionClouds(region string) []domain.Cloud {
-	var out []domain.Cloud
-	for _, r := range t {
-		d := r.desc
-		if d.Simulated || d.Cloud == "" || d.IsRegion == nil || !d.IsRegion(region) {
-			continue
-		}
-		out = append(out, d.Cloud)
-	}
-	return out
-}
-
-// cloudName is the cloud as users read it, from its provider's row.
-func (t providerTable) cloudName(c domain.Cloud) string {
-	for _, r := range t {
-		if r.desc.Cloud == c {
-			return r.desc.CloudName()
-		}
-	}
-	return string(c)
-}
-
 // checkFleetTypes refuses, before any estimate or question, types the fleet's
 // region cannot launch: another cloud's, or ones its provider does not sell there.
-func (a *app) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, timeout time.Duration) error {
-	clouds := a.table.regionClouds(spec.Region)
-	where := spec.Region + " is " + a.table.article(clouds) + " region"
-	if d := a.table.describe(spec.Provider); d.Cloud != "" {
+func (a *runner) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, timeout time.Duration) error {
+	clouds := a.table.RegionClouds(spec.Region)
+	where := spec.Region + " is " + a.table.Article(clouds) + " region"
+	if d := a.table.Describe(spec.Provider); d.Cloud != "" {
 		clouds = []domain.Cloud{d.Cloud}
-		where = "--provider " + spec.Provider + " launches " + a.table.cloudName(d.Cloud) + " ones"
+		where = "--provider " + spec.Provider + " launches " + a.table.CloudName(d.Cloud) + " ones"
 	}
 	models := map[string]bool{}
 	for _, t := range spec.InstanceTypes {
@@ -75,7 +30,7 @@ func (a *app) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, timeou
 		models[e.GPU.Model] = true
 		if len(clouds) > 0 && !slices.Contains(clouds, e.Cloud) {
 			return usagef("--instance-types %s is %s instance type, but %s (%s)",
-				t, a.table.article([]domain.Cloud{e.Cloud}), where, a.table.sampleTypes(clouds[0], e.GPU.Model))
+				t, a.table.Article([]domain.Cloud{e.Cloud}), where, a.table.SampleTypes(clouds[0], e.GPU.Model))
 		}
 	}
 	p, err := a.provider(ctx, spec.Provider)
@@ -150,41 +105,4 @@ func soldTypes(ctx context.Context, p domain.Provider, region string, models map
 		return nil, err
 	}
 	return sold, nil
-}
-
-// sampleTypes names up to three of the cloud's types with the model, for a message.
-func (t providerTable) sampleTypes(c domain.Cloud, model string) string {
-	var out []string
-	for _, e := range domain.CatalogEntries(c) {
-		if e.GPU.Model == model {
-			out = append(out, e.InstanceType)
-		}
-	}
-	head := fmt.Sprintf("%s %s types: ", t.cloudName(c), model)
-	if len(out) == 0 {
-		// None of that GPU: say so, rather than list others under its name.
-		head = fmt.Sprintf("%s has no %s type; its GPU types include ", t.cloudName(c), model)
-		for _, e := range domain.CatalogEntries(c) {
-			out = append(out, e.InstanceType)
-		}
-	}
-	if len(out) > 3 {
-		out = out[:3]
-	}
-	return head + strings.Join(out, ", ")
-}
-
-// article names a region's clouds with their article: "an Azure".
-func (t providerTable) article(clouds []domain.Cloud) string {
-	names := make([]string, len(clouds))
-	for i, c := range clouds {
-		names[i] = t.cloudName(c)
-	}
-	if len(names) == 0 {
-		return "a"
-	}
-	if strings.ContainsRune("AEIOUaeiou", rune(names[0][0])) {
-		return "an " + strings.Join(names, " or ")
-	}
-	return "a " + strings.Join(names, " or ")
 }

@@ -163,11 +163,11 @@ read at each review; without, progress is counted as the plan models it.`,
 			if f.progressFile != "" && f.progressCommand != "" {
 				return usagef("--progress-file and --progress-command together: want one of them")
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				if err := a.needsConfirmation("job start", f.dryRun, f.yes); err != nil {
 					return err
 				}
-				pj, err := a.planJob(cmd, f.plan, a.now())
+				pj, err := a.planJob(cmd, f.plan, a.Now())
 				if err != nil {
 					return err
 				}
@@ -195,7 +195,7 @@ read at each review; without, progress is counted as the plan models it.`,
 	return c
 }
 
-func (a *app) runJobStart(parent context.Context, pj planner.Job, f jobStartFlags) error {
+func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartFlags) error {
 	e := a.env
 	ctx, cancel := context.WithTimeout(parent, f.plan.timeout)
 	defer cancel()
@@ -292,7 +292,7 @@ func (cl *cli) jobListCmd() *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				st, err := a.Ledger()
 				if err != nil {
 					return err
@@ -346,7 +346,7 @@ func (cl *cli) jobShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				st, err := a.Ledger()
 				if err != nil {
 					return err
@@ -379,7 +379,7 @@ func (cl *cli) jobShowCmd() *cobra.Command {
 
 // writeJobTable shows a job for people: its figures, its rows beneath,
 // then its moves.
-func writeJobTable(a *app, j ledger.Job, jr jobRow, rows []ledger.Entry, moves []ledger.JobMove) {
+func writeJobTable(a *runner, j ledger.Job, jr jobRow, rows []ledger.Entry, moves []ledger.JobMove) {
 	w := a.out
 	fmt.Fprintf(w, "job %s  %s  %s\n", j.ID, j.State, j.Strategy)
 	fmt.Fprintf(w, "  progress   %.1f h of %g h (%s)\n", j.WorkDone, j.Terms.Hours, jr.ProgressSource)
@@ -399,7 +399,7 @@ func writeJobTable(a *app, j ledger.Job, jr jobRow, rows []ledger.Entry, moves [
 		fmt.Fprintln(w, "\nrows:")
 		lr := make([]ledgerRow, len(rows))
 		for i, r := range rows {
-			lr[i] = ledgerRowOf(r, a.now())
+			lr[i] = ledgerRowOf(r, a.Now())
 		}
 		writeRows(w, formatTable, lr)
 	}
@@ -426,7 +426,7 @@ func (cl *cli) jobCancelCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				st, err := a.Ledger()
 				if err != nil {
 					return err
@@ -478,7 +478,7 @@ each job once and returns. A job another process drives is left to it until
 that process's lease lapses.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				ctx := cmd.Context()
 				ps, err := a.jobProviders(ctx)
 				if err != nil {
@@ -510,7 +510,7 @@ that process's lease lapses.`,
 
 // jobProviders are the providers in use plus those the active jobs'
 // lanes launch in.
-func (a *app) jobProviders(ctx context.Context) ([]domain.Provider, error) {
+func (a *runner) jobProviders(ctx context.Context) ([]domain.Provider, error) {
 	st, err := a.Ledger()
 	if err != nil {
 		return nil, err
@@ -543,11 +543,11 @@ func ptrLanes(l *planner.LiveLane) []planner.LiveLane {
 
 // jobDriver is the process's driver of the ledger's jobs; its alerts go
 // to the log and stderr.
-func (a *app) jobDriver(svc *ledger.Service, ps []domain.Provider, tell func(string)) *job.Driver {
-	return job.New(svc, ps, job.Options{Logger: a.log, Actor: localActor(), Now: a.now, Speed: a.speed(),
-		Template: func(string) string { return a.cfg.AWS.LaunchTemplate }, Risk: a.poolRisk,
+func (a *runner) jobDriver(svc *ledger.Service, ps []domain.Provider, tell func(string)) *job.Driver {
+	return job.New(svc, ps, job.Options{Logger: a.Log, Actor: localActor(), Now: a.Now, Speed: a.Speed(),
+		Template: func(string) string { return a.Config.AWS.LaunchTemplate }, Risk: a.poolRisk,
 		Alert: func(j ledger.Job, key, text string) {
-			a.log.Info("job", "job", j.ID, "alert", key, "text", text)
+			a.Log.Info("job", "job", j.ID, "alert", key, "text", text)
 			if tell != nil {
 				tell(text)
 			}
@@ -556,7 +556,7 @@ func (a *app) jobDriver(svc *ledger.Service, ps []domain.Provider, tell func(str
 
 // poolRisk is a pool's spot process in the running hub's latest snapshot,
 // for n instances; a process without a hub (job run) keeps the plan's.
-func (a *app) poolRisk(pool string, n int) (planner.Risk, bool) {
+func (a *runner) poolRisk(pool string, n int) (planner.Risk, bool) {
 	a.mu.Lock()
 	h := a.hub
 	a.mu.Unlock()
@@ -576,7 +576,7 @@ func (a *app) poolRisk(pool string, n int) (planner.Risk, bool) {
 
 // DriveJobs drives the ledger's jobs until Close, as every long-running
 // gpumarket does.
-func (a *app) DriveJobs(svc *ledger.Service, ps []domain.Provider) {
+func (a *runner) DriveJobs(svc *ledger.Service, ps []domain.Provider) {
 	d := a.jobDriver(svc, ps, nil)
 	a.loops.Add(1)
 	go func() {

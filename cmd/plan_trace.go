@@ -12,7 +12,7 @@ import (
 // runPlanOnTraces plans the job on a market made of trace files, each a
 // pool of one-GPU instances at the given prices, its risk fitted on the
 // whole trace: a claim the backtest can check by hand.
-func (a *app) runPlanOnTraces(ctx context.Context, job planner.Job, f planFlags) error {
+func (a *runner) runPlanOnTraces(ctx context.Context, job planner.Job, f planFlags) error {
 	e := a.env
 	for _, v := range []struct {
 		name string
@@ -38,7 +38,7 @@ func (a *app) runPlanOnTraces(ctx context.Context, job planner.Job, f planFlags)
 	planner.Rank(results, f.onTime)
 	rows := make([]planRow, len(results))
 	for i, r := range results {
-		rows[i] = planRowOf(r, e.cfg.Budget)
+		rows[i] = planRowOf(r, e.Config.Budget)
 	}
 	if f.output != formatTable {
 		return writeRows(e.out, f.output, rows)

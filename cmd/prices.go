@@ -38,7 +38,7 @@ null in JSON, empty in CSV and "-" in the table.`,
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				snap, err := a.ReadySnapshot(cmd.Context(), timeout)
 				if err != nil {
 					return err
@@ -56,7 +56,7 @@ null in JSON, empty in CSV and "-" in the table.`,
 
 // banner says "SIMULATED MARKET" first when the sim is a source: on stdout
 // before a table, on stderr for json and csv so scripts read clean data.
-func (a *app) banner(format string) {
+func (a *runner) banner(format string) {
 	e := a.env
 	if !a.simulated() {
 		return
@@ -65,7 +65,7 @@ func (a *app) banner(format string) {
 	if format == formatTable {
 		w = e.out
 	}
-	fmt.Fprintln(w, a.table.simBanner())
+	fmt.Fprintln(w, a.table.SimBanner())
 }
 
 // priceRows makes one row per pool of the snapshot that matches the query,
@@ -79,7 +79,7 @@ func (e *env) priceRows(snap *feed.Snapshot) priceTable {
 	rows := make(priceTable, 0, len(snap.Pools))
 	for i := range snap.Pools {
 		pv := &snap.Pools[i]
-		if !e.query.Matches(pv.Pool) {
+		if !e.Query.Matches(pv.Pool) {
 			continue
 		}
 		rows = append(rows, present.Derive(pv, basis, from, to))

@@ -57,13 +57,13 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 	}
 	defer a.Close()
 	// Under the TUI nothing may print to the terminal: logs go to a file.
-	logPath := filepath.Join(a.dataDir, "gpumarket.log")
+	logPath := filepath.Join(a.DataDir, "gpumarket.log")
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open log: %w", err)
 	}
 	defer lf.Close()
-	a.log = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
+	a.Log = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
 	ctx := cmd.Context()
 	h, err := a.Hub(ctx)
@@ -95,18 +95,18 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 // go to every session), the filters, the risk model and the Plan view's
 // speeds. The caller adds the session's own role, actor, colours and
 // context.
-func (a *app) tuiOptions(h *feed.Hub, svc *ledger.Service) tui.Options {
+func (a *runner) tuiOptions(h *feed.Hub, svc *ledger.Service) tui.Options {
 	return tui.Options{
 		Booking:   svc,
 		Hub:       h,
-		Window:    a.query.Window,
-		GPUs:      a.query.GPUs,
-		Regions:   a.query.Regions,
+		Window:    a.Query.Window,
+		GPUs:      a.Query.GPUs,
+		Regions:   a.Query.Regions,
 		Effective: a.effBasis(),
 		Speeds:    a.planSpeeds(),
-		Logger:    a.log,
+		Logger:    a.Log,
 		Usage:     a.usageTracker(h),
 		Watch:     a.watcher,
-		Now:       a.now,
+		Now:       a.Now,
 	}
 }

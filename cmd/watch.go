@@ -74,7 +74,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	defer a.Close()
 	e := a.env
 	// Headless: the log is stderr, alerts are stdout.
-	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
+	e.Log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
 	fileRules, err := a.fileRules()
 	if err != nil {
@@ -86,11 +86,11 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if err := checkRules(a.rulesFile(), fileRules, a.inUse()); err != nil {
 		return err
 	}
-	all := append(append([]watch.Spec(nil), e.rules...), fileRules...)
+	all := append(append([]watch.Spec(nil), e.Rules...), fileRules...)
 	if len(all) == 0 {
 		where := "no config file was read"
-		if e.cfg.Path != "" {
-			where = "config " + e.cfg.Path
+		if e.Config.Path != "" {
+			where = "config " + e.Config.Path
 		}
 		return usagef("no watch rules: add a watch: list to the config (%s), or make rules in the TUI with a; see the README's Watch section", where)
 	}
@@ -100,7 +100,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	market := &watchMarket{a: a, ps: ps, base: e.query}
+	market := &watchMarket{a: a, ps: ps, base: e.Query}
 	h, err := market.For(all)
 	if err != nil {
 		return err
@@ -116,22 +116,22 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	e.log.Info("watching", "rules", len(ev.Rules()), "providers", strings.Join(e.query.Providers, ","), "state", filepath.Join(e.dataDir, watch.StateFileName))
+	e.Log.Info("watching", "rules", len(ev.Rules()), "providers", strings.Join(e.Query.Providers, ","), "state", filepath.Join(e.DataDir, watch.StateFileName))
 	if a.simulated() {
-		e.log.Warn(a.table.simBanner())
+		e.Log.Warn(a.table.SimBanner())
 	}
 	if once {
 		var snap *feed.Snapshot
 		if h != nil {
 			if snap, err = a.waitReady(ctx, h, timeout); err != nil {
 				// Not a configuration error: the other rules still run.
-				e.log.Warn("the market did not load: spot and bucket rules are not evaluated this time", "err", err)
+				e.Log.Warn("the market did not load: spot and bucket rules are not evaluated this time", "err", err)
 				snap = nil
 			}
 		}
 		n, err := ev.Once(ctx, snap)
 		if err != nil {
-			e.log.Error("watch", "err", err)
+			e.Log.Error("watch", "err", err)
 		}
 		if n > 0 {
 			return reported(exitFired)
@@ -143,10 +143,10 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	return nil
 }
 
-func (a *app) rulesFile() string { return filepath.Join(a.dataDir, watch.RulesFileName) }
+func (a *runner) rulesFile() string { return filepath.Join(a.DataDir, watch.RulesFileName) }
 
 // fileRules reads the rules made in the TUI.
-func (a *app) fileRules() ([]watch.Spec, error) {
+func (a *runner) fileRules() ([]watch.Spec, error) {
 	data, err := os.ReadFile(a.rulesFile())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -154,7 +154,7 @@ func (a *app) fileRules() ([]watch.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read rules file: %w", err)
 	}
-	return watch.ParseRules(a.rulesFile(), data, a.cfg.Notify)
+	return watch.ParseRules(a.rulesFile(), data, a.Config.Notify)
 }
 
 // checkRules refuses a rule the providers in use cannot serve (exit 2).
@@ -167,23 +167,23 @@ func checkRules(file string, rules []watch.Spec, descs []domain.Descriptor) erro
 	return nil
 }
 
-func (a *app) inUse() []domain.Descriptor {
-	out := make([]domain.Descriptor, len(a.query.Providers))
-	for i, n := range a.query.Providers {
-		out[i] = a.table.describe(n)
+func (a *runner) inUse() []domain.Descriptor {
+	out := make([]domain.Descriptor, len(a.Query.Providers))
+	for i, n := range a.Query.Providers {
+		out[i] = a.table.Describe(n)
 	}
 	return out
 }
 
-func (a *app) checkWatchRules() error {
-	return checkRules(a.cfg.Path, a.rules, a.inUse())
+func (a *runner) checkWatchRules() error {
+	return checkRules(a.Config.Path, a.Rules, a.inUse())
 }
 
 // Watcher runs the process's one evaluator; a state it cannot open is one warning,
 // since the TUI and serve must keep ending scheduled fleets.
-func (a *app) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error) {
+func (a *runner) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error) {
 	ev, err := a.newWatcher(h, svc, a.usageTracker(h), nil, func(al watch.Alert) {
-		a.log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
+		a.Log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
 	})
 	if err != nil {
 		if _, bad := usageMessage(err); bad {
@@ -204,7 +204,7 @@ func (a *app) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error
 }
 
 // newWatcher checks the rules and builds the evaluator.
-func (a *app) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Tracker, market func([]watch.Spec) (*feed.Hub, error),
+func (a *runner) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Tracker, market func([]watch.Spec) (*feed.Hub, error),
 	onAlert func(watch.Alert)) (*watch.Evaluator, error) {
 	if err := a.checkWatchRules(); err != nil {
 		return nil, err
@@ -220,7 +220,7 @@ func (a *app) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Track
 			lead = max(lead, t.MaxLead)
 		}
 	}
-	n := a.cfg.Notify
+	n := a.Config.Notify
 	var notifiers []watch.Notifier
 	if len(n.Command) > 0 {
 		notifiers = append(notifiers, watch.NewCommand(n))
@@ -234,21 +234,21 @@ func (a *app) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Track
 	}
 	return watch.New(watch.Options{
 		Hub: h, Market: market, Offerings: svc, Ledger: svc.Store(), State: st, Planner: watchPlanner{a: a, svc: svc}, Usage: used,
-		Rules: a.rules, ConfigPath: a.cfg.Path, Notify: n, Notifiers: notifiers,
+		Rules: a.Rules, ConfigPath: a.Config.Path, Notify: n, Notifiers: notifiers,
 		RulesFile: a.rulesFile(),
 		Check:     func(w watch.Spec) error { return watch.Check(w, descs) },
-		MaxLead:   lead, Describe: svc.Describe, Logger: a.log, OnAlert: onAlert, Now: a.now,
+		MaxLead:   lead, Describe: svc.Describe, Logger: a.Log, OnAlert: onAlert, Now: a.Now,
 	})
 }
 
 // watchState opens the watch's state once; Close closes it.
-func (a *app) watchState() (*watch.State, error) {
+func (a *runner) watchState() (*watch.State, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.wstate != nil {
 		return a.wstate, nil
 	}
-	st, err := watch.OpenState(a.dataDir)
+	st, err := watch.OpenState(a.DataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +261,7 @@ func (a *app) watchState() (*watch.State, error) {
 
 // watchMarket is a headless watch's hub, widened when a new rule needs more.
 type watchMarket struct {
-	a    *app
+	a    *runner
 	ps   []domain.Provider
 	base domain.Query
 

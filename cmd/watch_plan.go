@@ -15,7 +15,7 @@ import (
 // the booking service, so the alert's offering is bookable by id), the
 // planner's Monte Carlo, and the cheapest strategy on time often enough.
 type watchPlanner struct {
-	a   *app
+	a   *runner
 	svc *ledger.Service
 }
 
@@ -28,9 +28,9 @@ const watchPlanRuns = 2000
 func (p watchPlanner) BestPlan(ctx context.Context, job watch.PlanJob, snap *feed.Snapshot) (watch.PlanQuote, error) {
 	a := p.a
 	pj := planner.Job{GPUs: job.GPUs, Models: job.Models, Hours: job.Hours, Start: job.Start, Deadline: job.Deadline,
-		Checkpoint: job.Checkpoint, Checkpointable: job.Checkpoint > 0, Changeover: a.cfg.Plan.Changeover.D()}
+		Checkpoint: job.Checkpoint, Checkpointable: job.Checkpoint > 0, Changeover: a.Config.Plan.Changeover.D()}
 	m := planner.Market{Pools: planner.WithOwn(a.planPools(snap, pj), a.ownFleets(ctx))}
-	offs, err := a.offeringsFor(ctx, p.svc, pj, func(msg string) { a.log.Warn("watch: plan rule: " + msg) })
+	offs, err := a.offeringsFor(ctx, p.svc, pj, func(msg string) { a.Log.Warn("watch: plan rule: " + msg) })
 	if err != nil {
 		return watch.PlanQuote{}, err
 	}
@@ -46,7 +46,7 @@ func (p watchPlanner) BestPlan(ctx context.Context, job watch.PlanJob, snap *fee
 		}
 		return watch.PlanQuote{Found: true, Strategy: r.Strategy, Provider: r.Provider, InstanceType: r.InstanceType,
 			Regions: r.Regions, ExpectedUSD: r.ExpectedCostUSD, USDPerUsefulGPUHour: r.USDPerUsefulGPUHour,
-			OnTimePct: r.OnTimePct, OfferingID: r.OfferingID, Simulated: a.table.describe(r.Provider).Simulated}, nil
+			OnTimePct: r.OnTimePct, OfferingID: r.OfferingID, Simulated: a.table.Describe(r.Provider).Simulated}, nil
 	}
 	return watch.PlanQuote{}, nil
 }

@@ -18,7 +18,7 @@ import (
 func TestPlanRulePricedByThePlanner(t *testing.T) {
 	isolate(t)
 	e, _, _ := testEnv(t, domain.Query{Providers: []string{"sim"}, GPUs: []string{"H100"}, Window: 24 * time.Hour})
-	e.dataDir = t.TempDir()
+	e.DataDir = t.TempDir()
 	a := newCLI().appOf(context.Background(), e)
 	defer a.Close()
 	snap, err := a.ReadySnapshot(context.Background(), time.Minute)
@@ -46,7 +46,7 @@ func TestPlanRulePricedByThePlanner(t *testing.T) {
 	// No slack beyond the changeover and 100 % on time asked: spot cannot
 	// promise it, but on-demand (or a block) still may; a plan is found
 	// only if on time.
-	changeover := a.cfg.Plan.Changeover.D()
+	changeover := a.Config.Plan.Changeover.D()
 	tight, err := p.BestPlan(context.Background(), watch.PlanJob{Models: []string{"H100"}, GPUs: 8, Hours: 12,
 		Start: start, Deadline: start.Add(12*time.Hour + changeover), Checkpoint: 15 * time.Minute, OnTimePct: 100}, snap)
 	if err != nil {

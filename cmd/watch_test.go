@@ -236,14 +236,14 @@ func bareBells(s string) int { return strings.Count(oscRE.ReplaceAllString(s, ""
 func TestWatchMarketGrowsWithTheRules(t *testing.T) {
 	newSession(t, "")
 	e, _, _ := testEnv(t, domain.Query{Providers: []string{"sim"}})
-	e.cfg = config.Default()
+	e.Config = config.Default()
 	a := newCLI().appOf(context.Background(), e)
 	defer a.Close()
 	ps, err := a.Providers(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &watchMarket{a: a, ps: ps, base: e.query}
+	m := &watchMarket{a: a, ps: ps, base: e.Query}
 	one := 0.01
 	spot := func(it, region string) watch.Spec {
 		return watch.Spec{Name: "s", Cond: &watch.SpotRule{InstanceType: it, Region: region, BelowUSDHour: &one}}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/app"
-	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger/ledgertest"
@@ -24,7 +23,7 @@ import (
 func (e *env) snapshotOf(ctx context.Context, ps []domain.Provider, timeout time.Duration) (*feed.Snapshot, error) {
 	a := newCLI().appOf(ctx, e)
 	defer a.Close()
-	return a.waitReady(ctx, a.hubOver(ps), timeout)
+	return a.waitReady(ctx, a.HubOver(ps), timeout)
 }
 
 // TestAddingAProviderIsOneRow: a provider gpumarket has never heard of,
@@ -80,26 +79,6 @@ func TestAddingAProviderIsOneRow(t *testing.T) {
 	}
 }
 
-// TestProviderTableMatchesConfig: the names a config file may give are
-// the table's, so a provider added to one is added to the other.
-func TestProviderTableMatchesConfig(t *testing.T) {
-	names := app.DefaultTable().Names()
-	if err := (config.Config{Providers: names}).CheckProviders(names); err != nil {
-		t.Errorf("the table's own names refused: %v", err)
-	}
-	if err := (config.Config{Providers: []string{"oci"}}).CheckProviders(names); err == nil || !strings.Contains(err.Error(), strings.Join(names, ", ")) {
-		t.Errorf("an unknown provider: %v; want it refused, naming %v", err, names)
-	}
-	for _, r := range app.DefaultTable() {
-		if r.Build == nil || r.Desc.Name == "" {
-			t.Errorf("row %+v has no name or constructor", r.Desc)
-		}
-	}
-	if app.DefaultTable().Fallback() != "sim" {
-		t.Errorf("with no provider named, the source is %q, want the simulated market", app.DefaultTable().Fallback())
-	}
-}
-
 // TestNoProviderNameComparisons: above the providers, code asks a
 // provider's descriptor what it is, never compares its name. Provider
 // names are spelled only in their own package, the config's list of
@@ -146,7 +125,9 @@ func TestTUIOptionsCarryThePlanConfig(t *testing.T) {
 	e, _, _ := testEnv(t, domain.Query{})
 	e.Config.Plan.GPUs, e.Config.Plan.Hours = 16, 48
 	e.Config.Plan.Speed = map[string]float64{"A100": 0.5}
-	opt := (&runner{env: e}).tuiOptions(nil, nil)
+	a := newCLI().appOf(context.Background(), e)
+	defer a.Close()
+	opt := a.tuiOptions(nil, nil)
 	if opt.Effective.GPUs != 16 || opt.Effective.Hours != 48 {
 		t.Errorf("basis %+v", opt.Effective)
 	}

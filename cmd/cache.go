@@ -14,51 +14,6 @@ import (
 	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
-// historyFor opens the history cache in the data dir (under a.mu) when a
-// source is a cloud, for the hub; nil (no cache) otherwise. A cache is
-// never worth failing a command for: it says in one line why it goes
-// without. A file that was not a readable cache was moved aside.
-func (a *runner) historyFor(ps []domain.Provider) feed.Cache {
-	cloud := false
-	for _, p := range ps {
-		cloud = cloud || !p.Describe().Simulated
-	}
-	if !cloud || a.DataDir == "" {
-		return nil
-	}
-	if a.hist != nil {
-		return a.hist // a headless watch's wider market shares it
-	}
-	c, err := feed.Open(a.DataDir, feed.HistoryOptions{Retention: a.Config.Cache.Retention.D(), Logger: a.Log})
-	if err != nil {
-		a.warnf("history cache not used, fetching the whole window: %v", err)
-		return nil
-	}
-	if aside := c.Aside(); aside != nil {
-		a.warnf("history cache not used: %v; moved it to %s and fetching afresh", aside.Reason, aside.Path)
-	}
-	a.hist = c
-	return c
-}
-
-// closeHistory closes the history cache, after the hub has stopped.
-func (a *runner) closeHistory() {
-	if a.hist == nil {
-		return
-	}
-	if err := a.hist.Close(); err != nil {
-		a.Log.Info("close history cache", "err", err)
-	}
-}
-
-// warnf says something the user should know in one line on stderr, and
-// in the log (where the TUI's go).
-func (a *runner) warnf(format string, args ...any) {
-	msg := oneLine(fmt.Sprintf(format, args...))
-	fmt.Fprintf(a.errOut, "gpumarket: warning: %s\n", msg)
-	a.Log.Info(msg)
-}
-
 func (cl *cli) cacheCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "cache",

@@ -33,7 +33,7 @@ func (a *runner) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, tim
 				t, a.table.Article([]domain.Cloud{e.Cloud}), where, a.table.SampleTypes(clouds[0], e.GPU.Model))
 		}
 	}
-	p, err := a.provider(ctx, spec.Provider)
+	p, err := a.Provider(ctx, spec.Provider)
 	if err != nil {
 		return err
 	}

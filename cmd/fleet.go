@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
@@ -372,7 +373,7 @@ func (a *runner) runFleetDelete(ctx context.Context, id string, yes bool, timeou
 			return err
 		}
 	}
-	r, err = svc.DeleteFleet(ctx, id, localActor())
+	r, err = svc.DeleteFleet(ctx, id, app.LocalActor())
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ func (a *runner) ReadySnapshot(ctx context.Context, timeout time.Duration) (*fee
 	if err != nil {
 		return nil, err
 	}
-	return a.waitReady(ctx, a.hubOver(ps), timeout, down...)
+	return a.waitReady(ctx, a.HubOver(ps), timeout, down...)
 }
 
 // reachableProviders builds the query's sources, leaving out with a warning
@@ -34,7 +34,7 @@ func (a *runner) reachableProviders(ctx context.Context) ([]domain.Provider, []w
 	var down []warning
 	var first error
 	for _, name := range a.Query.Providers {
-		p, err := a.provider(ctx, name)
+		p, err := a.Provider(ctx, name)
 		if err != nil {
 			var ue *usageError
 			if errors.As(err, &ue) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/job"
@@ -213,7 +214,7 @@ func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartF
 	}
 	req := job.Request{Job: pj, Market: planner.Market{Pools: planner.WithOwn(e.planPools(snap, pj), a.ownFleets(ctx))}, Strategy: f.strategy, MaxUSD: f.maxUSD,
 		Options: planner.Options{Runs: f.plan.runs, Seed: 1, Speeds: e.planSpeeds()}, ProgressFile: f.progressFile,
-		ProgressCommand: f.progressCommand, Actor: localActor()}
+		ProgressCommand: f.progressCommand, Actor: app.LocalActor()}
 	p, err := job.Propose(req)
 	if err != nil {
 		return planUsage(err)
@@ -222,7 +223,7 @@ func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartF
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(e.errOut, jobSummary(req, p, svc, a.simulated()))
+	fmt.Fprint(e.errOut, jobSummary(req, p, svc, a.Simulated()))
 	if b := svc.Budget(); b.MaxBookingUSD > 0 && cents(p.HoldUSD) > cents(b.MaxBookingUSD) {
 		return &ledger.BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: p.HoldUSD}
 	}
@@ -451,7 +452,7 @@ func (cl *cli) jobCancelCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				j, err = job.Cancel(ctx, svc, j.ID, localActor())
+				j, err = job.Cancel(ctx, svc, j.ID, app.LocalActor())
 				rows, _ = st.JobRows(ctx, j.ID)
 				moves, _ := st.JobMoves(ctx, j.ID)
 				if werr := writeRows(a.out, output, []jobRow{jobRowOf(j, rows, moves)}); werr != nil && err == nil {
@@ -544,7 +545,7 @@ func ptrLanes(l *planner.LiveLane) []planner.LiveLane {
 // jobDriver is the process's driver of the ledger's jobs; its alerts go
 // to the log and stderr.
 func (a *runner) jobDriver(svc *ledger.Service, ps []domain.Provider, tell func(string)) *job.Driver {
-	return job.New(svc, ps, job.Options{Logger: a.Log, Actor: localActor(), Now: a.Now, Speed: a.Speed(),
+	return job.New(svc, ps, job.Options{Logger: a.Log, Actor: app.LocalActor(), Now: a.Now, Speed: a.Speed(),
 		Template: func(string) string { return a.Config.AWS.LaunchTemplate }, Risk: a.poolRisk,
 		Alert: func(j ledger.Job, key, text string) {
 			a.Log.Info("job", "job", j.ID, "alert", key, "text", text)
@@ -557,9 +558,7 @@ func (a *runner) jobDriver(svc *ledger.Service, ps []domain.Provider, tell func(
 // poolRisk is a pool's spot process in the running hub's latest snapshot,
 // for n instances; a process without a hub (job run) keeps the plan's.
 func (a *runner) poolRisk(pool string, n int) (planner.Risk, bool) {
-	a.mu.Lock()
-	h := a.hub
-	a.mu.Unlock()
+	h := a.RunningHub()
 	if h == nil {
 		return planner.Risk{}, false
 	}
@@ -578,9 +577,5 @@ func (a *runner) poolRisk(pool string, n int) (planner.Risk, bool) {
 // gpumarket does.
 func (a *runner) DriveJobs(svc *ledger.Service, ps []domain.Provider) {
 	d := a.jobDriver(svc, ps, nil)
-	a.loops.Add(1)
-	go func() {
-		defer a.loops.Done()
-		_ = d.Run(a.ctx, false)
-	}()
+	a.Go(func(ctx context.Context) { _ = d.Run(ctx, false) })
 }

@@ -138,7 +138,7 @@ func TestJobDriverReadsTheHubsRisk(t *testing.T) {
 	if _, ok := a.poolRisk(pv.Key, 2); ok {
 		t.Error("a risk read without a hub")
 	}
-	if _, err := a.waitReady(ctx, a.hubOver(ps), time.Minute); err != nil {
+	if _, err := a.waitReady(ctx, a.HubOver(ps), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	got, ok := a.poolRisk(pv.Key, 2)

@@ -102,7 +102,7 @@ func TestAddingAProviderOfANewCloudIsOneRow(t *testing.T) {
 	e, _, _ := testEnv(t, domain.Query{Providers: []string{"acme"}})
 	a := c.appOf(context.Background(), e)
 	defer a.Close()
-	h := a.hubOver([]domain.Provider{fake})
+	h := a.HubOver([]domain.Provider{fake})
 	if _, err := a.waitReady(context.Background(), h, time.Minute); err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ null in JSON, empty in CSV and "-" in the table.`,
 // before a table, on stderr for json and csv so scripts read clean data.
 func (a *runner) banner(format string) {
 	e := a.env
-	if !a.simulated() {
+	if !a.Simulated() {
 		return
 	}
 	w := e.errOut

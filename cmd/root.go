@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/tui"
@@ -80,7 +81,7 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 		return err
 	}
 	opt := a.tuiOptions(h, svc)
-	opt.Role, opt.Actor, opt.Context = tui.RoleBooker, localActor(), ctx
+	opt.Role, opt.Actor, opt.Context = tui.RoleBooker, app.LocalActor(), ctx
 	opt.NoColor = os.Getenv("NO_COLOR") != ""
 	err = tui.Run(ctx, opt)
 	if errors.Is(err, context.Canceled) {
@@ -105,8 +106,8 @@ func (a *runner) tuiOptions(h *feed.Hub, svc *ledger.Service) tui.Options {
 		Effective: a.effBasis(),
 		Speeds:    a.planSpeeds(),
 		Logger:    a.Log,
-		Usage:     a.usageTracker(h),
-		Watch:     a.watcher,
+		Usage:     a.Tracker(hubProviders(h)),
+		Watch:     a.Watching(),
 		Now:       a.Now,
 	}
 }

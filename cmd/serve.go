@@ -111,7 +111,7 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 	e.Log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
 	// The shared hub holds the configured window; no session widens it for all.
-	a.sharedWindow = true
+	a.SharedWindow = true
 	h, err := a.Hub(cmd.Context())
 	if err != nil {
 		return err

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/domain"
-	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
 )
@@ -209,32 +208,4 @@ func (a *runner) idleWarnings(ctx context.Context, timeout time.Duration) []stri
 		out = append(out, "warning: "+strings.TrimSpace(al.String())+" (`gpumarket usage` for the figures)")
 	}
 	return out
-}
-
-// usageTracker is the one usage tracker of the run, built on first use:
-// every TUI session of the process (serve's included) shares it, so the
-// clouds' metrics are asked once per TTL whatever the number of
-// sessions. It asks the hub's providers; nil when there is no ledger.
-func (a *runner) usageTracker(h *feed.Hub) *ledger.Tracker {
-	var ps []domain.Provider
-	if h != nil {
-		ps = h.Providers()
-	}
-	return a.usageTrackerOver(ps)
-}
-
-// usageTrackerOver is usageTracker asking the providers ps, for a run
-// whose market may be narrower than the ledger (a headless watch).
-func (a *runner) usageTrackerOver(ps []domain.Provider) *ledger.Tracker {
-	st, err := a.Ledger()
-	if err != nil {
-		return nil
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.usage == nil {
-		a.usage = ledger.NewTracker(ledger.TrackerOptions{Ledger: st, Reporter: ledger.Reporters(ps),
-			MaxIdlePct: a.Config.Budget.MaxIdlePct, Kept: st, Log: a.Log, Now: a.Now})
-	}
-	return a.usage
 }

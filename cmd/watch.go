@@ -112,12 +112,12 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if !once {
 		a.DriveJobs(svc, ps)
 	}
-	ev, err := a.newWatcher(h, svc, a.usageTrackerOver(ps), market.For, func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) })
+	ev, err := a.newWatcher(h, svc, a.Tracker(ps), market.For, func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) })
 	if err != nil {
 		return err
 	}
 	e.Log.Info("watching", "rules", len(ev.Rules()), "providers", strings.Join(e.Query.Providers, ","), "state", filepath.Join(e.DataDir, watch.StateFileName))
-	if a.simulated() {
+	if a.Simulated() {
 		e.Log.Warn(a.table.SimBanner())
 	}
 	if once {
@@ -182,24 +182,17 @@ func (a *runner) checkWatchRules() error {
 // Watcher runs the process's one evaluator; a state it cannot open is one warning,
 // since the TUI and serve must keep ending scheduled fleets.
 func (a *runner) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error) {
-	ev, err := a.newWatcher(h, svc, a.usageTracker(h), nil, func(al watch.Alert) {
+	ev, err := a.newWatcher(h, svc, a.Tracker(hubProviders(h)), nil, func(al watch.Alert) {
 		a.Log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
 	})
 	if err != nil {
 		if _, bad := usageMessage(err); bad {
 			return nil, err
 		}
-		a.warnf("alerts are off in this run: %v", err)
+		a.Warnf("alerts are off in this run: %v", err)
 		return nil, nil
 	}
-	a.mu.Lock()
-	a.watcher = ev
-	a.mu.Unlock()
-	a.loops.Add(1)
-	go func() {
-		defer a.loops.Done()
-		ev.Run(a.ctx)
-	}()
+	a.RunWatcher(ev)
 	return ev, nil
 }
 
@@ -209,7 +202,7 @@ func (a *runner) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Tr
 	if err := a.checkWatchRules(); err != nil {
 		return nil, err
 	}
-	st, err := a.watchState()
+	st, err := a.WatchState()
 	if err != nil {
 		return nil, err
 	}
@@ -239,24 +232,6 @@ func (a *runner) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Tr
 		Check:     func(w watch.Spec) error { return watch.Check(w, descs) },
 		MaxLead:   lead, Describe: svc.Describe, Logger: a.Log, OnAlert: onAlert, Now: a.Now,
 	})
-}
-
-// watchState opens the watch's state once; Close closes it.
-func (a *runner) watchState() (*watch.State, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.wstate != nil {
-		return a.wstate, nil
-	}
-	st, err := watch.OpenState(a.DataDir)
-	if err != nil {
-		return nil, err
-	}
-	if r := st.Rebuilt(); r != nil {
-		a.warnf("watch state not used: %v; moved it to %s and made a new one (alerts it still owed are not sent; rules whose condition holds now are not told again)", r.Reason, r.Path)
-	}
-	a.wstate = st
-	return st, nil
 }
 
 // watchMarket is a headless watch's hub, widened when a new rule needs more.
@@ -292,10 +267,8 @@ func (m *watchMarket) For(rules []watch.Spec) (*feed.Hub, error) {
 	if len(sources) == 0 {
 		return m.hub, fmt.Errorf("none of the providers in use (%s) knows the regions %s", strings.Join(m.base.Providers, ", "), strings.Join(q.Regions, ", "))
 	}
-	ctx, cancel := context.WithCancel(m.a.ctx)
-	m.a.mu.Lock()
-	h := m.a.startHubLocked(ctx, sources, q)
-	m.a.mu.Unlock()
+	ctx, cancel := context.WithCancel(m.a.Context())
+	h := m.a.StartHub(ctx, sources, q)
 	if m.stop != nil {
 		m.stop()
 	}

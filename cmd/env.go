@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,10 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/app"
-	"github.com/gpumarket/gpumarket/cloud/sim"
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
-	"github.com/gpumarket/gpumarket/watch"
 )
 
 // env is what every command needs, built per run so two runs share nothing.
@@ -96,68 +93,13 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 	if flags.Changed(flagSeed) {
 		cfg.Sim.Seed, _ = flags.GetInt64(flagSeed)
 	}
-	if err := cfg.Validate(); err != nil {
-		// A bad environment variable is bad input as a bad flag is.
-		if ke := (*config.KeyError)(nil); errors.As(err, &ke) && ke.Key == config.EnvSimSpeed {
-			return nil, usagef("%s", err)
-		}
-		if cfg.Path != "" {
-			return nil, fmt.Errorf("config %s: %w", cfg.Path, err)
-		}
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if err := cfg.CheckProviders(c.table.Names()); err != nil {
-		return nil, fmt.Errorf("load config: %w", err)
-	}
-	rules, err := watch.ConfigRules(cfg)
+	s, err := app.NewSettings(cfg, provs, c.table)
 	if err != nil {
 		return nil, err
 	}
-	if provs != nil {
-		cfg.Providers = provs
-	}
-	if len(cfg.Providers) == 0 {
-		cfg.Providers = []string{c.table.Fallback()}
-	}
-
-	dataDir, err := config.DataDir()
-	if err != nil {
-		return nil, err
-	}
-	e := &env{
-		Settings: app.Settings{Config: cfg, Rules: rules, DataDir: dataDir, Query: domain.Query{
-			Providers: cfg.Providers,
-			GPUs:      cfg.GPUs,
-			Regions:   cfg.Regions,
-			Window:    cfg.Window.D(),
-		}},
-		out:    cmd.OutOrStdout(),
-		errOut: cmd.ErrOrStderr(),
-		stdin:  cmd.InOrStdin(),
-	}
+	e := &env{Settings: s, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), stdin: cmd.InOrStdin()}
 	e.Log = slog.New(newLineHandler(e.errOut, logLevel(slog.LevelWarn)))
-	if e.Clock, err = c.simClock(cfg, dataDir); err != nil {
-		return nil, err
-	}
 	return e, nil
-}
-
-// simClock opens the data dir's clock; a fast one runs the simulated market only.
-func (c *cli) simClock(cfg config.Config, dataDir string) (*sim.Clock, error) {
-	if cfg.Sim.Speed > 1 {
-		for _, p := range cfg.Providers {
-			if !c.table.Describe(p).Simulated {
-				return nil, usagef("sim.speed %d (%s) runs the simulated market's clock only; the provider %s keeps the wall clock: use --provider %s, or leave the speed at 1",
-					cfg.Sim.Speed, config.EnvSimSpeed, p, c.table.Fallback())
-			}
-		}
-	}
-	clock, err := sim.OpenClock(dataDir, cfg.Sim.Speed)
-	var mm *sim.SpeedMismatchError
-	if errors.As(err, &mm) {
-		return nil, usagef("%s", err)
-	}
-	return clock, err
 }
 
 // parseProviderFlag reads --provider: a comma list of the known names.

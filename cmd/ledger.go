@@ -119,19 +119,11 @@ func (a *runner) runLedger(ctx context.Context, timeout time.Duration, output st
 	if err != nil {
 		return err
 	}
-	// Reconciling a row needs its own provider, even when this run's
-	// --provider names others: an unsettled row is looked up there, a
-	// reservation whose window has ended is released there (it bills
-	// until it is), and a simulated fleet is known there to have ended
-	// with the process that launched it.
+	// A row to reconcile needs its own provider, even when --provider names others.
 	names := append([]string(nil), e.Query.Providers...)
 	now := a.Now()
 	for _, r := range all {
-		unsettled := !r.Settled()
-		windowOver := r.Kind == ledger.KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
-			(r.State == ledger.StateScheduled || r.State == ledger.StateActive)
-		ephemeralFleet := r.Kind == ledger.KindFleet && r.State == ledger.StateActive && a.table.Describe(r.Provider).Ephemeral
-		if (unsettled || windowOver || ephemeralFleet || ledger.ScheduleDue(r, now)) && !slices.Contains(names, r.Provider) {
+		if ledger.NeedsReconcile(r, a.table.Describe(r.Provider), now) && !slices.Contains(names, r.Provider) {
 			names = append(names, r.Provider)
 		}
 	}

@@ -1,20 +1,15 @@
 package cmd
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
 
@@ -76,14 +71,14 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	// Headless: the log is stderr, alerts are stdout.
 	e.Log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
-	fileRules, err := a.fileRules()
+	fileRules, err := a.FileRules()
 	if err != nil {
 		return err
 	}
-	if err := a.checkWatchRules(); err != nil {
+	if err := a.CheckConfigRules(); err != nil {
 		return err
 	}
-	if err := checkRules(a.rulesFile(), fileRules, a.inUse()); err != nil {
+	if err := a.CheckRules(a.RulesFile(), fileRules); err != nil {
 		return err
 	}
 	all := append(append([]watch.Spec(nil), e.Rules...), fileRules...)
@@ -100,7 +95,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	market := &watchMarket{a: a, ps: ps, base: e.Query}
+	market := a.Market(ps)
 	h, err := market.For(all)
 	if err != nil {
 		return err
@@ -112,7 +107,8 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if !once {
 		a.DriveJobs(svc, ps)
 	}
-	ev, err := a.newWatcher(h, svc, a.Tracker(ps), market.For, func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) })
+	ev, err := a.NewWatcher(app.WatcherOptions{Hub: h, Booking: svc, Tracker: a.Tracker(ps), Market: market.For,
+		Planner: watchPlanner{a: a, svc: svc}, OnAlert: func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) }})
 	if err != nil {
 		return err
 	}
@@ -143,48 +139,13 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	return nil
 }
 
-func (a *runner) rulesFile() string { return filepath.Join(a.DataDir, watch.RulesFileName) }
-
-// fileRules reads the rules made in the TUI.
-func (a *runner) fileRules() ([]watch.Spec, error) {
-	data, err := os.ReadFile(a.rulesFile())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read rules file: %w", err)
-	}
-	return watch.ParseRules(a.rulesFile(), data, a.Config.Notify)
-}
-
-// checkRules refuses a rule the providers in use cannot serve (exit 2).
-func checkRules(file string, rules []watch.Spec, descs []domain.Descriptor) error {
-	for i, w := range rules {
-		if err := watch.Check(w, descs); err != nil {
-			return watch.Place(file, w, i, err)
-		}
-	}
-	return nil
-}
-
-func (a *runner) inUse() []domain.Descriptor {
-	out := make([]domain.Descriptor, len(a.Query.Providers))
-	for i, n := range a.Query.Providers {
-		out[i] = a.table.Describe(n)
-	}
-	return out
-}
-
-func (a *runner) checkWatchRules() error {
-	return checkRules(a.Config.Path, a.Rules, a.inUse())
-}
-
 // Watcher runs the process's one evaluator; a state it cannot open is one warning,
 // since the TUI and serve must keep ending scheduled fleets.
 func (a *runner) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error) {
-	ev, err := a.newWatcher(h, svc, a.Tracker(hubProviders(h)), nil, func(al watch.Alert) {
-		a.Log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
-	})
+	ev, err := a.NewWatcher(app.WatcherOptions{Hub: h, Booking: svc, Tracker: a.Tracker(hubProviders(h)),
+		Planner: watchPlanner{a: a, svc: svc}, OnAlert: func(al watch.Alert) {
+			a.Log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
+		}})
 	if err != nil {
 		if _, bad := usageMessage(err); bad {
 			return nil, err
@@ -194,116 +155,4 @@ func (a *runner) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, er
 	}
 	a.RunWatcher(ev)
 	return ev, nil
-}
-
-// newWatcher checks the rules and builds the evaluator.
-func (a *runner) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Tracker, market func([]watch.Spec) (*feed.Hub, error),
-	onAlert func(watch.Alert)) (*watch.Evaluator, error) {
-	if err := a.checkWatchRules(); err != nil {
-		return nil, err
-	}
-	st, err := a.WatchState()
-	if err != nil {
-		return nil, err
-	}
-	descs := a.inUse()
-	var lead time.Duration
-	for _, d := range descs {
-		for _, t := range d.Sells {
-			lead = max(lead, t.MaxLead)
-		}
-	}
-	n := a.Config.Notify
-	var notifiers []watch.Notifier
-	if len(n.Command) > 0 {
-		notifiers = append(notifiers, watch.NewCommand(n))
-	}
-	if n.Webhook != nil {
-		notifiers = append(notifiers, watch.NewWebhook(*n.Webhook))
-	}
-	var used watch.UsageSource
-	if tracker != nil {
-		used = tracker // the TUI's Usage view shares it: one metrics read per TTL
-	}
-	return watch.New(watch.Options{
-		Hub: h, Market: market, Offerings: svc, Ledger: svc.Store(), State: st, Planner: watchPlanner{a: a, svc: svc}, Usage: used,
-		Rules: a.Rules, ConfigPath: a.Config.Path, Notify: n, Notifiers: notifiers,
-		RulesFile: a.rulesFile(),
-		Check:     func(w watch.Spec) error { return watch.Check(w, descs) },
-		MaxLead:   lead, Describe: svc.Describe, Logger: a.Log, OnAlert: onAlert, Now: a.Now,
-	})
-}
-
-// watchMarket is a headless watch's hub, widened when a new rule needs more.
-type watchMarket struct {
-	a    *runner
-	ps   []domain.Provider
-	base domain.Query
-
-	mu   sync.Mutex
-	q    domain.Query
-	hub  *feed.Hub
-	stop context.CancelFunc
-}
-
-// For returns the hub over what rules read (nil: none).
-func (m *watchMarket) For(rules []watch.Spec) (*feed.Hub, error) {
-	q, ok := watch.MarketFor(m.base, rules)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !ok || (m.hub != nil && covers(m.q, q)) {
-		return m.hub, nil
-	}
-	if m.hub != nil {
-		q.GPUs, q.Regions = union(m.q.GPUs, q.GPUs), union(m.q.Regions, q.Regions)
-	}
-	var sources []domain.Provider
-	for _, p := range m.ps {
-		d := p.Describe()
-		if len(q.Regions) == 0 || slices.ContainsFunc(q.Regions, d.KnowsRegion) {
-			sources = append(sources, p)
-		}
-	}
-	if len(sources) == 0 {
-		return m.hub, fmt.Errorf("none of the providers in use (%s) knows the regions %s", strings.Join(m.base.Providers, ", "), strings.Join(q.Regions, ", "))
-	}
-	ctx, cancel := context.WithCancel(m.a.Context())
-	h := m.a.StartHub(ctx, sources, q)
-	if m.stop != nil {
-		m.stop()
-	}
-	m.q, m.hub, m.stop = q, h, cancel
-	return h, nil
-}
-
-// covers reports whether have holds all of want (empty: everything).
-func covers(have, want domain.Query) bool {
-	in := func(h, w []string) bool {
-		if len(h) == 0 {
-			return true
-		}
-		if len(w) == 0 {
-			return false
-		}
-		for _, x := range w {
-			if !slices.Contains(h, x) {
-				return false
-			}
-		}
-		return true
-	}
-	return in(have.GPUs, want.GPUs) && in(have.Regions, want.Regions)
-}
-
-func union(a, b []string) []string {
-	if len(a) == 0 || len(b) == 0 {
-		return nil
-	}
-	out := append([]string(nil), a...)
-	for _, x := range b {
-		if !slices.Contains(out, x) {
-			out = append(out, x)
-		}
-	}
-	return out
 }

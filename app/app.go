@@ -197,7 +197,7 @@ func (a *App) historyFor(ps []domain.Provider) feed.Cache {
 // Warnf says something the user should know in one line on stderr, and
 // in the log (where the TUI's go).
 func (a *App) Warnf(format string, args ...any) {
-	msg, _, _ := strings.Cut(strings.TrimSpace(fmt.Sprintf(format, args...)), "\n")
+	msg := firstLine(fmt.Sprintf(format, args...))
 	fmt.Fprintf(a.errOut, "gpumarket: warning: %s\n", msg)
 	a.s.Log.Info(msg)
 }

@@ -63,7 +63,6 @@ type WatcherOptions struct {
 	Tracker *ledger.Tracker
 	// Market widens a headless watch's hub for new rules (nil: the hub is fixed).
 	Market  func([]watch.Spec) (*feed.Hub, error)
-	Planner watch.Planner
 	OnAlert func(watch.Alert)
 }
 
@@ -98,7 +97,7 @@ func (a *App) NewWatcher(o WatcherOptions) (*watch.Evaluator, error) {
 	}
 	svc := o.Booking
 	return watch.New(watch.Options{
-		Hub: o.Hub, Market: o.Market, Offerings: svc, Ledger: svc.Store(), State: st, Planner: o.Planner, Usage: used,
+		Hub: o.Hub, Market: o.Market, Offerings: svc, Ledger: svc.Store(), State: st, Planner: planRule{a: a, svc: svc}, Usage: used,
 		Rules: a.s.Rules, ConfigPath: a.s.Config.Path, Notify: n, Notifiers: notifiers,
 		RulesFile: a.RulesFile(),
 		Check:     func(w watch.Spec) error { return watch.Check(w, descs) },

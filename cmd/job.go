@@ -212,8 +212,8 @@ func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartF
 	if err := e.checkModelsSold(snap, pj); err != nil {
 		return err
 	}
-	req := job.Request{Job: pj, Market: planner.Market{Pools: planner.WithOwn(e.planPools(snap, pj), a.ownFleets(ctx))}, Strategy: f.strategy, MaxUSD: f.maxUSD,
-		Options: planner.Options{Runs: f.plan.runs, Seed: 1, Speeds: e.planSpeeds()}, ProgressFile: f.progressFile,
+	req := job.Request{Job: pj, Market: planner.Market{Pools: planner.WithOwn(e.PlanPools(snap, pj), a.OwnFleets(ctx))}, Strategy: f.strategy, MaxUSD: f.maxUSD,
+		Options: planner.Options{Runs: f.plan.runs, Seed: 1, Speeds: e.PlanSpeeds()}, ProgressFile: f.progressFile,
 		ProgressCommand: f.progressCommand, Actor: app.LocalActor()}
 	p, err := job.Propose(req)
 	if err != nil {
@@ -570,7 +570,7 @@ func (a *runner) poolRisk(pool string, n int) (planner.Risk, bool) {
 	if !ok {
 		return planner.Risk{}, false
 	}
-	return planner.RiskOf(snap.Pools[i].Pool, a.planPriors()).ForInstances(n), true
+	return planner.RiskOf(snap.Pools[i].Pool, a.PlanPriors()).ForInstances(n), true
 }
 
 // DriveJobs drives the ledger's jobs until Close, as every long-running

@@ -13,7 +13,6 @@ import (
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
-	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
 )
@@ -187,7 +186,7 @@ func (e *env) planJob(cmd *cobra.Command, f planFlags, now time.Time) (planner.J
 		return job, usagef("--deadline %v", err)
 	}
 	job.Deadline = d
-	if err := job.Check(now, e.planSpeeds()); err != nil {
+	if err := job.Check(now, e.PlanSpeeds()); err != nil {
 		return job, planUsage(err)
 	}
 	return job, nil
@@ -215,7 +214,7 @@ func (a *runner) runPlan(parent context.Context, job planner.Job, f planFlags) e
 	if err != nil {
 		return err
 	}
-	market := planner.Market{Pools: planner.WithOwn(e.planPools(snap, job), a.ownFleets(ctx))}
+	market := planner.Market{Pools: planner.WithOwn(e.PlanPools(snap, job), a.OwnFleets(ctx))}
 	if err := e.checkModelsSold(snap, job); err != nil {
 		return err
 	}
@@ -224,7 +223,7 @@ func (a *runner) runPlan(parent context.Context, job planner.Job, f planFlags) e
 		return err
 	}
 	market.Offerings = offs
-	results, err := planner.PlanContext(parent, job, market, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.planSpeeds()})
+	results, err := planner.PlanContext(parent, job, market, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.PlanSpeeds()})
 	if errors.Is(err, context.Canceled) {
 		return errors.New("plan: interrupted")
 	}
@@ -286,12 +285,6 @@ func (e *env) planTable(rows []planRow, results []planner.Result, onTime float64
 	return nil
 }
 
-// planPools are the snapshot's pools of the job's models that the query
-// selects (present.PlanPools).
-func (e *env) planPools(snap *feed.Snapshot, job planner.Job) []planner.Pool {
-	return present.PlanPools(snap, job.Models, e.Query.Matches, e.planPriors())
-}
-
 // checkModelsSold refuses, before any offering search, a --gpu model no
 // pool of the market sells within the filters. (The hub fetched only the
 // --gpu models, so what else is sold is not known here.)
@@ -324,108 +317,5 @@ func (a *runner) planOfferings(ctx context.Context, ps []domain.Provider, job pl
 	if err != nil {
 		return nil, err
 	}
-	return a.offeringsFor(ctx, svc, job, func(msg string) { fmt.Fprintf(a.errOut, "gpumarket: plan: %s\n", msg) })
-}
-
-// offeringsFor searches, through svc, the offerings a job could use; warn
-// is told, once each, what a provider could not answer.
-func (a *runner) offeringsFor(ctx context.Context, svc *ledger.Service, job planner.Job, warn func(string)) ([]domain.Offering, error) {
-	e := a.env
-	if !svc.CanBook() {
-		return nil, nil
-	}
-	var out []domain.Offering
-	seen := map[string]bool{}
-	warned := map[string]bool{}
-	for _, q := range planner.BlockQueries(job, a.Now(), e.planSpeeds()) {
-		q.Regions = e.Query.Regions
-		res, err := svc.FindOfferings(ctx, q)
-		if ctx.Err() != nil {
-			// Interrupted: what the providers could not answer is no news.
-			return nil, ctx.Err()
-		}
-		for name, perr := range res.Failed {
-			if msg := fmt.Sprintf("%s: %v", name, perr); !warned[msg] {
-				warned[msg] = true
-				warn(fmt.Sprintf("offerings of %s for %s: %s", q.GPU, domain.FormatWindow(q.Duration), oneLine(msg)))
-			}
-		}
-		if err != nil && len(res.Failed) == 0 {
-			return nil, err
-		}
-		for _, o := range res.Offerings {
-			if !seen[o.ID] {
-				seen[o.ID] = true
-				out = append(out, o)
-			}
-		}
-	}
-	return out, nil
-}
-
-// effBasis is the job EFF $/GPU-H prices every pool for: config plan.*.
-func (e *env) effBasis() planner.Basis {
-	p := e.Config.Plan
-	return planner.Basis{GPUs: p.GPUs, Hours: p.Hours, Checkpoint: p.Checkpoint.D(), Changeover: p.Changeover.D(), Priors: e.planPriors()}
-}
-
-// planPriors are config plan.priors over the planner's defaults.
-func (e *env) planPriors() planner.Priors {
-	if len(e.Config.Plan.Priors) == 0 {
-		return nil
-	}
-	out := planner.Priors{}
-	for g, p := range e.Config.Plan.Priors {
-		out[g] = planner.Prior{InterruptionsPerHour: p.InterruptionsPerHour, GapMedianHours: p.GapMedianHours, Availability: p.Availability}
-	}
-	return out
-}
-
-// planSpeeds are config plan.speed over the planner's defaults.
-func (e *env) planSpeeds() planner.Speeds {
-	out := planner.Speeds{}
-	for g, v := range planner.DefaultSpeeds {
-		out[g] = v
-	}
-	for g, v := range e.Config.Plan.Speed {
-		out[g] = v
-	}
-	return out
-}
-
-// ownFleets is what the user's spot fleets met per pool, from the usage
-// the ledger keeps (what `usage` counts); nothing when the ledger cannot
-// be read, the plan then resting on the market alone.
-func (a *runner) ownFleets(ctx context.Context) planner.Own {
-	st, err := a.Ledger()
-	if err != nil {
-		return nil
-	}
-	rows, err := st.List(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // interrupted: the plan says so itself, once
-		}
-		a.Log.Warn("plan: the ledger's fleets could not be read; risk from the market alone", "err", err)
-		return nil
-	}
-	return ownFrom(rows, func(id string) (domain.UsageReport, bool) {
-		rep, _, ok, err := st.LoadUsage(ctx, id)
-		return rep, ok && err == nil
-	}, a.Now())
-}
-
-// ownFrom is planner.OwnFrom over the ledger's fleet rows and their kept
-// usage.
-func ownFrom(rows []ledger.Entry, load func(id string) (domain.UsageReport, bool), now time.Time) planner.Own {
-	var fs []planner.FleetUsage
-	for _, r := range rows {
-		if r.Kind != domain.KindFleet {
-			continue
-		}
-		if rep, ok := load(r.ID); ok {
-			fs = append(fs, planner.FleetUsage{Provider: r.Provider, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, Report: rep})
-		}
-	}
-	return planner.OwnFrom(fs, now)
+	return a.OfferingsFor(ctx, svc, job, func(msg string) { fmt.Fprintf(a.errOut, "gpumarket: plan: %s\n", msg) })
 }

@@ -29,9 +29,9 @@ func (a *runner) runPlanOnTraces(ctx context.Context, job planner.Job, f planFla
 	var m planner.Market
 	for _, t := range traces {
 		t.Name = strings.TrimSuffix(filepath.Base(t.Name), ".json")
-		m.Pools = append(m.Pools, planner.TracePool(t, job.Models[0], job.GPUs, f.spotUSD, f.odUSD, e.planPriors()))
+		m.Pools = append(m.Pools, planner.TracePool(t, job.Models[0], job.GPUs, f.spotUSD, f.odUSD, e.PlanPriors()))
 	}
-	results, err := planner.PlanContext(ctx, job, m, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.planSpeeds()})
+	results, err := planner.PlanContext(ctx, job, m, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.PlanSpeeds()})
 	if err != nil {
 		return planUsage(err)
 	}

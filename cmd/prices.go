@@ -75,7 +75,7 @@ func (a *runner) banner(format string) {
 // in JSON, never made up.
 func (e *env) priceRows(snap *feed.Snapshot) priceTable {
 	from, to := e.windowOf(snap)
-	basis := e.effBasis()
+	basis := e.PlanBasis()
 	rows := make(priceTable, 0, len(snap.Pools))
 	for i := range snap.Pools {
 		pv := &snap.Pools[i]

@@ -1,7 +1,7 @@
-// Package cmd is gpumarket's command line: thin cobra wiring over the hub,
-// the providers and the TUI. Each command has its own file; what they all
-// use is in app.go (the app assembled once), env.go (settings and common
-// flags), helpers.go (shared command helpers), output.go and errors.go.
+// Package cmd is gpumarket's command line: cobra wiring over the app
+// (package app) and the TUI. Each command has its own file; what they all
+// use is in app.go (the run: settings, streams and the app), env.go (the
+// common flags), helpers.go, output.go and errors.go.
 package cmd
 
 import (
@@ -103,8 +103,8 @@ func (a *runner) tuiOptions(h *feed.Hub, svc *ledger.Service) tui.Options {
 		Window:    a.Query.Window,
 		GPUs:      a.Query.GPUs,
 		Regions:   a.Query.Regions,
-		Effective: a.effBasis(),
-		Speeds:    a.planSpeeds(),
+		Effective: a.PlanBasis(),
+		Speeds:    a.PlanSpeeds(),
 		Logger:    a.Log,
 		Usage:     a.Tracker(hubProviders(h)),
 		Watch:     a.Watching(),

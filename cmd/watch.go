@@ -108,7 +108,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 		a.DriveJobs(svc, ps)
 	}
 	ev, err := a.NewWatcher(app.WatcherOptions{Hub: h, Booking: svc, Tracker: a.Tracker(ps), Market: market.For,
-		Planner: watchPlanner{a: a, svc: svc}, OnAlert: func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) }})
+		OnAlert: func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) }})
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 // since the TUI and serve must keep ending scheduled fleets.
 func (a *runner) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error) {
 	ev, err := a.NewWatcher(app.WatcherOptions{Hub: h, Booking: svc, Tracker: a.Tracker(hubProviders(h)),
-		Planner: watchPlanner{a: a, svc: svc}, OnAlert: func(al watch.Alert) {
+		OnAlert: func(al watch.Alert) {
 			a.Log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
 		}})
 	if err != nil {

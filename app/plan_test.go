@@ -2,12 +2,10 @@ package app
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/watch"
 )
@@ -17,8 +15,7 @@ import (
 // in the build): the quote names an on-time strategy and its cost, and a
 // job that cannot be on time often enough is not found.
 func TestPlanRulePricedByThePlanner(t *testing.T) {
-	s := &Settings{Config: config.Default(), Query: domain.Query{Providers: []string{"sim"}, GPUs: []string{"H100"}, Window: 24 * time.Hour},
-		DataDir: t.TempDir(), Log: slog.New(slog.DiscardHandler)}
+	s := simSettings(t, domain.Query{Providers: []string{"sim"}, GPUs: []string{"H100"}, Window: 24 * time.Hour})
 	a := New(context.Background(), s, DefaultTable(), nil)
 	defer a.Close()
 	ps, err := a.Providers(context.Background())

@@ -2,12 +2,10 @@ package app
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/watch"
 )
@@ -16,8 +14,7 @@ import (
 // hub it runs starts a wider one (the old one's pools kept), a rule
 // inside it changes nothing, and no rule needing a market needs none.
 func TestWatchMarketGrowsWithTheRules(t *testing.T) {
-	s := &Settings{Config: config.Default(), Query: domain.Query{Providers: []string{"sim"}, Window: 24 * time.Hour},
-		DataDir: t.TempDir(), Log: slog.New(slog.DiscardHandler)}
+	s := simSettings(t, domain.Query{Providers: []string{"sim"}, Window: 24 * time.Hour})
 	a := New(context.Background(), s, DefaultTable(), nil)
 	defer a.Close()
 	ps, err := a.Providers(context.Background())

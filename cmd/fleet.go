@@ -228,7 +228,7 @@ func (a *runner) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fl
 	if !svc.CanLaunch(spec.Provider) {
 		return fmt.Errorf("provider %s does not launch fleets", spec.Provider)
 	}
-	if err := a.checkFleetTypes(ctx, spec, f.timeout); err != nil {
+	if err := a.CheckFleetTypes(ctx, spec, f.timeout); err != nil {
 		return err
 	}
 	// What the provider's API would refuse (a launch template missing

@@ -3,7 +3,6 @@ package cmd
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/domain"
-	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/job"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
@@ -481,7 +479,7 @@ that process's lease lapses.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cl.withApp(cmd, func(a *runner) error {
 				ctx := cmd.Context()
-				ps, err := a.jobProviders(ctx)
+				ps, err := a.JobProviders(ctx)
 				if err != nil {
 					return err
 				}
@@ -489,7 +487,7 @@ that process's lease lapses.`,
 				if err != nil {
 					return err
 				}
-				d := a.jobDriver(svc, ps, func(text string) { fmt.Fprintln(a.errOut, "gpumarket: "+text) })
+				d := a.JobDriver(svc, ps, func(text string) { fmt.Fprintln(a.errOut, "gpumarket: "+text) })
 				if once {
 					pass, err := d.Review(ctx)
 					if err != nil {
@@ -507,75 +505,4 @@ that process's lease lapses.`,
 	}
 	c.Flags().BoolVar(&once, "once", false, "review each job once and return")
 	return c
-}
-
-// jobProviders are the providers in use plus those the active jobs'
-// lanes launch in.
-func (a *runner) jobProviders(ctx context.Context) ([]domain.Provider, error) {
-	st, err := a.Ledger()
-	if err != nil {
-		return nil, err
-	}
-	js, err := st.ListJobs(ctx, ledger.JobScheduled, ledger.JobRunning)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, j := range js {
-		var lj planner.LiveJob
-		if err := json.Unmarshal(j.Live, &lj); err != nil {
-			continue
-		}
-		for _, l := range append(lj.Lanes, ptrLanes(lj.OnDemand)...) {
-			if !slices.Contains(names, l.Provider) {
-				names = append(names, l.Provider)
-			}
-		}
-	}
-	return a.Providers(ctx, names...)
-}
-
-func ptrLanes(l *planner.LiveLane) []planner.LiveLane {
-	if l == nil {
-		return nil
-	}
-	return []planner.LiveLane{*l}
-}
-
-// jobDriver is the process's driver of the ledger's jobs; its alerts go
-// to the log and stderr.
-func (a *runner) jobDriver(svc *ledger.Service, ps []domain.Provider, tell func(string)) *job.Driver {
-	return job.New(svc, ps, job.Options{Logger: a.Log, Actor: app.LocalActor(), Now: a.Now, Speed: a.Speed(),
-		Template: func(string) string { return a.Config.AWS.LaunchTemplate }, Risk: a.poolRisk,
-		Alert: func(j ledger.Job, key, text string) {
-			a.Log.Info("job", "job", j.ID, "alert", key, "text", text)
-			if tell != nil {
-				tell(text)
-			}
-		}})
-}
-
-// poolRisk is a pool's spot process in the running hub's latest snapshot,
-// for n instances; a process without a hub (job run) keeps the plan's.
-func (a *runner) poolRisk(pool string, n int) (planner.Risk, bool) {
-	h := a.RunningHub()
-	if h == nil {
-		return planner.Risk{}, false
-	}
-	snap := h.Snapshot()
-	if snap == nil {
-		return planner.Risk{}, false
-	}
-	i, ok := slices.BinarySearchFunc(snap.Pools, pool, func(p feed.PoolView, k string) int { return strings.Compare(p.Key, k) })
-	if !ok {
-		return planner.Risk{}, false
-	}
-	return planner.RiskOf(snap.Pools[i].Pool, a.PlanPriors()).ForInstances(n), true
-}
-
-// DriveJobs drives the ledger's jobs until Close, as every long-running
-// gpumarket does.
-func (a *runner) DriveJobs(svc *ledger.Service, ps []domain.Provider) {
-	d := a.jobDriver(svc, ps, nil)
-	a.Go(func(ctx context.Context) { _ = d.Run(ctx, false) })
 }

@@ -1,4 +1,4 @@
-package cmd
+package app
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// checkFleetTypes refuses, before any estimate or question, types the fleet's
+// CheckFleetTypes refuses, before any estimate or question, types the fleet's
 // region cannot launch: another cloud's, or ones its provider does not sell there.
-func (a *runner) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, timeout time.Duration) error {
+func (a *App) CheckFleetTypes(ctx context.Context, spec domain.FleetSpec, timeout time.Duration) error {
 	clouds := a.table.RegionClouds(spec.Region)
 	where := spec.Region + " is " + a.table.Article(clouds) + " region"
 	if d := a.table.Describe(spec.Provider); d.Cloud != "" {
@@ -25,11 +25,11 @@ func (a *runner) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, tim
 	for _, t := range spec.InstanceTypes {
 		e, ok := domain.LookupGPU(t)
 		if !ok {
-			return usagef("--instance-types: %q is not a GPU instance type gpumarket knows (such as p5.48xlarge or Standard_ND96isr_H100_v5)", t)
+			return Usagef("--instance-types: %q is not a GPU instance type gpumarket knows (such as p5.48xlarge or Standard_ND96isr_H100_v5)", t)
 		}
 		models[e.GPU.Model] = true
 		if len(clouds) > 0 && !slices.Contains(clouds, e.Cloud) {
-			return usagef("--instance-types %s is %s instance type, but %s (%s)",
+			return Usagef("--instance-types %s is %s instance type, but %s (%s)",
 				t, a.table.Article([]domain.Cloud{e.Cloud}), where, a.table.SampleTypes(clouds[0], e.GPU.Model))
 		}
 	}
@@ -54,7 +54,7 @@ func (a *runner) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, tim
 		if len(list) > 0 {
 			has = strings.Join(list, ", ") + " there"
 		}
-		return usagef("--instance-types %s: %s does not sell it in %s (it sells %s)", t, spec.Provider, spec.Region, has)
+		return Usagef("--instance-types %s: %s does not sell it in %s (it sells %s)", t, spec.Provider, spec.Region, has)
 	}
 	return nil
 }

@@ -21,7 +21,6 @@ type cli struct {
 type runner struct {
 	*env
 	*app.App
-	table app.Table
 
 	// modelsChecked: the command says itself which GPU models no pool sells.
 	modelsChecked bool
@@ -48,7 +47,7 @@ func (c *cli) withApp(cmd *cobra.Command, f func(*runner) error) error {
 
 // appOf is the app over settings already made (tests make their own).
 func (c *cli) appOf(parent context.Context, e *env) *runner {
-	return &runner{env: e, App: app.New(parent, &e.Settings, c.table, e.errOut), table: c.table}
+	return &runner{env: e, App: app.New(parent, &e.Settings, c.table, e.errOut)}
 }
 
 // reachable builds the named providers; one that cannot be built is said and left out.

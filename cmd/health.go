@@ -27,7 +27,7 @@ func (a *runner) ReadySnapshot(ctx context.Context, timeout time.Duration) (*fee
 // reachableProviders builds the query's sources, leaving out with a warning
 // one that cannot be built while another can.
 func (a *runner) reachableProviders(ctx context.Context) ([]domain.Provider, []warning, error) {
-	if err := a.table.CheckRegions(a.Query.Providers, a.Query.Regions); err != nil {
+	if err := a.Table().CheckRegions(a.Query.Providers, a.Query.Regions); err != nil {
 		return nil, nil, err
 	}
 	var ps []domain.Provider

@@ -123,7 +123,7 @@ func (a *runner) runLedger(ctx context.Context, timeout time.Duration, output st
 	names := append([]string(nil), e.Query.Providers...)
 	now := a.Now()
 	for _, r := range all {
-		if ledger.NeedsReconcile(r, a.table.Describe(r.Provider), now) && !slices.Contains(names, r.Provider) {
+		if ledger.NeedsReconcile(r, a.Table().Describe(r.Provider), now) && !slices.Contains(names, r.Provider) {
 			names = append(names, r.Provider)
 		}
 	}
@@ -171,7 +171,7 @@ func (a *runner) runLedger(ctx context.Context, timeout time.Duration, output st
 			sched, scheduled := ledger.ScheduleOf(r)
 			if scheduled && r.State == ledger.StateScheduled {
 				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s scheduled %s (starts in %s); %s\n", r.ID, ledger.WindowText(sched.Start, sched.End, now),
-					ledger.Countdown(sched.Start.Sub(now)), sched.Keeper.Note(a.table.Describe(r.Provider)))
+					ledger.Countdown(sched.Start.Sub(now)), sched.Keeper.Note(a.Table().Describe(r.Provider)))
 			}
 			if f := ledger.FiguresOf(r, now); r.Kind == ledger.KindFleet && r.State == ledger.StateActive && !f.Start.IsZero() {
 				ran := now.Sub(f.Start)
@@ -185,7 +185,7 @@ func (a *runner) runLedger(ctx context.Context, timeout time.Duration, output st
 				ends := ""
 				if scheduled && !sched.End.IsZero() && sched.End.After(now) {
 					ends = fmt.Sprintf("; ends %s (in %s): %s", sched.End.In(now.Location()).Format("Mon 15:04 MST"),
-						ledger.Countdown(sched.End.Sub(now)), sched.Keeper.Note(a.table.Describe(r.Provider)))
+						ledger.Countdown(sched.End.Sub(now)), sched.Keeper.Note(a.Table().Describe(r.Provider)))
 				}
 				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s (%s) running for %s, %s%s\n", r.ProviderRef, r.ID, ledger.Countdown(ran), so, ends)
 			}

@@ -160,10 +160,10 @@ fails only when none answered.`,
 			}
 			q.GPU = e.Query.GPUs[0]
 			q.Regions = e.Query.Regions
-			if err := a.table.CheckDuration(d, e.Query.Providers); err != nil {
+			if err := a.Table().CheckDuration(d, e.Query.Providers); err != nil {
 				return err
 			}
-			if err := a.table.CheckCount(count, e.Query.Providers); err != nil {
+			if err := a.Table().CheckCount(count, e.Query.Providers); err != nil {
 				return err
 			}
 			if err := a.startRange(&q, after, before, a.Now()); err != nil {
@@ -307,7 +307,7 @@ func (a *runner) startRange(q *domain.OfferingQuery, after, before string, now t
 		return usagef("--start-after %s is %s, in the past (it is %s now): want a later start, or none for now",
 			after, localStamp(q.StartAfter), localStamp(now))
 	}
-	if lead, ok := a.table.LongestLead(a.Query.Providers); ok && q.StartAfter.After(now.Add(lead)) {
+	if lead, ok := a.Table().LongestLead(a.Query.Providers); ok && q.StartAfter.After(now.Add(lead)) {
 		return usagef("--start-after %s is too far ahead: blocks are sold to start at most %s ahead (by %s)",
 			after, domain.FormatWindow(lead), localStamp(now.Add(lead)))
 	}

@@ -65,7 +65,7 @@ func (a *runner) banner(format string) {
 	if format == formatTable {
 		w = e.out
 	}
-	fmt.Fprintln(w, a.table.SimBanner())
+	fmt.Fprintln(w, a.Table().SimBanner())
 }
 
 // priceRows makes one row per pool of the snapshot that matches the query,

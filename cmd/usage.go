@@ -88,7 +88,7 @@ func (a *runner) runUsage(ctx context.Context, since time.Duration, by string, t
 	e := a.env
 	sim := false
 	for _, r := range rep.Rows {
-		sim = sim || a.table.Describe(r.Provider).Simulated
+		sim = sim || a.Table().Describe(r.Provider).Simulated
 	}
 	if sim {
 		// On stdout before a table, on stderr for json and csv.

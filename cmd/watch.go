@@ -114,7 +114,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	}
 	e.Log.Info("watching", "rules", len(ev.Rules()), "providers", strings.Join(e.Query.Providers, ","), "state", filepath.Join(e.DataDir, watch.StateFileName))
 	if a.Simulated() {
-		e.Log.Warn(a.table.SimBanner())
+		e.Log.Warn(a.Table().SimBanner())
 	}
 	if once {
 		var snap *feed.Snapshot

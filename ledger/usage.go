@@ -338,7 +338,7 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 	row.Days = make([]Day, len(days))
 	held := rowWindows(r) // a training plan holds only its segments
 	for i, d := range days {
-		d0, d1 := maxTime(d, start), minTime(d.Add(24*time.Hour), end)
+		d0, d1 := domain.Later(d, start), domain.Earlier(d.Add(24*time.Hour), end)
 		row.Days[i] = Day{Day: d, BookedGPUHours: gpus * heldHours(held, d0, d1), Interruptions: -1,
 			RunningGPUHours: math.NaN(), BusyGPUHours: math.NaN(), CostUSD: math.NaN(), IdleUSD: math.NaN()}
 		row.BookedGPUHours += row.Days[i].BookedGPUHours
@@ -381,13 +381,13 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 				continue
 			}
 			for di, d := range days {
-				d0, d1 := maxTime(d, i0), minTime(d.Add(24*time.Hour), i1)
+				d0, d1 := domain.Later(d, i0), domain.Earlier(d.Add(24*time.Hour), i1)
 				if !d1.After(d0) {
 					continue
 				}
 				row.Days[di].RunningGPUHours += g * hours(d0, d1)
 				for _, s := range in.Busy {
-					s0, s1 := maxTime(s.At, d0), minTime(s.At.Add(s.Period), d1)
+					s0, s1 := domain.Later(s.At, d0), domain.Earlier(s.At.Add(s.Period), d1)
 					if !s1.After(s0) {
 						continue
 					}
@@ -442,7 +442,7 @@ func costRow(row *UsageRow, r Entry, opt UsageOptions) {
 	row.IdleUSD = 0
 	for i := range row.Days {
 		d := &row.Days[i]
-		d0, d1 := maxTime(d.Day, row.Start), minTime(d.Day.Add(24*time.Hour), row.End)
+		d0, d1 := domain.Later(d.Day, row.Start), domain.Earlier(d.Day.Add(24*time.Hour), row.End)
 		d.CostUSD = CostSoFar(r, d0, d1)
 		row.consumed += d.CostUSD
 		switch {
@@ -599,20 +599,6 @@ func hours(a, b time.Time) float64 {
 		return 0
 	}
 	return b.Sub(a).Hours()
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
 
 // Bar draws GPU-hours as one bar: █ busy, ▓ running not busy, ▒ booked not running.

@@ -178,7 +178,7 @@ func Uncovered(job Job, held []Held, now time.Time, speeds Speeds) (left Job, by
 			b = job.Deadline
 		}
 		if t := domain.TermsOfKind(h.Kind); t != nil && !h.End.IsZero() {
-			b = minTime(b, h.End.Add(-t.StopsEarly))
+			b = domain.Earlier(b, h.End.Add(-t.StopsEarly))
 		}
 		if a.Before(job.Start) {
 			a = job.Start
@@ -207,11 +207,4 @@ func Uncovered(job Job, held []Held, now time.Time, speeds Speeds) (left Job, by
 	}
 	left.Start, left.Deadline = best.a, best.b
 	return left, by
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

@@ -13,7 +13,6 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
@@ -51,19 +50,16 @@ func (k planKeys) FullHelp() [][]key.Binding {
 // and b to carry one out (docs/DESIGN.md, The TUI).
 type planView struct {
 	owner
-	c      *common
+	actingView
 	ctx    context.Context
 	svc    *ledger.Service
 	speeds planner.Speeds
 	keys   planKeys
-	w, h   int
 	runs   int // Monte Carlo runs of a plan (planRuns; tests use fewer)
 
 	form planForm
 	ran  planForm // as last run: the summary over the table says it
-	openForm
 
-	snap    *feed.Snapshot
 	seq     int // of the latest run
 	running bool
 	res     planMsg
@@ -75,33 +71,18 @@ type planView struct {
 	pending  *planner.Held
 	held     []planner.Held
 	leftNote string
-
-	confirm confirmation
-	prompt  rulePrompt // a plan rule's figure (a)
 }
 
 func newPlanView(c *common, ctx context.Context, svc *ledger.Service, speeds planner.Speeds, gpus, regions []string) *planView {
-	v := &planView{c: c, ctx: ctx, svc: svc, speeds: speeds, keys: newPlanKeys(&c.keys), runs: planRuns,
+	v := &planView{actingView: actingView{c: c}, ctx: ctx, svc: svc, speeds: speeds, keys: newPlanKeys(&c.keys), runs: planRuns,
 		form: newPlanForm(c.eff, gpus, regions, c.now())}
 	v.ran = v.form
 	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
 	return v
 }
 
-func (v *planView) Title() string { return "Plan" }
-func (v *planView) KeyMap() help.KeyMap {
-	switch {
-	case v.prompt.open:
-		return newPromptKeys(false)
-	case v.editing:
-		return v.footer("yes/no", "run the plan", "back")
-	}
-	return v.keys
-}
-func (v *planView) SetSize(w, h int)   { v.w, v.h = w, h }
-func (v *planView) capturing() bool    { return v.editing || v.prompt.open }
-func (v *planView) box() *confirmation { return &v.confirm }
-func (v *planView) escGoesHome()       {}
+func (v *planView) Title() string       { return "Plan" }
+func (v *planView) KeyMap() help.KeyMap { return v.keyMap(v.keys, "yes/no", "run the plan", "back") }
 
 func (v *planView) helpNote() string {
 	return "A plan is the ways to get the job's GPUs for its hours of work by its deadline: capacity blocks and reservations (paid in full), " +
@@ -166,29 +147,22 @@ func (v *planView) run() tea.Cmd {
 }
 
 func (v *planView) Update(msg tea.Msg) (view, tea.Cmd) {
-	msg, cmd := v.confirm.update(msg)
-	cmds := []tea.Cmd{cmd}
-	switch msg := msg.(type) {
-	case planMsg:
-		v.planned(msg)
-	case bookedMsg:
-		// A carried-out strategy's follow-up, whatever its answer.
-		v.acted = true
-		v.hold(msg.row)
-	case fleetLaunchedMsg:
-		v.acted = true
-		if msg.err == nil {
-			v.hold(msg.res.Row)
+	return v, v.update(msg, v.run, v.updateKey, func(msg tea.Msg) tea.Cmd {
+		switch msg := msg.(type) {
+		case planMsg:
+			v.planned(msg)
+		case bookedMsg:
+			// A carried-out strategy's follow-up, whatever its answer.
+			v.acted = true
+			v.hold(msg.row)
+		case fleetLaunchedMsg:
+			v.acted = true
+			if msg.err == nil {
+				v.hold(msg.res.Row)
+			}
 		}
-	case snapshotMsg:
-		v.snap = msg.snap
-	case tea.PasteMsg:
-		v.paste(msg)
-		v.prompt.paste(msg)
-	case tea.KeyPressMsg:
-		cmds = append(cmds, v.updateKey(msg))
-	}
-	return v, tea.Batch(cmds...)
+		return nil
+	})
 }
 
 // hold records the row b made for the job, unless it holds nothing.
@@ -224,12 +198,6 @@ func (v *planView) planned(msg planMsg) {
 }
 
 func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
-	if v.editing {
-		return v.formKey(msg, v.run)
-	}
-	if v.prompt.open {
-		return v.prompt.update(v.c, msg)
-	}
 	switch {
 	case key.Matches(msg, v.keys.Alert):
 		return v.makePlanRule()

@@ -33,31 +33,21 @@ type (
 
 // blocksKeys are the Blocks view's keys.
 type blocksKeys struct {
-	Up, Down, Book, Form, Search, Plan, Alert key.Binding
-	global                                    *globalKeys
+	listKeys
+	Book, Form, Search, Plan, Alert key.Binding
 }
 
 func newBlocksKeys(g *globalKeys) blocksKeys {
-	return blocksKeys{
-		Up:     upKey(),
-		Down:   downKey(),
+	k := blocksKeys{
 		Book:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book")),
 		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e or /", "edit search")),
 		Search: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "search again")),
 		Plan:   key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "plan this job")),
 		Alert:  key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
-		global: g,
 	}
-}
-
-// ShortHelp is the view's part of the footer.
-func (k blocksKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Book, k.Form, k.Search, k.Plan, k.Up, k.Down}
-}
-
-// FullHelp is the `?` screen.
-func (k blocksKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down}, {k.Book, k.Form, k.Search, k.Plan, k.Alert}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	short := []key.Binding{k.Book, k.Form, k.Search, k.Plan}
+	k.listKeys = newListKeys(g, false, short, append(short, k.Alert))
+	return k
 }
 
 // Fields of the Blocks search form.

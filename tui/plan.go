@@ -20,30 +20,19 @@ import (
 
 // planKeys are the Plan view's keys.
 type planKeys struct {
-	Up, Down, Run, Form, Carry, Alert key.Binding
-	global                            *globalKeys
+	listKeys
+	Run, Form, Carry, Alert key.Binding
 }
 
 func newPlanKeys(g *globalKeys) planKeys {
-	return planKeys{
-		Up:     upKey(),
-		Down:   downKey(),
-		Run:    key.NewBinding(key.WithKeys("r", "enter"), key.WithHelp("r", "run plan")),
-		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e", "edit job")),
-		Carry:  key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book/launch")),
-		Alert:  key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
-		global: g,
+	k := planKeys{
+		Run:   key.NewBinding(key.WithKeys("r", "enter"), key.WithHelp("r", "run plan")),
+		Form:  key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e", "edit job")),
+		Carry: key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book/launch")),
+		Alert: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
 	}
-}
-
-// ShortHelp is the view's part of the footer.
-func (k planKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Carry, k.Run, k.Form, k.Up, k.Down}
-}
-
-// FullHelp is the `?` screen.
-func (k planKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down}, {k.Run, k.Form, k.Carry, k.Alert}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	k.listKeys = newListKeys(g, false, []key.Binding{k.Carry, k.Run, k.Form}, []key.Binding{k.Run, k.Form, k.Carry, k.Alert})
+	return k
 }
 
 // planView is `gpumarket plan` in the TUI: ranked strategies, their chart,

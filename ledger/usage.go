@@ -18,9 +18,8 @@ type UsageRow struct {
 	ID, Kind, Provider, Cloud, Region, Zone string
 	InstanceType                            string
 	Actor, State                            string
-	// GPUs is what was booked (a fleet's target count of GPUs).
-	GPUs float64
-	// Start and End bound the row's capacity within [Since, Now].
+	// GPUs were booked (a fleet's target count); Start and End bound the capacity within [Since, Now].
+	GPUs       float64
 	Start, End time.Time
 	// Active is set while the capacity runs (the ledger's "active").
 	Active bool
@@ -33,10 +32,8 @@ type UsageRow struct {
 	// CostUSD is the cost so far; IdleUSD its part paid for idle GPU-hours. NaN is unknown.
 	CostUSD float64
 	IdleUSD float64
-	// MetricsSource names the utilization metric ("" is no metrics).
-	MetricsSource string
-	// Note says what a figure rests on or why it is unknown.
-	Note string
+	// MetricsSource names the utilization metric ("" none); Note what a figure rests on or why it is unknown.
+	MetricsSource, Note string
 	// Days splits the row by UTC day, oldest first.
 	Days []Day
 	// consumed is the span's cost (a fee spread over its hours), IdleShare's base.

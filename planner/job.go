@@ -12,18 +12,16 @@ import (
 
 // Job is G GPUs of an acceptable model for W hours, from Start to Deadline.
 type Job struct {
-	// GPUs is G, the GPUs the job needs at once.
-	GPUs int
-	// Models are acceptable GPU models; work is measured on the first.
+	// GPUs is G, the GPUs needed at once, of Models, acceptable models; work is measured on the first.
+	GPUs   int
 	Models []string
 	// Hours is W, the hours of work on Models[0].
 	Hours float64
 	// Start is the earliest start S; Deadline is D.
 	Start, Deadline time.Time
-	// Checkpointable jobs keep progress to the last checkpoint; others restart.
+	// Checkpointable jobs keep progress to the last checkpoint, every Checkpoint (c); others restart.
 	Checkpointable bool
-	// Checkpoint is the interval between checkpoints (c).
-	Checkpoint time.Duration
+	Checkpoint     time.Duration
 	// Changeover is a start's or switch's wall time (d; 0.2-0.3 h measured).
 	Changeover time.Duration
 }

@@ -7,8 +7,7 @@ import (
 	"github.com/gpumarket/gpumarket/feed"
 )
 
-// actingView is what Blocks and Plan share: a form (e), a rule prompt (a),
-// a confirmation box (b) and the latest snapshot.
+// actingView is what Blocks and Plan share: a form, a rule prompt, a box.
 type actingView struct {
 	openForm
 	c       *common
@@ -34,9 +33,7 @@ func (v *actingView) keyMap(keys help.KeyMap, choice, submit, back string) help.
 	return keys
 }
 
-// update passes msg by the box, then takes snapshots and pastes; a key
-// goes to the open form (enter: submit), the prompt or onKey, any other
-// message to other.
+// update: msg by the box; keys to the open form, the prompt or onKey.
 func (v *actingView) update(msg tea.Msg, submit func() tea.Cmd, onKey func(tea.KeyPressMsg) tea.Cmd, other func(tea.Msg) tea.Cmd) tea.Cmd {
 	msg, cmd := v.confirm.update(msg)
 	switch msg := msg.(type) {

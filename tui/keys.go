@@ -23,8 +23,7 @@ func newGlobalKeys() globalKeys {
 	}
 }
 
-// row is the global keys' line of the `?` screen; filter: / filters the
-// Market from this view.
+// row is the global keys' line of the `?` screen; filter: / filters the Market.
 func (g *globalKeys) row(filter bool) []key.Binding {
 	if filter {
 		return []key.Binding{g.Back, g.Filter, g.NextView, g.PrevView, g.Help, g.Quit}
@@ -32,8 +31,7 @@ func (g *globalKeys) row(filter bool) []key.Binding {
 	return []key.Binding{g.Back, g.NextView, g.PrevView, g.Help, g.Quit}
 }
 
-// listKeys are a list view's keys: ↑/↓ after its actions in the footer
-// (short) and before them on the `?` screen (full, short if nil).
+// listKeys are a list view's keys: its actions (full: short if nil) and ↑/↓.
 type listKeys struct {
 	Up, Down    key.Binding
 	short, full []key.Binding

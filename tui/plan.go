@@ -255,9 +255,7 @@ func (v *planView) View() string {
 	if below > 0 {
 		sep = 1
 	}
-	// The rows first, then the chart with what is left, at least
-	// planChartMin lines; when all rows do not fit, the chart keeps its
-	// least and the rows scroll.
+	// The rows, then the chart in what is left (at least planChartMin lines; else the rows scroll).
 	avail := v.h - len(top) - len(detail)
 	chartH := 0
 	if want := len(rs) + sep; avail-want >= planChartMin {
@@ -326,10 +324,8 @@ func (v *planView) detail(r planner.Result) []string {
 	return lines
 }
 
-// summary says a job in one line: the form as last run above the table.
-// A start or deadline typed relative to now ("now", "+4d", "Thu 14:00")
-// also says the time the plan was made for: "start now" under a table
-// made an hour ago is not now, and b carries out that plan.
+// summary says the job as last run in one line; a relative start or deadline
+// ("now", "+4d") also says the time the plan was made for, which b carries out.
 func (v *planView) summary(f planForm) string {
 	ck := "no checkpoints"
 	if f.checkpointable {

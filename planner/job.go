@@ -15,9 +15,8 @@ type Job struct {
 	// GPUs is G, the GPUs needed at once, of Models, acceptable models; work is measured on the first.
 	GPUs   int
 	Models []string
-	// Hours is W, the hours of work on Models[0].
-	Hours float64
-	// Start is the earliest start S; Deadline is D.
+	// Hours is W, the hours of work on Models[0]; Start the earliest start S; Deadline D.
+	Hours           float64
 	Start, Deadline time.Time
 	// Checkpointable jobs keep progress to the last checkpoint, every Checkpoint (c); others restart.
 	Checkpointable bool
@@ -143,11 +142,10 @@ func (j Job) Fits(speeds Speeds) error {
 
 // Held is capacity a job already holds: a ledger row carried out for it.
 type Held struct {
-	// Row is the ledger row's id; Kind says how early its instances stop.
-	Row, Kind string
-	// Model and GPUs are what it holds; fewer GPUs do not cover the job.
-	Model string
-	GPUs  float64
+	// Row is the ledger row's id; Kind says how early its instances stop; Model and
+	// GPUs are what it holds (fewer GPUs do not cover the job).
+	Row, Kind, Model string
+	GPUs             float64
 	// Start and End bound it; a zero End runs to the job's deadline.
 	Start, End time.Time
 }

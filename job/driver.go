@@ -245,6 +245,19 @@ func (d *Driver) Run(ctx context.Context, untilIdle bool) error {
 	}
 }
 
+// reaction is how late a due move may be carried out: a review's own wall
+// time, scaled by a fast clock, and the cloud's answer to a launch.
+func (d *Driver) reaction() time.Duration {
+	return max(ReactionFloor, time.Duration(float64(reactionWall)*d.opt.Speed))
+}
+
+// ReactionFloor is the least time the safety net keeps for the driver to
+// act; reactionWall is the wall time a loaded machine may take to.
+const (
+	ReactionFloor = 2 * time.Minute
+	reactionWall  = 250 * time.Millisecond
+)
+
 func (d *Driver) wallWait(next time.Time) time.Duration {
 	wait := min(next.Sub(d.opt.Now()), d.opt.Every)
 	return max(time.Duration(float64(wait)/d.opt.Speed), 50*time.Millisecond)
@@ -279,6 +292,7 @@ func (d *Driver) review(ctx context.Context, j ledger.Job, now time.Time) (*jobR
 	if err := json.Unmarshal(j.Live, &r.lj); err != nil {
 		return nil, fmt.Errorf("its plan: %w", err)
 	}
+	r.lj.Reaction = d.reaction().Hours()
 	r.p.LiveState = planner.NewLiveState(r.lj.Start)
 	if len(j.Progress) > 2 {
 		if err := json.Unmarshal(j.Progress, &r.p); err != nil {

@@ -122,9 +122,16 @@ func TestJobOnTheEC2Fake(t *testing.T) {
 	var prog struct {
 		Review time.Time `json:"review"`
 		Cur    int       `json:"cur"`
+		Saved  float64   `json:"saved"`
 	}
 	if err := json.Unmarshal(cur.Progress, &prog); err != nil || prog.Cur != 1 || prog.Review.IsZero() {
 		t.Fatalf("progress %s: %v", cur.Progress, err)
+	}
+	// That moment leaves on-demand the work not yet saved, a changeover
+	// and the driver's reaction.
+	need := time.Duration((lj.Work - prog.Saved + lj.D) * float64(time.Hour))
+	if left := lj.Deadline.Sub(prog.Review); left < need+job.ReactionFloor-time.Second {
+		t.Errorf("the safety net is named %s before the deadline; it needs %s and the reaction %s", left, need, job.ReactionFloor)
 	}
 	var odAt time.Time
 	for clk.Now().Before(t0.Add(12 * time.Hour)) {

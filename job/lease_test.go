@@ -228,12 +228,13 @@ func TestDriverPacesItselfOnAFastClock(t *testing.T) {
 		next      time.Duration
 		wait      time.Duration
 		leaseOver time.Duration
+		reaction  time.Duration
 	}{
-		{1, 30 * time.Second, 30 * time.Second, 3 * time.Minute},
-		{1, time.Hour, time.Minute, 3 * time.Minute}, // at most Every
-		{60, 30 * time.Second, 500 * time.Millisecond, 10 * time.Minute},
-		{7200, time.Minute, 50 * time.Millisecond, 20 * time.Hour}, // the floor
-		{7200, 0, 50 * time.Millisecond, 20 * time.Hour},
+		{1, 30 * time.Second, 30 * time.Second, 3 * time.Minute, 2 * time.Minute},
+		{1, time.Hour, time.Minute, 3 * time.Minute, 2 * time.Minute}, // at most Every
+		{60, 30 * time.Second, 500 * time.Millisecond, 10 * time.Minute, 2 * time.Minute},
+		{7200, time.Minute, 50 * time.Millisecond, 20 * time.Hour, 30 * time.Minute}, // the floor
+		{7200, 0, 50 * time.Millisecond, 20 * time.Hour, 30 * time.Minute},
 	} {
 		d := job.New(svc, []domain.Provider{w.fake}, job.Options{Now: w.clk.Now, Speed: c.speed})
 		if got := job.WallWait(d, w.clk.Now().Add(c.next)); got != c.wait {
@@ -241,6 +242,10 @@ func TestDriverPacesItselfOnAFastClock(t *testing.T) {
 		}
 		if got := job.LeaseOf(d); got < c.leaseOver {
 			t.Errorf("speed %v: lease %v, want at least %v", c.speed, got, c.leaseOver)
+		}
+		// A loaded machine's quarter second is half an hour at 7200×.
+		if got := job.ReactionOf(d); got != c.reaction {
+			t.Errorf("speed %v: reaction %v, want %v", c.speed, got, c.reaction)
 		}
 	}
 }

@@ -112,7 +112,7 @@ func share(start, end, from, to time.Time) float64 {
 	if !end.After(start) {
 		return 0
 	}
-	a, b := maxTime(start, from), minTime(end, to)
+	a, b := domain.Later(start, from), domain.Earlier(end, to)
 	return max(b.Sub(a).Hours(), 0) / end.Sub(start).Hours()
 }
 
@@ -150,7 +150,7 @@ func heldOn(r Entry, day time.Time) float64 {
 			return 0 // cancelled before its start: nothing ran
 		}
 	}
-	a, b := maxTime(from, day), minTime(until, next)
+	a, b := domain.Later(from, day), domain.Earlier(until, next)
 	return r.USDHour * max(b.Sub(a).Hours(), 0)
 }
 

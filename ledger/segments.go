@@ -30,9 +30,9 @@ func heldHours(ws [][2]time.Time, from, to time.Time) float64 {
 	}
 	h := 0.0
 	for _, w := range ws {
-		a, b := maxTime(w[0], from), to
+		a, b := domain.Later(w[0], from), to
 		if !w[1].IsZero() {
-			b = minTime(w[1], to)
+			b = domain.Earlier(w[1], to)
 		}
 		h += hours(a, b)
 	}

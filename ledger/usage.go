@@ -18,9 +18,8 @@ type UsageRow struct {
 	ID, Kind, Provider, Cloud, Region, Zone string
 	InstanceType                            string
 	Actor, State                            string
-	// GPUs is what was booked (a fleet's target count of GPUs).
-	GPUs float64
-	// Start and End bound the row's capacity within [Since, Now].
+	// GPUs were booked (a fleet's target count); Start and End bound the capacity within [Since, Now].
+	GPUs       float64
 	Start, End time.Time
 	// Active is set while the capacity runs (the ledger's "active").
 	Active bool
@@ -33,10 +32,8 @@ type UsageRow struct {
 	// CostUSD is the cost so far; IdleUSD its part paid for idle GPU-hours. NaN is unknown.
 	CostUSD float64
 	IdleUSD float64
-	// MetricsSource names the utilization metric ("" is no metrics).
-	MetricsSource string
-	// Note says what a figure rests on or why it is unknown.
-	Note string
+	// MetricsSource names the utilization metric ("" none); Note what a figure rests on or why it is unknown.
+	MetricsSource, Note string
 	// Days splits the row by UTC day, oldest first.
 	Days []Day
 	// consumed is the span's cost (a fee spread over its hours), IdleShare's base.
@@ -338,7 +335,7 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 	row.Days = make([]Day, len(days))
 	held := rowWindows(r) // a training plan holds only its segments
 	for i, d := range days {
-		d0, d1 := maxTime(d, start), minTime(d.Add(24*time.Hour), end)
+		d0, d1 := domain.Later(d, start), domain.Earlier(d.Add(24*time.Hour), end)
 		row.Days[i] = Day{Day: d, BookedGPUHours: gpus * heldHours(held, d0, d1), Interruptions: -1,
 			RunningGPUHours: math.NaN(), BusyGPUHours: math.NaN(), CostUSD: math.NaN(), IdleUSD: math.NaN()}
 		row.BookedGPUHours += row.Days[i].BookedGPUHours
@@ -381,13 +378,13 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 				continue
 			}
 			for di, d := range days {
-				d0, d1 := maxTime(d, i0), minTime(d.Add(24*time.Hour), i1)
+				d0, d1 := domain.Later(d, i0), domain.Earlier(d.Add(24*time.Hour), i1)
 				if !d1.After(d0) {
 					continue
 				}
 				row.Days[di].RunningGPUHours += g * hours(d0, d1)
 				for _, s := range in.Busy {
-					s0, s1 := maxTime(s.At, d0), minTime(s.At.Add(s.Period), d1)
+					s0, s1 := domain.Later(s.At, d0), domain.Earlier(s.At.Add(s.Period), d1)
 					if !s1.After(s0) {
 						continue
 					}
@@ -442,7 +439,7 @@ func costRow(row *UsageRow, r Entry, opt UsageOptions) {
 	row.IdleUSD = 0
 	for i := range row.Days {
 		d := &row.Days[i]
-		d0, d1 := maxTime(d.Day, row.Start), minTime(d.Day.Add(24*time.Hour), row.End)
+		d0, d1 := domain.Later(d.Day, row.Start), domain.Earlier(d.Day.Add(24*time.Hour), row.End)
 		d.CostUSD = CostSoFar(r, d0, d1)
 		row.consumed += d.CostUSD
 		switch {
@@ -599,20 +596,6 @@ func hours(a, b time.Time) float64 {
 		return 0
 	}
 	return b.Sub(a).Hours()
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
 
 // Bar draws GPU-hours as one bar: █ busy, ▓ running not busy, ▒ booked not running.

@@ -240,9 +240,8 @@ func (cfg *BacktestConfig) check(traces []Trace) error {
 	return nil
 }
 
-// learned is what the planner may know at a start from the history before
-// it: each pool's score (its rate pulled towards a prior by a day's weight)
-// and how often any pool had capacity.
+// learned is what the planner knows at a start from the history before it: each
+// pool's score (its rate pulled to a prior by a day's weight), how often any had capacity.
 func learned(tls []*timeline, start, hist, usd, d, ckpt float64) ([]lane, float64) {
 	const (
 		priorRate  = 0.5 // per hour: the middle of the traces' 0.1-1.4

@@ -12,18 +12,15 @@ import (
 
 // Job is G GPUs of an acceptable model for W hours, from Start to Deadline.
 type Job struct {
-	// GPUs is G, the GPUs the job needs at once.
-	GPUs int
-	// Models are acceptable GPU models; work is measured on the first.
+	// GPUs is G, the GPUs needed at once, of Models, acceptable models; work is measured on the first.
+	GPUs   int
 	Models []string
-	// Hours is W, the hours of work on Models[0].
-	Hours float64
-	// Start is the earliest start S; Deadline is D.
+	// Hours is W, the hours of work on Models[0]; Start the earliest start S; Deadline D.
+	Hours           float64
 	Start, Deadline time.Time
-	// Checkpointable jobs keep progress to the last checkpoint; others restart.
+	// Checkpointable jobs keep progress to the last checkpoint, every Checkpoint (c); others restart.
 	Checkpointable bool
-	// Checkpoint is the interval between checkpoints (c).
-	Checkpoint time.Duration
+	Checkpoint     time.Duration
 	// Changeover is a start's or switch's wall time (d; 0.2-0.3 h measured).
 	Changeover time.Duration
 }
@@ -145,11 +142,10 @@ func (j Job) Fits(speeds Speeds) error {
 
 // Held is capacity a job already holds: a ledger row carried out for it.
 type Held struct {
-	// Row is the ledger row's id; Kind says how early its instances stop.
-	Row, Kind string
-	// Model and GPUs are what it holds; fewer GPUs do not cover the job.
-	Model string
-	GPUs  float64
+	// Row is the ledger row's id; Kind says how early its instances stop; Model and
+	// GPUs are what it holds (fewer GPUs do not cover the job).
+	Row, Kind, Model string
+	GPUs             float64
 	// Start and End bound it; a zero End runs to the job's deadline.
 	Start, End time.Time
 }
@@ -178,7 +174,7 @@ func Uncovered(job Job, held []Held, now time.Time, speeds Speeds) (left Job, by
 			b = job.Deadline
 		}
 		if t := domain.TermsOfKind(h.Kind); t != nil && !h.End.IsZero() {
-			b = minTime(b, h.End.Add(-t.StopsEarly))
+			b = domain.Earlier(b, h.End.Add(-t.StopsEarly))
 		}
 		if a.Before(job.Start) {
 			a = job.Start
@@ -207,11 +203,4 @@ func Uncovered(job Job, held []Held, now time.Time, speeds Speeds) (left Job, by
 	}
 	left.Start, left.Deadline = best.a, best.b
 	return left, by
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

@@ -37,6 +37,9 @@ type LiveJob struct {
 	Lanes      []LiveLane `json:"lanes"`
 	OnDemand   *LiveLane  `json:"on_demand,omitempty"`
 	AnyAvail   float64    `json:"any_avail"`
+	// Reaction is how late, in hours, the driver may act on a due move;
+	// every safety-net sum keeps it, as the backtest keeps a trace's tick.
+	Reaction float64 `json:"-"`
 }
 
 // Idle is the lane of a job that holds nothing.
@@ -107,7 +110,7 @@ func (j *LiveJob) run(s *LiveState, up []bool) (*run, *spec) {
 	if ckpt < 0 {
 		ckpt = math.Inf(1)
 	}
-	sp := &spec{work: j.Work, start: 0, deadline: j.hours(j.Deadline), d: j.D, ckpt: ckpt, horizon: math.Inf(1)}
+	sp := &spec{work: j.Work, start: 0, deadline: j.hours(j.Deadline), d: j.D, ckpt: ckpt, quantum: j.Reaction, horizon: math.Inf(1)}
 	lanes := make([]lane, len(j.Lanes))
 	for i, l := range j.Lanes {
 		u := i < len(up) && up[i]

@@ -8,8 +8,9 @@ import (
 
 // liveCarry drives a LiveJob over known timelines as a driver would,
 // waking when exec would (the policy's review, the held lane's change,
-// the work's end), and returns its finish (hours) and modelled cost.
-func liveCarry(t *testing.T, j *LiveJob, tls []*timeline, horizon float64) (finish, cost float64, s LiveState) {
+// the work's end), and returns its finish (hours) and modelled cost. It
+// carries out the policy's reviews lag hours late.
+func liveCarry(t *testing.T, j *LiveJob, tls []*timeline, horizon, lag float64) (finish, cost float64, s LiveState) {
 	t.Helper()
 	s = NewLiveState(j.Start)
 	for _, tl := range tls {
@@ -38,7 +39,7 @@ func liveCarry(t *testing.T, j *LiveJob, tls []*timeline, horizon float64) (fini
 		// reads) and wakes at the review the policy named.
 		next := math.Inf(1)
 		if !s.Review.IsZero() {
-			next = h(s.Review)
+			next = h(s.Review) + lag
 		}
 		for _, tl := range tls {
 			_, c := tl.at(h(s.At))
@@ -100,7 +101,7 @@ func TestLiveCarryFollowsTheModel(t *testing.T) {
 				sp := spec{work: W, deadline: D, d: d, ckpt: ckpt, horizon: horizon}
 				r := &run{sp: &sp, lanes: runLanes, od: &lane{usdHour: 30, speed: 1}}
 				o := r.exec(policyFor(pol, 0.9))
-				fin, cost, s := liveCarry(t, &lj, tls, horizon)
+				fin, cost, s := liveCarry(t, &lj, tls, horizon, 0)
 				if !o.done {
 					if !math.IsInf(fin, 1) {
 						t.Errorf("%s ckpt %v seed %d: live finished at %v, the model did not", pol, ckpt, seed, fin)
@@ -113,6 +114,40 @@ func TestLiveCarryFollowsTheModel(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A driver that acts on a due move up to its Reaction late still meets
+// the deadline: the safety net keeps that time in its sums.
+func TestLateDriverKeepsTheDeadlineWithinItsReaction(t *testing.T) {
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	g := newRenewal()
+	g.setup(0.6, 0.7, 0.5)
+	const W, D, d, lag = 24.0, 30.0, 0.2, 0.1
+	late := map[float64]int{}
+	for _, reaction := range []float64{0, lag} {
+		for seed := uint64(1); seed <= 40; seed++ {
+			var tls []*timeline
+			lanes := []LiveLane{{USDHour: 10, Speed: 1, Score: 12}, {USDHour: 11, Speed: 1, Score: 13}}
+			for i := range lanes {
+				tl := &timeline{}
+				g.fill(tl, seed, uint64(i), D+W)
+				tl.closeAt(D + W)
+				tls = append(tls, tl)
+			}
+			lj := LiveJob{Policy: StrategySafetyNet, Start: start, Deadline: start.Add(D * time.Hour), Work: W, D: d, Checkpoint: 0,
+				Lanes: lanes, OnDemand: &LiveLane{USDHour: 30, Speed: 1, Score: 30}, AnyAvail: 0.9, Reaction: reaction}
+			fin, _, _ := liveCarry(t, &lj, tls, D+W, lag)
+			if fin > D+1e-9 {
+				late[reaction]++
+			}
+		}
+	}
+	if late[lag] != 0 {
+		t.Errorf("reaction %.1f h, driver %.1f h late: %d of 40 jobs finished after the deadline", lag, lag, late[lag])
+	}
+	if late[0] == 0 {
+		t.Errorf("with no reaction kept, no job was late: the case does not test the reaction")
 	}
 }
 

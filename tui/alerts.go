@@ -120,26 +120,17 @@ func (m *Model) alertBadge(short bool) string {
 
 // alertsKeys are the Alerts view's keys.
 type alertsKeys struct {
-	Up, Down, Rules, Delete key.Binding
-	global                  *globalKeys
+	listKeys
+	Rules, Delete key.Binding
 }
 
 func newAlertsKeys(g *globalKeys) alertsKeys {
-	return alertsKeys{
-		Up:     upKey(),
-		Down:   downKey(),
+	k := alertsKeys{
 		Rules:  key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "alerts ↔ rules")),
 		Delete: key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "delete rule")),
-		global: g,
 	}
-}
-
-// ShortHelp is the view's part of the footer.
-func (k alertsKeys) ShortHelp() []key.Binding { return []key.Binding{k.Rules, k.Delete, k.Up, k.Down} }
-
-// FullHelp is the `?` screen.
-func (k alertsKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down}, {k.Rules, k.Delete}, {k.global.Back, k.global.Filter, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	k.listKeys = newListKeys(g, true, []key.Binding{k.Rules, k.Delete}, nil)
+	return k
 }
 
 // alertsView lists the alerts, newest first, with where their

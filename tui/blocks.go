@@ -33,31 +33,21 @@ type (
 
 // blocksKeys are the Blocks view's keys.
 type blocksKeys struct {
-	Up, Down, Book, Form, Search, Plan, Alert key.Binding
-	global                                    *globalKeys
+	listKeys
+	Book, Form, Search, Plan, Alert key.Binding
 }
 
 func newBlocksKeys(g *globalKeys) blocksKeys {
-	return blocksKeys{
-		Up:     upKey(),
-		Down:   downKey(),
+	k := blocksKeys{
 		Book:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book")),
 		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e or /", "edit search")),
 		Search: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "search again")),
 		Plan:   key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "plan this job")),
 		Alert:  key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
-		global: g,
 	}
-}
-
-// ShortHelp is the view's part of the footer.
-func (k blocksKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Book, k.Form, k.Search, k.Plan, k.Up, k.Down}
-}
-
-// FullHelp is the `?` screen.
-func (k blocksKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down}, {k.Book, k.Form, k.Search, k.Plan, k.Alert}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	short := []key.Binding{k.Book, k.Form, k.Search, k.Plan}
+	k.listKeys = newListKeys(g, false, short, append(short, k.Alert))
+	return k
 }
 
 // Fields of the Blocks search form.
@@ -157,17 +147,14 @@ func parseStart(s string, now time.Time) (time.Time, error) {
 // blocksView searches capacity blocks and books one.
 type blocksView struct {
 	owner
-	c    *common
+	actingView
 	ctx  context.Context
 	svc  *ledger.Service
 	keys blocksKeys
-	w, h int
 
 	form  blocksForm
 	terms blocksForm // as last searched: the summary over the table says them
-	openForm
 
-	snap   *feed.Snapshot
 	offers []domain.Offering
 	// alts memoizes each block's spot alternative for altsOf: one scans every pool.
 	alts      map[altKey]present.SpotAlt
@@ -178,14 +165,11 @@ type blocksView struct {
 	at        time.Time
 	cur       int
 	seq       int // of the latest search
-
-	confirm confirmation
-	prompt  rulePrompt // a block rule's price (a)
 }
 
 // newBlocksView searches for the session's first GPU filter, else H100.
 func newBlocksView(c *common, ctx context.Context, svc *ledger.Service, gpus []string) *blocksView {
-	v := &blocksView{c: c, ctx: ctx, svc: svc, keys: newBlocksKeys(&c.keys),
+	v := &blocksView{actingView: actingView{c: c}, ctx: ctx, svc: svc, keys: newBlocksKeys(&c.keys),
 		form: blocksForm{gpu: "H100", size: "8", duration: "2d"}}
 	if len(gpus) > 0 {
 		if g, ok := domain.CanonicalGPU(gpus[0]); ok {
@@ -198,18 +182,8 @@ func newBlocksView(c *common, ctx context.Context, svc *ledger.Service, gpus []s
 
 func (v *blocksView) Title() string { return "Blocks" }
 func (v *blocksView) KeyMap() help.KeyMap {
-	switch {
-	case v.prompt.open:
-		return newPromptKeys(false)
-	case v.editing:
-		return v.footer("change", "search", "back to the last search")
-	}
-	return v.keys
+	return v.keyMap(v.keys, "change", "search", "back to the last search")
 }
-func (v *blocksView) SetSize(w, h int)   { v.w, v.h = w, h }
-func (v *blocksView) capturing() bool    { return v.editing || v.prompt.open }
-func (v *blocksView) box() *confirmation { return &v.confirm }
-func (v *blocksView) escGoesHome()       {}
 
 func (v *blocksView) helpNote() string {
 	return "A capacity block is paid up front and never interrupted. SPOT ALT is the cheapest spot pool for the same GPUs and hours, " +
@@ -247,22 +221,15 @@ func (v *blocksView) search() tea.Cmd {
 }
 
 func (v *blocksView) Update(msg tea.Msg) (view, tea.Cmd) {
-	msg, cmd := v.confirm.update(msg)
-	cmds := []tea.Cmd{cmd}
-	switch msg := msg.(type) {
-	case offersMsg:
-		cmds = append(cmds, v.found(msg))
-	case bookedMsg:
-		cmds = append(cmds, v.search())
-	case snapshotMsg:
-		v.snap = msg.snap
-	case tea.PasteMsg:
-		v.paste(msg)
-		v.prompt.paste(msg)
-	case tea.KeyPressMsg:
-		cmds = append(cmds, v.updateKey(msg))
-	}
-	return v, tea.Batch(cmds...)
+	return v, v.update(msg, v.search, v.updateKey, func(msg tea.Msg) tea.Cmd {
+		switch msg := msg.(type) {
+		case offersMsg:
+			return v.found(msg)
+		case bookedMsg:
+			return v.search()
+		}
+		return nil
+	})
 }
 
 func (v *blocksView) found(msg offersMsg) tea.Cmd {
@@ -279,12 +246,6 @@ func (v *blocksView) found(msg offersMsg) tea.Cmd {
 }
 
 func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
-	if v.editing {
-		return v.formKey(msg, v.search)
-	}
-	if v.prompt.open {
-		return v.prompt.update(v.c, msg)
-	}
 	switch {
 	case key.Matches(msg, v.keys.Up):
 		v.cur = max(v.cur-1, 0)

@@ -60,7 +60,7 @@ func (k fleetKeys) ShortHelp() []key.Binding {
 
 // FullHelp is the `?` screen.
 func (k fleetKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Launch, k.Form}, {k.global.Back, k.global.Filter, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	return [][]key.Binding{{k.Launch, k.Form}, k.global.row(true)}
 }
 
 // Fields of the fleet form.

@@ -1,6 +1,10 @@
 package tui
 
-import "charm.land/bubbles/v2/key"
+import (
+	"slices"
+
+	"charm.land/bubbles/v2/key"
+)
 
 // globalKeys are the keys every view honours, one set per session.
 type globalKeys struct {
@@ -17,6 +21,37 @@ func newGlobalKeys() globalKeys {
 		Back:     key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back to market")),
 		Filter:   key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter the market")),
 	}
+}
+
+// row is the global keys' line of the `?` screen; filter: / filters the Market.
+func (g *globalKeys) row(filter bool) []key.Binding {
+	if filter {
+		return []key.Binding{g.Back, g.Filter, g.NextView, g.PrevView, g.Help, g.Quit}
+	}
+	return []key.Binding{g.Back, g.NextView, g.PrevView, g.Help, g.Quit}
+}
+
+// listKeys are a list view's keys: its actions (full: short if nil) and ↑/↓.
+type listKeys struct {
+	Up, Down    key.Binding
+	short, full []key.Binding
+	global      *globalKeys
+	filter      bool
+}
+
+func newListKeys(g *globalKeys, filter bool, short, full []key.Binding) listKeys {
+	if full == nil {
+		full = short
+	}
+	return listKeys{Up: upKey(), Down: downKey(), short: short, full: full, global: g, filter: filter}
+}
+
+// ShortHelp is the view's part of the footer.
+func (k listKeys) ShortHelp() []key.Binding { return append(slices.Clip(k.short), k.Up, k.Down) }
+
+// FullHelp is the `?` screen.
+func (k listKeys) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{k.Up, k.Down}, k.full, k.global.row(k.filter)}
 }
 
 func upKey() key.Binding {

@@ -41,28 +41,17 @@ type (
 )
 
 type ledgerKeys struct {
-	Up, Down, Delete, Reconcile key.Binding
-	global                      *globalKeys
+	listKeys
+	Delete, Reconcile key.Binding
 }
 
 func newLedgerKeys(g *globalKeys) ledgerKeys {
-	return ledgerKeys{
-		Up:        upKey(),
-		Down:      downKey(),
+	k := ledgerKeys{
 		Delete:    key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "delete fleet")),
 		Reconcile: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reconcile")),
-		global:    g,
 	}
-}
-
-// ShortHelp is the view's part of the footer.
-func (k ledgerKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Delete, k.Reconcile, k.Up, k.Down}
-}
-
-// FullHelp is the `?` screen.
-func (k ledgerKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down}, {k.Delete, k.Reconcile}, {k.global.Back, k.global.Filter, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	k.listKeys = newListKeys(g, true, []key.Binding{k.Delete, k.Reconcile}, nil)
+	return k
 }
 
 // ledgerView lists what was booked or launched, current and upcoming

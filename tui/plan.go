@@ -13,7 +13,6 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
@@ -21,49 +20,35 @@ import (
 
 // planKeys are the Plan view's keys.
 type planKeys struct {
-	Up, Down, Run, Form, Carry, Alert key.Binding
-	global                            *globalKeys
+	listKeys
+	Run, Form, Carry, Alert key.Binding
 }
 
 func newPlanKeys(g *globalKeys) planKeys {
-	return planKeys{
-		Up:     upKey(),
-		Down:   downKey(),
-		Run:    key.NewBinding(key.WithKeys("r", "enter"), key.WithHelp("r", "run plan")),
-		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e", "edit job")),
-		Carry:  key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book/launch")),
-		Alert:  key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
-		global: g,
+	k := planKeys{
+		Run:   key.NewBinding(key.WithKeys("r", "enter"), key.WithHelp("r", "run plan")),
+		Form:  key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e", "edit job")),
+		Carry: key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book/launch")),
+		Alert: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
 	}
-}
-
-// ShortHelp is the view's part of the footer.
-func (k planKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Carry, k.Run, k.Form, k.Up, k.Down}
-}
-
-// FullHelp is the `?` screen.
-func (k planKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down}, {k.Run, k.Form, k.Carry, k.Alert}, {k.global.Back, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	k.listKeys = newListKeys(g, false, []key.Binding{k.Carry, k.Run, k.Form}, []key.Binding{k.Run, k.Form, k.Carry, k.Alert})
+	return k
 }
 
 // planView is `gpumarket plan` in the TUI: ranked strategies, their chart,
 // and b to carry one out (docs/DESIGN.md, The TUI).
 type planView struct {
 	owner
-	c      *common
+	actingView
 	ctx    context.Context
 	svc    *ledger.Service
 	speeds planner.Speeds
 	keys   planKeys
-	w, h   int
 	runs   int // Monte Carlo runs of a plan (planRuns; tests use fewer)
 
 	form planForm
 	ran  planForm // as last run: the summary over the table says it
-	openForm
 
-	snap    *feed.Snapshot
 	seq     int // of the latest run
 	running bool
 	res     planMsg
@@ -75,33 +60,18 @@ type planView struct {
 	pending  *planner.Held
 	held     []planner.Held
 	leftNote string
-
-	confirm confirmation
-	prompt  rulePrompt // a plan rule's figure (a)
 }
 
 func newPlanView(c *common, ctx context.Context, svc *ledger.Service, speeds planner.Speeds, gpus, regions []string) *planView {
-	v := &planView{c: c, ctx: ctx, svc: svc, speeds: speeds, keys: newPlanKeys(&c.keys), runs: planRuns,
+	v := &planView{actingView: actingView{c: c}, ctx: ctx, svc: svc, speeds: speeds, keys: newPlanKeys(&c.keys), runs: planRuns,
 		form: newPlanForm(c.eff, gpus, regions, c.now())}
 	v.ran = v.form
 	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
 	return v
 }
 
-func (v *planView) Title() string { return "Plan" }
-func (v *planView) KeyMap() help.KeyMap {
-	switch {
-	case v.prompt.open:
-		return newPromptKeys(false)
-	case v.editing:
-		return v.footer("yes/no", "run the plan", "back")
-	}
-	return v.keys
-}
-func (v *planView) SetSize(w, h int)   { v.w, v.h = w, h }
-func (v *planView) capturing() bool    { return v.editing || v.prompt.open }
-func (v *planView) box() *confirmation { return &v.confirm }
-func (v *planView) escGoesHome()       {}
+func (v *planView) Title() string       { return "Plan" }
+func (v *planView) KeyMap() help.KeyMap { return v.keyMap(v.keys, "yes/no", "run the plan", "back") }
 
 func (v *planView) helpNote() string {
 	return "A plan is the ways to get the job's GPUs for its hours of work by its deadline: capacity blocks and reservations (paid in full), " +
@@ -166,29 +136,22 @@ func (v *planView) run() tea.Cmd {
 }
 
 func (v *planView) Update(msg tea.Msg) (view, tea.Cmd) {
-	msg, cmd := v.confirm.update(msg)
-	cmds := []tea.Cmd{cmd}
-	switch msg := msg.(type) {
-	case planMsg:
-		v.planned(msg)
-	case bookedMsg:
-		// A carried-out strategy's follow-up, whatever its answer.
-		v.acted = true
-		v.hold(msg.row)
-	case fleetLaunchedMsg:
-		v.acted = true
-		if msg.err == nil {
-			v.hold(msg.res.Row)
+	return v, v.update(msg, v.run, v.updateKey, func(msg tea.Msg) tea.Cmd {
+		switch msg := msg.(type) {
+		case planMsg:
+			v.planned(msg)
+		case bookedMsg:
+			// A carried-out strategy's follow-up, whatever its answer.
+			v.acted = true
+			v.hold(msg.row)
+		case fleetLaunchedMsg:
+			v.acted = true
+			if msg.err == nil {
+				v.hold(msg.res.Row)
+			}
 		}
-	case snapshotMsg:
-		v.snap = msg.snap
-	case tea.PasteMsg:
-		v.paste(msg)
-		v.prompt.paste(msg)
-	case tea.KeyPressMsg:
-		cmds = append(cmds, v.updateKey(msg))
-	}
-	return v, tea.Batch(cmds...)
+		return nil
+	})
 }
 
 // hold records the row b made for the job, unless it holds nothing.
@@ -224,12 +187,6 @@ func (v *planView) planned(msg planMsg) {
 }
 
 func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
-	if v.editing {
-		return v.formKey(msg, v.run)
-	}
-	if v.prompt.open {
-		return v.prompt.update(v.c, msg)
-	}
 	switch {
 	case key.Matches(msg, v.keys.Alert):
 		return v.makePlanRule()
@@ -298,9 +255,7 @@ func (v *planView) View() string {
 	if below > 0 {
 		sep = 1
 	}
-	// The rows first, then the chart with what is left, at least
-	// planChartMin lines; when all rows do not fit, the chart keeps its
-	// least and the rows scroll.
+	// The rows, then the chart in what is left (at least planChartMin lines; else the rows scroll).
 	avail := v.h - len(top) - len(detail)
 	chartH := 0
 	if want := len(rs) + sep; avail-want >= planChartMin {
@@ -369,10 +324,8 @@ func (v *planView) detail(r planner.Result) []string {
 	return lines
 }
 
-// summary says a job in one line: the form as last run above the table.
-// A start or deadline typed relative to now ("now", "+4d", "Thu 14:00")
-// also says the time the plan was made for: "start now" under a table
-// made an hour ago is not now, and b carries out that plan.
+// summary says the job as last run in one line; a relative start or deadline
+// ("now", "+4d") also says the time the plan was made for, which b carries out.
 func (v *planView) summary(f planForm) string {
 	ck := "no checkpoints"
 	if f.checkpointable {

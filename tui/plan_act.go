@@ -62,7 +62,7 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 	// strategy carried out, whatever spot then gives it.
 	p0 := v.res.pools[r.Pools[0]]
 	v.pending = &planner.Held{Kind: domain.KindFleet, Model: p0.GPUModel, GPUs: float64(spec.TargetCapacity) * p0.GPUsPerInstance,
-		Start: maxTime(spec.Start, now), End: spec.End}
+		Start: domain.Later(spec.Start, now), End: spec.End}
 	desc := v.svc.Describe(spec.Provider)
 	a := launchAction(v.svc, v.c.actor, spec)
 	a.title = fleetTitle(spec, desc.Simulated, now)
@@ -229,11 +229,4 @@ func thousands(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

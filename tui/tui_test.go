@@ -95,7 +95,7 @@ func run(m *Model, cmd tea.Cmd) []tea.Msg {
 	return out
 }
 
-func listKeys(m *Model) []string {
+func shownKeys(m *Model) []string {
 	var ks []string
 	for _, r := range shownRows(m.market) {
 		ks = append(ks, r.Key)
@@ -163,7 +163,7 @@ func TestCursorStaysOnPoolWhenPoolsAppearAbove(t *testing.T) {
 		t.Errorf("cursor's screen row %d, want %d (scroll kept)", got, screenRow)
 	}
 	if m.market.row(0).InstanceType != "g4dn.xlarge" || m.market.row(0).Spot > 0.02 {
-		t.Errorf("new cheap pools not on top: %s", listKeys(m)[0])
+		t.Errorf("new cheap pools not on top: %s", shownKeys(m)[0])
 	}
 }
 
@@ -658,9 +658,9 @@ func TestLiveUpdateOrderMatchesFullSort(t *testing.T) {
 				pv.Changed = s.Seq
 			}
 			m.Update(snapshotMsg{snap: &s})
-			got := listKeys(m)
+			got := shownKeys(m)
 			m.market.rebuild()
-			if want := listKeys(m); strings.Join(got, ",") != strings.Join(want, ",") {
+			if want := shownKeys(m); strings.Join(got, ",") != strings.Join(want, ",") {
 				t.Fatalf("sort %s step %d: incremental order differs from a full sort", present.Sorts[mode].SortName, step)
 			}
 		}

@@ -35,7 +35,7 @@ func (k usageKeys) ShortHelp() []key.Binding { return []key.Binding{k.Up, k.Down
 
 // FullHelp is the `?` screen.
 func (k usageKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down, k.Alert}, {k.global.Back, k.global.Filter, k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	return [][]key.Binding{{k.Up, k.Down, k.Alert}, k.global.row(true)}
 }
 
 // usageView shows what was bought and how much of it was used, per ledger

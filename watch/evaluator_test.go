@@ -14,6 +14,7 @@ import (
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
 // The decision of a condition rule: once per crossing, at most once per
@@ -363,7 +364,7 @@ func TestRulesFileErrors(t *testing.T) {
 		t.Fatalf("New = %v, want %s:3:40: and a rule error", err, path)
 	}
 	os.WriteFile(path, []byte("watch:\n  - name: near\n    spot: {instance_type: p5.48xlarge, region: us-west-2, below_usd_hour: 3}\n"), 0o600)
-	var log syncBuffer
+	var log testutil.Buffer
 	e, err := New(Options{State: openState(t, dir), RulesFile: path, Check: check, Logger: logger(&log)})
 	if err != nil {
 		t.Fatal(err)
@@ -469,7 +470,7 @@ func TestUnreachableHookStaysOwed(t *testing.T) {
 	srv := newHook(t, 200)
 	url := srv.srv.URL
 	srv.srv.Close()
-	var log syncBuffer
+	var log testutil.Buffer
 	e := webhookEvaluator(t, fastWebhook(url, 10, 200*time.Millisecond), &log)
 	raiseOne(t, e)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

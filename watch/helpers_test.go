@@ -1,7 +1,6 @@
 package watch
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 	"github.com/gpumarket/gpumarket/series"
 )
 
@@ -39,24 +39,6 @@ func (c *clock) Add(d time.Duration) time.Time {
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
 	return c.t
-}
-
-// syncBuffer is a log sink safe for the evaluator's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func openState(t testing.TB, dir string) *State {
@@ -115,7 +97,7 @@ func p5(zone string) domain.Pool {
 		GPU: domain.GPUSpec{Model: "H100", Count: 8}, Simulated: true}
 }
 
-func logger(buf *syncBuffer) *slog.Logger {
+func logger(buf *testutil.Buffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
@@ -142,7 +143,7 @@ func TestIdleRuleTellsEachRowOncePerCrossing(t *testing.T) {
 // Without a usage source (no ledger), an idle rule says so once and
 // raises nothing.
 func TestIdleRuleWithoutUsageSaysSo(t *testing.T) {
-	var buf syncBuffer
+	var buf testutil.Buffer
 	rules := validRules(t, config.Notify{}, Spec{Name: "idle", Cond: &IdleRule{AbovePct: 10}})
 	e := newEvaluator(t, Options{Rules: rules, Logger: logger(&buf)})
 	e.tick(context.Background(), false)
@@ -164,7 +165,7 @@ func TestIdleRuleOnOneRowSaysWhyNot(t *testing.T) {
 		{ID: "b1", Kind: ledger.KindBlock, Provider: "sim", Region: "us-east-1", InstanceType: "p5.48xlarge", InstanceCount: 1, GPUCount: 8,
 			Start: t0.Add(-4 * time.Hour), End: t0.Add(20 * time.Hour), CostUSD: 1920, State: ledger.StateEnded, ProviderRef: "cr-b1"},
 	}}
-	var buf syncBuffer
+	var buf testutil.Buffer
 	rules := validRules(t, config.Notify{},
 		Spec{Name: "missing", Cond: &IdleRule{AbovePct: 40, ID: "nope"}},
 		Spec{Name: "ended", Cond: &IdleRule{AbovePct: 40, ID: "b1"}})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
 // hook is a local webhook that answers with the statuses given, in
@@ -100,7 +101,7 @@ func deliveries(t *testing.T, e *Evaluator) []DeliveryStatus {
 	return recs[0].Deliveries
 }
 
-func webhookEvaluator(t *testing.T, n Notifier, log *syncBuffer) *Evaluator {
+func webhookEvaluator(t *testing.T, n Notifier, log *testutil.Buffer) *Evaluator {
 	notify := config.Notify{Webhook: &config.Webhook{URL: "http://x"}}
 	return newEvaluator(t, Options{Now: newClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)).Now, Logger: logger(log),
 		Notify: notify, Notifiers: []Notifier{n}, Rules: validRules(t, notify, spotRule("cheap", "p5.48xlarge", "us-west-2", "", 20, 0))})
@@ -108,7 +109,7 @@ func webhookEvaluator(t *testing.T, n Notifier, log *syncBuffer) *Evaluator {
 
 func TestWebhookRetriedOn5xxThenDelivered(t *testing.T) {
 	h := newHook(t, 500, 502, 200)
-	var log syncBuffer
+	var log testutil.Buffer
 	e := webhookEvaluator(t, fastWebhook(h.srv.URL+"/T000/B000/secret", 3, time.Second), &log)
 	raiseOne(t, e)
 	if _, err := e.Once(ctxT(t), nil); err != nil {
@@ -136,7 +137,7 @@ func TestWebhookRetriedOn5xxThenDelivered(t *testing.T) {
 
 func TestWebhookGivesUpAfterTheLimitWithOneLine(t *testing.T) {
 	h := newHook(t, 503)
-	var log syncBuffer
+	var log testutil.Buffer
 	e := webhookEvaluator(t, fastWebhook(h.srv.URL+"/T000/B000/secret", 2, time.Second), &log)
 	raiseOne(t, e)
 	if _, err := e.Once(ctxT(t), nil); err != nil {
@@ -168,7 +169,7 @@ func TestWebhookGivesUpAfterTheLimitWithOneLine(t *testing.T) {
 func TestWebhookSlowAnswerIsNotSentAgain(t *testing.T) {
 	h := newHook(t, 200)
 	h.delay = func(int) time.Duration { return 400 * time.Millisecond }
-	var log syncBuffer
+	var log testutil.Buffer
 	e := webhookEvaluator(t, fastWebhook(h.srv.URL, 3, 100*time.Millisecond), &log)
 	raiseOne(t, e)
 	e.Once(ctxT(t), nil)
@@ -195,7 +196,7 @@ func TestWebhookNotSentIsTriedAgain(t *testing.T) {
 		}
 		return d.DialContext(ctx, network, addr)
 	}}}
-	var log syncBuffer
+	var log testutil.Buffer
 	e := webhookEvaluator(t, w, &log)
 	raiseOne(t, e)
 	e.Once(ctxT(t), nil)
@@ -217,7 +218,7 @@ func TestWebhookIdempotencyKey(t *testing.T) {
 		mu.Unlock()
 	}))
 	defer srv.Close()
-	var log syncBuffer
+	var log testutil.Buffer
 	e := webhookEvaluator(t, fastWebhook(srv.URL, 0, time.Second), &log)
 	for _, usd := range []float64{10, 30, 10} { // two crossings
 		e.evalSnapshot(context.Background(), snapshotOf(e.now(), map[domain.Pool]float64{p5("us-west-2a"): usd}))
@@ -235,7 +236,7 @@ func TestWebhookRedirects(t *testing.T) {
 	other := newHook(t, 200)
 	away := httptest.NewServer(http.RedirectHandler(other.srv.URL+"/collect", http.StatusTemporaryRedirect))
 	defer away.Close()
-	var log syncBuffer
+	var log testutil.Buffer
 	e := webhookEvaluator(t, fastWebhook(away.URL+"/T0/B0/secret", 3, time.Second), &log)
 	raiseOne(t, e)
 	e.Once(ctxT(t), nil)
@@ -259,7 +260,7 @@ func TestWebhookRedirects(t *testing.T) {
 
 func TestWebhook4xxIsNotRetried(t *testing.T) {
 	h := newHook(t, 404)
-	var log syncBuffer
+	var log testutil.Buffer
 	e := webhookEvaluator(t, fastWebhook(h.srv.URL, 3, time.Second), &log)
 	raiseOne(t, e)
 	e.Once(ctxT(t), nil)

@@ -13,6 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/internal/sqlitedb"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
@@ -136,7 +137,7 @@ func TestRebuiltStateTellsNothingAgain(t *testing.T) {
 		Spec{Name: "soon", Cond: &StartsInRule{Within: config.Duration(2 * time.Hour)}})
 	booked := &fakeLedger{rows: []ledger.Entry{{ID: "01B", Kind: ledger.KindBlock, Provider: "sim", State: ledger.StateScheduled, Start: now.Add(time.Hour)}}}
 	below := snapshotOf(now, map[domain.Pool]float64{p5("us-west-2a"): 10})
-	var log syncBuffer
+	var log testutil.Buffer
 	run := func() (*Evaluator, *State) {
 		st := openState(t, dir)
 		e, err := New(Options{State: st, Now: clk.Now, Rules: rules, Ledger: booked, Logger: logger(&log)})

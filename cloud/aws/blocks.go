@@ -485,36 +485,44 @@ func datedState(start, end, now time.Time) string {
 	return "ended"
 }
 
-// reservationState maps AWS's reservation states onto the ledger's, with a note.
-// None reads "unknown" or "pending" (a lost answer, a call in flight):
-// payment-pending is held for the buyer, so scheduled or active by its dates;
-// an unknown state exists, so it goes by the dates too.
-func reservationState(s ec2types.CapacityReservationState, start, end, now time.Time) (state, note string) {
-	dated := func() string { return datedState(start, end, now) }
-	switch s {
-	case ec2types.CapacityReservationStateActive:
-		return "active", ""
-	case ec2types.CapacityReservationStateExpired:
-		return "ended", ""
-	case ec2types.CapacityReservationStateCancelled:
-		return "deleted", ""
-	case ec2types.CapacityReservationStateCancelling:
-		return "deleted", "AWS is cancelling it; the capacity is released"
-	case ec2types.CapacityReservationStateFailed:
-		return "failed", "AWS reports the reservation failed"
-	case ec2types.CapacityReservationStateUnsupported:
-		return "failed", "AWS cannot deliver it (unsupported)"
-	case ec2types.CapacityReservationStatePaymentFailed:
-		return "failed", "AWS could not take the upfront payment within 12 hours and released the block"
-	case ec2types.CapacityReservationStatePaymentPending:
-		return dated(), "payment pending at AWS: the block is held while AWS takes the upfront payment (up to 12 hours)"
-	case ec2types.CapacityReservationStateScheduled, ec2types.CapacityReservationStatePending,
-		ec2types.CapacityReservationStateAssessing, ec2types.CapacityReservationStateDelayed:
-		return dated(), ""
-	case ec2types.CapacityReservationStateUnavailable:
-		return dated(), "AWS reports its capacity unavailable"
+// stateNote is a cloud state as the ledger's, with a note; state "" goes
+// by the dates (datedState).
+type stateNote struct{ state, note string }
+
+// cloudState looks s up in states; one not there exists, so it goes by the
+// dates too, and the note says this version does not know it (what: whose).
+func cloudState[S ~string](states map[S]stateNote, what string, s S, start, end, now time.Time) (state, note string) {
+	sn, ok := states[s]
+	if !ok {
+		sn.note = fmt.Sprintf("%s %q, which this version of gpumarket does not know", what, string(s))
 	}
-	return dated(), fmt.Sprintf("AWS state %q, which this version of gpumarket does not know", string(s))
+	if sn.state == "" {
+		sn.state = datedState(start, end, now)
+	}
+	return sn.state, sn.note
+}
+
+// reservationStates are AWS's reservation states. None reads "unknown" or
+// "pending" (a lost answer, a call in flight): payment-pending is held for
+// the buyer, so scheduled or active by its dates.
+var reservationStates = map[ec2types.CapacityReservationState]stateNote{
+	ec2types.CapacityReservationStateActive:         {"active", ""},
+	ec2types.CapacityReservationStateExpired:        {"ended", ""},
+	ec2types.CapacityReservationStateCancelled:      {"deleted", ""},
+	ec2types.CapacityReservationStateCancelling:     {"deleted", "AWS is cancelling it; the capacity is released"},
+	ec2types.CapacityReservationStateFailed:         {"failed", "AWS reports the reservation failed"},
+	ec2types.CapacityReservationStateUnsupported:    {"failed", "AWS cannot deliver it (unsupported)"},
+	ec2types.CapacityReservationStatePaymentFailed:  {"failed", "AWS could not take the upfront payment within 12 hours and released the block"},
+	ec2types.CapacityReservationStatePaymentPending: {"", "payment pending at AWS: the block is held while AWS takes the upfront payment (up to 12 hours)"},
+	ec2types.CapacityReservationStateScheduled:      {},
+	ec2types.CapacityReservationStatePending:        {},
+	ec2types.CapacityReservationStateAssessing:      {},
+	ec2types.CapacityReservationStateDelayed:        {},
+	ec2types.CapacityReservationStateUnavailable:    {"", "AWS reports its capacity unavailable"},
+}
+
+func reservationState(s ec2types.CapacityReservationState, start, end, now time.Time) (state, note string) {
+	return cloudState(reservationStates, "AWS state", s, start, end, now)
 }
 
 // RefreshOffering finds the offering's id again in the same search as AWS sells

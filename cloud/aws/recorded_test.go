@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
 // TestHistoryFromDocumentedAnswer reads an answer in the shape of AWS's
@@ -160,7 +161,7 @@ func deref(v *float64) any {
 func TestPriceListFailureIsOneNote(t *testing.T) {
 	f := newFixture(t)
 	f.fake.AddFault(ec2test.Fault{Action: "pricing:GetProducts", Status: 400, Code: "AccessDeniedException", Message: "User is not authorized to perform: pricing:GetProducts"})
-	var log lines
+	var log testutil.Buffer
 	p := f.provider(t, func(o *Options) {
 		o.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})

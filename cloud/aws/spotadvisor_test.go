@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gpumarket/gpumarket/cloud/advisor"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
 func TestAdvisorLiveThenCached(t *testing.T) {
@@ -69,7 +69,7 @@ func TestAdvisorFailureFallsBackToEmbedded(t *testing.T) {
 	}))
 	defer bad.Close()
 	f := newFixture(t)
-	var log lines
+	var log testutil.Buffer
 	p := f.provider(t, func(o *Options) {
 		o.AdvisorURL = bad.URL
 		o.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -95,7 +95,7 @@ func TestAdvisorFallbackIsOneLine(t *testing.T) {
 	closed := "http://" + l.Addr().String() + "/spot-advisor-data.json"
 	l.Close()
 	f := newFixture(t)
-	var log lines
+	var log testutil.Buffer
 	p := f.provider(t, func(o *Options) {
 		o.AdvisorURL = closed
 		o.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -123,22 +123,4 @@ func TestAdvisorFallbackIsOneLine(t *testing.T) {
 	if len(c2.notes) == 0 || c2.notes[0] != want {
 		t.Errorf("next fetch's notes %q, want %q", c2.notes, want)
 	}
-}
-
-// lines is a log sink safe for the fetch's goroutines.
-type lines struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -392,23 +392,18 @@ func (p *Provider) planBooking(region string, s smtypes.TrainingPlanSummary) dom
 	return b
 }
 
-// planState maps TrainingPlanStatus (API_TrainingPlanSummary) onto the ledger's
-// states: Pending is held, so scheduled or active by the dates, noted.
+// planStates are TrainingPlanStatus (API_TrainingPlanSummary) values:
+// Pending is held, so scheduled or active by the dates, noted.
+var planStates = map[smtypes.TrainingPlanStatus]stateNote{
+	smtypes.TrainingPlanStatusPending:   {"", "SageMaker is still reserving it (Pending)"},
+	smtypes.TrainingPlanStatusScheduled: {"scheduled", ""},
+	smtypes.TrainingPlanStatusActive:    {"active", ""},
+	smtypes.TrainingPlanStatusExpired:   {"ended", ""},
+	smtypes.TrainingPlanStatusFailed:    {"failed", "SageMaker reports the plan failed"},
+}
+
 func planState(s smtypes.TrainingPlanStatus, start, end, now time.Time) (state, note string) {
-	dated := func() string { return datedState(start, end, now) }
-	switch s {
-	case smtypes.TrainingPlanStatusPending:
-		return dated(), "SageMaker is still reserving it (Pending)"
-	case smtypes.TrainingPlanStatusScheduled:
-		return "scheduled", ""
-	case smtypes.TrainingPlanStatusActive:
-		return "active", ""
-	case smtypes.TrainingPlanStatusExpired:
-		return "ended", ""
-	case smtypes.TrainingPlanStatusFailed:
-		return "failed", "SageMaker reports the plan failed"
-	}
-	return dated(), fmt.Sprintf("SageMaker status %q, which this version of gpumarket does not know", string(s))
+	return cloudState(planStates, "SageMaker status", s, start, end, now)
 }
 
 // findTrainingPlan settles a lost CreateTrainingPlan: the plan named after

@@ -237,25 +237,13 @@ func metricSeries(ctx context.Context, mc *armmonitor.MetricsClient, resource, n
 
 // isoHours reads Azure Monitor's ISO 8601 grains (PT1M … P1D).
 func isoHours(s string) (time.Duration, bool) {
-	switch strings.ToUpper(s) {
-	case "PT1M":
-		return time.Minute, true
-	case "PT5M":
-		return 5 * time.Minute, true
-	case "PT15M":
-		return 15 * time.Minute, true
-	case "PT30M":
-		return 30 * time.Minute, true
-	case "PT1H":
-		return time.Hour, true
-	case "PT6H":
-		return 6 * time.Hour, true
-	case "PT12H":
-		return 12 * time.Hour, true
-	case "P1D":
-		return 24 * time.Hour, true
-	}
-	return 0, false
+	d, ok := isoGrains[strings.ToUpper(s)]
+	return d, ok
+}
+
+var isoGrains = map[string]time.Duration{
+	"PT1M": time.Minute, "PT5M": 5 * time.Minute, "PT15M": 15 * time.Minute, "PT30M": 30 * time.Minute,
+	"PT1H": time.Hour, "PT6H": 6 * time.Hour, "PT12H": 12 * time.Hour, "P1D": 24 * time.Hour,
 }
 
 func ptr(s string) *string    { return &s }

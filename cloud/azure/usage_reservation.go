@@ -208,7 +208,7 @@ func runsOf(samples []domain.BusySample, until time.Time) []run {
 	var out []run
 	for _, s := range samples {
 		if n := len(out); n > 0 && !s.At.After(out[n-1].end) {
-			out[n-1].end = maxTime(out[n-1].end, s.At.Add(s.Period))
+			out[n-1].end = domain.Later(out[n-1].end, s.At.Add(s.Period))
 			continue
 		}
 		out = append(out, run{start: s.At, end: s.At.Add(s.Period)})
@@ -217,11 +217,4 @@ func runsOf(samples []domain.BusySample, until time.Time) []run {
 		out[n-1].end = time.Time{}
 	}
 	return out
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger/ledgertest"
@@ -23,7 +23,7 @@ import (
 func (e *env) snapshotOf(ctx context.Context, ps []domain.Provider, timeout time.Duration) (*feed.Snapshot, error) {
 	a := newCLI().appOf(ctx, e)
 	defer a.Close()
-	return a.waitReady(ctx, a.hubOver(ps), timeout)
+	return a.waitReady(ctx, a.HubOver(ps), timeout)
 }
 
 // TestAddingAProviderIsOneRow: a provider gpumarket has never heard of,
@@ -36,8 +36,8 @@ func TestAddingAProviderIsOneRow(t *testing.T) {
 	fake.SpotUSDHour = 10
 	fake.Desc.IsRegion = func(r string) bool { return r == "us-east-1" }
 	fake.Desc.RegionExample = "us-east-1"
-	c := &cli{table: append(defaultProviders(), providerRow{desc: fake.Desc,
-		build: func(context.Context, *env) (domain.Provider, error) { return fake, nil }})}
+	c := &cli{table: append(app.DefaultTable(), app.Row{Desc: fake.Desc,
+		Build: func(context.Context, *app.Settings) (domain.Provider, error) { return fake, nil }})}
 	runC := func(args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
 		code := c.run(context.Background(), args, strings.NewReader(""), &out, &errOut)
@@ -76,26 +76,6 @@ func TestAddingAProviderIsOneRow(t *testing.T) {
 	}
 	if rows, _ := jsonRows(t, out); len(rows) != 1 || rows[0]["provider"] != "acme" || rows[0]["kind"] != "block" || rows[0]["state"] != "scheduled" {
 		t.Errorf("ledger: %v", rows)
-	}
-}
-
-// TestProviderTableMatchesConfig: the names a config file may give are
-// the table's, so a provider added to one is added to the other.
-func TestProviderTableMatchesConfig(t *testing.T) {
-	names := defaultProviders().names()
-	if err := (config.Config{Providers: names}).CheckProviders(names); err != nil {
-		t.Errorf("the table's own names refused: %v", err)
-	}
-	if err := (config.Config{Providers: []string{"oci"}}).CheckProviders(names); err == nil || !strings.Contains(err.Error(), strings.Join(names, ", ")) {
-		t.Errorf("an unknown provider: %v; want it refused, naming %v", err, names)
-	}
-	for _, r := range defaultProviders() {
-		if r.build == nil || r.desc.Name == "" {
-			t.Errorf("row %+v has no name or constructor", r.desc)
-		}
-	}
-	if defaultProviders().fallback() != "sim" {
-		t.Errorf("with no provider named, the source is %q, want the simulated market", defaultProviders().fallback())
 	}
 }
 
@@ -143,9 +123,11 @@ func TestNoProviderNameComparisons(t *testing.T) {
 // form starts from, and plan.speed over the planner's defaults.
 func TestTUIOptionsCarryThePlanConfig(t *testing.T) {
 	e, _, _ := testEnv(t, domain.Query{})
-	e.cfg.Plan.GPUs, e.cfg.Plan.Hours = 16, 48
-	e.cfg.Plan.Speed = map[string]float64{"A100": 0.5}
-	opt := (&app{env: e}).tuiOptions(nil, nil)
+	e.Config.Plan.GPUs, e.Config.Plan.Hours = 16, 48
+	e.Config.Plan.Speed = map[string]float64{"A100": 0.5}
+	a := newCLI().appOf(context.Background(), e)
+	defer a.Close()
+	opt := a.tuiOptions(nil, nil)
 	if opt.Effective.GPUs != 16 || opt.Effective.Hours != 48 {
 		t.Errorf("basis %+v", opt.Effective)
 	}

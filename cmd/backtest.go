@@ -268,13 +268,13 @@ func unwrapPath(err error) error {
 // (in the region filter) for --sim-days up to now, writes one file per
 // pool and says where.
 func (e *env) writeSimTraces(f backtestFlags) ([]planner.Trace, error) {
-	m := sim.New(sim.Options{Seed: e.cfg.Sim.Seed})
+	m := sim.New(sim.Options{Seed: e.Config.Sim.Seed})
 	end := time.Now().UTC().Truncate(time.Hour)
 	from := end.Add(-time.Duration(f.simDays) * 24 * time.Hour)
 	ticks := int(end.Sub(from) / simTraceGap)
 	dir := f.simOut
 	if dir == "" {
-		dir = filepath.Join(e.dataDir, "traces", fmt.Sprintf("sim-seed%d-%s-%s", e.cfg.Sim.Seed, f.simType, end.Format("20060102T1504Z")))
+		dir = filepath.Join(e.DataDir, "traces", fmt.Sprintf("sim-seed%d-%s-%s", e.Config.Sim.Seed, f.simType, end.Format("20060102T1504Z")))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("write sim traces: %w", err)
@@ -284,7 +284,7 @@ func (e *env) writeSimTraces(f backtestFlags) ([]planner.Trace, error) {
 		if !strings.EqualFold(p.InstanceType, f.simType) {
 			continue
 		}
-		if !e.query.WantsRegion(p.Region) {
+		if !e.Query.WantsRegion(p.Region) {
 			continue
 		}
 		data, err := m.Capacity(p.Key(), from, simTraceGap, ticks)
@@ -311,6 +311,6 @@ func (e *env) writeSimTraces(f backtestFlags) ([]planner.Trace, error) {
 			f.simType)
 	}
 	fmt.Fprintf(e.errOut, "gpumarket: backtest: wrote %d traces of the simulated market (seed %d, %s, %d days to %s, %s ticks) to %s\n",
-		len(out), e.cfg.Sim.Seed, f.simType, f.simDays, end.Format(time.RFC3339), "5-minute", dir)
+		len(out), e.Config.Sim.Seed, f.simType, f.simDays, end.Format(time.RFC3339), "5-minute", dir)
 	return out, nil
 }

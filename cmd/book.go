@@ -86,7 +86,7 @@ first, at the price just described.`,
 			if id == "" {
 				return usagef("OFFERING_ID is empty: give an id from `gpumarket offerings`")
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				return a.runBook(cmd.Context(), id, dryRun, yes, timeout, output)
 			})
 		},
@@ -98,7 +98,7 @@ first, at the price just described.`,
 	return c
 }
 
-func (a *app) runBook(ctx context.Context, id string, dryRun, yes bool, timeout time.Duration, output string) error {
+func (a *runner) runBook(ctx context.Context, id string, dryRun, yes bool, timeout time.Duration, output string) error {
 	e := a.env
 	if err := e.needsConfirmation("book", dryRun, yes); err != nil {
 		return err
@@ -108,7 +108,7 @@ func (a *app) runBook(ctx context.Context, id string, dryRun, yes bool, timeout 
 		return err
 	}
 	// The offering names its provider; an unknown id is refused below.
-	c, _ := st.Offering(ctx, id, a.now())
+	c, _ := st.Offering(ctx, id, a.Now())
 	ps, err := a.Providers(ctx, c.Offering.Provider)
 	if err != nil {
 		return err
@@ -210,7 +210,7 @@ const maxAsks = 3
 
 // termsChanged shows the new terms of an offering and refuses: exit 1,
 // with how to buy at them.
-func (a *app) termsChanged(tc *ledger.TermsChangedError, flags string) error {
+func (a *runner) termsChanged(tc *ledger.TermsChangedError, flags string) error {
 	fmt.Fprintf(a.errOut, "The terms changed since they were shown (%s); nothing was bought. The new terms:\n", tc.Why)
 	fmt.Fprint(a.errOut, offeringSummary(tc.Now, tc.Now.Simulated))
 	return fmt.Errorf("refused: the terms of %s changed (%s: now $%.2f for %d × %s from %s to %s; shown $%.2f for %d × %s from %s to %s); nothing was bought: run `gpumarket book %s%s` again to buy at the new terms",

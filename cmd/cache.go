@@ -14,51 +14,6 @@ import (
 	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
-// historyFor opens the history cache in the data dir (under a.mu) when a
-// source is a cloud, for the hub; nil (no cache) otherwise. A cache is
-// never worth failing a command for: it says in one line why it goes
-// without. A file that was not a readable cache was moved aside.
-func (a *app) historyFor(ps []domain.Provider) feed.Cache {
-	cloud := false
-	for _, p := range ps {
-		cloud = cloud || !p.Describe().Simulated
-	}
-	if !cloud || a.dataDir == "" {
-		return nil
-	}
-	if a.hist != nil {
-		return a.hist // a headless watch's wider market shares it
-	}
-	c, err := feed.Open(a.dataDir, feed.HistoryOptions{Retention: a.cfg.Cache.Retention.D(), Logger: a.log})
-	if err != nil {
-		a.warnf("history cache not used, fetching the whole window: %v", err)
-		return nil
-	}
-	if aside := c.Aside(); aside != nil {
-		a.warnf("history cache not used: %v; moved it to %s and fetching afresh", aside.Reason, aside.Path)
-	}
-	a.hist = c
-	return c
-}
-
-// closeHistory closes the history cache, after the hub has stopped.
-func (a *app) closeHistory() {
-	if a.hist == nil {
-		return
-	}
-	if err := a.hist.Close(); err != nil {
-		a.log.Info("close history cache", "err", err)
-	}
-}
-
-// warnf says something the user should know in one line on stderr, and
-// in the log (where the TUI's go).
-func (a *app) warnf(format string, args ...any) {
-	msg := oneLine(fmt.Sprintf(format, args...))
-	fmt.Fprintf(a.errOut, "gpumarket: warning: %s\n", msg)
-	a.log.Info(msg)
-}
-
 func (cl *cli) cacheCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "cache",
@@ -131,7 +86,7 @@ but no span has history the next start fetches again. It changes nothing.`,
 			if err != nil {
 				return err
 			}
-			info, err := feed.Stat(cmd.Context(), e.dataDir)
+			info, err := feed.Stat(cmd.Context(), e.DataDir)
 			switch {
 			case errors.Is(err, feed.ErrNoCache):
 				fmt.Fprintf(e.summaryOut(output), "no history cache at %s (nothing cached yet)\n", info.Path)
@@ -146,7 +101,7 @@ but no span has history the next start fetches again. It changes nothing.`,
 				return fmt.Errorf("read history cache: %w", err)
 			}
 			fmt.Fprintf(e.summaryOut(output), "history cache %s: %s, %d pools, %d price points, retention %s\n",
-				info.Path, byteSize(info.Size), info.Pools, info.Points, domain.FormatWindow(e.cfg.Cache.Retention.D()))
+				info.Path, byteSize(info.Size), info.Pools, info.Points, domain.FormatWindow(e.Config.Cache.Retention.D()))
 			return writeRows(e.out, output, cacheRows(info))
 		},
 	}
@@ -178,12 +133,12 @@ running meanwhile keeps writing to the removed file until it exits.`,
 				return err
 			}
 			what := ""
-			if info, err := feed.Stat(cmd.Context(), e.dataDir); err == nil {
+			if info, err := feed.Stat(cmd.Context(), e.DataDir); err == nil {
 				what = fmt.Sprintf(" (%s: %d pools, %d price points)", byteSize(info.Size), info.Pools, info.Points)
 			}
-			removed, err := feed.Remove(e.dataDir)
+			removed, err := feed.Remove(e.DataDir)
 			for _, p := range removed {
-				if p == feed.Path(e.dataDir) {
+				if p == feed.Path(e.DataDir) {
 					fmt.Fprintf(e.out, "removed %s%s\n", p, what)
 				} else {
 					fmt.Fprintf(e.out, "removed %s\n", p)
@@ -193,7 +148,7 @@ running meanwhile keeps writing to the removed file until it exits.`,
 				return fmt.Errorf("clear history cache: %w", err)
 			}
 			if len(removed) == 0 {
-				fmt.Fprintf(e.out, "no history cache at %s: nothing removed\n", feed.Path(e.dataDir))
+				fmt.Fprintf(e.out, "no history cache at %s: nothing removed\n", feed.Path(e.DataDir))
 			}
 			return nil
 		},

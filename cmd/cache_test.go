@@ -108,7 +108,7 @@ func TestWarmCacheAsksOnlyFromItsEnd(t *testing.T) {
 	cfg := config.Default()
 	cfg.ApplyEnv(os.Getenv)
 	e, _, errBuf := testEnv(t, domain.Query{Providers: []string{"aws"}, Regions: []string{"us-east-1", "us-west-2"}, Window: 7 * 24 * time.Hour})
-	e.cfg, e.dataDir = cfg, dataDir
+	e.Config, e.DataDir = cfg, dataDir
 	a := newCLI().appOf(context.Background(), e)
 	defer a.Close()
 	h, err := a.Hub(context.Background())

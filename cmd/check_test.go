@@ -10,6 +10,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/cloud/aws"
 	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
 	"github.com/gpumarket/gpumarket/domain"
@@ -54,8 +55,8 @@ func TestFleetLaunchChecksTypesAgainstTheCloud(t *testing.T) {
 	fake := ec2test.New(ec2test.Generate(1, []string{"us-east-1"}, now.Add(-26*time.Hour), now, time.Hour)...)
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	table := withRow("aws", func(ctx context.Context, e *env) (domain.Provider, error) {
-		return aws.New(ctx, aws.Options{Regions: e.query.Regions, DataDir: t.TempDir(), Logger: e.log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
+	table := withRow("aws", func(ctx context.Context, e *app.Settings) (domain.Provider, error) {
+		return aws.New(ctx, aws.Options{Regions: e.Query.Regions, DataDir: t.TempDir(), Logger: e.Log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
 			Config: &awssdk.Config{Region: "us-east-1", BaseEndpoint: awssdk.String(srv.URL), HTTPClient: srv.Client(),
 				Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}})
 	})

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,22 +10,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/cloud/sim"
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
-	"github.com/gpumarket/gpumarket/watch"
 )
 
 // env is what every command needs, built per run so two runs share nothing.
 type env struct {
-	cfg config.Config
-	// rules are the config's watch rules, read and checked.
-	rules   []watch.Spec
-	query   domain.Query
-	dataDir string
-	// clock is the run's one clock (sim.speed): hub, ledger, TUI and commands date by it.
-	clock  *sim.Clock
-	log    *slog.Logger
+	app.Settings
 	out    io.Writer
 	errOut io.Writer
 	stdin  io.Reader
@@ -45,7 +36,7 @@ const (
 // addCommonFlags adds the common flags; setup reads them back from the flag set.
 func (c *cli) addCommonFlags(root *cobra.Command) {
 	pf := root.PersistentFlags()
-	pf.String(flagProvider, "", "market data sources, a comma list of "+joinNames(c.table.names())+" (default: config providers, else "+c.table.fallback()+")")
+	pf.String(flagProvider, "", "market data sources, a comma list of "+joinNames(c.table.Names())+" (default: config providers, else "+c.table.Fallback()+")")
 	pf.String(flagGPU, "", "GPU models, a comma list such as H100,A100 (one of "+strings.Join(domain.GPUModels, ", ")+")")
 	pf.String(flagRegion, "", "regions, a comma list such as us-east-1,eastus")
 	pf.String(flagWindow, "", "history window: "+domain.WindowForm+" (default: config window, else 24h)")
@@ -62,7 +53,7 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 	var err error
 	if flags.Changed(flagProvider) {
 		v, _ := flags.GetString(flagProvider)
-		if provs, err = parseProviderFlag(v, c.table.names()); err != nil {
+		if provs, err = parseProviderFlag(v, c.table.Names()); err != nil {
 			return nil, err
 		}
 	}
@@ -102,86 +93,13 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 	if flags.Changed(flagSeed) {
 		cfg.Sim.Seed, _ = flags.GetInt64(flagSeed)
 	}
-	if err := cfg.Validate(); err != nil {
-		// A bad environment variable is bad input as a bad flag is.
-		if ke := (*config.KeyError)(nil); errors.As(err, &ke) && ke.Key == config.EnvSimSpeed {
-			return nil, usagef("%s", err)
-		}
-		if cfg.Path != "" {
-			return nil, fmt.Errorf("config %s: %w", cfg.Path, err)
-		}
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if err := cfg.CheckProviders(c.table.names()); err != nil {
-		return nil, fmt.Errorf("load config: %w", err)
-	}
-	rules, err := watch.ConfigRules(cfg)
+	s, err := app.NewSettings(cfg, provs, c.table)
 	if err != nil {
 		return nil, err
 	}
-	if provs != nil {
-		cfg.Providers = provs
-	}
-	if len(cfg.Providers) == 0 {
-		cfg.Providers = []string{c.table.fallback()}
-	}
-
-	dataDir, err := config.DataDir()
-	if err != nil {
-		return nil, err
-	}
-	e := &env{
-		cfg:     cfg,
-		rules:   rules,
-		dataDir: dataDir,
-		out:     cmd.OutOrStdout(),
-		errOut:  cmd.ErrOrStderr(),
-		stdin:   cmd.InOrStdin(),
-		query: domain.Query{
-			Providers: cfg.Providers,
-			GPUs:      cfg.GPUs,
-			Regions:   cfg.Regions,
-			Window:    cfg.Window.D(),
-		},
-	}
-	e.log = slog.New(newLineHandler(e.errOut, logLevel(slog.LevelWarn)))
-	if e.clock, err = c.simClock(cfg, dataDir); err != nil {
-		return nil, err
-	}
+	e := &env{Settings: s, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), stdin: cmd.InOrStdin()}
+	e.Log = slog.New(newLineHandler(e.errOut, logLevel(slog.LevelWarn)))
 	return e, nil
-}
-
-// simClock opens the data dir's clock; a fast one runs the simulated market only.
-func (c *cli) simClock(cfg config.Config, dataDir string) (*sim.Clock, error) {
-	if cfg.Sim.Speed > 1 {
-		for _, p := range cfg.Providers {
-			if !c.table.describe(p).Simulated {
-				return nil, usagef("sim.speed %d (%s) runs the simulated market's clock only; the provider %s keeps the wall clock: use --provider %s, or leave the speed at 1",
-					cfg.Sim.Speed, config.EnvSimSpeed, p, c.table.fallback())
-			}
-		}
-	}
-	clock, err := sim.OpenClock(dataDir, cfg.Sim.Speed)
-	var mm *sim.SpeedMismatchError
-	if errors.As(err, &mm) {
-		return nil, usagef("%s", err)
-	}
-	return clock, err
-}
-
-func (e *env) now() time.Time {
-	if e.clock == nil {
-		return time.Now()
-	}
-	return e.clock.Now()
-}
-
-// speed is how many times faster than the wall clock now() runs.
-func (e *env) speed() float64 {
-	if e.clock == nil {
-		return 1
-	}
-	return float64(e.clock.Speed())
 }
 
 // parseProviderFlag reads --provider: a comma list of the known names.
@@ -232,23 +150,4 @@ func parseRegionFlag(v string) ([]string, error) {
 		}
 	}
 	return dedupe(list), nil
-}
-
-// simBanner is said first wherever simulated prices are shown.
-func (t providerTable) simBanner() string {
-	var real []string
-	for _, r := range t {
-		if !r.desc.Simulated {
-			real = append(real, r.desc.Name)
-		}
-	}
-	return "SIMULATED MARKET: prices are generated by gpumarket's simulator, not quoted by a cloud (use --provider " + orList(real) + " for real ones)"
-}
-
-// orList writes names as "a, b or c".
-func orList(names []string) string {
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 )
@@ -16,7 +17,7 @@ func TestParseFlags(t *testing.T) {
 	if got, err := parseGPUFlag(" h100, A100 ,h100"); err != nil || !slices.Equal(got, []string{"H100", "A100"}) {
 		t.Errorf("--gpu: %v %v", got, err)
 	}
-	if got, err := parseProviderFlag("SIM,aws", defaultProviders().names()); err != nil || !slices.Equal(got, []string{"sim", "aws"}) {
+	if got, err := parseProviderFlag("SIM,aws", app.DefaultTable().Names()); err != nil || !slices.Equal(got, []string{"sim", "aws"}) {
 		t.Errorf("--provider: %v %v", got, err)
 	}
 	if got, err := parseRegionFlag("us-east-1,EastUS"); err != nil || !slices.Equal(got, []string{"us-east-1", "eastus"}) {
@@ -43,13 +44,13 @@ func FuzzFilterFlags(f *testing.F) {
 				}
 			}
 		}
-		if got, err := parseProviderFlag(v, defaultProviders().names()); err != nil {
+		if got, err := parseProviderFlag(v, app.DefaultTable().Names()); err != nil {
 			if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "--provider") {
 				t.Fatalf("--provider %q: %v", v, err)
 			}
 		} else {
 			for _, p := range got {
-				if !slices.Contains(defaultProviders().names(), p) {
+				if !slices.Contains(app.DefaultTable().Names(), p) {
 					t.Fatalf("--provider %q gave %q", v, p)
 				}
 			}
@@ -88,14 +89,14 @@ func TestSetupOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(e.query.GPUs, []string{"H100"}) || e.cfg.Sim.Seed != 9 {
-		t.Errorf("flags did not win: gpus %v seed %d", e.query.GPUs, e.cfg.Sim.Seed)
+	if !slices.Equal(e.Query.GPUs, []string{"H100"}) || e.Config.Sim.Seed != 9 {
+		t.Errorf("flags did not win: gpus %v seed %d", e.Query.GPUs, e.Config.Sim.Seed)
 	}
-	if e.query.Window.Hours() != 7*24 || e.cfg.AWS.Profile != "env" || e.cfg.Sim.Tick.D().Seconds() != 1 {
-		t.Errorf("file/env: window %v profile %q tick %v", e.query.Window, e.cfg.AWS.Profile, e.cfg.Sim.Tick.D())
+	if e.Query.Window.Hours() != 7*24 || e.Config.AWS.Profile != "env" || e.Config.Sim.Tick.D().Seconds() != 1 {
+		t.Errorf("file/env: window %v profile %q tick %v", e.Query.Window, e.Config.AWS.Profile, e.Config.Sim.Tick.D())
 	}
-	if !slices.Equal(e.query.Providers, []string{"sim"}) {
-		t.Errorf("providers %v", e.query.Providers)
+	if !slices.Equal(e.Query.Providers, []string{"sim"}) {
+		t.Errorf("providers %v", e.Query.Providers)
 	}
 }
 
@@ -108,11 +109,11 @@ func TestSetupDefaultsToSim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(e.query.Providers, []string{"sim"}) || !defaultProviders().simulated(e.query.Providers) {
-		t.Errorf("providers %v, want sim", e.query.Providers)
+	if !slices.Equal(e.Query.Providers, []string{"sim"}) || !app.DefaultTable().Simulated(e.Query.Providers) {
+		t.Errorf("providers %v, want sim", e.Query.Providers)
 	}
-	if fi, err := os.Stat(e.dataDir); err != nil || !fi.IsDir() {
-		t.Errorf("data dir %q: %v", e.dataDir, err)
+	if fi, err := os.Stat(e.DataDir); err != nil || !fi.IsDir() {
+		t.Errorf("data dir %q: %v", e.DataDir, err)
 	}
 }
 
@@ -150,7 +151,7 @@ func TestRegionFilterMustReachEachCloud(t *testing.T) {
 		{[]string{"sim", "azure"}, []string{"us-east-1", "mars-1"}, false},
 		{[]string{"sim", "azure"}, []string{"us-east-1", "westus2"}, true},
 	} {
-		err := defaultProviders().checkRegions(tc.provs, tc.regions)
+		err := app.DefaultTable().CheckRegions(tc.provs, tc.regions)
 		if (err == nil) != tc.ok {
 			t.Errorf("%v %v: %v", tc.provs, tc.regions, err)
 		}

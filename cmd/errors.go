@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 )
@@ -25,11 +26,7 @@ const (
 )
 
 // usageError is bad usage: exit 2, one line naming the flag and the form.
-type usageError struct {
-	msg string
-}
-
-func (e *usageError) Error() string { return e.msg }
+type usageError = app.UsageError
 
 // reportedError ends a command with its own exit code, all said already.
 type reportedError struct{ code int }
@@ -40,9 +37,7 @@ func (e reportedError) Error() string { return fmt.Sprintf("exit %d (said above)
 func reported(code int) error { return reportedError{code: code} }
 
 // usagef returns a usage error; name the flag and what it accepts.
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
-}
+func usagef(format string, args ...any) error { return app.Usagef(format, args...) }
 
 // Execute runs gpumarket and returns the exit code; signals cancel the context.
 func Execute() int {
@@ -57,7 +52,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // newCLI is the command line of a normal run.
-func newCLI() *cli { return &cli{table: defaultProviders()} }
+func newCLI() *cli { return &cli{table: app.DefaultTable()} }
 
 // run executes one command line with the given streams.
 func (c *cli) run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -86,7 +81,7 @@ func (c *cli) run(ctx context.Context, args []string, stdin io.Reader, stdout, s
 func usageMessage(err error) (string, bool) {
 	var ue *usageError
 	if errors.As(err, &ue) {
-		return ue.msg, true
+		return ue.Msg, true
 	}
 	// A config file read with a bad key or value is bad usage; an unreadable one is not.
 	var fe *config.FileError
@@ -151,9 +146,9 @@ func flagForm(f *pflag.Flag) string {
 // flagErrorFunc marks every flag parse error as a usage error.
 func flagErrorFunc(_ *cobra.Command, err error) error {
 	if msg, ok := usageMessage(err); ok {
-		return &usageError{msg: msg}
+		return &usageError{Msg: msg}
 	}
-	return &usageError{msg: err.Error()}
+	return &usageError{Msg: err.Error()}
 }
 
 func oneLine(s string) string {

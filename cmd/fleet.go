@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
@@ -132,23 +133,23 @@ ahead; --for takes ` + domain.FleetLengthForm + `.`,
 				return err
 			}
 			defer a.Close()
-			start, end, err := domain.ParseFleetSchedule(f.start, f.length, a.now())
+			start, end, err := domain.ParseFleetSchedule(f.start, f.length, a.Now())
 			var se *domain.ScheduleError
 			if errors.As(err, &se) {
 				return usagef("--%s %q: %s", se.Field, se.Value, se.Why)
 			}
 			e := a.env
-			if len(e.query.Regions) != 1 {
-				return usagef("--region %s: a fleet is launched in exactly one region", strings.Join(e.query.Regions, ","))
+			if len(e.Query.Regions) != 1 {
+				return usagef("--region %s: a fleet is launched in exactly one region", strings.Join(e.Query.Regions, ","))
 			}
-			if len(e.query.Providers) != 1 {
-				return usagef("--provider %s: a fleet is launched by exactly one provider", strings.Join(e.query.Providers, ","))
+			if len(e.Query.Providers) != 1 {
+				return usagef("--provider %s: a fleet is launched by exactly one provider", strings.Join(e.Query.Providers, ","))
 			}
-			spec := domain.FleetSpec{Provider: e.query.Providers[0], Region: e.query.Regions[0], InstanceTypes: types,
+			spec := domain.FleetSpec{Provider: e.Query.Providers[0], Region: e.Query.Regions[0], InstanceTypes: types,
 				TargetCapacity: f.target, OnDemandBase: f.odBase, Strategy: f.strategy, LaunchTemplate: f.template, DryRun: f.dryRun,
 				Start: start, End: end}
 			if spec.LaunchTemplate == "" {
-				spec.LaunchTemplate = e.cfg.AWS.LaunchTemplate
+				spec.LaunchTemplate = e.Config.AWS.LaunchTemplate
 			}
 			if cmd.Flags().Changed("max-price") {
 				spec.MaxPriceUSD = domain.Float(f.maxPrice)
@@ -211,7 +212,7 @@ type fleetDryRunRow struct {
 	Message  string  `json:"message"`
 }
 
-func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleetLaunchFlags) error {
+func (a *runner) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleetLaunchFlags) error {
 	e := a.env
 	if err := e.needsConfirmation("fleet launch", spec.DryRun, f.yes); err != nil {
 		return err
@@ -227,7 +228,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 	if !svc.CanLaunch(spec.Provider) {
 		return fmt.Errorf("provider %s does not launch fleets", spec.Provider)
 	}
-	if err := a.checkFleetTypes(ctx, spec, f.timeout); err != nil {
+	if err := a.CheckFleetTypes(ctx, spec, f.timeout); err != nil {
 		return err
 	}
 	// What the provider's API would refuse (a launch template missing
@@ -242,7 +243,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 	}
 	est := svc.EstimateFleet(ctx, spec)
 	simulated := svc.Describe(spec.Provider).Simulated
-	fmt.Fprint(e.errOut, fleetSummary(spec, est, simulated, svc.ScheduleLines(spec, a.now()), a.now()))
+	fmt.Fprint(e.errOut, fleetSummary(spec, est, simulated, svc.ScheduleLines(spec, a.Now()), a.Now()))
 	if !spec.DryRun {
 		// Dry run first: the provider's "no" comes before the question.
 		dry := spec
@@ -256,7 +257,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 		}
 	}
 	verb := "launch"
-	if spec.Start.After(a.now()) {
+	if spec.Start.After(a.Now()) {
 		verb = "schedule"
 	}
 	var res ledger.FleetResult
@@ -276,7 +277,7 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 			break
 		}
 		fmt.Fprintln(e.errOut, "The fleet's prices went up since they were shown; nothing was launched. The new estimate:")
-		fmt.Fprint(e.errOut, fleetSummary(spec, ec.Now, simulated, svc.ScheduleLines(spec, a.now()), a.now()))
+		fmt.Fprint(e.errOut, fleetSummary(spec, ec.Now, simulated, svc.ScheduleLines(spec, a.Now()), a.Now()))
 		if f.yes || asked >= maxAsks-1 {
 			return fmt.Errorf("refused: the fleet now costs about $%.2f per hour (shown $%.2f); nothing was launched: run the command again to launch at the new prices", ec.Now.USDHour, ec.Shown.USDHour)
 		}
@@ -307,10 +308,10 @@ func (a *app) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fleet
 	switch {
 	case err != nil:
 	case res.Row.State == ledger.StateScheduled && res.Row.ProviderRef == "":
-		fmt.Fprintf(e.errOut, "scheduled: ledger row %s, %s; %s\n", res.Row.ID, ledger.WindowText(res.Row.Start, res.Row.End, a.now()),
+		fmt.Fprintf(e.errOut, "scheduled: ledger row %s, %s; %s\n", res.Row.ID, ledger.WindowText(res.Row.Start, res.Row.End, a.Now()),
 			ledger.KeeperNote(svc.Describe(spec.Provider)))
 	case res.Row.State == ledger.StateScheduled:
-		fmt.Fprintf(e.errOut, "scheduled at the cloud: %s, ledger row %s, %s\n", res.Row.ProviderRef, res.Row.ID, ledger.WindowText(res.Row.Start, res.Row.End, a.now()))
+		fmt.Fprintf(e.errOut, "scheduled at the cloud: %s, ledger row %s, %s\n", res.Row.ProviderRef, res.Row.ID, ledger.WindowText(res.Row.Start, res.Row.End, a.Now()))
 	case res.Row.State == ledger.StateFailed:
 		// The cloud took the request and launched nothing (no spot
 		// capacity, no pool under the max price): a failure, exit 1.
@@ -337,7 +338,7 @@ func (cl *cli) fleetDeleteCmd() *cobra.Command {
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				return a.runFleetDelete(cmd.Context(), strings.TrimSpace(args[0]), yes, timeout, output)
 			})
 		},
@@ -348,7 +349,7 @@ func (cl *cli) fleetDeleteCmd() *cobra.Command {
 	return c
 }
 
-func (a *app) runFleetDelete(ctx context.Context, id string, yes bool, timeout time.Duration, output string) error {
+func (a *runner) runFleetDelete(ctx context.Context, id string, yes bool, timeout time.Duration, output string) error {
 	e := a.env
 	ledger, err := a.Booking(nil, timeout)
 	if err != nil {
@@ -372,7 +373,7 @@ func (a *app) runFleetDelete(ctx context.Context, id string, yes bool, timeout t
 			return err
 		}
 	}
-	r, err = svc.DeleteFleet(ctx, id, localActor())
+	r, err = svc.DeleteFleet(ctx, id, app.LocalActor())
 	if err != nil {
 		return err
 	}

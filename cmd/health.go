@@ -16,25 +16,25 @@ import (
 
 // ReadySnapshot runs the hub until every source's first back-fill or timeout,
 // warning of each that failed; one bad region never blanks the others' rows.
-func (a *app) ReadySnapshot(ctx context.Context, timeout time.Duration) (*feed.Snapshot, error) {
+func (a *runner) ReadySnapshot(ctx context.Context, timeout time.Duration) (*feed.Snapshot, error) {
 	ps, down, err := a.reachableProviders(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return a.waitReady(ctx, a.hubOver(ps), timeout, down...)
+	return a.waitReady(ctx, a.HubOver(ps), timeout, down...)
 }
 
 // reachableProviders builds the query's sources, leaving out with a warning
 // one that cannot be built while another can.
-func (a *app) reachableProviders(ctx context.Context) ([]domain.Provider, []warning, error) {
-	if err := a.table.checkRegions(a.query.Providers, a.query.Regions); err != nil {
+func (a *runner) reachableProviders(ctx context.Context) ([]domain.Provider, []warning, error) {
+	if err := a.Table().CheckRegions(a.Query.Providers, a.Query.Regions); err != nil {
 		return nil, nil, err
 	}
 	var ps []domain.Provider
 	var down []warning
 	var first error
-	for _, name := range a.query.Providers {
-		p, err := a.provider(ctx, name)
+	for _, name := range a.Query.Providers {
+		p, err := a.Provider(ctx, name)
 		if err != nil {
 			var ue *usageError
 			if errors.As(err, &ue) {
@@ -58,7 +58,7 @@ func (a *app) reachableProviders(ctx context.Context) ([]domain.Provider, []warn
 	return ps, down, nil
 }
 
-func (a *app) waitReady(ctx context.Context, h *feed.Hub, timeout time.Duration, down ...warning) (*feed.Snapshot, error) {
+func (a *runner) waitReady(ctx context.Context, h *feed.Hub, timeout time.Duration, down ...warning) (*feed.Snapshot, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	snap, err := h.WaitReady(wctx)
@@ -72,8 +72,8 @@ func (a *app) waitReady(ctx context.Context, h *feed.Hub, timeout time.Duration,
 	for _, p := range h.Providers() {
 		desc[p.Name()] = p.Describe()
 	}
-	rep := healthOf(snap, a.query, desc)
-	rep.cacheFile = feed.Path(a.dataDir)
+	rep := healthOf(snap, a.Query, desc)
+	rep.cacheFile = feed.Path(a.DataDir)
 	if a.modelsChecked {
 		rep.warnings = slices.DeleteFunc(rep.warnings, func(x warning) bool { return x.empty != "" })
 	}

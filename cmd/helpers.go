@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/user"
 	"slices"
 	"strings"
 	"time"
@@ -30,22 +28,6 @@ func checkOutputTimeout(output string, timeout time.Duration) error {
 		return err
 	}
 	return checkTimeout(timeout)
-}
-
-// localActor names who acts from this terminal: "user@host".
-func localActor() string {
-	name := os.Getenv("USER")
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		name = u.Username
-	}
-	host, _ := os.Hostname()
-	if name == "" {
-		name = "unknown"
-	}
-	if host == "" {
-		return name
-	}
-	return name + "@" + host
 }
 
 // stdinIsTerminal reports whether r is a terminal a person can answer on.

@@ -48,7 +48,7 @@ price in force when the window starts, reported at the window's start time
 				}
 				instanceType = name
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				snap, err := a.ReadySnapshot(cmd.Context(), timeout)
 				if err != nil {
 					return err
@@ -91,11 +91,11 @@ func (e *env) writeHistory(snap *feed.Snapshot, instanceType, format string) err
 
 // windowOf is the env's window ending at the snapshot, in Unix seconds.
 func (e *env) windowOf(snap *feed.Snapshot) (from, to int64) {
-	return snap.Taken.Add(-e.query.Window).Unix(), snap.Taken.Unix()
+	return snap.Taken.Add(-e.Query.Window).Unix(), snap.Taken.Unix()
 }
 
 func (e *env) wantHistory(pv *feed.PoolView, instanceType string) bool {
-	return e.query.Matches(pv.Pool) && (instanceType == "" || strings.EqualFold(pv.InstanceType, instanceType))
+	return e.Query.Matches(pv.Pool) && (instanceType == "" || strings.EqualFold(pv.InstanceType, instanceType))
 }
 
 // poolHistory appends the pool's points in [from, to] to rows. The price in

@@ -3,7 +3,6 @@ package cmd
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -13,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/domain"
-	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/job"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
@@ -163,11 +162,11 @@ read at each review; without, progress is counted as the plan models it.`,
 			if f.progressFile != "" && f.progressCommand != "" {
 				return usagef("--progress-file and --progress-command together: want one of them")
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				if err := a.needsConfirmation("job start", f.dryRun, f.yes); err != nil {
 					return err
 				}
-				pj, err := a.planJob(cmd, f.plan, a.now())
+				pj, err := a.planJob(cmd, f.plan, a.Now())
 				if err != nil {
 					return err
 				}
@@ -195,7 +194,7 @@ read at each review; without, progress is counted as the plan models it.`,
 	return c
 }
 
-func (a *app) runJobStart(parent context.Context, pj planner.Job, f jobStartFlags) error {
+func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartFlags) error {
 	e := a.env
 	ctx, cancel := context.WithTimeout(parent, f.plan.timeout)
 	defer cancel()
@@ -211,9 +210,9 @@ func (a *app) runJobStart(parent context.Context, pj planner.Job, f jobStartFlag
 	if err := e.checkModelsSold(snap, pj); err != nil {
 		return err
 	}
-	req := job.Request{Job: pj, Market: planner.Market{Pools: planner.WithOwn(e.planPools(snap, pj), a.ownFleets(ctx))}, Strategy: f.strategy, MaxUSD: f.maxUSD,
-		Options: planner.Options{Runs: f.plan.runs, Seed: 1, Speeds: e.planSpeeds()}, ProgressFile: f.progressFile,
-		ProgressCommand: f.progressCommand, Actor: localActor()}
+	req := job.Request{Job: pj, Market: planner.Market{Pools: planner.WithOwn(e.PlanPools(snap, pj), a.OwnFleets(ctx))}, Strategy: f.strategy, MaxUSD: f.maxUSD,
+		Options: planner.Options{Runs: f.plan.runs, Seed: 1, Speeds: e.PlanSpeeds()}, ProgressFile: f.progressFile,
+		ProgressCommand: f.progressCommand, Actor: app.LocalActor()}
 	p, err := job.Propose(req)
 	if err != nil {
 		return planUsage(err)
@@ -222,7 +221,7 @@ func (a *app) runJobStart(parent context.Context, pj planner.Job, f jobStartFlag
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(e.errOut, jobSummary(req, p, svc, a.simulated()))
+	fmt.Fprint(e.errOut, jobSummary(req, p, svc, a.Simulated()))
 	if b := svc.Budget(); b.MaxBookingUSD > 0 && cents(p.HoldUSD) > cents(b.MaxBookingUSD) {
 		return &ledger.BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: p.HoldUSD}
 	}
@@ -292,7 +291,7 @@ func (cl *cli) jobListCmd() *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				st, err := a.Ledger()
 				if err != nil {
 					return err
@@ -346,7 +345,7 @@ func (cl *cli) jobShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				st, err := a.Ledger()
 				if err != nil {
 					return err
@@ -379,7 +378,7 @@ func (cl *cli) jobShowCmd() *cobra.Command {
 
 // writeJobTable shows a job for people: its figures, its rows beneath,
 // then its moves.
-func writeJobTable(a *app, j ledger.Job, jr jobRow, rows []ledger.Entry, moves []ledger.JobMove) {
+func writeJobTable(a *runner, j ledger.Job, jr jobRow, rows []ledger.Entry, moves []ledger.JobMove) {
 	w := a.out
 	fmt.Fprintf(w, "job %s  %s  %s\n", j.ID, j.State, j.Strategy)
 	fmt.Fprintf(w, "  progress   %.1f h of %g h (%s)\n", j.WorkDone, j.Terms.Hours, jr.ProgressSource)
@@ -399,7 +398,7 @@ func writeJobTable(a *app, j ledger.Job, jr jobRow, rows []ledger.Entry, moves [
 		fmt.Fprintln(w, "\nrows:")
 		lr := make([]ledgerRow, len(rows))
 		for i, r := range rows {
-			lr[i] = ledgerRowOf(r, a.now())
+			lr[i] = ledgerRowOf(r, a.Now())
 		}
 		writeRows(w, formatTable, lr)
 	}
@@ -426,7 +425,7 @@ func (cl *cli) jobCancelCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				st, err := a.Ledger()
 				if err != nil {
 					return err
@@ -451,7 +450,7 @@ func (cl *cli) jobCancelCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				j, err = job.Cancel(ctx, svc, j.ID, localActor())
+				j, err = job.Cancel(ctx, svc, j.ID, app.LocalActor())
 				rows, _ = st.JobRows(ctx, j.ID)
 				moves, _ := st.JobMoves(ctx, j.ID)
 				if werr := writeRows(a.out, output, []jobRow{jobRowOf(j, rows, moves)}); werr != nil && err == nil {
@@ -478,9 +477,9 @@ each job once and returns. A job another process drives is left to it until
 that process's lease lapses.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				ctx := cmd.Context()
-				ps, err := a.jobProviders(ctx)
+				ps, err := a.JobProviders(ctx)
 				if err != nil {
 					return err
 				}
@@ -488,7 +487,7 @@ that process's lease lapses.`,
 				if err != nil {
 					return err
 				}
-				d := a.jobDriver(svc, ps, func(text string) { fmt.Fprintln(a.errOut, "gpumarket: "+text) })
+				d := a.JobDriver(svc, ps, func(text string) { fmt.Fprintln(a.errOut, "gpumarket: "+text) })
 				if once {
 					pass, err := d.Review(ctx)
 					if err != nil {
@@ -506,81 +505,4 @@ that process's lease lapses.`,
 	}
 	c.Flags().BoolVar(&once, "once", false, "review each job once and return")
 	return c
-}
-
-// jobProviders are the providers in use plus those the active jobs'
-// lanes launch in.
-func (a *app) jobProviders(ctx context.Context) ([]domain.Provider, error) {
-	st, err := a.Ledger()
-	if err != nil {
-		return nil, err
-	}
-	js, err := st.ListJobs(ctx, ledger.JobScheduled, ledger.JobRunning)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, j := range js {
-		var lj planner.LiveJob
-		if err := json.Unmarshal(j.Live, &lj); err != nil {
-			continue
-		}
-		for _, l := range append(lj.Lanes, ptrLanes(lj.OnDemand)...) {
-			if !slices.Contains(names, l.Provider) {
-				names = append(names, l.Provider)
-			}
-		}
-	}
-	return a.Providers(ctx, names...)
-}
-
-func ptrLanes(l *planner.LiveLane) []planner.LiveLane {
-	if l == nil {
-		return nil
-	}
-	return []planner.LiveLane{*l}
-}
-
-// jobDriver is the process's driver of the ledger's jobs; its alerts go
-// to the log and stderr.
-func (a *app) jobDriver(svc *ledger.Service, ps []domain.Provider, tell func(string)) *job.Driver {
-	return job.New(svc, ps, job.Options{Logger: a.log, Actor: localActor(), Now: a.now, Speed: a.speed(),
-		Template: func(string) string { return a.cfg.AWS.LaunchTemplate }, Risk: a.poolRisk,
-		Alert: func(j ledger.Job, key, text string) {
-			a.log.Info("job", "job", j.ID, "alert", key, "text", text)
-			if tell != nil {
-				tell(text)
-			}
-		}})
-}
-
-// poolRisk is a pool's spot process in the running hub's latest snapshot,
-// for n instances; a process without a hub (job run) keeps the plan's.
-func (a *app) poolRisk(pool string, n int) (planner.Risk, bool) {
-	a.mu.Lock()
-	h := a.hub
-	a.mu.Unlock()
-	if h == nil {
-		return planner.Risk{}, false
-	}
-	snap := h.Snapshot()
-	if snap == nil {
-		return planner.Risk{}, false
-	}
-	i, ok := slices.BinarySearchFunc(snap.Pools, pool, func(p feed.PoolView, k string) int { return strings.Compare(p.Key, k) })
-	if !ok {
-		return planner.Risk{}, false
-	}
-	return planner.RiskOf(snap.Pools[i].Pool, a.planPriors()).ForInstances(n), true
-}
-
-// DriveJobs drives the ledger's jobs until Close, as every long-running
-// gpumarket does.
-func (a *app) DriveJobs(svc *ledger.Service, ps []domain.Provider) {
-	d := a.jobDriver(svc, ps, nil)
-	a.loops.Add(1)
-	go func() {
-		defer a.loops.Done()
-		_ = d.Run(a.ctx, false)
-	}()
 }

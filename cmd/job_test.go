@@ -1,15 +1,11 @@
 package cmd
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gpumarket/gpumarket/domain"
-	"github.com/gpumarket/gpumarket/planner"
 )
 
 // jobFields are the JSON fields of `job show`, in order.
@@ -115,38 +111,5 @@ func TestJobStartRunShowCancel(t *testing.T) {
 	}
 	if code, _, _ := runIn("job", "cancel", id); code != 1 {
 		t.Errorf("cancelling a cancelled job: exit %d, want 1", code)
-	}
-}
-
-// A long-running process's driver reads each lane's risk off its hub's
-// latest snapshot; without a hub (job run) it keeps the plan's.
-func TestJobDriverReadsTheHubsRisk(t *testing.T) {
-	isolate(t)
-	ctx := context.Background()
-	e, _, _ := testEnv(t, domain.Query{Providers: []string{"sim"}})
-	a := newCLI().appOf(ctx, e)
-	defer a.Close()
-	ps, err := a.Providers(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := e.snapshotOf(ctx, ps, time.Minute)
-	if err != nil || len(snap.Pools) == 0 {
-		t.Fatalf("snapshot: %v", err)
-	}
-	pv := snap.Pools[len(snap.Pools)/2]
-	if _, ok := a.poolRisk(pv.Key, 2); ok {
-		t.Error("a risk read without a hub")
-	}
-	if _, err := a.waitReady(ctx, a.hubOver(ps), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	got, ok := a.poolRisk(pv.Key, 2)
-	want := planner.RiskOf(pv.Pool, nil).ForInstances(2)
-	if !ok || got.InterruptionsPerHour <= 0 || got.InterruptionsPerHour != want.InterruptionsPerHour || got.Availability != want.Availability {
-		t.Errorf("risk of %s: %+v, %v; want %+v", pv.Key, got, ok, want)
-	}
-	if _, ok := a.poolRisk("sim/nowhere/none", 2); ok {
-		t.Error("a risk for a pool the market does not have")
 	}
 }

@@ -68,7 +68,7 @@ listed as recorded, and nothing is reconciled, released or rebuilt.`,
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				return a.runLedger(cmd.Context(), timeout, output, rebuild)
 			})
 		},
@@ -79,13 +79,13 @@ listed as recorded, and nothing is reconciled, released or rebuilt.`,
 	return c
 }
 
-func (a *app) runLedger(ctx context.Context, timeout time.Duration, output string, rebuild bool) error {
+func (a *runner) runLedger(ctx context.Context, timeout time.Duration, output string, rebuild bool) error {
 	e := a.env
 	st, err := a.Ledger()
 	if rebuild && errors.Is(err, ledger.ErrUnreadable) {
 		// Asked for in so many words: the unreadable file is kept, under
 		// another name, and a new ledger is made from the clouds.
-		aside, serr := ledger.SetAside(filepath.Join(a.dataDir, ledger.FileName), time.Now())
+		aside, serr := ledger.SetAside(filepath.Join(a.DataDir, ledger.FileName), time.Now())
 		if serr != nil {
 			return fmt.Errorf("%w (%v)", serr, err)
 		}
@@ -119,19 +119,11 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 	if err != nil {
 		return err
 	}
-	// Reconciling a row needs its own provider, even when this run's
-	// --provider names others: an unsettled row is looked up there, a
-	// reservation whose window has ended is released there (it bills
-	// until it is), and a simulated fleet is known there to have ended
-	// with the process that launched it.
-	names := append([]string(nil), e.query.Providers...)
-	now := a.now()
+	// A row to reconcile needs its own provider, even when --provider names others.
+	names := append([]string(nil), e.Query.Providers...)
+	now := a.Now()
 	for _, r := range all {
-		unsettled := !r.Settled()
-		windowOver := r.Kind == ledger.KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
-			(r.State == ledger.StateScheduled || r.State == ledger.StateActive)
-		ephemeralFleet := r.Kind == ledger.KindFleet && r.State == ledger.StateActive && a.table.describe(r.Provider).Ephemeral
-		if (unsettled || windowOver || ephemeralFleet || ledger.ScheduleDue(r, now)) && !slices.Contains(names, r.Provider) {
+		if ledger.NeedsReconcile(r, a.Table().Describe(r.Provider), now) && !slices.Contains(names, r.Provider) {
 			names = append(names, r.Provider)
 		}
 	}
@@ -179,7 +171,7 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 			sched, scheduled := ledger.ScheduleOf(r)
 			if scheduled && r.State == ledger.StateScheduled {
 				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s scheduled %s (starts in %s); %s\n", r.ID, ledger.WindowText(sched.Start, sched.End, now),
-					ledger.Countdown(sched.Start.Sub(now)), sched.Keeper.Note(a.table.describe(r.Provider)))
+					ledger.Countdown(sched.Start.Sub(now)), sched.Keeper.Note(a.Table().Describe(r.Provider)))
 			}
 			if f := ledger.FiguresOf(r, now); r.Kind == ledger.KindFleet && r.State == ledger.StateActive && !f.Start.IsZero() {
 				ran := now.Sub(f.Start)
@@ -193,7 +185,7 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 				ends := ""
 				if scheduled && !sched.End.IsZero() && sched.End.After(now) {
 					ends = fmt.Sprintf("; ends %s (in %s): %s", sched.End.In(now.Location()).Format("Mon 15:04 MST"),
-						ledger.Countdown(sched.End.Sub(now)), sched.Keeper.Note(a.table.describe(r.Provider)))
+						ledger.Countdown(sched.End.Sub(now)), sched.Keeper.Note(a.Table().Describe(r.Provider)))
 				}
 				fmt.Fprintf(e.errOut, "gpumarket: ledger: fleet %s (%s) running for %s, %s%s\n", r.ProviderRef, r.ID, ledger.Countdown(ran), so, ends)
 			}
@@ -207,7 +199,7 @@ func (a *app) runLedger(ctx context.Context, timeout time.Duration, output strin
 }
 
 // writeLedger prints the rows.
-func (a *app) writeLedger(rows []ledger.Entry, output string) error {
+func (a *runner) writeLedger(rows []ledger.Entry, output string) error {
 	out := make([]ledgerRow, 0, len(rows))
 	now := time.Now()
 	for _, r := range rows {
@@ -218,9 +210,9 @@ func (a *app) writeLedger(rows []ledger.Entry, output string) error {
 
 // rebuildLedger re-creates the rows the ledger lacks from the records of
 // every provider in --provider that lists them.
-func (a *app) rebuildLedger(ctx context.Context, timeout time.Duration) error {
+func (a *runner) rebuildLedger(ctx context.Context, timeout time.Duration) error {
 	e := a.env
-	ps := a.reachable(ctx, e.query.Providers, "ledger: --rebuild")
+	ps := a.reachable(ctx, e.Query.Providers, "ledger: --rebuild")
 	svc, err := a.Booking(ps, timeout)
 	if err != nil {
 		return err
@@ -230,7 +222,7 @@ func (a *app) rebuildLedger(ctx context.Context, timeout time.Duration) error {
 		return fmt.Errorf("ledger --rebuild: %w", err)
 	}
 	if len(rep.Asked) == 0 {
-		return fmt.Errorf("ledger --rebuild: none of the providers in use (%s) lists its records; name the clouds with --provider (such as --provider aws,azure)", strings.Join(e.query.Providers, ", "))
+		return fmt.Errorf("ledger --rebuild: none of the providers in use (%s) lists its records; name the clouds with --provider (such as --provider aws,azure)", strings.Join(e.Query.Providers, ", "))
 	}
 	for _, name := range rep.Asked {
 		if err := rep.Failed[name]; err != nil {

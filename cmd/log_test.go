@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/cloud/sim"
 	"github.com/gpumarket/gpumarket/domain"
 )
@@ -40,8 +41,8 @@ func TestLineHandler(t *testing.T) {
 // as one "gpumarket: warning:" line, with no slog text.
 func TestCommandWarningsAreLines(t *testing.T) {
 	isolate(t)
-	table := withRow("sim", func(_ context.Context, e *env) (domain.Provider, error) {
-		e.log.Warn("a pool skipped", "pool", "p5.48xlarge", "reason", "no price")
+	table := withRow("sim", func(_ context.Context, e *app.Settings) (domain.Provider, error) {
+		e.Log.Warn("a pool skipped", "pool", "p5.48xlarge", "reason", "no price")
 		return sim.New(sim.Options{Seed: 1}), nil
 	})
 	code, out, errOut := runTable(t, table, "prices", "--gpu", "H100", "-o", "json")
@@ -58,7 +59,7 @@ func TestCommandWarningsAreLines(t *testing.T) {
 // "cannot reach aws: aws: no credentials…").
 func TestCannotReachSaysTheProviderOnce(t *testing.T) {
 	isolate(t)
-	table := withRow("aws", func(context.Context, *env) (domain.Provider, error) {
+	table := withRow("aws", func(context.Context, *app.Settings) (domain.Provider, error) {
 		return nil, errors.New("aws: no credentials: set AWS_PROFILE")
 	})
 	_, _, errOut := runTable(t, table, "ledger", "--rebuild", "--provider", "aws", "-o", "json")

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/ledger/ledgertest"
@@ -36,10 +37,10 @@ func newAcme(t *testing.T, extra ...domain.Provider) *acme {
 	fake.SpotUSDHour = 10
 	fake.Desc.IsRegion = func(r string) bool { return r == "us-east-1" }
 	fake.Desc.RegionExample = "us-east-1"
-	table := append(defaultProviders(), providerRow{desc: fake.Desc,
-		build: func(context.Context, *env) (domain.Provider, error) { return fake, nil }})
+	table := append(app.DefaultTable(), app.Row{Desc: fake.Desc,
+		Build: func(context.Context, *app.Settings) (domain.Provider, error) { return fake, nil }})
 	for _, p := range extra {
-		table = append(table, providerRow{desc: p.Describe(), build: func(context.Context, *env) (domain.Provider, error) { return p, nil }})
+		table = append(table, app.Row{Desc: p.Describe(), Build: func(context.Context, *app.Settings) (domain.Provider, error) { return p, nil }})
 	}
 	return &acme{t: t, fake: fake, cli: &cli{table: table}, dir: dir}
 }

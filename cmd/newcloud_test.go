@@ -11,6 +11,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/ledger/ledgertest"
 	"github.com/gpumarket/gpumarket/tui"
@@ -43,8 +44,8 @@ func TestAddingAProviderOfANewCloudIsOneRow(t *testing.T) {
 	fake := acmeProvider{ledgertest.New("acme", o)}
 	fake.Desc = domain.Descriptor{Name: "acme", Cloud: acmeCloud, CloudTitle: "Acme Cloud", IsRegion: func(r string) bool { return strings.HasPrefix(r, "acme-") },
 		RegionExample: "acme-north1", Sells: []*domain.BookingTerms{domain.ReservationTerms}}
-	c := &cli{table: append(defaultProviders(), providerRow{desc: fake.Desc,
-		build: func(context.Context, *env) (domain.Provider, error) { return fake, nil }})}
+	c := &cli{table: append(app.DefaultTable(), app.Row{Desc: fake.Desc,
+		Build: func(context.Context, *app.Settings) (domain.Provider, error) { return fake, nil }})}
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfg, []byte("providers: [acme]\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -101,7 +102,7 @@ func TestAddingAProviderOfANewCloudIsOneRow(t *testing.T) {
 	e, _, _ := testEnv(t, domain.Query{Providers: []string{"acme"}})
 	a := c.appOf(context.Background(), e)
 	defer a.Close()
-	h := a.hubOver([]domain.Provider{fake})
+	h := a.HubOver([]domain.Provider{fake})
 	if _, err := a.waitReady(context.Background(), h, time.Minute); err != nil {
 		t.Fatal(err)
 	}

@@ -155,18 +155,18 @@ fails only when none answered.`,
 			}
 			defer a.Close()
 			e := a.env
-			if len(e.query.GPUs) != 1 {
-				return usagef("--gpu %s: offerings searches one GPU model at a time", strings.Join(e.query.GPUs, ","))
+			if len(e.Query.GPUs) != 1 {
+				return usagef("--gpu %s: offerings searches one GPU model at a time", strings.Join(e.Query.GPUs, ","))
 			}
-			q.GPU = e.query.GPUs[0]
-			q.Regions = e.query.Regions
-			if err := a.table.checkDuration(d, e.query.Providers); err != nil {
+			q.GPU = e.Query.GPUs[0]
+			q.Regions = e.Query.Regions
+			if err := a.Table().CheckDuration(d, e.Query.Providers); err != nil {
 				return err
 			}
-			if err := a.table.checkCount(count, e.query.Providers); err != nil {
+			if err := a.Table().CheckCount(count, e.Query.Providers); err != nil {
 				return err
 			}
-			if err := a.startRange(&q, after, before, a.now()); err != nil {
+			if err := a.startRange(&q, after, before, a.Now()); err != nil {
 				return err
 			}
 			return a.runOfferings(cmd.Context(), q, timeout, output)
@@ -183,7 +183,7 @@ fails only when none answered.`,
 	return c
 }
 
-func (a *app) runOfferings(parent context.Context, q domain.OfferingQuery, timeout time.Duration, output string) error {
+func (a *runner) runOfferings(parent context.Context, q domain.OfferingQuery, timeout time.Duration, output string) error {
 	e := a.env
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
@@ -214,7 +214,7 @@ func (a *app) runOfferings(parent context.Context, q domain.OfferingQuery, timeo
 		// --provider, and nothing more. All of them refusing the terms
 		// is bad input.
 		refused := 0
-		for _, name := range e.query.Providers {
+		for _, name := range e.Query.Providers {
 			perr, ok := res.Failed[name]
 			if !ok {
 				continue
@@ -288,7 +288,7 @@ func (a *app) runOfferings(parent context.Context, q domain.OfferingQuery, timeo
 // the past (a typo in the month); none is now. A --start-after
 // later than any provider in use sells is refused, naming how far ahead
 // they sell.
-func (a *app) startRange(q *domain.OfferingQuery, after, before string, now time.Time) error {
+func (a *runner) startRange(q *domain.OfferingQuery, after, before string, now time.Time) error {
 	var err error
 	if after != "" {
 		if q.StartAfter, err = domain.ParseWhen(after, now); err != nil {
@@ -307,7 +307,7 @@ func (a *app) startRange(q *domain.OfferingQuery, after, before string, now time
 		return usagef("--start-after %s is %s, in the past (it is %s now): want a later start, or none for now",
 			after, localStamp(q.StartAfter), localStamp(now))
 	}
-	if lead, ok := a.table.longestLead(a.query.Providers); ok && q.StartAfter.After(now.Add(lead)) {
+	if lead, ok := a.Table().LongestLead(a.Query.Providers); ok && q.StartAfter.After(now.Add(lead)) {
 		return usagef("--start-after %s is too far ahead: blocks are sold to start at most %s ahead (by %s)",
 			after, domain.FormatWindow(lead), localStamp(now.Add(lead)))
 	}
@@ -315,29 +315,6 @@ func (a *app) startRange(q *domain.OfferingQuery, after, before string, now time
 		return usagef("--start-before %s is not after --start-after %s", before, after)
 	}
 	return nil
-}
-
-// longestLead is how far ahead the latest start the named providers sell
-// lies: the longest lead of the terms they schedule. ok is false when one
-// of them sells capacity with no limit to its start (an Azure reservation
-// starts when made and is held until the start asked for), or none sells.
-func (t providerTable) longestLead(names []string) (time.Duration, bool) {
-	var most time.Duration
-	for _, name := range names {
-		sells := t.describe(name).Sells
-		if len(sells) == 0 {
-			continue
-		}
-		lead := time.Duration(0)
-		for _, terms := range sells {
-			lead = max(lead, terms.MaxLead)
-		}
-		if lead == 0 {
-			return 0, false
-		}
-		most = max(most, lead)
-	}
-	return most, most > 0
 }
 
 // localStamp is a time in the terminal's zone, for one-line messages.

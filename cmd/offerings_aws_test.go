@@ -13,6 +13,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/cloud/aws"
 	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
 	"github.com/gpumarket/gpumarket/cloud/sim"
@@ -22,14 +23,14 @@ import (
 // awsOfferingsTable is the provider table with AWS at a local EC2
 // endpoint over the regions, which answers capacity-block searches as
 // AWS does (other lengths and starts beside the asked one).
-func awsOfferingsTable(t *testing.T, regions ...string) (providerTable, *ec2test.Server) {
+func awsOfferingsTable(t *testing.T, regions ...string) (app.Table, *ec2test.Server) {
 	t.Helper()
 	now := time.Now().UTC().Truncate(time.Minute)
 	fake := ec2test.New(ec2test.Generate(1, regions, now.Add(-26*time.Hour), now, time.Hour)...)
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	return withRow("aws", func(ctx context.Context, e *env) (domain.Provider, error) {
-		return aws.New(ctx, aws.Options{Regions: e.query.Regions, DataDir: t.TempDir(), Logger: e.log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
+	return withRow("aws", func(ctx context.Context, e *app.Settings) (domain.Provider, error) {
+		return aws.New(ctx, aws.Options{Regions: e.Query.Regions, DataDir: t.TempDir(), Logger: e.Log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
 			Config: &awssdk.Config{Region: regions[0], BaseEndpoint: awssdk.String(srv.URL), HTTPClient: srv.Client(),
 				Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}})
 	}), fake
@@ -169,8 +170,8 @@ func TestOfferingsTableSaysTheHourlyRate(t *testing.T) {
 	// below see the same market only if its clock does not pass a minute
 	// between them, so it is stopped at one moment.
 	at := time.Now()
-	frozen := withRow("sim", func(_ context.Context, e *env) (domain.Provider, error) {
-		return sim.New(sim.Options{Seed: e.cfg.Sim.Seed, Now: func() time.Time { return at }}), nil
+	frozen := withRow("sim", func(_ context.Context, e *app.Settings) (domain.Provider, error) {
+		return sim.New(sim.Options{Seed: e.Config.Sim.Seed, Now: func() time.Time { return at }}), nil
 	})
 	code, out, errOut := runTable(t, frozen, "offerings", "--gpu", "A100", "--count", "1", "--duration", "30h", "-o", "json")
 	rows := contractRows(t, out)

@@ -12,6 +12,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/domain"
 )
 
@@ -30,8 +31,8 @@ func (hangingFinder) FindOfferings(ctx context.Context, _ domain.OfferingQuery) 
 func TestOfferingsPrintsOthersWhenAProviderHangs(t *testing.T) {
 	isolate(t)
 	hang := hangingFinder{finderFake{name: "acme"}}
-	table := append(defaultProviders(), providerRow{desc: hang.Describe(),
-		build: func(context.Context, *env) (domain.Provider, error) { return hang, nil }})
+	table := append(app.DefaultTable(), app.Row{Desc: hang.Describe(),
+		Build: func(context.Context, *app.Settings) (domain.Provider, error) { return hang, nil }})
 	code, out, errOut := runTable(t, table, "offerings", "--provider", "sim,acme", "--gpu", "H100", "--count", "1", "--duration", "2d", "--timeout", "2s", "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d, want 0 (the sim answered): %s", code, errOut)

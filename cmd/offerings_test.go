@@ -12,6 +12,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/cloud/aws"
 	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
 	"github.com/gpumarket/gpumarket/domain"
@@ -34,9 +35,9 @@ func (f finderFake) FindOfferings(context.Context, domain.OfferingQuery) ([]doma
 }
 
 // withFinder is the default table plus the fake.
-func withFinder(f finderFake) providerTable {
-	return append(defaultProviders(), providerRow{desc: f.Describe(),
-		build: func(context.Context, *env) (domain.Provider, error) { return f, nil }})
+func withFinder(f finderFake) app.Table {
+	return append(app.DefaultTable(), app.Row{Desc: f.Describe(),
+		Build: func(context.Context, *app.Settings) (domain.Provider, error) { return f, nil }})
 }
 
 // stderrLines splits stderr into its lines.
@@ -176,8 +177,8 @@ func TestOfferingsBadTermsOnAWSSaidOnceExit2(t *testing.T) {
 	fake := ec2test.New(ec2test.Generate(1, []string{"us-east-1"}, now.Add(-26*time.Hour), now, time.Hour)...)
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	table := withRow("aws", func(ctx context.Context, e *env) (domain.Provider, error) {
-		return aws.New(ctx, aws.Options{Regions: e.query.Regions, DataDir: t.TempDir(), Logger: e.log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
+	table := withRow("aws", func(ctx context.Context, e *app.Settings) (domain.Provider, error) {
+		return aws.New(ctx, aws.Options{Regions: e.Query.Regions, DataDir: t.TempDir(), Logger: e.Log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
 			Config: &awssdk.Config{Region: "us-east-1", BaseEndpoint: awssdk.String(srv.URL), HTTPClient: srv.Client(),
 				Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}})
 	})

@@ -18,6 +18,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/cloud/aws"
 	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
 	"github.com/gpumarket/gpumarket/cloud/azure"
@@ -36,7 +37,7 @@ import (
 // without end, or unreachable.
 
 // runTable runs one command line over a provider table of the test's.
-func runTable(t *testing.T, table providerTable, args ...string) (int, string, string) {
+func runTable(t *testing.T, table app.Table, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code := (&cli{table: table}).run(context.Background(), args, strings.NewReader(""), &out, &errOut)
@@ -45,11 +46,11 @@ func runTable(t *testing.T, table providerTable, args ...string) (int, string, s
 
 // withRow returns the default table with the named provider's row built
 // by build instead.
-func withRow(name string, build func(context.Context, *env) (domain.Provider, error)) providerTable {
-	t := defaultProviders()
+func withRow(name string, build func(context.Context, *app.Settings) (domain.Provider, error)) app.Table {
+	t := app.DefaultTable()
 	for i := range t {
-		if t[i].desc.Name == name {
-			t[i].build = build
+		if t[i].Desc.Name == name {
+			t[i].Build = build
 		}
 	}
 	return t
@@ -180,9 +181,9 @@ func TestPricesPrintsAnsweredAWSRegionsWhenOneFails(t *testing.T) {
 			if c.down {
 				client = &http.Client{Transport: unreachable{closedAddr(t), signedFor("us-west-2"), srv.Client().Transport}}
 			}
-			table := withRow("aws", func(ctx context.Context, e *env) (domain.Provider, error) {
+			table := withRow("aws", func(ctx context.Context, e *app.Settings) (domain.Provider, error) {
 				opt := aws.Options{
-					Regions: e.query.Regions, DataDir: t.TempDir(), Logger: e.log,
+					Regions: e.Query.Regions, DataDir: t.TempDir(), Logger: e.Log,
 					Config: &awssdk.Config{Region: "us-east-1", BaseEndpoint: awssdk.String(srv.URL), HTTPClient: client,
 						Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")},
 				}
@@ -219,8 +220,8 @@ func TestPricesExitsOneWhenNoAWSRegionAnswers(t *testing.T) {
 	fake.AddFault(ec2test.Fault{Status: http.StatusInternalServerError, Code: "InternalError", Message: "An internal error has occurred."})
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	table := withRow("aws", func(ctx context.Context, e *env) (domain.Provider, error) {
-		return aws.New(ctx, aws.Options{Regions: e.query.Regions, DataDir: t.TempDir(), Logger: e.log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
+	table := withRow("aws", func(ctx context.Context, e *app.Settings) (domain.Provider, error) {
+		return aws.New(ctx, aws.Options{Regions: e.Query.Regions, DataDir: t.TempDir(), Logger: e.Log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
 			Config: &awssdk.Config{Region: "us-east-1", BaseEndpoint: awssdk.String(srv.URL), HTTPClient: srv.Client(),
 				Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}})
 	})
@@ -253,7 +254,7 @@ func westeurope(r *http.Request) bool {
 
 // azurePrices serves the Retail Prices fake with westeurope faulted as c
 // says, and returns the table whose azure row reads it with no account.
-func azurePrices(t *testing.T, c azureCase) providerTable {
+func azurePrices(t *testing.T, c azureCase) app.Table {
 	t.Helper()
 	t.Setenv("AZURE_SUBSCRIPTION_ID", "")
 	ps, err := azuretest.LoadPrices(filepath.Join("..", "testdata", "azure", "retailprices", "items.json"), 5)
@@ -284,8 +285,8 @@ func azurePrices(t *testing.T, c azureCase) providerTable {
 	if c.down {
 		client = &http.Client{Transport: unreachable{closedAddr(t), westeurope, srv.Client().Transport}}
 	}
-	return withRow("azure", func(ctx context.Context, e *env) (domain.Provider, error) {
-		opt := azure.Options{PricesURL: srv.URL, HTTPClient: client, Logger: e.log}
+	return withRow("azure", func(ctx context.Context, e *app.Settings) (domain.Provider, error) {
+		opt := azure.Options{PricesURL: srv.URL, HTTPClient: client, Logger: e.Log}
 		if !c.slowRetries {
 			opt.RetryBase, opt.MaxRetries = time.Millisecond, 2
 		}
@@ -392,8 +393,8 @@ func TestPricesPrintsAnsweredSimRegionsWhenOneFails(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			isolate(t)
-			table := withRow("sim", func(_ context.Context, e *env) (domain.Provider, error) {
-				return faultySim{sim.New(sim.Options{Seed: e.cfg.Sim.Seed}), "us-west-2", c.hang}, nil
+			table := withRow("sim", func(_ context.Context, e *app.Settings) (domain.Provider, error) {
+				return faultySim{sim.New(sim.Options{Seed: e.Config.Sim.Seed}), "us-west-2", c.hang}, nil
 			})
 			code, out, errOut := runTable(t, table, "prices", "--region", "us-east-1,us-west-2", "--timeout", "1s", "-o", "json")
 			t.Logf("stderr:\n%s", errOut)
@@ -451,8 +452,8 @@ func TestPricesSaysWhatBecameOfEveryRegionAsked(t *testing.T) {
 	fake := ec2test.New(ec2test.Generate(1, []string{"us-east-1"}, now.Add(-26*time.Hour), now, time.Hour)...)
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	table = withRow("aws", func(ctx context.Context, e *env) (domain.Provider, error) {
-		return aws.New(ctx, aws.Options{Regions: e.query.Regions, DataDir: t.TempDir(), Logger: e.log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
+	table = withRow("aws", func(ctx context.Context, e *app.Settings) (domain.Provider, error) {
+		return aws.New(ctx, aws.Options{Regions: e.Query.Regions, DataDir: t.TempDir(), Logger: e.Log, MaxAttempts: 2, MaxBackoff: time.Millisecond,
 			Config: &awssdk.Config{Region: "us-east-1", BaseEndpoint: awssdk.String(srv.URL), HTTPClient: srv.Client(),
 				Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}})
 	})

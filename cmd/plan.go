@@ -13,7 +13,6 @@ import (
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
-	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
 )
@@ -111,7 +110,7 @@ changeover leaves too short for the work.`,
 				return err
 			}
 			defer a.Close()
-			job, err := a.planJob(cmd, f, a.now())
+			job, err := a.planJob(cmd, f, a.Now())
 			if err != nil {
 				return err
 			}
@@ -149,8 +148,8 @@ changeover leaves too short for the work.`,
 // a usage error naming its flag.
 func (e *env) planJob(cmd *cobra.Command, f planFlags, now time.Time) (planner.Job, error) {
 	changed := cmd.Flags().Changed
-	p := e.cfg.Plan
-	job := planner.Job{GPUs: p.GPUs, Hours: p.Hours, Models: e.query.GPUs, Changeover: p.Changeover.D(),
+	p := e.Config.Plan
+	job := planner.Job{GPUs: p.GPUs, Hours: p.Hours, Models: e.Query.GPUs, Changeover: p.Changeover.D(),
 		Checkpoint: p.Checkpoint.D(), Checkpointable: p.Checkpoint.D() > 0}
 	if changed("gpus") {
 		job.GPUs = f.gpus
@@ -187,7 +186,7 @@ func (e *env) planJob(cmd *cobra.Command, f planFlags, now time.Time) (planner.J
 		return job, usagef("--deadline %v", err)
 	}
 	job.Deadline = d
-	if err := job.Check(now, e.planSpeeds()); err != nil {
+	if err := job.Check(now, e.PlanSpeeds()); err != nil {
 		return job, planUsage(err)
 	}
 	return job, nil
@@ -202,7 +201,7 @@ func planUsage(err error) error {
 	return err
 }
 
-func (a *app) runPlan(parent context.Context, job planner.Job, f planFlags) error {
+func (a *runner) runPlan(parent context.Context, job planner.Job, f planFlags) error {
 	e := a.env
 	ctx, cancel := context.WithTimeout(parent, f.timeout)
 	defer cancel()
@@ -215,7 +214,7 @@ func (a *app) runPlan(parent context.Context, job planner.Job, f planFlags) erro
 	if err != nil {
 		return err
 	}
-	market := planner.Market{Pools: planner.WithOwn(e.planPools(snap, job), a.ownFleets(ctx))}
+	market := planner.Market{Pools: planner.WithOwn(e.PlanPools(snap, job), a.OwnFleets(ctx))}
 	if err := e.checkModelsSold(snap, job); err != nil {
 		return err
 	}
@@ -224,7 +223,7 @@ func (a *app) runPlan(parent context.Context, job planner.Job, f planFlags) erro
 		return err
 	}
 	market.Offerings = offs
-	results, err := planner.PlanContext(parent, job, market, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.planSpeeds()})
+	results, err := planner.PlanContext(parent, job, market, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.PlanSpeeds()})
 	if errors.Is(err, context.Canceled) {
 		return errors.New("plan: interrupted")
 	}
@@ -234,7 +233,7 @@ func (a *app) runPlan(parent context.Context, job planner.Job, f planFlags) erro
 	planner.Rank(results, f.onTime)
 	rows := make([]planRow, len(results))
 	for i, r := range results {
-		rows[i] = planRowOf(r, e.cfg.Budget)
+		rows[i] = planRowOf(r, e.Config.Budget)
 	}
 	a.banner(f.output)
 	if f.output != formatTable {
@@ -276,20 +275,14 @@ func (e *env) planTable(rows []planRow, results []planner.Result, onTime float64
 		over = over || r.OverCap != ""
 	}
 	if over {
-		path := e.cfg.Path
+		path := e.Config.Path
 		if path == "" {
 			path, _, _ = config.ConfigPath()
 		}
 		fmt.Fprintf(e.out, "\nA row over a cap is refused when carried out: budget.max_booking_usd $%.2f per purchase, budget.max_daily_usd $%.2f a day; raise them in %s.\n",
-			e.cfg.Budget.MaxBookingUSD, e.cfg.Budget.MaxDailyUSD, path)
+			e.Config.Budget.MaxBookingUSD, e.Config.Budget.MaxDailyUSD, path)
 	}
 	return nil
-}
-
-// planPools are the snapshot's pools of the job's models that the query
-// selects (present.PlanPools).
-func (e *env) planPools(snap *feed.Snapshot, job planner.Job) []planner.Pool {
-	return present.PlanPools(snap, job.Models, e.query.Matches, e.planPriors())
 }
 
 // checkModelsSold refuses, before any offering search, a --gpu model no
@@ -298,15 +291,15 @@ func (e *env) planPools(snap *feed.Snapshot, job planner.Job) []planner.Pool {
 func (e *env) checkModelsSold(snap *feed.Snapshot, job planner.Job) error {
 	sold := map[string]bool{}
 	for i := range snap.Pools {
-		if pv := &snap.Pools[i]; e.query.Matches(pv.Pool) && !pv.Restricted {
+		if pv := &snap.Pools[i]; e.Query.Matches(pv.Pool) && !pv.Restricted {
 			sold[pv.GPU.Model] = true
 		}
 	}
 	for _, g := range job.Models {
 		if !sold[g] {
 			where := "the market"
-			if len(e.query.Regions) > 0 {
-				where += " in " + strings.Join(e.query.Regions, ",")
+			if len(e.Query.Regions) > 0 {
+				where += " in " + strings.Join(e.Query.Regions, ",")
 			}
 			return usagef("--gpu %s: no pool of %s sells %s; want a GPU it sells (see `gpumarket prices`), or another --region or --provider",
 				strings.Join(job.Models, ","), where, g)
@@ -319,113 +312,10 @@ func (e *env) checkModelsSold(snap *feed.Snapshot, job planner.Job) error {
 // the job could use (planner.BlockQueries), as `offerings` does, so what
 // the plan shows can be booked by id. A provider that fails is reported
 // and left out; none selling blocks is no error.
-func (a *app) planOfferings(ctx context.Context, ps []domain.Provider, job planner.Job, timeout time.Duration) ([]domain.Offering, error) {
+func (a *runner) planOfferings(ctx context.Context, ps []domain.Provider, job planner.Job, timeout time.Duration) ([]domain.Offering, error) {
 	svc, err := a.Booking(ps, timeout)
 	if err != nil {
 		return nil, err
 	}
-	return a.offeringsFor(ctx, svc, job, func(msg string) { fmt.Fprintf(a.errOut, "gpumarket: plan: %s\n", msg) })
-}
-
-// offeringsFor searches, through svc, the offerings a job could use; warn
-// is told, once each, what a provider could not answer.
-func (a *app) offeringsFor(ctx context.Context, svc *ledger.Service, job planner.Job, warn func(string)) ([]domain.Offering, error) {
-	e := a.env
-	if !svc.CanBook() {
-		return nil, nil
-	}
-	var out []domain.Offering
-	seen := map[string]bool{}
-	warned := map[string]bool{}
-	for _, q := range planner.BlockQueries(job, a.now(), e.planSpeeds()) {
-		q.Regions = e.query.Regions
-		res, err := svc.FindOfferings(ctx, q)
-		if ctx.Err() != nil {
-			// Interrupted: what the providers could not answer is no news.
-			return nil, ctx.Err()
-		}
-		for name, perr := range res.Failed {
-			if msg := fmt.Sprintf("%s: %v", name, perr); !warned[msg] {
-				warned[msg] = true
-				warn(fmt.Sprintf("offerings of %s for %s: %s", q.GPU, domain.FormatWindow(q.Duration), oneLine(msg)))
-			}
-		}
-		if err != nil && len(res.Failed) == 0 {
-			return nil, err
-		}
-		for _, o := range res.Offerings {
-			if !seen[o.ID] {
-				seen[o.ID] = true
-				out = append(out, o)
-			}
-		}
-	}
-	return out, nil
-}
-
-// effBasis is the job EFF $/GPU-H prices every pool for: config plan.*.
-func (e *env) effBasis() planner.Basis {
-	p := e.cfg.Plan
-	return planner.Basis{GPUs: p.GPUs, Hours: p.Hours, Checkpoint: p.Checkpoint.D(), Changeover: p.Changeover.D(), Priors: e.planPriors()}
-}
-
-// planPriors are config plan.priors over the planner's defaults.
-func (e *env) planPriors() planner.Priors {
-	if len(e.cfg.Plan.Priors) == 0 {
-		return nil
-	}
-	out := planner.Priors{}
-	for g, p := range e.cfg.Plan.Priors {
-		out[g] = planner.Prior{InterruptionsPerHour: p.InterruptionsPerHour, GapMedianHours: p.GapMedianHours, Availability: p.Availability}
-	}
-	return out
-}
-
-// planSpeeds are config plan.speed over the planner's defaults.
-func (e *env) planSpeeds() planner.Speeds {
-	out := planner.Speeds{}
-	for g, v := range planner.DefaultSpeeds {
-		out[g] = v
-	}
-	for g, v := range e.cfg.Plan.Speed {
-		out[g] = v
-	}
-	return out
-}
-
-// ownFleets is what the user's spot fleets met per pool, from the usage
-// the ledger keeps (what `usage` counts); nothing when the ledger cannot
-// be read, the plan then resting on the market alone.
-func (a *app) ownFleets(ctx context.Context) planner.Own {
-	st, err := a.Ledger()
-	if err != nil {
-		return nil
-	}
-	rows, err := st.List(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // interrupted: the plan says so itself, once
-		}
-		a.log.Warn("plan: the ledger's fleets could not be read; risk from the market alone", "err", err)
-		return nil
-	}
-	return ownFrom(rows, func(id string) (domain.UsageReport, bool) {
-		rep, _, ok, err := st.LoadUsage(ctx, id)
-		return rep, ok && err == nil
-	}, a.now())
-}
-
-// ownFrom is planner.OwnFrom over the ledger's fleet rows and their kept
-// usage.
-func ownFrom(rows []ledger.Entry, load func(id string) (domain.UsageReport, bool), now time.Time) planner.Own {
-	var fs []planner.FleetUsage
-	for _, r := range rows {
-		if r.Kind != domain.KindFleet {
-			continue
-		}
-		if rep, ok := load(r.ID); ok {
-			fs = append(fs, planner.FleetUsage{Provider: r.Provider, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, Report: rep})
-		}
-	}
-	return planner.OwnFrom(fs, now)
+	return a.OfferingsFor(ctx, svc, job, func(msg string) { fmt.Fprintf(a.errOut, "gpumarket: plan: %s\n", msg) })
 }

@@ -12,7 +12,7 @@ import (
 // runPlanOnTraces plans the job on a market made of trace files, each a
 // pool of one-GPU instances at the given prices, its risk fitted on the
 // whole trace: a claim the backtest can check by hand.
-func (a *app) runPlanOnTraces(ctx context.Context, job planner.Job, f planFlags) error {
+func (a *runner) runPlanOnTraces(ctx context.Context, job planner.Job, f planFlags) error {
 	e := a.env
 	for _, v := range []struct {
 		name string
@@ -29,16 +29,16 @@ func (a *app) runPlanOnTraces(ctx context.Context, job planner.Job, f planFlags)
 	var m planner.Market
 	for _, t := range traces {
 		t.Name = strings.TrimSuffix(filepath.Base(t.Name), ".json")
-		m.Pools = append(m.Pools, planner.TracePool(t, job.Models[0], job.GPUs, f.spotUSD, f.odUSD, e.planPriors()))
+		m.Pools = append(m.Pools, planner.TracePool(t, job.Models[0], job.GPUs, f.spotUSD, f.odUSD, e.PlanPriors()))
 	}
-	results, err := planner.PlanContext(ctx, job, m, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.planSpeeds()})
+	results, err := planner.PlanContext(ctx, job, m, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.PlanSpeeds()})
 	if err != nil {
 		return planUsage(err)
 	}
 	planner.Rank(results, f.onTime)
 	rows := make([]planRow, len(results))
 	for i, r := range results {
-		rows[i] = planRowOf(r, e.cfg.Budget)
+		rows[i] = planRowOf(r, e.Config.Budget)
 	}
 	if f.output != formatTable {
 		return writeRows(e.out, f.output, rows)

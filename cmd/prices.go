@@ -38,7 +38,7 @@ null in JSON, empty in CSV and "-" in the table.`,
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				snap, err := a.ReadySnapshot(cmd.Context(), timeout)
 				if err != nil {
 					return err
@@ -56,16 +56,16 @@ null in JSON, empty in CSV and "-" in the table.`,
 
 // banner says "SIMULATED MARKET" first when the sim is a source: on stdout
 // before a table, on stderr for json and csv so scripts read clean data.
-func (a *app) banner(format string) {
+func (a *runner) banner(format string) {
 	e := a.env
-	if !a.simulated() {
+	if !a.Simulated() {
 		return
 	}
 	w := e.errOut
 	if format == formatTable {
 		w = e.out
 	}
-	fmt.Fprintln(w, a.table.simBanner())
+	fmt.Fprintln(w, a.Table().SimBanner())
 }
 
 // priceRows makes one row per pool of the snapshot that matches the query,
@@ -75,11 +75,11 @@ func (a *app) banner(format string) {
 // in JSON, never made up.
 func (e *env) priceRows(snap *feed.Snapshot) priceTable {
 	from, to := e.windowOf(snap)
-	basis := e.effBasis()
+	basis := e.PlanBasis()
 	rows := make(priceTable, 0, len(snap.Pools))
 	for i := range snap.Pools {
 		pv := &snap.Pools[i]
-		if !e.query.Matches(pv.Pool) {
+		if !e.Query.Matches(pv.Pool) {
 			continue
 		}
 		rows = append(rows, present.Derive(pv, basis, from, to))

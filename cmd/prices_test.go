@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
@@ -75,8 +76,8 @@ func testEnv(t testing.TB, q domain.Query) (*env, *bytes.Buffer, *bytes.Buffer) 
 	if q.Window == 0 {
 		q.Window = 24 * time.Hour
 	}
-	return &env{cfg: cfg, query: q, out: &out, errOut: &errOut, stdin: strings.NewReader(""),
-		log: slogDiscard()}, &out, &errOut
+	return &env{Settings: app.Settings{Config: cfg, Query: q, Log: slogDiscard()},
+		out: &out, errOut: &errOut, stdin: strings.NewReader("")}, &out, &errOut
 }
 
 func fakeSnapshot(t *testing.T, e *env, f *fakeMarket) *feed.Snapshot {
@@ -211,7 +212,7 @@ func TestPriceRowsFilterAndSort(t *testing.T) {
 	if len(rows) != 1 || rows[0].GPU.Model != "H100" {
 		t.Errorf("--gpu H100 gave %d rows", len(rows))
 	}
-	e.query = domain.Query{Regions: []string{"eastus", "us-west-2"}, Window: 24 * time.Hour}
+	e.Query = domain.Query{Regions: []string{"eastus", "us-west-2"}, Window: 24 * time.Hour}
 	rows = e.priceRows(snap)
 	if len(rows) != 2 || rows[0].Region != "eastus" || rows[1].Region != "us-west-2" {
 		t.Errorf("region filter gave %+v", rows)
@@ -298,7 +299,7 @@ func TestHistoryRows(t *testing.T) {
 	}
 	// a window of 1h holds only the newest change: the window start row
 	// carries the 20 in force then
-	e.query.Window = 90 * time.Minute
+	e.Query.Window = 90 * time.Minute
 	rows, _ = historyOf(t, e, snap, "p5.48xlarge")
 	if len(rows) != 2 || rows[0].USDHour != 20 || rows[1].USDHour != 25 {
 		t.Errorf("90m window: %+v", rows)

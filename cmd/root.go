@@ -1,7 +1,7 @@
-// Package cmd is gpumarket's command line: thin cobra wiring over the hub,
-// the providers and the TUI. Each command has its own file; what they all
-// use is in app.go (the app assembled once), env.go (settings and common
-// flags), helpers.go (shared command helpers), output.go and errors.go.
+// Package cmd is gpumarket's command line: cobra wiring over the app
+// (package app) and the TUI. Each command has its own file; what they all
+// use is in app.go (the run: settings, streams and the app), env.go (the
+// common flags), helpers.go, output.go and errors.go.
 package cmd
 
 import (
@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/tui"
@@ -57,13 +58,13 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 	}
 	defer a.Close()
 	// Under the TUI nothing may print to the terminal: logs go to a file.
-	logPath := filepath.Join(a.dataDir, "gpumarket.log")
+	logPath := filepath.Join(a.DataDir, "gpumarket.log")
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open log: %w", err)
 	}
 	defer lf.Close()
-	a.log = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
+	a.Log = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
 	ctx := cmd.Context()
 	h, err := a.Hub(ctx)
@@ -80,7 +81,7 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 		return err
 	}
 	opt := a.tuiOptions(h, svc)
-	opt.Role, opt.Actor, opt.Context = tui.RoleBooker, localActor(), ctx
+	opt.Role, opt.Actor, opt.Context = tui.RoleBooker, app.LocalActor(), ctx
 	opt.NoColor = os.Getenv("NO_COLOR") != ""
 	err = tui.Run(ctx, opt)
 	if errors.Is(err, context.Canceled) {
@@ -95,18 +96,18 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 // go to every session), the filters, the risk model and the Plan view's
 // speeds. The caller adds the session's own role, actor, colours and
 // context.
-func (a *app) tuiOptions(h *feed.Hub, svc *ledger.Service) tui.Options {
+func (a *runner) tuiOptions(h *feed.Hub, svc *ledger.Service) tui.Options {
 	return tui.Options{
 		Booking:   svc,
 		Hub:       h,
-		Window:    a.query.Window,
-		GPUs:      a.query.GPUs,
-		Regions:   a.query.Regions,
-		Effective: a.effBasis(),
-		Speeds:    a.planSpeeds(),
-		Logger:    a.log,
-		Usage:     a.usageTracker(h),
-		Watch:     a.watcher,
-		Now:       a.now,
+		Window:    a.Query.Window,
+		GPUs:      a.Query.GPUs,
+		Regions:   a.Query.Regions,
+		Effective: a.PlanBasis(),
+		Speeds:    a.PlanSpeeds(),
+		Logger:    a.Log,
+		Usage:     a.Tracker(hubProviders(h)),
+		Watch:     a.Watching(),
+		Now:       a.Now,
 	}
 }

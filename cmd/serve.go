@@ -83,7 +83,7 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 	// The app's loops outlive the command's context, so serve drains first.
 	defer a.Close()
 	e := a.env
-	sc := e.cfg.Serve
+	sc := e.Config.Serve
 	flags := cmd.Flags()
 	if flags.Changed(flagListen) {
 		sc.Listen, _ = flags.GetString(flagListen)
@@ -108,10 +108,10 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 	}
 
 	// A server has no TUI of its own: its log goes to stderr.
-	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
+	e.Log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
 	// The shared hub holds the configured window; no session widens it for all.
-	a.sharedWindow = true
+	a.SharedWindow = true
 	h, err := a.Hub(cmd.Context())
 	if err != nil {
 		return err
@@ -131,15 +131,15 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 	srv, err := server.New(server.Options{
 		Listen:             sc.Listen,
 		HostKeyPath:        sc.HostKey,
-		DataDir:            e.dataDir,
+		DataDir:            e.DataDir,
 		AuthorizedKeysPath: sc.AuthorizedKeys,
 		Roles:              sc.Roles,
 		IdleTimeout:        sc.IdleTimeout.D(),
 		MaxSessions:        sc.MaxSessions,
 		Hub:                h,
 		NewModel:           sessionModel(a, h, svc),
-		Drain:              drainLedger(st, a.now()),
-		Logger:             e.log,
+		Drain:              drainLedger(st, a.Now()),
+		Logger:             e.Log,
 	})
 	if err != nil {
 		return err
@@ -151,7 +151,7 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 }
 
 // sessionModel is the factory of one SSH session's TUI.
-func sessionModel(a *app, h *feed.Hub, svc *ledger.Service) func(server.SessionInfo) tea.Model {
+func sessionModel(a *runner, h *feed.Hub, svc *ledger.Service) func(server.SessionInfo) tea.Model {
 	shared := tui.NewShared() // the Market's rows, derived once for every session
 	return func(info server.SessionInfo) tea.Model {
 		role := tui.RoleViewer
@@ -161,9 +161,9 @@ func sessionModel(a *app, h *feed.Hub, svc *ledger.Service) func(server.SessionI
 		opt := a.tuiOptions(h, svc)
 		opt.Role, opt.Actor, opt.NoColor, opt.Context = role, info.Actor, info.NoColor, info.Context
 		opt.Shared = shared
-		opt.Logger = a.log.With("actor", info.Actor)
+		opt.Logger = a.Log.With("actor", info.Actor)
 		if loc := sessionZone(info.Environ); loc != nil {
-			opt.Now = func() time.Time { return a.now().In(loc) }
+			opt.Now = func() time.Time { return a.Now().In(loc) }
 		}
 		return tui.New(opt)
 	}

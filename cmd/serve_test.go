@@ -337,15 +337,15 @@ func TestServedHubHoldsTheConfiguredWindow(t *testing.T) {
 	e, _, _ := testEnv(t, domain.Query{Window: 7 * 24 * time.Hour})
 	served := newCLI().appOf(context.Background(), e)
 	defer served.Close()
-	served.sharedWindow = true
-	h := served.hubOver(nil)
+	served.SharedWindow = true
+	h := served.HubOver(nil)
 	h.Extend(domain.MaxWindow)
 	if h.MaxWindow() != 7*24*time.Hour || h.Window() != 7*24*time.Hour {
 		t.Errorf("served hub: max %v, window %v after a 90-day ask; want the configured 168h", h.MaxWindow(), h.Window())
 	}
 	local := newCLI().appOf(context.Background(), e)
 	defer local.Close()
-	if got := local.hubOver(nil).MaxWindow(); got != domain.MaxWindow {
+	if got := local.HubOver(nil).MaxWindow(); got != domain.MaxWindow {
 		t.Errorf("local hub max %v, want %v", got, domain.MaxWindow)
 	}
 }

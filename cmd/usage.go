@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/domain"
-	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
 )
@@ -69,7 +68,7 @@ totals.`,
 			if by != byRow && by != byDay && by != byActor {
 				return usagef("--by %q: want row, day or actor", by)
 			}
-			return cl.withApp(cmd, func(a *app) error {
+			return cl.withApp(cmd, func(a *runner) error {
 				return a.runUsage(cmd.Context(), span, by, timeout, output)
 			})
 		},
@@ -81,7 +80,7 @@ totals.`,
 	return c
 }
 
-func (a *app) runUsage(ctx context.Context, since time.Duration, by string, timeout time.Duration, output string) error {
+func (a *runner) runUsage(ctx context.Context, since time.Duration, by string, timeout time.Duration, output string) error {
 	rep, err := a.usageReport(ctx, since, timeout)
 	if err != nil {
 		return err
@@ -89,7 +88,7 @@ func (a *app) runUsage(ctx context.Context, since time.Duration, by string, time
 	e := a.env
 	sim := false
 	for _, r := range rep.Rows {
-		sim = sim || a.table.describe(r.Provider).Simulated
+		sim = sim || a.Table().Describe(r.Provider).Simulated
 	}
 	if sim {
 		// On stdout before a table, on stderr for json and csv.
@@ -123,7 +122,7 @@ func (a *app) runUsage(ctx context.Context, since time.Duration, by string, time
 // usageReport computes the usage of the ledger's rows over the last
 // since: each row asks its own provider (built even when --provider names
 // others, as `ledger` does); every cost is ledger.CostSoFar's.
-func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time.Duration) (ledger.UsageReport, error) {
+func (a *runner) usageReport(ctx context.Context, since time.Duration, timeout time.Duration) (ledger.UsageReport, error) {
 	st, err := a.Ledger()
 	if err != nil {
 		return ledger.UsageReport{}, err
@@ -132,7 +131,7 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 	if err != nil {
 		return ledger.UsageReport{}, err
 	}
-	now := a.now()
+	now := a.Now()
 	var names []string
 	for _, r := range rows {
 		if ledger.Counted(r) && !slices.Contains(names, r.Provider) {
@@ -144,10 +143,10 @@ func (a *app) usageReport(ctx context.Context, since time.Duration, timeout time
 	// instances and deleted reservations); a store opened read-only
 	// reads what is kept and saves nothing.
 	keepFailed := func(err error) {
-		a.log.Warn("usage: what the clouds showed could not be kept in the ledger (the report is complete)", "err", err)
+		a.Log.Warn("usage: what the clouds showed could not be kept in the ledger (the report is complete)", "err", err)
 	}
 	return ledger.Compute(ctx, rows, ledger.UsageOptions{Since: now.Add(-since), Now: now, Reporter: ledger.Reporters(ps),
-		Timeout: timeout, MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, SaveFailed: keepFailed}), nil
+		Timeout: timeout, MaxIdlePct: a.Config.Budget.MaxIdlePct, Kept: st, SaveFailed: keepFailed}), nil
 }
 
 // writeUsageTable prints the rows (the five most idle first), then the
@@ -196,8 +195,8 @@ func dayRows(rep ledger.UsageReport) []usageDayRow {
 // idleWarnings are the `ledger` lines for running rows over
 // budget.max_idle_pct: their usage is computed at the launch estimates
 // (no hub), within timeout.
-func (a *app) idleWarnings(ctx context.Context, timeout time.Duration) []string {
-	if a.cfg.Budget.MaxIdlePct <= 0 {
+func (a *runner) idleWarnings(ctx context.Context, timeout time.Duration) []string {
+	if a.Config.Budget.MaxIdlePct <= 0 {
 		return nil
 	}
 	rep, err := a.usageReport(ctx, ledger.DefaultSince, timeout)
@@ -209,32 +208,4 @@ func (a *app) idleWarnings(ctx context.Context, timeout time.Duration) []string 
 		out = append(out, "warning: "+strings.TrimSpace(al.String())+" (`gpumarket usage` for the figures)")
 	}
 	return out
-}
-
-// usageTracker is the one usage tracker of the run, built on first use:
-// every TUI session of the process (serve's included) shares it, so the
-// clouds' metrics are asked once per TTL whatever the number of
-// sessions. It asks the hub's providers; nil when there is no ledger.
-func (a *app) usageTracker(h *feed.Hub) *ledger.Tracker {
-	var ps []domain.Provider
-	if h != nil {
-		ps = h.Providers()
-	}
-	return a.usageTrackerOver(ps)
-}
-
-// usageTrackerOver is usageTracker asking the providers ps, for a run
-// whose market may be narrower than the ledger (a headless watch).
-func (a *app) usageTrackerOver(ps []domain.Provider) *ledger.Tracker {
-	st, err := a.Ledger()
-	if err != nil {
-		return nil
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.usage == nil {
-		a.usage = ledger.NewTracker(ledger.TrackerOptions{Ledger: st, Reporter: ledger.Reporters(ps),
-			MaxIdlePct: a.cfg.Budget.MaxIdlePct, Kept: st, Log: a.log, Now: a.now})
-	}
-	return a.usage
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/cloud/sim"
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
@@ -32,7 +33,7 @@ func usageSession(t *testing.T) (run func(args ...string) (int, string, string),
 	isolate(t)
 	dataDir = filepath.Join(t.TempDir(), "data")
 	t.Setenv("GPUMARKET_DATA_DIR", dataDir)
-	c := &cli{table: defaultProviders()}
+	c := &cli{table: app.DefaultTable()}
 	return func(args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
 		code := c.run(context.Background(), args, strings.NewReader(""), &out, &errOut)
@@ -325,11 +326,11 @@ func TestUsageKeptWhenTheProviderFails(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	t.Setenv("GPUMARKET_DATA_DIR", dir)
 	fail := &atomic.Bool{}
-	table := defaultProviders()
+	table := app.DefaultTable()
 	for i, r := range table {
-		if r.desc.Name == "sim" {
-			table[i].build = func(_ context.Context, e *env) (domain.Provider, error) {
-				return failingUsageSim{Market: sim.New(sim.Options{Seed: e.cfg.Sim.Seed}), fail: fail}, nil
+		if r.Desc.Name == "sim" {
+			table[i].Build = func(_ context.Context, e *app.Settings) (domain.Provider, error) {
+				return failingUsageSim{Market: sim.New(sim.Options{Seed: e.Config.Sim.Seed}), fail: fail}, nil
 			}
 		}
 	}

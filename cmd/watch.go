@@ -1,20 +1,15 @@
 package cmd
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
 
@@ -74,23 +69,23 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	defer a.Close()
 	e := a.env
 	// Headless: the log is stderr, alerts are stdout.
-	e.log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
+	e.Log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
-	fileRules, err := a.fileRules()
+	fileRules, err := a.FileRules()
 	if err != nil {
 		return err
 	}
-	if err := a.checkWatchRules(); err != nil {
+	if err := a.CheckConfigRules(); err != nil {
 		return err
 	}
-	if err := checkRules(a.rulesFile(), fileRules, a.inUse()); err != nil {
+	if err := a.CheckRules(a.RulesFile(), fileRules); err != nil {
 		return err
 	}
-	all := append(append([]watch.Spec(nil), e.rules...), fileRules...)
+	all := append(append([]watch.Spec(nil), e.Rules...), fileRules...)
 	if len(all) == 0 {
 		where := "no config file was read"
-		if e.cfg.Path != "" {
-			where = "config " + e.cfg.Path
+		if e.Config.Path != "" {
+			where = "config " + e.Config.Path
 		}
 		return usagef("no watch rules: add a watch: list to the config (%s), or make rules in the TUI with a; see the README's Watch section", where)
 	}
@@ -100,7 +95,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	market := &watchMarket{a: a, ps: ps, base: e.query}
+	market := a.Market(ps)
 	h, err := market.For(all)
 	if err != nil {
 		return err
@@ -112,26 +107,27 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if !once {
 		a.DriveJobs(svc, ps)
 	}
-	ev, err := a.newWatcher(h, svc, a.usageTrackerOver(ps), market.For, func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) })
+	ev, err := a.NewWatcher(app.WatcherOptions{Hub: h, Booking: svc, Tracker: a.Tracker(ps), Market: market.For,
+		OnAlert: func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) }})
 	if err != nil {
 		return err
 	}
-	e.log.Info("watching", "rules", len(ev.Rules()), "providers", strings.Join(e.query.Providers, ","), "state", filepath.Join(e.dataDir, watch.StateFileName))
-	if a.simulated() {
-		e.log.Warn(a.table.simBanner())
+	e.Log.Info("watching", "rules", len(ev.Rules()), "providers", strings.Join(e.Query.Providers, ","), "state", filepath.Join(e.DataDir, watch.StateFileName))
+	if a.Simulated() {
+		e.Log.Warn(a.Table().SimBanner())
 	}
 	if once {
 		var snap *feed.Snapshot
 		if h != nil {
 			if snap, err = a.waitReady(ctx, h, timeout); err != nil {
 				// Not a configuration error: the other rules still run.
-				e.log.Warn("the market did not load: spot and bucket rules are not evaluated this time", "err", err)
+				e.Log.Warn("the market did not load: spot and bucket rules are not evaluated this time", "err", err)
 				snap = nil
 			}
 		}
 		n, err := ev.Once(ctx, snap)
 		if err != nil {
-			e.log.Error("watch", "err", err)
+			e.Log.Error("watch", "err", err)
 		}
 		if n > 0 {
 			return reported(exitFired)
@@ -143,194 +139,20 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	return nil
 }
 
-func (a *app) rulesFile() string { return filepath.Join(a.dataDir, watch.RulesFileName) }
-
-// fileRules reads the rules made in the TUI.
-func (a *app) fileRules() ([]watch.Spec, error) {
-	data, err := os.ReadFile(a.rulesFile())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read rules file: %w", err)
-	}
-	return watch.ParseRules(a.rulesFile(), data, a.cfg.Notify)
-}
-
-// checkRules refuses a rule the providers in use cannot serve (exit 2).
-func checkRules(file string, rules []watch.Spec, descs []domain.Descriptor) error {
-	for i, w := range rules {
-		if err := watch.Check(w, descs); err != nil {
-			return watch.Place(file, w, i, err)
-		}
-	}
-	return nil
-}
-
-func (a *app) inUse() []domain.Descriptor {
-	out := make([]domain.Descriptor, len(a.query.Providers))
-	for i, n := range a.query.Providers {
-		out[i] = a.table.describe(n)
-	}
-	return out
-}
-
-func (a *app) checkWatchRules() error {
-	return checkRules(a.cfg.Path, a.rules, a.inUse())
-}
-
 // Watcher runs the process's one evaluator; a state it cannot open is one warning,
 // since the TUI and serve must keep ending scheduled fleets.
-func (a *app) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error) {
-	ev, err := a.newWatcher(h, svc, a.usageTracker(h), nil, func(al watch.Alert) {
-		a.log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
-	})
+func (a *runner) Watcher(h *feed.Hub, svc *ledger.Service) (*watch.Evaluator, error) {
+	ev, err := a.NewWatcher(app.WatcherOptions{Hub: h, Booking: svc, Tracker: a.Tracker(hubProviders(h)),
+		OnAlert: func(al watch.Alert) {
+			a.Log.Info("alert", "rule", al.Rule, "id", al.ID, "text", al.Text)
+		}})
 	if err != nil {
 		if _, bad := usageMessage(err); bad {
 			return nil, err
 		}
-		a.warnf("alerts are off in this run: %v", err)
+		a.Warnf("alerts are off in this run: %v", err)
 		return nil, nil
 	}
-	a.mu.Lock()
-	a.watcher = ev
-	a.mu.Unlock()
-	a.loops.Add(1)
-	go func() {
-		defer a.loops.Done()
-		ev.Run(a.ctx)
-	}()
+	a.RunWatcher(ev)
 	return ev, nil
-}
-
-// newWatcher checks the rules and builds the evaluator.
-func (a *app) newWatcher(h *feed.Hub, svc *ledger.Service, tracker *ledger.Tracker, market func([]watch.Spec) (*feed.Hub, error),
-	onAlert func(watch.Alert)) (*watch.Evaluator, error) {
-	if err := a.checkWatchRules(); err != nil {
-		return nil, err
-	}
-	st, err := a.watchState()
-	if err != nil {
-		return nil, err
-	}
-	descs := a.inUse()
-	var lead time.Duration
-	for _, d := range descs {
-		for _, t := range d.Sells {
-			lead = max(lead, t.MaxLead)
-		}
-	}
-	n := a.cfg.Notify
-	var notifiers []watch.Notifier
-	if len(n.Command) > 0 {
-		notifiers = append(notifiers, watch.NewCommand(n))
-	}
-	if n.Webhook != nil {
-		notifiers = append(notifiers, watch.NewWebhook(*n.Webhook))
-	}
-	var used watch.UsageSource
-	if tracker != nil {
-		used = tracker // the TUI's Usage view shares it: one metrics read per TTL
-	}
-	return watch.New(watch.Options{
-		Hub: h, Market: market, Offerings: svc, Ledger: svc.Store(), State: st, Planner: watchPlanner{a: a, svc: svc}, Usage: used,
-		Rules: a.rules, ConfigPath: a.cfg.Path, Notify: n, Notifiers: notifiers,
-		RulesFile: a.rulesFile(),
-		Check:     func(w watch.Spec) error { return watch.Check(w, descs) },
-		MaxLead:   lead, Describe: svc.Describe, Logger: a.log, OnAlert: onAlert, Now: a.now,
-	})
-}
-
-// watchState opens the watch's state once; Close closes it.
-func (a *app) watchState() (*watch.State, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.wstate != nil {
-		return a.wstate, nil
-	}
-	st, err := watch.OpenState(a.dataDir)
-	if err != nil {
-		return nil, err
-	}
-	if r := st.Rebuilt(); r != nil {
-		a.warnf("watch state not used: %v; moved it to %s and made a new one (alerts it still owed are not sent; rules whose condition holds now are not told again)", r.Reason, r.Path)
-	}
-	a.wstate = st
-	return st, nil
-}
-
-// watchMarket is a headless watch's hub, widened when a new rule needs more.
-type watchMarket struct {
-	a    *app
-	ps   []domain.Provider
-	base domain.Query
-
-	mu   sync.Mutex
-	q    domain.Query
-	hub  *feed.Hub
-	stop context.CancelFunc
-}
-
-// For returns the hub over what rules read (nil: none).
-func (m *watchMarket) For(rules []watch.Spec) (*feed.Hub, error) {
-	q, ok := watch.MarketFor(m.base, rules)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !ok || (m.hub != nil && covers(m.q, q)) {
-		return m.hub, nil
-	}
-	if m.hub != nil {
-		q.GPUs, q.Regions = union(m.q.GPUs, q.GPUs), union(m.q.Regions, q.Regions)
-	}
-	var sources []domain.Provider
-	for _, p := range m.ps {
-		d := p.Describe()
-		if len(q.Regions) == 0 || slices.ContainsFunc(q.Regions, d.KnowsRegion) {
-			sources = append(sources, p)
-		}
-	}
-	if len(sources) == 0 {
-		return m.hub, fmt.Errorf("none of the providers in use (%s) knows the regions %s", strings.Join(m.base.Providers, ", "), strings.Join(q.Regions, ", "))
-	}
-	ctx, cancel := context.WithCancel(m.a.ctx)
-	m.a.mu.Lock()
-	h := m.a.startHubLocked(ctx, sources, q)
-	m.a.mu.Unlock()
-	if m.stop != nil {
-		m.stop()
-	}
-	m.q, m.hub, m.stop = q, h, cancel
-	return h, nil
-}
-
-// covers reports whether have holds all of want (empty: everything).
-func covers(have, want domain.Query) bool {
-	in := func(h, w []string) bool {
-		if len(h) == 0 {
-			return true
-		}
-		if len(w) == 0 {
-			return false
-		}
-		for _, x := range w {
-			if !slices.Contains(h, x) {
-				return false
-			}
-		}
-		return true
-	}
-	return in(have.GPUs, want.GPUs) && in(have.Regions, want.Regions)
-}
-
-func union(a, b []string) []string {
-	if len(a) == 0 || len(b) == 0 {
-		return nil
-	}
-	out := append([]string(nil), a...)
-	for _, x := range b {
-		if !slices.Contains(out, x) {
-			out = append(out, x)
-		}
-	}
-	return out
 }

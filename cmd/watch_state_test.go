@@ -109,7 +109,7 @@ func TestWatcherOffWhenTheStateCannotOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, _, errOut := testEnv(t, domain.Query{Providers: []string{"sim"}})
-	e.cfg, e.dataDir = cfg, os.Getenv("GPUMARKET_DATA_DIR")
+	e.Config, e.DataDir = cfg, os.Getenv("GPUMARKET_DATA_DIR")
 	a := newCLI().appOf(context.Background(), e)
 	defer a.Close()
 	h, err := a.Hub(context.Background())

@@ -371,3 +371,15 @@ func (s *Service) Keep(ctx context.Context, every time.Duration) {
 		}
 	}
 }
+
+// NeedsReconcile reports whether reconciling r needs its own provider (d
+// its descriptor), even when a run uses others: an unsettled row is looked
+// up there, a reservation whose window has ended is released there (it
+// bills until it is), a simulated fleet is known there to have ended with
+// the process that launched it, and a due schedule is kept there.
+func NeedsReconcile(r Entry, d domain.Descriptor, now time.Time) bool {
+	windowOver := r.Kind == KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
+		(r.State == StateScheduled || r.State == StateActive)
+	ephemeralFleet := r.Kind == KindFleet && r.State == StateActive && d.Ephemeral
+	return !r.Settled() || windowOver || ephemeralFleet || ScheduleDue(r, now)
+}

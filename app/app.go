@@ -1,0 +1,360 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/watch"
+)
+
+// App is gpumarket assembled once per command run and built on first use;
+// Close stops what runs in the reverse order it started.
+type App struct {
+	s     *Settings
+	table Table
+	// errOut takes the one-line warnings (Warnf).
+	errOut io.Writer
+
+	// ctx lives until Close, not the command's: serve drains sessions after SIGTERM.
+	ctx    context.Context
+	cancel context.CancelFunc
+	loops  sync.WaitGroup
+
+	// SharedWindow caps serve's shared hub at the configured window.
+	SharedWindow bool
+
+	mu    sync.Mutex
+	built map[string]domain.Provider
+	hist  *feed.History // opened by historyFor when a cloud is a source
+	hub   *feed.Hub
+	st    *ledger.Store
+	// usage is the one usage tracker of the run (Tracker).
+	usage *ledger.Tracker
+	// wstate is the watch's state; watcher the one evaluator every session shares.
+	wstate  *watch.State
+	watcher *watch.Evaluator
+
+	closeOnce sync.Once
+}
+
+// New is the app over settings s and table t; nothing is built or started
+// yet. s is kept, not copied: a command may still change its logger.
+func New(parent context.Context, s *Settings, t Table, errOut io.Writer) *App {
+	if parent == nil {
+		parent = context.Background()
+	}
+	if errOut == nil {
+		errOut = io.Discard
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	return &App{s: s, table: t, errOut: errOut, ctx: ctx, cancel: cancel, built: map[string]domain.Provider{}}
+}
+
+// Table is the provider table the app builds from.
+func (a *App) Table() Table { return a.table }
+
+// Provider builds the named provider once.
+func (a *App) Provider(ctx context.Context, name string) (domain.Provider, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p, ok := a.built[name]; ok {
+		return p, nil
+	}
+	row, ok := a.table.Lookup(name)
+	if !ok {
+		return nil, Usagef("--provider: unknown provider %q; want a comma list of %s", name, strings.Join(a.table.Names(), ", "))
+	}
+	p, err := row.Build(ctx, a.s)
+	if err != nil {
+		return nil, err
+	}
+	a.built[name] = p
+	return p, nil
+}
+
+// Providers builds the query's sources plus the named ones (an offering's, a row's).
+func (a *App) Providers(ctx context.Context, also ...string) ([]domain.Provider, error) {
+	if err := a.table.CheckRegions(a.s.Query.Providers, a.s.Query.Regions); err != nil {
+		return nil, err
+	}
+	names := append([]string(nil), a.s.Query.Providers...)
+	for _, n := range also {
+		if n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	out := make([]domain.Provider, 0, len(names))
+	for _, n := range names {
+		p, err := a.Provider(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Hub returns the one hub over the query's sources, running until Close.
+func (a *App) Hub(ctx context.Context) (*feed.Hub, error) {
+	ps, err := a.Providers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return a.HubOver(ps), nil
+}
+
+// HubOver starts the hub over ps once; tests give fakes.
+func (a *App) HubOver(ps []domain.Provider) *feed.Hub {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.hub == nil {
+		a.hub = a.startHubLocked(a.ctx, ps, a.s.Query)
+	}
+	return a.hub
+}
+
+// RunningHub is the hub HubOver started, nil before.
+func (a *App) RunningHub() *feed.Hub {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.hub
+}
+
+// StartHub starts another hub over ps fetching what q selects, until ctx
+// ends or Close; it shares the history cache with the app's hub.
+func (a *App) StartHub(ctx context.Context, ps []domain.Provider, q domain.Query) *feed.Hub {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.startHubLocked(ctx, ps, q)
+}
+
+// startHubLocked starts a hub until ctx ends; a.mu is held.
+func (a *App) startHubLocked(ctx context.Context, ps []domain.Provider, q domain.Query) *feed.Hub {
+	simTick, refresh := a.s.Config.Sim.Tick.D(), a.s.Config.Refresh.D()
+	desc := map[string]domain.Descriptor{}
+	for _, p := range ps {
+		desc[p.Name()] = p.Describe()
+	}
+	var maxWindow time.Duration
+	if a.SharedWindow {
+		maxWindow = q.Window
+	}
+	h := feed.New(ps, feed.Options{
+		Query:     q,
+		MaxWindow: maxWindow,
+		Interval: func(name string) time.Duration {
+			if desc[name].Simulated {
+				return simTick
+			}
+			return refresh
+		},
+		Logger: a.s.Log,
+		Cache:  a.historyFor(ps),
+		Now:    a.s.Now,
+		Speed:  a.clockSpeed(),
+	})
+	a.Go(func(ctx context.Context) { h.Run(ctx) })
+	return h
+}
+
+// historyFor opens the history cache in the data dir (under a.mu) when a
+// source is a cloud, for the hub; nil (no cache) otherwise. A cache is
+// never worth failing a command for: it says in one line why it goes
+// without. A file that was not a readable cache was moved aside.
+func (a *App) historyFor(ps []domain.Provider) feed.Cache {
+	cloud := false
+	for _, p := range ps {
+		cloud = cloud || !p.Describe().Simulated
+	}
+	if !cloud || a.s.DataDir == "" {
+		return nil
+	}
+	if a.hist != nil {
+		return a.hist // a headless watch's wider market shares it
+	}
+	c, err := feed.Open(a.s.DataDir, feed.HistoryOptions{Retention: a.s.Config.Cache.Retention.D(), Logger: a.s.Log})
+	if err != nil {
+		a.Warnf("history cache not used, fetching the whole window: %v", err)
+		return nil
+	}
+	if aside := c.Aside(); aside != nil {
+		a.Warnf("history cache not used: %v; moved it to %s and fetching afresh", aside.Reason, aside.Path)
+	}
+	a.hist = c
+	return c
+}
+
+// Warnf says something the user should know in one line on stderr, and
+// in the log (where the TUI's go).
+func (a *App) Warnf(format string, args ...any) {
+	msg := firstLine(fmt.Sprintf(format, args...))
+	fmt.Fprintf(a.errOut, "gpumarket: warning: %s\n", msg)
+	a.s.Log.Info(msg)
+}
+
+// Ledger opens the ledger in the data dir once; Close closes it.
+func (a *App) Ledger() (*ledger.Store, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.st != nil {
+		return a.st, nil
+	}
+	st, err := ledger.Open(a.s.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	a.st = st
+	return st, nil
+}
+
+// Booking returns a booking service over the ledger and ps.
+func (a *App) Booking(ps []domain.Provider, timeout time.Duration) (*ledger.Service, error) {
+	st, err := a.Ledger()
+	if err != nil {
+		return nil, err
+	}
+	b := a.s.Config.Budget
+	return ledger.New(st, ps, ledger.Options{
+		Budget:  ledger.Budget{MaxBookingUSD: b.MaxBookingUSD, MaxDailyUSD: b.MaxDailyUSD, ConfigPath: a.s.Config.Path},
+		Logger:  a.s.Log,
+		Timeout: timeout,
+		Actor:   LocalActor(),
+		Now:     a.s.Now,
+	}), nil
+}
+
+// Tracker is the one usage tracker of the run, built on first use: every
+// TUI session of the process (serve's included) shares it, so the clouds'
+// metrics are asked once per TTL whatever the number of sessions. It asks
+// the providers ps (a headless watch's market may be narrower than the
+// ledger); nil when there is no ledger.
+func (a *App) Tracker(ps []domain.Provider) *ledger.Tracker {
+	st, err := a.Ledger()
+	if err != nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.usage == nil {
+		a.usage = ledger.NewTracker(ledger.TrackerOptions{Ledger: st, Reporter: ledger.Reporters(ps),
+			MaxIdlePct: a.s.Config.Budget.MaxIdlePct, Kept: st, Log: a.s.Log, Now: a.s.Now})
+	}
+	return a.usage
+}
+
+// WatchState opens the watch's state once; Close closes it.
+func (a *App) WatchState() (*watch.State, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.wstate != nil {
+		return a.wstate, nil
+	}
+	st, err := watch.OpenState(a.s.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if r := st.Rebuilt(); r != nil {
+		a.Warnf("watch state not used: %v; moved it to %s and made a new one (alerts it still owed are not sent; rules whose condition holds now are not told again)", r.Reason, r.Path)
+	}
+	a.wstate = st
+	return st, nil
+}
+
+// RunWatcher runs ev until Close as the process's one evaluator, which
+// every TUI session shares (Watching).
+func (a *App) RunWatcher(ev *watch.Evaluator) {
+	a.mu.Lock()
+	a.watcher = ev
+	a.mu.Unlock()
+	a.Go(func(ctx context.Context) { ev.Run(ctx) })
+}
+
+// Watching is the evaluator RunWatcher runs, nil before.
+func (a *App) Watching() *watch.Evaluator {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.watcher
+}
+
+// LedgerKeepEvery is how often a TUI or server reconciles; it wakes early for schedules.
+const LedgerKeepEvery = time.Minute
+
+// KeepLedger reconciles the ledger through svc every minute until Close.
+func (a *App) KeepLedger(svc *ledger.Service) {
+	every := a.keepEvery()
+	a.Go(func(ctx context.Context) { svc.Keep(ctx, every) })
+}
+
+// Go runs loop until Close, which waits for it to return.
+func (a *App) Go(loop func(context.Context)) {
+	a.loops.Add(1)
+	go func() {
+		defer a.loops.Done()
+		loop(a.ctx)
+	}()
+}
+
+// Context lives until Close.
+func (a *App) Context() context.Context { return a.ctx }
+
+func (a *App) clockSpeed() int {
+	if a.s.Clock == nil {
+		return 1
+	}
+	return a.s.Clock.Speed()
+}
+
+// keepEvery is a minute of the run's clock in wall time, at most four a second.
+func (a *App) keepEvery() time.Duration {
+	return max(LedgerKeepEvery/time.Duration(a.clockSpeed()), 250*time.Millisecond)
+}
+
+// Close stops the loops and the hub and closes the files; safe to call twice.
+func (a *App) Close() {
+	a.closeOnce.Do(func() {
+		a.cancel()
+		a.loops.Wait()
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.st != nil {
+			a.st.Close()
+		}
+		if a.hist != nil {
+			if err := a.hist.Close(); err != nil {
+				a.s.Log.Info("close history cache", "err", err)
+			}
+		}
+		if a.wstate != nil {
+			a.wstate.Close()
+		}
+	})
+}
+
+// LocalActor names who acts from this terminal: "user@host".
+func LocalActor() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	if name == "" {
+		name = "unknown"
+	}
+	if host == "" {
+		return name
+	}
+	return name + "@" + host
+}
+
+// Simulated reports whether the simulated market is one of the sources.
+func (a *App) Simulated() bool { return a.table.Simulated(a.s.Query.Providers) }

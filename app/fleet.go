@@ -1,0 +1,108 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// CheckFleetTypes refuses, before any estimate or question, types the fleet's
+// region cannot launch: another cloud's, or ones its provider does not sell there.
+func (a *App) CheckFleetTypes(ctx context.Context, spec domain.FleetSpec, timeout time.Duration) error {
+	clouds := a.table.RegionClouds(spec.Region)
+	where := spec.Region + " is " + a.table.Article(clouds) + " region"
+	if d := a.table.Describe(spec.Provider); d.Cloud != "" {
+		clouds = []domain.Cloud{d.Cloud}
+		where = "--provider " + spec.Provider + " launches " + a.table.CloudName(d.Cloud) + " ones"
+	}
+	models := map[string]bool{}
+	for _, t := range spec.InstanceTypes {
+		e, ok := domain.LookupGPU(t)
+		if !ok {
+			return Usagef("--instance-types: %q is not a GPU instance type gpumarket knows (such as p5.48xlarge or Standard_ND96isr_H100_v5)", t)
+		}
+		models[e.GPU.Model] = true
+		if len(clouds) > 0 && !slices.Contains(clouds, e.Cloud) {
+			return Usagef("--instance-types %s is %s instance type, but %s (%s)",
+				t, a.table.Article([]domain.Cloud{e.Cloud}), where, a.table.SampleTypes(clouds[0], e.GPU.Model))
+		}
+	}
+	p, err := a.Provider(ctx, spec.Provider)
+	if err != nil {
+		return err
+	}
+	sold, err := soldTypes(ctx, p, spec.Region, models, timeout)
+	if err != nil {
+		return nil
+	}
+	for _, t := range spec.InstanceTypes {
+		if sold[strings.ToLower(t)] {
+			continue
+		}
+		var list []string
+		for k := range sold {
+			list = append(list, k)
+		}
+		sort.Strings(list)
+		has := "none of these GPUs there"
+		if len(list) > 0 {
+			has = strings.Join(list, ", ") + " there"
+		}
+		return Usagef("--instance-types %s: %s does not sell it in %s (it sells %s)", t, spec.Provider, spec.Region, has)
+	}
+	return nil
+}
+
+// soldTypes returns the region's instance types of the models, lower-case.
+func soldTypes(ctx context.Context, p domain.Provider, region string, models map[string]bool, timeout time.Duration) (map[string]bool, error) {
+	var gpus []string
+	for m := range models {
+		gpus = append(gpus, m)
+	}
+	sort.Strings(gpus)
+	now := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var mu sync.Mutex
+	sold := map[string]bool{}
+	failed := false
+	err := p.Fetch(cctx, domain.FetchRequest{
+		Query: domain.Query{Providers: []string{p.Name()}, Regions: []string{region}, GPUs: gpus, Window: 6 * time.Hour},
+		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true, Aside: true,
+	}, func(ev domain.Event) {
+		// The sink runs on several goroutines and may not keep an event's slices.
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Err != nil && (ev.Region == "" || ev.Region == region) {
+			failed = true
+		}
+		for _, pl := range ev.Pools {
+			if pl.Region == region {
+				sold[strings.ToLower(pl.InstanceType)] = true
+			}
+		}
+		for _, h := range ev.Histories {
+			if h.Pool.Region == region {
+				sold[strings.ToLower(h.Pool.InstanceType)] = true
+			}
+		}
+		for _, pt := range ev.Points {
+			if pt.Pool.Region == region {
+				sold[strings.ToLower(pt.Pool.InstanceType)] = true
+			}
+		}
+	})
+	if err == nil && failed {
+		err = fmt.Errorf("%s: the region failed", region)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sold, nil
+}

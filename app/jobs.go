@@ -1,0 +1,85 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/job"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/planner"
+)
+
+// JobProviders are the providers in use plus those the active jobs'
+// lanes launch in.
+func (a *App) JobProviders(ctx context.Context) ([]domain.Provider, error) {
+	st, err := a.Ledger()
+	if err != nil {
+		return nil, err
+	}
+	js, err := st.ListJobs(ctx, ledger.JobScheduled, ledger.JobRunning)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, j := range js {
+		var lj planner.LiveJob
+		if err := json.Unmarshal(j.Live, &lj); err != nil {
+			continue
+		}
+		for _, l := range append(lj.Lanes, ptrLanes(lj.OnDemand)...) {
+			if !slices.Contains(names, l.Provider) {
+				names = append(names, l.Provider)
+			}
+		}
+	}
+	return a.Providers(ctx, names...)
+}
+
+func ptrLanes(l *planner.LiveLane) []planner.LiveLane {
+	if l == nil {
+		return nil
+	}
+	return []planner.LiveLane{*l}
+}
+
+// JobDriver is the process's driver of the ledger's jobs; its alerts go
+// to the log and stderr.
+func (a *App) JobDriver(svc *ledger.Service, ps []domain.Provider, tell func(string)) *job.Driver {
+	return job.New(svc, ps, job.Options{Logger: a.s.Log, Actor: LocalActor(), Now: a.s.Now, Speed: a.s.Speed(),
+		Template: func(string) string { return a.s.Config.AWS.LaunchTemplate }, Risk: a.poolRisk,
+		Alert: func(j ledger.Job, key, text string) {
+			a.s.Log.Info("job", "job", j.ID, "alert", key, "text", text)
+			if tell != nil {
+				tell(text)
+			}
+		}})
+}
+
+// poolRisk is a pool's spot process in the running hub's latest snapshot,
+// for n instances; a process without a hub (job run) keeps the plan's.
+func (a *App) poolRisk(pool string, n int) (planner.Risk, bool) {
+	h := a.RunningHub()
+	if h == nil {
+		return planner.Risk{}, false
+	}
+	snap := h.Snapshot()
+	if snap == nil {
+		return planner.Risk{}, false
+	}
+	i, ok := slices.BinarySearchFunc(snap.Pools, pool, func(p feed.PoolView, k string) int { return strings.Compare(p.Key, k) })
+	if !ok {
+		return planner.Risk{}, false
+	}
+	return planner.RiskOf(snap.Pools[i].Pool, a.s.PlanPriors()).ForInstances(n), true
+}
+
+// DriveJobs drives the ledger's jobs until Close, as every long-running
+// gpumarket does.
+func (a *App) DriveJobs(svc *ledger.Service, ps []domain.Provider) {
+	d := a.JobDriver(svc, ps, nil)
+	a.Go(func(ctx context.Context) { _ = d.Run(ctx, false) })
+}

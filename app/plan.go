@@ -1,0 +1,172 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/present"
+	"github.com/gpumarket/gpumarket/watch"
+)
+
+// PlanPools are the snapshot's pools of the job's models that the query
+// selects (present.PlanPools).
+func (s *Settings) PlanPools(snap *feed.Snapshot, job planner.Job) []planner.Pool {
+	return present.PlanPools(snap, job.Models, s.Query.Matches, s.PlanPriors())
+}
+
+// OfferingsFor searches, through svc, the offerings a job could use; warn
+// is told, once each, what a provider could not answer.
+func (a *App) OfferingsFor(ctx context.Context, svc *ledger.Service, job planner.Job, warn func(string)) ([]domain.Offering, error) {
+	s := a.s
+	if !svc.CanBook() {
+		return nil, nil
+	}
+	var out []domain.Offering
+	seen := map[string]bool{}
+	warned := map[string]bool{}
+	for _, q := range planner.BlockQueries(job, a.s.Now(), s.PlanSpeeds()) {
+		q.Regions = s.Query.Regions
+		res, err := svc.FindOfferings(ctx, q)
+		if ctx.Err() != nil {
+			// Interrupted: what the providers could not answer is no news.
+			return nil, ctx.Err()
+		}
+		for name, perr := range res.Failed {
+			if msg := fmt.Sprintf("%s: %v", name, perr); !warned[msg] {
+				warned[msg] = true
+				warn(fmt.Sprintf("offerings of %s for %s: %s", q.GPU, domain.FormatWindow(q.Duration), firstLine(msg)))
+			}
+		}
+		if err != nil && len(res.Failed) == 0 {
+			return nil, err
+		}
+		for _, o := range res.Offerings {
+			if !seen[o.ID] {
+				seen[o.ID] = true
+				out = append(out, o)
+			}
+		}
+	}
+	return out, nil
+}
+
+// PlanBasis is the job EFF $/GPU-H prices every pool for: config plan.*.
+func (s *Settings) PlanBasis() planner.Basis {
+	p := s.Config.Plan
+	return planner.Basis{GPUs: p.GPUs, Hours: p.Hours, Checkpoint: p.Checkpoint.D(), Changeover: p.Changeover.D(), Priors: s.PlanPriors()}
+}
+
+// PlanPriors are config plan.priors over the planner's defaults.
+func (s *Settings) PlanPriors() planner.Priors {
+	if len(s.Config.Plan.Priors) == 0 {
+		return nil
+	}
+	out := planner.Priors{}
+	for g, p := range s.Config.Plan.Priors {
+		out[g] = planner.Prior{InterruptionsPerHour: p.InterruptionsPerHour, GapMedianHours: p.GapMedianHours, Availability: p.Availability}
+	}
+	return out
+}
+
+// PlanSpeeds are config plan.speed over the planner's defaults.
+func (s *Settings) PlanSpeeds() planner.Speeds {
+	out := planner.Speeds{}
+	for g, v := range planner.DefaultSpeeds {
+		out[g] = v
+	}
+	for g, v := range s.Config.Plan.Speed {
+		out[g] = v
+	}
+	return out
+}
+
+// OwnFleets is what the user's spot fleets met per pool, from the usage
+// the ledger keeps (what `usage` counts); nothing when the ledger cannot
+// be read, the plan then resting on the market alone.
+func (a *App) OwnFleets(ctx context.Context) planner.Own {
+	st, err := a.Ledger()
+	if err != nil {
+		return nil
+	}
+	rows, err := st.List(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted: the plan says so itself, once
+		}
+		a.s.Log.Warn("plan: the ledger's fleets could not be read; risk from the market alone", "err", err)
+		return nil
+	}
+	return ownFrom(rows, func(id string) (domain.UsageReport, bool) {
+		rep, _, ok, err := st.LoadUsage(ctx, id)
+		return rep, ok && err == nil
+	}, a.s.Now())
+}
+
+// ownFrom is planner.OwnFrom over the ledger's fleet rows and their kept
+// usage.
+func ownFrom(rows []ledger.Entry, load func(id string) (domain.UsageReport, bool), now time.Time) planner.Own {
+	var fs []planner.FleetUsage
+	for _, r := range rows {
+		if r.Kind != domain.KindFleet {
+			continue
+		}
+		if rep, ok := load(r.ID); ok {
+			fs = append(fs, planner.FleetUsage{Provider: r.Provider, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, Report: rep})
+		}
+	}
+	return planner.OwnFrom(fs, now)
+}
+
+// planRule prices a plan rule's job as `gpumarket plan` does: the
+// market of the hub's snapshot, the offerings the job could book (through
+// the booking service, so the alert's offering is bookable by id), the
+// planner's Monte Carlo, and the cheapest strategy on time often enough.
+type planRule struct {
+	a   *App
+	svc *ledger.Service
+}
+
+// planRuleRuns is the Monte Carlo runs of a plan rule's evaluation: a
+// rule asks again every few minutes, so a coarser answer than `plan`'s
+// 10,000 runs is enough to tell a crossing (and costs a tenth of the CPU).
+const planRuleRuns = 2000
+
+// BestPlan implements watch.Planner.
+func (p planRule) BestPlan(ctx context.Context, job watch.PlanJob, snap *feed.Snapshot) (watch.PlanQuote, error) {
+	a := p.a
+	pj := planner.Job{GPUs: job.GPUs, Models: job.Models, Hours: job.Hours, Start: job.Start, Deadline: job.Deadline,
+		Checkpoint: job.Checkpoint, Checkpointable: job.Checkpoint > 0, Changeover: a.s.Config.Plan.Changeover.D()}
+	m := planner.Market{Pools: planner.WithOwn(a.s.PlanPools(snap, pj), a.OwnFleets(ctx))}
+	offs, err := a.OfferingsFor(ctx, p.svc, pj, func(msg string) { a.s.Log.Warn("watch: plan rule: " + msg) })
+	if err != nil {
+		return watch.PlanQuote{}, err
+	}
+	m.Offerings = offs
+	results, err := planner.Plan(pj, m, planner.Options{Runs: planRuleRuns, Seed: 1, Speeds: a.s.PlanSpeeds()})
+	if err != nil {
+		return watch.PlanQuote{}, err
+	}
+	planner.Rank(results, job.OnTimePct)
+	for _, r := range results {
+		if r.OnTimePct < job.OnTimePct || math.IsNaN(r.ExpectedCostUSD) {
+			continue
+		}
+		return watch.PlanQuote{Found: true, Strategy: r.Strategy, Provider: r.Provider, InstanceType: r.InstanceType,
+			Regions: r.Regions, ExpectedUSD: r.ExpectedCostUSD, USDPerUsefulGPUHour: r.USDPerUsefulGPUHour,
+			OnTimePct: r.OnTimePct, OfferingID: r.OfferingID, Simulated: a.table.Describe(r.Provider).Simulated}, nil
+	}
+	return watch.PlanQuote{}, nil
+}
+
+// firstLine is s up to its first line break, trimmed.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}

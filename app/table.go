@@ -1,0 +1,309 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/cloud/aws"
+	"github.com/gpumarket/gpumarket/cloud/azure"
+	"github.com/gpumarket/gpumarket/cloud/gcp"
+	"github.com/gpumarket/gpumarket/cloud/sim"
+	"github.com/gpumarket/gpumarket/domain"
+)
+
+// Row is one provider gpumarket can use: what it is (its
+// descriptor, known before it is built, so flags can be checked against
+// it) and how it is built from the settings.
+type Row struct {
+	Desc  domain.Descriptor
+	Build func(ctx context.Context, s *Settings) (domain.Provider, error)
+}
+
+// Table is every provider gpumarket can use, in the order --help
+// lists them. It is the one place that maps config to constructors:
+// adding a provider is its package and a row here (plus its catalog rows
+// and config section).
+type Table []Row
+
+// DefaultTable is the table of a normal run.
+func DefaultTable() Table {
+	return Table{
+		{Desc: sim.Descriptor, Build: func(_ context.Context, e *Settings) (domain.Provider, error) {
+			return sim.New(sim.Options{Seed: e.Config.Sim.Seed, Now: e.Now}), nil
+		}},
+		{Desc: aws.Descriptor, Build: func(ctx context.Context, e *Settings) (domain.Provider, error) {
+			return aws.New(ctx, aws.Options{
+				Regions: e.Query.Regions, Profile: e.Config.AWS.Profile, AdvisorURL: e.Config.AWS.AdvisorURL,
+				LaunchTemplate: e.Config.AWS.LaunchTemplate, DataDir: e.DataDir, Logger: e.Log,
+			})
+		}},
+		{Desc: azure.Descriptor, Build: func(ctx context.Context, e *Settings) (domain.Provider, error) {
+			// Without a subscription or a login the provider shows list
+			// prices only; the short credential timeout keeps a machine
+			// with no Azure identity from waiting on IMDS.
+			a := e.Config.Azure
+			return azure.New(ctx, azure.Options{
+				SubscriptionID: a.SubscriptionID, ResourceGroup: a.ResourceGroup, PricesURL: a.PricesURL,
+				CredentialTimeout: 5 * time.Second, Logger: e.Log,
+				ImageID: a.ImageID, SubnetID: a.SubnetID, AdminUsername: a.AdminUsername, SSHPublicKey: a.SSHPublicKey,
+			})
+		}},
+		{Desc: gcp.Descriptor, Build: func(ctx context.Context, e *Settings) (domain.Provider, error) {
+			g := e.Config.GCP
+			return gcp.New(ctx, gcp.Options{Project: g.Project, CredentialsFile: g.CredentialsFile, Logger: e.Log,
+				Endpoints: gcp.Endpoints{Compute: g.Endpoints.Compute, Billing: g.Endpoints.Billing, Monitoring: g.Endpoints.Monitoring},
+				Image:     g.Image, Subnetwork: g.Subnetwork, InstanceTemplate: g.InstanceTemplate, DiskGB: g.DiskGB})
+		}},
+	}
+}
+
+// lookup returns the row of the named provider.
+func (t Table) Lookup(name string) (Row, bool) {
+	for _, r := range t {
+		if r.Desc.Name == name {
+			return r, true
+		}
+	}
+	return Row{}, false
+}
+
+// fallback is the source of a run that names none: the first simulated
+// provider, so that gpumarket works with no account.
+func (t Table) Fallback() string {
+	for _, r := range t {
+		if r.Desc.Simulated {
+			return r.Desc.Name
+		}
+	}
+	return t[0].Desc.Name
+}
+
+// names lists the providers' names, for messages and --provider.
+func (t Table) Names() []string {
+	out := make([]string, len(t))
+	for i, r := range t {
+		out[i] = r.Desc.Name
+	}
+	return out
+}
+
+// describe returns the descriptor of the named provider; a name not in
+// the table gets one that names it and claims nothing.
+func (t Table) Describe(name string) domain.Descriptor {
+	if r, ok := t.Lookup(name); ok {
+		return r.Desc
+	}
+	return domain.Descriptor{Name: name}
+}
+
+// simulated reports whether any of the named providers is simulated.
+func (t Table) Simulated(names []string) bool {
+	for _, n := range names {
+		if t.Describe(n).Simulated {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRegions refuses a region filter that leaves a provider nothing to
+// ask ("--provider aws --region eastus", "--region mars-1"): it would
+// answer with no rows and no error. Mixed lists are fine: each provider
+// takes its own.
+func (t Table) CheckRegions(names, regions []string) error {
+	if len(regions) == 0 {
+		return nil
+	}
+	for _, name := range names {
+		d := t.Describe(name)
+		if d.IsRegion == nil {
+			continue
+		}
+		found := false
+		for _, r := range regions {
+			if d.IsRegion(r) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return Usagef("--region %s names no %s region (such as %s), so --provider %s would have nothing to show; add one or drop %s",
+				strings.Join(regions, ","), name, d.RegionExample, name, name)
+		}
+	}
+	return t.CheckRegionsKnown(names, regions)
+}
+
+// checkCount refuses an instance count over what every kind of offering a
+// provider sells holds (AWS capacity blocks: 64); terms with no such limit
+// leave the count to the provider.
+func (t Table) CheckCount(n int, names []string) error {
+	for _, name := range names {
+		most := 0
+		for _, terms := range t.Describe(name).Sells {
+			if terms.MaxInstances == 0 {
+				most = 0
+				break
+			}
+			most = max(most, terms.MaxInstances)
+		}
+		if most > 0 && n > most {
+			return Usagef("--count %d: %s sells blocks of 1 to %d instances", n, name, most)
+		}
+	}
+	return nil
+}
+
+// checkDuration refuses a block duration that none of the terms a
+// provider sells on accepts (AWS: days, then weeks; Azure's reservations
+// and the simulated market, which sells those too: any whole hours).
+func (t Table) CheckDuration(d time.Duration, names []string) error {
+	for _, name := range names {
+		sells := t.Describe(name).Sells
+		if len(sells) == 0 {
+			continue
+		}
+		var first error
+		ok := false
+		for _, terms := range sells {
+			err := terms.ValidDuration(d)
+			if err == nil {
+				ok = true
+				break
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		if !ok {
+			return Usagef("--duration %s (%s)", strings.TrimPrefix(first.Error(), "duration "), name)
+		}
+	}
+	return nil
+}
+
+// checkRegionsKnown refuses a region no provider in use has: it would drop out unsaid.
+func (t Table) CheckRegionsKnown(names, regions []string) error {
+	for _, r := range regions {
+		known := false
+		var examples []string
+		for _, name := range names {
+			d := t.Describe(name)
+			if d.KnowsRegion(r) {
+				known = true
+				break
+			}
+			if d.RegionExample != "" {
+				examples = append(examples, name+"'s are named such as "+d.RegionExample)
+			}
+		}
+		if !known {
+			return Usagef("--region %s: no provider in use has a region of that name (%s)", r, strings.Join(examples, "; "))
+		}
+	}
+	return nil
+}
+
+// regionClouds returns the clouds whose real provider has the region.
+func (t Table) RegionClouds(region string) []domain.Cloud {
+	var out []domain.Cloud
+	for _, r := range t {
+		d := r.Desc
+		if d.Simulated || d.Cloud == "" || d.IsRegion == nil || !d.IsRegion(region) {
+			continue
+		}
+		out = append(out, d.Cloud)
+	}
+	return out
+}
+
+// cloudName is the cloud as users read it, from its provider's row.
+func (t Table) CloudName(c domain.Cloud) string {
+	for _, r := range t {
+		if r.Desc.Cloud == c {
+			return r.Desc.CloudName()
+		}
+	}
+	return string(c)
+}
+
+// sampleTypes names up to three of the cloud's types with the model, for a message.
+func (t Table) SampleTypes(c domain.Cloud, model string) string {
+	var out []string
+	for _, e := range domain.CatalogEntries(c) {
+		if e.GPU.Model == model {
+			out = append(out, e.InstanceType)
+		}
+	}
+	head := fmt.Sprintf("%s %s types: ", t.CloudName(c), model)
+	if len(out) == 0 {
+		// None of that GPU: say so, rather than list others under its name.
+		head = fmt.Sprintf("%s has no %s type; its GPU types include ", t.CloudName(c), model)
+		for _, e := range domain.CatalogEntries(c) {
+			out = append(out, e.InstanceType)
+		}
+	}
+	if len(out) > 3 {
+		out = out[:3]
+	}
+	return head + strings.Join(out, ", ")
+}
+
+// article names a region's clouds with their article: "an Azure".
+func (t Table) Article(clouds []domain.Cloud) string {
+	names := make([]string, len(clouds))
+	for i, c := range clouds {
+		names[i] = t.CloudName(c)
+	}
+	if len(names) == 0 {
+		return "a"
+	}
+	if strings.ContainsRune("AEIOUaeiou", rune(names[0][0])) {
+		return "an " + strings.Join(names, " or ")
+	}
+	return "a " + strings.Join(names, " or ")
+}
+
+// longestLead is how far ahead the latest start the named providers sell
+// lies: the longest lead of the terms they schedule. ok is false when one
+// of them sells capacity with no limit to its start (an Azure reservation
+// starts when made and is held until the start asked for), or none sells.
+func (t Table) LongestLead(names []string) (time.Duration, bool) {
+	var most time.Duration
+	for _, name := range names {
+		sells := t.Describe(name).Sells
+		if len(sells) == 0 {
+			continue
+		}
+		lead := time.Duration(0)
+		for _, terms := range sells {
+			lead = max(lead, terms.MaxLead)
+		}
+		if lead == 0 {
+			return 0, false
+		}
+		most = max(most, lead)
+	}
+	return most, most > 0
+}
+
+// simBanner is said first wherever simulated prices are shown.
+func (t Table) SimBanner() string {
+	var real []string
+	for _, r := range t {
+		if !r.Desc.Simulated {
+			real = append(real, r.Desc.Name)
+		}
+	}
+	return "SIMULATED MARKET: prices are generated by gpumarket's simulator, not quoted by a cloud (use --provider " + orList(real) + " for real ones)"
+}
+
+// orList writes names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}

@@ -17,8 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/watch"
 )
 
-// App is gpumarket assembled once per command run and built on first use;
-// Close stops what runs in the reverse order it started.
+// App is gpumarket assembled once per run, built on first use, until Close.
 type App struct {
 	s     *Settings
 	table Table
@@ -38,7 +37,6 @@ type App struct {
 	hist  *feed.History // opened by historyFor when a cloud is a source
 	hub   *feed.Hub
 	st    *ledger.Store
-	// usage is the one usage tracker of the run (Tracker).
 	usage *ledger.Tracker
 	// wstate is the watch's state; watcher the one evaluator every session shares.
 	wstate  *watch.State
@@ -47,8 +45,7 @@ type App struct {
 	closeOnce sync.Once
 }
 
-// New is the app over settings s and table t; nothing is built or started
-// yet. s is kept, not copied: a command may still change its logger.
+// New is the app over s and t; nothing is built yet. s is kept, not copied.
 func New(parent context.Context, s *Settings, t Table, errOut io.Writer) *App {
 	if parent == nil {
 		parent = context.Background()
@@ -130,15 +127,13 @@ func (a *App) RunningHub() *feed.Hub {
 	return a.hub
 }
 
-// StartHub starts another hub over ps fetching what q selects, until ctx
-// ends or Close; it shares the history cache with the app's hub.
+// StartHub starts another hub over ps for q, sharing the history cache.
 func (a *App) StartHub(ctx context.Context, ps []domain.Provider, q domain.Query) *feed.Hub {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.startHubLocked(ctx, ps, q)
 }
 
-// startHubLocked starts a hub until ctx ends; a.mu is held.
 func (a *App) startHubLocked(ctx context.Context, ps []domain.Provider, q domain.Query) *feed.Hub {
 	simTick, refresh := a.s.Config.Sim.Tick.D(), a.s.Config.Refresh.D()
 	desc := map[string]domain.Descriptor{}
@@ -167,10 +162,8 @@ func (a *App) startHubLocked(ctx context.Context, ps []domain.Provider, q domain
 	return h
 }
 
-// historyFor opens the history cache in the data dir (under a.mu) when a
-// source is a cloud, for the hub; nil (no cache) otherwise. A cache is
-// never worth failing a command for: it says in one line why it goes
-// without. A file that was not a readable cache was moved aside.
+// historyFor opens the history cache when a source is a cloud; a cache is
+// never worth failing for, so it says in one line why it goes without.
 func (a *App) historyFor(ps []domain.Provider) feed.Cache {
 	cloud := false
 	for _, p := range ps {
@@ -194,8 +187,7 @@ func (a *App) historyFor(ps []domain.Provider) feed.Cache {
 	return c
 }
 
-// Warnf says something the user should know in one line on stderr, and
-// in the log (where the TUI's go).
+// Warnf warns in one line on stderr and in the log (where the TUI's go).
 func (a *App) Warnf(format string, args ...any) {
 	msg := firstLine(fmt.Sprintf(format, args...))
 	fmt.Fprintf(a.errOut, "gpumarket: warning: %s\n", msg)
@@ -233,11 +225,8 @@ func (a *App) Booking(ps []domain.Provider, timeout time.Duration) (*ledger.Serv
 	}), nil
 }
 
-// Tracker is the one usage tracker of the run, built on first use: every
-// TUI session of the process (serve's included) shares it, so the clouds'
-// metrics are asked once per TTL whatever the number of sessions. It asks
-// the providers ps (a headless watch's market may be narrower than the
-// ledger); nil when there is no ledger.
+// Tracker is the run's one usage tracker over ps, shared by every session so
+// metrics are asked once per TTL; nil without a ledger.
 func (a *App) Tracker(ps []domain.Provider) *ledger.Tracker {
 	st, err := a.Ledger()
 	if err != nil {
@@ -270,8 +259,7 @@ func (a *App) WatchState() (*watch.State, error) {
 	return st, nil
 }
 
-// RunWatcher runs ev until Close as the process's one evaluator, which
-// every TUI session shares (Watching).
+// RunWatcher runs ev until Close as the process's one evaluator.
 func (a *App) RunWatcher(ev *watch.Evaluator) {
 	a.mu.Lock()
 	a.watcher = ev
@@ -314,7 +302,6 @@ func (a *App) clockSpeed() int {
 	return a.s.Clock.Speed()
 }
 
-// keepEvery is a minute of the run's clock in wall time, at most four a second.
 func (a *App) keepEvery() time.Duration {
 	return max(LedgerKeepEvery/time.Duration(a.clockSpeed()), 250*time.Millisecond)
 }

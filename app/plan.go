@@ -15,14 +15,12 @@ import (
 	"github.com/gpumarket/gpumarket/watch"
 )
 
-// PlanPools are the snapshot's pools of the job's models that the query
-// selects (present.PlanPools).
+// PlanPools are the snapshot's pools of the job's models (present.PlanPools).
 func (s *Settings) PlanPools(snap *feed.Snapshot, job planner.Job) []planner.Pool {
 	return present.PlanPools(snap, job.Models, s.Query.Matches, s.PlanPriors())
 }
 
-// OfferingsFor searches, through svc, the offerings a job could use; warn
-// is told, once each, what a provider could not answer.
+// OfferingsFor searches the job's offerings; warn hears each failure once.
 func (a *App) OfferingsFor(ctx context.Context, svc *ledger.Service, job planner.Job, warn func(string)) ([]domain.Offering, error) {
 	s := a.s
 	if !svc.CanBook() {
@@ -87,9 +85,8 @@ func (s *Settings) PlanSpeeds() planner.Speeds {
 	return out
 }
 
-// OwnFleets is what the user's spot fleets met per pool, from the usage
-// the ledger keeps (what `usage` counts); nothing when the ledger cannot
-// be read, the plan then resting on the market alone.
+// OwnFleets is what the user's spot fleets met per pool; nothing when the
+// ledger cannot be read.
 func (a *App) OwnFleets(ctx context.Context) planner.Own {
 	st, err := a.Ledger()
 	if err != nil {
@@ -109,8 +106,7 @@ func (a *App) OwnFleets(ctx context.Context) planner.Own {
 	}, a.s.Now())
 }
 
-// ownFrom is planner.OwnFrom over the ledger's fleet rows and their kept
-// usage.
+// ownFrom is planner.OwnFrom over the ledger's fleet rows and kept usage.
 func ownFrom(rows []ledger.Entry, load func(id string) (domain.UsageReport, bool), now time.Time) planner.Own {
 	var fs []planner.FleetUsage
 	for _, r := range rows {
@@ -124,18 +120,13 @@ func ownFrom(rows []ledger.Entry, load func(id string) (domain.UsageReport, bool
 	return planner.OwnFrom(fs, now)
 }
 
-// planRule prices a plan rule's job as `gpumarket plan` does: the
-// market of the hub's snapshot, the offerings the job could book (through
-// the booking service, so the alert's offering is bookable by id), the
-// planner's Monte Carlo, and the cheapest strategy on time often enough.
+// planRule prices a plan rule's job as `gpumarket plan` does.
 type planRule struct {
 	a   *App
 	svc *ledger.Service
 }
 
-// planRuleRuns is the Monte Carlo runs of a plan rule's evaluation: a
-// rule asks again every few minutes, so a coarser answer than `plan`'s
-// 10,000 runs is enough to tell a crossing (and costs a tenth of the CPU).
+// planRuleRuns: a rule asks every few minutes, so a tenth of plan's runs do.
 const planRuleRuns = 2000
 
 // BestPlan implements watch.Planner.
@@ -165,7 +156,6 @@ func (p planRule) BestPlan(ctx context.Context, job watch.PlanJob, snap *feed.Sn
 	return watch.PlanQuote{}, nil
 }
 
-// firstLine is s up to its first line break, trimmed.
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return line

@@ -1,7 +1,5 @@
-// Package app assembles gpumarket for one run: the provider table, the
-// settings read from config and flags, and (App) the providers, feed,
-// ledger, watch and the loops kept until Close. cmd parses flags into
-// Settings, asks the App for what a command needs and prints the answer.
+// Package app assembles gpumarket for one run: providers, feed, ledger,
+// watch and loops, from the settings cmd reads from config and flags.
 package app
 
 import (

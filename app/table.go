@@ -13,18 +13,14 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Row is one provider gpumarket can use: what it is (its
-// descriptor, known before it is built, so flags can be checked against
-// it) and how it is built from the settings.
+// Row is one usable provider: its descriptor (known unbuilt) and its constructor.
 type Row struct {
 	Desc  domain.Descriptor
 	Build func(ctx context.Context, s *Settings) (domain.Provider, error)
 }
 
-// Table is every provider gpumarket can use, in the order --help
-// lists them. It is the one place that maps config to constructors:
-// adding a provider is its package and a row here (plus its catalog rows
-// and config section).
+// Table is every usable provider in --help's order: adding one is its package
+// and a row here.
 type Table []Row
 
 // DefaultTable is the table of a normal run.
@@ -40,9 +36,8 @@ func DefaultTable() Table {
 			})
 		}},
 		{Desc: azure.Descriptor, Build: func(ctx context.Context, e *Settings) (domain.Provider, error) {
-			// Without a subscription or a login the provider shows list
-			// prices only; the short credential timeout keeps a machine
-			// with no Azure identity from waiting on IMDS.
+			// No subscription or login: list prices only; the short credential timeout
+			// spares a machine with no Azure identity a wait on IMDS.
 			a := e.Config.Azure
 			return azure.New(ctx, azure.Options{
 				SubscriptionID: a.SubscriptionID, ResourceGroup: a.ResourceGroup, PricesURL: a.PricesURL,
@@ -59,7 +54,7 @@ func DefaultTable() Table {
 	}
 }
 
-// lookup returns the row of the named provider.
+// Lookup returns the row of the named provider.
 func (t Table) Lookup(name string) (Row, bool) {
 	for _, r := range t {
 		if r.Desc.Name == name {
@@ -69,8 +64,7 @@ func (t Table) Lookup(name string) (Row, bool) {
 	return Row{}, false
 }
 
-// fallback is the source of a run that names none: the first simulated
-// provider, so that gpumarket works with no account.
+// Fallback is the first simulated provider: gpumarket works with no account.
 func (t Table) Fallback() string {
 	for _, r := range t {
 		if r.Desc.Simulated {
@@ -80,7 +74,7 @@ func (t Table) Fallback() string {
 	return t[0].Desc.Name
 }
 
-// names lists the providers' names, for messages and --provider.
+// Names lists the providers' names.
 func (t Table) Names() []string {
 	out := make([]string, len(t))
 	for i, r := range t {
@@ -89,8 +83,7 @@ func (t Table) Names() []string {
 	return out
 }
 
-// describe returns the descriptor of the named provider; a name not in
-// the table gets one that names it and claims nothing.
+// Describe returns name's descriptor; an unknown name gets one claiming nothing.
 func (t Table) Describe(name string) domain.Descriptor {
 	if r, ok := t.Lookup(name); ok {
 		return r.Desc
@@ -98,7 +91,7 @@ func (t Table) Describe(name string) domain.Descriptor {
 	return domain.Descriptor{Name: name}
 }
 
-// simulated reports whether any of the named providers is simulated.
+// Simulated reports whether any of the named providers is simulated.
 func (t Table) Simulated(names []string) bool {
 	for _, n := range names {
 		if t.Describe(n).Simulated {
@@ -108,10 +101,8 @@ func (t Table) Simulated(names []string) bool {
 	return false
 }
 
-// checkRegions refuses a region filter that leaves a provider nothing to
-// ask ("--provider aws --region eastus", "--region mars-1"): it would
-// answer with no rows and no error. Mixed lists are fine: each provider
-// takes its own.
+// CheckRegions refuses a region filter that leaves a provider nothing to ask:
+// it would answer with no rows and no error.
 func (t Table) CheckRegions(names, regions []string) error {
 	if len(regions) == 0 {
 		return nil
@@ -136,9 +127,7 @@ func (t Table) CheckRegions(names, regions []string) error {
 	return t.CheckRegionsKnown(names, regions)
 }
 
-// checkCount refuses an instance count over what every kind of offering a
-// provider sells holds (AWS capacity blocks: 64); terms with no such limit
-// leave the count to the provider.
+// CheckCount refuses a count over what every kind of a provider's offering holds.
 func (t Table) CheckCount(n int, names []string) error {
 	for _, name := range names {
 		most := 0
@@ -156,9 +145,7 @@ func (t Table) CheckCount(n int, names []string) error {
 	return nil
 }
 
-// checkDuration refuses a block duration that none of the terms a
-// provider sells on accepts (AWS: days, then weeks; Azure's reservations
-// and the simulated market, which sells those too: any whole hours).
+// CheckDuration refuses a block length none of the providers' terms accept.
 func (t Table) CheckDuration(d time.Duration, names []string) error {
 	for _, name := range names {
 		sells := t.Describe(name).Sells
@@ -184,7 +171,7 @@ func (t Table) CheckDuration(d time.Duration, names []string) error {
 	return nil
 }
 
-// checkRegionsKnown refuses a region no provider in use has: it would drop out unsaid.
+// CheckRegionsKnown refuses a region no provider has: it would drop out unsaid.
 func (t Table) CheckRegionsKnown(names, regions []string) error {
 	for _, r := range regions {
 		known := false
@@ -206,7 +193,7 @@ func (t Table) CheckRegionsKnown(names, regions []string) error {
 	return nil
 }
 
-// regionClouds returns the clouds whose real provider has the region.
+// RegionClouds returns the clouds whose real provider has the region.
 func (t Table) RegionClouds(region string) []domain.Cloud {
 	var out []domain.Cloud
 	for _, r := range t {
@@ -219,7 +206,7 @@ func (t Table) RegionClouds(region string) []domain.Cloud {
 	return out
 }
 
-// cloudName is the cloud as users read it, from its provider's row.
+// CloudName is the cloud as users read it.
 func (t Table) CloudName(c domain.Cloud) string {
 	for _, r := range t {
 		if r.Desc.Cloud == c {
@@ -229,7 +216,7 @@ func (t Table) CloudName(c domain.Cloud) string {
 	return string(c)
 }
 
-// sampleTypes names up to three of the cloud's types with the model, for a message.
+// SampleTypes names up to three of the cloud's types of model, for a message.
 func (t Table) SampleTypes(c domain.Cloud, model string) string {
 	var out []string
 	for _, e := range domain.CatalogEntries(c) {
@@ -239,7 +226,6 @@ func (t Table) SampleTypes(c domain.Cloud, model string) string {
 	}
 	head := fmt.Sprintf("%s %s types: ", t.CloudName(c), model)
 	if len(out) == 0 {
-		// None of that GPU: say so, rather than list others under its name.
 		head = fmt.Sprintf("%s has no %s type; its GPU types include ", t.CloudName(c), model)
 		for _, e := range domain.CatalogEntries(c) {
 			out = append(out, e.InstanceType)
@@ -251,7 +237,7 @@ func (t Table) SampleTypes(c domain.Cloud, model string) string {
 	return head + strings.Join(out, ", ")
 }
 
-// article names a region's clouds with their article: "an Azure".
+// Article names a region's clouds with their article: "an Azure".
 func (t Table) Article(clouds []domain.Cloud) string {
 	names := make([]string, len(clouds))
 	for i, c := range clouds {
@@ -266,10 +252,8 @@ func (t Table) Article(clouds []domain.Cloud) string {
 	return "a " + strings.Join(names, " or ")
 }
 
-// longestLead is how far ahead the latest start the named providers sell
-// lies: the longest lead of the terms they schedule. ok is false when one
-// of them sells capacity with no limit to its start (an Azure reservation
-// starts when made and is held until the start asked for), or none sells.
+// LongestLead is the longest lead of the named providers' terms; ok is false
+// when one sells with no limit to its start (an Azure reservation), or none sells.
 func (t Table) LongestLead(names []string) (time.Duration, bool) {
 	var most time.Duration
 	for _, name := range names {
@@ -289,7 +273,7 @@ func (t Table) LongestLead(names []string) (time.Duration, bool) {
 	return most, most > 0
 }
 
-// simBanner is said first wherever simulated prices are shown.
+// SimBanner is said first wherever simulated prices are shown.
 func (t Table) SimBanner() string {
 	var real []string
 	for _, r := range t {
@@ -300,7 +284,6 @@ func (t Table) SimBanner() string {
 	return "SIMULATED MARKET: prices are generated by gpumarket's simulator, not quoted by a cloud (use --provider " + orList(real) + " for real ones)"
 }
 
-// orList writes names as "a, b or c".
 func orList(names []string) string {
 	if len(names) < 2 {
 		return strings.Join(names, "")

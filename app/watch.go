@@ -66,8 +66,7 @@ type WatcherOptions struct {
 	OnAlert func(watch.Alert)
 }
 
-// NewWatcher checks the config's rules and builds the evaluator over the
-// watch state, the notifiers of the config and o.
+// NewWatcher checks the config's rules and builds the evaluator.
 func (a *App) NewWatcher(o WatcherOptions) (*watch.Evaluator, error) {
 	if err := a.CheckConfigRules(); err != nil {
 		return nil, err

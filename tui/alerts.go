@@ -21,8 +21,7 @@ import (
 	"github.com/gpumarket/gpumarket/watch"
 )
 
-// The watch in the TUI: each session subscribes to the process's one
-// evaluator (docs/DESIGN.md, The watch); a booker's makes rules with a.
+// Each session subscribes to the process's one evaluator (docs/DESIGN.md).
 
 type (
 	// alertsMsg wakes the session: the evaluator has new alerts.
@@ -31,7 +30,7 @@ type (
 	alertsClosedMsg struct{}
 	// newAlertsMsg gives the views the alerts the session was just told.
 	newAlertsMsg struct{ alerts []watch.Alert }
-	// alertsSeenMsg says the Alerts view was shown: the badge clears.
+	// alertsSeenMsg: the Alerts view was shown, so the badge clears.
 	alertsSeenMsg struct{}
 	// historyMsg is the Alerts view's load.
 	historyMsg struct {
@@ -40,8 +39,7 @@ type (
 		rules []watch.RuleStatus
 		err   error
 	}
-	// rulesChangedMsg follows a rule made or deleted in this session;
-	// deleted names the one x deleted.
+	// rulesChangedMsg follows a rule made or deleted (deleted) in this session.
 	rulesChangedMsg struct{ deleted string }
 )
 
@@ -55,8 +53,7 @@ func waitAlerts(ch <-chan struct{}) tea.Cmd {
 	}
 }
 
-// initAlerts subscribes the session to the evaluator. Alerts raised
-// before the session began are in the Alerts view, not news.
+// initAlerts subscribes; alerts older than the session are not news.
 func (m *Model) initAlerts() tea.Cmd {
 	w := m.opt.Watch
 	if w == nil || m.alertSub != nil {
@@ -67,9 +64,8 @@ func (m *Model) initAlerts() tea.Cmd {
 	return waitAlerts(m.alertSub)
 }
 
-// onAlerts takes the alerts the session has not been told: a bell for
-// each that tells the TUI, the badge unless the Alerts view is on
-// screen, and the news to the views.
+// onAlerts takes the untold alerts: a bell where asked, the badge unless the
+// Alerts view is on screen, and the news to the views.
 func (m *Model) onAlerts() tea.Cmd {
 	news := m.opt.Watch.Alerts(m.alertSeen)
 	var cmds []tea.Cmd
@@ -93,16 +89,13 @@ func (m *Model) onAlerts() tea.Cmd {
 	return tea.Batch(append(cmds, m.broadcast(newAlertsMsg{alerts: news}))...)
 }
 
-// bell rings the terminal's bell. tea.Raw prints its value with
-// fmt.Sprint: the byte must be a string, not ansi.BEL's number.
+// tea.Raw prints with fmt.Sprint: the bell must be a string, not ansi.BEL.
 const bell = "\a"
 
-// alertLister is the view that lists the alerts: while it is on screen
-// they are seen as they come.
+// alertLister is the view that lists alerts: on screen, they are seen.
 type alertLister interface{ listsAlerts() }
 
-// alertBadge is the header's count of unseen alerts, "" when none: long,
-// short, and without colour.
+// alertBadge is the header's count of unseen alerts, "" when none.
 func (m *Model) alertBadge(short bool) string {
 	if m.unseen == 0 {
 		return ""
@@ -118,7 +111,6 @@ func (m *Model) alertBadge(short bool) string {
 	return st.badgeErr.Render(text)
 }
 
-// alertsKeys are the Alerts view's keys.
 type alertsKeys struct {
 	listKeys
 	Rules, Delete key.Binding
@@ -133,9 +125,8 @@ func newAlertsKeys(g *globalKeys) alertsKeys {
 	return k
 }
 
-// alertsView lists the alerts, newest first, with where their
-// deliveries stand; R shows the rules instead, where x deletes one made
-// in the TUI.
+// alertsView lists the alerts, newest first, with their deliveries; R shows
+// the rules, where x deletes one made in the TUI.
 type alertsView struct {
 	owner
 	c    *common
@@ -167,8 +158,7 @@ func (v *alertsView) listsAlerts()        {}
 func (v *alertsView) helpNote() string {
 	file := v.ev.RulesFile()
 	if v.c.role == RoleViewer {
-		// Where the data dir is, is the operator's business, not a
-		// workshop attendee's (the Ledger view does not say it either).
+		// The data dir is the operator's business, not a workshop attendee's.
 		file = "the server's data dir (watch-rules.yaml)"
 	}
 	return "Rules come from the config's watch: list and from a in the Market (a spot rule for the row), Blocks (a block rule for the search) and Plan (a plan rule for the job); " +
@@ -176,7 +166,6 @@ func (v *alertsView) helpNote() string {
 		"`gpumarket watch` evaluates the same rules headless."
 }
 
-// shown reloads the list and clears the badge.
 func (v *alertsView) shown() tea.Cmd {
 	return tea.Batch(v.load(), func() tea.Msg { return alertsSeenMsg{} })
 }
@@ -303,7 +292,6 @@ func (v *alertsView) viewAlerts(b *strings.Builder) {
 	}
 	b.WriteString("\n  " + st.header.Render(fit(fmt.Sprintf("%-10s %-18s %s", "WHEN", "RULE", "ALERT"), max(v.w-2, 1), false)))
 	loc := v.c.now().Location()
-	// The selected alert's whole text and deliveries go under the list.
 	detail := v.detail()
 	rows := max(v.h-2-len(detail)-strings.Count(b.String(), "\n"), 1)
 	first := max(0, v.cur-rows+1)
@@ -321,7 +309,6 @@ func (v *alertsView) viewAlerts(b *strings.Builder) {
 	}
 }
 
-// detail is the selected alert, wrapped, and its deliveries.
 func (v *alertsView) detail() []string {
 	if v.cur >= len(v.recs) || v.h < 8 {
 		return nil
@@ -389,8 +376,7 @@ func (v *alertsView) viewRules(b *strings.Builder) {
 	}
 }
 
-// rulePrompt asks the one figure a rule made with a needs; while open it
-// has every key.
+// rulePrompt asks the one figure a rule made with a needs.
 type rulePrompt struct {
 	open          bool
 	what          string // the subject: "spot p5.48xlarge in us-west-2a"
@@ -402,7 +388,7 @@ type rulePrompt struct {
 	build         func(above bool, v float64) watch.Spec
 }
 
-// begin opens q in p, its figure on the form widget: digits and points only.
+// begin opens q in p: digits and points only.
 func (p *rulePrompt) begin(q rulePrompt) {
 	*p = q
 	p.edit = form.New(form.Text("", &p.value).Only(func(t string) bool { return strings.Trim(t, "0123456789.") == "" }))
@@ -414,7 +400,6 @@ func (p *rulePrompt) paste(msg tea.PasteMsg) {
 	}
 }
 
-// promptKeys are the footer's keys while a prompt is open.
 type promptKeys struct{ Save, Toggle, Cancel key.Binding }
 
 func newPromptKeys(toggle bool) promptKeys {
@@ -441,8 +426,7 @@ func (c *common) canMakeRules() error {
 	return nil
 }
 
-// update handles a key while the prompt is open; enter saves the rule.
-// ←/→ and space say below or above where the rule offers both.
+// update: enter saves; ←/→ and space pick below or above where both apply.
 func (p *rulePrompt) update(c *common, msg tea.KeyPressMsg) tea.Cmd {
 	if s := msg.String(); p.toggle && (s == "left" || s == "right" || s == "space") {
 		p.above = !p.above
@@ -469,7 +453,6 @@ func (p *rulePrompt) update(c *common, msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// view is the prompt's line, in place of the view's status line.
 func (p *rulePrompt) view(st *styles, w int) string {
 	if p.err != "" {
 		return st.footerErr.Render(fit(p.err, w, false))
@@ -477,7 +460,7 @@ func (p *rulePrompt) view(st *styles, w int) string {
 	return st.cursor.Render(fit(p.text(), w, false))
 }
 
-// lines is the prompt wrapped to w: a plan rule's job takes words to say.
+// lines wraps the prompt: a plan rule's job takes words to say.
 func (p *rulePrompt) lines(st *styles, w int) []string {
 	style, text := st.cursor, p.text()
 	if p.err != "" {
@@ -509,8 +492,7 @@ func (p *rulePrompt) text() string {
 	return line
 }
 
-// saveRule saves a rule off the UI goroutine, on its own clock: a session
-// that leaves meanwhile does not leave half a rules file.
+// saveRule runs on its own clock: a leaving session leaves no half file.
 func saveRule(ev *watch.Evaluator, w watch.Spec) tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -544,8 +526,7 @@ func ruleName(parts ...string) string {
 	return s
 }
 
-// makeSpotRule opens the prompt for a spot rule on the Market's row under
-// the cursor: below 90 % of its price to start with.
+// makeSpotRule: a spot rule on the row under the cursor, at 90 % of its price.
 func (m *marketView) makeSpotRule() tea.Cmd {
 	if err := m.c.canMakeRules(); err != nil {
 		return notifyErrHere(err)
@@ -574,8 +555,7 @@ func (m *marketView) makeSpotRule() tea.Cmd {
 	return nil
 }
 
-// makeIdleRule opens the prompt for an idle rule on the Usage row under the
-// cursor, from the budget's max_idle_pct (else 40 %).
+// makeIdleRule: an idle rule on the Usage row, at max_idle_pct (else 40 %).
 func (v *usageView) makeIdleRule() tea.Cmd {
 	if err := v.c.canMakeRules(); err != nil {
 		return notifyErrHere(err)
@@ -604,8 +584,7 @@ func (v *usageView) makeIdleRule() tea.Cmd {
 	return nil
 }
 
-// makeBlockRule opens the prompt for a block rule on the Blocks search,
-// under the cheapest block found.
+// makeBlockRule: a block rule on the Blocks search, under its cheapest block.
 
 func (v *blocksView) makeBlockRule() tea.Cmd {
 	if err := v.c.canMakeRules(); err != nil {
@@ -621,8 +600,7 @@ func (v *blocksView) makeBlockRule() tea.Cmd {
 		return notifyErrHere(fmt.Errorf("the search's terms: %w; e edits them", err))
 	}
 	b := &watch.BlockRule{GPU: q.GPU, GPUs: q.GPUs, Instances: q.Instances, Hours: q.Duration.Hours()}
-	// Times typed as "+2d" mean from now: the rule keeps the time they
-	// name, in UTC.
+	// "+2d" means from now: the rule keeps the time it names, in UTC.
 	if !q.StartAfter.IsZero() {
 		b.StartAfter = q.StartAfter.UTC().Format(time.RFC3339)
 	}
@@ -653,14 +631,8 @@ func (v *blocksView) makeBlockRule() tea.Cmd {
 	return nil
 }
 
-// makePlanRule opens the prompt for a plan rule for the Plan view's job:
-// the best plan on time in at least the job's share of the runs gets
-// cheaper than a figure (its expected total), below the best such plan
-// of the plan shown to start with. The job is the one the table shows;
-// one edited since, or never run, is taken as typed, with no figure to
-// start from. The watch prices the rule as `gpumarket plan` does: over
-// every region, with the config's changeover — the prompt says so when
-// the form asked otherwise.
+// makePlanRule prompts for a plan rule on the job the table shows (one edited
+// since is taken as typed); the watch prices it as `gpumarket plan` does.
 func (v *planView) makePlanRule() tea.Cmd {
 	if err := v.c.canMakeRules(); err != nil {
 		return notifyErrHere(err)

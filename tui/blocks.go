@@ -26,12 +26,10 @@ type (
 		res ledger.Search
 		err error
 	}
-	// bookedMsg follows a purchase, whatever its answer; row is the ledger
-	// row of one that went through. The offerings are searched again.
+	// bookedMsg follows a purchase; row is the ledger row of one that went through.
 	bookedMsg struct{ row ledger.Entry }
 )
 
-// blocksKeys are the Blocks view's keys.
 type blocksKeys struct {
 	listKeys
 	Book, Form, Search, Plan, Alert key.Binding
@@ -64,7 +62,6 @@ const (
 
 var fieldNames = [numFields]string{"GPU", "How many", "Counting", "Duration", "Earliest start", "Latest start", "Other lengths"}
 
-// blocksForm is the search as typed; parse checks it.
 type blocksForm struct {
 	gpu       string
 	size      string
@@ -75,7 +72,6 @@ type blocksForm struct {
 	flex      string // OfferingQuery.FlexDuration; empty: the duration only
 }
 
-// fields are the form's fields, bound to f.
 func (f *blocksForm) fields() []form.Field {
 	n := fieldNames
 	return []form.Field{form.Pick(n[fieldGPU], domain.GPUModels, &f.gpu), form.Text(n[fieldSize], &f.size),
@@ -84,7 +80,7 @@ func (f *blocksForm) fields() []form.Field {
 		form.Text(n[fieldFlex], &f.flex).Empty("none")}
 }
 
-// parse turns the form into a query, naming the field that is wrong.
+// parse turns the form into a query, naming the wrong field.
 func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
 	q := domain.OfferingQuery{GPU: f.gpu}
 	n, err := strconv.Atoi(strings.TrimSpace(f.size))
@@ -136,7 +132,6 @@ var (
 	maxBlockSpan = domain.CapacityBlockTerms.MaxDuration
 )
 
-// startForm is what the start fields accept, for their errors.
 const startForm = domain.WhenForm
 
 // parseStart reads a start as `gpumarket plan` does, in the session's zone.
@@ -144,7 +139,6 @@ func parseStart(s string, now time.Time) (time.Time, error) {
 	return domain.ParseWhen(s, now)
 }
 
-// blocksView searches capacity blocks and books one.
 type blocksView struct {
 	owner
 	actingView
@@ -199,7 +193,6 @@ func (v *blocksView) shown() tea.Cmd {
 	return v.search()
 }
 
-// search starts a search with the form's terms.
 func (v *blocksView) search() tea.Cmd {
 	if v.svc == nil {
 		return nil
@@ -266,8 +259,7 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// planSeed is the search as a job, due by its latest start plus the
-// duration; an instance counts 8 GPUs unless the selected offering says.
+// planSeed is the search as a job; an instance counts 8 GPUs unless known.
 func (v *blocksView) planSeed() planSeed {
 	t := v.terms
 	if !v.searched {
@@ -290,7 +282,6 @@ func (v *blocksView) planSeed() planSeed {
 	return s
 }
 
-// buyBlock is the money action behind b, for the selected offering.
 func (v *blocksView) buyBlock() (*moneyAction, tea.Cmd) {
 	if v.cur >= len(v.offers) {
 		return nil, notifyHere("no offering selected: search first (e)")
@@ -298,8 +289,7 @@ func (v *blocksView) buyBlock() (*moneyAction, tea.Cmd) {
 	return bookAction(v.svc, v.c.actor, v.offers[v.cur], v.c.now()), nil
 }
 
-// bookAction buys an offering as the confirmation showed it, after the
-// budget and a dry run; changed terms are shown and asked again (fresh.go).
+// bookAction buys an offering as shown, after the budget and a dry run.
 func bookAction(svc *ledger.Service, actor string, o domain.Offering, now time.Time) *moneyAction {
 	return buyAction(svc, actor, o, now, nil, 0)
 }
@@ -349,10 +339,8 @@ func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Ti
 	return a
 }
 
-// offeringName is what its terms call an offering: "a capacity block".
 func offeringName(o domain.Offering) string { return o.Terms().Name }
 
-// offeringLines are the confirmation's terms, the total first.
 func offeringLines(o domain.Offering, now time.Time) []string {
 	loc := now.Location()
 	sim := ""
@@ -376,9 +364,8 @@ func offeringLines(o domain.Offering, now time.Time) []string {
 	return lines
 }
 
-// blocksColumnsFor is present.BlocksView without $/H when no offering
-// bills by the hour (at 80 columns $/H then takes ALT TOTAL's place), and
-// without KIND when every offering is a capacity block.
+// blocksColumnsFor drops $/H when nothing bills by the hour (it takes ALT
+// TOTAL's place at 80 columns) and KIND when all are capacity blocks.
 func blocksColumnsFor(offers []domain.Offering) []*present.Col[*present.OfferingRow] {
 	hourly, kinds := false, false
 	for _, o := range offers {
@@ -394,7 +381,6 @@ func blocksColumnsFor(offers []domain.Offering) []*present.Col[*present.Offering
 	return out
 }
 
-// formHints say what each field takes, for someone new to blocks.
 func (v *blocksView) formHints() [numFields]string {
 	now := v.c.now()
 	// 11:30 UTC in the session's zone, the hour AWS blocks start and end.
@@ -411,7 +397,6 @@ func (v *blocksView) formHints() [numFields]string {
 	}
 }
 
-// formHelp is the terms the clouds sell, said under the form.
 func (v *blocksView) formHelp() []string {
 	return []string{
 		"AWS capacity blocks start and end at 11:30 UTC, last whole days (1-14, then weeks), are paid up front and",
@@ -421,13 +406,11 @@ func (v *blocksView) formHelp() []string {
 	}
 }
 
-// altKey is what a block's spot alternative depends on.
 type altKey struct {
 	model       string
 	gpus, hours float64
 }
 
-// spotAlternativeOnce is spotAlternative once per snapshot and block terms.
 func (v *blocksView) spotAlternativeOnce(o domain.Offering) (present.SpotAlt, bool) {
 	if v.altsOf != v.snap || v.alts == nil {
 		v.alts, v.altsOf = map[altKey]present.SpotAlt{}, v.snap
@@ -441,8 +424,7 @@ func (v *blocksView) spotAlternativeOnce(o domain.Offering) (present.SpotAlt, bo
 	return a, a.Pool != nil
 }
 
-// spotAlternative is the pool of the block's GPU model with the lowest EFF
-// for a job of its GPUs and hours.
+// spotAlternative is the pool of the block's GPU with the lowest EFF for its job.
 func (v *blocksView) spotAlternative(o domain.Offering) (present.SpotAlt, bool) {
 	best := present.SpotAlt{Effective: math.Inf(1)}
 	if v.snap == nil {
@@ -458,7 +440,6 @@ func (v *blocksView) spotAlternative(o domain.Offering) (present.SpotAlt, bool) 
 		if !ok {
 			continue
 		}
-		// EFF for this block's job: its GPUs, for its hours.
 		b := v.c.eff
 		b.GPUs, b.Hours = int(math.Ceil(gpus)), o.HeldHours()
 		// NaN (the price or GPU count is unknown) is never below the best.
@@ -511,7 +492,7 @@ func (v *blocksView) View() string {
 	case !v.at.IsZero():
 		summary += fmt.Sprintf(" · %d offerings at %s", len(v.offers), v.at.In(v.c.now().Location()).Format("15:04"))
 	}
-	// Wrapped, not cut: the summary ends with what it found; "(e edits)" stays whole.
+	// Wrapped, not cut: "(e edits)" stays whole.
 	lines := strings.Split(wordwrap(summary, v.w), "\n")
 	if last := len(lines) - 1; cellWidth(lines[last])+len("   (e edits)") <= v.w {
 		lines[last] += "   (e edits)"
@@ -519,14 +500,12 @@ func (v *blocksView) View() string {
 		lines = append(lines, "(e edits)")
 	}
 	if v.prompt.open {
-		// Above the summary whose terms the rule takes.
 		b.WriteString(v.prompt.view(st, v.w) + "\n")
 	}
 	b.WriteString(st.dim.Render(strings.Join(lines, "\n")))
 	cols := fitTable(blocksColumnsFor(v.offers), v.w-2)
 	b.WriteString("\n" + st.dim.Render(wordwrap(v.footnote(cols), v.w)))
-	// A line per provider or region that did not answer, wrapped (a refusal's
-	// end says what is accepted), in the service's steady order.
+	// A wrapped line per source that did not answer, in the service's order.
 	for _, w := range v.warnings {
 		b.WriteString("\n" + st.footerErr.Render(wordwrap(w.String(), v.w)))
 	}
@@ -542,7 +521,6 @@ func (v *blocksView) View() string {
 		b.WriteString("\n" + st.dim.Render(wrapIndent("  r searches with these terms (e edits them): a search asks every region of every cloud, so a read-only session searches when asked.", v.w)))
 	}
 	loc := v.c.now().Location()
-	// the rows left under the summary, the refusals and the column header
 	rows := max(v.h-strings.Count(b.String(), "\n")-1, 1)
 	first := max(0, v.cur-rows+1)
 	for i := first; i < len(v.offers) && i < first+rows; i++ {
@@ -558,9 +536,7 @@ func (v *blocksView) View() string {
 	return b.String()
 }
 
-// footnote says what the table's marked columns mean: SPOT ALT (and ALT
-// TOTAL when shown), $/H when a reservation is listed, ~ when a length
-// other than the one asked is.
+// footnote says what the table's marked columns mean.
 func (v *blocksView) footnote(cols []shownCol[*present.OfferingRow]) string {
 	s := "* SPOT ALT: the cheapest spot pool's EFF $/GPU-h for the block's GPUs and hours (interruptions priced in)"
 	if isShown(cols, present.OfferAltTotal) {

@@ -16,8 +16,7 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// maxLegend caps the legend lines so a chart of many marked pools keeps
-// room for the plot.
+// maxLegend keeps room for the plot when many pools are marked.
 const maxLegend = 6
 
 // chartView draws the price history of one or more pools.
@@ -27,16 +26,13 @@ type chartView struct {
 
 	snap     *feed.Snapshot
 	poolKeys []string
-	// perGPU plots $ per GPU-hour instead of per instance-hour, so pools
-	// of different sizes share a scale: the default when several pools are
-	// charted; `u` toggles it.
+	// perGPU plots $ per GPU-hour so pools of different sizes share a scale.
 	perGPU  bool
 	changed map[string]uint64 // Changed of each charted pool when last drawn
 
 	width, height int
 
-	// The last frame, redrawn only when the pools, the window, the size or
-	// the styles change: a spinner tick in the header must not re-plot.
+	// The last frame: a spinner tick in the header must not re-plot.
 	cache     string
 	dirty     bool
 	windowSeq int
@@ -69,7 +65,6 @@ func (v *chartView) SetSize(w, h int) {
 	}
 }
 
-// setPools chooses what to chart.
 func (v *chartView) setPools(keys []string) {
 	v.poolKeys = append([]string(nil), keys...)
 	v.perGPU = len(keys) > 1
@@ -116,9 +111,8 @@ func (v *chartView) View() string {
 	return v.cache
 }
 
-// render draws the plot: for each pool two lines of one colour, the
-// maximum and the minimum of each column, so a spike shorter than a column
-// still shows; a time axis under it; a legend.
+// render draws each pool as two lines, each column's max and min, so a spike
+// shorter than a column still shows.
 func (v *chartView) render() string {
 	w, h := v.width, v.height
 	if w <= 0 || h <= 0 {
@@ -160,7 +154,6 @@ func (v *chartView) render() string {
 	if len(missing) > 0 {
 		legendN++
 	}
-	// title, plot, axis line, time labels, legend
 	plotH := h - 1 - 2 - legendN
 	var b strings.Builder
 	b.WriteString(st.title.Render(fit(title, w, false)))
@@ -175,8 +168,7 @@ func (v *chartView) render() string {
 		return clip(b.String(), w, h)
 	}
 
-	// The y labels' width decides the plot's; find the range first with a
-	// coarse pass over the window.
+	// The y labels' width decides the plot's: find the range first, coarsely.
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, pv := range pools {
 		s := pv.History.Stats(from, to)
@@ -246,8 +238,7 @@ func (v *chartView) render() string {
 	return clip(b.String(), w, h)
 }
 
-// legend writes one line per pool: its colour, key, current price and the
-// window's range.
+// legend writes one line per pool: colour, key, current price, range.
 func (v *chartView) legend(b *strings.Builder, pools []*feed.PoolView, missing []string, w int) {
 	st := &v.c.styles
 	from, to := v.c.span()
@@ -261,8 +252,7 @@ func (v *chartView) legend(b *strings.Builder, pools []*feed.PoolView, missing [
 		if st.noColor {
 			swatch = fmt.Sprintf("%d%s", i+1, seriesChars(i, true).Horizontal)
 		}
-		// The pool as people name it, then its figures in the chart's unit
-		// (the title says which): at 80 columns the whole line fits.
+		// At 80 columns the whole line fits.
 		text := present.DisplayType(pv.InstanceType) + " " + present.Place(pv.Region, pv.Zone) + " " + pv.Provider
 		k := v.scale(pv)
 		if _, usd, ok := pv.History.Last(); ok {
@@ -286,9 +276,8 @@ func (v *chartView) legend(b *strings.Builder, pools []*feed.PoolView, missing [
 	}
 }
 
-// recordedNote says, for charted pools whose cloud publishes no price
-// history (their provider's descriptor: RecordedHistory), that the line is
-// only what gpumarket recorded, and since when.
+// recordedNote says that a pool without published history (RecordedHistory)
+// shows only what gpumarket recorded, and since when.
 func (v *chartView) recordedNote(pools []*feed.PoolView) string {
 	if v.c.hub == nil {
 		return ""
@@ -335,17 +324,10 @@ func axisDecimals(lo, hi float64, rows int) int {
 	return min(max(d, 0), 4)
 }
 
-// extremes turns a column's minimum and maximum into one line that keeps
-// spikes: each column takes whichever extreme lies further from the price
-// before it, so a spike up (or down) inside one column is drawn, and a step
-// is drawn where it happens. When a column swings both ways, the extreme the
-// line leaves out and its neighbours do not reach goes into other (NaN
-// elsewhere), drawn in the same colour; other is nil when nothing is left
-// out, which is the common case.
-//
-// rowH is the price one row of the plot spans: a left-out extreme within
-// half a row of the line would land on the line's own row, so it is not
-// drawn.
+// extremes turns each column's min and max into one line that keeps spikes:
+// a column takes the extreme further from the price before it. What a
+// two-way swing leaves out goes into other (nil when nothing, the common
+// case), unless within half a row (rowH) of the line.
 func extremes(mins, maxs []float64, rowH float64) (line, other []float64) {
 	line = make([]float64, len(maxs))
 	prev := math.NaN()
@@ -371,7 +353,6 @@ func extremes(mins, maxs []float64, rowH float64) (line, other []float64) {
 		if line[c] == mins[c] {
 			left = maxs[c]
 		}
-		// the vertical strokes at column c span line[c-1..c+1]
 		lo, hi := line[c], line[c]
 		for _, n := range []int{c - 1, c + 1} {
 			if n >= 0 && n < len(line) && !math.IsNaN(line[n]) {
@@ -391,7 +372,6 @@ func extremes(mins, maxs []float64, rowH float64) (line, other []float64) {
 	return line, other
 }
 
-// scale converts a pool's instance-hour prices to the chart's unit.
 func (v *chartView) scale(pv *feed.PoolView) float64 {
 	if v.perGPU && pv.GPU.Count > 0 {
 		return 1 / pv.GPU.Count
@@ -399,8 +379,7 @@ func (v *chartView) scale(pv *feed.PoolView) float64 {
 	return 1
 }
 
-// seriesChars gives each pool its own glyphs when there is no colour to
-// tell the lines apart.
+// seriesChars tells the lines apart by glyph when there is no colour.
 func seriesChars(i int, noColor bool) asciigraph.CharSet {
 	if !noColor || i == 0 {
 		return asciigraph.DefaultCharSet
@@ -409,8 +388,7 @@ func seriesChars(i int, noColor bool) asciigraph.CharSet {
 	return asciigraph.CreateCharSet(glyphs[(i-1)%len(glyphs)])
 }
 
-// timeAxis draws the axis line under the plot and the start, middle and end
-// times in the viewer's time zone.
+// timeAxis draws the axis and the start, middle and end times in loc.
 func timeAxis(from, to int64, leftPad, cols int, loc *time.Location, window time.Duration) string {
 	layout := "Mon 15:04"
 	if window > 2*24*time.Hour {

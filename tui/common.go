@@ -15,8 +15,7 @@ import (
 	"github.com/gpumarket/gpumarket/watch"
 )
 
-// common is what the views of one session share: size, styles, keys, the
-// window and the clock. Each session has its own; nothing here is global.
+// common is what one session's views share; nothing here is global.
 type common struct {
 	width, height int
 	styles        styles
@@ -27,30 +26,23 @@ type common struct {
 	eff    planner.Basis // the job EFF $/GPU-H is for
 	now    func() time.Time
 	window time.Duration
-	// windowSeq grows every time the window changes, so a view can tell
-	// that its derived figures are out of date without comparing windows.
+	// windowSeq grows with each window change: derived figures know they are stale.
 	windowSeq int
 	role      Role
 	actor     string
-	// after is tea.Tick; the Update tests replace it so that running a
-	// command never means waiting on a clock.
+	// after is tea.Tick; Update tests replace it so no command waits on a clock.
 	after func(time.Duration, func(time.Time) tea.Msg) tea.Cmd
-	// picker is what the Market view has picked (its marks, or the pool
-	// under its cursor): the Chart and the Fleet view show those pools.
+	// picker is the Market's picks, which the Chart and Fleet view show.
 	picker poolPicker
-	// idleAlerts are the running rows idle past budget.max_idle_pct, as
-	// the Usage view last heard: the header names them.
+	// idleAlerts are the rows idle past budget.max_idle_pct, for the header.
 	idleAlerts []ledger.Alert
-	// watch is the process's evaluator of the alert rules; nil when the
-	// session has none.
+	// watch is the process's alert evaluator; nil when the session has none.
 	watch *watch.Evaluator
 }
 
 // poolPicker is the Market view as the views that act on its picks see it.
 type poolPicker interface {
-	// picked returns the marked pools still in the market, in the order
-	// they were marked, or else the pool under the cursor; marked is false
-	// in the second case.
+	// picked returns the marked pools in mark order (marked), else the cursor's.
 	picked() (keys []string, marked bool)
 }
 
@@ -65,8 +57,7 @@ func (c *common) picked() (keys []string, marked bool) {
 // windows are the steps `w` cycles through.
 var windows = []time.Duration{time.Hour, 6 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 30 * 24 * time.Hour, 90 * 24 * time.Hour}
 
-// nextWindow returns the step after d (the smallest step longer than d),
-// wrapping around to the first.
+// nextWindow returns the smallest step longer than d, wrapping around.
 func nextWindow(d time.Duration) time.Duration {
 	for _, w := range windows {
 		if w > d {
@@ -76,11 +67,8 @@ func nextWindow(d time.Duration) time.Duration {
 	return windows[0]
 }
 
-// cycleWindow moves to the next window and asks the hub for more history
-// when the new window reaches further back than what it keeps. A hub that
-// others share (the SSH server's) keeps no more than its MaxWindow: past
-// it, the cycle starts again at the first window and says why, so one
-// session never makes the hub fetch and hold more for every session.
+// cycleWindow moves to the next window, asking the hub for more history; a
+// shared hub's MaxWindow wraps the cycle, so one session never grows it for all.
 func (c *common) cycleWindow() tea.Cmd {
 	next := nextWindow(c.window)
 	capped := ""
@@ -110,7 +98,7 @@ func (c *common) span() (from, to int64) {
 	return now.Add(-c.window).Unix(), now.Unix()
 }
 
-// windowLabel names a window the way people say it: 24h rather than 1d.
+// windowLabel says 24h rather than 1d.
 func windowLabel(d time.Duration) string {
 	if d < 48*time.Hour && d%time.Hour == 0 {
 		return strconv.Itoa(int(d/time.Hour)) + "h"

@@ -10,13 +10,8 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// moneyAction is one money-spending action (buy a block, launch a fleet,
-// delete a fleet) as the confirmation runs it. A view plugs an action in
-// by giving its lines and its quote and send functions; the confirmation
-// does the rest: the refusal in a viewer's or ledger-less session, the
-// quote and dry run off the UI goroutine, the explicit y then enter, the
-// send, the answer in the footer, and the dropping of answers that no
-// longer concern the box (an older quote, a cancelled one).
+// moneyAction is one money-spending action as the confirmation runs it: a
+// view gives its lines, quote and send; the box does the rest.
 type moneyAction struct {
 	// title is the question, the total in it where there is one.
 	title string
@@ -24,41 +19,29 @@ type moneyAction struct {
 	verb string
 	// lines are the terms, shown under the title.
 	lines []string
-	// checking is what the box says while quote runs; sending while send
-	// runs ("buying").
+	// checking and sending are what the box says while quote or send runs.
 	checking, sending string
-	// quote asks for the terms (budget, ledger, estimate) and the
-	// provider's dry run; nil when there is nothing to ask (the box opens
-	// ready). It runs off the UI goroutine with the session's context.
+	// quote asks for the terms and the provider's dry run off the UI goroutine;
+	// nil when there is nothing to ask.
 	quote func(context.Context) quoteAnswer
-	// send carries the action out once confirmed, unless the quote's
-	// answer gave one bound to what it found. It runs off the UI
-	// goroutine with a context that the session's end does not cancel:
-	// once sent, an action runs to its answer (bounded by the booking
-	// service's timeout), so its outcome is recorded, never left unknown.
+	// send carries the action out once confirmed. Its context outlives the
+	// session: once sent, an action runs to its recorded answer.
 	send func(context.Context) outcome
-	// notes are what the view says under the terms (what a plan expects
-	// of the action, what is not automated): they stay under the new
-	// terms when the action is renewed.
+	// notes are the view's remarks under the terms; they survive a renewal.
 	notes []string
 }
 
 // quoteAnswer is what an action's quote found.
 type quoteAnswer struct {
-	// lines go before the action's own (a fleet's estimate, its cost
-	// first), whether or not the quote went through.
+	// lines go before the action's own (a fleet's estimate, its cost first).
 	lines []string
 	// dryRun is the provider's dry-run answer, without a "dry run:" lead.
 	dryRun string
-	// err is why the action cannot go ahead (over budget, the dry run
-	// refused): the box then only closes.
+	// err is why the action cannot go ahead: the box then only closes.
 	err error
-	// send, when set, replaces the action's send: the send bound to what
-	// the quote found (the estimate that the ledger records).
+	// send, when set, replaces the action's send with one bound to the quote.
 	send func(context.Context) outcome
-	// renewed, when set, is the same action on the terms the provider
-	// sells it on now, which differ from those shown: the box shows it in
-	// their place and asks again (fresh.go).
+	// renewed is the action on the provider's current terms, to ask again.
 	renewed *moneyAction
 }
 
@@ -68,12 +51,9 @@ type outcome struct {
 	notice string
 	// err is shown in the footer instead.
 	err error
-	// then is given to the owning view after the box closes, whatever the
-	// answer: its follow-up (search again, follow the fleet, reload).
+	// then goes to the owning view after the box closes, whatever the answer.
 	then tea.Msg
-	// renewed, when set, is the action on the terms the provider refused
-	// to sell on what was shown (nothing was spent): the box stays open
-	// with them and asks again; notice, err and then are not used.
+	// renewed: the provider refused the shown terms (nothing spent); ask again.
 	renewed *moneyAction
 }
 
@@ -89,11 +69,8 @@ type (
 	}
 )
 
-// confirmation is the box every money-spending action passes: the total
-// first, the terms, the provider's dry-run answer, and an explicit "y"
-// then enter. Anything else (n, esc) cancels; "no" is what happens unless
-// the user types y. A view holds one and passes every message through its
-// update first.
+// confirmation is the box every money-spending action passes: only y then
+// enter sends. A view passes every message through its update first.
 type confirmation struct {
 	c     *common
 	ctx   context.Context
@@ -105,30 +82,22 @@ type confirmation struct {
 	title string
 	lines []string
 	verb  string
-	// notes are the action's notes, kept for its renewal.
 	notes []string
-	// busy is set while the terms or the dry run, or the action itself,
-	// are being asked for.
+	// busy is set while the quote or the send runs.
 	busy string
-	// problem, when set, is why the action cannot go ahead: only esc is
-	// accepted.
+	// problem is why the action cannot go ahead: only esc is accepted.
 	problem string
 	dryRun  string
 	typed   string
-	// sending is set once the action is sent: it can no longer be
-	// cancelled, so every key is ignored until its answer.
+	// sending: once sent it cannot be cancelled, so keys are ignored.
 	sending bool
 	sendMsg string
 	send    func(context.Context) outcome
 	// seq tells the answers of this box's latest step from older ones.
 	seq int
 
-	// w and h are the cells the box is shown in (the root's body). When
-	// the terms do not fit, they scroll: top is the first term line on
-	// screen, and seen how many term lines from the first have been on
-	// screen. y is taken only once every line has been (allSeen): a yes
-	// never buys terms the box did not show (at 20×5 it used to show the
-	// question alone and take y then enter).
+	// w, h are the box's cells; terms that do not fit scroll from top. y is
+	// taken only once every term line has been on screen (seen).
 	w, h      int
 	top, seen int
 }
@@ -152,10 +121,8 @@ func (f *confirmation) refuse() tea.Cmd {
 	return func() tea.Msg { return noticeMsg{text: text, err: true} }
 }
 
-// offer opens the box for the action build makes, unless this session
-// may not spend (refuse, asked first, so a viewer hears why whatever is
-// selected) or build makes none (nothing selected, a form in error): its
-// command then says why, if anything.
+// offer opens the box for the action build makes; refuse is asked first so
+// a viewer hears why whatever is selected.
 func (f *confirmation) offer(build func() (*moneyAction, tea.Cmd)) tea.Cmd {
 	if cmd := f.refuse(); cmd != nil {
 		return cmd
@@ -190,11 +157,8 @@ func (f *confirmation) close() {
 	f.top, f.seen = 0, 0
 }
 
-// renew replaces the box's action with a, the same action on the terms
-// the provider sells it on now: the box stays open, shows them (with the
-// notes of the action it replaces) and asks again from the start — a
-// new quote, a new y then enter. Nothing is ever sent on terms the box
-// did not show.
+// renew shows a, the action on the provider's current terms, and asks again
+// from the start: nothing is sent on terms the box did not show.
 func (f *confirmation) renew(a moneyAction) tea.Cmd {
 	if a.notes == nil {
 		a.notes = f.notes
@@ -202,9 +166,8 @@ func (f *confirmation) renew(a moneyAction) tea.Cmd {
 	return f.start(a)
 }
 
-// update takes the confirmation's own messages and, while the box is
-// open, the keys. It returns what is left for the view: any other message
-// unchanged, a sent action's follow-up (outcome.then), or nil.
+// update takes the box's messages and, while open, the keys; it returns
+// what is left for the view (another message or a follow-up).
 func (f *confirmation) update(msg tea.Msg) (tea.Msg, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.KeyPressMsg:
@@ -220,8 +183,7 @@ func (f *confirmation) update(msg tea.Msg) (tea.Msg, tea.Cmd) {
 			return nil, f.renew(*msg.ans.renewed)
 		}
 		f.lines = append(append([]string(nil), msg.ans.lines...), f.lines...)
-		// New terms (the cost first, the dry run last): they are read
-		// from the top again before a yes.
+		// New terms are read from the top again before a yes.
 		f.top, f.seen, f.typed = 0, 0, ""
 		if msg.ans.err != nil {
 			f.problem = msg.ans.err.Error()
@@ -253,8 +215,6 @@ func (f *confirmation) update(msg tea.Msg) (tea.Msg, tea.Cmd) {
 	return msg, nil
 }
 
-// key handles a key in the open box: y then enter sends the action, n,
-// esc or q closes the box.
 func (f *confirmation) key(msg tea.KeyPressMsg) tea.Cmd {
 	if f.sending {
 		return nil
@@ -289,12 +249,10 @@ func (f *confirmation) key(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// dryRunAnswer is a provider's dry-run message without its own "dry run:"
-// lead, which the box already writes.
+// dryRunAnswer drops the provider's "dry run:" lead; the box writes one.
 func dryRunAnswer(msg string) string { return domain.DryRunAnswer(msg, "") }
 
-// keys are the footer's keys while the box is open: the box has every
-// key, and the view's own ("b book/launch") are not what they do here.
+// keys are the footer's while the box is open: it takes every key.
 func (f *confirmation) keys() keyList {
 	cancel := key.NewBinding(key.WithKeys("n", "esc"), key.WithHelp("n/esc", "cancel"))
 	l := f.layout(&f.c.styles, f.w, f.h)
@@ -313,8 +271,7 @@ func (f *confirmation) keys() keyList {
 	return keyList{key.NewBinding(key.WithKeys("y"), key.WithHelp("y then enter", f.verb)), cancel, scroll}
 }
 
-// setSize gives the box the cells it is shown in; what a taller or
-// wider terminal shows counts as seen.
+// setSize: what a taller or wider terminal shows counts as seen.
 func (f *confirmation) setSize(w, h int) {
 	f.w, f.h = w, h
 	if f.open {
@@ -340,13 +297,11 @@ func (f *confirmation) look() {
 	}
 }
 
-// allSeen reports whether every line of the terms has been on screen.
 func (f *confirmation) allSeen() bool {
 	return f.seen >= len(f.layout(&f.c.styles, f.w, f.h).terms)
 }
 
-// boxLayout is the box cut into what it shows: the question, every line
-// of the terms (wrapped), the prompt, and how many lines the terms have.
+// boxLayout is the box cut into what it shows; room is the terms' lines.
 type boxLayout struct {
 	head  string
 	terms []string
@@ -355,8 +310,7 @@ type boxLayout struct {
 }
 
 func (f *confirmation) layout(st *styles, w, h int) boxLayout {
-	// Every line wraps rather than being cut: what is bought and on which
-	// terms must be read whole before the yes.
+	// Lines wrap, never cut: the terms are read whole before the yes.
 	wrap := func(l string) string {
 		return "  " + strings.ReplaceAll(wordwrap(l, max(w-2, 1)), "\n", "\n  ")
 	}
@@ -370,8 +324,7 @@ func (f *confirmation) layout(st *styles, w, h int) boxLayout {
 			l.terms = append(l.terms, st.ok.Render(t))
 		}
 	}
-	// The prompt takes two lines (a blank one, then the question); a
-	// refusal takes its own.
+	// The prompt takes two lines; a refusal takes its own.
 	switch {
 	case f.busy != "":
 		l.tail = "\n  " + st.dim.Render(f.busy+"…")
@@ -385,9 +338,8 @@ func (f *confirmation) layout(st *styles, w, h int) boxLayout {
 	return l
 }
 
-// termsWindow is the part of n term lines shown in room lines when the
-// first asked for is top: [from, to), under a line saying how many are
-// above when above, over one saying how many are below when below.
+// termsWindow is the part [from, to) of n term lines shown in room lines
+// from top, with markers for the lines above and below.
 func termsWindow(n, room, top int) (from, to int, above, below bool) {
 	switch {
 	case n <= room:

@@ -24,8 +24,7 @@ import (
 const fleetPoll = 15 * time.Second
 
 type (
-	// fleetLaunchedMsg follows a launch, whatever its answer: a fleet
-	// with a ledger row is followed.
+	// fleetLaunchedMsg follows a launch; a fleet with a ledger row is followed.
 	fleetLaunchedMsg struct {
 		res ledger.FleetResult
 		err error
@@ -39,7 +38,6 @@ type (
 	fleetTickMsg struct{ seq int }
 )
 
-// fleetKeys are the Fleet view's keys.
 type fleetKeys struct {
 	Launch, Form key.Binding
 	global       *globalKeys
@@ -63,7 +61,6 @@ func (k fleetKeys) FullHelp() [][]key.Binding {
 	return [][]key.Binding{{k.Launch, k.Form}, k.global.row(true)}
 }
 
-// Fields of the fleet form.
 const (
 	ffTarget = iota
 	ffOnDemand
@@ -77,19 +74,15 @@ const (
 
 var fleetFieldNames = [numFleetFields]string{"Target", "On-demand base", "Strategy", "Max price $/h", "Start", "For", "Launch template"}
 
-// fleetForm is the fleet's terms as typed.
 type fleetForm struct {
 	target, onDemand string
 	strategy         int
 	maxPrice         string
-	// start and length schedule the fleet, as `fleet launch --start
-	// --for` reads them (domain.ParseFleetSchedule); empty: now, and
-	// until deleted.
+	// start and length schedule it as `fleet launch --start --for`; empty: now, until deleted.
 	start, length string
 	template      string
 }
 
-// fields are the form's fields, bound to f.
 func (f *fleetForm) fields() []form.Field {
 	n := fleetFieldNames
 	return []form.Field{form.Text(n[ffTarget], &f.target), form.Text(n[ffOnDemand], &f.onDemand),
@@ -98,8 +91,7 @@ func (f *fleetForm) fields() []form.Field {
 		form.Text(n[ffTemplate], &f.template).Empty("provider default (config aws.launch_template)")}
 }
 
-// fleetView composes a spot fleet from the pools marked in the Market
-// view, launches it through the confirmation, and follows its state.
+// fleetView composes a spot fleet from the Market's marks, launches it, follows it.
 type fleetView struct {
 	owner
 	c    *common
@@ -111,14 +103,12 @@ type fleetView struct {
 	form fleetForm
 	openForm
 
-	// poolKeys are the Market's picks; cursorOnly says that nothing is
-	// marked there, so they are the pool under its cursor.
+	// poolKeys are the Market's picks; cursorOnly: none marked, so the cursor's.
 	poolKeys   []string
 	cursorOnly bool
 
 	confirm confirmation
 
-	// the fleet being followed
 	rowID    string
 	row      ledger.Entry
 	fleet    domain.Fleet
@@ -136,9 +126,7 @@ func newFleetView(c *common, ctx context.Context, svc *ledger.Service) *fleetVie
 	return v
 }
 
-// takePools takes the Market's picks again. An error about the pools
-// is said again for the new ones, or goes: "the marked pools span 2
-// regions" must not stay once a pool is unmarked.
+// takePools takes the picks again; a pools error is re-said or goes.
 func (v *fleetView) takePools() {
 	keys, marked := v.c.picked()
 	changed := !slices.Equal(keys, v.poolKeys)
@@ -152,16 +140,14 @@ func (v *fleetView) takePools() {
 	}
 }
 
-// refreshPools takes the Market's marks again, unless a confirmation is
-// open (it shows the spec it was opened with) or the form is.
+// refreshPools leaves the pools alone while the confirmation or form is open.
 func (v *fleetView) refreshPools() {
 	if !v.confirm.open && !v.editing {
 		v.takePools()
 	}
 }
 
-// shown shows the marks as they are now, not as of the last market tick
-// (30 s apart on a real cloud).
+// shown takes the marks as they are now, not as of the last market tick.
 func (v *fleetView) shown() tea.Cmd {
 	v.refreshPools()
 	return nil
@@ -186,7 +172,6 @@ func (v *fleetView) helpNote() string {
 		"the confirmation says who starts and stops it (the cloud, or a running gpumarket)."
 }
 
-// compose builds the fleet spec from the marked pools and the form.
 func (v *fleetView) compose() (domain.FleetSpec, error) {
 	var spec domain.FleetSpec
 	if len(v.poolKeys) == 0 {
@@ -266,7 +251,6 @@ func (v *fleetView) Update(msg tea.Msg) (view, tea.Cmd) {
 	return v, tea.Batch(cmds...)
 }
 
-// poll asks for the followed fleet's state, then re-arms the tick.
 func (v *fleetView) poll() tea.Cmd {
 	if v.polling || v.svc == nil || v.rowID == "" {
 		return nil
@@ -279,7 +263,6 @@ func (v *fleetView) poll() tea.Cmd {
 	})
 }
 
-// follow starts following a launched fleet, once its ledger row exists.
 func (v *fleetView) follow(msg fleetLaunchedMsg) tea.Cmd {
 	if msg.res.Row.ID != "" {
 		v.rowID, v.row, v.followed = msg.res.Row.ID, msg.res.Row, true
@@ -324,8 +307,6 @@ func (v *fleetView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// launchFleet is the money action behind L, for the fleet the marks and
-// the form make.
 func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 	spec, err := v.compose()
 	if err != nil {
@@ -342,8 +323,7 @@ func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 	return a, nil
 }
 
-// scheduleTitle is the confirmation's question for a fleet that starts
-// later: when, in the session's local time.
+// scheduleTitle asks for a later fleet, with when in the session's local time.
 func scheduleTitle(svc *ledger.Service, spec domain.FleetSpec, now time.Time) string {
 	sim := ""
 	if svc.Describe(spec.Provider).Simulated {
@@ -352,11 +332,8 @@ func scheduleTitle(svc *ledger.Service, spec domain.FleetSpec, now time.Time) st
 	return fmt.Sprintf("Schedule %s in %s from %s?%s", fleetKind(spec), spec.Region, spec.Start.In(now.Location()).Format("Mon 01-02 15:04"), sim)
 }
 
-// launchAction launches a fleet: the estimate first, then the dry run;
-// the launch on y records that estimate in the ledger, or, if the prices
-// went up meanwhile, shows the new one and asks again (fresh.go). The
-// Fleet view's L and the Plan view's b for a spot or on-demand strategy
-// both run it.
+// launchAction launches a fleet: estimate, dry run, then the launch records the
+// estimate or shows risen prices and asks again. Fleet's L and Plan's b run it.
 func launchAction(svc *ledger.Service, actor string, spec domain.FleetSpec) *moneyAction {
 	sim := ""
 	if svc.Describe(spec.Provider).Simulated {
@@ -382,9 +359,7 @@ func launchAction(svc *ledger.Service, actor string, spec domain.FleetSpec) *mon
 	}
 }
 
-// fleetKind names a fleet by what it is made of: "a spot fleet of 5
-// instances", "an on-demand fleet of 5 instances", "a fleet of 5
-// instances (2 on-demand, 3 spot)".
+// fleetKind names a fleet by its make-up: "a spot fleet of 5 instances".
 func fleetKind(spec domain.FleetSpec) string {
 	n := spec.TargetCapacity
 	od := min(max(spec.OnDemandBase, 0), n)
@@ -397,7 +372,6 @@ func fleetKind(spec domain.FleetSpec) string {
 	return fmt.Sprintf("a fleet of %s (%d on-demand, %d spot)", plural(n, "instance"), od, n-od)
 }
 
-// fleetLines are the confirmation's terms, the cost first.
 func fleetLines(spec domain.FleetSpec, est ledger.FleetEstimate, now time.Time) []string {
 	var out []string
 	bills := est.Billing(spec, now)
@@ -489,8 +463,7 @@ func (v *fleetView) View() string {
 			title = "Scheduled"
 		}
 		b.WriteString("\n" + st.title.Render(title) + "\n")
-		// Wrapped at the field breaks: at 80 columns the price and the
-		// time of the last check are read whole.
+		// Wrapped at field breaks: at 80 columns each part is read whole.
 		parts := []string{orDash(v.row.ProviderRef), "state " + v.row.State,
 			fmt.Sprintf("instances %d/%d", v.fleet.Instances, max(v.fleet.Target, v.row.InstanceCount))}
 		if left := present.TimeLeft(v.row, v.c.now()); left != "-" {
@@ -518,8 +491,7 @@ func (v *fleetView) View() string {
 	return b.String()
 }
 
-// wrapIndent wraps an error under a two-space indent to the view's width:
-// its end says what to do.
+// wrapIndent wraps an error under a two-space indent: its end says what to do.
 func wrapIndent(s string, w int) string {
 	return strings.ReplaceAll(wordwrap(s, max(w-2, 1)), "\n", "\n  ")
 }

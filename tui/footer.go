@@ -7,12 +7,10 @@ import (
 	"github.com/charmbracelet/x/ansi"
 )
 
-// maxNoticeLines caps how many lines a footer message wraps to: a
-// refusal's end says what is accepted, so it is wrapped, not cut.
+// maxNoticeLines: a refusal's end says what is accepted, so it wraps, not cut.
 const maxNoticeLines = 3
 
-// setNotice shows (or, with an empty text, clears) the footer message and
-// gives the views the rows it frees or takes.
+// setNotice shows or clears the footer message and resizes the views.
 func (m *Model) setNotice(n noticeMsg) {
 	had := m.footerHeight()
 	m.notice = n
@@ -21,8 +19,7 @@ func (m *Model) setNotice(n noticeMsg) {
 	}
 }
 
-// footerHeight is how many lines the footer takes: one, or the wrapped
-// message.
+// footerHeight is one line, or the wrapped message.
 func (m *Model) footerHeight() int {
 	if m.c.height <= 0 {
 		return 0
@@ -39,10 +36,8 @@ func (m *Model) noticeLines() []string {
 	return strings.Split(ansi.Wrap(m.notice.text, max(m.c.width, 1), ""), "\n")
 }
 
-// footerLines are the footer: the transient message, or else the short
-// help: the active view's keys, cut to fit, then how to switch views, get
-// help and quit, which are never cut (at 80 columns the Market's keys
-// used to push "tab next view" off the line).
+// footerLines are the message, else the view's keys cut to fit, then tab, ?
+// and q, never cut.
 func (m *Model) footerLines() []string {
 	st := &m.c.styles
 	w, n := m.c.width, m.footerHeight()
@@ -83,9 +78,8 @@ func (m *Model) footerLines() []string {
 	return []string{mine + sep + global}
 }
 
-// shortHelp is help.Model's ShortHelpView cut to w cells. (The bubbles
-// one stops cutting once its ellipsis no longer fits, and then adds every
-// remaining key.)
+// shortHelp cuts to w cells: bubbles' ShortHelpView adds every remaining key
+// once its ellipsis no longer fits.
 func (m *Model) shortHelp(bindings []key.Binding, w int) string {
 	st := m.help.Styles
 	sep := st.ShortSeparator.Inline(true).Render(m.help.ShortSeparator)

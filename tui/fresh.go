@@ -13,21 +13,13 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// Fresh terms (issue 15.3): right before money moves the booking service
-// asks the provider for an offering's terms (or a fleet's prices) again,
-// and refuses to spend on any other than those shown — a
-// *ledger.TermsChangedError or *ledger.EstimateChangedError carrying
-// the new ones. The confirmation then shows the new terms in place of the
-// old, what changed first, and asks again: y then enter buys what it now
-// shows, never what it showed before, and never terms it did not show.
+// Fresh terms: the service refuses terms other than those shown; the box then
+// shows the new ones and asks again (docs/DESIGN.md, The TUI).
 
-// maxQuoteRenewals bounds the renewals a confirmation's quotes make in a
-// row without the user: a provider whose terms change at every look is
-// said to, rather than asked again for ever.
+// maxQuoteRenewals: a provider whose terms change at every look is said to.
 const maxQuoteRenewals = 3
 
-// termsChanged is the refusal of terms other than those shown in err,
-// nil when err is something else.
+// termsChanged is err as a refusal of changed terms, else nil.
 func termsChanged(err error) *ledger.TermsChangedError {
 	var tc *ledger.TermsChangedError
 	if errors.As(err, &tc) {
@@ -36,12 +28,8 @@ func termsChanged(err error) *ledger.TermsChangedError {
 	return nil
 }
 
-// renewBuy is the answer of the quote of a purchase of o when its terms
-// changed (tc) before the user could say yes: the box shows the purchase
-// on the new terms instead. What they are compared with is what the user
-// last could say yes to: o itself when o is what the table showed
-// (changed is nil), else the terms changed replaced — o came from a
-// renewal and was only on screen while being checked.
+// renewBuy shows the purchase of o on the changed terms tc; they are compared
+// with what the user last could say yes to (changed replaced, if o is renewed).
 func renewBuy(svc *ledger.Service, actor string, o domain.Offering, now time.Time, changed, tc *ledger.TermsChangedError, quoted int) quoteAnswer {
 	if quoted >= maxQuoteRenewals {
 		return quoteAnswer{err: fmt.Errorf("the terms changed %d times while being checked: nothing was bought; search again in a while: %w", quoted+1, tc)}
@@ -53,13 +41,11 @@ func renewBuy(svc *ledger.Service, actor string, o domain.Offering, now time.Tim
 	return quoteAnswer{renewed: buyAction(svc, actor, tc.Now, now, &ledger.TermsChangedError{Shown: seen, Now: tc.Now, Why: tc.Why}, quoted+1)}
 }
 
-// termsChange says what changed between the terms shown and those sold
-// now, the total first: one line of the renewed confirmation.
+// termsChange says what changed, the total first.
 func termsChange(tc *ledger.TermsChangedError) string {
 	was, now := tc.Shown, tc.Now
 	if ledger.SameTerms(was, now) {
-		// Changed and changed back while being checked (a later search,
-		// then the provider): what was shown stands, asked for again.
+		// Changed and changed back while being checked: what was shown stands.
 		return "Checked again with the provider: the terms are those shown before. Nothing was bought yet."
 	}
 	var diffs []string
@@ -89,8 +75,7 @@ func termsChange(tc *ledger.TermsChangedError) string {
 	return fmt.Sprintf("Changed since shown (%s): %s. Nothing was bought; the new terms follow.", tc.Why, strings.Join(diffs, "; "))
 }
 
-// termsTitle is the question of a purchase on renewed terms, the new
-// total first.
+// termsTitle is a renewed purchase's question, the new total first.
 func termsTitle(o domain.Offering, tc *ledger.TermsChangedError) string {
 	if ledger.SameTerms(tc.Shown, o) {
 		return fmt.Sprintf("Checked again: buy this %s for $%.2f?", offeringName(o), o.UpfrontUSD)
@@ -101,7 +86,6 @@ func termsTitle(o domain.Offering, tc *ledger.TermsChangedError) string {
 // stamp is a time of a change line, in UTC: both sides in one zone.
 func stamp(t time.Time) string { return t.UTC().Format("01-02 15:04 UTC") }
 
-// signedUSD writes +$12.50 or -$3.00.
 func signedUSD(d float64) string {
 	if d < 0 {
 		return fmt.Sprintf("-$%.2f", -d)
@@ -109,10 +93,8 @@ func signedUSD(d float64) string {
 	return fmt.Sprintf("+$%.2f", d)
 }
 
-// launchSend launches spec at the estimate est the box showed. With a
-// budget cap the booking service reads the prices again first; if the
-// fleet would cost more per hour than shown, nothing is launched and the
-// box shows the new estimate and asks again (relaunchAction).
+// launchSend launches spec at the estimate est shown; with a budget cap,
+// risen prices launch nothing and ask again (relaunchAction).
 func launchSend(svc *ledger.Service, actor string, spec domain.FleetSpec, est ledger.FleetEstimate) func(context.Context) outcome {
 	return func(ctx context.Context) outcome {
 		res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
@@ -127,9 +109,7 @@ func launchSend(svc *ledger.Service, actor string, spec domain.FleetSpec, est le
 		shown := err
 		switch {
 		case err == nil && res.Row.State == ledger.StateFailed:
-			// The cloud took the request and launched nothing (no spot
-			// capacity, no pool under the max price): nothing runs or
-			// bills, and the footer says so as a failure.
+			// Taken but nothing launched (no spot capacity): a failure, nothing bills.
 			shown = fmt.Errorf("not launched: %s (ledger row %s)", res.Row.Error, short(res.Row.ID))
 		case res.Row.State == ledger.StateScheduled && res.Row.ProviderRef == "":
 			notice = fmt.Sprintf("scheduled: gpumarket launches it at its start (ledger row %s)", short(res.Row.ID))
@@ -140,10 +120,7 @@ func launchSend(svc *ledger.Service, actor string, spec domain.FleetSpec, est le
 	}
 }
 
-// relaunchAction is the launch of spec at the estimate its prices give
-// now, which went up since the box showed the last: the new estimate
-// first, what changed, the dry run again, and y then enter launches at
-// it (the ledger records it).
+// relaunchAction launches spec at its risen estimate, shown and asked again.
 func relaunchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, ec *ledger.EstimateChangedError) *moneyAction {
 	sim := ""
 	if svc.Describe(spec.Provider).Simulated {

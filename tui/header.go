@@ -10,8 +10,7 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// compactBelow is the terminal height under which the header shrinks to
-// one line, leaving the rows to the table.
+// compactBelow is the height under which the header takes one line.
 const compactBelow = 14
 
 func (m *Model) headerHeight() int {
@@ -33,8 +32,7 @@ func (m *Model) headerHeight() int {
 	return min(n, m.c.height)
 }
 
-// simulated reports whether anything on screen comes from the simulated
-// market, so the badge is shown even before the first snapshot.
+// simulated shows the badge even before the first snapshot.
 func (m *Model) simulated() bool {
 	if m.snap != nil && (m.snap.Simulated() || m.simPools) {
 		return true
@@ -49,13 +47,11 @@ func (m *Model) simulated() bool {
 	return false
 }
 
-// header is the title and tab bar, then one line per source.
 func (m *Model) header() string {
 	st := &m.c.styles
 	w := m.c.width
 	title := m.titleLine(w)
 	if m.headerHeight() == 1 {
-		// compact: one word per source
 		var b strings.Builder
 		b.WriteString(title)
 		if n := len(m.c.idleAlerts); n > 0 {
@@ -80,10 +76,8 @@ func (m *Model) header() string {
 	return strings.Join(lines[:min(len(lines), m.headerHeight())], "\n")
 }
 
-// titleLine is the title, the tabs, the simulated badge, read-only and the
-// time of the data, said shorter step by step until it fits in w: at 80
-// columns a viewer of the simulated market still reads every part whole
-// (the time cut to "updated 06:22:3" read as a wrong time).
+// titleLine says the title, tabs, badges and data time shorter step by step
+// until it fits w: at 80 columns every part is read whole, never cut.
 func (m *Model) titleLine(w int) string {
 	st := &m.c.styles
 	var updated time.Time
@@ -99,9 +93,7 @@ func (m *Model) titleLine(w int) string {
 		{"gpumarket", " SIMULATED ", "updated ", "15:04:05", false},
 		{"gpumarket", " SIMULATED ", "", "15:04:05", false},
 		{"gpumarket", " SIMULATED ", "", "15:04:05", true},
-		// At 80 columns the seven tabs leave no room for the name: it
-		// goes before the badge is cut (the window title says it, and
-		// "SIM" or a time to the minute are read wrong).
+		// At 80 columns the name goes before the badge is cut.
 		{"", " SIMULATED ", "", "15:04:05", true},
 		{"gpumarket", " SIM ", "", "15:04", true},
 		{"", " SIM ", "", "15:04", true},
@@ -158,7 +150,6 @@ func (m *Model) sources() []feed.SourceStatus {
 	return m.snap.Sources
 }
 
-// sourceWord is a source in the compact header: name and a state glyph.
 func (m *Model) sourceWord(s feed.SourceStatus) string {
 	st := &m.c.styles
 	cached := m.cachedMark(s)
@@ -177,8 +168,7 @@ func (m *Model) sourceWord(s feed.SourceStatus) string {
 	return s.Provider + st.ok.Render(" ●")
 }
 
-// cachedMark is " cached HH:MM" while some of the source's prices are the
-// history cache's (a region has not answered since the start), else "".
+// cachedMark is " cached HH:MM" while some prices are the history cache's.
 func (m *Model) cachedMark(s feed.SourceStatus) string {
 	if s.CachedAt.IsZero() {
 		return ""
@@ -196,8 +186,7 @@ func failedRegions(s feed.SourceStatus) int {
 	return n
 }
 
-// sourceLine is a source's full status: state, back-fill progress, error
-// badges per region, staleness and its note.
+// sourceLine is a source's full status: state, progress, badges, staleness.
 func (m *Model) sourceLine(s feed.SourceStatus) string {
 	st := &m.c.styles
 	var b strings.Builder
@@ -221,7 +210,6 @@ func (m *Model) sourceLine(s feed.SourceStatus) string {
 	case loading:
 		b.WriteString(m.spin.View() + " loading")
 	case s.Stale:
-		// Not "live": the prices on screen are old.
 		b.WriteString(st.stale.Render("◌ stale"))
 		if !s.LastOK.IsZero() {
 			b.WriteString(st.stale.Render(" (data from " + s.LastOK.In(m.c.now().Location()).Format("15:04") + ")"))
@@ -230,7 +218,6 @@ func (m *Model) sourceLine(s feed.SourceStatus) string {
 		b.WriteString(st.badgeErr.Render(" no region answers "))
 	default:
 		if cached := m.cachedMark(s); cached != "" {
-			// Not "live": a region's prices are the cache's.
 			b.WriteString(st.stale.Render("◌" + cached))
 		} else {
 			b.WriteString(st.ok.Render("● live"))
@@ -244,8 +231,7 @@ func (m *Model) sourceLine(s feed.SourceStatus) string {
 	} else if n := len(s.Regions); n > 0 {
 		b.WriteString(st.dim.Render(" · " + plural(n, "region")))
 	}
-	// One badge per cause, naming its regions: thirty regions refused for
-	// the same reason are one line's worth, not thirty copies.
+	// One badge per cause, naming its regions, not thirty copies.
 	var causes []string
 	regionsOf := map[string][]string{}
 	for _, r := range s.Regions {
@@ -268,7 +254,6 @@ func (m *Model) sourceLine(s feed.SourceStatus) string {
 	return b.String()
 }
 
-// progressBar draws done/total as a bar of w cells.
 func progressBar(done, total, w int) string {
 	if total <= 0 || w <= 0 {
 		return ""
@@ -277,10 +262,7 @@ func progressBar(done, total, w int) string {
 	return "▕" + strings.Repeat("█", fill) + strings.Repeat("░", w-fill) + "▏"
 }
 
-// shortErr keeps the first line of an error for a badge, without the
-// leading context that names the region the badge already shows
-// ("describe spot prices in eu-west-1: UnauthorizedOperation" → the cause),
-// cut to n runes.
+// shortErr keeps an error's cause for a badge, cut to n runes.
 func shortErr(region, s string, n int) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
@@ -292,11 +274,7 @@ func shortErr(region, s string, n int) string {
 		}
 		s = s[i+2:]
 	}
-	// The AWS SDK puts the cause last, after the operation, the attempts
-	// and the HTTP status: "operation error EC2: DescribeSpotPriceHistory,
-	// exceeded maximum number of attempts, 3, https response error …
-	// api error UnauthorizedOperation: …" or "… dial tcp …: connect:
-	// connection refused". A badge has room for the cause only.
+	// The AWS SDK puts the cause last ("… api error UnauthorizedOperation: …").
 	if i := strings.Index(s, "api error "); i >= 0 {
 		s = s[i+len("api error "):]
 	} else if strings.HasPrefix(s, "operation error ") {
@@ -311,8 +289,7 @@ func shortErr(region, s string, n int) string {
 	return s
 }
 
-// idleAlertLine names the running capacity idle past budget.max_idle_pct:
-// the most idle first, and how many more.
+// idleAlertLine names the capacity idle past budget.max_idle_pct, most first.
 func idleAlertLine(a []ledger.Alert) string {
 	top := a[0]
 	for _, x := range a[1:] {

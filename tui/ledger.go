@@ -17,8 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// ledgerReload is how often the Ledger view rereads the ledger when the
-// market ticks: other sessions and processes write to it too.
+// ledgerReload: other sessions and processes write to the ledger too.
 const ledgerReload = 5 * time.Second
 
 type (
@@ -31,7 +30,6 @@ type (
 		// asked: r asked for it, so the footer says its answer.
 		asked bool
 	}
-	// fleetDeletedMsg follows a delete, whatever its answer.
 	fleetDeletedMsg struct{}
 	// fleetsNowMsg is ledger.FleetsNow's answer, asked after a load.
 	fleetsNowMsg struct {
@@ -54,8 +52,7 @@ func newLedgerKeys(g *globalKeys) ledgerKeys {
 	return k
 }
 
-// ledgerView lists what was booked or launched, current and upcoming
-// first with the time left (the workshop view), then newest first.
+// ledgerView lists the bookings, current and upcoming first, then newest first.
 type ledgerView struct {
 	owner
 	c    *common
@@ -75,12 +72,11 @@ type ledgerView struct {
 	ready bool // the first load (with reconciliation) is done
 	// changes is the service's change count at the last load.
 	changes uint64
-	// fleets is what the providers last said of the running fleets, by row
-	// id: asked after each load (from the service's cache), never per key.
+	// fleets is the running fleets' state by row id, asked after each load.
 	fleets      map[string]ledger.FleetNow
 	fleetsSeq   int
 	fleetsAsked bool
-	// states at the last load: a row that fails since is told in the footer.
+	// states at the last load, to tell a row that fails since.
 	states map[string]string
 	// jobs are the ledger's jobs, newest first, with their rows' ids.
 	jobs []jobLine
@@ -101,7 +97,6 @@ func (v *ledgerView) box() *confirmation  { return &v.confirm }
 func (v *ledgerView) escGoesHome()        {}
 func (v *ledgerView) slashFiltersMarket() {}
 
-// shown rereads the ledger this session wrote to while it was hidden.
 func (v *ledgerView) shown() tea.Cmd {
 	if v.ready && v.svc != nil && v.svc.Changes() != v.changes {
 		return v.load(false)
@@ -114,7 +109,6 @@ func (v *ledgerView) helpNote() string {
 		"A fleet's cost is the estimate of its first hour: a fleet bills until deleted."
 }
 
-// load reads the ledger; with reconcile it first settles unknown rows.
 func (v *ledgerView) load(reconcile bool) tea.Cmd {
 	if v.svc == nil || v.busy {
 		return nil
@@ -141,7 +135,6 @@ func (v *ledgerView) load(reconcile bool) tea.Cmd {
 	})
 }
 
-// reconciled says what the reconciliation r asked for did.
 func reconciled(rep *ledger.ReconcileReport) tea.Cmd {
 	switch {
 	case rep == nil:
@@ -176,7 +169,7 @@ func (v *ledgerView) Update(msg tea.Msg) (view, tea.Cmd) {
 	case tea.KeyPressMsg:
 		cmds = append(cmds, v.updateKey(msg))
 	}
-	// Written to by this session elsewhere: reread now, not at the reload.
+	// Written to elsewhere by this session: reread now.
 	if v.ready && v.svc != nil && v.svc.Changes() != v.changes {
 		cmds = append(cmds, v.load(false))
 	}
@@ -212,8 +205,7 @@ func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
 	return tea.Batch(v.askFleets(), told)
 }
 
-// failures says in the footer each row that failed since the last load:
-// this session may be on another view, or another session made it.
+// failures tells each row failed since the last load, whoever made it.
 func (v *ledgerView) failures(rows []ledger.Entry) tea.Cmd {
 	first := v.states == nil
 	var lines []string
@@ -232,7 +224,6 @@ func (v *ledgerView) failures(rows []ledger.Entry) tea.Cmd {
 	return notifyErr(errors.New(strings.Join(lines, "; ")))
 }
 
-// askFleets asks how many instances of each running fleet run now.
 func (v *ledgerView) askFleets() tea.Cmd {
 	if v.svc == nil || v.fleetsAsked || !slices.ContainsFunc(v.rows, ledger.LiveFleet) {
 		return nil
@@ -265,8 +256,7 @@ func (v *ledgerView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// deleteFleet is the money action behind d, for the fleet of the selected
-// row: nothing to quote, the fleet deleted through the ledger on y.
+// deleteFleet is the money action behind d: nothing to quote.
 func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
 	if v.cur >= len(v.rows) {
 		return nil, nil
@@ -280,7 +270,6 @@ func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
 	}
 	svc, id, actor := v.svc, r.ID, v.c.actor
 	if r.State == ledger.StateScheduled && r.ProviderRef == "" {
-		// Kept by gpumarket and not launched yet: nothing to call.
 		return &moneyAction{
 			title: "Cancel the scheduled fleet " + short(r.ID) + "?", verb: "cancel it", sending: "cancelling",
 			lines: []string{
@@ -309,8 +298,7 @@ func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
 	}, nil
 }
 
-// orderLedger puts current and upcoming blocks first (active, then by
-// start), then everything else newest first.
+// orderLedger puts current and upcoming blocks first, then newest first.
 func orderLedger(rows []ledger.Entry, now time.Time) []ledger.Entry {
 	out := append([]ledger.Entry(nil), rows...)
 	rank := func(r ledger.Entry) int {
@@ -340,7 +328,6 @@ func orderLedger(rows []ledger.Entry, now time.Time) []ledger.Entry {
 // dated: a block, a reservation or a fleet with a start.
 func dated(r ledger.Entry) bool { return ledger.Booked(r.Kind) || !r.Start.IsZero() }
 
-// short is the tail of a ledger id, enough to tell rows apart on screen.
 func short(id string) string {
 	if len(id) > 8 {
 		return "…" + id[len(id)-6:]
@@ -368,8 +355,7 @@ func (v *ledgerView) View() string {
 		status = "1 row"
 	}
 	if v.c.role != RoleViewer {
-		// Where the ledger lives is the operator's business, not a
-		// workshop attendee's.
+		// The ledger's path is the operator's business, not an attendee's.
 		status += " · " + v.svc.Store().Path()
 	}
 	if v.err != "" {
@@ -388,7 +374,6 @@ func (v *ledgerView) View() string {
 		b.WriteString("\n" + st.dim.Render(wrapIndent("  Nothing booked or launched yet. Blocks: b books an offering; Fleet: L launches.", v.w)))
 		return b.String()
 	}
-	// Under the cursor's row: its error, and the columns that did not fit.
 	var detail []string
 	cur := v.rows[min(v.cur, len(v.rows)-1)]
 	if cur.Error != "" {
@@ -403,7 +388,6 @@ func (v *ledgerView) View() string {
 		}
 	}
 	detail = detail[:min(len(detail), max(v.h-used-1, 0), 3)]
-	// The rows that fit, scrolled to keep the cursor and its lines in sight.
 	page := max(v.h-used-len(detail), 1)
 	first := max(0, min(v.cur-page+1, len(v.rows)-page))
 	for i := first; i < len(v.rows) && i < first+page; i++ {
@@ -426,7 +410,6 @@ func (v *ledgerView) View() string {
 	return b.String()
 }
 
-// ledgerRow is r as the Ledger view shows it at now.
 func (v *ledgerView) ledgerRow(r ledger.Entry, now time.Time) *present.LedgerRow {
 	lr := present.NewLedgerRow(r, now)
 	if f, ok := v.fleets[r.ID]; ok {

@@ -22,14 +22,12 @@ type marketView struct {
 	fkeys filterKeys
 
 	snap *feed.Snapshot
-	// shared derives the rows once for every session of the process; rs
-	// are the rows of snap this session shows.
+	// shared derives the rows once per process; rs are this session's.
 	shared *Shared
 	effKey string
 	rs     *marketRows
 	list   []int32 // into rs.rows, filtered and sorted: what the table shows
-	// listValid is false until list is built for the current filters and
-	// sort; after that live updates only move the rows that changed.
+	// listValid: once built, live updates only move the rows that changed.
 	listValid bool
 	moving    []bool  // scratch for resort, by row index
 	spare     []int32 // reused buffers for resort
@@ -69,8 +67,7 @@ func newMarket(c *common, shared *Shared, gpus, regions []string) *marketView {
 	return m
 }
 
-// applyStyles gives the filter input the session's styles, without a
-// blinking cursor: a blink is a redraw twice a second over SSH.
+// applyStyles: no blinking cursor, a blink redraws twice a second over SSH.
 func (m *marketView) applyStyles() {
 	st := textinput.DefaultStyles(true)
 	if m.c.styles.noColor {
@@ -105,7 +102,7 @@ func (m *marketView) helpNote() string {
 	}, "\n")
 }
 
-// capturing reports that the filter input wants every key, q and tab too.
+// capturing: the filter input wants every key, q and tab too.
 func (m *marketView) capturing() bool { return m.typing || m.prompt.open }
 
 func (m *marketView) SetSize(w, h int) {
@@ -115,8 +112,7 @@ func (m *marketView) SetSize(w, h int) {
 	m.scrollToCursor()
 }
 
-// fitColumns is fitTable over present.View in w cells, each with a space
-// after it: the shown columns' indices and their widths.
+// fitColumns is fitTable over present.View: shown column indices and widths.
 func fitColumns(w int) (cols, ws []int) {
 	all := present.MarketCols(present.View)
 	for _, c := range fitTable(all, w-1) {
@@ -285,15 +281,13 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 	return m, nil
 }
 
-// picked is what the Chart and the Fleet view act on: the marked pools,
-// or the one under the cursor.
+// picked: the marked pools, or the one under the cursor.
 func (m *marketView) picked() (keys []string, marked bool) {
 	keys = m.chartKeys()
 	return keys, m.markedCount() > 0
 }
 
-// chartKeys returns the marked pools still in the market, in the order
-// they were marked, or else the pool under the cursor.
+// chartKeys are the marked pools in mark order, else the cursor's.
 func (m *marketView) chartKeys() []string {
 	var keys []string
 	for _, k := range m.markOrder {
@@ -307,10 +301,8 @@ func (m *marketView) chartKeys() []string {
 	return keys
 }
 
-// row is the i-th row of the table.
 func (m *marketView) row(i int) *row { return m.rs.rows[m.list[i]] }
 
-// allRows is how many pools the snapshot shown has.
 func (m *marketView) allRows() int {
 	if m.rs == nil {
 		return 0
@@ -318,7 +310,6 @@ func (m *marketView) allRows() int {
 	return len(m.rs.rows)
 }
 
-// inMarket reports whether the pool k is in the snapshot shown.
 func (m *marketView) inMarket(k string) bool {
 	if m.rs == nil {
 		return false
@@ -327,7 +318,6 @@ func (m *marketView) inMarket(k string) bool {
 	return ok
 }
 
-// markedCount is how many marked pools are still in the market.
 func (m *marketView) markedCount() int {
 	n := 0
 	for _, k := range m.markOrder {
@@ -348,7 +338,6 @@ func (m *marketView) toggleMark(k string) {
 	m.markOrder = append(m.markOrder, k)
 }
 
-// distinct lists the values of a pool field present in the snapshot, sorted.
 func (m *marketView) distinct(field func(*feed.PoolView) string) []string {
 	set := map[string]bool{}
 	for i := range m.allRows() {
@@ -364,9 +353,7 @@ func (m *marketView) distinct(field func(*feed.PoolView) string) []string {
 	return out
 }
 
-// cycleFilter steps a one-value filter through the choices: all → first →
-// … → last → all. A filter of several values (from the command line) steps
-// to the first choice.
+// cycleFilter steps a filter all → first → … → last → all.
 func cycleFilter(cur, choices []string) []string {
 	if len(choices) == 0 {
 		return nil
@@ -401,7 +388,6 @@ func (m *marketView) View() string {
 	}
 	var b strings.Builder
 	st := &m.c.styles
-	// status / filter line
 	if m.typing {
 		b.WriteString(m.filter.View())
 	} else if m.prompt.open {
@@ -431,7 +417,6 @@ func (m *marketView) View() string {
 		return b.String()
 	}
 	ws := m.ws
-	// column header
 	var hdr strings.Builder
 	hdr.WriteString(strings.Repeat(" ", min(gutter, m.width)))
 	for i, c := range m.cols {
@@ -498,8 +483,7 @@ func (m *marketView) View() string {
 			line.WriteString(cell)
 			line.WriteByte(' ')
 		}
-		// The cells add up to at most the width (fitColumns), so the line
-		// needs no measuring.
+		// The cells fit the width (fitColumns): no measuring.
 		if cur {
 			b.WriteString(st.pCursor.wrap(fit(line.String(), m.width, false)))
 		} else {
@@ -509,8 +493,7 @@ func (m *marketView) View() string {
 	return b.String()
 }
 
-// snapshotFailed reports whether a source or region of the snapshot
-// failed and none is still loading: there is nothing left to wait for.
+// snapshotFailed: something failed and nothing is loading.
 func snapshotFailed(s *feed.Snapshot) bool {
 	if s == nil {
 		return false

@@ -11,15 +11,11 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// Shared is what the sessions of one process derive from the market once
-// for all of them: the Market view's rows of each snapshot, window and job.
-// A session keeps only its own cursor, filters, sort and marks, as indices
-// over the shared rows. Build one per process (NewShared) and give it to
-// every session's Options; it is safe for concurrent use.
+// Shared derives the Market's rows once per process for every session, which
+// keeps only its cursor, filters, sort and marks; safe for concurrent use.
 type Shared struct {
 	mu sync.Mutex
-	// latest is the newest rows of each window and job; older ones are
-	// kept only by the sessions still showing them.
+	// latest is the newest rows of each window and job.
 	latest map[rowsKind]*marketRows
 	nextID uint64
 }
@@ -35,8 +31,7 @@ type rowsKind struct {
 	eff    string // the job's basis, printed: Basis holds a map
 }
 
-// marketRows are the rows of one snapshot, window and job, in snapshot
-// order. Never written after they are made (see row.shown).
+// marketRows are one snapshot's rows for a window and job, immutable.
 type marketRows struct {
 	id   uint64
 	snap *feed.Snapshot
@@ -45,9 +40,8 @@ type marketRows struct {
 	rows []*row
 	// byKey is the index of each pool's row.
 	byKey map[string]int32
-	// prevID is the rows these were made from; when sameLayout, the same
-	// index is the same pool in both, and changed are the indices of the
-	// rows derived again: a session showing prevID moves only those.
+	// prevID is the rows these came from; when sameLayout, changed are the
+	// indices derived again, all a session on prevID moves.
 	prevID     uint64
 	sameLayout bool
 	changed    []int32
@@ -57,9 +51,8 @@ type marketRows struct {
 
 func effKey(b planner.Basis) string { return fmt.Sprintf("%+v", b) }
 
-// rows returns the rows of snapshot s over the window for the job eff.
-// from and to are the window's span, used for the pools derived now; have
-// is what the asking session shows, the base when nothing shared fits.
+// rows returns s's rows over the window for eff; have is the session's own,
+// the base when nothing shared fits.
 func (sh *Shared) rows(s *feed.Snapshot, window time.Duration, eff planner.Basis, ek string, from, to int64, have *marketRows) *marketRows {
 	kind := rowsKind{window: window, eff: ek}
 	sh.mu.Lock()
@@ -74,8 +67,7 @@ func (sh *Shared) rows(s *feed.Snapshot, window time.Duration, eff planner.Basis
 	sh.nextID++
 	rs := buildRows(sh.nextID, s, kind, eff, from, to, base)
 	sh.latest[kind] = rs
-	// Windows nobody moved to the newest snapshot are dropped from the
-	// cache; a session still on one keeps its own reference.
+	// Windows not moved to the newest snapshot leave the cache.
 	for k, o := range sh.latest {
 		if o.snap.Seq+2 < s.Seq {
 			delete(sh.latest, k)
@@ -84,9 +76,7 @@ func (sh *Shared) rows(s *feed.Snapshot, window time.Duration, eff planner.Basis
 	return rs
 }
 
-// buildRows derives the rows of s, taking from base (an earlier snapshot's
-// rows, or the same snapshot's over another window) every pool that did
-// not change.
+// buildRows derives s's rows, reusing base's for pools that did not change.
 func buildRows(id uint64, s *feed.Snapshot, kind rowsKind, eff planner.Basis, from, to int64, base *marketRows) *marketRows {
 	rs := &marketRows{id: id, snap: s, kind: kind, eff: eff, rows: make([]*row, len(s.Pools))}
 	sameLayout := base != nil && len(base.rows) == len(s.Pools)
@@ -116,8 +106,7 @@ func buildRows(id uint64, s *feed.Snapshot, kind rowsKind, eff planner.Basis, fr
 			r = old.rewindow(from, to)
 		}
 		if windowedSort {
-			// A windowed sort reads the window's figures: made here, once,
-			// so that no session fills them in a shared row.
+			// A windowed sort's figures are made here once, not in a shared row.
 			r.Window()
 		}
 		rs.rows[i] = r

@@ -16,11 +16,8 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// carryOut is the money action behind b: the selected strategy carried
-// out through the booking service. A strategy with an offering books it;
-// the others launch the fleet they imply. Either way the confirmation
-// says, beside the terms, what the plan expects and what of it is not
-// automated: the cloud runs capacity, not the strategy.
+// carryOut is the money action behind b: a strategy's offering is booked, other
+// strategies launch their fleet; notes say what is not automated.
 func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 	if len(v.res.results) == 0 || v.cur >= len(v.res.results) {
 		return nil, notifyHere("no plan to carry out: r runs the plan")
@@ -34,8 +31,7 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 		}
 		v.pending = &planner.Held{Kind: o.Terms().Kind, Model: o.GPU.Model, GPUs: o.GPUCount(), Start: o.Start, End: o.End}
 		a := bookAction(v.svc, v.c.actor, o, now)
-		// Notes, not terms: they stay under the new terms if the
-		// provider sells the block on others now.
+		// Notes, not terms: they survive renewed terms.
 		a.notes = append(v.planLines(r), bookNotes(r, o, v.res.terms.job, v.res.pools, now)...)
 		return a, nil
 	}
@@ -48,9 +44,7 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 	if err != nil {
 		return nil, notifyErrHere(err)
 	}
-	// Scheduled from the plan's start to its deadline, by the cloud where
-	// it keeps schedules, else by gpumarket's reconcile loop: the plan's
-	// spending starts and stops with its window.
+	// Scheduled over the plan's window, by the cloud or gpumarket's reconcile loop.
 	job := v.res.terms.job
 	if job.Start.After(now) {
 		spec.Start = job.Start
@@ -58,8 +52,6 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 	if job.Deadline.After(now) {
 		spec.End = job.Deadline
 	}
-	// The fleet holds the job's GPUs over its window: a plan's
-	// strategy carried out, whatever spot then gives it.
 	p0 := v.res.pools[r.Pools[0]]
 	v.pending = &planner.Held{Kind: domain.KindFleet, Model: p0.GPUModel, GPUs: float64(spec.TargetCapacity) * p0.GPUsPerInstance,
 		Start: domain.Later(spec.Start, now), End: spec.End}
@@ -73,8 +65,7 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 	return a, nil
 }
 
-// planLines say which plan the action carries out and what it expects,
-// for the confirmation.
+// planLines say which plan the action carries out and what it expects.
 func (v *planView) planLines(r planner.Result) []string {
 	loc := v.c.now().Location()
 	return []string{fmt.Sprintf("Plan #%s (%s) %s: expected $%.2f, p95 $%.2f, on time in %.1f %% of %s runs — a model, not a quote.",
@@ -100,11 +91,8 @@ func bookNotes(r planner.Result, o domain.Offering, job planner.Job, pools map[s
 	return append(out, "Not automated: "+strings.Join(undone, "; ")+".")
 }
 
-// planFleet is the fleet a strategy implies: the pools of its provider
-// and region that share its first pool's GPUs per instance (a fleet is
-// one provider's, in one region, and counts instances), enough of them
-// for the job's GPUs; on-demand for the on-demand strategy, spot
-// otherwise. left are the plan's pools the fleet does not hold.
+// planFleet is a strategy's fleet: its first pool's provider, region and GPUs
+// per instance, enough for the job; left are the pools it does not hold.
 func planFleet(r planner.Result, pools map[string]planner.Pool, job planner.Job) (domain.FleetSpec, []planner.Pool, error) {
 	var spec domain.FleetSpec
 	if len(r.Pools) == 0 {
@@ -134,8 +122,7 @@ func planFleet(r planner.Result, pools map[string]planner.Pool, job planner.Job)
 		}
 	}
 	if r.Strategy == planner.StrategyOnDemand {
-		// On-demand is priced the same in every zone: any zone with
-		// capacity will do.
+		// On-demand costs the same in every zone.
 		spec.OnDemandBase, spec.Zones = spec.TargetCapacity, nil
 	}
 	if spec.TargetCapacity < 1 {
@@ -144,8 +131,7 @@ func planFleet(r planner.Result, pools map[string]planner.Pool, job planner.Job)
 	return spec, left, nil
 }
 
-// fleetTitle is the confirmation's question, saying when the fleet
-// starts: at the plan's start, or now.
+// fleetTitle says when the fleet starts: at the plan's start, or now.
 func fleetTitle(spec domain.FleetSpec, simulated bool, now time.Time) string {
 	sim := ""
 	if simulated {
@@ -157,9 +143,7 @@ func fleetTitle(spec domain.FleetSpec, simulated bool, now time.Time) string {
 	return fmt.Sprintf("Launch %s in %s?%s", fleetKind(spec), spec.Region, sim)
 }
 
-// fleetNotes say when the fleet runs and ends, and what of the strategy
-// neither the cloud nor gpumarket does: short, so that at 80×24 the
-// confirmation shows them whole with the terms and the prompt.
+// fleetNotes are short so that at 80×24 the box shows them whole.
 func fleetNotes(r planner.Result, spec domain.FleetSpec, left []planner.Pool, pools map[string]planner.Pool, now time.Time, desc domain.Descriptor) []string {
 	when := func(t time.Time) string {
 		return fmt.Sprintf("%s (%s UTC)", t.In(now.Location()).Format("Mon 01-02 15:04"), t.UTC().Format("15:04"))
@@ -183,8 +167,7 @@ func fleetNotes(r planner.Result, spec domain.FleetSpec, left []planner.Pool, po
 	}
 	var undone []string
 	if len(left) > 0 {
-		// Named by region, or by type where the pool shares the fleet's
-		// region but not its GPUs per instance (a fleet counts instances).
+		// Named by region, or by type where only the GPUs per instance differ.
 		var where []string
 		for _, p := range left {
 			w := p.Provider + " " + p.Region
@@ -222,7 +205,6 @@ func roundDur(d time.Duration) string {
 	return fmt.Sprintf("%dm", int(d.Round(time.Minute).Minutes()))
 }
 
-// thousands writes 10000 as 10,000.
 func thousands(n int) string {
 	s := fmt.Sprint(n)
 	for i := len(s) - 3; i > 0; i -= 3 {

@@ -9,12 +9,10 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// planChartMin is the fewest lines the chart is drawn in: four rows of
-// points and the axis.
+// planChartMin is four rows of points and the axis.
 const planChartMin = 5
 
-// rowLabel is the mark of the i-th strategy in the table and the chart:
-// 1-9, then a-z.
+// rowLabel marks the i-th strategy: 1-9, then a-z.
 func rowLabel(i int) string {
 	switch {
 	case i < 9:
@@ -25,14 +23,11 @@ func rowLabel(i int) string {
 	return "+"
 }
 
-// maxNines is where the on-time axis ends: late in at most 0.01 % of the
-// runs (one in 10,000) counts as always on time.
+// maxNines: late in at most one run in 10,000 counts as always on time.
 const maxNines = 4
 
-// nines places an on-time share on the chart's axis by its nines: 0 %
-// at 0, 90 % at 1, 99 % at 2, 99.9 % at 3, 100 % at 4. A linear axis
-// would put 99 % and 100 % in one cell, yet one late run in a hundred
-// against none is what a deadline is about.
+// nines places an on-time share by its nines (90 % at 1, 99 % at 2): linear,
+// 99 % and 100 % would share a cell, yet that is what a deadline is about.
 func nines(onTimePct float64) float64 {
 	late := 1 - onTimePct/100
 	if late <= math.Pow(10, -maxNines) {
@@ -41,13 +36,8 @@ func nines(onTimePct float64) float64 {
 	return math.Min(math.Max(-math.Log10(late), 0), maxNines)
 }
 
-// planChart draws the strategies as points of expected cost (up) against
-// the chance of finishing on time (across, by its nines), each marked
-// with its row's label, the better-ranked on top where two meet and the
-// selected one over all, highlighted; the on-time threshold is a dotted
-// line. It is h lines of w cells, or "" when that is too small to read.
-// A scatter of text cells rather than a line graph: the points are
-// strategies, not a series.
+// planChart scatters the strategies by expected cost against on-time nines,
+// labelled, the better-ranked and the selected on top; "" when too small.
 func planChart(rs []planner.Result, sel int, onTime float64, w, h int, st *styles) string {
 	if len(rs) == 0 || h < planChartMin {
 		return ""
@@ -91,8 +81,7 @@ func planChart(rs []planner.Result, sel int, onTime float64, w, h int, st *style
 			grid[i][tc] = st.dim.Render("┊")
 		}
 	}
-	// Worst-ranked first, so the better-ranked end on top; the selected
-	// one last.
+	// Worst-ranked first, so the better end on top; the selected last.
 	for i := len(rs) - 1; i >= 0; i-- {
 		if i != sel {
 			grid[row(rs[i].ExpectedCostUSD)][col(rs[i].OnTimePct)] = rowLabel(i)
@@ -116,17 +105,14 @@ func planChart(rs []planner.Result, sel int, onTime float64, w, h int, st *style
 	return b.String()
 }
 
-// xAxis is the chart's bottom line, pw cells: a tick label at each nine
-// (0%, 90%, 99%, 99.9%, 100%) that fits, the threshold under its line,
-// and what the axes are where there is room.
+// xAxis is the bottom line: the nines' labels that fit and the threshold.
 func xAxis(pw int, lo, onTime float64, tc int, col func(float64) int) string {
 	line := []rune(strings.Repeat("─", pw))
 	free := make([]bool, pw)
 	for i := range free {
 		free[i] = true
 	}
-	// put writes s at at if its cells, and gap cells either side, are
-	// free, so labels never run together.
+	// put writes s at at only if it and gap cells around are free.
 	put := func(at int, s string, gap int) bool {
 		r := []rune(s)
 		if at < 0 || at+len(r) > pw {

@@ -14,36 +14,28 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// planRuns is how many Monte Carlo runs a plan makes, as `gpumarket
-// plan` does by default.
+// planRuns is `gpumarket plan`'s default.
 const planRuns = 10000
 
-// planSearchTimeout bounds a plan's offering searches: a cloud that does
-// not answer must not leave the view planning for ever.
+// planSearchTimeout: a silent cloud must not leave the view planning for ever.
 const planSearchTimeout = time.Minute
 
-// planMsg is a plan's answer: the ranked strategies and what they were
-// made of, so the chosen one can be carried out as it was shown.
+// planMsg is a plan's answer with what it was made of, to carry out as shown.
 type planMsg struct {
 	seq   int
 	terms planTerms
-	// results are ranked: on time at least terms.onTime first, cheapest
-	// expected first.
+	// results are ranked: on time enough first, then cheapest expected.
 	results []planner.Result
-	// pools and offers are the market the plan was made on, by key and
-	// id: what carrying a strategy out launches or books.
+	// pools and offers are the market the plan was made on.
 	pools  map[string]planner.Pool
 	offers map[string]domain.Offering
-	// failed are the providers, or regions of one ("aws us-west-2"),
-	// whose offering search was refused or not answered: the plan was
-	// made without their blocks.
+	// failed are the providers or regions whose offering search failed.
 	failed map[string]error
 	err    error
 	at     time.Time
 }
 
-// planInput is what a plan needs, copied off the model before the task
-// runs on another goroutine.
+// planInput is copied off the model before the task runs.
 type planInput struct {
 	seq    int
 	terms  planTerms
@@ -54,17 +46,15 @@ type planInput struct {
 	now    time.Time
 }
 
-// planPools are the snapshot's pools of the job's models in its regions,
-// as `gpumarket plan` reads them (present.PlanPools).
+// planPools are read as `gpumarket plan` does (present.PlanPools).
 func planPools(snap *feed.Snapshot, t planTerms, priors planner.Priors) []planner.Pool {
 	return present.PlanPools(snap, t.job.Models, func(p domain.Pool) bool {
 		return len(t.regions) == 0 || slices.Contains(t.regions, p.Region)
 	}, priors)
 }
 
-// makePlan searches the offerings the job could use through the booking
-// service (so a block the plan shows can be booked by its id) and plans
-// the job on them and the pools. It runs off the UI goroutine.
+// makePlan searches offerings through the booking service (bookable by id)
+// and plans the job on them and the pools.
 func makePlan(ctx context.Context, in planInput) planMsg {
 	out := planMsg{seq: in.seq, terms: in.terms, at: in.now, failed: map[string]error{},
 		pools: map[string]planner.Pool{}, offers: map[string]domain.Offering{}}
@@ -77,8 +67,7 @@ func makePlan(ctx context.Context, in planInput) planMsg {
 		for _, q := range planner.BlockQueries(in.terms.job, in.now, in.speeds) {
 			q.Regions = in.terms.regions
 			res, err := in.svc.FindOfferings(sctx, q)
-			// Every provider, or region of one, that did not answer: the
-			// plan is made without its offerings, and says so.
+			// A source that did not answer: planned without it, and said.
 			for _, w := range res.Warnings {
 				name := strings.TrimSpace(w.Provider + " " + w.Region)
 				if _, seen := out.failed[name]; !seen {
@@ -108,9 +97,7 @@ func makePlan(ctx context.Context, in planInput) planMsg {
 	return out
 }
 
-// ownFleets is what the user's spot fleets met per pool, from the usage
-// the ledger keeps, as `gpumarket plan` reads it; nothing when there is
-// no ledger or it cannot be read.
+// ownFleets is what the user's spot fleets met per pool, as `plan` reads it.
 func ownFleets(ctx context.Context, svc *ledger.Service, now time.Time) planner.Own {
 	if svc == nil || svc.Store() == nil {
 		return nil

@@ -1,8 +1,5 @@
-// Package tui is gpumarket's terminal UI: a Bubble Tea root model over
-// views (Market, Chart, Blocks, Plan, Fleet, Ledger, Usage, Alerts) fed by
-// a hub subscription and the watch's alerts.
-// One Model serves one session; nothing is shared between sessions but the
-// hub and the booking service.
+// Package tui is gpumarket's terminal UI: one Bubble Tea model per session
+// over the views, fed by the hub and the watch's alerts.
 package tui
 
 import (
@@ -29,57 +26,42 @@ import (
 type Role int
 
 const (
-	// RoleBooker is the local user (or an SSH user granted booking): may
-	// spend money after confirmation.
+	// RoleBooker may spend money after confirmation.
 	RoleBooker Role = iota
-	// RoleViewer is a read-only SSH session: it watches the market and
-	// cannot book or launch anything.
+	// RoleViewer is a read-only SSH session.
 	RoleViewer
 )
 
 // Options configure one TUI session.
 type Options struct {
-	// Hub is the market feed; the model subscribes to it. The caller runs
-	// it (feed.Run).
+	// Hub is the market feed; the caller runs it (feed.Run).
 	Hub *feed.Hub
 	// Window is the initial history window (default 24h).
 	Window time.Duration
 	// GPUs and Regions are the initial filters; empty shows everything.
 	GPUs, Regions []string
-	// Effective is the job the EFF $/GPU-H column prices pools for
-	// (config plan.*); the zero value means planner.DefaultBasis. The
-	// Plan view's form starts from it too.
+	// Effective is the job the EFF $/GPU-H column prices pools for; zero means planner.DefaultBasis.
 	Effective planner.Basis
-	// Speeds are the GPU models' relative speeds the Plan view plans
-	// with (config plan.speed); nil means planner.DefaultSpeeds.
+	// Speeds are the Plan view's relative GPU speeds; nil means planner.DefaultSpeeds.
 	Speeds planner.Speeds
 	Role   Role
-	// Actor is who is at the keyboard, for the ledger ("local:alice",
-	// "ssh:SHA256:… alice@laptop").
+	// Actor is who is at the keyboard, for the ledger ("local:alice").
 	Actor string
 	// NoColor turns every colour and text attribute off (NO_COLOR).
 	NoColor bool
-	// Now is the clock (default time.Now); its Location is the zone the
-	// chart's time labels are in.
+	// Now is the clock; its Location is the chart's time zone.
 	Now func() time.Time
 	// Context is the session's context; the hub subscription ends with it.
 	Context context.Context
 	// Logger receives diagnostics; it must not write to the terminal.
 	Logger *slog.Logger
-	// Booking runs every money-spending action through the ledger; nil
-	// means the Blocks, Fleet and Ledger views say nothing can be booked
-	// here.
+	// Booking runs every money-spending action; nil means nothing can be booked.
 	Booking *ledger.Service
-	// Usage reports what was bought and how much of it was used (the
-	// Usage view, the header's idle alert); one tracker serves every
-	// session of a process. Nil: the view says there is no ledger.
+	// Usage is the process's one usage tracker; nil means no ledger.
 	Usage *ledger.Tracker
-	// Watch is the process's one evaluator of the alert rules, shared by
-	// every session (alerts.go); nil means no Alerts view.
+	// Watch is the process's one alert evaluator; nil means no Alerts view.
 	Watch *watch.Evaluator
-	// Shared is what the process's sessions derive from the market once
-	// for all of them (NewShared, one per process); nil gives the session
-	// one of its own.
+	// Shared is derived from the market once per process; nil gives one per session.
 	Shared *Shared
 }
 
@@ -87,55 +69,46 @@ type Options struct {
 type (
 	snapshotMsg  struct{ snap *feed.Snapshot }
 	subClosedMsg struct{}
-	// windowChangedMsg says the window changed; capped, when set, is why
-	// it is not the one asked for.
+	// capped, when set, is why the window is not the one asked for.
 	windowChangedMsg struct{ capped string }
 	stylesChangedMsg struct{}
 	// noticeMsg is a transient footer message.
 	noticeMsg struct {
 		text string
 		err  bool
-		// scoped is news about the view on screen (a filter, a sort, the
-		// window): it goes when another view is shown, where it would be
-		// stale ("region: ap-south-1" under the Ledger).
+		// scoped news (a filter, the window) goes when another view is shown.
 		scoped bool
 	}
 	noticeExpiredMsg struct{ id int }
 )
 
-// notify returns a command that shows text in the footer for a while.
 func notify(text string) tea.Cmd {
 	return func() tea.Msg { return noticeMsg{text: text} }
 }
 
-// notifyHere is notify for news about the view on screen, which showing
-// another view clears.
+// notifyHere is notify for news about the view on screen.
 func notifyHere(text string) tea.Cmd {
 	return func() tea.Msg { return noticeMsg{text: text, scoped: true} }
 }
 
-// notifyErrHere is notifyErr for a refusal of what the view on screen
-// holds (its form, its marks), which showing another view clears.
+// notifyErrHere is notifyErr for news about the view on screen.
 func notifyErrHere(err error) tea.Cmd {
 	return func() tea.Msg { return noticeMsg{text: err.Error(), err: true, scoped: true} }
 }
 
-// notifyErr shows an error in the footer: errors are messages, never panics
-// or prints.
+// notifyErr shows an error in the footer: never a panic or a print.
 func notifyErr(err error) tea.Cmd {
 	return func() tea.Msg { return noticeMsg{text: err.Error(), err: true} }
 }
 
-// noticeFor is how long a footer message stays.
 const noticeFor = 4 * time.Second
 
-// Model is the root of one TUI session. It implements tea.Model.
+// Model is the root of one TUI session.
 type Model struct {
 	opt   Options
 	c     *common
 	views []view
-	// market is home: esc goes back to it, / filters it, the Chart and
-	// the Fleet view act on its picks.
+	// market is home: esc goes back to it; the Chart and Fleet act on its picks.
 	market *marketView
 	active int
 	prev   int
@@ -149,19 +122,16 @@ type Model struct {
 	notice  noticeMsg
 	noticeN int
 	isDark  bool
-	// simPools is set when any pool of the snapshot is simulated, whatever
-	// its source is called: the badge must not depend on a name.
+	// simPools: any pool is simulated, whatever its source is called.
 	simPools bool
 
-	// alertSub wakes the session when the watch has alerts; alertSeen is
-	// the newest alert it has been told, unseen how many it has not seen
-	// in the Alerts view (the header's badge).
+	// alertSeen is the newest alert told; unseen counts those not yet seen.
 	alertSub  <-chan struct{}
 	alertSeen int64
 	unseen    int
 }
 
-// New builds a session's model. It does not subscribe until Init.
+// New builds a session's model; it subscribes in Init.
 func New(opt Options) *Model {
 	if opt.Window <= 0 {
 		opt.Window = 24 * time.Hour
@@ -198,7 +168,7 @@ func New(opt Options) *Model {
 		watch:  opt.Watch,
 	}
 	m := &Model{opt: opt, c: c, isDark: true}
-	// The views, in tab order: a new view is one line here.
+	// The views, in tab order.
 	m.market = addView(m, newMarket(c, opt.Shared, opt.GPUs, opt.Regions))
 	addView(m, newChart(c))
 	addView(m, newBlocksView(c, opt.Context, opt.Booking, opt.GPUs))
@@ -216,8 +186,7 @@ func New(opt Options) *Model {
 	return m
 }
 
-// addView adds a view to the session's tabs and gives it its id, with
-// which its commands' results come back to it.
+// addView adds a tab and gives the view the id its results come back by.
 func addView[V view](m *Model, v V) V {
 	if o, ok := any(v).(interface{ setID(viewID) }); ok {
 		o.setID(viewID(len(m.views)))
@@ -232,8 +201,7 @@ func (m *Model) applyStyles() {
 	m.market.applyStyles()
 }
 
-// readOnly reports whether this session may not spend money (the header
-// says so; the confirmation refuses every money key).
+// readOnly: the header says so and the confirmation refuses money keys.
 func (m *Model) readOnly() bool { return m.c.role == RoleViewer }
 
 // Init subscribes to the hub and asks the terminal for its background.
@@ -247,7 +215,6 @@ func (m *Model) Init() tea.Cmd {
 	return tea.Batch(cmds...)
 }
 
-// waitSnapshot receives one snapshot; the root re-arms it after each.
 func waitSnapshot(ch <-chan *feed.Snapshot) tea.Cmd {
 	return func() tea.Msg {
 		s, ok := <-ch
@@ -265,7 +232,6 @@ func (m *Model) bodyHeight() int {
 func (m *Model) resize() {
 	for _, v := range m.views {
 		v.SetSize(m.c.width, m.bodyHeight())
-		// The box is shown in the body in the view's place.
 		if c, ok := v.(confirmer); ok {
 			c.box().setSize(m.c.width, m.bodyHeight())
 		}
@@ -321,8 +287,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.sub = nil
 		return m, notifyErr(errors.New("the market feed has stopped; the prices shown are the last known"))
 	case spinner.TickMsg:
-		// Let the chain of ticks die when nothing loads, so an idle
-		// session sends nothing over the wire.
+		// Let the ticks die when idle, so an idle session sends nothing.
 		if !m.loading() {
 			m.spinOn = false
 			return m, nil
@@ -347,7 +312,6 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	case resultMsg:
-		// To the view that asked, shown or not.
 		if i := int(msg.to); i >= 0 && i < len(m.views) {
 			hadHeader := m.headerHeight()
 			v, cmd := m.views[i].Update(msg.msg)
@@ -404,13 +368,10 @@ func (m *Model) updateKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		case key.Matches(msg, g.PrevView):
 			return m, m.switchTo((m.active + len(m.views) - 1) % len(m.views))
 		}
-		// esc, with no form or confirmation open, goes home; the Chart's
-		// esc returns to where enter came from.
+		// esc with nothing open goes home; the Chart's esc returns where it came from.
 		if _, ok := m.views[m.active].(escHomer); ok && key.Matches(msg, g.Back) {
 			return m, m.switchTo(m.indexOf(m.market))
 		}
-		// A view with nothing to filter hands / to the Market, which
-		// opens its filter.
 		if _, ok := m.views[m.active].(marketFilterer); ok && key.Matches(msg, g.Filter) {
 			m.switchTo(m.indexOf(m.market))
 		}
@@ -420,8 +381,7 @@ func (m *Model) updateKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	return m, cmd
 }
 
-// capturing reports whether the active view wants every key: a text
-// input, or a confirmation, is open.
+// capturing: a text input or a confirmation takes every key.
 func (m *Model) capturing() bool {
 	v := m.views[m.active]
 	if c, ok := v.(confirmer); ok && c.box().open {
@@ -455,8 +415,7 @@ func (m *Model) switchTo(i int) tea.Cmd {
 	return nil
 }
 
-// broadcast gives a message to every view (snapshots, window and style
-// changes concern hidden views too).
+// broadcast: hidden views need snapshots and window and style changes too.
 func (m *Model) broadcast(msg tea.Msg) tea.Cmd {
 	var cmds []tea.Cmd
 	for i, v := range m.views {
@@ -467,7 +426,6 @@ func (m *Model) broadcast(msg tea.Msg) tea.Cmd {
 	return tea.Batch(cmds...)
 }
 
-// loading reports whether any source is still back-filling.
 func (m *Model) loading() bool {
 	if m.snap == nil {
 		return m.opt.Hub != nil
@@ -506,7 +464,6 @@ func (m *Model) View() tea.View {
 		} else if m.full {
 			body = m.help.FullHelpView(active.KeyMap().FullHelp())
 			if n, ok := active.(helpNoter); ok {
-				// Wrapped, not clipped: the notes are sentences.
 				body += "\n\n" + m.c.styles.dim.Render(wordwrap(n.helpNote(), w))
 			}
 		} else {
@@ -522,10 +479,7 @@ func (m *Model) View() tea.View {
 	return v
 }
 
-// Run runs a session on the terminal (or on the input and output given as
-// program options, as the SSH server does) in the alternate screen until
-// the user quits or ctx ends. Quitting returns nil and leaves the terminal
-// as it was.
+// Run runs a session in the alternate screen until quit or ctx ends.
 func Run(ctx context.Context, opt Options, popts ...tea.ProgramOption) error {
 	if opt.Context == nil {
 		opt.Context = ctx

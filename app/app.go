@@ -217,11 +217,12 @@ func (a *App) Booking(ps []domain.Provider, timeout time.Duration) (*ledger.Serv
 	}
 	b := a.s.Config.Budget
 	return ledger.New(st, ps, ledger.Options{
-		Budget:  ledger.Budget{MaxBookingUSD: b.MaxBookingUSD, MaxDailyUSD: b.MaxDailyUSD, ConfigPath: a.s.Config.Path},
-		Logger:  a.s.Log,
-		Timeout: timeout,
-		Actor:   LocalActor(),
-		Now:     a.s.Now,
+		Budget:   ledger.Budget{MaxBookingUSD: b.MaxBookingUSD, MaxDailyUSD: b.MaxDailyUSD, ConfigPath: a.s.Config.Path},
+		Logger:   a.s.Log,
+		Timeout:  timeout,
+		Actor:    LocalActor(),
+		Now:      a.s.Now,
+		Describe: a.table.Describe,
 	}), nil
 }
 

@@ -1,10 +1,13 @@
 package app
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // TestProviderTableMatchesConfig: the names a config file may give are
@@ -24,5 +27,25 @@ func TestProviderTableMatchesConfig(t *testing.T) {
 	}
 	if DefaultTable().Fallback() != "sim" {
 		t.Errorf("with no provider named, the source is %q, want the simulated market", DefaultTable().Fallback())
+	}
+}
+
+// A ledger row of a provider this run does not use (an AWS fleet seen from
+// a run on the simulated market) is described by its row of the table, so
+// views name its cloud and who keeps its schedule.
+func TestBookingDescribesProvidersNotInUse(t *testing.T) {
+	s := simSettings(t, domain.Query{Providers: []string{"sim"}})
+	a := New(context.Background(), s, DefaultTable(), nil)
+	defer a.Close()
+	svc, err := a.Booking(nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := svc.Describe("aws")
+	if d.CloudName() != "AWS" || ledger.KeeperOf(d) != ledger.KeptByCloud {
+		t.Errorf("aws not in use: %+v (kept by %q), want AWS's row, kept by the cloud", d, ledger.KeeperOf(d))
+	}
+	if d := svc.Describe("nosuch"); d.Name != "nosuch" || d.CloudName() != "" {
+		t.Errorf("an unknown provider: %+v, want its name and nothing claimed", d)
 	}
 }

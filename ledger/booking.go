@@ -38,6 +38,8 @@ type Options struct {
 	Actor string
 	// Heartbeat is how often a call in flight beats; 0 means HeartbeatEvery.
 	Heartbeat time.Duration
+	// Describe tells of a provider not in use (a row an earlier run made).
+	Describe func(name string) domain.Descriptor
 }
 
 // Service books and launches through the ledger; safe for concurrent use.
@@ -105,6 +107,9 @@ func New(st *Store, ps []domain.Provider, opt Options) *Service {
 func (s *Service) describe(name string) domain.Descriptor {
 	if p, ok := s.provs[name]; ok {
 		return p.Describe()
+	}
+	if s.opt.Describe != nil {
+		return s.opt.Describe(name)
 	}
 	return domain.Descriptor{Name: name}
 }

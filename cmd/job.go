@@ -65,7 +65,8 @@ func (l jsonList[T]) String() string {
 	return string(bytes.Join(bytes.Fields(b), []byte(" ")))
 }
 
-func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove) jobRow {
+// jobRowOf is a job with its rows (nil: not read) as of now.
+func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove, now time.Time) jobRow {
 	out := jobRow{ID: j.ID, State: j.State, Strategy: j.Strategy, GPUs: j.Terms.GPUs, Hours: j.Terms.Hours, WorkDoneHours: j.WorkDone,
 		Start: j.Terms.Start.UTC(), Deadline: j.Terms.Deadline.UTC(), SpentUSD: j.SpentUSD, PlanExpectedUSD: j.Plan.ExpectedUSD,
 		PlanP95USD: j.Plan.P95USD, PlanOnTimePct: j.Plan.OnTimePct, HoldUSD: j.HoldUSD, Reason: optString(j.Reason),
@@ -91,7 +92,10 @@ func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove) jobRow 
 		out.FinishedAt = &t
 	}
 	for _, r := range rows {
-		out.Rows = append(out.Rows, ledgerRowOf(r, time.Now()))
+		out.Rows = append(out.Rows, ledgerRowOf(r, now))
+	}
+	if rows != nil {
+		out.SpentUSD = ledger.JobSpent(rows, now)
 	}
 	return out
 }
@@ -227,7 +231,7 @@ func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartF
 	}
 	if f.dryRun {
 		fmt.Fprintln(e.errOut, "dry run: nothing was recorded or launched")
-		return writeRows(e.out, f.plan.output, []jobRow{jobRowOf(proposed(req, p), nil, nil)})
+		return writeRows(e.out, f.plan.output, []jobRow{jobRowOf(proposed(req, p), nil, nil, a.Now())})
 	}
 	if !f.yes {
 		if err := e.confirm("job start", fmt.Sprintf("start the job, holding $%.2f", p.HoldUSD)); err != nil {
@@ -240,7 +244,7 @@ func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartF
 	}
 	fmt.Fprintf(e.errOut, "job %s recorded (%s): a running gpumarket carries it out from %s; `gpumarket job run` drives it headless\n",
 		j.ID, j.State, bothZones(j.Terms.Start))
-	return writeRows(e.out, f.plan.output, []jobRow{jobRowOf(j, nil, nil)})
+	return writeRows(e.out, f.plan.output, []jobRow{jobRowOf(j, nil, nil, a.Now())})
 }
 
 // cents rounds dollars to whole cents, as the ledger compares them.
@@ -302,7 +306,11 @@ func (cl *cli) jobListCmd() *cobra.Command {
 				}
 				rows := make([]jobRow, 0, len(js))
 				for _, j := range js {
-					rows = append(rows, jobRowOf(j, nil, nil))
+					jr := jobRowOf(j, nil, nil, a.Now())
+					if rs, err := st.JobRows(cmd.Context(), j.ID); err == nil {
+						jr.SpentUSD = ledger.JobSpent(rs, a.Now())
+					}
+					rows = append(rows, jr)
 				}
 				return writeRows(a.out, output, rows)
 			})
@@ -363,7 +371,7 @@ func (cl *cli) jobShowCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				jr := jobRowOf(j, rows, moves)
+				jr := jobRowOf(j, rows, moves, a.Now())
 				if output != formatTable {
 					return writeRows(a.out, output, []jobRow{jr})
 				}
@@ -382,7 +390,7 @@ func writeJobTable(a *runner, j ledger.Job, jr jobRow, rows []ledger.Entry, move
 	w := a.out
 	fmt.Fprintf(w, "job %s  %s  %s\n", j.ID, j.State, j.Strategy)
 	fmt.Fprintf(w, "  progress   %.1f h of %g h (%s)\n", j.WorkDone, j.Terms.Hours, jr.ProgressSource)
-	fmt.Fprintf(w, "  spent      $%.2f; plan expected $%.2f, p95 $%.2f, on time %.0f%%; hold $%.2f\n", j.SpentUSD, j.Plan.ExpectedUSD,
+	fmt.Fprintf(w, "  spent      $%.2f; plan expected $%.2f, p95 $%.2f, on time %.0f%%; hold $%.2f\n", jr.SpentUSD, j.Plan.ExpectedUSD,
 		j.Plan.P95USD, j.Plan.OnTimePct, j.HoldUSD)
 	fmt.Fprintf(w, "  window     %s to %s\n", bothZones(j.Terms.Start), bothZones(j.Terms.Deadline))
 	if jr.OnTimePct != nil {
@@ -453,7 +461,7 @@ func (cl *cli) jobCancelCmd() *cobra.Command {
 				j, err = job.Cancel(ctx, svc, j.ID, app.LocalActor())
 				rows, _ = st.JobRows(ctx, j.ID)
 				moves, _ := st.JobMoves(ctx, j.ID)
-				if werr := writeRows(a.out, output, []jobRow{jobRowOf(j, rows, moves)}); werr != nil && err == nil {
+				if werr := writeRows(a.out, output, []jobRow{jobRowOf(j, rows, moves, a.Now())}); werr != nil && err == nil {
 					err = werr
 				}
 				return err

@@ -2,10 +2,13 @@ package cmd
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // jobFields are the JSON fields of `job show`, in order.
@@ -88,8 +91,10 @@ func TestJobStartRunShowCancel(t *testing.T) {
 	var shown []struct {
 		State     string   `json:"state"`
 		OnTimePct *float64 `json:"on_time_pct"`
+		SpentUSD  float64  `json:"spent_usd"`
 		Rows      []struct {
 			Kind, State string
+			SoFar       *float64 `json:"cost_so_far_usd"`
 		} `json:"rows"`
 		Moves []struct{ From, To, Reason string } `json:"moves"`
 	}
@@ -98,6 +103,16 @@ func TestJobStartRunShowCancel(t *testing.T) {
 	}
 	if shown[0].State != "running" || len(shown[0].Rows) == 0 || len(shown[0].Moves) == 0 || shown[0].Rows[0].Kind != "fleet" {
 		t.Errorf("after a review: %+v", shown[0])
+	}
+	// Spent is its rows' cost so far, as of the same moment.
+	sum := 0.0
+	for _, r := range shown[0].Rows {
+		if r.SoFar != nil {
+			sum += *r.SoFar
+		}
+	}
+	if math.Abs(shown[0].SpentUSD-sum) > 0.01*float64(len(shown[0].Rows)) {
+		t.Errorf("spent_usd %.4f, its rows' cost_so_far_usd sum to %.4f", shown[0].SpentUSD, sum)
 	}
 	// The safety net keeps the deadline: the review's chance is the plan's.
 	if o := shown[0].OnTimePct; o == nil || *o != 100 {
@@ -111,5 +126,22 @@ func TestJobStartRunShowCancel(t *testing.T) {
 	}
 	if code, _, _ := runIn("job", "cancel", id); code != 1 {
 		t.Errorf("cancelling a cancelled job: exit %d, want 1", code)
+	}
+}
+
+// A job's spent is its rows' cost so far as of the moment shown, not the
+// figure its driver saved at the last review (a stopped driver saves none).
+func TestJobSpentIsItsRowsCostSoFar(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	j := ledger.Job{ID: "01JOBSPENT0000000000000000", State: ledger.JobRunning, SpentUSD: 1}
+	rows := []ledger.Entry{
+		{ID: "r1", Kind: ledger.KindFleet, State: ledger.StateActive, ProviderRef: "f1", USDHour: 100, Start: now.Add(-2 * time.Hour)},
+		{ID: "r2", Kind: ledger.KindFleet, State: ledger.StateDeleted, ProviderRef: "f2", USDHour: 50, Start: now.Add(-4 * time.Hour), End: now.Add(-3 * time.Hour)},
+	}
+	if got := jobRowOf(j, rows, nil, now).SpentUSD; math.Abs(got-250) > 1e-9 {
+		t.Errorf("spent %.4f, want the rows' 250.00", got)
+	}
+	if got := jobRowOf(j, nil, nil, now).SpentUSD; got != 1 {
+		t.Errorf("rows not read: spent %.4f, want the saved 1.00", got)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -697,15 +696,7 @@ func (r *jobRun) save(ctx context.Context) error {
 	return err
 }
 
-func (r *jobRun) spent() float64 {
-	sum := 0.0
-	for _, row := range r.rows {
-		if c := ledger.CostSoFar(row, time.Time{}, r.now); row.Kind == ledger.KindFleet && !math.IsNaN(c) {
-			sum += c
-		}
-	}
-	return sum
-}
+func (r *jobRun) spent() float64 { return ledger.JobSpent(r.rows, r.now) }
 
 func (r *jobRun) limit() float64 {
 	if r.j.MaxUSD > 0 {

@@ -224,3 +224,15 @@ func (s *Store) rowsHeld(ctx context.Context, q querier, day time.Time, except s
 	}
 	return sum, rows.Err()
 }
+
+// JobSpent is what a job's rows have cost by now: its fleets' cost so far,
+// the figure its limit is held to and every view shows.
+func JobSpent(rows []Entry, now time.Time) float64 {
+	sum := 0.0
+	for _, r := range rows {
+		if c := CostSoFar(r, time.Time{}, now); r.Kind == KindFleet && !math.IsNaN(c) {
+			sum += c
+		}
+	}
+	return sum
+}

@@ -11,10 +11,10 @@ import (
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
-// jobLine is a job as the Ledger view lists it, with its rows' ids.
+// jobLine is a job as the Ledger view lists it, with its rows.
 type jobLine struct {
 	job  ledger.Job
-	rows []string
+	rows []ledger.Entry
 }
 
 // shownJobs bounds the jobs the Ledger view lists over its rows.
@@ -32,11 +32,7 @@ func loadJobs(ctx context.Context, st *ledger.Store) ([]jobLine, error) {
 		if err != nil {
 			return nil, err
 		}
-		l := jobLine{job: j}
-		for _, r := range rows {
-			l.rows = append(l.rows, r.ID)
-		}
-		out = append(out, l)
+		out = append(out, jobLine{job: j, rows: rows})
 	}
 	return out, nil
 }
@@ -56,7 +52,7 @@ func (v *ledgerView) viewJobs(b *strings.Builder, now time.Time) int {
 			odds = fmt.Sprintf(" · on time %.0f%% (plan %.0f%%)", pct, j.Plan.OnTimePct)
 		}
 		line := fmt.Sprintf("job %s %s %s · %.1f h of %g%s · $%.2f of plan $%.2f · %s", short(j.ID), j.State, j.Strategy,
-			j.WorkDone, j.Terms.Hours, odds, j.SpentUSD, j.Plan.ExpectedUSD, plural(len(l.rows), "row"))
+			j.WorkDone, j.Terms.Hours, odds, ledger.JobSpent(l.rows, now), j.Plan.ExpectedUSD, plural(len(l.rows), "row"))
 		if j.Reason != "" && !ledger.JobActive(j.State) {
 			line += " · " + j.Reason
 		} else if j.Outlook != "" {
@@ -71,7 +67,7 @@ func (v *ledgerView) viewJobs(b *strings.Builder, now time.Time) int {
 // jobOf is the short id of the listed job a row is a launch of, or "".
 func (v *ledgerView) jobOf(rowID string) string {
 	for _, l := range v.jobs {
-		if slices.Contains(l.rows, rowID) {
+		if slices.ContainsFunc(l.rows, func(r ledger.Entry) bool { return r.ID == rowID }) {
 			return short(l.job.ID)
 		}
 	}

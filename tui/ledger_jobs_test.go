@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpumarket/gpumarket/ledger"
 )
@@ -15,11 +16,28 @@ func TestJobLineSaysTheOnTimeChance(t *testing.T) {
 	j := ledger.Job{ID: "01JOBONTIME00000000000000", State: ledger.JobRunning, Strategy: "spot-multi-pool",
 		Terms: ledger.JobTerms{Hours: 48}, Plan: ledger.JobPlan{ExpectedUSD: 2360.95, OnTimePct: 100}, WorkDone: 12.25, SpentUSD: 512.4,
 		Progress: json.RawMessage(`{"cur":0,"on_time":0.625}`)}
-	v.jobs = []jobLine{{job: j, rows: []string{"r1", "r2"}}}
+	// Two fleets of the job, $100/h for 2 h and $50/h for 1 h by now: the
+	// line says their cost so far, not the figure the last review saved.
+	now := nowFn()
+	rows := []ledger.Entry{
+		{ID: "r1", Kind: ledger.KindFleet, State: ledger.StateActive, ProviderRef: "f1", USDHour: 100, Start: now.Add(-2 * time.Hour)},
+		{ID: "r2", Kind: ledger.KindFleet, State: ledger.StateDeleted, ProviderRef: "f2", USDHour: 50, Start: now.Add(-4 * time.Hour), End: now.Add(-3 * time.Hour)},
+	}
+	v.jobs = []jobLine{{job: j, rows: rows}}
 	var b strings.Builder
-	v.viewJobs(&b, nowFn())
+	v.viewJobs(&b, now)
 	if want := "· 12.2 h of 48 · on time 62% (plan 100%)"; !strings.Contains(b.String(), want) {
 		t.Errorf("job line %q lacks %q", b.String(), want)
+	}
+	v.w = 160
+	b.Reset()
+	v.viewJobs(&b, now)
+	if want := "(plan 100%) · $250.00 of plan $2360.95"; !strings.Contains(b.String(), want) {
+		t.Errorf("job line %q lacks %q", b.String(), want)
+	}
+	v.w = 80
+	if v.jobOf("r2") != short(j.ID) || v.jobOf("r3") != "" {
+		t.Errorf("rows' job: r2 %q, r3 %q", v.jobOf("r2"), v.jobOf("r3"))
 	}
 	v.jobs[0].job.State = ledger.JobDone
 	b.Reset()

@@ -331,12 +331,17 @@ func jobID(args []string) (string, error) {
 
 // getJob finds a job; an unknown id is a usage error naming where ids
 // come from.
-func getJob(ctx context.Context, st *ledger.Store, id string) (ledger.Job, error) {
+// getJob opens the ledger and reads the job id names.
+func getJob(ctx context.Context, a *runner, id string) (*ledger.Store, ledger.Job, error) {
+	st, err := a.Ledger()
+	if err != nil {
+		return nil, ledger.Job{}, err
+	}
 	j, err := st.GetJob(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return j, usagef("no job %q in the ledger: want an id (or its first 6 or more characters) from `gpumarket job list`", id)
+		return st, j, usagef("no job %q in the ledger: want an id (or its first 6 or more characters) from `gpumarket job list`", id)
 	}
-	return j, err
+	return st, j, err
 }
 
 func (cl *cli) jobShowCmd() *cobra.Command {
@@ -354,12 +359,8 @@ func (cl *cli) jobShowCmd() *cobra.Command {
 				return err
 			}
 			return cl.withApp(cmd, func(a *runner) error {
-				st, err := a.Ledger()
-				if err != nil {
-					return err
-				}
 				ctx := cmd.Context()
-				j, err := getJob(ctx, st, id)
+				st, j, err := getJob(ctx, a, id)
 				if err != nil {
 					return err
 				}
@@ -434,12 +435,8 @@ func (cl *cli) jobCancelCmd() *cobra.Command {
 				return err
 			}
 			return cl.withApp(cmd, func(a *runner) error {
-				st, err := a.Ledger()
-				if err != nil {
-					return err
-				}
 				ctx := cmd.Context()
-				j, err := getJob(ctx, st, id)
+				st, j, err := getJob(ctx, a, id)
 				if err != nil {
 					return err
 				}

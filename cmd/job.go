@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/internal/memtrim"
+
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/app"
@@ -500,6 +502,7 @@ that process's lease lapses.`,
 					}
 					return errors.Join(pass.Errs...)
 				}
+				defer trimAfterStart()()
 				err = d.Run(ctx, true)
 				if errors.Is(err, context.Canceled) {
 					return nil
@@ -510,4 +513,11 @@ that process's lease lapses.`,
 	}
 	c.Flags().BoolVar(&once, "once", false, "review each job once and return")
 	return c
+}
+
+// trimAfterStart hands back, once a headless loop has settled, the memory
+// only start-up used (memtrim.Release); it returns the timer's stop.
+func trimAfterStart() func() {
+	t := time.AfterFunc(10*time.Second, func() { memtrim.Release() })
+	return func() { t.Stop() }
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
 // unboundedHold is how long a fleet with no end is held against the caps.
@@ -190,7 +191,7 @@ func HoldOf(r Entry) Hold {
 }
 
 // DayHeld is what the ledger holds against t's UTC day but row except; NaN if a price is unknown.
-func (s *Store) DayHeld(ctx context.Context, q querier, t time.Time, except string) (float64, error) {
+func (s *Store) DayHeld(ctx context.Context, q sqlitedb.Querier, t time.Time, except string) (float64, error) {
 	day := t.UTC().Truncate(24 * time.Hour)
 	rows, err := s.rowsHeld(ctx, q, day, except)
 	if err != nil || !s.hasJobs() {
@@ -202,27 +203,22 @@ func (s *Store) DayHeld(ctx context.Context, q querier, t time.Time, except stri
 }
 
 // rowsHeld sums heldOn over the rows that may hold something on day.
-func (s *Store) rowsHeld(ctx context.Context, q querier, day time.Time, except string) (float64, error) {
+func (s *Store) rowsHeld(ctx context.Context, q sqlitedb.Querier, day time.Time, except string) (float64, error) {
 	// A job's launches are covered by the job's hold (job.go).
 	notJobs := ""
 	if s.hasJobs() {
 		notJobs = ` AND idem_key NOT IN (SELECT idem_key FROM job_launches)`
 	}
-	rows, err := q.QueryContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE state <> 'failed' AND id <> ? AND created_at < ? AND
+	rows, err := s.rows(ctx, q, `WHERE state <> 'failed' AND id <> ? AND created_at < ? AND
 		(kind = ? AND (end_at = '' OR end_at >= ?) OR created_at >= ?)`+notJobs, except, fmtTime(day.Add(24*time.Hour)), KindFleet, fmtTime(day), fmtTime(day))
 	if err != nil {
 		return 0, fmt.Errorf("sum of the day's spending: %w", err)
 	}
-	defer rows.Close()
 	sum := 0.0
-	for rows.Next() {
-		r, err := scan(rows)
-		if err != nil {
-			return 0, fmt.Errorf("sum of the day's spending: %w", err)
-		}
+	for _, r := range rows {
 		sum += heldOn(r, day)
 	}
-	return sum, rows.Err()
+	return sum, nil
 }
 
 // JobSpent is what a job's rows have cost by now: its fleets' cost so far,

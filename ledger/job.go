@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
 // A job is work gpumarket carries out for the user: the plan's policy
@@ -153,7 +155,7 @@ var ErrLeaseLost = errors.New("the job's lease is held by another driver")
 const jobCols = `id, state, strategy, terms, plan, live, progress, max_usd, hold_usd, work_done, spent_usd, reason, outlook,
 	lease_holder, lease_until, seq, actor, created_at, updated_at, finished_at`
 
-func scanJob(sc scanner) (Job, error) {
+func scanJob(sc sqlitedb.Scanner) (Job, error) {
 	var j Job
 	var terms, plan, live, prog, until, created, updated, finished string
 	if err := sc.Scan(&j.ID, &j.State, &j.Strategy, &terms, &plan, &live, &prog, &j.MaxUSD, &j.HoldUSD, &j.WorkDone, &j.SpentUSD,
@@ -269,32 +271,16 @@ func (s *Store) ListJobs(ctx context.Context, states ...string) ([]Job, error) {
 	if !s.hasJobs() {
 		return nil, nil
 	}
-	q := `ORDER BY id DESC`
-	var args []any
-	if len(states) > 0 {
-		q = `WHERE state IN (?` + strings.Repeat(",?", len(states)-1) + `) ` + q
-		for _, st := range states {
-			args = append(args, st)
-		}
-	}
-	return s.jobs(ctx, q, args...)
+	where, args := inStates(states)
+	return s.jobs(ctx, where+` ORDER BY id DESC`, args...)
 }
 
 func (s *Store) jobs(ctx context.Context, where string, args ...any) ([]Job, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+jobCols+` FROM jobs `+where, args...)
+	out, err := sqlitedb.All(ctx, s.db, scanJob, `SELECT `+jobCols+` FROM jobs `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	defer rows.Close()
-	var out []Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list jobs: %w", err)
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // TakeLease gives the job's lease to holder until `until` if it is free,
@@ -461,42 +447,28 @@ func (s *Store) RecordMove(ctx context.Context, jobID, holder string, m JobMove)
 
 // JobMoves returns the job's moves in order.
 func (s *Store) JobMoves(ctx context.Context, jobID string) ([]JobMove, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, from_lane, to_lane, reason, launch_key FROM job_moves WHERE job_id = ? ORDER BY seq`, jobID)
+	out, err := sqlitedb.All(ctx, s.db, func(sc sqlitedb.Scanner) (JobMove, error) {
+		var m JobMove
+		var at string
+		err := sc.Scan(&m.Seq, &at, &m.From, &m.To, &m.Reason, &m.Key)
+		if err == nil {
+			m.At, err = parseTime(at)
+		}
+		return m, err
+	}, `SELECT seq, at, from_lane, to_lane, reason, launch_key FROM job_moves WHERE job_id = ? ORDER BY seq`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("moves of job %s: %w", jobID, err)
 	}
-	defer rows.Close()
-	var out []JobMove
-	for rows.Next() {
-		var m JobMove
-		var at string
-		if err := rows.Scan(&m.Seq, &at, &m.From, &m.To, &m.Reason, &m.Key); err != nil {
-			return nil, err
-		}
-		if m.At, err = parseTime(at); err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // JobLaunchKeys returns the launch keys the job reserved, in order.
 func (s *Store) JobLaunchKeys(ctx context.Context, jobID string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT idem_key FROM job_launches WHERE job_id = ? ORDER BY seq`, jobID)
+	out, err := sqlitedb.All(ctx, s.db, sqlitedb.String, `SELECT idem_key FROM job_launches WHERE job_id = ? ORDER BY seq`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("launches of job %s: %w", jobID, err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // JobRows returns the ledger rows of the job's launches, oldest first.
@@ -504,21 +476,12 @@ func (s *Store) JobRows(ctx context.Context, jobID string) ([]Entry, error) {
 	if !s.hasJobs() {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+prefixed(s.cols(), "l.")+` FROM ledger l JOIN job_launches k ON l.idem_key = k.idem_key
+	out, err := sqlitedb.All(ctx, s.db, scan, `SELECT `+prefixed(s.cols(), "l.")+` FROM ledger l JOIN job_launches k ON l.idem_key = k.idem_key
 		WHERE k.job_id = ? AND l.kind = ? ORDER BY k.seq, l.id`, jobID, KindFleet)
 	if err != nil {
 		return nil, fmt.Errorf("rows of job %s: %w", jobID, err)
 	}
-	defer rows.Close()
-	var out []Entry
-	for rows.Next() {
-		r, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("rows of job %s: %w", jobID, err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // JobOfRow returns the id of the job whose launch the row is, or "".
@@ -562,7 +525,7 @@ func prefixed(cols, p string) string {
 // daily cap: an active job its hold (or what it spent, if more), an
 // ended one what it spent. Their launches' rows are left out of the
 // rows' sum (daySum): the hold covers them.
-func jobsDaySum(ctx context.Context, q querier, day time.Time) (float64, error) {
+func jobsDaySum(ctx context.Context, q sqlitedb.Querier, day time.Time) (float64, error) {
 	var sum float64
 	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(CASE WHEN state IN (?, ?) THEN MAX(hold_usd, spent_usd) ELSE spent_usd END), 0)
 		FROM jobs WHERE created_at >= ? AND created_at < ?`, JobScheduled, JobRunning,

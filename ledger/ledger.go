@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
 // Kinds of ledger rows.
@@ -186,7 +187,7 @@ func (s *Store) recordIntent(ctx context.Context, r Entry, check OpenIntentCheck
 		return Entry{}, fmt.Errorf("record intent: %w", err)
 	}
 	defer tx.Rollback()
-	existing, err := scanOne(tx.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey))
+	existing, err := s.one(ctx, tx, `kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Entry{}, fmt.Errorf("record intent: %w", err)
 	}
@@ -195,9 +196,10 @@ func (s *Store) recordIntent(ctx context.Context, r Entry, check OpenIntentCheck
 		ex = &existing
 	}
 	if check != nil {
-		live, err := liveRows(ctx, tx, s.cols(), r.Kind)
+		live, err := s.rows(ctx, tx, `WHERE kind = ? AND state IN (?, ?, ?, ?) ORDER BY id`,
+			r.Kind, StatePending, StateUnknown, StateScheduled, StateActive)
 		if err != nil {
-			return Entry{}, fmt.Errorf("record intent: %w", err)
+			return Entry{}, fmt.Errorf("record intent: unsettled %s rows: %w", r.Kind, err)
 		}
 		spent := func(day time.Time) (float64, error) { return s.DayHeld(ctx, tx, day, "") }
 		if err := check(spent, ex, live); err != nil {
@@ -330,7 +332,7 @@ func (s *Store) exec(ctx context.Context, ex execer, r Entry, from string) (int6
 
 // Get returns one row.
 func (s *Store) Get(ctx context.Context, id string) (Entry, error) {
-	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE id = ?`, id))
+	r, err := s.one(ctx, s.db, `id = ?`, id)
 	if err != nil {
 		return Entry{}, fmt.Errorf("ledger row %s: %w", id, err)
 	}
@@ -339,7 +341,7 @@ func (s *Store) Get(ctx context.Context, id string) (Entry, error) {
 
 // FindByRef returns the newest row with the provider's id.
 func (s *Store) FindByRef(ctx context.Context, ref string) (Entry, error) {
-	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE provider_ref = ? ORDER BY id DESC LIMIT 1`, ref))
+	r, err := s.one(ctx, s.db, `provider_ref = ? ORDER BY id DESC LIMIT 1`, ref)
 	if err != nil {
 		return Entry{}, fmt.Errorf("ledger row for %s: %w", ref, err)
 	}
@@ -348,32 +350,38 @@ func (s *Store) FindByRef(ctx context.Context, ref string) (Entry, error) {
 
 // List returns the rows newest first, only those in states when given.
 func (s *Store) List(ctx context.Context, states ...string) ([]Entry, error) {
-	q := `SELECT ` + s.cols() + ` FROM ledger`
-	var args []any
-	if len(states) > 0 {
-		q += ` WHERE state IN (?` + strings.Repeat(",?", len(states)-1) + `)`
-		for _, st := range states {
-			args = append(args, st)
-		}
-	}
-	q += ` ORDER BY id DESC`
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	where, args := inStates(states)
+	out, err := s.rows(ctx, s.db, where+` ORDER BY id DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list ledger: %w", err)
 	}
-	defer rows.Close()
-	var out []Entry
-	for rows.Next() {
-		r, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list ledger: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list ledger: %w", err)
-	}
 	return out, nil
+}
+
+// inStates is a WHERE clause keeping the states given, "" for none.
+func inStates(states []string) (string, []any) {
+	if len(states) == 0 {
+		return "", nil
+	}
+	args := make([]any, len(states))
+	for i, st := range states {
+		args[i] = st
+	}
+	return `WHERE state IN (?` + strings.Repeat(",?", len(states)-1) + `)`, args
+}
+
+// rows reads the ledger rows the clause (WHERE …, ORDER BY …) picks.
+func (s *Store) rows(ctx context.Context, q sqlitedb.Querier, clause string, args ...any) ([]Entry, error) {
+	return sqlitedb.All(ctx, q, scan, `SELECT `+s.cols()+` FROM ledger `+clause, args...)
+}
+
+// one reads the row where picks, or ErrNotFound.
+func (s *Store) one(ctx context.Context, q sqlitedb.Querier, where string, args ...any) (Entry, error) {
+	r, err := scan(q.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE `+where, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Entry{}, ErrNotFound
+	}
+	return r, err
 }
 
 // DaySpent is what the ledger holds against t's UTC day (Store.DayHeld).
@@ -383,53 +391,24 @@ func (s *Store) DaySpent(ctx context.Context, t time.Time) (float64, error) {
 
 // HeldKeys returns the keys of a kind held by rows that are not failed.
 func (s *Store) HeldKeys(ctx context.Context, kind string) (map[string]bool, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT idem_key FROM ledger WHERE kind = ? AND state <> 'failed'`, kind)
+	keys, err := sqlitedb.All(ctx, s.db, sqlitedb.String, `SELECT idem_key FROM ledger WHERE kind = ? AND state <> 'failed'`, kind)
 	if err != nil {
 		return nil, fmt.Errorf("ledger keys: %w", err)
 	}
-	defer rows.Close()
 	out := map[string]bool{}
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, fmt.Errorf("ledger keys: %w", err)
-		}
+	for _, k := range keys {
 		out[k] = true
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Holder returns the row not failed holding the kind's key, or ErrNotFound.
 func (s *Store) Holder(ctx context.Context, kind, key string) (Entry, error) {
-	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE kind = ? AND idem_key = ? AND state <> 'failed'`, kind, key))
+	r, err := s.one(ctx, s.db, `kind = ? AND idem_key = ? AND state <> 'failed'`, kind, key)
 	if err != nil {
 		return Entry{}, fmt.Errorf("ledger holder of %s %s: %w", kind, key, err)
 	}
 	return r, nil
-}
-
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-// liveRows returns the rows of a kind that are not over.
-func liveRows(ctx context.Context, tx *sql.Tx, cols, kind string) ([]Entry, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT `+cols+` FROM ledger WHERE kind = ? AND state IN (?, ?, ?, ?) ORDER BY id`,
-		kind, StatePending, StateUnknown, StateScheduled, StateActive)
-	if err != nil {
-		return nil, fmt.Errorf("unsettled %s rows: %w", kind, err)
-	}
-	defer rows.Close()
-	var out []Entry
-	for rows.Next() {
-		r, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("unsettled %s rows: %w", kind, err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
 }
 
 const columns = `id, kind, provider, cloud, region, zone, instance_type, instance_count, gpu_count, start_at, end_at,
@@ -471,17 +450,7 @@ func (r Entry) args() []any {
 		hour, fmtTime(r.Schedule.Start), fmtTime(r.Schedule.End), string(r.Schedule.Keeper)}
 }
 
-type scanner interface{ Scan(dest ...any) error }
-
-func scanOne(sc *sql.Row) (Entry, error) {
-	r, err := scan(sc)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Entry{}, ErrNotFound
-	}
-	return r, err
-}
-
-func scan(sc scanner) (Entry, error) {
+func scan(sc sqlitedb.Scanner) (Entry, error) {
 	var r Entry
 	var start, end, created, updated, req, beat, sStart, sEnd, keeper string
 	var cost, hour sql.NullFloat64

@@ -164,32 +164,10 @@ func (s *Store) Close() error {
 
 // migrations run in order, each once. Never edit one that has shipped.
 var migrations = []string{
-	`CREATE TABLE ledger (
-		id             TEXT PRIMARY KEY,
-		kind           TEXT NOT NULL,
-		provider       TEXT NOT NULL,
-		cloud          TEXT NOT NULL DEFAULT '',
-		region         TEXT NOT NULL DEFAULT '',
-		zone           TEXT NOT NULL DEFAULT '',
-		instance_type  TEXT NOT NULL DEFAULT '',
-		instance_count INTEGER NOT NULL DEFAULT 0,
-		gpu_count      REAL NOT NULL DEFAULT 0,
-		start_at       TEXT NOT NULL DEFAULT '',
-		end_at         TEXT NOT NULL DEFAULT '',
-		cost_usd       REAL NOT NULL DEFAULT 0,
-		cost_note      TEXT NOT NULL DEFAULT '',
-		state          TEXT NOT NULL,
-		provider_ref   TEXT NOT NULL DEFAULT '',
-		actor          TEXT NOT NULL DEFAULT '',
-		created_at     TEXT NOT NULL,
-		updated_at     TEXT NOT NULL,
-		error          TEXT NOT NULL DEFAULT '',
-		request        TEXT NOT NULL DEFAULT '{}',
-		idem_key       TEXT NOT NULL
+	`CREATE TABLE ledger (` + ledgerHead + `
+		cost_usd       REAL NOT NULL DEFAULT 0,` + ledgerTail + `
 	);
-	CREATE UNIQUE INDEX ledger_idem ON ledger(kind, idem_key) WHERE state <> 'failed';
-	CREATE INDEX ledger_created ON ledger(created_at);
-	CREATE INDEX ledger_state ON ledger(state);
+	` + ledgerIndexes + `
 	CREATE TABLE offerings (
 		id          TEXT PRIMARY KEY,
 		provider    TEXT NOT NULL,
@@ -212,28 +190,8 @@ var migrations = []string{
 	);`,
 	jobsMigration,
 	// 5: state from free text into columns; the table is copied to drop a NOT NULL.
-	`CREATE TABLE ledger_v5 (
-		id             TEXT PRIMARY KEY,
-		kind           TEXT NOT NULL,
-		provider       TEXT NOT NULL,
-		cloud          TEXT NOT NULL DEFAULT '',
-		region         TEXT NOT NULL DEFAULT '',
-		zone           TEXT NOT NULL DEFAULT '',
-		instance_type  TEXT NOT NULL DEFAULT '',
-		instance_count INTEGER NOT NULL DEFAULT 0,
-		gpu_count      REAL NOT NULL DEFAULT 0,
-		start_at       TEXT NOT NULL DEFAULT '',
-		end_at         TEXT NOT NULL DEFAULT '',
-		cost_usd       REAL,
-		cost_note      TEXT NOT NULL DEFAULT '',
-		state          TEXT NOT NULL,
-		provider_ref   TEXT NOT NULL DEFAULT '',
-		actor          TEXT NOT NULL DEFAULT '',
-		created_at     TEXT NOT NULL,
-		updated_at     TEXT NOT NULL,
-		error          TEXT NOT NULL DEFAULT '',
-		request        TEXT NOT NULL DEFAULT '{}',
-		idem_key       TEXT NOT NULL,
+	`CREATE TABLE ledger_v5 (` + ledgerHead + `
+		cost_usd       REAL,` + ledgerTail + `,
 		note           TEXT NOT NULL DEFAULT '',
 		owner          TEXT NOT NULL DEFAULT '',
 		heartbeat_at   TEXT NOT NULL DEFAULT '',
@@ -245,10 +203,38 @@ var migrations = []string{
 	INSERT INTO ledger_v5 SELECT ` + legacyColumns + ` FROM ledger;
 	DROP TABLE ledger;
 	ALTER TABLE ledger_v5 RENAME TO ledger;
-	CREATE UNIQUE INDEX ledger_idem ON ledger(kind, idem_key) WHERE state <> 'failed';
-	CREATE INDEX ledger_created ON ledger(created_at);
-	CREATE INDEX ledger_state ON ledger(state);`,
+	` + ledgerIndexes,
 }
+
+// ledgerHead and ledgerTail are the first ledger table's columns around
+// cost_usd, as migrations 1 and 5 write them (shipped: never edit).
+const ledgerHead = `
+		id             TEXT PRIMARY KEY,
+		kind           TEXT NOT NULL,
+		provider       TEXT NOT NULL,
+		cloud          TEXT NOT NULL DEFAULT '',
+		region         TEXT NOT NULL DEFAULT '',
+		zone           TEXT NOT NULL DEFAULT '',
+		instance_type  TEXT NOT NULL DEFAULT '',
+		instance_count INTEGER NOT NULL DEFAULT 0,
+		gpu_count      REAL NOT NULL DEFAULT 0,
+		start_at       TEXT NOT NULL DEFAULT '',
+		end_at         TEXT NOT NULL DEFAULT '',`
+
+const ledgerTail = `
+		cost_note      TEXT NOT NULL DEFAULT '',
+		state          TEXT NOT NULL,
+		provider_ref   TEXT NOT NULL DEFAULT '',
+		actor          TEXT NOT NULL DEFAULT '',
+		created_at     TEXT NOT NULL,
+		updated_at     TEXT NOT NULL,
+		error          TEXT NOT NULL DEFAULT '',
+		request        TEXT NOT NULL DEFAULT '{}',
+		idem_key       TEXT NOT NULL`
+
+const ledgerIndexes = `CREATE UNIQUE INDEX ledger_idem ON ledger(kind, idem_key) WHERE state <> 'failed';
+	CREATE INDEX ledger_created ON ledger(created_at);
+	CREATE INDEX ledger_state ON ledger(state);`
 
 // legacyColumns reads a row of schemas 2 to 4 as schema 5 (shipped: never edit).
 const legacyColumns = `id, kind, provider, cloud, region, zone, instance_type, instance_count, gpu_count, start_at, end_at,

@@ -318,20 +318,40 @@ func damaged(path string, err error) error {
 
 // Tables lists the database's tables (not SQLite's own).
 func Tables(ctx context.Context, q Querier) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
+	names, err := All(ctx, q, String, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out, err
+}
+
+// Scanner is a *sql.Row or *sql.Rows.
+type Scanner interface{ Scan(dest ...any) error }
+
+// All reads every row query returns with read.
+func All[T any](ctx context.Context, q Querier, read func(Scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]bool{}
+	var out []T
 	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
+		v, err := read(rows)
+		if err != nil {
 			return nil, err
 		}
-		out[n] = true
+		out = append(out, v)
 	}
 	return out, rows.Err()
+}
+
+// String reads a row of one text column.
+func String(sc Scanner) (string, error) {
+	var s string
+	err := sc.Scan(&s)
+	return s, err
 }
 
 // TableList writes tables for a message: "chunks, meta, photos".

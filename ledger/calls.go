@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
 // HeartbeatEvery is how often the owner of a call in flight beats.
@@ -51,7 +53,7 @@ func newOwner() Owner {
 	if host == "" {
 		host = "localhost"
 	}
-	return Owner{Host: host, PID: os.Getpid(), Token: randomHex(8)}
+	return Owner{Host: host, PID: os.Getpid(), Token: sqlitedb.RandomHex(8)}
 }
 
 // Owner is this handle's identity in the rows whose calls it makes.
@@ -79,12 +81,8 @@ func (s *Store) claimCall(id string) error {
 	if _, ok := s.calls[id]; ok {
 		return nil
 	}
-	if s.proc == nil && lockSupported {
-		f, err := lockFile(s.procLock(s.owner.Token))
-		if err != nil {
-			return fmt.Errorf("take the process lock: %w", err)
-		}
-		s.proc = f
+	if err := s.lockProcess(); err != nil {
+		return err
 	}
 	if !lockSupported {
 		s.calls[id] = nil
@@ -95,6 +93,19 @@ func (s *Store) claimCall(id string) error {
 		return fmt.Errorf("take the lock of ledger row %s: %w", id, err)
 	}
 	s.calls[id] = f
+	return nil
+}
+
+// lockProcess takes the process lock, held until Close; s.mu is held.
+func (s *Store) lockProcess() error {
+	if s.proc != nil || !lockSupported {
+		return nil
+	}
+	f, err := lockFile(s.procLock(s.owner.Token))
+	if err != nil {
+		return fmt.Errorf("take the process lock: %w", err)
+	}
+	s.proc = f
 	return nil
 }
 

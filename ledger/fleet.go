@@ -51,10 +51,10 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 		want[strings.ToLower(t)] = true
 	}
 	type seen struct {
-		at        time.Time
-		spot, ond float64
+		at   time.Time
+		spot float64
 	}
-	latest := map[string]*seen{}
+	latest := map[string]float64{} // on-demand $/h by lower-cased type
 	inForce := map[domain.PoolKey]*seen{}
 	zones := map[string]bool{} // the spec's zones; none means all
 	for _, z := range spec.Zones {
@@ -62,13 +62,8 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 	}
 	sink := func(ev domain.Event) {
 		for _, pl := range ev.Pools {
-			if want[strings.ToLower(pl.InstanceType)] && pl.OnDemandUSDHour != nil {
-				v := latest[strings.ToLower(pl.InstanceType)]
-				if v == nil {
-					v = &seen{}
-					latest[strings.ToLower(pl.InstanceType)] = v
-				}
-				v.ond = *pl.OnDemandUSDHour
+			if k := strings.ToLower(pl.InstanceType); want[k] && pl.OnDemandUSDHour != nil {
+				latest[k] = *pl.OnDemandUSDHour
 			}
 		}
 		// The price in force is each pool's latest point; the fleet may land in any.
@@ -109,8 +104,8 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 		}
 	}
 	for t, v := range latest {
-		if v.ond > ond || (v.ond == ond && t < ondType) {
-			ond, ondType = v.ond, t
+		if v > ond || (v == ond && t < ondType) {
+			ond, ondType = v, t
 		}
 	}
 	basis := fmt.Sprintf("current prices in %s ($%.4f/h spot, %s %s", spec.Region, spot, spotPool.InstanceType, zoneOf(spotPool))
@@ -503,16 +498,8 @@ func sameTerms(r, intent Entry) bool {
 	if r.State != StateScheduled && r.State != StateActive {
 		return false
 	}
-	var a, b domain.FleetSpec
-	if r.Kind != KindFleet || json.Unmarshal(r.Request, &a) != nil || json.Unmarshal(intent.Request, &b) != nil {
-		return false
-	}
-	for _, s := range []*domain.FleetSpec{&a, &b} {
-		s.ClientToken, s.DryRun, s.Actor, s.Start, s.End = "", false, "", time.Time{}, time.Time{}
-	}
-	ja, err1 := json.Marshal(a)
-	jb, err2 := json.Marshal(b)
-	if err1 != nil || err2 != nil || string(ja) != string(jb) {
+	var b domain.FleetSpec
+	if json.Unmarshal(intent.Request, &b) != nil || !asks(r, b, true) {
 		return false
 	}
 	from1, until1 := runWindow(r)
@@ -557,13 +544,20 @@ func orNone(s string) string {
 }
 
 // sameFleet reports whether a row asks for spec's fleet, client token aside.
-func sameFleet(r Entry, spec domain.FleetSpec) bool {
+func sameFleet(r Entry, spec domain.FleetSpec) bool { return asks(r, spec, false) }
+
+// asks reports whether a fleet row asks for spec, client token aside (and its window, anyTime).
+func asks(r Entry, spec domain.FleetSpec, anyTime bool) bool {
 	var got domain.FleetSpec
 	if r.Kind != KindFleet || json.Unmarshal(r.Request, &got) != nil {
 		return false
 	}
-	got.ClientToken, got.DryRun, got.Actor = "", false, ""
-	spec.ClientToken, spec.DryRun, spec.Actor = "", false, ""
+	for _, s := range []*domain.FleetSpec{&got, &spec} {
+		s.ClientToken, s.DryRun, s.Actor = "", false, ""
+		if anyTime {
+			s.Start, s.End = time.Time{}, time.Time{}
+		}
+	}
 	a, err1 := json.Marshal(got)
 	b, err2 := json.Marshal(spec)
 	return err1 == nil && err2 == nil && string(a) == string(b)
@@ -676,9 +670,9 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (Entry, err
 	case r.ProviderRef == "":
 		return r, fmt.Errorf("ledger row %s has no fleet id (state %s): reconcile it first with `gpumarket ledger`", r.ID, r.State)
 	}
-	p, ok := s.provs[r.Provider].(domain.FleetLauncher)
-	if !ok {
-		return r, fmt.Errorf("provider %s is not in use in this run or does not launch fleets", r.Provider)
+	p, err := s.launcher(r.Provider)
+	if err != nil {
+		return r, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()
@@ -720,6 +714,13 @@ func (s *Service) cancelScheduled(ctx context.Context, r Entry, actor string) (E
 	return next, nil
 }
 
+func (s *Service) launcher(provider string) (domain.FleetLauncher, error) {
+	if p, ok := s.provs[provider].(domain.FleetLauncher); ok {
+		return p, nil
+	}
+	return nil, fmt.Errorf("provider %s is not in use in this run or does not launch fleets", provider)
+}
+
 // simFleetGone is the note of a simulated fleet whose process ended.
 const simFleetGone = "simulated fleet ended with the process that launched it; nothing was billed"
 
@@ -737,9 +738,9 @@ func (s *Service) RefreshFleet(ctx context.Context, id string) (domain.Fleet, En
 	if r.ProviderRef == "" {
 		return domain.Fleet{}, r, fmt.Errorf("ledger row %s has no fleet id yet (state %s)", r.ID, r.State)
 	}
-	p, ok := s.provs[r.Provider].(domain.FleetLauncher)
-	if !ok {
-		return domain.Fleet{}, r, fmt.Errorf("provider %s is not in use in this run or does not launch fleets", r.Provider)
+	p, err := s.launcher(r.Provider)
+	if err != nil {
+		return domain.Fleet{}, r, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()

@@ -591,18 +591,10 @@ func (s *Service) ReconcileRow(ctx context.Context, r Entry) (Entry, bool, strin
 // that other processes on this host see it alive (ProcessLiveness): a
 // job driver's lease is taken over at once only from a process gone.
 func (s *Store) HoldProcessLock() error {
-	if s.readOnly || !lockSupported {
+	if s.readOnly {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc != nil {
-		return nil
-	}
-	f, err := lockFile(s.procLock(s.owner.Token))
-	if err != nil {
-		return fmt.Errorf("take the process lock: %w", err)
-	}
-	s.proc = f
-	return nil
+	return s.lockProcess()
 }

@@ -69,6 +69,12 @@ func countSamples(rep domain.UsageReport) int {
 
 // oldestHalfEnd is the start of the median sample.
 func oldestHalfEnd(rep domain.UsageReport) time.Time {
+	ats := sampleStarts(rep)
+	return time.Unix(0, ats[len(ats)/2]).UTC()
+}
+
+// sampleStarts are the starts of rep's samples in Unix nanoseconds, in order.
+func sampleStarts(rep domain.UsageReport) []int64 {
 	ats := make([]int64, 0, countSamples(rep))
 	for _, in := range rep.Instances {
 		for _, s := range in.Busy {
@@ -76,7 +82,7 @@ func oldestHalfEnd(rep domain.UsageReport) time.Time {
 		}
 	}
 	slices.Sort(ats)
-	return time.Unix(0, ats[len(ats)/2]).UTC()
+	return ats
 }
 
 // mergePairs merges neighbouring equal samples ending by cut, two into one.
@@ -101,13 +107,7 @@ func mergePairs(busy []domain.BusySample, cut time.Time) ([]domain.BusySample, i
 
 // dropOldest drops rep's n oldest samples and returns the oldest start kept.
 func dropOldest(rep *domain.UsageReport, n int) time.Time {
-	ats := make([]int64, 0, countSamples(*rep))
-	for _, in := range rep.Instances {
-		for _, s := range in.Busy {
-			ats = append(ats, s.At.UnixNano())
-		}
-	}
-	slices.Sort(ats)
+	ats := sampleStarts(*rep)
 	if n >= len(ats) {
 		for i := range rep.Instances {
 			rep.Instances[i].Busy = nil

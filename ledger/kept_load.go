@@ -96,11 +96,7 @@ func decodeInstancesMerged(dec *json.Decoder, factor int) ([]domain.InstanceUsag
 		if err := dec.Decode(&ki); err != nil {
 			return nil, err
 		}
-		in := domain.InstanceUsage{ID: ki.ID, InstanceType: ki.InstanceType, Zone: ki.Zone, Spot: ki.Spot, Start: ki.Start,
-			Interrupted: ki.Interrupted, EndLastSeen: ki.EndLastSeen}
-		if ki.End != nil {
-			in.End = *ki.End
-		}
+		in := ki.usage()
 		m := sampleMerger{factor: factor}
 		if err := scanBusy(ki.Busy, m.add); err != nil {
 			return nil, fmt.Errorf("instance %s: %w", ki.ID, err)

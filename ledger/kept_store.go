@@ -37,6 +37,16 @@ type keptInstance struct {
 	Busy         [][]json.Number `json:"busy,omitempty"`
 }
 
+// usage is the run without its samples.
+func (ki keptInstance) usage() domain.InstanceUsage {
+	in := domain.InstanceUsage{ID: ki.ID, InstanceType: ki.InstanceType, Zone: ki.Zone, Spot: ki.Spot, Start: ki.Start,
+		Interrupted: ki.Interrupted, EndLastSeen: ki.EndLastSeen}
+	if ki.End != nil {
+		in.End = *ki.End
+	}
+	return in
+}
+
 // encodeUsage is the report as usage_kept stores it.
 func encodeUsage(rep domain.UsageReport) ([]byte, error) {
 	k := keptReport{V: keptVersion, Source: rep.Source, Note: rep.Note, InterruptionsUnknown: rep.InterruptionsUnknown,
@@ -82,11 +92,7 @@ func decodeUsage(b []byte) (domain.UsageReport, error) {
 	rep := domain.UsageReport{Source: k.Source, Note: k.Note, InterruptionsUnknown: k.InterruptionsUnknown,
 		Instances: make([]domain.InstanceUsage, 0, len(k.Instances))}
 	for _, ki := range k.Instances {
-		in := domain.InstanceUsage{ID: ki.ID, InstanceType: ki.InstanceType, Zone: ki.Zone, Spot: ki.Spot, Start: ki.Start,
-			Interrupted: ki.Interrupted, EndLastSeen: ki.EndLastSeen}
-		if ki.End != nil {
-			in.End = *ki.End
-		}
+		in := ki.usage()
 		if len(ki.Busy) > 0 {
 			in.Busy = make([]domain.BusySample, len(ki.Busy))
 		}

@@ -180,16 +180,12 @@ func (s *Service) keepSchedule(ctx context.Context, r Entry, now time.Time) (nex
 	case sched.Keeper == KeptByCloud && r.ProviderRef != "" &&
 		(r.State == StateScheduled || (r.State == StateActive && !sched.End.IsZero())):
 		// The cloud keeps it: once a date has passed, ask how it went.
-		at := sched.End
+		at, what := sched.End, "end"
 		if r.State == StateScheduled {
-			at = sched.Start
+			at, what = sched.Start, "start"
 		}
 		if now.Before(at) {
 			return r, false, "", at, nil
-		}
-		what := "end"
-		if r.State == StateScheduled {
-			what = "start"
 		}
 		_, next, err := s.RefreshFleet(ctx, r.ID)
 		if err != nil {

@@ -2,9 +2,7 @@ package ledger
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -137,14 +135,6 @@ func SetAside(path string, now time.Time) (string, error) {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on supported platforms
-	}
-	return hex.EncodeToString(b)
 }
 
 // Path is the database file.

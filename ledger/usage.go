@@ -227,18 +227,10 @@ func Compute(ctx context.Context, rows []Entry, opt UsageOptions) UsageReport {
 		if !Counted(r) {
 			continue
 		}
-		start, end := Span(r)
-		if start.IsZero() {
-			continue
-		}
-		if end.IsZero() || end.After(opt.Now) {
-			end = opt.Now
-		}
-		if start.Before(opt.Since) {
-			start = opt.Since
-		}
-		if end.After(start) {
-			todo = append(todo, r)
+		if start, end := Span(r); !start.IsZero() {
+			if start, end = clip(start, end, opt.Since, opt.Now); end.After(start) {
+				todo = append(todo, r)
+			}
 		}
 	}
 	var once sync.Once
@@ -306,13 +298,7 @@ func perInstanceGPUs(r Entry) float64 {
 
 func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(error)) UsageRow {
 	q := query(r, opt)
-	start, end := q.Start, q.End
-	if end.IsZero() || end.After(opt.Now) {
-		end = opt.Now
-	}
-	if start.Before(opt.Since) {
-		start = opt.Since
-	}
+	start, end := clip(q.Start, q.End, opt.Since, opt.Now)
 	per := perInstanceGPUs(r)
 	gpus := r.GPUCount
 	if !(gpus > 0) {
@@ -358,13 +344,7 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 			if e, ok := domain.LookupGPU(in.InstanceType); ok {
 				g = e.GPU.Count
 			}
-			i0, i1 := in.Start, in.End
-			if i1.IsZero() || i1.After(end) {
-				i1 = end
-			}
-			if i0.Before(start) {
-				i0 = start
-			}
+			i0, i1 := clip(in.Start, in.End, start, end)
 			if in.Interrupted && !in.End.IsZero() && !in.End.Before(start) && !in.End.After(end) && row.Interruptions >= 0 {
 				row.Interruptions++
 				for di, d := range days {
@@ -529,14 +509,7 @@ func totals(rows []UsageRow) (days, actors []Total, all Total) {
 				t = &Total{Key: d.Day.Format("2006-01-02")}
 				byDay[d.Day] = t
 			}
-			t.Rows++
-			if math.IsNaN(d.BusyGPUHours) {
-				t.NoMetrics++
-			}
-			if d.Interruptions > 0 {
-				t.Interruptions += d.Interruptions
-			}
-			t.add(d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, d.CostUSD, d.IdleUSD)
+			t.add(math.IsNaN(d.BusyGPUHours), d.Interruptions, d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, d.CostUSD, d.IdleUSD)
 		}
 	}
 	for _, t := range byDay {
@@ -557,17 +530,16 @@ func totals(rows []UsageRow) (days, actors []Total, all Total) {
 }
 
 func (t *Total) addRow(r UsageRow) {
-	t.Rows++
-	if r.NoMetrics() {
-		t.NoMetrics++
-	}
-	if r.Interruptions > 0 {
-		t.Interruptions += r.Interruptions
-	}
-	t.add(r.BookedGPUHours, r.RunningGPUHours, r.BusyGPUHours, r.CostUSD, r.IdleUSD)
+	t.add(r.NoMetrics(), r.Interruptions, r.BookedGPUHours, r.RunningGPUHours, r.BusyGPUHours, r.CostUSD, r.IdleUSD)
 }
 
-func (t *Total) add(booked, running, busy, cost, idle float64) {
+// add counts one row (or a row's day); -1 interruptions is unknown.
+func (t *Total) add(noMetrics bool, interruptions int, booked, running, busy, cost, idle float64) {
+	t.Rows++
+	if noMetrics {
+		t.NoMetrics++
+	}
+	t.Interruptions += max(interruptions, 0)
 	t.BookedGPUHours += known(booked)
 	t.RunningGPUHours += known(running)
 	t.BusyGPUHours += known(busy)
@@ -589,6 +561,17 @@ func dayStarts(start, end time.Time) []time.Time {
 		out = append(out, d)
 	}
 	return out
+}
+
+// clip is [start, end) within [from, to]; a zero end has not come.
+func clip(start, end, from, to time.Time) (time.Time, time.Time) {
+	if end.IsZero() || end.After(to) {
+		end = to
+	}
+	if start.Before(from) {
+		start = from
+	}
+	return start, end
 }
 
 func hours(a, b time.Time) float64 {

@@ -406,7 +406,7 @@ func migrate(ctx context.Context, db *sql.DB, path string, s Schema, fresh bool,
 
 // create links a finished new file into place; one made meanwhile is kept.
 func create(ctx context.Context, path string, s Schema, now time.Time) error {
-	tmp := fmt.Sprintf("%s.new-%s", path, randomHex(6))
+	tmp := fmt.Sprintf("%s.new-%s", path, RandomHex(6))
 	defer func() {
 		for _, ext := range []string{"", "-journal", "-wal", "-shm"} {
 			os.Remove(tmp + ext)
@@ -441,7 +441,7 @@ func create(ctx context.Context, path string, s Schema, now time.Time) error {
 func MoveAside(path, label string, now time.Time) (string, error) {
 	to := path + "." + label + "-" + now.UTC().Format("20060102T150405Z")
 	if _, err := os.Lstat(to); err == nil {
-		to += "-" + randomHex(3)
+		to += "-" + RandomHex(3)
 	}
 	if err := os.Rename(path, to); err != nil {
 		return "", err
@@ -575,7 +575,8 @@ func ParseTime(s string) (time.Time, error) {
 	return t, nil
 }
 
-func randomHex(n int) string {
+// RandomHex is n random bytes written in hex.
+func RandomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b) // never fails (crypto/rand)
 	return hex.EncodeToString(b)

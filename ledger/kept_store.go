@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/gpumarket/gpumarket/domain"
 )
@@ -172,4 +174,224 @@ func (s *Store) LoadUsage(ctx context.Context, rowID string) (domain.UsageReport
 		return domain.UsageReport{}, time.Time{}, false, fmt.Errorf("read the usage kept of %s: %w", rowID, err)
 	}
 	return rep, t, true, nil
+}
+
+// maxKeptBytes: a larger (pre-cap) kept report is merged as it streams.
+var maxKeptBytes = 16 << 20
+
+// bytesPerSample is the least a kept sample takes ("[0.5],").
+const bytesPerSample = 6
+
+// decodeUsageMerged reads an oversized report merging samples as it goes, then caps it.
+func decodeUsageMerged(body string) (domain.UsageReport, error) {
+	factor := max(1, (len(body)/bytesPerSample+maxKeptSamples-1)/maxKeptSamples)
+	dec := json.NewDecoder(strings.NewReader(body))
+	if err := expectDelim(dec, '{'); err != nil {
+		return domain.UsageReport{}, err
+	}
+	var rep domain.UsageReport
+	version := 0
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return domain.UsageReport{}, err
+		}
+		var err2 error
+		switch tok {
+		case "v":
+			err2 = dec.Decode(&version)
+		case "source":
+			err2 = dec.Decode(&rep.Source)
+		case "note":
+			err2 = dec.Decode(&rep.Note)
+		case "interruptions_unknown":
+			err2 = dec.Decode(&rep.InterruptionsUnknown)
+		case "instances":
+			rep.Instances, err2 = decodeInstancesMerged(dec, factor)
+		default:
+			err2 = dec.Decode(&json.RawMessage{})
+		}
+		if err2 != nil {
+			return domain.UsageReport{}, err2
+		}
+	}
+	if version != keptVersion {
+		return domain.UsageReport{}, fmt.Errorf("%w (version %d)", errKeptVersion, version)
+	}
+	rep, says := capKept(rep, maxKeptSamples)
+	if factor > 1 {
+		read := fmt.Sprintf("an oversized report read with up to %d neighbouring samples merged into one", factor)
+		if says == "" {
+			says = fmt.Sprintf("%s%d samples: %s", keptCapSays, maxKeptSamples, read)
+		} else {
+			says += "; " + read
+		}
+	}
+	if says != "" {
+		rep.Note = withCapNote(rep.Note, says)
+	}
+	return rep, nil
+}
+
+func expectDelim(dec *json.Decoder, d json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != d {
+		return fmt.Errorf("kept usage: %v where %v was expected", tok, d)
+	}
+	return nil
+}
+
+// decodeInstancesMerged reads the instances array one at a time.
+func decodeInstancesMerged(dec *json.Decoder, factor int) ([]domain.InstanceUsage, error) {
+	if tok, err := dec.Token(); err != nil || tok == nil {
+		return nil, err // null: none
+	} else if tok != json.Delim('[') {
+		return nil, fmt.Errorf("kept usage: instances is %v, not an array", tok)
+	}
+	var out []domain.InstanceUsage
+	for dec.More() {
+		var ki struct {
+			keptInstance
+			Busy json.RawMessage `json:"busy,omitempty"`
+		}
+		if err := dec.Decode(&ki); err != nil {
+			return nil, err
+		}
+		in := ki.usage()
+		m := sampleMerger{factor: factor}
+		if err := scanBusy(ki.Busy, m.add); err != nil {
+			return nil, fmt.Errorf("instance %s: %w", ki.ID, err)
+		}
+		in.Busy = m.done()
+		out = append(out, in)
+	}
+	_, err := dec.Token() // ]
+	return out, err
+}
+
+// sampleMerger merges up to factor neighbouring samples into one.
+type sampleMerger struct {
+	factor int
+	out    []domain.BusySample
+	cur    domain.BusySample
+	n      int
+}
+
+func (m *sampleMerger) add(s domain.BusySample) {
+	if m.n > 0 && m.n < m.factor && s.Period == m.cur.Period/time.Duration(m.n) && s.At.Equal(m.cur.At.Add(m.cur.Period)) {
+		m.cur.Share = (m.cur.Share*float64(m.n) + s.Share) / float64(m.n+1)
+		m.cur.Period += s.Period
+		m.n++
+		return
+	}
+	m.flush()
+	m.cur, m.n = s, 1
+}
+
+func (m *sampleMerger) flush() {
+	if m.n > 0 {
+		m.out = append(m.out, m.cur)
+	}
+	m.n = 0
+}
+
+func (m *sampleMerger) done() []domain.BusySample {
+	m.flush()
+	return m.out
+}
+
+// scanBusy hands each sample of a kept busy array to emit without decoding it whole.
+func scanBusy(raw []byte, emit func(domain.BusySample)) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	p := busyScanner{b: raw}
+	if !p.eat('[') {
+		return errors.New("busy is not an array")
+	}
+	var prev domain.BusySample
+	for i := 0; ; i++ {
+		if p.eat(']') {
+			return nil
+		}
+		if i > 0 && !p.eat(',') {
+			return fmt.Errorf("sample %d: no comma before it", i)
+		}
+		if !p.eat('[') {
+			return fmt.Errorf("sample %d: not an array", i)
+		}
+		var vals [3]string
+		n := 0
+		for !p.eat(']') {
+			if n > 0 && !p.eat(',') {
+				return fmt.Errorf("sample %d: no comma", i)
+			}
+			v, ok := p.number()
+			if !ok || n == len(vals) {
+				return fmt.Errorf("sample %d: more than 3 values or not a number", i)
+			}
+			vals[n] = v
+			n++
+		}
+		var s domain.BusySample
+		switch {
+		case n == 1 && i > 0:
+			s.At, s.Period = prev.At.Add(prev.Period), prev.Period
+		case n == 3:
+			at, err1 := strconv.ParseInt(vals[0], 10, 64)
+			period, err2 := strconv.ParseInt(vals[1], 10, 64)
+			if err := errors.Join(err1, err2); err != nil {
+				return fmt.Errorf("sample %d: %w", i, err)
+			}
+			s.At, s.Period = time.Unix(0, at).UTC(), time.Duration(period)
+		default:
+			return fmt.Errorf("sample %d: %d values", i, n)
+		}
+		share, err := strconv.ParseFloat(vals[n-1], 64)
+		if err != nil {
+			return fmt.Errorf("sample %d: %w", i, err)
+		}
+		s.Share = share
+		emit(s)
+		prev = s
+	}
+}
+
+type busyScanner struct {
+	b []byte
+	i int
+}
+
+func (p *busyScanner) skipSpace() {
+	for p.i < len(p.b) && (p.b[p.i] == ' ' || p.b[p.i] == '\n' || p.b[p.i] == '\t' || p.b[p.i] == '\r') {
+		p.i++
+	}
+}
+
+func (p *busyScanner) eat(c byte) bool {
+	p.skipSpace()
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// number is the next JSON number's text.
+func (p *busyScanner) number() (string, bool) {
+	p.skipSpace()
+	j := p.i
+	for j < len(p.b) && strings.IndexByte("+-.0123456789eE", p.b[j]) >= 0 {
+		j++
+	}
+	if j == p.i {
+		return "", false
+	}
+	// No copy per sample: strconv copies what it keeps.
+	s := unsafe.String(&p.b[p.i], j-p.i)
+	p.i = j
+	return s, true
 }

@@ -260,17 +260,14 @@ func (s *Service) fresh(ctx context.Context, b domain.Booker, c CachedOffering, 
 	case err != nil:
 		return o, fmt.Errorf("refused: the terms of %s could not be checked at %s right before buying: %w; nothing was bought: try again", o.ID, o.Provider, err)
 	}
+	if now.ID == "" {
+		now.ID = o.ID
+	}
 	if !SameTerms(shown, now) {
-		if now.ID == "" {
-			now.ID = o.ID
-		}
 		if err := s.st.SaveOfferings(context.WithoutCancel(ctx), c.Query, []domain.Offering{now}, s.opt.Now()); err != nil {
 			s.opt.Logger.Warn("keep the offering's new terms", "offering", now.ID, "err", err)
 		}
 		return o, &TermsChangedError{Shown: shown, Now: now, Why: o.Provider + " sells it on other terms now"}
-	}
-	if now.ID == "" {
-		now.ID = o.ID
 	}
 	return now, nil
 }
@@ -284,10 +281,13 @@ func (s *Service) madeBefore(ctx context.Context, b domain.Booker, key string, o
 	defer cancel()
 	var found *domain.CloudRecord
 	how := "by its tags"
+	cannot := func(err error) error {
+		return fmt.Errorf("refused: could not check at %s whether %s was already bought: %w; nothing was bought: try again", o.Provider, key, err)
+	}
 	if rl, ok := b.(domain.RecordLister); ok {
 		recs, err := rl.ListRecords(cctx, s.opt.Now().Add(-recordSince))
 		if err != nil {
-			return fmt.Errorf("refused: could not check at %s whether %s was already bought: %w; nothing was bought: try again", o.Provider, key, err)
+			return cannot(err)
 		}
 		for _, rec := range recs {
 			if Booked(rec.Kind) && (rec.OfferingID == key || rec.OfferingID == o.ID) && rec.State != StateFailed {
@@ -299,7 +299,7 @@ func (s *Service) madeBefore(ctx context.Context, b domain.Booker, key string, o
 		how = "by its terms"
 		bk, err := b.FindBooking(cctx, domain.BookRequest{Offering: o, Actor: actor})
 		if err != nil {
-			return fmt.Errorf("refused: could not check at %s whether %s was already bought: %w; nothing was bought: try again", o.Provider, key, err)
+			return cannot(err)
 		}
 		if bk != nil && bk.State != StateFailed {
 			found = &domain.CloudRecord{Kind: kindOf(o), OfferingID: key, ProviderRef: bk.ProviderRef, Provider: o.Provider,

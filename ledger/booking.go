@@ -287,12 +287,10 @@ type Warning struct {
 	Err    error
 }
 
-func (w Warning) String() string {
-	if w.Region == "" {
-		return fmt.Sprintf("%s: %v", w.Provider, w.Err)
-	}
-	return fmt.Sprintf("%s %s: %v", w.Provider, w.Region, w.Err)
-}
+func (w Warning) String() string { return fmt.Sprintf("%s: %v", w.where(), w.Err) }
+
+// where is the provider, and the region when one failed alone.
+func (w Warning) where() string { return strings.TrimSpace(w.Provider + " " + w.Region) }
 
 // RegionErrors is returned with the offerings of the regions that answered.
 type RegionErrors interface {
@@ -402,11 +400,7 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 		var errs []error
 		for _, w := range res.Warnings {
 			// Wrapped, so a domain.ErrInvalidQuery stays one.
-			where := w.Provider
-			if w.Region != "" {
-				where += " " + w.Region
-			}
-			errs = append(errs, fmt.Errorf("%s: %w", where, w.Err))
+			errs = append(errs, fmt.Errorf("%s: %w", w.where(), w.Err))
 		}
 		return res, fmt.Errorf("find offerings: %w", errors.Join(errs...))
 	}

@@ -119,12 +119,7 @@ func share(start, end, from, to time.Time) float64 {
 
 // holdWindow is when a fleet not over holds its estimate against the caps.
 func holdWindow(r Entry) (from, until time.Time) {
-	from = r.Schedule.Start
-	if from.IsZero() {
-		from = r.CreatedAt
-	}
-	until = r.Schedule.End
-	if until.IsZero() {
+	if from, until = runWindow(r); until.IsZero() {
 		until = from.Add(unboundedHold)
 	}
 	return from, until

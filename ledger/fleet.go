@@ -307,7 +307,8 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		case !capped:
 			return nil
 		case req.Job != "":
-			return s.checkLaunchBudget(req.Job, est.USDHour, 0) // the job's hold covers it
+			// The job's hold covers the day: only the per-purchase cap applies.
+			return s.checkHold(Hold{Whole: est.USDHour}, nil)
 		}
 		return s.checkHold(HoldOf(intent), spent)
 	}

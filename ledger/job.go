@@ -536,20 +536,6 @@ func jobsDaySum(ctx context.Context, q sqlitedb.Querier, day time.Time) (float64
 	return sum, nil
 }
 
-// checkLaunchBudget checks a fleet's first hour against the caps; a
-// job's launch is covered by the job's hold on the day, so only the
-// per-purchase cap applies to it.
-func (s *Service) checkLaunchBudget(job string, cost, spent float64) error {
-	if job != "" {
-		b := s.opt.Budget
-		if b.MaxBookingUSD > 0 && cents(cost) > cents(b.MaxBookingUSD) {
-			return &BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: cost}
-		}
-		return nil
-	}
-	return s.checkBudget(cost, spent)
-}
-
 // StartJob records a job with its whole hold checked against the budget
 // caps: the hold is one purchase (max_booking_usd) and counts on the
 // day with everything else (max_daily_usd).

@@ -84,7 +84,10 @@ var errKeptVersion = errors.New("kept usage of an unknown encoding")
 
 // decodeUsage reads what encodeUsage wrote.
 func decodeUsage(b []byte) (domain.UsageReport, error) {
-	var k keptReport
+	var k struct {
+		keptReport
+		Instances []keptRun `json:"instances"`
+	}
 	if err := json.Unmarshal(b, &k); err != nil {
 		return domain.UsageReport{}, err
 	}
@@ -95,35 +98,18 @@ func decodeUsage(b []byte) (domain.UsageReport, error) {
 		Instances: make([]domain.InstanceUsage, 0, len(k.Instances))}
 	for _, ki := range k.Instances {
 		in := ki.usage()
-		if len(ki.Busy) > 0 {
-			in.Busy = make([]domain.BusySample, len(ki.Busy))
-		}
-		for i, a := range ki.Busy {
-			var s domain.BusySample
-			switch {
-			case len(a) == 1 && i > 0:
-				p := in.Busy[i-1]
-				s.At, s.Period = p.At.Add(p.Period), p.Period
-			case len(a) == 3:
-				at, err1 := a[0].Int64()
-				period, err2 := a[1].Int64()
-				if err := errors.Join(err1, err2); err != nil {
-					return domain.UsageReport{}, fmt.Errorf("instance %s sample %d: %w", ki.ID, i, err)
-				}
-				s.At, s.Period = time.Unix(0, at).UTC(), time.Duration(period)
-			default:
-				return domain.UsageReport{}, fmt.Errorf("instance %s sample %d: %d values", ki.ID, i, len(a))
-			}
-			share, err := a[len(a)-1].Float64()
-			if err != nil {
-				return domain.UsageReport{}, fmt.Errorf("instance %s sample %d: %w", ki.ID, i, err)
-			}
-			s.Share = share
-			in.Busy[i] = s
+		if err := scanBusy(ki.Busy, func(s domain.BusySample) { in.Busy = append(in.Busy, s) }); err != nil {
+			return domain.UsageReport{}, fmt.Errorf("instance %s: %w", ki.ID, err)
 		}
 		rep.Instances = append(rep.Instances, in)
 	}
 	return rep, nil
+}
+
+// keptRun is a keptInstance whose samples are read by scanBusy.
+type keptRun struct {
+	keptInstance
+	Busy json.RawMessage `json:"busy,omitempty"`
 }
 
 // SaveUsage keeps rep as row rowID's report at at, unless a later one is kept.
@@ -253,10 +239,7 @@ func decodeInstancesMerged(dec *json.Decoder, factor int) ([]domain.InstanceUsag
 	}
 	var out []domain.InstanceUsage
 	for dec.More() {
-		var ki struct {
-			keptInstance
-			Busy json.RawMessage `json:"busy,omitempty"`
-		}
+		var ki keptRun
 		if err := dec.Decode(&ki); err != nil {
 			return nil, err
 		}

@@ -312,13 +312,10 @@ func (s *Service) endReservation(ctx context.Context, r Entry) (Entry, string, e
 		return next, "", err
 	}
 	next, err := s.release(ctx, r)
-	if err != nil {
+	if err != nil || next.State == StateEnded {
 		return next, "", err
 	}
-	if next.State != StateEnded {
-		return next, next.Error, nil
-	}
-	return next, "", nil
+	return next, next.Error, nil
 }
 
 // release releases an ended reservation; a failure leaves it active, billing, with the reason.
@@ -327,15 +324,15 @@ func (s *Service) release(ctx context.Context, r Entry) (Entry, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()
 	from := r.State
-	if err := rel.ReleaseBooking(cctx, bookingOf(r)); err != nil {
+	err := rel.ReleaseBooking(cctx, bookingOf(r))
+	r.State, r.Error = StateEnded, ""
+	if err != nil {
 		r.State = StateActive
 		r.Error = fmt.Sprintf("window ended %s but the reservation is still billing: release failed: %v", r.End.UTC().Format(time.RFC3339), err)
 		s.opt.Logger.Warn("release reservation", "row", r.ID, "ref", r.ProviderRef, "err", err)
-		return s.settle(ctx, r, from)
+	} else {
+		s.opt.Logger.Info("released reservation at the end of its window", "row", r.ID, "ref", r.ProviderRef)
 	}
-	r.State = StateEnded
-	r.Error = ""
-	s.opt.Logger.Info("released reservation at the end of its window", "row", r.ID, "ref", r.ProviderRef)
 	return s.settle(ctx, r, from)
 }
 

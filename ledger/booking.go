@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -356,12 +358,7 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 			answered++
 		case errors.As(a.err, &re):
 			answered++
-			regions := make([]string, 0, len(re.RegionErrors()))
-			for r := range re.RegionErrors() {
-				regions = append(regions, r)
-			}
-			sort.Strings(regions)
-			for _, r := range regions {
+			for _, r := range slices.Sorted(maps.Keys(re.RegionErrors())) {
 				res.Warnings = append(res.Warnings, Warning{Provider: name, Region: r, Err: re.RegionErrors()[r]})
 			}
 		default:
@@ -375,15 +372,9 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 	if err != nil {
 		return res, err
 	}
-	kept := res.Offerings[:0]
-	for _, o := range res.Offerings {
-		if held[o.ID] {
-			res.Hidden++
-			continue
-		}
-		kept = append(kept, o)
-	}
-	res.Offerings = kept
+	found := len(res.Offerings)
+	res.Offerings = slices.DeleteFunc(res.Offerings, func(o domain.Offering) bool { return held[o.ID] })
+	res.Hidden = found - len(res.Offerings)
 	sort.SliceStable(res.Offerings, func(i, j int) bool {
 		a, b := res.Offerings[i], res.Offerings[j]
 		// The asked length first: `book` of the top row must buy the length asked for.

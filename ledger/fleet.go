@@ -60,7 +60,11 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 	for _, z := range spec.Zones {
 		zones[z] = true
 	}
+	// The sink runs on several goroutines and may not keep an event's slices.
+	var mu sync.Mutex
 	sink := func(ev domain.Event) {
+		mu.Lock()
+		defer mu.Unlock()
 		for _, pl := range ev.Pools {
 			if k := strings.ToLower(pl.InstanceType); want[k] && pl.OnDemandUSDHour != nil {
 				latest[k] = *pl.OnDemandUSDHour
@@ -82,18 +86,12 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 			}
 		}
 	}
-	// The sink runs on several goroutines and may not keep an event's slices.
-	var mu sync.Mutex
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	err := p.Fetch(cctx, domain.FetchRequest{
 		Query: domain.Query{Providers: []string{spec.Provider}, Regions: []string{spec.Region}},
 		// A back-fill: providers describe pools (on-demand prices) only on a first fetch.
 		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true, Aside: true,
-	}, func(ev domain.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		sink(ev)
-	})
+	}, sink)
 	cancel()
 	var spot, ond float64
 	var spotPool domain.PoolKey

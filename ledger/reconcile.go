@@ -516,7 +516,7 @@ func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain
 			e, _ := domain.LookupGPU(r.InstanceType)
 			o = domain.Offering{ID: rec.OfferingID, Provider: r.Provider, Cloud: domain.Cloud(r.Cloud), Region: r.Region,
 				Zone: r.Zone, InstanceType: r.InstanceType, GPU: e.GPU, InstanceCount: r.InstanceCount, Start: r.Start, End: r.End,
-				UpfrontUSD: knownOr0(r.CostUSD), Currency: "USD", Kind: r.Kind, StartsOnPurchase: r.Kind == KindReservation}
+				UpfrontUSD: known(r.CostUSD), Currency: "USD", Kind: r.Kind, StartsOnPurchase: r.Kind == KindReservation}
 		}
 		r.IdemKey = rec.OfferingID
 		if r.IdemKey == "" {
@@ -571,12 +571,4 @@ func (s *Service) beat(ctx context.Context, id string) (stop func()) {
 		close(done)
 		wg.Wait()
 	}
-}
-
-// knownOr0 is a figure for JSON, which cannot hold NaN.
-func knownOr0(v float64) float64 {
-	if math.IsNaN(v) {
-		return 0
-	}
-	return v
 }

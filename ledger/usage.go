@@ -319,28 +319,26 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 		}
 	}
 
+	// With a report, running and busy hours count up from 0; interruptions too, unless unknown.
+	counted := math.NaN()
+	if rep != nil {
+		counted = 0
+		if !rep.InterruptionsUnknown {
+			row.Interruptions = 0
+		}
+	}
 	days := dayStarts(start, end)
 	row.Days = make([]Day, len(days))
 	held := rowWindows(r) // a training plan holds only its segments
 	for i, d := range days {
 		d0, d1 := domain.Later(d, start), domain.Earlier(d.Add(24*time.Hour), end)
-		row.Days[i] = Day{Day: d, BookedGPUHours: gpus * heldHours(held, d0, d1), Interruptions: -1,
-			RunningGPUHours: math.NaN(), BusyGPUHours: math.NaN(), CostUSD: math.NaN(), IdleUSD: math.NaN()}
+		row.Days[i] = Day{Day: d, BookedGPUHours: gpus * heldHours(held, d0, d1), Interruptions: row.Interruptions,
+			RunningGPUHours: counted, BusyGPUHours: counted, CostUSD: math.NaN(), IdleUSD: math.NaN()}
 		row.BookedGPUHours += row.Days[i].BookedGPUHours
 	}
 
 	measured := 0.0 // GPU-hours of running time covered by samples
 	if rep != nil {
-		row.Interruptions = 0
-		if rep.InterruptionsUnknown {
-			row.Interruptions = -1
-		}
-		for i := range row.Days {
-			row.Days[i].RunningGPUHours, row.Days[i].BusyGPUHours = 0, 0
-			if row.Interruptions == 0 {
-				row.Days[i].Interruptions = 0
-			}
-		}
 		for _, in := range rep.Instances {
 			g := per
 			if e, ok := domain.LookupGPU(in.InstanceType); ok {
@@ -549,6 +547,7 @@ func (t *Total) add(noMetrics bool, interruptions int, booked, running, busy, co
 	t.IdleUSD += known(idle)
 }
 
+// known is a figure to sum, or for JSON, which cannot hold NaN: unknown is 0.
 func known(v float64) float64 {
 	if math.IsNaN(v) {
 		return 0

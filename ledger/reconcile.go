@@ -366,11 +366,8 @@ func (s *Service) Keep(ctx context.Context, every time.Duration) {
 	}
 }
 
-// NeedsReconcile reports whether reconciling r needs its own provider (d
-// its descriptor), even when a run uses others: an unsettled row is looked
-// up there, a reservation whose window has ended is released there (it
-// bills until it is), a simulated fleet is known there to have ended with
-// the process that launched it, and a due schedule is kept there.
+// NeedsReconcile reports whether r needs its own provider (descriptor d) to reconcile: an unsettled row is looked up,
+// an ended reservation released (it bills until then), a simulated fleet found ended, a due schedule kept there.
 func NeedsReconcile(r Entry, d domain.Descriptor, now time.Time) bool {
 	ephemeralFleet := r.Kind == KindFleet && r.State == StateActive && d.Ephemeral
 	return !r.Settled() || windowOver(r, now) || ephemeralFleet || ScheduleDue(r, now)

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -78,7 +79,7 @@ type BookRequest struct {
 // SameTerms reports whether two offerings sell the same thing at the same price, to the cent.
 func SameTerms(a, b domain.Offering) bool {
 	if a.Provider != b.Provider || a.Region != b.Region || a.Zone != b.Zone || a.InstanceType != b.InstanceType ||
-		a.InstanceCount != b.InstanceCount || !a.End.Equal(b.End) || currency(a.Currency) != currency(b.Currency) ||
+		a.InstanceCount != b.InstanceCount || !a.End.Equal(b.End) || cmp.Or(a.Currency, "USD") != cmp.Or(b.Currency, "USD") ||
 		a.StartsOnPurchase != b.StartsOnPurchase {
 		return false
 	}
@@ -89,13 +90,6 @@ func SameTerms(a, b domain.Offering) bool {
 }
 
 func cents(usd float64) float64 { return math.Round(usd * 100) }
-
-func currency(c string) string {
-	if c == "" {
-		return "USD"
-	}
-	return c
-}
 
 // hourlyRate is what an offering that starts on purchase costs per hour.
 func hourlyRate(o domain.Offering) float64 {
@@ -163,10 +157,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	if !req.DryRun && s.st.ReadOnly() {
 		return res, fmt.Errorf("refused: %w, and a purchase is recorded before it is sent; nothing was bought", ErrReadOnly)
 	}
-	actor := req.Actor
-	if actor == "" {
-		actor = s.opt.Actor
-	}
+	actor := cmp.Or(req.Actor, s.opt.Actor)
 	if o, err = s.fresh(ctx, b, c, shown); err != nil {
 		return res, err
 	}
@@ -260,9 +251,7 @@ func (s *Service) fresh(ctx context.Context, b domain.Booker, c CachedOffering, 
 	case err != nil:
 		return o, fmt.Errorf("refused: the terms of %s could not be checked at %s right before buying: %w; nothing was bought: try again", o.ID, o.Provider, err)
 	}
-	if now.ID == "" {
-		now.ID = o.ID
-	}
+	now.ID = cmp.Or(now.ID, o.ID)
 	if !SameTerms(shown, now) {
 		if err := s.st.SaveOfferings(context.WithoutCancel(ctx), c.Query, []domain.Offering{now}, s.opt.Now()); err != nil {
 			s.opt.Logger.Warn("keep the offering's new terms", "offering", now.ID, "err", err)
@@ -312,9 +301,7 @@ func (s *Service) madeBefore(ctx context.Context, b domain.Booker, key string, o
 	}
 	rec := *found
 	rec.OfferingID = key
-	if rec.Kind == "" {
-		rec.Kind = kindOf(o)
-	}
+	rec.Kind = cmp.Or(rec.Kind, kindOf(o))
 	row, err := s.recreate(context.WithoutCancel(ctx), rec, o, fmt.Sprintf("found at %s %s before buying it again: the ledger had no row for it", o.Provider, how))
 	if err != nil {
 		var dup *DuplicateError

@@ -243,9 +243,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if req.Job != "" {
 		req.Again = true // a job moves its own fleets: several alike are meant
 	}
-	if spec.Strategy == "" {
-		spec.Strategy = domain.Strategies[0]
-	}
+	spec.Strategy = cmp.Or(spec.Strategy, domain.Strategies[0])
 	if err := CheckFleet(spec); err != nil {
 		return FleetResult{}, err
 	}
@@ -361,9 +359,7 @@ func (s *Service) dryRunFleet(ctx context.Context, fl domain.FleetLauncher, spec
 
 // recordFleet commits the intent under the ledger's lock, then sends it (or leaves it scheduled).
 func (s *Service) recordFleet(ctx context.Context, fl domain.FleetLauncher, spec domain.FleetSpec, intent Entry, again bool, check func(Spending) error, res FleetResult) (FleetResult, error) {
-	if spec.ClientToken == "" {
-		spec.ClientToken = intent.ID
-	}
+	spec.ClientToken = cmp.Or(spec.ClientToken, intent.ID)
 	desc := s.describe(spec.Provider)
 	reqJSON, err := json.Marshal(fleetRequest{FleetSpec: spec, Keeper: intent.Schedule.Keeper})
 	if err != nil {
@@ -523,7 +519,7 @@ func (s *Service) duplicateOf(ctx context.Context, spec domain.FleetSpec, intent
 
 func duplicateFleet(o Entry) error {
 	return fmt.Errorf("refused: a fleet on the same terms is already %s over the same time: ledger row %s (%s); nothing was launched — "+
-		"to launch another one like it, say so: `fleet launch … --again`", o.State, o.ID, orNone(o.ProviderRef))
+		"to launch another one like it, say so: `fleet launch … --again`", o.State, o.ID, cmp.Or(o.ProviderRef, "not launched yet"))
 }
 
 // runWindow is from a row's asked start (else its launch) to its asked end.
@@ -533,13 +529,6 @@ func runWindow(r Entry) (from, until time.Time) {
 		from = r.CreatedAt
 	}
 	return from, r.Schedule.End
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "not launched yet"
-	}
-	return s
 }
 
 // sameFleet reports whether a row asks for spec's fleet, client token aside.

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -187,9 +188,7 @@ func (s *Store) CreateJob(ctx context.Context, j Job, check func(daySpent float6
 		j.CreatedAt = s.now()
 	}
 	j.UpdatedAt = j.CreatedAt
-	if j.State == "" {
-		j.State = JobScheduled
-	}
+	j.State = cmp.Or(j.State, JobScheduled)
 	if len(j.Live) == 0 {
 		j.Live = json.RawMessage("{}")
 	}
@@ -474,9 +473,7 @@ func (s *Service) StartJob(ctx context.Context, j Job) (Job, error) {
 	if s.st.ReadOnly() {
 		return Job{}, fmt.Errorf("refused: %w; nothing was started", ErrReadOnly)
 	}
-	if j.Actor == "" {
-		j.Actor = s.opt.Actor
-	}
+	j.Actor = cmp.Or(j.Actor, s.opt.Actor)
 	j.CreatedAt = s.opt.Now()
 	out, err := s.st.CreateJob(ctx, j, func(spent float64) error { return s.checkBudget(j.HoldUSD, spent) })
 	if err == nil {

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -404,9 +405,7 @@ func (s *Service) Rebuild(ctx context.Context) (RebuildReport, error) {
 			continue
 		}
 		for _, rec := range recs {
-			if rec.Provider == "" {
-				rec.Provider = name
-			}
+			rec.Provider = cmp.Or(rec.Provider, name)
 			have, err := s.recorded(ctx, rec)
 			if err != nil {
 				return rep, err
@@ -432,32 +431,21 @@ func (s *Service) Rebuild(ctx context.Context) (RebuildReport, error) {
 
 // recorded reports whether the ledger has a row for a cloud's record.
 func (s *Service) recorded(ctx context.Context, rec domain.CloudRecord) (bool, error) {
-	found := func(err error) (bool, error) {
-		if err == nil {
-			return true, nil
-		}
-		if errors.Is(err, ErrNotFound) {
-			return false, nil
-		}
-		return false, err
-	}
+	err := ErrNotFound
 	if rec.Ref != "" {
-		if ok, err := found(get(s.st.Get(ctx, rec.Ref))); ok || err != nil {
-			return ok, err
-		}
+		_, err = s.st.Get(ctx, rec.Ref)
 	}
-	if rec.ProviderRef != "" {
-		if ok, err := found(get(s.st.FindByRef(ctx, rec.ProviderRef))); ok || err != nil {
-			return ok, err
-		}
+	if errors.Is(err, ErrNotFound) && rec.ProviderRef != "" {
+		_, err = s.st.FindByRef(ctx, rec.ProviderRef)
 	}
-	if Booked(rec.Kind) && rec.OfferingID != "" {
-		return found(get(s.st.Holder(ctx, rec.Kind, rec.OfferingID)))
+	if errors.Is(err, ErrNotFound) && Booked(rec.Kind) && rec.OfferingID != "" {
+		_, err = s.st.Holder(ctx, rec.Kind, rec.OfferingID)
 	}
-	return false, nil
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
-
-func get(_ Entry, err error) error { return err }
 
 // recreate writes the row of a cloud's record, under its tagged id when free.
 func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain.Offering, why string) (Entry, error) {
@@ -499,10 +487,7 @@ func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain
 	var req any
 	switch r.Kind {
 	case KindFleet:
-		r.IdemKey = rec.Ref
-		if r.IdemKey == "" {
-			r.IdemKey = "cloud:" + rec.ProviderRef
-		}
+		r.IdemKey = cmp.Or(rec.Ref, "cloud:"+rec.ProviderRef)
 		if r.Start.IsZero() {
 			r.Start = r.CreatedAt
 		}
@@ -515,10 +500,7 @@ func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain
 				Zone: r.Zone, InstanceType: r.InstanceType, GPU: e.GPU, InstanceCount: r.InstanceCount, Start: r.Start, End: r.End,
 				UpfrontUSD: known(r.CostUSD), Currency: "USD", Kind: r.Kind, StartsOnPurchase: r.Kind == KindReservation}
 		}
-		r.IdemKey = rec.OfferingID
-		if r.IdemKey == "" {
-			r.IdemKey = "cloud:" + rec.ProviderRef
-		}
+		r.IdemKey = cmp.Or(rec.OfferingID, "cloud:"+rec.ProviderRef)
 		req = o
 		r = advance(r, now)
 	}

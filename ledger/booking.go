@@ -105,8 +105,8 @@ func New(st *Store, ps []domain.Provider, opt Options) *Service {
 	return s
 }
 
-// describe returns a provider's descriptor, or a bare one when it is not in use.
-func (s *Service) describe(name string) domain.Descriptor {
+// Describe returns a provider's descriptor, or a bare one when it is not in use.
+func (s *Service) Describe(name string) domain.Descriptor {
 	if p, ok := s.provs[name]; ok {
 		return p.Describe()
 	}
@@ -115,9 +115,6 @@ func (s *Service) describe(name string) domain.Descriptor {
 	}
 	return domain.Descriptor{Name: name}
 }
-
-// Describe is describe, for the views.
-func (s *Service) Describe(name string) domain.Descriptor { return s.describe(name) }
 
 // Now is the service's clock: what it dates rows and schedules by.
 func (s *Service) Now() time.Time { return s.opt.Now() }

@@ -360,7 +360,7 @@ func (s *Service) dryRunFleet(ctx context.Context, fl domain.FleetLauncher, spec
 // recordFleet commits the intent under the ledger's lock, then sends it (or leaves it scheduled).
 func (s *Service) recordFleet(ctx context.Context, fl domain.FleetLauncher, spec domain.FleetSpec, intent Entry, again bool, check func(Spending) error, res FleetResult) (FleetResult, error) {
 	spec.ClientToken = cmp.Or(spec.ClientToken, intent.ID)
-	desc := s.describe(spec.Provider)
+	desc := s.Describe(spec.Provider)
 	reqJSON, err := json.Marshal(fleetRequest{FleetSpec: spec, Keeper: intent.Schedule.Keeper})
 	if err != nil {
 		return res, fmt.Errorf("launch fleet: %w", err)
@@ -483,7 +483,7 @@ func (s *Service) fleetIntent(spec domain.FleetSpec, est FleetEstimate, now time
 		State: StatePending, Actor: spec.Actor, CreatedAt: now, Start: spec.Start, End: spec.End,
 	}
 	if spec.Scheduled(now) {
-		r.Schedule = FleetSchedule{Start: spec.Start, End: spec.End, Keeper: KeeperOf(s.describe(spec.Provider))}
+		r.Schedule = FleetSchedule{Start: spec.Start, End: spec.End, Keeper: KeeperOf(s.Describe(spec.Provider))}
 	}
 	return r
 }
@@ -665,7 +665,7 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (Entry, err
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()
 	if err := p.DeleteFleet(cctx, r.Region, r.ProviderRef); err != nil {
-		if s.describe(r.Provider).Ephemeral && cctx.Err() == nil {
+		if s.Describe(r.Provider).Ephemeral && cctx.Err() == nil {
 			// A simulated fleet lives in its process: gone with it, nothing bills.
 			r.State, r.Error = StateDeleted, ""
 			r.Note = simFleetGone + " (" + err.Error() + ")"

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -172,8 +173,8 @@ const bytesPerSample = 6
 func decodeUsageMerged(body string) (domain.UsageReport, error) {
 	factor := max(1, (len(body)/bytesPerSample+maxKeptSamples-1)/maxKeptSamples)
 	dec := json.NewDecoder(strings.NewReader(body))
-	if err := expectDelim(dec, '{'); err != nil {
-		return domain.UsageReport{}, err
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return domain.UsageReport{}, cmp.Or(err, fmt.Errorf("kept usage: %v where { was expected", tok))
 	}
 	var rep domain.UsageReport
 	version := 0
@@ -217,17 +218,6 @@ func decodeUsageMerged(body string) (domain.UsageReport, error) {
 		rep.Note = withCapNote(rep.Note, says)
 	}
 	return rep, nil
-}
-
-func expectDelim(dec *json.Decoder, d json.Delim) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	if tok != d {
-		return fmt.Errorf("kept usage: %v where %v was expected", tok, d)
-	}
-	return nil
 }
 
 // decodeInstancesMerged reads the instances array one at a time.

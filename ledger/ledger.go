@@ -247,13 +247,7 @@ func (s *Store) update(ctx context.Context, r Entry, from string, check func(spe
 		claimed = true
 		r.Owner, r.Heartbeat = s.owner.String(), r.UpdatedAt
 	}
-	var out Entry
-	var err error
-	if check == nil {
-		out, err = s.write(ctx, r, from)
-	} else {
-		out, err = s.writeChecked(ctx, r, from, check)
-	}
+	out, err := s.write(ctx, r, from, check)
 	if err != nil && claimed {
 		s.EndCall(r.ID)
 	}
@@ -265,24 +259,35 @@ func (s *Store) UpdateFromChecked(ctx context.Context, r Entry, from string, che
 	return s.update(ctx, r, from, check)
 }
 
-func (s *Store) writeChecked(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
+// write writes r in one transaction, from state from when given; check sees the row in that state.
+func (s *Store) write(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
 	}
 	defer tx.Rollback()
-	var state string
-	if err := tx.QueryRowContext(ctx, `SELECT state FROM ledger WHERE id = ?`, r.ID).Scan(&state); err != nil {
+	if check != nil {
+		var state string
+		if err := tx.QueryRowContext(ctx, `SELECT state FROM ledger WHERE id = ?`, r.ID).Scan(&state); err != nil {
+			return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
+		}
+		if state != from {
+			return Entry{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
+		}
+		if err := check(func(day time.Time) (float64, error) { return s.DayHeld(ctx, tx, day, r.ID) }); err != nil {
+			return Entry{}, err
+		}
+	}
+	n, err := s.exec(ctx, tx, r, from)
+	if err != nil {
+		return Entry{}, err
+	}
+	if n == 0 {
+		var one int
+		if from != "" && tx.QueryRowContext(ctx, `SELECT 1 FROM ledger WHERE id = ?`, r.ID).Scan(&one) == nil {
+			return Entry{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
+		}
 		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
-	}
-	if state != from {
-		return Entry{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
-	}
-	if err := check(func(day time.Time) (float64, error) { return s.DayHeld(ctx, tx, day, r.ID) }); err != nil {
-		return Entry{}, err
-	}
-	if _, err := s.exec(ctx, tx, r, from); err != nil {
-		return Entry{}, err
 	}
 	if err := tx.Commit(); err != nil {
 		return Entry{}, fmt.Errorf("update ledger row %s: commit: %w", r.ID, err)
@@ -290,28 +295,8 @@ func (s *Store) writeChecked(ctx context.Context, r Entry, from string, check fu
 	return r, nil
 }
 
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-func (s *Store) write(ctx context.Context, r Entry, from string) (Entry, error) {
-	n, err := s.exec(ctx, s.db, r, from)
-	if err != nil {
-		return Entry{}, err
-	}
-	if n == 0 {
-		if from != "" {
-			if _, err := s.Get(ctx, r.ID); err == nil {
-				return Entry{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
-			}
-		}
-		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
-	}
-	return r, nil
-}
-
 // exec writes the row's outcome fields and says how many rows changed.
-func (s *Store) exec(ctx context.Context, ex execer, r Entry, from string) (int64, error) {
+func (s *Store) exec(ctx context.Context, tx *sql.Tx, r Entry, from string) (int64, error) {
 	q := `UPDATE ledger SET provider=?, cloud=?, region=?, zone=?, instance_type=?, instance_count=?,
 		gpu_count=?, start_at=?, end_at=?, cost_usd=?, cost_note=?, state=?, provider_ref=?, actor=?, updated_at=?, error=?,
 		note=?, owner=?, heartbeat_at=?, usd_hour=?, sched_start=?, sched_end=?, sched_keeper=? WHERE id=?`
@@ -323,7 +308,7 @@ func (s *Store) exec(ctx context.Context, ex execer, r Entry, from string) (int6
 		q += ` AND state=?`
 		args = append(args, from)
 	}
-	res, err := ex.ExecContext(ctx, q, args...)
+	res, err := tx.ExecContext(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("update ledger row %s: %w", r.ID, err)
 	}

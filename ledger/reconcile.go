@@ -187,7 +187,7 @@ func (s *Service) reconcileBlock(ctx context.Context, r Entry) (Entry, bool, str
 		return r, false, fmt.Sprintf("look-up at %s failed: %v", r.Provider, err)
 	}
 	if found == nil {
-		if o.Simulated || s.describe(r.Provider).Ephemeral {
+		if o.Simulated || s.Describe(r.Provider).Ephemeral {
 			// A purchase the simulated market does not know was lost with its process.
 			return s.lostWithProcess(ctx, r, "purchase")
 		}

@@ -145,7 +145,7 @@ func (s *Service) ScheduleLines(spec domain.FleetSpec, now time.Time) []string {
 	if !spec.Scheduled(now) {
 		return nil
 	}
-	return []string{"Window: " + WindowText(spec.Start, spec.End, now), "Schedule: " + KeeperNote(s.describe(spec.Provider)) + "."}
+	return []string{"Window: " + WindowText(spec.Start, spec.End, now), "Schedule: " + KeeperNote(s.Describe(spec.Provider)) + "."}
 }
 
 // lateBy is how late a scheduled action may be and still be on time.
@@ -279,7 +279,7 @@ func (s *Service) endDue(ctx context.Context, r Entry, sched FleetSchedule, now 
 	timedOut := cctx.Err() != nil
 	cancel()
 	// A simulated fleet its market does not know ended with its process.
-	if err != nil && !(s.describe(r.Provider).Ephemeral && !timedOut) {
+	if err != nil && !(s.Describe(r.Provider).Ephemeral && !timedOut) {
 		r.Error = fmt.Sprintf("its end %s has passed but it is still running: delete failed: %v; gpumarket tries again every minute (or `gpumarket fleet delete %s`)",
 			sched.End.UTC().Format(time.RFC3339), err, r.ID)
 		s.opt.Logger.Warn("delete a fleet at its end", "row", r.ID, "ref", r.ProviderRef, "err", err)

@@ -795,9 +795,7 @@ func (s *Service) FleetsNow(ctx context.Context, rows []Entry) map[string]FleetN
 	c.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, r := range ask {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, min(fleetsNowWork, s.opt.Timeout))
 			f, _, err := s.RefreshFleet(cctx, r.ID)
 			cancel()
@@ -811,7 +809,7 @@ func (s *Service) FleetsNow(ctx context.Context, rows []Entry) map[string]FleetN
 				return
 			}
 			c.byRow[r.ID] = FleetNow{Fleet: f, At: now}
-		}()
+		})
 	}
 	wg.Wait()
 	out := map[string]FleetNow{}

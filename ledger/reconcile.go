@@ -530,9 +530,7 @@ func (s *Service) beat(ctx context.Context, id string) (stop func()) {
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -545,7 +543,7 @@ func (s *Service) beat(ctx context.Context, id string) (stop func()) {
 				}
 			}
 		}
-	}()
+	})
 	return func() {
 		close(done)
 		wg.Wait()

@@ -99,11 +99,7 @@ func WindowText(start, end, now time.Time) string {
 	return fmt.Sprintf("%s – %s (%s), %s", from, to, utc, Countdown(end.Sub(start)))
 }
 
-func sameDay(a, b time.Time) bool {
-	ya, ma, da := a.Date()
-	yb, mb, db := b.Date()
-	return ya == yb && ma == mb && da == db
-}
+func sameDay(a, b time.Time) bool { return a.Format(time.DateOnly) == b.Format(time.DateOnly) }
 
 // Countdown says a duration as a countdown reads: 2d 4h, 3h 20m, 45m.
 func Countdown(d time.Duration) string {

@@ -412,10 +412,6 @@ func (s *Store) CallLiveness(r Entry, now time.Time) (Liveness, string) {
 		}
 		return OwnerGone, o.describe() + " no longer makes the call (it ended or was killed)"
 	}
-	return s.heartbeat(o, r, now)
-}
-
-func (s *Store) heartbeat(o Owner, r Entry, now time.Time) (Liveness, string) {
 	if r.Heartbeat.IsZero() {
 		return OwnerUnknown, ""
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -205,14 +206,7 @@ const TopIdle = 5
 
 // Counted reports whether a row has capacity usage counts: a cloud id and a state past its call.
 func Counted(r Entry) bool {
-	if r.ProviderRef == "" {
-		return false
-	}
-	switch r.State {
-	case StateScheduled, StateActive, StateEnded, StateDeleted:
-		return true
-	}
-	return false
+	return r.ProviderRef != "" && slices.Contains([]string{StateScheduled, StateActive, StateEnded, StateDeleted}, r.State)
 }
 
 // Compute works out the usage of the rows over [Since, Now].
@@ -245,12 +239,11 @@ func Compute(ctx context.Context, rows []Entry, opt UsageOptions) UsageReport {
 	sem := make(chan struct{}, opt.Concurrency)
 	var wg sync.WaitGroup
 	for i, r := range todo {
-		wg.Add(1)
 		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		wg.Go(func() {
+			defer func() { <-sem }()
 			out[i] = computeRow(ctx, r, opt, saveFailed)
-		}()
+		})
 	}
 	wg.Wait()
 	rep.Rows = order(out)

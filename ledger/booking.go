@@ -392,9 +392,7 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 		}
 		return res, fmt.Errorf("find offerings: %w", errors.Join(errs...))
 	}
-	if err := s.st.SaveOfferings(lctx, q, res.Offerings, res.At); err != nil {
-		res.SaveErr = err
-	}
+	res.SaveErr = s.st.SaveOfferings(lctx, q, res.Offerings, res.At)
 	return res, nil
 }
 

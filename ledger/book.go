@@ -3,7 +3,6 @@ package ledger
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -490,5 +489,3 @@ func (s *Store) Offering(ctx context.Context, id string, now time.Time) (CachedO
 	}
 	return c, nil
 }
-
-var errNoRows = sql.ErrNoRows

@@ -500,3 +500,31 @@ func (s *Service) transact(ctx context.Context, row Entry, t transaction) (Entry
 	}
 	return out, nil
 }
+
+// beat beats the row's heartbeat until stop: other hosts read it.
+func (s *Service) beat(ctx context.Context, id string) (stop func()) {
+	every := s.opt.Heartbeat
+	if every <= 0 {
+		every = HeartbeatEvery
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := s.st.Beat(context.WithoutCancel(ctx), id, s.opt.Now()); err != nil {
+					s.opt.Logger.Warn("heartbeat of a call in flight", "row", id, "err", err)
+				}
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}

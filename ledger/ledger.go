@@ -361,6 +361,8 @@ func (s *Store) rows(ctx context.Context, q sqlitedb.Querier, clause string, arg
 	return sqlitedb.All(ctx, q, scan, `SELECT `+s.cols()+` FROM ledger `+clause, args...)
 }
 
+var errNoRows = sql.ErrNoRows
+
 // one reads the row where picks, or ErrNotFound.
 func (s *Store) one(ctx context.Context, q sqlitedb.Querier, where string, args ...any) (Entry, error) {
 	r, err := scan(q.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE `+where, args...))

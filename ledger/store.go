@@ -1,10 +1,13 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
@@ -448,4 +452,152 @@ func (s *Store) Beat(ctx context.Context, id string, at time.Time) error {
 		return fmt.Errorf("heartbeat of ledger row %s: %w", id, err)
 	}
 	return nil
+}
+
+// costUnknownNote marks a row whose cost the cloud's record did not say.
+const costUnknownNote = "cost unknown: re-created from the cloud's record"
+
+// RebuildReport is what Rebuild did.
+type RebuildReport struct {
+	Asked []string
+	// Created are the rows re-created from the clouds' records.
+	Created []Entry
+	// Present counts records the ledger already had a row for.
+	Present int
+	// Failed maps a provider to why its records could not be read.
+	Failed map[string]error
+}
+
+// Rebuild re-creates the rows the clouds' tags show and the ledger lacks; it is idempotent.
+func (s *Service) Rebuild(ctx context.Context) (RebuildReport, error) {
+	rep := RebuildReport{Failed: map[string]error{}}
+	for _, name := range s.names {
+		rl, ok := s.provs[name].(domain.RecordLister)
+		if !ok {
+			continue
+		}
+		rep.Asked = append(rep.Asked, name)
+		cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+		recs, err := rl.ListRecords(cctx, time.Time{})
+		cancel()
+		if err != nil {
+			rep.Failed[name] = err
+			continue
+		}
+		for _, rec := range recs {
+			rec.Provider = cmp.Or(rec.Provider, name)
+			have, err := s.recorded(ctx, rec)
+			if err != nil {
+				return rep, err
+			}
+			if have {
+				rep.Present++
+				continue
+			}
+			row, err := s.recreate(ctx, rec, domain.Offering{}, fmt.Sprintf("re-created by `gpumarket ledger --rebuild` from %s's tags", name))
+			var dup *DuplicateError
+			switch {
+			case errors.As(err, &dup):
+				rep.Present++
+			case err != nil:
+				return rep, err
+			default:
+				rep.Created = append(rep.Created, row)
+			}
+		}
+	}
+	return rep, nil
+}
+
+// recorded reports whether the ledger has a row for a cloud's record.
+func (s *Service) recorded(ctx context.Context, rec domain.CloudRecord) (bool, error) {
+	err := ErrNotFound
+	if rec.Ref != "" {
+		_, err = s.st.Get(ctx, rec.Ref)
+	}
+	if errors.Is(err, ErrNotFound) && rec.ProviderRef != "" {
+		_, err = s.st.FindByRef(ctx, rec.ProviderRef)
+	}
+	if errors.Is(err, ErrNotFound) && Booked(rec.Kind) && rec.OfferingID != "" {
+		_, err = s.st.Holder(ctx, rec.Kind, rec.OfferingID)
+	}
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// recreate writes the row of a cloud's record, under its tagged id when free.
+func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain.Offering, why string) (Entry, error) {
+	now := s.opt.Now()
+	r := Entry{
+		Kind: rec.Kind, Provider: rec.Provider, Cloud: string(rec.Cloud), Region: rec.Region, Zone: rec.Zone,
+		InstanceType: rec.InstanceType, InstanceCount: rec.InstanceCount, Start: rec.Start, End: rec.End,
+		State: rec.State, ProviderRef: rec.ProviderRef, Actor: rec.Actor, CreatedAt: rec.CreatedAt, Note: why,
+	}
+	if rec.Ref != "" {
+		if _, err := s.st.Get(ctx, rec.Ref); errors.Is(err, ErrNotFound) {
+			r.ID = rec.Ref
+		}
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = now
+	}
+	if e, ok := domain.LookupGPU(firstType(rec.InstanceType)); ok {
+		r.GPUCount = e.GPU.Count * float64(rec.InstanceCount)
+		if r.Cloud == "" {
+			r.Cloud = string(e.Cloud)
+		}
+	}
+	r.CostUSD, r.USDHour = math.NaN(), math.NaN()
+	if math.IsNaN(rec.CostUSD) || rec.CostUSD < 0 {
+		r.CostNote = costUnknownNote
+	} else if r.Kind == KindFleet {
+		r.USDHour = rec.CostUSD
+	} else {
+		r.CostUSD = rec.CostUSD
+	}
+	// A record shows it exists: never pending or unknown in the ledger.
+	if r.State == "" || r.State == StatePending || r.State == StateUnknown {
+		r.State = StateScheduled
+		if r.Kind == KindFleet {
+			r.State = StateActive
+		}
+	}
+	var req any
+	switch r.Kind {
+	case KindFleet:
+		r.IdemKey = cmp.Or(rec.Ref, "cloud:"+rec.ProviderRef)
+		if r.Start.IsZero() {
+			r.Start = r.CreatedAt
+		}
+		req = domain.FleetSpec{Provider: r.Provider, Region: r.Region, InstanceTypes: strings.Split(r.InstanceType, ","),
+			TargetCapacity: r.InstanceCount, ClientToken: r.IdemKey, Actor: r.Actor}
+	default:
+		if o.ID == "" {
+			e, _ := domain.LookupGPU(r.InstanceType)
+			o = domain.Offering{ID: rec.OfferingID, Provider: r.Provider, Cloud: domain.Cloud(r.Cloud), Region: r.Region,
+				Zone: r.Zone, InstanceType: r.InstanceType, GPU: e.GPU, InstanceCount: r.InstanceCount, Start: r.Start, End: r.End,
+				UpfrontUSD: known(r.CostUSD), Currency: "USD", Kind: r.Kind, StartsOnPurchase: r.Kind == KindReservation}
+		}
+		r.IdemKey = cmp.Or(rec.OfferingID, "cloud:"+rec.ProviderRef)
+		req = o
+		r = advance(r, now)
+	}
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return r, fmt.Errorf("re-create the row of %s: %w", rec.ProviderRef, err)
+	}
+	r.Request = raw
+	out, err := s.intent(ctx, r, nil)
+	if err != nil {
+		return out, fmt.Errorf("re-create the row of %s: %w", rec.ProviderRef, err)
+	}
+	s.opt.Logger.Info("ledger row re-created from the cloud's record", "row", out.ID, "ref", out.ProviderRef, "why", why)
+	return out, nil
+}
+
+func firstType(types string) string {
+	t, _, _ := strings.Cut(types, ",")
+	return t
 }

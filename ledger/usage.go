@@ -1,13 +1,13 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -452,14 +452,9 @@ func joinNote(a, b string) string {
 // order puts the TopIdle rows of highest idle cost first, then newest first.
 func order(rows []UsageRow) []UsageRow {
 	byStart := append([]UsageRow(nil), rows...)
-	sort.SliceStable(byStart, func(i, j int) bool {
-		if !byStart[i].Start.Equal(byStart[j].Start) {
-			return byStart[i].Start.After(byStart[j].Start)
-		}
-		return byStart[i].ID > byStart[j].ID
-	})
+	slices.SortStableFunc(byStart, func(a, b UsageRow) int { return cmp.Or(b.Start.Compare(a.Start), strings.Compare(b.ID, a.ID)) })
 	idle := append([]UsageRow(nil), byStart...)
-	sort.SliceStable(idle, func(i, j int) bool { return nanLast(idle[i].IdleUSD) > nanLast(idle[j].IdleUSD) })
+	slices.SortStableFunc(idle, func(a, b UsageRow) int { return cmp.Compare(nanLast(b.IdleUSD), nanLast(a.IdleUSD)) })
 	out := make([]UsageRow, 0, len(rows))
 	top := map[string]bool{}
 	for _, r := range idle {
@@ -508,16 +503,11 @@ func totals(rows []UsageRow) (days, actors []Total, all Total) {
 	for _, t := range byDay {
 		days = append(days, *t)
 	}
-	sort.Slice(days, func(i, j int) bool { return days[i].Key < days[j].Key })
+	slices.SortFunc(days, func(a, b Total) int { return strings.Compare(a.Key, b.Key) })
 	for _, t := range byActor {
 		actors = append(actors, *t)
 	}
-	sort.Slice(actors, func(i, j int) bool {
-		if actors[i].IdleUSD != actors[j].IdleUSD {
-			return actors[i].IdleUSD > actors[j].IdleUSD
-		}
-		return actors[i].Key < actors[j].Key
-	})
+	slices.SortFunc(actors, func(a, b Total) int { return cmp.Or(cmp.Compare(b.IdleUSD, a.IdleUSD), strings.Compare(a.Key, b.Key)) })
 	all.Key = "all"
 	return days, actors, all
 }

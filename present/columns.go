@@ -165,14 +165,8 @@ func Compare(by *Column, a, b *Row, reverse bool) int {
 func byFigure(f func(*Row) float64) func(a, b *Row, reverse bool) int {
 	return func(a, b *Row, reverse bool) int {
 		x, y := f(a), f(b)
-		xn, yn := math.IsNaN(x), math.IsNaN(y)
-		switch {
-		case xn && yn:
-			return 0
-		case xn:
-			return 1
-		case yn:
-			return -1
+		if math.IsNaN(x) || math.IsNaN(y) {
+			return cmpNaNLast(x, y)
 		}
 		return dir(reverse, cmp.Compare(x, y))
 	}

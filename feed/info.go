@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/gpumarket/gpumarket/internal/sqlitedb"
@@ -77,44 +76,34 @@ func Stat(ctx context.Context, dataDir string) (Info, error) {
 	}
 	rows, err := db.QueryContext(ctx, `SELECT p.provider, p.region, COUNT(DISTINCT p.id), COALESCE(SUM(c.n), 0)
 		FROM pools p LEFT JOIN chunks c ON c.pool = p.id GROUP BY p.provider, p.region`)
-	if err != nil {
-		return info, fmt.Errorf("read %s: %w", path, err)
-	}
-	for rows.Next() {
+	err = eachRow(rows, err, func() error {
 		var p, r string
 		var pools int
 		var points int64
 		if err := rows.Scan(&p, &r, &pools, &points); err != nil {
-			rows.Close()
-			return info, fmt.Errorf("read %s: %w", path, err)
+			return err
 		}
 		ri := region(p, r)
 		ri.Pools, ri.Points = pools, points
 		info.Pools += pools
 		info.Points += points
-	}
-	if err := rows.Close(); err != nil {
-		return info, fmt.Errorf("read %s: %w", path, err)
-	}
-	srows, err := db.QueryContext(ctx, `SELECT provider, region, gpus, from_at, until_at FROM spans ORDER BY provider, region, gpus`)
+		return nil
+	})
 	if err != nil {
 		return info, fmt.Errorf("read %s: %w", path, err)
 	}
-	for srows.Next() {
-		var p, r, g string
-		var from, until int64
-		if err := srows.Scan(&p, &r, &g, &from, &until); err != nil {
-			srows.Close()
-			return info, fmt.Errorf("read %s: %w", path, err)
+	srows, err := db.QueryContext(ctx, `SELECT provider, region, gpus, from_at, until_at FROM spans ORDER BY provider, region, gpus`)
+	err = eachRow(srows, err, func() error {
+		var p string
+		var s Span
+		if err := scanSpan(srows, &s, &p); err != nil {
+			return err
 		}
-		s := SpanInfo{From: time.Unix(0, from).UTC(), Until: time.Unix(0, until).UTC()}
-		if g != "" {
-			s.GPUs = strings.Split(g, ",")
-		}
-		ri := region(p, r)
-		ri.Spans = append(ri.Spans, s)
-	}
-	if err := srows.Close(); err != nil {
+		ri := region(p, s.Region)
+		ri.Spans = append(ri.Spans, SpanInfo{GPUs: s.GPUs, From: s.From, Until: s.Until})
+		return nil
+	})
+	if err != nil {
 		return info, fmt.Errorf("read %s: %w", path, err)
 	}
 	for _, ri := range byRegion {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -71,7 +70,7 @@ func (c *History) Save(b Batch) {
 		c.pend.spans = append(c.pend.spans, providerSpan{provider: b.Provider, Span: s})
 	}
 	c.mu.Unlock()
-	c.poke()
+	poke(c.kick)
 }
 
 // Trim queues a trim to the retention before now.
@@ -83,12 +82,13 @@ func (c *History) Trim(now time.Time) {
 	}
 	c.pend.trim = now
 	c.mu.Unlock()
-	c.poke()
+	poke(c.kick)
 }
 
-func (c *History) poke() {
+// poke wakes ch's reader unless a wake-up is pending already.
+func poke(ch chan<- struct{}) {
 	select {
-	case c.kick <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -201,21 +201,21 @@ func (c *History) poolID(ctx context.Context, tx *sql.Tx, k domain.PoolKey, desc
 			return id, nil
 		}
 	}
+	model, text := "", ""
+	if desc != nil {
+		b, err := json.Marshal(desc)
+		if err != nil {
+			return 0, fmt.Errorf("describe %s: %w", k, err)
+		}
+		model, text = desc.GPU.Model, string(b)
+	} else if e, ok := domain.LookupGPU(k.InstanceType); ok {
+		model = e.GPU.Model
+	}
 	var id int64
 	err := tx.QueryRowContext(ctx, `SELECT id FROM pools WHERE provider = ? AND region = ? AND zone = ? AND instance_type = ?`,
 		k.Provider, k.Region, k.Zone, k.InstanceType).Scan(&id)
 	switch {
 	case err == sql.ErrNoRows:
-		model, text := "", ""
-		if desc != nil {
-			b, err := json.Marshal(desc)
-			if err != nil {
-				return 0, fmt.Errorf("describe %s: %w", k, err)
-			}
-			model, text = desc.GPU.Model, string(b)
-		} else if e, ok := domain.LookupGPU(k.InstanceType); ok {
-			model = e.GPU.Model
-		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO pools (provider, region, zone, instance_type, gpu_model, description) VALUES (?, ?, ?, ?, ?, ?)`,
 			k.Provider, k.Region, k.Zone, k.InstanceType, model, text)
 		if err != nil {
@@ -226,11 +226,7 @@ func (c *History) poolID(ctx context.Context, tx *sql.Tx, k domain.PoolKey, desc
 		return 0, fmt.Errorf("pool %s: %w", k, err)
 	}
 	if desc != nil {
-		b, err := json.Marshal(desc)
-		if err != nil {
-			return 0, fmt.Errorf("describe %s: %w", k, err)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE pools SET gpu_model = ?, description = ? WHERE id = ?`, desc.GPU.Model, string(b), id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE pools SET gpu_model = ?, description = ? WHERE id = ?`, model, text, id); err != nil {
 			return 0, fmt.Errorf("describe %s: %w", k, err)
 		}
 	}
@@ -248,19 +244,14 @@ func writePoints(ctx context.Context, tx *sql.Tx, pool int64, runs []Run) error 
 	first, last := dayOf(at[0]), dayOf(at[len(at)-1])
 	old := map[int64][]byte{}
 	rows, err := tx.QueryContext(ctx, `SELECT day, data FROM chunks WHERE pool = ? AND day BETWEEN ? AND ?`, pool, first, last)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
+	err = eachRow(rows, err, func() error {
 		var d int64
 		var b []byte
-		if err := rows.Scan(&d, &b); err != nil {
-			rows.Close()
-			return err
-		}
+		err := rows.Scan(&d, &b)
 		old[d] = b
-	}
-	if err := rows.Close(); err != nil {
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	stmt, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO chunks (pool, day, n, data) VALUES (?, ?, ?, ?)`)
@@ -291,11 +282,7 @@ func writePoints(ctx context.Context, tx *sql.Tx, pool int64, runs []Run) error 
 }
 
 // gpuKey is a GPU filter as stored: sorted, comma-joined, "" for every GPU.
-func gpuKey(gpus []string) string {
-	g := append([]string(nil), gpus...)
-	sort.Strings(g)
-	return strings.Join(g, ",")
-}
+func gpuKey(gpus []string) string { return strings.Join(sortedGPUs(gpus), ",") }
 
 // writeSpan folds a span into its region's for the same filter: touching spans
 // join; a later one replaces a non-touching old one (the gap was never fetched).
@@ -325,20 +312,15 @@ func writeSpan(ctx context.Context, tx *sql.Tx, s providerSpan) error {
 func trim(ctx context.Context, tx *sql.Tx, cut int64) error {
 	cutDay := dayOf(cut)
 	rows, err := tx.QueryContext(ctx, `SELECT pool, MAX(day) FROM chunks WHERE day < ? GROUP BY pool`, cutDay)
-	if err != nil {
-		return err
-	}
 	type last struct{ pool, day int64 }
 	var lasts []last
-	for rows.Next() {
+	err = eachRow(rows, err, func() error {
 		var l last
-		if err := rows.Scan(&l.pool, &l.day); err != nil {
-			rows.Close()
-			return err
-		}
+		err := rows.Scan(&l.pool, &l.day)
 		lasts = append(lasts, l)
-	}
-	if err := rows.Close(); err != nil {
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	for _, l := range lasts {

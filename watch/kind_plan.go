@@ -171,9 +171,7 @@ func (p *PlanRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *round
 		e.sayOnce(r, fmt.Sprintf("the job can no longer be done by its deadline %s: it will not fire again (remove it)", deadline.UTC().Format(time.RFC3339)))
 		return
 	}
-	if start.Before(now) {
-		start = now
-	}
+	start = domain.Later(now, start)
 	snap := rd.snap
 	if snap == nil || !snap.Ready {
 		return // the planner prices the market: wait for it

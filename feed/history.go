@@ -264,7 +264,7 @@ func (c *History) load(ctx context.Context, provider string, q domain.Query, fro
 
 	rows, err := c.db.QueryContext(ctx, `SELECT id, region, zone, instance_type, gpu_model, description FROM pools WHERE provider = ? ORDER BY id`, provider)
 	index := map[int64]int{}
-	err = eachRow(rows, err, func() error {
+	err = sqlitedb.EachRow(rows, err, func() error {
 		var id int64
 		k := domain.PoolKey{Provider: provider}
 		var model, desc string
@@ -299,7 +299,7 @@ func (c *History) load(ctx context.Context, provider string, q domain.Query, fro
 	chunks, err := c.db.QueryContext(ctx, `SELECT pool, data FROM chunks
 		WHERE pool IN (SELECT id FROM pools WHERE provider = ?) AND day BETWEEN ? AND ? ORDER BY pool, day`, provider, dayOf(f), dayOf(u))
 	var raw sql.RawBytes // the driver's copy, not another
-	err = eachRow(chunks, err, func() error {
+	err = sqlitedb.EachRow(chunks, err, func() error {
 		var id int64
 		if err := chunks.Scan(&id, &raw); err != nil {
 			return err
@@ -376,7 +376,7 @@ func clip(at []int64, usd []float64, from, until int64) series.Series {
 func (c *History) spans(ctx context.Context, provider string, q domain.Query) ([]Span, error) {
 	rows, err := c.db.QueryContext(ctx, `SELECT region, gpus, from_at, until_at FROM spans WHERE provider = ?`, provider)
 	best := map[string]Span{}
-	err = eachRow(rows, err, func() error {
+	err = sqlitedb.EachRow(rows, err, func() error {
 		var s Span
 		if err := scanSpan(rows, &s); err != nil {
 			return err
@@ -427,21 +427,4 @@ func scanSpan(rows *sql.Rows, s *Span, also ...any) error {
 		s.GPUs = strings.Split(gpus, ",")
 	}
 	return nil
-}
-
-// eachRow calls row for every row of a query's answer (rows, err), then closes it.
-func eachRow(rows *sql.Rows, err error, row func() error) error {
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := row(); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	return rows.Close()
 }

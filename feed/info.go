@@ -76,7 +76,7 @@ func Stat(ctx context.Context, dataDir string) (Info, error) {
 	}
 	rows, err := db.QueryContext(ctx, `SELECT p.provider, p.region, COUNT(DISTINCT p.id), COALESCE(SUM(c.n), 0)
 		FROM pools p LEFT JOIN chunks c ON c.pool = p.id GROUP BY p.provider, p.region`)
-	err = eachRow(rows, err, func() error {
+	err = sqlitedb.EachRow(rows, err, func() error {
 		var p, r string
 		var pools int
 		var points int64
@@ -93,7 +93,7 @@ func Stat(ctx context.Context, dataDir string) (Info, error) {
 		return info, fmt.Errorf("read %s: %w", path, err)
 	}
 	srows, err := db.QueryContext(ctx, `SELECT provider, region, gpus, from_at, until_at FROM spans ORDER BY provider, region, gpus`)
-	err = eachRow(srows, err, func() error {
+	err = sqlitedb.EachRow(srows, err, func() error {
 		var p string
 		var s Span
 		if err := scanSpan(srows, &s, &p); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 	"github.com/gpumarket/gpumarket/series"
 )
 
@@ -244,7 +245,7 @@ func writePoints(ctx context.Context, tx *sql.Tx, pool int64, runs []Run) error 
 	first, last := dayOf(at[0]), dayOf(at[len(at)-1])
 	old := map[int64][]byte{}
 	rows, err := tx.QueryContext(ctx, `SELECT day, data FROM chunks WHERE pool = ? AND day BETWEEN ? AND ?`, pool, first, last)
-	err = eachRow(rows, err, func() error {
+	err = sqlitedb.EachRow(rows, err, func() error {
 		var d int64
 		var b []byte
 		err := rows.Scan(&d, &b)
@@ -314,7 +315,7 @@ func trim(ctx context.Context, tx *sql.Tx, cut int64) error {
 	rows, err := tx.QueryContext(ctx, `SELECT pool, MAX(day) FROM chunks WHERE day < ? GROUP BY pool`, cutDay)
 	type last struct{ pool, day int64 }
 	var lasts []last
-	err = eachRow(rows, err, func() error {
+	err = sqlitedb.EachRow(rows, err, func() error {
 		var l last
 		err := rows.Scan(&l.pool, &l.day)
 		lasts = append(lasts, l)

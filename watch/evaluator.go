@@ -293,10 +293,7 @@ func (e *Evaluator) remarket() {
 	e.hub = h
 	e.mu.Unlock()
 	if moved {
-		select {
-		case e.newHub <- struct{}{}:
-		default:
-		}
+		poke(e.newHub)
 	}
 }
 
@@ -528,12 +525,17 @@ func (e *Evaluator) raised(a Alert) {
 	e.fired.Add(1)
 	e.log.Debug("watch: alert", "rule", a.Rule, "id", a.ID, "text", a.Text)
 	e.share([]Alert{a})
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
+	poke(e.wake)
 	if e.opt.OnAlert != nil {
 		e.opt.OnAlert(a)
+	}
+}
+
+// poke wakes ch's reader unless a wake-up is pending already.
+func poke(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -91,30 +90,8 @@ func (i *IdleRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *round
 	} else {
 		e.clearNote(r)
 	}
-	e.step(ctx, r, func(st *ruleState) *Alert {
-		var keep []string
-		for _, id := range toldRows(st) {
-			if slices.Contains(held, id) {
-				keep = append(keep, id)
-			}
-		}
-		var news []ledger.UsageRow
-		for _, row := range over {
-			if !slices.Contains(keep, row.ID) {
-				news = append(news, row)
-			}
-		}
-		var a *Alert
-		if len(news) > 0 && (st.LastFired.IsZero() || now.Sub(st.LastFired) >= r.Cooldown) {
-			a = i.alert(e, news)
-			for _, row := range news {
-				keep = append(keep, row.ID)
-			}
-			st.LastFired = now
-		}
-		keepRows(st, keep)
-		return a
-	})
+	e.step(ctx, r, tellRows(now, r.Cooldown, held, over, func(row ledger.UsageRow) string { return row.ID },
+		func(news []ledger.UsageRow) *Alert { return i.alert(e, news) }))
 }
 
 // rowNote says why a rule on one row cannot judge it: not in the report, or not running.

@@ -273,73 +273,59 @@ func (s *State) locked(ctx context.Context, f func() error) error {
 // AlertsAfter returns at most limit alerts after id, oldest first.
 func (s *State) AlertsAfter(ctx context.Context, id int64, limit int) ([]Alert, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, alert FROM alerts WHERE id > ? ORDER BY id LIMIT ?`, id, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read alerts: %w", err)
-	}
-	defer rows.Close()
 	var out []Alert
-	for rows.Next() {
+	err = eachAlert(rows, err, func(a Alert) { out = append(out, a) })
+	return out, err
+}
+
+// eachAlert calls f on each (id, alert) row; a row another version wrote badly is skipped, not the rest.
+func eachAlert(rows *sql.Rows, err error, f func(Alert)) error {
+	err = sqlitedb.EachRow(rows, err, func() error {
 		var a Alert
-		var id int64
 		var body string
-		if err := rows.Scan(&id, &body); err != nil {
-			return nil, fmt.Errorf("read alerts: %w", err)
+		if err := rows.Scan(&a.ID, &body); err != nil {
+			return err
 		}
-		if err := json.Unmarshal([]byte(body), &a); err != nil {
-			continue // a row another version wrote badly: skip it, not the rest
+		if id := a.ID; json.Unmarshal([]byte(body), &a) == nil {
+			a.ID = id
+			f(a)
 		}
-		a.ID = id
-		out = append(out, a)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read alerts: %w", err)
 	}
-	return out, rows.Err()
+	return nil
 }
 
 // Recent returns the newest alerts first, with their deliveries.
 func (s *State) Recent(ctx context.Context, limit int) ([]Record, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, alert FROM alerts ORDER BY id DESC LIMIT ?`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read alerts: %w", err)
-	}
 	var out []Record
 	byID := map[int64]int{}
-	for rows.Next() {
-		var id int64
-		var body string
-		if err := rows.Scan(&id, &body); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read alerts: %w", err)
-		}
-		var a Alert
-		if json.Unmarshal([]byte(body), &a) != nil {
-			continue
-		}
-		a.ID = id
-		byID[id] = len(out)
+	err = eachAlert(rows, err, func(a Alert) {
+		byID[a.ID] = len(out)
 		out = append(out, Record{Alert: a})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read alerts: %w", err)
-	}
-	if len(out) == 0 {
-		return out, nil
+	})
+	if err != nil || len(out) == 0 {
+		return out, err
 	}
 	drows, err := s.db.QueryContext(ctx, `SELECT alert_id, channel, state, attempts, error FROM deliveries WHERE alert_id >= ? ORDER BY alert_id, channel`, out[len(out)-1].ID)
-	if err != nil {
-		return nil, fmt.Errorf("read deliveries: %w", err)
-	}
-	defer drows.Close()
-	for drows.Next() {
+	err = sqlitedb.EachRow(drows, err, func() error {
 		var id int64
 		var d DeliveryStatus
 		if err := drows.Scan(&id, &d.Channel, &d.State, &d.Attempts, &d.Error); err != nil {
-			return nil, fmt.Errorf("read deliveries: %w", err)
+			return err
 		}
 		if i, ok := byID[id]; ok {
 			out[i].Deliveries = append(out[i].Deliveries, d)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read deliveries: %w", err)
 	}
-	return out, drows.Err()
+	return out, nil
 }
 
 type delivery struct {
@@ -363,20 +349,14 @@ func (s *State) claim(ctx context.Context, channels []string, owner string, now 
 		WHERE rowid IN (SELECT rowid FROM deliveries WHERE channel IN (`+ph+`)
 			AND ((state = ? AND next_at <= ?) OR (state = ? AND lease_until <= ?)) ORDER BY alert_id LIMIT ?)
 		RETURNING alert_id, channel, attempts`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("claim deliveries: %w", err)
-	}
 	var out []delivery
-	for rows.Next() {
+	err = sqlitedb.EachRow(rows, err, func() error {
 		var d delivery
-		if err := rows.Scan(&d.alert.ID, &d.channel, &d.attempts); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("claim deliveries: %w", err)
-		}
+		err := rows.Scan(&d.alert.ID, &d.channel, &d.attempts)
 		out = append(out, d)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
 	for i := range out {

@@ -325,10 +325,7 @@ func backoff(base time.Duration, failures int, max time.Duration) time.Duration 
 	for i := 1; i < failures && d < max; i++ {
 		d *= 2
 	}
-	if d > max {
-		d = max
-	}
-	return d
+	return min(d, max)
 }
 
 // apply folds one event into the hub; providers may call it concurrently.

@@ -1,12 +1,14 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpumarket/gpumarket/internal/sqlitedb"
@@ -109,12 +111,8 @@ func Stat(ctx context.Context, dataDir string) (Info, error) {
 	for _, ri := range byRegion {
 		info.Regions = append(info.Regions, *ri)
 	}
-	sort.Slice(info.Regions, func(i, j int) bool {
-		a, b := info.Regions[i], info.Regions[j]
-		if a.Provider != b.Provider {
-			return a.Provider < b.Provider
-		}
-		return a.Region < b.Region
+	slices.SortFunc(info.Regions, func(a, b RegionInfo) int {
+		return cmp.Or(strings.Compare(a.Provider, b.Provider), strings.Compare(a.Region, b.Region))
 	})
 	return info, nil
 }

@@ -3,8 +3,9 @@ package watch
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -189,12 +190,7 @@ func (b *BlockRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *roun
 	if ctx.Err() != nil {
 		return
 	}
-	failed := make([]string, 0, len(s.res.Failed))
-	for name := range s.res.Failed {
-		failed = append(failed, name)
-	}
-	sort.Strings(failed)
-	for _, name := range failed {
+	for _, name := range slices.Sorted(maps.Keys(s.res.Failed)) {
 		e.sayOnce(r, fmt.Sprintf("%s refused the search: %v", name, s.res.Failed[name]))
 	}
 	if s.err != nil && len(s.res.Failed) == 0 {

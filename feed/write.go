@@ -325,28 +325,16 @@ func trim(ctx context.Context, tx *sql.Tx, cut int64) error {
 		return err
 	}
 	for _, l := range lasts {
-		var cur []byte
-		err := tx.QueryRowContext(ctx, `SELECT data FROM chunks WHERE pool = ? AND day = ?`, l.pool, cutDay).Scan(&cur)
-		if err != nil && err != sql.ErrNoRows {
+		cAt, cUSD, err := readChunk(ctx, tx, l.pool, cutDay)
+		if err != nil {
 			return err
-		}
-		cAt, cUSD, derr := appendChunk(nil, nil, cur)
-		if cur == nil {
-			cAt, cUSD, derr = nil, nil, nil
-		}
-		if derr != nil {
-			return fmt.Errorf("chunk of day %d: %w", cutDay, derr)
 		}
 		if len(cAt) > 0 && cAt[0] <= cut {
 			continue // the price in force at cut is in the cut's day
 		}
-		var old []byte
-		if err := tx.QueryRowContext(ctx, `SELECT data FROM chunks WHERE pool = ? AND day = ?`, l.pool, l.day).Scan(&old); err != nil {
-			return err
-		}
-		oAt, oUSD, err := appendChunk(nil, nil, old)
+		oAt, oUSD, err := readChunk(ctx, tx, l.pool, l.day)
 		if err != nil {
-			return fmt.Errorf("chunk of day %d: %w", l.day, err)
+			return err
 		}
 		if len(oAt) == 0 {
 			continue
@@ -370,4 +358,21 @@ func trim(ctx context.Context, tx *sql.Tx, cut int64) error {
 		}
 	}
 	return nil
+}
+
+// readChunk decodes a pool's chunk of a day; no chunk is no points.
+func readChunk(ctx context.Context, tx *sql.Tx, pool, day int64) ([]int64, []float64, error) {
+	var b []byte
+	err := tx.QueryRowContext(ctx, `SELECT data FROM chunks WHERE pool = ? AND day = ?`, pool, day).Scan(&b)
+	if err == sql.ErrNoRows {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	at, usd, err := appendChunk(nil, nil, b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("chunk of day %d: %w", day, err)
+	}
+	return at, usd, nil
 }

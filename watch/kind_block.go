@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -110,19 +111,12 @@ func (b *BlockRule) Describe() string {
 	}
 	s := fmt.Sprintf("block ≥%s × %gh", size, b.Hours)
 	if b.StartAfter != "" || b.StartBefore != "" {
-		s += fmt.Sprintf(" starting %s…%s", orStr(b.StartAfter, "now"), orStr(b.StartBefore, "as sold"))
+		s += fmt.Sprintf(" starting %s…%s", cmp.Or(b.StartAfter, "now"), cmp.Or(b.StartBefore, "as sold"))
 	}
 	if b.MaxUSDGPUHour != nil {
 		s += fmt.Sprintf(" under $%g/GPU-h", *b.MaxUSDGPUHour)
 	}
 	return s
-}
-
-func orStr(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a
 }
 
 // check asks the providers that sell blocks for its length and regions.

@@ -124,7 +124,7 @@ func (i *IdleRule) alert(e *Evaluator, news []ledger.UsageRow) *Alert {
 	}
 	top := news[0]
 	a.Provider, a.Region, a.Zone, a.InstanceType = strp(top.Provider), strp(top.Region), strp(top.Zone), strp(top.InstanceType)
-	a.GPUCount, a.TotalUSD, a.IdleUSD = known(top.GPUs), known(top.UsedUSD()), known(top.IdleUSD)
+	a.GPUCount, a.TotalUSD, a.IdleUSD = present.Known(top.GPUs), present.Known(top.UsedUSD()), present.Known(top.IdleUSD)
 	a.IdlePct, a.ThresholdPct = fp(top.IdleShare()*100), fp(i.AbovePct)
 	a.Text = strings.Join(parts, "; ") + fmt.Sprintf(" (above %g%%)", i.AbovePct) + simNote(a.Simulated)
 	return a
@@ -136,12 +136,4 @@ func hoursRun(d time.Duration) string {
 		return fmt.Sprintf("%d min", int(d.Minutes()))
 	}
 	return fmt.Sprintf("%.0f h", d.Hours())
-}
-
-// known is v, or nil (null in JSON) when it is unknown.
-func known(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
 }

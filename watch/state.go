@@ -206,11 +206,7 @@ func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.T
 	if a != nil {
 		a.At = now.UTC().Truncate(time.Second) // RFC 3339 to the second, as the CLI writes times
 		a.IdempotencyKey = newKey()
-		res, err := tx.ExecContext(ctx, `INSERT INTO alerts (rule, at, alert) VALUES (?, ?, '')`, rule, fmtTime(now))
-		if err != nil {
-			return nil, st, fmt.Errorf("record alert of rule %s: %w", rule, err)
-		}
-		if a.ID, err = res.LastInsertId(); err != nil {
+		if err := tx.QueryRowContext(ctx, `INSERT INTO alerts (rule, at, alert) VALUES (?, ?, '') RETURNING id`, rule, fmtTime(now)).Scan(&a.ID); err != nil {
 			return nil, st, fmt.Errorf("record alert of rule %s: %w", rule, err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alerts SET alert = ? WHERE id = ?`, string(a.JSON()), a.ID); err != nil {

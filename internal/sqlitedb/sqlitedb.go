@@ -329,22 +329,19 @@ func Tables(ctx context.Context, q Querier) (map[string]bool, error) {
 // Scanner is a *sql.Row or *sql.Rows.
 type Scanner interface{ Scan(dest ...any) error }
 
-// All reads every row query returns with read.
+// All reads every row query returns with read (EachRow, collecting).
 func All[T any](ctx context.Context, q Querier, read func(Scanner) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
+	var out []T
+	err = EachRow(rows, err, func() error {
+		v, err := read(rows)
+		out = append(out, v)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := read(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // String reads a row of one text column.

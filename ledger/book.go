@@ -46,10 +46,8 @@ func (s *Service) Quote(ctx context.Context, offeringID string) (Quote, error) {
 	} else if !errors.Is(err, ErrNotFound) {
 		return q, err
 	}
-	if _, err := s.booker(c.Offering.Provider); err != nil {
-		return q, err
-	}
-	return q, nil
+	_, err = s.booker(c.Offering.Provider)
+	return q, err
 }
 
 func (s *Service) booker(provider string) (domain.Booker, error) {

@@ -231,6 +231,9 @@ func (t Table) SampleTypes(c domain.Cloud, model string) string {
 			out = append(out, e.InstanceType)
 		}
 	}
+	if len(out) == 0 {
+		return fmt.Sprintf("gpumarket's catalog lists no %s instance type", t.CloudName(c))
+	}
 	if len(out) > 3 {
 		out = out[:3]
 	}

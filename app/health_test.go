@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +80,26 @@ func TestHealthAccountsForEveryRegionAtTheDeadline(t *testing.T) {
 	}
 	if !h.answered {
 		t.Error("regions answered, yet not answered")
+	}
+}
+
+// A --gpu model is refused before any search when no pool within the
+// filters sells it; a pool this account may not launch in does not count.
+func TestCheckModelsSold(t *testing.T) {
+	pool := func(region, model string, restricted bool) feed.PoolView {
+		p := domain.Pool{Provider: "azure", Region: region, InstanceType: "t-" + model, GPU: domain.GPUSpec{Model: model, Count: 8}, Restricted: restricted}
+		return feed.PoolView{Pool: p, Key: p.Key().String()}
+	}
+	snap := &feed.Snapshot{Pools: []feed.PoolView{pool("eastus", "A100", false), pool("eastus", "H100", true), pool("westus", "L4", false)}}
+	s := &Settings{Query: domain.Query{Regions: []string{"eastus"}}}
+	if err := s.CheckModelsSold(snap, []string{"A100"}); err != nil {
+		t.Errorf("a model sold: %v", err)
+	}
+	for _, m := range []string{"H100", "L4"} {
+		var ue *UsageError
+		err := s.CheckModelsSold(snap, []string{"A100", m})
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--gpu A100,"+m+": no pool of the market in eastus sells "+m) {
+			t.Errorf("%s (restricted, or sold in another region only): %v, want a usage error naming it", m, err)
+		}
 	}
 }

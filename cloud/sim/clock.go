@@ -22,9 +22,6 @@ type Clock struct {
 	wall   func() time.Time
 }
 
-// WallClock is the clock at speed 1: time.Now.
-func WallClock() *Clock { return &Clock{speed: 1, wall: time.Now} }
-
 type clockRecord struct {
 	Speed  int       `json:"speed"`
 	Origin time.Time `json:"origin"`

@@ -175,15 +175,9 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 	var starts []time.Time
 	aws, gcp := p.spec.Desc.Cloud == domain.CloudAWS, p.spec.Desc.Cloud == domain.CloudGCP
 	if gcp {
-		starts = calendarStarts(v)
+		starts = dailyStarts(v.startAfter, v.startBefore, 0)
 	} else if aws {
-		day := v.startAfter.Truncate(24 * time.Hour).Add(blockTerms.StartOfDayUTC)
-		if day.Before(v.startAfter) {
-			day = day.Add(24 * time.Hour)
-		}
-		for ; !day.After(v.startBefore); day = day.Add(24 * time.Hour) {
-			starts = append(starts, day)
-		}
+		starts = dailyStarts(v.startAfter, v.startBefore, blockTerms.StartOfDayUTC)
 	} else {
 		starts = append(starts, m.opt.Now().UTC().Truncate(time.Minute))
 	}
@@ -242,6 +236,19 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 	return out
 }
 
+// dailyStarts are the times of day at (after midnight UTC) in [after, before].
+func dailyStarts(after, before time.Time, at time.Duration) []time.Time {
+	var out []time.Time
+	day := after.Truncate(24 * time.Hour).Add(at)
+	if day.Before(after) {
+		day = day.Add(24 * time.Hour)
+	}
+	for ; !day.After(before); day = day.Add(24 * time.Hour) {
+		out = append(out, day)
+	}
+	return out
+}
+
 // offeringID derives an id from the seed and every term, so a later process
 // recognises it and a changed term does not pass for it.
 func (m *Market) offeringID(o domain.Offering) string {
@@ -294,10 +301,7 @@ func (m *Market) Book(ctx context.Context, req domain.BookRequest) (domain.Booki
 	if err := m.checkOffering(o, now); err != nil {
 		return domain.Booking{}, fmt.Errorf("sim book: %w", err)
 	}
-	b := domain.Booking{
-		Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
-		InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD,
-	}
+	b := m.bookingOf(o, now)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if prev, ok := m.bookings[o.ID]; ok {
@@ -307,22 +311,29 @@ func (m *Market) Book(ctx context.Context, req domain.BookRequest) (domain.Booki
 		return domain.Booking{}, fmt.Errorf("sim book: offering %s: %w (the same capacity and window was bought); search again for another", o.ID, ErrAlreadyBooked)
 	}
 	if req.DryRun {
-		b.DryRun = true
-		b.Message = dryRunMessage
+		b.ProviderRef, b.State, b.DryRun, b.Message = "", "", true, dryRunMessage
 		if o.Terms().NoDryRun {
 			b.Message = planDryRun
 		}
 		return b, nil
 	}
-	b.ProviderRef = m.reservationRef(o)
-	b.State = "scheduled"
-	if !now.Before(o.Start) {
-		b.State = "active"
-	}
 	b.Message = fmt.Sprintf("simulated %s booked: %d × %s in %s from %s to %s, $%.2f",
 		b.ProviderRef, o.InstanceCount, o.InstanceType, o.Zone, o.Start.UTC().Format(time.RFC3339), o.End.UTC().Format(time.RFC3339), o.UpfrontUSD)
 	m.bookings[o.ID] = &booking{offering: o, booking: b, ref: req.Ref, actor: req.Actor, at: now}
 	return b, nil
+}
+
+// bookingOf is the booking of the offering bought at now.
+func (m *Market) bookingOf(o domain.Offering, now time.Time) domain.Booking {
+	b := domain.Booking{
+		Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
+		InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD,
+		ProviderRef: m.reservationRef(o), State: "scheduled",
+	}
+	if !now.Before(o.Start) {
+		b.State = "active"
+	}
+	return b
 }
 
 // reservationRef is the booking's id: AWS "cr-…" or an Azure reservation's resource id.
@@ -393,14 +404,7 @@ func (m *Market) RememberBookings(booked []domain.BookedOffering) {
 		}
 		b := bo.Booking
 		if b.ProviderRef == "" {
-			b = domain.Booking{
-				Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
-				InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD,
-				ProviderRef: m.reservationRef(o), State: "scheduled",
-			}
-			if !now.Before(o.Start) {
-				b.State = "active"
-			}
+			b = m.bookingOf(o, now)
 		}
 		m.bookings[o.ID] = &booking{offering: o, booking: b, at: now}
 	}

@@ -11,11 +11,11 @@ import (
 // Config is the whole configuration. Every key of the file is optional.
 type Config struct {
 	// Providers are the default sources; none configured means "sim".
-	Providers  []string   `yaml:"providers"`
-	providerAt []position // where the file names each provider
-	Regions    []string   `yaml:"regions"`
-	GPUs       []string   `yaml:"gpus"`
-	Window     Window     `yaml:"window"`
+	Providers  []string `yaml:"providers"`
+	providerAt []Pos    // where the file names each provider
+	Regions    []string `yaml:"regions"`
+	GPUs       []string `yaml:"gpus"`
+	Window     Window   `yaml:"window"`
 	// Refresh is the clouds' live poll interval.
 	Refresh Duration `yaml:"refresh"`
 	Risk    Risk     `yaml:"risk"`

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"net/url"
 	"os"
 	"regexp"
 )
@@ -40,11 +39,7 @@ func (c *Config) validateGCP() error {
 	}
 	for key, u := range map[string]string{"gcp.endpoints.compute": g.Endpoints.Compute, "gcp.endpoints.billing": g.Endpoints.Billing,
 		"gcp.endpoints.monitoring": g.Endpoints.Monitoring} {
-		if u == "" {
-			continue
-		}
-		p, err := url.Parse(u)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		if u != "" && !httpURL(u) {
 			return keyErr(key, "bad URL %q; want an http:// or https:// base URL such as https://compute.googleapis.com/compute/v1/", u)
 		}
 	}

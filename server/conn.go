@@ -112,11 +112,6 @@ func (s *Server) closeIfSessionless(c *conn) {
 	_ = c.nc.Close()
 }
 
-// sessionStartedLocked moves c's place to its session; the timer then finds it and leaves c be.
-func (c *conn) sessionStartedLocked() {
-	c.sessions++
-}
-
 // sessionEndedLocked gives c its place back and re-arms its timer.
 func (c *conn) sessionEndedLocked(d time.Duration) {
 	c.sessions--

@@ -136,17 +136,15 @@ func New(opt Options) (*Server, error) {
 	s.ssh, err = wish.NewServer(
 		wish.WithAddress(opt.Listen),
 		wish.WithVersion("gpumarket"),
-		// First: without a host key wish would write one into ./id_ed25519.
+		// The host key: without one wish would write one into ./id_ed25519.
 		func(srv *ssh.Server) error {
 			srv.AddHostKey(signer)
+			srv.ServerConfigCallback = s.serverConfig
+			srv.HandshakeTimeout = 30 * time.Second
 			return nil
 		},
 		wish.WithPublicKeyAuth(s.authorize),
 		ssh.WrapConn(s.trackConn),
-		func(srv *ssh.Server) error {
-			srv.ServerConfigCallback = s.serverConfig
-			return nil
-		},
 		// An emulated PTY: no OS pseudo-terminal per session; the colour profile
 		// comes from the client's TERM and environment.
 		ssh.EmulatePty(),
@@ -154,10 +152,6 @@ func New(opt Options) (*Server, error) {
 			recover.MiddlewareWithLogger(std, s.sessionMiddleware),
 			logging.MiddlewareWithLogger(std),
 		),
-		func(srv *ssh.Server) error {
-			srv.HandshakeTimeout = 30 * time.Second
-			return nil
-		},
 	)
 	if err != nil {
 		return nil, fmt.Errorf("ssh server: %w", err)
@@ -177,16 +171,6 @@ func (s *Server) authorize(ctx ssh.Context, key ssh.PublicKey) bool {
 	}
 	s.log.Debug("accepted key", "fingerprint", k.Fingerprint, "comment", k.Comment, "role", k.Role)
 	return true
-}
-
-// Addr is the address listened on once Serve started; nil before.
-func (s *Server) Addr() net.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.listeners) == 0 {
-		return nil
-	}
-	return s.listeners[0].Addr()
 }
 
 // ListenAndServe serves on Options.Listen until ctx ends or Shutdown.

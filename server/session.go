@@ -212,7 +212,7 @@ func (s *Server) register(st *session, c *conn) string {
 	}
 	s.sessions[st] = struct{}{}
 	if c != nil {
-		c.sessionStartedLocked()
+		c.sessions++ // c's place moves to its session; the timer then finds it and leaves c be
 	}
 	s.active.Add(1)
 	return ""

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"hash/fnv"
 	"math"
 	"slices"
 	"sort"
@@ -151,14 +150,7 @@ var blockGPUs = []string{"H100", "H200", "A100"}
 
 // strHash hashes a name without the seed: the market's structure is the same
 // for every seed, which drives only prices and offerings.
-func strHash(parts ...string) uint64 {
-	h := fnv.New64a()
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	return mix(h.Sum64())
-}
+func strHash(parts ...string) uint64 { return mix(uint64(newHashPrefix(parts...))) }
 
 func pickZones(r region, f family) []string {
 	zones := append([]string(nil), r.Zones...)

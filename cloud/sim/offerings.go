@@ -360,30 +360,27 @@ func (m *Market) FindBooking(ctx context.Context, req domain.BookRequest) (*doma
 	o := req.Offering
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if b, ok := m.bookings[o.ID]; ok {
+	if b := m.boughtLocked(o, true); b != nil {
 		c := b.booking
 		return &c, nil
-	}
-	for _, b := range m.bookings {
-		if sameWindow(b.offering, o) && b.offering.InstanceCount == o.InstanceCount {
-			c := b.booking
-			return &c, nil
-		}
 	}
 	return nil, nil
 }
 
 // bookedLocked reports whether the offering's pool and window were bought.
-func (m *Market) bookedLocked(o domain.Offering) bool {
-	if _, ok := m.bookings[o.ID]; ok {
-		return true
+func (m *Market) bookedLocked(o domain.Offering) bool { return m.boughtLocked(o, false) != nil }
+
+// boughtLocked is the offering's booking, else one of its pool and window (and count, with sameCount).
+func (m *Market) boughtLocked(o domain.Offering, sameCount bool) *booking {
+	if b, ok := m.bookings[o.ID]; ok {
+		return b
 	}
 	for _, b := range m.bookings {
-		if sameWindow(b.offering, o) {
-			return true
+		if sameWindow(b.offering, o) && (!sameCount || b.offering.InstanceCount == o.InstanceCount) {
+			return b
 		}
 	}
-	return false
+	return nil
 }
 
 func sameWindow(a, b domain.Offering) bool {

@@ -79,6 +79,25 @@ type Azure struct {
 	SSHPublicKey  string `yaml:"ssh_public_key"`
 }
 
+// GCP configures the Google Cloud provider; credentials are Google's (README, Clouds).
+type GCP struct {
+	Project         string       `yaml:"project"` // else the credentials' own, then GOOGLE_CLOUD_PROJECT
+	CredentialsFile string       `yaml:"credentials_file"`
+	Endpoints       GCPEndpoints `yaml:"endpoints"` // base URLs; empty: Google's
+	// The Spot VMs' boot image, subnetwork and disk, or a template.
+	Image            string `yaml:"image"`
+	Subnetwork       string `yaml:"subnetwork"`
+	InstanceTemplate string `yaml:"instance_template"`
+	DiskGB           int64  `yaml:"disk_gb"`
+}
+
+// GCPEndpoints are the base URLs of the Google APIs gpumarket calls.
+type GCPEndpoints struct {
+	Compute    string `yaml:"compute"`
+	Billing    string `yaml:"billing"`
+	Monitoring string `yaml:"monitoring"`
+}
+
 // Serve configures `gpumarket serve`.
 type Serve struct {
 	Listen         string   `yaml:"listen"`

@@ -680,3 +680,28 @@ func kindName(t reflect.Type) string {
 	}
 	return "a value"
 }
+
+// EnvGCPProject is Google's own variable for the project.
+const EnvGCPProject = "GOOGLE_CLOUD_PROJECT"
+
+var gcpProjectRE = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]$|^[a-z][-a-z0-9.:]{4,60}[a-z0-9]$`)
+
+func (c *Config) validateGCP() error {
+	g := c.GCP
+	if g.Project == "" {
+		g.Project = os.Getenv(EnvGCPProject)
+	}
+	if g.Project != "" && !gcpProjectRE.MatchString(g.Project) {
+		return keyErr("gcp.project", "bad project id %q; want 6 to 30 lower-case letters, digits and dashes, such as my-project-123", g.Project)
+	}
+	for key, u := range map[string]string{"gcp.endpoints.compute": g.Endpoints.Compute, "gcp.endpoints.billing": g.Endpoints.Billing,
+		"gcp.endpoints.monitoring": g.Endpoints.Monitoring} {
+		if u != "" && !httpURL(u) {
+			return keyErr(key, "bad URL %q; want an http:// or https:// base URL such as https://compute.googleapis.com/compute/v1/", u)
+		}
+	}
+	if g.DiskGB < 0 || g.DiskGB > 65536 {
+		return keyErr("gcp.disk_gb", "%d; want a boot disk size in GB from 10 to 65536 (0: 200)", g.DiskGB)
+	}
+	return nil
+}

@@ -60,6 +60,11 @@ const gcpCalendarNote = "simulated Google calendar-mode future reservation: held
 
 func asCalendar(o *domain.Offering, od float64) {
 	o.Kind, o.Note = domain.KindCalendar, gcpCalendarNote
+	billHourly(o, od)
+}
+
+// billHourly prices o at od an instance-hour over its window.
+func billHourly(o *domain.Offering, od float64) {
 	o.HourlyUSD = od * float64(o.InstanceCount)
 	o.UpfrontUSD = math.Round(o.HourlyUSD*o.End.Sub(o.Start).Hours()*100) / 100
 }

@@ -207,25 +207,21 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 			InstanceType: p.spec.Desc.InstanceType, GPU: p.spec.Desc.GPU, InstanceCount: n,
 			Start: s, End: s.Add(v.dur), Currency: "USD", Simulated: true, Kind: domain.KindBlock,
 		}
-		if !aws && !gcp {
-			o.StartsOnPurchase, o.Kind = true, domain.KindReservation
-			o.Note = "simulated Azure capacity reservation: held and billed at the on-demand rate from purchase until deleted; gpumarket prices it, and releases it, at " + o.End.Format(time.RFC3339)
-		}
-		hours := o.End.Sub(o.Start).Hours()
-		if gcp {
+		switch {
+		case gcp:
 			asCalendar(&o, *p.spec.Desc.OnDemandUSDHour)
-		} else if aws {
+		case aws:
 			r := blockRate[o.InstanceType]
 			// Sooner starts are dearer; lead counts from today's date, so a price holds all day.
 			today := m.opt.Now().UTC().Truncate(24 * time.Hour)
 			lead := s.Sub(today).Hours() / blockTerms.MaxLead.Hours()
 			u := 0.6*unit(mix(h)) + 0.4*(1-math.Min(1, lead))
 			rate := r[0] + (r[1]-r[0])*u
-			o.UpfrontUSD = math.Round(rate*o.GPU.Count*float64(n)*hours*100) / 100
-		} else {
-			// Billed by the hour, as Azure bills it.
-			o.HourlyUSD = *p.spec.Desc.OnDemandUSDHour * float64(n)
-			o.UpfrontUSD = math.Round(o.HourlyUSD*hours*100) / 100
+			o.UpfrontUSD = math.Round(rate*o.GPU.Count*float64(n)*o.DurationHours()*100) / 100
+		default:
+			o.StartsOnPurchase, o.Kind = true, domain.KindReservation
+			o.Note = "simulated Azure capacity reservation: held and billed at the on-demand rate from purchase until deleted; gpumarket prices it, and releases it, at " + o.End.Format(time.RFC3339)
+			billHourly(&o, *p.spec.Desc.OnDemandUSDHour) // as Azure bills it
 		}
 		o.ID = m.offeringID(o)
 		out = append(out, o)

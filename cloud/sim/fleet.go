@@ -146,11 +146,7 @@ func (m *Market) LaunchFleet(ctx context.Context, spec domain.FleetSpec) (domain
 		// Like EC2's DryRunOperation: capacity is not looked at.
 		return domain.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, DryRun: true, Message: dryRunMessage}, nil
 	}
-	placedAt := now
-	if spec.Start.After(now) {
-		placedAt = spec.Start
-	}
-	pl := m.place(pools, spec, placedAt.Unix())
+	pl := m.place(pools, spec, domain.Later(spec.Start, now).Unix())
 	var id string
 	if spec.ClientToken != "" {
 		id = fleetID(strHash("fleet", fmt.Sprint(m.opt.Seed), spec.ClientToken), pl.placedAt)

@@ -90,9 +90,7 @@ func (m *Market) validateOfferingQuery(q domain.OfferingQuery) (offerQuery, erro
 	now := m.opt.Now().UTC()
 	limit := now.Add(blockTerms.MaxLead)
 	v.startAfter, v.startBefore = q.StartAfter.UTC(), q.StartBefore.UTC()
-	if q.StartAfter.IsZero() || v.startAfter.Before(now) {
-		v.startAfter = now
-	}
+	v.startAfter = domain.Later(v.startAfter, now) // a zero start is now too
 	if q.StartBefore.IsZero() || v.startBefore.After(limit) {
 		v.startBefore = limit
 	}
@@ -447,9 +445,7 @@ func (m *Market) RefreshOffering(ctx context.Context, o domain.Offering) (domain
 		return gone("ended at " + o.End.UTC().Format(time.RFC3339))
 	case o.StartsOnPurchase:
 		fresh := o
-		if s := now.Truncate(time.Minute); s.After(fresh.Start) {
-			fresh.Start = s
-		}
+		fresh.Start = domain.Later(now.Truncate(time.Minute), fresh.Start)
 		fresh.UpfrontUSD = math.Round(*p.spec.Desc.OnDemandUSDHour*float64(o.InstanceCount)*fresh.End.Sub(fresh.Start).Hours()*100) / 100
 		fresh.ID = m.offeringID(fresh)
 		return fresh, nil
@@ -502,13 +498,9 @@ func (m *Market) ListRecords(ctx context.Context, since time.Time) ([]domain.Clo
 		}
 		v := m.viewLocked(f, now)
 		state := v.State
-		start := f.at
-		if f.start.After(start) {
-			start = f.start
-		}
 		out = append(out, domain.CloudRecord{Kind: domain.KindFleet, Ref: f.token, Actor: f.actor, ProviderRef: v.ID,
 			Provider: Name, Cloud: f.cloud, Region: v.Region, InstanceType: f.types, InstanceCount: v.Target,
-			CostUSD: v.EstimatedUSDh, State: state, Start: start, End: f.end, CreatedAt: f.at})
+			CostUSD: v.EstimatedUSDh, State: state, Start: domain.Later(f.start, f.at), End: f.end, CreatedAt: f.at})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out, nil

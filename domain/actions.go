@@ -224,10 +224,7 @@ func ParseFleetSchedule(start, length string, now time.Time) (from, to time.Time
 
 // CheckSchedule checks the schedule's bounds at now; a start that has passed means now.
 func (s FleetSpec) CheckSchedule(now time.Time) error {
-	start := s.Start
-	if start.Before(now) {
-		start = now
-	}
+	start := Later(s.Start, now)
 	if start.Sub(now) > MaxFleetLead {
 		return fmt.Errorf("fleet start %s: at most %d days ahead", s.Start.UTC().Format(time.RFC3339), int(MaxFleetLead.Hours()/24))
 	}

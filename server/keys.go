@@ -126,13 +126,11 @@ func parseAuthorizedLine(line []byte) (AuthorizedKey, error) {
 		words = append(words, w)
 	}
 	k.Comment = strings.Join(words, " ")
-	switch {
-	case len(given) > 1:
+	for r := range given {
+		k.Role = r
+	}
+	if len(given) > 1 {
 		k.Role, k.RoleConflict = RoleViewer, true
-	case given[RoleBooker]:
-		k.Role = RoleBooker
-	case given[RoleViewer]:
-		k.Role = RoleViewer
 	}
 	return k, nil
 }

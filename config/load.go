@@ -210,12 +210,11 @@ func Parse(name string, data []byte) (Config, error) {
 	}
 	if err := c.Validate(); err != nil {
 		var ke *KeyError
+		var p Pos // none when the key is not in the file
 		if errors.As(err, &ke) {
-			if p, ok := pos[ke.Key]; ok {
-				return Config{}, &FileError{Path: name, Line: p.Line, Col: p.Col, Err: err}
-			}
+			p = pos[ke.Key]
 		}
-		return Config{}, &FileError{Path: name, Err: err}
+		return Config{}, &FileError{Path: name, Line: p.Line, Col: p.Col, Err: err}
 	}
 	return c, nil
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -60,19 +61,23 @@ func (c *cli) appOf(parent context.Context, e *env) *runner {
 	return &runner{env: e, App: app.New(parent, &e.Settings, c.table, e.errOut)}
 }
 
-// reachable builds the named providers; one that cannot be built is said and left out.
-func (a *runner) reachable(ctx context.Context, names []string, command string) []domain.Provider {
-	var ps []domain.Provider
-	for _, name := range names {
-		p, err := a.Provider(ctx, name)
-		if err != nil {
-			fmt.Fprintf(a.errOut, "gpumarket: %s: cannot reach %s: %s\n", command, name, unprefixed(name, err.Error()))
-			continue
-		}
-		ps = append(ps, p)
+// ReadySnapshot runs the hub until every source's first back-fill or timeout,
+// warning of each that failed; one bad region never blanks the others' rows.
+func (a *runner) ReadySnapshot(ctx context.Context, timeout time.Duration) (*feed.Snapshot, error) {
+	ps, down, err := a.Reachable(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return ps
+	return a.waitReady(ctx, a.HubOver(ps), timeout, down...)
 }
+
+// waitReady is app.Ready, told whether this command names unsold models itself.
+func (a *runner) waitReady(ctx context.Context, h *feed.Hub, timeout time.Duration, down ...app.Warning) (*feed.Snapshot, error) {
+	return a.Ready(ctx, h, timeout, a.modelsChecked, down)
+}
+
+// say writes a line of what happened on stderr.
+func (e *env) say(msg string) { fmt.Fprintln(e.errOut, "gpumarket: "+msg) }
 
 // hubProviders is the hub's sources; none without a hub.
 func hubProviders(h *feed.Hub) []domain.Provider {

@@ -125,3 +125,10 @@ func (g Gap) After(req FetchRequest, failed bool) Gap {
 	}
 	return g
 }
+
+// OrDefault sets an option left at zero (or below) to its default.
+func OrDefault[T int | int64 | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -28,4 +29,13 @@ func (e RegionErrors) Regions() []string {
 	}
 	sort.Strings(rs)
 	return rs
+}
+
+// Join is every region's error, in order of region.
+func (e RegionErrors) Join() error {
+	errs := make([]error, 0, len(e))
+	for _, r := range e.Regions() {
+		errs = append(errs, e[r])
+	}
+	return errors.Join(errs...)
 }

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -32,24 +31,11 @@ type sageMakerAPI interface {
 	ListTags(context.Context, *sagemaker.ListTagsInput, ...func(*sagemaker.Options)) (*sagemaker.ListTagsOutput, error)
 }
 
-type trainingPlans struct {
-	mu      sync.Mutex
-	clients map[string]sageMakerAPI
-}
-
 // sageMaker returns a region's client; AWS_ENDPOINT_URL_SAGEMAKER reaches it.
 func (p *Provider) sageMaker(region string) sageMakerAPI {
-	p.sm.mu.Lock()
-	defer p.sm.mu.Unlock()
-	if p.sm.clients == nil {
-		p.sm.clients = map[string]sageMakerAPI{}
-	}
-	c, ok := p.sm.clients[region]
-	if !ok {
-		c = sagemaker.NewFromConfig(p.cfg, func(o *sagemaker.Options) { o.Region = region })
-		p.sm.clients[region] = c
-	}
-	return c
+	return p.sm.get(region, func() sageMakerAPI {
+		return sagemaker.NewFromConfig(p.cfg, func(o *sagemaker.Options) { o.Region = region })
+	})
 }
 
 func isPlan(o domain.Offering) bool { return o.Kind == domain.KindTrainingPlan }
@@ -178,18 +164,7 @@ func (p *Provider) findTrainingPlans(ctx context.Context, q domain.OfferingQuery
 		}
 		return offs, nil
 	})
-	rankOfferings(out)
-	switch {
-	case len(failed) == 0:
-		return out, nil
-	case len(failed) == len(regions):
-		var errs []error
-		for _, r := range failed.Regions() {
-			errs = append(errs, failed[r])
-		}
-		return nil, errors.Join(errs...)
-	}
-	return out, failed
+	return ranked(out, failed, len(regions))
 }
 
 func (p *Provider) searchPlans(ctx context.Context, region string, t domain.CatalogEntry, n int, target smtypes.SageMakerResourceName, q domain.OfferingQuery) ([]domain.Offering, error) {

@@ -50,17 +50,9 @@ type cloudWatchAPI interface {
 
 // cloudWatch returns a region's client (GetMetricData speaks Smithy RPC v2 CBOR, as cwtest does).
 func (p *Provider) cloudWatch(region string) cloudWatchAPI {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cw == nil {
-		p.cw = map[string]cloudWatchAPI{}
-	}
-	c, ok := p.cw[region]
-	if !ok {
-		c = cloudwatch.NewFromConfig(p.cfg, func(o *cloudwatch.Options) { o.Region = region })
-		p.cw[region] = c
-	}
-	return c
+	return p.cw.get(region, func() cloudWatchAPI {
+		return cloudwatch.NewFromConfig(p.cfg, func(o *cloudwatch.Options) { o.Region = region })
+	})
 }
 
 // Usage reports how a block's or fleet's instances ran and how busy: GPU

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -91,11 +90,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 	}
 	wg.Wait()
 	if len(failed) > 0 && len(failed) == len(regions) {
-		errs := make([]error, 0, len(failed))
-		for _, r := range failed.Regions() {
-			errs = append(errs, failed[r])
-		}
-		return nil, fmt.Errorf("azure capacity reservations: %w", errors.Join(errs...))
+		return nil, fmt.Errorf("azure capacity reservations: %w", failed.Join())
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].UpfrontUSD != out[j].UpfrontUSD {

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -209,8 +210,8 @@ func planOffering(region string, t domain.CatalogEntry, x smtypes.TrainingPlanOf
 	if id == "" {
 		return domain.Offering{}, fmt.Errorf("training plan offering without an id")
 	}
-	fee, err := strconv.ParseFloat(strings.TrimSpace(awssdk.ToString(x.UpfrontFee)), 64)
-	if err != nil || math.IsNaN(fee) || math.IsInf(fee, 0) || fee < 0 {
+	fee, ok := amount(strings.TrimSpace(awssdk.ToString(x.UpfrontFee)))
+	if !ok {
 		return domain.Offering{}, fmt.Errorf("training plan offering %s: upfront fee %q is not an amount", id, awssdk.ToString(x.UpfrontFee))
 	}
 	var segs []domain.Segment
@@ -297,12 +298,7 @@ func (p *Provider) bookTrainingPlan(ctx context.Context, req domain.BookRequest)
 	}
 	var tags []smtypes.Tag
 	all := blockTags(req, o)
-	keys := make([]string, 0, len(all))
-	for k := range all {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(all)) {
 		tags = append(tags, smtypes.Tag{Key: awssdk.String(k), Value: awssdk.String(all[k])})
 	}
 	out, err := p.sageMaker(o.Region).CreateTrainingPlan(ctx, &sagemaker.CreateTrainingPlanInput{

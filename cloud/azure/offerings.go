@@ -42,6 +42,11 @@ func reservationNote(hourly float64, d time.Duration) string {
 		hourly, domain.FormatWindow(d))
 }
 
+var _ interface {
+	domain.OfferingFinder
+	domain.OfferingRefresher
+} = (*Provider)(nil)
+
 // FindOfferings prices On-demand Capacity Reservations: one starts now, bills
 // on-demand until deleted, and lasts the asked duration (the ledger deletes it).
 // Sizes without CapacityReservationSupported are left out; failed regions come

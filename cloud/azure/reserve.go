@@ -195,6 +195,11 @@ func (p *Provider) place(ctx context.Context, c *armClients, o domain.Offering, 
 	return placement{group: groupName(o.Region, o.Zone, last+1)}, nil
 }
 
+var _ interface {
+	domain.Booker
+	domain.BookingReleaser
+} = (*Provider)(nil)
+
 // Book makes an On-demand Capacity Reservation named after req.Ref, so a retry
 // cannot buy twice, and tagged with the ledger row; it starts when made and the
 // ledger deletes it at its end. With req.DryRun it only validates: Azure has none.

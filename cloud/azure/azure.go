@@ -313,7 +313,6 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-
 func statusOf(err error) int {
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {

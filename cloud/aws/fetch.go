@@ -17,6 +17,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 // regionState is what the provider remembers of a region between fetches, locked:
@@ -117,26 +118,21 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	var failed atomic.Int32
 	var firstErr error
 	var errOnce sync.Once
-	var wg sync.WaitGroup
-	for i, region := range regions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rs := p.regionState(region)
-			err := p.fetchRegion(ctx, region, rreqs[i], aids, sink)
-			rs.settle(rreqs[i], err != nil)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				failed.Add(1)
-				errOnce.Do(func() { firstErr = err })
-				p.opt.Logger.Info("aws region failed", "region", region, "err", err) // the region's Event says it to the user
-				sink(domain.Event{Provider: Name, Region: region, Err: err})
+	fanout.Each(len(regions), 0, func(i int) {
+		region := regions[i]
+		rs := p.regionState(region)
+		err := p.fetchRegion(ctx, region, rreqs[i], aids, sink)
+		rs.settle(rreqs[i], err != nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			failed.Add(1)
+			errOnce.Do(func() { firstErr = err })
+			p.opt.Logger.Info("aws region failed", "region", region, "err", err) // the region's Event says it to the user
+			sink(domain.Event{Provider: Name, Region: region, Err: err})
+		}
+	})
 	if err := ctx.Err(); err != nil {
 		return err
 	}

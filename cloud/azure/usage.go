@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -16,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/monitor/armmonitor"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 var _ domain.UsageReporter = (*Provider)(nil)
@@ -288,17 +288,9 @@ func (p *Provider) reservationUsage(ctx context.Context, q domain.UsageQuery) (d
 	}
 
 	results := make([]vmUsage, len(vms))
-	sem := make(chan struct{}, vmMetricsInFlight)
-	var wg sync.WaitGroup
-	for i, vm := range vms {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			results[i] = readVM(ctx, mc, vm, kind, from, until)
-		}()
-	}
-	wg.Wait()
+	fanout.Each(len(vms), vmMetricsInFlight, func(i int) {
+		results[i] = readVM(ctx, mc, vms[i], kind, from, until)
+	})
 	if err := ctx.Err(); err != nil {
 		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/api/compute/v1"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 // calendarTypes: Google sells calendar mode for its 8-GPU accelerator-optimised machines.
@@ -77,34 +78,23 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 		mu   sync.Mutex
 		out  []domain.Offering
 		errs = domain.RegionErrors{}
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, 4)
 	)
 	from, to := startRange(q, p.now())
-	for _, a := range asks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			offs, err := p.advise(ctx, a.region, a.m, a.n, from, to, q.Duration)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs[a.region] = err
-				return
+	fanout.Each(len(asks), 4, func(i int) {
+		a := asks[i]
+		offs, err := p.advise(ctx, a.region, a.m, a.n, from, to, q.Duration)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			errs[a.region] = err
+			return
+		}
+		for _, o := range offs {
+			if (!o.FlexLength || q.FlexDuration > 0) && priced(book, a.m, &o) {
+				out = append(out, o)
 			}
-			for _, o := range offs {
-				if o.FlexLength && q.FlexDuration <= 0 {
-					continue
-				}
-				if priced(book, a.m, &o) {
-					out = append(out, o)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	sort.SliceStable(out, func(i, j int) bool {
 		if a, b := out[i].USDPerGPUHour(), out[j].USDPerGPUHour(); a != b {
 			return a < b

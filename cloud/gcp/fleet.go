@@ -8,12 +8,12 @@ import (
 	"path"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/api/compute/v1"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 // A fleet is Spot VMs from one regional bulk insert (a second for the on-demand
@@ -307,28 +307,19 @@ func (p *Provider) DeleteFleet(ctx context.Context, region, id string) error {
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
 	errs := make([]error, len(vms))
-	sem := make(chan struct{}, 8)
-	for i, in := range vms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			zone := path.Base(in.Zone)
-			what := "delete VM " + in.Name + " of fleet " + id
-			op, err := p.compute.Instances.Delete(p.project, zone, in.Name).RequestId(requestID(id, "delete "+in.Name)).Context(ctx).Do()
-			if err != nil {
-				if !notFound(err) {
-					errs[i] = apiErr(what, err)
-				}
-				return
+	fanout.Each(len(vms), 8, func(i int) {
+		in := vms[i]
+		what := "delete VM " + in.Name + " of fleet " + id
+		op, err := p.compute.Instances.Delete(p.project, path.Base(in.Zone), in.Name).RequestId(requestID(id, "delete "+in.Name)).Context(ctx).Do()
+		if err != nil {
+			if !notFound(err) {
+				errs[i] = apiErr(what, err)
 			}
-			_, errs[i] = p.wait(ctx, what, op)
-		}()
-	}
-	wg.Wait()
+			return
+		}
+		_, errs[i] = p.wait(ctx, what, op)
+	})
 	return errors.Join(errs...)
 }
 

@@ -24,24 +24,22 @@ var _ domain.UsageReporter = (*Provider)(nil)
 // (aws/amazon-cloudwatch-agent#981), InstanceId only if appended: searched by
 // InstanceId, else host; CPUUtilization stands in when there is none.
 const (
-	gpuNamespace = "CWAgent"
-	gpuMetric    = "nvidia_smi_utilization_gpu"
-	cpuNamespace = "AWS/EC2"
-	cpuMetric    = "CPUUtilization"
-
-	// SourceGPU, SourceGPUHost and SourceCPU are a report's metrics_source.
-	SourceGPU     = "CloudWatch CWAgent nvidia_smi_utilization_gpu by InstanceId"
-	SourceGPUHost = "CloudWatch CWAgent nvidia_smi_utilization_gpu by host (the instances' private DNS names)"
-	SourceCPU     = "CloudWatch AWS/EC2 CPUUtilization (CPU as a stand-in: " + noGPUMetric + ")"
-	// SourceCPUOld is SourceCPU for a span CloudWatch SEARCH cannot see.
-	SourceCPUOld = "CloudWatch AWS/EC2 CPUUtilization (CPU as a stand-in: the span ended more than two weeks ago, and CloudWatch SEARCH finds only metrics that reported since)"
-
-	noGPUMetric = "no nvidia_smi metric with InstanceId or host of these instances in CWAgent"
-
-	metricQueriesPerCall = 400
+	gpuNamespace, gpuMetric = "CWAgent", "nvidia_smi_utilization_gpu"
+	cpuNamespace, cpuMetric = "AWS/EC2", "CPUUtilization"
+	metricQueriesPerCall    = 400
 
 	// searchWindow: SEARCH finds metrics reported in the last two weeks (CloudWatch User Guide).
 	searchWindow = 14 * 24 * time.Hour
+)
+
+// SourceGPU, SourceGPUHost and SourceCPU are a report's metrics_source;
+// SourceCPUOld is SourceCPU for a span CloudWatch SEARCH cannot see.
+var (
+	SourceGPU     = "CloudWatch CWAgent nvidia_smi_utilization_gpu by InstanceId"
+	SourceGPUHost = "CloudWatch CWAgent nvidia_smi_utilization_gpu by host (the instances' private DNS names)"
+	SourceCPU     = domain.CPUStandIn("CloudWatch AWS/EC2 CPUUtilization", "no nvidia_smi metric with InstanceId or host of these instances in CWAgent")
+	SourceCPUOld  = domain.CPUStandIn("CloudWatch AWS/EC2 CPUUtilization",
+		"the span ended more than two weeks ago, and CloudWatch SEARCH finds only metrics that reported since")
 )
 
 type cloudWatchAPI interface {

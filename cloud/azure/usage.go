@@ -24,16 +24,16 @@ var _ domain.UsageReporter = (*Provider)(nil)
 // Telegraf's nvidia_smi publishes it (namespace telegraf/nvidia_smi). Percentage
 // CPU, a platform metric per VM, stands in otherwise.
 const (
-	gpuMetricNamespace = "telegraf/nvidia_smi"
-	gpuMetricName      = "utilization_gpu"
-	cpuMetricNamespace = "Microsoft.Compute/virtualMachineScaleSets"
-	cpuMetricName      = "Percentage CPU"
+	gpuMetricNamespace, gpuMetricName = "telegraf/nvidia_smi", "utilization_gpu"
+	cpuMetricNamespace, cpuMetricName = "Microsoft.Compute/virtualMachineScaleSets", "Percentage CPU"
+)
 
-	// SourceGPU and SourceCPU are the metrics_source of a report.
-	SourceGPU = "Azure Monitor telegraf/nvidia_smi utilization_gpu"
-	SourceCPU = "Azure Monitor Percentage CPU (CPU as a stand-in: no GPU metrics)"
-	// SourceMixed: each VM's samples from the GPU metric where it publishes it, else CPU.
-	SourceMixed = "Azure Monitor telegraf/nvidia_smi utilization_gpu where a VM publishes it, else Percentage CPU (CPU as a stand-in)"
+// SourceGPU and SourceCPU are the metrics_source of a report; SourceMixed:
+// each VM's samples from the GPU metric where it publishes it, else CPU.
+var (
+	SourceGPU   = "Azure Monitor telegraf/nvidia_smi utilization_gpu"
+	SourceCPU   = domain.CPUStandIn("Azure Monitor Percentage CPU", "no GPU metrics")
+	SourceMixed = domain.CPUStandIn(SourceGPU+" where a VM publishes it, else Percentage CPU", "")
 )
 
 // metrics returns the Azure Monitor client, signed in as the other ARM clients.

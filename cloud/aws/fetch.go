@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -435,10 +436,7 @@ func (rf *regionFetch) finish(ctx context.Context) error {
 	if rf.req.Backfill {
 		rf.aids.od.wait(ctx)
 		rf.mu.Lock()
-		names := make([]string, 0, len(rf.specs))
-		for n := range rf.specs {
-			names = append(names, n)
-		}
+		names := slices.Collect(maps.Keys(rf.specs))
 		rf.mu.Unlock()
 		missing := rf.aids.od.notAsked(rf.region, rf.p.missingOnDemand(rf.region, names))
 		if len(missing) > 0 && ctx.Err() == nil {

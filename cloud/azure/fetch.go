@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -511,22 +513,13 @@ func (g *graphBatcher) run(kind graphKind, b *graphBatch) {
 	}
 	g.mu.Lock()
 	delete(g.open, kind)
-	regions, sizes := sortedKeys(b.regions), sortedKeys(b.sizes)
+	regions, sizes := slices.Sorted(maps.Keys(b.regions)), slices.Sorted(maps.Keys(b.sizes))
 	g.mu.Unlock()
 	q := evictionQuery(regions, sizes)
 	if kind.typ == typePriceHistory {
 		q = historyQuery(regions, sizes, kind.from, kind.live)
 	}
 	b.rows, _, b.err = g.p.graphRows(g.ctx, g.c, q)
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // graphRows runs a query and returns every row, following $skipToken.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -90,11 +92,7 @@ func (p *Provider) scaleSetUsage(ctx context.Context, q domain.UsageQuery) (doma
 		// Without the platform metric nothing says which VMs ran.
 		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, cerr)
 	}
-	names := make([]string, 0, len(cpu))
-	for vm := range cpu {
-		names = append(names, vm)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(cpu))
 	gpu, gerr := scaleSetGPU(ctx, mc, q.ProviderRef, names, from, to)
 	busy, source := cpu, SourceCPU
 	if len(gpu) > 0 {

@@ -3,8 +3,10 @@ package gcp
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -151,11 +153,7 @@ func fleetRecord(id string, vms []*compute.Instance) domain.CloudRecord {
 // describeTags writes tags in a description (reservations take no labels):
 // key=value by spaces, values with spaces or quotes Go-quoted.
 func describeTags(tags map[string]string) string {
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(tags))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		v := tags[k]

@@ -1,8 +1,11 @@
 package domain
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -55,4 +58,11 @@ type CloudRecord struct {
 // RecordLister lists what a provider shows of gpumarket's doings since a time, from tags.
 type RecordLister interface {
 	ListRecords(ctx context.Context, since time.Time) ([]CloudRecord, error)
+}
+
+// SortRecords orders records by creation, then by the provider's id.
+func SortRecords(rs []CloudRecord) {
+	slices.SortStableFunc(rs, func(a, b CloudRecord) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ProviderRef, b.ProviderRef))
+	})
 }

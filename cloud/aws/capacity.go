@@ -625,12 +625,7 @@ func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]domain.C
 	for _, r := range failed.Regions() {
 		errs = append(errs, fmt.Errorf("aws: list gpumarket's records in %s: %w", r, failed[r]))
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ProviderRef < out[j].ProviderRef
-	})
+	domain.SortRecords(out)
 	return out, errors.Join(errs...)
 }
 

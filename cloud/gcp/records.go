@@ -62,12 +62,7 @@ func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]domain.C
 			out = append(out, rec)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ProviderRef < out[j].ProviderRef
-	})
+	domain.SortRecords(out)
 	return out, nil
 }
 

@@ -9,6 +9,13 @@ import (
 // ErrDeclined, wrapped, marks the cloud's definite "no": nothing was done ("failed").
 var ErrDeclined = errors.New("declined by the provider")
 
+// Declined wraps err as a definite "no": it matches ErrDeclined and reads as err.
+func Declined(err error) error { return declined{err} }
+
+type declined struct{ error }
+
+func (e declined) Unwrap() []error { return []error{e.error, ErrDeclined} }
+
 // ErrInvalidQuery marks a search for terms the provider does not sell: bad usage (exit 2).
 var ErrInvalidQuery = errors.New("invalid query")
 

@@ -266,13 +266,6 @@ func amount(s string) (float64, bool) {
 // token, so a lost answer is reconciled with FindBooking instead.
 func noRetry(o *ec2.Options) { o.Retryer = awssdk.NopRetryer{} }
 
-// notSent wraps an error before the purchase or launch was sent: it matches domain.ErrDeclined.
-type notSent struct{ err error }
-
-func (e notSent) Error() string        { return e.err.Error() }
-func (e notSent) Unwrap() error        { return e.err }
-func (e notSent) Is(target error) bool { return target == domain.ErrDeclined }
-
 // Book buys a capacity block (never retried), tagged with domain.Tags and its
 // fee, which AWS does not show. A reservation already bought from the offering
 // is answered instead, so a purchase is never made twice. With req.DryRun,
@@ -292,7 +285,7 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 	}
 	prior, err := p.boughtFrom(ctx, o.Region, o.ID)
 	if err != nil {
-		return domain.Booking{}, notSent{fmt.Errorf("aws: look for an earlier purchase of %s in %s before buying (nothing was bought): %w", o.ID, o.Region, err)}
+		return domain.Booking{}, domain.Declined(fmt.Errorf("aws: look for an earlier purchase of %s in %s before buying (nothing was bought): %w", o.ID, o.Region, err))
 	}
 	if prior != nil {
 		prior.DryRun = req.DryRun

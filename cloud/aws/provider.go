@@ -34,14 +34,7 @@ const Name = "aws"
 
 // ErrNoCredentials wraps New's error when no usable credentials are found. It
 // matches domain.ErrDeclined: a refusal for credentials bought nothing.
-var ErrNoCredentials error = declinedError("aws: no credentials")
-
-type declinedError string
-
-func (e declinedError) Error() string { return string(e) }
-func (e declinedError) Is(target error) bool {
-	return target == domain.ErrDeclined
-}
+var ErrNoCredentials = domain.Declined(errors.New("aws: no credentials"))
 
 // Options configure the provider. Zero values mean the defaults.
 type Options struct {

@@ -325,15 +325,9 @@ func conflict(err error) bool { return statusOf(err) == http.StatusConflict }
 
 func isNotFound(err error) bool { return statusOf(err) == http.StatusNotFound }
 
-// declinedError is a definite refusal: it matches domain.ErrDeclined, so the ledger records "failed".
-type declinedError struct{ err error }
-
-func (e declinedError) Error() string   { return e.err.Error() }
-func (e declinedError) Unwrap() []error { return []error{e.err, domain.ErrDeclined} }
-
-// refuse makes a declinedError for a request refused before any call that spends.
+// refuse makes a declined error for a request refused before any call that spends.
 func refuse(format string, args ...any) error {
-	return declinedError{fmt.Errorf(format, args...)}
+	return domain.Declined(fmt.Errorf(format, args...))
 }
 
 // settle classifies an ARM error: a definite "no" is a 4xx but 408 and 429, or
@@ -346,7 +340,7 @@ func settle(err error) error {
 	if s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500 {
 		return err
 	}
-	return declinedError{err}
+	return domain.Declined(err)
 }
 
 // shortError tells an ARM error in one line ("404 ResourceNotFound: …") where

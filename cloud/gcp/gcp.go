@@ -80,12 +80,7 @@ type cached[T any] struct {
 }
 
 // ErrNoCredentials wraps New's error when no credentials are found; it matches domain.ErrDeclined.
-var ErrNoCredentials error = declinedError("gcp: no credentials")
-
-type declinedError string
-
-func (e declinedError) Error() string        { return string(e) }
-func (e declinedError) Is(target error) bool { return target == domain.ErrDeclined }
+var ErrNoCredentials = domain.Declined(errors.New("gcp: no credentials"))
 
 const credentialHint = "set GOOGLE_APPLICATION_CREDENTIALS or gcp.credentials_file to a service-account key file, or run `gcloud auth application-default login`"
 

@@ -721,10 +721,8 @@ func (p *Provider) fleetRecord(region string, fd ec2types.FleetData) domain.Clou
 	}
 	var types, zones []string
 	add := func(list []string, v string) []string {
-		for _, x := range list {
-			if x == v {
-				return list
-			}
+		if slices.Contains(list, v) {
+			return list
 		}
 		return append(list, v)
 	}

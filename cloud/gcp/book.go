@@ -3,6 +3,7 @@ package gcp
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/api/compute/v1"
@@ -22,7 +23,7 @@ func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (doma
 	var others []string
 	ms, _ := p.machines(ctx)
 	for _, x := range ms {
-		if x.Type == o.InstanceType && regionOf(x.Zone) == o.Region && x.Zone != o.Zone && !contains(others, x.Zone) {
+		if x.Type == o.InstanceType && regionOf(x.Zone) == o.Region && x.Zone != o.Zone && !slices.Contains(others, x.Zone) {
 			others = append(others, x.Zone)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -175,7 +176,7 @@ func (p *Provider) advise(ctx context.Context, region string, m machine, n int64
 		z := path.Base(r.Location)
 		start, err1 := time.Parse(time.RFC3339, r.StartTime)
 		end, err2 := time.Parse(time.RFC3339, r.EndTime)
-		if err1 != nil || err2 != nil || !end.After(start) || regionOf(z) != region || contains(deny, z) {
+		if err1 != nil || err2 != nil || !end.After(start) || regionOf(z) != region || slices.Contains(deny, z) {
 			continue
 		}
 		o := domain.Offering{Provider: Name, Cloud: domain.CloudGCP, Region: region, Zone: z, InstanceType: m.Type, GPU: m.GPU,

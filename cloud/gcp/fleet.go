@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -159,7 +160,7 @@ func (p *Provider) fleetZones(ctx context.Context, spec domain.FleetSpec) ([]str
 	count := map[string]int{}
 	for _, t := range spec.InstanceTypes {
 		for _, m := range ms {
-			if m.Type == t && regionOf(m.Zone) == spec.Region && (len(spec.Zones) == 0 || contains(spec.Zones, m.Zone)) {
+			if m.Type == t && regionOf(m.Zone) == spec.Region && (len(spec.Zones) == 0 || slices.Contains(spec.Zones, m.Zone)) {
 				count[m.Zone]++
 			}
 		}
@@ -175,15 +176,6 @@ func (p *Provider) fleetZones(ctx context.Context, spec domain.FleetSpec) ([]str
 		return nil, fmt.Errorf("gcp: %w: %s is not sold in %s", domain.ErrDeclined, strings.Join(spec.InstanceTypes, ", "), spec.Region)
 	}
 	return zones, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // bulkRequest is one bulk insert of n VMs.

@@ -115,10 +115,10 @@ func fleetRecord(id string, vms []*compute.Instance) domain.CloudRecord {
 		if t := created(in); !t.IsZero() && (rec.Start.IsZero() || t.Before(rec.Start)) {
 			rec.Start = t
 		}
-		if !contains(zones, zone) {
+		if !slices.Contains(zones, zone) {
 			zones = append(zones, zone)
 		}
-		if t := typeOf(in); !contains(types, t) {
+		if t := typeOf(in); !slices.Contains(types, t) {
 			types = append(types, t)
 		}
 		switch in.Status {

@@ -301,8 +301,8 @@ func (o Offering) PlanTerms() []string {
 // ErrDeclined, wrapped, marks the cloud's definite "no": nothing was done ("failed").
 var ErrDeclined = errors.New("declined by the provider")
 
-// Declined wraps err as a definite "no": it matches ErrDeclined and reads as err.
-func Declined(err error) error { return declined{err} }
+// MarkDeclined wraps err as a definite "no": it matches ErrDeclined and reads as err.
+func MarkDeclined(err error) error { return declined{err} }
 
 type declined struct{ error }
 

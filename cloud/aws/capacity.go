@@ -285,7 +285,7 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 	}
 	prior, err := p.boughtFrom(ctx, o.Region, o.ID)
 	if err != nil {
-		return domain.Booking{}, domain.Declined(fmt.Errorf("aws: look for an earlier purchase of %s in %s before buying (nothing was bought): %w", o.ID, o.Region, err))
+		return domain.Booking{}, domain.MarkDeclined(fmt.Errorf("aws: look for an earlier purchase of %s in %s before buying (nothing was bought): %w", o.ID, o.Region, err))
 	}
 	if prior != nil {
 		prior.DryRun = req.DryRun

@@ -34,7 +34,7 @@ const Name = "aws"
 
 // ErrNoCredentials wraps New's error when no usable credentials are found. It
 // matches domain.ErrDeclined: a refusal for credentials bought nothing.
-var ErrNoCredentials = domain.Declined(errors.New("aws: no credentials"))
+var ErrNoCredentials = domain.MarkDeclined(errors.New("aws: no credentials"))
 
 // Options configure the provider. Zero values mean the defaults.
 type Options struct {

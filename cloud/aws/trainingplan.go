@@ -290,7 +290,7 @@ func (p *Provider) bookTrainingPlan(ctx context.Context, req domain.BookRequest)
 	}
 	name := planName(req.Ref)
 	if prior, err := p.describePlan(ctx, o.Region, name); err != nil {
-		return domain.Booking{}, domain.Declined(fmt.Errorf("aws: look for training plan %s before buying (nothing was bought): %w", name, err))
+		return domain.Booking{}, domain.MarkDeclined(fmt.Errorf("aws: look for training plan %s before buying (nothing was bought): %w", name, err))
 	} else if prior != nil {
 		prior.CostUSD = o.UpfrontUSD
 		prior.Message = "already bought as " + prior.ProviderRef + prior.Message + "; not bought again"

@@ -327,7 +327,7 @@ func isNotFound(err error) bool { return statusOf(err) == http.StatusNotFound }
 
 // refuse makes a declined error for a request refused before any call that spends.
 func refuse(format string, args ...any) error {
-	return domain.Declined(fmt.Errorf(format, args...))
+	return domain.MarkDeclined(fmt.Errorf(format, args...))
 }
 
 // settle classifies an ARM error: a definite "no" is a 4xx but 408 and 429, or
@@ -340,7 +340,7 @@ func settle(err error) error {
 	if s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500 {
 		return err
 	}
-	return domain.Declined(err)
+	return domain.MarkDeclined(err)
 }
 
 // shortError tells an ARM error in one line ("404 ResourceNotFound: …") where

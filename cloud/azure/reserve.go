@@ -263,7 +263,7 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 		}
 		if _, err := c.groups.CreateOrUpdate(ctx, c.resGroup, pl.group, g, nil); err != nil {
 			// The group costs nothing and no reservation was asked for.
-			return domain.Booking{}, domain.Declined(fmt.Errorf("azure booking %s: create reservation group %s (no reservation was requested): %w", o.ID, pl.group, firstLine(err)))
+			return domain.Booking{}, domain.MarkDeclined(fmt.Errorf("azure booking %s: create reservation group %s (no reservation was requested): %w", o.ID, pl.group, firstLine(err)))
 		}
 	}
 	name := resourceName(req.Ref, o.ID)

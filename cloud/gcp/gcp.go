@@ -80,7 +80,7 @@ type cached[T any] struct {
 }
 
 // ErrNoCredentials wraps New's error when no credentials are found; it matches domain.ErrDeclined.
-var ErrNoCredentials = domain.Declined(errors.New("gcp: no credentials"))
+var ErrNoCredentials = domain.MarkDeclined(errors.New("gcp: no credentials"))
 
 const credentialHint = "set GOOGLE_APPLICATION_CREDENTIALS or gcp.credentials_file to a service-account key file, or run `gcloud auth application-default login`"
 

@@ -7,8 +7,8 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -229,7 +229,7 @@ func (rf *regionFetch) want(types []GPUType) []string {
 			names = append(names, t.InstanceType)
 		}
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	return names
 }
 
@@ -465,7 +465,7 @@ func (rf *regionFetch) finish(ctx context.Context) error {
 		rf.rs.mu.Unlock()
 	}
 	if len(changed) > 0 {
-		sort.Slice(changed, func(i, j int) bool { return changed[i].Key().String() < changed[j].Key().String() })
+		slices.SortFunc(changed, func(a, b domain.Pool) int { return strings.Compare(a.Key().String(), b.Key().String()) })
 		rf.sink(domain.Event{Provider: Name, Region: rf.region, Pools: changed})
 	}
 	return nil

@@ -1,13 +1,13 @@
 package gcp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"math"
 	"path"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -97,12 +97,8 @@ func fleetRecord(id string, vms []*compute.Instance) domain.CloudRecord {
 		t, _ := time.Parse(time.RFC3339, in.CreationTimestamp)
 		return t.UTC()
 	}
-	sort.Slice(vms, func(i, j int) bool {
-		a, b := created(vms[i]), created(vms[j])
-		if !a.Equal(b) {
-			return a.Before(b)
-		}
-		return vms[i].Name < vms[j].Name
+	slices.SortFunc(vms, func(a, b *compute.Instance) int {
+		return cmp.Or(created(a).Compare(created(b)), strings.Compare(a.Name, b.Name))
 	})
 	rec := domain.CloudRecord{Kind: domain.KindFleet, ProviderRef: id, Provider: Name, Cloud: domain.CloudGCP,
 		InstanceCount: len(vms), CostUSD: math.NaN(), State: "ended"}

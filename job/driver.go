@@ -352,6 +352,9 @@ func (r *jobRun) step(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if why := r.unaffordable(mv, spent); why != "" {
+			return r.finish(ctx, ledger.JobFailed, why)
+		}
 		ok, err := r.carry(ctx, mv, up)
 		if err != nil {
 			return err
@@ -703,6 +706,23 @@ func (r *jobRun) limit() float64 {
 		return r.j.MaxUSD
 	}
 	return r.j.HoldUSD
+}
+
+// unaffordable says why a move to the safety net cannot be paid within the
+// job's limit: its cost to the end is known, and a job stopped at its limit
+// after buying most of it has paid for nothing.
+func (r *jobRun) unaffordable(mv planner.LiveMove, spent float64) string {
+	l := r.lj.Lane(mv.To)
+	if mv.To != r.lj.OnDemandLane() || mv.To == r.p.Cur || l == nil || l.Speed <= 0 {
+		return ""
+	}
+	left := r.lj.Work - r.p.Progress()
+	cost := l.USDHour * (left/l.Speed + r.lj.D)
+	if limit := r.limit(); spent+cost > limit {
+		return fmt.Sprintf("limit: the on-demand safety net (%s) would cost $%.2f for the %.1f h of work left, $%.2f with the $%.2f spent, over the job's limit of $%.2f; nothing launched (a job started with a larger --max-usd can finish it)",
+			r.laneName(mv.To), cost, left, spent+cost, spent, limit)
+	}
+	return ""
 }
 
 func (r *jobRun) hourOf(i int) float64 {

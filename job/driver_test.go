@@ -245,3 +245,25 @@ func TestLimitStopsTheJob(t *testing.T) {
 		t.Errorf("no failure alert: %q", alerts)
 	}
 }
+
+func TestSafetyNetPastTheLimitIsNotBought(t *testing.T) {
+	w := newSimWorld(t, 2, ledger.Budget{})
+	// Half an hour of slack: the safety net is due at once, and its 48 h of
+	// on-demand cost far more than the limit.
+	const limit = 1000.0
+	j := w.start(t, w.svc, 16, 48, 48.5, limit)
+	var alerts []string
+	d := job.New(w.svc, []domain.Provider{w.market}, job.Options{Now: w.clk.Now, Every: 15 * time.Minute,
+		Alert: func(_ ledger.Job, key, text string) { alerts = append(alerts, key+": "+text) }})
+	j = w.drive(t, d, j.ID, t0.Add(50*time.Hour))
+	if j.State != ledger.JobFailed || !strings.Contains(j.Reason, "safety net") || !strings.Contains(j.Reason, "--max-usd") {
+		t.Fatalf("%s: %s; want failed before buying the safety net", j.State, j.Reason)
+	}
+	noneRunning(t, w, j.ID)
+	if j.SpentUSD > 0.5*limit {
+		t.Errorf("spent $%.2f of a $%.2f limit: the doomed safety net was bought", j.SpentUSD, limit)
+	}
+	if !slices.ContainsFunc(alerts, func(a string) bool { return strings.HasPrefix(a, j.ID+"/failed: ") }) {
+		t.Errorf("no failure alert: %q", alerts)
+	}
+}

@@ -280,6 +280,11 @@ func jobSummary(req job.Request, p job.Proposal, svc *ledger.Service, simulated 
 	if od := p.Live.OnDemand; od != nil {
 		fmt.Fprintf(&b, "  on-demand  %d × %s in %s (%s), $%.2f/h\n", od.Instances, od.InstanceType, od.Region, od.Provider, od.USDHour)
 	}
+	if req.MaxUSD > 0 {
+		fmt.Fprintf(&b, "  limit      $%.2f (--max-usd): past it the job ends what runs and fails\n", req.MaxUSD)
+	} else {
+		fmt.Fprintf(&b, "  limit      $%.2f, the p95: about one run in twenty costs more and fails at it; --max-usd gives room\n", p.HoldUSD)
+	}
 	if bu := svc.Budget(); bu.MaxDailyUSD > 0 {
 		fmt.Fprintf(&b, "  budget     the hold counts against budget.max_daily_usd $%.2f with every other purchase\n", bu.MaxDailyUSD)
 	}

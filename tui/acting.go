@@ -26,7 +26,7 @@ func (v *actingView) escGoesHome()       {}
 func (v *actingView) keyMap(keys help.KeyMap, choice, submit, back string) help.KeyMap {
 	switch {
 	case v.prompt.open:
-		return newPromptKeys(false)
+		return promptKeys(false)
 	case v.editing:
 		return v.footer(choice, submit, back)
 	}

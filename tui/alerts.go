@@ -215,10 +215,7 @@ func (v *alertsView) rows() int {
 
 func (v *alertsView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
-	case key.Matches(msg, v.keys.Up):
-		v.cur = max(v.cur-1, 0)
-	case key.Matches(msg, v.keys.Down):
-		v.cur = min(v.cur+1, max(v.rows()-1, 0))
+	case v.keys.move(msg, &v.cur, v.rows()):
 	case key.Matches(msg, v.keys.Rules):
 		v.rulesMode, v.cur = !v.rulesMode, 0
 		return v.load()
@@ -400,20 +397,13 @@ func (p *rulePrompt) paste(msg tea.PasteMsg) {
 	}
 }
 
-type promptKeys struct{ Save, Toggle, Cancel key.Binding }
-
-func newPromptKeys(toggle bool) promptKeys {
-	k := promptKeys{
-		Save:   key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "save rule")),
-		Toggle: key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "below/above")),
-		Cancel: key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
-	}
-	k.Toggle.SetEnabled(toggle)
-	return k
+// promptKeys are the footer's while a rule's figure is typed.
+func promptKeys(toggle bool) keyMap {
+	below := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "below/above"))
+	below.SetEnabled(toggle)
+	return keyList(key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "save rule")), below,
+		key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")))
 }
-
-func (k promptKeys) ShortHelp() []key.Binding  { return []key.Binding{k.Save, k.Toggle, k.Cancel} }
-func (k promptKeys) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }
 
 // canMakeRules says why this session may not make rules (a viewer's, no watch).
 func (c *common) canMakeRules() error {

@@ -240,10 +240,7 @@ func (v *blocksView) found(msg offersMsg) tea.Cmd {
 
 func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
-	case key.Matches(msg, v.keys.Up):
-		v.cur = max(v.cur-1, 0)
-	case key.Matches(msg, v.keys.Down):
-		v.cur = min(v.cur+1, max(len(v.offers)-1, 0))
+	case v.keys.move(msg, &v.cur, len(v.offers)):
 	case key.Matches(msg, v.keys.Form):
 		v.open(v.form.fields())
 	case key.Matches(msg, v.keys.Search):

@@ -253,22 +253,22 @@ func (f *confirmation) key(msg tea.KeyPressMsg) tea.Cmd {
 func dryRunAnswer(msg string) string { return domain.DryRunAnswer(msg, "") }
 
 // keys are the footer's while the box is open: it takes every key.
-func (f *confirmation) keys() keyList {
+func (f *confirmation) keys() keyMap {
 	cancel := key.NewBinding(key.WithKeys("n", "esc"), key.WithHelp("n/esc", "cancel"))
 	l := f.layout(&f.c.styles, f.w, f.h)
 	scroll := key.NewBinding(key.WithKeys("up", "down", "pgup", "pgdown"), key.WithHelp("↑/↓/pgdn", "terms"))
 	scroll.SetEnabled(len(l.terms) > l.room)
 	switch {
 	case f.sending:
-		return nil // it can no longer be cancelled; its answer comes
+		return keyMap{} // it can no longer be cancelled; its answer comes
 	case f.busy != "":
-		return keyList{cancel}
+		return keyList(cancel)
 	case f.problem != "":
-		return keyList{scroll, key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "close"))}
+		return keyList(scroll, key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "close")))
 	case !f.allSeen():
-		return keyList{scroll, cancel}
+		return keyList(scroll, cancel)
 	}
-	return keyList{key.NewBinding(key.WithKeys("y"), key.WithHelp("y then enter", f.verb)), cancel, scroll}
+	return keyList(key.NewBinding(key.WithKeys("y"), key.WithHelp("y then enter", f.verb)), cancel, scroll)
 }
 
 // setSize: what a taller or wider terminal shows counts as seen.

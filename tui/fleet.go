@@ -40,25 +40,16 @@ type (
 
 type fleetKeys struct {
 	Launch, Form key.Binding
-	global       *globalKeys
+	keyMap
 }
 
 func newFleetKeys(g *globalKeys) fleetKeys {
-	return fleetKeys{
+	k := fleetKeys{
 		Launch: key.NewBinding(key.WithKeys("L"), key.WithHelp("L", "launch")),
 		Form:   key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit fleet")),
-		global: g,
 	}
-}
-
-// ShortHelp is the view's part of the footer.
-func (k fleetKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Launch, k.Form}
-}
-
-// FullHelp is the `?` screen.
-func (k fleetKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Launch, k.Form}, k.global.row(true)}
+	k.keyMap = keyMap{[]key.Binding{k.Launch, k.Form}, [][]key.Binding{{k.Launch, k.Form}, g.row(true)}}
+	return k
 }
 
 const (

@@ -18,11 +18,11 @@ type openForm struct {
 }
 
 // footer is the open form's keys; ←/→ say what they change on a choice.
-func (o *openForm) footer(choice, submit, back string) keyList {
+func (o *openForm) footer(choice, submit, back string) keyMap {
 	change := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", choice))
 	change.SetEnabled(o.edit.OnChoice())
-	return keyList{key.NewBinding(key.WithKeys("tab", "up", "down"), key.WithHelp("tab/↑/↓", "field")), change,
-		key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", submit)), key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", back))}
+	return keyList(key.NewBinding(key.WithKeys("tab", "up", "down"), key.WithHelp("tab/↑/↓", "field")), change,
+		key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", submit)), key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", back)))
 }
 
 func (o *openForm) open(fields []form.Field) { o.editing, o.edit = true, form.New(fields...) }

@@ -236,10 +236,7 @@ func (v *ledgerView) askFleets() tea.Cmd {
 
 func (v *ledgerView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
-	case key.Matches(msg, v.keys.Up):
-		v.cur = max(v.cur-1, 0)
-	case key.Matches(msg, v.keys.Down):
-		v.cur = min(v.cur+1, max(len(v.rows)-1, 0))
+	case v.keys.move(msg, &v.cur, len(v.rows)):
 	case key.Matches(msg, v.keys.Reconcile):
 		switch {
 		case v.svc == nil:

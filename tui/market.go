@@ -87,7 +87,7 @@ func (m *marketView) KeyMap() help.KeyMap {
 		return m.fkeys
 	}
 	if m.prompt.open {
-		return newPromptKeys(true)
+		return promptKeys(true)
 	}
 	return m.keys
 }

@@ -190,10 +190,7 @@ func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
 	case key.Matches(msg, v.keys.Alert):
 		return v.makePlanRule()
-	case key.Matches(msg, v.keys.Up):
-		v.cur = max(v.cur-1, 0)
-	case key.Matches(msg, v.keys.Down):
-		v.cur = min(v.cur+1, max(len(v.res.results)-1, 0))
+	case v.keys.move(msg, &v.cur, len(v.res.results)):
 	case key.Matches(msg, v.keys.Form):
 		v.open(v.form.fields())
 	case key.Matches(msg, v.keys.Run):

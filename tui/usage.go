@@ -25,19 +25,6 @@ type usageLoadedMsg struct {
 	err error
 }
 
-type usageKeys struct {
-	Up, Down, Alert key.Binding
-	global          *globalKeys
-}
-
-// ShortHelp is the view's part of the footer.
-func (k usageKeys) ShortHelp() []key.Binding { return []key.Binding{k.Up, k.Down, k.Alert} }
-
-// FullHelp is the `?` screen.
-func (k usageKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down, k.Alert}, k.global.row(true)}
-}
-
 // usageView shows what was bought and how much of it was used, per ledger
 // row (the five most idle first) and per day as bars of booked, running
 // and busy GPU-hours, then per actor. It only reads: every session,
@@ -47,7 +34,8 @@ type usageView struct {
 	c     *common
 	ctx   context.Context
 	tr    *ledger.Tracker
-	keys  usageKeys
+	keys  listKeys
+	alert key.Binding
 	w, h  int
 	rep   ledger.UsageReport
 	cur   int
@@ -64,13 +52,16 @@ type usageView struct {
 func newUsageView(c *common, ctx context.Context, tr *ledger.Tracker) *usageView {
 	alert := key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "idle alert rule"))
 	alert.SetEnabled(c.role != RoleViewer)
-	return &usageView{c: c, ctx: ctx, tr: tr, keys: usageKeys{Up: upKey(), Down: downKey(), Alert: alert, global: &c.keys}}
+	keys := newListKeys(&c.keys, true, nil, nil)
+	// ↑/↓ before a, unlike the other lists.
+	keys.keyMap = keyMap{[]key.Binding{keys.Up, keys.Down, alert}, [][]key.Binding{{keys.Up, keys.Down, alert}, c.keys.row(true)}}
+	return &usageView{c: c, ctx: ctx, tr: tr, keys: keys, alert: alert}
 }
 
 func (v *usageView) Title() string { return "Usage" }
 func (v *usageView) KeyMap() help.KeyMap {
 	if v.prompt.open {
-		return newPromptKeys(false)
+		return promptKeys(false)
 	}
 	return v.keys
 }
@@ -133,12 +124,7 @@ func (v *usageView) Update(msg tea.Msg) (view, tea.Cmd) {
 		if v.prompt.open {
 			return v, v.prompt.update(v.c, msg)
 		}
-		switch {
-		case key.Matches(msg, v.keys.Up):
-			v.cur = max(v.cur-1, 0)
-		case key.Matches(msg, v.keys.Down):
-			v.cur = min(v.cur+1, max(len(v.rep.Rows)-1, 0))
-		case key.Matches(msg, v.keys.Alert):
+		if !v.keys.move(msg, &v.cur, len(v.rep.Rows)) && key.Matches(msg, v.alert) {
 			return v, v.makeIdleRule()
 		}
 	}

@@ -291,15 +291,10 @@ func (v *alertsView) viewAlerts(b *strings.Builder) {
 	loc := v.c.now().Location()
 	detail := v.detail()
 	rows := max(v.h-2-len(detail)-strings.Count(b.String(), "\n"), 1)
-	first := max(0, v.cur-rows+1)
-	for i := first; i < len(v.recs) && i < first+rows; i++ {
-		a := v.recs[i]
+	first, end := page(v.cur, len(v.recs), rows)
+	for i, a := range v.recs[first:end] {
 		line := fit(fmt.Sprintf("%-10s %-18s %s", a.At.In(loc).Format("Mon 15:04"), fit(a.Rule, 18, false), a.Text), max(v.w-2, 1), false)
-		prefix := "  "
-		if i == v.cur {
-			prefix, line = "› ", st.cursor.Render(line)
-		}
-		b.WriteString("\n" + prefix + line)
+		b.WriteString("\n" + st.pointed(line, first+i == v.cur))
 	}
 	for _, l := range detail {
 		b.WriteString("\n" + l)
@@ -347,9 +342,8 @@ func (v *alertsView) viewRules(b *strings.Builder) {
 	b.WriteString("\n  " + st.header.Render(fit(fmt.Sprintf("%-18s %-8s %s", "RULE", "FROM", "CONDITION · STATE"), max(v.w-2, 1), false)))
 	loc := v.c.now().Location()
 	rows := max(v.h-2-strings.Count(b.String(), "\n"), 1)
-	first := max(0, v.cur-rows+1)
-	for i := first; i < len(v.rules) && i < first+rows; i++ {
-		r := v.rules[i]
+	first, end := page(v.cur, len(v.rules), rows)
+	for i, r := range v.rules[first:end] {
 		from := "config"
 		if r.From == watch.FromRulesFile {
 			from = "made"
@@ -365,11 +359,7 @@ func (v *alertsView) viewRules(b *strings.Builder) {
 			state += " · last told " + r.LastFired.In(loc).Format("Mon 15:04")
 		}
 		line := fit(fmt.Sprintf("%-18s %-8s %s · %s", fit(r.Name, 18, false), from, r.Describe(), state), max(v.w-2, 1), false)
-		prefix := "  "
-		if i == v.cur {
-			prefix, line = "› ", st.cursor.Render(line)
-		}
-		b.WriteString("\n" + prefix + line)
+		b.WriteString("\n" + st.pointed(line, first+i == v.cur))
 	}
 }
 

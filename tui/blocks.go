@@ -519,16 +519,11 @@ func (v *blocksView) View() string {
 	}
 	loc := v.c.now().Location()
 	rows := max(v.h-strings.Count(b.String(), "\n")-1, 1)
-	first := max(0, v.cur-rows+1)
-	for i := first; i < len(v.offers) && i < first+rows; i++ {
-		r := present.OfferingRow{Offering: v.offers[i], Loc: loc}
-		r.Alt, _ = v.spotAlternativeOnce(r.Offering)
-		text := tableLine(cols, &r)
-		prefix := "  "
-		if i == v.cur {
-			prefix, text = "› ", st.cursor.Render(text)
-		}
-		b.WriteString("\n" + prefix + text)
+	first, end := page(v.cur, len(v.offers), rows)
+	for i, o := range v.offers[first:end] {
+		r := present.OfferingRow{Offering: o, Loc: loc}
+		r.Alt, _ = v.spotAlternativeOnce(o)
+		b.WriteString("\n" + st.pointed(tableLine(cols, &r), first+i == v.cur))
 	}
 	return b.String()
 }

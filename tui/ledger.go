@@ -385,19 +385,14 @@ func (v *ledgerView) View() string {
 		}
 	}
 	detail = detail[:min(len(detail), max(v.h-used-1, 0), 3)]
-	page := max(v.h-used-len(detail), 1)
-	first := max(0, min(v.cur-page+1, len(v.rows)-page))
-	for i := first; i < len(v.rows) && i < first+page; i++ {
+	first, end := page(v.cur, len(v.rows), max(v.h-used-len(detail), 1))
+	for i := first; i < end; i++ {
 		r := v.rows[i]
 		text := tableLine(cols, v.ledgerRow(r, now))
-		prefix := "  "
-		if i == v.cur {
-			prefix = "› "
-			text = st.cursor.Render(text)
-		} else if r.State == ledger.StateUnknown || r.State == ledger.StateFailed {
+		if i != v.cur && (r.State == ledger.StateUnknown || r.State == ledger.StateFailed) {
 			text = st.stale.Render(text)
 		}
-		b.WriteString("\n" + prefix + text)
+		b.WriteString("\n" + st.pointed(text, i == v.cur))
 		if i == v.cur {
 			for _, l := range detail {
 				b.WriteString("\n    " + l)

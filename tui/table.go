@@ -91,6 +91,20 @@ func shownWidth[R any](shown []shownCol[R], c *present.Col[R]) int {
 
 func isShown[R any](shown []shownCol[R], c *present.Col[R]) bool { return shownWidth(shown, c) >= 0 }
 
+// page is the rows [first, end) of n shown in rows lines, cur among them.
+func page(cur, n, rows int) (first, end int) {
+	first = max(0, min(cur-rows+1, n-rows))
+	return first, min(n, first+rows)
+}
+
+// pointed is a list's line: the cursor's marked › and in the cursor style.
+func (st *styles) pointed(text string, cur bool) string {
+	if cur {
+		return "› " + st.cursor.Render(text)
+	}
+	return "  " + text
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"

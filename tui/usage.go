@@ -181,18 +181,14 @@ func (v *usageView) View() string {
 
 	cols := fitTable(present.UsageView, v.w-2)
 	lines = append(lines, "  "+st.header.Render(tableHeader(cols)))
-	first := max(0, min(v.cur-room+1, len(rep.Rows)-room))
-	for i := first; i < len(rep.Rows) && i < first+room; i++ {
+	first, end := page(v.cur, len(rep.Rows), room)
+	for i := first; i < end; i++ {
 		r := &rep.Rows[i]
 		text := tableLine(cols, r)
-		prefix := "  "
-		switch {
-		case i == v.cur:
-			prefix, text = "› ", st.cursor.Render(text)
-		case r.NoMetrics():
+		if i != v.cur && r.NoMetrics() {
 			text = st.stale.Render(text)
 		}
-		lines = append(lines, prefix+text)
+		lines = append(lines, st.pointed(text, i == v.cur))
 	}
 	// Under the rows: what the cursor's row rests on.
 	cur := rep.Rows[min(v.cur, len(rep.Rows)-1)]

@@ -84,7 +84,7 @@ func (f *blocksForm) fields() []form.Field {
 func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
 	q := domain.OfferingQuery{GPU: f.gpu}
 	n, err := strconv.Atoi(strings.TrimSpace(f.size))
-	most := blockTerms.MaxInstances
+	most := domain.CapacityBlockTerms.MaxInstances
 	if err != nil || n < 1 || n > most*8 {
 		return q, fmt.Errorf("size %q: want a whole number from 1", f.size)
 	}
@@ -97,7 +97,7 @@ func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
 		q.GPUs = n
 	}
 	// Blocks run longer than a history window (AWS: up to 26 weeks).
-	if q.Duration, err = domain.ParseSpan(f.duration, "hdw", maxBlockSpan); err != nil {
+	if q.Duration, err = domain.ParseSpan(f.duration, "hdw", domain.CapacityBlockTerms.MaxDuration); err != nil {
 		return q, fmt.Errorf("duration %q: want whole hours, days or weeks such as 8h, 2d, 1w, at most 26w", f.duration)
 	}
 	for _, b := range []struct {
@@ -109,9 +109,9 @@ func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
 		if s == "" {
 			continue
 		}
-		t, err := parseStart(s, now)
+		t, err := domain.ParseWhen(s, now)
 		if err != nil {
-			return q, fmt.Errorf("%s %q: want %s", b.name, s, startForm)
+			return q, fmt.Errorf("%s %q: want %s", b.name, s, domain.WhenForm)
 		}
 		*b.t = t
 	}
@@ -119,24 +119,11 @@ func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
 		return q, errors.New("the latest start is not after the earliest")
 	}
 	if s := strings.TrimSpace(f.flex); s != "" {
-		if q.FlexDuration, err = domain.ParseSpan(s, "hdw", maxBlockSpan); err != nil || q.FlexDuration >= q.Duration {
+		if q.FlexDuration, err = domain.ParseSpan(s, "hdw", domain.CapacityBlockTerms.MaxDuration); err != nil || q.FlexDuration >= q.Duration {
 			return q, fmt.Errorf("other lengths %q: want whole hours, days or weeks less than the duration, such as 20h; empty: the duration only", s)
 		}
 	}
 	return q, nil
-}
-
-// blockTerms are the terms the form's hints explain.
-var (
-	blockTerms   = domain.CapacityBlockTerms
-	maxBlockSpan = domain.CapacityBlockTerms.MaxDuration
-)
-
-const startForm = domain.WhenForm
-
-// parseStart reads a start as `gpumarket plan` does, in the session's zone.
-func parseStart(s string, now time.Time) (time.Time, error) {
-	return domain.ParseWhen(s, now)
 }
 
 type blocksView struct {
@@ -273,7 +260,7 @@ func (v *blocksView) planSeed() planSeed {
 		}
 		s.gpus = strconv.Itoa(n)
 	}
-	if d, err := domain.ParseSpan(t.duration, "hdw", maxBlockSpan); err == nil {
+	if d, err := domain.ParseSpan(t.duration, "hdw", domain.CapacityBlockTerms.MaxDuration); err == nil {
 		s.hours = d.Hours()
 	}
 	return s
@@ -283,18 +270,14 @@ func (v *blocksView) buyBlock() (*moneyAction, tea.Cmd) {
 	if v.cur >= len(v.offers) {
 		return nil, notifyHere("no offering selected: search first (e)")
 	}
-	return bookAction(v.svc, v.c.actor, v.offers[v.cur], v.c.now()), nil
+	return buyAction(v.svc, v.c.actor, v.offers[v.cur], v.c.now(), nil, 0), nil
 }
 
-// bookAction buys an offering as shown, after the budget and a dry run.
-func bookAction(svc *ledger.Service, actor string, o domain.Offering, now time.Time) *moneyAction {
-	return buyAction(svc, actor, o, now, nil, 0)
-}
-
-// buyAction is bookAction on changed terms; quoted counts renewals in a row.
+// buyAction buys an offering as shown (on changed terms when changed is set),
+// after the budget and a dry run; quoted counts renewals in a row.
 func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Time, changed *ledger.TermsChangedError, quoted int) *moneyAction {
 	a := &moneyAction{
-		title: fmt.Sprintf("Buy this %s for $%.2f?", offeringName(o), o.UpfrontUSD), verb: "buy",
+		title: fmt.Sprintf("Buy this %s for $%.2f?", o.Terms().Name, o.UpfrontUSD), verb: "buy",
 		lines:    offeringLines(o, now),
 		checking: "checking the budget and asking the provider for a dry run", sending: "buying",
 	}
@@ -335,8 +318,6 @@ func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Ti
 	}
 	return a
 }
-
-func offeringName(o domain.Offering) string { return o.Terms().Name }
 
 func offeringLines(o domain.Offering, now time.Time) []string {
 	loc := now.Location()
@@ -382,11 +363,11 @@ func (v *blocksView) formHints() [numFields]string {
 	now := v.c.now()
 	// 11:30 UTC in the session's zone, the hour AWS blocks start and end.
 	utc := now.UTC()
-	startAt := time.Date(utc.Year(), utc.Month(), utc.Day(), 0, 0, 0, 0, time.UTC).Add(blockTerms.StartOfDayUTC).In(now.Location()).Format("15:04 MST")
+	startAt := time.Date(utc.Year(), utc.Month(), utc.Day(), 0, 0, 0, 0, time.UTC).Add(domain.CapacityBlockTerms.StartOfDayUTC).In(now.Location()).Format("15:04 MST")
 	return [numFields]string{
 		"←/→ change",
 		"a whole number",
-		fmt.Sprintf("←/→ GPUs or instances (a block holds 1-%d instances)", blockTerms.MaxInstances),
+		fmt.Sprintf("←/→ GPUs or instances (a block holds 1-%d instances)", domain.CapacityBlockTerms.MaxInstances),
 		"8h, 2d, 1w · AWS blocks: whole days 1d-14d, then weeks to 26w · Azure: any hours",
 		domain.WhenExample(now) + " (local), tomorrow 09:00, +6h, +2d · AWS blocks start at " + startAt,
 		"the same forms; empty: as far ahead as sold (AWS: 8 weeks)",

@@ -305,49 +305,53 @@ func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 		return nil, notifyErrHere(err)
 	}
 	v.formErr = ""
-	a := launchAction(v.svc, v.c.actor, spec)
 	now := v.c.now()
-	if spec.Start.After(now) {
-		a.title, a.verb, a.sending = scheduleTitle(v.svc, spec, now), "schedule", "scheduling"
-	}
+	a := launchAction(v.svc, v.c.actor, spec, now, "from")
 	a.lines = append(a.lines, v.svc.ScheduleLines(spec, now)...)
 	return a, nil
 }
 
-// scheduleTitle asks for a later fleet, with when in the session's local time.
-func scheduleTitle(svc *ledger.Service, spec domain.FleetSpec, now time.Time) string {
-	sim := ""
-	if svc.Describe(spec.Provider).Simulated {
-		sim = " (SIMULATED MARKET: nothing real is launched)"
-	}
-	return fmt.Sprintf("Schedule %s in %s from %s?%s", fleetKind(spec), spec.Region, spec.Start.In(now.Location()).Format("Mon 01-02 15:04"), sim)
-}
-
 // launchAction launches a fleet: estimate, dry run, then the launch records the
-// estimate or shows risen prices and asks again. Fleet's L and Plan's b run it.
-func launchAction(svc *ledger.Service, actor string, spec domain.FleetSpec) *moneyAction {
-	sim := ""
-	if svc.Describe(spec.Provider).Simulated {
-		sim = " (SIMULATED MARKET: nothing real is launched)"
-	}
-	return &moneyAction{
+// estimate or shows risen prices and asks again. Fleet's L and Plan's b run it;
+// a later start is asked as a schedule "from" or "for" it, in local time.
+func launchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, now time.Time, from string) *moneyAction {
+	sim := simLaunch(svc, spec.Provider)
+	a := &moneyAction{
 		title: fmt.Sprintf("Launch %s in %s?%s", fleetKind(spec), spec.Region, sim), verb: "launch",
 		checking: "estimating the cost and asking the provider for a dry run", sending: "launching",
 		quote: func(ctx context.Context) quoteAnswer {
 			est := svc.EstimateFleet(ctx, spec)
-			dry := spec
-			dry.DryRun = true
 			ans := quoteAnswer{lines: fleetLines(spec, est, svc.Now())}
-			res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: dry, Estimate: est})
-			if err != nil {
-				ans.err = err
-				return ans
+			if ans.dryRun, ans.err = dryLaunch(ctx, svc, spec, est); ans.err == nil {
+				ans.send = launchSend(svc, actor, spec, est)
 			}
-			ans.dryRun = orDefault(dryRunAnswer(res.Fleet.Message), "the provider says the launch would succeed")
-			ans.send = launchSend(svc, actor, spec, est)
 			return ans
 		},
 	}
+	if spec.Start.After(now) {
+		a.title = fmt.Sprintf("Schedule %s in %s %s %s?%s", fleetKind(spec), spec.Region, from, spec.Start.In(now.Location()).Format("Mon 01-02 15:04"), sim)
+		a.verb, a.sending = "schedule", "scheduling"
+	}
+	return a
+}
+
+// simLaunch marks the title of a launch on the simulated market.
+func simLaunch(svc *ledger.Service, provider string) string {
+	if provider != "" && svc.Describe(provider).Simulated {
+		return " (SIMULATED MARKET: nothing real is launched)"
+	}
+	return ""
+}
+
+// dryLaunch is the provider's dry-run answer to launching spec at est.
+func dryLaunch(ctx context.Context, svc *ledger.Service, spec domain.FleetSpec, est ledger.FleetEstimate) (string, error) {
+	dry := spec
+	dry.DryRun = true
+	res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: dry, Estimate: est})
+	if err != nil {
+		return "", err
+	}
+	return orDefault(dryRunAnswer(res.Fleet.Message), "the provider says the launch would succeed"), nil
 }
 
 // fleetKind names a fleet by its make-up: "a spot fleet of 5 instances".

@@ -33,7 +33,7 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 			return nil, notifyErrHere(fmt.Errorf("offering %s is no longer among the plan's: r runs the plan again", r.OfferingID))
 		}
 		v.pending = &planner.Held{Kind: o.Terms().Kind, Model: o.GPU.Model, GPUs: o.GPUCount(), Start: o.Start, End: o.End}
-		a := bookAction(v.svc, v.c.actor, o, now)
+		a := buyAction(v.svc, v.c.actor, o, now, nil, 0)
 		// Notes, not terms: they survive renewed terms.
 		a.notes = append(v.planLines(r), bookNotes(r, o, v.res.terms.job, v.res.pools, now)...)
 		return a, nil
@@ -59,11 +59,7 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 	v.pending = &planner.Held{Kind: domain.KindFleet, Model: p0.GPUModel, GPUs: float64(spec.TargetCapacity) * p0.GPUsPerInstance,
 		Start: domain.Later(spec.Start, now), End: spec.End}
 	desc := v.svc.Describe(spec.Provider)
-	a := launchAction(v.svc, v.c.actor, spec)
-	a.title = fleetTitle(spec, desc.Simulated, now)
-	if spec.Start.After(now) {
-		a.verb, a.sending = "schedule", "scheduling"
-	}
+	a := launchAction(v.svc, v.c.actor, spec, now, "for")
 	a.notes = append(v.planLines(r), fleetNotes(r, spec, left, v.res.pools, now, desc)...)
 	return a, nil
 }
@@ -132,18 +128,6 @@ func planFleet(r planner.Result, pools map[string]planner.Pool, job planner.Job)
 		return spec, nil, errors.New("the plan needs no instances")
 	}
 	return spec, left, nil
-}
-
-// fleetTitle says when the fleet starts: at the plan's start, or now.
-func fleetTitle(spec domain.FleetSpec, simulated bool, now time.Time) string {
-	sim := ""
-	if simulated {
-		sim = " (SIMULATED MARKET: nothing real is launched)"
-	}
-	if spec.Start.After(now) {
-		return fmt.Sprintf("Schedule %s in %s for %s?%s", fleetKind(spec), spec.Region, spec.Start.In(now.Location()).Format("Mon 01-02 15:04"), sim)
-	}
-	return fmt.Sprintf("Launch %s in %s?%s", fleetKind(spec), spec.Region, sim)
 }
 
 // fleetNotes are short so that at 80×24 the box shows them whole.
@@ -230,12 +214,8 @@ func (v *planView) jobAction(r planner.Result) *moneyAction {
 	req := job.Request{Job: v.res.terms.job, Market: planner.Market{Pools: pools}, Strategy: r.Strategy, Actor: v.c.actor,
 		Options: planner.Options{Runs: v.runs, Seed: 1, Speeds: v.speeds}}
 	svc := v.svc
-	sim := ""
-	if len(r.Provider) > 0 && svc.Describe(r.Provider).Simulated {
-		sim = " (SIMULATED MARKET: nothing real is launched)"
-	}
 	return &moneyAction{
-		title: fmt.Sprintf("Start a job carrying out %s?%s", r.Strategy, sim), verb: "start the job",
+		title: fmt.Sprintf("Start a job carrying out %s?%s", r.Strategy, simLaunch(svc, r.Provider)), verb: "start the job",
 		checking: "planning the job again and checking its hold against the budget", sending: "recording the job",
 		quote: func(ctx context.Context) quoteAnswer {
 			p, err := job.Propose(req)

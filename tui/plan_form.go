@@ -99,7 +99,7 @@ func planStart(s string, now time.Time) (time.Time, error) {
 	if s == "" || strings.EqualFold(s, "now") {
 		return now.Truncate(time.Minute).Add(time.Minute), nil
 	}
-	return parseStart(s, now)
+	return domain.ParseWhen(s, now)
 }
 
 // parse reads the form, naming the field that is wrong and what it accepts.
@@ -132,14 +132,14 @@ func (f planForm) parse(now time.Time) (planTerms, error) {
 		return t, fmt.Errorf("hours of work %q: want a number of hours above 0, at most %.0f (26 weeks), such as 48", f.hours, planner.MaxSpan.Hours())
 	}
 	if j.Start, err = planStart(f.start, now); err != nil {
-		return t, fmt.Errorf("earliest start %q: want %s, or empty for now", strings.TrimSpace(f.start), startForm)
+		return t, fmt.Errorf("earliest start %q: want %s, or empty for now", strings.TrimSpace(f.start), domain.WhenForm)
 	}
 	d := strings.TrimSpace(f.deadline)
 	if d == "" {
-		return t, fmt.Errorf("deadline: missing; want %s (+3d is from now)", startForm)
+		return t, fmt.Errorf("deadline: missing; want %s (+3d is from now)", domain.WhenForm)
 	}
-	if j.Deadline, err = parseStart(d, now); err != nil {
-		return t, fmt.Errorf("deadline %q: want %s (+3d is from now)", d, startForm)
+	if j.Deadline, err = domain.ParseWhen(d, now); err != nil {
+		return t, fmt.Errorf("deadline %q: want %s (+3d is from now)", d, domain.WhenForm)
 	}
 	j.Checkpointable = f.checkpointable
 	if f.checkpointable {
@@ -219,12 +219,12 @@ func (f planForm) seeded(s planSeed, now time.Time) planForm {
 		return f
 	}
 	if s.latest != "" {
-		if l, err := parseStart(strings.TrimSpace(s.latest), now); err == nil {
+		if l, err := domain.ParseWhen(strings.TrimSpace(s.latest), now); err == nil {
 			f.deadline = l.Add(time.Duration(hours * float64(time.Hour))).In(now.Location()).Format("2006-01-02 15:04")
 			return f
 		}
 	}
-	d, err := parseStart(strings.TrimSpace(f.deadline), now)
+	d, err := domain.ParseWhen(strings.TrimSpace(f.deadline), now)
 	if err != nil || d.Before(start.Add(time.Duration(hours*float64(time.Hour)))) {
 		f.deadline = defaultDeadline(start, hours, now)
 	}

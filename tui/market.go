@@ -125,26 +125,10 @@ func fitColumns(w int) (cols, ws []int) {
 func (m *marketView) pageRows() int { return max(m.height-2, 1) }
 
 func (m *marketView) scrollToCursor() {
-	n := len(m.list)
-	if m.cursor >= n {
-		m.cursor = n - 1
-	}
-	if m.cursor < 0 {
-		m.cursor = 0
-	}
-	page := m.pageRows()
-	if m.offset > m.cursor {
-		m.offset = m.cursor
-	}
-	if m.cursor >= m.offset+page {
-		m.offset = m.cursor - page + 1
-	}
-	if m.offset > n-page {
-		m.offset = n - page
-	}
-	if m.offset < 0 {
-		m.offset = 0
-	}
+	n, page := len(m.list), m.pageRows()
+	m.cursor = max(min(m.cursor, n-1), 0)
+	// In sight, the page as full as the rows allow.
+	m.offset = max(min(max(min(m.offset, m.cursor), m.cursor-page+1), n-page), 0)
 }
 
 func (m *marketView) syncCursorKey() {

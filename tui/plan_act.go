@@ -192,7 +192,8 @@ func roundDur(d time.Duration) string {
 	return fmt.Sprintf("%dm", int(d.Round(time.Minute).Minutes()))
 }
 
-func thousands(n int) string {
+// thousands groups a whole number's digits by three: "10,000".
+func thousands[T int | string](n T) string {
 	s := fmt.Sprint(n)
 	for i := len(s) - 3; i > 0; i -= 3 {
 		s = s[:i] + "," + s[i:]

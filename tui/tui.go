@@ -255,13 +255,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		hadHeader := m.headerHeight()
 		m.snap = msg.snap
 		m.simPools = false
-		if m.snap != nil {
-			for i := range m.snap.Pools {
-				if m.snap.Pools[i].Simulated {
-					m.simPools = true
-					break
-				}
-			}
+		for i := 0; m.snap != nil && i < len(m.snap.Pools) && !m.simPools; i++ {
+			m.simPools = m.snap.Pools[i].Simulated
 		}
 		cmds := []tea.Cmd{m.broadcast(msg)}
 		if m.headerHeight() != hadHeader {
@@ -489,11 +484,8 @@ func Run(ctx context.Context, opt Options, popts ...tea.ProgramOption) error {
 	opt.Context = sub
 	p := tea.NewProgram(New(opt), append([]tea.ProgramOption{tea.WithContext(ctx)}, popts...)...)
 	_, err := p.Run()
-	if err != nil && errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
 		return nil // the caller ended the session
 	}
-	if err != nil {
-		return err
-	}
-	return nil
+	return err
 }

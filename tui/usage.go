@@ -243,20 +243,9 @@ func usd(v float64) string {
 	if math.IsNaN(v) {
 		return "-"
 	}
-	s := fmt.Sprintf("%.2f", v)
-	whole, cents, _ := strings.Cut(s, ".")
-	neg := strings.HasPrefix(whole, "-")
-	whole = strings.TrimPrefix(whole, "-")
-	var b strings.Builder
-	for i, r := range whole {
-		if i > 0 && (len(whole)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
+	whole, cents, _ := strings.Cut(fmt.Sprintf("%.2f", math.Abs(v)), ".")
+	if math.Signbit(v) {
+		return "-$" + thousands(whole) + "." + cents
 	}
-	out := "$" + b.String() + "." + cents
-	if neg {
-		out = "-" + out
-	}
-	return out
+	return "$" + thousands(whole) + "." + cents
 }

@@ -48,20 +48,6 @@ func newBlocksKeys(g *globalKeys) blocksKeys {
 	return k
 }
 
-// Fields of the Blocks search form.
-const (
-	fieldGPU = iota
-	fieldSize
-	fieldUnit
-	fieldDuration
-	fieldAfter
-	fieldBefore
-	fieldFlex
-	numFields
-)
-
-var fieldNames = [numFields]string{"GPU", "How many", "Counting", "Duration", "Earliest start", "Latest start", "Other lengths"}
-
 type blocksForm struct {
 	gpu       string
 	size      string
@@ -73,11 +59,10 @@ type blocksForm struct {
 }
 
 func (f *blocksForm) fields() []form.Field {
-	n := fieldNames
-	return []form.Field{form.Pick(n[fieldGPU], domain.GPUModels, &f.gpu), form.Text(n[fieldSize], &f.size),
-		form.Toggle(n[fieldUnit], "GPUs", "instances", &f.instances), form.Text(n[fieldDuration], &f.duration),
-		form.Text(n[fieldAfter], &f.after).Empty("now"), form.Text(n[fieldBefore], &f.before).Empty("as far as sold"),
-		form.Text(n[fieldFlex], &f.flex).Empty("none")}
+	return []form.Field{form.Pick("GPU", domain.GPUModels, &f.gpu), form.Text("How many", &f.size),
+		form.Toggle("Counting", "GPUs", "instances", &f.instances), form.Text("Duration", &f.duration),
+		form.Text("Earliest start", &f.after).Empty("now"), form.Text("Latest start", &f.before).Empty("as far as sold"),
+		form.Text("Other lengths", &f.flex).Empty("none")}
 }
 
 // parse turns the form into a query, naming the wrong field.
@@ -359,12 +344,13 @@ func blocksColumnsFor(offers []domain.Offering) []*present.Col[*present.Offering
 	return out
 }
 
-func (v *blocksView) formHints() [numFields]string {
+// formHints say what each field of fields takes, in its order.
+func (v *blocksView) formHints() []string {
 	now := v.c.now()
 	// 11:30 UTC in the session's zone, the hour AWS blocks start and end.
 	utc := now.UTC()
 	startAt := time.Date(utc.Year(), utc.Month(), utc.Day(), 0, 0, 0, 0, time.UTC).Add(domain.CapacityBlockTerms.StartOfDayUTC).In(now.Location()).Format("15:04 MST")
-	return [numFields]string{
+	return []string{
 		"←/→ change",
 		"a whole number",
 		fmt.Sprintf("←/→ GPUs or instances (a block holds 1-%d instances)", domain.CapacityBlockTerms.MaxInstances),
@@ -440,7 +426,7 @@ func (v *blocksView) View() string {
 	}
 	if v.editing {
 		b.WriteString(formRows(&v.edit, st, 15, v.w))
-		b.WriteString(st.cursor.Render(wordwrap(fieldNames[v.edit.Focus()]+": "+v.formHints()[v.edit.Focus()], v.w)) + "\n")
+		b.WriteString(st.cursor.Render(wordwrap(v.edit.Label(v.edit.Focus())+": "+v.formHints()[v.edit.Focus()], v.w)) + "\n")
 		b.WriteString(st.dim.Render(fit("tab/↑/↓ field · enter search · esc back to the last search", v.w, false)))
 		if v.formErr != "" {
 			b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))

@@ -52,19 +52,6 @@ func newFleetKeys(g *globalKeys) fleetKeys {
 	return k
 }
 
-const (
-	ffTarget = iota
-	ffOnDemand
-	ffStrategy
-	ffMaxPrice
-	ffStart
-	ffFor
-	ffTemplate
-	numFleetFields
-)
-
-var fleetFieldNames = [numFleetFields]string{"Target", "On-demand base", "Strategy", "Max price $/h", "Start", "For", "Launch template"}
-
 type fleetForm struct {
 	target, onDemand string
 	strategy         int
@@ -75,11 +62,10 @@ type fleetForm struct {
 }
 
 func (f *fleetForm) fields() []form.Field {
-	n := fleetFieldNames
-	return []form.Field{form.Text(n[ffTarget], &f.target), form.Text(n[ffOnDemand], &f.onDemand),
-		form.Choice(n[ffStrategy], domain.Strategies, &f.strategy), form.Text(n[ffMaxPrice], &f.maxPrice).Empty("on-demand price"),
-		form.Text(n[ffStart], &f.start).Empty("now"), form.Text(n[ffFor], &f.length).Empty("until deleted"),
-		form.Text(n[ffTemplate], &f.template).Empty("provider default (config aws.launch_template)")}
+	return []form.Field{form.Text("Target", &f.target), form.Text("On-demand base", &f.onDemand),
+		form.Choice("Strategy", domain.Strategies, &f.strategy), form.Text("Max price $/h", &f.maxPrice).Empty("on-demand price"),
+		form.Text("Start", &f.start).Empty("now"), form.Text("For", &f.length).Empty("until deleted"),
+		form.Text("Launch template", &f.template).Empty("provider default (config aws.launch_template)")}
 }
 
 // fleetView composes a spot fleet from the Market's marks, launches it, follows it.
@@ -439,10 +425,10 @@ func (v *fleetView) View() string {
 	}
 	if v.editing {
 		hint := "  tab/↑/↓ field · ←/→ strategy · enter done · esc puts back"
-		switch v.edit.Focus() {
-		case ffStart:
+		switch v.edit.Label(v.edit.Focus()) {
+		case "Start":
 			hint = "  Thu 14:00, +2h, " + domain.WhenExample(v.c.now()) + " … (local time) · empty: now"
-		case ffFor:
+		case "For":
 			hint = "  3h, 90m, 2d … (5m to 90d) · empty: until deleted"
 		}
 		b.WriteString(st.dim.Render(hint) + "\n")

@@ -369,7 +369,7 @@ func (v *planView) formView() string {
 	st := &v.c.styles
 	var b strings.Builder
 	b.WriteString(formRows(&v.edit, st, 17, v.w))
-	b.WriteString(st.cursor.Render(wordwrap(planFieldNames[v.edit.Focus()]+": "+planHint(v.edit.Focus(), v.c.now()), v.w)) + "\n")
+	b.WriteString(st.cursor.Render(wordwrap(v.edit.Label(v.edit.Focus())+": "+planHint(v.edit.Focus(), v.c.now()), v.w)) + "\n")
 	b.WriteString(st.dim.Render(wordwrap("tab/↑/↓ field · enter runs the plan · esc back", v.w)))
 	if v.formErr != "" {
 		b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))

@@ -14,24 +14,6 @@ import (
 	"github.com/gpumarket/gpumarket/tui/widget/form"
 )
 
-// Fields of the Plan view's job form.
-const (
-	pfGPUs = iota
-	pfModels
-	pfHours
-	pfStart
-	pfDeadline
-	pfCheckpointable
-	pfCheckpoint
-	pfChangeover
-	pfRegions
-	pfOnTime
-	numPlanFields
-)
-
-var planFieldNames = [numPlanFields]string{"GPUs", "GPU models", "Hours of work", "Earliest start", "Deadline",
-	"Checkpointable", "Checkpoint every", "Changeover", "Regions", "On time ≥ %"}
-
 // planForm is the job as typed; parse reads it as `gpumarket plan` reads
 // its flags. An empty start is now, empty regions every region shown.
 type planForm struct {
@@ -233,24 +215,22 @@ func (f planForm) seeded(s planSeed, now time.Time) planForm {
 
 // fields are the form's fields, bound to f.
 func (f *planForm) fields() []form.Field {
-	n := planFieldNames
-	return []form.Field{form.Text(n[pfGPUs], &f.gpus), form.Text(n[pfModels], &f.models), form.Text(n[pfHours], &f.hours),
-		form.Text(n[pfStart], &f.start).Empty("now"), form.Text(n[pfDeadline], &f.deadline),
-		form.Toggle(n[pfCheckpointable], "no", "yes", &f.checkpointable), form.Text(n[pfCheckpoint], &f.checkpoint),
-		form.Text(n[pfChangeover], &f.changeover), form.Text(n[pfRegions], &f.regions).Empty("all"), form.Text(n[pfOnTime], &f.onTime)}
+	return []form.Field{form.Text("GPUs", &f.gpus), form.Text("GPU models", &f.models), form.Text("Hours of work", &f.hours),
+		form.Text("Earliest start", &f.start).Empty("now"), form.Text("Deadline", &f.deadline),
+		form.Toggle("Checkpointable", "no", "yes", &f.checkpointable), form.Text("Checkpoint every", &f.checkpoint),
+		form.Text("Changeover", &f.changeover), form.Text("Regions", &f.regions).Empty("all"), form.Text("On time ≥ %", &f.onTime)}
 }
 
-// planHint says what a field takes, its examples dated from now.
-
-func planHint(field int, now time.Time) string {
-	if field == pfStart {
+// planHint says what field i takes; the start's examples are dated from now.
+func planHint(i int, now time.Time) string {
+	if planHints[i] == "" {
 		return domain.WhenExample(now) + " or tomorrow 09:00 (local), +6h, +2d; empty: now"
 	}
-	return planHints[field]
+	return planHints[i]
 }
 
-// planHints say, beside each field, what it takes.
-var planHints = [numPlanFields]string{
+// planHints say, beside each field of fields, what it takes.
+var planHints = []string{
 	"the GPUs the job needs at once, 1-512",
 	"H100, or H100,H200: the hours are measured on the first; the others run at their relative speed (config plan.speed)",
 	"hours of work on the first model, such as 48",

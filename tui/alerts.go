@@ -116,24 +116,12 @@ type alertsKeys struct {
 	Rules, Delete key.Binding
 }
 
-func newAlertsKeys(g *globalKeys) alertsKeys {
-	k := alertsKeys{
-		Rules:  key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "alerts ↔ rules")),
-		Delete: key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "delete rule")),
-	}
-	k.listKeys = newListKeys(g, true, []key.Binding{k.Rules, k.Delete}, nil)
-	return k
-}
-
 // alertsView lists the alerts, newest first, with their deliveries; R shows
 // the rules, where x deletes one made in the TUI.
 type alertsView struct {
-	owner
-	c    *common
-	ctx  context.Context
+	base
 	ev   *watch.Evaluator
 	keys alertsKeys
-	w, h int
 
 	recs      []watch.Record
 	rules     []watch.RuleStatus
@@ -145,13 +133,16 @@ type alertsView struct {
 }
 
 func newAlertsView(c *common, ctx context.Context, ev *watch.Evaluator) *alertsView {
-	return &alertsView{c: c, ctx: ctx, ev: ev, keys: newAlertsKeys(&c.keys)}
+	k := alertsKeys{
+		Rules:  key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "alerts ↔ rules")),
+		Delete: key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "delete rule")),
+	}
+	k.listKeys = newListKeys(&c.keys, true, []key.Binding{k.Rules, k.Delete}, nil)
+	return &alertsView{base: base{c: c, ctx: ctx}, ev: ev, keys: k}
 }
 
 func (v *alertsView) Title() string       { return "Alerts" }
 func (v *alertsView) KeyMap() help.KeyMap { return v.keys }
-func (v *alertsView) SetSize(w, h int)    { v.w, v.h = w, h }
-func (v *alertsView) escGoesHome()        {}
 func (v *alertsView) slashFiltersMarket() {}
 func (v *alertsView) listsAlerts()        {}
 

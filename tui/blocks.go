@@ -112,9 +112,7 @@ func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
 }
 
 type blocksView struct {
-	owner
 	actingView
-	ctx  context.Context
 	svc  *ledger.Service
 	keys blocksKeys
 
@@ -135,14 +133,14 @@ type blocksView struct {
 
 // newBlocksView searches for the session's first GPU filter, else H100.
 func newBlocksView(c *common, ctx context.Context, svc *ledger.Service, gpus []string) *blocksView {
-	v := &blocksView{actingView: actingView{c: c}, ctx: ctx, svc: svc, keys: newBlocksKeys(&c.keys),
+	v := &blocksView{actingView: actingView{base: base{c: c, ctx: ctx}}, svc: svc, keys: newBlocksKeys(&c.keys),
 		form: blocksForm{gpu: "H100", size: "8", duration: "2d"}}
 	if len(gpus) > 0 {
 		if g, ok := domain.CanonicalGPU(gpus[0]); ok {
 			v.form.gpu = g
 		}
 	}
-	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
+	v.confirm = v.confirmation(svc != nil)
 	return v
 }
 

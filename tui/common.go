@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -154,6 +155,22 @@ type resultMsg struct {
 
 // owner, embedded in a view, brings its commands' results back to it.
 type owner struct{ id viewID }
+
+// base is what a view embeds: its results' way back, the session, its size.
+type base struct {
+	owner
+	c    *common
+	ctx  context.Context
+	w, h int
+}
+
+func (b *base) SetSize(w, h int) { b.w, b.h = w, h }
+func (b *base) escGoesHome()     {}
+
+// confirmation is the view's box for money actions; spends: it has a ledger.
+func (b *base) confirmation(spends bool) confirmation {
+	return confirmation{c: b.c, ctx: b.ctx, owner: &b.owner, spends: spends}
+}
 
 func (o *owner) setID(id viewID) { o.id = id }
 

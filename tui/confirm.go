@@ -102,10 +102,6 @@ type confirmation struct {
 	top, seen int
 }
 
-func newConfirmation(c *common, ctx context.Context, o *owner, spends bool) confirmation {
-	return confirmation{c: c, ctx: ctx, owner: o, spends: spends}
-}
-
 // refuse is the answer to a money key when this session may not spend (a
 // viewer) or cannot (no ledger); nil when it may go on.
 func (f *confirmation) refuse() tea.Cmd {

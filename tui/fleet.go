@@ -70,12 +70,9 @@ func (f *fleetForm) fields() []form.Field {
 
 // fleetView composes a spot fleet from the Market's marks, launches it, follows it.
 type fleetView struct {
-	owner
-	c    *common
-	ctx  context.Context
+	base
 	svc  *ledger.Service
 	keys fleetKeys
-	w, h int
 
 	form fleetForm
 	openForm
@@ -97,9 +94,9 @@ type fleetView struct {
 }
 
 func newFleetView(c *common, ctx context.Context, svc *ledger.Service) *fleetView {
-	v := &fleetView{c: c, ctx: ctx, svc: svc, keys: newFleetKeys(&c.keys), form: fleetForm{target: "2", onDemand: "0"}}
+	v := &fleetView{base: base{c: c, ctx: ctx}, svc: svc, keys: newFleetKeys(&c.keys), form: fleetForm{target: "2", onDemand: "0"}}
 	v.edit = form.New(v.form.fields()...)
-	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
+	v.confirm = v.confirmation(svc != nil)
 	return v
 }
 
@@ -137,10 +134,8 @@ func (v *fleetView) KeyMap() help.KeyMap {
 	}
 	return v.keys
 }
-func (v *fleetView) SetSize(w, h int)    { v.w, v.h = w, h }
 func (v *fleetView) capturing() bool     { return v.editing }
 func (v *fleetView) box() *confirmation  { return &v.confirm }
-func (v *fleetView) escGoesHome()        {}
 func (v *fleetView) slashFiltersMarket() {}
 
 func (v *fleetView) helpNote() string {

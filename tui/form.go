@@ -69,18 +69,15 @@ func formRows(f *form.Model, st *styles, lw, w int) string {
 
 // actingView is what Blocks and Plan share: a form, a rule prompt, a box.
 type actingView struct {
+	base
 	openForm
-	c       *common
-	w, h    int
 	snap    *feed.Snapshot
 	confirm confirmation
 	prompt  rulePrompt
 }
 
-func (v *actingView) SetSize(w, h int)   { v.w, v.h = w, h }
 func (v *actingView) capturing() bool    { return v.editing || v.prompt.open }
 func (v *actingView) box() *confirmation { return &v.confirm }
-func (v *actingView) escGoesHome()       {}
 
 // keyMap is the prompt's keys, else the open form's, else keys.
 func (v *actingView) keyMap(keys help.KeyMap, choice, submit, back string) help.KeyMap {

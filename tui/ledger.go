@@ -44,23 +44,11 @@ type ledgerKeys struct {
 	Delete, Reconcile key.Binding
 }
 
-func newLedgerKeys(g *globalKeys) ledgerKeys {
-	k := ledgerKeys{
-		Delete:    key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "delete fleet")),
-		Reconcile: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reconcile")),
-	}
-	k.listKeys = newListKeys(g, true, []key.Binding{k.Delete, k.Reconcile}, nil)
-	return k
-}
-
 // ledgerView lists the bookings, current and upcoming first, then newest first.
 type ledgerView struct {
-	owner
-	c    *common
-	ctx  context.Context
+	base
 	svc  *ledger.Service
 	keys ledgerKeys
-	w, h int
 	rows []ledger.Entry
 	cur  int
 	err  string
@@ -86,16 +74,19 @@ type ledgerView struct {
 }
 
 func newLedgerView(c *common, ctx context.Context, svc *ledger.Service) *ledgerView {
-	v := &ledgerView{c: c, ctx: ctx, svc: svc, keys: newLedgerKeys(&c.keys)}
-	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
+	k := ledgerKeys{
+		Delete:    key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "delete fleet")),
+		Reconcile: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reconcile")),
+	}
+	k.listKeys = newListKeys(&c.keys, true, []key.Binding{k.Delete, k.Reconcile}, nil)
+	v := &ledgerView{base: base{c: c, ctx: ctx}, svc: svc, keys: k}
+	v.confirm = v.confirmation(svc != nil)
 	return v
 }
 
 func (v *ledgerView) Title() string       { return "Ledger" }
 func (v *ledgerView) KeyMap() help.KeyMap { return v.keys }
-func (v *ledgerView) SetSize(w, h int)    { v.w, v.h = w, h }
 func (v *ledgerView) box() *confirmation  { return &v.confirm }
-func (v *ledgerView) escGoesHome()        {}
 func (v *ledgerView) slashFiltersMarket() {}
 
 func (v *ledgerView) shown() tea.Cmd {

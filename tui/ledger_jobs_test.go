@@ -12,7 +12,7 @@ import (
 // A job's line gives its on-time chance as its last review computed it,
 // within 80 columns, beside the plan's; an ended job's chance is not shown.
 func TestJobLineSaysTheOnTimeChance(t *testing.T) {
-	v := &ledgerView{c: &common{styles: newStyles(true, true), now: nowFn}, w: 80, h: 24}
+	v := &ledgerView{base: base{c: &common{styles: newStyles(true, true), now: nowFn}, w: 80, h: 24}}
 	j := ledger.Job{ID: "01JOBONTIME00000000000000", State: ledger.JobRunning, Strategy: "spot-multi-pool",
 		Terms: ledger.JobTerms{Hours: 48}, Plan: ledger.JobPlan{ExpectedUSD: 2360.95, OnTimePct: 100}, WorkDone: 12.25, SpentUSD: 512.4,
 		Progress: json.RawMessage(`{"cur":0,"on_time":0.625}`)}

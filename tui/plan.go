@@ -40,9 +40,7 @@ func newPlanKeys(g *globalKeys) planKeys {
 // planView is `gpumarket plan` in the TUI: ranked strategies, their chart,
 // and b to carry one out (docs/DESIGN.md, The TUI).
 type planView struct {
-	owner
 	actingView
-	ctx    context.Context
 	svc    *ledger.Service
 	speeds planner.Speeds
 	keys   planKeys
@@ -65,10 +63,10 @@ type planView struct {
 }
 
 func newPlanView(c *common, ctx context.Context, svc *ledger.Service, speeds planner.Speeds, gpus, regions []string) *planView {
-	v := &planView{actingView: actingView{c: c}, ctx: ctx, svc: svc, speeds: speeds, keys: newPlanKeys(&c.keys), runs: planRuns,
+	v := &planView{actingView: actingView{base: base{c: c, ctx: ctx}}, svc: svc, speeds: speeds, keys: newPlanKeys(&c.keys), runs: planRuns,
 		form: newPlanForm(c.eff, gpus, regions, c.now())}
 	v.ran = v.form
-	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
+	v.confirm = v.confirmation(svc != nil)
 	return v
 }
 

@@ -30,13 +30,10 @@ type usageLoadedMsg struct {
 // and busy GPU-hours, then per actor. It only reads: every session,
 // read-only ones too, sees it.
 type usageView struct {
-	owner
-	c     *common
-	ctx   context.Context
+	base
 	tr    *ledger.Tracker
 	keys  listKeys
 	alert key.Binding
-	w, h  int
 	rep   ledger.UsageReport
 	cur   int
 	err   string
@@ -55,7 +52,7 @@ func newUsageView(c *common, ctx context.Context, tr *ledger.Tracker) *usageView
 	keys := newListKeys(&c.keys, true, nil, nil)
 	// ↑/↓ before a, unlike the other lists.
 	keys.keyMap = keyMap{[]key.Binding{keys.Up, keys.Down, alert}, [][]key.Binding{{keys.Up, keys.Down, alert}, c.keys.row(true)}}
-	return &usageView{c: c, ctx: ctx, tr: tr, keys: keys, alert: alert}
+	return &usageView{base: base{c: c, ctx: ctx}, tr: tr, keys: keys, alert: alert}
 }
 
 func (v *usageView) Title() string { return "Usage" }
@@ -68,8 +65,6 @@ func (v *usageView) KeyMap() help.KeyMap {
 
 // capturing: an open prompt has every key, q and tab too.
 func (v *usageView) capturing() bool     { return v.prompt.open }
-func (v *usageView) SetSize(w, h int)    { v.w, v.h = w, h }
-func (v *usageView) escGoesHome()        {}
 func (v *usageView) slashFiltersMarket() {}
 
 func (v *usageView) helpNote() string {

@@ -148,9 +148,7 @@ func (f *confirmation) start(a moneyAction) tea.Cmd {
 
 // close shuts the box; answers still on their way are dropped.
 func (f *confirmation) close() {
-	f.open, f.title, f.lines, f.verb, f.busy, f.problem, f.dryRun, f.typed = false, "", nil, "", "", "", "", ""
-	f.sending, f.sendMsg, f.send, f.notes = false, "", nil, nil
-	f.top, f.seen = 0, 0
+	*f = confirmation{c: f.c, ctx: f.ctx, owner: f.owner, spends: f.spends, seq: f.seq, w: f.w, h: f.h}
 }
 
 // renew shows a, the action on the provider's current terms, and asks again

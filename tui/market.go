@@ -254,7 +254,7 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 		seed := planSeed{models: slices.Clone(m.gpus), regions: slices.Clone(m.regions), setRegions: true}
 		return m, func() tea.Msg { return openPlanMsg{seed: seed} }
 	case key.Matches(msg, k.Chart):
-		keys := m.chartKeys()
+		keys, _ := m.picked()
 		if len(keys) == 0 {
 			return m, notifyHere("no pool to chart")
 		}
@@ -265,24 +265,17 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 	return m, nil
 }
 
-// picked: the marked pools, or the one under the cursor.
+// picked: the marked pools in the market, in mark order, else the cursor's.
 func (m *marketView) picked() (keys []string, marked bool) {
-	keys = m.chartKeys()
-	return keys, m.markedCount() > 0
-}
-
-// chartKeys are the marked pools in mark order, else the cursor's.
-func (m *marketView) chartKeys() []string {
-	var keys []string
 	for _, k := range m.markOrder {
 		if m.inMarket(k) {
 			keys = append(keys, k)
 		}
 	}
 	if len(keys) == 0 && m.cursor < len(m.list) {
-		keys = []string{m.row(m.cursor).Key}
+		return []string{m.row(m.cursor).Key}, false
 	}
-	return keys
+	return keys, len(keys) > 0
 }
 
 func (m *marketView) row(i int) *row { return m.rs.rows[m.list[i]] }
@@ -302,16 +295,6 @@ func (m *marketView) inMarket(k string) bool {
 	return ok
 }
 
-func (m *marketView) markedCount() int {
-	n := 0
-	for _, k := range m.markOrder {
-		if m.inMarket(k) {
-			n++
-		}
-	}
-	return n
-}
-
 func (m *marketView) toggleMark(k string) {
 	if m.marked[k] {
 		delete(m.marked, k)
@@ -323,18 +306,14 @@ func (m *marketView) toggleMark(k string) {
 }
 
 func (m *marketView) distinct(field func(*feed.PoolView) string) []string {
-	set := map[string]bool{}
+	var out []string
 	for i := range m.allRows() {
 		if v := field(&m.rs.snap.Pools[i]); v != "" {
-			set[v] = true
+			out = append(out, v)
 		}
 	}
-	out := make([]string, 0, len(set))
-	for v := range set {
-		out = append(out, v)
-	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // cycleFilter steps a filter all → first → … → last → all.

@@ -561,10 +561,7 @@ func (v *blocksView) makeBlockRule() tea.Cmd {
 	if err := v.c.canMakeRules(); err != nil {
 		return notifyErrHere(err)
 	}
-	f := v.terms
-	if !v.searched {
-		f = v.form
-	}
+	f := v.shownTerms()
 	now := v.c.now()
 	q, err := f.parse(now)
 	if err != nil {

@@ -226,12 +226,17 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
+// shownTerms are the terms over the table: as last searched, else the form's.
+func (v *blocksView) shownTerms() blocksForm {
+	if v.searched {
+		return v.terms
+	}
+	return v.form
+}
+
 // planSeed is the search as a job; an instance counts 8 GPUs unless known.
 func (v *blocksView) planSeed() planSeed {
-	t := v.terms
-	if !v.searched {
-		t = v.form
-	}
+	t := v.shownTerms()
 	s := planSeed{models: []string{t.gpu}, start: strings.TrimSpace(t.after), latest: strings.TrimSpace(t.before)}
 	if n, err := strconv.Atoi(strings.TrimSpace(t.size)); err == nil && n > 0 {
 		if t.instances {
@@ -432,10 +437,7 @@ func (v *blocksView) View() string {
 		b.WriteString("\n\n" + st.dim.Render(wordwrap(strings.Join(v.formHelp(), " "), v.w)))
 		return b.String()
 	}
-	t := v.terms
-	if !v.searched {
-		t = v.form
-	}
+	t := v.shownTerms()
 	tunit := "GPUs"
 	if t.instances {
 		tunit = "instances"

@@ -329,20 +329,15 @@ func (v *ledgerView) View() string {
 		return ""
 	}
 	st := &v.c.styles
-	var b strings.Builder
 	switch {
 	case v.svc == nil:
-		b.WriteString(st.dim.Render("No ledger in this session: nothing can be booked or launched here."))
-		return b.String()
+		return st.dim.Render("No ledger in this session: nothing can be booked or launched here.")
 	case !v.ready:
-		b.WriteString(st.dim.Render("reading the ledger and reconciling unknown outcomes…"))
-		return b.String()
+		return st.dim.Render("reading the ledger and reconciling unknown outcomes…")
 	}
+	var b strings.Builder
 	now := v.c.now()
-	status := fmt.Sprintf("%d rows", len(v.rows))
-	if len(v.rows) == 1 {
-		status = "1 row"
-	}
+	status := plural(len(v.rows), "row")
 	if v.c.role != RoleViewer {
 		// The ledger's path is the operator's business, not an attendee's.
 		status += " · " + v.svc.Store().Path()

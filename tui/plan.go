@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -224,12 +225,7 @@ func (v *planView) View() string {
 	default:
 		top = append(top, st.dim.Render(fit(status, v.w, false)))
 	}
-	names := make([]string, 0, len(v.res.failed))
-	for name := range v.res.failed {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(v.res.failed)) {
 		for _, l := range wrap(name + ": " + v.res.failed[name].Error() + " (the plan is made without its offerings)") {
 			top = append(top, st.footerErr.Render(l))
 		}

@@ -106,11 +106,7 @@ func (v *fleetView) takePools() {
 	changed := !slices.Equal(keys, v.poolKeys)
 	v.poolKeys, v.cursorOnly = keys, !marked
 	if changed && v.formErr != "" {
-		if _, err := v.compose(); err != nil {
-			v.formErr = err.Error()
-		} else {
-			v.formErr = ""
-		}
+		v.compose() // its error shows beside the form
 	}
 }
 
@@ -144,26 +140,30 @@ func (v *fleetView) helpNote() string {
 		"the confirmation says who starts and stops it (the cloud, or a running gpumarket)."
 }
 
-func (v *fleetView) compose() (domain.FleetSpec, error) {
-	var spec domain.FleetSpec
+// compose makes the fleet of the picks and the form; its error stays beside the form.
+func (v *fleetView) compose() (spec domain.FleetSpec, err error) {
+	defer func() {
+		v.formErr = ""
+		if err != nil {
+			v.formErr = err.Error()
+		}
+	}()
 	if len(v.poolKeys) == 0 {
 		return spec, fmt.Errorf("no pools: mark spot pools in the Market view (space), all in one region")
 	}
-	provs, regions, types, zones := map[string]bool{}, map[string]bool{}, []string{}, []string{}
-	seenType, seenZone := map[string]bool{}, map[string]bool{}
+	provs, regions := map[string]bool{}, map[string]bool{}
+	spec.InstanceTypes, spec.Zones = []string{}, []string{}
 	for _, k := range v.poolKeys {
 		parts := strings.SplitN(k, "/", 4)
 		if len(parts) != 4 {
 			continue
 		}
 		provs[parts[0]], regions[parts[1]] = true, true
-		if !seenZone[parts[2]] && parts[2] != "" {
-			seenZone[parts[2]] = true
-			zones = append(zones, parts[2])
+		if parts[2] != "" && !slices.Contains(spec.Zones, parts[2]) {
+			spec.Zones = append(spec.Zones, parts[2])
 		}
-		if !seenType[parts[3]] {
-			seenType[parts[3]] = true
-			types = append(types, parts[3])
+		if !slices.Contains(spec.InstanceTypes, parts[3]) {
+			spec.InstanceTypes = append(spec.InstanceTypes, parts[3])
 		}
 	}
 	if len(provs) != 1 || len(regions) != 1 {
@@ -175,8 +175,6 @@ func (v *fleetView) compose() (domain.FleetSpec, error) {
 	for r := range regions {
 		spec.Region = r
 	}
-	spec.InstanceTypes, spec.Zones = types, zones
-	var err error
 	if spec.TargetCapacity, err = strconv.Atoi(strings.TrimSpace(v.form.target)); err != nil || spec.TargetCapacity < 1 {
 		return spec, fmt.Errorf("target %q: want a whole number of instances, at least 1", v.form.target)
 	}
@@ -282,10 +280,8 @@ func (v *fleetView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 	spec, err := v.compose()
 	if err != nil {
-		v.formErr = err.Error()
 		return nil, notifyErrHere(err)
 	}
-	v.formErr = ""
 	now := v.c.now()
 	a := launchAction(v.svc, v.c.actor, spec, now, "from")
 	a.lines = append(a.lines, v.svc.ScheduleLines(spec, now)...)
@@ -377,11 +373,7 @@ func (v *fleetView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 		return nil
 	}
 	v.editing = false
-	if _, err := v.compose(); err != nil {
-		v.formErr = err.Error()
-	} else {
-		v.formErr = ""
-	}
+	v.compose() // its error shows beside the form
 	return nil
 }
 

@@ -258,33 +258,28 @@ func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
 		return nil, notifyHere("d deletes fleets; a capacity block cannot be cancelled (it is non-refundable)")
 	}
 	svc, id, actor := v.svc, r.ID, v.c.actor
-	if r.State == ledger.StateScheduled && r.ProviderRef == "" {
-		return &moneyAction{
-			title: "Cancel the scheduled fleet " + short(r.ID) + "?", verb: "cancel it", sending: "cancelling",
-			lines: []string{
-				fmt.Sprintf("%d × %s in %s (%s), %s", r.InstanceCount, r.InstanceType, r.Region, r.Provider, present.TimeLeft(r, v.c.now())),
-				"Nothing was launched yet; nothing is spent. gpumarket will not launch it.",
-			},
-			send: func(ctx context.Context) outcome {
-				row, err := svc.DeleteFleet(ctx, id, actor)
-				return outcome{notice: "cancelled the scheduled fleet " + short(row.ID), err: err, then: fleetDeletedMsg{}}
-			},
-		}, nil
-	}
-	if r.State == ledger.StateDeleted || r.ProviderRef == "" {
+	scheduled := r.State == ledger.StateScheduled && r.ProviderRef == ""
+	if !scheduled && (r.State == ledger.StateDeleted || r.ProviderRef == "") {
 		return nil, notifyHere(fmt.Sprintf("fleet row %s is %s: nothing to delete", short(r.ID), r.State))
 	}
-	return &moneyAction{
-		title: "Delete fleet " + r.ProviderRef + "?", verb: "delete it", sending: "deleting",
-		lines: []string{
-			fmt.Sprintf("%d × %s in %s (%s), state %s", r.InstanceCount, r.InstanceType, r.Region, r.Provider, r.State),
-			"Its instances are terminated; work on them is lost.",
-		},
-		send: func(ctx context.Context) outcome {
-			row, err := svc.DeleteFleet(ctx, id, actor)
-			return outcome{notice: "deleted fleet " + row.ProviderRef, err: err, then: fleetDeletedMsg{}}
-		},
-	}, nil
+	a := &moneyAction{title: "Delete fleet " + r.ProviderRef + "?", verb: "delete it", sending: "deleting", lines: []string{
+		fmt.Sprintf("%d × %s in %s (%s), state %s", r.InstanceCount, r.InstanceType, r.Region, r.Provider, r.State),
+		"Its instances are terminated; work on them is lost.",
+	}}
+	done := func(row ledger.Entry) string { return "deleted fleet " + row.ProviderRef }
+	if scheduled {
+		a.title, a.verb, a.sending = "Cancel the scheduled fleet "+short(r.ID)+"?", "cancel it", "cancelling"
+		a.lines = []string{
+			fmt.Sprintf("%d × %s in %s (%s), %s", r.InstanceCount, r.InstanceType, r.Region, r.Provider, present.TimeLeft(r, v.c.now())),
+			"Nothing was launched yet; nothing is spent. gpumarket will not launch it.",
+		}
+		done = func(row ledger.Entry) string { return "cancelled the scheduled fleet " + short(row.ID) }
+	}
+	a.send = func(ctx context.Context) outcome {
+		row, err := svc.DeleteFleet(ctx, id, actor)
+		return outcome{notice: done(row), err: err, then: fleetDeletedMsg{}}
+	}
+	return a, nil
 }
 
 // orderLedger puts current and upcoming blocks first, then newest first.

@@ -35,19 +35,6 @@ type blocksKeys struct {
 	Book, Form, Search, Plan, Alert key.Binding
 }
 
-func newBlocksKeys(g *globalKeys) blocksKeys {
-	k := blocksKeys{
-		Book:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book")),
-		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e or /", "edit search")),
-		Search: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "search again")),
-		Plan:   key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "plan this job")),
-		Alert:  key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
-	}
-	short := []key.Binding{k.Book, k.Form, k.Search, k.Plan}
-	k.listKeys = newListKeys(g, false, short, append(short, k.Alert))
-	return k
-}
-
 type blocksForm struct {
 	gpu       string
 	size      string
@@ -133,7 +120,16 @@ type blocksView struct {
 
 // newBlocksView searches for the session's first GPU filter, else H100.
 func newBlocksView(c *common, ctx context.Context, svc *ledger.Service, gpus []string) *blocksView {
-	v := &blocksView{actingView: actingView{base: base{c: c, ctx: ctx}}, svc: svc, keys: newBlocksKeys(&c.keys),
+	k := blocksKeys{
+		Book:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book")),
+		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e or /", "edit search")),
+		Search: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "search again")),
+		Plan:   key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "plan this job")),
+		Alert:  key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
+	}
+	short := []key.Binding{k.Book, k.Form, k.Search, k.Plan}
+	k.listKeys = newListKeys(&c.keys, false, short, append(short, k.Alert))
+	v := &blocksView{actingView: actingView{base: base{c: c, ctx: ctx}}, svc: svc, keys: k,
 		form: blocksForm{gpu: "H100", size: "8", duration: "2d"}}
 	if len(gpus) > 0 {
 		if g, ok := domain.CanonicalGPU(gpus[0]); ok {
@@ -364,14 +360,11 @@ func (v *blocksView) formHints() []string {
 	}
 }
 
-func (v *blocksView) formHelp() []string {
-	return []string{
-		"AWS capacity blocks start and end at 11:30 UTC, last whole days (1-14, then weeks), are paid up front and",
-		"stop their instances 30 minutes before the end: to hold GPUs for 09:00-17:00, ask for a block that starts",
-		"by 09:00 (latest start) and ends after 17:00. Azure capacity reservations start when bought, take any hours,",
-		"and bill by the hour until deleted. Both show beside the cheapest spot pool for the same GPUs and hours.",
-	}
-}
+// blocksFormHelp is said under the Blocks form.
+const blocksFormHelp = "AWS capacity blocks start and end at 11:30 UTC, last whole days (1-14, then weeks), are paid up front and " +
+	"stop their instances 30 minutes before the end: to hold GPUs for 09:00-17:00, ask for a block that starts " +
+	"by 09:00 (latest start) and ends after 17:00. Azure capacity reservations start when bought, take any hours, " +
+	"and bill by the hour until deleted. Both show beside the cheapest spot pool for the same GPUs and hours."
 
 type altKey struct {
 	model       string
@@ -434,7 +427,7 @@ func (v *blocksView) View() string {
 		if v.formErr != "" {
 			b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))
 		}
-		b.WriteString("\n\n" + st.dim.Render(wordwrap(strings.Join(v.formHelp(), " "), v.w)))
+		b.WriteString("\n\n" + st.dim.Render(wordwrap(blocksFormHelp, v.w)))
 		return b.String()
 	}
 	t := v.shownTerms()

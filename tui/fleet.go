@@ -43,15 +43,6 @@ type fleetKeys struct {
 	keyMap
 }
 
-func newFleetKeys(g *globalKeys) fleetKeys {
-	k := fleetKeys{
-		Launch: key.NewBinding(key.WithKeys("L"), key.WithHelp("L", "launch")),
-		Form:   key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit fleet")),
-	}
-	k.keyMap = keyMap{[]key.Binding{k.Launch, k.Form}, [][]key.Binding{{k.Launch, k.Form}, g.row(true)}}
-	return k
-}
-
 type fleetForm struct {
 	target, onDemand string
 	strategy         int
@@ -94,7 +85,12 @@ type fleetView struct {
 }
 
 func newFleetView(c *common, ctx context.Context, svc *ledger.Service) *fleetView {
-	v := &fleetView{base: base{c: c, ctx: ctx}, svc: svc, keys: newFleetKeys(&c.keys), form: fleetForm{target: "2", onDemand: "0"}}
+	k := fleetKeys{
+		Launch: key.NewBinding(key.WithKeys("L"), key.WithHelp("L", "launch")),
+		Form:   key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit fleet")),
+	}
+	k.keyMap = keyMap{[]key.Binding{k.Launch, k.Form}, [][]key.Binding{{k.Launch, k.Form}, c.keys.row(true)}}
+	v := &fleetView{base: base{c: c, ctx: ctx}, svc: svc, keys: k, form: fleetForm{target: "2", onDemand: "0"}}
 	v.edit = form.New(v.form.fields()...)
 	v.confirm = v.confirmation(svc != nil)
 	return v

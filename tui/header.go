@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -171,6 +172,11 @@ func (m *Model) cachedMark(s feed.SourceStatus) string {
 	return " cached " + s.CachedAt.In(m.c.now().Location()).Format("15:04")
 }
 
+// sourceLoading: the source, or one of its regions, is loading.
+func sourceLoading(s feed.SourceStatus) bool {
+	return s.State == feed.StateLoading || slices.ContainsFunc(s.Regions, feed.RegionStatus.Loading)
+}
+
 func failedRegions(s feed.SourceStatus) int {
 	n := 0
 	for _, r := range s.Regions {
@@ -186,14 +192,10 @@ func (m *Model) sourceLine(s feed.SourceStatus) string {
 	st := &m.c.styles
 	var b strings.Builder
 	b.WriteString(fmt.Sprintf("%-6s", s.Provider))
-	done, total := 0, 0
-	loading := s.State == feed.StateLoading
+	done, total, loading := 0, 0, sourceLoading(s)
 	for _, r := range s.Regions {
 		done += min(r.Done, r.Total)
 		total += r.Total
-		if r.Loading() {
-			loading = true
-		}
 	}
 	failed := failedRegions(s)
 	switch {

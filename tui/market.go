@@ -463,13 +463,8 @@ func snapshotFailed(s *feed.Snapshot) bool {
 	}
 	failed := false
 	for _, src := range s.Sources {
-		if src.State == feed.StateLoading {
+		if sourceLoading(src) {
 			return false
-		}
-		for _, r := range src.Regions {
-			if r.Loading() {
-				return false
-			}
 		}
 		failed = failed || src.State == feed.StateError || failedRegions(src) > 0
 	}

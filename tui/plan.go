@@ -27,17 +27,6 @@ type planKeys struct {
 	Run, Form, Carry, Alert key.Binding
 }
 
-func newPlanKeys(g *globalKeys) planKeys {
-	k := planKeys{
-		Run:   key.NewBinding(key.WithKeys("r", "enter"), key.WithHelp("r", "run plan")),
-		Form:  key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e", "edit job")),
-		Carry: key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book/launch")),
-		Alert: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
-	}
-	k.listKeys = newListKeys(g, false, []key.Binding{k.Carry, k.Run, k.Form}, []key.Binding{k.Run, k.Form, k.Carry, k.Alert})
-	return k
-}
-
 // planView is `gpumarket plan` in the TUI: ranked strategies, their chart,
 // and b to carry one out (docs/DESIGN.md, The TUI).
 type planView struct {
@@ -64,7 +53,14 @@ type planView struct {
 }
 
 func newPlanView(c *common, ctx context.Context, svc *ledger.Service, speeds planner.Speeds, gpus, regions []string) *planView {
-	v := &planView{actingView: actingView{base: base{c: c, ctx: ctx}}, svc: svc, speeds: speeds, keys: newPlanKeys(&c.keys), runs: planRuns,
+	k := planKeys{
+		Run:   key.NewBinding(key.WithKeys("r", "enter"), key.WithHelp("r", "run plan")),
+		Form:  key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e", "edit job")),
+		Carry: key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book/launch")),
+		Alert: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
+	}
+	k.listKeys = newListKeys(&c.keys, false, []key.Binding{k.Carry, k.Run, k.Form}, []key.Binding{k.Run, k.Form, k.Carry, k.Alert})
+	v := &planView{actingView: actingView{base: base{c: c, ctx: ctx}}, svc: svc, speeds: speeds, keys: k, runs: planRuns,
 		form: newPlanForm(c.eff, gpus, regions, c.now())}
 	v.ran = v.form
 	v.confirm = v.confirmation(svc != nil)

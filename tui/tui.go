@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -425,17 +426,7 @@ func (m *Model) loading() bool {
 	if m.snap == nil {
 		return m.opt.Hub != nil
 	}
-	for _, s := range m.snap.Sources {
-		if s.State == feed.StateLoading {
-			return true
-		}
-		for _, r := range s.Regions {
-			if r.Loading() {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(m.snap.Sources, sourceLoading)
 }
 
 // View renders the frame: header, the active view, footer.

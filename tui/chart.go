@@ -205,14 +205,10 @@ func (v *chartView) render() string {
 		}
 		line, other := extremes(mins, maxs, (hi-lo)/float64(plotH))
 		c, _ := st.seriesColor(i)
-		cs := seriesChars(i, st.noColor)
-		data = append(data, line)
-		colors = append(colors, c)
-		chars = append(chars, cs)
-		if other != nil {
-			data = append(data, other)
-			colors = append(colors, c)
-			chars = append(chars, cs)
+		for _, l := range [][]float64{line, other} { // other: a swing's far side, in the same colour
+			if l != nil {
+				data, colors, chars = append(data, l), append(colors, c), append(chars, seriesChars(i, st.noColor))
+			}
 		}
 	}
 	opts := []asciigraph.Option{

@@ -137,9 +137,7 @@ func New(opt Options) *Model {
 	if opt.Window <= 0 {
 		opt.Window = 24 * time.Hour
 	}
-	if opt.Window > domain.MaxWindow {
-		opt.Window = domain.MaxWindow
-	}
+	opt.Window = min(opt.Window, domain.MaxWindow)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}

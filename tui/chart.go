@@ -207,7 +207,9 @@ func (v *chartView) render() string {
 		c, _ := st.seriesColor(i)
 		for _, l := range [][]float64{line, other} { // other: a swing's far side, in the same colour
 			if l != nil {
-				data, colors, chars = append(data, l), append(colors, c), append(chars, seriesChars(i, st.noColor))
+				data = append(data, l)
+				colors = append(colors, c)
+				chars = append(chars, seriesChars(i, st.noColor))
 			}
 		}
 	}

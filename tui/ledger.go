@@ -324,14 +324,14 @@ func (v *ledgerView) View() string {
 		return ""
 	}
 	st := &v.c.styles
+	var b strings.Builder
+	now := v.c.now()
 	switch {
 	case v.svc == nil:
 		return st.dim.Render("No ledger in this session: nothing can be booked or launched here.")
 	case !v.ready:
 		return st.dim.Render("reading the ledger and reconciling unknown outcomes…")
 	}
-	var b strings.Builder
-	now := v.c.now()
 	status := plural(len(v.rows), "row")
 	if v.c.role != RoleViewer {
 		// The ledger's path is the operator's business, not an attendee's.

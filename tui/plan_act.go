@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -211,7 +210,7 @@ func (v *planView) jobAction(r planner.Result) *moneyAction {
 	for _, p := range v.res.pools {
 		pools = append(pools, p)
 	}
-	sort.Slice(pools, func(i, j int) bool { return pools[i].Key < pools[j].Key })
+	slices.SortFunc(pools, func(a, b planner.Pool) int { return strings.Compare(a.Key, b.Key) })
 	req := job.Request{Job: v.res.terms.job, Market: planner.Market{Pools: pools}, Strategy: r.Strategy, Actor: v.c.actor,
 		Options: planner.Options{Runs: v.runs, Seed: 1, Speeds: v.speeds}}
 	svc := v.svc

@@ -285,7 +285,7 @@ func (v *alertsView) viewAlerts(b *strings.Builder) {
 	first, end := page(v.cur, len(v.recs), rows)
 	for i, a := range v.recs[first:end] {
 		line := fit(fmt.Sprintf("%-10s %-18s %s", a.At.In(loc).Format("Mon 15:04"), fit(a.Rule, 18, false), a.Text), max(v.w-2, 1), false)
-		b.WriteString("\n" + st.pointed(line, first+i == v.cur))
+		b.WriteString(st.pointed("\n", line, first+i == v.cur))
 	}
 	for _, l := range detail {
 		b.WriteString("\n" + l)
@@ -350,7 +350,7 @@ func (v *alertsView) viewRules(b *strings.Builder) {
 			state += " · last told " + r.LastFired.In(loc).Format("Mon 15:04")
 		}
 		line := fit(fmt.Sprintf("%-18s %-8s %s · %s", fit(r.Name, 18, false), from, r.Describe(), state), max(v.w-2, 1), false)
-		b.WriteString("\n" + st.pointed(line, first+i == v.cur))
+		b.WriteString(st.pointed("\n", line, first+i == v.cur))
 	}
 }
 

@@ -483,7 +483,7 @@ func (v *blocksView) View() string {
 	for i, o := range v.offers[first:end] {
 		r := present.OfferingRow{Offering: o, Loc: loc}
 		r.Alt, _ = v.spotAlternativeOnce(o)
-		b.WriteString("\n" + st.pointed(tableLine(cols, &r), first+i == v.cur))
+		b.WriteString(st.pointed("\n", tableLine(cols, &r), first+i == v.cur))
 	}
 	return b.String()
 }

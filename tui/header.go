@@ -59,7 +59,8 @@ func (m *Model) header() string {
 			b.WriteString("  " + st.badgeErr.Render(fmt.Sprintf("%d idle", n)))
 		}
 		for _, s := range m.sources() {
-			b.WriteString("  " + m.sourceWord(s))
+			b.WriteString("  ")
+			b.WriteString(m.sourceWord(s))
 		}
 		return clipLine(b.String(), w)
 	}
@@ -120,16 +121,20 @@ func (m *Model) titleLine(w int) string {
 			}
 		}
 		if m.simulated() {
-			b.WriteString("  " + st.badgeSim.Render(f.badge))
+			b.WriteString("  ")
+			b.WriteString(st.badgeSim.Render(f.badge))
 		}
 		if badge := m.alertBadge(f.shortAlert); badge != "" {
-			b.WriteString("  " + badge)
+			b.WriteString("  ")
+			b.WriteString(badge)
 		}
 		if m.readOnly() {
-			b.WriteString("  " + st.dim.Render("read-only"))
+			b.WriteString("  ")
+			b.WriteString(st.dim.Render("read-only"))
 		}
 		if !updated.IsZero() {
-			b.WriteString("  " + st.dim.Render(f.updated+updated.Format(f.clock)))
+			b.WriteString("  ")
+			b.WriteString(st.dim.Render(f.updated + updated.Format(f.clock)))
 		}
 		line = b.String()
 		if cellWidth(line) <= w {
@@ -241,7 +246,8 @@ func (m *Model) sourceLine(s feed.SourceStatus) string {
 		}
 	}
 	for _, c := range causes {
-		b.WriteString(" " + st.badgeErr.Render(" "+strings.Join(regionsOf[c], " ")+" "))
+		b.WriteString(" ")
+		b.WriteString(st.badgeErr.Render(" " + strings.Join(regionsOf[c], " ") + " "))
 		b.WriteString(" " + st.footerErr.Render(c))
 	}
 	if s.Note != "" {

@@ -374,7 +374,7 @@ func (v *ledgerView) View() string {
 		if i != v.cur && (r.State == ledger.StateUnknown || r.State == ledger.StateFailed) {
 			text = st.stale.Render(text)
 		}
-		b.WriteString("\n" + st.pointed(text, i == v.cur))
+		b.WriteString(st.pointed("\n", text, i == v.cur))
 		if i == v.cur {
 			for _, l := range detail {
 				b.WriteString("\n    " + l)

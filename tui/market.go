@@ -356,7 +356,10 @@ func (m *marketView) View() string {
 	} else if m.prompt.open {
 		b.WriteString(m.prompt.view(st, m.width))
 	} else {
-		arrow := map[bool]string{false: "↑", true: "↓"}[m.reverse]
+		arrow := "↑"
+		if m.reverse {
+			arrow = "↓"
+		}
 		status := fmt.Sprintf("%d/%d pools · sort %s%s · window %s",
 			len(m.list), m.allRows(), present.Sorts[m.sortBy].SortShort, arrow, windowLabel(m.c.window))
 		if len(m.gpus) > 0 {

@@ -276,7 +276,7 @@ func (v *planView) View() string {
 
 // row is the i-th strategy's line of the table.
 func (v *planView) row(i int, r planner.Result, cols []shownCol[*present.PlanRow]) string {
-	return v.c.styles.pointed(tableLine(cols, &present.PlanRow{Result: r, Label: rowLabel(i)}), i == v.cur)
+	return v.c.styles.pointed("", tableLine(cols, &present.PlanRow{Result: r, Label: rowLabel(i)}), i == v.cur)
 }
 
 // detail is the selected strategy said whole: what it holds, where, and

@@ -100,12 +100,12 @@ func page(cur, n, rows int) (first, end int) {
 	return first, min(n, first+rows)
 }
 
-// pointed is a list's line: the cursor's marked › and in the cursor style.
-func (st *styles) pointed(text string, cur bool) string {
+// pointed is a list's line after lead: the cursor's marked › and in the cursor style.
+func (st *styles) pointed(lead, text string, cur bool) string {
 	if cur {
-		return "› " + st.cursor.Render(text)
+		return lead + "› " + st.cursor.Render(text)
 	}
-	return "  " + text
+	return lead + "  " + text
 }
 
 func orDash(s string) string {

@@ -456,7 +456,8 @@ func (m *Model) View() tea.View {
 		b.WriteString(clip(body, w, bh))
 	}
 	if h > m.headerHeight() {
-		b.WriteString("\n" + strings.Join(m.footerLines(), "\n"))
+		b.WriteString("\n")
+		b.WriteString(strings.Join(m.footerLines(), "\n"))
 	}
 	v.SetContent(clip(b.String(), w, h))
 	return v

@@ -183,7 +183,7 @@ func (v *usageView) View() string {
 		if i != v.cur && r.NoMetrics() {
 			text = st.stale.Render(text)
 		}
-		lines = append(lines, st.pointed(text, i == v.cur))
+		lines = append(lines, st.pointed("", text, i == v.cur))
 	}
 	// Under the rows: what the cursor's row rests on.
 	cur := rep.Rows[min(v.cur, len(rep.Rows)-1)]

@@ -428,7 +428,7 @@ func (v *fleetView) View() string {
 		}
 		b.WriteString("\n" + st.title.Render(title) + "\n")
 		// Wrapped at field breaks: at 80 columns each part is read whole.
-		parts := []string{orDash(v.row.ProviderRef), "state " + v.row.State,
+		parts := []string{orDefault(v.row.ProviderRef, "-"), "state " + v.row.State,
 			fmt.Sprintf("instances %d/%d", v.fleet.Instances, max(v.fleet.Target, v.row.InstanceCount))}
 		if left := present.TimeLeft(v.row, v.c.now()); left != "-" {
 			parts = append(parts, left)

@@ -108,13 +108,6 @@ func (st *styles) pointed(lead, text string, cur bool) string {
 	return lead + "  " + text
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 func orDefault(s, d string) string {
 	if s == "" {
 		return d

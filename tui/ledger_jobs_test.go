@@ -46,3 +46,31 @@ func TestJobLineSaysTheOnTimeChance(t *testing.T) {
 		t.Errorf("a done job shows a chance: %q", b.String())
 	}
 }
+
+// d asks what the row holds: a fleet gpumarket has yet to launch is
+// cancelled, one scheduled at the cloud (it has a provider's id) is deleted
+// there, a deleted one has nothing to delete.
+func TestDeleteAsksWhatTheRowHolds(t *testing.T) {
+	v := &ledgerView{base: base{c: &common{styles: newStyles(true, true), now: nowFn}, w: 80, h: 24}}
+	row := ledger.Entry{ID: "01FLEETSCHEDULED000000000", Kind: ledger.KindFleet, State: ledger.StateScheduled,
+		InstanceCount: 2, InstanceType: "p5.48xlarge", Region: "us-east-1", Provider: "sim", Start: nowFn().Add(time.Hour)}
+	for _, c := range []struct {
+		state, ref, title, verb string
+	}{
+		{ledger.StateScheduled, "", "Cancel the scheduled fleet …000000?", "cancel it"},
+		{ledger.StateScheduled, "fleet-7", "Delete fleet fleet-7?", "delete it"},
+		{ledger.StateActive, "fleet-7", "Delete fleet fleet-7?", "delete it"},
+		{ledger.StateDeleted, "fleet-7", "", ""},
+	} {
+		r := row
+		r.State, r.ProviderRef = c.state, c.ref
+		v.rows, v.cur = []ledger.Entry{r}, 0
+		a, cmd := v.deleteFleet()
+		switch {
+		case c.title == "" && (a != nil || cmd == nil):
+			t.Errorf("%s %q: offered %+v, want a notice", c.state, c.ref, a)
+		case c.title != "" && (a == nil || a.title != c.title || a.verb != c.verb || a.send == nil):
+			t.Errorf("%s %q: got %+v, want %q to %s", c.state, c.ref, a, c.title, c.verb)
+		}
+	}
+}

@@ -196,17 +196,22 @@ func (a *App) Warnf(format string, args ...any) {
 
 // Ledger opens the ledger in the data dir once; Close closes it.
 func (a *App) Ledger() (*ledger.Store, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.st != nil {
-		return a.st, nil
+	return openOnce(&a.mu, &a.st, func() (*ledger.Store, error) { return ledger.Open(a.s.DataDir) })
+}
+
+// openOnce returns *kept, opening it under mu the first time; a failed open is tried again.
+func openOnce[T any](mu *sync.Mutex, kept **T, open func() (*T, error)) (*T, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if *kept != nil {
+		return *kept, nil
 	}
-	st, err := ledger.Open(a.s.DataDir)
+	v, err := open()
 	if err != nil {
 		return nil, err
 	}
-	a.st = st
-	return st, nil
+	*kept = v
+	return v, nil
 }
 
 // Booking returns a booking service over the ledger and ps.
@@ -244,20 +249,14 @@ func (a *App) Tracker(ps []domain.Provider) *ledger.Tracker {
 
 // WatchState opens the watch's state once; Close closes it.
 func (a *App) WatchState() (*watch.State, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.wstate != nil {
-		return a.wstate, nil
-	}
-	st, err := watch.OpenState(a.s.DataDir)
-	if err != nil {
-		return nil, err
-	}
-	if r := st.Rebuilt(); r != nil {
-		a.Warnf("watch state not used: %v; moved it to %s and made a new one (alerts it still owed are not sent; rules whose condition holds now are not told again)", r.Reason, r.Path)
-	}
-	a.wstate = st
-	return st, nil
+	return openOnce(&a.mu, &a.wstate, func() (*watch.State, error) {
+		st, err := watch.OpenState(a.s.DataDir)
+		if err == nil && st.Rebuilt() != nil {
+			r := st.Rebuilt()
+			a.Warnf("watch state not used: %v; moved it to %s and made a new one (alerts it still owed are not sent; rules whose condition holds now are not told again)", r.Reason, r.Path)
+		}
+		return st, err
+	})
 }
 
 // RunWatcher runs ev until Close as the process's one evaluator.

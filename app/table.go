@@ -216,25 +216,23 @@ func (t Table) CloudName(c domain.Cloud) string {
 	return string(c)
 }
 
-// SampleTypes names up to three of the cloud's types of model, for a message.
+// SampleTypes names up to three of the cloud's types of model, for a message;
+// where it has none of model, up to three of its GPU types.
 func (t Table) SampleTypes(c domain.Cloud, model string) string {
-	var out []string
+	var of, all []string
 	for _, e := range domain.CatalogEntries(c) {
-		if e.GPU.Model == model {
-			out = append(out, e.InstanceType)
+		if all = append(all, e.InstanceType); e.GPU.Model == model {
+			of = append(of, e.InstanceType)
 		}
 	}
-	head := fmt.Sprintf("%s %s types: ", t.CloudName(c), model)
-	if len(out) == 0 {
-		head = fmt.Sprintf("%s has no %s type; its GPU types include ", t.CloudName(c), model)
-		for _, e := range domain.CatalogEntries(c) {
-			out = append(out, e.InstanceType)
-		}
+	switch name := t.CloudName(c); {
+	case len(of) > 0:
+		return fmt.Sprintf("%s %s types: %s", name, model, strings.Join(of[:min(3, len(of))], ", "))
+	case len(all) > 0:
+		return fmt.Sprintf("%s has no %s type; its GPU types include %s", name, model, strings.Join(all[:min(3, len(all))], ", "))
+	default:
+		return fmt.Sprintf("gpumarket's catalog lists no %s instance type", name)
 	}
-	if len(out) > 3 {
-		out = out[:3]
-	}
-	return head + strings.Join(out, ", ")
 }
 
 // Article names a region's clouds with their article: "an Azure".

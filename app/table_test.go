@@ -49,3 +49,19 @@ func TestBookingDescribesProvidersNotInUse(t *testing.T) {
 		t.Errorf("an unknown provider: %+v, want its name and nothing claimed", d)
 	}
 }
+
+// A cloud the catalog has no row of (a provider of a new cloud) has no type
+// to name: the refusal says so rather than trailing off after "include".
+func TestSampleTypesOfACloudWithoutCatalogRows(t *testing.T) {
+	acme := domain.Cloud("acme-cloud")
+	tb := append(DefaultTable(), Row{Desc: domain.Descriptor{Name: "acme", Cloud: acme, CloudTitle: "Acme Cloud"}})
+	if got, want := tb.SampleTypes(acme, "H100"), "gpumarket's catalog lists no Acme Cloud instance type"; got != want {
+		t.Errorf("SampleTypes of a cloud without catalog rows = %q, want %q", got, want)
+	}
+	if got := tb.SampleTypes(domain.CloudAzure, "L4"); !strings.HasPrefix(got, "Azure has no L4 type; its GPU types include Standard_") {
+		t.Errorf("SampleTypes of a model the cloud lacks = %q, want some of its types named", got)
+	}
+	if got := tb.SampleTypes(domain.CloudAzure, "A100"); !strings.HasPrefix(got, "Azure A100 types: Standard_N") {
+		t.Errorf("SampleTypes of a model the cloud has = %q, want its types of it", got)
+	}
+}

@@ -1,7 +1,9 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"time"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
 // historyRow is one spot price of one pool in `gpumarket history`.
@@ -111,4 +114,159 @@ func poolHistory(rows []historyRow, pv *feed.PoolView, from, to int64) []history
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+func (cl *cli) cacheCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "cache",
+		Short: "The history cache: what it holds (info) or remove it (clear)",
+		Long: `gpumarket keeps the price history it fetched from the clouds in history.db in
+the data dir, so that a restart shows it at once and asks the clouds only for
+what is missing since. It keeps config cache.retention of history (default
+90d). The simulated market is never cached: it regenerates its history.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("cache needs a subcommand: info or clear (see gpumarket cache --help)")
+		},
+	}
+	c.AddCommand(cl.cacheInfoCmd(), cl.cacheClearCmd())
+	return c
+}
+
+// cacheRow is one span of a region's cached history (or the region's
+// pools alone, when no span covers them: from and until are then null).
+type cacheRow struct {
+	File      string     `json:"file" table:"-"`
+	SizeBytes int64      `json:"size_bytes" table:"-"`
+	Provider  string     `json:"provider"`
+	Region    string     `json:"region"`
+	GPUs      string     `json:"gpus"`
+	Pools     int        `json:"pools"`
+	Points    int64      `json:"points"`
+	From      *time.Time `json:"from"`
+	Until     *time.Time `json:"until"`
+}
+
+func cacheRows(info feed.Info) []cacheRow {
+	var rows []cacheRow
+	for _, r := range info.Regions {
+		row := cacheRow{File: info.Path, SizeBytes: info.Size, Provider: r.Provider, Region: r.Region, GPUs: "-", Pools: r.Pools, Points: r.Points}
+		if len(r.Spans) == 0 {
+			rows = append(rows, row)
+		}
+		for _, s := range r.Spans {
+			row := row
+			row.GPUs = "all"
+			if len(s.GPUs) > 0 {
+				row.GPUs = strings.Join(s.GPUs, ",")
+			}
+			from, until := s.From.UTC(), s.Until.UTC()
+			row.From, row.Until = &from, &until
+			rows = append(rows, row)
+		}
+	}
+	return rows
+}
+
+func (cl *cli) cacheInfoCmd() *cobra.Command {
+	var output string
+	c := &cobra.Command{
+		Use:   "info",
+		Short: "What the history cache holds: file, size, and per provider and region its pools, points and spans",
+		Long: `cache info prints the history cache's file and size, then one row per provider,
+region and GPU filter: the pools and price points kept, and the span of time
+(from, until) over which the region's history is whole. A region with pools
+but no span has history the next start fetches again. It changes nothing.`,
+		Example: `  gpumarket cache info
+  gpumarket cache info -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			e, err := cl.setup(cmd)
+			if err != nil {
+				return err
+			}
+			info, err := feed.Stat(cmd.Context(), e.DataDir)
+			switch {
+			case errors.Is(err, feed.ErrNoCache):
+				fmt.Fprintf(e.summaryOut(output), "no history cache at %s (nothing cached yet)\n", info.Path)
+				if output == formatTable {
+					return nil
+				}
+				return writeRows(e.out, output, []cacheRow{})
+			case err != nil:
+				if sqlitedb.ProblemOf(err) != 0 {
+					return fmt.Errorf("history cache %w; the next start moves it aside, or run gpumarket cache clear", err)
+				}
+				return fmt.Errorf("read history cache: %w", err)
+			}
+			fmt.Fprintf(e.summaryOut(output), "history cache %s: %s, %d pools, %d price points, retention %s\n",
+				info.Path, byteSize(info.Size), info.Pools, info.Points, domain.FormatWindow(e.Config.Cache.Retention.D()))
+			return writeRows(e.out, output, cacheRows(info))
+		},
+	}
+	addOutputFlag(c, &output)
+	return c
+}
+
+// summaryOut is where a line about the output goes: before a table, or
+// on stderr so that json and csv stay clean data.
+func (e *env) summaryOut(output string) io.Writer {
+	if output == formatTable {
+		return e.out
+	}
+	return e.errOut
+}
+
+func (cl *cli) cacheClearCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "clear",
+		Short: "Remove the history cache (the ledger is not touched)",
+		Long: `cache clear removes history.db (with its write-ahead log) from the data dir, and
+the unreadable copies earlier starts moved aside. It holds nothing that cannot
+be fetched again, so it does not ask. The ledger is not touched. A gpumarket
+running meanwhile keeps writing to the removed file until it exits.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := cl.setup(cmd)
+			if err != nil {
+				return err
+			}
+			what := ""
+			if info, err := feed.Stat(cmd.Context(), e.DataDir); err == nil {
+				what = fmt.Sprintf(" (%s: %d pools, %d price points)", byteSize(info.Size), info.Pools, info.Points)
+			}
+			removed, err := feed.Remove(e.DataDir)
+			for _, p := range removed {
+				if p == feed.Path(e.DataDir) {
+					fmt.Fprintf(e.out, "removed %s%s\n", p, what)
+				} else {
+					fmt.Fprintf(e.out, "removed %s\n", p)
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("clear history cache: %w", err)
+			}
+			if len(removed) == 0 {
+				fmt.Fprintf(e.out, "no history cache at %s: nothing removed\n", feed.Path(e.DataDir))
+			}
+			return nil
+		},
+	}
+}
+
+// byteSize writes a size for people: 17.2 MiB.
+func byteSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/unit, 0
+	for v >= unit && i < 3 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGT"[i])
 }

@@ -322,28 +322,27 @@ func (cl *cli) jobListCmd() *cobra.Command {
 	return c
 }
 
-// jobID reads a job id argument.
-func jobID(args []string) (string, error) {
+// withJob runs f on the job args[0] names, with the ledger it is in; an
+// unknown id is a usage error naming where ids come from.
+func (cl *cli) withJob(cmd *cobra.Command, args []string, f func(ctx context.Context, a *runner, st *ledger.Store, j ledger.Job) error) error {
 	id := strings.TrimSpace(args[0])
 	if id == "" {
-		return "", usagef("ID is empty: give a job id from `gpumarket job list`")
+		return usagef("ID is empty: give a job id from `gpumarket job list`")
 	}
-	return id, nil
-}
-
-// getJob finds a job; an unknown id is a usage error naming where ids
-// come from.
-// getJob opens the ledger and reads the job id names.
-func getJob(ctx context.Context, a *runner, id string) (*ledger.Store, ledger.Job, error) {
-	st, err := a.Ledger()
-	if err != nil {
-		return nil, ledger.Job{}, err
-	}
-	j, err := st.GetJob(ctx, id)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return st, j, usagef("no job %q in the ledger: want an id (or its first 6 or more characters) from `gpumarket job list`", id)
-	}
-	return st, j, err
+	return cl.withApp(cmd, func(a *runner) error {
+		st, err := a.Ledger()
+		if err != nil {
+			return err
+		}
+		j, err := st.GetJob(cmd.Context(), id)
+		if errors.Is(err, ledger.ErrNotFound) {
+			return usagef("no job %q in the ledger: want an id (or its first 6 or more characters) from `gpumarket job list`", id)
+		}
+		if err != nil {
+			return err
+		}
+		return f(cmd.Context(), a, st, j)
+	})
 }
 
 func (cl *cli) jobShowCmd() *cobra.Command {
@@ -356,16 +355,7 @@ func (cl *cli) jobShowCmd() *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			id, err := jobID(args)
-			if err != nil {
-				return err
-			}
-			return cl.withApp(cmd, func(a *runner) error {
-				ctx := cmd.Context()
-				st, j, err := getJob(ctx, a, id)
-				if err != nil {
-					return err
-				}
+			return cl.withJob(cmd, args, func(ctx context.Context, a *runner, st *ledger.Store, j ledger.Job) error {
 				rows, err := st.JobRows(ctx, j.ID)
 				if err != nil {
 					return err
@@ -432,16 +422,7 @@ func (cl *cli) jobCancelCmd() *cobra.Command {
 			if err := checkOutputTimeout(output, timeout); err != nil {
 				return err
 			}
-			id, err := jobID(args)
-			if err != nil {
-				return err
-			}
-			return cl.withApp(cmd, func(a *runner) error {
-				ctx := cmd.Context()
-				st, j, err := getJob(ctx, a, id)
-				if err != nil {
-					return err
-				}
+			return cl.withJob(cmd, args, func(ctx context.Context, a *runner, st *ledger.Store, j ledger.Job) error {
 				rows, _ := st.JobRows(ctx, j.ID)
 				var names []string
 				for _, r := range rows {

@@ -81,7 +81,7 @@ func TestAddingAProviderOfANewCloudIsOneRow(t *testing.T) {
 	// Messages name the cloud as its row titles it.
 	code, _, errOut = runC("fleet", "launch", "--provider", "acme", "--region", "acme-north1", "--instance-types", "p5.48xlarge",
 		"--target", "1", "--yes", "--dry-run")
-	if code != 2 || !strings.Contains(errOut, "p5.48xlarge is an AWS instance type, but --provider acme launches Acme Cloud ones") {
+	if code != 2 || !strings.Contains(errOut, "p5.48xlarge is an AWS instance type, but --provider acme launches Acme Cloud ones (gpumarket's catalog lists no Acme Cloud instance type)") {
 		t.Errorf("fleet launch of another cloud's type: exit %d: %s", code, errOut)
 	}
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
@@ -59,8 +60,6 @@ func checkKindTerms(kinds []string, count int, d time.Duration) error {
 	}
 	return nil
 }
-
-func offeringRowOf(o domain.Offering) offeringRow { return offeringRow{Offering: o} }
 
 // whenForm is the accepted form of --start-after and --start-before:
 // the TUI's Blocks form reads them alike.
@@ -149,27 +148,23 @@ fails only when none answered.`,
 					return err
 				}
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			e := a.env
-			if len(e.Query.GPUs) != 1 {
-				return usagef("--gpu %s: offerings searches one GPU model at a time", strings.Join(e.Query.GPUs, ","))
-			}
-			q.GPU = e.Query.GPUs[0]
-			q.Regions = e.Query.Regions
-			if err := a.Table().CheckDuration(d, e.Query.Providers); err != nil {
-				return err
-			}
-			if err := a.Table().CheckCount(count, e.Query.Providers); err != nil {
-				return err
-			}
-			if err := a.startRange(&q, after, before, a.Now()); err != nil {
-				return err
-			}
-			return a.runOfferings(cmd.Context(), q, timeout, output)
+			return cl.withApp(cmd, func(a *runner) error {
+				if len(a.Query.GPUs) != 1 {
+					return usagef("--gpu %s: offerings searches one GPU model at a time", strings.Join(a.Query.GPUs, ","))
+				}
+				q.GPU = a.Query.GPUs[0]
+				q.Regions = a.Query.Regions
+				if err := a.Table().CheckDuration(d, a.Query.Providers); err != nil {
+					return err
+				}
+				if err := a.Table().CheckCount(count, a.Query.Providers); err != nil {
+					return err
+				}
+				if err := a.startRange(&q, after, before, a.Now()); err != nil {
+					return err
+				}
+				return a.runOfferings(cmd.Context(), q, timeout, output)
+			})
 		},
 	}
 	addOutputFlag(c, &output)
@@ -184,10 +179,9 @@ fails only when none answered.`,
 }
 
 func (a *runner) runOfferings(parent context.Context, q domain.OfferingQuery, timeout time.Duration, output string) error {
-	e := a.env
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
-	ps, down, err := a.reachableProviders(ctx)
+	ps, down, err := a.Reachable(ctx)
 	if err != nil {
 		return err
 	}
@@ -214,7 +208,7 @@ func (a *runner) runOfferings(parent context.Context, q domain.OfferingQuery, ti
 		// --provider, and nothing more. All of them refusing the terms
 		// is bad input.
 		refused := 0
-		for _, name := range e.Query.Providers {
+		for _, name := range a.Query.Providers {
 			perr, ok := res.Failed[name]
 			if !ok {
 				continue
@@ -223,11 +217,11 @@ func (a *runner) runOfferings(parent context.Context, q domain.OfferingQuery, ti
 				refused++
 			}
 			for _, line := range strings.Split(strings.TrimSpace(perr.Error()), "\n") {
-				fmt.Fprintf(e.errOut, "gpumarket: offerings: %s: %s\n", name, unprefixed(name, line))
+				fmt.Fprintf(a.errOut, "gpumarket: offerings: %s: %s\n", name, app.Unprefixed(name, line))
 			}
 		}
 		for _, w := range down {
-			fmt.Fprintf(e.errOut, "gpumarket: offerings: %s: %s\n", w.provider, w.cause)
+			fmt.Fprintf(a.errOut, "gpumarket: offerings: %s: %s\n", w.Provider, w.Cause)
 		}
 		if refused == len(res.Failed) && len(down) == 0 {
 			return reported(exitUsage)
@@ -237,44 +231,44 @@ func (a *runner) runOfferings(parent context.Context, q domain.OfferingQuery, ti
 	// Some answered: a warning per provider that could not be set up,
 	// and per provider or region that did not answer.
 	for _, w := range down {
-		fmt.Fprintf(e.errOut, "gpumarket: warning: offerings: %s: %s\n", w.provider, w.cause)
+		fmt.Fprintf(a.errOut, "gpumarket: warning: offerings: %s: %s\n", w.Provider, w.Cause)
 	}
 	for _, w := range res.Warnings {
 		where := w.Provider
 		if w.Region != "" {
 			where += " " + w.Region
 		}
-		fmt.Fprintf(e.errOut, "gpumarket: warning: offerings: %s: %s\n", where, unprefixed(w.Provider, w.Err.Error()))
+		fmt.Fprintf(a.errOut, "gpumarket: warning: offerings: %s: %s\n", where, app.Unprefixed(w.Provider, w.Err.Error()))
 	}
 	if res.SaveErr != nil {
-		fmt.Fprintf(e.errOut, "gpumarket: warning: offerings: these offerings could not be kept for `gpumarket book ID`: %v\n", res.SaveErr)
+		fmt.Fprintf(a.errOut, "gpumarket: warning: offerings: these offerings could not be kept for `gpumarket book ID`: %v\n", res.SaveErr)
 	}
 	if res.Hidden > 0 {
-		fmt.Fprintf(e.errOut, "gpumarket: offerings: %d offering(s) already in the ledger left out\n", res.Hidden)
+		fmt.Fprintf(a.errOut, "gpumarket: offerings: %d offering(s) already in the ledger left out\n", res.Hidden)
 	}
 	a.banner(output)
 	rows := make([]offeringRow, 0, len(res.Offerings))
 	for _, o := range res.Offerings {
 		if q.WantsKind(o.Terms().Kind) {
-			rows = append(rows, offeringRowOf(o))
+			rows = append(rows, offeringRow{Offering: o})
 		}
 	}
 	if len(rows) == 0 {
-		fmt.Fprintln(e.errOut, "gpumarket: offerings: nothing on sale for these terms; try other dates, a shorter duration or fewer instances")
+		fmt.Fprintln(a.errOut, "gpumarket: offerings: nothing on sale for these terms; try other dates, a shorter duration or fewer instances")
 	}
-	if err := writeRows(e.out, output, rows); err != nil {
+	if err := writeRows(a.out, output, rows); err != nil {
 		return err
 	}
 	if output == formatTable {
 		for _, o := range res.Offerings {
 			if len(o.Segments) > 1 && q.WantsKind(o.Terms().Kind) {
-				fmt.Fprintln(e.errOut, "gpumarket: offerings: a training plan's LENGTH is the hours its segments hold, between its START and END; -o json lists its segments")
+				fmt.Fprintln(a.errOut, "gpumarket: offerings: a training plan's LENGTH is the hours its segments hold, between its START and END; -o json lists its segments")
 				break
 			}
 		}
 		for _, o := range res.Offerings {
 			if o.FlexLength {
-				fmt.Fprintf(e.errOut, "gpumarket: offerings: %s marks a length other than --duration %s, within --flex-duration %s\n",
+				fmt.Fprintf(a.errOut, "gpumarket: offerings: %s marks a length other than --duration %s, within --flex-duration %s\n",
 					present.FlexMark, domain.FormatWindow(q.Duration), domain.FormatWindow(q.FlexDuration))
 				break
 			}

@@ -25,8 +25,6 @@ import (
 	"github.com/gpumarket/gpumarket/cloud/azure/azuretest"
 	"github.com/gpumarket/gpumarket/cloud/sim"
 	"github.com/gpumarket/gpumarket/domain"
-	"github.com/gpumarket/gpumarket/feed"
-	"github.com/gpumarket/gpumarket/series"
 )
 
 // Partial answers (issue 15.1): a one-shot command prints what the
@@ -466,16 +464,6 @@ func TestPricesSaysWhatBecameOfEveryRegionAsked(t *testing.T) {
 	}
 }
 
-// A warning is one readable line: an Azure price filter names every VM
-// size in the URL a failed GET quotes.
-func TestWarningCutsQuotedURLQueries(t *testing.T) {
-	msg := `azure: retail prices in westeurope (page 1): Get "http://127.0.0.1:45041/api?$filter=serviceName%20eq%20%27Virtual%20Machines%27": dial tcp 127.0.0.1:37349: connect: connection refused`
-	want := `retail prices in westeurope (page 1): Get "http://127.0.0.1:45041/api?…": dial tcp 127.0.0.1:37349: connect: connection refused`
-	if got := unprefixed("azure", msg); got != want {
-		t.Errorf("unprefixed:\n got %s\nwant %s", got, want)
-	}
-}
-
 // noAWSCredentials leaves the AWS credential chain nothing to find, at
 // once (no instance metadata service is asked).
 func noAWSCredentials(t *testing.T) {
@@ -514,56 +502,5 @@ func TestCloudWithoutCredentialsDoesNotHideTheOthers(t *testing.T) {
 	code, _, errOut = runCmd(t, "prices", "--provider", "aws", "--region", "us-east-1")
 	if code != 1 || len(stderrLines(errOut)) != 1 || !strings.HasPrefix(errOut, "gpumarket: aws: no credentials") {
 		t.Errorf("aws alone: exit %d, stderr %q; want 1 and its one line", code, errOut)
-	}
-}
-
-// healthOf words every case of a deadline: a region failed (its cause),
-// one still loading with prices (rows kept) or without (no rows), one
-// asked but not reported on, a source still loading whose regions are all
-// done, and an asked region that answered with nothing.
-func TestHealthAccountsForEveryRegionAtTheDeadline(t *testing.T) {
-	now := time.Now()
-	pool := func(prov, region string, priced bool) feed.PoolView {
-		p := domain.Pool{Provider: prov, Region: region, InstanceType: "p5.48xlarge", GPU: domain.GPUSpec{Model: "H100", Count: 8}}
-		pv := feed.PoolView{Pool: p, Key: p.Key().String()}
-		if priced {
-			pv.History = series.Series{}.Merge([]int64{now.Unix()}, []float64{30})
-		}
-		return pv
-	}
-	snap := &feed.Snapshot{
-		Pools: []feed.PoolView{pool("aws", "us-east-1", true), pool("aws", "us-west-2", true), pool("azure", "eastus", true), pool("acme", "r1", true)},
-		Sources: []feed.SourceStatus{
-			{Provider: "aws", State: feed.StateLoading, Regions: []feed.RegionStatus{
-				{Region: "eu-west-1", Err: "describe spot prices in eu-west-1: throttled"},
-				{Region: "us-east-1", Done: 3, Total: 3},
-				{Region: "us-west-2", Done: 1, Total: 4},
-				{Region: "ap-south-1", Done: 0, Total: 2},
-			}},
-			{Provider: "azure", State: feed.StateReady, Regions: []feed.RegionStatus{{Region: "eastus", Done: 4, Total: 4}}},
-			// Every region done, the fetch not ended (AWS's placement
-			// scores come after the regions).
-			{Provider: "acme", State: feed.StateLoading, Regions: []feed.RegionStatus{{Region: "r1", Done: 1, Total: 1}}},
-		},
-	}
-	q := domain.Query{Regions: []string{"us-east-1", "us-west-2", "eu-west-1", "ap-south-1", "ca-central-1", "eastus", "marsville", "r1"}}
-	desc := map[string]domain.Descriptor{"aws": aws.Descriptor, "azure": azure.Descriptor,
-		"acme": {Name: "acme", IsRegion: func(r string) bool { return r == "r1" }}}
-	h := healthOf(snap, q, desc)
-	var b strings.Builder
-	h.write(&b, 2*time.Minute)
-	want := []string{
-		"gpumarket: warning: aws eu-west-1: describe spot prices in eu-west-1: throttled",
-		"gpumarket: warning: aws us-west-2: had not finished within --timeout 2m: its rows may lack part of the window",
-		"gpumarket: warning: aws ap-south-1: did not answer within --timeout 2m",
-		"gpumarket: warning: aws ca-central-1: did not answer within --timeout 2m",
-		"gpumarket: warning: azure marsville: answered with no GPU pools: none sold there, or no azure region of that name (such as eastus)",
-		"gpumarket: warning: acme: had not finished within --timeout 2m: the rows show what it had sent (a region it had not reported on is missing)",
-	}
-	if got := strings.TrimSpace(b.String()); got != strings.Join(want, "\n") {
-		t.Errorf("warnings:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
-	}
-	if !h.answered {
-		t.Error("regions answered, yet not answered")
 	}
 }

@@ -285,27 +285,9 @@ func (e *env) planTable(rows []planRow, results []planner.Result, onTime float64
 	return nil
 }
 
-// checkModelsSold refuses, before any offering search, a --gpu model no
-// pool of the market sells within the filters. (The hub fetched only the
-// --gpu models, so what else is sold is not known here.)
+// checkModelsSold is app's CheckModelsSold of the job's models.
 func (e *env) checkModelsSold(snap *feed.Snapshot, job planner.Job) error {
-	sold := map[string]bool{}
-	for i := range snap.Pools {
-		if pv := &snap.Pools[i]; e.Query.Matches(pv.Pool) && !pv.Restricted {
-			sold[pv.GPU.Model] = true
-		}
-	}
-	for _, g := range job.Models {
-		if !sold[g] {
-			where := "the market"
-			if len(e.Query.Regions) > 0 {
-				where += " in " + strings.Join(e.Query.Regions, ",")
-			}
-			return usagef("--gpu %s: no pool of %s sells %s; want a GPU it sells (see `gpumarket prices`), or another --region or --provider",
-				strings.Join(job.Models, ","), where, g)
-		}
-	}
-	return nil
+	return e.CheckModelsSold(snap, job.Models)
 }
 
 // planOfferings asks the booking service for the blocks and reservations

@@ -447,12 +447,3 @@ func TestPricesSaysSourceNotes(t *testing.T) {
 		t.Errorf("stderr %q, want the source's note", got)
 	}
 }
-
-func TestUnprefixed(t *testing.T) {
-	if got := unprefixed("aws", "aws: describe spot prices in us-east-1: throttled\nmore"); got != "describe spot prices in us-east-1: throttled" {
-		t.Errorf("unprefixed = %q", got)
-	}
-	if got := unprefixed("aws", "azure: x"); got != "azure: x" {
-		t.Errorf("another source's prefix was cut: %q", got)
-	}
-}

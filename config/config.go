@@ -11,11 +11,11 @@ import (
 // Config is the whole configuration. Every key of the file is optional.
 type Config struct {
 	// Providers are the default sources; none configured means "sim".
-	Providers  []string   `yaml:"providers"`
-	providerAt []position // where the file names each provider
-	Regions    []string   `yaml:"regions"`
-	GPUs       []string   `yaml:"gpus"`
-	Window     Window     `yaml:"window"`
+	Providers  []string `yaml:"providers"`
+	providerAt []Pos    // where the file names each provider
+	Regions    []string `yaml:"regions"`
+	GPUs       []string `yaml:"gpus"`
+	Window     Window   `yaml:"window"`
 	// Refresh is the clouds' live poll interval.
 	Refresh Duration `yaml:"refresh"`
 	Risk    Risk     `yaml:"risk"`
@@ -77,6 +77,25 @@ type Azure struct {
 	SubnetID      string `yaml:"subnet_id"`
 	AdminUsername string `yaml:"admin_username"`
 	SSHPublicKey  string `yaml:"ssh_public_key"`
+}
+
+// GCP configures the Google Cloud provider; credentials are Google's (README, Clouds).
+type GCP struct {
+	Project         string       `yaml:"project"` // else the credentials' own, then GOOGLE_CLOUD_PROJECT
+	CredentialsFile string       `yaml:"credentials_file"`
+	Endpoints       GCPEndpoints `yaml:"endpoints"` // base URLs; empty: Google's
+	// The Spot VMs' boot image, subnetwork and disk, or a template.
+	Image            string `yaml:"image"`
+	Subnetwork       string `yaml:"subnetwork"`
+	InstanceTemplate string `yaml:"instance_template"`
+	DiskGB           int64  `yaml:"disk_gb"`
+}
+
+// GCPEndpoints are the base URLs of the Google APIs gpumarket calls.
+type GCPEndpoints struct {
+	Compute    string `yaml:"compute"`
+	Billing    string `yaml:"billing"`
+	Monitoring string `yaml:"monitoring"`
 }
 
 // Serve configures `gpumarket serve`.

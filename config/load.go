@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"net"
 	"net/url"
@@ -14,7 +15,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -52,15 +52,23 @@ func ConfigPath() (path string, explicit bool, err error) {
 	if p := os.Getenv(EnvConfig); p != "" {
 		return p, true, nil
 	}
-	dir := os.Getenv("XDG_CONFIG_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", false, fmt.Errorf("find the config dir: set %s or XDG_CONFIG_HOME: %w", EnvConfig, err)
-		}
-		dir = filepath.Join(home, ".config")
+	dir, err := xdgDir("config", EnvConfig, "XDG_CONFIG_HOME", ".config")
+	if err != nil {
+		return "", false, err
 	}
 	return filepath.Join(dir, "gpumarket", "config.yaml"), false, nil
+}
+
+// xdgDir is $xdg, else home's def; own is gpumarket's variable, named in the error.
+func xdgDir(what, own, xdg, def string) (string, error) {
+	if dir := os.Getenv(xdg); dir != "" {
+		return dir, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find the %s dir: set %s or %s: %w", what, own, xdg, err)
+	}
+	return filepath.Join(home, def), nil
 }
 
 // DataDir returns $GPUMARKET_DATA_DIR, else $XDG_DATA_HOME/gpumarket (~/.local/share),
@@ -68,13 +76,9 @@ func ConfigPath() (path string, explicit bool, err error) {
 func DataDir() (string, error) {
 	dir := os.Getenv(EnvDataDir)
 	if dir == "" {
-		base := os.Getenv("XDG_DATA_HOME")
-		if base == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return "", fmt.Errorf("find the data dir: set %s or XDG_DATA_HOME: %w", EnvDataDir, err)
-			}
-			base = filepath.Join(home, ".local", "share")
+		base, err := xdgDir("data", EnvDataDir, "XDG_DATA_HOME", filepath.Join(".local", "share"))
+		if err != nil {
+			return "", err
 		}
 		dir = filepath.Join(base, "gpumarket")
 	}
@@ -166,7 +170,7 @@ func Parse(name string, data []byte) (Config, error) {
 	}
 	// Windows editors may write a byte-order mark, which YAML would read as a value.
 	data = bytes.TrimPrefix(data, []byte("\uFEFF"))
-	pos := map[string]position{}
+	pos := map[string]Pos{}
 	file, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		fe := fileError(name, err).(*FileError)
@@ -206,12 +210,11 @@ func Parse(name string, data []byte) (Config, error) {
 	}
 	if err := c.Validate(); err != nil {
 		var ke *KeyError
+		var p Pos // none when the key is not in the file
 		if errors.As(err, &ke) {
-			if p, ok := pos[ke.Key]; ok {
-				return Config{}, &FileError{Path: name, Line: p.line, Col: p.col, Err: err}
-			}
+			p = pos[ke.Key]
 		}
-		return Config{}, &FileError{Path: name, Err: err}
+		return Config{}, &FileError{Path: name, Line: p.Line, Col: p.Col, Err: err}
 	}
 	return c, nil
 }
@@ -223,8 +226,8 @@ func (c Config) CheckProviders(known []string) error {
 			continue
 		}
 		err := keyErr(fmt.Sprintf("providers[%d]", i), "unknown provider %q; want one of %s", p, strings.Join(known, ", "))
-		if i < len(c.providerAt) && c.providerAt[i].line > 0 {
-			return &FileError{Path: c.Path, Line: c.providerAt[i].line, Col: c.providerAt[i].col, Err: err}
+		if i < len(c.providerAt) && c.providerAt[i].Line > 0 {
+			return &FileError{Path: c.Path, Line: c.providerAt[i].Line, Col: c.providerAt[i].Col, Err: err}
 		}
 		return &FileError{Path: c.Path, Err: err}
 	}
@@ -339,11 +342,7 @@ func (c *Config) Validate() error {
 		return keyErr("budget.max_idle_pct", "%v; want a percentage from 0 to 100 (0 means no alert)", c.Budget.MaxIdlePct)
 	}
 	for key, u := range map[string]string{"aws.advisor_url": c.AWS.AdvisorURL, "azure.prices_url": c.Azure.PricesURL} {
-		if u == "" {
-			continue
-		}
-		p, err := url.Parse(u)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		if u != "" && !httpURL(u) {
 			return keyErr(key, "bad URL %q; want an http:// or https:// URL", u)
 		}
 	}
@@ -361,12 +360,7 @@ func (c *Config) Validate() error {
 	if c.Serve.MaxSessions < 1 {
 		return keyErr("serve.max_sessions", "%d; want a whole number ≥ 1", c.Serve.MaxSessions)
 	}
-	keys := make([]string, 0, len(c.Serve.Roles))
-	for k := range c.Serve.Roles {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(c.Serve.Roles)) {
 		if !strings.HasPrefix(k, "SHA256:") {
 			return keyErr("serve.roles."+k, "bad key fingerprint %q; want SHA256:… as ssh-keygen -lf prints it", k)
 		}
@@ -378,6 +372,12 @@ func (c *Config) Validate() error {
 }
 
 func bad(v float64) bool { return v < 0 || math.IsNaN(v) || math.IsInf(v, 0) }
+
+// httpURL reports whether u is an http or https URL with a host.
+func httpURL(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != ""
+}
 
 // UnmarshalYAML reads a Go duration ("30s", "15m", "1h30m").
 func (d *Duration) UnmarshalYAML(node ast.Node) error {
@@ -420,21 +420,31 @@ func (w *Window) UnmarshalYAML(node ast.Node) error {
 func (w Window) MarshalYAML() ([]byte, error) { return []byte(domain.FormatWindow(w.D())), nil }
 
 func scalar(node ast.Node) (string, bool) {
-	switch n := node.(type) {
+	switch n := bare(node).(type) {
 	case *ast.NullNode:
 		return "", true
 	case *ast.StringNode:
 		return n.Value, true
 	case *ast.IntegerNode, *ast.FloatNode, *ast.LiteralNode:
-		if tk := node.GetToken(); tk != nil {
+		if tk := n.GetToken(); tk != nil {
 			return tk.Value, true
 		}
-	case *ast.TagNode:
-		return scalar(n.Value)
-	case *ast.AnchorNode:
-		return scalar(n.Value)
 	}
 	return "", false
+}
+
+// bare is node without the tags and anchors around its value.
+func bare(node ast.Node) ast.Node {
+	for {
+		switch n := node.(type) {
+		case *ast.TagNode:
+			node = n.Value
+		case *ast.AnchorNode:
+			node = n.Value
+		default:
+			return node
+		}
+	}
 }
 
 type posError struct {
@@ -443,8 +453,6 @@ type posError struct {
 }
 
 func (e *posError) Error() string { return fmt.Sprintf("%d:%d: %s", e.line, e.col, e.msg) }
-
-type position struct{ line, col int }
 
 func nodeErr(node ast.Node, format string, args ...any) error {
 	e := &posError{msg: fmt.Sprintf(format, args...)}
@@ -455,7 +463,7 @@ func nodeErr(node ast.Node, format string, args ...any) error {
 }
 
 // explain names a decoding error's key by its place and, for a wrong type, what it accepts.
-func explain(err error, pos map[string]position) error {
+func explain(err error, pos map[string]Pos) error {
 	line, col := 0, 0
 	var pe *posError
 	var ye yaml.Error
@@ -469,8 +477,8 @@ func explain(err error, pos map[string]position) error {
 	}
 	key, best := "", 0
 	for k, p := range pos {
-		if p.line == line && p.col <= col && p.col >= best {
-			key, best = k, p.col
+		if p.Line == line && p.Col <= col && p.Col >= best {
+			key, best = k, p.Col
 		}
 	}
 	if key == "" {
@@ -535,18 +543,15 @@ func fileError(name string, err error) error {
 
 // checkKeys walks the document against Config to name the keys accepted beside an unknown
 // one (the decoder only says "unknown field"), recording each key's place for Validate.
-func checkKeys(node ast.Node, typ reflect.Type, path string, pos map[string]position) error {
+func checkKeys(node ast.Node, typ reflect.Type, path string, pos map[string]Pos) error {
 	for typ.Kind() == reflect.Pointer {
 		typ = typ.Elem()
 	}
 	if typ == rulesType {
 		return nil // the watch package checks the rules
 	}
+	node = bare(node)
 	switch n := node.(type) {
-	case *ast.TagNode:
-		return checkKeys(n.Value, typ, path, pos)
-	case *ast.AnchorNode:
-		return checkKeys(n.Value, typ, path, pos)
 	case *ast.MappingValueNode:
 		return checkMapping([]*ast.MappingValueNode{n}, node, typ, path, pos)
 	case *ast.MappingNode:
@@ -575,7 +580,7 @@ func checkKeys(node ast.Node, typ reflect.Type, path string, pos map[string]posi
 	return nil
 }
 
-func checkMapping(values []*ast.MappingValueNode, node ast.Node, typ reflect.Type, path string, pos map[string]position) error {
+func checkMapping(values []*ast.MappingValueNode, node ast.Node, typ reflect.Type, path string, pos map[string]Pos) error {
 	switch typ.Kind() {
 	case reflect.Struct:
 		fields := map[string]reflect.Type{}
@@ -634,9 +639,9 @@ func keyText(k ast.MapKeyNode) string {
 	return ""
 }
 
-func record(pos map[string]position, path string, node ast.Node) {
+func record(pos map[string]Pos, path string, node ast.Node) {
 	if tk := node.GetToken(); tk != nil && tk.Position != nil {
-		pos[path] = position{tk.Position.Line, tk.Position.Column}
+		pos[path] = Pos{tk.Position.Line, tk.Position.Column}
 	}
 }
 
@@ -673,4 +678,29 @@ func kindName(t reflect.Type) string {
 		return "a string"
 	}
 	return "a value"
+}
+
+// EnvGCPProject is Google's own variable for the project.
+const EnvGCPProject = "GOOGLE_CLOUD_PROJECT"
+
+var gcpProjectRE = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]$|^[a-z][-a-z0-9.:]{4,60}[a-z0-9]$`)
+
+func (c *Config) validateGCP() error {
+	g := c.GCP
+	if g.Project == "" {
+		g.Project = os.Getenv(EnvGCPProject)
+	}
+	if g.Project != "" && !gcpProjectRE.MatchString(g.Project) {
+		return keyErr("gcp.project", "bad project id %q; want 6 to 30 lower-case letters, digits and dashes, such as my-project-123", g.Project)
+	}
+	for key, u := range map[string]string{"gcp.endpoints.compute": g.Endpoints.Compute, "gcp.endpoints.billing": g.Endpoints.Billing,
+		"gcp.endpoints.monitoring": g.Endpoints.Monitoring} {
+		if u != "" && !httpURL(u) {
+			return keyErr(key, "bad URL %q; want an http:// or https:// base URL such as https://compute.googleapis.com/compute/v1/", u)
+		}
+	}
+	if g.DiskGB < 0 || g.DiskGB > 65536 {
+		return keyErr("gcp.disk_gb", "%d; want a boot disk size in GB from 10 to 65536 (0: 200)", g.DiskGB)
+	}
+	return nil
 }

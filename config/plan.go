@@ -1,7 +1,8 @@
 package config
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,7 +25,7 @@ type Plan struct {
 }
 
 // oldRisk applies the risk: keys a file set (pos) to the plan: keys it did not set.
-func (c *Config) oldRisk(pos map[string]position) {
+func (c *Config) oldRisk(pos map[string]Pos) {
 	set := func(k string) bool { _, ok := pos[k]; return ok }
 	if set("risk.checkpoint_interval") && !set("plan.checkpoint") {
 		c.Plan.Checkpoint = c.Risk.CheckpointInterval
@@ -63,7 +64,7 @@ func (p *Plan) validate() error {
 	if err != nil {
 		return err
 	}
-	for _, g := range sortedKeys(speed) {
+	for _, g := range slices.Sorted(maps.Keys(speed)) {
 		if v := speed[g]; bad(v) || v <= 0 || v > 100 {
 			return keyErr("plan.speed."+g, "%v; want a speed relative to an H100 above 0 (an A100 is about 0.45)", v)
 		}
@@ -73,7 +74,7 @@ func (p *Plan) validate() error {
 	if err != nil {
 		return err
 	}
-	for _, g := range sortedKeys(priors) {
+	for _, g := range slices.Sorted(maps.Keys(priors)) {
 		v, key := priors[g], "plan.priors."+g
 		if bad(v.InterruptionsPerHour) || v.InterruptionsPerHour <= 0 || v.InterruptionsPerHour > 100 {
 			return keyErr(key+".interruptions_per_hour", "%v; want interruptions per hour above 0 (the traces show 0.1-1.4)", v.InterruptionsPerHour)
@@ -95,7 +96,7 @@ func canonicalKeys[V any](m map[string]V, key string) (map[string]V, error) {
 		return nil, nil
 	}
 	out := make(map[string]V, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		g, ok := CanonicalGPU(k)
 		if !ok {
 			return nil, keyErr(key+"."+k, "unknown GPU %q; want one of %s", k, strings.Join(domain.GPUModels, ", "))
@@ -106,13 +107,4 @@ func canonicalKeys[V any](m map[string]V, key string) (map[string]V, error) {
 		out[g] = m[k]
 	}
 	return out, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"net/url"
 	"reflect"
 	"strings"
@@ -14,23 +15,15 @@ import (
 type Rules []ast.Node
 
 func (r *Rules) UnmarshalYAML(node ast.Node) error {
-	for {
-		switch n := node.(type) {
-		case *ast.TagNode:
-			node = n.Value
-			continue
-		case *ast.AnchorNode:
-			node = n.Value
-			continue
-		case *ast.NullNode:
-			*r = nil
-			return nil
-		case *ast.SequenceNode:
-			*r = append(Rules(nil), n.Values...)
-			return nil
-		}
-		return nodeErr(node, "want a list of rules such as [{name: cheap-p5, spot: {…}}]")
+	switch n := bare(node).(type) {
+	case *ast.NullNode:
+		*r = nil
+		return nil
+	case *ast.SequenceNode:
+		*r = append(Rules(nil), n.Values...)
+		return nil
 	}
+	return nodeErr(bare(node), "want a list of rules such as [{name: cheap-p5, spot: {…}}]")
 }
 
 var rulesType = reflect.TypeFor[Rules]()
@@ -86,8 +79,7 @@ func (n *Notify) validate() error {
 		return keyErr("notify.command_timeout", "%s; want a duration above 0, at most 10m, such as 10s", n.CommandTimeout.D())
 	}
 	if w := n.Webhook; w != nil {
-		u, err := url.Parse(w.URL)
-		if w.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !httpURL(w.URL) {
 			return keyErr("notify.webhook.url", "bad URL %q; want an http:// or https:// URL such as a Slack incoming webhook's", RedactURL(w.URL))
 		}
 		if w.Timeout != 0 && (w.Timeout.D() < 0 || w.Timeout.D() > 2*time.Minute) {
@@ -121,14 +113,12 @@ type Pos struct{ Line, Col int }
 // Decode decodes node into v as Parse decodes the config; key is where node
 // stands ("watch[2].spot"), pos receives each key's place below it.
 func Decode(node ast.Node, v any, key string, pos map[string]Pos) error {
-	at := map[string]position{}
+	at := map[string]Pos{}
 	err := checkKeys(node, reflect.TypeOf(v), key, at)
 	if err == nil {
 		err = yaml.NodeToValue(node, v, yaml.DisallowUnknownField())
 	}
-	for k, p := range at {
-		pos[k] = Pos{p.line, p.col}
-	}
+	maps.Copy(pos, at)
 	if err != nil {
 		return explain(err, at)
 	}

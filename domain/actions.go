@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -223,10 +224,7 @@ func ParseFleetSchedule(start, length string, now time.Time) (from, to time.Time
 
 // CheckSchedule checks the schedule's bounds at now; a start that has passed means now.
 func (s FleetSpec) CheckSchedule(now time.Time) error {
-	start := s.Start
-	if start.Before(now) {
-		start = now
-	}
+	start := Later(s.Start, now)
 	if start.Sub(now) > MaxFleetLead {
 		return fmt.Errorf("fleet start %s: at most %d days ahead", s.Start.UTC().Format(time.RFC3339), int(MaxFleetLead.Hours()/24))
 	}
@@ -297,4 +295,92 @@ func (o Offering) PlanTerms() []string {
 		out = append(out, fmt.Sprintf("no dry run: %s cannot check a purchase without making it; --dry-run re-reads the terms and sends nothing", o.Terms().Name+"s"))
 	}
 	return out
+}
+
+// ErrDeclined, wrapped, marks the cloud's definite "no": nothing was done ("failed").
+var ErrDeclined = errors.New("declined by the provider")
+
+// ErrInvalidQuery marks a search for terms the provider does not sell: bad usage (exit 2).
+var ErrInvalidQuery = errors.New("invalid query")
+
+// InvalidQueryf formats an error that matches ErrInvalidQuery and reads as its message.
+func InvalidQueryf(format string, args ...any) error {
+	return invalidQuery{fmt.Sprintf(format, args...)}
+}
+
+type invalidQuery struct{ msg string }
+
+func (e invalidQuery) Error() string        { return e.msg }
+func (e invalidQuery) Is(target error) bool { return target == ErrInvalidQuery }
+
+// FleetFinder finds a fleet by its launch's client token, to settle a lost answer.
+type FleetFinder interface {
+	FindFleet(ctx context.Context, region, clientToken string) (*Fleet, error)
+}
+
+// BookingRememberer is an ephemeral provider told at start what the ledger holds as booked.
+type BookingRememberer interface {
+	RememberBookings(booked []BookedOffering)
+}
+
+// BookedOffering is an offering the ledger holds as bought, with its booking.
+type BookedOffering struct {
+	Offering Offering
+	Booking  Booking
+}
+
+// BookingReleaser's bookings bill until released; the ledger releases each at its window's end.
+type BookingReleaser interface {
+	ReleaseBooking(ctx context.Context, b Booking) error
+}
+
+// Tags on every purchase and launch make the cloud a second record (docs/DESIGN.md, "Money").
+const (
+	TagRef      = "gpumarket:ref"
+	TagActor    = "gpumarket:actor" // "alice@host", "ssh:SHA256:… alice"
+	TagTool     = "gpumarket:tool"
+	TagOffering = "gpumarket:offering"
+	ToolName    = "gpumarket" // TagTool's value
+)
+
+// Tags returns the tags of a purchase or launch, without empty values (clouds refuse them).
+func Tags(ref, actor, offeringID string) map[string]string {
+	out := map[string]string{TagTool: ToolName}
+	for k, v := range map[string]string{TagRef: ref, TagActor: actor, TagOffering: offeringID} {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// ErrOfferingGone is matched by RefreshOffering's error when the offering is off sale.
+var ErrOfferingGone = errors.New("the offering is no longer on sale")
+
+// OfferingRefresher describes an offering again as sold now, so only fresh terms are bought.
+type OfferingRefresher interface {
+	RefreshOffering(ctx context.Context, o Offering) (Offering, error)
+}
+
+// CloudRecord is what a cloud's tags show of one thing gpumarket bought or launched.
+type CloudRecord struct {
+	Kind          string
+	Ref           string // TagRef's; "" when untagged
+	Actor         string
+	OfferingID    string
+	ProviderRef   string // "cr-…", "fleet-…", an Azure id
+	Provider      string
+	Cloud         Cloud
+	Region, Zone  string
+	InstanceType  string
+	InstanceCount int
+	Start, End    time.Time
+	CostUSD       float64 // NaN if unknown
+	State         string  // a ledger state
+	CreatedAt     time.Time
+}
+
+// RecordLister lists what a provider shows of gpumarket's doings since a time, from tags.
+type RecordLister interface {
+	ListRecords(ctx context.Context, since time.Time) ([]CloudRecord, error)
 }

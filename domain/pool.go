@@ -1,6 +1,8 @@
+// Package domain holds the market's types, the Provider interface, the GPU catalog and price math.
 package domain
 
 import (
+	"math"
 	"strings"
 	"time"
 )
@@ -124,3 +126,27 @@ func Float(v float64) *float64 { return &v }
 
 // Int returns a pointer to v.
 func Int(v int) *int { return &v }
+
+// SpotProcess is a pool's spot capacity as runs ended by interruptions, then gaps.
+type SpotProcess struct {
+	InterruptionsPerHour float64 // per hour one instance is held
+	GapMedianHours       float64 // until reclaimed capacity comes back
+	Availability         float64 // long-run share of time with capacity, (0, 1]
+	RegionShare          float64 // share common to the region's other zones; 0: independent
+}
+
+// PerGPUHour converts an instance-hour price to a GPU-hour price; NaN with no GPUs.
+func PerGPUHour(usdHour, gpus float64) float64 {
+	if gpus <= 0 {
+		return math.NaN()
+	}
+	return usdHour / gpus
+}
+
+// SavingsPct is how much cheaper spot is than on-demand, in percent; NaN with no on-demand.
+func SavingsPct(spot, onDemand float64) float64 {
+	if onDemand <= 0 {
+		return math.NaN()
+	}
+	return (1 - spot/onDemand) * 100
+}

@@ -102,12 +102,7 @@ func (g Gap) Widen(req FetchRequest) FetchRequest {
 	if g.From.IsZero() {
 		return req
 	}
-	if g.From.Before(req.Since) {
-		req.Since = g.From
-	}
-	if g.Until.After(req.Until) {
-		req.Until = g.Until
-	}
+	req.Since, req.Until = Earlier(g.From, req.Since), Later(g.Until, req.Until)
 	req.Backfill = true
 	return req
 }
@@ -120,8 +115,6 @@ func (g Gap) After(req FetchRequest, failed bool) Gap {
 	if g.From.IsZero() || req.Since.Before(g.From) {
 		g.From = req.Since
 	}
-	if req.Until.After(g.Until) {
-		g.Until = req.Until
-	}
+	g.Until = Later(req.Until, g.Until)
 	return g
 }

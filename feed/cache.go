@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -48,14 +49,7 @@ func (s Span) CoversGPUs(gpus []string) bool {
 		return false
 	}
 	for _, g := range gpus {
-		found := false
-		for _, h := range s.GPUs {
-			if strings.EqualFold(g, h) {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !slices.ContainsFunc(s.GPUs, func(h string) bool { return strings.EqualFold(g, h) }) {
 			return false
 		}
 	}
@@ -126,22 +120,14 @@ func (h *Hub) seedFromCache() {
 		if !ok || !until.After(want) {
 			continue // the cache's history ends before the window starts
 		}
-		if until.After(now) {
-			until = now
-		}
+		until = domain.Earlier(now, until)
 		h.mergeCachedLocked(c, false)
 		for _, s := range c.Spans {
 			rc := st.cache.region(s.Region)
 			rc.from = s.From
-			rc.cachedAt = s.Until
-			if rc.cachedAt.After(now) {
-				rc.cachedAt = now
-			}
+			rc.cachedAt = domain.Earlier(now, s.Until)
 		}
-		if from.Before(want) {
-			from = want
-		}
-		st.haveFrom = from
+		st.haveFrom = domain.Later(want, from)
 		st.cache.catchUp = until
 		st.cache.tried = want
 	}
@@ -216,9 +202,7 @@ func (h *Hub) extendFromCache(ctx context.Context, name string) {
 		if !ok || s.Until.Before(haveFrom) || !s.From.Before(haveFrom) {
 			return
 		}
-		if s.From.After(from) {
-			from = s.From
-		}
+		from = domain.Later(s.From, from)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -1,18 +1,23 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/internal/sqlitedb"
+	"github.com/gpumarket/gpumarket/series"
 )
 
 const FileName = "history.db"
@@ -72,18 +77,12 @@ func Open(dataDir string, opt HistoryOptions) (*History, error) {
 }
 
 func OpenPath(path string, opt HistoryOptions) (*History, error) {
-	if opt.Retention <= 0 {
-		opt.Retention = DefaultRetention
-	}
-	if opt.FlushEvery <= 0 {
-		opt.FlushEvery = time.Second
-	}
+	opt.Retention = orDefault(opt.Retention, DefaultRetention)
+	opt.FlushEvery = orDefault(opt.FlushEvery, time.Second)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	if opt.Logger == nil {
-		opt.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger = cmp.Or(opt.Logger, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 	d, err := sqlitedb.Open(ctx, path, historySchema, opt.Now())
 	var aside *Aside
@@ -235,4 +234,197 @@ func Remove(dataDir string) ([]string, error) {
 		}
 	}
 	return removed, nil
+}
+
+// Load returns the provider's regions whose span covers q's GPUs (the latest
+// each), their pools q matches, and points in [from, until] with the one at from.
+func (c *History) Load(ctx context.Context, provider string, q domain.Query, from, until time.Time) (*Cached, error) {
+	out, err := c.load(ctx, provider, q, from, until)
+	if err != nil {
+		c.noteDamage(err)
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *History) load(ctx context.Context, provider string, q domain.Query, from, until time.Time) (*Cached, error) {
+	out := &Cached{}
+	spans, err := c.spans(ctx, provider, q)
+	if err != nil {
+		return nil, fmt.Errorf("read history cache: %w", err)
+	}
+	if len(spans) == 0 {
+		return out, nil
+	}
+	out.Spans = spans
+	covered := map[string]bool{}
+	for _, s := range spans {
+		covered[s.Region] = true
+	}
+
+	rows, err := c.db.QueryContext(ctx, `SELECT id, region, zone, instance_type, gpu_model, description FROM pools WHERE provider = ? ORDER BY id`, provider)
+	index := map[int64]int{}
+	err = sqlitedb.EachRow(rows, err, func() error {
+		var id int64
+		k := domain.PoolKey{Provider: provider}
+		var model, desc string
+		if err := rows.Scan(&id, &k.Region, &k.Zone, &k.InstanceType, &model, &desc); err != nil {
+			return err
+		}
+		if !covered[k.Region] || !q.WantsGPU(model) {
+			return nil
+		}
+		p, err := poolOf(k, desc)
+		if err != nil {
+			return fmt.Errorf("pool %s: %w", k, err)
+		}
+		index[id] = len(out.Pools)
+		out.Pools = append(out.Pools, p)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read history cache: %w", err)
+	}
+	out.History = make([]series.Series, len(out.Pools))
+	if len(out.Pools) == 0 {
+		return out, nil
+	}
+	type points struct {
+		at  []int64
+		usd []float64
+	}
+	hist := make([]points, len(out.Pools))
+
+	f, u := from.Unix(), until.Unix()
+	chunks, err := c.db.QueryContext(ctx, `SELECT pool, data FROM chunks
+		WHERE pool IN (SELECT id FROM pools WHERE provider = ?) AND day BETWEEN ? AND ? ORDER BY pool, day`, provider, dayOf(f), dayOf(u))
+	var raw sql.RawBytes // the driver's copy, not another
+	err = sqlitedb.EachRow(chunks, err, func() error {
+		var id int64
+		if err := chunks.Scan(&id, &raw); err != nil {
+			return err
+		}
+		i, ok := index[id]
+		if !ok {
+			return nil
+		}
+		s := &hist[i]
+		if s.at == nil {
+			n, _ := chunkLen(raw)
+			days := int(dayOf(u)-dayOf(f)) + 1
+			s.at, s.usd = make([]int64, 0, n*days), make([]float64, 0, n*days)
+		}
+		if s.at, s.usd, err = appendChunk(s.at, s.usd, raw); err != nil {
+			return fmt.Errorf("pool %s: %w", out.Pools[i].Key(), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read history cache: %w", err)
+	}
+
+	// The price in force at from may be in an older chunk.
+	before, err := c.db.PrepareContext(ctx, `SELECT data FROM chunks WHERE pool = ? AND day < ? ORDER BY day DESC LIMIT 1`)
+	if err != nil {
+		return nil, fmt.Errorf("read history cache: %w", err)
+	}
+	defer before.Close()
+	for id, i := range index {
+		s := &hist[i]
+		if len(s.at) > 0 && s.at[0] <= f {
+			continue
+		}
+		var b []byte
+		switch err := before.QueryRowContext(ctx, id, dayOf(f)).Scan(&b); {
+		case err == sql.ErrNoRows:
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("read history cache: %w", err)
+		}
+		at, usd, err := appendChunk(nil, nil, b)
+		if err != nil {
+			return nil, fmt.Errorf("read history cache: pool %s: %w", out.Pools[i].Key(), err)
+		}
+		if n := len(at); n > 0 {
+			s.at = append([]int64{at[n-1]}, s.at...)
+			s.usd = append([]float64{usd[n-1]}, s.usd...)
+		}
+	}
+	for i, h := range hist {
+		out.History[i] = clip(h.at, h.usd, f, u)
+	}
+	return out, nil
+}
+
+// clip keeps points in (from, until] and the one at from, sorting overlapping chunks' points.
+func clip(at []int64, usd []float64, from, until int64) series.Series {
+	if !ascending(at) {
+		at, usd = series.SortPoints(at, usd)
+	}
+	lo := sort.Search(len(at), func(i int) bool { return at[i] > from }) - 1
+	if lo < 0 {
+		lo = 0
+	}
+	hi := sort.Search(len(at), func(i int) bool { return at[i] > until })
+	if lo >= hi {
+		return series.Series{}
+	}
+	return series.NewSeries(at[lo:hi:hi], usd[lo:hi:hi])
+}
+
+// spans returns, per region q wants, the span covering q's GPUs that reaches latest.
+func (c *History) spans(ctx context.Context, provider string, q domain.Query) ([]Span, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT region, gpus, from_at, until_at FROM spans WHERE provider = ?`, provider)
+	best := map[string]Span{}
+	err = sqlitedb.EachRow(rows, err, func() error {
+		var s Span
+		if err := scanSpan(rows, &s); err != nil {
+			return err
+		}
+		if !q.WantsRegion(s.Region) || !s.CoversGPUs(q.GPUs) {
+			return nil
+		}
+		if b, ok := best[s.Region]; !ok || s.Until.After(b.Until) || (s.Until.Equal(b.Until) && s.From.Before(b.From)) {
+			best[s.Region] = s
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Span, 0, len(best))
+	for _, s := range best {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Region < out[j].Region })
+	return out, nil
+}
+
+// poolOf reads a stored description; one stored undescribed is described from the catalog.
+func poolOf(k domain.PoolKey, desc string) (domain.Pool, error) {
+	if desc == "" {
+		return poolFromKey(k), nil
+	}
+	var p domain.Pool
+	if err := json.Unmarshal([]byte(desc), &p); err != nil {
+		return domain.Pool{}, err
+	}
+	if p.Key() != k {
+		return domain.Pool{}, fmt.Errorf("description names %s", p.Key())
+	}
+	return p, nil
+}
+
+// scanSpan reads a row's columns into also, then region, gpus, from_at, until_at into s.
+func scanSpan(rows *sql.Rows, s *Span, also ...any) error {
+	var gpus string
+	var from, until int64
+	if err := rows.Scan(append(also, &s.Region, &gpus, &from, &until)...); err != nil {
+		return err
+	}
+	s.From, s.Until = time.Unix(0, from).UTC(), time.Unix(0, until).UTC()
+	if gpus != "" {
+		s.GPUs = strings.Split(gpus, ",")
+	}
+	return nil
 }

@@ -4,6 +4,7 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -78,9 +79,7 @@ type sourceState struct {
 
 // New makes a hub over the sources. Call Run to start polling.
 func New(sources []domain.Provider, opt Options) *Hub {
-	if opt.Query.Window <= 0 {
-		opt.Query.Window = 24 * time.Hour
-	}
+	opt.Query.Window = orDefault(opt.Query.Window, 24*time.Hour)
 	if opt.MaxWindow <= 0 || opt.MaxWindow > domain.MaxWindow {
 		opt.MaxWindow = domain.MaxWindow
 	}
@@ -88,18 +87,12 @@ func New(sources []domain.Provider, opt Options) *Hub {
 	if opt.Interval == nil {
 		opt.Interval = func(string) time.Duration { return 30 * time.Second }
 	}
-	if opt.PublishEvery <= 0 {
-		opt.PublishEvery = 100 * time.Millisecond
-	}
-	if opt.MaxBackoff <= 0 {
-		opt.MaxBackoff = 5 * time.Minute
-	}
+	opt.PublishEvery = orDefault(opt.PublishEvery, 100*time.Millisecond)
+	opt.MaxBackoff = orDefault(opt.MaxBackoff, 5*time.Minute)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	if opt.Logger == nil {
-		opt.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger = cmp.Or(opt.Logger, slog.New(slog.DiscardHandler))
 	h := &Hub{
 		opt: opt, sources: sources,
 		pools:   map[domain.PoolKey]*poolState{},
@@ -226,10 +219,7 @@ func (h *Hub) Window() time.Duration {
 // Refresh makes every source poll now; a poll already running is not duplicated.
 func (h *Hub) Refresh() {
 	for _, w := range h.wake {
-		select {
-		case w <- struct{}{}:
-		default:
-		}
+		poke(w)
 	}
 }
 
@@ -298,10 +288,7 @@ func (h *Hub) loop(ctx context.Context, p domain.Provider) {
 		h.settleCacheLocked(st, req, err)
 		h.dirty = true
 		h.mu.Unlock()
-		select {
-		case h.fetched <- struct{}{}:
-		default: // a publish is due already
-		}
+		poke(h.fetched) // unless a publish is due already
 
 		wait := interval
 		if failures > 0 {
@@ -325,15 +312,20 @@ func (h *Hub) loop(ctx context.Context, p domain.Provider) {
 	}
 }
 
+// orDefault is d, or def when d is not above 0.
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
 func backoff(base time.Duration, failures int, max time.Duration) time.Duration {
 	d := base
 	for i := 1; i < failures && d < max; i++ {
 		d *= 2
 	}
-	if d > max {
-		d = max
-	}
-	return d
+	return min(d, max)
 }
 
 // apply folds one event into the hub; providers may call it concurrently.

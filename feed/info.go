@@ -1,12 +1,13 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,55 +78,41 @@ func Stat(ctx context.Context, dataDir string) (Info, error) {
 	}
 	rows, err := db.QueryContext(ctx, `SELECT p.provider, p.region, COUNT(DISTINCT p.id), COALESCE(SUM(c.n), 0)
 		FROM pools p LEFT JOIN chunks c ON c.pool = p.id GROUP BY p.provider, p.region`)
-	if err != nil {
-		return info, fmt.Errorf("read %s: %w", path, err)
-	}
-	for rows.Next() {
+	err = sqlitedb.EachRow(rows, err, func() error {
 		var p, r string
 		var pools int
 		var points int64
 		if err := rows.Scan(&p, &r, &pools, &points); err != nil {
-			rows.Close()
-			return info, fmt.Errorf("read %s: %w", path, err)
+			return err
 		}
 		ri := region(p, r)
 		ri.Pools, ri.Points = pools, points
 		info.Pools += pools
 		info.Points += points
-	}
-	if err := rows.Close(); err != nil {
-		return info, fmt.Errorf("read %s: %w", path, err)
-	}
-	srows, err := db.QueryContext(ctx, `SELECT provider, region, gpus, from_at, until_at FROM spans ORDER BY provider, region, gpus`)
+		return nil
+	})
 	if err != nil {
 		return info, fmt.Errorf("read %s: %w", path, err)
 	}
-	for srows.Next() {
-		var p, r, g string
-		var from, until int64
-		if err := srows.Scan(&p, &r, &g, &from, &until); err != nil {
-			srows.Close()
-			return info, fmt.Errorf("read %s: %w", path, err)
+	srows, err := db.QueryContext(ctx, `SELECT provider, region, gpus, from_at, until_at FROM spans ORDER BY provider, region, gpus`)
+	err = sqlitedb.EachRow(srows, err, func() error {
+		var p string
+		var s Span
+		if err := scanSpan(srows, &s, &p); err != nil {
+			return err
 		}
-		s := SpanInfo{From: time.Unix(0, from).UTC(), Until: time.Unix(0, until).UTC()}
-		if g != "" {
-			s.GPUs = strings.Split(g, ",")
-		}
-		ri := region(p, r)
-		ri.Spans = append(ri.Spans, s)
-	}
-	if err := srows.Close(); err != nil {
+		ri := region(p, s.Region)
+		ri.Spans = append(ri.Spans, SpanInfo{GPUs: s.GPUs, From: s.From, Until: s.Until})
+		return nil
+	})
+	if err != nil {
 		return info, fmt.Errorf("read %s: %w", path, err)
 	}
 	for _, ri := range byRegion {
 		info.Regions = append(info.Regions, *ri)
 	}
-	sort.Slice(info.Regions, func(i, j int) bool {
-		a, b := info.Regions[i], info.Regions[j]
-		if a.Provider != b.Provider {
-			return a.Provider < b.Provider
-		}
-		return a.Region < b.Region
+	slices.SortFunc(info.Regions, func(a, b RegionInfo) int {
+		return cmp.Or(strings.Compare(a.Provider, b.Provider), strings.Compare(a.Region, b.Region))
 	})
 	return info, nil
 }

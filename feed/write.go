@@ -5,11 +5,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 	"github.com/gpumarket/gpumarket/series"
 )
 
@@ -71,7 +71,7 @@ func (c *History) Save(b Batch) {
 		c.pend.spans = append(c.pend.spans, providerSpan{provider: b.Provider, Span: s})
 	}
 	c.mu.Unlock()
-	c.poke()
+	poke(c.kick)
 }
 
 // Trim queues a trim to the retention before now.
@@ -83,12 +83,13 @@ func (c *History) Trim(now time.Time) {
 	}
 	c.pend.trim = now
 	c.mu.Unlock()
-	c.poke()
+	poke(c.kick)
 }
 
-func (c *History) poke() {
+// poke wakes ch's reader unless a wake-up is pending already.
+func poke(ch chan<- struct{}) {
 	select {
-	case c.kick <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -201,21 +202,21 @@ func (c *History) poolID(ctx context.Context, tx *sql.Tx, k domain.PoolKey, desc
 			return id, nil
 		}
 	}
+	model, text := "", ""
+	if desc != nil {
+		b, err := json.Marshal(desc)
+		if err != nil {
+			return 0, fmt.Errorf("describe %s: %w", k, err)
+		}
+		model, text = desc.GPU.Model, string(b)
+	} else if e, ok := domain.LookupGPU(k.InstanceType); ok {
+		model = e.GPU.Model
+	}
 	var id int64
 	err := tx.QueryRowContext(ctx, `SELECT id FROM pools WHERE provider = ? AND region = ? AND zone = ? AND instance_type = ?`,
 		k.Provider, k.Region, k.Zone, k.InstanceType).Scan(&id)
 	switch {
 	case err == sql.ErrNoRows:
-		model, text := "", ""
-		if desc != nil {
-			b, err := json.Marshal(desc)
-			if err != nil {
-				return 0, fmt.Errorf("describe %s: %w", k, err)
-			}
-			model, text = desc.GPU.Model, string(b)
-		} else if e, ok := domain.LookupGPU(k.InstanceType); ok {
-			model = e.GPU.Model
-		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO pools (provider, region, zone, instance_type, gpu_model, description) VALUES (?, ?, ?, ?, ?, ?)`,
 			k.Provider, k.Region, k.Zone, k.InstanceType, model, text)
 		if err != nil {
@@ -226,11 +227,7 @@ func (c *History) poolID(ctx context.Context, tx *sql.Tx, k domain.PoolKey, desc
 		return 0, fmt.Errorf("pool %s: %w", k, err)
 	}
 	if desc != nil {
-		b, err := json.Marshal(desc)
-		if err != nil {
-			return 0, fmt.Errorf("describe %s: %w", k, err)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE pools SET gpu_model = ?, description = ? WHERE id = ?`, desc.GPU.Model, string(b), id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE pools SET gpu_model = ?, description = ? WHERE id = ?`, model, text, id); err != nil {
 			return 0, fmt.Errorf("describe %s: %w", k, err)
 		}
 	}
@@ -248,19 +245,14 @@ func writePoints(ctx context.Context, tx *sql.Tx, pool int64, runs []Run) error 
 	first, last := dayOf(at[0]), dayOf(at[len(at)-1])
 	old := map[int64][]byte{}
 	rows, err := tx.QueryContext(ctx, `SELECT day, data FROM chunks WHERE pool = ? AND day BETWEEN ? AND ?`, pool, first, last)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
+	err = sqlitedb.EachRow(rows, err, func() error {
 		var d int64
 		var b []byte
-		if err := rows.Scan(&d, &b); err != nil {
-			rows.Close()
-			return err
-		}
+		err := rows.Scan(&d, &b)
 		old[d] = b
-	}
-	if err := rows.Close(); err != nil {
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	stmt, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO chunks (pool, day, n, data) VALUES (?, ?, ?, ?)`)
@@ -291,11 +283,7 @@ func writePoints(ctx context.Context, tx *sql.Tx, pool int64, runs []Run) error 
 }
 
 // gpuKey is a GPU filter as stored: sorted, comma-joined, "" for every GPU.
-func gpuKey(gpus []string) string {
-	g := append([]string(nil), gpus...)
-	sort.Strings(g)
-	return strings.Join(g, ",")
-}
+func gpuKey(gpus []string) string { return strings.Join(sortedGPUs(gpus), ",") }
 
 // writeSpan folds a span into its region's for the same filter: touching spans
 // join; a later one replaces a non-touching old one (the gap was never fetched).
@@ -325,45 +313,28 @@ func writeSpan(ctx context.Context, tx *sql.Tx, s providerSpan) error {
 func trim(ctx context.Context, tx *sql.Tx, cut int64) error {
 	cutDay := dayOf(cut)
 	rows, err := tx.QueryContext(ctx, `SELECT pool, MAX(day) FROM chunks WHERE day < ? GROUP BY pool`, cutDay)
+	type last struct{ pool, day int64 }
+	var lasts []last
+	err = sqlitedb.EachRow(rows, err, func() error {
+		var l last
+		err := rows.Scan(&l.pool, &l.day)
+		lasts = append(lasts, l)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	type last struct{ pool, day int64 }
-	var lasts []last
-	for rows.Next() {
-		var l last
-		if err := rows.Scan(&l.pool, &l.day); err != nil {
-			rows.Close()
-			return err
-		}
-		lasts = append(lasts, l)
-	}
-	if err := rows.Close(); err != nil {
-		return err
-	}
 	for _, l := range lasts {
-		var cur []byte
-		err := tx.QueryRowContext(ctx, `SELECT data FROM chunks WHERE pool = ? AND day = ?`, l.pool, cutDay).Scan(&cur)
-		if err != nil && err != sql.ErrNoRows {
+		cAt, cUSD, err := readChunk(ctx, tx, l.pool, cutDay)
+		if err != nil {
 			return err
-		}
-		cAt, cUSD, derr := appendChunk(nil, nil, cur)
-		if cur == nil {
-			cAt, cUSD, derr = nil, nil, nil
-		}
-		if derr != nil {
-			return fmt.Errorf("chunk of day %d: %w", cutDay, derr)
 		}
 		if len(cAt) > 0 && cAt[0] <= cut {
 			continue // the price in force at cut is in the cut's day
 		}
-		var old []byte
-		if err := tx.QueryRowContext(ctx, `SELECT data FROM chunks WHERE pool = ? AND day = ?`, l.pool, l.day).Scan(&old); err != nil {
-			return err
-		}
-		oAt, oUSD, err := appendChunk(nil, nil, old)
+		oAt, oUSD, err := readChunk(ctx, tx, l.pool, l.day)
 		if err != nil {
-			return fmt.Errorf("chunk of day %d: %w", l.day, err)
+			return err
 		}
 		if len(oAt) == 0 {
 			continue
@@ -387,4 +358,21 @@ func trim(ctx context.Context, tx *sql.Tx, cut int64) error {
 		}
 	}
 	return nil
+}
+
+// readChunk decodes a pool's chunk of a day; no chunk is no points.
+func readChunk(ctx context.Context, tx *sql.Tx, pool, day int64) ([]int64, []float64, error) {
+	var b []byte
+	err := tx.QueryRowContext(ctx, `SELECT data FROM chunks WHERE pool = ? AND day = ?`, pool, day).Scan(&b)
+	if err == sql.ErrNoRows {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	at, usd, err := appendChunk(nil, nil, b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("chunk of day %d: %w", day, err)
+	}
+	return at, usd, nil
 }

@@ -40,7 +40,7 @@ var (
 		Field: "cloud", Format: "-", Value: func(r *Row) any { return string(r.Cloud) }}}
 	ColSpot = &Column{Col: Col[*Row]{Title: "SPOT $/H", Width: 8, Prio: 6, Right: true,
 		Cell:  func(r *Row) string { return Money(r.Spot) },
-		Field: "spot_usd_hour", Format: "%.4f", Value: func(r *Row) any { return known(r.Spot) }},
+		Field: "spot_usd_hour", Format: "%.4f", Value: func(r *Row) any { return Known(r.Spot) }},
 		SortName: "spot $/h", SortShort: "spot", Compare: byFigure(func(r *Row) float64 { return r.Spot })}
 	ColPerGPU = &Column{Col: Col[*Row]{Title: "$/GPU-H", Width: 8, Prio: 3, Right: true,
 		Cell:  func(r *Row) string { return Money(r.PerGPU) },
@@ -165,14 +165,8 @@ func Compare(by *Column, a, b *Row, reverse bool) int {
 func byFigure(f func(*Row) float64) func(a, b *Row, reverse bool) int {
 	return func(a, b *Row, reverse bool) int {
 		x, y := f(a), f(b)
-		xn, yn := math.IsNaN(x), math.IsNaN(y)
-		switch {
-		case xn && yn:
-			return 0
-		case xn:
-			return 1
-		case yn:
-			return -1
+		if math.IsNaN(x) || math.IsNaN(y) {
+			return cmpNaNLast(x, y)
 		}
 		return dir(reverse, cmp.Compare(x, y))
 	}

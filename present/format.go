@@ -88,7 +88,8 @@ func Round(v float64, digits int) *float64 {
 	return domain.Float(math.Round(v*p) / p)
 }
 
-func known(v float64) *float64 {
+// Known is v, or nil (null in JSON) when it is unknown (NaN or ±Inf).
+func Known(v float64) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
 	}

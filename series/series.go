@@ -762,13 +762,4 @@ func quantize(p float64, digits int8) (int64, bool) {
 }
 
 // grow picks a capacity for n+extra: an eighth spare, since doubling a back-fill wastes half.
-func grow(n, extra int) int {
-	c := n + extra
-	if c < n+n/8 {
-		c = n + n/8
-	}
-	if c < 16 {
-		c = 16
-	}
-	return c
-}
+func grow(n, extra int) int { return max(n+extra, n+n/8, 16) }

@@ -406,3 +406,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 	t.Fatalf("never: %s", what)
 }
+
+// Addr is the address listened on once Serve started; nil before.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.listeners) == 0 {
+		return nil
+	}
+	return s.listeners[0].Addr()
+}

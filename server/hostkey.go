@@ -55,16 +55,10 @@ func checkHostKeyStrength(pub gossh.PublicKey) error {
 	case gossh.InsecureKeyAlgoDSA:
 		return errors.New("a DSA key is too weak (1024 bits; OpenSSH no longer accepts DSA); want ed25519, ECDSA or RSA of at least 2048 bits")
 	case gossh.KeyAlgoRSA:
-		ck, ok := pub.(gossh.CryptoPublicKey)
-		if !ok {
-			return nil
-		}
-		rk, ok := ck.CryptoPublicKey().(*rsa.PublicKey)
-		if !ok {
-			return nil
-		}
-		if bits := rk.N.BitLen(); bits < minRSABits {
-			return fmt.Errorf("an RSA key of %d bits is too weak; want ed25519, ECDSA or RSA of at least %d bits", bits, minRSABits)
+		if ck, ok := pub.(gossh.CryptoPublicKey); ok {
+			if rk, ok := ck.CryptoPublicKey().(*rsa.PublicKey); ok && rk.N.BitLen() < minRSABits {
+				return fmt.Errorf("an RSA key of %d bits is too weak; want ed25519, ECDSA or RSA of at least %d bits", rk.N.BitLen(), minRSABits)
+			}
 		}
 	}
 	return nil
@@ -91,12 +85,11 @@ func createHostKey(path string) error {
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(path)
-		return fmt.Errorf("write: %w", err)
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
+	if err != nil {
 		os.Remove(path)
 		return fmt.Errorf("write: %w", err)
 	}

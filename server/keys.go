@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -37,14 +38,7 @@ const RoleEnv = "GPUMARKET_ROLE"
 const roleCommentPrefix = "gpumarket-role="
 
 // refusedOptions restrict a login; ignoring them would grant more than meant.
-var refusedOptions = map[string]bool{
-	"cert-authority":  true,
-	"command":         true,
-	"expiry-time":     true,
-	"from":            true,
-	"principals":      true,
-	"verify-required": true,
-}
+var refusedOptions = []string{"cert-authority", "command", "expiry-time", "from", "principals", "verify-required"}
 
 type AuthorizedKey struct {
 	Key         gossh.PublicKey
@@ -99,7 +93,7 @@ func parseAuthorizedLine(line []byte) (AuthorizedKey, error) {
 	for _, opt := range options {
 		name, value, hasValue := strings.Cut(opt, "=")
 		name = strings.ToLower(name)
-		if refusedOptions[name] {
+		if slices.Contains(refusedOptions, name) {
 			return AuthorizedKey{}, fmt.Errorf("option %q is not supported by gpumarket serve (it would be ignored and grant more than meant); remove it or the line", name)
 		}
 		if name != "environment" || !hasValue {
@@ -132,13 +126,11 @@ func parseAuthorizedLine(line []byte) (AuthorizedKey, error) {
 		words = append(words, w)
 	}
 	k.Comment = strings.Join(words, " ")
-	switch {
-	case len(given) > 1:
+	for r := range given {
+		k.Role = r
+	}
+	if len(given) > 1 {
 		k.Role, k.RoleConflict = RoleViewer, true
-	case given[RoleBooker]:
-		k.Role = RoleBooker
-	case given[RoleViewer]:
-		k.Role = RoleViewer
 	}
 	return k, nil
 }

@@ -147,7 +147,10 @@ func (s *Server) runSession(sess ssh.Session) (code int) {
 		}
 	}()
 
-	if msg := s.refusal(conn); msg != "" { // spare building a model for nothing
+	s.mu.Lock()
+	msg := s.refusalLocked(conn)
+	s.mu.Unlock()
+	if msg != "" { // spare building a model for nothing
 		tell(sess, msg)
 		return 1
 	}
@@ -212,16 +215,10 @@ func (s *Server) register(st *session, c *conn) string {
 	}
 	s.sessions[st] = struct{}{}
 	if c != nil {
-		c.sessionStartedLocked()
+		c.sessions++ // c's place moves to its session; the timer then finds it and leaves c be
 	}
 	s.active.Add(1)
 	return ""
-}
-
-func (s *Server) refusal(c *conn) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.refusalLocked(c)
 }
 
 // refusalLocked says why c may not take a place now, "" when it may.

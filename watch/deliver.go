@@ -83,8 +83,5 @@ func (e *Evaluator) send(ctx context.Context, n Notifier, d delivery) {
 	if ferr != nil {
 		e.log.Error("watch: record delivery", "err", ferr)
 	}
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
+	poke(e.wake)
 }

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -125,9 +126,7 @@ func New(opt Options) (*Evaluator, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	if opt.Logger == nil {
-		opt.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger = cmp.Or(opt.Logger, slog.New(slog.DiscardHandler))
 	e := &Evaluator{opt: opt, log: opt.Logger, notifiers: map[string]Notifier{}, rt: map[string]*runtime{},
 		wake: make(chan struct{}, 1), noPoolSaid: map[string]bool{},
 		hub: opt.Hub, newHub: make(chan struct{}, 1)}
@@ -294,10 +293,7 @@ func (e *Evaluator) remarket() {
 	e.hub = h
 	e.mu.Unlock()
 	if moved {
-		select {
-		case e.newHub <- struct{}{}:
-		default:
-		}
+		poke(e.newHub)
 	}
 }
 
@@ -529,12 +525,17 @@ func (e *Evaluator) raised(a Alert) {
 	e.fired.Add(1)
 	e.log.Debug("watch: alert", "rule", a.Rule, "id", a.ID, "text", a.Text)
 	e.share([]Alert{a})
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
+	poke(e.wake)
 	if e.opt.OnAlert != nil {
 		e.opt.OnAlert(a)
+	}
+}
+
+// poke wakes ch's reader unless a wake-up is pending already.
+func poke(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 

@@ -1,10 +1,12 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,19 +111,12 @@ func (b *BlockRule) Describe() string {
 	}
 	s := fmt.Sprintf("block ≥%s × %gh", size, b.Hours)
 	if b.StartAfter != "" || b.StartBefore != "" {
-		s += fmt.Sprintf(" starting %s…%s", orStr(b.StartAfter, "now"), orStr(b.StartBefore, "as sold"))
+		s += fmt.Sprintf(" starting %s…%s", cmp.Or(b.StartAfter, "now"), cmp.Or(b.StartBefore, "as sold"))
 	}
 	if b.MaxUSDGPUHour != nil {
 		s += fmt.Sprintf(" under $%g/GPU-h", *b.MaxUSDGPUHour)
 	}
 	return s
-}
-
-func orStr(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a
 }
 
 // check asks the providers that sell blocks for its length and regions.
@@ -189,12 +184,7 @@ func (b *BlockRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *roun
 	if ctx.Err() != nil {
 		return
 	}
-	failed := make([]string, 0, len(s.res.Failed))
-	for name := range s.res.Failed {
-		failed = append(failed, name)
-	}
-	sort.Strings(failed)
-	for _, name := range failed {
+	for _, name := range slices.Sorted(maps.Keys(s.res.Failed)) {
 		e.sayOnce(r, fmt.Sprintf("%s refused the search: %v", name, s.res.Failed[name]))
 	}
 	if s.err != nil && len(s.res.Failed) == 0 {

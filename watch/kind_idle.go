@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -91,30 +90,8 @@ func (i *IdleRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *round
 	} else {
 		e.clearNote(r)
 	}
-	e.step(ctx, r, func(st *ruleState) *Alert {
-		var keep []string
-		for _, id := range toldRows(st) {
-			if slices.Contains(held, id) {
-				keep = append(keep, id)
-			}
-		}
-		var news []ledger.UsageRow
-		for _, row := range over {
-			if !slices.Contains(keep, row.ID) {
-				news = append(news, row)
-			}
-		}
-		var a *Alert
-		if len(news) > 0 && (st.LastFired.IsZero() || now.Sub(st.LastFired) >= r.Cooldown) {
-			a = i.alert(e, news)
-			for _, row := range news {
-				keep = append(keep, row.ID)
-			}
-			st.LastFired = now
-		}
-		keepRows(st, keep)
-		return a
-	})
+	e.step(ctx, r, tellRows(now, r.Cooldown, held, over, func(row ledger.UsageRow) string { return row.ID },
+		func(news []ledger.UsageRow) *Alert { return i.alert(e, news) }))
 }
 
 // rowNote says why a rule on one row cannot judge it: not in the report, or not running.
@@ -147,7 +124,7 @@ func (i *IdleRule) alert(e *Evaluator, news []ledger.UsageRow) *Alert {
 	}
 	top := news[0]
 	a.Provider, a.Region, a.Zone, a.InstanceType = strp(top.Provider), strp(top.Region), strp(top.Zone), strp(top.InstanceType)
-	a.GPUCount, a.TotalUSD, a.IdleUSD = known(top.GPUs), known(top.UsedUSD()), known(top.IdleUSD)
+	a.GPUCount, a.TotalUSD, a.IdleUSD = present.Known(top.GPUs), present.Known(top.UsedUSD()), present.Known(top.IdleUSD)
 	a.IdlePct, a.ThresholdPct = fp(top.IdleShare()*100), fp(i.AbovePct)
 	a.Text = strings.Join(parts, "; ") + fmt.Sprintf(" (above %g%%)", i.AbovePct) + simNote(a.Simulated)
 	return a
@@ -159,12 +136,4 @@ func hoursRun(d time.Duration) string {
 		return fmt.Sprintf("%d min", int(d.Minutes()))
 	}
 	return fmt.Sprintf("%.0f h", d.Hours())
-}
-
-// known is v, or nil (null in JSON) when it is unknown.
-func known(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
 }

@@ -84,17 +84,9 @@ func (p *PlanRule) Validate() error {
 	if p.OnTimePct != nil && (badFloat(*p.OnTimePct) || *p.OnTimePct <= 0 || *p.OnTimePct > 100) {
 		return ruleErr("on_time_pct", "%v; want a percentage above 0, at most 100 (default %g)", *p.OnTimePct, DefaultOnTimePct)
 	}
-	switch {
-	case p.BelowUSD == nil && p.BelowUSDGPUHour == nil:
-		return ruleErr("", "below_usd or below_usd_gpu_hour: missing; want below_usd (the plan's expected total) or below_usd_gpu_hour (per useful GPU-hour)")
-	case p.BelowUSD != nil && p.BelowUSDGPUHour != nil:
-		return ruleErr("below_usd_gpu_hour", "below_usd and below_usd_gpu_hour are both set; want one of them")
-	case p.BelowUSD != nil && (badFloat(*p.BelowUSD) || *p.BelowUSD <= 0):
-		return ruleErr("below_usd", "%v: no plan costs less, so the rule could never fire; want a total above 0", *p.BelowUSD)
-	case p.BelowUSDGPUHour != nil && (badFloat(*p.BelowUSDGPUHour) || *p.BelowUSDGPUHour <= 0):
-		return ruleErr("below_usd_gpu_hour", "%v: no plan costs less, so the rule could never fire; want a price per GPU-hour above 0", *p.BelowUSDGPUHour)
-	}
-	return nil
+	return oneLimit(limit{"below_usd", p.BelowUSD, ": no plan costs less, so the rule could never fire; want a total above 0"},
+		limit{"below_usd_gpu_hour", p.BelowUSDGPUHour, ": no plan costs less, so the rule could never fire; want a price per GPU-hour above 0"},
+		"below_usd (the plan's expected total) or below_usd_gpu_hour (per useful GPU-hour)", "")
 }
 
 // Window returns the job's start and deadline as of now.
@@ -171,9 +163,7 @@ func (p *PlanRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *round
 		e.sayOnce(r, fmt.Sprintf("the job can no longer be done by its deadline %s: it will not fire again (remove it)", deadline.UTC().Format(time.RFC3339)))
 		return
 	}
-	if start.Before(now) {
-		start = now
-	}
+	start = domain.Later(now, start)
 	snap := rd.snap
 	if snap == nil || !snap.Ready {
 		return // the planner prices the market: wait for it

@@ -31,17 +31,9 @@ func (s *SpotRule) Validate() error {
 	if err := validatePool(&s.InstanceType, &s.Region, &s.Zone, &s.Provider); err != nil {
 		return err
 	}
-	switch {
-	case s.BelowUSDHour == nil && s.AboveUSDHour == nil:
-		return ruleErr("", "below_usd_hour or above_usd_hour: missing; want below_usd_hour or above_usd_hour, a spot price per instance-hour such as 20")
-	case s.BelowUSDHour != nil && s.AboveUSDHour != nil:
-		return ruleErr("above_usd_hour", "below_usd_hour and above_usd_hour are both set; want one of them (make two rules to watch both)")
-	case s.BelowUSDHour != nil && (badFloat(*s.BelowUSDHour) || *s.BelowUSDHour <= 0):
-		return ruleErr("below_usd_hour", "%v: no price is below it, so the rule could never fire; want a price per instance-hour above 0 such as 20", *s.BelowUSDHour)
-	case s.AboveUSDHour != nil && (badFloat(*s.AboveUSDHour) || *s.AboveUSDHour <= 0):
-		return ruleErr("above_usd_hour", "%v; want a price per instance-hour above 0 such as 40", *s.AboveUSDHour)
-	}
-	return nil
+	return oneLimit(limit{"below_usd_hour", s.BelowUSDHour, ": no price is below it, so the rule could never fire; want a price per instance-hour above 0 such as 20"},
+		limit{"above_usd_hour", s.AboveUSDHour, "; want a price per instance-hour above 0 such as 40"},
+		"below_usd_hour or above_usd_hour, a spot price per instance-hour such as 20", " (make two rules to watch both)")
 }
 
 // Describe implements Condition.

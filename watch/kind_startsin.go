@@ -3,7 +3,6 @@ package watch
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -55,52 +54,33 @@ func (s *StartsInRule) evaluate(ctx context.Context, e *Evaluator, r Rule, _ *ro
 		return
 	}
 	now := e.now()
-	var future, soon []ledger.Entry
+	var future []string // the rows that may still be told
+	var soon []ledger.Entry
 	for _, row := range rows {
 		// What starts at a set time: a block, a reservation, a scheduled fleet.
 		if (!ledger.Booked(row.Kind) && row.Kind != ledger.KindFleet) || (s.Kind != "" && row.Kind != s.Kind) || (s.ID != "" && row.ID != s.ID && row.ProviderRef != s.ID) || !row.Start.After(now) {
 			continue
 		}
-		future = append(future, row)
+		future = append(future, row.ID)
 		if !row.Start.After(now.Add(s.Within.D())) {
 			soon = append(soon, row)
 		}
 	}
 	e.clearNote(r)
-	e.step(ctx, r, func(st *ruleState) *Alert {
-		told := toldRows(st)
-		// The memo keeps only rows that may still be told.
-		var keep []string
-		for _, row := range future {
-			if slices.Contains(told, row.ID) {
-				keep = append(keep, row.ID)
-			}
+	e.step(ctx, r, tellRows(now, r.Cooldown, future, soon, func(row ledger.Entry) string { return row.ID }, func(news []ledger.Entry) *Alert {
+		var parts []string
+		a := &Alert{Simulated: true}
+		for _, row := range news {
+			a.LedgerIDs = append(a.LedgerIDs, row.ID)
+			a.Simulated = a.Simulated && e.simulated(row.Provider)
+			parts = append(parts, fmt.Sprintf("%s %s %d × %s in %s starts %s (in %s)", row.Kind, row.ID, row.InstanceCount,
+				present.DisplayType(row.InstanceType), present.Place(row.Region, row.Zone), row.Start.UTC().Format("Mon 2006-01-02 15:04 UTC"),
+				domain.FormatDuration(row.Start.Sub(now).Round(time.Minute))))
 		}
-		var news []ledger.Entry
-		for _, row := range soon {
-			if !slices.Contains(keep, row.ID) {
-				news = append(news, row)
-			}
-		}
-		var a *Alert
-		if len(news) > 0 && (st.LastFired.IsZero() || now.Sub(st.LastFired) >= r.Cooldown) {
-			var parts []string
-			a = &Alert{Simulated: true}
-			for _, row := range news {
-				keep = append(keep, row.ID)
-				a.LedgerIDs = append(a.LedgerIDs, row.ID)
-				a.Simulated = a.Simulated && e.simulated(row.Provider)
-				parts = append(parts, fmt.Sprintf("%s %s %d × %s in %s starts %s (in %s)", row.Kind, row.ID, row.InstanceCount,
-					present.DisplayType(row.InstanceType), present.Place(row.Region, row.Zone), row.Start.UTC().Format("Mon 2006-01-02 15:04 UTC"),
-					domain.FormatDuration(row.Start.Sub(now).Round(time.Minute))))
-			}
-			first := news[0]
-			a.Provider, a.Region, a.Zone, a.InstanceType = strp(first.Provider), strp(first.Region), strp(first.Zone), strp(first.InstanceType)
-			a.Start, a.End, a.GPUCount = tp(first.Start), tp(first.End), fp(first.GPUCount)
-			a.Text = strings.Join(parts, "; ") + simNote(a.Simulated)
-			st.LastFired = now
-		}
-		keepRows(st, keep)
+		first := news[0]
+		a.Provider, a.Region, a.Zone, a.InstanceType = strp(first.Provider), strp(first.Region), strp(first.Zone), strp(first.InstanceType)
+		a.Start, a.End, a.GPUCount = tp(first.Start), tp(first.End), fp(first.GPUCount)
+		a.Text = strings.Join(parts, "; ") + simNote(a.Simulated)
 		return a
-	})
+	}))
 }

@@ -31,44 +31,37 @@ type Notifier interface {
 	String() string // for logs, without secrets
 }
 
-// permanentError cannot be mended by trying again (a revoked hook).
-type permanentError struct{ err error }
+// sendError is a failed send: permanent (a revoked hook: trying again cannot
+// mend it), unconfirmed (sent whole without an answer: the receiver may have
+// it), or to be tried again after a wait the receiver named.
+type sendError struct {
+	err         error
+	permanent   bool
+	unconfirmed bool
+	after       time.Duration
+}
 
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
+func (e *sendError) Error() string { return e.err.Error() }
+func (e *sendError) Unwrap() error { return e.err }
 
 // Permanent marks err as not worth trying again.
-func Permanent(err error) error { return &permanentError{err} }
+func Permanent(err error) error { return &sendError{err: err, permanent: true} }
 
 func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
+	var s *sendError
+	return errors.As(err, &s) && s.permanent
 }
-
-// unconfirmedError is a send out whole without an answer: the receiver may have it.
-type unconfirmedError struct{ err error }
-
-func (e *unconfirmedError) Error() string { return e.err.Error() }
-func (e *unconfirmedError) Unwrap() error { return e.err }
 
 func IsUnconfirmed(err error) bool {
-	var u *unconfirmedError
-	return errors.As(err, &u)
+	var s *sendError
+	return errors.As(err, &s) && s.unconfirmed
 }
-
-type retryAfterError struct {
-	err   error
-	after time.Duration
-}
-
-func (e *retryAfterError) Error() string { return e.err.Error() }
-func (e *retryAfterError) Unwrap() error { return e.err }
 
 const maxBackoff = time.Minute
 
 // expBackoff doubles base per attempt; a Retry-After wins; both capped.
 func expBackoff(base time.Duration, n int, err error) time.Duration {
-	var ra *retryAfterError
+	var ra *sendError
 	if errors.As(err, &ra) && ra.after > 0 {
 		return min(ra.after, maxBackoff)
 	}
@@ -155,9 +148,9 @@ func (w *Webhook) Send(ctx context.Context, a Alert) error {
 		case errors.As(err, &oh):
 			return Permanent(fmt.Errorf("POST %s: %v, another host: not followed", hook, oh))
 		case wrote.Load() && ctx.Err() != nil:
-			return &unconfirmedError{fmt.Errorf("POST %s: sent, no answer within %s; not sent again, as the hook may have it (idempotency key %s)", hook, w.Wait, a.IdempotencyKey)}
+			return &sendError{unconfirmed: true, err: fmt.Errorf("POST %s: sent, no answer within %s; not sent again, as the hook may have it (idempotency key %s)", hook, w.Wait, a.IdempotencyKey)}
 		case wrote.Load():
-			return &unconfirmedError{fmt.Errorf("POST %s: sent, then %v; not sent again, as the hook may have it (idempotency key %s)", hook, unwrapURL(err), a.IdempotencyKey)}
+			return &sendError{unconfirmed: true, err: fmt.Errorf("POST %s: sent, then %v; not sent again, as the hook may have it (idempotency key %s)", hook, unwrapURL(err), a.IdempotencyKey)}
 		case ctx.Err() != nil:
 			return fmt.Errorf("POST %s: not sent within %s", hook, w.Wait)
 		}
@@ -170,7 +163,7 @@ func (w *Webhook) Send(ctx context.Context, a Alert) error {
 		return nil
 	case resp.StatusCode == http.StatusTooManyRequests:
 		after, _ := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
-		return &retryAfterError{err: fmt.Errorf("POST %s: %s", hook, resp.Status), after: time.Duration(after) * time.Second}
+		return &sendError{err: fmt.Errorf("POST %s: %s", hook, resp.Status), after: time.Duration(after) * time.Second}
 	case resp.StatusCode >= 500:
 		return fmt.Errorf("POST %s: %s %s", hook, resp.Status, oneLine(string(body)))
 	}

@@ -274,11 +274,11 @@ func TestWebhook4xxIsNotRetried(t *testing.T) {
 
 func TestWebhookHonoursRetryAfter(t *testing.T) {
 	w := &Webhook{Base: time.Millisecond}
-	err := &retryAfterError{err: errors.New("429"), after: 7 * time.Second}
+	err := &sendError{err: errors.New("429"), after: 7 * time.Second}
 	if d := w.Backoff(1, err); d != 7*time.Second {
 		t.Errorf("backoff %s, want Retry-After's 7s", d)
 	}
-	if d := w.Backoff(1, &retryAfterError{err: err, after: time.Hour}); d != maxBackoff {
+	if d := w.Backoff(1, &sendError{err: err, after: time.Hour}); d != maxBackoff {
 		t.Errorf("backoff %s, want the cap", d)
 	}
 	if a, b, c := w.Backoff(1, errors.New("x")), w.Backoff(2, errors.New("x")), w.Backoff(3, errors.New("x")); a != time.Millisecond || b != 2*time.Millisecond || c != 4*time.Millisecond {

@@ -2,7 +2,9 @@ package watch
 
 import (
 	"encoding/json"
+	"slices"
 	"sort"
+	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
 )
@@ -26,20 +28,38 @@ func checkRowKind(kind, fleet string) error {
 	return nil
 }
 
-func toldRows(st *ruleState) []string {
-	var told []string
-	if len(st.Memo) > 0 {
-		json.Unmarshal(st.Memo, &told)
-	}
-	return told
-}
-
-// keepRows keeps the rows told in the rule's memo.
-func keepRows(st *ruleState, keep []string) {
-	sort.Strings(keep)
-	if len(keep) == 0 {
+// tellRows tells the rows of due not told yet, at most once per cooldown; a
+// told row stays told while it is in still. The memo keeps the told rows.
+func tellRows[T any](now time.Time, cooldown time.Duration, still []string, due []T, id func(T) string, alert func([]T) *Alert) func(*ruleState) *Alert {
+	return func(st *ruleState) *Alert {
+		var told, keep []string
+		if len(st.Memo) > 0 {
+			json.Unmarshal(st.Memo, &told)
+		}
+		for _, t := range told {
+			if slices.Contains(still, t) {
+				keep = append(keep, t)
+			}
+		}
+		var news []T
+		for _, row := range due {
+			if !slices.Contains(keep, id(row)) {
+				news = append(news, row)
+			}
+		}
+		var a *Alert
+		if len(news) > 0 && (st.LastFired.IsZero() || now.Sub(st.LastFired) >= cooldown) {
+			a = alert(news)
+			for _, row := range news {
+				keep = append(keep, id(row))
+			}
+			st.LastFired = now
+		}
+		sort.Strings(keep)
 		st.Memo = nil
-		return
+		if len(keep) > 0 {
+			st.Memo, _ = json.Marshal(keep)
+		}
+		return a
 	}
-	st.Memo, _ = json.Marshal(keep)
 }

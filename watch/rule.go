@@ -113,7 +113,6 @@ func Place(file string, s Spec, index int, err error) error {
 	if !errors.As(err, &ce) {
 		return err
 	}
-	ke := &config.KeyError{Key: fmt.Sprintf("watch[%d].%s", index, ce.Key), Msg: ce.Msg}
-	line, col := s.At(ce.Key)
-	return &config.FileError{Path: file, Line: line, Col: col, Err: ke}
+	key := fmt.Sprintf("watch[%d]", index)
+	return placed(file, s, key, &config.KeyError{Key: key + "." + ce.Key, Msg: ce.Msg})
 }

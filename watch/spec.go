@@ -476,3 +476,26 @@ func MarshalRules(specs []Spec) ([]byte, error) {
 func ParseRuleTime(s string, now time.Time) (time.Time, error) { return domain.ParseWhen(s, now) }
 
 func badFloat(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
+
+// limit is a rule's threshold: its key, its value (nil: not set) and what a value not above 0 is told.
+type limit struct {
+	key  string
+	v    *float64
+	want string
+}
+
+// oneLimit checks that exactly one of a and b is set, above 0; want says what a missing one is, both ends the both-set error.
+func oneLimit(a, b limit, want, both string) error {
+	switch {
+	case a.v == nil && b.v == nil:
+		return ruleErr("", "%s or %s: missing; want %s", a.key, b.key, want)
+	case a.v != nil && b.v != nil:
+		return ruleErr(b.key, "%s and %s are both set; want one of them%s", a.key, b.key, both)
+	}
+	for _, l := range []limit{a, b} {
+		if l.v != nil && (badFloat(*l.v) || *l.v <= 0) {
+			return ruleErr(l.key, "%v%s", *l.v, l.want)
+		}
+	}
+	return nil
+}

@@ -206,11 +206,7 @@ func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.T
 	if a != nil {
 		a.At = now.UTC().Truncate(time.Second) // RFC 3339 to the second, as the CLI writes times
 		a.IdempotencyKey = newKey()
-		res, err := tx.ExecContext(ctx, `INSERT INTO alerts (rule, at, alert) VALUES (?, ?, '')`, rule, fmtTime(now))
-		if err != nil {
-			return nil, st, fmt.Errorf("record alert of rule %s: %w", rule, err)
-		}
-		if a.ID, err = res.LastInsertId(); err != nil {
+		if err := tx.QueryRowContext(ctx, `INSERT INTO alerts (rule, at, alert) VALUES (?, ?, '') RETURNING id`, rule, fmtTime(now)).Scan(&a.ID); err != nil {
 			return nil, st, fmt.Errorf("record alert of rule %s: %w", rule, err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alerts SET alert = ? WHERE id = ?`, string(a.JSON()), a.ID); err != nil {
@@ -273,73 +269,59 @@ func (s *State) locked(ctx context.Context, f func() error) error {
 // AlertsAfter returns at most limit alerts after id, oldest first.
 func (s *State) AlertsAfter(ctx context.Context, id int64, limit int) ([]Alert, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, alert FROM alerts WHERE id > ? ORDER BY id LIMIT ?`, id, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read alerts: %w", err)
-	}
-	defer rows.Close()
 	var out []Alert
-	for rows.Next() {
+	err = eachAlert(rows, err, func(a Alert) { out = append(out, a) })
+	return out, err
+}
+
+// eachAlert calls f on each (id, alert) row; a row another version wrote badly is skipped, not the rest.
+func eachAlert(rows *sql.Rows, err error, f func(Alert)) error {
+	err = sqlitedb.EachRow(rows, err, func() error {
 		var a Alert
-		var id int64
 		var body string
-		if err := rows.Scan(&id, &body); err != nil {
-			return nil, fmt.Errorf("read alerts: %w", err)
+		if err := rows.Scan(&a.ID, &body); err != nil {
+			return err
 		}
-		if err := json.Unmarshal([]byte(body), &a); err != nil {
-			continue // a row another version wrote badly: skip it, not the rest
+		if id := a.ID; json.Unmarshal([]byte(body), &a) == nil {
+			a.ID = id
+			f(a)
 		}
-		a.ID = id
-		out = append(out, a)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read alerts: %w", err)
 	}
-	return out, rows.Err()
+	return nil
 }
 
 // Recent returns the newest alerts first, with their deliveries.
 func (s *State) Recent(ctx context.Context, limit int) ([]Record, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, alert FROM alerts ORDER BY id DESC LIMIT ?`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read alerts: %w", err)
-	}
 	var out []Record
 	byID := map[int64]int{}
-	for rows.Next() {
-		var id int64
-		var body string
-		if err := rows.Scan(&id, &body); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read alerts: %w", err)
-		}
-		var a Alert
-		if json.Unmarshal([]byte(body), &a) != nil {
-			continue
-		}
-		a.ID = id
-		byID[id] = len(out)
+	err = eachAlert(rows, err, func(a Alert) {
+		byID[a.ID] = len(out)
 		out = append(out, Record{Alert: a})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read alerts: %w", err)
-	}
-	if len(out) == 0 {
-		return out, nil
+	})
+	if err != nil || len(out) == 0 {
+		return out, err
 	}
 	drows, err := s.db.QueryContext(ctx, `SELECT alert_id, channel, state, attempts, error FROM deliveries WHERE alert_id >= ? ORDER BY alert_id, channel`, out[len(out)-1].ID)
-	if err != nil {
-		return nil, fmt.Errorf("read deliveries: %w", err)
-	}
-	defer drows.Close()
-	for drows.Next() {
+	err = sqlitedb.EachRow(drows, err, func() error {
 		var id int64
 		var d DeliveryStatus
 		if err := drows.Scan(&id, &d.Channel, &d.State, &d.Attempts, &d.Error); err != nil {
-			return nil, fmt.Errorf("read deliveries: %w", err)
+			return err
 		}
 		if i, ok := byID[id]; ok {
 			out[i].Deliveries = append(out[i].Deliveries, d)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read deliveries: %w", err)
 	}
-	return out, drows.Err()
+	return out, nil
 }
 
 type delivery struct {
@@ -353,30 +335,21 @@ func (s *State) claim(ctx context.Context, channels []string, owner string, now 
 	if len(channels) == 0 {
 		return nil, nil
 	}
-	ph := strings.TrimSuffix(strings.Repeat("?,", len(channels)), ",")
-	args := []any{DeliverySending, owner, fmtTime(now.Add(lease)), fmtTime(now)}
-	for _, c := range channels {
-		args = append(args, c)
-	}
+	ph, chans := placeholders(channels)
+	args := append([]any{DeliverySending, owner, fmtTime(now.Add(lease)), fmtTime(now)}, chans...)
 	args = append(args, DeliveryPending, fmtTime(now), DeliverySending, fmtTime(now), limit)
 	rows, err := s.db.QueryContext(ctx, `UPDATE deliveries SET state = ?, owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
 		WHERE rowid IN (SELECT rowid FROM deliveries WHERE channel IN (`+ph+`)
 			AND ((state = ? AND next_at <= ?) OR (state = ? AND lease_until <= ?)) ORDER BY alert_id LIMIT ?)
 		RETURNING alert_id, channel, attempts`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("claim deliveries: %w", err)
-	}
 	var out []delivery
-	for rows.Next() {
+	err = sqlitedb.EachRow(rows, err, func() error {
 		var d delivery
-		if err := rows.Scan(&d.alert.ID, &d.channel, &d.attempts); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("claim deliveries: %w", err)
-		}
+		err := rows.Scan(&d.alert.ID, &d.channel, &d.attempts)
 		out = append(out, d)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
 	for i := range out {
@@ -415,16 +388,22 @@ func (s *State) release(ctx context.Context, d delivery, owner string) error {
 	return nil
 }
 
+// placeholders is "?,?,…" for IN (…) and the channels as its arguments.
+func placeholders(channels []string) (string, []any) {
+	args := make([]any, len(channels))
+	for i, c := range channels {
+		args[i] = c
+	}
+	return strings.TrimSuffix(strings.Repeat("?,", len(channels)), ","), args
+}
+
 // owed counts the unsettled deliveries and when the next one is due.
 func (s *State) owed(ctx context.Context, channels []string) (n int, next time.Time, err error) {
 	if len(channels) == 0 {
 		return 0, time.Time{}, nil
 	}
-	ph := strings.TrimSuffix(strings.Repeat("?,", len(channels)), ",")
-	args := []any{DeliveryPending, DeliverySending}
-	for _, c := range channels {
-		args = append(args, c)
-	}
+	ph, chans := placeholders(channels)
+	args := append([]any{DeliveryPending, DeliverySending}, chans...)
 	var due sql.NullString
 	err = s.db.QueryRowContext(ctx, `SELECT COUNT(*), MIN(CASE WHEN state = 'pending' THEN next_at END) FROM deliveries WHERE state IN (?, ?) AND channel IN (`+ph+`)`, args...).Scan(&n, &due)
 	if err != nil {

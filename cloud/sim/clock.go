@@ -22,9 +22,6 @@ type Clock struct {
 	wall   func() time.Time
 }
 
-// WallClock is the clock at speed 1: time.Now.
-func WallClock() *Clock { return &Clock{speed: 1, wall: time.Now} }
-
 type clockRecord struct {
 	Speed  int       `json:"speed"`
 	Origin time.Time `json:"origin"`
@@ -97,11 +94,11 @@ func recordClock(dir, path string, rec clockRecord) (clockRecord, error) {
 		return rec, err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return rec, err
+	_, err = tmp.Write(append(data, '\n'))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Close(); err != nil {
+	if err != nil {
 		return rec, err
 	}
 	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {

@@ -125,3 +125,6 @@ func TestClockConcurrentFirstUseSharesOneOrigin(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// WallClock is the clock at speed 1: time.Now.
+func WallClock() *Clock { return &Clock{speed: 1, wall: time.Now} }

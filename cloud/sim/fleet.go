@@ -63,36 +63,28 @@ func (m *Market) validateFleet(s *domain.FleetSpec) ([]*simPool, error) {
 		}
 		return nil, fmt.Errorf("fleet region %q: the simulated market has %s", s.Region, strings.Join(names, ", "))
 	}
-	zones := map[string]bool{}
-	for _, z := range inRegion[0].spec.Region.Zones {
-		zones[z] = true
-	}
 	for _, z := range s.Zones {
-		if !zones[z] {
+		if !slices.Contains(inRegion[0].spec.Region.Zones, z) {
 			return nil, fmt.Errorf("fleet zone %q: %s has zones %s", z, s.Region, strings.Join(inRegion[0].spec.Region.Zones, ", "))
 		}
 	}
 	if len(s.InstanceTypes) == 0 {
 		return nil, fmt.Errorf("fleet in %s: give at least one instance type", s.Region)
 	}
-	sold := map[string]bool{}
-	var soldList []string
+	var sold []string
 	for _, p := range inRegion {
-		if t := p.spec.Desc.InstanceType; !sold[t] {
-			sold[t] = true
-			soldList = append(soldList, t)
+		if t := p.spec.Desc.InstanceType; !slices.Contains(sold, t) {
+			sold = append(sold, t)
 		}
 	}
-	want := map[string]bool{}
 	for _, t := range s.InstanceTypes {
-		if !sold[t] {
-			return nil, fmt.Errorf("fleet instance type %q is not sold in %s by the simulated market; it sells %s", t, s.Region, strings.Join(soldList, ", "))
+		if !slices.Contains(sold, t) {
+			return nil, fmt.Errorf("fleet instance type %q is not sold in %s by the simulated market; it sells %s", t, s.Region, strings.Join(sold, ", "))
 		}
-		want[t] = true
 	}
 	var pools []*simPool
 	for _, p := range inRegion {
-		if want[p.spec.Desc.InstanceType] && (len(s.Zones) == 0 || slices.Contains(s.Zones, p.spec.Desc.Zone)) {
+		if slices.Contains(s.InstanceTypes, p.spec.Desc.InstanceType) && (len(s.Zones) == 0 || slices.Contains(s.Zones, p.spec.Desc.Zone)) {
 			pools = append(pools, p)
 		}
 	}
@@ -154,11 +146,7 @@ func (m *Market) LaunchFleet(ctx context.Context, spec domain.FleetSpec) (domain
 		// Like EC2's DryRunOperation: capacity is not looked at.
 		return domain.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, DryRun: true, Message: dryRunMessage}, nil
 	}
-	placedAt := now
-	if spec.Start.After(now) {
-		placedAt = spec.Start
-	}
-	pl := m.place(pools, spec, placedAt.Unix())
+	pl := m.place(pools, spec, domain.Later(spec.Start, now).Unix())
 	var id string
 	if spec.ClientToken != "" {
 		id = fleetID(strHash("fleet", fmt.Sprint(m.opt.Seed), spec.ClientToken), pl.placedAt)

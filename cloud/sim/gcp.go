@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
 )
@@ -61,21 +60,13 @@ const gcpCalendarNote = "simulated Google calendar-mode future reservation: held
 
 func asCalendar(o *domain.Offering, od float64) {
 	o.Kind, o.Note = domain.KindCalendar, gcpCalendarNote
-	o.HourlyUSD = od * float64(o.InstanceCount)
-	o.UpfrontUSD = math.Round(o.HourlyUSD*o.End.Sub(o.Start).Hours()*100) / 100
+	billHourly(o, od)
 }
 
-// calendarStarts are the days a calendar-mode window may start in a query.
-func calendarStarts(v offerQuery) []time.Time {
-	var out []time.Time
-	day := v.startAfter.Truncate(24 * time.Hour)
-	if day.Before(v.startAfter) {
-		day = day.Add(24 * time.Hour)
-	}
-	for ; !day.After(v.startBefore); day = day.Add(24 * time.Hour) {
-		out = append(out, day)
-	}
-	return out
+// billHourly prices o at od an instance-hour over its window.
+func billHourly(o *domain.Offering, od float64) {
+	o.HourlyUSD = od * float64(o.InstanceCount)
+	o.UpfrontUSD = math.Round(o.HourlyUSD*o.End.Sub(o.Start).Hours()*100) / 100
 }
 
 func gcpRef(o domain.Offering, h uint64) string {

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"hash/fnv"
 	"math"
 	"slices"
 	"sort"
@@ -151,14 +150,7 @@ var blockGPUs = []string{"H100", "H200", "A100"}
 
 // strHash hashes a name without the seed: the market's structure is the same
 // for every seed, which drives only prices and offerings.
-func strHash(parts ...string) uint64 {
-	h := fnv.New64a()
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	return mix(h.Sum64())
-}
+func strHash(parts ...string) uint64 { return mix(uint64(newHashPrefix(parts...))) }
 
 func pickZones(r region, f family) []string {
 	zones := append([]string(nil), r.Zones...)
@@ -170,9 +162,7 @@ func pickZones(r region, f family) []string {
 		return zones
 	}
 	n := f.MinZones + int(strHash("nzones", r.Name, f.Name)%uint64(f.MaxZones-f.MinZones+1))
-	if n > len(zones) {
-		n = len(zones)
-	}
+	n = min(n, len(zones))
 	sort.Slice(zones, func(i, j int) bool {
 		return strHash("zone", f.Name, zones[i]) < strHash("zone", f.Name, zones[j])
 	})
@@ -202,18 +192,13 @@ const (
 func buildSpecs() []poolSpec {
 	adv := advisor.Embedded()
 	var out []poolSpec
-	regions := make([]*region, 0, len(awsRegions)+len(azureRegions))
-	for i := range awsRegions {
-		awsRegions[i].Cloud = domain.CloudAWS
-		regions = append(regions, &awsRegions[i])
-	}
-	for i := range azureRegions {
-		azureRegions[i].Cloud = domain.CloudAzure
-		regions = append(regions, &azureRegions[i])
-	}
-	for i := range gcpRegions {
-		gcpRegions[i].Cloud = domain.CloudGCP
-		regions = append(regions, &gcpRegions[i])
+	var regions []*region
+	clouds := []domain.Cloud{domain.CloudAWS, domain.CloudAzure, domain.CloudGCP}
+	for i, list := range [][]region{awsRegions, azureRegions, gcpRegions} {
+		for j := range list {
+			list[j].Cloud = clouds[i]
+			regions = append(regions, &list[j])
+		}
 	}
 	for _, r := range regions {
 		for _, f := range slices.Concat(families, gcpFamilies) {
@@ -242,12 +227,7 @@ func buildSpecs() []poolSpec {
 
 func familyIn(f family, r *region, adv *advisor.Data) bool {
 	if f.Regions != nil {
-		for _, n := range f.Regions {
-			if n == r.Name {
-				return true
-			}
-		}
-		return false
+		return slices.Contains(f.Regions, r.Name)
 	}
 	if f.Cloud == domain.CloudAzure {
 		return true
@@ -328,12 +308,4 @@ func advisorFigure(adv *advisor.Data, region, t string) (rangeIdx, savings float
 	return rangeIdx / float64(n), savings / float64(n), true
 }
 
-func clampInt(v, lo, hi int) int {
-	if v < lo {
-		return lo
-	}
-	if v > hi {
-		return hi
-	}
-	return v
-}
+func clampInt(v, lo, hi int) int { return max(lo, min(v, hi)) }

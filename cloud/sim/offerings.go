@@ -90,9 +90,7 @@ func (m *Market) validateOfferingQuery(q domain.OfferingQuery) (offerQuery, erro
 	now := m.opt.Now().UTC()
 	limit := now.Add(blockTerms.MaxLead)
 	v.startAfter, v.startBefore = q.StartAfter.UTC(), q.StartBefore.UTC()
-	if q.StartAfter.IsZero() || v.startAfter.Before(now) {
-		v.startAfter = now
-	}
+	v.startAfter = domain.Later(v.startAfter, now) // a zero start is now too
 	if q.StartBefore.IsZero() || v.startBefore.After(limit) {
 		v.startBefore = limit
 	}
@@ -175,15 +173,9 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 	var starts []time.Time
 	aws, gcp := p.spec.Desc.Cloud == domain.CloudAWS, p.spec.Desc.Cloud == domain.CloudGCP
 	if gcp {
-		starts = calendarStarts(v)
+		starts = dailyStarts(v.startAfter, v.startBefore, 0)
 	} else if aws {
-		day := v.startAfter.Truncate(24 * time.Hour).Add(blockTerms.StartOfDayUTC)
-		if day.Before(v.startAfter) {
-			day = day.Add(24 * time.Hour)
-		}
-		for ; !day.After(v.startBefore); day = day.Add(24 * time.Hour) {
-			starts = append(starts, day)
-		}
+		starts = dailyStarts(v.startAfter, v.startBefore, blockTerms.StartOfDayUTC)
 	} else {
 		starts = append(starts, m.opt.Now().UTC().Truncate(time.Minute))
 	}
@@ -213,31 +205,40 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 			InstanceType: p.spec.Desc.InstanceType, GPU: p.spec.Desc.GPU, InstanceCount: n,
 			Start: s, End: s.Add(v.dur), Currency: "USD", Simulated: true, Kind: domain.KindBlock,
 		}
-		if !aws && !gcp {
-			o.StartsOnPurchase, o.Kind = true, domain.KindReservation
-			o.Note = "simulated Azure capacity reservation: held and billed at the on-demand rate from purchase until deleted; gpumarket prices it, and releases it, at " + o.End.Format(time.RFC3339)
-		}
-		hours := o.End.Sub(o.Start).Hours()
-		if gcp {
+		switch {
+		case gcp:
 			asCalendar(&o, *p.spec.Desc.OnDemandUSDHour)
-		} else if aws {
+		case aws:
 			r := blockRate[o.InstanceType]
 			// Sooner starts are dearer; lead counts from today's date, so a price holds all day.
 			today := m.opt.Now().UTC().Truncate(24 * time.Hour)
 			lead := s.Sub(today).Hours() / blockTerms.MaxLead.Hours()
 			u := 0.6*unit(mix(h)) + 0.4*(1-math.Min(1, lead))
 			rate := r[0] + (r[1]-r[0])*u
-			o.UpfrontUSD = math.Round(rate*o.GPU.Count*float64(n)*hours*100) / 100
-		} else {
-			// Billed by the hour, as Azure bills it.
-			o.HourlyUSD = *p.spec.Desc.OnDemandUSDHour * float64(n)
-			o.UpfrontUSD = math.Round(o.HourlyUSD*hours*100) / 100
+			o.UpfrontUSD = math.Round(rate*o.GPU.Count*float64(n)*o.DurationHours()*100) / 100
+		default:
+			o.StartsOnPurchase, o.Kind = true, domain.KindReservation
+			o.Note = "simulated Azure capacity reservation: held and billed at the on-demand rate from purchase until deleted; gpumarket prices it, and releases it, at " + o.End.Format(time.RFC3339)
+			billHourly(&o, *p.spec.Desc.OnDemandUSDHour) // as Azure bills it
 		}
 		o.ID = m.offeringID(o)
 		out = append(out, o)
 		if len(out) == offersPerPool {
 			break
 		}
+	}
+	return out
+}
+
+// dailyStarts are the times of day at (after midnight UTC) in [after, before].
+func dailyStarts(after, before time.Time, at time.Duration) []time.Time {
+	var out []time.Time
+	day := after.Truncate(24 * time.Hour).Add(at)
+	if day.Before(after) {
+		day = day.Add(24 * time.Hour)
+	}
+	for ; !day.After(before); day = day.Add(24 * time.Hour) {
+		out = append(out, day)
 	}
 	return out
 }
@@ -294,10 +295,7 @@ func (m *Market) Book(ctx context.Context, req domain.BookRequest) (domain.Booki
 	if err := m.checkOffering(o, now); err != nil {
 		return domain.Booking{}, fmt.Errorf("sim book: %w", err)
 	}
-	b := domain.Booking{
-		Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
-		InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD,
-	}
+	b := m.bookingOf(o, now)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if prev, ok := m.bookings[o.ID]; ok {
@@ -307,22 +305,29 @@ func (m *Market) Book(ctx context.Context, req domain.BookRequest) (domain.Booki
 		return domain.Booking{}, fmt.Errorf("sim book: offering %s: %w (the same capacity and window was bought); search again for another", o.ID, ErrAlreadyBooked)
 	}
 	if req.DryRun {
-		b.DryRun = true
-		b.Message = dryRunMessage
+		b.ProviderRef, b.State, b.DryRun, b.Message = "", "", true, dryRunMessage
 		if o.Terms().NoDryRun {
 			b.Message = planDryRun
 		}
 		return b, nil
 	}
-	b.ProviderRef = m.reservationRef(o)
-	b.State = "scheduled"
-	if !now.Before(o.Start) {
-		b.State = "active"
-	}
 	b.Message = fmt.Sprintf("simulated %s booked: %d × %s in %s from %s to %s, $%.2f",
 		b.ProviderRef, o.InstanceCount, o.InstanceType, o.Zone, o.Start.UTC().Format(time.RFC3339), o.End.UTC().Format(time.RFC3339), o.UpfrontUSD)
 	m.bookings[o.ID] = &booking{offering: o, booking: b, ref: req.Ref, actor: req.Actor, at: now}
 	return b, nil
+}
+
+// bookingOf is the booking of the offering bought at now.
+func (m *Market) bookingOf(o domain.Offering, now time.Time) domain.Booking {
+	b := domain.Booking{
+		Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
+		InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD,
+		ProviderRef: m.reservationRef(o), State: "scheduled",
+	}
+	if !now.Before(o.Start) {
+		b.State = "active"
+	}
+	return b
 }
 
 // reservationRef is the booking's id: AWS "cr-…" or an Azure reservation's resource id.
@@ -349,30 +354,27 @@ func (m *Market) FindBooking(ctx context.Context, req domain.BookRequest) (*doma
 	o := req.Offering
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if b, ok := m.bookings[o.ID]; ok {
+	if b := m.boughtLocked(o, true); b != nil {
 		c := b.booking
 		return &c, nil
-	}
-	for _, b := range m.bookings {
-		if sameWindow(b.offering, o) && b.offering.InstanceCount == o.InstanceCount {
-			c := b.booking
-			return &c, nil
-		}
 	}
 	return nil, nil
 }
 
 // bookedLocked reports whether the offering's pool and window were bought.
-func (m *Market) bookedLocked(o domain.Offering) bool {
-	if _, ok := m.bookings[o.ID]; ok {
-		return true
+func (m *Market) bookedLocked(o domain.Offering) bool { return m.boughtLocked(o, false) != nil }
+
+// boughtLocked is the offering's booking, else one of its pool and window (and count, with sameCount).
+func (m *Market) boughtLocked(o domain.Offering, sameCount bool) *booking {
+	if b, ok := m.bookings[o.ID]; ok {
+		return b
 	}
 	for _, b := range m.bookings {
-		if sameWindow(b.offering, o) {
-			return true
+		if sameWindow(b.offering, o) && (!sameCount || b.offering.InstanceCount == o.InstanceCount) {
+			return b
 		}
 	}
-	return false
+	return nil
 }
 
 func sameWindow(a, b domain.Offering) bool {
@@ -393,14 +395,7 @@ func (m *Market) RememberBookings(booked []domain.BookedOffering) {
 		}
 		b := bo.Booking
 		if b.ProviderRef == "" {
-			b = domain.Booking{
-				Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
-				InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD,
-				ProviderRef: m.reservationRef(o), State: "scheduled",
-			}
-			if !now.Before(o.Start) {
-				b.State = "active"
-			}
+			b = m.bookingOf(o, now)
 		}
 		m.bookings[o.ID] = &booking{offering: o, booking: b, at: now}
 	}
@@ -450,9 +445,7 @@ func (m *Market) RefreshOffering(ctx context.Context, o domain.Offering) (domain
 		return gone("ended at " + o.End.UTC().Format(time.RFC3339))
 	case o.StartsOnPurchase:
 		fresh := o
-		if s := now.Truncate(time.Minute); s.After(fresh.Start) {
-			fresh.Start = s
-		}
+		fresh.Start = domain.Later(now.Truncate(time.Minute), fresh.Start)
 		fresh.UpfrontUSD = math.Round(*p.spec.Desc.OnDemandUSDHour*float64(o.InstanceCount)*fresh.End.Sub(fresh.Start).Hours()*100) / 100
 		fresh.ID = m.offeringID(fresh)
 		return fresh, nil
@@ -505,13 +498,9 @@ func (m *Market) ListRecords(ctx context.Context, since time.Time) ([]domain.Clo
 		}
 		v := m.viewLocked(f, now)
 		state := v.State
-		start := f.at
-		if f.start.After(start) {
-			start = f.start
-		}
 		out = append(out, domain.CloudRecord{Kind: domain.KindFleet, Ref: f.token, Actor: f.actor, ProviderRef: v.ID,
 			Provider: Name, Cloud: f.cloud, Region: v.Region, InstanceType: f.types, InstanceCount: v.Target,
-			CostUSD: v.EstimatedUSDh, State: state, Start: start, End: f.end, CreatedAt: f.at})
+			CostUSD: v.EstimatedUSDh, State: state, Start: domain.Later(f.start, f.at), End: f.end, CreatedAt: f.at})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out, nil

@@ -248,6 +248,18 @@ func TestBook(t *testing.T) {
 	if found, _ := m.FindBooking(ctx, domain.BookRequest{Offering: o2}); found == nil || found.ProviderRef != b.ProviderRef {
 		t.Errorf("FindBooking by terms: %+v", found)
 	}
+	// Another count in the same window is another purchase; its window is still taken.
+	o3 := o2
+	o3.InstanceCount++
+	if found, _ := m.FindBooking(ctx, domain.BookRequest{Offering: o3}); found != nil {
+		t.Errorf("FindBooking of %d instances found the booking of %d: %+v", o3.InstanceCount, o.InstanceCount, found)
+	}
+	m.mu.Lock()
+	taken := m.bookedLocked(o3)
+	m.mu.Unlock()
+	if !taken {
+		t.Errorf("a window bought for %d instances is on sale for %d", o.InstanceCount, o3.InstanceCount)
+	}
 }
 
 func TestBookRefuses(t *testing.T) {

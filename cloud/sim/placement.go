@@ -78,10 +78,6 @@ func (m *Market) place(pools []*simPool, spec domain.FleetSpec, t int64) placeme
 		return pl
 	}
 	left := spot
-	take := func(c cand, n int) {
-		pl.alloc = append(pl.alloc, allocation{pool: c.p, count: n})
-		left -= n
-	}
 	switch spec.Strategy {
 	case domain.StrategyDiversified:
 		// One at a time to each pool with room: a shallow pool's share goes to the others.
@@ -126,7 +122,9 @@ func (m *Market) place(pools []*simPool, spec domain.FleetSpec, t int64) placeme
 		if left == 0 {
 			break
 		}
-		take(c, min(left, c.capacity))
+		n := min(left, c.capacity)
+		pl.alloc = append(pl.alloc, allocation{pool: c.p, count: n})
+		left -= n
 	}
 	pl.uncapacitated = left
 	return pl

@@ -137,8 +137,12 @@ func newWeekOdds(offset int64) *weekOdds {
 			o[i] = 1 << 16
 			continue
 		}
-		cal := m.calendarAt(int64(i) * slotSec)
-		o[i] = uint32(math.Ceil(changeOdds[cal.w][uint64(cal.sec)/3600]))
+		day, sec := m.local(int64(i) * slotSec)
+		w := 0
+		if weekend(day) {
+			w = 1
+		}
+		o[i] = uint32(math.Ceil(changeOdds[w][uint64(sec)/3600]))
 	}
 	return &o
 }
@@ -173,24 +177,6 @@ func (m *model) local(t int64) (day, sec int64) {
 func weekend(day int64) bool {
 	dow := ((day+4)%7 + 7) % 7 // 1970-01-01 was a Thursday; 0 = Sunday
 	return dow == 0 || dow == 6
-}
-
-// calendar is the region's local day and second of the day at some instant.
-type calendar struct {
-	day, sec int64
-	w        int // 1 on the weekend, else 0: an index of changeOdds
-}
-
-func (m *model) calendarAt(t int64) calendar {
-	day, sec := m.local(t)
-	return calendar{day: day, sec: sec, w: weekendIndex(day)}
-}
-
-func weekendIndex(day int64) int {
-	if weekend(day) {
-		return 1
-	}
-	return 0
 }
 
 // spike returns the hour's spike, if any: [from, to) within the hour and its log lift.

@@ -112,6 +112,24 @@ func (m *model) refValue(hr *hour, i int, h int64, cal calendar, c *refKnots) fl
 }
 
 // advance moves the calendar d seconds on; d is less than a day.
+// calendar is the region's local day and second of the day at some instant.
+type calendar struct {
+	day, sec int64
+	w        int // 1 on the weekend, else 0: an index of changeOdds
+}
+
+func (m *model) calendarAt(t int64) calendar {
+	day, sec := m.local(t)
+	return calendar{day: day, sec: sec, w: weekendIndex(day)}
+}
+
+func weekendIndex(day int64) int {
+	if weekend(day) {
+		return 1
+	}
+	return 0
+}
+
 func (c *calendar) advance(d int64) {
 	c.sec += d
 	if c.sec >= 86400 {

@@ -206,16 +206,9 @@ func (m *Market) matching(q domain.Query, rp regionPools) [][]*simPool {
 }
 
 func (m *Market) backfill(ctx context.Context, q domain.Query, since, until time.Time, sink domain.Sink) error {
-	type work struct {
-		region   string
-		families [][]*simPool
-	}
-	var todo []work
+	var todo []regionPools
 	// Described as now: extending history back must not bring back old buckets.
-	descAt := until
-	if now := m.opt.Now(); now.After(descAt) {
-		descAt = now
-	}
+	descAt := domain.Later(m.opt.Now(), until)
 	// Chunk counts first, so the progress bars know the whole job.
 	for _, rp := range m.regions {
 		fams := m.matching(q, rp)
@@ -230,7 +223,7 @@ func (m *Market) backfill(ctx context.Context, q domain.Query, since, until time
 		}
 		sink(domain.Event{Provider: Name, Region: rp.name, Pools: pools,
 			Progress: &domain.Progress{Done: 0, Total: len(fams)}, Note: m.note})
-		todo = append(todo, work{rp.name, fams})
+		todo = append(todo, regionPools{rp.name, fams})
 	}
 	if len(todo) == 0 {
 		sink(domain.Event{Provider: Name, Note: m.note})
@@ -240,7 +233,7 @@ func (m *Market) backfill(ctx context.Context, q domain.Query, since, until time
 	// One worker per region in chunk order (the sink may be called concurrently);
 	// columns sized once per worker, Series built there with prices in ticks.
 	size := int((to-from)/3600+3) * (slotsPerHour + 2)
-	next := make(chan work)
+	next := make(chan regionPools)
 	errs := make(chan error, len(todo))
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(todo), maxWorkers) {
@@ -249,7 +242,7 @@ func (m *Market) backfill(ctx context.Context, q domain.Query, since, until time
 			defer wg.Done()
 			cols := columns{at: make([]int64, 0, size), q: make([]int64, 0, size)}
 			for w := range next {
-				if err := m.backfillRegion(ctx, w.region, w.families, from, to, &cols, sink); err != nil {
+				if err := m.backfillRegion(ctx, w.name, w.families, from, to, &cols, sink); err != nil {
 					errs <- err
 				}
 			}

@@ -29,7 +29,11 @@ func (m *Market) planOffers(p *simPool, n int, v offerQuery) []domain.Offering {
 	key := p.spec.Desc.Key().String()
 	today := m.opt.Now().UTC().Truncate(24 * time.Hour)
 	var out []domain.Offering
-	for day := firstBlockStart(v.startAfter); !day.After(v.startBefore) && len(out) < offersPerPool; day = day.Add(24 * time.Hour) {
+	// Training plans are made of capacity blocks: they start at the blocks' time of day.
+	for _, day := range dailyStarts(v.startAfter.UTC(), v.startBefore, blockTerms.StartOfDayUTC) {
+		if len(out) == offersPerPool {
+			break
+		}
 		h := mix(uint64(m.opt.Seed)*0x9e3779b97f4a7c15 ^ strHash("plan", key, day.Format(time.RFC3339), fmt.Sprint(n), v.dur.String()))
 		if unit(h) >= 0.35 {
 			continue
@@ -67,15 +71,6 @@ func (m *Market) planOffers(p *simPool, n int, v offerQuery) []domain.Offering {
 		out = append(out, o)
 	}
 	return out
-}
-
-// firstBlockStart is the first 11:30 UTC at or after t: training plans are made of capacity blocks.
-func firstBlockStart(t time.Time) time.Time {
-	day := t.UTC().Truncate(24 * time.Hour).Add(blockTerms.StartOfDayUTC)
-	if day.Before(t) {
-		day = day.Add(24 * time.Hour)
-	}
-	return day
 }
 
 func (m *Market) planID(o domain.Offering) string {

@@ -203,7 +203,7 @@ func (h hashPrefix) withInt(v int64) uint64 {
 	return mix(fnvAdd(uint64(h), strconv.AppendInt(buf[:0], v, 10)))
 }
 
-// fnvAdd hashes one part and its 0 separator, as strHash does.
+// fnvAdd hashes one part and its 0 separator: FNV-1a of the parts, each followed by a 0 byte.
 func fnvAdd[T string | []byte](h uint64, part T) uint64 {
 	for i := 0; i < len(part); i++ {
 		h ^= uint64(part[i])

@@ -1,4 +1,4 @@
-package cmd
+package app
 
 import (
 	"context"
@@ -14,51 +14,39 @@ import (
 	"github.com/gpumarket/gpumarket/feed"
 )
 
-// ReadySnapshot runs the hub until every source's first back-fill or timeout,
-// warning of each that failed; one bad region never blanks the others' rows.
-func (a *runner) ReadySnapshot(ctx context.Context, timeout time.Duration) (*feed.Snapshot, error) {
-	ps, down, err := a.reachableProviders(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return a.waitReady(ctx, a.HubOver(ps), timeout, down...)
-}
-
-// reachableProviders builds the query's sources, leaving out with a warning
-// one that cannot be built while another can.
-func (a *runner) reachableProviders(ctx context.Context) ([]domain.Provider, []warning, error) {
-	if err := a.Table().CheckRegions(a.Query.Providers, a.Query.Regions); err != nil {
+// Reachable builds the query's sources, leaving out with a warning one that
+// cannot be built while another can; when none can, it says why of each.
+func (a *App) Reachable(ctx context.Context) (ps []domain.Provider, down []Warning, err error) {
+	q := a.s.Query
+	if err := a.table.CheckRegions(q.Providers, q.Regions); err != nil {
 		return nil, nil, err
 	}
-	var ps []domain.Provider
-	var down []warning
-	var first error
-	for _, name := range a.Query.Providers {
+	for _, name := range q.Providers {
 		p, err := a.Provider(ctx, name)
-		if err != nil {
-			var ue *usageError
-			if errors.As(err, &ue) {
-				return nil, nil, err
-			}
-			if first == nil {
-				first = err
-			}
-			down = append(down, warning{provider: name, cause: unprefixed(name, err.Error())})
-			continue
+		var ue *UsageError
+		switch {
+		case errors.As(err, &ue):
+			return nil, nil, err
+		case err != nil:
+			down = append(down, Warning{Provider: name, Cause: Unprefixed(name, err.Error()), err: err})
+		default:
+			ps = append(ps, p)
 		}
-		ps = append(ps, p)
 	}
-	if len(ps) == 0 {
-		if len(down) > 1 {
-			health{warnings: down}.write(a.errOut, 0)
-			return nil, nil, errors.New("no source could be reached")
-		}
-		return nil, nil, first
+	switch {
+	case len(ps) > 0 || len(down) == 0:
+		return ps, down, nil
+	case len(down) == 1:
+		return nil, nil, down[0].err
 	}
-	return ps, down, nil
+	health{warnings: down}.write(a.errOut, 0)
+	return nil, nil, errors.New("no source could be reached")
 }
 
-func (a *runner) waitReady(ctx context.Context, h *feed.Hub, timeout time.Duration, down ...warning) (*feed.Snapshot, error) {
+// Ready waits for h's first back-fill of every source, or timeout, and says
+// what became of every region asked (down: sources left out); modelsSaid
+// leaves out empty answers the command names itself.
+func (a *App) Ready(ctx context.Context, h *feed.Hub, timeout time.Duration, modelsSaid bool, down []Warning) (*feed.Snapshot, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	snap, err := h.WaitReady(wctx)
@@ -72,42 +60,40 @@ func (a *runner) waitReady(ctx context.Context, h *feed.Hub, timeout time.Durati
 	for _, p := range h.Providers() {
 		desc[p.Name()] = p.Describe()
 	}
-	rep := healthOf(snap, a.Query, desc)
-	rep.cacheFile = feed.Path(a.DataDir)
-	if a.modelsChecked {
-		rep.warnings = slices.DeleteFunc(rep.warnings, func(x warning) bool { return x.empty != "" })
+	rep := healthOf(snap, a.s.Query, desc)
+	rep.cacheFile = feed.Path(a.s.DataDir)
+	if modelsSaid {
+		rep.warnings = slices.DeleteFunc(rep.warnings, func(x Warning) bool { return x.empty != "" })
 	}
 	rep.warnings = append(down, rep.warnings...)
 	rep.write(a.errOut, timeout)
-	if !rep.answered {
-		if !snap.Ready {
-			return nil, fmt.Errorf("no source or region answered within --timeout %s (raise --timeout)", domain.FormatDuration(timeout))
-		}
-		return nil, errors.New("no source or region answered")
+	switch {
+	case rep.answered:
+		return snap, nil
+	case !snap.Ready:
+		return nil, fmt.Errorf("no source or region answered within --timeout %s (raise --timeout)", domain.FormatDuration(timeout))
 	}
-	return snap, nil
+	return nil, errors.New("no source or region answered")
 }
 
 // health is what a snapshot says of the sources a one-shot command asked.
 type health struct {
-	notes    []string // "aws: advisor data from …"
-	warnings []warning
-	answered bool
-	// cacheFile is the history cache, named when rows come from it.
-	cacheFile string
+	notes     []string // "aws: advisor data from …"
+	warnings  []Warning
+	answered  bool
+	cacheFile string // the history cache, named when rows come from it
 }
 
-// warning is one line of stderr about a source or one of its regions.
-type warning struct {
-	provider, region string
-	// cause is the failure; "" when it had not answered or answered empty.
-	cause string
-	// partial: still loading but some prices came; its rows are printed.
-	partial bool
-	empty   string // what the region answered with none of
-	example string // a region name of the provider, for an empty answer
-	// cachedAt is when the history cache last heard from the region.
-	cachedAt time.Time
+// Warning is one line of stderr about a source or one of its regions.
+type Warning struct {
+	Provider string
+	region   string
+	Cause    string    // the failure; "" when it had not answered or answered empty
+	err      error     // the failure as the provider's constructor gave it
+	partial  bool      // still loading but some prices came; its rows are printed
+	empty    string    // what the region answered with none of
+	example  string    // a region name of the provider, for an empty answer
+	cachedAt time.Time // when the history cache last heard from the region
 }
 
 // healthOf accounts for every region the query names that a source has.
@@ -130,10 +116,10 @@ func healthOf(snap *feed.Snapshot, q domain.Query, desc map[string]domain.Descri
 	for _, src := range snap.Sources {
 		name := src.Provider
 		if src.Note != "" && !src.Simulated {
-			h.notes = append(h.notes, name+": "+unprefixed(name, src.Note))
+			h.notes = append(h.notes, name+": "+Unprefixed(name, src.Note))
 		}
 		if src.Err != "" && !everyRegionFailed(src) {
-			h.warnings = append(h.warnings, warning{provider: name, cause: unprefixed(name, src.Err)})
+			h.warnings = append(h.warnings, Warning{Provider: name, Cause: Unprefixed(name, src.Err)})
 		}
 		loading := src.State == feed.StateLoading
 		seen := map[string]bool{}   // regions the source reported on
@@ -145,7 +131,7 @@ func healthOf(snap *feed.Snapshot, q domain.Query, desc map[string]domain.Descri
 			switch {
 			case r.Err != "":
 				failed[r.Region] = true
-				w := warning{provider: name, region: r.Region, cause: unprefixed(name, r.Err)}
+				w := Warning{Provider: name, region: r.Region, Cause: Unprefixed(name, r.Err)}
 				if priced[k] {
 					h.answered = true
 					w.cachedAt = r.CachedAt
@@ -154,7 +140,7 @@ func healthOf(snap *feed.Snapshot, q domain.Query, desc map[string]domain.Descri
 			case loading && !(r.Total > 0 && r.Done >= r.Total):
 				failed[r.Region] = true
 				late++
-				h.warnings = append(h.warnings, warning{provider: name, region: r.Region, partial: priced[k]})
+				h.warnings = append(h.warnings, Warning{Provider: name, region: r.Region, partial: priced[k]})
 				if priced[k] {
 					h.answered = true
 				}
@@ -172,14 +158,14 @@ func healthOf(snap *feed.Snapshot, q domain.Query, desc map[string]domain.Descri
 			switch {
 			case loading && !seen[r]:
 				late++
-				h.warnings = append(h.warnings, warning{provider: name, region: r})
+				h.warnings = append(h.warnings, Warning{Provider: name, region: r})
 			case src.State == feed.StateReady || loading:
-				h.warnings = append(h.warnings, warning{provider: name, region: r, empty: emptyWhat(q), example: d.RegionExample})
+				h.warnings = append(h.warnings, Warning{Provider: name, region: r, empty: emptyWhat(q), example: d.RegionExample})
 			}
 		}
 		if loading && late == 0 {
 			// Still loading with no region late: say the source had not finished.
-			h.warnings = append(h.warnings, warning{provider: name, partial: okRegions > 0})
+			h.warnings = append(h.warnings, Warning{Provider: name, partial: okRegions > 0})
 		}
 		if okRegions > 0 || (len(src.Regions) == 0 && src.State == feed.StateReady && src.Err == "") {
 			h.answered = true
@@ -221,18 +207,18 @@ func (h health) write(w io.Writer, timeout time.Duration) {
 }
 
 // line words the warning: who, then what happened.
-func (x warning) line(timeout time.Duration) string {
-	who := x.provider
+func (x Warning) line(timeout time.Duration) string {
+	who := x.Provider
 	if x.region != "" {
 		who += " " + x.region
 	}
 	switch {
-	case x.cause != "":
-		return who + ": " + x.cause
+	case x.Cause != "":
+		return who + ": " + x.Cause
 	case x.empty != "" && x.example != "":
-		return fmt.Sprintf("%s: answered with no %s: none sold there, or no %s region of that name (such as %s)", who, x.empty, x.provider, x.example)
+		return fmt.Sprintf("%s: answered with no %s: none sold there, or no %s region of that name (such as %s)", who, x.empty, x.Provider, x.example)
 	case x.empty != "":
-		return fmt.Sprintf("%s: answered with no %s: none sold there, or no %s region of that name", who, x.empty, x.provider)
+		return fmt.Sprintf("%s: answered with no %s: none sold there, or no %s region of that name", who, x.empty, x.Provider)
 	case x.region == "" && x.partial:
 		return fmt.Sprintf("%s: had not finished within --timeout %s: the rows show what it had sent (a region it had not reported on is missing)", who, domain.FormatDuration(timeout))
 	case x.partial:
@@ -241,11 +227,34 @@ func (x warning) line(timeout time.Duration) string {
 	return fmt.Sprintf("%s: did not answer within --timeout %s", who, domain.FormatDuration(timeout))
 }
 
-// unprefixed is a source's message on one line, its "aws: " and URL queries
+// Unprefixed is a source's message on one line, its "aws: " and URL queries
 // cut (an Azure price filter names every VM size).
-func unprefixed(provider, msg string) string {
-	return quotedURLQuery.ReplaceAllString(strings.TrimPrefix(oneLine(msg), provider+": "), `"$1?…"`)
+func Unprefixed(provider, msg string) string {
+	return quotedURLQuery.ReplaceAllString(strings.TrimPrefix(firstLine(msg), provider+": "), `"$1?…"`)
 }
 
 // quotedURLQuery matches a quoted URL with a query.
 var quotedURLQuery = regexp.MustCompile(`"(https?://[^"?\s]*)\?[^"\s]*"`)
+
+// CheckModelsSold refuses, before any offering search, a --gpu model no pool
+// of the market sells within the filters. (The hub fetched only the --gpu
+// models, so what else is sold is not known here.)
+func (s *Settings) CheckModelsSold(snap *feed.Snapshot, models []string) error {
+	sold := map[string]bool{}
+	for i := range snap.Pools {
+		if pv := &snap.Pools[i]; s.Query.Matches(pv.Pool) && !pv.Restricted {
+			sold[pv.GPU.Model] = true
+		}
+	}
+	for _, g := range models {
+		if !sold[g] {
+			where := "the market"
+			if len(s.Query.Regions) > 0 {
+				where += " in " + strings.Join(s.Query.Regions, ",")
+			}
+			return Usagef("--gpu %s: no pool of %s sells %s; want a GPU it sells (see `gpumarket prices`), or another --region or --provider",
+				strings.Join(models, ","), where, g)
+		}
+	}
+	return nil
+}

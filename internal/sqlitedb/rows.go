@@ -1,0 +1,20 @@
+package sqlitedb
+
+import "database/sql"
+
+// EachRow calls row for every row of a query's answer (rows, err), then closes it.
+func EachRow(rows *sql.Rows, err error, row func() error) error {
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return rows.Close()
+}

@@ -494,12 +494,12 @@ func (v *blocksView) footnote(cols []shownCol[*present.OfferingRow]) string {
 	if isShown(cols, present.OfferAltTotal) {
 		s += ", ALT TOTAL for them"
 	}
-	hourly, flex := false, false
+	flex := false
 	for _, o := range v.offers {
-		hourly = hourly || o.HourlyUSD > 0
 		flex = flex || o.FlexLength
 	}
-	if hourly && isShown(cols, present.OfferHourly) {
+	// $/H is shown only where something bills by the hour (blocksColumnsFor).
+	if isShown(cols, present.OfferHourly) {
 		s += ". $/H: what a reservation bills an hour until deleted; its UPFRONT $ is that for the hours asked"
 	}
 	if flex {

@@ -350,10 +350,7 @@ func extremes(mins, maxs []float64, rowH float64) (line, other []float64) {
 		}
 		if left < lo-rowH/2 || left > hi+rowH/2 {
 			if other == nil {
-				other = make([]float64, len(line))
-				for i := range other {
-					other[i] = math.NaN()
-				}
+				other = slices.Repeat([]float64{math.NaN()}, len(line))
 			}
 			other[c] = left
 		}
@@ -394,12 +391,7 @@ func timeAxis(from, to int64, leftPad, cols int, loc *time.Location, window time
 	labels := []rune(strings.Repeat(" ", leftPad+cols))
 	put := func(at int, s string) {
 		r := []rune(s)
-		if at < 0 {
-			at = 0
-		}
-		if at+len(r) > len(labels) {
-			at = len(labels) - len(r)
-		}
+		at = min(max(at, 0), len(labels)-len(r))
 		for i, c := range r {
 			if at+i >= 0 && at+i < len(labels) {
 				labels[at+i] = c

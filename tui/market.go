@@ -318,24 +318,14 @@ func (m *marketView) distinct(field func(*feed.PoolView) string) []string {
 
 // cycleFilter steps a filter all → first → … → last → all.
 func cycleFilter(cur, choices []string) []string {
-	if len(choices) == 0 {
+	next := 0 // after all, or after a value no longer offered
+	if len(cur) == 1 {
+		next = slices.IndexFunc(choices, func(c string) bool { return strings.EqualFold(c, cur[0]) }) + 1
+	}
+	if len(cur) > 1 || next >= len(choices) {
 		return nil
 	}
-	if len(cur) != 1 {
-		if len(cur) == 0 {
-			return []string{choices[0]}
-		}
-		return nil
-	}
-	for i, c := range choices {
-		if strings.EqualFold(c, cur[0]) {
-			if i+1 < len(choices) {
-				return []string{choices[i+1]}
-			}
-			return nil
-		}
-	}
-	return []string{choices[0]}
+	return []string{choices[next]}
 }
 
 func listOrAll(l []string) string {

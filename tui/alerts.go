@@ -300,11 +300,8 @@ func (v *alertsView) detail() []string {
 	a := v.recs[v.cur]
 	text := a.At.In(v.c.now().Location()).Format("Mon 2006-01-02 15:04 MST") + " · " + a.Rule + ": " + a.Text
 	lines := strings.Split(ansi.Wordwrap(text, v.w, ""), "\n")
-	if len(lines) > 3 {
-		lines = lines[:3]
-	}
 	out := []string{""}
-	for _, l := range lines {
+	for _, l := range lines[:min(len(lines), 3)] {
 		out = append(out, st.dim.Render(l))
 	}
 	var told []string

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -293,12 +294,7 @@ func shortErr(region, s string, n int) string {
 
 // idleAlertLine names the capacity idle past budget.max_idle_pct, most first.
 func idleAlertLine(a []ledger.Alert) string {
-	top := a[0]
-	for _, x := range a[1:] {
-		if x.IdlePct > top.IdlePct {
-			top = x
-		}
-	}
+	top := slices.MaxFunc(a, func(x, y ledger.Alert) int { return cmp.Compare(x.IdlePct, y.IdlePct) })
 	s := fmt.Sprintf("⚠ idle: %s %s GPU %s %.0f%% idle (budget %.0f%%)", short(top.Row.ID), present.GPUCount(top.Row.GPUs),
 		present.DisplayType(top.Row.InstanceType), top.IdlePct, top.MaxPct)
 	if len(a) > 1 {

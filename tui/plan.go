@@ -240,10 +240,7 @@ func (v *planView) View() string {
 			below = i
 		}
 	}
-	sep := 0
-	if below > 0 {
-		sep = 1
-	}
+	sep := min(below, 1) // the line over the rows late too often
 	// The rows, then the chart in what is left (at least planChartMin lines; else the rows scroll).
 	avail := v.h - len(top) - len(detail)
 	chartH := 0

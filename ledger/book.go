@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,10 +46,8 @@ func (s *Service) Quote(ctx context.Context, offeringID string) (Quote, error) {
 	} else if !errors.Is(err, ErrNotFound) {
 		return q, err
 	}
-	if _, err := s.booker(c.Offering.Provider); err != nil {
-		return q, err
-	}
-	return q, nil
+	_, err = s.booker(c.Offering.Provider)
+	return q, err
 }
 
 func (s *Service) booker(provider string) (domain.Booker, error) {
@@ -77,7 +76,7 @@ type BookRequest struct {
 // SameTerms reports whether two offerings sell the same thing at the same price, to the cent.
 func SameTerms(a, b domain.Offering) bool {
 	if a.Provider != b.Provider || a.Region != b.Region || a.Zone != b.Zone || a.InstanceType != b.InstanceType ||
-		a.InstanceCount != b.InstanceCount || !a.End.Equal(b.End) || currency(a.Currency) != currency(b.Currency) ||
+		a.InstanceCount != b.InstanceCount || !a.End.Equal(b.End) || cmp.Or(a.Currency, "USD") != cmp.Or(b.Currency, "USD") ||
 		a.StartsOnPurchase != b.StartsOnPurchase {
 		return false
 	}
@@ -88,13 +87,6 @@ func SameTerms(a, b domain.Offering) bool {
 }
 
 func cents(usd float64) float64 { return math.Round(usd * 100) }
-
-func currency(c string) string {
-	if c == "" {
-		return "USD"
-	}
-	return c
-}
 
 // hourlyRate is what an offering that starts on purchase costs per hour.
 func hourlyRate(o domain.Offering) float64 {
@@ -162,10 +154,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	if !req.DryRun && s.st.ReadOnly() {
 		return res, fmt.Errorf("refused: %w, and a purchase is recorded before it is sent; nothing was bought", ErrReadOnly)
 	}
-	actor := req.Actor
-	if actor == "" {
-		actor = s.opt.Actor
-	}
+	actor := cmp.Or(req.Actor, s.opt.Actor)
 	if o, err = s.fresh(ctx, b, c, shown); err != nil {
 		return res, err
 	}
@@ -259,17 +248,12 @@ func (s *Service) fresh(ctx context.Context, b domain.Booker, c CachedOffering, 
 	case err != nil:
 		return o, fmt.Errorf("refused: the terms of %s could not be checked at %s right before buying: %w; nothing was bought: try again", o.ID, o.Provider, err)
 	}
+	now.ID = cmp.Or(now.ID, o.ID)
 	if !SameTerms(shown, now) {
-		if now.ID == "" {
-			now.ID = o.ID
-		}
 		if err := s.st.SaveOfferings(context.WithoutCancel(ctx), c.Query, []domain.Offering{now}, s.opt.Now()); err != nil {
 			s.opt.Logger.Warn("keep the offering's new terms", "offering", now.ID, "err", err)
 		}
 		return o, &TermsChangedError{Shown: shown, Now: now, Why: o.Provider + " sells it on other terms now"}
-	}
-	if now.ID == "" {
-		now.ID = o.ID
 	}
 	return now, nil
 }
@@ -283,10 +267,13 @@ func (s *Service) madeBefore(ctx context.Context, b domain.Booker, key string, o
 	defer cancel()
 	var found *domain.CloudRecord
 	how := "by its tags"
+	cannot := func(err error) error {
+		return fmt.Errorf("refused: could not check at %s whether %s was already bought: %w; nothing was bought: try again", o.Provider, key, err)
+	}
 	if rl, ok := b.(domain.RecordLister); ok {
 		recs, err := rl.ListRecords(cctx, s.opt.Now().Add(-recordSince))
 		if err != nil {
-			return fmt.Errorf("refused: could not check at %s whether %s was already bought: %w; nothing was bought: try again", o.Provider, key, err)
+			return cannot(err)
 		}
 		for _, rec := range recs {
 			if Booked(rec.Kind) && (rec.OfferingID == key || rec.OfferingID == o.ID) && rec.State != StateFailed {
@@ -298,7 +285,7 @@ func (s *Service) madeBefore(ctx context.Context, b domain.Booker, key string, o
 		how = "by its terms"
 		bk, err := b.FindBooking(cctx, domain.BookRequest{Offering: o, Actor: actor})
 		if err != nil {
-			return fmt.Errorf("refused: could not check at %s whether %s was already bought: %w; nothing was bought: try again", o.Provider, key, err)
+			return cannot(err)
 		}
 		if bk != nil && bk.State != StateFailed {
 			found = &domain.CloudRecord{Kind: kindOf(o), OfferingID: key, ProviderRef: bk.ProviderRef, Provider: o.Provider,
@@ -311,9 +298,7 @@ func (s *Service) madeBefore(ctx context.Context, b domain.Booker, key string, o
 	}
 	rec := *found
 	rec.OfferingID = key
-	if rec.Kind == "" {
-		rec.Kind = kindOf(o)
-	}
+	rec.Kind = cmp.Or(rec.Kind, kindOf(o))
 	row, err := s.recreate(context.WithoutCancel(ctx), rec, o, fmt.Sprintf("found at %s %s before buying it again: the ledger had no row for it", o.Provider, how))
 	if err != nil {
 		var dup *DuplicateError
@@ -416,4 +401,89 @@ func offeringOf(r Entry) (domain.Offering, error) {
 func bookingOf(r Entry) domain.Booking {
 	return domain.Booking{ProviderRef: r.ProviderRef, Provider: r.Provider, Region: r.Region, Zone: r.Zone,
 		InstanceType: r.InstanceType, InstanceCount: r.InstanceCount, Start: r.Start, End: r.End, CostUSD: r.CostUSD, State: r.State}
+}
+
+// OfferingTTL is how long a found offering may be booked by id.
+const OfferingTTL = time.Hour
+
+// CachedOffering is an offering as a search found it.
+type CachedOffering struct {
+	Offering   domain.Offering
+	Query      domain.OfferingQuery
+	SearchedAt time.Time
+}
+
+// ErrOfferingUnknown is returned for an id no search has found.
+var ErrOfferingUnknown = errors.New("unknown offering id")
+
+// ErrOfferingExpired: older than OfferingTTL, or its start has passed.
+var ErrOfferingExpired = errors.New("offering expired")
+
+// SaveOfferings remembers what a search found; the same id replaces it.
+func (s *Store) SaveOfferings(ctx context.Context, q domain.OfferingQuery, offs []domain.Offering, at time.Time) error {
+	if s.readOnly {
+		return fmt.Errorf("save offerings: %w", ErrReadOnly)
+	}
+	qj, err := json.Marshal(q)
+	if err != nil {
+		return fmt.Errorf("save offerings: %w", err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("save offerings: %w", err)
+	}
+	defer tx.Rollback()
+	for _, o := range offs {
+		oj, err := json.Marshal(o)
+		if err != nil {
+			return fmt.Errorf("save offering %s: %w", o.ID, err)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO offerings (id, provider, offering, query, searched_at, start_at) VALUES (?,?,?,?,?,?)
+			ON CONFLICT(id) DO UPDATE SET provider=excluded.provider, offering=excluded.offering, query=excluded.query,
+			searched_at=excluded.searched_at, start_at=excluded.start_at`,
+			o.ID, o.Provider, string(oj), string(qj), fmtTime(at), fmtTime(o.Start))
+		if err != nil {
+			return fmt.Errorf("save offering %s: %w", o.ID, err)
+		}
+	}
+	// Forget searches nobody can book any more, so the file does not grow.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM offerings WHERE searched_at < ?`, fmtTime(at.Add(-7*24*time.Hour))); err != nil {
+		return fmt.Errorf("save offerings: prune: %w", err)
+	}
+	return tx.Commit()
+}
+
+// Offering returns the offering found under id (an expired one too, with the error).
+func (s *Store) Offering(ctx context.Context, id string, now time.Time) (CachedOffering, error) {
+	var oj, qj, at string
+	err := s.db.QueryRowContext(ctx, `SELECT offering, query, searched_at FROM offerings WHERE id = ?`, id).Scan(&oj, &qj, &at)
+	if err != nil {
+		switch {
+		case errors.Is(err, errNoRows) && s.readOnly:
+			return CachedOffering{}, fmt.Errorf("offering %q: %w: %w, so no search made here is kept for `book`, and nothing can be bought here "+
+				"(a purchase is recorded before it is sent): run it as the user who owns the data dir", id, ErrOfferingUnknown, ErrReadOnly)
+		case errors.Is(err, errNoRows):
+			return CachedOffering{}, fmt.Errorf("offering %q: %w: search again with `gpumarket offerings`", id, ErrOfferingUnknown)
+		}
+		return CachedOffering{}, fmt.Errorf("offering %q: %w", id, err)
+	}
+	var c CachedOffering
+	if err := json.Unmarshal([]byte(oj), &c.Offering); err != nil {
+		return CachedOffering{}, fmt.Errorf("offering %q: stored terms: %w", id, err)
+	}
+	if err := json.Unmarshal([]byte(qj), &c.Query); err != nil {
+		return CachedOffering{}, fmt.Errorf("offering %q: stored query: %w", id, err)
+	}
+	if c.SearchedAt, err = parseTime(at); err != nil {
+		return CachedOffering{}, fmt.Errorf("offering %q: %w", id, err)
+	}
+	switch {
+	case !c.Offering.StartsOnPurchase && !c.Offering.Start.IsZero() && !now.Before(c.Offering.Start):
+		return c, fmt.Errorf("offering %q started at %s: %w: search again with `gpumarket offerings`",
+			id, c.Offering.Start.UTC().Format(time.RFC3339), ErrOfferingExpired)
+	case now.Sub(c.SearchedAt) > OfferingTTL:
+		return c, fmt.Errorf("offering %q was found %s ago (offers are kept %s): %w: search again with `gpumarket offerings`",
+			id, now.Sub(c.SearchedAt).Round(time.Minute), OfferingTTL, ErrOfferingExpired)
+	}
+	return c, nil
 }

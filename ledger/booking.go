@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -103,8 +105,8 @@ func New(st *Store, ps []domain.Provider, opt Options) *Service {
 	return s
 }
 
-// describe returns a provider's descriptor, or a bare one when it is not in use.
-func (s *Service) describe(name string) domain.Descriptor {
+// Describe returns a provider's descriptor, or a bare one when it is not in use.
+func (s *Service) Describe(name string) domain.Descriptor {
 	if p, ok := s.provs[name]; ok {
 		return p.Describe()
 	}
@@ -113,9 +115,6 @@ func (s *Service) describe(name string) domain.Descriptor {
 	}
 	return domain.Descriptor{Name: name}
 }
-
-// Describe is describe, for the views.
-func (s *Service) Describe(name string) domain.Descriptor { return s.describe(name) }
 
 // Now is the service's clock: what it dates rows and schedules by.
 func (s *Service) Now() time.Time { return s.opt.Now() }
@@ -287,12 +286,10 @@ type Warning struct {
 	Err    error
 }
 
-func (w Warning) String() string {
-	if w.Region == "" {
-		return fmt.Sprintf("%s: %v", w.Provider, w.Err)
-	}
-	return fmt.Sprintf("%s %s: %v", w.Provider, w.Region, w.Err)
-}
+func (w Warning) String() string { return fmt.Sprintf("%s: %v", w.where(), w.Err) }
+
+// where is the provider, and the region when one failed alone.
+func (w Warning) where() string { return strings.TrimSpace(w.Provider + " " + w.Region) }
 
 // RegionErrors is returned with the offerings of the regions that answered.
 type RegionErrors interface {
@@ -358,12 +355,7 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 			answered++
 		case errors.As(a.err, &re):
 			answered++
-			regions := make([]string, 0, len(re.RegionErrors()))
-			for r := range re.RegionErrors() {
-				regions = append(regions, r)
-			}
-			sort.Strings(regions)
-			for _, r := range regions {
+			for _, r := range slices.Sorted(maps.Keys(re.RegionErrors())) {
 				res.Warnings = append(res.Warnings, Warning{Provider: name, Region: r, Err: re.RegionErrors()[r]})
 			}
 		default:
@@ -377,15 +369,9 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 	if err != nil {
 		return res, err
 	}
-	kept := res.Offerings[:0]
-	for _, o := range res.Offerings {
-		if held[o.ID] {
-			res.Hidden++
-			continue
-		}
-		kept = append(kept, o)
-	}
-	res.Offerings = kept
+	found := len(res.Offerings)
+	res.Offerings = slices.DeleteFunc(res.Offerings, func(o domain.Offering) bool { return held[o.ID] })
+	res.Hidden = found - len(res.Offerings)
 	sort.SliceStable(res.Offerings, func(i, j int) bool {
 		a, b := res.Offerings[i], res.Offerings[j]
 		// The asked length first: `book` of the top row must buy the length asked for.
@@ -402,17 +388,11 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 		var errs []error
 		for _, w := range res.Warnings {
 			// Wrapped, so a domain.ErrInvalidQuery stays one.
-			where := w.Provider
-			if w.Region != "" {
-				where += " " + w.Region
-			}
-			errs = append(errs, fmt.Errorf("%s: %w", where, w.Err))
+			errs = append(errs, fmt.Errorf("%s: %w", w.where(), w.Err))
 		}
 		return res, fmt.Errorf("find offerings: %w", errors.Join(errs...))
 	}
-	if err := s.st.SaveOfferings(lctx, q, res.Offerings, res.At); err != nil {
-		res.SaveErr = err
-	}
+	res.SaveErr = s.st.SaveOfferings(lctx, q, res.Offerings, res.At)
 	return res, nil
 }
 
@@ -467,4 +447,84 @@ func (s *Service) remember(ctx context.Context) {
 			}
 		}
 	})
+}
+
+// transaction is one money call over a recorded intent row.
+type transaction struct {
+	provider string
+	noun     string // "purchase", "launch"
+	subject  string // "purchase of X", "fleet launch"
+	made     string // "bought", "launched"
+	// cancelled is the row when ctx ended before the call: nothing was sent.
+	cancelled func(Entry) Entry
+	// call sends it; settle writes the answer into the row, ref names what it made.
+	call func(ctx context.Context) (settle func(Entry) Entry, ref string, err error)
+}
+
+// transact sends a pending intent's call and records its outcome, even past ctx:
+// a definite no fails the row; a lost answer leaves it unknown, never re-sent.
+func (s *Service) transact(ctx context.Context, row Entry, t transaction) (Entry, error) {
+	defer s.st.EndCall(row.ID)
+	defer s.beat(ctx, row.ID)()
+	wctx := context.WithoutCancel(ctx)
+	if err := ctx.Err(); err != nil {
+		out, uerr := s.update(wctx, t.cancelled(row))
+		if uerr != nil {
+			return out, fmt.Errorf("record cancelled %s %s: %w", t.noun, row.ID, uerr)
+		}
+		return out, fmt.Errorf("%s not sent: %w", t.subject, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	settle, ref, callErr := t.call(cctx)
+	cancel()
+	if callErr != nil {
+		if s.declined(t.provider, callErr) {
+			row.State, row.Error = StateFailed, callErr.Error()
+			out, err := s.update(wctx, row)
+			if err != nil {
+				return out, fmt.Errorf("record failed %s %s: %w (%s error: %v)", t.noun, row.ID, err, t.noun, callErr)
+			}
+			return out, fmt.Errorf("%s declined by %s: %w", t.subject, t.provider, callErr)
+		}
+		row.State, row.Error = StateUnknown, "no answer: "+callErr.Error()
+		out, err := s.update(wctx, row)
+		if err != nil {
+			return out, fmt.Errorf("record unknown %s %s: %w (%s error: %v)", t.noun, row.ID, err, t.noun, callErr)
+		}
+		s.opt.Logger.Warn(t.noun+" outcome unknown", "row", row.ID, "err", callErr)
+		return out, &UnknownError{Row: out, Cause: callErr}
+	}
+	out, err := s.update(wctx, settle(row))
+	if err != nil {
+		return out, fmt.Errorf("record %s %s (%s: %s): %w", t.noun, row.ID, t.made, ref, err)
+	}
+	return out, nil
+}
+
+// beat beats the row's heartbeat until stop: other hosts read it.
+func (s *Service) beat(ctx context.Context, id string) (stop func()) {
+	every := s.opt.Heartbeat
+	if every <= 0 {
+		every = HeartbeatEvery
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := s.st.Beat(context.WithoutCancel(ctx), id, s.opt.Now()); err != nil {
+					s.opt.Logger.Warn("heartbeat of a call in flight", "row", id, "err", err)
+				}
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }

@@ -51,24 +51,23 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 		want[strings.ToLower(t)] = true
 	}
 	type seen struct {
-		at        time.Time
-		spot, ond float64
+		at   time.Time
+		spot float64
 	}
-	latest := map[string]*seen{}
+	latest := map[string]float64{} // on-demand $/h by lower-cased type
 	inForce := map[domain.PoolKey]*seen{}
 	zones := map[string]bool{} // the spec's zones; none means all
 	for _, z := range spec.Zones {
 		zones[z] = true
 	}
+	// The sink runs on several goroutines and may not keep an event's slices.
+	var mu sync.Mutex
 	sink := func(ev domain.Event) {
+		mu.Lock()
+		defer mu.Unlock()
 		for _, pl := range ev.Pools {
-			if want[strings.ToLower(pl.InstanceType)] && pl.OnDemandUSDHour != nil {
-				v := latest[strings.ToLower(pl.InstanceType)]
-				if v == nil {
-					v = &seen{}
-					latest[strings.ToLower(pl.InstanceType)] = v
-				}
-				v.ond = *pl.OnDemandUSDHour
+			if k := strings.ToLower(pl.InstanceType); want[k] && pl.OnDemandUSDHour != nil {
+				latest[k] = *pl.OnDemandUSDHour
 			}
 		}
 		// The price in force is each pool's latest point; the fleet may land in any.
@@ -87,18 +86,12 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 			}
 		}
 	}
-	// The sink runs on several goroutines and may not keep an event's slices.
-	var mu sync.Mutex
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	err := p.Fetch(cctx, domain.FetchRequest{
 		Query: domain.Query{Providers: []string{spec.Provider}, Regions: []string{spec.Region}},
 		// A back-fill: providers describe pools (on-demand prices) only on a first fetch.
 		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true, Aside: true,
-	}, func(ev domain.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		sink(ev)
-	})
+	}, sink)
 	cancel()
 	var spot, ond float64
 	var spotPool domain.PoolKey
@@ -109,8 +102,8 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 		}
 	}
 	for t, v := range latest {
-		if v.ond > ond || (v.ond == ond && t < ondType) {
-			ond, ondType = v.ond, t
+		if v > ond || (v == ond && t < ondType) {
+			ond, ondType = v, t
 		}
 	}
 	basis := fmt.Sprintf("current prices in %s ($%.4f/h spot, %s %s", spec.Region, spot, spotPool.InstanceType, zoneOf(spotPool))
@@ -250,9 +243,7 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 	if req.Job != "" {
 		req.Again = true // a job moves its own fleets: several alike are meant
 	}
-	if spec.Strategy == "" {
-		spec.Strategy = domain.Strategies[0]
-	}
+	spec.Strategy = cmp.Or(spec.Strategy, domain.Strategies[0])
 	if err := CheckFleet(spec); err != nil {
 		return FleetResult{}, err
 	}
@@ -312,7 +303,8 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		case !capped:
 			return nil
 		case req.Job != "":
-			return s.checkLaunchBudget(req.Job, est.USDHour, 0) // the job's hold covers it
+			// The job's hold covers the day: only the per-purchase cap applies.
+			return s.checkHold(Hold{Whole: est.USDHour}, nil)
 		}
 		return s.checkHold(HoldOf(intent), spent)
 	}
@@ -367,10 +359,8 @@ func (s *Service) dryRunFleet(ctx context.Context, fl domain.FleetLauncher, spec
 
 // recordFleet commits the intent under the ledger's lock, then sends it (or leaves it scheduled).
 func (s *Service) recordFleet(ctx context.Context, fl domain.FleetLauncher, spec domain.FleetSpec, intent Entry, again bool, check func(Spending) error, res FleetResult) (FleetResult, error) {
-	if spec.ClientToken == "" {
-		spec.ClientToken = intent.ID
-	}
-	desc := s.describe(spec.Provider)
+	spec.ClientToken = cmp.Or(spec.ClientToken, intent.ID)
+	desc := s.Describe(spec.Provider)
 	reqJSON, err := json.Marshal(fleetRequest{FleetSpec: spec, Keeper: intent.Schedule.Keeper})
 	if err != nil {
 		return res, fmt.Errorf("launch fleet: %w", err)
@@ -493,7 +483,7 @@ func (s *Service) fleetIntent(spec domain.FleetSpec, est FleetEstimate, now time
 		State: StatePending, Actor: spec.Actor, CreatedAt: now, Start: spec.Start, End: spec.End,
 	}
 	if spec.Scheduled(now) {
-		r.Schedule = FleetSchedule{Start: spec.Start, End: spec.End, Keeper: KeeperOf(s.describe(spec.Provider))}
+		r.Schedule = FleetSchedule{Start: spec.Start, End: spec.End, Keeper: KeeperOf(s.Describe(spec.Provider))}
 	}
 	return r
 }
@@ -503,16 +493,8 @@ func sameTerms(r, intent Entry) bool {
 	if r.State != StateScheduled && r.State != StateActive {
 		return false
 	}
-	var a, b domain.FleetSpec
-	if r.Kind != KindFleet || json.Unmarshal(r.Request, &a) != nil || json.Unmarshal(intent.Request, &b) != nil {
-		return false
-	}
-	for _, s := range []*domain.FleetSpec{&a, &b} {
-		s.ClientToken, s.DryRun, s.Actor, s.Start, s.End = "", false, "", time.Time{}, time.Time{}
-	}
-	ja, err1 := json.Marshal(a)
-	jb, err2 := json.Marshal(b)
-	if err1 != nil || err2 != nil || string(ja) != string(jb) {
+	var b domain.FleetSpec
+	if json.Unmarshal(intent.Request, &b) != nil || !asks(r, b, true) {
 		return false
 	}
 	from1, until1 := runWindow(r)
@@ -537,7 +519,7 @@ func (s *Service) duplicateOf(ctx context.Context, spec domain.FleetSpec, intent
 
 func duplicateFleet(o Entry) error {
 	return fmt.Errorf("refused: a fleet on the same terms is already %s over the same time: ledger row %s (%s); nothing was launched — "+
-		"to launch another one like it, say so: `fleet launch … --again`", o.State, o.ID, orNone(o.ProviderRef))
+		"to launch another one like it, say so: `fleet launch … --again`", o.State, o.ID, cmp.Or(o.ProviderRef, "not launched yet"))
 }
 
 // runWindow is from a row's asked start (else its launch) to its asked end.
@@ -549,21 +531,21 @@ func runWindow(r Entry) (from, until time.Time) {
 	return from, r.Schedule.End
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "not launched yet"
-	}
-	return s
-}
-
 // sameFleet reports whether a row asks for spec's fleet, client token aside.
-func sameFleet(r Entry, spec domain.FleetSpec) bool {
+func sameFleet(r Entry, spec domain.FleetSpec) bool { return asks(r, spec, false) }
+
+// asks reports whether a fleet row asks for spec, client token aside (and its window, anyTime).
+func asks(r Entry, spec domain.FleetSpec, anyTime bool) bool {
 	var got domain.FleetSpec
 	if r.Kind != KindFleet || json.Unmarshal(r.Request, &got) != nil {
 		return false
 	}
-	got.ClientToken, got.DryRun, got.Actor = "", false, ""
-	spec.ClientToken, spec.DryRun, spec.Actor = "", false, ""
+	for _, s := range []*domain.FleetSpec{&got, &spec} {
+		s.ClientToken, s.DryRun, s.Actor = "", false, ""
+		if anyTime {
+			s.Start, s.End = time.Time{}, time.Time{}
+		}
+	}
 	a, err1 := json.Marshal(got)
 	b, err2 := json.Marshal(spec)
 	return err1 == nil && err2 == nil && string(a) == string(b)
@@ -676,14 +658,14 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (Entry, err
 	case r.ProviderRef == "":
 		return r, fmt.Errorf("ledger row %s has no fleet id (state %s): reconcile it first with `gpumarket ledger`", r.ID, r.State)
 	}
-	p, ok := s.provs[r.Provider].(domain.FleetLauncher)
-	if !ok {
-		return r, fmt.Errorf("provider %s is not in use in this run or does not launch fleets", r.Provider)
+	p, err := s.launcher(r.Provider)
+	if err != nil {
+		return r, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()
 	if err := p.DeleteFleet(cctx, r.Region, r.ProviderRef); err != nil {
-		if s.describe(r.Provider).Ephemeral && cctx.Err() == nil {
+		if s.Describe(r.Provider).Ephemeral && cctx.Err() == nil {
 			// A simulated fleet lives in its process: gone with it, nothing bills.
 			r.State, r.Error = StateDeleted, ""
 			r.Note = simFleetGone + " (" + err.Error() + ")"
@@ -720,6 +702,13 @@ func (s *Service) cancelScheduled(ctx context.Context, r Entry, actor string) (E
 	return next, nil
 }
 
+func (s *Service) launcher(provider string) (domain.FleetLauncher, error) {
+	if p, ok := s.provs[provider].(domain.FleetLauncher); ok {
+		return p, nil
+	}
+	return nil, fmt.Errorf("provider %s is not in use in this run or does not launch fleets", provider)
+}
+
 // simFleetGone is the note of a simulated fleet whose process ended.
 const simFleetGone = "simulated fleet ended with the process that launched it; nothing was billed"
 
@@ -737,9 +726,9 @@ func (s *Service) RefreshFleet(ctx context.Context, id string) (domain.Fleet, En
 	if r.ProviderRef == "" {
 		return domain.Fleet{}, r, fmt.Errorf("ledger row %s has no fleet id yet (state %s)", r.ID, r.State)
 	}
-	p, ok := s.provs[r.Provider].(domain.FleetLauncher)
-	if !ok {
-		return domain.Fleet{}, r, fmt.Errorf("provider %s is not in use in this run or does not launch fleets", r.Provider)
+	p, err := s.launcher(r.Provider)
+	if err != nil {
+		return domain.Fleet{}, r, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()
@@ -756,4 +745,80 @@ func (s *Service) RefreshFleet(ctx context.Context, id string) (domain.Fleet, En
 		}
 	}
 	return f, r, nil
+}
+
+// FleetsNowEvery is how long all views share one describe per fleet.
+const FleetsNowEvery = 30 * time.Second
+
+// fleetsNowWork bounds one describe: one slow provider must not hold the rest.
+const fleetsNowWork = 15 * time.Second
+
+// FleetNow is what a provider said of a fleet, and when.
+type FleetNow struct {
+	// Fleet is its answer: Instances running now of Target asked.
+	Fleet domain.Fleet
+	// Err is why it could not say; the last answer, if any, is kept.
+	Err error
+	At  time.Time
+}
+
+type fleetsNowCache struct {
+	mu     sync.Mutex
+	byRow  map[string]FleetNow
+	asking map[string]bool
+}
+
+// LiveFleet reports whether a row is a fleet that may be running.
+func LiveFleet(r Entry) bool {
+	return r.Kind == KindFleet && r.ProviderRef != "" && (r.State == StateActive || r.State == StateScheduled)
+}
+
+// FleetsNow says how many instances of each live fleet run now, one shared call per fleet.
+func (s *Service) FleetsNow(ctx context.Context, rows []Entry) map[string]FleetNow {
+	c := &s.fleetsNow
+	now := s.opt.Now()
+	var ask []Entry
+	c.mu.Lock()
+	if c.byRow == nil {
+		c.byRow, c.asking = map[string]FleetNow{}, map[string]bool{}
+	}
+	for _, r := range rows {
+		if !LiveFleet(r) || !s.CanLaunch(r.Provider) || c.asking[r.ID] {
+			continue
+		}
+		if last, ok := c.byRow[r.ID]; ok && now.Sub(last.At) < FleetsNowEvery && now.Sub(last.At) >= 0 {
+			continue
+		}
+		c.asking[r.ID] = true
+		ask = append(ask, r)
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range ask {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, min(fleetsNowWork, s.opt.Timeout))
+			f, _, err := s.RefreshFleet(cctx, r.ID)
+			cancel()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			delete(c.asking, r.ID)
+			if err != nil {
+				last := c.byRow[r.ID]
+				last.Err, last.At = err, now
+				c.byRow[r.ID] = last
+				return
+			}
+			c.byRow[r.ID] = FleetNow{Fleet: f, At: now}
+		})
+	}
+	wg.Wait()
+	out := map[string]FleetNow{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range rows {
+		if v, ok := c.byRow[r.ID]; ok && r.Kind == KindFleet {
+			out[r.ID] = v
+		}
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -10,14 +11,12 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
-// A job is work gpumarket carries out for the user: the plan's policy
-// driven live (package job). The ledger keeps its terms, the plan's
-// figures, its hold on the budget, its progress, its lease (which
-// process drives it) and every move it made; each launch it makes is an
-// ordinary ledger row, linked to the job by its idempotency key in
-// job_launches before the launch is recorded.
+// A job is the plan's policy driven live (package job): the ledger keeps its terms, hold, progress, lease and moves;
+// each launch is an ordinary row, linked by its idempotency key in job_launches before the launch is recorded.
 
 // States of a job.
 const (
@@ -44,8 +43,7 @@ type JobTerms struct {
 	Checkpointable bool          `json:"checkpointable"`
 	Checkpoint     time.Duration `json:"checkpoint"`
 	Changeover     time.Duration `json:"changeover"`
-	// ProgressFile or ProgressCommand, when set, is where the job reports
-	// its own hours of work done, read at each review.
+	// ProgressFile or ProgressCommand, when set, reports the job's own hours of work done, read at each review.
 	ProgressFile    string `json:"progress_file,omitempty"`
 	ProgressCommand string `json:"progress_command,omitempty"`
 }
@@ -64,20 +62,15 @@ type Job struct {
 	Strategy string
 	Terms    JobTerms
 	Plan     JobPlan
-	// Live is the plan's lanes as the driver carries them out and
-	// Progress its state (planner.LiveJob and LiveState, as JSON).
+	// Live is the plan's lanes as the driver carries them out, Progress its state (planner.LiveJob, LiveState).
 	Live, Progress json.RawMessage
-	// MaxUSD is the user's limit (0: none); HoldUSD what the job holds
-	// against the budget caps: the larger of the plan's p95 and MaxUSD.
+	// MaxUSD is the user's limit (0: none); HoldUSD what the job holds against the caps (JobHold).
 	MaxUSD, HoldUSD float64
-	// WorkDone is the hours of work done; SpentUSD what its rows cost
-	// so far, as of its last review.
+	// WorkDone is the hours of work done; SpentUSD what its rows cost, as of its last review.
 	WorkDone, SpentUSD float64
-	// Reason says why it failed or was cancelled; Outlook what the last
-	// review projected.
+	// Reason says why it failed or was cancelled; Outlook what the last review projected.
 	Reason, Outlook string
-	// LeaseHolder is the driver that carries the job out until
-	// LeaseUntil (JobLease).
+	// LeaseHolder is the driver that carries the job out until LeaseUntil.
 	LeaseHolder string
 	LeaseUntil  time.Time
 	// Seq numbers the job's moves.
@@ -93,8 +86,7 @@ type JobMove struct {
 	From   string    `json:"from"`
 	To     string    `json:"to"`
 	Reason string    `json:"reason"`
-	// Key is the idempotency key of the launch the move makes ("" for a
-	// move that launches nothing).
+	// Key is the idempotency key of the launch the move makes, "" for none.
 	Key string `json:"launch_key,omitempty"`
 }
 
@@ -140,20 +132,18 @@ const jobsMigration = `CREATE TABLE jobs (
 	);
 	CREATE INDEX job_launches_job ON job_launches(job_id);`
 
-// jobsVersion is the schema version that has the jobs, wherever the
-// migration stands in the list.
+// jobsVersion is the schema version that has the jobs, wherever the migration stands in the list.
 var jobsVersion = slices.Index(migrations, jobsMigration) + 1
 
 func (s *Store) hasJobs() bool { return s.version >= jobsVersion }
 
-// ErrLeaseLost is returned by a job write fenced by a lease the writer
-// no longer holds: another driver took the job over.
+// ErrLeaseLost: the writer no longer holds the job's lease; another driver took the job over.
 var ErrLeaseLost = errors.New("the job's lease is held by another driver")
 
 const jobCols = `id, state, strategy, terms, plan, live, progress, max_usd, hold_usd, work_done, spent_usd, reason, outlook,
 	lease_holder, lease_until, seq, actor, created_at, updated_at, finished_at`
 
-func scanJob(sc scanner) (Job, error) {
+func scanJob(sc sqlitedb.Scanner) (Job, error) {
 	var j Job
 	var terms, plan, live, prog, until, created, updated, finished string
 	if err := sc.Scan(&j.ID, &j.State, &j.Strategy, &terms, &plan, &live, &prog, &j.MaxUSD, &j.HoldUSD, &j.WorkDone, &j.SpentUSD,
@@ -182,13 +172,11 @@ func scanJob(sc scanner) (Job, error) {
 	return j, nil
 }
 
-// JobHold is the sum a job holds against the budget: the larger of its
-// plan's p95 cost and its limit.
+// JobHold is what a job holds against the budget: the larger of its plan's p95 cost and its limit.
 func JobHold(p95, maxUSD float64) float64 { return math.Max(p95, maxUSD) }
 
-// CreateJob records a new job, its hold checked against the caps inside
-// the write transaction (check gets the day's spending, jobs' holds
-// included, so two processes cannot both pass a cap).
+// CreateJob records a new job; check gets the day's spending in the write transaction, so two
+// processes cannot both pass a cap.
 func (s *Store) CreateJob(ctx context.Context, j Job, check func(daySpent float64) error) (Job, error) {
 	if s.readOnly {
 		return Job{}, fmt.Errorf("record job: %w", ErrReadOnly)
@@ -200,9 +188,7 @@ func (s *Store) CreateJob(ctx context.Context, j Job, check func(daySpent float6
 		j.CreatedAt = s.now()
 	}
 	j.UpdatedAt = j.CreatedAt
-	if j.State == "" {
-		j.State = JobScheduled
-	}
+	j.State = cmp.Or(j.State, JobScheduled)
 	if len(j.Live) == 0 {
 		j.Live = json.RawMessage("{}")
 	}
@@ -244,8 +230,7 @@ func (s *Store) CreateJob(ctx context.Context, j Job, check func(daySpent float6
 	return j, nil
 }
 
-// GetJob returns one job; an id prefix of at least 6 characters that
-// names one job finds it too.
+// GetJob returns one job, also by an id prefix of at least 6 characters that names only it.
 func (s *Store) GetJob(ctx context.Context, id string) (Job, error) {
 	if !s.hasJobs() {
 		return Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
@@ -263,59 +248,21 @@ func (s *Store) GetJob(ctx context.Context, id string) (Job, error) {
 	return j, nil
 }
 
-// ListJobs returns the jobs, newest first; with states given, only jobs
-// in them.
+// ListJobs returns the jobs newest first, only those in states when given.
 func (s *Store) ListJobs(ctx context.Context, states ...string) ([]Job, error) {
 	if !s.hasJobs() {
 		return nil, nil
 	}
-	q := `ORDER BY id DESC`
-	var args []any
-	if len(states) > 0 {
-		q = `WHERE state IN (?` + strings.Repeat(",?", len(states)-1) + `) ` + q
-		for _, st := range states {
-			args = append(args, st)
-		}
-	}
-	return s.jobs(ctx, q, args...)
+	where, args := inStates(states)
+	return s.jobs(ctx, where+` ORDER BY id DESC`, args...)
 }
 
 func (s *Store) jobs(ctx context.Context, where string, args ...any) ([]Job, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+jobCols+` FROM jobs `+where, args...)
+	out, err := sqlitedb.All(ctx, s.db, scanJob, `SELECT `+jobCols+` FROM jobs `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	defer rows.Close()
-	var out []Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list jobs: %w", err)
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
-}
-
-// TakeLease gives the job's lease to holder until `until` if it is free,
-// already holder's, lapsed at now, or held by a process gone (gone says,
-// from the holder's name). It compares and swaps: of two drivers that
-// read the same lapsed lease, one gets it. ok is false when another
-// driver holds it.
-func (s *Store) TakeLease(ctx context.Context, id, holder string, now, until time.Time, gone func(holder string) bool) (Job, bool, error) {
-	j, err := s.GetJob(ctx, id)
-	if err != nil {
-		return j, false, err
-	}
-	held, err := s.TakeLeases(ctx, []Job{j}, holder, now, until, gone)
-	if err != nil || len(held) == 1 {
-		if len(held) == 1 {
-			j = held[0]
-		}
-		return j, len(held) == 1, err
-	}
-	cur, err := s.GetJob(ctx, id)
-	return cur, false, err
+	return out, nil
 }
 
 // ReleaseLease gives the lease up, if holder has it.
@@ -324,9 +271,8 @@ func (s *Store) ReleaseLease(ctx context.Context, id, holder string) error {
 	return err
 }
 
-// SaveJob writes the job's progress, state, figures and lease expiry,
-// fenced: only while holder has its lease (ErrLeaseLost otherwise). A
-// job cancelled meanwhile stays cancelled (ErrJobEnded).
+// SaveJob writes the job's progress, state, figures and lease expiry only while holder has its lease
+// (ErrLeaseLost); a job cancelled meanwhile stays cancelled (ErrJobEnded).
 func (s *Store) SaveJob(ctx context.Context, j Job, holder string) (Job, error) {
 	failed, err := s.SaveJobs(ctx, []Job{j}, holder)
 	if err == nil {
@@ -335,13 +281,10 @@ func (s *Store) SaveJob(ctx context.Context, j Job, holder string) (Job, error) 
 	return j, err
 }
 
-// ErrJobEnded is returned by a fenced write to a job that ended
-// meanwhile (cancelled by the user).
+// ErrJobEnded: a fenced write to a job that ended meanwhile (cancelled by the user).
 var ErrJobEnded = errors.New("the job has ended")
 
-// SaveJobs is SaveJob for several jobs in one transaction (a driver's
-// review of many jobs commits once); failed says, by job id, why a job
-// was not saved (ErrLeaseLost, ErrJobEnded).
+// SaveJobs is SaveJob for a review's jobs in one transaction; failed says by job id why one was not saved.
 func (s *Store) SaveJobs(ctx context.Context, js []Job, holder string) (failed map[string]error, err error) {
 	if s.readOnly {
 		return nil, ErrReadOnly
@@ -373,8 +316,8 @@ func (s *Store) SaveJobs(ctx context.Context, js []Job, holder string) (failed m
 	return failed, nil
 }
 
-// TakeLeases is TakeLease for several jobs (as ListJobs read them) in one
-// transaction; it returns the jobs holder now holds.
+// TakeLeases gives holder the leases of the jobs (as read) that are free, its own, lapsed at now, or held by a
+// process gone; a compare-and-swap, so of two drivers one gets each. It returns the jobs holder now holds.
 func (s *Store) TakeLeases(ctx context.Context, js []Job, holder string, now, until time.Time, gone func(holder string) bool) ([]Job, error) {
 	if s.readOnly {
 		return nil, ErrReadOnly
@@ -414,11 +357,8 @@ func (s *Store) whyNotSaved(ctx context.Context, tx *sql.Tx, id string) error {
 	return fmt.Errorf("job %s: %w", id, ErrLeaseLost)
 }
 
-// RecordMove writes a move of the job, fenced by holder's lease; a move
-// that launches (Key set) reserves its key in job_launches in the same
-// transaction, before the launch is recorded or sent, so the launch's
-// row is the job's however the process ends. It returns the move with
-// its sequence number.
+// RecordMove writes a move, fenced by holder's lease; a launching move reserves its key in job_launches in the
+// same transaction, before the launch is recorded or sent, so the launch is the job's however the process ends.
 func (s *Store) RecordMove(ctx context.Context, jobID, holder string, m JobMove) (JobMove, error) {
 	if s.readOnly {
 		return m, ErrReadOnly
@@ -461,42 +401,19 @@ func (s *Store) RecordMove(ctx context.Context, jobID, holder string, m JobMove)
 
 // JobMoves returns the job's moves in order.
 func (s *Store) JobMoves(ctx context.Context, jobID string) ([]JobMove, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, from_lane, to_lane, reason, launch_key FROM job_moves WHERE job_id = ? ORDER BY seq`, jobID)
+	out, err := sqlitedb.All(ctx, s.db, func(sc sqlitedb.Scanner) (JobMove, error) {
+		var m JobMove
+		var at string
+		err := sc.Scan(&m.Seq, &at, &m.From, &m.To, &m.Reason, &m.Key)
+		if err == nil {
+			m.At, err = parseTime(at)
+		}
+		return m, err
+	}, `SELECT seq, at, from_lane, to_lane, reason, launch_key FROM job_moves WHERE job_id = ? ORDER BY seq`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("moves of job %s: %w", jobID, err)
 	}
-	defer rows.Close()
-	var out []JobMove
-	for rows.Next() {
-		var m JobMove
-		var at string
-		if err := rows.Scan(&m.Seq, &at, &m.From, &m.To, &m.Reason, &m.Key); err != nil {
-			return nil, err
-		}
-		if m.At, err = parseTime(at); err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
-}
-
-// JobLaunchKeys returns the launch keys the job reserved, in order.
-func (s *Store) JobLaunchKeys(ctx context.Context, jobID string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT idem_key FROM job_launches WHERE job_id = ? ORDER BY seq`, jobID)
-	if err != nil {
-		return nil, fmt.Errorf("launches of job %s: %w", jobID, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // JobRows returns the ledger rows of the job's launches, oldest first.
@@ -504,37 +421,16 @@ func (s *Store) JobRows(ctx context.Context, jobID string) ([]Entry, error) {
 	if !s.hasJobs() {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+prefixed(s.cols(), "l.")+` FROM ledger l JOIN job_launches k ON l.idem_key = k.idem_key
+	out, err := sqlitedb.All(ctx, s.db, scan, `SELECT `+prefixed(s.cols(), "l.")+` FROM ledger l JOIN job_launches k ON l.idem_key = k.idem_key
 		WHERE k.job_id = ? AND l.kind = ? ORDER BY k.seq, l.id`, jobID, KindFleet)
 	if err != nil {
 		return nil, fmt.Errorf("rows of job %s: %w", jobID, err)
 	}
-	defer rows.Close()
-	var out []Entry
-	for rows.Next() {
-		r, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("rows of job %s: %w", jobID, err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
-// JobOfRow returns the id of the job whose launch the row is, or "".
-func (s *Store) JobOfRow(ctx context.Context, r Entry) string {
-	if !s.hasJobs() {
-		return ""
-	}
-	var id string
-	_ = s.db.QueryRowContext(ctx, `SELECT job_id FROM job_launches WHERE idem_key = ?`, r.IdemKey).Scan(&id)
-	return id
-}
-
-// EndJob sets a job's final state (done, failed, cancelled) at `at`
-// whoever holds its lease: the user's cancel, or a driver that ended it.
-// at is the caller's clock, which a fast simulated market runs ahead of
-// the wall's. It returns false when the job had already ended.
+// EndJob sets a job's final state at the caller's clock (a fast simulated market runs ahead) whoever holds
+// its lease; false when the job had already ended.
 func (s *Store) EndJob(ctx context.Context, id, state, reason string, at time.Time) (bool, error) {
 	if s.readOnly {
 		return false, ErrReadOnly
@@ -558,11 +454,9 @@ func prefixed(cols, p string) string {
 	return strings.Join(parts, ", ")
 }
 
-// jobsDaySum is what the jobs created on t's UTC day count against the
-// daily cap: an active job its hold (or what it spent, if more), an
-// ended one what it spent. Their launches' rows are left out of the
-// rows' sum (daySum): the hold covers them.
-func jobsDaySum(ctx context.Context, q querier, day time.Time) (float64, error) {
+// jobsDaySum is what the jobs created on day count against its cap: an active job its hold (or what it
+// spent, if more), an ended one what it spent. Their launches' rows are left out of rowsHeld's sum.
+func jobsDaySum(ctx context.Context, q sqlitedb.Querier, day time.Time) (float64, error) {
 	var sum float64
 	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(CASE WHEN state IN (?, ?) THEN MAX(hold_usd, spent_usd) ELSE spent_usd END), 0)
 		FROM jobs WHERE created_at >= ? AND created_at < ?`, JobScheduled, JobRunning,
@@ -573,30 +467,13 @@ func jobsDaySum(ctx context.Context, q querier, day time.Time) (float64, error) 
 	return sum, nil
 }
 
-// checkLaunchBudget checks a fleet's first hour against the caps; a
-// job's launch is covered by the job's hold on the day, so only the
-// per-purchase cap applies to it.
-func (s *Service) checkLaunchBudget(job string, cost, spent float64) error {
-	if job != "" {
-		b := s.opt.Budget
-		if b.MaxBookingUSD > 0 && cents(cost) > cents(b.MaxBookingUSD) {
-			return &BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: cost}
-		}
-		return nil
-	}
-	return s.checkBudget(cost, spent)
-}
-
-// StartJob records a job with its whole hold checked against the budget
-// caps: the hold is one purchase (max_booking_usd) and counts on the
-// day with everything else (max_daily_usd).
+// StartJob records a job whose hold is checked as one purchase (max_booking_usd) and counts on the day
+// with everything else (max_daily_usd).
 func (s *Service) StartJob(ctx context.Context, j Job) (Job, error) {
 	if s.st.ReadOnly() {
 		return Job{}, fmt.Errorf("refused: %w; nothing was started", ErrReadOnly)
 	}
-	if j.Actor == "" {
-		j.Actor = s.opt.Actor
-	}
+	j.Actor = cmp.Or(j.Actor, s.opt.Actor)
 	j.CreatedAt = s.opt.Now()
 	out, err := s.st.CreateJob(ctx, j, func(spent float64) error { return s.checkBudget(j.HoldUSD, spent) })
 	if err == nil {
@@ -605,10 +482,8 @@ func (s *Service) StartJob(ctx context.Context, j Job) (Job, error) {
 	return out, err
 }
 
-// ReconcileRow settles one unsettled row as Reconcile does, unless its
-// call is still in flight; a settled fleet of an ephemeral provider whose
-// process ended is recorded ended. It returns the row as now recorded
-// and whether its outcome is known.
+// ReconcileRow settles one row as Reconcile does unless its call is in flight (a simulated fleet whose
+// process ended is recorded ended); it returns the row as recorded and whether its outcome is known.
 func (s *Service) ReconcileRow(ctx context.Context, r Entry) (Entry, bool, string) {
 	if r.Settled() {
 		if next, ended := s.endedWithProcess(ctx, r); ended {
@@ -624,22 +499,13 @@ func (s *Service) ReconcileRow(ctx context.Context, r Entry) (Entry, bool, strin
 	return s.reconcileRow(ctx, r)
 }
 
-// HoldProcessLock takes this handle's process lock, held until Close, so
-// that other processes on this host see it alive (ProcessLiveness): a
-// job driver's lease is taken over at once only from a process gone.
+// HoldProcessLock takes the process lock until Close, so other processes here see it alive
+// (ProcessLiveness): a driver's lease is taken over at once only from a process gone.
 func (s *Store) HoldProcessLock() error {
-	if s.readOnly || !lockSupported {
+	if s.readOnly {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc != nil {
-		return nil
-	}
-	f, err := lockFile(s.procLock(s.owner.Token))
-	if err != nil {
-		return fmt.Errorf("take the process lock: %w", err)
-	}
-	s.proc = f
-	return nil
+	return s.lockProcess()
 }

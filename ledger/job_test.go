@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,5 +187,31 @@ func TestJobHoldsCountAgainstEveryPurchase(t *testing.T) {
 	f.st.EndJob(ctx, j.ID, ledger.JobDone, "", time.Now())
 	if spent, _ := f.st.DaySpent(ctx, t0); spent != 0 {
 		t.Errorf("day's spending after the job ended having spent nothing recorded: %v", spent)
+	}
+}
+
+// A job's hold covers the day, not any one purchase: a launch of the job
+// dearer than max_booking_usd is refused, naming where the cap is set.
+func TestJobLaunchOverThePerPurchaseCapRefused(t *testing.T) {
+	f := newFixture(t, "", "aws", ledger.Budget{MaxBookingUSD: 5000, ConfigPath: "/etc/gpumarket.toml"})
+	ctx := context.Background()
+	j, err := f.svc.StartJob(ctx, testJob(4000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := f.st.TakeLease(ctx, j.ID, "A", t0, t0.Add(time.Minute), nil); !ok {
+		t.Fatal("lease")
+	}
+	m, err := f.st.RecordMove(ctx, j.ID, "A", ledger.JobMove{To: "aws", Key: j.ID + "-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := domain.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: 2, ClientToken: m.Key}
+	_, err = f.svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Estimate: ledger.FleetEstimate{USDHour: 5000.01}, Job: j.ID})
+	if !errors.Is(err, ledger.ErrBudget) || !strings.Contains(err.Error(), "max_booking_usd is set in /etc/gpumarket.toml") {
+		t.Errorf("a job's launch over max_booking_usd: %v", err)
+	}
+	if _, err := f.svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Estimate: ledger.FleetEstimate{USDHour: 5000}, Job: j.ID}); err != nil {
+		t.Errorf("a job's launch at max_booking_usd: %v", err)
 	}
 }

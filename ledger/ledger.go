@@ -1,3 +1,4 @@
+// Package ledger is where every money action goes: ledger, booking, schedules, jobs, usage.
 package ledger
 
 import (
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
 
 // Kinds of ledger rows.
@@ -186,7 +188,7 @@ func (s *Store) recordIntent(ctx context.Context, r Entry, check OpenIntentCheck
 		return Entry{}, fmt.Errorf("record intent: %w", err)
 	}
 	defer tx.Rollback()
-	existing, err := scanOne(tx.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey))
+	existing, err := s.one(ctx, tx, `kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Entry{}, fmt.Errorf("record intent: %w", err)
 	}
@@ -195,9 +197,10 @@ func (s *Store) recordIntent(ctx context.Context, r Entry, check OpenIntentCheck
 		ex = &existing
 	}
 	if check != nil {
-		live, err := liveRows(ctx, tx, s.cols(), r.Kind)
+		live, err := s.rows(ctx, tx, `WHERE kind = ? AND state IN (?, ?, ?, ?) ORDER BY id`,
+			r.Kind, StatePending, StateUnknown, StateScheduled, StateActive)
 		if err != nil {
-			return Entry{}, fmt.Errorf("record intent: %w", err)
+			return Entry{}, fmt.Errorf("record intent: unsettled %s rows: %w", r.Kind, err)
 		}
 		spent := func(day time.Time) (float64, error) { return s.DayHeld(ctx, tx, day, "") }
 		if err := check(spent, ex, live); err != nil {
@@ -244,13 +247,7 @@ func (s *Store) update(ctx context.Context, r Entry, from string, check func(spe
 		claimed = true
 		r.Owner, r.Heartbeat = s.owner.String(), r.UpdatedAt
 	}
-	var out Entry
-	var err error
-	if check == nil {
-		out, err = s.write(ctx, r, from)
-	} else {
-		out, err = s.writeChecked(ctx, r, from, check)
-	}
+	out, err := s.write(ctx, r, from, check)
 	if err != nil && claimed {
 		s.EndCall(r.ID)
 	}
@@ -262,24 +259,35 @@ func (s *Store) UpdateFromChecked(ctx context.Context, r Entry, from string, che
 	return s.update(ctx, r, from, check)
 }
 
-func (s *Store) writeChecked(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
+// write writes r in one transaction, from state from when given; check sees the row in that state.
+func (s *Store) write(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
 	}
 	defer tx.Rollback()
-	var state string
-	if err := tx.QueryRowContext(ctx, `SELECT state FROM ledger WHERE id = ?`, r.ID).Scan(&state); err != nil {
+	if check != nil {
+		var state string
+		if err := tx.QueryRowContext(ctx, `SELECT state FROM ledger WHERE id = ?`, r.ID).Scan(&state); err != nil {
+			return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
+		}
+		if state != from {
+			return Entry{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
+		}
+		if err := check(func(day time.Time) (float64, error) { return s.DayHeld(ctx, tx, day, r.ID) }); err != nil {
+			return Entry{}, err
+		}
+	}
+	n, err := s.exec(ctx, tx, r, from)
+	if err != nil {
+		return Entry{}, err
+	}
+	if n == 0 {
+		var one int
+		if from != "" && tx.QueryRowContext(ctx, `SELECT 1 FROM ledger WHERE id = ?`, r.ID).Scan(&one) == nil {
+			return Entry{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
+		}
 		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
-	}
-	if state != from {
-		return Entry{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
-	}
-	if err := check(func(day time.Time) (float64, error) { return s.DayHeld(ctx, tx, day, r.ID) }); err != nil {
-		return Entry{}, err
-	}
-	if _, err := s.exec(ctx, tx, r, from); err != nil {
-		return Entry{}, err
 	}
 	if err := tx.Commit(); err != nil {
 		return Entry{}, fmt.Errorf("update ledger row %s: commit: %w", r.ID, err)
@@ -287,28 +295,8 @@ func (s *Store) writeChecked(ctx context.Context, r Entry, from string, check fu
 	return r, nil
 }
 
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-func (s *Store) write(ctx context.Context, r Entry, from string) (Entry, error) {
-	n, err := s.exec(ctx, s.db, r, from)
-	if err != nil {
-		return Entry{}, err
-	}
-	if n == 0 {
-		if from != "" {
-			if _, err := s.Get(ctx, r.ID); err == nil {
-				return Entry{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
-			}
-		}
-		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
-	}
-	return r, nil
-}
-
 // exec writes the row's outcome fields and says how many rows changed.
-func (s *Store) exec(ctx context.Context, ex execer, r Entry, from string) (int64, error) {
+func (s *Store) exec(ctx context.Context, tx *sql.Tx, r Entry, from string) (int64, error) {
 	q := `UPDATE ledger SET provider=?, cloud=?, region=?, zone=?, instance_type=?, instance_count=?,
 		gpu_count=?, start_at=?, end_at=?, cost_usd=?, cost_note=?, state=?, provider_ref=?, actor=?, updated_at=?, error=?,
 		note=?, owner=?, heartbeat_at=?, usd_hour=?, sched_start=?, sched_end=?, sched_keeper=? WHERE id=?`
@@ -320,7 +308,7 @@ func (s *Store) exec(ctx context.Context, ex execer, r Entry, from string) (int6
 		q += ` AND state=?`
 		args = append(args, from)
 	}
-	res, err := ex.ExecContext(ctx, q, args...)
+	res, err := tx.ExecContext(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("update ledger row %s: %w", r.ID, err)
 	}
@@ -330,7 +318,7 @@ func (s *Store) exec(ctx context.Context, ex execer, r Entry, from string) (int6
 
 // Get returns one row.
 func (s *Store) Get(ctx context.Context, id string) (Entry, error) {
-	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE id = ?`, id))
+	r, err := s.one(ctx, s.db, `id = ?`, id)
 	if err != nil {
 		return Entry{}, fmt.Errorf("ledger row %s: %w", id, err)
 	}
@@ -339,7 +327,7 @@ func (s *Store) Get(ctx context.Context, id string) (Entry, error) {
 
 // FindByRef returns the newest row with the provider's id.
 func (s *Store) FindByRef(ctx context.Context, ref string) (Entry, error) {
-	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE provider_ref = ? ORDER BY id DESC LIMIT 1`, ref))
+	r, err := s.one(ctx, s.db, `provider_ref = ? ORDER BY id DESC LIMIT 1`, ref)
 	if err != nil {
 		return Entry{}, fmt.Errorf("ledger row for %s: %w", ref, err)
 	}
@@ -348,32 +336,40 @@ func (s *Store) FindByRef(ctx context.Context, ref string) (Entry, error) {
 
 // List returns the rows newest first, only those in states when given.
 func (s *Store) List(ctx context.Context, states ...string) ([]Entry, error) {
-	q := `SELECT ` + s.cols() + ` FROM ledger`
-	var args []any
-	if len(states) > 0 {
-		q += ` WHERE state IN (?` + strings.Repeat(",?", len(states)-1) + `)`
-		for _, st := range states {
-			args = append(args, st)
-		}
-	}
-	q += ` ORDER BY id DESC`
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	where, args := inStates(states)
+	out, err := s.rows(ctx, s.db, where+` ORDER BY id DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list ledger: %w", err)
 	}
-	defer rows.Close()
-	var out []Entry
-	for rows.Next() {
-		r, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list ledger: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list ledger: %w", err)
-	}
 	return out, nil
+}
+
+// inStates is a WHERE clause keeping the states given, "" for none.
+func inStates(states []string) (string, []any) {
+	if len(states) == 0 {
+		return "", nil
+	}
+	args := make([]any, len(states))
+	for i, st := range states {
+		args[i] = st
+	}
+	return `WHERE state IN (?` + strings.Repeat(",?", len(states)-1) + `)`, args
+}
+
+// rows reads the ledger rows the clause (WHERE …, ORDER BY …) picks.
+func (s *Store) rows(ctx context.Context, q sqlitedb.Querier, clause string, args ...any) ([]Entry, error) {
+	return sqlitedb.All(ctx, q, scan, `SELECT `+s.cols()+` FROM ledger `+clause, args...)
+}
+
+var errNoRows = sql.ErrNoRows
+
+// one reads the row where picks, or ErrNotFound.
+func (s *Store) one(ctx context.Context, q sqlitedb.Querier, where string, args ...any) (Entry, error) {
+	r, err := scan(q.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE `+where, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Entry{}, ErrNotFound
+	}
+	return r, err
 }
 
 // DaySpent is what the ledger holds against t's UTC day (Store.DayHeld).
@@ -383,53 +379,24 @@ func (s *Store) DaySpent(ctx context.Context, t time.Time) (float64, error) {
 
 // HeldKeys returns the keys of a kind held by rows that are not failed.
 func (s *Store) HeldKeys(ctx context.Context, kind string) (map[string]bool, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT idem_key FROM ledger WHERE kind = ? AND state <> 'failed'`, kind)
+	keys, err := sqlitedb.All(ctx, s.db, sqlitedb.String, `SELECT idem_key FROM ledger WHERE kind = ? AND state <> 'failed'`, kind)
 	if err != nil {
 		return nil, fmt.Errorf("ledger keys: %w", err)
 	}
-	defer rows.Close()
 	out := map[string]bool{}
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, fmt.Errorf("ledger keys: %w", err)
-		}
+	for _, k := range keys {
 		out[k] = true
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Holder returns the row not failed holding the kind's key, or ErrNotFound.
 func (s *Store) Holder(ctx context.Context, kind, key string) (Entry, error) {
-	r, err := scanOne(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE kind = ? AND idem_key = ? AND state <> 'failed'`, kind, key))
+	r, err := s.one(ctx, s.db, `kind = ? AND idem_key = ? AND state <> 'failed'`, kind, key)
 	if err != nil {
 		return Entry{}, fmt.Errorf("ledger holder of %s %s: %w", kind, key, err)
 	}
 	return r, nil
-}
-
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-// liveRows returns the rows of a kind that are not over.
-func liveRows(ctx context.Context, tx *sql.Tx, cols, kind string) ([]Entry, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT `+cols+` FROM ledger WHERE kind = ? AND state IN (?, ?, ?, ?) ORDER BY id`,
-		kind, StatePending, StateUnknown, StateScheduled, StateActive)
-	if err != nil {
-		return nil, fmt.Errorf("unsettled %s rows: %w", kind, err)
-	}
-	defer rows.Close()
-	var out []Entry
-	for rows.Next() {
-		r, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("unsettled %s rows: %w", kind, err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
 }
 
 const columns = `id, kind, provider, cloud, region, zone, instance_type, instance_count, gpu_count, start_at, end_at,
@@ -471,17 +438,7 @@ func (r Entry) args() []any {
 		hour, fmtTime(r.Schedule.Start), fmtTime(r.Schedule.End), string(r.Schedule.Keeper)}
 }
 
-type scanner interface{ Scan(dest ...any) error }
-
-func scanOne(sc *sql.Row) (Entry, error) {
-	r, err := scan(sc)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Entry{}, ErrNotFound
-	}
-	return r, err
-}
-
-func scan(sc scanner) (Entry, error) {
+func scan(sc sqlitedb.Scanner) (Entry, error) {
 	var r Entry
 	var start, end, created, updated, req, beat, sStart, sEnd, keeper string
 	var cost, hour sql.NullFloat64
@@ -517,4 +474,222 @@ func scan(sc scanner) (Entry, error) {
 		}
 	}
 	return r, nil
+}
+
+// unboundedHold is how long a fleet with no end is held against the caps.
+const unboundedHold = 24 * time.Hour
+
+// Span is when a row's capacity ran; zero for a row that never ran or failed.
+func Span(r Entry) (start, end time.Time) {
+	if r.State == StateFailed || (r.Kind == KindFleet && r.ProviderRef == "") {
+		return time.Time{}, time.Time{}
+	}
+	start, end = r.Start, r.End
+	if r.Kind != KindFleet {
+		return start, end
+	}
+	if start.IsZero() {
+		start = r.CreatedAt
+	}
+	if end.IsZero() && (r.State == StateDeleted || r.State == StateEnded) {
+		end = r.UpdatedAt
+	}
+	return start, end
+}
+
+// CostUnknown reports whether a row's cost cannot be said.
+func CostUnknown(r Entry) bool {
+	if r.Kind == KindFleet {
+		return math.IsNaN(r.USDHour)
+	}
+	return math.IsNaN(r.CostUSD)
+}
+
+// Figures are a row's money figures at a time; NaN is unknown.
+type Figures struct {
+	Start, End time.Time
+	// Committed is what the row may cost over its known window; NaN with no end.
+	Committed float64
+	// SoFar is what it has cost up to the time asked (CostSoFar).
+	SoFar float64
+	// Final is its cost once it is over; NaN before.
+	Final float64
+}
+
+// FiguresOf is a row's money figures at now, as every view shows them.
+func FiguresOf(r Entry, now time.Time) Figures {
+	f := Figures{Committed: math.NaN(), Final: math.NaN()}
+	f.Start, f.End = Span(r)
+	f.SoFar = CostSoFar(r, time.Time{}, now)
+	over := r.State == StateEnded || r.State == StateDeleted || r.State == StateFailed
+	switch {
+	case r.Kind != KindFleet:
+		f.Committed = r.CostUSD
+		if r.State == StateFailed {
+			f.Committed = 0
+		}
+	case over:
+		f.Committed = f.SoFar
+	default:
+		from, until := holdWindow(r)
+		if !r.Schedule.End.IsZero() {
+			f.Committed = r.USDHour * until.Sub(from).Hours()
+		}
+	}
+	if over {
+		f.Final = f.SoFar
+	}
+	return f
+}
+
+// CostSoFar is what a row cost over [from, to] (zero from: since it began).
+func CostSoFar(r Entry, from, to time.Time) float64 {
+	start, end := Span(r)
+	if start.IsZero() {
+		return 0
+	}
+	if CostUnknown(r) {
+		return math.NaN()
+	}
+	if t := domain.TermsOfKind(r.Kind); t != nil && t.Upfront {
+		if from.IsZero() {
+			return r.CostUSD
+		}
+		// Spread over its window, a day at a time, as usage splits it.
+		return r.CostUSD * share(start, end, from, to)
+	}
+	rate := r.USDHour
+	if r.Kind != KindFleet {
+		if !end.After(start) {
+			return math.NaN()
+		}
+		rate = r.CostUSD / end.Sub(start).Hours()
+	}
+	if from.IsZero() || from.Before(start) {
+		from = start
+	}
+	if !end.IsZero() && end.Before(to) {
+		to = end
+	}
+	return rate * max(to.Sub(from).Hours(), 0)
+}
+
+// share is the part of [start, end] inside [from, to], 0 to 1.
+func share(start, end, from, to time.Time) float64 {
+	if !end.After(start) {
+		return 0
+	}
+	a, b := domain.Later(start, from), domain.Earlier(end, to)
+	return max(b.Sub(a).Hours(), 0) / end.Sub(start).Hours()
+}
+
+// holdWindow is when a fleet not over holds its estimate against the caps.
+func holdWindow(r Entry) (from, until time.Time) {
+	if from, until = runWindow(r); until.IsZero() {
+		until = from.Add(unboundedHold)
+	}
+	return from, until
+}
+
+// heldOn is what a row holds against day's cap; an unknown fleet estimate holds 0.
+func heldOn(r Entry, day time.Time) float64 {
+	next := day.Add(24 * time.Hour)
+	if r.State == StateFailed {
+		return 0
+	}
+	if r.Kind != KindFleet {
+		if r.CreatedAt.Before(day) || !r.CreatedAt.Before(next) {
+			return 0
+		}
+		return r.CostUSD
+	}
+	if math.IsNaN(r.USDHour) {
+		return 0
+	}
+	from, until := holdWindow(r)
+	if r.State == StateEnded || r.State == StateDeleted {
+		if from, until = Span(r); from.IsZero() {
+			return 0 // cancelled before its start: nothing ran
+		}
+	}
+	a, b := domain.Later(from, day), domain.Earlier(until, next)
+	return r.USDHour * max(b.Sub(a).Hours(), 0)
+}
+
+// Hold is a purchase's whole commitment and its part on each UTC day.
+type Hold struct {
+	Whole float64
+	Days  []DayAmount
+	// What says the commitment for a refusal: "90d at $4403.20/h".
+	What string
+}
+
+// DayAmount is an amount on the UTC day starting at Day.
+type DayAmount struct {
+	Day time.Time
+	USD float64
+}
+
+// HoldOf is what a row holds against the caps, whole and by UTC day.
+func HoldOf(r Entry) Hold {
+	h := Hold{}
+	if r.Kind != KindFleet {
+		day := r.CreatedAt.UTC().Truncate(24 * time.Hour)
+		h.Whole = r.CostUSD
+		h.Days = []DayAmount{{Day: day, USD: r.CostUSD}}
+		return h
+	}
+	from, until := holdWindow(r)
+	h.Whole = r.USDHour * until.Sub(from).Hours()
+	h.What = fmt.Sprintf("%s at $%.2f/h", Countdown(until.Sub(from)), r.USDHour)
+	if r.Schedule.End.IsZero() {
+		h.What = fmt.Sprintf("its first %s at $%.2f/h; it has no end", Countdown(unboundedHold), r.USDHour)
+	}
+	for d := from.UTC().Truncate(24 * time.Hour); d.Before(until); d = d.Add(24 * time.Hour) {
+		h.Days = append(h.Days, DayAmount{Day: d, USD: heldOn(r, d)})
+	}
+	return h
+}
+
+// DayHeld is what the ledger holds against t's UTC day but row except; NaN if a price is unknown.
+func (s *Store) DayHeld(ctx context.Context, q sqlitedb.Querier, t time.Time, except string) (float64, error) {
+	day := t.UTC().Truncate(24 * time.Hour)
+	rows, err := s.rowsHeld(ctx, q, day, except)
+	if err != nil || !s.hasJobs() {
+		return rows, err
+	}
+	// Any other kind of hold is one more term of this sum: the jobs'.
+	jobs, err := jobsDaySum(ctx, q, day)
+	return rows + jobs, err
+}
+
+// rowsHeld sums heldOn over the rows that may hold something on day.
+func (s *Store) rowsHeld(ctx context.Context, q sqlitedb.Querier, day time.Time, except string) (float64, error) {
+	// A job's launches are covered by the job's hold (job.go).
+	notJobs := ""
+	if s.hasJobs() {
+		notJobs = ` AND idem_key NOT IN (SELECT idem_key FROM job_launches)`
+	}
+	rows, err := s.rows(ctx, q, `WHERE state <> 'failed' AND id <> ? AND created_at < ? AND
+		(kind = ? AND (end_at = '' OR end_at >= ?) OR created_at >= ?)`+notJobs, except, fmtTime(day.Add(24*time.Hour)), KindFleet, fmtTime(day), fmtTime(day))
+	if err != nil {
+		return 0, fmt.Errorf("sum of the day's spending: %w", err)
+	}
+	sum := 0.0
+	for _, r := range rows {
+		sum += heldOn(r, day)
+	}
+	return sum, nil
+}
+
+// JobSpent is what a job's rows have cost by now: its fleets' cost so far,
+// the figure its limit is held to and every view shows.
+func JobSpent(rows []Entry, now time.Time) float64 {
+	sum := 0.0
+	for _, r := range rows {
+		if c := CostSoFar(r, time.Time{}, now); r.Kind == KindFleet && !math.IsNaN(c) {
+			sum += c
+		}
+	}
+	return sum
 }

@@ -45,6 +45,15 @@ type ReconcileReport struct {
 	NextDue time.Time
 }
 
+// add files a row as settled, or unsettled for reason.
+func (r *ReconcileReport) add(row Entry, reason string) {
+	if reason == "" {
+		r.Settled = append(r.Settled, row)
+	} else {
+		r.Unsettled = append(r.Unsettled, Unsettled{Row: row, Reason: reason})
+	}
+}
+
 // due keeps the earliest time something is due.
 func (r *ReconcileReport) due(t time.Time) {
 	if !t.IsZero() && (r.NextDue.IsZero() || t.Before(r.NextDue)) {
@@ -69,15 +78,10 @@ func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 			return false, nil
 		}
 		next, reason, err := s.endReservation(ctx, r)
-		if err != nil {
-			return true, err
+		if err == nil {
+			rep.add(next, reason)
 		}
-		if reason == "" {
-			rep.Settled = append(rep.Settled, next)
-		} else {
-			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: reason})
-		}
-		return true, nil
+		return true, err
 	}
 	for _, r := range rows {
 		if done, err := endWindow(r); done || err != nil {
@@ -98,11 +102,8 @@ func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 			switch {
 			case err != nil:
 				return rep, err
-			case handled && reason == "":
-				rep.Settled = append(rep.Settled, next)
-				continue
 			case handled:
-				rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: reason})
+				rep.add(next, reason)
 				continue
 			}
 			rep.due(due)
@@ -120,17 +121,16 @@ func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 			continue
 		}
 		next, settled, reason := s.reconcileRow(ctx, r)
-		if settled {
-			// Found only after its window ended: release it now.
-			if done, err := endWindow(next); done || err != nil {
-				if err != nil {
-					return rep, err
-				}
-				continue
-			}
-			rep.Settled = append(rep.Settled, next)
-		} else {
+		if !settled {
 			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: reason})
+		} else if done, err := endWindow(next); err != nil || done {
+			// Found only after its window ended: released now.
+			if err != nil {
+				return rep, err
+			}
+			continue
+		} else {
+			rep.Settled = append(rep.Settled, next)
 		}
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
@@ -182,15 +182,9 @@ func (s *Service) reconcileBlock(ctx context.Context, r Entry) (Entry, bool, str
 		return r, false, fmt.Sprintf("look-up at %s failed: %v", r.Provider, err)
 	}
 	if found == nil {
-		if o.Simulated || s.describe(r.Provider).Ephemeral {
+		if o.Simulated || s.Describe(r.Provider).Ephemeral {
 			// A purchase the simulated market does not know was lost with its process.
-			r.State = StateFailed
-			r.Error = "simulated market: the purchase was lost with the process that sent it; nothing was spent"
-			u, err := s.settle(ctx, r, StateUnknown)
-			if err != nil {
-				return r, false, err.Error()
-			}
-			return u, u.Settled(), ""
+			return s.lostWithProcess(ctx, r, "purchase")
 		}
 		return r, false, fmt.Sprintf("%s shows no reservation for %s %s×%d from %s yet; left unknown (never retried): check again later or in the console",
 			r.Provider, r.Zone, r.InstanceType, r.InstanceCount, r.Start.UTC().Format(time.RFC3339))
@@ -211,13 +205,7 @@ func (s *Service) reconcileFleet(ctx context.Context, r Entry) (Entry, bool, str
 	f, ok := p.(domain.FleetFinder)
 	if !ok {
 		if p.Describe().Ephemeral {
-			r.State = StateFailed
-			r.Error = "simulated market: the launch was lost with the process that sent it; nothing was spent"
-			u, err := s.settle(ctx, r, StateUnknown)
-			if err != nil {
-				return r, false, err.Error()
-			}
-			return u, u.Settled(), ""
+			return s.lostWithProcess(ctx, r, "launch")
 		}
 		return r, false, fmt.Sprintf("%s cannot look a fleet up by its client token %s; left unknown: check the console", r.Provider, r.IdemKey)
 	}
@@ -229,13 +217,7 @@ func (s *Service) reconcileFleet(ctx context.Context, r Entry) (Entry, bool, str
 	}
 	if fl == nil && p.Describe().Ephemeral {
 		// The simulated market knows every fleet its process launched.
-		r.State = StateFailed
-		r.Error = "simulated market: the launch was lost with the process that sent it; nothing was spent"
-		u, err := s.settle(ctx, r, StateUnknown)
-		if err != nil {
-			return r, false, err.Error()
-		}
-		return u, u.Settled(), ""
+		return s.lostWithProcess(ctx, r, "launch")
 	}
 	if fl == nil {
 		return r, false, fmt.Sprintf("%s shows no fleet with client token %s yet; left unknown (never retried)", r.Provider, r.IdemKey)
@@ -249,6 +231,17 @@ func (s *Service) reconcileFleet(ctx context.Context, r Entry) (Entry, bool, str
 		return r, false, err.Error()
 	}
 	return u, true, ""
+}
+
+// lostWithProcess fails an unknown row the simulated market does not know: nothing was spent.
+func (s *Service) lostWithProcess(ctx context.Context, r Entry, what string) (Entry, bool, string) {
+	r.State = StateFailed
+	r.Error = "simulated market: the " + what + " was lost with the process that sent it; nothing was spent"
+	u, err := s.settle(ctx, r, StateUnknown)
+	if err != nil {
+		return r, false, err.Error()
+	}
+	return u, u.Settled(), ""
 }
 
 // endedWithProcess ends a simulated fleet whose launching process has ended.
@@ -315,13 +308,10 @@ func (s *Service) endReservation(ctx context.Context, r Entry) (Entry, string, e
 		return next, "", err
 	}
 	next, err := s.release(ctx, r)
-	if err != nil {
+	if err != nil || next.State == StateEnded {
 		return next, "", err
 	}
-	if next.State != StateEnded {
-		return next, next.Error, nil
-	}
-	return next, "", nil
+	return next, next.Error, nil
 }
 
 // release releases an ended reservation; a failure leaves it active, billing, with the reason.
@@ -330,15 +320,15 @@ func (s *Service) release(ctx context.Context, r Entry) (Entry, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()
 	from := r.State
-	if err := rel.ReleaseBooking(cctx, bookingOf(r)); err != nil {
+	err := rel.ReleaseBooking(cctx, bookingOf(r))
+	r.State, r.Error = StateEnded, ""
+	if err != nil {
 		r.State = StateActive
 		r.Error = fmt.Sprintf("window ended %s but the reservation is still billing: release failed: %v", r.End.UTC().Format(time.RFC3339), err)
 		s.opt.Logger.Warn("release reservation", "row", r.ID, "ref", r.ProviderRef, "err", err)
-		return s.settle(ctx, r, from)
+	} else {
+		s.opt.Logger.Info("released reservation at the end of its window", "row", r.ID, "ref", r.ProviderRef)
 	}
-	r.State = StateEnded
-	r.Error = ""
-	s.opt.Logger.Info("released reservation at the end of its window", "row", r.ID, "ref", r.ProviderRef)
 	return s.settle(ctx, r, from)
 }
 
@@ -372,14 +362,9 @@ func (s *Service) Keep(ctx context.Context, every time.Duration) {
 	}
 }
 
-// NeedsReconcile reports whether reconciling r needs its own provider (d
-// its descriptor), even when a run uses others: an unsettled row is looked
-// up there, a reservation whose window has ended is released there (it
-// bills until it is), a simulated fleet is known there to have ended with
-// the process that launched it, and a due schedule is kept there.
+// NeedsReconcile reports whether r needs its own provider (descriptor d) to reconcile: an unsettled row is looked up,
+// an ended reservation released (it bills until then), a simulated fleet found ended, a due schedule kept there.
 func NeedsReconcile(r Entry, d domain.Descriptor, now time.Time) bool {
-	windowOver := r.Kind == KindReservation && r.ProviderRef != "" && !r.End.IsZero() && !now.Before(r.End) &&
-		(r.State == StateScheduled || r.State == StateActive)
 	ephemeralFleet := r.Kind == KindFleet && r.State == StateActive && d.Ephemeral
-	return !r.Settled() || windowOver || ephemeralFleet || ScheduleDue(r, now)
+	return !r.Settled() || windowOver(r, now) || ephemeralFleet || ScheduleDue(r, now)
 }

@@ -99,11 +99,7 @@ func WindowText(start, end, now time.Time) string {
 	return fmt.Sprintf("%s – %s (%s), %s", from, to, utc, Countdown(end.Sub(start)))
 }
 
-func sameDay(a, b time.Time) bool {
-	ya, ma, da := a.Date()
-	yb, mb, db := b.Date()
-	return ya == yb && ma == mb && da == db
-}
+func sameDay(a, b time.Time) bool { return a.Format(time.DateOnly) == b.Format(time.DateOnly) }
 
 // Countdown says a duration as a countdown reads: 2d 4h, 3h 20m, 45m.
 func Countdown(d time.Duration) string {
@@ -145,7 +141,7 @@ func (s *Service) ScheduleLines(spec domain.FleetSpec, now time.Time) []string {
 	if !spec.Scheduled(now) {
 		return nil
 	}
-	return []string{"Window: " + WindowText(spec.Start, spec.End, now), "Schedule: " + KeeperNote(s.describe(spec.Provider)) + "."}
+	return []string{"Window: " + WindowText(spec.Start, spec.End, now), "Schedule: " + KeeperNote(s.Describe(spec.Provider)) + "."}
 }
 
 // lateBy is how late a scheduled action may be and still be on time.
@@ -180,16 +176,12 @@ func (s *Service) keepSchedule(ctx context.Context, r Entry, now time.Time) (nex
 	case sched.Keeper == KeptByCloud && r.ProviderRef != "" &&
 		(r.State == StateScheduled || (r.State == StateActive && !sched.End.IsZero())):
 		// The cloud keeps it: once a date has passed, ask how it went.
-		at := sched.End
+		at, what := sched.End, "end"
 		if r.State == StateScheduled {
-			at = sched.Start
+			at, what = sched.Start, "start"
 		}
 		if now.Before(at) {
 			return r, false, "", at, nil
-		}
-		what := "end"
-		if r.State == StateScheduled {
-			what = "start"
 		}
 		_, next, err := s.RefreshFleet(ctx, r.ID)
 		if err != nil {
@@ -283,7 +275,7 @@ func (s *Service) endDue(ctx context.Context, r Entry, sched FleetSchedule, now 
 	timedOut := cctx.Err() != nil
 	cancel()
 	// A simulated fleet its market does not know ended with its process.
-	if err != nil && !(s.describe(r.Provider).Ephemeral && !timedOut) {
+	if err != nil && !(s.Describe(r.Provider).Ephemeral && !timedOut) {
 		r.Error = fmt.Sprintf("its end %s has passed but it is still running: delete failed: %v; gpumarket tries again every minute (or `gpumarket fleet delete %s`)",
 			sched.End.UTC().Format(time.RFC3339), err, r.ID)
 		s.opt.Logger.Warn("delete a fleet at its end", "row", r.ID, "ref", r.ProviderRef, "err", err)

@@ -1,13 +1,16 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
@@ -203,14 +206,7 @@ const TopIdle = 5
 
 // Counted reports whether a row has capacity usage counts: a cloud id and a state past its call.
 func Counted(r Entry) bool {
-	if r.ProviderRef == "" {
-		return false
-	}
-	switch r.State {
-	case StateScheduled, StateActive, StateEnded, StateDeleted:
-		return true
-	}
-	return false
+	return r.ProviderRef != "" && slices.Contains([]string{StateScheduled, StateActive, StateEnded, StateDeleted}, r.State)
 }
 
 // Compute works out the usage of the rows over [Since, Now].
@@ -227,18 +223,10 @@ func Compute(ctx context.Context, rows []Entry, opt UsageOptions) UsageReport {
 		if !Counted(r) {
 			continue
 		}
-		start, end := Span(r)
-		if start.IsZero() {
-			continue
-		}
-		if end.IsZero() || end.After(opt.Now) {
-			end = opt.Now
-		}
-		if start.Before(opt.Since) {
-			start = opt.Since
-		}
-		if end.After(start) {
-			todo = append(todo, r)
+		if start, end := Span(r); !start.IsZero() {
+			if start, end = clip(start, end, opt.Since, opt.Now); end.After(start) {
+				todo = append(todo, r)
+			}
 		}
 	}
 	var once sync.Once
@@ -251,12 +239,11 @@ func Compute(ctx context.Context, rows []Entry, opt UsageOptions) UsageReport {
 	sem := make(chan struct{}, opt.Concurrency)
 	var wg sync.WaitGroup
 	for i, r := range todo {
-		wg.Add(1)
 		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		wg.Go(func() {
+			defer func() { <-sem }()
 			out[i] = computeRow(ctx, r, opt, saveFailed)
-		}()
+		})
 	}
 	wg.Wait()
 	rep.Rows = order(out)
@@ -306,13 +293,7 @@ func perInstanceGPUs(r Entry) float64 {
 
 func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(error)) UsageRow {
 	q := query(r, opt)
-	start, end := q.Start, q.End
-	if end.IsZero() || end.After(opt.Now) {
-		end = opt.Now
-	}
-	if start.Before(opt.Since) {
-		start = opt.Since
-	}
+	start, end := clip(q.Start, q.End, opt.Since, opt.Now)
 	per := perInstanceGPUs(r)
 	gpus := r.GPUCount
 	if !(gpus > 0) {
@@ -331,40 +312,32 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 		}
 	}
 
+	// With a report, running and busy hours count up from 0; interruptions too, unless unknown.
+	counted := math.NaN()
+	if rep != nil {
+		counted = 0
+		if !rep.InterruptionsUnknown {
+			row.Interruptions = 0
+		}
+	}
 	days := dayStarts(start, end)
 	row.Days = make([]Day, len(days))
 	held := rowWindows(r) // a training plan holds only its segments
 	for i, d := range days {
 		d0, d1 := domain.Later(d, start), domain.Earlier(d.Add(24*time.Hour), end)
-		row.Days[i] = Day{Day: d, BookedGPUHours: gpus * heldHours(held, d0, d1), Interruptions: -1,
-			RunningGPUHours: math.NaN(), BusyGPUHours: math.NaN(), CostUSD: math.NaN(), IdleUSD: math.NaN()}
+		row.Days[i] = Day{Day: d, BookedGPUHours: gpus * heldHours(held, d0, d1), Interruptions: row.Interruptions,
+			RunningGPUHours: counted, BusyGPUHours: counted, CostUSD: math.NaN(), IdleUSD: math.NaN()}
 		row.BookedGPUHours += row.Days[i].BookedGPUHours
 	}
 
 	measured := 0.0 // GPU-hours of running time covered by samples
 	if rep != nil {
-		row.Interruptions = 0
-		if rep.InterruptionsUnknown {
-			row.Interruptions = -1
-		}
-		for i := range row.Days {
-			row.Days[i].RunningGPUHours, row.Days[i].BusyGPUHours = 0, 0
-			if row.Interruptions == 0 {
-				row.Days[i].Interruptions = 0
-			}
-		}
 		for _, in := range rep.Instances {
 			g := per
 			if e, ok := domain.LookupGPU(in.InstanceType); ok {
 				g = e.GPU.Count
 			}
-			i0, i1 := in.Start, in.End
-			if i1.IsZero() || i1.After(end) {
-				i1 = end
-			}
-			if i0.Before(start) {
-				i0 = start
-			}
+			i0, i1 := clip(in.Start, in.End, start, end)
 			if in.Interrupted && !in.End.IsZero() && !in.End.Before(start) && !in.End.After(end) && row.Interruptions >= 0 {
 				row.Interruptions++
 				for di, d := range days {
@@ -479,14 +452,9 @@ func joinNote(a, b string) string {
 // order puts the TopIdle rows of highest idle cost first, then newest first.
 func order(rows []UsageRow) []UsageRow {
 	byStart := append([]UsageRow(nil), rows...)
-	sort.SliceStable(byStart, func(i, j int) bool {
-		if !byStart[i].Start.Equal(byStart[j].Start) {
-			return byStart[i].Start.After(byStart[j].Start)
-		}
-		return byStart[i].ID > byStart[j].ID
-	})
+	slices.SortStableFunc(byStart, func(a, b UsageRow) int { return cmp.Or(b.Start.Compare(a.Start), strings.Compare(b.ID, a.ID)) })
 	idle := append([]UsageRow(nil), byStart...)
-	sort.SliceStable(idle, func(i, j int) bool { return nanLast(idle[i].IdleUSD) > nanLast(idle[j].IdleUSD) })
+	slices.SortStableFunc(idle, func(a, b UsageRow) int { return cmp.Compare(nanLast(b.IdleUSD), nanLast(a.IdleUSD)) })
 	out := make([]UsageRow, 0, len(rows))
 	top := map[string]bool{}
 	for _, r := range idle {
@@ -529,45 +497,32 @@ func totals(rows []UsageRow) (days, actors []Total, all Total) {
 				t = &Total{Key: d.Day.Format("2006-01-02")}
 				byDay[d.Day] = t
 			}
-			t.Rows++
-			if math.IsNaN(d.BusyGPUHours) {
-				t.NoMetrics++
-			}
-			if d.Interruptions > 0 {
-				t.Interruptions += d.Interruptions
-			}
-			t.add(d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, d.CostUSD, d.IdleUSD)
+			t.add(math.IsNaN(d.BusyGPUHours), d.Interruptions, d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, d.CostUSD, d.IdleUSD)
 		}
 	}
 	for _, t := range byDay {
 		days = append(days, *t)
 	}
-	sort.Slice(days, func(i, j int) bool { return days[i].Key < days[j].Key })
+	slices.SortFunc(days, func(a, b Total) int { return strings.Compare(a.Key, b.Key) })
 	for _, t := range byActor {
 		actors = append(actors, *t)
 	}
-	sort.Slice(actors, func(i, j int) bool {
-		if actors[i].IdleUSD != actors[j].IdleUSD {
-			return actors[i].IdleUSD > actors[j].IdleUSD
-		}
-		return actors[i].Key < actors[j].Key
-	})
+	slices.SortFunc(actors, func(a, b Total) int { return cmp.Or(cmp.Compare(b.IdleUSD, a.IdleUSD), strings.Compare(a.Key, b.Key)) })
 	all.Key = "all"
 	return days, actors, all
 }
 
 func (t *Total) addRow(r UsageRow) {
-	t.Rows++
-	if r.NoMetrics() {
-		t.NoMetrics++
-	}
-	if r.Interruptions > 0 {
-		t.Interruptions += r.Interruptions
-	}
-	t.add(r.BookedGPUHours, r.RunningGPUHours, r.BusyGPUHours, r.CostUSD, r.IdleUSD)
+	t.add(r.NoMetrics(), r.Interruptions, r.BookedGPUHours, r.RunningGPUHours, r.BusyGPUHours, r.CostUSD, r.IdleUSD)
 }
 
-func (t *Total) add(booked, running, busy, cost, idle float64) {
+// add counts one row (or a row's day); -1 interruptions is unknown.
+func (t *Total) add(noMetrics bool, interruptions int, booked, running, busy, cost, idle float64) {
+	t.Rows++
+	if noMetrics {
+		t.NoMetrics++
+	}
+	t.Interruptions += max(interruptions, 0)
 	t.BookedGPUHours += known(booked)
 	t.RunningGPUHours += known(running)
 	t.BusyGPUHours += known(busy)
@@ -575,6 +530,7 @@ func (t *Total) add(booked, running, busy, cost, idle float64) {
 	t.IdleUSD += known(idle)
 }
 
+// known is a figure to sum, or for JSON, which cannot hold NaN: unknown is 0.
 func known(v float64) float64 {
 	if math.IsNaN(v) {
 		return 0
@@ -589,6 +545,17 @@ func dayStarts(start, end time.Time) []time.Time {
 		out = append(out, d)
 	}
 	return out
+}
+
+// clip is [start, end) within [from, to]; a zero end has not come.
+func clip(start, end, from, to time.Time) (time.Time, time.Time) {
+	if end.IsZero() || end.After(to) {
+		end = to
+	}
+	if start.Before(from) {
+		start = from
+	}
+	return start, end
 }
 
 func hours(a, b time.Time) float64 {
@@ -612,4 +579,170 @@ func Bar(booked, running, busy, peak float64, width int) string {
 	b, r, u := cells(booked), cells(running), cells(busy)
 	r, u = min(r, b), min(u, min(r, b))
 	return strings.Repeat("█", u) + strings.Repeat("▓", r-u) + strings.Repeat("▒", b-r)
+}
+
+// KindTrainingPlan is a SageMaker training plan's row.
+const KindTrainingPlan = domain.KindTrainingPlan
+
+// rowWindows are a training plan's segments; nil for one window.
+func rowWindows(r Entry) [][2]time.Time {
+	var o domain.Offering
+	if r.Kind != KindFleet && json.Unmarshal(r.Request, &o) == nil && len(o.Segments) > 0 {
+		out := make([][2]time.Time, 0, len(o.Segments))
+		for _, s := range o.Segments {
+			out = append(out, [2]time.Time{s.Start, s.End})
+		}
+		return out
+	}
+	return nil
+}
+
+// heldHours are the hours of [from, to) the windows hold; all of them for nil.
+func heldHours(ws [][2]time.Time, from, to time.Time) float64 {
+	if ws == nil {
+		return hours(from, to)
+	}
+	h := 0.0
+	for _, w := range ws {
+		a, b := domain.Later(w[0], from), to
+		if !w[1].IsZero() {
+			b = domain.Earlier(w[1], to)
+		}
+		h += hours(a, b)
+	}
+	return h
+}
+
+// Reporters returns each provider's usage reporter by name.
+func Reporters(ps []domain.Provider) func(string) (domain.UsageReporter, bool) {
+	m := map[string]domain.UsageReporter{}
+	for _, p := range ps {
+		if r, ok := p.(domain.UsageReporter); ok {
+			m[p.Name()] = r
+		}
+	}
+	return func(name string) (domain.UsageReporter, bool) {
+		r, ok := m[name]
+		return r, ok
+	}
+}
+
+// TrackerOptions configure a Tracker.
+type TrackerOptions struct {
+	Ledger *Store
+	// Reporter is as in UsageOptions.
+	Reporter func(provider string) (domain.UsageReporter, bool)
+	// Since is how far back a report reaches (default 7 days).
+	Since time.Duration
+	// TTL is how long a report is reused (default 5m): metrics APIs bill per request.
+	TTL         time.Duration
+	MaxIdlePct  float64
+	Timeout     time.Duration
+	Concurrency int
+	Now         func() time.Time
+	Kept        Kept
+	// Log is told once that a report could not be kept; nil logs nothing.
+	Log *slog.Logger
+}
+
+// Tracker shares one report among a process's sessions for TTL.
+type Tracker struct {
+	opt TrackerOptions
+
+	mu     sync.Mutex
+	last   *UsageReport
+	lastAt time.Time
+	// lastRows is the ledger the report came from: a change makes it stale at once.
+	lastRows   string
+	flight     chan struct{}
+	saveWarned atomic.Bool
+}
+
+// DefaultSince is how far back a usage report reaches unless asked.
+const DefaultSince = 7 * 24 * time.Hour
+
+// NewTracker makes a tracker.
+func NewTracker(opt TrackerOptions) *Tracker {
+	if opt.Since <= 0 {
+		opt.Since = DefaultSince
+	}
+	if opt.TTL <= 0 {
+		opt.TTL = 5 * time.Minute
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Reporter == nil {
+		opt.Reporter = func(string) (domain.UsageReporter, bool) { return nil, false }
+	}
+	return &Tracker{opt: opt}
+}
+
+// Since is how far back the tracker's reports reach.
+func (t *Tracker) Since() time.Duration { return t.opt.Since }
+
+// MaxIdlePct is the alert threshold (0: off).
+func (t *Tracker) MaxIdlePct() float64 { return t.opt.MaxIdlePct }
+
+// Report returns the latest report unless it is older than TTL or the rows changed.
+func (t *Tracker) Report(ctx context.Context) (UsageReport, error) {
+	for {
+		rows, err := t.opt.Ledger.List(ctx)
+		if err != nil {
+			return UsageReport{}, err
+		}
+		key := rowsKey(rows)
+		t.mu.Lock()
+		now := t.opt.Now()
+		if t.last != nil && now.Sub(t.lastAt) < t.opt.TTL && key == t.lastRows {
+			r := *t.last
+			t.mu.Unlock()
+			return r, nil
+		}
+		if t.flight != nil {
+			ch := t.flight
+			t.mu.Unlock()
+			select {
+			case <-ch:
+				continue // its report, if the rows are still those
+			case <-ctx.Done():
+				return UsageReport{}, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		t.flight = ch
+		t.mu.Unlock()
+
+		rep := t.compute(ctx, rows)
+		t.mu.Lock()
+		t.flight = nil
+		t.last, t.lastAt, t.lastRows = &rep, t.opt.Now(), key
+		t.mu.Unlock()
+		close(ch)
+		return rep, nil
+	}
+}
+
+// rowsKey is what a report depends on of the rows (not their heartbeat).
+func rowsKey(rows []Entry) string {
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%s|%s|%d|%d|%d|%s;", r.ID, r.State, r.Start.UnixNano(), r.End.UnixNano(), r.InstanceCount, r.ProviderRef)
+	}
+	return b.String()
+}
+
+func (t *Tracker) compute(ctx context.Context, rows []Entry) UsageReport {
+	now := t.opt.Now()
+	return Compute(ctx, rows, UsageOptions{Since: now.Add(-t.opt.Since), Now: now, Reporter: t.opt.Reporter,
+		Timeout: t.opt.Timeout, Concurrency: t.opt.Concurrency, MaxIdlePct: t.opt.MaxIdlePct,
+		Kept: t.opt.Kept, SaveFailed: t.saveFailed})
+}
+
+// saveFailed logs the first failure to keep a report.
+func (t *Tracker) saveFailed(err error) {
+	if t.opt.Log != nil && t.saveWarned.CompareAndSwap(false, true) {
+		t.opt.Log.Warn("usage: what the clouds showed could not be kept in the ledger; reports are still computed, "+
+			"but usage the clouds forget (ended instances, deleted reservations) will be missing later", "err", err)
+	}
 }

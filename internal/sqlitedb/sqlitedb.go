@@ -318,20 +318,37 @@ func damaged(path string, err error) error {
 
 // Tables lists the database's tables (not SQLite's own).
 func Tables(ctx context.Context, q Querier) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
+	names, err := All(ctx, q, String, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out, err
+}
+
+// Scanner is a *sql.Row or *sql.Rows.
+type Scanner interface{ Scan(dest ...any) error }
+
+// All reads every row query returns with read (EachRow, collecting).
+func All[T any](ctx context.Context, q Querier, read func(Scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	var out []T
+	err = EachRow(rows, err, func() error {
+		v, err := read(rows)
+		out = append(out, v)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		out[n] = true
-	}
-	return out, rows.Err()
+	return out, nil
+}
+
+// String reads a row of one text column.
+func String(sc Scanner) (string, error) {
+	var s string
+	err := sc.Scan(&s)
+	return s, err
 }
 
 // TableList writes tables for a message: "chunks, meta, photos".
@@ -386,7 +403,7 @@ func migrate(ctx context.Context, db *sql.DB, path string, s Schema, fresh bool,
 
 // create links a finished new file into place; one made meanwhile is kept.
 func create(ctx context.Context, path string, s Schema, now time.Time) error {
-	tmp := fmt.Sprintf("%s.new-%s", path, randomHex(6))
+	tmp := fmt.Sprintf("%s.new-%s", path, RandomHex(6))
 	defer func() {
 		for _, ext := range []string{"", "-journal", "-wal", "-shm"} {
 			os.Remove(tmp + ext)
@@ -421,7 +438,7 @@ func create(ctx context.Context, path string, s Schema, now time.Time) error {
 func MoveAside(path, label string, now time.Time) (string, error) {
 	to := path + "." + label + "-" + now.UTC().Format("20060102T150405Z")
 	if _, err := os.Lstat(to); err == nil {
-		to += "-" + randomHex(3)
+		to += "-" + RandomHex(3)
 	}
 	if err := os.Rename(path, to); err != nil {
 		return "", err
@@ -555,7 +572,8 @@ func ParseTime(s string) (time.Time, error) {
 	return t, nil
 }
 
-func randomHex(n int) string {
+// RandomHex is n random bytes written in hex.
+func RandomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b) // never fails (crypto/rand)
 	return hex.EncodeToString(b)

@@ -1,2 +1,0 @@
-// Package ledger is where every money action goes: ledger, booking, schedules, jobs, usage.
-package ledger

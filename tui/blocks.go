@@ -480,10 +480,10 @@ func (v *blocksView) View() string {
 	loc := v.c.now().Location()
 	rows := max(v.h-strings.Count(b.String(), "\n")-1, 1)
 	first, end := page(v.cur, len(v.offers), rows)
-	for i, o := range v.offers[first:end] {
-		r := present.OfferingRow{Offering: o, Loc: loc}
-		r.Alt, _ = v.spotAlternativeOnce(o)
-		b.WriteString(st.pointed("\n", tableLine(cols, &r), first+i == v.cur))
+	for i := first; i < end; i++ {
+		r := present.OfferingRow{Offering: v.offers[i], Loc: loc}
+		r.Alt, _ = v.spotAlternativeOnce(r.Offering)
+		b.WriteString(st.pointed("\n", tableLine(cols, &r), i == v.cur))
 	}
 	return b.String()
 }

@@ -213,7 +213,7 @@ func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartF
 	if err != nil {
 		return err
 	}
-	if err := e.checkModelsSold(snap, pj); err != nil {
+	if err := e.CheckModelsSold(snap, pj.Models); err != nil {
 		return err
 	}
 	req := job.Request{Job: pj, Market: planner.Market{Pools: planner.WithOwn(e.PlanPools(snap, pj), a.OwnFleets(ctx))}, Strategy: f.strategy, MaxUSD: f.maxUSD,

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
-	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
 )
@@ -209,13 +208,13 @@ func (a *runner) runPlan(parent context.Context, job planner.Job, f planFlags) e
 	if err != nil {
 		return err
 	}
-	a.modelsChecked = true // checkModelsSold says it, once
+	a.modelsChecked = true // CheckModelsSold says it, once
 	snap, err := a.ReadySnapshot(ctx, f.timeout)
 	if err != nil {
 		return err
 	}
 	market := planner.Market{Pools: planner.WithOwn(e.PlanPools(snap, job), a.OwnFleets(ctx))}
-	if err := e.checkModelsSold(snap, job); err != nil {
+	if err := e.CheckModelsSold(snap, job.Models); err != nil {
 		return err
 	}
 	offs, err := a.planOfferings(ctx, ps, job, f.timeout)
@@ -283,11 +282,6 @@ func (e *env) planTable(rows []planRow, results []planner.Result, onTime float64
 			e.Config.Budget.MaxBookingUSD, e.Config.Budget.MaxDailyUSD, path)
 	}
 	return nil
-}
-
-// checkModelsSold is app's CheckModelsSold of the job's models.
-func (e *env) checkModelsSold(snap *feed.Snapshot, job planner.Job) error {
-	return e.CheckModelsSold(snap, job.Models)
 }
 
 // planOfferings asks the booking service for the blocks and reservations

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -300,6 +301,13 @@ func (o Offering) PlanTerms() []string {
 // ErrDeclined, wrapped, marks the cloud's definite "no": nothing was done ("failed").
 var ErrDeclined = errors.New("declined by the provider")
 
+// MarkDeclined wraps err as a definite "no": it matches ErrDeclined and reads as err.
+func MarkDeclined(err error) error { return declined{err} }
+
+type declined struct{ error }
+
+func (e declined) Unwrap() []error { return []error{e.error, ErrDeclined} }
+
 // ErrInvalidQuery marks a search for terms the provider does not sell: bad usage (exit 2).
 var ErrInvalidQuery = errors.New("invalid query")
 
@@ -383,4 +391,11 @@ type CloudRecord struct {
 // RecordLister lists what a provider shows of gpumarket's doings since a time, from tags.
 type RecordLister interface {
 	ListRecords(ctx context.Context, since time.Time) ([]CloudRecord, error)
+}
+
+// SortRecords orders records by creation, then by the provider's id.
+func SortRecords(rs []CloudRecord) {
+	slices.SortStableFunc(rs, func(a, b CloudRecord) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ProviderRef, b.ProviderRef))
+	})
 }

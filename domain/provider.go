@@ -118,3 +118,10 @@ func (g Gap) After(req FetchRequest, failed bool) Gap {
 	g.Until = Later(req.Until, g.Until)
 	return g
 }
+
+// OrDefault sets an option left at zero (or below) to its default.
+func OrDefault[T int | int64 | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}

@@ -144,6 +144,15 @@ func (e RegionErrors) RegionErrors() map[string]error { return e }
 // Regions lists the failed regions, sorted.
 func (e RegionErrors) Regions() []string { return slices.Sorted(maps.Keys(e)) }
 
+// Join is every region's error, in order of region.
+func (e RegionErrors) Join() error {
+	errs := make([]error, 0, len(e))
+	for _, r := range e.Regions() {
+		errs = append(errs, e[r])
+	}
+	return errors.Join(errs...)
+}
+
 // WhenForm is what ParseWhen accepts, for messages.
 const WhenForm = "a local time (YYYY-MM-DD HH:MM or YYYY-MM-DDTHH:MM), today or tomorrow and a local time (tomorrow 09:00), a weekday and a local time (Thu 14:00: the next one), a date (YYYY-MM-DD, midnight UTC), an offset from now (+30m, +6h, +2d, +1w) or an RFC 3339 time (YYYY-MM-DDTHH:MM:SSZ)"
 

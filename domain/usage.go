@@ -35,6 +35,15 @@ type UsageReport struct {
 	InterruptionsUnknown bool            // Interrupted then means nothing
 }
 
+// CPUStandIn is a report's Source when the CPU metric stands in for a GPU
+// one, saying why ("" for no reason given).
+func CPUStandIn(cpu, why string) string {
+	if why == "" {
+		return cpu + " (CPU as a stand-in)"
+	}
+	return cpu + " (CPU as a stand-in: " + why + ")"
+}
+
 // InstanceUsage is one instance's part of a row's usage.
 type InstanceUsage struct {
 	ID           string // "i-…", a scale set VM name

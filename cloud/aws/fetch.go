@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 // regionState is what the provider remembers of a region between fetches, locked:
@@ -117,26 +119,21 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	var failed atomic.Int32
 	var firstErr error
 	var errOnce sync.Once
-	var wg sync.WaitGroup
-	for i, region := range regions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rs := p.regionState(region)
-			err := p.fetchRegion(ctx, region, rreqs[i], aids, sink)
-			rs.settle(rreqs[i], err != nil)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				failed.Add(1)
-				errOnce.Do(func() { firstErr = err })
-				p.opt.Logger.Info("aws region failed", "region", region, "err", err) // the region's Event says it to the user
-				sink(domain.Event{Provider: Name, Region: region, Err: err})
+	fanout.Each(len(regions), 0, func(i int) {
+		region := regions[i]
+		rs := p.regionState(region)
+		err := p.fetchRegion(ctx, region, rreqs[i], aids, sink)
+		rs.settle(rreqs[i], err != nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			failed.Add(1)
+			errOnce.Do(func() { firstErr = err })
+			p.opt.Logger.Info("aws region failed", "region", region, "err", err) // the region's Event says it to the user
+			sink(domain.Event{Provider: Name, Region: region, Err: err})
+		}
+	})
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -232,7 +229,7 @@ func (rf *regionFetch) want(types []GPUType) []string {
 			names = append(names, t.InstanceType)
 		}
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	return names
 }
 
@@ -439,10 +436,7 @@ func (rf *regionFetch) finish(ctx context.Context) error {
 	if rf.req.Backfill {
 		rf.aids.od.wait(ctx)
 		rf.mu.Lock()
-		names := make([]string, 0, len(rf.specs))
-		for n := range rf.specs {
-			names = append(names, n)
-		}
+		names := slices.Collect(maps.Keys(rf.specs))
 		rf.mu.Unlock()
 		missing := rf.aids.od.notAsked(rf.region, rf.p.missingOnDemand(rf.region, names))
 		if len(missing) > 0 && ctx.Err() == nil {
@@ -471,7 +465,7 @@ func (rf *regionFetch) finish(ctx context.Context) error {
 		rf.rs.mu.Unlock()
 	}
 	if len(changed) > 0 {
-		sort.Slice(changed, func(i, j int) bool { return changed[i].Key().String() < changed[j].Key().String() })
+		slices.SortFunc(changed, func(a, b domain.Pool) int { return strings.Compare(a.Key().String(), b.Key().String()) })
 		rf.sink(domain.Event{Provider: Name, Region: rf.region, Pools: changed})
 	}
 	return nil

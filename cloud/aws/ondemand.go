@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,19 +135,12 @@ const maxFilterValue = 1000
 // cover every region. A failed query is said in the note, never cached.
 func (p *Provider) fetchOnDemand(ctx context.Context, missing map[string][]string) {
 	typeSet := map[string]bool{}
-	var regions []string
-	for r, ts := range missing {
-		regions = append(regions, r)
+	for _, ts := range missing {
 		for _, t := range ts {
 			typeSet[t] = true
 		}
 	}
-	sort.Strings(regions)
-	types := make([]string, 0, len(typeSet))
-	for t := range typeSet {
-		types = append(types, t)
-	}
-	sort.Strings(types)
+	regions, types := slices.Sorted(maps.Keys(missing)), slices.Sorted(maps.Keys(typeSet))
 	type query struct{ regions, types []string }
 	var queries []query
 	for _, ts := range chunkList(types, 100, maxFilterValue) {

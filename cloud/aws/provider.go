@@ -5,12 +5,13 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,10 +21,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
-	"github.com/gpumarket/gpumarket/cloud/aws/awserr"
 
+	"github.com/gpumarket/gpumarket/cloud/aws/awserr"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 // Name is the provider's name.
@@ -31,14 +34,7 @@ const Name = "aws"
 
 // ErrNoCredentials wraps New's error when no usable credentials are found. It
 // matches domain.ErrDeclined: a refusal for credentials bought nothing.
-var ErrNoCredentials error = declinedError("aws: no credentials")
-
-type declinedError string
-
-func (e declinedError) Error() string { return string(e) }
-func (e declinedError) Is(target error) bool {
-	return target == domain.ErrDeclined
-}
+var ErrNoCredentials = domain.MarkDeclined(errors.New("aws: no credentials"))
 
 // Options configure the provider. Zero values mean the defaults.
 type Options struct {
@@ -79,16 +75,16 @@ type Provider struct {
 	home    string // region for account-wide calls
 
 	mu       sync.Mutex
-	clients  map[string]ec2API
 	regionsM []string // DescribeRegions, once
 	state    map[string]*regionState
 
-	cw        map[string]cloudWatchAPI // by region (usage.go)
+	clients   regional[ec2API]
+	cw        regional[cloudWatchAPI] // usage.go
+	sm        regional[sageMakerAPI]  // SageMaker training plans (trainingplan.go)
 	adv       advisorState
 	scores    scoreState
 	onDemandC onDemandCache
 	buckets   map[bucketKey]*tokenBucket
-	sm        trainingPlans // SageMaker training plans (trainingplan.go)
 }
 
 var (
@@ -128,26 +124,16 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		opt.Now = time.Now
 	}
 	if opt.Logger == nil {
-		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if opt.Concurrency <= 0 {
-		opt.Concurrency = 4
+		opt.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opt.HTTPClient == nil {
 		opt.HTTPClient = http.DefaultClient
 	}
-	if opt.MaxAttempts <= 0 {
-		opt.MaxAttempts = 6
-	}
-	if opt.MaxBackoff <= 0 {
-		opt.MaxBackoff = 20 * time.Second
-	}
-	if opt.AdvisorTimeout <= 0 {
-		opt.AdvisorTimeout = 3 * time.Second
-	}
-	if opt.AttemptTimeout <= 0 {
-		opt.AttemptTimeout = 15 * time.Second
-	}
+	domain.OrDefault(&opt.Concurrency, 4)
+	domain.OrDefault(&opt.MaxAttempts, 6)
+	domain.OrDefault(&opt.MaxBackoff, 20*time.Second)
+	domain.OrDefault(&opt.AdvisorTimeout, 3*time.Second)
+	domain.OrDefault(&opt.AttemptTimeout, 15*time.Second)
 	var cfg awssdk.Config
 	if opt.Config != nil {
 		cfg = opt.Config.Copy()
@@ -181,7 +167,7 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s (%v)", ErrNoCredentials, credentialHint, shortCause(err))
 	}
-	p := &Provider{opt: opt, cfg: cfg, home: home, clients: map[string]ec2API{}, state: map[string]*regionState{}}
+	p := &Provider{opt: opt, cfg: cfg, home: home, state: map[string]*regionState{}}
 	p.pricing = pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = pricingRegion })
 	return p, nil
 }
@@ -243,21 +229,40 @@ var Descriptor = domain.Descriptor{
 }
 
 func (p *Provider) client(region string) ec2API {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c, ok := p.clients[region]
-	if !ok {
-		c = ec2.NewFromConfig(p.cfg, func(o *ec2.Options) { o.Region = region })
-		p.clients[region] = c
-	}
-	return c
+	return p.clients.get(region, func() ec2API {
+		return ec2.NewFromConfig(p.cfg, func(o *ec2.Options) { o.Region = region })
+	})
 }
 
 // SetClient replaces a region's EC2 client (tests).
 func (p *Provider) SetClient(region string, c ec2API) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.clients[region] = c
+	p.clients.mu.Lock()
+	defer p.clients.mu.Unlock()
+	p.clients.set(region, c)
+}
+
+// regional keeps a service's client per region, made on first use.
+type regional[C any] struct {
+	mu sync.Mutex
+	m  map[string]C
+}
+
+func (r *regional[C]) get(region string, make func() C) C {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.m[region]
+	if !ok {
+		c = make()
+		r.set(region, c)
+	}
+	return c
+}
+
+func (r *regional[C]) set(region string, c C) {
+	if r.m == nil {
+		r.m = map[string]C{}
+	}
+	r.m[region] = c
 }
 
 // regions returns the query's regions, the options', or the account's; of a
@@ -307,4 +312,87 @@ func awsRegions(names []string) []string {
 		}
 	}
 	return out
+}
+
+// apiCode returns err's AWS error code ("DryRunOperation"), or "".
+func apiCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// countRefused reports a block search refused for its InstanceCount: said, not skipped as unsold.
+func countRefused(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "InvalidParameterValue" && strings.Contains(ae.ErrorMessage(), "InstanceCount")
+}
+
+var credentialCodes = map[string]bool{
+	"AuthFailure": true, "ExpiredToken": true, "ExpiredTokenException": true, "RequestExpired": true,
+	"InvalidClientTokenId": true, "UnrecognizedClientException": true, "SignatureDoesNotMatch": true,
+	"InvalidAccessKeyId": true,
+}
+
+// explain turns credential failures into one error wrapping ErrNoCredentials.
+func explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	var missing config.SharedConfigProfileNotExistError
+	switch {
+	case errors.As(err, &missing):
+		return fmt.Errorf("%w: profile %q is not in the shared config; %s", ErrNoCredentials, missing.Profile, credentialHint)
+	case strings.Contains(err.Error(), "failed to retrieve credentials"), strings.Contains(err.Error(), "failed to refresh cached credentials"):
+		return fmt.Errorf("%w: %s (%v)", ErrNoCredentials, credentialHint, shortCause(err))
+	case credentialCodes[apiCode(err)]:
+		return fmt.Errorf("%w: AWS refused the credentials (%s): they may have expired; %s", ErrNoCredentials, apiCode(err), credentialHint)
+	}
+	return err
+}
+
+func shortCause(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			break
+		}
+		err = next
+	}
+	s := err.Error()
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// ErrInvalidSpec matches a request refused before any call to AWS; it certainly
+// bought nothing, so it matches domain.ErrDeclined too.
+var ErrInvalidSpec = errors.New("aws: invalid request")
+
+type specError struct{ msg string }
+
+func (e specError) Error() string { return e.msg }
+func (e specError) Is(target error) bool {
+	return target == ErrInvalidSpec || target == domain.ErrDeclined
+}
+
+func specErrorf(format string, a ...any) error { return specError{fmt.Sprintf(format, a...)} }
+
+// limitError is a count beyond what the API takes: the user's input, so it also
+// matches domain.ErrInvalidQuery.
+type limitError struct{ msg string }
+
+func (e limitError) Error() string { return e.msg }
+func (e limitError) Is(target error) bool {
+	return target == ErrInvalidSpec || target == domain.ErrDeclined || target == domain.ErrInvalidQuery
+}
+
+func limitErrorf(format string, a ...any) error { return limitError{fmt.Sprintf(format, a...)} }
+
+// eachRegion runs do for every region, at most opt.Concurrency at once (each
+// region's own rate limits still apply), as fanout.Gather.
+func eachRegion[T any](p *Provider, regions []string, do func(region string) ([]T, error)) ([]T, domain.RegionErrors) {
+	return fanout.Gather(regions, p.opt.Concurrency, do)
 }

@@ -1,8 +1,11 @@
 package aws
 
 import (
+	"cmp"
 	"context"
-	"sort"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -131,15 +134,8 @@ func (p *Provider) askScores(ctx context.Context, regions []string, seen map[str
 	for i, m := range domain.GPUModels {
 		rank[m] = i
 	}
-	types := make([]string, 0, len(seen))
-	for t := range seen {
-		types = append(types, t)
-	}
-	sort.Slice(types, func(i, j int) bool {
-		if rank[seen[types[i]]] != rank[seen[types[j]]] {
-			return rank[seen[types[i]]] < rank[seen[types[j]]]
-		}
-		return types[i] < types[j]
+	types := slices.SortedFunc(maps.Keys(seen), func(a, b string) int {
+		return cmp.Or(cmp.Compare(rank[seen[a]], rank[seen[b]]), strings.Compare(a, b))
 	})
 	if len(types) > maxScoreTypes {
 		types = types[:maxScoreTypes]

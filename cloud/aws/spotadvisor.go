@@ -207,16 +207,6 @@ func ago(d time.Duration) string {
 	return fmt.Sprintf("%dd ago", int(d/(24*time.Hour)))
 }
 
-func writeFile(path string, b []byte) error {
-	return writeJSON(path, rawJSON(b))
-}
-
-// rawJSON marshals as itself, so writeJSON can store a file verbatim.
-type rawJSON []byte
-
-// MarshalJSON returns the bytes unchanged.
-func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
-
 // noteNow is the job's note when done, else the held data's.
 func (j *advisorJob) noteNow() string {
 	select {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -32,24 +32,11 @@ type sageMakerAPI interface {
 	ListTags(context.Context, *sagemaker.ListTagsInput, ...func(*sagemaker.Options)) (*sagemaker.ListTagsOutput, error)
 }
 
-type trainingPlans struct {
-	mu      sync.Mutex
-	clients map[string]sageMakerAPI
-}
-
 // sageMaker returns a region's client; AWS_ENDPOINT_URL_SAGEMAKER reaches it.
 func (p *Provider) sageMaker(region string) sageMakerAPI {
-	p.sm.mu.Lock()
-	defer p.sm.mu.Unlock()
-	if p.sm.clients == nil {
-		p.sm.clients = map[string]sageMakerAPI{}
-	}
-	c, ok := p.sm.clients[region]
-	if !ok {
-		c = sagemaker.NewFromConfig(p.cfg, func(o *sagemaker.Options) { o.Region = region })
-		p.sm.clients[region] = c
-	}
-	return c
+	return p.sm.get(region, func() sageMakerAPI {
+		return sagemaker.NewFromConfig(p.cfg, func(o *sagemaker.Options) { o.Region = region })
+	})
 }
 
 func isPlan(o domain.Offering) bool { return o.Kind == domain.KindTrainingPlan }
@@ -178,18 +165,7 @@ func (p *Provider) findTrainingPlans(ctx context.Context, q domain.OfferingQuery
 		}
 		return offs, nil
 	})
-	rankOfferings(out)
-	switch {
-	case len(failed) == 0:
-		return out, nil
-	case len(failed) == len(regions):
-		var errs []error
-		for _, r := range failed.Regions() {
-			errs = append(errs, failed[r])
-		}
-		return nil, errors.Join(errs...)
-	}
-	return out, failed
+	return ranked(out, failed, len(regions))
 }
 
 func (p *Provider) searchPlans(ctx context.Context, region string, t domain.CatalogEntry, n int, target smtypes.SageMakerResourceName, q domain.OfferingQuery) ([]domain.Offering, error) {
@@ -234,8 +210,8 @@ func planOffering(region string, t domain.CatalogEntry, x smtypes.TrainingPlanOf
 	if id == "" {
 		return domain.Offering{}, fmt.Errorf("training plan offering without an id")
 	}
-	fee, err := strconv.ParseFloat(strings.TrimSpace(awssdk.ToString(x.UpfrontFee)), 64)
-	if err != nil || math.IsNaN(fee) || math.IsInf(fee, 0) || fee < 0 {
+	fee, ok := amount(strings.TrimSpace(awssdk.ToString(x.UpfrontFee)))
+	if !ok {
 		return domain.Offering{}, fmt.Errorf("training plan offering %s: upfront fee %q is not an amount", id, awssdk.ToString(x.UpfrontFee))
 	}
 	var segs []domain.Segment
@@ -314,7 +290,7 @@ func (p *Provider) bookTrainingPlan(ctx context.Context, req domain.BookRequest)
 	}
 	name := planName(req.Ref)
 	if prior, err := p.describePlan(ctx, o.Region, name); err != nil {
-		return domain.Booking{}, notSent{fmt.Errorf("aws: look for training plan %s before buying (nothing was bought): %w", name, err)}
+		return domain.Booking{}, domain.MarkDeclined(fmt.Errorf("aws: look for training plan %s before buying (nothing was bought): %w", name, err))
 	} else if prior != nil {
 		prior.CostUSD = o.UpfrontUSD
 		prior.Message = "already bought as " + prior.ProviderRef + prior.Message + "; not bought again"
@@ -322,12 +298,7 @@ func (p *Provider) bookTrainingPlan(ctx context.Context, req domain.BookRequest)
 	}
 	var tags []smtypes.Tag
 	all := blockTags(req, o)
-	keys := make([]string, 0, len(all))
-	for k := range all {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(all)) {
 		tags = append(tags, smtypes.Tag{Key: awssdk.String(k), Value: awssdk.String(all[k])})
 	}
 	out, err := p.sageMaker(o.Region).CreateTrainingPlan(ctx, &sagemaker.CreateTrainingPlanInput{

@@ -149,12 +149,16 @@ func readJSON(path string, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-// writeJSON replaces a cache file atomically: a crash leaves no half file.
 func writeJSON(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
+	return writeFile(path, b)
+}
+
+// writeFile replaces a cache file atomically: a crash leaves no half file.
+func writeFile(path string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -162,12 +166,11 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Close(); err != nil {
+	if err != nil {
 		os.Remove(tmp.Name())
 		return err
 	}

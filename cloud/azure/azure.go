@@ -6,12 +6,14 @@ package azure
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,8 +22,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/monitor/armmonitor"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resourcegraph/armresourcegraph"
 
 	"github.com/gpumarket/gpumarket/domain"
@@ -77,7 +81,8 @@ type Options struct {
 	PricesInFlight int
 }
 
-// Provider is the Azure source: domain.Provider and its booking, fleet and record abilities.
+// Provider is the Azure source: domain.Provider and its booking, fleet and
+// record abilities, each asserted beside its methods.
 type Provider struct {
 	opt     Options
 	pricesU string
@@ -115,6 +120,7 @@ type armClients struct {
 	vmss     *armcompute.VirtualMachineScaleSetsClient
 	vms      *armcompute.VirtualMachinesClient
 	graph    *armresourcegraph.Client
+	metrics  *armmonitor.MetricsClient
 	subID    string
 	resGroup string
 }
@@ -145,30 +151,16 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opt.CredentialTimeout <= 0 {
-		opt.CredentialTimeout = 10 * time.Second
-	}
-	if opt.ListTTL <= 0 {
-		opt.ListTTL = 15 * time.Minute
-	}
-	if opt.HistoryLookback <= 0 {
-		opt.HistoryLookback = 24 * time.Hour
-	}
-	if opt.RetryBase <= 0 {
-		opt.RetryBase = time.Second
-	}
-	if opt.MaxRetries <= 0 {
-		opt.MaxRetries = 5
-	}
-	if opt.PollFrequency <= 0 {
-		opt.PollFrequency = 10 * time.Second
-	}
 	if opt.Concurrency < 0 {
 		return nil, fmt.Errorf("azure concurrency %d: want 0 (every region at once) or a positive bound", opt.Concurrency)
 	}
-	if opt.PricesInFlight <= 0 {
-		opt.PricesInFlight = DefaultPricesInFlight
-	}
+	domain.OrDefault(&opt.CredentialTimeout, 10*time.Second)
+	domain.OrDefault(&opt.ListTTL, 15*time.Minute)
+	domain.OrDefault(&opt.HistoryLookback, 24*time.Hour)
+	domain.OrDefault(&opt.RetryBase, time.Second)
+	domain.OrDefault(&opt.MaxRetries, 5)
+	domain.OrDefault(&opt.PollFrequency, 10*time.Second)
+	domain.OrDefault(&opt.PricesInFlight, DefaultPricesInFlight)
 	return &Provider{
 		opt: opt, pricesU: opt.PricesURL, http: opt.HTTPClient, log: opt.Logger, now: opt.Now,
 		sleep:      sleepCtx,
@@ -180,6 +172,8 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		gaps:       map[string]domain.Gap{},
 	}, nil
 }
+
+var _ domain.Provider = (*Provider)(nil)
 
 // Name returns "azure".
 func (p *Provider) Name() string { return Name }
@@ -265,29 +259,20 @@ func (p *Provider) connect(ctx context.Context) (*armClients, error) {
 	if _, err := cred.GetToken(pctx, policy.TokenRequestOptions{Scopes: []string{scope}}); err != nil {
 		return nil, fmt.Errorf("not signed in to Azure: %w", firstLine(err))
 	}
-	c := &armClients{subID: sub, resGroup: p.opt.ResourceGroup}
-	var err error
 	co := p.clientOptions()
-	if c.skus, err = armcompute.NewResourceSKUsClient(sub, cred, co); err != nil {
-		return nil, fmt.Errorf("azure resource SKUs client: %w", err)
+	f, err := armcompute.NewClientFactory(sub, cred, co)
+	if err != nil {
+		return nil, fmt.Errorf("azure compute clients: %w", err)
 	}
-	if c.usage, err = armcompute.NewUsageClient(sub, cred, co); err != nil {
-		return nil, fmt.Errorf("azure usage client: %w", err)
-	}
-	if c.groups, err = armcompute.NewCapacityReservationGroupsClient(sub, cred, co); err != nil {
-		return nil, fmt.Errorf("azure capacity reservation groups client: %w", err)
-	}
-	if c.reserve, err = armcompute.NewCapacityReservationsClient(sub, cred, co); err != nil {
-		return nil, fmt.Errorf("azure capacity reservations client: %w", err)
-	}
-	if c.vmss, err = armcompute.NewVirtualMachineScaleSetsClient(sub, cred, co); err != nil {
-		return nil, fmt.Errorf("azure scale sets client: %w", err)
-	}
-	if c.vms, err = armcompute.NewVirtualMachinesClient(sub, cred, co); err != nil {
-		return nil, fmt.Errorf("azure virtual machines client: %w", err)
-	}
+	c := &armClients{subID: sub, resGroup: p.opt.ResourceGroup,
+		skus: f.NewResourceSKUsClient(), usage: f.NewUsageClient(), groups: f.NewCapacityReservationGroupsClient(),
+		reserve: f.NewCapacityReservationsClient(), vmss: f.NewVirtualMachineScaleSetsClient(), vms: f.NewVirtualMachinesClient()}
 	if c.graph, err = armresourcegraph.NewClient(cred, co); err != nil {
 		return nil, fmt.Errorf("azure resource graph client: %w", err)
+	}
+	// An ARM call like the others: same read bucket and retry rule.
+	if c.metrics, err = armmonitor.NewMetricsClient(sub, cred, co); err != nil {
+		return nil, fmt.Errorf("azure monitor client: %w", err)
 	}
 	return c, nil
 }
@@ -328,14 +313,71 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// The abilities the hub and the commands discover by type assertion.
-var (
-	_ domain.Provider          = (*Provider)(nil)
-	_ domain.OfferingFinder    = (*Provider)(nil)
-	_ domain.Booker            = (*Provider)(nil)
-	_ domain.FleetLauncher     = (*Provider)(nil)
-	_ domain.FleetFinder       = (*Provider)(nil)
-	_ domain.RecordLister      = (*Provider)(nil)
-	_ domain.BookingReleaser   = (*Provider)(nil)
-	_ domain.OfferingRefresher = (*Provider)(nil)
-)
+func statusOf(err error) int {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode
+	}
+	return 0
+}
+
+func conflict(err error) bool { return statusOf(err) == http.StatusConflict }
+
+func isNotFound(err error) bool { return statusOf(err) == http.StatusNotFound }
+
+// refuse makes a declined error for a request refused before any call that spends.
+func refuse(format string, args ...any) error {
+	return domain.MarkDeclined(fmt.Errorf(format, args...))
+}
+
+// settle classifies an ARM error: a definite "no" is a 4xx but 408 and 429, or
+// an operation ended Failed or Canceled. Anything else is unknown and looked up.
+func settle(err error) error {
+	s := statusOf(err)
+	if err == nil || s == 0 {
+		return err
+	}
+	if s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500 {
+		return err
+	}
+	return domain.MarkDeclined(err)
+}
+
+// shortError tells an ARM error in one line ("404 ResourceNotFound: …") where
+// azcore's spans a dozen; the error stays behind Unwrap.
+type shortError struct{ err error }
+
+func (e shortError) Error() string { return armCause(e.err) }
+func (e shortError) Unwrap() error { return e.err }
+
+func short(err error) error {
+	if err == nil {
+		return nil
+	}
+	return shortError{err}
+}
+
+// armCause is an ARM error's status, code and message, or another error's first line.
+func armCause(err error) string {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		return firstLine(err).Error()
+	}
+	s := strconv.Itoa(re.StatusCode)
+	if re.ErrorCode != "" {
+		s += " " + re.ErrorCode
+	}
+	if re.RawResponse != nil {
+		if body, perr := runtime.Payload(re.RawResponse); perr == nil {
+			var doc struct {
+				Error struct {
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if json.Unmarshal(body, &doc) == nil && doc.Error.Message != "" {
+				s += ": " + firstLine(errors.New(doc.Error.Message)).Error()
+			}
+		}
+	}
+	return s
+}

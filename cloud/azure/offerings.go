@@ -4,15 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 // OfferingPrefix starts gpumarket's reservation offering ids, a hash of the terms: Azure has none.
@@ -43,6 +42,11 @@ func reservationNote(hourly float64, d time.Duration) string {
 		hourly, domain.FormatWindow(d))
 }
 
+var _ interface {
+	domain.OfferingFinder
+	domain.OfferingRefresher
+} = (*Provider)(nil)
+
 // FindOfferings prices On-demand Capacity Reservations: one starts now, bills
 // on-demand until deleted, and lasts the asked duration (the ledger deletes it).
 // Sizes without CapacityReservationSupported are left out; failed regions come
@@ -69,33 +73,15 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 	}
 	end := start.Add(q.Duration)
 	regions := p.regions(domain.Query{Regions: q.Regions})
-	var (
-		mu     sync.Mutex
-		out    []domain.Offering
-		failed = domain.RegionErrors{}
-		wg     sync.WaitGroup
-	)
-	for _, region := range regions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			offs, err := p.regionOfferings(ctx, c, region, q, start, end)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				failed[region] = err
-				return
-			}
-			out = append(out, offs...)
-		}()
-	}
-	wg.Wait()
-	if len(failed) > 0 && len(failed) == len(regions) {
-		errs := make([]error, 0, len(failed))
-		for _, r := range failed.Regions() {
-			errs = append(errs, failed[r])
+	out, failed := fanout.Gather(regions, 0, func(region string) ([]domain.Offering, error) {
+		offs, err := p.regionOfferings(ctx, c, region, q, start, end)
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("azure capacity reservations: %w", errors.Join(errs...))
+		return offs, nil
+	})
+	if len(failed) > 0 && len(failed) == len(regions) {
+		return nil, fmt.Errorf("azure capacity reservations: %w", domain.RegionErrors(failed).Join())
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].UpfrontUSD != out[j].UpfrontUSD {
@@ -104,7 +90,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 		return out[i].ID < out[j].ID
 	})
 	if len(failed) > 0 {
-		return out, failed
+		return out, domain.RegionErrors(failed)
 	}
 	return out, nil
 }

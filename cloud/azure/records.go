@@ -70,6 +70,8 @@ func regionName(loc string) string {
 	return strings.ToLower(strings.ReplaceAll(loc, " ", ""))
 }
 
+var _ domain.RecordLister = (*Provider)(nil)
+
 // ListRecords lists gpumarket-tagged reservations and scale sets created since,
 // so a lost ledger can be written again; one without a creation time is listed.
 func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]domain.CloudRecord, error) {

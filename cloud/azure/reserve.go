@@ -195,6 +195,11 @@ func (p *Provider) place(ctx context.Context, c *armClients, o domain.Offering, 
 	return placement{group: groupName(o.Region, o.Zone, last+1)}, nil
 }
 
+var _ interface {
+	domain.Booker
+	domain.BookingReleaser
+} = (*Provider)(nil)
+
 // Book makes an On-demand Capacity Reservation named after req.Ref, so a retry
 // cannot buy twice, and tagged with the ledger row; it starts when made and the
 // ledger deletes it at its end. With req.DryRun it only validates: Azure has none.
@@ -258,7 +263,7 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 		}
 		if _, err := c.groups.CreateOrUpdate(ctx, c.resGroup, pl.group, g, nil); err != nil {
 			// The group costs nothing and no reservation was asked for.
-			return domain.Booking{}, declinedError{fmt.Errorf("azure booking %s: create reservation group %s (no reservation was requested): %w", o.ID, pl.group, firstLine(err))}
+			return domain.Booking{}, domain.MarkDeclined(fmt.Errorf("azure booking %s: create reservation group %s (no reservation was requested): %w", o.ID, pl.group, firstLine(err)))
 		}
 	}
 	name := resourceName(req.Ref, o.ID)

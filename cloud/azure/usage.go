@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/monitor/armmonitor"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 var _ domain.UsageReporter = (*Provider)(nil)
@@ -22,47 +26,25 @@ var _ domain.UsageReporter = (*Provider)(nil)
 // Telegraf's nvidia_smi publishes it (namespace telegraf/nvidia_smi). Percentage
 // CPU, a platform metric per VM, stands in otherwise.
 const (
-	gpuMetricNamespace = "telegraf/nvidia_smi"
-	gpuMetricName      = "utilization_gpu"
-	cpuMetricNamespace = "Microsoft.Compute/virtualMachineScaleSets"
-	cpuMetricName      = "Percentage CPU"
-
-	// SourceGPU and SourceCPU are the metrics_source of a report.
-	SourceGPU = "Azure Monitor telegraf/nvidia_smi utilization_gpu"
-	SourceCPU = "Azure Monitor Percentage CPU (CPU as a stand-in: no GPU metrics)"
-	// SourceMixed: each VM's samples from the GPU metric where it publishes it, else CPU.
-	SourceMixed = "Azure Monitor telegraf/nvidia_smi utilization_gpu where a VM publishes it, else Percentage CPU (CPU as a stand-in)"
+	gpuMetricNamespace, gpuMetricName = "telegraf/nvidia_smi", "utilization_gpu"
+	cpuMetricNamespace, cpuMetricName = "Microsoft.Compute/virtualMachineScaleSets", "Percentage CPU"
 )
 
-// metricsClients keeps one Azure Monitor client per provider, beside armClients.
-var metricsClients sync.Map // *Provider → *armmonitor.MetricsClient
+// SourceGPU and SourceCPU are the metrics_source of a report; SourceMixed:
+// each VM's samples from the GPU metric where it publishes it, else CPU.
+var (
+	SourceGPU   = "Azure Monitor telegraf/nvidia_smi utilization_gpu"
+	SourceCPU   = domain.CPUStandIn("Azure Monitor Percentage CPU", "no GPU metrics")
+	SourceMixed = domain.CPUStandIn(SourceGPU+" where a VM publishes it, else Percentage CPU", "")
+)
 
-// metrics returns the provider's Azure Monitor client, signed in as the other ARM clients.
+// metrics returns the Azure Monitor client, signed in as the other ARM clients.
 func (p *Provider) metrics(ctx context.Context) (*armmonitor.MetricsClient, error) {
-	if c, ok := metricsClients.Load(p); ok {
-		return c.(*armmonitor.MetricsClient), nil
-	}
 	c, err := p.clients(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", errNoAccount, err)
 	}
-	var cred azcore.TokenCredential = p.opt.Credential
-	if cred == nil {
-		var o *azidentity.DefaultAzureCredentialOptions
-		if p.opt.ClientOptions != nil {
-			o = &azidentity.DefaultAzureCredentialOptions{ClientOptions: p.opt.ClientOptions.ClientOptions}
-		}
-		if cred, err = azidentity.NewDefaultAzureCredential(o); err != nil {
-			return nil, fmt.Errorf("no Azure credential: %w", err)
-		}
-	}
-	// An ARM call like the others: same read bucket and retry rule.
-	mc, err := armmonitor.NewMetricsClient(c.subID, cred, p.clientOptions())
-	if err != nil {
-		return nil, fmt.Errorf("azure monitor client: %w", err)
-	}
-	got, _ := metricsClients.LoadOrStore(p, mc)
-	return got.(*armmonitor.MetricsClient), nil
+	return c.metrics, nil
 }
 
 // Usage reports how a row's capacity ran and how busy, from Azure Monitor. A
@@ -110,11 +92,7 @@ func (p *Provider) scaleSetUsage(ctx context.Context, q domain.UsageQuery) (doma
 		// Without the platform metric nothing says which VMs ran.
 		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, cerr)
 	}
-	names := make([]string, 0, len(cpu))
-	for vm := range cpu {
-		names = append(names, vm)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(cpu))
 	gpu, gerr := scaleSetGPU(ctx, mc, q.ProviderRef, names, from, to)
 	busy, source := cpu, SourceCPU
 	if len(gpu) > 0 {
@@ -249,3 +227,197 @@ var isoGrains = map[string]time.Duration{
 func ptr(s string) *string    { return &s }
 func ptrInt32(v int32) *int32 { return &v }
 func ptrBool(v bool) *bool    { return &v }
+
+// associationNote: Azure lists the VMs associated with a reservation now, not those that were.
+const associationNote = "Azure lists only the VMs associated with the reservation now: " +
+	"a VM that ran in it earlier and was since deleted or moved out is not counted, so running hours may be under-counted"
+
+// vmMetricsInFlight bounds a reservation's VMs read at once, within the shared ARM read bucket.
+const vmMetricsInFlight = 4
+
+// reservationUsage reads the VMs a reservation names now (its instance view),
+// each on its own resource; a VM ran in the hours it has a value. None is spot:
+// "Spot VMs … aren't supported with Capacity Reservation"
+// (capacity-reservation-overview, Limitations), so none was evicted.
+func (p *Provider) reservationUsage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
+	id, err := reservationID(q.ProviderRef)
+	if err != nil {
+		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, err)
+	}
+	from, until, ok := usageSpan(q)
+	if !ok {
+		return domain.UsageReport{}, nil
+	}
+	c, err := p.clients(ctx)
+	if err != nil {
+		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w (%v)", q.Ref, errNoAccount, err)
+	}
+	if err := inSubscription(id, c); err != nil {
+		// Asked here, the 404 would say the row deleted.
+		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, err)
+	}
+	got, err := c.reserve.Get(ctx, id.ResourceGroupName, id.Parent.Name, id.Name,
+		&armcompute.CapacityReservationsClientGetOptions{Expand: to.Ptr(armcompute.CapacityReservationInstanceViewTypesInstanceView)})
+	if isNotFound(err) {
+		// Azure keeps nothing of a deleted reservation: an ended row's usage is gone.
+		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: capacity reservation %s (group %s, resource group %s) is not in Azure (%w): "+
+			"once a reservation is deleted (gpumarket deletes one at its end) Azure no longer says which VMs used it, so its running and busy hours cannot be read",
+			q.Ref, id.Name, id.Parent.Name, id.ResourceGroupName, short(err))
+	}
+	if err != nil {
+		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: get capacity reservation %s: %w", q.Ref, id.Name, short(err))
+	}
+	res := &got.CapacityReservation
+	vms := reservationVMs(res)
+	rep := domain.UsageReport{Note: associationNote}
+	if len(vms) == 0 {
+		return rep, nil
+	}
+	mc, err := p.metrics(ctx)
+	if err != nil {
+		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, err)
+	}
+	kind := vmKind{instanceType: q.InstanceType, zone: q.Zone}
+	if res.SKU != nil && deref(res.SKU.Name) != "" {
+		kind.instanceType = deref(res.SKU.Name)
+	}
+	if len(res.Zones) > 0 && deref(res.Zones[0]) != "" {
+		kind.zone = deref(res.Zones[0])
+	}
+
+	results := make([]vmUsage, len(vms))
+	fanout.Each(len(vms), vmMetricsInFlight, func(i int) {
+		results[i] = readVM(ctx, mc, vms[i], kind, from, until)
+	})
+	if err := ctx.Err(); err != nil {
+		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, err)
+	}
+
+	var notes []string
+	sources := map[string]bool{}
+	for _, u := range results {
+		rep.Instances = append(rep.Instances, u.runs...)
+		if u.source != "" {
+			sources[u.source] = true
+		}
+		notes = append(notes, u.notes...)
+	}
+	switch {
+	case len(sources) > 1:
+		rep.Source = SourceMixed
+	case sources[SourceGPU]:
+		rep.Source = SourceGPU
+	case sources[SourceCPU]:
+		rep.Source = SourceCPU
+	}
+	rep.Note = strings.Join(append(notes, associationNote), "; ")
+	return rep, nil
+}
+
+// reservationVMs are the ids of the VMs associated or allocated now, each once, sorted.
+func reservationVMs(r *armcompute.CapacityReservation) []string {
+	if r.Properties == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	add := func(list []*armcompute.SubResourceReadOnly) {
+		for _, vm := range list {
+			if vm == nil || deref(vm.ID) == "" {
+				continue
+			}
+			// ARM ids are case-insensitive, and answers vary a type's case.
+			if k := strings.ToLower(*vm.ID); !seen[k] {
+				seen[k] = true
+				out = append(out, *vm.ID)
+			}
+		}
+	}
+	add(r.Properties.VirtualMachinesAssociated)
+	if iv := r.Properties.InstanceView; iv != nil && iv.UtilizationInfo != nil {
+		add(iv.UtilizationInfo.VirtualMachinesAllocated)
+	}
+	sort.Slice(out, func(i, j int) bool { return strings.ToLower(out[i]) < strings.ToLower(out[j]) })
+	return out
+}
+
+// vmKind is every VM of a reservation: the reserved size and zone.
+type vmKind struct{ instanceType, zone string }
+
+type vmUsage struct {
+	runs []domain.InstanceUsage
+	// source: SourceGPU or SourceCPU; "" for none.
+	source string
+	notes  []string
+}
+
+// readVM reads a VM's hourly CPU and GPU metric: running hours are those with a
+// CPU value (else GPU); busy samples the GPU's where published, else CPU's.
+func readVM(ctx context.Context, mc *armmonitor.MetricsClient, vmID string, kind vmKind, from, until time.Time) vmUsage {
+	rid, err := arm.ParseResourceID(vmID)
+	if err != nil {
+		return vmUsage{notes: []string{fmt.Sprintf("%q is not a VM resource id: it had no metrics", vmID)}}
+	}
+	name := vmName(rid)
+	// Platform metrics are in the namespace of the VM's resource type.
+	cpu, cerr := metricSeries(ctx, mc, vmID, rid.ResourceType.String(), cpuMetricName, "", from, until)
+	gpu, gerr := metricSeries(ctx, mc, vmID, gpuMetricNamespace, gpuMetricName, "", from, until)
+	var u vmUsage
+	ran, busy, source := cpu[""], cpu[""], SourceCPU
+	if gerr == nil && len(gpu[""]) > 0 {
+		busy, source = gpu[""], SourceGPU
+	}
+	switch {
+	case cerr == nil:
+	case gerr == nil && len(gpu[""]) > 0:
+		ran = gpu[""]
+		u.notes = append(u.notes, fmt.Sprintf("VM %s: CPU metric not read (%v): its running hours are those its GPU metric has", name, cerr))
+	default:
+		return vmUsage{notes: []string{fmt.Sprintf("VM %s had no metrics (%v): its running hours are not counted", name, cerr)}}
+	}
+	if gerr != nil && !errors.Is(gerr, errMetricAbsent) {
+		u.notes = append(u.notes, fmt.Sprintf("VM %s: GPU metric not read (%v): its CPU stands in", name, gerr))
+	}
+	for _, r := range runsOf(ran, until) {
+		in := domain.InstanceUsage{ID: name, InstanceType: kind.instanceType, Zone: kind.zone, Start: r.start, End: r.end}
+		for _, s := range busy {
+			if !s.At.Before(r.start) && (r.end.IsZero() || s.At.Before(r.end)) {
+				in.Busy = append(in.Busy, s)
+			}
+		}
+		if len(in.Busy) > 0 {
+			u.source = source
+		}
+		u.runs = append(u.runs, in)
+	}
+	return u
+}
+
+// vmName is a VM's name, or a scale set's name and instance id.
+func vmName(rid *arm.ResourceID) string {
+	if rid.Parent != nil && strings.EqualFold(rid.Parent.ResourceType.Type, "virtualMachineScaleSets") {
+		return rid.Parent.Name + "/" + rid.Name
+	}
+	return rid.Name
+}
+
+// run is a span a VM ran; a zero end means it still runs.
+type run struct{ start, end time.Time }
+
+// runsOf splits samples into runs of back-to-back values; an hour without one
+// was not run. The last run goes on unless it ended before the span's last hour,
+// which may be unpublished yet.
+func runsOf(samples []domain.BusySample, until time.Time) []run {
+	var out []run
+	for _, s := range samples {
+		if n := len(out); n > 0 && !s.At.After(out[n-1].end) {
+			out[n-1].end = domain.Later(out[n-1].end, s.At.Add(s.Period))
+			continue
+		}
+		out = append(out, run{start: s.At, end: s.At.Add(s.Period)})
+	}
+	if n := len(out); n > 0 && !out[n-1].end.Before(until.Add(-time.Hour)) {
+		out[n-1].end = time.Time{}
+	}
+	return out
+}

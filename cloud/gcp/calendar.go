@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/api/compute/v1"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 // calendarTypes: Google sells calendar mode for its 8-GPU accelerator-optimised machines.
@@ -77,34 +79,23 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 		mu   sync.Mutex
 		out  []domain.Offering
 		errs = domain.RegionErrors{}
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, 4)
 	)
 	from, to := startRange(q, p.now())
-	for _, a := range asks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			offs, err := p.advise(ctx, a.region, a.m, a.n, from, to, q.Duration)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs[a.region] = err
-				return
+	fanout.Each(len(asks), 4, func(i int) {
+		a := asks[i]
+		offs, err := p.advise(ctx, a.region, a.m, a.n, from, to, q.Duration)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			errs[a.region] = err
+			return
+		}
+		for _, o := range offs {
+			if (!o.FlexLength || q.FlexDuration > 0) && priced(book, a.m, &o) {
+				out = append(out, o)
 			}
-			for _, o := range offs {
-				if o.FlexLength && q.FlexDuration <= 0 {
-					continue
-				}
-				if priced(book, a.m, &o) {
-					out = append(out, o)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	sort.SliceStable(out, func(i, j int) bool {
 		if a, b := out[i].USDPerGPUHour(), out[j].USDPerGPUHour(); a != b {
 			return a < b
@@ -185,7 +176,7 @@ func (p *Provider) advise(ctx context.Context, region string, m machine, n int64
 		z := path.Base(r.Location)
 		start, err1 := time.Parse(time.RFC3339, r.StartTime)
 		end, err2 := time.Parse(time.RFC3339, r.EndTime)
-		if err1 != nil || err2 != nil || !end.After(start) || regionOf(z) != region || contains(deny, z) {
+		if err1 != nil || err2 != nil || !end.After(start) || regionOf(z) != region || slices.Contains(deny, z) {
 			continue
 		}
 		o := domain.Offering{Provider: Name, Cloud: domain.CloudGCP, Region: region, Zone: z, InstanceType: m.Type, GPU: m.GPU,
@@ -211,4 +202,202 @@ func priced(book *priceBook, m machine, o *domain.Offering) bool {
 // offeringID names an offering by its terms: Google's windows have no lasting id.
 func offeringID(o domain.Offering) string {
 	return fmt.Sprintf("gcpcal-%016x", fnv64(fmt.Sprint(o.Zone, o.InstanceType, o.InstanceCount, o.Start.Unix(), o.End.Unix())))
+}
+
+// RefreshOffering asks the advice again for the offering's window and zone, priced from the catalog now.
+func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (domain.Offering, error) {
+	m, err := p.machineOf(ctx, o.Zone, o.InstanceType)
+	if err != nil {
+		return domain.Offering{}, err
+	}
+	if !o.Start.After(p.now()) {
+		return domain.Offering{}, fmt.Errorf("gcp: offering %s started at %s: %w", o.ID, o.Start.UTC().Format(time.RFC3339), domain.ErrOfferingGone)
+	}
+	var others []string
+	ms, _ := p.machines(ctx)
+	for _, x := range ms {
+		if x.Type == o.InstanceType && regionOf(x.Zone) == o.Region && x.Zone != o.Zone && !slices.Contains(others, x.Zone) {
+			others = append(others, x.Zone)
+		}
+	}
+	offs, err := p.advise(ctx, o.Region, m, int64(o.InstanceCount), o.Start, o.Start, o.End.Sub(o.Start), others...)
+	if err != nil {
+		return domain.Offering{}, err
+	}
+	book, err := p.priceBook(ctx)
+	if err != nil {
+		return domain.Offering{}, err
+	}
+	for _, f := range offs {
+		if f.Zone == o.Zone && f.Start.Equal(o.Start) && f.End.Equal(o.End) && priced(book, m, &f) {
+			return f, nil
+		}
+	}
+	return domain.Offering{}, fmt.Errorf("gcp: calendar-mode advice no longer offers %d × %s in %s from %s: %w",
+		o.InstanceCount, o.InstanceType, o.Zone, o.Start.UTC().Format(time.RFC3339), domain.ErrOfferingGone)
+}
+
+// machineOf finds a machine gpumarket knows in a zone.
+func (p *Provider) machineOf(ctx context.Context, zone, typ string) (machine, error) {
+	ms, err := p.machines(ctx)
+	if err != nil {
+		return machine{}, err
+	}
+	for _, m := range ms {
+		if m.Zone == zone && m.Type == typ {
+			return m, nil
+		}
+	}
+	return machine{}, fmt.Errorf("gcp: %s is not sold in %s: %w", typ, zone, domain.ErrOfferingGone)
+}
+
+// reservationName derives from the ledger row, so a lost answer is settled by name.
+func reservationName(ref string) string { return resourceName("gpumarket", ref) }
+
+// Book creates the calendar-mode future reservation and reads back its status.
+// No dry run in the API: a dry run asks the advice whether the window is still offered.
+func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Booking, error) {
+	o := req.Offering
+	m, err := p.machineOf(ctx, o.Zone, o.InstanceType)
+	if err != nil {
+		return domain.Booking{}, err
+	}
+	if req.DryRun {
+		if _, err := p.RefreshOffering(ctx, o); err != nil {
+			return domain.Booking{}, err
+		}
+		return domain.Booking{Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType, InstanceCount: o.InstanceCount,
+			Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, DryRun: true,
+			Message: "Compute Engine has no dry run for future reservations: the calendar-mode advice still offers this window in " + o.Zone}, nil
+	}
+	ref := req.Ref
+	if ref == "" {
+		ref = o.ID
+	}
+	fr := &compute.FutureReservation{
+		Name:            reservationName(ref),
+		Description:     describeTags(reservationTags(req)),
+		ReservationMode: "CALENDAR",
+		PlanningStatus:  "SUBMITTED",
+		DeploymentType:  "DENSE",
+		SpecificSkuProperties: &compute.FutureReservationSpecificSKUProperties{
+			InstanceProperties: &compute.AllocationSpecificSKUAllocationReservedInstanceProperties{MachineType: m.Base},
+			TotalCount:         int64(o.InstanceCount),
+		},
+		TimeWindow:                        &compute.FutureReservationTimeWindow{StartTime: o.Start.UTC().Format(time.RFC3339), EndTime: o.End.UTC().Format(time.RFC3339)},
+		AutoDeleteAutoCreatedReservations: true,
+		SpecificReservationRequired:       true,
+	}
+	what := "create future reservation " + fr.Name + " in " + o.Zone
+	op, err := p.compute.FutureReservations.Insert(p.project, o.Zone, fr).RequestId(requestID(ref, "future-reservation")).Context(ctx).Do()
+	if err != nil {
+		return domain.Booking{}, apiErr(what, err)
+	}
+	if _, err := p.wait(ctx, what, op); err != nil {
+		return domain.Booking{}, err
+	}
+	got, err := p.compute.FutureReservations.Get(p.project, o.Zone, fr.Name).Context(ctx).Do()
+	if err != nil {
+		return domain.Booking{}, apiErr("read future reservation "+fr.Name, err)
+	}
+	b := p.bookingOf(got, o.Zone, o.UpfrontUSD)
+	if b.State == "failed" {
+		return b, fmt.Errorf("gcp: %s: %w: %s", what, domain.ErrDeclined, b.Message)
+	}
+	return b, nil
+}
+
+// FindBooking looks for the reservation a request may have made: by its row's name, else its terms.
+func (p *Provider) FindBooking(ctx context.Context, req domain.BookRequest) (*domain.Booking, error) {
+	o := req.Offering
+	if req.Ref != "" {
+		fr, err := p.compute.FutureReservations.Get(p.project, o.Zone, reservationName(req.Ref)).Context(ctx).Do()
+		switch {
+		case err == nil:
+			b := p.bookingOf(fr, o.Zone, o.UpfrontUSD)
+			return &b, nil
+		case !notFound(err):
+			return nil, apiErr("read future reservation "+reservationName(req.Ref), err)
+		}
+	}
+	base, _, _, err := ParseType(o.InstanceType)
+	if err != nil {
+		return nil, err
+	}
+	var found *domain.Booking
+	err = p.compute.FutureReservations.List(p.project, o.Zone).Pages(ctx, func(l *compute.FutureReservationsListResponse) error {
+		for _, fr := range l.Items {
+			if found == nil && sameTerms(fr, base, o) && createdAfter(fr, req.After) {
+				b := p.bookingOf(fr, o.Zone, o.UpfrontUSD)
+				found = &b
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, apiErr("list future reservations in "+o.Zone, err)
+	}
+	return found, nil
+}
+
+func sameTerms(fr *compute.FutureReservation, base string, o domain.Offering) bool {
+	s, w := fr.SpecificSkuProperties, fr.TimeWindow
+	if s == nil || s.InstanceProperties == nil || w == nil || s.InstanceProperties.MachineType != base || s.TotalCount != int64(o.InstanceCount) {
+		return false
+	}
+	start, err1 := time.Parse(time.RFC3339, w.StartTime)
+	end, err2 := time.Parse(time.RFC3339, w.EndTime)
+	return err1 == nil && err2 == nil && start.Equal(o.Start) && end.Equal(o.End)
+}
+
+func createdAfter(fr *compute.FutureReservation, after time.Time) bool {
+	t, err := time.Parse(time.RFC3339, fr.CreationTimestamp)
+	return after.IsZero() || err != nil || !t.Before(after.Add(-time.Minute))
+}
+
+// bookingOf reads a future reservation's window and status as a ledger state.
+func (p *Provider) bookingOf(fr *compute.FutureReservation, zone string, cost float64) domain.Booking {
+	b := domain.Booking{Provider: Name, Region: regionOf(zone), Zone: zone, CostUSD: cost,
+		ProviderRef: fmt.Sprintf("projects/%s/zones/%s/futureReservations/%s", p.project, zone, fr.Name)}
+	if s := fr.SpecificSkuProperties; s != nil {
+		b.InstanceCount = int(s.TotalCount)
+		if s.InstanceProperties != nil {
+			b.InstanceType = s.InstanceProperties.MachineType
+		}
+	}
+	if w := fr.TimeWindow; w != nil {
+		b.Start, _ = time.Parse(time.RFC3339, w.StartTime)
+		b.End, _ = time.Parse(time.RFC3339, w.EndTime)
+	}
+	status := ""
+	if fr.Status != nil {
+		status = fr.Status.ProcurementStatus
+	}
+	b.State = ledgerState(status, b.Start, b.End, p.now())
+	b.Message = fmt.Sprintf("future reservation %s in %s: planning status %s, procurement status %s", fr.Name, zone, orUnset(fr.PlanningStatus), orUnset(status))
+	return b
+}
+
+// ledgerState maps a procurement status onto a ledger state.
+func ledgerState(status string, start, end, now time.Time) string {
+	switch status {
+	case "DECLINED", "FAILED":
+		return "failed"
+	case "CANCELLED":
+		return "deleted"
+	}
+	switch {
+	case !end.IsZero() && !now.Before(end):
+		return "ended"
+	case status == "FAILED_PARTIALLY_FULFILLED" || !start.IsZero() && !now.Before(start):
+		return "active"
+	}
+	return "scheduled"
+}
+
+func orUnset(s string) string {
+	if s == "" {
+		return "unset"
+	}
+	return s
 }

@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/api/compute/v1"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 // A fleet is Spot VMs from one regional bulk insert (a second for the on-demand
@@ -159,7 +160,7 @@ func (p *Provider) fleetZones(ctx context.Context, spec domain.FleetSpec) ([]str
 	count := map[string]int{}
 	for _, t := range spec.InstanceTypes {
 		for _, m := range ms {
-			if m.Type == t && regionOf(m.Zone) == spec.Region && (len(spec.Zones) == 0 || contains(spec.Zones, m.Zone)) {
+			if m.Type == t && regionOf(m.Zone) == spec.Region && (len(spec.Zones) == 0 || slices.Contains(spec.Zones, m.Zone)) {
 				count[m.Zone]++
 			}
 		}
@@ -175,15 +176,6 @@ func (p *Provider) fleetZones(ctx context.Context, spec domain.FleetSpec) ([]str
 		return nil, fmt.Errorf("gcp: %w: %s is not sold in %s", domain.ErrDeclined, strings.Join(spec.InstanceTypes, ", "), spec.Region)
 	}
 	return zones, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // bulkRequest is one bulk insert of n VMs.
@@ -307,28 +299,19 @@ func (p *Provider) DeleteFleet(ctx context.Context, region, id string) error {
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
 	errs := make([]error, len(vms))
-	sem := make(chan struct{}, 8)
-	for i, in := range vms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			zone := path.Base(in.Zone)
-			what := "delete VM " + in.Name + " of fleet " + id
-			op, err := p.compute.Instances.Delete(p.project, zone, in.Name).RequestId(requestID(id, "delete "+in.Name)).Context(ctx).Do()
-			if err != nil {
-				if !notFound(err) {
-					errs[i] = apiErr(what, err)
-				}
-				return
+	fanout.Each(len(vms), 8, func(i int) {
+		in := vms[i]
+		what := "delete VM " + in.Name + " of fleet " + id
+		op, err := p.compute.Instances.Delete(p.project, path.Base(in.Zone), in.Name).RequestId(requestID(id, "delete "+in.Name)).Context(ctx).Do()
+		if err != nil {
+			if !notFound(err) {
+				errs[i] = apiErr(what, err)
 			}
-			_, errs[i] = p.wait(ctx, what, op)
-		}()
-	}
-	wg.Wait()
+			return
+		}
+		_, errs[i] = p.wait(ctx, what, op)
+	})
 	return errors.Join(errs...)
 }
 

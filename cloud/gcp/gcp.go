@@ -80,12 +80,7 @@ type cached[T any] struct {
 }
 
 // ErrNoCredentials wraps New's error when no credentials are found; it matches domain.ErrDeclined.
-var ErrNoCredentials error = declinedError("gcp: no credentials")
-
-type declinedError string
-
-func (e declinedError) Error() string        { return string(e) }
-func (e declinedError) Is(target error) bool { return target == domain.ErrDeclined }
+var ErrNoCredentials = domain.MarkDeclined(errors.New("gcp: no credentials"))
 
 const credentialHint = "set GOOGLE_APPLICATION_CREDENTIALS or gcp.credentials_file to a service-account key file, or run `gcloud auth application-default login`"
 
@@ -101,12 +96,12 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	orDefault(&opt.ListTTL, time.Hour)
-	orDefault(&opt.RetryBase, time.Second)
-	orDefault(&opt.MaxRetries, 6)
-	orDefault(&opt.PollEvery, 2*time.Second)
-	orDefault(&opt.CredentialTimeout, 15*time.Second)
-	orDefault(&opt.DiskGB, 200)
+	domain.OrDefault(&opt.ListTTL, time.Hour)
+	domain.OrDefault(&opt.RetryBase, time.Second)
+	domain.OrDefault(&opt.MaxRetries, 6)
+	domain.OrDefault(&opt.PollEvery, 2*time.Second)
+	domain.OrDefault(&opt.CredentialTimeout, 15*time.Second)
+	domain.OrDefault(&opt.DiskGB, 200)
 	for _, r := range opt.Regions {
 		if !IsRegion(r) {
 			return nil, fmt.Errorf("gcp region %q: want a Google Cloud region such as us-central1", r)
@@ -155,13 +150,6 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		return nil, fmt.Errorf("gcp: monitoring client: %w", err)
 	}
 	return p, nil
-}
-
-// orDefault sets an option left at zero (or below) to its default.
-func orDefault[T int | int64 | time.Duration](v *T, def T) {
-	if *v <= 0 {
-		*v = def
-	}
 }
 
 // findCredentials reads the named key file, else Application Default Credentials.

@@ -1,11 +1,13 @@
 package gcp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"path"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,12 +62,7 @@ func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]domain.C
 			out = append(out, rec)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ProviderRef < out[j].ProviderRef
-	})
+	domain.SortRecords(out)
 	return out, nil
 }
 
@@ -100,12 +97,8 @@ func fleetRecord(id string, vms []*compute.Instance) domain.CloudRecord {
 		t, _ := time.Parse(time.RFC3339, in.CreationTimestamp)
 		return t.UTC()
 	}
-	sort.Slice(vms, func(i, j int) bool {
-		a, b := created(vms[i]), created(vms[j])
-		if !a.Equal(b) {
-			return a.Before(b)
-		}
-		return vms[i].Name < vms[j].Name
+	slices.SortFunc(vms, func(a, b *compute.Instance) int {
+		return cmp.Or(created(a).Compare(created(b)), strings.Compare(a.Name, b.Name))
 	})
 	rec := domain.CloudRecord{Kind: domain.KindFleet, ProviderRef: id, Provider: Name, Cloud: domain.CloudGCP,
 		InstanceCount: len(vms), CostUSD: math.NaN(), State: "ended"}
@@ -118,10 +111,10 @@ func fleetRecord(id string, vms []*compute.Instance) domain.CloudRecord {
 		if t := created(in); !t.IsZero() && (rec.Start.IsZero() || t.Before(rec.Start)) {
 			rec.Start = t
 		}
-		if !contains(zones, zone) {
+		if !slices.Contains(zones, zone) {
 			zones = append(zones, zone)
 		}
-		if t := typeOf(in); !contains(types, t) {
+		if t := typeOf(in); !slices.Contains(types, t) {
 			types = append(types, t)
 		}
 		switch in.Status {
@@ -151,11 +144,7 @@ func fleetRecord(id string, vms []*compute.Instance) domain.CloudRecord {
 // describeTags writes tags in a description (reservations take no labels):
 // key=value by spaces, values with spaces or quotes Go-quoted.
 func describeTags(tags map[string]string) string {
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(tags))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		v := tags[k]

@@ -1,5 +1,6 @@
 // Package fanout keeps a publisher's subscriptions: channels of one value,
-// the newest, each closed when its subscriber's context ends.
+// the newest, each closed when its subscriber's context ends; and runs calls
+// side by side, a bounded number at once (Each, Gather).
 package fanout
 
 import (

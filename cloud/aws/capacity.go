@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -105,16 +107,18 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 		}
 		return offers, err
 	})
+	return ranked(out, failed, len(regions))
+}
+
+// ranked is a search's answer: the offerings ranked, and the regions that
+// failed beside them, or every region's error when none answered.
+func ranked(out []domain.Offering, failed domain.RegionErrors, regions int) ([]domain.Offering, error) {
 	rankOfferings(out)
 	switch {
 	case len(failed) == 0:
 		return out, nil
-	case len(failed) == len(regions):
-		errs := make([]error, 0, len(failed))
-		for _, r := range failed.Regions() {
-			errs = append(errs, failed[r])
-		}
-		return nil, errors.Join(errs...)
+	case len(failed) == regions:
+		return nil, failed.Join()
 	}
 	return out, failed
 }
@@ -228,8 +232,8 @@ func offeringOf(region string, t GPUType, o ec2types.CapacityBlockOffering, aske
 	if !end.After(start) {
 		return domain.Offering{}, fmt.Errorf("offering %s ends (%s) before it starts (%s)", id, end.Format(time.RFC3339), start.Format(time.RFC3339))
 	}
-	fee, err := strconv.ParseFloat(strings.TrimSpace(awssdk.ToString(o.UpfrontFee)), 64)
-	if err != nil || math.IsNaN(fee) || math.IsInf(fee, 0) || fee < 0 {
+	fee, ok := amount(strings.TrimSpace(awssdk.ToString(o.UpfrontFee)))
+	if !ok {
 		return domain.Offering{}, fmt.Errorf("offering %s: upfront fee %q is not an amount", id, awssdk.ToString(o.UpfrontFee))
 	}
 	count := asked
@@ -252,16 +256,15 @@ func offeringOf(region string, t GPUType, o ec2types.CapacityBlockOffering, aske
 	}, nil
 }
 
+// amount reads a USD amount; false unless a finite number ≥ 0.
+func amount(s string) (float64, bool) {
+	v, err := strconv.ParseFloat(s, 64)
+	return v, err == nil && v >= 0 && !math.IsInf(v, 0)
+}
+
 // noRetry turns the SDK's retries off: PurchaseCapacityBlock has no idempotency
 // token, so a lost answer is reconciled with FindBooking instead.
 func noRetry(o *ec2.Options) { o.Retryer = awssdk.NopRetryer{} }
-
-// notSent wraps an error before the purchase or launch was sent: it matches domain.ErrDeclined.
-type notSent struct{ err error }
-
-func (e notSent) Error() string        { return e.err.Error() }
-func (e notSent) Unwrap() error        { return e.err }
-func (e notSent) Is(target error) bool { return target == domain.ErrDeclined }
 
 // Book buys a capacity block (never retried), tagged with domain.Tags and its
 // fee, which AWS does not show. A reservation already bought from the offering
@@ -282,7 +285,7 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 	}
 	prior, err := p.boughtFrom(ctx, o.Region, o.ID)
 	if err != nil {
-		return domain.Booking{}, notSent{fmt.Errorf("aws: look for an earlier purchase of %s in %s before buying (nothing was bought): %w", o.ID, o.Region, err)}
+		return domain.Booking{}, domain.MarkDeclined(fmt.Errorf("aws: look for an earlier purchase of %s in %s before buying (nothing was bought): %w", o.ID, o.Region, err))
 	}
 	if prior != nil {
 		prior.DryRun = req.DryRun
@@ -365,13 +368,8 @@ func (p *Provider) boughtFrom(ctx context.Context, region, offeringID string) (*
 
 // tagSpecs is one TagSpecification of the tags, in a stable order.
 func tagSpecs(rt ec2types.ResourceType, tags map[string]string) []ec2types.TagSpecification {
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	spec := ec2types.TagSpecification{ResourceType: rt}
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		spec.Tags = append(spec.Tags, ec2types.Tag{Key: awssdk.String(k), Value: awssdk.String(tags[k])})
 	}
 	return []ec2types.TagSpecification{spec}
@@ -590,4 +588,569 @@ func sellableHours(d time.Duration) int {
 		}
 	}
 	return best
+}
+
+var (
+	_ domain.RecordLister      = (*Provider)(nil)
+	_ domain.OfferingRefresher = (*Provider)(nil)
+)
+
+// TagCost carries a block's cost in USD: AWS shows no price of a sold block, and a rebuilt ledger needs it.
+const TagCost = "gpumarket:cost-usd"
+
+// ourTags mark a resource as gpumarket's: TagTool, and TagRef on earlier purchases.
+var ourTags = []string{domain.TagTool, domain.TagRef}
+
+// ListRecords lists from their tags the blocks and fleets gpumarket bought or
+// launched since, so a lost ledger can be rebuilt: blocks by tag key, request
+// fleets paged, instant fleets named by their tagged instances' aws:ec2:fleet-id
+// (one whose instances are all gone is not found). A block's cost is its TagCost,
+// else NaN; regions that failed are named in the error beside the records.
+func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]domain.CloudRecord, error) {
+	regions, err := p.regions(ctx, domain.Query{})
+	if err != nil {
+		return nil, err
+	}
+	out, failed := eachRegion(p, regions, func(region string) ([]domain.CloudRecord, error) {
+		return p.regionRecords(ctx, region, since)
+	})
+	var errs []error
+	for _, r := range failed.Regions() {
+		errs = append(errs, fmt.Errorf("aws: list gpumarket's records in %s: %w", r, failed[r]))
+	}
+	domain.SortRecords(out)
+	return out, errors.Join(errs...)
+}
+
+func (p *Provider) regionRecords(ctx context.Context, region string, since time.Time) ([]domain.CloudRecord, error) {
+	var out []domain.CloudRecord
+	// The model lists no tag filter for DescribeCapacityReservations.
+	pg := ec2.NewDescribeCapacityReservationsPaginator(p.client(region), &ec2.DescribeCapacityReservationsInput{})
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return out, explain(fmt.Errorf("describe capacity reservations: %w", err))
+		}
+		for _, cr := range page.CapacityReservations {
+			if cr.CreateDate != nil && cr.CreateDate.Before(since) || !tagged(cr.Tags) {
+				continue
+			}
+			out = append(out, p.blockRecord(region, cr))
+		}
+	}
+	addFleets := func(fleets []ec2types.FleetData) {
+		for _, fd := range fleets {
+			if (fd.CreateTime == nil || !fd.CreateTime.Before(since)) && tagged(fd.Tags) {
+				out = append(out, p.fleetRecord(region, fd))
+			}
+		}
+	}
+	seen := map[string]bool{}
+	fp := ec2.NewDescribeFleetsPaginator(p.client(region), &ec2.DescribeFleetsInput{MaxResults: awssdk.Int32(1000)})
+	for fp.HasMorePages() {
+		page, err := fp.NextPage(ctx)
+		if err != nil {
+			return out, explain(fmt.Errorf("describe fleets: %w", err))
+		}
+		for _, fd := range page.Fleets {
+			seen[awssdk.ToString(fd.FleetId)] = true
+		}
+		addFleets(page.Fleets)
+	}
+	ids, err := p.taggedFleetIDs(ctx, region, ec2types.Filter{Name: awssdk.String("tag-key"), Values: ourTags})
+	if err != nil {
+		return out, explain(fmt.Errorf("describe instances: %w", err))
+	}
+	var instant []string
+	for _, id := range ids {
+		if !seen[id] {
+			instant = append(instant, id)
+		}
+	}
+	for len(instant) > 0 {
+		n := min(len(instant), 100)
+		page, err := p.client(region).DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: instant[:n]})
+		if err != nil {
+			return out, explain(fmt.Errorf("describe fleets %s: %w", strings.Join(instant[:n], ", "), err))
+		}
+		instant = instant[n:]
+		addFleets(page.Fleets)
+	}
+	return out, nil
+}
+
+func tagged(tags []ec2types.Tag) bool {
+	for _, k := range ourTags {
+		if _, ok := tagValue(tags, k); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Provider) blockRecord(region string, cr ec2types.CapacityReservation) domain.CloudRecord {
+	b := p.bookingOf(region, cr)
+	r := domain.CloudRecord{
+		Kind: domain.KindBlock, ProviderRef: b.ProviderRef, Provider: Name, Cloud: domain.CloudAWS,
+		Region: region, Zone: b.Zone, InstanceType: b.InstanceType, InstanceCount: b.InstanceCount,
+		Start: b.Start, End: b.End, CostUSD: math.NaN(), State: b.State, CreatedAt: awssdk.ToTime(cr.CreateDate).UTC(),
+	}
+	r.Ref, _ = tagValue(cr.Tags, domain.TagRef)
+	r.Actor, _ = tagValue(cr.Tags, domain.TagActor)
+	r.OfferingID, _ = tagValue(cr.Tags, domain.TagOffering)
+	if v, ok := tagValue(cr.Tags, TagCost); ok {
+		if usd, ok := amount(v); ok {
+			r.CostUSD = usd
+		}
+	}
+	return r
+}
+
+func (p *Provider) fleetRecord(region string, fd ec2types.FleetData) domain.CloudRecord {
+	f := p.fleetOf(region, fd)
+	r := domain.CloudRecord{
+		Kind: domain.KindFleet, ProviderRef: f.ID, Provider: Name, Cloud: domain.CloudAWS, Region: region,
+		InstanceCount: f.Target, CostUSD: math.NaN(), State: f.State, CreatedAt: awssdk.ToTime(fd.CreateTime).UTC(),
+		Start: awssdk.ToTime(fd.CreateTime).UTC(),
+	}
+	if fd.ValidFrom != nil {
+		r.Start = fd.ValidFrom.UTC()
+	}
+	if fd.ValidUntil != nil {
+		r.End = fd.ValidUntil.UTC()
+	}
+	var types, zones []string
+	add := func(list []string, v string) []string {
+		if slices.Contains(list, v) {
+			return list
+		}
+		return append(list, v)
+	}
+	for _, c := range fd.LaunchTemplateConfigs {
+		for _, o := range c.Overrides {
+			if o.InstanceType != "" {
+				types = add(types, string(o.InstanceType))
+			}
+			if z := awssdk.ToString(o.AvailabilityZone); z != "" {
+				zones = add(zones, z)
+			}
+		}
+	}
+	r.InstanceType, r.Zone = strings.Join(types, ","), strings.Join(zones, ",")
+	r.Ref, _ = tagValue(fd.Tags, domain.TagRef)
+	r.Actor, _ = tagValue(fd.Tags, domain.TagActor)
+	return r
+}
+
+// EC2 Fleet limits checked before any call ("Quotas for EC2 Fleet and Spot Fleet", EC2 User Guide).
+const (
+	// MaxFleetTarget is the most instances one EC2 Fleet may target.
+	MaxFleetTarget = 10000
+	// MaxFleetPools is the most pools (type × zone) a request or maintain fleet may name.
+	MaxFleetPools = 300
+)
+
+const tagFleetID = "aws:ec2:fleet-id"
+
+// LaunchFleet launches a spot fleet with CreateFleet; its client token is the
+// ledger row's id, so a repeat returns the first fleet. A fleet to run now is
+// "instant": one call answering what launched and what could not, no standing
+// request billing after gpumarket exits. A scheduled one is "request", the type
+// AWS documents ValidFrom/ValidUntil for, likewise not replacing interruptions.
+func (p *Provider) LaunchFleet(ctx context.Context, spec domain.FleetSpec) (domain.Fleet, error) {
+	if err := p.validateFleet(&spec); err != nil {
+		return domain.Fleet{}, err
+	}
+	now := p.opt.Now()
+	in := p.createFleetInput(spec, now)
+	out, err := p.client(spec.Region).CreateFleet(ctx, in)
+	if spec.DryRun {
+		if apiCode(err) == "DryRunOperation" {
+			return domain.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, DryRun: true,
+				Message: "dry run: AWS says the fleet would launch" + scheduleNote(in)}, nil
+		}
+		if err == nil {
+			return domain.Fleet{}, fmt.Errorf("aws: dry-run fleet in %s: AWS answered without DryRunOperation (fleet %s); delete it if it exists",
+				spec.Region, awssdk.ToString(out.FleetId))
+		}
+		return domain.Fleet{}, explain(fmt.Errorf("aws: dry-run fleet in %s: %w", spec.Region, err))
+	}
+	if err != nil {
+		return domain.Fleet{}, explain(fmt.Errorf("aws: create fleet in %s: %w", spec.Region, err))
+	}
+	f := domain.Fleet{ID: awssdk.ToString(out.FleetId), Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, State: "active"}
+	if in.Type != ec2types.FleetTypeInstant {
+		if f.ID == "" {
+			return f, fmt.Errorf("aws: create fleet in %s: the answer names no fleet; look it up by its client token", spec.Region)
+		}
+		if in.ValidFrom != nil {
+			f.State = "scheduled"
+		}
+		f.Message = fmt.Sprintf("fleet %s of %d instances requested%s", f.ID, f.Target, scheduleNote(in))
+		return f, nil
+	}
+	for _, inst := range out.Instances {
+		f.Instances += len(inst.InstanceIds)
+	}
+	var msgs []string
+	for _, e := range out.Errors {
+		msgs = append(msgs, awssdk.ToString(e.ErrorCode)+": "+awssdk.ToString(e.ErrorMessage))
+	}
+	switch {
+	case f.ID == "":
+		return f, fmt.Errorf("aws: create fleet in %s launched nothing: %s", spec.Region, strings.Join(msgs, "; "))
+	case f.Instances == 0:
+		f.State = "failed"
+	}
+	f.Message = fmt.Sprintf("launched %d of %d instances", f.Instances, f.Target)
+	if len(msgs) > 0 {
+		f.Message += "; " + strings.Join(msgs, "; ")
+	}
+	return f, nil
+}
+
+func (p *Provider) createFleetInput(spec domain.FleetSpec, now time.Time) *ec2.CreateFleetInput {
+	ltSpec := &ec2types.FleetLaunchTemplateSpecificationRequest{Version: awssdk.String("$Default")}
+	if strings.HasPrefix(spec.LaunchTemplate, "lt-") {
+		ltSpec.LaunchTemplateId = awssdk.String(spec.LaunchTemplate)
+	} else {
+		ltSpec.LaunchTemplateName = awssdk.String(spec.LaunchTemplate)
+	}
+	var maxPrice *string
+	if spec.MaxPriceUSD != nil {
+		maxPrice = awssdk.String(strconv.FormatFloat(*spec.MaxPriceUSD, 'f', -1, 64))
+	}
+	var overrides []ec2types.FleetLaunchTemplateOverridesRequest
+	zones := spec.Zones
+	if len(zones) == 0 {
+		zones = []string{""}
+	}
+	for _, t := range spec.InstanceTypes {
+		for _, z := range zones {
+			o := ec2types.FleetLaunchTemplateOverridesRequest{InstanceType: ec2types.InstanceType(t), MaxPrice: maxPrice}
+			if z != "" {
+				o.AvailabilityZone = awssdk.String(z)
+			}
+			overrides = append(overrides, o)
+		}
+	}
+	tags := domain.Tags(spec.ClientToken, spec.Actor, "")
+	in := &ec2.CreateFleetInput{
+		Type: ec2types.FleetTypeInstant,
+		LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
+			LaunchTemplateSpecification: ltSpec, Overrides: overrides,
+		}},
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
+			TotalTargetCapacity:       awssdk.Int32(int32(spec.TargetCapacity)),
+			OnDemandTargetCapacity:    awssdk.Int32(int32(spec.OnDemandBase)),
+			SpotTargetCapacity:        awssdk.Int32(int32(spec.TargetCapacity - spec.OnDemandBase)),
+			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityTypeSpot,
+		},
+		SpotOptions:       &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategy(spec.Strategy)},
+		DryRun:            awssdk.Bool(spec.DryRun),
+		TagSpecifications: append(tagSpecs(ec2types.ResourceTypeFleet, tags), tagSpecs(ec2types.ResourceTypeInstance, tags)...),
+	}
+	if spec.OnDemandBase > 0 {
+		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
+	}
+	if spec.ClientToken != "" {
+		in.ClientToken = awssdk.String(spec.ClientToken)
+	}
+	if spec.Start.After(now) || !spec.End.IsZero() {
+		in.Type = ec2types.FleetTypeRequest
+		// A request fleet tags only itself; instances get the launch template's tags.
+		in.TagSpecifications = tagSpecs(ec2types.ResourceTypeFleet, tags)
+		if spec.Start.After(now) {
+			in.ValidFrom = awssdk.Time(spec.Start.UTC().Truncate(time.Second))
+		}
+		if !spec.End.IsZero() {
+			// Truncated: the fleet never ends later than asked.
+			in.ValidUntil = awssdk.Time(spec.End.UTC().Truncate(time.Second))
+			in.TerminateInstancesWithExpiration = awssdk.Bool(true)
+		}
+	}
+	return in
+}
+
+func scheduleNote(in *ec2.CreateFleetInput) string {
+	var s string
+	if in.ValidFrom != nil {
+		s += "; AWS launches it at " + in.ValidFrom.UTC().Format(time.RFC3339)
+	}
+	if in.ValidUntil != nil {
+		s += "; AWS terminates its instances at " + in.ValidUntil.UTC().Format(time.RFC3339)
+	}
+	return s
+}
+
+// ValidateFleet checks a spec without a call and fills its defaults; errors
+// match ErrInvalidSpec and domain.ErrDeclined.
+func (p *Provider) ValidateFleet(spec domain.FleetSpec) (domain.FleetSpec, error) {
+	err := p.validateFleet(&spec)
+	return spec, err
+}
+
+func (p *Provider) validateFleet(spec *domain.FleetSpec) error {
+	if spec.Region == "" {
+		return specErrorf("aws: fleet: region is required")
+	}
+	if len(spec.InstanceTypes) == 0 {
+		return specErrorf("aws: fleet: at least one instance type is required")
+	}
+	if spec.TargetCapacity < 1 {
+		return specErrorf("aws: fleet: target %d: want at least 1 instance", spec.TargetCapacity)
+	}
+	if spec.TargetCapacity > MaxFleetTarget {
+		return limitErrorf("aws: fleet: target %d: an EC2 Fleet targets at most %d instances (AWS's quota per fleet)", spec.TargetCapacity, MaxFleetTarget)
+	}
+	if spec.OnDemandBase < 0 || spec.OnDemandBase > spec.TargetCapacity {
+		return specErrorf("aws: fleet: on-demand base %d: want 0 to the target (%d)", spec.OnDemandBase, spec.TargetCapacity)
+	}
+	if spec.Strategy == "" {
+		spec.Strategy = domain.StrategyPriceCapacityOptimized
+	}
+	ok := false
+	for _, s := range domain.Strategies {
+		ok = ok || s == spec.Strategy
+	}
+	if !ok {
+		return specErrorf("aws: fleet: strategy %q: want one of %s", spec.Strategy, strings.Join(domain.Strategies, ", "))
+	}
+	if spec.MaxPriceUSD != nil && (*spec.MaxPriceUSD <= 0 || math.IsNaN(*spec.MaxPriceUSD) || math.IsInf(*spec.MaxPriceUSD, 0)) {
+		return specErrorf("aws: fleet: max price %g: want a positive USD per instance-hour", *spec.MaxPriceUSD)
+	}
+	now := p.opt.Now()
+	if !spec.End.IsZero() {
+		start := spec.Start
+		if start.Before(now) {
+			start = now
+		}
+		if !spec.End.After(start.Add(time.Minute)) {
+			return specErrorf("aws: fleet: end %s: want a time after the start (%s)", spec.End.UTC().Format(time.RFC3339), start.UTC().Format(time.RFC3339))
+		}
+	}
+	if pools := len(spec.InstanceTypes) * max(1, len(spec.Zones)); (spec.Start.After(now) || !spec.End.IsZero()) && pools > MaxFleetPools {
+		return limitErrorf("aws: fleet: %d instance types × zones: a scheduled fleet names at most %d (AWS's quota of capacity pools per request fleet)", pools, MaxFleetPools)
+	}
+	if spec.LaunchTemplate == "" {
+		spec.LaunchTemplate = p.opt.LaunchTemplate
+	}
+	if spec.LaunchTemplate == "" {
+		return specErrorf("aws: fleet: no launch template: set aws.launch_template in the config file (an id lt-… or a name)")
+	}
+	return nil
+}
+
+// DescribeFleet returns a fleet's state and running instances.
+func (p *Provider) DescribeFleet(ctx context.Context, region, id string) (domain.Fleet, error) {
+	out, err := p.client(region).DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: []string{id}})
+	if err != nil {
+		return domain.Fleet{}, explain(fmt.Errorf("aws: describe fleet %s in %s: %w", id, region, err))
+	}
+	for _, fd := range out.Fleets {
+		if awssdk.ToString(fd.FleetId) == id {
+			return p.describedFleet(ctx, region, fd), nil
+		}
+	}
+	return domain.Fleet{}, fmt.Errorf("aws: describe fleet %s in %s: no such fleet", id, region)
+}
+
+// describedFleet counts a fleet's running instances: an instant fleet lists them;
+// another's come from DescribeFleetInstances, else FulfilledCapacity.
+func (p *Provider) describedFleet(ctx context.Context, region string, fd ec2types.FleetData) domain.Fleet {
+	f := p.fleetOf(region, fd)
+	if fd.Type == ec2types.FleetTypeInstant {
+		for _, inst := range fd.Instances {
+			f.Instances += len(inst.InstanceIds)
+		}
+		return f
+	}
+	f.Instances = int(awssdk.ToFloat64(fd.FulfilledCapacity))
+	if f.State != "active" {
+		return f
+	}
+	n, err := p.activeInstances(ctx, region, f.ID)
+	if err != nil {
+		f.Message += " (running count from FulfilledCapacity: " + err.Error() + ")"
+		return f
+	}
+	f.Instances = n
+	return f
+}
+
+func (p *Provider) fleetOf(region string, fd ec2types.FleetData) domain.Fleet {
+	state, note := fleetState(fd, p.opt.Now())
+	f := domain.Fleet{ID: awssdk.ToString(fd.FleetId), Provider: Name, Region: region, State: state}
+	if fd.TargetCapacitySpecification != nil {
+		f.Target = int(awssdk.ToInt32(fd.TargetCapacitySpecification.TotalTargetCapacity))
+	}
+	f.Message = string(fd.FleetState)
+	if note != "" {
+		f.Message += " (" + note + ")"
+	}
+	return f
+}
+
+// activeInstances counts a request or maintain fleet's instances (not instant fleets).
+func (p *Provider) activeInstances(ctx context.Context, region, id string) (int, error) {
+	n := 0
+	var token *string
+	for {
+		out, err := p.client(region).DescribeFleetInstances(ctx, &ec2.DescribeFleetInstancesInput{
+			FleetId: awssdk.String(id), MaxResults: awssdk.Int32(1000), NextToken: token})
+		if err != nil {
+			return 0, err
+		}
+		n += len(out.ActiveInstances)
+		if token = out.NextToken; awssdk.ToString(token) == "" {
+			return n, nil
+		}
+	}
+}
+
+// FindFleet finds the fleet launched with a client token, nil, nil if none.
+// DescribeFleets has no token filter and lists instant fleets only by id: listed
+// fleets are matched, then instances tagged with the token name theirs.
+func (p *Provider) FindFleet(ctx context.Context, region, clientToken string) (*domain.Fleet, error) {
+	fail := func(err error) (*domain.Fleet, error) {
+		return nil, explain(fmt.Errorf("aws: find fleet with client token %s in %s: %w", clientToken, region, err))
+	}
+	match := func(fleets []ec2types.FleetData) *domain.Fleet {
+		for _, fd := range fleets {
+			if awssdk.ToString(fd.ClientToken) == clientToken {
+				f := p.describedFleet(ctx, region, fd)
+				return &f
+			}
+		}
+		return nil
+	}
+	pages := ec2.NewDescribeFleetsPaginator(p.client(region), &ec2.DescribeFleetsInput{MaxResults: awssdk.Int32(1000)})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		if f := match(out.Fleets); f != nil {
+			return f, nil
+		}
+	}
+	ids, err := p.taggedFleetIDs(ctx, region, ec2types.Filter{Name: awssdk.String("tag:" + domain.TagRef), Values: []string{clientToken}})
+	if err != nil {
+		return fail(err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out, err := p.client(region).DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: ids})
+	if err != nil {
+		return fail(err)
+	}
+	return match(out.Fleets), nil
+}
+
+// taggedFleetIDs returns the fleets that launched the filter's instances.
+func (p *Provider) taggedFleetIDs(ctx context.Context, region string, filter ec2types.Filter) ([]string, error) {
+	pg := ec2.NewDescribeInstancesPaginator(p.client(region), &ec2.DescribeInstancesInput{
+		Filters: []ec2types.Filter{filter}, MaxResults: awssdk.Int32(1000),
+	})
+	seen := map[string]bool{}
+	for pg.HasMorePages() {
+		out, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range out.Reservations {
+			for _, in := range r.Instances {
+				if id, ok := tagValue(in.Tags, tagFleetID); ok && id != "" {
+					seen[id] = true
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// DeleteFleet deletes a fleet and terminates its instances. DeleteFleets "might
+// fail" for an instant fleet over 1,000 instances (the model), so those beyond
+// are terminated first.
+func (p *Provider) DeleteFleet(ctx context.Context, region, id string) error {
+	if err := p.trimInstantFleet(ctx, region, id); err != nil {
+		return explain(fmt.Errorf("aws: delete fleet %s in %s: %w", id, region, err))
+	}
+	out, err := p.client(region).DeleteFleets(ctx, &ec2.DeleteFleetsInput{FleetIds: []string{id}, TerminateInstances: awssdk.Bool(true)})
+	if err != nil {
+		return explain(fmt.Errorf("aws: delete fleet %s in %s: %w", id, region, err))
+	}
+	for _, u := range out.UnsuccessfulFleetDeletions {
+		if awssdk.ToString(u.FleetId) == id {
+			msg := ""
+			if u.Error != nil {
+				msg = string(u.Error.Code) + ": " + awssdk.ToString(u.Error.Message)
+			}
+			return fmt.Errorf("aws: delete fleet %s in %s: %s", id, region, msg)
+		}
+	}
+	for _, s := range out.SuccessfulFleetDeletions {
+		if awssdk.ToString(s.FleetId) == id {
+			return nil
+		}
+	}
+	return fmt.Errorf("aws: delete fleet %s in %s: AWS did not confirm the deletion", id, region)
+}
+
+// maxInstantDelete: DeleteFleets' documented instant limit and TerminateInstances' ids per call.
+const maxInstantDelete = 1000
+
+// trimInstantFleet terminates an instant fleet's instances beyond maxInstantDelete.
+func (p *Provider) trimInstantFleet(ctx context.Context, region, id string) error {
+	out, err := p.client(region).DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: []string{id}})
+	if err != nil {
+		return nil // DeleteFleets, asked next, says what is wrong
+	}
+	var ids []string
+	for _, fd := range out.Fleets {
+		if awssdk.ToString(fd.FleetId) != id || fd.Type != ec2types.FleetTypeInstant {
+			continue
+		}
+		for _, inst := range fd.Instances {
+			ids = append(ids, inst.InstanceIds...)
+		}
+	}
+	for len(ids) > maxInstantDelete {
+		n := min(maxInstantDelete, len(ids)-maxInstantDelete)
+		if _, err := p.client(region).TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids[:n]}); err != nil {
+			return fmt.Errorf("terminate %d of its %d instances before deleting it: %w", n, len(ids), err)
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
+// fleetState maps a fleet onto the ledger's states, with a note: before
+// ValidFrom scheduled, past ValidUntil ended; an unknown state is active.
+func fleetState(fd ec2types.FleetData, now time.Time) (state, note string) {
+	expired := fd.ValidUntil != nil && !now.Before(*fd.ValidUntil)
+	switch fd.FleetState {
+	case ec2types.FleetStateCodeSubmitted, ec2types.FleetStateCodeModifying, ec2types.FleetStateCodeActive:
+		switch {
+		case expired:
+			return "ended", "past its end; AWS is expiring it"
+		case fd.ValidFrom != nil && now.Before(*fd.ValidFrom):
+			return "scheduled", "AWS launches it at " + fd.ValidFrom.UTC().Format(time.RFC3339)
+		}
+		return "active", ""
+	case ec2types.FleetStateCodeDeleted, ec2types.FleetStateCodeDeletedTerminatingInstances:
+		if expired {
+			return "ended", ""
+		}
+		return "deleted", ""
+	case ec2types.FleetStateCodeDeletedRunning:
+		if expired {
+			return "ended", "its instances were left running"
+		}
+		return "deleted", "its instances were left running"
+	case ec2types.FleetStateCodeFailed:
+		return "failed", ""
+	}
+	return "active", fmt.Sprintf("AWS state %q, which this version of gpumarket does not know", string(fd.FleetState))
 }

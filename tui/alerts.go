@@ -116,24 +116,12 @@ type alertsKeys struct {
 	Rules, Delete key.Binding
 }
 
-func newAlertsKeys(g *globalKeys) alertsKeys {
-	k := alertsKeys{
-		Rules:  key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "alerts ↔ rules")),
-		Delete: key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "delete rule")),
-	}
-	k.listKeys = newListKeys(g, true, []key.Binding{k.Rules, k.Delete}, nil)
-	return k
-}
-
 // alertsView lists the alerts, newest first, with their deliveries; R shows
 // the rules, where x deletes one made in the TUI.
 type alertsView struct {
-	owner
-	c    *common
-	ctx  context.Context
+	base
 	ev   *watch.Evaluator
 	keys alertsKeys
-	w, h int
 
 	recs      []watch.Record
 	rules     []watch.RuleStatus
@@ -145,13 +133,16 @@ type alertsView struct {
 }
 
 func newAlertsView(c *common, ctx context.Context, ev *watch.Evaluator) *alertsView {
-	return &alertsView{c: c, ctx: ctx, ev: ev, keys: newAlertsKeys(&c.keys)}
+	k := alertsKeys{
+		Rules:  key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "alerts ↔ rules")),
+		Delete: key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "delete rule")),
+	}
+	k.listKeys = newListKeys(&c.keys, true, []key.Binding{k.Rules, k.Delete}, nil)
+	return &alertsView{base: base{c: c, ctx: ctx}, ev: ev, keys: k}
 }
 
 func (v *alertsView) Title() string       { return "Alerts" }
 func (v *alertsView) KeyMap() help.KeyMap { return v.keys }
-func (v *alertsView) SetSize(w, h int)    { v.w, v.h = w, h }
-func (v *alertsView) escGoesHome()        {}
 func (v *alertsView) slashFiltersMarket() {}
 func (v *alertsView) listsAlerts()        {}
 
@@ -215,10 +206,7 @@ func (v *alertsView) rows() int {
 
 func (v *alertsView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
-	case key.Matches(msg, v.keys.Up):
-		v.cur = max(v.cur-1, 0)
-	case key.Matches(msg, v.keys.Down):
-		v.cur = min(v.cur+1, max(v.rows()-1, 0))
+	case v.keys.move(msg, &v.cur, v.rows()):
 	case key.Matches(msg, v.keys.Rules):
 		v.rulesMode, v.cur = !v.rulesMode, 0
 		return v.load()
@@ -294,15 +282,10 @@ func (v *alertsView) viewAlerts(b *strings.Builder) {
 	loc := v.c.now().Location()
 	detail := v.detail()
 	rows := max(v.h-2-len(detail)-strings.Count(b.String(), "\n"), 1)
-	first := max(0, v.cur-rows+1)
-	for i := first; i < len(v.recs) && i < first+rows; i++ {
-		a := v.recs[i]
+	first, end := page(v.cur, len(v.recs), rows)
+	for i, a := range v.recs[first:end] {
 		line := fit(fmt.Sprintf("%-10s %-18s %s", a.At.In(loc).Format("Mon 15:04"), fit(a.Rule, 18, false), a.Text), max(v.w-2, 1), false)
-		prefix := "  "
-		if i == v.cur {
-			prefix, line = "› ", st.cursor.Render(line)
-		}
-		b.WriteString("\n" + prefix + line)
+		b.WriteString(st.pointed("\n", line, first+i == v.cur))
 	}
 	for _, l := range detail {
 		b.WriteString("\n" + l)
@@ -317,11 +300,8 @@ func (v *alertsView) detail() []string {
 	a := v.recs[v.cur]
 	text := a.At.In(v.c.now().Location()).Format("Mon 2006-01-02 15:04 MST") + " · " + a.Rule + ": " + a.Text
 	lines := strings.Split(ansi.Wordwrap(text, v.w, ""), "\n")
-	if len(lines) > 3 {
-		lines = lines[:3]
-	}
 	out := []string{""}
-	for _, l := range lines {
+	for _, l := range lines[:min(len(lines), 3)] {
 		out = append(out, st.dim.Render(l))
 	}
 	var told []string
@@ -350,9 +330,8 @@ func (v *alertsView) viewRules(b *strings.Builder) {
 	b.WriteString("\n  " + st.header.Render(fit(fmt.Sprintf("%-18s %-8s %s", "RULE", "FROM", "CONDITION · STATE"), max(v.w-2, 1), false)))
 	loc := v.c.now().Location()
 	rows := max(v.h-2-strings.Count(b.String(), "\n"), 1)
-	first := max(0, v.cur-rows+1)
-	for i := first; i < len(v.rules) && i < first+rows; i++ {
-		r := v.rules[i]
+	first, end := page(v.cur, len(v.rules), rows)
+	for i, r := range v.rules[first:end] {
 		from := "config"
 		if r.From == watch.FromRulesFile {
 			from = "made"
@@ -368,11 +347,7 @@ func (v *alertsView) viewRules(b *strings.Builder) {
 			state += " · last told " + r.LastFired.In(loc).Format("Mon 15:04")
 		}
 		line := fit(fmt.Sprintf("%-18s %-8s %s · %s", fit(r.Name, 18, false), from, r.Describe(), state), max(v.w-2, 1), false)
-		prefix := "  "
-		if i == v.cur {
-			prefix, line = "› ", st.cursor.Render(line)
-		}
-		b.WriteString("\n" + prefix + line)
+		b.WriteString(st.pointed("\n", line, first+i == v.cur))
 	}
 }
 
@@ -400,20 +375,13 @@ func (p *rulePrompt) paste(msg tea.PasteMsg) {
 	}
 }
 
-type promptKeys struct{ Save, Toggle, Cancel key.Binding }
-
-func newPromptKeys(toggle bool) promptKeys {
-	k := promptKeys{
-		Save:   key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "save rule")),
-		Toggle: key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "below/above")),
-		Cancel: key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
-	}
-	k.Toggle.SetEnabled(toggle)
-	return k
+// promptKeys are the footer's while a rule's figure is typed.
+func promptKeys(toggle bool) keyMap {
+	below := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "below/above"))
+	below.SetEnabled(toggle)
+	return keyList(key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "save rule")), below,
+		key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")))
 }
-
-func (k promptKeys) ShortHelp() []key.Binding  { return []key.Binding{k.Save, k.Toggle, k.Cancel} }
-func (k promptKeys) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }
 
 // canMakeRules says why this session may not make rules (a viewer's, no watch).
 func (c *common) canMakeRules() error {
@@ -590,10 +558,7 @@ func (v *blocksView) makeBlockRule() tea.Cmd {
 	if err := v.c.canMakeRules(); err != nil {
 		return notifyErrHere(err)
 	}
-	f := v.terms
-	if !v.searched {
-		f = v.form
-	}
+	f := v.shownTerms()
 	now := v.c.now()
 	q, err := f.parse(now)
 	if err != nil {

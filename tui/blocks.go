@@ -35,33 +35,6 @@ type blocksKeys struct {
 	Book, Form, Search, Plan, Alert key.Binding
 }
 
-func newBlocksKeys(g *globalKeys) blocksKeys {
-	k := blocksKeys{
-		Book:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book")),
-		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e or /", "edit search")),
-		Search: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "search again")),
-		Plan:   key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "plan this job")),
-		Alert:  key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
-	}
-	short := []key.Binding{k.Book, k.Form, k.Search, k.Plan}
-	k.listKeys = newListKeys(g, false, short, append(short, k.Alert))
-	return k
-}
-
-// Fields of the Blocks search form.
-const (
-	fieldGPU = iota
-	fieldSize
-	fieldUnit
-	fieldDuration
-	fieldAfter
-	fieldBefore
-	fieldFlex
-	numFields
-)
-
-var fieldNames = [numFields]string{"GPU", "How many", "Counting", "Duration", "Earliest start", "Latest start", "Other lengths"}
-
 type blocksForm struct {
 	gpu       string
 	size      string
@@ -73,18 +46,17 @@ type blocksForm struct {
 }
 
 func (f *blocksForm) fields() []form.Field {
-	n := fieldNames
-	return []form.Field{form.Pick(n[fieldGPU], domain.GPUModels, &f.gpu), form.Text(n[fieldSize], &f.size),
-		form.Toggle(n[fieldUnit], "GPUs", "instances", &f.instances), form.Text(n[fieldDuration], &f.duration),
-		form.Text(n[fieldAfter], &f.after).Empty("now"), form.Text(n[fieldBefore], &f.before).Empty("as far as sold"),
-		form.Text(n[fieldFlex], &f.flex).Empty("none")}
+	return []form.Field{form.Pick("GPU", domain.GPUModels, &f.gpu), form.Text("How many", &f.size),
+		form.Toggle("Counting", "GPUs", "instances", &f.instances), form.Text("Duration", &f.duration),
+		form.Text("Earliest start", &f.after).Empty("now"), form.Text("Latest start", &f.before).Empty("as far as sold"),
+		form.Text("Other lengths", &f.flex).Empty("none")}
 }
 
 // parse turns the form into a query, naming the wrong field.
 func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
 	q := domain.OfferingQuery{GPU: f.gpu}
 	n, err := strconv.Atoi(strings.TrimSpace(f.size))
-	most := blockTerms.MaxInstances
+	most := domain.CapacityBlockTerms.MaxInstances
 	if err != nil || n < 1 || n > most*8 {
 		return q, fmt.Errorf("size %q: want a whole number from 1", f.size)
 	}
@@ -97,7 +69,7 @@ func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
 		q.GPUs = n
 	}
 	// Blocks run longer than a history window (AWS: up to 26 weeks).
-	if q.Duration, err = domain.ParseSpan(f.duration, "hdw", maxBlockSpan); err != nil {
+	if q.Duration, err = domain.ParseSpan(f.duration, "hdw", domain.CapacityBlockTerms.MaxDuration); err != nil {
 		return q, fmt.Errorf("duration %q: want whole hours, days or weeks such as 8h, 2d, 1w, at most 26w", f.duration)
 	}
 	for _, b := range []struct {
@@ -109,9 +81,9 @@ func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
 		if s == "" {
 			continue
 		}
-		t, err := parseStart(s, now)
+		t, err := domain.ParseWhen(s, now)
 		if err != nil {
-			return q, fmt.Errorf("%s %q: want %s", b.name, s, startForm)
+			return q, fmt.Errorf("%s %q: want %s", b.name, s, domain.WhenForm)
 		}
 		*b.t = t
 	}
@@ -119,30 +91,15 @@ func (f blocksForm) parse(now time.Time) (domain.OfferingQuery, error) {
 		return q, errors.New("the latest start is not after the earliest")
 	}
 	if s := strings.TrimSpace(f.flex); s != "" {
-		if q.FlexDuration, err = domain.ParseSpan(s, "hdw", maxBlockSpan); err != nil || q.FlexDuration >= q.Duration {
+		if q.FlexDuration, err = domain.ParseSpan(s, "hdw", domain.CapacityBlockTerms.MaxDuration); err != nil || q.FlexDuration >= q.Duration {
 			return q, fmt.Errorf("other lengths %q: want whole hours, days or weeks less than the duration, such as 20h; empty: the duration only", s)
 		}
 	}
 	return q, nil
 }
 
-// blockTerms are the terms the form's hints explain.
-var (
-	blockTerms   = domain.CapacityBlockTerms
-	maxBlockSpan = domain.CapacityBlockTerms.MaxDuration
-)
-
-const startForm = domain.WhenForm
-
-// parseStart reads a start as `gpumarket plan` does, in the session's zone.
-func parseStart(s string, now time.Time) (time.Time, error) {
-	return domain.ParseWhen(s, now)
-}
-
 type blocksView struct {
-	owner
 	actingView
-	ctx  context.Context
 	svc  *ledger.Service
 	keys blocksKeys
 
@@ -163,14 +120,23 @@ type blocksView struct {
 
 // newBlocksView searches for the session's first GPU filter, else H100.
 func newBlocksView(c *common, ctx context.Context, svc *ledger.Service, gpus []string) *blocksView {
-	v := &blocksView{actingView: actingView{c: c}, ctx: ctx, svc: svc, keys: newBlocksKeys(&c.keys),
+	k := blocksKeys{
+		Book:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book")),
+		Form:   key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e or /", "edit search")),
+		Search: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "search again")),
+		Plan:   key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "plan this job")),
+		Alert:  key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
+	}
+	short := []key.Binding{k.Book, k.Form, k.Search, k.Plan}
+	k.listKeys = newListKeys(&c.keys, false, short, append(short, k.Alert))
+	v := &blocksView{actingView: actingView{base: base{c: c, ctx: ctx}}, svc: svc, keys: k,
 		form: blocksForm{gpu: "H100", size: "8", duration: "2d"}}
 	if len(gpus) > 0 {
 		if g, ok := domain.CanonicalGPU(gpus[0]); ok {
 			v.form.gpu = g
 		}
 	}
-	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
+	v.confirm = v.confirmation(svc != nil)
 	return v
 }
 
@@ -240,10 +206,7 @@ func (v *blocksView) found(msg offersMsg) tea.Cmd {
 
 func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
-	case key.Matches(msg, v.keys.Up):
-		v.cur = max(v.cur-1, 0)
-	case key.Matches(msg, v.keys.Down):
-		v.cur = min(v.cur+1, max(len(v.offers)-1, 0))
+	case v.keys.move(msg, &v.cur, len(v.offers)):
 	case key.Matches(msg, v.keys.Form):
 		v.open(v.form.fields())
 	case key.Matches(msg, v.keys.Search):
@@ -259,12 +222,17 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
+// shownTerms are the terms over the table: as last searched, else the form's.
+func (v *blocksView) shownTerms() blocksForm {
+	if v.searched {
+		return v.terms
+	}
+	return v.form
+}
+
 // planSeed is the search as a job; an instance counts 8 GPUs unless known.
 func (v *blocksView) planSeed() planSeed {
-	t := v.terms
-	if !v.searched {
-		t = v.form
-	}
+	t := v.shownTerms()
 	s := planSeed{models: []string{t.gpu}, start: strings.TrimSpace(t.after), latest: strings.TrimSpace(t.before)}
 	if n, err := strconv.Atoi(strings.TrimSpace(t.size)); err == nil && n > 0 {
 		if t.instances {
@@ -276,7 +244,7 @@ func (v *blocksView) planSeed() planSeed {
 		}
 		s.gpus = strconv.Itoa(n)
 	}
-	if d, err := domain.ParseSpan(t.duration, "hdw", maxBlockSpan); err == nil {
+	if d, err := domain.ParseSpan(t.duration, "hdw", domain.CapacityBlockTerms.MaxDuration); err == nil {
 		s.hours = d.Hours()
 	}
 	return s
@@ -286,18 +254,14 @@ func (v *blocksView) buyBlock() (*moneyAction, tea.Cmd) {
 	if v.cur >= len(v.offers) {
 		return nil, notifyHere("no offering selected: search first (e)")
 	}
-	return bookAction(v.svc, v.c.actor, v.offers[v.cur], v.c.now()), nil
+	return buyAction(v.svc, v.c.actor, v.offers[v.cur], v.c.now(), nil, 0), nil
 }
 
-// bookAction buys an offering as shown, after the budget and a dry run.
-func bookAction(svc *ledger.Service, actor string, o domain.Offering, now time.Time) *moneyAction {
-	return buyAction(svc, actor, o, now, nil, 0)
-}
-
-// buyAction is bookAction on changed terms; quoted counts renewals in a row.
+// buyAction buys an offering as shown (on changed terms when changed is set),
+// after the budget and a dry run; quoted counts renewals in a row.
 func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Time, changed *ledger.TermsChangedError, quoted int) *moneyAction {
 	a := &moneyAction{
-		title: fmt.Sprintf("Buy this %s for $%.2f?", offeringName(o), o.UpfrontUSD), verb: "buy",
+		title: fmt.Sprintf("Buy this %s for $%.2f?", o.Terms().Name, o.UpfrontUSD), verb: "buy",
 		lines:    offeringLines(o, now),
 		checking: "checking the budget and asking the provider for a dry run", sending: "buying",
 	}
@@ -339,8 +303,6 @@ func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Ti
 	return a
 }
 
-func offeringName(o domain.Offering) string { return o.Terms().Name }
-
 func offeringLines(o domain.Offering, now time.Time) []string {
 	loc := now.Location()
 	sim := ""
@@ -381,15 +343,16 @@ func blocksColumnsFor(offers []domain.Offering) []*present.Col[*present.Offering
 	return out
 }
 
-func (v *blocksView) formHints() [numFields]string {
+// formHints say what each field of fields takes, in its order.
+func (v *blocksView) formHints() []string {
 	now := v.c.now()
 	// 11:30 UTC in the session's zone, the hour AWS blocks start and end.
 	utc := now.UTC()
-	startAt := time.Date(utc.Year(), utc.Month(), utc.Day(), 0, 0, 0, 0, time.UTC).Add(blockTerms.StartOfDayUTC).In(now.Location()).Format("15:04 MST")
-	return [numFields]string{
+	startAt := time.Date(utc.Year(), utc.Month(), utc.Day(), 0, 0, 0, 0, time.UTC).Add(domain.CapacityBlockTerms.StartOfDayUTC).In(now.Location()).Format("15:04 MST")
+	return []string{
 		"←/→ change",
 		"a whole number",
-		fmt.Sprintf("←/→ GPUs or instances (a block holds 1-%d instances)", blockTerms.MaxInstances),
+		fmt.Sprintf("←/→ GPUs or instances (a block holds 1-%d instances)", domain.CapacityBlockTerms.MaxInstances),
 		"8h, 2d, 1w · AWS blocks: whole days 1d-14d, then weeks to 26w · Azure: any hours",
 		domain.WhenExample(now) + " (local), tomorrow 09:00, +6h, +2d · AWS blocks start at " + startAt,
 		"the same forms; empty: as far ahead as sold (AWS: 8 weeks)",
@@ -397,14 +360,11 @@ func (v *blocksView) formHints() [numFields]string {
 	}
 }
 
-func (v *blocksView) formHelp() []string {
-	return []string{
-		"AWS capacity blocks start and end at 11:30 UTC, last whole days (1-14, then weeks), are paid up front and",
-		"stop their instances 30 minutes before the end: to hold GPUs for 09:00-17:00, ask for a block that starts",
-		"by 09:00 (latest start) and ends after 17:00. Azure capacity reservations start when bought, take any hours,",
-		"and bill by the hour until deleted. Both show beside the cheapest spot pool for the same GPUs and hours.",
-	}
-}
+// blocksFormHelp is said under the Blocks form.
+const blocksFormHelp = "AWS capacity blocks start and end at 11:30 UTC, last whole days (1-14, then weeks), are paid up front and " +
+	"stop their instances 30 minutes before the end: to hold GPUs for 09:00-17:00, ask for a block that starts " +
+	"by 09:00 (latest start) and ends after 17:00. Azure capacity reservations start when bought, take any hours, " +
+	"and bill by the hour until deleted. Both show beside the cheapest spot pool for the same GPUs and hours."
 
 type altKey struct {
 	model       string
@@ -462,18 +422,15 @@ func (v *blocksView) View() string {
 	}
 	if v.editing {
 		b.WriteString(formRows(&v.edit, st, 15, v.w))
-		b.WriteString(st.cursor.Render(wordwrap(fieldNames[v.edit.Focus()]+": "+v.formHints()[v.edit.Focus()], v.w)) + "\n")
+		b.WriteString(st.cursor.Render(wordwrap(v.edit.Label(v.edit.Focus())+": "+v.formHints()[v.edit.Focus()], v.w)) + "\n")
 		b.WriteString(st.dim.Render(fit("tab/↑/↓ field · enter search · esc back to the last search", v.w, false)))
 		if v.formErr != "" {
 			b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))
 		}
-		b.WriteString("\n\n" + st.dim.Render(wordwrap(strings.Join(v.formHelp(), " "), v.w)))
+		b.WriteString("\n\n" + st.dim.Render(wordwrap(blocksFormHelp, v.w)))
 		return b.String()
 	}
-	t := v.terms
-	if !v.searched {
-		t = v.form
-	}
+	t := v.shownTerms()
 	tunit := "GPUs"
 	if t.instances {
 		tunit = "instances"
@@ -522,16 +479,11 @@ func (v *blocksView) View() string {
 	}
 	loc := v.c.now().Location()
 	rows := max(v.h-strings.Count(b.String(), "\n")-1, 1)
-	first := max(0, v.cur-rows+1)
-	for i := first; i < len(v.offers) && i < first+rows; i++ {
+	first, end := page(v.cur, len(v.offers), rows)
+	for i := first; i < end; i++ {
 		r := present.OfferingRow{Offering: v.offers[i], Loc: loc}
 		r.Alt, _ = v.spotAlternativeOnce(r.Offering)
-		text := tableLine(cols, &r)
-		prefix := "  "
-		if i == v.cur {
-			prefix, text = "› ", st.cursor.Render(text)
-		}
-		b.WriteString("\n" + prefix + text)
+		b.WriteString(st.pointed("\n", tableLine(cols, &r), i == v.cur))
 	}
 	return b.String()
 }
@@ -542,12 +494,12 @@ func (v *blocksView) footnote(cols []shownCol[*present.OfferingRow]) string {
 	if isShown(cols, present.OfferAltTotal) {
 		s += ", ALT TOTAL for them"
 	}
-	hourly, flex := false, false
+	flex := false
 	for _, o := range v.offers {
-		hourly = hourly || o.HourlyUSD > 0
 		flex = flex || o.FlexLength
 	}
-	if hourly && isShown(cols, present.OfferHourly) {
+	// $/H is shown only where something bills by the hour (blocksColumnsFor).
+	if isShown(cols, present.OfferHourly) {
 		s += ". $/H: what a reservation bills an hour until deleted; its UPFRONT $ is that for the hours asked"
 	}
 	if flex {

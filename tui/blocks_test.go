@@ -220,7 +220,7 @@ func TestBlocksForm(t *testing.T) {
 		t.Fatalf("summary:\n%s", out)
 	}
 	east := time.FixedZone("EST", -5*3600)
-	at, err := parseStart("2026-11-24 09:00", fixedNow.In(east))
+	at, err := domain.ParseWhen("2026-11-24 09:00", fixedNow.In(east))
 	if err != nil || !at.Equal(time.Date(2026, 11, 24, 14, 0, 0, 0, time.UTC)) {
 		t.Fatalf("local start: %v %v", at, err)
 	}

@@ -132,12 +132,11 @@ func (v *chartView) render() string {
 	var pools []*feed.PoolView
 	var missing []string
 	for _, k := range v.poolKeys {
-		if v.snap == nil {
-			missing = append(missing, k)
-			continue
+		var pv *feed.PoolView
+		if v.snap != nil {
+			pv, _ = v.snap.Pool(k)
 		}
-		pv, ok := v.snap.Pool(k)
-		if !ok {
+		if pv == nil {
 			missing = append(missing, k)
 			continue
 		}
@@ -157,15 +156,17 @@ func (v *chartView) render() string {
 	plotH := h - 1 - 2 - legendN
 	var b strings.Builder
 	b.WriteString(st.title.Render(fit(title, w, false)))
-	if len(pools) == 0 || plotH < 2 || w < 20 {
-		b.WriteString("\n")
-		if len(pools) == 0 {
-			b.WriteString(st.dim.Render("The pools are not in the market (yet)."))
-		} else {
-			b.WriteString(st.dim.Render("Too small for a chart: enlarge the terminal."))
-		}
+	// Too small, or nothing to plot: a line saying so, then the legend.
+	small := func(why string) string {
+		b.WriteString("\n" + st.dim.Render(why))
 		v.legend(&b, pools, missing, w)
 		return clip(b.String(), w, h)
+	}
+	switch {
+	case len(pools) == 0:
+		return small("The pools are not in the market (yet).")
+	case plotH < 2 || w < 20:
+		return small("Too small for a chart: enlarge the terminal.")
 	}
 
 	// The y labels' width decides the plot's: find the range first, coarsely.
@@ -178,10 +179,7 @@ func (v *chartView) render() string {
 		}
 	}
 	if math.IsInf(lo, 0) {
-		b.WriteString("\n")
-		b.WriteString(st.dim.Render("No prices in this window yet."))
-		v.legend(&b, pools, missing, w)
-		return clip(b.String(), w, h)
+		return small("No prices in this window yet.")
 	}
 	decimals := axisDecimals(lo, hi, plotH)
 	yfmt := func(x float64) string { return "$" + fmt.Sprintf("%.*f", decimals, x) }
@@ -190,8 +188,7 @@ func (v *chartView) render() string {
 	leftPad := labelW + offset
 	cols := w - leftPad - 1
 	if cols < 2 {
-		b.WriteString("\n")
-		b.WriteString(st.dim.Render("Too narrow for a chart."))
+		b.WriteString("\n" + st.dim.Render("Too narrow for a chart."))
 		return clip(b.String(), w, h)
 	}
 
@@ -208,14 +205,12 @@ func (v *chartView) render() string {
 		}
 		line, other := extremes(mins, maxs, (hi-lo)/float64(plotH))
 		c, _ := st.seriesColor(i)
-		cs := seriesChars(i, st.noColor)
-		data = append(data, line)
-		colors = append(colors, c)
-		chars = append(chars, cs)
-		if other != nil {
-			data = append(data, other)
-			colors = append(colors, c)
-			chars = append(chars, cs)
+		for _, l := range [][]float64{line, other} { // other: a swing's far side, in the same colour
+			if l != nil {
+				data = append(data, l)
+				colors = append(colors, c)
+				chars = append(chars, seriesChars(i, st.noColor))
+			}
 		}
 	}
 	opts := []asciigraph.Option{
@@ -230,10 +225,8 @@ func (v *chartView) render() string {
 	} else {
 		opts = append(opts, asciigraph.SeriesColors(colors...))
 	}
-	b.WriteString("\n")
-	b.WriteString(asciigraph.PlotMany(data, opts...))
-	b.WriteString("\n")
-	b.WriteString(timeAxis(from, to, leftPad, cols, v.c.now().Location(), v.c.window))
+	b.WriteString("\n" + asciigraph.PlotMany(data, opts...))
+	b.WriteString("\n" + timeAxis(from, to, leftPad, cols, v.c.now().Location(), v.c.window))
 	v.legend(&b, pools, missing, w)
 	return clip(b.String(), w, h)
 }
@@ -261,18 +254,14 @@ func (v *chartView) legend(b *strings.Builder, pools []*feed.PoolView, missing [
 		if s := pv.History.Stats(from, to); s.OK {
 			text += fmt.Sprintf(" min %s avg %s max %s", present.Money(s.Min*k), present.Money(s.Avg*k), present.Money(s.Max*k))
 		}
-		b.WriteString("\n")
-		b.WriteString(sw.Render(swatch))
-		b.WriteString(" ")
-		b.WriteString(fit(text, max(w-3, 0), false))
+		b.WriteString("\n" + sw.Render(swatch))
+		b.WriteString(" " + fit(text, max(w-3, 0), false))
 	}
 	if len(missing) > 0 {
-		b.WriteString("\n")
-		b.WriteString(st.dim.Render(fit("not in the market now: "+strings.Join(missing, ", "), w, false)))
+		b.WriteString("\n" + st.dim.Render(fit("not in the market now: "+strings.Join(missing, ", "), w, false)))
 	}
 	if note := v.recordedNote(pools); note != "" {
-		b.WriteString("\n")
-		b.WriteString(st.dim.Render(fit(note, w, false)))
+		b.WriteString("\n" + st.dim.Render(fit(note, w, false)))
 	}
 }
 
@@ -361,10 +350,7 @@ func extremes(mins, maxs []float64, rowH float64) (line, other []float64) {
 		}
 		if left < lo-rowH/2 || left > hi+rowH/2 {
 			if other == nil {
-				other = make([]float64, len(line))
-				for i := range other {
-					other[i] = math.NaN()
-				}
+				other = slices.Repeat([]float64{math.NaN()}, len(line))
 			}
 			other[c] = left
 		}
@@ -405,12 +391,7 @@ func timeAxis(from, to int64, leftPad, cols int, loc *time.Location, window time
 	labels := []rune(strings.Repeat(" ", leftPad+cols))
 	put := func(at int, s string) {
 		r := []rune(s)
-		if at < 0 {
-			at = 0
-		}
-		if at+len(r) > len(labels) {
-			at = len(labels) - len(r)
-		}
+		at = min(max(at, 0), len(labels)-len(r))
 		for i, c := range r {
 			if at+i >= 0 && at+i < len(labels) {
 				labels[at+i] = c

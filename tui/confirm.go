@@ -78,11 +78,10 @@ type confirmation struct {
 	// spends is false when the session has no booking service.
 	spends bool
 
-	open  bool
-	title string
+	open bool
+	// act is the action shown; lines its terms with what its quote added.
+	act   moneyAction
 	lines []string
-	verb  string
-	notes []string
 	// busy is set while the quote or the send runs.
 	busy string
 	// problem is why the action cannot go ahead: only esc is accepted.
@@ -91,8 +90,6 @@ type confirmation struct {
 	typed   string
 	// sending: once sent it cannot be cancelled, so keys are ignored.
 	sending bool
-	sendMsg string
-	send    func(context.Context) outcome
 	// seq tells the answers of this box's latest step from older ones.
 	seq int
 
@@ -100,10 +97,6 @@ type confirmation struct {
 	// taken only once every term line has been on screen (seen).
 	w, h      int
 	top, seen int
-}
-
-func newConfirmation(c *common, ctx context.Context, o *owner, spends bool) confirmation {
-	return confirmation{c: c, ctx: ctx, owner: o, spends: spends}
 }
 
 // refuse is the answer to a money key when this session may not spend (a
@@ -137,9 +130,8 @@ func (f *confirmation) offer(build func() (*moneyAction, tea.Cmd)) tea.Cmd {
 // start opens the box for a and asks for its quote.
 func (f *confirmation) start(a moneyAction) tea.Cmd {
 	f.close()
-	f.open, f.title, f.verb, f.notes = true, a.title, a.verb, a.notes
+	f.open, f.act = true, a
 	f.lines = append(append([]string(nil), a.lines...), a.notes...)
-	f.sendMsg, f.send = a.sending, a.send
 	f.seq++
 	f.look()
 	if a.quote == nil {
@@ -152,16 +144,14 @@ func (f *confirmation) start(a moneyAction) tea.Cmd {
 
 // close shuts the box; answers still on their way are dropped.
 func (f *confirmation) close() {
-	f.open, f.title, f.lines, f.verb, f.busy, f.problem, f.dryRun, f.typed = false, "", nil, "", "", "", "", ""
-	f.sending, f.sendMsg, f.send, f.notes = false, "", nil, nil
-	f.top, f.seen = 0, 0
+	*f = confirmation{c: f.c, ctx: f.ctx, owner: f.owner, spends: f.spends, seq: f.seq, w: f.w, h: f.h}
 }
 
 // renew shows a, the action on the provider's current terms, and asks again
 // from the start: nothing is sent on terms the box did not show.
 func (f *confirmation) renew(a moneyAction) tea.Cmd {
 	if a.notes == nil {
-		a.notes = f.notes
+		a.notes = f.act.notes
 	}
 	return f.start(a)
 }
@@ -192,7 +182,7 @@ func (f *confirmation) update(msg tea.Msg) (tea.Msg, tea.Cmd) {
 		}
 		f.dryRun = msg.ans.dryRun
 		if msg.ans.send != nil {
-			f.send = msg.ans.send
+			f.act.send = msg.ans.send
 		}
 		f.look()
 		return nil, nil
@@ -237,10 +227,10 @@ func (f *confirmation) key(msg tea.KeyPressMsg) tea.Cmd {
 	case "backspace":
 		f.typed = ""
 	case "enter":
-		if f.typed == "y" && f.busy == "" && f.problem == "" && f.send != nil && f.allSeen() {
-			f.busy, f.sending, f.typed = f.sendMsg, true, ""
+		if f.typed == "y" && f.busy == "" && f.problem == "" && f.act.send != nil && f.allSeen() {
+			f.busy, f.sending, f.typed = f.act.sending, true, ""
 			f.seq++
-			seq, ctx, send := f.seq, context.WithoutCancel(f.ctx), f.send
+			seq, ctx, send := f.seq, context.WithoutCancel(f.ctx), f.act.send
 			return f.owner.task(func() tea.Msg { return sentMsg{seq: seq, out: send(ctx)} })
 		}
 	default:
@@ -253,22 +243,22 @@ func (f *confirmation) key(msg tea.KeyPressMsg) tea.Cmd {
 func dryRunAnswer(msg string) string { return domain.DryRunAnswer(msg, "") }
 
 // keys are the footer's while the box is open: it takes every key.
-func (f *confirmation) keys() keyList {
+func (f *confirmation) keys() keyMap {
 	cancel := key.NewBinding(key.WithKeys("n", "esc"), key.WithHelp("n/esc", "cancel"))
 	l := f.layout(&f.c.styles, f.w, f.h)
 	scroll := key.NewBinding(key.WithKeys("up", "down", "pgup", "pgdown"), key.WithHelp("↑/↓/pgdn", "terms"))
 	scroll.SetEnabled(len(l.terms) > l.room)
 	switch {
 	case f.sending:
-		return nil // it can no longer be cancelled; its answer comes
+		return keyMap{} // it can no longer be cancelled; its answer comes
 	case f.busy != "":
-		return keyList{cancel}
+		return keyList(cancel)
 	case f.problem != "":
-		return keyList{scroll, key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "close"))}
+		return keyList(scroll, key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "close")))
 	case !f.allSeen():
-		return keyList{scroll, cancel}
+		return keyList(scroll, cancel)
 	}
-	return keyList{key.NewBinding(key.WithKeys("y"), key.WithHelp("y then enter", f.verb)), cancel, scroll}
+	return keyList(key.NewBinding(key.WithKeys("y"), key.WithHelp("y then enter", f.act.verb)), cancel, scroll)
 }
 
 // setSize: what a taller or wider terminal shows counts as seen.
@@ -315,7 +305,7 @@ func (f *confirmation) layout(st *styles, w, h int) boxLayout {
 		return "  " + strings.ReplaceAll(wordwrap(l, max(w-2, 1)), "\n", "\n  ")
 	}
 	var l boxLayout
-	l.head = st.title.Render(wordwrap(f.title, max(w, 1)))
+	l.head = st.title.Render(wordwrap(f.act.title, max(w, 1)))
 	for _, t := range f.lines {
 		l.terms = append(l.terms, strings.Split(wrap(t), "\n")...)
 	}
@@ -381,9 +371,9 @@ func (f *confirmation) view(st *styles, w, h int) string {
 		case l.room < 1 || (l.room < 2 && len(l.terms) > l.room):
 			tail = "\n  " + st.dim.Render("Too small to show the terms: a taller terminal shows them · esc cancels")
 		case !f.allSeen():
-			tail = fmt.Sprintf("\n  Read every term (↓) before you %s · n or esc cancels    %s", f.verb, answer)
+			tail = fmt.Sprintf("\n  Read every term (↓) before you %s · n or esc cancels    %s", f.act.verb, answer)
 		default:
-			tail = fmt.Sprintf("\n  Type y then enter to %s · n or esc cancels    %s", f.verb, answer)
+			tail = fmt.Sprintf("\n  Type y then enter to %s · n or esc cancels    %s", f.act.verb, answer)
 		}
 	}
 	var s strings.Builder

@@ -40,39 +40,8 @@ type (
 
 type fleetKeys struct {
 	Launch, Form key.Binding
-	global       *globalKeys
+	keyMap
 }
-
-func newFleetKeys(g *globalKeys) fleetKeys {
-	return fleetKeys{
-		Launch: key.NewBinding(key.WithKeys("L"), key.WithHelp("L", "launch")),
-		Form:   key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit fleet")),
-		global: g,
-	}
-}
-
-// ShortHelp is the view's part of the footer.
-func (k fleetKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Launch, k.Form}
-}
-
-// FullHelp is the `?` screen.
-func (k fleetKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Launch, k.Form}, k.global.row(true)}
-}
-
-const (
-	ffTarget = iota
-	ffOnDemand
-	ffStrategy
-	ffMaxPrice
-	ffStart
-	ffFor
-	ffTemplate
-	numFleetFields
-)
-
-var fleetFieldNames = [numFleetFields]string{"Target", "On-demand base", "Strategy", "Max price $/h", "Start", "For", "Launch template"}
 
 type fleetForm struct {
 	target, onDemand string
@@ -84,21 +53,17 @@ type fleetForm struct {
 }
 
 func (f *fleetForm) fields() []form.Field {
-	n := fleetFieldNames
-	return []form.Field{form.Text(n[ffTarget], &f.target), form.Text(n[ffOnDemand], &f.onDemand),
-		form.Choice(n[ffStrategy], domain.Strategies, &f.strategy), form.Text(n[ffMaxPrice], &f.maxPrice).Empty("on-demand price"),
-		form.Text(n[ffStart], &f.start).Empty("now"), form.Text(n[ffFor], &f.length).Empty("until deleted"),
-		form.Text(n[ffTemplate], &f.template).Empty("provider default (config aws.launch_template)")}
+	return []form.Field{form.Text("Target", &f.target), form.Text("On-demand base", &f.onDemand),
+		form.Choice("Strategy", domain.Strategies, &f.strategy), form.Text("Max price $/h", &f.maxPrice).Empty("on-demand price"),
+		form.Text("Start", &f.start).Empty("now"), form.Text("For", &f.length).Empty("until deleted"),
+		form.Text("Launch template", &f.template).Empty("provider default (config aws.launch_template)")}
 }
 
 // fleetView composes a spot fleet from the Market's marks, launches it, follows it.
 type fleetView struct {
-	owner
-	c    *common
-	ctx  context.Context
+	base
 	svc  *ledger.Service
 	keys fleetKeys
-	w, h int
 
 	form fleetForm
 	openForm
@@ -120,9 +85,14 @@ type fleetView struct {
 }
 
 func newFleetView(c *common, ctx context.Context, svc *ledger.Service) *fleetView {
-	v := &fleetView{c: c, ctx: ctx, svc: svc, keys: newFleetKeys(&c.keys), form: fleetForm{target: "2", onDemand: "0"}}
+	k := fleetKeys{
+		Launch: key.NewBinding(key.WithKeys("L"), key.WithHelp("L", "launch")),
+		Form:   key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit fleet")),
+	}
+	k.keyMap = keyMap{[]key.Binding{k.Launch, k.Form}, [][]key.Binding{{k.Launch, k.Form}, c.keys.row(true)}}
+	v := &fleetView{base: base{c: c, ctx: ctx}, svc: svc, keys: k, form: fleetForm{target: "2", onDemand: "0"}}
 	v.edit = form.New(v.form.fields()...)
-	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
+	v.confirm = v.confirmation(svc != nil)
 	return v
 }
 
@@ -132,11 +102,7 @@ func (v *fleetView) takePools() {
 	changed := !slices.Equal(keys, v.poolKeys)
 	v.poolKeys, v.cursorOnly = keys, !marked
 	if changed && v.formErr != "" {
-		if _, err := v.compose(); err != nil {
-			v.formErr = err.Error()
-		} else {
-			v.formErr = ""
-		}
+		v.compose() // its error shows beside the form
 	}
 }
 
@@ -160,10 +126,8 @@ func (v *fleetView) KeyMap() help.KeyMap {
 	}
 	return v.keys
 }
-func (v *fleetView) SetSize(w, h int)    { v.w, v.h = w, h }
 func (v *fleetView) capturing() bool     { return v.editing }
 func (v *fleetView) box() *confirmation  { return &v.confirm }
-func (v *fleetView) escGoesHome()        {}
 func (v *fleetView) slashFiltersMarket() {}
 
 func (v *fleetView) helpNote() string {
@@ -172,26 +136,30 @@ func (v *fleetView) helpNote() string {
 		"the confirmation says who starts and stops it (the cloud, or a running gpumarket)."
 }
 
-func (v *fleetView) compose() (domain.FleetSpec, error) {
-	var spec domain.FleetSpec
+// compose makes the fleet of the picks and the form; its error stays beside the form.
+func (v *fleetView) compose() (spec domain.FleetSpec, err error) {
+	defer func() {
+		v.formErr = ""
+		if err != nil {
+			v.formErr = err.Error()
+		}
+	}()
 	if len(v.poolKeys) == 0 {
 		return spec, fmt.Errorf("no pools: mark spot pools in the Market view (space), all in one region")
 	}
-	provs, regions, types, zones := map[string]bool{}, map[string]bool{}, []string{}, []string{}
-	seenType, seenZone := map[string]bool{}, map[string]bool{}
+	provs, regions := map[string]bool{}, map[string]bool{}
+	spec.InstanceTypes, spec.Zones = []string{}, []string{}
 	for _, k := range v.poolKeys {
 		parts := strings.SplitN(k, "/", 4)
 		if len(parts) != 4 {
 			continue
 		}
 		provs[parts[0]], regions[parts[1]] = true, true
-		if !seenZone[parts[2]] && parts[2] != "" {
-			seenZone[parts[2]] = true
-			zones = append(zones, parts[2])
+		if parts[2] != "" && !slices.Contains(spec.Zones, parts[2]) {
+			spec.Zones = append(spec.Zones, parts[2])
 		}
-		if !seenType[parts[3]] {
-			seenType[parts[3]] = true
-			types = append(types, parts[3])
+		if !slices.Contains(spec.InstanceTypes, parts[3]) {
+			spec.InstanceTypes = append(spec.InstanceTypes, parts[3])
 		}
 	}
 	if len(provs) != 1 || len(regions) != 1 {
@@ -203,8 +171,6 @@ func (v *fleetView) compose() (domain.FleetSpec, error) {
 	for r := range regions {
 		spec.Region = r
 	}
-	spec.InstanceTypes, spec.Zones = types, zones
-	var err error
 	if spec.TargetCapacity, err = strconv.Atoi(strings.TrimSpace(v.form.target)); err != nil || spec.TargetCapacity < 1 {
 		return spec, fmt.Errorf("target %q: want a whole number of instances, at least 1", v.form.target)
 	}
@@ -310,53 +276,55 @@ func (v *fleetView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 	spec, err := v.compose()
 	if err != nil {
-		v.formErr = err.Error()
 		return nil, notifyErrHere(err)
 	}
-	v.formErr = ""
-	a := launchAction(v.svc, v.c.actor, spec)
 	now := v.c.now()
-	if spec.Start.After(now) {
-		a.title, a.verb, a.sending = scheduleTitle(v.svc, spec, now), "schedule", "scheduling"
-	}
+	a := launchAction(v.svc, v.c.actor, spec, now, "from")
 	a.lines = append(a.lines, v.svc.ScheduleLines(spec, now)...)
 	return a, nil
 }
 
-// scheduleTitle asks for a later fleet, with when in the session's local time.
-func scheduleTitle(svc *ledger.Service, spec domain.FleetSpec, now time.Time) string {
-	sim := ""
-	if svc.Describe(spec.Provider).Simulated {
-		sim = " (SIMULATED MARKET: nothing real is launched)"
-	}
-	return fmt.Sprintf("Schedule %s in %s from %s?%s", fleetKind(spec), spec.Region, spec.Start.In(now.Location()).Format("Mon 01-02 15:04"), sim)
-}
-
 // launchAction launches a fleet: estimate, dry run, then the launch records the
-// estimate or shows risen prices and asks again. Fleet's L and Plan's b run it.
-func launchAction(svc *ledger.Service, actor string, spec domain.FleetSpec) *moneyAction {
-	sim := ""
-	if svc.Describe(spec.Provider).Simulated {
-		sim = " (SIMULATED MARKET: nothing real is launched)"
-	}
-	return &moneyAction{
+// estimate or shows risen prices and asks again. Fleet's L and Plan's b run it;
+// a later start is asked as a schedule "from" or "for" it, in local time.
+func launchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, now time.Time, from string) *moneyAction {
+	sim := simLaunch(svc, spec.Provider)
+	a := &moneyAction{
 		title: fmt.Sprintf("Launch %s in %s?%s", fleetKind(spec), spec.Region, sim), verb: "launch",
 		checking: "estimating the cost and asking the provider for a dry run", sending: "launching",
 		quote: func(ctx context.Context) quoteAnswer {
 			est := svc.EstimateFleet(ctx, spec)
-			dry := spec
-			dry.DryRun = true
 			ans := quoteAnswer{lines: fleetLines(spec, est, svc.Now())}
-			res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: dry, Estimate: est})
-			if err != nil {
-				ans.err = err
-				return ans
+			if ans.dryRun, ans.err = dryLaunch(ctx, svc, spec, est); ans.err == nil {
+				ans.send = launchSend(svc, actor, spec, est)
 			}
-			ans.dryRun = orDefault(dryRunAnswer(res.Fleet.Message), "the provider says the launch would succeed")
-			ans.send = launchSend(svc, actor, spec, est)
 			return ans
 		},
 	}
+	if spec.Start.After(now) {
+		a.title = fmt.Sprintf("Schedule %s in %s %s %s?%s", fleetKind(spec), spec.Region, from, spec.Start.In(now.Location()).Format("Mon 01-02 15:04"), sim)
+		a.verb, a.sending = "schedule", "scheduling"
+	}
+	return a
+}
+
+// simLaunch marks the title of a launch on the simulated market.
+func simLaunch(svc *ledger.Service, provider string) string {
+	if provider != "" && svc.Describe(provider).Simulated {
+		return " (SIMULATED MARKET: nothing real is launched)"
+	}
+	return ""
+}
+
+// dryLaunch is the provider's dry-run answer to launching spec at est.
+func dryLaunch(ctx context.Context, svc *ledger.Service, spec domain.FleetSpec, est ledger.FleetEstimate) (string, error) {
+	dry := spec
+	dry.DryRun = true
+	res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: dry, Estimate: est})
+	if err != nil {
+		return "", err
+	}
+	return orDefault(dryRunAnswer(res.Fleet.Message), "the provider says the launch would succeed"), nil
 }
 
 // fleetKind names a fleet by its make-up: "a spot fleet of 5 instances".
@@ -401,11 +369,7 @@ func (v *fleetView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 		return nil
 	}
 	v.editing = false
-	if _, err := v.compose(); err != nil {
-		v.formErr = err.Error()
-	} else {
-		v.formErr = ""
-	}
+	v.compose() // its error shows beside the form
 	return nil
 }
 
@@ -444,10 +408,10 @@ func (v *fleetView) View() string {
 	}
 	if v.editing {
 		hint := "  tab/↑/↓ field · ←/→ strategy · enter done · esc puts back"
-		switch v.edit.Focus() {
-		case ffStart:
+		switch v.edit.Label(v.edit.Focus()) {
+		case "Start":
 			hint = "  Thu 14:00, +2h, " + domain.WhenExample(v.c.now()) + " … (local time) · empty: now"
-		case ffFor:
+		case "For":
 			hint = "  3h, 90m, 2d … (5m to 90d) · empty: until deleted"
 		}
 		b.WriteString(st.dim.Render(hint) + "\n")
@@ -464,7 +428,7 @@ func (v *fleetView) View() string {
 		}
 		b.WriteString("\n" + st.title.Render(title) + "\n")
 		// Wrapped at field breaks: at 80 columns each part is read whole.
-		parts := []string{orDash(v.row.ProviderRef), "state " + v.row.State,
+		parts := []string{orDefault(v.row.ProviderRef, "-"), "state " + v.row.State,
 			fmt.Sprintf("instances %d/%d", v.fleet.Instances, max(v.fleet.Target, v.row.InstanceCount))}
 		if left := present.TimeLeft(v.row, v.c.now()); left != "-" {
 			parts = append(parts, left)

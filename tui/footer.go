@@ -58,7 +58,7 @@ func (m *Model) footerLines() []string {
 	}
 	own := m.views[m.active].KeyMap().ShortHelp()
 	if c, ok := m.views[m.active].(confirmer); ok && c.box().open {
-		own = c.box().keys()
+		own = c.box().keys().short
 	}
 	if m.capturing() {
 		// tab, ? and q are text or answers here, not commands.

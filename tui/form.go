@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"strings"
 
+	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/tui/widget/form"
 )
 
@@ -18,11 +20,11 @@ type openForm struct {
 }
 
 // footer is the open form's keys; ←/→ say what they change on a choice.
-func (o *openForm) footer(choice, submit, back string) keyList {
+func (o *openForm) footer(choice, submit, back string) keyMap {
 	change := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", choice))
 	change.SetEnabled(o.edit.OnChoice())
-	return keyList{key.NewBinding(key.WithKeys("tab", "up", "down"), key.WithHelp("tab/↑/↓", "field")), change,
-		key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", submit)), key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", back))}
+	return keyList(key.NewBinding(key.WithKeys("tab", "up", "down"), key.WithHelp("tab/↑/↓", "field")), change,
+		key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", submit)), key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", back)))
 }
 
 func (o *openForm) open(fields []form.Field) { o.editing, o.edit = true, form.New(fields...) }
@@ -63,4 +65,50 @@ func formRows(f *form.Model, st *styles, lw, w int) string {
 		b.WriteString(line + "\n")
 	}
 	return b.String()
+}
+
+// actingView is what Blocks and Plan share: a form, a rule prompt, a box.
+type actingView struct {
+	base
+	openForm
+	snap    *feed.Snapshot
+	confirm confirmation
+	prompt  rulePrompt
+}
+
+func (v *actingView) capturing() bool    { return v.editing || v.prompt.open }
+func (v *actingView) box() *confirmation { return &v.confirm }
+
+// keyMap is the prompt's keys, else the open form's, else keys.
+func (v *actingView) keyMap(keys help.KeyMap, choice, submit, back string) help.KeyMap {
+	switch {
+	case v.prompt.open:
+		return promptKeys(false)
+	case v.editing:
+		return v.footer(choice, submit, back)
+	}
+	return keys
+}
+
+// update: msg by the box; keys to the open form, the prompt or onKey.
+func (v *actingView) update(msg tea.Msg, submit func() tea.Cmd, onKey func(tea.KeyPressMsg) tea.Cmd, other func(tea.Msg) tea.Cmd) tea.Cmd {
+	msg, cmd := v.confirm.update(msg)
+	switch msg := msg.(type) {
+	case snapshotMsg:
+		v.snap = msg.snap
+	case tea.PasteMsg:
+		v.paste(msg)
+		v.prompt.paste(msg)
+	case tea.KeyPressMsg:
+		switch {
+		case v.editing:
+			return tea.Batch(cmd, v.formKey(msg, submit))
+		case v.prompt.open:
+			return tea.Batch(cmd, v.prompt.update(v.c, msg))
+		}
+		return tea.Batch(cmd, onKey(msg))
+	default:
+		return tea.Batch(cmd, other(msg))
+	}
+	return cmd
 }

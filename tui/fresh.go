@@ -78,9 +78,9 @@ func termsChange(tc *ledger.TermsChangedError) string {
 // termsTitle is a renewed purchase's question, the new total first.
 func termsTitle(o domain.Offering, tc *ledger.TermsChangedError) string {
 	if ledger.SameTerms(tc.Shown, o) {
-		return fmt.Sprintf("Checked again: buy this %s for $%.2f?", offeringName(o), o.UpfrontUSD)
+		return fmt.Sprintf("Checked again: buy this %s for $%.2f?", o.Terms().Name, o.UpfrontUSD)
 	}
-	return fmt.Sprintf("The terms changed: buy this %s for $%.2f now (shown $%.2f)?", offeringName(o), o.UpfrontUSD, tc.Shown.UpfrontUSD)
+	return fmt.Sprintf("The terms changed: buy this %s for $%.2f now (shown $%.2f)?", o.Terms().Name, o.UpfrontUSD, tc.Shown.UpfrontUSD)
 }
 
 // stamp is a time of a change line, in UTC: both sides in one zone.
@@ -122,10 +122,6 @@ func launchSend(svc *ledger.Service, actor string, spec domain.FleetSpec, est le
 
 // relaunchAction launches spec at its risen estimate, shown and asked again.
 func relaunchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, ec *ledger.EstimateChangedError) *moneyAction {
-	sim := ""
-	if svc.Describe(spec.Provider).Simulated {
-		sim = " (SIMULATED MARKET: nothing real is launched)"
-	}
 	est := ec.Now
 	verb, sending := "launch", "launching"
 	if spec.Start.After(svc.Now()) {
@@ -133,20 +129,17 @@ func relaunchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, ec
 	}
 	return &moneyAction{
 		title: fmt.Sprintf("The prices went up: %s %s in %s at about $%.2f an hour now (shown $%.2f)?%s",
-			verb, fleetKind(spec), spec.Region, est.USDHour, ec.Shown.USDHour, sim),
+			verb, fleetKind(spec), spec.Region, est.USDHour, ec.Shown.USDHour, simLaunch(svc, spec.Provider)),
 		verb: verb,
 		lines: append([]string{fmt.Sprintf("Changed since shown: about $%.2f → $%.2f an hour (%s). Nothing was launched; the new estimate follows.",
 			ec.Shown.USDHour, est.USDHour, signedUSD(est.USDHour-ec.Shown.USDHour))}, fleetLines(spec, est, svc.Now())...),
 		checking: "asking the provider for a dry run", sending: sending,
 		quote: func(ctx context.Context) quoteAnswer {
-			dry := spec
-			dry.DryRun = true
-			res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: dry, Estimate: est})
+			dry, err := dryLaunch(ctx, svc, spec, est)
 			if err != nil {
 				return quoteAnswer{err: err}
 			}
-			return quoteAnswer{dryRun: orDefault(dryRunAnswer(res.Fleet.Message), "the provider says the launch would succeed"),
-				send: launchSend(svc, actor, spec, est)}
+			return quoteAnswer{dryRun: dry, send: launchSend(svc, actor, spec, est)}
 		},
 	}
 }

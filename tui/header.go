@@ -1,7 +1,9 @@
 package tui
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -176,6 +178,11 @@ func (m *Model) cachedMark(s feed.SourceStatus) string {
 	return " cached " + s.CachedAt.In(m.c.now().Location()).Format("15:04")
 }
 
+// sourceLoading: the source, or one of its regions, is loading.
+func sourceLoading(s feed.SourceStatus) bool {
+	return s.State == feed.StateLoading || slices.ContainsFunc(s.Regions, feed.RegionStatus.Loading)
+}
+
 func failedRegions(s feed.SourceStatus) int {
 	n := 0
 	for _, r := range s.Regions {
@@ -191,14 +198,10 @@ func (m *Model) sourceLine(s feed.SourceStatus) string {
 	st := &m.c.styles
 	var b strings.Builder
 	b.WriteString(fmt.Sprintf("%-6s", s.Provider))
-	done, total := 0, 0
-	loading := s.State == feed.StateLoading
+	done, total, loading := 0, 0, sourceLoading(s)
 	for _, r := range s.Regions {
 		done += min(r.Done, r.Total)
 		total += r.Total
-		if r.Loading() {
-			loading = true
-		}
 	}
 	failed := failedRegions(s)
 	switch {
@@ -291,12 +294,7 @@ func shortErr(region, s string, n int) string {
 
 // idleAlertLine names the capacity idle past budget.max_idle_pct, most first.
 func idleAlertLine(a []ledger.Alert) string {
-	top := a[0]
-	for _, x := range a[1:] {
-		if x.IdlePct > top.IdlePct {
-			top = x
-		}
-	}
+	top := slices.MaxFunc(a, func(x, y ledger.Alert) int { return cmp.Compare(x.IdlePct, y.IdlePct) })
 	s := fmt.Sprintf("⚠ idle: %s %s GPU %s %.0f%% idle (budget %.0f%%)", short(top.Row.ID), present.GPUCount(top.Row.GPUs),
 		present.DisplayType(top.Row.InstanceType), top.IdlePct, top.MaxPct)
 	if len(a) > 1 {

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 )
 
 // globalKeys are the keys every view honours, one set per session.
@@ -31,27 +32,43 @@ func (g *globalKeys) row(filter bool) []key.Binding {
 	return []key.Binding{g.Back, g.NextView, g.PrevView, g.Help, g.Quit}
 }
 
+// keyMap is a help.KeyMap given as lists: the footer's and the `?` screen's.
+type keyMap struct {
+	short []key.Binding
+	full  [][]key.Binding
+}
+
+func (k keyMap) ShortHelp() []key.Binding  { return k.short }
+func (k keyMap) FullHelp() [][]key.Binding { return k.full }
+
+// keyList is the footer while a form or a confirmation has every key.
+func keyList(b ...key.Binding) keyMap { return keyMap{b, [][]key.Binding{b}} }
+
 // listKeys are a list view's keys: its actions (full: short if nil) and ↑/↓.
 type listKeys struct {
-	Up, Down    key.Binding
-	short, full []key.Binding
-	global      *globalKeys
-	filter      bool
+	keyMap
+	Up, Down key.Binding
 }
 
 func newListKeys(g *globalKeys, filter bool, short, full []key.Binding) listKeys {
 	if full == nil {
 		full = short
 	}
-	return listKeys{Up: upKey(), Down: downKey(), short: short, full: full, global: g, filter: filter}
+	up, down := upKey(), downKey()
+	return listKeys{keyMap{append(slices.Clip(short), up, down), [][]key.Binding{{up, down}, full, g.row(filter)}}, up, down}
 }
 
-// ShortHelp is the view's part of the footer.
-func (k listKeys) ShortHelp() []key.Binding { return append(slices.Clip(k.short), k.Up, k.Down) }
-
-// FullHelp is the `?` screen.
-func (k listKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down}, k.full, k.global.row(k.filter)}
+// move steps cur over n rows on ↑/↓; it says whether msg was one of them.
+func (k listKeys) move(msg tea.KeyPressMsg, cur *int, n int) bool {
+	switch {
+	case key.Matches(msg, k.Up):
+		*cur = max(*cur-1, 0)
+	case key.Matches(msg, k.Down):
+		*cur = min(*cur+1, max(n-1, 0))
+	default:
+		return false
+	}
+	return true
 }
 
 func upKey() key.Binding {
@@ -68,11 +85,11 @@ type marketKeys struct {
 	Mark, Sort, Reverse, Window, GPU      key.Binding
 	Region, Filter, Chart, ClearFilter    key.Binding
 	Plan, Alert                           key.Binding
-	global                                *globalKeys
+	keyMap
 }
 
 func newMarketKeys(g *globalKeys) marketKeys {
-	return marketKeys{
+	k := marketKeys{
 		Up:          upKey(),
 		Down:        downKey(),
 		PageUp:      key.NewBinding(key.WithKeys("pgup", "ctrl+b"), key.WithHelp("pgup", "page up")),
@@ -90,65 +107,45 @@ func newMarketKeys(g *globalKeys) marketKeys {
 		ClearFilter: key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear filter")),
 		Plan:        key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "plan a job")),
 		Alert:       key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
-		global:      g,
 	}
-}
-
-// ShortHelp is the view's part of the footer, most used first.
-func (k marketKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Chart, k.Mark, k.Filter, k.Sort, k.Window, k.GPU, k.Region, k.Plan}
-}
-
-// FullHelp is the `?` screen.
-func (k marketKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{
+	// The footer most used first; the `?` screen.
+	k.keyMap = keyMap{[]key.Binding{k.Chart, k.Mark, k.Filter, k.Sort, k.Window, k.GPU, k.Region, k.Plan}, [][]key.Binding{
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
 		{k.Chart, k.Mark, k.Sort, k.Reverse, k.Window},
 		{k.Filter, k.ClearFilter, k.GPU, k.Region, k.Plan, k.Alert},
-		{k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit},
-	}
+		{g.NextView, g.PrevView, g.Help, g.Quit},
+	}}
+	return k
 }
 
 // chartKeys are the Chart view's keys.
 type chartKeys struct {
 	Window, Unit, Back key.Binding
-	global             *globalKeys
+	keyMap
 }
 
 func newChartKeys(g *globalKeys) chartKeys {
-	return chartKeys{
+	k := chartKeys{
 		Window: key.NewBinding(key.WithKeys("w"), key.WithHelp("w", "window")),
 		Unit:   key.NewBinding(key.WithKeys("u"), key.WithHelp("u", "$/h ↔ $/GPU-h")),
 		Back:   key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back to market")),
-		global: g,
 	}
-}
-
-// ShortHelp is the view's part of the footer.
-func (k chartKeys) ShortHelp() []key.Binding {
-	return []key.Binding{k.Window, k.Unit, k.Back}
-}
-
-// FullHelp is the `?` screen.
-func (k chartKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Window, k.Unit, k.Back, k.global.Filter}, {k.global.NextView, k.global.PrevView, k.global.Help, k.global.Quit}}
+	k.keyMap = keyMap{[]key.Binding{k.Window, k.Unit, k.Back},
+		[][]key.Binding{{k.Window, k.Unit, k.Back, g.Filter}, {g.NextView, g.PrevView, g.Help, g.Quit}}}
+	return k
 }
 
 // filterKeys are shown while the free-text filter is being typed.
-type filterKeys struct{ Apply, Cancel key.Binding }
+type filterKeys struct {
+	Apply, Cancel key.Binding
+	keyMap
+}
 
 func newFilterKeys() filterKeys {
-	return filterKeys{
+	k := filterKeys{
 		Apply:  key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "keep filter")),
 		Cancel: key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear filter")),
 	}
+	k.keyMap = keyList(k.Apply, k.Cancel)
+	return k
 }
-
-func (k filterKeys) ShortHelp() []key.Binding  { return []key.Binding{k.Apply, k.Cancel} }
-func (k filterKeys) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }
-
-// keyList is the footer while a form or a confirmation has every key.
-type keyList []key.Binding
-
-func (k keyList) ShortHelp() []key.Binding  { return k }
-func (k keyList) FullHelp() [][]key.Binding { return [][]key.Binding{k} }

@@ -13,6 +13,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gpumarket/gpumarket/job"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
 )
@@ -43,23 +44,11 @@ type ledgerKeys struct {
 	Delete, Reconcile key.Binding
 }
 
-func newLedgerKeys(g *globalKeys) ledgerKeys {
-	k := ledgerKeys{
-		Delete:    key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "delete fleet")),
-		Reconcile: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reconcile")),
-	}
-	k.listKeys = newListKeys(g, true, []key.Binding{k.Delete, k.Reconcile}, nil)
-	return k
-}
-
 // ledgerView lists the bookings, current and upcoming first, then newest first.
 type ledgerView struct {
-	owner
-	c    *common
-	ctx  context.Context
+	base
 	svc  *ledger.Service
 	keys ledgerKeys
-	w, h int
 	rows []ledger.Entry
 	cur  int
 	err  string
@@ -85,16 +74,19 @@ type ledgerView struct {
 }
 
 func newLedgerView(c *common, ctx context.Context, svc *ledger.Service) *ledgerView {
-	v := &ledgerView{c: c, ctx: ctx, svc: svc, keys: newLedgerKeys(&c.keys)}
-	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
+	k := ledgerKeys{
+		Delete:    key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "delete fleet")),
+		Reconcile: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reconcile")),
+	}
+	k.listKeys = newListKeys(&c.keys, true, []key.Binding{k.Delete, k.Reconcile}, nil)
+	v := &ledgerView{base: base{c: c, ctx: ctx}, svc: svc, keys: k}
+	v.confirm = v.confirmation(svc != nil)
 	return v
 }
 
 func (v *ledgerView) Title() string       { return "Ledger" }
 func (v *ledgerView) KeyMap() help.KeyMap { return v.keys }
-func (v *ledgerView) SetSize(w, h int)    { v.w, v.h = w, h }
 func (v *ledgerView) box() *confirmation  { return &v.confirm }
-func (v *ledgerView) escGoesHome()        {}
 func (v *ledgerView) slashFiltersMarket() {}
 
 func (v *ledgerView) shown() tea.Cmd {
@@ -236,10 +228,7 @@ func (v *ledgerView) askFleets() tea.Cmd {
 
 func (v *ledgerView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
-	case key.Matches(msg, v.keys.Up):
-		v.cur = max(v.cur-1, 0)
-	case key.Matches(msg, v.keys.Down):
-		v.cur = min(v.cur+1, max(len(v.rows)-1, 0))
+	case v.keys.move(msg, &v.cur, len(v.rows)):
 	case key.Matches(msg, v.keys.Reconcile):
 		switch {
 		case v.svc == nil:
@@ -269,33 +258,28 @@ func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
 		return nil, notifyHere("d deletes fleets; a capacity block cannot be cancelled (it is non-refundable)")
 	}
 	svc, id, actor := v.svc, r.ID, v.c.actor
-	if r.State == ledger.StateScheduled && r.ProviderRef == "" {
-		return &moneyAction{
-			title: "Cancel the scheduled fleet " + short(r.ID) + "?", verb: "cancel it", sending: "cancelling",
-			lines: []string{
-				fmt.Sprintf("%d × %s in %s (%s), %s", r.InstanceCount, r.InstanceType, r.Region, r.Provider, present.TimeLeft(r, v.c.now())),
-				"Nothing was launched yet; nothing is spent. gpumarket will not launch it.",
-			},
-			send: func(ctx context.Context) outcome {
-				row, err := svc.DeleteFleet(ctx, id, actor)
-				return outcome{notice: "cancelled the scheduled fleet " + short(row.ID), err: err, then: fleetDeletedMsg{}}
-			},
-		}, nil
-	}
-	if r.State == ledger.StateDeleted || r.ProviderRef == "" {
+	scheduled := r.State == ledger.StateScheduled && r.ProviderRef == ""
+	if !scheduled && (r.State == ledger.StateDeleted || r.ProviderRef == "") {
 		return nil, notifyHere(fmt.Sprintf("fleet row %s is %s: nothing to delete", short(r.ID), r.State))
 	}
-	return &moneyAction{
-		title: "Delete fleet " + r.ProviderRef + "?", verb: "delete it", sending: "deleting",
-		lines: []string{
-			fmt.Sprintf("%d × %s in %s (%s), state %s", r.InstanceCount, r.InstanceType, r.Region, r.Provider, r.State),
-			"Its instances are terminated; work on them is lost.",
-		},
-		send: func(ctx context.Context) outcome {
-			row, err := svc.DeleteFleet(ctx, id, actor)
-			return outcome{notice: "deleted fleet " + row.ProviderRef, err: err, then: fleetDeletedMsg{}}
-		},
-	}, nil
+	a := &moneyAction{title: "Delete fleet " + r.ProviderRef + "?", verb: "delete it", sending: "deleting", lines: []string{
+		fmt.Sprintf("%d × %s in %s (%s), state %s", r.InstanceCount, r.InstanceType, r.Region, r.Provider, r.State),
+		"Its instances are terminated; work on them is lost.",
+	}}
+	done := func(row ledger.Entry) string { return "deleted fleet " + row.ProviderRef }
+	if scheduled {
+		a.title, a.verb, a.sending = "Cancel the scheduled fleet "+short(r.ID)+"?", "cancel it", "cancelling"
+		a.lines = []string{
+			fmt.Sprintf("%d × %s in %s (%s), %s", r.InstanceCount, r.InstanceType, r.Region, r.Provider, present.TimeLeft(r, v.c.now())),
+			"Nothing was launched yet; nothing is spent. gpumarket will not launch it.",
+		}
+		done = func(row ledger.Entry) string { return "cancelled the scheduled fleet " + short(row.ID) }
+	}
+	a.send = func(ctx context.Context) outcome {
+		row, err := svc.DeleteFleet(ctx, id, actor)
+		return outcome{notice: done(row), err: err, then: fleetDeletedMsg{}}
+	}
+	return a, nil
 }
 
 // orderLedger puts current and upcoming blocks first, then newest first.
@@ -341,19 +325,14 @@ func (v *ledgerView) View() string {
 	}
 	st := &v.c.styles
 	var b strings.Builder
+	now := v.c.now()
 	switch {
 	case v.svc == nil:
-		b.WriteString(st.dim.Render("No ledger in this session: nothing can be booked or launched here."))
-		return b.String()
+		return st.dim.Render("No ledger in this session: nothing can be booked or launched here.")
 	case !v.ready:
-		b.WriteString(st.dim.Render("reading the ledger and reconciling unknown outcomes…"))
-		return b.String()
+		return st.dim.Render("reading the ledger and reconciling unknown outcomes…")
 	}
-	now := v.c.now()
-	status := fmt.Sprintf("%d rows", len(v.rows))
-	if len(v.rows) == 1 {
-		status = "1 row"
-	}
+	status := plural(len(v.rows), "row")
 	if v.c.role != RoleViewer {
 		// The ledger's path is the operator's business, not an attendee's.
 		status += " · " + v.svc.Store().Path()
@@ -388,19 +367,14 @@ func (v *ledgerView) View() string {
 		}
 	}
 	detail = detail[:min(len(detail), max(v.h-used-1, 0), 3)]
-	page := max(v.h-used-len(detail), 1)
-	first := max(0, min(v.cur-page+1, len(v.rows)-page))
-	for i := first; i < len(v.rows) && i < first+page; i++ {
+	first, end := page(v.cur, len(v.rows), max(v.h-used-len(detail), 1))
+	for i := first; i < end; i++ {
 		r := v.rows[i]
 		text := tableLine(cols, v.ledgerRow(r, now))
-		prefix := "  "
-		if i == v.cur {
-			prefix = "› "
-			text = st.cursor.Render(text)
-		} else if r.State == ledger.StateUnknown || r.State == ledger.StateFailed {
+		if i != v.cur && (r.State == ledger.StateUnknown || r.State == ledger.StateFailed) {
 			text = st.stale.Render(text)
 		}
-		b.WriteString("\n" + prefix + text)
+		b.WriteString(st.pointed("\n", text, i == v.cur))
 		if i == v.cur {
 			for _, l := range detail {
 				b.WriteString("\n    " + l)
@@ -417,4 +391,67 @@ func (v *ledgerView) ledgerRow(r ledger.Entry, now time.Time) *present.LedgerRow
 	}
 	lr.Desc = v.svc.Describe(r.Provider)
 	return &lr
+}
+
+// jobLine is a job as the Ledger view lists it, with its rows.
+type jobLine struct {
+	job  ledger.Job
+	rows []ledger.Entry
+}
+
+// shownJobs bounds the jobs the Ledger view lists over its rows.
+const shownJobs = 3
+
+// loadJobs reads the newest jobs and their rows' ids.
+func loadJobs(ctx context.Context, st *ledger.Store) ([]jobLine, error) {
+	js, err := st.ListJobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []jobLine
+	for _, j := range js[:min(len(js), shownJobs)] {
+		rows, err := st.JobRows(ctx, j.ID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, jobLine{job: j, rows: rows})
+	}
+	return out, nil
+}
+
+// viewJobs writes the jobs part over the rows: each job's progress, spent
+// against its plan, and its rows; it returns the lines it used.
+func (v *ledgerView) viewJobs(b *strings.Builder, now time.Time) int {
+	if len(v.jobs) == 0 || v.h < 12 {
+		return 0
+	}
+	st := &v.c.styles
+	used := 0
+	for _, l := range v.jobs {
+		j := l.job
+		odds := ""
+		if pct, ok := job.OnTimePct(j); ok && ledger.JobActive(j.State) {
+			odds = fmt.Sprintf(" · on time %.0f%% (plan %.0f%%)", pct, j.Plan.OnTimePct)
+		}
+		line := fmt.Sprintf("job %s %s %s · %.1f h of %g%s · $%.2f of plan $%.2f · %s", short(j.ID), j.State, j.Strategy,
+			j.WorkDone, j.Terms.Hours, odds, ledger.JobSpent(l.rows, now), j.Plan.ExpectedUSD, plural(len(l.rows), "row"))
+		if j.Reason != "" && !ledger.JobActive(j.State) {
+			line += " · " + j.Reason
+		} else if j.Outlook != "" {
+			line += " · " + j.Outlook
+		}
+		b.WriteString("\n" + st.dim.Render(fit(line, v.w, false)))
+		used++
+	}
+	return used
+}
+
+// jobOf is the short id of the listed job a row is a launch of, or "".
+func (v *ledgerView) jobOf(rowID string) string {
+	for _, l := range v.jobs {
+		if slices.ContainsFunc(l.rows, func(r ledger.Entry) bool { return r.ID == rowID }) {
+			return short(l.job.ID)
+		}
+	}
+	return ""
 }

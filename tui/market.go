@@ -87,7 +87,7 @@ func (m *marketView) KeyMap() help.KeyMap {
 		return m.fkeys
 	}
 	if m.prompt.open {
-		return newPromptKeys(true)
+		return promptKeys(true)
 	}
 	return m.keys
 }
@@ -125,26 +125,10 @@ func fitColumns(w int) (cols, ws []int) {
 func (m *marketView) pageRows() int { return max(m.height-2, 1) }
 
 func (m *marketView) scrollToCursor() {
-	n := len(m.list)
-	if m.cursor >= n {
-		m.cursor = n - 1
-	}
-	if m.cursor < 0 {
-		m.cursor = 0
-	}
-	page := m.pageRows()
-	if m.offset > m.cursor {
-		m.offset = m.cursor
-	}
-	if m.cursor >= m.offset+page {
-		m.offset = m.cursor - page + 1
-	}
-	if m.offset > n-page {
-		m.offset = n - page
-	}
-	if m.offset < 0 {
-		m.offset = 0
-	}
+	n, page := len(m.list), m.pageRows()
+	m.cursor = max(min(m.cursor, n-1), 0)
+	// In sight, the page as full as the rows allow.
+	m.offset = max(min(max(min(m.offset, m.cursor), m.cursor-page+1), n-page), 0)
 }
 
 func (m *marketView) syncCursorKey() {
@@ -270,7 +254,7 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 		seed := planSeed{models: slices.Clone(m.gpus), regions: slices.Clone(m.regions), setRegions: true}
 		return m, func() tea.Msg { return openPlanMsg{seed: seed} }
 	case key.Matches(msg, k.Chart):
-		keys := m.chartKeys()
+		keys, _ := m.picked()
 		if len(keys) == 0 {
 			return m, notifyHere("no pool to chart")
 		}
@@ -281,24 +265,17 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 	return m, nil
 }
 
-// picked: the marked pools, or the one under the cursor.
+// picked: the marked pools in the market, in mark order, else the cursor's.
 func (m *marketView) picked() (keys []string, marked bool) {
-	keys = m.chartKeys()
-	return keys, m.markedCount() > 0
-}
-
-// chartKeys are the marked pools in mark order, else the cursor's.
-func (m *marketView) chartKeys() []string {
-	var keys []string
 	for _, k := range m.markOrder {
 		if m.inMarket(k) {
 			keys = append(keys, k)
 		}
 	}
 	if len(keys) == 0 && m.cursor < len(m.list) {
-		keys = []string{m.row(m.cursor).Key}
+		return []string{m.row(m.cursor).Key}, false
 	}
-	return keys
+	return keys, len(keys) > 0
 }
 
 func (m *marketView) row(i int) *row { return m.rs.rows[m.list[i]] }
@@ -318,16 +295,6 @@ func (m *marketView) inMarket(k string) bool {
 	return ok
 }
 
-func (m *marketView) markedCount() int {
-	n := 0
-	for _, k := range m.markOrder {
-		if m.inMarket(k) {
-			n++
-		}
-	}
-	return n
-}
-
 func (m *marketView) toggleMark(k string) {
 	if m.marked[k] {
 		delete(m.marked, k)
@@ -339,40 +306,26 @@ func (m *marketView) toggleMark(k string) {
 }
 
 func (m *marketView) distinct(field func(*feed.PoolView) string) []string {
-	set := map[string]bool{}
+	var out []string
 	for i := range m.allRows() {
 		if v := field(&m.rs.snap.Pools[i]); v != "" {
-			set[v] = true
+			out = append(out, v)
 		}
 	}
-	out := make([]string, 0, len(set))
-	for v := range set {
-		out = append(out, v)
-	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // cycleFilter steps a filter all → first → … → last → all.
 func cycleFilter(cur, choices []string) []string {
-	if len(choices) == 0 {
+	next := 0 // after all, or after a value no longer offered
+	if len(cur) == 1 {
+		next = slices.IndexFunc(choices, func(c string) bool { return strings.EqualFold(c, cur[0]) }) + 1
+	}
+	if len(cur) > 1 || next >= len(choices) {
 		return nil
 	}
-	if len(cur) != 1 {
-		if len(cur) == 0 {
-			return []string{choices[0]}
-		}
-		return nil
-	}
-	for i, c := range choices {
-		if strings.EqualFold(c, cur[0]) {
-			if i+1 < len(choices) {
-				return []string{choices[i+1]}
-			}
-			return nil
-		}
-	}
-	return []string{choices[0]}
+	return []string{choices[next]}
 }
 
 func listOrAll(l []string) string {
@@ -500,13 +453,8 @@ func snapshotFailed(s *feed.Snapshot) bool {
 	}
 	failed := false
 	for _, src := range s.Sources {
-		if src.State == feed.StateLoading {
+		if sourceLoading(src) {
 			return false
-		}
-		for _, r := range src.Regions {
-			if r.Loading() {
-				return false
-			}
 		}
 		failed = failed || src.State == feed.StateError || failedRegions(src) > 0
 	}

@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
@@ -24,23 +27,10 @@ type planKeys struct {
 	Run, Form, Carry, Alert key.Binding
 }
 
-func newPlanKeys(g *globalKeys) planKeys {
-	k := planKeys{
-		Run:   key.NewBinding(key.WithKeys("r", "enter"), key.WithHelp("r", "run plan")),
-		Form:  key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e", "edit job")),
-		Carry: key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book/launch")),
-		Alert: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
-	}
-	k.listKeys = newListKeys(g, false, []key.Binding{k.Carry, k.Run, k.Form}, []key.Binding{k.Run, k.Form, k.Carry, k.Alert})
-	return k
-}
-
 // planView is `gpumarket plan` in the TUI: ranked strategies, their chart,
 // and b to carry one out (docs/DESIGN.md, The TUI).
 type planView struct {
-	owner
 	actingView
-	ctx    context.Context
 	svc    *ledger.Service
 	speeds planner.Speeds
 	keys   planKeys
@@ -63,10 +53,17 @@ type planView struct {
 }
 
 func newPlanView(c *common, ctx context.Context, svc *ledger.Service, speeds planner.Speeds, gpus, regions []string) *planView {
-	v := &planView{actingView: actingView{c: c}, ctx: ctx, svc: svc, speeds: speeds, keys: newPlanKeys(&c.keys), runs: planRuns,
+	k := planKeys{
+		Run:   key.NewBinding(key.WithKeys("r", "enter"), key.WithHelp("r", "run plan")),
+		Form:  key.NewBinding(key.WithKeys("e", "/"), key.WithHelp("e", "edit job")),
+		Carry: key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "book/launch")),
+		Alert: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "alert rule")),
+	}
+	k.listKeys = newListKeys(&c.keys, false, []key.Binding{k.Carry, k.Run, k.Form}, []key.Binding{k.Run, k.Form, k.Carry, k.Alert})
+	v := &planView{actingView: actingView{base: base{c: c, ctx: ctx}}, svc: svc, speeds: speeds, keys: k, runs: planRuns,
 		form: newPlanForm(c.eff, gpus, regions, c.now())}
 	v.ran = v.form
-	v.confirm = newConfirmation(c, ctx, &v.owner, svc != nil)
+	v.confirm = v.confirmation(svc != nil)
 	return v
 }
 
@@ -190,10 +187,7 @@ func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
 	case key.Matches(msg, v.keys.Alert):
 		return v.makePlanRule()
-	case key.Matches(msg, v.keys.Up):
-		v.cur = max(v.cur-1, 0)
-	case key.Matches(msg, v.keys.Down):
-		v.cur = min(v.cur+1, max(len(v.res.results)-1, 0))
+	case v.keys.move(msg, &v.cur, len(v.res.results)):
 	case key.Matches(msg, v.keys.Form):
 		v.open(v.form.fields())
 	case key.Matches(msg, v.keys.Run):
@@ -227,12 +221,7 @@ func (v *planView) View() string {
 	default:
 		top = append(top, st.dim.Render(fit(status, v.w, false)))
 	}
-	names := make([]string, 0, len(v.res.failed))
-	for name := range v.res.failed {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(v.res.failed)) {
 		for _, l := range wrap(name + ": " + v.res.failed[name].Error() + " (the plan is made without its offerings)") {
 			top = append(top, st.footerErr.Render(l))
 		}
@@ -251,10 +240,7 @@ func (v *planView) View() string {
 			below = i
 		}
 	}
-	sep := 0
-	if below > 0 {
-		sep = 1
-	}
+	sep := min(below, 1) // the line over the rows late too often
 	// The rows, then the chart in what is left (at least planChartMin lines; else the rows scroll).
 	avail := v.h - len(top) - len(detail)
 	chartH := 0
@@ -287,11 +273,7 @@ func (v *planView) View() string {
 
 // row is the i-th strategy's line of the table.
 func (v *planView) row(i int, r planner.Result, cols []shownCol[*present.PlanRow]) string {
-	text := tableLine(cols, &present.PlanRow{Result: r, Label: rowLabel(i)})
-	if i == v.cur {
-		return "› " + v.c.styles.cursor.Render(text)
-	}
-	return "  " + text
+	return v.c.styles.pointed("", tableLine(cols, &present.PlanRow{Result: r, Label: rowLabel(i)}), i == v.cur)
 }
 
 // detail is the selected strategy said whole: what it holds, where, and
@@ -374,10 +356,115 @@ func (v *planView) formView() string {
 	st := &v.c.styles
 	var b strings.Builder
 	b.WriteString(formRows(&v.edit, st, 17, v.w))
-	b.WriteString(st.cursor.Render(wordwrap(planFieldNames[v.edit.Focus()]+": "+planHint(v.edit.Focus(), v.c.now()), v.w)) + "\n")
+	b.WriteString(st.cursor.Render(wordwrap(v.edit.Label(v.edit.Focus())+": "+planHint(v.edit.Focus(), v.c.now()), v.w)) + "\n")
 	b.WriteString(st.dim.Render(wordwrap("tab/↑/↓ field · enter runs the plan · esc back", v.w)))
 	if v.formErr != "" {
 		b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))
 	}
 	return clip(b.String(), v.w, v.h)
+}
+
+// planRuns is `gpumarket plan`'s default.
+const planRuns = 10000
+
+// planSearchTimeout: a silent cloud must not leave the view planning for ever.
+const planSearchTimeout = time.Minute
+
+// planMsg is a plan's answer with what it was made of, to carry out as shown.
+type planMsg struct {
+	seq   int
+	terms planTerms
+	// results are ranked: on time enough first, then cheapest expected.
+	results []planner.Result
+	// pools and offers are the market the plan was made on.
+	pools  map[string]planner.Pool
+	offers map[string]domain.Offering
+	// failed are the providers or regions whose offering search failed.
+	failed map[string]error
+	err    error
+	at     time.Time
+}
+
+// planInput is copied off the model before the task runs.
+type planInput struct {
+	seq    int
+	terms  planTerms
+	pools  []planner.Pool
+	svc    *ledger.Service
+	speeds planner.Speeds
+	runs   int
+	now    time.Time
+}
+
+// planPools are read as `gpumarket plan` does (present.PlanPools).
+func planPools(snap *feed.Snapshot, t planTerms, priors planner.Priors) []planner.Pool {
+	return present.PlanPools(snap, t.job.Models, func(p domain.Pool) bool {
+		return len(t.regions) == 0 || slices.Contains(t.regions, p.Region)
+	}, priors)
+}
+
+// makePlan searches offerings through the booking service (bookable by id)
+// and plans the job on them and the pools.
+func makePlan(ctx context.Context, in planInput) planMsg {
+	out := planMsg{seq: in.seq, terms: in.terms, at: in.now, failed: map[string]error{},
+		pools: map[string]planner.Pool{}, offers: map[string]domain.Offering{}}
+	for _, p := range in.pools {
+		out.pools[p.Key] = p
+	}
+	var offs []domain.Offering
+	if in.svc != nil && in.svc.CanBook() {
+		sctx, cancel := context.WithTimeout(ctx, planSearchTimeout)
+		for _, q := range planner.BlockQueries(in.terms.job, in.now, in.speeds) {
+			q.Regions = in.terms.regions
+			res, err := in.svc.FindOfferings(sctx, q)
+			// A source that did not answer: planned without it, and said.
+			for _, w := range res.Warnings {
+				name := strings.TrimSpace(w.Provider + " " + w.Region)
+				if _, seen := out.failed[name]; !seen {
+					out.failed[name] = fmt.Errorf("offerings of %s for %s: %w", q.GPU, domain.FormatWindow(q.Duration), w.Err)
+				}
+			}
+			if err != nil && len(res.Warnings) == 0 {
+				out.failed["offerings"] = err
+			}
+			for _, o := range res.Offerings {
+				if _, seen := out.offers[o.ID]; !seen {
+					out.offers[o.ID] = o
+					offs = append(offs, o)
+				}
+			}
+		}
+		cancel()
+	}
+	results, err := planner.Plan(in.terms.job, planner.Market{Pools: planner.WithOwn(in.pools, ownFleets(ctx, in.svc, in.now)), Offerings: offs},
+		planner.Options{Runs: in.runs, Seed: 1, Speeds: in.speeds})
+	if err != nil {
+		out.err = planFieldErr(err)
+		return out
+	}
+	planner.Rank(results, in.terms.onTime)
+	out.results = results
+	return out
+}
+
+// ownFleets is what the user's spot fleets met per pool, as `plan` reads it.
+func ownFleets(ctx context.Context, svc *ledger.Service, now time.Time) planner.Own {
+	if svc == nil || svc.Store() == nil {
+		return nil
+	}
+	st := svc.Store()
+	rows, err := st.List(ctx)
+	if err != nil {
+		return nil
+	}
+	var fs []planner.FleetUsage
+	for _, r := range rows {
+		if r.Kind != domain.KindFleet {
+			continue
+		}
+		if rep, _, ok, err := st.LoadUsage(ctx, r.ID); ok && err == nil {
+			fs = append(fs, planner.FleetUsage{Provider: r.Provider, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, Report: rep})
+		}
+	}
+	return planner.OwnFrom(fs, now)
 }

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/job"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
@@ -30,7 +32,7 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 			return nil, notifyErrHere(fmt.Errorf("offering %s is no longer among the plan's: r runs the plan again", r.OfferingID))
 		}
 		v.pending = &planner.Held{Kind: o.Terms().Kind, Model: o.GPU.Model, GPUs: o.GPUCount(), Start: o.Start, End: o.End}
-		a := bookAction(v.svc, v.c.actor, o, now)
+		a := buyAction(v.svc, v.c.actor, o, now, nil, 0)
 		// Notes, not terms: they survive renewed terms.
 		a.notes = append(v.planLines(r), bookNotes(r, o, v.res.terms.job, v.res.pools, now)...)
 		return a, nil
@@ -56,11 +58,7 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 	v.pending = &planner.Held{Kind: domain.KindFleet, Model: p0.GPUModel, GPUs: float64(spec.TargetCapacity) * p0.GPUsPerInstance,
 		Start: domain.Later(spec.Start, now), End: spec.End}
 	desc := v.svc.Describe(spec.Provider)
-	a := launchAction(v.svc, v.c.actor, spec)
-	a.title = fleetTitle(spec, desc.Simulated, now)
-	if spec.Start.After(now) {
-		a.verb, a.sending = "schedule", "scheduling"
-	}
+	a := launchAction(v.svc, v.c.actor, spec, now, "for")
 	a.notes = append(v.planLines(r), fleetNotes(r, spec, left, v.res.pools, now, desc)...)
 	return a, nil
 }
@@ -131,18 +129,6 @@ func planFleet(r planner.Result, pools map[string]planner.Pool, job planner.Job)
 	return spec, left, nil
 }
 
-// fleetTitle says when the fleet starts: at the plan's start, or now.
-func fleetTitle(spec domain.FleetSpec, simulated bool, now time.Time) string {
-	sim := ""
-	if simulated {
-		sim = " (SIMULATED MARKET: nothing real is launched)"
-	}
-	if spec.Start.After(now) {
-		return fmt.Sprintf("Schedule %s in %s for %s?%s", fleetKind(spec), spec.Region, spec.Start.In(now.Location()).Format("Mon 01-02 15:04"), sim)
-	}
-	return fmt.Sprintf("Launch %s in %s?%s", fleetKind(spec), spec.Region, sim)
-}
-
 // fleetNotes are short so that at 80×24 the box shows them whole.
 func fleetNotes(r planner.Result, spec domain.FleetSpec, left []planner.Pool, pools map[string]planner.Pool, now time.Time, desc domain.Descriptor) []string {
 	when := func(t time.Time) string {
@@ -205,10 +191,62 @@ func roundDur(d time.Duration) string {
 	return fmt.Sprintf("%dm", int(d.Round(time.Minute).Minutes()))
 }
 
-func thousands(n int) string {
+// thousands groups a whole number's digits by three: "10,000".
+func thousands[T int | string](n T) string {
 	s := fmt.Sprint(n)
 	for i := len(s) - 3; i > 0; i -= 3 {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// jobAction is b on a strategy a driver carries out (spot, or spot with
+// the on-demand safety net): the plan becomes a job in the ledger, which
+// this process (and any gpumarket that runs) drives. The confirmation
+// holds the whole commitment against the caps and says what happens
+// while no gpumarket runs.
+func (v *planView) jobAction(r planner.Result) *moneyAction {
+	pools := make([]planner.Pool, 0, len(v.res.pools))
+	for _, p := range v.res.pools {
+		pools = append(pools, p)
+	}
+	slices.SortFunc(pools, func(a, b planner.Pool) int { return strings.Compare(a.Key, b.Key) })
+	req := job.Request{Job: v.res.terms.job, Market: planner.Market{Pools: pools}, Strategy: r.Strategy, Actor: v.c.actor,
+		Options: planner.Options{Runs: v.runs, Seed: 1, Speeds: v.speeds}}
+	svc := v.svc
+	return &moneyAction{
+		title: fmt.Sprintf("Start a job carrying out %s?%s", r.Strategy, simLaunch(svc, r.Provider)), verb: "start the job",
+		checking: "planning the job again and checking its hold against the budget", sending: "recording the job",
+		quote: func(ctx context.Context) quoteAnswer {
+			p, err := job.Propose(req)
+			if err != nil {
+				return quoteAnswer{err: err}
+			}
+			ans := quoteAnswer{lines: jobLines(req, p, svc)}
+			if b := svc.Budget(); b.MaxBookingUSD > 0 && p.HoldUSD > b.MaxBookingUSD {
+				ans.err = &ledger.BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: p.HoldUSD}
+				return ans
+			}
+			ans.send = func(ctx context.Context) outcome {
+				j, err := job.Start(ctx, svc, req, p)
+				if err != nil {
+					return outcome{err: err}
+				}
+				return outcome{notice: fmt.Sprintf("job %s recorded: this gpumarket carries it out (Ledger view: Jobs)", short(j.ID))}
+			}
+			return ans
+		},
+	}
+}
+
+// jobLines are the job's terms, the hold first.
+func jobLines(req job.Request, p job.Proposal, svc *ledger.Service) []string {
+	out := []string{
+		fmt.Sprintf("Hold: $%.2f against the budget caps (the plan's p95), counted with every other purchase of the day.", p.HoldUSD),
+		fmt.Sprintf("Plan: expected $%.2f, p95 $%.2f, on time in %.0f %% of the runs.", p.Result.ExpectedCostUSD, p.Result.P95CostUSD, p.Result.OnTimePct),
+		fmt.Sprintf("%s, moving after an interruption, on-demand in time for the deadline where the strategy has it; everything ends when the work is done.",
+			plural(len(p.Live.Lanes), "spot pool")),
+		job.Unattended(job.Every),
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -69,10 +70,7 @@ func planChart(rs []planner.Result, sel int, onTime float64, w, h int, st *style
 	}
 	grid := make([][]string, ph)
 	for i := range grid {
-		grid[i] = make([]string, pw)
-		for j := range grid[i] {
-			grid[i][j] = " "
-		}
+		grid[i] = slices.Repeat([]string{" "}, pw)
 	}
 	tc := -1
 	if nines(onTime) > lo && onTime < 100 {
@@ -108,10 +106,7 @@ func planChart(rs []planner.Result, sel int, onTime float64, w, h int, st *style
 // xAxis is the bottom line: the nines' labels that fit and the threshold.
 func xAxis(pw int, lo, onTime float64, tc int, col func(float64) int) string {
 	line := []rune(strings.Repeat("─", pw))
-	free := make([]bool, pw)
-	for i := range free {
-		free[i] = true
-	}
+	free := slices.Repeat([]bool{true}, pw)
 	// put writes s at at only if it and gap cells around are free.
 	put := func(at int, s string, gap int) bool {
 		r := []rune(s)

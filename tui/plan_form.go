@@ -14,24 +14,6 @@ import (
 	"github.com/gpumarket/gpumarket/tui/widget/form"
 )
 
-// Fields of the Plan view's job form.
-const (
-	pfGPUs = iota
-	pfModels
-	pfHours
-	pfStart
-	pfDeadline
-	pfCheckpointable
-	pfCheckpoint
-	pfChangeover
-	pfRegions
-	pfOnTime
-	numPlanFields
-)
-
-var planFieldNames = [numPlanFields]string{"GPUs", "GPU models", "Hours of work", "Earliest start", "Deadline",
-	"Checkpointable", "Checkpoint every", "Changeover", "Regions", "On time ≥ %"}
-
 // planForm is the job as typed; parse reads it as `gpumarket plan` reads
 // its flags. An empty start is now, empty regions every region shown.
 type planForm struct {
@@ -99,7 +81,7 @@ func planStart(s string, now time.Time) (time.Time, error) {
 	if s == "" || strings.EqualFold(s, "now") {
 		return now.Truncate(time.Minute).Add(time.Minute), nil
 	}
-	return parseStart(s, now)
+	return domain.ParseWhen(s, now)
 }
 
 // parse reads the form, naming the field that is wrong and what it accepts.
@@ -132,14 +114,14 @@ func (f planForm) parse(now time.Time) (planTerms, error) {
 		return t, fmt.Errorf("hours of work %q: want a number of hours above 0, at most %.0f (26 weeks), such as 48", f.hours, planner.MaxSpan.Hours())
 	}
 	if j.Start, err = planStart(f.start, now); err != nil {
-		return t, fmt.Errorf("earliest start %q: want %s, or empty for now", strings.TrimSpace(f.start), startForm)
+		return t, fmt.Errorf("earliest start %q: want %s, or empty for now", strings.TrimSpace(f.start), domain.WhenForm)
 	}
 	d := strings.TrimSpace(f.deadline)
 	if d == "" {
-		return t, fmt.Errorf("deadline: missing; want %s (+3d is from now)", startForm)
+		return t, fmt.Errorf("deadline: missing; want %s (+3d is from now)", domain.WhenForm)
 	}
-	if j.Deadline, err = parseStart(d, now); err != nil {
-		return t, fmt.Errorf("deadline %q: want %s (+3d is from now)", d, startForm)
+	if j.Deadline, err = domain.ParseWhen(d, now); err != nil {
+		return t, fmt.Errorf("deadline %q: want %s (+3d is from now)", d, domain.WhenForm)
 	}
 	j.Checkpointable = f.checkpointable
 	if f.checkpointable {
@@ -219,12 +201,12 @@ func (f planForm) seeded(s planSeed, now time.Time) planForm {
 		return f
 	}
 	if s.latest != "" {
-		if l, err := parseStart(strings.TrimSpace(s.latest), now); err == nil {
+		if l, err := domain.ParseWhen(strings.TrimSpace(s.latest), now); err == nil {
 			f.deadline = l.Add(time.Duration(hours * float64(time.Hour))).In(now.Location()).Format("2006-01-02 15:04")
 			return f
 		}
 	}
-	d, err := parseStart(strings.TrimSpace(f.deadline), now)
+	d, err := domain.ParseWhen(strings.TrimSpace(f.deadline), now)
 	if err != nil || d.Before(start.Add(time.Duration(hours*float64(time.Hour)))) {
 		f.deadline = defaultDeadline(start, hours, now)
 	}
@@ -233,24 +215,22 @@ func (f planForm) seeded(s planSeed, now time.Time) planForm {
 
 // fields are the form's fields, bound to f.
 func (f *planForm) fields() []form.Field {
-	n := planFieldNames
-	return []form.Field{form.Text(n[pfGPUs], &f.gpus), form.Text(n[pfModels], &f.models), form.Text(n[pfHours], &f.hours),
-		form.Text(n[pfStart], &f.start).Empty("now"), form.Text(n[pfDeadline], &f.deadline),
-		form.Toggle(n[pfCheckpointable], "no", "yes", &f.checkpointable), form.Text(n[pfCheckpoint], &f.checkpoint),
-		form.Text(n[pfChangeover], &f.changeover), form.Text(n[pfRegions], &f.regions).Empty("all"), form.Text(n[pfOnTime], &f.onTime)}
+	return []form.Field{form.Text("GPUs", &f.gpus), form.Text("GPU models", &f.models), form.Text("Hours of work", &f.hours),
+		form.Text("Earliest start", &f.start).Empty("now"), form.Text("Deadline", &f.deadline),
+		form.Toggle("Checkpointable", "no", "yes", &f.checkpointable), form.Text("Checkpoint every", &f.checkpoint),
+		form.Text("Changeover", &f.changeover), form.Text("Regions", &f.regions).Empty("all"), form.Text("On time ≥ %", &f.onTime)}
 }
 
-// planHint says what a field takes, its examples dated from now.
-
-func planHint(field int, now time.Time) string {
-	if field == pfStart {
+// planHint says what field i takes; the start's examples are dated from now.
+func planHint(i int, now time.Time) string {
+	if planHints[i] == "" {
 		return domain.WhenExample(now) + " or tomorrow 09:00 (local), +6h, +2d; empty: now"
 	}
-	return planHints[field]
+	return planHints[i]
 }
 
-// planHints say, beside each field, what it takes.
-var planHints = [numPlanFields]string{
+// planHints say, beside each field of fields, what it takes.
+var planHints = []string{
 	"the GPUs the job needs at once, 1-512",
 	"H100, or H100,H200: the hours are measured on the first; the others run at their relative speed (config plan.speed)",
 	"hours of work on the first model, such as 48",

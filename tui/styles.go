@@ -48,18 +48,8 @@ type styles struct {
 // attributes except none at all, so NO_COLOR output carries no escape codes.
 func newStyles(isDark, noColor bool) styles {
 	if noColor {
-		plain := lipgloss.NewStyle()
-		hs := help.Styles{Ellipsis: plain, ShortKey: plain, ShortDesc: plain, ShortSeparator: plain,
-			FullKey: plain, FullDesc: plain, FullSeparator: plain}
-		return styles{
-			noColor: true,
-			title:   plain, tab: plain, activeTab: plain, badgeSim: plain, badgeErr: plain,
-			stale: plain, dim: plain, ok: plain, header: plain, cursor: plain, marked: plain,
-			restricted: plain, calm: plain, rough: plain, footerMsg: plain, footerErr: plain,
-			filter: plain, help: hs,
-			series:      []asciigraph.AnsiColor{asciigraph.Default},
-			seriesStyle: []lipgloss.Style{plain},
-		}
+		// The zero lipgloss.Style is plain (lipgloss.NewStyle), as are the help's.
+		return styles{noColor: true, series: []asciigraph.AnsiColor{asciigraph.Default}, seriesStyle: []lipgloss.Style{{}}}
 	}
 	ld := lipgloss.LightDark(isDark)
 	fg := func(light, dark string) color.Color { return ld(lipgloss.Color(light), lipgloss.Color(dark)) }

@@ -2,6 +2,9 @@ package tui
 
 import (
 	"strings"
+	"unicode/utf8"
+
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpumarket/gpumarket/present"
 )
@@ -91,11 +94,18 @@ func shownWidth[R any](shown []shownCol[R], c *present.Col[R]) int {
 
 func isShown[R any](shown []shownCol[R], c *present.Col[R]) bool { return shownWidth(shown, c) >= 0 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
+// page is the rows [first, end) of n shown in rows lines, cur among them.
+func page(cur, n, rows int) (first, end int) {
+	first = max(0, min(cur-rows+1, n-rows))
+	return first, min(n, first+rows)
+}
+
+// pointed is a list's line after lead: the cursor's marked › and in the cursor style.
+func (st *styles) pointed(lead, text string, cur bool) string {
+	if cur {
+		return lead + "› " + st.cursor.Render(text)
 	}
-	return s
+	return lead + "  " + text
 }
 
 func orDefault(s, d string) string {
@@ -103,4 +113,148 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// fit pads or cuts s to exactly w cells. right aligns numbers.
+func fit(s string, w int, right bool) string {
+	if w <= 0 {
+		return ""
+	}
+	n := cellWidth(s)
+	if n > w {
+		return ansi.Truncate(s, w, "…")
+	}
+	pad := strings.Repeat(" ", w-n)
+	if right {
+		return pad + s
+	}
+	return s + pad
+}
+
+// clip cuts every line of s to w cells and s to h lines, padding it with
+// empty lines to exactly h, so a frame never wraps or scrolls the terminal.
+func clip(s string, w, h int) string {
+	if w <= 0 || h <= 0 {
+		return ""
+	}
+	lines := strings.Split(s, "\n")
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	for i, l := range lines {
+		if len(l) > w && cellWidth(l) > w {
+			lines[i] = ansi.Truncate(l, w, "")
+		}
+	}
+	for len(lines) < h {
+		lines = append(lines, "")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// clipLine cuts a styled line to w cells.
+func clipLine(s string, w int) string { return ansi.Truncate(s, w, "") }
+
+// cellWidth is ansi.StringWidth with a fast path: escape sequences are
+// skipped and runes known to take one cell (Latin, box drawing, blocks,
+// arrows, the glyphs the table uses) are counted without grapheme
+// segmentation, which dominated the frame time. Anything else falls back
+// to ansi.StringWidth.
+func cellWidth(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c == 0x1b { // skip CSI "ESC [ ... final" and other two-byte escapes
+			i++
+			if i < len(s) && s[i] == '[' {
+				i++
+				for i < len(s) && (s[i] < 0x40 || s[i] > 0x7e) {
+					i++
+				}
+				i++
+				continue
+			}
+			return ansi.StringWidth(s)
+		}
+		if c < 0x80 {
+			if c >= 0x20 {
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if narrow(r) {
+			n++
+			i += size
+			continue
+		}
+		return ansi.StringWidth(s)
+	}
+	return n
+}
+
+// paint is a style reduced to the escape codes around its text, so a cell
+// is coloured by two string concatenations instead of a lipgloss Render
+// (which measures and re-parses the text) in the per-row hot path.
+type paint struct{ pre, post string }
+
+func newPaint(render func(...string) string) paint {
+	const mark = "\x00"
+	out := render(mark)
+	i := strings.Index(out, mark)
+	if i < 0 {
+		return paint{}
+	}
+	return paint{pre: out[:i], post: out[i+len(mark):]}
+}
+
+func (p paint) wrap(s string) string {
+	if p.pre == "" && p.post == "" {
+		return s
+	}
+	return p.pre + s + p.post
+}
+
+// narrow reports runes that surely take one cell: Latin-1 and Latin
+// Extended, punctuation, arrows and mathematical operators, box drawing,
+// blocks and geometric shapes (but the two emoji squares), braille (the
+// spinner). Zero-width and emoji ranges are left to ansi.StringWidth.
+func narrow(r rune) bool {
+	switch {
+	case r >= 0xa0 && r < 0x300:
+		return true
+	case r >= 0x2010 && r <= 0x2027, r >= 0x2030 && r <= 0x205e:
+		return true
+	case r >= 0x2070 && r <= 0x22ff:
+		return true
+	case r >= 0x2500 && r <= 0x25ff:
+		return r != 0x25fd && r != 0x25fe
+	case r >= 0x2800 && r <= 0x28ff:
+		return true
+	}
+	return false
+}
+
+// wordwrap is ansi.Wordwrap to w cells without its overhang: ansi lets
+// a line that breaks after a hyphen run one cell past the limit, and clip
+// then cuts the hyphen ("on-demand" read "on demand", "us-west-" lost).
+// Such a text is wrapped a cell narrower, where the hyphen fits; a word
+// longer than the line is broken (ansi.Wrap) rather than cut.
+func wordwrap(s string, w int) string {
+	w = max(w, 1)
+	for limit := w; limit >= max(w-2, 1); limit-- {
+		out := ansi.Wordwrap(s, limit, "")
+		fits := true
+		for _, l := range strings.Split(out, "\n") {
+			if cellWidth(l) > w {
+				fits = false
+				break
+			}
+		}
+		if fits {
+			return out
+		}
+	}
+	return ansi.Hardwrap(s, w, true)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,9 +137,7 @@ func New(opt Options) *Model {
 	if opt.Window <= 0 {
 		opt.Window = 24 * time.Hour
 	}
-	if opt.Window > domain.MaxWindow {
-		opt.Window = domain.MaxWindow
-	}
+	opt.Window = min(opt.Window, domain.MaxWindow)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
@@ -255,13 +254,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		hadHeader := m.headerHeight()
 		m.snap = msg.snap
 		m.simPools = false
-		if m.snap != nil {
-			for i := range m.snap.Pools {
-				if m.snap.Pools[i].Simulated {
-					m.simPools = true
-					break
-				}
-			}
+		for i := 0; m.snap != nil && i < len(m.snap.Pools) && !m.simPools; i++ {
+			m.simPools = m.snap.Pools[i].Simulated
 		}
 		cmds := []tea.Cmd{m.broadcast(msg)}
 		if m.headerHeight() != hadHeader {
@@ -430,17 +424,7 @@ func (m *Model) loading() bool {
 	if m.snap == nil {
 		return m.opt.Hub != nil
 	}
-	for _, s := range m.snap.Sources {
-		if s.State == feed.StateLoading {
-			return true
-		}
-		for _, r := range s.Regions {
-			if r.Loading() {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(m.snap.Sources, sourceLoading)
 }
 
 // View renders the frame: header, the active view, footer.
@@ -489,11 +473,8 @@ func Run(ctx context.Context, opt Options, popts ...tea.ProgramOption) error {
 	opt.Context = sub
 	p := tea.NewProgram(New(opt), append([]tea.ProgramOption{tea.WithContext(ctx)}, popts...)...)
 	_, err := p.Run()
-	if err != nil && errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
 		return nil // the caller ended the session
 	}
-	if err != nil {
-		return err
-	}
-	return nil
+	return err
 }

@@ -25,30 +25,15 @@ type usageLoadedMsg struct {
 	err error
 }
 
-type usageKeys struct {
-	Up, Down, Alert key.Binding
-	global          *globalKeys
-}
-
-// ShortHelp is the view's part of the footer.
-func (k usageKeys) ShortHelp() []key.Binding { return []key.Binding{k.Up, k.Down, k.Alert} }
-
-// FullHelp is the `?` screen.
-func (k usageKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down, k.Alert}, k.global.row(true)}
-}
-
 // usageView shows what was bought and how much of it was used, per ledger
 // row (the five most idle first) and per day as bars of booked, running
 // and busy GPU-hours, then per actor. It only reads: every session,
 // read-only ones too, sees it.
 type usageView struct {
-	owner
-	c     *common
-	ctx   context.Context
+	base
 	tr    *ledger.Tracker
-	keys  usageKeys
-	w, h  int
+	keys  listKeys
+	alert key.Binding
 	rep   ledger.UsageReport
 	cur   int
 	err   string
@@ -64,21 +49,22 @@ type usageView struct {
 func newUsageView(c *common, ctx context.Context, tr *ledger.Tracker) *usageView {
 	alert := key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "idle alert rule"))
 	alert.SetEnabled(c.role != RoleViewer)
-	return &usageView{c: c, ctx: ctx, tr: tr, keys: usageKeys{Up: upKey(), Down: downKey(), Alert: alert, global: &c.keys}}
+	keys := newListKeys(&c.keys, true, nil, nil)
+	// ↑/↓ before a, unlike the other lists.
+	keys.keyMap = keyMap{[]key.Binding{keys.Up, keys.Down, alert}, [][]key.Binding{{keys.Up, keys.Down, alert}, c.keys.row(true)}}
+	return &usageView{base: base{c: c, ctx: ctx}, tr: tr, keys: keys, alert: alert}
 }
 
 func (v *usageView) Title() string { return "Usage" }
 func (v *usageView) KeyMap() help.KeyMap {
 	if v.prompt.open {
-		return newPromptKeys(false)
+		return promptKeys(false)
 	}
 	return v.keys
 }
 
 // capturing: an open prompt has every key, q and tab too.
 func (v *usageView) capturing() bool     { return v.prompt.open }
-func (v *usageView) SetSize(w, h int)    { v.w, v.h = w, h }
-func (v *usageView) escGoesHome()        {}
 func (v *usageView) slashFiltersMarket() {}
 
 func (v *usageView) helpNote() string {
@@ -133,12 +119,7 @@ func (v *usageView) Update(msg tea.Msg) (view, tea.Cmd) {
 		if v.prompt.open {
 			return v, v.prompt.update(v.c, msg)
 		}
-		switch {
-		case key.Matches(msg, v.keys.Up):
-			v.cur = max(v.cur-1, 0)
-		case key.Matches(msg, v.keys.Down):
-			v.cur = min(v.cur+1, max(len(v.rep.Rows)-1, 0))
-		case key.Matches(msg, v.keys.Alert):
+		if !v.keys.move(msg, &v.cur, len(v.rep.Rows)) && key.Matches(msg, v.alert) {
 			return v, v.makeIdleRule()
 		}
 	}
@@ -195,18 +176,14 @@ func (v *usageView) View() string {
 
 	cols := fitTable(present.UsageView, v.w-2)
 	lines = append(lines, "  "+st.header.Render(tableHeader(cols)))
-	first := max(0, min(v.cur-room+1, len(rep.Rows)-room))
-	for i := first; i < len(rep.Rows) && i < first+room; i++ {
+	first, end := page(v.cur, len(rep.Rows), room)
+	for i := first; i < end; i++ {
 		r := &rep.Rows[i]
 		text := tableLine(cols, r)
-		prefix := "  "
-		switch {
-		case i == v.cur:
-			prefix, text = "› ", st.cursor.Render(text)
-		case r.NoMetrics():
+		if i != v.cur && r.NoMetrics() {
 			text = st.stale.Render(text)
 		}
-		lines = append(lines, prefix+text)
+		lines = append(lines, st.pointed("", text, i == v.cur))
 	}
 	// Under the rows: what the cursor's row rests on.
 	cur := rep.Rows[min(v.cur, len(rep.Rows)-1)]
@@ -261,20 +238,9 @@ func usd(v float64) string {
 	if math.IsNaN(v) {
 		return "-"
 	}
-	s := fmt.Sprintf("%.2f", v)
-	whole, cents, _ := strings.Cut(s, ".")
-	neg := strings.HasPrefix(whole, "-")
-	whole = strings.TrimPrefix(whole, "-")
-	var b strings.Builder
-	for i, r := range whole {
-		if i > 0 && (len(whole)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
+	whole, cents, _ := strings.Cut(fmt.Sprintf("%.2f", math.Abs(v)), ".")
+	if math.Signbit(v) {
+		return "-$" + thousands(whole) + "." + cents
 	}
-	out := "$" + b.String() + "." + cents
-	if neg {
-		out = "-" + out
-	}
-	return out
+	return "$" + thousands(whole) + "." + cents
 }

@@ -163,7 +163,7 @@ read at each review; without, progress is counted as the plan models it.`,
 				return usagef("--strategy %q: want one of %s (the strategies `gpumarket plan` prints that a driver carries out)", f.strategy, strings.Join(planner.CarriedOut, ", "))
 			}
 			if math.IsNaN(f.maxUSD) || math.IsInf(f.maxUSD, 0) || f.maxUSD < 0 {
-				return usagef("--max-usd %v: want a limit in dollars ≥ 0 (0: the plan's p95 cost)", f.maxUSD)
+				return usagef("--max-usd %v: want a limit in dollars ≥ 0 (0: the job's work on on-demand alone, or the plan's p95 if larger)", f.maxUSD)
 			}
 			if f.progressFile != "" && f.progressCommand != "" {
 				return usagef("--progress-file and --progress-command together: want one of them")
@@ -219,13 +219,14 @@ func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartF
 	req := job.Request{Job: pj, Market: planner.Market{Pools: planner.WithOwn(e.PlanPools(snap, pj), a.OwnFleets(ctx))}, Strategy: f.strategy, MaxUSD: f.maxUSD,
 		Options: planner.Options{Runs: f.plan.runs, Seed: 1, Speeds: e.PlanSpeeds()}, ProgressFile: f.progressFile,
 		ProgressCommand: f.progressCommand, Actor: app.LocalActor()}
-	p, err := job.Propose(req)
-	if err != nil {
-		return planUsage(err)
-	}
 	svc, err := a.Booking(ps, f.plan.timeout)
 	if err != nil {
 		return err
+	}
+	req.PurchaseCap = svc.Budget().MaxBookingUSD
+	p, err := job.Propose(req)
+	if err != nil {
+		return planUsage(err)
 	}
 	fmt.Fprint(e.errOut, jobSummary(req, p, svc, a.Simulated()))
 	if b := svc.Budget(); b.MaxBookingUSD > 0 && cents(p.HoldUSD) > cents(b.MaxBookingUSD) {
@@ -268,7 +269,11 @@ func jobSummary(req job.Request, p job.Proposal, svc *ledger.Service, simulated 
 	if simulated {
 		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is launched.")
 	}
-	fmt.Fprintf(&b, "Hold: $%.2f against the budget (the larger of the plan's p95 $%.2f and --max-usd $%.2f)\n", p.HoldUSD, p.Result.P95CostUSD, req.MaxUSD)
+	if req.MaxUSD > 0 {
+		fmt.Fprintf(&b, "Hold: $%.2f against the budget (the larger of the plan's p95 $%.2f and --max-usd $%.2f)\n", p.HoldUSD, p.Result.P95CostUSD, req.MaxUSD)
+	} else {
+		fmt.Fprintf(&b, "Hold: $%.2f against the budget (the job's limit: its work on on-demand alone within budget.max_booking_usd, or the plan's p95 $%.2f if larger)\n", p.HoldUSD, p.Result.P95CostUSD)
+	}
 	fmt.Fprintf(&b, "  strategy   %s: expected $%.2f, p95 $%.2f, on time in %.0f%% of the plan's runs\n", req.Strategy,
 		p.Result.ExpectedCostUSD, p.Result.P95CostUSD, p.Result.OnTimePct)
 	fmt.Fprintf(&b, "  job        %d GPUs of %s for %g h of work\n", req.Job.GPUs, strings.Join(req.Job.Models, ","), req.Job.Hours)
@@ -280,11 +285,11 @@ func jobSummary(req job.Request, p job.Proposal, svc *ledger.Service, simulated 
 	if od := p.Live.OnDemand; od != nil {
 		fmt.Fprintf(&b, "  on-demand  %d × %s in %s (%s), $%.2f/h\n", od.Instances, od.InstanceType, od.Region, od.Provider, od.USDHour)
 	}
+	limit := p.HoldUSD
 	if req.MaxUSD > 0 {
-		fmt.Fprintf(&b, "  limit      $%.2f (--max-usd): past it the job ends what runs and fails\n", req.MaxUSD)
-	} else {
-		fmt.Fprintf(&b, "  limit      $%.2f, the p95: about one run in twenty costs more and fails at it; --max-usd gives room\n", p.HoldUSD)
+		limit = req.MaxUSD
 	}
+	fmt.Fprintf(&b, "  limit      $%.2f: past it the job ends what runs and fails; the safety net is not bought if its cost to the end would pass it (--max-usd sets it)\n", limit)
 	if bu := svc.Budget(); bu.MaxDailyUSD > 0 {
 		fmt.Fprintf(&b, "  budget     the hold counts against budget.max_daily_usd $%.2f with every other purchase\n", bu.MaxDailyUSD)
 	}

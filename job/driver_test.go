@@ -267,3 +267,40 @@ func TestSafetyNetPastTheLimitIsNotBought(t *testing.T) {
 		t.Errorf("no failure alert: %q", alerts)
 	}
 }
+
+func TestDefaultLimitAffordsTheSafetyNet(t *testing.T) {
+	w := newSimWorld(t, 2, ledger.Budget{})
+	propose := func(strategy string, maxUSD, purchaseCap float64) job.Proposal {
+		t.Helper()
+		start := w.clk.Now()
+		p, err := job.Propose(job.Request{
+			Job: planner.Job{GPUs: 16, Models: []string{"H100"}, Hours: 48, Start: start, Deadline: start.Add(72 * time.Hour),
+				Checkpointable: true, Checkpoint: 30 * time.Minute, Changeover: 12 * time.Minute},
+			Market: w.planMarket("H100"), Options: planner.Options{Runs: 400}, Strategy: strategy, MaxUSD: maxUSD, PurchaseCap: purchaseCap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := propose(planner.StrategySafetyNet, 0, 0)
+	od := p.Live.OnDemand
+	want := od.USDHour * (48/od.Speed + 0.2)
+	if math.Abs(p.HoldUSD-want) > 0.01 || p.HoldUSD <= p.Result.P95CostUSD {
+		t.Errorf("safety-net job with no --max-usd holds $%.2f (p95 $%.2f); want the work on on-demand alone, $%.2f",
+			p.HoldUSD, p.Result.P95CostUSD, want)
+	}
+	// Within the per-purchase cap, never below the p95.
+	mid := (p.Result.P95CostUSD + want) / 2
+	if c := propose(planner.StrategySafetyNet, 0, mid); math.Abs(c.HoldUSD-mid) > 0.01 {
+		t.Errorf("under a $%.2f purchase cap the job holds $%.2f; want the cap", mid, c.HoldUSD)
+	}
+	if c := propose(planner.StrategySafetyNet, 0, 10); c.HoldUSD != c.Result.P95CostUSD {
+		t.Errorf("under a $10 purchase cap the job holds $%.2f; want its p95 $%.2f (the caps then refuse it)", c.HoldUSD, c.Result.P95CostUSD)
+	}
+	if p := propose(planner.StrategySpotMulti, 0, 0); p.HoldUSD != p.Result.P95CostUSD {
+		t.Errorf("spot-only job holds $%.2f; want its p95 $%.2f (no safety net to pay for)", p.HoldUSD, p.Result.P95CostUSD)
+	}
+	if p := propose(planner.StrategySafetyNet, 100, 0); p.HoldUSD != p.Result.P95CostUSD {
+		t.Errorf("--max-usd 100 holds $%.2f; want the larger of it and the p95 ($%.2f)", p.HoldUSD, p.Result.P95CostUSD)
+	}
+}

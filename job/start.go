@@ -18,9 +18,13 @@ type Request struct {
 	Market   planner.Market
 	Options  planner.Options
 	Strategy string
-	// MaxUSD is the user's limit, 0 for none: the job holds the larger
-	// of it and the plan's p95 against the caps, and fails at it.
+	// MaxUSD is the user's limit, 0 for the default (DefaultLimit): the
+	// job holds the larger of it and the plan's p95 against the caps, and
+	// fails at it.
 	MaxUSD float64
+	// PurchaseCap is budget.max_booking_usd, 0 for none: the default
+	// limit stays within it.
+	PurchaseCap float64
 	// ProgressFile or ProgressCommand is where the job reports its own
 	// hours of work done.
 	ProgressFile, ProgressCommand string
@@ -38,7 +42,7 @@ type Proposal struct {
 // Propose plans the job and says what it would hold, launching nothing.
 func Propose(req Request) (Proposal, error) {
 	if math.IsNaN(req.MaxUSD) || math.IsInf(req.MaxUSD, 0) || req.MaxUSD < 0 {
-		return Proposal{}, &planner.FieldError{Field: "max-usd", Msg: fmt.Sprintf("%v: want a limit in dollars ≥ 0 (0: the plan's p95)", req.MaxUSD)}
+		return Proposal{}, &planner.FieldError{Field: "max-usd", Msg: fmt.Sprintf("%v: want a limit in dollars ≥ 0 (0: the job's work on on-demand alone, or the plan's p95 if larger)", req.MaxUSD)}
 	}
 	res, lj, err := planner.CarryOut(req.Job, req.Market, req.Options, req.Strategy)
 	if err != nil {
@@ -47,7 +51,28 @@ func Propose(req Request) (Proposal, error) {
 	if math.IsNaN(res.P95CostUSD) || math.IsInf(res.P95CostUSD, 0) {
 		return Proposal{}, fmt.Errorf("the plan's p95 cost of %s is unknown: nothing to hold against the budget", req.Strategy)
 	}
-	return Proposal{Result: res, Live: lj, HoldUSD: ledger.JobHold(res.P95CostUSD, req.MaxUSD)}, nil
+	hold := ledger.JobHold(res.P95CostUSD, req.MaxUSD)
+	if req.MaxUSD == 0 {
+		hold = DefaultLimit(res, lj, req.PurchaseCap)
+	}
+	return Proposal{Result: res, Live: lj, HoldUSD: hold}, nil
+}
+
+// DefaultLimit is a job's limit when the user names none: the plan's p95,
+// or, where the strategy has an on-demand safety net, what the whole work
+// costs on it alone if that is more, within the per-purchase cap (0: none).
+// A p95 limit stops one run in twenty, most once the safety net is due:
+// the deadline the plan promised, lost to a figure the user never chose.
+func DefaultLimit(res planner.Result, lj planner.LiveJob, purchaseCap float64) float64 {
+	od := lj.OnDemand
+	if od == nil || od.Speed <= 0 {
+		return res.P95CostUSD
+	}
+	limit := od.USDHour * (lj.Work/od.Speed + lj.D)
+	if purchaseCap > 0 {
+		limit = math.Min(limit, purchaseCap)
+	}
+	return math.Max(res.P95CostUSD, limit)
 }
 
 // Start records the proposed job in the ledger, its hold checked against

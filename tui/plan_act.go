@@ -214,6 +214,7 @@ func (v *planView) jobAction(r planner.Result) *moneyAction {
 	req := job.Request{Job: v.res.terms.job, Market: planner.Market{Pools: pools}, Strategy: r.Strategy, Actor: v.c.actor,
 		Options: planner.Options{Runs: v.runs, Seed: 1, Speeds: v.speeds}}
 	svc := v.svc
+	req.PurchaseCap = svc.Budget().MaxBookingUSD
 	return &moneyAction{
 		title: fmt.Sprintf("Start a job carrying out %s?%s", r.Strategy, simLaunch(svc, r.Provider)), verb: "start the job",
 		checking: "planning the job again and checking its hold against the budget", sending: "recording the job",
@@ -242,7 +243,7 @@ func (v *planView) jobAction(r planner.Result) *moneyAction {
 // jobLines are the job's terms, the hold first.
 func jobLines(req job.Request, p job.Proposal, svc *ledger.Service) []string {
 	out := []string{
-		fmt.Sprintf("Hold: $%.2f against the budget caps (the plan's p95), counted with every other purchase of the day. It is the job's limit: about one run in twenty costs more and fails at it (job start --max-usd gives room).", p.HoldUSD),
+		fmt.Sprintf("Hold: $%.2f against the budget caps, counted with every other purchase of the day. It is the job's limit: its work on on-demand alone within budget.max_booking_usd, or the plan's p95 if larger (job start --max-usd sets another).", p.HoldUSD),
 		fmt.Sprintf("Plan: expected $%.2f, p95 $%.2f, on time in %.0f %% of the runs.", p.Result.ExpectedCostUSD, p.Result.P95CostUSD, p.Result.OnTimePct),
 		fmt.Sprintf("%s, moving after an interruption, on-demand in time for the deadline where the strategy has it; everything ends when the work is done.",
 			plural(len(p.Live.Lanes), "spot pool")),

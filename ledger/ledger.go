@@ -349,11 +349,8 @@ func inStates(states []string) (string, []any) {
 	if len(states) == 0 {
 		return "", nil
 	}
-	args := make([]any, len(states))
-	for i, st := range states {
-		args[i] = st
-	}
-	return `WHERE state IN (?` + strings.Repeat(",?", len(states)-1) + `)`, args
+	ph, args := sqlitedb.In(states)
+	return `WHERE state IN (` + ph + `)`, args
 }
 
 // rows reads the ledger rows the clause (WHERE …, ORDER BY …) picks.

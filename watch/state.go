@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/gpumarket/gpumarket/internal/sqlitedb"
@@ -335,7 +334,7 @@ func (s *State) claim(ctx context.Context, channels []string, owner string, now 
 	if len(channels) == 0 {
 		return nil, nil
 	}
-	ph, chans := placeholders(channels)
+	ph, chans := sqlitedb.In(channels)
 	args := append([]any{DeliverySending, owner, fmtTime(now.Add(lease)), fmtTime(now)}, chans...)
 	args = append(args, DeliveryPending, fmtTime(now), DeliverySending, fmtTime(now), limit)
 	rows, err := s.db.QueryContext(ctx, `UPDATE deliveries SET state = ?, owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
@@ -388,21 +387,12 @@ func (s *State) release(ctx context.Context, d delivery, owner string) error {
 	return nil
 }
 
-// placeholders is "?,?,…" for IN (…) and the channels as its arguments.
-func placeholders(channels []string) (string, []any) {
-	args := make([]any, len(channels))
-	for i, c := range channels {
-		args[i] = c
-	}
-	return strings.TrimSuffix(strings.Repeat("?,", len(channels)), ","), args
-}
-
 // owed counts the unsettled deliveries and when the next one is due.
 func (s *State) owed(ctx context.Context, channels []string) (n int, next time.Time, err error) {
 	if len(channels) == 0 {
 		return 0, time.Time{}, nil
 	}
-	ph, chans := placeholders(channels)
+	ph, chans := sqlitedb.In(channels)
 	args := append([]any{DeliveryPending, DeliverySending}, chans...)
 	var due sql.NullString
 	err = s.db.QueryRowContext(ctx, `SELECT COUNT(*), MIN(CASE WHEN state = 'pending' THEN next_at END) FROM deliveries WHERE state IN (?, ?) AND channel IN (`+ph+`)`, args...).Scan(&n, &due)

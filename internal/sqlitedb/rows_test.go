@@ -53,3 +53,12 @@ func TestAllReadsEveryRowOrNone(t *testing.T) {
 		t.Fatalf("All over a query failing at row 3 = %q, %v; want no rows and the error", got, err)
 	}
 }
+
+func TestInListsEveryValue(t *testing.T) {
+	if ph, args := In([]string{"a", "b", "c"}); ph != "?,?,?" || len(args) != 3 || args[2] != "c" {
+		t.Fatalf("In(a, b, c) = %q %v", ph, args)
+	}
+	if ph, args := In([]int{}); ph != "" || len(args) != 0 {
+		t.Fatalf("In() = %q %v", ph, args)
+	}
+}

@@ -137,12 +137,15 @@ func (cl *cli) jobStartCmd() *cobra.Command {
 		Short: "Plan a job and start carrying it out with one strategy (asks for a yes first)",
 		Long: `job start plans the job as ` + "`gpumarket plan`" + ` does (the same flags), takes the
 row of --strategy, shows its expected and p95 cost and on-time share, and holds
-the whole commitment — the p95 cost or --max-usd, whichever is larger —
-against budget.max_booking_usd and budget.max_daily_usd. Asked yes (or with
+the whole commitment — the p95 cost or --max-usd, whichever is larger; without
+--max-usd, for a strategy with an on-demand safety net, the whole work on
+on-demand alone (within budget.max_booking_usd) if that is more — against
+budget.max_booking_usd and budget.max_daily_usd. Asked yes (or with
 --yes) it records the job and prints it; a driver launches from its start.
 
 The job fails, ending everything it runs, when what it spent would pass
---max-usd (or, without one, its hold). --progress-file or --progress-command
+--max-usd (or, without one, its hold), or when the safety net it is due to
+launch would cost more than that to the end. --progress-file or --progress-command
 names where the job reports its hours of work done (` + job.ProgressForm + `),
 read at each review; without, progress is counted as the plan models it.`,
 		Example: `  gpumarket job start --gpus 16 --gpu H100 --hours 48 --deadline +72h --strategy spot+od-planner --dry-run
@@ -163,7 +166,7 @@ read at each review; without, progress is counted as the plan models it.`,
 				return usagef("--strategy %q: want one of %s (the strategies `gpumarket plan` prints that a driver carries out)", f.strategy, strings.Join(planner.CarriedOut, ", "))
 			}
 			if math.IsNaN(f.maxUSD) || math.IsInf(f.maxUSD, 0) || f.maxUSD < 0 {
-				return usagef("--max-usd %v: want a limit in dollars ≥ 0 (0: the job's work on on-demand alone, or the plan's p95 if larger)", f.maxUSD)
+				return usagef("--max-usd %v: want %s", f.maxUSD, job.MaxUSDForm)
 			}
 			if f.progressFile != "" && f.progressCommand != "" {
 				return usagef("--progress-file and --progress-command together: want one of them")
@@ -190,7 +193,7 @@ read at each review; without, progress is counted as the plan models it.`,
 	fl.DurationVar(&f.plan.changeover, "changeover", 0, "wall time a start or switch costs (default: config plan.changeover, else 12m)")
 	fl.IntVar(&f.plan.runs, "runs", 10000, "Monte Carlo runs of the plan")
 	fl.StringVar(&f.strategy, "strategy", planner.StrategySafetyNet, "the strategy to carry out: "+strings.Join(planner.CarriedOut, ", "))
-	fl.Float64Var(&f.maxUSD, "max-usd", 0, "the most the job may spend (0: its p95 cost); it is held against the budget caps")
+	fl.Float64Var(&f.maxUSD, "max-usd", 0, "the most the job may spend (0: its work on on-demand alone, or its p95 cost if larger); it is held against the budget caps")
 	fl.StringVar(&f.progressFile, "progress-file", "", "a file where the job writes its hours of work done")
 	fl.StringVar(&f.progressCommand, "progress-command", "", "a shell command that prints the job's hours of work done")
 	fl.BoolVar(&f.yes, "yes", false, "start without asking (required when stdin is not a terminal)")

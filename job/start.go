@@ -42,7 +42,7 @@ type Proposal struct {
 // Propose plans the job and says what it would hold, launching nothing.
 func Propose(req Request) (Proposal, error) {
 	if math.IsNaN(req.MaxUSD) || math.IsInf(req.MaxUSD, 0) || req.MaxUSD < 0 {
-		return Proposal{}, &planner.FieldError{Field: "max-usd", Msg: fmt.Sprintf("%v: want a limit in dollars ≥ 0 (0: the job's work on on-demand alone, or the plan's p95 if larger)", req.MaxUSD)}
+		return Proposal{}, &planner.FieldError{Field: "max-usd", Msg: fmt.Sprintf("%v: want %s", req.MaxUSD, MaxUSDForm)}
 	}
 	res, lj, err := planner.CarryOut(req.Job, req.Market, req.Options, req.Strategy)
 	if err != nil {
@@ -57,6 +57,9 @@ func Propose(req Request) (Proposal, error) {
 	}
 	return Proposal{Result: res, Live: lj, HoldUSD: hold}, nil
 }
+
+// MaxUSDForm is what --max-usd accepts.
+const MaxUSDForm = "a limit in dollars ≥ 0 (0: the job's work on on-demand alone, or the plan's p95 if larger)"
 
 // DefaultLimit is a job's limit when the user names none: the plan's p95,
 // or, where the strategy has an on-demand safety net, what the whole work

@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"regexp"
 	"strings"
 	"testing"
@@ -796,5 +797,40 @@ func TestPlanRowOverCapSaysSo(t *testing.T) {
 	r := f.selectStrategy(t, planner.StrategyBlock)
 	if r.ExpectedCostUSD <= 1000 || !strings.Contains(flat(f.screen()), "over max_booking_usd: b would be refused (config budget.max_booking_usd)") {
 		t.Fatalf("a $%.2f block under a $1000 cap:\n%s", r.ExpectedCostUSD, f.screen())
+	}
+}
+
+// TestPlanJobHoldsWithinThePurchaseCap: a safety-net job holds its work on
+// on-demand alone, or the purchase cap if that is less (never below p95),
+// and is started, not refused, under such a cap.
+func TestPlanJobHoldsWithinThePurchaseCap(t *testing.T) {
+	start := func(budget ledger.Budget) ledger.Job {
+		t.Helper()
+		f := newMoneyFixture(t, RoleBooker, budget)
+		f.show(t, "Plan")
+		f.plan().runs = testRuns
+		f.job16()
+		press(f.m, "r")
+		f.selectStrategy(t, planner.StrategySafetyNet)
+		f.m.Update(tea.WindowSizeMsg{Width: 100, Height: 50})
+		press(f.m, "b")
+		for i := 0; i < 10 && !strings.Contains(f.screen(), "Type y then enter to start the job"); i++ {
+			press(f.m, "pgdown")
+		}
+		press(f.m, "y", "enter")
+		js, err := f.st.ListJobs(context.Background())
+		if err != nil || len(js) != 1 {
+			t.Fatalf("jobs %+v %v\n%s", js, err, f.screen())
+		}
+		return js[0]
+	}
+	free := start(ledger.Budget{})
+	if free.HoldUSD <= free.Plan.P95USD {
+		t.Fatalf("no cap: hold $%.2f, p95 $%.2f; want the work on on-demand alone, above the p95", free.HoldUSD, free.Plan.P95USD)
+	}
+	limit := math.Round((free.HoldUSD + free.Plan.P95USD) / 2)
+	capped := start(ledger.Budget{MaxBookingUSD: limit})
+	if math.Abs(capped.HoldUSD-limit) > 0.01 {
+		t.Fatalf("under max_booking_usd $%.2f the job holds $%.2f; want the cap", limit, capped.HoldUSD)
 	}
 }

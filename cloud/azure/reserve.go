@@ -236,11 +236,8 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 		return domain.Booking{}, refuse("azure booking %s: nothing was requested: %w", o.ID, err)
 	}
 	if pl.found != nil {
-		got := bookingFrom(pl.found, o.Region)
-		if got.End.IsZero() && !got.Start.IsZero() {
-			got.End = got.Start.Add(window)
-		}
-		got.CostUSD, got.DryRun = o.UpfrontUSD, req.DryRun
+		got := bookedFrom(pl.found, o)
+		got.DryRun = req.DryRun
 		got.Message = fmt.Sprintf("capacity reservation %s in group %s was already made from offering %s (for ledger row %q): answered with it; nothing was bought again",
 			deref(pl.found.Name), pl.group, o.ID, tagOf(pl.found.Tags, TagRef))
 		return got, nil
@@ -343,6 +340,16 @@ func bookingFrom(r *armcompute.CapacityReservation, region string) domain.Bookin
 	return b
 }
 
+// bookedFrom reads a reservation made from o: Azure keeps neither its end (else o's window) nor its cost.
+func bookedFrom(r *armcompute.CapacityReservation, o domain.Offering) domain.Booking {
+	b := bookingFrom(r, o.Region)
+	if b.End.IsZero() && !b.Start.IsZero() {
+		b.End = b.Start.Add(o.End.Sub(o.Start))
+	}
+	b.CostUSD = o.UpfrontUSD
+	return b
+}
+
 // ledgerState maps an ARM provisioning state onto the ledger's: Failed and
 // Canceled hold nothing; Creating, Updating and the like are work in progress.
 func ledgerState(provisioning string) string {
@@ -382,11 +389,7 @@ func (p *Provider) FindBooking(ctx context.Context, req domain.BookRequest) (*do
 			if !matchesRequest(r, req) {
 				continue
 			}
-			b := bookingFrom(r, o.Region)
-			if b.End.IsZero() && !b.Start.IsZero() {
-				b.End = b.Start.Add(o.End.Sub(o.Start))
-			}
-			b.CostUSD = o.UpfrontUSD
+			b := bookedFrom(r, o)
 			return &b, nil
 		}
 	}

@@ -3,6 +3,7 @@ package azure
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -179,7 +180,7 @@ func (p *Provider) validateSize(ctx context.Context, c *armClients, region, size
 			if z == "" {
 				continue
 			}
-			if len(s.Zones) > 0 && !contains(s.Zones, z) {
+			if len(s.Zones) > 0 && !slices.Contains(s.Zones, z) {
 				return s, fmt.Errorf("%s is not offered in %s zone %s (zones: %s)", s.Name, region, z, strings.Join(s.Zones, ", "))
 			}
 			if s.Restricted(z) {
@@ -266,13 +267,4 @@ func (p *Provider) checkQuota(ctx context.Context, c *armClients, region string,
 		notes = append(notes, fmt.Sprintf("quota %s %d+%d of %d vCPUs", e.name, e.used, need, e.limit))
 	}
 	return strings.Join(notes, ", "), nil
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

@@ -83,7 +83,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 	from, to := startRange(q, p.now())
 	fanout.Each(len(asks), 4, func(i int) {
 		a := asks[i]
-		offs, err := p.advise(ctx, a.region, a.m, a.n, from, to, q.Duration)
+		offs, err := p.advise(ctx, a.region, a.m, a.n, from, to, q.Duration, q.FlexDuration)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -91,7 +91,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 			return
 		}
 		for _, o := range offs {
-			if (!o.FlexLength || q.FlexDuration > 0) && priced(book, a.m, &o) {
+			if (o.End.Sub(o.Start)-q.Duration).Abs() <= q.FlexDuration && priced(book, a.m, &o) {
 				out = append(out, o)
 			}
 		}
@@ -141,10 +141,11 @@ func startRange(q domain.OfferingQuery, now time.Time) (from, to time.Time) {
 	return from, to
 }
 
-// advise asks for windows of n machines lasting d starting in [from, to], in
-// any zone of region not denied.
-func (p *Provider) advise(ctx context.Context, region string, m machine, n int64, from, to time.Time, d time.Duration, deny ...string) ([]domain.Offering, error) {
-	secs := strconv.FormatInt(int64(d/time.Second), 10) + "s"
+// advise asks for windows of n machines lasting d (give or take flex, within
+// calendar mode's lengths) starting in [from, to], in any zone of region not denied.
+func (p *Provider) advise(ctx context.Context, region string, m machine, n int64, from, to time.Time, d, flex time.Duration, deny ...string) ([]domain.Offering, error) {
+	secs := func(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) + "s" }
+	flex = flex.Truncate(24 * time.Hour) // calendar mode sells whole days
 	spec := &compute.FutureResourcesSpec{
 		DeploymentType: "DENSE",
 		TargetResources: &compute.FutureResourcesSpecTargetResources{
@@ -152,7 +153,7 @@ func (p *Provider) advise(ctx context.Context, region string, m machine, n int64
 		},
 		TimeRangeSpec: &compute.FlexibleTimeRange{
 			StartTimeNotEarlierThan: from.Format(time.RFC3339), StartTimeNotLaterThan: to.Format(time.RFC3339),
-			MinDuration: secs, MaxDuration: secs,
+			MinDuration: secs(max(d-flex, 24*time.Hour)), MaxDuration: secs(min(d+flex, domain.CalendarTerms.MaxDuration)),
 		},
 	}
 	if len(deny) > 0 {
@@ -220,7 +221,7 @@ func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (doma
 			others = append(others, x.Zone)
 		}
 	}
-	offs, err := p.advise(ctx, o.Region, m, int64(o.InstanceCount), o.Start, o.Start, o.End.Sub(o.Start), others...)
+	offs, err := p.advise(ctx, o.Region, m, int64(o.InstanceCount), o.Start, o.Start, o.End.Sub(o.Start), 0, others...)
 	if err != nil {
 		return domain.Offering{}, err
 	}

@@ -163,7 +163,12 @@ func (s *Server) acceleratorTypes(w http.ResponseWriter, r *http.Request) {
 // map") it recommends windows starting at 00:00 UTC in the start range,
 // in a zone whose capacity holds the count beside the future
 // reservations already there; zones that cannot are in otherLocations
-// with NO_CAPACITY.
+// with NO_CAPACITY. A window lasts from minDuration to maxDuration
+// (FlexibleTimeRange: "a flexible time range with flexible start time
+// and duration"; gcloud's example asks --duration-range=min=7d,max=14d):
+// the fake recommends the longest, in whole days, the zone holds; a
+// minimum over the maximum is "a contradictory time range that cannot be
+// matched by any Interval. This causes a validation error."
 func (s *Server) calendarMode(w http.ResponseWriter, r *http.Request, region string) {
 	var req compute.CalendarModeAdviceRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.FutureResourcesSpecs) != 1 {
@@ -182,9 +187,10 @@ func (s *Server) calendarMode(w http.ResponseWriter, r *http.Request, region str
 	}
 	from, err1 := time.Parse(time.RFC3339, tr.StartTimeNotEarlierThan)
 	to, err2 := time.Parse(time.RFC3339, tr.StartTimeNotLaterThan)
-	dur, err3 := time.ParseDuration(tr.MinDuration)
-	if err1 != nil || err2 != nil || err3 != nil || tr.MaxDuration != tr.MinDuration {
-		writeError(w, apiError{code: 400, reason: "invalid", status: "INVALID_ARGUMENT", msg: "timeRangeSpec: want RFC 3339 start bounds and a duration such as \"172800s\"."})
+	minDur, err3 := time.ParseDuration(tr.MinDuration)
+	maxDur, err4 := time.ParseDuration(tr.MaxDuration)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || minDur > maxDur {
+		writeError(w, apiError{code: 400, reason: "invalid", status: "INVALID_ARGUMENT", msg: "timeRangeSpec: want RFC 3339 start bounds and durations such as \"172800s\", minDuration not over maxDuration."})
 		return
 	}
 	want := sku.SpecificSkuResources.InstanceCount
@@ -196,15 +202,20 @@ func (s *Server) calendarMode(w http.ResponseWriter, r *http.Request, region str
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ; !start.After(to) && len(resp.Recommendations) < 3; start = start.Add(24 * time.Hour) {
-		rec := compute.FutureResourcesRecommendation{StartTime: start.Format(time.RFC3339), EndTime: start.Add(dur).Format(time.RFC3339),
+		rec := compute.FutureResourcesRecommendation{StartTime: start.Format(time.RFC3339),
 			RecommendationType: "FUTURE_RESERVATION", OtherLocations: map[string]compute.FutureResourcesRecommendationOtherLocation{}}
 		for _, z := range s.opt.Zones {
 			if !strings.HasPrefix(z.Name, region+"-") || !allowed(spec.LocationPolicy, z.Name) {
 				continue
 			}
-			free := int64(z.CalendarCapacity[sku.SpecificSkuResources.MachineType]) - s.heldLocked(z.Name, sku.SpecificSkuResources.MachineType, start, start.Add(dur))
+			free, dur := int64(0), maxDur
+			for ; dur >= minDur; dur -= 24 * time.Hour {
+				if free = int64(z.CalendarCapacity[sku.SpecificSkuResources.MachineType]) - s.heldLocked(z.Name, sku.SpecificSkuResources.MachineType, start, start.Add(dur)); free >= want {
+					break
+				}
+			}
 			if rec.Location == "" && free >= want {
-				rec.Location = "zones/" + z.Name
+				rec.Location, rec.EndTime = "zones/"+z.Name, start.Add(dur).Format(time.RFC3339)
 				rec.RecommendationId = fmt.Sprintf("%08x-0000-4000-8000-%012x", start.Unix(), len(s.ops))
 				continue
 			}

@@ -1,13 +1,13 @@
 package gcp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"math"
 	"path"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -82,22 +82,42 @@ const machineFilter = `name eq "(a2|a3|g2)-.*|n1-standard-(4|8|16|32|64)"`
 
 // machines lists every zone's GPU machines, kept for ListTTL.
 func (p *Provider) machines(ctx context.Context) ([]machine, error) {
+	return keep(p, &p.types, func() ([]machine, error) { return p.listMachines(ctx) })
+}
+
+// keep returns *c while younger than ListTTL, else what load returns, kept.
+func keep[T any](p *Provider, c *cached[T], load func() (T, error)) (T, error) {
 	p.mu.Lock()
-	c := p.types
+	v, at := c.v, c.at
 	p.mu.Unlock()
-	if c.v != nil && p.now().Sub(c.at) < p.opt.ListTTL {
-		return c.v, nil
+	if !at.IsZero() && p.now().Sub(at) < p.opt.ListTTL {
+		return v, nil
 	}
+	v, err := load()
+	if err != nil {
+		return v, err
+	}
+	p.mu.Lock()
+	*c = cached[T]{v, p.now()}
+	p.mu.Unlock()
+	return v, nil
+}
+
+// zoneOf is an aggregated list item's zone, else its scope's ("zones/us-central1-a").
+func zoneOf(zone, scope string) string {
+	if zone == "" {
+		return path.Base(scope)
+	}
+	return path.Base(zone)
+}
+
+func (p *Provider) listMachines(ctx context.Context) ([]machine, error) {
 	types := map[string][]*compute.MachineType{} // by zone
 	err := p.compute.MachineTypes.AggregatedList(p.project).Filter(machineFilter).
 		Pages(ctx, func(l *compute.MachineTypeAggregatedList) error {
 			for scope, sl := range l.Items {
 				for _, mt := range sl.MachineTypes {
-					z := mt.Zone
-					if z == "" {
-						z = path.Base(scope)
-					}
-					types[z] = append(types[z], mt)
+					types[zoneOf(mt.Zone, scope)] = append(types[zoneOf(mt.Zone, scope)], mt)
 				}
 			}
 			return nil
@@ -110,10 +130,7 @@ func (p *Provider) machines(ctx context.Context) ([]machine, error) {
 		Pages(ctx, func(l *compute.AcceleratorTypeAggregatedList) error {
 			for scope, sl := range l.Items {
 				for _, at := range sl.AcceleratorTypes {
-					z := at.Zone
-					if z == "" {
-						z = path.Base(scope)
-					}
+					z := zoneOf(at.Zone, scope)
 					if cards[z] == nil {
 						cards[z] = map[string]bool{}
 					}
@@ -131,18 +148,10 @@ func (p *Provider) machines(ctx context.Context) ([]machine, error) {
 			if mt.Deprecated != nil && mt.Deprecated.State != "" && mt.Deprecated.State != "ACTIVE" {
 				continue
 			}
-			out = append(out, machinesOf(path.Base(zone), mt, cards[path.Base(zone)])...)
+			out = append(out, machinesOf(zone, mt, cards[zone])...)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Zone != out[j].Zone {
-			return out[i].Zone < out[j].Zone
-		}
-		return out[i].Type < out[j].Type
-	})
-	p.mu.Lock()
-	p.types = cached[[]machine]{out, p.now()}
-	p.mu.Unlock()
+	slices.SortFunc(out, func(a, b machine) int { return cmp.Or(strings.Compare(a.Zone, b.Zone), strings.Compare(a.Type, b.Type)) })
 	return out, nil
 }
 

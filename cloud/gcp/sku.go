@@ -119,12 +119,10 @@ func hourly(s *billing.Sku, p part) (float64, bool) {
 
 // priceBook reads the Compute Engine SKUs (every page), kept for ListTTL.
 func (p *Provider) priceBook(ctx context.Context) (*priceBook, error) {
-	p.mu.Lock()
-	c := p.prices
-	p.mu.Unlock()
-	if c.v != nil && p.now().Sub(c.at) < p.opt.ListTTL {
-		return c.v, nil
-	}
+	return keep(p, &p.prices, func() (*priceBook, error) { return p.readPriceBook(ctx) })
+}
+
+func (p *Provider) readPriceBook(ctx context.Context) (*priceBook, error) {
 	b := &priceBook{usd: map[skuKey]float64{}, legacy: map[skuKey]bool{}}
 	err := p.billing.Services.Skus.List(computeService).CurrencyCode("USD").PageSize(5000).
 		Pages(ctx, func(r *billing.ListSkusResponse) error {
@@ -136,9 +134,6 @@ func (p *Provider) priceBook(ctx context.Context) (*priceBook, error) {
 	if err != nil {
 		return nil, apiErr("list Compute Engine SKUs", err)
 	}
-	p.mu.Lock()
-	p.prices = cached[*priceBook]{b, p.now()}
-	p.mu.Unlock()
 	return b, nil
 }
 

@@ -151,7 +151,9 @@ func (p *Provider) listMachines(ctx context.Context) ([]machine, error) {
 			out = append(out, machinesOf(zone, mt, cards[zone])...)
 		}
 	}
-	slices.SortFunc(out, func(a, b machine) int { return cmp.Or(strings.Compare(a.Zone, b.Zone), strings.Compare(a.Type, b.Type)) })
+	slices.SortFunc(out, func(a, b machine) int {
+		return cmp.Or(strings.Compare(a.Zone, b.Zone), strings.Compare(a.Type, b.Type))
+	})
 	return out, nil
 }
 

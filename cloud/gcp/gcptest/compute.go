@@ -75,15 +75,33 @@ type scoped[T any] struct {
 	item  T
 }
 
-// aggregatedPage pages an aggregated list and groups the page by scope.
-func aggregatedPage[T any](s *Server, w http.ResponseWriter, r *http.Request, all []scoped[T]) (map[string][]T, string, bool) {
+// perZone is every zone's names that re matches, each made an item of the zone's scope.
+func perZone[T any](s *Server, re *regexp.Regexp, names func(Zone) []string, item func(z Zone, name string) T) []scoped[T] {
+	var all []scoped[T]
+	for _, z := range s.opt.Zones {
+		for _, name := range names(z) {
+			if re.MatchString(name) {
+				all = append(all, scoped[T]{"zones/" + z.Name, item(z, name)})
+			}
+		}
+	}
+	return all
+}
+
+// aggregatedPage pages an aggregated list and groups the page by scope, each
+// scope's items in the API's scoped list.
+func aggregatedPage[T, L any](s *Server, w http.ResponseWriter, r *http.Request, all []scoped[T], list func([]T) L) (map[string]L, string, bool) {
 	from, to, next, ok := s.page(w, r, len(all), "maxResults")
 	if !ok {
 		return nil, "", false
 	}
-	items := map[string][]T{}
+	byScope := map[string][]T{}
 	for _, e := range all[from:to] {
-		items[e.scope] = append(items[e.scope], e.item)
+		byScope[e.scope] = append(byScope[e.scope], e.item)
+	}
+	items := map[string]L{}
+	for k, v := range byScope {
+		items[k] = list(v)
 	}
 	return items, next, true
 }
@@ -107,24 +125,17 @@ func (s *Server) machineTypes(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var all []scoped[*compute.MachineType]
-	for _, z := range s.opt.Zones {
-		for _, name := range z.MachineTypes {
-			if re.MatchString(name) {
-				mt := *machineTypes[name]
-				mt.Zone = z.Name
-				mt.SelfLink = s.URL + "/compute/v1/projects/" + Project + "/zones/" + z.Name + "/machineTypes/" + name
-				all = append(all, scoped[*compute.MachineType]{"zones/" + z.Name, &mt})
-			}
-		}
-	}
-	byScope, next, ok := aggregatedPage(s, w, r, all)
+	all := perZone(s, re, func(z Zone) []string { return z.MachineTypes }, func(z Zone, name string) *compute.MachineType {
+		mt := *machineTypes[name]
+		mt.Zone = z.Name
+		mt.SelfLink = s.URL + "/compute/v1/projects/" + Project + "/zones/" + z.Name + "/machineTypes/" + name
+		return &mt
+	})
+	items, next, ok := aggregatedPage(s, w, r, all, func(v []*compute.MachineType) compute.MachineTypesScopedList {
+		return compute.MachineTypesScopedList{MachineTypes: v}
+	})
 	if !ok {
 		return
-	}
-	items := map[string]compute.MachineTypesScopedList{}
-	for k, v := range byScope {
-		items[k] = compute.MachineTypesScopedList{MachineTypes: v}
 	}
 	writeJSON(w, compute.MachineTypeAggregatedList{Kind: "compute#machineTypeAggregatedList", Items: items, NextPageToken: next})
 }
@@ -136,22 +147,14 @@ func (s *Server) acceleratorTypes(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var all []scoped[*compute.AcceleratorType]
-	for _, z := range s.opt.Zones {
-		for _, name := range z.Accelerators {
-			if re.MatchString(name) {
-				all = append(all, scoped[*compute.AcceleratorType]{"zones/" + z.Name,
-					&compute.AcceleratorType{Kind: "compute#acceleratorType", Name: name, Zone: z.Name, MaximumCardsPerInstance: 8, Description: name}})
-			}
-		}
-	}
-	byScope, next, ok := aggregatedPage(s, w, r, all)
+	all := perZone(s, re, func(z Zone) []string { return z.Accelerators }, func(z Zone, name string) *compute.AcceleratorType {
+		return &compute.AcceleratorType{Kind: "compute#acceleratorType", Name: name, Zone: z.Name, MaximumCardsPerInstance: 8, Description: name}
+	})
+	items, next, ok := aggregatedPage(s, w, r, all, func(v []*compute.AcceleratorType) compute.AcceleratorTypesScopedList {
+		return compute.AcceleratorTypesScopedList{AcceleratorTypes: v}
+	})
 	if !ok {
 		return
-	}
-	items := map[string]compute.AcceleratorTypesScopedList{}
-	for k, v := range byScope {
-		items[k] = compute.AcceleratorTypesScopedList{AcceleratorTypes: v}
 	}
 	writeJSON(w, compute.AcceleratorTypeAggregatedList{Kind: "compute#acceleratorTypeAggregatedList", Items: items, NextPageToken: next})
 }

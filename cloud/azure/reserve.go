@@ -83,20 +83,20 @@ func resourceName(ref, fallback string) string {
 
 // groupsIn lists the resource group's reservation groups that keep accepts; none if it is missing.
 func (p *Provider) groupsIn(ctx context.Context, c *armClients, keep func(string) bool) ([]string, error) {
+	gs, err := listAll(ctx, c.groups.NewListByResourceGroupPager(c.resGroup, nil),
+		func(p armcompute.CapacityReservationGroupsClientListByResourceGroupResponse) []*armcompute.CapacityReservationGroup {
+			return p.Value
+		})
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list capacity reservation groups in %s: %w", c.resGroup, err)
+	}
 	var out []string
-	pager := c.groups.NewListByResourceGroupPager(c.resGroup, nil)
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if isNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list capacity reservation groups in %s: %w", c.resGroup, err)
-		}
-		for _, g := range page.Value {
-			if g != nil && g.Name != nil && keep(*g.Name) {
-				out = append(out, *g.Name)
-			}
+	for _, g := range gs {
+		if g.Name != nil && keep(*g.Name) {
+			out = append(out, *g.Name)
 		}
 	}
 	return out, nil
@@ -113,21 +113,15 @@ func (p *Provider) regionGroups(ctx context.Context, c *armClients, region, zone
 
 // reservationsIn lists a group's reservations; a missing group has none.
 func (p *Provider) reservationsIn(ctx context.Context, c *armClients, group string) ([]*armcompute.CapacityReservation, error) {
-	var out []*armcompute.CapacityReservation
-	pager := c.reserve.NewListByCapacityReservationGroupPager(c.resGroup, group, nil)
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if isNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list reservations in %s: %w", group, err)
-		}
-		for _, r := range page.Value {
-			if r != nil {
-				out = append(out, r)
-			}
-		}
+	out, err := listAll(ctx, c.reserve.NewListByCapacityReservationGroupPager(c.resGroup, group, nil),
+		func(p armcompute.CapacityReservationsClientListByCapacityReservationGroupResponse) []*armcompute.CapacityReservation {
+			return p.Value
+		})
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list reservations in %s: %w", group, err)
 	}
 	return out, nil
 }

@@ -93,6 +93,24 @@ func TestCalendarAdviceFlexibleLength(t *testing.T) {
 	}
 }
 
+// A region whose advice fails is a RegionErrors entry beside the others'
+// offerings; when every region failed there are no offerings, only errors.
+func TestCalendarAdviceFailedRegion(t *testing.T) {
+	p, f := newTest(t, gcptest.Options{})
+	q := domain.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour, Regions: []string{"us-central1"}}
+	f.Fail("advice.calendarMode", 403, "forbidden", "Required 'compute.advice.calendarMode' permission.")
+	var re domain.RegionErrors
+	if offs, err := p.FindOfferings(context.Background(), q); !errors.As(err, &re) || len(re) != 1 || offs != nil {
+		t.Fatalf("the only region failed: %d offerings, %v; want none and its error", len(offs), err)
+	}
+	q.Regions = []string{"us-central1", "asia-northeast1"}
+	f.Fail("advice.calendarMode", 403, "forbidden", "Required 'compute.advice.calendarMode' permission.")
+	offs, err := p.FindOfferings(context.Background(), q)
+	if !errors.As(err, &re) || len(re) != 1 || len(offs) == 0 {
+		t.Fatalf("one of two regions failed: %d offerings, %v; want the other's and one error", len(offs), err)
+	}
+}
+
 // Book creates the future reservation in calendar mode, named by the
 // ledger row, tagged in its description, and reads its state back as the
 // API reports it; the window is then held.

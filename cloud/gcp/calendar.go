@@ -1,15 +1,14 @@
 package gcp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"path"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/api/compute/v1"
@@ -55,58 +54,40 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 	if err != nil {
 		return nil, err
 	}
-	type ask struct {
-		region string
-		m      machine
-		n      int64
-	}
-	var asks []ask
-	seen := map[string]bool{}
-	for _, r := range regions {
+	from, to := startRange(q, p.now())
+	// Each region asks for its calendar types in turn; a failed type leaves the others'.
+	regions = slices.Compact(slices.Sorted(slices.Values(regions)))
+	out, failed := fanout.Gather(regions, 4, func(r string) ([]domain.Offering, error) {
+		var out []domain.Offering
+		var ferr error
+		seen := map[string]bool{}
 		for _, m := range ms {
-			if regionOf(m.Zone) != r || !calendarTypes[m.Type] || m.GPU.Model != gpu || seen[r+"/"+m.Type] {
+			if regionOf(m.Zone) != r || !calendarTypes[m.Type] || m.GPU.Model != gpu || seen[m.Type] {
 				continue
 			}
-			seen[r+"/"+m.Type] = true
+			seen[m.Type] = true
 			n := int64(q.Instances)
 			if n == 0 {
 				n = int64(math.Ceil(float64(q.GPUs) / m.GPU.Count))
 			}
-			asks = append(asks, ask{r, m, n})
-		}
-	}
-	var (
-		mu   sync.Mutex
-		out  []domain.Offering
-		errs = domain.RegionErrors{}
-	)
-	from, to := startRange(q, p.now())
-	fanout.Each(len(asks), 4, func(i int) {
-		a := asks[i]
-		offs, err := p.advise(ctx, a.region, a.m, a.n, from, to, q.Duration, q.FlexDuration)
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			errs[a.region] = err
-			return
-		}
-		for _, o := range offs {
-			if (o.End.Sub(o.Start)-q.Duration).Abs() <= q.FlexDuration && priced(book, a.m, &o) {
-				out = append(out, o)
+			offs, err := p.advise(ctx, r, m, n, from, to, q.Duration, q.FlexDuration)
+			if err != nil {
+				ferr = err
+				continue
+			}
+			for _, o := range offs {
+				if (o.End.Sub(o.Start)-q.Duration).Abs() <= q.FlexDuration && priced(book, m, &o) {
+					out = append(out, o)
+				}
 			}
 		}
+		return out, ferr
 	})
-	sort.SliceStable(out, func(i, j int) bool {
-		if a, b := out[i].USDPerGPUHour(), out[j].USDPerGPUHour(); a != b {
-			return a < b
-		}
-		return out[i].Start.Before(out[j].Start)
+	slices.SortStableFunc(out, func(a, b domain.Offering) int {
+		return cmp.Or(cmp.Compare(a.USDPerGPUHour(), b.USDPerGPUHour()), a.Start.Compare(b.Start))
 	})
-	if len(errs) > 0 {
-		if len(out) == 0 && len(errs) == len(regions) {
-			return nil, errs
-		}
-		return out, errs
+	if len(failed) > 0 {
+		return out, domain.RegionErrors(failed) // out is empty when every region failed
 	}
 	return out, nil
 }

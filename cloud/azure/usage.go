@@ -102,8 +102,6 @@ func (p *Provider) scaleSetUsage(ctx context.Context, q domain.UsageQuery) (doma
 			in.End = end
 		}
 		rep.Instances = append(rep.Instances, in)
-	}
-	for _, in := range rep.Instances {
 		if len(in.Busy) > 0 {
 			rep.Source = source
 		}
@@ -162,7 +160,7 @@ func metricSeries(ctx context.Context, mc *armmonitor.MetricsClient, resource, n
 	// Azure may answer with another grain than asked (AutoAdjustTimegrain).
 	grain := time.Hour
 	if out.Interval != nil {
-		if d, ok := isoHours(*out.Interval); ok {
+		if d, ok := isoGrains[strings.ToUpper(*out.Interval)]; ok {
 			grain = d
 		}
 	}
@@ -205,12 +203,7 @@ func metricSeries(ctx context.Context, mc *armmonitor.MetricsClient, resource, n
 	return series, nil
 }
 
-// isoHours reads Azure Monitor's ISO 8601 grains (PT1M … P1D).
-func isoHours(s string) (time.Duration, bool) {
-	d, ok := isoGrains[strings.ToUpper(s)]
-	return d, ok
-}
-
+// isoGrains are Azure Monitor's ISO 8601 grains (PT1M … P1D).
 var isoGrains = map[string]time.Duration{
 	"PT1M": time.Minute, "PT5M": 5 * time.Minute, "PT15M": 15 * time.Minute, "PT30M": 30 * time.Minute,
 	"PT1H": time.Hour, "PT6H": 6 * time.Hour, "PT12H": 12 * time.Hour, "P1D": 24 * time.Hour,

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"slices"
@@ -382,4 +383,80 @@ func orUnset(s string) string {
 		return "unset"
 	}
 	return s
+}
+
+// TagCost carries a future reservation's cost in USD: Compute shows none, and a rebuilt ledger needs it.
+const TagCost = "gpumarket:cost-usd"
+
+// reservationRecord reads a future reservation; false if its description is not gpumarket's.
+func (p *Provider) reservationRecord(scope string, fr *compute.FutureReservation) (domain.CloudRecord, bool) {
+	tags := readTags(fr.Description)
+	if tags[domain.TagTool] != domain.ToolName && tags[domain.TagRef] == "" {
+		return domain.CloudRecord{}, false
+	}
+	zone := path.Base(fr.Zone)
+	if fr.Zone == "" {
+		zone = strings.TrimPrefix(scope, "zones/")
+	}
+	b := p.bookingOf(fr, zone, math.NaN())
+	rec := domain.CloudRecord{
+		Kind: domain.KindCalendar, Ref: tags[domain.TagRef], Actor: tags[domain.TagActor], OfferingID: tags[domain.TagOffering],
+		ProviderRef: b.ProviderRef, Provider: Name, Cloud: domain.CloudGCP, Region: b.Region, Zone: zone,
+		InstanceType: b.InstanceType, InstanceCount: b.InstanceCount, Start: b.Start, End: b.End,
+		CostUSD: math.NaN(), State: b.State,
+	}
+	rec.CreatedAt, _ = time.Parse(time.RFC3339, fr.CreationTimestamp)
+	rec.CreatedAt = rec.CreatedAt.UTC()
+	if usd, err := strconv.ParseFloat(tags[TagCost], 64); err == nil && usd >= 0 && !math.IsInf(usd, 0) {
+		rec.CostUSD = usd
+	}
+	return rec, true
+}
+
+// describeTags writes tags in a description (reservations take no labels):
+// key=value by spaces, values with spaces or quotes Go-quoted.
+func describeTags(tags map[string]string) string {
+	keys := slices.Sorted(maps.Keys(tags))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		v := tags[k]
+		if v == "" || strings.ContainsAny(v, " \t\n\"") {
+			v = strconv.Quote(v)
+		}
+		parts[i] = k + "=" + v
+	}
+	return strings.Join(parts, " ")
+}
+
+// readTags reads what describeTags wrote; what is not key=value ends it.
+func readTags(desc string) map[string]string {
+	out := map[string]string{}
+	s := strings.TrimLeft(desc, " ")
+	for s != "" {
+		k, rest, ok := strings.Cut(s, "=")
+		if !ok || k == "" || strings.ContainsAny(k, " \"") {
+			break
+		}
+		v := rest
+		if q, err := strconv.QuotedPrefix(rest); err == nil && rest[0] == '"' {
+			v, _ = strconv.Unquote(q)
+			rest = rest[len(q):]
+		} else if i := strings.IndexByte(rest, ' '); i >= 0 {
+			v, rest = rest[:i], rest[i:]
+		} else {
+			rest = ""
+		}
+		out[k] = v
+		s = strings.TrimLeft(rest, " ")
+	}
+	return out
+}
+
+// reservationTags are domain.Tags and the cost.
+func reservationTags(req domain.BookRequest) map[string]string {
+	tags := domain.Tags(req.Ref, req.Actor, req.Offering.ID)
+	if usd := req.Offering.UpfrontUSD; usd >= 0 && !math.IsNaN(usd) && !math.IsInf(usd, 0) {
+		tags[TagCost] = strconv.FormatFloat(usd, 'f', -1, 64)
+	}
+	return tags
 }

@@ -157,14 +157,8 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, g *graphBatch
 	if priceErr != nil {
 		return false, priceErr
 	}
-	var soft []error
-	if evErr != nil {
-		soft = append(soft, evErr)
-	}
+	soft := []error{evErr, histErr} // errors.Join leaves out the nil ones
 	histOK = histErr == nil
-	if histErr != nil {
-		soft = append(soft, histErr)
-	}
 	ev := domain.Event{Provider: Name, Region: region, Progress: &domain.Progress{Done: total, Total: total}}
 	p.cacheMu.Lock()
 	for _, s := range sizes {
@@ -212,8 +206,8 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, g *graphBatch
 	}
 	p.cacheMu.Unlock()
 	sink(ev)
-	if len(soft) > 0 {
-		sink(domain.Event{Provider: Name, Region: region, Err: errors.Join(soft...)})
+	if err := errors.Join(soft...); err != nil {
+		sink(domain.Event{Provider: Name, Region: region, Err: err})
 	}
 	return histOK, nil
 }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -465,4 +466,55 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// launchSend launches spec at the estimate est shown; with a budget cap,
+// risen prices launch nothing and ask again (relaunchAction).
+func launchSend(svc *ledger.Service, actor string, spec domain.FleetSpec, est ledger.FleetEstimate) func(context.Context) outcome {
+	return func(ctx context.Context) outcome {
+		res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
+		var ec *ledger.EstimateChangedError
+		if errors.As(err, &ec) {
+			return outcome{renewed: relaunchAction(svc, actor, spec, ec)}
+		}
+		notice := fmt.Sprintf("launched %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
+		if s := res.Short(); s != "" {
+			notice += ": " + s
+		}
+		shown := err
+		switch {
+		case err == nil && res.Row.State == ledger.StateFailed:
+			// Taken but nothing launched (no spot capacity): a failure, nothing bills.
+			shown = fmt.Errorf("not launched: %s (ledger row %s)", res.Row.Error, short(res.Row.ID))
+		case res.Row.State == ledger.StateScheduled && res.Row.ProviderRef == "":
+			notice = fmt.Sprintf("scheduled: gpumarket launches it at its start (ledger row %s)", short(res.Row.ID))
+		case res.Row.State == ledger.StateScheduled:
+			notice = fmt.Sprintf("scheduled at the cloud: %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
+		}
+		return outcome{err: shown, then: fleetLaunchedMsg{res: res, err: err}, notice: notice}
+	}
+}
+
+// relaunchAction launches spec at its risen estimate, shown and asked again.
+func relaunchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, ec *ledger.EstimateChangedError) *moneyAction {
+	est := ec.Now
+	verb, sending := "launch", "launching"
+	if spec.Start.After(svc.Now()) {
+		verb, sending = "schedule", "scheduling"
+	}
+	return &moneyAction{
+		title: fmt.Sprintf("The prices went up: %s %s in %s at about $%.2f an hour now (shown $%.2f)?%s",
+			verb, fleetKind(spec), spec.Region, est.USDHour, ec.Shown.USDHour, simLaunch(svc, spec.Provider)),
+		verb: verb,
+		lines: append([]string{fmt.Sprintf("Changed since shown: about $%.2f → $%.2f an hour (%s). Nothing was launched; the new estimate follows.",
+			ec.Shown.USDHour, est.USDHour, signedUSD(est.USDHour-ec.Shown.USDHour))}, fleetLines(spec, est, svc.Now())...),
+		checking: "asking the provider for a dry run", sending: sending,
+		quote: func(ctx context.Context) quoteAnswer {
+			dry, err := dryLaunch(ctx, svc, spec, est)
+			if err != nil {
+				return quoteAnswer{err: err}
+			}
+			return quoteAnswer{dryRun: dry, send: launchSend(svc, actor, spec, est)}
+		},
+	}
 }

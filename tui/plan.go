@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,11 +15,13 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
+	"github.com/gpumarket/gpumarket/watch"
 )
 
 // planKeys are the Plan view's keys.
@@ -110,12 +113,12 @@ func (v *planView) run() tea.Cmd {
 			return notifyHere("this job is covered by ledger row " + rows + ": nothing is left to plan (e edits the job)")
 		}
 		if err := left.Check(now, v.speeds); err != nil && len(by) > 0 {
-			return notifyErrHere(fmt.Errorf("what ledger row %s leaves, %s h of work, cannot be planned: %w", rows, trimHours(math.Round(left.Hours*10)/10), planFieldErr(err)))
+			return notifyErrHere(fmt.Errorf("what ledger row %s leaves, %s h of work, cannot be planned: %w", rows, decimal(math.Round(left.Hours*10)/10), planFieldErr(err)))
 		}
 		if len(by) > 0 {
 			terms.job = left
 			loc := now.Location()
-			v.leftNote = fmt.Sprintf("what ledger row %s leaves: %s h of work, %s to %s", rows, trimHours(math.Round(left.Hours*10)/10),
+			v.leftNote = fmt.Sprintf("what ledger row %s leaves: %s h of work, %s to %s", rows, decimal(math.Round(left.Hours*10)/10),
 				left.Start.In(loc).Format("01-02 15:04"), left.Deadline.In(loc).Format("01-02 15:04"))
 		}
 	}
@@ -467,4 +470,59 @@ func ownFleets(ctx context.Context, svc *ledger.Service, now time.Time) planner.
 		}
 	}
 	return planner.OwnFrom(fs, now)
+}
+
+// makePlanRule prompts for a plan rule on the job the table shows (one edited
+// since is taken as typed); the watch prices it as `gpumarket plan` does.
+func (v *planView) makePlanRule() tea.Cmd {
+	if err := v.c.canMakeRules(); err != nil {
+		return notifyErrHere(err)
+	}
+	shown := len(v.res.results) > 0 && v.form == v.ran && !v.running
+	t := v.res.terms
+	if !shown {
+		var err error
+		if t, err = v.form.parse(v.c.now()); err != nil {
+			return notifyErrHere(fmt.Errorf("the job: %w; e edits it", err))
+		}
+	}
+	job := t.job
+	ck := config.Duration(0)
+	if job.Checkpointable {
+		ck = config.Duration(job.Checkpoint)
+	}
+	onTime := t.onTime
+	pr := &watch.PlanRule{GPU: strings.Join(job.Models, ","), GPUs: job.GPUs, Hours: job.Hours,
+		Deadline: job.Deadline.UTC().Format(time.RFC3339), Checkpoint: &ck, OnTimePct: &onTime}
+	if job.Start.After(v.c.now()) { // a start come already is "now"
+		pr.Start = job.Start.UTC().Format(time.RFC3339)
+	}
+	loc := v.c.now().Location()
+	what := fmt.Sprintf("the best plan for %d %s × %gh by %s, on time ≥%s%%,", job.GPUs, strings.Join(job.Models, "/"), job.Hours,
+		job.Deadline.In(loc).Format("01-02 15:04"), present.GPUCount(onTime))
+	if len(t.regions) > 0 {
+		what += " in every region (a plan rule has no region filter),"
+	}
+	p := rulePrompt{open: true, what: what}
+	if shown {
+		for _, r := range v.res.results {
+			if r.OnTimePct >= onTime && !math.IsNaN(r.ExpectedCostUSD) {
+				p.now = fmt.Sprintf("best now $%.2f, %s", r.ExpectedCostUSD, r.Strategy)
+				p.value = decimal(math.Floor(r.ExpectedCostUSD*95) / 100)
+				break
+			}
+		}
+		if p.now == "" {
+			p.now = fmt.Sprintf("no plan is on time ≥%s%% now", present.GPUCount(onTime))
+		}
+	} else {
+		p.now = "r runs the plan: its best is a figure to start from"
+	}
+	p.build = func(_ bool, below float64) watch.Spec {
+		rule := *pr
+		rule.BelowUSD = &below
+		return watch.Spec{Name: ruleName("plan", strings.Join(job.Models, "-"), strconv.Itoa(job.GPUs), decimal(job.Hours)+"h"), Cond: &rule}
+	}
+	v.prompt.begin(p)
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
+	"github.com/gpumarket/gpumarket/watch"
 )
 
 // usageReload: the process's one tracker answers from its cache until its
@@ -243,4 +244,33 @@ func usd(v float64) string {
 		return "-$" + thousands(whole) + "." + cents
 	}
 	return "$" + thousands(whole) + "." + cents
+}
+
+// makeIdleRule: an idle rule on the Usage row, at max_idle_pct (else 40 %).
+func (v *usageView) makeIdleRule() tea.Cmd {
+	if err := v.c.canMakeRules(); err != nil {
+		return notifyErrHere(err)
+	}
+	if !v.ready || len(v.rep.Rows) == 0 {
+		return notifyHere("no ledger row under the cursor to watch")
+	}
+	r := v.rep.Rows[min(v.cur, len(v.rep.Rows)-1)]
+	if !r.Active {
+		return notifyHere(fmt.Sprintf("%s %s is %s, not running: nothing of it can be idle from now on", r.Kind, short(r.ID), r.State))
+	}
+	p := rulePrompt{open: true, unit: "%", what: fmt.Sprintf("%s %s (%s GPU %s)", r.Kind, short(r.ID), present.GPUCount(r.GPUs), present.DisplayType(r.InstanceType)), value: "40"}
+	if b := v.tr.MaxIdlePct(); b > 0 {
+		p.value = decimal(b)
+	}
+	if s := r.IdleShare(); !math.IsNaN(s) {
+		p.now = fmt.Sprintf("now %.0f%%", s*100)
+	} else {
+		p.now = "no metrics yet"
+	}
+	id := r.ID
+	p.build = func(_ bool, pct float64) watch.Spec {
+		return watch.Spec{Name: ruleName("idle", r.Kind, id), Cond: &watch.IdleRule{AbovePct: pct, ID: id}}
+	}
+	v.prompt.begin(p)
+	return nil
 }

@@ -231,9 +231,6 @@ func (v *alertsView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 func (v *alertsView) View() string {
-	if v.w <= 0 || v.h <= 0 {
-		return ""
-	}
 	st := &v.c.styles
 	var b strings.Builder
 	fromFile := 0

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -285,7 +286,7 @@ func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Ti
 		if err != nil {
 			return quoteAnswer{err: fmt.Errorf("the dry run was refused: %w", err)}
 		}
-		return quoteAnswer{dryRun: orDefault(dryRunAnswer(dry.Booking.Message), "the provider says the purchase would succeed")}
+		return quoteAnswer{dryRun: cmp.Or(dryRunAnswer(dry.Booking.Message), "the provider says the purchase would succeed")}
 	}
 	a.send = func(ctx context.Context) outcome {
 		res, err := svc.Book(ctx, ledger.BookRequest{OfferingID: o.ID, Actor: actor, Confirmed: o})
@@ -413,9 +414,6 @@ func (v *blocksView) spotAlternative(o domain.Offering) (present.SpotAlt, bool) 
 }
 
 func (v *blocksView) View() string {
-	if v.w <= 0 || v.h <= 0 {
-		return ""
-	}
 	st := &v.c.styles
 	var b strings.Builder
 	if v.svc == nil {
@@ -441,7 +439,7 @@ func (v *blocksView) View() string {
 		length += " (or within " + f + ")"
 	}
 	summary := fmt.Sprintf("%s × %s %s for %s, starting %s … %s", t.size, t.gpu, tunit, length,
-		orDefault(t.after, "now"), orDefault(t.before, "as far as sold"))
+		cmp.Or(t.after, "now"), cmp.Or(t.before, "as far as sold"))
 	switch {
 	case v.formErr != "":
 		summary += " · " + v.formErr

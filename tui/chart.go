@@ -115,9 +115,6 @@ func (v *chartView) View() string {
 // shorter than a column still shows.
 func (v *chartView) render() string {
 	w, h := v.width, v.height
-	if w <= 0 || h <= 0 {
-		return ""
-	}
 	st := &v.c.styles
 	from, to := v.c.span()
 	unit := "instance-hour"

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,18 +63,15 @@ func (f *fleetForm) fields() []form.Field {
 
 // fleetView composes a spot fleet from the Market's marks, launches it, follows it.
 type fleetView struct {
-	base
-	svc  *ledger.Service
-	keys fleetKeys
+	actingView // no rule prompt: a fleet is not watched
+	svc        *ledger.Service
+	keys       fleetKeys
 
 	form fleetForm
-	openForm
 
 	// poolKeys are the Market's picks; cursorOnly: none marked, so the cursor's.
 	poolKeys   []string
 	cursorOnly bool
-
-	confirm confirmation
 
 	rowID    string
 	row      ledger.Entry
@@ -91,7 +89,7 @@ func newFleetView(c *common, ctx context.Context, svc *ledger.Service) *fleetVie
 		Form:   key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit fleet")),
 	}
 	k.keyMap = keyMap{[]key.Binding{k.Launch, k.Form}, [][]key.Binding{{k.Launch, k.Form}, c.keys.row(true)}}
-	v := &fleetView{base: base{c: c, ctx: ctx}, svc: svc, keys: k, form: fleetForm{target: "2", onDemand: "0"}}
+	v := &fleetView{actingView: actingView{base: base{c: c, ctx: ctx}}, svc: svc, keys: k, form: fleetForm{target: "2", onDemand: "0"}}
 	v.edit = form.New(v.form.fields()...)
 	v.confirm = v.confirmation(svc != nil)
 	return v
@@ -120,15 +118,8 @@ func (v *fleetView) shown() tea.Cmd {
 	return nil
 }
 
-func (v *fleetView) Title() string { return "Fleet" }
-func (v *fleetView) KeyMap() help.KeyMap {
-	if v.editing {
-		return v.footer("strategy", "done", "put back")
-	}
-	return v.keys
-}
-func (v *fleetView) capturing() bool     { return v.editing }
-func (v *fleetView) box() *confirmation  { return &v.confirm }
+func (v *fleetView) Title() string       { return "Fleet" }
+func (v *fleetView) KeyMap() help.KeyMap { return v.keyMap(v.keys, "strategy", "done", "put back") }
 func (v *fleetView) slashFiltersMarket() {}
 
 func (v *fleetView) helpNote() string {
@@ -325,7 +316,7 @@ func dryLaunch(ctx context.Context, svc *ledger.Service, spec domain.FleetSpec, 
 	if err != nil {
 		return "", err
 	}
-	return orDefault(dryRunAnswer(res.Fleet.Message), "the provider says the launch would succeed"), nil
+	return cmp.Or(dryRunAnswer(res.Fleet.Message), "the provider says the launch would succeed"), nil
 }
 
 // fleetKind names a fleet by its make-up: "a spot fleet of 5 instances".
@@ -375,9 +366,6 @@ func (v *fleetView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 func (v *fleetView) View() string {
-	if v.w <= 0 || v.h <= 0 {
-		return ""
-	}
 	st := &v.c.styles
 	if v.svc == nil {
 		return st.dim.Render("Fleets cannot be launched in this session (no ledger).")
@@ -429,7 +417,7 @@ func (v *fleetView) View() string {
 		}
 		b.WriteString("\n" + st.title.Render(title) + "\n")
 		// Wrapped at field breaks: at 80 columns each part is read whole.
-		parts := []string{orDefault(v.row.ProviderRef, "-"), "state " + v.row.State,
+		parts := []string{cmp.Or(v.row.ProviderRef, "-"), "state " + v.row.State,
 			fmt.Sprintf("instances %d/%d", v.fleet.Instances, max(v.fleet.Target, v.row.InstanceCount))}
 		if left := present.TimeLeft(v.row, v.c.now()); left != "-" {
 			parts = append(parts, left)

@@ -338,9 +338,6 @@ func listOrAll(l []string) string {
 }
 
 func (m *marketView) View() string {
-	if m.width <= 0 || m.height <= 0 {
-		return ""
-	}
 	var b strings.Builder
 	st := &m.c.styles
 	if m.typing {

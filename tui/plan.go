@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -202,9 +203,6 @@ func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 func (v *planView) View() string {
-	if v.w <= 0 || v.h <= 0 {
-		return ""
-	}
 	if v.editing {
 		return v.formView()
 	}
@@ -316,7 +314,7 @@ func (v *planView) summary(f planForm) string {
 	if f.checkpointable {
 		ck = "checkpoint " + f.checkpoint
 	}
-	start, deadline := orDefault(f.start, "now"), f.deadline
+	start, deadline := cmp.Or(f.start, "now"), f.deadline
 	if !v.res.at.IsZero() && f == v.ran {
 		loc := v.c.now().Location()
 		at := func(typed string, t time.Time) string {
@@ -328,7 +326,7 @@ func (v *planView) summary(f planForm) string {
 		start, deadline = at(start, v.res.terms.job.Start), at(deadline, v.res.terms.job.Deadline)
 	}
 	return fmt.Sprintf("%s × %s for %s h · start %s · deadline %s · %s · changeover %s · regions %s   (e edits)",
-		f.gpus, f.models, f.hours, start, deadline, ck, f.changeover, orDefault(f.regions, "all"))
+		f.gpus, f.models, f.hours, start, deadline, ck, f.changeover, cmp.Or(f.regions, "all"))
 }
 
 // status says where the plan is: running, made (when, how), or not yet.

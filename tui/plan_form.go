@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -158,7 +159,7 @@ var planFieldLabels = map[string]string{
 func planFieldErr(err error) error {
 	var fe *planner.FieldError
 	if errors.As(err, &fe) {
-		return fmt.Errorf("%s: %s", orDefault(planFieldLabels[fe.Field], fe.Field), fe.Msg)
+		return fmt.Errorf("%s: %s", cmp.Or(planFieldLabels[fe.Field], fe.Field), fe.Msg)
 	}
 	return err
 }

@@ -135,9 +135,6 @@ func (v *usageView) setReport(rep ledger.UsageReport) {
 }
 
 func (v *usageView) View() string {
-	if v.w <= 0 || v.h <= 0 {
-		return ""
-	}
 	st := &v.c.styles
 	switch {
 	case v.tr == nil:

@@ -415,20 +415,14 @@ func (v *blocksView) spotAlternative(o domain.Offering) (present.SpotAlt, bool) 
 
 func (v *blocksView) View() string {
 	st := &v.c.styles
-	var b strings.Builder
 	if v.svc == nil {
 		return st.dim.Render("Capacity blocks cannot be booked in this session (no ledger).")
 	}
 	if v.editing {
-		b.WriteString(formRows(&v.edit, st, 15, v.w))
-		b.WriteString(st.cursor.Render(wordwrap(v.edit.Label(v.edit.Focus())+": "+v.formHints()[v.edit.Focus()], v.w)) + "\n")
-		b.WriteString(st.dim.Render(fit("tab/↑/↓ field · enter search · esc back to the last search", v.w, false)))
-		if v.formErr != "" {
-			b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))
-		}
-		b.WriteString("\n\n" + st.dim.Render(wordwrap(blocksFormHelp, v.w)))
-		return b.String()
+		return v.openForm.view(st, 15, v.w, v.formHints()[v.edit.Focus()], "tab/↑/↓ field · enter search · esc back to the last search") +
+			"\n\n" + st.dim.Render(wordwrap(blocksFormHelp, v.w))
 	}
+	var b strings.Builder
 	t := v.shownTerms()
 	tunit := "GPUs"
 	if t.instances {

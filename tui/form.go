@@ -56,16 +56,21 @@ func formLine(f *form.Model, i, lw, w int) string {
 	return fmt.Sprintf("%-*s %s", lw, f.Label(i), f.Show(i, w-lw-1))
 }
 
-// formRows are every formLine w wide, the focused one in the cursor style.
-
-func formRows(f *form.Model, st *styles, lw, w int) string {
+// view is the open form w wide: every formLine (the focused one in the
+// cursor style, its hint under them), the form's keys and its error.
+func (o *openForm) view(st *styles, lw, w int, hint, keys string) string {
 	var b strings.Builder
-	for i := range f.Len() {
-		line := fit(formLine(f, i, lw, w), w, false)
-		if i == f.Focus() {
+	for i := range o.edit.Len() {
+		line := fit(formLine(&o.edit, i, lw, w), w, false)
+		if i == o.edit.Focus() {
 			line = st.cursor.Render(line)
 		}
 		b.WriteString(line + "\n")
+	}
+	b.WriteString(st.cursor.Render(wordwrap(o.edit.Label(o.edit.Focus())+": "+hint, w)) + "\n")
+	b.WriteString(st.dim.Render(wordwrap(keys, w)))
+	if o.formErr != "" {
+		b.WriteString("\n" + st.footerErr.Render(wordwrap(o.formErr, w)))
 	}
 	return b.String()
 }

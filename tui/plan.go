@@ -204,7 +204,8 @@ func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 
 func (v *planView) View() string {
 	if v.editing {
-		return v.formView()
+		hint := planHint(v.edit.Focus(), v.c.now())
+		return clip(v.openForm.view(&v.c.styles, 17, v.w, hint, "tab/↑/↓ field · enter runs the plan · esc back"), v.w, v.h)
 	}
 	st := &v.c.styles
 	var top []string
@@ -349,20 +350,6 @@ func (v *planView) status() string {
 		s = v.leftNote + " · " + s
 	}
 	return s
-}
-
-// formView is the job form and the focused field's hint.
-
-func (v *planView) formView() string {
-	st := &v.c.styles
-	var b strings.Builder
-	b.WriteString(formRows(&v.edit, st, 17, v.w))
-	b.WriteString(st.cursor.Render(wordwrap(v.edit.Label(v.edit.Focus())+": "+planHint(v.edit.Focus(), v.c.now()), v.w)) + "\n")
-	b.WriteString(st.dim.Render(wordwrap("tab/↑/↓ field · enter runs the plan · esc back", v.w)))
-	if v.formErr != "" {
-		b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))
-	}
-	return clip(b.String(), v.w, v.h)
 }
 
 // planRuns is `gpumarket plan`'s default.

@@ -219,7 +219,7 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 		seed := v.planSeed()
 		return func() tea.Msg { return openPlanMsg{seed: seed} }
 	case key.Matches(msg, v.keys.Alert):
-		return v.makeBlockRule()
+		return v.prompt.offer(v.c, v.makeBlockRule)
 	}
 	return nil
 }
@@ -502,15 +502,12 @@ func (v *blocksView) footnote(cols []shownCol[*present.OfferingRow]) string {
 }
 
 // makeBlockRule: a block rule on the Blocks search, under its cheapest block.
-func (v *blocksView) makeBlockRule() tea.Cmd {
-	if err := v.c.canMakeRules(); err != nil {
-		return notifyErrHere(err)
-	}
+func (v *blocksView) makeBlockRule() (*rulePrompt, tea.Cmd) {
 	f := v.shownTerms()
 	now := v.c.now()
 	q, err := f.parse(now)
 	if err != nil {
-		return notifyErrHere(fmt.Errorf("the search's terms: %w; e edits them", err))
+		return nil, notifyErrHere(fmt.Errorf("the search's terms: %w; e edits them", err))
 	}
 	b := &watch.BlockRule{GPU: q.GPU, GPUs: q.GPUs, Instances: q.Instances, Hours: q.Duration.Hours()}
 	// "+2d" means from now: the rule keeps the time it names, in UTC.
@@ -524,7 +521,7 @@ func (v *blocksView) makeBlockRule() tea.Cmd {
 	if q.Instances > 0 {
 		size = fmt.Sprintf("%d instances of %s", q.Instances, q.GPU)
 	}
-	p := rulePrompt{open: true, unit: "/GPU-h", what: fmt.Sprintf("a block of %s × %s", size, f.duration)}
+	p := rulePrompt{unit: "/GPU-h", what: fmt.Sprintf("a block of %s × %s", size, f.duration)}
 	if len(v.offers) > 0 {
 		if c := v.offers[0].USDPerGPUHour(); !math.IsNaN(c) {
 			p.now = "cheapest now $" + present.Money(c)
@@ -540,8 +537,7 @@ func (v *blocksView) makeBlockRule() tea.Cmd {
 		}
 		return watch.Spec{Name: ruleName("block", q.GPU, strconv.Itoa(n), domain.FormatWindow(q.Duration)), Cond: &bb}
 	}
-	v.prompt.begin(p)
-	return nil
+	return &p, nil
 }
 
 // Fresh terms: the service refuses terms other than those shown; the box then

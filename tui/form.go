@@ -133,10 +133,20 @@ type rulePrompt struct {
 	build         func(above bool, v float64) watch.Spec
 }
 
-// begin opens q in p: digits and points only.
-func (p *rulePrompt) begin(q rulePrompt) {
-	*p = q
+// offer opens the prompt build makes, once the session may make rules; its
+// figure takes digits and points only.
+func (p *rulePrompt) offer(c *common, build func() (*rulePrompt, tea.Cmd)) tea.Cmd {
+	if err := c.canMakeRules(); err != nil {
+		return notifyErrHere(err)
+	}
+	q, why := build()
+	if q == nil {
+		return why
+	}
+	*p = *q
+	p.open = true
 	p.edit = form.New(form.Text("", &p.value).Only(func(t string) bool { return strings.Trim(t, "0123456789.") == "" }))
+	return nil
 }
 
 func (p *rulePrompt) paste(msg tea.PasteMsg) {

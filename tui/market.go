@@ -262,7 +262,7 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 		}
 		return m, func() tea.Msg { return openPoolsMsg{keys: keys} }
 	case key.Matches(msg, k.Alert):
-		return m, m.makeSpotRule()
+		return m, m.prompt.offer(m.c, m.makeSpotRule)
 	}
 	return m, nil
 }
@@ -461,15 +461,12 @@ func snapshotFailed(s *feed.Snapshot) bool {
 }
 
 // makeSpotRule: a spot rule on the row under the cursor, at 90 % of its price.
-func (m *marketView) makeSpotRule() tea.Cmd {
-	if err := m.c.canMakeRules(); err != nil {
-		return notifyErrHere(err)
-	}
+func (m *marketView) makeSpotRule() (*rulePrompt, tea.Cmd) {
 	if m.cursor >= len(m.list) {
-		return notifyHere("no pool under the cursor to watch")
+		return nil, notifyHere("no pool under the cursor to watch")
 	}
 	pv := m.rs.snap.Pools[m.list[m.cursor]] // the pool as the snapshot has it now
-	p := rulePrompt{open: true, toggle: true, unit: "/h",
+	p := rulePrompt{toggle: true, unit: "/h",
 		what: fmt.Sprintf("spot %s in %s", present.DisplayType(pv.InstanceType), present.Place(pv.Region, pv.Zone))}
 	if _, usd, ok := pv.History.Last(); ok {
 		p.now = "now $" + present.Money(usd) + "/h"
@@ -485,6 +482,5 @@ func (m *marketView) makeSpotRule() tea.Cmd {
 		}
 		return watch.Spec{Name: ruleName("spot", pv.InstanceType, present.Place(pv.Region, pv.Zone), dir), Cond: s}
 	}
-	m.prompt.begin(p)
-	return nil
+	return &p, nil
 }

@@ -190,7 +190,7 @@ func (v *planView) planned(msg planMsg) {
 func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
 	case key.Matches(msg, v.keys.Alert):
-		return v.makePlanRule()
+		return v.prompt.offer(v.c, v.makePlanRule)
 	case v.keys.move(msg, &v.cur, len(v.res.results)):
 	case key.Matches(msg, v.keys.Form):
 		v.open(v.form.fields())
@@ -459,16 +459,13 @@ func ownFleets(ctx context.Context, svc *ledger.Service, now time.Time) planner.
 
 // makePlanRule prompts for a plan rule on the job the table shows (one edited
 // since is taken as typed); the watch prices it as `gpumarket plan` does.
-func (v *planView) makePlanRule() tea.Cmd {
-	if err := v.c.canMakeRules(); err != nil {
-		return notifyErrHere(err)
-	}
+func (v *planView) makePlanRule() (*rulePrompt, tea.Cmd) {
 	shown := len(v.res.results) > 0 && v.form == v.ran && !v.running
 	t := v.res.terms
 	if !shown {
 		var err error
 		if t, err = v.form.parse(v.c.now()); err != nil {
-			return notifyErrHere(fmt.Errorf("the job: %w; e edits it", err))
+			return nil, notifyErrHere(fmt.Errorf("the job: %w; e edits it", err))
 		}
 	}
 	job := t.job
@@ -488,7 +485,7 @@ func (v *planView) makePlanRule() tea.Cmd {
 	if len(t.regions) > 0 {
 		what += " in every region (a plan rule has no region filter),"
 	}
-	p := rulePrompt{open: true, what: what}
+	p := rulePrompt{what: what}
 	if shown {
 		for _, r := range v.res.results {
 			if r.OnTimePct >= onTime && !math.IsNaN(r.ExpectedCostUSD) {
@@ -508,6 +505,5 @@ func (v *planView) makePlanRule() tea.Cmd {
 		rule.BelowUSD = &below
 		return watch.Spec{Name: ruleName("plan", strings.Join(job.Models, "-"), strconv.Itoa(job.GPUs), decimal(job.Hours)+"h"), Cond: &rule}
 	}
-	v.prompt.begin(p)
-	return nil
+	return &p, nil
 }

@@ -121,7 +121,7 @@ func (v *usageView) Update(msg tea.Msg) (view, tea.Cmd) {
 			return v, v.prompt.update(v.c, msg)
 		}
 		if !v.keys.move(msg, &v.cur, len(v.rep.Rows)) && key.Matches(msg, v.alert) {
-			return v, v.makeIdleRule()
+			return v, v.prompt.offer(v.c, v.makeIdleRule)
 		}
 	}
 	return v, nil
@@ -244,18 +244,15 @@ func usd(v float64) string {
 }
 
 // makeIdleRule: an idle rule on the Usage row, at max_idle_pct (else 40 %).
-func (v *usageView) makeIdleRule() tea.Cmd {
-	if err := v.c.canMakeRules(); err != nil {
-		return notifyErrHere(err)
-	}
+func (v *usageView) makeIdleRule() (*rulePrompt, tea.Cmd) {
 	if !v.ready || len(v.rep.Rows) == 0 {
-		return notifyHere("no ledger row under the cursor to watch")
+		return nil, notifyHere("no ledger row under the cursor to watch")
 	}
 	r := v.rep.Rows[min(v.cur, len(v.rep.Rows)-1)]
 	if !r.Active {
-		return notifyHere(fmt.Sprintf("%s %s is %s, not running: nothing of it can be idle from now on", r.Kind, short(r.ID), r.State))
+		return nil, notifyHere(fmt.Sprintf("%s %s is %s, not running: nothing of it can be idle from now on", r.Kind, short(r.ID), r.State))
 	}
-	p := rulePrompt{open: true, unit: "%", what: fmt.Sprintf("%s %s (%s GPU %s)", r.Kind, short(r.ID), present.GPUCount(r.GPUs), present.DisplayType(r.InstanceType)), value: "40"}
+	p := rulePrompt{unit: "%", what: fmt.Sprintf("%s %s (%s GPU %s)", r.Kind, short(r.ID), present.GPUCount(r.GPUs), present.DisplayType(r.InstanceType)), value: "40"}
 	if b := v.tr.MaxIdlePct(); b > 0 {
 		p.value = decimal(b)
 	}
@@ -268,6 +265,5 @@ func (v *usageView) makeIdleRule() tea.Cmd {
 	p.build = func(_ bool, pct float64) watch.Spec {
 		return watch.Spec{Name: ruleName("idle", r.Kind, id), Cond: &watch.IdleRule{AbovePct: pct, ID: id}}
 	}
-	v.prompt.begin(p)
-	return nil
+	return &p, nil
 }

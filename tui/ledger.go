@@ -29,8 +29,6 @@ type (
 		jobs []jobLine
 		rep  *ledger.ReconcileReport
 		err  error
-		// asked: r asked for it, so the footer says its answer.
-		asked bool
 	}
 	fleetDeletedMsg struct{}
 	// fleetsNowMsg is ledger.FleetsNow's answer, asked after a load.

@@ -5,7 +5,6 @@ package tui
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -54,8 +53,6 @@ type Options struct {
 	Now func() time.Time
 	// Context is the session's context; the hub subscription ends with it.
 	Context context.Context
-	// Logger receives diagnostics; it must not write to the terminal.
-	Logger *slog.Logger
 	// Booking runs every money-spending action; nil means nothing can be booked.
 	Booking *ledger.Service
 	// Usage is the process's one usage tracker; nil means no ledger.
@@ -142,9 +139,6 @@ func New(opt Options) *Model {
 	if opt.Context == nil {
 		opt.Context = context.Background()
 	}
-	if opt.Logger == nil {
-		opt.Logger = slog.New(slog.DiscardHandler)
-	}
 	if opt.Effective.GPUs == 0 {
 		opt.Effective = planner.DefaultBasis
 	}
@@ -154,7 +148,6 @@ func New(opt Options) *Model {
 	c := &common{
 		styles: newStyles(true, opt.NoColor),
 		keys:   newGlobalKeys(),
-		logger: opt.Logger,
 		hub:    opt.Hub,
 		eff:    opt.Effective,
 		now:    opt.Now,

@@ -234,10 +234,8 @@ func (p *Provider) getProducts(ctx context.Context, regions, types []string) (ma
 		ServiceCode: awssdk.String("AmazonEC2"), FormatVersion: awssdk.String("aws_v1"),
 		MaxResults: awssdk.Int32(100), Filters: filters,
 	})
-	call := p.pricingCall()
 	out := map[[2]string]*float64{}
-	for pg.HasMorePages() {
-		page, err := pg.NextPage(ctx, call)
+	for page, err := range pages(ctx, pg, p.pricingCall()) {
 		if err != nil {
 			return nil, fmt.Errorf("get on-demand prices of %d types in %s: %w", len(types), strings.Join(regions, ","), explain(err))
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -234,13 +235,6 @@ func (p *Provider) client(region string) ec2API {
 	})
 }
 
-// SetClient replaces a region's EC2 client (tests).
-func (p *Provider) SetClient(region string, c ec2API) {
-	p.clients.mu.Lock()
-	defer p.clients.mu.Unlock()
-	p.clients.set(region, c)
-}
-
 // regional keeps a service's client per region, made on first use.
 type regional[C any] struct {
 	mu sync.Mutex
@@ -253,16 +247,12 @@ func (r *regional[C]) get(region string, make func() C) C {
 	c, ok := r.m[region]
 	if !ok {
 		c = make()
-		r.set(region, c)
+		if r.m == nil {
+			r.m = map[string]C{}
+		}
+		r.m[region] = c
 	}
 	return c
-}
-
-func (r *regional[C]) set(region string, c C) {
-	if r.m == nil {
-		r.m = map[string]C{}
-	}
-	r.m[region] = c
 }
 
 // regions returns the query's regions, the options', or the account's; of a
@@ -371,28 +361,44 @@ func shortCause(err error) string {
 // bought nothing, so it matches domain.ErrDeclined too.
 var ErrInvalidSpec = errors.New("aws: invalid request")
 
-type specError struct{ msg string }
+// specError is refused before any call; a limit (a count beyond what the API
+// takes) is the user's input, so it also matches domain.ErrInvalidQuery.
+type specError struct {
+	msg   string
+	limit bool
+}
 
 func (e specError) Error() string { return e.msg }
 func (e specError) Is(target error) bool {
-	return target == ErrInvalidSpec || target == domain.ErrDeclined
+	return target == ErrInvalidSpec || target == domain.ErrDeclined || e.limit && target == domain.ErrInvalidQuery
 }
 
-func specErrorf(format string, a ...any) error { return specError{fmt.Sprintf(format, a...)} }
+func specErrorf(format string, a ...any) error { return specError{msg: fmt.Sprintf(format, a...)} }
 
-// limitError is a count beyond what the API takes: the user's input, so it also
-// matches domain.ErrInvalidQuery.
-type limitError struct{ msg string }
-
-func (e limitError) Error() string { return e.msg }
-func (e limitError) Is(target error) bool {
-	return target == ErrInvalidSpec || target == domain.ErrDeclined || target == domain.ErrInvalidQuery
+func limitErrorf(format string, a ...any) error {
+	return specError{msg: fmt.Sprintf(format, a...), limit: true}
 }
-
-func limitErrorf(format string, a ...any) error { return limitError{fmt.Sprintf(format, a...)} }
 
 // eachRegion runs do for every region, at most opt.Concurrency at once (each
 // region's own rate limits still apply), as fanout.Gather.
 func eachRegion[T any](p *Provider, regions []string, do func(region string) ([]T, error)) ([]T, domain.RegionErrors) {
 	return fanout.Gather(regions, p.opt.Concurrency, do)
+}
+
+// pager is an SDK paginator: pages O, options of the client P.
+type pager[O, P any] interface {
+	HasMorePages() bool
+	NextPage(context.Context, ...func(*P)) (O, error)
+}
+
+// pages ranges over a paginator's pages; the first error ends it.
+func pages[O, P any](ctx context.Context, pg pager[O, P], opts ...func(*P)) iter.Seq2[O, error] {
+	return func(yield func(O, error) bool) {
+		for pg.HasMorePages() {
+			page, err := pg.NextPage(ctx, opts...)
+			if !yield(page, err) || err != nil {
+				return
+			}
+		}
+	}
 }

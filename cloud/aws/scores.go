@@ -151,7 +151,6 @@ func (p *Provider) askScores(ctx context.Context, regions []string, seen map[str
 		pl.note = NoteTooFewTypes
 		return pl
 	}
-	call := p.ec2Call(p.home, "GetSpotPlacementScores")
 	pg := ec2.NewGetSpotPlacementScoresPaginator(p.client(p.home), &ec2.GetSpotPlacementScoresInput{
 		InstanceTypes:          types,
 		RegionNames:            regions,
@@ -159,8 +158,7 @@ func (p *Provider) askScores(ctx context.Context, regions []string, seen map[str
 		SingleAvailabilityZone: awssdk.Bool(true),
 		MaxResults:             awssdk.Int32(100),
 	})
-	for pg.HasMorePages() {
-		out, err := pg.NextPage(ctx, call)
+	for out, err := range pages(ctx, pg, p.ec2Call(p.home, "GetSpotPlacementScores")) {
 		if apiCode(err) == "UnauthorizedOperation" {
 			p.opt.Logger.Info("spot placement scores not allowed for these credentials; scores stay unknown", "err", err)
 			p.mu.Lock()

@@ -389,9 +389,7 @@ func (p *Provider) findTrainingPlan(ctx context.Context, req domain.BookRequest)
 		name = planName(req.Ref)
 	}
 	c := p.sageMaker(o.Region)
-	pg := sagemaker.NewListTrainingPlansPaginator(c, &sagemaker.ListTrainingPlansInput{})
-	for pg.HasMorePages() {
-		page, err := pg.NextPage(ctx)
+	for page, err := range pages(ctx, sagemaker.NewListTrainingPlansPaginator(c, &sagemaker.ListTrainingPlansInput{})) {
 		if err != nil {
 			return nil, explain(fmt.Errorf("aws: list training plans in %s: %w", o.Region, err))
 		}

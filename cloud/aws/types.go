@@ -78,10 +78,8 @@ func (p *Provider) describeGPUTypes(ctx context.Context, region string) ([]GPUTy
 		MaxResults: awssdk.Int32(100),
 		Filters:    []ec2types.Filter{{Name: awssdk.String("instance-type"), Values: gpuFamilies}},
 	})
-	call := p.ec2Call(region, "DescribeInstanceTypes")
 	var out []GPUType
-	for pg.HasMorePages() {
-		page, err := pg.NextPage(ctx, call)
+	for page, err := range pages(ctx, pg, p.ec2Call(region, "DescribeInstanceTypes")) {
 		if err != nil {
 			return nil, explain(fmt.Errorf("describe instance types in %s: %w", region, err))
 		}

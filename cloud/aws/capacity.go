@@ -304,9 +304,7 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 	out, err := p.client(o.Region).PurchaseCapacityBlock(ctx, in, noRetry)
 	if req.DryRun {
 		if apiCode(err) == "DryRunOperation" {
-			return domain.Booking{Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
-				InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, DryRun: true,
-				Message: "dry run: AWS says the purchase would succeed"}, nil
+			return offered(o, true, "dry run: AWS says the purchase would succeed"), nil
 		}
 		if err == nil {
 			return domain.Booking{}, fmt.Errorf("aws: dry-run purchase of %s in %s: AWS answered without DryRunOperation; nothing is known to be bought — check with FindBooking", o.ID, o.Region)
@@ -326,6 +324,12 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 	b.CostUSD = o.UpfrontUSD
 	b.Message = "purchased " + b.ProviderRef + b.Message
 	return b, nil
+}
+
+// offered is a Booking of the offering's terms, before the cloud names it.
+func offered(o domain.Offering, dryRun bool, msg string) domain.Booking {
+	return domain.Booking{Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType, InstanceCount: o.InstanceCount,
+		Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, DryRun: dryRun, Message: msg}
 }
 
 // blockTags are a purchase's tags: domain.Tags and the fee.
@@ -683,19 +687,14 @@ func (p *Provider) fleetRecord(region string, fd ec2types.FleetData) domain.Clou
 	}
 	var types, zones []string
 	add := func(list []string, v string) []string {
-		if slices.Contains(list, v) {
+		if v == "" || slices.Contains(list, v) {
 			return list
 		}
 		return append(list, v)
 	}
 	for _, c := range fd.LaunchTemplateConfigs {
 		for _, o := range c.Overrides {
-			if o.InstanceType != "" {
-				types = add(types, string(o.InstanceType))
-			}
-			if z := awssdk.ToString(o.AvailabilityZone); z != "" {
-				zones = add(zones, z)
-			}
+			types, zones = add(types, string(o.InstanceType)), add(zones, awssdk.ToString(o.AvailabilityZone))
 		}
 	}
 	r.InstanceType, r.Zone = strings.Join(types, ","), strings.Join(zones, ",")
@@ -871,11 +870,7 @@ func (p *Provider) validateFleet(spec *domain.FleetSpec) error {
 	if spec.Strategy == "" {
 		spec.Strategy = domain.StrategyPriceCapacityOptimized
 	}
-	ok := false
-	for _, s := range domain.Strategies {
-		ok = ok || s == spec.Strategy
-	}
-	if !ok {
+	if !slices.Contains(domain.Strategies, spec.Strategy) {
 		return specErrorf("aws: fleet: strategy %q: want one of %s", spec.Strategy, strings.Join(domain.Strategies, ", "))
 	}
 	if spec.MaxPriceUSD != nil && (*spec.MaxPriceUSD <= 0 || math.IsNaN(*spec.MaxPriceUSD) || math.IsInf(*spec.MaxPriceUSD, 0)) {
@@ -905,16 +900,28 @@ func (p *Provider) validateFleet(spec *domain.FleetSpec) error {
 
 // DescribeFleet returns a fleet's state and running instances.
 func (p *Provider) DescribeFleet(ctx context.Context, region, id string) (domain.Fleet, error) {
-	out, err := p.client(region).DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: []string{id}})
+	fd, err := p.fleetByID(ctx, region, id)
 	if err != nil {
 		return domain.Fleet{}, explain(fmt.Errorf("aws: describe fleet %s in %s: %w", id, region, err))
 	}
+	if fd == nil {
+		return domain.Fleet{}, fmt.Errorf("aws: describe fleet %s in %s: no such fleet", id, region)
+	}
+	return p.describedFleet(ctx, region, *fd), nil
+}
+
+// fleetByID describes one fleet; nil if AWS does not list it.
+func (p *Provider) fleetByID(ctx context.Context, region, id string) (*ec2types.FleetData, error) {
+	out, err := p.client(region).DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: []string{id}})
+	if err != nil {
+		return nil, err
+	}
 	for _, fd := range out.Fleets {
 		if awssdk.ToString(fd.FleetId) == id {
-			return p.describedFleet(ctx, region, fd), nil
+			return &fd, nil
 		}
 	}
-	return domain.Fleet{}, fmt.Errorf("aws: describe fleet %s in %s: no such fleet", id, region)
+	return nil, nil
 }
 
 // describedFleet counts a fleet's running instances: an instant fleet lists them;
@@ -1070,18 +1077,13 @@ const maxInstantDelete = 1000
 
 // trimInstantFleet terminates an instant fleet's instances beyond maxInstantDelete.
 func (p *Provider) trimInstantFleet(ctx context.Context, region, id string) error {
-	out, err := p.client(region).DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: []string{id}})
-	if err != nil {
+	fd, err := p.fleetByID(ctx, region, id)
+	if err != nil || fd == nil || fd.Type != ec2types.FleetTypeInstant {
 		return nil // DeleteFleets, asked next, says what is wrong
 	}
 	var ids []string
-	for _, fd := range out.Fleets {
-		if awssdk.ToString(fd.FleetId) != id || fd.Type != ec2types.FleetTypeInstant {
-			continue
-		}
-		for _, inst := range fd.Instances {
-			ids = append(ids, inst.InstanceIds...)
-		}
+	for _, inst := range fd.Instances {
+		ids = append(ids, inst.InstanceIds...)
 	}
 	for len(ids) > maxInstantDelete {
 		n := min(maxInstantDelete, len(ids)-maxInstantDelete)

@@ -208,14 +208,9 @@ type regionFetch struct {
 func (rf *regionFetch) describeOnce(k domain.PoolKey) bool {
 	rf.mu.Lock()
 	defer rf.mu.Unlock()
-	if rf.described[k] {
-		return false
-	}
-	if rf.described == nil {
-		rf.described = map[domain.PoolKey]bool{}
-	}
+	first := !rf.described[k]
 	rf.described[k] = true
-	return true
+	return first
 }
 
 // want adds the wanted types not yet asked for and returns their names.
@@ -242,7 +237,8 @@ func (rf *regionFetch) spec(instanceType string) (domain.GPUSpec, bool) {
 
 // fetchRegion streams a region's history, then refreshes its pools once the side calls answered.
 func (p *Provider) fetchRegion(ctx context.Context, region string, req domain.FetchRequest, aids *fetchAids, sink domain.Sink) error {
-	rf := &regionFetch{p: p, region: region, req: req, rs: p.regionState(region), aids: aids, sink: sink, specs: map[string]domain.GPUSpec{}}
+	rf := &regionFetch{p: p, region: region, req: req, rs: p.regionState(region), aids: aids, sink: sink,
+		specs: map[string]domain.GPUSpec{}, described: map[domain.PoolKey]bool{}}
 	if types, ok := p.cachedGPUTypes(region); ok {
 		aids.scores.typesKnown(types)
 		if err := rf.history(ctx, rf.want(types)); err != nil {
@@ -369,22 +365,16 @@ func (rf *regionFetch) history(ctx context.Context, names []string) error {
 			}
 		}
 		more := pg.HasMorePages()
+		rf.mu.Lock()
+		rf.pages++
+		done, open := rf.pages, rf.open
+		rf.mu.Unlock()
 		var prog *domain.Progress
 		if req.Backfill {
-			rf.mu.Lock()
-			rf.pages++
-			total := rf.pages
-			if more {
-				total += rf.open
-			} else {
-				total += rf.open - 1
+			if !more {
+				open-- // this stream's last page
 			}
-			prog = &domain.Progress{Done: rf.pages, Total: total}
-			rf.mu.Unlock()
-		} else {
-			rf.mu.Lock()
-			rf.pages++
-			rf.mu.Unlock()
+			prog = &domain.Progress{Done: done, Total: done + open}
 		}
 		if len(ev.Points)+len(ev.Pools) > 0 && (sent == 0 || len(ev.Points) >= sent || !more) {
 			sent += len(ev.Points)
@@ -446,10 +436,7 @@ func (rf *regionFetch) finish(ctx context.Context) error {
 	rf.aids.adv.wait(ctx)
 	scores := rf.aids.scores.wait(ctx)
 	rf.rs.mu.Lock()
-	keys := make([]domain.PoolKey, 0, len(rf.rs.pools))
-	for k := range rf.rs.pools {
-		keys = append(keys, k)
-	}
+	keys := slices.Collect(maps.Keys(rf.rs.pools))
 	rf.rs.mu.Unlock()
 	var changed []domain.Pool
 	for _, k := range keys {

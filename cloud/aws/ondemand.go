@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	pricingtypes "github.com/aws/aws-sdk-go-v2/service/pricing/types"
+
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 // onDemandPrice is one cached list price; nil USD caches a miss (not sold on demand).
@@ -148,55 +151,38 @@ func (p *Provider) fetchOnDemand(ctx context.Context, missing map[string][]strin
 			queries = append(queries, query{rs, ts})
 		}
 	}
-	type result struct {
-		q     query
-		found map[[2]string]*float64
-		err   error
-	}
-	results := make(chan result, len(queries))
-	for _, q := range queries {
-		go func() {
-			found, err := p.getProducts(ctx, q.regions, q.types)
-			results <- result{q, found, err}
-		}()
-	}
+	found := make([]map[[2]string]*float64, len(queries))
+	errs := make([]error, len(queries))
+	fanout.Each(len(queries), 0, func(i int) {
+		found[i], errs[i] = p.getProducts(ctx, queries[i].regions, queries[i].types)
+	})
 	now := p.opt.Now()
-	fetched := map[string]map[string]onDemandPrice{}
 	var firstErr error
 	failedRegions := map[string]bool{}
-	for range queries {
-		r := <-results
-		if r.err != nil && ctx.Err() != nil {
+	c := &p.onDemandC
+	c.mu.Lock()
+	c.load(p.cachePath("on-demand.json"))
+	fetched := false
+	for i, q := range queries {
+		switch {
+		case errs[i] != nil && ctx.Err() != nil:
 			continue // the fetch ended: nothing failed
-		}
-		if r.err != nil {
-			if firstErr == nil {
-				firstErr = r.err
-			}
-			for _, reg := range r.q.regions {
+		case errs[i] != nil:
+			firstErr = cmp.Or(firstErr, errs[i])
+			for _, reg := range q.regions {
 				failedRegions[reg] = true
 			}
 			continue
 		}
-		for _, reg := range r.q.regions {
-			for _, t := range r.q.types {
-				// Types another region wanted are as fresh: keep them.
-				if fetched[reg] == nil {
-					fetched[reg] = map[string]onDemandPrice{}
-				}
-				fetched[reg][t] = onDemandPrice{USD: r.found[[2]string{reg, t}], Fetched: now}
+		for _, reg := range q.regions {
+			if c.prices[reg] == nil {
+				c.prices[reg] = map[string]onDemandPrice{}
 			}
-		}
-	}
-	c := &p.onDemandC
-	c.mu.Lock()
-	c.load(p.cachePath("on-demand.json"))
-	for reg, byType := range fetched {
-		if c.prices[reg] == nil {
-			c.prices[reg] = map[string]onDemandPrice{}
-		}
-		for t, e := range byType {
-			c.prices[reg][t] = e
+			// Types another region wanted are as fresh: keep them.
+			for _, t := range q.types {
+				c.prices[reg][t] = onDemandPrice{USD: found[i][[2]string{reg, t}], Fetched: now}
+				fetched = true
+			}
 		}
 	}
 	if ctx.Err() == nil {
@@ -207,7 +193,7 @@ func (p *Provider) fetchOnDemand(ctx context.Context, missing map[string][]strin
 		p.opt.Logger.Info("price list", "regions", len(failedRegions), "err", firstErr) // the note says it to the user
 	}
 	var err error
-	if path := p.cachePath("on-demand.json"); path != "" && len(fetched) > 0 {
+	if path := p.cachePath("on-demand.json"); path != "" && fetched {
 		err = writeJSON(path, c.prices)
 	}
 	c.mu.Unlock()

@@ -281,9 +281,7 @@ func (p *Provider) bookTrainingPlan(ctx context.Context, req domain.BookRequest)
 		if _, err := p.refreshTrainingPlan(ctx, o); err != nil {
 			return domain.Booking{}, err
 		}
-		return domain.Booking{Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType, InstanceCount: o.InstanceCount,
-			Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, DryRun: true,
-			Message: "SageMaker has no dry run for CreateTrainingPlan: the offering is still on sale at these terms; nothing was sent"}, nil
+		return offered(o, true, "SageMaker has no dry run for CreateTrainingPlan: the offering is still on sale at these terms; nothing was sent"), nil
 	}
 	if req.Ref == "" {
 		return domain.Booking{}, specErrorf("aws: buying training plan %s needs a ledger row to name it after", o.ID)
@@ -310,8 +308,8 @@ func (p *Provider) bookTrainingPlan(ctx context.Context, req domain.BookRequest)
 	if arn == "" {
 		return domain.Booking{}, fmt.Errorf("aws: create training plan %s in %s: the answer names no plan; check with FindBooking", name, o.Region)
 	}
-	b := domain.Booking{ProviderRef: arn, Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
-		InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD}
+	b := offered(o, false, "")
+	b.ProviderRef = arn
 	b.State, _ = planState(smtypes.TrainingPlanStatusPending, o.Start, o.End, p.opt.Now())
 	if d, err := p.describePlan(ctx, o.Region, name); err == nil && d != nil {
 		b.State, b.Message = d.State, d.Message

@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -242,10 +243,6 @@ func offeringOf(region string, t GPUType, o ec2types.CapacityBlockOffering, aske
 	if o.InstanceCount != nil {
 		count = int(*o.InstanceCount)
 	}
-	cur := awssdk.ToString(o.CurrencyCode)
-	if cur == "" {
-		cur = "USD"
-	}
 	typ := t.InstanceType
 	if it := awssdk.ToString(o.InstanceType); it != "" && it != typ {
 		return domain.Offering{}, fmt.Errorf("offering %s is for %s, not the %s asked for", id, it, typ)
@@ -254,7 +251,7 @@ func offeringOf(region string, t GPUType, o ec2types.CapacityBlockOffering, aske
 		ID: id, Provider: Name, Cloud: domain.CloudAWS, Region: region,
 		Zone: awssdk.ToString(o.AvailabilityZone), InstanceType: typ, GPU: t.GPU,
 		InstanceCount: count, Start: start, End: end,
-		UpfrontUSD: fee, Currency: cur, Kind: domain.KindBlock,
+		UpfrontUSD: fee, Currency: cmp.Or(awssdk.ToString(o.CurrencyCode), "USD"), Kind: domain.KindBlock,
 	}, nil
 }
 

@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -242,13 +243,9 @@ func planOffering(region string, t domain.CatalogEntry, x smtypes.TrainingPlanOf
 	for _, s := range segs {
 		count = min(count, s.InstanceCount) // what every segment holds
 	}
-	cur := awssdk.ToString(x.CurrencyCode)
-	if cur == "" {
-		cur = "USD"
-	}
 	o := domain.Offering{ID: id, Provider: Name, Cloud: domain.CloudAWS, Region: region, Zone: segs[0].Zone,
 		InstanceType: t.InstanceType, GPU: t.GPU, InstanceCount: count, Start: segs[0].Start, End: segs[len(segs)-1].End,
-		UpfrontUSD: fee, Currency: cur, Kind: domain.KindTrainingPlan, Segments: segs}
+		UpfrontUSD: fee, Currency: cmp.Or(awssdk.ToString(x.CurrencyCode), "USD"), Kind: domain.KindTrainingPlan, Segments: segs}
 	if len(x.TargetResources) > 0 {
 		o.TargetResource = string(x.TargetResources[0])
 	}

@@ -115,7 +115,12 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	}
 	aids.adv = p.startAdvisor(ctx, sink, aids.note)
 	aids.od = p.startOnDemand(ctx, backfill, func(region string) []string {
-		return wantedNames(p.knownGPUTypes(region), req.Query)
+		// The region's cached GPU types, else the catalog's.
+		types, ok := p.cachedGPUTypes(region)
+		if !ok {
+			types = catalogGPUTypes()
+		}
+		return wantedNames(types, req.Query)
 	})
 	if req.Backfill {
 		aids.scores = p.startScores(ctx, regions, req.Query)
@@ -172,14 +177,6 @@ func (p *Provider) sourceNote(advisorNote string) string {
 		return advisorNote + "; " + od
 	}
 	return advisorNote
-}
-
-// knownGPUTypes returns the region's cached GPU types, else the catalog's.
-func (p *Provider) knownGPUTypes(region string) []GPUType {
-	if t, ok := p.cachedGPUTypes(region); ok {
-		return t
-	}
-	return catalogGPUTypes()
 }
 
 func wantedNames(types []GPUType, q domain.Query) []string {
@@ -296,11 +293,8 @@ func (p *Provider) fetchRegion(ctx context.Context, region string, req domain.Fe
 
 // rejectedTypes reports whether EC2 refused an unknown instance type name.
 func rejectedTypes(err error) bool {
-	switch apiCode(err) {
-	case "InvalidParameterValue", "InvalidInstanceType":
-		return true
-	}
-	return false
+	code := apiCode(err)
+	return code == "InvalidParameterValue" || code == "InvalidInstanceType"
 }
 
 func (rf *regionFetch) history(ctx context.Context, names []string) error {

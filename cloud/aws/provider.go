@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -174,7 +175,7 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s (%v)", ErrNoCredentials, credentialHint, shortCause(err))
 	}
-	p := &Provider{opt: opt, cfg: cfg, home: home, state: map[string]*regionState{}}
+	p := &Provider{opt: opt, cfg: cfg, home: home, state: map[string]*regionState{}, buckets: map[bucketKey]*tokenBucket{}}
 	p.pricing = pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = pricingRegion })
 	return p, nil
 }
@@ -301,13 +302,7 @@ var awsRegionPattern = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0
 func IsRegion(name string) bool { return awsRegionPattern.MatchString(name) }
 
 func awsRegions(names []string) []string {
-	out := []string{}
-	for _, n := range names {
-		if awsRegionPattern.MatchString(n) {
-			out = append(out, n)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !IsRegion(n) })
 }
 
 // apiCode returns err's AWS error code ("DryRunOperation"), or "".
@@ -427,10 +422,8 @@ type plainBody struct{ rc io.ReadCloser }
 func (b plainBody) Read(p []byte) (int, error) { return b.rc.Read(p) }
 func (b plainBody) Close() error               { return b.rc.Close() }
 
+// withPlainBodies wraps withTimeouts' client, never nil.
 func withPlainBodies(c awssdk.HTTPClient) awssdk.HTTPClient {
-	if c == nil {
-		c = awshttp.NewBuildableClient()
-	}
 	if _, ok := c.(plainBodyClient); ok {
 		return c
 	}
@@ -624,9 +617,6 @@ func (p *Provider) bucket(region, action string, lim apiLimit) *tokenBucket {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.buckets == nil {
-		p.buckets = map[bucketKey]*tokenBucket{}
-	}
 	k := bucketKey{region, action}
 	b := p.buckets[k]
 	if b == nil {

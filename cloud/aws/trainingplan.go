@@ -347,8 +347,8 @@ func (p *Provider) planBooking(region string, s smtypes.TrainingPlanSummary) dom
 			b.InstanceCount = int(awssdk.ToInt32(rc.TotalInstanceCount))
 		}
 	}
-	state, note := planState(s.Status, start, end, p.opt.Now())
-	b.State = state
+	var note string
+	b.State, note = planState(s.Status, start, end, p.opt.Now())
 	if msg := awssdk.ToString(s.StatusMessage); msg != "" {
 		note = strings.TrimPrefix(note+"; SageMaker says: "+msg, "; ")
 	}

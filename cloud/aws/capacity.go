@@ -173,7 +173,7 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q domain.
 						"region", region, "instance_type", t.InstanceType, "reason", err.Error())
 					continue
 				}
-				if why := mismatch(off, q, count); why != "" {
+				if why := mismatch(off, off.End.Sub(off.Start), q, count); why != "" {
 					p.opt.Logger.Debug("capacity block offering not asked for", "offering", off.ID, "region", region, "why", why)
 					continue
 				}
@@ -197,16 +197,16 @@ func notSoldAsBlocks(err error) bool {
 	return !countRefused(err) && (apiCode(err) == "InvalidParameterValue" || apiCode(err) == "Unsupported")
 }
 
-// mismatch says how an offering differs from the query, "" when it does not.
-func mismatch(o domain.Offering, q domain.OfferingQuery, count int) string {
-	length := o.End.Sub(o.Start)
+// mismatch says how an offering of this length differs from the query, "" when
+// it does not; count 0 is any count.
+func mismatch(o domain.Offering, length time.Duration, q domain.OfferingQuery, count int) string {
 	switch {
 	case length != q.Duration && (q.FlexDuration == 0 || (length-q.Duration).Abs() > q.FlexDuration):
 		return fmt.Sprintf("lasts %s, not %s", length, q.Duration)
 	case o.Start.Before(q.StartAfter) || o.Start.After(q.StartBefore):
 		return fmt.Sprintf("starts %s, outside [%s, %s]", o.Start.Format(time.RFC3339),
 			q.StartAfter.UTC().Format(time.RFC3339), q.StartBefore.UTC().Format(time.RFC3339))
-	case o.InstanceCount != count:
+	case count != 0 && o.InstanceCount != count:
 		return fmt.Sprintf("holds %d instances, not %d", o.InstanceCount, count)
 	}
 	return ""

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -126,20 +125,13 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 		aids.scores = p.startScores(ctx, regions, req.Query)
 	}
 
-	var failed atomic.Int32
-	var firstErr error
-	var errOnce sync.Once
+	errs := make([]error, len(regions))
 	fanout.Each(len(regions), 0, func(i int) {
 		region := regions[i]
-		rs := p.regionState(region)
 		err := p.fetchRegion(ctx, region, rreqs[i], aids, sink)
-		rs.settle(rreqs[i], err != nil)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			failed.Add(1)
-			errOnce.Do(func() { firstErr = err })
+		p.regionState(region).settle(rreqs[i], err != nil)
+		if err != nil && ctx.Err() == nil {
+			errs[i] = err
 			p.opt.Logger.Info("aws region failed", "region", region, "err", err) // the region's Event says it to the user
 			sink(domain.Event{Provider: Name, Region: region, Err: err})
 		}
@@ -147,7 +139,8 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if len(regions) > 0 && int(failed.Load()) == len(regions) {
+	if len(regions) > 0 && !slices.Contains(errs, nil) {
+		firstErr := errs[0]
 		if errors.Is(firstErr, ErrNoCredentials) {
 			return firstErr
 		}

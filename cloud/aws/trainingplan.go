@@ -193,9 +193,7 @@ func (p *Provider) searchPlans(ctx context.Context, region string, t domain.Cata
 			continue
 		}
 		held := time.Duration(o.HeldHours() * float64(time.Hour))
-		switch {
-		case held != q.Duration && (q.FlexDuration == 0 || (held-q.Duration).Abs() > q.FlexDuration),
-			o.Start.Before(q.StartAfter) || o.Start.After(q.StartBefore):
+		if mismatch(o, held, q, 0) != "" {
 			continue
 		}
 		o.FlexLength = held != q.Duration

@@ -225,13 +225,10 @@ func (p *Provider) cachedOnDemand(region, instanceType string) (*float64, bool) 
 }
 
 func (p *Provider) missingOnDemand(region string, want []string) []string {
-	var out []string
-	for _, t := range want {
-		if _, ok := p.cachedOnDemand(region, t); !ok {
-			out = append(out, t)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(want), func(t string) bool {
+		_, fresh := p.cachedOnDemand(region, t)
+		return fresh
+	})
 }
 
 type onDemandJob struct {
@@ -244,13 +241,7 @@ func (j *onDemandJob) notAsked(region string, types []string) []string {
 	if j == nil {
 		return types
 	}
-	var out []string
-	for _, t := range types {
-		if !slices.Contains(j.asked[region], t) {
-			out = append(out, t)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(types), func(t string) bool { return slices.Contains(j.asked[region], t) })
 }
 
 func (j *onDemandJob) wait(ctx context.Context) {

@@ -179,10 +179,9 @@ func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domai
 	}
 	series := map[string][]domain.BusySample{}
 	var problems []string
-	for lo := 0; lo < len(queries); lo += metricQueriesPerCall {
-		hi := min(lo+metricQueriesPerCall, len(queries))
+	for chunk := range slices.Chunk(queries, metricQueriesPerCall) {
 		pg := cloudwatch.NewGetMetricDataPaginator(p.cloudWatch(q.Region), &cloudwatch.GetMetricDataInput{
-			MetricDataQueries: queries[lo:hi], StartTime: awssdk.Time(from), EndTime: awssdk.Time(to),
+			MetricDataQueries: chunk, StartTime: awssdk.Time(from), EndTime: awssdk.Time(to),
 			ScanBy: cwtypes.ScanByTimestampAscending})
 		for out, err := range pages(ctx, pg) {
 			if err != nil {

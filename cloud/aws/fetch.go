@@ -535,7 +535,7 @@ type scoreJob struct {
 // score per region and zone id, and why a zone has none.
 type placement struct {
 	types  map[string]bool
-	byZone map[string]map[string]int // region → zone id → score of the set
+	byZone map[[2]string]int // (region, zone id) → score of the set
 	// note: why no type has a score (too few to ask).
 	note string
 }
@@ -554,7 +554,7 @@ func (pl *placement) of(region, zoneID, typ string) (score *int, note string, ok
 	if pl.note != "" {
 		return nil, pl.note, true
 	}
-	if v, found := pl.byZone[region][zoneID]; found {
+	if v, found := pl.byZone[[2]string{region, zoneID}]; found {
 		return domain.Int(v), "", true
 	}
 	return nil, NoteNotInTop10, true
@@ -636,7 +636,7 @@ func (p *Provider) askScores(ctx context.Context, regions []string, seen map[str
 	if len(types) == 0 {
 		return nil
 	}
-	pl := &placement{types: map[string]bool{}, byZone: map[string]map[string]int{}}
+	pl := &placement{types: map[string]bool{}, byZone: map[[2]string]int{}}
 	for _, t := range types {
 		pl.types[t] = true
 	}
@@ -668,10 +668,7 @@ func (p *Provider) askScores(ctx context.Context, regions []string, seen map[str
 			if s.Region == nil || s.AvailabilityZoneId == nil || s.Score == nil {
 				continue
 			}
-			if pl.byZone[*s.Region] == nil {
-				pl.byZone[*s.Region] = map[string]int{}
-			}
-			pl.byZone[*s.Region][*s.AvailabilityZoneId] = int(*s.Score)
+			pl.byZone[[2]string{*s.Region, *s.AvailabilityZoneId}] = int(*s.Score)
 		}
 	}
 	p.mu.Lock()

@@ -373,7 +373,7 @@ func (s *Service) recordFleet(ctx context.Context, fl domain.FleetLauncher, spec
 	if later {
 		intent.State = StateScheduled
 	}
-	row, err := s.st.RecordIntentOpen(ctx, intent, func(spent Spending, existing *Entry, live []Entry) error {
+	row, err := s.st.RecordIntent(ctx, intent, func(spent Spending, existing *Entry, live []Entry) error {
 		if existing != nil {
 			return nil
 		}

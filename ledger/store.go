@@ -143,6 +143,22 @@ func exists(path string) bool {
 	return err == nil
 }
 
+// inTx runs do in one transaction and commits it; what says the work in its errors.
+func (s *Store) inTx(ctx context.Context, what string, do func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer tx.Rollback()
+	if err := do(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%s: commit: %w", what, err)
+	}
+	return nil
+}
+
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 

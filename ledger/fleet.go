@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,11 +56,7 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 		spot float64
 	}
 	latest := map[string]float64{} // on-demand $/h by lower-cased type
-	inForce := map[domain.PoolKey]*seen{}
-	zones := map[string]bool{} // the spec's zones; none means all
-	for _, z := range spec.Zones {
-		zones[z] = true
-	}
+	inForce := map[domain.PoolKey]seen{}
 	// The sink runs on several goroutines and may not keep an event's slices.
 	var mu sync.Mutex
 	sink := func(ev domain.Event) {
@@ -73,16 +70,12 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 		// The price in force is each pool's latest point; the fleet may land in any.
 		for pt := range ev.PricePoints() {
 			k := strings.ToLower(pt.Pool.InstanceType)
-			if !want[k] || (len(zones) > 0 && !zones[pt.Pool.Zone]) {
+			// The spec's zones; none means all.
+			if !want[k] || (len(spec.Zones) > 0 && !slices.Contains(spec.Zones, pt.Pool.Zone)) {
 				continue
 			}
-			v := inForce[pt.Pool]
-			if v == nil {
-				v = &seen{}
-				inForce[pt.Pool] = v
-			}
-			if pt.At.After(v.at) || (pt.At.Equal(v.at) && pt.USDHour > v.spot) {
-				v.at, v.spot = pt.At, pt.USDHour
+			if v, ok := inForce[pt.Pool]; !ok || pt.At.After(v.at) || (pt.At.Equal(v.at) && pt.USDHour > v.spot) {
+				inForce[pt.Pool] = seen{pt.At, pt.USDHour}
 			}
 		}
 	}

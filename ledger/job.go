@@ -160,14 +160,8 @@ func scanJob(sc sqlitedb.Scanner) (Job, error) {
 		return j, fmt.Errorf("job %s: plan: %w", j.ID, err)
 	}
 	j.Live, j.Progress = json.RawMessage(live), json.RawMessage(prog)
-	var err error
-	for _, f := range []struct {
-		s string
-		t *time.Time
-	}{{until, &j.LeaseUntil}, {created, &j.CreatedAt}, {updated, &j.UpdatedAt}, {finished, &j.FinishedAt}} {
-		if *f.t, err = parseTime(f.s); err != nil {
-			return j, fmt.Errorf("job %s: %w", j.ID, err)
-		}
+	if err := parseTimes([]string{until, created, updated, finished}, &j.LeaseUntil, &j.CreatedAt, &j.UpdatedAt, &j.FinishedAt); err != nil {
+		return j, fmt.Errorf("job %s: %w", j.ID, err)
 	}
 	return j, nil
 }

@@ -344,9 +344,10 @@ func (s *Store) DaySpent(ctx context.Context, t time.Time) (float64, error) {
 	return s.DayHeld(ctx, s.db, t, "")
 }
 
-// HeldKeys returns the keys of a kind held by rows that are not failed.
-func (s *Store) HeldKeys(ctx context.Context, kind string) (map[string]bool, error) {
-	keys, err := sqlitedb.All(ctx, s.db, sqlitedb.String, `SELECT idem_key FROM ledger WHERE kind = ? AND state <> 'failed'`, kind)
+// HeldKeys returns the keys of the kinds held by rows that are not failed.
+func (s *Store) HeldKeys(ctx context.Context, kinds ...string) (map[string]bool, error) {
+	ph, args := sqlitedb.In(kinds)
+	keys, err := sqlitedb.All(ctx, s.db, sqlitedb.String, `SELECT idem_key FROM ledger WHERE kind IN (`+ph+`) AND state <> 'failed'`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger keys: %w", err)
 	}
@@ -432,15 +433,20 @@ func scan(sc sqlitedb.Scanner) (Entry, error) {
 			return Entry{}, fmt.Errorf("ledger row %s: schedule: %w", r.ID, err)
 		}
 	}
-	for _, f := range []struct {
-		s string
-		t *time.Time
-	}{{start, &r.Start}, {end, &r.End}, {created, &r.CreatedAt}, {updated, &r.UpdatedAt}, {beat, &r.Heartbeat}} {
-		if *f.t, err = parseTime(f.s); err != nil {
-			return Entry{}, fmt.Errorf("ledger row %s: %w", r.ID, err)
-		}
+	if err := parseTimes([]string{start, end, created, updated, beat}, &r.Start, &r.End, &r.CreatedAt, &r.UpdatedAt, &r.Heartbeat); err != nil {
+		return Entry{}, fmt.Errorf("ledger row %s: %w", r.ID, err)
 	}
 	return r, nil
+}
+
+// parseTimes parses each stored time of src into the field of dst at its index.
+func parseTimes(src []string, dst ...*time.Time) (err error) {
+	for i, s := range src {
+		if *dst[i], err = parseTime(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // unboundedHold is how long a fleet with no end is held against the caps.

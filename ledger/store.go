@@ -296,19 +296,16 @@ func (o Owner) String() string { return fmt.Sprintf("%s/%d/%s", o.Host, o.PID, o
 
 // ParseOwner reads an owner as String writes it.
 func ParseOwner(s string) (Owner, bool) {
-	i := strings.LastIndexByte(s, '/')
-	if i < 0 {
+	parts := strings.Split(s, "/")
+	n := len(parts)
+	if n < 3 {
 		return Owner{}, false
 	}
-	j := strings.LastIndexByte(s[:i], '/')
-	if j < 0 {
+	pid, err := strconv.Atoi(parts[n-2])
+	if err != nil || parts[n-1] == "" {
 		return Owner{}, false
 	}
-	pid, err := strconv.Atoi(s[j+1 : i])
-	if err != nil || s[i+1:] == "" {
-		return Owner{}, false
-	}
-	return Owner{Host: s[:j], PID: pid, Token: s[i+1:]}, true
+	return Owner{Host: strings.Join(parts[:n-2], "/"), PID: pid, Token: parts[n-1]}, true
 }
 
 func (o Owner) describe() string { return fmt.Sprintf("process %d on %s", o.PID, o.Host) }

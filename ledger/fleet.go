@@ -222,10 +222,8 @@ func CheckFleet(spec domain.FleetSpec) error {
 	case spec.MaxPriceUSD != nil && !(*spec.MaxPriceUSD > 0):
 		return fmt.Errorf("fleet: max price %v: want a positive $/instance-hour", *spec.MaxPriceUSD)
 	}
-	for _, st := range domain.Strategies {
-		if spec.Strategy == st || spec.Strategy == "" {
-			return nil
-		}
+	if spec.Strategy == "" || slices.Contains(domain.Strategies, spec.Strategy) {
+		return nil
 	}
 	return fmt.Errorf("fleet: strategy %q: want one of %s", spec.Strategy, strings.Join(domain.Strategies, ", "))
 }

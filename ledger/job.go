@@ -410,8 +410,8 @@ func (s *Store) JobRows(ctx context.Context, jobID string) ([]Entry, error) {
 	if !s.hasJobs() {
 		return nil, nil
 	}
-	out, err := sqlitedb.All(ctx, s.db, scan, `SELECT `+prefixed(s.cols(), "l.")+` FROM ledger l JOIN job_launches k ON l.idem_key = k.idem_key
-		WHERE k.job_id = ? AND l.kind = ? ORDER BY k.seq, l.id`, jobID, KindFleet)
+	out, err := s.rows(ctx, s.db, `WHERE kind = ? AND idem_key IN (SELECT idem_key FROM job_launches WHERE job_id = ?)
+		ORDER BY (SELECT seq FROM job_launches k WHERE k.idem_key = ledger.idem_key), id`, KindFleet, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("rows of job %s: %w", jobID, err)
 	}
@@ -424,23 +424,13 @@ func (s *Store) EndJob(ctx context.Context, id, state, reason string, at time.Ti
 	if s.readOnly {
 		return false, ErrReadOnly
 	}
-	now := at
 	res, err := s.db.ExecContext(ctx, `UPDATE jobs SET state = ?, reason = ?, finished_at = ?, updated_at = ? WHERE id = ? AND state IN (?, ?)`,
-		state, reason, fmtTime(now), fmtTime(now), id, JobScheduled, JobRunning)
+		state, reason, fmtTime(at), fmtTime(at), id, JobScheduled, JobRunning)
 	if err != nil {
 		return false, fmt.Errorf("end job %s: %w", id, err)
 	}
 	n, _ := res.RowsAffected()
 	return n > 0, nil
-}
-
-// prefixed qualifies each column of a select list with p.
-func prefixed(cols, p string) string {
-	parts := strings.Split(cols, ",")
-	for i, c := range parts {
-		parts[i] = p + strings.TrimSpace(c)
-	}
-	return strings.Join(parts, ", ")
 }
 
 // jobsDaySum is what the jobs created on day count against its cap: an active job its hold (or what it

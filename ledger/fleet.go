@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 // FleetEstimate is a fleet's expected cost per hour; HoldOf holds it over its window.
@@ -784,25 +785,22 @@ func (s *Service) FleetsNow(ctx context.Context, rows []Entry) map[string]FleetN
 		ask = append(ask, r)
 	}
 	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, r := range ask {
-		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, min(fleetsNowWork, s.opt.Timeout))
-			f, _, err := s.RefreshFleet(cctx, r.ID)
-			cancel()
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			delete(c.asking, r.ID)
-			if err != nil {
-				last := c.byRow[r.ID]
-				last.Err, last.At = err, now
-				c.byRow[r.ID] = last
-				return
-			}
-			c.byRow[r.ID] = FleetNow{Fleet: f, At: now}
-		})
-	}
-	wg.Wait()
+	fanout.Each(len(ask), 0, func(i int) {
+		id := ask[i].ID
+		cctx, cancel := context.WithTimeout(ctx, min(fleetsNowWork, s.opt.Timeout))
+		f, _, err := s.RefreshFleet(cctx, id)
+		cancel()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.asking, id)
+		if err != nil {
+			last := c.byRow[id]
+			last.Err, last.At = err, now
+			c.byRow[id] = last
+			return
+		}
+		c.byRow[id] = FleetNow{Fleet: f, At: now}
+	})
 	out := map[string]FleetNow{}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -556,7 +556,8 @@ func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = now
 	}
-	if e, ok := domain.LookupGPU(firstType(rec.InstanceType)); ok {
+	first, _, _ := strings.Cut(rec.InstanceType, ",")
+	if e, ok := domain.LookupGPU(first); ok {
 		r.GPUCount = e.GPU.Count * float64(rec.InstanceCount)
 		if r.Cloud == "" {
 			r.Cloud = string(e.Cloud)
@@ -608,9 +609,4 @@ func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain
 	}
 	s.opt.Logger.Info("ledger row re-created from the cloud's record", "row", out.ID, "ref", out.ProviderRef, "why", why)
 	return out, nil
-}
-
-func firstType(types string) string {
-	t, _, _ := strings.Cut(types, ",")
-	return t
 }

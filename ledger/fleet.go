@@ -47,52 +47,31 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 		est.Basis = unknownPrices
 		return est
 	}
-	now := s.opt.Now()
 	want := map[string]bool{}
 	for _, t := range spec.InstanceTypes {
 		want[strings.ToLower(t)] = true
 	}
-	type seen struct {
-		at   time.Time
-		spot float64
-	}
-	latest := map[string]float64{} // on-demand $/h by lower-cased type
-	inForce := map[domain.PoolKey]seen{}
-	// The sink runs on several goroutines and may not keep an event's slices.
-	var mu sync.Mutex
-	sink := func(ev domain.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, pl := range ev.Pools {
-			if k := strings.ToLower(pl.InstanceType); want[k] && pl.OnDemandUSDHour != nil {
-				latest[k] = *pl.OnDemandUSDHour
-			}
-		}
-		// The price in force is each pool's latest point; the fleet may land in any.
-		for pt := range ev.PricePoints() {
-			k := strings.ToLower(pt.Pool.InstanceType)
-			// The spec's zones; none means all.
-			if !want[k] || (len(spec.Zones) > 0 && !slices.Contains(spec.Zones, pt.Pool.Zone)) {
-				continue
-			}
-			if v, ok := inForce[pt.Pool]; !ok || pt.At.After(v.at) || (pt.At.Equal(v.at) && pt.USDHour > v.spot) {
-				inForce[pt.Pool] = seen{pt.At, pt.USDHour}
-			}
-		}
-	}
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
-	err := p.Fetch(cctx, domain.FetchRequest{
-		Query: domain.Query{Providers: []string{spec.Provider}, Regions: []string{spec.Region}},
-		// A back-fill: providers describe pools (on-demand prices) only on a first fetch.
-		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true, Aside: true,
-	}, sink)
+	q := domain.Query{Providers: []string{spec.Provider}, Regions: []string{spec.Region}}
+	l, err := domain.ReadLatest(cctx, p, q, s.opt.Now(), 6*time.Hour)
 	cancel()
+	latest := map[string]float64{} // on-demand $/h by lower-cased type
+	for _, pl := range l.Pools {
+		if k := strings.ToLower(pl.InstanceType); want[k] && pl.OnDemandUSDHour != nil {
+			latest[k] = *pl.OnDemandUSDHour
+		}
+	}
 	var spot, ond float64
 	var spotPool domain.PoolKey
 	var ondType string
-	for k, v := range inForce {
-		if v.spot > spot || (v.spot == spot && k.String() < spotPool.String()) {
-			spot, spotPool = v.spot, k
+	// The price in force is each pool's latest point; the fleet may land in any.
+	for k, pt := range l.Prices {
+		// The spec's zones; none means all.
+		if !want[strings.ToLower(k.InstanceType)] || (len(spec.Zones) > 0 && !slices.Contains(spec.Zones, k.Zone)) {
+			continue
+		}
+		if pt.USDHour > spot || (pt.USDHour == spot && k.String() < spotPool.String()) {
+			spot, spotPool = pt.USDHour, k
 		}
 	}
 	for t, v := range latest {

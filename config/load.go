@@ -488,42 +488,10 @@ func explain(err error, pos map[string]Pos) error {
 		return &posError{line: line, col: col, msg: key + ": " + pe.msg}
 	}
 	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		if t, ok := typeAt(key); ok {
-			return &posError{line: line, col: col, msg: fmt.Sprintf("%s: want %s", key, kindName(t))}
-		}
+	if t := pos[key].typ; errors.As(err, &te) && t != nil {
+		return &posError{line: line, col: col, msg: fmt.Sprintf("%s: want %s", key, kindName(t))}
 	}
 	return &posError{line: line, col: col, msg: key + ": " + ye.GetMessage()}
-}
-
-// typeAt returns the Go type of the value at a key path ("sim.seed", "gpus[0]").
-func typeAt(path string) (reflect.Type, bool) {
-	t := reflect.TypeFor[Config]()
-	for _, part := range strings.Split(path, ".") {
-		name, idx, _ := strings.Cut(part, "[")
-		switch t.Kind() {
-		case reflect.Struct:
-			found := false
-			for i := 0; i < t.NumField(); i++ {
-				if strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0] == name {
-					t, found = t.Field(i).Type, true
-					break
-				}
-			}
-			if !found {
-				return nil, false
-			}
-		case reflect.Map:
-			// a map's keys may hold dots ("SHA256:a.b"); its value type is all that matters
-			return t.Elem(), true
-		default:
-			return nil, false
-		}
-		if idx != "" && t.Kind() == reflect.Slice {
-			t = t.Elem()
-		}
-	}
-	return t, true
 }
 
 func fileError(name string, err error) error {
@@ -562,7 +530,7 @@ func checkKeys(node ast.Node, typ reflect.Type, path string, pos map[string]Pos)
 		}
 		for i, v := range n.Values {
 			p := fmt.Sprintf("%s[%d]", path, i)
-			record(pos, p, v)
+			record(pos, p, v, typ.Elem())
 			if err := checkKeys(v, typ.Elem(), p, pos); err != nil {
 				return err
 			}
@@ -598,7 +566,7 @@ func checkMapping(values []*ast.MappingValueNode, node ast.Node, typ reflect.Typ
 			if mv == nil || mv.Key == nil {
 				continue
 			}
-			k := keyText(mv.Key)
+			k := KeyText(mv.Key)
 			if k == "<<" {
 				continue // merge keys are checked by the decoder
 			}
@@ -607,7 +575,7 @@ func checkMapping(values []*ast.MappingValueNode, node ast.Node, typ reflect.Typ
 				return nodeErr(mv.Key, "unknown key %q in %s; want one of %s", k, orTop(path), strings.Join(names, ", "))
 			}
 			p := join(path, k)
-			record(pos, p, mv.Key)
+			record(pos, p, mv.Key, ft)
 			if err := checkKeys(mv.Value, ft, p, pos); err != nil {
 				return err
 			}
@@ -617,8 +585,8 @@ func checkMapping(values []*ast.MappingValueNode, node ast.Node, typ reflect.Typ
 			if mv == nil || mv.Key == nil {
 				continue
 			}
-			p := join(path, keyText(mv.Key))
-			record(pos, p, mv.Key)
+			p := join(path, KeyText(mv.Key))
+			record(pos, p, mv.Key, typ.Elem())
 			if err := checkKeys(mv.Value, typ.Elem(), p, pos); err != nil {
 				return err
 			}
@@ -629,7 +597,8 @@ func checkMapping(values []*ast.MappingValueNode, node ast.Node, typ reflect.Typ
 	return nil
 }
 
-func keyText(k ast.MapKeyNode) string {
+// KeyText is a mapping key as written.
+func KeyText(k ast.MapKeyNode) string {
 	if s, ok := scalar(k); ok {
 		return s
 	}
@@ -639,9 +608,30 @@ func keyText(k ast.MapKeyNode) string {
 	return ""
 }
 
-func record(pos map[string]Pos, path string, node ast.Node) {
+// PosOf is where node is written; false when its token has no place.
+func PosOf(node ast.Node) (Pos, bool) {
 	if tk := node.GetToken(); tk != nil && tk.Position != nil {
-		pos[path] = Pos{tk.Position.Line, tk.Position.Column}
+		return Pos{Line: tk.Position.Line, Col: tk.Position.Column}, true
+	}
+	return Pos{}, false
+}
+
+// Entries are a mapping's keys and values, under its tags and anchors.
+func Entries(node ast.Node) ([]*ast.MappingValueNode, bool) {
+	switch n := bare(node).(type) {
+	case *ast.MappingNode:
+		return n.Values, true
+	case *ast.MappingValueNode:
+		return []*ast.MappingValueNode{n}, true
+	}
+	return nil, false
+}
+
+// record keeps where path is written and the Go type it decodes into.
+func record(pos map[string]Pos, path string, node ast.Node, typ reflect.Type) {
+	if p, ok := PosOf(node); ok {
+		p.typ = typ
+		pos[path] = p
 	}
 }
 

@@ -108,18 +108,21 @@ func RedactURL(s string) string {
 }
 
 // Pos is where a key is written in its file.
-type Pos struct{ Line, Col int }
+type Pos struct {
+	Line, Col int
+	typ       reflect.Type // what the key's value decodes into, for messages
+}
 
 // Decode decodes node into v as Parse decodes the config; key is where node
 // stands ("watch[2].spot"), pos receives each key's place below it.
 func Decode(node ast.Node, v any, key string, pos map[string]Pos) error {
 	at := map[string]Pos{}
 	err := checkKeys(node, reflect.TypeOf(v), key, at)
-	if err == nil {
-		err = yaml.NodeToValue(node, v, yaml.DisallowUnknownField())
-	}
 	maps.Copy(pos, at)
 	if err != nil {
+		return err // its message names the key
+	}
+	if err := yaml.NodeToValue(node, v, yaml.DisallowUnknownField()); err != nil {
 		return explain(err, at)
 	}
 	return nil

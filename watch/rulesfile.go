@@ -66,7 +66,7 @@ func (e *Evaluator) readRulesFile() ([]Rule, fileStamp, error) {
 	out := make([]Rule, 0, len(ws))
 	for i, w := range ws {
 		if inConfig[w.Name] {
-			return nil, stamp, Place(path, w, i, &CheckError{Key: "name", Msg: fmt.Sprintf("%q names a rule of the config too; want a name of its own", w.Name)})
+			return nil, stamp, Place(path, w, i, ruleErr("name", "%q names a rule of the config too; want a name of its own", w.Name))
 		}
 		if e.opt.Check != nil {
 			if err := e.opt.Check(w); err != nil {

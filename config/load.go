@@ -650,6 +650,9 @@ func orTop(path string) string {
 }
 
 func kindName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	switch t.Kind() {
 	case reflect.Slice:
 		return "a list"

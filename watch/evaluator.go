@@ -3,8 +3,6 @@ package watch
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +16,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/internal/fanout"
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
@@ -135,9 +134,7 @@ func New(opt Options) (*Evaluator, error) {
 		e.channels = append(e.channels, n.Channel())
 		e.lease = max(e.lease, n.Timeout()+30*time.Second)
 	}
-	var b [6]byte
-	rand.Read(b[:])
-	e.owner = fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+	e.owner = fmt.Sprintf("%d-%s", os.Getpid(), sqlitedb.RandomHex(6))
 	for i, w := range opt.Rules {
 		r := Compile(w, opt.Notify)
 		r.From, r.File, r.Index = FromConfig, opt.ConfigPath, i
@@ -278,12 +275,7 @@ func (e *Evaluator) remarket() {
 	if e.opt.Market == nil {
 		return
 	}
-	rules := e.rules()
-	specs := make([]Spec, len(rules))
-	for i, r := range rules {
-		specs[i] = r.Spec
-	}
-	h, err := e.opt.Market(specs)
+	h, err := e.opt.Market(specsOf(e.rules()))
 	if err != nil {
 		e.log.Warn("watch: the rules file's rules need a market this run cannot fetch; they cannot fire until it can", "err", err)
 		return

@@ -2,9 +2,7 @@ package watch
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -151,10 +149,9 @@ func parseTime(s string) time.Time {
 // load reads a rule's state; a new or edited condition starts afresh.
 func (s *State) load(ctx context.Context, q querier, rule, fingerprint string) (ruleState, error) {
 	var st ruleState
-	var active, owed, quiet int
 	var last, memo string
 	err := q.QueryRowContext(ctx, `SELECT fingerprint, active, owed, last_fired, memo, quiet FROM rule_state WHERE rule = ?`, rule).
-		Scan(&st.Fingerprint, &active, &owed, &last, &memo, &quiet)
+		Scan(&st.Fingerprint, &st.Active, &st.Owed, &last, &memo, &st.Quiet)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return ruleState{Fingerprint: fingerprint}, nil
@@ -165,7 +162,7 @@ func (s *State) load(ctx context.Context, q querier, rule, fingerprint string) (
 		// Its crossings are another condition's; the cooldown holds.
 		return ruleState{Fingerprint: fingerprint, LastFired: parseTime(last)}, nil
 	}
-	st.Active, st.Owed, st.Quiet, st.LastFired = active != 0, owed != 0, quiet != 0, parseTime(last)
+	st.LastFired = parseTime(last)
 	if memo != "" {
 		st.Memo = json.RawMessage(memo)
 	}
@@ -224,7 +221,7 @@ func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.T
 	_, err = tx.ExecContext(ctx, `INSERT INTO rule_state (rule, fingerprint, active, owed, last_fired, memo, quiet, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(rule) DO UPDATE SET fingerprint = excluded.fingerprint, active = excluded.active, owed = excluded.owed,
 		last_fired = excluded.last_fired, memo = excluded.memo, quiet = excluded.quiet, updated_at = excluded.updated_at`,
-		rule, st.Fingerprint, b2i(st.Active), b2i(st.Owed), fmtTime(st.LastFired), string(st.Memo), b2i(st.Quiet), fmtTime(now))
+		rule, st.Fingerprint, st.Active, st.Owed, fmtTime(st.LastFired), string(st.Memo), st.Quiet, fmtTime(now))
 	if err != nil {
 		return nil, st, fmt.Errorf("record state of rule %s: %w", rule, err)
 	}
@@ -235,18 +232,7 @@ func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.T
 }
 
 // newKey is an alert's idempotency key: unique across watch states.
-func newKey() string {
-	b := make([]byte, 16)
-	rand.Read(b) // never fails (crypto/rand)
-	return hex.EncodeToString(b)
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
+func newKey() string { return sqlitedb.RandomHex(16) }
 
 // locked runs f under the write lock, so concurrent rules-file rewrites lose no rule.
 func (s *State) locked(ctx context.Context, f func() error) error {

@@ -118,17 +118,13 @@ func Load(path string) (Config, error) {
 		}
 		path, explicit = p, exp
 	}
+	c := Default()
 	data, err := readFile(path)
-	switch {
-	case err == nil:
-	case errors.Is(err, fs.ErrNotExist) && !explicit:
-		c := Default()
-		c.ApplyEnv(os.Getenv)
-		return c, nil
-	default:
-		return Config{}, err
+	if err == nil {
+		c, err = Parse(path, data)
+	} else if errors.Is(err, fs.ErrNotExist) && !explicit {
+		err = nil // no file: the defaults
 	}
-	c, err := Parse(path, data)
 	if err != nil {
 		return Config{}, err
 	}

@@ -122,12 +122,8 @@ func New(opt Options) (*Evaluator, error) {
 	if opt.State == nil {
 		return nil, errors.New("watch: no state")
 	}
-	if opt.Tick <= 0 {
-		opt.Tick = 15 * time.Second
-	}
-	if opt.SearchTimeout <= 0 {
-		opt.SearchTimeout = 2 * time.Minute
-	}
+	domain.OrDefault(&opt.Tick, 15*time.Second)
+	domain.OrDefault(&opt.SearchTimeout, 2*time.Minute)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}

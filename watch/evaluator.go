@@ -238,33 +238,28 @@ func (e *Evaluator) snapshotLoop(ctx context.Context) {
 		e.mu.Lock()
 		h := e.hub
 		e.mu.Unlock()
+		sctx, cancel := context.WithCancel(ctx)
+		var snaps <-chan *feed.Snapshot // nil until there is a hub
 		if h != nil {
-			e.follow(ctx, h)
+			snaps = h.Subscribe(sctx)
 		}
-		e.mu.Lock()
-		same := e.hub == h
-		e.mu.Unlock()
-		if same {
-			select { // the hub stopped: wait for another, or the end
-			case <-ctx.Done():
-			case <-e.newHub:
-			}
-		}
+		e.follow(ctx, snaps)
+		cancel()
 	}
 }
 
-// follow evaluates h's snapshots until it stops or another hub comes.
-func (e *Evaluator) follow(ctx context.Context, h *feed.Hub) {
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	snaps := h.Subscribe(sctx)
+// follow evaluates snaps until ctx ends or another hub comes.
+func (e *Evaluator) follow(ctx context.Context, snaps <-chan *feed.Snapshot) {
 	for {
 		select {
+		case <-ctx.Done():
+			return
 		case <-e.newHub:
 			return
 		case snap, ok := <-snaps:
 			if !ok {
-				return
+				snaps = nil // the hub stopped: wait for another, or the end
+				continue
 			}
 			e.setLatest(snap)
 			e.evalSnapshot(ctx, snap)

@@ -376,19 +376,13 @@ func httpURL(u string) bool {
 
 // UnmarshalYAML reads a Go duration ("30s", "15m", "1h30m").
 func (d *Duration) UnmarshalYAML(node ast.Node) error {
-	s, ok := scalar(node)
-	if !ok {
-		return nodeErr(node, "want a duration such as 30s or 15m")
-	}
-	if s == "" {
-		return nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return nodeErr(node, "bad duration %q; want a number and a unit such as 30s, 15m or 1h30m", s)
-	}
-	*d = Duration(v)
-	return nil
+	return readDuration(node, d, "want a duration such as 30s or 15m", func(s string) (time.Duration, error) {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("bad duration %q; want a number and a unit such as 30s, 15m or 1h30m", s)
+		}
+		return v, nil
+	})
 }
 
 // MarshalYAML writes the duration as UnmarshalYAML reads it.
@@ -396,23 +390,28 @@ func (d Duration) MarshalYAML() ([]byte, error) { return []byte(d.D().String()),
 
 // UnmarshalYAML reads a window as domain.ParseWindow does ("24h", "7d").
 func (w *Window) UnmarshalYAML(node ast.Node) error {
-	s, ok := scalar(node)
-	if !ok {
-		return nodeErr(node, "want a window: %s", domain.WindowForm)
-	}
-	if s == "" {
-		return nil
-	}
-	v, err := domain.ParseWindow(s)
-	if err != nil {
-		return nodeErr(node, "%v", err)
-	}
-	*w = Window(v)
-	return nil
+	return readDuration(node, w, "want a window: "+domain.WindowForm, domain.ParseWindow)
 }
 
 // MarshalYAML writes the window as UnmarshalYAML reads it.
 func (w Window) MarshalYAML() ([]byte, error) { return []byte(domain.FormatWindow(w.D())), nil }
+
+// readDuration reads a scalar with parse; null or "" leaves *d as it was.
+func readDuration[T ~int64](node ast.Node, d *T, want string, parse func(string) (time.Duration, error)) error {
+	s, ok := scalar(node)
+	if !ok {
+		return nodeErr(node, "%s", want)
+	}
+	if s == "" {
+		return nil
+	}
+	v, err := parse(s)
+	if err != nil {
+		return nodeErr(node, "%v", err)
+	}
+	*d = T(v)
+	return nil
+}
 
 func scalar(node ast.Node) (string, bool) {
 	switch n := bare(node).(type) {

@@ -417,17 +417,6 @@ type Record struct {
 	Deliveries []DeliveryStatus
 }
 
-// outward lists the channels a notifier delivers: the TUI's is memory.
-func outward(tell []string) []string {
-	var out []string
-	for _, t := range tell {
-		if t != TellTUI {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
 func strp(s string) *string {
 	if s == "" {
 		return nil

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -74,12 +74,7 @@ func register(k Kind) {
 
 // KindNames lists the kinds of rule, for messages.
 func KindNames() []string {
-	out := make([]string, 0, len(kinds))
-	for n := range kinds {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(kinds))
 }
 
 // Where alerts are told (`tell:`): the TUI, notify.command, notify.webhook.

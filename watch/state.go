@@ -208,9 +208,9 @@ func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.T
 		if _, err := tx.ExecContext(ctx, `UPDATE alerts SET alert = ? WHERE id = ?`, string(a.JSON()), a.ID); err != nil {
 			return nil, st, fmt.Errorf("record alert of rule %s: %w", rule, err)
 		}
-		for _, ch := range outward(a.Tell) {
-			if !slices.Contains(channels, ch) {
-				continue // not configured in this process: nothing could deliver it
+		for _, ch := range a.Tell {
+			if ch == TellTUI || !slices.Contains(channels, ch) {
+				continue // the TUI's is memory; one not configured here nothing could deliver
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (alert_id, channel, state, next_at, updated_at) VALUES (?, ?, ?, ?, ?)`,
 				a.ID, ch, DeliveryPending, fmtTime(time.Now()), fmtTime(time.Now())); err != nil {

@@ -49,16 +49,6 @@ func (e *sendError) Unwrap() error { return e.err }
 // Permanent marks err as not worth trying again.
 func Permanent(err error) error { return &sendError{err: err, permanent: true} }
 
-func IsPermanent(err error) bool {
-	var s *sendError
-	return errors.As(err, &s) && s.permanent
-}
-
-func IsUnconfirmed(err error) bool {
-	var s *sendError
-	return errors.As(err, &s) && s.unconfirmed
-}
-
 const maxBackoff = time.Minute
 
 // expBackoff doubles base per attempt; a Retry-After wins; both capped.
@@ -308,13 +298,15 @@ func (e *Evaluator) dispatch(ctx context.Context, ds []delivery) {
 func (e *Evaluator) send(ctx context.Context, n Notifier, d delivery) {
 	err := n.Send(ctx, d.alert)
 	var ferr error
+	var se *sendError
+	errors.As(err, &se)
 	switch {
 	case err == nil:
 		ferr = e.opt.State.finish(ctx, d, e.owner, DeliveryDone, "", time.Time{})
-	case IsUnconfirmed(err):
+	case se != nil && se.unconfirmed:
 		e.log.Warn("watch: an alert was sent but not confirmed; it is not sent again", "channel", n.String(), "alert", d.alert.ID, "rule", d.alert.Rule, "err", err)
 		ferr = e.opt.State.finish(ctx, d, e.owner, DeliveryUnconfirmed, err.Error(), time.Time{})
-	case IsPermanent(err) || d.attempts > n.Retries():
+	case se != nil && se.permanent || d.attempts > n.Retries():
 		e.log.Warn("watch: gave up telling an alert", "channel", n.String(), "alert", d.alert.ID, "rule", d.alert.Rule, "attempts", d.attempts, "err", err)
 		ferr = e.opt.State.finish(ctx, d, e.owner, DeliveryFailed, err.Error(), time.Time{})
 	default:

@@ -353,22 +353,21 @@ func (s *State) claim(ctx context.Context, channels []string, owner string, now 
 
 // finish records an attempt; only the owner's lease is settled.
 func (s *State) finish(ctx context.Context, d delivery, owner, state, errText string, next time.Time) error {
-	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET state = ?, error = ?, next_at = ?, lease_until = '', owner = '', updated_at = ?
-		WHERE alert_id = ? AND channel = ? AND owner = ? AND state = ?`,
-		state, errText, fmtTime(next), fmtTime(time.Now()), d.alert.ID, d.channel, owner, DeliverySending)
-	if err != nil {
-		return fmt.Errorf("record delivery of alert %d: %w", d.alert.ID, err)
-	}
-	return nil
+	return s.settle(ctx, d, owner, "record", `state = ?, error = ?, next_at = ?`, state, errText, fmtTime(next))
 }
 
 // release puts back a delivery claimed but not started.
 func (s *State) release(ctx context.Context, d delivery, owner string) error {
-	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET state = ?, attempts = attempts - 1, lease_until = '', owner = '', updated_at = ?
-		WHERE alert_id = ? AND channel = ? AND owner = ? AND state = ?`,
-		DeliveryPending, fmtTime(time.Now()), d.alert.ID, d.channel, owner, DeliverySending)
+	return s.settle(ctx, d, owner, "release", `state = ?, attempts = attempts - 1`, DeliveryPending)
+}
+
+// settle ends owner's lease of d, setting set's columns to args.
+func (s *State) settle(ctx context.Context, d delivery, owner, verb, set string, args ...any) error {
+	args = append(args, fmtTime(time.Now()), d.alert.ID, d.channel, owner, DeliverySending)
+	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET `+set+`, lease_until = '', owner = '', updated_at = ?
+		WHERE alert_id = ? AND channel = ? AND owner = ? AND state = ?`, args...)
 	if err != nil {
-		return fmt.Errorf("release delivery of alert %d: %w", d.alert.ID, err)
+		return fmt.Errorf("%s delivery of alert %d: %w", verb, d.alert.ID, err)
 	}
 	return nil
 }

@@ -234,7 +234,7 @@ func canonicalKeys[V any](m map[string]V, key string) (map[string]V, error) {
 	}
 	out := make(map[string]V, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		g, ok := CanonicalGPU(k)
+		g, ok := domain.CanonicalGPU(k)
 		if !ok {
 			return nil, keyErr(key+"."+k, "unknown GPU %q; want one of %s", k, strings.Join(domain.GPUModels, ", "))
 		}

@@ -168,7 +168,7 @@ func Parse(name string, data []byte) (Config, error) {
 	pos := map[string]Pos{}
 	file, err := parser.ParseBytes(data, 0)
 	if err != nil {
-		fe := fileError(name, err).(*FileError)
+		fe := InFile(name, err).(*FileError)
 		fe.Err = fmt.Errorf("%w; want YAML of key: value lines, lists as [a, b] (see the README's Configuration)", fe.Err)
 		return Config{}, fe
 	}
@@ -182,9 +182,9 @@ func Parse(name string, data []byte) (Config, error) {
 			continue
 		}
 		if body != nil {
-			e := nodeErr(doc.Body, "a second YAML document; want one document holding every setting (remove the --- line above it)").(*posError)
+			e := NodeError(doc.Body, "a second YAML document; want one document holding every setting (remove the --- line above it)").(*posError)
 			e.col = 1 // the document, not its first token
-			return Config{}, fileError(name, e)
+			return Config{}, InFile(name, e)
 		}
 		body = doc.Body
 	}
@@ -193,10 +193,10 @@ func Parse(name string, data []byte) (Config, error) {
 		return c, nil
 	}
 	if err := checkKeys(body, reflect.TypeFor[Config](), "", pos); err != nil {
-		return Config{}, fileError(name, err)
+		return Config{}, InFile(name, err)
 	}
 	if err := yaml.NodeToValue(body, &c, yaml.DisallowUnknownField()); err != nil {
-		return Config{}, fileError(name, explain(err, pos))
+		return Config{}, InFile(name, explain(err, pos))
 	}
 	c.oldRisk(pos)
 	c.Path = name
@@ -277,9 +277,6 @@ func ValidRegion(s string) bool { return regionRE.MatchString(s) }
 // RegionForm is the accepted form of a region, for error messages.
 const RegionForm = "lower-case letters, digits and dashes, such as us-east-1 or eastus"
 
-// CanonicalGPU returns the catalog's name of a GPU model in any case ("h100" → "H100").
-func CanonicalGPU(s string) (string, bool) { return domain.CanonicalGPU(s) }
-
 // Validate checks every value and normalises the GPU names; its error is a *KeyError.
 func (c *Config) Validate() error {
 	for i, p := range c.Providers {
@@ -288,7 +285,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for i, g := range c.GPUs {
-		m, ok := CanonicalGPU(g)
+		m, ok := domain.CanonicalGPU(g)
 		if !ok {
 			return keyErr(fmt.Sprintf("gpus[%d]", i), "unknown GPU %q; want one of %s", g, strings.Join(domain.GPUModels, ", "))
 		}
@@ -363,7 +360,7 @@ func (c *Config) Validate() error {
 			return keyErr("serve.roles."+k, "unknown role %q; want one of %s", v, strings.Join(Roles, ", "))
 		}
 	}
-	return c.validateWatch()
+	return c.Notify.validate()
 }
 
 func bad(v float64) bool { return v < 0 || math.IsNaN(v) || math.IsInf(v, 0) }
@@ -400,14 +397,14 @@ func (w Window) MarshalYAML() ([]byte, error) { return []byte(domain.FormatWindo
 func readDuration[T ~int64](node ast.Node, d *T, want string, parse func(string) (time.Duration, error)) error {
 	s, ok := scalar(node)
 	if !ok {
-		return nodeErr(node, "%s", want)
+		return NodeError(node, "%s", want)
 	}
 	if s == "" {
 		return nil
 	}
 	v, err := parse(s)
 	if err != nil {
-		return nodeErr(node, "%v", err)
+		return NodeError(node, "%v", err)
 	}
 	*d = T(v)
 	return nil
@@ -448,7 +445,8 @@ type posError struct {
 
 func (e *posError) Error() string { return fmt.Sprintf("%d:%d: %s", e.line, e.col, e.msg) }
 
-func nodeErr(node ast.Node, format string, args ...any) error {
+// NodeError is an error at node's place in its file.
+func NodeError(node ast.Node, format string, args ...any) error {
 	e := &posError{msg: fmt.Sprintf(format, args...)}
 	if tk := node.GetToken(); tk != nil && tk.Position != nil {
 		e.line, e.col = tk.Position.Line, tk.Position.Column
@@ -488,7 +486,8 @@ func explain(err error, pos map[string]Pos) error {
 	return &posError{line: line, col: col, msg: key + ": " + ye.GetMessage()}
 }
 
-func fileError(name string, err error) error {
+// InFile is a *FileError of an error Decode or NodeError returned.
+func InFile(name string, err error) error {
 	var pe *posError
 	if errors.As(err, &pe) {
 		return &FileError{Path: name, Line: pe.line, Col: pe.col, Err: errors.New(pe.msg)}
@@ -520,7 +519,7 @@ func checkKeys(node ast.Node, typ reflect.Type, path string, pos map[string]Pos)
 		return checkMapping(n.Values, node, typ, path, pos)
 	case *ast.SequenceNode:
 		if typ.Kind() != reflect.Slice {
-			return nodeErr(node, "%s: want %s, not a list", orTop(path), kindName(typ))
+			return NodeError(node, "%s: want %s, not a list", orTop(path), kindName(typ))
 		}
 		for i, v := range n.Values {
 			p := fmt.Sprintf("%s[%d]", path, i)
@@ -534,10 +533,10 @@ func checkKeys(node ast.Node, typ reflect.Type, path string, pos map[string]Pos)
 		return nil
 	}
 	if typ.Kind() == reflect.Slice {
-		return nodeErr(node, "%s: want a list such as [a, b], not a single value", orTop(path))
+		return NodeError(node, "%s: want a list such as [a, b], not a single value", orTop(path))
 	}
 	if typ.Kind() == reflect.Struct && typ != reflect.TypeFor[time.Time]() {
-		return nodeErr(node, "%s: want a mapping of keys, not a value", orTop(path))
+		return NodeError(node, "%s: want a mapping of keys, not a value", orTop(path))
 	}
 	return nil
 }
@@ -566,7 +565,7 @@ func checkMapping(values []*ast.MappingValueNode, node ast.Node, typ reflect.Typ
 			}
 			ft, ok := fields[k]
 			if !ok {
-				return nodeErr(mv.Key, "unknown key %q in %s; want one of %s", k, orTop(path), strings.Join(names, ", "))
+				return NodeError(mv.Key, "unknown key %q in %s; want one of %s", k, orTop(path), strings.Join(names, ", "))
 			}
 			p := join(path, k)
 			record(pos, p, mv.Key, ft)
@@ -586,7 +585,7 @@ func checkMapping(values []*ast.MappingValueNode, node ast.Node, typ reflect.Typ
 			}
 		}
 	default:
-		return nodeErr(node, "%s: want %s, not a mapping", orTop(path), kindName(typ))
+		return NodeError(node, "%s: want %s, not a mapping", orTop(path), kindName(typ))
 	}
 	return nil
 }
@@ -704,7 +703,7 @@ func (r *Rules) UnmarshalYAML(node ast.Node) error {
 		*r = append(Rules(nil), n.Values...)
 		return nil
 	}
-	return nodeErr(bare(node), "want a list of rules such as [{name: cheap-p5, spot: {…}}]")
+	return NodeError(bare(node), "want a list of rules such as [{name: cheap-p5, spot: {…}}]")
 }
 
 var rulesType = reflect.TypeFor[Rules]()
@@ -809,12 +808,3 @@ func Decode(node ast.Node, v any, key string, pos map[string]Pos) error {
 	return nil
 }
 
-// NodeError is an error at node's place in its file.
-func NodeError(node ast.Node, format string, args ...any) error {
-	return nodeErr(node, format, args...)
-}
-
-// InFile is a *FileError of an error Decode or NodeError returned.
-func InFile(file string, err error) error { return fileError(file, err) }
-
-func (c *Config) validateWatch() error { return c.Notify.validate() }

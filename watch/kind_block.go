@@ -47,7 +47,7 @@ func (b *BlockRule) Validate() error {
 	if b.GPU == "" {
 		return ruleErr("", "gpu: missing; want one GPU model, one of %s", strings.Join(domain.GPUModels, ", "))
 	}
-	g, ok := config.CanonicalGPU(b.GPU)
+	g, ok := domain.CanonicalGPU(b.GPU)
 	if !ok {
 		return ruleErr("gpu", "unknown GPU %q; want one of %s", b.GPU, strings.Join(domain.GPUModels, ", "))
 	}

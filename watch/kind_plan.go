@@ -49,7 +49,7 @@ func (p *PlanRule) Validate() error {
 		return ruleErr("", "gpu: missing; want the GPU models the job can use, a comma list such as H100 or H100,H200 (one of %s)", strings.Join(domain.GPUModels, ", "))
 	}
 	for i, g := range models {
-		m, ok := config.CanonicalGPU(g)
+		m, ok := domain.CanonicalGPU(g)
 		if !ok {
 			return ruleErr("gpu", "unknown GPU %q; want a comma list of %s", g, strings.Join(domain.GPUModels, ", "))
 		}

@@ -807,4 +807,3 @@ func Decode(node ast.Node, v any, key string, pos map[string]Pos) error {
 	}
 	return nil
 }
-

@@ -216,19 +216,17 @@ func decodeSpec(node ast.Node, key string) (Spec, error) {
 		}
 	}
 	s := Spec{Name: f.Name, Cooldown: f.Cooldown, Every: f.Every, Tell: f.Tell, MadeBy: f.MadeBy}
-	for i, mv := range conds {
-		name := config.KeyText(mv.Key)
-		if i > 0 {
-			s.pos = relative(full, key)
-			return s, tooMany(s, key, conds)
-		}
-		cond := kinds[name].New()
-		if err := config.Decode(mv.Value, cond, key+"."+name, full); err != nil {
+	if len(conds) > 0 {
+		name := config.KeyText(conds[0].Key)
+		s.Cond = kinds[name].New()
+		if err := config.Decode(conds[0].Value, s.Cond, key+"."+name, full); err != nil {
 			return Spec{}, err
 		}
-		s.Cond = cond
 	}
 	s.pos = relative(full, key)
+	if len(conds) > 1 {
+		return s, tooMany(s, key, conds)
+	}
 	return s, nil
 }
 

@@ -127,7 +127,7 @@ func parseGPUFlag(v string) ([]string, error) {
 		return nil, usagef("--gpu %q: want a comma list of %s", v, strings.Join(domain.GPUModels, ", "))
 	}
 	for i, g := range list {
-		m, ok := config.CanonicalGPU(g)
+		m, ok := domain.CanonicalGPU(g)
 		if !ok {
 			return nil, usagef("--gpu %q: unknown GPU %q; want a comma list of %s", v, g, strings.Join(domain.GPUModels, ", "))
 		}

@@ -22,7 +22,6 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
-
 	"github.com/gpumarket/gpumarket/domain"
 )
 
@@ -119,17 +118,13 @@ func Load(path string) (Config, error) {
 		}
 		path, explicit = p, exp
 	}
+	c := Default()
 	data, err := readFile(path)
-	switch {
-	case err == nil:
-	case errors.Is(err, fs.ErrNotExist) && !explicit:
-		c := Default()
-		c.ApplyEnv(os.Getenv)
-		return c, nil
-	default:
-		return Config{}, err
+	if err == nil {
+		c, err = Parse(path, data)
+	} else if errors.Is(err, fs.ErrNotExist) && !explicit {
+		err = nil // no file: the defaults
 	}
-	c, err := Parse(path, data)
 	if err != nil {
 		return Config{}, err
 	}
@@ -173,7 +168,7 @@ func Parse(name string, data []byte) (Config, error) {
 	pos := map[string]Pos{}
 	file, err := parser.ParseBytes(data, 0)
 	if err != nil {
-		fe := fileError(name, err).(*FileError)
+		fe := InFile(name, err).(*FileError)
 		fe.Err = fmt.Errorf("%w; want YAML of key: value lines, lists as [a, b] (see the README's Configuration)", fe.Err)
 		return Config{}, fe
 	}
@@ -187,9 +182,9 @@ func Parse(name string, data []byte) (Config, error) {
 			continue
 		}
 		if body != nil {
-			e := nodeErr(doc.Body, "a second YAML document; want one document holding every setting (remove the --- line above it)").(*posError)
+			e := NodeError(doc.Body, "a second YAML document; want one document holding every setting (remove the --- line above it)").(*posError)
 			e.col = 1 // the document, not its first token
-			return Config{}, fileError(name, e)
+			return Config{}, InFile(name, e)
 		}
 		body = doc.Body
 	}
@@ -198,10 +193,10 @@ func Parse(name string, data []byte) (Config, error) {
 		return c, nil
 	}
 	if err := checkKeys(body, reflect.TypeFor[Config](), "", pos); err != nil {
-		return Config{}, fileError(name, err)
+		return Config{}, InFile(name, err)
 	}
 	if err := yaml.NodeToValue(body, &c, yaml.DisallowUnknownField()); err != nil {
-		return Config{}, fileError(name, explain(err, pos))
+		return Config{}, InFile(name, explain(err, pos))
 	}
 	c.oldRisk(pos)
 	c.Path = name
@@ -282,9 +277,6 @@ func ValidRegion(s string) bool { return regionRE.MatchString(s) }
 // RegionForm is the accepted form of a region, for error messages.
 const RegionForm = "lower-case letters, digits and dashes, such as us-east-1 or eastus"
 
-// CanonicalGPU returns the catalog's name of a GPU model in any case ("h100" → "H100").
-func CanonicalGPU(s string) (string, bool) { return domain.CanonicalGPU(s) }
-
 // Validate checks every value and normalises the GPU names; its error is a *KeyError.
 func (c *Config) Validate() error {
 	for i, p := range c.Providers {
@@ -293,7 +285,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for i, g := range c.GPUs {
-		m, ok := CanonicalGPU(g)
+		m, ok := domain.CanonicalGPU(g)
 		if !ok {
 			return keyErr(fmt.Sprintf("gpus[%d]", i), "unknown GPU %q; want one of %s", g, strings.Join(domain.GPUModels, ", "))
 		}
@@ -368,7 +360,7 @@ func (c *Config) Validate() error {
 			return keyErr("serve.roles."+k, "unknown role %q; want one of %s", v, strings.Join(Roles, ", "))
 		}
 	}
-	return c.validateWatch()
+	return c.Notify.validate()
 }
 
 func bad(v float64) bool { return v < 0 || math.IsNaN(v) || math.IsInf(v, 0) }
@@ -381,19 +373,13 @@ func httpURL(u string) bool {
 
 // UnmarshalYAML reads a Go duration ("30s", "15m", "1h30m").
 func (d *Duration) UnmarshalYAML(node ast.Node) error {
-	s, ok := scalar(node)
-	if !ok {
-		return nodeErr(node, "want a duration such as 30s or 15m")
-	}
-	if s == "" {
-		return nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return nodeErr(node, "bad duration %q; want a number and a unit such as 30s, 15m or 1h30m", s)
-	}
-	*d = Duration(v)
-	return nil
+	return readDuration(node, d, "want a duration such as 30s or 15m", func(s string) (time.Duration, error) {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("bad duration %q; want a number and a unit such as 30s, 15m or 1h30m", s)
+		}
+		return v, nil
+	})
 }
 
 // MarshalYAML writes the duration as UnmarshalYAML reads it.
@@ -401,23 +387,28 @@ func (d Duration) MarshalYAML() ([]byte, error) { return []byte(d.D().String()),
 
 // UnmarshalYAML reads a window as domain.ParseWindow does ("24h", "7d").
 func (w *Window) UnmarshalYAML(node ast.Node) error {
-	s, ok := scalar(node)
-	if !ok {
-		return nodeErr(node, "want a window: %s", domain.WindowForm)
-	}
-	if s == "" {
-		return nil
-	}
-	v, err := domain.ParseWindow(s)
-	if err != nil {
-		return nodeErr(node, "%v", err)
-	}
-	*w = Window(v)
-	return nil
+	return readDuration(node, w, "want a window: "+domain.WindowForm, domain.ParseWindow)
 }
 
 // MarshalYAML writes the window as UnmarshalYAML reads it.
 func (w Window) MarshalYAML() ([]byte, error) { return []byte(domain.FormatWindow(w.D())), nil }
+
+// readDuration reads a scalar with parse; null or "" leaves *d as it was.
+func readDuration[T ~int64](node ast.Node, d *T, want string, parse func(string) (time.Duration, error)) error {
+	s, ok := scalar(node)
+	if !ok {
+		return NodeError(node, "%s", want)
+	}
+	if s == "" {
+		return nil
+	}
+	v, err := parse(s)
+	if err != nil {
+		return NodeError(node, "%v", err)
+	}
+	*d = T(v)
+	return nil
+}
 
 func scalar(node ast.Node) (string, bool) {
 	switch n := bare(node).(type) {
@@ -454,7 +445,8 @@ type posError struct {
 
 func (e *posError) Error() string { return fmt.Sprintf("%d:%d: %s", e.line, e.col, e.msg) }
 
-func nodeErr(node ast.Node, format string, args ...any) error {
+// NodeError is an error at node's place in its file.
+func NodeError(node ast.Node, format string, args ...any) error {
 	e := &posError{msg: fmt.Sprintf(format, args...)}
 	if tk := node.GetToken(); tk != nil && tk.Position != nil {
 		e.line, e.col = tk.Position.Line, tk.Position.Column
@@ -488,45 +480,14 @@ func explain(err error, pos map[string]Pos) error {
 		return &posError{line: line, col: col, msg: key + ": " + pe.msg}
 	}
 	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		if t, ok := typeAt(key); ok {
-			return &posError{line: line, col: col, msg: fmt.Sprintf("%s: want %s", key, kindName(t))}
-		}
+	if t := pos[key].typ; errors.As(err, &te) && t != nil {
+		return &posError{line: line, col: col, msg: fmt.Sprintf("%s: want %s", key, kindName(t))}
 	}
 	return &posError{line: line, col: col, msg: key + ": " + ye.GetMessage()}
 }
 
-// typeAt returns the Go type of the value at a key path ("sim.seed", "gpus[0]").
-func typeAt(path string) (reflect.Type, bool) {
-	t := reflect.TypeFor[Config]()
-	for _, part := range strings.Split(path, ".") {
-		name, idx, _ := strings.Cut(part, "[")
-		switch t.Kind() {
-		case reflect.Struct:
-			found := false
-			for i := 0; i < t.NumField(); i++ {
-				if strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0] == name {
-					t, found = t.Field(i).Type, true
-					break
-				}
-			}
-			if !found {
-				return nil, false
-			}
-		case reflect.Map:
-			// a map's keys may hold dots ("SHA256:a.b"); its value type is all that matters
-			return t.Elem(), true
-		default:
-			return nil, false
-		}
-		if idx != "" && t.Kind() == reflect.Slice {
-			t = t.Elem()
-		}
-	}
-	return t, true
-}
-
-func fileError(name string, err error) error {
+// InFile is a *FileError of an error Decode or NodeError returned.
+func InFile(name string, err error) error {
 	var pe *posError
 	if errors.As(err, &pe) {
 		return &FileError{Path: name, Line: pe.line, Col: pe.col, Err: errors.New(pe.msg)}
@@ -558,11 +519,11 @@ func checkKeys(node ast.Node, typ reflect.Type, path string, pos map[string]Pos)
 		return checkMapping(n.Values, node, typ, path, pos)
 	case *ast.SequenceNode:
 		if typ.Kind() != reflect.Slice {
-			return nodeErr(node, "%s: want %s, not a list", orTop(path), kindName(typ))
+			return NodeError(node, "%s: want %s, not a list", orTop(path), kindName(typ))
 		}
 		for i, v := range n.Values {
 			p := fmt.Sprintf("%s[%d]", path, i)
-			record(pos, p, v)
+			record(pos, p, v, typ.Elem())
 			if err := checkKeys(v, typ.Elem(), p, pos); err != nil {
 				return err
 			}
@@ -572,10 +533,10 @@ func checkKeys(node ast.Node, typ reflect.Type, path string, pos map[string]Pos)
 		return nil
 	}
 	if typ.Kind() == reflect.Slice {
-		return nodeErr(node, "%s: want a list such as [a, b], not a single value", orTop(path))
+		return NodeError(node, "%s: want a list such as [a, b], not a single value", orTop(path))
 	}
 	if typ.Kind() == reflect.Struct && typ != reflect.TypeFor[time.Time]() {
-		return nodeErr(node, "%s: want a mapping of keys, not a value", orTop(path))
+		return NodeError(node, "%s: want a mapping of keys, not a value", orTop(path))
 	}
 	return nil
 }
@@ -598,16 +559,16 @@ func checkMapping(values []*ast.MappingValueNode, node ast.Node, typ reflect.Typ
 			if mv == nil || mv.Key == nil {
 				continue
 			}
-			k := keyText(mv.Key)
+			k := KeyText(mv.Key)
 			if k == "<<" {
 				continue // merge keys are checked by the decoder
 			}
 			ft, ok := fields[k]
 			if !ok {
-				return nodeErr(mv.Key, "unknown key %q in %s; want one of %s", k, orTop(path), strings.Join(names, ", "))
+				return NodeError(mv.Key, "unknown key %q in %s; want one of %s", k, orTop(path), strings.Join(names, ", "))
 			}
 			p := join(path, k)
-			record(pos, p, mv.Key)
+			record(pos, p, mv.Key, ft)
 			if err := checkKeys(mv.Value, ft, p, pos); err != nil {
 				return err
 			}
@@ -617,19 +578,20 @@ func checkMapping(values []*ast.MappingValueNode, node ast.Node, typ reflect.Typ
 			if mv == nil || mv.Key == nil {
 				continue
 			}
-			p := join(path, keyText(mv.Key))
-			record(pos, p, mv.Key)
+			p := join(path, KeyText(mv.Key))
+			record(pos, p, mv.Key, typ.Elem())
 			if err := checkKeys(mv.Value, typ.Elem(), p, pos); err != nil {
 				return err
 			}
 		}
 	default:
-		return nodeErr(node, "%s: want %s, not a mapping", orTop(path), kindName(typ))
+		return NodeError(node, "%s: want %s, not a mapping", orTop(path), kindName(typ))
 	}
 	return nil
 }
 
-func keyText(k ast.MapKeyNode) string {
+// KeyText is a mapping key as written.
+func KeyText(k ast.MapKeyNode) string {
 	if s, ok := scalar(k); ok {
 		return s
 	}
@@ -639,9 +601,30 @@ func keyText(k ast.MapKeyNode) string {
 	return ""
 }
 
-func record(pos map[string]Pos, path string, node ast.Node) {
+// PosOf is where node is written; false when its token has no place.
+func PosOf(node ast.Node) (Pos, bool) {
 	if tk := node.GetToken(); tk != nil && tk.Position != nil {
-		pos[path] = Pos{tk.Position.Line, tk.Position.Column}
+		return Pos{Line: tk.Position.Line, Col: tk.Position.Column}, true
+	}
+	return Pos{}, false
+}
+
+// Entries are a mapping's keys and values, under its tags and anchors.
+func Entries(node ast.Node) ([]*ast.MappingValueNode, bool) {
+	switch n := bare(node).(type) {
+	case *ast.MappingNode:
+		return n.Values, true
+	case *ast.MappingValueNode:
+		return []*ast.MappingValueNode{n}, true
+	}
+	return nil, false
+}
+
+// record keeps where path is written and the Go type it decodes into.
+func record(pos map[string]Pos, path string, node ast.Node, typ reflect.Type) {
+	if p, ok := PosOf(node); ok {
+		p.typ = typ
+		pos[path] = p
 	}
 }
 
@@ -660,6 +643,9 @@ func orTop(path string) string {
 }
 
 func kindName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	switch t.Kind() {
 	case reflect.Slice:
 		return "a list"
@@ -701,6 +687,123 @@ func (c *Config) validateGCP() error {
 	}
 	if g.DiskGB < 0 || g.DiskGB > 65536 {
 		return keyErr("gcp.disk_gb", "%d; want a boot disk size in GB from 10 to 65536 (0: 200)", g.DiskGB)
+	}
+	return nil
+}
+
+// Rules is the `watch:` list as written, for watch.ConfigRules to read.
+type Rules []ast.Node
+
+func (r *Rules) UnmarshalYAML(node ast.Node) error {
+	switch n := bare(node).(type) {
+	case *ast.NullNode:
+		*r = nil
+		return nil
+	case *ast.SequenceNode:
+		*r = append(Rules(nil), n.Values...)
+		return nil
+	}
+	return NodeError(bare(node), "want a list of rules such as [{name: cheap-p5, spot: {…}}]")
+}
+
+var rulesType = reflect.TypeFor[Rules]()
+
+// Defaults and limits of `notify:`.
+const (
+	DefaultCommandTimeout = 10 * time.Second
+	DefaultWebhookTimeout = 5 * time.Second // one POST
+	DefaultWebhookRetries = 3
+	MaxWebhookRetries     = 10
+)
+
+// Notify says where alerts go besides the TUI (`notify:`): a command, a webhook.
+type Notify struct {
+	Command        []string `yaml:"command,omitempty"`
+	CommandTimeout Duration `yaml:"command_timeout,omitempty"`
+	Webhook        *Webhook `yaml:"webhook,omitempty"`
+}
+
+// Webhook is notify.webhook.
+type Webhook struct {
+	URL     string   `yaml:"url"`
+	Timeout Duration `yaml:"timeout,omitempty"`
+	Retries *int     `yaml:"retries,omitempty"`
+}
+
+func (n Notify) CommandTimeoutOrDefault() time.Duration {
+	if n.CommandTimeout > 0 {
+		return n.CommandTimeout.D()
+	}
+	return DefaultCommandTimeout
+}
+
+func (w Webhook) TimeoutOrDefault() time.Duration {
+	if w.Timeout > 0 {
+		return w.Timeout.D()
+	}
+	return DefaultWebhookTimeout
+}
+
+func (w Webhook) RetriesOrDefault() int {
+	if w.Retries != nil {
+		return *w.Retries
+	}
+	return DefaultWebhookRetries
+}
+
+func (n *Notify) validate() error {
+	if len(n.Command) > 0 && strings.TrimSpace(n.Command[0]) == "" {
+		return keyErr("notify.command[0]", "empty; want the program to run first, such as [notify-send, gpumarket]")
+	}
+	if n.CommandTimeout != 0 && (n.CommandTimeout.D() < 0 || n.CommandTimeout.D() > 10*time.Minute) {
+		return keyErr("notify.command_timeout", "%s; want a duration above 0, at most 10m, such as 10s", n.CommandTimeout.D())
+	}
+	if w := n.Webhook; w != nil {
+		if !httpURL(w.URL) {
+			return keyErr("notify.webhook.url", "bad URL %q; want an http:// or https:// URL such as a Slack incoming webhook's", RedactURL(w.URL))
+		}
+		if w.Timeout != 0 && (w.Timeout.D() < 0 || w.Timeout.D() > 2*time.Minute) {
+			return keyErr("notify.webhook.timeout", "%s; want a duration above 0, at most 2m, such as 5s", w.Timeout.D())
+		}
+		if w.Retries != nil && (*w.Retries < 0 || *w.Retries > MaxWebhookRetries) {
+			return keyErr("notify.webhook.retries", "%d; want a whole number from 0 to %d", *w.Retries, MaxWebhookRetries)
+		}
+	}
+	return nil
+}
+
+// RedactURL keeps a webhook URL's scheme and host: its path is its secret.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		if len(s) > 12 {
+			return s[:12] + "…"
+		}
+		return s
+	}
+	if u.Path == "" || u.Path == "/" {
+		return u.Scheme + "://" + u.Host
+	}
+	return u.Scheme + "://" + u.Host + "/…"
+}
+
+// Pos is where a key is written in its file.
+type Pos struct {
+	Line, Col int
+	typ       reflect.Type // what the key's value decodes into, for messages
+}
+
+// Decode decodes node into v as Parse decodes the config; key is where node
+// stands ("watch[2].spot"), pos receives each key's place below it.
+func Decode(node ast.Node, v any, key string, pos map[string]Pos) error {
+	at := map[string]Pos{}
+	err := checkKeys(node, reflect.TypeOf(v), key, at)
+	maps.Copy(pos, at)
+	if err != nil {
+		return err // its message names the key
+	}
+	if err := yaml.NodeToValue(node, v, yaml.DisallowUnknownField()); err != nil {
+		return explain(err, at)
 	}
 	return nil
 }

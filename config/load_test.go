@@ -85,6 +85,8 @@ func TestLoadErrors(t *testing.T) {
 		{"speed zero", "sim: {speed: 0}\n", []string{"sim.speed", "from 1", "7200"}},
 		{"speed too fast", "sim: {speed: 100000}\n", []string{"sim.speed", "86400"}},
 		{"negative budget", "budget:\n  max_booking_usd: -1\n", []string{":2:3:", "budget.max_booking_usd", "≥ 0"}},
+		{"negative daily cap", "budget: {max_daily_usd: -0.5}\n", []string{":1:10:", "budget.max_daily_usd", "≥ 0 (0 means no cap)"}},
+		{"daily cap not a number", "budget: {max_daily_usd: .nan}\n", []string{"budget.max_daily_usd", "≥ 0"}},
 		{"idle share over 100", "budget:\n  max_idle_pct: 150\n", []string{":2:3:", "budget.max_idle_pct", "0 to 100"}},
 		{"negative idle share", "budget: {max_idle_pct: -5}\n", []string{"budget.max_idle_pct", "0 to 100"}},
 		{"max sessions", "serve: {max_sessions: 0}\n", []string{"serve.max_sessions", "≥ 1"}},

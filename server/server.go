@@ -3,6 +3,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"charm.land/wish/v2/recover"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 )
 
@@ -75,18 +77,10 @@ type Server struct {
 
 // New checks the options and loads the keys; nothing listens until Serve.
 func New(opt Options) (*Server, error) {
-	if opt.Listen == "" {
-		opt.Listen = "127.0.0.1:2222"
-	}
-	if opt.ShutdownTimeout <= 0 {
-		opt.ShutdownTimeout = 30 * time.Second
-	}
-	if opt.NoSessionTimeout <= 0 {
-		opt.NoSessionTimeout = defaultNoSessionTimeout
-	}
-	if opt.Logger == nil {
-		opt.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Listen = cmp.Or(opt.Listen, "127.0.0.1:2222")
+	opt.Logger = cmp.Or(opt.Logger, slog.New(slog.DiscardHandler))
+	domain.OrDefault(&opt.ShutdownTimeout, 30*time.Second)
+	domain.OrDefault(&opt.NoSessionTimeout, defaultNoSessionTimeout)
 	if opt.NewModel == nil {
 		return nil, errors.New("server: NewModel is required")
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,28 +57,23 @@ func Actor(fingerprint, comment string) string {
 type session struct {
 	program *tea.Program
 	cancel  context.CancelFunc // kills the program
-
-	mu     sync.Mutex
-	reason string
+	reason  atomic.Pointer[string]
 
 	lastInput atomic.Int64 // unix nanoseconds of the last byte the user typed
 }
 
-// end asks the program to quit, killing it after quitGrace.
+// end asks the program to quit, killing it after quitGrace; the first reason stands.
 func (st *session) end(reason string) {
-	st.mu.Lock()
-	if st.reason == "" {
-		st.reason = reason
-	}
-	st.mu.Unlock()
+	st.reason.CompareAndSwap(nil, &reason)
 	go st.program.Quit() // Quit blocks until the event loop reads it
 	time.AfterFunc(quitGrace, st.cancel)
 }
 
 func (st *session) endReason() string {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.reason
+	if r := st.reason.Load(); r != nil {
+		return *r
+	}
+	return ""
 }
 
 // sessionMiddleware replaces wish's activeterm and bubbletea middlewares: it
@@ -178,8 +172,7 @@ func (s *Server) runSession(sess ssh.Session) (code int) {
 	defer func() { _ = sess.Exit(code) }()
 
 	if d := s.opt.IdleTimeout; d > 0 {
-		stop := watchIdle(st, d)
-		defer stop()
+		go watchIdle(progCtx, st, d)
 	}
 
 	s.log.Info("session start", "actor", info.Actor, "role", info.Role, "term", info.Term,
@@ -250,31 +243,22 @@ func (s *Server) subscribers() int {
 	return s.opt.Hub.Subscribers()
 }
 
-// watchIdle ends the session after d without typing.
-func watchIdle(st *session, d time.Duration) (stop func()) {
-	var t *time.Timer
-	var mu sync.Mutex
-	stopped := false
-	check := func() {
+// watchIdle ends the session after d without typing, or returns when ctx ends.
+func watchIdle(ctx context.Context, st *session, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		idle := time.Since(time.Unix(0, st.lastInput.Load()))
 		if idle >= d {
 			st.end(fmt.Sprintf("gpumarket: closed after %s without input", d))
 			return
 		}
-		mu.Lock()
-		if !stopped {
-			t.Reset(d - idle)
-		}
-		mu.Unlock()
-	}
-	mu.Lock()
-	t = time.AfterFunc(d, check)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		stopped = true
-		t.Stop()
-		mu.Unlock()
+		t.Reset(d - idle)
 	}
 }
 

@@ -1,14 +1,18 @@
+// Package watch evaluates the alert rules, one Evaluator per process, on
+// snapshots, timers and the ledger; each rule kind is one file (kind_*.go).
+// Its SQLite file makes a restart repeat and lose nothing (docs/DESIGN.md).
 package watch
 
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +22,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/internal/fanout"
+	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
@@ -117,12 +122,8 @@ func New(opt Options) (*Evaluator, error) {
 	if opt.State == nil {
 		return nil, errors.New("watch: no state")
 	}
-	if opt.Tick <= 0 {
-		opt.Tick = 15 * time.Second
-	}
-	if opt.SearchTimeout <= 0 {
-		opt.SearchTimeout = 2 * time.Minute
-	}
+	domain.OrDefault(&opt.Tick, 15*time.Second)
+	domain.OrDefault(&opt.SearchTimeout, 2*time.Minute)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
@@ -135,9 +136,7 @@ func New(opt Options) (*Evaluator, error) {
 		e.channels = append(e.channels, n.Channel())
 		e.lease = max(e.lease, n.Timeout()+30*time.Second)
 	}
-	var b [6]byte
-	rand.Read(b[:])
-	e.owner = fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+	e.owner = fmt.Sprintf("%d-%s", os.Getpid(), sqlitedb.RandomHex(6))
 	for i, w := range opt.Rules {
 		r := Compile(w, opt.Notify)
 		r.From, r.File, r.Index = FromConfig, opt.ConfigPath, i
@@ -239,33 +238,28 @@ func (e *Evaluator) snapshotLoop(ctx context.Context) {
 		e.mu.Lock()
 		h := e.hub
 		e.mu.Unlock()
+		sctx, cancel := context.WithCancel(ctx)
+		var snaps <-chan *feed.Snapshot // nil until there is a hub
 		if h != nil {
-			e.follow(ctx, h)
+			snaps = h.Subscribe(sctx)
 		}
-		e.mu.Lock()
-		same := e.hub == h
-		e.mu.Unlock()
-		if same {
-			select { // the hub stopped: wait for another, or the end
-			case <-ctx.Done():
-			case <-e.newHub:
-			}
-		}
+		e.follow(ctx, snaps)
+		cancel()
 	}
 }
 
-// follow evaluates h's snapshots until it stops or another hub comes.
-func (e *Evaluator) follow(ctx context.Context, h *feed.Hub) {
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	snaps := h.Subscribe(sctx)
+// follow evaluates snaps until ctx ends or another hub comes.
+func (e *Evaluator) follow(ctx context.Context, snaps <-chan *feed.Snapshot) {
 	for {
 		select {
+		case <-ctx.Done():
+			return
 		case <-e.newHub:
 			return
 		case snap, ok := <-snaps:
 			if !ok {
-				return
+				snaps = nil // the hub stopped: wait for another, or the end
+				continue
 			}
 			e.setLatest(snap)
 			e.evalSnapshot(ctx, snap)
@@ -278,12 +272,7 @@ func (e *Evaluator) remarket() {
 	if e.opt.Market == nil {
 		return
 	}
-	rules := e.rules()
-	specs := make([]Spec, len(rules))
-	for i, r := range rules {
-		specs[i] = r.Spec
-	}
-	h, err := e.opt.Market(specs)
+	h, err := e.opt.Market(specsOf(e.rules()))
 	if err != nil {
 		e.log.Warn("watch: the rules file's rules need a market this run cannot fetch; they cannot fire until it can", "err", err)
 		return
@@ -633,3 +622,58 @@ func (e *Evaluator) CanMakeRules() bool { return e.opt.RulesFile != "" }
 
 // RulesFile is the file the TUI's rules are saved in.
 func (e *Evaluator) RulesFile() string { return e.opt.RulesFile }
+
+// rowsWhat says which of the ledger's rows a rule watches.
+func rowsWhat(all, ofKind, kind, id string) string {
+	switch {
+	case id != "":
+		return "ledger row " + id
+	case kind != "":
+		return ofKind + kind
+	}
+	return all
+}
+
+// checkRowKind refuses a kind of row gpumarket does not book.
+func checkRowKind(kind, fleet string) error {
+	if kind != "" && kind != domain.KindBlock && kind != domain.KindReservation && kind != domain.KindFleet {
+		return ruleErr("kind", "%q; want %s, %s or %s%s, or none for all three", kind, domain.KindBlock, domain.KindReservation, domain.KindFleet, fleet)
+	}
+	return nil
+}
+
+// tellRows tells the rows of due not told yet, at most once per cooldown; a
+// told row stays told while it is in still. The memo keeps the told rows.
+func tellRows[T any](now time.Time, cooldown time.Duration, still []string, due []T, id func(T) string, alert func([]T) *Alert) func(*ruleState) *Alert {
+	return func(st *ruleState) *Alert {
+		var told, keep []string
+		if len(st.Memo) > 0 {
+			json.Unmarshal(st.Memo, &told)
+		}
+		for _, t := range told {
+			if slices.Contains(still, t) {
+				keep = append(keep, t)
+			}
+		}
+		var news []T
+		for _, row := range due {
+			if !slices.Contains(keep, id(row)) {
+				news = append(news, row)
+			}
+		}
+		var a *Alert
+		if len(news) > 0 && (st.LastFired.IsZero() || now.Sub(st.LastFired) >= cooldown) {
+			a = alert(news)
+			for _, row := range news {
+				keep = append(keep, id(row))
+			}
+			st.LastFired = now
+		}
+		sort.Strings(keep)
+		st.Memo = nil
+		if len(keep) > 0 {
+			st.Memo, _ = json.Marshal(keep)
+		}
+		return a
+	}
+}

@@ -267,7 +267,7 @@ func TestCheckAsksTheDescriptors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := Check(c.rule, c.descs)
-			var ce *CheckError
+			var ce *config.KeyError
 			switch {
 			case c.key == "" && err != nil:
 				t.Errorf("refused: %v", err)
@@ -289,7 +289,7 @@ func TestRulesMadeInTheTUI(t *testing.T) {
 	check := func(w Spec) error {
 		checked++
 		if s, ok := w.Cond.(*SpotRule); ok && s.Region == "westmars" {
-			return &CheckError{Key: "spot.region", Msg: "no such region"}
+			return &config.KeyError{Key: "spot.region", Msg: "no such region"}
 		}
 		return nil
 	}

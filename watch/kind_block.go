@@ -47,7 +47,7 @@ func (b *BlockRule) Validate() error {
 	if b.GPU == "" {
 		return ruleErr("", "gpu: missing; want one GPU model, one of %s", strings.Join(domain.GPUModels, ", "))
 	}
-	g, ok := config.CanonicalGPU(b.GPU)
+	g, ok := domain.CanonicalGPU(b.GPU)
 	if !ok {
 		return ruleErr("gpu", "unknown GPU %q; want one of %s", b.GPU, strings.Join(domain.GPUModels, ", "))
 	}
@@ -128,7 +128,7 @@ func (b *BlockRule) check(inUse []domain.Descriptor) error {
 		}
 	}
 	if len(sellers) == 0 {
-		return checkErr("", "none of the providers in use (%s) sells capacity blocks or reservations; want a run with one that does (sim, aws, azure)", names(inUse))
+		return ruleErr("", "none of the providers in use (%s) sells capacity blocks or reservations; want a run with one that does (sim, aws, azure)", names(inUse))
 	}
 	d := time.Duration(b.Hours) * time.Hour
 	var forms []string
@@ -140,7 +140,7 @@ func (b *BlockRule) check(inUse []domain.Descriptor) error {
 		}
 	}
 	if !sold {
-		return checkErr("hours", "%g hours is a length none of the providers in use sells; want %s", b.Hours, strings.Join(forms, "; "))
+		return ruleErr("hours", "%g hours is a length none of the providers in use sells; want %s", b.Hours, strings.Join(forms, "; "))
 	}
 	for i, r := range b.Regions {
 		known := false
@@ -148,7 +148,7 @@ func (b *BlockRule) check(inUse []domain.Descriptor) error {
 			known = known || s.KnowsRegion(r)
 		}
 		if !known {
-			return checkErr(fmt.Sprintf("regions[%d]", i), "%s is a region none of the providers that sell blocks (%s) knows; want one such as %s", r, names(inUse), regionExamples(sellers))
+			return ruleErr(fmt.Sprintf("regions[%d]", i), "%s is a region none of the providers that sell blocks (%s) knows; want one such as %s", r, names(inUse), regionExamples(sellers))
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
 	planjob "github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
 )
@@ -48,7 +49,7 @@ func (p *PlanRule) Validate() error {
 		return ruleErr("", "gpu: missing; want the GPU models the job can use, a comma list such as H100 or H100,H200 (one of %s)", strings.Join(domain.GPUModels, ", "))
 	}
 	for i, g := range models {
-		m, ok := config.CanonicalGPU(g)
+		m, ok := domain.CanonicalGPU(g)
 		if !ok {
 			return ruleErr("gpu", "unknown GPU %q; want a comma list of %s", g, strings.Join(domain.GPUModels, ", "))
 		}
@@ -199,4 +200,36 @@ func (p *PlanRule) evaluate(ctx context.Context, e *Evaluator, r Rule, rd *round
 			present.Money(value), unit, q.ExpectedUSD, q.OnTimePct, present.Money(limit), unit, simNote(q.Simulated))
 		return a
 	}))
+}
+
+// Planner prices the best plan for a plan rule's job (cmd/watch_plan.go).
+type Planner interface {
+	// BestPlan returns the cheapest plan on time in OnTimePct % of runs; Found false when none.
+	BestPlan(ctx context.Context, job PlanJob, snap *feed.Snapshot) (PlanQuote, error)
+}
+
+// PlanJob is a plan rule's job.
+type PlanJob struct {
+	// Hours are measured on the first model; Checkpoint 0: none.
+	Models          []string
+	GPUs            int
+	Hours           float64
+	Start, Deadline time.Time
+	Checkpoint      time.Duration
+	OnTimePct       float64
+}
+
+// PlanQuote is the best plan the planner found.
+type PlanQuote struct {
+	Found               bool
+	Strategy            string
+	Provider            string
+	InstanceType        string
+	Regions             []string
+	ExpectedUSD         float64
+	USDPerUsefulGPUHour float64
+	OnTimePct           float64
+	// OfferingID is the block or reservation it books, if any.
+	OfferingID string
+	Simulated  bool
 }

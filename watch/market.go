@@ -57,7 +57,7 @@ func (p pool) check(inUse []domain.Descriptor) error {
 			}
 		}
 		if len(ds) == 0 {
-			return checkErr("provider", "%s is not in use in this run (providers: %s); want one of them, or none", p.Provider, names(inUse))
+			return ruleErr("provider", "%s is not in use in this run (providers: %s); want one of them, or none", p.Provider, names(inUse))
 		}
 	}
 	for _, d := range ds {
@@ -65,7 +65,7 @@ func (p pool) check(inUse []domain.Descriptor) error {
 			return nil
 		}
 	}
-	return checkErr("region", "%s is a region none of the providers in use (%s) knows; want one such as %s", p.Region, names(inUse), regionExamples(ds))
+	return ruleErr("region", "%s is a region none of the providers in use (%s) knows; want one such as %s", p.Region, names(inUse), regionExamples(ds))
 }
 
 // reads is the pool's GPU model in its region.

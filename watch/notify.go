@@ -3,6 +3,7 @@ package watch
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -46,16 +49,6 @@ func (e *sendError) Unwrap() error { return e.err }
 
 // Permanent marks err as not worth trying again.
 func Permanent(err error) error { return &sendError{err: err, permanent: true} }
-
-func IsPermanent(err error) bool {
-	var s *sendError
-	return errors.As(err, &s) && s.permanent
-}
-
-func IsUnconfirmed(err error) bool {
-	var s *sendError
-	return errors.As(err, &s) && s.unconfirmed
-}
 
 const maxBackoff = time.Minute
 
@@ -243,4 +236,208 @@ func oneLine(s string) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+const claimBatch = 16
+
+// deliverLoop sends what is owed until ctx ends, then waits for sends in flight; the rest stays owed.
+func (e *Evaluator) deliverLoop(ctx context.Context) {
+	defer e.inflight.Wait()
+	if len(e.notifiers) == 0 {
+		return
+	}
+	for {
+		e.deliverDue(ctx)
+		wait := e.opt.Tick
+		if _, next, err := e.opt.State.owed(ctx, e.channels); err == nil && !next.IsZero() {
+			wait = min(wait, max(time.Until(next), 10*time.Millisecond))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-e.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func (e *Evaluator) deliverDue(ctx context.Context) {
+	if len(e.notifiers) == 0 || ctx.Err() != nil {
+		return
+	}
+	ds, err := e.opt.State.claim(ctx, e.channels, e.owner, time.Now(), e.lease, claimBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Error("watch: claim deliveries", "err", err)
+		}
+		return
+	}
+	e.dispatch(ctx, ds)
+}
+
+// dispatch sends claimed deliveries; those it cannot start go back.
+func (e *Evaluator) dispatch(ctx context.Context, ds []delivery) {
+	for _, d := range ds {
+		n := e.notifiers[d.channel]
+		if ctx.Err() != nil || n == nil {
+			e.opt.State.release(ctx, d, e.owner)
+			continue
+		}
+		e.inflight.Add(1)
+		go func() {
+			defer e.inflight.Done()
+			// Begun, a send runs to its answer or timeout whatever ctx does.
+			e.send(context.WithoutCancel(ctx), n, d)
+		}()
+	}
+}
+
+// send makes one attempt and records how it went.
+func (e *Evaluator) send(ctx context.Context, n Notifier, d delivery) {
+	err := n.Send(ctx, d.alert)
+	var ferr error
+	var se *sendError
+	errors.As(err, &se)
+	switch {
+	case err == nil:
+		ferr = e.opt.State.finish(ctx, d, e.owner, DeliveryDone, "", time.Time{})
+	case se != nil && se.unconfirmed:
+		e.log.Warn("watch: an alert was sent but not confirmed; it is not sent again", "channel", n.String(), "alert", d.alert.ID, "rule", d.alert.Rule, "err", err)
+		ferr = e.opt.State.finish(ctx, d, e.owner, DeliveryUnconfirmed, err.Error(), time.Time{})
+	case se != nil && se.permanent || d.attempts > n.Retries():
+		e.log.Warn("watch: gave up telling an alert", "channel", n.String(), "alert", d.alert.ID, "rule", d.alert.Rule, "attempts", d.attempts, "err", err)
+		ferr = e.opt.State.finish(ctx, d, e.owner, DeliveryFailed, err.Error(), time.Time{})
+	default:
+		next := time.Now().Add(n.Backoff(d.attempts, err))
+		e.log.Debug("watch: delivery failed, to be tried again", "channel", n.String(), "alert", d.alert.ID, "attempt", d.attempts, "next", next, "err", err)
+		ferr = e.opt.State.finish(ctx, d, e.owner, DeliveryPending, err.Error(), next)
+	}
+	if ferr != nil {
+		e.log.Error("watch: record delivery", "err", ferr)
+	}
+	poke(e.wake)
+}
+
+// Alert is one firing of a rule; its JSON (stdin, webhook body) is flat
+// snake_case, null where a field is not the kind's.
+type Alert struct {
+	ID        int64     `json:"id"` // the State's row id: alerts' order
+	Rule      string    `json:"rule"`
+	Kind      string    `json:"kind"`
+	At        time.Time `json:"at"`
+	Text      string    `json:"text"`
+	Simulated bool      `json:"simulated"`
+
+	Provider     *string  `json:"provider"`
+	Region       *string  `json:"region"`
+	Zone         *string  `json:"zone"`
+	InstanceType *string  `json:"instance_type"`
+	GPUModel     *string  `json:"gpu_model"`
+	GPUCount     *float64 `json:"gpu_count"`
+	USDHour      *float64 `json:"usd_hour"`
+	USDGPUHour   *float64 `json:"usd_gpu_hour"` // a block's, or a plan's per useful GPU-hour
+	// TotalUSD: a block's upfront price, a plan's expected cost, or an idle row's cost so far.
+	TotalUSD       *float64   `json:"total_usd"`
+	ThresholdUSD   *float64   `json:"threshold_usd"`
+	OfferingID     *string    `json:"offering_id"` // for `gpumarket book ID`
+	Start          *time.Time `json:"start"`
+	End            *time.Time `json:"end"`
+	Bucket         *string    `json:"bucket"`
+	PreviousBucket *string    `json:"previous_bucket"`
+	Strategy       *string    `json:"strategy"`
+	LedgerIDs      []string   `json:"ledger_ids"`
+	IdlePct        *float64   `json:"idle_pct"`
+	IdleUSD        *float64   `json:"idle_usd"`
+	ThresholdPct   *float64   `json:"threshold_pct"`
+	Tell           []string   `json:"tell"`
+	// IdempotencyKey lets a receiver that got it twice tell.
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// Tells reports whether the alert goes to where.
+func (a Alert) Tells(where string) bool { return slices.Contains(a.Tell, where) }
+
+// JSON is the alert as notifiers send it.
+func (a Alert) JSON() []byte {
+	b, err := json.Marshal(a)
+	if err != nil {
+		panic("watch: marshal alert: " + err.Error())
+	}
+	return b
+}
+
+// Line is the alert as `gpumarket watch` logs it.
+func (a Alert) Line() string {
+	return a.At.UTC().Format(time.RFC3339) + " alert " + a.Rule + ": " + a.Text
+}
+
+// Env is the alert as a command's environment.
+func (a Alert) Env() []string {
+	return []string{
+		"GPUMARKET_ALERT_ID=" + strconv.FormatInt(a.ID, 10),
+		"GPUMARKET_ALERT_RULE=" + a.Rule,
+		"GPUMARKET_ALERT_KIND=" + a.Kind,
+		"GPUMARKET_ALERT_AT=" + a.At.UTC().Format(time.RFC3339),
+		"GPUMARKET_ALERT_TEXT=" + a.Text,
+		"GPUMARKET_ALERT_SIMULATED=" + strconv.FormatBool(a.Simulated),
+		"GPUMARKET_ALERT_JSON=" + string(a.JSON()),
+	}
+}
+
+// DeliveryStatus is where one outward delivery of an alert stands.
+type DeliveryStatus struct {
+	Channel  string
+	State    string
+	Attempts int
+	Error    string
+}
+
+// Delivery states. Unconfirmed: sent whole, no answer; not sent again.
+const (
+	DeliveryPending     = "pending"
+	DeliverySending     = "sending"
+	DeliveryDone        = "delivered"
+	DeliveryFailed      = "failed"
+	DeliveryUnconfirmed = "unconfirmed"
+)
+
+// Record is an alert with its deliveries, for the Alerts view.
+type Record struct {
+	Alert
+	Deliveries []DeliveryStatus
+}
+
+func strp(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func fp(v float64) *float64 { return &v }
+
+func tp(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func simNote(simulated bool) string {
+	if simulated {
+		return " (SIMULATED MARKET)"
+	}
+	return ""
+}
+
+// source ends a pool alert's text: its provider, or that it is simulated.
+func source(provider string, simulated bool) string {
+	if simulated {
+		return simNote(true)
+	}
+	return " (" + provider + ")"
 }

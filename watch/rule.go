@@ -77,42 +77,20 @@ func (r Rule) Describe() string {
 	return r.Cond.Describe()
 }
 
-// CheckError is a rule the providers in use cannot serve, at its key ("spot.region").
-type CheckError struct {
-	Key string
-	Msg string
-}
-
-func (e *CheckError) Error() string { return e.Key + ": " + e.Msg }
-
-func checkErr(key, format string, args ...any) error {
-	return &CheckError{Key: key, Msg: fmt.Sprintf(format, args...)}
-}
-
-// Check asks the providers' descriptors whether they can serve the rule.
+// Check asks the providers' descriptors whether they can serve the rule; its
+// error is a *config.KeyError at the rule's key ("spot.region").
 func Check(s Spec, inUse []domain.Descriptor) error {
-	c, ok := s.Cond.(checker)
-	if !ok {
-		return nil
+	if c, ok := s.Cond.(checker); ok {
+		return under(s.Kind(), c.check(inUse))
 	}
-	err := c.check(inUse)
-	var ce *CheckError
-	if errors.As(err, &ce) {
-		key := s.Kind()
-		if ce.Key != "" {
-			key += "." + ce.Key
-		}
-		return &CheckError{Key: key, Msg: ce.Msg}
-	}
-	return err
+	return nil
 }
 
 // Place puts a Check error at its file:line:col: bad usage.
 func Place(file string, s Spec, index int, err error) error {
-	var ce *CheckError
-	if !errors.As(err, &ce) {
+	if !errors.As(err, new(*config.KeyError)) {
 		return err
 	}
 	key := fmt.Sprintf("watch[%d]", index)
-	return placed(file, s, key, &config.KeyError{Key: key + "." + ce.Key, Msg: ce.Msg})
+	return placed(file, s, key, under(key, err))
 }

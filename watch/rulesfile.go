@@ -66,7 +66,7 @@ func (e *Evaluator) readRulesFile() ([]Rule, fileStamp, error) {
 	out := make([]Rule, 0, len(ws))
 	for i, w := range ws {
 		if inConfig[w.Name] {
-			return nil, stamp, Place(path, w, i, &CheckError{Key: "name", Msg: fmt.Sprintf("%q names a rule of the config too; want a name of its own", w.Name)})
+			return nil, stamp, Place(path, w, i, ruleErr("name", "%q names a rule of the config too; want a name of its own", w.Name))
 		}
 		if e.opt.Check != nil {
 			if err := e.opt.Check(w); err != nil {
@@ -106,36 +106,58 @@ func (e *Evaluator) reloadRulesFile() {
 	e.remarket()
 }
 
-// writeRules replaces the rules file's rules.
-func (e *Evaluator) writeRules(rules []Rule) (fileStamp, error) {
-	ws := make([]Spec, len(rules))
+// rewrite replaces the rules file's rules with what edit makes of them, under
+// the state's write lock so concurrent rewrites lose no rule.
+func (e *Evaluator) rewrite(ctx context.Context, edit func(current []Rule) ([]Rule, error)) error {
+	return e.opt.State.locked(ctx, func() error {
+		current, _, err := e.readRulesFile()
+		if err != nil {
+			return fmt.Errorf("the rules file has an error; fix it first: %w", err)
+		}
+		rules, err := edit(current)
+		if err != nil {
+			return err
+		}
+		data, err := MarshalRules(specsOf(rules))
+		if err != nil {
+			return err
+		}
+		path := e.opt.RulesFile
+		tmp, err := os.CreateTemp(filepath.Dir(path), ".watch-rules-*.yaml")
+		if err != nil {
+			return fmt.Errorf("write rules file: %w", err)
+		}
+		defer os.Remove(tmp.Name())
+		// A failed write must stop the rename: the old file holds every rule.
+		if _, err = tmp.Write(data); err == nil {
+			err = tmp.Sync()
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), path)
+		}
+		if err != nil {
+			return fmt.Errorf("write rules file: %w", err)
+		}
+		stamp, err := stampOf(path)
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		e.file, e.fileStamp = rules, stamp
+		e.mu.Unlock()
+		return nil
+	})
+}
+
+func specsOf(rules []Rule) []Spec {
+	out := make([]Spec, len(rules))
 	for i, r := range rules {
-		ws[i] = r.Spec
+		out[i] = r.Spec
 	}
-	data, err := MarshalRules(ws)
-	if err != nil {
-		return fileStamp{}, err
-	}
-	path := e.opt.RulesFile
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".watch-rules-*.yaml")
-	if err != nil {
-		return fileStamp{}, fmt.Errorf("write rules file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	// A failed write must stop the rename: the old file holds every rule.
-	if _, err = tmp.Write(data); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fileStamp{}, fmt.Errorf("write rules file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fileStamp{}, fmt.Errorf("write rules file: %w", err)
-	}
-	return stampOf(path)
+	return out
 }
 
 // AddRule checks, saves and puts in force a rule made in the TUI, naming it from its kind if unnamed.
@@ -162,13 +184,9 @@ func (e *Evaluator) AddRule(ctx context.Context, w Spec) (Rule, error) {
 		}
 	}
 	var added Rule
-	err := e.opt.State.locked(ctx, func() error {
-		current, _, err := e.readRulesFile()
-		if err != nil {
-			return fmt.Errorf("the rules file has an error; fix it first: %w", err)
-		}
+	err := e.rewrite(ctx, func(current []Rule) ([]Rule, error) {
 		taken := map[string]bool{}
-		for _, r := range append(append([]Rule(nil), e.rules()...), current...) {
+		for _, r := range append(e.rules(), current...) {
 			taken[r.Name] = true
 		}
 		base := w.Name
@@ -180,19 +198,11 @@ func (e *Evaluator) AddRule(ctx context.Context, w Spec) (Rule, error) {
 			w.Name = base + "-" + strconv.Itoa(n)
 		}
 		if err := w.Validate("rule", e.opt.Notify); err != nil {
-			return err
+			return nil, err
 		}
-		r := Compile(w, e.opt.Notify)
-		r.From, r.File, r.Index = FromRulesFile, e.opt.RulesFile, len(current)
-		stamp, err := e.writeRules(append(current, r))
-		if err != nil {
-			return err
-		}
-		e.mu.Lock()
-		e.file, e.fileStamp = append(current, r), stamp
-		e.mu.Unlock()
-		added = r
-		return nil
+		added = Compile(w, e.opt.Notify)
+		added.From, added.File, added.Index = FromRulesFile, e.opt.RulesFile, len(current)
+		return append(current, added), nil
 	})
 	if err != nil {
 		return Rule{}, err
@@ -211,11 +221,7 @@ func (e *Evaluator) RemoveRule(ctx context.Context, name string) error {
 	if e.opt.RulesFile == "" {
 		return fmt.Errorf("no rule %s", name)
 	}
-	return e.opt.State.locked(ctx, func() error {
-		current, _, err := e.readRulesFile()
-		if err != nil {
-			return fmt.Errorf("the rules file has an error; fix it first: %w", err)
-		}
+	err := e.rewrite(ctx, func(current []Rule) ([]Rule, error) {
 		var keep []Rule
 		for _, r := range current {
 			if r.Name != name {
@@ -224,16 +230,14 @@ func (e *Evaluator) RemoveRule(ctx context.Context, name string) error {
 			}
 		}
 		if len(keep) == len(current) {
-			return fmt.Errorf("no rule %s in %s", name, e.opt.RulesFile)
+			return nil, fmt.Errorf("no rule %s in %s", name, e.opt.RulesFile)
 		}
-		stamp, err := e.writeRules(keep)
-		if err != nil {
-			return err
-		}
+		return keep, nil
+	})
+	if err == nil {
 		e.mu.Lock()
-		e.file, e.fileStamp = keep, stamp
 		delete(e.rt, name)
 		e.mu.Unlock()
-		return nil
-	})
+	}
+	return err
 }

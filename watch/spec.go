@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -74,12 +74,7 @@ func register(k Kind) {
 
 // KindNames lists the kinds of rule, for messages.
 func KindNames() []string {
-	out := make([]string, 0, len(kinds))
-	for n := range kinds {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(kinds))
 }
 
 // Where alerts are told (`tell:`): the TUI, notify.command, notify.webhook.
@@ -185,45 +180,14 @@ func (s Spec) At(key string) (line, col int) {
 	}
 }
 
-func entries(node ast.Node) ([]*ast.MappingValueNode, bool) {
-	switch n := node.(type) {
-	case *ast.TagNode:
-		return entries(n.Value)
-	case *ast.AnchorNode:
-		return entries(n.Value)
-	case *ast.MappingNode:
-		return n.Values, true
-	case *ast.MappingValueNode:
-		return []*ast.MappingValueNode{n}, true
-	}
-	return nil, false
-}
-
-func keyText(k ast.MapKeyNode) string {
-	if s, ok := k.(*ast.StringNode); ok {
-		return s.Value
-	}
-	if tk := k.GetToken(); tk != nil {
-		return tk.Value
-	}
-	return ""
-}
-
-func posOf(node ast.Node) (config.Pos, bool) {
-	if tk := node.GetToken(); tk != nil && tk.Position != nil {
-		return config.Pos{Line: tk.Position.Line, Col: tk.Position.Column}, true
-	}
-	return config.Pos{}, false
-}
-
 // decodeSpec reads a rule's node written at key ("watch[2]").
 func decodeSpec(node ast.Node, key string) (Spec, error) {
-	es, ok := entries(node)
+	es, ok := config.Entries(node)
 	if !ok {
 		return Spec{}, config.NodeError(node, "%s: want a mapping of a name and one condition (%s), not a value", key, strings.Join(KindNames(), ", "))
 	}
 	full := map[string]config.Pos{}
-	if p, ok := posOf(node); ok {
+	if p, ok := config.PosOf(node); ok {
 		full[key] = p
 	}
 	var common, conds []*ast.MappingValueNode
@@ -231,11 +195,11 @@ func decodeSpec(node ast.Node, key string) (Spec, error) {
 		if mv == nil || mv.Key == nil {
 			continue
 		}
-		k := keyText(mv.Key)
+		k := config.KeyText(mv.Key)
 		switch _, kind := kinds[k]; {
 		case kind:
 			conds = append(conds, mv)
-			if p, ok := posOf(mv.Key); ok {
+			if p, ok := config.PosOf(mv.Key); ok {
 				full[key+"."+k] = p
 			}
 		case slices.Contains(specKeys, k) || k == "<<":
@@ -252,26 +216,24 @@ func decodeSpec(node ast.Node, key string) (Spec, error) {
 		}
 	}
 	s := Spec{Name: f.Name, Cooldown: f.Cooldown, Every: f.Every, Tell: f.Tell, MadeBy: f.MadeBy}
-	for i, mv := range conds {
-		name := keyText(mv.Key)
-		if i > 0 {
-			s.pos = relative(full, key)
-			return s, tooMany(s, key, conds)
-		}
-		cond := kinds[name].New()
-		if err := config.Decode(mv.Value, cond, key+"."+name, full); err != nil {
+	if len(conds) > 0 {
+		name := config.KeyText(conds[0].Key)
+		s.Cond = kinds[name].New()
+		if err := config.Decode(conds[0].Value, s.Cond, key+"."+name, full); err != nil {
 			return Spec{}, err
 		}
-		s.Cond = cond
 	}
 	s.pos = relative(full, key)
+	if len(conds) > 1 {
+		return s, tooMany(s, key, conds)
+	}
 	return s, nil
 }
 
 func tooMany(s Spec, key string, conds []*ast.MappingValueNode) error {
 	var names []string
 	for _, mv := range conds {
-		names = append(names, keyText(mv.Key))
+		names = append(names, config.KeyText(mv.Key))
 	}
 	return ruleErr(key+"."+names[1], "rule %q has conditions %s; want one condition per rule (make one rule for each)", s.Name, strings.Join(names, " and "))
 }

@@ -177,6 +177,9 @@ func TestWatchRuleErrors(t *testing.T) {
 		{"tell unknown", "watch:\n  - name: a\n    starts_in: {within: 1h}\n    tell: [email]\n", []string{"tell[0]", "tui, command, webhook"}},
 		{"unknown rule key", "watch:\n  - name: a\n    spott: {}\n", []string{":3:5:", `unknown key "spott"`, "name, block, bucket"}},
 		{"unknown block key", "watch:\n  - name: a\n    block: {gpu: H100, gpus: 8, hours: 24, price: 3}\n", []string{`unknown key "price"`, "max_usd_gpu_hour"}},
+		{"price not a number", "watch:\n  - name: a\n    spot: {instance_type: p5.48xlarge, region: us-west-2, below_usd_hour: abc}\n",
+			[]string{":3:75:", "watch[0].spot.below_usd_hour: want a number"}},
+		{"tell not a list", "watch:\n  - name: a\n    tell: tui\n    starts_in: {within: 1h}\n", []string{":3:11:", ": watch[0].tell: want a list such as [a, b]"}},
 		{"hours not whole", "watch:\n  - name: a\n    block: {gpu: H100, gpus: 8, hours: 1.5}\n", []string{":3:33:", "block.hours", "whole hours"}},
 		{"webhook url", "notify:\n  webhook: {url: \"ftp://hooks.example.com/secret\"}\n", []string{":2:13:", "notify.webhook.url", "https://"}},
 		{"webhook retries", "notify:\n  webhook: {url: \"https://h.example.com/x\", retries: 99}\n", []string{"notify.webhook.retries", "0 to 10"}},
@@ -197,6 +200,9 @@ func TestWatchRuleErrors(t *testing.T) {
 				if !strings.Contains(msg, w) {
 					t.Errorf("error %q lacks %q", msg, w)
 				}
+			}
+			if strings.Count(msg, "watch[0].") > 1 {
+				t.Errorf("error %q names its key twice", msg)
 			}
 		})
 	}

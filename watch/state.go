@@ -2,9 +2,7 @@ package watch
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -151,10 +149,9 @@ func parseTime(s string) time.Time {
 // load reads a rule's state; a new or edited condition starts afresh.
 func (s *State) load(ctx context.Context, q querier, rule, fingerprint string) (ruleState, error) {
 	var st ruleState
-	var active, owed, quiet int
 	var last, memo string
 	err := q.QueryRowContext(ctx, `SELECT fingerprint, active, owed, last_fired, memo, quiet FROM rule_state WHERE rule = ?`, rule).
-		Scan(&st.Fingerprint, &active, &owed, &last, &memo, &quiet)
+		Scan(&st.Fingerprint, &st.Active, &st.Owed, &last, &memo, &st.Quiet)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return ruleState{Fingerprint: fingerprint}, nil
@@ -165,7 +162,7 @@ func (s *State) load(ctx context.Context, q querier, rule, fingerprint string) (
 		// Its crossings are another condition's; the cooldown holds.
 		return ruleState{Fingerprint: fingerprint, LastFired: parseTime(last)}, nil
 	}
-	st.Active, st.Owed, st.Quiet, st.LastFired = active != 0, owed != 0, quiet != 0, parseTime(last)
+	st.LastFired = parseTime(last)
 	if memo != "" {
 		st.Memo = json.RawMessage(memo)
 	}
@@ -211,9 +208,9 @@ func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.T
 		if _, err := tx.ExecContext(ctx, `UPDATE alerts SET alert = ? WHERE id = ?`, string(a.JSON()), a.ID); err != nil {
 			return nil, st, fmt.Errorf("record alert of rule %s: %w", rule, err)
 		}
-		for _, ch := range outward(a.Tell) {
-			if !slices.Contains(channels, ch) {
-				continue // not configured in this process: nothing could deliver it
+		for _, ch := range a.Tell {
+			if ch == TellTUI || !slices.Contains(channels, ch) {
+				continue // the TUI's is memory; one not configured here nothing could deliver
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (alert_id, channel, state, next_at, updated_at) VALUES (?, ?, ?, ?, ?)`,
 				a.ID, ch, DeliveryPending, fmtTime(time.Now()), fmtTime(time.Now())); err != nil {
@@ -224,7 +221,7 @@ func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.T
 	_, err = tx.ExecContext(ctx, `INSERT INTO rule_state (rule, fingerprint, active, owed, last_fired, memo, quiet, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(rule) DO UPDATE SET fingerprint = excluded.fingerprint, active = excluded.active, owed = excluded.owed,
 		last_fired = excluded.last_fired, memo = excluded.memo, quiet = excluded.quiet, updated_at = excluded.updated_at`,
-		rule, st.Fingerprint, b2i(st.Active), b2i(st.Owed), fmtTime(st.LastFired), string(st.Memo), b2i(st.Quiet), fmtTime(now))
+		rule, st.Fingerprint, st.Active, st.Owed, fmtTime(st.LastFired), string(st.Memo), st.Quiet, fmtTime(now))
 	if err != nil {
 		return nil, st, fmt.Errorf("record state of rule %s: %w", rule, err)
 	}
@@ -235,18 +232,7 @@ func (s *State) decide(ctx context.Context, rule, fingerprint string, now time.T
 }
 
 // newKey is an alert's idempotency key: unique across watch states.
-func newKey() string {
-	b := make([]byte, 16)
-	rand.Read(b) // never fails (crypto/rand)
-	return hex.EncodeToString(b)
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
+func newKey() string { return sqlitedb.RandomHex(16) }
 
 // locked runs f under the write lock, so concurrent rules-file rewrites lose no rule.
 func (s *State) locked(ctx context.Context, f func() error) error {
@@ -367,22 +353,21 @@ func (s *State) claim(ctx context.Context, channels []string, owner string, now 
 
 // finish records an attempt; only the owner's lease is settled.
 func (s *State) finish(ctx context.Context, d delivery, owner, state, errText string, next time.Time) error {
-	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET state = ?, error = ?, next_at = ?, lease_until = '', owner = '', updated_at = ?
-		WHERE alert_id = ? AND channel = ? AND owner = ? AND state = ?`,
-		state, errText, fmtTime(next), fmtTime(time.Now()), d.alert.ID, d.channel, owner, DeliverySending)
-	if err != nil {
-		return fmt.Errorf("record delivery of alert %d: %w", d.alert.ID, err)
-	}
-	return nil
+	return s.settle(ctx, d, owner, "record", `state = ?, error = ?, next_at = ?`, state, errText, fmtTime(next))
 }
 
 // release puts back a delivery claimed but not started.
 func (s *State) release(ctx context.Context, d delivery, owner string) error {
-	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET state = ?, attempts = attempts - 1, lease_until = '', owner = '', updated_at = ?
-		WHERE alert_id = ? AND channel = ? AND owner = ? AND state = ?`,
-		DeliveryPending, fmtTime(time.Now()), d.alert.ID, d.channel, owner, DeliverySending)
+	return s.settle(ctx, d, owner, "release", `state = ?, attempts = attempts - 1`, DeliveryPending)
+}
+
+// settle ends owner's lease of d, setting set's columns to args.
+func (s *State) settle(ctx context.Context, d delivery, owner, verb, set string, args ...any) error {
+	args = append(args, fmtTime(time.Now()), d.alert.ID, d.channel, owner, DeliverySending)
+	_, err := s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET `+set+`, lease_until = '', owner = '', updated_at = ?
+		WHERE alert_id = ? AND channel = ? AND owner = ? AND state = ?`, args...)
 	if err != nil {
-		return fmt.Errorf("release delivery of alert %d: %w", d.alert.ID, err)
+		return fmt.Errorf("%s delivery of alert %d: %w", verb, d.alert.ID, err)
 	}
 	return nil
 }

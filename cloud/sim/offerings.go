@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -148,12 +149,8 @@ func (m *Market) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]d
 		}
 	}
 	m.mu.Unlock()
-	sort.SliceStable(kept, func(i, j int) bool {
-		a, b := kept[i].USDPerGPUHour(), kept[j].USDPerGPUHour()
-		if a != b {
-			return a < b
-		}
-		return kept[i].Start.Before(kept[j].Start)
+	slices.SortStableFunc(kept, func(a, b domain.Offering) int {
+		return cmp.Or(cmp.Compare(a.USDPerGPUHour(), b.USDPerGPUHour()), a.Start.Compare(b.Start))
 	})
 	return kept, nil
 }
@@ -446,7 +443,7 @@ func (m *Market) RefreshOffering(ctx context.Context, o domain.Offering) (domain
 	case o.StartsOnPurchase:
 		fresh := o
 		fresh.Start = domain.Later(now.Truncate(time.Minute), fresh.Start)
-		fresh.UpfrontUSD = math.Round(*p.spec.Desc.OnDemandUSDHour*float64(o.InstanceCount)*fresh.End.Sub(fresh.Start).Hours()*100) / 100
+		billHourly(&fresh, *p.spec.Desc.OnDemandUSDHour)
 		fresh.ID = m.offeringID(fresh)
 		return fresh, nil
 	case !now.Before(o.Start):

@@ -358,7 +358,7 @@ func (c *History) load(ctx context.Context, provider string, q domain.Query, fro
 
 // clip keeps points in (from, until] and the one at from, sorting overlapping chunks' points.
 func clip(at []int64, usd []float64, from, until int64) series.Series {
-	if !ascending(at) {
+	if !series.Ascending(at) {
 		at, usd = series.SortPoints(at, usd)
 	}
 	lo := sort.Search(len(at), func(i int) bool { return at[i] > from }) - 1

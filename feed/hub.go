@@ -369,11 +369,7 @@ func (h *Hub) apply(provider string, ev domain.Event) {
 		ps.changed = next
 		if st != nil && st.cache != nil {
 			// Whole histories are cached as points would be.
-			at := make([]int64, 0, ph.History.Len())
-			usd := make([]float64, 0, ph.History.Len())
-			for t, v := range ph.History.All() {
-				at, usd = append(at, t), append(usd, v)
-			}
+			at, usd := ph.History.Points(0)
 			runs = append(runs, Run{Pool: ph.Pool, At: at, USD: usd})
 		}
 	}

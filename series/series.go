@@ -284,7 +284,7 @@ func (s Series) Merge(at []int64, usd []float64) Series {
 	if len(at) == 0 {
 		return s
 	}
-	if !ascending(at) {
+	if !Ascending(at) {
 		at, usd = SortPoints(at, usd)
 	}
 	if last, _, ok := s.Last(); ok && at[0] <= last {
@@ -304,12 +304,20 @@ func (s Series) Join(o Series) Series {
 	if o.Len() == 0 {
 		return s
 	}
-	at := make([]int64, 0, o.Len())
-	usd := make([]float64, 0, o.Len())
-	for t, p := range o.All() {
-		at, usd = append(at, t), append(usd, p)
+	return s.Merge(o.Points(0))
+}
+
+// Points returns the points from the i-th on, oldest first, in new slices.
+func (s Series) Points(i int) ([]int64, []float64) {
+	at := make([]int64, 0, max(s.Len()-i, 0))
+	usd := make([]float64, 0, cap(at))
+	var sc scratch
+	for k := i / blockLen; k < s.segments(); k++ {
+		a, u := s.segment(k, &sc)
+		lo := max(i-k*blockLen, 0)
+		at, usd = append(at, a[lo:]...), append(usd, u[lo:]...)
 	}
-	return s.Merge(at, usd)
+	return at, usd
 }
 
 // DropBefore returns s without the points before the one in force at t, in new arrays.
@@ -324,19 +332,11 @@ func (s Series) DropBefore(t int64) Series {
 	if first == 0 {
 		return s
 	}
-	at := make([]int64, 0, s.Len()-first)
-	usd := make([]float64, 0, s.Len()-first)
-	i := 0
-	for t, p := range s.All() {
-		if i >= first {
-			at, usd = append(at, t), append(usd, p)
-		}
-		i++
-	}
-	return build(at, usd)
+	return build(s.Points(first))
 }
 
-func ascending(at []int64) bool {
+// Ascending reports whether times strictly ascend, as a series holds them.
+func Ascending(at []int64) bool {
 	for i := 1; i < len(at); i++ {
 		if at[i] <= at[i-1] {
 			return false

@@ -77,8 +77,8 @@ func Open(dataDir string, opt HistoryOptions) (*History, error) {
 }
 
 func OpenPath(path string, opt HistoryOptions) (*History, error) {
-	opt.Retention = orDefault(opt.Retention, DefaultRetention)
-	opt.FlushEvery = orDefault(opt.FlushEvery, time.Second)
+	domain.OrDefault(&opt.Retention, DefaultRetention)
+	domain.OrDefault(&opt.FlushEvery, time.Second)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}

@@ -79,7 +79,7 @@ type sourceState struct {
 
 // New makes a hub over the sources. Call Run to start polling.
 func New(sources []domain.Provider, opt Options) *Hub {
-	opt.Query.Window = orDefault(opt.Query.Window, 24*time.Hour)
+	domain.OrDefault(&opt.Query.Window, 24*time.Hour)
 	if opt.MaxWindow <= 0 || opt.MaxWindow > domain.MaxWindow {
 		opt.MaxWindow = domain.MaxWindow
 	}
@@ -87,8 +87,8 @@ func New(sources []domain.Provider, opt Options) *Hub {
 	if opt.Interval == nil {
 		opt.Interval = func(string) time.Duration { return 30 * time.Second }
 	}
-	opt.PublishEvery = orDefault(opt.PublishEvery, 100*time.Millisecond)
-	opt.MaxBackoff = orDefault(opt.MaxBackoff, 5*time.Minute)
+	domain.OrDefault(&opt.PublishEvery, 100*time.Millisecond)
+	domain.OrDefault(&opt.MaxBackoff, 5*time.Minute)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
@@ -310,14 +310,6 @@ func (h *Hub) loop(ctx context.Context, p domain.Provider) {
 			t.Stop()
 		}
 	}
-}
-
-// orDefault is d, or def when d is not above 0.
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }
 
 func backoff(base time.Duration, failures int, max time.Duration) time.Duration {

@@ -127,19 +127,15 @@ func (m *Market) LaunchFleet(ctx context.Context, spec domain.FleetSpec) (domain
 	fp := fingerprint(spec)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if spec.ClientToken != "" {
-		if id, ok := m.byToken[spec.ClientToken]; ok {
-			f := m.fleets[id]
-			if f.fingerprint != fp {
-				return domain.Fleet{}, fmt.Errorf("sim launch fleet: client token %q was used for a different request (IdempotentParameterMismatch)", spec.ClientToken)
-			}
-			if spec.DryRun {
-				return domain.Fleet{Provider: Name, Region: spec.Region, Target: spec.TargetCapacity, DryRun: true, Message: dryRunMessage}, nil
-			}
+	if id, ok := m.byToken[spec.ClientToken]; ok {
+		f := m.fleets[id]
+		if f.fingerprint != fp {
+			return domain.Fleet{}, fmt.Errorf("sim launch fleet: client token %q was used for a different request (IdempotentParameterMismatch)", spec.ClientToken)
+		}
+		if !spec.DryRun {
 			return m.viewLocked(f, now), nil
 		}
-	}
-	if !spec.End.IsZero() && !spec.End.After(now) {
+	} else if !spec.End.IsZero() && !spec.End.After(now) {
 		return domain.Fleet{}, fmt.Errorf("sim launch fleet: its end %s has passed", spec.End.UTC().Format(time.RFC3339))
 	}
 	if spec.DryRun {

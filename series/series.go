@@ -632,65 +632,38 @@ func (s Series) segment(k int, sc *scratch) ([]int64, []float64) {
 	return sc.at[:], sc.usd[:]
 }
 
-// encodeBlock appends blockLen sorted points to dst and returns their header and price range.
-// It tries the first price's decimals, then more (or raw bits) when a later price needs them.
+// encodeBlock appends blockLen sorted points to dst and returns their header and price range:
+// as ticks of the fewest decimals that give every price back, else as raw bits.
 func encodeBlock(dst []byte, at []int64, usd []float64, area float64) (block, span, []byte) {
 	at, usd = at[:blockLen], usd[:blockLen]
-	b := block{t0: at[0], t1: at[blockLen-1], p0: usd[0], p1: usd[blockLen-1], cum: area, off: uint32(len(dst))}
-	n0 := len(dst)
-	// At most 10 bytes of time and 10 of price a point: grow once, write by index.
-	dst = slices.Grow(dst, 20*blockLen)[:n0+20*blockLen]
-	b.digits = 0
-	for {
-		var q int64
-		ok := b.digits == rawDigits
-		if !ok {
-			q, ok = quantize(usd[0], b.digits)
+	var q [blockLen]int64
+	for digits := int8(0); digits <= maxDigits; digits++ {
+		ok := true
+		for i := 0; i < blockLen && ok; i++ {
+			q[i], ok = quantize(usd[i], digits)
 		}
-		for !ok {
-			if b.digits++; b.digits > maxDigits {
-				b.digits = rawDigits
-				break
+		if ok {
+			if b, r, out, ok := encodeTicks(dst, at, q[:], digits, area); ok {
+				return b, r, out
 			}
-			q, ok = quantize(usd[0], b.digits)
-		}
-		n, r := n0, span{usd[0], usd[0]}
-		b.area = 0
-		i := 1
-		for ; i < blockLen; i++ {
-			t, p := at[i], usd[i]
-			b.area += usd[i-1] * float64(t-at[i-1])
-			if p < r.lo {
-				r.lo = p
-			}
-			if p > r.hi {
-				r.hi = p
-			}
-			n = putUvarint(dst, n, uint64(t-at[i-1]))
-			if b.digits == rawDigits {
-				binary.LittleEndian.PutUint64(dst[n:], math.Float64bits(p))
-				n += 8
-				continue
-			}
-			qi, ok := quantize(p, b.digits)
-			if !ok {
-				break
-			}
-			d := qi - q
-			n = putUvarint(dst, n, uint64(d<<1)^uint64(d>>63)) // zigzag, as binary.Varint reads it
-			q = qi
-		}
-		if i == blockLen {
-			return b, r, dst[:n]
-		}
-		// usd[i] needs more decimals than the prices before it.
-		for _, ok := quantize(usd[i], b.digits); !ok; _, ok = quantize(usd[i], b.digits) {
-			if b.digits++; b.digits > maxDigits {
-				b.digits = rawDigits
-				break
-			}
+			break
 		}
 	}
+	b := block{t0: at[0], t1: at[blockLen-1], p0: usd[0], p1: usd[blockLen-1], cum: area, off: uint32(len(dst)), digits: rawDigits}
+	r := span{usd[0], usd[0]}
+	for i := 1; i < blockLen; i++ {
+		p := usd[i]
+		b.area += usd[i-1] * float64(at[i]-at[i-1])
+		if p < r.lo {
+			r.lo = p
+		}
+		if p > r.hi {
+			r.hi = p
+		}
+		dst = binary.AppendUvarint(dst, uint64(at[i]-at[i-1]))
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p))
+	}
+	return b, r, dst
 }
 
 // putUvarint writes x at dst[n:] as binary.Uvarint reads it and returns the next index.

@@ -109,19 +109,7 @@ func (s Series) PriceAt(t int64) (float64, bool) {
 }
 
 // All yields every point, oldest first.
-func (s Series) All() iter.Seq2[int64, float64] {
-	return func(yield func(int64, float64) bool) {
-		var sc scratch
-		for k := range s.segments() {
-			a, u := s.segment(k, &sc)
-			for i := range a {
-				if !yield(a[i], u[i]) {
-					return
-				}
-			}
-		}
-	}
-}
+func (s Series) All() iter.Seq2[int64, float64] { return s.Window(math.MinInt64, math.MaxInt64) }
 
 // Window yields the point in force at from (with its own time), then those in (from, to].
 func (s Series) Window(from, to int64) iter.Seq2[int64, float64] {

@@ -197,21 +197,12 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 		if unit(h) >= odds {
 			continue
 		}
-		o := domain.Offering{
-			Provider: Name, Cloud: p.spec.Desc.Cloud, Region: p.spec.Region.Name, Zone: p.spec.Desc.Zone,
-			InstanceType: p.spec.Desc.InstanceType, GPU: p.spec.Desc.GPU, InstanceCount: n,
-			Start: s, End: s.Add(v.dur), Currency: "USD", Simulated: true, Kind: domain.KindBlock,
-		}
+		o := p.offering(n, s, s.Add(v.dur), domain.KindBlock)
 		switch {
 		case gcp:
 			asCalendar(&o, *p.spec.Desc.OnDemandUSDHour)
 		case aws:
-			r := blockRate[o.InstanceType]
-			// Sooner starts are dearer; lead counts from today's date, so a price holds all day.
-			today := m.opt.Now().UTC().Truncate(24 * time.Hour)
-			lead := s.Sub(today).Hours() / blockTerms.MaxLead.Hours()
-			u := 0.6*unit(mix(h)) + 0.4*(1-math.Min(1, lead))
-			rate := r[0] + (r[1]-r[0])*u
+			rate := m.leadRate(blockRate[o.InstanceType], s, blockTerms.MaxLead, unit(mix(h)))
 			o.UpfrontUSD = math.Round(rate*o.GPU.Count*float64(n)*o.DurationHours()*100) / 100
 		default:
 			o.StartsOnPurchase, o.Kind = true, domain.KindReservation
@@ -225,6 +216,20 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 		}
 	}
 	return out
+}
+
+// offering is an offering of n of the pool's instances over [start, end).
+func (p *simPool) offering(n int, start, end time.Time, kind string) domain.Offering {
+	d := p.spec.Desc
+	return domain.Offering{Provider: Name, Cloud: d.Cloud, Region: d.Region, Zone: d.Zone, InstanceType: d.InstanceType, GPU: d.GPU,
+		InstanceCount: n, Start: start, End: end, Currency: "USD", Simulated: true, Kind: kind}
+}
+
+// leadRate is a price in rate's range, draw in [0, 1) picking it: sooner starts
+// are dearer; lead counts from today's date, so a price holds all day.
+func (m *Market) leadRate(rate [2]float64, start time.Time, maxLead time.Duration, draw float64) float64 {
+	lead := start.Sub(m.opt.Now().UTC().Truncate(24*time.Hour)).Hours() / maxLead.Hours()
+	return rate[0] + (rate[1]-rate[0])*(0.6*draw+0.4*(1-math.Min(1, lead)))
 }
 
 // dailyStarts are the times of day at (after midnight UTC) in [after, before].

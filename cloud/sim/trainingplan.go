@@ -27,7 +27,6 @@ func (m *Market) planOffers(p *simPool, n int, v offerQuery) []domain.Offering {
 		return nil
 	}
 	key := p.spec.Desc.Key().String()
-	today := m.opt.Now().UTC().Truncate(24 * time.Hour)
 	var out []domain.Offering
 	// Training plans are made of capacity blocks: they start at the blocks' time of day.
 	for _, day := range dailyStarts(v.startAfter.UTC(), v.startBefore, blockTerms.StartOfDayUTC) {
@@ -52,17 +51,10 @@ func (m *Market) planOffers(p *simPool, n int, v offerQuery) []domain.Offering {
 		if mix(h^3)%3 == 0 {
 			target = domain.TargetHyperPodCluster
 		}
-		o := domain.Offering{
-			Provider: Name, Cloud: domain.CloudAWS, Region: p.spec.Region.Name, Zone: p.spec.Desc.Zone,
-			InstanceType: p.spec.Desc.InstanceType, GPU: p.spec.Desc.GPU, InstanceCount: n,
-			Start: segs[0].Start, End: segs[len(segs)-1].End, Currency: "USD", Simulated: true,
-			Kind: domain.KindTrainingPlan, Segments: segs, TargetResource: target,
-		}
-		o.Note = fmt.Sprintf(planNote, target)
+		o := p.offering(n, segs[0].Start, segs[len(segs)-1].End, domain.KindTrainingPlan)
+		o.Segments, o.TargetResource, o.Note = segs, target, fmt.Sprintf(planNote, target)
 		// As blocks, sooner starts are dearer; a split plan is a little cheaper.
-		lead := day.Sub(today).Hours() / planTerms.MaxLead.Hours()
-		u := 0.6*unit(mix(h^4)) + 0.4*(1-math.Min(1, lead))
-		r := rate[0] + (rate[1]-rate[0])*u
+		r := m.leadRate(rate, day, planTerms.MaxLead, unit(mix(h^4)))
 		if len(segs) > 1 {
 			r *= 0.95
 		}

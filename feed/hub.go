@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -416,9 +417,7 @@ func poolFromKey(k domain.PoolKey) domain.Pool {
 
 func (h *Hub) insertKeyLocked(ps *poolState) {
 	i := sort.Search(len(h.order), func(i int) bool { return h.order[i].key >= ps.key })
-	h.order = append(h.order, nil)
-	copy(h.order[i+1:], h.order[i:])
-	h.order[i] = ps
+	h.order = slices.Insert(h.order, i, ps)
 }
 
 func (h *Hub) publishLoop(ctx context.Context) {
@@ -502,11 +501,8 @@ func (h *Hub) asOfLocked(provider, region string) (time.Time, bool) {
 }
 
 func (st *sourceState) cachedAtLocked(region string) time.Time {
-	if st.cache == nil {
-		return time.Time{}
-	}
-	if rc := st.cache.regions[region]; rc != nil {
-		return rc.cachedAt
+	if st.cache != nil && st.cache.regions[region] != nil {
+		return st.cache.regions[region].cachedAt
 	}
 	return time.Time{}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -283,7 +284,7 @@ func writePoints(ctx context.Context, tx *sql.Tx, pool int64, runs []Run) error 
 }
 
 // gpuKey is a GPU filter as stored: sorted, comma-joined, "" for every GPU.
-func gpuKey(gpus []string) string { return strings.Join(sortedGPUs(gpus), ",") }
+func gpuKey(gpus []string) string { return strings.Join(slices.Sorted(slices.Values(gpus)), ",") }
 
 // writeSpan folds a span into its region's for the same filter: touching spans
 // join; a later one replaces a non-touching old one (the gap was never fetched).

@@ -429,46 +429,8 @@ var encodeBuf = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return
 
 // appendPoints appends sorted points newer than s's last.
 func (s Series) appendPoints(at []int64, usd []float64) Series {
-	if len(at) == 1 && len(s.tail) > 0 && len(s.tail) < cap(s.tail) && len(s.tail)+1 < blockLen {
-		// The live tick's common case: one newer point, room in the tail.
-		s.tail = append(s.tail, point{at[0], usd[0]})
-		return s
-	}
-	// Seal the tail filled up to a block, then whole blocks; the rest is the tail.
-	var more []block
-	var ranges []span
-	var data []byte
-	if room := blockLen - len(s.tail); len(s.tail) > 0 && len(at) >= room {
-		var fa [blockLen]int64
-		var fu [blockLen]float64
-		for i, p := range s.tail {
-			fa[i], fu[i] = p.at, p.usd
-		}
-		copy(fa[len(s.tail):], at[:room])
-		copy(fu[len(s.tail):], usd[:room])
-		b, r, d := encodeBlock(nil, fa[:], fu[:], s.tailArea)
-		more, ranges, data = append(more, b), append(ranges, r), d
-		at, usd = at[room:], usd[room:]
-		s.tail = nil // its array belongs to readers now
-	}
-	if len(s.tail) == 0 {
-		for len(at) >= blockLen {
-			area := 0.0
-			if len(more) > 0 {
-				prev := &more[len(more)-1]
-				area = prev.cum + prev.area + prev.p1*float64(at[0]-prev.t1)
-			} else {
-				area = s.nextArea(at[0])
-			}
-			b, r, d := encodeBlock(data, at[:blockLen], usd[:blockLen], area)
-			more, ranges, data = append(more, b), append(ranges, r), d
-			at, usd = at[blockLen:], usd[blockLen:]
-		}
-	}
-	if len(more) > 0 {
-		s.sealed = s.sealed.with(more, ranges, data)
-	}
-	if len(at) > 0 {
+	if len(s.tail)+len(at) < blockLen {
+		// The live tick's common case: the points fit the tail.
 		if len(s.tail) == 0 {
 			s.tail = nil // a sealed tail's array belongs to readers
 			s.tailArea = s.nextArea(at[0])
@@ -481,6 +443,30 @@ func (s Series) appendPoints(at []int64, usd []float64) Series {
 		for i := range at {
 			s.tail = append(s.tail, point{at[i], usd[i]})
 		}
+		return s
+	}
+	// Seal the tail and the points in whole blocks; the rest is the new tail.
+	ta, tu := make([]int64, len(s.tail), len(s.tail)+len(at)), make([]float64, len(s.tail), len(s.tail)+len(at))
+	for i, p := range s.tail {
+		ta[i], tu[i] = p.at, p.usd
+	}
+	at, usd = append(ta, at...), append(tu, usd...)
+	nb := len(at) / blockLen
+	more, ranges := make([]block, 0, nb), make([]span, 0, nb)
+	var data []byte
+	area := s.nextArea(at[0])
+	for k := range nb {
+		lo := k * blockLen
+		if k > 0 {
+			prev := &more[k-1]
+			area = prev.cum + prev.area + prev.p1*float64(at[lo]-prev.t1)
+		}
+		b, r, d := encodeBlock(data, at[lo:lo+blockLen], usd[lo:lo+blockLen], area)
+		more, ranges, data = append(more, b), append(ranges, r), d
+	}
+	s.sealed, s.tail = s.sealed.with(more, ranges, data), nil // the tail's array belongs to readers now
+	if rest := nb * blockLen; rest < len(at) {
+		return s.appendPoints(at[rest:], usd[rest:])
 	}
 	return s
 }

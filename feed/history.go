@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -392,10 +394,7 @@ func (c *History) spans(ctx context.Context, provider string, q domain.Query) ([
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Span, 0, len(best))
-	for _, s := range best {
-		out = append(out, s)
-	}
+	out := slices.Collect(maps.Values(best))
 	sort.Slice(out, func(i, j int) bool { return out[i].Region < out[j].Region })
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -187,9 +188,7 @@ func (c *History) write(ctx context.Context, p *pending) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	for k, id := range ids {
-		c.ids[k] = id
-	}
+	maps.Copy(c.ids, ids)
 	if !p.trim.IsZero() {
 		c.ids = map[domain.PoolKey]int64{} // the trim may have dropped pools
 	}

@@ -39,7 +39,7 @@ func (m *Market) profileOf(ref string) usageProfile {
 const maxUsageInstances = MaxFleetTarget
 
 // Usage reports how a row's simulated instances ran, a pure function of seed,
-// row and clock: a fleet's instances as its launch placed them (placement.go),
+// row and clock: a fleet's instances as its launch placed them (m.place),
 // a block's starting within its window's first hour; hourly utilization samples.
 func (m *Market) Usage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
 	if err := ctx.Err(); err != nil {

@@ -611,20 +611,16 @@ func (s Series) segment(k int, sc *scratch) ([]int64, []float64) {
 func encodeBlock(dst []byte, at []int64, usd []float64, area float64) (block, span, []byte) {
 	at, usd = at[:blockLen], usd[:blockLen]
 	var q [blockLen]int64
-	for digits := int8(0); digits <= maxDigits; digits++ {
-		ok := true
-		for i := 0; i < blockLen && ok; i++ {
-			q[i], ok = quantize(usd[i], digits)
-		}
-		if ok {
-			if b, r, out, ok := encodeTicks(dst, at, q[:], digits, area); ok {
-				return b, r, out
-			}
-			break
+	if digits, ok := ticksOf(usd, &q); ok {
+		if b, r, out, ok := encodeTicks(dst, at, q[:], digits, area); ok {
+			return b, r, out
 		}
 	}
 	b := block{t0: at[0], t1: at[blockLen-1], p0: usd[0], p1: usd[blockLen-1], cum: area, off: uint32(len(dst)), digits: rawDigits}
 	r := span{usd[0], usd[0]}
+	// At most 10 bytes of time and 8 of price a point: grow once, write by index.
+	n := len(dst)
+	dst = slices.Grow(dst, 18*blockLen)[:n+18*blockLen]
 	for i := 1; i < blockLen; i++ {
 		p := usd[i]
 		b.area += usd[i-1] * float64(at[i]-at[i-1])
@@ -634,10 +630,29 @@ func encodeBlock(dst []byte, at []int64, usd []float64, area float64) (block, sp
 		if p > r.hi {
 			r.hi = p
 		}
-		dst = binary.AppendUvarint(dst, uint64(at[i]-at[i-1]))
-		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p))
+		n = putUvarint(dst, n, uint64(at[i]-at[i-1]))
+		binary.LittleEndian.PutUint64(dst[n:], math.Float64bits(p))
+		n += 8
 	}
-	return b, r, dst
+	return b, r, dst[:n]
+}
+
+// ticksOf sets q to the prices in ticks of the fewest decimals that give every
+// one back and returns those decimals; !ok when no decimals up to maxDigits do.
+func ticksOf(usd []float64, q *[blockLen]int64) (digits int8, ok bool) {
+	for i := 0; i < len(usd); i++ {
+		if q[i], ok = quantize(usd[i], digits); ok {
+			continue
+		}
+		// usd[i] needs more decimals: find them, then quantize the earlier prices again.
+		for ; !ok; q[i], ok = quantize(usd[i], digits) {
+			if digits++; digits > maxDigits {
+				return 0, false
+			}
+		}
+		i = -1
+	}
+	return digits, true
 }
 
 // putUvarint writes x at dst[n:] as binary.Uvarint reads it and returns the next index.

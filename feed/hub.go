@@ -135,17 +135,9 @@ func (h *Hub) Provider(name string) (domain.Provider, bool) {
 func (h *Hub) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, p := range h.sources {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h.loop(ctx, p)
-		}()
+		wg.Go(func() { h.loop(ctx, p) })
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		h.publishLoop(ctx)
-	}()
+	wg.Go(func() { h.publishLoop(ctx) })
 	wg.Wait()
 	h.mu.Lock()
 	h.subs.Close()

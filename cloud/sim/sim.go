@@ -235,16 +235,14 @@ func (m *Market) backfill(ctx context.Context, q domain.Query, since, until time
 	errs := make(chan error, len(todo))
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(todo), maxWorkers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			cols := columns{at: make([]int64, 0, size), q: make([]int64, 0, size)}
 			for w := range next {
 				if err := m.backfillRegion(ctx, w.name, w.families, from, to, &cols, sink); err != nil {
 					errs <- err
 				}
 			}
-		}()
+		})
 	}
 	for _, w := range todo {
 		next <- w

@@ -172,8 +172,7 @@ func usageInstanceID(seed, ref string, i int) string {
 
 // busyShare is an instance's utilization in hour h from a noise in [0, 1).
 func busyShare(prof usageProfile, noise float64, h time.Time) float64 {
-	switch prof {
-	case profileIdle:
+	if prof == profileIdle {
 		return round3(0.01 + 0.07*noise)
 	}
 	if hr := h.UTC().Hour(); hr >= 7 && hr < 21 {

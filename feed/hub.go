@@ -123,12 +123,11 @@ func (h *Hub) Providers() []domain.Provider { return h.sources }
 
 // Provider returns the named source.
 func (h *Hub) Provider(name string) (domain.Provider, bool) {
-	for _, p := range h.sources {
-		if p.Name() == name {
-			return p, true
-		}
+	i := slices.IndexFunc(h.sources, func(p domain.Provider) bool { return p.Name() == name })
+	if i < 0 {
+		return nil, false
 	}
-	return nil, false
+	return h.sources[i], true
 }
 
 // Run polls every source until ctx ends, then closes every subscription.

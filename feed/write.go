@@ -52,38 +52,36 @@ func (p *pending) pool(k domain.PoolKey) *pendingPool {
 
 // Save queues a batch and returns at once: the hub calls it under its lock.
 func (c *History) Save(b Batch) {
-	c.mu.Lock()
-	if c.closed || c.failed != nil {
-		c.mu.Unlock()
-		return
-	}
-	for i := range b.Pools {
-		d := b.Pools[i]
-		c.pend.pool(d.Key()).desc = &d
-	}
-	for _, r := range b.Runs {
-		if len(r.At) == 0 || len(r.At) != len(r.USD) {
-			continue
+	c.queue(func(p *pending) {
+		for i := range b.Pools {
+			d := b.Pools[i]
+			p.pool(d.Key()).desc = &d
 		}
-		pp := c.pend.pool(r.Pool)
-		pp.runs = append(pp.runs, r)
-		c.pend.points += len(r.At)
-	}
-	for _, s := range b.Spans {
-		c.pend.spans = append(c.pend.spans, providerSpan{provider: b.Provider, Span: s})
-	}
-	c.mu.Unlock()
-	poke(c.kick)
+		for _, r := range b.Runs {
+			if len(r.At) == 0 || len(r.At) != len(r.USD) {
+				continue
+			}
+			pp := p.pool(r.Pool)
+			pp.runs = append(pp.runs, r)
+			p.points += len(r.At)
+		}
+		for _, s := range b.Spans {
+			p.spans = append(p.spans, providerSpan{provider: b.Provider, Span: s})
+		}
+	})
 }
 
 // Trim queues a trim to the retention before now.
-func (c *History) Trim(now time.Time) {
+func (c *History) Trim(now time.Time) { c.queue(func(p *pending) { p.trim = now }) }
+
+// queue changes what is pending and wakes the writer, unless closed or failed.
+func (c *History) queue(change func(*pending)) {
 	c.mu.Lock()
 	if c.closed || c.failed != nil {
 		c.mu.Unlock()
 		return
 	}
-	c.pend.trim = now
+	change(c.pend)
 	c.mu.Unlock()
 	poke(c.kick)
 }

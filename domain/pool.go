@@ -3,6 +3,7 @@ package domain
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -84,10 +85,8 @@ var Buckets = []string{"<5%", "5-10%", "10-15%", "15-20%", ">20%"}
 
 // BucketRank orders buckets calmest first; unknown labels rank last.
 func BucketRank(bucket string) int {
-	for i, b := range Buckets {
-		if b == bucket {
-			return i
-		}
+	if i := slices.Index(Buckets, bucket); i >= 0 {
+		return i
 	}
 	return len(Buckets)
 }
@@ -97,20 +96,12 @@ func NormalizeBucket(label string) (string, bool) {
 	s := strings.TrimSpace(label)
 	s = strings.TrimSuffix(s, "%")
 	s = strings.ReplaceAll(s, " ", "")
-	switch s {
-	case "<5", "0-5":
-		return "<5%", true
-	case "5-10":
-		return "5-10%", true
-	case "10-15":
-		return "10-15%", true
-	case "15-20":
-		return "15-20%", true
-	case ">20", "20+":
-		return ">20%", true
-	}
-	return "", false
+	b, ok := bucketOf[s]
+	return b, ok
 }
+
+// bucketOf maps the clouds' labels, without "%" and spaces, onto Buckets.
+var bucketOf = map[string]string{"<5": "<5%", "0-5": "<5%", "5-10": "5-10%", "10-15": "10-15%", "15-20": "15-20%", ">20": ">20%", "20+": ">20%"}
 
 // NewInterruption builds interruption data from a source's bucket label.
 func NewInterruption(label, source string, asOf time.Time) (*Interruption, bool) {

@@ -267,7 +267,7 @@ func (h *Hub) settleCacheLocked(st *sourceState, req domain.FetchRequest, err er
 		sc.region(r)
 	}
 	var spans []Span
-	gpus := sortedGPUs(h.opt.Query.GPUs)
+	gpus := slices.Sorted(slices.Values(h.opt.Query.GPUs))
 	for r, rc := range sc.regions {
 		w := rc.gap.Widen(req)
 		failed := sc.failed[r]
@@ -289,13 +289,4 @@ func (h *Hub) settleCacheLocked(st *sourceState, req domain.FetchRequest, err er
 	if len(spans) > 0 {
 		h.opt.Cache.Save(Batch{Provider: st.Provider, Spans: spans})
 	}
-}
-
-func sortedGPUs(gpus []string) []string {
-	if len(gpus) == 0 {
-		return nil
-	}
-	out := append([]string(nil), gpus...)
-	sort.Strings(out)
-	return out
 }

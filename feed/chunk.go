@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+
+	"github.com/gpumarket/gpumarket/series"
 )
 
 // A chunk is one pool's points of one UTC day: a version byte, the count, then
@@ -93,31 +96,5 @@ func appendChunk(at []int64, usd []float64, b []byte) ([]int64, []float64, error
 
 // mergePoints merges b's points into a's, b's winning for the same second.
 func mergePoints(aAt []int64, aUSD []float64, bAt []int64, bUSD []float64) ([]int64, []float64) {
-	at := make([]int64, 0, len(aAt)+len(bAt))
-	usd := make([]float64, 0, len(aAt)+len(bAt))
-	i, j := 0, 0
-	for i < len(aAt) || j < len(bAt) {
-		switch {
-		case j >= len(bAt) || (i < len(aAt) && aAt[i] < bAt[j]):
-			at, usd = append(at, aAt[i]), append(usd, aUSD[i])
-			i++
-		case i >= len(aAt) || bAt[j] < aAt[i]:
-			at, usd = append(at, bAt[j]), append(usd, bUSD[j])
-			j++
-		default: // same second: the newer value
-			at, usd = append(at, bAt[j]), append(usd, bUSD[j])
-			i++
-			j++
-		}
-	}
-	return at, usd
-}
-
-func ascending(at []int64) bool {
-	for i := 1; i < len(at); i++ {
-		if at[i] <= at[i-1] {
-			return false
-		}
-	}
-	return true
+	return series.SortPoints(slices.Concat(aAt, bAt), slices.Concat(aUSD, bUSD))
 }

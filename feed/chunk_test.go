@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/gpumarket/gpumarket/series"
 )
 
 func TestChunkRoundTrip(t *testing.T) {
@@ -62,7 +64,7 @@ func FuzzAppendChunk(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !ascending(at) || len(at) != len(usd) {
+		if !series.Ascending(at) || len(at) != len(usd) {
 			t.Fatalf("accepted unsorted points %v", at)
 		}
 		at2, usd2, err := appendChunk(nil, nil, encodeChunk(at, usd))

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -77,8 +79,8 @@ func Open(dataDir string, opt HistoryOptions) (*History, error) {
 }
 
 func OpenPath(path string, opt HistoryOptions) (*History, error) {
-	opt.Retention = orDefault(opt.Retention, DefaultRetention)
-	opt.FlushEvery = orDefault(opt.FlushEvery, time.Second)
+	domain.OrDefault(&opt.Retention, DefaultRetention)
+	domain.OrDefault(&opt.FlushEvery, time.Second)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
@@ -358,7 +360,7 @@ func (c *History) load(ctx context.Context, provider string, q domain.Query, fro
 
 // clip keeps points in (from, until] and the one at from, sorting overlapping chunks' points.
 func clip(at []int64, usd []float64, from, until int64) series.Series {
-	if !ascending(at) {
+	if !series.Ascending(at) {
 		at, usd = series.SortPoints(at, usd)
 	}
 	lo := sort.Search(len(at), func(i int) bool { return at[i] > from }) - 1
@@ -392,10 +394,7 @@ func (c *History) spans(ctx context.Context, provider string, q domain.Query) ([
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Span, 0, len(best))
-	for _, s := range best {
-		out = append(out, s)
-	}
+	out := slices.Collect(maps.Values(best))
 	sort.Slice(out, func(i, j int) bool { return out[i].Region < out[j].Region })
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -79,7 +80,7 @@ type sourceState struct {
 
 // New makes a hub over the sources. Call Run to start polling.
 func New(sources []domain.Provider, opt Options) *Hub {
-	opt.Query.Window = orDefault(opt.Query.Window, 24*time.Hour)
+	domain.OrDefault(&opt.Query.Window, 24*time.Hour)
 	if opt.MaxWindow <= 0 || opt.MaxWindow > domain.MaxWindow {
 		opt.MaxWindow = domain.MaxWindow
 	}
@@ -87,8 +88,8 @@ func New(sources []domain.Provider, opt Options) *Hub {
 	if opt.Interval == nil {
 		opt.Interval = func(string) time.Duration { return 30 * time.Second }
 	}
-	opt.PublishEvery = orDefault(opt.PublishEvery, 100*time.Millisecond)
-	opt.MaxBackoff = orDefault(opt.MaxBackoff, 5*time.Minute)
+	domain.OrDefault(&opt.PublishEvery, 100*time.Millisecond)
+	domain.OrDefault(&opt.MaxBackoff, 5*time.Minute)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
@@ -122,29 +123,20 @@ func (h *Hub) Providers() []domain.Provider { return h.sources }
 
 // Provider returns the named source.
 func (h *Hub) Provider(name string) (domain.Provider, bool) {
-	for _, p := range h.sources {
-		if p.Name() == name {
-			return p, true
-		}
+	i := slices.IndexFunc(h.sources, func(p domain.Provider) bool { return p.Name() == name })
+	if i < 0 {
+		return nil, false
 	}
-	return nil, false
+	return h.sources[i], true
 }
 
 // Run polls every source until ctx ends, then closes every subscription.
 func (h *Hub) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, p := range h.sources {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h.loop(ctx, p)
-		}()
+		wg.Go(func() { h.loop(ctx, p) })
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		h.publishLoop(ctx)
-	}()
+	wg.Go(func() { h.publishLoop(ctx) })
 	wg.Wait()
 	h.mu.Lock()
 	h.subs.Close()
@@ -312,14 +304,6 @@ func (h *Hub) loop(ctx context.Context, p domain.Provider) {
 	}
 }
 
-// orDefault is d, or def when d is not above 0.
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
-}
-
 func backoff(base time.Duration, failures int, max time.Duration) time.Duration {
 	d := base
 	for i := 1; i < failures && d < max; i++ {
@@ -369,11 +353,7 @@ func (h *Hub) apply(provider string, ev domain.Event) {
 		ps.changed = next
 		if st != nil && st.cache != nil {
 			// Whole histories are cached as points would be.
-			at := make([]int64, 0, ph.History.Len())
-			usd := make([]float64, 0, ph.History.Len())
-			for t, v := range ph.History.All() {
-				at, usd = append(at, t), append(usd, v)
-			}
+			at, usd := ph.History.Points(0)
 			runs = append(runs, Run{Pool: ph.Pool, At: at, USD: usd})
 		}
 	}
@@ -428,9 +408,7 @@ func poolFromKey(k domain.PoolKey) domain.Pool {
 
 func (h *Hub) insertKeyLocked(ps *poolState) {
 	i := sort.Search(len(h.order), func(i int) bool { return h.order[i].key >= ps.key })
-	h.order = append(h.order, nil)
-	copy(h.order[i+1:], h.order[i:])
-	h.order[i] = ps
+	h.order = slices.Insert(h.order, i, ps)
 }
 
 func (h *Hub) publishLoop(ctx context.Context) {
@@ -514,11 +492,8 @@ func (h *Hub) asOfLocked(provider, region string) (time.Time, bool) {
 }
 
 func (st *sourceState) cachedAtLocked(region string) time.Time {
-	if st.cache == nil {
-		return time.Time{}
-	}
-	if rc := st.cache.regions[region]; rc != nil {
-		return rc.cachedAt
+	if st.cache != nil && st.cache.regions[region] != nil {
+		return st.cache.regions[region].cachedAt
 	}
 	return time.Time{}
 }

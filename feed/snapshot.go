@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -50,22 +51,16 @@ func (s *Snapshot) Pool(key string) (*PoolView, bool) {
 
 // Source returns the status of the named provider.
 func (s *Snapshot) Source(name string) (SourceStatus, bool) {
-	for _, st := range s.Sources {
-		if st.Provider == name {
-			return st, true
-		}
+	i := slices.IndexFunc(s.Sources, func(st SourceStatus) bool { return st.Provider == name })
+	if i < 0 {
+		return SourceStatus{}, false
 	}
-	return SourceStatus{}, false
+	return s.Sources[i], true
 }
 
 // Simulated reports whether any source is a simulated market.
 func (s *Snapshot) Simulated() bool {
-	for _, st := range s.Sources {
-		if st.Simulated {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.Sources, func(st SourceStatus) bool { return st.Simulated })
 }
 
 // Source states.

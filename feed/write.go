@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,38 +52,36 @@ func (p *pending) pool(k domain.PoolKey) *pendingPool {
 
 // Save queues a batch and returns at once: the hub calls it under its lock.
 func (c *History) Save(b Batch) {
-	c.mu.Lock()
-	if c.closed || c.failed != nil {
-		c.mu.Unlock()
-		return
-	}
-	for i := range b.Pools {
-		d := b.Pools[i]
-		c.pend.pool(d.Key()).desc = &d
-	}
-	for _, r := range b.Runs {
-		if len(r.At) == 0 || len(r.At) != len(r.USD) {
-			continue
+	c.queue(func(p *pending) {
+		for i := range b.Pools {
+			d := b.Pools[i]
+			p.pool(d.Key()).desc = &d
 		}
-		pp := c.pend.pool(r.Pool)
-		pp.runs = append(pp.runs, r)
-		c.pend.points += len(r.At)
-	}
-	for _, s := range b.Spans {
-		c.pend.spans = append(c.pend.spans, providerSpan{provider: b.Provider, Span: s})
-	}
-	c.mu.Unlock()
-	poke(c.kick)
+		for _, r := range b.Runs {
+			if len(r.At) == 0 || len(r.At) != len(r.USD) {
+				continue
+			}
+			pp := p.pool(r.Pool)
+			pp.runs = append(pp.runs, r)
+			p.points += len(r.At)
+		}
+		for _, s := range b.Spans {
+			p.spans = append(p.spans, providerSpan{provider: b.Provider, Span: s})
+		}
+	})
 }
 
 // Trim queues a trim to the retention before now.
-func (c *History) Trim(now time.Time) {
+func (c *History) Trim(now time.Time) { c.queue(func(p *pending) { p.trim = now }) }
+
+// queue changes what is pending and wakes the writer, unless closed or failed.
+func (c *History) queue(change func(*pending)) {
 	c.mu.Lock()
 	if c.closed || c.failed != nil {
 		c.mu.Unlock()
 		return
 	}
-	c.pend.trim = now
+	change(c.pend)
 	c.mu.Unlock()
 	poke(c.kick)
 }
@@ -186,9 +186,7 @@ func (c *History) write(ctx context.Context, p *pending) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	for k, id := range ids {
-		c.ids[k] = id
-	}
+	maps.Copy(c.ids, ids)
 	if !p.trim.IsZero() {
 		c.ids = map[domain.PoolKey]int64{} // the trim may have dropped pools
 	}
@@ -283,7 +281,7 @@ func writePoints(ctx context.Context, tx *sql.Tx, pool int64, runs []Run) error 
 }
 
 // gpuKey is a GPU filter as stored: sorted, comma-joined, "" for every GPU.
-func gpuKey(gpus []string) string { return strings.Join(sortedGPUs(gpus), ",") }
+func gpuKey(gpus []string) string { return strings.Join(slices.Sorted(slices.Values(gpus)), ",") }
 
 // writeSpan folds a span into its region's for the same filter: touching spans
 // join; a later one replaces a non-touching old one (the gap was never fetched).

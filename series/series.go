@@ -109,19 +109,7 @@ func (s Series) PriceAt(t int64) (float64, bool) {
 }
 
 // All yields every point, oldest first.
-func (s Series) All() iter.Seq2[int64, float64] {
-	return func(yield func(int64, float64) bool) {
-		var sc scratch
-		for k := range s.segments() {
-			a, u := s.segment(k, &sc)
-			for i := range a {
-				if !yield(a[i], u[i]) {
-					return
-				}
-			}
-		}
-	}
-}
+func (s Series) All() iter.Seq2[int64, float64] { return s.Window(math.MinInt64, math.MaxInt64) }
 
 // Window yields the point in force at from (with its own time), then those in (from, to].
 func (s Series) Window(from, to int64) iter.Seq2[int64, float64] {
@@ -284,7 +272,7 @@ func (s Series) Merge(at []int64, usd []float64) Series {
 	if len(at) == 0 {
 		return s
 	}
-	if !ascending(at) {
+	if !Ascending(at) {
 		at, usd = SortPoints(at, usd)
 	}
 	if last, _, ok := s.Last(); ok && at[0] <= last {
@@ -304,12 +292,20 @@ func (s Series) Join(o Series) Series {
 	if o.Len() == 0 {
 		return s
 	}
-	at := make([]int64, 0, o.Len())
-	usd := make([]float64, 0, o.Len())
-	for t, p := range o.All() {
-		at, usd = append(at, t), append(usd, p)
+	return s.Merge(o.Points(0))
+}
+
+// Points returns the points from the i-th on, oldest first, in new slices.
+func (s Series) Points(i int) ([]int64, []float64) {
+	at := make([]int64, 0, max(s.Len()-i, 0))
+	usd := make([]float64, 0, cap(at))
+	var sc scratch
+	for k := i / blockLen; k < s.segments(); k++ {
+		a, u := s.segment(k, &sc)
+		lo := max(i-k*blockLen, 0)
+		at, usd = append(at, a[lo:]...), append(usd, u[lo:]...)
 	}
-	return s.Merge(at, usd)
+	return at, usd
 }
 
 // DropBefore returns s without the points before the one in force at t, in new arrays.
@@ -324,19 +320,11 @@ func (s Series) DropBefore(t int64) Series {
 	if first == 0 {
 		return s
 	}
-	at := make([]int64, 0, s.Len()-first)
-	usd := make([]float64, 0, s.Len()-first)
-	i := 0
-	for t, p := range s.All() {
-		if i >= first {
-			at, usd = append(at, t), append(usd, p)
-		}
-		i++
-	}
-	return build(at, usd)
+	return build(s.Points(first))
 }
 
-func ascending(at []int64) bool {
+// Ascending reports whether times strictly ascend, as a series holds them.
+func Ascending(at []int64) bool {
 	for i := 1; i < len(at); i++ {
 		if at[i] <= at[i-1] {
 			return false
@@ -441,46 +429,8 @@ var encodeBuf = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return
 
 // appendPoints appends sorted points newer than s's last.
 func (s Series) appendPoints(at []int64, usd []float64) Series {
-	if len(at) == 1 && len(s.tail) > 0 && len(s.tail) < cap(s.tail) && len(s.tail)+1 < blockLen {
-		// The live tick's common case: one newer point, room in the tail.
-		s.tail = append(s.tail, point{at[0], usd[0]})
-		return s
-	}
-	// Seal the tail filled up to a block, then whole blocks; the rest is the tail.
-	var more []block
-	var ranges []span
-	var data []byte
-	if room := blockLen - len(s.tail); len(s.tail) > 0 && len(at) >= room {
-		var fa [blockLen]int64
-		var fu [blockLen]float64
-		for i, p := range s.tail {
-			fa[i], fu[i] = p.at, p.usd
-		}
-		copy(fa[len(s.tail):], at[:room])
-		copy(fu[len(s.tail):], usd[:room])
-		b, r, d := encodeBlock(nil, fa[:], fu[:], s.tailArea)
-		more, ranges, data = append(more, b), append(ranges, r), d
-		at, usd = at[room:], usd[room:]
-		s.tail = nil // its array belongs to readers now
-	}
-	if len(s.tail) == 0 {
-		for len(at) >= blockLen {
-			area := 0.0
-			if len(more) > 0 {
-				prev := &more[len(more)-1]
-				area = prev.cum + prev.area + prev.p1*float64(at[0]-prev.t1)
-			} else {
-				area = s.nextArea(at[0])
-			}
-			b, r, d := encodeBlock(data, at[:blockLen], usd[:blockLen], area)
-			more, ranges, data = append(more, b), append(ranges, r), d
-			at, usd = at[blockLen:], usd[blockLen:]
-		}
-	}
-	if len(more) > 0 {
-		s.sealed = s.sealed.with(more, ranges, data)
-	}
-	if len(at) > 0 {
+	if len(s.tail)+len(at) < blockLen {
+		// The live tick's common case: the points fit the tail.
 		if len(s.tail) == 0 {
 			s.tail = nil // a sealed tail's array belongs to readers
 			s.tailArea = s.nextArea(at[0])
@@ -493,6 +443,30 @@ func (s Series) appendPoints(at []int64, usd []float64) Series {
 		for i := range at {
 			s.tail = append(s.tail, point{at[i], usd[i]})
 		}
+		return s
+	}
+	// Seal the tail and the points in whole blocks; the rest is the new tail.
+	ta, tu := make([]int64, len(s.tail), len(s.tail)+len(at)), make([]float64, len(s.tail), len(s.tail)+len(at))
+	for i, p := range s.tail {
+		ta[i], tu[i] = p.at, p.usd
+	}
+	at, usd = append(ta, at...), append(tu, usd...)
+	nb := len(at) / blockLen
+	more, ranges := make([]block, 0, nb), make([]span, 0, nb)
+	var data []byte
+	area := s.nextArea(at[0])
+	for k := range nb {
+		lo := k * blockLen
+		if k > 0 {
+			prev := &more[k-1]
+			area = prev.cum + prev.area + prev.p1*float64(at[lo]-prev.t1)
+		}
+		b, r, d := encodeBlock(data, at[lo:lo+blockLen], usd[lo:lo+blockLen], area)
+		more, ranges, data = append(more, b), append(ranges, r), d
+	}
+	s.sealed, s.tail = s.sealed.with(more, ranges, data), nil // the tail's array belongs to readers now
+	if rest := nb * blockLen; rest < len(at) {
+		return s.appendPoints(at[rest:], usd[rest:])
 	}
 	return s
 }
@@ -632,65 +606,53 @@ func (s Series) segment(k int, sc *scratch) ([]int64, []float64) {
 	return sc.at[:], sc.usd[:]
 }
 
-// encodeBlock appends blockLen sorted points to dst and returns their header and price range.
-// It tries the first price's decimals, then more (or raw bits) when a later price needs them.
+// encodeBlock appends blockLen sorted points to dst and returns their header and price range:
+// as ticks of the fewest decimals that give every price back, else as raw bits.
 func encodeBlock(dst []byte, at []int64, usd []float64, area float64) (block, span, []byte) {
 	at, usd = at[:blockLen], usd[:blockLen]
-	b := block{t0: at[0], t1: at[blockLen-1], p0: usd[0], p1: usd[blockLen-1], cum: area, off: uint32(len(dst))}
-	n0 := len(dst)
-	// At most 10 bytes of time and 10 of price a point: grow once, write by index.
-	dst = slices.Grow(dst, 20*blockLen)[:n0+20*blockLen]
-	b.digits = 0
-	for {
-		var q int64
-		ok := b.digits == rawDigits
-		if !ok {
-			q, ok = quantize(usd[0], b.digits)
-		}
-		for !ok {
-			if b.digits++; b.digits > maxDigits {
-				b.digits = rawDigits
-				break
-			}
-			q, ok = quantize(usd[0], b.digits)
-		}
-		n, r := n0, span{usd[0], usd[0]}
-		b.area = 0
-		i := 1
-		for ; i < blockLen; i++ {
-			t, p := at[i], usd[i]
-			b.area += usd[i-1] * float64(t-at[i-1])
-			if p < r.lo {
-				r.lo = p
-			}
-			if p > r.hi {
-				r.hi = p
-			}
-			n = putUvarint(dst, n, uint64(t-at[i-1]))
-			if b.digits == rawDigits {
-				binary.LittleEndian.PutUint64(dst[n:], math.Float64bits(p))
-				n += 8
-				continue
-			}
-			qi, ok := quantize(p, b.digits)
-			if !ok {
-				break
-			}
-			d := qi - q
-			n = putUvarint(dst, n, uint64(d<<1)^uint64(d>>63)) // zigzag, as binary.Varint reads it
-			q = qi
-		}
-		if i == blockLen {
-			return b, r, dst[:n]
-		}
-		// usd[i] needs more decimals than the prices before it.
-		for _, ok := quantize(usd[i], b.digits); !ok; _, ok = quantize(usd[i], b.digits) {
-			if b.digits++; b.digits > maxDigits {
-				b.digits = rawDigits
-				break
-			}
+	var q [blockLen]int64
+	if digits, ok := ticksOf(usd, &q); ok {
+		if b, r, out, ok := encodeTicks(dst, at, q[:], digits, area); ok {
+			return b, r, out
 		}
 	}
+	b := block{t0: at[0], t1: at[blockLen-1], p0: usd[0], p1: usd[blockLen-1], cum: area, off: uint32(len(dst)), digits: rawDigits}
+	r := span{usd[0], usd[0]}
+	// At most 10 bytes of time and 8 of price a point: grow once, write by index.
+	n := len(dst)
+	dst = slices.Grow(dst, 18*blockLen)[:n+18*blockLen]
+	for i := 1; i < blockLen; i++ {
+		p := usd[i]
+		b.area += usd[i-1] * float64(at[i]-at[i-1])
+		if p < r.lo {
+			r.lo = p
+		}
+		if p > r.hi {
+			r.hi = p
+		}
+		n = putUvarint(dst, n, uint64(at[i]-at[i-1]))
+		binary.LittleEndian.PutUint64(dst[n:], math.Float64bits(p))
+		n += 8
+	}
+	return b, r, dst[:n]
+}
+
+// ticksOf sets q to the prices in ticks of the fewest decimals that give every
+// one back and returns those decimals; !ok when no decimals up to maxDigits do.
+func ticksOf(usd []float64, q *[blockLen]int64) (digits int8, ok bool) {
+	for i := 0; i < len(usd); i++ {
+		if q[i], ok = quantize(usd[i], digits); ok {
+			continue
+		}
+		// usd[i] needs more decimals: find them, then quantize the earlier prices again.
+		for ; !ok; q[i], ok = quantize(usd[i], digits) {
+			if digits++; digits > maxDigits {
+				return 0, false
+			}
+		}
+		i = -1
+	}
+	return digits, true
 }
 
 // putUvarint writes x at dst[n:] as binary.Uvarint reads it and returns the next index.

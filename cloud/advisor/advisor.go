@@ -19,10 +19,10 @@ var EmbeddedAsOf = time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 
 // Data is a parsed advisor file; Regions maps region → OS → instance type.
 type Data struct {
-	Ranges  []Range
-	Regions map[string]map[string]map[string]Entry
-	AsOf    time.Time
-	Source  string
+	Ranges  []Range                                `json:"ranges"`
+	Regions map[string]map[string]map[string]Entry `json:"spot_advisor"`
+	AsOf    time.Time                              `json:"-"`
+	Source  string                                 `json:"-"`
 }
 
 // Range is one interruption bucket of the file.
@@ -38,18 +38,13 @@ type Entry struct {
 	Range      int `json:"r"`
 }
 
-type wire struct {
-	Ranges      []Range                                `json:"ranges"`
-	SpotAdvisor map[string]map[string]map[string]Entry `json:"spot_advisor"`
-}
-
 // Parse reads an advisor file, checking for ranges, regions and in-bounds range indexes.
 func Parse(b []byte, source string, asOf time.Time) (*Data, error) {
-	var w wire
-	if err := json.Unmarshal(b, &w); err != nil {
+	w := &Data{AsOf: asOf, Source: source}
+	if err := json.Unmarshal(b, w); err != nil {
 		return nil, fmt.Errorf("spot advisor data from %s: %w", source, err)
 	}
-	if len(w.Ranges) == 0 || len(w.SpotAdvisor) == 0 {
+	if len(w.Ranges) == 0 || len(w.Regions) == 0 {
 		return nil, fmt.Errorf("spot advisor data from %s: no ranges or no regions", source)
 	}
 	for _, r := range w.Ranges {
@@ -57,7 +52,7 @@ func Parse(b []byte, source string, asOf time.Time) (*Data, error) {
 			return nil, fmt.Errorf("spot advisor data from %s: unknown interruption range %q", source, r.Label)
 		}
 	}
-	for region, oses := range w.SpotAdvisor {
+	for region, oses := range w.Regions {
 		for os, types := range oses {
 			for t, e := range types {
 				if e.Range < 0 || e.Range >= len(w.Ranges) {
@@ -66,24 +61,18 @@ func Parse(b []byte, source string, asOf time.Time) (*Data, error) {
 			}
 		}
 	}
-	return &Data{Ranges: w.Ranges, Regions: w.SpotAdvisor, AsOf: asOf, Source: source}, nil
+	return w, nil
 }
 
-var (
-	embeddedOnce sync.Once
-	embeddedData *Data
-	embeddedErr  error
-)
+var embeddedData = sync.OnceValues(func() (*Data, error) { return Parse(embedded, "embedded 2025-06", EmbeddedAsOf) })
 
 // Embedded returns the embedded snapshot (June 2025), parsed once.
 func Embedded() *Data {
-	embeddedOnce.Do(func() {
-		embeddedData, embeddedErr = Parse(embedded, "embedded 2025-06", EmbeddedAsOf)
-	})
-	if embeddedErr != nil {
-		panic(embeddedErr) // the embedded file is part of the build
+	d, err := embeddedData()
+	if err != nil {
+		panic(err) // the embedded file is part of the build
 	}
-	return embeddedData
+	return d
 }
 
 // Lookup returns the Linux figures for an instance type in a region.

@@ -41,15 +41,20 @@ var azureZones = []string{"1", "2", "3"}
 
 // IsRegion reports whether the simulated market has the region (real names).
 func IsRegion(name string) bool {
-	for _, list := range [][]region{awsRegions, azureRegions, gcpRegions} {
-		for _, r := range list {
-			if r.Name == name {
-				return true
-			}
+	return slices.ContainsFunc(allRegions, func(r *region) bool { return r.Name == name })
+}
+
+// allRegions are every cloud's regions, each told its cloud.
+var allRegions = func() (out []*region) {
+	clouds := []domain.Cloud{domain.CloudAWS, domain.CloudAzure, domain.CloudGCP}
+	for i, list := range [][]region{awsRegions, azureRegions, gcpRegions} {
+		for j := range list {
+			list[j].Cloud = clouds[i]
+			out = append(out, &list[j])
 		}
 	}
-	return false
-}
+	return out
+}()
 
 var azureRegions = []region{
 	{Name: "eastus", Zones: azureZones, UTCOffset: -5, Busy: 0.3, PriceMult: 1.00, AWSTwin: "us-east-1"},
@@ -65,32 +70,20 @@ var azureRegions = []region{
 // listPrice is the on-demand Linux instance-hour in us-east-1 (after the June
 // 2025 P4/P5 cut) or eastus, rounded as the price lists print them.
 var listPrice = map[string]float64{
-	"p5.48xlarge": 55.04,
 	// p5e/p5en: p5 plus the H200's memory premium, approximate (no public price before the cut).
-	"p5e.48xlarge":  61.80,
-	"p5en.48xlarge": 63.30,
-	"p4d.24xlarge":  21.96,
-	"p4de.24xlarge": 27.45,
-	"g6e.xlarge":    1.861, "g6e.2xlarge": 2.242, "g6e.12xlarge": 10.493, "g6e.48xlarge": 30.131,
+	"p5.48xlarge": 55.04, "p5e.48xlarge": 61.80, "p5en.48xlarge": 63.30,
+	"p4d.24xlarge": 21.96, "p4de.24xlarge": 27.45,
+	"g6e.xlarge": 1.861, "g6e.2xlarge": 2.242, "g6e.12xlarge": 10.493, "g6e.48xlarge": 30.131,
 	"g6.xlarge": 0.8048, "g6.2xlarge": 0.9776, "g6.12xlarge": 4.6016, "g6.48xlarge": 13.3504,
 	"g5.xlarge": 1.006, "g5.2xlarge": 1.212, "g5.12xlarge": 5.672, "g5.48xlarge": 16.288,
 	"g4dn.xlarge": 0.526, "g4dn.2xlarge": 0.752, "g4dn.12xlarge": 3.912, "g4dn.metal": 7.824,
 	"p3.2xlarge": 3.06, "p3.8xlarge": 12.24, "p3.16xlarge": 24.48,
 	// Azure, eastus.
-	"Standard_ND96isr_H100_v5":  98.32,
-	"Standard_NC40ads_H100_v5":  6.98,
-	"Standard_NC80adis_H100_v5": 13.96,
-	"Standard_NC24ads_A100_v4":  3.673,
-	"Standard_NC48ads_A100_v4":  7.346,
-	"Standard_NC96ads_A100_v4":  14.692,
+	"Standard_ND96isr_H100_v5": 98.32, "Standard_NC40ads_H100_v5": 6.98, "Standard_NC80adis_H100_v5": 13.96,
+	"Standard_NC24ads_A100_v4": 3.673, "Standard_NC48ads_A100_v4": 7.346, "Standard_NC96ads_A100_v4": 14.692,
 	"Standard_ND96amsr_A100_v4": 32.77,
-	"Standard_NV6ads_A10_v5":    0.454,
-	"Standard_NV12ads_A10_v5":   0.908,
-	"Standard_NV18ads_A10_v5":   1.60,
-	"Standard_NV36ads_A10_v5":   3.20,
-	"Standard_NC4as_T4_v3":      0.526,
-	"Standard_NC8as_T4_v3":      0.752,
-	"Standard_NC64as_T4_v3":     4.352,
+	"Standard_NV6ads_A10_v5":    0.454, "Standard_NV12ads_A10_v5": 0.908, "Standard_NV18ads_A10_v5": 1.60, "Standard_NV36ads_A10_v5": 3.20,
+	"Standard_NC4as_T4_v3": 0.526, "Standard_NC8as_T4_v3": 0.752, "Standard_NC64as_T4_v3": 4.352,
 }
 
 // family is a group of sizes sold in the same regions and zones.
@@ -192,15 +185,7 @@ const (
 func buildSpecs() []poolSpec {
 	adv := advisor.Embedded()
 	var out []poolSpec
-	var regions []*region
-	clouds := []domain.Cloud{domain.CloudAWS, domain.CloudAzure, domain.CloudGCP}
-	for i, list := range [][]region{awsRegions, azureRegions, gcpRegions} {
-		for j := range list {
-			list[j].Cloud = clouds[i]
-			regions = append(regions, &list[j])
-		}
-	}
-	for _, r := range regions {
+	for _, r := range allRegions {
 		for _, f := range slices.Concat(families, gcpFamilies) {
 			if f.Cloud != r.Cloud || !familyIn(f, r, adv) {
 				continue

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -148,12 +149,8 @@ func (m *Market) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]d
 		}
 	}
 	m.mu.Unlock()
-	sort.SliceStable(kept, func(i, j int) bool {
-		a, b := kept[i].USDPerGPUHour(), kept[j].USDPerGPUHour()
-		if a != b {
-			return a < b
-		}
-		return kept[i].Start.Before(kept[j].Start)
+	slices.SortStableFunc(kept, func(a, b domain.Offering) int {
+		return cmp.Or(cmp.Compare(a.USDPerGPUHour(), b.USDPerGPUHour()), a.Start.Compare(b.Start))
 	})
 	return kept, nil
 }
@@ -200,21 +197,12 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 		if unit(h) >= odds {
 			continue
 		}
-		o := domain.Offering{
-			Provider: Name, Cloud: p.spec.Desc.Cloud, Region: p.spec.Region.Name, Zone: p.spec.Desc.Zone,
-			InstanceType: p.spec.Desc.InstanceType, GPU: p.spec.Desc.GPU, InstanceCount: n,
-			Start: s, End: s.Add(v.dur), Currency: "USD", Simulated: true, Kind: domain.KindBlock,
-		}
+		o := p.offering(n, s, s.Add(v.dur), domain.KindBlock)
 		switch {
 		case gcp:
 			asCalendar(&o, *p.spec.Desc.OnDemandUSDHour)
 		case aws:
-			r := blockRate[o.InstanceType]
-			// Sooner starts are dearer; lead counts from today's date, so a price holds all day.
-			today := m.opt.Now().UTC().Truncate(24 * time.Hour)
-			lead := s.Sub(today).Hours() / blockTerms.MaxLead.Hours()
-			u := 0.6*unit(mix(h)) + 0.4*(1-math.Min(1, lead))
-			rate := r[0] + (r[1]-r[0])*u
+			rate := m.leadRate(blockRate[o.InstanceType], s, blockTerms.MaxLead, unit(mix(h)))
 			o.UpfrontUSD = math.Round(rate*o.GPU.Count*float64(n)*o.DurationHours()*100) / 100
 		default:
 			o.StartsOnPurchase, o.Kind = true, domain.KindReservation
@@ -228,6 +216,20 @@ func (m *Market) offersOf(p *simPool, n int, v offerQuery) []domain.Offering {
 		}
 	}
 	return out
+}
+
+// offering is an offering of n of the pool's instances over [start, end).
+func (p *simPool) offering(n int, start, end time.Time, kind string) domain.Offering {
+	d := p.spec.Desc
+	return domain.Offering{Provider: Name, Cloud: d.Cloud, Region: d.Region, Zone: d.Zone, InstanceType: d.InstanceType, GPU: d.GPU,
+		InstanceCount: n, Start: start, End: end, Currency: "USD", Simulated: true, Kind: kind}
+}
+
+// leadRate is a price in rate's range, draw in [0, 1) picking it: sooner starts
+// are dearer; lead counts from today's date, so a price holds all day.
+func (m *Market) leadRate(rate [2]float64, start time.Time, maxLead time.Duration, draw float64) float64 {
+	lead := start.Sub(m.opt.Now().UTC().Truncate(24*time.Hour)).Hours() / maxLead.Hours()
+	return rate[0] + (rate[1]-rate[0])*(0.6*draw+0.4*(1-math.Min(1, lead)))
 }
 
 // dailyStarts are the times of day at (after midnight UTC) in [after, before].
@@ -446,7 +448,7 @@ func (m *Market) RefreshOffering(ctx context.Context, o domain.Offering) (domain
 	case o.StartsOnPurchase:
 		fresh := o
 		fresh.Start = domain.Later(now.Truncate(time.Minute), fresh.Start)
-		fresh.UpfrontUSD = math.Round(*p.spec.Desc.OnDemandUSDHour*float64(o.InstanceCount)*fresh.End.Sub(fresh.Start).Hours()*100) / 100
+		billHourly(&fresh, *p.spec.Desc.OnDemandUSDHour)
 		fresh.ID = m.offeringID(fresh)
 		return fresh, nil
 	case !now.Before(o.Start):
@@ -510,3 +512,83 @@ var (
 	_ domain.OfferingRefresher = (*Market)(nil)
 	_ domain.RecordLister      = (*Market)(nil)
 )
+
+var planTerms = domain.TrainingPlanTerms
+
+const planNote = "simulated SageMaker training plan: paid upfront, no refund; it serves only its target resource (%s); its instances are reserved for its segments' windows only; SageMaker has no dry run"
+
+// planDryRun answers a dry run of a plan as the AWS provider does: SageMaker has none.
+const planDryRun = "SageMaker has no dry run for CreateTrainingPlan: the offering is still on sale at these terms; nothing was sent (simulated market)"
+
+// planOffers returns training plans of n instances of an AWS pool: one segment
+// per start, and one split in two whole-day windows, as SageMaker answers.
+func (m *Market) planOffers(p *simPool, n int, v offerQuery) []domain.Offering {
+	if !v.plans || !planTerms.ValidCount(n) || planTerms.ValidDuration(v.dur) != nil {
+		return nil
+	}
+	rate, ok := blockRate[p.spec.Desc.InstanceType]
+	if !ok {
+		return nil
+	}
+	key := p.spec.Desc.Key().String()
+	var out []domain.Offering
+	// Training plans are made of capacity blocks: they start at the blocks' time of day.
+	for _, day := range dailyStarts(v.startAfter.UTC(), v.startBefore, blockTerms.StartOfDayUTC) {
+		if len(out) == offersPerPool {
+			break
+		}
+		h := mix(uint64(m.opt.Seed)*0x9e3779b97f4a7c15 ^ strHash("plan", key, day.Format(time.RFC3339), fmt.Sprint(n), v.dur.String()))
+		if unit(h) >= 0.35 {
+			continue
+		}
+		segs := []domain.Segment{{Start: day, End: day.Add(v.dur)}}
+		days := int(v.dur / (24 * time.Hour))
+		if days >= 2 && unit(mix(h^1)) < 0.5 {
+			first := time.Duration((days+1)/2) * 24 * time.Hour
+			gap := time.Duration(1+mix(h^2)%2) * 24 * time.Hour
+			segs = []domain.Segment{{Start: day, End: day.Add(first)}, {Start: day.Add(first + gap), End: day.Add(v.dur + gap)}}
+		}
+		for i := range segs {
+			segs[i].InstanceType, segs[i].InstanceCount, segs[i].Zone = p.spec.Desc.InstanceType, n, p.spec.Desc.Zone
+		}
+		target := domain.TargetTrainingJob
+		if mix(h^3)%3 == 0 {
+			target = domain.TargetHyperPodCluster
+		}
+		o := p.offering(n, segs[0].Start, segs[len(segs)-1].End, domain.KindTrainingPlan)
+		o.Segments, o.TargetResource, o.Note = segs, target, fmt.Sprintf(planNote, target)
+		// As blocks, sooner starts are dearer; a split plan is a little cheaper.
+		r := m.leadRate(rate, day, planTerms.MaxLead, unit(mix(h^4)))
+		if len(segs) > 1 {
+			r *= 0.95
+		}
+		o.UpfrontUSD = math.Round(r*o.GPU.Count*float64(n)*o.HeldHours()*100) / 100
+		o.ID = m.offeringID(o)
+		out = append(out, o)
+	}
+	return out
+}
+
+func (m *Market) planID(o domain.Offering) string {
+	parts := []string{"plan", o.Region, o.Zone, o.InstanceType, o.TargetResource,
+		fmt.Sprint(o.InstanceCount, int64(math.Round(o.UpfrontUSD*100)))}
+	for _, s := range o.Segments {
+		parts = append(parts, s.Zone, s.InstanceType, fmt.Sprint(s.InstanceCount, s.Start.Unix(), s.End.Unix()))
+	}
+	return fmt.Sprintf("tpo-%016x", mix(uint64(m.opt.Seed)*0x9e3779b97f4a7c15^strHash(parts...)))
+}
+
+func planARN(o domain.Offering, h uint64) string {
+	return fmt.Sprintf("arn:aws:sagemaker:%s:000000000000:training-plan/gpumarket-%016x", o.Region, h)
+}
+
+// refreshPlan describes a plan offering as the same search answers it now.
+func (m *Market) refreshPlan(p *simPool, o domain.Offering) (domain.Offering, error) {
+	v := offerQuery{instances: o.InstanceCount, dur: time.Duration(o.HeldHours() * float64(time.Hour)), startAfter: o.Start, startBefore: o.Start, plans: true}
+	for _, c := range m.planOffers(p, o.InstanceCount, v) {
+		if c.TargetResource == o.TargetResource && slices.Equal(c.Segments, o.Segments) {
+			return c, nil
+		}
+	}
+	return domain.Offering{}, fmt.Errorf("sim training plan offering %s is no longer on sale: %w", o.ID, domain.ErrOfferingGone)
+}

@@ -39,6 +39,11 @@ const (
 	nOctaves      = 3
 )
 
+var octaves = [nOctaves]struct {
+	period int64
+	amp    float64
+}{{period0, amp0}, {period1, amp1}, {period2, amp2}}
+
 // mix is splitmix64's finaliser: a fast, well-spread 64-bit hash step.
 func mix(x uint64) uint64 {
 	x ^= x >> 30
@@ -101,20 +106,12 @@ type model struct {
 	monthly bool
 }
 
-// hourBusy is the market's activity by local hour: 0 at night, 1 at 14:00.
-var hourBusy = func() (b [24]float64) {
-	for h := range b {
-		b[h] = 0.5 + 0.5*math.Cos(2*math.Pi*(float64(h)-14)/24)
-	}
-	return b
-}()
-
 // changeOdds is, by weekend and local hour, the chance a slot's price changes:
 // busy hours move more; ~0.6 changes a slot keep 90 days of ~800 pools under 4 M points.
 var changeOdds = func() (o [2][24]float64) {
 	for w := range o {
 		for h := range o[w] {
-			busy := hourBusy[h]
+			busy := 0.5 + 0.5*math.Cos(2*math.Pi*(float64(h)-14)/24) // 0 at night, 1 at 14:00
 			if w == 1 {
 				busy *= 0.5
 			}
@@ -238,21 +235,14 @@ func newKnots() knots { return knots{{k: noKnot}, {k: noKnot}, {k: noKnot}} }
 // exactX is the unrounded ticks of a change at t, the model as defined; lift
 // is a spike's log lift in force at t (0 for none).
 func (m *model) exactX(o *knots, t int64, lift float64) float64 {
-	o[0].reach(m, 0, period0, t)
-	o[1].reach(m, 1, period1, t)
-	o[2].reach(m, 2, period2, t)
-	day, sec := m.local(t)
-	f0 := float64(t-o[0].start) / period0
-	f1 := float64(t-o[1].start) / period1
-	f2 := float64(t-o[2].start) / period2
-	f0 = f0 * f0 * (3 - 2*f0)
-	f1 = f1 * f1 * (3 - 2*f1)
-	f2 = f2 * f2 * (3 - 2*f2)
 	var noise float64
-	noise += amp0 * (o[0].a + (o[0].b-o[0].a)*f0)
-	noise += amp1 * (o[1].a + (o[1].b-o[1].a)*f1)
-	noise += amp2 * (o[2].a + (o[2].b-o[2].a)*f2)
-
+	for i, oc := range octaves {
+		o[i].reach(m, i, oc.period, t)
+		f := float64(t-o[i].start) / float64(oc.period)
+		f = f * f * (3 - 2*f)
+		noise += oc.amp * (o[i].a + (o[i].b-o[i].a)*f)
+	}
+	day, sec := m.local(t)
 	daily := dailyCycle[uint64(sec)/60]
 	jitter := jitterAmp * (2*unit(mix(m.id^uint64(t)*0x2545f4914f6cdd1d)) - 1)
 	v := m.vol*noise + jitter + lift

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -75,7 +76,6 @@ func New(opt Options) *Market {
 		byToken:  map[string]string{},
 	}
 	specs := buildSpecs()
-	famIdx := map[string]int{}
 	odds := map[int64]*weekOdds{}
 	for i := range specs {
 		p := &simPool{spec: specs[i]}
@@ -86,13 +86,11 @@ func New(opt Options) *Market {
 		r := p.spec.Region.Name
 		if len(m.regions) == 0 || m.regions[len(m.regions)-1].name != r {
 			m.regions = append(m.regions, regionPools{name: r})
-			clear(famIdx)
 		}
 		rp := &m.regions[len(m.regions)-1]
-		fi, ok := famIdx[p.spec.Family]
-		if !ok {
+		fi := slices.IndexFunc(rp.families, func(f []*simPool) bool { return f[0].spec.Family == p.spec.Family })
+		if fi < 0 {
 			fi = len(rp.families)
-			famIdx[p.spec.Family] = fi
 			rp.families = append(rp.families, nil)
 		}
 		rp.families[fi] = append(rp.families[fi], p)
@@ -237,16 +235,14 @@ func (m *Market) backfill(ctx context.Context, q domain.Query, since, until time
 	errs := make(chan error, len(todo))
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(todo), maxWorkers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			cols := columns{at: make([]int64, 0, size), q: make([]int64, 0, size)}
 			for w := range next {
 				if err := m.backfillRegion(ctx, w.name, w.families, from, to, &cols, sink); err != nil {
 					errs <- err
 				}
 			}
-		}()
+		})
 	}
 	for _, w := range todo {
 		next <- w

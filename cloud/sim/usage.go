@@ -39,7 +39,7 @@ func (m *Market) profileOf(ref string) usageProfile {
 const maxUsageInstances = MaxFleetTarget
 
 // Usage reports how a row's simulated instances ran, a pure function of seed,
-// row and clock: a fleet's instances as its launch placed them (placement.go),
+// row and clock: a fleet's instances as its launch placed them (m.place),
 // a block's starting within its window's first hour; hourly utilization samples.
 func (m *Market) Usage(ctx context.Context, q domain.UsageQuery) (domain.UsageReport, error) {
 	if err := ctx.Err(); err != nil {
@@ -172,8 +172,7 @@ func usageInstanceID(seed, ref string, i int) string {
 
 // busyShare is an instance's utilization in hour h from a noise in [0, 1).
 func busyShare(prof usageProfile, noise float64, h time.Time) float64 {
-	switch prof {
-	case profileIdle:
+	if prof == profileIdle {
 		return round3(0.01 + 0.07*noise)
 	}
 	if hr := h.UTC().Hour(); hr >= 7 && hr < 21 {

@@ -11,9 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -217,20 +218,12 @@ func Inspect(ctx context.Context, path string, s Schema) error {
 	if err := CheckFile(path, s); err != nil {
 		return err
 	}
-	db, err := sql.Open("sqlite", DSN(path, ReadOnly, s))
-	if err != nil {
-		return err
+	d, err := openRO(ctx, path, s, ReadOnly)
+	if err == nil {
+		d.Close()
 	}
-	defer db.Close()
-	_, err = identify(ctx, db, path, s)
-	if err == nil && s.QuickCheck {
-		err = QuickCheck(ctx, db)
-	}
-	switch {
-	case ProblemOf(err) != 0:
+	if ProblemOf(err) != 0 {
 		return err
-	case IsCorrupt(err):
-		return damaged(path, err)
 	}
 	return nil // any other trouble is met, and reported, by the real open
 }
@@ -353,11 +346,7 @@ func String(sc Scanner) (string, error) {
 
 // TableList writes tables for a message: "chunks, meta, photos".
 func TableList(tables map[string]bool) string {
-	out := make([]string, 0, len(tables))
-	for t := range tables {
-		out = append(out, t)
-	}
-	sort.Strings(out)
+	out := slices.Sorted(maps.Keys(tables))
 	if len(out) > 5 {
 		out = append(out[:5], "…")
 	}
@@ -457,25 +446,11 @@ func (e errDamaged) Error() string { return e.what }
 
 // QuickCheck reads every page: nil, or an error IsCorrupt recognises.
 func QuickCheck(ctx context.Context, q Querier) error {
-	rows, err := q.QueryContext(ctx, `PRAGMA quick_check(3)`)
+	lines, err := All(ctx, q, String, `PRAGMA quick_check(3)`)
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	var found []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			return err
-		}
-		if line != "ok" {
-			found = append(found, line)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if len(found) > 0 {
+	if found := slices.DeleteFunc(lines, func(l string) bool { return l == "ok" }); len(found) > 0 {
 		return errDamaged{strings.Join(found, "; ")}
 	}
 	return nil

@@ -59,14 +59,10 @@ type BacktestRow struct {
 	PredictedOnTimePct, OverP95Pct        float64
 }
 
-// Backtest replays the job on the traces (each a pool) with every policy:
-// greedy and uniform-progress per pool as published, the planner over all.
-// A bad setting is a *FieldError named as the CLI's flag.
-func Backtest(traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
-	return BacktestContext(context.Background(), traces, cfg)
-}
-
-// BacktestContext is Backtest that stops when ctx is done.
+// BacktestContext replays the job on the traces (each a pool) with every
+// policy: greedy and uniform-progress per pool as published, the planner
+// over all; it stops when ctx is done. A bad setting is a *FieldError
+// named as the CLI's flag.
 func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
 	if err := cfg.check(traces); err != nil {
 		return nil, err

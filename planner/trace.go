@@ -31,11 +31,6 @@ const (
 	MaxTraceBytes = 32 << 20
 )
 
-// ParseTrace reads a trace held in memory (see ReadTrace).
-func ParseTrace(name string, b []byte) (Trace, error) {
-	return ReadTrace(name, bytes.NewReader(b))
-}
-
 // ReadTrace reads a trace strictly as it streams (TraceForm), stopping at
 // the first byte past a limit; errors name the file and the place.
 func ReadTrace(name string, r io.Reader) (Trace, error) {
@@ -403,14 +398,6 @@ func wholeNumber(raw json.RawMessage) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil
-}
-
-func jsonErr(err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("%s at byte %d", se.Error(), se.Offset)
-	}
-	return err.Error()
 }
 
 func clip(s string) string {

@@ -303,15 +303,7 @@ func (p *planning) mcResult(s *mcStrategy) Result {
 
 // withBlock widens a result to the block it holds.
 func (p *planning) withBlock(r *Result, o domain.Offering) {
-	if o.Start.Before(r.Start) {
-		r.Start = o.Start
-	}
-	if o.End.After(r.End) {
-		r.End = o.End
-	}
-	if o.End.After(r.EndP95) {
-		r.EndP95 = o.End
-	}
+	r.Start, r.End, r.EndP95 = domain.Earlier(o.Start, r.Start), domain.Later(o.End, r.End), domain.Later(o.End, r.EndP95)
 	r.OfferingID = o.ID
 	r.Regions = appendNew(r.Regions, o.Region)
 	r.InstanceType = o.InstanceType + "+" + r.InstanceType

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -247,10 +248,9 @@ func learned(tls []*timeline, start, hist, usd, d, ckpt float64) ([]lane, float6
 	from := math.Max(0, start-hist)
 	lanes := make([]lane, len(tls))
 	type seg struct{ a, b float64 }
-	var ups [][]seg
+	var all []seg // every pool's up segments
 	for i, tl := range tls {
 		var up, downs float64
-		var segs []seg
 		tl.rewindTo(from)
 		t := from
 		for t < start {
@@ -258,7 +258,7 @@ func learned(tls []*timeline, start, hist, usd, d, ckpt float64) ([]lane, float6
 			end := math.Min(next, start)
 			if on {
 				up += end - t
-				segs = append(segs, seg{t, end})
+				all = append(all, seg{t, end})
 				if next <= start {
 					downs++
 				}
@@ -268,22 +268,9 @@ func learned(tls []*timeline, start, hist, usd, d, ckpt float64) ([]lane, float6
 		rate := (downs + priorRate*weight) / (up + weight)
 		eff := efficiency(rate, d, ckpt)
 		lanes[i] = lane{usdHour: usd, speed: 1, tl: tls[i], score: usd / math.Max(eff, 1e-6), rate: rate}
-		ups = append(ups, segs)
 	}
 	// How often any pool had capacity: the union of the up segments.
-	var all []seg
-	for _, s := range ups {
-		all = append(all, s...)
-	}
-	slices.SortFunc(all, func(x, y seg) int {
-		switch {
-		case x.a < y.a:
-			return -1
-		case x.a > y.a:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(all, func(x, y seg) int { return cmp.Compare(x.a, y.a) })
 	covered, end := 0.0, from
 	for _, s := range all {
 		if s.b <= end {

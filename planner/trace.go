@@ -192,7 +192,7 @@ func (s *traceScanner) metadata() (int, error) {
 		return 0, err
 	}
 	var meta map[string]json.RawMessage
-	if err := unmarshalNumbers(raw, &meta); err != nil || meta == nil {
+	if json.Unmarshal(raw, &meta) != nil || meta == nil {
 		return 0, traceFault(`"metadata" is not an object`)
 	}
 	gapRaw, ok := meta["gap_seconds"]
@@ -354,12 +354,6 @@ func (s *traceScanner) rawValue() ([]byte, error) {
 			return nil, err
 		}
 	}
-}
-
-func unmarshalNumbers(raw json.RawMessage, v any) error {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	return d.Decode(v)
 }
 
 // cappedReader reads at most `left` bytes and then fails, saying so.

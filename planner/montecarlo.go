@@ -62,7 +62,16 @@ func (p *planning) mcStrategies(offs []domain.Offering, spot []*candidate) ([]*m
 	odBest := p.netOnDemand()
 	multi := p.diverse(spot)
 	lanes := append([]*candidate(nil), multi...)
-	var singles []int
+	base := spec{work: p.work, deadline: p.span, d: p.d, ckpt: p.ckpt}
+	// Work left at the deadline is finished on on-demand in the cost.
+	spotHorizon := base
+	spotHorizon.horizon = p.span
+	netHorizon := base
+	netHorizon.horizon = p.span + p.work + 24
+
+	var sts []*mcStrategy
+	add := func(s *mcStrategy) { sts = append(sts, s) }
+	// One pool alone: the best of each cloud.
 	seenCloud := map[domain.Cloud]bool{}
 	for _, c := range spot {
 		if seenCloud[c.p.Cloud] {
@@ -74,19 +83,6 @@ func (p *planning) mcStrategies(offs []domain.Offering, spot []*candidate) ([]*m
 			i = len(lanes)
 			lanes = append(lanes, c)
 		}
-		singles = append(singles, i)
-	}
-	base := spec{work: p.work, deadline: p.span, d: p.d, ckpt: p.ckpt}
-	// Work left at the deadline is finished on on-demand in the cost.
-	spotHorizon := base
-	spotHorizon.horizon = p.span
-	netHorizon := base
-	netHorizon.horizon = p.span + p.work + 24
-
-	var sts []*mcStrategy
-	add := func(s *mcStrategy) { sts = append(sts, s) }
-	for _, i := range singles {
-		c := lanes[i]
 		add(&mcStrategy{name: StrategySpotOne, pol: policyFor(StrategySpotOne, 0), lanes: []int{i}, sp: spotHorizon, cands: []*candidate{c},
 			assume: fmt.Sprintf("spot in %s only; %s; %s; work not done by the deadline is finished on on-demand (in the cost)",
 				domain.Place(c.p.Region, c.p.Zone), c.risk.Summary(), p.ckptWords())})

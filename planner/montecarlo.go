@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -361,11 +360,8 @@ func (p *planning) spotCandidates() []*candidate {
 			out = append(out, c)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].score != out[j].score {
-			return out[i].score < out[j].score
-		}
-		return out[i].p.Key < out[j].p.Key
+	slices.SortStableFunc(out, func(a, b *candidate) int {
+		return cmp.Or(cmp.Compare(a.score, b.score), strings.Compare(a.p.Key, b.p.Key))
 	})
 	return out
 }

@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -234,7 +235,7 @@ func (p *planning) onDemand() []Result {
 		}
 	}
 	var out []Result
-	for _, cloud := range sortedClouds(best) {
+	for _, cloud := range slices.Sorted(maps.Keys(best)) {
 		c := best[cloud]
 		hours := p.d + p.work/c.speed
 		cost := c.odUSD * hours
@@ -248,15 +249,6 @@ func (p *planning) onDemand() []Result {
 			c.n, c.p.InstanceType, c.p.Region, domain.FormatDuration(p.job.Changeover))
 		out = append(out, r)
 	}
-	return out
-}
-
-func sortedClouds[T any](m map[domain.Cloud]T) []domain.Cloud {
-	var out []domain.Cloud
-	for c := range m {
-		out = append(out, c)
-	}
-	slices.Sort(out)
 	return out
 }
 
@@ -276,11 +268,9 @@ func (p *planning) result(strategy string, cs []*candidate) Result {
 		clouds = appendNew(clouds, string(c.p.Cloud))
 		regions = appendNew(regions, c.p.Region)
 		types = appendNew(types, c.p.InstanceType)
-	}
-	r.Provider, r.Cloud, r.Regions, r.InstanceType = strings.Join(provs, ","), strings.Join(clouds, ","), regions, strings.Join(types, ",")
-	for _, c := range cs {
 		r.Pools = append(r.Pools, c.p.Key)
 	}
+	r.Provider, r.Cloud, r.Regions, r.InstanceType = strings.Join(provs, ","), strings.Join(clouds, ","), regions, strings.Join(types, ",")
 	if len(cs) > 0 {
 		r.Instances = cs[0].n
 		r.GPUs = float64(cs[0].n) * cs[0].instanceGPUs

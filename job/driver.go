@@ -4,6 +4,7 @@
 package job
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -528,11 +529,9 @@ func (r *jobRun) carry(ctx context.Context, mv planner.LiveMove, up []bool) (boo
 		return false, herr
 	}
 	if err != nil || row.State != ledger.StateActive {
-		why := "no capacity"
+		why := cmp.Or(row.Error, "no capacity")
 		if err != nil {
 			why = err.Error()
-		} else if row.Error != "" {
-			why = row.Error
 		}
 		r.d.opt.Logger.Info("job: launch found no capacity", "job", r.j.ID, "lane", to, "why", why)
 		if row.ID != "" && row.State == ledger.StateActive {
@@ -623,11 +622,9 @@ func (r *jobRun) endHeld(ctx context.Context, why string) {
 	r.p.Key, r.p.Row = "", ""
 }
 
+// end deletes a row's fleet: one that runs, or one scheduled.
 func (r *jobRun) end(ctx context.Context, row ledger.Entry, why string) {
-	if row.ProviderRef == "" && row.State != ledger.StateScheduled {
-		return
-	}
-	if row.State != ledger.StateActive && row.State != ledger.StateScheduled {
+	if row.State != ledger.StateScheduled && (row.State != ledger.StateActive || row.ProviderRef == "") {
 		return
 	}
 	if _, err := r.d.svc.DeleteFleet(ctx, row.ID, "job "+r.j.ID+" ("+why+")"); err != nil {

@@ -44,25 +44,19 @@ func (r *jobRun) readReported(ctx context.Context) error {
 	if t.ProgressFile == "" && t.ProgressCommand == "" {
 		return nil
 	}
-	var out string
+	var b []byte
 	var err error
 	if t.ProgressFile != "" {
-		var b []byte
 		b, err = readBounded(t.ProgressFile)
-		out = string(b)
 	} else {
 		cctx, cancel := context.WithTimeout(ctx, commandTimeout)
-		var b []byte
 		b, err = exec.CommandContext(cctx, "/bin/sh", "-c", t.ProgressCommand).Output()
 		cancel()
-		if len(b) > maxProgress {
-			b = b[len(b)-maxProgress:]
-		}
-		out = string(b)
+		b = b[max(0, len(b)-maxProgress):]
 	}
 	var h float64
 	if err == nil {
-		h, err = ParseProgress(out)
+		h, err = ParseProgress(string(b))
 	}
 	if err != nil {
 		r.p.ReportErr = err.Error()

@@ -74,3 +74,20 @@ func TestReportedProgress(t *testing.T) {
 		t.Errorf("fleets left: %v", a)
 	}
 }
+
+// A progress command's last line counts, however much it printed before.
+func TestReportedProgressByCommand(t *testing.T) {
+	w := newFakeWorld(t)
+	st, svc, d := w.process(t)
+	j := w.start(t, svc, func(r *job.Request) {
+		r.ProgressCommand = `i=0; while [ $i -lt 600 ]; do echo "step $i of a long log"; i=$((i+1)); done; echo 3.5h`
+	})
+	ctx := context.Background()
+	if _, err := d.Review(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := st.GetJob(ctx, j.ID)
+	if got.WorkDone != 3.5 {
+		t.Errorf("work done %v, want the 3.5 the command's last line reports (progress %s)", got.WorkDone, got.Progress)
+	}
+}

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -20,6 +21,24 @@ const (
 
 // BacktestPolicies are the policies a backtest compares, in its order.
 var BacktestPolicies = []string{PolicyOnDemand, PolicyGreedy, PolicyUniformProgress, PolicyPlanner}
+
+// perPool are the policies run on each pool alone, as published.
+var perPool = []string{PolicyGreedy, PolicyUniformProgress}
+
+// tally is one policy's runs: what each cost, how many were on time.
+type tally struct {
+	cost []float64
+	on   int
+}
+
+func (t *tally) add(o outcome, deadline float64) {
+	t.cost = append(t.cost, o.cost)
+	if o.onTime(deadline) {
+		t.on++
+	}
+}
+
+func (t *tally) onTimePct() float64 { return 100 * float64(t.on) / float64(len(t.cost)) }
 
 // BacktestConfig is a job replayed on traces at instance-hour prices.
 type BacktestConfig struct {
@@ -59,14 +78,10 @@ type BacktestRow struct {
 	PredictedOnTimePct, OverP95Pct        float64
 }
 
-// Backtest replays the job on the traces (each a pool) with every policy:
-// greedy and uniform-progress per pool as published, the planner over all.
-// A bad setting is a *FieldError named as the CLI's flag.
-func Backtest(traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
-	return BacktestContext(context.Background(), traces, cfg)
-}
-
-// BacktestContext is Backtest that stops when ctx is done.
+// BacktestContext replays the job on the traces (each a pool) with every
+// policy: greedy and uniform-progress per pool as published, the planner
+// over all; it stops when ctx is done. A bad setting is a *FieldError
+// named as the CLI's flag.
 func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([]BacktestRow, error) {
 	if err := cfg.check(traces); err != nil {
 		return nil, err
@@ -107,20 +122,19 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 	if hist <= 0 {
 		hist = 7 * 24
 	}
-	type tally struct {
-		cost []float64
-		met  int
+	type policyRuns struct {
+		tally
 		pred predTally
 	}
-	res := map[string]*tally{}
+	res := map[string]*policyRuns{}
 	for _, p := range BacktestPolicies {
-		res[p] = &tally{}
+		res[p] = &policyRuns{}
 	}
-	record := func(p string, o outcome, deadline float64) {
-		t := res[p]
-		t.cost = append(t.cost, o.cost)
-		if o.onTime(deadline) {
-			t.met++
+	// record keeps a run, beside its prediction where there is one.
+	record := func(p string, o outcome, deadline float64, pd []prediction, i int) {
+		res[p].add(o, deadline)
+		if pd != nil {
+			res[p].pred.add(pd[i], o.cost)
 		}
 	}
 	// Predictions first, in parallel, each worker on its own cursors.
@@ -143,49 +157,32 @@ func BacktestContext(ctx context.Context, traces []Trace, cfg BacktestConfig) ([
 		}
 		sp := spec{work: W, start: s, deadline: s + D, d: d, ckpt: ckpt, quantum: quantum, horizon: s + D + W}
 		// on-demand: known in closed form.
-		res[PolicyOnDemand].cost = append(res[PolicyOnDemand].cost, odCost)
 		odOnTime := W+d <= D+1e-9
+		res[PolicyOnDemand].cost = append(res[PolicyOnDemand].cost, odCost)
 		if odOnTime {
-			res[PolicyOnDemand].met++
+			res[PolicyOnDemand].on++
 		}
 		lanes, anyAvail := learned(tls, s, hist, spotUSD, d, ckpt)
 		lanes = append(lanes, mixes.learned(s, hist, d, ckpt)...)
-		var pd [][]prediction
+		pd := make([][]prediction, len(perPool)+1) // none: nil each
 		if preds != nil {
 			pd = preds[k]
 			res[PolicyOnDemand].pred.add(prediction{odCost, odCost, pct(odOnTime)}, odCost)
 		}
 		for j := range traces {
 			one := []lane{{usdHour: spotUSD, speed: 1, tl: tls[j]}}
-			r := &run{sp: &sp, lanes: one, od: &od}
-			o := r.exec(policyFor(PolicyGreedy, 0))
-			record(PolicyGreedy, o, sp.deadline)
-			if pd != nil {
-				res[PolicyGreedy].pred.add(pd[0][j], o.cost)
-			}
-			r = &run{sp: &sp, lanes: one, od: &od}
-			o = r.exec(policyFor(PolicyUniformProgress, 0))
-			record(PolicyUniformProgress, o, sp.deadline)
-			if pd != nil {
-				res[PolicyUniformProgress].pred.add(pd[1][j], o.cost)
+			for i, p := range perPool {
+				record(p, (&run{sp: &sp, lanes: one, od: &od}).exec(policyFor(p, 0)), sp.deadline, pd[i], j)
 			}
 		}
-		r := &run{sp: &sp, lanes: lanes, od: &od}
-		o := r.exec(policyFor(PolicyPlanner, anyAvail))
-		record(PolicyPlanner, o, sp.deadline)
-		if pd != nil {
-			res[PolicyPlanner].pred.add(pd[2][0], o.cost)
-		}
+		o := (&run{sp: &sp, lanes: lanes, od: &od}).exec(policyFor(PolicyPlanner, anyAvail))
+		record(PolicyPlanner, o, sp.deadline, pd[len(perPool)], 0)
 	}
 	var rows []BacktestRow
 	for _, p := range BacktestPolicies {
 		t := res[p]
-		mean := 0.0
-		for _, c := range t.cost {
-			mean += c
-		}
-		mean /= float64(len(t.cost))
-		row := BacktestRow{Policy: p, Runs: len(t.cost), DeadlinesMetPct: 100 * float64(t.met) / float64(len(t.cost)),
+		mean := meanOf(t.cost)
+		row := BacktestRow{Policy: p, Runs: len(t.cost), DeadlinesMetPct: t.onTimePct(),
 			MeanCostUSD: mean, SavingsVsOnDemandPct: 100 * (1 - mean/odCost), P95CostUSD: quantile(t.cost, 0.95)}
 		if preds != nil {
 			t.pred.fill(&row)
@@ -251,10 +248,9 @@ func learned(tls []*timeline, start, hist, usd, d, ckpt float64) ([]lane, float6
 	from := math.Max(0, start-hist)
 	lanes := make([]lane, len(tls))
 	type seg struct{ a, b float64 }
-	var ups [][]seg
+	var all []seg // every pool's up segments
 	for i, tl := range tls {
 		var up, downs float64
-		var segs []seg
 		tl.rewindTo(from)
 		t := from
 		for t < start {
@@ -262,7 +258,7 @@ func learned(tls []*timeline, start, hist, usd, d, ckpt float64) ([]lane, float6
 			end := math.Min(next, start)
 			if on {
 				up += end - t
-				segs = append(segs, seg{t, end})
+				all = append(all, seg{t, end})
 				if next <= start {
 					downs++
 				}
@@ -272,22 +268,9 @@ func learned(tls []*timeline, start, hist, usd, d, ckpt float64) ([]lane, float6
 		rate := (downs + priorRate*weight) / (up + weight)
 		eff := efficiency(rate, d, ckpt)
 		lanes[i] = lane{usdHour: usd, speed: 1, tl: tls[i], score: usd / math.Max(eff, 1e-6), rate: rate}
-		ups = append(ups, segs)
 	}
 	// How often any pool had capacity: the union of the up segments.
-	var all []seg
-	for _, s := range ups {
-		all = append(all, s...)
-	}
-	slices.SortFunc(all, func(x, y seg) int {
-		switch {
-		case x.a < y.a:
-			return -1
-		case x.a > y.a:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(all, func(x, y seg) int { return cmp.Compare(x.a, y.a) })
 	covered, end := 0.0, from
 	for _, s := range all {
 		if s.b <= end {
@@ -396,7 +379,7 @@ func (pr *predictor) drawMixes(k, i int, D, zCov float64, fits []*Spells) {
 	}
 }
 
-// at predicts at the k-th start: [greedy, uniform-progress per pool, planner].
+// at predicts at the k-th start: each perPool policy per pool, then the planner.
 func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]prediction {
 	cfg := pr.cfg
 	from := math.Max(0, s-pr.hist)
@@ -409,12 +392,12 @@ func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]pr
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(k)))
 	R := cfg.PredictRuns
 	pools := len(pr.tls)
-	type acc struct {
-		cost []float64
-		on   int
+	// A tally per pool of each per-pool policy, then the planner's.
+	accs := make([][]tally, len(perPool)+1)
+	for i := range perPool {
+		accs[i] = make([]tally, pools)
 	}
-	accs := make([][]acc, 3)
-	accs[0], accs[1], accs[2] = make([]acc, pools), make([]acc, pools), make([]acc, 1)
+	accs[len(perPool)] = make([]tally, 1)
 	spotUSD := float64(cfg.Instances) * cfg.SpotUSDHour
 	plan := slices.Clone(lanes)
 	D := pr.sp.deadline
@@ -427,18 +410,11 @@ func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]pr
 			pr.drawn[j].closeAt(D)
 		}
 		pr.drawMixes(k, i, D, -zGap, fits)
-		note := func(a *acc, o outcome) {
-			a.cost = append(a.cost, o.cost)
-			if o.onTime(D) {
-				a.on++
-			}
-		}
 		for j := range pr.drawn {
 			one := []lane{{usdHour: spotUSD, speed: 1, tl: &pr.drawn[j]}}
-			r := &run{sp: &pr.sp, lanes: one, od: &pr.od}
-			note(&accs[0][j], r.exec(policyFor(PolicyGreedy, 0)))
-			r = &run{sp: &pr.sp, lanes: one, od: &pr.od}
-			note(&accs[1][j], r.exec(policyFor(PolicyUniformProgress, 0)))
+			for p, name := range perPool {
+				accs[p][j].add((&run{sp: &pr.sp, lanes: one, od: &pr.od}).exec(policyFor(name, 0)), D)
+			}
 		}
 		for j := range plan {
 			if j < pools {
@@ -447,13 +423,12 @@ func (pr *predictor) at(k int, s float64, lanes []lane, anyAvail float64) [][]pr
 				plan[j].tl = &pr.mixed[j-pools]
 			}
 		}
-		r := &run{sp: &pr.sp, lanes: plan, od: &pr.od}
-		note(&accs[2][0], r.exec(policyFor(PolicyPlanner, anyAvail)))
+		accs[len(perPool)][0].add((&run{sp: &pr.sp, lanes: plan, od: &pr.od}).exec(policyFor(PolicyPlanner, anyAvail)), D)
 	}
-	out := make([][]prediction, 3)
+	out := make([][]prediction, len(accs))
 	for p, as := range accs {
 		for _, a := range as {
-			out[p] = append(out[p], prediction{cost: meanOf(a.cost), p95: quantile(a.cost, 0.95), onTimePct: 100 * float64(a.on) / float64(R)})
+			out[p] = append(out[p], prediction{cost: meanOf(a.cost), p95: quantile(a.cost, 0.95), onTimePct: a.onTimePct()})
 		}
 	}
 	return out

@@ -157,10 +157,7 @@ func Uncovered(job Job, held []Held, now time.Time, speeds Speeds) (left Job, by
 		speeds = DefaultSpeeds
 	}
 	left = job
-	from := job.Start
-	if now.After(from) {
-		from = now
-	}
+	from := domain.Later(now, job.Start)
 	type span struct{ a, b time.Time }
 	var taken []span
 	done := 0.0
@@ -169,15 +166,12 @@ func Uncovered(job Job, held []Held, now time.Time, speeds Speeds) (left Job, by
 		if h.GPUs < float64(job.GPUs)-1e-9 || speed <= 0 || !slices.Contains(job.Models, h.Model) {
 			continue
 		}
-		a, b := h.Start, h.End
+		a, b := domain.Later(job.Start, h.Start), h.End
 		if b.IsZero() || b.After(job.Deadline) {
 			b = job.Deadline
 		}
 		if t := domain.TermsOfKind(h.Kind); t != nil && !h.End.IsZero() {
 			b = domain.Earlier(b, h.End.Add(-t.StopsEarly))
-		}
-		if a.Before(job.Start) {
-			a = job.Start
 		}
 		if usable := b.Sub(a) - job.Changeover; usable > 0 {
 			done += usable.Hours() * speed

@@ -224,16 +224,11 @@ func CarryOut(job Job, m Market, opt Options, strategy string) (Result, LiveJob,
 		return Result{}, LiveJob{}, err
 	}
 	Rank(res, 0)
-	var best *Result
-	for _, r := range res {
-		if r.Strategy == strategy {
-			best = &r
-			break
-		}
-	}
-	if best == nil {
+	i := slices.IndexFunc(res, func(r Result) bool { return r.Strategy == strategy })
+	if i < 0 {
 		return Result{}, LiveJob{}, fieldErr("strategy", "the plan has no %s row on this market (no pool it needs)", strategy)
 	}
+	best := &res[i]
 	if opt.Speeds == nil {
 		opt.Speeds = DefaultSpeeds
 	}

@@ -1,11 +1,11 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -61,7 +61,16 @@ func (p *planning) mcStrategies(offs []domain.Offering, spot []*candidate) ([]*m
 	odBest := p.netOnDemand()
 	multi := p.diverse(spot)
 	lanes := append([]*candidate(nil), multi...)
-	var singles []int
+	base := spec{work: p.work, deadline: p.span, d: p.d, ckpt: p.ckpt}
+	// Work left at the deadline is finished on on-demand in the cost.
+	spotHorizon := base
+	spotHorizon.horizon = p.span
+	netHorizon := base
+	netHorizon.horizon = p.span + p.work + 24
+
+	var sts []*mcStrategy
+	add := func(s *mcStrategy) { sts = append(sts, s) }
+	// One pool alone: the best of each cloud.
 	seenCloud := map[domain.Cloud]bool{}
 	for _, c := range spot {
 		if seenCloud[c.p.Cloud] {
@@ -73,19 +82,6 @@ func (p *planning) mcStrategies(offs []domain.Offering, spot []*candidate) ([]*m
 			i = len(lanes)
 			lanes = append(lanes, c)
 		}
-		singles = append(singles, i)
-	}
-	base := spec{work: p.work, deadline: p.span, d: p.d, ckpt: p.ckpt}
-	// Work left at the deadline is finished on on-demand in the cost.
-	spotHorizon := base
-	spotHorizon.horizon = p.span
-	netHorizon := base
-	netHorizon.horizon = p.span + p.work + 24
-
-	var sts []*mcStrategy
-	add := func(s *mcStrategy) { sts = append(sts, s) }
-	for _, i := range singles {
-		c := lanes[i]
 		add(&mcStrategy{name: StrategySpotOne, pol: policyFor(StrategySpotOne, 0), lanes: []int{i}, sp: spotHorizon, cands: []*candidate{c},
 			assume: fmt.Sprintf("spot in %s only; %s; %s; work not done by the deadline is finished on on-demand (in the cost)",
 				domain.Place(c.p.Region, c.p.Zone), c.risk.Summary(), p.ckptWords())})
@@ -111,7 +107,7 @@ func (p *planning) mcStrategies(offs []domain.Offering, spot []*candidate) ([]*m
 			sp: netHorizon, cands: multi, mixes: true,
 			assume: fmt.Sprintf("spot over %d pools (%s) with an on-demand safety net (%s in %s): keeps time to finish on on-demand after any interruption, waits out gaps while the slack allows, back to spot when it can%s; %s%s; %s",
 				len(multi), strings.Join(regionsOf(multi), ", "), odBest.p.InstanceType, odBest.p.Region, p.mixWords(multi), p.ckptWords(), worthless, riskWords(multi))})
-		for _, s := range p.blockSpot(offs, multi, odBest) {
+		if s := p.blockSpot(offs, multi, odBest); s != nil {
 			add(s)
 		}
 	}
@@ -153,7 +149,7 @@ func (p *planning) record(s *mcStrategy, i int, o outcome, lanes []*candidate) {
 	s.finish[i] = o.finish
 	if !o.done {
 		cost += p.finishCost(o.left, s, lanes)
-		s.finish[i] = p.finishAt(o.left, s, lanes)
+		s.finish[i] = p.finishAt(o.left, s)
 	}
 	s.cost[i] = cost
 	s.onTime[i] = o.onTime(s.sp.deadline)
@@ -273,21 +269,20 @@ func (p *planning) runners(sts []*mcStrategy, lanes []*candidate, mixes []mixLan
 
 // mcResult sums a strategy's runs.
 func (p *planning) mcResult(s *mcStrategy) Result {
-	runs := len(s.cost)
+	runs := float64(len(s.cost))
 	r := p.result(s.name, s.cands)
-	var sum, inter float64
+	var inter float64
 	var on int
-	for i := range runs {
-		sum += s.cost[i]
+	for i := range s.cost {
 		inter += float64(s.inter[i])
 		if s.onTime[i] {
 			on++
 		}
 	}
-	r.ExpectedCostUSD = sum / float64(runs)
+	r.ExpectedCostUSD = meanOf(s.cost)
 	r.P95CostUSD = quantile(s.cost, 0.95)
-	r.OnTimePct = 100 * float64(on) / float64(runs)
-	r.ExpectedInterruptions = inter / float64(runs)
+	r.OnTimePct = 100 * float64(on) / runs
+	r.ExpectedInterruptions = inter / runs
 	r.USDPerUsefulGPUHour = r.ExpectedCostUSD / p.usefulGPUHours()
 	// The median and p95 finish of every run, the late ones too.
 	r.End, r.EndP95 = p.endAt(quantile(s.finish, 0.5), s.sp), p.endAt(quantile(s.finish, 0.95), s.sp)
@@ -303,15 +298,7 @@ func (p *planning) mcResult(s *mcStrategy) Result {
 
 // withBlock widens a result to the block it holds.
 func (p *planning) withBlock(r *Result, o domain.Offering) {
-	if o.Start.Before(r.Start) {
-		r.Start = o.Start
-	}
-	if o.End.After(r.End) {
-		r.End = o.End
-	}
-	if o.End.After(r.EndP95) {
-		r.EndP95 = o.End
-	}
+	r.Start, r.End, r.EndP95 = domain.Earlier(o.Start, r.Start), domain.Later(o.End, r.End), domain.Later(o.End, r.EndP95)
 	r.OfferingID = o.ID
 	r.Regions = appendNew(r.Regions, o.Region)
 	r.InstanceType = o.InstanceType + "+" + r.InstanceType
@@ -325,26 +312,27 @@ func (p *planning) finishCost(left float64, s *mcStrategy, lanes []*candidate) f
 	if left <= 0 {
 		return 0
 	}
-	if od := s.od; od != nil {
+	if od := p.finisher(s); od != nil {
 		return od.odUSD * (p.d + left/od.speed)
 	}
-	if od := p.bestOnDemand(); od != nil {
-		return od.odUSD * (p.d + left/od.speed)
-	}
-	c := lanes[s.lanes[0]]
-	return c.score * left
+	return lanes[s.lanes[0]].score * left
 }
 
 // finishAt is when that work would end on on-demand (+Inf: none known).
-func (p *planning) finishAt(left float64, s *mcStrategy, lanes []*candidate) float64 {
-	od := s.od
-	if od == nil {
-		od = p.bestOnDemand()
+func (p *planning) finishAt(left float64, s *mcStrategy) float64 {
+	if od := p.finisher(s); od != nil {
+		return s.sp.horizon + p.d + left/od.speed
 	}
-	if od == nil {
-		return math.Inf(1)
+	return math.Inf(1)
+}
+
+// finisher is the on-demand pool that finishes what a run left: the
+// strategy's own, else the cheapest.
+func (p *planning) finisher(s *mcStrategy) *candidate {
+	if s.od != nil {
+		return s.od
 	}
-	return s.sp.horizon + p.d + left/od.speed
+	return p.bestOnDemand()
 }
 
 // endAt is a finish as a time; one never reached is the horizon.
@@ -372,11 +360,8 @@ func (p *planning) spotCandidates() []*candidate {
 			out = append(out, c)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].score != out[j].score {
-			return out[i].score < out[j].score
-		}
-		return out[i].p.Key < out[j].p.Key
+	slices.SortStableFunc(out, func(a, b *candidate) int {
+		return cmp.Or(cmp.Compare(a.score, b.score), strings.Compare(a.p.Key, b.p.Key))
 	})
 	return out
 }
@@ -470,8 +455,8 @@ func quantile(xs []float64, q float64) float64 {
 }
 
 // blockSpot pairs a block holding part of the job with spot and the
-// safety net for the rest: the pair of cheapest estimate.
-func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *candidate) []*mcStrategy {
+// safety net for the rest: the pair of cheapest estimate, nil for none.
+func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *candidate) *mcStrategy {
 	type option struct {
 		b        blockWork
 		blockHrs float64 // work the block does
@@ -500,23 +485,22 @@ func (p *planning) blockSpot(offs []domain.Offering, multi []*candidate, od *can
 			opts = append(opts, option{b, blockHrs, b.until, p.span, false, est})
 		}
 	}
-	sort.SliceStable(opts, func(i, j int) bool { return opts[i].estimate < opts[j].estimate })
-	var out []*mcStrategy
-	for i := 0; i < len(opts) && i < 1; i++ {
-		op := opts[i]
-		b := op.b
-		sp := spec{work: p.work - op.blockHrs, start: op.from, deadline: op.to, d: p.d, ckpt: p.ckpt, horizon: op.to + p.work + 24}
-		when := "after"
-		if op.before {
-			when = "before"
-		}
-		out = append(out, &mcStrategy{name: StrategyBlockSpot, pol: policyFor(StrategyBlockSpot, anyAvailability(multi)),
-			lanes: seq(len(multi)), od: od, sp: sp, fixed: b.o.UpfrontUSD, cands: multi, block: &op.b,
-			assume: fmt.Sprintf("%.0f h block (%s to %s UTC) does %s h of the work; the other %s h on spot over %d pools with the on-demand safety net, %s it; %s",
-				b.hoursPaid, b.o.Start.UTC().Format("Jan 2 15:04"), b.o.End.UTC().Format("Jan 2 15:04"), tenths(op.blockHrs),
-				tenths(p.work-op.blockHrs), len(multi), when, p.ckptWords())})
+	if len(opts) == 0 {
+		return nil
 	}
-	return out
+	// The cheapest estimate, the first listed of equals.
+	op := slices.MinFunc(opts, func(a, b option) int { return cmp.Compare(a.estimate, b.estimate) })
+	b := op.b
+	sp := spec{work: p.work - op.blockHrs, start: op.from, deadline: op.to, d: p.d, ckpt: p.ckpt, horizon: op.to + p.work + 24}
+	when := "after"
+	if op.before {
+		when = "before"
+	}
+	return &mcStrategy{name: StrategyBlockSpot, pol: policyFor(StrategyBlockSpot, anyAvailability(multi)),
+		lanes: seq(len(multi)), od: od, sp: sp, fixed: b.o.UpfrontUSD, cands: multi, block: &op.b,
+		assume: fmt.Sprintf("%.0f h block (%s to %s UTC) does %s h of the work; the other %s h on spot over %d pools with the on-demand safety net, %s it; %s",
+			b.hoursPaid, b.o.Start.UTC().Format("Jan 2 15:04"), b.o.End.UTC().Format("Jan 2 15:04"), tenths(op.blockHrs),
+			tenths(p.work-op.blockHrs), len(multi), when, p.ckptWords())}
 }
 
 // riskWords says where each pool's risk came from, by source.

@@ -97,10 +97,7 @@ func OwnFrom(fs []FleetUsage, now time.Time) Own {
 			if end.IsZero() || end.After(now) {
 				end = now
 			}
-			start := in.Start
-			if start.Before(since) {
-				start = since
-			}
+			start := domain.Later(since, in.Start)
 			if !in.Spot || !end.After(start) {
 				continue
 			}

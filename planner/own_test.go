@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // TestOwnFleetsMoveTheRateByHours: n interruptions over h hours of the
@@ -112,5 +114,31 @@ func TestPlanLearnsFromOwnFleets(t *testing.T) {
 	}
 	if !(r.ExpectedInterruptions > 2*b.ExpectedInterruptions) {
 		t.Errorf("expected interruptions %.2f after 30 in 37 h, %.2f before: the plan did not learn", r.ExpectedInterruptions, b.ExpectedInterruptions)
+	}
+}
+
+// TestOwnFromCountsSpotHoursInTheWindow: only spot hours within OwnWindow
+// count (a run that began before it, from its start; one still running,
+// to now); an interruption counts once it has happened; a report whose
+// interruptions are unknown, or an instance of no known zone, teaches nothing.
+func TestOwnFromCountsSpotHoursInTheWindow(t *testing.T) {
+	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	since := now.Add(-OwnWindow)
+	at := func(h float64) time.Time { return now.Add(time.Duration(h * float64(time.Hour))) }
+	fleet := FleetUsage{Provider: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge",
+		Report: domain.UsageReport{Instances: []domain.InstanceUsage{
+			{Spot: true, Start: since.Add(-10 * time.Hour), End: since.Add(5 * time.Hour), Interrupted: true}, // 5 h in the window
+			{Spot: true, Start: at(-3), Interrupted: true},                                                    // runs: 3 h, no interruption yet
+			{Spot: true, Start: at(-30), End: at(-28), Zone: "us-east-1b"},                                    // another pool
+			{Spot: false, Start: at(-50), End: at(-40)},                                                       // on-demand
+			{Spot: true, Start: since.Add(-20 * time.Hour), End: since.Add(-10 * time.Hour)},                  // before the window
+		}}}
+	unknown := fleet
+	unknown.Report = domain.UsageReport{InterruptionsUnknown: true, Instances: fleet.Report.Instances}
+	got := OwnFrom([]FleetUsage{fleet, unknown}, now)
+	want := Own{"aws/us-east-1/us-east-1a/p5.48xlarge": {Hours: 8, Interruptions: 1},
+		"aws/us-east-1/us-east-1b/p5.48xlarge": {Hours: 2}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("OwnFrom = %+v, want %+v", got, want)
 	}
 }

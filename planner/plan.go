@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -234,7 +235,7 @@ func (p *planning) onDemand() []Result {
 		}
 	}
 	var out []Result
-	for _, cloud := range sortedClouds(best) {
+	for _, cloud := range slices.Sorted(maps.Keys(best)) {
 		c := best[cloud]
 		hours := p.d + p.work/c.speed
 		cost := c.odUSD * hours
@@ -248,15 +249,6 @@ func (p *planning) onDemand() []Result {
 			c.n, c.p.InstanceType, c.p.Region, domain.FormatDuration(p.job.Changeover))
 		out = append(out, r)
 	}
-	return out
-}
-
-func sortedClouds[T any](m map[domain.Cloud]T) []domain.Cloud {
-	var out []domain.Cloud
-	for c := range m {
-		out = append(out, c)
-	}
-	slices.Sort(out)
 	return out
 }
 
@@ -276,11 +268,9 @@ func (p *planning) result(strategy string, cs []*candidate) Result {
 		clouds = appendNew(clouds, string(c.p.Cloud))
 		regions = appendNew(regions, c.p.Region)
 		types = appendNew(types, c.p.InstanceType)
-	}
-	r.Provider, r.Cloud, r.Regions, r.InstanceType = strings.Join(provs, ","), strings.Join(clouds, ","), regions, strings.Join(types, ",")
-	for _, c := range cs {
 		r.Pools = append(r.Pools, c.p.Key)
 	}
+	r.Provider, r.Cloud, r.Regions, r.InstanceType = strings.Join(provs, ","), strings.Join(clouds, ","), regions, strings.Join(types, ",")
 	if len(cs) > 0 {
 		r.Instances = cs[0].n
 		r.GPUs = float64(cs[0].n) * cs[0].instanceGPUs
@@ -336,8 +326,7 @@ func (p *planning) offerings(offs []domain.Offering) []Result {
 		kind, cloud string
 		hours       float64
 	}
-	best := map[key]Result{}
-	var keys []key
+	var best bestPer[key]
 	for _, o := range offs {
 		b, ok := p.blockWork(o)
 		if !ok || b.kind == StrategyTrainingPlan {
@@ -348,10 +337,7 @@ func (p *planning) offerings(offs []domain.Offering) []Result {
 		if finish > b.until+1e-9 {
 			continue // it cannot hold the whole job
 		}
-		r := Result{Strategy: b.kind, Provider: o.Provider, Cloud: string(o.Cloud), Regions: []string{o.Region},
-			InstanceType: o.InstanceType, Instances: o.InstanceCount, GPUs: o.GPUCount(), Start: o.Start, End: o.End, EndP95: o.End,
-			ExpectedCostUSD: o.UpfrontUSD, P95CostUSD: o.UpfrontUSD, OnTimePct: pct(finish <= p.span+1e-9),
-			USDPerUsefulGPUHour: o.UpfrontUSD / p.usefulGPUHours(), OfferingID: o.ID}
+		r := p.offeringResult(b.kind, o, finish)
 		if b.kind == StrategyReservation {
 			r.Assumptions = fmt.Sprintf("%d × %s reserved in %s from purchase to %s (%.0f h billed at the on-demand rate; gpumarket releases it then) for %s h of work",
 				o.InstanceCount, o.InstanceType, domain.Place(o.Region, o.Zone), o.End.UTC().Format(time.RFC3339), b.hoursPaid, tenths(p.work/b.speed))
@@ -369,17 +355,44 @@ func (p *planning) offerings(offs []domain.Offering) []Result {
 		if b.kind == StrategyReservation {
 			k.hours = 0
 		}
-		prev, seen := best[k]
-		if !seen {
-			keys = append(keys, k)
-		}
-		if !seen || better(r, prev) {
-			best[k] = r
-		}
+		best.add(k, r)
 	}
-	var out []Result
-	for _, k := range keys {
-		out = append(out, best[k])
+	return best.results()
+}
+
+// offeringResult is the row of an offering paid upfront that finishes the
+// work at finish (hours from the start): its cost is known, it has no
+// interruptions.
+func (p *planning) offeringResult(kind string, o domain.Offering, finish float64) Result {
+	return Result{Strategy: kind, Provider: o.Provider, Cloud: string(o.Cloud), Regions: []string{o.Region},
+		InstanceType: o.InstanceType, Instances: o.InstanceCount, GPUs: o.GPUCount(), Start: o.Start, End: o.End, EndP95: o.End,
+		ExpectedCostUSD: o.UpfrontUSD, P95CostUSD: o.UpfrontUSD, OnTimePct: pct(finish <= p.span+1e-9),
+		USDPerUsefulGPUHour: o.UpfrontUSD / p.usefulGPUHours(), OfferingID: o.ID}
+}
+
+// bestPer keeps the better row per key, in the order keys first came.
+type bestPer[K comparable] struct {
+	keys []K
+	best map[K]Result
+}
+
+func (b *bestPer[K]) add(k K, r Result) {
+	prev, seen := b.best[k]
+	if !seen {
+		b.keys = append(b.keys, k)
+	}
+	if b.best == nil {
+		b.best = map[K]Result{}
+	}
+	if !seen || better(r, prev) {
+		b.best[k] = r
+	}
+}
+
+func (b *bestPer[K]) results() []Result {
+	out := make([]Result, 0, len(b.keys))
+	for _, k := range b.keys {
+		out = append(out, b.best[k])
 	}
 	return out
 }

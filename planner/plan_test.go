@@ -418,3 +418,30 @@ func TestPlanNamesRiskSources(t *testing.T) {
 		}
 	}
 }
+
+// TestSpotOnePoolIsTheBestOfEachCloud: one spot-one-pool row per cloud,
+// on that cloud's pool cheapest per hour of work.
+func TestSpotOnePoolIsTheBestOfEachCloud(t *testing.T) {
+	m := testMarket()
+	p := domain.Pool{Provider: "sim", Cloud: domain.CloudAzure, Region: "eastus", Zone: "1", InstanceType: "Standard_ND96isr_H100_v5",
+		GPU: domain.GPUSpec{Model: "H100", Count: 8}, OnDemandUSDHour: domain.Float(98.32)}
+	p.Interruption, _ = domain.NewInterruption("10-15%", "test", time.Time{})
+	m.Pools = append(m.Pools, PoolOf(p, 30, nil))
+	rs, err := Plan(goodJob(), m, Options{Runs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clouds []string
+	for _, r := range rs {
+		if r.Strategy == StrategySpotOne {
+			clouds = append(clouds, r.Cloud)
+			if len(r.Pools) != 1 || r.Cloud == "aws" && r.Pools[0] != "sim/us-west-2/us-west-2b/p5.48xlarge" {
+				t.Errorf("%s row on %v, want the calm us-west-2b pool", r.Cloud, r.Pools)
+			}
+		}
+	}
+	slices.Sort(clouds)
+	if !slices.Equal(clouds, []string{"aws", "azure"}) {
+		t.Errorf("spot-one-pool rows of %v, want one per cloud", clouds)
+	}
+}

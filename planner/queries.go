@@ -12,10 +12,7 @@ func BlockQueries(job Job, now time.Time, speeds Speeds) []domain.OfferingQuery 
 	if speeds == nil {
 		speeds = DefaultSpeeds
 	}
-	after := job.Start.Add(-24 * time.Hour)
-	if after.Before(now) {
-		after = now
-	}
+	after := domain.Later(now, job.Start.Add(-24*time.Hour))
 	before := job.Deadline
 	if !before.After(after) {
 		return nil

@@ -31,11 +31,6 @@ const (
 	MaxTraceBytes = 32 << 20
 )
 
-// ParseTrace reads a trace held in memory (see ReadTrace).
-func ParseTrace(name string, b []byte) (Trace, error) {
-	return ReadTrace(name, bytes.NewReader(b))
-}
-
 // ReadTrace reads a trace strictly as it streams (TraceForm), stopping at
 // the first byte past a limit; errors name the file and the place.
 func ReadTrace(name string, r io.Reader) (Trace, error) {
@@ -197,7 +192,7 @@ func (s *traceScanner) metadata() (int, error) {
 		return 0, err
 	}
 	var meta map[string]json.RawMessage
-	if err := unmarshalNumbers(raw, &meta); err != nil || meta == nil {
+	if json.Unmarshal(raw, &meta) != nil || meta == nil {
 		return 0, traceFault(`"metadata" is not an object`)
 	}
 	gapRaw, ok := meta["gap_seconds"]
@@ -361,12 +356,6 @@ func (s *traceScanner) rawValue() ([]byte, error) {
 	}
 }
 
-func unmarshalNumbers(raw json.RawMessage, v any) error {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	return d.Decode(v)
-}
-
 // cappedReader reads at most `left` bytes and then fails, saying so.
 type cappedReader struct {
 	r    io.Reader
@@ -403,14 +392,6 @@ func wholeNumber(raw json.RawMessage) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil
-}
-
-func jsonErr(err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("%s at byte %d", se.Error(), se.Offset)
-	}
-	return err.Error()
 }
 
 func clip(s string) string {

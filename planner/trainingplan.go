@@ -51,8 +51,7 @@ func (p *planning) trainingPlans(offs []domain.Offering) []Result {
 		cloud string
 		segs  int
 	}
-	best := map[key]Result{}
-	var keys []key
+	var best bestPer[key]
 	for _, o := range offs {
 		if o.Kind != domain.KindTrainingPlan {
 			continue
@@ -65,24 +64,11 @@ func (p *planning) trainingPlans(offs []domain.Offering) []Result {
 		if math.IsInf(run.finish, 1) {
 			continue // the plan cannot hold all the work
 		}
-		r := Result{Strategy: StrategyTrainingPlan, Provider: o.Provider, Cloud: string(o.Cloud), Regions: []string{o.Region},
-			InstanceType: o.InstanceType, Instances: o.InstanceCount, GPUs: o.GPUCount(), Start: o.Start, End: o.End, EndP95: o.End,
-			ExpectedCostUSD: o.UpfrontUSD, P95CostUSD: o.UpfrontUSD, OnTimePct: pct(run.finish <= p.span+1e-9),
-			USDPerUsefulGPUHour: o.UpfrontUSD / p.usefulGPUHours(), OfferingID: o.ID, Assumptions: p.planWords(o, run, b.speed)}
-		k := key{string(o.Cloud), len(o.Windows())}
-		prev, seen := best[k]
-		if !seen {
-			keys = append(keys, k)
-		}
-		if !seen || better(r, prev) {
-			best[k] = r
-		}
+		r := p.offeringResult(StrategyTrainingPlan, o, run.finish)
+		r.Assumptions = p.planWords(o, run, b.speed)
+		best.add(key{string(o.Cloud), len(o.Windows())}, r)
 	}
-	out := make([]Result, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, best[k])
-	}
-	return out
+	return best.results()
 }
 
 // planWords say how the plan holds the job, segment by segment.

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +111,35 @@ func TestTrainingPlanStrategy(t *testing.T) {
 		if r.Strategy == StrategyBlockSpot && r.OfferingID == "tpo-two" {
 			t.Error("block+spot used a two-segment plan as one window")
 		}
+	}
+}
+
+// TestOfferingRowsKeepTheBestOfEachKey: of offerings of one kind, cloud
+// and length (of plans: of one cloud and segment count), only the
+// cheapest that is on time is a row, whatever order they came in.
+func TestOfferingRowsKeepTheBestOfEachKey(t *testing.T) {
+	job := goodJob()
+	job.Deadline = t0.Add(5 * 24 * time.Hour)
+	m := testMarket()
+	dear := m.Offerings[0] // cb-72
+	dear.ID, dear.UpfrontUSD = "cb-72-dear", dear.UpfrontUSD*1.2
+	m.Offerings = append([]domain.Offering{dear}, m.Offerings...)
+	m.Offerings = append(m.Offerings, trainingPlan("tpo-dear", 2, 5000, [2]float64{0, 30}, [2]float64{40, 70}),
+		trainingPlan("tpo-cheap", 2, 4000, [2]float64{0, 30}, [2]float64{40, 70}))
+	rs, err := Plan(job, m, Options{Runs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks, plans []string
+	for _, r := range rs {
+		switch r.Strategy {
+		case StrategyBlock:
+			blocks = append(blocks, r.OfferingID)
+		case StrategyTrainingPlan:
+			plans = append(plans, r.OfferingID)
+		}
+	}
+	if !slices.Contains(blocks, "cb-72") || slices.Contains(blocks, "cb-72-dear") || len(plans) != 1 || plans[0] != "tpo-cheap" {
+		t.Errorf("block rows %v and plan rows %v: want cb-72 (not the dearer cb-72-dear of the same length) and only tpo-cheap", blocks, plans)
 	}
 }

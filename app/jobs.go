@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
@@ -82,4 +84,26 @@ func (a *App) poolRisk(pool string, n int) (planner.Risk, bool) {
 func (a *App) DriveJobs(svc *ledger.Service, ps []domain.Provider) {
 	d := a.JobDriver(svc, ps, nil)
 	a.Go(func(ctx context.Context) { _ = d.Run(ctx, false) })
+}
+
+// ProposeJob plans req's job on the market within timeout (its pools and
+// the purchase cap filled in) and prices its strategy.
+func (a *App) ProposeJob(ctx context.Context, req *job.Request, timeout time.Duration) (job.Proposal, *ledger.Service, error) {
+	m, svc, err := a.PlanMarket(ctx, req.Job, timeout)
+	if err != nil {
+		return job.Proposal{}, nil, err
+	}
+	req.Market, req.PurchaseCap = m, svc.Budget().MaxBookingUSD
+	p, err := job.Propose(*req)
+	return p, svc, PlanUsage(err)
+}
+
+// HoldWithinCap refuses a job's hold over budget.max_booking_usd, to the
+// cent as the ledger compares.
+func HoldWithinCap(b ledger.Budget, holdUSD float64) error {
+	cents := func(usd float64) int64 { return int64(math.Round(usd * 100)) }
+	if b.MaxBookingUSD > 0 && cents(holdUSD) > cents(b.MaxBookingUSD) {
+		return &ledger.BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: holdUSD}
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/cloud/sim"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
@@ -34,16 +35,11 @@ type backtestRow struct {
 // Carlo claimed at each start (means over the runs) beside what was
 // realized, and the share of runs above their claimed p95.
 type backtestPredictRow struct {
-	Policy               string   `json:"policy"`
-	Runs                 int      `json:"runs"`
-	DeadlinesMetPct      *float64 `json:"deadlines_met_pct" table:"%.1f"`
-	MeanCostUSD          *float64 `json:"mean_cost_usd" table:"%.2f"`
-	SavingsVsOnDemandPct *float64 `json:"savings_vs_on_demand_pct" table:"%.1f"`
-	P95CostUSD           *float64 `json:"p95_cost_usd" table:"%.2f"`
-	PredictedCostUSD     *float64 `json:"predicted_cost_usd" table:"%.2f"`
-	PredictedP95CostUSD  *float64 `json:"predicted_p95_cost_usd" table:"%.2f"`
-	PredictedOnTimePct   *float64 `json:"predicted_on_time_pct" table:"%.1f"`
-	OverP95Pct           *float64 `json:"over_p95_pct" table:"%.1f"`
+	backtestRow
+	PredictedCostUSD    *float64 `json:"predicted_cost_usd" table:"%.2f"`
+	PredictedP95CostUSD *float64 `json:"predicted_p95_cost_usd" table:"%.2f"`
+	PredictedOnTimePct  *float64 `json:"predicted_on_time_pct" table:"%.1f"`
+	OverP95Pct          *float64 `json:"over_p95_pct" table:"%.1f"`
 }
 
 // backtestFlags are backtest's own flags as typed.
@@ -105,9 +101,6 @@ them; it says where it wrote them.`,
   gpumarket backtest --sim --instance-type p3.2xlarge --deadline-hours 80`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(f.output); err != nil {
-				return err
-			}
 			files := append(append([]string(nil), f.traces...), args...)
 			if err := f.check(cmd, files); err != nil {
 				return err
@@ -151,7 +144,7 @@ them; it says where it wrote them.`,
 				return errors.New("backtest: interrupted")
 			}
 			if err != nil {
-				return planUsage(err)
+				return app.PlanUsage(err)
 			}
 			if f.sim && !f.predict {
 				a.banner(f.output)
@@ -219,10 +212,7 @@ func writeBacktest(w io.Writer, format string, predict bool, rows []planner.Back
 	if predict {
 		pred := make([]backtestPredictRow, len(rows))
 		for i, r := range rows {
-			o := out[i]
-			pred[i] = backtestPredictRow{Policy: o.Policy, Runs: o.Runs, DeadlinesMetPct: o.DeadlinesMetPct, MeanCostUSD: o.MeanCostUSD,
-				SavingsVsOnDemandPct: o.SavingsVsOnDemandPct, P95CostUSD: o.P95CostUSD,
-				PredictedCostUSD: present.Round(r.PredictedCostUSD, 2), PredictedP95CostUSD: present.Round(r.PredictedP95CostUSD, 2),
+			pred[i] = backtestPredictRow{backtestRow: out[i], PredictedCostUSD: present.Round(r.PredictedCostUSD, 2), PredictedP95CostUSD: present.Round(r.PredictedP95CostUSD, 2),
 				PredictedOnTimePct: present.Round(r.PredictedOnTimePct, 2), OverP95Pct: present.Round(r.OverP95Pct, 2)}
 		}
 		return writeRows(w, format, pred)

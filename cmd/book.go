@@ -79,9 +79,6 @@ first, at the price just described.`,
   gpumarket book cb-0123456789abcdef0 --yes -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutputTimeout(output, timeout); err != nil {
-				return err
-			}
 			id := strings.TrimSpace(args[0])
 			if id == "" {
 				return usagef("OFFERING_ID is empty: give an id from `gpumarket offerings`")
@@ -195,12 +192,12 @@ func (a *runner) runBook(ctx context.Context, id string, dryRun, yes bool, timeo
 		}
 		if err != nil {
 			if res.Row.ID != "" {
-				writeRows(e.out, output, []ledgerRow{ledgerRowOf(res.Row, time.Now())})
+				writeRows(e.out, output, []present.LedgerRow{present.NewLedgerRow(res.Row, time.Now())})
 			}
 			return err
 		}
 		fmt.Fprintf(e.errOut, "booked: %s, ledger row %s, state %s\n", res.Row.ProviderRef, res.Row.ID, res.Row.State)
-		return writeRows(e.out, output, []ledgerRow{ledgerRowOf(res.Row, time.Now())})
+		return writeRows(e.out, output, []present.LedgerRow{present.NewLedgerRow(res.Row, time.Now())})
 	}
 }
 

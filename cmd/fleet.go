@@ -90,12 +90,6 @@ ahead; --for takes ` + domain.FleetLengthForm + `.`,
   gpumarket fleet launch --provider aws --region us-east-1 --instance-types g6.xlarge --target 30 --start "Thu 14:00" --for 3h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(f.output); err != nil {
-				return err
-			}
-			if f.timeout <= 0 {
-				return usagef("--timeout %s: want %s", f.timeout, timeoutForm)
-			}
 			if !cmd.Flags().Changed(flagRegion) {
 				return usagef("--region is required: one region such as us-east-1")
 			}
@@ -128,33 +122,18 @@ ahead; --for takes ` + domain.FleetLengthForm + `.`,
 			if cmd.Flags().Changed("for") && strings.TrimSpace(f.length) == "" {
 				return usagef("--for is empty: want %s", domain.FleetLengthForm)
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			start, end, err := domain.ParseFleetSchedule(f.start, f.length, a.Now())
-			var se *domain.ScheduleError
-			if errors.As(err, &se) {
-				return usagef("--%s %q: %s", se.Field, se.Value, se.Why)
-			}
-			e := a.env
-			if len(e.Query.Regions) != 1 {
-				return usagef("--region %s: a fleet is launched in exactly one region", strings.Join(e.Query.Regions, ","))
-			}
-			if len(e.Query.Providers) != 1 {
-				return usagef("--provider %s: a fleet is launched by exactly one provider", strings.Join(e.Query.Providers, ","))
-			}
-			spec := domain.FleetSpec{Provider: e.Query.Providers[0], Region: e.Query.Regions[0], InstanceTypes: types,
-				TargetCapacity: f.target, OnDemandBase: f.odBase, Strategy: f.strategy, LaunchTemplate: f.template, DryRun: f.dryRun,
-				Start: start, End: end}
-			if spec.LaunchTemplate == "" {
-				spec.LaunchTemplate = e.Config.AWS.LaunchTemplate
-			}
+			spec := domain.FleetSpec{InstanceTypes: types, TargetCapacity: f.target, OnDemandBase: f.odBase, Strategy: f.strategy,
+				LaunchTemplate: f.template, DryRun: f.dryRun}
 			if cmd.Flags().Changed("max-price") {
 				spec.MaxPriceUSD = domain.Float(f.maxPrice)
 			}
-			return a.runFleetLaunch(cmd.Context(), spec, f)
+			return cl.withApp(cmd, func(a *runner) error {
+				spec, err := a.FleetSpec(spec, f.start, f.length)
+				if err != nil {
+					return err
+				}
+				return a.runFleetLaunch(cmd.Context(), spec, f)
+			})
 		},
 	}
 	addOutputFlag(c, &f.output)
@@ -228,18 +207,8 @@ func (a *runner) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fl
 	if !svc.CanLaunch(spec.Provider) {
 		return fmt.Errorf("provider %s does not launch fleets", spec.Provider)
 	}
-	if err := a.CheckFleetTypes(ctx, spec, f.timeout); err != nil {
+	if err := a.CheckFleet(ctx, spec, f.timeout); err != nil {
 		return err
-	}
-	// What the provider's API would refuse (a launch template missing
-	// from the config, a count or schedule beyond its limits) is said
-	// before any estimate: it is the flags' or the config's to fix.
-	for _, p := range ps {
-		if v, ok := p.(domain.FleetValidator); ok && p.Name() == spec.Provider {
-			if _, err := v.ValidateFleet(spec); err != nil {
-				return usagef("%v", oneLine(err.Error()))
-			}
-		}
 	}
 	est := svc.EstimateFleet(ctx, spec)
 	simulated := svc.Describe(spec.Provider).Simulated
@@ -301,7 +270,7 @@ func (a *runner) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fl
 		return writeRows(e.out, f.output, []fleetDryRunRow{{Provider: spec.Provider, Region: spec.Region, DryRun: true, USDHour: est.USDHour, Message: msg}})
 	}
 	if res.Row.ID != "" {
-		if werr := writeRows(e.out, f.output, []ledgerRow{ledgerRowOf(res.Row, time.Now())}); werr != nil && err == nil {
+		if werr := writeRows(e.out, f.output, []present.LedgerRow{present.NewLedgerRow(res.Row, time.Now())}); werr != nil && err == nil {
 			err = werr
 		}
 	}
@@ -335,9 +304,6 @@ func (cl *cli) fleetDeleteCmd() *cobra.Command {
 		Short: "Delete a fleet launched by gpumarket (its fleet id or ledger id) and terminate its instances",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutputTimeout(output, timeout); err != nil {
-				return err
-			}
 			return cl.withApp(cmd, func(a *runner) error {
 				return a.runFleetDelete(cmd.Context(), strings.TrimSpace(args[0]), yes, timeout, output)
 			})
@@ -378,5 +344,5 @@ func (a *runner) runFleetDelete(ctx context.Context, id string, yes bool, timeou
 		return err
 	}
 	fmt.Fprintf(e.errOut, "deleted: %s\n", r.ProviderRef)
-	return writeRows(e.out, output, []ledgerRow{ledgerRowOf(r, time.Now())})
+	return writeRows(e.out, output, []present.LedgerRow{present.NewLedgerRow(r, time.Now())})
 }

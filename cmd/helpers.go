@@ -9,25 +9,22 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/term"
+	"github.com/spf13/cobra"
 )
 
-// timeoutForm is the accepted form of --timeout.
-const timeoutForm = "a positive duration such as 60s or 2m"
-
-// checkTimeout refuses a --timeout that is not positive.
-func checkTimeout(timeout time.Duration) error {
-	if timeout <= 0 {
-		return usagef("--timeout %s: want %s", timeout, timeoutForm)
+// checkFlags refuses, for every command and before anything is loaded, a
+// bad -o or a --timeout that is not positive.
+func checkFlags(cmd *cobra.Command, _ []string) error {
+	fl := cmd.Flags()
+	if f := fl.Lookup("output"); f != nil {
+		if err := checkOutput(f.Value.String()); err != nil {
+			return err
+		}
+	}
+	if timeout, err := fl.GetDuration("timeout"); err == nil && timeout <= 0 {
+		return usagef("--timeout %s: want a positive duration such as 60s or 2m", timeout)
 	}
 	return nil
-}
-
-// checkOutputTimeout checks -o and --timeout before anything is loaded.
-func checkOutputTimeout(output string, timeout time.Duration) error {
-	if err := checkOutput(output); err != nil {
-		return err
-	}
-	return checkTimeout(timeout)
 }
 
 // stdinIsTerminal reports whether r is a terminal a person can answer on.

@@ -10,41 +10,41 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumarket/gpumarket/internal/memtrim"
-
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/memtrim"
 	"github.com/gpumarket/gpumarket/job"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // jobRow is a job with DESIGN.md's fields. rows and moves are the job's
 // ledger rows and the moves its driver made (JSON only).
 type jobRow struct {
-	ID              string                   `json:"id"`
-	State           string                   `json:"state"`
-	Strategy        string                   `json:"strategy"`
-	GPUs            int                      `json:"gpus"`
-	Hours           float64                  `json:"hours" table:"%g"`
-	WorkDoneHours   float64                  `json:"work_done_hours" table:"%.1f"`
-	Start           time.Time                `json:"start" table:"local"`
-	Deadline        time.Time                `json:"deadline" table:"local"`
-	FinishedAt      *time.Time               `json:"finished_at" table:"-"`
-	SpentUSD        float64                  `json:"spent_usd" table:"%.2f"`
-	PlanExpectedUSD float64                  `json:"plan_expected_usd" table:"%.2f"`
-	PlanP95USD      float64                  `json:"plan_p95_usd" table:"-"`
-	PlanOnTimePct   float64                  `json:"plan_on_time_pct" table:"-"`
-	OnTimePct       *float64                 `json:"on_time_pct" table:"-"`
-	MaxUSD          *float64                 `json:"max_usd" table:"-"`
-	HoldUSD         float64                  `json:"hold_usd" table:"-"`
-	Reason          *string                  `json:"reason" table:"-"`
-	Outlook         *string                  `json:"outlook" table:"-"`
-	ProgressSource  string                   `json:"progress_source" table:"-"`
-	Rows            jsonList[ledgerRow]      `json:"rows" table:"-"`
-	Moves           jsonList[ledger.JobMove] `json:"moves" table:"-"`
+	ID              string                      `json:"id"`
+	State           string                      `json:"state"`
+	Strategy        string                      `json:"strategy"`
+	GPUs            int                         `json:"gpus"`
+	Hours           float64                     `json:"hours" table:"%g"`
+	WorkDoneHours   float64                     `json:"work_done_hours" table:"%.1f"`
+	Start           time.Time                   `json:"start" table:"local"`
+	Deadline        time.Time                   `json:"deadline" table:"local"`
+	FinishedAt      *time.Time                  `json:"finished_at" table:"-"`
+	SpentUSD        float64                     `json:"spent_usd" table:"%.2f"`
+	PlanExpectedUSD float64                     `json:"plan_expected_usd" table:"%.2f"`
+	PlanP95USD      float64                     `json:"plan_p95_usd" table:"-"`
+	PlanOnTimePct   float64                     `json:"plan_on_time_pct" table:"-"`
+	OnTimePct       *float64                    `json:"on_time_pct" table:"-"`
+	MaxUSD          *float64                    `json:"max_usd" table:"-"`
+	HoldUSD         float64                     `json:"hold_usd" table:"-"`
+	Reason          *string                     `json:"reason" table:"-"`
+	Outlook         *string                     `json:"outlook" table:"-"`
+	ProgressSource  string                      `json:"progress_source" table:"-"`
+	Rows            jsonList[present.LedgerRow] `json:"rows" table:"-"`
+	Moves           jsonList[ledger.JobMove]    `json:"moves" table:"-"`
 }
 
 // jsonList is a list in one cell: JSON in JSON, its JSON text in CSV.
@@ -72,7 +72,7 @@ func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove, now tim
 	out := jobRow{ID: j.ID, State: j.State, Strategy: j.Strategy, GPUs: j.Terms.GPUs, Hours: j.Terms.Hours, WorkDoneHours: j.WorkDone,
 		Start: j.Terms.Start.UTC(), Deadline: j.Terms.Deadline.UTC(), SpentUSD: j.SpentUSD, PlanExpectedUSD: j.Plan.ExpectedUSD,
 		PlanP95USD: j.Plan.P95USD, PlanOnTimePct: j.Plan.OnTimePct, HoldUSD: j.HoldUSD, Reason: optString(j.Reason),
-		Outlook: optString(j.Outlook), ProgressSource: "model", Rows: jsonList[ledgerRow]{}, Moves: jsonList[ledger.JobMove](moves)}
+		Outlook: optString(j.Outlook), ProgressSource: "model", Rows: jsonList[present.LedgerRow]{}, Moves: jsonList[ledger.JobMove](moves)}
 	if out.Moves == nil {
 		out.Moves = jsonList[ledger.JobMove]{}
 	}
@@ -94,7 +94,7 @@ func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove, now tim
 		out.FinishedAt = &t
 	}
 	for _, r := range rows {
-		out.Rows = append(out.Rows, ledgerRowOf(r, now))
+		out.Rows = append(out.Rows, present.NewLedgerRow(r, now))
 	}
 	if rows != nil {
 		out.SpentUSD = ledger.JobSpent(rows, now)
@@ -153,9 +153,6 @@ read at each review; without, progress is counted as the plan models it.`,
   gpumarket job run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputTimeout(f.plan.output, f.plan.timeout); err != nil {
-				return err
-			}
 			if f.plan.runs < 1 || f.plan.runs > 1_000_000 {
 				return usagef("--runs %d: want a whole number of Monte Carlo runs from 1 to 1000000", f.plan.runs)
 			}
@@ -207,33 +204,15 @@ func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartF
 	e := a.env
 	ctx, cancel := context.WithTimeout(parent, f.plan.timeout)
 	defer cancel()
-	ps, err := a.Providers(ctx)
+	req := job.Request{Job: pj, Strategy: f.strategy, MaxUSD: f.maxUSD, Options: planner.Options{Runs: f.plan.runs, Seed: 1, Speeds: e.PlanSpeeds()},
+		ProgressFile: f.progressFile, ProgressCommand: f.progressCommand, Actor: app.LocalActor()}
+	p, svc, err := a.ProposeJob(ctx, &req, f.plan.timeout)
 	if err != nil {
 		return err
-	}
-	a.modelsChecked = true
-	snap, err := a.ReadySnapshot(ctx, f.plan.timeout)
-	if err != nil {
-		return err
-	}
-	if err := e.CheckModelsSold(snap, pj.Models); err != nil {
-		return err
-	}
-	req := job.Request{Job: pj, Market: planner.Market{Pools: planner.WithOwn(e.PlanPools(snap, pj), a.OwnFleets(ctx))}, Strategy: f.strategy, MaxUSD: f.maxUSD,
-		Options: planner.Options{Runs: f.plan.runs, Seed: 1, Speeds: e.PlanSpeeds()}, ProgressFile: f.progressFile,
-		ProgressCommand: f.progressCommand, Actor: app.LocalActor()}
-	svc, err := a.Booking(ps, f.plan.timeout)
-	if err != nil {
-		return err
-	}
-	req.PurchaseCap = svc.Budget().MaxBookingUSD
-	p, err := job.Propose(req)
-	if err != nil {
-		return planUsage(err)
 	}
 	fmt.Fprint(e.errOut, jobSummary(req, p, svc, a.Simulated()))
-	if b := svc.Budget(); b.MaxBookingUSD > 0 && cents(p.HoldUSD) > cents(b.MaxBookingUSD) {
-		return &ledger.BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: p.HoldUSD}
+	if err := app.HoldWithinCap(svc.Budget(), p.HoldUSD); err != nil {
+		return err
 	}
 	if f.dryRun {
 		fmt.Fprintln(e.errOut, "dry run: nothing was recorded or launched")
@@ -252,9 +231,6 @@ func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartF
 		j.ID, j.State, bothZones(j.Terms.Start))
 	return writeRows(e.out, f.plan.output, []jobRow{jobRowOf(j, nil, nil, a.Now())})
 }
-
-// cents rounds dollars to whole cents, as the ledger compares them.
-func cents(usd float64) int64 { return int64(math.Round(usd * 100)) }
 
 // proposed is the job a dry run shows: not recorded, no id.
 func proposed(req job.Request, p job.Proposal) ledger.Job {
@@ -307,9 +283,6 @@ func (cl *cli) jobListCmd() *cobra.Command {
 		Short: "The jobs of the ledger, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			return cl.withApp(cmd, func(a *runner) error {
 				st, err := a.Ledger()
 				if err != nil {
@@ -365,9 +338,6 @@ func (cl *cli) jobShowCmd() *cobra.Command {
 		Short: "A job: progress, spent against the plan, its outlook, its rows and every move its driver made",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			return cl.withJob(cmd, args, func(ctx context.Context, a *runner, st *ledger.Store, j ledger.Job) error {
 				rows, err := st.JobRows(ctx, j.ID)
 				if err != nil {
@@ -410,16 +380,16 @@ func writeJobTable(a *runner, j ledger.Job, jr jobRow, rows []ledger.Entry, move
 	}
 	if len(rows) > 0 {
 		fmt.Fprintln(w, "\nrows:")
-		lr := make([]ledgerRow, len(rows))
+		lr := make([]present.LedgerRow, len(rows))
 		for i, r := range rows {
-			lr[i] = ledgerRowOf(r, a.Now())
+			lr[i] = present.NewLedgerRow(r, a.Now())
 		}
 		writeRows(w, formatTable, lr)
 	}
 	if len(moves) > 0 {
 		fmt.Fprintln(w, "\nmoves:")
 		for _, m := range moves {
-			fmt.Fprintf(w, "  %s  %s → %s: %s\n", m.At.Local().Format(localLayout), m.From, m.To, m.Reason)
+			fmt.Fprintf(w, "  %s  %s → %s: %s\n", m.At.Local().Format(app.LocalLayout), m.From, m.To, m.Reason)
 		}
 	}
 }
@@ -432,9 +402,6 @@ func (cl *cli) jobCancelCmd() *cobra.Command {
 		Short: "Cancel a job: it launches nothing more, and every fleet it runs is deleted",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutputTimeout(output, timeout); err != nil {
-				return err
-			}
 			return cl.withJob(cmd, args, func(ctx context.Context, a *runner, st *ledger.Store, j ledger.Job) error {
 				rows, _ := st.JobRows(ctx, j.ID)
 				var names []string

@@ -10,21 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
 )
-
-// planRow is a strategy as `plan` writes it, through present.Plan:
-// offering_id is what `gpumarket book` takes; end is the median finish of
-// every run and end_p95 the finish 95 % reach by; over_cap names the
-// budget key the expected cost is over (CAP in the table).
-type planRow = present.PlanRow
-
-func planRowOf(r planner.Result, b config.Budget) planRow {
-	return present.NewPlanRow(r, b.MaxBookingUSD, b.MaxDailyUSD)
-}
 
 // planFlags are plan's own flags as typed.
 type planFlags struct {
@@ -92,9 +83,6 @@ changeover leaves too short for the work.`,
   gpumarket plan --gpus 16 --gpu H100 --hours 8 --start +1d --deadline +2d --no-checkpoint   # a workshop`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputTimeout(f.output, f.timeout); err != nil {
-				return err
-			}
 			if f.onTime < 0 || f.onTime > 100 || math.IsNaN(f.onTime) {
 				return usagef("--on-time %v: want a percentage from 0 to 100", f.onTime)
 			}
@@ -186,53 +174,36 @@ func (e *env) planJob(cmd *cobra.Command, f planFlags, now time.Time) (planner.J
 	}
 	job.Deadline = d
 	if err := job.Check(now, e.PlanSpeeds()); err != nil {
-		return job, planUsage(err)
+		return job, app.PlanUsage(err)
 	}
 	return job, nil
-}
-
-// planUsage words a planner refusal as a usage error naming the flag.
-func planUsage(err error) error {
-	var fe *planner.FieldError
-	if errors.As(err, &fe) {
-		return usagef("--%s %s", fe.Field, fe.Msg)
-	}
-	return err
 }
 
 func (a *runner) runPlan(parent context.Context, job planner.Job, f planFlags) error {
 	e := a.env
 	ctx, cancel := context.WithTimeout(parent, f.timeout)
 	defer cancel()
-	ps, err := a.Providers(ctx)
+	market, svc, err := a.PlanMarket(ctx, job, f.timeout)
 	if err != nil {
 		return err
 	}
-	a.modelsChecked = true // CheckModelsSold says it, once
-	snap, err := a.ReadySnapshot(ctx, f.timeout)
+	// The blocks and reservations the job could use, searched as
+	// `offerings` does, so what the plan shows can be booked by id.
+	market.Offerings, err = a.OfferingsFor(ctx, svc, job, func(msg string) { fmt.Fprintf(a.errOut, "gpumarket: plan: %s\n", msg) })
 	if err != nil {
 		return err
 	}
-	market := planner.Market{Pools: planner.WithOwn(e.PlanPools(snap, job), a.OwnFleets(ctx))}
-	if err := e.CheckModelsSold(snap, job.Models); err != nil {
-		return err
-	}
-	offs, err := a.planOfferings(ctx, ps, job, f.timeout)
-	if err != nil {
-		return err
-	}
-	market.Offerings = offs
 	results, err := planner.PlanContext(parent, job, market, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.PlanSpeeds()})
 	if errors.Is(err, context.Canceled) {
 		return errors.New("plan: interrupted")
 	}
 	if err != nil {
-		return planUsage(err)
+		return app.PlanUsage(err)
 	}
 	planner.Rank(results, f.onTime)
-	rows := make([]planRow, len(results))
+	rows := make([]present.PlanRow, len(results))
 	for i, r := range results {
-		rows[i] = planRowOf(r, e.Config.Budget)
+		rows[i] = present.NewPlanRow(r, e.Config.Budget.MaxBookingUSD, e.Config.Budget.MaxDailyUSD)
 	}
 	a.banner(f.output)
 	if f.output != formatTable {
@@ -244,7 +215,7 @@ func (a *runner) runPlan(parent context.Context, job planner.Job, f planFlags) e
 // planTable writes the rows on time at least onTime percent, then the
 // rest under a line saying so (as the Plan view does), then each row's
 // assumptions, and where a row is over a cap, the key and the file.
-func (e *env) planTable(rows []planRow, results []planner.Result, onTime float64) error {
+func (e *env) planTable(rows []present.PlanRow, results []planner.Result, onTime float64) error {
 	split := len(rows)
 	for i, r := range results {
 		if r.OnTimePct < onTime {
@@ -282,16 +253,4 @@ func (e *env) planTable(rows []planRow, results []planner.Result, onTime float64
 			e.Config.Budget.MaxBookingUSD, e.Config.Budget.MaxDailyUSD, path)
 	}
 	return nil
-}
-
-// planOfferings asks the booking service for the blocks and reservations
-// the job could use (planner.BlockQueries), as `offerings` does, so what
-// the plan shows can be booked by id. A provider that fails is reported
-// and left out; none selling blocks is no error.
-func (a *runner) planOfferings(ctx context.Context, ps []domain.Provider, job planner.Job, timeout time.Duration) ([]domain.Offering, error) {
-	svc, err := a.Booking(ps, timeout)
-	if err != nil {
-		return nil, err
-	}
-	return a.OfferingsFor(ctx, svc, job, func(msg string) { fmt.Fprintf(a.errOut, "gpumarket: plan: %s\n", msg) })
 }

@@ -50,9 +50,6 @@ one did.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkTimeout(timeout); err != nil {
-				return err
-			}
 			return cl.runWatch(cmd, once, timeout)
 		},
 	}
@@ -120,7 +117,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if once {
 		var snap *feed.Snapshot
 		if h != nil {
-			if snap, err = a.waitReady(ctx, h, timeout); err != nil {
+			if snap, err = a.Ready(ctx, h, timeout, false, nil); err != nil {
 				// Not a configuration error: the other rules still run.
 				e.Log.Warn("the market did not load: spot and bucket rules are not evaluated this time", "err", err)
 				snap = nil

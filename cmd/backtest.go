@@ -3,20 +3,14 @@ package cmd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/app"
-	"github.com/gpumarket/gpumarket/cloud/sim"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
 )
@@ -55,10 +49,6 @@ type backtestFlags struct {
 	simDays                int
 	output                 string
 }
-
-// simTraceGap is the tick of the traces the simulated market writes: the
-// public multi-node traces' 300 s.
-const simTraceGap = 5 * time.Minute
 
 func (cl *cli) backtestCmd() *cobra.Command {
 	var f backtestFlags
@@ -121,9 +111,9 @@ them; it says where it wrote them.`,
 			}
 			var traces []planner.Trace
 			if f.sim {
-				traces, err = e.writeSimTraces(f)
+				traces, err = a.SimTraces(f.simType, f.simDays, f.simOut)
 			} else {
-				traces, err = readTraces(files)
+				traces, err = app.ReadTraces(files)
 			}
 			if err != nil {
 				return err
@@ -218,89 +208,4 @@ func writeBacktest(w io.Writer, format string, predict bool, rows []planner.Back
 		return writeRows(w, format, pred)
 	}
 	return writeRows(w, format, out)
-}
-
-// readTraces reads and checks every file; a missing or malformed one is a
-// usage error naming it.
-func readTraces(files []string) ([]planner.Trace, error) {
-	out := make([]planner.Trace, 0, len(files))
-	for _, name := range files {
-		fh, err := os.Open(name)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, usagef("--trace %s: no such file; want trace files (%s)", name, planner.TraceForm)
-			}
-			return nil, usagef("--trace %s: %v", name, unwrapPath(err))
-		}
-		t, err := planner.ReadTrace(name, fh)
-		fh.Close()
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			return nil, usagef("--trace %s: %v", name, pe.Err)
-		}
-		if err != nil {
-			return nil, usagef("--%s", err)
-		}
-		out = append(out, t)
-	}
-	return out, nil
-}
-
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
-// writeSimTraces records the simulated market's pools of --instance-type
-// (in the region filter) for --sim-days up to now, writes one file per
-// pool and says where.
-func (e *env) writeSimTraces(f backtestFlags) ([]planner.Trace, error) {
-	m := sim.New(sim.Options{Seed: e.Config.Sim.Seed})
-	end := time.Now().UTC().Truncate(time.Hour)
-	from := end.Add(-time.Duration(f.simDays) * 24 * time.Hour)
-	ticks := int(end.Sub(from) / simTraceGap)
-	dir := f.simOut
-	if dir == "" {
-		dir = filepath.Join(e.DataDir, "traces", fmt.Sprintf("sim-seed%d-%s-%s", e.Config.Sim.Seed, f.simType, end.Format("20060102T1504Z")))
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("write sim traces: %w", err)
-	}
-	var out []planner.Trace
-	for _, p := range m.Pools(end) {
-		if !strings.EqualFold(p.InstanceType, f.simType) {
-			continue
-		}
-		if !e.Query.WantsRegion(p.Region) {
-			continue
-		}
-		data, err := m.Capacity(p.Key(), from, simTraceGap, ticks)
-		if err != nil {
-			return nil, err
-		}
-		name := filepath.Join(dir, fmt.Sprintf("%s_%s_%s.json", p.Region, strings.ReplaceAll(p.Zone, "/", "-"), p.InstanceType))
-		t := planner.Trace{Name: name, GapSeconds: int(simTraceGap / time.Second), Data: data}
-		fh, err := os.Create(name)
-		if err != nil {
-			return nil, fmt.Errorf("write sim traces: %w", err)
-		}
-		werr := t.Write(fh)
-		if cerr := fh.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			return nil, fmt.Errorf("write sim trace %s: %w", name, werr)
-		}
-		out = append(out, t)
-	}
-	if len(out) == 0 {
-		return nil, usagef("--instance-type %s: the simulated market has no pool of it in the region filter; want one such as p3.2xlarge, p5.48xlarge or g5.xlarge",
-			f.simType)
-	}
-	fmt.Fprintf(e.errOut, "gpumarket: backtest: wrote %d traces of the simulated market (seed %d, %s, %d days to %s, %s ticks) to %s\n",
-		len(out), e.Config.Sim.Seed, f.simType, f.simDays, end.Format(time.RFC3339), "5-minute", dir)
-	return out, nil
 }

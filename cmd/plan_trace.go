@@ -24,7 +24,7 @@ func (a *runner) runPlanOnTraces(ctx context.Context, job planner.Job, f planFla
 			return usagef("--%s %v: want a price above 0 per instance-hour", v.name, v.val)
 		}
 	}
-	traces, err := readTraces(f.traces)
+	traces, err := app.ReadTraces(f.traces)
 	if err != nil {
 		return err
 	}

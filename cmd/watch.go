@@ -12,7 +12,6 @@ import (
 	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
-
 	"github.com/gpumarket/gpumarket/watch"
 )
 

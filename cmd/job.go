@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/app"
-	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/internal/memtrim"
 	"github.com/gpumarket/gpumarket/job"
 	"github.com/gpumarket/gpumarket/ledger"
@@ -153,11 +152,8 @@ read at each review; without, progress is counted as the plan models it.`,
   gpumarket job run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.plan.runs < 1 || f.plan.runs > 1_000_000 {
-				return usagef("--runs %d: want a whole number of Monte Carlo runs from 1 to 1000000", f.plan.runs)
-			}
-			if cmd.Flags().Changed("checkpoint") && f.plan.noCheckpoint {
-				return usagef("--checkpoint and --no-checkpoint together: want one of them")
+			if err := f.plan.check(cmd); err != nil {
+				return err
 			}
 			if !slices.Contains(planner.CarriedOut, f.strategy) {
 				return usagef("--strategy %q: want one of %s (the strategies `gpumarket plan` prints that a driver carries out)", f.strategy, strings.Join(planner.CarriedOut, ", "))
@@ -181,22 +177,13 @@ read at each review; without, progress is counted as the plan models it.`,
 		},
 	}
 	fl := c.Flags()
-	fl.IntVar(&f.plan.gpus, "gpus", 0, "GPUs the job needs at once (default: config plan.gpus, else 8)")
-	fl.Float64Var(&f.plan.hours, "hours", 0, "hours of work, on the first --gpu model (default: config plan.hours, else 24)")
-	fl.StringVar(&f.plan.start, "start", "", "earliest start: "+domain.WhenForm+" (default now)")
-	fl.StringVar(&f.plan.deadline, "deadline", "", "when the work must be done, same forms (required)")
-	fl.DurationVar(&f.plan.checkpoint, "checkpoint", 0, "time between checkpoints (default: config plan.checkpoint, else 15m)")
-	fl.BoolVar(&f.plan.noCheckpoint, "no-checkpoint", false, "the job cannot checkpoint: an interruption starts it over")
-	fl.DurationVar(&f.plan.changeover, "changeover", 0, "wall time a start or switch costs (default: config plan.changeover, else 12m)")
-	fl.IntVar(&f.plan.runs, "runs", 10000, "Monte Carlo runs of the plan")
+	f.plan.addFlags(c, "Monte Carlo runs of the plan", "how long to wait for the sources")
 	fl.StringVar(&f.strategy, "strategy", planner.StrategySafetyNet, "the strategy to carry out: "+strings.Join(planner.CarriedOut, ", "))
 	fl.Float64Var(&f.maxUSD, "max-usd", 0, "the most the job may spend (0: its work on on-demand alone, or its p95 cost if larger); it is held against the budget caps")
 	fl.StringVar(&f.progressFile, "progress-file", "", "a file where the job writes its hours of work done")
 	fl.StringVar(&f.progressCommand, "progress-command", "", "a shell command that prints the job's hours of work done")
 	fl.BoolVar(&f.yes, "yes", false, "start without asking (required when stdin is not a terminal)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "plan and show what the job would hold; nothing is recorded or launched")
-	addOutputFlag(c, &f.plan.output)
-	fl.DurationVar(&f.plan.timeout, "timeout", defaultTimeout, "how long to wait for the sources")
 	return c
 }
 

@@ -86,11 +86,8 @@ changeover leaves too short for the work.`,
 			if f.onTime < 0 || f.onTime > 100 || math.IsNaN(f.onTime) {
 				return usagef("--on-time %v: want a percentage from 0 to 100", f.onTime)
 			}
-			if f.runs < 1 || f.runs > 1_000_000 {
-				return usagef("--runs %d: want a whole number of Monte Carlo runs from 1 to 1000000", f.runs)
-			}
-			if cmd.Flags().Changed("checkpoint") && f.noCheckpoint {
-				return usagef("--checkpoint and --no-checkpoint together: want one of them")
+			if err := f.check(cmd); err != nil {
+				return err
 			}
 			a, err := cl.newApp(cmd)
 			if err != nil {
@@ -117,6 +114,15 @@ changeover leaves too short for the work.`,
 	fl.StringArrayVar(&f.traces, "trace", nil, "plan on a market of traces instead: each file one pool of one-GPU instances (the backtest's format)")
 	fl.Float64Var(&f.spotUSD, "spot-usd-hour", 0.918, "with --trace: spot price per instance-hour")
 	fl.Float64Var(&f.odUSD, "on-demand-usd-hour", 3.06, "with --trace: on-demand price per instance-hour")
+	fl.Float64Var(&f.onTime, "on-time", 95, "rank first the strategies on time at least this percent of the runs")
+	f.addFlags(c, "Monte Carlo runs per strategy", "how long to wait for the sources and the offering searches")
+	return c
+}
+
+// addFlags adds the job's terms and the runs, -o and --timeout: the flags
+// plan and job start share.
+func (f *planFlags) addFlags(c *cobra.Command, runs, timeout string) {
+	fl := c.Flags()
 	fl.IntVar(&f.gpus, "gpus", 0, "GPUs the job needs at once (default: config plan.gpus, else 8)")
 	fl.Float64Var(&f.hours, "hours", 0, "hours of work, on the first --gpu model (default: config plan.hours, else 24)")
 	fl.StringVar(&f.start, "start", "", "earliest start: "+domain.WhenForm+" (default now)")
@@ -124,11 +130,20 @@ changeover leaves too short for the work.`,
 	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints; 0 keeps progress at an interruption (default: config plan.checkpoint, else 15m)")
 	fl.BoolVar(&f.noCheckpoint, "no-checkpoint", false, "the job cannot checkpoint: an interruption starts it over (a workshop, a load test)")
 	fl.DurationVar(&f.changeover, "changeover", 0, "wall time a start or switch costs: provisioning, image, restore (default: config plan.changeover, else 12m)")
-	fl.Float64Var(&f.onTime, "on-time", 95, "rank first the strategies on time at least this percent of the runs")
-	fl.IntVar(&f.runs, "runs", 10000, "Monte Carlo runs per strategy")
+	fl.IntVar(&f.runs, "runs", 10000, runs)
 	addOutputFlag(c, &f.output)
-	fl.DurationVar(&f.timeout, "timeout", defaultTimeout, "how long to wait for the sources and the offering searches")
-	return c
+	fl.DurationVar(&f.timeout, "timeout", defaultTimeout, timeout)
+}
+
+// check refuses runs out of range and a checkpoint both set and refused.
+func (f *planFlags) check(cmd *cobra.Command) error {
+	if f.runs < 1 || f.runs > 1_000_000 {
+		return usagef("--runs %d: want a whole number of Monte Carlo runs from 1 to 1000000", f.runs)
+	}
+	if cmd.Flags().Changed("checkpoint") && f.noCheckpoint {
+		return usagef("--checkpoint and --no-checkpoint together: want one of them")
+	}
+	return nil
 }
 
 // planJob reads the job from the flags over config plan.*; a bad value is

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -12,7 +13,24 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 )
+
+// CheckFleetTerms refuses a fleet's size, split, strategy or max price
+// that no launch accepts.
+func CheckFleetTerms(spec domain.FleetSpec) error {
+	switch n, od := spec.TargetCapacity, spec.OnDemandBase; {
+	case n < 1 || n > ledger.MaxInstances:
+		return Usagef("--target %d: want a whole number of instances, 1 to %d (the most one fleet launches: EC2 Fleet's quota)", n, ledger.MaxInstances)
+	case od < 0 || od > n:
+		return Usagef("--on-demand-base %d: want 0 to --target (%d)", od, n)
+	case !slices.Contains(domain.Strategies, spec.Strategy):
+		return Usagef("--strategy %q: want one of %s", spec.Strategy, strings.Join(domain.Strategies, ", "))
+	case spec.MaxPriceUSD != nil && (!(*spec.MaxPriceUSD > 0) || math.IsInf(*spec.MaxPriceUSD, 0)):
+		return Usagef("--max-price %v: want a positive price in $ per instance-hour", *spec.MaxPriceUSD)
+	}
+	return nil
+}
 
 // FleetSpec puts spec in the query's one region and provider, scheduled
 // by --start and --for, with config aws.launch_template by default.

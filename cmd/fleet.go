@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -104,28 +103,19 @@ ahead; --for takes ` + domain.FleetLengthForm + `.`,
 				}
 				types[i] = name
 			}
-			if f.target < 1 || f.target > ledger.MaxInstances {
-				return usagef("--target %d: want a whole number of instances, 1 to %d (the most one fleet launches: EC2 Fleet's quota)", f.target, ledger.MaxInstances)
+			spec := domain.FleetSpec{InstanceTypes: types, TargetCapacity: f.target, OnDemandBase: f.odBase, Strategy: f.strategy,
+				LaunchTemplate: f.template, DryRun: f.dryRun}
+			if cmd.Flags().Changed("max-price") {
+				spec.MaxPriceUSD = domain.Float(f.maxPrice)
 			}
-			if f.odBase < 0 || f.odBase > f.target {
-				return usagef("--on-demand-base %d: want 0 to --target (%d)", f.odBase, f.target)
-			}
-			if !slices.Contains(domain.Strategies, f.strategy) {
-				return usagef("--strategy %q: want one of %s", f.strategy, strings.Join(domain.Strategies, ", "))
-			}
-			if cmd.Flags().Changed("max-price") && !(f.maxPrice > 0) || math.IsInf(f.maxPrice, 0) {
-				return usagef("--max-price %v: want a positive price in $ per instance-hour", f.maxPrice)
+			if err := app.CheckFleetTerms(spec); err != nil {
+				return err
 			}
 			if cmd.Flags().Changed("start") && strings.TrimSpace(f.start) == "" {
 				return usagef("--start is empty: want %s", domain.WhenForm)
 			}
 			if cmd.Flags().Changed("for") && strings.TrimSpace(f.length) == "" {
 				return usagef("--for is empty: want %s", domain.FleetLengthForm)
-			}
-			spec := domain.FleetSpec{InstanceTypes: types, TargetCapacity: f.target, OnDemandBase: f.odBase, Strategy: f.strategy,
-				LaunchTemplate: f.template, DryRun: f.dryRun}
-			if cmd.Flags().Changed("max-price") {
-				spec.MaxPriceUSD = domain.Float(f.maxPrice)
 			}
 			return cl.withApp(cmd, func(a *runner) error {
 				spec, err := a.FleetSpec(spec, f.start, f.length)

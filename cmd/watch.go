@@ -67,23 +67,9 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	// Headless: the log is stderr, alerts are stdout.
 	e.Log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
-	fileRules, err := a.FileRules()
+	all, err := a.WatchRules()
 	if err != nil {
 		return err
-	}
-	if err := a.CheckConfigRules(); err != nil {
-		return err
-	}
-	if err := a.CheckRules(a.RulesFile(), fileRules); err != nil {
-		return err
-	}
-	all := append(append([]watch.Spec(nil), e.Rules...), fileRules...)
-	if len(all) == 0 {
-		where := "no config file was read"
-		if e.Config.Path != "" {
-			where = "config " + e.Config.Path
-		}
-		return usagef("no watch rules: add a watch: list to the config (%s), or make rules in the TUI with a; see the README's Watch section", where)
 	}
 	ctx := cmd.Context()
 	// The providers serve the config's regions; the market the rules'.

@@ -143,35 +143,6 @@ ahead; --for takes ` + domain.FleetLengthForm + `.`,
 	return c
 }
 
-func fleetSummary(spec domain.FleetSpec, est ledger.FleetEstimate, simulated bool, schedule []string, now time.Time) string {
-	var b strings.Builder
-	if simulated {
-		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is launched.")
-	}
-	bills := est.Billing(spec, now)
-	if math.IsNaN(est.USDHour) {
-		fmt.Fprintf(&b, "Estimated cost: unknown (%s); %s\n", est.Basis, bills)
-	} else {
-		fmt.Fprintf(&b, "Estimated cost: $%.2f per hour (%s); %s\n", est.USDHour, est.Basis, bills)
-		if est.PricedGPUs > 0 {
-			fmt.Fprintf(&b, "  per GPU    $%.4f per GPU-hour over %s GPUs\n", est.USDHour/est.PricedGPUs, present.GPUCount(est.PricedGPUs))
-		}
-	}
-	fmt.Fprintf(&b, "  fleet      %d instances of %s in %s (%s)\n", spec.TargetCapacity, strings.Join(spec.InstanceTypes, ", "), spec.Region, spec.Provider)
-	fmt.Fprintf(&b, "  on-demand  %d, spot %d, strategy %s\n", spec.OnDemandBase, spec.TargetCapacity-spec.OnDemandBase, spec.Strategy)
-	if spec.MaxPriceUSD != nil {
-		fmt.Fprintf(&b, "  max price  $%.4f per instance-hour\n", *spec.MaxPriceUSD)
-	}
-	if spec.LaunchTemplate != "" {
-		fmt.Fprintf(&b, "  template   %s\n", spec.LaunchTemplate)
-	}
-	for _, l := range schedule {
-		what, rest, _ := strings.Cut(l, ": ")
-		fmt.Fprintf(&b, "  %-10s %s\n", strings.ToLower(what), rest)
-	}
-	return b.String()
-}
-
 // fleetDryRunRow is what `fleet launch --dry-run` prints with -o json|csv.
 type fleetDryRunRow struct {
 	Provider string  `json:"provider"`
@@ -202,7 +173,7 @@ func (a *runner) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fl
 	}
 	est := svc.EstimateFleet(ctx, spec)
 	simulated := svc.Describe(spec.Provider).Simulated
-	fmt.Fprint(e.errOut, fleetSummary(spec, est, simulated, svc.ScheduleLines(spec, a.Now()), a.Now()))
+	fmt.Fprint(e.errOut, present.FleetSummary(spec, est, simulated, svc.ScheduleLines(spec, a.Now()), a.Now()))
 	if !spec.DryRun {
 		// Dry run first: the provider's "no" comes before the question.
 		dry := spec
@@ -236,7 +207,7 @@ func (a *runner) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fl
 			break
 		}
 		fmt.Fprintln(e.errOut, "The fleet's prices went up since they were shown; nothing was launched. The new estimate:")
-		fmt.Fprint(e.errOut, fleetSummary(spec, ec.Now, simulated, svc.ScheduleLines(spec, a.Now()), a.Now()))
+		fmt.Fprint(e.errOut, present.FleetSummary(spec, ec.Now, simulated, svc.ScheduleLines(spec, a.Now()), a.Now()))
 		if f.yes || asked >= maxAsks-1 {
 			return fmt.Errorf("refused: the fleet now costs about $%.2f per hour (shown $%.2f); nothing was launched: run the command again to launch at the new prices", ec.Now.USDHour, ec.Shown.USDHour)
 		}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
@@ -82,18 +81,6 @@ func readLine(r io.Reader) (string, error) {
 			return b.String(), err
 		}
 	}
-}
-
-func location(region, zone string) string {
-	if zone == "" {
-		return region
-	}
-	return region + " (" + zone + ")"
-}
-
-// bothZones prints a time in local time and in UTC.
-func bothZones(t time.Time) string {
-	return fmt.Sprintf("%s  (%s)", t.Local().Format("Mon 2006-01-02 15:04 MST"), t.UTC().Format(time.RFC3339))
 }
 
 func dedupe(list []string) []string {

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/app"
-	"github.com/gpumarket/gpumarket/internal/memtrim"
 	"github.com/gpumarket/gpumarket/job"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
@@ -197,7 +196,7 @@ func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartF
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(e.errOut, jobSummary(req, p, svc, a.Simulated()))
+	fmt.Fprint(e.errOut, present.JobSummary(req, p, svc.Budget(), a.Simulated()))
 	if err := app.HoldWithinCap(svc.Budget(), p.HoldUSD); err != nil {
 		return err
 	}
@@ -215,7 +214,7 @@ func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartF
 		return err
 	}
 	fmt.Fprintf(e.errOut, "job %s recorded (%s): a running gpumarket carries it out from %s; `gpumarket job run` drives it headless\n",
-		j.ID, j.State, bothZones(j.Terms.Start))
+		j.ID, j.State, present.BothZones(j.Terms.Start))
 	return writeRows(e.out, f.plan.output, []jobRow{jobRowOf(j, nil, nil, a.Now())})
 }
 
@@ -226,41 +225,6 @@ func proposed(req job.Request, p job.Proposal) ledger.Job {
 			ProgressFile: req.ProgressFile, ProgressCommand: req.ProgressCommand},
 		Plan:   ledger.JobPlan{ExpectedUSD: p.Result.ExpectedCostUSD, P95USD: p.Result.P95CostUSD, OnTimePct: p.Result.OnTimePct},
 		MaxUSD: req.MaxUSD, HoldUSD: p.HoldUSD}
-}
-
-// jobSummary is the confirmation: the whole hold first, the plan's
-// figures, the pools, and what happens while no gpumarket runs.
-func jobSummary(req job.Request, p job.Proposal, svc *ledger.Service, simulated bool) string {
-	var b strings.Builder
-	if simulated {
-		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is launched.")
-	}
-	if req.MaxUSD > 0 {
-		fmt.Fprintf(&b, "Hold: $%.2f against the budget (the larger of the plan's p95 $%.2f and --max-usd $%.2f)\n", p.HoldUSD, p.Result.P95CostUSD, req.MaxUSD)
-	} else {
-		fmt.Fprintf(&b, "Hold: $%.2f against the budget (the job's limit: its work on on-demand alone within budget.max_booking_usd, or the plan's p95 $%.2f if larger)\n", p.HoldUSD, p.Result.P95CostUSD)
-	}
-	fmt.Fprintf(&b, "  strategy   %s: expected $%.2f, p95 $%.2f, on time in %.0f%% of the plan's runs\n", req.Strategy,
-		p.Result.ExpectedCostUSD, p.Result.P95CostUSD, p.Result.OnTimePct)
-	fmt.Fprintf(&b, "  job        %d GPUs of %s for %g h of work\n", req.Job.GPUs, strings.Join(req.Job.Models, ","), req.Job.Hours)
-	fmt.Fprintf(&b, "  start      %s\n", bothZones(req.Job.Start))
-	fmt.Fprintf(&b, "  deadline   %s\n", bothZones(req.Job.Deadline))
-	for i, l := range p.Live.Lanes {
-		fmt.Fprintf(&b, "  spot %d     %d × %s in %s (%s), $%.2f/h\n", i+1, l.Instances, l.InstanceType, location(l.Region, l.Zone), l.Provider, l.USDHour)
-	}
-	if od := p.Live.OnDemand; od != nil {
-		fmt.Fprintf(&b, "  on-demand  %d × %s in %s (%s), $%.2f/h\n", od.Instances, od.InstanceType, od.Region, od.Provider, od.USDHour)
-	}
-	limit := p.HoldUSD
-	if req.MaxUSD > 0 {
-		limit = req.MaxUSD
-	}
-	fmt.Fprintf(&b, "  limit      $%.2f: past it the job ends what runs and fails; the safety net is not bought if its cost to the end would pass it (--max-usd sets it)\n", limit)
-	if bu := svc.Budget(); bu.MaxDailyUSD > 0 {
-		fmt.Fprintf(&b, "  budget     the hold counts against budget.max_daily_usd $%.2f with every other purchase\n", bu.MaxDailyUSD)
-	}
-	fmt.Fprintf(&b, "  unattended %s\n", job.Unattended(job.Every))
-	return b.String()
 }
 
 func (cl *cli) jobListCmd() *cobra.Command {
@@ -355,7 +319,7 @@ func writeJobTable(a *runner, j ledger.Job, jr jobRow, rows []ledger.Entry, move
 	fmt.Fprintf(w, "  progress   %.1f h of %g h (%s)\n", j.WorkDone, j.Terms.Hours, jr.ProgressSource)
 	fmt.Fprintf(w, "  spent      $%.2f; plan expected $%.2f, p95 $%.2f, on time %.0f%%; hold $%.2f\n", jr.SpentUSD, j.Plan.ExpectedUSD,
 		j.Plan.P95USD, j.Plan.OnTimePct, j.HoldUSD)
-	fmt.Fprintf(w, "  window     %s to %s\n", bothZones(j.Terms.Start), bothZones(j.Terms.Deadline))
+	fmt.Fprintf(w, "  window     %s to %s\n", present.BothZones(j.Terms.Start), present.BothZones(j.Terms.Deadline))
 	if jr.OnTimePct != nil {
 		fmt.Fprintf(w, "  on time    %.0f%% chance as of its last review (plan %.0f%%)\n", *jr.OnTimePct, j.Plan.OnTimePct)
 	}
@@ -390,23 +354,11 @@ func (cl *cli) jobCancelCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cl.withJob(cmd, args, func(ctx context.Context, a *runner, st *ledger.Store, j ledger.Job) error {
+				j, err := a.CancelJob(ctx, j.ID, timeout)
+				if j.ID == "" {
+					return err // nothing was cancelled
+				}
 				rows, _ := st.JobRows(ctx, j.ID)
-				var names []string
-				for _, r := range rows {
-					if !slices.Contains(names, r.Provider) {
-						names = append(names, r.Provider)
-					}
-				}
-				ps, err := a.Providers(ctx, names...)
-				if err != nil {
-					return err
-				}
-				svc, err := a.Booking(ps, timeout)
-				if err != nil {
-					return err
-				}
-				j, err = job.Cancel(ctx, svc, j.ID, app.LocalActor())
-				rows, _ = st.JobRows(ctx, j.ID)
 				moves, _ := st.JobMoves(ctx, j.ID)
 				if werr := writeRows(a.out, output, []jobRow{jobRowOf(j, rows, moves, a.Now())}); werr != nil && err == nil {
 					err = werr
@@ -433,39 +385,10 @@ that process's lease lapses.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cl.withApp(cmd, func(a *runner) error {
-				ctx := cmd.Context()
-				ps, err := a.JobProviders(ctx)
-				if err != nil {
-					return err
-				}
-				svc, err := a.Booking(ps, 0)
-				if err != nil {
-					return err
-				}
-				d := a.JobDriver(svc, ps, func(text string) { fmt.Fprintln(a.errOut, "gpumarket: "+text) })
-				if once {
-					pass, err := d.Review(ctx)
-					if err != nil {
-						return err
-					}
-					return errors.Join(pass.Errs...)
-				}
-				defer trimAfterStart()()
-				err = d.Run(ctx, true)
-				if errors.Is(err, context.Canceled) {
-					return nil
-				}
-				return err
+				return a.RunJobs(cmd.Context(), once, a.say)
 			})
 		},
 	}
 	c.Flags().BoolVar(&once, "once", false, "review each job once and return")
 	return c
-}
-
-// trimAfterStart hands back, once a headless loop has settled, the memory
-// only start-up used (memtrim.Release); it returns the timer's stop.
-func trimAfterStart() func() {
-	t := time.AfterFunc(10*time.Second, func() { memtrim.Release() })
-	return func() { t.Stop() }
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"time"
 
@@ -81,9 +80,9 @@ func (a *runner) runUsage(ctx context.Context, since time.Duration, by string, t
 	case output == formatTable:
 		return writeUsageTable(a.out, rep, by)
 	case by == byDay:
-		return writeRows(a.out, output, dayRows(rep))
+		return writeRows(a.out, output, present.DayRows(rep))
 	case by == byActor:
-		return writeRows(a.out, output, actorRows(rep))
+		return writeRows(a.out, output, present.ActorRows(rep))
 	}
 	return writeRows(a.out, output, rep.Rows)
 }
@@ -102,36 +101,13 @@ func writeUsageTable(w io.Writer, rep ledger.UsageReport, by string) error {
 		fmt.Fprintln(w)
 	}
 	if by == byRow || by == byDay {
-		if err := writeRows(w, formatTable, dayRows(rep)); err != nil {
+		if err := writeRows(w, formatTable, present.DayRows(rep)); err != nil {
 			return err
 		}
 		fmt.Fprintln(w)
 	}
 	if by == byRow || by == byActor {
-		return writeRows(w, formatTable, append(actorRows(rep), present.ActorTotal{Total: rep.All, All: len(rep.Actors) > 0 && rep.All.Key == "all"}))
+		return writeRows(w, formatTable, append(present.ActorRows(rep), present.ActorTotal{Total: rep.All, All: len(rep.Actors) > 0 && rep.All.Key == "all"}))
 	}
 	return nil
-}
-
-// dayRows are the report's days, each with the busiest day's booked
-// GPU-hours for its bar.
-func dayRows(rep ledger.UsageReport) []present.DayTotal {
-	peak := 0.0
-	for _, d := range rep.Days {
-		peak = math.Max(peak, d.BookedGPUHours)
-	}
-	out := make([]present.DayTotal, len(rep.Days))
-	for i, d := range rep.Days {
-		out[i] = present.DayTotal{Total: d, Peak: peak}
-	}
-	return out
-}
-
-// actorRows are the report's totals per actor.
-func actorRows(rep ledger.UsageReport) []present.ActorTotal {
-	out := make([]present.ActorTotal, 0, len(rep.Actors)+1)
-	for _, t := range rep.Actors {
-		out = append(out, present.ActorTotal{Total: t})
-	}
-	return out
 }

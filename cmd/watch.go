@@ -88,7 +88,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	}
 	if !once {
 		a.DriveJobs(svc, ps)
-		defer trimAfterStart()()
+		defer app.TrimAfterStart()()
 	}
 	ev, err := a.NewWatcher(app.WatcherOptions{Hub: h, Booking: svc, Tracker: a.Tracker(ps), Market: market.For,
 		OnAlert: func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) }})

@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
@@ -121,48 +121,27 @@ func (a *App) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, timeou
 
 // soldTypes returns the region's instance types of the models, lower-case.
 func soldTypes(ctx context.Context, p domain.Provider, region string, models map[string]bool, timeout time.Duration) (map[string]bool, error) {
-	var gpus []string
-	for m := range models {
-		gpus = append(gpus, m)
-	}
-	sort.Strings(gpus)
-	now := time.Now()
+	gpus := slices.Sorted(maps.Keys(models))
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var mu sync.Mutex
-	sold := map[string]bool{}
-	failed := false
-	err := p.Fetch(cctx, domain.FetchRequest{
-		Query: domain.Query{Providers: []string{p.Name()}, Regions: []string{region}, GPUs: gpus, Window: 6 * time.Hour},
-		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true, Aside: true,
-	}, func(ev domain.Event) {
-		// The sink runs on several goroutines and may not keep an event's slices.
-		mu.Lock()
-		defer mu.Unlock()
-		if ev.Err != nil && (ev.Region == "" || ev.Region == region) {
-			failed = true
-		}
-		for _, pl := range ev.Pools {
-			if pl.Region == region {
-				sold[strings.ToLower(pl.InstanceType)] = true
-			}
-		}
-		for _, h := range ev.Histories {
-			if h.Pool.Region == region {
-				sold[strings.ToLower(h.Pool.InstanceType)] = true
-			}
-		}
-		for _, pt := range ev.Points {
-			if pt.Pool.Region == region {
-				sold[strings.ToLower(pt.Pool.InstanceType)] = true
-			}
-		}
-	})
-	if err == nil && failed {
+	q := domain.Query{Providers: []string{p.Name()}, Regions: []string{region}, GPUs: gpus, Window: 6 * time.Hour}
+	l, err := domain.ReadLatest(cctx, p, q, time.Now(), 6*time.Hour)
+	if err == nil && l.Failed(region) {
 		err = fmt.Errorf("%s: the region failed", region)
 	}
 	if err != nil {
 		return nil, err
+	}
+	sold := map[string]bool{}
+	for _, pl := range l.Pools {
+		if pl.Region == region {
+			sold[strings.ToLower(pl.InstanceType)] = true
+		}
+	}
+	for k := range l.Prices {
+		if k.Region == region {
+			sold[strings.ToLower(k.InstanceType)] = true
+		}
 	}
 	return sold, nil
 }

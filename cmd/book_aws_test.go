@@ -31,7 +31,7 @@ func stallPurchases(fake *ec2test.Server, stall *atomic.Bool) http.Handler {
 	})
 }
 
-// TestBookAgainstFakeEC2 is issue 4's "Done when", against the EC2
+// TestBookAgainstFakeEC2 books a block against the EC2
 // endpoint of cloud/aws/ec2test on loopback.
 func TestBookAgainstFakeEC2(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Minute)

@@ -17,8 +17,8 @@ import (
 )
 
 // A fleet of types its region cannot launch is refused with the reason
-// first, before any estimate or any question about a max price (issue
-// 11.7: "cost unknown, pass a max price", and only then "not sold").
+// first, before any estimate or any question about a max price (not
+// "cost unknown, pass a max price", and only then "not sold").
 func TestFleetLaunchRefusesTypesTheRegionCannotLaunchFirst(t *testing.T) {
 	for _, c := range []struct {
 		args []string

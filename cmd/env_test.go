@@ -146,7 +146,7 @@ func TestRegionFilterMustReachEachCloud(t *testing.T) {
 		{[]string{"sim"}, []string{"mars-1"}, false},
 		{[]string{"sim"}, []string{"us-west-1"}, false},
 		// A name no provider in use has is refused even beside one it
-		// has: it would be dropped with no word (issue 11.8).
+		// has: it would be dropped with no word.
 		{[]string{"sim"}, []string{"mars-1", "ap-south-1"}, false},
 		{[]string{"sim", "azure"}, []string{"us-east-1", "mars-1"}, false},
 		{[]string{"sim", "azure"}, []string{"us-east-1", "westus2"}, true},

@@ -99,7 +99,7 @@ func TestUnreadableConfigFileExit1(t *testing.T) {
 	}
 }
 
-// Issue 11.6: a config file with a bad value or an unknown key exited 1,
+// A config file with a bad value or an unknown key exited 1,
 // though the README says 2 for a bad value. Every refusal of a file's
 // content is bad usage (exit 2): one line naming file:line:col and what
 // is accepted, and no output.
@@ -148,7 +148,7 @@ func TestBadConfigContentExit2(t *testing.T) {
 	}
 }
 
-// Issue 15.7 through the command: an empty config file is the defaults.
+// Through the command: an empty config file is the defaults.
 func TestEmptyConfigFileRuns(t *testing.T) {
 	for _, body := range []string{"", "# nothing set yet\n", "---\n"} {
 		isolate(t)

@@ -10,7 +10,7 @@ import (
 	"github.com/gpumarket/gpumarket/internal/testutil"
 )
 
-// Issue 13.1: a schedule that cannot be kept is bad usage, in one line
+// A schedule that cannot be kept is bad usage, in one line
 // naming the flag, before anything is asked or recorded.
 func TestFleetScheduleFlagsRefused(t *testing.T) {
 	s := newSession(t, "")
@@ -40,7 +40,7 @@ func TestFleetScheduleFlagsRefused(t *testing.T) {
 	}
 }
 
-// Issue 13.1 on the simulated market: `fleet launch --start … --for 3h`
+// On the simulated market: `fleet launch --start … --for 3h`
 // shows the window in local time and UTC and says gpumarket keeps it,
 // records the row scheduled with its window (the ledger's JSON fields
 // unchanged, who keeps it in the table's note), launches nothing, and
@@ -99,7 +99,7 @@ func TestFleetScheduleOnSim(t *testing.T) {
 	}
 }
 
-// Issue 13.1 on the local EC2 endpoint through the CLI: the confirmation
+// On the local EC2 endpoint through the CLI: the confirmation
 // says AWS keeps the schedule; one dry run, then one CreateFleet of type
 // request with ValidFrom, ValidUntil and TerminateInstancesWithExpiration.
 func TestFleetScheduleOnFakeEC2(t *testing.T) {

@@ -77,7 +77,7 @@ func TestSimTurnWait(t *testing.T) {
 }
 
 // The CLI's confirmation takes y as the TUI's does, and yes, in any case
-// (issue 11.14: it wanted exactly "yes"); anything else cancels.
+// (it wanted exactly "yes" once); anything else cancels.
 func TestConfirmTakesYOrYesInAnyCase(t *testing.T) {
 	for _, c := range []struct {
 		answer string

@@ -69,7 +69,7 @@ func (a *acme) ledger(args ...string) []map[string]any {
 	return rows
 }
 
-// TestBookYesRefusesChangedTerms (issue 15.3): the cloud repriced a block
+// TestBookYesRefusesChangedTerms: the cloud repriced a block
 // to 3× after the search; `book --yes` sent the purchase at the cached
 // price, and the budget and the ledger used it. Now it describes the
 // offering again first: with --yes it exits 1 with the new terms and how
@@ -124,7 +124,7 @@ func TestBookAsksAgainOnNewTerms(t *testing.T) {
 	}
 }
 
-// TestCountFlagsBounded (issue 15.6): `fleet launch --target 4294967298`
+// TestCountFlagsBounded: `fleet launch --target 4294967298`
 // was sent as TotalTargetCapacity 2 and recorded as 4294967298 instances.
 // Counts are bounded at the flag: exit 2 naming it and the limit.
 func TestCountFlagsBounded(t *testing.T) {
@@ -148,7 +148,7 @@ func TestCountFlagsBounded(t *testing.T) {
 	}
 }
 
-// TestEmptyLedgerRefusedAndRebuilt (issue 15.4): a 0-byte ledger was
+// TestEmptyLedgerRefusedAndRebuilt: a 0-byte ledger was
 // taken for a new one and the same block bought again. Every command now
 // refuses it with how to rebuild; `ledger --rebuild` keeps it aside and
 // re-creates the rows from the cloud's tags, under their old ids, once.
@@ -199,7 +199,7 @@ func TestEmptyLedgerRefusedAndRebuilt(t *testing.T) {
 	}
 }
 
-// TestLedgerTimeoutDoesNotJudgeOthers (issue 15.5): `ledger --timeout 1s`
+// TestLedgerTimeoutDoesNotJudgeOthers: `ledger --timeout 1s`
 // marked a purchase that another process was still waiting on as
 // unknown. Another handle on the file (another process) records a
 // purchase an hour ago and is still in its call: the ledger leaves it
@@ -233,7 +233,7 @@ func TestLedgerTimeoutDoesNotJudgeOthers(t *testing.T) {
 	}
 }
 
-// TestFleetDeleteIsANoteAndSimFleetsEnd (issue 11.13): an ordinary delete
+// TestFleetDeleteIsANoteAndSimFleetsEnd: an ordinary delete
 // was written to the error column, and a simulated fleet launched from the
 // CLI showed "active" for ever. The delete is a note; a simulated fleet
 // whose process ended is ended, with a note and an end.
@@ -282,7 +282,7 @@ func (hangingFinder) FindOfferings(ctx context.Context, _ domain.OfferingQuery) 
 	return nil, fmt.Errorf("us-west-2: %w", ctx.Err())
 }
 
-// TestOfferingsOneProviderHangs (issue 15.1, offerings): with one source
+// TestOfferingsOneProviderHangs: with one source
 // hanging, `offerings` exited 1 after its timeout blaming "ledger keys:
 // context deadline exceeded". It prints what the others gave, warns of
 // the hung one, keeps the offerings for `book`, and exits 0.
@@ -302,7 +302,7 @@ func TestOfferingsOneProviderHangs(t *testing.T) {
 	}
 }
 
-// TestLedgerOnReadOnlyDataDir (issue 15.9): `ledger` could not read a
+// TestLedgerOnReadOnlyDataDir: `ledger` could not read a
 // ledger on a data dir it may not write. It lists it read-only, says it
 // did not reconcile, and `ledger --rebuild` says it cannot. As root (who
 // writes anywhere) the commands run in a copy of this test binary as

@@ -37,7 +37,7 @@ func awsOfferingsTable(t *testing.T, regions ...string) (app.Table, *ec2test.Ser
 	}), fake
 }
 
-// TestOfferingsWarnsOfEachAWSRegionThatFails (issue 15.1, offerings): with
+// TestOfferingsWarnsOfEachAWSRegionThatFails: with
 // us-west-2 failing, `offerings` listed us-east-1's blocks and said
 // nothing of us-west-2 (the provider dropped it silently). It lists them
 // and says, in one line, that us-west-2 did not answer and why; exit 0.
@@ -92,7 +92,7 @@ func contractRows(t *testing.T, out string) []map[string]any {
 	return rows
 }
 
-// TestOfferingsFlexDuration (issue 11, done when): AWS answers a 24 h
+// TestOfferingsFlexDuration: AWS answers a 24 h
 // search with 19 h 17 min, 43 h 17 min and 6 h 35 min blocks too (its
 // documented examples; the local EC2 endpoint does so). Without
 // --flex-duration only the 24 h blocks are listed; with it, those within
@@ -159,7 +159,7 @@ func TestOfferingsFlexDuration(t *testing.T) {
 	}
 }
 
-// TestOfferingsTableSaysTheHourlyRate (issue 11, done when): an Azure
+// TestOfferingsTableSaysTheHourlyRate: an Azure
 // reservation bills by the hour; UPFRONT_USD holds its total for the
 // asked duration, and the table shows its hourly rate in a $/H column of
 // its own, so an hourly bill is never read as an upfront fee. The

@@ -26,7 +26,7 @@ func (hangingFinder) FindOfferings(ctx context.Context, _ domain.OfferingQuery) 
 }
 
 // A provider that hangs leaves the others' offerings: printed within
-// --timeout, one warning naming it, exit 0 (issue 15.1: it exited 1
+// --timeout, one warning naming it, exit 0 (it once exited 1
 // blaming "ledger keys: context deadline exceeded").
 func TestOfferingsPrintsOthersWhenAProviderHangs(t *testing.T) {
 	isolate(t)

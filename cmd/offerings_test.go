@@ -105,7 +105,7 @@ func TestOfferingsEveryProviderRefusingSaysEachOnce(t *testing.T) {
 }
 
 // One provider failing leaves the others' offerings: printed, with one
-// warning line per failure, exit 0 (issue 15.1).
+// warning line per failure, exit 0.
 func TestOfferingsPrintsOthersWhenAProviderFails(t *testing.T) {
 	isolate(t)
 	broken := finderFake{name: "acme", err: fmt.Errorf("acme: describe offerings in r1: %w", errors.New("connection refused"))}
@@ -122,7 +122,7 @@ func TestOfferingsPrintsOthersWhenAProviderFails(t *testing.T) {
 }
 
 // The table shows an offering's start and end in local time with the
-// zone, as the TUI does; JSON keeps RFC 3339 UTC (issue 11.14).
+// zone, as the TUI does; JSON keeps RFC 3339 UTC.
 func TestOfferingsTableShowsLocalTimes(t *testing.T) {
 	s := newSession(t, "")
 	rows := s.search()
@@ -140,7 +140,7 @@ func TestOfferingsTableShowsLocalTimes(t *testing.T) {
 	}
 }
 
-// The CLI reads a local wall-clock time as the TUI does (issue 11.14: it
+// The CLI reads a local wall-clock time as the TUI does (it once
 // refused "2026-12-02T09:00" with exit 2).
 func TestOfferingsReadsLocalTimes(t *testing.T) {
 	day := time.Now().Add(72 * time.Hour).Format("2006-01-02")
@@ -154,7 +154,7 @@ func TestOfferingsReadsLocalTimes(t *testing.T) {
 		blocks := 0
 		for _, r := range rows {
 			// (The simulated Azure reservations start when made, whatever
-			// the start asked: issue 11.2, the providers' side.)
+			// the start asked: the providers' side.)
 			if r["cloud"] != "aws" {
 				continue
 			}

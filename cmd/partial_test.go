@@ -27,7 +27,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Partial answers (issue 15.1): a one-shot command prints what the
+// Partial answers: a one-shot command prints what the
 // regions that answered gave, one warning line per region that did not
 // (its cause, or that it did not answer within --timeout), exits 0 when
 // any answered and 1 only when none did. Each cloud is tested against its
@@ -426,7 +426,7 @@ func ptr[T any](v T) *T { return &v }
 
 // A region name no provider in use has is refused, even beside one it
 // has, and one a cloud's provider takes but the cloud does not know is
-// warned of rather than dropped with no word (issue 11.8).
+// warned of rather than dropped with no word.
 func TestPricesSaysWhatBecameOfEveryRegionAsked(t *testing.T) {
 	isolate(t)
 	code, out, errOut := runCmd(t, "prices", "--region", "us-east-1,mars-1")

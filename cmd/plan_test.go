@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// planFields are the JSON fields of a plan row, in order (issue 9).
+// planFields are the JSON fields of a plan row, in order.
 var planFields = []string{"strategy", "provider", "cloud", "regions", "instance_type", "instances", "gpus", "start", "end", "end_p95",
 	"expected_cost_usd", "p95_cost_usd", "on_time_pct", "expected_interruptions", "usd_per_useful_gpu_hour", "offering_id", "over_cap", "assumptions"}
 
@@ -73,7 +73,7 @@ func runIn(args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
-// TestPlanOnSim is issue 9's done-when, through the command: 16 H100 for
+// TestPlanOnSim is `plan`'s acceptance through the command: 16 H100 for
 // 48 h from tomorrow 09:00 (local), due three days later, on the
 // simulated market, as JSON with the contract's fields; the block it
 // proposes is bookable by id.

@@ -41,7 +41,7 @@ func TestServeUsageErrors(t *testing.T) {
 	}
 }
 
-// Issue 15.2 through the command: serve refuses to start on an
+// Through the command: serve refuses to start on an
 // authorized_keys file others could change, says which and how to fix
 // it, and exits 1 (the command line was right; the file is not).
 func TestServeRefusesUnsafeAuthorizedKeys(t *testing.T) {

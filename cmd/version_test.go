@@ -6,8 +6,7 @@ import (
 	"testing"
 )
 
-// `gpumarket --version` says which build this is (issue 11.14: there was
-// no --version).
+// `gpumarket --version` says which build this is.
 func TestVersionFlagSaysTheBuild(t *testing.T) {
 	code, out, errOut := runCmd(t, "--version")
 	if code != 0 || out != "gpumarket "+version()+"\n" || errOut != "" {

@@ -3,6 +3,7 @@ package domain
 import (
 	"context"
 	"iter"
+	"sync"
 	"time"
 
 	"github.com/gpumarket/gpumarket/series"
@@ -124,4 +125,48 @@ func OrDefault[T int | int64 | float64 | time.Duration](v *T, def T) {
 	if *v <= 0 {
 		*v = def
 	}
+}
+
+// Latest is what one back-fill says of now, for a caller outside the live feed.
+type Latest struct {
+	Pools  []Pool                 // as described, in the order they came
+	Prices map[PoolKey]PricePoint // each pool's price in force: its latest point, the dearer of a tie
+	Errs   []Event                // events that carried a region's error
+}
+
+// ReadLatest back-fills q over the window before now, aside from the hub's
+// coverage; its error is Fetch's, a region's failure is in Errs.
+func ReadLatest(ctx context.Context, p Provider, q Query, now time.Time, window time.Duration) (Latest, error) {
+	l := Latest{Prices: map[PoolKey]PricePoint{}}
+	// The sink runs on several goroutines and may not keep an event's slices.
+	var mu sync.Mutex
+	err := p.Fetch(ctx, FetchRequest{
+		Query: q, Since: now.Add(-window), Until: now,
+		// Providers describe pools (and their on-demand prices) only in a back-fill.
+		Backfill: true, Aside: true,
+	}, func(ev Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Err != nil {
+			l.Errs = append(l.Errs, Event{Provider: ev.Provider, Region: ev.Region, Err: ev.Err})
+		}
+		l.Pools = append(l.Pools, ev.Pools...)
+		for pt := range ev.PricePoints() {
+			v, ok := l.Prices[pt.Pool]
+			if !ok || pt.At.After(v.At) || (pt.At.Equal(v.At) && pt.USDHour > v.USDHour) {
+				l.Prices[pt.Pool] = pt
+			}
+		}
+	})
+	return l, err
+}
+
+// Failed reports whether region, or the whole provider, failed.
+func (l Latest) Failed(region string) bool {
+	for _, ev := range l.Errs {
+		if ev.Region == "" || ev.Region == region {
+			return true
+		}
+	}
+	return false
 }

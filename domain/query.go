@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -245,4 +246,17 @@ func Earlier(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// RetryAfter reads an HTTP Retry-After header, seconds or a date (RFC 9110
+// 10.2.3), as a wait from now of at most most; false when absent or unreadable.
+func RetryAfter(h string, now time.Time, most time.Duration) (time.Duration, bool) {
+	h = strings.TrimSpace(h)
+	if n, err := strconv.Atoi(h); err == nil && n >= 0 {
+		return min(time.Duration(n)*time.Second, most), true
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return min(max(t.Sub(now), 0), most), true
+	}
+	return 0, false
 }

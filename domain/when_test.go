@@ -161,3 +161,30 @@ func TestLaterAndEarlier(t *testing.T) {
 		t.Errorf("Later %v %v, Earlier %v %v", Later(a, b), Later(b, a), Earlier(a, b), Earlier(b, a))
 	}
 }
+
+// TestRetryAfter reads both forms of RFC 9110's Retry-After, capped, and
+// nothing else.
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		h    string
+		want time.Duration
+		ok   bool
+	}{
+		{"2", 2 * time.Second, true},
+		{" 7 ", 7 * time.Second, true},
+		{"0", 0, true},
+		{"", 0, false},
+		{"-3", 0, false},
+		{"soon", 0, false},
+		{"100000", time.Minute, true},
+		{"Sun, 06 Dec 2026 12:00:30 GMT", 30 * time.Second, true},
+		{"Sun, 06 Dec 2026 11:59:00 GMT", 0, true},
+		{"Sun, 06 Dec 2026 13:00:00 GMT", time.Minute, true},
+	} {
+		got, ok := RetryAfter(tc.h, now, time.Minute)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("RetryAfter(%q) = %v %v, want %v %v", tc.h, got, ok, tc.want, tc.ok)
+		}
+	}
+}

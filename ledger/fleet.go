@@ -45,60 +45,34 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 		est.Basis = unknownPrices
 		return est
 	}
-	now := s.opt.Now()
 	want := map[string]bool{}
 	for _, t := range spec.InstanceTypes {
 		want[strings.ToLower(t)] = true
 	}
-	type seen struct {
-		at   time.Time
-		spot float64
-	}
-	latest := map[string]float64{} // on-demand $/h by lower-cased type
-	inForce := map[domain.PoolKey]*seen{}
 	zones := map[string]bool{} // the spec's zones; none means all
 	for _, z := range spec.Zones {
 		zones[z] = true
 	}
-	// The sink runs on several goroutines and may not keep an event's slices.
-	var mu sync.Mutex
-	sink := func(ev domain.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, pl := range ev.Pools {
-			if k := strings.ToLower(pl.InstanceType); want[k] && pl.OnDemandUSDHour != nil {
-				latest[k] = *pl.OnDemandUSDHour
-			}
-		}
-		// The price in force is each pool's latest point; the fleet may land in any.
-		for pt := range ev.PricePoints() {
-			k := strings.ToLower(pt.Pool.InstanceType)
-			if !want[k] || (len(zones) > 0 && !zones[pt.Pool.Zone]) {
-				continue
-			}
-			v := inForce[pt.Pool]
-			if v == nil {
-				v = &seen{}
-				inForce[pt.Pool] = v
-			}
-			if pt.At.After(v.at) || (pt.At.Equal(v.at) && pt.USDHour > v.spot) {
-				v.at, v.spot = pt.At, pt.USDHour
-			}
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	q := domain.Query{Providers: []string{spec.Provider}, Regions: []string{spec.Region}}
+	l, err := domain.ReadLatest(cctx, p, q, s.opt.Now(), 6*time.Hour)
+	cancel()
+	latest := map[string]float64{} // on-demand $/h by lower-cased type
+	for _, pl := range l.Pools {
+		if k := strings.ToLower(pl.InstanceType); want[k] && pl.OnDemandUSDHour != nil {
+			latest[k] = *pl.OnDemandUSDHour
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
-	err := p.Fetch(cctx, domain.FetchRequest{
-		Query: domain.Query{Providers: []string{spec.Provider}, Regions: []string{spec.Region}},
-		// A back-fill: providers describe pools (on-demand prices) only on a first fetch.
-		Since: now.Add(-6 * time.Hour), Until: now, Backfill: true, Aside: true,
-	}, sink)
-	cancel()
 	var spot, ond float64
 	var spotPool domain.PoolKey
 	var ondType string
-	for k, v := range inForce {
-		if v.spot > spot || (v.spot == spot && k.String() < spotPool.String()) {
-			spot, spotPool = v.spot, k
+	// The price in force is each pool's latest point; the fleet may land in any.
+	for k, pt := range l.Prices {
+		if !want[strings.ToLower(k.InstanceType)] || (len(zones) > 0 && !zones[k.Zone]) {
+			continue
+		}
+		if pt.USDHour > spot || (pt.USDHour == spot && k.String() < spotPool.String()) {
+			spot, spotPool = pt.USDHour, k
 		}
 	}
 	for t, v := range latest {

@@ -12,7 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/ledger/ledgertest"
 )
 
-// TestFreshTermsBeforePurchase (issue 15.3): `book` bought at cached
+// TestFreshTermsBeforePurchase: `book` bought at cached
 // terms up to an hour old — the cloud had repriced the block to 3×, and
 // the budget and the ledger used the old price. Right before the
 // purchase the offering is described again; any change of price (to the

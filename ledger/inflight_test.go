@@ -21,7 +21,7 @@ import (
 // the purchase call forever: another process with a purchase in flight.
 const hangEnv = "GPUMARKET_BOOKING_HANG_DIR"
 
-// TestInFlightInAnotherProcess (issue 15.5): `ledger --timeout 1s` marked
+// TestInFlightInAnotherProcess: `ledger --timeout 1s` marked
 // a purchase that another process was still waiting on as unknown ("the
 // process stopped between intent and answer"). The row names its owner,
 // whose lock says it is alive: a reconciliation with a one-millisecond
@@ -195,7 +195,7 @@ func TestHeartbeatDuringACall(t *testing.T) {
 	}
 }
 
-// TestMadeBeforeFoundAtTheCloud (issue 15.4): the ledger was lost (an
+// TestMadeBeforeFoundAtTheCloud: the ledger was lost (an
 // emptied file, set aside), and the same block was bought again. Before
 // buying, the provider is asked for a reservation already made from the
 // offering — by its tags, or by its terms where it lists none — and the

@@ -11,7 +11,7 @@ import (
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
-// TestRebuildFromTheClouds (issue 15.4): nothing on the cloud side
+// TestRebuildFromTheClouds: nothing on the cloud side
 // recorded which purchases gpumarket made, so a lost ledger could not be
 // rebuilt. Purchases and launches carry their ledger row, actor and
 // offering as tags; Rebuild re-creates, in an empty ledger, a row for

@@ -49,7 +49,7 @@ func waitRow(t *testing.T, st *ledger.Store, id, what string, ok func(ledger.Ent
 	}
 }
 
-// Issue 13.2/13.3 on the simulated market, with no account: a fleet
+// On the simulated market, with no account: a fleet
 // scheduled from Thursday 14:00 for 3 h is recorded "scheduled" before
 // anything is launched (the dry run only); the reconcile loop of a
 // running gpumarket launches it when its start comes (ClientToken = the
@@ -173,7 +173,7 @@ func scheduledOnFake(t *testing.T, f *fixture, start time.Time) ledger.Entry {
 	return res.Row
 }
 
-// Issue 13.2: a lost answer to the loop's launch leaves the row unknown,
+// A lost answer to the loop's launch leaves the row unknown,
 // and it is looked up by its client token (the row id), never re-sent.
 func TestScheduledLaunchWhoseAnswerIsLostIsLookedUp(t *testing.T) {
 	f := newFixture(t, "", "aws", ledger.Budget{})
@@ -202,7 +202,7 @@ func TestScheduledLaunchWhoseAnswerIsLostIsLookedUp(t *testing.T) {
 	}
 }
 
-// Issue 13.2: when no gpumarket runs at a fleet's end, the next one
+// When no gpumarket runs at a fleet's end, the next one
 // deletes it at once and says how late; a delete that fails leaves it
 // active with the reason, and is tried again.
 func TestScheduledFleetDeletedLateSaysHowLate(t *testing.T) {
@@ -345,7 +345,7 @@ func TestWindowTextSaysLocalAndUTC(t *testing.T) {
 	}
 }
 
-// Issue 13.2: the loop ticks every minute, but a schedule due before the
+// The loop ticks every minute, but a schedule due before the
 // next tick is sent at its time: Keep wakes for it.
 func TestKeepWakesWhenAScheduleIsDue(t *testing.T) {
 	c := &clock{t: t0}

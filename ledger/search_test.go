@@ -48,7 +48,7 @@ func (r regionsFinder) FindOfferings(ctx context.Context, q domain.OfferingQuery
 	return offs, regionErrs{"us-west-2": errors.New("RequestLimitExceeded"), "eu-north-1": errors.New("connection reset")}
 }
 
-// TestSearchWithAHungProvider (issue 15.1, offerings): with one region
+// TestSearchWithAHungProvider: with one region
 // hanging, `offerings` exited 1 after 60 s blaming "ledger keys: context
 // deadline exceeded" — the hung provider had used up the context the
 // ledger work then ran under. The answering provider's offerings come
@@ -144,7 +144,7 @@ func TestSearchRegionsThatAnsweredNothingAnswered(t *testing.T) {
 	}
 }
 
-// TestSearchRanksTheAskedLengthFirst (issue 11.1): an offering of another
+// TestSearchRanksTheAskedLengthFirst: an offering of another
 // length, kept by --flex-duration, comes after every offering of the
 // asked length however cheap it is per GPU-hour: `book` of the top row
 // never buys a length nobody asked for.

@@ -14,8 +14,8 @@ import (
 	"github.com/gpumarket/gpumarket/ledger/ledgertest"
 )
 
-// Tests that kill the bugs issue 15 put into the money path and that
-// every test let through.
+// Tests that kill bugs put into the money path on purpose that every
+// other test let through.
 
 // TestHeldOfferingNotOfferedAgain: the provider still offers a block the
 // ledger holds (a search lagging the sale; the simulated market of

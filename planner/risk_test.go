@@ -143,7 +143,7 @@ func TestPaidHoursKnownValues(t *testing.T) {
 	}
 }
 
-// TestEffectiveRanksByRisk is issue 9's test of EFF: two pools at the same
+// TestEffectiveRanksByRisk tests EFF: two pools at the same
 // price, one calm and one wild, differ by more than 5 % and change places
 // with a slightly cheaper wild pool.
 func TestEffectiveRanksByRisk(t *testing.T) {

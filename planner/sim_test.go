@@ -38,7 +38,7 @@ func simTraces(t testing.TB, typ string, days int) []planner.Trace {
 	return out
 }
 
-// TestBacktestOnSimTraces is issue 9's acceptance: on 45 days of the
+// TestBacktestOnSimTraces: on 45 days of the
 // simulated market's p3.2xlarge traces with the published prices, the
 // planner meets ≥ 99 % of deadlines and saves more than Uniform Progress
 // at every job/deadline ratio from 0.6 to 0.9, on one pool (each of the
@@ -97,7 +97,7 @@ func simMarket(t testing.TB, job planner.Job, now time.Time) planner.Market {
 	return mk
 }
 
-// TestPlanOnSimMarket is issue 9's done-when for `plan`: 16 H100 for 48 h
+// TestPlanOnSimMarket is `plan`'s acceptance: 16 H100 for 48 h
 // from tomorrow 09:00, due three days later, on the simulated market:
 // AWS blocks with their real length, an Azure strategy, on-demand, spot in
 // one pool and in many, and spot with the safety net, each with its

@@ -54,7 +54,7 @@ func (r *rig) places() int {
 	return r.srv.placesLocked(nil)
 }
 
-// Issue 15.9: an authenticated connection that opens no session (ssh -N)
+// An authenticated connection that opens no session (ssh -N)
 // held nothing and lived for ever. Now it holds a place of max_sessions,
 // so a full server says so to the next login, and it is closed after
 // NoSessionTimeout, which frees the place. (The timers are fired by the
@@ -166,7 +166,6 @@ func TestSilentConnectionClosed(t *testing.T) {
 	}
 }
 
-// Issue 15.9: `ssh -t host id` ignored the command and started the TUI.
 // A command (with or without a terminal) or a subsystem is refused with a
 // message and exit 1, and no TUI is built.
 func TestCommandRefused(t *testing.T) {

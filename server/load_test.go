@@ -1,6 +1,6 @@
 package server_test
 
-// The load measurement of issue 5: a hundred SSH sessions of the real TUI
+// The load measurement: a hundred SSH sessions of the real TUI
 // over the real simulated market (766 pools), in one process with their
 // clients. Run it with
 //

@@ -59,7 +59,7 @@ func runOpenSSH(t *testing.T, addr, key string, args ...string) (int, string) {
 	return cmd.ProcessState.ExitCode(), string(out)
 }
 
-// Issue 15.9 with the real client: `ssh -t host id` started the TUI.
+// With the real client: `ssh -t host id` started the TUI.
 func TestOpenSSHCommandRefused(t *testing.T) {
 	key, line := newKeyFile(t, "", "")
 	r := newRig(t, line+"\n", rigOptions{})
@@ -78,7 +78,7 @@ func TestOpenSSHCommandRefused(t *testing.T) {
 	}
 }
 
-// Issue 15.9 with the real client: `ssh -N` held a connection for ever
+// With the real client: `ssh -N` held a connection for ever
 // and outside max_sessions. Now it holds the only place (the next ssh is
 // told the server is full) and is closed after the timeout (fired by
 // the test), so ssh -N ends by itself.
@@ -113,7 +113,7 @@ func TestOpenSSHSessionlessConnectionCountsAndEnds(t *testing.T) {
 	eventually(t, "the place is freed", func() bool { return r.places() == 0 })
 }
 
-// Issue 15.2 with the real client, as reported: a world-writable
+// With the real client, as reported: a world-writable
 // authorized_keys, a local user appends a key with the booker role and
 // logs in. Refused; no session is built.
 func TestOpenSSHWorldWritableAuthorizedKeysRefused(t *testing.T) {

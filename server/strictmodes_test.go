@@ -294,7 +294,7 @@ func writeHostKey(t *testing.T, key any) string {
 	return path
 }
 
-// RSA-1024 host keys were accepted silently (issue 15.9): now refused at
+// RSA-1024 host keys were accepted silently: now refused at
 // start with the fix; strong keys of each kind are accepted.
 func TestWeakHostKeyRefused(t *testing.T) {
 	weak, err := rsa.GenerateKey(rand.Reader, 1024)

@@ -484,7 +484,7 @@ func TestLedgerShowsWhoAndFleetTimes(t *testing.T) {
 	}
 }
 
-// Issue 13.1: the Fleet form's Start and For schedule the fleet; the
+// The Fleet form's Start and For schedule the fleet; the
 // confirmation says its window (local and UTC) and who starts and stops
 // it; confirmed on a provider whose cloud keeps no schedule, the ledger
 // holds it scheduled and nothing but the dry run was sent.
@@ -552,7 +552,7 @@ func TestFleetFormRefusesBadSchedules(t *testing.T) {
 	}
 }
 
-// Issue 13.4: the Ledger shows each running fleet's instances running
+// The Ledger shows each running fleet's instances running
 // now of those asked, from the provider's describe — asked after a load,
 // once per fleet per ledger.FleetsNowEvery whatever the sessions and
 // reloads, and never per key.

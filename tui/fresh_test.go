@@ -26,7 +26,7 @@ func (f *moneyFixture) ledgerRows(t *testing.T) []ledger.Entry {
 	return rows
 }
 
-// TestBlocksFreshTermsAskAgain (issue 15.3 in the TUI): the provider
+// TestBlocksFreshTermsAskAgain: the provider
 // reprices the block between the confirmation and the yes. Nothing is
 // bought; the box shows the new terms — the new total first, what
 // changed — and asks again; y then enter buys them, at the new price.

@@ -99,7 +99,7 @@ func TestGoldenFleetConfirm(t *testing.T) {
 	goldenMoney(t, RoleBooker, "Fleet", markTwo, "e", "backspace", "3", "down", "backspace", "1", "enter", "L")
 }
 
-// A workshop's fleet, Thursday 14:00 for 3 h (issue 13.1): the window in
+// A workshop's fleet, Thursday 14:00 for 3 h: the window in
 // local time and UTC, and who starts and stops it.
 func TestGoldenFleetScheduleConfirm(t *testing.T) {
 	goldenMoney(t, RoleBooker, "Fleet", markTwo, "e", "down", "down", "down", "down", "T", "h", "u", "space", "1", "4", ":", "0", "0",
@@ -126,7 +126,7 @@ func goldenLedgerRows() []ledger.Entry {
 			InstanceType: "Standard_NC24ads_A100_v4", InstanceCount: 1, Start: now.Add(-48 * time.Hour), End: now.Add(-time.Hour),
 			CostUSD: 176.3, ProviderRef: "res-a100", Actor: "ssh:SHA256:cXV4", CreatedAt: now.Add(-48 * time.Hour)},
 		// Thursday's workshop, kept by gpumarket, and today's class, kept
-		// by AWS and running (issue 13).
+		// by AWS and running.
 		scheduledRow("01JWORKSHOP", "sim", "", ledger.StateScheduled, "", 30, now.Add(26*time.Hour), now.Add(29*time.Hour), ledger.KeptByGpumarket),
 		scheduledRow("01JCLASS", "aws", "aws", ledger.StateActive, "fleet-0002", 12, now.Add(-50*time.Minute), now.Add(130*time.Minute), ledger.KeptByCloud),
 	}

@@ -44,7 +44,7 @@ func planSession(t *testing.T, role Role, ev *watch.Evaluator) (*Model, *planVie
 	return nil, nil
 }
 
-// TestPlanMakesAPlanRule (issue 14: rules made from a Plan): a on the
+// TestPlanMakesAPlanRule: a on the
 // Plan view makes a plan rule for the job the table shows — "the best
 // plan on time that often gets cheaper than $X", X below the best
 // expected cost now to start with — saved with the other rules made in

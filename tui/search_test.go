@@ -138,7 +138,7 @@ func (r recordingFinder) FindOfferings(ctx context.Context, q domain.OfferingQue
 	return r.Fake.FindOfferings(ctx, q)
 }
 
-// TestBlocksShowsOtherLengthsAndHourlyRates (issue 11, done when): the
+// TestBlocksShowsOtherLengthsAndHourlyRates: the
 // form's "Other lengths" asks for blocks within it of the duration too;
 // they are listed after those of the asked length, their HOURS marked ~.
 // A reservation billed by the hour shows its rate in a $/H column beside

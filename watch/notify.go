@@ -11,12 +11,12 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // Notifier tells an alert outward: a command, a webhook.
@@ -162,8 +162,8 @@ func (w *Webhook) Send(ctx context.Context, a Alert) error {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		return nil
 	case resp.StatusCode == http.StatusTooManyRequests:
-		after, _ := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
-		return &sendError{err: fmt.Errorf("POST %s: %s", hook, resp.Status), after: time.Duration(after) * time.Second}
+		after, _ := domain.RetryAfter(resp.Header.Get("Retry-After"), time.Now(), maxBackoff)
+		return &sendError{err: fmt.Errorf("POST %s: %s", hook, resp.Status), after: after}
 	case resp.StatusCode >= 500:
 		return fmt.Errorf("POST %s: %s %s", hook, resp.Status, oneLine(string(body)))
 	}

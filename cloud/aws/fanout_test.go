@@ -113,7 +113,7 @@ func credentialRegion(auth string) string {
 	return parts[2]
 }
 
-// TestFetchAsksEveryRegionAtOnce is issue 10's fan-out: the sixteen
+// TestFetchAsksEveryRegionAtOnce: the sixteen
 // regions' history requests are all in flight together (a fixed bound of
 // four regions, as before, never fills the gate), and a region's history
 // starts before DescribeInstanceTypes, the Price List and the placement
@@ -166,7 +166,7 @@ func TestFetchAsksEveryRegionAtOnce(t *testing.T) {
 	}
 }
 
-// TestFetchUnreachableEndpointFailsFast is issue 10's fast failure: against
+// TestFetchUnreachableEndpointFailsFast: against
 // a port nothing listens on, through the SDK's own HTTP client, each region
 // is reported once, naming the endpoint and the cause, and Fetch returns
 // well within 5 seconds (the deadline below is the bound: it is not

@@ -12,7 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
-// Issue 13's "Done when", on the local EC2 endpoint: a fleet launched
+// On the local EC2 endpoint: a fleet launched
 // through the ledger with a start T and 3 h sends, after its dry run, one
 // CreateFleet whose ValidFrom and ValidUntil are T and T+3h and that
 // terminates its instances at expiry; its row is scheduled, then active

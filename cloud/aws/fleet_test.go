@@ -37,7 +37,7 @@ func fleetSpec() domain.FleetSpec {
 	return domain.FleetSpec{Region: "us-east-1", InstanceTypes: []string{"g6e.xlarge", "g6.xlarge"}, TargetCapacity: 3, ClientToken: "L9", Actor: "alice@host"}
 }
 
-// Issue 15.6: `fleet launch --target 4294967298` was sent as
+// `fleet launch --target 4294967298` was sent as
 // TotalTargetCapacity 2.
 func TestFleetTargetBeyondTheAPILimitIsRefused(t *testing.T) {
 	f := newFixture(t, "us-east-1")
@@ -67,7 +67,7 @@ func TestFleetTargetBeyondTheAPILimitIsRefused(t *testing.T) {
 	}
 }
 
-// Issue 13.1: a fleet that starts and ends at the cloud, even if gpumarket
+// A fleet that starts and ends at the cloud, even if gpumarket
 // is not running then.
 func TestScheduledFleetStartsAndEndsAtTheCloud(t *testing.T) {
 	// The views that schedule a fleet (the Plan view) ask the descriptor

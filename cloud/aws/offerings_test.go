@@ -83,7 +83,7 @@ func ids(offers []domain.Offering) []string {
 	return out
 }
 
-// Issue 11.1: AWS answers a 24 h search with 19 h and 43 h blocks too, and
+// AWS answers a 24 h search with 19 h and 43 h blocks too, and
 // they were listed (and ranked) with the 24 h one.
 func TestFindOfferingsKeepsOnlyTheAskedLengthAndStart(t *testing.T) {
 	const (
@@ -202,7 +202,7 @@ func TestFindOfferingsDropsTheOtherLengthsOfEveryPage(t *testing.T) {
 	}
 }
 
-// Issue 15.8: one offering with a NaN, infinite, negative or unparsable
+// One offering with a NaN, infinite, negative or unparsable
 // fee failed the whole search.
 func TestFindOfferingsSkipsOfferingsWithoutAFee(t *testing.T) {
 	var logs logBuffer
@@ -237,7 +237,7 @@ func TestFindOfferingsSkipsOfferingsWithoutAFee(t *testing.T) {
 	}
 }
 
-// Issue 11.3: real reservation states read as the ledger's "unknown".
+// Real reservation states read as the ledger's "unknown".
 func TestReservationStatesMeanWhatTheySay(t *testing.T) {
 	start, end := testNow.Add(24*time.Hour), testNow.Add(48*time.Hour)
 	want := map[ec2types.CapacityReservationState]string{
@@ -338,7 +338,7 @@ func TestFindBookingReadsTheCountOfABlockNotYetStarted(t *testing.T) {
 	}
 }
 
-// Issue 15: a lookup preferring an untagged look-alike over its own tagged
+// A lookup preferring an untagged look-alike over its own tagged
 // block, or ignoring the instance count, survived every test.
 func TestFindBookingPrefersItsOwnTaggedBlock(t *testing.T) {
 	f := newFixture(t, "us-east-1")
@@ -401,7 +401,7 @@ func TestBookTagsThePurchase(t *testing.T) {
 	}
 }
 
-// Issue 15.4: before buying, a reservation already bought from the same
+// Before buying, a reservation already bought from the same
 // offering (a lost ledger, another process) is looked for by its tag.
 func TestBookAnswersWithAnEarlierPurchaseOfTheOffering(t *testing.T) {
 	f := newFixture(t, "us-east-1")
@@ -443,7 +443,7 @@ func TestBookBuysNothingWhenTheLookUpFails(t *testing.T) {
 	}
 }
 
-// Issue 15.3: book bought at cached terms; RefreshOffering gives the
+// Book bought at cached terms; RefreshOffering gives the
 // terms AWS sells the same id at now, or ErrOfferingGone.
 func TestRefreshOffering(t *testing.T) {
 	f := newFixture(t, "us-east-1")
@@ -534,7 +534,7 @@ func FuzzOfferingOf(f *testing.F) {
 	})
 }
 
-// TestFindOfferingsWarnsPerRegion (issue 15.1, offerings): with one of
+// TestFindOfferingsWarnsPerRegion: with one of
 // two regions failing, FindOfferings dropped it silently, so `offerings`
 // gave no warning for it. The answering region's offerings come back
 // with an error that names the failed region (ledger.RegionErrors); the

@@ -11,7 +11,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// Issue 15.4: nothing on the cloud side recorded which purchases gpumarket
+// Nothing on the cloud side recorded which purchases gpumarket
 // made, so a lost ledger could not be rebuilt.
 func TestListRecordsRebuildsTheLedgerFromTags(t *testing.T) {
 	f := newFixture(t)

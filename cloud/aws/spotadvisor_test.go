@@ -83,7 +83,7 @@ func TestAdvisorFailureFallsBackToEmbedded(t *testing.T) {
 	}
 }
 
-// TestAdvisorFallbackIsOneLine is issue 11 item 9: when the live advisor
+// TestAdvisorFallbackIsOneLine: when the live advisor
 // file cannot be had, the user is told once, in the source's note (which
 // cmd prints as one line), not also by a warning in the log (which cmd
 // prints on stderr too).

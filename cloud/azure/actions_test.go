@@ -84,7 +84,7 @@ func TestFindOfferings(t *testing.T) {
 	}
 }
 
-// TestAzureOfferingsKeepTheirOwnFilters (issue 11.2): a reservation
+// TestAzureOfferingsKeepTheirOwnFilters: a reservation
 // starts when it is made, so it is offered only when the asked start range
 // includes now, for exactly the asked duration, its total in UpfrontUSD
 // and its rate in HourlyUSD. Before, a search for 48 h starting in three
@@ -605,7 +605,7 @@ func TestFindFleet(t *testing.T) {
 	}
 }
 
-// TestFindOfferingsWarnsPerRegion (issue 15.1, offerings): a region whose
+// TestFindOfferingsWarnsPerRegion: a region whose
 // ResourceSKUs call failed was logged and dropped, so `offerings` said
 // nothing of it. The answering region's offerings come back with an error
 // naming the failed one (domain.RegionErrors, which the search warns

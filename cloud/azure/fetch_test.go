@@ -139,7 +139,7 @@ func TestFetchSignedIn(t *testing.T) {
 		}
 	}
 	// The partial A10 reports 1 GPU; the catalog says 1/6, and its share
-	// of the memory (issue 11.12: 4 GiB, not a whole A10's 24).
+	// of the memory (4 GiB, not a whole A10's 24).
 	if a10 := pools[key("eastus", "1", "Standard_NV6ads_A10_v5")]; math.Abs(a10.GPU.Count-1.0/6) > 1e-9 || a10.GPU.MemoryGiB != 4 {
 		t.Errorf("NV6ads A10 GPU = %+v, want 1/6 of an A10 with its 4 GiB", a10.GPU)
 	}

@@ -117,7 +117,7 @@ func TestLedgerKeepsReleasingWhileVMsAreAssociated(t *testing.T) {
 	}
 }
 
-// Issue 13.2: Azure scale sets have no schedule, so gpumarket keeps it:
+// Azure scale sets have no schedule, so gpumarket keeps it:
 // scheduling sends nothing (Azure has no dry run; the local checks run),
 // the reconcile loop creates the scale set when the start comes — named
 // after the row, so a lost answer is found — and deletes it when the end

@@ -203,7 +203,7 @@ func closedPort(t *testing.T) string {
 	return addr
 }
 
-// TestConnectionRefusedReportedAtOnce (issue 10): an endpoint that refuses
+// TestConnectionRefusedReportedAtOnce: an endpoint that refuses
 // connections is reported on the first attempt, per region, with the
 // endpoint and the cause: not retried with backoff (azcore's default is 3
 // retries over about 9 s; the Retail Prices client's 5 over 31 s), so the
@@ -296,7 +296,7 @@ func (b *barrier) arrive(key string) {
 
 var manyRegions = []string{"eastus", "eastus2", "southcentralus", "westus2", "westus3", "westeurope", "northeurope", "swedencentral", "japaneast", "australiaeast"}
 
-// TestEveryRegionAtOnce (issue 10): the regions' first calls are all in
+// TestEveryRegionAtOnce: the regions' first calls are all in
 // flight at once (no region waits for another), and within a region the
 // Resource Graph queries (eviction rates, history) run beside each other.
 func TestEveryRegionAtOnce(t *testing.T) {

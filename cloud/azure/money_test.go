@@ -39,7 +39,7 @@ func book(t *testing.T, p *Provider, o domain.Offering, ref string) domain.Booki
 	return b
 }
 
-// TestReservationFoundByLookupHasItsStart (issue 11.4): the items of a
+// TestReservationFoundByLookupHasItsStart: the items of a
 // reservation list carry provisioningTime and no timeCreated
 // (CapacityReservation_ListByReservationGroup.json), so a reservation
 // found by lookup had no start, and a ledger row settled from it none
@@ -136,7 +136,7 @@ func TestSecondBookingOfSameSizeAndZoneUsesAnotherGroup(t *testing.T) {
 	}
 }
 
-// TestBookAnswersWithReservationAlreadyMadeFromOffering (issue 15): before
+// TestBookAnswersWithReservationAlreadyMadeFromOffering: before
 // buying, the provider looks for a reservation tagged with the same
 // offering; a live one (a lost ledger, another process) is the answer and
 // nothing is bought again. A failed one is not: the purchase goes ahead.
@@ -194,7 +194,7 @@ func TestProvisioningStatesMeanWhatTheySay(t *testing.T) {
 	}
 }
 
-// TestServerFaultsAreNeverADefiniteNo (issue 15): a 408 or a 5xx to the
+// TestServerFaultsAreNeverADefiniteNo: a 408 or a 5xx to the
 // PUT that spends leaves the outcome unknown (the reservation may exist
 // and bill), so the ledger looks it up instead of freeing the offering
 // for a second purchase; a 4xx refusal, or an operation that ended Failed
@@ -363,7 +363,7 @@ func TestAzureTagsSpellProvidersTags(t *testing.T) {
 	}
 }
 
-// TestListRecordsPagesThroughTaggedResources (issue 15): the cloud as the
+// TestListRecordsPagesThroughTaggedResources: the cloud as the
 // second record. Every reservation and scale set gpumarket tagged is
 // listed, read from its tags, through every page of every list; a user's
 // own resources in the same places are not.
@@ -474,7 +474,7 @@ func setCapability(t *testing.T, f *fakeARM, region, size, name, value string) {
 	t.Fatalf("no size %s in %s", size, region)
 }
 
-// TestRefreshOfferingRepricesAndSaysGone (issue 15): right before a
+// TestRefreshOfferingRepricesAndSaysGone: right before a
 // purchase the offering is described again from the list price of the
 // moment (not the 15-minute cache): same id and window, new total and
 // rate. A size no longer reservable, or no longer priced, is gone.

@@ -10,9 +10,10 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // retailItem is the fields gpumarket reads of one Retail Prices meter.
@@ -203,7 +204,7 @@ func (p *Provider) getWithRetry(ctx context.Context, u string) ([]byte, error) {
 			return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(body))
 		}
 		wait := p.backoff(attempt)
-		if ra, ok := retryAfter(resp.Header.Get("Retry-After"), p.now()); ok {
+		if ra, ok := domain.RetryAfter(resp.Header.Get("Retry-After"), p.now(), maxRetryWait); ok {
 			wait = ra
 		}
 		p.log.Debug("azure retail prices: retrying", "status", resp.StatusCode, "wait", wait)
@@ -218,20 +219,6 @@ const maxRetryWait = 2 * time.Minute
 func (p *Provider) backoff(attempt int) time.Duration {
 	d := p.opt.RetryBase << min(attempt, 16)
 	return min(d, maxRetryWait)
-}
-
-func retryAfter(h string, now time.Time) (time.Duration, bool) {
-	h = strings.TrimSpace(h)
-	if h == "" {
-		return 0, false
-	}
-	if n, err := strconv.Atoi(h); err == nil && n >= 0 {
-		return min(time.Duration(n)*time.Second, maxRetryWait), true
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		return min(max(t.Sub(now), 0), maxRetryWait), true
-	}
-	return 0, false
 }
 
 func snippet(b []byte) string {

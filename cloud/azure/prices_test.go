@@ -215,26 +215,6 @@ func TestPriceFilter(t *testing.T) {
 	}
 }
 
-func TestRetryAfter(t *testing.T) {
-	for _, tc := range []struct {
-		h    string
-		want time.Duration
-		ok   bool
-	}{
-		{"2", 2 * time.Second, true},
-		{"0", 0, true},
-		{"", 0, false},
-		{"soon", 0, false},
-		{"100000", maxRetryWait, true},
-		{testNow.Add(5 * time.Second).Format(http.TimeFormat), 5 * time.Second, true},
-	} {
-		got, ok := retryAfter(tc.h, testNow)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("retryAfter(%q) = %v %v, want %v %v", tc.h, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 func TestQueries(t *testing.T) {
 	sizes := []string{"Standard_NC24ads_A100_v4", "Standard_ND96isr_H100_v5"}
 	backfill := historyQuery([]string{"eastus", "westus3"}, sizes, testNow.Add(-24*time.Hour), false)

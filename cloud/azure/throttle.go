@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // Every region is fetched at once; each API's documented limit bounds the calls:
@@ -149,7 +151,7 @@ func (t throttlePolicy) Do(req *policy.Request) (*http.Response, error) {
 		return resp, err
 	}
 	if resp.StatusCode == http.StatusTooManyRequests {
-		if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+		if d, ok := domain.RetryAfter(resp.Header.Get("Retry-After"), time.Now(), maxRetryWait); ok {
 			b.pause(d)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 
@@ -82,12 +81,8 @@ func retryable(code int) bool {
 // backoff is Google's Retry-After (seconds or HTTP date, RFC 9110 10.2.3), at
 // most a minute, else a random wait up to first·2^attempt, capped at 32 s.
 func backoff(first time.Duration, attempt int, retryAfter string, now time.Time) time.Duration {
-	retryAfter = strings.TrimSpace(retryAfter)
-	if s, err := strconv.Atoi(retryAfter); err == nil && s >= 0 {
-		return min(time.Duration(s)*time.Second, time.Minute)
-	}
-	if at, err := http.ParseTime(retryAfter); err == nil {
-		return min(max(at.Sub(now), 0), time.Minute)
+	if d, ok := domain.RetryAfter(retryAfter, now, time.Minute); ok {
+		return d
 	}
 	d := min(first<<min(attempt, 10), 32*time.Second)
 	return time.Duration(rand.Int64N(int64(d)) + 1)

@@ -115,7 +115,7 @@ func TestFleetMaxPrice(t *testing.T) {
 	}
 }
 
-// Issue 13: the simulated market honours a fleet's schedule in memory
+// The simulated market honours a fleet's schedule in memory
 // with its clock — scheduled, then running, then ended at its end whoever
 // deletes it — so the flow works with no account; and it finds a fleet by
 // its client token, so a launch whose answer was lost is settled.

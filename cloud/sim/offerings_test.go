@@ -400,7 +400,7 @@ func TestNoReservationsWhereAzureTakesNone(t *testing.T) {
 	}
 }
 
-// TestReservationsOnlyFromNowForTheAskedHours (issue 11.2): as on Azure,
+// TestReservationsOnlyFromNowForTheAskedHours: as on Azure,
 // a reservation starts when it is made: a search whose start range lies
 // ahead gets none (and, with no block of that length either, is told
 // why), and one from now gets reservations of exactly the asked length.

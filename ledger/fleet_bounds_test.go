@@ -13,7 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
-// TestFleetCountsBounded (issue 15.6): `fleet launch --target 4294967298`
+// TestFleetCountsBounded: `fleet launch --target 4294967298`
 // was sent as TotalTargetCapacity 2 (the int32 wrapped) and recorded as
 // 4294967298 instances. The service refuses any count over what a cloud
 // launches in one fleet, before any call or row.
@@ -41,7 +41,7 @@ func TestFleetCountsBounded(t *testing.T) {
 	}
 }
 
-// TestFleetDatesAndDeleteNote (issue 11.13): the ledger showed no start,
+// TestFleetDatesAndDeleteNote: the ledger showed no start,
 // end, running time or cost so far for fleets, and an ordinary delete
 // was written to the error column. A fleet is dated when it becomes
 // active and when it is deleted; who deleted it is a note.
@@ -75,7 +75,7 @@ func TestFleetDatesAndDeleteNote(t *testing.T) {
 	}
 }
 
-// TestSimFleetEndsWithItsProcess (issue 11.13): a simulated fleet
+// TestSimFleetEndsWithItsProcess: a simulated fleet
 // launched from the CLI lives in the memory of that process; once it
 // ended, the ledger showed the fleet "active" for ever and it could not
 // be deleted. While the launching process (store handle) lives the row

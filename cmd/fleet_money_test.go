@@ -13,8 +13,8 @@ import (
 	"github.com/gpumarket/gpumarket/ledger"
 )
 
-// Tests of the money path found wanting by the review of issues 11, 13
-// and 15 (each reproduced with the real binary first).
+// Tests of the money path through the command: damaged ledgers, priced
+// fleets, types of another cloud, fleets without a launch template.
 
 // TestDamagedLedgerRefusedAndRebuilt: a ledger cut short (a copy
 // interrupted, a disk that filled) was refused with SQLite's "database

@@ -13,8 +13,8 @@ import (
 	"github.com/gpumarket/gpumarket/ledger/ledgertest"
 )
 
-// Tests of the money path found wanting by the review of issues 11, 13
-// and 15 (reproduced with the real binary first).
+// Tests of the money path: caps counted in cents, rows of unknown cost,
+// quotes while a purchase is in flight.
 
 // TestDailyCapReachedExactlyInCents: two purchases whose prices add up to
 // the daily cap to the cent reach it and are allowed, although the

@@ -154,7 +154,6 @@ func (a *runner) tuiOptions(h *feed.Hub, svc *ledger.Service) tui.Options {
 		Regions:   a.Query.Regions,
 		Effective: a.PlanBasis(),
 		Speeds:    a.PlanSpeeds(),
-		Logger:    a.Log,
 		Usage:     a.Tracker(hubProviders(h)),
 		Watch:     a.Watching(),
 		Now:       a.Now,

@@ -160,7 +160,6 @@ func sessionModel(a *runner, h *feed.Hub, svc *ledger.Service) func(server.Sessi
 		opt := a.tuiOptions(h, svc)
 		opt.Role, opt.Actor, opt.NoColor, opt.Context = role, info.Actor, info.NoColor, info.Context
 		opt.Shared = shared
-		opt.Logger = a.Log.With("actor", info.Actor)
 		if loc := sessionZone(info.Environ); loc != nil {
 			opt.Now = func() time.Time { return a.Now().In(loc) }
 		}

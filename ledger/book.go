@@ -3,6 +3,7 @@ package ledger
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -193,11 +194,11 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 		Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, State: StatePending, Actor: actor,
 		CreatedAt: now, Request: reqJSON, IdemKey: req.OfferingID,
 	}
-	row, err := s.intent(ctx, intent, func(spent float64, existing *Entry) error {
+	row, err := s.intent(ctx, intent, func(spent Spending, existing *Entry, _ []Entry) error {
 		if existing != nil {
 			return nil // reported as a duplicate below
 		}
-		return s.checkBudget(o.UpfrontUSD, spent)
+		return s.checkHold(HoldOf(intent), spent)
 	})
 	if err != nil {
 		var dup *DuplicateError
@@ -428,29 +429,26 @@ func (s *Store) SaveOfferings(ctx context.Context, q domain.OfferingQuery, offs 
 	if err != nil {
 		return fmt.Errorf("save offerings: %w", err)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("save offerings: %w", err)
-	}
-	defer tx.Rollback()
-	for _, o := range offs {
-		oj, err := json.Marshal(o)
-		if err != nil {
-			return fmt.Errorf("save offering %s: %w", o.ID, err)
+	return s.inTx(ctx, "save offerings", func(tx *sql.Tx) error {
+		for _, o := range offs {
+			oj, err := json.Marshal(o)
+			if err != nil {
+				return fmt.Errorf("save offering %s: %w", o.ID, err)
+			}
+			_, err = tx.ExecContext(ctx, `INSERT INTO offerings (id, provider, offering, query, searched_at, start_at) VALUES (?,?,?,?,?,?)
+				ON CONFLICT(id) DO UPDATE SET provider=excluded.provider, offering=excluded.offering, query=excluded.query,
+				searched_at=excluded.searched_at, start_at=excluded.start_at`,
+				o.ID, o.Provider, string(oj), string(qj), fmtTime(at), fmtTime(o.Start))
+			if err != nil {
+				return fmt.Errorf("save offering %s: %w", o.ID, err)
+			}
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO offerings (id, provider, offering, query, searched_at, start_at) VALUES (?,?,?,?,?,?)
-			ON CONFLICT(id) DO UPDATE SET provider=excluded.provider, offering=excluded.offering, query=excluded.query,
-			searched_at=excluded.searched_at, start_at=excluded.start_at`,
-			o.ID, o.Provider, string(oj), string(qj), fmtTime(at), fmtTime(o.Start))
-		if err != nil {
-			return fmt.Errorf("save offering %s: %w", o.ID, err)
+		// Forget searches nobody can book any more, so the file does not grow.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM offerings WHERE searched_at < ?`, fmtTime(at.Add(-7*24*time.Hour))); err != nil {
+			return fmt.Errorf("save offerings: prune: %w", err)
 		}
-	}
-	// Forget searches nobody can book any more, so the file does not grow.
-	if _, err := tx.ExecContext(ctx, `DELETE FROM offerings WHERE searched_at < ?`, fmtTime(at.Add(-7*24*time.Hour))); err != nil {
-		return fmt.Errorf("save offerings: prune: %w", err)
-	}
-	return tx.Commit()
+		return nil
+	})
 }
 
 // Offering returns the offering found under id (an expired one too, with the error).

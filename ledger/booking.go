@@ -365,7 +365,11 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 		}
 		res.Offerings = append(res.Offerings, a.offs...)
 	}
-	held, err := s.heldOfferings(lctx)
+	var kinds []string
+	for _, t := range domain.AllTerms {
+		kinds = append(kinds, t.Kind)
+	}
+	held, err := s.st.HeldKeys(lctx, kinds...)
 	if err != nil {
 		return res, err
 	}
@@ -394,21 +398,6 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 	}
 	res.SaveErr = s.st.SaveOfferings(lctx, q, res.Offerings, res.At)
 	return res, nil
-}
-
-// heldOfferings returns the offering ids the ledger holds as bought or being bought.
-func (s *Service) heldOfferings(ctx context.Context) (map[string]bool, error) {
-	held := map[string]bool{}
-	for _, t := range domain.AllTerms {
-		keys, err := s.st.HeldKeys(ctx, t.Kind)
-		if err != nil {
-			return nil, err
-		}
-		for k := range keys {
-			held[k] = true
-		}
-	}
-	return held, nil
 }
 
 // remember tells providers that forget their bookings (the simulated market) what the ledger holds.

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 // FleetEstimate is a fleet's expected cost per hour; HoldOf holds it over its window.
@@ -49,10 +51,6 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 	for _, t := range spec.InstanceTypes {
 		want[strings.ToLower(t)] = true
 	}
-	zones := map[string]bool{} // the spec's zones; none means all
-	for _, z := range spec.Zones {
-		zones[z] = true
-	}
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	q := domain.Query{Providers: []string{spec.Provider}, Regions: []string{spec.Region}}
 	l, err := domain.ReadLatest(cctx, p, q, s.opt.Now(), 6*time.Hour)
@@ -68,7 +66,8 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 	var ondType string
 	// The price in force is each pool's latest point; the fleet may land in any.
 	for k, pt := range l.Prices {
-		if !want[strings.ToLower(k.InstanceType)] || (len(zones) > 0 && !zones[k.Zone]) {
+		// The spec's zones; none means all.
+		if !want[strings.ToLower(k.InstanceType)] || (len(spec.Zones) > 0 && !slices.Contains(spec.Zones, k.Zone)) {
 			continue
 		}
 		if pt.USDHour > spot || (pt.USDHour == spot && k.String() < spotPool.String()) {
@@ -203,10 +202,8 @@ func CheckFleet(spec domain.FleetSpec) error {
 	case spec.MaxPriceUSD != nil && !(*spec.MaxPriceUSD > 0):
 		return fmt.Errorf("fleet: max price %v: want a positive $/instance-hour", *spec.MaxPriceUSD)
 	}
-	for _, st := range domain.Strategies {
-		if spec.Strategy == st || spec.Strategy == "" {
-			return nil
-		}
+	if spec.Strategy == "" || slices.Contains(domain.Strategies, spec.Strategy) {
+		return nil
 	}
 	return fmt.Errorf("fleet: strategy %q: want one of %s", spec.Strategy, strings.Join(domain.Strategies, ", "))
 }
@@ -347,7 +344,7 @@ func (s *Service) recordFleet(ctx context.Context, fl domain.FleetLauncher, spec
 	if later {
 		intent.State = StateScheduled
 	}
-	row, err := s.st.RecordIntentOpen(ctx, intent, func(spent Spending, existing *Entry, live []Entry) error {
+	row, err := s.st.RecordIntent(ctx, intent, func(spent Spending, existing *Entry, live []Entry) error {
 		if existing != nil {
 			return nil
 		}
@@ -767,25 +764,22 @@ func (s *Service) FleetsNow(ctx context.Context, rows []Entry) map[string]FleetN
 		ask = append(ask, r)
 	}
 	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, r := range ask {
-		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, min(fleetsNowWork, s.opt.Timeout))
-			f, _, err := s.RefreshFleet(cctx, r.ID)
-			cancel()
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			delete(c.asking, r.ID)
-			if err != nil {
-				last := c.byRow[r.ID]
-				last.Err, last.At = err, now
-				c.byRow[r.ID] = last
-				return
-			}
-			c.byRow[r.ID] = FleetNow{Fleet: f, At: now}
-		})
-	}
-	wg.Wait()
+	fanout.Each(len(ask), 0, func(i int) {
+		id := ask[i].ID
+		cctx, cancel := context.WithTimeout(ctx, min(fleetsNowWork, s.opt.Timeout))
+		f, _, err := s.RefreshFleet(cctx, id)
+		cancel()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.asking, id)
+		if err != nil {
+			last := c.byRow[id]
+			last.Err, last.At = err, now
+			c.byRow[id] = last
+			return
+		}
+		c.byRow[id] = FleetNow{Fleet: f, At: now}
+	})
 	out := map[string]FleetNow{}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -160,14 +160,8 @@ func scanJob(sc sqlitedb.Scanner) (Job, error) {
 		return j, fmt.Errorf("job %s: plan: %w", j.ID, err)
 	}
 	j.Live, j.Progress = json.RawMessage(live), json.RawMessage(prog)
-	var err error
-	for _, f := range []struct {
-		s string
-		t *time.Time
-	}{{until, &j.LeaseUntil}, {created, &j.CreatedAt}, {updated, &j.UpdatedAt}, {finished, &j.FinishedAt}} {
-		if *f.t, err = parseTime(f.s); err != nil {
-			return j, fmt.Errorf("job %s: %w", j.ID, err)
-		}
+	if err := parseTimes([]string{until, created, updated, finished}, &j.LeaseUntil, &j.CreatedAt, &j.UpdatedAt, &j.FinishedAt); err != nil {
+		return j, fmt.Errorf("job %s: %w", j.ID, err)
 	}
 	return j, nil
 }
@@ -203,29 +197,27 @@ func (s *Store) CreateJob(ctx context.Context, j Job, check func(daySpent float6
 	if err != nil {
 		return Job{}, err
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return Job{}, fmt.Errorf("record job: %w", err)
-	}
-	defer tx.Rollback()
-	if check != nil {
-		spent, err := s.DayHeld(ctx, tx, j.CreatedAt, "")
+	err = s.inTx(ctx, "record job", func(tx *sql.Tx) error {
+		if check != nil {
+			spent, err := s.DayHeld(ctx, tx, j.CreatedAt, "")
+			if err != nil {
+				return fmt.Errorf("record job: %w", err)
+			}
+			if err := check(spent); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO jobs (`+jobCols+`) VALUES (?`+strings.Repeat(",?", 19)+`)`,
+			j.ID, j.State, j.Strategy, string(terms), string(plan), string(j.Live), string(j.Progress), j.MaxUSD, j.HoldUSD,
+			j.WorkDone, j.SpentUSD, j.Reason, j.Outlook, j.LeaseHolder, fmtTime(j.LeaseUntil), j.Seq, j.Actor,
+			fmtTime(j.CreatedAt), fmtTime(j.UpdatedAt), fmtTime(j.FinishedAt))
 		if err != nil {
-			return Job{}, fmt.Errorf("record job: %w", err)
+			return fmt.Errorf("record job: %w", err)
 		}
-		if err := check(spent); err != nil {
-			return Job{}, err
-		}
-	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO jobs (`+jobCols+`) VALUES (?`+strings.Repeat(",?", 19)+`)`,
-		j.ID, j.State, j.Strategy, string(terms), string(plan), string(j.Live), string(j.Progress), j.MaxUSD, j.HoldUSD,
-		j.WorkDone, j.SpentUSD, j.Reason, j.Outlook, j.LeaseHolder, fmtTime(j.LeaseUntil), j.Seq, j.Actor,
-		fmtTime(j.CreatedAt), fmtTime(j.UpdatedAt), fmtTime(j.FinishedAt))
+		return nil
+	})
 	if err != nil {
-		return Job{}, fmt.Errorf("record job: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return Job{}, fmt.Errorf("record job: commit: %w", err)
+		return Job{}, err
 	}
 	return j, nil
 }
@@ -289,29 +281,27 @@ func (s *Store) SaveJobs(ctx context.Context, js []Job, holder string) (failed m
 	if s.readOnly {
 		return nil, ErrReadOnly
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("save jobs: %w", err)
-	}
-	defer tx.Rollback()
 	now := s.now()
-	for _, j := range js {
-		res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, live = ?, progress = ?, work_done = ?, spent_usd = ?, reason = ?, outlook = ?,
-			lease_until = ?, updated_at = ?, finished_at = ? WHERE id = ? AND lease_holder = ? AND state IN (?, ?)`,
-			j.State, string(j.Live), string(j.Progress), j.WorkDone, j.SpentUSD, j.Reason, j.Outlook, fmtTime(j.LeaseUntil),
-			fmtTime(now), fmtTime(j.FinishedAt), j.ID, holder, JobScheduled, JobRunning)
-		if err != nil {
-			return nil, fmt.Errorf("save job %s: %w", j.ID, err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			if failed == nil {
-				failed = map[string]error{}
+	err = s.inTx(ctx, "save jobs", func(tx *sql.Tx) error {
+		for _, j := range js {
+			res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, live = ?, progress = ?, work_done = ?, spent_usd = ?, reason = ?, outlook = ?,
+				lease_until = ?, updated_at = ?, finished_at = ? WHERE id = ? AND lease_holder = ? AND state IN (?, ?)`,
+				j.State, string(j.Live), string(j.Progress), j.WorkDone, j.SpentUSD, j.Reason, j.Outlook, fmtTime(j.LeaseUntil),
+				fmtTime(now), fmtTime(j.FinishedAt), j.ID, holder, JobScheduled, JobRunning)
+			if err != nil {
+				return fmt.Errorf("save job %s: %w", j.ID, err)
 			}
-			failed[j.ID] = s.whyNotSaved(ctx, tx, j.ID)
+			if n, _ := res.RowsAffected(); n == 0 {
+				if failed == nil {
+					failed = map[string]error{}
+				}
+				failed[j.ID] = s.whyNotSaved(ctx, tx, j.ID)
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("save jobs: commit: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return failed, nil
 }
@@ -322,28 +312,29 @@ func (s *Store) TakeLeases(ctx context.Context, js []Job, holder string, now, un
 	if s.readOnly {
 		return nil, ErrReadOnly
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("job leases: %w", err)
-	}
-	defer tx.Rollback()
 	var held []Job
-	for _, j := range js {
-		free := j.LeaseHolder == "" || j.LeaseHolder == holder || !now.Before(j.LeaseUntil) || (gone != nil && gone(j.LeaseHolder))
-		if !free {
-			continue
+	err := s.inTx(ctx, "job leases", func(tx *sql.Tx) error {
+		for _, j := range js {
+			free := j.LeaseHolder == "" || j.LeaseHolder == holder || !now.Before(j.LeaseUntil) || (gone != nil && gone(j.LeaseHolder))
+			if !free {
+				continue
+			}
+			res, err := tx.ExecContext(ctx, `UPDATE jobs SET lease_holder = ?, lease_until = ? WHERE id = ? AND lease_holder = ? AND lease_until = ?`,
+				holder, fmtTime(until), j.ID, j.LeaseHolder, fmtTime(j.LeaseUntil))
+			if err != nil {
+				return fmt.Errorf("lease of job %s: %w", j.ID, err)
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				j.LeaseHolder, j.LeaseUntil = holder, until
+				held = append(held, j)
+			}
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE jobs SET lease_holder = ?, lease_until = ? WHERE id = ? AND lease_holder = ? AND lease_until = ?`,
-			holder, fmtTime(until), j.ID, j.LeaseHolder, fmtTime(j.LeaseUntil))
-		if err != nil {
-			return nil, fmt.Errorf("lease of job %s: %w", j.ID, err)
-		}
-		if n, _ := res.RowsAffected(); n == 1 {
-			j.LeaseHolder, j.LeaseUntil = holder, until
-			held = append(held, j)
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return held, tx.Commit()
+	return held, nil
 }
 
 func (s *Store) whyNotSaved(ctx context.Context, tx *sql.Tx, id string) error {
@@ -363,40 +354,38 @@ func (s *Store) RecordMove(ctx context.Context, jobID, holder string, m JobMove)
 	if s.readOnly {
 		return m, ErrReadOnly
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return m, fmt.Errorf("record move: %w", err)
-	}
-	defer tx.Rollback()
-	var seq int
-	var lh, state string
-	if err := tx.QueryRowContext(ctx, `SELECT seq, lease_holder, state FROM jobs WHERE id = ?`, jobID).Scan(&seq, &lh, &state); err != nil {
-		return m, fmt.Errorf("record move of job %s: %w", jobID, err)
-	}
-	if lh != holder {
-		return m, fmt.Errorf("record move of job %s: %w", jobID, ErrLeaseLost)
-	}
-	if !JobActive(state) && m.Key != "" {
-		return m, fmt.Errorf("record move of job %s (%s): %w", jobID, state, ErrJobEnded)
-	}
-	m.Seq = seq + 1
-	if m.At.IsZero() {
-		m.At = s.now()
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO job_moves (job_id, seq, at, from_lane, to_lane, reason, launch_key) VALUES (?,?,?,?,?,?,?)`,
-		jobID, m.Seq, fmtTime(m.At), m.From, m.To, m.Reason, m.Key); err != nil {
-		return m, fmt.Errorf("record move of job %s: %w", jobID, err)
-	}
-	if m.Key != "" {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO job_launches (idem_key, job_id, seq, created_at) VALUES (?,?,?,?)`,
-			m.Key, jobID, m.Seq, fmtTime(m.At)); err != nil {
-			return m, fmt.Errorf("record launch of job %s: %w", jobID, err)
+	err := s.inTx(ctx, "record move", func(tx *sql.Tx) error {
+		var seq int
+		var lh, state string
+		if err := tx.QueryRowContext(ctx, `SELECT seq, lease_holder, state FROM jobs WHERE id = ?`, jobID).Scan(&seq, &lh, &state); err != nil {
+			return fmt.Errorf("record move of job %s: %w", jobID, err)
 		}
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET seq = ? WHERE id = ?`, m.Seq, jobID); err != nil {
-		return m, fmt.Errorf("record move of job %s: %w", jobID, err)
-	}
-	return m, tx.Commit()
+		if lh != holder {
+			return fmt.Errorf("record move of job %s: %w", jobID, ErrLeaseLost)
+		}
+		if !JobActive(state) && m.Key != "" {
+			return fmt.Errorf("record move of job %s (%s): %w", jobID, state, ErrJobEnded)
+		}
+		m.Seq = seq + 1
+		if m.At.IsZero() {
+			m.At = s.now()
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO job_moves (job_id, seq, at, from_lane, to_lane, reason, launch_key) VALUES (?,?,?,?,?,?,?)`,
+			jobID, m.Seq, fmtTime(m.At), m.From, m.To, m.Reason, m.Key); err != nil {
+			return fmt.Errorf("record move of job %s: %w", jobID, err)
+		}
+		if m.Key != "" {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO job_launches (idem_key, job_id, seq, created_at) VALUES (?,?,?,?)`,
+				m.Key, jobID, m.Seq, fmtTime(m.At)); err != nil {
+				return fmt.Errorf("record launch of job %s: %w", jobID, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET seq = ? WHERE id = ?`, m.Seq, jobID); err != nil {
+			return fmt.Errorf("record move of job %s: %w", jobID, err)
+		}
+		return nil
+	})
+	return m, err
 }
 
 // JobMoves returns the job's moves in order.
@@ -421,8 +410,8 @@ func (s *Store) JobRows(ctx context.Context, jobID string) ([]Entry, error) {
 	if !s.hasJobs() {
 		return nil, nil
 	}
-	out, err := sqlitedb.All(ctx, s.db, scan, `SELECT `+prefixed(s.cols(), "l.")+` FROM ledger l JOIN job_launches k ON l.idem_key = k.idem_key
-		WHERE k.job_id = ? AND l.kind = ? ORDER BY k.seq, l.id`, jobID, KindFleet)
+	out, err := s.rows(ctx, s.db, `WHERE kind = ? AND idem_key IN (SELECT idem_key FROM job_launches WHERE job_id = ?)
+		ORDER BY (SELECT seq FROM job_launches k WHERE k.idem_key = ledger.idem_key), id`, KindFleet, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("rows of job %s: %w", jobID, err)
 	}
@@ -435,23 +424,13 @@ func (s *Store) EndJob(ctx context.Context, id, state, reason string, at time.Ti
 	if s.readOnly {
 		return false, ErrReadOnly
 	}
-	now := at
 	res, err := s.db.ExecContext(ctx, `UPDATE jobs SET state = ?, reason = ?, finished_at = ?, updated_at = ? WHERE id = ? AND state IN (?, ?)`,
-		state, reason, fmtTime(now), fmtTime(now), id, JobScheduled, JobRunning)
+		state, reason, fmtTime(at), fmtTime(at), id, JobScheduled, JobRunning)
 	if err != nil {
 		return false, fmt.Errorf("end job %s: %w", id, err)
 	}
 	n, _ := res.RowsAffected()
 	return n > 0, nil
-}
-
-// prefixed qualifies each column of a select list with p.
-func prefixed(cols, p string) string {
-	parts := strings.Split(cols, ",")
-	for i, c := range parts {
-		parts[i] = p + strings.TrimSpace(c)
-	}
-	return strings.Join(parts, ", ")
 }
 
 // jobsDaySum is what the jobs created on day count against its cap: an active job its hold (or what it

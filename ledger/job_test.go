@@ -143,6 +143,19 @@ func TestJobMovesAndLaunches(t *testing.T) {
 	if _, err := f.st.RecordMove(ctx, j.ID, "A", ledger.JobMove{To: "x", Key: j.ID + "-1"}); err == nil {
 		t.Error("a launch key was reserved twice")
 	}
+	// The job's rows come in the order of its moves.
+	m3, err := f.st.RecordMove(ctx, j.ID, "A", ledger.JobMove{To: "aws", Key: j.ID + "-3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.ClientToken = m3.Key
+	third, err := f.svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Estimate: ledger.FleetEstimate{USDHour: 60}, Job: j.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := f.st.JobRows(ctx, j.ID); err != nil || len(rows) != 2 || rows[0].ID != res.Row.ID || rows[1].ID != third.Row.ID {
+		t.Fatalf("job rows in move order: %+v %v", rows, err)
+	}
 }
 
 func TestJobHoldsCountAgainstEveryPurchase(t *testing.T) {

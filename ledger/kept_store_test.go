@@ -259,7 +259,7 @@ func TestUsageKeptIsCompact(t *testing.T) {
 	if len(b) > 150_000 {
 		t.Errorf("%d bytes for 10,752 samples, want under 150 kB", len(b))
 	}
-	got, err := decodeUsage(b)
+	got, err := decodeUsage(string(b))
 	if err != nil || !sameReport(got, fleetWeek()) {
 		t.Errorf("decode: %v", err)
 	}

@@ -125,32 +125,15 @@ func NewID(now time.Time) string {
 	return string(out[:])
 }
 
-// IntentCheck runs in the intent's transaction; existing is the row holding the key, or nil.
-type IntentCheck func(daySpent float64, existing *Entry) error
-
 // Spending is what the ledger holds against a UTC day, read in a transaction.
 type Spending func(day time.Time) (float64, error)
 
+// IntentCheck runs in the intent's transaction: existing is the row holding the key, or nil;
+// live are the kind's unsettled rows (a fleet has no natural key).
+type IntentCheck func(spent Spending, existing *Entry, live []Entry) error
+
 // RecordIntent writes the row and commits durably before it returns.
 func (s *Store) RecordIntent(ctx context.Context, r Entry, check IntentCheck) (Entry, error) {
-	var c OpenIntentCheck
-	if check != nil {
-		c = func(spent Spending, existing *Entry, _ []Entry) error {
-			day, err := spent(r.CreatedAt)
-			if err != nil {
-				return err
-			}
-			return check(day, existing)
-		}
-	}
-	return s.RecordIntentOpen(ctx, r, c)
-}
-
-// OpenIntentCheck also sees the kind's live rows: a fleet has no natural key.
-type OpenIntentCheck func(spent Spending, existing *Entry, live []Entry) error
-
-// RecordIntentOpen is RecordIntent with an OpenIntentCheck.
-func (s *Store) RecordIntentOpen(ctx context.Context, r Entry, check OpenIntentCheck) (Entry, error) {
 	if r.ID == "" {
 		r.ID = NewID(s.now())
 	}
@@ -177,52 +160,49 @@ func (s *Store) RecordIntentOpen(ctx context.Context, r Entry, check OpenIntentC
 	return out, err
 }
 
-func (s *Store) recordIntent(ctx context.Context, r Entry, check OpenIntentCheck) (Entry, error) {
+func (s *Store) recordIntent(ctx context.Context, r Entry, check IntentCheck) (Entry, error) {
 	// An intent is as old as its creation, by the caller's clock.
 	r.UpdatedAt = r.CreatedAt
 	if len(r.Request) == 0 {
 		r.Request = json.RawMessage("{}")
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return Entry{}, fmt.Errorf("record intent: %w", err)
-	}
-	defer tx.Rollback()
-	existing, err := s.one(ctx, tx, `kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return Entry{}, fmt.Errorf("record intent: %w", err)
-	}
-	var ex *Entry
-	if err == nil {
-		ex = &existing
-	}
-	if check != nil {
-		live, err := s.rows(ctx, tx, `WHERE kind = ? AND state IN (?, ?, ?, ?) ORDER BY id`,
-			r.Kind, StatePending, StateUnknown, StateScheduled, StateActive)
-		if err != nil {
-			return Entry{}, fmt.Errorf("record intent: unsettled %s rows: %w", r.Kind, err)
+	err := s.inTx(ctx, "record intent", func(tx *sql.Tx) error {
+		existing, err := s.one(ctx, tx, `kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("record intent: %w", err)
 		}
-		spent := func(day time.Time) (float64, error) { return s.DayHeld(ctx, tx, day, "") }
-		if err := check(spent, ex, live); err != nil {
-			return Entry{}, err
+		var ex *Entry
+		if err == nil {
+			ex = &existing
 		}
-	}
-	if ex != nil {
-		return Entry{}, &DuplicateError{Existing: *ex}
-	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO ledger (`+columns+`) VALUES (?`+strings.Repeat(",?", len(r.args())-1)+`)`, r.args()...)
+		if check != nil {
+			live, err := s.rows(ctx, tx, `WHERE kind = ? AND state IN (?, ?, ?, ?) ORDER BY id`,
+				r.Kind, StatePending, StateUnknown, StateScheduled, StateActive)
+			if err != nil {
+				return fmt.Errorf("record intent: unsettled %s rows: %w", r.Kind, err)
+			}
+			spent := func(day time.Time) (float64, error) { return s.DayHeld(ctx, tx, day, "") }
+			if err := check(spent, ex, live); err != nil {
+				return err
+			}
+		}
+		if ex != nil {
+			return &DuplicateError{Existing: *ex}
+		}
+		if _, err = tx.ExecContext(ctx, `INSERT INTO ledger (`+columns+`) VALUES (?`+strings.Repeat(",?", len(r.args())-1)+`)`, r.args()...); err != nil {
+			return fmt.Errorf("record intent: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return Entry{}, fmt.Errorf("record intent: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return Entry{}, fmt.Errorf("record intent: commit: %w", err)
+		return Entry{}, err
 	}
 	return r, nil
 }
 
 // Update writes the row's outcome durably; a row set pending again is claimed (EndCall).
 func (s *Store) Update(ctx context.Context, r Entry) (Entry, error) {
-	return s.update(ctx, r, "", nil)
+	return s.UpdateFromChecked(ctx, r, "", nil)
 }
 
 // ErrConflict: the row is no longer in the state it was read in.
@@ -230,11 +210,11 @@ var ErrConflict = errors.New("the row changed meanwhile")
 
 // UpdateFrom is Update only from state from, never over the caller's recorded outcome.
 func (s *Store) UpdateFrom(ctx context.Context, r Entry, from string) (Entry, error) {
-	return s.update(ctx, r, from, nil)
+	return s.UpdateFromChecked(ctx, r, from, nil)
 }
 
-// update writes r, only from state from when given and after check when set.
-func (s *Store) update(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
+// UpdateFromChecked is UpdateFrom with check run first in the same transaction.
+func (s *Store) UpdateFromChecked(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
 	if s.readOnly {
 		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrReadOnly)
 	}
@@ -254,43 +234,33 @@ func (s *Store) update(ctx context.Context, r Entry, from string, check func(spe
 	return out, err
 }
 
-// UpdateFromChecked is UpdateFrom with check run first in the same transaction.
-func (s *Store) UpdateFromChecked(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
-	return s.update(ctx, r, from, check)
-}
-
 // write writes r in one transaction, from state from when given; check sees the row in that state.
 func (s *Store) write(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
-	}
-	defer tx.Rollback()
-	if check != nil {
-		var state string
-		if err := tx.QueryRowContext(ctx, `SELECT state FROM ledger WHERE id = ?`, r.ID).Scan(&state); err != nil {
-			return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
+	err := s.inTx(ctx, "update ledger row "+r.ID, func(tx *sql.Tx) error {
+		if check != nil {
+			var state string
+			if err := tx.QueryRowContext(ctx, `SELECT state FROM ledger WHERE id = ?`, r.ID).Scan(&state); err != nil {
+				return fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
+			}
+			if state != from {
+				return fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
+			}
+			if err := check(func(day time.Time) (float64, error) { return s.DayHeld(ctx, tx, day, r.ID) }); err != nil {
+				return err
+			}
 		}
-		if state != from {
-			return Entry{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
+		n, err := s.exec(ctx, tx, r, from)
+		if err != nil || n > 0 {
+			return err
 		}
-		if err := check(func(day time.Time) (float64, error) { return s.DayHeld(ctx, tx, day, r.ID) }); err != nil {
-			return Entry{}, err
-		}
-	}
-	n, err := s.exec(ctx, tx, r, from)
-	if err != nil {
-		return Entry{}, err
-	}
-	if n == 0 {
 		var one int
 		if from != "" && tx.QueryRowContext(ctx, `SELECT 1 FROM ledger WHERE id = ?`, r.ID).Scan(&one) == nil {
-			return Entry{}, fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
+			return fmt.Errorf("update ledger row %s from %s: %w", r.ID, from, ErrConflict)
 		}
-		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
-	}
-	if err := tx.Commit(); err != nil {
-		return Entry{}, fmt.Errorf("update ledger row %s: commit: %w", r.ID, err)
+		return fmt.Errorf("update ledger row %s: %w", r.ID, ErrNotFound)
+	})
+	if err != nil {
+		return Entry{}, err
 	}
 	return r, nil
 }
@@ -374,9 +344,10 @@ func (s *Store) DaySpent(ctx context.Context, t time.Time) (float64, error) {
 	return s.DayHeld(ctx, s.db, t, "")
 }
 
-// HeldKeys returns the keys of a kind held by rows that are not failed.
-func (s *Store) HeldKeys(ctx context.Context, kind string) (map[string]bool, error) {
-	keys, err := sqlitedb.All(ctx, s.db, sqlitedb.String, `SELECT idem_key FROM ledger WHERE kind = ? AND state <> 'failed'`, kind)
+// HeldKeys returns the keys of the kinds held by rows that are not failed.
+func (s *Store) HeldKeys(ctx context.Context, kinds ...string) (map[string]bool, error) {
+	ph, args := sqlitedb.In(kinds)
+	keys, err := sqlitedb.All(ctx, s.db, sqlitedb.String, `SELECT idem_key FROM ledger WHERE kind IN (`+ph+`) AND state <> 'failed'`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger keys: %w", err)
 	}
@@ -462,15 +433,20 @@ func scan(sc sqlitedb.Scanner) (Entry, error) {
 			return Entry{}, fmt.Errorf("ledger row %s: schedule: %w", r.ID, err)
 		}
 	}
-	for _, f := range []struct {
-		s string
-		t *time.Time
-	}{{start, &r.Start}, {end, &r.End}, {created, &r.CreatedAt}, {updated, &r.UpdatedAt}, {beat, &r.Heartbeat}} {
-		if *f.t, err = parseTime(f.s); err != nil {
-			return Entry{}, fmt.Errorf("ledger row %s: %w", r.ID, err)
-		}
+	if err := parseTimes([]string{start, end, created, updated, beat}, &r.Start, &r.End, &r.CreatedAt, &r.UpdatedAt, &r.Heartbeat); err != nil {
+		return Entry{}, fmt.Errorf("ledger row %s: %w", r.ID, err)
 	}
 	return r, nil
+}
+
+// parseTimes parses each stored time of src into the field of dst at its index.
+func parseTimes(src []string, dst ...*time.Time) (err error) {
+	for i, s := range src {
+		if *dst[i], err = parseTime(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // unboundedHold is how long a fleet with no end is held against the caps.

@@ -143,6 +143,22 @@ func exists(path string) bool {
 	return err == nil
 }
 
+// inTx runs do in one transaction and commits it; what says the work in its errors.
+func (s *Store) inTx(ctx context.Context, what string, do func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer tx.Rollback()
+	if err := do(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%s: commit: %w", what, err)
+	}
+	return nil
+}
+
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
@@ -280,19 +296,16 @@ func (o Owner) String() string { return fmt.Sprintf("%s/%d/%s", o.Host, o.PID, o
 
 // ParseOwner reads an owner as String writes it.
 func ParseOwner(s string) (Owner, bool) {
-	i := strings.LastIndexByte(s, '/')
-	if i < 0 {
+	parts := strings.Split(s, "/")
+	n := len(parts)
+	if n < 3 {
 		return Owner{}, false
 	}
-	j := strings.LastIndexByte(s[:i], '/')
-	if j < 0 {
+	pid, err := strconv.Atoi(parts[n-2])
+	if err != nil || parts[n-1] == "" {
 		return Owner{}, false
 	}
-	pid, err := strconv.Atoi(s[j+1 : i])
-	if err != nil || s[i+1:] == "" {
-		return Owner{}, false
-	}
-	return Owner{Host: s[:j], PID: pid, Token: s[i+1:]}, true
+	return Owner{Host: strings.Join(parts[:n-2], "/"), PID: pid, Token: parts[n-1]}, true
 }
 
 func (o Owner) describe() string { return fmt.Sprintf("process %d on %s", o.PID, o.Host) }
@@ -543,7 +556,8 @@ func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = now
 	}
-	if e, ok := domain.LookupGPU(firstType(rec.InstanceType)); ok {
+	first, _, _ := strings.Cut(rec.InstanceType, ",")
+	if e, ok := domain.LookupGPU(first); ok {
 		r.GPUCount = e.GPU.Count * float64(rec.InstanceCount)
 		if r.Cloud == "" {
 			r.Cloud = string(e.Cloud)
@@ -595,9 +609,4 @@ func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain
 	}
 	s.opt.Logger.Info("ledger row re-created from the cloud's record", "row", out.ID, "ref", out.ProviderRef, "why", why)
 	return out, nil
-}
-
-func firstType(types string) string {
-	t, _, _ := strings.Cut(types, ",")
-	return t
 }

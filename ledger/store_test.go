@@ -144,12 +144,12 @@ func TestDaySpentAndCheck(t *testing.T) {
 	}
 	refuse := errors.New("over budget")
 	_, err = s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "sim", IdemKey: "e", State: StatePending, CostUSD: 5, CreatedAt: day},
-		func(spent float64, ex *Entry) error {
+		onDay(day, func(spent float64, ex *Entry) error {
 			if spent != 107 || ex != nil {
 				return fmt.Errorf("check saw spent %v existing %v", spent, ex)
 			}
 			return refuse
-		})
+		}))
 	if !errors.Is(err, refuse) {
 		t.Fatalf("check: %v", err)
 	}
@@ -237,7 +237,7 @@ func BenchmarkRecordIntent(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		_, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "sim", IdemKey: fmt.Sprintf("cb-%d", i), State: StatePending, CostUSD: 1},
-			func(float64, *Entry) error { return nil })
+			onDay(time.Now(), func(float64, *Entry) error { return nil }))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -267,7 +267,7 @@ func BenchmarkList(b *testing.B) {
 	}
 }
 
-func TestRecordIntentOpenSeesLiveRowsOfItsKind(t *testing.T) {
+func TestRecordIntentSeesLiveRowsOfItsKind(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
 	pending, err := s.RecordIntent(ctx, Entry{Kind: KindFleet, Provider: "aws", IdemKey: "t1", State: StatePending}, nil)
@@ -281,7 +281,7 @@ func TestRecordIntentOpenSeesLiveRowsOfItsKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	refuse := errors.New("same fleet in flight")
-	_, err = s.RecordIntentOpen(ctx, Entry{Kind: KindFleet, Provider: "aws", IdemKey: "t3", State: StatePending},
+	_, err = s.RecordIntent(ctx, Entry{Kind: KindFleet, Provider: "aws", IdemKey: "t3", State: StatePending},
 		func(_ Spending, existing *Entry, live []Entry) error {
 			if existing != nil || len(live) != 2 || live[0].ID != pending.ID || live[1].State != StateActive {
 				t.Errorf("existing %v, live %+v: want the pending and the active fleet rows, not the block", existing, live)
@@ -322,12 +322,12 @@ func TestBudgetHoldsAcrossProcesses(t *testing.T) {
 			defer wg.Done()
 			s := handles[i%len(handles)]
 			_, err := s.RecordIntent(ctx, Entry{Kind: KindBlock, Provider: "aws", IdemKey: fmt.Sprintf("cb-%d", i), State: StatePending, CostUSD: 10, CreatedAt: now},
-				func(spent float64, _ *Entry) error {
+				onDay(now, func(spent float64, _ *Entry) error {
 					if spent+10 > 50 {
 						return over
 					}
 					return nil
-				})
+				}))
 			if err != nil {
 				errs <- err
 			}
@@ -345,5 +345,16 @@ func TestBudgetHoldsAcrossProcesses(t *testing.T) {
 	spent, err := handles[0].DaySpent(ctx, now)
 	if err != nil || spent != 50 || refused != 35 {
 		t.Fatalf("day spent $%v (%v), %d refused: want $50 and 35", spent, err, refused)
+	}
+}
+
+// onDay is an IntentCheck handed the ledger's spending on day.
+func onDay(day time.Time, check func(daySpent float64, existing *Entry) error) IntentCheck {
+	return func(spent Spending, existing *Entry, _ []Entry) error {
+		sum, err := spent(day)
+		if err != nil {
+			return err
+		}
+		return check(sum, existing)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 // UsageRow is one ledger row's usage over the span asked for.
@@ -236,16 +237,7 @@ func Compute(ctx context.Context, rows []Entry, opt UsageOptions) UsageReport {
 		}
 	}
 	out := make([]UsageRow, len(todo))
-	sem := make(chan struct{}, opt.Concurrency)
-	var wg sync.WaitGroup
-	for i, r := range todo {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			out[i] = computeRow(ctx, r, opt, saveFailed)
-		})
-	}
-	wg.Wait()
+	fanout.Each(len(todo), opt.Concurrency, func(i int) { out[i] = computeRow(ctx, todo[i], opt, saveFailed) })
 	rep.Rows = order(out)
 	rep.Days, rep.Actors, rep.All = totals(rep.Rows)
 	if opt.MaxIdlePct > 0 {

@@ -22,7 +22,7 @@ func FuzzDecodeUsage(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rep, err := decodeUsage(b)
+		rep, err := decodeUsage(string(b))
 		if err != nil {
 			return
 		}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,10 +12,6 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpumarket/gpumarket/config"
-	"github.com/gpumarket/gpumarket/domain"
-	"github.com/gpumarket/gpumarket/present"
-	"github.com/gpumarket/gpumarket/tui/widget/form"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -237,9 +231,6 @@ func (v *alertsView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 func (v *alertsView) View() string {
-	if v.w <= 0 || v.h <= 0 {
-		return ""
-	}
 	st := &v.c.styles
 	var b strings.Builder
 	fromFile := 0
@@ -351,38 +342,6 @@ func (v *alertsView) viewRules(b *strings.Builder) {
 	}
 }
 
-// rulePrompt asks the one figure a rule made with a needs.
-type rulePrompt struct {
-	open          bool
-	what          string // the subject: "spot p5.48xlarge in us-west-2a"
-	unit, now     string // "/h" after the figure; now the current value
-	toggle, above bool   // toggle offers above as well as below
-	value         string
-	edit          form.Model
-	err           string
-	build         func(above bool, v float64) watch.Spec
-}
-
-// begin opens q in p: digits and points only.
-func (p *rulePrompt) begin(q rulePrompt) {
-	*p = q
-	p.edit = form.New(form.Text("", &p.value).Only(func(t string) bool { return strings.Trim(t, "0123456789.") == "" }))
-}
-
-func (p *rulePrompt) paste(msg tea.PasteMsg) {
-	if p.open {
-		p.edit.Update(msg)
-	}
-}
-
-// promptKeys are the footer's while a rule's figure is typed.
-func promptKeys(toggle bool) keyMap {
-	below := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "below/above"))
-	below.SetEnabled(toggle)
-	return keyList(key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "save rule")), below,
-		key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")))
-}
-
 // canMakeRules says why this session may not make rules (a viewer's, no watch).
 func (c *common) canMakeRules() error {
 	switch {
@@ -392,72 +351,6 @@ func (c *common) canMakeRules() error {
 		return errors.New("alert rules cannot be made in this session (no watch); add them to the config's watch: list")
 	}
 	return nil
-}
-
-// update: enter saves; ←/→ and space pick below or above where both apply.
-func (p *rulePrompt) update(c *common, msg tea.KeyPressMsg) tea.Cmd {
-	if s := msg.String(); p.toggle && (s == "left" || s == "right" || s == "space") {
-		p.above = !p.above
-		return nil
-	}
-	switch p.edit.Update(msg) {
-	case form.Cancel:
-		*p = rulePrompt{}
-	case form.Submit:
-		v, err := strconv.ParseFloat(strings.TrimSpace(p.value), 64)
-		switch {
-		case p.unit == "%" && (err != nil || v < 0 || v >= 100):
-			p.err = fmt.Sprintf("%q: want a percentage from 0 to 99 such as 40", p.value)
-			return nil
-		case p.unit != "%" && (err != nil || v <= 0 || math.IsInf(v, 0) || math.IsNaN(v)):
-			p.err = fmt.Sprintf("%q: want a price above 0 such as 18.50", p.value)
-			return nil
-		}
-		w := p.build(p.above, v)
-		w.MadeBy = c.actor
-		*p = rulePrompt{}
-		return saveRule(c.watch, w)
-	}
-	return nil
-}
-
-func (p *rulePrompt) view(st *styles, w int) string {
-	if p.err != "" {
-		return st.footerErr.Render(fit(p.err, w, false))
-	}
-	return st.cursor.Render(fit(p.text(), w, false))
-}
-
-// lines wraps the prompt: a plan rule's job takes words to say.
-func (p *rulePrompt) lines(st *styles, w int) []string {
-	style, text := st.cursor, p.text()
-	if p.err != "" {
-		style, text = st.footerErr, p.err
-	}
-	out := strings.Split(wordwrap(text, w), "\n")
-	for i := range out {
-		out[i] = style.Render(out[i])
-	}
-	return out
-}
-
-func (p *rulePrompt) text() string {
-	dir := "below"
-	if p.above {
-		dir = "above"
-	}
-	if p.unit == "/GPU-h" {
-		dir = "at most"
-	}
-	value := p.edit.Show(0, form.MaxLen)
-	line := fmt.Sprintf("alert when %s is %s $%s%s", p.what, dir, value, p.unit)
-	if p.unit == "%" {
-		line = fmt.Sprintf("alert when %s is more than %s%% idle", p.what, value)
-	}
-	if p.now != "" {
-		line += " (" + p.now + ")"
-	}
-	return line
 }
 
 // saveRule runs on its own clock: a leaving session leaves no half file.
@@ -471,182 +364,4 @@ func saveRule(ev *watch.Evaluator, w watch.Spec) tea.Cmd {
 		}
 		return noticeMsg{text: fmt.Sprintf("rule %s saved in %s: %s — see the Alerts view", r.Name, ev.RulesFile(), r.Describe())}
 	}
-}
-
-// ruleName is a rule's name made from its parts: "spot-p5.48xlarge-us-west-2a".
-func ruleName(parts ...string) string {
-	var b strings.Builder
-	for _, p := range parts {
-		for _, r := range p {
-			switch {
-			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
-				b.WriteRune(r)
-			default:
-				b.WriteRune('-')
-			}
-		}
-		b.WriteRune('-')
-	}
-	s := strings.Trim(b.String(), "-._")
-	if len(s) > 56 { // room for AddRule's "-2"
-		s = s[:56]
-	}
-	return s
-}
-
-// makeSpotRule: a spot rule on the row under the cursor, at 90 % of its price.
-func (m *marketView) makeSpotRule() tea.Cmd {
-	if err := m.c.canMakeRules(); err != nil {
-		return notifyErrHere(err)
-	}
-	if m.cursor >= len(m.list) {
-		return notifyHere("no pool under the cursor to watch")
-	}
-	pv := m.rs.snap.Pools[m.list[m.cursor]] // the pool as the snapshot has it now
-	p := rulePrompt{open: true, toggle: true, unit: "/h",
-		what: fmt.Sprintf("spot %s in %s", present.DisplayType(pv.InstanceType), present.Place(pv.Region, pv.Zone))}
-	if _, usd, ok := pv.History.Last(); ok {
-		p.now = "now $" + present.Money(usd) + "/h"
-		p.value = strconv.FormatFloat(math.Round(usd*90)/100, 'f', -1, 64)
-	}
-	p.build = func(above bool, v float64) watch.Spec {
-		s := &watch.SpotRule{InstanceType: pv.InstanceType, Region: pv.Region, Zone: pv.Zone, Provider: pv.Provider}
-		dir := "below"
-		if above {
-			s.AboveUSDHour, dir = &v, "above"
-		} else {
-			s.BelowUSDHour = &v
-		}
-		return watch.Spec{Name: ruleName("spot", pv.InstanceType, present.Place(pv.Region, pv.Zone), dir), Cond: s}
-	}
-	m.prompt.begin(p)
-	return nil
-}
-
-// makeIdleRule: an idle rule on the Usage row, at max_idle_pct (else 40 %).
-func (v *usageView) makeIdleRule() tea.Cmd {
-	if err := v.c.canMakeRules(); err != nil {
-		return notifyErrHere(err)
-	}
-	if !v.ready || len(v.rep.Rows) == 0 {
-		return notifyHere("no ledger row under the cursor to watch")
-	}
-	r := v.rep.Rows[min(v.cur, len(v.rep.Rows)-1)]
-	if !r.Active {
-		return notifyHere(fmt.Sprintf("%s %s is %s, not running: nothing of it can be idle from now on", r.Kind, short(r.ID), r.State))
-	}
-	p := rulePrompt{open: true, unit: "%", what: fmt.Sprintf("%s %s (%s GPU %s)", r.Kind, short(r.ID), present.GPUCount(r.GPUs), present.DisplayType(r.InstanceType)), value: "40"}
-	if b := v.tr.MaxIdlePct(); b > 0 {
-		p.value = strconv.FormatFloat(b, 'f', -1, 64)
-	}
-	if s := r.IdleShare(); !math.IsNaN(s) {
-		p.now = fmt.Sprintf("now %.0f%%", s*100)
-	} else {
-		p.now = "no metrics yet"
-	}
-	id := r.ID
-	p.build = func(_ bool, pct float64) watch.Spec {
-		return watch.Spec{Name: ruleName("idle", r.Kind, id), Cond: &watch.IdleRule{AbovePct: pct, ID: id}}
-	}
-	v.prompt.begin(p)
-	return nil
-}
-
-// makeBlockRule: a block rule on the Blocks search, under its cheapest block.
-
-func (v *blocksView) makeBlockRule() tea.Cmd {
-	if err := v.c.canMakeRules(); err != nil {
-		return notifyErrHere(err)
-	}
-	f := v.shownTerms()
-	now := v.c.now()
-	q, err := f.parse(now)
-	if err != nil {
-		return notifyErrHere(fmt.Errorf("the search's terms: %w; e edits them", err))
-	}
-	b := &watch.BlockRule{GPU: q.GPU, GPUs: q.GPUs, Instances: q.Instances, Hours: q.Duration.Hours()}
-	// "+2d" means from now: the rule keeps the time it names, in UTC.
-	if !q.StartAfter.IsZero() {
-		b.StartAfter = q.StartAfter.UTC().Format(time.RFC3339)
-	}
-	if !q.StartBefore.IsZero() {
-		b.StartBefore = q.StartBefore.UTC().Format(time.RFC3339)
-	}
-	size := fmt.Sprintf("%d %s", q.GPUs, q.GPU)
-	if q.Instances > 0 {
-		size = fmt.Sprintf("%d instances of %s", q.Instances, q.GPU)
-	}
-	p := rulePrompt{open: true, unit: "/GPU-h", what: fmt.Sprintf("a block of %s × %s", size, f.duration)}
-	if len(v.offers) > 0 {
-		if c := v.offers[0].USDPerGPUHour(); !math.IsNaN(c) {
-			p.now = "cheapest now $" + present.Money(c)
-			p.value = strconv.FormatFloat(math.Round(c*95)/100, 'f', -1, 64)
-		}
-	}
-	p.build = func(_ bool, most float64) watch.Spec {
-		bb := *b
-		bb.MaxUSDGPUHour = &most
-		n := q.GPUs
-		if q.Instances > 0 {
-			n = q.Instances
-		}
-		return watch.Spec{Name: ruleName("block", q.GPU, strconv.Itoa(n), domain.FormatWindow(q.Duration)), Cond: &bb}
-	}
-	v.prompt.begin(p)
-	return nil
-}
-
-// makePlanRule prompts for a plan rule on the job the table shows (one edited
-// since is taken as typed); the watch prices it as `gpumarket plan` does.
-func (v *planView) makePlanRule() tea.Cmd {
-	if err := v.c.canMakeRules(); err != nil {
-		return notifyErrHere(err)
-	}
-	shown := len(v.res.results) > 0 && v.form == v.ran && !v.running
-	t := v.res.terms
-	if !shown {
-		var err error
-		if t, err = v.form.parse(v.c.now()); err != nil {
-			return notifyErrHere(fmt.Errorf("the job: %w; e edits it", err))
-		}
-	}
-	job := t.job
-	ck := config.Duration(0)
-	if job.Checkpointable {
-		ck = config.Duration(job.Checkpoint)
-	}
-	onTime := t.onTime
-	pr := &watch.PlanRule{GPU: strings.Join(job.Models, ","), GPUs: job.GPUs, Hours: job.Hours,
-		Deadline: job.Deadline.UTC().Format(time.RFC3339), Checkpoint: &ck, OnTimePct: &onTime}
-	if job.Start.After(v.c.now()) { // a start come already is "now"
-		pr.Start = job.Start.UTC().Format(time.RFC3339)
-	}
-	loc := v.c.now().Location()
-	what := fmt.Sprintf("the best plan for %d %s × %gh by %s, on time ≥%s%%,", job.GPUs, strings.Join(job.Models, "/"), job.Hours,
-		job.Deadline.In(loc).Format("01-02 15:04"), present.GPUCount(onTime))
-	if len(t.regions) > 0 {
-		what += " in every region (a plan rule has no region filter),"
-	}
-	p := rulePrompt{open: true, what: what}
-	if shown {
-		for _, r := range v.res.results {
-			if r.OnTimePct >= onTime && !math.IsNaN(r.ExpectedCostUSD) {
-				p.now = fmt.Sprintf("best now $%.2f, %s", r.ExpectedCostUSD, r.Strategy)
-				p.value = strconv.FormatFloat(math.Floor(r.ExpectedCostUSD*95)/100, 'f', -1, 64)
-				break
-			}
-		}
-		if p.now == "" {
-			p.now = fmt.Sprintf("no plan is on time ≥%s%% now", present.GPUCount(onTime))
-		}
-	} else {
-		p.now = "r runs the plan: its best is a figure to start from"
-	}
-	p.build = func(_ bool, below float64) watch.Spec {
-		rule := *pr
-		rule.BelowUSD = &below
-		return watch.Spec{Name: ruleName("plan", strings.Join(job.Models, "-"), strconv.Itoa(job.GPUs), trimHours(job.Hours)+"h"), Cond: &rule}
-	}
-	v.prompt.begin(p)
-	return nil
 }

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
 	"github.com/gpumarket/gpumarket/tui/widget/form"
+	"github.com/gpumarket/gpumarket/watch"
 )
 
 type (
@@ -217,7 +219,7 @@ func (v *blocksView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 		seed := v.planSeed()
 		return func() tea.Msg { return openPlanMsg{seed: seed} }
 	case key.Matches(msg, v.keys.Alert):
-		return v.makeBlockRule()
+		return v.prompt.offer(v.c, v.makeBlockRule)
 	}
 	return nil
 }
@@ -284,7 +286,7 @@ func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Ti
 		if err != nil {
 			return quoteAnswer{err: fmt.Errorf("the dry run was refused: %w", err)}
 		}
-		return quoteAnswer{dryRun: orDefault(dryRunAnswer(dry.Booking.Message), "the provider says the purchase would succeed")}
+		return quoteAnswer{dryRun: cmp.Or(dryRunAnswer(dry.Booking.Message), "the provider says the purchase would succeed")}
 	}
 	a.send = func(ctx context.Context) outcome {
 		res, err := svc.Book(ctx, ledger.BookRequest{OfferingID: o.ID, Actor: actor, Confirmed: o})
@@ -412,24 +414,15 @@ func (v *blocksView) spotAlternative(o domain.Offering) (present.SpotAlt, bool) 
 }
 
 func (v *blocksView) View() string {
-	if v.w <= 0 || v.h <= 0 {
-		return ""
-	}
 	st := &v.c.styles
-	var b strings.Builder
 	if v.svc == nil {
 		return st.dim.Render("Capacity blocks cannot be booked in this session (no ledger).")
 	}
 	if v.editing {
-		b.WriteString(formRows(&v.edit, st, 15, v.w))
-		b.WriteString(st.cursor.Render(wordwrap(v.edit.Label(v.edit.Focus())+": "+v.formHints()[v.edit.Focus()], v.w)) + "\n")
-		b.WriteString(st.dim.Render(fit("tab/↑/↓ field · enter search · esc back to the last search", v.w, false)))
-		if v.formErr != "" {
-			b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))
-		}
-		b.WriteString("\n\n" + st.dim.Render(wordwrap(blocksFormHelp, v.w)))
-		return b.String()
+		return v.openForm.view(st, 15, v.w, v.formHints()[v.edit.Focus()], "tab/↑/↓ field · enter search · esc back to the last search") +
+			"\n\n" + st.dim.Render(wordwrap(blocksFormHelp, v.w))
 	}
+	var b strings.Builder
 	t := v.shownTerms()
 	tunit := "GPUs"
 	if t.instances {
@@ -440,7 +433,7 @@ func (v *blocksView) View() string {
 		length += " (or within " + f + ")"
 	}
 	summary := fmt.Sprintf("%s × %s %s for %s, starting %s … %s", t.size, t.gpu, tunit, length,
-		orDefault(t.after, "now"), orDefault(t.before, "as far as sold"))
+		cmp.Or(t.after, "now"), cmp.Or(t.before, "as far as sold"))
 	switch {
 	case v.formErr != "":
 		summary += " · " + v.formErr
@@ -506,4 +499,123 @@ func (v *blocksView) footnote(cols []shownCol[*present.OfferingRow]) string {
 		s += ". ~: a length other than the duration asked, within the form's other lengths"
 	}
 	return s
+}
+
+// makeBlockRule: a block rule on the Blocks search, under its cheapest block.
+func (v *blocksView) makeBlockRule() (*rulePrompt, tea.Cmd) {
+	f := v.shownTerms()
+	now := v.c.now()
+	q, err := f.parse(now)
+	if err != nil {
+		return nil, notifyErrHere(fmt.Errorf("the search's terms: %w; e edits them", err))
+	}
+	b := &watch.BlockRule{GPU: q.GPU, GPUs: q.GPUs, Instances: q.Instances, Hours: q.Duration.Hours()}
+	// "+2d" means from now: the rule keeps the time it names, in UTC.
+	if !q.StartAfter.IsZero() {
+		b.StartAfter = q.StartAfter.UTC().Format(time.RFC3339)
+	}
+	if !q.StartBefore.IsZero() {
+		b.StartBefore = q.StartBefore.UTC().Format(time.RFC3339)
+	}
+	size := fmt.Sprintf("%d %s", q.GPUs, q.GPU)
+	if q.Instances > 0 {
+		size = fmt.Sprintf("%d instances of %s", q.Instances, q.GPU)
+	}
+	p := rulePrompt{unit: "/GPU-h", what: fmt.Sprintf("a block of %s × %s", size, f.duration)}
+	if len(v.offers) > 0 {
+		if c := v.offers[0].USDPerGPUHour(); !math.IsNaN(c) {
+			p.now = "cheapest now $" + present.Money(c)
+			p.value = decimal(math.Round(c*95) / 100)
+		}
+	}
+	p.build = func(_ bool, most float64) watch.Spec {
+		bb := *b
+		bb.MaxUSDGPUHour = &most
+		n := q.GPUs
+		if q.Instances > 0 {
+			n = q.Instances
+		}
+		return watch.Spec{Name: ruleName("block", q.GPU, strconv.Itoa(n), domain.FormatWindow(q.Duration)), Cond: &bb}
+	}
+	return &p, nil
+}
+
+// Fresh terms: the service refuses terms other than those shown; the box then
+// shows the new ones and asks again (docs/DESIGN.md, The TUI).
+
+// maxQuoteRenewals: a provider whose terms change at every look is said to.
+const maxQuoteRenewals = 3
+
+// termsChanged is err as a refusal of changed terms, else nil.
+func termsChanged(err error) *ledger.TermsChangedError {
+	var tc *ledger.TermsChangedError
+	if errors.As(err, &tc) {
+		return tc
+	}
+	return nil
+}
+
+// renewBuy shows the purchase of o on the changed terms tc; they are compared
+// with what the user last could say yes to (changed replaced, if o is renewed).
+func renewBuy(svc *ledger.Service, actor string, o domain.Offering, now time.Time, changed, tc *ledger.TermsChangedError, quoted int) quoteAnswer {
+	if quoted >= maxQuoteRenewals {
+		return quoteAnswer{err: fmt.Errorf("the terms changed %d times while being checked: nothing was bought; search again in a while: %w", quoted+1, tc)}
+	}
+	seen := o
+	if changed != nil {
+		seen = changed.Shown
+	}
+	return quoteAnswer{renewed: buyAction(svc, actor, tc.Now, now, &ledger.TermsChangedError{Shown: seen, Now: tc.Now, Why: tc.Why}, quoted+1)}
+}
+
+// termsChange says what changed, the total first.
+func termsChange(tc *ledger.TermsChangedError) string {
+	was, now := tc.Shown, tc.Now
+	if ledger.SameTerms(was, now) {
+		// Changed and changed back while being checked: what was shown stands.
+		return "Checked again with the provider: the terms are those shown before. Nothing was bought yet."
+	}
+	var diffs []string
+	if d := now.UpfrontUSD - was.UpfrontUSD; math.Round(d*100) != 0 {
+		diffs = append(diffs, fmt.Sprintf("total $%.2f → $%.2f (%s)", was.UpfrontUSD, now.UpfrontUSD, signedUSD(d)))
+	}
+	if now.StartsOnPurchase && was.StartsOnPurchase {
+		rate := func(o domain.Offering) float64 { return o.UpfrontUSD / o.DurationHours() }
+		if r0, r1 := rate(was), rate(now); math.Round(r0*100) != math.Round(r1*100) {
+			diffs = append(diffs, fmt.Sprintf("$%.2f → $%.2f an hour", r0, r1))
+		}
+	} else if !now.Start.Equal(was.Start) {
+		diffs = append(diffs, "start "+stamp(was.Start)+" → "+stamp(now.Start))
+	}
+	if !now.End.Equal(was.End) {
+		diffs = append(diffs, "end "+stamp(was.End)+" → "+stamp(now.End))
+	}
+	if now.InstanceCount != was.InstanceCount || now.InstanceType != was.InstanceType {
+		diffs = append(diffs, fmt.Sprintf("%d × %s → %d × %s", was.InstanceCount, present.DisplayType(was.InstanceType), now.InstanceCount, present.DisplayType(now.InstanceType)))
+	}
+	if now.Region != was.Region || now.Zone != was.Zone {
+		diffs = append(diffs, present.Place(was.Region, was.Zone)+" → "+present.Place(now.Region, now.Zone))
+	}
+	if len(diffs) == 0 {
+		diffs = append(diffs, "its terms as the provider describes them now")
+	}
+	return fmt.Sprintf("Changed since shown (%s): %s. Nothing was bought; the new terms follow.", tc.Why, strings.Join(diffs, "; "))
+}
+
+// termsTitle is a renewed purchase's question, the new total first.
+func termsTitle(o domain.Offering, tc *ledger.TermsChangedError) string {
+	if ledger.SameTerms(tc.Shown, o) {
+		return fmt.Sprintf("Checked again: buy this %s for $%.2f?", o.Terms().Name, o.UpfrontUSD)
+	}
+	return fmt.Sprintf("The terms changed: buy this %s for $%.2f now (shown $%.2f)?", o.Terms().Name, o.UpfrontUSD, tc.Shown.UpfrontUSD)
+}
+
+// stamp is a time of a change line, in UTC: both sides in one zone.
+func stamp(t time.Time) string { return t.UTC().Format("01-02 15:04 UTC") }
+
+func signedUSD(d float64) string {
+	if d < 0 {
+		return fmt.Sprintf("-$%.2f", -d)
+	}
+	return fmt.Sprintf("+$%.2f", d)
 }

@@ -115,9 +115,6 @@ func (v *chartView) View() string {
 // shorter than a column still shows.
 func (v *chartView) render() string {
 	w, h := v.width, v.height
-	if w <= 0 || h <= 0 {
-		return ""
-	}
 	st := &v.c.styles
 	from, to := v.c.span()
 	unit := "instance-hour"
@@ -143,24 +140,13 @@ func (v *chartView) render() string {
 		v.changed[k] = pv.Changed
 		pools = append(pools, pv)
 	}
-	legendN := min(len(pools), maxLegend)
-	if len(pools) > maxLegend {
-		legendN++
-	}
-	if v.recordedNote(pools) != "" {
-		legendN++
-	}
-	if len(missing) > 0 {
-		legendN++
-	}
-	plotH := h - 1 - 2 - legendN
+	legend := v.legend(pools, missing, w)
+	plotH := h - 1 - 2 - strings.Count(legend, "\n")
 	var b strings.Builder
 	b.WriteString(st.title.Render(fit(title, w, false)))
 	// Too small, or nothing to plot: a line saying so, then the legend.
 	small := func(why string) string {
-		b.WriteString("\n" + st.dim.Render(why))
-		v.legend(&b, pools, missing, w)
-		return clip(b.String(), w, h)
+		return clip(b.String()+"\n"+st.dim.Render(why)+legend, w, h)
 	}
 	switch {
 	case len(pools) == 0:
@@ -227,17 +213,19 @@ func (v *chartView) render() string {
 	}
 	b.WriteString("\n" + asciigraph.PlotMany(data, opts...))
 	b.WriteString("\n" + timeAxis(from, to, leftPad, cols, v.c.now().Location(), v.c.window))
-	v.legend(&b, pools, missing, w)
+	b.WriteString(legend)
 	return clip(b.String(), w, h)
 }
 
-// legend writes one line per pool: colour, key, current price, range.
-func (v *chartView) legend(b *strings.Builder, pools []*feed.PoolView, missing []string, w int) {
+// legend is a line per pool (colour, key, current price, range), each after
+// a newline, then the missing pools and the recorded-history note.
+func (v *chartView) legend(pools []*feed.PoolView, missing []string, w int) string {
 	st := &v.c.styles
+	var b strings.Builder
 	from, to := v.c.span()
 	for i, pv := range pools {
 		if i == maxLegend {
-			fmt.Fprintf(b, "\n  … and %d more", len(pools)-maxLegend)
+			fmt.Fprintf(&b, "\n  … and %d more", len(pools)-maxLegend)
 			break
 		}
 		_, sw := st.seriesColor(i)
@@ -263,6 +251,7 @@ func (v *chartView) legend(b *strings.Builder, pools []*feed.PoolView, missing [
 	if note := v.recordedNote(pools); note != "" {
 		b.WriteString("\n" + st.dim.Render(fit(note, w, false)))
 	}
+	return b.String()
 }
 
 // recordedNote says that a pool without published history (RecordedHistory)

@@ -3,7 +3,6 @@ package tui
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 
@@ -22,7 +21,6 @@ type common struct {
 	width, height int
 	styles        styles
 	keys          globalKeys
-	logger        *slog.Logger
 
 	hub    *feed.Hub
 	eff    planner.Basis // the job EFF $/GPU-H is for

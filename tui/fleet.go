@@ -1,7 +1,9 @@
 package tui
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -61,18 +63,15 @@ func (f *fleetForm) fields() []form.Field {
 
 // fleetView composes a spot fleet from the Market's marks, launches it, follows it.
 type fleetView struct {
-	base
-	svc  *ledger.Service
-	keys fleetKeys
+	actingView // no rule prompt: a fleet is not watched
+	svc        *ledger.Service
+	keys       fleetKeys
 
 	form fleetForm
-	openForm
 
 	// poolKeys are the Market's picks; cursorOnly: none marked, so the cursor's.
 	poolKeys   []string
 	cursorOnly bool
-
-	confirm confirmation
 
 	rowID    string
 	row      ledger.Entry
@@ -90,7 +89,7 @@ func newFleetView(c *common, ctx context.Context, svc *ledger.Service) *fleetVie
 		Form:   key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit fleet")),
 	}
 	k.keyMap = keyMap{[]key.Binding{k.Launch, k.Form}, [][]key.Binding{{k.Launch, k.Form}, c.keys.row(true)}}
-	v := &fleetView{base: base{c: c, ctx: ctx}, svc: svc, keys: k, form: fleetForm{target: "2", onDemand: "0"}}
+	v := &fleetView{actingView: actingView{base: base{c: c, ctx: ctx}}, svc: svc, keys: k, form: fleetForm{target: "2", onDemand: "0"}}
 	v.edit = form.New(v.form.fields()...)
 	v.confirm = v.confirmation(svc != nil)
 	return v
@@ -119,15 +118,8 @@ func (v *fleetView) shown() tea.Cmd {
 	return nil
 }
 
-func (v *fleetView) Title() string { return "Fleet" }
-func (v *fleetView) KeyMap() help.KeyMap {
-	if v.editing {
-		return v.footer("strategy", "done", "put back")
-	}
-	return v.keys
-}
-func (v *fleetView) capturing() bool     { return v.editing }
-func (v *fleetView) box() *confirmation  { return &v.confirm }
+func (v *fleetView) Title() string       { return "Fleet" }
+func (v *fleetView) KeyMap() help.KeyMap { return v.keyMap(v.keys, "strategy", "done", "put back") }
 func (v *fleetView) slashFiltersMarket() {}
 
 func (v *fleetView) helpNote() string {
@@ -324,7 +316,7 @@ func dryLaunch(ctx context.Context, svc *ledger.Service, spec domain.FleetSpec, 
 	if err != nil {
 		return "", err
 	}
-	return orDefault(dryRunAnswer(res.Fleet.Message), "the provider says the launch would succeed"), nil
+	return cmp.Or(dryRunAnswer(res.Fleet.Message), "the provider says the launch would succeed"), nil
 }
 
 // fleetKind names a fleet by its make-up: "a spot fleet of 5 instances".
@@ -374,9 +366,6 @@ func (v *fleetView) editKey(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 func (v *fleetView) View() string {
-	if v.w <= 0 || v.h <= 0 {
-		return ""
-	}
 	st := &v.c.styles
 	if v.svc == nil {
 		return st.dim.Render("Fleets cannot be launched in this session (no ledger).")
@@ -428,7 +417,7 @@ func (v *fleetView) View() string {
 		}
 		b.WriteString("\n" + st.title.Render(title) + "\n")
 		// Wrapped at field breaks: at 80 columns each part is read whole.
-		parts := []string{orDefault(v.row.ProviderRef, "-"), "state " + v.row.State,
+		parts := []string{cmp.Or(v.row.ProviderRef, "-"), "state " + v.row.State,
 			fmt.Sprintf("instances %d/%d", v.fleet.Instances, max(v.fleet.Target, v.row.InstanceCount))}
 		if left := present.TimeLeft(v.row, v.c.now()); left != "-" {
 			parts = append(parts, left)
@@ -465,4 +454,55 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// launchSend launches spec at the estimate est shown; with a budget cap,
+// risen prices launch nothing and ask again (relaunchAction).
+func launchSend(svc *ledger.Service, actor string, spec domain.FleetSpec, est ledger.FleetEstimate) func(context.Context) outcome {
+	return func(ctx context.Context) outcome {
+		res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
+		var ec *ledger.EstimateChangedError
+		if errors.As(err, &ec) {
+			return outcome{renewed: relaunchAction(svc, actor, spec, ec)}
+		}
+		notice := fmt.Sprintf("launched %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
+		if s := res.Short(); s != "" {
+			notice += ": " + s
+		}
+		shown := err
+		switch {
+		case err == nil && res.Row.State == ledger.StateFailed:
+			// Taken but nothing launched (no spot capacity): a failure, nothing bills.
+			shown = fmt.Errorf("not launched: %s (ledger row %s)", res.Row.Error, short(res.Row.ID))
+		case res.Row.State == ledger.StateScheduled && res.Row.ProviderRef == "":
+			notice = fmt.Sprintf("scheduled: gpumarket launches it at its start (ledger row %s)", short(res.Row.ID))
+		case res.Row.State == ledger.StateScheduled:
+			notice = fmt.Sprintf("scheduled at the cloud: %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
+		}
+		return outcome{err: shown, then: fleetLaunchedMsg{res: res, err: err}, notice: notice}
+	}
+}
+
+// relaunchAction launches spec at its risen estimate, shown and asked again.
+func relaunchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, ec *ledger.EstimateChangedError) *moneyAction {
+	est := ec.Now
+	verb, sending := "launch", "launching"
+	if spec.Start.After(svc.Now()) {
+		verb, sending = "schedule", "scheduling"
+	}
+	return &moneyAction{
+		title: fmt.Sprintf("The prices went up: %s %s in %s at about $%.2f an hour now (shown $%.2f)?%s",
+			verb, fleetKind(spec), spec.Region, est.USDHour, ec.Shown.USDHour, simLaunch(svc, spec.Provider)),
+		verb: verb,
+		lines: append([]string{fmt.Sprintf("Changed since shown: about $%.2f → $%.2f an hour (%s). Nothing was launched; the new estimate follows.",
+			ec.Shown.USDHour, est.USDHour, signedUSD(est.USDHour-ec.Shown.USDHour))}, fleetLines(spec, est, svc.Now())...),
+		checking: "asking the provider for a dry run", sending: sending,
+		quote: func(ctx context.Context) quoteAnswer {
+			dry, err := dryLaunch(ctx, svc, spec, est)
+			if err != nil {
+				return quoteAnswer{err: err}
+			}
+			return quoteAnswer{dryRun: dry, send: launchSend(svc, actor, spec, est)}
+		},
+	}
 }

@@ -204,6 +204,7 @@ func (m *Model) sourceLine(s feed.SourceStatus) string {
 		total += r.Total
 	}
 	failed := failedRegions(s)
+	cached := m.cachedMark(s) // said after the state, unless it is the state
 	switch {
 	case s.State == feed.StateError:
 		b.WriteString(st.badgeErr.Render(" error "))
@@ -219,14 +220,13 @@ func (m *Model) sourceLine(s feed.SourceStatus) string {
 		}
 	case failed > 0 && failed == len(s.Regions):
 		b.WriteString(st.badgeErr.Render(" no region answers "))
+	case cached != "":
+		b.WriteString(st.stale.Render("◌" + cached))
+		cached = ""
 	default:
-		if cached := m.cachedMark(s); cached != "" {
-			b.WriteString(st.stale.Render("◌" + cached))
-		} else {
-			b.WriteString(st.ok.Render("● live"))
-		}
+		b.WriteString(st.ok.Render("● live"))
 	}
-	if cached := m.cachedMark(s); cached != "" && (loading || s.State == feed.StateError || s.Stale || (failed > 0 && failed == len(s.Regions))) {
+	if cached != "" {
 		b.WriteString(st.stale.Render(" ·" + cached))
 	}
 	if total > 0 && done < total {

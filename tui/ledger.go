@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,8 +29,6 @@ type (
 		jobs []jobLine
 		rep  *ledger.ReconcileReport
 		err  error
-		// asked: r asked for it, so the footer says its answer.
-		asked bool
 	}
 	fleetDeletedMsg struct{}
 	// fleetsNowMsg is ledger.FleetsNow's answer, asked after a load.
@@ -206,7 +205,7 @@ func (v *ledgerView) failures(rows []ledger.Entry) tea.Cmd {
 		next[r.ID] = r.State
 		if was, seen := v.states[r.ID]; !first && r.State == ledger.StateFailed && was != ledger.StateFailed && (seen || r.Error != "") {
 			lines = append(lines, fmt.Sprintf("ledger row %s (%s %d×%s) failed: %s", short(r.ID), r.Kind, r.InstanceCount,
-				present.DisplayType(r.InstanceType), orDefault(r.Error, "see the Ledger view")))
+				present.DisplayType(r.InstanceType), cmp.Or(r.Error, "see the Ledger view")))
 		}
 	}
 	v.states = next
@@ -320,9 +319,6 @@ func short(id string) string {
 }
 
 func (v *ledgerView) View() string {
-	if v.w <= 0 || v.h <= 0 {
-		return ""
-	}
 	st := &v.c.styles
 	var b strings.Builder
 	now := v.c.now()

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/present"
+	"github.com/gpumarket/gpumarket/watch"
 )
 
 // marketView is the table of pools.
@@ -260,7 +262,7 @@ func (m *marketView) updateKey(msg tea.KeyPressMsg) (view, tea.Cmd) {
 		}
 		return m, func() tea.Msg { return openPoolsMsg{keys: keys} }
 	case key.Matches(msg, k.Alert):
-		return m, m.makeSpotRule()
+		return m, m.prompt.offer(m.c, m.makeSpotRule)
 	}
 	return m, nil
 }
@@ -336,9 +338,6 @@ func listOrAll(l []string) string {
 }
 
 func (m *marketView) View() string {
-	if m.width <= 0 || m.height <= 0 {
-		return ""
-	}
 	var b strings.Builder
 	st := &m.c.styles
 	if m.typing {
@@ -459,4 +458,29 @@ func snapshotFailed(s *feed.Snapshot) bool {
 		failed = failed || src.State == feed.StateError || failedRegions(src) > 0
 	}
 	return failed
+}
+
+// makeSpotRule: a spot rule on the row under the cursor, at 90 % of its price.
+func (m *marketView) makeSpotRule() (*rulePrompt, tea.Cmd) {
+	if m.cursor >= len(m.list) {
+		return nil, notifyHere("no pool under the cursor to watch")
+	}
+	pv := m.rs.snap.Pools[m.list[m.cursor]] // the pool as the snapshot has it now
+	p := rulePrompt{toggle: true, unit: "/h",
+		what: fmt.Sprintf("spot %s in %s", present.DisplayType(pv.InstanceType), present.Place(pv.Region, pv.Zone))}
+	if _, usd, ok := pv.History.Last(); ok {
+		p.now = "now $" + present.Money(usd) + "/h"
+		p.value = decimal(math.Round(usd*90) / 100)
+	}
+	p.build = func(above bool, v float64) watch.Spec {
+		s := &watch.SpotRule{InstanceType: pv.InstanceType, Region: pv.Region, Zone: pv.Zone, Provider: pv.Provider}
+		dir := "below"
+		if above {
+			s.AboveUSDHour, dir = &v, "above"
+		} else {
+			s.BelowUSDHour = &v
+		}
+		return watch.Spec{Name: ruleName("spot", pv.InstanceType, present.Place(pv.Region, pv.Zone), dir), Cond: s}
+	}
+	return &p, nil
 }

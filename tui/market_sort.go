@@ -55,12 +55,7 @@ func (m *marketView) matches(i int32) bool {
 }
 
 func containsFold(list []string, v string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, v) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(list, func(x string) bool { return strings.EqualFold(x, v) })
 }
 
 // rebuild filters and sorts the rows, then puts the cursor back on the pool

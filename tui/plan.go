@@ -1,11 +1,13 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,11 +16,13 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
+	"github.com/gpumarket/gpumarket/watch"
 )
 
 // planKeys are the Plan view's keys.
@@ -110,12 +114,12 @@ func (v *planView) run() tea.Cmd {
 			return notifyHere("this job is covered by ledger row " + rows + ": nothing is left to plan (e edits the job)")
 		}
 		if err := left.Check(now, v.speeds); err != nil && len(by) > 0 {
-			return notifyErrHere(fmt.Errorf("what ledger row %s leaves, %s h of work, cannot be planned: %w", rows, trimHours(math.Round(left.Hours*10)/10), planFieldErr(err)))
+			return notifyErrHere(fmt.Errorf("what ledger row %s leaves, %s h of work, cannot be planned: %w", rows, decimal(math.Round(left.Hours*10)/10), planFieldErr(err)))
 		}
 		if len(by) > 0 {
 			terms.job = left
 			loc := now.Location()
-			v.leftNote = fmt.Sprintf("what ledger row %s leaves: %s h of work, %s to %s", rows, trimHours(math.Round(left.Hours*10)/10),
+			v.leftNote = fmt.Sprintf("what ledger row %s leaves: %s h of work, %s to %s", rows, decimal(math.Round(left.Hours*10)/10),
 				left.Start.In(loc).Format("01-02 15:04"), left.Deadline.In(loc).Format("01-02 15:04"))
 		}
 	}
@@ -186,7 +190,7 @@ func (v *planView) planned(msg planMsg) {
 func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
 	case key.Matches(msg, v.keys.Alert):
-		return v.makePlanRule()
+		return v.prompt.offer(v.c, v.makePlanRule)
 	case v.keys.move(msg, &v.cur, len(v.res.results)):
 	case key.Matches(msg, v.keys.Form):
 		v.open(v.form.fields())
@@ -199,11 +203,9 @@ func (v *planView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 func (v *planView) View() string {
-	if v.w <= 0 || v.h <= 0 {
-		return ""
-	}
 	if v.editing {
-		return v.formView()
+		hint := planHint(v.edit.Focus(), v.c.now())
+		return clip(v.openForm.view(&v.c.styles, 17, v.w, hint, "tab/↑/↓ field · enter runs the plan · esc back"), v.w, v.h)
 	}
 	st := &v.c.styles
 	var top []string
@@ -313,7 +315,7 @@ func (v *planView) summary(f planForm) string {
 	if f.checkpointable {
 		ck = "checkpoint " + f.checkpoint
 	}
-	start, deadline := orDefault(f.start, "now"), f.deadline
+	start, deadline := cmp.Or(f.start, "now"), f.deadline
 	if !v.res.at.IsZero() && f == v.ran {
 		loc := v.c.now().Location()
 		at := func(typed string, t time.Time) string {
@@ -325,7 +327,7 @@ func (v *planView) summary(f planForm) string {
 		start, deadline = at(start, v.res.terms.job.Start), at(deadline, v.res.terms.job.Deadline)
 	}
 	return fmt.Sprintf("%s × %s for %s h · start %s · deadline %s · %s · changeover %s · regions %s   (e edits)",
-		f.gpus, f.models, f.hours, start, deadline, ck, f.changeover, orDefault(f.regions, "all"))
+		f.gpus, f.models, f.hours, start, deadline, ck, f.changeover, cmp.Or(f.regions, "all"))
 }
 
 // status says where the plan is: running, made (when, how), or not yet.
@@ -348,20 +350,6 @@ func (v *planView) status() string {
 		s = v.leftNote + " · " + s
 	}
 	return s
-}
-
-// formView is the job form and the focused field's hint.
-
-func (v *planView) formView() string {
-	st := &v.c.styles
-	var b strings.Builder
-	b.WriteString(formRows(&v.edit, st, 17, v.w))
-	b.WriteString(st.cursor.Render(wordwrap(v.edit.Label(v.edit.Focus())+": "+planHint(v.edit.Focus(), v.c.now()), v.w)) + "\n")
-	b.WriteString(st.dim.Render(wordwrap("tab/↑/↓ field · enter runs the plan · esc back", v.w)))
-	if v.formErr != "" {
-		b.WriteString("\n" + st.footerErr.Render(wordwrap(v.formErr, v.w)))
-	}
-	return clip(b.String(), v.w, v.h)
 }
 
 // planRuns is `gpumarket plan`'s default.
@@ -467,4 +455,55 @@ func ownFleets(ctx context.Context, svc *ledger.Service, now time.Time) planner.
 		}
 	}
 	return planner.OwnFrom(fs, now)
+}
+
+// makePlanRule prompts for a plan rule on the job the table shows (one edited
+// since is taken as typed); the watch prices it as `gpumarket plan` does.
+func (v *planView) makePlanRule() (*rulePrompt, tea.Cmd) {
+	shown := len(v.res.results) > 0 && v.form == v.ran && !v.running
+	t := v.res.terms
+	if !shown {
+		var err error
+		if t, err = v.form.parse(v.c.now()); err != nil {
+			return nil, notifyErrHere(fmt.Errorf("the job: %w; e edits it", err))
+		}
+	}
+	job := t.job
+	ck := config.Duration(0)
+	if job.Checkpointable {
+		ck = config.Duration(job.Checkpoint)
+	}
+	onTime := t.onTime
+	pr := &watch.PlanRule{GPU: strings.Join(job.Models, ","), GPUs: job.GPUs, Hours: job.Hours,
+		Deadline: job.Deadline.UTC().Format(time.RFC3339), Checkpoint: &ck, OnTimePct: &onTime}
+	if job.Start.After(v.c.now()) { // a start come already is "now"
+		pr.Start = job.Start.UTC().Format(time.RFC3339)
+	}
+	loc := v.c.now().Location()
+	what := fmt.Sprintf("the best plan for %d %s × %gh by %s, on time ≥%s%%,", job.GPUs, strings.Join(job.Models, "/"), job.Hours,
+		job.Deadline.In(loc).Format("01-02 15:04"), present.GPUCount(onTime))
+	if len(t.regions) > 0 {
+		what += " in every region (a plan rule has no region filter),"
+	}
+	p := rulePrompt{what: what}
+	if shown {
+		for _, r := range v.res.results {
+			if r.OnTimePct >= onTime && !math.IsNaN(r.ExpectedCostUSD) {
+				p.now = fmt.Sprintf("best now $%.2f, %s", r.ExpectedCostUSD, r.Strategy)
+				p.value = decimal(math.Floor(r.ExpectedCostUSD*95) / 100)
+				break
+			}
+		}
+		if p.now == "" {
+			p.now = fmt.Sprintf("no plan is on time ≥%s%% now", present.GPUCount(onTime))
+		}
+	} else {
+		p.now = "r runs the plan: its best is a figure to start from"
+	}
+	p.build = func(_ bool, below float64) watch.Spec {
+		rule := *pr
+		rule.BelowUSD = &below
+		return watch.Spec{Name: ruleName("plan", strings.Join(job.Models, "-"), strconv.Itoa(job.GPUs), decimal(job.Hours)+"h"), Cond: &rule}
+	}
+	return &p, nil
 }

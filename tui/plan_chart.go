@@ -3,7 +3,6 @@ package tui
 import (
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/gpumarket/gpumarket/planner"
@@ -130,7 +129,7 @@ func xAxis(pw int, lo, onTime float64, tc int, col func(float64) int) string {
 	}
 	for _, pct := range []float64{0, 90, 99, 99.9} {
 		if n := nines(pct); n >= lo {
-			label := strconv.FormatFloat(pct, 'f', -1, 64) + "%"
+			label := decimal(pct) + "%"
 			at := col(pct)
 			if at > 0 {
 				at -= len(label) / 2

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -35,7 +36,7 @@ type planTerms struct {
 // newPlanForm is config plan.*'s job on the session's GPUs and regions.
 func newPlanForm(basis planner.Basis, gpus, regions []string, now time.Time) planForm {
 	f := planForm{
-		gpus: strconv.Itoa(basis.GPUs), models: "H100", hours: trimHours(basis.Hours),
+		gpus: strconv.Itoa(basis.GPUs), models: "H100", hours: decimal(basis.Hours),
 		checkpointable: basis.Checkpoint > 0, checkpoint: domain.FormatDuration(basis.Checkpoint), changeover: domain.FormatDuration(basis.Changeover),
 		regions: strings.Join(regions, ","), onTime: "95",
 	}
@@ -73,7 +74,8 @@ func defaultDeadline(start time.Time, hours float64, now time.Time) string {
 	return d.In(now.Location()).Format("2006-01-02 15:04")
 }
 
-func trimHours(h float64) string { return strconv.FormatFloat(h, 'f', -1, 64) }
+// decimal is x in the fewest digits: 48, 18.5.
+func decimal(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
 // planStart is the form's start; empty is the next minute, as in the command.
 func planStart(s string, now time.Time) (time.Time, error) {
@@ -157,7 +159,7 @@ var planFieldLabels = map[string]string{
 func planFieldErr(err error) error {
 	var fe *planner.FieldError
 	if errors.As(err, &fe) {
-		return fmt.Errorf("%s: %s", orDefault(planFieldLabels[fe.Field], fe.Field), fe.Msg)
+		return fmt.Errorf("%s: %s", cmp.Or(planFieldLabels[fe.Field], fe.Field), fe.Msg)
 	}
 	return err
 }
@@ -187,7 +189,7 @@ func (f planForm) seeded(s planSeed, now time.Time) planForm {
 		f.gpus = s.gpus
 	}
 	if s.hours > 0 {
-		f.hours = trimHours(s.hours)
+		f.hours = decimal(s.hours)
 	}
 	if s.start != "" {
 		f.start = s.start

@@ -108,13 +108,6 @@ func (st *styles) pointed(lead, text string, cur bool) string {
 	return lead + "  " + text
 }
 
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
-
 // fit pads or cuts s to exactly w cells. right aligns numbers.
 func fit(s string, w int, right bool) string {
 	if w <= 0 {

@@ -5,7 +5,6 @@ package tui
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -54,8 +53,6 @@ type Options struct {
 	Now func() time.Time
 	// Context is the session's context; the hub subscription ends with it.
 	Context context.Context
-	// Logger receives diagnostics; it must not write to the terminal.
-	Logger *slog.Logger
 	// Booking runs every money-spending action; nil means nothing can be booked.
 	Booking *ledger.Service
 	// Usage is the process's one usage tracker; nil means no ledger.
@@ -134,18 +131,13 @@ type Model struct {
 
 // New builds a session's model; it subscribes in Init.
 func New(opt Options) *Model {
-	if opt.Window <= 0 {
-		opt.Window = 24 * time.Hour
-	}
+	domain.OrDefault(&opt.Window, 24*time.Hour)
 	opt.Window = min(opt.Window, domain.MaxWindow)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
 	if opt.Context == nil {
 		opt.Context = context.Background()
-	}
-	if opt.Logger == nil {
-		opt.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opt.Effective.GPUs == 0 {
 		opt.Effective = planner.DefaultBasis
@@ -156,7 +148,6 @@ func New(opt Options) *Model {
 	c := &common{
 		styles: newStyles(true, opt.NoColor),
 		keys:   newGlobalKeys(),
-		logger: opt.Logger,
 		hub:    opt.Hub,
 		eff:    opt.Effective,
 		now:    opt.Now,
@@ -317,21 +308,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	case openPoolsMsg:
-		for i, v := range m.views {
-			if s, ok := v.(poolShower); ok {
-				s.showPools(msg.keys)
-				return m, m.switchTo(i)
-			}
-		}
-		return m, nil
+		return m, openIn(m, func(s poolShower) { s.showPools(msg.keys) })
 	case openPlanMsg:
-		for i, v := range m.views {
-			if o, ok := v.(planOpener); ok {
-				o.openPlan(msg.seed)
-				return m, m.switchTo(i)
-			}
-		}
-		return m, nil
+		return m, openIn(m, func(o planOpener) { o.openPlan(msg.seed) })
 	case backMsg:
 		return m, m.switchTo(m.prev)
 	case tea.KeyPressMsg:
@@ -385,13 +364,17 @@ func (m *Model) capturing() bool {
 	return ok && c.capturing()
 }
 
-func (m *Model) indexOf(v view) int {
-	for i, x := range m.views {
-		if x == v {
-			return i
+func (m *Model) indexOf(v view) int { return max(slices.Index(m.views, v), 0) }
+
+// openIn gives the first view that is a T to do, then shows it.
+func openIn[T any](m *Model, do func(T)) tea.Cmd {
+	for i, v := range m.views {
+		if t, ok := v.(T); ok {
+			do(t)
+			return m.switchTo(i)
 		}
 	}
-	return 0
+	return nil
 }
 
 func (m *Model) switchTo(i int) tea.Cmd {
@@ -427,7 +410,8 @@ func (m *Model) loading() bool {
 	return slices.ContainsFunc(m.snap.Sources, sourceLoading)
 }
 
-// View renders the frame: header, the active view, footer.
+// View renders the frame: header, the active view, footer. Only here is
+// the size checked: a view is drawn only with cells to draw in.
 func (m *Model) View() tea.View {
 	var v tea.View
 	v.AltScreen = true

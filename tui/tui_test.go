@@ -944,3 +944,21 @@ func TestHeaderSaysPricesAreCached(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceLineSaysCachedOnce: in each state a source with cached prices
+// says so once: as its state when nothing else is wrong, else after it.
+func TestSourceLineSaysCachedOnce(t *testing.T) {
+	m := newTestModel(t, 160, 40, Options{})
+	for name, s := range map[string]feed.SourceStatus{
+		"ready":             {State: feed.StateReady},
+		"error":             {State: feed.StateError, Err: "boom"},
+		"loading":           {State: feed.StateLoading},
+		"stale":             {State: feed.StateReady, Stale: true},
+		"no region answers": {State: feed.StateReady, Regions: []feed.RegionStatus{{Region: "us-east-1", Err: "refused"}}},
+	} {
+		s.Provider, s.CachedAt = "aws", fixedNow.Add(-time.Hour)
+		if line := ansi.Strip(m.sourceLine(s)); strings.Count(line, "cached ") != 1 || strings.Contains(line, "live") {
+			t.Errorf("%s: %q, want the cached mark once and no live", name, line)
+		}
+	}
+}

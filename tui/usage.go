@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
+	"github.com/gpumarket/gpumarket/watch"
 )
 
 // usageReload: the process's one tracker answers from its cache until its
@@ -120,7 +121,7 @@ func (v *usageView) Update(msg tea.Msg) (view, tea.Cmd) {
 			return v, v.prompt.update(v.c, msg)
 		}
 		if !v.keys.move(msg, &v.cur, len(v.rep.Rows)) && key.Matches(msg, v.alert) {
-			return v, v.makeIdleRule()
+			return v, v.prompt.offer(v.c, v.makeIdleRule)
 		}
 	}
 	return v, nil
@@ -134,9 +135,6 @@ func (v *usageView) setReport(rep ledger.UsageReport) {
 }
 
 func (v *usageView) View() string {
-	if v.w <= 0 || v.h <= 0 {
-		return ""
-	}
 	st := &v.c.styles
 	switch {
 	case v.tr == nil:
@@ -243,4 +241,29 @@ func usd(v float64) string {
 		return "-$" + thousands(whole) + "." + cents
 	}
 	return "$" + thousands(whole) + "." + cents
+}
+
+// makeIdleRule: an idle rule on the Usage row, at max_idle_pct (else 40 %).
+func (v *usageView) makeIdleRule() (*rulePrompt, tea.Cmd) {
+	if !v.ready || len(v.rep.Rows) == 0 {
+		return nil, notifyHere("no ledger row under the cursor to watch")
+	}
+	r := v.rep.Rows[min(v.cur, len(v.rep.Rows)-1)]
+	if !r.Active {
+		return nil, notifyHere(fmt.Sprintf("%s %s is %s, not running: nothing of it can be idle from now on", r.Kind, short(r.ID), r.State))
+	}
+	p := rulePrompt{unit: "%", what: fmt.Sprintf("%s %s (%s GPU %s)", r.Kind, short(r.ID), present.GPUCount(r.GPUs), present.DisplayType(r.InstanceType)), value: "40"}
+	if b := v.tr.MaxIdlePct(); b > 0 {
+		p.value = decimal(b)
+	}
+	if s := r.IdleShare(); !math.IsNaN(s) {
+		p.now = fmt.Sprintf("now %.0f%%", s*100)
+	} else {
+		p.now = "no metrics yet"
+	}
+	id := r.ID
+	p.build = func(_ bool, pct float64) watch.Spec {
+		return watch.Spec{Name: ruleName("idle", r.Kind, id), Cond: &watch.IdleRule{AbovePct: pct, ID: id}}
+	}
+	return &p, nil
 }

@@ -174,7 +174,7 @@ func TestBookAndFind(t *testing.T) {
 		t.Errorf("booking %+v", b)
 	}
 	res := f.fake.Reservations()
-	if len(res) != 1 || res[0].Tags[RefTag] != "L42" {
+	if len(res) != 1 || res[0].Tags[domain.TagRef] != "L42" {
 		t.Fatalf("reservations %+v, want one tagged with the ledger id", res)
 	}
 	found, err := p.FindBooking(context.Background(), req)

@@ -1,9 +1,11 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"math"
 	"slices"
@@ -21,9 +23,6 @@ import (
 
 // blockTerms are the terms of EC2 Capacity Blocks for ML.
 var blockTerms = domain.CapacityBlockTerms
-
-// RefTag is domain.TagRef, the ledger id a purchase carries, under its older name.
-const RefTag = domain.TagRef
 
 // AWS's own tag on a block: the count bought, while TotalInstanceCount reads 0
 // before the start (EC2 User Guide, "View Capacity Blocks").
@@ -154,25 +153,17 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q domain.
 		if count < 1 || count > blockTerms.MaxInstances {
 			continue
 		}
-		pg := ec2.NewDescribeCapacityBlockOfferingsPaginator(p.client(region), &ec2.DescribeCapacityBlockOfferingsInput{
-			CapacityDurationHours: awssdk.Int32(int32(q.Duration / time.Hour)),
-			InstanceType:          awssdk.String(t.InstanceType),
-			InstanceCount:         awssdk.Int32(int32(count)),
-			StartDateRange:        awssdk.Time(q.StartAfter),
-			// The longest accepted length at the latest accepted start.
-			EndDateRange: awssdk.Time(q.StartBefore.Add(q.Duration + q.FlexDuration)),
-		})
-		for pg.HasMorePages() {
-			page, err := pg.NextPage(ctx)
+		// The longest accepted length at the latest accepted start.
+		in := blockSearch(t.InstanceType, count, int(q.Duration/time.Hour), q.StartAfter, q.StartBefore.Add(q.Duration+q.FlexDuration))
+		for page, err := range pages(ctx, ec2.NewDescribeCapacityBlockOfferingsPaginator(p.client(region), in)) {
+			if countRefused(err) {
+				return out, fmt.Errorf("capacity blocks of %s in %s: AWS does not sell a block of %d instances: %s",
+					t.InstanceType, region, count, shortCause(err))
+			}
+			if notSoldAsBlocks(err) {
+				break
+			}
 			if err != nil {
-				if countRefused(err) {
-					return out, fmt.Errorf("capacity blocks of %s in %s: AWS does not sell a block of %d instances: %s",
-						t.InstanceType, region, count, shortCause(err))
-				}
-				// Most GPU types are not sold as blocks: InvalidParameterValue.
-				if apiCode(err) == "InvalidParameterValue" || apiCode(err) == "Unsupported" {
-					break
-				}
 				return out, explain(fmt.Errorf("describe capacity blocks of %s in %s: %w", t.InstanceType, region, err))
 			}
 			for _, o := range page.CapacityBlockOfferings {
@@ -182,7 +173,7 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q domain.
 						"region", region, "instance_type", t.InstanceType, "reason", err.Error())
 					continue
 				}
-				if why := mismatch(off, q, count); why != "" {
+				if why := mismatch(off, off.End.Sub(off.Start), q, count); why != "" {
 					p.opt.Logger.Debug("capacity block offering not asked for", "offering", off.ID, "region", region, "why", why)
 					continue
 				}
@@ -194,16 +185,28 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q domain.
 	return out, nil
 }
 
-// mismatch says how an offering differs from the query, "" when it does not.
-func mismatch(o domain.Offering, q domain.OfferingQuery, count int) string {
-	length := o.End.Sub(o.Start)
+func blockSearch(instanceType string, count, hours int, from, until time.Time) *ec2.DescribeCapacityBlockOfferingsInput {
+	return &ec2.DescribeCapacityBlockOfferingsInput{
+		InstanceType: awssdk.String(instanceType), InstanceCount: awssdk.Int32(int32(count)),
+		CapacityDurationHours: awssdk.Int32(int32(hours)), StartDateRange: awssdk.Time(from), EndDateRange: awssdk.Time(until),
+	}
+}
+
+// notSoldAsBlocks: most GPU types are not sold as blocks (InvalidParameterValue, Unsupported).
+func notSoldAsBlocks(err error) bool {
+	return !countRefused(err) && (apiCode(err) == "InvalidParameterValue" || apiCode(err) == "Unsupported")
+}
+
+// mismatch says how an offering of this length differs from the query, "" when
+// it does not; count 0 is any count.
+func mismatch(o domain.Offering, length time.Duration, q domain.OfferingQuery, count int) string {
 	switch {
 	case length != q.Duration && (q.FlexDuration == 0 || (length-q.Duration).Abs() > q.FlexDuration):
 		return fmt.Sprintf("lasts %s, not %s", length, q.Duration)
 	case o.Start.Before(q.StartAfter) || o.Start.After(q.StartBefore):
 		return fmt.Sprintf("starts %s, outside [%s, %s]", o.Start.Format(time.RFC3339),
 			q.StartAfter.UTC().Format(time.RFC3339), q.StartBefore.UTC().Format(time.RFC3339))
-	case o.InstanceCount != count:
+	case count != 0 && o.InstanceCount != count:
 		return fmt.Sprintf("holds %d instances, not %d", o.InstanceCount, count)
 	}
 	return ""
@@ -240,10 +243,6 @@ func offeringOf(region string, t GPUType, o ec2types.CapacityBlockOffering, aske
 	if o.InstanceCount != nil {
 		count = int(*o.InstanceCount)
 	}
-	cur := awssdk.ToString(o.CurrencyCode)
-	if cur == "" {
-		cur = "USD"
-	}
 	typ := t.InstanceType
 	if it := awssdk.ToString(o.InstanceType); it != "" && it != typ {
 		return domain.Offering{}, fmt.Errorf("offering %s is for %s, not the %s asked for", id, it, typ)
@@ -252,7 +251,7 @@ func offeringOf(region string, t GPUType, o ec2types.CapacityBlockOffering, aske
 		ID: id, Provider: Name, Cloud: domain.CloudAWS, Region: region,
 		Zone: awssdk.ToString(o.AvailabilityZone), InstanceType: typ, GPU: t.GPU,
 		InstanceCount: count, Start: start, End: end,
-		UpfrontUSD: fee, Currency: cur, Kind: domain.KindBlock,
+		UpfrontUSD: fee, Currency: cmp.Or(awssdk.ToString(o.CurrencyCode), "USD"), Kind: domain.KindBlock,
 	}, nil
 }
 
@@ -302,9 +301,7 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 	out, err := p.client(o.Region).PurchaseCapacityBlock(ctx, in, noRetry)
 	if req.DryRun {
 		if apiCode(err) == "DryRunOperation" {
-			return domain.Booking{Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
-				InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, DryRun: true,
-				Message: "dry run: AWS says the purchase would succeed"}, nil
+			return offered(o, true, "dry run: AWS says the purchase would succeed"), nil
 		}
 		if err == nil {
 			return domain.Booking{}, fmt.Errorf("aws: dry-run purchase of %s in %s: AWS answered without DryRunOperation; nothing is known to be bought — check with FindBooking", o.ID, o.Region)
@@ -326,6 +323,12 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 	return b, nil
 }
 
+// offered is a Booking of the offering's terms, before the cloud names it.
+func offered(o domain.Offering, dryRun bool, msg string) domain.Booking {
+	return domain.Booking{Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType, InstanceCount: o.InstanceCount,
+		Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, DryRun: dryRun, Message: msg}
+}
+
 // blockTags are a purchase's tags: domain.Tags and the fee.
 func blockTags(req domain.BookRequest, o domain.Offering) map[string]string {
 	tags := domain.Tags(req.Ref, req.Actor, o.ID)
@@ -337,12 +340,9 @@ func blockTags(req domain.BookRequest, o domain.Offering) map[string]string {
 
 // boughtFrom returns the unfailed reservation tagged with the offering, nil if none.
 func (p *Provider) boughtFrom(ctx context.Context, region, offeringID string) (*domain.Booking, error) {
-	// The model lists no tag filter for DescribeCapacityReservations.
-	pg := ec2.NewDescribeCapacityReservationsPaginator(p.client(region), &ec2.DescribeCapacityReservationsInput{})
 	var best *domain.Booking
 	var bestCreated time.Time
-	for pg.HasMorePages() {
-		page, err := pg.NextPage(ctx)
+	for page, err := range p.reservations(ctx, region, nil) {
 		if err != nil {
 			return nil, explain(err)
 		}
@@ -386,7 +386,6 @@ func (p *Provider) FindBooking(ctx context.Context, req domain.BookRequest) (*do
 	if o.Region == "" || o.InstanceType == "" {
 		return nil, fmt.Errorf("aws: find booking: the offering has no region or instance type")
 	}
-	// The model lists no reservation-type filter: blocks are picked below.
 	filters := []ec2types.Filter{
 		{Name: awssdk.String("instance-type"), Values: []string{o.InstanceType}},
 	}
@@ -394,12 +393,10 @@ func (p *Provider) FindBooking(ctx context.Context, req domain.BookRequest) (*do
 		filters = append(filters, ec2types.Filter{Name: awssdk.String("availability-zone"), Values: []string{o.Zone}})
 	}
 	after := req.After.Add(-5 * time.Minute)
-	pg := ec2.NewDescribeCapacityReservationsPaginator(p.client(o.Region), &ec2.DescribeCapacityReservationsInput{Filters: filters})
 	var best *domain.Booking
 	var bestCreated time.Time
 	bestMine := false
-	for pg.HasMorePages() {
-		page, err := pg.NextPage(ctx)
+	for page, err := range p.reservations(ctx, o.Region, filters) {
 		if err != nil {
 			return nil, explain(fmt.Errorf("aws: describe capacity reservations in %s: %w", o.Region, err))
 		}
@@ -427,6 +424,12 @@ func (p *Provider) FindBooking(ctx context.Context, req domain.BookRequest) (*do
 		}
 	}
 	return best, nil
+}
+
+// reservations pages DescribeCapacityReservations; the model lists no tag or
+// reservation-type filter, so callers pick among the pages.
+func (p *Provider) reservations(ctx context.Context, region string, filters []ec2types.Filter) iter.Seq2[*ec2.DescribeCapacityReservationsOutput, error] {
+	return pages(ctx, ec2.NewDescribeCapacityReservationsPaginator(p.client(region), &ec2.DescribeCapacityReservationsInput{Filters: filters}))
 }
 
 // reservationCount is TotalInstanceCount once active, AWS's requested-quantity tag before.
@@ -544,20 +547,13 @@ func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (doma
 	if from.Before(now) {
 		from = now
 	}
-	pg := ec2.NewDescribeCapacityBlockOfferingsPaginator(p.client(o.Region), &ec2.DescribeCapacityBlockOfferingsInput{
-		CapacityDurationHours: awssdk.Int32(int32(sellableHours(o.End.Sub(o.Start)))),
-		InstanceType:          awssdk.String(o.InstanceType),
-		InstanceCount:         awssdk.Int32(int32(o.InstanceCount)),
-		StartDateRange:        awssdk.Time(from),
-		EndDateRange:          awssdk.Time(o.End.Add(24 * time.Hour)),
-	})
+	in := blockSearch(o.InstanceType, o.InstanceCount, sellableHours(o.End.Sub(o.Start)), from, o.End.Add(24*time.Hour))
 	t := GPUType{InstanceType: o.InstanceType, GPU: o.GPU}
-	for pg.HasMorePages() {
-		page, err := pg.NextPage(ctx)
+	for page, err := range pages(ctx, ec2.NewDescribeCapacityBlockOfferingsPaginator(p.client(o.Region), in)) {
+		if notSoldAsBlocks(err) {
+			break // the type is no longer sold as blocks
+		}
 		if err != nil {
-			if !countRefused(err) && (apiCode(err) == "InvalidParameterValue" || apiCode(err) == "Unsupported") {
-				break // the type is no longer sold as blocks
-			}
 			return o, explain(fmt.Errorf("aws: describe offering %s in %s again: %w", o.ID, o.Region, err))
 		}
 		for _, x := range page.CapacityBlockOfferings {
@@ -624,10 +620,7 @@ func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]domain.C
 
 func (p *Provider) regionRecords(ctx context.Context, region string, since time.Time) ([]domain.CloudRecord, error) {
 	var out []domain.CloudRecord
-	// The model lists no tag filter for DescribeCapacityReservations.
-	pg := ec2.NewDescribeCapacityReservationsPaginator(p.client(region), &ec2.DescribeCapacityReservationsInput{})
-	for pg.HasMorePages() {
-		page, err := pg.NextPage(ctx)
+	for page, err := range p.reservations(ctx, region, nil) {
 		if err != nil {
 			return out, explain(fmt.Errorf("describe capacity reservations: %w", err))
 		}
@@ -638,43 +631,13 @@ func (p *Provider) regionRecords(ctx context.Context, region string, since time.
 			out = append(out, p.blockRecord(region, cr))
 		}
 	}
-	addFleets := func(fleets []ec2types.FleetData) {
-		for _, fd := range fleets {
-			if (fd.CreateTime == nil || !fd.CreateTime.Before(since)) && tagged(fd.Tags) {
-				out = append(out, p.fleetRecord(region, fd))
-			}
-		}
-	}
-	seen := map[string]bool{}
-	fp := ec2.NewDescribeFleetsPaginator(p.client(region), &ec2.DescribeFleetsInput{MaxResults: awssdk.Int32(1000)})
-	for fp.HasMorePages() {
-		page, err := fp.NextPage(ctx)
+	for fd, err := range p.fleets(ctx, region, ec2types.Filter{Name: awssdk.String("tag-key"), Values: ourTags}) {
 		if err != nil {
-			return out, explain(fmt.Errorf("describe fleets: %w", err))
+			return out, explain(err)
 		}
-		for _, fd := range page.Fleets {
-			seen[awssdk.ToString(fd.FleetId)] = true
+		if (fd.CreateTime == nil || !fd.CreateTime.Before(since)) && tagged(fd.Tags) {
+			out = append(out, p.fleetRecord(region, fd))
 		}
-		addFleets(page.Fleets)
-	}
-	ids, err := p.taggedFleetIDs(ctx, region, ec2types.Filter{Name: awssdk.String("tag-key"), Values: ourTags})
-	if err != nil {
-		return out, explain(fmt.Errorf("describe instances: %w", err))
-	}
-	var instant []string
-	for _, id := range ids {
-		if !seen[id] {
-			instant = append(instant, id)
-		}
-	}
-	for len(instant) > 0 {
-		n := min(len(instant), 100)
-		page, err := p.client(region).DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: instant[:n]})
-		if err != nil {
-			return out, explain(fmt.Errorf("describe fleets %s: %w", strings.Join(instant[:n], ", "), err))
-		}
-		instant = instant[n:]
-		addFleets(page.Fleets)
 	}
 	return out, nil
 }
@@ -721,19 +684,14 @@ func (p *Provider) fleetRecord(region string, fd ec2types.FleetData) domain.Clou
 	}
 	var types, zones []string
 	add := func(list []string, v string) []string {
-		if slices.Contains(list, v) {
+		if v == "" || slices.Contains(list, v) {
 			return list
 		}
 		return append(list, v)
 	}
 	for _, c := range fd.LaunchTemplateConfigs {
 		for _, o := range c.Overrides {
-			if o.InstanceType != "" {
-				types = add(types, string(o.InstanceType))
-			}
-			if z := awssdk.ToString(o.AvailabilityZone); z != "" {
-				zones = add(zones, z)
-			}
+			types, zones = add(types, string(o.InstanceType)), add(zones, awssdk.ToString(o.AvailabilityZone))
 		}
 	}
 	r.InstanceType, r.Zone = strings.Join(types, ","), strings.Join(zones, ",")
@@ -909,11 +867,7 @@ func (p *Provider) validateFleet(spec *domain.FleetSpec) error {
 	if spec.Strategy == "" {
 		spec.Strategy = domain.StrategyPriceCapacityOptimized
 	}
-	ok := false
-	for _, s := range domain.Strategies {
-		ok = ok || s == spec.Strategy
-	}
-	if !ok {
+	if !slices.Contains(domain.Strategies, spec.Strategy) {
 		return specErrorf("aws: fleet: strategy %q: want one of %s", spec.Strategy, strings.Join(domain.Strategies, ", "))
 	}
 	if spec.MaxPriceUSD != nil && (*spec.MaxPriceUSD <= 0 || math.IsNaN(*spec.MaxPriceUSD) || math.IsInf(*spec.MaxPriceUSD, 0)) {
@@ -943,16 +897,28 @@ func (p *Provider) validateFleet(spec *domain.FleetSpec) error {
 
 // DescribeFleet returns a fleet's state and running instances.
 func (p *Provider) DescribeFleet(ctx context.Context, region, id string) (domain.Fleet, error) {
-	out, err := p.client(region).DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: []string{id}})
+	fd, err := p.fleetByID(ctx, region, id)
 	if err != nil {
 		return domain.Fleet{}, explain(fmt.Errorf("aws: describe fleet %s in %s: %w", id, region, err))
 	}
+	if fd == nil {
+		return domain.Fleet{}, fmt.Errorf("aws: describe fleet %s in %s: no such fleet", id, region)
+	}
+	return p.describedFleet(ctx, region, *fd), nil
+}
+
+// fleetByID describes one fleet; nil if AWS does not list it.
+func (p *Provider) fleetByID(ctx context.Context, region, id string) (*ec2types.FleetData, error) {
+	out, err := p.client(region).DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: []string{id}})
+	if err != nil {
+		return nil, err
+	}
 	for _, fd := range out.Fleets {
 		if awssdk.ToString(fd.FleetId) == id {
-			return p.describedFleet(ctx, region, fd), nil
+			return &fd, nil
 		}
 	}
-	return domain.Fleet{}, fmt.Errorf("aws: describe fleet %s in %s: no such fleet", id, region)
+	return nil, nil
 }
 
 // describedFleet counts a fleet's running instances: an instant fleet lists them;
@@ -1012,62 +978,67 @@ func (p *Provider) activeInstances(ctx context.Context, region, id string) (int,
 // DescribeFleets has no token filter and lists instant fleets only by id: listed
 // fleets are matched, then instances tagged with the token name theirs.
 func (p *Provider) FindFleet(ctx context.Context, region, clientToken string) (*domain.Fleet, error) {
-	fail := func(err error) (*domain.Fleet, error) {
-		return nil, explain(fmt.Errorf("aws: find fleet with client token %s in %s: %w", clientToken, region, err))
-	}
-	match := func(fleets []ec2types.FleetData) *domain.Fleet {
-		for _, fd := range fleets {
-			if awssdk.ToString(fd.ClientToken) == clientToken {
-				f := p.describedFleet(ctx, region, fd)
-				return &f
-			}
-		}
-		return nil
-	}
-	pages := ec2.NewDescribeFleetsPaginator(p.client(region), &ec2.DescribeFleetsInput{MaxResults: awssdk.Int32(1000)})
-	for pages.HasMorePages() {
-		out, err := pages.NextPage(ctx)
+	for fd, err := range p.fleets(ctx, region, ec2types.Filter{Name: awssdk.String("tag:" + domain.TagRef), Values: []string{clientToken}}) {
 		if err != nil {
-			return fail(err)
+			return nil, explain(fmt.Errorf("aws: find fleet with client token %s in %s: %w", clientToken, region, err))
 		}
-		if f := match(out.Fleets); f != nil {
-			return f, nil
+		if awssdk.ToString(fd.ClientToken) == clientToken {
+			f := p.describedFleet(ctx, region, fd)
+			return &f, nil
 		}
 	}
-	ids, err := p.taggedFleetIDs(ctx, region, ec2types.Filter{Name: awssdk.String("tag:" + domain.TagRef), Values: []string{clientToken}})
-	if err != nil {
-		return fail(err)
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	out, err := p.client(region).DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: ids})
-	if err != nil {
-		return fail(err)
-	}
-	return match(out.Fleets), nil
+	return nil, nil
 }
 
-// taggedFleetIDs returns the fleets that launched the filter's instances.
-func (p *Provider) taggedFleetIDs(ctx context.Context, region string, filter ec2types.Filter) ([]string, error) {
-	pg := ec2.NewDescribeInstancesPaginator(p.client(region), &ec2.DescribeInstancesInput{
-		Filters: []ec2types.Filter{filter}, MaxResults: awssdk.Int32(1000),
-	})
-	seen := map[string]bool{}
-	for pg.HasMorePages() {
-		out, err := pg.NextPage(ctx)
-		if err != nil {
-			return nil, err
+// fleets ranges over a region's fleets: DescribeFleets' pages, then the instant
+// fleets it does not list, named by the filter's instances' aws:ec2:fleet-id.
+func (p *Provider) fleets(ctx context.Context, region string, filter ec2types.Filter) iter.Seq2[ec2types.FleetData, error] {
+	return func(yield func(ec2types.FleetData, error) bool) {
+		c, seen := p.client(region), map[string]bool{}
+		each := func(fleets []ec2types.FleetData) bool {
+			for _, fd := range fleets {
+				seen[awssdk.ToString(fd.FleetId)] = true
+				if !yield(fd, nil) {
+					return false
+				}
+			}
+			return true
 		}
-		for _, r := range out.Reservations {
-			for _, in := range r.Instances {
-				if id, ok := tagValue(in.Tags, tagFleetID); ok && id != "" {
-					seen[id] = true
+		for page, err := range pages(ctx, ec2.NewDescribeFleetsPaginator(c, &ec2.DescribeFleetsInput{MaxResults: awssdk.Int32(1000)})) {
+			if err != nil {
+				yield(ec2types.FleetData{}, fmt.Errorf("describe fleets: %w", err))
+				return
+			} else if !each(page.Fleets) {
+				return
+			}
+		}
+		var ids []string
+		in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{filter}, MaxResults: awssdk.Int32(1000)}
+		for page, err := range pages(ctx, ec2.NewDescribeInstancesPaginator(c, in)) {
+			if err != nil {
+				yield(ec2types.FleetData{}, fmt.Errorf("describe instances: %w", err))
+				return
+			}
+			for _, r := range page.Reservations {
+				for _, inst := range r.Instances {
+					if id, _ := tagValue(inst.Tags, tagFleetID); id != "" && !seen[id] {
+						seen[id] = true
+						ids = append(ids, id)
+					}
 				}
 			}
 		}
+		slices.Sort(ids)
+		for chunk := range slices.Chunk(ids, 100) {
+			out, err := c.DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: chunk})
+			if err != nil {
+				yield(ec2types.FleetData{}, fmt.Errorf("describe fleets %s: %w", strings.Join(chunk, ", "), err))
+				return
+			} else if !each(out.Fleets) {
+				return
+			}
+		}
 	}
-	return slices.Sorted(maps.Keys(seen)), nil
 }
 
 // DeleteFleet deletes a fleet and terminates its instances. DeleteFleets "might
@@ -1103,18 +1074,13 @@ const maxInstantDelete = 1000
 
 // trimInstantFleet terminates an instant fleet's instances beyond maxInstantDelete.
 func (p *Provider) trimInstantFleet(ctx context.Context, region, id string) error {
-	out, err := p.client(region).DescribeFleets(ctx, &ec2.DescribeFleetsInput{FleetIds: []string{id}})
-	if err != nil {
+	fd, err := p.fleetByID(ctx, region, id)
+	if err != nil || fd == nil || fd.Type != ec2types.FleetTypeInstant {
 		return nil // DeleteFleets, asked next, says what is wrong
 	}
 	var ids []string
-	for _, fd := range out.Fleets {
-		if awssdk.ToString(fd.FleetId) != id || fd.Type != ec2types.FleetTypeInstant {
-			continue
-		}
-		for _, inst := range fd.Instances {
-			ids = append(ids, inst.InstanceIds...)
-		}
+	for _, inst := range fd.Instances {
+		ids = append(ids, inst.InstanceIds...)
 	}
 	for len(ids) > maxInstantDelete {
 		n := min(maxInstantDelete, len(ids)-maxInstantDelete)

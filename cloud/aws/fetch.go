@@ -1,22 +1,26 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
+	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/gpumarket/gpumarket/cloud/advisor"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/internal/fanout"
 )
@@ -110,26 +114,24 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	}
 	aids.adv = p.startAdvisor(ctx, sink, aids.note)
 	aids.od = p.startOnDemand(ctx, backfill, func(region string) []string {
-		return wantedNames(p.knownGPUTypes(region), req.Query)
+		// The region's cached GPU types, else the catalog's.
+		types, ok := p.cachedGPUTypes(region)
+		if !ok {
+			types = catalogGPUTypes()
+		}
+		return wantedNames(types, req.Query)
 	})
 	if req.Backfill {
 		aids.scores = p.startScores(ctx, regions, req.Query)
 	}
 
-	var failed atomic.Int32
-	var firstErr error
-	var errOnce sync.Once
+	errs := make([]error, len(regions))
 	fanout.Each(len(regions), 0, func(i int) {
 		region := regions[i]
-		rs := p.regionState(region)
 		err := p.fetchRegion(ctx, region, rreqs[i], aids, sink)
-		rs.settle(rreqs[i], err != nil)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			failed.Add(1)
-			errOnce.Do(func() { firstErr = err })
+		p.regionState(region).settle(rreqs[i], err != nil)
+		if err != nil && ctx.Err() == nil {
+			errs[i] = err
 			p.opt.Logger.Info("aws region failed", "region", region, "err", err) // the region's Event says it to the user
 			sink(domain.Event{Provider: Name, Region: region, Err: err})
 		}
@@ -137,7 +139,8 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if len(regions) > 0 && int(failed.Load()) == len(regions) {
+	if len(regions) > 0 && !slices.Contains(errs, nil) {
+		firstErr := errs[0]
 		if errors.Is(firstErr, ErrNoCredentials) {
 			return firstErr
 		}
@@ -167,14 +170,6 @@ func (p *Provider) sourceNote(advisorNote string) string {
 		return advisorNote + "; " + od
 	}
 	return advisorNote
-}
-
-// knownGPUTypes returns the region's cached GPU types, else the catalog's.
-func (p *Provider) knownGPUTypes(region string) []GPUType {
-	if t, ok := p.cachedGPUTypes(region); ok {
-		return t
-	}
-	return catalogGPUTypes()
 }
 
 func wantedNames(types []GPUType, q domain.Query) []string {
@@ -208,14 +203,9 @@ type regionFetch struct {
 func (rf *regionFetch) describeOnce(k domain.PoolKey) bool {
 	rf.mu.Lock()
 	defer rf.mu.Unlock()
-	if rf.described[k] {
-		return false
-	}
-	if rf.described == nil {
-		rf.described = map[domain.PoolKey]bool{}
-	}
+	first := !rf.described[k]
 	rf.described[k] = true
-	return true
+	return first
 }
 
 // want adds the wanted types not yet asked for and returns their names.
@@ -242,7 +232,8 @@ func (rf *regionFetch) spec(instanceType string) (domain.GPUSpec, bool) {
 
 // fetchRegion streams a region's history, then refreshes its pools once the side calls answered.
 func (p *Provider) fetchRegion(ctx context.Context, region string, req domain.FetchRequest, aids *fetchAids, sink domain.Sink) error {
-	rf := &regionFetch{p: p, region: region, req: req, rs: p.regionState(region), aids: aids, sink: sink, specs: map[string]domain.GPUSpec{}}
+	rf := &regionFetch{p: p, region: region, req: req, rs: p.regionState(region), aids: aids, sink: sink,
+		specs: map[string]domain.GPUSpec{}, described: map[domain.PoolKey]bool{}}
 	if types, ok := p.cachedGPUTypes(region); ok {
 		aids.scores.typesKnown(types)
 		if err := rf.history(ctx, rf.want(types)); err != nil {
@@ -295,11 +286,8 @@ func (p *Provider) fetchRegion(ctx context.Context, region string, req domain.Fe
 
 // rejectedTypes reports whether EC2 refused an unknown instance type name.
 func rejectedTypes(err error) bool {
-	switch apiCode(err) {
-	case "InvalidParameterValue", "InvalidInstanceType":
-		return true
-	}
-	return false
+	code := apiCode(err)
+	return code == "InvalidParameterValue" || code == "InvalidInstanceType"
 }
 
 func (rf *regionFetch) history(ctx context.Context, names []string) error {
@@ -369,22 +357,16 @@ func (rf *regionFetch) history(ctx context.Context, names []string) error {
 			}
 		}
 		more := pg.HasMorePages()
+		rf.mu.Lock()
+		rf.pages++
+		done, open := rf.pages, rf.open
+		rf.mu.Unlock()
 		var prog *domain.Progress
 		if req.Backfill {
-			rf.mu.Lock()
-			rf.pages++
-			total := rf.pages
-			if more {
-				total += rf.open
-			} else {
-				total += rf.open - 1
+			if !more {
+				open-- // this stream's last page
 			}
-			prog = &domain.Progress{Done: rf.pages, Total: total}
-			rf.mu.Unlock()
-		} else {
-			rf.mu.Lock()
-			rf.pages++
-			rf.mu.Unlock()
+			prog = &domain.Progress{Done: done, Total: done + open}
 		}
 		if len(ev.Points)+len(ev.Pools) > 0 && (sent == 0 || len(ev.Points) >= sent || !more) {
 			sent += len(ev.Points)
@@ -446,10 +428,7 @@ func (rf *regionFetch) finish(ctx context.Context) error {
 	rf.aids.adv.wait(ctx)
 	scores := rf.aids.scores.wait(ctx)
 	rf.rs.mu.Lock()
-	keys := make([]domain.PoolKey, 0, len(rf.rs.pools))
-	for k := range rf.rs.pools {
-		keys = append(keys, k)
-	}
+	keys := slices.Collect(maps.Keys(rf.rs.pools))
 	rf.rs.mu.Unlock()
 	var changed []domain.Pool
 	for _, k := range keys {
@@ -527,4 +506,376 @@ func samePool(a, b domain.Pool) bool {
 		return (x == nil) == (y == nil) && (x == nil || (x.Bucket == y.Bucket && x.Source == y.Source && x.AsOf.Equal(y.AsOf)))
 	}
 	return a.GPU == b.GPU && eqF(a.OnDemandUSDHour, b.OnDemandUSDHour) && eqI(a.PlacementScore, b.PlacementScore) && a.PlacementNote == b.PlacementNote && eqIn(a.Interruption, b.Interruption)
+}
+
+// scoreTTL: AWS limits distinct score requests an account makes a day.
+const scoreTTL = 6 * time.Hour
+
+// maxScoreTypes caps the types scored per refresh, newest GPUs first, for the same quota.
+const maxScoreTypes = 10
+
+type scoreState struct {
+	denied bool
+	at     time.Time
+}
+
+// scoreJob asks GetSpotPlacementScores beside the history once every region has
+// said its types, a round trip into a cold fetch.
+type scoreJob struct {
+	q      domain.Query
+	mu     sync.Mutex
+	types  map[string]string // instance type → GPU model, of every region
+	left   int               // regions yet to say their types
+	ready  chan struct{}     // closed when left reaches 0
+	done   chan struct{}
+	scores *placement
+}
+
+// placement is what GetSpotPlacementScores said of a fleet's set of types: a
+// score per region and zone id, and why a zone has none.
+type placement struct {
+	types  map[string]bool
+	byZone map[[2]string]int // (region, zone id) → score of the set
+	// note: why no type has a score (too few to ask).
+	note string
+}
+
+// Notes said of a pool instead of a placement score.
+const (
+	NoteTooFewTypes = "too few types for a meaningful score"
+	NoteNotInTop10  = "not in AWS's top 10"
+)
+
+// of is a pool's score or its note; false for a type not asked.
+func (pl *placement) of(region, zoneID, typ string) (score *int, note string, ok bool) {
+	if pl == nil || !pl.types[typ] {
+		return nil, "", false
+	}
+	if pl.note != "" {
+		return nil, pl.note, true
+	}
+	if v, found := pl.byZone[[2]string{region, zoneID}]; found {
+		return domain.Int(v), "", true
+	}
+	return nil, NoteNotInTop10, true
+}
+
+// startScores returns the fetch's score job, nil when the caller may not
+// (UnauthorizedOperation) or scores were asked within scoreTTL.
+func (p *Provider) startScores(ctx context.Context, regions []string, q domain.Query) *scoreJob {
+	now := p.opt.Now()
+	p.mu.Lock()
+	st := p.scores
+	p.mu.Unlock()
+	if len(regions) == 0 || st.denied || (!st.at.IsZero() && now.Sub(st.at) < scoreTTL) {
+		return nil
+	}
+	j := &scoreJob{q: q, types: map[string]string{}, left: len(regions), ready: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		select {
+		case <-j.ready:
+		case <-ctx.Done():
+			return
+		}
+		j.mu.Lock()
+		types := j.types
+		j.mu.Unlock()
+		j.scores = p.askScores(ctx, regions, types, now)
+	}()
+	return j
+}
+
+// typesKnown records a region's GPU types (nil if unknown); each region calls it once.
+func (j *scoreJob) typesKnown(types []GPUType) {
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, t := range types {
+		if j.q.WantsGPU(t.GPU.Model) {
+			j.types[t.InstanceType] = t.GPU.Model
+		}
+	}
+	if j.left--; j.left == 0 {
+		close(j.ready)
+	}
+}
+
+func (j *scoreJob) wait(ctx context.Context) *placement {
+	if j == nil {
+		return nil
+	}
+	select {
+	case <-j.done:
+		return j.scores
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// minScoreTypes: "If you specify one or two instance types … the returned
+// placement score will always be low" (GetSpotPlacementScoresInput.InstanceTypes).
+const minScoreTypes = 3
+
+// askScores asks once for the fleet's set of types (at most maxScoreTypes),
+// a score per zone; AWS answers for its top 10 zones only. Not asked below
+// minScoreTypes, nor again after UnauthorizedOperation.
+func (p *Provider) askScores(ctx context.Context, regions []string, seen map[string]string, now time.Time) *placement {
+	rank := map[string]int{}
+	for i, m := range domain.GPUModels {
+		rank[m] = i
+	}
+	types := slices.SortedFunc(maps.Keys(seen), func(a, b string) int {
+		return cmp.Or(cmp.Compare(rank[seen[a]], rank[seen[b]]), strings.Compare(a, b))
+	})
+	if len(types) > maxScoreTypes {
+		types = types[:maxScoreTypes]
+	}
+	if len(types) == 0 {
+		return nil
+	}
+	pl := &placement{types: map[string]bool{}, byZone: map[[2]string]int{}}
+	for _, t := range types {
+		pl.types[t] = true
+	}
+	if len(types) < minScoreTypes {
+		pl.note = NoteTooFewTypes
+		return pl
+	}
+	pg := ec2.NewGetSpotPlacementScoresPaginator(p.client(p.home), &ec2.GetSpotPlacementScoresInput{
+		InstanceTypes:          types,
+		RegionNames:            regions,
+		TargetCapacity:         awssdk.Int32(1),
+		SingleAvailabilityZone: awssdk.Bool(true),
+		MaxResults:             awssdk.Int32(100),
+	})
+	for out, err := range pages(ctx, pg, p.ec2Call(p.home, "GetSpotPlacementScores")) {
+		if apiCode(err) == "UnauthorizedOperation" {
+			p.opt.Logger.Info("spot placement scores not allowed for these credentials; scores stay unknown", "err", err)
+			p.mu.Lock()
+			p.scores.denied = true
+			p.mu.Unlock()
+			return nil
+		}
+		if err != nil {
+			// Optional: the pools show none, the next back-fill asks again.
+			p.opt.Logger.Info("spot placement scores", "err", err)
+			return nil
+		}
+		for _, s := range out.SpotPlacementScores {
+			if s.Region == nil || s.AvailabilityZoneId == nil || s.Score == nil {
+				continue
+			}
+			pl.byZone[[2]string{*s.Region, *s.AvailabilityZoneId}] = int(*s.Score)
+		}
+	}
+	p.mu.Lock()
+	p.scores.at = now
+	p.mu.Unlock()
+	return pl
+}
+
+// advisorRetry: the advisor file changes a few times a day.
+const advisorRetry = time.Hour
+
+// maxAdvisorBytes bounds the live file (the real one is about 1 MB).
+const maxAdvisorBytes = 32 << 20
+
+type advisorState struct {
+	data      *advisor.Data
+	live      bool      // data came from the advisor URL (now or from the cache)
+	fetched   time.Time // when the live data was fetched
+	triedLive time.Time
+	// failed is why the last live fetch failed, said until the next try.
+	failed string
+}
+
+// advisorJob is a fetch's interruption data: what shows at once, and the live file's when fetched beside.
+type advisorJob struct {
+	done chan struct{}
+	// first: the data held, else the embedded snapshot (parsed once, tens of ms).
+	first func() *advisor.Data
+	data  *advisor.Data // once done
+	note  string        // once done
+}
+
+func (j *advisorJob) current() *advisor.Data {
+	select {
+	case <-j.done:
+		return j.data
+	default:
+		return j.first()
+	}
+}
+
+func (j *advisorJob) wait(ctx context.Context) *advisor.Data {
+	select {
+	case <-j.done:
+		return j.data
+	case <-ctx.Done():
+		return j.first()
+	}
+}
+
+// startAdvisor picks the interruption data (the live file within a day, else the
+// embedded snapshot) and sends the note saying which; the live fetch runs beside.
+func (p *Provider) startAdvisor(ctx context.Context, sink domain.Sink, note func(string) string) *advisorJob {
+	p.mu.Lock()
+	st := p.adv
+	p.mu.Unlock()
+	now := p.opt.Now()
+	held := st.data
+	job := &advisorJob{done: make(chan struct{}), first: sync.OnceValue(func() *advisor.Data {
+		if held != nil {
+			return held
+		}
+		return advisor.Embedded()
+	})}
+	go job.first()
+	finish := func(st advisorState) {
+		job.data, job.note = st.data, advisorNote(st, now)
+		// Sent now: nothing reaches the sink after Fetch returns.
+		sink(domain.Event{Provider: Name, Note: note(job.note)})
+		close(job.done)
+	}
+	if st.data != nil && (!st.live || now.Sub(st.fetched) < cacheTTL) && (st.live || now.Sub(st.triedLive) < advisorRetry || p.opt.AdvisorURL == "") {
+		finish(st)
+		return job
+	}
+	go func() {
+		next, tried := p.loadAdvisor(ctx, st, now)
+		if !tried {
+			next.data = job.first()
+			finish(next)
+			return
+		}
+		p.mu.Lock()
+		p.adv = next
+		p.mu.Unlock()
+		finish(next)
+	}()
+	return job
+}
+
+func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Time) (advisorState, bool) {
+	before := st
+	path := p.cachePath("spot-advisor.json")
+	var cached *advisor.Data
+	var cachedAt time.Time
+	if path != "" {
+		if fi, err := os.Stat(path); err == nil {
+			if b, err := os.ReadFile(path); err == nil {
+				if d, err := advisor.Parse(b, "live, cached", fi.ModTime()); err == nil {
+					cached, cachedAt = d, fi.ModTime()
+				}
+			}
+		}
+	}
+	if cached != nil && now.Sub(cachedAt) < cacheTTL {
+		return advisorState{data: cached, live: true, fetched: cachedAt}, true
+	}
+	if p.opt.AdvisorURL != "" {
+		st.triedLive = now
+		st.failed = ""
+		b, err := p.fetchAdvisor(ctx)
+		if err == nil {
+			var d *advisor.Data
+			d, err = advisor.Parse(b, "live", now)
+			if err == nil {
+				if path != "" {
+					if werr := writeFile(path, b); werr != nil {
+						p.opt.Logger.Warn("cache spot advisor", "err", werr)
+					}
+				}
+				return advisorState{data: d, live: true, fetched: now, triedLive: now}, true
+			}
+		}
+		if errors.Is(err, context.Canceled) {
+			// The fetch ended before the file came: tried next time.
+			return before, false
+		}
+		// Said once in the note; details in the log for --debug.
+		st.failed = advisorFailure(err)
+		p.opt.Logger.Debug("spot advisor: live fetch failed", "url", p.opt.AdvisorURL, "err", err)
+	}
+	if cached != nil {
+		return advisorState{data: cached, live: true, fetched: cachedAt, triedLive: st.triedLive, failed: st.failed}, true
+	}
+	return advisorState{data: advisor.Embedded(), triedLive: st.triedLive, failed: st.failed}, true
+}
+
+func advisorFailure(err error) string {
+	if cause, ok := unreachableCause(err); ok {
+		return cause
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "no answer in time"
+	}
+	s := shortCause(err)
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return s
+}
+
+func (p *Provider) fetchAdvisor(ctx context.Context) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.opt.AdvisorTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.opt.AdvisorURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("spot advisor url %q: %w", p.opt.AdvisorURL, err)
+	}
+	resp, err := p.opt.HTTPClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch spot advisor: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("fetch spot advisor: %s answered %s", p.opt.AdvisorURL, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAdvisorBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("fetch spot advisor: %w", err)
+	}
+	if len(b) > maxAdvisorBytes {
+		return nil, fmt.Errorf("fetch spot advisor: answer larger than %d MiB", maxAdvisorBytes>>20)
+	}
+	return b, nil
+}
+
+// advisorNote is the status line: which data, how old, and why not live
+// ("spot advisor: embedded 2025-06 (live fetch failed: connection refused)").
+func advisorNote(st advisorState, now time.Time) string {
+	note := "spot advisor: " + st.data.Source
+	if st.live {
+		note = "spot advisor: live, fetched " + ago(now.Sub(st.fetched))
+	}
+	if st.failed != "" {
+		note += " (live fetch failed: " + st.failed + ")"
+	}
+	return note
+}
+
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%dd ago", int(d/(24*time.Hour)))
+}
+
+// noteNow is the job's note when done, else the held data's.
+func (j *advisorJob) noteNow() string {
+	select {
+	case <-j.done:
+		return j.note
+	default:
+		return "spot advisor: " + j.first().Source
+	}
 }

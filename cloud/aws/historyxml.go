@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -95,7 +94,8 @@ func withHistoryDeserializer(o *ec2.Options) {
 var errNotPlain = errors.New("not a plain DescribeSpotPriceHistory answer")
 
 // parseSpotPriceHistory reads nextToken and the spotPriceHistorySet items;
-// names match case-insensitively, unknown elements are skipped, as in the SDK.
+// names match case-insensitively and unknown text elements are skipped, as in
+// the SDK. Entities, prefixes and nesting elsewhere are not plain: the SDK reads them.
 func parseSpotPriceHistory(body []byte) (*ec2.DescribeSpotPriceHistoryOutput, error) {
 	if !utf8.Valid(body) {
 		return nil, errNotPlain
@@ -104,7 +104,7 @@ func parseSpotPriceHistory(body []byte) (*ec2.DescribeSpotPriceHistoryOutput, er
 	if !x.prolog() {
 		return nil, errNotPlain
 	}
-	root, _, self, ok := x.open()
+	root, self, ok := x.open()
 	if !ok {
 		return nil, errNotPlain
 	}
@@ -114,57 +114,51 @@ func parseSpotPriceHistory(body []byte) (*ec2.DescribeSpotPriceHistoryOutput, er
 	}
 	sawSet := false
 	for {
-		raw, name, self, closed, ok := x.child(root)
+		name, self, closed, ok := x.child(root)
 		if !ok {
 			return nil, errNotPlain
 		}
 		if closed {
 			break
 		}
-		switch {
-		case equalFold(name, "nextToken"):
-			v, ok := x.text(raw, self)
+		if !equalFold(name, "spotPriceHistorySet") {
+			v, ok := x.text(name, self)
 			if !ok {
 				return nil, errNotPlain
 			}
-			out.NextToken = x.str(v)
-		case equalFold(name, "spotPriceHistorySet"):
-			if sawSet {
-				return nil, errNotPlain
+			if equalFold(name, "nextToken") {
+				out.NextToken = x.str(v)
 			}
-			sawSet = true
-			out.SpotPriceHistory = make([]ec2types.SpotPrice, 0, bytes.Count(x.b[x.i:], []byte("<item>")))
-			if !self && !x.items(raw, &out.SpotPriceHistory) {
-				return nil, errNotPlain
-			}
-		default:
-			if !x.skip(raw, self) {
-				return nil, errNotPlain
-			}
+			continue
+		}
+		if sawSet {
+			return nil, errNotPlain
+		}
+		sawSet = true
+		out.SpotPriceHistory = make([]ec2types.SpotPrice, 0, bytes.Count(x.b[x.i:], []byte("<item>")))
+		if !self && !x.items(name, &out.SpotPriceHistory) {
+			return nil, errNotPlain
 		}
 	}
 	return out, x.end()
 }
 
-// xmlScanner walks a small subset of XML (elements, text, predefined and numeric entities); anything else fails the scan.
+// xmlScanner walks a small subset of XML (elements without prefixes, plain
+// text); anything else fails the scan.
 type xmlScanner struct {
 	b     []byte
 	i     int
 	strs  map[string]*string
 	times map[string]*time.Time
-	buf   []byte
 }
 
 func (x *xmlScanner) space() {
-	for x.i < len(x.b) {
-		switch x.b[x.i] {
-		case ' ', '\t', '\n':
-			x.i++
-		default:
-			return
-		}
+	for x.i < len(x.b) && isSpace(x.b[x.i]) {
+		x.i++
 	}
 }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' }
 
 // prologs are the XML declarations read here; others are left to encoding/xml.
 var prologs = [][]byte{
@@ -173,47 +167,32 @@ var prologs = [][]byte{
 
 func (x *xmlScanner) prolog() bool {
 	x.space()
-	if bytes.HasPrefix(x.b[x.i:], []byte("<?")) {
-		known := false
-		for _, p := range prologs {
-			if bytes.HasPrefix(x.b[x.i:], p) {
-				x.i += len(p)
-				known = true
-				break
-			}
-		}
-		if !known {
-			return false
+	for _, p := range prologs {
+		if bytes.HasPrefix(x.b[x.i:], p) {
+			x.i += len(p)
+			break
 		}
 	}
 	x.space()
-	return true
+	return !bytes.HasPrefix(x.b[x.i:], []byte("<?"))
 }
 
-// open reads a start tag: its name as written, its local name, whether it closes itself.
-func (x *xmlScanner) open() (raw, local []byte, self, ok bool) {
+// open reads a start tag: its name and whether it closes itself.
+func (x *xmlScanner) open() (name []byte, self, ok bool) {
 	if x.i >= len(x.b) || x.b[x.i] != '<' {
-		return nil, nil, false, false
+		return nil, false, false
 	}
 	j := x.i + 1
 	if j >= len(x.b) || !isNameStart(x.b[j]) {
-		return nil, nil, false, false
+		return nil, false, false
 	}
 	k := j + 1
-	for k < len(x.b) && isNameByte(x.b[k]) {
+	for k < len(x.b) && isNameByte(x.b[k]) && x.b[k] != ':' {
 		k++
-	}
-	raw = x.b[j:k]
-	local = raw
-	if c := bytes.LastIndexByte(raw, ':'); c >= 0 {
-		local = raw[c+1:]
-		if len(local) == 0 || !isNameStart(local[0]) || c == 0 {
-			return nil, nil, false, false
-		}
 	}
 	end := bytes.IndexByte(x.b[k:], '>')
 	if end < 0 {
-		return nil, nil, false, false
+		return nil, false, false
 	}
 	attrs := x.b[k : k+end]
 	if len(attrs) > 0 && attrs[len(attrs)-1] == '/' {
@@ -221,10 +200,10 @@ func (x *xmlScanner) open() (raw, local []byte, self, ok bool) {
 		attrs = attrs[:len(attrs)-1]
 	}
 	if !plainAttrs(attrs) {
-		return nil, nil, false, false
+		return nil, false, false
 	}
 	x.i = k + end + 1
-	return raw, local, self, true
+	return x.b[j:k], self, true
 }
 
 // plainAttrs reports whether a tag's attributes have plain values: no markup, entities or control bytes.
@@ -232,7 +211,7 @@ func plainAttrs(a []byte) bool {
 	i := 0
 	for {
 		n := i
-		for i < len(a) && (a[i] == ' ' || a[i] == '\t' || a[i] == '\n') {
+		for i < len(a) && isSpace(a[i]) {
 			i++
 		}
 		if i == len(a) {
@@ -244,15 +223,11 @@ func plainAttrs(a []byte) bool {
 		for i < len(a) && isNameByte(a[i]) {
 			i++
 		}
-		if i >= len(a) || a[i] != '=' {
+		if i+1 >= len(a) || a[i] != '=' || (a[i+1] != '"' && a[i+1] != '\'') {
 			return false
 		}
-		i++
-		if i >= len(a) || (a[i] != '"' && a[i] != '\'') {
-			return false
-		}
-		q := a[i]
-		i++
+		q := a[i+1]
+		i += 2
 		j := bytes.IndexByte(a[i:], q)
 		if j < 0 {
 			return false
@@ -266,12 +241,12 @@ func plainAttrs(a []byte) bool {
 	}
 }
 
-func (x *xmlScanner) closeTag(raw []byte) bool {
-	if !bytes.HasPrefix(x.b[x.i:], []byte("</")) || !bytes.HasPrefix(x.b[x.i+2:], raw) {
+func (x *xmlScanner) closeTag(name []byte) bool {
+	if !bytes.HasPrefix(x.b[x.i:], []byte("</")) || !bytes.HasPrefix(x.b[x.i+2:], name) {
 		return false
 	}
-	k := x.i + 2 + len(raw)
-	for k < len(x.b) && (x.b[k] == ' ' || x.b[k] == '\t' || x.b[k] == '\n') {
+	k := x.i + 2 + len(name)
+	for k < len(x.b) && isSpace(x.b[k]) {
 		k++
 	}
 	if k >= len(x.b) || x.b[k] != '>' {
@@ -282,17 +257,18 @@ func (x *xmlScanner) closeTag(raw []byte) bool {
 }
 
 // child moves to parent's next child element, or reads its end tag (closed).
-func (x *xmlScanner) child(parent []byte) (raw, local []byte, self, closed, ok bool) {
+func (x *xmlScanner) child(parent []byte) (name []byte, self, closed, ok bool) {
 	x.space()
 	if bytes.HasPrefix(x.b[x.i:], []byte("</")) {
-		return nil, nil, false, true, x.closeTag(parent)
+		return nil, false, true, x.closeTag(parent)
 	}
-	raw, local, self, ok = x.open()
-	return raw, local, self, false, ok
+	name, self, ok = x.open()
+	return name, self, false, ok
 }
 
-// text reads the element's text up to its end tag (empty if self-closed, as the SDK reads it).
-func (x *xmlScanner) text(raw []byte, self bool) ([]byte, bool) {
+// text reads the element's plain text up to its end tag (empty if self-closed,
+// as the SDK reads it): no entity, no carriage return, no forbidden character.
+func (x *xmlScanner) text(name []byte, self bool) ([]byte, bool) {
 	if self {
 		return []byte{}, true
 	}
@@ -302,110 +278,24 @@ func (x *xmlScanner) text(raw []byte, self bool) ([]byte, bool) {
 	}
 	v := x.b[x.i : x.i+j]
 	x.i += j
-	if !x.closeTag(raw) || !plainText(v) {
+	if !x.closeTag(name) || bytes.IndexByte(v, '&') >= 0 {
 		return nil, false
 	}
-	if bytes.IndexByte(v, '&') < 0 {
-		return v, true
-	}
-	return x.unescape(v)
-}
-
-// plainText reports whether encoding/xml takes the text as it is: no carriage return, no forbidden character.
-func plainText(v []byte) bool {
 	for i := 0; i < len(v); {
-		c := v[i]
-		if c < 0x80 {
-			if c < 0x20 && c != '\t' && c != '\n' {
-				return false
-			}
-			i++
-			continue
+		r, n := rune(v[i]), 1
+		if r >= 0x80 {
+			r, n = utf8.DecodeRune(v[i:])
 		}
-		r, n := utf8.DecodeRune(v[i:])
-		if !isXMLChar(r) {
-			return false
+		if r < 0x20 && r != '\t' && r != '\n' || !isXMLChar(r) {
+			return nil, false
 		}
 		i += n
 	}
-	return true
-}
-
-func (x *xmlScanner) unescape(raw []byte) ([]byte, bool) {
-	out := x.buf[:0]
-	for len(raw) > 0 {
-		amp := bytes.IndexByte(raw, '&')
-		if amp < 0 {
-			out = append(out, raw...)
-			break
-		}
-		out = append(out, raw[:amp]...)
-		raw = raw[amp+1:]
-		semi := bytes.IndexByte(raw, ';')
-		if semi <= 0 {
-			return nil, false
-		}
-		ent := string(raw[:semi])
-		raw = raw[semi+1:]
-		switch ent {
-		case "amp":
-			out = append(out, '&')
-		case "lt":
-			out = append(out, '<')
-		case "gt":
-			out = append(out, '>')
-		case "quot":
-			out = append(out, '"')
-		case "apos":
-			out = append(out, '\'')
-		default:
-			if len(ent) < 2 || ent[0] != '#' {
-				return nil, false
-			}
-			var n uint64
-			var err error
-			if ent[1] == 'x' {
-				n, err = strconv.ParseUint(ent[2:], 16, 32)
-			} else {
-				n, err = strconv.ParseUint(ent[1:], 10, 32)
-			}
-			if err != nil || !isXMLChar(rune(n)) {
-				return nil, false
-			}
-			out = utf8.AppendRune(out, rune(n))
-		}
-	}
-	x.buf = out
-	return out, true
+	return v, true
 }
 
 func isXMLChar(r rune) bool {
 	return r == 0x09 || r == 0x0A || r == 0x0D || r >= 0x20 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF
-}
-
-func (x *xmlScanner) skip(raw []byte, self bool) bool {
-	if self {
-		return true
-	}
-	for {
-		if j := bytes.IndexByte(x.b[x.i:], '<'); j < 0 {
-			return false
-		} else if v := x.b[x.i : x.i+j]; !plainText(v) || bytes.IndexByte(v, '&') >= 0 {
-			return false
-		} else {
-			x.i += j
-		}
-		craw, _, cself, closed, ok := x.child(raw)
-		if !ok {
-			return false
-		}
-		if closed {
-			return true
-		}
-		if !x.skip(craw, cself) {
-			return false
-		}
-	}
 }
 
 func (x *xmlScanner) end() error {
@@ -418,21 +308,18 @@ func (x *xmlScanner) end() error {
 
 func (x *xmlScanner) items(set []byte, list *[]ec2types.SpotPrice) bool {
 	for {
-		raw, name, self, closed, ok := x.child(set)
-		if !ok {
-			return false
-		}
-		if closed {
-			return true
+		name, self, closed, ok := x.child(set)
+		if !ok || closed {
+			return ok
 		}
 		if !equalFold(name, "item") {
-			if !x.skip(raw, self) {
+			if _, ok := x.text(name, self); !ok {
 				return false
 			}
 			continue
 		}
 		var sp ec2types.SpotPrice
-		if !self && !x.item(raw, &sp) {
+		if !self && !x.item(name, &sp) {
 			return false
 		}
 		*list = append(*list, sp)
@@ -441,54 +328,29 @@ func (x *xmlScanner) items(set []byte, list *[]ec2types.SpotPrice) bool {
 
 func (x *xmlScanner) item(item []byte, sp *ec2types.SpotPrice) bool {
 	for {
-		raw, name, self, closed, ok := x.child(item)
+		name, self, closed, ok := x.child(item)
+		if !ok || closed {
+			return ok
+		}
+		v, ok := x.text(name, self)
 		if !ok {
 			return false
 		}
-		if closed {
-			return true
-		}
-		var field int
 		switch {
 		case equalFold(name, "availabilityZone"):
-			field = 1
-		case equalFold(name, "availabilityZoneId"):
-			field = 2
-		case equalFold(name, "instanceType"):
-			field = 3
-		case equalFold(name, "productDescription"):
-			field = 4
-		case equalFold(name, "spotPrice"):
-			field = 5
-		case equalFold(name, "timestamp"):
-			field = 6
-		default:
-			if !x.skip(raw, self) {
-				return false
-			}
-			continue
-		}
-		v, ok := x.text(raw, self)
-		if !ok {
-			return false
-		}
-		switch field {
-		case 1:
 			sp.AvailabilityZone = x.str(v)
-		case 2:
+		case equalFold(name, "availabilityZoneId"):
 			sp.AvailabilityZoneId = x.str(v)
-		case 3:
+		case equalFold(name, "instanceType"):
 			sp.InstanceType = ec2types.InstanceType(*x.str(v))
-		case 4:
+		case equalFold(name, "productDescription"):
 			sp.ProductDescription = ec2types.RIProductDescription(*x.str(v))
-		case 5:
+		case equalFold(name, "spotPrice"):
 			sp.SpotPrice = x.str(v)
-		case 6:
-			t, ok := x.time(v)
-			if !ok {
+		case equalFold(name, "timestamp"):
+			if sp.Timestamp, ok = x.time(v); !ok {
 				return false
 			}
-			sp.Timestamp = t
 		}
 	}
 }
@@ -524,19 +386,13 @@ func isNameByte(c byte) bool {
 	return isNameStart(c) || c >= '0' && c <= '9' || c == ':' || c == '-' || c == '.'
 }
 
+// equalFold is bytes.EqualFold for an ASCII name and s of letters only.
 func equalFold(b []byte, s string) bool {
 	if len(b) != len(s) {
 		return false
 	}
 	for i := 0; i < len(b); i++ {
-		c, d := b[i], s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if 'A' <= d && d <= 'Z' {
-			d += 'a' - 'A'
-		}
-		if c != d {
+		if b[i]|0x20 != s[i]|0x20 {
 			return false
 		}
 	}

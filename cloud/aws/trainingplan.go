@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -192,9 +193,7 @@ func (p *Provider) searchPlans(ctx context.Context, region string, t domain.Cata
 			continue
 		}
 		held := time.Duration(o.HeldHours() * float64(time.Hour))
-		switch {
-		case held != q.Duration && (q.FlexDuration == 0 || (held-q.Duration).Abs() > q.FlexDuration),
-			o.Start.Before(q.StartAfter) || o.Start.After(q.StartBefore):
+		if mismatch(o, held, q, 0) != "" {
 			continue
 		}
 		o.FlexLength = held != q.Duration
@@ -242,13 +241,9 @@ func planOffering(region string, t domain.CatalogEntry, x smtypes.TrainingPlanOf
 	for _, s := range segs {
 		count = min(count, s.InstanceCount) // what every segment holds
 	}
-	cur := awssdk.ToString(x.CurrencyCode)
-	if cur == "" {
-		cur = "USD"
-	}
 	o := domain.Offering{ID: id, Provider: Name, Cloud: domain.CloudAWS, Region: region, Zone: segs[0].Zone,
 		InstanceType: t.InstanceType, GPU: t.GPU, InstanceCount: count, Start: segs[0].Start, End: segs[len(segs)-1].End,
-		UpfrontUSD: fee, Currency: cur, Kind: domain.KindTrainingPlan, Segments: segs}
+		UpfrontUSD: fee, Currency: cmp.Or(awssdk.ToString(x.CurrencyCode), "USD"), Kind: domain.KindTrainingPlan, Segments: segs}
 	if len(x.TargetResources) > 0 {
 		o.TargetResource = string(x.TargetResources[0])
 	}
@@ -281,9 +276,7 @@ func (p *Provider) bookTrainingPlan(ctx context.Context, req domain.BookRequest)
 		if _, err := p.refreshTrainingPlan(ctx, o); err != nil {
 			return domain.Booking{}, err
 		}
-		return domain.Booking{Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType, InstanceCount: o.InstanceCount,
-			Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, DryRun: true,
-			Message: "SageMaker has no dry run for CreateTrainingPlan: the offering is still on sale at these terms; nothing was sent"}, nil
+		return offered(o, true, "SageMaker has no dry run for CreateTrainingPlan: the offering is still on sale at these terms; nothing was sent"), nil
 	}
 	if req.Ref == "" {
 		return domain.Booking{}, specErrorf("aws: buying training plan %s needs a ledger row to name it after", o.ID)
@@ -310,8 +303,8 @@ func (p *Provider) bookTrainingPlan(ctx context.Context, req domain.BookRequest)
 	if arn == "" {
 		return domain.Booking{}, fmt.Errorf("aws: create training plan %s in %s: the answer names no plan; check with FindBooking", name, o.Region)
 	}
-	b := domain.Booking{ProviderRef: arn, Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
-		InstanceCount: o.InstanceCount, Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD}
+	b := offered(o, false, "")
+	b.ProviderRef = arn
 	b.State, _ = planState(smtypes.TrainingPlanStatusPending, o.Start, o.End, p.opt.Now())
 	if d, err := p.describePlan(ctx, o.Region, name); err == nil && d != nil {
 		b.State, b.Message = d.State, d.Message
@@ -352,8 +345,8 @@ func (p *Provider) planBooking(region string, s smtypes.TrainingPlanSummary) dom
 			b.InstanceCount = int(awssdk.ToInt32(rc.TotalInstanceCount))
 		}
 	}
-	state, note := planState(s.Status, start, end, p.opt.Now())
-	b.State = state
+	var note string
+	b.State, note = planState(s.Status, start, end, p.opt.Now())
 	if msg := awssdk.ToString(s.StatusMessage); msg != "" {
 		note = strings.TrimPrefix(note+"; SageMaker says: "+msg, "; ")
 	}
@@ -389,9 +382,7 @@ func (p *Provider) findTrainingPlan(ctx context.Context, req domain.BookRequest)
 		name = planName(req.Ref)
 	}
 	c := p.sageMaker(o.Region)
-	pg := sagemaker.NewListTrainingPlansPaginator(c, &sagemaker.ListTrainingPlansInput{})
-	for pg.HasMorePages() {
-		page, err := pg.NextPage(ctx)
+	for page, err := range pages(ctx, sagemaker.NewListTrainingPlansPaginator(c, &sagemaker.ListTrainingPlansInput{})) {
 		if err != nil {
 			return nil, explain(fmt.Errorf("aws: list training plans in %s: %w", o.Region, err))
 		}

@@ -12,7 +12,7 @@ import (
 
 // TestLargeAnswersWithoutRetries reads 1,000-item history pages from a
 // loopback endpoint with retries off: without plainBodyClient about one in
-// ten fails with "use of closed network connection" (see httpclient.go).
+// ten fails with "use of closed network connection" (see plainBodyClient in provider.go).
 func TestLargeAnswersWithoutRetries(t *testing.T) {
 	window := 9 * 24 * time.Hour
 	fake := ec2test.New(ec2test.Generate(7, []string{"us-east-1"}, testNow.Add(-window), testNow, 140*time.Second)...)

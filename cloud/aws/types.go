@@ -1,19 +1,29 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
+	pricingtypes "github.com/aws/aws-sdk-go-v2/service/pricing/types"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 // cacheTTL keeps slow-moving facts: instance types, on-demand prices, the advisor file.
@@ -78,10 +88,8 @@ func (p *Provider) describeGPUTypes(ctx context.Context, region string) ([]GPUTy
 		MaxResults: awssdk.Int32(100),
 		Filters:    []ec2types.Filter{{Name: awssdk.String("instance-type"), Values: gpuFamilies}},
 	})
-	call := p.ec2Call(region, "DescribeInstanceTypes")
 	var out []GPUType
-	for pg.HasMorePages() {
-		page, err := pg.NextPage(ctx, call)
+	for page, err := range pages(ctx, pg, p.ec2Call(region, "DescribeInstanceTypes")) {
 		if err != nil {
 			return nil, explain(fmt.Errorf("describe instance types in %s: %w", region, err))
 		}
@@ -175,4 +183,287 @@ func writeFile(path string, b []byte) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// onDemandPrice is one cached list price; nil USD caches a miss (not sold on demand).
+type onDemandPrice struct {
+	USD     *float64  `json:"usd"`
+	Fetched time.Time `json:"fetched"`
+}
+
+type onDemandCache struct {
+	mu     sync.Mutex
+	loaded bool
+	prices map[string]map[string]onDemandPrice // region → type → price
+	// failure is why the last Price List query failed, for the source's note.
+	failure string
+}
+
+// load reads the data dir's copy once; the caller holds c.mu.
+func (c *onDemandCache) load(path string) {
+	if c.loaded {
+		return
+	}
+	c.loaded = true
+	c.prices = map[string]map[string]onDemandPrice{}
+	if path != "" {
+		_ = readJSON(path, &c.prices)
+	}
+}
+
+// cachedOnDemand returns a type's cached price (nil: none) and whether it is fresh.
+func (p *Provider) cachedOnDemand(region, instanceType string) (*float64, bool) {
+	c := &p.onDemandC
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.load(p.cachePath("on-demand.json"))
+	e, ok := c.prices[region][instanceType]
+	if !ok || p.opt.Now().Sub(e.Fetched) >= cacheTTL {
+		return nil, false
+	}
+	return e.USD, true
+}
+
+func (p *Provider) missingOnDemand(region string, want []string) []string {
+	return slices.DeleteFunc(slices.Clone(want), func(t string) bool {
+		_, fresh := p.cachedOnDemand(region, t)
+		return fresh
+	})
+}
+
+type onDemandJob struct {
+	done  chan struct{}
+	asked map[string][]string // region → the types it asks for
+}
+
+// notAsked returns the region's types the job does not ask for; a nil job asks none.
+func (j *onDemandJob) notAsked(region string, types []string) []string {
+	if j == nil {
+		return types
+	}
+	return slices.DeleteFunc(slices.Clone(types), func(t string) bool { return slices.Contains(j.asked[region], t) })
+}
+
+func (j *onDemandJob) wait(ctx context.Context) {
+	if j == nil {
+		return
+	}
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+	}
+}
+
+// startOnDemand asks the Price List, beside the history, for the prices the
+// cache lacks; nil when it has them all.
+func (p *Provider) startOnDemand(ctx context.Context, regions []string, want func(region string) []string) *onDemandJob {
+	missing := map[string][]string{}
+	for _, r := range regions {
+		if m := p.missingOnDemand(r, want(r)); len(m) > 0 {
+			missing[r] = m
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	job := &onDemandJob{done: make(chan struct{}), asked: missing}
+	go func() {
+		defer close(job.done)
+		p.fetchOnDemand(ctx, missing)
+	}()
+	return job
+}
+
+// onDemandFilters select a Linux, shared, on-demand product; marketoption tells
+// it from a block type's second product at the block's price.
+var onDemandFilters = []pricingtypes.Filter{
+	termMatch("operatingSystem", "Linux"), termMatch("tenancy", "Shared"), termMatch("preInstalledSw", "NA"),
+	termMatch("capacitystatus", "Used"), termMatch("marketoption", "OnDemand"), termMatch("locationType", "AWS Region"),
+}
+
+func termMatch(field, value string) pricingtypes.Filter {
+	return pricingtypes.Filter{Type: pricingtypes.FilterTypeTermMatch, Field: awssdk.String(field), Value: awssdk.String(value)}
+}
+
+// maxFilterValue is the Price List's 1,024-character filter value, less a margin.
+const maxFilterValue = 1000
+
+// fetchOnDemand asks the Price List for the types' on-demand prices and caches
+// them a day, misses as nil. GetProducts takes ANY_OF "multiple values as a
+// comma-separated string" (API Reference, Filter), so a few one-page queries
+// cover every region. A failed query is said in the note, never cached.
+func (p *Provider) fetchOnDemand(ctx context.Context, missing map[string][]string) {
+	typeSet := map[string]bool{}
+	for _, ts := range missing {
+		for _, t := range ts {
+			typeSet[t] = true
+		}
+	}
+	regions, types := slices.Sorted(maps.Keys(missing)), slices.Sorted(maps.Keys(typeSet))
+	type query struct{ regions, types []string }
+	var queries []query
+	for _, ts := range chunkList(types, 100, maxFilterValue) {
+		for _, rs := range chunkList(regions, max(1, 100/len(ts)), maxFilterValue) {
+			queries = append(queries, query{rs, ts})
+		}
+	}
+	found := make([]map[[2]string]*float64, len(queries))
+	errs := make([]error, len(queries))
+	fanout.Each(len(queries), 0, func(i int) {
+		found[i], errs[i] = p.getProducts(ctx, queries[i].regions, queries[i].types)
+	})
+	now := p.opt.Now()
+	var firstErr error
+	failedRegions := map[string]bool{}
+	c := &p.onDemandC
+	c.mu.Lock()
+	c.load(p.cachePath("on-demand.json"))
+	fetched := false
+	for i, q := range queries {
+		switch {
+		case errs[i] != nil && ctx.Err() != nil:
+			continue // the fetch ended: nothing failed
+		case errs[i] != nil:
+			firstErr = cmp.Or(firstErr, errs[i])
+			for _, reg := range q.regions {
+				failedRegions[reg] = true
+			}
+			continue
+		}
+		for _, reg := range q.regions {
+			if c.prices[reg] == nil {
+				c.prices[reg] = map[string]onDemandPrice{}
+			}
+			// Types another region wanted are as fresh: keep them.
+			for _, t := range q.types {
+				c.prices[reg][t] = onDemandPrice{USD: found[i][[2]string{reg, t}], Fetched: now}
+				fetched = true
+			}
+		}
+	}
+	if ctx.Err() == nil {
+		c.failure = ""
+	}
+	if firstErr != nil {
+		c.failure = fmt.Sprintf("on-demand prices unknown in %d region(s): %s", len(failedRegions), shortCause(firstErr))
+		p.opt.Logger.Info("price list", "regions", len(failedRegions), "err", firstErr) // the note says it to the user
+	}
+	var err error
+	if path := p.cachePath("on-demand.json"); path != "" && fetched {
+		err = writeJSON(path, c.prices)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		p.opt.Logger.Warn("cache on-demand prices", "err", err)
+	}
+}
+
+// onDemandNote says why on-demand prices are unknown, or "".
+func (p *Provider) onDemandNote() string {
+	c := &p.onDemandC
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failure
+}
+
+// getProducts pages one Price List query and returns each (region, type)'s hourly price.
+func (p *Provider) getProducts(ctx context.Context, regions, types []string) (map[[2]string]*float64, error) {
+	filters := append([]pricingtypes.Filter{
+		{Type: pricingtypes.FilterTypeAnyOf, Field: awssdk.String("regionCode"), Value: awssdk.String(strings.Join(regions, ","))},
+		{Type: pricingtypes.FilterTypeAnyOf, Field: awssdk.String("instanceType"), Value: awssdk.String(strings.Join(types, ","))},
+	}, onDemandFilters...)
+	pg := pricing.NewGetProductsPaginator(p.pricing, &pricing.GetProductsInput{
+		ServiceCode: awssdk.String("AmazonEC2"), FormatVersion: awssdk.String("aws_v1"),
+		MaxResults: awssdk.Int32(100), Filters: filters,
+	})
+	out := map[[2]string]*float64{}
+	for page, err := range pages(ctx, pg, p.pricingCall()) {
+		if err != nil {
+			return nil, fmt.Errorf("get on-demand prices of %d types in %s: %w", len(types), strings.Join(regions, ","), explain(err))
+		}
+		for _, doc := range page.PriceList {
+			region, typ, usd, err := parsePriceListProduct([]byte(doc))
+			if err != nil {
+				return nil, fmt.Errorf("on-demand prices in %s: %w", strings.Join(regions, ","), err)
+			}
+			k := [2]string{region, typ}
+			if usd != nil || out[k] == nil {
+				out[k] = usd
+			}
+		}
+	}
+	return out, nil
+}
+
+// chunkList splits items into runs of at most n whose comma-joined length is within maxLen.
+func chunkList(items []string, n, maxLen int) [][]string {
+	var out [][]string
+	var cur []string
+	size := 0
+	for _, it := range items {
+		if len(cur) > 0 && (len(cur) == n || size+1+len(it) > maxLen) {
+			out = append(out, cur)
+			cur, size = nil, 0
+		}
+		if len(cur) > 0 {
+			size++
+		}
+		cur = append(cur, it)
+		size += len(it)
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+type priceListProduct struct {
+	Product struct {
+		Attributes map[string]string `json:"attributes"`
+	} `json:"product"`
+	Terms struct {
+		OnDemand map[string]struct {
+			PriceDimensions map[string]struct {
+				Unit         string            `json:"unit"`
+				PricePerUnit map[string]string `json:"pricePerUnit"`
+			} `json:"priceDimensions"`
+		} `json:"OnDemand"`
+	} `json:"terms"`
+}
+
+// parsePriceListProduct reads a product's region, type and hourly USD (nil: none).
+func parsePriceListProduct(doc []byte) (region, instanceType string, usd *float64, err error) {
+	var p priceListProduct
+	if err := json.Unmarshal(doc, &p); err != nil {
+		return "", "", nil, fmt.Errorf("price list product: %w", err)
+	}
+	usd, err = onDemandOf(p)
+	return p.Product.Attributes["regionCode"], p.Product.Attributes["instanceType"], usd, err
+}
+
+func onDemandOf(p priceListProduct) (*float64, error) {
+	if p.Product.Attributes == nil {
+		return nil, fmt.Errorf("price list product: no product attributes")
+	}
+	for _, term := range p.Terms.OnDemand {
+		for _, dim := range term.PriceDimensions {
+			if dim.Unit != "Hrs" {
+				continue
+			}
+			s, ok := dim.PricePerUnit["USD"]
+			if !ok {
+				continue
+			}
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+				return nil, fmt.Errorf("price list product: USD price %q is not a non-negative number", s)
+			}
+			// Zero is the placeholder for a product not sold on demand.
+			if v == 0 {
+				continue
+			}
+			return &v, nil
+		}
+	}
+	return nil, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -74,8 +75,7 @@ func (p *Provider) Usage(ctx context.Context, q domain.UsageQuery) (domain.Usage
 
 	pg := ec2.NewDescribeInstancesPaginator(p.client(q.Region), &ec2.DescribeInstancesInput{
 		Filters: []ec2types.Filter{filter}, MaxResults: awssdk.Int32(1000)})
-	for pg.HasMorePages() {
-		out, err := pg.NextPage(ctx)
+	for out, err := range pages(ctx, pg) {
 		if err != nil {
 			return domain.UsageReport{}, explain(fmt.Errorf("aws: usage of %s: describe instances in %s: %w", q.ProviderRef, q.Region, err))
 		}
@@ -179,13 +179,11 @@ func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domai
 	}
 	series := map[string][]domain.BusySample{}
 	var problems []string
-	for lo := 0; lo < len(queries); lo += metricQueriesPerCall {
-		hi := min(lo+metricQueriesPerCall, len(queries))
+	for chunk := range slices.Chunk(queries, metricQueriesPerCall) {
 		pg := cloudwatch.NewGetMetricDataPaginator(p.cloudWatch(q.Region), &cloudwatch.GetMetricDataInput{
-			MetricDataQueries: queries[lo:hi], StartTime: awssdk.Time(from), EndTime: awssdk.Time(to),
+			MetricDataQueries: chunk, StartTime: awssdk.Time(from), EndTime: awssdk.Time(to),
 			ScanBy: cwtypes.ScanByTimestampAscending})
-		for pg.HasMorePages() {
-			out, err := pg.NextPage(ctx)
+		for out, err := range pages(ctx, pg) {
 			if err != nil {
 				return fmt.Errorf("get metric data in %s: %w", q.Region, err)
 			}
@@ -291,8 +289,7 @@ func (p *Provider) WatchFleet(ctx context.Context, region, id string) (int, erro
 	})
 	n := 0
 	var spot []string
-	for pg.HasMorePages() {
-		out, err := pg.NextPage(ctx)
+	for out, err := range pages(ctx, pg) {
 		if err != nil {
 			return 0, explain(fmt.Errorf("aws: instances of fleet %s in %s: %w", id, region, err))
 		}
@@ -320,15 +317,12 @@ func (p *Provider) WatchFleet(ctx context.Context, region, id string) (int, erro
 // hibernation shows marked-for-stop first.
 func interrupting(ctx context.Context, c ec2.DescribeSpotInstanceRequestsAPIClient, ids []string) (int, error) {
 	n := 0
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), 200)] // a filter's values, at most 200
-		ids = ids[len(chunk):]
+	for chunk := range slices.Chunk(ids, 200) { // a filter's values, at most 200
 		pg := ec2.NewDescribeSpotInstanceRequestsPaginator(c, &ec2.DescribeSpotInstanceRequestsInput{
 			Filters:    []ec2types.Filter{{Name: awssdk.String("instance-id"), Values: chunk}},
 			MaxResults: awssdk.Int32(1000),
 		})
-		for pg.HasMorePages() {
-			out, err := pg.NextPage(ctx)
+		for out, err := range pages(ctx, pg) {
 			if err != nil {
 				return 0, err
 			}

@@ -224,6 +224,10 @@ func TestBookReservation(t *testing.T) {
 	if err != nil || found == nil || found.ProviderRef != wantRef || found.State != "active" {
 		t.Fatalf("FindBooking = %+v, %v", found, err)
 	}
+	// Azure keeps no cost: the ledger's row gets the offering's.
+	if found.CostUSD != off.UpfrontUSD || found.End.Sub(found.Start) != off.End.Sub(off.Start) {
+		t.Errorf("FindBooking cost %v over %v, want the offering's %v over %v", found.CostUSD, found.End.Sub(found.Start), off.UpfrontUSD, off.End.Sub(off.Start))
+	}
 	other := req
 	other.Ref = "led-43"
 	if found, err := p.FindBooking(context.Background(), other); err != nil || found != nil {

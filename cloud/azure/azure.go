@@ -293,6 +293,23 @@ func (p *Provider) clientOptions() *arm.ClientOptions {
 	return &co
 }
 
+// listAll reads every page of an ARM list; values picks a page's items, nil ones skipped.
+func listAll[P, T any](ctx context.Context, pg *runtime.Pager[P], values func(P) []*T) ([]*T, error) {
+	var out []*T
+	for pg.More() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range values(page) {
+			if v != nil {
+				out = append(out, v)
+			}
+		}
+	}
+	return out, nil
+}
+
 // firstLine shortens azidentity's multi-paragraph errors for a header note.
 func firstLine(err error) error {
 	s := err.Error()

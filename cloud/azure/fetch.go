@@ -8,7 +8,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resourcegraph/armresourcegraph"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/internal/fanout"
 )
 
 const interruptionSource = "azure resource graph"
@@ -40,7 +40,6 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	if bound <= 0 {
 		bound = len(regions)
 	}
-	sem := make(chan struct{}, bound)
 	// Grouped queries wait for the regions started (others would hold a batch for maxGather).
 	var graph *graphBatcher
 	if c != nil && bound >= len(regions) {
@@ -48,38 +47,27 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	} else if c != nil {
 		graph = p.newGraphBatcher(ctx, c, nil)
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for _, region := range regions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-sem }()
-			if bound < len(regions) {
-				graph.expect(region)
-			}
-			rreq := p.regionRequest(region, req)
-			histOK, err := p.fetchRegion(ctx, c, graph, region, rreq, sink)
-			p.settle(region, rreq, !histOK || err != nil)
-			if err != nil {
-				sink(domain.Event{Provider: Name, Region: region, Err: err})
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	errs := make([]error, len(regions))
+	fanout.Each(len(regions), bound, func(i int) {
+		region := regions[i]
+		if ctx.Err() != nil {
+			return
+		}
+		if bound < len(regions) {
+			graph.expect(region)
+		}
+		rreq := p.regionRequest(region, req)
+		histOK, err := p.fetchRegion(ctx, c, graph, region, rreq, sink)
+		p.settle(region, rreq, !histOK || err != nil)
+		if err != nil {
+			sink(domain.Event{Provider: Name, Region: region, Err: err})
+			errs[i] = err
+		}
+	})
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if len(errs) == len(regions) {
+	if !slices.Contains(errs, nil) {
 		return fmt.Errorf("azure: every region failed: %w", errors.Join(errs...))
 	}
 	return nil
@@ -147,41 +135,30 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, g *graphBatch
 		evict           map[string]string
 		hist            map[string][]spotPoint
 	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		if prices, priceErr = p.retailFor(ctx, region, all); priceErr == nil {
 			step()
 		}
-	}()
+	})
 	if c == nil || len(names) == 0 {
 		g.leave(region, typeEvictionRate)
 		g.leave(region, typePriceHistory)
 	} else {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			evict, evErr = p.evictionsFor(ctx, g, region, names)
 			step()
-		}()
-		go func() {
-			defer wg.Done()
+		})
+		wg.Go(func() {
 			hist, histErr = p.history(ctx, g, region, names, req)
 			step()
-		}()
+		})
 	}
 	wg.Wait()
 	if priceErr != nil {
 		return false, priceErr
 	}
-	var soft []error
-	if evErr != nil {
-		soft = append(soft, evErr)
-	}
+	soft := []error{evErr, histErr} // errors.Join leaves out the nil ones
 	histOK = histErr == nil
-	if histErr != nil {
-		soft = append(soft, histErr)
-	}
 	ev := domain.Event{Provider: Name, Region: region, Progress: &domain.Progress{Done: total, Total: total}}
 	p.cacheMu.Lock()
 	for _, s := range sizes {
@@ -229,8 +206,8 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, g *graphBatch
 	}
 	p.cacheMu.Unlock()
 	sink(ev)
-	if len(soft) > 0 {
-		sink(domain.Event{Provider: Name, Region: region, Err: errors.Join(soft...)})
+	if err := errors.Join(soft...); err != nil {
+		sink(domain.Event{Provider: Name, Region: region, Err: err})
 	}
 	return histOK, nil
 }
@@ -240,20 +217,25 @@ func (p *Provider) sizesFor(ctx context.Context, c *armClients, region string) (
 	if c == nil {
 		return catalogSizes(), nil
 	}
+	return cachedFor(p, p.skus, region, func() ([]gpuSize, error) { return p.listGPUSizes(ctx, c, region) })
+}
+
+// cachedFor returns m[key] while younger than ListTTL, else what load returns, kept.
+func cachedFor[T any](p *Provider, m map[string]cached[T], key string, load func() (T, error)) (T, error) {
 	p.cacheMu.Lock()
-	e, ok := p.skus[region]
+	e, ok := m[key]
 	p.cacheMu.Unlock()
 	if ok && p.now().Sub(e.at) < p.opt.ListTTL {
 		return e.v, nil
 	}
-	sizes, err := p.listGPUSizes(ctx, c, region)
+	v, err := load()
 	if err != nil {
-		return nil, err
+		return v, err
 	}
 	p.cacheMu.Lock()
-	p.skus[region] = cached[[]gpuSize]{v: sizes, at: p.now()}
+	m[key] = cached[T]{v: v, at: p.now()}
 	p.cacheMu.Unlock()
-	return sizes, nil
+	return v, nil
 }
 
 func (p *Provider) retailFor(ctx context.Context, region string, sizes []gpuSize) (map[string]retailPrice, error) {
@@ -265,44 +247,25 @@ func (p *Provider) retailFor(ctx context.Context, region string, sizes []gpuSize
 		return map[string]retailPrice{}, nil
 	}
 	// Keyed by the sizes: signing in later brings sizes the catalog lacks.
-	key := region + "|" + strings.Join(names, ",")
-	p.cacheMu.Lock()
-	e, ok := p.prices[key]
-	p.cacheMu.Unlock()
-	if ok && p.now().Sub(e.at) < p.opt.ListTTL {
-		return e.v, nil
-	}
-	prices, _, err := p.fetchRetail(ctx, region, names)
-	if err != nil {
-		return nil, err
-	}
-	p.cacheMu.Lock()
-	p.prices[key] = cached[map[string]retailPrice]{v: prices, at: p.now()}
-	p.cacheMu.Unlock()
-	return prices, nil
+	return cachedFor(p, p.prices, region+"|"+strings.Join(names, ","), func() (map[string]retailPrice, error) {
+		prices, _, err := p.fetchRetail(ctx, region, names)
+		return prices, err
+	})
 }
 
 func (p *Provider) evictionsFor(ctx context.Context, g *graphBatcher, region string, names []string) (map[string]string, error) {
-	key := region + "|" + strings.Join(names, ",")
-	p.cacheMu.Lock()
-	e, ok := p.evict[key]
-	p.cacheMu.Unlock()
-	if ok && p.now().Sub(e.at) < p.opt.ListTTL {
-		g.leave(region, typeEvictionRate)
-		return e.v, nil
-	}
-	rows, err := g.rows(ctx, graphKind{typ: typeEvictionRate}, region, names)
-	if err != nil {
-		return nil, fmt.Errorf("eviction rates in %s: %w", region, err)
-	}
-	m, err := parseEvictionRows(rows)
-	if err != nil {
-		return nil, fmt.Errorf("eviction rates in %s: %w", region, err)
-	}
-	p.cacheMu.Lock()
-	p.evict[key] = cached[map[string]string]{v: m, at: p.now()}
-	p.cacheMu.Unlock()
-	return m, nil
+	defer g.leave(region, typeEvictionRate) // a cached answer asks nothing of the batch
+	return cachedFor(p, p.evict, region+"|"+strings.Join(names, ","), func() (map[string]string, error) {
+		rows, err := g.rows(ctx, graphKind{typ: typeEvictionRate}, region, names)
+		if err != nil {
+			return nil, fmt.Errorf("eviction rates in %s: %w", region, err)
+		}
+		m, err := parseEvictionRows(rows)
+		if err != nil {
+			return nil, fmt.Errorf("eviction rates in %s: %w", region, err)
+		}
+		return m, nil
+	})
 }
 
 func (p *Provider) history(ctx context.Context, g *graphBatcher, region string, names []string, req domain.FetchRequest) (map[string][]spotPoint, error) {
@@ -622,7 +585,7 @@ func parseHistoryRows(rows []json.RawMessage, since, until time.Time, live bool)
 		}
 	}
 	for k, pts := range all {
-		sort.SliceStable(pts, func(i, j int) bool { return pts[i].At.Before(pts[j].At) })
+		slices.SortStableFunc(pts, func(a, b spotPoint) int { return a.At.Compare(b.At) })
 		if live {
 			continue
 		}

@@ -384,18 +384,16 @@ func (p *Provider) WatchFleet(ctx context.Context, region, id string) (int, erro
 	}
 	full := fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s", c.subID, rg, name)
 	filter := fmt.Sprintf("'virtualMachineScaleSet/id' eq '%s'", full)
-	pg := c.vms.NewListPager(rg, &armcompute.VirtualMachinesClientListOptions{
-		Filter: &filter, Expand: new(armcompute.ExpandTypeForListVMsInstanceView)})
+	vms, err := listAll(ctx, c.vms.NewListPager(rg, &armcompute.VirtualMachinesClientListOptions{
+		Filter: &filter, Expand: new(armcompute.ExpandTypeForListVMsInstanceView)}),
+		func(p armcompute.VirtualMachinesClientListResponse) []*armcompute.VirtualMachine { return p.Value })
+	if err != nil {
+		return 0, fmt.Errorf("azure fleet %s: its VMs: %w", name, err)
+	}
 	n := 0
-	for pg.More() {
-		page, err := pg.NextPage(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("azure fleet %s: its VMs: %w", name, err)
-		}
-		for _, vm := range page.Value {
-			if vm != nil && vm.Properties != nil && runs(vm.Properties.InstanceView) {
-				n++
-			}
+	for _, vm := range vms {
+		if vm.Properties != nil && runs(vm.Properties.InstanceView) {
+			n++
 		}
 	}
 	return n, nil

@@ -153,6 +153,9 @@ func TestBookAnswersWithReservationAlreadyMadeFromOffering(t *testing.T) {
 	if again.ProviderRef != made.ProviderRef || again.State != "active" || !strings.Contains(again.Message, `already made from offering `+o.ID+` (for ledger row "led-1")`) {
 		t.Errorf("second booking = %+v, want the first reservation", again)
 	}
+	if again.CostUSD != o.UpfrontUSD {
+		t.Errorf("second booking costs %v, want the offering's %v", again.CostUSD, o.UpfrontUSD)
+	}
 	if f.putCount("") != puts {
 		t.Fatalf("the second booking of one offering sent %d PUTs", f.putCount("")-puts)
 	}

@@ -1,12 +1,13 @@
 package azure
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,20 +75,13 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 	end := start.Add(q.Duration)
 	regions := p.regions(domain.Query{Regions: q.Regions})
 	out, failed := fanout.Gather(regions, 0, func(region string) ([]domain.Offering, error) {
-		offs, err := p.regionOfferings(ctx, c, region, q, start, end)
-		if err != nil {
-			return nil, err
-		}
-		return offs, nil
+		return p.regionOfferings(ctx, c, region, q, start, end)
 	})
 	if len(failed) > 0 && len(failed) == len(regions) {
 		return nil, fmt.Errorf("azure capacity reservations: %w", domain.RegionErrors(failed).Join())
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].UpfrontUSD != out[j].UpfrontUSD {
-			return out[i].UpfrontUSD < out[j].UpfrontUSD
-		}
-		return out[i].ID < out[j].ID
+	slices.SortStableFunc(out, func(a, b domain.Offering) int {
+		return cmp.Or(cmp.Compare(a.UpfrontUSD, b.UpfrontUSD), strings.Compare(a.ID, b.ID))
 	})
 	if len(failed) > 0 {
 		return out, domain.RegionErrors(failed)
@@ -173,7 +167,7 @@ func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (doma
 		return o, gone(fmt.Sprintf("%s is no longer offered in %s", o.InstanceType, o.Region))
 	case s.Restricted(o.Zone):
 		return o, gone(fmt.Sprintf("%s is no longer offered to this subscription in %s%s", s.Name, o.Region, zoneSuffix(o.Zone)))
-	case o.Zone != "" && len(s.Zones) > 0 && !contains(s.Zones, o.Zone):
+	case o.Zone != "" && len(s.Zones) > 0 && !slices.Contains(s.Zones, o.Zone):
 		return o, gone(fmt.Sprintf("%s is no longer offered in %s zone %s", s.Name, o.Region, o.Zone))
 	case !s.Reservable:
 		return o, gone(fmt.Sprintf("Azure no longer takes capacity reservations for %s (CapacityReservationSupported is not true)", s.Name))

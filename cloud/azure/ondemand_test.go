@@ -24,4 +24,19 @@ func TestRetailOnDemandNewestWins(t *testing.T) {
 			t.Errorf("%s: on-demand %v, want the newest meter's 3.673", name, od)
 		}
 	}
+	// Spot meters alike, and SpotAt is the winner's effectiveStartDate.
+	spot := func(it retailItem) retailItem {
+		it.SkuName, it.MeterName = it.SkuName+" Spot", it.MeterName+" Spot"
+		return it
+	}
+	oldSpot, curSpot := spot(item(1.2, "2024-01-01T00:00:00Z")), spot(item(0.9, "2025-07-01T00:00:00Z"))
+	for name, order := range map[string][]retailItem{"old first": {oldSpot, curSpot}, "new first": {curSpot, oldSpot}} {
+		out := map[string]retailPrice{}
+		for _, it := range order {
+			addRetailItem(out, it, "eastus", want)
+		}
+		if rp := out["standard_nc24ads_a100_v4"]; rp.Spot == nil || *rp.Spot != 0.9 || rp.SpotAt.Format("2006-01-02") != "2025-07-01" {
+			t.Errorf("%s: spot %v from %v, want the newest meter's 0.9 from 2025-07-01", name, rp.Spot, rp.SpotAt)
+		}
+	}
 }

@@ -41,14 +41,13 @@ type pricesPage struct {
 }
 
 type retailPrice struct {
-	Size       string // armSkuName as the API spells it
-	Spot       *float64
-	SpotAt     time.Time // the spot meter's effectiveStartDate
-	OnDemand   *float64
-	spotPrim   bool
-	odPrim     bool
-	spotItemAt time.Time
-	odItemAt   time.Time
+	Size     string // armSkuName as the API spells it
+	Spot     *float64
+	SpotAt   time.Time // the spot meter's effectiveStartDate
+	OnDemand *float64
+	// spotPrim, odPrim: from the primary meter region; odAt: the on-demand meter's effectiveStartDate.
+	spotPrim, odPrim bool
+	odAt             time.Time
 }
 
 // parsePricesPage reads one page of the documented shape; anything else is an error saying what was wrong.
@@ -157,11 +156,11 @@ func addRetailItem(out map[string]retailPrice, it retailItem, region string, wan
 		price := it.RetailPrice
 		if strings.HasSuffix(it.SkuName, " Spot") {
 			// A meter listed twice: the primary meter region's, then the newest, wins.
-			if rp.Spot == nil || (primary && !rp.spotPrim) || (primary == rp.spotPrim && at.After(rp.spotItemAt)) {
-				rp.Spot, rp.SpotAt, rp.spotPrim, rp.spotItemAt = &price, at, primary, at
+			if rp.Spot == nil || (primary && !rp.spotPrim) || (primary == rp.spotPrim && at.After(rp.SpotAt)) {
+				rp.Spot, rp.SpotAt, rp.spotPrim = &price, at, primary
 			}
-		} else if rp.OnDemand == nil || (primary && !rp.odPrim) || (primary == rp.odPrim && at.After(rp.odItemAt)) {
-			rp.OnDemand, rp.odPrim, rp.odItemAt = &price, primary, at
+		} else if rp.OnDemand == nil || (primary && !rp.odPrim) || (primary == rp.odPrim && at.After(rp.odAt)) {
+			rp.OnDemand, rp.odPrim, rp.odAt = &price, primary, at
 		}
 		out[key] = rp
 	}

@@ -93,33 +93,20 @@ func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]domain.C
 			return nil, fmt.Errorf("azure records: %w", err)
 		}
 		for _, r := range rs {
-			if !ours(r.Tags) {
-				continue
+			if rec := reservationRecord(r); ours(r.Tags) && (rec.CreatedAt.IsZero() || !rec.CreatedAt.Before(since)) {
+				out = append(out, rec)
 			}
-			rec := reservationRecord(r)
-			if !rec.CreatedAt.IsZero() && rec.CreatedAt.Before(since) {
-				continue
-			}
-			out = append(out, rec)
 		}
 	}
-	pager := c.vmss.NewListPager(c.resGroup, nil)
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if isNotFound(err) {
-			break // no resource group: nothing was made
-		}
-		if err != nil {
-			return nil, fmt.Errorf("azure records: list scale sets in %s: %w", c.resGroup, err)
-		}
-		for _, ss := range page.Value {
-			if ss == nil || !ours(ss.Tags) {
-				continue
-			}
-			rec := scaleSetRecord(ss)
-			if !rec.CreatedAt.IsZero() && rec.CreatedAt.Before(since) {
-				continue
-			}
+	sets, err := listAll(ctx, c.vmss.NewListPager(c.resGroup, nil),
+		func(p armcompute.VirtualMachineScaleSetsClientListResponse) []*armcompute.VirtualMachineScaleSet {
+			return p.Value
+		})
+	if err != nil && !isNotFound(err) { // no resource group: nothing was made
+		return nil, fmt.Errorf("azure records: list scale sets in %s: %w", c.resGroup, err)
+	}
+	for _, ss := range sets {
+		if rec := scaleSetRecord(ss); ours(ss.Tags) && (rec.CreatedAt.IsZero() || !rec.CreatedAt.Before(since)) {
 			out = append(out, rec)
 		}
 	}

@@ -83,20 +83,20 @@ func resourceName(ref, fallback string) string {
 
 // groupsIn lists the resource group's reservation groups that keep accepts; none if it is missing.
 func (p *Provider) groupsIn(ctx context.Context, c *armClients, keep func(string) bool) ([]string, error) {
+	gs, err := listAll(ctx, c.groups.NewListByResourceGroupPager(c.resGroup, nil),
+		func(p armcompute.CapacityReservationGroupsClientListByResourceGroupResponse) []*armcompute.CapacityReservationGroup {
+			return p.Value
+		})
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list capacity reservation groups in %s: %w", c.resGroup, err)
+	}
 	var out []string
-	pager := c.groups.NewListByResourceGroupPager(c.resGroup, nil)
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if isNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list capacity reservation groups in %s: %w", c.resGroup, err)
-		}
-		for _, g := range page.Value {
-			if g != nil && g.Name != nil && keep(*g.Name) {
-				out = append(out, *g.Name)
-			}
+	for _, g := range gs {
+		if g.Name != nil && keep(*g.Name) {
+			out = append(out, *g.Name)
 		}
 	}
 	return out, nil
@@ -113,21 +113,15 @@ func (p *Provider) regionGroups(ctx context.Context, c *armClients, region, zone
 
 // reservationsIn lists a group's reservations; a missing group has none.
 func (p *Provider) reservationsIn(ctx context.Context, c *armClients, group string) ([]*armcompute.CapacityReservation, error) {
-	var out []*armcompute.CapacityReservation
-	pager := c.reserve.NewListByCapacityReservationGroupPager(c.resGroup, group, nil)
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if isNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list reservations in %s: %w", group, err)
-		}
-		for _, r := range page.Value {
-			if r != nil {
-				out = append(out, r)
-			}
-		}
+	out, err := listAll(ctx, c.reserve.NewListByCapacityReservationGroupPager(c.resGroup, group, nil),
+		func(p armcompute.CapacityReservationsClientListByCapacityReservationGroupResponse) []*armcompute.CapacityReservation {
+			return p.Value
+		})
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list reservations in %s: %w", group, err)
 	}
 	return out, nil
 }
@@ -236,11 +230,8 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 		return domain.Booking{}, refuse("azure booking %s: nothing was requested: %w", o.ID, err)
 	}
 	if pl.found != nil {
-		got := bookingFrom(pl.found, o.Region)
-		if got.End.IsZero() && !got.Start.IsZero() {
-			got.End = got.Start.Add(window)
-		}
-		got.CostUSD, got.DryRun = o.UpfrontUSD, req.DryRun
+		got := bookedFrom(pl.found, o)
+		got.DryRun = req.DryRun
 		got.Message = fmt.Sprintf("capacity reservation %s in group %s was already made from offering %s (for ledger row %q): answered with it; nothing was bought again",
 			deref(pl.found.Name), pl.group, o.ID, tagOf(pl.found.Tags, TagRef))
 		return got, nil
@@ -343,6 +334,16 @@ func bookingFrom(r *armcompute.CapacityReservation, region string) domain.Bookin
 	return b
 }
 
+// bookedFrom reads a reservation made from o: Azure keeps neither its end (else o's window) nor its cost.
+func bookedFrom(r *armcompute.CapacityReservation, o domain.Offering) domain.Booking {
+	b := bookingFrom(r, o.Region)
+	if b.End.IsZero() && !b.Start.IsZero() {
+		b.End = b.Start.Add(o.End.Sub(o.Start))
+	}
+	b.CostUSD = o.UpfrontUSD
+	return b
+}
+
 // ledgerState maps an ARM provisioning state onto the ledger's: Failed and
 // Canceled hold nothing; Creating, Updating and the like are work in progress.
 func ledgerState(provisioning string) string {
@@ -382,11 +383,7 @@ func (p *Provider) FindBooking(ctx context.Context, req domain.BookRequest) (*do
 			if !matchesRequest(r, req) {
 				continue
 			}
-			b := bookingFrom(r, o.Region)
-			if b.End.IsZero() && !b.Start.IsZero() {
-				b.End = b.Start.Add(o.End.Sub(o.Start))
-			}
-			b.CostUSD = o.UpfrontUSD
+			b := bookedFrom(r, o)
 			return &b, nil
 		}
 	}

@@ -3,6 +3,7 @@ package azure
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,17 +58,15 @@ func gpuSpecFor(name string, reported float64) (domain.GPUSpec, bool) {
 
 func (p *Provider) listGPUSizes(ctx context.Context, c *armClients, region string) ([]gpuSize, error) {
 	filter := fmt.Sprintf("location eq '%s'", region)
-	pager := c.skus.NewListPager(&armcompute.ResourceSKUsClientListOptions{Filter: &filter})
+	skus, err := listAll(ctx, c.skus.NewListPager(&armcompute.ResourceSKUsClientListOptions{Filter: &filter}),
+		func(p armcompute.ResourceSKUsClientListResponse) []*armcompute.ResourceSKU { return p.Value })
+	if err != nil {
+		return nil, fmt.Errorf("list VM sizes in %s: %w", region, err)
+	}
 	var out []gpuSize
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("list VM sizes in %s: %w", region, err)
-		}
-		for _, sku := range page.Value {
-			if s, ok := gpuSizeFromSKU(sku, region); ok {
-				out = append(out, s)
-			}
+	for _, sku := range skus {
+		if s, ok := gpuSizeFromSKU(sku, region); ok {
+			out = append(out, s)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -179,7 +178,7 @@ func (p *Provider) validateSize(ctx context.Context, c *armClients, region, size
 			if z == "" {
 				continue
 			}
-			if len(s.Zones) > 0 && !contains(s.Zones, z) {
+			if len(s.Zones) > 0 && !slices.Contains(s.Zones, z) {
 				return s, fmt.Errorf("%s is not offered in %s zone %s (zones: %s)", s.Name, region, z, strings.Join(s.Zones, ", "))
 			}
 			if s.Restricted(z) {
@@ -233,22 +232,18 @@ func (p *Provider) checkQuota(ctx context.Context, c *armClients, region string,
 	if len(order) == 0 {
 		return "quota not checked (the size has no vCPU count)", nil
 	}
-	pager := c.usage.NewListPager(region, nil)
+	usages, err := listAll(ctx, c.usage.NewListPager(region, nil), func(p armcompute.UsageClientListResponse) []*armcompute.Usage { return p.Value })
+	if err != nil {
+		return "quota not checked: " + firstLine(err).Error(), nil
+	}
 	type entry struct {
 		used, limit int64
 		name        string
 	}
 	got := map[string]entry{}
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return "quota not checked: " + firstLine(err).Error(), nil
-		}
-		for _, u := range page.Value {
-			// Entries may omit name or figures (the documented minimum-set example).
-			if u == nil || u.Name == nil || u.Name.Value == nil || u.CurrentValue == nil || u.Limit == nil {
-				continue
-			}
+	for _, u := range usages {
+		// Entries may omit name or figures (the documented minimum-set example).
+		if u.Name != nil && u.Name.Value != nil && u.CurrentValue != nil && u.Limit != nil {
 			got[strings.ToLower(*u.Name.Value)] = entry{used: int64(*u.CurrentValue), limit: *u.Limit, name: *u.Name.Value}
 		}
 	}
@@ -266,13 +261,4 @@ func (p *Provider) checkQuota(ctx context.Context, c *armClients, region string,
 		notes = append(notes, fmt.Sprintf("quota %s %d+%d of %d vCPUs", e.name, e.used, need, e.limit))
 	}
 	return strings.Join(notes, ", "), nil
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

@@ -38,15 +38,6 @@ var (
 	SourceMixed = domain.CPUStandIn(SourceGPU+" where a VM publishes it, else Percentage CPU", "")
 )
 
-// metrics returns the Azure Monitor client, signed in as the other ARM clients.
-func (p *Provider) metrics(ctx context.Context) (*armmonitor.MetricsClient, error) {
-	c, err := p.clients(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%w (%v)", errNoAccount, err)
-	}
-	return c.metrics, nil
-}
-
 // Usage reports how a row's capacity ran and how busy, from Azure Monitor. A
 // spot scale set: per VM of its metrics, interruptions unknown (evictions are
 // not said). A reservation: the VMs associated now (reservationUsage), none
@@ -83,10 +74,11 @@ func (p *Provider) scaleSetUsage(ctx context.Context, q domain.UsageQuery) (doma
 	if !ok {
 		return rep, nil
 	}
-	mc, err := p.metrics(ctx)
+	c, err := p.clients(ctx)
 	if err != nil {
-		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, err)
+		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w (%v)", q.Ref, errNoAccount, err)
 	}
+	mc := c.metrics
 	cpu, cerr := metricSeries(ctx, mc, q.ProviderRef, cpuMetricNamespace, cpuMetricName, "VMName", from, to)
 	if cerr != nil {
 		// Without the platform metric nothing says which VMs ran.
@@ -110,8 +102,6 @@ func (p *Provider) scaleSetUsage(ctx context.Context, q domain.UsageQuery) (doma
 			in.End = end
 		}
 		rep.Instances = append(rep.Instances, in)
-	}
-	for _, in := range rep.Instances {
 		if len(in.Busy) > 0 {
 			rep.Source = source
 		}
@@ -150,14 +140,14 @@ var errMetricAbsent = errors.New("metric not published")
 // metricSeries reads a metric as hourly busy samples keyed by dimension dim;
 // with dim "" the one series, keyed "" (GetMetricError.json: an unsplit series
 // has empty metadatavalues). Hours without a value are left out.
-func metricSeries(ctx context.Context, mc *armmonitor.MetricsClient, resource, namespace, name, dim string, from, to time.Time) (map[string][]domain.BusySample, error) {
+func metricSeries(ctx context.Context, mc *armmonitor.MetricsClient, resource, namespace, name, dim string, from, until time.Time) (map[string][]domain.BusySample, error) {
 	opt := &armmonitor.MetricsClientListOptions{
-		Metricnames: ptr(name), Metricnamespace: ptr(namespace), Aggregation: ptr("average"), Interval: ptr("PT1H"),
-		Timespan:            ptr(from.UTC().Format(time.RFC3339) + "/" + to.UTC().Format(time.RFC3339)),
-		AutoAdjustTimegrain: ptrBool(true), ValidateDimensions: ptrBool(false),
+		Metricnames: &name, Metricnamespace: &namespace, Aggregation: to.Ptr("average"), Interval: to.Ptr("PT1H"),
+		Timespan:            to.Ptr(from.UTC().Format(time.RFC3339) + "/" + until.UTC().Format(time.RFC3339)),
+		AutoAdjustTimegrain: to.Ptr(true), ValidateDimensions: to.Ptr(false),
 	}
 	if dim != "" {
-		opt.Filter, opt.Top = ptr(dim+" eq '*'"), ptrInt32(1000)
+		opt.Filter, opt.Top = to.Ptr(dim+" eq '*'"), to.Ptr[int32](1000)
 	}
 	out, err := mc.List(ctx, strings.TrimPrefix(resource, "/"), opt)
 	if err != nil {
@@ -170,7 +160,7 @@ func metricSeries(ctx context.Context, mc *armmonitor.MetricsClient, resource, n
 	// Azure may answer with another grain than asked (AutoAdjustTimegrain).
 	grain := time.Hour
 	if out.Interval != nil {
-		if d, ok := isoHours(*out.Interval); ok {
+		if d, ok := isoGrains[strings.ToUpper(*out.Interval)]; ok {
 			grain = d
 		}
 	}
@@ -213,20 +203,11 @@ func metricSeries(ctx context.Context, mc *armmonitor.MetricsClient, resource, n
 	return series, nil
 }
 
-// isoHours reads Azure Monitor's ISO 8601 grains (PT1M … P1D).
-func isoHours(s string) (time.Duration, bool) {
-	d, ok := isoGrains[strings.ToUpper(s)]
-	return d, ok
-}
-
+// isoGrains are Azure Monitor's ISO 8601 grains (PT1M … P1D).
 var isoGrains = map[string]time.Duration{
 	"PT1M": time.Minute, "PT5M": 5 * time.Minute, "PT15M": 15 * time.Minute, "PT30M": 30 * time.Minute,
 	"PT1H": time.Hour, "PT6H": 6 * time.Hour, "PT12H": 12 * time.Hour, "P1D": 24 * time.Hour,
 }
-
-func ptr(s string) *string    { return &s }
-func ptrInt32(v int32) *int32 { return &v }
-func ptrBool(v bool) *bool    { return &v }
 
 // associationNote: Azure lists the VMs associated with a reservation now, not those that were.
 const associationNote = "Azure lists only the VMs associated with the reservation now: " +
@@ -273,10 +254,7 @@ func (p *Provider) reservationUsage(ctx context.Context, q domain.UsageQuery) (d
 	if len(vms) == 0 {
 		return rep, nil
 	}
-	mc, err := p.metrics(ctx)
-	if err != nil {
-		return domain.UsageReport{}, fmt.Errorf("azure: usage of %s: %w", q.Ref, err)
-	}
+	mc := c.metrics
 	kind := vmKind{instanceType: q.InstanceType, zone: q.Zone}
 	if res.SKU != nil && deref(res.SKU.Name) != "" {
 		kind.instanceType = deref(res.SKU.Name)

@@ -54,6 +54,63 @@ func TestCalendarAdviceIsOfferings(t *testing.T) {
 	}
 }
 
+// With a flex duration the advice is asked for a range of lengths; the
+// windows of another length than asked are offerings marked FlexLength,
+// priced over their own window; without one, only the asked length.
+func TestCalendarAdviceFlexibleLength(t *testing.T) {
+	p, _ := newTest(t, gcptest.Options{})
+	q := domain.OfferingQuery{GPU: "H100", Instances: 2, Duration: 48 * time.Hour, FlexDuration: 24 * time.Hour, Regions: []string{"us-central1"}}
+	offs, err := p.FindOfferings(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := 208*0.02291161 + 1872*0.00307045 + 8*10.18
+	flex := 0
+	for _, o := range offs {
+		d := o.End.Sub(o.Start)
+		if d < 24*time.Hour || d > 72*time.Hour || o.FlexLength != (d != 48*time.Hour) {
+			t.Errorf("%s lasts %s (flex %v): want 1 to 3 days, flex when not 2", o.ID, d, o.FlexLength)
+		}
+		if want := rate * 2 * d.Hours(); !near(o.UpfrontUSD/want, 1) {
+			t.Errorf("%s: total %.2f over %s, want %.2f", o.ID, o.UpfrontUSD, d, want)
+		}
+		if o.FlexLength {
+			flex++
+		}
+	}
+	if flex == 0 {
+		t.Errorf("no window of another length among %d offerings: the flex duration was not asked for or was dropped", len(offs))
+	}
+	q.FlexDuration = 0
+	exact, err := p.FindOfferings(context.Background(), q)
+	if err != nil || len(exact) == 0 {
+		t.Fatalf("without flex: %d offerings, %v", len(exact), err)
+	}
+	for _, o := range exact {
+		if o.FlexLength || o.End.Sub(o.Start) != 48*time.Hour {
+			t.Errorf("without flex, %s lasts %s (flex %v)", o.ID, o.End.Sub(o.Start), o.FlexLength)
+		}
+	}
+}
+
+// A region whose advice fails is a RegionErrors entry beside the others'
+// offerings; when every region failed there are no offerings, only errors.
+func TestCalendarAdviceFailedRegion(t *testing.T) {
+	p, f := newTest(t, gcptest.Options{})
+	q := domain.OfferingQuery{GPU: "H100", Instances: 1, Duration: 48 * time.Hour, Regions: []string{"us-central1"}}
+	f.Fail("advice.calendarMode", 403, "forbidden", "Required 'compute.advice.calendarMode' permission.")
+	var re domain.RegionErrors
+	if offs, err := p.FindOfferings(context.Background(), q); !errors.As(err, &re) || len(re) != 1 || offs != nil {
+		t.Fatalf("the only region failed: %d offerings, %v; want none and its error", len(offs), err)
+	}
+	q.Regions = []string{"us-central1", "asia-northeast1"}
+	f.Fail("advice.calendarMode", 403, "forbidden", "Required 'compute.advice.calendarMode' permission.")
+	offs, err := p.FindOfferings(context.Background(), q)
+	if !errors.As(err, &re) || len(re) != 1 || len(offs) == 0 {
+		t.Fatalf("one of two regions failed: %d offerings, %v; want the other's and one error", len(offs), err)
+	}
+}
+
 // Book creates the future reservation in calendar mode, named by the
 // ledger row, tagged in its description, and reads its state back as the
 // API reports it; the window is then held.

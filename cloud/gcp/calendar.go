@@ -1,15 +1,15 @@
 package gcp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/api/compute/v1"
@@ -55,58 +55,40 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 	if err != nil {
 		return nil, err
 	}
-	type ask struct {
-		region string
-		m      machine
-		n      int64
-	}
-	var asks []ask
-	seen := map[string]bool{}
-	for _, r := range regions {
+	from, to := startRange(q, p.now())
+	// Each region asks for its calendar types in turn; a failed type leaves the others'.
+	regions = slices.Compact(slices.Sorted(slices.Values(regions)))
+	out, failed := fanout.Gather(regions, 4, func(r string) ([]domain.Offering, error) {
+		var out []domain.Offering
+		var ferr error
+		seen := map[string]bool{}
 		for _, m := range ms {
-			if regionOf(m.Zone) != r || !calendarTypes[m.Type] || m.GPU.Model != gpu || seen[r+"/"+m.Type] {
+			if regionOf(m.Zone) != r || !calendarTypes[m.Type] || m.GPU.Model != gpu || seen[m.Type] {
 				continue
 			}
-			seen[r+"/"+m.Type] = true
+			seen[m.Type] = true
 			n := int64(q.Instances)
 			if n == 0 {
 				n = int64(math.Ceil(float64(q.GPUs) / m.GPU.Count))
 			}
-			asks = append(asks, ask{r, m, n})
-		}
-	}
-	var (
-		mu   sync.Mutex
-		out  []domain.Offering
-		errs = domain.RegionErrors{}
-	)
-	from, to := startRange(q, p.now())
-	fanout.Each(len(asks), 4, func(i int) {
-		a := asks[i]
-		offs, err := p.advise(ctx, a.region, a.m, a.n, from, to, q.Duration)
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			errs[a.region] = err
-			return
-		}
-		for _, o := range offs {
-			if (!o.FlexLength || q.FlexDuration > 0) && priced(book, a.m, &o) {
-				out = append(out, o)
+			offs, err := p.advise(ctx, r, m, n, from, to, q.Duration, q.FlexDuration)
+			if err != nil {
+				ferr = err
+				continue
+			}
+			for _, o := range offs {
+				if (o.End.Sub(o.Start)-q.Duration).Abs() <= q.FlexDuration && priced(book, m, &o) {
+					out = append(out, o)
+				}
 			}
 		}
+		return out, ferr
 	})
-	sort.SliceStable(out, func(i, j int) bool {
-		if a, b := out[i].USDPerGPUHour(), out[j].USDPerGPUHour(); a != b {
-			return a < b
-		}
-		return out[i].Start.Before(out[j].Start)
+	slices.SortStableFunc(out, func(a, b domain.Offering) int {
+		return cmp.Or(cmp.Compare(a.USDPerGPUHour(), b.USDPerGPUHour()), a.Start.Compare(b.Start))
 	})
-	if len(errs) > 0 {
-		if len(out) == 0 && len(errs) == len(regions) {
-			return nil, errs
-		}
-		return out, errs
+	if len(failed) > 0 {
+		return out, domain.RegionErrors(failed) // out is empty when every region failed
 	}
 	return out, nil
 }
@@ -141,10 +123,11 @@ func startRange(q domain.OfferingQuery, now time.Time) (from, to time.Time) {
 	return from, to
 }
 
-// advise asks for windows of n machines lasting d starting in [from, to], in
-// any zone of region not denied.
-func (p *Provider) advise(ctx context.Context, region string, m machine, n int64, from, to time.Time, d time.Duration, deny ...string) ([]domain.Offering, error) {
-	secs := strconv.FormatInt(int64(d/time.Second), 10) + "s"
+// advise asks for windows of n machines lasting d (give or take flex, within
+// calendar mode's lengths) starting in [from, to], in any zone of region not denied.
+func (p *Provider) advise(ctx context.Context, region string, m machine, n int64, from, to time.Time, d, flex time.Duration, deny ...string) ([]domain.Offering, error) {
+	secs := func(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) + "s" }
+	flex = flex.Truncate(24 * time.Hour) // calendar mode sells whole days
 	spec := &compute.FutureResourcesSpec{
 		DeploymentType: "DENSE",
 		TargetResources: &compute.FutureResourcesSpecTargetResources{
@@ -152,7 +135,7 @@ func (p *Provider) advise(ctx context.Context, region string, m machine, n int64
 		},
 		TimeRangeSpec: &compute.FlexibleTimeRange{
 			StartTimeNotEarlierThan: from.Format(time.RFC3339), StartTimeNotLaterThan: to.Format(time.RFC3339),
-			MinDuration: secs, MaxDuration: secs,
+			MinDuration: secs(max(d-flex, 24*time.Hour)), MaxDuration: secs(min(d+flex, domain.CalendarTerms.MaxDuration)),
 		},
 	}
 	if len(deny) > 0 {
@@ -220,7 +203,7 @@ func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (doma
 			others = append(others, x.Zone)
 		}
 	}
-	offs, err := p.advise(ctx, o.Region, m, int64(o.InstanceCount), o.Start, o.Start, o.End.Sub(o.Start), others...)
+	offs, err := p.advise(ctx, o.Region, m, int64(o.InstanceCount), o.Start, o.Start, o.End.Sub(o.Start), 0, others...)
 	if err != nil {
 		return domain.Offering{}, err
 	}
@@ -400,4 +383,80 @@ func orUnset(s string) string {
 		return "unset"
 	}
 	return s
+}
+
+// TagCost carries a future reservation's cost in USD: Compute shows none, and a rebuilt ledger needs it.
+const TagCost = "gpumarket:cost-usd"
+
+// reservationRecord reads a future reservation; false if its description is not gpumarket's.
+func (p *Provider) reservationRecord(scope string, fr *compute.FutureReservation) (domain.CloudRecord, bool) {
+	tags := readTags(fr.Description)
+	if tags[domain.TagTool] != domain.ToolName && tags[domain.TagRef] == "" {
+		return domain.CloudRecord{}, false
+	}
+	zone := path.Base(fr.Zone)
+	if fr.Zone == "" {
+		zone = strings.TrimPrefix(scope, "zones/")
+	}
+	b := p.bookingOf(fr, zone, math.NaN())
+	rec := domain.CloudRecord{
+		Kind: domain.KindCalendar, Ref: tags[domain.TagRef], Actor: tags[domain.TagActor], OfferingID: tags[domain.TagOffering],
+		ProviderRef: b.ProviderRef, Provider: Name, Cloud: domain.CloudGCP, Region: b.Region, Zone: zone,
+		InstanceType: b.InstanceType, InstanceCount: b.InstanceCount, Start: b.Start, End: b.End,
+		CostUSD: math.NaN(), State: b.State,
+	}
+	rec.CreatedAt, _ = time.Parse(time.RFC3339, fr.CreationTimestamp)
+	rec.CreatedAt = rec.CreatedAt.UTC()
+	if usd, err := strconv.ParseFloat(tags[TagCost], 64); err == nil && usd >= 0 && !math.IsInf(usd, 0) {
+		rec.CostUSD = usd
+	}
+	return rec, true
+}
+
+// describeTags writes tags in a description (reservations take no labels):
+// key=value by spaces, values with spaces or quotes Go-quoted.
+func describeTags(tags map[string]string) string {
+	keys := slices.Sorted(maps.Keys(tags))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		v := tags[k]
+		if v == "" || strings.ContainsAny(v, " \t\n\"") {
+			v = strconv.Quote(v)
+		}
+		parts[i] = k + "=" + v
+	}
+	return strings.Join(parts, " ")
+}
+
+// readTags reads what describeTags wrote; what is not key=value ends it.
+func readTags(desc string) map[string]string {
+	out := map[string]string{}
+	s := strings.TrimLeft(desc, " ")
+	for s != "" {
+		k, rest, ok := strings.Cut(s, "=")
+		if !ok || k == "" || strings.ContainsAny(k, " \"") {
+			break
+		}
+		v := rest
+		if q, err := strconv.QuotedPrefix(rest); err == nil && rest[0] == '"' {
+			v, _ = strconv.Unquote(q)
+			rest = rest[len(q):]
+		} else if i := strings.IndexByte(rest, ' '); i >= 0 {
+			v, rest = rest[:i], rest[i:]
+		} else {
+			rest = ""
+		}
+		out[k] = v
+		s = strings.TrimLeft(rest, " ")
+	}
+	return out
+}
+
+// reservationTags are domain.Tags and the cost.
+func reservationTags(req domain.BookRequest) map[string]string {
+	tags := domain.Tags(req.Ref, req.Actor, req.Offering.ID)
+	if usd := req.Offering.UpfrontUSD; usd >= 0 && !math.IsNaN(usd) && !math.IsInf(usd, 0) {
+		tags[TagCost] = strconv.FormatFloat(usd, 'f', -1, 64)
+	}
+	return tags
 }

@@ -1,6 +1,7 @@
 package gcp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -232,24 +233,26 @@ func (p *Provider) bulkRequest(spec domain.FleetSpec, id string, zones []string,
 	return res, nil
 }
 
-// fleetVMs lists the fleet's VMs by label across the region.
-func (p *Provider) fleetVMs(ctx context.Context, region, id string) ([]*compute.Instance, error) {
+// labelledVMs lists the project's VMs whose label key has the value, in every zone.
+func (p *Provider) labelledVMs(ctx context.Context, key, value string) ([]*compute.Instance, error) {
 	var out []*compute.Instance
-	err := p.compute.Instances.AggregatedList(p.project).Filter(fmt.Sprintf(`labels.%s = "%s"`, labelFleet, id)).
+	err := p.compute.Instances.AggregatedList(p.project).Filter(fmt.Sprintf(`labels.%s = "%s"`, key, value)).
 		Pages(ctx, func(l *compute.InstanceAggregatedList) error {
 			for _, sl := range l.Items {
-				for _, in := range sl.Instances {
-					if regionOf(path.Base(in.Zone)) == region {
-						out = append(out, in)
-					}
-				}
+				out = append(out, sl.Instances...)
 			}
 			return nil
 		})
+	return out, err
+}
+
+// fleetVMs lists the fleet's VMs by label across the region.
+func (p *Provider) fleetVMs(ctx context.Context, region, id string) ([]*compute.Instance, error) {
+	vms, err := p.labelledVMs(ctx, labelFleet, id)
 	if err != nil {
 		return nil, apiErr("list the VMs of fleet "+id, err)
 	}
-	return out, nil
+	return slices.DeleteFunc(vms, func(in *compute.Instance) bool { return regionOf(path.Base(in.Zone)) != region }), nil
 }
 
 // DescribeFleet counts the fleet's running VMs at the catalog's Spot or on-demand rate.
@@ -355,4 +358,95 @@ func (p *Provider) FindFleet(ctx context.Context, region, clientToken string) (*
 		}
 	}
 	return nil, nil
+}
+
+var _ domain.RecordLister = (*Provider)(nil)
+
+// ListRecords lists what gpumarket bought or launched since, so a lost ledger
+// can be rebuilt: future reservations named gpumarket-… (tags in the
+// description), and one fleet per label of its VMs (cost NaN; one whose VMs
+// are all gone is not found).
+func (p *Provider) ListRecords(ctx context.Context, since time.Time) ([]domain.CloudRecord, error) {
+	var out []domain.CloudRecord
+	err := p.compute.FutureReservations.AggregatedList(p.project).Filter(`name eq "gpumarket-.*"`).
+		Pages(ctx, func(l *compute.FutureReservationsAggregatedListResponse) error {
+			for scope, sl := range l.Items {
+				for _, fr := range sl.FutureReservations {
+					if rec, ok := p.reservationRecord(scope, fr); ok && !rec.CreatedAt.Before(since) {
+						out = append(out, rec)
+					}
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, apiErr("list gpumarket's future reservations", err)
+	}
+	vms, err := p.labelledVMs(ctx, labelTool, domain.ToolName)
+	if err != nil {
+		return nil, apiErr("list gpumarket's VMs", err)
+	}
+	fleets := map[string][]*compute.Instance{}
+	for _, in := range vms {
+		if id := in.Labels[labelFleet]; id != "" {
+			fleets[id] = append(fleets[id], in)
+		}
+	}
+	for id, vms := range fleets {
+		if rec := fleetRecord(id, vms); !rec.CreatedAt.Before(since) {
+			out = append(out, rec)
+		}
+	}
+	domain.SortRecords(out)
+	return out, nil
+}
+
+// fleetRecord makes a fleet's record from its VMs, in order of creation.
+func fleetRecord(id string, vms []*compute.Instance) domain.CloudRecord {
+	created := func(in *compute.Instance) time.Time {
+		t, _ := time.Parse(time.RFC3339, in.CreationTimestamp)
+		return t.UTC()
+	}
+	slices.SortFunc(vms, func(a, b *compute.Instance) int {
+		return cmp.Or(created(a).Compare(created(b)), strings.Compare(a.Name, b.Name))
+	})
+	rec := domain.CloudRecord{Kind: domain.KindFleet, ProviderRef: id, Provider: Name, Cloud: domain.CloudGCP,
+		InstanceCount: len(vms), CostUSD: math.NaN(), State: "ended"}
+	var types, zones []string
+	for _, in := range vms {
+		zone := path.Base(in.Zone)
+		if rec.Region == "" {
+			rec.Region = regionOf(zone)
+		}
+		if t := created(in); !t.IsZero() && (rec.Start.IsZero() || t.Before(rec.Start)) {
+			rec.Start = t
+		}
+		if !slices.Contains(zones, zone) {
+			zones = append(zones, zone)
+		}
+		if t := typeOf(in); !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+		switch in.Status {
+		case "PROVISIONING", "STAGING", "RUNNING":
+			rec.State = "active"
+		}
+		if s := in.Scheduling; s != nil && s.TerminationTime != "" {
+			if t, err := time.Parse(time.RFC3339, s.TerminationTime); err == nil {
+				rec.End = t.UTC()
+			}
+		}
+	}
+	rec.CreatedAt = rec.Start
+	rec.InstanceType, rec.Zone = strings.Join(types, ","), strings.Join(zones, ",")
+	// The description keeps row id and actor as written; labels lower-case them.
+	tags := readTags(vms[0].Description)
+	rec.Ref, rec.Actor = tags[domain.TagRef], tags[domain.TagActor]
+	if rec.Ref == "" {
+		rec.Ref = vms[0].Labels[labelRef]
+	}
+	if rec.Actor == "" {
+		rec.Actor = vms[0].Labels[labelActor]
+	}
+	return rec
 }

@@ -1,13 +1,11 @@
 package gcp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"maps"
-	"math"
 	"path"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -26,7 +24,7 @@ type machine struct {
 	// Accel and AccelCount are the cards attached to an N1 type.
 	Accel      string
 	AccelCount int64
-	// Family and GPUSKU key the catalog's SKUs (sku.go).
+	// Family and GPUSKU key the catalog's SKUs (prices.go).
 	Family string
 	GPUSKU string
 }
@@ -82,22 +80,42 @@ const machineFilter = `name eq "(a2|a3|g2)-.*|n1-standard-(4|8|16|32|64)"`
 
 // machines lists every zone's GPU machines, kept for ListTTL.
 func (p *Provider) machines(ctx context.Context) ([]machine, error) {
+	return keep(p, &p.types, func() ([]machine, error) { return p.listMachines(ctx) })
+}
+
+// keep returns *c while younger than ListTTL, else what load returns, kept.
+func keep[T any](p *Provider, c *cached[T], load func() (T, error)) (T, error) {
 	p.mu.Lock()
-	c := p.types
+	v, at := c.v, c.at
 	p.mu.Unlock()
-	if c.v != nil && p.now().Sub(c.at) < p.opt.ListTTL {
-		return c.v, nil
+	if !at.IsZero() && p.now().Sub(at) < p.opt.ListTTL {
+		return v, nil
 	}
+	v, err := load()
+	if err != nil {
+		return v, err
+	}
+	p.mu.Lock()
+	*c = cached[T]{v, p.now()}
+	p.mu.Unlock()
+	return v, nil
+}
+
+// zoneOf is an aggregated list item's zone, else its scope's ("zones/us-central1-a").
+func zoneOf(zone, scope string) string {
+	if zone == "" {
+		return path.Base(scope)
+	}
+	return path.Base(zone)
+}
+
+func (p *Provider) listMachines(ctx context.Context) ([]machine, error) {
 	types := map[string][]*compute.MachineType{} // by zone
 	err := p.compute.MachineTypes.AggregatedList(p.project).Filter(machineFilter).
 		Pages(ctx, func(l *compute.MachineTypeAggregatedList) error {
 			for scope, sl := range l.Items {
 				for _, mt := range sl.MachineTypes {
-					z := mt.Zone
-					if z == "" {
-						z = path.Base(scope)
-					}
-					types[z] = append(types[z], mt)
+					types[zoneOf(mt.Zone, scope)] = append(types[zoneOf(mt.Zone, scope)], mt)
 				}
 			}
 			return nil
@@ -110,10 +128,7 @@ func (p *Provider) machines(ctx context.Context) ([]machine, error) {
 		Pages(ctx, func(l *compute.AcceleratorTypeAggregatedList) error {
 			for scope, sl := range l.Items {
 				for _, at := range sl.AcceleratorTypes {
-					z := at.Zone
-					if z == "" {
-						z = path.Base(scope)
-					}
+					z := zoneOf(at.Zone, scope)
 					if cards[z] == nil {
 						cards[z] = map[string]bool{}
 					}
@@ -131,18 +146,12 @@ func (p *Provider) machines(ctx context.Context) ([]machine, error) {
 			if mt.Deprecated != nil && mt.Deprecated.State != "" && mt.Deprecated.State != "ACTIVE" {
 				continue
 			}
-			out = append(out, machinesOf(path.Base(zone), mt, cards[path.Base(zone)])...)
+			out = append(out, machinesOf(zone, mt, cards[zone])...)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Zone != out[j].Zone {
-			return out[i].Zone < out[j].Zone
-		}
-		return out[i].Type < out[j].Type
+	slices.SortFunc(out, func(a, b machine) int {
+		return cmp.Or(strings.Compare(a.Zone, b.Zone), strings.Compare(a.Type, b.Type))
 	})
-	p.mu.Lock()
-	p.types = cached[[]machine]{out, p.now()}
-	p.mu.Unlock()
 	return out, nil
 }
 
@@ -179,80 +188,4 @@ func machinesOf(zone string, mt *compute.MachineType, cards map[string]bool) []m
 		}
 	}
 	return out
-}
-
-// interruptionSource: Google publishes no rate, so the planner uses its GPU-class prior.
-const interruptionSource = "Google publishes no interruption rate; Spot VMs get a 30 s preemption notice, too short to save a checkpoint"
-
-// historyNote is the header's note: the prices have no past but ours.
-const historyNote = "Spot prices from the Cloud Billing Catalog; Google publishes no price history (the chart shows what gpumarket recorded)"
-
-// Fetch reports the regions' GPU machines with on-demand and current Spot
-// prices. No published history: a back-fill sends the price at Until, a poll the changes.
-func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink domain.Sink) error {
-	ms, err := p.machines(ctx)
-	if err != nil {
-		return err
-	}
-	book, err := p.priceBook(ctx)
-	if err != nil {
-		return err
-	}
-	at := req.Until
-	if at.IsZero() {
-		at = p.now()
-	}
-	byRegion := map[string][]domain.Pool{}
-	var points []domain.PricePoint
-	p.mu.Lock()
-	for _, m := range ms {
-		pool := p.pool(m, book)
-		if !req.Query.Matches(pool) {
-			continue
-		}
-		region := pool.Region
-		spot := book.price(m, true)
-		if math.IsNaN(spot) {
-			if req.Backfill {
-				byRegion[region] = append(byRegion[region], pool)
-			}
-			continue
-		}
-		last, seen := p.sent[pool.Key()]
-		if req.Backfill || req.Aside || !seen || last != spot {
-			byRegion[region] = append(byRegion[region], pool)
-			points = append(points, domain.PricePoint{Pool: pool.Key(), At: at, USDHour: spot})
-			if !req.Aside {
-				p.sent[pool.Key()] = spot
-			}
-		}
-	}
-	p.mu.Unlock()
-	for _, r := range slices.Sorted(maps.Keys(byRegion)) {
-		var pts []domain.PricePoint
-		for _, pt := range points {
-			if pt.Pool.Region == r {
-				pts = append(pts, pt)
-			}
-		}
-		ev := domain.Event{Provider: Name, Region: r, Pools: byRegion[r], Points: pts, Note: historyNote}
-		if req.Backfill {
-			ev.Progress = &domain.Progress{Done: 1, Total: 1}
-		}
-		sink(ev)
-	}
-	if len(byRegion) == 0 {
-		sink(domain.Event{Provider: Name, Note: historyNote})
-	}
-	return nil
-}
-
-// pool describes a machine as a pool.
-func (p *Provider) pool(m machine, book *priceBook) domain.Pool {
-	pl := domain.Pool{Provider: Name, Cloud: domain.CloudGCP, Region: regionOf(m.Zone), Zone: m.Zone, InstanceType: m.Type, GPU: m.GPU,
-		Interruption: &domain.Interruption{Source: interruptionSource}}
-	if od := book.price(m, false); !math.IsNaN(od) {
-		pl.OnDemandUSDHour = domain.Float(od)
-	}
-	return pl
 }

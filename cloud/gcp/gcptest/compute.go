@@ -75,15 +75,33 @@ type scoped[T any] struct {
 	item  T
 }
 
-// aggregatedPage pages an aggregated list and groups the page by scope.
-func aggregatedPage[T any](s *Server, w http.ResponseWriter, r *http.Request, all []scoped[T]) (map[string][]T, string, bool) {
+// perZone is every zone's names that re matches, each made an item of the zone's scope.
+func perZone[T any](s *Server, re *regexp.Regexp, names func(Zone) []string, item func(z Zone, name string) T) []scoped[T] {
+	var all []scoped[T]
+	for _, z := range s.opt.Zones {
+		for _, name := range names(z) {
+			if re.MatchString(name) {
+				all = append(all, scoped[T]{"zones/" + z.Name, item(z, name)})
+			}
+		}
+	}
+	return all
+}
+
+// aggregatedPage pages an aggregated list and groups the page by scope, each
+// scope's items in the API's scoped list.
+func aggregatedPage[T, L any](s *Server, w http.ResponseWriter, r *http.Request, all []scoped[T], list func([]T) L) (map[string]L, string, bool) {
 	from, to, next, ok := s.page(w, r, len(all), "maxResults")
 	if !ok {
 		return nil, "", false
 	}
-	items := map[string][]T{}
+	byScope := map[string][]T{}
 	for _, e := range all[from:to] {
-		items[e.scope] = append(items[e.scope], e.item)
+		byScope[e.scope] = append(byScope[e.scope], e.item)
+	}
+	items := map[string]L{}
+	for k, v := range byScope {
+		items[k] = list(v)
 	}
 	return items, next, true
 }
@@ -107,24 +125,17 @@ func (s *Server) machineTypes(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var all []scoped[*compute.MachineType]
-	for _, z := range s.opt.Zones {
-		for _, name := range z.MachineTypes {
-			if re.MatchString(name) {
-				mt := *machineTypes[name]
-				mt.Zone = z.Name
-				mt.SelfLink = s.URL + "/compute/v1/projects/" + Project + "/zones/" + z.Name + "/machineTypes/" + name
-				all = append(all, scoped[*compute.MachineType]{"zones/" + z.Name, &mt})
-			}
-		}
-	}
-	byScope, next, ok := aggregatedPage(s, w, r, all)
+	all := perZone(s, re, func(z Zone) []string { return z.MachineTypes }, func(z Zone, name string) *compute.MachineType {
+		mt := *machineTypes[name]
+		mt.Zone = z.Name
+		mt.SelfLink = s.URL + "/compute/v1/projects/" + Project + "/zones/" + z.Name + "/machineTypes/" + name
+		return &mt
+	})
+	items, next, ok := aggregatedPage(s, w, r, all, func(v []*compute.MachineType) compute.MachineTypesScopedList {
+		return compute.MachineTypesScopedList{MachineTypes: v}
+	})
 	if !ok {
 		return
-	}
-	items := map[string]compute.MachineTypesScopedList{}
-	for k, v := range byScope {
-		items[k] = compute.MachineTypesScopedList{MachineTypes: v}
 	}
 	writeJSON(w, compute.MachineTypeAggregatedList{Kind: "compute#machineTypeAggregatedList", Items: items, NextPageToken: next})
 }
@@ -136,22 +147,14 @@ func (s *Server) acceleratorTypes(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var all []scoped[*compute.AcceleratorType]
-	for _, z := range s.opt.Zones {
-		for _, name := range z.Accelerators {
-			if re.MatchString(name) {
-				all = append(all, scoped[*compute.AcceleratorType]{"zones/" + z.Name,
-					&compute.AcceleratorType{Kind: "compute#acceleratorType", Name: name, Zone: z.Name, MaximumCardsPerInstance: 8, Description: name}})
-			}
-		}
-	}
-	byScope, next, ok := aggregatedPage(s, w, r, all)
+	all := perZone(s, re, func(z Zone) []string { return z.Accelerators }, func(z Zone, name string) *compute.AcceleratorType {
+		return &compute.AcceleratorType{Kind: "compute#acceleratorType", Name: name, Zone: z.Name, MaximumCardsPerInstance: 8, Description: name}
+	})
+	items, next, ok := aggregatedPage(s, w, r, all, func(v []*compute.AcceleratorType) compute.AcceleratorTypesScopedList {
+		return compute.AcceleratorTypesScopedList{AcceleratorTypes: v}
+	})
 	if !ok {
 		return
-	}
-	items := map[string]compute.AcceleratorTypesScopedList{}
-	for k, v := range byScope {
-		items[k] = compute.AcceleratorTypesScopedList{AcceleratorTypes: v}
 	}
 	writeJSON(w, compute.AcceleratorTypeAggregatedList{Kind: "compute#acceleratorTypeAggregatedList", Items: items, NextPageToken: next})
 }
@@ -163,7 +166,12 @@ func (s *Server) acceleratorTypes(w http.ResponseWriter, r *http.Request) {
 // map") it recommends windows starting at 00:00 UTC in the start range,
 // in a zone whose capacity holds the count beside the future
 // reservations already there; zones that cannot are in otherLocations
-// with NO_CAPACITY.
+// with NO_CAPACITY. A window lasts from minDuration to maxDuration
+// (FlexibleTimeRange: "a flexible time range with flexible start time
+// and duration"; gcloud's example asks --duration-range=min=7d,max=14d):
+// the fake recommends the longest, in whole days, the zone holds; a
+// minimum over the maximum is "a contradictory time range that cannot be
+// matched by any Interval. This causes a validation error."
 func (s *Server) calendarMode(w http.ResponseWriter, r *http.Request, region string) {
 	var req compute.CalendarModeAdviceRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.FutureResourcesSpecs) != 1 {
@@ -182,9 +190,10 @@ func (s *Server) calendarMode(w http.ResponseWriter, r *http.Request, region str
 	}
 	from, err1 := time.Parse(time.RFC3339, tr.StartTimeNotEarlierThan)
 	to, err2 := time.Parse(time.RFC3339, tr.StartTimeNotLaterThan)
-	dur, err3 := time.ParseDuration(tr.MinDuration)
-	if err1 != nil || err2 != nil || err3 != nil || tr.MaxDuration != tr.MinDuration {
-		writeError(w, apiError{code: 400, reason: "invalid", status: "INVALID_ARGUMENT", msg: "timeRangeSpec: want RFC 3339 start bounds and a duration such as \"172800s\"."})
+	minDur, err3 := time.ParseDuration(tr.MinDuration)
+	maxDur, err4 := time.ParseDuration(tr.MaxDuration)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || minDur > maxDur {
+		writeError(w, apiError{code: 400, reason: "invalid", status: "INVALID_ARGUMENT", msg: "timeRangeSpec: want RFC 3339 start bounds and durations such as \"172800s\", minDuration not over maxDuration."})
 		return
 	}
 	want := sku.SpecificSkuResources.InstanceCount
@@ -196,15 +205,20 @@ func (s *Server) calendarMode(w http.ResponseWriter, r *http.Request, region str
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ; !start.After(to) && len(resp.Recommendations) < 3; start = start.Add(24 * time.Hour) {
-		rec := compute.FutureResourcesRecommendation{StartTime: start.Format(time.RFC3339), EndTime: start.Add(dur).Format(time.RFC3339),
+		rec := compute.FutureResourcesRecommendation{StartTime: start.Format(time.RFC3339),
 			RecommendationType: "FUTURE_RESERVATION", OtherLocations: map[string]compute.FutureResourcesRecommendationOtherLocation{}}
 		for _, z := range s.opt.Zones {
 			if !strings.HasPrefix(z.Name, region+"-") || !allowed(spec.LocationPolicy, z.Name) {
 				continue
 			}
-			free := int64(z.CalendarCapacity[sku.SpecificSkuResources.MachineType]) - s.heldLocked(z.Name, sku.SpecificSkuResources.MachineType, start, start.Add(dur))
+			free, dur := int64(0), maxDur
+			for ; dur >= minDur; dur -= 24 * time.Hour {
+				if free = int64(z.CalendarCapacity[sku.SpecificSkuResources.MachineType]) - s.heldLocked(z.Name, sku.SpecificSkuResources.MachineType, start, start.Add(dur)); free >= want {
+					break
+				}
+			}
 			if rec.Location == "" && free >= want {
-				rec.Location = "zones/" + z.Name
+				rec.Location, rec.EndTime = "zones/"+z.Name, start.Add(dur).Format(time.RFC3339)
 				rec.RecommendationId = fmt.Sprintf("%08x-0000-4000-8000-%012x", start.Unix(), len(s.ops))
 				continue
 			}

@@ -123,13 +123,11 @@ func (s *Server) aggregatedFRs(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].scope+"/"+all[i].item.Name < all[j].scope+"/"+all[j].item.Name })
-	byScope, next, ok := aggregatedPage(s, w, r, all)
+	items, next, ok := aggregatedPage(s, w, r, all, func(v []*compute.FutureReservation) compute.FutureReservationsScopedList {
+		return compute.FutureReservationsScopedList{FutureReservations: v}
+	})
 	if !ok {
 		return
-	}
-	items := map[string]compute.FutureReservationsScopedList{}
-	for k, v := range byScope {
-		items[k] = compute.FutureReservationsScopedList{FutureReservations: v}
 	}
 	writeJSON(w, compute.FutureReservationsAggregatedListResponse{Kind: "compute#futureReservationsAggregatedListResponse", Items: items, NextPageToken: next})
 }
@@ -274,15 +272,15 @@ func (s *Server) instances(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
-	from, to, next, ok := s.page(w, r, len(all), "maxResults")
+	var vms []scoped[*compute.Instance]
+	for _, in := range all {
+		vms = append(vms, scoped[*compute.Instance]{"zones/" + path.Base(in.Zone), in})
+	}
+	items, next, ok := aggregatedPage(s, w, r, vms, func(v []*compute.Instance) compute.InstancesScopedList {
+		return compute.InstancesScopedList{Instances: v}
+	})
 	if !ok {
 		return
-	}
-	items := map[string]compute.InstancesScopedList{}
-	for _, in := range all[from:to] {
-		sl := items["zones/"+path.Base(in.Zone)]
-		sl.Instances = append(sl.Instances, in)
-		items["zones/"+path.Base(in.Zone)] = sl
 	}
 	writeJSON(w, compute.InstanceAggregatedList{Kind: "compute#instanceAggregatedList", Items: items, NextPageToken: next})
 }

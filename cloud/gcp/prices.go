@@ -2,11 +2,14 @@ package gcp
 
 import (
 	"context"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 
 	billing "google.golang.org/api/cloudbilling/v1"
+
+	"github.com/gpumarket/gpumarket/domain"
 )
 
 // computeService is the Compute Engine service in the Billing Catalog.
@@ -88,7 +91,7 @@ func squash(s string) string { return strings.ToLower(strings.ReplaceAll(s, " ",
 // words is a name's words, lower-case and sorted, so word order does not matter.
 func words(s string) string {
 	f := strings.Fields(strings.ToLower(s))
-	sort.Strings(f)
+	slices.Sort(f)
 	return strings.Join(f, " ")
 }
 
@@ -119,12 +122,10 @@ func hourly(s *billing.Sku, p part) (float64, bool) {
 
 // priceBook reads the Compute Engine SKUs (every page), kept for ListTTL.
 func (p *Provider) priceBook(ctx context.Context) (*priceBook, error) {
-	p.mu.Lock()
-	c := p.prices
-	p.mu.Unlock()
-	if c.v != nil && p.now().Sub(c.at) < p.opt.ListTTL {
-		return c.v, nil
-	}
+	return keep(p, &p.prices, func() (*priceBook, error) { return p.readPriceBook(ctx) })
+}
+
+func (p *Provider) readPriceBook(ctx context.Context) (*priceBook, error) {
 	b := &priceBook{usd: map[skuKey]float64{}, legacy: map[skuKey]bool{}}
 	err := p.billing.Services.Skus.List(computeService).CurrencyCode("USD").PageSize(5000).
 		Pages(ctx, func(r *billing.ListSkusResponse) error {
@@ -136,9 +137,6 @@ func (p *Provider) priceBook(ctx context.Context) (*priceBook, error) {
 	if err != nil {
 		return nil, apiErr("list Compute Engine SKUs", err)
 	}
-	p.mu.Lock()
-	p.prices = cached[*priceBook]{b, p.now()}
-	p.mu.Unlock()
 	return b, nil
 }
 
@@ -175,4 +173,80 @@ func (b *priceBook) price(m machine, spot bool) float64 {
 	}
 	usd := float64(m.CPUs)*get(partCore, m.Family) + m.MemGiB*get(partRAM, m.Family) + gpus*get(partGPU, words(m.GPUSKU))
 	return math.Round(usd*1e4) / 1e4
+}
+
+// interruptionSource: Google publishes no rate, so the planner uses its GPU-class prior.
+const interruptionSource = "Google publishes no interruption rate; Spot VMs get a 30 s preemption notice, too short to save a checkpoint"
+
+// historyNote is the header's note: the prices have no past but ours.
+const historyNote = "Spot prices from the Cloud Billing Catalog; Google publishes no price history (the chart shows what gpumarket recorded)"
+
+// Fetch reports the regions' GPU machines with on-demand and current Spot
+// prices. No published history: a back-fill sends the price at Until, a poll the changes.
+func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink domain.Sink) error {
+	ms, err := p.machines(ctx)
+	if err != nil {
+		return err
+	}
+	book, err := p.priceBook(ctx)
+	if err != nil {
+		return err
+	}
+	at := req.Until
+	if at.IsZero() {
+		at = p.now()
+	}
+	byRegion := map[string][]domain.Pool{}
+	var points []domain.PricePoint
+	p.mu.Lock()
+	for _, m := range ms {
+		pool := p.pool(m, book)
+		if !req.Query.Matches(pool) {
+			continue
+		}
+		region := pool.Region
+		spot := book.price(m, true)
+		if math.IsNaN(spot) {
+			if req.Backfill {
+				byRegion[region] = append(byRegion[region], pool)
+			}
+			continue
+		}
+		last, seen := p.sent[pool.Key()]
+		if req.Backfill || req.Aside || !seen || last != spot {
+			byRegion[region] = append(byRegion[region], pool)
+			points = append(points, domain.PricePoint{Pool: pool.Key(), At: at, USDHour: spot})
+			if !req.Aside {
+				p.sent[pool.Key()] = spot
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, r := range slices.Sorted(maps.Keys(byRegion)) {
+		var pts []domain.PricePoint
+		for _, pt := range points {
+			if pt.Pool.Region == r {
+				pts = append(pts, pt)
+			}
+		}
+		ev := domain.Event{Provider: Name, Region: r, Pools: byRegion[r], Points: pts, Note: historyNote}
+		if req.Backfill {
+			ev.Progress = &domain.Progress{Done: 1, Total: 1}
+		}
+		sink(ev)
+	}
+	if len(byRegion) == 0 {
+		sink(domain.Event{Provider: Name, Note: historyNote})
+	}
+	return nil
+}
+
+// pool describes a machine as a pool.
+func (p *Provider) pool(m machine, book *priceBook) domain.Pool {
+	pl := domain.Pool{Provider: Name, Cloud: domain.CloudGCP, Region: regionOf(m.Zone), Zone: m.Zone, InstanceType: m.Type, GPU: m.GPU,
+		Interruption: &domain.Interruption{Source: interruptionSource}}
+	if od := book.price(m, false); !math.IsNaN(od) {
+		pl.OnDemandUSDHour = domain.Float(od)
+	}
+	return pl
 }

@@ -1,20 +1,80 @@
 package app
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 )
 
-// CheckFleetTypes refuses, before any estimate or question, types the fleet's
-// region cannot launch: another cloud's, or ones its provider does not sell there.
-func (a *App) CheckFleetTypes(ctx context.Context, spec domain.FleetSpec, timeout time.Duration) error {
+// CheckFleetTerms refuses a fleet's size, split, strategy or max price
+// that no launch accepts.
+func CheckFleetTerms(spec domain.FleetSpec) error {
+	switch n, od := spec.TargetCapacity, spec.OnDemandBase; {
+	case n < 1 || n > ledger.MaxInstances:
+		return Usagef("--target %d: want a whole number of instances, 1 to %d (the most one fleet launches: EC2 Fleet's quota)", n, ledger.MaxInstances)
+	case od < 0 || od > n:
+		return Usagef("--on-demand-base %d: want 0 to --target (%d)", od, n)
+	case !slices.Contains(domain.Strategies, spec.Strategy):
+		return Usagef("--strategy %q: want one of %s", spec.Strategy, strings.Join(domain.Strategies, ", "))
+	case spec.MaxPriceUSD != nil && (!(*spec.MaxPriceUSD > 0) || math.IsInf(*spec.MaxPriceUSD, 0)):
+		return Usagef("--max-price %v: want a positive price in $ per instance-hour", *spec.MaxPriceUSD)
+	}
+	return nil
+}
+
+// FleetSpec puts spec in the query's one region and provider, scheduled
+// by --start and --for, with config aws.launch_template by default.
+func (a *App) FleetSpec(spec domain.FleetSpec, start, length string) (domain.FleetSpec, error) {
+	var err error
+	spec.Start, spec.End, err = domain.ParseFleetSchedule(start, length, a.s.Now())
+	var se *domain.ScheduleError
+	if errors.As(err, &se) {
+		return spec, Usagef("--%s %q: %s", se.Field, se.Value, se.Why)
+	}
+	q := a.s.Query
+	if len(q.Regions) != 1 {
+		return spec, Usagef("--region %s: a fleet is launched in exactly one region", strings.Join(q.Regions, ","))
+	}
+	if len(q.Providers) != 1 {
+		return spec, Usagef("--provider %s: a fleet is launched by exactly one provider", strings.Join(q.Providers, ","))
+	}
+	spec.Provider, spec.Region = q.Providers[0], q.Regions[0]
+	spec.LaunchTemplate = cmp.Or(spec.LaunchTemplate, a.s.Config.AWS.LaunchTemplate)
+	return spec, nil
+}
+
+// CheckFleet refuses, before any estimate or question, what the provider's
+// API would refuse (a launch template missing from the config, a count or
+// schedule beyond its limits): it is the flags' or the config's to fix.
+func (a *App) CheckFleet(ctx context.Context, spec domain.FleetSpec, timeout time.Duration) error {
+	if err := a.checkFleetTypes(ctx, spec, timeout); err != nil {
+		return err
+	}
+	p, err := a.Provider(ctx, spec.Provider)
+	if err != nil {
+		return err
+	}
+	if v, ok := p.(domain.FleetValidator); ok {
+		if _, err := v.ValidateFleet(spec); err != nil {
+			return Usagef("%v", firstLine(err.Error()))
+		}
+	}
+	return nil
+}
+
+// checkFleetTypes refuses types the fleet's region cannot launch: another
+// cloud's, or ones its provider does not sell there.
+func (a *App) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, timeout time.Duration) error {
 	clouds := a.table.RegionClouds(spec.Region)
 	where := spec.Region + " is " + a.table.Article(clouds) + " region"
 	if d := a.table.Describe(spec.Provider); d.Cloud != "" {

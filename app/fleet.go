@@ -6,30 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
-	"github.com/gpumarket/gpumarket/ledger"
 )
 
 // CheckFleetTerms refuses a fleet's size, split, strategy or max price
 // that no launch accepts.
 func CheckFleetTerms(spec domain.FleetSpec) error {
-	switch n, od := spec.TargetCapacity, spec.OnDemandBase; {
-	case n < 1 || n > ledger.MaxInstances:
-		return Usagef("--target %d: want a whole number of instances, 1 to %d (the most one fleet launches: EC2 Fleet's quota)", n, ledger.MaxInstances)
-	case od < 0 || od > n:
-		return Usagef("--on-demand-base %d: want 0 to --target (%d)", od, n)
-	case !slices.Contains(domain.Strategies, spec.Strategy):
-		return Usagef("--strategy %q: want one of %s", spec.Strategy, strings.Join(domain.Strategies, ", "))
-	case spec.MaxPriceUSD != nil && (!(*spec.MaxPriceUSD > 0) || math.IsInf(*spec.MaxPriceUSD, 0)):
-		return Usagef("--max-price %v: want a positive price in $ per instance-hour", *spec.MaxPriceUSD)
+	err := spec.CheckTerms()
+	var fe *domain.FleetError
+	if errors.As(err, &fe) {
+		return Usagef("--%s", fe)
 	}
-	return nil
+	return err
 }
 
 // FleetSpec puts spec in the query's one region and provider, scheduled
@@ -37,9 +30,9 @@ func CheckFleetTerms(spec domain.FleetSpec) error {
 func (a *App) FleetSpec(spec domain.FleetSpec, start, length string) (domain.FleetSpec, error) {
 	var err error
 	spec.Start, spec.End, err = domain.ParseFleetSchedule(start, length, a.s.Now())
-	var se *domain.ScheduleError
-	if errors.As(err, &se) {
-		return spec, Usagef("--%s %q: %s", se.Field, se.Value, se.Why)
+	var fe *domain.FleetError
+	if errors.As(err, &fe) {
+		return spec, Usagef("--%s", fe)
 	}
 	q := a.s.Query
 	if len(q.Regions) != 1 {

@@ -23,8 +23,8 @@ func TestCheckFleetTerms(t *testing.T) {
 	}{
 		{func(s *domain.FleetSpec) { s.TargetCapacity = 0 }, "--target 0: want a whole number of instances, 1 to"},
 		{func(s *domain.FleetSpec) { s.TargetCapacity = 1_000_000 }, "--target 1000000: want"},
-		{func(s *domain.FleetSpec) { s.OnDemandBase = 5 }, "--on-demand-base 5: want 0 to --target (4)"},
-		{func(s *domain.FleetSpec) { s.OnDemandBase = -1 }, "--on-demand-base -1: want 0 to --target (4)"},
+		{func(s *domain.FleetSpec) { s.OnDemandBase = 5 }, "--on-demand-base 5: want 0 to the target (4)"},
+		{func(s *domain.FleetSpec) { s.OnDemandBase = -1 }, "--on-demand-base -1: want 0 to the target (4)"},
 		{func(s *domain.FleetSpec) { s.Strategy = "cheapest" }, `--strategy "cheapest": want one of ` + strings.Join(domain.Strategies, ", ")},
 		{func(s *domain.FleetSpec) { s.MaxPriceUSD = domain.Float(0) }, "--max-price 0: want a positive price"},
 		{func(s *domain.FleetSpec) { s.MaxPriceUSD = domain.Float(math.Inf(1)) }, "--max-price +Inf: want a positive price"},

@@ -89,8 +89,8 @@ fails only when none answered.`,
 			if !cmd.Flags().Changed("gpu") {
 				return usagef("--gpu is required: one GPU model such as H100 (one of %s)", strings.Join(domain.GPUModels, ", "))
 			}
-			if count < 1 || count > ledger.MaxInstances {
-				return usagef("--count %d: want a whole number of instances, 1 to %d", count, ledger.MaxInstances)
+			if count < 1 || count > domain.MaxInstances {
+				return usagef("--count %d: want a whole number of instances, 1 to %d", count, domain.MaxInstances)
 			}
 			if duration == "" {
 				return usagef("--duration is required: want %s", durationForm)

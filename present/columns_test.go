@@ -38,6 +38,8 @@ func TestColumnsDeclareEachFace(t *testing.T) {
 	checkFaces(t, "plan", PlanView, Plan)
 	checkFaces(t, "usage --by day", titled(Days), Days)
 	checkFaces(t, "usage --by actor", titled(Actors), Actors)
+	checkFaces(t, "alerts", Alerts, nil)
+	checkFaces(t, "rules", Rules, nil)
 	for _, c := range Sorts {
 		if c.Compare == nil || c.SortName == "" || c.SortShort == "" || c.Title == "" {
 			t.Errorf("sort %q: want a comparison, names and a view column to mark", c.SortName)

@@ -12,9 +12,8 @@ import (
 
 // A region whose back-fill failed while another answered (so the hub
 // counts the fetch a success and moves on to live polls from its Until)
-// must catch up on its whole window at the next poll, with its on-demand
-// prices, instead of showing only the price in force at the poll's start
-// as if it were the window's history.
+// reports its failure as an Event, and the hub's next poll, carrying the
+// gap, catches up on its whole window with its on-demand prices.
 func TestFetchRegionFailedBackfillCatchesUp(t *testing.T) {
 	f := newFixture(t)
 	f.fake.AddFault(ec2test.Fault{Action: "DescribeSpotPriceHistory", Region: "us-west-2", Times: 4,
@@ -28,8 +27,9 @@ func TestFetchRegionFailedBackfillCatchesUp(t *testing.T) {
 	if c.errs["us-west-2"] == nil {
 		t.Fatal("us-west-2 did not fail: the fault did not bite")
 	}
-	// The hub's next poll: live, from the back-fill's Until.
-	poll := domain.FetchRequest{Query: first.Query, Since: first.Until, Until: first.Until.Add(30 * time.Second)}
+	// The hub's next poll: live, from the back-fill's Until, with the region's gap.
+	poll := domain.FetchRequest{Query: first.Query, Since: first.Until, Until: first.Until.Add(30 * time.Second),
+		Missed: map[string]domain.Gap{"us-west-2": {From: first.Since, Until: first.Until}}}
 	if err := p.Fetch(context.Background(), poll, c.sink); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestFetchRegionFailedBackfillCatchesUp(t *testing.T) {
 	if pools == 0 {
 		t.Fatal("no us-west-2 pools after the catch-up poll")
 	}
-	// Caught up: the poll after asks only from its own Since again.
+	// The provider keeps no gap: a poll without one asks only from its own Since.
 	before := len(f.fake.Calls())
 	next := domain.FetchRequest{Query: first.Query, Since: poll.Until, Until: poll.Until.Add(30 * time.Second)}
 	if err := p.Fetch(context.Background(), next, c.sink); err != nil {
@@ -69,8 +69,8 @@ func TestFetchRegionFailedBackfillCatchesUp(t *testing.T) {
 	}
 }
 
-// A region that fails a live poll must not lose the changes of that
-// poll's span: the next poll asks again from where the failed one began.
+// A region that fails a live poll reports it; the next poll, carrying that
+// span as the region's gap, asks again from where the failed one began.
 func TestFetchRegionFailedLivePollRetriesItsSpan(t *testing.T) {
 	f := newFixture(t)
 	p := f.provider(t, nil)
@@ -90,7 +90,8 @@ func TestFetchRegionFailedLivePollRetriesItsSpan(t *testing.T) {
 	if c.errs["us-west-2"] == nil {
 		t.Fatal("us-west-2 did not fail: the fault did not bite")
 	}
-	next := domain.FetchRequest{Query: first.Query, Since: failed.Until, Until: testNow}
+	next := domain.FetchRequest{Query: first.Query, Since: failed.Until, Until: testNow,
+		Missed: map[string]domain.Gap{"us-west-2": {From: failed.Since, Until: failed.Until}}}
 	if err := p.Fetch(context.Background(), next, c.sink); err != nil {
 		t.Fatal(err)
 	}
@@ -109,52 +110,5 @@ func TestFetchRegionFailedLivePollRetriesItsSpan(t *testing.T) {
 	}
 	if pools == 0 {
 		t.Fatal("no us-west-2 pools: nothing was checked")
-	}
-}
-
-// TestAsideFetchLeavesTheGapToTheHub: a fetch made for another caller (a
-// fleet's estimate) between the hub's fetches must not take the catch-up
-// of a region's failed back-fill for itself: its points go to that
-// caller, not to the hub, so the hub's next poll still asks for the
-// missed span.
-func TestAsideFetchLeavesTheGapToTheHub(t *testing.T) {
-	f := newFixture(t)
-	f.fake.AddFault(ec2test.Fault{Action: "DescribeSpotPriceHistory", Region: "us-west-2", Times: 4,
-		Status: http.StatusInternalServerError, Code: "InternalError", Message: "An internal error has occurred"})
-	p := f.provider(t, nil)
-	c := newCollector()
-	first := backfill(24 * time.Hour)
-	if err := p.Fetch(context.Background(), first, c.sink); err != nil {
-		t.Fatal(err)
-	}
-	if c.errs["us-west-2"] == nil {
-		t.Fatal("us-west-2 did not fail: the fault did not bite")
-	}
-	// The estimate's fetch: six hours, aside.
-	aside := domain.FetchRequest{Query: domain.Query{Regions: []string{"us-west-2"}}, Since: first.Until.Add(-6 * time.Hour),
-		Until: first.Until, Backfill: true, Aside: true}
-	before := len(f.fake.Calls())
-	if err := p.Fetch(context.Background(), aside, newCollector().sink); err != nil {
-		t.Fatal(err)
-	}
-	for _, call := range f.fake.Calls()[before:] {
-		if call.Action == "DescribeSpotPriceHistory" && call.Params.Get("StartTime") != aside.Since.Format("2006-01-02T15:04:05Z") {
-			t.Errorf("the aside fetch asked from %s, want its own %s (not widened over the hub's gap)", call.Params.Get("StartTime"), aside.Since.Format(time.RFC3339))
-		}
-	}
-	// The hub's next poll still catches up on the whole failed window.
-	poll := domain.FetchRequest{Query: first.Query, Since: first.Until, Until: first.Until.Add(30 * time.Second)}
-	before = len(f.fake.Calls())
-	if err := p.Fetch(context.Background(), poll, c.sink); err != nil {
-		t.Fatal(err)
-	}
-	caught := false
-	for _, call := range f.fake.Calls()[before:] {
-		if call.Action == "DescribeSpotPriceHistory" && call.Region == "us-west-2" && call.Params.Get("StartTime") == first.Since.Format("2006-01-02T15:04:05Z") {
-			caught = true
-		}
-	}
-	if !caught {
-		t.Error("after an aside fetch the hub's poll no longer asked for the region's failed back-fill")
 	}
 }

@@ -22,7 +22,7 @@ type FetchRequest struct {
 	Query        Query
 	Since, Until time.Time // a back-fill asks for the window, a poll from its last
 	Backfill     bool      // report progress; describe every pool
-	Aside        bool      // for another caller than the hub, which keeps no points
+	Aside        bool      // for another caller than the hub; it carries no Missed
 	// Missed is what each region's failed fetches missed, set by the hub: widen with Missed[region].Widen.
 	Missed map[string]Gap
 }

@@ -1,7 +1,9 @@
 package app
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,9 +14,60 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-// CheckFleetTypes refuses, before any estimate or question, types the fleet's
-// region cannot launch: another cloud's, or ones its provider does not sell there.
-func (a *App) CheckFleetTypes(ctx context.Context, spec domain.FleetSpec, timeout time.Duration) error {
+// CheckFleetTerms refuses a fleet's size, split, strategy or max price
+// that no launch accepts.
+func CheckFleetTerms(spec domain.FleetSpec) error {
+	err := spec.CheckTerms()
+	var fe *domain.FleetError
+	if errors.As(err, &fe) {
+		return Usagef("--%s", fe)
+	}
+	return err
+}
+
+// FleetSpec puts spec in the query's one region and provider, scheduled
+// by --start and --for, with config aws.launch_template by default.
+func (a *App) FleetSpec(spec domain.FleetSpec, start, length string) (domain.FleetSpec, error) {
+	var err error
+	spec.Start, spec.End, err = domain.ParseFleetSchedule(start, length, a.s.Now())
+	var fe *domain.FleetError
+	if errors.As(err, &fe) {
+		return spec, Usagef("--%s", fe)
+	}
+	q := a.s.Query
+	if len(q.Regions) != 1 {
+		return spec, Usagef("--region %s: a fleet is launched in exactly one region", strings.Join(q.Regions, ","))
+	}
+	if len(q.Providers) != 1 {
+		return spec, Usagef("--provider %s: a fleet is launched by exactly one provider", strings.Join(q.Providers, ","))
+	}
+	spec.Provider, spec.Region = q.Providers[0], q.Regions[0]
+	spec.LaunchTemplate = cmp.Or(spec.LaunchTemplate, a.s.Config.AWS.LaunchTemplate)
+	return spec, nil
+}
+
+// CheckFleet refuses, before any estimate or question, what the provider's
+// API would refuse (a launch template missing from the config, a count or
+// schedule beyond its limits): it is the flags' or the config's to fix.
+func (a *App) CheckFleet(ctx context.Context, spec domain.FleetSpec, timeout time.Duration) error {
+	if err := a.checkFleetTypes(ctx, spec, timeout); err != nil {
+		return err
+	}
+	p, err := a.Provider(ctx, spec.Provider)
+	if err != nil {
+		return err
+	}
+	if v, ok := p.(domain.FleetValidator); ok {
+		if _, err := v.ValidateFleet(spec); err != nil {
+			return Usagef("%v", firstLine(err.Error()))
+		}
+	}
+	return nil
+}
+
+// checkFleetTypes refuses types the fleet's region cannot launch: another
+// cloud's, or ones its provider does not sell there.
+func (a *App) checkFleetTypes(ctx context.Context, spec domain.FleetSpec, timeout time.Duration) error {
 	clouds := a.table.RegionClouds(spec.Region)
 	where := spec.Region + " is " + a.table.Article(clouds) + " region"
 	if d := a.table.Describe(spec.Provider); d.Cloud != "" {

@@ -43,6 +43,20 @@ func (a *App) Reachable(ctx context.Context) (ps []domain.Provider, down []Warni
 	return nil, nil, errors.New("no source could be reached")
 }
 
+// ReadySnapshot runs the hub until every source's first back-fill or timeout,
+// warning of each that failed; one bad region never blanks the others' rows.
+func (a *App) ReadySnapshot(ctx context.Context, timeout time.Duration) (*feed.Snapshot, error) {
+	return a.readySnapshot(ctx, timeout, false)
+}
+
+func (a *App) readySnapshot(ctx context.Context, timeout time.Duration, modelsSaid bool) (*feed.Snapshot, error) {
+	ps, down, err := a.Reachable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return a.Ready(ctx, a.HubOver(ps), timeout, modelsSaid, down)
+}
+
 // Ready waits for h's first back-fill of every source, or timeout, and says
 // what became of every region asked (down: sources left out); modelsSaid
 // leaves out empty answers the command names itself.
@@ -200,7 +214,7 @@ func (h health) write(w io.Writer, timeout time.Duration) {
 	for _, x := range h.warnings {
 		line := x.line(timeout)
 		if !x.cachedAt.IsZero() {
-			line += fmt.Sprintf("; its rows are cached prices as of %s, from %s", x.cachedAt.Local().Format("2006-01-02 15:04 MST"), h.cacheFile)
+			line += fmt.Sprintf("; its rows are cached prices as of %s, from %s", LocalStamp(x.cachedAt), h.cacheFile)
 		}
 		fmt.Fprintf(w, "gpumarket: warning: %s\n", line)
 	}

@@ -2,12 +2,14 @@ package app
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
 )
 
@@ -54,4 +56,26 @@ func TestJobDriverReadsTheHubsRisk(t *testing.T) {
 func simSettings(t *testing.T, q domain.Query) *Settings {
 	t.Helper()
 	return &Settings{Config: config.Default(), Query: q, DataDir: t.TempDir(), Log: slog.New(slog.DiscardHandler)}
+}
+
+// TestHoldWithinCap: a job's hold over budget.max_booking_usd is refused
+// naming the cap, compared to the cent as the ledger compares; no cap
+// holds anything.
+func TestHoldWithinCap(t *testing.T) {
+	for _, c := range []struct {
+		capUSD, holdUSD float64
+		refused         bool
+	}{
+		{0, 1e9, false},
+		{100, 99.99, false},
+		{100, 100.004, false}, // the same cent
+		{100, 100.01, true},
+		{100, 250, true},
+	} {
+		err := HoldWithinCap(ledger.Budget{MaxBookingUSD: c.capUSD}, c.holdUSD)
+		var be *ledger.BudgetError
+		if got := errors.As(err, &be); got != c.refused || (got && (be.Cap != "max_booking_usd" || be.CostUSD != c.holdUSD)) {
+			t.Errorf("cap $%v hold $%v: err %v; want refused %v", c.capUSD, c.holdUSD, err, c.refused)
+		}
+	}
 }

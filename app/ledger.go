@@ -219,3 +219,32 @@ func (a *App) reachable(ctx context.Context, names []string, command string, say
 	}
 	return ps
 }
+
+// DrainLedger waits until no call a session started is pending, so the process
+// never exits between an intent and its outcome.
+func DrainLedger(st *ledger.Store, since time.Time) func(context.Context) error {
+	return func(ctx context.Context) error {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			rows, err := st.List(context.WithoutCancel(ctx), ledger.StatePending)
+			if err != nil {
+				return fmt.Errorf("read the ledger: %w", err)
+			}
+			var pending []string
+			for _, r := range rows {
+				if strings.HasPrefix(r.Actor, "ssh:") && !r.CreatedAt.Before(since) {
+					pending = append(pending, r.ID)
+				}
+			}
+			if len(pending) == 0 {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("ledger rows %s still pending (they will be reconciled at the next start): %w", strings.Join(pending, ", "), ctx.Err())
+			case <-tick.C:
+			}
+		}
+	}
+}

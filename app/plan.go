@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -18,6 +19,41 @@ import (
 // PlanPools are the snapshot's pools of the job's models (present.PlanPools).
 func (s *Settings) PlanPools(snap *feed.Snapshot, job planner.Job) []planner.Pool {
 	return present.PlanPools(snap, job.Models, s.Query.Matches, s.PlanPriors())
+}
+
+// planMarket is the snapshot's pools of the job's models, with what the
+// user's own fleets met in them.
+func (a *App) planMarket(ctx context.Context, snap *feed.Snapshot, job planner.Job) planner.Market {
+	return planner.Market{Pools: planner.WithOwn(a.s.PlanPools(snap, job), a.OwnFleets(ctx))}
+}
+
+// PlanMarket waits within timeout for the sources and returns the job's
+// market and the booking service over them; a --gpu model no pool sells
+// is refused (said once, here, not by the wait).
+func (a *App) PlanMarket(ctx context.Context, job planner.Job, timeout time.Duration) (planner.Market, *ledger.Service, error) {
+	ps, err := a.Providers(ctx)
+	if err != nil {
+		return planner.Market{}, nil, err
+	}
+	snap, err := a.readySnapshot(ctx, timeout, true)
+	if err != nil {
+		return planner.Market{}, nil, err
+	}
+	m := a.planMarket(ctx, snap, job)
+	if err := a.s.CheckModelsSold(snap, job.Models); err != nil {
+		return m, nil, err
+	}
+	svc, err := a.Booking(ps, timeout)
+	return m, svc, err
+}
+
+// PlanUsage words a planner refusal as a usage error naming the flag.
+func PlanUsage(err error) error {
+	var fe *planner.FieldError
+	if errors.As(err, &fe) {
+		return Usagef("--%s %s", fe.Field, fe.Msg)
+	}
+	return err
 }
 
 // OfferingsFor searches the job's offerings; warn hears each failure once.
@@ -134,7 +170,7 @@ func (p planRule) BestPlan(ctx context.Context, job watch.PlanJob, snap *feed.Sn
 	a := p.a
 	pj := planner.Job{GPUs: job.GPUs, Models: job.Models, Hours: job.Hours, Start: job.Start, Deadline: job.Deadline,
 		Checkpoint: job.Checkpoint, Checkpointable: job.Checkpoint > 0, Changeover: a.s.Config.Plan.Changeover.D()}
-	m := planner.Market{Pools: planner.WithOwn(a.s.PlanPools(snap, pj), a.OwnFleets(ctx))}
+	m := a.planMarket(ctx, snap, pj)
 	offs, err := a.OfferingsFor(ctx, p.svc, pj, func(msg string) { a.s.Log.Warn("watch: plan rule: " + msg) })
 	if err != nil {
 		return watch.PlanQuote{}, err

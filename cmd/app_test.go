@@ -23,7 +23,7 @@ import (
 func (e *env) snapshotOf(ctx context.Context, ps []domain.Provider, timeout time.Duration) (*feed.Snapshot, error) {
 	a := newCLI().appOf(ctx, e)
 	defer a.Close()
-	return a.waitReady(ctx, a.HubOver(ps), timeout)
+	return a.Ready(ctx, a.HubOver(ps), timeout, false, nil)
 }
 
 // TestAddingAProviderIsOneRow: a provider gpumarket has never heard of,

@@ -3,19 +3,14 @@ package cmd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumarket/gpumarket/cloud/sim"
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
 )
@@ -34,16 +29,11 @@ type backtestRow struct {
 // Carlo claimed at each start (means over the runs) beside what was
 // realized, and the share of runs above their claimed p95.
 type backtestPredictRow struct {
-	Policy               string   `json:"policy"`
-	Runs                 int      `json:"runs"`
-	DeadlinesMetPct      *float64 `json:"deadlines_met_pct" table:"%.1f"`
-	MeanCostUSD          *float64 `json:"mean_cost_usd" table:"%.2f"`
-	SavingsVsOnDemandPct *float64 `json:"savings_vs_on_demand_pct" table:"%.1f"`
-	P95CostUSD           *float64 `json:"p95_cost_usd" table:"%.2f"`
-	PredictedCostUSD     *float64 `json:"predicted_cost_usd" table:"%.2f"`
-	PredictedP95CostUSD  *float64 `json:"predicted_p95_cost_usd" table:"%.2f"`
-	PredictedOnTimePct   *float64 `json:"predicted_on_time_pct" table:"%.1f"`
-	OverP95Pct           *float64 `json:"over_p95_pct" table:"%.1f"`
+	backtestRow
+	PredictedCostUSD    *float64 `json:"predicted_cost_usd" table:"%.2f"`
+	PredictedP95CostUSD *float64 `json:"predicted_p95_cost_usd" table:"%.2f"`
+	PredictedOnTimePct  *float64 `json:"predicted_on_time_pct" table:"%.1f"`
+	OverP95Pct          *float64 `json:"over_p95_pct" table:"%.1f"`
 }
 
 // backtestFlags are backtest's own flags as typed.
@@ -59,10 +49,6 @@ type backtestFlags struct {
 	simDays                int
 	output                 string
 }
-
-// simTraceGap is the tick of the traces the simulated market writes: the
-// public multi-node traces' 300 s.
-const simTraceGap = 5 * time.Minute
 
 func (cl *cli) backtestCmd() *cobra.Command {
 	var f backtestFlags
@@ -105,9 +91,6 @@ them; it says where it wrote them.`,
   gpumarket backtest --sim --instance-type p3.2xlarge --deadline-hours 80`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(f.output); err != nil {
-				return err
-			}
 			files := append(append([]string(nil), f.traces...), args...)
 			if err := f.check(cmd, files); err != nil {
 				return err
@@ -128,9 +111,9 @@ them; it says where it wrote them.`,
 			}
 			var traces []planner.Trace
 			if f.sim {
-				traces, err = e.writeSimTraces(f)
+				traces, err = a.SimTraces(f.simType, f.simDays, f.simOut)
 			} else {
-				traces, err = readTraces(files)
+				traces, err = app.ReadTraces(files)
 			}
 			if err != nil {
 				return err
@@ -151,7 +134,7 @@ them; it says where it wrote them.`,
 				return errors.New("backtest: interrupted")
 			}
 			if err != nil {
-				return planUsage(err)
+				return app.PlanUsage(err)
 			}
 			if f.sim && !f.predict {
 				a.banner(f.output)
@@ -219,98 +202,10 @@ func writeBacktest(w io.Writer, format string, predict bool, rows []planner.Back
 	if predict {
 		pred := make([]backtestPredictRow, len(rows))
 		for i, r := range rows {
-			o := out[i]
-			pred[i] = backtestPredictRow{Policy: o.Policy, Runs: o.Runs, DeadlinesMetPct: o.DeadlinesMetPct, MeanCostUSD: o.MeanCostUSD,
-				SavingsVsOnDemandPct: o.SavingsVsOnDemandPct, P95CostUSD: o.P95CostUSD,
-				PredictedCostUSD: present.Round(r.PredictedCostUSD, 2), PredictedP95CostUSD: present.Round(r.PredictedP95CostUSD, 2),
+			pred[i] = backtestPredictRow{backtestRow: out[i], PredictedCostUSD: present.Round(r.PredictedCostUSD, 2), PredictedP95CostUSD: present.Round(r.PredictedP95CostUSD, 2),
 				PredictedOnTimePct: present.Round(r.PredictedOnTimePct, 2), OverP95Pct: present.Round(r.OverP95Pct, 2)}
 		}
 		return writeRows(w, format, pred)
 	}
 	return writeRows(w, format, out)
-}
-
-// readTraces reads and checks every file; a missing or malformed one is a
-// usage error naming it.
-func readTraces(files []string) ([]planner.Trace, error) {
-	out := make([]planner.Trace, 0, len(files))
-	for _, name := range files {
-		fh, err := os.Open(name)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, usagef("--trace %s: no such file; want trace files (%s)", name, planner.TraceForm)
-			}
-			return nil, usagef("--trace %s: %v", name, unwrapPath(err))
-		}
-		t, err := planner.ReadTrace(name, fh)
-		fh.Close()
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			return nil, usagef("--trace %s: %v", name, pe.Err)
-		}
-		if err != nil {
-			return nil, usagef("--%s", err)
-		}
-		out = append(out, t)
-	}
-	return out, nil
-}
-
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
-// writeSimTraces records the simulated market's pools of --instance-type
-// (in the region filter) for --sim-days up to now, writes one file per
-// pool and says where.
-func (e *env) writeSimTraces(f backtestFlags) ([]planner.Trace, error) {
-	m := sim.New(sim.Options{Seed: e.Config.Sim.Seed})
-	end := time.Now().UTC().Truncate(time.Hour)
-	from := end.Add(-time.Duration(f.simDays) * 24 * time.Hour)
-	ticks := int(end.Sub(from) / simTraceGap)
-	dir := f.simOut
-	if dir == "" {
-		dir = filepath.Join(e.DataDir, "traces", fmt.Sprintf("sim-seed%d-%s-%s", e.Config.Sim.Seed, f.simType, end.Format("20060102T1504Z")))
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("write sim traces: %w", err)
-	}
-	var out []planner.Trace
-	for _, p := range m.Pools(end) {
-		if !strings.EqualFold(p.InstanceType, f.simType) {
-			continue
-		}
-		if !e.Query.WantsRegion(p.Region) {
-			continue
-		}
-		data, err := m.Capacity(p.Key(), from, simTraceGap, ticks)
-		if err != nil {
-			return nil, err
-		}
-		name := filepath.Join(dir, fmt.Sprintf("%s_%s_%s.json", p.Region, strings.ReplaceAll(p.Zone, "/", "-"), p.InstanceType))
-		t := planner.Trace{Name: name, GapSeconds: int(simTraceGap / time.Second), Data: data}
-		fh, err := os.Create(name)
-		if err != nil {
-			return nil, fmt.Errorf("write sim traces: %w", err)
-		}
-		werr := t.Write(fh)
-		if cerr := fh.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			return nil, fmt.Errorf("write sim trace %s: %w", name, werr)
-		}
-		out = append(out, t)
-	}
-	if len(out) == 0 {
-		return nil, usagef("--instance-type %s: the simulated market has no pool of it in the region filter; want one such as p3.2xlarge, p5.48xlarge or g5.xlarge",
-			f.simType)
-	}
-	fmt.Fprintf(e.errOut, "gpumarket: backtest: wrote %d traces of the simulated market (seed %d, %s, %d days to %s, %s ticks) to %s\n",
-		len(out), e.Config.Sim.Seed, f.simType, f.simDays, end.Format(time.RFC3339), "5-minute", dir)
-	return out, nil
 }

@@ -14,31 +14,6 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// offeringSummary is the confirmation's text: everything that is bought,
-// the total first.
-func offeringSummary(o domain.Offering, simulated bool) string {
-	var b strings.Builder
-	if simulated {
-		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is bought.")
-	}
-	fmt.Fprintln(&b, o.CostTerms())
-	if o.Note != "" {
-		fmt.Fprintf(&b, "  note       %s\n", o.Note)
-	}
-	fmt.Fprintf(&b, "  offering   %s (%s)\n", o.ID, o.Provider)
-	fmt.Fprintf(&b, "  instances  %d × %s in %s\n", o.InstanceCount, o.InstanceType, location(o.Region, o.Zone))
-	fmt.Fprintf(&b, "  GPUs       %s × %s\n", present.GPUCount(o.GPUCount()), o.GPU.Model)
-	fmt.Fprintf(&b, "  start      %s\n", bothZones(o.Start))
-	fmt.Fprintf(&b, "  end        %s  (%g h)\n", bothZones(o.End), o.DurationHours())
-	if o.FlexLength {
-		fmt.Fprintf(&b, "  length     %g h: not the --duration searched for (listed by --flex-duration)\n", o.DurationHours())
-	}
-	for _, l := range o.PlanTerms() {
-		fmt.Fprintf(&b, "  plan       %s\n", l)
-	}
-	return b.String()
-}
-
 // dryRunRow is what `book --dry-run` prints with -o json|csv.
 type dryRunRow struct {
 	OfferingID string  `json:"offering_id"`
@@ -79,9 +54,6 @@ first, at the price just described.`,
   gpumarket book cb-0123456789abcdef0 --yes -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutputTimeout(output, timeout); err != nil {
-				return err
-			}
 			id := strings.TrimSpace(args[0])
 			if id == "" {
 				return usagef("OFFERING_ID is empty: give an id from `gpumarket offerings`")
@@ -122,7 +94,7 @@ func (a *runner) runBook(ctx context.Context, id string, dryRun, yes bool, timeo
 	if err != nil && dryRun && errors.Is(err, ledger.ErrBudget) {
 		// A dry run over a cap says it would be refused, and still shows
 		// what the cloud's dry run answers.
-		fmt.Fprint(e.errOut, offeringSummary(q.Offering, q.Offering.Simulated))
+		fmt.Fprint(e.errOut, present.OfferingSummary(q.Offering, q.Offering.Simulated))
 		res, derr := svc.Book(ctx, ledger.BookRequest{OfferingID: id, DryRun: true})
 		if res.Booking.DryRun {
 			fmt.Fprintf(e.out, "dry run: %s (nothing was bought)\n", domain.DryRunAnswer(res.Booking.Message, "the provider accepted the dry run"))
@@ -137,11 +109,11 @@ func (a *runner) runBook(ctx context.Context, id string, dryRun, yes bool, timeo
 			return err // names the id and says to search again
 		}
 		if q.Offering.ID != "" {
-			fmt.Fprint(e.errOut, offeringSummary(q.Offering, q.Offering.Simulated))
+			fmt.Fprint(e.errOut, present.OfferingSummary(q.Offering, q.Offering.Simulated))
 		}
 		return err
 	}
-	fmt.Fprint(e.errOut, offeringSummary(q.Offering, q.Offering.Simulated))
+	fmt.Fprint(e.errOut, present.OfferingSummary(q.Offering, q.Offering.Simulated))
 	if b := svc.Budget(); b.MaxDailyUSD > 0 {
 		fmt.Fprintf(e.errOut, "  budget     today's spending $%.2f of budget.max_daily_usd $%.2f\n", q.DaySpentUSD, b.MaxDailyUSD)
 	}
@@ -186,7 +158,7 @@ func (a *runner) runBook(ctx context.Context, id string, dryRun, yes bool, timeo
 			}
 			fmt.Fprintf(e.errOut, "The terms changed since they were shown (%s); nothing was bought. The new terms:\n", tc.Why)
 			nq, qerr := svc.Quote(ctx, tc.Now.ID)
-			fmt.Fprint(e.errOut, offeringSummary(tc.Now, tc.Now.Simulated))
+			fmt.Fprint(e.errOut, present.OfferingSummary(tc.Now, tc.Now.Simulated))
 			if qerr != nil {
 				return qerr // over the budget at the new price, say
 			}
@@ -195,12 +167,12 @@ func (a *runner) runBook(ctx context.Context, id string, dryRun, yes bool, timeo
 		}
 		if err != nil {
 			if res.Row.ID != "" {
-				writeRows(e.out, output, []ledgerRow{ledgerRowOf(res.Row, time.Now())})
+				writeRows(e.out, output, []present.LedgerRow{present.NewLedgerRow(res.Row, time.Now())})
 			}
 			return err
 		}
 		fmt.Fprintf(e.errOut, "booked: %s, ledger row %s, state %s\n", res.Row.ProviderRef, res.Row.ID, res.Row.State)
-		return writeRows(e.out, output, []ledgerRow{ledgerRowOf(res.Row, time.Now())})
+		return writeRows(e.out, output, []present.LedgerRow{present.NewLedgerRow(res.Row, time.Now())})
 	}
 }
 
@@ -212,7 +184,7 @@ const maxAsks = 3
 // with how to buy at them.
 func (a *runner) termsChanged(tc *ledger.TermsChangedError, flags string) error {
 	fmt.Fprintf(a.errOut, "The terms changed since they were shown (%s); nothing was bought. The new terms:\n", tc.Why)
-	fmt.Fprint(a.errOut, offeringSummary(tc.Now, tc.Now.Simulated))
+	fmt.Fprint(a.errOut, present.OfferingSummary(tc.Now, tc.Now.Simulated))
 	return fmt.Errorf("refused: the terms of %s changed (%s: now $%.2f for %d × %s from %s to %s; shown $%.2f for %d × %s from %s to %s); nothing was bought: run `gpumarket book %s%s` again to buy at the new terms",
 		tc.Shown.ID, tc.Why, tc.Now.UpfrontUSD, tc.Now.InstanceCount, tc.Now.InstanceType, tc.Now.Start.UTC().Format(time.RFC3339),
 		tc.Now.End.UTC().Format(time.RFC3339), tc.Shown.UpfrontUSD, tc.Shown.InstanceCount, tc.Shown.InstanceType,

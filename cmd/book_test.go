@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // offeringsFields and ledgerFields are DESIGN.md's contract, in order.
@@ -270,7 +271,7 @@ func TestLedgerUnknownFleetCostIsNull(t *testing.T) {
 	known := ledger.Entry{ID: "01JB", Kind: ledger.KindFleet, State: ledger.StateActive, USDHour: 240, ProviderRef: "fleet-b",
 		CreatedAt: now.Add(-2 * time.Hour), CostNote: ledger.FleetEstimate{Basis: "current prices"}.Note()}
 	var b bytes.Buffer
-	if err := writeRows(&b, "json", []ledgerRow{ledgerRowOf(unknown, now), ledgerRowOf(known, now)}); err != nil {
+	if err := writeRows(&b, "json", []present.LedgerRow{present.NewLedgerRow(unknown, now), present.NewLedgerRow(known, now)}); err != nil {
 		t.Fatal(err)
 	}
 	rows, _ := jsonRows(t, b.String())

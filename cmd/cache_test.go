@@ -138,7 +138,7 @@ func TestWarmCacheAsksOnlyFromItsEnd(t *testing.T) {
 			t.Errorf("first snapshot: %s on-demand %v, want the cached description's %v", key, pv.OnDemandUSDHour, r["on_demand_usd_hour"])
 		}
 	}
-	if _, err := a.waitReady(context.Background(), h, time.Minute); err != nil {
+	if _, err := a.Ready(context.Background(), h, time.Minute, false, nil); err != nil {
 		t.Fatalf("second start: %v (%s)", err, errBuf)
 	}
 	second := historyCalls(fake, len(first))

@@ -47,7 +47,7 @@ func TestAColumnDeclaredOnceShowsEverywhere(t *testing.T) {
 
 	for format, in := range map[string]string{formatTable: "ECHO", formatJSON: `"echo":"` + want + `"`, formatCSV: ",echo\n"} {
 		var b bytes.Buffer
-		if err := writeRows(&b, format, []ledgerRow{ledgerRowOf(res.Row, time.Now())}); err != nil {
+		if err := writeRows(&b, format, []present.LedgerRow{present.NewLedgerRow(res.Row, time.Now())}); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(b.String(), in) || !strings.Contains(b.String(), want) {

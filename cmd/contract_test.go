@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumarket/gpumarket/ledger"
+	"github.com/gpumarket/gpumarket/present"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -86,18 +88,18 @@ func jsonKeys(t *testing.T, obj []byte) []string {
 func TestDesignListsTheContract(t *testing.T) {
 	doc := contractDoc(t)
 	code := map[string][]string{
-		"prices":                 csvHeader(t, priceTable{}),
+		"prices":                 csvHeader(t, []present.Row{}),
 		"history":                csvHeader(t, []historyRow{}),
-		"offerings":              csvHeader(t, []offeringRow{}),
-		"ledger":                 csvHeader(t, []ledgerRow{}),
+		"offerings":              csvHeader(t, []present.OfferingRow{}),
+		"ledger":                 csvHeader(t, []present.LedgerRow{}),
 		"book --dry-run":         csvHeader(t, []dryRunRow{}),
 		"fleet launch --dry-run": csvHeader(t, []fleetDryRunRow{}),
-		"plan":                   csvHeader(t, []planRow{}),
+		"plan":                   csvHeader(t, []present.PlanRow{}),
 		"backtest":               csvHeader(t, []backtestRow{}),
 		"backtest --predict":     csvHeader(t, []backtestPredictRow{}),
-		"usage":                  csvHeader(t, []usageRow{}),
-		"usage --by day":         csvHeader(t, []usageDayRow{}),
-		"usage --by actor":       csvHeader(t, []usageActorRow{}),
+		"usage":                  csvHeader(t, []ledger.UsageRow{}),
+		"usage --by day":         csvHeader(t, []present.DayTotal{}),
+		"usage --by actor":       csvHeader(t, []present.ActorTotal{}),
 		"cache info":             csvHeader(t, []cacheRow{}),
 		"job show":               csvHeader(t, []jobRow{}),
 		"notify.command":         jsonKeys(t, watch.Alert{}.JSON()),

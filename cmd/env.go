@@ -51,22 +51,15 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 	var provs, gpus, regions []string
 	var window time.Duration
 	var err error
-	if flags.Changed(flagProvider) {
-		v, _ := flags.GetString(flagProvider)
-		if provs, err = parseProviderFlag(v, c.table.Names()); err != nil {
-			return nil, err
-		}
-	}
-	if flags.Changed(flagGPU) {
-		v, _ := flags.GetString(flagGPU)
-		if gpus, err = parseGPUFlag(v); err != nil {
-			return nil, err
-		}
-	}
-	if flags.Changed(flagRegion) {
-		v, _ := flags.GetString(flagRegion)
-		if regions, err = parseRegionFlag(v); err != nil {
-			return nil, err
+	for _, f := range []struct {
+		name string
+		list *[]string
+	}{{flagProvider, &provs}, {flagGPU, &gpus}, {flagRegion, &regions}} {
+		if flags.Changed(f.name) {
+			v, _ := flags.GetString(f.name)
+			if *f.list, err = parseList(f.name, v, c.table.Names()); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if flags.Changed(flagWindow) {
@@ -102,52 +95,39 @@ func (c *cli) setup(cmd *cobra.Command) (*env, error) {
 	return e, nil
 }
 
-// parseProviderFlag reads --provider: a comma list of the known names.
-func parseProviderFlag(v string, known []string) ([]string, error) {
+// parseList reads a comma list of --provider (of known), --gpu (in the
+// catalog's spelling) or --region (whether a cloud has it is its
+// provider's call); an item it cannot read is named with what is accepted.
+func parseList(flag, v string, known []string) ([]string, error) {
+	bad, want, canon := "unknown provider", "a comma list of "+joinNames(known), func(s string) (string, bool) {
+		s = strings.ToLower(s)
+		return s, slices.Contains(known, s)
+	}
+	switch flag {
+	case flagGPU:
+		bad, want, canon = "unknown GPU", "a comma list of "+strings.Join(domain.GPUModels, ", "), func(s string) (string, bool) {
+			if m, ok := domain.CanonicalGPU(s); ok {
+				return m, true
+			}
+			return s, false
+		}
+	case flagRegion:
+		bad, want, canon = "bad region", "a comma list of regions ("+config.RegionForm+")", func(s string) (string, bool) {
+			s = strings.ToLower(s)
+			return s, config.ValidRegion(s)
+		}
+	}
 	list := domain.SplitList(v)
 	if len(list) == 0 {
-		return nil, usagef("--provider %q: want a comma list of %s", v, joinNames(known))
+		return nil, usagef("--%s %q: want %s", flag, v, want)
 	}
-	for i, p := range list {
-		p = strings.ToLower(p)
-		list[i] = p
-		if !slices.Contains(known, p) {
-			return nil, usagef("--provider %q: unknown provider %q; want a comma list of %s", v, p, joinNames(known))
+	for i, s := range list {
+		var ok bool
+		if list[i], ok = canon(s); !ok {
+			return nil, usagef("--%s %q: %s %q; want %s", flag, v, bad, list[i], want)
 		}
 	}
 	return dedupe(list), nil
 }
 
 func joinNames(names []string) string { return strings.Join(names, ", ") }
-
-// parseGPUFlag reads --gpu, returning the catalog's spelling.
-func parseGPUFlag(v string) ([]string, error) {
-	list := domain.SplitList(v)
-	if len(list) == 0 {
-		return nil, usagef("--gpu %q: want a comma list of %s", v, strings.Join(domain.GPUModels, ", "))
-	}
-	for i, g := range list {
-		m, ok := domain.CanonicalGPU(g)
-		if !ok {
-			return nil, usagef("--gpu %q: unknown GPU %q; want a comma list of %s", v, g, strings.Join(domain.GPUModels, ", "))
-		}
-		list[i] = m
-	}
-	return dedupe(list), nil
-}
-
-// parseRegionFlag reads --region; whether a cloud has it is its provider's call.
-func parseRegionFlag(v string) ([]string, error) {
-	list := domain.SplitList(v)
-	if len(list) == 0 {
-		return nil, usagef("--region %q: want a comma list of regions (%s)", v, config.RegionForm)
-	}
-	for i, r := range list {
-		r = strings.ToLower(r)
-		list[i] = r
-		if !config.ValidRegion(r) {
-			return nil, usagef("--region %q: bad region %q; want a comma list of regions (%s)", v, r, config.RegionForm)
-		}
-	}
-	return dedupe(list), nil
-}

@@ -14,13 +14,13 @@ import (
 )
 
 func TestParseFlags(t *testing.T) {
-	if got, err := parseGPUFlag(" h100, A100 ,h100"); err != nil || !slices.Equal(got, []string{"H100", "A100"}) {
+	if got, err := parseList(flagGPU, " h100, A100 ,h100", nil); err != nil || !slices.Equal(got, []string{"H100", "A100"}) {
 		t.Errorf("--gpu: %v %v", got, err)
 	}
-	if got, err := parseProviderFlag("SIM,aws", app.DefaultTable().Names()); err != nil || !slices.Equal(got, []string{"sim", "aws"}) {
+	if got, err := parseList(flagProvider, "SIM,aws", app.DefaultTable().Names()); err != nil || !slices.Equal(got, []string{"sim", "aws"}) {
 		t.Errorf("--provider: %v %v", got, err)
 	}
-	if got, err := parseRegionFlag("us-east-1,EastUS"); err != nil || !slices.Equal(got, []string{"us-east-1", "eastus"}) {
+	if got, err := parseList(flagRegion, "us-east-1,EastUS", nil); err != nil || !slices.Equal(got, []string{"us-east-1", "eastus"}) {
 		t.Errorf("--region: %v %v", got, err)
 	}
 }
@@ -33,7 +33,7 @@ func FuzzFilterFlags(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, v string) {
 		var ue *usageError
-		if got, err := parseGPUFlag(v); err != nil {
+		if got, err := parseList(flagGPU, v, nil); err != nil {
 			if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "--gpu") {
 				t.Fatalf("--gpu %q: %v", v, err)
 			}
@@ -44,7 +44,7 @@ func FuzzFilterFlags(f *testing.F) {
 				}
 			}
 		}
-		if got, err := parseProviderFlag(v, app.DefaultTable().Names()); err != nil {
+		if got, err := parseList(flagProvider, v, app.DefaultTable().Names()); err != nil {
 			if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "--provider") {
 				t.Fatalf("--provider %q: %v", v, err)
 			}
@@ -55,7 +55,7 @@ func FuzzFilterFlags(f *testing.F) {
 				}
 			}
 		}
-		if got, err := parseRegionFlag(v); err != nil {
+		if got, err := parseList(flagRegion, v, nil); err != nil {
 			if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "--region") {
 				t.Fatalf("--region %q: %v", v, err)
 			}

@@ -21,20 +21,15 @@ import (
 // Exit codes of DESIGN.md's CLI contract.
 const (
 	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2
+	exitFailure = app.ExitFailure
+	exitUsage   = app.ExitUsage
 )
 
 // usageError is bad usage: exit 2, one line naming the flag and the form.
 type usageError = app.UsageError
 
-// reportedError ends a command with its own exit code, all said already.
-type reportedError struct{ code int }
-
-func (e reportedError) Error() string { return fmt.Sprintf("exit %d (said above)", e.code) }
-
 // reported returns the error of a failure said already.
-func reported(code int) error { return reportedError{code: code} }
+func reported(code int) error { return app.SaidError{Code: code} }
 
 // usagef returns a usage error; name the flag and what it accepts.
 func usagef(format string, args ...any) error { return app.Usagef(format, args...) }
@@ -65,9 +60,9 @@ func (c *cli) run(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if err == nil {
 		return exitOK
 	}
-	var said reportedError
+	var said app.SaidError
 	if errors.As(err, &said) {
-		return said.code
+		return said.Code
 	}
 	if msg, ok := usageMessage(err); ok {
 		fmt.Fprintf(stderr, "gpumarket: %s\n", oneLine(msg))

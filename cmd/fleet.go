@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -90,12 +89,6 @@ ahead; --for takes ` + domain.FleetLengthForm + `.`,
   gpumarket fleet launch --provider aws --region us-east-1 --instance-types g6.xlarge --target 30 --start "Thu 14:00" --for 3h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(f.output); err != nil {
-				return err
-			}
-			if f.timeout <= 0 {
-				return usagef("--timeout %s: want %s", f.timeout, timeoutForm)
-			}
 			if !cmd.Flags().Changed(flagRegion) {
 				return usagef("--region is required: one region such as us-east-1")
 			}
@@ -110,17 +103,13 @@ ahead; --for takes ` + domain.FleetLengthForm + `.`,
 				}
 				types[i] = name
 			}
-			if f.target < 1 || f.target > ledger.MaxInstances {
-				return usagef("--target %d: want a whole number of instances, 1 to %d (the most one fleet launches: EC2 Fleet's quota)", f.target, ledger.MaxInstances)
+			spec := domain.FleetSpec{InstanceTypes: types, TargetCapacity: f.target, OnDemandBase: f.odBase, Strategy: f.strategy,
+				LaunchTemplate: f.template, DryRun: f.dryRun}
+			if cmd.Flags().Changed("max-price") {
+				spec.MaxPriceUSD = domain.Float(f.maxPrice)
 			}
-			if f.odBase < 0 || f.odBase > f.target {
-				return usagef("--on-demand-base %d: want 0 to --target (%d)", f.odBase, f.target)
-			}
-			if !slices.Contains(domain.Strategies, f.strategy) {
-				return usagef("--strategy %q: want one of %s", f.strategy, strings.Join(domain.Strategies, ", "))
-			}
-			if cmd.Flags().Changed("max-price") && !(f.maxPrice > 0) || math.IsInf(f.maxPrice, 0) {
-				return usagef("--max-price %v: want a positive price in $ per instance-hour", f.maxPrice)
+			if err := app.CheckFleetTerms(spec); err != nil {
+				return err
 			}
 			if cmd.Flags().Changed("start") && strings.TrimSpace(f.start) == "" {
 				return usagef("--start is empty: want %s", domain.WhenForm)
@@ -128,33 +117,13 @@ ahead; --for takes ` + domain.FleetLengthForm + `.`,
 			if cmd.Flags().Changed("for") && strings.TrimSpace(f.length) == "" {
 				return usagef("--for is empty: want %s", domain.FleetLengthForm)
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			start, end, err := domain.ParseFleetSchedule(f.start, f.length, a.Now())
-			var se *domain.ScheduleError
-			if errors.As(err, &se) {
-				return usagef("--%s %q: %s", se.Field, se.Value, se.Why)
-			}
-			e := a.env
-			if len(e.Query.Regions) != 1 {
-				return usagef("--region %s: a fleet is launched in exactly one region", strings.Join(e.Query.Regions, ","))
-			}
-			if len(e.Query.Providers) != 1 {
-				return usagef("--provider %s: a fleet is launched by exactly one provider", strings.Join(e.Query.Providers, ","))
-			}
-			spec := domain.FleetSpec{Provider: e.Query.Providers[0], Region: e.Query.Regions[0], InstanceTypes: types,
-				TargetCapacity: f.target, OnDemandBase: f.odBase, Strategy: f.strategy, LaunchTemplate: f.template, DryRun: f.dryRun,
-				Start: start, End: end}
-			if spec.LaunchTemplate == "" {
-				spec.LaunchTemplate = e.Config.AWS.LaunchTemplate
-			}
-			if cmd.Flags().Changed("max-price") {
-				spec.MaxPriceUSD = domain.Float(f.maxPrice)
-			}
-			return a.runFleetLaunch(cmd.Context(), spec, f)
+			return cl.withApp(cmd, func(a *runner) error {
+				spec, err := a.FleetSpec(spec, f.start, f.length)
+				if err != nil {
+					return err
+				}
+				return a.runFleetLaunch(cmd.Context(), spec, f)
+			})
 		},
 	}
 	addOutputFlag(c, &f.output)
@@ -172,35 +141,6 @@ ahead; --for takes ` + domain.FleetLengthForm + `.`,
 	fl.StringVar(&f.start, "start", "", "schedule the fleet to start then: "+domain.WhenForm+" (default now)")
 	fl.StringVar(&f.length, "for", "", "end the fleet after this long: "+domain.FleetLengthForm+" (default: it runs until deleted)")
 	return c
-}
-
-func fleetSummary(spec domain.FleetSpec, est ledger.FleetEstimate, simulated bool, schedule []string, now time.Time) string {
-	var b strings.Builder
-	if simulated {
-		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is launched.")
-	}
-	bills := est.Billing(spec, now)
-	if math.IsNaN(est.USDHour) {
-		fmt.Fprintf(&b, "Estimated cost: unknown (%s); %s\n", est.Basis, bills)
-	} else {
-		fmt.Fprintf(&b, "Estimated cost: $%.2f per hour (%s); %s\n", est.USDHour, est.Basis, bills)
-		if est.PricedGPUs > 0 {
-			fmt.Fprintf(&b, "  per GPU    $%.4f per GPU-hour over %s GPUs\n", est.USDHour/est.PricedGPUs, present.GPUCount(est.PricedGPUs))
-		}
-	}
-	fmt.Fprintf(&b, "  fleet      %d instances of %s in %s (%s)\n", spec.TargetCapacity, strings.Join(spec.InstanceTypes, ", "), spec.Region, spec.Provider)
-	fmt.Fprintf(&b, "  on-demand  %d, spot %d, strategy %s\n", spec.OnDemandBase, spec.TargetCapacity-spec.OnDemandBase, spec.Strategy)
-	if spec.MaxPriceUSD != nil {
-		fmt.Fprintf(&b, "  max price  $%.4f per instance-hour\n", *spec.MaxPriceUSD)
-	}
-	if spec.LaunchTemplate != "" {
-		fmt.Fprintf(&b, "  template   %s\n", spec.LaunchTemplate)
-	}
-	for _, l := range schedule {
-		what, rest, _ := strings.Cut(l, ": ")
-		fmt.Fprintf(&b, "  %-10s %s\n", strings.ToLower(what), rest)
-	}
-	return b.String()
 }
 
 // fleetDryRunRow is what `fleet launch --dry-run` prints with -o json|csv.
@@ -228,22 +168,12 @@ func (a *runner) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fl
 	if !svc.CanLaunch(spec.Provider) {
 		return fmt.Errorf("provider %s does not launch fleets", spec.Provider)
 	}
-	if err := a.CheckFleetTypes(ctx, spec, f.timeout); err != nil {
+	if err := a.CheckFleet(ctx, spec, f.timeout); err != nil {
 		return err
-	}
-	// What the provider's API would refuse (a launch template missing
-	// from the config, a count or schedule beyond its limits) is said
-	// before any estimate: it is the flags' or the config's to fix.
-	for _, p := range ps {
-		if v, ok := p.(domain.FleetValidator); ok && p.Name() == spec.Provider {
-			if _, err := v.ValidateFleet(spec); err != nil {
-				return usagef("%v", oneLine(err.Error()))
-			}
-		}
 	}
 	est := svc.EstimateFleet(ctx, spec)
 	simulated := svc.Describe(spec.Provider).Simulated
-	fmt.Fprint(e.errOut, fleetSummary(spec, est, simulated, svc.ScheduleLines(spec, a.Now()), a.Now()))
+	fmt.Fprint(e.errOut, present.FleetSummary(spec, est, simulated, svc.ScheduleLines(spec, a.Now()), a.Now()))
 	if !spec.DryRun {
 		// Dry run first: the provider's "no" comes before the question.
 		dry := spec
@@ -277,7 +207,7 @@ func (a *runner) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fl
 			break
 		}
 		fmt.Fprintln(e.errOut, "The fleet's prices went up since they were shown; nothing was launched. The new estimate:")
-		fmt.Fprint(e.errOut, fleetSummary(spec, ec.Now, simulated, svc.ScheduleLines(spec, a.Now()), a.Now()))
+		fmt.Fprint(e.errOut, present.FleetSummary(spec, ec.Now, simulated, svc.ScheduleLines(spec, a.Now()), a.Now()))
 		if f.yes || asked >= maxAsks-1 {
 			return fmt.Errorf("refused: the fleet now costs about $%.2f per hour (shown $%.2f); nothing was launched: run the command again to launch at the new prices", ec.Now.USDHour, ec.Shown.USDHour)
 		}
@@ -301,7 +231,7 @@ func (a *runner) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fl
 		return writeRows(e.out, f.output, []fleetDryRunRow{{Provider: spec.Provider, Region: spec.Region, DryRun: true, USDHour: est.USDHour, Message: msg}})
 	}
 	if res.Row.ID != "" {
-		if werr := writeRows(e.out, f.output, []ledgerRow{ledgerRowOf(res.Row, time.Now())}); werr != nil && err == nil {
+		if werr := writeRows(e.out, f.output, []present.LedgerRow{present.NewLedgerRow(res.Row, time.Now())}); werr != nil && err == nil {
 			err = werr
 		}
 	}
@@ -335,9 +265,6 @@ func (cl *cli) fleetDeleteCmd() *cobra.Command {
 		Short: "Delete a fleet launched by gpumarket (its fleet id or ledger id) and terminate its instances",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutputTimeout(output, timeout); err != nil {
-				return err
-			}
 			return cl.withApp(cmd, func(a *runner) error {
 				return a.runFleetDelete(cmd.Context(), strings.TrimSpace(args[0]), yes, timeout, output)
 			})
@@ -378,5 +305,5 @@ func (a *runner) runFleetDelete(ctx context.Context, id string, yes bool, timeou
 		return err
 	}
 	fmt.Fprintf(e.errOut, "deleted: %s\n", r.ProviderRef)
-	return writeRows(e.out, output, []ledgerRow{ledgerRowOf(r, time.Now())})
+	return writeRows(e.out, output, []present.LedgerRow{present.NewLedgerRow(r, time.Now())})
 }

@@ -6,28 +6,24 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/charmbracelet/x/term"
+	"github.com/spf13/cobra"
 )
 
-// timeoutForm is the accepted form of --timeout.
-const timeoutForm = "a positive duration such as 60s or 2m"
-
-// checkTimeout refuses a --timeout that is not positive.
-func checkTimeout(timeout time.Duration) error {
-	if timeout <= 0 {
-		return usagef("--timeout %s: want %s", timeout, timeoutForm)
+// checkFlags refuses, for every command and before anything is loaded, a
+// bad -o or a --timeout that is not positive.
+func checkFlags(cmd *cobra.Command, _ []string) error {
+	fl := cmd.Flags()
+	if f := fl.Lookup("output"); f != nil {
+		if err := checkOutput(f.Value.String()); err != nil {
+			return err
+		}
+	}
+	if timeout, err := fl.GetDuration("timeout"); err == nil && timeout <= 0 {
+		return usagef("--timeout %s: want a positive duration such as 60s or 2m", timeout)
 	}
 	return nil
-}
-
-// checkOutputTimeout checks -o and --timeout before anything is loaded.
-func checkOutputTimeout(output string, timeout time.Duration) error {
-	if err := checkOutput(output); err != nil {
-		return err
-	}
-	return checkTimeout(timeout)
 }
 
 // stdinIsTerminal reports whether r is a terminal a person can answer on.
@@ -85,18 +81,6 @@ func readLine(r io.Reader) (string, error) {
 			return b.String(), err
 		}
 	}
-}
-
-func location(region, zone string) string {
-	if zone == "" {
-		return region
-	}
-	return region + " (" + zone + ")"
-}
-
-// bothZones prints a time in local time and in UTC.
-func bothZones(t time.Time) string {
-	return fmt.Sprintf("%s  (%s)", t.Local().Format("Mon 2006-01-02 15:04 MST"), t.UTC().Format(time.RFC3339))
 }
 
 func dedupe(list []string) []string {

@@ -41,9 +41,6 @@ price in force when the window starts, reported at the window's start time
   gpumarket history --instance-type p5.48xlarge -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputTimeout(output, timeout); err != nil {
-				return err
-			}
 			if cmd.Flags().Changed("instance-type") {
 				name, err := domain.InstanceTypeName(instanceType)
 				if err != nil {
@@ -181,9 +178,6 @@ but no span has history the next start fetches again. It changes nothing.`,
   gpumarket cache info -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			e, err := cl.setup(cmd)
 			if err != nil {
 				return err

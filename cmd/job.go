@@ -10,41 +10,39 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumarket/gpumarket/internal/memtrim"
-
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/app"
-	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/job"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // jobRow is a job with DESIGN.md's fields. rows and moves are the job's
 // ledger rows and the moves its driver made (JSON only).
 type jobRow struct {
-	ID              string                   `json:"id"`
-	State           string                   `json:"state"`
-	Strategy        string                   `json:"strategy"`
-	GPUs            int                      `json:"gpus"`
-	Hours           float64                  `json:"hours" table:"%g"`
-	WorkDoneHours   float64                  `json:"work_done_hours" table:"%.1f"`
-	Start           time.Time                `json:"start" table:"local"`
-	Deadline        time.Time                `json:"deadline" table:"local"`
-	FinishedAt      *time.Time               `json:"finished_at" table:"-"`
-	SpentUSD        float64                  `json:"spent_usd" table:"%.2f"`
-	PlanExpectedUSD float64                  `json:"plan_expected_usd" table:"%.2f"`
-	PlanP95USD      float64                  `json:"plan_p95_usd" table:"-"`
-	PlanOnTimePct   float64                  `json:"plan_on_time_pct" table:"-"`
-	OnTimePct       *float64                 `json:"on_time_pct" table:"-"`
-	MaxUSD          *float64                 `json:"max_usd" table:"-"`
-	HoldUSD         float64                  `json:"hold_usd" table:"-"`
-	Reason          *string                  `json:"reason" table:"-"`
-	Outlook         *string                  `json:"outlook" table:"-"`
-	ProgressSource  string                   `json:"progress_source" table:"-"`
-	Rows            jsonList[ledgerRow]      `json:"rows" table:"-"`
-	Moves           jsonList[ledger.JobMove] `json:"moves" table:"-"`
+	ID              string                      `json:"id"`
+	State           string                      `json:"state"`
+	Strategy        string                      `json:"strategy"`
+	GPUs            int                         `json:"gpus"`
+	Hours           float64                     `json:"hours" table:"%g"`
+	WorkDoneHours   float64                     `json:"work_done_hours" table:"%.1f"`
+	Start           time.Time                   `json:"start" table:"local"`
+	Deadline        time.Time                   `json:"deadline" table:"local"`
+	FinishedAt      *time.Time                  `json:"finished_at" table:"-"`
+	SpentUSD        float64                     `json:"spent_usd" table:"%.2f"`
+	PlanExpectedUSD float64                     `json:"plan_expected_usd" table:"%.2f"`
+	PlanP95USD      float64                     `json:"plan_p95_usd" table:"-"`
+	PlanOnTimePct   float64                     `json:"plan_on_time_pct" table:"-"`
+	OnTimePct       *float64                    `json:"on_time_pct" table:"-"`
+	MaxUSD          *float64                    `json:"max_usd" table:"-"`
+	HoldUSD         float64                     `json:"hold_usd" table:"-"`
+	Reason          *string                     `json:"reason" table:"-"`
+	Outlook         *string                     `json:"outlook" table:"-"`
+	ProgressSource  string                      `json:"progress_source" table:"-"`
+	Rows            jsonList[present.LedgerRow] `json:"rows" table:"-"`
+	Moves           jsonList[ledger.JobMove]    `json:"moves" table:"-"`
 }
 
 // jsonList is a list in one cell: JSON in JSON, its JSON text in CSV.
@@ -72,7 +70,7 @@ func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove, now tim
 	out := jobRow{ID: j.ID, State: j.State, Strategy: j.Strategy, GPUs: j.Terms.GPUs, Hours: j.Terms.Hours, WorkDoneHours: j.WorkDone,
 		Start: j.Terms.Start.UTC(), Deadline: j.Terms.Deadline.UTC(), SpentUSD: j.SpentUSD, PlanExpectedUSD: j.Plan.ExpectedUSD,
 		PlanP95USD: j.Plan.P95USD, PlanOnTimePct: j.Plan.OnTimePct, HoldUSD: j.HoldUSD, Reason: optString(j.Reason),
-		Outlook: optString(j.Outlook), ProgressSource: "model", Rows: jsonList[ledgerRow]{}, Moves: jsonList[ledger.JobMove](moves)}
+		Outlook: optString(j.Outlook), ProgressSource: "model", Rows: jsonList[present.LedgerRow]{}, Moves: jsonList[ledger.JobMove](moves)}
 	if out.Moves == nil {
 		out.Moves = jsonList[ledger.JobMove]{}
 	}
@@ -94,7 +92,7 @@ func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove, now tim
 		out.FinishedAt = &t
 	}
 	for _, r := range rows {
-		out.Rows = append(out.Rows, ledgerRowOf(r, now))
+		out.Rows = append(out.Rows, present.NewLedgerRow(r, now))
 	}
 	if rows != nil {
 		out.SpentUSD = ledger.JobSpent(rows, now)
@@ -153,14 +151,8 @@ read at each review; without, progress is counted as the plan models it.`,
   gpumarket job run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputTimeout(f.plan.output, f.plan.timeout); err != nil {
+			if err := f.plan.check(cmd); err != nil {
 				return err
-			}
-			if f.plan.runs < 1 || f.plan.runs > 1_000_000 {
-				return usagef("--runs %d: want a whole number of Monte Carlo runs from 1 to 1000000", f.plan.runs)
-			}
-			if cmd.Flags().Changed("checkpoint") && f.plan.noCheckpoint {
-				return usagef("--checkpoint and --no-checkpoint together: want one of them")
 			}
 			if !slices.Contains(planner.CarriedOut, f.strategy) {
 				return usagef("--strategy %q: want one of %s (the strategies `gpumarket plan` prints that a driver carries out)", f.strategy, strings.Join(planner.CarriedOut, ", "))
@@ -184,22 +176,13 @@ read at each review; without, progress is counted as the plan models it.`,
 		},
 	}
 	fl := c.Flags()
-	fl.IntVar(&f.plan.gpus, "gpus", 0, "GPUs the job needs at once (default: config plan.gpus, else 8)")
-	fl.Float64Var(&f.plan.hours, "hours", 0, "hours of work, on the first --gpu model (default: config plan.hours, else 24)")
-	fl.StringVar(&f.plan.start, "start", "", "earliest start: "+domain.WhenForm+" (default now)")
-	fl.StringVar(&f.plan.deadline, "deadline", "", "when the work must be done, same forms (required)")
-	fl.DurationVar(&f.plan.checkpoint, "checkpoint", 0, "time between checkpoints (default: config plan.checkpoint, else 15m)")
-	fl.BoolVar(&f.plan.noCheckpoint, "no-checkpoint", false, "the job cannot checkpoint: an interruption starts it over")
-	fl.DurationVar(&f.plan.changeover, "changeover", 0, "wall time a start or switch costs (default: config plan.changeover, else 12m)")
-	fl.IntVar(&f.plan.runs, "runs", 10000, "Monte Carlo runs of the plan")
+	f.plan.addFlags(c, "Monte Carlo runs of the plan", "how long to wait for the sources")
 	fl.StringVar(&f.strategy, "strategy", planner.StrategySafetyNet, "the strategy to carry out: "+strings.Join(planner.CarriedOut, ", "))
 	fl.Float64Var(&f.maxUSD, "max-usd", 0, "the most the job may spend (0: its work on on-demand alone, or its p95 cost if larger); it is held against the budget caps")
 	fl.StringVar(&f.progressFile, "progress-file", "", "a file where the job writes its hours of work done")
 	fl.StringVar(&f.progressCommand, "progress-command", "", "a shell command that prints the job's hours of work done")
 	fl.BoolVar(&f.yes, "yes", false, "start without asking (required when stdin is not a terminal)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "plan and show what the job would hold; nothing is recorded or launched")
-	addOutputFlag(c, &f.plan.output)
-	fl.DurationVar(&f.plan.timeout, "timeout", defaultTimeout, "how long to wait for the sources")
 	return c
 }
 
@@ -207,33 +190,15 @@ func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartF
 	e := a.env
 	ctx, cancel := context.WithTimeout(parent, f.plan.timeout)
 	defer cancel()
-	ps, err := a.Providers(ctx)
+	req := job.Request{Job: pj, Strategy: f.strategy, MaxUSD: f.maxUSD, Options: planner.Options{Runs: f.plan.runs, Seed: 1, Speeds: e.PlanSpeeds()},
+		ProgressFile: f.progressFile, ProgressCommand: f.progressCommand, Actor: app.LocalActor()}
+	p, svc, err := a.ProposeJob(ctx, &req, f.plan.timeout)
 	if err != nil {
 		return err
 	}
-	a.modelsChecked = true
-	snap, err := a.ReadySnapshot(ctx, f.plan.timeout)
-	if err != nil {
+	fmt.Fprint(e.errOut, present.JobSummary(req, p, svc.Budget(), a.Simulated()))
+	if err := app.HoldWithinCap(svc.Budget(), p.HoldUSD); err != nil {
 		return err
-	}
-	if err := e.CheckModelsSold(snap, pj.Models); err != nil {
-		return err
-	}
-	req := job.Request{Job: pj, Market: planner.Market{Pools: planner.WithOwn(e.PlanPools(snap, pj), a.OwnFleets(ctx))}, Strategy: f.strategy, MaxUSD: f.maxUSD,
-		Options: planner.Options{Runs: f.plan.runs, Seed: 1, Speeds: e.PlanSpeeds()}, ProgressFile: f.progressFile,
-		ProgressCommand: f.progressCommand, Actor: app.LocalActor()}
-	svc, err := a.Booking(ps, f.plan.timeout)
-	if err != nil {
-		return err
-	}
-	req.PurchaseCap = svc.Budget().MaxBookingUSD
-	p, err := job.Propose(req)
-	if err != nil {
-		return planUsage(err)
-	}
-	fmt.Fprint(e.errOut, jobSummary(req, p, svc, a.Simulated()))
-	if b := svc.Budget(); b.MaxBookingUSD > 0 && cents(p.HoldUSD) > cents(b.MaxBookingUSD) {
-		return &ledger.BudgetError{Cap: "max_booking_usd", CapUSD: b.MaxBookingUSD, CostUSD: p.HoldUSD}
 	}
 	if f.dryRun {
 		fmt.Fprintln(e.errOut, "dry run: nothing was recorded or launched")
@@ -249,12 +214,9 @@ func (a *runner) runJobStart(parent context.Context, pj planner.Job, f jobStartF
 		return err
 	}
 	fmt.Fprintf(e.errOut, "job %s recorded (%s): a running gpumarket carries it out from %s; `gpumarket job run` drives it headless\n",
-		j.ID, j.State, bothZones(j.Terms.Start))
+		j.ID, j.State, present.BothZones(j.Terms.Start))
 	return writeRows(e.out, f.plan.output, []jobRow{jobRowOf(j, nil, nil, a.Now())})
 }
-
-// cents rounds dollars to whole cents, as the ledger compares them.
-func cents(usd float64) int64 { return int64(math.Round(usd * 100)) }
 
 // proposed is the job a dry run shows: not recorded, no id.
 func proposed(req job.Request, p job.Proposal) ledger.Job {
@@ -265,41 +227,6 @@ func proposed(req job.Request, p job.Proposal) ledger.Job {
 		MaxUSD: req.MaxUSD, HoldUSD: p.HoldUSD}
 }
 
-// jobSummary is the confirmation: the whole hold first, the plan's
-// figures, the pools, and what happens while no gpumarket runs.
-func jobSummary(req job.Request, p job.Proposal, svc *ledger.Service, simulated bool) string {
-	var b strings.Builder
-	if simulated {
-		fmt.Fprintln(&b, "SIMULATED MARKET: nothing real is launched.")
-	}
-	if req.MaxUSD > 0 {
-		fmt.Fprintf(&b, "Hold: $%.2f against the budget (the larger of the plan's p95 $%.2f and --max-usd $%.2f)\n", p.HoldUSD, p.Result.P95CostUSD, req.MaxUSD)
-	} else {
-		fmt.Fprintf(&b, "Hold: $%.2f against the budget (the job's limit: its work on on-demand alone within budget.max_booking_usd, or the plan's p95 $%.2f if larger)\n", p.HoldUSD, p.Result.P95CostUSD)
-	}
-	fmt.Fprintf(&b, "  strategy   %s: expected $%.2f, p95 $%.2f, on time in %.0f%% of the plan's runs\n", req.Strategy,
-		p.Result.ExpectedCostUSD, p.Result.P95CostUSD, p.Result.OnTimePct)
-	fmt.Fprintf(&b, "  job        %d GPUs of %s for %g h of work\n", req.Job.GPUs, strings.Join(req.Job.Models, ","), req.Job.Hours)
-	fmt.Fprintf(&b, "  start      %s\n", bothZones(req.Job.Start))
-	fmt.Fprintf(&b, "  deadline   %s\n", bothZones(req.Job.Deadline))
-	for i, l := range p.Live.Lanes {
-		fmt.Fprintf(&b, "  spot %d     %d × %s in %s (%s), $%.2f/h\n", i+1, l.Instances, l.InstanceType, location(l.Region, l.Zone), l.Provider, l.USDHour)
-	}
-	if od := p.Live.OnDemand; od != nil {
-		fmt.Fprintf(&b, "  on-demand  %d × %s in %s (%s), $%.2f/h\n", od.Instances, od.InstanceType, od.Region, od.Provider, od.USDHour)
-	}
-	limit := p.HoldUSD
-	if req.MaxUSD > 0 {
-		limit = req.MaxUSD
-	}
-	fmt.Fprintf(&b, "  limit      $%.2f: past it the job ends what runs and fails; the safety net is not bought if its cost to the end would pass it (--max-usd sets it)\n", limit)
-	if bu := svc.Budget(); bu.MaxDailyUSD > 0 {
-		fmt.Fprintf(&b, "  budget     the hold counts against budget.max_daily_usd $%.2f with every other purchase\n", bu.MaxDailyUSD)
-	}
-	fmt.Fprintf(&b, "  unattended %s\n", job.Unattended(job.Every))
-	return b.String()
-}
-
 func (cl *cli) jobListCmd() *cobra.Command {
 	var output string
 	c := &cobra.Command{
@@ -307,9 +234,6 @@ func (cl *cli) jobListCmd() *cobra.Command {
 		Short: "The jobs of the ledger, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			return cl.withApp(cmd, func(a *runner) error {
 				st, err := a.Ledger()
 				if err != nil {
@@ -365,9 +289,6 @@ func (cl *cli) jobShowCmd() *cobra.Command {
 		Short: "A job: progress, spent against the plan, its outlook, its rows and every move its driver made",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			return cl.withJob(cmd, args, func(ctx context.Context, a *runner, st *ledger.Store, j ledger.Job) error {
 				rows, err := st.JobRows(ctx, j.ID)
 				if err != nil {
@@ -398,7 +319,7 @@ func writeJobTable(a *runner, j ledger.Job, jr jobRow, rows []ledger.Entry, move
 	fmt.Fprintf(w, "  progress   %.1f h of %g h (%s)\n", j.WorkDone, j.Terms.Hours, jr.ProgressSource)
 	fmt.Fprintf(w, "  spent      $%.2f; plan expected $%.2f, p95 $%.2f, on time %.0f%%; hold $%.2f\n", jr.SpentUSD, j.Plan.ExpectedUSD,
 		j.Plan.P95USD, j.Plan.OnTimePct, j.HoldUSD)
-	fmt.Fprintf(w, "  window     %s to %s\n", bothZones(j.Terms.Start), bothZones(j.Terms.Deadline))
+	fmt.Fprintf(w, "  window     %s to %s\n", present.BothZones(j.Terms.Start), present.BothZones(j.Terms.Deadline))
 	if jr.OnTimePct != nil {
 		fmt.Fprintf(w, "  on time    %.0f%% chance as of its last review (plan %.0f%%)\n", *jr.OnTimePct, j.Plan.OnTimePct)
 	}
@@ -410,16 +331,16 @@ func writeJobTable(a *runner, j ledger.Job, jr jobRow, rows []ledger.Entry, move
 	}
 	if len(rows) > 0 {
 		fmt.Fprintln(w, "\nrows:")
-		lr := make([]ledgerRow, len(rows))
+		lr := make([]present.LedgerRow, len(rows))
 		for i, r := range rows {
-			lr[i] = ledgerRowOf(r, a.Now())
+			lr[i] = present.NewLedgerRow(r, a.Now())
 		}
 		writeRows(w, formatTable, lr)
 	}
 	if len(moves) > 0 {
 		fmt.Fprintln(w, "\nmoves:")
 		for _, m := range moves {
-			fmt.Fprintf(w, "  %s  %s → %s: %s\n", m.At.Local().Format(localLayout), m.From, m.To, m.Reason)
+			fmt.Fprintf(w, "  %s  %s → %s: %s\n", m.At.Local().Format(app.LocalLayout), m.From, m.To, m.Reason)
 		}
 	}
 }
@@ -432,27 +353,12 @@ func (cl *cli) jobCancelCmd() *cobra.Command {
 		Short: "Cancel a job: it launches nothing more, and every fleet it runs is deleted",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutputTimeout(output, timeout); err != nil {
-				return err
-			}
 			return cl.withJob(cmd, args, func(ctx context.Context, a *runner, st *ledger.Store, j ledger.Job) error {
+				j, err := a.CancelJob(ctx, j.ID, timeout)
+				if j.ID == "" {
+					return err // nothing was cancelled
+				}
 				rows, _ := st.JobRows(ctx, j.ID)
-				var names []string
-				for _, r := range rows {
-					if !slices.Contains(names, r.Provider) {
-						names = append(names, r.Provider)
-					}
-				}
-				ps, err := a.Providers(ctx, names...)
-				if err != nil {
-					return err
-				}
-				svc, err := a.Booking(ps, timeout)
-				if err != nil {
-					return err
-				}
-				j, err = job.Cancel(ctx, svc, j.ID, app.LocalActor())
-				rows, _ = st.JobRows(ctx, j.ID)
 				moves, _ := st.JobMoves(ctx, j.ID)
 				if werr := writeRows(a.out, output, []jobRow{jobRowOf(j, rows, moves, a.Now())}); werr != nil && err == nil {
 					err = werr
@@ -479,39 +385,10 @@ that process's lease lapses.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cl.withApp(cmd, func(a *runner) error {
-				ctx := cmd.Context()
-				ps, err := a.JobProviders(ctx)
-				if err != nil {
-					return err
-				}
-				svc, err := a.Booking(ps, 0)
-				if err != nil {
-					return err
-				}
-				d := a.JobDriver(svc, ps, func(text string) { fmt.Fprintln(a.errOut, "gpumarket: "+text) })
-				if once {
-					pass, err := d.Review(ctx)
-					if err != nil {
-						return err
-					}
-					return errors.Join(pass.Errs...)
-				}
-				defer trimAfterStart()()
-				err = d.Run(ctx, true)
-				if errors.Is(err, context.Canceled) {
-					return nil
-				}
-				return err
+				return a.RunJobs(cmd.Context(), once, a.say)
 			})
 		},
 	}
 	c.Flags().BoolVar(&once, "once", false, "review each job once and return")
 	return c
-}
-
-// trimAfterStart hands back, once a headless loop has settled, the memory
-// only start-up used (memtrim.Release); it returns the timer's stop.
-func trimAfterStart() func() {
-	t := time.AfterFunc(10*time.Second, func() { memtrim.Release() })
-	return func() { t.Stop() }
 }

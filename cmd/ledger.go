@@ -9,13 +9,6 @@ import (
 	"github.com/gpumarket/gpumarket/present"
 )
 
-// ledgerRow is a ledger row as every command writes it, through
-// present.Ledger: DESIGN.md's fields; what does not apply or is not known
-// yet (a fleet's dates, the provider id of an unknown purchase) is null.
-type ledgerRow = present.LedgerRow
-
-func ledgerRowOf(r ledger.Entry, now time.Time) ledgerRow { return present.NewLedgerRow(r, now) }
-
 func (cl *cli) ledgerCmd() *cobra.Command {
 	var output string
 	var timeout time.Duration
@@ -57,9 +50,6 @@ listed as recorded, and nothing is reconciled, released or rebuilt.`,
   gpumarket ledger --rebuild --provider aws,azure`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputTimeout(output, timeout); err != nil {
-				return err
-			}
 			return cl.withApp(cmd, func(a *runner) error {
 				rows, err := a.LedgerRun(cmd.Context(), timeout, rebuild, output == formatTable, a.say)
 				if err != nil {
@@ -77,10 +67,10 @@ listed as recorded, and nothing is reconciled, released or rebuilt.`,
 
 // writeLedger prints the rows.
 func (a *runner) writeLedger(rows []ledger.Entry, output string) error {
-	out := make([]ledgerRow, 0, len(rows))
+	out := make([]present.LedgerRow, 0, len(rows))
 	now := time.Now()
 	for _, r := range rows {
-		out = append(out, ledgerRowOf(r, now))
+		out = append(out, present.NewLedgerRow(r, now))
 	}
 	return writeRows(a.out, output, out)
 }

@@ -103,7 +103,7 @@ func TestAddingAProviderOfANewCloudIsOneRow(t *testing.T) {
 	a := c.appOf(context.Background(), e)
 	defer a.Close()
 	h := a.HubOver([]domain.Provider{fake})
-	if _, err := a.waitReady(context.Background(), h, time.Minute); err != nil {
+	if _, err := a.Ready(context.Background(), h, time.Minute, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	opt := a.tuiOptions(h, nil)

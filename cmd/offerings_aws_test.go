@@ -18,6 +18,7 @@ import (
 	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
 	"github.com/gpumarket/gpumarket/cloud/sim"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // awsOfferingsTable is the provider table with AWS at a local EC2
@@ -225,11 +226,11 @@ func TestBookSaysALengthOtherThanAsked(t *testing.T) {
 	start := time.Date(2026, 12, 2, 16, 13, 0, 0, time.UTC)
 	o := domain.Offering{ID: "cb-43h", Provider: "aws", InstanceType: "p5.48xlarge", InstanceCount: 1, Start: start,
 		End: start.Add(43*time.Hour + 17*time.Minute), UpfrontUSD: 2340.59, GPU: domain.GPUSpec{Model: "H100", Count: 8}}
-	if s := offeringSummary(o, false); strings.Contains(s, "not the --duration") {
+	if s := present.OfferingSummary(o, false); strings.Contains(s, "not the --duration") {
 		t.Fatalf("a block of the asked length said otherwise:\n%s", s)
 	}
 	o.FlexLength = true
-	if s := offeringSummary(o, false); !strings.Contains(s, "length     43.28") || !strings.Contains(s, "not the --duration searched for") {
+	if s := present.OfferingSummary(o, false); !strings.Contains(s, "length     43.28") || !strings.Contains(s, "not the --duration searched for") {
 		t.Fatalf("summary:\n%s", s)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/present"
 )
@@ -28,18 +29,14 @@ const (
 	formatCSV   = "csv"
 )
 
-// localFormat is the table tag of a time shown in local time, and
-// localLayout how it reads: "2026-12-02 09:00 EST".
-const (
-	localFormat = "local"
-	localLayout = "2006-01-02 15:04 MST"
-)
+// localFormat is the table tag of a time shown in local time (app.LocalLayout).
+const localFormat = "local"
 
 // outputForm is the accepted form of -o, for error messages.
 const outputForm = "table, json or csv"
 
 // addOutputFlag adds -o/--output table|json|csv to the command, default
-// table. Check it with checkOutput (setup does not know the command's flags).
+// table. root checks it (checkFlags).
 func addOutputFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVarP(p, "output", "o", formatTable, "output format: "+outputForm)
 }
@@ -285,6 +282,15 @@ func columnsOf(t reflect.Type) []column {
 	var cols []column
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			// An embedded struct's columns, in place.
+			for _, c := range columnsOf(f.Type) {
+				inner := c.value
+				c.value = func(r reflect.Value) reflect.Value { return inner(r.Field(i)) }
+				cols = append(cols, c)
+			}
+			continue
+		}
 		name := strings.Split(f.Tag.Get("json"), ",")[0]
 		if name == "" || name == "-" || !f.IsExported() {
 			continue
@@ -415,7 +421,7 @@ func tableCell(f reflect.Value, format string) string {
 			return "-"
 		}
 		if format == localFormat {
-			return t.Local().Format(localLayout)
+			return t.Local().Format(app.LocalLayout)
 		}
 		return t.UTC().Format(time.RFC3339)
 	case format != "":

@@ -10,21 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
 )
-
-// planRow is a strategy as `plan` writes it, through present.Plan:
-// offering_id is what `gpumarket book` takes; end is the median finish of
-// every run and end_p95 the finish 95 % reach by; over_cap names the
-// budget key the expected cost is over (CAP in the table).
-type planRow = present.PlanRow
-
-func planRowOf(r planner.Result, b config.Budget) planRow {
-	return present.NewPlanRow(r, b.MaxBookingUSD, b.MaxDailyUSD)
-}
 
 // planFlags are plan's own flags as typed.
 type planFlags struct {
@@ -92,17 +83,11 @@ changeover leaves too short for the work.`,
   gpumarket plan --gpus 16 --gpu H100 --hours 8 --start +1d --deadline +2d --no-checkpoint   # a workshop`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputTimeout(f.output, f.timeout); err != nil {
-				return err
-			}
 			if f.onTime < 0 || f.onTime > 100 || math.IsNaN(f.onTime) {
 				return usagef("--on-time %v: want a percentage from 0 to 100", f.onTime)
 			}
-			if f.runs < 1 || f.runs > 1_000_000 {
-				return usagef("--runs %d: want a whole number of Monte Carlo runs from 1 to 1000000", f.runs)
-			}
-			if cmd.Flags().Changed("checkpoint") && f.noCheckpoint {
-				return usagef("--checkpoint and --no-checkpoint together: want one of them")
+			if err := f.check(cmd); err != nil {
+				return err
 			}
 			a, err := cl.newApp(cmd)
 			if err != nil {
@@ -129,6 +114,15 @@ changeover leaves too short for the work.`,
 	fl.StringArrayVar(&f.traces, "trace", nil, "plan on a market of traces instead: each file one pool of one-GPU instances (the backtest's format)")
 	fl.Float64Var(&f.spotUSD, "spot-usd-hour", 0.918, "with --trace: spot price per instance-hour")
 	fl.Float64Var(&f.odUSD, "on-demand-usd-hour", 3.06, "with --trace: on-demand price per instance-hour")
+	fl.Float64Var(&f.onTime, "on-time", 95, "rank first the strategies on time at least this percent of the runs")
+	f.addFlags(c, "Monte Carlo runs per strategy", "how long to wait for the sources and the offering searches")
+	return c
+}
+
+// addFlags adds the job's terms and the runs, -o and --timeout: the flags
+// plan and job start share.
+func (f *planFlags) addFlags(c *cobra.Command, runs, timeout string) {
+	fl := c.Flags()
 	fl.IntVar(&f.gpus, "gpus", 0, "GPUs the job needs at once (default: config plan.gpus, else 8)")
 	fl.Float64Var(&f.hours, "hours", 0, "hours of work, on the first --gpu model (default: config plan.hours, else 24)")
 	fl.StringVar(&f.start, "start", "", "earliest start: "+domain.WhenForm+" (default now)")
@@ -136,11 +130,20 @@ changeover leaves too short for the work.`,
 	fl.DurationVar(&f.checkpoint, "checkpoint", 0, "time between checkpoints; 0 keeps progress at an interruption (default: config plan.checkpoint, else 15m)")
 	fl.BoolVar(&f.noCheckpoint, "no-checkpoint", false, "the job cannot checkpoint: an interruption starts it over (a workshop, a load test)")
 	fl.DurationVar(&f.changeover, "changeover", 0, "wall time a start or switch costs: provisioning, image, restore (default: config plan.changeover, else 12m)")
-	fl.Float64Var(&f.onTime, "on-time", 95, "rank first the strategies on time at least this percent of the runs")
-	fl.IntVar(&f.runs, "runs", 10000, "Monte Carlo runs per strategy")
+	fl.IntVar(&f.runs, "runs", 10000, runs)
 	addOutputFlag(c, &f.output)
-	fl.DurationVar(&f.timeout, "timeout", defaultTimeout, "how long to wait for the sources and the offering searches")
-	return c
+	fl.DurationVar(&f.timeout, "timeout", defaultTimeout, timeout)
+}
+
+// check refuses runs out of range and a checkpoint both set and refused.
+func (f *planFlags) check(cmd *cobra.Command) error {
+	if f.runs < 1 || f.runs > 1_000_000 {
+		return usagef("--runs %d: want a whole number of Monte Carlo runs from 1 to 1000000", f.runs)
+	}
+	if cmd.Flags().Changed("checkpoint") && f.noCheckpoint {
+		return usagef("--checkpoint and --no-checkpoint together: want one of them")
+	}
+	return nil
 }
 
 // planJob reads the job from the flags over config plan.*; a bad value is
@@ -186,53 +189,36 @@ func (e *env) planJob(cmd *cobra.Command, f planFlags, now time.Time) (planner.J
 	}
 	job.Deadline = d
 	if err := job.Check(now, e.PlanSpeeds()); err != nil {
-		return job, planUsage(err)
+		return job, app.PlanUsage(err)
 	}
 	return job, nil
-}
-
-// planUsage words a planner refusal as a usage error naming the flag.
-func planUsage(err error) error {
-	var fe *planner.FieldError
-	if errors.As(err, &fe) {
-		return usagef("--%s %s", fe.Field, fe.Msg)
-	}
-	return err
 }
 
 func (a *runner) runPlan(parent context.Context, job planner.Job, f planFlags) error {
 	e := a.env
 	ctx, cancel := context.WithTimeout(parent, f.timeout)
 	defer cancel()
-	ps, err := a.Providers(ctx)
+	market, svc, err := a.PlanMarket(ctx, job, f.timeout)
 	if err != nil {
 		return err
 	}
-	a.modelsChecked = true // CheckModelsSold says it, once
-	snap, err := a.ReadySnapshot(ctx, f.timeout)
+	// The blocks and reservations the job could use, searched as
+	// `offerings` does, so what the plan shows can be booked by id.
+	market.Offerings, err = a.OfferingsFor(ctx, svc, job, func(msg string) { fmt.Fprintf(a.errOut, "gpumarket: plan: %s\n", msg) })
 	if err != nil {
 		return err
 	}
-	market := planner.Market{Pools: planner.WithOwn(e.PlanPools(snap, job), a.OwnFleets(ctx))}
-	if err := e.CheckModelsSold(snap, job.Models); err != nil {
-		return err
-	}
-	offs, err := a.planOfferings(ctx, ps, job, f.timeout)
-	if err != nil {
-		return err
-	}
-	market.Offerings = offs
 	results, err := planner.PlanContext(parent, job, market, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.PlanSpeeds()})
 	if errors.Is(err, context.Canceled) {
 		return errors.New("plan: interrupted")
 	}
 	if err != nil {
-		return planUsage(err)
+		return app.PlanUsage(err)
 	}
 	planner.Rank(results, f.onTime)
-	rows := make([]planRow, len(results))
+	rows := make([]present.PlanRow, len(results))
 	for i, r := range results {
-		rows[i] = planRowOf(r, e.Config.Budget)
+		rows[i] = present.NewPlanRow(r, e.Config.Budget.MaxBookingUSD, e.Config.Budget.MaxDailyUSD)
 	}
 	a.banner(f.output)
 	if f.output != formatTable {
@@ -244,7 +230,7 @@ func (a *runner) runPlan(parent context.Context, job planner.Job, f planFlags) e
 // planTable writes the rows on time at least onTime percent, then the
 // rest under a line saying so (as the Plan view does), then each row's
 // assumptions, and where a row is over a cap, the key and the file.
-func (e *env) planTable(rows []planRow, results []planner.Result, onTime float64) error {
+func (e *env) planTable(rows []present.PlanRow, results []planner.Result, onTime float64) error {
 	split := len(rows)
 	for i, r := range results {
 		if r.OnTimePct < onTime {
@@ -282,16 +268,4 @@ func (e *env) planTable(rows []planRow, results []planner.Result, onTime float64
 			e.Config.Budget.MaxBookingUSD, e.Config.Budget.MaxDailyUSD, path)
 	}
 	return nil
-}
-
-// planOfferings asks the booking service for the blocks and reservations
-// the job could use (planner.BlockQueries), as `offerings` does, so what
-// the plan shows can be booked by id. A provider that fails is reported
-// and left out; none selling blocks is no error.
-func (a *runner) planOfferings(ctx context.Context, ps []domain.Provider, job planner.Job, timeout time.Duration) ([]domain.Offering, error) {
-	svc, err := a.Booking(ps, timeout)
-	if err != nil {
-		return nil, err
-	}
-	return a.OfferingsFor(ctx, svc, job, func(msg string) { fmt.Fprintf(a.errOut, "gpumarket: plan: %s\n", msg) })
 }

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // runPlanOnTraces plans the job on a market made of trace files, each a
@@ -22,7 +24,7 @@ func (a *runner) runPlanOnTraces(ctx context.Context, job planner.Job, f planFla
 			return usagef("--%s %v: want a price above 0 per instance-hour", v.name, v.val)
 		}
 	}
-	traces, err := readTraces(f.traces)
+	traces, err := app.ReadTraces(f.traces)
 	if err != nil {
 		return err
 	}
@@ -33,12 +35,12 @@ func (a *runner) runPlanOnTraces(ctx context.Context, job planner.Job, f planFla
 	}
 	results, err := planner.PlanContext(ctx, job, m, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.PlanSpeeds()})
 	if err != nil {
-		return planUsage(err)
+		return app.PlanUsage(err)
 	}
 	planner.Rank(results, f.onTime)
-	rows := make([]planRow, len(results))
+	rows := make([]present.PlanRow, len(results))
 	for i, r := range results {
-		rows[i] = planRowOf(r, e.Config.Budget)
+		rows[i] = present.NewPlanRow(r, e.Config.Budget.MaxBookingUSD, e.Config.Budget.MaxDailyUSD)
 	}
 	if f.output != formatTable {
 		return writeRows(e.out, f.output, rows)

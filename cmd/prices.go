@@ -35,9 +35,6 @@ null in JSON, empty in CSV and "-" in the table.`,
   gpumarket prices --provider aws --region us-east-1,us-west-2 -o csv`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputTimeout(output, timeout); err != nil {
-				return err
-			}
 			return cl.withApp(cmd, func(a *runner) error {
 				snap, err := a.ReadySnapshot(cmd.Context(), timeout)
 				if err != nil {
@@ -57,15 +54,9 @@ null in JSON, empty in CSV and "-" in the table.`,
 // banner says "SIMULATED MARKET" first when the sim is a source: on stdout
 // before a table, on stderr for json and csv so scripts read clean data.
 func (a *runner) banner(format string) {
-	e := a.env
-	if !a.Simulated() {
-		return
+	if a.Simulated() {
+		fmt.Fprintln(a.summaryOut(format), a.Table().SimBanner())
 	}
-	w := e.errOut
-	if format == formatTable {
-		w = e.out
-	}
-	fmt.Fprintln(w, a.Table().SimBanner())
 }
 
 // priceRows makes one row per pool of the snapshot that matches the query,
@@ -73,10 +64,10 @@ func (a *runner) banner(format string) {
 // Market view's rows and its first order, printed through the columns
 // present.Prices declares (DESIGN.md's fields). Unknown values are null
 // in JSON, never made up.
-func (e *env) priceRows(snap *feed.Snapshot) priceTable {
+func (e *env) priceRows(snap *feed.Snapshot) []present.Row {
 	from, to := e.windowOf(snap)
 	basis := e.PlanBasis()
-	rows := make(priceTable, 0, len(snap.Pools))
+	rows := make([]present.Row, 0, len(snap.Pools))
 	for i := range snap.Pools {
 		pv := &snap.Pools[i]
 		if !e.Query.Matches(pv.Pool) {
@@ -87,7 +78,3 @@ func (e *env) priceRows(snap *feed.Snapshot) priceTable {
 	slices.SortStableFunc(rows, func(a, b present.Row) int { return present.Compare(present.Sorts[0], &a, &b, false) })
 	return rows
 }
-
-// priceTable is the rows of `prices`; writeRows prints them through
-// present.Prices.
-type priceTable []present.Row

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -32,9 +31,6 @@ type cli struct {
 type runner struct {
 	*env
 	*app.App
-
-	// modelsChecked: the command says itself which GPU models no pool sells.
-	modelsChecked bool
 }
 
 // newApp loads the settings; nothing is built or started yet.
@@ -59,21 +55,6 @@ func (c *cli) withApp(cmd *cobra.Command, f func(*runner) error) error {
 // appOf is the app over settings already made (tests make their own).
 func (c *cli) appOf(parent context.Context, e *env) *runner {
 	return &runner{env: e, App: app.New(parent, &e.Settings, c.table, e.errOut)}
-}
-
-// ReadySnapshot runs the hub until every source's first back-fill or timeout,
-// warning of each that failed; one bad region never blanks the others' rows.
-func (a *runner) ReadySnapshot(ctx context.Context, timeout time.Duration) (*feed.Snapshot, error) {
-	ps, down, err := a.Reachable(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return a.waitReady(ctx, a.HubOver(ps), timeout, down...)
-}
-
-// waitReady is app.Ready, told whether this command names unsold models itself.
-func (a *runner) waitReady(ctx context.Context, h *feed.Hub, timeout time.Duration, down ...app.Warning) (*feed.Snapshot, error) {
-	return a.Ready(ctx, h, timeout, a.modelsChecked, down)
 }
 
 // say writes a line of what happened on stderr.
@@ -109,6 +90,7 @@ With no config file and no --provider it shows a simulated market.`,
 	root.Version = version()
 	root.SetVersionTemplate("gpumarket {{.Version}}\n")
 	root.SetFlagErrorFunc(flagErrorFunc)
+	root.PersistentPreRunE = checkFlags
 	c.addCommonFlags(root)
 	root.AddCommand(
 		c.pricesCmd(), c.historyCmd(), c.offeringsCmd(), c.bookCmd(),

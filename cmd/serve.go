@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,9 +16,9 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
-
 	"github.com/gpumarket/gpumarket/server"
 	"github.com/gpumarket/gpumarket/tui"
 )
@@ -138,7 +137,7 @@ func (cl *cli) runServe(cmd *cobra.Command) error {
 		MaxSessions:        sc.MaxSessions,
 		Hub:                h,
 		NewModel:           sessionModel(a, h, svc),
-		Drain:              drainLedger(st, a.Now()),
+		Drain:              app.DrainLedger(st, a.Now()),
 		Logger:             e.Log,
 	})
 	if err != nil {
@@ -184,33 +183,4 @@ func sessionZone(environ []string) *time.Location {
 		return nil
 	}
 	return loc
-}
-
-// drainLedger waits until no call a session started is pending, so the process
-// never exits between an intent and its outcome.
-func drainLedger(st *ledger.Store, since time.Time) func(context.Context) error {
-	return func(ctx context.Context) error {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			rows, err := st.List(context.WithoutCancel(ctx), ledger.StatePending)
-			if err != nil {
-				return fmt.Errorf("read the ledger: %w", err)
-			}
-			var pending []string
-			for _, r := range rows {
-				if strings.HasPrefix(r.Actor, "ssh:") && !r.CreatedAt.Before(since) {
-					pending = append(pending, r.ID)
-				}
-			}
-			if len(pending) == 0 {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("ledger rows %s still pending (they will be reconciled at the next start): %w", strings.Join(pending, ", "), ctx.Err())
-			case <-tick.C:
-			}
-		}
-	}
 }

@@ -13,6 +13,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/internal/testutil"
@@ -282,7 +283,7 @@ func TestDrainLedger(t *testing.T) {
 		return r
 	}
 	intent("alice@laptop", "local-one") // a local purchase: not the server's to wait for
-	drain := drainLedger(st, start)
+	drain := app.DrainLedger(st, start)
 	if err := drain(ctx); err != nil {
 		t.Fatalf("drain with only a local row pending: %v", err)
 	}

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"runtime/debug"
+	"slices"
 	"strings"
 )
 
@@ -24,33 +25,20 @@ func versionOf(bi *debug.BuildInfo) string {
 	if v == "" {
 		v = "(devel)"
 	}
-	var rev, at string
-	modified := false
+	vcs := map[string]string{}
 	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.time":
-			at = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
+		vcs[s.Key] = s.Value
 	}
+	rev := vcs["vcs.revision"]
 	if rev == "" {
 		return v
 	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	var notes []string
-	if at != "" {
-		notes = append(notes, at)
-	}
-	if modified {
+	v += " revision " + rev[:min(len(rev), 12)]
+	notes := []string{vcs["vcs.time"]}
+	if vcs["vcs.modified"] == "true" {
 		notes = append(notes, "modified")
 	}
-	v += " revision " + rev
-	if len(notes) > 0 {
+	if notes = slices.DeleteFunc(notes, func(n string) bool { return n == "" }); len(notes) > 0 {
 		v += " (" + strings.Join(notes, ", ") + ")"
 	}
 	return v

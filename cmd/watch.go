@@ -12,7 +12,6 @@ import (
 	"github.com/gpumarket/gpumarket/app"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
-
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -50,9 +49,6 @@ one did.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkTimeout(timeout); err != nil {
-				return err
-			}
 			return cl.runWatch(cmd, once, timeout)
 		},
 	}
@@ -71,23 +67,9 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	// Headless: the log is stderr, alerts are stdout.
 	e.Log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
-	fileRules, err := a.FileRules()
+	all, err := a.WatchRules()
 	if err != nil {
 		return err
-	}
-	if err := a.CheckConfigRules(); err != nil {
-		return err
-	}
-	if err := a.CheckRules(a.RulesFile(), fileRules); err != nil {
-		return err
-	}
-	all := append(append([]watch.Spec(nil), e.Rules...), fileRules...)
-	if len(all) == 0 {
-		where := "no config file was read"
-		if e.Config.Path != "" {
-			where = "config " + e.Config.Path
-		}
-		return usagef("no watch rules: add a watch: list to the config (%s), or make rules in the TUI with a; see the README's Watch section", where)
 	}
 	ctx := cmd.Context()
 	// The providers serve the config's regions; the market the rules'.
@@ -106,7 +88,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	}
 	if !once {
 		a.DriveJobs(svc, ps)
-		defer trimAfterStart()()
+		defer app.TrimAfterStart()()
 	}
 	ev, err := a.NewWatcher(app.WatcherOptions{Hub: h, Booking: svc, Tracker: a.Tracker(ps), Market: market.For,
 		OnAlert: func(al watch.Alert) { fmt.Fprintln(e.out, al.Line()) }})
@@ -120,7 +102,7 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if once {
 		var snap *feed.Snapshot
 		if h != nil {
-			if snap, err = a.waitReady(ctx, h, timeout); err != nil {
+			if snap, err = a.Ready(ctx, h, timeout, false, nil); err != nil {
 				// Not a configuration error: the other rules still run.
 				e.Log.Warn("the market did not load: spot and bucket rules are not evaluated this time", "err", err)
 				snap = nil

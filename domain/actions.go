@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -181,12 +182,33 @@ const (
 // FleetLengthForm is what a fleet's length may be, for messages.
 const FleetLengthForm = "a whole number and a unit m, h, d or w (such as 90m, 3h or 2d), from 5m to 90d"
 
-// ScheduleError is a fleet schedule typed wrong: Field is "start" or "for".
-type ScheduleError struct {
+// MaxInstances bounds any instance count sent: past it is a typo, or wraps in 32-bit fields.
+const MaxInstances = 10_000
+
+// FleetError is a fleet's term out of bounds. Field is the form's name of it
+// (start, for, target, on-demand-base, strategy, max-price), Value as typed
+// (strings quoted); each screen names Field its own way, Why is the same.
+type FleetError struct {
 	Field, Value, Why string
 }
 
-func (e *ScheduleError) Error() string { return fmt.Sprintf("%s %q: %s", e.Field, e.Value, e.Why) }
+func (e *FleetError) Error() string { return fmt.Sprintf("%s %s: %s", e.Field, e.Value, e.Why) }
+
+// CheckTerms refuses a fleet's size, split, strategy or max price that no
+// launch takes; an empty strategy is the default.
+func (s FleetSpec) CheckTerms() error {
+	switch n, od := s.TargetCapacity, s.OnDemandBase; {
+	case n < 1 || n > MaxInstances:
+		return &FleetError{"target", strconv.Itoa(n), fmt.Sprintf("want a whole number of instances, 1 to %d", MaxInstances)}
+	case od < 0 || od > n:
+		return &FleetError{"on-demand-base", strconv.Itoa(od), fmt.Sprintf("want 0 to the target (%d)", n)}
+	case s.Strategy != "" && !slices.Contains(Strategies, s.Strategy):
+		return &FleetError{"strategy", strconv.Quote(s.Strategy), "want one of " + strings.Join(Strategies, ", ")}
+	case s.MaxPriceUSD != nil && (!(*s.MaxPriceUSD > 0) || math.IsInf(*s.MaxPriceUSD, 0)):
+		return &FleetError{"max-price", fmt.Sprint(*s.MaxPriceUSD), "want a positive price in $ per instance-hour"}
+	}
+	return nil
+}
 
 // ParseFleetSchedule reads a typed start (as ParseWhen; "": now) and length ("": until deleted).
 func ParseFleetSchedule(start, length string, now time.Time) (from, to time.Time, err error) {
@@ -196,23 +218,23 @@ func ParseFleetSchedule(start, length string, now time.Time) (from, to time.Time
 			if strings.Contains(err.Error(), "90 days") {
 				why = "more than 90 days ahead"
 			}
-			return time.Time{}, time.Time{}, &ScheduleError{Field: "start", Value: start, Why: why}
+			return time.Time{}, time.Time{}, &FleetError{Field: "start", Value: strconv.Quote(start), Why: why}
 		}
 		switch {
 		case !from.After(now):
-			return time.Time{}, time.Time{}, &ScheduleError{Field: "start", Value: start, Why: fmt.Sprintf("%s has passed (now %s): want a time ahead",
+			return time.Time{}, time.Time{}, &FleetError{Field: "start", Value: strconv.Quote(start), Why: fmt.Sprintf("%s has passed (now %s): want a time ahead",
 				from.In(now.Location()).Format("Mon 2006-01-02 15:04 MST"), now.Format("Mon 2006-01-02 15:04 MST"))}
 		case from.Sub(now) > MaxFleetLead:
-			return time.Time{}, time.Time{}, &ScheduleError{Field: "start", Value: start, Why: fmt.Sprintf("a fleet is scheduled at most %d days ahead", int(MaxFleetLead.Hours()/24))}
+			return time.Time{}, time.Time{}, &FleetError{Field: "start", Value: strconv.Quote(start), Why: fmt.Sprintf("a fleet is scheduled at most %d days ahead", int(MaxFleetLead.Hours()/24))}
 		}
 	}
 	if s := strings.TrimSpace(length); s != "" {
 		d, err := ParseSpan(s, "mhdw", MaxFleetLength)
 		switch {
 		case errors.Is(err, ErrSpanTooLong):
-			return time.Time{}, time.Time{}, &ScheduleError{Field: "for", Value: length, Why: fmt.Sprintf("a scheduled fleet lasts at most %d days; want %s", int(MaxFleetLength.Hours()/24), FleetLengthForm)}
+			return time.Time{}, time.Time{}, &FleetError{Field: "for", Value: strconv.Quote(length), Why: fmt.Sprintf("a scheduled fleet lasts at most %d days; want %s", int(MaxFleetLength.Hours()/24), FleetLengthForm)}
 		case err != nil || d < MinFleetLength:
-			return time.Time{}, time.Time{}, &ScheduleError{Field: "for", Value: length, Why: "want " + FleetLengthForm}
+			return time.Time{}, time.Time{}, &FleetError{Field: "for", Value: strconv.Quote(length), Why: "want " + FleetLengthForm}
 		}
 		base := from
 		if base.IsZero() {

@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -18,5 +20,32 @@ func TestOfferingFigures(t *testing.T) {
 	o.StartsOnPurchase = true
 	if got := o.CostTerms(); !strings.HasPrefix(got, "Estimated cost: $7680.00 USD") || !strings.Contains(got, "until the reservation is deleted") || strings.Contains(got, "non-refundable") {
 		t.Errorf("reservation terms %q", got)
+	}
+}
+
+// TestCheckTermsNamesTheField: every screen's fleet check is this one; it
+// takes the bounds themselves and names the field past them.
+func TestCheckTermsNamesTheField(t *testing.T) {
+	ok := FleetSpec{TargetCapacity: MaxInstances, OnDemandBase: MaxInstances, MaxPriceUSD: Float(0.01)}
+	if err := ok.CheckTerms(); err != nil {
+		t.Fatalf("the bounds themselves: %v", err)
+	}
+	for _, c := range []struct {
+		edit  func(*FleetSpec)
+		field string
+	}{
+		{func(s *FleetSpec) { s.TargetCapacity = 0 }, "target"},
+		{func(s *FleetSpec) { s.TargetCapacity, s.OnDemandBase = MaxInstances+1, 0 }, "target"},
+		{func(s *FleetSpec) { s.OnDemandBase = -1 }, "on-demand-base"},
+		{func(s *FleetSpec) { s.TargetCapacity = 3 }, "on-demand-base"},
+		{func(s *FleetSpec) { s.Strategy = "cheapest" }, "strategy"},
+		{func(s *FleetSpec) { s.MaxPriceUSD = Float(math.NaN()) }, "max-price"},
+	} {
+		s := ok
+		c.edit(&s)
+		var fe *FleetError
+		if err := s.CheckTerms(); !errors.As(err, &fe) || fe.Field != c.field {
+			t.Errorf("%+v: %v, want the %s refused", s, err, c.field)
+		}
 	}
 }

@@ -117,7 +117,7 @@ func TestParseFleetSchedule(t *testing.T) {
 		{"", "13w", "for", "at most 90 days"},
 	} {
 		_, _, err := ParseFleetSchedule(c.start, c.length, now)
-		var se *ScheduleError
+		var se *FleetError
 		if !errors.As(err, &se) || se.Field != c.field || !strings.Contains(se.Why, c.why) {
 			t.Errorf("start %q for %q: %v; want the %s refused saying %q", c.start, c.length, err, c.field, c.why)
 		}
@@ -132,7 +132,7 @@ func FuzzParseFleetSchedule(f *testing.F) {
 	f.Fuzz(func(t *testing.T, start, length string) {
 		from, to, err := ParseFleetSchedule(start, length, now)
 		if err != nil {
-			var se *ScheduleError
+			var se *FleetError
 			if !errors.As(err, &se) || (se.Field != "start" && se.Field != "for") || !from.IsZero() || !to.IsZero() {
 				t.Fatalf("%q %q: error %v with %v – %v", start, length, err, from, to)
 			}

@@ -300,17 +300,14 @@ type RegionErrors interface {
 // ledgerWork bounds a search's ledger work apart from ctx, which a hung provider may use up.
 const ledgerWork = 15 * time.Second
 
-// MaxInstances bounds any instance count sent: past it is a typo, or wraps in 32-bit fields.
-const MaxInstances = 10_000
-
 // FindOfferings asks every block seller at once and fails only when none answered.
 func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Search, error) {
 	lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerWork)
 	defer lcancel()
 	s.remember(lctx)
 	res := Search{Failed: map[string]error{}, At: s.opt.Now()}
-	if q.Instances < 0 || q.Instances > MaxInstances || q.GPUs < 0 || q.GPUs > MaxInstances*8 {
-		return res, domain.InvalidQueryf("count %d instances (%d GPUs): want 1 to %d instances", q.Instances, q.GPUs, MaxInstances)
+	if q.Instances < 0 || q.Instances > domain.MaxInstances || q.GPUs < 0 || q.GPUs > domain.MaxInstances*8 {
+		return res, domain.InvalidQueryf("count %d instances (%d GPUs): want 1 to %d instances", q.Instances, q.GPUs, domain.MaxInstances)
 	}
 	type answer struct {
 		offs []domain.Offering

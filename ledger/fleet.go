@@ -195,17 +195,11 @@ func CheckFleet(spec domain.FleetSpec) error {
 		return errors.New("fleet: region is required")
 	case len(spec.InstanceTypes) == 0:
 		return errors.New("fleet: at least one instance type is required")
-	case spec.TargetCapacity < 1 || spec.TargetCapacity > MaxInstances:
-		return fmt.Errorf("fleet: target capacity %d: want a whole number of instances, 1 to %d", spec.TargetCapacity, MaxInstances)
-	case spec.OnDemandBase < 0 || spec.OnDemandBase > spec.TargetCapacity:
-		return fmt.Errorf("fleet: on-demand base %d: want 0 to the target capacity %d", spec.OnDemandBase, spec.TargetCapacity)
-	case spec.MaxPriceUSD != nil && !(*spec.MaxPriceUSD > 0):
-		return fmt.Errorf("fleet: max price %v: want a positive $/instance-hour", *spec.MaxPriceUSD)
 	}
-	if spec.Strategy == "" || slices.Contains(domain.Strategies, spec.Strategy) {
-		return nil
+	if err := spec.CheckTerms(); err != nil {
+		return fmt.Errorf("fleet: %w", err)
 	}
-	return fmt.Errorf("fleet: strategy %q: want one of %s", spec.Strategy, strings.Join(domain.Strategies, ", "))
+	return nil
 }
 
 // LaunchFleet launches a fleet through the ledger (docs/DESIGN.md, "Money").

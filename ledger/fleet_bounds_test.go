@@ -20,14 +20,14 @@ import (
 func TestFleetCountsBounded(t *testing.T) {
 	f := newFixture(t, "", "aws", ledger.Budget{})
 	f.fake.SpotUSDHour = 1
-	for _, n := range []int{4294967298, ledger.MaxInstances + 1, -1} {
+	for _, n := range []int{4294967298, domain.MaxInstances + 1, -1} {
 		spec := domain.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: n}
 		_, err := f.svc.LaunchFleet(context.Background(), ledger.FleetRequest{Spec: spec})
 		if err == nil || !strings.Contains(err.Error(), "10000") {
 			t.Errorf("target %d: %v, want a refusal naming the limit", n, err)
 		}
 	}
-	spec := domain.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: ledger.MaxInstances}
+	spec := domain.FleetSpec{Provider: "aws", Region: "us-east-1", InstanceTypes: []string{"p5.48xlarge"}, TargetCapacity: domain.MaxInstances}
 	if err := ledger.CheckFleet(spec); err != nil {
 		t.Errorf("the limit itself: %v", err)
 	}

@@ -164,3 +164,26 @@ func totals[R any](key *Col[R], t func(R) *ledger.Total, hidden string, busy fun
 		usd("idle_usd", "IDLE $", func(t *ledger.Total) float64 { return t.IdleUSD }),
 		&Col[R]{Field: "rows_without_metrics", Head: "WITHOUT METRICS", Format: hidden, Value: func(r R) any { return t(r).NoMetrics }})
 }
+
+// DayRows are the report's days, each with the busiest day's booked
+// GPU-hours for its bar.
+func DayRows(rep ledger.UsageReport) []DayTotal {
+	peak := 0.0
+	for _, d := range rep.Days {
+		peak = math.Max(peak, d.BookedGPUHours)
+	}
+	out := make([]DayTotal, len(rep.Days))
+	for i, d := range rep.Days {
+		out[i] = DayTotal{Total: d, Peak: peak}
+	}
+	return out
+}
+
+// ActorRows are the report's totals per actor.
+func ActorRows(rep ledger.UsageReport) []ActorTotal {
+	out := make([]ActorTotal, 0, len(rep.Actors)+1)
+	for _, t := range rep.Actors {
+		out = append(out, ActorTotal{Total: t})
+	}
+	return out
+}

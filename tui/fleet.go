@@ -163,19 +163,23 @@ func (v *fleetView) compose() (spec domain.FleetSpec, err error) {
 	for r := range regions {
 		spec.Region = r
 	}
-	if spec.TargetCapacity, err = strconv.Atoi(strings.TrimSpace(v.form.target)); err != nil || spec.TargetCapacity < 1 {
-		return spec, fmt.Errorf("target %q: want a whole number of instances, at least 1", v.form.target)
+	// What does not parse is said here; what is out of bounds, by the fleet's terms.
+	if spec.TargetCapacity, err = strconv.Atoi(strings.TrimSpace(v.form.target)); err != nil {
+		return spec, fmt.Errorf("target %q: want a whole number of instances", v.form.target)
 	}
-	if spec.OnDemandBase, err = strconv.Atoi(strings.TrimSpace(v.form.onDemand)); err != nil || spec.OnDemandBase < 0 || spec.OnDemandBase > spec.TargetCapacity {
+	if spec.OnDemandBase, err = strconv.Atoi(strings.TrimSpace(v.form.onDemand)); err != nil {
 		return spec, fmt.Errorf("on-demand base %q: want 0 to the target", v.form.onDemand)
 	}
 	spec.Strategy = domain.Strategies[v.form.strategy%len(domain.Strategies)]
 	if s := strings.TrimSpace(v.form.maxPrice); s != "" {
 		p, err := strconv.ParseFloat(s, 64)
-		if err != nil || !(p > 0) || math.IsInf(p, 0) {
+		if err != nil {
 			return spec, fmt.Errorf("max price %q: want a positive $ per instance-hour, or empty for the on-demand price", s)
 		}
 		spec.MaxPriceUSD = &p
+	}
+	if err := spec.CheckTerms(); err != nil {
+		return spec, err
 	}
 	spec.LaunchTemplate = strings.TrimSpace(v.form.template)
 	if spec.Start, spec.End, err = domain.ParseFleetSchedule(v.form.start, v.form.length, v.c.now()); err != nil {

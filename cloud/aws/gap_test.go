@@ -2,12 +2,15 @@ package aws
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
 )
 
 // A region whose back-fill failed while another answered (so the hub
@@ -111,4 +114,59 @@ func TestFetchRegionFailedLivePollRetriesItsSpan(t *testing.T) {
 	if pools == 0 {
 		t.Fatal("no us-west-2 pools: nothing was checked")
 	}
+}
+
+// The hub with the real provider: us-west-2's failed back-fill reaches the
+// hub as an Event, the hub sets the region's gap on its next poll, and the
+// provider's answer fills the whole window.
+func TestHubCatchesUpAFailedRegionThroughItsGap(t *testing.T) {
+	f := newFixture(t)
+	f.fake.AddFault(ec2test.Fault{Action: "DescribeSpotPriceHistory", Region: "us-west-2", Times: 4,
+		Status: http.StatusInternalServerError, Code: "InternalError", Message: "An internal error has occurred"})
+	p := f.provider(t, nil)
+	var clock atomic.Int64
+	clock.Store(testNow.Unix())
+	first := backfill(24 * time.Hour)
+	h := feed.New([]domain.Provider{p}, feed.Options{Query: first.Query, PublishEvery: time.Millisecond,
+		Interval: func(string) time.Duration { return 24 * time.Hour },
+		Now:      func() time.Time { return time.Unix(clock.Load(), 0).UTC() }})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go h.Run(ctx)
+	rd := f.fake.Region("us-west-2")
+	// wrong says how the snapshot's us-west-2 history differs from the fake's window, "" if not.
+	wrong := func(s *feed.Snapshot) string {
+		pools := 0
+		for _, pv := range s.Pools {
+			if pv.Region != "us-west-2" {
+				continue
+			}
+			pools++
+			min, max, last, _ := expectedStats(rd, pv.InstanceType, pv.Zone, first.Since, first.Until)
+			st := pv.History.Stats(first.Since.Unix(), first.Until.Unix())
+			if !st.OK || st.Min != min || st.Max != max || st.Last != last {
+				return fmt.Sprintf("%s: min %v max %v last %v, want %v %v %v", pv.Key, st.Min, st.Max, st.Last, min, max, last)
+			}
+		}
+		if pools == 0 {
+			return "no us-west-2 pools"
+		}
+		return ""
+	}
+	s, err := h.WaitReady(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrong(s) == "" {
+		t.Fatal("us-west-2 has its window after the failed back-fill: the fault did not bite")
+	}
+	clock.Store(testNow.Add(30 * time.Second).Unix())
+	h.Refresh()
+	why := "no snapshot after the poll"
+	for s := range h.Subscribe(ctx) {
+		if why = wrong(s); why == "" {
+			return
+		}
+	}
+	t.Fatalf("the hub's next poll did not catch up on us-west-2's window: %s", why)
 }

@@ -22,7 +22,9 @@ type FetchRequest struct {
 	Query        Query
 	Since, Until time.Time // a back-fill asks for the window, a poll from its last
 	Backfill     bool      // report progress; describe every pool
-	Aside        bool      // for another caller than the hub: see Gap
+	Aside        bool      // for another caller than the hub; it carries no Missed
+	// Missed is what each region's failed fetches missed, set by the hub: widen with Missed[region].Widen.
+	Missed map[string]Gap
 }
 
 // Sink receives events; it is safe for concurrent use and keeps no slice it is given.
@@ -36,7 +38,8 @@ type Event struct {
 	Points    []PricePoint  // in any order
 	Histories []PoolHistory // a Series per pool, which may be kept; see PricePoints
 	Progress  *Progress     // of Region's back-fill
-	Err       error         // Region's failure; its earlier data stays
+	Err       error         // Region's failure: its earlier data stays, the span is asked again
+	Soft      bool          // Err lost none of Region's history: shown, not asked again
 	Note      string        // a short status for the header
 }
 
@@ -95,7 +98,7 @@ type FleetLauncher interface {
 	DescribeFleet(ctx context.Context, region, id string) (Fleet, error)
 }
 
-// Gap is the history a region's failed fetches missed, asked for again with its next fetch.
+// Gap is the history a region's failed fetches missed; the hub asks for it again with the next fetch.
 type Gap struct{ From, Until time.Time }
 
 // Widen returns req widened over the gap, as a back-fill.

@@ -75,8 +75,8 @@ func TestReadLatestKeepsEachPoolsPriceInForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.got.Backfill || !p.got.Aside || !p.got.Since.Equal(t0.Add(-6*time.Hour)) || !p.got.Until.Equal(t0) {
-		t.Fatalf("asked %+v, want an aside back-fill of the 6 h before now", p.got)
+	if !p.got.Backfill || !p.got.Aside || p.got.Missed != nil || !p.got.Since.Equal(t0.Add(-6*time.Hour)) || !p.got.Until.Equal(t0) {
+		t.Fatalf("asked %+v, want an aside back-fill of the 6 h before now, with no gaps", p.got)
 	}
 	if got := l.Prices[a]; got.USDHour != 2 || !got.At.Equal(t0.Add(time.Minute)) {
 		t.Errorf("a in force %+v, want its latest point ($2 at +1m)", got)

@@ -74,15 +74,13 @@ type Batch struct {
 type regionCache struct {
 	// from: since when the region's history is held without a hole (zero: none).
 	from time.Time
-	// gap is what failed fetches missed; providers ask for it again, so the hub knows what a fetch covered.
-	gap domain.Gap
 	// cachedAt: where the cache's history ended at start, until the region answers (then zero).
 	cachedAt time.Time
 }
 
 type sourceCache struct {
-	regions          map[string]*regionCache
-	reported, failed map[string]bool
+	regions  map[string]*regionCache
+	reported map[string]bool
 	// catchUp: where the cache's history ends; the next fetch back-fills from there.
 	catchUp time.Time
 	// tried: how far back the cache was last asked, once per extension.
@@ -226,9 +224,6 @@ func (h *Hub) cacheEventLocked(st *sourceState, ev domain.Event, runs []Run) {
 	}
 	if ev.Region != "" {
 		sc.reported[ev.Region] = true
-		if ev.Err != nil {
-			sc.failed[ev.Region] = true
-		}
 	}
 	for _, p := range ev.Pools {
 		sc.reported[p.Region] = true
@@ -243,24 +238,18 @@ func (h *Hub) cacheEventLocked(st *sourceState, ev domain.Event, runs []Run) {
 }
 
 func (st *sourceState) beginFetchLocked() {
+	st.regionFailed = map[string]bool{}
 	if sc := st.cache; sc != nil {
-		sc.reported, sc.failed = map[string]bool{}, map[string]bool{}
+		sc.reported = map[string]bool{}
 	}
 }
 
 // settleCacheLocked records what a fetch covered per region: req widened over
-// its gap. A region first answering later than claimed lowers the claim, so the
+// its gap; call it before settleGapsLocked. A region first answering later than claimed lowers the claim, so the
 // hub never claims history it did not fetch.
 func (h *Hub) settleCacheLocked(st *sourceState, req domain.FetchRequest, err error) {
 	sc := st.cache
-	if sc == nil {
-		return
-	}
-	if err != nil {
-		for r := range sc.failed {
-			rc := sc.region(r)
-			rc.gap = rc.gap.After(rc.gap.Widen(req), true)
-		}
+	if sc == nil || err != nil {
 		return
 	}
 	for r := range sc.reported {
@@ -269,12 +258,10 @@ func (h *Hub) settleCacheLocked(st *sourceState, req domain.FetchRequest, err er
 	var spans []Span
 	gpus := slices.Sorted(slices.Values(h.opt.Query.GPUs))
 	for r, rc := range sc.regions {
-		w := rc.gap.Widen(req)
-		failed := sc.failed[r]
-		rc.gap = rc.gap.After(w, failed)
-		if failed {
+		if st.regionFailed[r] {
 			continue
 		}
+		w := st.missed[r].Widen(req)
 		rc.cachedAt = time.Time{}
 		if rc.from.IsZero() || w.Since.Before(rc.from) {
 			rc.from = w.Since

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -76,6 +77,10 @@ type sourceState struct {
 	failed     bool      // last fetch failed
 	staleAfter time.Duration
 	cache      *sourceCache // nil when the source is not cached
+	// missed is what each region's failed fetches missed, set on the next request.
+	missed map[string]domain.Gap
+	// regionFailed: the regions whose Err lost history in the fetch under way.
+	regionFailed map[string]bool
 }
 
 // New makes a hub over the sources. Call Run to start polling.
@@ -106,6 +111,7 @@ func New(sources []domain.Provider, opt Options) *Hub {
 		h.status[p.Name()] = &sourceState{
 			SourceStatus: SourceStatus{Provider: p.Name(), Simulated: p.Describe().Simulated, State: StateLoading, Interval: opt.Interval(p.Name())},
 			regions:      map[string]*RegionStatus{},
+			missed:       map[string]domain.Gap{},
 			staleAfter:   3 * opt.Interval(p.Name()) * time.Duration(max(opt.Speed, 1)),
 		}
 		h.wake[p.Name()] = make(chan struct{}, 1)
@@ -232,9 +238,10 @@ func (h *Hub) loop(ctx context.Context, p domain.Provider) {
 			catchUp = st.cache.catchUp
 		}
 		st.beginFetchLocked()
+		missed := maps.Clone(st.missed)
 		h.mu.Unlock()
 
-		req := domain.FetchRequest{Query: h.opt.Query, Until: now}
+		req := domain.FetchRequest{Query: h.opt.Query, Until: now, Missed: missed}
 		switch {
 		case !catchUp.IsZero():
 			// Back-fill from the cache's end (at least a second: a request must not be empty).
@@ -278,6 +285,7 @@ func (h *Hub) loop(ctx context.Context, p domain.Provider) {
 			}
 		}
 		h.settleCacheLocked(st, req, err)
+		st.settleGapsLocked(req, err)
 		h.dirty = true
 		h.mu.Unlock()
 		poke(h.fetched) // unless a publish is due already
@@ -300,6 +308,22 @@ func (h *Hub) loop(ctx context.Context, p domain.Provider) {
 		case <-t.C:
 		case <-h.wake[name]:
 			t.Stop()
+		}
+	}
+}
+
+// settleGapsLocked keeps what each failed region missed, to ask again; a region that answered has none left.
+func (st *sourceState) settleGapsLocked(req domain.FetchRequest, err error) {
+	for r := range st.regionFailed {
+		g := st.missed[r]
+		st.missed[r] = g.After(g.Widen(req), true)
+	}
+	if err != nil {
+		return // the other regions may not have been asked
+	}
+	for r := range st.missed {
+		if !st.regionFailed[r] {
+			delete(st.missed, r)
 		}
 	}
 }
@@ -358,6 +382,9 @@ func (h *Hub) apply(provider string, ev domain.Event) {
 		}
 	}
 	if st != nil {
+		if ev.Region != "" && ev.Err != nil && !ev.Soft {
+			st.regionFailed[ev.Region] = true
+		}
 		h.cacheEventLocked(st, ev, runs)
 		if ev.Region != "" {
 			rs := st.regions[ev.Region]

@@ -34,27 +34,6 @@ type regionState struct {
 	pools   map[domain.PoolKey]domain.Pool
 	// zoneNames maps zone ids ("use1-az1") to the names the history reports.
 	zoneNames map[string]string
-	// gap is what failed fetches missed; the next fetch asks for it again.
-	gap domain.Gap
-}
-
-// regionRequest widens the request over what earlier fetches missed.
-func (rs *regionState) regionRequest(req domain.FetchRequest) domain.FetchRequest {
-	if req.Aside {
-		return req
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return rs.gap.Widen(req)
-}
-
-func (rs *regionState) settle(req domain.FetchRequest, failed bool) {
-	if req.Aside {
-		return // the hub's next fetch catches up, not this one
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	rs.gap = rs.gap.After(req, failed)
 }
 
 func (p *Provider) regionState(region string) *regionState {
@@ -107,7 +86,7 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	rreqs := make([]domain.FetchRequest, len(regions))
 	var backfill []string
 	for i, r := range regions {
-		rreqs[i] = p.regionState(r).regionRequest(req)
+		rreqs[i] = req.Missed[r].Widen(req)
 		if rreqs[i].Backfill {
 			backfill = append(backfill, r)
 		}
@@ -129,7 +108,6 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	fanout.Each(len(regions), 0, func(i int) {
 		region := regions[i]
 		err := p.fetchRegion(ctx, region, rreqs[i], aids, sink)
-		p.regionState(region).settle(rreqs[i], err != nil)
 		if err != nil && ctx.Err() == nil {
 			errs[i] = err
 			p.opt.Logger.Info("aws region failed", "region", region, "err", err) // the region's Event says it to the user

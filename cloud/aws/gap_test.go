@@ -2,19 +2,21 @@ package aws
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gpumarket/gpumarket/cloud/aws/ec2test"
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
 )
 
 // A region whose back-fill failed while another answered (so the hub
 // counts the fetch a success and moves on to live polls from its Until)
-// must catch up on its whole window at the next poll, with its on-demand
-// prices, instead of showing only the price in force at the poll's start
-// as if it were the window's history.
+// reports its failure as an Event, and the hub's next poll, carrying the
+// gap, catches up on its whole window with its on-demand prices.
 func TestFetchRegionFailedBackfillCatchesUp(t *testing.T) {
 	f := newFixture(t)
 	f.fake.AddFault(ec2test.Fault{Action: "DescribeSpotPriceHistory", Region: "us-west-2", Times: 4,
@@ -28,8 +30,9 @@ func TestFetchRegionFailedBackfillCatchesUp(t *testing.T) {
 	if c.errs["us-west-2"] == nil {
 		t.Fatal("us-west-2 did not fail: the fault did not bite")
 	}
-	// The hub's next poll: live, from the back-fill's Until.
-	poll := domain.FetchRequest{Query: first.Query, Since: first.Until, Until: first.Until.Add(30 * time.Second)}
+	// The hub's next poll: live, from the back-fill's Until, with the region's gap.
+	poll := domain.FetchRequest{Query: first.Query, Since: first.Until, Until: first.Until.Add(30 * time.Second),
+		Missed: map[string]domain.Gap{"us-west-2": {From: first.Since, Until: first.Until}}}
 	if err := p.Fetch(context.Background(), poll, c.sink); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +59,7 @@ func TestFetchRegionFailedBackfillCatchesUp(t *testing.T) {
 	if pools == 0 {
 		t.Fatal("no us-west-2 pools after the catch-up poll")
 	}
-	// Caught up: the poll after asks only from its own Since again.
+	// The provider keeps no gap: a poll without one asks only from its own Since.
 	before := len(f.fake.Calls())
 	next := domain.FetchRequest{Query: first.Query, Since: poll.Until, Until: poll.Until.Add(30 * time.Second)}
 	if err := p.Fetch(context.Background(), next, c.sink); err != nil {
@@ -69,8 +72,8 @@ func TestFetchRegionFailedBackfillCatchesUp(t *testing.T) {
 	}
 }
 
-// A region that fails a live poll must not lose the changes of that
-// poll's span: the next poll asks again from where the failed one began.
+// A region that fails a live poll reports it; the next poll, carrying that
+// span as the region's gap, asks again from where the failed one began.
 func TestFetchRegionFailedLivePollRetriesItsSpan(t *testing.T) {
 	f := newFixture(t)
 	p := f.provider(t, nil)
@@ -90,7 +93,8 @@ func TestFetchRegionFailedLivePollRetriesItsSpan(t *testing.T) {
 	if c.errs["us-west-2"] == nil {
 		t.Fatal("us-west-2 did not fail: the fault did not bite")
 	}
-	next := domain.FetchRequest{Query: first.Query, Since: failed.Until, Until: testNow}
+	next := domain.FetchRequest{Query: first.Query, Since: failed.Until, Until: testNow,
+		Missed: map[string]domain.Gap{"us-west-2": {From: failed.Since, Until: failed.Until}}}
 	if err := p.Fetch(context.Background(), next, c.sink); err != nil {
 		t.Fatal(err)
 	}
@@ -112,49 +116,57 @@ func TestFetchRegionFailedLivePollRetriesItsSpan(t *testing.T) {
 	}
 }
 
-// TestAsideFetchLeavesTheGapToTheHub: a fetch made for another caller (a
-// fleet's estimate) between the hub's fetches must not take the catch-up
-// of a region's failed back-fill for itself: its points go to that
-// caller, not to the hub, so the hub's next poll still asks for the
-// missed span.
-func TestAsideFetchLeavesTheGapToTheHub(t *testing.T) {
+// The hub with the real provider: us-west-2's failed back-fill reaches the
+// hub as an Event, the hub sets the region's gap on its next poll, and the
+// provider's answer fills the whole window.
+func TestHubCatchesUpAFailedRegionThroughItsGap(t *testing.T) {
 	f := newFixture(t)
 	f.fake.AddFault(ec2test.Fault{Action: "DescribeSpotPriceHistory", Region: "us-west-2", Times: 4,
 		Status: http.StatusInternalServerError, Code: "InternalError", Message: "An internal error has occurred"})
 	p := f.provider(t, nil)
-	c := newCollector()
+	var clock atomic.Int64
+	clock.Store(testNow.Unix())
 	first := backfill(24 * time.Hour)
-	if err := p.Fetch(context.Background(), first, c.sink); err != nil {
+	h := feed.New([]domain.Provider{p}, feed.Options{Query: first.Query, PublishEvery: time.Millisecond,
+		Interval: func(string) time.Duration { return 24 * time.Hour },
+		Now:      func() time.Time { return time.Unix(clock.Load(), 0).UTC() }})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go h.Run(ctx)
+	rd := f.fake.Region("us-west-2")
+	// wrong says how the snapshot's us-west-2 history differs from the fake's window, "" if not.
+	wrong := func(s *feed.Snapshot) string {
+		pools := 0
+		for _, pv := range s.Pools {
+			if pv.Region != "us-west-2" {
+				continue
+			}
+			pools++
+			min, max, last, _ := expectedStats(rd, pv.InstanceType, pv.Zone, first.Since, first.Until)
+			st := pv.History.Stats(first.Since.Unix(), first.Until.Unix())
+			if !st.OK || st.Min != min || st.Max != max || st.Last != last {
+				return fmt.Sprintf("%s: min %v max %v last %v, want %v %v %v", pv.Key, st.Min, st.Max, st.Last, min, max, last)
+			}
+		}
+		if pools == 0 {
+			return "no us-west-2 pools"
+		}
+		return ""
+	}
+	s, err := h.WaitReady(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if c.errs["us-west-2"] == nil {
-		t.Fatal("us-west-2 did not fail: the fault did not bite")
+	if wrong(s) == "" {
+		t.Fatal("us-west-2 has its window after the failed back-fill: the fault did not bite")
 	}
-	// The estimate's fetch: six hours, aside.
-	aside := domain.FetchRequest{Query: domain.Query{Regions: []string{"us-west-2"}}, Since: first.Until.Add(-6 * time.Hour),
-		Until: first.Until, Backfill: true, Aside: true}
-	before := len(f.fake.Calls())
-	if err := p.Fetch(context.Background(), aside, newCollector().sink); err != nil {
-		t.Fatal(err)
-	}
-	for _, call := range f.fake.Calls()[before:] {
-		if call.Action == "DescribeSpotPriceHistory" && call.Params.Get("StartTime") != aside.Since.Format("2006-01-02T15:04:05Z") {
-			t.Errorf("the aside fetch asked from %s, want its own %s (not widened over the hub's gap)", call.Params.Get("StartTime"), aside.Since.Format(time.RFC3339))
+	clock.Store(testNow.Add(30 * time.Second).Unix())
+	h.Refresh()
+	why := "no snapshot after the poll"
+	for s := range h.Subscribe(ctx) {
+		if why = wrong(s); why == "" {
+			return
 		}
 	}
-	// The hub's next poll still catches up on the whole failed window.
-	poll := domain.FetchRequest{Query: first.Query, Since: first.Until, Until: first.Until.Add(30 * time.Second)}
-	before = len(f.fake.Calls())
-	if err := p.Fetch(context.Background(), poll, c.sink); err != nil {
-		t.Fatal(err)
-	}
-	caught := false
-	for _, call := range f.fake.Calls()[before:] {
-		if call.Action == "DescribeSpotPriceHistory" && call.Region == "us-west-2" && call.Params.Get("StartTime") == first.Since.Format("2006-01-02T15:04:05Z") {
-			caught = true
-		}
-	}
-	if !caught {
-		t.Error("after an aside fetch the hub's poll no longer asked for the region's failed back-fill")
-	}
+	t.Fatalf("the hub's next poll did not catch up on us-west-2's window: %s", why)
 }

@@ -104,7 +104,6 @@ type Provider struct {
 	evict   map[string]cached[map[string]string]
 	// hasHistory: pools priced by Resource Graph, so the list price's point is not mixed in.
 	hasHistory map[domain.PoolKey]bool
-	gaps       map[string]domain.Gap
 }
 
 type cached[T any] struct {
@@ -169,7 +168,6 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		prices:     map[string]cached[map[string]retailPrice]{},
 		evict:      map[string]cached[map[string]string]{},
 		hasHistory: map[domain.PoolKey]bool{},
-		gaps:       map[string]domain.Gap{},
 	}, nil
 }
 

@@ -56,9 +56,7 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 		if bound < len(regions) {
 			graph.expect(region)
 		}
-		rreq := p.regionRequest(region, req)
-		histOK, err := p.fetchRegion(ctx, c, graph, region, rreq, sink)
-		p.settle(region, rreq, !histOK || err != nil)
+		err := p.fetchRegion(ctx, c, graph, region, req.Missed[region].Widen(req), sink)
 		if err != nil {
 			sink(domain.Event{Provider: Name, Region: region, Err: err})
 			errs[i] = err
@@ -73,34 +71,9 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	return nil
 }
 
-// regionRequest widens the request over what the region's failed fetches missed:
-// the hub moves on to live polls when any region answers.
-func (p *Provider) regionRequest(region string, req domain.FetchRequest) domain.FetchRequest {
-	if req.Aside {
-		return req
-	}
-	p.cacheMu.Lock()
-	defer p.cacheMu.Unlock()
-	return p.gaps[region].Widen(req)
-}
-
-// settle records whether the region got its history (or list prices): a miss is asked again.
-func (p *Provider) settle(region string, req domain.FetchRequest, failed bool) {
-	if req.Aside {
-		return // the hub's next fetch catches up, not this one
-	}
-	p.cacheMu.Lock()
-	defer p.cacheMu.Unlock()
-	if g := p.gaps[region].After(req, failed); g != (domain.Gap{}) {
-		p.gaps[region] = g
-	} else {
-		delete(p.gaps, region)
-	}
-}
-
 // fetchRegion gets the sizes, then list prices, eviction rates and history at
 // once; failures of account-only data come after the pools, so they still show.
-func (p *Provider) fetchRegion(ctx context.Context, c *armClients, g *graphBatcher, region string, req domain.FetchRequest, sink domain.Sink) (histOK bool, err error) {
+func (p *Provider) fetchRegion(ctx context.Context, c *armClients, g *graphBatcher, region string, req domain.FetchRequest, sink domain.Sink) error {
 	// The others' grouped queries stop waiting for this region.
 	defer g.leave(region, typeEvictionRate)
 	defer g.leave(region, typePriceHistory)
@@ -116,7 +89,7 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, g *graphBatch
 	}
 	all, err := p.sizesFor(ctx, c, region)
 	if err != nil {
-		return false, err
+		return err
 	}
 	step()
 	var sizes []gpuSize
@@ -155,10 +128,9 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, g *graphBatch
 	}
 	wg.Wait()
 	if priceErr != nil {
-		return false, priceErr
+		return priceErr
 	}
 	soft := []error{evErr, histErr} // errors.Join leaves out the nil ones
-	histOK = histErr == nil
 	ev := domain.Event{Provider: Name, Region: region, Progress: &domain.Progress{Done: total, Total: total}}
 	p.cacheMu.Lock()
 	for _, s := range sizes {
@@ -207,9 +179,10 @@ func (p *Provider) fetchRegion(ctx context.Context, c *armClients, g *graphBatch
 	p.cacheMu.Unlock()
 	sink(ev)
 	if err := errors.Join(soft...); err != nil {
-		sink(domain.Event{Provider: Name, Region: region, Err: err})
+		// Only a history failure costs the hub a span to ask again.
+		sink(domain.Event{Provider: Name, Region: region, Err: err, Soft: histErr == nil})
 	}
-	return histOK, nil
+	return nil
 }
 
 // sizesFor returns the region's GPU sizes from ResourceSKUs (cached), else the catalog.

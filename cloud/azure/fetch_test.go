@@ -58,6 +58,16 @@ func (r *recorder) regionErr(region string) error {
 	return errors.Join(errs...)
 }
 
+// soft reports whether the region's errors all lost it no history, so the hub asks nothing again.
+func (r *recorder) soft(region string) bool {
+	for _, ev := range r.events {
+		if ev.Region == region && ev.Err != nil && !ev.Soft {
+			return false
+		}
+	}
+	return true
+}
+
 func (r *recorder) notes() string {
 	var s []string
 	for _, ev := range r.events {
@@ -475,6 +485,9 @@ func TestEvictionRateMapping(t *testing.T) {
 	}
 	if err := rec.regionErr("eastus"); err == nil || !strings.Contains(err.Error(), `unknown label "often"`) {
 		t.Errorf("unknown label: err = %v", err)
+	}
+	if !rec.soft("eastus") {
+		t.Error("an unknown eviction label is not Soft: the hub would ask the region's history again at every poll")
 	}
 }
 

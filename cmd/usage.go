@@ -80,7 +80,7 @@ func (a *runner) runUsage(ctx context.Context, since time.Duration, by string, t
 	case output == formatTable:
 		return writeUsageTable(a.out, rep, by)
 	case by == byDay:
-		return writeRows(a.out, output, present.DayRows(rep))
+		return writeRows(a.out, output, present.DayRows(rep.Days, 24))
 	case by == byActor:
 		return writeRows(a.out, output, present.ActorRows(rep))
 	}
@@ -101,7 +101,7 @@ func writeUsageTable(w io.Writer, rep ledger.UsageReport, by string) error {
 		fmt.Fprintln(w)
 	}
 	if by == byRow || by == byDay {
-		if err := writeRows(w, formatTable, present.DayRows(rep)); err != nil {
+		if err := writeRows(w, formatTable, present.DayRows(rep.Days, 24)); err != nil {
 			return err
 		}
 		fmt.Fprintln(w)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/series"
 )
@@ -35,12 +36,53 @@ func TestColumnsDeclareEachFace(t *testing.T) {
 	checkFaces(t, "usage", UsageView, Usage)
 	checkFaces(t, "offerings", BlocksView, Offerings)
 	checkFaces(t, "plan", PlanView, Plan)
-	checkFaces(t, "usage --by day", nil, Days)
-	checkFaces(t, "usage --by actor", nil, Actors)
+	checkFaces(t, "usage --by day", titled(Days), Days)
+	checkFaces(t, "usage --by actor", titled(Actors), Actors)
+	checkFaces(t, "alerts", Alerts, nil)
+	checkFaces(t, "rules", Rules, nil)
 	for _, c := range Sorts {
 		if c.Compare == nil || c.SortName == "" || c.SortShort == "" || c.Title == "" {
 			t.Errorf("sort %q: want a comparison, names and a view column to mark", c.SortName)
 		}
+	}
+}
+
+// titled is a column set's columns the TUI shows.
+func titled[R any](cols []*Col[R]) (out []*Col[R]) {
+	for _, c := range cols {
+		if c.Title != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TestTotalsWithoutMetricsAreNotIdle: a day or actor without metrics has
+// no busy hours ("-", not 0) and no idle dollars; with some rows without
+// them, its idle dollars are marked as leaving those out.
+func TestTotalsWithoutMetricsAreNotIdle(t *testing.T) {
+	cell := func(cols []*Col[*ActorTotal], title string, r *ActorTotal) string {
+		for _, c := range cols {
+			if c.Title == title {
+				return c.Cell(r)
+			}
+		}
+		t.Fatalf("no column %q", title)
+		return ""
+	}
+	none := &ActorTotal{Total: ledger.Total{Key: "local:alice", Rows: 2, BookedGPUHours: 8, NoMetrics: 2}}
+	some := &ActorTotal{Total: ledger.Total{Key: "local:bob", Rows: 2, BookedGPUHours: 8, BusyGPUHours: 2, IdleUSD: 1234.5, NoMetrics: 1}}
+	for _, tc := range []struct {
+		r              *ActorTotal
+		by, busy, idle string
+	}{{none, "alice", "-", "no metrics"}, {some, "bob", "2.0", "$1,234.50*"}} {
+		if got := [3]string{cell(Actors, "BY", tc.r), cell(Actors, "BUSY", tc.r), cell(Actors, "IDLE", tc.r)}; got != [3]string{tc.by, tc.busy, tc.idle} {
+			t.Errorf("%s: got %q, want %q %q %q", tc.r.Key, got, tc.by, tc.busy, tc.idle)
+		}
+	}
+	d := DayRows([]ledger.Total{{Key: "2026-11-17", Rows: 1, BookedGPUHours: 4, RunningGPUHours: 4}, {Key: "2026-11-18", BookedGPUHours: 8}}, 8)
+	if got := Days[0].Cell(&d[0]) + " " + DayBar.Cell(&d[0]); got != "11-17 ▓▓▓▓" {
+		t.Errorf("day cells: got %q, want the month and day and a bar half the peak's", got)
 	}
 }
 

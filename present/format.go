@@ -1,6 +1,7 @@
 package present
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -26,6 +27,27 @@ func Money(v float64) string {
 	default:
 		return strconv.FormatFloat(v, 'f', 4, 64)
 	}
+}
+
+// Dollars is a total in dollars with cents: "$1,234.56".
+func Dollars(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	whole, cents, _ := strings.Cut(strconv.FormatFloat(math.Abs(v), 'f', 2, 64), ".")
+	if math.Signbit(v) {
+		return "-$" + Thousands(whole) + "." + cents
+	}
+	return "$" + Thousands(whole) + "." + cents
+}
+
+// Thousands groups a whole number's digits by three: "10,000".
+func Thousands[T int | string](n T) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // GPUCount prints a GPU count: 8, or 0.17 for a partial-GPU size.

@@ -105,10 +105,11 @@ func metricsCell(r *ledger.UsageRow) string {
 }
 
 // DayTotal is a UTC day's usage; Peak is the busiest day's booked
-// GPU-hours, the scale of its bar.
+// GPU-hours, the scale of its bar, BarW the bar's cells.
 type DayTotal struct {
 	ledger.Total
 	Peak float64
+	BarW int
 }
 
 // ActorTotal is an actor's usage; All marks the row over every actor.
@@ -117,64 +118,97 @@ type ActorTotal struct {
 	All bool
 }
 
+// DayBar is the days' bar of booked, running and busy GPU-hours.
+var DayBar = &Col[*DayTotal]{Title: "█ busy ▓ running ▒ booked", Width: 8, MaxWidth: 40, Prio: 4, Cell: dayBar,
+	Field: "bar", Head: "BOOKED ▒ RUNNING ▓ BUSY █", TableOnly: true, Value: func(r *DayTotal) any { return dayBar(r) }}
+
+func dayBar(r *DayTotal) string {
+	return ledger.Bar(r.BookedGPUHours, r.RunningGPUHours, r.BusyGPUHours, r.Peak, r.BarW)
+}
+
 // Days and Actors are `usage --by day` and `--by actor`'s columns in the
-// README's field order; the table shows the rows' days and actors too.
+// README's field order, and the Usage view's tables below its rows.
 var (
-	Days = totals(&Col[*DayTotal]{Field: "day", Head: "DAY (UTC)", Value: func(r *DayTotal) any { return r.Key }},
-		func(r *DayTotal) *ledger.Total { return &r.Total }, "-", func(r *DayTotal) string {
-			if r.NoMetrics > 0 {
-				return fmt.Sprintf("%.1f (%d without metrics)", r.BusyGPUHours, r.NoMetrics)
-			}
-			return fmt.Sprintf("%.1f", r.BusyGPUHours)
-		}, &Col[*DayTotal]{Field: "bar", Head: "BOOKED ▒ RUNNING ▓ BUSY █", TableOnly: true, Value: func(r *DayTotal) any {
-			return ledger.Bar(r.BookedGPUHours, r.RunningGPUHours, r.BusyGPUHours, r.Peak, 24)
-		}})
-	Actors = totals(&Col[*ActorTotal]{Field: "actor", Value: func(r *ActorTotal) any { return r.Key }, Text: func(r *ActorTotal) string {
+	Days = totals(&Col[*DayTotal]{Title: "DAY (UTC)", Width: 9, Cell: func(r *DayTotal) string { return r.Key[min(5, len(r.Key)):] },
+		Field: "day", Head: "DAY (UTC)", Value: func(r *DayTotal) any { return r.Key }},
+		func(r *DayTotal) *ledger.Total { return &r.Total }, true, DayBar)
+	Actors = totals(&Col[*ActorTotal]{Title: "BY", Width: 10, Cell: func(r *ActorTotal) string {
+		if r.All {
+			return "ALL"
+		}
+		return ActorName(r.Key)
+	}, Field: "actor", Value: func(r *ActorTotal) any { return r.Key }, Text: func(r *ActorTotal) string {
 		if r.All {
 			return "ALL"
 		}
 		return orDash(r.Key)
-	}}, func(r *ActorTotal) *ledger.Total { return &r.Total }, "", nil, nil)
+	}}, func(r *ActorTotal) *ledger.Total { return &r.Total }, false, nil)
 )
 
-// totals are the columns of a day's or an actor's totals after key;
-// hidden is the table format of the row counts, busy and bar the table's
-// busy GPU-hours and bar (nil: none).
-func totals[R any](key *Col[R], t func(R) *ledger.Total, hidden string, busy func(R) string, bar *Col[R]) []*Col[R] {
-	hours := func(field, head string, f func(*ledger.Total) float64) *Col[R] {
-		return &Col[R]{Field: field, Head: head, Value: func(r R) any { return Round(f(t(r)), 3) },
-			Text: func(r R) string { return fmt.Sprintf("%.1f", f(t(r))) }}
+// totals are the columns of a day's or an actor's totals after key; a
+// day's table leaves out the row counts and shows the bar (nil: none) and
+// the busy GPU-hours of rows without metrics; the TUI leaves out its cost.
+func totals[R any](key *Col[R], t func(R) *ledger.Total, day bool, bar *Col[R]) []*Col[R] {
+	hours := func(field, title string, prio int, f func(*ledger.Total) float64) *Col[R] {
+		text := func(r R) string { return fmt.Sprintf("%.1f", f(t(r))) }
+		return &Col[R]{Title: title, Width: 7, Right: true, Prio: prio, Cell: text,
+			Field: field, Head: title + " GPU-H", Value: func(r R) any { return Round(f(t(r)), 3) }, Text: text}
 	}
-	usd := func(field, head string, f func(*ledger.Total) float64) *Col[R] {
-		return &Col[R]{Field: field, Head: head, Value: func(r R) any { return Round(f(t(r)), 2) },
+	usd := func(field, title string, prio int, f func(*ledger.Total) float64) *Col[R] {
+		return &Col[R]{Title: title, Width: 10, Right: true, Prio: prio, Cell: func(r R) string { return Dollars(f(t(r))) },
+			Field: field, Head: title + " $", Value: func(r R) any { return Round(f(t(r)), 2) },
 			Text: func(r R) string { return fmt.Sprintf("%.2f", f(t(r))) }}
 	}
-	busyCol := hours("busy_gpu_hours", "BUSY GPU-H", func(t *ledger.Total) float64 { return t.BusyGPUHours })
-	if busy != nil {
-		busyCol.Text = busy
+	hidden, busy, idle, cost := "", hours("busy_gpu_hours", "BUSY", 1, func(t *ledger.Total) float64 { return t.BusyGPUHours }),
+		usd("idle_usd", "IDLE", 3, func(t *ledger.Total) float64 { return t.IdleUSD }),
+		usd("cost_usd", "COST", 6, func(t *ledger.Total) float64 { return t.CostUSD })
+	rows := &Col[R]{Title: "ROWS", Width: 4, Right: true, Prio: 7, Cell: func(r R) string { return fmt.Sprint(t(r).Rows) },
+		Field: "rows", Value: func(r R) any { return t(r).Rows }}
+	// Rows without metrics are no busy hours, not 0 busy.
+	busy.Cell = func(r R) string {
+		if x := t(r); x.NoMetrics == x.Rows {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", t(r).BusyGPUHours)
 	}
-	cols := []*Col[R]{key, {Field: "rows", Format: hidden, Value: func(r R) any { return t(r).Rows }},
-		hours("booked_gpu_hours", "BOOKED GPU-H", func(t *ledger.Total) float64 { return t.BookedGPUHours }),
-		hours("running_gpu_hours", "RUNNING GPU-H", func(t *ledger.Total) float64 { return t.RunningGPUHours }), busyCol}
+	idle.Width, idle.Cell = 11, func(r R) string {
+		switch x := t(r); {
+		case x.NoMetrics == x.Rows:
+			return "no metrics"
+		case x.NoMetrics > 0:
+			return Dollars(x.IdleUSD) + "*"
+		}
+		return Dollars(t(r).IdleUSD)
+	}
+	if day {
+		hidden, rows.Format, rows.Title, cost.Title = "-", "-", "", ""
+		busy.Text = func(r R) string {
+			if x := t(r); x.NoMetrics > 0 {
+				return fmt.Sprintf("%.1f (%d without metrics)", x.BusyGPUHours, x.NoMetrics)
+			}
+			return fmt.Sprintf("%.1f", t(r).BusyGPUHours)
+		}
+	}
+	cols := []*Col[R]{key, rows,
+		hours("booked_gpu_hours", "BOOKED", 2, func(t *ledger.Total) float64 { return t.BookedGPUHours }),
+		hours("running_gpu_hours", "RUNNING", 5, func(t *ledger.Total) float64 { return t.RunningGPUHours }), busy}
 	if bar != nil {
 		cols = append(cols, bar)
 	}
-	return append(cols, &Col[R]{Field: "interruptions", Value: func(r R) any { return t(r).Interruptions }},
-		usd("cost_usd", "COST $", func(t *ledger.Total) float64 { return t.CostUSD }),
-		usd("idle_usd", "IDLE $", func(t *ledger.Total) float64 { return t.IdleUSD }),
+	return append(cols, &Col[R]{Field: "interruptions", Value: func(r R) any { return t(r).Interruptions }}, cost, idle,
 		&Col[R]{Field: "rows_without_metrics", Head: "WITHOUT METRICS", Format: hidden, Value: func(r R) any { return t(r).NoMetrics }})
 }
 
-// DayRows are the report's days, each with the busiest day's booked
-// GPU-hours for its bar.
-func DayRows(rep ledger.UsageReport) []DayTotal {
+// DayRows are the days, each with the busiest one's booked GPU-hours and
+// barW cells for its bar.
+func DayRows(days []ledger.Total, barW int) []DayTotal {
 	peak := 0.0
-	for _, d := range rep.Days {
+	for _, d := range days {
 		peak = math.Max(peak, d.BookedGPUHours)
 	}
-	out := make([]DayTotal, len(rep.Days))
-	for i, d := range rep.Days {
-		out[i] = DayTotal{Total: d, Peak: peak}
+	out := make([]DayTotal, len(days))
+	for i, d := range days {
+		out[i] = DayTotal{Total: d, Peak: peak, BarW: barW}
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gpumarket/gpumarket/present"
 	"github.com/gpumarket/gpumarket/watch"
 )
 
@@ -269,13 +270,14 @@ func (v *alertsView) viewAlerts(b *strings.Builder) {
 		}
 		return
 	}
-	b.WriteString("\n  " + st.header.Render(fit(fmt.Sprintf("%-10s %-18s %s", "WHEN", "RULE", "ALERT"), max(v.w-2, 1), false)))
+	cols := fitTable(present.Alerts, v.w-2)
+	b.WriteString("\n  " + st.header.Render(tableHeader(cols)))
 	loc := v.c.now().Location()
 	detail := v.detail()
 	rows := max(v.h-2-len(detail)-strings.Count(b.String(), "\n"), 1)
 	first, end := page(v.cur, len(v.recs), rows)
 	for i, a := range v.recs[first:end] {
-		line := fit(fmt.Sprintf("%-10s %-18s %s", a.At.In(loc).Format("Mon 15:04"), fit(a.Rule, 18, false), a.Text), max(v.w-2, 1), false)
+		line := tableLine(cols, &present.AlertLine{At: a.At.In(loc), Rule: a.Rule, Text: a.Text})
 		b.WriteString(st.pointed("\n", line, first+i == v.cur))
 	}
 	for _, l := range detail {
@@ -318,26 +320,14 @@ func (v *alertsView) viewRules(b *strings.Builder) {
 		b.WriteString("\n" + st.dim.Render(ansi.Wordwrap("No rules. a on a Market row, a Blocks search or a Plan makes one; the config's watch: list holds the rest.", v.w, "")))
 		return
 	}
-	b.WriteString("\n  " + st.header.Render(fit(fmt.Sprintf("%-18s %-8s %s", "RULE", "FROM", "CONDITION · STATE"), max(v.w-2, 1), false)))
+	cols := fitTable(present.Rules, v.w-2)
+	b.WriteString("\n  " + st.header.Render(tableHeader(cols)))
 	loc := v.c.now().Location()
 	rows := max(v.h-2-strings.Count(b.String(), "\n"), 1)
 	first, end := page(v.cur, len(v.rules), rows)
 	for i, r := range v.rules[first:end] {
-		from := "config"
-		if r.From == watch.FromRulesFile {
-			from = "made"
-		}
-		state := "waiting"
-		switch {
-		case r.Note != "":
-			state = r.Note
-		case r.Active:
-			state = "holds now"
-		}
-		if !r.LastFired.IsZero() {
-			state += " · last told " + r.LastFired.In(loc).Format("Mon 15:04")
-		}
-		line := fit(fmt.Sprintf("%-18s %-8s %s · %s", fit(r.Name, 18, false), from, r.Describe(), state), max(v.w-2, 1), false)
+		line := tableLine(cols, &present.RuleLine{Name: r.Name, Condition: r.Describe(), Note: r.Note,
+			Made: r.From == watch.FromRulesFile, Active: r.Active, LastFired: r.LastFired.In(loc)})
 		b.WriteString(st.pointed("\n", line, first+i == v.cur))
 	}
 }

@@ -140,7 +140,8 @@ func TestAlertsViewRules(t *testing.T) {
 	showView(t, m, "Alerts")
 	press(m, "R")
 	screen := ansi.Strip(m.View().Content)
-	for _, want := range []string{"cheap-p5", "config", "spot p5.48xlarge in us-west-2 (any zone) below $30/h · holds now · last told Mon 14:00", "made", "spot g4dn.xlarge in us-east-2"} {
+	for _, want := range []string{"cheap-p5           config   spot p5.48xlarge in us-west-2 (any zone) below $30/h · holds now · last told Mon 14:00",
+		"made               made     spot g4dn.xlarge in us-east-2"} {
 		if !strings.Contains(screen, want) {
 			t.Errorf("rules list lacks %q:\n%s", want, screen)
 		}

@@ -76,7 +76,7 @@ func (v *planView) KeyMap() help.KeyMap { return v.keyMap(v.keys, "yes/no", "run
 
 func (v *planView) helpNote() string {
 	return "A plan is the ways to get the job's GPUs for its hours of work by its deadline: capacity blocks and reservations (paid in full), " +
-		"on-demand, spot in one pool or several, and spot with an on-demand safety net, each by " + thousands(v.runs) + " Monte Carlo runs over " +
+		"on-demand, spot in one pool or several, and spot with an on-demand safety net, each by " + present.Thousands(v.runs) + " Monte Carlo runs over " +
 		"the pools' interruptions (as `gpumarket plan`). EXP $ is the expected cost of the job, P95 $ what 95 % of the runs stay under, " +
 		"ON TIME how often it finishes by the deadline, $/GPU-h the expected $ per useful GPU-hour (the job's GPUs × its hours of work). " +
 		"Rows on time at least the form's share come first, cheapest expected first. b books the block or launches the fleet the row implies, " +
@@ -334,13 +334,13 @@ func (v *planView) summary(f planForm) string {
 func (v *planView) status() string {
 	switch {
 	case v.running:
-		return "planning: searching the offerings and running " + thousands(v.runs) + " Monte Carlo runs…"
+		return "planning: searching the offerings and running " + present.Thousands(v.runs) + " Monte Carlo runs…"
 	case v.seq == 0:
-		return "r runs the plan (an offering search and " + thousands(v.runs) + " Monte Carlo runs); e edits the job"
+		return "r runs the plan (an offering search and " + present.Thousands(v.runs) + " Monte Carlo runs); e edits the job"
 	}
 	loc := v.c.now().Location()
 	s := fmt.Sprintf("%d ways at %s · %s runs · on time ≥ %s%% first, cheapest first",
-		len(v.res.results), v.res.at.In(loc).Format("15:04"), thousands(v.runs), present.GPUCount(v.res.terms.onTime))
+		len(v.res.results), v.res.at.In(loc).Format("15:04"), present.Thousands(v.runs), present.GPUCount(v.res.terms.onTime))
 	switch {
 	case v.form != v.ran:
 		s = "the job was edited: r runs it · " + s

@@ -67,7 +67,7 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 func (v *planView) planLines(r planner.Result) []string {
 	loc := v.c.now().Location()
 	return []string{fmt.Sprintf("Plan #%s (%s) %s: expected $%.2f, p95 $%.2f, on time in %.1f %% of %s runs — a model, not a quote.",
-		rowLabel(v.cur), v.res.at.In(loc).Format("15:04"), r.Strategy, r.ExpectedCostUSD, r.P95CostUSD, r.OnTimePct, thousands(v.runs))}
+		rowLabel(v.cur), v.res.at.In(loc).Format("15:04"), r.Strategy, r.ExpectedCostUSD, r.P95CostUSD, r.OnTimePct, present.Thousands(v.runs))}
 }
 
 // bookNotes say what booking a strategy's offering does not do.
@@ -189,15 +189,6 @@ func roundDur(d time.Duration) string {
 		return fmt.Sprintf("%dh", int(d.Round(time.Hour).Hours()))
 	}
 	return fmt.Sprintf("%dm", int(d.Round(time.Minute).Minutes()))
-}
-
-// thousands groups a whole number's digits by three: "10,000".
-func thousands[T int | string](n T) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }
 
 // jobAction is b on a strategy a driver carries out (spot, or spot with

@@ -70,7 +70,7 @@ func (v *usageView) slashFiltersMarket() {}
 
 func (v *usageView) helpNote() string {
 	return "booked: the GPU-hours bought (a fleet's target); running: those instances ran in; busy: running × utilization from the cloud's metrics (\"no metrics\" when there are none, never 0 % busy).\n" +
-		"idle $: what was paid for GPU-hours not running or not busy. Bars: █ busy ▓ running ▒ booked; a day's idle $ marked * leaves out rows without metrics. The five most idle rows come first."
+		"idle $: what was paid for GPU-hours not running or not busy. Bars: █ busy ▓ running ▒ booked; an idle $ marked * leaves out rows without metrics. The five most idle rows come first."
 }
 
 // shown asks for a report when the view comes on screen: the tracker
@@ -145,7 +145,7 @@ func (v *usageView) View() string {
 	rep := v.rep
 	var lines []string
 	status := fmt.Sprintf("last %s · %s · idle %s of %s", windowLabel(v.tr.Since()), plural(len(rep.Rows), "row"),
-		usd(rep.All.IdleUSD), usd(rep.All.CostUSD))
+		present.Dollars(rep.All.IdleUSD), present.Dollars(rep.All.CostUSD))
 	if rep.All.NoMetrics > 0 {
 		status += fmt.Sprintf(" · %d without metrics", rep.All.NoMetrics)
 	}
@@ -194,53 +194,21 @@ func (v *usageView) View() string {
 	}
 	lines = append(lines, st.dim.Render(fit(detail, v.w, false)))
 
-	var low []string
-	peak := 0.0
-	for _, d := range days {
-		peak = math.Max(peak, d.BookedGPUHours)
-	}
-	barW := max(min(v.w-50, 40), 8)
-	low = append(low, st.header.Render(fit("  DAY (UTC)  GPU-H BOOKED / RUNNING / BUSY   █ busy ▓ running ▒ booked", v.w, false)))
-	for _, d := range days {
-		busy := fmt.Sprintf("%7.1f", d.BusyGPUHours)
-		if d.NoMetrics == d.Rows {
-			busy = fmt.Sprintf("%7s", "-") // no row of the day has metrics: not 0 busy
-		}
-		figs := fmt.Sprintf("%7.1f %7.1f %s", d.BookedGPUHours, d.RunningGPUHours, busy)
-		line := fmt.Sprintf("  %s %s  %s", d.Key[5:], figs, fit(ledger.Bar(d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, peak, barW), barW, false))
-		idle := " idle " + usd(d.IdleUSD)
-		switch {
-		case d.NoMetrics == d.Rows:
-			idle = " no metrics"
-		case d.NoMetrics > 0:
-			idle += "*" // some rows of the day have no metrics (the help says so)
-		}
-		if rest := v.w - cellWidth(line) - 1; rest >= 12 {
-			line += idle
-		}
-		low = append(low, fit(line, v.w, false))
+	// Then the days, each with a bar, and the actors.
+	dcols := fitTable(present.Days, v.w-2)
+	low := []string{"  " + st.header.Render(tableHeader(dcols))}
+	for _, d := range present.DayRows(days, shownWidth(dcols, present.DayBar)) {
+		low = append(low, "  "+tableLine(dcols, &d))
 	}
 	if len(actors) > 0 {
-		low = append(low, st.header.Render(fit("  BY         ROWS  GPU-H BOOKED / RUNNING / BUSY   COST       IDLE", v.w, false)))
+		acols := fitTable(present.Actors, v.w-2)
+		low = append(low, "  "+st.header.Render(tableHeader(acols)))
 		for _, a := range actors {
-			low = append(low, fit(fmt.Sprintf("  %-10s %4d  %7.1f %7.1f %7.1f    %-10s %s", fit(present.ActorName(a.Key), 10, false), a.Rows,
-				a.BookedGPUHours, a.RunningGPUHours, a.BusyGPUHours, usd(a.CostUSD), usd(a.IdleUSD)), v.w, false))
+			low = append(low, "  "+tableLine(acols, &present.ActorTotal{Total: a}))
 		}
 	}
 	lines = append(lines, low[:min(len(low), below)]...)
 	return strings.Join(lines, "\n")
-}
-
-// usd is a total in dollars with cents: "$1,234.56".
-func usd(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	whole, cents, _ := strings.Cut(fmt.Sprintf("%.2f", math.Abs(v)), ".")
-	if math.Signbit(v) {
-		return "-$" + thousands(whole) + "." + cents
-	}
-	return "$" + thousands(whole) + "." + cents
 }
 
 // makeIdleRule: an idle rule on the Usage row, at max_idle_pct (else 40 %).

@@ -128,7 +128,7 @@ func (a *App) OwnFleets(ctx context.Context) planner.Own {
 	if err != nil {
 		return nil
 	}
-	rows, err := st.List(ctx)
+	fs, err := st.FleetUsages(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // interrupted: the plan says so itself, once
@@ -136,24 +136,7 @@ func (a *App) OwnFleets(ctx context.Context) planner.Own {
 		a.s.Log.Warn("plan: the ledger's fleets could not be read; risk from the market alone", "err", err)
 		return nil
 	}
-	return ownFrom(rows, func(id string) (domain.UsageReport, bool) {
-		rep, _, ok, err := st.LoadUsage(ctx, id)
-		return rep, ok && err == nil
-	}, a.s.Now())
-}
-
-// ownFrom is planner.OwnFrom over the ledger's fleet rows and kept usage.
-func ownFrom(rows []ledger.Entry, load func(id string) (domain.UsageReport, bool), now time.Time) planner.Own {
-	var fs []planner.FleetUsage
-	for _, r := range rows {
-		if r.Kind != domain.KindFleet {
-			continue
-		}
-		if rep, ok := load(r.ID); ok {
-			fs = append(fs, planner.FleetUsage{Provider: r.Provider, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, Report: rep})
-		}
-	}
-	return planner.OwnFrom(fs, now)
+	return planner.OwnFrom(fs, a.s.Now())
 }
 
 // planRule prices a plan rule's job as `gpumarket plan` does.

@@ -10,6 +10,12 @@ type UsageReporter interface {
 	Usage(ctx context.Context, q UsageQuery) (UsageReport, error)
 }
 
+// FleetUsage is one of the user's fleets, where it ran and its kept usage.
+type FleetUsage struct {
+	Provider, Region, Zone, InstanceType string
+	Report                               UsageReport
+}
+
 // UsageQuery asks about one ledger row's capacity over a span.
 type UsageQuery struct {
 	Ref           string // the ledger row's id (TagRef)

@@ -720,3 +720,29 @@ func (p *busyScanner) number() (string, bool) {
 	p.i = j
 	return s, true
 }
+
+// FleetUsages is every fleet row's kept usage, where it ran: what plans learn
+// the user's own interruptions from. A row with nothing kept is left out.
+func (s *Store) FleetUsages(ctx context.Context) ([]domain.FleetUsage, error) {
+	rows, err := s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return fleetUsages(rows, func(id string) (domain.UsageReport, bool) {
+		rep, _, ok, err := s.LoadUsage(ctx, id)
+		return rep, ok && err == nil
+	}), nil
+}
+
+func fleetUsages(rows []Entry, load func(id string) (domain.UsageReport, bool)) []domain.FleetUsage {
+	var fs []domain.FleetUsage
+	for _, r := range rows {
+		if r.Kind != domain.KindFleet {
+			continue
+		}
+		if rep, ok := load(r.ID); ok {
+			fs = append(fs, domain.FleetUsage{Provider: r.Provider, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, Report: rep})
+		}
+	}
+	return fs
+}

@@ -77,15 +77,9 @@ func (r Risk) WithOwn(h float64, n int) Risk {
 // OwnWindow: a pool drifts, so older runs teach nothing.
 const OwnWindow = 90 * 24 * time.Hour
 
-// FleetUsage is one of the user's fleets, where it ran and its usage.
-type FleetUsage struct {
-	Provider, Region, Zone, InstanceType string
-	Report                               domain.UsageReport
-}
-
 // OwnFrom sums per pool the spot hours within OwnWindow and their
 // interruptions; a report with interruptions unknown teaches nothing.
-func OwnFrom(fs []FleetUsage, now time.Time) Own {
+func OwnFrom(fs []domain.FleetUsage, now time.Time) Own {
 	since := now.Add(-OwnWindow)
 	out := Own{}
 	for _, f := range fs {

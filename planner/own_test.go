@@ -125,7 +125,7 @@ func TestOwnFromCountsSpotHoursInTheWindow(t *testing.T) {
 	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	since := now.Add(-OwnWindow)
 	at := func(h float64) time.Time { return now.Add(time.Duration(h * float64(time.Hour))) }
-	fleet := FleetUsage{Provider: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge",
+	fleet := domain.FleetUsage{Provider: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge",
 		Report: domain.UsageReport{Instances: []domain.InstanceUsage{
 			{Spot: true, Start: since.Add(-10 * time.Hour), End: since.Add(5 * time.Hour), Interrupted: true}, // 5 h in the window
 			{Spot: true, Start: at(-3), Interrupted: true},                                                    // runs: 3 h, no interruption yet
@@ -135,7 +135,7 @@ func TestOwnFromCountsSpotHoursInTheWindow(t *testing.T) {
 		}}}
 	unknown := fleet
 	unknown.Report = domain.UsageReport{InterruptionsUnknown: true, Instances: fleet.Report.Instances}
-	got := OwnFrom([]FleetUsage{fleet, unknown}, now)
+	got := OwnFrom([]domain.FleetUsage{fleet, unknown}, now)
 	want := Own{"aws/us-east-1/us-east-1a/p5.48xlarge": {Hours: 8, Interruptions: 1},
 		"aws/us-east-1/us-east-1b/p5.48xlarge": {Hours: 2}}
 	if !reflect.DeepEqual(got, want) {

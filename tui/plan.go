@@ -440,19 +440,9 @@ func ownFleets(ctx context.Context, svc *ledger.Service, now time.Time) planner.
 	if svc == nil || svc.Store() == nil {
 		return nil
 	}
-	st := svc.Store()
-	rows, err := st.List(ctx)
+	fs, err := svc.Store().FleetUsages(ctx)
 	if err != nil {
 		return nil
-	}
-	var fs []planner.FleetUsage
-	for _, r := range rows {
-		if r.Kind != domain.KindFleet {
-			continue
-		}
-		if rep, _, ok, err := st.LoadUsage(ctx, r.ID); ok && err == nil {
-			fs = append(fs, planner.FleetUsage{Provider: r.Provider, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, Report: rep})
-		}
 	}
 	return planner.OwnFrom(fs, now)
 }

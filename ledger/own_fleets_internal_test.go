@@ -1,4 +1,4 @@
-package app
+package ledger
 
 import (
 	"math"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
-	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
 )
 
@@ -18,7 +17,7 @@ import (
 func TestPlanLearnsFromKeptFleetUsage(t *testing.T) {
 	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	at := func(h float64) time.Time { return now.Add(time.Duration(h * float64(time.Hour))) }
-	rows := []ledger.Entry{
+	rows := []Entry{
 		{ID: "f1", Kind: domain.KindFleet, Provider: "aws", Region: "us-east-1", InstanceType: "p5.48xlarge"},
 		{ID: "b1", Kind: domain.KindBlock, Provider: "aws", Region: "us-east-1", Zone: "us-east-1b", InstanceType: "p5.48xlarge"},
 		{ID: "f2", Kind: domain.KindFleet, Provider: "aws", Region: "us-east-1", Zone: "us-east-1b", InstanceType: "p5.48xlarge"},
@@ -35,7 +34,7 @@ func TestPlanLearnsFromKeptFleetUsage(t *testing.T) {
 		"f2": {Instances: []domain.InstanceUsage{{ID: "i-6", Spot: true, Start: at(-6), End: at(-1), Interrupted: true}}},
 	}
 	load := func(id string) (domain.UsageReport, bool) { r, ok := kept[id]; return r, ok }
-	own := ownFrom(rows, load, now)
+	own := planner.OwnFrom(fleetUsages(rows, load), now)
 	b := domain.PoolKey{Provider: "aws", Region: "us-east-1", Zone: "us-east-1b", InstanceType: "p5.48xlarge"}.String()
 	a := domain.PoolKey{Provider: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge"}.String()
 	if o := own[b]; math.Abs(o.Hours-37) > 1e-9 || o.Interruptions != 2 {
@@ -60,7 +59,7 @@ func TestPlanLearnsFromKeptFleetUsage(t *testing.T) {
 	}
 	// Unknown interruptions teach nothing.
 	kept["f2"] = domain.UsageReport{InterruptionsUnknown: true, Instances: kept["f2"].Instances}
-	if o := ownFrom(rows, load, now)[b]; o.Hours != 32 || o.Interruptions != 1 {
+	if o := planner.OwnFrom(fleetUsages(rows, load), now)[b]; o.Hours != 32 || o.Interruptions != 1 {
 		t.Errorf("with f2's interruptions unknown: %+v, want 32 h and 1", o)
 	}
 }

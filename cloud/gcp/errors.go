@@ -51,7 +51,7 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		resp.Body.Close()
 		t.log.Debug("gcp: retrying", "status", resp.StatusCode, "url", req.URL.Path, "wait", wait)
-		if err := sleepCtx(req.Context(), wait); err != nil {
+		if err := domain.Sleep(req.Context(), wait); err != nil {
 			return nil, err
 		}
 	}
@@ -70,15 +70,6 @@ func backoff(first time.Duration, attempt int, retryAfter string, now time.Time)
 	}
 	d := min(first<<min(attempt, 10), 32*time.Second)
 	return time.Duration(rand.Int64N(int64(d)) + 1)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	select {
-	case <-time.After(d):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Declined reports Google's definite "no": a 4xx but throttling, or an
@@ -163,7 +154,7 @@ func (e *opError) Is(target error) bool { return target == domain.ErrDeclined }
 // wait polls an operation where it lives until DONE; one ended in an error is an *opError.
 func (p *Provider) wait(ctx context.Context, what string, op *compute.Operation) (*compute.Operation, error) {
 	for op.Status != "DONE" {
-		if err := sleepCtx(ctx, p.opt.PollEvery); err != nil {
+		if err := domain.Sleep(ctx, p.opt.PollEvery); err != nil {
 			return op, fmt.Errorf("gcp: %s: operation %s still %s: %w", what, op.Name, op.Status, err)
 		}
 		var err error

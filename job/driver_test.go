@@ -193,6 +193,24 @@ func TestJobDoneOnTimeOnTheSimulatedMarket(t *testing.T) {
 	}
 }
 
+func TestDriverEndsTheFleetWhenTheWorkIsDone(t *testing.T) {
+	w := newSimWorld(t, 3, ledger.Budget{})
+	// 2.5 h of work with a changeover and two minutes to spare: on-demand
+	// at once, done at 2.7 h, between the driver's hourly reviews.
+	j := w.start(t, w.svc, 16, 2.5, 2.75, 0)
+	d := w.driver(w.svc, time.Hour)
+	j = w.drive(t, d, j.ID, t0.Add(5*time.Hour))
+	done := t0.Add(2*time.Hour + 42*time.Minute)
+	if j.State != ledger.JobDone || j.FinishedAt.Before(done) || j.FinishedAt.After(done.Add(time.Second)) {
+		t.Fatalf("%s at %s: %s; want done at %s", j.State, j.FinishedAt, j.Reason, done)
+	}
+	for _, r := range noneRunning(t, w, j.ID) {
+		if r.End.After(done.Add(time.Second)) {
+			t.Errorf("fleet %s ran until %s, past the work's end %s: paid for nothing", r.ProviderRef, r.End, done)
+		}
+	}
+}
+
 func TestCancelEndsEverything(t *testing.T) {
 	w := newSimWorld(t, 1, ledger.Budget{})
 	j := w.start(t, w.svc, 16, 48, 72, 0)

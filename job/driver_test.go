@@ -2,6 +2,7 @@ package job_test
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -172,7 +173,9 @@ func TestJobDoneOnTimeOnTheSimulatedMarket(t *testing.T) {
 		j := w.start(t, w.svc, 16, 48, 72, 0)
 		// Reviews an hour apart at the least: the driver wakes at each
 		// change of the market's capacity and at the policy's reviews.
-		d := w.driver(w.svc, time.Hour)
+		var logged strings.Builder
+		d := job.New(w.svc, []domain.Provider{w.market}, job.Options{Now: w.clk.Now, Every: time.Hour, Lease: 3 * time.Hour,
+			Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		j = w.drive(t, d, j.ID, t0.Add(80*time.Hour))
 		// 48 h of work take 48 h at least: a finish before that is not on
 		// the job's clock.
@@ -183,6 +186,10 @@ func TestJobDoneOnTimeOnTheSimulatedMarket(t *testing.T) {
 		moves, _ := w.st.JobMoves(context.Background(), j.ID)
 		if len(rows) == 0 || len(moves) < len(rows) {
 			t.Errorf("seed %d: %d rows, %d moves", seed, len(rows), len(moves))
+		}
+		// Fleets already ended or deleted are left alone, not deleted again.
+		if logged.Len() > 0 {
+			t.Errorf("seed %d: the driver warned:\n%s", seed, logged.String())
 		}
 		spent += j.SpentUSD
 		plan += j.Plan.ExpectedUSD

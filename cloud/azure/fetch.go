@@ -1,7 +1,6 @@
 package azure
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,35 +22,9 @@ import (
 
 const interruptionSource = "azure resource graph"
 
-// regionFetch is one region's part of a fetch; the grouped queries fill evict and hist.
-type regionFetch struct {
-	region      string
-	req         domain.FetchRequest
-	all, sizes  []gpuSize // every GPU size in the region; those the query wants
-	names       []string
-	prices      map[string]retailPrice
-	evict       map[string]string
-	hist        map[string][]spotPoint
-	sized       chan struct{} // closed when all, sizes and names are read
-	err, pErr   error         // the sizes or the prices failed: no pools
-	evErr, hErr error         // account-only data failed: pools without it
-	done, total int32
-	sink        domain.Sink
-}
-
-// step reports a back-fill's progress in the region.
-func (f *regionFetch) step() {
-	if n := atomic.AddInt32(&f.done, 1); f.req.Backfill && n < f.total {
-		f.sink(domain.Event{Provider: Name, Region: f.region, Progress: &domain.Progress{Done: int(n), Total: int(f.total)}})
-	}
-}
-
 // Fetch reports the query's Azure GPU pools with list prices and, with an account,
 // spot history and eviction rates. A failed region is an Event with Err; the
-// error means all failed. Sizes come first, so that one history query and one
-// eviction-rate query serve every region, as Azure advises: the quota counts
-// queries (15 per 5 s)
-// (https://learn.microsoft.com/azure/governance/resource-graph/concepts/guidance-for-throttled-requests#grouping-queries).
+// error means all failed.
 func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink domain.Sink) error {
 	regions := p.regions(req.Query)
 	if len(regions) == 0 {
@@ -67,85 +40,111 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	if bound <= 0 {
 		bound = len(regions)
 	}
-	rs := make([]*regionFetch, len(regions))
-	for i, r := range regions {
-		rs[i] = &regionFetch{region: r, req: req.Missed[r].Widen(req), total: 2, sink: sink, sized: make(chan struct{})}
-		if c != nil {
-			rs[i].total = 4
+	// Grouped queries wait for the regions started (others would hold a batch for maxGather).
+	var graph *graphBatcher
+	if c != nil && bound >= len(regions) {
+		graph = p.newGraphBatcher(ctx, c, regions)
+	} else if c != nil {
+		graph = p.newGraphBatcher(ctx, c, nil)
+	}
+	errs := make([]error, len(regions))
+	fanout.Each(len(regions), bound, func(i int) {
+		region := regions[i]
+		if ctx.Err() != nil {
+			return
 		}
-	}
-	// A region's prices follow its sizes; the grouped queries wait for every region's.
-	var wg sync.WaitGroup
-	sized := make(chan struct{})
-	wg.Go(func() {
-		defer close(sized)
-		fanout.Each(len(rs), bound, func(i int) {
-			f := rs[i]
-			defer close(f.sized)
-			if f.all, f.err = p.sizesFor(ctx, c, f.region); f.err != nil {
-				return
-			}
-			f.step()
-			for _, s := range f.all {
-				if req.Query.WantsGPU(s.GPU.Model) {
-					f.sizes = append(f.sizes, s)
-					f.names = append(f.names, s.Name)
-				}
-			}
-		})
+		if bound < len(regions) {
+			graph.expect(region)
+		}
+		err := p.fetchRegion(ctx, c, graph, region, req.Missed[region].Widen(req), sink)
+		if err != nil {
+			sink(domain.Event{Provider: Name, Region: region, Err: err})
+			errs[i] = err
+		}
 	})
-	wg.Go(func() {
-		fanout.Each(len(rs), bound, func(i int) {
-			f := rs[i]
-			if <-f.sized; f.err == nil {
-				if f.prices, f.pErr = p.retailFor(ctx, f.region, f.all); f.pErr == nil {
-					f.step()
-				}
-			}
-		})
-	})
-	if c != nil {
-		wg.Go(func() { <-sized; p.evictions(ctx, c, rs) })
-		wg.Go(func() { <-sized; p.histories(ctx, c, rs) })
-	}
-	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var errs []error
-	for _, f := range rs {
-		err := cmp.Or(f.err, f.pErr)
-		if err == nil {
-			p.sinkRegion(f, c != nil)
-			continue
-		}
-		sink(domain.Event{Provider: Name, Region: f.region, Err: err})
-		errs = append(errs, err)
-	}
-	if len(errs) == len(rs) {
+	if !slices.Contains(errs, nil) {
 		return fmt.Errorf("azure: every region failed: %w", errors.Join(errs...))
 	}
 	return nil
 }
 
-// sinkRegion sends a region's pools; failures of account-only data come after
-// them, so the pools still show.
-func (p *Provider) sinkRegion(f *regionFetch, signedIn bool) {
-	soft := []error{f.evErr, f.hErr} // errors.Join leaves out the nil ones
-	ev := domain.Event{Provider: Name, Region: f.region, Progress: &domain.Progress{Done: int(f.total), Total: int(f.total)}}
+// fetchRegion gets the sizes, then list prices, eviction rates and history at
+// once; failures of account-only data come after the pools, so they still show.
+func (p *Provider) fetchRegion(ctx context.Context, c *armClients, g *graphBatcher, region string, req domain.FetchRequest, sink domain.Sink) error {
+	// The others' grouped queries stop waiting for this region.
+	defer g.leave(region, typeEvictionRate)
+	defer g.leave(region, typePriceHistory)
+	total := 2
+	if c != nil {
+		total = 4
+	}
+	var done atomic.Int32
+	step := func() {
+		if n := int(done.Add(1)); req.Backfill && n < total {
+			sink(domain.Event{Provider: Name, Region: region, Progress: &domain.Progress{Done: n, Total: total}})
+		}
+	}
+	all, err := p.sizesFor(ctx, c, region)
+	if err != nil {
+		return err
+	}
+	step()
+	var sizes []gpuSize
+	var names []string
+	for _, s := range all {
+		if req.Query.WantsGPU(s.GPU.Model) {
+			sizes = append(sizes, s)
+			names = append(names, s.Name)
+		}
+	}
+	var (
+		wg              sync.WaitGroup
+		prices          map[string]retailPrice
+		priceErr, evErr error
+		histErr         error
+		evict           map[string]string
+		hist            map[string][]spotPoint
+	)
+	wg.Go(func() {
+		if prices, priceErr = p.retailFor(ctx, region, all); priceErr == nil {
+			step()
+		}
+	})
+	if c == nil || len(names) == 0 {
+		g.leave(region, typeEvictionRate)
+		g.leave(region, typePriceHistory)
+	} else {
+		wg.Go(func() {
+			evict, evErr = p.evictionsFor(ctx, g, region, names)
+			step()
+		})
+		wg.Go(func() {
+			hist, histErr = p.history(ctx, g, region, names, req)
+			step()
+		})
+	}
+	wg.Wait()
+	if priceErr != nil {
+		return priceErr
+	}
+	soft := []error{evErr, histErr} // errors.Join leaves out the nil ones
+	ev := domain.Event{Provider: Name, Region: region, Progress: &domain.Progress{Done: total, Total: total}}
 	p.cacheMu.Lock()
-	for _, s := range f.sizes {
+	for _, s := range sizes {
 		key := strings.ToLower(s.Name)
-		rp, priced := f.prices[key]
-		if !signedIn && !priced {
+		rp, priced := prices[key]
+		if c == nil && !priced {
 			continue // without ResourceSKUs, a size with no meter here is not sold here
 		}
 		var inter *domain.Interruption
-		if label, ok := f.evict[key]; ok {
+		if label, ok := evict[key]; ok {
 			if in, ok := domain.NewInterruption(label, interruptionSource, time.Time{}); ok {
 				inter = in
 			} else {
-				soft = append(soft, fmt.Errorf("eviction rate of %s in %s: unknown label %q (want 0-5, 5-10, 10-15, 15-20 or 20+)", s.Name, f.region, label))
+				soft = append(soft, fmt.Errorf("eviction rate of %s in %s: unknown label %q (want 0-5, 5-10, 10-15, 15-20 or 20+)", s.Name, region, label))
 			}
 		}
 		zones := s.Zones
@@ -154,7 +153,7 @@ func (p *Provider) sinkRegion(f *regionFetch, signedIn bool) {
 		}
 		for _, z := range zones {
 			pool := domain.Pool{
-				Provider: Name, Cloud: domain.CloudAzure, Region: f.region, Zone: z,
+				Provider: Name, Cloud: domain.CloudAzure, Region: region, Zone: z,
 				InstanceType: s.Name, GPU: s.GPU, Interruption: inter, Restricted: s.Restricted(z),
 			}
 			if rp.OnDemand != nil {
@@ -163,26 +162,27 @@ func (p *Provider) sinkRegion(f *regionFetch, signedIn bool) {
 			ev.Pools = append(ev.Pools, pool)
 			k := pool.Key()
 			// Azure's spot prices are per region: each zone gets the region's.
-			if pts := f.hist[key]; len(pts) > 0 {
+			if pts := hist[key]; len(pts) > 0 {
 				p.hasHistory[k] = true
 				for _, pt := range pts {
 					ev.Points = append(ev.Points, domain.PricePoint{Pool: k, At: pt.At, USDHour: pt.USD})
 				}
 			} else if rp.Spot != nil && !p.hasHistory[k] {
 				at := rp.SpotAt
-				if at.IsZero() || at.After(f.req.Until) {
-					at = f.req.Until
+				if at.IsZero() || at.After(req.Until) {
+					at = req.Until
 				}
 				ev.Points = append(ev.Points, domain.PricePoint{Pool: k, At: at, USDHour: *rp.Spot})
 			}
 		}
 	}
 	p.cacheMu.Unlock()
-	f.sink(ev)
+	sink(ev)
 	if err := errors.Join(soft...); err != nil {
 		// Only a history failure costs the hub a span to ask again.
-		f.sink(domain.Event{Provider: Name, Region: f.region, Err: err, Soft: f.hErr == nil})
+		sink(domain.Event{Provider: Name, Region: region, Err: err, Soft: histErr == nil})
 	}
+	return nil
 }
 
 // sizesFor returns the region's GPU sizes from ResourceSKUs (cached), else the catalog.
@@ -193,30 +193,22 @@ func (p *Provider) sizesFor(ctx context.Context, c *armClients, region string) (
 	return cachedFor(p, p.skus, region, func() ([]gpuSize, error) { return p.listGPUSizes(ctx, c, region) })
 }
 
-// fromCache returns m[key] while younger than ListTTL.
-func fromCache[T any](p *Provider, m map[string]cached[T], key string) (T, bool) {
+// cachedFor returns m[key] while younger than ListTTL, else what load returns, kept.
+func cachedFor[T any](p *Provider, m map[string]cached[T], key string, load func() (T, error)) (T, error) {
 	p.cacheMu.Lock()
-	defer p.cacheMu.Unlock()
 	e, ok := m[key]
-	return e.v, ok && p.now().Sub(e.at) < p.opt.ListTTL
-}
-
-func toCache[T any](p *Provider, m map[string]cached[T], key string, v T) {
+	p.cacheMu.Unlock()
+	if ok && p.now().Sub(e.at) < p.opt.ListTTL {
+		return e.v, nil
+	}
+	v, err := load()
+	if err != nil {
+		return v, err
+	}
 	p.cacheMu.Lock()
 	m[key] = cached[T]{v: v, at: p.now()}
 	p.cacheMu.Unlock()
-}
-
-// cachedFor returns m[key] while younger than ListTTL, else what load returns, kept.
-func cachedFor[T any](p *Provider, m map[string]cached[T], key string, load func() (T, error)) (T, error) {
-	if v, ok := fromCache(p, m, key); ok {
-		return v, nil
-	}
-	v, err := load()
-	if err == nil {
-		toCache(p, m, key, v)
-	}
-	return v, err
+	return v, nil
 }
 
 func (p *Provider) retailFor(ctx context.Context, region string, sizes []gpuSize) (map[string]retailPrice, error) {
@@ -234,97 +226,36 @@ func (p *Provider) retailFor(ctx context.Context, region string, sizes []gpuSize
 	})
 }
 
-// evictions reads the regions' eviction rates: cached, else one query for the rest.
-func (p *Provider) evictions(ctx context.Context, c *armClients, rs []*regionFetch) {
-	var ask []*regionFetch
-	for _, f := range rs {
-		if f.err != nil || len(f.names) == 0 {
-			continue
+func (p *Provider) evictionsFor(ctx context.Context, g *graphBatcher, region string, names []string) (map[string]string, error) {
+	defer g.leave(region, typeEvictionRate) // a cached answer asks nothing of the batch
+	return cachedFor(p, p.evict, region+"|"+strings.Join(names, ","), func() (map[string]string, error) {
+		rows, err := g.rows(ctx, graphKind{typ: typeEvictionRate}, region, names)
+		if err != nil {
+			return nil, fmt.Errorf("eviction rates in %s: %w", region, err)
 		}
-		var ok bool
-		if f.evict, ok = fromCache(p, p.evict, f.region+"|"+strings.Join(f.names, ",")); ok {
-			f.step()
-		} else {
-			ask = append(ask, f)
-		}
-	}
-	p.grouped(ctx, c, ask, evictionQuery, func(f *regionFetch, rows []json.RawMessage) error {
 		m, err := parseEvictionRows(rows)
-		if err == nil {
-			f.evict = m
-			toCache(p, p.evict, f.region+"|"+strings.Join(f.names, ","), m)
+		if err != nil {
+			return nil, fmt.Errorf("eviction rates in %s: %w", region, err)
 		}
-		return err
-	}, func(f *regionFetch, err error) {
-		f.evErr = fmt.Errorf("eviction rates in %s: %w", f.region, err)
+		return m, nil
 	})
 }
 
-// histories reads the regions' spot price history, one query for the regions of one window.
-func (p *Provider) histories(ctx context.Context, c *armClients, rs []*regionFetch) {
-	type window struct {
-		from time.Time
-		live bool
+func (p *Provider) history(ctx context.Context, g *graphBatcher, region string, names []string, req domain.FetchRequest) (map[string][]spotPoint, error) {
+	live := !req.Backfill && !req.Since.IsZero()
+	from := req.Since
+	if live {
+		from = req.Since.Add(-p.opt.HistoryLookback)
 	}
-	groups := map[window][]*regionFetch{}
-	for _, f := range rs {
-		if f.err != nil || len(f.names) == 0 {
-			continue
-		}
-		w := window{f.req.Since.UTC(), !f.req.Backfill && !f.req.Since.IsZero()}
-		if w.live {
-			w.from = f.req.Since.Add(-p.opt.HistoryLookback).UTC()
-		}
-		groups[w] = append(groups[w], f)
+	rows, err := g.rows(ctx, graphKind{typ: typePriceHistory, from: from.UTC(), live: live}, region, names)
+	if err != nil {
+		return nil, fmt.Errorf("spot price history in %s: %w", region, err)
 	}
-	var wg sync.WaitGroup
-	for w, fs := range groups {
-		query := func(regions, sizes []string) string { return historyQuery(regions, sizes, w.from, w.live) }
-		wg.Go(func() {
-			p.grouped(ctx, c, fs, query, func(f *regionFetch, rows []json.RawMessage) (err error) {
-				f.hist, err = parseHistoryRows(rows, f.req.Since, f.req.Until, w.live)
-				return err
-			}, func(f *regionFetch, err error) {
-				f.hErr = fmt.Errorf("spot price history in %s: %w", f.region, err)
-			})
-		})
+	h, err := parseHistoryRows(rows, req.Since, req.Until, live)
+	if err != nil {
+		return nil, fmt.Errorf("spot price history in %s: %w", region, err)
 	}
-	wg.Wait()
-}
-
-// grouped runs one Resource Graph query for the regions fs and hands each its rows to use, or the error to fail.
-func (p *Provider) grouped(ctx context.Context, c *armClients, fs []*regionFetch, query func(regions, sizes []string) string,
-	use func(f *regionFetch, rows []json.RawMessage) error, fail func(f *regionFetch, err error)) {
-	if len(fs) == 0 {
-		return
-	}
-	regions, sizes := map[string]bool{}, map[string]bool{}
-	for _, f := range fs {
-		regions[strings.ToLower(f.region)] = true
-		for _, s := range f.names {
-			sizes[s] = true
-		}
-	}
-	rows, _, err := p.graphRows(ctx, c, query(slices.Sorted(maps.Keys(regions)), slices.Sorted(maps.Keys(sizes))))
-	byRegion := map[string][]json.RawMessage{}
-	for _, raw := range rows {
-		var r struct {
-			Location string `json:"location"`
-		}
-		if json.Unmarshal(raw, &r) == nil {
-			byRegion[strings.ToLower(r.Location)] = append(byRegion[strings.ToLower(r.Location)], raw)
-		}
-	}
-	for _, f := range fs {
-		ferr := err
-		if ferr == nil {
-			ferr = use(f, byRegion[strings.ToLower(f.region)])
-		}
-		if ferr != nil {
-			fail(f, ferr)
-		}
-		f.step()
-	}
+	return h, nil
 }
 
 // The SpotResources record types gpumarket reads.
@@ -385,6 +316,146 @@ func evictionQuery(regions, sizes []string) string {
 	b.WriteString("| project skuName = tostring(sku.name), location, evictionRate = tostring(properties.evictionRate)\n")
 	b.WriteString("| order by location asc, skuName asc")
 	return b.String()
+}
+
+// maxGather: a region slow to list its sizes delays the others' history by no more.
+const maxGather = time.Second
+
+type graphKind struct {
+	typ  string // typePriceHistory or typeEvictionRate
+	from time.Time
+	live bool
+}
+
+// graphBatcher runs one query per kind for all of a fetch's regions, as Azure
+// advises: the quota counts queries (15 per 5 s)
+// (https://learn.microsoft.com/azure/governance/resource-graph/concepts/guidance-for-throttled-requests#grouping-queries).
+// A batch runs when every region asked or left, or after maxGather.
+type graphBatcher struct {
+	p      *Provider
+	c      *armClients
+	ctx    context.Context
+	gather time.Duration
+
+	mu sync.Mutex
+	// waiting holds, per query type, the regions that may still ask.
+	waiting map[string]map[string]bool
+	open    map[graphKind]*graphBatch
+}
+
+type graphBatch struct {
+	regions map[string]bool
+	sizes   map[string]bool
+	ready   chan struct{} // closed when no region is left to wait for
+	isReady bool
+	done    chan struct{}
+	rows    []json.RawMessage
+	err     error
+}
+
+func (p *Provider) newGraphBatcher(ctx context.Context, c *armClients, regions []string) *graphBatcher {
+	g := &graphBatcher{p: p, c: c, ctx: ctx, gather: maxGather, open: map[graphKind]*graphBatch{}, waiting: map[string]map[string]bool{}}
+	for _, typ := range []string{typePriceHistory, typeEvictionRate} {
+		g.waiting[typ] = map[string]bool{}
+	}
+	for _, r := range regions {
+		g.expect(r)
+	}
+	return g
+}
+
+func (g *graphBatcher) expect(region string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, w := range g.waiting {
+		w[strings.ToLower(region)] = true
+	}
+}
+
+// leave says the region will not ask (again) for the type; may be said twice.
+func (g *graphBatcher) leave(region, typ string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.settled(strings.ToLower(region), typ)
+}
+
+// settled drops a region from the waiting list, freeing batches when none is left; g.mu is held.
+func (g *graphBatcher) settled(region, typ string) {
+	delete(g.waiting[typ], region)
+	if len(g.waiting[typ]) > 0 {
+		return
+	}
+	for k, b := range g.open {
+		if k.typ == typ && !b.isReady {
+			b.isReady = true
+			close(b.ready)
+		}
+	}
+}
+
+// rows returns the region's rows of the kind's query, batched with the fetch's other regions.
+func (g *graphBatcher) rows(ctx context.Context, kind graphKind, region string, sizes []string) ([]json.RawMessage, error) {
+	region = strings.ToLower(region)
+	g.mu.Lock()
+	b := g.open[kind]
+	if b == nil {
+		b = &graphBatch{regions: map[string]bool{}, sizes: map[string]bool{}, ready: make(chan struct{}), done: make(chan struct{})}
+		g.open[kind] = b
+		go g.run(kind, b)
+	}
+	b.regions[region] = true
+	for _, s := range sizes {
+		b.sizes[s] = true
+	}
+	g.settled(region, kind.typ)
+	g.mu.Unlock()
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	var out []json.RawMessage
+	for _, raw := range b.rows {
+		var r struct {
+			Location string `json:"location"`
+		}
+		if json.Unmarshal(raw, &r) == nil && strings.EqualFold(r.Location, region) {
+			out = append(out, raw)
+		}
+	}
+	return out, nil
+}
+
+// run waits for the batch to gather, closes it and runs its query.
+func (g *graphBatcher) run(kind graphKind, b *graphBatch) {
+	defer close(b.done)
+	timer := time.NewTimer(g.gather)
+	defer timer.Stop()
+	select {
+	case <-b.ready:
+	case <-timer.C:
+	case <-g.ctx.Done():
+		b.err = g.ctx.Err()
+		return
+	}
+	g.mu.Lock()
+	delete(g.open, kind)
+	regions, sizes := slices.Sorted(maps.Keys(b.regions)), slices.Sorted(maps.Keys(b.sizes))
+	g.mu.Unlock()
+	q := evictionQuery(regions, sizes)
+	if kind.typ == typePriceHistory {
+		q = historyQuery(regions, sizes, kind.from, kind.live)
+	}
+	b.rows, _, b.err = g.p.graphRows(g.ctx, g.c, q)
 }
 
 // graphRows runs a query and returns every row, following $skipToken.

@@ -52,7 +52,7 @@ func (v *chartView) showPools(keys []string) { v.setPools(keys) }
 // shown charts what enter would have when tab reaches an empty Chart.
 func (v *chartView) shown() tea.Cmd {
 	if len(v.poolKeys) == 0 {
-		keys, _ := v.c.picked()
+		keys, _ := v.c.market.picked()
 		v.setPools(keys)
 	}
 	return nil

@@ -32,26 +32,12 @@ type common struct {
 	actor     string
 	// after is tea.Tick; Update tests replace it so no command waits on a clock.
 	after func(time.Duration, func(time.Time) tea.Msg) tea.Cmd
-	// picker is the Market's picks, which the Chart and Fleet view show.
-	picker poolPicker
+	// market's picks are what the Chart and Fleet view show.
+	market *marketView
 	// idleAlerts are the rows idle past budget.max_idle_pct, for the header.
 	idleAlerts []ledger.Alert
 	// watch is the process's alert evaluator; nil when the session has none.
 	watch *watch.Evaluator
-}
-
-// poolPicker is the Market view as the views that act on its picks see it.
-type poolPicker interface {
-	// picked returns the marked pools in mark order (marked), else the cursor's.
-	picked() (keys []string, marked bool)
-}
-
-// picked asks the picker, if the session has one.
-func (c *common) picked() (keys []string, marked bool) {
-	if c.picker == nil {
-		return nil, false
-	}
-	return c.picker.picked()
 }
 
 // windows are the steps `w` cycles through.
@@ -181,6 +167,44 @@ func (o *owner) task(f func() tea.Msg) tea.Cmd {
 func (o *owner) after(c *common, d time.Duration, msg tea.Msg) tea.Cmd {
 	id := o.id
 	return c.after(d, func(time.Time) tea.Msg { return resultMsg{to: id, msg: msg} })
+}
+
+// loader runs a view's reads in tasks; only the latest read's answer is taken.
+type loader struct {
+	seq         int
+	busy, ready bool
+	last        time.Time // when the latest answer came
+	err         string
+}
+
+// loadedMsg is a read's answer.
+type loadedMsg[T any] struct {
+	seq int
+	val T
+	err error
+}
+
+// load reads in a task owned by o; the answer comes back as a loadedMsg[T].
+func load[T any](l *loader, o *owner, ctx context.Context, read func(context.Context) (T, error)) tea.Cmd {
+	l.busy = true
+	l.seq++
+	seq := l.seq
+	return o.task(func() tea.Msg {
+		v, err := read(ctx)
+		return loadedMsg[T]{seq: seq, val: v, err: err}
+	})
+}
+
+// took says whether seq is the latest read's, and notes its answer.
+func (l *loader) took(seq int, err error, now time.Time) bool {
+	if seq != l.seq {
+		return false
+	}
+	l.busy, l.ready, l.last, l.err = false, true, now, ""
+	if err != nil {
+		l.err = err.Error()
+	}
+	return true
 }
 
 type openPoolsMsg struct{ keys []string }

@@ -97,7 +97,7 @@ func newFleetView(c *common, ctx context.Context, svc *ledger.Service) *fleetVie
 
 // takePools takes the picks again; a pools error is re-said or goes.
 func (v *fleetView) takePools() {
-	keys, marked := v.c.picked()
+	keys, marked := v.c.market.picked()
 	changed := !slices.Equal(keys, v.poolKeys)
 	v.poolKeys, v.cursorOnly = keys, !marked
 	if changed && v.formErr != "" {

@@ -23,12 +23,11 @@ import (
 const ledgerReload = 5 * time.Second
 
 type (
-	ledgerLoadedMsg struct {
-		seq  int
+	// ledgerLoad is a read of the ledger, rep when it reconciled first.
+	ledgerLoad struct {
 		rows []ledger.Entry
 		jobs []jobLine
 		rep  *ledger.ReconcileReport
-		err  error
 	}
 	fleetDeletedMsg struct{}
 	// fleetsNowMsg is ledger.FleetsNow's answer, asked after a load.
@@ -46,18 +45,14 @@ type ledgerKeys struct {
 // ledgerView lists the bookings, current and upcoming first, then newest first.
 type ledgerView struct {
 	base
-	svc  *ledger.Service
-	keys ledgerKeys
-	rows []ledger.Entry
-	cur  int
-	err  string
-	note string // what the last reconciliation could not settle
-	seq  int
-	busy bool
+	loader // ready: the first load (with reconciliation) is done
+	svc    *ledger.Service
+	keys   ledgerKeys
+	rows   []ledger.Entry
+	cur    int
+	note   string // what the last reconciliation could not settle
 	// asked is the seq of the load that r asked for (0: none).
 	asked int
-	last  time.Time
-	ready bool // the first load (with reconciliation) is done
 	// changes is the service's change count at the last load.
 	changes uint64
 	// fleets is the running fleets' state by row id, asked after each load.
@@ -104,25 +99,20 @@ func (v *ledgerView) load(reconcile bool) tea.Cmd {
 	if v.svc == nil || v.busy {
 		return nil
 	}
-	v.busy = true
-	v.seq++
 	v.changes = v.svc.Changes()
-	seq, ctx, svc := v.seq, v.ctx, v.svc
-	return v.task(func() tea.Msg {
-		var rep *ledger.ReconcileReport
+	svc := v.svc
+	return load(&v.loader, &v.owner, v.ctx, func(ctx context.Context) (l ledgerLoad, err error) {
 		if reconcile {
 			r, err := svc.Reconcile(ctx)
 			if err != nil {
-				return ledgerLoadedMsg{seq: seq, err: err}
+				return l, err
 			}
-			rep = &r
+			l.rep = &r
 		}
-		rows, err := svc.Store().List(ctx)
-		var jobs []jobLine
-		if err == nil {
-			jobs, err = loadJobs(ctx, svc.Store())
+		if l.rows, err = svc.Store().List(ctx); err == nil {
+			l.jobs, err = loadJobs(ctx, svc.Store())
 		}
-		return ledgerLoadedMsg{seq: seq, rows: rows, jobs: jobs, rep: rep, err: err}
+		return l, err
 	})
 }
 
@@ -142,7 +132,7 @@ func (v *ledgerView) Update(msg tea.Msg) (view, tea.Cmd) {
 	msg, cmd := v.confirm.update(msg)
 	cmds := []tea.Cmd{cmd}
 	switch msg := msg.(type) {
-	case ledgerLoadedMsg:
+	case loadedMsg[ledgerLoad]:
 		cmds = append(cmds, v.loaded(msg))
 	case fleetsNowMsg:
 		if msg.seq == v.fleetsSeq {
@@ -167,31 +157,29 @@ func (v *ledgerView) Update(msg tea.Msg) (view, tea.Cmd) {
 	return v, tea.Batch(cmds...)
 }
 
-func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
-	if msg.seq != v.seq {
+func (v *ledgerView) loaded(msg loadedMsg[ledgerLoad]) tea.Cmd {
+	if !v.took(msg.seq, msg.err, v.c.now()) {
 		return nil
 	}
-	v.busy, v.ready, v.last = false, true, v.c.now()
 	asked := v.asked == msg.seq
 	v.asked = 0
 	if msg.err != nil {
-		v.err = msg.err.Error()
 		return notifyErr(msg.err)
 	}
-	v.err = ""
-	told := v.failures(msg.rows)
-	v.jobs = msg.jobs
-	v.rows = orderLedger(msg.rows, v.c.now())
+	l := msg.val
+	told := v.failures(l.rows)
+	v.jobs = l.jobs
+	v.rows = orderLedger(l.rows, v.c.now())
 	v.cur = min(v.cur, max(len(v.rows)-1, 0))
-	if msg.rep != nil {
+	if l.rep != nil {
 		var parts []string
-		for _, u := range msg.rep.Unsettled {
+		for _, u := range l.rep.Unsettled {
 			parts = append(parts, fmt.Sprintf("%s: %s", short(u.Row.ID), u.Reason))
 		}
 		v.note = strings.Join(parts, "; ")
 	}
 	if asked {
-		return tea.Batch(reconciled(msg.rep), v.askFleets(), told)
+		return tea.Batch(reconciled(l.rep), v.askFleets(), told)
 	}
 	return tea.Batch(v.askFleets(), told)
 }

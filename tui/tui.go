@@ -169,7 +169,7 @@ func New(opt Options) *Model {
 	if opt.Watch != nil {
 		addView(m, newAlertsView(c, opt.Context, opt.Watch))
 	}
-	c.picker = m.market
+	c.market = m.market
 	m.spin = spinner.New(spinner.WithSpinner(spinner.MiniDot))
 	m.help = help.New()
 	m.applyStyles()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -147,6 +146,7 @@ func (v *fleetView) compose() (spec domain.FleetSpec, err error) {
 			continue
 		}
 		provs[parts[0]], regions[parts[1]] = true, true
+		spec.Provider, spec.Region = parts[0], parts[1]
 		if parts[2] != "" && !slices.Contains(spec.Zones, parts[2]) {
 			spec.Zones = append(spec.Zones, parts[2])
 		}
@@ -156,12 +156,6 @@ func (v *fleetView) compose() (spec domain.FleetSpec, err error) {
 	}
 	if len(provs) != 1 || len(regions) != 1 {
 		return spec, fmt.Errorf("the marked pools span %s and %s: a fleet is one provider's, in one region", plural(len(provs), "provider"), plural(len(regions), "region"))
-	}
-	for p := range provs {
-		spec.Provider = p
-	}
-	for r := range regions {
-		spec.Region = r
 	}
 	// What does not parse is said here; what is out of bounds, by the fleet's terms.
 	if spec.TargetCapacity, err = strconv.Atoi(strings.TrimSpace(v.form.target)); err != nil {
@@ -383,9 +377,7 @@ func (v *fleetView) View() string {
 	if len(v.poolKeys) == 0 {
 		b.WriteString("  " + st.dim.Render("none: mark spot pools of one region in the Market view with space") + "\n")
 	}
-	keys := append([]string(nil), v.poolKeys...)
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(slices.Values(v.poolKeys)) {
 		b.WriteString("  " + k + "\n")
 	}
 	b.WriteString("\n" + st.title.Render("Fleet") + "\n")
@@ -465,8 +457,7 @@ func plural(n int, what string) string {
 func launchSend(svc *ledger.Service, actor string, spec domain.FleetSpec, est ledger.FleetEstimate) func(context.Context) outcome {
 	return func(ctx context.Context) outcome {
 		res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
-		var ec *ledger.EstimateChangedError
-		if errors.As(err, &ec) {
+		if ec, ok := errors.AsType[*ledger.EstimateChangedError](err); ok {
 			return outcome{renewed: relaunchAction(svc, actor, spec, ec)}
 		}
 		notice := fmt.Sprintf("launched %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))

@@ -643,8 +643,7 @@ var planFieldLabels = map[string]string{
 
 // planFieldErr words a planner refusal with the form's name of its field.
 func planFieldErr(err error) error {
-	var fe *planner.FieldError
-	if errors.As(err, &fe) {
+	if fe, ok := errors.AsType[*planner.FieldError](err); ok {
 		return fmt.Errorf("%s: %s", cmp.Or(planFieldLabels[fe.Field], fe.Field), fe.Msg)
 	}
 	return err
@@ -910,11 +909,7 @@ func roundDur(d time.Duration) string {
 // holds the whole commitment against the caps and says what happens
 // while no gpumarket runs.
 func (v *planView) jobAction(r planner.Result) *moneyAction {
-	pools := make([]planner.Pool, 0, len(v.res.pools))
-	for _, p := range v.res.pools {
-		pools = append(pools, p)
-	}
-	slices.SortFunc(pools, func(a, b planner.Pool) int { return strings.Compare(a.Key, b.Key) })
+	pools := slices.SortedFunc(maps.Values(v.res.pools), func(a, b planner.Pool) int { return strings.Compare(a.Key, b.Key) })
 	req := job.Request{Job: v.res.terms.job, Market: planner.Market{Pools: pools}, Strategy: r.Strategy, Actor: v.c.actor,
 		Options: planner.Options{Runs: v.runs, Seed: 1, Speeds: v.speeds}}
 	svc := v.svc
@@ -946,14 +941,13 @@ func (v *planView) jobAction(r planner.Result) *moneyAction {
 
 // jobLines are the job's terms, the hold first.
 func jobLines(req job.Request, p job.Proposal, svc *ledger.Service) []string {
-	out := []string{
+	return []string{
 		fmt.Sprintf("Hold: $%.2f against the budget caps, counted with every other purchase of the day. It is the job's limit: its work on on-demand alone within budget.max_booking_usd, or the plan's p95 if larger (job start --max-usd sets another).", p.HoldUSD),
 		fmt.Sprintf("Plan: expected $%.2f, p95 $%.2f, on time in %.0f %% of the runs.", p.Result.ExpectedCostUSD, p.Result.P95CostUSD, p.Result.OnTimePct),
 		fmt.Sprintf("%s, moving after an interruption, on-demand in time for the deadline where the strategy has it; everything ends when the work is done.",
 			plural(len(p.Live.Lanes), "spot pool")),
 		job.Unattended(job.Every),
 	}
-	return out
 }
 
 // planChartMin is four rows of points and the axis.

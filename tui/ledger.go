@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -169,7 +168,7 @@ func (v *ledgerView) loaded(msg loadedMsg[ledgerLoad]) tea.Cmd {
 	l := msg.val
 	told := v.failures(l.rows)
 	v.jobs = l.jobs
-	v.rows = orderLedger(l.rows, v.c.now())
+	v.rows = orderLedger(l.rows)
 	v.cur = min(v.cur, max(len(v.rows)-1, 0))
 	if l.rep != nil {
 		var parts []string
@@ -269,29 +268,26 @@ func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
 	return a, nil
 }
 
+// ledgerRank: current, upcoming, awaiting an answer; every other state after.
+var ledgerRank = map[string]int{ledger.StateActive: 0, ledger.StateScheduled: 1, ledger.StatePending: 2, ledger.StateUnknown: 2}
+
 // orderLedger puts current and upcoming blocks first, then newest first.
-func orderLedger(rows []ledger.Entry, now time.Time) []ledger.Entry {
-	out := append([]ledger.Entry(nil), rows...)
+func orderLedger(rows []ledger.Entry) []ledger.Entry {
 	rank := func(r ledger.Entry) int {
-		switch {
-		case r.State == ledger.StateActive:
-			return 0
-		case r.State == ledger.StateScheduled:
-			return 1
-		case r.State == ledger.StatePending || r.State == ledger.StateUnknown:
-			return 2
+		if n, ok := ledgerRank[r.State]; ok {
+			return n
 		}
 		return 3
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if ra, rb := rank(a), rank(b); ra != rb {
-			return ra < rb
+	out := slices.Clone(rows)
+	slices.SortStableFunc(out, func(a, b ledger.Entry) int {
+		if c := cmp.Compare(rank(a), rank(b)); c != 0 {
+			return c
 		}
-		if rank(a) <= 1 && !a.Start.Equal(b.Start) && dated(a) && dated(b) {
-			return a.Start.Before(b.Start)
+		if rank(a) <= 1 && dated(a) && dated(b) && !a.Start.Equal(b.Start) {
+			return a.Start.Compare(b.Start)
 		}
-		return a.ID > b.ID
+		return strings.Compare(b.ID, a.ID)
 	})
 	return out
 }

@@ -269,31 +269,45 @@ func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 		return nil, notifyErrHere(err)
 	}
 	now := v.c.now()
-	a := launchAction(v.svc, v.c.actor, spec, now, "from")
+	a := launchAction(v.svc, v.c.actor, spec, now, "from", nil)
 	a.lines = append(a.lines, v.svc.ScheduleLines(spec, now)...)
 	return a, nil
 }
 
 // launchAction launches a fleet: estimate, dry run, then the launch records the
 // estimate or shows risen prices and asks again. Fleet's L and Plan's b run it;
-// a later start is asked as a schedule "from" or "for" it, in local time.
-func launchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, now time.Time, from string) *moneyAction {
+// a later start is asked as a schedule "from" or "for" it, in local time. With
+// ec, the estimate rose since shown: it is said, and asked at the new one.
+func launchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, now time.Time, from string, ec *ledger.EstimateChangedError) *moneyAction {
 	sim := simLaunch(svc, spec.Provider)
 	a := &moneyAction{
 		title: fmt.Sprintf("Launch %s in %s?%s", fleetKind(spec), spec.Region, sim), verb: "launch",
 		checking: "estimating the cost and asking the provider for a dry run", sending: "launching",
-		quote: func(ctx context.Context) quoteAnswer {
-			est := svc.EstimateFleet(ctx, spec)
-			ans := quoteAnswer{lines: fleetLines(spec, est, svc.Now())}
-			if ans.dryRun, ans.err = dryLaunch(ctx, svc, spec, est); ans.err == nil {
-				ans.send = launchSend(svc, actor, spec, est)
-			}
-			return ans
-		},
 	}
 	if spec.Start.After(now) {
 		a.title = fmt.Sprintf("Schedule %s in %s %s %s?%s", fleetKind(spec), spec.Region, from, spec.Start.In(now.Location()).Format("Mon 01-02 15:04"), sim)
 		a.verb, a.sending = "schedule", "scheduling"
+	}
+	if ec != nil {
+		a.title = fmt.Sprintf("The prices went up: %s %s in %s at about $%.2f an hour now (shown $%.2f)?%s",
+			a.verb, fleetKind(spec), spec.Region, ec.Now.USDHour, ec.Shown.USDHour, sim)
+		a.lines = append([]string{fmt.Sprintf("Changed since shown: about $%.2f → $%.2f an hour (%s). Nothing was launched; the new estimate follows.",
+			ec.Shown.USDHour, ec.Now.USDHour, signedUSD(ec.Now.USDHour-ec.Shown.USDHour))}, fleetLines(spec, ec.Now, now)...)
+		a.checking = "asking the provider for a dry run"
+	}
+	a.quote = func(ctx context.Context) quoteAnswer {
+		var ans quoteAnswer
+		est := ledger.FleetEstimate{}
+		if ec != nil {
+			est = ec.Now
+		} else {
+			est = svc.EstimateFleet(ctx, spec)
+			ans.lines = fleetLines(spec, est, svc.Now())
+		}
+		if ans.dryRun, ans.err = dryLaunch(ctx, svc, spec, est); ans.err == nil {
+			ans.send = launchSend(svc, actor, spec, est)
+		}
+		return ans
 	}
 	return a
 }
@@ -453,12 +467,12 @@ func plural(n int, what string) string {
 }
 
 // launchSend launches spec at the estimate est shown; with a budget cap,
-// risen prices launch nothing and ask again (relaunchAction).
+// risen prices launch nothing and ask again.
 func launchSend(svc *ledger.Service, actor string, spec domain.FleetSpec, est ledger.FleetEstimate) func(context.Context) outcome {
 	return func(ctx context.Context) outcome {
 		res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
 		if ec, ok := errors.AsType[*ledger.EstimateChangedError](err); ok {
-			return outcome{renewed: relaunchAction(svc, actor, spec, ec)}
+			return outcome{renewed: launchAction(svc, actor, spec, svc.Now(), "", ec)}
 		}
 		notice := fmt.Sprintf("launched %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
 		if s := res.Short(); s != "" {
@@ -475,29 +489,5 @@ func launchSend(svc *ledger.Service, actor string, spec domain.FleetSpec, est le
 			notice = fmt.Sprintf("scheduled at the cloud: %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
 		}
 		return outcome{err: shown, then: fleetLaunchedMsg{res: res, err: err}, notice: notice}
-	}
-}
-
-// relaunchAction launches spec at its risen estimate, shown and asked again.
-func relaunchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, ec *ledger.EstimateChangedError) *moneyAction {
-	est := ec.Now
-	verb, sending := "launch", "launching"
-	if spec.Start.After(svc.Now()) {
-		verb, sending = "schedule", "scheduling"
-	}
-	return &moneyAction{
-		title: fmt.Sprintf("The prices went up: %s %s in %s at about $%.2f an hour now (shown $%.2f)?%s",
-			verb, fleetKind(spec), spec.Region, est.USDHour, ec.Shown.USDHour, simLaunch(svc, spec.Provider)),
-		verb: verb,
-		lines: append([]string{fmt.Sprintf("Changed since shown: about $%.2f → $%.2f an hour (%s). Nothing was launched; the new estimate follows.",
-			ec.Shown.USDHour, est.USDHour, signedUSD(est.USDHour-ec.Shown.USDHour))}, fleetLines(spec, est, svc.Now())...),
-		checking: "asking the provider for a dry run", sending: sending,
-		quote: func(ctx context.Context) quoteAnswer {
-			dry, err := dryLaunch(ctx, svc, spec, est)
-			if err != nil {
-				return quoteAnswer{err: err}
-			}
-			return quoteAnswer{dryRun: dry, send: launchSend(svc, actor, spec, est)}
-		},
 	}
 }

@@ -770,7 +770,7 @@ func (v *planView) carryOut() (*moneyAction, tea.Cmd) {
 	v.pending = &planner.Held{Kind: domain.KindFleet, Model: p0.GPUModel, GPUs: float64(spec.TargetCapacity) * p0.GPUsPerInstance,
 		Start: domain.Later(spec.Start, now), End: spec.End}
 	desc := v.svc.Describe(spec.Provider)
-	a := launchAction(v.svc, v.c.actor, spec, now, "for")
+	a := launchAction(v.svc, v.c.actor, spec, now, "for", nil)
 	a.notes = append(v.planLines(r), fleetNotes(r, spec, left, v.res.pools, now, desc)...)
 	return a, nil
 }

@@ -302,10 +302,8 @@ func axisDecimals(lo, hi float64, rows int) int {
 	return min(max(d, 0), 4)
 }
 
-// extremes turns each column's min and max into one line that keeps spikes:
-// a column takes the extreme further from the price before it. What a
-// two-way swing leaves out goes into other (nil when nothing, the common
-// case), unless within half a row (rowH) of the line.
+// extremes keeps spikes: each column takes the extreme further from the price
+// before; a two-way swing's far side goes into other unless within rowH/2.
 func extremes(mins, maxs []float64, rowH float64) (line, other []float64) {
 	line = make([]float64, len(maxs))
 	prev := math.NaN()

@@ -362,9 +362,8 @@ func newFilterKeys() filterKeys {
 	return k
 }
 
-// styles are one session's lipgloss styles. They are built per session, from
-// that session's terminal background, so two SSH clients with different
-// terminals never share (or overwrite) each other's look.
+// styles are one session's, built from its terminal's background: two SSH
+// clients never share (or overwrite) each other's look.
 type styles struct {
 	noColor bool
 
@@ -397,9 +396,8 @@ type styles struct {
 	seriesStyle []lipgloss.Style
 }
 
-// newStyles builds the styles for a terminal with a dark or light
-// background. With noColor every style is plain: no colour and no SGR
-// attributes except none at all, so NO_COLOR output carries no escape codes.
+// newStyles builds the styles for a dark or light background; with noColor
+// every style is plain, so NO_COLOR output carries no escape codes.
 func newStyles(isDark, noColor bool) styles {
 	if noColor {
 		// The zero lipgloss.Style is plain (lipgloss.NewStyle), as are the help's.

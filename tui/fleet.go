@@ -274,10 +274,8 @@ func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 	return a, nil
 }
 
-// launchAction launches a fleet: estimate, dry run, then the launch records the
-// estimate or shows risen prices and asks again. Fleet's L and Plan's b run it;
-// a later start is asked as a schedule "from" or "for" it, in local time. With
-// ec, the estimate rose since shown: it is said, and asked at the new one.
+// launchAction is Fleet's L and Plan's b: estimate, dry run, launch (a later
+// start is a schedule "from" or "for" it); ec: the estimate rose since shown.
 func launchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, now time.Time, from string, ec *ledger.EstimateChangedError) *moneyAction {
 	sim := simLaunch(svc, spec.Provider)
 	a := &moneyAction{

@@ -485,10 +485,8 @@ func (m *marketView) makeSpotRule() (*rulePrompt, tea.Cmd) {
 	return &p, nil
 }
 
-// applySnapshot shows a new snapshot: its rows come from the process's
-// Shared, derived by the first session to ask. When they were made from
-// the rows this session showed, only the rows derived again move in the
-// order; otherwise the list is filtered and sorted anew.
+// applySnapshot takes the snapshot's rows from Shared: made from the rows
+// shown, only those derived again move; else the list is made anew.
 func (m *marketView) applySnapshot(s *feed.Snapshot) {
 	if s == nil {
 		return
@@ -552,11 +550,8 @@ func (m *marketView) rebuild() {
 	m.placeCursor(screenRow)
 }
 
-// resort moves the rows whose figures changed to their new places: the
-// others keep their order, so this is a merge of the few changed rows into
-// the sorted rest, not a sort of everything. A live tick changes a few
-// pools out of thousands. The rows are new, the indices the same
-// (sameLayout): the list is still over the pools it was.
+// resort merges the rows whose figures changed into the sorted rest: a live
+// tick changes a few pools of thousands. The indices are the same (sameLayout).
 func (m *marketView) resort(changed []int32) {
 	screenRow := m.cursor - m.offset
 	if len(m.moving) != len(m.rs.rows) {
@@ -614,9 +609,8 @@ func (m *marketView) placeCursor(screenRow int) {
 	m.syncCursorKey()
 }
 
-// compare orders two rows by the sort column (present.Compare: unknown
-// figures last in either direction, ties by pool key so the order is
-// stable between snapshots).
+// compare orders two rows by the sort column (present.Compare: unknown last,
+// ties by pool key so the order is stable between snapshots).
 func (m *marketView) compare(a, b int32) int {
 	return present.Compare(present.Sorts[m.sortBy], &m.rs.rows[a].Row, &m.rs.rows[b].Row, m.reverse)
 }

@@ -281,9 +281,8 @@ func (v *planView) row(i int, r planner.Result, cols []shownCol[*present.PlanRow
 	return v.c.styles.pointed("", tableLine(cols, &present.PlanRow{Result: r, Label: rowLabel(i)}), i == v.cur)
 }
 
-// detail is the selected strategy said whole: what it holds, where, and
-// its assumptions, wrapped (at most four lines on a 24-line terminal,
-// eight on a taller one; the rest is cut with an ellipsis).
+// detail is the selected strategy with its assumptions, wrapped in four lines
+// on a 24-line terminal, eight on a taller one, then cut with an ellipsis.
 func (v *planView) detail(r planner.Result) []string {
 	st := &v.c.styles
 	loc := v.c.now().Location()
@@ -903,11 +902,8 @@ func roundDur(d time.Duration) string {
 	return fmt.Sprintf("%dm", int(d.Round(time.Minute).Minutes()))
 }
 
-// jobAction is b on a strategy a driver carries out (spot, or spot with
-// the on-demand safety net): the plan becomes a job in the ledger, which
-// this process (and any gpumarket that runs) drives. The confirmation
-// holds the whole commitment against the caps and says what happens
-// while no gpumarket runs.
+// jobAction is b on a strategy a driver carries out: the plan becomes a job
+// any running gpumarket drives; its whole hold is checked against the caps.
 func (v *planView) jobAction(r planner.Result) *moneyAction {
 	pools := slices.SortedFunc(maps.Values(v.res.pools), func(a, b planner.Pool) int { return strings.Compare(a.Key, b.Key) })
 	req := job.Request{Job: v.res.terms.job, Market: planner.Market{Pools: pools}, Strategy: r.Strategy, Actor: v.c.actor,

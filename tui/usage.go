@@ -20,10 +20,8 @@ import (
 // TTL passes, so sessions do not multiply the clouds' metrics calls.
 const usageReload = time.Minute
 
-// usageView shows what was bought and how much of it was used, per ledger
-// row (the five most idle first) and per day as bars of booked, running
-// and busy GPU-hours, then per actor. It only reads: every session,
-// read-only ones too, sees it.
+// usageView shows what was bought and how much was used, per row, per day
+// and per actor. It only reads: read-only sessions see it too.
 type usageView struct {
 	base
 	loader
@@ -63,9 +61,8 @@ func (v *usageView) helpNote() string {
 		"idle $: what was paid for GPU-hours not running or not busy. Bars: █ busy ▓ running ▒ booked; an idle $ marked * leaves out rows without metrics. The five most idle rows come first."
 }
 
-// shown asks for a report when the view comes on screen: the tracker
-// answers from its cache unless the ledger changed (a fleet launched in
-// the Fleet view is in the Usage view at once, not a minute later).
+// shown asks for a report: the tracker's cache answers unless the ledger
+// changed, so a fleet just launched shows at once.
 func (v *usageView) shown() tea.Cmd {
 	if !v.ready {
 		return nil // the first load is on its way with the market

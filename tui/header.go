@@ -56,15 +56,18 @@ func (m *Model) header() string {
 	st := &m.c.styles
 	w := m.c.width
 	title := m.titleLine(w)
+	var sources []feed.SourceStatus
+	if m.snap != nil {
+		sources = m.snap.Sources
+	}
 	if m.headerHeight() == 1 {
 		var b strings.Builder
 		b.WriteString(title)
 		if n := len(m.c.idleAlerts); n > 0 {
 			b.WriteString("  " + st.badgeErr.Render(fmt.Sprintf("%d idle", n)))
 		}
-		for _, s := range m.sources() {
-			b.WriteString("  ")
-			b.WriteString(m.sourceWord(s))
+		for _, s := range sources {
+			b.WriteString("  " + m.sourceWord(s))
 		}
 		return clipLine(b.String(), w)
 	}
@@ -75,7 +78,7 @@ func (m *Model) header() string {
 	if m.snap == nil {
 		lines = append(lines, st.dim.Render(clipLine(m.spin.View()+" connecting to the market…", w)))
 	}
-	for _, s := range m.sources() {
+	for _, s := range sources {
 		lines = append(lines, clipLine(m.sourceLine(s), w))
 	}
 	return strings.Join(lines[:min(len(lines), m.headerHeight())], "\n")
@@ -125,20 +128,16 @@ func (m *Model) titleLine(w int) string {
 			}
 		}
 		if m.simulated() {
-			b.WriteString("  ")
-			b.WriteString(st.badgeSim.Render(f.badge))
+			b.WriteString("  " + st.badgeSim.Render(f.badge))
 		}
 		if badge := m.alertBadge(f.shortAlert); badge != "" {
-			b.WriteString("  ")
-			b.WriteString(badge)
+			b.WriteString("  " + badge)
 		}
 		if m.readOnly() {
-			b.WriteString("  ")
-			b.WriteString(st.dim.Render("read-only"))
+			b.WriteString("  " + st.dim.Render("read-only"))
 		}
 		if !updated.IsZero() {
-			b.WriteString("  ")
-			b.WriteString(st.dim.Render(f.updated + updated.Format(f.clock)))
+			b.WriteString("  " + st.dim.Render(f.updated + updated.Format(f.clock)))
 		}
 		line = b.String()
 		if cellWidth(line) <= w {
@@ -146,13 +145,6 @@ func (m *Model) titleLine(w int) string {
 		}
 	}
 	return line
-}
-
-func (m *Model) sources() []feed.SourceStatus {
-	if m.snap == nil {
-		return nil
-	}
-	return m.snap.Sources
 }
 
 func (m *Model) sourceWord(s feed.SourceStatus) string {

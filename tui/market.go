@@ -345,12 +345,8 @@ func (m *marketView) View() string {
 	} else if m.prompt.open {
 		b.WriteString(m.prompt.view(st, m.width))
 	} else {
-		arrow := "↑"
-		if m.reverse {
-			arrow = "↓"
-		}
 		status := fmt.Sprintf("%d/%d pools · sort %s%s · window %s",
-			len(m.list), m.allRows(), present.Sorts[m.sortBy].SortShort, arrow, windowLabel(m.c.window))
+			len(m.list), m.allRows(), present.Sorts[m.sortBy].SortShort, m.arrow(), windowLabel(m.c.window))
 		if len(m.gpus) > 0 {
 			status += " · gpu " + listOrAll(m.gpus)
 		}
@@ -375,7 +371,7 @@ func (m *marketView) View() string {
 		col := present.View[c]
 		title := col.Title
 		if present.Sorts[m.sortBy] == col {
-			title += map[bool]string{false: "↑", true: "↓"}[m.reverse]
+			title += m.arrow()
 		}
 		hdr.WriteString(fit(title, ws[i], col.Right))
 		hdr.WriteByte(' ')
@@ -443,6 +439,14 @@ func (m *marketView) View() string {
 		}
 	}
 	return b.String()
+}
+
+// arrow is the sort's direction.
+func (m *marketView) arrow() string {
+	if m.reverse {
+		return "↓"
+	}
+	return "↑"
 }
 
 // snapshotFailed: something failed and nothing is loading.

@@ -69,7 +69,7 @@ func (m *Model) onAlerts() tea.Cmd {
 		return tea.Batch(cmds...)
 	}
 	m.alertSeen = news[len(news)-1].ID
-	_, looking := m.views[m.active].(alertLister)
+	_, looking := m.views[m.active].(*alertsView) // on screen, they are seen
 	for _, a := range news {
 		if !a.Tells(watch.TellTUI) {
 			continue
@@ -84,9 +84,6 @@ func (m *Model) onAlerts() tea.Cmd {
 
 // tea.Raw prints with fmt.Sprint: the bell must be a string, not ansi.BEL.
 const bell = "\a"
-
-// alertLister is the view that lists alerts: on screen, they are seen.
-type alertLister interface{ listsAlerts() }
 
 // alertBadge is the header's count of unseen alerts, "" when none.
 func (m *Model) alertBadge(short bool) string {
@@ -135,7 +132,6 @@ func newAlertsView(c *common, ctx context.Context, ev *watch.Evaluator) *alertsV
 func (v *alertsView) Title() string       { return "Alerts" }
 func (v *alertsView) KeyMap() help.KeyMap { return v.keys }
 func (v *alertsView) slashFiltersMarket() {}
-func (v *alertsView) listsAlerts()        {}
 
 func (v *alertsView) helpNote() string {
 	file := v.ev.RulesFile()

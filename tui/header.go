@@ -137,7 +137,7 @@ func (m *Model) titleLine(w int) string {
 			b.WriteString("  " + st.dim.Render("read-only"))
 		}
 		if !updated.IsZero() {
-			b.WriteString("  " + st.dim.Render(f.updated + updated.Format(f.clock)))
+			b.WriteString("  " + st.dim.Render(f.updated+updated.Format(f.clock)))
 		}
 		line = b.String()
 		if cellWidth(line) <= w {

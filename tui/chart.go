@@ -46,14 +46,11 @@ func (v *chartView) Title() string       { return "Chart" }
 func (v *chartView) KeyMap() help.KeyMap { return v.keys }
 func (v *chartView) slashFiltersMarket() {}
 
-// showPools charts the pools enter picked in the Market.
-func (v *chartView) showPools(keys []string) { v.setPools(keys) }
-
 // shown charts what enter would have when tab reaches an empty Chart.
 func (v *chartView) shown() tea.Cmd {
 	if len(v.poolKeys) == 0 {
 		keys, _ := v.c.market.picked()
-		v.setPools(keys)
+		v.showPools(keys)
 	}
 	return nil
 }
@@ -65,7 +62,8 @@ func (v *chartView) SetSize(w, h int) {
 	}
 }
 
-func (v *chartView) setPools(keys []string) {
+// showPools charts the pools enter picked in the Market.
+func (v *chartView) showPools(keys []string) {
 	v.poolKeys = append([]string(nil), keys...)
 	v.perGPU = len(keys) > 1
 	v.changed = map[string]uint64{}

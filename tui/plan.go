@@ -227,7 +227,7 @@ func (v *planView) View() string {
 		top = append(top, st.dim.Render(fit(status, v.w, false)))
 	}
 	for _, name := range slices.Sorted(maps.Keys(v.res.failed)) {
-		for _, l := range wrap(name + ": " + v.res.failed[name].Error() + " (the plan is made without its offerings)") {
+		for _, l := range wrap(name + ": " + v.res.failed[name].Error()) {
 			top = append(top, st.footerErr.Render(l))
 		}
 	}
@@ -369,7 +369,8 @@ type planMsg struct {
 	// pools and offers are the market the plan was made on.
 	pools  map[string]planner.Pool
 	offers map[string]domain.Offering
-	// failed are the providers or regions whose offering search failed.
+	// failed are the sources the plan was made without (offering searches,
+	// the ledger), each error saying so.
 	failed map[string]error
 	err    error
 	at     time.Time
@@ -411,11 +412,11 @@ func makePlan(ctx context.Context, in planInput) planMsg {
 			for _, w := range res.Warnings {
 				name := strings.TrimSpace(w.Provider + " " + w.Region)
 				if _, seen := out.failed[name]; !seen {
-					out.failed[name] = fmt.Errorf("offerings of %s for %s: %w", q.GPU, domain.FormatWindow(q.Duration), w.Err)
+					out.failed[name] = fmt.Errorf("offerings of %s for %s: %w%s", q.GPU, domain.FormatWindow(q.Duration), w.Err, withoutOfferings)
 				}
 			}
 			if err != nil && len(res.Warnings) == 0 {
-				out.failed["offerings"] = err
+				out.failed["offerings"] = fmt.Errorf("%w%s", err, withoutOfferings)
 			}
 			for _, o := range res.Offerings {
 				if _, seen := out.offers[o.ID]; !seen {
@@ -426,7 +427,11 @@ func makePlan(ctx context.Context, in planInput) planMsg {
 		}
 		cancel()
 	}
-	results, err := planner.Plan(in.terms.job, planner.Market{Pools: planner.WithOwn(in.pools, ownFleets(ctx, in.svc, in.now)), Offerings: offs},
+	own, err := ownFleets(ctx, in.svc, in.now)
+	if err != nil && ctx.Err() == nil {
+		out.failed["ledger"] = fmt.Errorf("your fleets could not be read: %w (risk from the market alone)", err)
+	}
+	results, err := planner.Plan(in.terms.job, planner.Market{Pools: planner.WithOwn(in.pools, own), Offerings: offs},
 		planner.Options{Runs: in.runs, Seed: 1, Speeds: in.speeds})
 	if err != nil {
 		out.err = planFieldErr(err)
@@ -438,16 +443,18 @@ func makePlan(ctx context.Context, in planInput) planMsg {
 }
 
 // ownFleets is what the user's spot fleets met per pool, as `plan` reads it.
-func ownFleets(ctx context.Context, svc *ledger.Service, now time.Time) planner.Own {
+func ownFleets(ctx context.Context, svc *ledger.Service, now time.Time) (planner.Own, error) {
 	if svc == nil || svc.Store() == nil {
-		return nil
+		return nil, nil
 	}
 	fs, err := svc.Store().FleetUsages(ctx)
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	return planner.OwnFrom(fs, now)
+	return planner.OwnFrom(fs, now), nil
 }
+
+const withoutOfferings = " (the plan is made without its offerings)"
 
 // makePlanRule prompts for a plan rule on the job the table shows (one edited
 // since is taken as typed); the watch prices it as `gpumarket plan` does.

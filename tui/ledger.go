@@ -29,11 +29,6 @@ type (
 		rep  *ledger.ReconcileReport
 	}
 	fleetDeletedMsg struct{}
-	// fleetsNowMsg is ledger.FleetsNow's answer, asked after a load.
-	fleetsNowMsg struct {
-		seq    int
-		fleets map[string]ledger.FleetNow
-	}
 )
 
 type ledgerKeys struct {
@@ -55,9 +50,8 @@ type ledgerView struct {
 	// changes is the service's change count at the last load.
 	changes uint64
 	// fleets is the running fleets' state by row id, asked after each load.
-	fleets      map[string]ledger.FleetNow
-	fleetsSeq   int
-	fleetsAsked bool
+	fleets     map[string]ledger.FleetNow
+	fleetsRead loader
 	// states at the last load, to tell a row that fails since.
 	states map[string]string
 	// jobs are the ledger's jobs, newest first, with their rows' ids.
@@ -133,9 +127,9 @@ func (v *ledgerView) Update(msg tea.Msg) (view, tea.Cmd) {
 	switch msg := msg.(type) {
 	case loadedMsg[ledgerLoad]:
 		cmds = append(cmds, v.loaded(msg))
-	case fleetsNowMsg:
-		if msg.seq == v.fleetsSeq {
-			v.fleets, v.fleetsAsked = msg.fleets, false
+	case loadedMsg[map[string]ledger.FleetNow]:
+		if v.fleetsRead.took(msg.seq, nil, v.c.now()) {
+			v.fleets = msg.val
 		}
 	case fleetDeletedMsg:
 		cmds = append(cmds, v.load(false))
@@ -203,13 +197,13 @@ func (v *ledgerView) failures(rows []ledger.Entry) tea.Cmd {
 }
 
 func (v *ledgerView) askFleets() tea.Cmd {
-	if v.svc == nil || v.fleetsAsked || !slices.ContainsFunc(v.rows, ledger.LiveFleet) {
+	if v.svc == nil || v.fleetsRead.busy || !slices.ContainsFunc(v.rows, ledger.LiveFleet) {
 		return nil
 	}
-	v.fleetsAsked = true
-	v.fleetsSeq++
-	seq, ctx, svc, rows := v.fleetsSeq, v.ctx, v.svc, append([]ledger.Entry(nil), v.rows...)
-	return v.task(func() tea.Msg { return fleetsNowMsg{seq: seq, fleets: svc.FleetsNow(ctx, rows)} })
+	svc, rows := v.svc, slices.Clone(v.rows)
+	return load(&v.fleetsRead, &v.owner, v.ctx, func(ctx context.Context) (map[string]ledger.FleetNow, error) {
+		return svc.FleetsNow(ctx, rows), nil
+	})
 }
 
 func (v *ledgerView) updateKey(msg tea.KeyPressMsg) tea.Cmd {

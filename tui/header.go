@@ -107,6 +107,7 @@ func (m *Model) titleLine(w int) string {
 		{"", " SIM ", "", "15:04", true},
 	}
 	var line string
+	sim := m.simulated()
 	for _, f := range forms {
 		var b strings.Builder
 		if f.name != "" {
@@ -127,17 +128,22 @@ func (m *Model) titleLine(w int) string {
 				b.WriteString(st.tab.Render(v.Title()))
 			}
 		}
-		if m.simulated() {
-			b.WriteString("  " + st.badgeSim.Render(f.badge))
+		// Two writes, not a concatenation: the frame's hot path.
+		if sim {
+			b.WriteString("  ")
+			b.WriteString(st.badgeSim.Render(f.badge))
 		}
 		if badge := m.alertBadge(f.shortAlert); badge != "" {
-			b.WriteString("  " + badge)
+			b.WriteString("  ")
+			b.WriteString(badge)
 		}
 		if m.readOnly() {
-			b.WriteString("  " + st.dim.Render("read-only"))
+			b.WriteString("  ")
+			b.WriteString(st.dim.Render("read-only"))
 		}
 		if !updated.IsZero() {
-			b.WriteString("  " + st.dim.Render(f.updated+updated.Format(f.clock)))
+			b.WriteString("  ")
+			b.WriteString(st.dim.Render(f.updated + updated.Format(f.clock)))
 		}
 		line = b.String()
 		if cellWidth(line) <= w {

@@ -214,7 +214,6 @@ func (v *planView) View() string {
 	var top []string
 	wrap := func(s string) []string { return strings.Split(wordwrap(s, v.w), "\n") }
 	top = append(top, wrap(v.summary(v.ran))...)
-	status := v.status()
 	switch {
 	case v.prompt.open:
 		// In place of the status, under the job whose terms it takes.
@@ -224,7 +223,7 @@ func (v *planView) View() string {
 			top = append(top, st.footerErr.Render(l))
 		}
 	default:
-		top = append(top, st.dim.Render(fit(status, v.w, false)))
+		top = append(top, st.dim.Render(fit(v.status(), v.w, false)))
 	}
 	for _, name := range slices.Sorted(maps.Keys(v.res.failed)) {
 		for _, l := range wrap(name + ": " + v.res.failed[name].Error()) {
@@ -264,7 +263,8 @@ func (v *planView) View() string {
 				break
 			}
 		}
-		lines = append(lines, v.row(i, rs[i], cols))
+		line := tableLine(cols, &present.PlanRow{Result: rs[i], Label: rowLabel(i)})
+		lines = append(lines, st.pointed("", line, i == v.cur))
 	}
 	out := append(top, lines...)
 	out = append(out, detail...)
@@ -274,11 +274,6 @@ func (v *planView) View() string {
 		}
 	}
 	return clip(strings.Join(out, "\n"), v.w, v.h)
-}
-
-// row is the i-th strategy's line of the table.
-func (v *planView) row(i int, r planner.Result, cols []shownCol[*present.PlanRow]) string {
-	return v.c.styles.pointed("", tableLine(cols, &present.PlanRow{Result: r, Label: rowLabel(i)}), i == v.cur)
 }
 
 // detail is the selected strategy with its assumptions, wrapped in four lines

@@ -273,7 +273,7 @@ func TestWebhook4xxIsNotRetried(t *testing.T) {
 }
 
 func TestWebhookHonoursRetryAfter(t *testing.T) {
-	w := &Webhook{Base: time.Millisecond}
+	w := &Webhook{Pace: Pace{Base: time.Millisecond}}
 	err := &sendError{err: errors.New("429"), after: 7 * time.Second}
 	if d := w.Backoff(1, err); d != 7*time.Second {
 		t.Errorf("backoff %s, want Retry-After's 7s", d)

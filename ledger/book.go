@@ -47,20 +47,21 @@ func (s *Service) Quote(ctx context.Context, offeringID string) (Quote, error) {
 	} else if !errors.Is(err, ErrNotFound) {
 		return q, err
 	}
-	_, err = s.booker(c.Offering.Provider)
+	_, err = ability[domain.Booker](s, c.Offering.Provider, "does not sell capacity blocks")
 	return q, err
 }
 
-func (s *Service) booker(provider string) (domain.Booker, error) {
+// ability is the provider in use that can do T; cannot says what it cannot: "does not launch fleets".
+func ability[T any](s *Service, provider, cannot string) (T, error) {
 	p, ok := s.provs[provider]
 	if !ok {
-		return nil, fmt.Errorf("provider %s is not in use in this run (add it to --provider)", provider)
+		return *new(T), fmt.Errorf("provider %s is not in use in this run (add it to --provider)", provider)
 	}
-	b, ok := p.(domain.Booker)
+	t, ok := p.(T)
 	if !ok {
-		return nil, fmt.Errorf("provider %s does not sell capacity blocks", provider)
+		return t, fmt.Errorf("provider %s %s", provider, cannot)
 	}
-	return b, nil
+	return t, nil
 }
 
 // BookRequest asks to buy an offering found by an earlier search.
@@ -148,7 +149,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 		}
 		shown = req.Confirmed
 	}
-	b, err := s.booker(o.Provider)
+	b, err := ability[domain.Booker](s, o.Provider, "does not sell capacity blocks")
 	if err != nil {
 		return res, err
 	}

@@ -220,13 +220,9 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		return FleetResult{}, err
 	}
 	res := FleetResult{DryRun: spec.DryRun}
-	p, ok := s.provs[spec.Provider]
-	if !ok {
-		return res, fmt.Errorf("provider %s is not in use in this run (add it to --provider)", spec.Provider)
-	}
-	fl, ok := p.(domain.FleetLauncher)
-	if !ok {
-		return res, fmt.Errorf("provider %s does not launch fleets", spec.Provider)
+	fl, err := ability[domain.FleetLauncher](s, spec.Provider, "does not launch fleets")
+	if err != nil {
+		return res, err
 	}
 	if !spec.DryRun && s.st.ReadOnly() {
 		return res, fmt.Errorf("refused: %w, and a launch is recorded before it is sent; nothing was launched", ErrReadOnly)

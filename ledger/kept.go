@@ -307,22 +307,12 @@ func sampleStarts(rep domain.UsageReport) []int64 {
 
 // mergePairs merges neighbouring equal samples ending by cut, two into one.
 func mergePairs(busy []domain.BusySample, cut time.Time) ([]domain.BusySample, int) {
-	out := busy[:0:0]
-	merged := 0
-	for i := 0; i < len(busy); i++ {
-		a := busy[i]
-		if i+1 < len(busy) {
-			b := busy[i+1]
-			if b.Period == a.Period && b.At.Equal(a.At.Add(a.Period)) && !b.At.Add(b.Period).After(cut) {
-				out = append(out, domain.BusySample{At: a.At, Period: 2 * a.Period, Share: (a.Share + b.Share) / 2})
-				merged++
-				i++
-				continue
-			}
-		}
-		out = append(out, a)
+	m := sampleMerger{factor: 2, cut: cut}
+	for _, s := range busy {
+		m.add(s)
 	}
-	return out, merged
+	out := m.done()
+	return out, len(busy) - len(out)
 }
 
 // dropOldest drops rep's n oldest samples and returns the oldest start kept.
@@ -597,16 +587,18 @@ func decodeInstancesMerged(dec *json.Decoder, factor int) ([]domain.InstanceUsag
 	return out, err
 }
 
-// sampleMerger merges up to factor neighbouring samples into one.
+// sampleMerger merges up to factor neighbouring samples into one, those ending by cut when it is set.
 type sampleMerger struct {
 	factor int
+	cut    time.Time
 	out    []domain.BusySample
 	cur    domain.BusySample
 	n      int
 }
 
 func (m *sampleMerger) add(s domain.BusySample) {
-	if m.n > 0 && m.n < m.factor && s.Period == m.cur.Period/time.Duration(m.n) && s.At.Equal(m.cur.At.Add(m.cur.Period)) {
+	if m.n > 0 && m.n < m.factor && s.Period == m.cur.Period/time.Duration(m.n) && s.At.Equal(m.cur.At.Add(m.cur.Period)) &&
+		(m.cut.IsZero() || !s.At.Add(s.Period).After(m.cut)) {
 		m.cur.Share = (m.cur.Share*float64(m.n) + s.Share) / float64(m.n+1)
 		m.cur.Period += s.Period
 		m.n++

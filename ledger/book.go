@@ -195,7 +195,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 		Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, State: StatePending, Actor: actor,
 		CreatedAt: now, Request: reqJSON, IdemKey: req.OfferingID,
 	}
-	row, err := s.intent(ctx, intent, func(spent Spending, existing *Entry, _ []Entry) error {
+	row, err := s.st.RecordIntent(ctx, intent, func(spent Spending, existing *Entry, _ []Entry) error {
 		if existing != nil {
 			return nil // reported as a duplicate below
 		}

@@ -357,7 +357,6 @@ func (s *Service) recordFleet(ctx context.Context, fl domain.FleetLauncher, spec
 		}
 		return res, err
 	}
-	s.changes.Add(1)
 	if later {
 		s.opt.Logger.Info("fleet scheduled: gpumarket launches it at its start", "row", row.ID, "provider", spec.Provider, "start", spec.Start, "end", spec.End)
 		res.Row = row
@@ -539,7 +538,6 @@ func (s *Service) fleetAgain(ctx context.Context, prev Entry) (row Entry, retry 
 	if err != nil {
 		return r, false, err
 	}
-	s.changes.Add(1)
 	s.opt.Logger.Info("re-sending a launch whose answer was lost, under its own client token", "row", u.ID, "token", u.IdemKey, "reason", reason)
 	return u, true, nil
 }
@@ -630,7 +628,7 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (Entry, err
 			// A simulated fleet lives in its process: gone with it, nothing bills.
 			r.State, r.Error = StateDeleted, ""
 			r.Note = simFleetGone + " (" + err.Error() + ")"
-			return s.update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
+			return s.st.Update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
 		}
 		return r, fmt.Errorf("delete fleet %s: %w (the ledger still shows it %s; deleting again is safe)", r.ProviderRef, err, r.State)
 	}
@@ -639,7 +637,7 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (Entry, err
 	if actor != "" {
 		r.Note = "deleted by " + actor
 	}
-	return s.update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
+	return s.st.Update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
 }
 
 // cancelScheduled deletes a fleet not yet launched, unless the loop took it meanwhile.
@@ -659,7 +657,6 @@ func (s *Service) cancelScheduled(ctx context.Context, r Entry, actor string) (E
 	if err != nil {
 		return r, err
 	}
-	s.changes.Add(1)
 	return next, nil
 }
 

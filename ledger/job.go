@@ -219,6 +219,7 @@ func (s *Store) CreateJob(ctx context.Context, j Job, check func(daySpent float6
 	if err != nil {
 		return Job{}, err
 	}
+	s.changes.Add(1)
 	return j, nil
 }
 
@@ -454,11 +455,7 @@ func (s *Service) StartJob(ctx context.Context, j Job) (Job, error) {
 	}
 	j.Actor = cmp.Or(j.Actor, s.opt.Actor)
 	j.CreatedAt = s.opt.Now()
-	out, err := s.st.CreateJob(ctx, j, func(spent float64) error { return s.checkBudget(j.HoldUSD, spent) })
-	if err == nil {
-		s.changes.Add(1)
-	}
-	return out, err
+	return s.st.CreateJob(ctx, j, func(spent float64) error { return s.checkBudget(j.HoldUSD, spent) })
 }
 
 // ReconcileRow settles one row as Reconcile does unless its call is in flight (a simulated fleet whose

@@ -197,6 +197,7 @@ func (s *Store) recordIntent(ctx context.Context, r Entry, check IntentCheck) (E
 	if err != nil {
 		return Entry{}, err
 	}
+	s.changes.Add(1)
 	return r, nil
 }
 
@@ -262,6 +263,7 @@ func (s *Store) write(ctx context.Context, r Entry, from string, check func(spen
 	if err != nil {
 		return Entry{}, err
 	}
+	s.changes.Add(1)
 	return r, nil
 }
 

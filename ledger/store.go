@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
@@ -34,9 +35,11 @@ type Store struct {
 
 	// owner names this handle in its calls' rows; calls holds their locks.
 	owner Owner
-	mu    sync.Mutex
-	calls map[string]*os.File
-	proc  *os.File
+	// changes counts writes, so a view can tell cheaply to reread the ledger.
+	changes atomic.Uint64
+	mu      sync.Mutex
+	calls   map[string]*os.File
+	proc    *os.File
 }
 
 // ErrUnreadable refuses an empty or foreign file, never taken for a new ledger.
@@ -603,7 +606,7 @@ func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain
 		return r, fmt.Errorf("re-create the row of %s: %w", rec.ProviderRef, err)
 	}
 	r.Request = raw
-	out, err := s.intent(ctx, r, nil)
+	out, err := s.st.RecordIntent(ctx, r, nil)
 	if err != nil {
 		return out, fmt.Errorf("re-create the row of %s: %w", rec.ProviderRef, err)
 	}

@@ -74,70 +74,69 @@ func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 		return rep, err
 	}
 	now := s.opt.Now()
-	endWindow := func(r Entry) (bool, error) {
-		if !windowOver(r, now) {
-			return false, nil
-		}
-		next, reason, err := s.endReservation(ctx, r)
-		if err == nil {
-			rep.add(next, reason)
-		}
-		return true, err
-	}
 	for _, r := range rows {
-		if done, err := endWindow(r); done || err != nil {
-			if err != nil {
-				return rep, err
-			}
-			continue
-		}
-		if r.Settled() {
-			if next, ended := s.endedWithProcess(ctx, r); ended {
-				if next, err = s.settle(ctx, next, r.State); err != nil {
-					return rep, err
-				}
-				rep.Settled = append(rep.Settled, next)
-				continue
-			}
-			next, handled, reason, due, err := s.keepSchedule(ctx, r, now)
-			switch {
-			case err != nil:
-				return rep, err
-			case handled:
-				rep.add(next, reason)
-				continue
-			}
-			rep.due(due)
-			if next := advance(r, now); next.State != r.State {
-				next, err = s.settle(ctx, next, r.State)
-				if err != nil {
-					return rep, err
-				}
-				rep.Settled = append(rep.Settled, next)
-			}
-			continue
-		}
-		if ok, why := s.inFlight(r); ok {
-			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: r, Reason: "the call is still in flight: " + why})
-			continue
-		}
-		next, settled, reason := s.reconcileRow(ctx, r)
-		if !settled {
-			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: reason})
-		} else if done, err := endWindow(next); err != nil || done {
-			// Found only after its window ended: released now.
-			if err != nil {
-				return rep, err
-			}
-			continue
-		} else {
-			rep.Settled = append(rep.Settled, next)
-		}
-		if ctx.Err() != nil {
-			return rep, ctx.Err()
+		if err := s.reconcileOne(ctx, r, now, &rep); err != nil {
+			return rep, err
 		}
 	}
 	return rep, nil
+}
+
+// reconcileOne files what Reconcile does with one row in rep.
+func (s *Service) reconcileOne(ctx context.Context, r Entry, now time.Time, rep *ReconcileReport) error {
+	// settled files a row moved along from state from.
+	settled := func(next Entry, from string) error {
+		next, err := s.settle(ctx, next, from)
+		if err == nil {
+			rep.Settled = append(rep.Settled, next)
+		}
+		return err
+	}
+	if windowOver(r, now) {
+		return s.endWindow(ctx, r, rep)
+	}
+	if !r.Settled() {
+		if ok, why := s.inFlight(r); ok {
+			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: r, Reason: "the call is still in flight: " + why})
+			return nil
+		}
+		next, ok, reason := s.reconcileRow(ctx, r)
+		switch {
+		case !ok:
+			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: reason})
+		case windowOver(next, now):
+			// Found only after its window ended: released now.
+			return s.endWindow(ctx, next, rep)
+		default:
+			rep.Settled = append(rep.Settled, next)
+		}
+		return ctx.Err()
+	}
+	if next, ended := s.endedWithProcess(ctx, r); ended {
+		return settled(next, r.State)
+	}
+	next, handled, reason, due, err := s.keepSchedule(ctx, r, now)
+	switch {
+	case err != nil:
+		return err
+	case handled:
+		rep.add(next, reason)
+		return nil
+	}
+	rep.due(due)
+	if next := advance(r, now); next.State != r.State {
+		return settled(next, r.State)
+	}
+	return nil
+}
+
+// endWindow ends a reservation whose window is over, filing it in rep.
+func (s *Service) endWindow(ctx context.Context, r Entry, rep *ReconcileReport) error {
+	next, reason, err := s.endReservation(ctx, r)
+	if err == nil {
+		rep.add(next, reason)
+	}
+	return err
 }
 
 // reconcileRow looks one unsettled row up: the row, whether settled, and why not.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -267,15 +268,18 @@ func (s *Store) write(ctx context.Context, r Entry, from string, check func(spen
 	return r, nil
 }
 
-// exec writes the row's outcome fields and says how many rows changed.
+// exec writes the row's outcome fields (all but those its intent fixed) and says how many rows changed.
 func (s *Store) exec(ctx context.Context, tx *sql.Tx, r Entry, from string) (int64, error) {
-	q := `UPDATE ledger SET provider=?, cloud=?, region=?, zone=?, instance_type=?, instance_count=?,
-		gpu_count=?, start_at=?, end_at=?, cost_usd=?, cost_note=?, state=?, provider_ref=?, actor=?, updated_at=?, error=?,
-		note=?, owner=?, heartbeat_at=?, usd_hour=?, sched_start=?, sched_end=?, sched_keeper=? WHERE id=?`
-	cost, hour := r.costs()
-	args := []any{r.Provider, r.Cloud, r.Region, r.Zone, r.InstanceType, r.InstanceCount, r.GPUCount, fmtTime(r.Start), fmtTime(r.End),
-		cost, r.CostNote, r.State, r.ProviderRef, r.Actor, fmtTime(r.UpdatedAt), r.Error, r.Note, r.Owner, fmtTime(r.Heartbeat),
-		hour, fmtTime(r.Schedule.Start), fmtTime(r.Schedule.End), string(r.Schedule.Keeper), r.ID}
+	var set []string
+	var args []any
+	vals := r.args()
+	for i, c := range strings.Split(columns, ",") {
+		if c = strings.TrimSpace(c); !slices.Contains([]string{"id", "kind", "created_at", "request", "idem_key"}, c) {
+			set, args = append(set, c+"=?"), append(args, vals[i])
+		}
+	}
+	q := `UPDATE ledger SET ` + strings.Join(set, ", ") + ` WHERE id=?`
+	args = append(args, r.ID)
 	if from != "" {
 		q += ` AND state=?`
 		args = append(args, from)

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -80,12 +80,8 @@ func merge(kept domain.UsageReport, keptAt time.Time, newer domain.UsageReport) 
 	} else if kept.Source != "" && out.Source != "" && kept.Source != out.Source && keptSamples {
 		out.Source += "; earlier samples: " + kept.Source
 	}
-	sort.SliceStable(out.Instances, func(i, j int) bool {
-		a, b := out.Instances[i], out.Instances[j]
-		if a.ID != b.ID {
-			return a.ID < b.ID
-		}
-		return a.Start.Before(b.Start)
+	slices.SortStableFunc(out.Instances, func(a, b domain.InstanceUsage) int {
+		return cmp.Or(strings.Compare(a.ID, b.ID), a.Start.Compare(b.Start))
 	})
 	return out
 }
@@ -102,12 +98,7 @@ func unionSamples(a, b []domain.BusySample) []domain.BusySample {
 	for _, s := range b {
 		byAt[s.At.UnixNano()] = s
 	}
-	out := make([]domain.BusySample, 0, len(byAt))
-	for _, s := range byAt {
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
-	return out
+	return slices.SortedFunc(maps.Values(byAt), func(a, b domain.BusySample) int { return a.At.Compare(b.At) })
 }
 
 // uncovered is run in cut to the time no newer run of its instance covers.

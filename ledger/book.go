@@ -37,13 +37,7 @@ func (s *Service) Quote(ctx context.Context, offeringID string) (Quote, error) {
 		return q, err
 	}
 	if r, err := s.st.Holder(ctx, kindOf(c.Offering), offeringID); err == nil {
-		if ok, why := s.inFlight(r); ok {
-			return q, fmt.Errorf("refused: a purchase of %s is in flight (ledger row %s, by %s: %s); it is not sent twice", offeringID, r.ID, r.Actor, why)
-		}
-		if !r.Settled() {
-			return q, fmt.Errorf("refused: an earlier purchase of %s (ledger row %s) has an unknown outcome; it is not re-sent: reconcile with `gpumarket ledger`", offeringID, r.ID)
-		}
-		return q, alreadyBooked(r)
+		return q, s.duplicate(ctx, r, false)
 	} else if !errors.Is(err, ErrNotFound) {
 		return q, err
 	}
@@ -204,7 +198,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	if err != nil {
 		var dup *DuplicateError
 		if errors.As(err, &dup) {
-			return res, s.duplicate(ctx, dup.Existing)
+			return res, s.duplicate(ctx, dup.Existing, true)
 		}
 		return res, err
 	}
@@ -305,7 +299,7 @@ func (s *Service) madeBefore(ctx context.Context, b domain.Booker, key string, o
 	if err != nil {
 		var dup *DuplicateError
 		if errors.As(err, &dup) {
-			return s.duplicate(ctx, dup.Existing)
+			return s.duplicate(ctx, dup.Existing, true)
 		}
 		return fmt.Errorf("refused: %s was already bought (%s at %s), and its ledger row could not be re-created: %w; nothing new was bought", key, rec.ProviderRef, o.Provider, err)
 	}
@@ -313,16 +307,22 @@ func (s *Service) madeBefore(ctx context.Context, b domain.Booker, key string, o
 		key, rec.ProviderRef, o.Provider, how, row.ID, ErrDuplicate)
 }
 
-// duplicate words the refusal of a second purchase, reconciling an unknown first.
-func (s *Service) duplicate(ctx context.Context, existing Entry) error {
+// duplicate words the refusal of a second purchase, reconciling an unknown first when it may write.
+func (s *Service) duplicate(ctx context.Context, existing Entry, reconcile bool) error {
 	if ok, why := s.inFlight(existing); ok {
 		return fmt.Errorf("refused: a purchase of %s is in flight (ledger row %s, by %s: %s); it is not sent twice", existing.IdemKey, existing.ID, existing.Actor, why)
 	}
 	if !existing.Settled() {
-		if r, settled, reason := s.reconcileRow(ctx, existing); settled {
-			existing = r
-		} else {
-			return fmt.Errorf("refused: an earlier purchase of %s (ledger row %s) has an unknown outcome (%s); it is not re-sent: reconcile with `gpumarket ledger`",
+		reason, settled := "", false
+		if reconcile {
+			var r Entry
+			if r, settled, reason = s.reconcileRow(ctx, existing); settled {
+				existing = r
+			}
+			reason = " (" + reason + ")"
+		}
+		if !settled {
+			return fmt.Errorf("refused: an earlier purchase of %s (ledger row %s) has an unknown outcome%s; it is not re-sent: reconcile with `gpumarket ledger`",
 				existing.IdemKey, existing.ID, reason)
 		}
 		if existing.State == StateFailed {

@@ -340,7 +340,7 @@ func (s *Service) recordFleet(ctx context.Context, fl domain.FleetLauncher, spec
 		}
 		for _, o := range live {
 			switch {
-			case (o.State == StatePending || o.State == StateUnknown) && sameFleet(o, spec):
+			case (o.State == StatePending || o.State == StateUnknown) && asks(o, spec, false):
 				// Another process recorded the same fleet since openFleet looked.
 				return fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s); it is not sent twice", o.ID, o.Actor)
 			case !again && sameTerms(o, intent):
@@ -423,7 +423,7 @@ func (s *Service) openFleet(ctx context.Context, spec domain.FleetSpec) (*Entry,
 		return nil, err
 	}
 	for _, r := range rows {
-		if r.Kind == KindFleet && sameFleet(r, spec) {
+		if r.Kind == KindFleet && asks(r, spec, false) {
 			return &r, nil
 		}
 	}
@@ -490,9 +490,6 @@ func runWindow(r Entry) (from, until time.Time) {
 	}
 	return from, r.Schedule.End
 }
-
-// sameFleet reports whether a row asks for spec's fleet, client token aside.
-func sameFleet(r Entry, spec domain.FleetSpec) bool { return asks(r, spec, false) }
 
 // asks reports whether a fleet row asks for spec, client token aside (and its window, anyTime).
 func asks(r Entry, spec domain.FleetSpec, anyTime bool) bool {

@@ -378,29 +378,24 @@ func (s *Store) lockProcess() error {
 func (s *Store) EndCall(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f, ok := s.calls[id]
-	if !ok {
-		return
-	}
-	delete(s.calls, id)
-	if f != nil {
+	s.endCallLocked(id)
+}
+
+// endCallLocked is EndCall with s.mu held.
+func (s *Store) endCallLocked(id string) {
+	if f := s.calls[id]; f != nil {
 		os.Remove(s.rowLock(id))
 		f.Close()
 	}
+	delete(s.calls, id)
 }
 
 func (s *Store) releaseAll() {
 	s.mu.Lock()
-	ids := make([]string, 0, len(s.calls))
-	for id := range s.calls {
-		ids = append(ids, id)
-	}
-	s.mu.Unlock()
-	for _, id := range ids {
-		s.EndCall(id)
-	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
+	for id := range s.calls {
+		s.endCallLocked(id)
+	}
 	if s.proc != nil {
 		os.Remove(s.procLock(s.owner.Token))
 		s.proc.Close()

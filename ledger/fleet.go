@@ -36,15 +36,12 @@ const unknownPrices = "unknown prices"
 
 // EstimateFleet prices a fleet at current prices, spot at its dearest pool; NaN when unknown.
 func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) FleetEstimate {
-	est := FleetEstimate{USDHour: math.NaN()}
+	est := FleetEstimate{USDHour: math.NaN(), Basis: unknownPrices}
 	if len(spec.InstanceTypes) > 0 {
-		if e, ok := domain.LookupGPU(spec.InstanceTypes[0]); ok {
-			est.GPUs = e.GPU.Count * float64(spec.TargetCapacity)
-		}
+		est.GPUs = gpusOf(spec.InstanceTypes[0]) * float64(spec.TargetCapacity)
 	}
 	p, ok := s.provs[spec.Provider]
 	if !ok {
-		est.Basis = unknownPrices
 		return est
 	}
 	want := map[string]bool{}
@@ -87,9 +84,7 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 	}
 	if spot == 0 {
 		if err != nil {
-			est.Basis = unknownPrices + ": " + err.Error()
-		} else {
-			est.Basis = unknownPrices
+			est.Basis += ": " + err.Error()
 		}
 		return est
 	}
@@ -108,20 +103,21 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 	// Spot priced at the max price counts the fewest GPUs of any type: any may pay it.
 	fewest := math.Inf(1)
 	for _, t := range spec.InstanceTypes {
-		if e, ok := domain.LookupGPU(t); ok && e.GPU.Count > 0 {
-			fewest = min(fewest, e.GPU.Count)
+		if g := gpusOf(t); g > 0 {
+			fewest = min(fewest, g)
 		}
 	}
-	gpusOf := func(t string) float64 {
-		if e, ok := domain.LookupGPU(t); ok && e.GPU.Count > 0 {
-			return e.GPU.Count
-		}
-		return fewest
-	}
-	if g := float64(base)*gpusOf(ondType) + float64(spec.TargetCapacity-base)*gpusOf(spotPool.InstanceType); g > 0 && !math.IsInf(g, 0) {
+	priced := func(t string) float64 { return cmp.Or(gpusOf(t), fewest) }
+	if g := float64(base)*priced(ondType) + float64(spec.TargetCapacity-base)*priced(spotPool.InstanceType); g > 0 && !math.IsInf(g, 0) {
 		est.PricedGPUs = g
 	}
 	return est
+}
+
+// gpusOf is an instance type's GPUs, 0 when unknown.
+func gpusOf(t string) float64 {
+	e, _ := domain.LookupGPU(t)
+	return e.GPU.Count
 }
 
 // zoneOf names a pool's zone with its region, or the region when it has none.

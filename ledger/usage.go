@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -473,33 +474,25 @@ func nanLast(v float64) float64 {
 
 // totals sums the rows per day, per actor and over all.
 func totals(rows []UsageRow) (days, actors []Total, all Total) {
-	byDay := map[time.Time]*Total{}
-	byActor := map[string]*Total{}
+	byDay, byActor := map[string]Total{}, map[string]Total{}
 	for _, r := range rows {
 		a := byActor[r.Actor]
-		if a == nil {
-			a = &Total{Key: r.Actor}
-			byActor[r.Actor] = a
-		}
+		a.Key = r.Actor
 		a.addRow(r)
+		byActor[r.Actor] = a
 		all.addRow(r)
 		for _, d := range r.Days {
-			t := byDay[d.Day]
-			if t == nil {
-				t = &Total{Key: d.Day.Format("2006-01-02")}
-				byDay[d.Day] = t
-			}
+			k := d.Day.Format("2006-01-02")
+			t := byDay[k]
+			t.Key = k
 			t.add(math.IsNaN(d.BusyGPUHours), d.Interruptions, d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, d.CostUSD, d.IdleUSD)
+			byDay[k] = t
 		}
 	}
-	for _, t := range byDay {
-		days = append(days, *t)
-	}
-	slices.SortFunc(days, func(a, b Total) int { return strings.Compare(a.Key, b.Key) })
-	for _, t := range byActor {
-		actors = append(actors, *t)
-	}
-	slices.SortFunc(actors, func(a, b Total) int { return cmp.Or(cmp.Compare(b.IdleUSD, a.IdleUSD), strings.Compare(a.Key, b.Key)) })
+	days = slices.SortedFunc(maps.Values(byDay), func(a, b Total) int { return strings.Compare(a.Key, b.Key) })
+	actors = slices.SortedFunc(maps.Values(byActor), func(a, b Total) int {
+		return cmp.Or(cmp.Compare(b.IdleUSD, a.IdleUSD), strings.Compare(a.Key, b.Key))
+	})
 	all.Key = "all"
 	return days, actors, all
 }

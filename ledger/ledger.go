@@ -633,18 +633,7 @@ func HoldOf(r Entry) Hold {
 // DayHeld is what the ledger holds against t's UTC day but row except; NaN if a price is unknown.
 func (s *Store) DayHeld(ctx context.Context, q sqlitedb.Querier, t time.Time, except string) (float64, error) {
 	day := t.UTC().Truncate(24 * time.Hour)
-	rows, err := s.rowsHeld(ctx, q, day, except)
-	if err != nil || !s.hasJobs() {
-		return rows, err
-	}
-	// Any other kind of hold is one more term of this sum: the jobs'.
-	jobs, err := jobsDaySum(ctx, q, day)
-	return rows + jobs, err
-}
-
-// rowsHeld sums heldOn over the rows that may hold something on day.
-func (s *Store) rowsHeld(ctx context.Context, q sqlitedb.Querier, day time.Time, except string) (float64, error) {
-	// A job's launches are covered by the job's hold (job.go).
+	// A job's launches are covered by the job's hold, one more term of this sum (job.go).
 	notJobs := ""
 	if s.hasJobs() {
 		notJobs = ` AND idem_key NOT IN (SELECT idem_key FROM job_launches)`
@@ -658,7 +647,11 @@ func (s *Store) rowsHeld(ctx context.Context, q sqlitedb.Querier, day time.Time,
 	for _, r := range rows {
 		sum += heldOn(r, day)
 	}
-	return sum, nil
+	if !s.hasJobs() {
+		return sum, nil
+	}
+	jobs, err := jobsDaySum(ctx, q, day)
+	return sum + jobs, err
 }
 
 // JobSpent is what a job's rows have cost by now: its fleets' cost so far,

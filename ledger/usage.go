@@ -299,18 +299,15 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 	var notes []string
 
 	rep := readRow(ctx, r, q, opt, saveFailed, &notes)
-	if rep != nil {
-		if n := lastSeenNote(*rep, start, end); n != "" {
-			notes = append(notes, n)
-		}
-	}
-
 	// With a report, running and busy hours count up from 0; interruptions too, unless unknown.
 	counted := math.NaN()
 	if rep != nil {
 		counted = 0
 		if !rep.InterruptionsUnknown {
 			row.Interruptions = 0
+		}
+		if n := lastSeenNote(*rep, start, end); n != "" {
+			notes = append(notes, n)
 		}
 	}
 	days := dayStarts(start, end)

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -152,5 +153,31 @@ func TestCallsLeaveNoOpenFiles(t *testing.T) {
 	}
 	if after := fds(); after > before+3 {
 		t.Fatalf("%d open files after 30 calls, %d before", after, before)
+	}
+}
+
+// A pending intent or update that is refused (by its check, or by a
+// conflict) releases the call lock it took: nothing is in flight.
+func TestRefusedWriteReleasesItsCall(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	refuse := fmt.Errorf("over the cap")
+	r := Entry{ID: NewID(time.Now()), Kind: KindFleet, Provider: "sim", IdemKey: "k", State: StatePending}
+	if _, err := s.RecordIntent(ctx, r, func(Spending, *Entry, []Entry) error { return refuse }); err != refuse {
+		t.Fatalf("got %v, want the check's refusal", err)
+	}
+	if _, err := os.Stat(s.rowLock(r.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the refused intent's call lock is still held: %v", err)
+	}
+	r.State = StateScheduled
+	if _, err := s.RecordIntent(ctx, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.State = StatePending
+	if _, err := s.UpdateFrom(ctx, r, StateActive); !errors.Is(err, ErrConflict) {
+		t.Fatalf("got %v, want a conflict", err)
+	}
+	if _, err := os.Stat(s.rowLock(r.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the conflicting update's call lock is still held: %v", err)
 	}
 }

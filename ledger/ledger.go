@@ -134,7 +134,7 @@ type Spending func(day time.Time) (float64, error)
 type IntentCheck func(spent Spending, existing *Entry, live []Entry) error
 
 // RecordIntent writes the row and commits durably before it returns.
-func (s *Store) RecordIntent(ctx context.Context, r Entry, check IntentCheck) (Entry, error) {
+func (s *Store) RecordIntent(ctx context.Context, r Entry, check IntentCheck) (_ Entry, err error) {
 	if r.ID == "" {
 		r.ID = NewID(s.now())
 	}
@@ -154,20 +154,17 @@ func (s *Store) RecordIntent(ctx context.Context, r Entry, check IntentCheck) (E
 		}
 		r.Owner, r.Heartbeat = s.owner.String(), r.CreatedAt
 	}
-	out, err := s.recordIntent(ctx, r, check)
-	if err != nil && r.State == StatePending {
-		s.EndCall(r.ID)
-	}
-	return out, err
-}
-
-func (s *Store) recordIntent(ctx context.Context, r Entry, check IntentCheck) (Entry, error) {
+	defer func() {
+		if err != nil && r.State == StatePending {
+			s.EndCall(r.ID)
+		}
+	}()
 	// An intent is as old as its creation, by the caller's clock.
 	r.UpdatedAt = r.CreatedAt
 	if len(r.Request) == 0 {
 		r.Request = json.RawMessage("{}")
 	}
-	err := s.inTx(ctx, "record intent", func(tx *sql.Tx) error {
+	err = s.inTx(ctx, "record intent", func(tx *sql.Tx) error {
 		existing, err := s.one(ctx, tx, `kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("record intent: %w", err)
@@ -215,30 +212,24 @@ func (s *Store) UpdateFrom(ctx context.Context, r Entry, from string) (Entry, er
 	return s.UpdateFromChecked(ctx, r, from, nil)
 }
 
-// UpdateFromChecked is UpdateFrom with check run first in the same transaction.
-func (s *Store) UpdateFromChecked(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
+// UpdateFromChecked is UpdateFrom with check run first in the same transaction, seeing the row in state from.
+func (s *Store) UpdateFromChecked(ctx context.Context, r Entry, from string, check func(spent Spending) error) (_ Entry, err error) {
 	if s.readOnly {
 		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrReadOnly)
 	}
 	r.UpdatedAt = s.now()
-	claimed := false
 	if r.State == StatePending && from != StatePending {
 		if err := s.claimCall(r.ID); err != nil {
 			return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
 		}
-		claimed = true
 		r.Owner, r.Heartbeat = s.owner.String(), r.UpdatedAt
+		defer func() {
+			if err != nil {
+				s.EndCall(r.ID)
+			}
+		}()
 	}
-	out, err := s.write(ctx, r, from, check)
-	if err != nil && claimed {
-		s.EndCall(r.ID)
-	}
-	return out, err
-}
-
-// write writes r in one transaction, from state from when given; check sees the row in that state.
-func (s *Store) write(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
-	err := s.inTx(ctx, "update ledger row "+r.ID, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, "update ledger row "+r.ID, func(tx *sql.Tx) error {
 		if check != nil {
 			var state string
 			if err := tx.QueryRowContext(ctx, `SELECT state FROM ledger WHERE id = ?`, r.ID).Scan(&state); err != nil {

@@ -206,10 +206,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	s.opt.Logger.Info("purchase intent recorded", "row", row.ID, "offering", o.ID, "provider", o.Provider, "usd", o.UpfrontUSD)
 	res.Row, err = s.transact(ctx, row, transaction{
 		provider: o.Provider, noun: "purchase", subject: "purchase of " + o.ID, made: "bought",
-		cancelled: func(r Entry) Entry {
-			r.State, r.Error = StateFailed, "not sent: cancelled before the call; nothing was bought"
-			return r
-		},
+		cancelled: [2]string{StateFailed, "not sent: cancelled before the call; nothing was bought"},
 		call: func(cctx context.Context) (func(Entry) Entry, string, error) {
 			bk, err := b.Book(cctx, domain.BookRequest{Offering: o, After: now, Ref: row.ID, Actor: actor})
 			if err == nil {

@@ -424,8 +424,8 @@ type transaction struct {
 	noun     string // "purchase", "launch"
 	subject  string // "purchase of X", "fleet launch"
 	made     string // "bought", "launched"
-	// cancelled is the row when ctx ended before the call: nothing was sent.
-	cancelled func(Entry) Entry
+	// cancelled is the row's state and error when ctx ended before the call: nothing was sent.
+	cancelled [2]string
 	// call sends it; settle writes the answer into the row, ref names what it made.
 	call func(ctx context.Context) (settle func(Entry) Entry, ref string, err error)
 }
@@ -437,7 +437,11 @@ func (s *Service) transact(ctx context.Context, row Entry, t transaction) (Entry
 	defer s.beat(ctx, row.ID)()
 	wctx := context.WithoutCancel(ctx)
 	if err := ctx.Err(); err != nil {
-		out, uerr := s.st.Update(wctx, t.cancelled(row))
+		row.State, row.Error = t.cancelled[0], t.cancelled[1]
+		if row.State == StateScheduled {
+			row.Start = row.Schedule.Start // as asked, not the start of the launch that was not sent
+		}
+		out, uerr := s.st.Update(wctx, row)
 		if uerr != nil {
 			return out, fmt.Errorf("record cancelled %s %s: %w", t.noun, row.ID, uerr)
 		}

@@ -181,3 +181,29 @@ func TestRefusedWriteReleasesItsCall(t *testing.T) {
 		t.Fatalf("the conflicting update's call lock is still held: %v", err)
 	}
 }
+
+// A launch whose context ends before its call sends nothing, and its row
+// says so by how it came: a new intent failed, a re-send of a lost answer
+// unknown again, a scheduled launch scheduled again at the start asked.
+func TestLaunchCancelledBeforeItsCallByKind(t *testing.T) {
+	st := openTest(t)
+	s := New(st, nil, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	asked := time.Date(2026, 3, 2, 5, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		kind  [2]string
+		want  string
+		start time.Time
+	}{{sendFresh, StateFailed, asked.Add(time.Hour)}, {sendAgain, StateUnknown, asked.Add(time.Hour)}, {sendScheduled, StateScheduled, asked}} {
+		row, err := st.RecordIntent(context.Background(), Entry{Kind: KindFleet, Provider: "sim", IdemKey: NewID(time.Now()), State: StatePending,
+			Start: asked.Add(time.Hour), Schedule: FleetSchedule{Start: asked, Keeper: KeptByGpumarket}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.sendFleet(ctx, nil, row, FleetResult{}, c.kind) // no launcher: the call must not be made
+		if err == nil || res.Row.State != c.want || res.Row.Error != c.kind[1] || !res.Row.Start.Equal(c.start) {
+			t.Errorf("%v: got %s %q from %s (%v), want %s from %s", c.kind, res.Row.State, res.Row.Error, res.Row.Start, err, c.want, c.start)
+		}
+	}
+}

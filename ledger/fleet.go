@@ -364,20 +364,16 @@ func (s *Service) recordFleet(ctx context.Context, fl domain.FleetLauncher, spec
 	return s.sendFleet(ctx, fl, row, res, sendFresh)
 }
 
-// sendKind decides what a launch cancelled before its call leaves in the row.
-type sendKind int
-
-const (
-	// sendFresh: a new intent; cancelled, it failed (nothing was sent).
-	sendFresh sendKind = iota
-	// sendAgain: a re-send of a lost answer; cancelled, it is unknown again.
-	sendAgain
-	// sendScheduled: a scheduled launch; cancelled, it is scheduled again.
-	sendScheduled
+// What a launch cancelled before its call leaves in its row: a new intent failed (nothing was sent),
+// a re-send of a lost answer unknown again, a scheduled launch scheduled again.
+var (
+	sendFresh     = [2]string{StateFailed, "not sent: cancelled before the call; nothing was launched"}
+	sendAgain     = [2]string{StateUnknown, "no answer to the first launch; its re-send was cancelled before the call"}
+	sendScheduled = [2]string{StateScheduled, ""}
 )
 
 // sendFleet makes the launch call of a recorded intent and records its outcome.
-func (s *Service) sendFleet(ctx context.Context, fl domain.FleetLauncher, row Entry, res FleetResult, kind sendKind) (FleetResult, error) {
+func (s *Service) sendFleet(ctx context.Context, fl domain.FleetLauncher, row Entry, res FleetResult, cancelled [2]string) (FleetResult, error) {
 	res.Row = row
 	var spec domain.FleetSpec
 	if err := json.Unmarshal(row.Request, &spec); err != nil {
@@ -387,20 +383,7 @@ func (s *Service) sendFleet(ctx context.Context, fl domain.FleetLauncher, row En
 	var err error
 	res.Row, err = s.transact(ctx, row, transaction{
 		provider: spec.Provider, noun: "launch", subject: "fleet launch", made: "launched",
-		cancelled: func(r Entry) Entry {
-			switch kind {
-			case sendFresh:
-				r.State, r.Error = StateFailed, "not sent: cancelled before the call; nothing was launched"
-			case sendAgain:
-				r.State, r.Error = StateUnknown, "no answer to the first launch; its re-send was cancelled before the call"
-			case sendScheduled:
-				r.State, r.Error = StateScheduled, ""
-				if sched, ok := ScheduleOf(r); ok {
-					r.Start = sched.Start
-				}
-			}
-			return r
-		},
+		cancelled: cancelled,
 		call: func(cctx context.Context) (func(Entry) Entry, string, error) {
 			f, err := fl.LaunchFleet(cctx, spec)
 			if err == nil {

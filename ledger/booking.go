@@ -383,13 +383,11 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 // remember tells providers that forget their bookings (the simulated market) what the ledger holds.
 func (s *Service) remember(ctx context.Context) {
 	s.rememberOnce.Do(func() {
-		var rem []domain.BookingRememberer
-		for _, name := range s.names {
-			if r, ok := s.provs[name].(domain.BookingRememberer); ok {
-				rem = append(rem, r)
-			}
+		remembers := func(name string) bool {
+			_, ok := s.provs[name].(domain.BookingRememberer)
+			return ok
 		}
-		if len(rem) == 0 {
+		if !slices.ContainsFunc(s.names, remembers) {
 			return
 		}
 		rows, err := s.st.List(ctx)

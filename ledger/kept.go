@@ -241,7 +241,8 @@ func capKept(rep domain.UsageReport, max int) (domain.UsageReport, string) {
 	out.Instances = slices.Clone(rep.Instances)
 	var mergedBefore time.Time
 	for round := 0; total > max && round < maxMergeRounds; round++ {
-		cut := oldestHalfEnd(out)
+		ats := sampleStarts(out)
+		cut := time.Unix(0, ats[len(ats)/2]).UTC() // the start of the median sample
 		merged := 0
 		for i := range out.Instances {
 			var n int
@@ -276,12 +277,6 @@ func countSamples(rep domain.UsageReport) int {
 		n += len(in.Busy)
 	}
 	return n
-}
-
-// oldestHalfEnd is the start of the median sample.
-func oldestHalfEnd(rep domain.UsageReport) time.Time {
-	ats := sampleStarts(rep)
-	return time.Unix(0, ats[len(ats)/2]).UTC()
 }
 
 // sampleStarts are the starts of rep's samples in Unix nanoseconds, in order.
@@ -472,22 +467,19 @@ func (s *Store) LoadUsage(ctx context.Context, rowID string) (domain.UsageReport
 		return domain.UsageReport{}, time.Time{}, false, nil
 	}
 	var at, body string
+	var t time.Time
+	var rep domain.UsageReport
 	err := s.db.QueryRowContext(ctx, `SELECT read_at, report FROM usage_kept WHERE row_id = ?`, rowID).Scan(&at, &body)
-	if errors.Is(err, errNoRows) {
+	if err == nil {
+		t, err = parseTime(at)
+	}
+	if err == nil {
+		rep, err = decodeUsage(body)
+	}
+	switch {
+	case errors.Is(err, errNoRows) || errors.Is(err, errKeptVersion):
 		return domain.UsageReport{}, time.Time{}, false, nil
-	}
-	if err != nil {
-		return domain.UsageReport{}, time.Time{}, false, fmt.Errorf("read the usage kept of %s: %w", rowID, err)
-	}
-	t, err := parseTime(at)
-	if err != nil {
-		return domain.UsageReport{}, time.Time{}, false, fmt.Errorf("read the usage kept of %s: %w", rowID, err)
-	}
-	rep, err := decodeUsage(body)
-	if errors.Is(err, errKeptVersion) {
-		return domain.UsageReport{}, time.Time{}, false, nil
-	}
-	if err != nil {
+	case err != nil:
 		return domain.UsageReport{}, time.Time{}, false, fmt.Errorf("read the usage kept of %s: %w", rowID, err)
 	}
 	return rep, t, true, nil

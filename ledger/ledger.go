@@ -602,16 +602,11 @@ type DayAmount struct {
 
 // HoldOf is what a row holds against the caps, whole and by UTC day.
 func HoldOf(r Entry) Hold {
-	h := Hold{}
 	if r.Kind != KindFleet {
-		day := r.CreatedAt.UTC().Truncate(24 * time.Hour)
-		h.Whole = r.CostUSD
-		h.Days = []DayAmount{{Day: day, USD: r.CostUSD}}
-		return h
+		return Hold{Whole: r.CostUSD, Days: []DayAmount{{Day: r.CreatedAt.UTC().Truncate(24 * time.Hour), USD: r.CostUSD}}}
 	}
 	from, until := holdWindow(r)
-	h.Whole = r.USDHour * until.Sub(from).Hours()
-	h.What = fmt.Sprintf("%s at $%.2f/h", Countdown(until.Sub(from)), r.USDHour)
+	h := Hold{Whole: r.USDHour * until.Sub(from).Hours(), What: fmt.Sprintf("%s at $%.2f/h", Countdown(until.Sub(from)), r.USDHour)}
 	if r.Schedule.End.IsZero() {
 		h.What = fmt.Sprintf("its first %s at $%.2f/h; it has no end", Countdown(unboundedHold), r.USDHour)
 	}

@@ -411,12 +411,8 @@ func (s *Store) JobRows(ctx context.Context, jobID string) ([]Entry, error) {
 	if !s.hasJobs() {
 		return nil, nil
 	}
-	out, err := s.rows(ctx, s.db, `WHERE kind = ? AND idem_key IN (SELECT idem_key FROM job_launches WHERE job_id = ?)
+	return s.rows(ctx, s.db, "rows of job "+jobID, `WHERE kind = ? AND idem_key IN (SELECT idem_key FROM job_launches WHERE job_id = ?)
 		ORDER BY (SELECT seq FROM job_launches k WHERE k.idem_key = ledger.idem_key), id`, KindFleet, jobID)
-	if err != nil {
-		return nil, fmt.Errorf("rows of job %s: %w", jobID, err)
-	}
-	return out, nil
 }
 
 // EndJob sets a job's final state at the caller's clock (a fast simulated market runs ahead) whoever holds

@@ -165,19 +165,19 @@ func (s *Store) RecordIntent(ctx context.Context, r Entry, check IntentCheck) (_
 		r.Request = json.RawMessage("{}")
 	}
 	err = s.inTx(ctx, "record intent", func(tx *sql.Tx) error {
-		existing, err := s.one(ctx, tx, `kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey)
+		existing, err := s.one(ctx, tx, "record intent", `kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey)
 		if err != nil && !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("record intent: %w", err)
+			return err
 		}
 		var ex *Entry
 		if err == nil {
 			ex = &existing
 		}
 		if check != nil {
-			live, err := s.rows(ctx, tx, `WHERE kind = ? AND state IN (?, ?, ?, ?) ORDER BY id`,
+			live, err := s.rows(ctx, tx, "record intent: unsettled "+r.Kind+" rows", `WHERE kind = ? AND state IN (?, ?, ?, ?) ORDER BY id`,
 				r.Kind, StatePending, StateUnknown, StateScheduled, StateActive)
 			if err != nil {
-				return fmt.Errorf("record intent: unsettled %s rows: %w", r.Kind, err)
+				return err
 			}
 			spent := func(day time.Time) (float64, error) { return s.DayHeld(ctx, tx, day, "") }
 			if err := check(spent, ex, live); err != nil {
@@ -285,30 +285,18 @@ func (s *Store) exec(ctx context.Context, tx *sql.Tx, r Entry, from string) (int
 
 // Get returns one row.
 func (s *Store) Get(ctx context.Context, id string) (Entry, error) {
-	r, err := s.one(ctx, s.db, `id = ?`, id)
-	if err != nil {
-		return Entry{}, fmt.Errorf("ledger row %s: %w", id, err)
-	}
-	return r, nil
+	return s.one(ctx, s.db, "ledger row "+id, `id = ?`, id)
 }
 
 // FindByRef returns the newest row with the provider's id.
 func (s *Store) FindByRef(ctx context.Context, ref string) (Entry, error) {
-	r, err := s.one(ctx, s.db, `provider_ref = ? ORDER BY id DESC LIMIT 1`, ref)
-	if err != nil {
-		return Entry{}, fmt.Errorf("ledger row for %s: %w", ref, err)
-	}
-	return r, nil
+	return s.one(ctx, s.db, "ledger row for "+ref, `provider_ref = ? ORDER BY id DESC LIMIT 1`, ref)
 }
 
 // List returns the rows newest first, only those in states when given.
 func (s *Store) List(ctx context.Context, states ...string) ([]Entry, error) {
 	where, args := inStates(states)
-	out, err := s.rows(ctx, s.db, where+` ORDER BY id DESC`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list ledger: %w", err)
-	}
-	return out, nil
+	return s.rows(ctx, s.db, "list ledger", where+` ORDER BY id DESC`, args...)
 }
 
 // inStates is a WHERE clause keeping the states given, "" for none.
@@ -320,20 +308,27 @@ func inStates(states []string) (string, []any) {
 	return `WHERE state IN (` + ph + `)`, args
 }
 
-// rows reads the ledger rows the clause (WHERE …, ORDER BY …) picks.
-func (s *Store) rows(ctx context.Context, q sqlitedb.Querier, clause string, args ...any) ([]Entry, error) {
-	return sqlitedb.All(ctx, q, scan, `SELECT `+s.cols()+` FROM ledger `+clause, args...)
+// rows reads the ledger rows the clause (WHERE …, ORDER BY …) picks; what names them in the error.
+func (s *Store) rows(ctx context.Context, q sqlitedb.Querier, what, clause string, args ...any) ([]Entry, error) {
+	out, err := sqlitedb.All(ctx, q, scan, `SELECT `+s.cols()+` FROM ledger `+clause, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
 }
 
 var errNoRows = sql.ErrNoRows
 
-// one reads the row where picks, or ErrNotFound.
-func (s *Store) one(ctx context.Context, q sqlitedb.Querier, where string, args ...any) (Entry, error) {
+// one reads the row where picks, or ErrNotFound; what names it in the error.
+func (s *Store) one(ctx context.Context, q sqlitedb.Querier, what, where string, args ...any) (Entry, error) {
 	r, err := scan(q.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE `+where, args...))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Entry{}, ErrNotFound
+		err = ErrNotFound
 	}
-	return r, err
+	if err != nil {
+		return Entry{}, fmt.Errorf("%s: %w", what, err)
+	}
+	return r, nil
 }
 
 // DaySpent is what the ledger holds against t's UTC day (Store.DayHeld).
@@ -357,11 +352,7 @@ func (s *Store) HeldKeys(ctx context.Context, kinds ...string) (map[string]bool,
 
 // Holder returns the row not failed holding the kind's key, or ErrNotFound.
 func (s *Store) Holder(ctx context.Context, kind, key string) (Entry, error) {
-	r, err := s.one(ctx, s.db, `kind = ? AND idem_key = ? AND state <> 'failed'`, kind, key)
-	if err != nil {
-		return Entry{}, fmt.Errorf("ledger holder of %s %s: %w", kind, key, err)
-	}
-	return r, nil
+	return s.one(ctx, s.db, "ledger holder of "+kind+" "+key, `kind = ? AND idem_key = ? AND state <> 'failed'`, kind, key)
 }
 
 const columns = `id, kind, provider, cloud, region, zone, instance_type, instance_count, gpu_count, start_at, end_at,
@@ -624,10 +615,10 @@ func (s *Store) DayHeld(ctx context.Context, q sqlitedb.Querier, t time.Time, ex
 	if s.hasJobs() {
 		notJobs = ` AND idem_key NOT IN (SELECT idem_key FROM job_launches)`
 	}
-	rows, err := s.rows(ctx, q, `WHERE state <> 'failed' AND id <> ? AND created_at < ? AND
+	rows, err := s.rows(ctx, q, "sum of the day's spending", `WHERE state <> 'failed' AND id <> ? AND created_at < ? AND
 		(kind = ? AND (end_at = '' OR end_at >= ?) OR created_at >= ?)`+notJobs, except, fmtTime(day.Add(24*time.Hour)), KindFleet, fmtTime(day), fmtTime(day))
 	if err != nil {
-		return 0, fmt.Errorf("sum of the day's spending: %w", err)
+		return 0, err
 	}
 	sum := 0.0
 	for _, r := range rows {

@@ -385,12 +385,12 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 	}
 
 	row.Note = strings.Join(notes, "; ")
-	costRow(&row, r, opt)
+	costRow(&row, r)
 	return row
 }
 
 // costRow fills a row's and its days' cost (CostSoFar) and idle figures.
-func costRow(row *UsageRow, r Entry, opt UsageOptions) {
+func costRow(row *UsageRow, r Entry) {
 	row.CostUSD = CostSoFar(r, row.Start, row.End)
 	if t := domain.TermsOfKind(r.Kind); t != nil && t.Upfront {
 		row.CostUSD = CostSoFar(r, time.Time{}, row.End) // paid in full, up front

@@ -471,7 +471,7 @@ func nanLast(v float64) float64 {
 
 // totals sums the rows per day, per actor and over all.
 func totals(rows []UsageRow) (days, actors []Total, all Total) {
-	byDay, byActor := map[string]Total{}, map[string]Total{}
+	byDay, byActor := map[time.Time]Total{}, map[string]Total{}
 	for _, r := range rows {
 		a := byActor[r.Actor]
 		a.Key = r.Actor
@@ -479,11 +479,12 @@ func totals(rows []UsageRow) (days, actors []Total, all Total) {
 		byActor[r.Actor] = a
 		all.addRow(r)
 		for _, d := range r.Days {
-			k := d.Day.Format("2006-01-02")
-			t := byDay[k]
-			t.Key = k
+			t := byDay[d.Day]
+			if t.Rows == 0 {
+				t.Key = d.Day.Format("2006-01-02")
+			}
 			t.add(math.IsNaN(d.BusyGPUHours), d.Interruptions, d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, d.CostUSD, d.IdleUSD)
-			byDay[k] = t
+			byDay[d.Day] = t
 		}
 	}
 	days = slices.SortedFunc(maps.Values(byDay), func(a, b Total) int { return strings.Compare(a.Key, b.Key) })

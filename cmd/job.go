@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/app"
+	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/job"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
@@ -70,10 +71,7 @@ func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove, now tim
 	out := jobRow{ID: j.ID, State: j.State, Strategy: j.Strategy, GPUs: j.Terms.GPUs, Hours: j.Terms.Hours, WorkDoneHours: j.WorkDone,
 		Start: j.Terms.Start.UTC(), Deadline: j.Terms.Deadline.UTC(), SpentUSD: j.SpentUSD, PlanExpectedUSD: j.Plan.ExpectedUSD,
 		PlanP95USD: j.Plan.P95USD, PlanOnTimePct: j.Plan.OnTimePct, HoldUSD: j.HoldUSD, Reason: optString(j.Reason),
-		Outlook: optString(j.Outlook), ProgressSource: "model", Rows: jsonList[present.LedgerRow]{}, Moves: jsonList[ledger.JobMove](moves)}
-	if out.Moves == nil {
-		out.Moves = jsonList[ledger.JobMove]{}
-	}
+		Outlook: optString(j.Outlook), ProgressSource: "model", Rows: present.LedgerRows(now, rows...), Moves: append(jsonList[ledger.JobMove]{}, moves...)}
 	switch {
 	case j.Terms.ProgressFile != "":
 		out.ProgressSource = "file " + j.Terms.ProgressFile
@@ -81,8 +79,7 @@ func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove, now tim
 		out.ProgressSource = "command " + j.Terms.ProgressCommand
 	}
 	if j.MaxUSD > 0 {
-		m := j.MaxUSD
-		out.MaxUSD = &m
+		out.MaxUSD = domain.Float(j.MaxUSD)
 	}
 	if pct, ok := job.OnTimePct(j); ok && ledger.JobActive(j.State) {
 		out.OnTimePct = &pct
@@ -90,9 +87,6 @@ func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove, now tim
 	if !j.FinishedAt.IsZero() {
 		t := j.FinishedAt.UTC()
 		out.FinishedAt = &t
-	}
-	for _, r := range rows {
-		out.Rows = append(out.Rows, present.NewLedgerRow(r, now))
 	}
 	if rows != nil {
 		out.SpentUSD = ledger.JobSpent(rows, now)
@@ -331,11 +325,7 @@ func writeJobTable(a *runner, j ledger.Job, jr jobRow, rows []ledger.Entry, move
 	}
 	if len(rows) > 0 {
 		fmt.Fprintln(w, "\nrows:")
-		lr := make([]present.LedgerRow, len(rows))
-		for i, r := range rows {
-			lr[i] = present.NewLedgerRow(r, a.Now())
-		}
-		writeRows(w, formatTable, lr)
+		writeRows(w, formatTable, jr.Rows)
 	}
 	if len(moves) > 0 {
 		fmt.Fprintln(w, "\nmoves:")

@@ -55,7 +55,7 @@ listed as recorded, and nothing is reconciled, released or rebuilt.`,
 				if err != nil {
 					return err
 				}
-				return a.writeLedger(rows, output)
+				return writeRows(a.out, output, present.LedgerRows(time.Now(), rows...))
 			})
 		},
 	}
@@ -63,14 +63,4 @@ listed as recorded, and nothing is reconciled, released or rebuilt.`,
 	c.Flags().DurationVar(&timeout, "timeout", ledger.DefaultTimeout, "bound on the reconciliation of unknown outcomes")
 	c.Flags().BoolVar(&rebuild, "rebuild", false, "re-create the rows the ledger lacks from what the clouds show (their tags); an unreadable ledger file is kept aside")
 	return c
-}
-
-// writeLedger prints the rows.
-func (a *runner) writeLedger(rows []ledger.Entry, output string) error {
-	out := make([]present.LedgerRow, 0, len(rows))
-	now := time.Now()
-	for _, r := range rows {
-		out = append(out, present.NewLedgerRow(r, now))
-	}
-	return writeRows(a.out, output, out)
 }

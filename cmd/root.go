@@ -33,21 +33,14 @@ type runner struct {
 	*app.App
 }
 
-// newApp loads the settings; nothing is built or started yet.
-func (c *cli) newApp(cmd *cobra.Command) (*runner, error) {
-	e, err := c.setup(cmd)
-	if err != nil {
-		return nil, err
-	}
-	return c.appOf(cmd.Context(), e), nil
-}
-
-// withApp runs f over the command's app and closes it after.
+// withApp loads the settings and runs f over the command's app (nothing
+// built or started yet), closing it after.
 func (c *cli) withApp(cmd *cobra.Command, f func(*runner) error) error {
-	a, err := c.newApp(cmd)
+	e, err := c.setup(cmd)
 	if err != nil {
 		return err
 	}
+	a := c.appOf(cmd.Context(), e)
 	defer a.Close()
 	return f(a)
 }
@@ -84,7 +77,7 @@ With no config file and no --provider it shows a simulated market.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.runRoot(cmd)
+			return c.withApp(cmd, func(a *runner) error { return a.runRoot(cmd.Context()) })
 		},
 	}
 	root.Version = version()
@@ -100,12 +93,7 @@ With no config file and no --provider it shows a simulated market.`,
 	return root
 }
 
-func (c *cli) runRoot(cmd *cobra.Command) error {
-	a, err := c.newApp(cmd)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
+func (a *runner) runRoot(ctx context.Context) error {
 	// Under the TUI nothing may print to the terminal: logs go to a file.
 	logPath := filepath.Join(a.DataDir, "gpumarket.log")
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -115,7 +103,6 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 	defer lf.Close()
 	a.Log = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
-	ctx := cmd.Context()
 	h, err := a.Hub(ctx)
 	if err != nil {
 		return err

@@ -64,7 +64,7 @@ Connect with: ssh -t -p PORT HOST`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cl.runServe(cmd)
+			return cl.withApp(cmd, func(a *runner) error { return a.runServe(cmd) })
 		},
 	}
 	f := c.Flags()
@@ -74,13 +74,8 @@ Connect with: ssh -t -p PORT HOST`,
 	return c
 }
 
-func (cl *cli) runServe(cmd *cobra.Command) error {
-	a, err := cl.newApp(cmd)
-	if err != nil {
-		return err
-	}
-	// The app's loops outlive the command's context, so serve drains first.
-	defer a.Close()
+// The app's loops outlive the command's context, so serve drains first.
+func (a *runner) runServe(cmd *cobra.Command) error {
 	e := a.env
 	sc := e.Config.Serve
 	flags := cmd.Flags()

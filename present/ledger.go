@@ -24,6 +24,15 @@ func NewLedgerRow(r ledger.Entry, now time.Time) LedgerRow {
 	return LedgerRow{Entry: r, Fig: ledger.FiguresOf(r, now), Now: now}
 }
 
+// LedgerRows are rows with their figures at now.
+func LedgerRows(now time.Time, rows ...ledger.Entry) []LedgerRow {
+	out := make([]LedgerRow, len(rows))
+	for i, r := range rows {
+		out[i] = NewLedgerRow(r, now)
+	}
+	return out
+}
+
 type ledgerCol = Col[*LedgerRow]
 
 // The view's START and END are when the row ran, else its window.

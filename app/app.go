@@ -84,12 +84,7 @@ func (a *App) Providers(ctx context.Context, also ...string) ([]domain.Provider,
 	if err := a.table.CheckRegions(a.s.Query.Providers, a.s.Query.Regions); err != nil {
 		return nil, err
 	}
-	names := append([]string(nil), a.s.Query.Providers...)
-	for _, n := range also {
-		if n != "" && !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
+	names := appendNew(slices.Clone(a.s.Query.Providers), also...)
 	out := make([]domain.Provider, 0, len(names))
 	for _, n := range names {
 		p, err := a.Provider(ctx, n)
@@ -325,6 +320,16 @@ func (a *App) Close() {
 			a.wstate.Close()
 		}
 	})
+}
+
+// appendNew appends the names list lacks; "" is no name.
+func appendNew(list []string, names ...string) []string {
+	for _, n := range names {
+		if n != "" && !slices.Contains(list, n) {
+			list = append(list, n)
+		}
+	}
+	return list
 }
 
 // LocalActor names who acts from this terminal: "user@host".

@@ -82,11 +82,5 @@ func union(a, b []string) []string {
 	if len(a) == 0 || len(b) == 0 {
 		return nil
 	}
-	out := append([]string(nil), a...)
-	for _, x := range b {
-		if !slices.Contains(out, x) {
-			out = append(out, x)
-		}
-	}
-	return out
+	return appendNew(slices.Clone(a), b...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"time"
@@ -111,13 +112,8 @@ func (s *Settings) PlanPriors() planner.Priors {
 
 // PlanSpeeds are config plan.speed over the planner's defaults.
 func (s *Settings) PlanSpeeds() planner.Speeds {
-	out := planner.Speeds{}
-	for g, v := range planner.DefaultSpeeds {
-		out[g] = v
-	}
-	for g, v := range s.Config.Plan.Speed {
-		out[g] = v
-	}
+	out := maps.Clone(planner.DefaultSpeeds)
+	maps.Copy(out, s.Config.Plan.Speed)
 	return out
 }
 

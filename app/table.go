@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -112,14 +113,7 @@ func (t Table) CheckRegions(names, regions []string) error {
 		if d.IsRegion == nil {
 			continue
 		}
-		found := false
-		for _, r := range regions {
-			if d.IsRegion(r) {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !slices.ContainsFunc(regions, d.IsRegion) {
 			return Usagef("--region %s names no %s region (such as %s), so --provider %s would have nothing to show; add one or drop %s",
 				strings.Join(regions, ","), name, d.RegionExample, name, name)
 		}

@@ -16,26 +16,20 @@ import (
 // RulesFile is where the TUI keeps the rules made in it.
 func (a *App) RulesFile() string { return filepath.Join(a.s.DataDir, watch.RulesFileName) }
 
-// FileRules reads the rules made in the TUI.
-func (a *App) FileRules() ([]watch.Spec, error) {
-	data, err := os.ReadFile(a.RulesFile())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read rules file: %w", err)
-	}
-	return watch.ParseRules(a.RulesFile(), data, a.s.Config.Notify)
-}
-
 // WatchRules are the config's rules and the TUI's, checked against the
 // providers in use; none at all is bad usage.
 func (a *App) WatchRules() ([]watch.Spec, error) {
-	fileRules, err := a.FileRules()
-	if err != nil {
-		return nil, err
+	var fileRules []watch.Spec
+	data, err := os.ReadFile(a.RulesFile())
+	switch {
+	case err == nil:
+		if fileRules, err = watch.ParseRules(a.RulesFile(), data, a.s.Config.Notify); err != nil {
+			return nil, err
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("read rules file: %w", err)
 	}
-	if err := a.CheckConfigRules(); err != nil {
+	if err := a.CheckRules(a.s.Config.Path, a.s.Rules); err != nil {
 		return nil, err
 	}
 	if err := a.CheckRules(a.RulesFile(), fileRules); err != nil {
@@ -63,9 +57,6 @@ func (a *App) CheckRules(file string, rules []watch.Spec) error {
 	return nil
 }
 
-// CheckConfigRules is CheckRules of the config's rules.
-func (a *App) CheckConfigRules() error { return a.CheckRules(a.s.Config.Path, a.s.Rules) }
-
 // inUse is the descriptors of the query's providers.
 func (a *App) inUse() []domain.Descriptor {
 	out := make([]domain.Descriptor, len(a.s.Query.Providers))
@@ -88,7 +79,7 @@ type WatcherOptions struct {
 
 // NewWatcher checks the config's rules and builds the evaluator.
 func (a *App) NewWatcher(o WatcherOptions) (*watch.Evaluator, error) {
-	if err := a.CheckConfigRules(); err != nil {
+	if err := a.CheckRules(a.s.Config.Path, a.s.Rules); err != nil {
 		return nil, err
 	}
 	st, err := a.WatchState()

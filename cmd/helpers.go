@@ -92,10 +92,3 @@ func dedupe(list []string) []string {
 	}
 	return out
 }
-
-func optString(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}

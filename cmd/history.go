@@ -13,6 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/internal/sqlitedb"
+	"github.com/gpumarket/gpumarket/present"
 )
 
 // historyRow is one spot price of one pool in `gpumarket history`.
@@ -103,7 +104,7 @@ func (e *env) wantHistory(pv *feed.PoolView, instanceType string) bool {
 func poolHistory(rows []historyRow, pv *feed.PoolView, from, to int64) []historyRow {
 	base := historyRow{
 		Provider: pv.Provider, Cloud: string(pv.Cloud), Region: pv.Region,
-		Zone: optString(pv.Zone), InstanceType: pv.InstanceType,
+		Zone: present.OptString(pv.Zone), InstanceType: pv.InstanceType,
 	}
 	for at, usd := range pv.History.Window(from, to) {
 		r := base

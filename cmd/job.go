@@ -70,8 +70,8 @@ func (l jsonList[T]) String() string {
 func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove, now time.Time) jobRow {
 	out := jobRow{ID: j.ID, State: j.State, Strategy: j.Strategy, GPUs: j.Terms.GPUs, Hours: j.Terms.Hours, WorkDoneHours: j.WorkDone,
 		Start: j.Terms.Start.UTC(), Deadline: j.Terms.Deadline.UTC(), SpentUSD: j.SpentUSD, PlanExpectedUSD: j.Plan.ExpectedUSD,
-		PlanP95USD: j.Plan.P95USD, PlanOnTimePct: j.Plan.OnTimePct, HoldUSD: j.HoldUSD, Reason: optString(j.Reason),
-		Outlook: optString(j.Outlook), ProgressSource: "model", Rows: present.LedgerRows(now, rows...), Moves: append(jsonList[ledger.JobMove]{}, moves...)}
+		PlanP95USD: j.Plan.P95USD, PlanOnTimePct: j.Plan.OnTimePct, HoldUSD: j.HoldUSD, Reason: present.OptString(j.Reason),
+		Outlook: present.OptString(j.Outlook), ProgressSource: "model", Rows: present.LedgerRows(now, rows...), Moves: append(jsonList[ledger.JobMove]{}, moves...)}
 	switch {
 	case j.Terms.ProgressFile != "":
 		out.ProgressSource = "file " + j.Terms.ProgressFile

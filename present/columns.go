@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/series"
 )
 
 // Column is a market column with its order; a Windowed one reads the
@@ -58,7 +59,7 @@ var (
 		SortName: "savings", SortShort: "savings", Compare: byFigure(func(r *Row) float64 { return -r.Savings })}
 	ColInterruption = &Column{Col: Col[*Row]{Title: "INTR", Width: 6, Prio: 4,
 		Cell:  func(r *Row) string { return cmp.Or(r.Bucket(), "-") },
-		Field: "interruption", Value: func(r *Row) any { return optString(r.Bucket()) }},
+		Field: "interruption", Value: func(r *Row) any { return OptString(r.Bucket()) }},
 		SortName: "interruption", SortShort: "interruption",
 		Compare: func(a, b *Row, rev bool) int {
 			unknownA, unknownB := a.BucketRank >= len(domain.Buckets), b.BucketRank >= len(domain.Buckets)
@@ -85,8 +86,8 @@ var (
 
 	ColProvider = &Column{Col: Col[*Row]{Field: "provider", Value: func(r *Row) any { return r.Provider }}}
 	ColRegion   = &Column{Col: Col[*Row]{Field: "region", Value: func(r *Row) any { return r.Region }}}
-	ColZone     = &Column{Col: Col[*Row]{Field: "zone", Value: func(r *Row) any { return optString(r.Zone) }}}
-	ColGPUModel = &Column{Col: Col[*Row]{Field: "gpu_model", Value: func(r *Row) any { return optString(r.GPU.Model) }}}
+	ColZone     = &Column{Col: Col[*Row]{Field: "zone", Value: func(r *Row) any { return OptString(r.Zone) }}}
+	ColGPUModel = &Column{Col: Col[*Row]{Field: "gpu_model", Value: func(r *Row) any { return OptString(r.GPU.Model) }}}
 	ColGPUCount = &Column{Col: Col[*Row]{Field: "gpu_count", Format: "%g", Value: func(r *Row) any { return positive(r.GPU.Count) }}}
 	ColGPUMem   = &Column{Col: Col[*Row]{Field: "gpu_memory_gib", Format: "-", Value: func(r *Row) any { return positive(r.GPU.MemoryGiB) }}}
 	ColOnDemand = &Column{Col: Col[*Row]{Field: "on_demand_usd_hour", Format: "%.4f", Value: func(r *Row) any {
@@ -95,26 +96,11 @@ var (
 		}
 		return positive(*r.OnDemandUSDHour)
 	}}}
-	ColWindowMin = &Column{Col: Col[*Row]{Field: "window_min_usd_hour", Format: "%.4f", Value: func(r *Row) any {
-		if st := r.Window(); st.OK {
-			return domain.Float(st.Min)
-		}
-		return nil
-	}}, Windowed: true}
-	ColWindowAvg = &Column{Col: Col[*Row]{Field: "window_avg_usd_hour", Format: "%.4f", Value: func(r *Row) any {
-		if st := r.Window(); st.OK {
-			return Round(st.Avg, 6)
-		}
-		return nil
-	}}, Windowed: true}
-	ColWindowMax = &Column{Col: Col[*Row]{Field: "window_max_usd_hour", Format: "%.4f", Value: func(r *Row) any {
-		if st := r.Window(); st.OK {
-			return domain.Float(st.Max)
-		}
-		return nil
-	}}, Windowed: true}
+	ColWindowMin     = windowCol("window_min_usd_hour", func(st series.WindowStats) *float64 { return domain.Float(st.Min) })
+	ColWindowAvg     = windowCol("window_avg_usd_hour", func(st series.WindowStats) *float64 { return Round(st.Avg, 6) })
+	ColWindowMax     = windowCol("window_max_usd_hour", func(st series.WindowStats) *float64 { return domain.Float(st.Max) })
 	ColPlacement     = &Column{Col: Col[*Row]{Field: "placement_score", Value: func(r *Row) any { return r.PlacementScore }}}
-	ColPlacementNote = &Column{Col: Col[*Row]{Field: "placement_note", Value: func(r *Row) any { return optString(r.PlacementNote) }}}
+	ColPlacementNote = &Column{Col: Col[*Row]{Field: "placement_note", Value: func(r *Row) any { return OptString(r.PlacementNote) }}}
 	ColObservedAt    = &Column{Col: Col[*Row]{Field: "observed_at", Format: "-", Value: func(r *Row) any { return r.ObservedAt }}}
 	ColAsOf          = &Column{Col: Col[*Row]{Field: "as_of", Format: "-", Value: func(r *Row) any {
 		if r.AsOf.IsZero() {
@@ -131,6 +117,16 @@ var (
 		return "live"
 	}}}
 )
+
+// windowCol is a figure of the window's statistics; unknown without any.
+func windowCol(field string, f func(series.WindowStats) *float64) *Column {
+	return &Column{Col: Col[*Row]{Field: field, Format: "%.4f", Value: func(r *Row) any {
+		if st := r.Window(); st.OK {
+			return f(st)
+		}
+		return nil
+	}}, Windowed: true}
+}
 
 // SparkCols is fixed so a trend is drawn once per change of its pool.
 const SparkCols = 12

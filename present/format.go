@@ -126,7 +126,8 @@ func positive(v float64) *float64 {
 	return domain.Float(v)
 }
 
-func optString(s string) *string {
+// OptString is s, or nil (null in JSON) when it is empty.
+func OptString(s string) *string {
 	if s == "" {
 		return nil
 	}

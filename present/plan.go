@@ -43,8 +43,8 @@ var (
 	planStart     = &planCol{Field: "start", Format: "local", Value: func(r *PlanRow) any { return r.Start.UTC() }}
 	planEnd       = &planCol{Field: "end", Format: "local", Value: func(r *PlanRow) any { return r.End.UTC() }}
 	planEndP95    = &planCol{Field: "end_p95", Format: "-", Value: func(r *PlanRow) any { return r.EndP95.UTC() }}
-	planOffering  = &planCol{Field: "offering_id", Value: func(r *PlanRow) any { return optString(r.OfferingID) }}
-	planOverCap   = &planCol{Field: "over_cap", Format: "-", Value: func(r *PlanRow) any { return optString(r.OverCap) }}
+	planOffering  = &planCol{Field: "offering_id", Value: func(r *PlanRow) any { return OptString(r.OfferingID) }}
+	planOverCap   = &planCol{Field: "over_cap", Format: "-", Value: func(r *PlanRow) any { return OptString(r.OverCap) }}
 	planAssume    = &planCol{Field: "assumptions", Format: "-", Value: func(r *PlanRow) any { return r.Assumptions }}
 	planCap       = &planCol{Field: "cap", TableOnly: true, Value: func(r *PlanRow) any {
 		if r.OverCap == "" {

@@ -184,7 +184,7 @@ func (a *App) historyFor(ps []domain.Provider) feed.Cache {
 
 // Warnf warns in one line on stderr and in the log (where the TUI's go).
 func (a *App) Warnf(format string, args ...any) {
-	msg := firstLine(fmt.Sprintf(format, args...))
+	msg := FirstLine(fmt.Sprintf(format, args...))
 	fmt.Fprintf(a.errOut, "gpumarket: warning: %s\n", msg)
 	a.s.Log.Info(msg)
 }

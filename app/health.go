@@ -244,7 +244,7 @@ func (x Warning) line(timeout time.Duration) string {
 // Unprefixed is a source's message on one line, its "aws: " and URL queries
 // cut (an Azure price filter names every VM size).
 func Unprefixed(provider, msg string) string {
-	return quotedURLQuery.ReplaceAllString(strings.TrimPrefix(firstLine(msg), provider+": "), `"$1?…"`)
+	return quotedURLQuery.ReplaceAllString(strings.TrimPrefix(FirstLine(msg), provider+": "), `"$1?…"`)
 }
 
 // quotedURLQuery matches a quoted URL with a query.

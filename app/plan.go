@@ -76,7 +76,7 @@ func (a *App) OfferingsFor(ctx context.Context, svc *ledger.Service, job planner
 		for name, perr := range res.Failed {
 			if msg := fmt.Sprintf("%s: %v", name, perr); !warned[msg] {
 				warned[msg] = true
-				warn(fmt.Sprintf("offerings of %s for %s: %s", q.GPU, domain.FormatWindow(q.Duration), firstLine(msg)))
+				warn(fmt.Sprintf("offerings of %s for %s: %s", q.GPU, domain.FormatWindow(q.Duration), FirstLine(msg)))
 			}
 		}
 		if err != nil && len(res.Failed) == 0 {
@@ -171,7 +171,8 @@ func (p planRule) BestPlan(ctx context.Context, job watch.PlanJob, snap *feed.Sn
 	return watch.PlanQuote{}, nil
 }
 
-func firstLine(s string) string {
+// FirstLine is s trimmed, up to its first line break.
+func FirstLine(s string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return line
 }

@@ -19,32 +19,25 @@ func ReadTraces(files []string) ([]planner.Trace, error) {
 	out := make([]planner.Trace, 0, len(files))
 	for _, name := range files {
 		fh, err := os.Open(name)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, Usagef("--trace %s: no such file; want trace files (%s)", name, planner.TraceForm)
-			}
-			return nil, Usagef("--trace %s: %v", name, unwrapPath(err))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, Usagef("--trace %s: no such file; want trace files (%s)", name, planner.TraceForm)
 		}
-		t, err := planner.ReadTrace(name, fh)
-		fh.Close()
+		var t planner.Trace
+		if err == nil {
+			t, err = planner.ReadTrace(name, fh)
+			fh.Close()
+		}
+		// The file's own errors name it; the trace's name its field.
 		var pe *fs.PathError
-		if errors.As(err, &pe) {
+		switch {
+		case errors.As(err, &pe):
 			return nil, Usagef("--trace %s: %v", name, pe.Err)
-		}
-		if err != nil {
+		case err != nil:
 			return nil, Usagef("--%s", err)
 		}
 		out = append(out, t)
 	}
 	return out, nil
-}
-
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // simTraceGap is the tick of the traces the simulated market writes: the

@@ -65,10 +65,10 @@ func (c *cli) run(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return said.Code
 	}
 	if msg, ok := usageMessage(err); ok {
-		fmt.Fprintf(stderr, "gpumarket: %s\n", oneLine(msg))
+		fmt.Fprintf(stderr, "gpumarket: %s\n", app.FirstLine(msg))
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "gpumarket: %s\n", oneLine(err.Error()))
+	fmt.Fprintf(stderr, "gpumarket: %s\n", app.FirstLine(err.Error()))
 	return exitFailure
 }
 
@@ -144,12 +144,4 @@ func flagErrorFunc(_ *cobra.Command, err error) error {
 		return &usageError{Msg: msg}
 	}
 	return &usageError{Msg: err.Error()}
-}
-
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
 }

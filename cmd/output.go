@@ -93,25 +93,21 @@ type rowWriter struct {
 	n      int
 }
 
-// newRowWriter starts writing rows of type rowType (a struct, or a pointer
-// to one) and writes the header.
+// newRowWriter starts writing rows of type rowType (a struct) and writes
+// the header.
 func newRowWriter(w io.Writer, format string, rowType reflect.Type) (*rowWriter, error) {
 	if err := checkOutput(format); err != nil {
 		return nil, err
 	}
-	et := rowType
-	for et.Kind() == reflect.Pointer {
-		et = et.Elem()
-	}
-	if et.Kind() != reflect.Struct {
+	if rowType.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("rows of %s: want flat structs", rowType)
 	}
 	rw := &rowWriter{format: format, typ: rowType, buf: bufio.NewWriterSize(w, 64<<10)}
 	var cols []column
-	if d, ok := declared[et]; ok {
+	if d, ok := declared[rowType]; ok {
 		cols = d()
 	} else {
-		cols = columnsOf(et)
+		cols = columnsOf(rowType)
 	}
 	for _, c := range cols {
 		if format == formatTable && c.tableFmt == "-" || format != formatTable && c.tableOnly {
@@ -156,7 +152,7 @@ func (rw *rowWriter) write(rows any) error {
 		return fmt.Errorf("rowWriter: want []%s, got %T", rw.typ, rows)
 	}
 	for i := 0; i < rv.Len(); i++ {
-		r := rowAt(rv, i)
+		r := rv.Index(i)
 		var err error
 		switch rw.format {
 		case formatJSON:
@@ -299,14 +295,6 @@ func columnsOf(t reflect.Type) []column {
 			value: func(r reflect.Value) reflect.Value { return r.Field(i) }})
 	}
 	return cols
-}
-
-func rowAt(rv reflect.Value, i int) reflect.Value {
-	r := rv.Index(i)
-	for r.Kind() == reflect.Pointer {
-		r = r.Elem()
-	}
-	return r
 }
 
 // cell returns a field's value with pointers followed; ok is false for an

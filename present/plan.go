@@ -2,6 +2,7 @@ package present
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/gpumarket/gpumarket/planner"
@@ -67,16 +68,6 @@ func planFigure(title string, w, prio int, cell func(float64) string, field, for
 }
 
 // DisplayTypes is DisplayType of each type of a "+" and "," list.
-func DisplayTypes(list string) string {
-	var b strings.Builder
-	start := 0
-	for i, r := range list {
-		if r == ',' || r == '+' {
-			b.WriteString(DisplayType(list[start:i]))
-			b.WriteRune(r)
-			start = i + 1
-		}
-	}
-	b.WriteString(DisplayType(list[start:]))
-	return b.String()
-}
+func DisplayTypes(list string) string { return azurePrefix.ReplaceAllString(list, "$1") }
+
+var azurePrefix = regexp.MustCompile(`(^|[,+])Standard_`)

@@ -131,10 +131,7 @@ func (a *App) StartHub(ctx context.Context, ps []domain.Provider, q domain.Query
 
 func (a *App) startHubLocked(ctx context.Context, ps []domain.Provider, q domain.Query) *feed.Hub {
 	simTick, refresh := a.s.Config.Sim.Tick.D(), a.s.Config.Refresh.D()
-	desc := map[string]domain.Descriptor{}
-	for _, p := range ps {
-		desc[p.Name()] = p.Describe()
-	}
+	desc := descriptors(ps)
 	var maxWindow time.Duration
 	if a.SharedWindow {
 		maxWindow = q.Window
@@ -155,6 +152,15 @@ func (a *App) startHubLocked(ctx context.Context, ps []domain.Provider, q domain
 	})
 	a.Go(func(ctx context.Context) { h.Run(ctx) })
 	return h
+}
+
+// descriptors are the providers' descriptors by name.
+func descriptors(ps []domain.Provider) map[string]domain.Descriptor {
+	out := map[string]domain.Descriptor{}
+	for _, p := range ps {
+		out[p.Name()] = p.Describe()
+	}
+	return out
 }
 
 // historyFor opens the history cache when a source is a cloud; a cache is

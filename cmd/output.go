@@ -398,26 +398,17 @@ func plain(v reflect.Value) string {
 	return fmt.Sprint(v.Interface())
 }
 
+// tableCell is a value for people: plain, or in the column's format or
+// local time; "-" when unknown or empty.
 func tableCell(f reflect.Value, format string) string {
 	v, ok := cell(f)
 	switch {
 	case !ok:
 		return "-"
-	case v.Type() == timeType:
-		t := v.Interface().(time.Time)
-		if t.IsZero() {
-			return "-"
-		}
-		if format == localFormat {
-			return t.Local().Format(app.LocalLayout)
-		}
-		return t.UTC().Format(time.RFC3339)
-	case format != "":
+	case v.Type() == timeType && format == localFormat && !v.Interface().(time.Time).IsZero():
+		return v.Interface().(time.Time).Local().Format(app.LocalLayout)
+	case v.Type() != timeType && format != "":
 		return fmt.Sprintf(format, v.Interface())
-	case v.Kind() == reflect.Float64 || v.Kind() == reflect.Float32:
-		return strconv.FormatFloat(v.Float(), 'f', -1, 64)
-	case v.Kind() == reflect.String && v.String() == "":
-		return "-"
 	}
-	return fmt.Sprint(v.Interface())
+	return cmp.Or(plain(v), "-")
 }

@@ -28,7 +28,7 @@ type planFlags struct {
 	runs                   int
 	output                 string
 	timeout                time.Duration
-	// A market of traces instead of the sources (plan_trace.go).
+	// A market of traces instead of the sources (planMarket).
 	traces         []string
 	spotUSD, odUSD float64
 }

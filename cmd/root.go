@@ -1,7 +1,8 @@
 // Package cmd is gpumarket's command line: cobra wiring over the app
-// (package app) and the TUI. Each command has its own file; what they all
-// use is in root.go (the tree; the run: settings, streams, the app), env.go
-// (the common flags), helpers.go, output.go and errors.go.
+// (package app) and the TUI. Each command has its own file (prices beside
+// history, ledger beside usage); what they all use is in root.go (the tree,
+// the run, the version), env.go (the common flags, confirmations, log
+// lines), output.go and errors.go.
 package cmd
 
 import (
@@ -11,6 +12,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -145,4 +149,42 @@ func (a *runner) tuiOptions(h *feed.Hub, svc *ledger.Service) tui.Options {
 		Watch:     a.Watching(),
 		Now:       a.Now,
 	}
+}
+
+// version says which gpumarket this is: the module version the binary was
+// built at (go install …@v1.2.3), else "(devel)", plus the VCS revision
+// and whether the tree had changes, when the build recorded them (a build
+// in a git checkout does).
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	return versionOf(bi)
+}
+
+// versionOf words a build's version: "v1.2.3", "(devel) revision
+// 1a2b3c4d5e6f (2026-11-30T10:00:00Z, modified)".
+func versionOf(bi *debug.BuildInfo) string {
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	vcs := map[string]string{}
+	for _, s := range bi.Settings {
+		vcs[s.Key] = s.Value
+	}
+	rev := vcs["vcs.revision"]
+	if rev == "" {
+		return v
+	}
+	v += " revision " + rev[:min(len(rev), 12)]
+	notes := []string{vcs["vcs.time"]}
+	if vcs["vcs.modified"] == "true" {
+		notes = append(notes, "modified")
+	}
+	if notes = slices.DeleteFunc(notes, func(n string) bool { return n == "" }); len(notes) > 0 {
+		v += " (" + strings.Join(notes, ", ") + ")"
+	}
+	return v
 }

@@ -120,11 +120,7 @@ func newRowWriter(w io.Writer, format string, rowType reflect.Type) (*rowWriter,
 	case formatJSON:
 		rw.keys = make([][]byte, len(rw.cols))
 		for j, c := range rw.cols {
-			k, err := marshal(c.name)
-			if err != nil {
-				return nil, err
-			}
-			rw.keys[j] = append(k, ':')
+			rw.keys[j] = append(strconv.AppendQuote(nil, c.name), ':') // names are plain ASCII
 		}
 		rw.buf.WriteString("[")
 	case formatCSV:

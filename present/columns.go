@@ -26,20 +26,18 @@ type Column struct {
 var (
 	ColGPU = &Column{Col: Col[*Row]{Title: "GPU", Width: 12, Prio: 0, Cell: gpuCell},
 		SortName: "GPU", SortShort: "GPU",
-		Compare: func(a, b *Row, rev bool) int {
-			c := dir(rev, cmp.Or(strings.Compare(a.GPU.Model, b.GPU.Model), cmp.Compare(b.GPU.Count, a.GPU.Count)))
-			return cmp.Or(c, cmpNaNLast(a.Effective, b.Effective))
-		}}
+		Compare: thenCheapest(func(a, b *Row) int {
+			return cmp.Or(strings.Compare(a.GPU.Model, b.GPU.Model), cmp.Compare(b.GPU.Count, a.GPU.Count))
+		})}
 	ColInstance = &Column{Col: Col[*Row]{Title: "INSTANCE", Width: 17, MaxWidth: 26, Prio: 5,
 		Cell:  func(r *Row) string { return DisplayType(r.InstanceType) },
 		Field: "instance_type", Value: func(r *Row) any { return r.InstanceType }}}
 	ColPlace = &Column{Col: Col[*Row]{Title: "REGION/ZONE", Width: 16, MaxWidth: 20, Prio: 2,
 		Cell: func(r *Row) string { return Place(r.Region, r.Zone) }},
 		SortName: "region", SortShort: "region",
-		Compare: func(a, b *Row, rev bool) int {
-			c := dir(rev, cmp.Or(strings.Compare(a.Region, b.Region), strings.Compare(a.Zone, b.Zone)))
-			return cmp.Or(c, cmpNaNLast(a.Effective, b.Effective))
-		}}
+		Compare: thenCheapest(func(a, b *Row) int {
+			return cmp.Or(strings.Compare(a.Region, b.Region), strings.Compare(a.Zone, b.Zone))
+		})}
 	ColCloud = &Column{Col: Col[*Row]{Title: "CLOUD", Width: 9, Prio: 9,
 		Cell:  func(r *Row) string { return CloudName(r.Pool) },
 		Field: "cloud", Format: "-", Value: func(r *Row) any { return string(r.Cloud) }}}
@@ -170,6 +168,11 @@ func byFigure(f func(*Row) float64) func(a, b *Row, reverse bool) int {
 		}
 		return dir(reverse, cmp.Compare(x, y))
 	}
+}
+
+// thenCheapest orders by f, ties by the cheaper EFF whatever the direction.
+func thenCheapest(f func(a, b *Row) int) func(a, b *Row, reverse bool) int {
+	return func(a, b *Row, reverse bool) int { return cmp.Or(dir(reverse, f(a, b)), cmpNaNLast(a.Effective, b.Effective)) }
 }
 
 func dir(reverse bool, c int) int {

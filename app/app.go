@@ -401,10 +401,9 @@ func Usagef(format string, args ...any) error {
 	return &UsageError{Msg: fmt.Sprintf(format, args...)}
 }
 
-// NewSettings is the settings of a run over cfg (loaded, flags applied):
-// it validates cfg against the table, reads the watch rules, sets the
-// providers (provs when the flag named them, else the config's, else the
-// table's fallback) and opens the data dir's clock. The logger is the caller's.
+// NewSettings is a run's settings over cfg (flags applied): validated, its
+// rules read, the providers provs, else the config's, else the table's
+// fallback, and the data dir's clock open. The logger is the caller's.
 func NewSettings(cfg config.Config, provs []string, t Table) (Settings, error) {
 	if err := cfg.Validate(); err != nil {
 		// A bad environment variable is bad input as a bad flag is.

@@ -315,11 +315,8 @@ func (a *runner) banner(format string) {
 	}
 }
 
-// priceRows makes one row per pool of the snapshot that matches the query,
-// sorted by effective $/GPU-hour (unknown last), then by pool key: the
-// Market view's rows and its first order, printed through the columns
-// present.Prices declares (DESIGN.md's fields). Unknown values are null
-// in JSON, never made up.
+// priceRows are the Market view's rows of the pools the query matches, in
+// its first order: EFF (unknown last), then pool key.
 func (e *env) priceRows(snap *feed.Snapshot) []present.Row {
 	from, to := e.windowOf(snap)
 	basis := e.PlanBasis()

@@ -210,11 +210,9 @@ func (a *runner) runPlan(cmd *cobra.Command, f planFlags) error {
 	return e.planTable(rows, f.onTime)
 }
 
-// planMarket is the market the sources show, with the blocks and
-// reservations the job could use (searched as `offerings` does, so what
-// the plan shows can be booked by id); with --trace, a market of traces,
-// each a pool of one-GPU instances at the given prices, its risk fitted on
-// the whole trace: a claim the backtest can check by hand.
+// planMarket is the sources' market with the job's blocks (searched as
+// `offerings` does, so a row is bookable by id); with --trace, one-GPU pools
+// at the given prices, risk fitted on each trace: a claim a backtest checks.
 func (a *runner) planMarket(parent context.Context, job planner.Job, f planFlags) (planner.Market, error) {
 	var m planner.Market
 	if len(f.traces) > 0 {

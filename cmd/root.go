@@ -135,12 +135,9 @@ func (a *runner) runRoot(ctx context.Context) error {
 	return err
 }
 
-// tuiOptions are what every TUI session of this process shares: the one
-// hub and booking service (the ledger's transactions keep two sessions
-// from buying the same offering), the watch's one evaluator (its alerts
-// go to every session), the filters, the risk model and the Plan view's
-// speeds. The caller adds the session's own role, actor, colours and
-// context.
+// tuiOptions are what every TUI session of this process shares: one hub,
+// booking service and evaluator, so two sessions never buy the same
+// offering and each alert is told once. The caller adds the session's own.
 func (a *runner) tuiOptions(h *feed.Hub, svc *ledger.Service) tui.Options {
 	return tui.Options{
 		Booking:   svc,
@@ -156,10 +153,8 @@ func (a *runner) tuiOptions(h *feed.Hub, svc *ledger.Service) tui.Options {
 	}
 }
 
-// version says which gpumarket this is: the module version the binary was
-// built at (go install …@v1.2.3), else "(devel)", plus the VCS revision
-// and whether the tree had changes, when the build recorded them (a build
-// in a git checkout does).
+// version is the module version the binary was built at, else "(devel)",
+// with the VCS revision and changes when the build recorded them.
 func version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -296,7 +297,7 @@ func (cl *cli) jobShowCmd() *cobra.Command {
 				if output != formatTable {
 					return writeRows(a.out, output, []jobRow{jr})
 				}
-				writeJobTable(a, j, jr, rows, moves)
+				writeJobTable(a.out, j, jr)
 				return nil
 			})
 		},
@@ -307,8 +308,7 @@ func (cl *cli) jobShowCmd() *cobra.Command {
 
 // writeJobTable shows a job for people: its figures, its rows beneath,
 // then its moves.
-func writeJobTable(a *runner, j ledger.Job, jr jobRow, rows []ledger.Entry, moves []ledger.JobMove) {
-	w := a.out
+func writeJobTable(w io.Writer, j ledger.Job, jr jobRow) {
 	fmt.Fprintf(w, "job %s  %s  %s\n", j.ID, j.State, j.Strategy)
 	fmt.Fprintf(w, "  progress   %.1f h of %g h (%s)\n", j.WorkDone, j.Terms.Hours, jr.ProgressSource)
 	fmt.Fprintf(w, "  spent      $%.2f; plan expected $%.2f, p95 $%.2f, on time %.0f%%; hold $%.2f\n", jr.SpentUSD, j.Plan.ExpectedUSD,
@@ -323,13 +323,13 @@ func writeJobTable(a *runner, j ledger.Job, jr jobRow, rows []ledger.Entry, move
 	if j.Reason != "" {
 		fmt.Fprintf(w, "  reason     %s\n", j.Reason)
 	}
-	if len(rows) > 0 {
+	if len(jr.Rows) > 0 {
 		fmt.Fprintln(w, "\nrows:")
 		writeRows(w, formatTable, jr.Rows)
 	}
-	if len(moves) > 0 {
+	if len(jr.Moves) > 0 {
 		fmt.Fprintln(w, "\nmoves:")
-		for _, m := range moves {
+		for _, m := range jr.Moves {
 			fmt.Fprintf(w, "  %s  %s → %s: %s\n", m.At.Local().Format(app.LocalLayout), m.From, m.To, m.Reason)
 		}
 	}

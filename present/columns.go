@@ -172,7 +172,9 @@ func byFigure(f func(*Row) float64) func(a, b *Row, reverse bool) int {
 
 // thenCheapest orders by f, ties by the cheaper EFF whatever the direction.
 func thenCheapest(f func(a, b *Row) int) func(a, b *Row, reverse bool) int {
-	return func(a, b *Row, reverse bool) int { return cmp.Or(dir(reverse, f(a, b)), cmpNaNLast(a.Effective, b.Effective)) }
+	return func(a, b *Row, reverse bool) int {
+		return cmp.Or(dir(reverse, f(a, b)), cmpNaNLast(a.Effective, b.Effective))
+	}
 }
 
 func dir(reverse bool, c int) int {

@@ -72,6 +72,8 @@ Connect with: ssh -t -p PORT HOST`,
 // serveFlags are serve's flags over config serve.*.
 type serveFlags struct{ listen, hostKey, authorizedKeys string }
 
+// runServe serves until the context ends; the app's loops outlive it, so
+// sessions drain before withApp closes them.
 func (a *runner) runServe(cmd *cobra.Command, f serveFlags) error {
 	e := a.env
 	sc := e.Config.Serve

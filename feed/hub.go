@@ -421,7 +421,8 @@ func (h *Hub) poolLocked(k domain.PoolKey) *poolState {
 	}
 	ps := &poolState{key: k.String(), pool: poolFromKey(k)}
 	h.pools[k] = ps
-	h.insertKeyLocked(ps)
+	i := sort.Search(len(h.order), func(i int) bool { return h.order[i].key >= ps.key })
+	h.order = slices.Insert(h.order, i, ps)
 	return ps
 }
 
@@ -431,11 +432,6 @@ func poolFromKey(k domain.PoolKey) domain.Pool {
 		p.Cloud, p.GPU = e.Cloud, e.GPU
 	}
 	return p
-}
-
-func (h *Hub) insertKeyLocked(ps *poolState) {
-	i := sort.Search(len(h.order), func(i int) bool { return h.order[i].key >= ps.key })
-	h.order = slices.Insert(h.order, i, ps)
 }
 
 func (h *Hub) publishLoop(ctx context.Context) {

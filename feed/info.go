@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/gpumarket/gpumarket/internal/sqlitedb"
 )
@@ -30,13 +29,7 @@ type RegionInfo struct {
 	Provider, Region string
 	Pools            int
 	Points           int64
-	Spans            []SpanInfo
-}
-
-// SpanInfo is a span of a region's history; GPUs is its filter, empty for every GPU.
-type SpanInfo struct {
-	GPUs        []string
-	From, Until time.Time
+	Spans            []Span
 }
 
 // ErrNoCache is returned by Stat when the data dir has no cache file.
@@ -102,7 +95,7 @@ func Stat(ctx context.Context, dataDir string) (Info, error) {
 			return err
 		}
 		ri := region(p, s.Region)
-		ri.Spans = append(ri.Spans, SpanInfo{GPUs: s.GPUs, From: s.From, Until: s.Until})
+		ri.Spans = append(ri.Spans, s)
 		return nil
 	})
 	if err != nil {

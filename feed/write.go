@@ -112,13 +112,9 @@ func (c *History) writer() {
 			return
 		case <-c.kick:
 		}
-		t := time.NewTimer(c.opt.FlushEvery)
 		select {
-		case <-c.stop:
-			t.Stop()
-			c.flush()
-			return
-		case <-t.C:
+		case <-c.stop: // flushed and returned at the loop's top
+		case <-time.After(c.opt.FlushEvery):
 		}
 		c.flush()
 	}

@@ -499,10 +499,9 @@ func (m *Market) ListRecords(ctx context.Context, since time.Time) ([]domain.Clo
 			continue
 		}
 		v := m.viewLocked(f, now)
-		state := v.State
 		out = append(out, domain.CloudRecord{Kind: domain.KindFleet, Ref: f.token, Actor: f.actor, ProviderRef: v.ID,
 			Provider: Name, Cloud: f.cloud, Region: v.Region, InstanceType: f.types, InstanceCount: v.Target,
-			CostUSD: v.EstimatedUSDh, State: state, Start: domain.Later(f.start, f.at), End: f.end, CreatedAt: f.at})
+			CostUSD: v.EstimatedUSDh, State: v.State, Start: domain.Later(f.start, f.at), End: f.end, CreatedAt: f.at})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out, nil

@@ -202,45 +202,17 @@ var dailyCycle = func() (d [24 * 60]float64) {
 	return d
 }()
 
-// octave is one noise octave's two knots around the time a walk reached.
-type octave struct {
-	k     int64   // the first knot's number; noKnot until loaded
-	start int64   // its time, k·period
-	a, b  float64 // the two knots' values
-}
-
-// noKnot is no knot's number, so loading knot k after it never takes it for k-1.
-const noKnot = math.MinInt64
-
-// reach makes the octave's knots those around t.
-func (o *octave) reach(m *model, oct int, period, t int64) {
-	if o.k != noKnot && t >= o.start && t-o.start < period {
-		return
-	}
-	k := floorDiv(t, period)
-	if o.k != noKnot && o.k+1 == k {
-		o.a = o.b
-	} else {
-		o.a = m.knot(oct, k)
-	}
-	o.b = m.knot(oct, k+1)
-	o.k, o.start = k, k*period
-}
-
-// knots are the octaves' knots around the time reached, hashed once per knot.
-type knots [nOctaves]octave
-
-func newKnots() knots { return knots{{k: noKnot}, {k: noKnot}, {k: noKnot}} }
-
 // exactX is the unrounded ticks of a change at t, the model as defined; lift
-// is a spike's log lift in force at t (0 for none).
-func (m *model) exactX(o *knots, t int64, lift float64) float64 {
+// is a spike's log lift in force at t (0 for none). It hashes its six knots
+// afresh: only spikes and the rare points the fast path leaves come here.
+func (m *model) exactX(t int64, lift float64) float64 {
 	var noise float64
 	for i, oc := range octaves {
-		o[i].reach(m, i, oc.period, t)
-		f := float64(t-o[i].start) / float64(oc.period)
+		k := floorDiv(t, oc.period)
+		a, b := m.knot(i, k), m.knot(i, k+1)
+		f := float64(t-k*oc.period) / float64(oc.period)
 		f = f * f * (3 - 2*f)
-		noise += oc.amp * (o[i].a + (o[i].b-o[i].a)*f)
+		noise += oc.amp * (a + (b-a)*f)
 	}
 	day, sec := m.local(t)
 	daily := dailyCycle[uint64(sec)/60]
@@ -445,18 +417,17 @@ func (m *model) appendTicks(at, q []int64, from, to int64, sc *scratch) ([]int64
 	}
 	spans := m.appendSpans(sc.spans[:0], at[lo], at[len(at)-1])
 	sc.spans = spans
-	o := newKnots()
 	if m.fastTicks(spans, at[lo:], q[lo:]) {
 		for i := lo; i < len(q); i++ {
 			if q[i] == slow {
-				q[i] = int64(m.exactX(&o, at[i], 0))
+				q[i] = int64(m.exactX(at[i], 0))
 			}
 		}
 	}
 	for _, s := range spikes {
 		for i := s.i; i < len(at) && at[i] < s.to; i++ {
 			if at[i] >= s.from {
-				q[i] = int64(m.exactX(&o, at[i], s.lift))
+				q[i] = int64(m.exactX(at[i], s.lift))
 			}
 		}
 	}

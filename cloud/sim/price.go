@@ -381,11 +381,6 @@ func expNear(y float64, i int) float64 {
 	return expTable[i] * (hot.one + d*(hot.one+d*(hot.e2+d*(hot.e3+d*hot.e4))))
 }
 
-// scratch is appendTicks's working space; a back-fill worker reuses one.
-type scratch struct {
-	spans []span
-}
-
 // spikeAt is a spike among a walk's points: [from, to), its lift, its hour's first point.
 type spikeAt struct {
 	from, to int64
@@ -397,8 +392,9 @@ type spikeAt struct {
 const slow = -1
 
 // appendTicks appends every point in (from, to], ascending, to at and q (in
-// ticks); sc may be nil. The loops make no call, to keep their values in registers.
-func (m *model) appendTicks(at, q []int64, from, to int64, sc *scratch) ([]int64, []int64) {
+// ticks); spans is working space a back-fill worker reuses, or nil. The loops
+// make no call, to keep their values in registers.
+func (m *model) appendTicks(at, q []int64, from, to int64, spans *[]span) ([]int64, []int64) {
 	if to <= from {
 		return at, q
 	}
@@ -412,12 +408,11 @@ func (m *model) appendTicks(at, q []int64, from, to int64, sc *scratch) ([]int64
 		return at, q
 	}
 	q = slices.Grow(q, len(at)-len(q))[:len(at)]
-	if sc == nil {
-		sc = new(scratch)
+	if spans == nil {
+		spans = new([]span)
 	}
-	spans := m.appendSpans(sc.spans[:0], at[lo], at[len(at)-1])
-	sc.spans = spans
-	if m.fastTicks(spans, at[lo:], q[lo:]) {
+	*spans = m.appendSpans((*spans)[:0], at[lo], at[len(at)-1])
+	if m.fastTicks(*spans, at[lo:], q[lo:]) {
 		for i := lo; i < len(q); i++ {
 			if q[i] == slow {
 				q[i] = int64(m.exactX(at[i], 0))
@@ -600,8 +595,8 @@ func (m *model) inForce(t int64) (int64, float64) {
 	return at, float64(q) / priceScale
 }
 
-// inForceTicks is inForce in ticks; sc may be nil.
-func (m *model) inForceTicks(t int64, sc *scratch) (int64, int64) {
+// inForceTicks is inForce in ticks; spans as appendTicks's.
+func (m *model) inForceTicks(t int64, spans *[]span) (int64, int64) {
 	if m.monthly {
 		return m.monthAt(floorDiv(t-m.monthOffset(), monthSec))
 	}
@@ -610,7 +605,7 @@ func (m *model) inForceTicks(t int64, sc *scratch) (int64, int64) {
 		at, _ := m.appendTimes(buf[:0], nil, h*3600-1, min(t, h*3600+3599))
 		if n := len(at); n > 0 {
 			var a, q [slotsPerHour + 2]int64
-			_, p := m.appendTicks(a[:0], q[:0], at[n-1]-1, at[n-1], sc)
+			_, p := m.appendTicks(a[:0], q[:0], at[n-1]-1, at[n-1], spans)
 			return at[n-1], p[0]
 		}
 	}

@@ -49,19 +49,15 @@ func (m *Market) validateFleet(s *domain.FleetSpec) ([]*simPool, error) {
 	if s.Provider != "" && s.Provider != Name {
 		return nil, fmt.Errorf("fleet for provider %q sent to the simulated market", s.Provider)
 	}
-	var inRegion []*simPool
-	for _, p := range m.pools {
-		if p.spec.Region.Name == s.Region {
-			inRegion = append(inRegion, p)
-		}
-	}
-	if len(inRegion) == 0 {
+	ri := slices.IndexFunc(m.regions, func(r regionPools) bool { return r.name == s.Region })
+	if ri < 0 {
 		names := make([]string, len(m.regions))
 		for i, r := range m.regions {
 			names[i] = r.name
 		}
 		return nil, fmt.Errorf("fleet region %q: the simulated market has %s", s.Region, strings.Join(names, ", "))
 	}
+	inRegion := slices.Concat(m.regions[ri].families...) // the market's order: families are runs of it
 	for _, z := range s.Zones {
 		if !slices.Contains(inRegion[0].spec.Region.Zones, z) {
 			return nil, fmt.Errorf("fleet zone %q: %s has zones %s", z, s.Region, strings.Join(inRegion[0].spec.Region.Zones, ", "))

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -87,13 +86,12 @@ func New(opt Options) *Market {
 		if len(m.regions) == 0 || m.regions[len(m.regions)-1].name != r {
 			m.regions = append(m.regions, regionPools{name: r})
 		}
+		// buildSpecs makes a region's pools family by family.
 		rp := &m.regions[len(m.regions)-1]
-		fi := slices.IndexFunc(rp.families, func(f []*simPool) bool { return f[0].spec.Family == p.spec.Family })
-		if fi < 0 {
-			fi = len(rp.families)
+		if n := len(rp.families); n == 0 || rp.families[n-1][0].spec.Family != p.spec.Family {
 			rp.families = append(rp.families, nil)
 		}
-		rp.families[fi] = append(rp.families[fi], p)
+		rp.families[len(rp.families)-1] = append(rp.families[len(rp.families)-1], p)
 	}
 	buildAvail(m.pools)
 	return m

@@ -287,27 +287,22 @@ func (h *Hub) loop(ctx context.Context, p domain.Provider) {
 		h.settleCacheLocked(st, req, err)
 		st.settleGapsLocked(req, err)
 		h.dirty = true
+		more := err == nil && h.opt.Now().Add(-h.window).Before(st.haveFrom)
 		h.mu.Unlock()
 		poke(h.fetched) // unless a publish is due already
+		if more {
+			continue // the window grew while we fetched
+		}
 
 		wait := interval
 		if failures > 0 {
 			wait = backoff(interval, failures, h.opt.MaxBackoff)
 		}
-		h.mu.Lock()
-		more := err == nil && h.opt.Now().Add(-h.window).Before(st.haveFrom)
-		h.mu.Unlock()
-		if more {
-			continue // the window grew while we fetched
-		}
-		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return
-		case <-t.C:
+		case <-time.After(wait):
 		case <-h.wake[name]:
-			t.Stop()
 		}
 	}
 }

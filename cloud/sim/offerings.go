@@ -142,12 +142,7 @@ func (m *Market) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]d
 		out = append(out, m.offersOf(p, n, v)...)
 	}
 	m.mu.Lock()
-	kept := out[:0]
-	for _, o := range out {
-		if !m.bookedLocked(o) && v.kinds.WantsKind(o.Kind) {
-			kept = append(kept, o)
-		}
-	}
+	kept := slices.DeleteFunc(out, func(o domain.Offering) bool { return m.bookedLocked(o) || !v.kinds.WantsKind(o.Kind) })
 	m.mu.Unlock()
 	slices.SortStableFunc(kept, func(a, b domain.Offering) int {
 		return cmp.Or(cmp.Compare(a.USDPerGPUHour(), b.USDPerGPUHour()), a.Start.Compare(b.Start))

@@ -97,48 +97,34 @@ var errNotPlain = errors.New("not a plain DescribeSpotPriceHistory answer")
 // names match case-insensitively and unknown text elements are skipped, as in
 // the SDK. Entities, prefixes and nesting elsewhere are not plain: the SDK reads them.
 func parseSpotPriceHistory(body []byte) (*ec2.DescribeSpotPriceHistoryOutput, error) {
-	if !utf8.Valid(body) {
-		return nil, errNotPlain
-	}
-	x := xmlScanner{b: body, strs: map[string]*string{}, times: map[string]*time.Time{}}
-	if !x.prolog() {
+	// Sized for a page's items: growing the maps cost dozens of allocations a page.
+	n := bytes.Count(body, []byte("<item>"))
+	x := xmlScanner{b: body, strs: make(map[string]*string, n), times: make(map[string]*time.Time, 64)}
+	if !utf8.Valid(body) || !x.prolog() {
 		return nil, errNotPlain
 	}
 	root, self, ok := x.open()
-	if !ok {
-		return nil, errNotPlain
-	}
-	out := &ec2.DescribeSpotPriceHistoryOutput{}
-	if self {
-		return out, x.end()
-	}
-	sawSet := false
-	for {
-		name, self, closed, ok := x.child(root)
-		if !ok {
-			return nil, errNotPlain
-		}
-		if closed {
-			break
-		}
-		if !equalFold(name, "spotPriceHistorySet") {
-			v, ok := x.text(name, self)
-			if !ok {
-				return nil, errNotPlain
-			}
-			if equalFold(name, "nextToken") {
-				out.NextToken = x.str(v)
-			}
-			continue
-		}
+	out, sawSet := &ec2.DescribeSpotPriceHistoryOutput{}, false
+	ok = ok && (self || x.each(root, "spotPriceHistorySet", func(set []byte, self bool) bool {
 		if sawSet {
-			return nil, errNotPlain
+			return false
 		}
 		sawSet = true
-		out.SpotPriceHistory = make([]ec2types.SpotPrice, 0, bytes.Count(x.b[x.i:], []byte("<item>")))
-		if !self && !x.items(name, &out.SpotPriceHistory) {
-			return nil, errNotPlain
+		out.SpotPriceHistory = make([]ec2types.SpotPrice, 0, n)
+		return self || x.each(set, "item", func(item []byte, self bool) bool {
+			var sp ec2types.SpotPrice
+			ok := self || x.each(item, "", nil, func(name, v []byte) bool { return x.field(&sp, name, v) })
+			out.SpotPriceHistory = append(out.SpotPriceHistory, sp)
+			return ok
+		}, nil)
+	}, func(name, v []byte) bool {
+		if equalFold(name, "nextToken") {
+			out.NextToken = x.str(v)
 		}
+		return true
+	}))
+	if !ok {
+		return nil, errNotPlain
 	}
 	return out, x.end()
 }
@@ -256,14 +242,29 @@ func (x *xmlScanner) closeTag(name []byte) bool {
 	return true
 }
 
-// child moves to parent's next child element, or reads its end tag (closed).
-func (x *xmlScanner) child(parent []byte) (name []byte, self, closed, ok bool) {
-	x.space()
-	if bytes.HasPrefix(x.b[x.i:], []byte("</")) {
-		return nil, false, true, x.closeTag(parent)
+// each reads parent's children up to its end tag: one named nest goes to in,
+// any other is a text element whose value goes to leaf (nil: skipped).
+func (x *xmlScanner) each(parent []byte, nest string, in func(name []byte, self bool) bool, leaf func(name, v []byte) bool) bool {
+	for {
+		x.space()
+		if bytes.HasPrefix(x.b[x.i:], []byte("</")) {
+			return x.closeTag(parent)
+		}
+		name, self, ok := x.open()
+		switch {
+		case !ok:
+			return false
+		case equalFold(name, nest):
+			ok = in(name, self)
+		default:
+			var v []byte
+			v, ok = x.text(name, self)
+			ok = ok && (leaf == nil || leaf(name, v))
+		}
+		if !ok {
+			return false
+		}
 	}
-	name, self, ok = x.open()
-	return name, self, false, ok
 }
 
 // text reads the element's plain text up to its end tag (empty if self-closed,
@@ -306,53 +307,25 @@ func (x *xmlScanner) end() error {
 	return nil
 }
 
-func (x *xmlScanner) items(set []byte, list *[]ec2types.SpotPrice) bool {
-	for {
-		name, self, closed, ok := x.child(set)
-		if !ok || closed {
-			return ok
-		}
-		if !equalFold(name, "item") {
-			if _, ok := x.text(name, self); !ok {
-				return false
-			}
-			continue
-		}
-		var sp ec2types.SpotPrice
-		if !self && !x.item(name, &sp) {
-			return false
-		}
-		*list = append(*list, sp)
+// field sets the item's member of that name, as the SDK reads it.
+func (x *xmlScanner) field(sp *ec2types.SpotPrice, name, v []byte) bool {
+	switch {
+	case equalFold(name, "availabilityZone"):
+		sp.AvailabilityZone = x.str(v)
+	case equalFold(name, "availabilityZoneId"):
+		sp.AvailabilityZoneId = x.str(v)
+	case equalFold(name, "instanceType"):
+		sp.InstanceType = ec2types.InstanceType(*x.str(v))
+	case equalFold(name, "productDescription"):
+		sp.ProductDescription = ec2types.RIProductDescription(*x.str(v))
+	case equalFold(name, "spotPrice"):
+		sp.SpotPrice = x.str(v)
+	case equalFold(name, "timestamp"):
+		var ok bool
+		sp.Timestamp, ok = x.time(v)
+		return ok
 	}
-}
-
-func (x *xmlScanner) item(item []byte, sp *ec2types.SpotPrice) bool {
-	for {
-		name, self, closed, ok := x.child(item)
-		if !ok || closed {
-			return ok
-		}
-		v, ok := x.text(name, self)
-		if !ok {
-			return false
-		}
-		switch {
-		case equalFold(name, "availabilityZone"):
-			sp.AvailabilityZone = x.str(v)
-		case equalFold(name, "availabilityZoneId"):
-			sp.AvailabilityZoneId = x.str(v)
-		case equalFold(name, "instanceType"):
-			sp.InstanceType = ec2types.InstanceType(*x.str(v))
-		case equalFold(name, "productDescription"):
-			sp.ProductDescription = ec2types.RIProductDescription(*x.str(v))
-		case equalFold(name, "spotPrice"):
-			sp.SpotPrice = x.str(v)
-		case equalFold(name, "timestamp"):
-			if sp.Timestamp, ok = x.time(v); !ok {
-				return false
-			}
-		}
-	}
+	return true
 }
 
 // str returns a shared pointer to v: a page repeats a few types, zones and prices.

@@ -61,18 +61,13 @@ func ValidateOfferingQuery(q domain.OfferingQuery, now time.Time) (domain.Offeri
 	if q.FlexDuration < 0 || q.FlexDuration >= q.Duration {
 		return q, domain.InvalidQueryf("flex duration %s: want 0 (the asked length only) up to less than the duration (%s)", q.FlexDuration, q.Duration)
 	}
-	if q.StartAfter.IsZero() || q.StartAfter.Before(now) {
-		q.StartAfter = now
-	}
+	q.StartAfter = domain.Later(q.StartAfter, now)
 	latest := now.Add(blockTerms.MaxLead)
-	if q.StartBefore.IsZero() {
-		q.StartBefore = latest
-	}
 	if q.StartAfter.After(latest) {
 		return q, domain.InvalidQueryf("start-after %s: a capacity block starts at most 8 weeks ahead (before %s)",
 			q.StartAfter.UTC().Format(time.RFC3339), latest.UTC().Format(time.RFC3339))
 	}
-	if q.StartBefore.After(latest) {
+	if q.StartBefore.IsZero() || q.StartBefore.After(latest) {
 		q.StartBefore = latest
 	}
 	if !q.StartBefore.After(q.StartAfter) {
@@ -542,11 +537,7 @@ func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (doma
 	case !o.End.After(o.Start):
 		return o, specErrorf("aws: offering %s has no dates", o.ID)
 	}
-	now := p.opt.Now()
-	from := o.Start.Add(-24 * time.Hour)
-	if from.Before(now) {
-		from = now
-	}
+	from := domain.Later(o.Start.Add(-24*time.Hour), p.opt.Now())
 	in := blockSearch(o.InstanceType, o.InstanceCount, sellableHours(o.End.Sub(o.Start)), from, o.End.Add(24*time.Hour))
 	t := GPUType{InstanceType: o.InstanceType, GPU: o.GPU}
 	for page, err := range pages(ctx, ec2.NewDescribeCapacityBlockOfferingsPaginator(p.client(o.Region), in)) {
@@ -875,10 +866,7 @@ func (p *Provider) validateFleet(spec *domain.FleetSpec) error {
 	}
 	now := p.opt.Now()
 	if !spec.End.IsZero() {
-		start := spec.Start
-		if start.Before(now) {
-			start = now
-		}
+		start := domain.Later(spec.Start, now)
 		if !spec.End.After(start.Add(time.Minute)) {
 			return specErrorf("aws: fleet: end %s: want a time after the start (%s)", spec.End.UTC().Format(time.RFC3339), start.UTC().Format(time.RFC3339))
 		}

@@ -105,9 +105,7 @@ func validPlanQuery(q domain.OfferingQuery, now time.Time) (domain.OfferingQuery
 	if err := planTerms.ValidDuration(q.Duration); err != nil {
 		return q, domain.InvalidQueryf("aws: %v", err)
 	}
-	if q.StartAfter.IsZero() || q.StartAfter.Before(now) {
-		q.StartAfter = now
-	}
+	q.StartAfter = domain.Later(q.StartAfter, now)
 	latest := now.Add(planTerms.MaxLead)
 	if q.StartBefore.IsZero() || q.StartBefore.After(latest) {
 		q.StartBefore = latest
@@ -429,11 +427,7 @@ func (p *Provider) refreshTrainingPlan(ctx context.Context, o domain.Offering) (
 	if o.ID == "" || o.Region == "" || o.InstanceType == "" {
 		return o, specErrorf("aws: training plan offering %q has no id, region or instance type", o.ID)
 	}
-	now := p.opt.Now()
-	from := o.Start.Add(-24 * time.Hour)
-	if from.Before(now) {
-		from = now
-	}
+	from := domain.Later(o.Start.Add(-24*time.Hour), p.opt.Now())
 	held := time.Duration(math.Round(o.HeldHours())) * time.Hour
 	q := domain.OfferingQuery{GPU: o.GPU.Model, Instances: o.InstanceCount, Duration: held, StartAfter: from, StartBefore: o.Start.Add(time.Hour),
 		FlexDuration: time.Hour}

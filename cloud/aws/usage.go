@@ -144,9 +144,7 @@ func instanceUsage(in ec2types.Instance, q domain.UsageQuery) (u domain.Instance
 // readBusy fills Busy from the GPU metric where any instance has it, else CPU (rep.Source says which).
 func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domain.UsageReport, endUnknown map[string]bool, hosts map[string]string) error {
 	from, to := q.From, q.To
-	if !q.Start.IsZero() && q.Start.After(from) {
-		from = q.Start
-	}
+	from = domain.Later(from, q.Start)
 	if !q.End.IsZero() && q.End.Before(to) {
 		to = q.End
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"regexp"
 	"time"
 	"unicode/utf8"
 
@@ -103,7 +104,7 @@ func parseSpotPriceHistory(body []byte) (*ec2.DescribeSpotPriceHistoryOutput, er
 	if !utf8.Valid(body) || !x.prolog() {
 		return nil, errNotPlain
 	}
-	root, self, ok := x.open()
+	root, self, ok := x.open(true)
 	out, sawSet := &ec2.DescribeSpotPriceHistoryOutput{}, false
 	ok = ok && (self || x.each(root, "spotPriceHistorySet", func(set []byte, self bool) bool {
 		if sawSet {
@@ -163,17 +164,14 @@ func (x *xmlScanner) prolog() bool {
 	return !bytes.HasPrefix(x.b[x.i:], []byte("<?"))
 }
 
-// open reads a start tag: its name and whether it closes itself.
-func (x *xmlScanner) open() (name []byte, self, ok bool) {
-	if x.i >= len(x.b) || x.b[x.i] != '<' {
+// open reads a start tag: its name and whether it closes itself. Only the
+// root may have attributes (AWS's xmlns), with plain values.
+func (x *xmlScanner) open(root bool) (name []byte, self, ok bool) {
+	if x.i+1 >= len(x.b) || x.b[x.i] != '<' || !isNameStart(x.b[x.i+1]) {
 		return nil, false, false
 	}
-	j := x.i + 1
-	if j >= len(x.b) || !isNameStart(x.b[j]) {
-		return nil, false, false
-	}
-	k := j + 1
-	for k < len(x.b) && isNameByte(x.b[k]) && x.b[k] != ':' {
+	j, k := x.i+1, x.i+2
+	for k < len(x.b) && isNameByte(x.b[k]) {
 		k++
 	}
 	end := bytes.IndexByte(x.b[k:], '>')
@@ -185,47 +183,15 @@ func (x *xmlScanner) open() (name []byte, self, ok bool) {
 		self = true
 		attrs = attrs[:len(attrs)-1]
 	}
-	if !plainAttrs(attrs) {
+	if root && !rootAttrs.Match(attrs) || !root && len(bytes.Trim(attrs, " \t\n")) > 0 {
 		return nil, false, false
 	}
 	x.i = k + end + 1
 	return x.b[j:k], self, true
 }
 
-// plainAttrs reports whether a tag's attributes have plain values: no markup, entities or control bytes.
-func plainAttrs(a []byte) bool {
-	i := 0
-	for {
-		n := i
-		for i < len(a) && isSpace(a[i]) {
-			i++
-		}
-		if i == len(a) {
-			return true
-		}
-		if i == n || !isNameStart(a[i]) {
-			return false // attributes are separated by space
-		}
-		for i < len(a) && isNameByte(a[i]) {
-			i++
-		}
-		if i+1 >= len(a) || a[i] != '=' || (a[i+1] != '"' && a[i+1] != '\'') {
-			return false
-		}
-		q := a[i+1]
-		i += 2
-		j := bytes.IndexByte(a[i:], q)
-		if j < 0 {
-			return false
-		}
-		for _, c := range a[i : i+j] {
-			if c == '<' || c == '&' || c < 0x20 || c >= 0x80 {
-				return false
-			}
-		}
-		i += j + 1
-	}
-}
+// rootAttrs are attributes with values of printable ASCII but no markup or entity.
+var rootAttrs = regexp.MustCompile(`^([ \t\n]+[A-Za-z_][A-Za-z0-9_.:-]*="[ !#-%'-;=?-~]*")*[ \t\n]*$`)
 
 func (x *xmlScanner) closeTag(name []byte) bool {
 	if !bytes.HasPrefix(x.b[x.i:], []byte("</")) || !bytes.HasPrefix(x.b[x.i+2:], name) {
@@ -250,7 +216,7 @@ func (x *xmlScanner) each(parent []byte, nest string, in func(name []byte, self 
 		if bytes.HasPrefix(x.b[x.i:], []byte("</")) {
 			return x.closeTag(parent)
 		}
-		name, self, ok := x.open()
+		name, self, ok := x.open(false)
 		switch {
 		case !ok:
 			return false
@@ -355,8 +321,9 @@ func isNameStart(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
 }
 
+// isNameByte: a prefix's colon is not, so a prefixed name is not plain.
 func isNameByte(c byte) bool {
-	return isNameStart(c) || c >= '0' && c <= '9' || c == ':' || c == '-' || c == '.'
+	return isNameStart(c) || c >= '0' && c <= '9' || c == '-' || c == '.'
 }
 
 // equalFold is bytes.EqualFold for an ASCII name and s of letters only.

@@ -724,64 +724,61 @@ func (p *Provider) startAdvisor(ctx context.Context, sink domain.Sink, note func
 	}
 	go func() {
 		next, tried := p.loadAdvisor(ctx, st, now)
-		if !tried {
+		if tried {
+			p.mu.Lock()
+			p.adv = next
+			p.mu.Unlock()
+		} else {
 			next.data = job.first()
-			finish(next)
-			return
 		}
-		p.mu.Lock()
-		p.adv = next
-		p.mu.Unlock()
 		finish(next)
 	}()
 	return job
 }
 
+// loadAdvisor reads the cached file, else fetches the live one, else falls back
+// on the stale cache or the embedded snapshot; false when the fetch ended first.
 func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Time) (advisorState, bool) {
-	before := st
 	path := p.cachePath("spot-advisor.json")
-	var cached *advisor.Data
-	var cachedAt time.Time
-	if path != "" {
-		if fi, err := os.Stat(path); err == nil {
-			if b, err := os.ReadFile(path); err == nil {
-				if d, err := advisor.Parse(b, "live, cached", fi.ModTime()); err == nil {
-					cached, cachedAt = d, fi.ModTime()
-				}
+	next := advisorState{triedLive: st.triedLive}
+	if fi, err := os.Stat(path); err == nil {
+		if b, err := os.ReadFile(path); err == nil {
+			if d, err := advisor.Parse(b, "live, cached", fi.ModTime()); err == nil {
+				next.data, next.live, next.fetched = d, true, fi.ModTime()
 			}
 		}
 	}
-	if cached != nil && now.Sub(cachedAt) < cacheTTL {
-		return advisorState{data: cached, live: true, fetched: cachedAt}, true
+	if next.live && now.Sub(next.fetched) < cacheTTL || p.opt.AdvisorURL == "" {
+		return next.orEmbedded(), true
 	}
-	if p.opt.AdvisorURL != "" {
-		st.triedLive = now
-		st.failed = ""
-		b, err := p.fetchAdvisor(ctx)
-		if err == nil {
-			var d *advisor.Data
-			d, err = advisor.Parse(b, "live", now)
-			if err == nil {
-				if path != "" {
-					if werr := writeFile(path, b); werr != nil {
-						p.opt.Logger.Warn("cache spot advisor", "err", werr)
-					}
+	next.triedLive = now
+	b, err := p.fetchAdvisor(ctx)
+	if err == nil {
+		var d *advisor.Data
+		if d, err = advisor.Parse(b, "live", now); err == nil {
+			if path != "" {
+				if werr := writeFile(path, b); werr != nil {
+					p.opt.Logger.Warn("cache spot advisor", "err", werr)
 				}
-				return advisorState{data: d, live: true, fetched: now, triedLive: now}, true
 			}
+			return advisorState{data: d, live: true, fetched: now, triedLive: now}, true
 		}
-		if errors.Is(err, context.Canceled) {
-			// The fetch ended before the file came: tried next time.
-			return before, false
-		}
-		// Said once in the note; details in the log for --debug.
-		st.failed = advisorFailure(err)
-		p.opt.Logger.Debug("spot advisor: live fetch failed", "url", p.opt.AdvisorURL, "err", err)
 	}
-	if cached != nil {
-		return advisorState{data: cached, live: true, fetched: cachedAt, triedLive: st.triedLive, failed: st.failed}, true
+	if errors.Is(err, context.Canceled) {
+		// The fetch ended before the file came: tried next time.
+		return st, false
 	}
-	return advisorState{data: advisor.Embedded(), triedLive: st.triedLive, failed: st.failed}, true
+	// Said once in the note; details in the log for --debug.
+	next.failed = advisorFailure(err)
+	p.opt.Logger.Debug("spot advisor: live fetch failed", "url", p.opt.AdvisorURL, "err", err)
+	return next.orEmbedded(), true
+}
+
+func (st advisorState) orEmbedded() advisorState {
+	if st.data == nil {
+		st.data = advisor.Embedded()
+	}
+	return st
 }
 
 func advisorFailure(err error) string {

@@ -63,6 +63,7 @@ type fetchAids struct {
 	od     *onDemandJob // nil: nothing to ask
 	scores *scoreJob    // nil: not asked this time
 	note   func(string) string
+	wg     sync.WaitGroup // the side calls' goroutines
 }
 
 // Fetch streams the query's GPU pools and spot prices in [Since, Until], an
@@ -80,7 +81,7 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	ctx, cancel := context.WithCancel(ctx)
 	aids := &fetchAids{note: p.sourceNote}
 	// Nothing outlives the fetch: the side calls are stopped and waited for.
-	defer aids.join()
+	defer aids.wg.Wait()
 	defer cancel()
 
 	rreqs := make([]domain.FetchRequest, len(regions))
@@ -91,8 +92,8 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 			backfill = append(backfill, r)
 		}
 	}
-	aids.adv = p.startAdvisor(ctx, sink, aids.note)
-	aids.od = p.startOnDemand(ctx, backfill, func(region string) []string {
+	aids.adv = p.startAdvisor(ctx, &aids.wg, sink, aids.note)
+	aids.od = p.startOnDemand(ctx, &aids.wg, backfill, func(region string) []string {
 		// The region's cached GPU types, else the catalog's.
 		types, ok := p.cachedGPUTypes(region)
 		if !ok {
@@ -101,7 +102,7 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 		return wantedNames(types, req.Query)
 	})
 	if req.Backfill {
-		aids.scores = p.startScores(ctx, regions, req.Query)
+		aids.scores = p.startScores(ctx, &aids.wg, regions, req.Query)
 	}
 
 	errs := make([]error, len(regions))
@@ -128,18 +129,6 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 		sink(domain.Event{Provider: Name, Note: aids.note(aids.adv.noteNow())})
 	}
 	return nil
-}
-
-func (a *fetchAids) join() {
-	if a.adv != nil {
-		<-a.adv.done
-	}
-	if a.od != nil {
-		<-a.od.done
-	}
-	if a.scores != nil {
-		<-a.scores.done
-	}
 }
 
 // sourceNote is the advisor's note, and why on-demand prices are unknown if so.
@@ -321,16 +310,14 @@ func (rf *regionFetch) history(ctx context.Context, names []string) error {
 				rs.zoneNames[*sp.AvailabilityZoneId] = pt.Pool.Zone
 			}
 			rs.mu.Unlock()
-			switch {
-			case !known:
+			if !known {
 				pool = rf.describe(pt.Pool, nil)
 				rs.mu.Lock()
 				rs.pools[pt.Pool] = pool
 				rs.mu.Unlock()
-				rf.describeOnce(pt.Pool)
-				ev.Pools = append(ev.Pools, pool)
-			case req.Backfill && rf.describeOnce(pt.Pool):
-				// A back-fill describes its pools again for a caller that knows none yet.
+			}
+			// A back-fill describes its pools again for a caller that knows none yet.
+			if first := rf.describeOnce(pt.Pool); !known || req.Backfill && first {
 				ev.Pools = append(ev.Pools, pool)
 			}
 		}
@@ -540,7 +527,7 @@ func (pl *placement) of(region, zoneID, typ string) (score *int, note string, ok
 
 // startScores returns the fetch's score job, nil when the caller may not
 // (UnauthorizedOperation) or scores were asked within scoreTTL.
-func (p *Provider) startScores(ctx context.Context, regions []string, q domain.Query) *scoreJob {
+func (p *Provider) startScores(ctx context.Context, wg *sync.WaitGroup, regions []string, q domain.Query) *scoreJob {
 	now := p.opt.Now()
 	p.mu.Lock()
 	st := p.scores
@@ -549,7 +536,7 @@ func (p *Provider) startScores(ctx context.Context, regions []string, q domain.Q
 		return nil
 	}
 	j := &scoreJob{q: q, types: map[string]string{}, left: len(regions), ready: make(chan struct{}), done: make(chan struct{})}
-	go func() {
+	wg.Go(func() {
 		defer close(j.done)
 		select {
 		case <-j.ready:
@@ -560,7 +547,7 @@ func (p *Provider) startScores(ctx context.Context, regions []string, q domain.Q
 		types := j.types
 		j.mu.Unlock()
 		j.scores = p.askScores(ctx, regions, types, now)
-	}()
+	})
 	return j
 }
 
@@ -601,12 +588,9 @@ const minScoreTypes = 3
 // a score per zone; AWS answers for its top 10 zones only. Not asked below
 // minScoreTypes, nor again after UnauthorizedOperation.
 func (p *Provider) askScores(ctx context.Context, regions []string, seen map[string]string, now time.Time) *placement {
-	rank := map[string]int{}
-	for i, m := range domain.GPUModels {
-		rank[m] = i
-	}
+	rank := func(t string) int { return slices.Index(domain.GPUModels, seen[t]) }
 	types := slices.SortedFunc(maps.Keys(seen), func(a, b string) int {
-		return cmp.Or(cmp.Compare(rank[seen[a]], rank[seen[b]]), strings.Compare(a, b))
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a, b))
 	})
 	if len(types) > maxScoreTypes {
 		types = types[:maxScoreTypes]
@@ -699,7 +683,7 @@ func (j *advisorJob) wait(ctx context.Context) *advisor.Data {
 
 // startAdvisor picks the interruption data (the live file within a day, else the
 // embedded snapshot) and sends the note saying which; the live fetch runs beside.
-func (p *Provider) startAdvisor(ctx context.Context, sink domain.Sink, note func(string) string) *advisorJob {
+func (p *Provider) startAdvisor(ctx context.Context, wg *sync.WaitGroup, sink domain.Sink, note func(string) string) *advisorJob {
 	p.mu.Lock()
 	st := p.adv
 	p.mu.Unlock()
@@ -722,7 +706,7 @@ func (p *Provider) startAdvisor(ctx context.Context, sink domain.Sink, note func
 		finish(st)
 		return job
 	}
-	go func() {
+	wg.Go(func() {
 		next, tried := p.loadAdvisor(ctx, st, now)
 		if tried {
 			p.mu.Lock()
@@ -732,7 +716,7 @@ func (p *Provider) startAdvisor(ctx context.Context, sink domain.Sink, note func
 			next.data = job.first()
 		}
 		finish(next)
-	}()
+	})
 	return job
 }
 

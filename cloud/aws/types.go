@@ -256,7 +256,7 @@ func (j *onDemandJob) wait(ctx context.Context) {
 
 // startOnDemand asks the Price List, beside the history, for the prices the
 // cache lacks; nil when it has them all.
-func (p *Provider) startOnDemand(ctx context.Context, regions []string, want func(region string) []string) *onDemandJob {
+func (p *Provider) startOnDemand(ctx context.Context, wg *sync.WaitGroup, regions []string, want func(region string) []string) *onDemandJob {
 	missing := map[string][]string{}
 	for _, r := range regions {
 		if m := p.missingOnDemand(r, want(r)); len(m) > 0 {
@@ -267,10 +267,10 @@ func (p *Provider) startOnDemand(ctx context.Context, regions []string, want fun
 		return nil
 	}
 	job := &onDemandJob{done: make(chan struct{}), asked: missing}
-	go func() {
+	wg.Go(func() {
 		defer close(job.done)
 		p.fetchOnDemand(ctx, missing)
-	}()
+	})
 	return job
 }
 

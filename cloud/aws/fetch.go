@@ -60,9 +60,8 @@ const sideTimeout = 10 * time.Second
 // fetchAids are the calls a fetch runs beside the regions' history.
 type fetchAids struct {
 	adv    *advisorJob
-	od     *onDemandJob // nil: nothing to ask
-	scores *scoreJob    // nil: not asked this time
-	note   func(string) string
+	od     *onDemandJob   // nil: nothing to ask
+	scores *scoreJob      // nil: not asked this time
 	wg     sync.WaitGroup // the side calls' goroutines
 }
 
@@ -79,7 +78,7 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	aids := &fetchAids{note: p.sourceNote}
+	aids := &fetchAids{}
 	// Nothing outlives the fetch: the side calls are stopped and waited for.
 	defer aids.wg.Wait()
 	defer cancel()
@@ -92,14 +91,19 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 			backfill = append(backfill, r)
 		}
 	}
-	aids.adv = p.startAdvisor(ctx, &aids.wg, sink, aids.note)
-	aids.od = p.startOnDemand(ctx, &aids.wg, backfill, func(region string) []string {
+	aids.adv = p.startAdvisor(ctx, &aids.wg, sink)
+	aids.od = p.startOnDemand(ctx, &aids.wg, backfill, func(region string) (names []string) {
 		// The region's cached GPU types, else the catalog's.
 		types, ok := p.cachedGPUTypes(region)
 		if !ok {
 			types = catalogGPUTypes()
 		}
-		return wantedNames(types, req.Query)
+		for _, t := range types {
+			if req.Query.WantsGPU(t.GPU.Model) {
+				names = append(names, t.InstanceType)
+			}
+		}
+		return names
 	})
 	if req.Backfill {
 		aids.scores = p.startScores(ctx, &aids.wg, regions, req.Query)
@@ -126,7 +130,7 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 		return fmt.Errorf("aws: every region failed (%d), first: %w", len(regions), firstErr)
 	}
 	if aids.od != nil {
-		sink(domain.Event{Provider: Name, Note: aids.note(aids.adv.noteNow())})
+		sink(domain.Event{Provider: Name, Note: p.sourceNote(aids.adv.noteNow())})
 	}
 	return nil
 }
@@ -137,16 +141,6 @@ func (p *Provider) sourceNote(advisorNote string) string {
 		return advisorNote + "; " + od
 	}
 	return advisorNote
-}
-
-func wantedNames(types []GPUType, q domain.Query) []string {
-	var out []string
-	for _, t := range types {
-		if q.WantsGPU(t.GPU.Model) {
-			out = append(out, t.InstanceType)
-		}
-	}
-	return out
 }
 
 // regionFetch is one region's part of a fetch; its history streams may run at once.
@@ -683,7 +677,7 @@ func (j *advisorJob) wait(ctx context.Context) *advisor.Data {
 
 // startAdvisor picks the interruption data (the live file within a day, else the
 // embedded snapshot) and sends the note saying which; the live fetch runs beside.
-func (p *Provider) startAdvisor(ctx context.Context, wg *sync.WaitGroup, sink domain.Sink, note func(string) string) *advisorJob {
+func (p *Provider) startAdvisor(ctx context.Context, wg *sync.WaitGroup, sink domain.Sink) *advisorJob {
 	p.mu.Lock()
 	st := p.adv
 	p.mu.Unlock()
@@ -699,7 +693,7 @@ func (p *Provider) startAdvisor(ctx context.Context, wg *sync.WaitGroup, sink do
 	finish := func(st advisorState) {
 		job.data, job.note = st.data, advisorNote(st, now)
 		// Sent now: nothing reaches the sink after Fetch returns.
-		sink(domain.Event{Provider: Name, Note: note(job.note)})
+		sink(domain.Event{Provider: Name, Note: p.sourceNote(job.note)})
 		close(job.done)
 	}
 	if st.data != nil && (!st.live || now.Sub(st.fetched) < cacheTTL) && (st.live || now.Sub(st.triedLive) < advisorRetry || p.opt.AdvisorURL == "") {

@@ -398,21 +398,14 @@ func (p *Provider) getProducts(ctx context.Context, regions, types []string) (ma
 // chunkList splits items into runs of at most n whose comma-joined length is within maxLen.
 func chunkList(items []string, n, maxLen int) [][]string {
 	var out [][]string
-	var cur []string
-	size := 0
-	for _, it := range items {
-		if len(cur) > 0 && (len(cur) == n || size+1+len(it) > maxLen) {
-			out = append(out, cur)
-			cur, size = nil, 0
+	for len(items) > 0 {
+		k, size := 1, len(items[0])
+		for k < min(n, len(items)) && size+1+len(items[k]) <= maxLen {
+			size += 1 + len(items[k])
+			k++
 		}
-		if len(cur) > 0 {
-			size++
-		}
-		cur = append(cur, it)
-		size += len(it)
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
+		out = append(out, items[:k])
+		items = items[k:]
 	}
 	return out
 }

@@ -141,10 +141,7 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q domain.
 		if t.GPU.Model != q.GPU {
 			continue
 		}
-		count := q.Instances
-		if count == 0 {
-			count = int(math.Ceil(float64(q.GPUs) / t.GPU.Count))
-		}
+		count := cmp.Or(q.Instances, int(math.Ceil(float64(q.GPUs)/t.GPU.Count)))
 		if count < 1 || count > blockTerms.MaxInstances {
 			continue
 		}
@@ -310,9 +307,7 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 		return domain.Booking{}, fmt.Errorf("aws: purchase capacity block %s in %s: the answer names no reservation; check with FindBooking", o.ID, o.Region)
 	}
 	b := p.bookingOf(o.Region, *out.CapacityReservation)
-	if b.InstanceCount == 0 {
-		b.InstanceCount = o.InstanceCount
-	}
+	b.InstanceCount = cmp.Or(b.InstanceCount, o.InstanceCount)
 	b.CostUSD = o.UpfrontUSD
 	b.Message = "purchased " + b.ProviderRef + b.Message
 	return b, nil
@@ -456,13 +451,7 @@ func (p *Provider) bookingOf(region string, cr ec2types.CapacityReservation) dom
 	b := domain.Booking{
 		ProviderRef: awssdk.ToString(cr.CapacityReservationId), Provider: Name, Region: region,
 		Zone: awssdk.ToString(cr.AvailabilityZone), InstanceType: awssdk.ToString(cr.InstanceType),
-		InstanceCount: reservationCount(cr), State: state,
-	}
-	if cr.StartDate != nil {
-		b.Start = start
-	}
-	if cr.EndDate != nil {
-		b.End = end
+		InstanceCount: reservationCount(cr), State: state, Start: start, End: end,
 	}
 	if note != "" {
 		b.Message = " (" + note + ")"
@@ -665,13 +654,7 @@ func (p *Provider) fleetRecord(region string, fd ec2types.FleetData) domain.Clou
 	r := domain.CloudRecord{
 		Kind: domain.KindFleet, ProviderRef: f.ID, Provider: Name, Cloud: domain.CloudAWS, Region: region,
 		InstanceCount: f.Target, CostUSD: math.NaN(), State: f.State, CreatedAt: awssdk.ToTime(fd.CreateTime).UTC(),
-		Start: awssdk.ToTime(fd.CreateTime).UTC(),
-	}
-	if fd.ValidFrom != nil {
-		r.Start = fd.ValidFrom.UTC()
-	}
-	if fd.ValidUntil != nil {
-		r.End = fd.ValidUntil.UTC()
+		Start: cmp.Or(awssdk.ToTime(fd.ValidFrom), awssdk.ToTime(fd.CreateTime)).UTC(), End: awssdk.ToTime(fd.ValidUntil).UTC(),
 	}
 	var types, zones []string
 	add := func(list []string, v string) []string {
@@ -855,9 +838,7 @@ func (p *Provider) validateFleet(spec *domain.FleetSpec) error {
 	if spec.OnDemandBase < 0 || spec.OnDemandBase > spec.TargetCapacity {
 		return specErrorf("aws: fleet: on-demand base %d: want 0 to the target (%d)", spec.OnDemandBase, spec.TargetCapacity)
 	}
-	if spec.Strategy == "" {
-		spec.Strategy = domain.StrategyPriceCapacityOptimized
-	}
+	spec.Strategy = cmp.Or(spec.Strategy, domain.StrategyPriceCapacityOptimized)
 	if !slices.Contains(domain.Strategies, spec.Strategy) {
 		return specErrorf("aws: fleet: strategy %q: want one of %s", spec.Strategy, strings.Join(domain.Strategies, ", "))
 	}
@@ -874,9 +855,7 @@ func (p *Provider) validateFleet(spec *domain.FleetSpec) error {
 	if pools := len(spec.InstanceTypes) * max(1, len(spec.Zones)); (spec.Start.After(now) || !spec.End.IsZero()) && pools > MaxFleetPools {
 		return limitErrorf("aws: fleet: %d instance types × zones: a scheduled fleet names at most %d (AWS's quota of capacity pools per request fleet)", pools, MaxFleetPools)
 	}
-	if spec.LaunchTemplate == "" {
-		spec.LaunchTemplate = p.opt.LaunchTemplate
-	}
+	spec.LaunchTemplate = cmp.Or(spec.LaunchTemplate, p.opt.LaunchTemplate)
 	if spec.LaunchTemplate == "" {
 		return specErrorf("aws: fleet: no launch template: set aws.launch_template in the config file (an id lt-… or a name)")
 	}
@@ -1093,16 +1072,14 @@ func fleetState(fd ec2types.FleetData, now time.Time) (state, note string) {
 			return "scheduled", "AWS launches it at " + fd.ValidFrom.UTC().Format(time.RFC3339)
 		}
 		return "active", ""
+	case ec2types.FleetStateCodeDeletedRunning:
+		note = "its instances were left running"
+		fallthrough
 	case ec2types.FleetStateCodeDeleted, ec2types.FleetStateCodeDeletedTerminatingInstances:
 		if expired {
-			return "ended", ""
+			return "ended", note
 		}
-		return "deleted", ""
-	case ec2types.FleetStateCodeDeletedRunning:
-		if expired {
-			return "ended", "its instances were left running"
-		}
-		return "deleted", "its instances were left running"
+		return "deleted", note
 	case ec2types.FleetStateCodeFailed:
 		return "failed", ""
 	}

@@ -4,6 +4,7 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -162,10 +163,7 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 	}
 	cfg.Retryer = newRetryer(opt.MaxAttempts, opt.MaxBackoff)
 	cfg.HTTPClient = withPlainBodies(withTimeouts(cfg.HTTPClient))
-	home := cfg.Region
-	if home == "" {
-		home = "us-east-1"
-	}
+	home := cmp.Or(cfg.Region, "us-east-1")
 	if cfg.Credentials == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNoCredentials, credentialHint)
 	}

@@ -32,8 +32,8 @@ type regionState struct {
 	types   []GPUType
 	typesAt time.Time
 	pools   map[domain.PoolKey]domain.Pool
-	// zoneNames maps zone ids ("use1-az1") to the names the history reports.
-	zoneNames map[string]string
+	// zoneIDs maps the zone names the history reports to their ids ("use1-az1").
+	zoneIDs map[string]string
 }
 
 func (p *Provider) regionState(region string) *regionState {
@@ -41,7 +41,7 @@ func (p *Provider) regionState(region string) *regionState {
 	defer p.mu.Unlock()
 	rs := p.state[region]
 	if rs == nil {
-		rs = &regionState{pools: map[domain.PoolKey]domain.Pool{}, zoneNames: map[string]string{}}
+		rs = &regionState{pools: map[domain.PoolKey]domain.Pool{}, zoneIDs: map[string]string{}}
 		p.state[region] = rs
 	}
 	return rs
@@ -301,7 +301,7 @@ func (rf *regionFetch) history(ctx context.Context, names []string) error {
 			rs.mu.Lock()
 			pool, known := rs.pools[pt.Pool]
 			if sp.AvailabilityZoneId != nil {
-				rs.zoneNames[*sp.AvailabilityZoneId] = pt.Pool.Zone
+				rs.zoneIDs[pt.Pool.Zone] = *sp.AvailabilityZoneId
 			}
 			rs.mu.Unlock()
 			if !known {
@@ -347,14 +347,7 @@ func (rf *regionFetch) describe(k domain.PoolKey, scores *placement) domain.Pool
 		InstanceType: k.InstanceType, GPU: spec}
 	rf.rs.mu.Lock()
 	old, known := rf.rs.pools[k]
-	zoneID := ""
-	if scores != nil {
-		for id, name := range rf.rs.zoneNames {
-			if name == k.Zone {
-				zoneID = id
-			}
-		}
-	}
+	zoneID := rf.rs.zoneIDs[k.Zone]
 	rf.rs.mu.Unlock()
 	if known {
 		pool.OnDemandUSDHour, pool.PlacementScore, pool.PlacementNote = old.OnDemandUSDHour, old.PlacementScore, old.PlacementNote

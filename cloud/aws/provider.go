@@ -174,6 +174,10 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		return nil, fmt.Errorf("%w: %s (%v)", ErrNoCredentials, credentialHint, shortCause(err))
 	}
 	p := &Provider{opt: opt, cfg: cfg, home: home, state: map[string]*regionState{}, buckets: map[bucketKey]*tokenBucket{}}
+	p.onDemandC.prices = map[string]map[string]onDemandPrice{}
+	if path := p.cachePath("on-demand.json"); path != "" {
+		_ = readJSON(path, &p.onDemandC.prices) // a missing or unreadable copy is asked again
+	}
 	p.pricing = pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = pricingRegion })
 	return p, nil
 }

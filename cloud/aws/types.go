@@ -117,24 +117,18 @@ func catalogGPUTypes() []GPUType {
 
 // gpuTypeOf reads a type's GPUs; false without GPUs or for ones gpumarket does not compare.
 func gpuTypeOf(it ec2types.InstanceTypeInfo) (GPUType, bool) {
-	name := string(it.InstanceType)
-	spec := domain.GPUSpec{}
-	if it.GpuInfo != nil && len(it.GpuInfo.Gpus) > 0 {
+	name, spec := string(it.InstanceType), domain.GPUSpec{}
+	if e, ok := domain.LookupGPU(name); ok && e.Cloud == domain.CloudAWS {
+		spec = e.GPU
+	} else if it.GpuInfo != nil && len(it.GpuInfo.Gpus) > 0 {
 		g := it.GpuInfo.Gpus[0]
-		if model, ok := domain.NormalizeGPUModel(awssdk.ToString(g.Name)); ok {
-			spec.Model = model
-		}
+		spec.Model, _ = domain.NormalizeGPUModel(awssdk.ToString(g.Name))
 		for _, d := range it.GpuInfo.Gpus {
 			spec.Count += float64(awssdk.ToInt32(d.Count))
 		}
 		if g.MemoryInfo != nil {
 			spec.MemoryGiB = float64(awssdk.ToInt32(g.MemoryInfo.SizeInMiB)) / 1024
 		}
-	}
-	if e, ok := domain.LookupGPU(name); ok && e.Cloud == domain.CloudAWS {
-		spec = e.GPU
-	} else if it.GpuInfo == nil || len(it.GpuInfo.Gpus) == 0 {
-		return GPUType{}, false
 	}
 	if spec.Model == "" || spec.Count <= 0 {
 		return GPUType{}, false
@@ -193,22 +187,9 @@ type onDemandPrice struct {
 
 type onDemandCache struct {
 	mu     sync.Mutex
-	loaded bool
-	prices map[string]map[string]onDemandPrice // region → type → price
+	prices map[string]map[string]onDemandPrice // region → type → price, the data dir's at first
 	// failure is why the last Price List query failed, for the source's note.
 	failure string
-}
-
-// load reads the data dir's copy once; the caller holds c.mu.
-func (c *onDemandCache) load(path string) {
-	if c.loaded {
-		return
-	}
-	c.loaded = true
-	c.prices = map[string]map[string]onDemandPrice{}
-	if path != "" {
-		_ = readJSON(path, &c.prices)
-	}
 }
 
 // cachedOnDemand returns a type's cached price (nil: none) and whether it is fresh.
@@ -216,7 +197,6 @@ func (p *Provider) cachedOnDemand(region, instanceType string) (*float64, bool) 
 	c := &p.onDemandC
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.load(p.cachePath("on-demand.json"))
 	e, ok := c.prices[region][instanceType]
 	if !ok || p.opt.Now().Sub(e.Fetched) >= cacheTTL {
 		return nil, false
@@ -317,7 +297,6 @@ func (p *Provider) fetchOnDemand(ctx context.Context, missing map[string][]strin
 	failedRegions := map[string]bool{}
 	c := &p.onDemandC
 	c.mu.Lock()
-	c.load(p.cachePath("on-demand.json"))
 	fetched := false
 	for i, q := range queries {
 		switch {

@@ -267,11 +267,10 @@ func (r *regional[C]) get(region string, make func() C) C {
 // regions returns the query's regions, the options', or the account's; of a
 // mixed list only AWS-shaped names are kept.
 func (p *Provider) regions(ctx context.Context, q domain.Query) ([]string, error) {
-	if len(q.Regions) > 0 {
-		return awsRegions(q.Regions), nil
-	}
-	if len(p.opt.Regions) > 0 {
-		return awsRegions(p.opt.Regions), nil
+	for _, names := range [][]string{q.Regions, p.opt.Regions} {
+		if len(names) > 0 {
+			return awsRegions(names), nil
+		}
 	}
 	p.mu.Lock()
 	cached := p.regionsM

@@ -332,12 +332,10 @@ func (p *Provider) planBooking(region string, s smtypes.TrainingPlanSummary) dom
 	b := domain.Booking{ProviderRef: awssdk.ToString(s.TrainingPlanArn), Provider: Name, Region: region,
 		InstanceCount: int(awssdk.ToInt32(s.TotalInstanceCount)), Start: start, End: end}
 	if len(s.ReservedCapacitySummaries) > 0 {
-		rc := s.ReservedCapacitySummaries[0] // the first segment: where the plan starts
-		for _, x := range s.ReservedCapacitySummaries {
-			if awssdk.ToTime(x.StartTime).Before(awssdk.ToTime(rc.StartTime)) {
-				rc = x
-			}
-		}
+		// The first segment: where the plan starts.
+		rc := slices.MinFunc(s.ReservedCapacitySummaries, func(a, b smtypes.ReservedCapacitySummary) int {
+			return awssdk.ToTime(a.StartTime).Compare(awssdk.ToTime(b.StartTime))
+		})
 		b.InstanceType, b.Zone = strings.TrimPrefix(string(rc.InstanceType), "ml."), awssdk.ToString(rc.AvailabilityZone)
 		if b.InstanceCount == 0 {
 			b.InstanceCount = int(awssdk.ToInt32(rc.TotalInstanceCount))

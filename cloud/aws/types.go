@@ -273,24 +273,21 @@ const maxFilterValue = 1000
 // comma-separated string" (API Reference, Filter), so a few one-page queries
 // cover every region. A failed query is said in the note, never cached.
 func (p *Provider) fetchOnDemand(ctx context.Context, missing map[string][]string) {
-	typeSet := map[string]bool{}
-	for _, ts := range missing {
-		for _, t := range ts {
-			typeSet[t] = true
-		}
+	types := slices.Concat(slices.Collect(maps.Values(missing))...)
+	slices.Sort(types)
+	type query struct {
+		regions, types []string
+		found          map[[2]string]*float64
+		err            error
 	}
-	regions, types := slices.Sorted(maps.Keys(missing)), slices.Sorted(maps.Keys(typeSet))
-	type query struct{ regions, types []string }
 	var queries []query
-	for _, ts := range chunkList(types, 100, maxFilterValue) {
-		for _, rs := range chunkList(regions, max(1, 100/len(ts)), maxFilterValue) {
-			queries = append(queries, query{rs, ts})
+	for _, ts := range chunkList(slices.Compact(types), 100, maxFilterValue) {
+		for _, rs := range chunkList(slices.Sorted(maps.Keys(missing)), max(1, 100/len(ts)), maxFilterValue) {
+			queries = append(queries, query{regions: rs, types: ts})
 		}
 	}
-	found := make([]map[[2]string]*float64, len(queries))
-	errs := make([]error, len(queries))
 	fanout.Each(len(queries), 0, func(i int) {
-		found[i], errs[i] = p.getProducts(ctx, queries[i].regions, queries[i].types)
+		queries[i].found, queries[i].err = p.getProducts(ctx, queries[i].regions, queries[i].types)
 	})
 	now := p.opt.Now()
 	var firstErr error
@@ -298,12 +295,12 @@ func (p *Provider) fetchOnDemand(ctx context.Context, missing map[string][]strin
 	c := &p.onDemandC
 	c.mu.Lock()
 	fetched := false
-	for i, q := range queries {
+	for _, q := range queries {
 		switch {
-		case errs[i] != nil && ctx.Err() != nil:
+		case q.err != nil && ctx.Err() != nil:
 			continue // the fetch ended: nothing failed
-		case errs[i] != nil:
-			firstErr = cmp.Or(firstErr, errs[i])
+		case q.err != nil:
+			firstErr = cmp.Or(firstErr, q.err)
 			for _, reg := range q.regions {
 				failedRegions[reg] = true
 			}
@@ -315,7 +312,7 @@ func (p *Provider) fetchOnDemand(ctx context.Context, missing map[string][]strin
 			}
 			// Types another region wanted are as fresh: keep them.
 			for _, t := range q.types {
-				c.prices[reg][t] = onDemandPrice{USD: found[i][[2]string{reg, t}], Fetched: now}
+				c.prices[reg][t] = onDemandPrice{USD: q.found[[2]string{reg, t}], Fetched: now}
 				fetched = true
 			}
 		}

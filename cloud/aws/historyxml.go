@@ -101,7 +101,8 @@ func parseSpotPriceHistory(body []byte) (*ec2.DescribeSpotPriceHistoryOutput, er
 	// Sized for a page's items: growing the maps cost dozens of allocations a page.
 	n := bytes.Count(body, []byte("<item>"))
 	x := xmlScanner{b: body, strs: make(map[string]*string, n), times: make(map[string]*time.Time, 64)}
-	if !utf8.Valid(body) || !x.prolog() {
+	x.i = len(prolog.Find(body))
+	if !utf8.Valid(body) || bytes.HasPrefix(body[x.i:], []byte("<?")) {
 		return nil, errNotPlain
 	}
 	root, self, ok := x.open(true)
@@ -147,22 +148,8 @@ func (x *xmlScanner) space() {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' }
 
-// prologs are the XML declarations read here; others are left to encoding/xml.
-var prologs = [][]byte{
-	[]byte(`<?xml version="1.0" encoding="UTF-8"?>`), []byte(`<?xml version="1.0" encoding="utf-8"?>`), []byte(`<?xml version="1.0"?>`),
-}
-
-func (x *xmlScanner) prolog() bool {
-	x.space()
-	for _, p := range prologs {
-		if bytes.HasPrefix(x.b[x.i:], p) {
-			x.i += len(p)
-			break
-		}
-	}
-	x.space()
-	return !bytes.HasPrefix(x.b[x.i:], []byte("<?"))
-}
+// prolog is the XML declaration read here, if any; others are left to encoding/xml.
+var prolog = regexp.MustCompile(`^[ \t\n]*(<\?xml version="1\.0"( encoding="(UTF|utf)-8")?\?>)?[ \t\n]*`)
 
 // open reads a start tag: its name and whether it closes itself. Only the
 // root may have attributes (AWS's xmlns), with plain values.
@@ -234,7 +221,7 @@ func (x *xmlScanner) each(parent []byte, nest string, in func(name []byte, self 
 }
 
 // text reads the element's plain text up to its end tag (empty if self-closed,
-// as the SDK reads it): no entity, no carriage return, no forbidden character.
+// as the SDK reads it): ASCII without entity, carriage return or control byte.
 func (x *xmlScanner) text(name []byte, self bool) ([]byte, bool) {
 	if self {
 		return []byte{}, true
@@ -248,21 +235,12 @@ func (x *xmlScanner) text(name []byte, self bool) ([]byte, bool) {
 	if !x.closeTag(name) || bytes.IndexByte(v, '&') >= 0 {
 		return nil, false
 	}
-	for i := 0; i < len(v); {
-		r, n := rune(v[i]), 1
-		if r >= 0x80 {
-			r, n = utf8.DecodeRune(v[i:])
-		}
-		if r < 0x20 && r != '\t' && r != '\n' || !isXMLChar(r) {
+	for _, c := range v {
+		if c < 0x20 && c != '\t' && c != '\n' || c >= 0x80 {
 			return nil, false
 		}
-		i += n
 	}
 	return v, true
-}
-
-func isXMLChar(r rune) bool {
-	return r == 0x09 || r == 0x0A || r == 0x0D || r >= 0x20 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF
 }
 
 func (x *xmlScanner) end() error {

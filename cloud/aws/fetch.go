@@ -452,13 +452,13 @@ func pricePoint(region string, sp ec2types.SpotPrice) (domain.PricePoint, bool, 
 }
 
 func samePool(a, b domain.Pool) bool {
-	eqF := func(x, y *float64) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
-	eqI := func(x, y *int) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
 	eqIn := func(x, y *domain.Interruption) bool {
 		return (x == nil) == (y == nil) && (x == nil || (x.Bucket == y.Bucket && x.Source == y.Source && x.AsOf.Equal(y.AsOf)))
 	}
-	return a.GPU == b.GPU && eqF(a.OnDemandUSDHour, b.OnDemandUSDHour) && eqI(a.PlacementScore, b.PlacementScore) && a.PlacementNote == b.PlacementNote && eqIn(a.Interruption, b.Interruption)
+	return a.GPU == b.GPU && samePtr(a.OnDemandUSDHour, b.OnDemandUSDHour) && samePtr(a.PlacementScore, b.PlacementScore) && a.PlacementNote == b.PlacementNote && eqIn(a.Interruption, b.Interruption)
 }
+
+func samePtr[T comparable](x, y *T) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
 
 // scoreTTL: AWS limits distinct score requests an account makes a day.
 const scoreTTL = 6 * time.Hour

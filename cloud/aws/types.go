@@ -63,12 +63,11 @@ func (p *Provider) cachedGPUTypes(region string) ([]GPUType, bool) {
 	rs := p.regionState(region)
 	now := p.opt.Now()
 	rs.mu.Lock()
-	if rs.types != nil && now.Sub(rs.typesAt) < cacheTTL {
-		t := rs.types
-		rs.mu.Unlock()
+	t, at := rs.types, rs.typesAt
+	rs.mu.Unlock()
+	if t != nil && now.Sub(at) < cacheTTL {
 		return t, true
 	}
-	rs.mu.Unlock()
 	var f typesFile
 	if path := p.cachePath("instance-types-" + region + ".json"); path != "" && readJSON(path, &f) == nil && now.Sub(f.Fetched) < cacheTTL && f.Types != nil {
 		rs.setTypes(f.Types, f.Fetched)

@@ -566,11 +566,6 @@ func sellableHours(d time.Duration) int {
 	return best
 }
 
-var (
-	_ domain.RecordLister      = (*Provider)(nil)
-	_ domain.OfferingRefresher = (*Provider)(nil)
-)
-
 // TagCost carries a block's cost in USD: AWS shows no price of a sold block, and a rebuilt ledger needs it.
 const TagCost = "gpumarket:cost-usd"
 

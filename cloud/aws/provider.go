@@ -97,11 +97,14 @@ type Provider struct {
 }
 
 var (
-	_ domain.Provider       = (*Provider)(nil)
-	_ domain.OfferingFinder = (*Provider)(nil)
-	_ domain.Booker         = (*Provider)(nil)
-	_ domain.FleetLauncher  = (*Provider)(nil)
-	_ domain.FleetFinder    = (*Provider)(nil)
+	_ domain.Provider          = (*Provider)(nil)
+	_ domain.OfferingFinder    = (*Provider)(nil)
+	_ domain.Booker            = (*Provider)(nil)
+	_ domain.FleetLauncher     = (*Provider)(nil)
+	_ domain.FleetFinder       = (*Provider)(nil)
+	_ domain.RecordLister      = (*Provider)(nil)
+	_ domain.OfferingRefresher = (*Provider)(nil)
+	_ domain.UsageReporter     = (*Provider)(nil)
 )
 
 // ec2API is the part of the EC2 client the provider uses.

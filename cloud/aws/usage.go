@@ -19,8 +19,6 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-var _ domain.UsageReporter = (*Provider)(nil)
-
 // The NVIDIA collector publishes one series per GPU by index, name and host
 // (aws/amazon-cloudwatch-agent#981), InstanceId only if appended: searched by
 // InstanceId, else host; CPUUtilization stands in when there is none.

@@ -618,12 +618,10 @@ func (p *Provider) regionRecords(ctx context.Context, region string, since time.
 }
 
 func tagged(tags []ec2types.Tag) bool {
-	for _, k := range ourTags {
-		if _, ok := tagValue(tags, k); ok {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ourTags, func(k string) bool {
+		_, ok := tagValue(tags, k)
+		return ok
+	})
 }
 
 func (p *Provider) blockRecord(region string, cr ec2types.CapacityReservation) domain.CloudRecord {
@@ -1023,12 +1021,10 @@ func (p *Provider) DeleteFleet(ctx context.Context, region, id string) error {
 			return fmt.Errorf("aws: delete fleet %s in %s: %s", id, region, msg)
 		}
 	}
-	for _, s := range out.SuccessfulFleetDeletions {
-		if awssdk.ToString(s.FleetId) == id {
-			return nil
-		}
+	if !slices.ContainsFunc(out.SuccessfulFleetDeletions, func(s ec2types.DeleteFleetSuccessItem) bool { return awssdk.ToString(s.FleetId) == id }) {
+		return fmt.Errorf("aws: delete fleet %s in %s: AWS did not confirm the deletion", id, region)
 	}
-	return fmt.Errorf("aws: delete fleet %s in %s: AWS did not confirm the deletion", id, region)
+	return nil
 }
 
 // maxInstantDelete: DeleteFleets' documented instant limit and TerminateInstances' ids per call.

@@ -662,10 +662,9 @@ func (j *advisorJob) current() *advisor.Data {
 func (j *advisorJob) wait(ctx context.Context) *advisor.Data {
 	select {
 	case <-j.done:
-		return j.data
 	case <-ctx.Done():
-		return j.first()
 	}
+	return j.current()
 }
 
 // startAdvisor picks the interruption data (the live file within a day, else the
@@ -675,13 +674,7 @@ func (p *Provider) startAdvisor(ctx context.Context, wg *sync.WaitGroup, sink do
 	st := p.adv
 	p.mu.Unlock()
 	now := p.opt.Now()
-	held := st.data
-	job := &advisorJob{done: make(chan struct{}), first: sync.OnceValue(func() *advisor.Data {
-		if held != nil {
-			return held
-		}
-		return advisor.Embedded()
-	})}
+	job := &advisorJob{done: make(chan struct{}), first: sync.OnceValue(func() *advisor.Data { return st.orEmbedded().data })}
 	go job.first()
 	finish := func(st advisorState) {
 		job.data, job.note = st.data, advisorNote(st, now)

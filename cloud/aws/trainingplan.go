@@ -393,16 +393,11 @@ func (p *Provider) findTrainingPlan(ctx context.Context, req domain.BookRequest)
 			if err != nil {
 				return nil, explain(fmt.Errorf("aws: tags of training plan %s: %w", awssdk.ToString(s.TrainingPlanName), err))
 			}
-			var from, ref string
+			kv := map[string]string{}
 			for _, t := range tags.Tags {
-				switch awssdk.ToString(t.Key) {
-				case domain.TagOffering:
-					from = awssdk.ToString(t.Value)
-				case domain.TagRef:
-					ref = awssdk.ToString(t.Value)
-				}
+				kv[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
 			}
-			if from == o.ID && (ref == "" || ref == req.Ref) {
+			if ref := kv[domain.TagRef]; kv[domain.TagOffering] == o.ID && (ref == "" || ref == req.Ref) {
 				return p.found(o, s), nil
 			}
 		}

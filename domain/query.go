@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -259,4 +260,16 @@ func RetryAfter(h string, now time.Time, most time.Duration) (time.Duration, boo
 		return min(max(t.Sub(now), 0), most), true
 	}
 	return 0, false
+}
+
+// Sleep waits d, or until ctx ends (its error).
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

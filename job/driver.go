@@ -340,7 +340,13 @@ func (r *jobRun) step(ctx context.Context) error {
 	if r.lj.Done(r.p.LiveState) {
 		return r.finish(ctx, ledger.JobDone, fmt.Sprintf("done: %.1f h of work, $%.2f spent (plan $%.2f)", r.p.Progress(), spent, r.j.Plan.ExpectedUSD))
 	}
-	if limit := r.limit(); spent+r.hourOf(r.p.Cur)*r.d.opt.Every.Hours() > limit {
+	// The lane held is paid until the next review or the work's end; half a
+	// cent absorbs the rounding of a limit that is exactly the cost.
+	ahead := r.d.opt.Every
+	if fin := r.lj.Finish(r.p.LiveState); !fin.IsZero() && fin.Sub(r.now) < ahead {
+		ahead = fin.Sub(r.now)
+	}
+	if limit := r.limit(); spent+r.hourOf(r.p.Cur)*ahead.Hours() > limit+0.005 {
 		return r.finish(ctx, ledger.JobFailed, fmt.Sprintf("limit reached: $%.2f spent of $%.2f; everything it ran was ended", spent, limit))
 	}
 	var up []bool
@@ -364,8 +370,10 @@ func (r *jobRun) step(ctx context.Context) error {
 			break
 		}
 	}
-	if !r.p.Review.IsZero() && r.p.Review.Before(r.next) {
-		r.next = r.p.Review
+	for _, t := range []time.Time{r.p.Review, r.lj.Finish(r.p.LiveState)} {
+		if !t.IsZero() && t.Before(r.next) {
+			r.next = t
+		}
 	}
 	r.odds(up)
 	r.outlook()

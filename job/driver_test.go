@@ -2,6 +2,7 @@ package job_test
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -172,7 +173,9 @@ func TestJobDoneOnTimeOnTheSimulatedMarket(t *testing.T) {
 		j := w.start(t, w.svc, 16, 48, 72, 0)
 		// Reviews an hour apart at the least: the driver wakes at each
 		// change of the market's capacity and at the policy's reviews.
-		d := w.driver(w.svc, time.Hour)
+		var logged strings.Builder
+		d := job.New(w.svc, []domain.Provider{w.market}, job.Options{Now: w.clk.Now, Every: time.Hour, Lease: 3 * time.Hour,
+			Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		j = w.drive(t, d, j.ID, t0.Add(80*time.Hour))
 		// 48 h of work take 48 h at least: a finish before that is not on
 		// the job's clock.
@@ -184,12 +187,34 @@ func TestJobDoneOnTimeOnTheSimulatedMarket(t *testing.T) {
 		if len(rows) == 0 || len(moves) < len(rows) {
 			t.Errorf("seed %d: %d rows, %d moves", seed, len(rows), len(moves))
 		}
+		// Fleets already ended or deleted are left alone, not deleted again.
+		if logged.Len() > 0 {
+			t.Errorf("seed %d: the driver warned:\n%s", seed, logged.String())
+		}
 		spent += j.SpentUSD
 		plan += j.Plan.ExpectedUSD
 		t.Logf("seed %d: spent $%.2f, plan $%.2f, %d launches, %d moves", seed, j.SpentUSD, j.Plan.ExpectedUSD, len(rows), len(moves))
 	}
 	if r := spent / plan; r < 0.8 || r > 1.2 {
 		t.Errorf("mean spent $%.2f against the plan's $%.2f (%.0f%%): want within ±20%%", spent/float64(len(seeds)), plan/float64(len(seeds)), 100*(r-1))
+	}
+}
+
+func TestDriverEndsTheFleetWhenTheWorkIsDone(t *testing.T) {
+	w := newSimWorld(t, 3, ledger.Budget{})
+	// 2.5 h of work with a changeover and two minutes to spare: on-demand
+	// at once, done at 2.7 h, between the driver's hourly reviews.
+	j := w.start(t, w.svc, 16, 2.5, 2.75, 0)
+	d := w.driver(w.svc, time.Hour)
+	j = w.drive(t, d, j.ID, t0.Add(5*time.Hour))
+	done := t0.Add(2*time.Hour + 42*time.Minute)
+	if j.State != ledger.JobDone || j.FinishedAt.Before(done) || j.FinishedAt.After(done.Add(time.Second)) {
+		t.Fatalf("%s at %s: %s; want done at %s", j.State, j.FinishedAt, j.Reason, done)
+	}
+	for _, r := range noneRunning(t, w, j.ID) {
+		if r.End.After(done.Add(time.Second)) {
+			t.Errorf("fleet %s ran until %s, past the work's end %s: paid for nothing", r.ProviderRef, r.End, done)
+		}
 	}
 }
 

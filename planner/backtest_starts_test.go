@@ -124,3 +124,24 @@ func TestLearnedFromHistory(t *testing.T) {
 		t.Errorf("a day always up: capacity %v of the time, want 0.75 (halfway from the prior)", anyAvail)
 	}
 }
+
+// Spot down for the first 6 of 12 hours: Greedy waits for it and runs the
+// 4 h of work on spot; Uniform Progress falls behind its line and pays
+// for on-demand meanwhile (Can't Be Late's two baselines, as published).
+func TestBacktestGreedyWaitsWhereUniformProgressPays(t *testing.T) {
+	ups := make([]int, 12)
+	for i := 6; i < len(ups); i++ {
+		ups[i] = 1
+	}
+	rows, err := Backtest([]Trace{hourlyTrace(ups...)}, BacktestConfig{JobHours: 4, DeadlineHours: 12, SpotUSDHour: 1, OnDemandUSDHour: 3, Starts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, up := backtestRow(t, rows, PolicyGreedy), backtestRow(t, rows, PolicyUniformProgress)
+	if g.DeadlinesMetPct != 100 || math.Abs(g.MeanCostUSD-4) > 1e-9 {
+		t.Errorf("greedy: %+v; want on time on spot alone, $4", g)
+	}
+	if up.DeadlinesMetPct != 100 || up.MeanCostUSD <= 4+1e-9 {
+		t.Errorf("uniform progress: %+v; want on time with on-demand bought while behind its line", up)
+	}
+}

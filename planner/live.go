@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -138,16 +139,29 @@ func (j *LiveJob) Advance(s LiveState, t time.Time) LiveState {
 		return s
 	}
 	r, _ := j.run(&s, nil)
-	h := j.hours(t)
-	if s.Cur != idle {
-		if l := r.lane(s.Cur); l.speed > 0 {
-			if fin := r.t + r.over + (j.Work-r.progress())/l.speed; fin < h {
-				h = fin
-			}
-		}
-	}
-	r.advance(h)
+	r.advance(math.Min(j.hours(t), r.finish()))
 	return r.liveState(s, t)
+}
+
+// finish is when the work is done on the lane held (+Inf idle).
+func (r *run) finish() float64 {
+	if r.cur == idle {
+		return math.Inf(1)
+	}
+	if l := r.lane(r.cur); l.speed > 0 {
+		return r.t + r.over + (r.sp.work-r.progress())/l.speed
+	}
+	return math.Inf(1)
+}
+
+// Finish is when the work will be done if the lane held runs on (zero
+// when idle): the driver wakes then to end what it pays for.
+func (j *LiveJob) Finish(s LiveState) time.Time {
+	r, _ := j.run(&s, nil)
+	if fin := r.finish(); !math.IsInf(fin, 1) {
+		return j.at(fin)
+	}
+	return time.Time{}
 }
 
 // Interrupted is the state after the lane held was lost at s.At.
@@ -232,8 +246,7 @@ func CarryOut(job Job, m Market, opt Options, strategy string) (Result, LiveJob,
 	if opt.Speeds == nil {
 		opt.Speeds = DefaultSpeeds
 	}
-	p := &planning{job: job, opt: opt, ref: job.Models[0], d: job.Changeover.Hours(), work: job.Hours}
-	p.candidates(m)
+	p := newPlanning(context.Background(), job, opt, m)
 	byKey := map[string]*candidate{}
 	for i := range p.cands {
 		byKey[p.cands[i].p.Key] = &p.cands[i]

@@ -175,3 +175,33 @@ func TestCarryOutLanes(t *testing.T) {
 		t.Error("a capacity-block strategy was accepted for carrying out")
 	}
 }
+
+func TestCarryOutScoresLanesAsThePlanDoes(t *testing.T) {
+	start := time.Now().Add(time.Hour).Truncate(time.Hour)
+	m := Market{Pools: []Pool{{Key: "sim/us-east-1/us-east-1a/p5.48xlarge", Provider: "sim", Cloud: "aws", Region: "us-east-1",
+		Zone: "us-east-1a", InstanceType: "p5.48xlarge", GPUModel: "H100", GPUsPerInstance: 8, SpotUSDHour: 30, OnDemandUSDHour: 98,
+		Risk: Risk{InterruptionsPerHour: 0.2, Availability: 0.9, GapMedianHours: 0.5, RegionShare: 0.5}}}}
+	score := func(checkpointable bool) float64 {
+		job := Job{GPUs: 16, Models: []string{"H100"}, Hours: 24, Start: start, Deadline: start.Add(72 * time.Hour),
+			Checkpointable: checkpointable, Checkpoint: 30 * time.Minute, Changeover: 12 * time.Minute}
+		_, lj, err := CarryOut(job, m, Options{Runs: 100}, StrategySafetyNet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := lj.Lanes[0]
+		ckpt := math.Inf(1)
+		if checkpointable {
+			ckpt = 0.5
+		}
+		want := l.USDHour * paidHours(l.Risk.InterruptionsPerHour, job.Hours/l.Speed, 0.2, ckpt) / job.Hours
+		if math.Abs(l.Score-want) > 1e-9 {
+			t.Errorf("checkpointable %v: lane scored %.4f, the plan prices it %.4f", checkpointable, l.Score, want)
+		}
+		return l.Score
+	}
+	// A job that restarts from zero pays for more hours on a pool that
+	// interrupts it than one that keeps its checkpoints.
+	if none, kept := score(false), score(true); none <= kept {
+		t.Errorf("restarting job's lane %.4f, checkpointing job's %.4f: the restarts were not priced", none, kept)
+	}
+}

@@ -127,13 +127,7 @@ func PlanContext(ctx context.Context, job Job, m Market, opt Options) ([]Result,
 			return nil, fieldErr("gpu", "no pool or offering of the market sells %s (the market has %s)", model, strings.Join(modelsIn(m), ", "))
 		}
 	}
-	p := &planning{ctx: ctx, job: job, opt: opt, ref: ref, d: job.Changeover.Hours(), work: job.Hours}
-	p.ckpt = math.Inf(1)
-	if job.Checkpointable {
-		p.ckpt = job.Checkpoint.Hours()
-	}
-	p.span = job.Deadline.Sub(job.Start).Hours()
-	p.candidates(m)
+	p := newPlanning(ctx, job, opt, m)
 	var out []Result
 	out = append(out, p.onDemand()...)
 	out = append(out, p.offerings(m.Offerings)...)
@@ -185,6 +179,18 @@ type planning struct {
 	d, work    float64
 	ckpt, span float64
 	cands      []candidate
+}
+
+// newPlanning is the job's terms in hours and its candidate pools, scored as
+// every strategy and a live job's lanes price them.
+func newPlanning(ctx context.Context, job Job, opt Options, m Market) *planning {
+	p := &planning{ctx: ctx, job: job, opt: opt, ref: job.Models[0], d: job.Changeover.Hours(), work: job.Hours,
+		ckpt: math.Inf(1), span: job.Deadline.Sub(job.Start).Hours()}
+	if job.Checkpointable {
+		p.ckpt = job.Checkpoint.Hours()
+	}
+	p.candidates(m)
+	return p
 }
 
 func (p *planning) candidates(m Market) {

@@ -377,3 +377,19 @@ func TestSeriesSharing(t *testing.T) {
 	wg.Wait()
 	checkAgainst(t, r, s, refSeries{at, usd})
 }
+
+// TestTailSealsAtABlock: points appended one at a time are sealed into a
+// block as soon as a block's worth has come, so at most a block's worth
+// less one is ever kept raw (16 bytes a point against ~5 sealed).
+func TestTailSealsAtABlock(t *testing.T) {
+	var s Series
+	for i := range 3*blockLen + 5 {
+		s = s.Merge([]int64{int64(1_700_000_000 + 900*i)}, []float64{20 + float64(i%7)/100})
+		if len(s.tail) >= blockLen || s.Len() != i+1 {
+			t.Fatalf("after %d points: %d raw, %d in all", i+1, len(s.tail), s.Len())
+		}
+	}
+	if len(s.blocks()) != 3 || len(s.tail) != 5 {
+		t.Errorf("%d blocks and %d raw points; want 3 and 5", len(s.blocks()), len(s.tail))
+	}
+}

@@ -27,12 +27,10 @@ type (
 	newAlertsMsg struct{ alerts []watch.Alert }
 	// alertsSeenMsg: the Alerts view was shown, so the badge clears.
 	alertsSeenMsg struct{}
-	// historyMsg is the Alerts view's load.
-	historyMsg struct {
-		seq   int
+	// alertsLoad is the Alerts view's read.
+	alertsLoad struct {
 		recs  []watch.Record
 		rules []watch.RuleStatus
-		err   error
 	}
 	// rulesChangedMsg follows a rule made or deleted (deleted) in this session.
 	rulesChangedMsg struct{ deleted string }
@@ -71,7 +69,7 @@ func (m *Model) onAlerts() tea.Cmd {
 		return tea.Batch(cmds...)
 	}
 	m.alertSeen = news[len(news)-1].ID
-	_, looking := m.views[m.active].(alertLister)
+	_, looking := m.views[m.active].(*alertsView) // on screen, they are seen
 	for _, a := range news {
 		if !a.Tells(watch.TellTUI) {
 			continue
@@ -86,9 +84,6 @@ func (m *Model) onAlerts() tea.Cmd {
 
 // tea.Raw prints with fmt.Sprint: the bell must be a string, not ansi.BEL.
 const bell = "\a"
-
-// alertLister is the view that lists alerts: on screen, they are seen.
-type alertLister interface{ listsAlerts() }
 
 // alertBadge is the header's count of unseen alerts, "" when none.
 func (m *Model) alertBadge(short bool) string {
@@ -115,14 +110,12 @@ type alertsKeys struct {
 // the rules, where x deletes one made in the TUI.
 type alertsView struct {
 	base
-	ev   *watch.Evaluator
-	keys alertsKeys
+	loader // reads overlap: the latest answers
+	ev     *watch.Evaluator
+	keys   alertsKeys
 
 	recs      []watch.Record
 	rules     []watch.RuleStatus
-	err       string
-	seq       int
-	loaded    bool
 	rulesMode bool
 	cur       int
 }
@@ -139,7 +132,6 @@ func newAlertsView(c *common, ctx context.Context, ev *watch.Evaluator) *alertsV
 func (v *alertsView) Title() string       { return "Alerts" }
 func (v *alertsView) KeyMap() help.KeyMap { return v.keys }
 func (v *alertsView) slashFiltersMarket() {}
-func (v *alertsView) listsAlerts()        {}
 
 func (v *alertsView) helpNote() string {
 	file := v.ev.RulesFile()
@@ -157,27 +149,20 @@ func (v *alertsView) shown() tea.Cmd {
 }
 
 func (v *alertsView) load() tea.Cmd {
-	v.seq++
-	seq, ctx, ev := v.seq, v.ctx, v.ev
-	return v.task(func() tea.Msg {
+	ev := v.ev
+	return load(&v.loader, &v.owner, v.ctx, func(ctx context.Context) (alertsLoad, error) {
 		recs, err := ev.History(ctx, 200)
-		return historyMsg{seq: seq, recs: recs, rules: ev.Rules(), err: err}
+		return alertsLoad{recs: recs, rules: ev.Rules()}, err
 	})
 }
 
 func (v *alertsView) Update(msg tea.Msg) (view, tea.Cmd) {
 	switch msg := msg.(type) {
-	case historyMsg:
-		if msg.seq != v.seq {
-			return v, nil
+	case loadedMsg[alertsLoad]:
+		if v.took(msg.seq, msg.err, v.c.now()) {
+			v.recs, v.rules = msg.val.recs, msg.val.rules
+			v.cur = min(v.cur, max(v.rows()-1, 0))
 		}
-		v.loaded = true
-		v.recs, v.rules = msg.recs, msg.rules
-		v.err = ""
-		if msg.err != nil {
-			v.err = msg.err.Error()
-		}
-		v.cur = min(v.cur, max(v.rows()-1, 0))
 	case rulesChangedMsg:
 		if msg.deleted != "" {
 			// x asks nothing first: say what went, and how to make it again.
@@ -265,7 +250,7 @@ func (v *alertsView) viewAlerts(b *strings.Builder) {
 		if len(v.rules) == 0 {
 			hint = "No rules: a on a Market row watches its spot price, a in Blocks watches the search, a in Plan the job's best plan; or add a watch: list to the config (see the README's Watch section)."
 		}
-		if v.loaded {
+		if v.ready {
 			b.WriteString("\n" + st.dim.Render(ansi.Wordwrap(hint, v.w, "")))
 		}
 		return

@@ -120,7 +120,7 @@ func BenchmarkLedgerView(b *testing.B) {
 			fleets[r.ID] = ledger.FleetNow{Fleet: domain.Fleet{Instances: 11, Target: 12}, At: fixedNow}
 		}
 	}
-	lv.rows, lv.fleets, lv.ready = orderLedger(rows, fixedNow), fleets, true
+	lv.rows, lv.fleets, lv.ready = orderLedger(rows), fleets, true
 	lv.cur = len(lv.rows) / 2
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -153,7 +153,6 @@ func (v *blocksView) helpNote() string {
 }
 
 // shown starts the first search, a viewer's on r only (docs/DESIGN.md, The TUI).
-
 func (v *blocksView) shown() tea.Cmd {
 	if v.searched || v.c.role == RoleViewer {
 		return nil
@@ -280,7 +279,7 @@ func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Ti
 			return quoteAnswer{err: err}
 		}
 		dry, err := svc.Book(ctx, ledger.BookRequest{OfferingID: o.ID, DryRun: true, Confirmed: o})
-		if tc := termsChanged(err); tc != nil {
+		if tc, ok := errors.AsType[*ledger.TermsChangedError](err); ok {
 			return renewBuy(svc, actor, o, now, changed, tc, quoted)
 		}
 		if err != nil {
@@ -290,7 +289,7 @@ func buyAction(svc *ledger.Service, actor string, o domain.Offering, now time.Ti
 	}
 	a.send = func(ctx context.Context) outcome {
 		res, err := svc.Book(ctx, ledger.BookRequest{OfferingID: o.ID, Actor: actor, Confirmed: o})
-		if tc := termsChanged(err); tc != nil {
+		if tc, ok := errors.AsType[*ledger.TermsChangedError](err); ok {
 			// The provider's no, not the user's: ask again in the same box.
 			return outcome{renewed: buyAction(svc, actor, tc.Now, now, tc, 0)}
 		}
@@ -517,9 +516,9 @@ func (v *blocksView) makeBlockRule() (*rulePrompt, tea.Cmd) {
 	if !q.StartBefore.IsZero() {
 		b.StartBefore = q.StartBefore.UTC().Format(time.RFC3339)
 	}
-	size := fmt.Sprintf("%d %s", q.GPUs, q.GPU)
+	n, size := q.GPUs, fmt.Sprintf("%d %s", q.GPUs, q.GPU)
 	if q.Instances > 0 {
-		size = fmt.Sprintf("%d instances of %s", q.Instances, q.GPU)
+		n, size = q.Instances, fmt.Sprintf("%d instances of %s", q.Instances, q.GPU)
 	}
 	p := rulePrompt{unit: "/GPU-h", what: fmt.Sprintf("a block of %s × %s", size, f.duration)}
 	if len(v.offers) > 0 {
@@ -531,10 +530,6 @@ func (v *blocksView) makeBlockRule() (*rulePrompt, tea.Cmd) {
 	p.build = func(_ bool, most float64) watch.Spec {
 		bb := *b
 		bb.MaxUSDGPUHour = &most
-		n := q.GPUs
-		if q.Instances > 0 {
-			n = q.Instances
-		}
 		return watch.Spec{Name: ruleName("block", q.GPU, strconv.Itoa(n), domain.FormatWindow(q.Duration)), Cond: &bb}
 	}
 	return &p, nil
@@ -545,15 +540,6 @@ func (v *blocksView) makeBlockRule() (*rulePrompt, tea.Cmd) {
 
 // maxQuoteRenewals: a provider whose terms change at every look is said to.
 const maxQuoteRenewals = 3
-
-// termsChanged is err as a refusal of changed terms, else nil.
-func termsChanged(err error) *ledger.TermsChangedError {
-	var tc *ledger.TermsChangedError
-	if errors.As(err, &tc) {
-		return tc
-	}
-	return nil
-}
 
 // renewBuy shows the purchase of o on the changed terms tc; they are compared
 // with what the user last could say yes to (changed replaced, if o is renewed).

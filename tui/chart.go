@@ -46,14 +46,11 @@ func (v *chartView) Title() string       { return "Chart" }
 func (v *chartView) KeyMap() help.KeyMap { return v.keys }
 func (v *chartView) slashFiltersMarket() {}
 
-// showPools charts the pools enter picked in the Market.
-func (v *chartView) showPools(keys []string) { v.setPools(keys) }
-
 // shown charts what enter would have when tab reaches an empty Chart.
 func (v *chartView) shown() tea.Cmd {
 	if len(v.poolKeys) == 0 {
-		keys, _ := v.c.picked()
-		v.setPools(keys)
+		keys, _ := v.c.market.picked()
+		v.showPools(keys)
 	}
 	return nil
 }
@@ -65,7 +62,8 @@ func (v *chartView) SetSize(w, h int) {
 	}
 }
 
-func (v *chartView) setPools(keys []string) {
+// showPools charts the pools enter picked in the Market.
+func (v *chartView) showPools(keys []string) {
 	v.poolKeys = append([]string(nil), keys...)
 	v.perGPU = len(keys) > 1
 	v.changed = map[string]uint64{}
@@ -302,10 +300,8 @@ func axisDecimals(lo, hi float64, rows int) int {
 	return min(max(d, 0), 4)
 }
 
-// extremes turns each column's min and max into one line that keeps spikes:
-// a column takes the extreme further from the price before it. What a
-// two-way swing leaves out goes into other (nil when nothing, the common
-// case), unless within half a row (rowH) of the line.
+// extremes keeps spikes: each column takes the extreme further from the price
+// before; a two-way swing's far side goes into other unless within rowH/2.
 func extremes(mins, maxs []float64, rowH float64) (line, other []float64) {
 	line = make([]float64, len(maxs))
 	prev := math.NaN()

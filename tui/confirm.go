@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -102,16 +103,13 @@ type confirmation struct {
 // refuse is the answer to a money key when this session may not spend (a
 // viewer) or cannot (no ledger); nil when it may go on.
 func (f *confirmation) refuse() tea.Cmd {
-	var text string
 	switch {
 	case f.c.role == RoleViewer:
-		text = "read-only session: booking, launching and deleting are disabled here; nothing was spent"
+		return notifyErr(errors.New("read-only session: booking, launching and deleting are disabled here; nothing was spent"))
 	case !f.spends:
-		text = "booking is not available in this session (no ledger); nothing was spent"
-	default:
-		return nil
+		return notifyErr(errors.New("booking is not available in this session (no ledger); nothing was spent"))
 	}
-	return func() tea.Msg { return noticeMsg{text: text, err: true} }
+	return nil
 }
 
 // offer opens the box for the action build makes; refuse is asked first so
@@ -176,9 +174,7 @@ func (f *confirmation) update(msg tea.Msg) (tea.Msg, tea.Cmd) {
 		// New terms are read from the top again before a yes.
 		f.top, f.seen, f.typed = 0, 0, ""
 		if msg.ans.err != nil {
-			f.problem = msg.ans.err.Error()
-			f.look()
-			return nil, nil
+			f.problem = msg.ans.err.Error() // enter sends only without one
 		}
 		f.dryRun = msg.ans.dryRun
 		if msg.ans.send != nil {
@@ -321,10 +317,7 @@ func (f *confirmation) layout(st *styles, w, h int) boxLayout {
 	case f.problem != "":
 		l.tail = "\n" + st.footerErr.Render(wrap(f.problem)) + "\n  " + st.dim.Render("esc closes; nothing was spent")
 	}
-	l.room = h - strings.Count(l.head, "\n") - 1 - strings.Count(l.tail, "\n") - 1
-	if l.tail == "" {
-		l.room = h - strings.Count(l.head, "\n") - 1 - 2
-	}
+	l.room = h - strings.Count(l.head, "\n") - 1 - max(strings.Count(l.tail, "\n")+1, 2)
 	return l
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -97,7 +96,7 @@ func newFleetView(c *common, ctx context.Context, svc *ledger.Service) *fleetVie
 
 // takePools takes the picks again; a pools error is re-said or goes.
 func (v *fleetView) takePools() {
-	keys, marked := v.c.picked()
+	keys, marked := v.c.market.picked()
 	changed := !slices.Equal(keys, v.poolKeys)
 	v.poolKeys, v.cursorOnly = keys, !marked
 	if changed && v.formErr != "" {
@@ -147,6 +146,7 @@ func (v *fleetView) compose() (spec domain.FleetSpec, err error) {
 			continue
 		}
 		provs[parts[0]], regions[parts[1]] = true, true
+		spec.Provider, spec.Region = parts[0], parts[1]
 		if parts[2] != "" && !slices.Contains(spec.Zones, parts[2]) {
 			spec.Zones = append(spec.Zones, parts[2])
 		}
@@ -156,12 +156,6 @@ func (v *fleetView) compose() (spec domain.FleetSpec, err error) {
 	}
 	if len(provs) != 1 || len(regions) != 1 {
 		return spec, fmt.Errorf("the marked pools span %s and %s: a fleet is one provider's, in one region", plural(len(provs), "provider"), plural(len(regions), "region"))
-	}
-	for p := range provs {
-		spec.Provider = p
-	}
-	for r := range regions {
-		spec.Region = r
 	}
 	// What does not parse is said here; what is out of bounds, by the fleet's terms.
 	if spec.TargetCapacity, err = strconv.Atoi(strings.TrimSpace(v.form.target)); err != nil {
@@ -275,31 +269,43 @@ func (v *fleetView) launchFleet() (*moneyAction, tea.Cmd) {
 		return nil, notifyErrHere(err)
 	}
 	now := v.c.now()
-	a := launchAction(v.svc, v.c.actor, spec, now, "from")
+	a := launchAction(v.svc, v.c.actor, spec, now, "from", nil)
 	a.lines = append(a.lines, v.svc.ScheduleLines(spec, now)...)
 	return a, nil
 }
 
-// launchAction launches a fleet: estimate, dry run, then the launch records the
-// estimate or shows risen prices and asks again. Fleet's L and Plan's b run it;
-// a later start is asked as a schedule "from" or "for" it, in local time.
-func launchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, now time.Time, from string) *moneyAction {
+// launchAction is Fleet's L and Plan's b: estimate, dry run, launch (a later
+// start is a schedule "from" or "for" it); ec: the estimate rose since shown.
+func launchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, now time.Time, from string, ec *ledger.EstimateChangedError) *moneyAction {
 	sim := simLaunch(svc, spec.Provider)
 	a := &moneyAction{
 		title: fmt.Sprintf("Launch %s in %s?%s", fleetKind(spec), spec.Region, sim), verb: "launch",
 		checking: "estimating the cost and asking the provider for a dry run", sending: "launching",
-		quote: func(ctx context.Context) quoteAnswer {
-			est := svc.EstimateFleet(ctx, spec)
-			ans := quoteAnswer{lines: fleetLines(spec, est, svc.Now())}
-			if ans.dryRun, ans.err = dryLaunch(ctx, svc, spec, est); ans.err == nil {
-				ans.send = launchSend(svc, actor, spec, est)
-			}
-			return ans
-		},
 	}
 	if spec.Start.After(now) {
 		a.title = fmt.Sprintf("Schedule %s in %s %s %s?%s", fleetKind(spec), spec.Region, from, spec.Start.In(now.Location()).Format("Mon 01-02 15:04"), sim)
 		a.verb, a.sending = "schedule", "scheduling"
+	}
+	if ec != nil {
+		a.title = fmt.Sprintf("The prices went up: %s %s in %s at about $%.2f an hour now (shown $%.2f)?%s",
+			a.verb, fleetKind(spec), spec.Region, ec.Now.USDHour, ec.Shown.USDHour, sim)
+		a.lines = append([]string{fmt.Sprintf("Changed since shown: about $%.2f → $%.2f an hour (%s). Nothing was launched; the new estimate follows.",
+			ec.Shown.USDHour, ec.Now.USDHour, signedUSD(ec.Now.USDHour-ec.Shown.USDHour))}, fleetLines(spec, ec.Now, now)...)
+		a.checking = "asking the provider for a dry run"
+	}
+	a.quote = func(ctx context.Context) quoteAnswer {
+		var ans quoteAnswer
+		est := ledger.FleetEstimate{}
+		if ec != nil {
+			est = ec.Now
+		} else {
+			est = svc.EstimateFleet(ctx, spec)
+			ans.lines = fleetLines(spec, est, svc.Now())
+		}
+		if ans.dryRun, ans.err = dryLaunch(ctx, svc, spec, est); ans.err == nil {
+			ans.send = launchSend(svc, actor, spec, est)
+		}
+		return ans
 	}
 	return a
 }
@@ -383,9 +389,7 @@ func (v *fleetView) View() string {
 	if len(v.poolKeys) == 0 {
 		b.WriteString("  " + st.dim.Render("none: mark spot pools of one region in the Market view with space") + "\n")
 	}
-	keys := append([]string(nil), v.poolKeys...)
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(slices.Values(v.poolKeys)) {
 		b.WriteString("  " + k + "\n")
 	}
 	b.WriteString("\n" + st.title.Render("Fleet") + "\n")
@@ -461,13 +465,12 @@ func plural(n int, what string) string {
 }
 
 // launchSend launches spec at the estimate est shown; with a budget cap,
-// risen prices launch nothing and ask again (relaunchAction).
+// risen prices launch nothing and ask again.
 func launchSend(svc *ledger.Service, actor string, spec domain.FleetSpec, est ledger.FleetEstimate) func(context.Context) outcome {
 	return func(ctx context.Context) outcome {
 		res, err := svc.LaunchFleet(ctx, ledger.FleetRequest{Spec: spec, Estimate: est, Actor: actor})
-		var ec *ledger.EstimateChangedError
-		if errors.As(err, &ec) {
-			return outcome{renewed: relaunchAction(svc, actor, spec, ec)}
+		if ec, ok := errors.AsType[*ledger.EstimateChangedError](err); ok {
+			return outcome{renewed: launchAction(svc, actor, spec, svc.Now(), "", ec)}
 		}
 		notice := fmt.Sprintf("launched %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
 		if s := res.Short(); s != "" {
@@ -484,29 +487,5 @@ func launchSend(svc *ledger.Service, actor string, spec domain.FleetSpec, est le
 			notice = fmt.Sprintf("scheduled at the cloud: %s (ledger row %s)", res.Row.ProviderRef, short(res.Row.ID))
 		}
 		return outcome{err: shown, then: fleetLaunchedMsg{res: res, err: err}, notice: notice}
-	}
-}
-
-// relaunchAction launches spec at its risen estimate, shown and asked again.
-func relaunchAction(svc *ledger.Service, actor string, spec domain.FleetSpec, ec *ledger.EstimateChangedError) *moneyAction {
-	est := ec.Now
-	verb, sending := "launch", "launching"
-	if spec.Start.After(svc.Now()) {
-		verb, sending = "schedule", "scheduling"
-	}
-	return &moneyAction{
-		title: fmt.Sprintf("The prices went up: %s %s in %s at about $%.2f an hour now (shown $%.2f)?%s",
-			verb, fleetKind(spec), spec.Region, est.USDHour, ec.Shown.USDHour, simLaunch(svc, spec.Provider)),
-		verb: verb,
-		lines: append([]string{fmt.Sprintf("Changed since shown: about $%.2f → $%.2f an hour (%s). Nothing was launched; the new estimate follows.",
-			ec.Shown.USDHour, est.USDHour, signedUSD(est.USDHour-ec.Shown.USDHour))}, fleetLines(spec, est, svc.Now())...),
-		checking: "asking the provider for a dry run", sending: sending,
-		quote: func(ctx context.Context) quoteAnswer {
-			dry, err := dryLaunch(ctx, svc, spec, est)
-			if err != nil {
-				return quoteAnswer{err: err}
-			}
-			return quoteAnswer{dryRun: dry, send: launchSend(svc, actor, spec, est)}
-		},
 	}
 }

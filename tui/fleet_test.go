@@ -127,7 +127,7 @@ func TestLedgerOrderAndCountdown(t *testing.T) {
 		{ID: "06", Kind: ledger.KindBlock, State: ledger.StateUnknown, Start: now.Add(time.Hour), End: now.Add(25 * time.Hour)},
 	}
 	var got []string
-	for _, r := range orderLedger(rows, now) {
+	for _, r := range orderLedger(rows) {
 		got = append(got, r.ID+" "+present.TimeLeft(r, now))
 	}
 	want := []string{"04 ends in 45m", "03 starts in 3h 20m", "02 starts in 2d 2h", "06 starts in 1h 0m", "05 -", "01 ended"}
@@ -187,7 +187,7 @@ func TestLedgerUnknownFleetCost(t *testing.T) {
 		{ID: "01JB", Kind: ledger.KindFleet, State: ledger.StateActive, Region: "us-east-1", InstanceType: "g6e.xlarge", InstanceCount: 3,
 			USDHour: 240, CostNote: ledger.FleetEstimate{Basis: "current prices"}.Note(), ProviderRef: "fleet-b", CreatedAt: fixedNow.Add(-time.Hour)},
 	}
-	lv.rows, lv.ready = orderLedger(rows, fixedNow), true
+	lv.rows, lv.ready = orderLedger(rows), true
 	lv.SetSize(200, 20)
 	out := ansi.Strip(lv.View())
 	if !strings.Contains(out, present.Money(240)+"/h") {
@@ -212,7 +212,7 @@ func TestLedgerFitsAndScrolls(t *testing.T) {
 			Start: fixedNow.Add(time.Duration(24*(i+1))*time.Hour + 14*time.Hour), End: fixedNow.Add(time.Duration(24*(i+3)) * time.Hour),
 			CostUSD: 1000, ProviderRef: "cr-0123456789abcdef0"})
 	}
-	lv.rows, lv.ready = orderLedger(rows, fixedNow), true
+	lv.rows, lv.ready = orderLedger(rows), true
 	lv.SetSize(80, 20)
 	out := ansi.Strip(lv.View())
 	for _, want := range []string{"STATE", "WHAT", "WHERE", "START (local)", "TIME LEFT", "1×p5.48xlarge", "us-east-1a", "starts in 1d 14h", "11-25 04:00 UTC"} {
@@ -450,7 +450,7 @@ func TestLedgerShowsWhoAndFleetTimes(t *testing.T) {
 	f := newMoneyFixture(t, RoleViewer, ledger.Budget{})
 	f.show(t, "Ledger")
 	lv := f.ledger()
-	lv.rows = orderLedger(goldenLedgerRows(), fixedNow)
+	lv.rows = orderLedger(goldenLedgerRows())
 	lv.cur = 1 // the running fleet
 	f.m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 	scr := f.screen()

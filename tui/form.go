@@ -231,19 +231,12 @@ func (p *rulePrompt) text() string {
 
 // ruleName is a rule's name made from its parts: "spot-p5.48xlarge-us-west-2a".
 func ruleName(parts ...string) string {
-	var b strings.Builder
-	for _, p := range parts {
-		for _, r := range p {
-			switch {
-			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
-				b.WriteRune(r)
-			default:
-				b.WriteRune('-')
-			}
+	s := strings.Trim(strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
+			return r
 		}
-		b.WriteRune('-')
-	}
-	s := strings.Trim(b.String(), "-._")
+		return '-'
+	}, strings.Join(parts, "-")), "-._")
 	if len(s) > 56 { // room for AddRule's "-2"
 		s = s[:56]
 	}

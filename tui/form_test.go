@@ -236,3 +236,21 @@ func TestFormKeysFromTerminalBytes(t *testing.T) {
 	}
 	t.Fatal("no Plan view")
 }
+
+// A rule's name keeps letters, digits, '.', '-' and '_'; anything else is a
+// dash, the parts are joined by one, and the ends are trimmed.
+func TestRuleNameKeepsSafeRunes(t *testing.T) {
+	for _, c := range []struct {
+		parts []string
+		want  string
+	}{
+		{[]string{"spot", "p5.48xlarge", "us-west-2 (b)", "below"}, "spot-p5.48xlarge-us-west-2--b--below"},
+		{[]string{"plan", "H100/H200", "8", "48h"}, "plan-H100-H200-8-48h"},
+		{[]string{"_idle", "fleet", "01J"}, "idle-fleet-01J"},
+		{[]string{"block", strings.Repeat("x", 80)}, "block-" + strings.Repeat("x", 50)},
+	} {
+		if got := ruleName(c.parts...); got != c.want {
+			t.Errorf("ruleName(%q) = %q, want %q", c.parts, got, c.want)
+		}
+	}
+}

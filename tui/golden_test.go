@@ -167,7 +167,7 @@ func TestGoldenLedger(t *testing.T) {
 			f.m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
 			f.show(t, "Ledger")
 			lv := f.ledger()
-			lv.rows, lv.fleets = orderLedger(goldenLedgerRows(), fixedNow), goldenFleetsNow()
+			lv.rows, lv.fleets = orderLedger(goldenLedgerRows()), goldenFleetsNow()
 			golden.RequireEqual(t, ansi.Strip(f.m.View().Content))
 		})
 		// An attendee (a viewer) on the workshop's row: its countdown, and
@@ -177,7 +177,7 @@ func TestGoldenLedger(t *testing.T) {
 			f.m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
 			f.show(t, "Ledger")
 			lv := f.ledger()
-			lv.rows, lv.fleets = orderLedger(goldenLedgerRows(), fixedNow), goldenFleetsNow()
+			lv.rows, lv.fleets = orderLedger(goldenLedgerRows()), goldenFleetsNow()
 			for i, r := range lv.rows {
 				if r.ID == "01JWORKSHOP" {
 					lv.cur = i

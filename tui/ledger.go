@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -23,19 +22,13 @@ import (
 const ledgerReload = 5 * time.Second
 
 type (
-	ledgerLoadedMsg struct {
-		seq  int
+	// ledgerLoad is a read of the ledger, rep when it reconciled first.
+	ledgerLoad struct {
 		rows []ledger.Entry
 		jobs []jobLine
 		rep  *ledger.ReconcileReport
-		err  error
 	}
 	fleetDeletedMsg struct{}
-	// fleetsNowMsg is ledger.FleetsNow's answer, asked after a load.
-	fleetsNowMsg struct {
-		seq    int
-		fleets map[string]ledger.FleetNow
-	}
 )
 
 type ledgerKeys struct {
@@ -46,24 +39,19 @@ type ledgerKeys struct {
 // ledgerView lists the bookings, current and upcoming first, then newest first.
 type ledgerView struct {
 	base
-	svc  *ledger.Service
-	keys ledgerKeys
-	rows []ledger.Entry
-	cur  int
-	err  string
-	note string // what the last reconciliation could not settle
-	seq  int
-	busy bool
+	loader // ready: the first load (with reconciliation) is done
+	svc    *ledger.Service
+	keys   ledgerKeys
+	rows   []ledger.Entry
+	cur    int
+	note   string // what the last reconciliation could not settle
 	// asked is the seq of the load that r asked for (0: none).
 	asked int
-	last  time.Time
-	ready bool // the first load (with reconciliation) is done
 	// changes is the service's change count at the last load.
 	changes uint64
 	// fleets is the running fleets' state by row id, asked after each load.
-	fleets      map[string]ledger.FleetNow
-	fleetsSeq   int
-	fleetsAsked bool
+	fleets     map[string]ledger.FleetNow
+	fleetsRead loader
 	// states at the last load, to tell a row that fails since.
 	states map[string]string
 	// jobs are the ledger's jobs, newest first, with their rows' ids.
@@ -104,25 +92,20 @@ func (v *ledgerView) load(reconcile bool) tea.Cmd {
 	if v.svc == nil || v.busy {
 		return nil
 	}
-	v.busy = true
-	v.seq++
 	v.changes = v.svc.Changes()
-	seq, ctx, svc := v.seq, v.ctx, v.svc
-	return v.task(func() tea.Msg {
-		var rep *ledger.ReconcileReport
+	svc := v.svc
+	return load(&v.loader, &v.owner, v.ctx, func(ctx context.Context) (l ledgerLoad, err error) {
 		if reconcile {
 			r, err := svc.Reconcile(ctx)
 			if err != nil {
-				return ledgerLoadedMsg{seq: seq, err: err}
+				return l, err
 			}
-			rep = &r
+			l.rep = &r
 		}
-		rows, err := svc.Store().List(ctx)
-		var jobs []jobLine
-		if err == nil {
-			jobs, err = loadJobs(ctx, svc.Store())
+		if l.rows, err = svc.Store().List(ctx); err == nil {
+			l.jobs, err = loadJobs(ctx, svc.Store())
 		}
-		return ledgerLoadedMsg{seq: seq, rows: rows, jobs: jobs, rep: rep, err: err}
+		return l, err
 	})
 }
 
@@ -142,11 +125,11 @@ func (v *ledgerView) Update(msg tea.Msg) (view, tea.Cmd) {
 	msg, cmd := v.confirm.update(msg)
 	cmds := []tea.Cmd{cmd}
 	switch msg := msg.(type) {
-	case ledgerLoadedMsg:
+	case loadedMsg[ledgerLoad]:
 		cmds = append(cmds, v.loaded(msg))
-	case fleetsNowMsg:
-		if msg.seq == v.fleetsSeq {
-			v.fleets, v.fleetsAsked = msg.fleets, false
+	case loadedMsg[map[string]ledger.FleetNow]:
+		if v.fleetsRead.took(msg.seq, nil, v.c.now()) {
+			v.fleets = msg.val
 		}
 	case fleetDeletedMsg:
 		cmds = append(cmds, v.load(false))
@@ -167,31 +150,29 @@ func (v *ledgerView) Update(msg tea.Msg) (view, tea.Cmd) {
 	return v, tea.Batch(cmds...)
 }
 
-func (v *ledgerView) loaded(msg ledgerLoadedMsg) tea.Cmd {
-	if msg.seq != v.seq {
+func (v *ledgerView) loaded(msg loadedMsg[ledgerLoad]) tea.Cmd {
+	if !v.took(msg.seq, msg.err, v.c.now()) {
 		return nil
 	}
-	v.busy, v.ready, v.last = false, true, v.c.now()
 	asked := v.asked == msg.seq
 	v.asked = 0
 	if msg.err != nil {
-		v.err = msg.err.Error()
 		return notifyErr(msg.err)
 	}
-	v.err = ""
-	told := v.failures(msg.rows)
-	v.jobs = msg.jobs
-	v.rows = orderLedger(msg.rows, v.c.now())
+	l := msg.val
+	told := v.failures(l.rows)
+	v.jobs = l.jobs
+	v.rows = orderLedger(l.rows)
 	v.cur = min(v.cur, max(len(v.rows)-1, 0))
-	if msg.rep != nil {
+	if l.rep != nil {
 		var parts []string
-		for _, u := range msg.rep.Unsettled {
+		for _, u := range l.rep.Unsettled {
 			parts = append(parts, fmt.Sprintf("%s: %s", short(u.Row.ID), u.Reason))
 		}
 		v.note = strings.Join(parts, "; ")
 	}
 	if asked {
-		return tea.Batch(reconciled(msg.rep), v.askFleets(), told)
+		return tea.Batch(reconciled(l.rep), v.askFleets(), told)
 	}
 	return tea.Batch(v.askFleets(), told)
 }
@@ -216,13 +197,13 @@ func (v *ledgerView) failures(rows []ledger.Entry) tea.Cmd {
 }
 
 func (v *ledgerView) askFleets() tea.Cmd {
-	if v.svc == nil || v.fleetsAsked || !slices.ContainsFunc(v.rows, ledger.LiveFleet) {
+	if v.svc == nil || v.fleetsRead.busy || !slices.ContainsFunc(v.rows, ledger.LiveFleet) {
 		return nil
 	}
-	v.fleetsAsked = true
-	v.fleetsSeq++
-	seq, ctx, svc, rows := v.fleetsSeq, v.ctx, v.svc, append([]ledger.Entry(nil), v.rows...)
-	return v.task(func() tea.Msg { return fleetsNowMsg{seq: seq, fleets: svc.FleetsNow(ctx, rows)} })
+	svc, rows := v.svc, slices.Clone(v.rows)
+	return load(&v.fleetsRead, &v.owner, v.ctx, func(ctx context.Context) (map[string]ledger.FleetNow, error) {
+		return svc.FleetsNow(ctx, rows), nil
+	})
 }
 
 func (v *ledgerView) updateKey(msg tea.KeyPressMsg) tea.Cmd {
@@ -281,29 +262,26 @@ func (v *ledgerView) deleteFleet() (*moneyAction, tea.Cmd) {
 	return a, nil
 }
 
+// ledgerRank: current, upcoming, awaiting an answer; every other state after.
+var ledgerRank = map[string]int{ledger.StateActive: 0, ledger.StateScheduled: 1, ledger.StatePending: 2, ledger.StateUnknown: 2}
+
 // orderLedger puts current and upcoming blocks first, then newest first.
-func orderLedger(rows []ledger.Entry, now time.Time) []ledger.Entry {
-	out := append([]ledger.Entry(nil), rows...)
+func orderLedger(rows []ledger.Entry) []ledger.Entry {
 	rank := func(r ledger.Entry) int {
-		switch {
-		case r.State == ledger.StateActive:
-			return 0
-		case r.State == ledger.StateScheduled:
-			return 1
-		case r.State == ledger.StatePending || r.State == ledger.StateUnknown:
-			return 2
+		if n, ok := ledgerRank[r.State]; ok {
+			return n
 		}
 		return 3
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if ra, rb := rank(a), rank(b); ra != rb {
-			return ra < rb
+	out := slices.Clone(rows)
+	slices.SortStableFunc(out, func(a, b ledger.Entry) int {
+		if c := cmp.Compare(rank(a), rank(b)); c != 0 {
+			return c
 		}
-		if rank(a) <= 1 && !a.Start.Equal(b.Start) && dated(a) && dated(b) {
-			return a.Start.Before(b.Start)
+		if rank(a) <= 1 && dated(a) && dated(b) && !a.Start.Equal(b.Start) {
+			return a.Start.Compare(b.Start)
 		}
-		return a.ID > b.ID
+		return strings.Compare(b.ID, a.ID)
 	})
 	return out
 }

@@ -5,6 +5,9 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/planner"
 	"github.com/gpumarket/gpumarket/present"
 	"github.com/gpumarket/gpumarket/watch"
 )
@@ -345,12 +349,8 @@ func (m *marketView) View() string {
 	} else if m.prompt.open {
 		b.WriteString(m.prompt.view(st, m.width))
 	} else {
-		arrow := "↑"
-		if m.reverse {
-			arrow = "↓"
-		}
 		status := fmt.Sprintf("%d/%d pools · sort %s%s · window %s",
-			len(m.list), m.allRows(), present.Sorts[m.sortBy].SortShort, arrow, windowLabel(m.c.window))
+			len(m.list), m.allRows(), present.Sorts[m.sortBy].SortShort, m.arrow(), windowLabel(m.c.window))
 		if len(m.gpus) > 0 {
 			status += " · gpu " + listOrAll(m.gpus)
 		}
@@ -375,7 +375,7 @@ func (m *marketView) View() string {
 		col := present.View[c]
 		title := col.Title
 		if present.Sorts[m.sortBy] == col {
-			title += map[bool]string{false: "↑", true: "↓"}[m.reverse]
+			title += m.arrow()
 		}
 		hdr.WriteString(fit(title, ws[i], col.Right))
 		hdr.WriteByte(' ')
@@ -445,6 +445,14 @@ func (m *marketView) View() string {
 	return b.String()
 }
 
+// arrow is the sort's direction.
+func (m *marketView) arrow() string {
+	if m.reverse {
+		return "↓"
+	}
+	return "↑"
+}
+
 // snapshotFailed: something failed and nothing is loading.
 func snapshotFailed(s *feed.Snapshot) bool {
 	if s == nil {
@@ -483,4 +491,306 @@ func (m *marketView) makeSpotRule() (*rulePrompt, tea.Cmd) {
 		return watch.Spec{Name: ruleName("spot", pv.InstanceType, present.Place(pv.Region, pv.Zone), dir), Cond: s}
 	}
 	return &p, nil
+}
+
+// applySnapshot takes the snapshot's rows from Shared: made from the rows
+// shown, only those derived again move; else the list is made anew.
+func (m *marketView) applySnapshot(s *feed.Snapshot) {
+	if s == nil {
+		return
+	}
+	m.snap = s
+	from, to := m.c.span()
+	rs := m.shared.rows(s, m.c.window, m.c.eff, m.effKey, from, to, m.rs)
+	if rs == m.rs {
+		return
+	}
+	prev := m.rs
+	m.rs = rs
+	switch {
+	case prev != nil && prev.snap == s && m.listValid && !present.Sorts[m.sortBy].Windowed:
+		// Another window of the same snapshot: the same pools at the same
+		// indices, in the same order.
+	case prev == nil || rs.prevID != prev.id || !rs.sameLayout || !m.listValid ||
+		4*len(rs.changed) > len(rs.rows) || (rs.rewindowed && present.Sorts[m.sortBy].Windowed):
+		m.rebuild()
+	case len(rs.changed) > 0:
+		m.resort(rs.changed)
+	}
+}
+
+// refreshWindow takes the rows of the new window.
+func (m *marketView) refreshWindow() {
+	if m.snap != nil {
+		m.applySnapshot(m.snap)
+	}
+}
+
+func (m *marketView) matches(i int32) bool {
+	r := m.rs.rows[i]
+	if len(m.gpus) > 0 && !containsFold(m.gpus, r.GPU.Model) {
+		return false
+	}
+	if len(m.regions) > 0 && !containsFold(m.regions, r.Region) {
+		return false
+	}
+	return m.needle == "" || strings.Contains(r.search, m.needle)
+}
+
+func containsFold(list []string, v string) bool {
+	return slices.ContainsFunc(list, func(x string) bool { return strings.EqualFold(x, v) })
+}
+
+// rebuild filters and sorts the rows, then puts the cursor back on the pool
+// it was on, at the same height on screen.
+func (m *marketView) rebuild() {
+	screenRow := m.cursor - m.offset
+	m.list = m.list[:0]
+	if m.rs != nil {
+		for i := range m.rs.rows {
+			if m.matches(int32(i)) {
+				m.list = append(m.list, int32(i))
+			}
+		}
+	}
+	slices.SortFunc(m.list, m.compare)
+	m.listValid = true
+	m.placeCursor(screenRow)
+}
+
+// resort merges the rows whose figures changed into the sorted rest: a live
+// tick changes a few pools of thousands. The indices are the same (sameLayout).
+func (m *marketView) resort(changed []int32) {
+	screenRow := m.cursor - m.offset
+	if len(m.moving) != len(m.rs.rows) {
+		m.moving = make([]bool, len(m.rs.rows))
+	}
+	for _, i := range changed {
+		m.moving[i] = true
+	}
+	kept := m.spare[:0]
+	for _, i := range m.list {
+		if !m.moving[i] {
+			kept = append(kept, i)
+		}
+	}
+	moved := m.movedBuf[:0]
+	for _, i := range changed {
+		m.moving[i] = false
+		if m.matches(i) {
+			moved = append(moved, i)
+		}
+	}
+	slices.SortFunc(moved, m.compare)
+	out := m.list[:0]
+	if cap(out) < len(kept)+len(moved) {
+		out = make([]int32, 0, len(kept)+len(moved))
+	}
+	// Each moved row goes in after the kept rows that sort before it:
+	// a binary search per moved row and block copies in between.
+	at := 0
+	for _, i := range moved {
+		rest := kept[at:]
+		j, _ := slices.BinarySearchFunc(rest, i, m.compare)
+		out = append(out, rest[:j]...)
+		out = append(out, i)
+		at += j
+	}
+	out = append(out, kept[at:]...)
+	m.list, m.spare, m.movedBuf = out, kept, moved
+	m.placeCursor(screenRow)
+}
+
+// placeCursor puts the cursor back on the pool it was on, at the same
+// height on screen when it can.
+func (m *marketView) placeCursor(screenRow int) {
+	m.cursor = 0
+	if m.rs != nil {
+		if want, ok := m.rs.byKey[m.cursorKey]; ok {
+			if i := slices.Index(m.list, want); i >= 0 {
+				m.cursor = i
+			}
+		}
+	}
+	m.offset = m.cursor - screenRow
+	m.scrollToCursor()
+	m.syncCursorKey()
+}
+
+// compare orders two rows by the sort column (present.Compare: unknown last,
+// ties by pool key so the order is stable between snapshots).
+func (m *marketView) compare(a, b int32) int {
+	return present.Compare(present.Sorts[m.sortBy], &m.rs.rows[a].Row, &m.rs.rows[b].Row, m.reverse)
+}
+
+// Shared derives the Market's rows once per process for every session, which
+// keeps only its cursor, filters, sort and marks; safe for concurrent use.
+type Shared struct {
+	mu sync.Mutex
+	// latest is the newest rows of each window and job.
+	latest map[rowsKind]*marketRows
+	nextID uint64
+}
+
+// NewShared returns an empty cache for the sessions of one process.
+func NewShared() *Shared {
+	return &Shared{latest: map[rowsKind]*marketRows{}}
+}
+
+// rowsKind is what, besides the snapshot, the rows depend on.
+type rowsKind struct {
+	window time.Duration
+	eff    string // the job's basis, printed: Basis holds a map
+}
+
+// marketRows are one snapshot's rows for a window and job, immutable.
+type marketRows struct {
+	id   uint64
+	snap *feed.Snapshot
+	kind rowsKind
+	eff  planner.Basis
+	rows []*row
+	// byKey is the index of each pool's row.
+	byKey map[string]int32
+	// prevID is the rows these came from; when sameLayout, changed are the
+	// indices derived again, all a session on prevID moves.
+	prevID     uint64
+	sameLayout bool
+	changed    []int32
+	// rewindowed is set when rows were moved to another window.
+	rewindowed bool
+}
+
+func effKey(b planner.Basis) string { return fmt.Sprintf("%+v", b) }
+
+// rows returns s's rows over the window for eff; have is the session's own,
+// the base when nothing shared fits.
+func (sh *Shared) rows(s *feed.Snapshot, window time.Duration, eff planner.Basis, ek string, from, to int64, have *marketRows) *marketRows {
+	kind := rowsKind{window: window, eff: ek}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	base := sh.latest[kind]
+	if base != nil && base.snap == s {
+		return base
+	}
+	if base == nil && have != nil && have.kind.eff == ek {
+		base = have
+	}
+	sh.nextID++
+	rs := buildRows(sh.nextID, s, kind, eff, from, to, base)
+	sh.latest[kind] = rs
+	// Windows not moved to the newest snapshot leave the cache.
+	for k, o := range sh.latest {
+		if o.snap.Seq+2 < s.Seq {
+			delete(sh.latest, k)
+		}
+	}
+	return rs
+}
+
+// buildRows derives s's rows, reusing base's for pools that did not change.
+func buildRows(id uint64, s *feed.Snapshot, kind rowsKind, eff planner.Basis, from, to int64, base *marketRows) *marketRows {
+	rs := &marketRows{id: id, snap: s, kind: kind, eff: eff, rows: make([]*row, len(s.Pools))}
+	sameLayout := base != nil && len(base.rows) == len(s.Pools)
+	sameWindow := base != nil && base.kind.window == kind.window
+	windowedSort := slices.ContainsFunc(present.Sorts, func(c *present.Column) bool { return c.Windowed })
+	for i := range s.Pools {
+		pv := &s.Pools[i]
+		var old *row
+		if base != nil {
+			if i < len(base.rows) && base.rows[i].Key == pv.Key {
+				old = base.rows[i]
+			} else if j, ok := base.byKey[pv.Key]; ok {
+				old = base.rows[j]
+			}
+		}
+		if old == nil || i >= len(base.rows) || old != base.rows[i] {
+			sameLayout = false
+		}
+		var r *row
+		switch {
+		case old == nil || old.derived != pv.Changed:
+			r = derive(pv, eff, from, to)
+			rs.changed = append(rs.changed, int32(i))
+		case sameWindow:
+			r = old
+		default:
+			r = old.rewindow(from, to)
+		}
+		if windowedSort {
+			// A windowed sort's figures are made here once, not in a shared row.
+			r.Window()
+		}
+		rs.rows[i] = r
+	}
+	if sameLayout {
+		rs.byKey = base.byKey
+	} else {
+		rs.byKey = make(map[string]int32, len(rs.rows))
+		for i := range rs.rows {
+			rs.byKey[rs.rows[i].Key] = int32(i)
+		}
+	}
+	if base != nil {
+		rs.prevID, rs.sameLayout, rs.rewindowed = base.id, sameLayout, !sameWindow
+	}
+	return rs
+}
+
+// gutter is the cursor, mark and restricted columns; the cursor has a glyph.
+const gutter = 3
+
+// row is one pool of the Market: figures and present.View's cells. Rows are
+// shared by sessions and immutable once made, but for shown (same cells).
+type row struct {
+	// Row's PoolView is the row's own copy, so no old snapshot is kept alive.
+	present.Row
+	derived uint64 // the pool's Changed when it was derived
+
+	// cells omit the windowed ones (the trend), made only for rows on screen.
+	cells  []string
+	search string // lowercased text the `/` filter matches
+	// shown is cells with the windowed ones; nil until on someone's screen.
+	shown atomic.Pointer[[]string]
+}
+
+// derive makes pv's row over [from, to] for eff, windowed cells aside.
+func derive(pv *feed.PoolView, eff planner.Basis, from, to int64) *row {
+	own := new(feed.PoolView)
+	*own = *pv
+	r := &row{Row: present.Derive(own, eff, from, to), derived: pv.Changed, cells: make([]string, len(present.View))}
+	for i, col := range present.View {
+		if !col.Windowed {
+			r.cells[i] = col.Cell(&r.Row)
+		}
+	}
+	// The place as REGION/ZONE shows it: what is on screen is what / finds.
+	r.search = strings.ToLower(strings.Join([]string{pv.GPU.Model, pv.InstanceType, pv.Region, pv.Zone, present.Place(pv.Region, pv.Zone),
+		pv.Provider, string(pv.Cloud)}, " "))
+	return r
+}
+
+// rewindow moves the row to [from, to], keeping what does not read it.
+func (r *row) rewindow(from, to int64) *row {
+	n := &row{Row: r.Row, derived: r.derived, cells: r.cells, search: r.search}
+	n.SetWindow(from, to)
+	return n
+}
+
+// cellsShown makes the windowed cells for a shown row; racing sessions
+// make the same cells.
+func (r *row) cellsShown() []string {
+	if p := r.shown.Load(); p != nil {
+		return *p
+	}
+	cells := make([]string, len(r.cells))
+	copy(cells, r.cells)
+	fig := r.Row // a cell may fill the row's lazy figures: not the shared ones
+	for i, col := range present.View {
+		if col.Windowed {
+			cells[i] = col.Cell(&fig)
+		}
+	}
+	r.shown.Store(&cells)
+	return cells
 }

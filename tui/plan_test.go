@@ -554,6 +554,25 @@ func BenchmarkPlanView(b *testing.B) {
 	}
 }
 
+// TestPlanSaysTheLedgerWasNotRead: a plan made while the user's fleets
+// cannot be read is still made, from the market's risk, and says so.
+func TestPlanSaysTheLedgerWasNotRead(t *testing.T) {
+	f := newMoneyFixture(t, RoleBooker, ledger.Budget{})
+	f.job16()
+	terms, err := f.plan().form.parse(fixedNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.svc.Store().Close()
+	m := makePlan(context.Background(), planInput{terms: terms, pools: planPools(fixtureSnapshot(), terms, nil), svc: f.svc, runs: 200, now: fixedNow})
+	if len(m.results) == 0 {
+		t.Fatalf("no plan: %v", m.err)
+	}
+	if err := m.failed["ledger"]; err == nil || !strings.Contains(err.Error(), "your fleets could not be read") || !strings.Contains(err.Error(), "risk from the market alone") {
+		t.Errorf("ledger failure said as %v; want that the plan reads the market's risk alone", err)
+	}
+}
+
 // TestWordwrapKeepsHyphens: a break after a hyphen stays within the
 // width (ansi.Wordwrap hangs the hyphen a cell over, and the frame's clip
 // cut it: "on-demand" read "on demand"), and a word longer than the line

@@ -148,11 +148,8 @@ func clip(s string, w, h int) string {
 // clipLine cuts a styled line to w cells.
 func clipLine(s string, w int) string { return ansi.Truncate(s, w, "") }
 
-// cellWidth is ansi.StringWidth with a fast path: escape sequences are
-// skipped and runes known to take one cell (Latin, box drawing, blocks,
-// arrows, the glyphs the table uses) are counted without grapheme
-// segmentation, which dominated the frame time. Anything else falls back
-// to ansi.StringWidth.
+// cellWidth is ansi.StringWidth with a fast path for escapes and runes known
+// to take one cell: grapheme segmentation dominated the frame time.
 func cellWidth(s string) int {
 	n := 0
 	for i := 0; i < len(s); {
@@ -187,9 +184,8 @@ func cellWidth(s string) int {
 	return n
 }
 
-// paint is a style reduced to the escape codes around its text, so a cell
-// is coloured by two string concatenations instead of a lipgloss Render
-// (which measures and re-parses the text) in the per-row hot path.
+// paint is a style reduced to the escape codes around its text: two
+// concatenations per cell, not a Render that measures and re-parses it.
 type paint struct{ pre, post string }
 
 func newPaint(render func(...string) string) paint {
@@ -209,10 +205,8 @@ func (p paint) wrap(s string) string {
 	return p.pre + s + p.post
 }
 
-// narrow reports runes that surely take one cell: Latin-1 and Latin
-// Extended, punctuation, arrows and mathematical operators, box drawing,
-// blocks and geometric shapes (but the two emoji squares), braille (the
-// spinner). Zero-width and emoji ranges are left to ansi.StringWidth.
+// narrow reports runes that surely take one cell (Latin, punctuation, arrows,
+// operators, box drawing, blocks, shapes but two emoji squares, braille).
 func narrow(r rune) bool {
 	switch {
 	case r >= 0xa0 && r < 0x300:
@@ -229,11 +223,8 @@ func narrow(r rune) bool {
 	return false
 }
 
-// wordwrap is ansi.Wordwrap to w cells without its overhang: ansi lets
-// a line that breaks after a hyphen run one cell past the limit, and clip
-// then cuts the hyphen ("on-demand" read "on demand", "us-west-" lost).
-// Such a text is wrapped a cell narrower, where the hyphen fits; a word
-// longer than the line is broken (ansi.Wrap) rather than cut.
+// wordwrap is ansi.Wordwrap without its overhang: a line broken after a hyphen
+// may run a cell past w, so it is wrapped narrower; a longer word is broken.
 func wordwrap(s string, w int) string {
 	w = max(w, 1)
 	for limit := w; limit >= max(w-2, 1); limit-- {

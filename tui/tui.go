@@ -119,7 +119,6 @@ type Model struct {
 	full    bool
 	notice  noticeMsg
 	noticeN int
-	isDark  bool
 	// simPools: any pool is simulated, whatever its source is called.
 	simPools bool
 
@@ -157,7 +156,7 @@ func New(opt Options) *Model {
 		after:  tea.Tick,
 		watch:  opt.Watch,
 	}
-	m := &Model{opt: opt, c: c, isDark: true}
+	m := &Model{opt: opt, c: c}
 	// The views, in tab order.
 	m.market = addView(m, newMarket(c, opt.Shared, opt.GPUs, opt.Regions))
 	addView(m, newChart(c))
@@ -169,7 +168,7 @@ func New(opt Options) *Model {
 	if opt.Watch != nil {
 		addView(m, newAlertsView(c, opt.Context, opt.Watch))
 	}
-	c.picker = m.market
+	c.market = m.market
 	m.spin = spinner.New(spinner.WithSpinner(spinner.MiniDot))
 	m.help = help.New()
 	m.applyStyles()
@@ -237,8 +236,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.resize()
 		return m, nil
 	case tea.BackgroundColorMsg:
-		m.isDark = msg.IsDark()
-		m.c.styles = newStyles(m.isDark, m.opt.NoColor)
+		m.c.styles = newStyles(msg.IsDark(), m.opt.NoColor)
 		m.applyStyles()
 		return m, m.broadcast(stylesChangedMsg{})
 	case snapshotMsg:

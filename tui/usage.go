@@ -20,28 +20,16 @@ import (
 // TTL passes, so sessions do not multiply the clouds' metrics calls.
 const usageReload = time.Minute
 
-type usageLoadedMsg struct {
-	seq int
-	rep ledger.UsageReport
-	err error
-}
-
-// usageView shows what was bought and how much of it was used, per ledger
-// row (the five most idle first) and per day as bars of booked, running
-// and busy GPU-hours, then per actor. It only reads: every session,
-// read-only ones too, sees it.
+// usageView shows what was bought and how much was used, per row, per day
+// and per actor. It only reads: read-only sessions see it too.
 type usageView struct {
 	base
+	loader
 	tr    *ledger.Tracker
 	keys  listKeys
 	alert key.Binding
 	rep   ledger.UsageReport
 	cur   int
-	err   string
-	seq   int
-	busy  bool
-	ready bool
-	last  time.Time
 	// prompt asks an idle rule's figure for the row under the cursor (a,
 	// alerts.go).
 	prompt rulePrompt
@@ -73,9 +61,8 @@ func (v *usageView) helpNote() string {
 		"idle $: what was paid for GPU-hours not running or not busy. Bars: █ busy ▓ running ▒ booked; an idle $ marked * leaves out rows without metrics. The five most idle rows come first."
 }
 
-// shown asks for a report when the view comes on screen: the tracker
-// answers from its cache unless the ledger changed (a fleet launched in
-// the Fleet view is in the Usage view at once, not a minute later).
+// shown asks for a report: the tracker's cache answers unless the ledger
+// changed, so a fleet just launched shows at once.
 func (v *usageView) shown() tea.Cmd {
 	if !v.ready {
 		return nil // the first load is on its way with the market
@@ -87,28 +74,15 @@ func (v *usageView) load() tea.Cmd {
 	if v.tr == nil || v.busy {
 		return nil
 	}
-	v.busy = true
-	v.seq++
-	seq, ctx, tr := v.seq, v.ctx, v.tr
-	return v.task(func() tea.Msg {
-		rep, err := tr.Report(ctx)
-		return usageLoadedMsg{seq: seq, rep: rep, err: err}
-	})
+	return load(&v.loader, &v.owner, v.ctx, v.tr.Report)
 }
 
 func (v *usageView) Update(msg tea.Msg) (view, tea.Cmd) {
 	switch msg := msg.(type) {
-	case usageLoadedMsg:
-		if msg.seq != v.seq {
-			return v, nil
+	case loadedMsg[ledger.UsageReport]:
+		if v.took(msg.seq, msg.err, v.c.now()) && msg.err == nil {
+			v.setReport(msg.val)
 		}
-		v.busy, v.ready, v.last = false, true, v.c.now()
-		if msg.err != nil {
-			v.err = msg.err.Error()
-			return v, nil
-		}
-		v.err = ""
-		v.setReport(msg.rep)
 	case snapshotMsg:
 		// Loaded whether shown or not: the header's idle alert needs it.
 		if !v.ready || v.c.now().Sub(v.last) >= usageReload {

@@ -211,12 +211,12 @@ func TestUsageViewShowsAnError(t *testing.T) {
 	m, _ := newUsageFixture(t, RoleBooker, 100, 30)
 	u := m.views[len(m.views)-1].(*usageView)
 	showView(t, m, "Usage") // showing it asks again: the error is the answer
-	u.Update(usageLoadedMsg{seq: u.seq, err: fmt.Errorf("ledger is locked")})
+	u.Update(loadedMsg[ledger.UsageReport]{seq: u.seq, err: fmt.Errorf("ledger is locked")})
 	if !strings.Contains(ansi.Strip(m.View().Content), "usage error: ledger is locked") {
 		t.Errorf("screen:\n%s", ansi.Strip(m.View().Content))
 	}
 	// An answer to an older request is dropped.
-	u.Update(usageLoadedMsg{seq: u.seq - 1, rep: ledger.UsageReport{}})
+	u.Update(loadedMsg[ledger.UsageReport]{seq: u.seq - 1, val: ledger.UsageReport{}})
 	if len(u.rep.Rows) == 0 {
 		t.Error("an old answer replaced the report")
 	}

@@ -213,12 +213,7 @@ func (e *Evaluator) Once(ctx context.Context, snap *feed.Snapshot) (int, error) 
 		if n == 0 || next.IsZero() {
 			break // all settled, or in another live process's hands
 		}
-		t := time.NewTimer(max(time.Until(next), time.Millisecond))
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
+		domain.Sleep(ctx, max(time.Until(next), time.Millisecond)) // ctx's end ends the loop
 	}
 	return int(e.fired.Load() - start), nil
 }

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,13 +53,24 @@ func Permanent(err error) error { return &sendError{err: err, permanent: true} }
 
 const maxBackoff = time.Minute
 
-// expBackoff doubles base per attempt; a Retry-After wins; both capped.
-func expBackoff(base time.Duration, n int, err error) time.Duration {
+// Pace is a notifier's timeouts and retries, shared by the webhook and the command.
+type Pace struct {
+	Wait  time.Duration // one send
+	Tries int           // retries after the first
+	Base  time.Duration // the first backoff (default 1s)
+}
+
+func (p Pace) Timeout() time.Duration { return p.Wait }
+
+func (p Pace) Retries() int { return p.Tries }
+
+// Backoff doubles Base per attempt; a Retry-After wins; both capped.
+func (p Pace) Backoff(n int, err error) time.Duration {
 	var ra *sendError
 	if errors.As(err, &ra) && ra.after > 0 {
 		return min(ra.after, maxBackoff)
 	}
-	d := base
+	d := cmp.Or(p.Base, time.Second)
 	for i := 1; i < n && d < maxBackoff; i++ {
 		d *= 2
 	}
@@ -67,30 +79,16 @@ func expBackoff(base time.Duration, n int, err error) time.Duration {
 
 // Webhook POSTs each alert as JSON (Slack reads `text`) with its idempotency key.
 type Webhook struct {
-	URL    string
-	Wait   time.Duration // one POST
-	Tries  int           // retries after the first
-	Base   time.Duration // the first backoff (default 1s)
+	URL string
+	Pace
 	Client *http.Client
 }
 
 func NewWebhook(w config.Webhook) *Webhook {
-	return &Webhook{URL: w.URL, Wait: w.TimeoutOrDefault(), Tries: w.RetriesOrDefault(), Base: time.Second, Client: &http.Client{}}
+	return &Webhook{URL: w.URL, Pace: Pace{Wait: w.TimeoutOrDefault(), Tries: w.RetriesOrDefault()}, Client: &http.Client{}}
 }
 
 func (w *Webhook) Channel() string { return TellWebhook }
-
-func (w *Webhook) Timeout() time.Duration { return w.Wait }
-
-func (w *Webhook) Retries() int { return w.Tries }
-
-func (w *Webhook) Backoff(n int, err error) time.Duration {
-	base := w.Base
-	if base <= 0 {
-		base = time.Second
-	}
-	return expBackoff(base, n, err)
-}
 
 func (w *Webhook) String() string { return "webhook " + config.RedactURL(w.URL) }
 
@@ -175,22 +173,15 @@ func unwrapURL(err error) error {
 // Command runs a program per alert: its text as last argument, the JSON on
 // stdin and in GPUMARKET_ALERT_*; no retries by default (it may not be safe twice).
 type Command struct {
-	Argv  []string
-	Wait  time.Duration
-	Tries int
+	Argv []string
+	Pace
 }
 
 func NewCommand(n config.Notify) *Command {
-	return &Command{Argv: n.Command, Wait: n.CommandTimeoutOrDefault()}
+	return &Command{Argv: n.Command, Pace: Pace{Wait: n.CommandTimeoutOrDefault()}}
 }
 
 func (c *Command) Channel() string { return TellCommand }
-
-func (c *Command) Timeout() time.Duration { return c.Wait }
-
-func (c *Command) Retries() int { return c.Tries }
-
-func (c *Command) Backoff(n int, err error) time.Duration { return expBackoff(time.Second, n, err) }
 
 func (c *Command) String() string { return "command " + c.Argv[0] }
 

@@ -98,23 +98,15 @@ const (
 // Spec is a rule as written; a nil Cooldown is the kind's default, an empty
 // Tell every channel, MadeBy who made it in the TUI.
 type Spec struct {
-	Name     string
-	Cond     Condition
-	Cooldown *config.Duration
-	Every    config.Duration
-	Tell     []string
-	MadeBy   string
-
-	// pos places the rule's keys ("spot.region"), for later checks.
-	pos map[string]config.Pos
-}
-
-type specFields struct {
 	Name     string           `yaml:"name"`
+	Cond     Condition        `yaml:"-"` // under its kind's key
 	Cooldown *config.Duration `yaml:"cooldown,omitempty"`
 	Every    config.Duration  `yaml:"every,omitempty"`
 	Tell     []string         `yaml:"tell,omitempty"`
 	MadeBy   string           `yaml:"made_by,omitempty"`
+
+	// pos places the rule's keys ("spot.region"), for later checks.
+	pos map[string]config.Pos
 }
 
 var specKeys = []string{"name", "cooldown", "every", "tell", "made_by"}
@@ -208,14 +200,13 @@ func decodeSpec(node ast.Node, key string) (Spec, error) {
 			return Spec{}, config.NodeError(mv.Key, "unknown key %q in %s; want one of %s", k, key, strings.Join(append(append([]string{"name"}, KindNames()...), specKeys[1:]...), ", "))
 		}
 	}
-	var f specFields
+	var s Spec
 	if len(common) > 0 {
 		m := ast.Mapping(common[0].GetToken(), false, common...)
-		if err := config.Decode(m, &f, key, full); err != nil {
+		if err := config.Decode(m, &s, key, full); err != nil {
 			return Spec{}, err
 		}
 	}
-	s := Spec{Name: f.Name, Cooldown: f.Cooldown, Every: f.Every, Tell: f.Tell, MadeBy: f.MadeBy}
 	if len(conds) > 0 {
 		name := config.KeyText(conds[0].Key)
 		s.Cond = kinds[name].New()

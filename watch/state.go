@@ -326,27 +326,24 @@ func (s *State) claim(ctx context.Context, channels []string, owner string, now 
 	rows, err := s.db.QueryContext(ctx, `UPDATE deliveries SET state = ?, owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
 		WHERE rowid IN (SELECT rowid FROM deliveries WHERE channel IN (`+ph+`)
 			AND ((state = ? AND next_at <= ?) OR (state = ? AND lease_until <= ?)) ORDER BY alert_id LIMIT ?)
-		RETURNING alert_id, channel, attempts`, args...)
+		RETURNING alert_id, channel, attempts, (SELECT alert FROM alerts WHERE id = alert_id)`, args...)
 	var out []delivery
 	err = sqlitedb.EachRow(rows, err, func() error {
 		var d delivery
-		err := rows.Scan(&d.alert.ID, &d.channel, &d.attempts)
+		var body string
+		if err := rows.Scan(&d.alert.ID, &d.channel, &d.attempts, &body); err != nil {
+			return err
+		}
+		id := d.alert.ID
+		if err := json.Unmarshal([]byte(body), &d.alert); err != nil {
+			return fmt.Errorf("read alert %d: %w", id, err)
+		}
+		d.alert.ID = id
 		out = append(out, d)
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
-	}
-	for i := range out {
-		var body string
-		if err := s.db.QueryRowContext(ctx, `SELECT alert FROM alerts WHERE id = ?`, out[i].alert.ID).Scan(&body); err != nil {
-			return nil, fmt.Errorf("read alert %d: %w", out[i].alert.ID, err)
-		}
-		id := out[i].alert.ID
-		if err := json.Unmarshal([]byte(body), &out[i].alert); err != nil {
-			return nil, fmt.Errorf("read alert %d: %w", id, err)
-		}
-		out[i].alert.ID = id
 	}
 	return out, nil
 }

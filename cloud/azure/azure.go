@@ -162,7 +162,7 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 	domain.OrDefault(&opt.PricesInFlight, DefaultPricesInFlight)
 	return &Provider{
 		opt: opt, pricesU: opt.PricesURL, http: opt.HTTPClient, log: opt.Logger, now: opt.Now,
-		sleep:      sleepCtx,
+		sleep:      domain.Sleep,
 		lim:        newLimits(opt.PricesInFlight),
 		skus:       map[string]cached[[]gpuSize]{},
 		prices:     map[string]cached[map[string]retailPrice]{},
@@ -315,17 +315,6 @@ func firstLine(err error) error {
 		return errors.New(strings.TrimSpace(s[:i]))
 	}
 	return err
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func statusOf(err error) int {

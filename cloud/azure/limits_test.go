@@ -76,7 +76,7 @@ func TestBucketPacesAndPauses(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	b.sleep = sleepCtx
+	b.sleep = domain.Sleep
 	b.pause(time.Minute)
 	if err := b.wait(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("a cancelled wait = %v", err)

@@ -45,7 +45,7 @@ type bucket struct {
 }
 
 func newBucket(size int, perSecond float64) *bucket {
-	return &bucket{size: float64(size), rate: perSecond, tokens: float64(size), clock: time.Now, sleep: sleepCtx}
+	return &bucket{size: float64(size), rate: perSecond, tokens: float64(size), clock: time.Now, sleep: domain.Sleep}
 }
 
 func (b *bucket) wait(ctx context.Context) error {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -196,9 +195,8 @@ func metricSeries(ctx context.Context, mc *armmonitor.MetricsClient, resource, n
 			}
 		}
 	}
-	for k := range series {
-		s := series[k]
-		sort.Slice(s, func(i, j int) bool { return s[i].At.Before(s[j].At) })
+	for _, s := range series {
+		slices.SortFunc(s, func(a, b domain.BusySample) int { return a.At.Compare(b.At) })
 	}
 	return series, nil
 }
@@ -315,7 +313,7 @@ func reservationVMs(r *armcompute.CapacityReservation) []string {
 	if iv := r.Properties.InstanceView; iv != nil && iv.UtilizationInfo != nil {
 		add(iv.UtilizationInfo.VirtualMachinesAllocated)
 	}
-	sort.Slice(out, func(i, j int) bool { return strings.ToLower(out[i]) < strings.ToLower(out[j]) })
+	slices.SortFunc(out, func(a, b string) int { return strings.Compare(strings.ToLower(a), strings.ToLower(b)) })
 	return out
 }
 

@@ -200,6 +200,21 @@ func TestLostBookingIsFoundByName(t *testing.T) {
 	}
 }
 
+// A booking answered 503 is sent again whole (its body read anew), with the
+// same requestId, and makes one reservation of the offering's terms.
+func TestThrottledBookingIsResentWhole(t *testing.T) {
+	p, f := newTest(t, gcptest.Options{})
+	o := findH100(t, p, 2)[0]
+	f.Throttle(503)
+	if _, err := p.Book(context.Background(), domain.BookRequest{Offering: o, Ref: "01RETRY"}); err != nil {
+		t.Fatal(err)
+	}
+	fr := f.FutureReservation(o.Zone, "gpumarket-01retry")
+	if fr == nil || fr.SpecificSkuProperties == nil || fr.SpecificSkuProperties.TotalCount != 2 || fr.ReservationMode != "CALENDAR" {
+		t.Fatalf("future reservation after a 503: %+v, want the offering's two machines in calendar mode", fr)
+	}
+}
+
 // A failed operation is said in one line and is Google's definite no; a
 // reservation Google declines is one too.
 func TestFailedOperationIsOneLine(t *testing.T) {

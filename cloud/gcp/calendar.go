@@ -37,13 +37,7 @@ func (p *Provider) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([
 	if err != nil {
 		return nil, err
 	}
-	regions, all := regionsOf(q.Regions)
-	if all {
-		regions = p.opt.Regions
-		if len(regions) == 0 {
-			regions = DefaultRegions
-		}
-	}
+	regions := p.regions(q.Regions)
 	if len(regions) == 0 {
 		return nil, nil
 	}

@@ -1,7 +1,6 @@
 package gcp
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,34 +20,22 @@ import (
 )
 
 // retrying resends on 429 or 5xx with full-jitter backoff or Retry-After, per
-// Google's retry strategy; changes carry a requestId, so a resend is not done twice.
+// Google's retry strategy; changes carry a requestId, so a resend is not done
+// twice. A body it cannot read again (no GetBody; googleapi always sets one) is sent once.
 type retrying struct {
 	base  http.RoundTripper
 	tries int
 	first time.Duration
 	log   *slog.Logger
-	// sleep waits; tests replace it.
-	sleep func(ctx context.Context, d time.Duration) error
 }
 
 func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
-	var body []byte
-	if req.Body != nil && req.GetBody == nil {
-		b, err := io.ReadAll(req.Body)
-		req.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		body = b
-	}
+	once := req.Body != nil && req.GetBody == nil
 	for attempt := 0; ; attempt++ {
 		r := req
-		if attempt > 0 || body != nil {
+		if attempt > 0 {
 			r = req.Clone(req.Context())
-			switch {
-			case body != nil:
-				r.Body = io.NopCloser(bytes.NewReader(body))
-			case req.GetBody != nil:
+			if req.GetBody != nil {
 				b, err := req.GetBody()
 				if err != nil {
 					return nil, err
@@ -57,18 +44,14 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, err := t.base.RoundTrip(r)
-		if err != nil || !retryable(resp.StatusCode) || attempt+1 >= t.tries {
+		if err != nil || once || !retryable(resp.StatusCode) || attempt+1 >= t.tries {
 			return resp, err
 		}
 		wait := backoff(t.first, attempt, resp.Header.Get("Retry-After"), time.Now())
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		resp.Body.Close()
 		t.log.Debug("gcp: retrying", "status", resp.StatusCode, "url", req.URL.Path, "wait", wait)
-		sleep := t.sleep
-		if sleep == nil {
-			sleep = sleepCtx
-		}
-		if err := sleep(req.Context(), wait); err != nil {
+		if err := domain.Sleep(req.Context(), wait); err != nil {
 			return nil, err
 		}
 	}
@@ -87,15 +70,6 @@ func backoff(first time.Duration, attempt int, retryAfter string, now time.Time)
 	}
 	d := min(first<<min(attempt, 10), 32*time.Second)
 	return time.Duration(rand.Int64N(int64(d)) + 1)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	select {
-	case <-time.After(d):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Declined reports Google's definite "no": a 4xx but throttling, or an
@@ -180,7 +154,7 @@ func (e *opError) Is(target error) bool { return target == domain.ErrDeclined }
 // wait polls an operation where it lives until DONE; one ended in an error is an *opError.
 func (p *Provider) wait(ctx context.Context, what string, op *compute.Operation) (*compute.Operation, error) {
 	for op.Status != "DONE" {
-		if err := sleepCtx(ctx, p.opt.PollEvery); err != nil {
+		if err := domain.Sleep(ctx, p.opt.PollEvery); err != nil {
 			return op, fmt.Errorf("gcp: %s: operation %s still %s: %w", what, op.Name, op.Status, err)
 		}
 		var err error

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -278,17 +279,15 @@ func regionOf(zone string) string {
 	return zone
 }
 
-// regions returns the Google regions among the query's, nil for all.
-func regionsOf(q []string) (out []string, any bool) {
-	if len(q) == 0 {
-		return nil, true
+// regions returns the Google regions among q, or the configured ones (DefaultRegions) when q names none.
+func (p *Provider) regions(q []string) []string {
+	switch {
+	case len(q) > 0:
+		return slices.DeleteFunc(slices.Clone(q), func(r string) bool { return !IsRegion(r) })
+	case len(p.opt.Regions) > 0:
+		return p.opt.Regions
 	}
-	for _, r := range q {
-		if IsRegion(r) {
-			out = append(out, r)
-		}
-	}
-	return out, false
+	return DefaultRegions
 }
 
 // The abilities the hub and the commands discover by type assertion.

@@ -196,8 +196,7 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	if at.IsZero() {
 		at = p.now()
 	}
-	byRegion := map[string][]domain.Pool{}
-	var points []domain.PricePoint
+	byRegion, points := map[string][]domain.Pool{}, map[string][]domain.PricePoint{}
 	p.mu.Lock()
 	for _, m := range ms {
 		pool := p.pool(m, book)
@@ -215,7 +214,7 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 		last, seen := p.sent[pool.Key()]
 		if req.Backfill || req.Aside || !seen || last != spot {
 			byRegion[region] = append(byRegion[region], pool)
-			points = append(points, domain.PricePoint{Pool: pool.Key(), At: at, USDHour: spot})
+			points[region] = append(points[region], domain.PricePoint{Pool: pool.Key(), At: at, USDHour: spot})
 			if !req.Aside {
 				p.sent[pool.Key()] = spot
 			}
@@ -223,13 +222,7 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 	}
 	p.mu.Unlock()
 	for _, r := range slices.Sorted(maps.Keys(byRegion)) {
-		var pts []domain.PricePoint
-		for _, pt := range points {
-			if pt.Pool.Region == r {
-				pts = append(pts, pt)
-			}
-		}
-		ev := domain.Event{Provider: Name, Region: r, Pools: byRegion[r], Points: pts, Note: historyNote}
+		ev := domain.Event{Provider: Name, Region: r, Pools: byRegion[r], Points: points[r], Note: historyNote}
 		if req.Backfill {
 			ev.Progress = &domain.Progress{Done: 1, Total: 1}
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/textinput"
@@ -295,9 +296,9 @@ func (m Model) Show(i, width int) string {
 
 // window cuts r around the cursor, a third of the room kept for what follows.
 func window(r []rune, pos, width int) string {
-	full := string(r[:pos]) + Cursor + string(r[pos:])
-	if ansi.StringWidth(full) <= width {
-		return full
+	head, tail := string(r[:pos]), string(r[pos:])
+	if ansi.StringWidth(head)+ansi.StringWidth(tail)+1 <= width {
+		return head + Cursor + tail
 	}
 	if width < 4 && pos == 0 {
 		return Cursor + "…"
@@ -305,28 +306,17 @@ func window(r []rune, pos, width int) string {
 		return "…" + Cursor
 	}
 	room := width - 3 // the cursor and an ellipsis each side
-	right := 0
-	for to := pos; to < len(r) && right+runeWidth(r[to]) <= room/3; to++ {
-		right += runeWidth(r[to])
+	h, keep := head, room-ansi.StringWidth(ansi.Truncate(tail, room/3, ""))
+	for ansi.StringWidth(h) > keep {
+		_, size := utf8.DecodeRuneInString(h)
+		h = h[size:]
 	}
-	from, w := pos, 0
-	for from > 0 && w+runeWidth(r[from-1]) <= room-right {
-		from--
-		w += runeWidth(r[from])
+	t := ansi.Truncate(tail, room-ansi.StringWidth(h), "")
+	if h != head {
+		h = "…" + h
 	}
-	to := pos
-	for to < len(r) && w+runeWidth(r[to]) <= room {
-		w += runeWidth(r[to])
-		to++
+	if t != tail {
+		t += "…"
 	}
-	head, tail := string(r[from:pos]), string(r[pos:to])
-	if from > 0 {
-		head = "…" + head
-	}
-	if to < len(r) {
-		tail += "…"
-	}
-	return head + Cursor + tail
+	return h + Cursor + t
 }
-
-func runeWidth(r rune) int { return max(ansi.StringWidth(string(r)), 1) }

@@ -165,7 +165,7 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		cfg = c
 	}
 	cfg.Retryer = newRetryer(opt.MaxAttempts, opt.MaxBackoff)
-	cfg.HTTPClient = withPlainBodies(withTimeouts(cfg.HTTPClient))
+	cfg.HTTPClient = plainBodyClient{withTimeouts(cfg.HTTPClient)}
 	home := cmp.Or(cfg.Region, "us-east-1")
 	if cfg.Credentials == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNoCredentials, credentialHint)
@@ -425,14 +425,6 @@ type plainBody struct{ rc io.ReadCloser }
 
 func (b plainBody) Read(p []byte) (int, error) { return b.rc.Read(p) }
 func (b plainBody) Close() error               { return b.rc.Close() }
-
-// withPlainBodies wraps withTimeouts' client, never nil.
-func withPlainBodies(c awssdk.HTTPClient) awssdk.HTTPClient {
-	if _, ok := c.(plainBodyClient); ok {
-		return c
-	}
-	return plainBodyClient{inner: c}
-}
 
 // Connection limits: an unreachable endpoint is reported within seconds, not
 // after the SDK's defaults retried (40 s and more for a closed port).

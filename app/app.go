@@ -1,9 +1,13 @@
+// Package app assembles gpumarket for one run: providers, feed, ledger,
+// watch and loops, from the settings cmd reads from config and flags.
 package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/user"
 	"slices"
@@ -11,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpumarket/gpumarket/cloud/sim"
+	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
@@ -84,12 +90,7 @@ func (a *App) Providers(ctx context.Context, also ...string) ([]domain.Provider,
 	if err := a.table.CheckRegions(a.s.Query.Providers, a.s.Query.Regions); err != nil {
 		return nil, err
 	}
-	names := append([]string(nil), a.s.Query.Providers...)
-	for _, n := range also {
-		if n != "" && !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
+	names := appendNew(slices.Clone(a.s.Query.Providers), also...)
 	out := make([]domain.Provider, 0, len(names))
 	for _, n := range names {
 		p, err := a.Provider(ctx, n)
@@ -136,10 +137,7 @@ func (a *App) StartHub(ctx context.Context, ps []domain.Provider, q domain.Query
 
 func (a *App) startHubLocked(ctx context.Context, ps []domain.Provider, q domain.Query) *feed.Hub {
 	simTick, refresh := a.s.Config.Sim.Tick.D(), a.s.Config.Refresh.D()
-	desc := map[string]domain.Descriptor{}
-	for _, p := range ps {
-		desc[p.Name()] = p.Describe()
-	}
+	desc := descriptors(ps)
 	var maxWindow time.Duration
 	if a.SharedWindow {
 		maxWindow = q.Window
@@ -160,6 +158,15 @@ func (a *App) startHubLocked(ctx context.Context, ps []domain.Provider, q domain
 	})
 	a.Go(func(ctx context.Context) { h.Run(ctx) })
 	return h
+}
+
+// descriptors are the providers' descriptors by name.
+func descriptors(ps []domain.Provider) map[string]domain.Descriptor {
+	out := map[string]domain.Descriptor{}
+	for _, p := range ps {
+		out[p.Name()] = p.Describe()
+	}
+	return out
 }
 
 // historyFor opens the history cache when a source is a cloud; a cache is
@@ -189,7 +196,7 @@ func (a *App) historyFor(ps []domain.Provider) feed.Cache {
 
 // Warnf warns in one line on stderr and in the log (where the TUI's go).
 func (a *App) Warnf(format string, args ...any) {
-	msg := firstLine(fmt.Sprintf(format, args...))
+	msg := FirstLine(fmt.Sprintf(format, args...))
 	fmt.Fprintf(a.errOut, "gpumarket: warning: %s\n", msg)
 	a.s.Log.Info(msg)
 }
@@ -327,6 +334,16 @@ func (a *App) Close() {
 	})
 }
 
+// appendNew appends the names list lacks; "" is no name.
+func appendNew(list []string, names ...string) []string {
+	for _, n := range names {
+		if n != "" && !slices.Contains(list, n) {
+			list = append(list, n)
+		}
+	}
+	return list
+}
+
 // LocalActor names who acts from this terminal: "user@host".
 func LocalActor() string {
 	name := os.Getenv("USER")
@@ -345,3 +362,103 @@ func LocalActor() string {
 
 // Simulated reports whether the simulated market is one of the sources.
 func (a *App) Simulated() bool { return a.table.Simulated(a.s.Query.Providers) }
+
+// Settings is what a run is assembled from, built per run so two runs share nothing.
+type Settings struct {
+	Config config.Config
+	// Rules are the config's watch rules, read and checked.
+	Rules   []watch.Spec
+	Query   domain.Query
+	DataDir string
+	// Clock is the run's one clock (sim.speed): hub, ledger, TUI and commands date by it.
+	Clock *sim.Clock
+	Log   *slog.Logger
+}
+
+// Now is the run's clock.
+func (s *Settings) Now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock.Now()
+}
+
+// Speed is how many times faster than the wall clock Now runs.
+func (s *Settings) Speed() float64 {
+	if s.Clock == nil {
+		return 1
+	}
+	return float64(s.Clock.Speed())
+}
+
+// UsageError is bad usage (exit 2): one line naming the flag and what it accepts.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// Usagef returns a usage error; name the flag and what it accepts.
+func Usagef(format string, args ...any) error {
+	return &UsageError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// NewSettings is a run's settings over cfg (flags applied): validated, its
+// rules read, the providers provs, else the config's, else the table's
+// fallback, and the data dir's clock open. The logger is the caller's.
+func NewSettings(cfg config.Config, provs []string, t Table) (Settings, error) {
+	if err := cfg.Validate(); err != nil {
+		// A bad environment variable is bad input as a bad flag is.
+		if ke := (*config.KeyError)(nil); errors.As(err, &ke) && ke.Key == config.EnvSimSpeed {
+			return Settings{}, Usagef("%s", err)
+		}
+		if cfg.Path != "" {
+			return Settings{}, fmt.Errorf("config %s: %w", cfg.Path, err)
+		}
+		return Settings{}, fmt.Errorf("config: %w", err)
+	}
+	if err := cfg.CheckProviders(t.Names()); err != nil {
+		return Settings{}, fmt.Errorf("load config: %w", err)
+	}
+	rules, err := watch.ConfigRules(cfg)
+	if err != nil {
+		return Settings{}, err
+	}
+	if provs != nil {
+		cfg.Providers = provs
+	}
+	if len(cfg.Providers) == 0 {
+		cfg.Providers = []string{t.Fallback()}
+	}
+
+	dataDir, err := config.DataDir()
+	if err != nil {
+		return Settings{}, err
+	}
+	s := Settings{Config: cfg, Rules: rules, DataDir: dataDir, Query: domain.Query{
+		Providers: cfg.Providers,
+		GPUs:      cfg.GPUs,
+		Regions:   cfg.Regions,
+		Window:    cfg.Window.D(),
+	}}
+	if s.Clock, err = openClock(cfg, dataDir, t); err != nil {
+		return Settings{}, err
+	}
+	return s, nil
+}
+
+// openClock opens the data dir's clock; a fast one runs the simulated market only.
+func openClock(cfg config.Config, dataDir string, t Table) (*sim.Clock, error) {
+	if cfg.Sim.Speed > 1 {
+		for _, p := range cfg.Providers {
+			if !t.Describe(p).Simulated {
+				return nil, Usagef("sim.speed %d (%s) runs the simulated market's clock only; the provider %s keeps the wall clock: use --provider %s, or leave the speed at 1",
+					cfg.Sim.Speed, config.EnvSimSpeed, p, t.Fallback())
+			}
+		}
+	}
+	clock, err := sim.OpenClock(dataDir, cfg.Sim.Speed)
+	var mm *sim.SpeedMismatchError
+	if errors.As(err, &mm) {
+		return nil, Usagef("%s", err)
+	}
+	return clock, err
+}

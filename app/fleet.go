@@ -59,7 +59,7 @@ func (a *App) CheckFleet(ctx context.Context, spec domain.FleetSpec, timeout tim
 	}
 	if v, ok := p.(domain.FleetValidator); ok {
 		if _, err := v.ValidateFleet(spec); err != nil {
-			return Usagef("%v", firstLine(err.Error()))
+			return Usagef("%v", FirstLine(err.Error()))
 		}
 	}
 	return nil

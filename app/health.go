@@ -70,11 +70,7 @@ func (a *App) Ready(ctx context.Context, h *feed.Hub, timeout time.Duration, mod
 			return nil, fmt.Errorf("wait for the sources: %w", err)
 		}
 	}
-	desc := map[string]domain.Descriptor{}
-	for _, p := range h.Providers() {
-		desc[p.Name()] = p.Describe()
-	}
-	rep := healthOf(snap, a.s.Query, desc)
+	rep := healthOf(snap, a.s.Query, descriptors(h.Providers()))
 	rep.cacheFile = feed.Path(a.s.DataDir)
 	if modelsSaid {
 		rep.warnings = slices.DeleteFunc(rep.warnings, func(x Warning) bool { return x.empty != "" })
@@ -244,7 +240,7 @@ func (x Warning) line(timeout time.Duration) string {
 // Unprefixed is a source's message on one line, its "aws: " and URL queries
 // cut (an Azure price filter names every VM size).
 func Unprefixed(provider, msg string) string {
-	return quotedURLQuery.ReplaceAllString(strings.TrimPrefix(firstLine(msg), provider+": "), `"$1?…"`)
+	return quotedURLQuery.ReplaceAllString(strings.TrimPrefix(FirstLine(msg), provider+": "), `"$1?…"`)
 }
 
 // quotedURLQuery matches a quoted URL with a query.

@@ -34,20 +34,14 @@ func (a *App) JobProviders(ctx context.Context) ([]domain.Provider, error) {
 		if err := json.Unmarshal(j.Live, &lj); err != nil {
 			continue
 		}
-		for _, l := range append(lj.Lanes, ptrLanes(lj.OnDemand)...) {
-			if !slices.Contains(names, l.Provider) {
-				names = append(names, l.Provider)
-			}
+		if lj.OnDemand != nil {
+			lj.Lanes = append(lj.Lanes, *lj.OnDemand)
+		}
+		for _, l := range lj.Lanes {
+			names = appendNew(names, l.Provider)
 		}
 	}
 	return a.Providers(ctx, names...)
-}
-
-func ptrLanes(l *planner.LiveLane) []planner.LiveLane {
-	if l == nil {
-		return nil
-	}
-	return []planner.LiveLane{*l}
 }
 
 // JobDriver is the process's driver of the ledger's jobs; its alerts go
@@ -120,9 +114,7 @@ func (a *App) CancelJob(ctx context.Context, id string, timeout time.Duration) (
 	rows, _ := st.JobRows(ctx, id)
 	var names []string
 	for _, r := range rows {
-		if !slices.Contains(names, r.Provider) {
-			names = append(names, r.Provider)
-		}
+		names = appendNew(names, r.Provider)
 	}
 	ps, err := a.Providers(ctx, names...)
 	if err != nil {

@@ -55,11 +55,11 @@ func (a *App) LedgerRun(ctx context.Context, timeout time.Duration, rebuild, det
 		return nil, err
 	}
 	// A row to reconcile needs its own provider, even when --provider names others.
-	names := append([]string(nil), a.s.Query.Providers...)
+	names := slices.Clone(a.s.Query.Providers)
 	now := a.s.Now()
 	for _, r := range all {
-		if ledger.NeedsReconcile(r, a.table.Describe(r.Provider), now) && !slices.Contains(names, r.Provider) {
-			names = append(names, r.Provider)
+		if ledger.NeedsReconcile(r, a.table.Describe(r.Provider), now) {
+			names = appendNew(names, r.Provider)
 		}
 	}
 	svc, err := a.Booking(a.reachable(ctx, names, "ledger", say), timeout)
@@ -191,8 +191,8 @@ func (a *App) UsageReport(ctx context.Context, since, timeout time.Duration, say
 	now := a.s.Now()
 	var names []string
 	for _, r := range rows {
-		if ledger.Counted(r) && !slices.Contains(names, r.Provider) {
-			names = append(names, r.Provider)
+		if ledger.Counted(r) {
+			names = appendNew(names, r.Provider)
 		}
 	}
 	ps := a.reachable(ctx, names, "usage", say)

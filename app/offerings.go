@@ -96,11 +96,9 @@ func (a *App) Offerings(parent context.Context, q domain.OfferingQuery, timeout 
 	return out, nil
 }
 
-// OfferingTerms completes q with the query's GPU and regions and the start
-// range of --start-after and --start-before, refusing terms no provider in
-// use sells: a count or length outside a --kind's terms, a start in the
-// past (as every command refuses a window in the past: a typo in the
-// month; none is now), or later than any of them sells.
+// OfferingTerms completes q with the query's GPU, regions and start range,
+// refusing terms no provider in use sells, and a start in the past (a typo
+// in the month: none is now).
 func (a *App) OfferingTerms(q *domain.OfferingQuery, after, before string, now time.Time) error {
 	if len(q.Kinds) == 1 {
 		t := domain.TermsOfKind(q.Kinds[0])

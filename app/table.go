@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,12 +94,7 @@ func (t Table) Describe(name string) domain.Descriptor {
 
 // Simulated reports whether any of the named providers is simulated.
 func (t Table) Simulated(names []string) bool {
-	for _, n := range names {
-		if t.Describe(n).Simulated {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(names, func(n string) bool { return t.Describe(n).Simulated })
 }
 
 // CheckRegions refuses a region filter that leaves a provider nothing to ask:
@@ -108,23 +104,30 @@ func (t Table) CheckRegions(names, regions []string) error {
 		return nil
 	}
 	for _, name := range names {
-		d := t.Describe(name)
-		if d.IsRegion == nil {
-			continue
-		}
-		found := false
-		for _, r := range regions {
-			if d.IsRegion(r) {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if d := t.Describe(name); d.IsRegion != nil && !slices.ContainsFunc(regions, d.IsRegion) {
 			return Usagef("--region %s names no %s region (such as %s), so --provider %s would have nothing to show; add one or drop %s",
 				strings.Join(regions, ","), name, d.RegionExample, name, name)
 		}
 	}
-	return t.CheckRegionsKnown(names, regions)
+	// A region no provider has would drop out unsaid.
+	for _, r := range regions {
+		known := false
+		var examples []string
+		for _, name := range names {
+			d := t.Describe(name)
+			if d.KnowsRegion(r) {
+				known = true
+				break
+			}
+			if d.RegionExample != "" {
+				examples = append(examples, name+"'s are named such as "+d.RegionExample)
+			}
+		}
+		if !known {
+			return Usagef("--region %s: no provider in use has a region of that name (%s)", r, strings.Join(examples, "; "))
+		}
+	}
+	return nil
 }
 
 // CheckCount refuses a count over what every kind of a provider's offering holds.
@@ -166,28 +169,6 @@ func (t Table) CheckDuration(d time.Duration, names []string) error {
 		}
 		if !ok {
 			return Usagef("--duration %s (%s)", strings.TrimPrefix(first.Error(), "duration "), name)
-		}
-	}
-	return nil
-}
-
-// CheckRegionsKnown refuses a region no provider has: it would drop out unsaid.
-func (t Table) CheckRegionsKnown(names, regions []string) error {
-	for _, r := range regions {
-		known := false
-		var examples []string
-		for _, name := range names {
-			d := t.Describe(name)
-			if d.KnowsRegion(r) {
-				known = true
-				break
-			}
-			if d.RegionExample != "" {
-				examples = append(examples, name+"'s are named such as "+d.RegionExample)
-			}
-		}
-		if !known {
-			return Usagef("--region %s: no provider in use has a region of that name (%s)", r, strings.Join(examples, "; "))
 		}
 	}
 	return nil

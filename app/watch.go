@@ -1,10 +1,14 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
@@ -16,26 +20,20 @@ import (
 // RulesFile is where the TUI keeps the rules made in it.
 func (a *App) RulesFile() string { return filepath.Join(a.s.DataDir, watch.RulesFileName) }
 
-// FileRules reads the rules made in the TUI.
-func (a *App) FileRules() ([]watch.Spec, error) {
-	data, err := os.ReadFile(a.RulesFile())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read rules file: %w", err)
-	}
-	return watch.ParseRules(a.RulesFile(), data, a.s.Config.Notify)
-}
-
 // WatchRules are the config's rules and the TUI's, checked against the
 // providers in use; none at all is bad usage.
 func (a *App) WatchRules() ([]watch.Spec, error) {
-	fileRules, err := a.FileRules()
-	if err != nil {
-		return nil, err
+	var fileRules []watch.Spec
+	data, err := os.ReadFile(a.RulesFile())
+	switch {
+	case err == nil:
+		if fileRules, err = watch.ParseRules(a.RulesFile(), data, a.s.Config.Notify); err != nil {
+			return nil, err
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("read rules file: %w", err)
 	}
-	if err := a.CheckConfigRules(); err != nil {
+	if err := a.CheckRules(a.s.Config.Path, a.s.Rules); err != nil {
 		return nil, err
 	}
 	if err := a.CheckRules(a.RulesFile(), fileRules); err != nil {
@@ -63,9 +61,6 @@ func (a *App) CheckRules(file string, rules []watch.Spec) error {
 	return nil
 }
 
-// CheckConfigRules is CheckRules of the config's rules.
-func (a *App) CheckConfigRules() error { return a.CheckRules(a.s.Config.Path, a.s.Rules) }
-
 // inUse is the descriptors of the query's providers.
 func (a *App) inUse() []domain.Descriptor {
 	out := make([]domain.Descriptor, len(a.s.Query.Providers))
@@ -88,7 +83,7 @@ type WatcherOptions struct {
 
 // NewWatcher checks the config's rules and builds the evaluator.
 func (a *App) NewWatcher(o WatcherOptions) (*watch.Evaluator, error) {
-	if err := a.CheckConfigRules(); err != nil {
+	if err := a.CheckRules(a.s.Config.Path, a.s.Rules); err != nil {
 		return nil, err
 	}
 	st, err := a.WatchState()
@@ -122,4 +117,77 @@ func (a *App) NewWatcher(o WatcherOptions) (*watch.Evaluator, error) {
 		Check:     func(w watch.Spec) error { return watch.Check(w, descs) },
 		MaxLead:   lead, Describe: svc.Describe, Logger: a.s.Log, OnAlert: o.OnAlert, Now: a.s.Now,
 	})
+}
+
+// Market is a headless watch's hub, widened when a new rule needs more.
+type Market struct {
+	a    *App
+	ps   []domain.Provider
+	base domain.Query
+
+	mu   sync.Mutex
+	q    domain.Query
+	hub  *feed.Hub
+	stop context.CancelFunc
+}
+
+// Market is the market of a headless watch over ps, starting from the query.
+func (a *App) Market(ps []domain.Provider) *Market {
+	return &Market{a: a, ps: ps, base: a.s.Query}
+}
+
+// For returns the hub over what rules read (nil: none).
+func (m *Market) For(rules []watch.Spec) (*feed.Hub, error) {
+	q, ok := watch.MarketFor(m.base, rules)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !ok || (m.hub != nil && covers(m.q, q)) {
+		return m.hub, nil
+	}
+	if m.hub != nil {
+		q.GPUs, q.Regions = union(m.q.GPUs, q.GPUs), union(m.q.Regions, q.Regions)
+	}
+	var sources []domain.Provider
+	for _, p := range m.ps {
+		d := p.Describe()
+		if len(q.Regions) == 0 || slices.ContainsFunc(q.Regions, d.KnowsRegion) {
+			sources = append(sources, p)
+		}
+	}
+	if len(sources) == 0 {
+		return m.hub, fmt.Errorf("none of the providers in use (%s) knows the regions %s", strings.Join(m.base.Providers, ", "), strings.Join(q.Regions, ", "))
+	}
+	ctx, cancel := context.WithCancel(m.a.ctx)
+	h := m.a.StartHub(ctx, sources, q)
+	if m.stop != nil {
+		m.stop()
+	}
+	m.q, m.hub, m.stop = q, h, cancel
+	return h, nil
+}
+
+// covers reports whether have holds all of want (empty: everything).
+func covers(have, want domain.Query) bool {
+	in := func(h, w []string) bool {
+		if len(h) == 0 {
+			return true
+		}
+		if len(w) == 0 {
+			return false
+		}
+		for _, x := range w {
+			if !slices.Contains(h, x) {
+				return false
+			}
+		}
+		return true
+	}
+	return in(have.GPUs, want.GPUs) && in(have.Regions, want.Regions)
+}
+
+func union(a, b []string) []string {
+	if len(a) == 0 || len(b) == 0 {
+		return nil
+	}
+	return appendNew(slices.Clone(a), b...)
 }

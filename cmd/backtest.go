@@ -95,51 +95,7 @@ them; it says where it wrote them.`,
 			if err := f.check(cmd, files); err != nil {
 				return err
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			e := a.env
-			seed := uint64(1)
-			if cmd.Flags().Changed(flagSeed) {
-				s, _ := cmd.Flags().GetInt64(flagSeed)
-				if s < 1 {
-					return usagef("--seed %d: want a whole number ≥ 1", s)
-				}
-				seed = uint64(s)
-			}
-			var traces []planner.Trace
-			if f.sim {
-				traces, err = a.SimTraces(f.simType, f.simDays, f.simOut)
-			} else {
-				traces, err = app.ReadTraces(files)
-			}
-			if err != nil {
-				return err
-			}
-			starts, all := 0, f.starts == "all"
-			if !all {
-				n, err := strconv.Atoi(f.starts)
-				if err != nil || n < 1 || n > 1_000_000 {
-					return usagef("--starts %q: want a whole number of start times from 1 to 1000000, or all", f.starts)
-				}
-				starts = n
-			}
-			cfg := planner.BacktestConfig{AllStarts: all, JobHours: f.jobHours, DeadlineHours: f.deadlineHrs, SpotUSDHour: f.spotUSD,
-				OnDemandUSDHour: f.odUSD, Changeover: f.changeover, Checkpoint: f.checkpoint, Starts: starts, Seed: seed, Predict: f.predict,
-				Instances: f.instances}
-			rows, err := planner.BacktestContext(cmd.Context(), traces, cfg)
-			if errors.Is(err, context.Canceled) {
-				return errors.New("backtest: interrupted")
-			}
-			if err != nil {
-				return app.PlanUsage(err)
-			}
-			if f.sim && !f.predict {
-				a.banner(f.output)
-			}
-			return writeBacktest(e.out, f.output, f.predict, rows)
+			return cl.withApp(cmd, func(a *runner) error { return a.runBacktest(cmd, files, f) })
 		},
 	}
 	fl := c.Flags()
@@ -159,6 +115,49 @@ them; it says where it wrote them.`,
 	fl.StringVar(&f.simOut, "out", "", "with --sim: the directory to write the traces to (default: a new one under the data dir)")
 	addOutputFlag(c, &f.output)
 	return c
+}
+
+func (a *runner) runBacktest(cmd *cobra.Command, files []string, f backtestFlags) error {
+	seed := uint64(1)
+	if cmd.Flags().Changed(flagSeed) {
+		s, _ := cmd.Flags().GetInt64(flagSeed)
+		if s < 1 {
+			return usagef("--seed %d: want a whole number ≥ 1", s)
+		}
+		seed = uint64(s)
+	}
+	var traces []planner.Trace
+	var err error
+	if f.sim {
+		traces, err = a.SimTraces(f.simType, f.simDays, f.simOut)
+	} else {
+		traces, err = app.ReadTraces(files)
+	}
+	if err != nil {
+		return err
+	}
+	starts, all := 0, f.starts == "all"
+	if !all {
+		n, err := strconv.Atoi(f.starts)
+		if err != nil || n < 1 || n > 1_000_000 {
+			return usagef("--starts %q: want a whole number of start times from 1 to 1000000, or all", f.starts)
+		}
+		starts = n
+	}
+	cfg := planner.BacktestConfig{AllStarts: all, JobHours: f.jobHours, DeadlineHours: f.deadlineHrs, SpotUSDHour: f.spotUSD,
+		OnDemandUSDHour: f.odUSD, Changeover: f.changeover, Checkpoint: f.checkpoint, Starts: starts, Seed: seed, Predict: f.predict,
+		Instances: f.instances}
+	rows, err := planner.BacktestContext(cmd.Context(), traces, cfg)
+	if errors.Is(err, context.Canceled) {
+		return errors.New("backtest: interrupted")
+	}
+	if err != nil {
+		return app.PlanUsage(err)
+	}
+	if f.sim && !f.predict {
+		a.banner(f.output)
+	}
+	return writeBacktest(a.out, f.output, f.predict, rows)
 }
 
 // check refuses flags that cannot go together or values out of range.

@@ -167,12 +167,12 @@ func (a *runner) runBook(ctx context.Context, id string, dryRun, yes bool, timeo
 		}
 		if err != nil {
 			if res.Row.ID != "" {
-				writeRows(e.out, output, []present.LedgerRow{present.NewLedgerRow(res.Row, time.Now())})
+				writeRows(e.out, output, present.LedgerRows(time.Now(), res.Row))
 			}
 			return err
 		}
 		fmt.Fprintf(e.errOut, "booked: %s, ledger row %s, state %s\n", res.Row.ProviderRef, res.Row.ID, res.Row.State)
-		return writeRows(e.out, output, []present.LedgerRow{present.NewLedgerRow(res.Row, time.Now())})
+		return writeRows(e.out, output, present.LedgerRows(time.Now(), res.Row))
 	}
 }
 

@@ -1,13 +1,18 @@
 package cmd
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/app"
@@ -131,3 +136,189 @@ func parseList(flag, v string, known []string) ([]string, error) {
 }
 
 func joinNames(names []string) string { return strings.Join(names, ", ") }
+
+// checkFlags refuses, for every command and before anything is loaded, a
+// bad -o or a --timeout that is not positive.
+func checkFlags(cmd *cobra.Command, _ []string) error {
+	fl := cmd.Flags()
+	if f := fl.Lookup("output"); f != nil {
+		if err := checkOutput(f.Value.String()); err != nil {
+			return err
+		}
+	}
+	if timeout, err := fl.GetDuration("timeout"); err == nil && timeout <= 0 {
+		return usagef("--timeout %s: want a positive duration such as 60s or 2m", timeout)
+	}
+	return nil
+}
+
+// stdinIsTerminal reports whether r is a terminal a person can answer on.
+func stdinIsTerminal(r io.Reader) bool {
+	f, ok := r.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(f.Fd())
+}
+
+// needsConfirmation refuses at once a spend that must ask but cannot (no terminal, no --yes).
+func (e *env) needsConfirmation(cmdName string, dryRun, yes bool) error {
+	if dryRun || yes || stdinIsTerminal(e.stdin) {
+		return nil
+	}
+	return usagef("%s needs a confirmation: pass --yes to go ahead without asking, or --dry-run (stdin is not a terminal)", cmdName)
+}
+
+// confirm asks "Type yes to <what>"; y or yes in any case is yes.
+func (e *env) confirm(cmdName, what string) error {
+	if !stdinIsTerminal(e.stdin) {
+		return usagef("%s needs a confirmation: pass --yes to %s without asking (stdin is not a terminal)", cmdName, what)
+	}
+	fmt.Fprintf(e.errOut, "Type yes to %s (y/yes, anything else cancels): ", what)
+	line, err := readLine(e.stdin)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read the confirmation: %w", err)
+	}
+	if !isYes(line) {
+		return errors.New("not confirmed: nothing was done")
+	}
+	return nil
+}
+
+// isYes reports whether an answer to a confirmation is a yes.
+func isYes(answer string) bool {
+	a := strings.ToLower(strings.TrimSpace(answer))
+	return a == "y" || a == "yes"
+}
+
+// readLine reads byte by byte: a buffered reader would swallow a second answer.
+func readLine(r io.Reader) (string, error) {
+	var b strings.Builder
+	one := make([]byte, 1)
+	for {
+		n, err := r.Read(one)
+		if n == 1 {
+			if one[0] == '\n' {
+				return b.String(), nil
+			}
+			b.WriteByte(one[0])
+			if b.Len() > 4096 {
+				return b.String(), nil
+			}
+		}
+		if err != nil {
+			return b.String(), err
+		}
+	}
+}
+
+func dedupe(list []string) []string {
+	out := list[:0]
+	for _, v := range list {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// One-shot commands log as "gpumarket: warning: …" lines for people and
+// scripts; serve, watch and the TUI's log file keep slog's text.
+
+// logLevel is warnings, or everything with GPUMARKET_DEBUG set.
+func logLevel(quiet slog.Level) slog.Level {
+	if os.Getenv("GPUMARKET_DEBUG") != "" {
+		return slog.LevelDebug
+	}
+	return quiet
+}
+
+// lineHandler writes "gpumarket: warning: <message> (key value, …)" lines.
+type lineHandler struct {
+	mu    *sync.Mutex
+	w     io.Writer
+	level slog.Leveler
+	attrs []slog.Attr // from WithAttrs, their keys already grouped
+	group string      // from WithGroup: "a.b." prefixes later keys
+}
+
+func newLineHandler(w io.Writer, level slog.Leveler) *lineHandler {
+	return &lineHandler{mu: &sync.Mutex{}, w: w, level: level}
+}
+
+// Enabled implements slog.Handler.
+func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level.Level() }
+
+// Handle implements slog.Handler.
+func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString("gpumarket: ")
+	switch {
+	case r.Level >= slog.LevelError:
+		b.WriteString("error: ")
+	case r.Level >= slog.LevelWarn:
+		b.WriteString("warning: ")
+	case r.Level < slog.LevelInfo:
+		b.WriteString("debug: ")
+	}
+	b.WriteString(flat(r.Message))
+	var parts []string
+	for _, a := range h.attrs {
+		parts = appendAttr(parts, "", a)
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		parts = appendAttr(parts, h.group, a)
+		return true
+	})
+	if len(parts) > 0 {
+		b.WriteString(" (" + strings.Join(parts, ", ") + ")")
+	}
+	b.WriteByte('\n')
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err := io.WriteString(h.w, b.String())
+	return err
+}
+
+// appendAttr adds "key value" for a, prefixed by its groups; empty ones are left out.
+func appendAttr(parts []string, prefix string, a slog.Attr) []string {
+	a.Value = a.Value.Resolve()
+	if a.Equal(slog.Attr{}) {
+		return parts
+	}
+	if a.Value.Kind() == slog.KindGroup {
+		if a.Key != "" {
+			prefix += a.Key + "."
+		}
+		for _, g := range a.Value.Group() {
+			parts = appendAttr(parts, prefix, g)
+		}
+		return parts
+	}
+	return append(parts, fmt.Sprintf("%s%s %s", prefix, a.Key, flat(a.Value.String())))
+}
+
+// flat puts a message of several lines (an errors.Join) on one.
+func flat(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// WithAttrs implements slog.Handler.
+func (h *lineHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	c := *h
+	c.attrs = append([]slog.Attr(nil), h.attrs...)
+	for _, a := range as {
+		if h.group != "" {
+			a = slog.Attr{Key: strings.TrimSuffix(h.group, "."), Value: slog.GroupValue(a)}
+		}
+		c.attrs = append(c.attrs, a)
+	}
+	return &c
+}
+
+// WithGroup implements slog.Handler.
+func (h *lineHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	c := *h
+	c.group = h.group + name + "."
+	return &c
+}

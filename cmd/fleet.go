@@ -231,7 +231,7 @@ func (a *runner) runFleetLaunch(ctx context.Context, spec domain.FleetSpec, f fl
 		return writeRows(e.out, f.output, []fleetDryRunRow{{Provider: spec.Provider, Region: spec.Region, DryRun: true, USDHour: est.USDHour, Message: msg}})
 	}
 	if res.Row.ID != "" {
-		if werr := writeRows(e.out, f.output, []present.LedgerRow{present.NewLedgerRow(res.Row, time.Now())}); werr != nil && err == nil {
+		if werr := writeRows(e.out, f.output, present.LedgerRows(time.Now(), res.Row)); werr != nil && err == nil {
 			err = werr
 		}
 	}
@@ -305,5 +305,5 @@ func (a *runner) runFleetDelete(ctx context.Context, id string, yes bool, timeou
 		return err
 	}
 	fmt.Fprintf(e.errOut, "deleted: %s\n", r.ProviderRef)
-	return writeRows(e.out, output, []present.LedgerRow{present.NewLedgerRow(r, time.Now())})
+	return writeRows(e.out, output, present.LedgerRows(time.Now(), r))
 }

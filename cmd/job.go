@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumarket/gpumarket/app"
+	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/job"
 	"github.com/gpumarket/gpumarket/ledger"
 	"github.com/gpumarket/gpumarket/planner"
@@ -69,11 +71,8 @@ func (l jsonList[T]) String() string {
 func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove, now time.Time) jobRow {
 	out := jobRow{ID: j.ID, State: j.State, Strategy: j.Strategy, GPUs: j.Terms.GPUs, Hours: j.Terms.Hours, WorkDoneHours: j.WorkDone,
 		Start: j.Terms.Start.UTC(), Deadline: j.Terms.Deadline.UTC(), SpentUSD: j.SpentUSD, PlanExpectedUSD: j.Plan.ExpectedUSD,
-		PlanP95USD: j.Plan.P95USD, PlanOnTimePct: j.Plan.OnTimePct, HoldUSD: j.HoldUSD, Reason: optString(j.Reason),
-		Outlook: optString(j.Outlook), ProgressSource: "model", Rows: jsonList[present.LedgerRow]{}, Moves: jsonList[ledger.JobMove](moves)}
-	if out.Moves == nil {
-		out.Moves = jsonList[ledger.JobMove]{}
-	}
+		PlanP95USD: j.Plan.P95USD, PlanOnTimePct: j.Plan.OnTimePct, HoldUSD: j.HoldUSD, Reason: present.OptString(j.Reason),
+		Outlook: present.OptString(j.Outlook), ProgressSource: "model", Rows: present.LedgerRows(now, rows...), Moves: append(jsonList[ledger.JobMove]{}, moves...)}
 	switch {
 	case j.Terms.ProgressFile != "":
 		out.ProgressSource = "file " + j.Terms.ProgressFile
@@ -81,8 +80,7 @@ func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove, now tim
 		out.ProgressSource = "command " + j.Terms.ProgressCommand
 	}
 	if j.MaxUSD > 0 {
-		m := j.MaxUSD
-		out.MaxUSD = &m
+		out.MaxUSD = domain.Float(j.MaxUSD)
 	}
 	if pct, ok := job.OnTimePct(j); ok && ledger.JobActive(j.State) {
 		out.OnTimePct = &pct
@@ -90,9 +88,6 @@ func jobRowOf(j ledger.Job, rows []ledger.Entry, moves []ledger.JobMove, now tim
 	if !j.FinishedAt.IsZero() {
 		t := j.FinishedAt.UTC()
 		out.FinishedAt = &t
-	}
-	for _, r := range rows {
-		out.Rows = append(out.Rows, present.NewLedgerRow(r, now))
 	}
 	if rows != nil {
 		out.SpentUSD = ledger.JobSpent(rows, now)
@@ -302,7 +297,7 @@ func (cl *cli) jobShowCmd() *cobra.Command {
 				if output != formatTable {
 					return writeRows(a.out, output, []jobRow{jr})
 				}
-				writeJobTable(a, j, jr, rows, moves)
+				writeJobTable(a.out, j, jr)
 				return nil
 			})
 		},
@@ -313,8 +308,7 @@ func (cl *cli) jobShowCmd() *cobra.Command {
 
 // writeJobTable shows a job for people: its figures, its rows beneath,
 // then its moves.
-func writeJobTable(a *runner, j ledger.Job, jr jobRow, rows []ledger.Entry, moves []ledger.JobMove) {
-	w := a.out
+func writeJobTable(w io.Writer, j ledger.Job, jr jobRow) {
 	fmt.Fprintf(w, "job %s  %s  %s\n", j.ID, j.State, j.Strategy)
 	fmt.Fprintf(w, "  progress   %.1f h of %g h (%s)\n", j.WorkDone, j.Terms.Hours, jr.ProgressSource)
 	fmt.Fprintf(w, "  spent      $%.2f; plan expected $%.2f, p95 $%.2f, on time %.0f%%; hold $%.2f\n", jr.SpentUSD, j.Plan.ExpectedUSD,
@@ -329,17 +323,13 @@ func writeJobTable(a *runner, j ledger.Job, jr jobRow, rows []ledger.Entry, move
 	if j.Reason != "" {
 		fmt.Fprintf(w, "  reason     %s\n", j.Reason)
 	}
-	if len(rows) > 0 {
+	if len(jr.Rows) > 0 {
 		fmt.Fprintln(w, "\nrows:")
-		lr := make([]present.LedgerRow, len(rows))
-		for i, r := range rows {
-			lr[i] = present.NewLedgerRow(r, a.Now())
-		}
-		writeRows(w, formatTable, lr)
+		writeRows(w, formatTable, jr.Rows)
 	}
-	if len(moves) > 0 {
+	if len(jr.Moves) > 0 {
 		fmt.Fprintln(w, "\nmoves:")
-		for _, m := range moves {
+		for _, m := range jr.Moves {
 			fmt.Fprintf(w, "  %s  %s → %s: %s\n", m.At.Local().Format(app.LocalLayout), m.From, m.To, m.Reason)
 		}
 	}

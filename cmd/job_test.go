@@ -51,6 +51,10 @@ func TestJobStartRunShowCancel(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("dry run: exit %d: %s", code, errOut)
 	}
+	// Without --max-usd the job has no limit of its own: null, not 0.
+	if dry, _ := jsonRows(t, out); len(dry) != 1 || dry[0]["state"] != "dry-run" || dry[0]["max_usd"] != nil || !(dry[0]["hold_usd"].(float64) > 0) {
+		t.Errorf("dry run row %v: want state dry-run, max_usd null and a hold", dry)
+	}
 	for _, want := range []string{"Hold: $", "spot+od-planner: expected $", "on-demand", "While none runs, no move is made", "nothing was recorded"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("the confirmation does not say %q:\n%s", want, errOut)

@@ -93,25 +93,21 @@ type rowWriter struct {
 	n      int
 }
 
-// newRowWriter starts writing rows of type rowType (a struct, or a pointer
-// to one) and writes the header.
+// newRowWriter starts writing rows of type rowType (a struct) and writes
+// the header.
 func newRowWriter(w io.Writer, format string, rowType reflect.Type) (*rowWriter, error) {
 	if err := checkOutput(format); err != nil {
 		return nil, err
 	}
-	et := rowType
-	for et.Kind() == reflect.Pointer {
-		et = et.Elem()
-	}
-	if et.Kind() != reflect.Struct {
+	if rowType.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("rows of %s: want flat structs", rowType)
 	}
 	rw := &rowWriter{format: format, typ: rowType, buf: bufio.NewWriterSize(w, 64<<10)}
 	var cols []column
-	if d, ok := declared[et]; ok {
+	if d, ok := declared[rowType]; ok {
 		cols = d()
 	} else {
-		cols = columnsOf(et)
+		cols = columnsOf(rowType)
 	}
 	for _, c := range cols {
 		if format == formatTable && c.tableFmt == "-" || format != formatTable && c.tableOnly {
@@ -124,11 +120,7 @@ func newRowWriter(w io.Writer, format string, rowType reflect.Type) (*rowWriter,
 	case formatJSON:
 		rw.keys = make([][]byte, len(rw.cols))
 		for j, c := range rw.cols {
-			k, err := marshal(c.name)
-			if err != nil {
-				return nil, err
-			}
-			rw.keys[j] = append(k, ':')
+			rw.keys[j] = append(strconv.AppendQuote(nil, c.name), ':') // names are plain ASCII
 		}
 		rw.buf.WriteString("[")
 	case formatCSV:
@@ -156,7 +148,7 @@ func (rw *rowWriter) write(rows any) error {
 		return fmt.Errorf("rowWriter: want []%s, got %T", rw.typ, rows)
 	}
 	for i := 0; i < rv.Len(); i++ {
-		r := rowAt(rv, i)
+		r := rv.Index(i)
 		var err error
 		switch rw.format {
 		case formatJSON:
@@ -301,14 +293,6 @@ func columnsOf(t reflect.Type) []column {
 	return cols
 }
 
-func rowAt(rv reflect.Value, i int) reflect.Value {
-	r := rv.Index(i)
-	for r.Kind() == reflect.Pointer {
-		r = r.Elem()
-	}
-	return r
-}
-
 // cell returns a field's value with pointers followed; ok is false for an
 // unknown value.
 func cell(v reflect.Value) (reflect.Value, bool) {
@@ -410,26 +394,17 @@ func plain(v reflect.Value) string {
 	return fmt.Sprint(v.Interface())
 }
 
+// tableCell is a value for people: plain, or in the column's format or
+// local time; "-" when unknown or empty.
 func tableCell(f reflect.Value, format string) string {
 	v, ok := cell(f)
 	switch {
 	case !ok:
 		return "-"
-	case v.Type() == timeType:
-		t := v.Interface().(time.Time)
-		if t.IsZero() {
-			return "-"
-		}
-		if format == localFormat {
-			return t.Local().Format(app.LocalLayout)
-		}
-		return t.UTC().Format(time.RFC3339)
-	case format != "":
+	case v.Type() == timeType && format == localFormat && !v.Interface().(time.Time).IsZero():
+		return v.Interface().(time.Time).Local().Format(app.LocalLayout)
+	case v.Type() != timeType && format != "":
 		return fmt.Sprintf(format, v.Interface())
-	case v.Kind() == reflect.Float64 || v.Kind() == reflect.Float32:
-		return strconv.FormatFloat(v.Float(), 'f', -1, 64)
-	case v.Kind() == reflect.String && v.String() == "":
-		return "-"
 	}
-	return fmt.Sprint(v.Interface())
+	return cmp.Or(plain(v), "-")
 }

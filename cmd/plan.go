@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,7 +28,7 @@ type planFlags struct {
 	runs                   int
 	output                 string
 	timeout                time.Duration
-	// A market of traces instead of the sources (plan_trace.go).
+	// A market of traces instead of the sources (planMarket).
 	traces         []string
 	spotUSD, odUSD float64
 }
@@ -89,20 +90,7 @@ changeover leaves too short for the work.`,
 			if err := f.check(cmd); err != nil {
 				return err
 			}
-			a, err := cl.newApp(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			job, err := a.planJob(cmd, f, a.Now())
-			if err != nil {
-				return err
-			}
-			if len(f.traces) > 0 {
-				err = a.runPlanOnTraces(cmd.Context(), job, f)
-			} else {
-				err = a.runPlan(cmd.Context(), job, f)
-			}
+			err := cl.withApp(cmd, func(a *runner) error { return a.runPlan(cmd, f) })
 			if err != nil && errors.Is(cmd.Context().Err(), context.Canceled) {
 				// SIGINT or SIGTERM: whatever stage it stopped at.
 				return errors.New("plan: interrupted")
@@ -194,24 +182,17 @@ func (e *env) planJob(cmd *cobra.Command, f planFlags, now time.Time) (planner.J
 	return job, nil
 }
 
-func (a *runner) runPlan(parent context.Context, job planner.Job, f planFlags) error {
-	e := a.env
-	ctx, cancel := context.WithTimeout(parent, f.timeout)
-	defer cancel()
-	market, svc, err := a.PlanMarket(ctx, job, f.timeout)
+func (a *runner) runPlan(cmd *cobra.Command, f planFlags) error {
+	e, parent := a.env, cmd.Context()
+	job, err := a.planJob(cmd, f, a.Now())
 	if err != nil {
 		return err
 	}
-	// The blocks and reservations the job could use, searched as
-	// `offerings` does, so what the plan shows can be booked by id.
-	market.Offerings, err = a.OfferingsFor(ctx, svc, job, func(msg string) { fmt.Fprintf(a.errOut, "gpumarket: plan: %s\n", msg) })
+	market, err := a.planMarket(parent, job, f)
 	if err != nil {
 		return err
 	}
 	results, err := planner.PlanContext(parent, job, market, planner.Options{Runs: f.runs, Seed: 1, Speeds: e.PlanSpeeds()})
-	if errors.Is(err, context.Canceled) {
-		return errors.New("plan: interrupted")
-	}
 	if err != nil {
 		return app.PlanUsage(err)
 	}
@@ -220,19 +201,52 @@ func (a *runner) runPlan(parent context.Context, job planner.Job, f planFlags) e
 	for i, r := range results {
 		rows[i] = present.NewPlanRow(r, e.Config.Budget.MaxBookingUSD, e.Config.Budget.MaxDailyUSD)
 	}
-	a.banner(f.output)
+	if len(f.traces) == 0 {
+		a.banner(f.output)
+	}
 	if f.output != formatTable {
 		return writeRows(e.out, f.output, rows)
 	}
-	return e.planTable(rows, results, f.onTime)
+	return e.planTable(rows, f.onTime)
+}
+
+// planMarket is the sources' market with the job's blocks (searched as
+// `offerings` does, so a row is bookable by id); with --trace, one-GPU pools
+// at the given prices, risk fitted on each trace: a claim a backtest checks.
+func (a *runner) planMarket(parent context.Context, job planner.Job, f planFlags) (planner.Market, error) {
+	var m planner.Market
+	if len(f.traces) > 0 {
+		for _, v := range []struct {
+			name string
+			val  float64
+		}{{"spot-usd-hour", f.spotUSD}, {"on-demand-usd-hour", f.odUSD}} {
+			if math.IsNaN(v.val) || math.IsInf(v.val, 0) || v.val <= 0 {
+				return m, usagef("--%s %v: want a price above 0 per instance-hour", v.name, v.val)
+			}
+		}
+		traces, err := app.ReadTraces(f.traces)
+		for _, t := range traces {
+			t.Name = strings.TrimSuffix(filepath.Base(t.Name), ".json")
+			m.Pools = append(m.Pools, planner.TracePool(t, job.Models[0], job.GPUs, f.spotUSD, f.odUSD, a.PlanPriors()))
+		}
+		return m, err
+	}
+	ctx, cancel := context.WithTimeout(parent, f.timeout)
+	defer cancel()
+	m, svc, err := a.PlanMarket(ctx, job, f.timeout)
+	if err != nil {
+		return m, err
+	}
+	m.Offerings, err = a.OfferingsFor(ctx, svc, job, func(msg string) { fmt.Fprintf(a.errOut, "gpumarket: plan: %s\n", msg) })
+	return m, err
 }
 
 // planTable writes the rows on time at least onTime percent, then the
 // rest under a line saying so (as the Plan view does), then each row's
 // assumptions, and where a row is over a cap, the key and the file.
-func (e *env) planTable(rows []present.PlanRow, results []planner.Result, onTime float64) error {
+func (e *env) planTable(rows []present.PlanRow, onTime float64) error {
 	split := len(rows)
-	for i, r := range results {
+	for i, r := range rows {
 		if r.OnTimePct < onTime {
 			split = i
 			break

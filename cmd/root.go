@@ -1,20 +1,29 @@
 // Package cmd is gpumarket's command line: cobra wiring over the app
-// (package app) and the TUI. Each command has its own file; what they all
-// use is in root.go (the tree; the run: settings, streams, the app), env.go
-// (the common flags), helpers.go, output.go and errors.go.
+// (package app) and the TUI. Each command has its own file (prices beside
+// history, ledger beside usage); what they all use is in root.go (the tree,
+// the run, exit codes and bad usage, the version), env.go (the common flags,
+// confirmations, log lines) and output.go.
 package cmd
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpumarket/gpumarket/app"
+	"github.com/gpumarket/gpumarket/config"
 	"github.com/gpumarket/gpumarket/domain"
 	"github.com/gpumarket/gpumarket/feed"
 	"github.com/gpumarket/gpumarket/ledger"
@@ -33,21 +42,14 @@ type runner struct {
 	*app.App
 }
 
-// newApp loads the settings; nothing is built or started yet.
-func (c *cli) newApp(cmd *cobra.Command) (*runner, error) {
-	e, err := c.setup(cmd)
-	if err != nil {
-		return nil, err
-	}
-	return c.appOf(cmd.Context(), e), nil
-}
-
-// withApp runs f over the command's app and closes it after.
+// withApp loads the settings and runs f over the command's app (nothing
+// built or started yet), closing it after.
 func (c *cli) withApp(cmd *cobra.Command, f func(*runner) error) error {
-	a, err := c.newApp(cmd)
+	e, err := c.setup(cmd)
 	if err != nil {
 		return err
 	}
+	a := c.appOf(cmd.Context(), e)
 	defer a.Close()
 	return f(a)
 }
@@ -84,7 +86,7 @@ With no config file and no --provider it shows a simulated market.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.runRoot(cmd)
+			return c.withApp(cmd, func(a *runner) error { return a.runRoot(cmd.Context()) })
 		},
 	}
 	root.Version = version()
@@ -100,12 +102,7 @@ With no config file and no --provider it shows a simulated market.`,
 	return root
 }
 
-func (c *cli) runRoot(cmd *cobra.Command) error {
-	a, err := c.newApp(cmd)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
+func (a *runner) runRoot(ctx context.Context) error {
 	// Under the TUI nothing may print to the terminal: logs go to a file.
 	logPath := filepath.Join(a.DataDir, "gpumarket.log")
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -115,7 +112,6 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 	defer lf.Close()
 	a.Log = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
 
-	ctx := cmd.Context()
 	h, err := a.Hub(ctx)
 	if err != nil {
 		return err
@@ -139,12 +135,9 @@ func (c *cli) runRoot(cmd *cobra.Command) error {
 	return err
 }
 
-// tuiOptions are what every TUI session of this process shares: the one
-// hub and booking service (the ledger's transactions keep two sessions
-// from buying the same offering), the watch's one evaluator (its alerts
-// go to every session), the filters, the risk model and the Plan view's
-// speeds. The caller adds the session's own role, actor, colours and
-// context.
+// tuiOptions are what every TUI session of this process shares: one hub,
+// booking service and evaluator, so two sessions never buy the same
+// offering and each alert is told once. The caller adds the session's own.
 func (a *runner) tuiOptions(h *feed.Hub, svc *ledger.Service) tui.Options {
 	return tui.Options{
 		Booking:   svc,
@@ -158,4 +151,168 @@ func (a *runner) tuiOptions(h *feed.Hub, svc *ledger.Service) tui.Options {
 		Watch:     a.Watching(),
 		Now:       a.Now,
 	}
+}
+
+// version is the module version the binary was built at, else "(devel)",
+// with the VCS revision and changes when the build recorded them.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	return versionOf(bi)
+}
+
+// versionOf words a build's version: "v1.2.3", "(devel) revision
+// 1a2b3c4d5e6f (2026-11-30T10:00:00Z, modified)".
+func versionOf(bi *debug.BuildInfo) string {
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	vcs := map[string]string{}
+	for _, s := range bi.Settings {
+		vcs[s.Key] = s.Value
+	}
+	rev := vcs["vcs.revision"]
+	if rev == "" {
+		return v
+	}
+	v += " revision " + rev[:min(len(rev), 12)]
+	notes := []string{vcs["vcs.time"]}
+	if vcs["vcs.modified"] == "true" {
+		notes = append(notes, "modified")
+	}
+	if notes = slices.DeleteFunc(notes, func(n string) bool { return n == "" }); len(notes) > 0 {
+		v += " (" + strings.Join(notes, ", ") + ")"
+	}
+	return v
+}
+
+// Exit codes of DESIGN.md's CLI contract.
+const (
+	exitOK      = 0
+	exitFailure = app.ExitFailure
+	exitUsage   = app.ExitUsage
+)
+
+// usageError is bad usage: exit 2, one line naming the flag and the form.
+type usageError = app.UsageError
+
+// reported returns the error of a failure said already.
+func reported(code int) error { return app.SaidError{Code: code} }
+
+// usagef returns a usage error; name the flag and what it accepts.
+func usagef(format string, args ...any) error { return app.Usagef(format, args...) }
+
+// Execute runs gpumarket and returns the exit code; signals cancel the context.
+func Execute() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+}
+
+// run executes one command line; tests call it in-process.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return newCLI().run(ctx, args, stdin, stdout, stderr)
+}
+
+// newCLI is the command line of a normal run.
+func newCLI() *cli { return &cli{table: app.DefaultTable()} }
+
+// run executes one command line with the given streams.
+func (c *cli) run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := c.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var said app.SaidError
+	if errors.As(err, &said) {
+		return said.Code
+	}
+	if msg, ok := usageMessage(err); ok {
+		fmt.Fprintf(stderr, "gpumarket: %s\n", app.FirstLine(msg))
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "gpumarket: %s\n", app.FirstLine(err.Error()))
+	return exitFailure
+}
+
+// usageMessage recognises bad usage of every origin and words it as one line.
+func usageMessage(err error) (string, bool) {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return ue.Msg, true
+	}
+	// A config file read with a bad key or value is bad usage; an unreadable one is not.
+	var fe *config.FileError
+	if errors.As(err, &fe) {
+		return err.Error(), true
+	}
+	if errors.Is(err, domain.ErrInvalidQuery) {
+		// A provider's refusal of terms names the value and what is accepted.
+		return err.Error(), true
+	}
+	var iv *pflag.InvalidValueError
+	if errors.As(err, &iv) {
+		f := iv.GetFlag()
+		return fmt.Sprintf("--%s %q: want %s", f.Name, iv.GetValue(), flagForm(f)), true
+	}
+	var vr *pflag.ValueRequiredError
+	if errors.As(err, &vr) {
+		if f := vr.GetFlag(); f != nil {
+			name := "--" + f.Name
+			if vr.GetSpecifiedShortnames() != "" && f.Shorthand != "" {
+				name = "-" + f.Shorthand
+			}
+			return fmt.Sprintf("%s needs a value: %s", name, f.Usage), true
+		}
+		return vr.Error(), true
+	}
+	var ne *pflag.NotExistError
+	if errors.As(err, &ne) {
+		return ne.Error() + " (see --help for the accepted flags)", true
+	}
+	var se *pflag.InvalidSyntaxError
+	if errors.As(err, &se) {
+		return se.Error(), true
+	}
+	// cobra's own argument checks are plain errors with these prefixes (v1.10).
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "accepts ", "requires at least", "requires at most", "received ", "invalid argument", "unknown flag", "unknown shorthand flag", "flag needs an argument", "bad flag syntax", "if any flags in the group", "required flag"} {
+		if strings.HasPrefix(msg, p) {
+			return msg + " (see --help)", true
+		}
+	}
+	return "", false
+}
+
+// flagForm says what a flag of a built-in type accepts.
+func flagForm(f *pflag.Flag) string {
+	switch f.Value.Type() {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "a whole number"
+	case "float32", "float64":
+		return "a number"
+	case "duration":
+		return "a duration such as 30s, 2m or 1h"
+	case "bool":
+		return "true or false"
+	case "stringSlice", "stringArray":
+		return "a comma list"
+	}
+	return "a " + f.Value.Type()
+}
+
+// flagErrorFunc marks every flag parse error as a usage error.
+func flagErrorFunc(_ *cobra.Command, err error) error {
+	if msg, ok := usageMessage(err); ok {
+		return &usageError{Msg: msg}
+	}
+	return &usageError{Msg: err.Error()}
 }

@@ -23,13 +23,8 @@ import (
 	"github.com/gpumarket/gpumarket/tui"
 )
 
-const (
-	flagListen         = "listen"
-	flagHostKey        = "host-key"
-	flagAuthorizedKeys = "authorized-keys"
-)
-
 func (cl *cli) serveCmd() *cobra.Command {
+	var sf serveFlags
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the TUI over SSH to the keys of an authorized_keys file",
@@ -64,40 +59,39 @@ Connect with: ssh -t -p PORT HOST`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cl.runServe(cmd)
+			return cl.withApp(cmd, func(a *runner) error { return a.runServe(cmd, sf) })
 		},
 	}
 	f := c.Flags()
-	f.String(flagListen, "", "address to listen on, host:port (default: config serve.listen, else 127.0.0.1:2222)")
-	f.String(flagHostKey, "", "the server's SSH host key, created on first use (default: config serve.host_key, else <data dir>/"+server.HostKeyName+")")
-	f.String(flagAuthorizedKeys, "", "authorized_keys file of the keys that may log in (default: config serve.authorized_keys; required)")
+	f.StringVar(&sf.listen, "listen", "", "address to listen on, host:port (default: config serve.listen, else 127.0.0.1:2222)")
+	f.StringVar(&sf.hostKey, "host-key", "", "the server's SSH host key, created on first use (default: config serve.host_key, else <data dir>/"+server.HostKeyName+")")
+	f.StringVar(&sf.authorizedKeys, "authorized-keys", "", "authorized_keys file of the keys that may log in (default: config serve.authorized_keys; required)")
 	return c
 }
 
-func (cl *cli) runServe(cmd *cobra.Command) error {
-	a, err := cl.newApp(cmd)
-	if err != nil {
-		return err
-	}
-	// The app's loops outlive the command's context, so serve drains first.
-	defer a.Close()
+// serveFlags are serve's flags over config serve.*.
+type serveFlags struct{ listen, hostKey, authorizedKeys string }
+
+// runServe serves until the context ends; the app's loops outlive it, so
+// sessions drain before withApp closes them.
+func (a *runner) runServe(cmd *cobra.Command, f serveFlags) error {
 	e := a.env
 	sc := e.Config.Serve
 	flags := cmd.Flags()
-	if flags.Changed(flagListen) {
-		sc.Listen, _ = flags.GetString(flagListen)
+	if flags.Changed("listen") {
+		sc.Listen = f.listen
 		if _, port, err := net.SplitHostPort(sc.Listen); err != nil || port == "" {
 			return usagef("--listen %q: want host:port such as 127.0.0.1:2222", sc.Listen)
 		}
 	}
-	if flags.Changed(flagHostKey) {
-		sc.HostKey, _ = flags.GetString(flagHostKey)
+	if flags.Changed("host-key") {
+		sc.HostKey = f.hostKey
 		if sc.HostKey == "" {
 			return usagef("--host-key %q: want a file path", sc.HostKey)
 		}
 	}
-	if flags.Changed(flagAuthorizedKeys) {
-		sc.AuthorizedKeys, _ = flags.GetString(flagAuthorizedKeys)
+	if flags.Changed("authorized-keys") {
+		sc.AuthorizedKeys = f.authorizedKeys
 	}
 	if sc.AuthorizedKeys == "" {
 		return usagef("--authorized-keys: no authorized_keys file given (flag or config serve.authorized_keys); without one nobody could log in")

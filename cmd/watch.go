@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -49,7 +50,7 @@ one did.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cl.runWatch(cmd, once, timeout)
+			return cl.withApp(cmd, func(a *runner) error { return a.runWatch(cmd.Context(), once, timeout) })
 		},
 	}
 	c.Flags().BoolVar(&once, "once", false, "evaluate every rule once, deliver, exit 0 if none fired and 3 if any did")
@@ -57,12 +58,7 @@ one did.`,
 	return c
 }
 
-func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) error {
-	a, err := cl.newApp(cmd)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
+func (a *runner) runWatch(ctx context.Context, once bool, timeout time.Duration) error {
 	e := a.env
 	// Headless: the log is stderr, alerts are stdout.
 	e.Log = slog.New(slog.NewTextHandler(e.errOut, &slog.HandlerOptions{Level: logLevel(slog.LevelInfo)}))
@@ -71,7 +67,6 @@ func (cl *cli) runWatch(cmd *cobra.Command, once bool, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	ctx := cmd.Context()
 	// The providers serve the config's regions; the market the rules'.
 	ps, err := a.Providers(ctx)
 	if err != nil {

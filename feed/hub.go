@@ -287,27 +287,22 @@ func (h *Hub) loop(ctx context.Context, p domain.Provider) {
 		h.settleCacheLocked(st, req, err)
 		st.settleGapsLocked(req, err)
 		h.dirty = true
+		more := err == nil && h.opt.Now().Add(-h.window).Before(st.haveFrom)
 		h.mu.Unlock()
 		poke(h.fetched) // unless a publish is due already
+		if more {
+			continue // the window grew while we fetched
+		}
 
 		wait := interval
 		if failures > 0 {
 			wait = backoff(interval, failures, h.opt.MaxBackoff)
 		}
-		h.mu.Lock()
-		more := err == nil && h.opt.Now().Add(-h.window).Before(st.haveFrom)
-		h.mu.Unlock()
-		if more {
-			continue // the window grew while we fetched
-		}
-		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return
-		case <-t.C:
+		case <-time.After(wait):
 		case <-h.wake[name]:
-			t.Stop()
 		}
 	}
 }
@@ -421,7 +416,8 @@ func (h *Hub) poolLocked(k domain.PoolKey) *poolState {
 	}
 	ps := &poolState{key: k.String(), pool: poolFromKey(k)}
 	h.pools[k] = ps
-	h.insertKeyLocked(ps)
+	i := sort.Search(len(h.order), func(i int) bool { return h.order[i].key >= ps.key })
+	h.order = slices.Insert(h.order, i, ps)
 	return ps
 }
 
@@ -431,11 +427,6 @@ func poolFromKey(k domain.PoolKey) domain.Pool {
 		p.Cloud, p.GPU = e.Cloud, e.GPU
 	}
 	return p
-}
-
-func (h *Hub) insertKeyLocked(ps *poolState) {
-	i := sort.Search(len(h.order), func(i int) bool { return h.order[i].key >= ps.key })
-	h.order = slices.Insert(h.order, i, ps)
 }
 
 func (h *Hub) publishLoop(ctx context.Context) {

@@ -37,30 +37,25 @@ func (s *Service) Quote(ctx context.Context, offeringID string) (Quote, error) {
 		return q, err
 	}
 	if r, err := s.st.Holder(ctx, kindOf(c.Offering), offeringID); err == nil {
-		if ok, why := s.inFlight(r); ok {
-			return q, fmt.Errorf("refused: a purchase of %s is in flight (ledger row %s, by %s: %s); it is not sent twice", offeringID, r.ID, r.Actor, why)
-		}
-		if !r.Settled() {
-			return q, fmt.Errorf("refused: an earlier purchase of %s (ledger row %s) has an unknown outcome; it is not re-sent: reconcile with `gpumarket ledger`", offeringID, r.ID)
-		}
-		return q, alreadyBooked(r)
+		return q, s.duplicate(ctx, r, false)
 	} else if !errors.Is(err, ErrNotFound) {
 		return q, err
 	}
-	_, err = s.booker(c.Offering.Provider)
+	_, err = ability[domain.Booker](s, c.Offering.Provider, "does not sell capacity blocks")
 	return q, err
 }
 
-func (s *Service) booker(provider string) (domain.Booker, error) {
+// ability is the provider in use that can do T; cannot says what it cannot: "does not launch fleets".
+func ability[T any](s *Service, provider, cannot string) (T, error) {
 	p, ok := s.provs[provider]
 	if !ok {
-		return nil, fmt.Errorf("provider %s is not in use in this run (add it to --provider)", provider)
+		return *new(T), fmt.Errorf("provider %s is not in use in this run (add it to --provider)", provider)
 	}
-	b, ok := p.(domain.Booker)
+	t, ok := p.(T)
 	if !ok {
-		return nil, fmt.Errorf("provider %s does not sell capacity blocks", provider)
+		return t, fmt.Errorf("provider %s %s", provider, cannot)
 	}
-	return b, nil
+	return t, nil
 }
 
 // BookRequest asks to buy an offering found by an earlier search.
@@ -148,7 +143,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 		}
 		shown = req.Confirmed
 	}
-	b, err := s.booker(o.Provider)
+	b, err := ability[domain.Booker](s, o.Provider, "does not sell capacity blocks")
 	if err != nil {
 		return res, err
 	}
@@ -194,7 +189,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 		Start: o.Start, End: o.End, CostUSD: o.UpfrontUSD, State: StatePending, Actor: actor,
 		CreatedAt: now, Request: reqJSON, IdemKey: req.OfferingID,
 	}
-	row, err := s.intent(ctx, intent, func(spent Spending, existing *Entry, _ []Entry) error {
+	row, err := s.st.RecordIntent(ctx, intent, func(spent Spending, existing *Entry, _ []Entry) error {
 		if existing != nil {
 			return nil // reported as a duplicate below
 		}
@@ -203,7 +198,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	if err != nil {
 		var dup *DuplicateError
 		if errors.As(err, &dup) {
-			return res, s.duplicate(ctx, dup.Existing)
+			return res, s.duplicate(ctx, dup.Existing, true)
 		}
 		return res, err
 	}
@@ -211,10 +206,7 @@ func (s *Service) Book(ctx context.Context, req BookRequest) (BookResult, error)
 	s.opt.Logger.Info("purchase intent recorded", "row", row.ID, "offering", o.ID, "provider", o.Provider, "usd", o.UpfrontUSD)
 	res.Row, err = s.transact(ctx, row, transaction{
 		provider: o.Provider, noun: "purchase", subject: "purchase of " + o.ID, made: "bought",
-		cancelled: func(r Entry) Entry {
-			r.State, r.Error = StateFailed, "not sent: cancelled before the call; nothing was bought"
-			return r
-		},
+		cancelled: [2]string{StateFailed, "not sent: cancelled before the call; nothing was bought"},
 		call: func(cctx context.Context) (func(Entry) Entry, string, error) {
 			bk, err := b.Book(cctx, domain.BookRequest{Offering: o, After: now, Ref: row.ID, Actor: actor})
 			if err == nil {
@@ -304,7 +296,7 @@ func (s *Service) madeBefore(ctx context.Context, b domain.Booker, key string, o
 	if err != nil {
 		var dup *DuplicateError
 		if errors.As(err, &dup) {
-			return s.duplicate(ctx, dup.Existing)
+			return s.duplicate(ctx, dup.Existing, true)
 		}
 		return fmt.Errorf("refused: %s was already bought (%s at %s), and its ledger row could not be re-created: %w; nothing new was bought", key, rec.ProviderRef, o.Provider, err)
 	}
@@ -312,16 +304,22 @@ func (s *Service) madeBefore(ctx context.Context, b domain.Booker, key string, o
 		key, rec.ProviderRef, o.Provider, how, row.ID, ErrDuplicate)
 }
 
-// duplicate words the refusal of a second purchase, reconciling an unknown first.
-func (s *Service) duplicate(ctx context.Context, existing Entry) error {
+// duplicate words the refusal of a second purchase, reconciling an unknown first when it may write.
+func (s *Service) duplicate(ctx context.Context, existing Entry, reconcile bool) error {
 	if ok, why := s.inFlight(existing); ok {
 		return fmt.Errorf("refused: a purchase of %s is in flight (ledger row %s, by %s: %s); it is not sent twice", existing.IdemKey, existing.ID, existing.Actor, why)
 	}
 	if !existing.Settled() {
-		if r, settled, reason := s.reconcileRow(ctx, existing); settled {
-			existing = r
-		} else {
-			return fmt.Errorf("refused: an earlier purchase of %s (ledger row %s) has an unknown outcome (%s); it is not re-sent: reconcile with `gpumarket ledger`",
+		reason, settled := "", false
+		if reconcile {
+			var r Entry
+			if r, settled, reason = s.reconcileRow(ctx, existing); settled {
+				existing = r
+			}
+			reason = " (" + reason + ")"
+		}
+		if !settled {
+			return fmt.Errorf("refused: an earlier purchase of %s (ledger row %s) has an unknown outcome%s; it is not re-sent: reconcile with `gpumarket ledger`",
 				existing.IdemKey, existing.ID, reason)
 		}
 		if existing.State == StateFailed {

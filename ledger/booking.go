@@ -52,36 +52,19 @@ type Service struct {
 	opt   Options
 
 	rememberOnce sync.Once
-	// changes counts writes, so a view can tell cheaply to reread the ledger.
-	changes atomic.Uint64
 	// keeping is set once Keep runs: this process may launch a simulated fleet.
 	keeping   atomic.Bool
 	fleetsNow fleetsNowCache
 }
 
-// Changes grows by one with every ledger row the service writes.
-func (s *Service) Changes() uint64 { return s.changes.Load() }
-
-func (s *Service) update(ctx context.Context, r Entry) (Entry, error) {
-	out, err := s.st.Update(ctx, r)
-	s.changes.Add(1)
-	return out, err
-}
+// Changes grows with every ledger row or job its store writes.
+func (s *Service) Changes() uint64 { return s.st.changes.Load() }
 
 // settle is update only from state from; on a conflict it returns the stored row.
 func (s *Service) settle(ctx context.Context, r Entry, from string) (Entry, error) {
 	out, err := s.st.UpdateFrom(ctx, r, from)
 	if errors.Is(err, ErrConflict) {
 		return s.st.Get(ctx, r.ID)
-	}
-	s.changes.Add(1)
-	return out, err
-}
-
-func (s *Service) intent(ctx context.Context, r Entry, check IntentCheck) (Entry, error) {
-	out, err := s.st.RecordIntent(ctx, r, check)
-	if err == nil {
-		s.changes.Add(1)
 	}
 	return out, err
 }
@@ -400,13 +383,11 @@ func (s *Service) FindOfferings(ctx context.Context, q domain.OfferingQuery) (Se
 // remember tells providers that forget their bookings (the simulated market) what the ledger holds.
 func (s *Service) remember(ctx context.Context) {
 	s.rememberOnce.Do(func() {
-		var rem []domain.BookingRememberer
-		for _, name := range s.names {
-			if r, ok := s.provs[name].(domain.BookingRememberer); ok {
-				rem = append(rem, r)
-			}
+		remembers := func(name string) bool {
+			_, ok := s.provs[name].(domain.BookingRememberer)
+			return ok
 		}
-		if len(rem) == 0 {
+		if !slices.ContainsFunc(s.names, remembers) {
 			return
 		}
 		rows, err := s.st.List(ctx)
@@ -441,8 +422,8 @@ type transaction struct {
 	noun     string // "purchase", "launch"
 	subject  string // "purchase of X", "fleet launch"
 	made     string // "bought", "launched"
-	// cancelled is the row when ctx ended before the call: nothing was sent.
-	cancelled func(Entry) Entry
+	// cancelled is the row's state and error when ctx ended before the call: nothing was sent.
+	cancelled [2]string
 	// call sends it; settle writes the answer into the row, ref names what it made.
 	call func(ctx context.Context) (settle func(Entry) Entry, ref string, err error)
 }
@@ -454,7 +435,11 @@ func (s *Service) transact(ctx context.Context, row Entry, t transaction) (Entry
 	defer s.beat(ctx, row.ID)()
 	wctx := context.WithoutCancel(ctx)
 	if err := ctx.Err(); err != nil {
-		out, uerr := s.update(wctx, t.cancelled(row))
+		row.State, row.Error = t.cancelled[0], t.cancelled[1]
+		if row.State == StateScheduled {
+			row.Start = row.Schedule.Start // as asked, not the start of the launch that was not sent
+		}
+		out, uerr := s.st.Update(wctx, row)
 		if uerr != nil {
 			return out, fmt.Errorf("record cancelled %s %s: %w", t.noun, row.ID, uerr)
 		}
@@ -466,21 +451,21 @@ func (s *Service) transact(ctx context.Context, row Entry, t transaction) (Entry
 	if callErr != nil {
 		if s.declined(t.provider, callErr) {
 			row.State, row.Error = StateFailed, callErr.Error()
-			out, err := s.update(wctx, row)
+			out, err := s.st.Update(wctx, row)
 			if err != nil {
 				return out, fmt.Errorf("record failed %s %s: %w (%s error: %v)", t.noun, row.ID, err, t.noun, callErr)
 			}
 			return out, fmt.Errorf("%s declined by %s: %w", t.subject, t.provider, callErr)
 		}
 		row.State, row.Error = StateUnknown, "no answer: "+callErr.Error()
-		out, err := s.update(wctx, row)
+		out, err := s.st.Update(wctx, row)
 		if err != nil {
 			return out, fmt.Errorf("record unknown %s %s: %w (%s error: %v)", t.noun, row.ID, err, t.noun, callErr)
 		}
 		s.opt.Logger.Warn(t.noun+" outcome unknown", "row", row.ID, "err", callErr)
 		return out, &UnknownError{Row: out, Cause: callErr}
 	}
-	out, err := s.update(wctx, settle(row))
+	out, err := s.st.Update(wctx, settle(row))
 	if err != nil {
 		return out, fmt.Errorf("record %s %s (%s: %s): %w", t.noun, row.ID, t.made, ref, err)
 	}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -152,5 +153,57 @@ func TestCallsLeaveNoOpenFiles(t *testing.T) {
 	}
 	if after := fds(); after > before+3 {
 		t.Fatalf("%d open files after 30 calls, %d before", after, before)
+	}
+}
+
+// A pending intent or update that is refused (by its check, or by a
+// conflict) releases the call lock it took: nothing is in flight.
+func TestRefusedWriteReleasesItsCall(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	refuse := fmt.Errorf("over the cap")
+	r := Entry{ID: NewID(time.Now()), Kind: KindFleet, Provider: "sim", IdemKey: "k", State: StatePending}
+	if _, err := s.RecordIntent(ctx, r, func(Spending, *Entry, []Entry) error { return refuse }); err != refuse {
+		t.Fatalf("got %v, want the check's refusal", err)
+	}
+	if _, err := os.Stat(s.rowLock(r.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the refused intent's call lock is still held: %v", err)
+	}
+	r.State = StateScheduled
+	if _, err := s.RecordIntent(ctx, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.State = StatePending
+	if _, err := s.UpdateFrom(ctx, r, StateActive); !errors.Is(err, ErrConflict) {
+		t.Fatalf("got %v, want a conflict", err)
+	}
+	if _, err := os.Stat(s.rowLock(r.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the conflicting update's call lock is still held: %v", err)
+	}
+}
+
+// A launch whose context ends before its call sends nothing, and its row
+// says so by how it came: a new intent failed, a re-send of a lost answer
+// unknown again, a scheduled launch scheduled again at the start asked.
+func TestLaunchCancelledBeforeItsCallByKind(t *testing.T) {
+	st := openTest(t)
+	s := New(st, nil, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	asked := time.Date(2026, 3, 2, 5, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		kind  [2]string
+		want  string
+		start time.Time
+	}{{sendFresh, StateFailed, asked.Add(time.Hour)}, {sendAgain, StateUnknown, asked.Add(time.Hour)}, {sendScheduled, StateScheduled, asked}} {
+		row, err := st.RecordIntent(context.Background(), Entry{Kind: KindFleet, Provider: "sim", IdemKey: NewID(time.Now()), State: StatePending,
+			Start: asked.Add(time.Hour), Schedule: FleetSchedule{Start: asked, Keeper: KeptByGpumarket}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.sendFleet(ctx, nil, row, FleetResult{}, c.kind) // no launcher: the call must not be made
+		if err == nil || res.Row.State != c.want || res.Row.Error != c.kind[1] || !res.Row.Start.Equal(c.start) {
+			t.Errorf("%v: got %s %q from %s (%v), want %s from %s", c.kind, res.Row.State, res.Row.Error, res.Row.Start, err, c.want, c.start)
+		}
 	}
 }

@@ -36,15 +36,12 @@ const unknownPrices = "unknown prices"
 
 // EstimateFleet prices a fleet at current prices, spot at its dearest pool; NaN when unknown.
 func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) FleetEstimate {
-	est := FleetEstimate{USDHour: math.NaN()}
+	est := FleetEstimate{USDHour: math.NaN(), Basis: unknownPrices}
 	if len(spec.InstanceTypes) > 0 {
-		if e, ok := domain.LookupGPU(spec.InstanceTypes[0]); ok {
-			est.GPUs = e.GPU.Count * float64(spec.TargetCapacity)
-		}
+		est.GPUs = gpusOf(spec.InstanceTypes[0]) * float64(spec.TargetCapacity)
 	}
 	p, ok := s.provs[spec.Provider]
 	if !ok {
-		est.Basis = unknownPrices
 		return est
 	}
 	want := map[string]bool{}
@@ -87,9 +84,7 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 	}
 	if spot == 0 {
 		if err != nil {
-			est.Basis = unknownPrices + ": " + err.Error()
-		} else {
-			est.Basis = unknownPrices
+			est.Basis += ": " + err.Error()
 		}
 		return est
 	}
@@ -108,20 +103,21 @@ func (s *Service) EstimateFleet(ctx context.Context, spec domain.FleetSpec) Flee
 	// Spot priced at the max price counts the fewest GPUs of any type: any may pay it.
 	fewest := math.Inf(1)
 	for _, t := range spec.InstanceTypes {
-		if e, ok := domain.LookupGPU(t); ok && e.GPU.Count > 0 {
-			fewest = min(fewest, e.GPU.Count)
+		if g := gpusOf(t); g > 0 {
+			fewest = min(fewest, g)
 		}
 	}
-	gpusOf := func(t string) float64 {
-		if e, ok := domain.LookupGPU(t); ok && e.GPU.Count > 0 {
-			return e.GPU.Count
-		}
-		return fewest
-	}
-	if g := float64(base)*gpusOf(ondType) + float64(spec.TargetCapacity-base)*gpusOf(spotPool.InstanceType); g > 0 && !math.IsInf(g, 0) {
+	priced := func(t string) float64 { return cmp.Or(gpusOf(t), fewest) }
+	if g := float64(base)*priced(ondType) + float64(spec.TargetCapacity-base)*priced(spotPool.InstanceType); g > 0 && !math.IsInf(g, 0) {
 		est.PricedGPUs = g
 	}
 	return est
+}
+
+// gpusOf is an instance type's GPUs, 0 when unknown.
+func gpusOf(t string) float64 {
+	e, _ := domain.LookupGPU(t)
+	return e.GPU.Count
 }
 
 // zoneOf names a pool's zone with its region, or the region when it has none.
@@ -220,13 +216,9 @@ func (s *Service) LaunchFleet(ctx context.Context, req FleetRequest) (FleetResul
 		return FleetResult{}, err
 	}
 	res := FleetResult{DryRun: spec.DryRun}
-	p, ok := s.provs[spec.Provider]
-	if !ok {
-		return res, fmt.Errorf("provider %s is not in use in this run (add it to --provider)", spec.Provider)
-	}
-	fl, ok := p.(domain.FleetLauncher)
-	if !ok {
-		return res, fmt.Errorf("provider %s does not launch fleets", spec.Provider)
+	fl, err := ability[domain.FleetLauncher](s, spec.Provider, "does not launch fleets")
+	if err != nil {
+		return res, err
 	}
 	if !spec.DryRun && s.st.ReadOnly() {
 		return res, fmt.Errorf("refused: %w, and a launch is recorded before it is sent; nothing was launched", ErrReadOnly)
@@ -344,7 +336,7 @@ func (s *Service) recordFleet(ctx context.Context, fl domain.FleetLauncher, spec
 		}
 		for _, o := range live {
 			switch {
-			case (o.State == StatePending || o.State == StateUnknown) && sameFleet(o, spec):
+			case (o.State == StatePending || o.State == StateUnknown) && asks(o, spec, false):
 				// Another process recorded the same fleet since openFleet looked.
 				return fmt.Errorf("refused: a launch of the same fleet is in flight (ledger row %s, by %s); it is not sent twice", o.ID, o.Actor)
 			case !again && sameTerms(o, intent):
@@ -361,7 +353,6 @@ func (s *Service) recordFleet(ctx context.Context, fl domain.FleetLauncher, spec
 		}
 		return res, err
 	}
-	s.changes.Add(1)
 	if later {
 		s.opt.Logger.Info("fleet scheduled: gpumarket launches it at its start", "row", row.ID, "provider", spec.Provider, "start", spec.Start, "end", spec.End)
 		res.Row = row
@@ -373,20 +364,16 @@ func (s *Service) recordFleet(ctx context.Context, fl domain.FleetLauncher, spec
 	return s.sendFleet(ctx, fl, row, res, sendFresh)
 }
 
-// sendKind decides what a launch cancelled before its call leaves in the row.
-type sendKind int
-
-const (
-	// sendFresh: a new intent; cancelled, it failed (nothing was sent).
-	sendFresh sendKind = iota
-	// sendAgain: a re-send of a lost answer; cancelled, it is unknown again.
-	sendAgain
-	// sendScheduled: a scheduled launch; cancelled, it is scheduled again.
-	sendScheduled
+// What a launch cancelled before its call leaves in its row: a new intent failed (nothing was sent),
+// a re-send of a lost answer unknown again, a scheduled launch scheduled again.
+var (
+	sendFresh     = [2]string{StateFailed, "not sent: cancelled before the call; nothing was launched"}
+	sendAgain     = [2]string{StateUnknown, "no answer to the first launch; its re-send was cancelled before the call"}
+	sendScheduled = [2]string{StateScheduled, ""}
 )
 
 // sendFleet makes the launch call of a recorded intent and records its outcome.
-func (s *Service) sendFleet(ctx context.Context, fl domain.FleetLauncher, row Entry, res FleetResult, kind sendKind) (FleetResult, error) {
+func (s *Service) sendFleet(ctx context.Context, fl domain.FleetLauncher, row Entry, res FleetResult, cancelled [2]string) (FleetResult, error) {
 	res.Row = row
 	var spec domain.FleetSpec
 	if err := json.Unmarshal(row.Request, &spec); err != nil {
@@ -396,20 +383,7 @@ func (s *Service) sendFleet(ctx context.Context, fl domain.FleetLauncher, row En
 	var err error
 	res.Row, err = s.transact(ctx, row, transaction{
 		provider: spec.Provider, noun: "launch", subject: "fleet launch", made: "launched",
-		cancelled: func(r Entry) Entry {
-			switch kind {
-			case sendFresh:
-				r.State, r.Error = StateFailed, "not sent: cancelled before the call; nothing was launched"
-			case sendAgain:
-				r.State, r.Error = StateUnknown, "no answer to the first launch; its re-send was cancelled before the call"
-			case sendScheduled:
-				r.State, r.Error = StateScheduled, ""
-				if sched, ok := ScheduleOf(r); ok {
-					r.Start = sched.Start
-				}
-			}
-			return r
-		},
+		cancelled: cancelled,
 		call: func(cctx context.Context) (func(Entry) Entry, string, error) {
 			f, err := fl.LaunchFleet(cctx, spec)
 			if err == nil {
@@ -428,7 +402,7 @@ func (s *Service) openFleet(ctx context.Context, spec domain.FleetSpec) (*Entry,
 		return nil, err
 	}
 	for _, r := range rows {
-		if r.Kind == KindFleet && sameFleet(r, spec) {
+		if r.Kind == KindFleet && asks(r, spec, false) {
 			return &r, nil
 		}
 	}
@@ -496,9 +470,6 @@ func runWindow(r Entry) (from, until time.Time) {
 	return from, r.Schedule.End
 }
 
-// sameFleet reports whether a row asks for spec's fleet, client token aside.
-func sameFleet(r Entry, spec domain.FleetSpec) bool { return asks(r, spec, false) }
-
 // asks reports whether a fleet row asks for spec, client token aside (and its window, anyTime).
 func asks(r Entry, spec domain.FleetSpec, anyTime bool) bool {
 	var got domain.FleetSpec
@@ -543,7 +514,6 @@ func (s *Service) fleetAgain(ctx context.Context, prev Entry) (row Entry, retry 
 	if err != nil {
 		return r, false, err
 	}
-	s.changes.Add(1)
 	s.opt.Logger.Info("re-sending a launch whose answer was lost, under its own client token", "row", u.ID, "token", u.IdemKey, "reason", reason)
 	return u, true, nil
 }
@@ -634,7 +604,7 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (Entry, err
 			// A simulated fleet lives in its process: gone with it, nothing bills.
 			r.State, r.Error = StateDeleted, ""
 			r.Note = simFleetGone + " (" + err.Error() + ")"
-			return s.update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
+			return s.st.Update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
 		}
 		return r, fmt.Errorf("delete fleet %s: %w (the ledger still shows it %s; deleting again is safe)", r.ProviderRef, err, r.State)
 	}
@@ -643,7 +613,7 @@ func (s *Service) DeleteFleet(ctx context.Context, id, actor string) (Entry, err
 	if actor != "" {
 		r.Note = "deleted by " + actor
 	}
-	return s.update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
+	return s.st.Update(context.WithoutCancel(ctx), fleetDates(r, s.opt.Now()))
 }
 
 // cancelScheduled deletes a fleet not yet launched, unless the loop took it meanwhile.
@@ -663,7 +633,6 @@ func (s *Service) cancelScheduled(ctx context.Context, r Entry, actor string) (E
 	if err != nil {
 		return r, err
 	}
-	s.changes.Add(1)
 	return next, nil
 }
 

@@ -219,6 +219,7 @@ func (s *Store) CreateJob(ctx context.Context, j Job, check func(daySpent float6
 	if err != nil {
 		return Job{}, err
 	}
+	s.changes.Add(1)
 	return j, nil
 }
 
@@ -410,12 +411,8 @@ func (s *Store) JobRows(ctx context.Context, jobID string) ([]Entry, error) {
 	if !s.hasJobs() {
 		return nil, nil
 	}
-	out, err := s.rows(ctx, s.db, `WHERE kind = ? AND idem_key IN (SELECT idem_key FROM job_launches WHERE job_id = ?)
+	return s.rows(ctx, s.db, "rows of job "+jobID, `WHERE kind = ? AND idem_key IN (SELECT idem_key FROM job_launches WHERE job_id = ?)
 		ORDER BY (SELECT seq FROM job_launches k WHERE k.idem_key = ledger.idem_key), id`, KindFleet, jobID)
-	if err != nil {
-		return nil, fmt.Errorf("rows of job %s: %w", jobID, err)
-	}
-	return out, nil
 }
 
 // EndJob sets a job's final state at the caller's clock (a fast simulated market runs ahead) whoever holds
@@ -454,11 +451,7 @@ func (s *Service) StartJob(ctx context.Context, j Job) (Job, error) {
 	}
 	j.Actor = cmp.Or(j.Actor, s.opt.Actor)
 	j.CreatedAt = s.opt.Now()
-	out, err := s.st.CreateJob(ctx, j, func(spent float64) error { return s.checkBudget(j.HoldUSD, spent) })
-	if err == nil {
-		s.changes.Add(1)
-	}
-	return out, err
+	return s.st.CreateJob(ctx, j, func(spent float64) error { return s.checkBudget(j.HoldUSD, spent) })
 }
 
 // ReconcileRow settles one row as Reconcile does unless its call is in flight (a simulated fleet whose

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -80,12 +80,8 @@ func merge(kept domain.UsageReport, keptAt time.Time, newer domain.UsageReport) 
 	} else if kept.Source != "" && out.Source != "" && kept.Source != out.Source && keptSamples {
 		out.Source += "; earlier samples: " + kept.Source
 	}
-	sort.SliceStable(out.Instances, func(i, j int) bool {
-		a, b := out.Instances[i], out.Instances[j]
-		if a.ID != b.ID {
-			return a.ID < b.ID
-		}
-		return a.Start.Before(b.Start)
+	slices.SortStableFunc(out.Instances, func(a, b domain.InstanceUsage) int {
+		return cmp.Or(strings.Compare(a.ID, b.ID), a.Start.Compare(b.Start))
 	})
 	return out
 }
@@ -102,12 +98,7 @@ func unionSamples(a, b []domain.BusySample) []domain.BusySample {
 	for _, s := range b {
 		byAt[s.At.UnixNano()] = s
 	}
-	out := make([]domain.BusySample, 0, len(byAt))
-	for _, s := range byAt {
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
-	return out
+	return slices.SortedFunc(maps.Values(byAt), func(a, b domain.BusySample) int { return a.At.Compare(b.At) })
 }
 
 // uncovered is run in cut to the time no newer run of its instance covers.
@@ -250,7 +241,8 @@ func capKept(rep domain.UsageReport, max int) (domain.UsageReport, string) {
 	out.Instances = slices.Clone(rep.Instances)
 	var mergedBefore time.Time
 	for round := 0; total > max && round < maxMergeRounds; round++ {
-		cut := oldestHalfEnd(out)
+		ats := sampleStarts(out)
+		cut := time.Unix(0, ats[len(ats)/2]).UTC() // the start of the median sample
 		merged := 0
 		for i := range out.Instances {
 			var n int
@@ -287,12 +279,6 @@ func countSamples(rep domain.UsageReport) int {
 	return n
 }
 
-// oldestHalfEnd is the start of the median sample.
-func oldestHalfEnd(rep domain.UsageReport) time.Time {
-	ats := sampleStarts(rep)
-	return time.Unix(0, ats[len(ats)/2]).UTC()
-}
-
 // sampleStarts are the starts of rep's samples in Unix nanoseconds, in order.
 func sampleStarts(rep domain.UsageReport) []int64 {
 	ats := make([]int64, 0, countSamples(rep))
@@ -307,22 +293,12 @@ func sampleStarts(rep domain.UsageReport) []int64 {
 
 // mergePairs merges neighbouring equal samples ending by cut, two into one.
 func mergePairs(busy []domain.BusySample, cut time.Time) ([]domain.BusySample, int) {
-	out := busy[:0:0]
-	merged := 0
-	for i := 0; i < len(busy); i++ {
-		a := busy[i]
-		if i+1 < len(busy) {
-			b := busy[i+1]
-			if b.Period == a.Period && b.At.Equal(a.At.Add(a.Period)) && !b.At.Add(b.Period).After(cut) {
-				out = append(out, domain.BusySample{At: a.At, Period: 2 * a.Period, Share: (a.Share + b.Share) / 2})
-				merged++
-				i++
-				continue
-			}
-		}
-		out = append(out, a)
+	m := sampleMerger{factor: 2, cut: cut}
+	for _, s := range busy {
+		m.add(s)
 	}
-	return out, merged
+	out := m.done()
+	return out, len(busy) - len(out)
 }
 
 // dropOldest drops rep's n oldest samples and returns the oldest start kept.
@@ -491,22 +467,19 @@ func (s *Store) LoadUsage(ctx context.Context, rowID string) (domain.UsageReport
 		return domain.UsageReport{}, time.Time{}, false, nil
 	}
 	var at, body string
+	var t time.Time
+	var rep domain.UsageReport
 	err := s.db.QueryRowContext(ctx, `SELECT read_at, report FROM usage_kept WHERE row_id = ?`, rowID).Scan(&at, &body)
-	if errors.Is(err, errNoRows) {
+	if err == nil {
+		t, err = parseTime(at)
+	}
+	if err == nil {
+		rep, err = decodeUsage(body)
+	}
+	switch {
+	case errors.Is(err, errNoRows) || errors.Is(err, errKeptVersion):
 		return domain.UsageReport{}, time.Time{}, false, nil
-	}
-	if err != nil {
-		return domain.UsageReport{}, time.Time{}, false, fmt.Errorf("read the usage kept of %s: %w", rowID, err)
-	}
-	t, err := parseTime(at)
-	if err != nil {
-		return domain.UsageReport{}, time.Time{}, false, fmt.Errorf("read the usage kept of %s: %w", rowID, err)
-	}
-	rep, err := decodeUsage(body)
-	if errors.Is(err, errKeptVersion) {
-		return domain.UsageReport{}, time.Time{}, false, nil
-	}
-	if err != nil {
+	case err != nil:
 		return domain.UsageReport{}, time.Time{}, false, fmt.Errorf("read the usage kept of %s: %w", rowID, err)
 	}
 	return rep, t, true, nil
@@ -597,16 +570,18 @@ func decodeInstancesMerged(dec *json.Decoder, factor int) ([]domain.InstanceUsag
 	return out, err
 }
 
-// sampleMerger merges up to factor neighbouring samples into one.
+// sampleMerger merges up to factor neighbouring samples into one, those ending by cut when it is set.
 type sampleMerger struct {
 	factor int
+	cut    time.Time
 	out    []domain.BusySample
 	cur    domain.BusySample
 	n      int
 }
 
 func (m *sampleMerger) add(s domain.BusySample) {
-	if m.n > 0 && m.n < m.factor && s.Period == m.cur.Period/time.Duration(m.n) && s.At.Equal(m.cur.At.Add(m.cur.Period)) {
+	if m.n > 0 && m.n < m.factor && s.Period == m.cur.Period/time.Duration(m.n) && s.At.Equal(m.cur.At.Add(m.cur.Period)) &&
+		(m.cut.IsZero() || !s.At.Add(s.Period).After(m.cut)) {
 		m.cur.Share = (m.cur.Share*float64(m.n) + s.Share) / float64(m.n+1)
 		m.cur.Period += s.Period
 		m.n++

@@ -288,3 +288,21 @@ func BenchmarkKeepFleetWeek(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(enc)), "bytes/report")
 }
+
+// A kept report of an encoding this build does not know is read as none
+// (the live read stands), while a damaged one is an error that says so.
+func TestKeptOfAnotherEncodingIsNone(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	for id, body := range map[string]string{"newer": `{"v":2,"instances":[]}`, "damaged": `{"v":1,"instances":[{`} {
+		if _, err := s.db.Exec(`INSERT INTO usage_kept (row_id, read_at, report) VALUES (?, ?, ?)`, id, fmtTime(time.Now()), body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, ok, err := s.LoadUsage(ctx, "newer"); ok || err != nil {
+		t.Errorf("newer encoding: got ok %v, %v; want none and no error", ok, err)
+	}
+	if _, _, ok, err := s.LoadUsage(ctx, "damaged"); ok || err == nil {
+		t.Errorf("damaged: got ok %v, %v; want an error", ok, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -133,7 +134,7 @@ type Spending func(day time.Time) (float64, error)
 type IntentCheck func(spent Spending, existing *Entry, live []Entry) error
 
 // RecordIntent writes the row and commits durably before it returns.
-func (s *Store) RecordIntent(ctx context.Context, r Entry, check IntentCheck) (Entry, error) {
+func (s *Store) RecordIntent(ctx context.Context, r Entry, check IntentCheck) (_ Entry, err error) {
 	if r.ID == "" {
 		r.ID = NewID(s.now())
 	}
@@ -153,33 +154,30 @@ func (s *Store) RecordIntent(ctx context.Context, r Entry, check IntentCheck) (E
 		}
 		r.Owner, r.Heartbeat = s.owner.String(), r.CreatedAt
 	}
-	out, err := s.recordIntent(ctx, r, check)
-	if err != nil && r.State == StatePending {
-		s.EndCall(r.ID)
-	}
-	return out, err
-}
-
-func (s *Store) recordIntent(ctx context.Context, r Entry, check IntentCheck) (Entry, error) {
+	defer func() {
+		if err != nil && r.State == StatePending {
+			s.EndCall(r.ID)
+		}
+	}()
 	// An intent is as old as its creation, by the caller's clock.
 	r.UpdatedAt = r.CreatedAt
 	if len(r.Request) == 0 {
 		r.Request = json.RawMessage("{}")
 	}
-	err := s.inTx(ctx, "record intent", func(tx *sql.Tx) error {
-		existing, err := s.one(ctx, tx, `kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey)
+	err = s.inTx(ctx, "record intent", func(tx *sql.Tx) error {
+		existing, err := s.one(ctx, tx, "record intent", `kind = ? AND idem_key = ? AND state <> 'failed'`, r.Kind, r.IdemKey)
 		if err != nil && !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("record intent: %w", err)
+			return err
 		}
 		var ex *Entry
 		if err == nil {
 			ex = &existing
 		}
 		if check != nil {
-			live, err := s.rows(ctx, tx, `WHERE kind = ? AND state IN (?, ?, ?, ?) ORDER BY id`,
+			live, err := s.rows(ctx, tx, "record intent: unsettled "+r.Kind+" rows", `WHERE kind = ? AND state IN (?, ?, ?, ?) ORDER BY id`,
 				r.Kind, StatePending, StateUnknown, StateScheduled, StateActive)
 			if err != nil {
-				return fmt.Errorf("record intent: unsettled %s rows: %w", r.Kind, err)
+				return err
 			}
 			spent := func(day time.Time) (float64, error) { return s.DayHeld(ctx, tx, day, "") }
 			if err := check(spent, ex, live); err != nil {
@@ -197,6 +195,7 @@ func (s *Store) recordIntent(ctx context.Context, r Entry, check IntentCheck) (E
 	if err != nil {
 		return Entry{}, err
 	}
+	s.changes.Add(1)
 	return r, nil
 }
 
@@ -213,30 +212,24 @@ func (s *Store) UpdateFrom(ctx context.Context, r Entry, from string) (Entry, er
 	return s.UpdateFromChecked(ctx, r, from, nil)
 }
 
-// UpdateFromChecked is UpdateFrom with check run first in the same transaction.
-func (s *Store) UpdateFromChecked(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
+// UpdateFromChecked is UpdateFrom with check run first in the same transaction, seeing the row in state from.
+func (s *Store) UpdateFromChecked(ctx context.Context, r Entry, from string, check func(spent Spending) error) (_ Entry, err error) {
 	if s.readOnly {
 		return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, ErrReadOnly)
 	}
 	r.UpdatedAt = s.now()
-	claimed := false
 	if r.State == StatePending && from != StatePending {
 		if err := s.claimCall(r.ID); err != nil {
 			return Entry{}, fmt.Errorf("update ledger row %s: %w", r.ID, err)
 		}
-		claimed = true
 		r.Owner, r.Heartbeat = s.owner.String(), r.UpdatedAt
+		defer func() {
+			if err != nil {
+				s.EndCall(r.ID)
+			}
+		}()
 	}
-	out, err := s.write(ctx, r, from, check)
-	if err != nil && claimed {
-		s.EndCall(r.ID)
-	}
-	return out, err
-}
-
-// write writes r in one transaction, from state from when given; check sees the row in that state.
-func (s *Store) write(ctx context.Context, r Entry, from string, check func(spent Spending) error) (Entry, error) {
-	err := s.inTx(ctx, "update ledger row "+r.ID, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, "update ledger row "+r.ID, func(tx *sql.Tx) error {
 		if check != nil {
 			var state string
 			if err := tx.QueryRowContext(ctx, `SELECT state FROM ledger WHERE id = ?`, r.ID).Scan(&state); err != nil {
@@ -262,18 +255,22 @@ func (s *Store) write(ctx context.Context, r Entry, from string, check func(spen
 	if err != nil {
 		return Entry{}, err
 	}
+	s.changes.Add(1)
 	return r, nil
 }
 
-// exec writes the row's outcome fields and says how many rows changed.
+// exec writes the row's outcome fields (all but those its intent fixed) and says how many rows changed.
 func (s *Store) exec(ctx context.Context, tx *sql.Tx, r Entry, from string) (int64, error) {
-	q := `UPDATE ledger SET provider=?, cloud=?, region=?, zone=?, instance_type=?, instance_count=?,
-		gpu_count=?, start_at=?, end_at=?, cost_usd=?, cost_note=?, state=?, provider_ref=?, actor=?, updated_at=?, error=?,
-		note=?, owner=?, heartbeat_at=?, usd_hour=?, sched_start=?, sched_end=?, sched_keeper=? WHERE id=?`
-	cost, hour := r.costs()
-	args := []any{r.Provider, r.Cloud, r.Region, r.Zone, r.InstanceType, r.InstanceCount, r.GPUCount, fmtTime(r.Start), fmtTime(r.End),
-		cost, r.CostNote, r.State, r.ProviderRef, r.Actor, fmtTime(r.UpdatedAt), r.Error, r.Note, r.Owner, fmtTime(r.Heartbeat),
-		hour, fmtTime(r.Schedule.Start), fmtTime(r.Schedule.End), string(r.Schedule.Keeper), r.ID}
+	var set []string
+	var args []any
+	vals := r.args()
+	for i, c := range strings.Split(columns, ",") {
+		if c = strings.TrimSpace(c); !slices.Contains([]string{"id", "kind", "created_at", "request", "idem_key"}, c) {
+			set, args = append(set, c+"=?"), append(args, vals[i])
+		}
+	}
+	q := `UPDATE ledger SET ` + strings.Join(set, ", ") + ` WHERE id=?`
+	args = append(args, r.ID)
 	if from != "" {
 		q += ` AND state=?`
 		args = append(args, from)
@@ -288,30 +285,18 @@ func (s *Store) exec(ctx context.Context, tx *sql.Tx, r Entry, from string) (int
 
 // Get returns one row.
 func (s *Store) Get(ctx context.Context, id string) (Entry, error) {
-	r, err := s.one(ctx, s.db, `id = ?`, id)
-	if err != nil {
-		return Entry{}, fmt.Errorf("ledger row %s: %w", id, err)
-	}
-	return r, nil
+	return s.one(ctx, s.db, "ledger row "+id, `id = ?`, id)
 }
 
 // FindByRef returns the newest row with the provider's id.
 func (s *Store) FindByRef(ctx context.Context, ref string) (Entry, error) {
-	r, err := s.one(ctx, s.db, `provider_ref = ? ORDER BY id DESC LIMIT 1`, ref)
-	if err != nil {
-		return Entry{}, fmt.Errorf("ledger row for %s: %w", ref, err)
-	}
-	return r, nil
+	return s.one(ctx, s.db, "ledger row for "+ref, `provider_ref = ? ORDER BY id DESC LIMIT 1`, ref)
 }
 
 // List returns the rows newest first, only those in states when given.
 func (s *Store) List(ctx context.Context, states ...string) ([]Entry, error) {
 	where, args := inStates(states)
-	out, err := s.rows(ctx, s.db, where+` ORDER BY id DESC`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list ledger: %w", err)
-	}
-	return out, nil
+	return s.rows(ctx, s.db, "list ledger", where+` ORDER BY id DESC`, args...)
 }
 
 // inStates is a WHERE clause keeping the states given, "" for none.
@@ -323,20 +308,27 @@ func inStates(states []string) (string, []any) {
 	return `WHERE state IN (` + ph + `)`, args
 }
 
-// rows reads the ledger rows the clause (WHERE …, ORDER BY …) picks.
-func (s *Store) rows(ctx context.Context, q sqlitedb.Querier, clause string, args ...any) ([]Entry, error) {
-	return sqlitedb.All(ctx, q, scan, `SELECT `+s.cols()+` FROM ledger `+clause, args...)
+// rows reads the ledger rows the clause (WHERE …, ORDER BY …) picks; what names them in the error.
+func (s *Store) rows(ctx context.Context, q sqlitedb.Querier, what, clause string, args ...any) ([]Entry, error) {
+	out, err := sqlitedb.All(ctx, q, scan, `SELECT `+s.cols()+` FROM ledger `+clause, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
 }
 
 var errNoRows = sql.ErrNoRows
 
-// one reads the row where picks, or ErrNotFound.
-func (s *Store) one(ctx context.Context, q sqlitedb.Querier, where string, args ...any) (Entry, error) {
+// one reads the row where picks, or ErrNotFound; what names it in the error.
+func (s *Store) one(ctx context.Context, q sqlitedb.Querier, what, where string, args ...any) (Entry, error) {
 	r, err := scan(q.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM ledger WHERE `+where, args...))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Entry{}, ErrNotFound
+		err = ErrNotFound
 	}
-	return r, err
+	if err != nil {
+		return Entry{}, fmt.Errorf("%s: %w", what, err)
+	}
+	return r, nil
 }
 
 // DaySpent is what the ledger holds against t's UTC day (Store.DayHeld).
@@ -360,11 +352,7 @@ func (s *Store) HeldKeys(ctx context.Context, kinds ...string) (map[string]bool,
 
 // Holder returns the row not failed holding the kind's key, or ErrNotFound.
 func (s *Store) Holder(ctx context.Context, kind, key string) (Entry, error) {
-	r, err := s.one(ctx, s.db, `kind = ? AND idem_key = ? AND state <> 'failed'`, kind, key)
-	if err != nil {
-		return Entry{}, fmt.Errorf("ledger holder of %s %s: %w", kind, key, err)
-	}
-	return r, nil
+	return s.one(ctx, s.db, "ledger holder of "+kind+" "+key, `kind = ? AND idem_key = ? AND state <> 'failed'`, kind, key)
 }
 
 const columns = `id, kind, provider, cloud, region, zone, instance_type, instance_count, gpu_count, start_at, end_at,
@@ -605,16 +593,11 @@ type DayAmount struct {
 
 // HoldOf is what a row holds against the caps, whole and by UTC day.
 func HoldOf(r Entry) Hold {
-	h := Hold{}
 	if r.Kind != KindFleet {
-		day := r.CreatedAt.UTC().Truncate(24 * time.Hour)
-		h.Whole = r.CostUSD
-		h.Days = []DayAmount{{Day: day, USD: r.CostUSD}}
-		return h
+		return Hold{Whole: r.CostUSD, Days: []DayAmount{{Day: r.CreatedAt.UTC().Truncate(24 * time.Hour), USD: r.CostUSD}}}
 	}
 	from, until := holdWindow(r)
-	h.Whole = r.USDHour * until.Sub(from).Hours()
-	h.What = fmt.Sprintf("%s at $%.2f/h", Countdown(until.Sub(from)), r.USDHour)
+	h := Hold{Whole: r.USDHour * until.Sub(from).Hours(), What: fmt.Sprintf("%s at $%.2f/h", Countdown(until.Sub(from)), r.USDHour)}
 	if r.Schedule.End.IsZero() {
 		h.What = fmt.Sprintf("its first %s at $%.2f/h; it has no end", Countdown(unboundedHold), r.USDHour)
 	}
@@ -627,32 +610,25 @@ func HoldOf(r Entry) Hold {
 // DayHeld is what the ledger holds against t's UTC day but row except; NaN if a price is unknown.
 func (s *Store) DayHeld(ctx context.Context, q sqlitedb.Querier, t time.Time, except string) (float64, error) {
 	day := t.UTC().Truncate(24 * time.Hour)
-	rows, err := s.rowsHeld(ctx, q, day, except)
-	if err != nil || !s.hasJobs() {
-		return rows, err
-	}
-	// Any other kind of hold is one more term of this sum: the jobs'.
-	jobs, err := jobsDaySum(ctx, q, day)
-	return rows + jobs, err
-}
-
-// rowsHeld sums heldOn over the rows that may hold something on day.
-func (s *Store) rowsHeld(ctx context.Context, q sqlitedb.Querier, day time.Time, except string) (float64, error) {
-	// A job's launches are covered by the job's hold (job.go).
+	// A job's launches are covered by the job's hold, one more term of this sum (job.go).
 	notJobs := ""
 	if s.hasJobs() {
 		notJobs = ` AND idem_key NOT IN (SELECT idem_key FROM job_launches)`
 	}
-	rows, err := s.rows(ctx, q, `WHERE state <> 'failed' AND id <> ? AND created_at < ? AND
+	rows, err := s.rows(ctx, q, "sum of the day's spending", `WHERE state <> 'failed' AND id <> ? AND created_at < ? AND
 		(kind = ? AND (end_at = '' OR end_at >= ?) OR created_at >= ?)`+notJobs, except, fmtTime(day.Add(24*time.Hour)), KindFleet, fmtTime(day), fmtTime(day))
 	if err != nil {
-		return 0, fmt.Errorf("sum of the day's spending: %w", err)
+		return 0, err
 	}
 	sum := 0.0
 	for _, r := range rows {
 		sum += heldOn(r, day)
 	}
-	return sum, nil
+	if !s.hasJobs() {
+		return sum, nil
+	}
+	jobs, err := jobsDaySum(ctx, q, day)
+	return sum + jobs, err
 }
 
 // JobSpent is what a job's rows have cost by now: its fleets' cost so far,

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,70 +74,69 @@ func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 		return rep, err
 	}
 	now := s.opt.Now()
-	endWindow := func(r Entry) (bool, error) {
-		if !windowOver(r, now) {
-			return false, nil
-		}
-		next, reason, err := s.endReservation(ctx, r)
-		if err == nil {
-			rep.add(next, reason)
-		}
-		return true, err
-	}
 	for _, r := range rows {
-		if done, err := endWindow(r); done || err != nil {
-			if err != nil {
-				return rep, err
-			}
-			continue
-		}
-		if r.Settled() {
-			if next, ended := s.endedWithProcess(ctx, r); ended {
-				if next, err = s.settle(ctx, next, r.State); err != nil {
-					return rep, err
-				}
-				rep.Settled = append(rep.Settled, next)
-				continue
-			}
-			next, handled, reason, due, err := s.keepSchedule(ctx, r, now)
-			switch {
-			case err != nil:
-				return rep, err
-			case handled:
-				rep.add(next, reason)
-				continue
-			}
-			rep.due(due)
-			if next := advance(r, now); next.State != r.State {
-				next, err = s.settle(ctx, next, r.State)
-				if err != nil {
-					return rep, err
-				}
-				rep.Settled = append(rep.Settled, next)
-			}
-			continue
-		}
-		if ok, why := s.inFlight(r); ok {
-			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: r, Reason: "the call is still in flight: " + why})
-			continue
-		}
-		next, settled, reason := s.reconcileRow(ctx, r)
-		if !settled {
-			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: reason})
-		} else if done, err := endWindow(next); err != nil || done {
-			// Found only after its window ended: released now.
-			if err != nil {
-				return rep, err
-			}
-			continue
-		} else {
-			rep.Settled = append(rep.Settled, next)
-		}
-		if ctx.Err() != nil {
-			return rep, ctx.Err()
+		if err := s.reconcileOne(ctx, r, now, &rep); err != nil {
+			return rep, err
 		}
 	}
 	return rep, nil
+}
+
+// reconcileOne files what Reconcile does with one row in rep.
+func (s *Service) reconcileOne(ctx context.Context, r Entry, now time.Time, rep *ReconcileReport) error {
+	// settled files a row moved along from state from.
+	settled := func(next Entry, from string) error {
+		next, err := s.settle(ctx, next, from)
+		if err == nil {
+			rep.Settled = append(rep.Settled, next)
+		}
+		return err
+	}
+	if windowOver(r, now) {
+		return s.endWindow(ctx, r, rep)
+	}
+	if !r.Settled() {
+		if ok, why := s.inFlight(r); ok {
+			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: r, Reason: "the call is still in flight: " + why})
+			return nil
+		}
+		next, ok, reason := s.reconcileRow(ctx, r)
+		switch {
+		case !ok:
+			rep.Unsettled = append(rep.Unsettled, Unsettled{Row: next, Reason: reason})
+		case windowOver(next, now):
+			// Found only after its window ended: released now.
+			return s.endWindow(ctx, next, rep)
+		default:
+			rep.Settled = append(rep.Settled, next)
+		}
+		return ctx.Err()
+	}
+	if next, ended := s.endedWithProcess(ctx, r); ended {
+		return settled(next, r.State)
+	}
+	next, handled, reason, due, err := s.keepSchedule(ctx, r, now)
+	switch {
+	case err != nil:
+		return err
+	case handled:
+		rep.add(next, reason)
+		return nil
+	}
+	rep.due(due)
+	if next := advance(r, now); next.State != r.State {
+		return settled(next, r.State)
+	}
+	return nil
+}
+
+// endWindow ends a reservation whose window is over, filing it in rep.
+func (s *Service) endWindow(ctx context.Context, r Entry, rep *ReconcileReport) error {
+	next, reason, err := s.endReservation(ctx, r)
+	if err == nil {
+		rep.add(next, reason)
+	}
+	return err
 }
 
 // reconcileRow looks one unsettled row up: the row, whether settled, and why not.
@@ -167,7 +167,7 @@ func (s *Service) reconcileRow(ctx context.Context, r Entry) (Entry, bool, strin
 }
 
 func (s *Service) reconcileBlock(ctx context.Context, r Entry) (Entry, bool, string) {
-	b, err := s.booker(r.Provider)
+	b, err := ability[domain.Booker](s, r.Provider, "does not sell capacity blocks")
 	if err != nil {
 		return r, false, err.Error()
 	}
@@ -178,23 +178,18 @@ func (s *Service) reconcileBlock(ctx context.Context, r Entry) (Entry, bool, str
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()
 	found, err := b.FindBooking(cctx, domain.BookRequest{Offering: o, After: r.CreatedAt, Ref: r.ID})
-	if err != nil {
-		return r, false, fmt.Sprintf("look-up at %s failed: %v", r.Provider, err)
+	var next *Entry
+	if err == nil && found != nil {
+		next = new(settleBlock(r, *found, s.opt.Now()))
 	}
-	if found == nil {
-		if o.Simulated || s.Describe(r.Provider).Ephemeral {
-			// A purchase the simulated market does not know was lost with its process.
-			return s.lostWithProcess(ctx, r, "purchase")
-		}
-		return r, false, fmt.Sprintf("%s shows no reservation for %s %s×%d from %s yet; left unknown (never retried): check again later or in the console",
-			r.Provider, r.Zone, r.InstanceType, r.InstanceCount, r.Start.UTC().Format(time.RFC3339))
+	// A purchase the simulated market does not know was lost with its process.
+	u, settled, reason := s.lookedUp(ctx, r, "purchase", err, next, o.Simulated || s.Describe(r.Provider).Ephemeral,
+		fmt.Sprintf("%s shows no reservation for %s %s×%d from %s yet; left unknown (never retried): check again later or in the console",
+			r.Provider, r.Zone, r.InstanceType, r.InstanceCount, r.Start.UTC().Format(time.RFC3339)))
+	if next != nil && settled {
+		s.opt.Logger.Info("reconciled purchase", "row", r.ID, "ref", u.ProviderRef, "state", u.State)
 	}
-	u, err := s.settle(ctx, settleBlock(r, *found, s.opt.Now()), StateUnknown)
-	if err != nil {
-		return r, false, err.Error()
-	}
-	s.opt.Logger.Info("reconciled purchase", "row", r.ID, "ref", u.ProviderRef, "state", u.State)
-	return u, true, ""
+	return u, settled, reason
 }
 
 func (s *Service) reconcileFleet(ctx context.Context, r Entry) (Entry, bool, string) {
@@ -202,46 +197,46 @@ func (s *Service) reconcileFleet(ctx context.Context, r Entry) (Entry, bool, str
 	if !ok {
 		return r, false, fmt.Sprintf("provider %s is not in use in this run (add it to --provider)", r.Provider)
 	}
+	// The simulated market knows every fleet its process launched.
+	lost := p.Describe().Ephemeral
 	f, ok := p.(domain.FleetFinder)
 	if !ok {
-		if p.Describe().Ephemeral {
-			return s.lostWithProcess(ctx, r, "launch")
-		}
-		return r, false, fmt.Sprintf("%s cannot look a fleet up by its client token %s; left unknown: check the console", r.Provider, r.IdemKey)
+		return s.lookedUp(ctx, r, "launch", nil, nil, lost,
+			fmt.Sprintf("%s cannot look a fleet up by its client token %s; left unknown: check the console", r.Provider, r.IdemKey))
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()
 	fl, err := f.FindFleet(cctx, r.Region, r.IdemKey)
-	if err != nil {
-		return r, false, fmt.Sprintf("look-up at %s failed: %v", r.Provider, err)
+	var next *Entry
+	if err == nil && fl != nil {
+		// Found after its answer was lost: it has run since its launch.
+		next = new(r)
+		next.Start = cmp.Or(next.Start, next.CreatedAt)
+		*next = settleFleet(*next, *fl, s.opt.Now())
 	}
-	if fl == nil && p.Describe().Ephemeral {
-		// The simulated market knows every fleet its process launched.
-		return s.lostWithProcess(ctx, r, "launch")
-	}
-	if fl == nil {
-		return r, false, fmt.Sprintf("%s shows no fleet with client token %s yet; left unknown (never retried)", r.Provider, r.IdemKey)
-	}
-	// Found after its answer was lost: it has run since its launch.
-	if r.Start.IsZero() {
-		r.Start = r.CreatedAt
-	}
-	u, err := s.settle(ctx, settleFleet(r, *fl, s.opt.Now()), StateUnknown)
-	if err != nil {
-		return r, false, err.Error()
-	}
-	return u, true, ""
+	return s.lookedUp(ctx, r, "launch", err, next, lost,
+		fmt.Sprintf("%s shows no fleet with client token %s yet; left unknown (never retried)", r.Provider, r.IdemKey))
 }
 
-// lostWithProcess fails an unknown row the simulated market does not know: nothing was spent.
-func (s *Service) lostWithProcess(ctx context.Context, r Entry, what string) (Entry, bool, string) {
-	r.State = StateFailed
-	r.Error = "simulated market: the " + what + " was lost with the process that sent it; nothing was spent"
-	u, err := s.settle(ctx, r, StateUnknown)
+// lookedUp settles an unknown row by its provider's look-up: next is the row found, nil when not found;
+// lost fails it, as the simulated market lost it with its process (nothing was spent); else it stays unknown.
+func (s *Service) lookedUp(ctx context.Context, r Entry, what string, err error, next *Entry, lost bool, missing string) (Entry, bool, string) {
+	found := next != nil
+	switch {
+	case err != nil:
+		return r, false, fmt.Sprintf("look-up at %s failed: %v", r.Provider, err)
+	case !found && !lost:
+		return r, false, missing
+	case !found:
+		next = new(r)
+		next.State = StateFailed
+		next.Error = "simulated market: the " + what + " was lost with the process that sent it; nothing was spent"
+	}
+	u, err := s.settle(ctx, *next, StateUnknown)
 	if err != nil {
 		return r, false, err.Error()
 	}
-	return u, u.Settled(), ""
+	return u, found || u.Settled(), ""
 }
 
 // endedWithProcess ends a simulated fleet whose launching process has ended.

@@ -236,7 +236,6 @@ func (s *Service) launchDue(ctx context.Context, r Entry, sched FleetSchedule, n
 	if err != nil {
 		return r, "", err
 	}
-	s.changes.Add(1)
 	late := now.Sub(sched.Start)
 	s.opt.Logger.Info("launching a scheduled fleet", "row", u.ID, "provider", u.Provider, "start", sched.Start, "late", late.Round(time.Second))
 	// Once pending, the call runs to its answer even when the loop stops.

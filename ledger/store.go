@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
@@ -34,9 +35,11 @@ type Store struct {
 
 	// owner names this handle in its calls' rows; calls holds their locks.
 	owner Owner
-	mu    sync.Mutex
-	calls map[string]*os.File
-	proc  *os.File
+	// changes counts writes, so a view can tell cheaply to reread the ledger.
+	changes atomic.Uint64
+	mu      sync.Mutex
+	calls   map[string]*os.File
+	proc    *os.File
 }
 
 // ErrUnreadable refuses an empty or foreign file, never taken for a new ledger.
@@ -375,29 +378,24 @@ func (s *Store) lockProcess() error {
 func (s *Store) EndCall(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f, ok := s.calls[id]
-	if !ok {
-		return
-	}
-	delete(s.calls, id)
-	if f != nil {
+	s.endCallLocked(id)
+}
+
+// endCallLocked is EndCall with s.mu held.
+func (s *Store) endCallLocked(id string) {
+	if f := s.calls[id]; f != nil {
 		os.Remove(s.rowLock(id))
 		f.Close()
 	}
+	delete(s.calls, id)
 }
 
 func (s *Store) releaseAll() {
 	s.mu.Lock()
-	ids := make([]string, 0, len(s.calls))
-	for id := range s.calls {
-		ids = append(ids, id)
-	}
-	s.mu.Unlock()
-	for _, id := range ids {
-		s.EndCall(id)
-	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
+	for id := range s.calls {
+		s.endCallLocked(id)
+	}
 	if s.proc != nil {
 		os.Remove(s.procLock(s.owner.Token))
 		s.proc.Close()
@@ -603,7 +601,7 @@ func (s *Service) recreate(ctx context.Context, rec domain.CloudRecord, o domain
 		return r, fmt.Errorf("re-create the row of %s: %w", rec.ProviderRef, err)
 	}
 	r.Request = raw
-	out, err := s.intent(ctx, r, nil)
+	out, err := s.st.RecordIntent(ctx, r, nil)
 	if err != nil {
 		return out, fmt.Errorf("re-create the row of %s: %w", rec.ProviderRef, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -298,18 +299,15 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 	var notes []string
 
 	rep := readRow(ctx, r, q, opt, saveFailed, &notes)
-	if rep != nil {
-		if n := lastSeenNote(*rep, start, end); n != "" {
-			notes = append(notes, n)
-		}
-	}
-
 	// With a report, running and busy hours count up from 0; interruptions too, unless unknown.
 	counted := math.NaN()
 	if rep != nil {
 		counted = 0
 		if !rep.InterruptionsUnknown {
 			row.Interruptions = 0
+		}
+		if n := lastSeenNote(*rep, start, end); n != "" {
+			notes = append(notes, n)
 		}
 	}
 	days := dayStarts(start, end)
@@ -387,12 +385,12 @@ func computeRow(ctx context.Context, r Entry, opt UsageOptions, saveFailed func(
 	}
 
 	row.Note = strings.Join(notes, "; ")
-	costRow(&row, r, opt)
+	costRow(&row, r)
 	return row
 }
 
 // costRow fills a row's and its days' cost (CostSoFar) and idle figures.
-func costRow(row *UsageRow, r Entry, opt UsageOptions) {
+func costRow(row *UsageRow, r Entry) {
 	row.CostUSD = CostSoFar(r, row.Start, row.End)
 	if t := domain.TermsOfKind(r.Kind); t != nil && t.Upfront {
 		row.CostUSD = CostSoFar(r, time.Time{}, row.End) // paid in full, up front
@@ -473,33 +471,26 @@ func nanLast(v float64) float64 {
 
 // totals sums the rows per day, per actor and over all.
 func totals(rows []UsageRow) (days, actors []Total, all Total) {
-	byDay := map[time.Time]*Total{}
-	byActor := map[string]*Total{}
+	byDay, byActor := map[time.Time]Total{}, map[string]Total{}
 	for _, r := range rows {
 		a := byActor[r.Actor]
-		if a == nil {
-			a = &Total{Key: r.Actor}
-			byActor[r.Actor] = a
-		}
+		a.Key = r.Actor
 		a.addRow(r)
+		byActor[r.Actor] = a
 		all.addRow(r)
 		for _, d := range r.Days {
 			t := byDay[d.Day]
-			if t == nil {
-				t = &Total{Key: d.Day.Format("2006-01-02")}
-				byDay[d.Day] = t
+			if t.Rows == 0 {
+				t.Key = d.Day.Format("2006-01-02")
 			}
 			t.add(math.IsNaN(d.BusyGPUHours), d.Interruptions, d.BookedGPUHours, d.RunningGPUHours, d.BusyGPUHours, d.CostUSD, d.IdleUSD)
+			byDay[d.Day] = t
 		}
 	}
-	for _, t := range byDay {
-		days = append(days, *t)
-	}
-	slices.SortFunc(days, func(a, b Total) int { return strings.Compare(a.Key, b.Key) })
-	for _, t := range byActor {
-		actors = append(actors, *t)
-	}
-	slices.SortFunc(actors, func(a, b Total) int { return cmp.Or(cmp.Compare(b.IdleUSD, a.IdleUSD), strings.Compare(a.Key, b.Key)) })
+	days = slices.SortedFunc(maps.Values(byDay), func(a, b Total) int { return strings.Compare(a.Key, b.Key) })
+	actors = slices.SortedFunc(maps.Values(byActor), func(a, b Total) int {
+		return cmp.Or(cmp.Compare(b.IdleUSD, a.IdleUSD), strings.Compare(a.Key, b.Key))
+	})
 	all.Key = "all"
 	return days, actors, all
 }
@@ -576,29 +567,25 @@ func Bar(booked, running, busy, peak float64, width int) string {
 // KindTrainingPlan is a SageMaker training plan's row.
 const KindTrainingPlan = domain.KindTrainingPlan
 
-// rowWindows are a training plan's segments; nil for one window.
-func rowWindows(r Entry) [][2]time.Time {
+// rowWindows are a training plan's segments; none for one window.
+func rowWindows(r Entry) []domain.Segment {
 	var o domain.Offering
-	if r.Kind != KindFleet && json.Unmarshal(r.Request, &o) == nil && len(o.Segments) > 0 {
-		out := make([][2]time.Time, 0, len(o.Segments))
-		for _, s := range o.Segments {
-			out = append(out, [2]time.Time{s.Start, s.End})
-		}
-		return out
+	if r.Kind != KindFleet && json.Unmarshal(r.Request, &o) == nil {
+		return o.Segments
 	}
 	return nil
 }
 
-// heldHours are the hours of [from, to) the windows hold; all of them for nil.
-func heldHours(ws [][2]time.Time, from, to time.Time) float64 {
-	if ws == nil {
+// heldHours are the hours of [from, to) the windows hold; all of them for none.
+func heldHours(ws []domain.Segment, from, to time.Time) float64 {
+	if len(ws) == 0 {
 		return hours(from, to)
 	}
 	h := 0.0
 	for _, w := range ws {
-		a, b := domain.Later(w[0], from), to
-		if !w[1].IsZero() {
-			b = domain.Earlier(w[1], to)
+		a, b := domain.Later(w.Start, from), to
+		if !w.End.IsZero() {
+			b = domain.Earlier(w.End, to)
 		}
 		h += hours(a, b)
 	}

@@ -4,9 +4,14 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpumarket/gpumarket/domain"
+	"github.com/gpumarket/gpumarket/feed"
+	"github.com/gpumarket/gpumarket/planner"
+	"github.com/gpumarket/gpumarket/series"
 )
 
 // Column is a market column with its order; a Windowed one reads the
@@ -21,20 +26,18 @@ type Column struct {
 var (
 	ColGPU = &Column{Col: Col[*Row]{Title: "GPU", Width: 12, Prio: 0, Cell: gpuCell},
 		SortName: "GPU", SortShort: "GPU",
-		Compare: func(a, b *Row, rev bool) int {
-			c := dir(rev, cmp.Or(strings.Compare(a.GPU.Model, b.GPU.Model), cmp.Compare(b.GPU.Count, a.GPU.Count)))
-			return cmp.Or(c, cmpNaNLast(a.Effective, b.Effective))
-		}}
+		Compare: thenCheapest(func(a, b *Row) int {
+			return cmp.Or(strings.Compare(a.GPU.Model, b.GPU.Model), cmp.Compare(b.GPU.Count, a.GPU.Count))
+		})}
 	ColInstance = &Column{Col: Col[*Row]{Title: "INSTANCE", Width: 17, MaxWidth: 26, Prio: 5,
 		Cell:  func(r *Row) string { return DisplayType(r.InstanceType) },
 		Field: "instance_type", Value: func(r *Row) any { return r.InstanceType }}}
 	ColPlace = &Column{Col: Col[*Row]{Title: "REGION/ZONE", Width: 16, MaxWidth: 20, Prio: 2,
 		Cell: func(r *Row) string { return Place(r.Region, r.Zone) }},
 		SortName: "region", SortShort: "region",
-		Compare: func(a, b *Row, rev bool) int {
-			c := dir(rev, cmp.Or(strings.Compare(a.Region, b.Region), strings.Compare(a.Zone, b.Zone)))
-			return cmp.Or(c, cmpNaNLast(a.Effective, b.Effective))
-		}}
+		Compare: thenCheapest(func(a, b *Row) int {
+			return cmp.Or(strings.Compare(a.Region, b.Region), strings.Compare(a.Zone, b.Zone))
+		})}
 	ColCloud = &Column{Col: Col[*Row]{Title: "CLOUD", Width: 9, Prio: 9,
 		Cell:  func(r *Row) string { return CloudName(r.Pool) },
 		Field: "cloud", Format: "-", Value: func(r *Row) any { return string(r.Cloud) }}}
@@ -58,7 +61,7 @@ var (
 		SortName: "savings", SortShort: "savings", Compare: byFigure(func(r *Row) float64 { return -r.Savings })}
 	ColInterruption = &Column{Col: Col[*Row]{Title: "INTR", Width: 6, Prio: 4,
 		Cell:  func(r *Row) string { return cmp.Or(r.Bucket(), "-") },
-		Field: "interruption", Value: func(r *Row) any { return optString(r.Bucket()) }},
+		Field: "interruption", Value: func(r *Row) any { return OptString(r.Bucket()) }},
 		SortName: "interruption", SortShort: "interruption",
 		Compare: func(a, b *Row, rev bool) int {
 			unknownA, unknownB := a.BucketRank >= len(domain.Buckets), b.BucketRank >= len(domain.Buckets)
@@ -85,8 +88,8 @@ var (
 
 	ColProvider = &Column{Col: Col[*Row]{Field: "provider", Value: func(r *Row) any { return r.Provider }}}
 	ColRegion   = &Column{Col: Col[*Row]{Field: "region", Value: func(r *Row) any { return r.Region }}}
-	ColZone     = &Column{Col: Col[*Row]{Field: "zone", Value: func(r *Row) any { return optString(r.Zone) }}}
-	ColGPUModel = &Column{Col: Col[*Row]{Field: "gpu_model", Value: func(r *Row) any { return optString(r.GPU.Model) }}}
+	ColZone     = &Column{Col: Col[*Row]{Field: "zone", Value: func(r *Row) any { return OptString(r.Zone) }}}
+	ColGPUModel = &Column{Col: Col[*Row]{Field: "gpu_model", Value: func(r *Row) any { return OptString(r.GPU.Model) }}}
 	ColGPUCount = &Column{Col: Col[*Row]{Field: "gpu_count", Format: "%g", Value: func(r *Row) any { return positive(r.GPU.Count) }}}
 	ColGPUMem   = &Column{Col: Col[*Row]{Field: "gpu_memory_gib", Format: "-", Value: func(r *Row) any { return positive(r.GPU.MemoryGiB) }}}
 	ColOnDemand = &Column{Col: Col[*Row]{Field: "on_demand_usd_hour", Format: "%.4f", Value: func(r *Row) any {
@@ -95,26 +98,11 @@ var (
 		}
 		return positive(*r.OnDemandUSDHour)
 	}}}
-	ColWindowMin = &Column{Col: Col[*Row]{Field: "window_min_usd_hour", Format: "%.4f", Value: func(r *Row) any {
-		if st := r.Window(); st.OK {
-			return domain.Float(st.Min)
-		}
-		return nil
-	}}, Windowed: true}
-	ColWindowAvg = &Column{Col: Col[*Row]{Field: "window_avg_usd_hour", Format: "%.4f", Value: func(r *Row) any {
-		if st := r.Window(); st.OK {
-			return Round(st.Avg, 6)
-		}
-		return nil
-	}}, Windowed: true}
-	ColWindowMax = &Column{Col: Col[*Row]{Field: "window_max_usd_hour", Format: "%.4f", Value: func(r *Row) any {
-		if st := r.Window(); st.OK {
-			return domain.Float(st.Max)
-		}
-		return nil
-	}}, Windowed: true}
+	ColWindowMin     = windowCol("window_min_usd_hour", func(st series.WindowStats) *float64 { return domain.Float(st.Min) })
+	ColWindowAvg     = windowCol("window_avg_usd_hour", func(st series.WindowStats) *float64 { return Round(st.Avg, 6) })
+	ColWindowMax     = windowCol("window_max_usd_hour", func(st series.WindowStats) *float64 { return domain.Float(st.Max) })
 	ColPlacement     = &Column{Col: Col[*Row]{Field: "placement_score", Value: func(r *Row) any { return r.PlacementScore }}}
-	ColPlacementNote = &Column{Col: Col[*Row]{Field: "placement_note", Value: func(r *Row) any { return optString(r.PlacementNote) }}}
+	ColPlacementNote = &Column{Col: Col[*Row]{Field: "placement_note", Value: func(r *Row) any { return OptString(r.PlacementNote) }}}
 	ColObservedAt    = &Column{Col: Col[*Row]{Field: "observed_at", Format: "-", Value: func(r *Row) any { return r.ObservedAt }}}
 	ColAsOf          = &Column{Col: Col[*Row]{Field: "as_of", Format: "-", Value: func(r *Row) any {
 		if r.AsOf.IsZero() {
@@ -131,6 +119,16 @@ var (
 		return "live"
 	}}}
 )
+
+// windowCol is a figure of the window's statistics; unknown without any.
+func windowCol(field string, f func(series.WindowStats) *float64) *Column {
+	return &Column{Col: Col[*Row]{Field: field, Format: "%.4f", Value: func(r *Row) any {
+		if st := r.Window(); st.OK {
+			return f(st)
+		}
+		return nil
+	}}, Windowed: true}
+}
 
 // SparkCols is fixed so a trend is drawn once per change of its pool.
 const SparkCols = 12
@@ -172,6 +170,13 @@ func byFigure(f func(*Row) float64) func(a, b *Row, reverse bool) int {
 	}
 }
 
+// thenCheapest orders by f, ties by the cheaper EFF whatever the direction.
+func thenCheapest(f func(a, b *Row) int) func(a, b *Row, reverse bool) int {
+	return func(a, b *Row, reverse bool) int {
+		return cmp.Or(dir(reverse, f(a, b)), cmpNaNLast(a.Effective, b.Effective))
+	}
+}
+
 func dir(reverse bool, c int) int {
 	if reverse {
 		return -c
@@ -204,4 +209,90 @@ func gpuCell(r *Row) string {
 		gpu += fmt.Sprintf(" %.0fG", r.GPU.MemoryGiB)
 	}
 	return gpu
+}
+
+// Row is a pool (read-only: a hub snapshot's) with its figures.
+type Row struct {
+	*feed.PoolView
+
+	// Spot is $/instance-hour, PerGPU $/GPU-hour, Savings % off on-demand,
+	// Effective EFF; NaN when unknown.
+	Spot, PerGPU, Savings, Effective float64
+	// BucketRank is domain.BucketRank, len(domain.Buckets) when unknown.
+	BucketRank int
+	ObservedAt time.Time
+	// From and To are the window in Unix seconds.
+	From, To int64
+
+	window     series.WindowStats
+	windowDone bool
+}
+
+// Derive computes a pool's figures over [from, to] for basis's job.
+func Derive(pv *feed.PoolView, basis planner.Basis, from, to int64) Row {
+	nan := math.NaN()
+	r := Row{PoolView: pv, Spot: nan, PerGPU: nan, Savings: nan, Effective: nan, From: from, To: to,
+		BucketRank: len(domain.Buckets)}
+	if at, usd, ok := pv.History.Last(); ok {
+		r.ObservedAt = time.Unix(at, 0).UTC()
+		r.Spot = usd
+		r.PerGPU = domain.PerGPUHour(usd, pv.GPU.Count)
+		if pv.OnDemandUSDHour != nil {
+			r.Savings = domain.SavingsPct(usd, *pv.OnDemandUSDHour)
+		}
+		r.Effective = Effective(basis, pv.Pool, usd)
+	}
+	if pv.Interruption != nil && pv.Interruption.Bucket != "" {
+		r.BucketRank = domain.BucketRank(pv.Interruption.Bucket)
+	}
+	return r
+}
+
+// Effective is EFF: what basis's job pays per useful GPU-hour on the
+// pool's spot alone, interruptions priced in; NaN when unknown.
+func Effective(basis planner.Basis, p domain.Pool, spotUSDHour float64) float64 {
+	return basis.Effective(p, spotUSDHour)
+}
+
+// SetWindow moves the row to [from, to]; Window is redone on next use.
+func (r *Row) SetWindow(from, to int64) {
+	r.From, r.To = from, to
+	r.windowDone = false
+}
+
+// Window is the pool's statistics over [From, To], computed on first use.
+func (r *Row) Window() series.WindowStats {
+	if !r.windowDone {
+		r.window, r.windowDone = r.History.Stats(r.From, r.To), true
+	}
+	return r.window
+}
+
+// Bucket is the pool's interruption bucket, "" when unknown.
+func (r *Row) Bucket() string {
+	if r.Interruption == nil {
+		return ""
+	}
+	return r.Interruption.Bucket
+}
+
+// PlanPools are the snapshot's pools that plan, the Plan view and plan
+// rules plan on: of the models, selected by keep, at their spot price.
+func PlanPools(snap *feed.Snapshot, models []string, keep func(domain.Pool) bool, priors planner.Priors) []planner.Pool {
+	if snap == nil {
+		return nil
+	}
+	var out []planner.Pool
+	for i := range snap.Pools {
+		pv := &snap.Pools[i]
+		if !slices.Contains(models, pv.GPU.Model) || !keep(pv.Pool) {
+			continue
+		}
+		spot := math.NaN()
+		if _, usd, ok := pv.History.Last(); ok {
+			spot = usd
+		}
+		out = append(out, planner.PoolOf(pv.Pool, spot, priors))
+	}
+	return out
 }

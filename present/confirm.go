@@ -1,6 +1,7 @@
 package present
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strings"
@@ -89,11 +90,8 @@ func JobSummary(req job.Request, p job.Proposal, bu ledger.Budget, simulated boo
 	if od := p.Live.OnDemand; od != nil {
 		fmt.Fprintf(&b, "  on-demand  %d × %s in %s (%s), $%.2f/h\n", od.Instances, od.InstanceType, od.Region, od.Provider, od.USDHour)
 	}
-	limit := p.HoldUSD
-	if req.MaxUSD > 0 {
-		limit = req.MaxUSD
-	}
-	fmt.Fprintf(&b, "  limit      $%.2f: past it the job ends what runs and fails; the safety net is not bought if its cost to the end would pass it (--max-usd sets it)\n", limit)
+	fmt.Fprintf(&b, "  limit      $%.2f: past it the job ends what runs and fails; the safety net is not bought if its cost to the end would pass it (--max-usd sets it)\n",
+		cmp.Or(req.MaxUSD, p.HoldUSD))
 	if bu.MaxDailyUSD > 0 {
 		fmt.Fprintf(&b, "  budget     the hold counts against budget.max_daily_usd $%.2f with every other purchase\n", bu.MaxDailyUSD)
 	}

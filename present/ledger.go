@@ -24,6 +24,15 @@ func NewLedgerRow(r ledger.Entry, now time.Time) LedgerRow {
 	return LedgerRow{Entry: r, Fig: ledger.FiguresOf(r, now), Now: now}
 }
 
+// LedgerRows are rows with their figures at now.
+func LedgerRows(now time.Time, rows ...ledger.Entry) []LedgerRow {
+	out := make([]LedgerRow, len(rows))
+	for i, r := range rows {
+		out[i] = NewLedgerRow(r, now)
+	}
+	return out
+}
+
 type ledgerCol = Col[*LedgerRow]
 
 // The view's START and END are when the row ran, else its window.
@@ -70,17 +79,17 @@ var (
 		return "-"
 	}}
 	LedgerRef = &ledgerCol{Title: "PROVIDER ID", Width: 22, Prio: 10, Cell: func(r *LedgerRow) string { return orDash(r.ProviderRef) },
-		Field: "provider_ref", Value: func(r *LedgerRow) any { return optString(r.ProviderRef) }}
+		Field: "provider_ref", Value: func(r *LedgerRow) any { return OptString(r.ProviderRef) }}
 	LedgerID = &ledgerCol{Title: "LEDGER ID", Width: 26, Prio: 11, Cell: func(r *LedgerRow) string { return r.ID },
 		Field: "id", Value: func(r *LedgerRow) any { return r.ID }}
 	// LedgerNote is not in DESIGN.md's JSON and CSV fields.
 	LedgerNote = &ledgerCol{Title: "NOTE", Width: 40, Prio: 13, Cell: func(r *LedgerRow) string { return orDash(r.Note) },
-		Field: "note", TableOnly: true, Value: func(r *LedgerRow) any { return optString(r.Note) }}
+		Field: "note", TableOnly: true, Value: func(r *LedgerRow) any { return OptString(r.Note) }}
 
 	ledgerProvider = &ledgerCol{Field: "provider", Value: func(r *LedgerRow) any { return r.Provider }}
 	ledgerCloud    = &ledgerCol{Field: "cloud", Format: "-", Value: func(r *LedgerRow) any { return r.Cloud }}
 	ledgerRegion   = &ledgerCol{Field: "region", Value: func(r *LedgerRow) any { return r.Region }}
-	ledgerZone     = &ledgerCol{Field: "zone", Value: func(r *LedgerRow) any { return optString(r.Zone) }}
+	ledgerZone     = &ledgerCol{Field: "zone", Value: func(r *LedgerRow) any { return OptString(r.Zone) }}
 	ledgerType     = &ledgerCol{Field: "instance_type", Value: func(r *LedgerRow) any { return r.InstanceType }}
 	ledgerCount    = &ledgerCol{Field: "instance_count", Value: func(r *LedgerRow) any { return r.InstanceCount }}
 	ledgerGPUs     = &ledgerCol{Field: "gpu_count", Format: "%g", Value: func(r *LedgerRow) any { return r.GPUCount }}
@@ -89,7 +98,7 @@ var (
 	ledgerCommit   = &ledgerCol{Field: "committed_usd", Format: "%.2f", Value: func(r *LedgerRow) any { return r.Fig.Committed }}
 	ledgerFinal    = &ledgerCol{Field: "cost_usd", Format: "%.2f", Value: func(r *LedgerRow) any { return r.Fig.Final }}
 	ledgerCreated  = &ledgerCol{Field: "created_at", Value: func(r *LedgerRow) any { return r.CreatedAt.UTC() }}
-	ledgerError    = &ledgerCol{Field: "error", Value: func(r *LedgerRow) any { return optString(r.Error) }}
+	ledgerError    = &ledgerCol{Field: "error", Value: func(r *LedgerRow) any { return OptString(r.Error) }}
 )
 
 // LedgerView: what decides a booking stays at 80 columns.

@@ -27,3 +27,15 @@ func TestLedgerCostCells(t *testing.T) {
 		}
 	}
 }
+
+// TestLedgerRowsAreAtNow: each row's figures are as of the time given, so
+// a fleet running 2 hours at $10/h has cost $20 so far.
+func TestLedgerRowsAreAtNow(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	r := ledger.Entry{ID: "01F", Kind: ledger.KindFleet, State: ledger.StateActive, USDHour: 10, ProviderRef: "fleet-a",
+		CreatedAt: now.Add(-2 * time.Hour), CostNote: ledger.FleetEstimate{Basis: "current prices"}.Note()}
+	rows := LedgerRows(now, r, r)
+	if len(rows) != 2 || rows[1].ID != "01F" || rows[1].Fig.SoFar != 20 || !rows[1].Now.Equal(now) {
+		t.Fatalf("rows %+v, want two rows of $20 so far at %s", rows, now)
+	}
+}

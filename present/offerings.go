@@ -70,7 +70,7 @@ var (
 	offerProvider = &offerCol{Field: "provider", Value: func(r *OfferingRow) any { return r.Provider }}
 	offerCloud    = &offerCol{Field: "cloud", Format: "-", Value: func(r *OfferingRow) any { return string(r.Cloud) }}
 	offerRegion   = &offerCol{Field: "region", Value: func(r *OfferingRow) any { return r.Region }}
-	offerZone     = &offerCol{Field: "zone", Value: func(r *OfferingRow) any { return optString(r.Zone) }}
+	offerZone     = &offerCol{Field: "zone", Value: func(r *OfferingRow) any { return OptString(r.Zone) }}
 	offerType     = &offerCol{Field: "instance_type", Value: func(r *OfferingRow) any { return r.InstanceType }}
 	offerModel    = &offerCol{Field: "gpu_model", Value: func(r *OfferingRow) any { return r.GPU.Model }}
 	offerCount    = &offerCol{Field: "instance_count", Value: func(r *OfferingRow) any { return r.InstanceCount }}
@@ -149,7 +149,7 @@ func (l Segments) String() string {
 func segmentsOf(o domain.Offering) Segments {
 	var out Segments
 	for _, s := range o.Windows() {
-		out = append(out, Segment{InstanceType: s.InstanceType, InstanceCount: s.InstanceCount, Zone: optString(s.Zone),
+		out = append(out, Segment{InstanceType: s.InstanceType, InstanceCount: s.InstanceCount, Zone: OptString(s.Zone),
 			Start: s.Start.UTC(), End: s.End.UTC()})
 	}
 	return out

@@ -2,6 +2,7 @@ package present
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/gpumarket/gpumarket/planner"
@@ -43,8 +44,8 @@ var (
 	planStart     = &planCol{Field: "start", Format: "local", Value: func(r *PlanRow) any { return r.Start.UTC() }}
 	planEnd       = &planCol{Field: "end", Format: "local", Value: func(r *PlanRow) any { return r.End.UTC() }}
 	planEndP95    = &planCol{Field: "end_p95", Format: "-", Value: func(r *PlanRow) any { return r.EndP95.UTC() }}
-	planOffering  = &planCol{Field: "offering_id", Value: func(r *PlanRow) any { return optString(r.OfferingID) }}
-	planOverCap   = &planCol{Field: "over_cap", Format: "-", Value: func(r *PlanRow) any { return optString(r.OverCap) }}
+	planOffering  = &planCol{Field: "offering_id", Value: func(r *PlanRow) any { return OptString(r.OfferingID) }}
+	planOverCap   = &planCol{Field: "over_cap", Format: "-", Value: func(r *PlanRow) any { return OptString(r.OverCap) }}
 	planAssume    = &planCol{Field: "assumptions", Format: "-", Value: func(r *PlanRow) any { return r.Assumptions }}
 	planCap       = &planCol{Field: "cap", TableOnly: true, Value: func(r *PlanRow) any {
 		if r.OverCap == "" {
@@ -67,16 +68,6 @@ func planFigure(title string, w, prio int, cell func(float64) string, field, for
 }
 
 // DisplayTypes is DisplayType of each type of a "+" and "," list.
-func DisplayTypes(list string) string {
-	var b strings.Builder
-	start := 0
-	for i, r := range list {
-		if r == ',' || r == '+' {
-			b.WriteString(DisplayType(list[start:i]))
-			b.WriteRune(r)
-			start = i + 1
-		}
-	}
-	b.WriteString(DisplayType(list[start:]))
-	return b.String()
-}
+func DisplayTypes(list string) string { return azurePrefix.ReplaceAllString(list, "$1") }
+
+var azurePrefix = regexp.MustCompile(`(^|[,+])Standard_`)

@@ -47,7 +47,7 @@ var (
 	UsageWhere = &usageCol{Title: "WHERE", Width: 12, Prio: 9, MaxWidth: 16,
 		Cell: func(r *ledger.UsageRow) string { return Place(r.Region, r.Zone) }}
 	UsageMetrics = &usageCol{Title: "METRICS", Width: 20, Prio: 10, MaxWidth: 40, Cell: metricsCell,
-		Field: "metrics_source", Head: "METRICS", Text: metricsCell, Value: func(r *ledger.UsageRow) any { return optString(r.MetricsSource) }}
+		Field: "metrics_source", Head: "METRICS", Text: metricsCell, Value: func(r *ledger.UsageRow) any { return OptString(r.MetricsSource) }}
 
 	usageID       = &usageCol{Field: "id", Value: func(r *ledger.UsageRow) any { return r.ID }}
 	usageProvider = &usageCol{Field: "provider", Value: func(r *ledger.UsageRow) any { return r.Provider }}
@@ -69,10 +69,10 @@ var UsageView = []*usageCol{UsageKind, UsageWhat, UsageBooked, UsageRunning, Usa
 var Usage = []*usageCol{usageID, UsageKind, usageProvider, usageCloud, usageRegion, usageType, usageGPUs, UsageBy, usageStart,
 	usageEnd, UsageBooked, UsageRunning, UsageBusy, UsageIntr, UsageCost, UsageIdle, UsageMetrics}
 
-func gpuHours(title string, prio int, field string, f func(*ledger.UsageRow) float64) *usageCol {
-	cell := func(r *ledger.UsageRow) string { return tenths(f(r)) }
-	return &usageCol{Title: title, Width: 7, Right: true, Prio: prio, Cell: cell,
-		Field: field, Head: title + " GPU-H", Text: cell, Value: func(r *ledger.UsageRow) any { return Round(f(r), 3) }}
+func gpuHours[R any](title string, prio int, field string, f func(R) float64) *Col[R] {
+	cell := func(r R) string { return tenths(f(r)) }
+	return &Col[R]{Title: title, Width: 7, Right: true, Prio: prio, Cell: cell,
+		Field: field, Head: title + " GPU-H", Text: cell, Value: func(r R) any { return Round(f(r), 3) }}
 }
 
 func usd(title string, prio int, field string, f func(*ledger.UsageRow) float64) *usageCol {
@@ -149,10 +149,9 @@ var (
 // day's table leaves out the row counts and shows the bar (nil: none) and
 // the busy GPU-hours of rows without metrics; the TUI leaves out its cost.
 func totals[R any](key *Col[R], t func(R) *ledger.Total, day bool, bar *Col[R]) []*Col[R] {
+	// Totals count known hours only, never NaN.
 	hours := func(field, title string, prio int, f func(*ledger.Total) float64) *Col[R] {
-		text := func(r R) string { return fmt.Sprintf("%.1f", f(t(r))) }
-		return &Col[R]{Title: title, Width: 7, Right: true, Prio: prio, Cell: text,
-			Field: field, Head: title + " GPU-H", Value: func(r R) any { return Round(f(t(r)), 3) }, Text: text}
+		return gpuHours(title, prio, field, func(r R) float64 { return f(t(r)) })
 	}
 	usd := func(field, title string, prio int, f func(*ledger.Total) float64) *Col[R] {
 		return &Col[R]{Title: title, Width: 10, Right: true, Prio: prio, Cell: func(r R) string { return Dollars(f(t(r))) },

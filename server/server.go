@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -243,12 +245,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, ln := range s.listeners {
 		ln.Close()
 	}
-	open := make([]*session, 0, len(s.sessions))
-	for st := range s.sessions {
-		open = append(open, st)
-	}
+	open := slices.Collect(maps.Keys(s.sessions))
 	s.mu.Unlock()
-	s.log.Info("shutting down", "sessions", len(open), "hub_subscribers", s.subscribers())
+	hubSubs := 0
+	if s.opt.Hub != nil {
+		hubSubs = s.opt.Hub.Subscribers()
+	}
+	s.log.Info("shutting down", "sessions", len(open), "hub_subscribers", hubSubs)
 	for _, st := range open {
 		st.end(msgShutdown)
 	}

@@ -69,13 +69,6 @@ func (st *session) end(reason string) {
 	time.AfterFunc(quitGrace, st.cancel)
 }
 
-func (st *session) endReason() string {
-	if r := st.reason.Load(); r != nil {
-		return *r
-	}
-	return ""
-}
-
 // sessionMiddleware replaces wish's activeterm and bubbletea middlewares: it
 // needs the exit error, the input and a handle to end the program.
 func (s *Server) sessionMiddleware(next ssh.Handler) ssh.Handler {
@@ -182,7 +175,10 @@ func (s *Server) runSession(sess ssh.Session) (code int) {
 	st.program.Kill() // restores the terminal if Run was cut short
 	cancelSession()
 
-	reason := st.endReason()
+	reason := ""
+	if r := st.reason.Load(); r != nil {
+		reason = *r
+	}
 	s.log.Info("session end", "actor", info.Actor, "reason", reason, "err", err)
 	switch {
 	case errors.Is(err, tea.ErrProgramPanic):
@@ -234,13 +230,6 @@ func (s *Server) unregister(st *session, c *conn) {
 	}
 	s.mu.Unlock()
 	s.active.Done()
-}
-
-func (s *Server) subscribers() int {
-	if s.opt.Hub == nil {
-		return 0
-	}
-	return s.opt.Hub.Subscribers()
 }
 
 // watchIdle ends the session after d without typing, or returns when ctx ends.

@@ -259,6 +259,7 @@ func TestUnsafeHostKeyRefused(t *testing.T) {
 		want  string
 	}{
 		{name: "readable by others", setup: func(t *testing.T, dir, key string) { chmod(t, key, 0o644) }, want: "private key readable by others (mode 0644)"},
+		{name: "readable by its group", setup: func(t *testing.T, dir, key string) { chmod(t, key, 0o640) }, want: "private key readable by others (mode 0640)"},
 		{name: "writable by its group", setup: func(t *testing.T, dir, key string) { chmod(t, key, 0o620) }, want: "writable by its group"},
 		{name: "in a world-writable directory", setup: func(t *testing.T, dir, key string) { chmod(t, dir, 0o777) }, want: "a directory above"},
 		{name: "owned by another user", root: true, setup: func(t *testing.T, dir, key string) { chown(t, key, otherUser) }, want: "owned by user 65534"},

@@ -61,18 +61,13 @@ func ValidateOfferingQuery(q domain.OfferingQuery, now time.Time) (domain.Offeri
 	if q.FlexDuration < 0 || q.FlexDuration >= q.Duration {
 		return q, domain.InvalidQueryf("flex duration %s: want 0 (the asked length only) up to less than the duration (%s)", q.FlexDuration, q.Duration)
 	}
-	if q.StartAfter.IsZero() || q.StartAfter.Before(now) {
-		q.StartAfter = now
-	}
+	q.StartAfter = domain.Later(q.StartAfter, now)
 	latest := now.Add(blockTerms.MaxLead)
-	if q.StartBefore.IsZero() {
-		q.StartBefore = latest
-	}
 	if q.StartAfter.After(latest) {
 		return q, domain.InvalidQueryf("start-after %s: a capacity block starts at most 8 weeks ahead (before %s)",
 			q.StartAfter.UTC().Format(time.RFC3339), latest.UTC().Format(time.RFC3339))
 	}
-	if q.StartBefore.After(latest) {
+	if q.StartBefore.IsZero() || q.StartBefore.After(latest) {
 		q.StartBefore = latest
 	}
 	if !q.StartBefore.After(q.StartAfter) {
@@ -146,10 +141,7 @@ func (p *Provider) regionOfferings(ctx context.Context, region string, q domain.
 		if t.GPU.Model != q.GPU {
 			continue
 		}
-		count := q.Instances
-		if count == 0 {
-			count = int(math.Ceil(float64(q.GPUs) / t.GPU.Count))
-		}
+		count := cmp.Or(q.Instances, int(math.Ceil(float64(q.GPUs)/t.GPU.Count)))
 		if count < 1 || count > blockTerms.MaxInstances {
 			continue
 		}
@@ -315,9 +307,7 @@ func (p *Provider) Book(ctx context.Context, req domain.BookRequest) (domain.Boo
 		return domain.Booking{}, fmt.Errorf("aws: purchase capacity block %s in %s: the answer names no reservation; check with FindBooking", o.ID, o.Region)
 	}
 	b := p.bookingOf(o.Region, *out.CapacityReservation)
-	if b.InstanceCount == 0 {
-		b.InstanceCount = o.InstanceCount
-	}
+	b.InstanceCount = cmp.Or(b.InstanceCount, o.InstanceCount)
 	b.CostUSD = o.UpfrontUSD
 	b.Message = "purchased " + b.ProviderRef + b.Message
 	return b, nil
@@ -461,13 +451,7 @@ func (p *Provider) bookingOf(region string, cr ec2types.CapacityReservation) dom
 	b := domain.Booking{
 		ProviderRef: awssdk.ToString(cr.CapacityReservationId), Provider: Name, Region: region,
 		Zone: awssdk.ToString(cr.AvailabilityZone), InstanceType: awssdk.ToString(cr.InstanceType),
-		InstanceCount: reservationCount(cr), State: state,
-	}
-	if cr.StartDate != nil {
-		b.Start = start
-	}
-	if cr.EndDate != nil {
-		b.End = end
+		InstanceCount: reservationCount(cr), State: state, Start: start, End: end,
 	}
 	if note != "" {
 		b.Message = " (" + note + ")"
@@ -542,11 +526,7 @@ func (p *Provider) RefreshOffering(ctx context.Context, o domain.Offering) (doma
 	case !o.End.After(o.Start):
 		return o, specErrorf("aws: offering %s has no dates", o.ID)
 	}
-	now := p.opt.Now()
-	from := o.Start.Add(-24 * time.Hour)
-	if from.Before(now) {
-		from = now
-	}
+	from := domain.Later(o.Start.Add(-24*time.Hour), p.opt.Now())
 	in := blockSearch(o.InstanceType, o.InstanceCount, sellableHours(o.End.Sub(o.Start)), from, o.End.Add(24*time.Hour))
 	t := GPUType{InstanceType: o.InstanceType, GPU: o.GPU}
 	for page, err := range pages(ctx, ec2.NewDescribeCapacityBlockOfferingsPaginator(p.client(o.Region), in)) {
@@ -585,11 +565,6 @@ func sellableHours(d time.Duration) int {
 	}
 	return best
 }
-
-var (
-	_ domain.RecordLister      = (*Provider)(nil)
-	_ domain.OfferingRefresher = (*Provider)(nil)
-)
 
 // TagCost carries a block's cost in USD: AWS shows no price of a sold block, and a rebuilt ledger needs it.
 const TagCost = "gpumarket:cost-usd"
@@ -643,12 +618,10 @@ func (p *Provider) regionRecords(ctx context.Context, region string, since time.
 }
 
 func tagged(tags []ec2types.Tag) bool {
-	for _, k := range ourTags {
-		if _, ok := tagValue(tags, k); ok {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ourTags, func(k string) bool {
+		_, ok := tagValue(tags, k)
+		return ok
+	})
 }
 
 func (p *Provider) blockRecord(region string, cr ec2types.CapacityReservation) domain.CloudRecord {
@@ -674,13 +647,7 @@ func (p *Provider) fleetRecord(region string, fd ec2types.FleetData) domain.Clou
 	r := domain.CloudRecord{
 		Kind: domain.KindFleet, ProviderRef: f.ID, Provider: Name, Cloud: domain.CloudAWS, Region: region,
 		InstanceCount: f.Target, CostUSD: math.NaN(), State: f.State, CreatedAt: awssdk.ToTime(fd.CreateTime).UTC(),
-		Start: awssdk.ToTime(fd.CreateTime).UTC(),
-	}
-	if fd.ValidFrom != nil {
-		r.Start = fd.ValidFrom.UTC()
-	}
-	if fd.ValidUntil != nil {
-		r.End = fd.ValidUntil.UTC()
+		Start: cmp.Or(awssdk.ToTime(fd.ValidFrom), awssdk.ToTime(fd.CreateTime)).UTC(), End: awssdk.ToTime(fd.ValidUntil).UTC(),
 	}
 	var types, zones []string
 	add := func(list []string, v string) []string {
@@ -864,9 +831,7 @@ func (p *Provider) validateFleet(spec *domain.FleetSpec) error {
 	if spec.OnDemandBase < 0 || spec.OnDemandBase > spec.TargetCapacity {
 		return specErrorf("aws: fleet: on-demand base %d: want 0 to the target (%d)", spec.OnDemandBase, spec.TargetCapacity)
 	}
-	if spec.Strategy == "" {
-		spec.Strategy = domain.StrategyPriceCapacityOptimized
-	}
+	spec.Strategy = cmp.Or(spec.Strategy, domain.StrategyPriceCapacityOptimized)
 	if !slices.Contains(domain.Strategies, spec.Strategy) {
 		return specErrorf("aws: fleet: strategy %q: want one of %s", spec.Strategy, strings.Join(domain.Strategies, ", "))
 	}
@@ -875,10 +840,7 @@ func (p *Provider) validateFleet(spec *domain.FleetSpec) error {
 	}
 	now := p.opt.Now()
 	if !spec.End.IsZero() {
-		start := spec.Start
-		if start.Before(now) {
-			start = now
-		}
+		start := domain.Later(spec.Start, now)
 		if !spec.End.After(start.Add(time.Minute)) {
 			return specErrorf("aws: fleet: end %s: want a time after the start (%s)", spec.End.UTC().Format(time.RFC3339), start.UTC().Format(time.RFC3339))
 		}
@@ -886,9 +848,7 @@ func (p *Provider) validateFleet(spec *domain.FleetSpec) error {
 	if pools := len(spec.InstanceTypes) * max(1, len(spec.Zones)); (spec.Start.After(now) || !spec.End.IsZero()) && pools > MaxFleetPools {
 		return limitErrorf("aws: fleet: %d instance types × zones: a scheduled fleet names at most %d (AWS's quota of capacity pools per request fleet)", pools, MaxFleetPools)
 	}
-	if spec.LaunchTemplate == "" {
-		spec.LaunchTemplate = p.opt.LaunchTemplate
-	}
+	spec.LaunchTemplate = cmp.Or(spec.LaunchTemplate, p.opt.LaunchTemplate)
 	if spec.LaunchTemplate == "" {
 		return specErrorf("aws: fleet: no launch template: set aws.launch_template in the config file (an id lt-… or a name)")
 	}
@@ -1061,12 +1021,10 @@ func (p *Provider) DeleteFleet(ctx context.Context, region, id string) error {
 			return fmt.Errorf("aws: delete fleet %s in %s: %s", id, region, msg)
 		}
 	}
-	for _, s := range out.SuccessfulFleetDeletions {
-		if awssdk.ToString(s.FleetId) == id {
-			return nil
-		}
+	if !slices.ContainsFunc(out.SuccessfulFleetDeletions, func(s ec2types.DeleteFleetSuccessItem) bool { return awssdk.ToString(s.FleetId) == id }) {
+		return fmt.Errorf("aws: delete fleet %s in %s: AWS did not confirm the deletion", id, region)
 	}
-	return fmt.Errorf("aws: delete fleet %s in %s: AWS did not confirm the deletion", id, region)
+	return nil
 }
 
 // maxInstantDelete: DeleteFleets' documented instant limit and TerminateInstances' ids per call.
@@ -1105,16 +1063,14 @@ func fleetState(fd ec2types.FleetData, now time.Time) (state, note string) {
 			return "scheduled", "AWS launches it at " + fd.ValidFrom.UTC().Format(time.RFC3339)
 		}
 		return "active", ""
+	case ec2types.FleetStateCodeDeletedRunning:
+		note = "its instances were left running"
+		fallthrough
 	case ec2types.FleetStateCodeDeleted, ec2types.FleetStateCodeDeletedTerminatingInstances:
 		if expired {
-			return "ended", ""
+			return "ended", note
 		}
-		return "deleted", ""
-	case ec2types.FleetStateCodeDeletedRunning:
-		if expired {
-			return "ended", "its instances were left running"
-		}
-		return "deleted", "its instances were left running"
+		return "deleted", note
 	case ec2types.FleetStateCodeFailed:
 		return "failed", ""
 	}

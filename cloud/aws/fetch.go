@@ -32,8 +32,8 @@ type regionState struct {
 	types   []GPUType
 	typesAt time.Time
 	pools   map[domain.PoolKey]domain.Pool
-	// zoneNames maps zone ids ("use1-az1") to the names the history reports.
-	zoneNames map[string]string
+	// zoneIDs maps the zone names the history reports to their ids ("use1-az1").
+	zoneIDs map[string]string
 }
 
 func (p *Provider) regionState(region string) *regionState {
@@ -41,7 +41,7 @@ func (p *Provider) regionState(region string) *regionState {
 	defer p.mu.Unlock()
 	rs := p.state[region]
 	if rs == nil {
-		rs = &regionState{pools: map[domain.PoolKey]domain.Pool{}, zoneNames: map[string]string{}}
+		rs = &regionState{pools: map[domain.PoolKey]domain.Pool{}, zoneIDs: map[string]string{}}
 		p.state[region] = rs
 	}
 	return rs
@@ -60,9 +60,9 @@ const sideTimeout = 10 * time.Second
 // fetchAids are the calls a fetch runs beside the regions' history.
 type fetchAids struct {
 	adv    *advisorJob
-	od     *onDemandJob // nil: nothing to ask
-	scores *scoreJob    // nil: not asked this time
-	note   func(string) string
+	od     *onDemandJob   // nil: nothing to ask
+	scores *scoreJob      // nil: not asked this time
+	wg     sync.WaitGroup // the side calls' goroutines
 }
 
 // Fetch streams the query's GPU pools and spot prices in [Since, Until], an
@@ -78,9 +78,9 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	aids := &fetchAids{note: p.sourceNote}
+	aids := &fetchAids{}
 	// Nothing outlives the fetch: the side calls are stopped and waited for.
-	defer aids.join()
+	defer aids.wg.Wait()
 	defer cancel()
 
 	rreqs := make([]domain.FetchRequest, len(regions))
@@ -91,17 +91,22 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 			backfill = append(backfill, r)
 		}
 	}
-	aids.adv = p.startAdvisor(ctx, sink, aids.note)
-	aids.od = p.startOnDemand(ctx, backfill, func(region string) []string {
+	aids.adv = p.startAdvisor(ctx, &aids.wg, sink)
+	aids.od = p.startOnDemand(ctx, &aids.wg, backfill, func(region string) (names []string) {
 		// The region's cached GPU types, else the catalog's.
 		types, ok := p.cachedGPUTypes(region)
 		if !ok {
 			types = catalogGPUTypes()
 		}
-		return wantedNames(types, req.Query)
+		for _, t := range types {
+			if req.Query.WantsGPU(t.GPU.Model) {
+				names = append(names, t.InstanceType)
+			}
+		}
+		return names
 	})
 	if req.Backfill {
-		aids.scores = p.startScores(ctx, regions, req.Query)
+		aids.scores = p.startScores(ctx, &aids.wg, regions, req.Query)
 	}
 
 	errs := make([]error, len(regions))
@@ -125,21 +130,9 @@ func (p *Provider) Fetch(ctx context.Context, req domain.FetchRequest, sink doma
 		return fmt.Errorf("aws: every region failed (%d), first: %w", len(regions), firstErr)
 	}
 	if aids.od != nil {
-		sink(domain.Event{Provider: Name, Note: aids.note(aids.adv.noteNow())})
+		sink(domain.Event{Provider: Name, Note: p.sourceNote(aids.adv.noteNow())})
 	}
 	return nil
-}
-
-func (a *fetchAids) join() {
-	if a.adv != nil {
-		<-a.adv.done
-	}
-	if a.od != nil {
-		<-a.od.done
-	}
-	if a.scores != nil {
-		<-a.scores.done
-	}
 }
 
 // sourceNote is the advisor's note, and why on-demand prices are unknown if so.
@@ -148,16 +141,6 @@ func (p *Provider) sourceNote(advisorNote string) string {
 		return advisorNote + "; " + od
 	}
 	return advisorNote
-}
-
-func wantedNames(types []GPUType, q domain.Query) []string {
-	var out []string
-	for _, t := range types {
-		if q.WantsGPU(t.GPU.Model) {
-			out = append(out, t.InstanceType)
-		}
-	}
-	return out
 }
 
 // regionFetch is one region's part of a fetch; its history streams may run at once.
@@ -318,19 +301,17 @@ func (rf *regionFetch) history(ctx context.Context, names []string) error {
 			rs.mu.Lock()
 			pool, known := rs.pools[pt.Pool]
 			if sp.AvailabilityZoneId != nil {
-				rs.zoneNames[*sp.AvailabilityZoneId] = pt.Pool.Zone
+				rs.zoneIDs[pt.Pool.Zone] = *sp.AvailabilityZoneId
 			}
 			rs.mu.Unlock()
-			switch {
-			case !known:
+			if !known {
 				pool = rf.describe(pt.Pool, nil)
 				rs.mu.Lock()
 				rs.pools[pt.Pool] = pool
 				rs.mu.Unlock()
-				rf.describeOnce(pt.Pool)
-				ev.Pools = append(ev.Pools, pool)
-			case req.Backfill && rf.describeOnce(pt.Pool):
-				// A back-fill describes its pools again for a caller that knows none yet.
+			}
+			// A back-fill describes its pools again for a caller that knows none yet.
+			if first := rf.describeOnce(pt.Pool); !known || req.Backfill && first {
 				ev.Pools = append(ev.Pools, pool)
 			}
 		}
@@ -366,14 +347,7 @@ func (rf *regionFetch) describe(k domain.PoolKey, scores *placement) domain.Pool
 		InstanceType: k.InstanceType, GPU: spec}
 	rf.rs.mu.Lock()
 	old, known := rf.rs.pools[k]
-	zoneID := ""
-	if scores != nil {
-		for id, name := range rf.rs.zoneNames {
-			if name == k.Zone {
-				zoneID = id
-			}
-		}
-	}
+	zoneID := rf.rs.zoneIDs[k.Zone]
 	rf.rs.mu.Unlock()
 	if known {
 		pool.OnDemandUSDHour, pool.PlacementScore, pool.PlacementNote = old.OnDemandUSDHour, old.PlacementScore, old.PlacementNote
@@ -478,13 +452,13 @@ func pricePoint(region string, sp ec2types.SpotPrice) (domain.PricePoint, bool, 
 }
 
 func samePool(a, b domain.Pool) bool {
-	eqF := func(x, y *float64) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
-	eqI := func(x, y *int) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
 	eqIn := func(x, y *domain.Interruption) bool {
 		return (x == nil) == (y == nil) && (x == nil || (x.Bucket == y.Bucket && x.Source == y.Source && x.AsOf.Equal(y.AsOf)))
 	}
-	return a.GPU == b.GPU && eqF(a.OnDemandUSDHour, b.OnDemandUSDHour) && eqI(a.PlacementScore, b.PlacementScore) && a.PlacementNote == b.PlacementNote && eqIn(a.Interruption, b.Interruption)
+	return a.GPU == b.GPU && samePtr(a.OnDemandUSDHour, b.OnDemandUSDHour) && samePtr(a.PlacementScore, b.PlacementScore) && a.PlacementNote == b.PlacementNote && eqIn(a.Interruption, b.Interruption)
 }
+
+func samePtr[T comparable](x, y *T) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
 
 // scoreTTL: AWS limits distinct score requests an account makes a day.
 const scoreTTL = 6 * time.Hour
@@ -540,7 +514,7 @@ func (pl *placement) of(region, zoneID, typ string) (score *int, note string, ok
 
 // startScores returns the fetch's score job, nil when the caller may not
 // (UnauthorizedOperation) or scores were asked within scoreTTL.
-func (p *Provider) startScores(ctx context.Context, regions []string, q domain.Query) *scoreJob {
+func (p *Provider) startScores(ctx context.Context, wg *sync.WaitGroup, regions []string, q domain.Query) *scoreJob {
 	now := p.opt.Now()
 	p.mu.Lock()
 	st := p.scores
@@ -549,7 +523,7 @@ func (p *Provider) startScores(ctx context.Context, regions []string, q domain.Q
 		return nil
 	}
 	j := &scoreJob{q: q, types: map[string]string{}, left: len(regions), ready: make(chan struct{}), done: make(chan struct{})}
-	go func() {
+	wg.Go(func() {
 		defer close(j.done)
 		select {
 		case <-j.ready:
@@ -560,7 +534,7 @@ func (p *Provider) startScores(ctx context.Context, regions []string, q domain.Q
 		types := j.types
 		j.mu.Unlock()
 		j.scores = p.askScores(ctx, regions, types, now)
-	}()
+	})
 	return j
 }
 
@@ -601,12 +575,9 @@ const minScoreTypes = 3
 // a score per zone; AWS answers for its top 10 zones only. Not asked below
 // minScoreTypes, nor again after UnauthorizedOperation.
 func (p *Provider) askScores(ctx context.Context, regions []string, seen map[string]string, now time.Time) *placement {
-	rank := map[string]int{}
-	for i, m := range domain.GPUModels {
-		rank[m] = i
-	}
+	rank := func(t string) int { return slices.Index(domain.GPUModels, seen[t]) }
 	types := slices.SortedFunc(maps.Keys(seen), func(a, b string) int {
-		return cmp.Or(cmp.Compare(rank[seen[a]], rank[seen[b]]), strings.Compare(a, b))
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a, b))
 	})
 	if len(types) > maxScoreTypes {
 		types = types[:maxScoreTypes]
@@ -691,97 +662,87 @@ func (j *advisorJob) current() *advisor.Data {
 func (j *advisorJob) wait(ctx context.Context) *advisor.Data {
 	select {
 	case <-j.done:
-		return j.data
 	case <-ctx.Done():
-		return j.first()
 	}
+	return j.current()
 }
 
 // startAdvisor picks the interruption data (the live file within a day, else the
 // embedded snapshot) and sends the note saying which; the live fetch runs beside.
-func (p *Provider) startAdvisor(ctx context.Context, sink domain.Sink, note func(string) string) *advisorJob {
+func (p *Provider) startAdvisor(ctx context.Context, wg *sync.WaitGroup, sink domain.Sink) *advisorJob {
 	p.mu.Lock()
 	st := p.adv
 	p.mu.Unlock()
 	now := p.opt.Now()
-	held := st.data
-	job := &advisorJob{done: make(chan struct{}), first: sync.OnceValue(func() *advisor.Data {
-		if held != nil {
-			return held
-		}
-		return advisor.Embedded()
-	})}
+	job := &advisorJob{done: make(chan struct{}), first: sync.OnceValue(func() *advisor.Data { return st.orEmbedded().data })}
 	go job.first()
 	finish := func(st advisorState) {
 		job.data, job.note = st.data, advisorNote(st, now)
 		// Sent now: nothing reaches the sink after Fetch returns.
-		sink(domain.Event{Provider: Name, Note: note(job.note)})
+		sink(domain.Event{Provider: Name, Note: p.sourceNote(job.note)})
 		close(job.done)
 	}
 	if st.data != nil && (!st.live || now.Sub(st.fetched) < cacheTTL) && (st.live || now.Sub(st.triedLive) < advisorRetry || p.opt.AdvisorURL == "") {
 		finish(st)
 		return job
 	}
-	go func() {
+	wg.Go(func() {
 		next, tried := p.loadAdvisor(ctx, st, now)
-		if !tried {
+		if tried {
+			p.mu.Lock()
+			p.adv = next
+			p.mu.Unlock()
+		} else {
 			next.data = job.first()
-			finish(next)
-			return
 		}
-		p.mu.Lock()
-		p.adv = next
-		p.mu.Unlock()
 		finish(next)
-	}()
+	})
 	return job
 }
 
+// loadAdvisor reads the cached file, else fetches the live one, else falls back
+// on the stale cache or the embedded snapshot; false when the fetch ended first.
 func (p *Provider) loadAdvisor(ctx context.Context, st advisorState, now time.Time) (advisorState, bool) {
-	before := st
 	path := p.cachePath("spot-advisor.json")
-	var cached *advisor.Data
-	var cachedAt time.Time
-	if path != "" {
-		if fi, err := os.Stat(path); err == nil {
-			if b, err := os.ReadFile(path); err == nil {
-				if d, err := advisor.Parse(b, "live, cached", fi.ModTime()); err == nil {
-					cached, cachedAt = d, fi.ModTime()
-				}
+	next := advisorState{triedLive: st.triedLive}
+	if fi, err := os.Stat(path); err == nil {
+		if b, err := os.ReadFile(path); err == nil {
+			if d, err := advisor.Parse(b, "live, cached", fi.ModTime()); err == nil {
+				next.data, next.live, next.fetched = d, true, fi.ModTime()
 			}
 		}
 	}
-	if cached != nil && now.Sub(cachedAt) < cacheTTL {
-		return advisorState{data: cached, live: true, fetched: cachedAt}, true
+	if next.live && now.Sub(next.fetched) < cacheTTL || p.opt.AdvisorURL == "" {
+		return next.orEmbedded(), true
 	}
-	if p.opt.AdvisorURL != "" {
-		st.triedLive = now
-		st.failed = ""
-		b, err := p.fetchAdvisor(ctx)
-		if err == nil {
-			var d *advisor.Data
-			d, err = advisor.Parse(b, "live", now)
-			if err == nil {
-				if path != "" {
-					if werr := writeFile(path, b); werr != nil {
-						p.opt.Logger.Warn("cache spot advisor", "err", werr)
-					}
+	next.triedLive = now
+	b, err := p.fetchAdvisor(ctx)
+	if err == nil {
+		var d *advisor.Data
+		if d, err = advisor.Parse(b, "live", now); err == nil {
+			if path != "" {
+				if werr := writeFile(path, b); werr != nil {
+					p.opt.Logger.Warn("cache spot advisor", "err", werr)
 				}
-				return advisorState{data: d, live: true, fetched: now, triedLive: now}, true
 			}
+			return advisorState{data: d, live: true, fetched: now, triedLive: now}, true
 		}
-		if errors.Is(err, context.Canceled) {
-			// The fetch ended before the file came: tried next time.
-			return before, false
-		}
-		// Said once in the note; details in the log for --debug.
-		st.failed = advisorFailure(err)
-		p.opt.Logger.Debug("spot advisor: live fetch failed", "url", p.opt.AdvisorURL, "err", err)
 	}
-	if cached != nil {
-		return advisorState{data: cached, live: true, fetched: cachedAt, triedLive: st.triedLive, failed: st.failed}, true
+	if errors.Is(err, context.Canceled) {
+		// The fetch ended before the file came: tried next time.
+		return st, false
 	}
-	return advisorState{data: advisor.Embedded(), triedLive: st.triedLive, failed: st.failed}, true
+	// Said once in the note; details in the log for --debug.
+	next.failed = advisorFailure(err)
+	p.opt.Logger.Debug("spot advisor: live fetch failed", "url", p.opt.AdvisorURL, "err", err)
+	return next.orEmbedded(), true
+}
+
+func (st advisorState) orEmbedded() advisorState {
+	if st.data == nil {
+		st.data = advisor.Embedded()
+	}
+	return st
 }
 
 func advisorFailure(err error) string {

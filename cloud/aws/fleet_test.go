@@ -250,6 +250,12 @@ func TestFleetStatesMeanWhatTheySay(t *testing.T) {
 			t.Errorf("%s without a schedule: %s", s, got)
 		}
 	}
+	// A fleet deleted with its instances left running says so, ended or not.
+	for _, at := range []time.Time{testNow, until} {
+		if _, note := fleetState(ec2types.FleetData{FleetState: "deleted_running", ValidUntil: &until}, at); !strings.Contains(note, "left running") {
+			t.Errorf("deleted_running at %s: note %q, want its instances left running", at.Sub(from), note)
+		}
+	}
 	if got, note := fleetState(ec2types.FleetData{FleetState: "hibernating"}, testNow); got != "active" || !strings.Contains(note, "hibernating") {
 		t.Errorf("an unknown fleet state: %s (%q), want active with the state named", got, note)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"regexp"
 	"time"
 	"unicode/utf8"
 
@@ -97,48 +98,35 @@ var errNotPlain = errors.New("not a plain DescribeSpotPriceHistory answer")
 // names match case-insensitively and unknown text elements are skipped, as in
 // the SDK. Entities, prefixes and nesting elsewhere are not plain: the SDK reads them.
 func parseSpotPriceHistory(body []byte) (*ec2.DescribeSpotPriceHistoryOutput, error) {
-	if !utf8.Valid(body) {
+	// Sized for a page's items: growing the maps cost dozens of allocations a page.
+	n := bytes.Count(body, []byte("<item>"))
+	x := xmlScanner{b: body, strs: make(map[string]*string, n), times: make(map[string]*time.Time, 64)}
+	x.i = len(prolog.Find(body))
+	if !utf8.Valid(body) || bytes.HasPrefix(body[x.i:], []byte("<?")) {
 		return nil, errNotPlain
 	}
-	x := xmlScanner{b: body, strs: map[string]*string{}, times: map[string]*time.Time{}}
-	if !x.prolog() {
-		return nil, errNotPlain
-	}
-	root, self, ok := x.open()
-	if !ok {
-		return nil, errNotPlain
-	}
-	out := &ec2.DescribeSpotPriceHistoryOutput{}
-	if self {
-		return out, x.end()
-	}
-	sawSet := false
-	for {
-		name, self, closed, ok := x.child(root)
-		if !ok {
-			return nil, errNotPlain
-		}
-		if closed {
-			break
-		}
-		if !equalFold(name, "spotPriceHistorySet") {
-			v, ok := x.text(name, self)
-			if !ok {
-				return nil, errNotPlain
-			}
-			if equalFold(name, "nextToken") {
-				out.NextToken = x.str(v)
-			}
-			continue
-		}
+	root, self, ok := x.open(true)
+	out, sawSet := &ec2.DescribeSpotPriceHistoryOutput{}, false
+	ok = ok && (self || x.each(root, "spotPriceHistorySet", func(set []byte, self bool) bool {
 		if sawSet {
-			return nil, errNotPlain
+			return false
 		}
 		sawSet = true
-		out.SpotPriceHistory = make([]ec2types.SpotPrice, 0, bytes.Count(x.b[x.i:], []byte("<item>")))
-		if !self && !x.items(name, &out.SpotPriceHistory) {
-			return nil, errNotPlain
+		out.SpotPriceHistory = make([]ec2types.SpotPrice, 0, n)
+		return self || x.each(set, "item", func(item []byte, self bool) bool {
+			var sp ec2types.SpotPrice
+			ok := self || x.each(item, "", nil, func(name, v []byte) bool { return x.field(&sp, name, v) })
+			out.SpotPriceHistory = append(out.SpotPriceHistory, sp)
+			return ok
+		}, nil)
+	}, func(name, v []byte) bool {
+		if equalFold(name, "nextToken") {
+			out.NextToken = x.str(v)
 		}
+		return true
+	}))
+	if !ok {
+		return nil, errNotPlain
 	}
 	return out, x.end()
 }
@@ -160,34 +148,17 @@ func (x *xmlScanner) space() {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' }
 
-// prologs are the XML declarations read here; others are left to encoding/xml.
-var prologs = [][]byte{
-	[]byte(`<?xml version="1.0" encoding="UTF-8"?>`), []byte(`<?xml version="1.0" encoding="utf-8"?>`), []byte(`<?xml version="1.0"?>`),
-}
+// prolog is the XML declaration read here, if any; others are left to encoding/xml.
+var prolog = regexp.MustCompile(`^[ \t\n]*(<\?xml version="1\.0"( encoding="(UTF|utf)-8")?\?>)?[ \t\n]*`)
 
-func (x *xmlScanner) prolog() bool {
-	x.space()
-	for _, p := range prologs {
-		if bytes.HasPrefix(x.b[x.i:], p) {
-			x.i += len(p)
-			break
-		}
-	}
-	x.space()
-	return !bytes.HasPrefix(x.b[x.i:], []byte("<?"))
-}
-
-// open reads a start tag: its name and whether it closes itself.
-func (x *xmlScanner) open() (name []byte, self, ok bool) {
-	if x.i >= len(x.b) || x.b[x.i] != '<' {
+// open reads a start tag: its name and whether it closes itself. Only the
+// root may have attributes (AWS's xmlns), with plain values.
+func (x *xmlScanner) open(root bool) (name []byte, self, ok bool) {
+	if x.i+1 >= len(x.b) || x.b[x.i] != '<' || !isNameStart(x.b[x.i+1]) {
 		return nil, false, false
 	}
-	j := x.i + 1
-	if j >= len(x.b) || !isNameStart(x.b[j]) {
-		return nil, false, false
-	}
-	k := j + 1
-	for k < len(x.b) && isNameByte(x.b[k]) && x.b[k] != ':' {
+	j, k := x.i+1, x.i+2
+	for k < len(x.b) && isNameByte(x.b[k]) {
 		k++
 	}
 	end := bytes.IndexByte(x.b[k:], '>')
@@ -199,47 +170,15 @@ func (x *xmlScanner) open() (name []byte, self, ok bool) {
 		self = true
 		attrs = attrs[:len(attrs)-1]
 	}
-	if !plainAttrs(attrs) {
+	if root && !rootAttrs.Match(attrs) || !root && len(bytes.Trim(attrs, " \t\n")) > 0 {
 		return nil, false, false
 	}
 	x.i = k + end + 1
 	return x.b[j:k], self, true
 }
 
-// plainAttrs reports whether a tag's attributes have plain values: no markup, entities or control bytes.
-func plainAttrs(a []byte) bool {
-	i := 0
-	for {
-		n := i
-		for i < len(a) && isSpace(a[i]) {
-			i++
-		}
-		if i == len(a) {
-			return true
-		}
-		if i == n || !isNameStart(a[i]) {
-			return false // attributes are separated by space
-		}
-		for i < len(a) && isNameByte(a[i]) {
-			i++
-		}
-		if i+1 >= len(a) || a[i] != '=' || (a[i+1] != '"' && a[i+1] != '\'') {
-			return false
-		}
-		q := a[i+1]
-		i += 2
-		j := bytes.IndexByte(a[i:], q)
-		if j < 0 {
-			return false
-		}
-		for _, c := range a[i : i+j] {
-			if c == '<' || c == '&' || c < 0x20 || c >= 0x80 {
-				return false
-			}
-		}
-		i += j + 1
-	}
-}
+// rootAttrs are attributes with values of printable ASCII but no markup or entity.
+var rootAttrs = regexp.MustCompile(`^([ \t\n]+[A-Za-z_][A-Za-z0-9_.:-]*="[ !#-%'-;=?-~]*")*[ \t\n]*$`)
 
 func (x *xmlScanner) closeTag(name []byte) bool {
 	if !bytes.HasPrefix(x.b[x.i:], []byte("</")) || !bytes.HasPrefix(x.b[x.i+2:], name) {
@@ -256,18 +195,33 @@ func (x *xmlScanner) closeTag(name []byte) bool {
 	return true
 }
 
-// child moves to parent's next child element, or reads its end tag (closed).
-func (x *xmlScanner) child(parent []byte) (name []byte, self, closed, ok bool) {
-	x.space()
-	if bytes.HasPrefix(x.b[x.i:], []byte("</")) {
-		return nil, false, true, x.closeTag(parent)
+// each reads parent's children up to its end tag: one named nest goes to in,
+// any other is a text element whose value goes to leaf (nil: skipped).
+func (x *xmlScanner) each(parent []byte, nest string, in func(name []byte, self bool) bool, leaf func(name, v []byte) bool) bool {
+	for {
+		x.space()
+		if bytes.HasPrefix(x.b[x.i:], []byte("</")) {
+			return x.closeTag(parent)
+		}
+		name, self, ok := x.open(false)
+		switch {
+		case !ok:
+			return false
+		case equalFold(name, nest):
+			ok = in(name, self)
+		default:
+			var v []byte
+			v, ok = x.text(name, self)
+			ok = ok && (leaf == nil || leaf(name, v))
+		}
+		if !ok {
+			return false
+		}
 	}
-	name, self, ok = x.open()
-	return name, self, false, ok
 }
 
 // text reads the element's plain text up to its end tag (empty if self-closed,
-// as the SDK reads it): no entity, no carriage return, no forbidden character.
+// as the SDK reads it): ASCII without entity, carriage return or control byte.
 func (x *xmlScanner) text(name []byte, self bool) ([]byte, bool) {
 	if self {
 		return []byte{}, true
@@ -281,21 +235,12 @@ func (x *xmlScanner) text(name []byte, self bool) ([]byte, bool) {
 	if !x.closeTag(name) || bytes.IndexByte(v, '&') >= 0 {
 		return nil, false
 	}
-	for i := 0; i < len(v); {
-		r, n := rune(v[i]), 1
-		if r >= 0x80 {
-			r, n = utf8.DecodeRune(v[i:])
-		}
-		if r < 0x20 && r != '\t' && r != '\n' || !isXMLChar(r) {
+	for _, c := range v {
+		if c < 0x20 && c != '\t' && c != '\n' || c >= 0x80 {
 			return nil, false
 		}
-		i += n
 	}
 	return v, true
-}
-
-func isXMLChar(r rune) bool {
-	return r == 0x09 || r == 0x0A || r == 0x0D || r >= 0x20 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF
 }
 
 func (x *xmlScanner) end() error {
@@ -306,53 +251,25 @@ func (x *xmlScanner) end() error {
 	return nil
 }
 
-func (x *xmlScanner) items(set []byte, list *[]ec2types.SpotPrice) bool {
-	for {
-		name, self, closed, ok := x.child(set)
-		if !ok || closed {
-			return ok
-		}
-		if !equalFold(name, "item") {
-			if _, ok := x.text(name, self); !ok {
-				return false
-			}
-			continue
-		}
-		var sp ec2types.SpotPrice
-		if !self && !x.item(name, &sp) {
-			return false
-		}
-		*list = append(*list, sp)
+// field sets the item's member of that name, as the SDK reads it.
+func (x *xmlScanner) field(sp *ec2types.SpotPrice, name, v []byte) bool {
+	switch {
+	case equalFold(name, "availabilityZone"):
+		sp.AvailabilityZone = x.str(v)
+	case equalFold(name, "availabilityZoneId"):
+		sp.AvailabilityZoneId = x.str(v)
+	case equalFold(name, "instanceType"):
+		sp.InstanceType = ec2types.InstanceType(*x.str(v))
+	case equalFold(name, "productDescription"):
+		sp.ProductDescription = ec2types.RIProductDescription(*x.str(v))
+	case equalFold(name, "spotPrice"):
+		sp.SpotPrice = x.str(v)
+	case equalFold(name, "timestamp"):
+		var ok bool
+		sp.Timestamp, ok = x.time(v)
+		return ok
 	}
-}
-
-func (x *xmlScanner) item(item []byte, sp *ec2types.SpotPrice) bool {
-	for {
-		name, self, closed, ok := x.child(item)
-		if !ok || closed {
-			return ok
-		}
-		v, ok := x.text(name, self)
-		if !ok {
-			return false
-		}
-		switch {
-		case equalFold(name, "availabilityZone"):
-			sp.AvailabilityZone = x.str(v)
-		case equalFold(name, "availabilityZoneId"):
-			sp.AvailabilityZoneId = x.str(v)
-		case equalFold(name, "instanceType"):
-			sp.InstanceType = ec2types.InstanceType(*x.str(v))
-		case equalFold(name, "productDescription"):
-			sp.ProductDescription = ec2types.RIProductDescription(*x.str(v))
-		case equalFold(name, "spotPrice"):
-			sp.SpotPrice = x.str(v)
-		case equalFold(name, "timestamp"):
-			if sp.Timestamp, ok = x.time(v); !ok {
-				return false
-			}
-		}
-	}
+	return true
 }
 
 // str returns a shared pointer to v: a page repeats a few types, zones and prices.
@@ -382,8 +299,9 @@ func isNameStart(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
 }
 
+// isNameByte: a prefix's colon is not, so a prefixed name is not plain.
 func isNameByte(c byte) bool {
-	return isNameStart(c) || c >= '0' && c <= '9' || c == ':' || c == '-' || c == '.'
+	return isNameStart(c) || c >= '0' && c <= '9' || c == '-' || c == '.'
 }
 
 // equalFold is bytes.EqualFold for an ASCII name and s of letters only.

@@ -4,6 +4,7 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,11 +97,14 @@ type Provider struct {
 }
 
 var (
-	_ domain.Provider       = (*Provider)(nil)
-	_ domain.OfferingFinder = (*Provider)(nil)
-	_ domain.Booker         = (*Provider)(nil)
-	_ domain.FleetLauncher  = (*Provider)(nil)
-	_ domain.FleetFinder    = (*Provider)(nil)
+	_ domain.Provider          = (*Provider)(nil)
+	_ domain.OfferingFinder    = (*Provider)(nil)
+	_ domain.Booker            = (*Provider)(nil)
+	_ domain.FleetLauncher     = (*Provider)(nil)
+	_ domain.FleetFinder       = (*Provider)(nil)
+	_ domain.RecordLister      = (*Provider)(nil)
+	_ domain.OfferingRefresher = (*Provider)(nil)
+	_ domain.UsageReporter     = (*Provider)(nil)
 )
 
 // ec2API is the part of the EC2 client the provider uses.
@@ -161,11 +165,8 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		cfg = c
 	}
 	cfg.Retryer = newRetryer(opt.MaxAttempts, opt.MaxBackoff)
-	cfg.HTTPClient = withPlainBodies(withTimeouts(cfg.HTTPClient))
-	home := cfg.Region
-	if home == "" {
-		home = "us-east-1"
-	}
+	cfg.HTTPClient = plainBodyClient{withTimeouts(cfg.HTTPClient)}
+	home := cmp.Or(cfg.Region, "us-east-1")
 	if cfg.Credentials == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNoCredentials, credentialHint)
 	}
@@ -176,6 +177,10 @@ func New(ctx context.Context, opt Options) (*Provider, error) {
 		return nil, fmt.Errorf("%w: %s (%v)", ErrNoCredentials, credentialHint, shortCause(err))
 	}
 	p := &Provider{opt: opt, cfg: cfg, home: home, state: map[string]*regionState{}, buckets: map[bucketKey]*tokenBucket{}}
+	p.onDemandC.prices = map[string]map[string]onDemandPrice{}
+	if path := p.cachePath("on-demand.json"); path != "" {
+		_ = readJSON(path, &p.onDemandC.prices) // a missing or unreadable copy is asked again
+	}
 	p.pricing = pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = pricingRegion })
 	return p, nil
 }
@@ -265,11 +270,10 @@ func (r *regional[C]) get(region string, make func() C) C {
 // regions returns the query's regions, the options', or the account's; of a
 // mixed list only AWS-shaped names are kept.
 func (p *Provider) regions(ctx context.Context, q domain.Query) ([]string, error) {
-	if len(q.Regions) > 0 {
-		return awsRegions(q.Regions), nil
-	}
-	if len(p.opt.Regions) > 0 {
-		return awsRegions(p.opt.Regions), nil
+	for _, names := range [][]string{q.Regions, p.opt.Regions} {
+		if len(names) > 0 {
+			return awsRegions(names), nil
+		}
 	}
 	p.mu.Lock()
 	cached := p.regionsM
@@ -421,14 +425,6 @@ type plainBody struct{ rc io.ReadCloser }
 
 func (b plainBody) Read(p []byte) (int, error) { return b.rc.Read(p) }
 func (b plainBody) Close() error               { return b.rc.Close() }
-
-// withPlainBodies wraps withTimeouts' client, never nil.
-func withPlainBodies(c awssdk.HTTPClient) awssdk.HTTPClient {
-	if _, ok := c.(plainBodyClient); ok {
-		return c
-	}
-	return plainBodyClient{inner: c}
-}
 
 // Connection limits: an unreachable endpoint is reported within seconds, not
 // after the SDK's defaults retried (40 s and more for a closed port).

@@ -105,9 +105,7 @@ func validPlanQuery(q domain.OfferingQuery, now time.Time) (domain.OfferingQuery
 	if err := planTerms.ValidDuration(q.Duration); err != nil {
 		return q, domain.InvalidQueryf("aws: %v", err)
 	}
-	if q.StartAfter.IsZero() || q.StartAfter.Before(now) {
-		q.StartAfter = now
-	}
+	q.StartAfter = domain.Later(q.StartAfter, now)
 	latest := now.Add(planTerms.MaxLead)
 	if q.StartBefore.IsZero() || q.StartBefore.After(latest) {
 		q.StartBefore = latest
@@ -334,12 +332,10 @@ func (p *Provider) planBooking(region string, s smtypes.TrainingPlanSummary) dom
 	b := domain.Booking{ProviderRef: awssdk.ToString(s.TrainingPlanArn), Provider: Name, Region: region,
 		InstanceCount: int(awssdk.ToInt32(s.TotalInstanceCount)), Start: start, End: end}
 	if len(s.ReservedCapacitySummaries) > 0 {
-		rc := s.ReservedCapacitySummaries[0] // the first segment: where the plan starts
-		for _, x := range s.ReservedCapacitySummaries {
-			if awssdk.ToTime(x.StartTime).Before(awssdk.ToTime(rc.StartTime)) {
-				rc = x
-			}
-		}
+		// The first segment: where the plan starts.
+		rc := slices.MinFunc(s.ReservedCapacitySummaries, func(a, b smtypes.ReservedCapacitySummary) int {
+			return awssdk.ToTime(a.StartTime).Compare(awssdk.ToTime(b.StartTime))
+		})
 		b.InstanceType, b.Zone = strings.TrimPrefix(string(rc.InstanceType), "ml."), awssdk.ToString(rc.AvailabilityZone)
 		if b.InstanceCount == 0 {
 			b.InstanceCount = int(awssdk.ToInt32(rc.TotalInstanceCount))
@@ -397,16 +393,11 @@ func (p *Provider) findTrainingPlan(ctx context.Context, req domain.BookRequest)
 			if err != nil {
 				return nil, explain(fmt.Errorf("aws: tags of training plan %s: %w", awssdk.ToString(s.TrainingPlanName), err))
 			}
-			var from, ref string
+			kv := map[string]string{}
 			for _, t := range tags.Tags {
-				switch awssdk.ToString(t.Key) {
-				case domain.TagOffering:
-					from = awssdk.ToString(t.Value)
-				case domain.TagRef:
-					ref = awssdk.ToString(t.Value)
-				}
+				kv[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
 			}
-			if from == o.ID && (ref == "" || ref == req.Ref) {
+			if ref := kv[domain.TagRef]; kv[domain.TagOffering] == o.ID && (ref == "" || ref == req.Ref) {
 				return p.found(o, s), nil
 			}
 		}
@@ -429,11 +420,7 @@ func (p *Provider) refreshTrainingPlan(ctx context.Context, o domain.Offering) (
 	if o.ID == "" || o.Region == "" || o.InstanceType == "" {
 		return o, specErrorf("aws: training plan offering %q has no id, region or instance type", o.ID)
 	}
-	now := p.opt.Now()
-	from := o.Start.Add(-24 * time.Hour)
-	if from.Before(now) {
-		from = now
-	}
+	from := domain.Later(o.Start.Add(-24*time.Hour), p.opt.Now())
 	held := time.Duration(math.Round(o.HeldHours())) * time.Hour
 	q := domain.OfferingQuery{GPU: o.GPU.Model, Instances: o.InstanceCount, Duration: held, StartAfter: from, StartBefore: o.Start.Add(time.Hour),
 		FlexDuration: time.Hour}

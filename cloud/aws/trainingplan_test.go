@@ -238,6 +238,14 @@ func TestTrainingPlanLostAnswerAndRefusal(t *testing.T) {
 	if got, _ := p.FindBooking(context.Background(), domain.BookRequest{Offering: o, Ref: "row9", After: testNow}); got != nil {
 		t.Errorf("another row's plan taken for row9's: %+v", got)
 	}
+	// A look-alike of the same dates and count bought from another offering is not this one's.
+	fake.AddPlan(smtest.Plan{Name: "other", ARN: "arn:aws:sagemaker:us-east-1:123456789012:training-plan/other", Region: "us-east-1",
+		Status: "Scheduled", Tags: map[string]string{domain.TagOffering: "tpo-two"},
+		Offering: smtest.Offering{InstanceType: "ml.p5.48xlarge", Count: 2, Target: "training-job", UpfrontFee: "3000.00",
+			Segments: []smtest.Segment{{Zone: "us-east-1a", Start: planDay, End: planDay.Add(48 * time.Hour)}}}})
+	if got, _ := p.FindBooking(context.Background(), domain.BookRequest{Offering: o, After: testNow}); got != nil {
+		t.Errorf("another offering's plan taken: %+v", got)
+	}
 	fake.AddPlan(smtest.Plan{Name: "legacy", ARN: "arn:aws:sagemaker:us-east-1:123456789012:training-plan/legacy", Region: "us-east-1",
 		Status: "Scheduled", Tags: map[string]string{domain.TagOffering: "tpo-one"},
 		Offering: smtest.Offering{InstanceType: "ml.p5.48xlarge", Count: 2, Target: "training-job", UpfrontFee: "3000.00",

@@ -63,12 +63,11 @@ func (p *Provider) cachedGPUTypes(region string) ([]GPUType, bool) {
 	rs := p.regionState(region)
 	now := p.opt.Now()
 	rs.mu.Lock()
-	if rs.types != nil && now.Sub(rs.typesAt) < cacheTTL {
-		t := rs.types
-		rs.mu.Unlock()
+	t, at := rs.types, rs.typesAt
+	rs.mu.Unlock()
+	if t != nil && now.Sub(at) < cacheTTL {
 		return t, true
 	}
-	rs.mu.Unlock()
 	var f typesFile
 	if path := p.cachePath("instance-types-" + region + ".json"); path != "" && readJSON(path, &f) == nil && now.Sub(f.Fetched) < cacheTTL && f.Types != nil {
 		rs.setTypes(f.Types, f.Fetched)
@@ -117,24 +116,18 @@ func catalogGPUTypes() []GPUType {
 
 // gpuTypeOf reads a type's GPUs; false without GPUs or for ones gpumarket does not compare.
 func gpuTypeOf(it ec2types.InstanceTypeInfo) (GPUType, bool) {
-	name := string(it.InstanceType)
-	spec := domain.GPUSpec{}
-	if it.GpuInfo != nil && len(it.GpuInfo.Gpus) > 0 {
+	name, spec := string(it.InstanceType), domain.GPUSpec{}
+	if e, ok := domain.LookupGPU(name); ok && e.Cloud == domain.CloudAWS {
+		spec = e.GPU
+	} else if it.GpuInfo != nil && len(it.GpuInfo.Gpus) > 0 {
 		g := it.GpuInfo.Gpus[0]
-		if model, ok := domain.NormalizeGPUModel(awssdk.ToString(g.Name)); ok {
-			spec.Model = model
-		}
+		spec.Model, _ = domain.NormalizeGPUModel(awssdk.ToString(g.Name))
 		for _, d := range it.GpuInfo.Gpus {
 			spec.Count += float64(awssdk.ToInt32(d.Count))
 		}
 		if g.MemoryInfo != nil {
 			spec.MemoryGiB = float64(awssdk.ToInt32(g.MemoryInfo.SizeInMiB)) / 1024
 		}
-	}
-	if e, ok := domain.LookupGPU(name); ok && e.Cloud == domain.CloudAWS {
-		spec = e.GPU
-	} else if it.GpuInfo == nil || len(it.GpuInfo.Gpus) == 0 {
-		return GPUType{}, false
 	}
 	if spec.Model == "" || spec.Count <= 0 {
 		return GPUType{}, false
@@ -193,22 +186,9 @@ type onDemandPrice struct {
 
 type onDemandCache struct {
 	mu     sync.Mutex
-	loaded bool
-	prices map[string]map[string]onDemandPrice // region → type → price
+	prices map[string]map[string]onDemandPrice // region → type → price, the data dir's at first
 	// failure is why the last Price List query failed, for the source's note.
 	failure string
-}
-
-// load reads the data dir's copy once; the caller holds c.mu.
-func (c *onDemandCache) load(path string) {
-	if c.loaded {
-		return
-	}
-	c.loaded = true
-	c.prices = map[string]map[string]onDemandPrice{}
-	if path != "" {
-		_ = readJSON(path, &c.prices)
-	}
 }
 
 // cachedOnDemand returns a type's cached price (nil: none) and whether it is fresh.
@@ -216,7 +196,6 @@ func (p *Provider) cachedOnDemand(region, instanceType string) (*float64, bool) 
 	c := &p.onDemandC
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.load(p.cachePath("on-demand.json"))
 	e, ok := c.prices[region][instanceType]
 	if !ok || p.opt.Now().Sub(e.Fetched) >= cacheTTL {
 		return nil, false
@@ -256,7 +235,7 @@ func (j *onDemandJob) wait(ctx context.Context) {
 
 // startOnDemand asks the Price List, beside the history, for the prices the
 // cache lacks; nil when it has them all.
-func (p *Provider) startOnDemand(ctx context.Context, regions []string, want func(region string) []string) *onDemandJob {
+func (p *Provider) startOnDemand(ctx context.Context, wg *sync.WaitGroup, regions []string, want func(region string) []string) *onDemandJob {
 	missing := map[string][]string{}
 	for _, r := range regions {
 		if m := p.missingOnDemand(r, want(r)); len(m) > 0 {
@@ -267,10 +246,10 @@ func (p *Provider) startOnDemand(ctx context.Context, regions []string, want fun
 		return nil
 	}
 	job := &onDemandJob{done: make(chan struct{}), asked: missing}
-	go func() {
+	wg.Go(func() {
 		defer close(job.done)
 		p.fetchOnDemand(ctx, missing)
-	}()
+	})
 	return job
 }
 
@@ -293,38 +272,34 @@ const maxFilterValue = 1000
 // comma-separated string" (API Reference, Filter), so a few one-page queries
 // cover every region. A failed query is said in the note, never cached.
 func (p *Provider) fetchOnDemand(ctx context.Context, missing map[string][]string) {
-	typeSet := map[string]bool{}
-	for _, ts := range missing {
-		for _, t := range ts {
-			typeSet[t] = true
-		}
+	types := slices.Concat(slices.Collect(maps.Values(missing))...)
+	slices.Sort(types)
+	type query struct {
+		regions, types []string
+		found          map[[2]string]*float64
+		err            error
 	}
-	regions, types := slices.Sorted(maps.Keys(missing)), slices.Sorted(maps.Keys(typeSet))
-	type query struct{ regions, types []string }
 	var queries []query
-	for _, ts := range chunkList(types, 100, maxFilterValue) {
-		for _, rs := range chunkList(regions, max(1, 100/len(ts)), maxFilterValue) {
-			queries = append(queries, query{rs, ts})
+	for _, ts := range chunkList(slices.Compact(types), 100, maxFilterValue) {
+		for _, rs := range chunkList(slices.Sorted(maps.Keys(missing)), max(1, 100/len(ts)), maxFilterValue) {
+			queries = append(queries, query{regions: rs, types: ts})
 		}
 	}
-	found := make([]map[[2]string]*float64, len(queries))
-	errs := make([]error, len(queries))
 	fanout.Each(len(queries), 0, func(i int) {
-		found[i], errs[i] = p.getProducts(ctx, queries[i].regions, queries[i].types)
+		queries[i].found, queries[i].err = p.getProducts(ctx, queries[i].regions, queries[i].types)
 	})
 	now := p.opt.Now()
 	var firstErr error
 	failedRegions := map[string]bool{}
 	c := &p.onDemandC
 	c.mu.Lock()
-	c.load(p.cachePath("on-demand.json"))
 	fetched := false
-	for i, q := range queries {
+	for _, q := range queries {
 		switch {
-		case errs[i] != nil && ctx.Err() != nil:
+		case q.err != nil && ctx.Err() != nil:
 			continue // the fetch ended: nothing failed
-		case errs[i] != nil:
-			firstErr = cmp.Or(firstErr, errs[i])
+		case q.err != nil:
+			firstErr = cmp.Or(firstErr, q.err)
 			for _, reg := range q.regions {
 				failedRegions[reg] = true
 			}
@@ -336,7 +311,7 @@ func (p *Provider) fetchOnDemand(ctx context.Context, missing map[string][]strin
 			}
 			// Types another region wanted are as fresh: keep them.
 			for _, t := range q.types {
-				c.prices[reg][t] = onDemandPrice{USD: found[i][[2]string{reg, t}], Fetched: now}
+				c.prices[reg][t] = onDemandPrice{USD: q.found[[2]string{reg, t}], Fetched: now}
 				fetched = true
 			}
 		}
@@ -398,21 +373,14 @@ func (p *Provider) getProducts(ctx context.Context, regions, types []string) (ma
 // chunkList splits items into runs of at most n whose comma-joined length is within maxLen.
 func chunkList(items []string, n, maxLen int) [][]string {
 	var out [][]string
-	var cur []string
-	size := 0
-	for _, it := range items {
-		if len(cur) > 0 && (len(cur) == n || size+1+len(it) > maxLen) {
-			out = append(out, cur)
-			cur, size = nil, 0
+	for len(items) > 0 {
+		k, size := 1, len(items[0])
+		for k < min(n, len(items)) && size+1+len(items[k]) <= maxLen {
+			size += 1 + len(items[k])
+			k++
 		}
-		if len(cur) > 0 {
-			size++
-		}
-		cur = append(cur, it)
-		size += len(it)
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
+		out = append(out, items[:k])
+		items = items[k:]
 	}
 	return out
 }

@@ -19,8 +19,6 @@ import (
 	"github.com/gpumarket/gpumarket/domain"
 )
 
-var _ domain.UsageReporter = (*Provider)(nil)
-
 // The NVIDIA collector publishes one series per GPU by index, name and host
 // (aws/amazon-cloudwatch-agent#981), InstanceId only if appended: searched by
 // InstanceId, else host; CPUUtilization stands in when there is none.
@@ -144,9 +142,7 @@ func instanceUsage(in ec2types.Instance, q domain.UsageQuery) (u domain.Instance
 // readBusy fills Busy from the GPU metric where any instance has it, else CPU (rep.Source says which).
 func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domain.UsageReport, endUnknown map[string]bool, hosts map[string]string) error {
 	from, to := q.From, q.To
-	if !q.Start.IsZero() && q.Start.After(from) {
-		from = q.Start
-	}
+	from = domain.Later(from, q.Start)
 	if !q.End.IsZero() && q.End.Before(to) {
 		to = q.End
 	}
@@ -201,14 +197,14 @@ func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domai
 			}
 		}
 	}
-	gpuOf := map[int]string{}
+	// Each instance's GPU series: by InstanceId, else by host.
+	gpu := make([][]domain.BusySample, len(rep.Instances))
 	byID, byHost := false, false
-	for i := range rep.Instances {
-		switch {
-		case len(series[fmt.Sprintf("gi%d", i)]) > 0:
-			gpuOf[i], byID = fmt.Sprintf("gi%d", i), true
-		case len(series[fmt.Sprintf("gh%d", i)]) > 0:
-			gpuOf[i], byHost = fmt.Sprintf("gh%d", i), true
+	for i := range gpu {
+		if gpu[i] = series[fmt.Sprintf("gi%d", i)]; len(gpu[i]) > 0 {
+			byID = true
+		} else if gpu[i] = series[fmt.Sprintf("gh%d", i)]; len(gpu[i]) > 0 {
+			byHost = true
 		}
 	}
 	rep.Source = SourceCPU
@@ -224,18 +220,16 @@ func (p *Provider) readBusy(ctx context.Context, q domain.UsageQuery, rep *domai
 	}
 	any := false
 	for i := range rep.Instances {
-		s := series[fmt.Sprintf("c%d", i)]
+		in, cpu := &rep.Instances[i], series[fmt.Sprintf("c%d", i)]
+		in.Busy = cpu
 		if byID || byHost {
-			s = series[gpuOf[i]]
+			in.Busy = gpu[i]
 		}
-		sort.Slice(s, func(a, b int) bool { return s[a].At.Before(s[b].At) })
-		rep.Instances[i].Busy = s
-		any = any || len(s) > 0
+		sort.Slice(in.Busy, func(a, b int) bool { return in.Busy[a].At.Before(in.Busy[b].At) })
+		any = any || len(in.Busy) > 0
 		// An unknown end is the last CPU datapoint; without one, the span's end, as a bill would have it.
-		in := &rep.Instances[i]
-		if c := series[fmt.Sprintf("c%d", i)]; endUnknown[in.ID] && len(c) > 0 {
-			last := c[len(c)-1]
-			in.End = last.At.Add(last.Period)
+		if last := len(cpu) - 1; endUnknown[in.ID] && last >= 0 {
+			in.End = cpu[last].At.Add(cpu[last].Period)
 		}
 	}
 	if !any {

@@ -67,19 +67,16 @@ func poolTruth(s *poolSpec) (rate, avail, median float64) {
 // region layer with their mean share, so none is left with next to nothing.
 func buildAvail(pools []*simPool) {
 	type group struct{ rate, avail, median, n float64 }
-	groups := map[string]*group{}
+	groups := map[string]group{}
 	key := func(p *simPool) string { return p.spec.Region.Name + "/" + p.spec.Desc.InstanceType }
 	for _, p := range pools {
 		rate, avail, median := poolTruth(&p.spec)
 		g := groups[key(p)]
-		if g == nil {
-			g = &group{}
-			groups[key(p)] = g
-		}
 		g.rate += regionShare * rate
 		g.avail += math.Pow(avail, regionShare)
 		g.median += median
 		g.n++
+		groups[key(p)] = g
 	}
 	for _, p := range pools {
 		rate, avail, median := poolTruth(&p.spec)

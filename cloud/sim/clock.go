@@ -122,6 +122,3 @@ func (c *Clock) Now() time.Time {
 
 // Speed is how many times faster than the wall clock the clock runs.
 func (c *Clock) Speed() int { return c.speed }
-
-// Origin is when the fast clock started (zero for the wall clock).
-func (c *Clock) Origin() time.Time { return c.origin }

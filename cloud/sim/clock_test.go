@@ -57,8 +57,8 @@ func TestClockOriginKeptAndTwoProcessesAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !second.Origin().Equal(origin) {
-		t.Errorf("second open's origin %s, want the first's %s", second.Origin(), origin)
+	if !second.origin.Equal(origin) {
+		t.Errorf("second open's origin %s, want the first's %s", second.origin, origin)
 	}
 	want := origin.Add(20 * time.Hour) // 10 s × 7200
 	if a, b := first.Now(), second.Now(); !a.Equal(want) || !b.Equal(want) {
@@ -112,7 +112,7 @@ func TestClockConcurrentFirstUseSharesOneOrigin(t *testing.T) {
 			c, err := openClock(dir, 600, wall)
 			errs[i] = err
 			if err == nil {
-				origins[i] = c.Origin()
+				origins[i] = c.origin
 			}
 		}()
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -37,10 +36,7 @@ type allocation struct {
 
 // fingerprint is what makes two launch requests the same request.
 func fingerprint(s domain.FleetSpec) string {
-	types := append([]string(nil), s.InstanceTypes...)
-	sort.Strings(types)
-	zones := append([]string(nil), s.Zones...)
-	sort.Strings(zones)
+	types, zones := slices.Sorted(slices.Values(s.InstanceTypes)), slices.Sorted(slices.Values(s.Zones))
 	maxp := "od"
 	if s.MaxPriceUSD != nil {
 		maxp = fmt.Sprint(*s.MaxPriceUSD)
@@ -53,19 +49,15 @@ func (m *Market) validateFleet(s *domain.FleetSpec) ([]*simPool, error) {
 	if s.Provider != "" && s.Provider != Name {
 		return nil, fmt.Errorf("fleet for provider %q sent to the simulated market", s.Provider)
 	}
-	var inRegion []*simPool
-	for _, p := range m.pools {
-		if p.spec.Region.Name == s.Region {
-			inRegion = append(inRegion, p)
-		}
-	}
-	if len(inRegion) == 0 {
+	ri := slices.IndexFunc(m.regions, func(r regionPools) bool { return r.name == s.Region })
+	if ri < 0 {
 		names := make([]string, len(m.regions))
 		for i, r := range m.regions {
 			names[i] = r.name
 		}
 		return nil, fmt.Errorf("fleet region %q: the simulated market has %s", s.Region, strings.Join(names, ", "))
 	}
+	inRegion := slices.Concat(m.regions[ri].families...) // the market's order: families are runs of it
 	for _, z := range s.Zones {
 		if !slices.Contains(inRegion[0].spec.Region.Zones, z) {
 			return nil, fmt.Errorf("fleet zone %q: %s has zones %s", z, s.Region, strings.Join(inRegion[0].spec.Region.Zones, ", "))
@@ -195,23 +187,21 @@ func (f *fleetState) message(now time.Time, interrupted int) string {
 
 // viewLocked returns the fleet at now: instances still running and their cost.
 func (m *Market) viewLocked(f *fleetState, now time.Time) domain.Fleet {
-	v := f.fleet
+	v := f.fleet // its Instances and EstimatedUSDh are zero
 	switch {
 	case v.State == "deleted":
-		v.Instances, v.EstimatedUSDh = 0, 0
 		return v
 	case !f.end.IsZero() && !now.Before(f.end):
-		v.State, v.Instances, v.EstimatedUSDh = "ended", 0, 0
-		v.Message = f.message(now, 0)
-		return v
+		v.State = "ended"
 	case f.start.After(now):
-		v.State, v.Instances, v.EstimatedUSDh = "scheduled", 0, 0
-		v.Message = f.message(now, 0)
+		v.State = "scheduled"
+	default:
+		n, usd := m.running(f.placement, now.Unix())
+		v.Instances, v.EstimatedUSDh = n, math.Round(usd*1e4)/1e4
+		v.Message = f.message(now, f.launched()-n)
 		return v
 	}
-	n, usd := m.running(f.placement, now.Unix())
-	v.Instances, v.EstimatedUSDh = n, math.Round(usd*1e4)/1e4
-	v.Message = f.message(now, f.launched()-n)
+	v.Message = f.message(now, 0)
 	return v
 }
 

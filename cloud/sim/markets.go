@@ -187,11 +187,12 @@ func buildSpecs() []poolSpec {
 	var out []poolSpec
 	for _, r := range allRegions {
 		for _, f := range slices.Concat(families, gcpFamilies) {
-			if f.Cloud != r.Cloud || !familyIn(f, r, adv) {
+			if f.Cloud != r.Cloud || f.Regions != nil && !slices.Contains(f.Regions, r.Name) {
 				continue
 			}
 			zones := pickZones(*r, f)
 			for _, t := range f.Types {
+				// An AWS family of no listed regions is sold where the advisor lists the type.
 				if f.Regions == nil && r.Cloud == domain.CloudAWS {
 					if _, ok := adv.Lookup(r.Name, t); !ok {
 						continue
@@ -208,21 +209,6 @@ func buildSpecs() []poolSpec {
 		}
 	}
 	return out
-}
-
-func familyIn(f family, r *region, adv *advisor.Data) bool {
-	if f.Regions != nil {
-		return slices.Contains(f.Regions, r.Name)
-	}
-	if f.Cloud == domain.CloudAzure {
-		return true
-	}
-	for _, t := range f.Types {
-		if _, ok := adv.Lookup(r.Name, t); ok {
-			return true
-		}
-	}
-	return false
 }
 
 func newSpec(adv *advisor.Data, r *region, f family, t, zone string, gpu domain.GPUSpec) poolSpec {

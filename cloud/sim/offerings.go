@@ -142,12 +142,7 @@ func (m *Market) FindOfferings(ctx context.Context, q domain.OfferingQuery) ([]d
 		out = append(out, m.offersOf(p, n, v)...)
 	}
 	m.mu.Lock()
-	kept := out[:0]
-	for _, o := range out {
-		if !m.bookedLocked(o) && v.kinds.WantsKind(o.Kind) {
-			kept = append(kept, o)
-		}
-	}
+	kept := slices.DeleteFunc(out, func(o domain.Offering) bool { return m.bookedLocked(o) || !v.kinds.WantsKind(o.Kind) })
 	m.mu.Unlock()
 	slices.SortStableFunc(kept, func(a, b domain.Offering) int {
 		return cmp.Or(cmp.Compare(a.USDPerGPUHour(), b.USDPerGPUHour()), a.Start.Compare(b.Start))
@@ -499,10 +494,9 @@ func (m *Market) ListRecords(ctx context.Context, since time.Time) ([]domain.Clo
 			continue
 		}
 		v := m.viewLocked(f, now)
-		state := v.State
 		out = append(out, domain.CloudRecord{Kind: domain.KindFleet, Ref: f.token, Actor: f.actor, ProviderRef: v.ID,
 			Provider: Name, Cloud: f.cloud, Region: v.Region, InstanceType: f.types, InstanceCount: v.Target,
-			CostUSD: v.EstimatedUSDh, State: state, Start: domain.Later(f.start, f.at), End: f.end, CreatedAt: f.at})
+			CostUSD: v.EstimatedUSDh, State: v.State, Start: domain.Later(f.start, f.at), End: f.end, CreatedAt: f.at})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out, nil

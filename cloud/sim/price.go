@@ -202,45 +202,17 @@ var dailyCycle = func() (d [24 * 60]float64) {
 	return d
 }()
 
-// octave is one noise octave's two knots around the time a walk reached.
-type octave struct {
-	k     int64   // the first knot's number; noKnot until loaded
-	start int64   // its time, k·period
-	a, b  float64 // the two knots' values
-}
-
-// noKnot is no knot's number, so loading knot k after it never takes it for k-1.
-const noKnot = math.MinInt64
-
-// reach makes the octave's knots those around t.
-func (o *octave) reach(m *model, oct int, period, t int64) {
-	if o.k != noKnot && t >= o.start && t-o.start < period {
-		return
-	}
-	k := floorDiv(t, period)
-	if o.k != noKnot && o.k+1 == k {
-		o.a = o.b
-	} else {
-		o.a = m.knot(oct, k)
-	}
-	o.b = m.knot(oct, k+1)
-	o.k, o.start = k, k*period
-}
-
-// knots are the octaves' knots around the time reached, hashed once per knot.
-type knots [nOctaves]octave
-
-func newKnots() knots { return knots{{k: noKnot}, {k: noKnot}, {k: noKnot}} }
-
 // exactX is the unrounded ticks of a change at t, the model as defined; lift
-// is a spike's log lift in force at t (0 for none).
-func (m *model) exactX(o *knots, t int64, lift float64) float64 {
+// is a spike's log lift in force at t (0 for none). It hashes its six knots
+// afresh: only spikes and the rare points the fast path leaves come here.
+func (m *model) exactX(t int64, lift float64) float64 {
 	var noise float64
 	for i, oc := range octaves {
-		o[i].reach(m, i, oc.period, t)
-		f := float64(t-o[i].start) / float64(oc.period)
+		k := floorDiv(t, oc.period)
+		a, b := m.knot(i, k), m.knot(i, k+1)
+		f := float64(t-k*oc.period) / float64(oc.period)
 		f = f * f * (3 - 2*f)
-		noise += oc.amp * (o[i].a + (o[i].b-o[i].a)*f)
+		noise += oc.amp * (a + (b-a)*f)
 	}
 	day, sec := m.local(t)
 	daily := dailyCycle[uint64(sec)/60]
@@ -409,11 +381,6 @@ func expNear(y float64, i int) float64 {
 	return expTable[i] * (hot.one + d*(hot.one+d*(hot.e2+d*(hot.e3+d*hot.e4))))
 }
 
-// scratch is appendTicks's working space; a back-fill worker reuses one.
-type scratch struct {
-	spans []span
-}
-
 // spikeAt is a spike among a walk's points: [from, to), its lift, its hour's first point.
 type spikeAt struct {
 	from, to int64
@@ -425,8 +392,9 @@ type spikeAt struct {
 const slow = -1
 
 // appendTicks appends every point in (from, to], ascending, to at and q (in
-// ticks); sc may be nil. The loops make no call, to keep their values in registers.
-func (m *model) appendTicks(at, q []int64, from, to int64, sc *scratch) ([]int64, []int64) {
+// ticks); spans is working space a back-fill worker reuses, or nil. The loops
+// make no call, to keep their values in registers.
+func (m *model) appendTicks(at, q []int64, from, to int64, spans *[]span) ([]int64, []int64) {
 	if to <= from {
 		return at, q
 	}
@@ -440,23 +408,21 @@ func (m *model) appendTicks(at, q []int64, from, to int64, sc *scratch) ([]int64
 		return at, q
 	}
 	q = slices.Grow(q, len(at)-len(q))[:len(at)]
-	if sc == nil {
-		sc = new(scratch)
+	if spans == nil {
+		spans = new([]span)
 	}
-	spans := m.appendSpans(sc.spans[:0], at[lo], at[len(at)-1])
-	sc.spans = spans
-	o := newKnots()
-	if m.fastTicks(spans, at[lo:], q[lo:]) {
+	*spans = m.appendSpans((*spans)[:0], at[lo], at[len(at)-1])
+	if m.fastTicks(*spans, at[lo:], q[lo:]) {
 		for i := lo; i < len(q); i++ {
 			if q[i] == slow {
-				q[i] = int64(m.exactX(&o, at[i], 0))
+				q[i] = int64(m.exactX(at[i], 0))
 			}
 		}
 	}
 	for _, s := range spikes {
 		for i := s.i; i < len(at) && at[i] < s.to; i++ {
 			if at[i] >= s.from {
-				q[i] = int64(m.exactX(&o, at[i], s.lift))
+				q[i] = int64(m.exactX(at[i], s.lift))
 			}
 		}
 	}
@@ -629,8 +595,8 @@ func (m *model) inForce(t int64) (int64, float64) {
 	return at, float64(q) / priceScale
 }
 
-// inForceTicks is inForce in ticks; sc may be nil.
-func (m *model) inForceTicks(t int64, sc *scratch) (int64, int64) {
+// inForceTicks is inForce in ticks; spans as appendTicks's.
+func (m *model) inForceTicks(t int64, spans *[]span) (int64, int64) {
 	if m.monthly {
 		return m.monthAt(floorDiv(t-m.monthOffset(), monthSec))
 	}
@@ -639,7 +605,7 @@ func (m *model) inForceTicks(t int64, sc *scratch) (int64, int64) {
 		at, _ := m.appendTimes(buf[:0], nil, h*3600-1, min(t, h*3600+3599))
 		if n := len(at); n > 0 {
 			var a, q [slotsPerHour + 2]int64
-			_, p := m.appendTicks(a[:0], q[:0], at[n-1]-1, at[n-1], sc)
+			_, p := m.appendTicks(a[:0], q[:0], at[n-1]-1, at[n-1], spans)
 			return at[n-1], p[0]
 		}
 	}

@@ -23,6 +23,9 @@ func (m *model) refChangeAt(s int64, cal *calendar) (int64, bool) {
 	return at, float64(h&0xffff) < changeOdds[cal.w][uint64(cal.sec)/3600]
 }
 
+// noKnot is no knot's number, so loading knot k after it never takes it for k-1.
+const noKnot = math.MinInt64
+
 type refKnots struct {
 	k    [nOctaves]int64
 	a, b [nOctaves]float64
@@ -324,8 +327,7 @@ func TestPricesNearARoundingEdge(t *testing.T) {
 		i := rng.IntN(len(ra))
 		// The exact x of point i, before rounding, is od·r·1e4 + 0.5;
 		// move od so that it lands delta from an edge.
-		o := newKnots()
-		x := p.model.exactX(&o, ra[i], spikeLiftAt(&p.model, ra[i]))
+		x := p.model.exactX(ra[i], spikeLiftAt(&p.model, ra[i]))
 		for _, delta := range []float64{0, 1e-12, -1e-12, 1e-9, -1e-9, 3e-7, -3e-7} {
 			mod := p.model
 			mod.od *= (math.Floor(x) + delta - 0.5) / (x - 0.5)

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -87,13 +86,12 @@ func New(opt Options) *Market {
 		if len(m.regions) == 0 || m.regions[len(m.regions)-1].name != r {
 			m.regions = append(m.regions, regionPools{name: r})
 		}
+		// buildSpecs makes a region's pools family by family.
 		rp := &m.regions[len(m.regions)-1]
-		fi := slices.IndexFunc(rp.families, func(f []*simPool) bool { return f[0].spec.Family == p.spec.Family })
-		if fi < 0 {
-			fi = len(rp.families)
+		if n := len(rp.families); n == 0 || rp.families[n-1][0].spec.Family != p.spec.Family {
 			rp.families = append(rp.families, nil)
 		}
-		rp.families[fi] = append(rp.families[fi], p)
+		rp.families[len(rp.families)-1] = append(rp.families[len(rp.families)-1], p)
 	}
 	buildAvail(m.pools)
 	return m
@@ -259,7 +257,7 @@ const maxWorkers = 4
 // columns are a worker's scratch for one pool's points, prices in ticks.
 type columns struct {
 	at, q []int64
-	scratch
+	spans []span
 }
 
 // backfillRegion sends a region's history, one chunk per family: each pool's
@@ -272,9 +270,9 @@ func (m *Market) backfillRegion(ctx context.Context, region string, families [][
 		}
 		hist = hist[:0]
 		for _, p := range fam {
-			at, q := p.model.inForceTicks(from, &cols.scratch)
+			at, q := p.model.inForceTicks(from, &cols.spans)
 			cols.at, cols.q = append(cols.at[:0], at), append(cols.q[:0], q)
-			cols.at, cols.q = p.model.appendTicks(cols.at, cols.q, from, to, &cols.scratch)
+			cols.at, cols.q = p.model.appendTicks(cols.at, cols.q, from, to, &cols.spans)
 			hist = append(hist, domain.PoolHistory{Pool: p.spec.Desc.Key(), History: series.NewSeriesOfTicks(cols.at, cols.q, priceDigits)})
 		}
 		sink(domain.Event{Provider: Name, Region: region, Histories: hist,
@@ -304,7 +302,7 @@ func (m *Market) live(ctx context.Context, q domain.Query, since, until time.Tim
 					pools = append(pools, p.describe(until))
 				}
 				key := p.spec.Desc.Key()
-				cols.at, cols.q = p.model.appendTicks(cols.at[:0], cols.q[:0], from, to, &cols.scratch)
+				cols.at, cols.q = p.model.appendTicks(cols.at[:0], cols.q[:0], from, to, &cols.spans)
 				for i, at := range cols.at {
 					buf = append(buf, domain.PricePoint{Pool: key, At: time.Unix(at, 0).UTC(), USDHour: float64(cols.q[i]) / priceScale})
 				}

@@ -1,3 +1,0 @@
-// Package present derives the figures of each pool and declares, once,
-// the columns that show them to the TUI and to every CLI output format.
-package present

@@ -107,15 +107,7 @@ func (q Query) WantsRegion(region string) bool { return matchAny(q.Regions, regi
 func (q Query) WantsGPU(model string) bool { return matchAny(q.GPUs, model) }
 
 func matchAny(list []string, v string) bool {
-	if len(list) == 0 {
-		return true
-	}
-	for _, x := range list {
-		if strings.EqualFold(x, v) {
-			return true
-		}
-	}
-	return false
+	return len(list) == 0 || slices.ContainsFunc(list, func(x string) bool { return strings.EqualFold(x, v) })
 }
 
 // SplitList splits a comma list such as "H100, A100" into trimmed, non-empty items.

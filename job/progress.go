@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -79,14 +80,9 @@ func readBounded(path string) ([]byte, error) {
 		return nil, err
 	}
 	if st.Size() > maxProgress {
-		if _, err := f.Seek(st.Size()-maxProgress, 0); err != nil {
+		if _, err := f.Seek(-maxProgress, io.SeekEnd); err != nil {
 			return nil, err
 		}
 	}
-	b := make([]byte, maxProgress)
-	n, err := f.Read(b)
-	if n == 0 && err != nil {
-		return nil, err
-	}
-	return b[:n], nil
+	return io.ReadAll(io.LimitReader(f, maxProgress))
 }

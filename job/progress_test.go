@@ -91,3 +91,23 @@ func TestReportedProgressByCommand(t *testing.T) {
 		t.Errorf("work done %v, want the 3.5 the command's last line reports (progress %s)", got.WorkDone, got.Progress)
 	}
 }
+
+// A progress file's last line counts, however long the log before it.
+func TestReportedProgressFileTail(t *testing.T) {
+	w := newFakeWorld(t)
+	st, svc, d := w.process(t)
+	file := filepath.Join(t.TempDir(), "progress")
+	log := strings.Repeat("a step of a long log\n", 600) + "4.5h\n"
+	if err := os.WriteFile(file, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j := w.start(t, svc, func(r *job.Request) { r.ProgressFile = file })
+	ctx := context.Background()
+	if _, err := d.Review(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := st.GetJob(ctx, j.ID)
+	if got.WorkDone != 4.5 {
+		t.Errorf("work done %v, want the 4.5 the file's last line reports (progress %s)", got.WorkDone, got.Progress)
+	}
+}

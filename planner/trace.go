@@ -3,6 +3,7 @@ package planner
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,17 +36,21 @@ const (
 // the first byte past a limit; errors name the file and the place.
 func ReadTrace(name string, r io.Reader) (Trace, error) {
 	in := &cappedReader{r: r, left: MaxTraceBytes}
-	sc := &traceScanner{br: bufio.NewReaderSize(in, 64<<10)}
-	t, err := sc.trace()
+	dec := json.NewDecoder(in)
+	t, err := readTrace(dec)
 	if err != nil {
 		msg := err.Error()
 		var f traceFault
+		var syntax *json.SyntaxError
 		switch {
 		case in.over:
 			msg = fmt.Sprintf("larger than %d MiB", MaxTraceBytes>>20)
 		case errors.As(err, &f):
-		case errors.Is(err, errBadJSON) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-			msg = "not a JSON object (" + msg + ")"
+		case errors.As(err, &syntax) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			if errors.Is(err, io.EOF) {
+				msg = io.ErrUnexpectedEOF.Error()
+			}
+			msg = fmt.Sprintf("not a JSON object (%s at byte %d)", msg, dec.InputOffset())
 		default:
 			return Trace{}, fmt.Errorf("trace %s: %w", name, err)
 		}
@@ -60,95 +65,28 @@ type traceFault string
 
 func (f traceFault) Error() string { return string(f) }
 
-var errBadJSON = errors.New("bad JSON")
-
-// traceScanner reads the one shape by hand: a JSON decoder is too slow.
-type traceScanner struct {
-	br  *bufio.Reader
-	off int64
-}
-
-func (s *traceScanner) syntax(what string) error {
-	return fmt.Errorf("%w: %s at byte %d", errBadJSON, what, s.off)
-}
-
-func (s *traceScanner) next() (byte, error) {
-	c, err := s.br.ReadByte()
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return 0, fmt.Errorf("%w at byte %d", io.ErrUnexpectedEOF, s.off)
-		}
-		return 0, err
-	}
-	s.off++
-	return c, nil
-}
-
-// skipSpace returns the next byte that is not JSON white space.
-func (s *traceScanner) skipSpace() (byte, error) {
-	for {
-		c, err := s.next()
-		if err != nil {
-			return 0, err
-		}
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return c, nil
-		}
-	}
-}
-
-func (s *traceScanner) expect(want byte, what string) error {
-	c, err := s.skipSpace()
-	if err != nil {
-		return err
-	}
-	if c != want {
-		return s.syntax(fmt.Sprintf("%q where %s was expected", c, what))
-	}
-	return nil
-}
-
-func (s *traceScanner) trace() (Trace, error) {
+// readTrace reads the one object token by token, so the tick limit
+// applies as the list streams, not after it was read whole.
+func readTrace(dec *json.Decoder) (Trace, error) {
 	var t Trace
-	c, err := s.skipSpace()
-	if err != nil {
-		return t, err
-	}
-	if c != '{' {
-		return t, traceFault("not a JSON object")
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return t, cmp.Or(err, error(traceFault("not a JSON object")))
 	}
 	seenMeta, seenData := false, false
-	for first := true; ; first = false {
-		c, err := s.skipSpace()
+	for dec.More() {
+		tok, err := dec.Token()
 		if err != nil {
 			return t, err
 		}
-		if c == '}' && first {
-			break
-		}
-		if c != '"' {
-			return t, s.syntax(fmt.Sprintf("%q where a key was expected", c))
-		}
-		raw, err := s.rawString()
-		if err != nil {
-			return t, err
-		}
-		var key string
-		if json.Unmarshal(raw, &key) != nil {
-			return t, s.syntax("a bad key")
-		}
-		if err := s.expect(':', "':'"); err != nil {
-			return t, err
-		}
-		switch {
+		switch key := tok.(string); {
 		case key == "metadata" && !seenMeta:
 			seenMeta = true
-			if t.GapSeconds, err = s.metadata(); err != nil {
+			if t.GapSeconds, err = metadata(dec); err != nil {
 				return t, err
 			}
 		case key == "data" && !seenData:
 			seenData = true
-			if t.Data, err = s.counts(); err != nil {
+			if t.Data, err = counts(dec); err != nil {
 				return t, err
 			}
 		case key == "metadata" || key == "data":
@@ -156,21 +94,12 @@ func (s *traceScanner) trace() (Trace, error) {
 		default:
 			return t, traceFault(fmt.Sprintf("unknown key %q", key))
 		}
-		c, err = s.skipSpace()
-		if err != nil {
-			return t, err
-		}
-		if c == '}' {
-			break
-		}
-		if c != ',' {
-			return t, s.syntax(fmt.Sprintf("%q where ',' or '}' was expected", c))
-		}
 	}
-	if c, err := s.skipSpace(); err == nil {
-		return t, traceFault(fmt.Sprintf("more than one JSON value in the file (%q at byte %d)", c, s.off))
-	} else if !errors.Is(err, io.ErrUnexpectedEOF) {
+	if _, err := dec.Token(); err != nil { // the closing brace
 		return t, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return t, traceFault(fmt.Sprintf("more than one JSON value in the file (at byte %d)", dec.InputOffset()))
 	}
 	switch {
 	case !seenMeta:
@@ -186,14 +115,14 @@ func (s *traceScanner) trace() (Trace, error) {
 }
 
 // metadata returns gap_seconds, 0 when there is none.
-func (s *traceScanner) metadata() (int, error) {
-	raw, err := s.rawValue()
-	if err != nil {
-		return 0, err
-	}
+func metadata(dec *json.Decoder) (int, error) {
 	var meta map[string]json.RawMessage
-	if json.Unmarshal(raw, &meta) != nil || meta == nil {
-		return 0, traceFault(`"metadata" is not an object`)
+	if err := dec.Decode(&meta); err != nil || meta == nil {
+		var typeErr *json.UnmarshalTypeError
+		if err == nil || errors.As(err, &typeErr) {
+			return 0, traceFault(`"metadata" is not an object`)
+		}
+		return 0, err
 	}
 	gapRaw, ok := meta["gap_seconds"]
 	if !ok {
@@ -207,69 +136,27 @@ func (s *traceScanner) metadata() (int, error) {
 }
 
 // counts reads the data list, refusing it at its 2,000,001st tick.
-func (s *traceScanner) counts() ([]int, error) {
-	c, err := s.skipSpace()
-	if err != nil {
-		return nil, err
-	}
-	if c != '[' {
-		_ = s.br.UnreadByte()
-		s.off--
-		return nil, traceFault(`"data" is not a list`)
+func counts(dec *json.Decoder) ([]int, error) {
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return nil, cmp.Or(err, error(traceFault(`"data" is not a list`)))
 	}
 	var out []int
-	var num []byte
-	for {
-		c, err := s.skipSpace()
-		if err != nil {
-			return nil, err
-		}
-		if c == ']' && len(out) == 0 {
-			return out, nil
-		}
+	var raw json.RawMessage
+	for dec.More() {
 		if len(out) == maxTraceTicks {
 			return nil, traceFault(fmt.Sprintf(`"data" has more than %d ticks`, maxTraceTicks))
 		}
-		// A count: the run of bytes up to the next delimiter.
-		num = append(num[:0], c)
-		if c == '"' {
-			raw, err := s.rawString()
-			if err != nil {
-				return nil, err
-			}
-			num = raw
-		} else {
-			for {
-				b, err := s.br.ReadByte()
-				if err != nil {
-					break
-				}
-				if b == ',' || b == ']' || b == ' ' || b == '\t' || b == '\n' || b == '\r' {
-					_ = s.br.UnreadByte()
-					break
-				}
-				s.off++
-				if len(num) < 64 {
-					num = append(num, b)
-				}
-			}
-		}
-		n, ok := count(num)
-		if !ok {
-			return nil, traceFault(fmt.Sprintf("data[%d] %s is not a count", len(out), clip(string(num))))
-		}
-		out = append(out, n)
-		c, err = s.skipSpace()
-		if err != nil {
+		if err := dec.Decode(&raw); err != nil {
 			return nil, err
 		}
-		if c == ']' {
-			return out, nil
+		n, ok := count(raw)
+		if !ok {
+			return nil, traceFault(fmt.Sprintf("data[%d] %s is not a count", len(out), clip(string(raw))))
 		}
-		if c != ',' {
-			return nil, s.syntax(fmt.Sprintf("%q where ',' or ']' was expected", c))
-		}
+		out = append(out, n)
 	}
+	_, err := dec.Token() // the closing bracket
+	return out, err
 }
 
 // count reads a JSON whole number from 0 to maxCount.
@@ -285,75 +172,6 @@ func count(b []byte) (int, bool) {
 		n = n*10 + int(c-'0')
 	}
 	return n, n <= maxCount
-}
-
-// rawString reads the rest of a string, quotes included.
-func (s *traceScanner) rawString() ([]byte, error) {
-	out := []byte{'"'}
-	for {
-		c, err := s.next()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-		switch c {
-		case '\\':
-			c, err := s.next()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, c)
-		case '"':
-			return out, nil
-		}
-	}
-}
-
-// rawValue reads one JSON value whole; json.Unmarshal checks it after.
-func (s *traceScanner) rawValue() ([]byte, error) {
-	c, err := s.skipSpace()
-	if err != nil {
-		return nil, err
-	}
-	var out []byte
-	depth := 0
-	for {
-		switch c {
-		case '"':
-			raw, err := s.rawString()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, raw...)
-		case '{', '[':
-			depth++
-			out = append(out, c)
-		case '}', ']':
-			depth--
-			out = append(out, c)
-		default:
-			out = append(out, c)
-		}
-		if depth <= 0 {
-			if depth < 0 || c == '}' || c == ']' || c == '"' {
-				return out, nil
-			}
-			// A number or literal at the top: read to its end.
-			b, err := s.br.ReadByte()
-			if err != nil || b == ',' || b == '}' || b == ']' || b == ' ' || b == '\t' || b == '\n' || b == '\r' {
-				if err == nil {
-					_ = s.br.UnreadByte()
-				}
-				return out, nil
-			}
-			s.off++
-			c = b
-			continue
-		}
-		if c, err = s.next(); err != nil {
-			return nil, err
-		}
-	}
 }
 
 // cappedReader reads at most `left` bytes and then fails, saying so.

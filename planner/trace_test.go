@@ -188,3 +188,14 @@ func TestReadTraceBounded(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReadTrace1M reads a trace of a million ticks as the dataset writes them.
+func BenchmarkReadTrace1M(b *testing.B) {
+	in := `{"metadata": {"gap_seconds": 300}, "data": [1` + strings.Repeat(", 16", 1_000_000-1) + `]}`
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		if _, err := ReadTrace("x", strings.NewReader(in)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

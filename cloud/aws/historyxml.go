@@ -102,7 +102,8 @@ func parseSpotPriceHistory(body []byte) (*ec2.DescribeSpotPriceHistoryOutput, er
 	n := bytes.Count(body, []byte("<item>"))
 	x := xmlScanner{b: body, strs: make(map[string]*string, n), times: make(map[string]*time.Time, 64)}
 	x.i = len(prolog.Find(body))
-	if !utf8.Valid(body) || bytes.HasPrefix(body[x.i:], []byte("<?")) {
+	// "]]>" ends CDATA (not plain) and is an error anywhere else, as encoding/xml says.
+	if !utf8.Valid(body) || bytes.HasPrefix(body[x.i:], []byte("<?")) || bytes.Contains(body, []byte("]]>")) {
 		return nil, errNotPlain
 	}
 	root, self, ok := x.open(true)

@@ -189,6 +189,7 @@ var historySeeds = []string{
 	`<a><nextToken>t1</nextToken><nextToken>t2</nextToken><spotPriceHistorySet/><spotPriceHistorySet/></a>`,
 	`<a>text<nextToken>t</nextToken></a>`,
 	`<a><spotPriceHistorySet><item><spotPrice>1</spotPrice ></item></spotPriceHistorySet></a>`,
+	`<a><spotPriceHistorySet><item><spotPrice>]]></spotPrice></item></spotPriceHistorySet></a>`,
 }
 
 func FuzzHistoryXML(f *testing.F) {

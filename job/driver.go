@@ -370,14 +370,18 @@ func (r *jobRun) step(ctx context.Context) error {
 			break
 		}
 	}
-	for _, t := range []time.Time{r.p.Review, r.lj.Finish(r.p.LiveState)} {
-		if !t.IsZero() && t.Before(r.next) {
-			r.next = t
-		}
-	}
+	r.sooner(r.p.Review)
+	r.sooner(r.lj.Finish(r.p.LiveState))
 	r.odds(up)
 	r.outlook()
 	return nil
+}
+
+// sooner brings the next review forward to t, if t is set and sooner.
+func (r *jobRun) sooner(t time.Time) {
+	if !t.IsZero() && t.Before(r.next) {
+		r.next = t
+	}
 }
 
 // readRows settles what a driver that stopped left: a running fleet not
@@ -487,9 +491,7 @@ func (r *jobRun) up() []bool {
 	up := make([]bool, len(r.lj.Lanes))
 	for i, l := range r.lj.Lanes {
 		if r.now.Before(r.p.DownUntil[i]) {
-			if r.p.DownUntil[i].Before(r.next) {
-				r.next = r.p.DownUntil[i]
-			}
+			r.sooner(r.p.DownUntil[i])
 			continue
 		}
 		up[i] = true
@@ -497,8 +499,8 @@ func (r *jobRun) up() []bool {
 			u, until, err := c.SpotCapacity(l.Pool, l.Instances, r.now)
 			if err == nil {
 				up[i] = u
-				if !until.IsZero() && until.Before(r.next) && until.After(r.now) {
-					r.next = until
+				if until.After(r.now) {
+					r.sooner(until)
 				}
 			}
 		}

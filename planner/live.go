@@ -141,17 +141,15 @@ func (j *LiveJob) Advance(s LiveState, t time.Time) LiveState {
 		return s
 	}
 	r, _ := j.run(&s, nil)
-	r.advance(math.Min(j.hours(t), r.finish()))
+	r.advance(math.Min(j.hours(t), j.finish(s)))
 	return r.liveState(s, t)
 }
 
-// finish is when the work is done on the lane held (+Inf idle).
-func (r *run) finish() float64 {
-	if r.cur == idle {
-		return math.Inf(1)
-	}
-	if l := r.lane(r.cur); l.speed > 0 {
-		return r.t + r.over + (r.sp.work-r.progress())/l.speed
+// finish is the hour the work is done on the lane held (+Inf idle); read
+// at every review, so without building a run.
+func (j *LiveJob) finish(s LiveState) float64 {
+	if l := j.Lane(s.Cur); l != nil && l.Speed > 0 {
+		return j.hours(s.At) + s.Over + (j.Work-s.Progress())/l.Speed
 	}
 	return math.Inf(1)
 }
@@ -159,8 +157,7 @@ func (r *run) finish() float64 {
 // Finish is when the work will be done if the lane held runs on (zero
 // when idle): the driver wakes then to end what it pays for.
 func (j *LiveJob) Finish(s LiveState) time.Time {
-	r, _ := j.run(&s, nil)
-	if fin := r.finish(); !math.IsInf(fin, 1) {
+	if fin := j.finish(s); !math.IsInf(fin, 1) {
 		return j.at(fin)
 	}
 	return time.Time{}

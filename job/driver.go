@@ -539,11 +539,12 @@ func (r *jobRun) carry(ctx context.Context, mv planner.LiveMove, up []bool) (boo
 		return false, herr
 	}
 	if err != nil || row.State != ledger.StateActive {
-		why := cmp.Or(row.Error, "no capacity")
+		// Either way the pool is left alone a while and another is tried.
+		what, why := "launch found no capacity", cmp.Or(row.Error, "no capacity")
 		if err != nil {
-			why = err.Error()
+			what, why = "launch failed", err.Error()
 		}
-		r.d.opt.Logger.Info("job: launch found no capacity", "job", r.j.ID, "lane", to, "why", why)
+		r.d.opt.Logger.Info("job: "+what, "job", r.j.ID, "lane", to, "why", why)
 		if row.ID != "" && row.State == ledger.StateActive {
 			r.end(ctx, row, "short of the job's instances")
 		}
@@ -553,7 +554,7 @@ func (r *jobRun) carry(ctx context.Context, mv planner.LiveMove, up []bool) (boo
 		r.p.LiveState = r.lj.Apply(r.p.LiveState, mv, up)
 		r.p.LiveState = r.lj.Interrupted(r.p.LiveState)
 		r.p.Key, r.p.Row = "", ""
-		if _, merr := r.move(ctx, ledger.JobMove{From: to, To: "none", Reason: to + ": launch found no capacity (" + short(why) + ")"}); merr != nil {
+		if _, merr := r.move(ctx, ledger.JobMove{From: to, To: "none", Reason: to + ": " + what + " (" + short(why) + ")"}); merr != nil {
 			return false, merr
 		}
 		if mv.To == r.lj.OnDemandLane() {

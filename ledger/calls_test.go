@@ -207,3 +207,33 @@ func TestLaunchCancelledBeforeItsCallByKind(t *testing.T) {
 		}
 	}
 }
+
+// Every write the store makes moves Changes, and a refused one does not:
+// the TUI rereads the ledger only when it moved.
+func TestChangesCountsEveryWrite(t *testing.T) {
+	st := openTest(t)
+	s := New(st, nil, Options{})
+	ctx := context.Background()
+	moved := func(what string, write func() error) {
+		t.Helper()
+		before := s.Changes()
+		if err := write(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if s.Changes() == before {
+			t.Errorf("%s left Changes at %d", what, before)
+		}
+	}
+	r := Entry{ID: NewID(time.Now()), Kind: KindFleet, Provider: "sim", IdemKey: "k", State: StatePending}
+	moved("an intent", func() error { _, err := st.RecordIntent(ctx, r, nil); return err })
+	r.State = StateActive
+	moved("an update", func() error { _, err := st.Update(ctx, r); return err })
+	before := s.Changes()
+	if _, err := st.RecordIntent(ctx, Entry{ID: NewID(time.Now()), Kind: KindFleet, Provider: "sim", IdemKey: "k2", State: StatePending},
+		func(Spending, *Entry, []Entry) error { return errors.New("over the cap") }); err == nil {
+		t.Fatal("the refusal was not returned")
+	}
+	if s.Changes() != before {
+		t.Errorf("a refused intent moved Changes")
+	}
+}
